@@ -1,0 +1,260 @@
+//! Response analysis: turns what the agent printed into an [`Analysis`].  **[pure]**
+//!
+//! Accepts every output shape Claude Code produces (the JSON result object, a JSON array of
+//! messages, stream-json lines, plain text, empty or truncated output) and classifies the
+//! outcome by content, never by the exit code alone (see `../shared/design/claude-contract.md`).
+//! No clock, no processes, no file I/O: time and the run facts are passed in.
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+/// The shape of the agent's stdout, as detected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputShape {
+    /// One JSON `result` object (`--output-format json`).
+    ResultObject,
+    /// A JSON array of messages (`--output-format json --verbose`).
+    MessageArray,
+    /// One JSON event per line (`--output-format stream-json --verbose`).
+    StreamJson,
+    /// Plain text (`--output-format text`, or anything that is not JSON).
+    Text,
+    /// Nothing at all on stdout.
+    #[default]
+    Empty,
+    /// JSON that starts but never completes (killed mid-write).
+    Truncated,
+}
+
+/// What happened to the call, as reported in `status.json` (`last_loop.outcome`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The agent answered and reported no error.
+    #[default]
+    Success,
+    /// The agent (or the API behind it) reported an error; see [`Analysis::error`].
+    AgentError,
+    /// Hank's timeout killed the agent.
+    Timeout,
+    /// The agent died without a usable answer (signal, non-zero exit, no output).
+    Crashed,
+}
+
+/// Why the agent failed. Stable snake_case strings (they appear in events and `hank analyze`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// Not logged in, invalid API key, expired or revoked token.
+    Auth,
+    /// Credit balance too low.
+    Billing,
+    /// Subscription usage window exhausted; see [`AgentError::reset_at`].
+    UsageLimit,
+    /// API 429 (per-minute request/token rate limit).
+    RateLimit,
+    /// API 529 / overloaded.
+    Overloaded,
+    /// API 5xx.
+    Server,
+    /// Could not reach the API.
+    Network,
+    /// `error_max_turns`.
+    MaxTurns,
+    /// `error_max_budget_usd`.
+    Budget,
+    /// The run was interrupted (`error_during_execution`, SIGINT).
+    Interrupted,
+    /// No output at all.
+    NoOutput,
+    /// Output that could not be understood.
+    Malformed,
+    /// A CLI usage/config error printed on stderr only (bad flag, unknown session, …).
+    CliUsage,
+    /// An error the analyzer could not place in any of the kinds above.
+    Unknown,
+}
+
+impl ErrorKind {
+    /// The stable string of this kind.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auth => "auth",
+            Self::Billing => "billing",
+            Self::UsageLimit => "usage_limit",
+            Self::RateLimit => "rate_limit",
+            Self::Overloaded => "overloaded",
+            Self::Server => "server",
+            Self::Network => "network",
+            Self::MaxTurns => "max_turns",
+            Self::Budget => "budget",
+            Self::Interrupted => "interrupted",
+            Self::NoOutput => "no_output",
+            Self::Malformed => "malformed",
+            Self::CliUsage => "cli_usage",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+/// An error reported by the agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentError {
+    pub kind: ErrorKind,
+    /// The human message (first line of `result`, `errors[0]`, or the stderr line), trimmed.
+    pub message: String,
+    /// `api_error_status` when the CLI reported one.
+    pub api_status: Option<u16>,
+    /// For [`ErrorKind::UsageLimit`]: when the window resets, if the output said so.
+    pub reset_at: Option<Timestamp>,
+}
+
+/// Token usage of one call (or a running total).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Tokens {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_creation: u64,
+}
+
+impl Tokens {
+    /// All tokens of every kind.
+    #[must_use]
+    pub fn sum(&self) -> u64 {
+        self.input
+            .saturating_add(self.output)
+            .saturating_add(self.cache_read)
+            .saturating_add(self.cache_creation)
+    }
+
+    /// Adds `other` into `self` (saturating).
+    pub fn add(&mut self, other: &Tokens) {
+        self.input = self.input.saturating_add(other.input);
+        self.output = self.output.saturating_add(other.output);
+        self.cache_read = self.cache_read.saturating_add(other.cache_read);
+        self.cache_creation = self.cache_creation.saturating_add(other.cache_creation);
+    }
+}
+
+/// One permission denial reported in `permission_denials`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Denial {
+    /// `tool_name`, e.g. `Bash`, `Write`.
+    pub tool: String,
+    /// For Bash: the command (`tool_input.command`).
+    pub command: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum WorkStatus {
+    InProgress,
+    Complete,
+    Blocked,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum TestsStatus {
+    Passing,
+    Failing,
+    NotRun,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum WorkType {
+    Implementation,
+    Testing,
+    Documentation,
+    Refactoring,
+}
+
+/// The agent's `---HANK_STATUS---` block (the last one in the answer). Fields it did not give,
+/// or gave in a form that could not be read, are `None`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct StatusBlock {
+    pub status: Option<WorkStatus>,
+    pub tasks_completed: Option<u32>,
+    pub files_modified: Option<u32>,
+    pub tests_status: Option<TestsStatus>,
+    pub work_type: Option<WorkType>,
+    pub exit_signal: Option<bool>,
+    pub recommendation: Option<String>,
+}
+
+/// Facts about the process run that the analyzer needs besides its output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RunFacts {
+    /// Exit code, if the process exited normally.
+    pub exit_code: Option<i32>,
+    /// Signal that ended the process, if any.
+    pub signal: Option<i32>,
+    /// Hank's timeout killed it.
+    pub timed_out: bool,
+    /// Hank stopped it because the user pressed Ctrl-C / sent SIGTERM.
+    pub interrupted: bool,
+}
+
+/// Everything hank learns from one agent answer.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Analysis {
+    pub shape: OutputShape,
+    pub outcome: Outcome,
+    /// Set when `outcome` is not `Success` (for `Timeout`/`Crashed` when something more is known).
+    pub error: Option<AgentError>,
+    /// The CLI said `No conversation found with session ID: …`: drop the id and retry without it.
+    pub unknown_session: bool,
+    pub session_id: Option<String>,
+    /// `total_cost_usd` of this call (0 when unknown).
+    pub cost_usd: f64,
+    pub tokens: Tokens,
+    pub num_turns: Option<u32>,
+    pub duration_ms: Option<u64>,
+    pub permission_denials: Vec<Denial>,
+    /// The answer text (`result`), cut to a few KiB for display.
+    pub summary: String,
+    pub status: Option<StatusBlock>,
+    /// Which completion indicators fired (e.g. `status_complete`, `exit_signal`,
+    /// `phrase: all tasks complete`); empty when none did.
+    pub completion_indicators: Vec<String>,
+    /// Every tool the agent ran was a test command (only known from stream-json), or the
+    /// status block says `WORK_TYPE: TESTING`.
+    pub testing_only: bool,
+    /// Questions the agent asked the user instead of deciding (one line each).
+    pub questions: Vec<String>,
+    /// Normalized error lines (numbers, paths and ids replaced), for same-error streaks.
+    pub error_signatures: Vec<String>,
+    /// Length of the answer text in bytes (for the output-decline rule).
+    pub output_len: u64,
+    /// Total bytes read from stdout.
+    pub stdout_bytes: u64,
+}
+
+impl Analysis {
+    /// `EXIT_SIGNAL: true` was in the status block. Absent or unreadable means false.
+    #[must_use]
+    pub fn exit_signal(&self) -> bool {
+        self.status.as_ref().and_then(|s| s.exit_signal).unwrap_or(false)
+    }
+
+    /// The error kind, if any.
+    #[must_use]
+    pub fn error_kind(&self) -> Option<ErrorKind> {
+        self.error.as_ref().map(|e| e.kind)
+    }
+
+    /// The recommendation line of the status block, if any.
+    #[must_use]
+    pub fn recommendation(&self) -> Option<&str> {
+        self.status.as_ref().and_then(|s| s.recommendation.as_deref())
+    }
+}
+
+/// `hank analyze FILE`.
+pub fn command(_args: &crate::cli::AnalyzeArgs) -> crate::error::Result<u8> {
+    Err(crate::error::HankError::Other("analyze is being built".into()))
+}

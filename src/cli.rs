@@ -1,0 +1,198 @@
+//! Command-line definitions (clap derive) — nothing else. Values stay raw strings here;
+//! `config` validates them so errors can name the flag, key or `.hankrc` line.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Runs Claude Code in a loop over your project and stops it at the right moment.
+#[derive(Debug, Parser)]
+#[command(
+    name = "hank",
+    version,
+    about,
+    long_about = None,
+    args_conflicts_with_subcommands = true,
+    after_help = "Without a subcommand, `hank` runs the loop (`hank run`).\n\
+                  Exit codes: 0 done, 1 error, 2 halted by a safety rule, 3 stopped at a limit, 130 interrupted."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    /// The loop's flags, for bare `hank`.
+    #[command(flatten)]
+    pub run: RunArgs,
+
+    /// Print the loop status (same as `hank status`).
+    #[arg(long, conflicts_with_all = ["reset_circuit", "reset_session", "circuit_status"])]
+    pub status: bool,
+
+    /// Reset the circuit breaker to CLOSED (same as `hank reset circuit`).
+    #[arg(long)]
+    pub reset_circuit: bool,
+
+    /// Forget the agent session (same as `hank reset session`).
+    #[arg(long)]
+    pub reset_session: bool,
+
+    /// Show the circuit breaker (same as `hank circuit`).
+    #[arg(long)]
+    pub circuit_status: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the loop in the current project (the default).
+    Run(RunArgs),
+    /// Live dashboard of a running or finished loop.
+    Monitor(crate::monitor::MonitorArgs),
+    /// Print `.hank/status.json` readably.
+    Status(StatusArgs),
+    /// Create a new project folder ready for the loop.
+    Setup(crate::project::SetupArgs),
+    /// Interactive wizard that adds hank to an existing project.
+    Enable(crate::project::EnableArgs),
+    /// Add hank to an existing project without questions (for scripts and CI).
+    EnableCi(crate::project::EnableCiArgs),
+    /// Turn a PRD or spec document into `.hank/` files.
+    Import(crate::project::ImportArgs),
+    /// Move a flat layout (root PROMPT.md, fix_plan.md, …) into `.hank/`.
+    Migrate(crate::project::MigrateArgs),
+    /// Analyze a saved agent output (e.g. `.hank/logs/loop-00003.out`) and explain it.
+    Analyze(AnalyzeArgs),
+    /// Manual overrides: reset the circuit breaker or the agent session.
+    Reset(ResetArgs),
+    /// Show the circuit breaker state and its recent transitions.
+    Circuit(CircuitArgs),
+    /// Check claude, git, tmux, the project layout and the configuration.
+    Doctor(DoctorArgs),
+    /// Print shell completions.
+    Completions(CompletionsArgs),
+}
+
+/// Flags of `hank run` (each also a `.hankrc` key and an environment variable).
+#[derive(Debug, Clone, Default, Args)]
+pub struct RunArgs {
+    /// Maximum agent calls in any rolling hour [MAX_CALLS_PER_HOUR, default 100].
+    #[arg(short = 'c', long = "calls", value_name = "N")]
+    pub calls: Option<String>,
+    /// Maximum tokens in any rolling hour, 0 = off [MAX_TOKENS_PER_HOUR, default 0].
+    #[arg(long, value_name = "N")]
+    pub max_tokens_per_hour: Option<String>,
+    /// Prompt file sent to the agent every loop [PROMPT_FILE, default .hank/PROMPT.md].
+    #[arg(short = 'p', long = "prompt", value_name = "FILE")]
+    pub prompt: Option<String>,
+    /// Agent timeout per loop: minutes, or 90s / 2m / 1h [CLAUDE_TIMEOUT_MINUTES, default 15].
+    #[arg(short = 't', long = "timeout", value_name = "DURATION")]
+    pub timeout: Option<String>,
+    /// Stream the agent's output live (stream-json) [LIVE_OUTPUT].
+    #[arg(long)]
+    pub live: bool,
+    /// More detail on stderr [VERBOSE].
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
+    /// Agent output format: json or text [CLAUDE_OUTPUT_FORMAT, default json].
+    #[arg(long, value_name = "FORMAT")]
+    pub output_format: Option<String>,
+    /// Comma-separated tools the agent may use [ALLOWED_TOOLS].
+    #[arg(long, value_name = "LIST")]
+    pub allowed_tools: Option<String>,
+    /// Claude permission mode [CLAUDE_PERMISSION_MODE].
+    #[arg(long, value_name = "MODE")]
+    pub permission_mode: Option<String>,
+    /// Claude model [CLAUDE_MODEL].
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+    /// Start a fresh agent session every loop [SESSION_CONTINUITY=false].
+    #[arg(long)]
+    pub no_continue: bool,
+    /// Hours after which a session is not resumed [SESSION_EXPIRY_HOURS, default 24].
+    #[arg(long, value_name = "HOURS")]
+    pub session_expiry: Option<String>,
+    /// Stop after N loops in this run, 0 = unlimited [MAX_LOOPS].
+    #[arg(long, value_name = "N")]
+    pub max_loops: Option<String>,
+    /// Stop when this run has cost this many USD, 0 = unlimited [MAX_COST_USD].
+    #[arg(long, value_name = "USD")]
+    pub max_cost: Option<String>,
+    /// On a subscription usage limit: wait for the reset, or exit [ON_USAGE_LIMIT, default wait].
+    #[arg(long, value_name = "wait|exit")]
+    pub on_usage_limit: Option<String>,
+    /// The agent command: a path or a name on PATH [CLAUDE_CODE_CMD, default claude].
+    #[arg(long, value_name = "PATH")]
+    pub claude_cmd: Option<String>,
+    /// An OPEN circuit is reset to CLOSED at start instead of stopping [CB_AUTO_RESET].
+    #[arg(long)]
+    pub auto_reset_circuit: bool,
+    /// Print the agent command and prompt for one loop, call nothing, exit 0.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Desktop notification when the loop ends [ENABLE_NOTIFICATIONS].
+    #[arg(long)]
+    pub notify: bool,
+    /// JSON-lines events on stdout (human output stays on stderr).
+    #[arg(long)]
+    pub json: bool,
+    /// Run inside tmux with a live output pane and the dashboard.
+    #[arg(long)]
+    pub monitor: bool,
+}
+
+#[derive(Debug, Clone, Default, Args)]
+pub struct StatusArgs {
+    /// Print the raw status.json.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct AnalyzeArgs {
+    /// The saved agent stdout (e.g. `.hank/logs/loop-00003.out`); `-` reads stdin.
+    pub file: PathBuf,
+    /// The agent's stderr, if saved (defaults to FILE with `.err` when it exists).
+    #[arg(long, value_name = "FILE")]
+    pub stderr: Option<PathBuf>,
+    /// The agent's exit code, if known.
+    #[arg(long, value_name = "CODE", allow_negative_numbers = true)]
+    pub exit_code: Option<i32>,
+    /// Print the analysis as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ResetArgs {
+    /// What to reset.
+    #[arg(value_enum)]
+    pub what: ResetWhat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ResetWhat {
+    /// The circuit breaker (→ CLOSED, counters cleared).
+    Circuit,
+    /// The agent session (the next loop starts a new conversation).
+    Session,
+}
+
+#[derive(Debug, Clone, Default, Args)]
+pub struct CircuitArgs {
+    /// Print as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Default, Args)]
+pub struct DoctorArgs {
+    /// Print as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}

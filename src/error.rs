@@ -1,0 +1,62 @@
+//! The error type of every command, and its exit code.
+
+use std::path::PathBuf;
+
+use crate::exit;
+
+/// An error that ends a hank command. Messages are lowercase sentence fragments; the
+/// top level prints `error: {message}` (plus a hint when there is one).
+#[derive(Debug, thiserror::Error)]
+pub enum HankError {
+    /// Bad command-line arguments, bad config value, unusable project layout.
+    #[error("{message}")]
+    Usage { message: String, hint: Option<String> },
+    /// A file could not be read or written.
+    #[error("{action} {}: {source}", path.display())]
+    Io { action: &'static str, path: PathBuf, source: std::io::Error },
+    /// Anything else that makes the command fail with exit 1.
+    #[error("{0}")]
+    Other(String),
+    /// The command ends with a specific code and has already reported why
+    /// (e.g. `enable` on an already enabled project → 2).
+    #[error("{message}")]
+    WithCode { code: u8, message: String },
+}
+
+impl HankError {
+    /// A usage/config error without a hint.
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self::Usage { message: message.into(), hint: None }
+    }
+
+    /// A usage/config error with a hint line.
+    pub fn usage_hint(message: impl Into<String>, hint: impl Into<String>) -> Self {
+        Self::Usage { message: message.into(), hint: Some(hint.into()) }
+    }
+
+    /// Wraps an I/O error with what was being done and to which file.
+    pub fn io(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Self::Io { action, path: path.into(), source }
+    }
+
+    /// The process exit code for this error.
+    #[must_use]
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::WithCode { code, .. } => *code,
+            _ => exit::ERROR,
+        }
+    }
+
+    /// A hint to print below the message, if any.
+    #[must_use]
+    pub fn hint(&self) -> Option<&str> {
+        match self {
+            Self::Usage { hint, .. } => hint.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+/// Result alias used across the crate.
+pub type Result<T, E = HankError> = std::result::Result<T, E>;

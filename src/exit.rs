@@ -1,0 +1,119 @@
+//! Exit reasons of the loop and exit codes of every command.  **[pure]**
+
+use serde::{Deserialize, Serialize};
+
+/// Exit code: success.
+pub const OK: u8 = 0;
+/// Exit code: error (bad arguments, bad config, I/O).
+pub const ERROR: u8 = 1;
+/// Exit code: halted by a safety rule (or "already enabled" for `enable`/`enable-ci`).
+pub const HALTED: u8 = 2;
+/// Exit code: stopped at a limit.
+pub const LIMIT: u8 = 3;
+/// Exit code: interrupted (Ctrl-C / SIGTERM).
+pub const INTERRUPTED: u8 = 130;
+
+/// Why a `hank run` ended. The snake_case strings are stable: they appear in `status.json`,
+/// the `exit` event and the final message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExitReason {
+    /// EXIT_SIGNAL true and completion indicators in at least 2 of the last 5 loops.
+    ProjectComplete,
+    /// fix_plan.md has checkboxes and none open outside optional sections.
+    PlanComplete,
+    /// MAX_CONSECUTIVE_TEST_LOOPS consecutive test-only loops.
+    TestSaturation,
+    /// The circuit breaker is OPEN.
+    CircuitOpen,
+    /// Permission denials in CB_PERMISSION_DENIAL_THRESHOLD consecutive loops.
+    PermissionDenied,
+    /// Auth, billing or CLI usage error: retrying cannot help.
+    AgentFatal,
+    /// A required hank file disappeared.
+    IntegrityFailure,
+    /// MAX_LOOPS reached.
+    MaxLoops,
+    /// Total cost reached MAX_COST_USD.
+    CostBudget,
+    /// Usage limit hit and ON_USAGE_LIMIT=exit.
+    UsageLimit,
+    /// Ctrl-C / SIGTERM.
+    Interrupted,
+}
+
+impl ExitReason {
+    /// Every reason, in table order.
+    pub const ALL: [ExitReason; 11] = [
+        Self::ProjectComplete,
+        Self::PlanComplete,
+        Self::TestSaturation,
+        Self::CircuitOpen,
+        Self::PermissionDenied,
+        Self::AgentFatal,
+        Self::IntegrityFailure,
+        Self::MaxLoops,
+        Self::CostBudget,
+        Self::UsageLimit,
+        Self::Interrupted,
+    ];
+
+    /// The process exit code for this reason.
+    #[must_use]
+    pub fn code(self) -> u8 {
+        match self {
+            Self::ProjectComplete | Self::PlanComplete | Self::TestSaturation => OK,
+            Self::CircuitOpen
+            | Self::PermissionDenied
+            | Self::AgentFatal
+            | Self::IntegrityFailure => HALTED,
+            Self::MaxLoops | Self::CostBudget | Self::UsageLimit => LIMIT,
+            Self::Interrupted => INTERRUPTED,
+        }
+    }
+
+    /// The stable string.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ProjectComplete => "project_complete",
+            Self::PlanComplete => "plan_complete",
+            Self::TestSaturation => "test_saturation",
+            Self::CircuitOpen => "circuit_open",
+            Self::PermissionDenied => "permission_denied",
+            Self::AgentFatal => "agent_fatal",
+            Self::IntegrityFailure => "integrity_failure",
+            Self::MaxLoops => "max_loops",
+            Self::CostBudget => "cost_budget",
+            Self::UsageLimit => "usage_limit",
+            Self::Interrupted => "interrupted",
+        }
+    }
+}
+
+impl std::fmt::Display for ExitReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_follow_the_table() {
+        let expected = [0, 0, 0, 2, 2, 2, 2, 3, 3, 3, 130];
+        for (reason, code) in ExitReason::ALL.iter().zip(expected) {
+            assert_eq!(reason.code(), code, "{reason}");
+        }
+    }
+
+    #[test]
+    fn strings_match_serde() {
+        for reason in ExitReason::ALL {
+            let json = serde_json::to_string(&reason).unwrap();
+            assert_eq!(json, format!("\"{}\"", reason.as_str()));
+        }
+    }
+}

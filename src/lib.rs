@@ -1,0 +1,163 @@
+//! Hank runs an AI coding agent (Claude Code) in a loop over a project and stops it at the
+//! right moment.
+//!
+//! Module map (pure modules take time and file contents as arguments and do no I/O):
+//!
+//! | module | role |
+//! |---|---|
+//! | [`cli`] | clap definitions only |
+//! | [`config`] | `.hankrc` + environment + flags → validated [`config::Settings`], each value with its source |
+//! | [`runner`] | agent argv (pure), spawning in a process group, timeouts, streaming to logs |
+//! | [`analysis`] | agent output → [`analysis::Analysis`] **[pure]** |
+//! | [`progress`] | files changed (git, or mtimes) and fix_plan items checked during a loop |
+//! | [`breaker`] | circuit breaker state machine **[pure]** |
+//! | [`budget`] | rolling call/token ledger **[pure]** |
+//! | [`decide`] | exit decision **[pure]** |
+//! | [`fixplan`] | fix_plan.md parsing **[pure]** |
+//! | [`exit`] | exit reasons and exit codes **[pure]** |
+//! | [`state`] | `state.json` / `status.json` schemas, atomic store, lock, event log |
+//! | [`engine`] | the loop: sequencing only, no thresholds |
+//! | [`ui`] | the loop's terminal output (summary blocks, spinner, countdowns) |
+//! | [`commands`] | small commands: status, circuit, reset, doctor, completions |
+//! | [`monitor`] | `hank monitor` TUI and the `hank --monitor` tmux launcher |
+//! | [`project`] | detect, task sources, templates, setup, enable, enable-ci, migrate, import |
+//!
+//! The loop, one iteration: integrity check → exit checks → breaker → budget (wait) →
+//! record the call, spawn the agent → analyze → fold into state → decide → report.
+
+pub mod analysis;
+pub mod breaker;
+pub mod budget;
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod decide;
+pub mod engine;
+pub mod error;
+pub mod exit;
+pub mod fixplan;
+pub mod monitor;
+pub mod progress;
+pub mod project;
+pub mod runner;
+pub mod state;
+pub mod ui;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+use crate::error::HankError;
+
+/// Program entry: argv[0] dispatch, parsing, running, error → exit code.
+#[must_use]
+pub fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    ExitCode::from(run_with_args(args))
+}
+
+/// Maps an alias name (`hank-enable`, …) to the subcommand it stands for.
+#[must_use]
+pub fn alias_subcommand(argv0: &std::ffi::OsStr) -> Option<&'static str> {
+    let name = std::path::Path::new(argv0).file_name()?.to_str()?;
+    let name = name.strip_suffix(".exe").unwrap_or(name);
+    match name {
+        "hank-monitor" => Some("monitor"),
+        "hank-setup" => Some("setup"),
+        "hank-enable" => Some("enable"),
+        "hank-enable-ci" => Some("enable-ci"),
+        "hank-import" => Some("import"),
+        "hank-migrate" => Some("migrate"),
+        _ => None,
+    }
+}
+
+/// Runs hank with the given argv (argv[0] included) and returns the exit code.
+/// Can be called more than once in one process.
+#[must_use]
+pub fn run_with_args(mut args: Vec<OsString>) -> u8 {
+    if let Some(sub) = args.first().and_then(|a| alias_subcommand(a)) {
+        args[0] = OsString::from("hank");
+        args.insert(1, OsString::from(sub));
+    }
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(err) => {
+            let code = match err.kind() {
+                clap::error::ErrorKind::DisplayHelp
+                | clap::error::ErrorKind::DisplayVersion
+                | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => exit::OK,
+                _ => exit::ERROR,
+            };
+            // Printing can only fail on a closed stream; nothing useful to do then.
+            let _ = err.print();
+            return code;
+        }
+    };
+    match dispatch(cli, &args) {
+        Ok(code) => code,
+        Err(err) => {
+            report_error(&err);
+            err.exit_code()
+        }
+    }
+}
+
+fn report_error(err: &HankError) {
+    if let HankError::WithCode { .. } = err {
+        // Already reported by the command.
+        if err.to_string().is_empty() {
+            return;
+        }
+    }
+    eprintln!("hank: error: {err}");
+    if let Some(hint) = err.hint() {
+        eprintln!("hint: {hint}");
+    }
+}
+
+fn dispatch(cli: Cli, args: &[OsString]) -> error::Result<u8> {
+    if cli.status {
+        return commands::status(&cli::StatusArgs::default());
+    }
+    if cli.reset_circuit {
+        return commands::reset(cli::ResetWhat::Circuit);
+    }
+    if cli.reset_session {
+        return commands::reset(cli::ResetWhat::Session);
+    }
+    if cli.circuit_status {
+        return commands::circuit(&cli::CircuitArgs::default());
+    }
+    match cli.command {
+        None => run_loop(&cli.run, args),
+        Some(Command::Run(run)) => run_loop(&run, args),
+        Some(Command::Monitor(a)) => monitor::run(&a),
+        Some(Command::Status(a)) => commands::status(&a),
+        Some(Command::Setup(a)) => project::setup(&a),
+        Some(Command::Enable(a)) => project::enable(&a),
+        Some(Command::EnableCi(a)) => project::enable_ci(&a),
+        Some(Command::Import(a)) => project::import(&a),
+        Some(Command::Migrate(a)) => project::migrate(&a),
+        Some(Command::Analyze(a)) => analysis::command(&a),
+        Some(Command::Reset(a)) => commands::reset(a.what),
+        Some(Command::Circuit(a)) => commands::circuit(&a),
+        Some(Command::Doctor(a)) => commands::doctor(&a),
+        Some(Command::Completions(a)) => commands::completions(&a),
+    }
+}
+
+fn run_loop(run: &cli::RunArgs, args: &[OsString]) -> error::Result<u8> {
+    if run.monitor {
+        let mut rest: Vec<OsString> = args.iter().skip(1).cloned().collect();
+        if rest.first().is_some_and(|a| a.as_os_str() == "run") {
+            rest.remove(0);
+        }
+        let forwarded: Vec<OsString> =
+            rest.into_iter().filter(|a| a.as_os_str() != "--monitor").collect();
+        return monitor::launch_tmux(&forwarded);
+    }
+    engine::run(run)
+}
