@@ -1,1 +1,6 @@
-//! (in progress)
+//! Running the agent: the argv and loop context (pure, [`argv`]) and the process
+//! ([`process`]): no shell, own process group, concurrent draining to the loop logs,
+//! timeout and interrupt handling that never leaves a survivor.
+
+pub mod argv;
+pub mod process;
