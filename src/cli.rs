@@ -44,7 +44,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the loop in the current project (the default).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Live dashboard of a running or finished loop.
     Monitor(crate::monitor::MonitorArgs),
     /// Print `.hank/status.json` readably.

@@ -155,8 +155,10 @@ fn run_loop(run: &cli::RunArgs, args: &[OsString]) -> error::Result<u8> {
         if rest.first().is_some_and(|a| a.as_os_str() == "run") {
             rest.remove(0);
         }
-        let forwarded: Vec<OsString> =
-            rest.into_iter().filter(|a| a.as_os_str() != "--monitor").collect();
+        let forwarded: Vec<OsString> = rest
+            .into_iter()
+            .filter(|a| a.as_os_str() != "--monitor")
+            .collect();
         return monitor::launch_tmux(&forwarded);
     }
     engine::run(run)

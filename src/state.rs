@@ -1,1 +1,510 @@
-//! (in progress)
+//! Everything hank keeps on disk under `.hank/`: the schemas of `state.json` (internal,
+//! versioned) and `status.json` (public contract, HANK.md §2), the atomic store, the
+//! single-loop lock, the event log and the rotated human log.
+//!
+//! Every file is written to a temporary file in the same directory and renamed over the
+//! target, with mode 0600, so a reader (the monitor, CI) never sees half a file and a crash
+//! never leaves one. A rename replaces a symlink rather than writing through it, so a
+//! symlinked `.hank/` file is never followed out of the project.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::analysis::{ErrorKind, Outcome, Tokens};
+use crate::breaker::{Breaker, CircuitState};
+use crate::budget::{Ledger, WaitReason};
+use crate::decide::LoopRecord;
+use crate::error::{HankError, Result};
+
+/// Current `state.json` schema.
+pub const STATE_SCHEMA: u32 = 1;
+/// Current `status.json` and event schema.
+pub const STATUS_SCHEMA: u32 = 1;
+/// Loop records kept in `state.json`.
+pub const HISTORY_LEN: usize = 20;
+/// `events.jsonl` is trimmed to its newest half past this size.
+pub const EVENTS_CAP: u64 = 4 * 1024 * 1024;
+/// `logs/hank.log` rotates past this size (3 old files kept).
+pub const LOG_CAP: u64 = 1024 * 1024;
+
+/// The agent session hank resumes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Session {
+    pub id: String,
+    pub started_at: Timestamp,
+    pub last_used_at: Timestamp,
+}
+
+/// Running totals over every run of this project.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Totals {
+    pub loops: u64,
+    pub cost_usd: f64,
+    pub tokens: Tokens,
+}
+
+/// `state.json`: what hank must remember across restarts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct State {
+    pub schema_version: u32,
+    /// Number of the last loop started (cumulative; names the loop log files).
+    pub loop_count: u64,
+    /// The call ledger: written before every spawn.
+    pub ledger: Ledger,
+    pub breaker: Breaker,
+    pub session: Option<Session>,
+    /// The last loops, oldest first (bounded).
+    pub history: Vec<LoopRecord>,
+    pub totals: Totals,
+    /// Failed calls in a row (drives the backoff).
+    pub consecutive_failures: u32,
+    /// The agent's last RECOMMENDATION line (relayed in the next loop's context).
+    pub last_recommendation: Option<String>,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        Self {
+            schema_version: STATE_SCHEMA,
+            loop_count: 0,
+            ledger: Ledger::default(),
+            breaker: Breaker::default(),
+            session: None,
+            history: Vec::new(),
+            totals: Totals::default(),
+            consecutive_failures: 0,
+            last_recommendation: None,
+        }
+    }
+}
+
+/// `status.json` `state` field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    #[default]
+    Starting,
+    Running,
+    Waiting,
+    Completed,
+    Halted,
+    Stopped,
+    Failed,
+}
+
+/// `status.json` `fix_plan`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct PlanCounts {
+    pub done: u32,
+    pub total: u32,
+}
+
+/// `status.json` `last_loop`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct LastLoop {
+    pub number: u64,
+    pub outcome: Outcome,
+    pub error_kind: Option<ErrorKind>,
+    pub exit_signal: bool,
+    pub status: Option<String>,
+    pub work_type: Option<String>,
+    pub files_changed: u32,
+    pub recommendation: Option<String>,
+    pub cost_usd: f64,
+    pub duration_ms: u64,
+}
+
+/// `status.json` (schema_version 1): the public, live status.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    pub schema_version: u32,
+    pub updated_at: Timestamp,
+    pub state: RunState,
+    pub loop_count: u64,
+    pub calls_in_window: u32,
+    pub max_calls_per_hour: u32,
+    pub next_call_at: Option<Timestamp>,
+    pub tokens_in_window: u64,
+    pub max_tokens_per_hour: u64,
+    pub wait_reason: Option<WaitReason>,
+    pub waiting_until: Option<Timestamp>,
+    pub circuit_state: CircuitState,
+    pub circuit_reason: String,
+    pub session_id: Option<String>,
+    pub total_cost_usd: f64,
+    pub total_tokens: Tokens,
+    pub fix_plan: PlanCounts,
+    pub last_loop: Option<LastLoop>,
+    pub exit_reason: Option<String>,
+    pub exit_code: Option<u8>,
+    /// PID of the loop that wrote this file.
+    pub pid: u32,
+}
+
+/// Writes `bytes` to `path` atomically (temp file in the same directory + rename), mode 0600.
+pub fn write_atomic(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .permissions(fs::Permissions::from_mode(0o600))
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    if durable {
+        tmp.as_file().sync_data()?;
+    }
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Opens a file for appending without following a symlink, creating it 0600.
+fn open_append(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(path)
+}
+
+/// The `.hank/` directory of a project.
+#[derive(Debug, Clone)]
+pub struct Store {
+    dir: PathBuf,
+}
+
+/// What loading `state.json` found.
+#[derive(Debug)]
+pub struct Loaded {
+    pub state: State,
+    /// Set when a corrupt file was moved aside: where it went.
+    pub moved_aside: Option<PathBuf>,
+}
+
+impl Store {
+    /// The store of the project at `project_dir`.
+    #[must_use]
+    pub fn new(project_dir: &Path) -> Self {
+        Self {
+            dir: project_dir.join(".hank"),
+        }
+    }
+
+    /// The `.hank/` directory.
+    #[must_use]
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    #[must_use]
+    pub fn state_path(&self) -> PathBuf {
+        self.dir.join("state.json")
+    }
+
+    #[must_use]
+    pub fn status_path(&self) -> PathBuf {
+        self.dir.join("status.json")
+    }
+
+    #[must_use]
+    pub fn events_path(&self) -> PathBuf {
+        self.dir.join("events.jsonl")
+    }
+
+    #[must_use]
+    pub fn logs_dir(&self) -> PathBuf {
+        self.dir.join("logs")
+    }
+
+    #[must_use]
+    pub fn live_path(&self) -> PathBuf {
+        self.dir.join("live.log")
+    }
+
+    /// `logs/loop-NNNNN.out` / `.err`.
+    #[must_use]
+    pub fn loop_log(&self, number: u64, ext: &str) -> PathBuf {
+        self.logs_dir().join(format!("loop-{number:05}.{ext}"))
+    }
+
+    /// Creates `.hank/logs/` if needed.
+    pub fn ensure_dirs(&self) -> Result<()> {
+        let logs = self.logs_dir();
+        fs::create_dir_all(&logs).map_err(|e| HankError::io("failed to create", &logs, e))
+    }
+
+    /// Loads `state.json`. Missing → a fresh state. Corrupt or of a newer schema → moved aside
+    /// as `state.json.corrupt-<ts>` and a fresh state returned (the caller warns). Never
+    /// silently reset.
+    pub fn load_state(&self, now: Timestamp) -> Result<Loaded> {
+        let path = self.state_path();
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Ok(Loaded {
+                    state: State::default(),
+                    moved_aside: None,
+                });
+            }
+            Err(e) => return Err(HankError::io("failed to read", &path, e)),
+        };
+        match serde_json::from_slice::<State>(&bytes) {
+            Ok(state) if state.schema_version <= STATE_SCHEMA => Ok(Loaded {
+                state,
+                moved_aside: None,
+            }),
+            _ => {
+                let aside = self
+                    .dir
+                    .join(format!("state.json.corrupt-{}", now.as_second()));
+                fs::rename(&path, &aside)
+                    .map_err(|e| HankError::io("failed to move aside corrupt", &path, e))?;
+                Ok(Loaded {
+                    state: State::default(),
+                    moved_aside: Some(aside),
+                })
+            }
+        }
+    }
+
+    /// Saves `state.json` atomically (and durably: the call ledger must survive a crash).
+    pub fn save_state(&self, state: &State) -> Result<()> {
+        let path = self.state_path();
+        let bytes = serde_json::to_vec_pretty(state)
+            .map_err(|e| HankError::Other(format!("failed to encode state: {e}")))?;
+        write_atomic(&path, &bytes, true).map_err(|e| HankError::io("failed to write", &path, e))
+    }
+
+    /// Writes `status.json` atomically.
+    pub fn write_status(&self, status: &Status) -> Result<()> {
+        let path = self.status_path();
+        let mut bytes = serde_json::to_vec_pretty(status)
+            .map_err(|e| HankError::Other(format!("failed to encode status: {e}")))?;
+        bytes.push(b'\n');
+        write_atomic(&path, &bytes, false).map_err(|e| HankError::io("failed to write", &path, e))
+    }
+
+    /// Reads `status.json`, if present and readable.
+    #[must_use]
+    pub fn read_status(&self) -> Option<Status> {
+        let bytes = fs::read(self.status_path()).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// Appends one event line to `events.jsonl`, trimming the file past [`EVENTS_CAP`].
+    pub fn append_event(&self, line: &str) -> Result<()> {
+        let path = self.events_path();
+        let mut f = open_append(&path).map_err(|e| HankError::io("failed to open", &path, e))?;
+        f.write_all(line.as_bytes())
+            .and_then(|()| f.write_all(b"\n"))
+            .map_err(|e| HankError::io("failed to append to", &path, e))?;
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        drop(f);
+        if len > EVENTS_CAP {
+            trim_to_tail(&path, EVENTS_CAP / 2)
+                .map_err(|e| HankError::io("failed to trim", &path, e))?;
+        }
+        Ok(())
+    }
+
+    /// Appends a line to `logs/hank.log` (rotated past [`LOG_CAP`]). Logging failures are
+    /// not fatal: the loop's real state is in state.json.
+    pub fn log(&self, now: Timestamp, line: &str) {
+        let path = self.logs_dir().join("hank.log");
+        if let Ok(meta) = fs::symlink_metadata(&path)
+            && meta.len() > LOG_CAP
+        {
+            for i in (1..3).rev() {
+                let _ = fs::rename(
+                    self.logs_dir().join(format!("hank.log.{i}")),
+                    self.logs_dir().join(format!("hank.log.{}", i + 1)),
+                );
+            }
+            let _ = fs::rename(&path, self.logs_dir().join("hank.log.1"));
+        }
+        if let Ok(mut f) = open_append(&path) {
+            let _ = writeln!(f, "{} {line}", now.round(jiff::Unit::Second).unwrap_or(now));
+        }
+    }
+
+    /// Takes the project's loop lock (`.hank/hank.lock`), or says which PID holds it.
+    pub fn lock(&self) -> Result<LockGuard> {
+        let path = self.dir.join("hank.lock");
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+            .open(&path)
+            .map_err(|e| HankError::io("failed to open", &path, e))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => {
+                let mut holder = String::new();
+                let _ = file.read_to_string(&mut holder);
+                let holder = holder.trim();
+                let who = if holder.is_empty() {
+                    "another process".to_string()
+                } else {
+                    format!("PID {holder}")
+                };
+                return Err(HankError::usage_hint(
+                    format!(
+                        "another hank loop is already running in this project ({who} holds {})",
+                        path.display()
+                    ),
+                    "watch it with `hank monitor`, or stop it first",
+                ));
+            }
+            Err(fs::TryLockError::Error(e)) => {
+                return Err(HankError::io("failed to lock", &path, e));
+            }
+        }
+        file.set_len(0)
+            .and_then(|()| file.seek(SeekFrom::Start(0)).map(|_| ()))
+            .and_then(|()| write!(file, "{}", std::process::id()))
+            .map_err(|e| HankError::io("failed to write", &path, e))?;
+        Ok(LockGuard { _file: file })
+    }
+}
+
+/// Held while the loop runs; the OS releases the lock when the process dies (even kill -9).
+#[derive(Debug)]
+pub struct LockGuard {
+    _file: File,
+}
+
+/// Keeps roughly the last `keep` bytes of a line file (cut at a line start), atomically.
+fn trim_to_tail(path: &Path, keep: u64) -> io::Result<()> {
+    let mut f = File::open(path)?;
+    let len = f.metadata()?.len();
+    let start = len.saturating_sub(keep);
+    f.seek(SeekFrom::Start(start))?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf)?;
+    let cut = if start == 0 {
+        0
+    } else {
+        buf.iter()
+            .position(|b| *b == b'\n')
+            .map_or(buf.len(), |i| i + 1)
+    };
+    write_atomic(path, &buf[cut..], false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn now() -> Timestamp {
+        "2026-11-22T10:00:00Z".parse().unwrap()
+    }
+
+    #[test]
+    fn state_round_trips_with_0600() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        store.ensure_dirs().unwrap();
+        let mut state = State {
+            loop_count: 7,
+            ..State::default()
+        };
+        state.ledger.record_call(now());
+        store.save_state(&state).unwrap();
+        let mode = fs::metadata(store.state_path())
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o600);
+        let loaded = store.load_state(now()).unwrap();
+        assert_eq!(loaded.state, state);
+        assert!(loaded.moved_aside.is_none());
+    }
+
+    #[test]
+    fn corrupt_state_is_moved_aside_not_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        store.ensure_dirs().unwrap();
+        fs::write(store.state_path(), b"{\"loop_count\": 3, \"ledger\": [").unwrap();
+        let loaded = store.load_state(now()).unwrap();
+        let aside = loaded.moved_aside.unwrap();
+        assert_eq!(
+            fs::read(&aside).unwrap(),
+            b"{\"loop_count\": 3, \"ledger\": ["
+        );
+        assert_eq!(loaded.state, State::default());
+        assert!(!store.state_path().exists());
+    }
+
+    #[test]
+    fn newer_schema_is_not_overwritten_silently() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        store.ensure_dirs().unwrap();
+        fs::write(store.state_path(), b"{\"schema_version\": 99}").unwrap();
+        assert!(store.load_state(now()).unwrap().moved_aside.is_some());
+    }
+
+    #[test]
+    fn second_lock_names_the_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        store.ensure_dirs().unwrap();
+        let _held = store.lock().unwrap();
+        let err = store.lock().unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("PID {}", std::process::id())),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn atomic_write_replaces_a_symlink_instead_of_following_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("outside.txt");
+        fs::write(&outside, b"keep").unwrap();
+        let store = Store::new(&dir.path().join("p"));
+        store.ensure_dirs().unwrap();
+        std::os::unix::fs::symlink(&outside, store.status_path()).unwrap();
+        write_atomic(&store.status_path(), b"{}", false).unwrap();
+        assert_eq!(fs::read(&outside).unwrap(), b"keep");
+        assert!(
+            !fs::symlink_metadata(store.status_path())
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+    }
+
+    #[test]
+    fn events_do_not_follow_symlinks_and_are_trimmed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        store.ensure_dirs().unwrap();
+        let line = "x".repeat(1000);
+        for _ in 0..(EVENTS_CAP / 1000 + 10) {
+            store.append_event(&line).unwrap();
+        }
+        let len = fs::metadata(store.events_path()).unwrap().len();
+        assert!(len <= EVENTS_CAP, "{len}");
+        let text = fs::read_to_string(store.events_path()).unwrap();
+        assert!(text.lines().all(|l| l.len() == 1000));
+
+        let outside = dir.path().join("outside");
+        fs::write(&outside, b"").unwrap();
+        fs::remove_file(store.events_path()).unwrap();
+        std::os::unix::fs::symlink(&outside, store.events_path()).unwrap();
+        assert!(store.append_event("{}").is_err());
+        assert_eq!(fs::read(&outside).unwrap(), b"");
+    }
+}

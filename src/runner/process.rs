@@ -292,7 +292,7 @@ mod tests {
             .and_then(|s| {
                 s.rsplit(')')
                     .next()
-                    .map(|r| r.trim_start().chars().next() != Some('Z'))
+                    .map(|r| !r.trim_start().starts_with('Z'))
             })
             .unwrap_or(false)
     }
