@@ -1,1 +1,1218 @@
-//! (in progress)
+//! The exit decision: after each loop, continue, retry, wait or stop.  **[pure]**
+//!
+//! [`before_call`] runs before each call, in this order: `plan_complete`, `max_loops`,
+//! `cost_budget`.
+//!
+//! [`after_loop`] runs after each loop; the first rule that matches wins:
+//! 1. unknown session (`No conversation found`) → [`Decision::RetryWithoutSession`];
+//! 2. auth, billing or CLI usage error → stop `agent_fatal`;
+//! 3. this loop's EXIT_SIGNAL is true **and** completion indicators appeared in at least 2 of
+//!    the last 5 loops (this one included) → stop `project_complete`. EXIT_SIGNAL false always
+//!    vetoes, however many indicators there are;
+//! 4. fix_plan has ≥ 1 checkbox and no open required item → stop `plan_complete`;
+//! 5. the last MAX_CONSECUTIVE_TEST_LOOPS loops were all test-only → stop `test_saturation`;
+//! 6. the breaker is OPEN → stop `circuit_open`;
+//! 7. the last CB_PERMISSION_DENIAL_THRESHOLD loops all had (effective) denials → stop
+//!    `permission_denied` (a first denial only warns);
+//! 8. loops this run ≥ MAX_LOOPS (when set) → stop `max_loops`;
+//! 9. cost this run ≥ MAX_COST_USD (when set) → stop `cost_budget`;
+//! 10. usage limit → wait until its reset time + 60 s (unknown or past reset time: 60 min), or
+//!     stop `usage_limit` when ON_USAGE_LIMIT=exit;
+//! 11. transient failure (rate_limit, overloaded, server, network, malformed, no_output, a
+//!     timeout or crash) → wait [`backoff`]`(RETRY_BACKOFF_SECONDS, consecutive failures)`. A
+//!     timeout or crash that changed files was productive: no backoff;
+//! 12. otherwise → continue.
+//!
+//! An `interrupted` error alone continues: the engine owns Ctrl-C/SIGTERM handling and stops
+//! with `interrupted` itself.
+//!
+//! Denials: a denied Bash command whose base command (the first words of the first pipeline
+//! segment of each `&&`/`||`/`;` part, redirections and leading `VAR=value` dropped) is
+//! already allowed with any arguments (`Bash(npm *)`, `Bash(npm test *)`, `Bash(npm test:*)`,
+//! `Bash(npm:*)`, `Bash`) is only a warning ([`classify_denials`]).
+
+use jiff::{SignedDuration, Timestamp};
+use serde::{Deserialize, Serialize};
+
+use crate::analysis::{Analysis, Denial, ErrorKind, Outcome, WorkType};
+use crate::breaker::Breaker;
+use crate::budget::{WaitReason, add_duration};
+use crate::exit::ExitReason;
+use crate::fixplan::Plan;
+use crate::progress::Progress;
+
+/// Loops looked at for the completion-indicator rule.
+pub const COMPLETION_WINDOW: usize = 5;
+/// Loops with completion indicators needed (within [`COMPLETION_WINDOW`]).
+pub const COMPLETION_MIN: usize = 2;
+/// Extra wait after a parsed usage-limit reset time.
+pub const USAGE_RESET_MARGIN: SignedDuration = SignedDuration::from_secs(60);
+/// Wait when the usage-limit reset time is unknown.
+pub const USAGE_UNKNOWN_WAIT: SignedDuration = SignedDuration::from_mins(60);
+/// Cap of the exponential backoff (unless the base itself is larger).
+pub const BACKOFF_CAP: SignedDuration = SignedDuration::from_mins(15);
+
+/// ON_USAGE_LIMIT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UsageLimitPolicy {
+    #[default]
+    Wait,
+    Exit,
+}
+
+/// The settings the decision needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DecideConfig {
+    /// MAX_LOOPS (0 = unlimited).
+    pub max_loops: u64,
+    /// MAX_COST_USD (0 = unlimited).
+    pub max_cost_usd: f64,
+    /// CB_PERMISSION_DENIAL_THRESHOLD (0 = never stop on denials).
+    pub permission_denial_threshold: u32,
+    /// MAX_CONSECUTIVE_TEST_LOOPS (0 = off).
+    pub max_consecutive_test_loops: u32,
+    pub on_usage_limit: UsageLimitPolicy,
+    /// RETRY_BACKOFF_SECONDS.
+    pub retry_backoff_base_secs: u64,
+    /// ALLOWED_TOOLS entries (`Write`, `Bash(git add *)`, …).
+    pub allowed_tools: Vec<String>,
+}
+
+impl Default for DecideConfig {
+    fn default() -> Self {
+        Self {
+            max_loops: 0,
+            max_cost_usd: 0.0,
+            permission_denial_threshold: 2,
+            max_consecutive_test_loops: 3,
+            on_usage_limit: UsageLimitPolicy::Wait,
+            retry_backoff_base_secs: 30,
+            allowed_tools: Vec::new(),
+        }
+    }
+}
+
+/// What the decision remembers about one loop (persisted in the signal history).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LoopRecord {
+    pub number: u64,
+    pub at: Timestamp,
+    pub outcome: Outcome,
+    pub error_kind: Option<ErrorKind>,
+    pub exit_signal: bool,
+    pub completion_indicator: bool,
+    pub test_only: bool,
+    /// Effective denials (after the compound-command rule).
+    pub denied: Vec<Denial>,
+    /// Denied, but the base command is allowed: a warning only.
+    pub denial_warnings: Vec<Denial>,
+    pub questions: bool,
+    pub files_changed: u32,
+    pub cost_usd: f64,
+    pub output_len: u64,
+}
+
+/// Builds the record of one loop.
+#[must_use]
+pub fn record_loop(
+    number: u64,
+    now: Timestamp,
+    analysis: &Analysis,
+    progress: &Progress,
+    cfg: &DecideConfig,
+) -> LoopRecord {
+    let testing = analysis.testing_only
+        || analysis
+            .status
+            .as_ref()
+            .is_some_and(|s| s.work_type == Some(WorkType::Testing));
+    let test_only = testing
+        && analysis.outcome == Outcome::Success
+        && analysis.error.is_none()
+        && progress.implementation_files_changed == 0;
+    let (denied, denial_warnings) =
+        classify_denials(&analysis.permission_denials, &cfg.allowed_tools);
+    LoopRecord {
+        number,
+        at: now,
+        outcome: analysis.outcome,
+        error_kind: analysis.error_kind(),
+        exit_signal: analysis.exit_signal(),
+        completion_indicator: !analysis.completion_indicators.is_empty() || analysis.exit_signal(),
+        test_only,
+        denied,
+        denial_warnings,
+        questions: !analysis.questions.is_empty(),
+        files_changed: progress.files_changed,
+        cost_usd: if analysis.cost_usd.is_finite() {
+            analysis.cost_usd
+        } else {
+            0.0
+        },
+        output_len: analysis.output_len,
+    }
+}
+
+/// An allowed Bash pattern: its command words and whether any arguments may follow.
+struct BashRule {
+    words: Vec<String>,
+    wildcard: bool,
+}
+
+/// Parses `Bash`, `Bash(npm *)`, `Bash(npm test:*)`, `Bash(npm:*)`, `Bash(npm test)`.
+fn bash_rule(tool: &str) -> Option<BashRule> {
+    let t = tool.trim();
+    if t == "Bash" {
+        return Some(BashRule {
+            words: Vec::new(),
+            wildcard: true,
+        });
+    }
+    let inner = t.strip_prefix("Bash(")?.strip_suffix(')')?.trim();
+    let (body, wildcard) = if let Some(b) = inner.strip_suffix(":*") {
+        (b, true)
+    } else if let Some(b) = inner.strip_suffix('*') {
+        (b.trim_end().trim_end_matches(':'), true)
+    } else {
+        (inner, false)
+    };
+    let words: Vec<String> = body.split_whitespace().map(str::to_string).collect();
+    if words.is_empty() && !wildcard {
+        return None;
+    }
+    Some(BashRule { words, wildcard })
+}
+
+/// Is this token a shell redirection (`>`, `2>&1`, `>>out`, `<in`, `&>log`)? Returns whether
+/// it also consumes the next token (an operator without its target).
+fn redirection(token: &str) -> Option<bool> {
+    let rest = token.trim_start_matches(|c: char| c.is_ascii_digit());
+    let rest = rest.strip_prefix('&').unwrap_or(rest);
+    let op_len = rest.chars().take_while(|&c| c == '>' || c == '<').count();
+    if op_len == 0 {
+        return None;
+    }
+    let target = rest[op_len..].trim_start_matches('&');
+    Some(target.is_empty() && !rest[op_len..].starts_with('&'))
+}
+
+fn is_assignment(token: &str) -> bool {
+    token.split_once('=').is_some_and(|(name, _)| {
+        !name.is_empty()
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+    })
+}
+
+/// The words of the base command of each part of a compound command: for each `&&`, `||`,
+/// `;` part, the first pipeline segment without redirections or leading assignments.
+fn base_commands(command: &str) -> Vec<Vec<String>> {
+    let mut parts = Vec::new();
+    let normalized = command
+        .replace("&&", ";")
+        .replace("||", ";")
+        .replace('\n', ";");
+    for part in normalized.split(';') {
+        let segment = part.split('|').next().unwrap_or("");
+        let mut words = Vec::new();
+        let mut skip_next = false;
+        for token in segment.split_whitespace() {
+            if skip_next {
+                skip_next = false;
+                continue;
+            }
+            if let Some(consumes) = redirection(token) {
+                skip_next = consumes;
+                continue;
+            }
+            if words.is_empty() && is_assignment(token) {
+                continue;
+            }
+            words.push(token.to_string());
+        }
+        if !words.is_empty() {
+            parts.push(words);
+        }
+    }
+    parts
+}
+
+fn rule_allows(rule: &BashRule, words: &[String]) -> bool {
+    if rule.wildcard {
+        words.len() >= rule.words.len() && words.iter().zip(&rule.words).all(|(a, b)| a == b)
+    } else {
+        words == rule.words.as_slice()
+    }
+}
+
+/// Whether a denied Bash command's base command is already allowed (→ warning only).
+fn base_allowed(command: &str, allowed_tools: &[String]) -> bool {
+    let rules: Vec<BashRule> = allowed_tools.iter().filter_map(|t| bash_rule(t)).collect();
+    if rules.is_empty() {
+        return false;
+    }
+    let bases = base_commands(command);
+    !bases.is_empty()
+        && bases
+            .iter()
+            .all(|words| rules.iter().any(|r| rule_allows(r, words)))
+}
+
+/// Splits denials into (real denials, warnings). A denied Bash command whose base command is
+/// already allowed with any arguments is a warning (see the module docs).
+#[must_use]
+pub fn classify_denials(
+    denials: &[Denial],
+    allowed_tools: &[String],
+) -> (Vec<Denial>, Vec<Denial>) {
+    denials.iter().cloned().partition(|d| {
+        let warning = d.tool == "Bash"
+            && d.command
+                .as_deref()
+                .is_some_and(|c| base_allowed(c, allowed_tools));
+        !warning
+    })
+}
+
+/// Exit checks before calling the agent: `plan_complete`, `max_loops`, `cost_budget`.
+#[must_use]
+pub fn before_call(
+    plan: &Plan,
+    loops_this_run: u64,
+    cost_this_run: f64,
+    cfg: &DecideConfig,
+) -> Option<ExitReason> {
+    if plan.is_complete() {
+        Some(ExitReason::PlanComplete)
+    } else if cfg.max_loops > 0 && loops_this_run >= cfg.max_loops {
+        Some(ExitReason::MaxLoops)
+    } else if cost_reached(cost_this_run, cfg) {
+        Some(ExitReason::CostBudget)
+    } else {
+        None
+    }
+}
+
+fn cost_reached(cost: f64, cfg: &DecideConfig) -> bool {
+    cfg.max_cost_usd.is_finite() && cfg.max_cost_usd > 0.0 && cost >= cfg.max_cost_usd
+}
+
+/// Everything [`after_loop`] looks at.
+#[derive(Debug, Clone, Copy)]
+pub struct AfterLoop<'a> {
+    pub analysis: &'a Analysis,
+    /// Loop records, oldest first, this loop last.
+    pub history: &'a [LoopRecord],
+    pub breaker: &'a Breaker,
+    pub plan: &'a Plan,
+    pub loops_this_run: u64,
+    pub cost_this_run: f64,
+    /// Consecutive failed calls including this one.
+    pub consecutive_failures: u32,
+    pub now: Timestamp,
+    pub cfg: &'a DecideConfig,
+}
+
+/// What to do after a loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Continue,
+    /// The session id is unknown to the CLI: drop it and call again at once.
+    RetryWithoutSession,
+    Wait {
+        until: Timestamp,
+        reason: WaitReason,
+    },
+    Stop(ExitReason),
+}
+
+/// The last `n` records, or `None` if there are fewer than `n` (or `n` is 0).
+fn last_n(history: &[LoopRecord], n: u32) -> Option<&[LoopRecord]> {
+    let n = usize::try_from(n).ok()?;
+    if n == 0 || history.len() < n {
+        return None;
+    }
+    history.get(history.len() - n..)
+}
+
+/// The decision after a loop (rules and order in the module docs).
+#[must_use]
+pub fn after_loop(input: &AfterLoop<'_>) -> Decision {
+    let a = input.analysis;
+    let cfg = input.cfg;
+    let kind = a.error_kind();
+
+    if a.unknown_session {
+        return Decision::RetryWithoutSession;
+    }
+    if matches!(
+        kind,
+        Some(ErrorKind::Auth | ErrorKind::Billing | ErrorKind::CliUsage)
+    ) {
+        return Decision::Stop(ExitReason::AgentFatal);
+    }
+    if a.exit_signal() {
+        let start = input.history.len().saturating_sub(COMPLETION_WINDOW);
+        let with_indicators = input
+            .history
+            .get(start..)
+            .unwrap_or(&[])
+            .iter()
+            .filter(|r| r.completion_indicator)
+            .count();
+        if with_indicators >= COMPLETION_MIN {
+            return Decision::Stop(ExitReason::ProjectComplete);
+        }
+    }
+    if input.plan.is_complete() {
+        return Decision::Stop(ExitReason::PlanComplete);
+    }
+    if last_n(input.history, cfg.max_consecutive_test_loops)
+        .is_some_and(|recs| recs.iter().all(|r| r.test_only))
+    {
+        return Decision::Stop(ExitReason::TestSaturation);
+    }
+    if input.breaker.is_open() {
+        return Decision::Stop(ExitReason::CircuitOpen);
+    }
+    if last_n(input.history, cfg.permission_denial_threshold)
+        .is_some_and(|recs| recs.iter().all(|r| !r.denied.is_empty()))
+    {
+        return Decision::Stop(ExitReason::PermissionDenied);
+    }
+    if cfg.max_loops > 0 && input.loops_this_run >= cfg.max_loops {
+        return Decision::Stop(ExitReason::MaxLoops);
+    }
+    if cost_reached(input.cost_this_run, cfg) {
+        return Decision::Stop(ExitReason::CostBudget);
+    }
+    if kind == Some(ErrorKind::UsageLimit) {
+        if cfg.on_usage_limit == UsageLimitPolicy::Exit {
+            return Decision::Stop(ExitReason::UsageLimit);
+        }
+        let reset = a.error.as_ref().and_then(|e| e.reset_at);
+        let until = match reset.map(|r| add_duration(r, USAGE_RESET_MARGIN)) {
+            Some(u) if u > input.now => u,
+            _ => add_duration(input.now, USAGE_UNKNOWN_WAIT),
+        };
+        return Decision::Wait {
+            until,
+            reason: WaitReason::UsageLimit,
+        };
+    }
+    let changed_files = input.history.last().is_some_and(|r| r.files_changed > 0);
+    let transient = match (a.outcome, kind) {
+        (_, Some(ErrorKind::Interrupted)) => false,
+        (Outcome::Timeout | Outcome::Crashed, _) => !changed_files,
+        (
+            _,
+            Some(
+                ErrorKind::RateLimit
+                | ErrorKind::Overloaded
+                | ErrorKind::Server
+                | ErrorKind::Network
+                | ErrorKind::Malformed
+                | ErrorKind::NoOutput,
+            ),
+        ) => true,
+        _ => false,
+    };
+    if transient {
+        let wait = backoff(
+            cfg.retry_backoff_base_secs,
+            input.consecutive_failures.max(1),
+        );
+        return Decision::Wait {
+            until: add_duration(input.now, wait),
+            reason: WaitReason::Backoff,
+        };
+    }
+    Decision::Continue
+}
+
+/// Backoff after `consecutive_failures` failed calls: `base · 2^(n−1)`, capped at 15 minutes
+/// (or at `base` when `base` is larger); zero for `n == 0`.
+#[must_use]
+pub fn backoff(base_secs: u64, consecutive_failures: u32) -> SignedDuration {
+    if consecutive_failures == 0 {
+        return SignedDuration::ZERO;
+    }
+    let base = i64::try_from(base_secs).unwrap_or(i64::MAX);
+    let cap = BACKOFF_CAP.as_secs().max(base);
+    let shift = (consecutive_failures - 1).min(62);
+    let secs = base.checked_mul(1i64 << shift).map_or(cap, |s| s.min(cap));
+    SignedDuration::from_secs(secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::{AgentError, StatusBlock, WorkStatus};
+    use crate::breaker::CircuitState;
+    use crate::fixplan;
+    use proptest::prelude::*;
+
+    fn ts(secs: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + secs).unwrap()
+    }
+
+    fn err(kind: ErrorKind) -> Analysis {
+        Analysis {
+            outcome: Outcome::AgentError,
+            error: Some(AgentError {
+                kind,
+                message: "m".into(),
+                api_status: None,
+                reset_at: None,
+            }),
+            ..Analysis::default()
+        }
+    }
+
+    fn status(status: WorkStatus, exit: bool) -> Analysis {
+        let mut indicators = Vec::new();
+        if status == WorkStatus::Complete {
+            indicators.push("status_complete".to_string());
+        }
+        if exit {
+            indicators.push("exit_signal".to_string());
+        }
+        Analysis {
+            status: Some(StatusBlock {
+                status: Some(status),
+                exit_signal: Some(exit),
+                ..StatusBlock::default()
+            }),
+            completion_indicators: indicators,
+            ..Analysis::default()
+        }
+    }
+
+    fn bash(cmd: &str) -> Denial {
+        Denial {
+            tool: "Bash".into(),
+            command: Some(cmd.into()),
+        }
+    }
+
+    fn rec(f: impl FnOnce(&mut LoopRecord)) -> LoopRecord {
+        let mut r = LoopRecord::default();
+        f(&mut r);
+        r
+    }
+
+    struct Case {
+        name: &'static str,
+        analysis: Analysis,
+        history: Vec<LoopRecord>,
+        breaker: Breaker,
+        plan: &'static str,
+        loops: u64,
+        cost: f64,
+        failures: u32,
+        cfg: DecideConfig,
+        expected: Decision,
+    }
+
+    fn case(name: &'static str, analysis: Analysis, expected: Decision) -> Case {
+        Case {
+            name,
+            analysis,
+            history: Vec::new(),
+            breaker: Breaker::default(),
+            plan: "- [ ] open item\n",
+            loops: 1,
+            cost: 0.0,
+            failures: 0,
+            cfg: DecideConfig::default(),
+            expected,
+        }
+    }
+
+    /// The records of the history for `analysis` + earlier records (this loop appended).
+    fn with_history(mut c: Case, earlier: Vec<LoopRecord>) -> Case {
+        let this = record_loop(9, ts(0), &c.analysis, &Progress::default(), &c.cfg);
+        c.history = earlier;
+        c.history.push(this);
+        c
+    }
+
+    fn decide(c: &Case) -> Decision {
+        let plan = fixplan::parse(c.plan, &fixplan::default_optional_sections());
+        after_loop(&AfterLoop {
+            analysis: &c.analysis,
+            history: &c.history,
+            breaker: &c.breaker,
+            plan: &plan,
+            loops_this_run: c.loops,
+            cost_this_run: c.cost,
+            consecutive_failures: c.failures,
+            now: ts(0),
+            cfg: &c.cfg,
+        })
+    }
+
+    #[test]
+    fn after_loop_table() {
+        use Decision::{Continue, Stop};
+        let indicator = rec(|r| r.completion_indicator = true);
+        let denied = rec(|r| r.denied = vec![bash("npm install")]);
+        let testing = rec(|r| r.test_only = true);
+        let open = Breaker {
+            state: CircuitState::Open,
+            ..Breaker::default()
+        };
+        let mut usage_known = err(ErrorKind::UsageLimit);
+        if let Some(e) = usage_known.error.as_mut() {
+            e.reset_at = Some(ts(7200));
+        }
+        let mut usage_past = err(ErrorKind::UsageLimit);
+        if let Some(e) = usage_past.error.as_mut() {
+            e.reset_at = Some(ts(-7200));
+        }
+        let mut unknown_session = err(ErrorKind::CliUsage);
+        unknown_session.unknown_session = true;
+        let testing_analysis = Analysis {
+            testing_only: true,
+            ..Analysis::default()
+        };
+        let timeout = Analysis {
+            outcome: Outcome::Timeout,
+            ..Analysis::default()
+        };
+        let crashed = Analysis {
+            outcome: Outcome::Crashed,
+            ..Analysis::default()
+        };
+        let backoff_wait = |secs| Decision::Wait {
+            until: ts(secs),
+            reason: WaitReason::Backoff,
+        };
+
+        let cases = vec![
+            case("plain success continues", Analysis::default(), Continue),
+            case(
+                "unknown session retries",
+                unknown_session,
+                Decision::RetryWithoutSession,
+            ),
+            case(
+                "auth is fatal",
+                err(ErrorKind::Auth),
+                Stop(ExitReason::AgentFatal),
+            ),
+            case(
+                "billing is fatal",
+                err(ErrorKind::Billing),
+                Stop(ExitReason::AgentFatal),
+            ),
+            case(
+                "cli usage is fatal",
+                err(ErrorKind::CliUsage),
+                Stop(ExitReason::AgentFatal),
+            ),
+            with_history(
+                case(
+                    "exit signal + 2 indicators",
+                    status(WorkStatus::Complete, true),
+                    Stop(ExitReason::ProjectComplete),
+                ),
+                vec![indicator.clone()],
+            ),
+            with_history(
+                case(
+                    "indicator 4 loops back counts",
+                    status(WorkStatus::InProgress, true),
+                    Stop(ExitReason::ProjectComplete),
+                ),
+                vec![
+                    indicator.clone(),
+                    LoopRecord::default(),
+                    LoopRecord::default(),
+                    LoopRecord::default(),
+                ],
+            ),
+            with_history(
+                case(
+                    "indicator 5 loops back is too old",
+                    status(WorkStatus::InProgress, true),
+                    Continue,
+                ),
+                vec![
+                    indicator.clone(),
+                    LoopRecord::default(),
+                    LoopRecord::default(),
+                    LoopRecord::default(),
+                    LoopRecord::default(),
+                ],
+            ),
+            with_history(
+                case(
+                    "trap: COMPLETE with EXIT_SIGNAL false keeps going",
+                    status(WorkStatus::Complete, false),
+                    Continue,
+                ),
+                vec![
+                    indicator.clone(),
+                    indicator.clone(),
+                    indicator.clone(),
+                    indicator.clone(),
+                ],
+            ),
+            with_history(
+                case(
+                    "trap: single EXIT_SIGNAL true keeps going",
+                    status(WorkStatus::InProgress, true),
+                    Continue,
+                ),
+                vec![LoopRecord::default(); 4],
+            ),
+            Case {
+                plan: "- [x] a\n## Optional\n- [ ] b\n",
+                ..case(
+                    "plan complete",
+                    Analysis::default(),
+                    Stop(ExitReason::PlanComplete),
+                )
+            },
+            Case {
+                plan: "no checkbox\n",
+                ..case("empty plan is not complete", Analysis::default(), Continue)
+            },
+            with_history(
+                case(
+                    "test saturation",
+                    testing_analysis.clone(),
+                    Stop(ExitReason::TestSaturation),
+                ),
+                vec![testing.clone(), testing.clone()],
+            ),
+            with_history(
+                case(
+                    "two test loops are not saturation",
+                    testing_analysis.clone(),
+                    Continue,
+                ),
+                vec![LoopRecord::default(), testing.clone()],
+            ),
+            Case {
+                breaker: open,
+                ..case(
+                    "circuit open",
+                    Analysis::default(),
+                    Stop(ExitReason::CircuitOpen),
+                )
+            },
+            with_history(
+                case(
+                    "trap: first denial only warns",
+                    Analysis {
+                        permission_denials: vec![bash("npm install")],
+                        ..Analysis::default()
+                    },
+                    Continue,
+                ),
+                vec![LoopRecord::default()],
+            ),
+            with_history(
+                case(
+                    "second consecutive denial stops",
+                    Analysis {
+                        permission_denials: vec![bash("npm install")],
+                        ..Analysis::default()
+                    },
+                    Stop(ExitReason::PermissionDenied),
+                ),
+                vec![denied.clone()],
+            ),
+            with_history(
+                Case {
+                    cfg: DecideConfig {
+                        allowed_tools: vec!["Bash(npm *)".into()],
+                        ..DecideConfig::default()
+                    },
+                    ..case(
+                        "trap: compound command is a warning",
+                        Analysis {
+                            permission_denials: vec![bash("npm test 2>&1 | tail -5")],
+                            ..Analysis::default()
+                        },
+                        Continue,
+                    )
+                },
+                vec![denied.clone()],
+            ),
+            Case {
+                loops: 5,
+                cfg: DecideConfig {
+                    max_loops: 5,
+                    ..DecideConfig::default()
+                },
+                ..case("max loops", Analysis::default(), Stop(ExitReason::MaxLoops))
+            },
+            Case {
+                loops: 4,
+                cfg: DecideConfig {
+                    max_loops: 5,
+                    ..DecideConfig::default()
+                },
+                ..case("below max loops", Analysis::default(), Continue)
+            },
+            Case {
+                cost: 2.5,
+                cfg: DecideConfig {
+                    max_cost_usd: 2.5,
+                    ..DecideConfig::default()
+                },
+                ..case(
+                    "cost budget",
+                    Analysis::default(),
+                    Stop(ExitReason::CostBudget),
+                )
+            },
+            Case {
+                cost: f64::NAN,
+                cfg: DecideConfig {
+                    max_cost_usd: 2.5,
+                    ..DecideConfig::default()
+                },
+                ..case("NaN cost does not stop", Analysis::default(), Continue)
+            },
+            case(
+                "usage limit waits until reset + 60 s",
+                usage_known,
+                Decision::Wait {
+                    until: ts(7260),
+                    reason: WaitReason::UsageLimit,
+                },
+            ),
+            case(
+                "usage limit, unknown reset: 60 min",
+                err(ErrorKind::UsageLimit),
+                Decision::Wait {
+                    until: ts(3600),
+                    reason: WaitReason::UsageLimit,
+                },
+            ),
+            case(
+                "usage limit, reset in the past: 60 min",
+                usage_past,
+                Decision::Wait {
+                    until: ts(3600),
+                    reason: WaitReason::UsageLimit,
+                },
+            ),
+            Case {
+                cfg: DecideConfig {
+                    on_usage_limit: UsageLimitPolicy::Exit,
+                    ..DecideConfig::default()
+                },
+                ..case(
+                    "usage limit, policy exit",
+                    err(ErrorKind::UsageLimit),
+                    Stop(ExitReason::UsageLimit),
+                )
+            },
+            Case {
+                failures: 1,
+                ..case(
+                    "overloaded backs off",
+                    err(ErrorKind::Overloaded),
+                    backoff_wait(30),
+                )
+            },
+            Case {
+                failures: 3,
+                ..case(
+                    "rate limit backs off more",
+                    err(ErrorKind::RateLimit),
+                    backoff_wait(120),
+                )
+            },
+            Case {
+                failures: 0,
+                ..case(
+                    "server backs off at least base",
+                    err(ErrorKind::Server),
+                    backoff_wait(30),
+                )
+            },
+            Case {
+                failures: 2,
+                ..case("network", err(ErrorKind::Network), backoff_wait(60))
+            },
+            Case {
+                failures: 1,
+                ..case("malformed", err(ErrorKind::Malformed), backoff_wait(30))
+            },
+            Case {
+                failures: 1,
+                ..case("no output", err(ErrorKind::NoOutput), backoff_wait(30))
+            },
+            Case {
+                failures: 1,
+                ..case("crash", crashed, backoff_wait(30))
+            },
+            with_history(
+                Case {
+                    failures: 1,
+                    ..case("timeout", timeout.clone(), backoff_wait(30))
+                },
+                vec![],
+            ),
+            Case {
+                history: vec![rec(|r| r.files_changed = 2)],
+                ..case("productive timeout continues", timeout, Continue)
+            },
+            case("max turns continues", err(ErrorKind::MaxTurns), Continue),
+            case(
+                "interrupted continues (engine stops)",
+                err(ErrorKind::Interrupted),
+                Continue,
+            ),
+        ];
+        for c in &cases {
+            assert_eq!(decide(c), c.expected, "{}", c.name);
+        }
+        // Every exit reason the decision can give is covered above.
+        let covered: Vec<ExitReason> = cases
+            .iter()
+            .filter_map(|c| match c.expected {
+                Decision::Stop(r) => Some(r),
+                _ => None,
+            })
+            .collect();
+        for r in ExitReason::ALL {
+            if !matches!(r, ExitReason::IntegrityFailure | ExitReason::Interrupted) {
+                assert!(covered.contains(&r), "{r} not covered");
+            }
+        }
+    }
+
+    #[test]
+    fn rule_order() {
+        // A fatal error beats everything; completion beats an open breaker and limits.
+        let open = Breaker {
+            state: CircuitState::Open,
+            ..Breaker::default()
+        };
+        let cfg = DecideConfig {
+            max_loops: 1,
+            max_cost_usd: 0.1,
+            ..DecideConfig::default()
+        };
+        let mut c = case(
+            "fatal first",
+            err(ErrorKind::Auth),
+            Decision::Stop(ExitReason::AgentFatal),
+        );
+        c.breaker = open.clone();
+        c.cfg = cfg.clone();
+        c.plan = "- [x] done\n";
+        assert_eq!(decide(&c), c.expected);
+        let mut c = with_history(
+            case(
+                "complete before plan",
+                status(WorkStatus::Complete, true),
+                Decision::Continue,
+            ),
+            vec![rec(|r| r.completion_indicator = true)],
+        );
+        c.breaker = open.clone();
+        c.cfg = cfg.clone();
+        c.plan = "- [x] done\n";
+        assert_eq!(decide(&c), Decision::Stop(ExitReason::ProjectComplete));
+        c.history.remove(0);
+        assert_eq!(decide(&c), Decision::Stop(ExitReason::PlanComplete));
+        c.plan = "- [ ] open\n";
+        assert_eq!(decide(&c), Decision::Stop(ExitReason::CircuitOpen));
+        c.breaker = Breaker::default();
+        assert_eq!(decide(&c), Decision::Stop(ExitReason::MaxLoops));
+        c.cfg.max_loops = 0;
+        c.cost = 1.0;
+        assert_eq!(decide(&c), Decision::Stop(ExitReason::CostBudget));
+    }
+
+    #[test]
+    fn before_call_table() {
+        let cfg = DecideConfig {
+            max_loops: 3,
+            max_cost_usd: 1.0,
+            ..DecideConfig::default()
+        };
+        // (plan, loops, cost, expected)
+        let cases: &[(&str, u64, f64, Option<ExitReason>)] = &[
+            ("- [ ] a\n", 0, 0.0, None),
+            ("- [x] a\n", 0, 0.0, Some(ExitReason::PlanComplete)),
+            ("- [x] a\n", 9, 9.0, Some(ExitReason::PlanComplete)),
+            ("", 2, 0.99, None),
+            ("", 3, 0.0, Some(ExitReason::MaxLoops)),
+            ("", 0, 1.0, Some(ExitReason::CostBudget)),
+        ];
+        for (plan, loops, cost, expected) in cases {
+            let plan = fixplan::parse(plan, &fixplan::default_optional_sections());
+            assert_eq!(
+                before_call(&plan, *loops, *cost, &cfg),
+                *expected,
+                "{plan:?} {loops} {cost}"
+            );
+        }
+        let unlimited = DecideConfig::default();
+        assert_eq!(
+            before_call(&Plan::default(), u64::MAX, 1e12, &unlimited),
+            None
+        );
+    }
+
+    #[test]
+    fn classify_denials_table() {
+        let allowed: Vec<String> = [
+            "Write",
+            "Bash(npm *)",
+            "Bash(cargo test:*)",
+            "Bash(git add *)",
+            "Bash(make:*)",
+            "Bash(ls)",
+        ]
+        .iter()
+        .map(|s| (*s).to_string())
+        .collect();
+        // (command, is a warning)
+        let cases: &[(&str, bool)] = &[
+            ("npm test 2>&1 | tail -20", true),
+            ("npm install left-pad", true),
+            ("cargo test --lib > out.txt", true),
+            ("cargo build", false),
+            ("git add -A && git commit -m x", false),
+            ("git add . && npm test", true),
+            ("make -j4 2> err.log", true),
+            ("CI=1 npm test", true),
+            ("ls", true),
+            ("ls -la", false),
+            ("rm -rf target", false),
+            ("npm test; rm -rf /", false),
+            ("", false),
+            ("   ", false),
+            ("| npm", false),
+        ];
+        for (cmd, warning) in cases {
+            let (real, warnings) = classify_denials(&[bash(cmd)], &allowed);
+            assert_eq!(warnings.len(), usize::from(*warning), "{cmd:?}");
+            assert_eq!(real.len(), usize::from(!*warning), "{cmd:?}");
+        }
+        // Non-Bash tools and Bash without a command are always real denials.
+        let others = [
+            Denial {
+                tool: "Write".into(),
+                command: None,
+            },
+            Denial {
+                tool: "Bash".into(),
+                command: None,
+            },
+        ];
+        assert_eq!(classify_denials(&others, &allowed).0.len(), 2);
+        // `Bash` alone allows every command.
+        let all = vec!["Bash".to_string()];
+        assert_eq!(classify_denials(&[bash("rm -rf x | y")], &all).1.len(), 1);
+        // Nothing allowed: every denial is real.
+        assert_eq!(classify_denials(&[bash("npm test")], &[]).0.len(), 1);
+    }
+
+    #[test]
+    fn record_loop_fields() {
+        let cfg = DecideConfig {
+            allowed_tools: vec!["Bash(npm *)".into()],
+            ..DecideConfig::default()
+        };
+        let mut a = status(WorkStatus::Complete, true);
+        a.permission_denials = vec![bash("npm test | tail"), bash("pip install x")];
+        a.questions = vec!["?".into()];
+        a.cost_usd = 0.25;
+        a.output_len = 42;
+        let p = Progress {
+            files_changed: 3,
+            implementation_files_changed: 1,
+            ..Progress::default()
+        };
+        let r = record_loop(7, ts(5), &a, &p, &cfg);
+        assert_eq!(
+            (r.number, r.at, r.exit_signal, r.completion_indicator),
+            (7, ts(5), true, true)
+        );
+        assert_eq!(r.denied, vec![bash("pip install x")]);
+        assert_eq!(r.denial_warnings, vec![bash("npm test | tail")]);
+        assert!(r.questions);
+        assert_eq!((r.files_changed, r.cost_usd, r.output_len), (3, 0.25, 42));
+
+        // test_only: testing work and no implementation files changed.
+        let work_type_testing = Analysis {
+            status: Some(StatusBlock {
+                work_type: Some(WorkType::Testing),
+                ..StatusBlock::default()
+            }),
+            ..Analysis::default()
+        };
+        let flagged = Analysis {
+            testing_only: true,
+            ..Analysis::default()
+        };
+        let failed = Analysis {
+            testing_only: true,
+            ..err(ErrorKind::Overloaded)
+        };
+        let tests_only = Progress {
+            files_changed: 2,
+            ..Progress::default()
+        };
+        let impl_changed = Progress {
+            files_changed: 2,
+            implementation_files_changed: 1,
+            ..Progress::default()
+        };
+        let cases: &[(&Analysis, &Progress, bool)] = &[
+            (&work_type_testing, &tests_only, true),
+            (&flagged, &Progress::default(), true),
+            (&flagged, &impl_changed, false),
+            (&Analysis::default(), &tests_only, false),
+            (&failed, &tests_only, false),
+        ];
+        for (i, (a, p, expected)) in cases.iter().enumerate() {
+            assert_eq!(
+                record_loop(1, ts(0), a, p, &cfg).test_only,
+                *expected,
+                "case {i}"
+            );
+        }
+        // Serde round trip and tolerance.
+        let back: LoopRecord = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
+        let empty: LoopRecord = serde_json::from_str("{}").unwrap();
+        assert_eq!(empty, LoopRecord::default());
+        assert_eq!(
+            serde_json::to_string(&UsageLimitPolicy::Exit).unwrap(),
+            "\"exit\""
+        );
+    }
+
+    #[test]
+    fn backoff_table() {
+        let cases: &[(u64, u32, i64)] = &[
+            (30, 0, 0),
+            (30, 1, 30),
+            (30, 2, 60),
+            (30, 5, 480),
+            (30, 6, 900),
+            (30, 100, 900),
+            (1200, 1, 1200),
+            (1200, 9, 1200),
+            (0, 4, 0),
+            (u64::MAX, 3, i64::MAX),
+        ];
+        for (base, n, secs) in cases {
+            assert_eq!(
+                backoff(*base, *n),
+                SignedDuration::from_secs(*secs),
+                "{base} {n}"
+            );
+        }
+    }
+
+    fn any_kind() -> impl Strategy<Value = Option<ErrorKind>> {
+        proptest::option::of(proptest::sample::select(vec![
+            ErrorKind::Auth,
+            ErrorKind::Billing,
+            ErrorKind::UsageLimit,
+            ErrorKind::RateLimit,
+            ErrorKind::Overloaded,
+            ErrorKind::Server,
+            ErrorKind::Network,
+            ErrorKind::MaxTurns,
+            ErrorKind::Budget,
+            ErrorKind::Interrupted,
+            ErrorKind::NoOutput,
+            ErrorKind::Malformed,
+            ErrorKind::CliUsage,
+            ErrorKind::Unknown,
+        ]))
+    }
+
+    proptest! {
+        #[test]
+        fn backoff_is_monotonic_and_capped(base in 0u64..5000, n in 0u32..200) {
+            let a = backoff(base, n);
+            let b = backoff(base, n.saturating_add(1));
+            prop_assert!(a <= b);
+            let cap = SignedDuration::from_secs(i64::try_from(base).unwrap().max(900));
+            prop_assert!(b <= cap);
+            prop_assert!(b >= SignedDuration::from_secs(i64::try_from(base).unwrap()));
+        }
+
+        #[test]
+        fn after_loop_is_total_and_deterministic(
+            kind in any_kind(),
+            outcome in proptest::sample::select(vec![Outcome::Success, Outcome::AgentError, Outcome::Timeout, Outcome::Crashed]),
+            exit in any::<bool>(),
+            unknown_session in any::<bool>(),
+            reset in proptest::option::of(-100_000i64..100_000),
+            flags in proptest::collection::vec((any::<bool>(), any::<bool>(), any::<bool>(), 0u32..3), 0..8),
+            open in any::<bool>(),
+            plan in "(- \\[[ x]\\] a\n){0,3}",
+            loops in 0u64..10,
+            cost in proptest::num::f64::ANY,
+            failures in any::<u32>(),
+            max_loops in 0u64..10,
+            max_cost in proptest::num::f64::ANY,
+            denial_threshold in 0u32..4,
+            test_loops in 0u32..4,
+            policy in any::<bool>(),
+            base in any::<u64>(),
+        ) {
+            let analysis = Analysis {
+                outcome,
+                error: kind.map(|kind| AgentError { kind, message: String::new(), api_status: None, reset_at: reset.map(ts) }),
+                unknown_session,
+                status: Some(StatusBlock { exit_signal: Some(exit), ..StatusBlock::default() }),
+                ..Analysis::default()
+            };
+            let history: Vec<LoopRecord> = flags
+                .iter()
+                .map(|&(ind, test, den, files)| LoopRecord {
+                    completion_indicator: ind,
+                    test_only: test,
+                    denied: if den { vec![bash("x")] } else { vec![] },
+                    files_changed: files,
+                    ..LoopRecord::default()
+                })
+                .collect();
+            let breaker = Breaker { state: if open { CircuitState::Open } else { CircuitState::Closed }, ..Breaker::default() };
+            let plan = fixplan::parse(&plan, &[]);
+            let cfg = DecideConfig {
+                max_loops,
+                max_cost_usd: max_cost,
+                permission_denial_threshold: denial_threshold,
+                max_consecutive_test_loops: test_loops,
+                on_usage_limit: if policy { UsageLimitPolicy::Exit } else { UsageLimitPolicy::Wait },
+                retry_backoff_base_secs: base,
+                allowed_tools: vec![],
+            };
+            let input = AfterLoop {
+                analysis: &analysis, history: &history, breaker: &breaker, plan: &plan,
+                loops_this_run: loops, cost_this_run: cost, consecutive_failures: failures,
+                now: ts(0), cfg: &cfg,
+            };
+            let d1 = after_loop(&input);
+            let d2 = after_loop(&input);
+            prop_assert_eq!(d1, d2);
+            if let Decision::Wait { until, .. } = d1 {
+                prop_assert!(until >= ts(0));
+            }
+            if !exit {
+                prop_assert_ne!(d1, Decision::Stop(ExitReason::ProjectComplete));
+            }
+        }
+    }
+}

@@ -1,3 +1,973 @@
-//! The loop. (in progress)
+//! The loop: sequencing only. Every threshold and rule lives in the pure modules
+//! ([`crate::budget`], [`crate::breaker`], [`crate::decide`], [`crate::analysis`]); this
+//! module wires them to the process runner, the state store and the terminal.
+//!
+//! One iteration (HANK.md §3):
+//! 1. integrity — hank's files still exist, else `integrity_failure`;
+//! 2. exit checks before calling — plan complete, max loops, cost budget;
+//! 3. circuit breaker — OPEN stops the run;
+//! 4. budget — wait (countdown, `state: waiting`) while the rolling-hour cap is reached;
+//! 5. call — record the call in the ledger and save **before** spawning, then run the agent;
+//! 6. analyze the output; measure progress;
+//! 7. fold into history, breaker, totals; save;
+//! 8. decide — continue, wait (usage limit, backoff) or stop;
+//! 9. status.json, events, the loop summary.
+
+use std::fs;
+use std::io::{BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use serde_json::json;
+use tokio::sync::watch;
+
+use crate::analysis::{self, Analysis, LiveItem, Outcome, RunFacts};
+use crate::breaker::{CircuitState, Transition};
+use crate::budget::{BudgetCheck, WaitReason};
+use crate::cli::RunArgs;
+use crate::config::{self, AgentCommand, Settings};
+use crate::decide::{self, AfterLoop, Decision};
 use crate::error::{HankError, Result};
-pub fn run(_a: &crate::cli::RunArgs) -> Result<u8> { Err(HankError::Other("todo".into())) }
+use crate::exit::ExitReason;
+use crate::fixplan::{self, Plan};
+use crate::progress;
+use crate::runner::argv::{self, ArgvInput, ContextInput};
+use crate::runner::process::{self, Spawn};
+use crate::state::{
+    HISTORY_LEN, LastLoop, PlanCounts, RunState, STATUS_SCHEMA, Session, State, Status, Store,
+};
+use crate::ui::{DisplayMode, LoopSummary, Reporter};
+
+/// Time between SIGTERM and SIGKILL when stopping the agent.
+pub const GRACE: Duration = Duration::from_secs(5);
+
+/// `hank run`.
+pub fn run(args: &RunArgs) -> Result<u8> {
+    let project_dir = std::env::current_dir()
+        .map_err(|e| HankError::Other(format!("cannot read the current directory: {e}")))?;
+    check_layout(&project_dir)?;
+    let settings = config::load(args, &project_dir)?;
+    check_required_files(&settings)?;
+    let agent = config::resolve_agent(&settings.claude_cmd, &project_dir)?;
+    if settings.dry_run {
+        return dry_run(&settings, &agent);
+    }
+    let store = Store::new(&project_dir);
+    store.ensure_dirs()?;
+    let _lock = store.lock()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| HankError::Other(format!("failed to start the async runtime: {e}")))?;
+    runtime.block_on(async move {
+        let cancel = install_signal_handlers()?;
+        let mut engine = Engine::new(settings, agent, store, cancel)?;
+        engine.run().await
+    })
+}
+
+/// A flat layout (root PROMPT.md + fix_plan.md) without `.hank/`: the user must migrate.
+fn check_layout(dir: &Path) -> Result<()> {
+    if dir.join(".hank").is_dir() {
+        return Ok(());
+    }
+    let flat = dir.join("PROMPT.md").is_file()
+        && (dir.join("fix_plan.md").is_file() || dir.join("@fix_plan.md").is_file());
+    if flat {
+        return Err(HankError::usage_hint(
+            "this project uses the old flat layout (PROMPT.md and fix_plan.md at the root)",
+            "run `hank migrate` to move them into .hank/",
+        ));
+    }
+    Err(HankError::usage_hint(
+        format!("{} is not a hank project (no .hank/ folder)", dir.display()),
+        "run `hank enable` here, or `hank setup NAME` for a new project",
+    ))
+}
+
+/// The files the loop needs, relative to the project.
+fn required_files(s: &Settings) -> Vec<PathBuf> {
+    vec![
+        s.prompt_path(),
+        s.project_dir.join(".hank/fix_plan.md"),
+        s.project_dir.join(".hank/AGENT.md"),
+        s.project_dir.join(".hankrc"),
+    ]
+}
+
+fn missing_files(s: &Settings) -> Vec<PathBuf> {
+    required_files(s)
+        .into_iter()
+        .filter(|p| !p.is_file())
+        .collect()
+}
+
+fn check_required_files(s: &Settings) -> Result<()> {
+    let missing = missing_files(s);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = missing.iter().map(|p| p.display().to_string()).collect();
+    Err(HankError::usage_hint(
+        format!("missing required file(s): {}", list.join(", ")),
+        "run `hank enable` to create them (existing files are kept)",
+    ))
+}
+
+/// Counts SIGINT/SIGTERM/SIGHUP; the runner and the waits watch the count.
+fn install_signal_handlers() -> Result<watch::Receiver<u32>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let err =
+        |e: std::io::Error| HankError::Other(format!("failed to install signal handlers: {e}"));
+    let mut int = signal(SignalKind::interrupt()).map_err(err)?;
+    let mut term = signal(SignalKind::terminate()).map_err(err)?;
+    let mut hup = signal(SignalKind::hangup()).map_err(err)?;
+    let (tx, rx) = watch::channel(0u32);
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+                _ = hup.recv() => {}
+            }
+            tx.send_modify(|n| *n += 1);
+        }
+    });
+    Ok(rx)
+}
+
+fn read_text(path: &Path) -> Option<String> {
+    fs::read(path)
+        .ok()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
+/// The session to resume, if continuity is on and it is young enough.
+fn usable_session<'a>(state: &'a State, s: &Settings, now: Timestamp) -> Option<&'a Session> {
+    if !s.session_continuity.value {
+        return None;
+    }
+    let session = state.session.as_ref()?;
+    let age = now.duration_since(session.last_used_at);
+    let max = SignedDuration::from_hours(i64::from(s.session_expiry_hours.value));
+    (age < max).then_some(session)
+}
+
+/// The loop context from the previous loop, the plan and the breaker.
+fn context_for(state: &State, plan: &Plan, number: u64) -> String {
+    let last = state.history.last();
+    let circuit = (state.breaker.state != CircuitState::Closed)
+        .then(|| (state.breaker.state.as_str(), state.breaker.reason.as_str()));
+    let denied: Vec<String> = last
+        .map(|r| {
+            r.denied
+                .iter()
+                .map(|d| d.command.clone().unwrap_or_else(|| d.tool.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let total = plan.total();
+    let done = plan.done();
+    argv::build_context(&ContextInput {
+        loop_number: number,
+        open_items: total.saturating_sub(done),
+        total_items: total,
+        next_item: plan.next_open().map(|i| i.text.as_str()),
+        circuit,
+        last_recommendation: state.last_recommendation.as_deref(),
+        denied,
+        asked_questions: last.is_some_and(|r| r.questions),
+        last_error: last.and_then(|r| r.error_kind).map(|k| k.as_str()),
+    })
+}
+
+fn shell_quote(arg: &str) -> String {
+    if !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c))
+    {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', "'\\''"))
+    }
+}
+
+/// `--dry-run`: builds the agent command and prompt for one loop, calls nothing.
+fn dry_run(s: &Settings, agent: &AgentCommand) -> Result<u8> {
+    let store = Store::new(&s.project_dir);
+    let now = Timestamp::now();
+    let state: State = fs::read(store.state_path())
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    let plan_text = read_text(&s.project_dir.join(".hank/fix_plan.md")).unwrap_or_default();
+    let plan = fixplan::parse(&plan_text, &s.optional_sections.value);
+    let prompt_path = s.prompt_path();
+    let prompt =
+        fs::read(&prompt_path).map_err(|e| HankError::io("failed to read", &prompt_path, e))?;
+    let resume = usable_session(&state, s, now).map(|x| x.id.clone());
+    let context = context_for(&state, &plan, state.loop_count + 1);
+    let args = argv::build_argv(&ArgvInput {
+        leading_args: &agent.leading_args,
+        output_format: s.output_format.value,
+        live: s.live.value,
+        resume: resume.as_deref(),
+        model: s.model.value.as_deref(),
+        permission_mode: s.permission_mode.value.as_deref(),
+        allowed_tools: &s.allowed_tools.value,
+        context: &context,
+    });
+    let mut out = std::io::stdout().lock();
+    let settings: Vec<serde_json::Value> = s
+        .describe()
+        .into_iter()
+        .map(|(k, v, src)| json!({"key": k, "value": v, "source": src}))
+        .collect();
+    let written = if s.json {
+        let obj = json!({
+            "program": agent.program.display().to_string(),
+            "args": args,
+            "stdin": String::from_utf8_lossy(&prompt),
+            "context_bytes": context.len(),
+            "settings": settings,
+        });
+        writeln!(out, "{obj}")
+    } else {
+        let mut cmd = vec![shell_quote(&agent.program.display().to_string())];
+        cmd.extend(args.iter().map(|a| shell_quote(a)));
+        let mut text = String::new();
+        text.push_str("# agent command (no shell is used; quoted here for reading)\n");
+        text.push_str(&cmd.join(" "));
+        text.push_str(&format!(
+            "\n\n# stdin: {} ({} bytes)\n",
+            prompt_path.display(),
+            prompt.len()
+        ));
+        text.push_str(&String::from_utf8_lossy(&prompt));
+        text.push_str(&format!(
+            "\n# loop context: {} bytes\n\n# settings\n",
+            context.len()
+        ));
+        for (k, v, src) in s.describe() {
+            text.push_str(&format!("{k:<32} {v:<24} ({src})\n"));
+        }
+        write!(out, "{text}")
+    };
+    written.map_err(|e| HankError::Other(format!("failed to write to stdout: {e}")))?;
+    Ok(crate::exit::OK)
+}
+
+enum Waited {
+    Done,
+    Interrupted,
+}
+
+struct Engine {
+    s: Settings,
+    agent: AgentCommand,
+    store: Store,
+    state: State,
+    reporter: Reporter,
+    cancel: watch::Receiver<u32>,
+    loops_this_run: u64,
+    cost_this_run: f64,
+    plan: Plan,
+    last_loop: Option<LastLoop>,
+    wait: Option<(WaitReason, Timestamp)>,
+}
+
+impl Engine {
+    fn new(
+        s: Settings,
+        agent: AgentCommand,
+        store: Store,
+        cancel: watch::Receiver<u32>,
+    ) -> Result<Self> {
+        let reporter = Reporter::new(DisplayMode::detect(), s.verbose.value);
+        let mut loaded = store.load_state(Timestamp::now())?;
+        loaded.state.ledger.prune(Timestamp::now());
+        let mut engine = Self {
+            s,
+            agent,
+            store,
+            state: loaded.state,
+            reporter,
+            cancel,
+            loops_this_run: 0,
+            cost_this_run: 0.0,
+            plan: Plan::default(),
+            last_loop: None,
+            wait: None,
+        };
+        if let Some(aside) = loaded.moved_aside {
+            engine.warn(&format!(
+                "state.json was unreadable; moved it aside to {} and started fresh state",
+                aside.display()
+            ));
+        }
+        Ok(engine)
+    }
+
+    fn interrupted(&self) -> bool {
+        *self.cancel.borrow() > 0
+    }
+
+    fn save(&self) -> Result<()> {
+        self.store.save_state(&self.state)
+    }
+
+    fn warn(&mut self, msg: &str) {
+        self.reporter.warn(msg);
+        self.store.log(Timestamp::now(), &format!("warning: {msg}"));
+        let _ = self.emit("warning", json!({ "message": msg }));
+    }
+
+    /// Writes an event to events.jsonl, and to stdout with `--json`.
+    fn emit(&self, kind: &str, fields: serde_json::Value) -> Result<()> {
+        let mut obj = json!({
+            "schema_version": STATUS_SCHEMA,
+            "type": kind,
+            "at": Timestamp::now().to_string(),
+        });
+        if let (Some(map), serde_json::Value::Object(extra)) = (obj.as_object_mut(), fields) {
+            map.extend(extra);
+        }
+        let line = obj.to_string();
+        self.store.append_event(&line)?;
+        if self.s.json {
+            let mut out = std::io::stdout().lock();
+            // A closed stdout (e.g. `| head`) must not stop the loop.
+            let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+        }
+        Ok(())
+    }
+
+    fn emit_transition(&self, t: &Transition) -> Result<()> {
+        self.store.log(
+            t.at,
+            &format!("circuit {} → {}: {}", t.from, t.to, t.reason),
+        );
+        self.emit(
+            "circuit_changed",
+            json!({"from": t.from.as_str(), "to": t.to.as_str(), "reason": t.reason}),
+        )
+    }
+
+    fn status(&self, run_state: RunState, exit: Option<ExitReason>) -> Status {
+        let now = Timestamp::now();
+        let limits = self.s.budget_limits();
+        let next_call_at = self.state.ledger.next_free_at(now, &limits);
+        Status {
+            schema_version: STATUS_SCHEMA,
+            updated_at: now,
+            state: run_state,
+            loop_count: self.state.loop_count,
+            calls_in_window: self.state.ledger.calls_in_window(now),
+            max_calls_per_hour: limits.max_calls_per_hour,
+            next_call_at,
+            tokens_in_window: self.state.ledger.tokens_in_window(now),
+            max_tokens_per_hour: limits.max_tokens_per_hour,
+            wait_reason: self.wait.map(|w| w.0),
+            waiting_until: self.wait.map(|w| w.1),
+            circuit_state: self.state.breaker.state,
+            circuit_reason: self.state.breaker.reason.clone(),
+            session_id: self.state.session.as_ref().map(|s| s.id.clone()),
+            total_cost_usd: self.state.totals.cost_usd,
+            total_tokens: self.state.totals.tokens,
+            fix_plan: PlanCounts {
+                done: self.plan.done(),
+                total: self.plan.total(),
+            },
+            last_loop: self.last_loop.clone(),
+            exit_reason: exit.map(|r| r.as_str().to_string()),
+            exit_code: exit.map(ExitReason::code),
+            pid: std::process::id(),
+        }
+    }
+
+    fn write_status(&self, run_state: RunState) -> Result<()> {
+        self.store.write_status(&self.status(run_state, None))
+    }
+
+    fn refresh_plan(&mut self) -> Option<String> {
+        let text = read_text(&self.s.project_dir.join(".hank/fix_plan.md"))?;
+        self.plan = fixplan::parse(&text, &self.s.optional_sections.value);
+        Some(text)
+    }
+
+    async fn run(&mut self) -> Result<u8> {
+        match self.run_loop().await {
+            Ok(reason) => self.finish(reason),
+            Err(err) => {
+                // Leave an honest status behind: the run failed, and why.
+                let mut status = self.status(RunState::Failed, None);
+                status.exit_code = Some(crate::exit::ERROR);
+                let _ = self.store.write_status(&status);
+                let _ = self.emit(
+                    "exit",
+                    json!({"exit_reason": null, "exit_code": crate::exit::ERROR, "message": err.to_string()}),
+                );
+                self.store.log(Timestamp::now(), &format!("failed: {err}"));
+                Err(err)
+            }
+        }
+    }
+
+    async fn run_loop(&mut self) -> Result<ExitReason> {
+        let now = Timestamp::now();
+        self.store.log(
+            now,
+            &format!("hank run started (pid {})", std::process::id()),
+        );
+        let bcfg = self.s.breaker_config();
+        if let Some(t) =
+            self.state
+                .breaker
+                .on_run_start(now, &bcfg, self.s.auto_reset_circuit.value)
+        {
+            self.reporter
+                .info(&format!("circuit {} → {}: {}", t.from, t.to, t.reason));
+            self.emit_transition(&t)?;
+        }
+        self.save()?;
+        self.refresh_plan();
+        self.write_status(RunState::Starting)?;
+        let dcfg = self.s.decide_config();
+        loop {
+            if self.interrupted() {
+                return Ok(ExitReason::Interrupted);
+            }
+            // 1. integrity
+            let missing = missing_files(&self.s);
+            if !missing.is_empty() {
+                let list: Vec<String> = missing.iter().map(|p| p.display().to_string()).collect();
+                self.warn(&format!(
+                    "required file(s) disappeared: {}",
+                    list.join(", ")
+                ));
+                return Ok(ExitReason::IntegrityFailure);
+            }
+            let Some(plan_text) = self.refresh_plan() else {
+                return Ok(ExitReason::IntegrityFailure);
+            };
+            // 2. exit checks before calling
+            if let Some(reason) =
+                decide::before_call(&self.plan, self.loops_this_run, self.cost_this_run, &dcfg)
+            {
+                return Ok(reason);
+            }
+            // 3. circuit breaker
+            if self.state.breaker.is_open() {
+                return Ok(ExitReason::CircuitOpen);
+            }
+            // 4. budget
+            let now = Timestamp::now();
+            if let BudgetCheck::Wait { until, reason } =
+                self.state.ledger.check(now, &self.s.budget_limits())
+            {
+                if let Waited::Interrupted = self.wait_until(reason, until).await? {
+                    return Ok(ExitReason::Interrupted);
+                }
+                continue;
+            }
+            // 5–9. one call
+            match self.one_loop(plan_text).await? {
+                Decision::Continue | Decision::RetryWithoutSession => {
+                    let delay = self.s.loop_delay_seconds.value;
+                    if delay > 0 {
+                        let until = Timestamp::now()
+                            .checked_add(SignedDuration::from_secs(
+                                i64::try_from(delay).unwrap_or(i64::MAX),
+                            ))
+                            .unwrap_or(Timestamp::MAX);
+                        if let Waited::Interrupted = self.sleep_until(until).await {
+                            return Ok(ExitReason::Interrupted);
+                        }
+                    }
+                }
+                Decision::Wait { until, reason } => {
+                    if let Waited::Interrupted = self.wait_until(reason, until).await? {
+                        return Ok(ExitReason::Interrupted);
+                    }
+                }
+                Decision::Stop(reason) => return Ok(reason),
+            }
+        }
+    }
+
+    /// Steps 5–9 for one loop; returns the decision.
+    async fn one_loop(&mut self, plan_before: String) -> Result<Decision> {
+        let now = Timestamp::now();
+        self.state.loop_count += 1;
+        let number = self.state.loop_count;
+        self.loops_this_run += 1;
+        self.state.totals.loops += 1;
+        // The call is on the ledger before the agent exists: no crash can under-count it.
+        self.state.ledger.record_call(now);
+        self.save()?;
+
+        let prompt_path = self.s.prompt_path();
+        let prompt =
+            fs::read(&prompt_path).map_err(|e| HankError::io("failed to read", &prompt_path, e))?;
+        let resume = usable_session(&self.state, &self.s, now).map(|x| x.id.clone());
+        let context = context_for(&self.state, &self.plan, number);
+        let args = argv::build_argv(&ArgvInput {
+            leading_args: &self.agent.leading_args,
+            output_format: self.s.output_format.value,
+            live: self.s.live.value,
+            resume: resume.as_deref(),
+            model: self.s.model.value.as_deref(),
+            permission_mode: self.s.permission_mode.value.as_deref(),
+            allowed_tools: &self.s.allowed_tools.value,
+            context: &context,
+        });
+        let baseline = progress::baseline(&self.s.project_dir, &plan_before);
+        let live_path = self.store.live_path();
+        let mut live_file = if self.s.live.value {
+            fs::File::create(&live_path).ok()
+        } else {
+            None
+        };
+        self.wait = None;
+        self.write_status(RunState::Running)?;
+        self.emit(
+            "loop_started",
+            json!({"loop": number, "resume": resume.is_some(), "context_bytes": context.len()}),
+        )?;
+        self.store.log(
+            now,
+            &format!("loop {number} started (resume: {})", resume.is_some()),
+        );
+        self.reporter.agent_started(number, resume.is_some());
+
+        let stdout_log = self.store.loop_log(number, "out");
+        let spawn = Spawn {
+            program: &self.agent.program,
+            args: &args,
+            cwd: &self.s.project_dir,
+            stdin: prompt,
+            stdout_log: stdout_log.clone(),
+            stderr_log: self.store.loop_log(number, "err"),
+            timeout: self.s.timeout.value,
+            grace: GRACE,
+            live: self.s.live.value,
+        };
+        let reporter = &self.reporter;
+        let outcome = process::run(spawn, self.cancel.clone(), |line| {
+            for item in analysis::live_items(line) {
+                if let Some(f) = live_file.as_mut() {
+                    let text = match &item {
+                        LiveItem::Text(t) => format!("{}\n", t.trim_end()),
+                        LiveItem::Tool { name, detail } => format!("⚙ {name} {detail}\n"),
+                        LiveItem::Retry { attempt, error } => {
+                            format!("API retry {attempt}: {error}\n")
+                        }
+                        LiveItem::Init { .. } | LiveItem::Result { .. } => String::new(),
+                    };
+                    let _ = f.write_all(text.as_bytes());
+                }
+                reporter.live(&item);
+            }
+        })
+        .await
+        .map_err(|e| {
+            HankError::usage(format!(
+                "failed to start the agent {}: {e}",
+                self.agent.program.display()
+            ))
+        })?;
+        self.reporter.agent_finished();
+
+        // 6. analyze + progress
+        let facts = RunFacts {
+            exit_code: outcome.exit_code,
+            signal: outcome.signal,
+            timed_out: outcome.timed_out,
+            interrupted: outcome.interrupted,
+        };
+        let analysis = match fs::File::open(&stdout_log) {
+            Ok(f) => analysis::analyze(
+                BufReader::new(f),
+                &outcome.stderr_head,
+                &facts,
+                Timestamp::now(),
+            ),
+            Err(_) => analysis::analyze_bytes(b"", &outcome.stderr_head, &facts, Timestamp::now()),
+        };
+        let plan_after =
+            read_text(&self.s.project_dir.join(".hank/fix_plan.md")).unwrap_or_default();
+        let progress = progress::measure(&self.s.project_dir, &baseline, &plan_after);
+        self.plan = fixplan::parse(&plan_after, &self.s.optional_sections.value);
+
+        // 7. fold
+        let now = Timestamp::now();
+        self.fold(number, now, resume.as_deref(), &analysis, &progress)?;
+        let dcfg = self.s.decide_config();
+        self.state.consecutive_failures = self.state.breaker.failure_streak;
+        self.save()?;
+
+        // 8. decide
+        let mut decision = decide::after_loop(&AfterLoop {
+            analysis: &analysis,
+            history: &self.state.history,
+            breaker: &self.state.breaker,
+            plan: &self.plan,
+            loops_this_run: self.loops_this_run,
+            cost_this_run: self.cost_this_run,
+            consecutive_failures: self.state.consecutive_failures,
+            now,
+            cfg: &dcfg,
+        });
+        if outcome.interrupted || self.interrupted() {
+            decision = Decision::Stop(ExitReason::Interrupted);
+        }
+        if decision == Decision::RetryWithoutSession {
+            if resume.is_some() {
+                self.reporter
+                    .info("the agent no longer knows the session; retrying without it");
+                self.state.session = None;
+                self.save()?;
+            } else {
+                decision = Decision::Stop(ExitReason::AgentFatal);
+            }
+        }
+
+        // 9. report
+        self.report_loop(number, &analysis, &progress, outcome.duration)?;
+        Ok(decision)
+    }
+
+    /// Folds one loop into the persistent state (pure transitions + bookkeeping).
+    fn fold(
+        &mut self,
+        number: u64,
+        now: Timestamp,
+        resumed: Option<&str>,
+        analysis: &Analysis,
+        progress: &progress::Progress,
+    ) -> Result<()> {
+        self.state.ledger.add_tokens_to_last(analysis.tokens.sum());
+        self.state.totals.cost_usd += analysis.cost_usd;
+        self.state.totals.tokens.add(&analysis.tokens);
+        self.cost_this_run += analysis.cost_usd;
+        if analysis.unknown_session {
+            self.state.session = None;
+        } else if let Some(id) = analysis
+            .session_id
+            .as_deref()
+            .filter(|_| analysis.outcome == Outcome::Success)
+        {
+            let started_at = match (&self.state.session, resumed) {
+                (Some(s), Some(r)) if s.id == id && r == id => s.started_at,
+                _ => now,
+            };
+            self.state.session = Some(Session {
+                id: id.to_string(),
+                started_at,
+                last_used_at: now,
+            });
+        }
+        if let Some(rec) = analysis.recommendation() {
+            self.state.last_recommendation = Some(rec.to_string());
+        }
+        let record = decide::record_loop(number, now, analysis, progress, &self.s.decide_config());
+        if !record.denial_warnings.is_empty() {
+            let list: Vec<String> = record
+                .denial_warnings
+                .iter()
+                .map(|d| d.command.clone().unwrap_or_else(|| d.tool.clone()))
+                .collect();
+            self.warn(&format!(
+                "denied compound command(s) whose base command is allowed: {} (not counted as a denial)",
+                list.join(", ")
+            ));
+        }
+        if !record.denied.is_empty() {
+            let list: Vec<String> = record
+                .denied
+                .iter()
+                .map(|d| d.command.clone().unwrap_or_else(|| d.tool.clone()))
+                .collect();
+            self.warn(&format!(
+                "the agent was denied: {}; it will be told not to retry. Add the tool to ALLOWED_TOOLS in .hankrc if it needs it",
+                list.join(", ")
+            ));
+        }
+        self.state.history.push(record);
+        let excess = self.state.history.len().saturating_sub(HISTORY_LEN);
+        self.state.history.drain(..excess);
+        if let Some(t) =
+            self.state
+                .breaker
+                .record(analysis, progress, now, &self.s.breaker_config())
+        {
+            self.reporter
+                .info(&format!("circuit {} → {}: {}", t.from, t.to, t.reason));
+            self.emit_transition(&t)?;
+        }
+        Ok(())
+    }
+
+    fn report_loop(
+        &mut self,
+        number: u64,
+        a: &Analysis,
+        p: &progress::Progress,
+        duration: Duration,
+    ) -> Result<()> {
+        let status = a.status.as_ref();
+        let enum_str = |v: Option<String>| v.map(|s| s.trim_matches('"').to_string());
+        let status_str = enum_str(
+            status
+                .and_then(|s| s.status)
+                .and_then(|v| serde_json::to_string(&v).ok()),
+        );
+        let work_type = enum_str(
+            status
+                .and_then(|s| s.work_type)
+                .and_then(|v| serde_json::to_string(&v).ok()),
+        );
+        let tests = enum_str(
+            status
+                .and_then(|s| s.tests_status)
+                .and_then(|v| serde_json::to_string(&v).ok()),
+        );
+        let duration_ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+        let last = LastLoop {
+            number,
+            outcome: a.outcome,
+            error_kind: a.error_kind(),
+            exit_signal: a.exit_signal(),
+            status: status_str.clone(),
+            work_type: work_type.clone(),
+            files_changed: p.files_changed,
+            recommendation: a.recommendation().map(ToString::to_string),
+            cost_usd: a.cost_usd,
+            duration_ms,
+        };
+        self.last_loop = Some(last.clone());
+        self.write_status(RunState::Running)?;
+        self.emit(
+            "agent_finished",
+            json!({
+                "loop": number,
+                "outcome": a.outcome,
+                "error_kind": a.error_kind(),
+                "error_message": a.error.as_ref().map(|e| e.message.clone()),
+                "exit_signal": a.exit_signal(),
+                "status": status_str,
+                "work_type": work_type,
+                "tests_status": tests,
+                "files_changed": p.files_changed,
+                "plan_items_checked": p.plan_items_checked,
+                "cost_usd": a.cost_usd,
+                "tokens": a.tokens,
+                "duration_ms": duration_ms,
+                "session_id": a.session_id,
+                "permission_denials": a.permission_denials.len(),
+                "completion_indicators": a.completion_indicators,
+                "recommendation": last.recommendation,
+            }),
+        )?;
+        let outcome = serde_json::to_string(&a.outcome)
+            .unwrap_or_default()
+            .trim_matches('"')
+            .to_string();
+        self.store.log(
+            Timestamp::now(),
+            &format!(
+                "loop {number} finished: {outcome}{} · {} file(s) changed · ${:.4}",
+                a.error_kind()
+                    .map(|k| format!(" ({})", k.as_str()))
+                    .unwrap_or_default(),
+                p.files_changed,
+                a.cost_usd
+            ),
+        );
+        self.reporter.summary(&LoopSummary {
+            number,
+            outcome,
+            error: a
+                .error
+                .as_ref()
+                .map(|e| format!("{}: {}", e.kind.as_str(), e.message)),
+            status: status_str,
+            work_type,
+            exit_signal: a.exit_signal(),
+            tests,
+            files_changed: p.files_changed,
+            plan: (self.plan.done(), self.plan.total()),
+            cost_usd: a.cost_usd,
+            total_cost_usd: self.state.totals.cost_usd,
+            duration,
+            circuit: self.state.breaker.state.as_str().to_string(),
+            recommendation: a.recommendation().map(ToString::to_string),
+        });
+        Ok(())
+    }
+
+    /// Waits (rate limit, token limit, usage limit, backoff) with a countdown; Ctrl-C ends it.
+    async fn wait_until(&mut self, reason: WaitReason, until: Timestamp) -> Result<Waited> {
+        self.wait = Some((reason, until));
+        self.write_status(RunState::Waiting)?;
+        self.emit(
+            "waiting",
+            json!({"reason": reason.as_str(), "until": until.to_string()}),
+        )?;
+        self.store.log(
+            Timestamp::now(),
+            &format!("waiting ({}) until {until}", reason.as_str()),
+        );
+        let waited = self.sleep_until_with_ticks(reason, until).await;
+        self.reporter.wait_done();
+        self.wait = None;
+        if let Waited::Done = waited {
+            self.write_status(RunState::Running)?;
+        }
+        Ok(waited)
+    }
+
+    async fn sleep_until_with_ticks(&mut self, reason: WaitReason, until: Timestamp) -> Waited {
+        loop {
+            let now = Timestamp::now();
+            if now >= until {
+                return Waited::Done;
+            }
+            self.reporter.wait_tick(reason.as_str(), until, now);
+            let left = until.duration_since(now);
+            let step = left.min(SignedDuration::from_secs(1));
+            let step = Duration::try_from(step).unwrap_or(Duration::from_millis(100));
+            tokio::select! {
+                () = tokio::time::sleep(step) => {}
+                changed = self.cancel.changed() => {
+                    if changed.is_err() || self.interrupted() {
+                        return Waited::Interrupted;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn sleep_until(&mut self, until: Timestamp) -> Waited {
+        let left = until.duration_since(Timestamp::now());
+        let step = Duration::try_from(left).unwrap_or(Duration::ZERO);
+        tokio::select! {
+            () = tokio::time::sleep(step) => Waited::Done,
+            _ = self.cancel.changed() => Waited::Interrupted,
+        }
+    }
+
+    fn finish(&mut self, reason: ExitReason) -> Result<u8> {
+        let now = Timestamp::now();
+        if matches!(
+            reason,
+            ExitReason::ProjectComplete
+                | ExitReason::PlanComplete
+                | ExitReason::TestSaturation
+                | ExitReason::CircuitOpen
+                | ExitReason::PermissionDenied
+        ) {
+            self.state.session = None;
+        }
+        self.save()?;
+        let run_state = match reason.code() {
+            crate::exit::OK => RunState::Completed,
+            crate::exit::HALTED => RunState::Halted,
+            _ => RunState::Stopped,
+        };
+        self.wait = None;
+        self.refresh_plan();
+        let message = exit_message(reason, &self.state, &self.plan);
+        self.store
+            .write_status(&self.status(run_state, Some(reason)))?;
+        self.emit(
+            "exit",
+            json!({"exit_reason": reason.as_str(), "exit_code": reason.code(), "message": message}),
+        )?;
+        self.store.log(
+            now,
+            &format!("exit {} ({}): {message}", reason.as_str(), reason.code()),
+        );
+        if reason.code() == crate::exit::OK {
+            self.reporter
+                .info(&format!("done: {message} [{}]", reason.as_str()));
+        } else {
+            self.reporter.warn(&format!(
+                "stopped: {message} [{}, exit {}]",
+                reason.as_str(),
+                reason.code()
+            ));
+        }
+        if self.s.notify.value {
+            notify(&format!("hank: {}", reason.as_str()), &message);
+        }
+        Ok(reason.code())
+    }
+}
+
+/// The final one-line explanation.
+fn exit_message(reason: ExitReason, state: &State, plan: &Plan) -> String {
+    match reason {
+        ExitReason::ProjectComplete => "the agent signalled completion (EXIT_SIGNAL true, confirmed by recent loops)".into(),
+        ExitReason::PlanComplete => format!("every required fix_plan item is done ({}/{})", plan.done(), plan.total()),
+        ExitReason::TestSaturation => "only tests were run in the last loops: the work looks finished".into(),
+        ExitReason::CircuitOpen => format!(
+            "circuit breaker OPEN: {} (after fixing the cause: `hank reset circuit`)",
+            state.breaker.reason
+        ),
+        ExitReason::PermissionDenied => "the agent was denied tools in consecutive loops; add what it needs to ALLOWED_TOOLS in .hankrc".into(),
+        ExitReason::AgentFatal => {
+            let last = state.history.last().and_then(|r| r.error_kind).map_or("error", |k| k.as_str());
+            format!("the agent cannot work ({last}); retrying cannot help — see the last loop log")
+        }
+        ExitReason::IntegrityFailure => "a required hank file disappeared (PROMPT.md, fix_plan.md, AGENT.md or .hankrc)".into(),
+        ExitReason::MaxLoops => "MAX_LOOPS reached".into(),
+        ExitReason::CostBudget => "MAX_COST_USD reached".into(),
+        ExitReason::UsageLimit => "the usage limit was reached (ON_USAGE_LIMIT=exit)".into(),
+        ExitReason::Interrupted => "interrupted; state saved".into(),
+    }
+}
+
+/// Best-effort desktop notification (`notify-send` or `osascript` when present).
+fn notify(title: &str, body: &str) {
+    if let Ok(p) = which::which("notify-send") {
+        let _ = std::process::Command::new(p)
+            .arg(title)
+            .arg(body)
+            .stdin(std::process::Stdio::null())
+            .status();
+    } else if let Ok(p) = which::which("osascript") {
+        let script = format!(
+            "display notification {} with title {}",
+            apple_quote(body),
+            apple_quote(title)
+        );
+        let _ = std::process::Command::new(p)
+            .arg("-e")
+            .arg(script)
+            .stdin(std::process::Stdio::null())
+            .status();
+    }
+}
+
+fn apple_quote(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_quote_for_display() {
+        assert_eq!(
+            shell_quote("--allowedTools=Read,Edit"),
+            "--allowedTools=Read,Edit"
+        );
+        assert_eq!(shell_quote("Bash(git *)"), "'Bash(git *)'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote(""), "''");
+    }
+}

@@ -10,10 +10,17 @@ use crate::exit;
 pub enum HankError {
     /// Bad command-line arguments, bad config value, unusable project layout.
     #[error("{message}")]
-    Usage { message: String, hint: Option<String> },
+    Usage {
+        message: String,
+        hint: Option<String>,
+    },
     /// A file could not be read or written.
     #[error("{action} {}: {source}", path.display())]
-    Io { action: &'static str, path: PathBuf, source: std::io::Error },
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// Anything else that makes the command fail with exit 1.
     #[error("{0}")]
     Other(String),
@@ -26,17 +33,27 @@ pub enum HankError {
 impl HankError {
     /// A usage/config error without a hint.
     pub fn usage(message: impl Into<String>) -> Self {
-        Self::Usage { message: message.into(), hint: None }
+        Self::Usage {
+            message: message.into(),
+            hint: None,
+        }
     }
 
     /// A usage/config error with a hint line.
     pub fn usage_hint(message: impl Into<String>, hint: impl Into<String>) -> Self {
-        Self::Usage { message: message.into(), hint: Some(hint.into()) }
+        Self::Usage {
+            message: message.into(),
+            hint: Some(hint.into()),
+        }
     }
 
     /// Wraps an I/O error with what was being done and to which file.
     pub fn io(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Self::Io { action, path: path.into(), source }
+        Self::Io {
+            action,
+            path: path.into(),
+            source,
+        }
     }
 
     /// The process exit code for this error.

@@ -1,1 +1,3 @@
-fn main() -> std::process::ExitCode { hank::main() }
+fn main() -> std::process::ExitCode {
+    hank::main()
+}

@@ -1,1 +1,310 @@
-//! (in progress)
+//! The loop's own terminal output, on stderr: one compact summary block per loop, a spinner
+//! with elapsed time while the agent runs, a countdown while waiting, and the live view of
+//! `--live`. Bars and colours only on a terminal without `NO_COLOR` and outside CI
+//! ([`DisplayMode::resolve`], pure). stdout is reserved for `--json` events.
+
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+use console::style;
+use indicatif::{ProgressBar, ProgressStyle};
+use jiff::Timestamp;
+
+/// How human output is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DisplayMode {
+    /// Spinners, countdown bars, colours.
+    Fancy,
+    /// Plain lines (pipes, CI, NO_COLOR).
+    Plain,
+}
+
+impl DisplayMode {
+    /// Decides the mode from facts passed in (rather than queried) so it can be tested.
+    #[must_use]
+    pub fn resolve(stderr_is_terminal: bool, no_color: bool, is_ci: bool) -> Self {
+        if stderr_is_terminal && !no_color && !is_ci {
+            Self::Fancy
+        } else {
+            Self::Plain
+        }
+    }
+
+    /// The mode for this process.
+    #[must_use]
+    pub fn detect() -> Self {
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        let ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false");
+        Self::resolve(std::io::stderr().is_terminal(), no_color, ci)
+    }
+}
+
+/// Writes human output to stderr.
+#[derive(Debug)]
+pub struct Reporter {
+    mode: DisplayMode,
+    pub verbose: bool,
+    bar: Option<ProgressBar>,
+    last_plain_wait: Option<Timestamp>,
+}
+
+/// The facts of one loop's summary block.
+#[derive(Debug, Clone, Default)]
+pub struct LoopSummary {
+    pub number: u64,
+    pub outcome: String,
+    pub error: Option<String>,
+    pub status: Option<String>,
+    pub work_type: Option<String>,
+    pub exit_signal: bool,
+    pub tests: Option<String>,
+    pub files_changed: u32,
+    pub plan: (u32, u32),
+    pub cost_usd: f64,
+    pub total_cost_usd: f64,
+    pub duration: Duration,
+    pub circuit: String,
+    pub recommendation: Option<String>,
+}
+
+impl Reporter {
+    #[must_use]
+    pub fn new(mode: DisplayMode, verbose: bool) -> Self {
+        Self {
+            mode,
+            verbose,
+            bar: None,
+            last_plain_wait: None,
+        }
+    }
+
+    #[must_use]
+    pub fn mode(&self) -> DisplayMode {
+        self.mode
+    }
+
+    fn println(&self, line: &str) {
+        match &self.bar {
+            Some(bar) => bar.suspend(|| eprintln!("{line}")),
+            None => eprintln!("{line}"),
+        }
+    }
+
+    /// A plain informational line.
+    pub fn info(&self, msg: &str) {
+        self.println(&format!("{} {msg}", style("hank:").bold()));
+    }
+
+    /// A warning line.
+    pub fn warn(&self, msg: &str) {
+        self.println(&format!(
+            "{} {msg}",
+            style("hank: warning:").yellow().bold()
+        ));
+    }
+
+    /// Detail shown with `--verbose`.
+    pub fn detail(&self, msg: &str) {
+        if self.verbose {
+            self.println(&format!("  {}", style(msg).dim()));
+        }
+    }
+
+    /// The agent call started.
+    pub fn agent_started(&mut self, number: u64, resume: bool) {
+        self.clear_bar();
+        let what = if resume {
+            "resuming the session"
+        } else {
+            "new session"
+        };
+        match self.mode {
+            DisplayMode::Fancy => {
+                let bar = ProgressBar::new_spinner();
+                bar.set_style(
+                    ProgressStyle::with_template("{spinner} loop {msg} · agent running {elapsed}")
+                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                );
+                bar.set_message(format!("{number} ({what})"));
+                bar.enable_steady_tick(Duration::from_millis(120));
+                self.bar = Some(bar);
+            }
+            DisplayMode::Plain => eprintln!("hank: loop {number}: calling the agent ({what})"),
+        }
+    }
+
+    /// The agent call ended.
+    pub fn agent_finished(&mut self) {
+        self.clear_bar();
+    }
+
+    fn clear_bar(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+
+    /// One live item of `--live` (text as it arrives, one line per tool use).
+    pub fn live(&self, item: &crate::analysis::LiveItem) {
+        use crate::analysis::LiveItem;
+        let line = match item {
+            LiveItem::Text(t) => {
+                let t = t.trim_end();
+                if t.is_empty() {
+                    return;
+                }
+                t.to_string()
+            }
+            LiveItem::Tool { name, detail } => {
+                format!("  {} {}", style(format!("⚙ {name}")).cyan(), detail)
+            }
+            LiveItem::Init { model, .. } => {
+                format!(
+                    "  {}",
+                    style(format!(
+                        "session started ({})",
+                        model.as_deref().unwrap_or("default model")
+                    ))
+                    .dim()
+                )
+            }
+            LiveItem::Retry { attempt, error } => {
+                format!(
+                    "  {}",
+                    style(format!("API retry {attempt}: {error}")).yellow()
+                )
+            }
+            LiveItem::Result { is_error, .. } => {
+                if *is_error {
+                    format!("  {}", style("agent reported an error").red())
+                } else {
+                    return;
+                }
+            }
+        };
+        self.println(&line);
+    }
+
+    /// The summary block after each loop.
+    pub fn summary(&self, s: &LoopSummary) {
+        let head = format!(
+            "── loop {} · {} · {:.1}s · ${:.4} (total ${:.4}) ──",
+            s.number,
+            s.outcome,
+            s.duration.as_secs_f64(),
+            s.cost_usd,
+            s.total_cost_usd
+        );
+        let mut lines = vec![style(head).bold().to_string()];
+        if let Some(e) = &s.error {
+            lines.push(format!("  error:    {}", style(e).red()));
+        }
+        lines.push(format!(
+            "  status:   {} · {} · tests {} · EXIT_SIGNAL {}",
+            s.status.as_deref().unwrap_or("(no status block)"),
+            s.work_type.as_deref().unwrap_or("-"),
+            s.tests.as_deref().unwrap_or("-"),
+            s.exit_signal
+        ));
+        lines.push(format!(
+            "  progress: {} file(s) changed · fix_plan {}/{} done · circuit {}",
+            s.files_changed, s.plan.0, s.plan.1, s.circuit
+        ));
+        if let Some(r) = &s.recommendation {
+            lines.push(format!("  next:     {r}"));
+        }
+        self.println(&lines.join("\n"));
+    }
+
+    /// Called about once a second while waiting; draws a countdown (or a plain line a minute).
+    pub fn wait_tick(&mut self, reason: &str, until: Timestamp, now: Timestamp) {
+        let left = until.duration_since(now).as_secs().max(0);
+        let left_u = u64::try_from(left).unwrap_or(0);
+        match self.mode {
+            DisplayMode::Fancy => {
+                if self.bar.is_none() {
+                    let bar = ProgressBar::new(left_u.max(1));
+                    bar.set_style(
+                        ProgressStyle::with_template("{msg} [{bar:30}] {prefix} left")
+                            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                    );
+                    bar.set_message(format!("waiting ({reason}) until {}", short_time(until)));
+                    self.bar = Some(bar);
+                }
+                if let Some(bar) = &self.bar {
+                    let len = bar.length().unwrap_or(1);
+                    bar.set_position(len.saturating_sub(left_u));
+                    bar.set_prefix(format_secs(left_u));
+                }
+            }
+            DisplayMode::Plain => {
+                let due = self
+                    .last_plain_wait
+                    .is_none_or(|last| now.duration_since(last).as_secs() >= 60);
+                if due {
+                    eprintln!(
+                        "hank: waiting ({reason}) until {} — {} left",
+                        short_time(until),
+                        format_secs(left_u)
+                    );
+                    let _ = std::io::stderr().flush();
+                    self.last_plain_wait = Some(now);
+                }
+            }
+        }
+    }
+
+    /// The wait is over.
+    pub fn wait_done(&mut self) {
+        self.clear_bar();
+        self.last_plain_wait = None;
+    }
+}
+
+/// `1h02m03s`-style remaining time.
+#[must_use]
+pub fn format_secs(s: u64) -> String {
+    let (h, m, sec) = (s / 3600, (s % 3600) / 60, s % 60);
+    if h > 0 {
+        format!("{h}h{m:02}m{sec:02}s")
+    } else if m > 0 {
+        format!("{m}m{sec:02}s")
+    } else {
+        format!("{sec}s")
+    }
+}
+
+/// A timestamp to the second, UTC.
+#[must_use]
+pub fn short_time(t: Timestamp) -> String {
+    t.round(jiff::Unit::Second).unwrap_or(t).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_mode_table() {
+        let table = [
+            (true, false, false, DisplayMode::Fancy),
+            (true, true, false, DisplayMode::Plain),
+            (true, false, true, DisplayMode::Plain),
+            (false, false, false, DisplayMode::Plain),
+        ];
+        for (tty, no_color, ci, want) in table {
+            assert_eq!(
+                DisplayMode::resolve(tty, no_color, ci),
+                want,
+                "{tty} {no_color} {ci}"
+            );
+        }
+    }
+
+    #[test]
+    fn seconds_format() {
+        assert_eq!(format_secs(0), "0s");
+        assert_eq!(format_secs(61), "1m01s");
+        assert_eq!(format_secs(3723), "1h02m03s");
+    }
+}

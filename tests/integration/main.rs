@@ -1,1 +1,27 @@
+//! hank's integration tests: one binary (`cargo test --test integration`), one module per
+//! feature, all hermetic (temp dirs, HOME in a temp dir, the fake agent from `fixtures/bin`).
 
+// Test helpers outside #[test] functions may panic on setup failures: that is a test failure.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod cli;
+mod loop_e2e;
+mod support;
+
+/// Every `tests/integration/*.rs` file must be a module of this binary.
+#[test]
+fn no_forgotten_test_files() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/integration");
+    let main = std::fs::read_to_string(dir.join("main.rs")).unwrap();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if let Some(stem) = name.strip_suffix(".rs")
+            && stem != "main"
+        {
+            assert!(
+                main.contains(&format!("mod {stem};")),
+                "tests/integration/{name} is not listed in main.rs"
+            );
+        }
+    }
+}

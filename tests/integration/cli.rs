@@ -1,0 +1,201 @@
+//! The command line outside the loop itself: parsing, exit codes, aliases, config errors,
+//! dry-run, status, doctor, completions.
+
+use crate::support::{Project, hank_bin, stderr, stdout};
+
+#[test]
+fn help_and_version_exit_0_and_usage_errors_exit_1() {
+    let p = Project::new(&["a"]);
+    assert_eq!(p.run(&["--help"]).status.code(), Some(0));
+    let v = p.run(&["--version"]);
+    assert_eq!(v.status.code(), Some(0));
+    assert!(stdout(&v).starts_with("hank "));
+    let bad = p.run(&["--no-such-flag"]);
+    assert_eq!(
+        bad.status.code(),
+        Some(1),
+        "clap's usage error must map to 1"
+    );
+    let bad = p.run(&["reset", "everything"]);
+    assert_eq!(bad.status.code(), Some(1));
+}
+
+#[test]
+fn alias_names_dispatch_to_subcommands() {
+    let p = Project::new(&["a"]);
+    let link = p.home.join("hank-monitor");
+    std::os::unix::fs::symlink(hank_bin(), &link).unwrap();
+    let o = std::process::Command::new(&link)
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert!(stdout(&o).contains("--once"), "{}", stdout(&o));
+}
+
+#[test]
+fn invalid_hankrc_value_names_the_line() {
+    let p = Project::new(&["a"]);
+    p.hankrc("# comment\n\nMAX_CALLS_PER_HOUR=\"many\"\n");
+    let o = p.run(&["run"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.contains(".hankrc line 3"), "{err}");
+    assert!(err.contains("MAX_CALLS_PER_HOUR"), "{err}");
+    assert_eq!(p.calls(), 0);
+}
+
+#[test]
+fn unknown_hankrc_key_is_an_error_with_a_suggestion() {
+    let p = Project::new(&["a"]);
+    p.hankrc("MAX_LOOP=3\n");
+    let o = p.run(&[]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.contains("line 1: unknown key MAX_LOOP"), "{err}");
+    assert!(err.contains("did you mean MAX_LOOPS?"), "{err}");
+}
+
+#[test]
+fn invalid_flag_and_env_values_name_their_origin() {
+    let p = Project::new(&["a"]);
+    let o = p.run(&["-t", "soon"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("--timeout"), "{}", stderr(&o));
+    let o = p.cmd().env("MAX_LOOPS", "x").output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("environment variable MAX_LOOPS"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn missing_agent_is_a_clear_error_before_any_loop() {
+    let p = Project::new(&["a"]);
+    let o = p.run(&["--claude-cmd", "no-such-claude-binary"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains("`no-such-claude-binary` not found on PATH"),
+        "{err}"
+    );
+    assert!(!p.dir.join(".hank/status.json").exists());
+    let o = p.run(&["--claude-cmd", "./bin/claude"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("not found at"), "{}", stderr(&o));
+}
+
+#[test]
+fn claude_cmd_may_be_a_path() {
+    let p = Project::new(&["a"]);
+    let fake = crate::support::fixtures().join("bin/claude");
+    let o = p
+        .cmd()
+        .env("PATH", "/usr/bin:/bin")
+        .env("CLAUDE_CODE_CMD", &fake)
+        .args(["--max-loops", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert_eq!(p.calls(), 1);
+}
+
+#[test]
+fn not_a_project_and_flat_layout_get_hints() {
+    let p = Project::new(&["a"]);
+    let empty = p.home.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let o = p.cmd().current_dir(&empty).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("hank enable"), "{}", stderr(&o));
+    std::fs::write(empty.join("PROMPT.md"), "x").unwrap();
+    std::fs::write(empty.join("@fix_plan.md"), "- [ ] a").unwrap();
+    let o = p.cmd().current_dir(&empty).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("hank migrate"), "{}", stderr(&o));
+}
+
+#[test]
+fn dry_run_prints_the_command_and_prompt_and_calls_nothing() {
+    let p = Project::new(&["first task"]);
+    p.hankrc("CLAUDE_MODEL=\"opus\"\n");
+    let o = p.run(&["--dry-run", "--calls", "7"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("-p --output-format json"), "{out}");
+    assert!(out.contains("--model opus"), "{out}");
+    assert!(out.contains("Do the next task."), "{out}");
+    assert!(out.contains("MAX_CALLS_PER_HOUR"), "{out}");
+    assert!(out.contains("flag --calls"), "{out}");
+    assert!(out.contains(".hankrc line 1"), "{out}");
+    assert_eq!(p.calls(), 0);
+    assert!(!p.dir.join(".hank/state.json").exists());
+
+    let o = p.run(&["--dry-run", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["args"][0], "-p");
+    assert!(v["context_bytes"].as_u64().unwrap() <= 600);
+}
+
+#[test]
+fn status_before_and_after_a_run() {
+    let p = Project::new(&["a"]);
+    let o = p.run(&["status"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(stdout(&o).contains("no status yet"));
+    assert_eq!(p.run(&["--max-loops", "1"]).status.code(), Some(3));
+    let o = p.run(&["status"]);
+    assert!(stdout(&o).contains("max_loops"), "{}", stdout(&o));
+    let o = p.run(&["--status"]);
+    assert!(stdout(&o).contains("state:"), "{}", stdout(&o));
+    let o = p.run(&["status", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["exit_reason"], "max_loops");
+}
+
+#[test]
+fn doctor_reports_checks_and_sources() {
+    let p = Project::new(&["a"]);
+    let o = p.run(&["doctor", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(o.status.code(), Some(0), "{v}");
+    let claude = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "claude")
+        .unwrap();
+    assert!(claude["detail"].as_str().unwrap().contains("2.1.197"));
+    assert!(
+        v["settings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["key"] == "RETRY_BACKOFF_SECONDS" && s["source"] == ".hankrc line 2")
+    );
+}
+
+#[test]
+fn completions_for_bash() {
+    let p = Project::new(&["a"]);
+    let o = p.run(&["completions", "bash"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(stdout(&o).contains("_hank"));
+}
+
+#[test]
+fn reset_circuit_and_session() {
+    let p = Project::new(&["a"]);
+    assert_eq!(p.run(&["--max-loops", "1"]).status.code(), Some(3));
+    assert!(p.state()["session"].is_object());
+    assert_eq!(p.run(&["reset", "session"]).status.code(), Some(0));
+    assert!(p.state()["session"].is_null());
+    assert_eq!(p.run(&["--reset-circuit"]).status.code(), Some(0));
+    assert_eq!(p.state()["breaker"]["state"], "CLOSED");
+    let o = p.run(&["circuit", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["state"], "CLOSED");
+}

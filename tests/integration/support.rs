@@ -1,0 +1,283 @@
+//! Test harness: a temp project ready for the loop, the fake agent on PATH, `HOME` in a temp
+//! dir, and helpers to read what the fake agent received and what hank wrote.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Path of the built `hank` binary.
+pub fn hank_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_hank"))
+}
+
+/// `fixtures/` of the repository.
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}
+
+/// Is `program` on PATH?
+pub fn cmd_exists(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
+}
+
+/// A project with `.hank/` files in a temp dir, plus a fake-agent control dir and a HOME.
+pub struct Project {
+    _root: tempfile::TempDir,
+    pub dir: PathBuf,
+    pub fake: PathBuf,
+    pub home: PathBuf,
+}
+
+/// A success result with a HANK_STATUS block (all fields given).
+pub fn result_json(status: &str, work_type: &str, exit_signal: bool, text: &str) -> String {
+    let body = format!(
+        "{text}\n\n---HANK_STATUS---\nSTATUS: {status}\nTASKS_COMPLETED_THIS_LOOP: 1\nFILES_MODIFIED: 1\nTESTS_STATUS: PASSING\nWORK_TYPE: {work_type}\nEXIT_SIGNAL: {exit_signal}\nRECOMMENDATION: keep going\n---END_HANK_STATUS---"
+    );
+    serde_json::json!({
+        "type": "result", "subtype": "success", "is_error": false, "duration_ms": 1000,
+        "num_turns": 2, "result": body, "stop_reason": "end_turn",
+        "session_id": "5b1c0e0a-1111-2222-3333-444444444444", "total_cost_usd": 0.01,
+        "usage": {"input_tokens": 100, "output_tokens": 20, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0},
+        "permission_denials": []
+    })
+    .to_string()
+}
+
+/// An error result (`is_error: true`, `subtype: success`) with `text` as the message.
+pub fn error_json(text: &str, api_status: Option<u16>) -> String {
+    serde_json::json!({
+        "type": "result", "subtype": "success", "is_error": true, "duration_ms": 300,
+        "api_error_status": api_status, "num_turns": 1, "result": text, "stop_reason": "stop_sequence",
+        "session_id": "9d7e0b8c-1111-2222-3333-444444444444", "total_cost_usd": 0,
+        "usage": {"input_tokens": 0, "output_tokens": 0}, "permission_denials": []
+    })
+    .to_string()
+}
+
+/// Ticks the first open fix_plan item and touches a source file (the agent's work).
+pub const TICK_ONE: &str = "sed -i '0,/- \\[ \\]/s//- [x]/' .hank/fix_plan.md\nmkdir -p src && date +%s%N >> src/work.txt\n";
+
+impl Project {
+    /// A project whose fix_plan has `items` open.
+    pub fn new(items: &[&str]) -> Self {
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = root.path().join("proj");
+        let fake = root.path().join("fake");
+        let home = root.path().join("home");
+        for d in [&dir.join(".hank"), &fake, &home] {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        std::fs::write(dir.join(".hank/PROMPT.md"), "# Prompt\nDo the next task.\n")
+            .expect("write");
+        let mut plan = String::from("# Fix plan\n\n## Tasks\n");
+        for item in items {
+            plan.push_str(&format!("- [ ] {item}\n"));
+        }
+        std::fs::write(dir.join(".hank/fix_plan.md"), plan).expect("write");
+        std::fs::write(dir.join(".hank/AGENT.md"), "# Agent notes\n").expect("write");
+        std::fs::write(
+            dir.join(".hankrc"),
+            "# test project\nRETRY_BACKOFF_SECONDS=0\n",
+        )
+        .expect("write");
+        Self {
+            _root: root,
+            dir,
+            fake,
+            home,
+        }
+    }
+
+    /// Makes the project a git repository with one commit.
+    pub fn git_init(&self) -> &Self {
+        let git = |args: &[&str]| {
+            let ok = Command::new("git")
+                .args([
+                    "-c",
+                    "user.name=t",
+                    "-c",
+                    "user.email=t@t",
+                    "-c",
+                    "init.defaultBranch=main",
+                ])
+                .args(args)
+                .current_dir(&self.dir)
+                .env("HOME", &self.home)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .expect("git")
+                .success();
+            assert!(ok, "git {args:?}");
+        };
+        git(&["init", "-q"]);
+        git(&["add", "-A"]);
+        git(&["commit", "-q", "-m", "init"]);
+        self
+    }
+
+    /// Writes `.hankrc`.
+    pub fn hankrc(&self, text: &str) -> &Self {
+        std::fs::write(self.dir.join(".hankrc"), text).expect("write");
+        self
+    }
+
+    /// Writes a fake-agent control file (`response`, `response-2`, `effect.sh`, `exit-1`, …).
+    pub fn fake(&self, name: &str, content: &str) -> &Self {
+        std::fs::write(self.fake.join(name), content).expect("write");
+        self
+    }
+
+    /// `hank` with a hermetic environment, run in the project.
+    pub fn cmd(&self) -> Command {
+        let mut c = Command::new(hank_bin());
+        let path = format!(
+            "{}:/usr/local/bin:/usr/bin:/bin",
+            fixtures().join("bin").display()
+        );
+        c.current_dir(&self.dir)
+            .env_clear()
+            .env("PATH", path)
+            .env("HOME", &self.home)
+            .env("FAKE_CLAUDE_DIR", &self.fake)
+            .env("NO_COLOR", "1")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("LANG", "C.UTF-8")
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// Runs `hank ARGS` to completion.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd().args(args).output().expect("run hank")
+    }
+
+    /// Starts `hank ARGS` in the background (stdout/stderr piped).
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.cmd()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn hank")
+    }
+
+    /// How many times the fake agent was called.
+    pub fn calls(&self) -> u32 {
+        std::fs::read_to_string(self.fake.join("calls"))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// The argv of call `n`.
+    pub fn argv(&self, n: u32) -> Vec<String> {
+        std::fs::read_to_string(self.fake.join(format!("argv-{n}")))
+            .map(|s| s.lines().map(ToString::to_string).collect())
+            .unwrap_or_default()
+    }
+
+    /// The stdin of call `n`.
+    pub fn stdin(&self, n: u32) -> Vec<u8> {
+        std::fs::read(self.fake.join(format!("stdin-{n}"))).unwrap_or_default()
+    }
+
+    pub fn read_json(&self, rel: &str) -> Value {
+        let bytes = std::fs::read(self.dir.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{rel}: {e}"))
+    }
+
+    pub fn status(&self) -> Value {
+        self.read_json(".hank/status.json")
+    }
+
+    pub fn state(&self) -> Value {
+        self.read_json(".hank/state.json")
+    }
+
+    pub fn events(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.dir.join(".hank/events.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("event line is JSON"))
+            .collect()
+    }
+
+    /// Polls until `cond` holds on status.json, or panics after `timeout`.
+    pub fn wait_status(&self, timeout: Duration, cond: impl Fn(&Value) -> bool) -> Value {
+        let start = Instant::now();
+        loop {
+            if let Ok(bytes) = std::fs::read(self.dir.join(".hank/status.json"))
+                && let Ok(v) = serde_json::from_slice::<Value>(&bytes)
+                && cond(&v)
+            {
+                return v;
+            }
+            assert!(
+                start.elapsed() < timeout,
+                "status condition not reached in {timeout:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Polls until the fake agent has been called `n` times.
+    pub fn wait_calls(&self, n: u32, timeout: Duration) {
+        let start = Instant::now();
+        while self.calls() < n {
+            assert!(
+                start.elapsed() < timeout,
+                "agent not called {n} times in {timeout:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Sends `sig` to a child.
+pub fn signal(child: &Child, sig: nix::sys::signal::Signal) {
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+    nix::sys::signal::kill(pid, sig).expect("kill");
+}
+
+/// Waits for a child with a deadline; returns its output.
+pub fn wait_with_timeout(mut child: Child, timeout: Duration) -> Output {
+    let start = Instant::now();
+    loop {
+        if child.try_wait().expect("try_wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            panic!("hank did not exit within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Alive and not a zombie (the container's PID 1 may not reap orphans).
+pub fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit(')')
+                .next()
+                .map(|r| !r.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
