@@ -506,3 +506,43 @@ fn live_mode_uses_stream_json_and_writes_the_live_log() {
     let live = std::fs::read_to_string(p.dir.join(".hank/live.log")).unwrap();
     assert!(live.contains("cargo build"), "{live}");
 }
+
+#[test]
+fn billing_and_cli_usage_errors_are_agent_fatal() {
+    let p = Project::new(&["a"]);
+    p.fake(
+        "response",
+        &error_json("Credit balance is too low", Some(400)),
+    )
+    .fake("exit", "1");
+    let o = p.run(&[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(p.status()["exit_reason"], "agent_fatal");
+    assert_eq!(p.status()["last_loop"]["error_kind"], "billing");
+
+    let p = Project::new(&["a"]);
+    p.fake("response", "")
+        .fake("stderr", "error: option '--permission-mode <mode>' argument 'yolo' is invalid. Allowed choices are acceptEdits, auto, bypassPermissions, default, dontAsk, plan.\n")
+        .fake("exit", "1");
+    let o = p.run(&[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(p.status()["exit_reason"], "agent_fatal");
+    assert_eq!(p.status()["last_loop"]["error_kind"], "cli_usage");
+    assert_eq!(p.calls(), 1);
+}
+
+#[test]
+fn sigint_shaped_result_with_exit_0_is_not_success() {
+    let p = Project::new(&["a"]);
+    let r = serde_json::json!({
+        "type": "result", "subtype": "error_during_execution", "is_error": false, "num_turns": 1,
+        "errors": ["[ede_diagnostic] result_type=user last_content_type=n/a stop_reason=null"],
+        "terminal_reason": "aborted_streaming", "session_id": "5b1c0e0a-1111-2222-3333-444444444444",
+        "total_cost_usd": 0.001
+    });
+    p.fake("response", &r.to_string());
+    let o = p.run(&["--max-loops", "1"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert_eq!(p.status()["last_loop"]["outcome"], "agent_error");
+    assert_eq!(p.status()["last_loop"]["error_kind"], "interrupted");
+}
