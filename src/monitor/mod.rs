@@ -1,26 +1,102 @@
-//! `hank monitor` (TUI) and `hank --monitor` (tmux launcher). (in progress)
+//! `hank monitor` (dashboard of a running or finished loop) and `hank --monitor` (the loop in
+//! a tmux session with a live output pane and the dashboard).
+//!
+//! | module | role |
+//! |---|---|
+//! | [`snapshot`] | reads `.hank/` tolerantly into a [`snapshot::Snapshot`] |
+//! | [`view`] | pure render of a snapshot: ratatui frame, or plain text **[pure]** |
+//! | [`app`] | the terminal app loop (poll files, redraw, keys) |
+//! | [`tmux`] | the tmux command builder **[pure]** and the launcher |
+
+pub mod app;
+pub mod snapshot;
+pub mod tmux;
+pub mod view;
+
+use std::ffi::OsString;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
 
 use clap::Args;
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+
+use crate::error::{HankError, Result};
+use crate::exit;
 
 #[derive(Debug, Clone, Default, Args)]
 pub struct MonitorArgs {
-    /// Print one snapshot and exit.
+    /// Print one snapshot and exit (also what happens without a terminal).
     #[arg(long)]
     pub once: bool,
-    /// With --once: print the snapshot as JSON.
+    /// Print one snapshot as JSON and exit.
     #[arg(long)]
     pub json: bool,
+    /// The project directory (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
-use crate::error::{HankError, Result};
+/// Writes to stdout; a closed pipe (`hank monitor --once | head`) is not an error.
+pub(crate) fn print_stdout(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(HankError::io("write", "standard output", e))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn project_root(dir: Option<&PathBuf>) -> Result<PathBuf> {
+    let (root, what) = match dir {
+        Some(d) => (d.clone(), format!("--dir {}", d.display())),
+        None => (
+            std::env::current_dir()
+                .map_err(|e| HankError::io("read", "the current directory", e))?,
+            "the current directory".to_string(),
+        ),
+    };
+    if !root.is_dir() {
+        return Err(HankError::usage(format!("{what}: not a directory")));
+    }
+    let root = std::fs::canonicalize(&root).unwrap_or(root);
+    if !root.join(".hank").is_dir() {
+        return Err(HankError::usage_hint(
+            format!("{what} ({}) has no .hank/ directory", root.display()),
+            "run `hank monitor` in the project root, or pass --dir DIR",
+        ));
+    }
+    Ok(root)
+}
 
 /// `hank monitor`.
-pub fn run(_args: &MonitorArgs) -> Result<u8> {
-    Err(HankError::Other("monitor is being built".into()))
+pub fn run(args: &MonitorArgs) -> Result<u8> {
+    let root = project_root(args.dir.as_ref())?;
+    let paths = snapshot::Paths::new(&root);
+    let terminal = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    if !args.once && !args.json && terminal {
+        app::run_tui(&paths)?;
+        return Ok(exit::OK);
+    }
+    let snap = snapshot::load(&paths);
+    if args.json {
+        let mut text = serde_json::to_string_pretty(&snap)
+            .map_err(|e| HankError::Other(format!("cannot serialize the snapshot: {e}")))?;
+        text.push('\n');
+        print_stdout(&text)?;
+    } else {
+        print_stdout(&view::render_text(
+            &snap,
+            Timestamp::now(),
+            &TimeZone::system(),
+        ))?;
+    }
+    Ok(exit::OK)
 }
 
 /// `hank --monitor`: starts the loop in tmux. `forwarded` are the user's other `hank run`
 /// arguments, exactly as given (without `--monitor`).
-pub fn launch_tmux(_forwarded: &[std::ffi::OsString]) -> Result<u8> {
-    Err(HankError::Other("--monitor is being built".into()))
+pub fn launch_tmux(forwarded: &[OsString]) -> Result<u8> {
+    tmux::launch(forwarded)
 }

@@ -6,6 +6,7 @@
 
 mod cli;
 mod loop_e2e;
+mod monitor;
 mod support;
 
 /// Every `tests/integration/*.rs` file must be a module of this binary.

@@ -1,0 +1,914 @@
+//! What the monitor shows, read tolerantly from the files the loop writes.
+//!
+//! [`Snapshot::from_sources`] is pure: it takes the text of `.hank/status.json`, the tail of
+//! `.hank/events.jsonl`, the tail of `.hank/live.log`, `.hank/state.json` and
+//! `.hank/fix_plan.md` (each `None` when missing) and never fails: a missing, half-written or
+//! unknown-schema file becomes a note, and every field of `status.json` is optional so an
+//! older or newer writer still shows what can be shown. [`load`] and [`Fingerprint::read`]
+//! are the only functions here that touch the file system.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use jiff::Timestamp;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// The `status.json` schema this monitor was written against.
+pub const STATUS_SCHEMA_VERSION: u64 = 1;
+/// How much of the end of `events.jsonl` is read.
+pub const EVENTS_TAIL_BYTES: u64 = 64 * 1024;
+/// How much of the end of `live.log` is read.
+pub const LIVE_TAIL_BYTES: u64 = 16 * 1024;
+/// Events kept in a snapshot (the newest).
+pub const MAX_EVENTS: usize = 50;
+/// Live output lines kept in a snapshot (the newest).
+pub const MAX_LIVE_LINES: usize = 200;
+/// Breaker transitions kept in a snapshot (the newest).
+pub const MAX_TRANSITIONS: usize = 5;
+
+/// Token totals as `status.json` reports them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct TokenTotals {
+    pub input: Option<u64>,
+    pub output: Option<u64>,
+    pub cache_read: Option<u64>,
+    pub cache_creation: Option<u64>,
+}
+
+/// `done`/`total` checkbox counts of `fix_plan.md`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct PlanProgress {
+    pub done: u64,
+    pub total: u64,
+}
+
+/// The `last_loop` object of `status.json` (or the newest `agent_finished` event).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LastLoop {
+    pub number: Option<u64>,
+    pub outcome: Option<String>,
+    pub error_kind: Option<String>,
+    pub exit_signal: Option<bool>,
+    pub status: Option<String>,
+    pub work_type: Option<String>,
+    pub files_changed: Option<u64>,
+    pub recommendation: Option<String>,
+    pub cost_usd: Option<f64>,
+    pub duration_ms: Option<u64>,
+}
+
+/// `status.json`, every field optional (a field of the wrong type reads as absent).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Status {
+    pub schema_version: Option<u64>,
+    pub updated_at: Option<Timestamp>,
+    pub state: Option<String>,
+    pub loop_count: Option<u64>,
+    pub calls_in_window: Option<u64>,
+    pub max_calls_per_hour: Option<u64>,
+    pub next_call_at: Option<Timestamp>,
+    pub tokens_in_window: Option<u64>,
+    pub max_tokens_per_hour: Option<u64>,
+    pub wait_reason: Option<String>,
+    pub waiting_until: Option<Timestamp>,
+    pub circuit_state: Option<String>,
+    pub circuit_reason: Option<String>,
+    pub session_id: Option<String>,
+    pub total_cost_usd: Option<f64>,
+    pub total_tokens: Option<TokenTotals>,
+    pub fix_plan: Option<PlanProgress>,
+    pub last_loop: Option<LastLoop>,
+    pub exit_reason: Option<String>,
+    pub exit_code: Option<i64>,
+}
+
+/// One line of `events.jsonl`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Event {
+    pub at: Option<Timestamp>,
+    /// The `type` field (`loop_started`, `agent_finished`, …).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The whole object, for the type-specific fields.
+    pub fields: Map<String, Value>,
+}
+
+impl Event {
+    /// A string field of the event.
+    #[must_use]
+    pub fn str(&self, key: &str) -> Option<&str> {
+        self.fields.get(key).and_then(Value::as_str)
+    }
+
+    /// An unsigned integer field of the event.
+    #[must_use]
+    pub fn u64(&self, key: &str) -> Option<u64> {
+        self.fields.get(key).and_then(Value::as_u64)
+    }
+
+    /// A timestamp field of the event.
+    #[must_use]
+    pub fn time(&self, key: &str) -> Option<Timestamp> {
+        self.str(key).and_then(|s| s.parse().ok())
+    }
+}
+
+/// One circuit breaker transition from `state.json` (`breaker.history`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Transition {
+    pub at: Option<Timestamp>,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub reason: Option<String>,
+}
+
+/// The raw inputs of a snapshot: file contents (tails for the logs), `None` when missing.
+#[derive(Debug, Clone, Default)]
+pub struct Sources {
+    /// The project folder name.
+    pub project: String,
+    /// `.hank/` exists.
+    pub hank_dir: bool,
+    pub status: Option<String>,
+    pub events_tail: Option<String>,
+    pub live_tail: Option<String>,
+    pub state: Option<String>,
+    pub fix_plan: Option<String>,
+}
+
+/// Everything the monitor shows. The view is a pure function of this plus `now`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Snapshot {
+    /// The project folder name.
+    pub project: String,
+    /// `.hank/` exists in the project.
+    pub hank_dir: bool,
+    /// `None`: no usable `status.json` (see `notes`).
+    pub status: Option<Status>,
+    /// Problems reading the files, one line each ("status.json is not valid JSON …").
+    pub notes: Vec<String>,
+    /// When the current (or last) run started: its first `loop_started` event.
+    pub run_started_at: Option<Timestamp>,
+    /// When the last run ended (its `exit` event), if it has.
+    pub run_ended_at: Option<Timestamp>,
+    /// The newest events, oldest first.
+    pub events: Vec<Event>,
+    /// The newest breaker transitions, oldest first.
+    pub breaker_history: Vec<Transition>,
+    /// Checkbox counts of `fix_plan.md` (from the file, else from `status.json`).
+    pub fix_plan: Option<PlanProgress>,
+    /// The newest lines of the live output, control characters removed.
+    pub live_tail: Vec<String>,
+}
+
+fn get_str(v: &Value, key: &str) -> Option<String> {
+    v.get(key).and_then(Value::as_str).map(str::to_string)
+}
+
+fn get_u64(v: &Value, key: &str) -> Option<u64> {
+    let field = v.get(key)?;
+    field.as_u64().or_else(|| {
+        // Tolerate 3.0 written by a float-happy writer.
+        field
+            .as_f64()
+            .filter(|f| f.is_finite() && *f >= 0.0 && f.fract() == 0.0)
+            .map(|f| f as u64)
+    })
+}
+
+fn get_f64(v: &Value, key: &str) -> Option<f64> {
+    v.get(key).and_then(Value::as_f64).filter(|f| f.is_finite())
+}
+
+fn get_time(v: &Value, key: &str) -> Option<Timestamp> {
+    v.get(key)
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse().ok())
+}
+
+fn parse_last_loop(v: &Value) -> Option<LastLoop> {
+    if !v.is_object() {
+        return None;
+    }
+    Some(LastLoop {
+        number: get_u64(v, "number").or_else(|| get_u64(v, "loop")),
+        outcome: get_str(v, "outcome"),
+        error_kind: get_str(v, "error_kind"),
+        exit_signal: v.get("exit_signal").and_then(Value::as_bool),
+        status: get_str(v, "status"),
+        work_type: get_str(v, "work_type"),
+        files_changed: get_u64(v, "files_changed"),
+        recommendation: get_str(v, "recommendation"),
+        cost_usd: get_f64(v, "cost_usd"),
+        duration_ms: get_u64(v, "duration_ms"),
+    })
+}
+
+/// Reads `status.json` text. `Err` carries a one-line note when nothing usable is in it;
+/// `Ok` may carry a note too (schema version differs).
+pub fn parse_status(text: &str) -> Result<(Status, Option<String>), String> {
+    if text.trim().is_empty() {
+        return Err("status.json is empty (being written?)".to_string());
+    }
+    let v: Value = serde_json::from_str(text)
+        .map_err(|e| format!("status.json is not valid JSON (half-written?): {e}"))?;
+    if !v.is_object() {
+        return Err("status.json is not a JSON object".to_string());
+    }
+    let status = Status {
+        schema_version: get_u64(&v, "schema_version"),
+        updated_at: get_time(&v, "updated_at"),
+        state: get_str(&v, "state"),
+        loop_count: get_u64(&v, "loop_count"),
+        calls_in_window: get_u64(&v, "calls_in_window"),
+        max_calls_per_hour: get_u64(&v, "max_calls_per_hour"),
+        next_call_at: get_time(&v, "next_call_at"),
+        tokens_in_window: get_u64(&v, "tokens_in_window"),
+        max_tokens_per_hour: get_u64(&v, "max_tokens_per_hour"),
+        wait_reason: get_str(&v, "wait_reason"),
+        waiting_until: get_time(&v, "waiting_until"),
+        circuit_state: get_str(&v, "circuit_state"),
+        circuit_reason: get_str(&v, "circuit_reason"),
+        session_id: get_str(&v, "session_id"),
+        total_cost_usd: get_f64(&v, "total_cost_usd"),
+        total_tokens: v
+            .get("total_tokens")
+            .filter(|t| t.is_object())
+            .map(|t| TokenTotals {
+                input: get_u64(t, "input"),
+                output: get_u64(t, "output"),
+                cache_read: get_u64(t, "cache_read"),
+                cache_creation: get_u64(t, "cache_creation"),
+            }),
+        fix_plan: v.get("fix_plan").and_then(|p| {
+            Some(PlanProgress {
+                done: get_u64(p, "done")?,
+                total: get_u64(p, "total")?,
+            })
+        }),
+        last_loop: v.get("last_loop").and_then(parse_last_loop),
+        exit_reason: get_str(&v, "exit_reason"),
+        exit_code: v.get("exit_code").and_then(Value::as_i64),
+    };
+    let note = match status.schema_version {
+        Some(STATUS_SCHEMA_VERSION) => None,
+        Some(n) => Some(format!(
+            "status.json has schema_version {n} (this hank knows {STATUS_SCHEMA_VERSION}); \
+             showing the fields it recognizes"
+        )),
+        None => Some("status.json has no schema_version (older hank?)".to_string()),
+    };
+    Ok((status, note))
+}
+
+/// Parses the tail of `events.jsonl`: one JSON object a line; lines that are not objects
+/// with a string `type` (a half-written last line, a cut first line) are skipped.
+#[must_use]
+pub fn parse_events(tail: &str) -> Vec<Event> {
+    tail.lines()
+        .filter_map(|line| {
+            let v: Value = serde_json::from_str(line.trim()).ok()?;
+            let kind = v.get("type")?.as_str()?.to_string();
+            let at = get_time(&v, "at");
+            match v {
+                Value::Object(fields) => Some(Event { at, kind, fields }),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// The start and end of the newest run in `events`: a run is what lies between two `exit`
+/// events. The start is its first `loop_started` (else its first event); the end is its
+/// `exit` event when the newest event is one.
+#[must_use]
+pub fn run_bounds(events: &[Event]) -> (Option<Timestamp>, Option<Timestamp>) {
+    let exits: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.kind == "exit")
+        .map(|(i, _)| i)
+        .collect();
+    let last = events.len().checked_sub(1);
+    let (begin, end, ended) = match (exits.last(), last) {
+        (Some(&x), Some(l)) if x == l => {
+            let begin = exits.iter().rev().nth(1).map_or(0, |p| p + 1);
+            (begin, x, events.get(x).and_then(|e| e.at))
+        }
+        (Some(&x), _) => (x + 1, events.len(), None),
+        (None, _) => (0, events.len(), None),
+    };
+    let segment = events.get(begin..end).unwrap_or(&[]);
+    let started = segment
+        .iter()
+        .find(|e| e.kind == "loop_started")
+        .or_else(|| segment.first())
+        .and_then(|e| e.at);
+    (started, ended)
+}
+
+/// `breaker.history` of `state.json`, newest [`MAX_TRANSITIONS`]; anything unexpected → empty.
+#[must_use]
+pub fn parse_breaker_history(state: &str) -> Vec<Transition> {
+    let Ok(v) = serde_json::from_str::<Value>(state) else {
+        return Vec::new();
+    };
+    let Some(items) = v.pointer("/breaker/history").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    let all: Vec<Transition> = items
+        .iter()
+        .filter(|t| t.is_object())
+        .map(|t| Transition {
+            at: get_time(t, "at"),
+            from: get_str(t, "from"),
+            to: get_str(t, "to"),
+            reason: get_str(t, "reason"),
+        })
+        .collect();
+    let skip = all.len().saturating_sub(MAX_TRANSITIONS);
+    all.into_iter().skip(skip).collect()
+}
+
+/// Removes terminal control sequences (ANSI CSI/OSC escapes) and control characters, and
+/// expands tabs, so agent output cannot move the cursor or recolor the dashboard.
+#[must_use]
+pub fn clean_line(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{1b}' => match chars.peek() {
+                Some('[') => {
+                    chars.next();
+                    // CSI: parameters and intermediates up to a final byte in @..~.
+                    for c in chars.by_ref() {
+                        if ('@'..='~').contains(&c) {
+                            break;
+                        }
+                    }
+                }
+                Some(']') => {
+                    chars.next();
+                    // OSC: up to BEL or ESC \.
+                    while let Some(c) = chars.next() {
+                        if c == '\u{7}' {
+                            break;
+                        }
+                        if c == '\u{1b}' {
+                            if chars.peek() == Some(&'\\') {
+                                chars.next();
+                            }
+                            break;
+                        }
+                    }
+                }
+                Some(_) => {
+                    chars.next();
+                }
+                None => {}
+            },
+            '\t' => out.push_str("    "),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The newest [`MAX_LIVE_LINES`] lines of the live output, cleaned; a carriage return keeps
+/// only what follows it (progress redraws).
+#[must_use]
+pub fn live_lines(tail: &str) -> Vec<String> {
+    let lines: Vec<String> = tail
+        .lines()
+        .map(|l| clean_line(l.rsplit('\r').find(|p| !p.is_empty()).unwrap_or("")))
+        .collect();
+    let skip = lines.len().saturating_sub(MAX_LIVE_LINES);
+    lines.into_iter().skip(skip).collect()
+}
+
+/// Counts `- [ ]` / `- [x]` checkboxes of `fix_plan.md`.
+#[must_use]
+pub fn plan_progress(content: &str) -> PlanProgress {
+    let plan = crate::fixplan::parse(content, &crate::fixplan::default_optional_sections());
+    PlanProgress {
+        done: u64::from(plan.done()),
+        total: u64::from(plan.total()),
+    }
+}
+
+impl Snapshot {
+    /// Builds a snapshot from file contents. Never fails.
+    #[must_use]
+    pub fn from_sources(src: &Sources) -> Snapshot {
+        let mut notes = Vec::new();
+        if !src.hank_dir {
+            notes.push(
+                "no .hank/ directory here: run in the project root or pass --dir".to_string(),
+            );
+        }
+        let status = match src.status.as_deref() {
+            None => None,
+            Some(text) => match parse_status(text) {
+                Ok((status, note)) => {
+                    notes.extend(note);
+                    Some(status)
+                }
+                Err(note) => {
+                    notes.push(note);
+                    None
+                }
+            },
+        };
+        let all_events = src
+            .events_tail
+            .as_deref()
+            .map(parse_events)
+            .unwrap_or_default();
+        let (run_started_at, run_ended_at) = run_bounds(&all_events);
+        let skip = all_events.len().saturating_sub(MAX_EVENTS);
+        let events: Vec<Event> = all_events.into_iter().skip(skip).collect();
+        let fix_plan = src
+            .fix_plan
+            .as_deref()
+            .map(plan_progress)
+            .or_else(|| status.as_ref().and_then(|s| s.fix_plan));
+        Snapshot {
+            project: src.project.clone(),
+            hank_dir: src.hank_dir,
+            status,
+            notes,
+            run_started_at,
+            run_ended_at,
+            events,
+            breaker_history: src
+                .state
+                .as_deref()
+                .map(parse_breaker_history)
+                .unwrap_or_default(),
+            fix_plan,
+            live_tail: src.live_tail.as_deref().map(live_lines).unwrap_or_default(),
+        }
+    }
+
+    /// The last loop: `status.json`'s `last_loop`, completed with the newest
+    /// `agent_finished` event of the same loop (which also carries `error_kind`).
+    #[must_use]
+    pub fn last_loop(&self) -> Option<LastLoop> {
+        let from_event = self
+            .events
+            .iter()
+            .rev()
+            .find(|e| e.kind == "agent_finished")
+            .and_then(|e| parse_last_loop(&Value::Object(e.fields.clone())));
+        match (
+            self.status.as_ref().and_then(|s| s.last_loop.clone()),
+            from_event,
+        ) {
+            (Some(mut l), Some(e)) => {
+                if l.number == e.number || l.number.is_none() {
+                    l.error_kind = l.error_kind.or(e.error_kind);
+                }
+                Some(l)
+            }
+            (Some(l), None) => Some(l),
+            (None, e) => e,
+        }
+    }
+
+    /// When the status is unusable this time (a half-written file from an older writer),
+    /// keeps the last good status from `previous`, with a note saying so.
+    #[must_use]
+    pub fn keep_last_good(mut self, previous: &Snapshot) -> Snapshot {
+        if self.status.is_none()
+            && self.hank_dir
+            && !self.notes.is_empty()
+            && let Some(old) = &previous.status
+        {
+            self.status = Some(old.clone());
+            self.notes
+                .push("showing the last readable status.json".to_string());
+        }
+        self
+    }
+}
+
+/// The files of a project the monitor reads.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    pub root: PathBuf,
+    pub hank: PathBuf,
+    pub status: PathBuf,
+    pub events: PathBuf,
+    pub live: PathBuf,
+    pub state: PathBuf,
+    pub fix_plan: PathBuf,
+}
+
+impl Paths {
+    /// The paths under `root`.
+    #[must_use]
+    pub fn new(root: &Path) -> Paths {
+        let hank = root.join(".hank");
+        Paths {
+            root: root.to_path_buf(),
+            status: hank.join("status.json"),
+            events: hank.join("events.jsonl"),
+            live: hank.join("live.log"),
+            state: hank.join("state.json"),
+            fix_plan: hank.join("fix_plan.md"),
+            hank,
+        }
+    }
+
+    fn watched(&self) -> [&Path; 5] {
+        [
+            &self.status,
+            &self.events,
+            &self.live,
+            &self.state,
+            &self.fix_plan,
+        ]
+    }
+}
+
+/// Reads at most the last `max` bytes of a file as text (invalid UTF-8 replaced). When the
+/// read starts inside the file, the first (partial) line is dropped. `None` when the file
+/// does not exist or cannot be read.
+#[must_use]
+pub fn read_tail(path: &Path, max: u64) -> Option<String> {
+    let mut file = std::fs::File::open(path).ok()?;
+    let len = file.metadata().ok()?.len();
+    let start = len.saturating_sub(max);
+    file.seek(SeekFrom::Start(start)).ok()?;
+    let mut bytes = Vec::new();
+    file.take(max).read_to_end(&mut bytes).ok()?;
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    if start > 0 {
+        Some(
+            text.split_once('\n')
+                .map(|(_, rest)| rest.to_string())
+                .unwrap_or_default(),
+        )
+    } else {
+        Some(text)
+    }
+}
+
+fn read_small(path: &Path) -> Option<String> {
+    // status.json, state.json and fix_plan.md are small; cap them anyway.
+    read_tail(path, 4 * 1024 * 1024)
+}
+
+/// Reads the project's files and builds a snapshot. Never fails.
+#[must_use]
+pub fn load(paths: &Paths) -> Snapshot {
+    let project = paths.root.file_name().map_or_else(
+        || paths.root.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let src = Sources {
+        project,
+        hank_dir: paths.hank.is_dir(),
+        status: read_small(&paths.status),
+        events_tail: read_tail(&paths.events, EVENTS_TAIL_BYTES),
+        live_tail: read_tail(&paths.live, LIVE_TAIL_BYTES),
+        state: read_small(&paths.state),
+        fix_plan: read_small(&paths.fix_plan),
+    };
+    Snapshot::from_sources(&src)
+}
+
+/// Sizes and modification times of the watched files: when it changes, reload.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Fingerprint(Vec<Option<(u64, Option<std::time::SystemTime>)>>);
+
+impl Fingerprint {
+    /// Stats the watched files (five `stat` calls, no reads).
+    #[must_use]
+    pub fn read(paths: &Paths) -> Fingerprint {
+        Fingerprint(
+            paths
+                .watched()
+                .iter()
+                .map(|p| {
+                    std::fs::metadata(p)
+                        .ok()
+                        .map(|m| (m.len(), m.modified().ok()))
+                })
+                .collect(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    pub(crate) const FULL_STATUS: &str = r#"{
+      "schema_version": 1, "updated_at": "2026-11-22T10:00:00Z", "state": "running",
+      "loop_count": 4, "calls_in_window": 4, "max_calls_per_hour": 100, "next_call_at": null,
+      "tokens_in_window": 12000, "max_tokens_per_hour": 0, "wait_reason": null,
+      "waiting_until": null, "circuit_state": "CLOSED", "circuit_reason": "progress",
+      "session_id": "abc", "total_cost_usd": 0.42,
+      "total_tokens": {"input": 10, "output": 20, "cache_read": 30, "cache_creation": 40},
+      "fix_plan": {"done": 3, "total": 7},
+      "last_loop": {"number": 4, "outcome": "success", "exit_signal": false,
+                    "status": "IN_PROGRESS", "work_type": "IMPLEMENTATION", "files_changed": 2,
+                    "recommendation": "next", "cost_usd": 0.11, "duration_ms": 61000},
+      "exit_reason": null, "exit_code": null
+    }"#;
+
+    #[test]
+    fn full_status_parses_every_field() {
+        let (s, note) = parse_status(FULL_STATUS).unwrap();
+        assert_eq!(note, None);
+        assert_eq!(s.state.as_deref(), Some("running"));
+        assert_eq!(s.updated_at, Some(ts("2026-11-22T10:00:00Z")));
+        assert_eq!(s.loop_count, Some(4));
+        assert_eq!(s.max_calls_per_hour, Some(100));
+        assert_eq!(s.next_call_at, None);
+        assert_eq!(s.total_cost_usd, Some(0.42));
+        assert_eq!(
+            s.total_tokens.as_ref().and_then(|t| t.cache_creation),
+            Some(40)
+        );
+        assert_eq!(s.fix_plan, Some(PlanProgress { done: 3, total: 7 }));
+        let last = s.last_loop.unwrap();
+        assert_eq!(last.number, Some(4));
+        assert_eq!(last.duration_ms, Some(61000));
+        assert_eq!(last.exit_signal, Some(false));
+    }
+
+    #[test]
+    fn status_reading_is_tolerant() {
+        // (input, parses, note contains)
+        let cases: &[(&str, bool, &str)] = &[
+            ("", false, "empty"),
+            ("   \n", false, "empty"),
+            (
+                r#"{"schema_version":1,"state":"runn"#,
+                false,
+                "not valid JSON",
+            ),
+            ("[1,2]", false, "not a JSON object"),
+            ("null", false, "not a JSON object"),
+            (r#"{"state":"running"}"#, true, "no schema_version"),
+            (
+                r#"{"schema_version":2,"state":"running","new":{}}"#,
+                true,
+                "schema_version 2",
+            ),
+            (
+                r#"{"schema_version":1,"loop_count":"four","updated_at":"yesterday"}"#,
+                true,
+                "",
+            ),
+        ];
+        for (input, ok, note) in cases {
+            match parse_status(input) {
+                Ok((_, n)) => {
+                    assert!(ok, "{input:?} should not parse");
+                    assert!(n.unwrap_or_default().contains(note), "{input:?}");
+                }
+                Err(n) => {
+                    assert!(!ok, "{input:?} should parse: {n}");
+                    assert!(n.contains(note), "{input:?}: {n}");
+                }
+            }
+        }
+        let (s, _) =
+            parse_status(r#"{"schema_version":1,"loop_count":"four","updated_at":"yesterday"}"#)
+                .unwrap();
+        assert_eq!((s.loop_count, s.updated_at), (None, None));
+        let (s, _) = parse_status(r#"{"schema_version":1.0,"loop_count":3.0}"#).unwrap();
+        assert_eq!((s.schema_version, s.loop_count), (Some(1), Some(3)));
+    }
+
+    #[test]
+    fn events_skip_broken_lines() {
+        let tail = concat!(
+            "rt\":\"2026-11-22T09:00:00Z\"}\n",
+            r#"{"schema_version":1,"type":"loop_started","at":"2026-11-22T09:00:01Z","loop":1}"#,
+            "\n\n",
+            "[1]\n",
+            r#"{"no_type":true}"#,
+            "\n",
+            r#"{"schema_version":1,"type":"warning","at":"bad","message":"hi"}"#,
+            "\n",
+            r#"{"schema_version":1,"type":"agent_finished","at":"2026-11-22T09:0"#,
+        );
+        let events = parse_events(tail);
+        assert_eq!(events.len(), 2);
+        assert_eq!(events[0].kind, "loop_started");
+        assert_eq!(events[0].u64("loop"), Some(1));
+        assert_eq!(events[0].at, Some(ts("2026-11-22T09:00:01Z")));
+        assert_eq!(events[1].kind, "warning");
+        assert_eq!(events[1].at, None);
+        assert_eq!(events[1].str("message"), Some("hi"));
+    }
+
+    fn ev(kind: &str, at: &str) -> Event {
+        let mut fields = Map::new();
+        fields.insert("type".into(), Value::from(kind));
+        Event {
+            at: Some(ts(at)),
+            kind: kind.into(),
+            fields,
+        }
+    }
+
+    #[test]
+    fn run_bounds_find_the_newest_run() {
+        let t = |h: u8| format!("2026-11-22T{h:02}:00:00Z");
+        let cases: Vec<(Vec<Event>, Option<String>, Option<String>)> = vec![
+            (vec![], None, None),
+            (
+                vec![ev("loop_started", &t(1)), ev("agent_finished", &t(2))],
+                Some(t(1)),
+                None,
+            ),
+            (
+                vec![
+                    ev("waiting", &t(1)),
+                    ev("loop_started", &t(2)),
+                    ev("exit", &t(3)),
+                ],
+                Some(t(2)),
+                Some(t(3)),
+            ),
+            (
+                vec![
+                    ev("loop_started", &t(1)),
+                    ev("exit", &t(2)),
+                    ev("loop_started", &t(3)),
+                    ev("loop_started", &t(4)),
+                ],
+                Some(t(3)),
+                None,
+            ),
+            (
+                vec![
+                    ev("loop_started", &t(1)),
+                    ev("exit", &t(2)),
+                    ev("loop_started", &t(3)),
+                    ev("exit", &t(4)),
+                ],
+                Some(t(3)),
+                Some(t(4)),
+            ),
+            (
+                vec![ev("exit", &t(1)), ev("waiting", &t(2))],
+                Some(t(2)),
+                None,
+            ),
+        ];
+        for (events, start, end) in cases {
+            let (s, e) = run_bounds(&events);
+            assert_eq!(s, start.as_deref().map(ts), "{events:?}");
+            assert_eq!(e, end.as_deref().map(ts), "{events:?}");
+        }
+    }
+
+    #[test]
+    fn breaker_history_is_tolerant_and_bounded() {
+        assert!(parse_breaker_history("").is_empty());
+        assert!(parse_breaker_history("{\"breaker\":{}}").is_empty());
+        assert!(parse_breaker_history("{\"breaker\":{\"history\":3}}").is_empty());
+        let items: Vec<String> = (0..8)
+            .map(|i| format!(r#"{{"at":"2026-11-22T0{i}:00:00Z","from":"CLOSED","to":"OPEN","reason":"r{i}"}}"#))
+            .collect();
+        let state = format!(r#"{{"breaker":{{"history":[{},7]}}}}"#, items.join(","));
+        let h = parse_breaker_history(&state);
+        assert_eq!(h.len(), MAX_TRANSITIONS);
+        assert_eq!(h[0].reason.as_deref(), Some("r3"));
+        assert_eq!(h[4].reason.as_deref(), Some("r7"));
+    }
+
+    #[test]
+    fn control_sequences_are_removed() {
+        let cases = [
+            ("plain", "plain"),
+            ("\u{1b}[31mred\u{1b}[0m", "red"),
+            ("a\u{1b}]0;title\u{7}b", "ab"),
+            ("a\u{1b}]8;;http://x\u{1b}\\link", "alink"),
+            ("tab\there", "tab    here"),
+            ("bell\u{7}\u{0}", "bell"),
+            ("\u{1b}", ""),
+            ("\u{1b}[", ""),
+            ("ünïcode ✓", "ünïcode ✓"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(clean_line(input), want, "{input:?}");
+        }
+        assert_eq!(live_lines("50%\r100%\ndone\r\n"), vec!["100%", "done"]);
+        let many: String = (0..300).map(|i| format!("line {i}\n")).collect();
+        let lines = live_lines(&many);
+        assert_eq!(lines.len(), MAX_LIVE_LINES);
+        assert_eq!(lines[0], "line 100");
+    }
+
+    #[test]
+    fn snapshot_from_sources_combines_files() {
+        let src = Sources {
+            project: "demo".into(),
+            hank_dir: true,
+            status: Some(FULL_STATUS.into()),
+            events_tail: Some(
+                concat!(
+                    r#"{"type":"loop_started","at":"2026-11-22T09:00:00Z","loop":4}"#,
+                    "\n",
+                    r#"{"type":"agent_finished","at":"2026-11-22T09:01:00Z","loop":4,"outcome":"agent_error","error_kind":"overloaded"}"#,
+                    "\n"
+                )
+                .into(),
+            ),
+            live_tail: Some("hello\n".into()),
+            state: None,
+            fix_plan: Some("- [x] a\n- [ ] b\n## Optional\n- [ ] c\n".into()),
+        };
+        let snap = Snapshot::from_sources(&src);
+        assert!(snap.notes.is_empty(), "{:?}", snap.notes);
+        assert_eq!(snap.fix_plan, Some(PlanProgress { done: 1, total: 3 }));
+        assert_eq!(snap.run_started_at, Some(ts("2026-11-22T09:00:00Z")));
+        assert_eq!(snap.live_tail, vec!["hello"]);
+        let last = snap.last_loop().unwrap();
+        assert_eq!(last.outcome.as_deref(), Some("success"), "status wins");
+        assert_eq!(
+            last.error_kind.as_deref(),
+            Some("overloaded"),
+            "event completes"
+        );
+
+        let empty = Snapshot::from_sources(&Sources {
+            project: "x".into(),
+            ..Sources::default()
+        });
+        assert!(empty.status.is_none());
+        assert_eq!(empty.notes.len(), 1);
+        assert_eq!(empty.last_loop(), None);
+    }
+
+    #[test]
+    fn a_half_written_status_keeps_the_last_good_one() {
+        let good = Snapshot::from_sources(&Sources {
+            project: "x".into(),
+            hank_dir: true,
+            status: Some(FULL_STATUS.into()),
+            ..Sources::default()
+        });
+        let broken = Snapshot::from_sources(&Sources {
+            project: "x".into(),
+            hank_dir: true,
+            status: Some("{\"schema".into()),
+            ..Sources::default()
+        });
+        let kept = broken.clone().keep_last_good(&good);
+        assert_eq!(kept.status, good.status);
+        assert_eq!(kept.notes.len(), 2);
+        let missing = Snapshot::from_sources(&Sources {
+            project: "x".into(),
+            hank_dir: true,
+            ..Sources::default()
+        });
+        assert_eq!(
+            missing.keep_last_good(&good).status,
+            None,
+            "a deleted file is not kept"
+        );
+    }
+
+    #[test]
+    fn read_tail_drops_the_partial_first_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, "first line\nsecond\nthird\n").unwrap();
+        assert_eq!(
+            read_tail(&path, 1000).unwrap(),
+            "first line\nsecond\nthird\n"
+        );
+        assert_eq!(read_tail(&path, 10).unwrap(), "third\n");
+        assert_eq!(read_tail(&dir.path().join("missing"), 10), None);
+    }
+
+    #[test]
+    fn load_and_fingerprint_follow_the_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("proj");
+        std::fs::create_dir_all(root.join(".hank")).unwrap();
+        let paths = Paths::new(&root);
+        let before = Fingerprint::read(&paths);
+        let snap = load(&paths);
+        assert_eq!(snap.project, "proj");
+        assert!(snap.hank_dir && snap.status.is_none() && snap.notes.is_empty());
+        std::fs::write(&paths.status, FULL_STATUS).unwrap();
+        assert_ne!(Fingerprint::read(&paths), before);
+        assert_eq!(load(&paths).status.and_then(|s| s.loop_count), Some(4));
+    }
+}

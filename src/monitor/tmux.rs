@@ -1,0 +1,764 @@
+//! `hank --monitor`: the loop in a tmux session, with the live output and the dashboard.
+//!
+//! Layout: the loop on the left (`hank run --live …`), `tail -F .hank/live.log` top right,
+//! `hank monitor` bottom right. The loop pane runs a small `/bin/sh` script (executed by tmux
+//! directly, never through the user's shell, which may be fish or a login shell that resets
+//! PATH) that records the loop's exit code in `.hank/logs/tmux-exit-code`, prints it, and
+//! kills the session, so the session ends with the loop. Every path and user argument in that
+//! script is single-quoted; `hank`, `tmux` and `tail` are absolute paths, and `PATH`,
+//! `CLAUDE_CODE_CMD` (made absolute) and the hank settings found in the environment are passed
+//! to the panes with `-e`, because an already running tmux server would not see them.
+//!
+//! The argv builders are pure; [`launch`] runs them.
+
+use std::ffi::OsString;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::error::{HankError, Result};
+use crate::exit;
+
+/// Where the loop pane records the loop's exit code (relative to the project).
+pub const EXIT_CODE_FILE: &str = ".hank/logs/tmux-exit-code";
+/// Oldest tmux with `new-session -e` and `split-window -l N%`.
+pub const MIN_VERSION: (u32, u32) = (3, 2);
+/// Size of a detached session (an attaching client resizes it).
+pub const DETACHED_SIZE: (u16, u16) = (200, 50);
+
+/// Everything the tmux commands are built from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchSpec {
+    /// Absolute path of tmux.
+    pub tmux: PathBuf,
+    /// Absolute path of this hank binary.
+    pub hank: PathBuf,
+    /// Absolute path of `tail`.
+    pub tail: PathBuf,
+    /// Absolute project directory.
+    pub project: PathBuf,
+    /// The session name (already sanitized and unique).
+    pub session: String,
+    /// The user's `hank run` arguments, as given.
+    pub forwarded: Vec<String>,
+    /// `NAME=value` pairs for every pane.
+    pub env: Vec<(String, String)>,
+}
+
+/// Quotes `s` for a POSIX shell: `'…'`, with `'` written as `'\''`.
+#[must_use]
+pub fn shell_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('\'');
+    for c in s.chars() {
+        if c == '\'' {
+            out.push_str("'\\''");
+        } else {
+            out.push(c);
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// A tmux session name from a folder name: letters, digits, `-` and `_` kept, every other
+/// run of characters (tmux forbids `.` and `:`) becomes one `_`; at most 40 characters;
+/// `hank` when nothing is left.
+#[must_use]
+pub fn sanitize_session_name(folder: &str) -> String {
+    let mut out = String::new();
+    for c in folder.chars() {
+        if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+            out.push(c);
+        } else if !out.ends_with('_') {
+            out.push('_');
+        }
+    }
+    let out: String = out.trim_matches('_').chars().take(40).collect();
+    if out.is_empty() {
+        "hank".to_string()
+    } else {
+        out
+    }
+}
+
+/// `base`, else `base-2`, `base-3`, … : the first name `exists` says is free.
+#[must_use]
+pub fn unique_session_name(base: &str, exists: impl Fn(&str) -> bool) -> String {
+    if !exists(base) {
+        return base.to_string();
+    }
+    (2..1000)
+        .map(|n| format!("{base}-{n}"))
+        .find(|name| !exists(name))
+        .unwrap_or_else(|| format!("{base}-{}", std::process::id()))
+}
+
+/// Parses `tmux -V` output (`tmux 3.3a`, `tmux next-3.4`, `tmux 3.0-rc5`) → (major, minor).
+#[must_use]
+pub fn parse_version(text: &str) -> Option<(u32, u32)> {
+    let start = text.find(|c: char| c.is_ascii_digit())?;
+    let rest = &text[start..];
+    let mut parts = rest.split(|c: char| !c.is_ascii_digit());
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next().and_then(|m| m.parse().ok()).unwrap_or(0);
+    Some((major, minor))
+}
+
+fn os(s: &str) -> OsString {
+    OsString::from(s)
+}
+
+fn path_arg(p: &Path) -> OsString {
+    p.as_os_str().to_os_string()
+}
+
+fn exact(session: &str) -> String {
+    format!("={session}")
+}
+
+fn env_args(spec: &LaunchSpec) -> Vec<OsString> {
+    spec.env
+        .iter()
+        .flat_map(|(k, v)| [os("-e"), os(&format!("{k}={v}"))])
+        .collect()
+}
+
+fn path_str(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+/// The `/bin/sh` script of the loop pane.
+#[must_use]
+pub fn loop_script(spec: &LaunchSpec) -> String {
+    let mut run = vec![shell_quote(&path_str(&spec.hank)), shell_quote("run")];
+    if !spec.forwarded.iter().any(|a| a == "--live") {
+        run.push(shell_quote("--live"));
+    }
+    run.extend(spec.forwarded.iter().map(|a| shell_quote(a)));
+    let exit_file = spec.project.join(EXIT_CODE_FILE);
+    let logs = exit_file
+        .parent()
+        .map_or_else(|| spec.project.clone(), Path::to_path_buf);
+    [
+        // Ctrl-C goes to hank (which stops gracefully); the script survives to clean up.
+        "trap : INT".to_string(),
+        run.join(" "),
+        "code=$?".to_string(),
+        format!(
+            "mkdir -p {} 2>/dev/null; printf '%s\\n' \"$code\" > {} 2>/dev/null",
+            shell_quote(&path_str(&logs)),
+            shell_quote(&path_str(&exit_file))
+        ),
+        "printf '\\nhank run exited with code %s\\n' \"$code\"".to_string(),
+        format!(
+            "exec {} kill-session -t {}",
+            shell_quote(&path_str(&spec.tmux)),
+            shell_quote(&exact(&spec.session))
+        ),
+    ]
+    .join("\n")
+}
+
+/// `tmux new-session`: the detached session with the loop pane; prints the pane id.
+#[must_use]
+pub fn new_session_argv(spec: &LaunchSpec) -> Vec<OsString> {
+    let mut argv = vec![
+        path_arg(&spec.tmux),
+        os("new-session"),
+        os("-d"),
+        os("-s"),
+        os(&spec.session),
+        os("-c"),
+        path_arg(&spec.project),
+        os("-x"),
+        os(&DETACHED_SIZE.0.to_string()),
+        os("-y"),
+        os(&DETACHED_SIZE.1.to_string()),
+        os("-P"),
+        os("-F"),
+        os("#{pane_id}"),
+    ];
+    argv.extend(env_args(spec));
+    argv.extend([os("/bin/sh"), os("-c"), os(&loop_script(spec))]);
+    argv
+}
+
+/// `tmux split-window`: the live output pane right of `loop_pane`; prints its pane id.
+#[must_use]
+pub fn live_pane_argv(spec: &LaunchSpec, loop_pane: &str) -> Vec<OsString> {
+    let mut argv = vec![
+        path_arg(&spec.tmux),
+        os("split-window"),
+        os("-h"),
+        os("-d"),
+        os("-l"),
+        os("50%"),
+        os("-t"),
+        os(loop_pane),
+        os("-c"),
+        path_arg(&spec.project),
+        os("-P"),
+        os("-F"),
+        os("#{pane_id}"),
+    ];
+    argv.extend(env_args(spec));
+    argv.extend([
+        path_arg(&spec.tail),
+        os("-n"),
+        os("200"),
+        os("-F"),
+        path_arg(&spec.project.join(".hank").join("live.log")),
+    ]);
+    argv
+}
+
+/// `tmux split-window`: the dashboard below `live_pane`.
+#[must_use]
+pub fn monitor_pane_argv(spec: &LaunchSpec, live_pane: &str) -> Vec<OsString> {
+    let mut argv = vec![
+        path_arg(&spec.tmux),
+        os("split-window"),
+        os("-v"),
+        os("-d"),
+        os("-l"),
+        os("65%"),
+        os("-t"),
+        os(live_pane),
+        os("-c"),
+        path_arg(&spec.project),
+    ];
+    argv.extend(env_args(spec));
+    argv.extend([
+        path_arg(&spec.hank),
+        os("monitor"),
+        os("--dir"),
+        path_arg(&spec.project),
+    ]);
+    argv
+}
+
+/// `tmux attach-session` (outside tmux) or `switch-client` (inside tmux).
+#[must_use]
+pub fn attach_argv(spec: &LaunchSpec, inside_tmux: bool) -> Vec<OsString> {
+    let verb = if inside_tmux {
+        "switch-client"
+    } else {
+        "attach-session"
+    };
+    vec![
+        path_arg(&spec.tmux),
+        os(verb),
+        os("-t"),
+        os(&exact(&spec.session)),
+    ]
+}
+
+/// `tmux has-session` for an exact name.
+#[must_use]
+pub fn has_session_argv(tmux: &Path, session: &str) -> Vec<OsString> {
+    vec![
+        path_arg(tmux),
+        os("has-session"),
+        os("-t"),
+        os(&exact(session)),
+    ]
+}
+
+/// The variables passed to every pane: `PATH`, `CLAUDE_CODE_CMD` made absolute, and the
+/// hank settings set in the environment. `lookup` reads a variable; `resolve` makes a
+/// command absolute (PATH lookup, or relative to the current directory).
+#[must_use]
+pub fn pane_env(
+    lookup: impl Fn(&str) -> Option<String>,
+    resolve: impl Fn(&str) -> Option<PathBuf>,
+) -> Vec<(String, String)> {
+    let mut env = Vec::new();
+    if let Some(path) = lookup("PATH") {
+        env.push(("PATH".to_string(), path));
+    }
+    for key in crate::config::KEYS
+        .iter()
+        .map(|k| k.name)
+        .chain(["IS_SANDBOX", "NO_COLOR"])
+    {
+        if key == "PATH" {
+            continue;
+        }
+        let Some(value) = lookup(key) else { continue };
+        let value = if key == "CLAUDE_CODE_CMD" {
+            resolve(&value).map_or(value, |p| path_str(&p))
+        } else {
+            value
+        };
+        env.push((key.to_string(), value));
+    }
+    env
+}
+
+fn utf8_args(forwarded: &[OsString]) -> Result<Vec<String>> {
+    forwarded
+        .iter()
+        .map(|a| {
+            a.to_str().map(str::to_string).ok_or_else(|| {
+                HankError::usage(format!(
+                    "argument {} is not valid UTF-8",
+                    a.to_string_lossy()
+                ))
+            })
+        })
+        .collect()
+}
+
+fn tmux_failed(what: &str, out: &std::process::Output) -> HankError {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    HankError::Other(format!("tmux {what} failed: {}", stderr.trim()))
+}
+
+fn run_capture(argv: &[OsString]) -> Result<std::process::Output> {
+    let (program, args) = argv
+        .split_first()
+        .ok_or_else(|| HankError::Other("empty argv".into()))?;
+    Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| HankError::io("run", PathBuf::from(program), e))
+}
+
+fn session_exists(tmux: &Path, session: &str) -> bool {
+    run_capture(&has_session_argv(tmux, session)).is_ok_and(|o| o.status.success())
+}
+
+/// The loop's exit code as recorded by the loop pane.
+fn recorded_exit_code(project: &Path) -> Option<u8> {
+    std::fs::read_to_string(project.join(EXIT_CODE_FILE))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn ended_early(spec: &LaunchSpec) -> u8 {
+    let code = recorded_exit_code(&spec.project);
+    match code {
+        Some(c) => eprintln!("hank: the loop ended before the panes were set up (exit code {c})"),
+        None => eprintln!("hank: the tmux session ended before the panes were set up"),
+    }
+    eprintln!("hint: see .hank/logs/ and `hank status`");
+    code.unwrap_or(exit::ERROR)
+}
+
+/// Starts the session and attaches to it (or prints how to).
+pub fn launch(forwarded: &[OsString]) -> Result<u8> {
+    let tmux = which::which("tmux").map_err(|_| {
+        HankError::usage_hint(
+            "tmux is not installed (`hank --monitor` runs the loop in a tmux session)",
+            "install tmux, or run `hank` and `hank monitor` in two terminals",
+        )
+    })?;
+    let version = run_capture(&[path_arg(&tmux), os("-V")])?;
+    let version_text = String::from_utf8_lossy(&version.stdout).trim().to_string();
+    if let Some(v) = parse_version(&version_text).filter(|v| *v < MIN_VERSION) {
+        return Err(HankError::usage(format!(
+            "{version_text} is too old for `hank --monitor` (needs tmux {}.{} or newer; found {}.{})",
+            MIN_VERSION.0, MIN_VERSION.1, v.0, v.1
+        )));
+    }
+    let cwd =
+        std::env::current_dir().map_err(|e| HankError::io("read", "the current directory", e))?;
+    let project = std::fs::canonicalize(&cwd).unwrap_or(cwd);
+    if !project.join(".hank").is_dir() {
+        return Err(HankError::usage_hint(
+            format!("{} has no .hank/ directory", project.display()),
+            "run `hank --monitor` in the project root (or `hank enable` first)",
+        ));
+    }
+    let exe = std::env::current_exe().map_err(|e| HankError::io("locate", "the hank binary", e))?;
+    let hank = std::fs::canonicalize(&exe).unwrap_or(exe);
+    let tail = which::which("tail").unwrap_or_else(|_| PathBuf::from("tail"));
+    let env = pane_env(
+        |k| std::env::var(k).ok(),
+        |cmd| which::which_in(cmd, std::env::var_os("PATH"), &project).ok(),
+    );
+    let folder = project
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let session = unique_session_name(&sanitize_session_name(&folder), |n| {
+        session_exists(&tmux, n)
+    });
+    let spec = LaunchSpec {
+        tmux,
+        hank,
+        tail,
+        project,
+        session,
+        forwarded: utf8_args(forwarded)?,
+        env,
+    };
+    // A stale code from an earlier session must not be mistaken for this one's.
+    let _ = std::fs::remove_file(spec.project.join(EXIT_CODE_FILE));
+
+    let out = run_capture(&new_session_argv(&spec))?;
+    if !out.status.success() {
+        return Err(tmux_failed("new-session", &out));
+    }
+    let loop_pane = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let out = run_capture(&live_pane_argv(&spec, &loop_pane))?;
+    if !out.status.success() {
+        if !session_exists(&spec.tmux, &spec.session) {
+            return Ok(ended_early(&spec));
+        }
+        return Err(tmux_failed("split-window", &out));
+    }
+    let live_pane = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let out = run_capture(&monitor_pane_argv(&spec, &live_pane))?;
+    if !out.status.success() {
+        if !session_exists(&spec.tmux, &spec.session) {
+            return Ok(ended_early(&spec));
+        }
+        return Err(tmux_failed("split-window", &out));
+    }
+
+    let attach_cmd = format!("tmux attach -t {}", shell_quote(&spec.session));
+    let terminal = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    if !terminal {
+        eprintln!(
+            "hank: the loop runs in tmux session '{}' (no terminal here, so it stays detached)",
+            spec.session
+        );
+        super::print_stdout(&format!("{attach_cmd}\n"))?;
+        return Ok(exit::OK);
+    }
+    let inside_tmux = std::env::var_os("TMUX").is_some_and(|v| !v.is_empty());
+    let argv = attach_argv(&spec, inside_tmux);
+    let (program, args) = argv
+        .split_first()
+        .ok_or_else(|| HankError::Other("empty argv".into()))?;
+    let status = Command::new(program)
+        .args(args)
+        .status()
+        .map_err(|e| HankError::io("run", PathBuf::from(program), e))?;
+    if inside_tmux {
+        if !status.success() {
+            eprintln!(
+                "hank: could not switch to session '{}'; run: {attach_cmd}",
+                spec.session
+            );
+        }
+        return Ok(exit::OK);
+    }
+    if session_exists(&spec.tmux, &spec.session) {
+        eprintln!("hank: detached; the loop keeps running. Reattach with: {attach_cmd}");
+        return Ok(exit::OK);
+    }
+    match recorded_exit_code(&spec.project) {
+        Some(code) => {
+            eprintln!("hank: the loop exited with code {code} (details: `hank status`)");
+            Ok(code)
+        }
+        None => {
+            eprintln!("hank: the tmux session ended (details: `hank status`)");
+            Ok(exit::OK)
+        }
+    }
+}
+
+/// Whether `s` would need quoting (used by tests to pick interesting inputs).
+#[cfg(test)]
+fn needs_quoting(s: &std::ffi::OsStr) -> bool {
+    s.to_string_lossy()
+        .chars()
+        .any(|c| !(c.is_ascii_alphanumeric() || "-_./=".contains(c)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(forwarded: &[&str]) -> LaunchSpec {
+        LaunchSpec {
+            tmux: "/usr/bin/tmux".into(),
+            hank: "/opt/hank bin/hank".into(),
+            tail: "/usr/bin/tail".into(),
+            project: "/home/u/my project".into(),
+            session: "my_project".into(),
+            forwarded: forwarded.iter().map(|s| (*s).to_string()).collect(),
+            env: vec![("PATH".into(), "/bin:/usr/bin".into())],
+        }
+    }
+
+    fn strs(argv: &[OsString]) -> Vec<String> {
+        argv.iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn quoting() {
+        let cases = [
+            ("", "''"),
+            ("plain", "'plain'"),
+            ("two words", "'two words'"),
+            ("it's", "'it'\\''s'"),
+            ("$HOME `x` $(y) \\ \" *", "'$HOME `x` $(y) \\ \" *'"),
+            ("''", "''\\'''\\'''"),
+            ("new\nline", "'new\nline'"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(shell_quote(input), want, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn session_names() {
+        let cases = [
+            ("my-project", "my-project"),
+            ("my.project", "my_project"),
+            ("a:b c", "a_b_c"),
+            ("...", "hank"),
+            ("", "hank"),
+            ("héllo wörld", "h_llo_w_rld"),
+            ("$(rm -rf)", "rm_-rf"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(sanitize_session_name(input), want, "{input:?}");
+        }
+        assert_eq!(sanitize_session_name(&"x".repeat(100)).len(), 40);
+        let taken = ["proj", "proj-2"];
+        assert_eq!(
+            unique_session_name("proj", |n| taken.contains(&n)),
+            "proj-3"
+        );
+        assert_eq!(
+            unique_session_name("other", |n| taken.contains(&n)),
+            "other"
+        );
+    }
+
+    #[test]
+    fn versions() {
+        let cases = [
+            ("tmux 3.3a", Some((3, 3))),
+            ("tmux 3.2", Some((3, 2))),
+            ("tmux next-3.4", Some((3, 4))),
+            ("tmux 2.9a", Some((2, 9))),
+            ("tmux 10", Some((10, 0))),
+            ("tmux master", None),
+            ("", None),
+        ];
+        for (input, want) in cases {
+            assert_eq!(parse_version(input), want, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn new_session_argv_runs_sh_directly() {
+        let argv = strs(&new_session_argv(&spec(&["-c", "5"])));
+        assert_eq!(
+            argv[..14],
+            [
+                "/usr/bin/tmux",
+                "new-session",
+                "-d",
+                "-s",
+                "my_project",
+                "-c",
+                "/home/u/my project",
+                "-x",
+                "200",
+                "-y",
+                "50",
+                "-P",
+                "-F",
+                "#{pane_id}"
+            ]
+        );
+        assert_eq!(argv[14..16], ["-e", "PATH=/bin:/usr/bin"]);
+        assert_eq!(argv[16..18], ["/bin/sh", "-c"]);
+        assert_eq!(argv.len(), 19);
+        let script = &argv[18];
+        assert!(
+            script.contains("'/opt/hank bin/hank' 'run' '--live' '-c' '5'\ncode=$?"),
+            "{script}"
+        );
+        assert!(
+            script.ends_with("exec '/usr/bin/tmux' kill-session -t '=my_project'"),
+            "{script}"
+        );
+        assert!(
+            script.contains("> '/home/u/my project/.hank/logs/tmux-exit-code'"),
+            "{script}"
+        );
+    }
+
+    #[test]
+    fn live_is_not_added_twice() {
+        let script = loop_script(&spec(&["--live", "--max-loops", "1"]));
+        assert_eq!(script.matches("'--live'").count(), 1, "{script}");
+    }
+
+    #[test]
+    fn pane_argvs() {
+        let s = spec(&[]);
+        assert_eq!(
+            strs(&live_pane_argv(&s, "%3")),
+            [
+                "/usr/bin/tmux",
+                "split-window",
+                "-h",
+                "-d",
+                "-l",
+                "50%",
+                "-t",
+                "%3",
+                "-c",
+                "/home/u/my project",
+                "-P",
+                "-F",
+                "#{pane_id}",
+                "-e",
+                "PATH=/bin:/usr/bin",
+                "/usr/bin/tail",
+                "-n",
+                "200",
+                "-F",
+                "/home/u/my project/.hank/live.log"
+            ]
+        );
+        assert_eq!(
+            strs(&monitor_pane_argv(&s, "%4")),
+            [
+                "/usr/bin/tmux",
+                "split-window",
+                "-v",
+                "-d",
+                "-l",
+                "65%",
+                "-t",
+                "%4",
+                "-c",
+                "/home/u/my project",
+                "-e",
+                "PATH=/bin:/usr/bin",
+                "/opt/hank bin/hank",
+                "monitor",
+                "--dir",
+                "/home/u/my project"
+            ]
+        );
+        assert_eq!(
+            strs(&attach_argv(&s, false)),
+            ["/usr/bin/tmux", "attach-session", "-t", "=my_project"]
+        );
+        assert_eq!(strs(&attach_argv(&s, true))[1], "switch-client");
+        assert_eq!(
+            strs(&has_session_argv(Path::new("/t"), "x")),
+            ["/t", "has-session", "-t", "=x"]
+        );
+    }
+
+    #[test]
+    fn pane_env_forwards_path_and_an_absolute_claude() {
+        let vars = [
+            ("PATH", "/a:/b"),
+            ("CLAUDE_CODE_CMD", "claude"),
+            ("MAX_LOOPS", "3"),
+            ("HOME", "/home/u"),
+            ("ANTHROPIC_API_KEY", "secret"),
+        ];
+        let lookup = |k: &str| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| (*v).to_string())
+        };
+        let env = pane_env(lookup, |cmd| Some(PathBuf::from(format!("/abs/{cmd}"))));
+        assert_eq!(env[0], ("PATH".to_string(), "/a:/b".to_string()));
+        assert!(env.contains(&("CLAUDE_CODE_CMD".to_string(), "/abs/claude".to_string())));
+        assert!(env.contains(&("MAX_LOOPS".to_string(), "3".to_string())));
+        assert!(
+            !env.iter()
+                .any(|(k, _)| k == "HOME" || k == "ANTHROPIC_API_KEY")
+        );
+        let unresolved = pane_env(lookup, |_| None);
+        assert!(unresolved.contains(&("CLAUDE_CODE_CMD".to_string(), "claude".to_string())));
+        assert!(pane_env(|_| None, |_| None).is_empty());
+    }
+
+    /// The loop script, run by a real /bin/sh with stand-ins for hank and tmux, passes every
+    /// argument through byte for byte and records the exit code.
+    #[cfg(unix)]
+    #[test]
+    fn loop_script_preserves_arguments_and_the_exit_code() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let project = dir.path().join("it's a \"project\" $HOME");
+        std::fs::create_dir_all(project.join(".hank")).unwrap();
+        let fake = |name: &str, body: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+            p
+        };
+        let args_out = dir.path().join("args");
+        let hank = fake(
+            "fake hank",
+            &format!(
+                "for a in \"$@\"; do printf '%s\\n' \"$a\"; done > {}\nexit 3",
+                shell_quote(&path_str(&args_out))
+            ),
+        );
+        let tmux_out = dir.path().join("tmux-args");
+        let tmux = fake(
+            "fake tmux",
+            &format!(
+                "printf '%s\\n' \"$@\" > {}",
+                shell_quote(&path_str(&tmux_out))
+            ),
+        );
+        let forwarded = [
+            "--prompt",
+            "my prompt's file.md",
+            "--model",
+            "$(touch pwned)",
+            "`id`",
+            "a\\b",
+            "\"q\"",
+            "",
+        ];
+        let spec = LaunchSpec {
+            tmux,
+            hank,
+            tail: "/usr/bin/tail".into(),
+            project: project.clone(),
+            session: "s".into(),
+            forwarded: forwarded.iter().map(|s| (*s).to_string()).collect(),
+            env: vec![],
+        };
+        assert!(forwarded.iter().all(|a| a.is_empty()
+            || needs_quoting(std::ffi::OsStr::new(a))
+            || a.starts_with("--")));
+        let out = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(loop_script(&spec))
+            .current_dir(&project)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("hank run exited with code 3"), "{stdout}");
+        let got = std::fs::read_to_string(&args_out).unwrap();
+        let mut want = vec!["run", "--live"];
+        want.extend(forwarded);
+        assert_eq!(
+            got,
+            want.iter().map(|a| format!("{a}\n")).collect::<String>()
+        );
+        assert_eq!(recorded_exit_code(&project), Some(3));
+        assert_eq!(
+            std::fs::read_to_string(&tmux_out).unwrap(),
+            "kill-session\n-t\n=s\n"
+        );
+        assert!(!project.join("pwned").exists() && !dir.path().join("pwned").exists());
+    }
+}

@@ -1,0 +1,860 @@
+//! The dashboard: a pure function of a [`Snapshot`], `now` and the display time zone.
+//!
+//! [`rows`] turns a snapshot into labelled values once; [`render`] draws them into any
+//! ratatui [`Frame`] (the TUI, or a `TestBackend` in tests) and [`render_text`] prints them
+//! as plain text for `hank monitor --once`. No clock, no I/O.
+
+use jiff::tz::TimeZone;
+use jiff::{SignedDuration, Timestamp};
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Gauge, Paragraph, Wrap};
+
+use super::snapshot::{Event, Snapshot, Status};
+
+/// How a value is colored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tone {
+    Normal,
+    Good,
+    Warn,
+    Bad,
+    Dim,
+}
+
+impl Tone {
+    fn style(self) -> Style {
+        match self {
+            Tone::Normal => Style::default(),
+            Tone::Good => Style::default().fg(Color::Green),
+            Tone::Warn => Style::default().fg(Color::Yellow),
+            Tone::Bad => Style::default().fg(Color::Red).add_modifier(Modifier::BOLD),
+            Tone::Dim => Style::default().fg(Color::DarkGray),
+        }
+    }
+}
+
+/// One labelled value of the dashboard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    pub label: &'static str,
+    pub value: String,
+    pub tone: Tone,
+}
+
+fn row(label: &'static str, value: impl Into<String>, tone: Tone) -> Row {
+    Row {
+        label,
+        value: value.into(),
+        tone,
+    }
+}
+
+/// `1h 02m 03s`, `2m 03s`, `45s`, `2d 03h`; negative durations read as zero.
+#[must_use]
+pub fn fmt_duration(d: SignedDuration) -> String {
+    let secs = d.as_secs().max(0);
+    let (days, hours, mins, s) = (secs / 86_400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
+    if days > 0 {
+        format!("{days}d {hours:02}h")
+    } else if hours > 0 {
+        format!("{hours}h {mins:02}m")
+    } else if mins > 0 {
+        format!("{mins}m {s:02}s")
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// A wall-clock time in `tz`: `14:05:09 UTC` today, `Nov 23 14:05 UTC` on another day.
+#[must_use]
+pub fn fmt_clock(at: Timestamp, now: Timestamp, tz: &TimeZone) -> String {
+    let zoned = at.to_zoned(tz.clone());
+    let today = now.to_zoned(tz.clone());
+    if zoned.date() == today.date() {
+        zoned.strftime("%H:%M:%S %Z").to_string()
+    } else {
+        zoned.strftime("%b %d %H:%M %Z").to_string()
+    }
+}
+
+/// `950`, `1.2k`, `56.8k`, `3.4M`.
+#[must_use]
+pub fn fmt_count(n: u64) -> String {
+    #[allow(clippy::cast_precision_loss)]
+    let f = n as f64;
+    if n < 1000 {
+        n.to_string()
+    } else if n < 1_000_000 {
+        format!("{:.1}k", f / 1e3)
+    } else {
+        format!("{:.1}M", f / 1e6)
+    }
+}
+
+fn fmt_cost(usd: f64) -> String {
+    format!("${usd:.2}")
+}
+
+fn is_finished(state: Option<&str>) -> bool {
+    matches!(state, Some("completed" | "halted" | "stopped" | "failed"))
+}
+
+fn state_tone(state: &str) -> Tone {
+    match state {
+        "running" | "completed" => Tone::Good,
+        "waiting" | "stopped" | "starting" => Tone::Warn,
+        "halted" | "failed" => Tone::Bad,
+        _ => Tone::Normal,
+    }
+}
+
+fn circuit_tone(state: &str) -> Tone {
+    match state {
+        "CLOSED" => Tone::Good,
+        "HALF_OPEN" => Tone::Warn,
+        "OPEN" => Tone::Bad,
+        _ => Tone::Normal,
+    }
+}
+
+fn wait_label(reason: &str) -> &str {
+    match reason {
+        "rate_limit" => "call cap reached",
+        "token_limit" => "token budget reached",
+        "usage_limit" => "usage limit",
+        "backoff" => "backoff after a failed call",
+        other => other,
+    }
+}
+
+fn wait_row(s: &Status, now: Timestamp, tz: &TimeZone) -> Row {
+    let waiting = s.state.as_deref() == Some("waiting") || s.wait_reason.is_some();
+    if !waiting {
+        return row("wait", "—", Tone::Dim);
+    }
+    let reason = s.wait_reason.as_deref().unwrap_or("unknown");
+    let label = wait_label(reason);
+    let value = match s.waiting_until {
+        None => label.to_string(),
+        Some(until) => {
+            let clock = fmt_clock(until, now, tz);
+            let left = until.duration_since(now);
+            let when = if left.is_positive() {
+                format!("{} left", fmt_duration(left))
+            } else {
+                "due now".to_string()
+            };
+            if reason == "usage_limit" {
+                format!("{label} · resets {clock} · {when}")
+            } else {
+                format!("{label} · {when} (until {clock})")
+            }
+        }
+    };
+    row("wait", value, Tone::Warn)
+}
+
+/// The run's facts: state, elapsed time, breaker, budget, wait, cost, exit.
+#[must_use]
+pub fn rows(snap: &Snapshot, now: Timestamp, tz: &TimeZone) -> Vec<Row> {
+    let Some(s) = &snap.status else {
+        let why = if snap.hank_dir {
+            "no status yet (waiting for the loop to write .hank/status.json)"
+        } else {
+            "not a hank project"
+        };
+        return vec![row("state", why, Tone::Dim)];
+    };
+    let mut out = Vec::new();
+    let state = s.state.as_deref().unwrap_or("unknown");
+    let mut state_value = state.to_uppercase();
+    if let Some(n) = s.loop_count {
+        state_value.push_str(&format!(" · loop {n}"));
+    }
+    out.push(row("state", state_value, state_tone(state)));
+
+    let finished = is_finished(s.state.as_deref());
+    let mut parts = Vec::new();
+    if let Some(start) = snap.run_started_at {
+        if finished {
+            let end = snap.run_ended_at.or(s.updated_at).unwrap_or(now);
+            parts.push(format!("ran {}", fmt_duration(end.duration_since(start))));
+        } else {
+            parts.push(format!(
+                "{} elapsed",
+                fmt_duration(now.duration_since(start))
+            ));
+        }
+    }
+    if let Some(updated) = s.updated_at {
+        let verb = if finished { "ended" } else { "updated" };
+        parts.push(format!(
+            "{verb} {} ago",
+            fmt_duration(now.duration_since(updated))
+        ));
+    }
+    let time_value = parts.join(" · ");
+    if !time_value.is_empty() {
+        out.push(row("time", time_value, Tone::Normal));
+    }
+
+    let circuit = s.circuit_state.as_deref().unwrap_or("unknown");
+    let circuit_value = match s.circuit_reason.as_deref().filter(|r| !r.is_empty()) {
+        Some(reason) => format!("{circuit} — {reason}"),
+        None => circuit.to_string(),
+    };
+    out.push(row("circuit", circuit_value, circuit_tone(circuit)));
+
+    let mut calls = match (s.calls_in_window, s.max_calls_per_hour) {
+        (Some(used), Some(cap)) => format!("{used} / {cap} this hour"),
+        (Some(used), None) => format!("{used} this hour"),
+        _ => "—".to_string(),
+    };
+    let mut calls_tone = Tone::Normal;
+    if let Some(next) = s.next_call_at.filter(|t| *t > now) {
+        calls.push_str(&format!(
+            " · next call in {}",
+            fmt_duration(next.duration_since(now))
+        ));
+        calls_tone = Tone::Warn;
+    }
+    out.push(row("calls", calls, calls_tone));
+
+    let tokens = match (s.tokens_in_window, s.max_tokens_per_hour) {
+        (Some(used), Some(cap)) if cap > 0 => format!("{used} / {cap} this hour"),
+        (Some(used), _) => format!("{used} this hour (no cap)"),
+        _ => "—".to_string(),
+    };
+    out.push(row("tokens", tokens, Tone::Normal));
+    out.push(wait_row(s, now, tz));
+
+    let mut cost = s.total_cost_usd.map_or_else(|| "—".to_string(), fmt_cost);
+    if let Some(t) = &s.total_tokens {
+        let cached = t
+            .cache_read
+            .unwrap_or(0)
+            .saturating_add(t.cache_creation.unwrap_or(0));
+        cost.push_str(&format!(
+            " · in {} · out {} · cache {}",
+            fmt_count(t.input.unwrap_or(0)),
+            fmt_count(t.output.unwrap_or(0)),
+            fmt_count(cached)
+        ));
+    }
+    out.push(row("cost", cost, Tone::Normal));
+
+    if let Some(reason) = &s.exit_reason {
+        let code = s
+            .exit_code
+            .map_or_else(String::new, |c| format!(" (exit code {c})"));
+        let tone = match s.exit_code {
+            Some(0) => Tone::Good,
+            Some(3 | 130) => Tone::Warn,
+            _ => Tone::Bad,
+        };
+        out.push(row("exit", format!("{reason}{code}"), tone));
+    }
+    out
+}
+
+/// The last loop's outcome and HANK_STATUS fields.
+#[must_use]
+pub fn last_loop_rows(snap: &Snapshot) -> Vec<Row> {
+    let Some(l) = snap.last_loop() else {
+        return vec![row("loop", "no loop finished yet", Tone::Dim)];
+    };
+    let mut out = Vec::new();
+    let outcome = l.outcome.as_deref().unwrap_or("?");
+    let mut head = match l.number {
+        Some(n) => format!("#{n} · {outcome}"),
+        None => outcome.to_string(),
+    };
+    if let Some(kind) = l.error_kind.as_deref().filter(|_| outcome != "success") {
+        head.push_str(&format!(" ({kind})"));
+    }
+    let tone = if outcome == "success" {
+        Tone::Good
+    } else {
+        Tone::Bad
+    };
+    out.push(row("loop", head, tone));
+    let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "—".to_string());
+    out.push(row("status", dash(&l.status), Tone::Normal));
+    out.push(row("work type", dash(&l.work_type), Tone::Normal));
+    out.push(row(
+        "files",
+        l.files_changed
+            .map_or_else(|| "—".to_string(), |n| format!("{n} changed")),
+        Tone::Normal,
+    ));
+    let signal = l
+        .exit_signal
+        .map_or_else(|| "—".to_string(), |b| b.to_string());
+    out.push(row(
+        "exit signal",
+        signal,
+        if l.exit_signal == Some(true) {
+            Tone::Good
+        } else {
+            Tone::Normal
+        },
+    ));
+    let mut cost = l.cost_usd.map_or_else(|| "—".to_string(), fmt_cost);
+    if let Some(ms) = l.duration_ms {
+        let ms = i64::try_from(ms).unwrap_or(i64::MAX);
+        cost.push_str(&format!(
+            " · {}",
+            fmt_duration(SignedDuration::from_millis(ms))
+        ));
+    }
+    out.push(row("cost", cost, Tone::Normal));
+    out.push(row("recommend", dash(&l.recommendation), Tone::Normal));
+    out
+}
+
+/// One event as a line of text (without its time).
+#[must_use]
+pub fn event_text(e: &Event, now: Timestamp, tz: &TimeZone) -> String {
+    let loop_no = e.u64("loop").map_or_else(String::new, |n| format!(" {n}"));
+    match e.kind.as_str() {
+        "loop_started" => format!("loop{loop_no} started"),
+        "agent_finished" => {
+            let mut parts = vec![e.str("outcome").unwrap_or("?").to_string()];
+            if let Some(kind) = e.str("error_kind") {
+                parts.push(kind.to_string());
+            }
+            parts.extend(e.str("status").map(str::to_string));
+            parts.extend(e.str("work_type").map(str::to_string));
+            if let Some(n) = e.u64("files_changed") {
+                parts.push(format!("{n} files"));
+            }
+            if let Some(c) = e.fields.get("cost_usd").and_then(serde_json::Value::as_f64) {
+                parts.push(fmt_cost(c));
+            }
+            format!("loop{loop_no} finished: {}", parts.join(" · "))
+        }
+        "circuit_changed" => {
+            let reason = e
+                .str("reason")
+                .map_or_else(String::new, |r| format!(": {r}"));
+            format!(
+                "circuit {} → {}{reason}",
+                e.str("from").unwrap_or("?"),
+                e.str("to").unwrap_or("?")
+            )
+        }
+        "waiting" => {
+            let reason = wait_label(e.str("reason").unwrap_or("?")).to_string();
+            match e.time("until") {
+                Some(until) => format!("waiting: {reason} until {}", fmt_clock(until, now, tz)),
+                None => format!("waiting: {reason}"),
+            }
+        }
+        "warning" => format!("warning: {}", e.str("message").unwrap_or("")),
+        "exit" => {
+            let code = e
+                .fields
+                .get("exit_code")
+                .and_then(serde_json::Value::as_i64);
+            let code = code.map_or_else(String::new, |c| format!(" (code {c})"));
+            let msg = e
+                .str("message")
+                .map_or_else(String::new, |m| format!(": {m}"));
+            format!("exit {}{code}{msg}", e.str("exit_reason").unwrap_or("?"))
+        }
+        other => other.to_string(),
+    }
+}
+
+fn event_tone(e: &Event) -> Tone {
+    match e.kind.as_str() {
+        "warning" | "waiting" => Tone::Warn,
+        "circuit_changed" if e.str("to") == Some("OPEN") => Tone::Bad,
+        "agent_finished" if e.str("outcome") != Some("success") => Tone::Bad,
+        "exit"
+            if e.fields
+                .get("exit_code")
+                .and_then(serde_json::Value::as_i64)
+                != Some(0) =>
+        {
+            Tone::Bad
+        }
+        _ => Tone::Normal,
+    }
+}
+
+fn event_time(e: &Event, tz: &TimeZone) -> String {
+    e.at.map_or_else(
+        || "--:--:--".to_string(),
+        |at| at.to_zoned(tz.clone()).strftime("%H:%M:%S").to_string(),
+    )
+}
+
+fn plan_label(snap: &Snapshot) -> (f64, String) {
+    match snap.fix_plan {
+        Some(p) if p.total > 0 => {
+            let done = p.done.min(p.total);
+            #[allow(clippy::cast_precision_loss)]
+            let ratio = done as f64 / p.total as f64;
+            (
+                ratio,
+                format!("{done}/{} done ({:.0}%)", p.total, ratio * 100.0),
+            )
+        }
+        Some(_) => (0.0, "no checkboxes in fix_plan.md".to_string()),
+        None => (0.0, "no fix_plan.md".to_string()),
+    }
+}
+
+fn row_lines(rows: &[Row], width: usize) -> Vec<Line<'static>> {
+    rows.iter()
+        .map(|r| {
+            Line::from(vec![
+                Span::styled(format!("{:<width$} ", r.label), Tone::Dim.style()),
+                Span::styled(r.value.clone(), r.tone.style()),
+            ])
+        })
+        .collect()
+}
+
+/// Draws the dashboard into `frame`.
+pub fn render(frame: &mut Frame, snap: &Snapshot, now: Timestamp, tz: &TimeZone) {
+    let area = frame.area();
+    let notes_height = u16::try_from(snap.notes.len().clamp(1, 3)).unwrap_or(1);
+    let [header, top, plan, bottom, footer] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(11),
+        Constraint::Length(3),
+        Constraint::Min(4),
+        Constraint::Length(notes_height),
+    ])
+    .areas(area);
+
+    let state = snap.status.as_ref().and_then(|s| s.state.as_deref());
+    let title = Line::from(vec![
+        Span::styled(
+            " hank ",
+            Style::default().add_modifier(Modifier::BOLD | Modifier::REVERSED),
+        ),
+        Span::raw(" "),
+        Span::styled(
+            snap.project.clone(),
+            Style::default().add_modifier(Modifier::BOLD),
+        ),
+        Span::raw("  "),
+        Span::styled(
+            state.map_or_else(|| "no status yet".to_string(), str::to_uppercase),
+            state.map_or(Tone::Dim, state_tone).style(),
+        ),
+        Span::styled(format!("  {}", fmt_clock(now, now, tz)), Tone::Dim.style()),
+    ]);
+    frame.render_widget(Paragraph::new(title), header);
+
+    let [left, right] =
+        Layout::horizontal([Constraint::Percentage(58), Constraint::Percentage(42)]).areas(top);
+    frame.render_widget(
+        Paragraph::new(row_lines(&rows(snap, now, tz), 7))
+            .wrap(Wrap { trim: false })
+            .block(Block::bordered().title(" run ")),
+        left,
+    );
+    frame.render_widget(
+        Paragraph::new(row_lines(&last_loop_rows(snap), 11))
+            .wrap(Wrap { trim: false })
+            .block(Block::bordered().title(" last loop ")),
+        right,
+    );
+
+    let (ratio, label) = plan_label(snap);
+    frame.render_widget(
+        Gauge::default()
+            .block(Block::bordered().title(" fix plan "))
+            .gauge_style(Style::default().fg(Color::Green))
+            .ratio(ratio.clamp(0.0, 1.0))
+            .label(label),
+        plan,
+    );
+
+    let [events_area, live_area] =
+        Layout::vertical([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(bottom);
+    let visible = usize::from(events_area.height.saturating_sub(2));
+    let skip = snap.events.len().saturating_sub(visible);
+    let event_lines: Vec<Line> = snap
+        .events
+        .iter()
+        .skip(skip)
+        .map(|e| {
+            Line::from(vec![
+                Span::styled(format!("{} ", event_time(e, tz)), Tone::Dim.style()),
+                Span::styled(event_text(e, now, tz), event_tone(e).style()),
+            ])
+        })
+        .collect();
+    let events_widget = if event_lines.is_empty() {
+        Paragraph::new(Line::styled("no events yet", Tone::Dim.style()))
+    } else {
+        Paragraph::new(event_lines)
+    };
+    frame.render_widget(
+        events_widget.block(Block::bordered().title(" events ")),
+        events_area,
+    );
+    render_live(frame, snap, live_area);
+
+    let footer_lines: Vec<Line> = if snap.notes.is_empty() {
+        vec![Line::styled(
+            "q / Esc quit · refreshes when .hank/ changes",
+            Tone::Dim.style(),
+        )]
+    } else {
+        snap.notes
+            .iter()
+            .map(|n| Line::styled(n.clone(), Tone::Warn.style()))
+            .collect()
+    };
+    frame.render_widget(Paragraph::new(footer_lines), footer);
+}
+
+fn render_live(frame: &mut Frame, snap: &Snapshot, area: Rect) {
+    let visible = usize::from(area.height.saturating_sub(2));
+    let skip = snap.live_tail.len().saturating_sub(visible);
+    let lines: Vec<Line> = snap
+        .live_tail
+        .iter()
+        .skip(skip)
+        .map(|l| Line::raw(l.clone()))
+        .collect();
+    let widget = if lines.is_empty() {
+        Paragraph::new(Line::styled(
+            "no live output (run with --live)",
+            Tone::Dim.style(),
+        ))
+    } else {
+        Paragraph::new(lines)
+    };
+    frame.render_widget(widget.block(Block::bordered().title(" live output ")), area);
+}
+
+/// Live output lines included in the plain-text snapshot.
+pub const TEXT_LIVE_LINES: usize = 10;
+/// Events included in the plain-text snapshot.
+pub const TEXT_EVENTS: usize = 10;
+
+/// The plain-text snapshot of `hank monitor --once`.
+#[must_use]
+pub fn render_text(snap: &Snapshot, now: Timestamp, tz: &TimeZone) -> String {
+    let mut out = format!(
+        "hank monitor · {} · {}\n",
+        snap.project,
+        fmt_clock(now, now, tz)
+    );
+    let push_rows = |out: &mut String, rows: &[Row]| {
+        for r in rows {
+            out.push_str(&format!("  {:<12} {}\n", r.label, r.value));
+        }
+    };
+    out.push_str("run\n");
+    push_rows(&mut out, &rows(snap, now, tz));
+    out.push_str(&format!("  {:<12} {}\n", "fix plan", plan_label(snap).1));
+    out.push_str("last loop\n");
+    push_rows(&mut out, &last_loop_rows(snap));
+    out.push_str("events\n");
+    if snap.events.is_empty() {
+        out.push_str("  no events yet\n");
+    }
+    let skip = snap.events.len().saturating_sub(TEXT_EVENTS);
+    for e in snap.events.iter().skip(skip) {
+        out.push_str(&format!(
+            "  {} {}\n",
+            event_time(e, tz),
+            event_text(e, now, tz)
+        ));
+    }
+    if !snap.live_tail.is_empty() {
+        out.push_str("live output\n");
+        let skip = snap.live_tail.len().saturating_sub(TEXT_LIVE_LINES);
+        for l in snap.live_tail.iter().skip(skip) {
+            out.push_str(&format!("  {l}\n"));
+        }
+    }
+    for n in &snap.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::monitor::snapshot::Sources;
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    const NOW: &str = "2026-11-22T10:00:00Z";
+
+    fn now() -> Timestamp {
+        NOW.parse().unwrap()
+    }
+
+    fn status(overrides: &str) -> String {
+        let mut base: serde_json::Value = serde_json::from_str(
+            r#"{
+          "schema_version": 1, "updated_at": "2026-11-22T09:59:55Z", "state": "running",
+          "loop_count": 4, "calls_in_window": 4, "max_calls_per_hour": 100, "next_call_at": null,
+          "tokens_in_window": 12000, "max_tokens_per_hour": 0, "wait_reason": null,
+          "waiting_until": null, "circuit_state": "CLOSED", "circuit_reason": "progress in loop 3",
+          "session_id": "abc", "total_cost_usd": 0.42,
+          "total_tokens": {"input": 1200, "output": 340, "cache_read": 56000, "cache_creation": 780},
+          "fix_plan": {"done": 3, "total": 7},
+          "last_loop": {"number": 3, "outcome": "success", "exit_signal": false,
+                        "status": "IN_PROGRESS", "work_type": "IMPLEMENTATION", "files_changed": 2,
+                        "recommendation": "implement the parser next", "cost_usd": 0.11,
+                        "duration_ms": 61000},
+          "exit_reason": null, "exit_code": null
+        }"#,
+        )
+        .unwrap();
+        let patch: serde_json::Value = serde_json::from_str(overrides).unwrap();
+        for (k, v) in patch.as_object().unwrap() {
+            base[k] = v.clone();
+        }
+        base.to_string()
+    }
+
+    const EVENTS: &str = r#"{"schema_version":1,"type":"loop_started","at":"2026-11-22T09:40:00Z","loop":1}
+{"schema_version":1,"type":"exit","at":"2026-11-22T09:41:00Z","exit_reason":"interrupted","exit_code":130,"message":"old run"}
+{"schema_version":1,"type":"loop_started","at":"2026-11-22T09:45:00Z","loop":1}
+{"schema_version":1,"type":"agent_finished","at":"2026-11-22T09:48:00Z","loop":1,"outcome":"success","error_kind":null,"exit_signal":false,"status":"IN_PROGRESS","work_type":"IMPLEMENTATION","files_changed":3,"cost_usd":0.15,"duration_ms":180000,"recommendation":"write tests"}
+{"schema_version":1,"type":"loop_started","at":"2026-11-22T09:48:01Z","loop":2}
+{"schema_version":1,"type":"agent_finished","at":"2026-11-22T09:50:00Z","loop":2,"outcome":"agent_error","error_kind":"overloaded","exit_signal":false,"status":null,"work_type":null,"files_changed":0,"cost_usd":0.0,"duration_ms":2000,"recommendation":null}
+{"schema_version":1,"type":"waiting","at":"2026-11-22T09:50:01Z","reason":"backoff","until":"2026-11-22T09:50:31Z"}
+{"schema_version":1,"type":"circuit_changed","at":"2026-11-22T09:50:01Z","from":"CLOSED","to":"HALF_OPEN","reason":"2 loops without progress"}
+{"schema_version":1,"type":"loop_started","at":"2026-11-22T09:51:00Z","loop":3}
+{"schema_version":1,"type":"agent_finished","at":"2026-11-22T09:52:01Z","loop":3,"outcome":"success","error_kind":null,"exit_signal":false,"status":"IN_PROGRESS","work_type":"IMPLEMENTATION","files_changed":2,"cost_usd":0.11,"duration_ms":61000,"recommendation":"implement the parser next"}
+{"schema_version":1,"type":"circuit_changed","at":"2026-11-22T09:52:01Z","from":"HALF_OPEN","to":"CLOSED","reason":"progress in loop 3"}
+{"schema_version":1,"type":"warning","at":"2026-11-22T09:52:02Z","message":"Bash(npm install) was denied"}
+{"schema_version":1,"type":"loop_started","at":"2026-11-22T09:52:03Z","loop":4}
+"#;
+
+    const LIVE: &str = "\u{1b}[1mReading src/parser.rs\u{1b}[0m\nEditing src/parser.rs\n\tRunning cargo test\ntest result: ok. 12 passed\n";
+    const PLAN: &str = "## Tasks\n- [x] one\n- [x] two\n- [x] three\n- [ ] four\n- [ ] five\n## Optional\n- [ ] six\n- [ ] seven\n";
+
+    fn snap(status: Option<String>, events: &str, live: &str, plan: Option<&str>) -> Snapshot {
+        Snapshot::from_sources(&Sources {
+            project: "my-project".into(),
+            hank_dir: true,
+            status,
+            events_tail: Some(events.into()),
+            live_tail: Some(live.into()),
+            state: None,
+            fix_plan: plan.map(str::to_string),
+        })
+    }
+
+    fn draw(s: &Snapshot) -> String {
+        let mut terminal = Terminal::new(TestBackend::new(100, 34)).unwrap();
+        terminal
+            .draw(|f| render(f, s, now(), &TimeZone::UTC))
+            .unwrap();
+        terminal.backend().to_string()
+    }
+
+    fn scenarios() -> Vec<(&'static str, Snapshot)> {
+        let finished_events = format!(
+            "{EVENTS}{}\n",
+            r#"{"schema_version":1,"type":"exit","at":"2026-11-22T09:58:00Z","exit_reason":"plan_complete","exit_code":0,"message":"all fix_plan items are done"}"#
+        );
+        let open_events = format!(
+            "{EVENTS}{}\n{}\n",
+            r#"{"schema_version":1,"type":"circuit_changed","at":"2026-11-22T09:57:00Z","from":"HALF_OPEN","to":"OPEN","reason":"no progress in 3 loops"}"#,
+            r#"{"schema_version":1,"type":"exit","at":"2026-11-22T09:57:01Z","exit_reason":"circuit_open","exit_code":2,"message":"circuit breaker opened: no progress in 3 loops"}"#
+        );
+        vec![
+            (
+                "running",
+                snap(Some(status("{}")), EVENTS, LIVE, Some(PLAN)),
+            ),
+            (
+                "waiting_rate_limit",
+                snap(
+                    Some(status(
+                        r#"{"state":"waiting","calls_in_window":100,"wait_reason":"rate_limit",
+                            "waiting_until":"2026-11-22T10:12:03Z","next_call_at":"2026-11-22T10:12:03Z"}"#,
+                    )),
+                    EVENTS,
+                    "",
+                    Some(PLAN),
+                ),
+            ),
+            (
+                "waiting_usage_limit",
+                snap(
+                    Some(status(
+                        r#"{"state":"waiting","wait_reason":"usage_limit",
+                            "waiting_until":"2026-11-22T14:01:00Z",
+                            "last_loop":{"number":4,"outcome":"agent_error","error_kind":"usage_limit",
+                                         "exit_signal":false,"files_changed":0,"cost_usd":0.0,"duration_ms":3000}}"#,
+                    )),
+                    EVENTS,
+                    "You've hit your limit · resets 2pm (UTC)\n",
+                    Some(PLAN),
+                ),
+            ),
+            (
+                "circuit_open",
+                snap(
+                    Some(status(
+                        r#"{"state":"halted","updated_at":"2026-11-22T09:57:01Z","circuit_state":"OPEN",
+                            "circuit_reason":"no progress in 3 loops","exit_reason":"circuit_open","exit_code":2}"#,
+                    )),
+                    &open_events,
+                    LIVE,
+                    Some(PLAN),
+                ),
+            ),
+            (
+                "completed",
+                snap(
+                    Some(status(
+                        r#"{"state":"completed","updated_at":"2026-11-22T09:58:00Z","fix_plan":{"done":7,"total":7},
+                            "exit_reason":"plan_complete","exit_code":0}"#,
+                    )),
+                    &finished_events,
+                    LIVE,
+                    None,
+                ),
+            ),
+            (
+                "missing_files",
+                Snapshot::from_sources(&Sources {
+                    project: "my-project".into(),
+                    hank_dir: true,
+                    ..Sources::default()
+                }),
+            ),
+            (
+                "corrupt_files",
+                Snapshot::from_sources(&Sources {
+                    project: "my-project".into(),
+                    hank_dir: true,
+                    status: Some(r#"{"schema_version":1,"state":"runn"#.into()),
+                    events_tail: Some("garbage\n{\"type\":\n".into()),
+                    live_tail: Some("\u{1b}[2J\u{1b}[Hcleared?\n".into()),
+                    state: Some("not json".into()),
+                    fix_plan: Some("no checkboxes here\n".into()),
+                }),
+            ),
+            (
+                "newer_schema",
+                snap(
+                    Some(
+                        r#"{"schema_version":2,"state":"running","loop_count":9,"brand_new":true}"#
+                            .into(),
+                    ),
+                    "",
+                    "",
+                    None,
+                ),
+            ),
+            (
+                "not_a_project",
+                Snapshot::from_sources(&Sources {
+                    project: "elsewhere".into(),
+                    ..Sources::default()
+                }),
+            ),
+        ]
+    }
+
+    #[test]
+    fn dashboard_snapshots() {
+        for (name, s) in scenarios() {
+            insta::assert_snapshot!(format!("tui_{name}"), draw(&s));
+        }
+    }
+
+    #[test]
+    fn text_snapshots() {
+        for (name, s) in scenarios() {
+            insta::assert_snapshot!(
+                format!("text_{name}"),
+                render_text(&s, now(), &TimeZone::UTC)
+            );
+        }
+    }
+
+    #[test]
+    fn tiny_and_huge_terminals_do_not_panic() {
+        for (_, s) in scenarios() {
+            for (w, h) in [(1, 1), (10, 3), (40, 12), (300, 90)] {
+                let mut terminal = Terminal::new(TestBackend::new(w, h)).unwrap();
+                terminal
+                    .draw(|f| render(f, &s, now(), &TimeZone::UTC))
+                    .unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn durations_format_compactly() {
+        let cases = [
+            (0, "0s"),
+            (-5, "0s"),
+            (45, "45s"),
+            (123, "2m 03s"),
+            (3723, "1h 02m"),
+            (2 * 86_400 + 3 * 3600 + 5, "2d 03h"),
+        ];
+        for (secs, want) in cases {
+            assert_eq!(fmt_duration(SignedDuration::from_secs(secs)), want);
+        }
+        let counts = [
+            (0, "0"),
+            (999, "999"),
+            (1000, "1.0k"),
+            (56_780, "56.8k"),
+            (3_400_000, "3.4M"),
+        ];
+        for (n, want) in counts {
+            assert_eq!(fmt_count(n), want);
+        }
+    }
+
+    #[test]
+    fn clock_shows_the_date_only_on_another_day() {
+        let tz = TimeZone::get("Europe/Oslo").unwrap();
+        let same = "2026-11-22T13:05:09Z".parse().unwrap();
+        assert_eq!(fmt_clock(same, now(), &tz), "14:05:09 CET");
+        let next = "2026-11-23T13:05:09Z".parse().unwrap();
+        assert_eq!(fmt_clock(next, now(), &tz), "Nov 23 14:05 CET");
+    }
+
+    #[test]
+    fn wait_rows_count_down() {
+        let cases = [
+            (
+                r#"{"state":"waiting","wait_reason":"backoff","waiting_until":"2026-11-22T10:00:45Z"}"#,
+                "backoff after a failed call · 45s left (until 10:00:45 UTC)",
+            ),
+            (
+                r#"{"state":"waiting","wait_reason":"token_limit","waiting_until":"2026-11-22T09:59:00Z"}"#,
+                "token budget reached · due now (until 09:59:00 UTC)",
+            ),
+            (
+                r#"{"state":"waiting","wait_reason":"usage_limit","waiting_until":"2026-11-22T11:00:00Z"}"#,
+                "usage limit · resets 11:00:00 UTC · 1h 00m left",
+            ),
+            (r#"{"state":"waiting","wait_reason":null}"#, "unknown"),
+            (r#"{"state":"running"}"#, "—"),
+        ];
+        for (patch, want) in cases {
+            let s = snap(Some(status(patch)), "", "", None);
+            let rows = rows(&s, now(), &TimeZone::UTC);
+            let wait = rows.iter().find(|r| r.label == "wait").unwrap();
+            assert_eq!(wait.value, want, "{patch}");
+        }
+    }
+}

@@ -1,0 +1,282 @@
+//! hank monitor / hank --monitor end to end
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::{Project, cmd_exists, stderr, stdout};
+
+const STATUS: &str = r#"{
+  "schema_version": 1, "updated_at": "2026-11-22T10:00:00Z", "state": "waiting",
+  "loop_count": 4, "calls_in_window": 100, "max_calls_per_hour": 100,
+  "next_call_at": "2999-01-01T00:00:00Z", "tokens_in_window": 12000, "max_tokens_per_hour": 0,
+  "wait_reason": "rate_limit", "waiting_until": "2999-01-01T00:00:00Z",
+  "circuit_state": "HALF_OPEN", "circuit_reason": "2 loops without progress",
+  "session_id": "abc", "total_cost_usd": 0.42,
+  "total_tokens": {"input": 100, "output": 20, "cache_read": 0, "cache_creation": 0},
+  "fix_plan": {"done": 3, "total": 7},
+  "last_loop": {"number": 4, "outcome": "success", "exit_signal": false, "status": "IN_PROGRESS",
+                "work_type": "TESTING", "files_changed": 0, "recommendation": "fix the flaky test",
+                "cost_usd": 0.11, "duration_ms": 61000},
+  "exit_reason": null, "exit_code": null
+}"#;
+
+#[test]
+fn once_prints_text_and_json_snapshots() {
+    let p = Project::new(&["one", "two"]);
+    std::fs::write(p.dir.join(".hank/status.json"), STATUS).unwrap();
+    std::fs::write(
+        p.dir.join(".hank/events.jsonl"),
+        "{\"schema_version\":1,\"type\":\"loop_started\",\"at\":\"2026-11-22T09:00:00Z\",\"loop\":4}\n\
+         {\"schema_version\":1,\"type\":\"warning\",\"at\":\"2026-11-22T09:00:01Z\",\"message\":\"careful\"}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        p.dir.join(".hank/live.log"),
+        "\u{1b}[32mhello from the agent\u{1b}[0m\n",
+    )
+    .unwrap();
+
+    let out = p.run(&["monitor", "--once"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    for want in [
+        "WAITING · loop 4",
+        "HALF_OPEN — 2 loops without progress",
+        "100 / 100 this hour · next call in",
+        "call cap reached",
+        "$0.42",
+        "0/2 done",
+        "TESTING",
+        "fix the flaky test",
+        "warning: careful",
+        "hello from the agent",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+    assert!(!text.contains('\u{1b}'), "escape sequences leak:\n{text}");
+
+    // No terminal and no --once: one snapshot, exit 0.
+    let out = p.run(&["monitor"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("WAITING · loop 4"));
+
+    let out = p.run(&["monitor", "--once", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["project"], "proj");
+    assert_eq!(v["status"]["loop_count"], 4);
+    assert_eq!(v["status"]["wait_reason"], "rate_limit");
+    assert_eq!(v["fix_plan"]["total"], 2);
+    assert_eq!(v["events"][1]["type"], "warning");
+    assert_eq!(v["live_tail"][0], "hello from the agent");
+
+    // The alias name and --dir from elsewhere.
+    let alias = p.home.join("hank-monitor");
+    std::os::unix::fs::symlink(crate::support::hank_bin(), &alias).unwrap();
+    let out = with_program(&p.cmd(), &alias)
+        .current_dir(&p.home)
+        .args(["--once", "--dir"])
+        .arg(&p.dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("WAITING · loop 4"));
+}
+
+/// `base` (the hermetic `Project::cmd`) with another program, e.g. an alias name.
+fn with_program(base: &Command, program: &Path) -> Command {
+    let mut c = Command::new(program);
+    c.env_clear();
+    for (k, v) in base.get_envs() {
+        if let Some(v) = v {
+            c.env(k, v);
+        }
+    }
+    c.stdin(Stdio::null());
+    c
+}
+
+#[test]
+fn missing_and_broken_files_are_survived() {
+    let p = Project::new(&["one"]);
+    let out = p.run(&["monitor", "--once"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("no status yet"), "{}", stdout(&out));
+
+    std::fs::write(
+        p.dir.join(".hank/status.json"),
+        "{\"schema_version\":1,\"sta",
+    )
+    .unwrap();
+    std::fs::write(p.dir.join(".hank/events.jsonl"), "not json\n{\"type\":").unwrap();
+    std::fs::write(p.dir.join(".hank/state.json"), "[]").unwrap();
+    let out = p.run(&["monitor", "--once"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("not valid JSON"), "{}", stdout(&out));
+
+    std::fs::write(
+        p.dir.join(".hank/status.json"),
+        r#"{"schema_version":7,"state":"running"}"#,
+    )
+    .unwrap();
+    let out = p.run(&["monitor", "--once", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["status"]["state"], "running");
+    assert!(v["notes"][0].as_str().unwrap().contains("schema_version 7"));
+}
+
+#[test]
+fn outside_a_project_is_a_usage_error() {
+    let p = Project::new(&[]);
+    let out = p.run(&["monitor", "--once", "--dir", "/nonexistent/dir"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("--dir /nonexistent/dir"),
+        "{}",
+        stderr(&out)
+    );
+    let out = p
+        .cmd()
+        .current_dir(&p.home)
+        .args(["monitor", "--once"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains(".hank/"), "{}", stderr(&out));
+}
+
+#[test]
+fn monitor_flag_without_tmux_is_a_usage_error() {
+    let p = Project::new(&["one"]);
+    let out = p
+        .cmd()
+        .env("PATH", p.home.as_os_str())
+        .args(["--monitor"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("tmux"), "{}", stderr(&out));
+    assert_eq!(p.calls(), 0);
+}
+
+/// A private tmux server (its own socket directory); killed on drop.
+struct Tmux {
+    tmpdir: PathBuf,
+    home: PathBuf,
+}
+
+impl Tmux {
+    fn cmd(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .args(args)
+            .env_remove("TMUX")
+            .env("TMUX_TMPDIR", &self.tmpdir)
+            .env("HOME", &self.home)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    fn has_session(&self, name: &str) -> bool {
+        self.cmd(&["has-session", "-t", &format!("={name}")])
+            .status
+            .success()
+    }
+
+    fn capture_all(&self, name: &str) -> String {
+        let panes = self.cmd(&[
+            "list-panes",
+            "-s",
+            "-t",
+            &format!("={name}"),
+            "-F",
+            "#{pane_id}",
+        ]);
+        stdout(&panes)
+            .lines()
+            .map(|id| stdout(&self.cmd(&["capture-pane", "-p", "-t", id])))
+            .collect::<Vec<_>>()
+            .join("\n=====\n")
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd(&["kill-server"]);
+    }
+}
+
+#[test]
+fn monitor_flag_runs_the_loop_in_tmux_and_ends_with_it() {
+    if !cmd_exists("tmux") {
+        eprintln!(
+            "skipping monitor_flag_runs_the_loop_in_tmux_and_ends_with_it: tmux is not installed"
+        );
+        return;
+    }
+    let p = Project::new(&["one", "two", "three"]);
+    // Slow enough for the dashboard to show the running loop.
+    p.fake("sleep", "4");
+    let tmpdir = p.home.join("tmux");
+    std::fs::create_dir_all(&tmpdir).unwrap();
+    let tmux = Tmux {
+        tmpdir: tmpdir.clone(),
+        home: p.home.clone(),
+    };
+
+    let out = p
+        .cmd()
+        .env("TMUX_TMPDIR", &tmpdir)
+        .args(["--monitor", "--max-loops", "1", "--model", "it's $HOME"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out).trim(),
+        "tmux attach -t 'proj'",
+        "{}",
+        stderr(&out)
+    );
+
+    // The dashboard pane shows the project's state.
+    let start = Instant::now();
+    let mut screen = String::new();
+    let mut seen = false;
+    while start.elapsed() < Duration::from_secs(30) && tmux.has_session("proj") {
+        screen = tmux.capture_all("proj");
+        if screen.contains("fix plan") && screen.contains("proj") && screen.contains("RUNNING") {
+            seen = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        seen,
+        "the monitor pane never showed the running loop:\n{screen}"
+    );
+
+    // The session ends with the loop (--max-loops 1 → exit code 3, recorded).
+    let start = Instant::now();
+    while tmux.has_session("proj") {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the session outlived the loop:\n{}",
+            tmux.capture_all("proj")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let code = std::fs::read_to_string(p.dir.join(".hank/logs/tmux-exit-code")).unwrap();
+    assert_eq!(code.trim(), "3");
+    assert_eq!(p.calls(), 1);
+    // The forwarded argument arrived intact.
+    let argv = p.argv(1);
+    let model = argv
+        .iter()
+        .position(|a| a == "--model")
+        .map(|i| argv[i + 1].clone());
+    assert_eq!(model.as_deref(), Some("it's $HOME"), "{argv:?}");
+}
