@@ -5,8 +5,38 @@
 //! outcome by content, never by the exit code alone (see `../shared/design/claude-contract.md`).
 //! No clock, no processes, no file I/O: time and the run facts are passed in.
 
+mod classify;
+mod derive;
+mod live;
+mod parse;
+mod report;
+mod reset;
+mod status;
+#[cfg(test)]
+mod tests;
+
+use std::io::BufRead;
+
 use jiff::Timestamp;
+use regex::Regex;
 use serde::{Deserialize, Serialize};
+
+pub use classify::{Classified, classify_text};
+pub use derive::{
+    completion_indicators, is_test_command, normalize_signature, questions, signatures,
+};
+pub use live::{LiveItem, live_items};
+pub use reset::{parse_reset, reset_from_line};
+pub use status::parse_status_block;
+
+/// Compiles one of the module's constant patterns (every one is exercised by the tests, so
+/// a failure here is a programming error caught before release, never an input problem).
+pub(crate) fn re(pattern: &str) -> Regex {
+    match Regex::new(pattern) {
+        Ok(r) => r,
+        Err(e) => panic!("constant pattern {pattern:?} does not compile: {e}"),
+    }
+}
 
 /// The shape of the agent's stdout, as detected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -238,7 +268,10 @@ impl Analysis {
     /// `EXIT_SIGNAL: true` was in the status block. Absent or unreadable means false.
     #[must_use]
     pub fn exit_signal(&self) -> bool {
-        self.status.as_ref().and_then(|s| s.exit_signal).unwrap_or(false)
+        self.status
+            .as_ref()
+            .and_then(|s| s.exit_signal)
+            .unwrap_or(false)
     }
 
     /// The error kind, if any.
@@ -250,11 +283,104 @@ impl Analysis {
     /// The recommendation line of the status block, if any.
     #[must_use]
     pub fn recommendation(&self) -> Option<&str> {
-        self.status.as_ref().and_then(|s| s.recommendation.as_deref())
+        self.status
+            .as_ref()
+            .and_then(|s| s.recommendation.as_deref())
     }
 }
 
+/// Longest summary kept (bytes, cut on a char boundary).
+pub const SUMMARY_BYTES: usize = 4096;
+
+fn cut_summary(text: &str) -> String {
+    if text.len() <= SUMMARY_BYTES {
+        return text.to_owned();
+    }
+    let mut cut = SUMMARY_BYTES;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", &text[..cut])
+}
+
+/// Analyzes one agent answer read from `stdout` as a stream (any size), with its stderr, the
+/// run facts and the current time (for reset times).
+pub fn analyze<R: BufRead>(stdout: R, stderr: &[u8], facts: &RunFacts, now: Timestamp) -> Analysis {
+    let gathered = parse::gather(stdout);
+    finish(gathered, stderr, facts, now)
+}
+
+/// [`analyze`] over bytes already in memory.
+#[must_use]
+pub fn analyze_bytes(stdout: &[u8], stderr: &[u8], facts: &RunFacts, now: Timestamp) -> Analysis {
+    analyze(stdout, stderr, facts, now)
+}
+
+fn finish(g: parse::Gathered, stderr: &[u8], facts: &RunFacts, now: Timestamp) -> Analysis {
+    let stderr = String::from_utf8_lossy(stderr);
+    let verdict = classify::verdict(&g, &stderr, facts, now);
+    let mut a = Analysis {
+        shape: g.shape,
+        outcome: verdict.outcome,
+        unknown_session: verdict.unknown_session,
+        session_id: g.session_id.clone(),
+        stdout_bytes: g.stdout_bytes,
+        ..Analysis::default()
+    };
+    if let Some(r) = &g.result {
+        a.cost_usd = r.cost_usd;
+        a.tokens = r.tokens;
+        a.num_turns = r.num_turns;
+        a.duration_ms = r.duration_ms;
+        a.permission_denials.clone_from(&r.denials);
+    }
+    // The answer text: the result, the plain text, or (no result) the last assistant text.
+    let text_mode = g.text.as_ref().map(parse::TextCapture::text);
+    let (answer, full_len): (&str, u64) = match (&g.result, &g.text, &text_mode) {
+        (Some(r), _, _) => {
+            let t = r.text.as_deref().unwrap_or("");
+            (t, t.len() as u64)
+        }
+        (None, Some(cap), Some(t)) => (t.as_str(), cap.len),
+        _ => (
+            g.last_assistant_text.as_str(),
+            g.last_assistant_text.len() as u64,
+        ),
+    };
+    a.output_len = full_len;
+    a.summary = match (&g.result, &g.text) {
+        (Some(r), _) if answer.trim().is_empty() => cut_summary(&r.errors.join("\n")),
+        (None, Some(cap)) if !cap.complete() => {
+            format!(
+                "{}…",
+                String::from_utf8_lossy(&cap.head).trim_end_matches('\u{fffd}')
+            )
+        }
+        _ => cut_summary(answer),
+    };
+
+    let own_words = a.outcome == Outcome::Success;
+    let mut sig_lines: Vec<&str> = Vec::new();
+    if own_words {
+        a.status = parse_status_block(answer);
+        a.completion_indicators = completion_indicators(a.status.as_ref(), answer);
+        a.questions = questions(answer);
+        sig_lines.extend(derive::error_lines_in_text(answer));
+    } else if let Some(e) = verdict.error.as_ref().filter(|e| !e.message.is_empty()) {
+        sig_lines.push(&e.message);
+    }
+    sig_lines.extend(derive::error_lines_in_stderr(&stderr));
+    a.error_signatures = signatures(sig_lines);
+    a.error = verdict.error;
+
+    let status_testing = a.status.as_ref().and_then(|s| s.work_type) == Some(WorkType::Testing);
+    let tools = g.tools;
+    let tools_testing = tools.bash > 0 && tools.bash_tests == tools.bash && tools.edits == 0;
+    a.testing_only = own_words && (status_testing || tools_testing);
+    a
+}
+
 /// `hank analyze FILE`.
-pub fn command(_args: &crate::cli::AnalyzeArgs) -> crate::error::Result<u8> {
-    Err(crate::error::HankError::Other("analyze is being built".into()))
+pub fn command(args: &crate::cli::AnalyzeArgs) -> crate::error::Result<u8> {
+    report::command(args)
 }

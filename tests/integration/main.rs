@@ -4,6 +4,7 @@
 // Test helpers outside #[test] functions may panic on setup failures: that is a test failure.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod analyze;
 mod cli;
 mod loop_e2e;
 mod monitor;

@@ -1,0 +1,892 @@
+//! Reading the agent's stdout in every shape Claude Code produces, as a stream.  **[pure]**
+//!
+//! The shape is detected from the first non-whitespace byte: `{` → one result object or
+//! stream-json lines, `[` → a message array (`--output-format json --verbose`), anything else →
+//! plain text, nothing → empty. Events are typed serde structs that ignore unknown fields; every
+//! field is optional and numbers are read leniently, so a surprising value never throws a whole
+//! line away. Nothing is held beyond the longest line (capped), the final result and a few
+//! bounded buffers, whatever the size of the output.
+
+use std::io::{BufRead, Read};
+
+use serde::Deserialize;
+use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+use super::{Denial, OutputShape, Tokens};
+
+/// Longest line kept in memory; the rest of a longer line is skipped (and the line unparsed).
+const MAX_LINE: usize = 64 * 1024 * 1024;
+/// Pretty-printed (multi-line) JSON is buffered up to this size.
+const MAX_WHOLE: usize = 64 * 1024 * 1024;
+/// Plain text: bytes kept from the start (for the summary) and from the end (for heuristics).
+const TEXT_HEAD: usize = 8 * 1024;
+const TEXT_TAIL: usize = 1024 * 1024;
+/// The last assistant text kept from a stream (for a summary when there is no result line).
+const ASSISTANT_TEXT_CAP: usize = 64 * 1024;
+
+/// A JSON scalar read leniently: whatever the type, it never fails the surrounding parse.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) enum Scalar {
+    #[default]
+    Absent,
+    Unsigned(u64),
+    Signed(i64),
+    Float(f64),
+    Text(String),
+    Bool(bool),
+}
+
+impl Scalar {
+    pub(crate) fn as_u64(&self) -> Option<u64> {
+        match self {
+            Self::Unsigned(v) => Some(*v),
+            Self::Signed(v) => u64::try_from(*v).ok(),
+            Self::Float(v) if v.is_finite() && *v >= 0.0 && *v < 1.8e19 => Some(*v as u64),
+            Self::Text(s) => s.trim().parse().ok(),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn as_f64(&self) -> Option<f64> {
+        match self {
+            Self::Unsigned(v) => Some(*v as f64),
+            Self::Signed(v) => Some(*v as f64),
+            Self::Float(v) if v.is_finite() => Some(*v),
+            Self::Text(s) => s.trim().parse().ok().filter(|v: &f64| v.is_finite()),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn as_str(&self) -> Option<&str> {
+        match self {
+            Self::Text(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn into_string(self) -> Option<String> {
+        match self {
+            Self::Text(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ScalarVisitor)
+    }
+}
+
+struct ScalarVisitor;
+
+impl<'de> Visitor<'de> for ScalarVisitor {
+    type Value = Scalar;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Scalar, E> {
+        Ok(Scalar::Bool(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Scalar, E> {
+        Ok(Scalar::Unsigned(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Scalar, E> {
+        Ok(Scalar::Signed(v))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Scalar, E> {
+        Ok(Scalar::Float(v))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Scalar, E> {
+        Ok(Scalar::Text(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Scalar, E> {
+        Ok(Scalar::Text(v))
+    }
+    fn visit_unit<E>(self) -> Result<Scalar, E> {
+        Ok(Scalar::Absent)
+    }
+    fn visit_none<E>(self) -> Result<Scalar, E> {
+        Ok(Scalar::Absent)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Scalar, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Scalar::Absent)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scalar, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Scalar::Absent)
+    }
+}
+
+/// Content of a message: an array of blocks, or a plain string (ignored), or anything else.
+#[derive(Debug, Default)]
+pub(crate) struct Content(pub Vec<Block>);
+
+impl<'de> Deserialize<'de> for Content {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ContentVisitor)
+    }
+}
+
+struct ContentVisitor;
+
+impl<'de> Visitor<'de> for ContentVisitor {
+    type Value = Content;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("message content")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Content, A::Error> {
+        let mut blocks = Vec::new();
+        while let Some(block) = seq.next_element::<Block>()? {
+            blocks.push(block);
+        }
+        Ok(Content(blocks))
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Content, E> {
+        Ok(Content::default())
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Content, E> {
+        Ok(Content::default())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Content, E> {
+        Ok(Content::default())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Content, E> {
+        Ok(Content::default())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Content, E> {
+        Ok(Content::default())
+    }
+    fn visit_unit<E>(self) -> Result<Content, E> {
+        Ok(Content::default())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Content, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Content::default())
+    }
+}
+
+/// One content block. `tool_result` blocks keep nothing: what a tool printed is never read.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct Block {
+    #[serde(rename = "type")]
+    pub kind: Scalar,
+    pub text: Scalar,
+    pub name: Scalar,
+    pub input: Option<ToolInput>,
+}
+
+/// The fields of a tool input that hank displays or checks.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct ToolInput {
+    pub command: Scalar,
+    pub file_path: Scalar,
+    pub notebook_path: Scalar,
+    pub path: Scalar,
+    pub pattern: Scalar,
+    pub description: Scalar,
+    pub url: Scalar,
+    pub query: Scalar,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct Message {
+    pub model: Scalar,
+    pub content: Content,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct Usage {
+    pub input_tokens: Scalar,
+    pub output_tokens: Scalar,
+    pub cache_read_input_tokens: Scalar,
+    pub cache_creation_input_tokens: Scalar,
+}
+
+impl Usage {
+    pub(crate) fn tokens(&self) -> Tokens {
+        let n = |s: &Scalar| s.as_u64().unwrap_or(0);
+        Tokens {
+            input: n(&self.input_tokens),
+            output: n(&self.output_tokens),
+            cache_read: n(&self.cache_read_input_tokens),
+            cache_creation: n(&self.cache_creation_input_tokens),
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct RawDenial {
+    pub tool_name: Scalar,
+    pub tool_input: Option<ToolInput>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct RateLimitInfo {
+    pub status: Scalar,
+    #[serde(rename = "resetsAt")]
+    pub resets_at: Scalar,
+    #[serde(rename = "rateLimitType")]
+    pub limit_type: Scalar,
+}
+
+/// One event: a stream-json line, an element of the message array, or the result object.
+/// One struct for every type; fields a type does not have stay absent.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct Event {
+    #[serde(rename = "type")]
+    pub kind: Scalar,
+    pub subtype: Scalar,
+    pub is_error: Scalar,
+    pub session_id: Scalar,
+    pub model: Scalar,
+    pub result: Scalar,
+    pub errors: Option<Vec<Scalar>>,
+    pub api_error_status: Scalar,
+    pub total_cost_usd: Scalar,
+    pub usage: Option<Usage>,
+    pub num_turns: Scalar,
+    pub duration_ms: Scalar,
+    pub permission_denials: Option<Vec<RawDenial>>,
+    pub message: Option<Message>,
+    pub error: Scalar,
+    pub rate_limit_info: Option<RateLimitInfo>,
+    pub attempt: Scalar,
+    pub error_status: Scalar,
+}
+
+/// The final `result` of a call.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct ResultData {
+    pub subtype: String,
+    pub is_error: bool,
+    pub text: Option<String>,
+    pub errors: Vec<String>,
+    pub api_status: Option<u16>,
+    pub cost_usd: f64,
+    pub tokens: Tokens,
+    pub num_turns: Option<u32>,
+    pub duration_ms: Option<u64>,
+    pub denials: Vec<Denial>,
+}
+
+/// A synthetic assistant message carrying an error category (`"error":"rate_limit"`, …).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Synthetic {
+    pub category: String,
+    pub text: String,
+}
+
+/// An `api_retry` event: the CLI is retrying a failed API call.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Retry {
+    pub attempt: u32,
+    pub category: String,
+    pub status: Option<u16>,
+}
+
+/// Tool uses seen in a stream (only stream-json and message arrays show them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ToolTally {
+    pub total: u32,
+    pub bash: u32,
+    pub bash_tests: u32,
+    pub edits: u32,
+}
+
+/// Plain-text output: its start, its end and its full length.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct TextCapture {
+    pub head: Vec<u8>,
+    pub tail: Vec<u8>,
+    pub len: u64,
+}
+
+impl TextCapture {
+    fn push(&mut self, bytes: &[u8]) {
+        self.len = self.len.saturating_add(bytes.len() as u64);
+        if self.head.len() < TEXT_HEAD {
+            let take = (TEXT_HEAD - self.head.len()).min(bytes.len());
+            self.head.extend_from_slice(&bytes[..take]);
+        }
+        self.tail.extend_from_slice(bytes);
+        if self.tail.len() > TEXT_TAIL * 2 {
+            let cut = self.tail.len() - TEXT_TAIL;
+            self.tail.drain(..cut);
+        }
+    }
+
+    /// The whole text when it was short enough to be kept, else its last part.
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8_lossy(&self.tail).into_owned()
+    }
+
+    /// Whether `text()` is the complete output.
+    pub(crate) fn complete(&self) -> bool {
+        self.tail.len() as u64 == self.len
+    }
+}
+
+/// Everything read from stdout, before classification.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Gathered {
+    pub shape: OutputShape,
+    pub stdout_bytes: u64,
+    /// JSON events understood.
+    pub events: u64,
+    pub session_id: Option<String>,
+    pub model: Option<String>,
+    pub result: Option<ResultData>,
+    /// A `rate_limit_event` with status `rejected` was seen.
+    pub limit_rejected: bool,
+    /// Its `resetsAt` (epoch seconds), if it gave one.
+    pub limit_resets_at: Option<i64>,
+    pub synthetic: Option<Synthetic>,
+    pub last_assistant_text: String,
+    /// `[Request interrupted by user]` appeared as a user message.
+    pub user_interrupt: bool,
+    /// The last `api_retry` event.
+    pub retry: Option<Retry>,
+    pub tools: ToolTally,
+    pub text: Option<TextCapture>,
+}
+
+/// The one-line detail of a tool use, for display (Bash command, file path, pattern, …).
+pub(crate) fn tool_detail(name: &str, input: Option<&ToolInput>) -> String {
+    let Some(input) = input else {
+        return String::new();
+    };
+    let pick = |fields: &[&Scalar]| -> String {
+        fields
+            .iter()
+            .find_map(|f| f.as_str())
+            .unwrap_or("")
+            .to_owned()
+    };
+    match name {
+        "Bash" => pick(&[&input.command]),
+        "Read" | "Write" | "Edit" | "MultiEdit" | "NotebookEdit" | "NotebookRead" => {
+            pick(&[&input.file_path, &input.notebook_path, &input.path])
+        }
+        "Grep" | "Glob" => pick(&[&input.pattern, &input.path]),
+        "Task" | "Agent" => pick(&[&input.description]),
+        "WebFetch" => pick(&[&input.url]),
+        "WebSearch" => pick(&[&input.query]),
+        _ => pick(&[
+            &input.command,
+            &input.file_path,
+            &input.pattern,
+            &input.description,
+            &input.url,
+            &input.query,
+            &input.path,
+        ]),
+    }
+}
+
+/// Tools that change files.
+pub(crate) fn is_edit_tool(name: &str) -> bool {
+    matches!(name, "Write" | "Edit" | "MultiEdit" | "NotebookEdit")
+}
+
+fn truncate_bytes(s: &mut String, max: usize) {
+    if s.len() > max {
+        let mut cut = max;
+        while cut > 0 && !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+    }
+}
+
+impl Gathered {
+    /// Folds one event into what is known.
+    pub(crate) fn absorb(&mut self, ev: Event) {
+        self.events += 1;
+        if let Some(id) = ev.session_id.as_str().filter(|s| !s.trim().is_empty())
+            && self.session_id.as_deref() != Some(id)
+        {
+            self.session_id = Some(id.to_owned());
+        }
+        match ev.kind.as_str().unwrap_or("") {
+            "system" => match ev.subtype.as_str().unwrap_or("") {
+                "init" => {
+                    if let Some(m) = ev.model.into_string() {
+                        self.model = Some(m);
+                    }
+                }
+                "api_retry" => {
+                    self.retry = Some(Retry {
+                        attempt: ev
+                            .attempt
+                            .as_u64()
+                            .and_then(|a| u32::try_from(a).ok())
+                            .unwrap_or(0),
+                        category: ev
+                            .error
+                            .into_string()
+                            .unwrap_or_else(|| "unknown".to_owned()),
+                        status: ev.error_status.as_u64().and_then(|s| u16::try_from(s).ok()),
+                    });
+                }
+                _ => {}
+            },
+            "rate_limit_event" => {
+                if let Some(info) = ev.rate_limit_info
+                    && info.status.as_str() == Some("rejected")
+                {
+                    self.limit_rejected = true;
+                    if let Some(at) = info.resets_at.as_u64() {
+                        self.limit_resets_at = i64::try_from(at).ok();
+                    }
+                }
+            }
+            "assistant" => self.absorb_assistant(ev),
+            "user" => {
+                if let Some(msg) = ev.message {
+                    let interrupted = msg.content.0.iter().any(|b| {
+                        b.kind.as_str() == Some("text")
+                            && b.text
+                                .as_str()
+                                .is_some_and(|t| t.starts_with("[Request interrupted by user"))
+                    });
+                    self.user_interrupt |= interrupted;
+                }
+            }
+            "result" => self.absorb_result(ev),
+            _ => {}
+        }
+    }
+
+    fn absorb_assistant(&mut self, ev: Event) {
+        let Some(msg) = ev.message else { return };
+        let mut text = String::new();
+        for block in &msg.content.0 {
+            match block.kind.as_str().unwrap_or("") {
+                "text" => {
+                    if let Some(t) = block.text.as_str() {
+                        if !text.is_empty() {
+                            text.push('\n');
+                        }
+                        text.push_str(t);
+                    }
+                }
+                "tool_use" => {
+                    let name = block.name.as_str().unwrap_or("");
+                    self.tools.total = self.tools.total.saturating_add(1);
+                    if name == "Bash" {
+                        self.tools.bash = self.tools.bash.saturating_add(1);
+                        let cmd = tool_detail(name, block.input.as_ref());
+                        if super::derive::is_test_command(&cmd) {
+                            self.tools.bash_tests = self.tools.bash_tests.saturating_add(1);
+                        }
+                    } else if is_edit_tool(name) {
+                        self.tools.edits = self.tools.edits.saturating_add(1);
+                    }
+                }
+                _ => {}
+            }
+        }
+        truncate_bytes(&mut text, ASSISTANT_TEXT_CAP);
+        if let Some(category) = ev.error.into_string() {
+            self.synthetic = Some(Synthetic {
+                category,
+                text: text.clone(),
+            });
+        }
+        if !text.trim().is_empty() {
+            self.last_assistant_text = text;
+        }
+    }
+
+    fn absorb_result(&mut self, ev: Event) {
+        let errors: Vec<String> = ev
+            .errors
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(Scalar::into_string)
+            .collect();
+        let is_error = match ev.is_error {
+            Scalar::Bool(b) => b,
+            Scalar::Text(ref s) => s.eq_ignore_ascii_case("true"),
+            _ => false,
+        };
+        let denials = ev
+            .permission_denials
+            .unwrap_or_default()
+            .into_iter()
+            .map(|d| {
+                let tool = d
+                    .tool_name
+                    .into_string()
+                    .unwrap_or_else(|| "unknown".to_owned());
+                let command = if tool == "Bash" {
+                    d.tool_input.and_then(|i| i.command.into_string())
+                } else {
+                    None
+                };
+                Denial { tool, command }
+            })
+            .collect();
+        self.result = Some(ResultData {
+            subtype: ev.subtype.into_string().unwrap_or_default(),
+            is_error,
+            text: ev.result.into_string(),
+            errors,
+            api_status: ev
+                .api_error_status
+                .as_u64()
+                .and_then(|v| u16::try_from(v).ok()),
+            cost_usd: ev
+                .total_cost_usd
+                .as_f64()
+                .filter(|c| *c >= 0.0)
+                .unwrap_or(0.0),
+            tokens: ev.usage.as_ref().map(Usage::tokens).unwrap_or_default(),
+            num_turns: ev.num_turns.as_u64().and_then(|v| u32::try_from(v).ok()),
+            duration_ms: ev.duration_ms.as_u64(),
+            denials,
+        });
+    }
+}
+
+/// A reader that counts the bytes consumed through it.
+struct Counting<R> {
+    inner: R,
+    count: u64,
+}
+
+impl<R: BufRead> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count = self.count.saturating_add(n as u64);
+        Ok(n)
+    }
+}
+
+impl<R: BufRead> BufRead for Counting<R> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        self.inner.fill_buf()
+    }
+    fn consume(&mut self, amt: usize) {
+        self.count = self.count.saturating_add(amt as u64);
+        self.inner.consume(amt);
+    }
+}
+
+/// Reads one line (without its `\n`) into `buf`, keeping at most `MAX_LINE` bytes.
+/// Returns `None` at the end of input, else whether the line was cut.
+/// Read errors end the input (what was read so far is kept).
+fn read_line_capped<R: BufRead>(r: &mut R, buf: &mut Vec<u8>) -> Option<bool> {
+    buf.clear();
+    let mut cut = false;
+    let mut any = false;
+    loop {
+        let (done, used) = {
+            let available = match r.fill_buf() {
+                Ok(a) => a,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => return if any { Some(cut) } else { None },
+            };
+            if available.is_empty() {
+                return if any { Some(cut) } else { None };
+            }
+            any = true;
+            let (chunk, done, used) = match available.iter().position(|&b| b == b'\n') {
+                Some(i) => (&available[..i], true, i + 1),
+                None => (available, false, available.len()),
+            };
+            let room = MAX_LINE.saturating_sub(buf.len());
+            if chunk.len() > room {
+                cut = true;
+            }
+            buf.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            (done, used)
+        };
+        r.consume(used);
+        if done {
+            return Some(cut);
+        }
+    }
+}
+
+fn trim_ascii(b: &[u8]) -> &[u8] {
+    b.trim_ascii()
+}
+
+/// Skips leading whitespace (and a UTF-8 BOM) and returns the first byte, unconsumed.
+fn first_byte<R: BufRead>(r: &mut R) -> Option<u8> {
+    let mut at_start = true;
+    loop {
+        let available = match r.fill_buf() {
+            Ok(a) => a,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return None,
+        };
+        if available.is_empty() {
+            return None;
+        }
+        if at_start && available.starts_with(&[0xEF, 0xBB, 0xBF]) {
+            r.consume(3);
+            at_start = false;
+            continue;
+        }
+        at_start = false;
+        match available.iter().position(|b| !b.is_ascii_whitespace()) {
+            Some(i) => {
+                let b = available[i];
+                r.consume(i);
+                return Some(b);
+            }
+            None => {
+                let n = available.len();
+                r.consume(n);
+            }
+        }
+    }
+}
+
+/// Reads the whole of stdout and gathers what it says.
+pub(crate) fn gather<R: BufRead>(stdout: R) -> Gathered {
+    let mut r = Counting {
+        inner: stdout,
+        count: 0,
+    };
+    let mut g = Gathered::default();
+    match first_byte(&mut r) {
+        None => g.shape = OutputShape::Empty,
+        Some(b'{') => gather_lines(&mut r, &mut g),
+        Some(b'[') => gather_array(&mut r, &mut g),
+        Some(_) => gather_text(&mut r, &mut g),
+    }
+    // Drain whatever is left so the byte count is the whole output.
+    let _ = std::io::copy(&mut r, &mut std::io::sink());
+    g.stdout_bytes = r.count;
+    g
+}
+
+fn gather_text<R: BufRead>(r: &mut R, g: &mut Gathered) {
+    g.shape = OutputShape::Text;
+    let mut cap = TextCapture::default();
+    loop {
+        let n = match r.fill_buf() {
+            Ok([]) => break,
+            Ok(a) => {
+                cap.push(a);
+                a.len()
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        r.consume(n);
+    }
+    if cap.tail.len() > TEXT_TAIL {
+        let cut = cap.tail.len() - TEXT_TAIL;
+        cap.tail.drain(..cut);
+    }
+    g.text = Some(cap);
+}
+
+fn gather_lines<R: BufRead>(r: &mut R, g: &mut Gathered) {
+    let mut line = Vec::new();
+    let mut parsed = 0u64;
+    let mut first = true;
+    let mut last_failed = false;
+    let mut only_result = true;
+    while let Some(cut) = read_line_capped(r, &mut line) {
+        let trimmed = trim_ascii(&line);
+        if trimmed.is_empty() {
+            continue;
+        }
+        let event = if cut {
+            None
+        } else {
+            serde_json::from_slice::<Event>(trimmed).ok()
+        };
+        match event {
+            Some(ev) => {
+                only_result &= ev.kind.as_str() == Some("result");
+                g.absorb(ev);
+                parsed += 1;
+                last_failed = false;
+            }
+            None if first => {
+                // Pretty-printed JSON, or one object cut short: read it whole.
+                gather_whole(r, g, trimmed.to_vec());
+                return;
+            }
+            None => last_failed = true,
+        }
+        first = false;
+    }
+    g.shape = if last_failed {
+        OutputShape::Truncated
+    } else if parsed == 1 && only_result {
+        OutputShape::ResultObject
+    } else {
+        OutputShape::StreamJson
+    };
+}
+
+fn gather_whole<R: BufRead>(r: &mut R, g: &mut Gathered, mut buf: Vec<u8>) {
+    buf.push(b'\n');
+    let mut line = Vec::new();
+    while read_line_capped(r, &mut line).is_some() {
+        if buf.len() + line.len() >= MAX_WHOLE {
+            break;
+        }
+        buf.extend_from_slice(&line);
+        buf.push(b'\n');
+    }
+    let mut values = 0u64;
+    let mut only_result = true;
+    let mut failed = false;
+    for ev in serde_json::Deserializer::from_slice(&buf).into_iter::<Event>() {
+        match ev {
+            Ok(ev) => {
+                only_result &= ev.kind.as_str() == Some("result");
+                g.absorb(ev);
+                values += 1;
+            }
+            Err(_) => {
+                failed = true;
+                break;
+            }
+        }
+    }
+    g.shape = if failed {
+        OutputShape::Truncated
+    } else if values == 1 && only_result {
+        OutputShape::ResultObject
+    } else {
+        OutputShape::StreamJson
+    };
+}
+
+/// Visits the elements of the top-level array one by one, folding each into `Gathered`.
+struct ArrayVisitor<'a>(&'a mut Gathered);
+
+impl<'de> Visitor<'de> for ArrayVisitor<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an array of messages")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(ev) = seq.next_element::<Option<Event>>()? {
+            if let Some(ev) = ev {
+                self.0.absorb(ev);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn gather_array<R: BufRead>(r: &mut R, g: &mut Gathered) {
+    let mut de = serde_json::Deserializer::from_reader(r);
+    let ok = de.deserialize_seq(ArrayVisitor(g)).is_ok();
+    g.shape = if ok {
+        OutputShape::MessageArray
+    } else {
+        OutputShape::Truncated
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes_are_detected_from_the_first_bytes() {
+        let cases: &[(&[u8], OutputShape)] = &[
+            (b"", OutputShape::Empty),
+            (b"  \n\t\n", OutputShape::Empty),
+            (b"{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false}\n", OutputShape::ResultObject),
+            (b"\xEF\xBB\xBF{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false}", OutputShape::ResultObject),
+            (b"{\"type\":\"system\",\"subtype\":\"init\"}\n{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false}\n", OutputShape::StreamJson),
+            (b"[{\"type\":\"system\"},{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false}]", OutputShape::MessageArray),
+            (b"[{\"type\":\"system\"},{\"type\":\"res", OutputShape::Truncated),
+            (b"{\"type\":\"system\",\"subtype\":\"init\"}\n{\"type\":\"assis", OutputShape::Truncated),
+            (b"{\"type\":\"result\",\"subtype\":\"succ", OutputShape::Truncated),
+            (b"{\n  \"type\": \"result\",\n  \"subtype\": \"success\",\n  \"is_error\": false\n}\n", OutputShape::ResultObject),
+            (b"hello there", OutputShape::Text),
+            (b"\x00\xff\xfe", OutputShape::Text),
+        ];
+        for (input, shape) in cases {
+            let g = gather(*input);
+            assert_eq!(g.shape, *shape, "{:?}", String::from_utf8_lossy(input));
+            assert_eq!(g.stdout_bytes, input.len() as u64);
+        }
+    }
+
+    #[test]
+    fn lenient_numbers_never_fail_the_line() {
+        let line = br#"{"type":"result","subtype":"success","is_error":false,"num_turns":"3","total_cost_usd":null,"duration_ms":1.5e3,"usage":{"input_tokens":-4,"output_tokens":{"x":1}},"api_error_status":[1]}"#;
+        let g = gather(&line[..]);
+        let r = g.result.unwrap();
+        assert_eq!(r.num_turns, Some(3));
+        assert_eq!(r.duration_ms, Some(1500));
+        assert_eq!(r.cost_usd, 0.0);
+        assert_eq!(r.tokens, Tokens::default());
+        assert_eq!(r.api_status, None);
+    }
+
+    #[test]
+    fn tool_results_are_not_read_and_tools_are_tallied() {
+        let s = concat!(
+            r#"{"type":"assistant","message":{"content":[{"type":"tool_use","name":"Bash","input":{"command":"cargo test --all"}},{"type":"tool_use","name":"Read","input":{"file_path":"/a/b.rs"}}]}}"#,
+            "\n",
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","content":"usage limit reached","is_error":false}]}}"#,
+            "\n",
+            r#"{"type":"assistant","message":{"content":[{"type":"tool_use","name":"Edit","input":{"file_path":"x"}}]}}"#,
+            "\n"
+        );
+        let g = gather(s.as_bytes());
+        assert_eq!(
+            g.tools,
+            ToolTally {
+                total: 3,
+                bash: 1,
+                bash_tests: 1,
+                edits: 1
+            }
+        );
+        assert!(g.synthetic.is_none());
+        assert!(g.last_assistant_text.is_empty());
+    }
+
+    #[test]
+    fn overlong_lines_are_cut_not_held() {
+        let mut buf = Vec::new();
+        let mut input: &[u8] = b"abc\ndef";
+        assert_eq!(read_line_capped(&mut input, &mut buf), Some(false));
+        assert_eq!(buf, b"abc");
+        assert_eq!(read_line_capped(&mut input, &mut buf), Some(false));
+        assert_eq!(buf, b"def");
+        assert_eq!(read_line_capped(&mut input, &mut buf), None);
+    }
+
+    #[test]
+    fn text_capture_keeps_head_and_tail() {
+        let mut cap = TextCapture::default();
+        let chunk = vec![b'a'; 1024 * 1024];
+        for _ in 0..5 {
+            cap.push(&chunk);
+        }
+        assert_eq!(cap.len, 5 * 1024 * 1024);
+        assert_eq!(cap.head.len(), TEXT_HEAD);
+        assert!(cap.tail.len() <= TEXT_TAIL * 2);
+        assert!(!cap.complete());
+    }
+}

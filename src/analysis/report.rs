@@ -1,0 +1,290 @@
+//! `hank analyze FILE`: the I/O edge of the analyzer. Reads the saved output as a stream,
+//! runs [`super::analyze`] with the current time and explains the result (or prints it as
+//! JSON with `--json`).
+
+use std::fmt::Write as _;
+use std::fs::File;
+use std::io::{BufReader, Read, Write as _};
+use std::path::{Path, PathBuf};
+
+use jiff::Timestamp;
+
+use super::{Analysis, Outcome, RunFacts, analyze};
+use crate::cli::AnalyzeArgs;
+use crate::error::{HankError, Result};
+
+/// Most stderr read (the CLI prints a few lines there; anything past this is not needed).
+const MAX_STDERR: u64 = 4 * 1024 * 1024;
+
+/// `FILE.out` → `FILE.err` (only for files ending in `.out`).
+fn default_stderr_path(file: &Path) -> Option<PathBuf> {
+    (file.extension()? == "out").then(|| file.with_extension("err"))
+}
+
+fn read_stderr(args: &AnalyzeArgs) -> Result<Vec<u8>> {
+    let path = match &args.stderr {
+        Some(p) => p.clone(),
+        None => match default_stderr_path(&args.file) {
+            Some(p) if p.is_file() => p,
+            _ => return Ok(Vec::new()),
+        },
+    };
+    let file = File::open(&path).map_err(|e| HankError::io("cannot read stderr file", &path, e))?;
+    let mut buf = Vec::new();
+    file.take(MAX_STDERR)
+        .read_to_end(&mut buf)
+        .map_err(|e| HankError::io("cannot read stderr file", &path, e))?;
+    Ok(buf)
+}
+
+pub(crate) fn command(args: &AnalyzeArgs) -> Result<u8> {
+    let stderr = read_stderr(args)?;
+    let facts = RunFacts {
+        exit_code: args.exit_code,
+        ..RunFacts::default()
+    };
+    let now = Timestamp::now();
+    let analysis = if args.file.as_os_str() == "-" {
+        analyze(std::io::stdin().lock(), &stderr, &facts, now)
+    } else {
+        let file = File::open(&args.file)
+            .map_err(|e| HankError::io("cannot read agent output", &args.file, e))?;
+        if file.metadata().is_ok_and(|m| m.is_dir()) {
+            return Err(HankError::usage(format!(
+                "{} is a directory; expected a saved agent output file (e.g. .hank/logs/loop-00001.out)",
+                args.file.display()
+            )));
+        }
+        analyze(
+            BufReader::with_capacity(256 * 1024, file),
+            &stderr,
+            &facts,
+            now,
+        )
+    };
+    let text = if args.json {
+        let mut s = serde_json::to_string_pretty(&analysis)
+            .map_err(|e| HankError::Other(format!("cannot encode the analysis as JSON: {e}")))?;
+        s.push('\n');
+        s
+    } else {
+        explain(&analysis, now)
+    };
+    let mut out = std::io::stdout().lock();
+    // A closed stdout (e.g. `| head`) is not an error worth reporting.
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+    Ok(crate::exit::OK)
+}
+
+fn outcome_str(o: Outcome) -> &'static str {
+    match o {
+        Outcome::Success => "success",
+        Outcome::AgentError => "agent error",
+        Outcome::Timeout => "timeout",
+        Outcome::Crashed => "crashed",
+    }
+}
+
+fn shape_str(a: &Analysis) -> &'static str {
+    use super::OutputShape as S;
+    match a.shape {
+        S::ResultObject => "JSON result object",
+        S::MessageArray => "JSON message array",
+        S::StreamJson => "stream-json",
+        S::Text => "plain text",
+        S::Empty => "empty",
+        S::Truncated => "truncated JSON",
+    }
+}
+
+fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut v = n as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
+/// The readable explanation printed by `hank analyze`.
+#[must_use]
+pub(crate) fn explain(a: &Analysis, now: Timestamp) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "shape:        {} ({})",
+        shape_str(a),
+        human_bytes(a.stdout_bytes)
+    );
+    let _ = writeln!(s, "outcome:      {}", outcome_str(a.outcome));
+    if let Some(e) = &a.error {
+        let status = e
+            .api_status
+            .map(|c| format!(" (HTTP {c})"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "error:        {}{status}: {}",
+            e.kind.as_str(),
+            e.message
+        );
+        if let Some(at) = e.reset_at {
+            let wait = at.duration_since(now);
+            let mins = wait.as_secs().max(0) / 60;
+            let _ = writeln!(s, "resets at:    {at} (in {}h{:02}m)", mins / 60, mins % 60);
+        }
+    }
+    if a.unknown_session {
+        let _ = writeln!(
+            s,
+            "session:      unknown to the CLI: hank drops it and retries without --resume"
+        );
+    }
+    if let Some(id) = &a.session_id {
+        let _ = writeln!(s, "session id:   {id}");
+    }
+    if a.cost_usd > 0.0 {
+        let _ = writeln!(s, "cost:         ${:.4}", a.cost_usd);
+    }
+    if a.tokens.sum() > 0 {
+        let t = &a.tokens;
+        let _ = writeln!(
+            s,
+            "tokens:       {} in, {} out, {} cache read, {} cache write",
+            t.input, t.output, t.cache_read, t.cache_creation
+        );
+    }
+    if let Some(n) = a.num_turns {
+        let _ = writeln!(s, "turns:        {n}");
+    }
+    if let Some(ms) = a.duration_ms {
+        let _ = writeln!(s, "duration:     {:.1}s", ms as f64 / 1000.0);
+    }
+    for d in &a.permission_denials {
+        match &d.command {
+            Some(c) => {
+                let _ = writeln!(s, "denied:       {} `{c}`", d.tool);
+            }
+            None => {
+                let _ = writeln!(s, "denied:       {}", d.tool);
+            }
+        }
+    }
+    match &a.status {
+        None => {
+            let _ = writeln!(s, "status block: none");
+        }
+        Some(b) => {
+            let show = |v: Option<String>| v.unwrap_or_else(|| "?".to_owned());
+            let _ = writeln!(s, "status block:");
+            let _ = writeln!(
+                s,
+                "  STATUS:                    {}",
+                show(b.status.map(|v| enum_name(&v)))
+            );
+            let _ = writeln!(
+                s,
+                "  TASKS_COMPLETED_THIS_LOOP: {}",
+                show(b.tasks_completed.map(|v| v.to_string()))
+            );
+            let _ = writeln!(
+                s,
+                "  FILES_MODIFIED:            {}",
+                show(b.files_modified.map(|v| v.to_string()))
+            );
+            let _ = writeln!(
+                s,
+                "  TESTS_STATUS:              {}",
+                show(b.tests_status.map(|v| enum_name(&v)))
+            );
+            let _ = writeln!(
+                s,
+                "  WORK_TYPE:                 {}",
+                show(b.work_type.map(|v| enum_name(&v)))
+            );
+            let _ = writeln!(
+                s,
+                "  EXIT_SIGNAL:               {}",
+                show(b.exit_signal.map(|v| v.to_string()))
+            );
+            let _ = writeln!(
+                s,
+                "  RECOMMENDATION:            {}",
+                show(b.recommendation.clone())
+            );
+        }
+    }
+    let list = |s: &mut String, title: &str, items: &[String]| {
+        if items.is_empty() {
+            let _ = writeln!(s, "{title:<13} none");
+        } else {
+            let _ = writeln!(s, "{title}");
+            for i in items {
+                let _ = writeln!(s, "  - {i}");
+            }
+        }
+    };
+    list(&mut s, "completion:", &a.completion_indicators);
+    let _ = writeln!(
+        s,
+        "test only:    {}",
+        if a.testing_only { "yes" } else { "no" }
+    );
+    list(&mut s, "questions:", &a.questions);
+    list(&mut s, "signatures:", &a.error_signatures);
+    let _ = writeln!(s, "answer:       {} bytes", a.output_len);
+    if !a.summary.trim().is_empty() {
+        let _ = writeln!(s, "\n{}", a.summary.trim_end());
+    }
+    s
+}
+
+/// A status-block enum spelled as in the block (`IN_PROGRESS`).
+fn enum_name<T: serde::Serialize>(v: &T) -> String {
+    match serde_json::to_value(v) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => "?".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stderr_path_defaults_next_to_out_files() {
+        assert_eq!(
+            default_stderr_path(Path::new(".hank/logs/loop-00003.out")),
+            Some(PathBuf::from(".hank/logs/loop-00003.err"))
+        );
+        assert_eq!(default_stderr_path(Path::new("x.json")), None);
+        assert_eq!(default_stderr_path(Path::new("-")), None);
+    }
+
+    #[test]
+    fn explanation_names_the_essentials() {
+        let now: Timestamp = "2026-11-22T10:00:00Z".parse().unwrap();
+        let out = r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"You've hit your session limit · resets 5:09am (UTC)","session_id":"abc","total_cost_usd":0}"#;
+        let a = super::super::analyze_bytes(out.as_bytes(), b"", &RunFacts::default(), now);
+        let text = explain(&a, now);
+        for want in [
+            "outcome:      agent error",
+            "error:        usage_limit (HTTP 429): You've hit your session limit",
+            "resets at:    2026-11-23T05:09:00Z (in 19h09m)",
+            "session id:   abc",
+            "status block: none",
+        ] {
+            assert!(text.contains(want), "missing {want:?} in\n{text}");
+        }
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(3 * 1024 * 1024), "3.0 MiB");
+    }
+}

@@ -1,0 +1,918 @@
+//! Fixture-driven tests of the whole analyzer (`fixtures/claude/`), the traps, and properties.
+
+use std::path::PathBuf;
+
+use proptest::prelude::*;
+
+use super::*;
+
+const SID: &str = "4b7c2e1a-9d3f-4e8b-a6c5-1f2e3d4c5b6a";
+
+fn fixture(name: &str) -> Vec<u8> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/claude")
+        .join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn now() -> Timestamp {
+    "2026-11-22T10:00:00Z".parse().unwrap()
+}
+
+fn exit(code: i32) -> RunFacts {
+    RunFacts {
+        exit_code: Some(code),
+        ..RunFacts::default()
+    }
+}
+
+fn run(stdout: &str, stderr: Option<&str>, facts: RunFacts) -> Analysis {
+    let out = if stdout.is_empty() {
+        Vec::new()
+    } else {
+        fixture(stdout)
+    };
+    let err = stderr.map(fixture).unwrap_or_default();
+    analyze_bytes(&out, &err, &facts, now())
+}
+
+#[test]
+fn every_fixture_is_classified() {
+    use ErrorKind as K;
+    use Outcome as O;
+    use OutputShape as S;
+    // (stdout fixture, stderr fixture, facts, shape, outcome, error kind, session id known)
+    type Case<'a> = (&'a str, Option<&'a str>, RunFacts, S, O, Option<K>, bool);
+    let cases: &[Case<'_>] = &[
+        (
+            "success.json",
+            None,
+            exit(0),
+            S::ResultObject,
+            O::Success,
+            None,
+            true,
+        ),
+        (
+            "success_complete.json",
+            None,
+            exit(0),
+            S::ResultObject,
+            O::Success,
+            None,
+            true,
+        ),
+        (
+            "success_complete_no_exit.json",
+            None,
+            exit(0),
+            S::ResultObject,
+            O::Success,
+            None,
+            true,
+        ),
+        (
+            "success_questions.json",
+            None,
+            exit(0),
+            S::ResultObject,
+            O::Success,
+            None,
+            true,
+        ),
+        (
+            "success_testing.json",
+            None,
+            exit(0),
+            S::ResultObject,
+            O::Success,
+            None,
+            true,
+        ),
+        (
+            "success_build_errors.json",
+            None,
+            exit(0),
+            S::ResultObject,
+            O::Success,
+            None,
+            true,
+        ),
+        (
+            "permission_denied.json",
+            None,
+            exit(0),
+            S::ResultObject,
+            O::Success,
+            None,
+            true,
+        ),
+        (
+            "api_error_401.json",
+            None,
+            exit(1),
+            S::ResultObject,
+            O::AgentError,
+            Some(K::Auth),
+            true,
+        ),
+        (
+            "not_logged_in.json",
+            None,
+            exit(1),
+            S::ResultObject,
+            O::AgentError,
+            Some(K::Auth),
+            true,
+        ),
+        // is_error:true is a failure even with exit 0.
+        (
+            "not_logged_in.json",
+            None,
+            exit(0),
+            S::ResultObject,
+            O::AgentError,
+            Some(K::Auth),
+            true,
+        ),
+        (
+            "credit_low.json",
+            None,
+            exit(1),
+            S::ResultObject,
+            O::AgentError,
+            Some(K::Billing),
+            true,
+        ),
+        (
+            "usage_limit_session.json",
+            None,
+            exit(1),
+            S::ResultObject,
+            O::AgentError,
+            Some(K::UsageLimit),
+            true,
+        ),
+        (
+            "usage_limit_weekly.json",
+            None,
+            exit(1),
+            S::ResultObject,
+            O::AgentError,
+            Some(K::UsageLimit),
+            true,
+        ),
+        (
+            "usage_limit_at.json",
+            None,
+            exit(1),
+            S::ResultObject,
+            O::AgentError,
+            Some(K::UsageLimit),
+            true,
+        ),
+        (
+            "usage_limit_legacy.json",
+            None,
+            exit(1),
+            S::ResultObject,
+            O::AgentError,
+            Some(K::UsageLimit),
+            true,
+        ),
+        (
+            "rate_limit_429.json",
+            None,
+            exit(1),
+            S::ResultObject,
+            O::AgentError,
+            Some(K::RateLimit),
+            true,
+        ),
+        (
+            "overloaded_529.json",
+            None,
+            exit(1),
+            S::ResultObject,
+            O::AgentError,
+            Some(K::Overloaded),
+            true,
+        ),
+        (
+            "overloaded_repeated.json",
+            None,
+            exit(1),
+            S::ResultObject,
+            O::AgentError,
+            Some(K::Overloaded),
+            true,
+        ),
+        (
+            "server_500.json",
+            None,
+            exit(1),
+            S::ResultObject,
+            O::AgentError,
+            Some(K::Server),
+            true,
+        ),
+        (
+            "network_refused.json",
+            None,
+            exit(1),
+            S::ResultObject,
+            O::AgentError,
+            Some(K::Network),
+            true,
+        ),
+        (
+            "max_turns.json",
+            None,
+            exit(1),
+            S::ResultObject,
+            O::AgentError,
+            Some(K::MaxTurns),
+            true,
+        ),
+        (
+            "max_budget.json",
+            None,
+            exit(1),
+            S::ResultObject,
+            O::AgentError,
+            Some(K::Budget),
+            true,
+        ),
+        // SIGINT: exit 0 and error_during_execution — not a success.
+        (
+            "sigint.json",
+            None,
+            exit(0),
+            S::ResultObject,
+            O::AgentError,
+            Some(K::Interrupted),
+            true,
+        ),
+        (
+            "array_verbose.json",
+            None,
+            exit(0),
+            S::MessageArray,
+            O::Success,
+            None,
+            true,
+        ),
+        (
+            "stream_success.jsonl",
+            None,
+            exit(0),
+            S::StreamJson,
+            O::Success,
+            None,
+            true,
+        ),
+        (
+            "stream_testing_only.jsonl",
+            None,
+            exit(0),
+            S::StreamJson,
+            O::Success,
+            None,
+            true,
+        ),
+        (
+            "stream_auth_error.jsonl",
+            None,
+            exit(1),
+            S::StreamJson,
+            O::AgentError,
+            Some(K::Auth),
+            true,
+        ),
+        (
+            "stream_usage_limit.jsonl",
+            None,
+            exit(1),
+            S::StreamJson,
+            O::AgentError,
+            Some(K::UsageLimit),
+            true,
+        ),
+        (
+            "stream_quoted_limit.jsonl",
+            None,
+            exit(0),
+            S::StreamJson,
+            O::Success,
+            None,
+            true,
+        ),
+        (
+            "stream_network_retries.jsonl",
+            None,
+            exit(1),
+            S::StreamJson,
+            O::AgentError,
+            Some(K::Network),
+            true,
+        ),
+        (
+            "stream_sigint.jsonl",
+            None,
+            exit(0),
+            S::StreamJson,
+            O::AgentError,
+            Some(K::Interrupted),
+            true,
+        ),
+        (
+            "stream_truncated.jsonl",
+            None,
+            RunFacts {
+                signal: Some(9),
+                ..RunFacts::default()
+            },
+            S::Truncated,
+            O::Crashed,
+            Some(K::Malformed),
+            true,
+        ),
+        (
+            "stream_truncated.jsonl",
+            None,
+            RunFacts {
+                timed_out: true,
+                signal: Some(15),
+                ..RunFacts::default()
+            },
+            S::Truncated,
+            O::Timeout,
+            None,
+            true,
+        ),
+        (
+            "truncated.json",
+            None,
+            exit(1),
+            S::Truncated,
+            O::Crashed,
+            Some(K::Malformed),
+            false,
+        ),
+        (
+            "text_success.txt",
+            None,
+            exit(0),
+            S::Text,
+            O::Success,
+            None,
+            false,
+        ),
+        (
+            "text_success.txt",
+            None,
+            RunFacts::default(),
+            S::Text,
+            O::Success,
+            None,
+            false,
+        ),
+        (
+            "text_not_logged_in.txt",
+            None,
+            exit(1),
+            S::Text,
+            O::AgentError,
+            Some(K::Auth),
+            false,
+        ),
+        (
+            "text_not_logged_in.txt",
+            None,
+            RunFacts::default(),
+            S::Text,
+            O::AgentError,
+            Some(K::Auth),
+            false,
+        ),
+        (
+            "text_max_turns.txt",
+            None,
+            exit(1),
+            S::Text,
+            O::AgentError,
+            Some(K::MaxTurns),
+            false,
+        ),
+        (
+            "text_network.txt",
+            None,
+            exit(1),
+            S::Text,
+            O::AgentError,
+            Some(K::Network),
+            false,
+        ),
+        (
+            "text_usage_limit.txt",
+            None,
+            exit(1),
+            S::Text,
+            O::AgentError,
+            Some(K::UsageLimit),
+            false,
+        ),
+        (
+            "text_legacy_limit.txt",
+            None,
+            exit(1),
+            S::Text,
+            O::AgentError,
+            Some(K::UsageLimit),
+            false,
+        ),
+        (
+            "text_old_limit.txt",
+            None,
+            exit(1),
+            S::Text,
+            O::AgentError,
+            Some(K::UsageLimit),
+            false,
+        ),
+        (
+            "",
+            Some("stderr_unknown_session.txt"),
+            exit(1),
+            S::Empty,
+            O::AgentError,
+            Some(K::CliUsage),
+            false,
+        ),
+        (
+            "",
+            Some("stderr_bad_permission_mode.txt"),
+            exit(1),
+            S::Empty,
+            O::AgentError,
+            Some(K::CliUsage),
+            false,
+        ),
+        (
+            "",
+            Some("stderr_no_prompt.txt"),
+            exit(1),
+            S::Empty,
+            O::AgentError,
+            Some(K::CliUsage),
+            false,
+        ),
+        (
+            "",
+            Some("stderr_stream_needs_verbose.txt"),
+            exit(1),
+            S::Empty,
+            O::AgentError,
+            Some(K::CliUsage),
+            false,
+        ),
+        (
+            "",
+            Some("stderr_root_bypass.txt"),
+            exit(1),
+            S::Empty,
+            O::AgentError,
+            Some(K::CliUsage),
+            false,
+        ),
+        (
+            "",
+            Some("stderr_invalid_session_id.txt"),
+            exit(1),
+            S::Empty,
+            O::AgentError,
+            Some(K::CliUsage),
+            false,
+        ),
+        (
+            "",
+            Some("stderr_stdin_warning.txt"),
+            exit(1),
+            S::Empty,
+            O::Crashed,
+            Some(K::NoOutput),
+            false,
+        ),
+        (
+            "empty.out",
+            None,
+            RunFacts {
+                exit_code: Some(143),
+                ..RunFacts::default()
+            },
+            S::Empty,
+            O::Crashed,
+            Some(K::NoOutput),
+            false,
+        ),
+        (
+            "empty.out",
+            None,
+            RunFacts {
+                signal: Some(9),
+                ..RunFacts::default()
+            },
+            S::Empty,
+            O::Crashed,
+            Some(K::NoOutput),
+            false,
+        ),
+        (
+            "empty.out",
+            None,
+            RunFacts {
+                timed_out: true,
+                ..RunFacts::default()
+            },
+            S::Empty,
+            O::Timeout,
+            None,
+            false,
+        ),
+        (
+            "success.json",
+            None,
+            RunFacts {
+                interrupted: true,
+                ..exit(0)
+            },
+            S::ResultObject,
+            O::AgentError,
+            Some(K::Interrupted),
+            true,
+        ),
+    ];
+    for (out, err, facts, shape, outcome, kind, session) in cases {
+        let a = run(out, *err, *facts);
+        let label = format!("{out} / {err:?} / {facts:?}");
+        assert_eq!(a.shape, *shape, "{label}");
+        assert_eq!(a.outcome, *outcome, "{label}: {:?}", a.error);
+        assert_eq!(a.error_kind(), *kind, "{label}: {:?}", a.error);
+        assert_eq!(a.session_id.as_deref() == Some(SID), *session, "{label}");
+        if a.outcome != Outcome::Success && a.outcome != Outcome::Timeout {
+            let e = a.error.as_ref().unwrap();
+            assert!(!e.message.is_empty(), "{label}");
+        }
+        let len = if out.is_empty() {
+            0
+        } else {
+            fixture(out).len() as u64
+        };
+        assert_eq!(a.stdout_bytes, len, "{label}");
+    }
+}
+
+#[test]
+fn timeout_during_retries_names_what_was_retried() {
+    let full = String::from_utf8(fixture("stream_network_retries.jsonl")).unwrap();
+    // Keep init and the retries only: the timeout killed the CLI before it gave up.
+    let cut: String = full.lines().take(5).map(|l| format!("{l}\n")).collect();
+    let facts = RunFacts {
+        timed_out: true,
+        signal: Some(15),
+        ..RunFacts::default()
+    };
+    let a = analyze_bytes(cut.as_bytes(), b"", &facts, now());
+    assert_eq!(a.outcome, Outcome::Timeout);
+    let e = a.error.unwrap();
+    assert_eq!(e.kind, ErrorKind::Network);
+    assert_eq!(e.message, "still retrying the API (attempt 4: unknown)");
+    let line = r#"{"type":"system","subtype":"api_retry","attempt":2,"max_retries":10,"error_status":529,"error":"overloaded"}"#;
+    let a = analyze_bytes(line.as_bytes(), b"", &facts, now());
+    assert_eq!(a.error_kind(), Some(ErrorKind::Overloaded));
+}
+
+#[test]
+fn success_extracts_everything() {
+    let a = run("success.json", None, exit(0));
+    assert_eq!(a.cost_usd, 0.1123);
+    assert_eq!(
+        a.tokens,
+        Tokens {
+            input: 1200,
+            output: 350,
+            cache_read: 18000,
+            cache_creation: 2400
+        }
+    );
+    assert_eq!(a.num_turns, Some(7));
+    assert_eq!(a.duration_ms, Some(61234));
+    let status = a.status.as_ref().unwrap();
+    assert_eq!(status.status, Some(WorkStatus::InProgress));
+    assert_eq!(status.files_modified, Some(3));
+    assert_eq!(
+        a.recommendation(),
+        Some("Continue with the config loader (next fix_plan item)")
+    );
+    assert!(!a.exit_signal());
+    assert!(
+        a.completion_indicators.is_empty(),
+        "{:?}",
+        a.completion_indicators
+    );
+    assert!(a.questions.is_empty());
+    // The text mentions "usage limit reached" and `"is_error": false`: no error, no signature.
+    assert!(a.error.is_none());
+    assert!(a.error_signatures.is_empty(), "{:?}", a.error_signatures);
+    assert!(!a.testing_only);
+    assert_eq!(a.output_len as usize, a.summary.len());
+}
+
+#[test]
+fn completion_fixtures() {
+    let a = run("success_complete.json", None, exit(0));
+    assert!(a.exit_signal());
+    assert_eq!(
+        a.completion_indicators,
+        vec![
+            "status_complete",
+            "exit_signal",
+            "phrase: all tasks are complete"
+        ]
+    );
+    // STATUS COMPLETE with EXIT_SIGNAL false: exit_signal() is false, the indicator still fires.
+    let a = run("success_complete_no_exit.json", None, exit(0));
+    assert!(!a.exit_signal());
+    assert_eq!(a.completion_indicators, vec!["status_complete"]);
+}
+
+#[test]
+fn questions_testing_and_signatures_from_fixtures() {
+    let a = run("success_questions.json", None, exit(0));
+    assert_eq!(
+        a.questions,
+        vec![
+            "Should I migrate the store to SQLite, or keep the JSON files?",
+            "Would you like me to add a schema version first?"
+        ]
+    );
+    assert!(run("success_testing.json", None, exit(0)).testing_only);
+    assert!(run("stream_testing_only.jsonl", None, exit(0)).testing_only);
+    // Edits happened: not test-only even though cargo test ran.
+    assert!(!run("stream_success.jsonl", None, exit(0)).testing_only);
+    let a = run("success_build_errors.json", None, exit(0));
+    assert_eq!(a.error_signatures, vec!["error[EN]: mismatched types"]);
+}
+
+#[test]
+fn denials_are_extracted() {
+    let a = run("permission_denied.json", None, exit(0));
+    assert_eq!(
+        a.permission_denials,
+        vec![
+            Denial {
+                tool: "Bash".into(),
+                command: Some("npm install left-pad".into())
+            },
+            Denial {
+                tool: "Write".into(),
+                command: None
+            },
+        ]
+    );
+}
+
+#[test]
+fn usage_limit_reset_times_from_fixtures() {
+    let cases = [
+        ("usage_limit_session.json", "2026-11-23T04:09:00Z"),
+        ("usage_limit_weekly.json", "2026-11-25T02:09:00Z"),
+        ("usage_limit_at.json", "2027-04-23T19:00:00Z"),
+        ("usage_limit_legacy.json", "2025-05-26T14:00:00Z"),
+        // rate_limit_event.resetsAt wins over the wording.
+        ("stream_usage_limit.jsonl", "2026-11-24T06:00:00Z"),
+        ("text_usage_limit.txt", "2026-11-23T00:00:00Z"),
+        ("text_old_limit.txt", "2026-11-23T02:00:00Z"),
+    ];
+    for (name, want) in cases {
+        let a = run(name, None, exit(1));
+        let e = a.error.unwrap();
+        assert_eq!(e.kind, ErrorKind::UsageLimit, "{name}");
+        assert_eq!(e.reset_at, Some(want.parse().unwrap()), "{name}");
+    }
+    let a = run("usage_limit_session.json", None, exit(1));
+    assert_eq!(a.error.unwrap().api_status, Some(429));
+}
+
+#[test]
+fn unknown_session_is_flagged() {
+    let a = run("", Some("stderr_unknown_session.txt"), exit(1));
+    assert!(a.unknown_session);
+    assert_eq!(
+        a.error.unwrap().message,
+        "No conversation found with session ID: 0f1e2d3c-4b5a-4968-8776-655443322110"
+    );
+    assert_eq!(
+        a.error_signatures,
+        vec!["No conversation found with session ID: X"]
+    );
+    assert!(!run("", Some("stderr_no_prompt.txt"), exit(1)).unknown_session);
+}
+
+#[test]
+fn quoted_errors_are_never_read() {
+    let a = run("stream_quoted_limit.jsonl", None, exit(0));
+    assert_eq!(a.outcome, Outcome::Success);
+    assert!(a.error.is_none());
+    assert!(a.error_signatures.is_empty(), "{:?}", a.error_signatures);
+    // A tool result that is the very first thing after init, then a clean result.
+    let stream = concat!(
+        r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","content":"You've hit your session limit · resets 5:09am (UTC)","is_error":true}]}}"#,
+        "\n",
+        r#"{"type":"result","subtype":"success","is_error":false,"result":"Done. The string `You've hit your limit` is now parsed.","session_id":"s"}"#,
+        "\n"
+    );
+    let a = analyze_bytes(stream.as_bytes(), b"", &exit(0), now());
+    assert_eq!(a.outcome, Outcome::Success);
+    assert!(a.error.is_none());
+}
+
+#[test]
+fn result_json_with_is_error_field_text_gives_no_signature() {
+    let text = r#"{"type":"result","subtype":"success","is_error":false,"result":"The payload is {\"is_error\": false, \"error\": null}\n\"is_error\": false\nAll good."}"#;
+    let a = analyze_bytes(text.as_bytes(), b"", &exit(0), now());
+    assert_eq!(a.outcome, Outcome::Success);
+    assert!(a.error_signatures.is_empty(), "{:?}", a.error_signatures);
+}
+
+#[test]
+fn failed_calls_have_signatures_from_their_message_and_stderr() {
+    let a = run("rate_limit_429.json", None, exit(1));
+    assert_eq!(a.error_signatures.len(), 1);
+    assert!(
+        a.error_signatures[0].starts_with("API Error: Request rejected (N)"),
+        "{:?}",
+        a.error_signatures
+    );
+    let a = analyze_bytes(b"", b"fatal: ECONNREFUSED 127.0.0.1:443\n", &exit(1), now());
+    assert_eq!(a.error_kind(), Some(ErrorKind::Network));
+    assert_eq!(a.error_signatures, vec!["fatal: ECONNREFUSED N.N.N.N:N"]);
+}
+
+#[test]
+fn summary_is_cut_on_a_char_boundary() {
+    let long = "é".repeat(5000);
+    let obj =
+        serde_json::json!({"type":"result","subtype":"success","is_error":false,"result":long});
+    let a = analyze_bytes(obj.to_string().as_bytes(), b"", &exit(0), now());
+    assert_eq!(a.output_len, 10_000);
+    assert!(a.summary.len() <= SUMMARY_BYTES + '…'.len_utf8());
+    assert!(a.summary.ends_with('…'));
+}
+
+#[test]
+fn text_quoting_an_error_with_exit_zero_is_success() {
+    let text = b"I fixed the handler for 'Not logged in \xc2\xb7 Please run /login'.\nAll good.\n";
+    let a = analyze_bytes(text, b"", &exit(0), now());
+    assert_eq!(a.outcome, Outcome::Success);
+}
+
+#[test]
+fn analysis_serializes_with_stable_names() {
+    let a = run("usage_limit_session.json", None, exit(1));
+    let v = serde_json::to_value(&a).unwrap();
+    assert_eq!(v["shape"], "result_object");
+    assert_eq!(v["outcome"], "agent_error");
+    assert_eq!(v["error"]["kind"], "usage_limit");
+    assert_eq!(v["error"]["reset_at"], "2026-11-23T04:09:00Z");
+}
+
+fn json_fragment() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("{".to_owned()),
+        Just("}".to_owned()),
+        Just("[".to_owned()),
+        Just("]".to_owned()),
+        Just(",".to_owned()),
+        Just(":".to_owned()),
+        Just("\n".to_owned()),
+        Just("\"type\":\"result\"".to_owned()),
+        Just("\"type\":\"assistant\"".to_owned()),
+        Just("\"subtype\":\"success\"".to_owned()),
+        Just("\"is_error\":true".to_owned()),
+        Just("\"result\":\"You've hit your limit · resets 25:99pm (Nowhere/Zone)\"".to_owned()),
+        Just("\"rate_limit_info\":{\"status\":\"rejected\",\"resetsAt\":-1}".to_owned()),
+        Just("\"resetsAt\":99999999999999999999".to_owned()),
+        Just("\"message\":{\"content\":[{\"type\":\"tool_use\",\"name\":\"Bash\",\"input\":{\"command\":null}}]}".to_owned()),
+        Just("\"usage\":{\"input_tokens\":1e400}".to_owned()),
+        Just("\"error\":\"rate_limit\"".to_owned()),
+        Just("---HANK_STATUS---\\nSTATUS: COMPLETE".to_owned()),
+        "[a-z0-9 \"\\\\]{0,12}",
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    #[test]
+    fn never_panics_on_bytes(out in proptest::collection::vec(any::<u8>(), 0..2048),
+                             err in proptest::collection::vec(any::<u8>(), 0..256),
+                             code in proptest::option::of(any::<i32>())) {
+        let facts = RunFacts { exit_code: code, ..RunFacts::default() };
+        let a = analyze_bytes(&out, &err, &facts, now());
+        prop_assert_eq!(a.stdout_bytes, out.len() as u64);
+        prop_assert!(a.error_signatures.len() <= derive::MAX_SIGNATURES);
+    }
+
+    #[test]
+    fn never_panics_on_json_fragments(parts in proptest::collection::vec(json_fragment(), 0..40)) {
+        let out = parts.concat();
+        let a = analyze_bytes(out.as_bytes(), out.as_bytes(), &exit(1), now());
+        prop_assert_eq!(a.stdout_bytes, out.len() as u64);
+        let _ = live_items(out.as_bytes());
+        let _ = parse_status_block(&out);
+    }
+
+    #[test]
+    fn reset_parsing_never_panics(s in "\\PC{0,60}") {
+        let _ = reset_from_line(&s, now());
+        let _ = classify_text(&s, None, None, now());
+    }
+}
+
+/// Peak resident memory of this process in KiB (Linux), for the throughput report.
+fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Writes ~`target` bytes of realistic stream-json (init, tool uses, big tool results,
+/// assistant text, a final result) to `w`.
+fn write_big_stream(w: &mut impl std::io::Write, target: u64) -> std::io::Result<u64> {
+    let init = fixture("stream_success.jsonl");
+    let first_line = init
+        .split(|b| *b == b'\n')
+        .next()
+        .unwrap_or_default()
+        .to_vec();
+    let mut written = 0u64;
+    w.write_all(&first_line)?;
+    w.write_all(b"\n")?;
+    written += first_line.len() as u64 + 1;
+    let body =
+        "fn main() { println!(\"hello\"); } // usage limit reached \\\"is_error\\\": true\\n"
+            .repeat(60);
+    let mut i = 0u64;
+    while written < target {
+        i += 1;
+        let tool = format!(
+            r#"{{"type":"assistant","message":{{"id":"msg_{i}","type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929","content":[{{"type":"text","text":"Step {i}: reading the next file."}},{{"type":"tool_use","id":"toolu_{i}","name":"Bash","input":{{"command":"cargo test -p core module_{i}"}}}}],"stop_reason":null,"usage":{{"input_tokens":12,"output_tokens":40}}}},"parent_tool_use_id":null,"session_id":"{SID}","uuid":"u{i}"}}"#
+        );
+        let result = format!(
+            r#"{{"type":"user","message":{{"role":"user","content":[{{"tool_use_id":"toolu_{i}","type":"tool_result","content":"{body}","is_error":false}}]}},"parent_tool_use_id":null,"session_id":"{SID}","uuid":"r{i}","tool_use_result":{{"stdout":"{body}","stderr":"","interrupted":false}}}}"#
+        );
+        for line in [tool, result] {
+            w.write_all(line.as_bytes())?;
+            w.write_all(b"\n")?;
+            written += line.len() as u64 + 1;
+        }
+    }
+    let last = fixture("success.json");
+    w.write_all(&last)?;
+    Ok(written + last.len() as u64)
+}
+
+/// Throughput over ~200 MB of stream-json (run with `cargo test --lib throughput -- --ignored
+/// --nocapture`).
+#[test]
+#[ignore = "writes 200 MB to a temp file; run by hand to measure"]
+fn throughput_200mb_stream() {
+    use std::io::{BufReader, BufWriter};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.jsonl");
+    let mut w = BufWriter::new(std::fs::File::create(&path).unwrap());
+    let size = write_big_stream(&mut w, 200 * 1024 * 1024).unwrap();
+    drop(w);
+    let rss_before = peak_rss_kib();
+    let start = std::time::Instant::now();
+    let file = std::fs::File::open(&path).unwrap();
+    let a = analyze(
+        BufReader::with_capacity(256 * 1024, file),
+        b"",
+        &exit(0),
+        now(),
+    );
+    let secs = start.elapsed().as_secs_f64();
+    let rss_after = peak_rss_kib();
+    assert_eq!(a.stdout_bytes, size);
+    assert_eq!(a.shape, OutputShape::StreamJson);
+    assert_eq!(a.outcome, Outcome::Success);
+    assert!(a.error.is_none());
+    assert_eq!(a.session_id.as_deref(), Some(SID));
+    eprintln!(
+        "analyzed {:.1} MB in {secs:.2} s = {:.1} MB/s; peak RSS before {rss_before:?} KiB, after {rss_after:?} KiB",
+        size as f64 / 1e6,
+        size as f64 / 1e6 / secs
+    );
+}
