@@ -8,6 +8,7 @@ mod analyze;
 mod cli;
 mod loop_e2e;
 mod monitor;
+mod project;
 mod support;
 
 /// Every `tests/integration/*.rs` file must be a module of this binary.

@@ -1,0 +1,134 @@
+//! `hank enable-ci`: enable without questions, from flags only, for scripts and CI.
+//!
+//! With `--json`, exactly one JSON object goes to stdout, whatever happens:
+//! `{"success", "code", "project_name", "project_type", "files_created", "tasks_imported",
+//! "message"}`. Task sources are fetched before anything is written: a failing `bd`/`gh` or
+//! an unreadable PRD is exit 1 with nothing changed. Default source: none.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::error::{HankError, Result};
+use crate::exit;
+
+use super::enable::{preflight, sources_from_flags};
+use super::generate::{self, ProjectSpec};
+use super::sources::{self, SourceRequest};
+use super::{EnableCiArgs, scan};
+
+/// The `--json` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CiReport {
+    pub success: bool,
+    pub code: u8,
+    pub project_name: Option<String>,
+    pub project_type: Option<String>,
+    pub files_created: Vec<String>,
+    pub tasks_imported: usize,
+    pub message: String,
+}
+
+impl CiReport {
+    /// The report of a failure.
+    #[must_use]
+    pub fn failure(err: &HankError) -> Self {
+        let mut message = err.to_string();
+        if let Some(hint) = err.hint() {
+            message = format!("{message} ({hint})");
+        }
+        Self {
+            success: false,
+            code: err.exit_code(),
+            project_name: None,
+            project_type: None,
+            files_created: Vec::new(),
+            tasks_imported: 0,
+            message,
+        }
+    }
+}
+
+fn enable(dir: &Path, args: &EnableCiArgs) -> Result<CiReport> {
+    preflight(dir, args.force)?;
+    let facts = scan::detect_dir(dir);
+    let mut spec = ProjectSpec::from_facts(&facts);
+    if let Some(name) = &args.project_name {
+        generate::validate_value("--project-name", name)?;
+        spec.name.clone_from(name);
+    } else {
+        generate::validate_value(
+            "project name (from the folder; pass --project-name)",
+            &spec.name,
+        )?;
+    }
+    if let Some(ty) = &args.project_type {
+        generate::validate_value("--project-type", ty)?;
+        spec.project_type.clone_from(ty);
+    }
+    if let Some(calls) = args.calls {
+        if calls == 0 {
+            return Err(HankError::usage("--calls must be at least 1"));
+        }
+        spec.max_calls = calls;
+    }
+    let request = SourceRequest {
+        sources: sources_from_flags(&args.from, args.prd.as_deref()).unwrap_or_default(),
+        label: args.label.clone(),
+        limit: args.limit,
+        prd: args
+            .prd
+            .clone()
+            .or_else(|| facts.prd_files.first().map(Into::into)),
+    };
+    spec.tasks = sources::fetch_all(dir, &request)?;
+    let written = generate::create_project_files(dir, &spec, args.force)?;
+    let missing = generate::missing_required(dir);
+    if !missing.is_empty() {
+        return Err(HankError::Other(format!(
+            "verification failed: missing {}",
+            missing.join(", ")
+        )));
+    }
+    let tasks_imported = spec.tasks.len();
+    Ok(CiReport {
+        success: true,
+        code: exit::OK,
+        message: format!(
+            "hank enabled for {} ({} file(s) written, {tasks_imported} task(s) imported)",
+            spec.name,
+            written.len()
+        ),
+        project_name: Some(spec.name),
+        project_type: Some(spec.project_type),
+        files_created: written.iter().map(|p| p.display().to_string()).collect(),
+        tasks_imported,
+    })
+}
+
+/// `hank enable-ci` in `dir`.
+///
+/// # Errors
+/// Without `--json`: already enabled (exit 2), invalid flags, a failing task source, I/O.
+/// With `--json` the error is printed as JSON and its code returned.
+pub fn run(dir: &Path, args: &EnableCiArgs) -> Result<u8> {
+    let result = enable(dir, args);
+    if args.json {
+        let report = match &result {
+            Ok(r) => r.clone(),
+            Err(e) => CiReport::failure(e),
+        };
+        let text = serde_json::to_string(&report)
+            .map_err(|e| HankError::Other(format!("encoding the JSON result: {e}")))?;
+        println!("{text}");
+        return Ok(report.code);
+    }
+    let report = result?;
+    if !args.quiet {
+        eprintln!("{}", report.message);
+        for f in &report.files_created {
+            eprintln!("  {f}");
+        }
+    }
+    Ok(report.code)
+}

@@ -1,0 +1,429 @@
+//! Generating a project's hank files: `.hank/PROMPT.md`, `.hank/fix_plan.md`,
+//! `.hank/AGENT.md`, `.hank/specs/`, `.hank/logs/`, `.hankrc` and the `.gitignore` entries.
+//!
+//! [`plan`] is pure (validation + rendering); [`create_project_files`] writes the plan. Every
+//! file is rendered before the first one is written, each is written to a temp file beside
+//! its target and renamed into place (mode 0644), and `.hank/PROMPT.md` — the file that makes
+//! a project "enabled" — is written last, so a failed run can simply be repeated.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::error::{HankError, Result};
+
+use super::detect::ProjectFacts;
+use super::tasks::{self, Task};
+use super::templates::{self, Vars};
+
+/// Default MAX_CALLS_PER_HOUR written into `.hankrc`.
+pub const DEFAULT_MAX_CALLS: u32 = 100;
+
+/// Everything the templates need.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectSpec {
+    pub name: String,
+    pub project_type: String,
+    pub build_cmd: Option<String>,
+    pub test_cmd: Option<String>,
+    pub run_cmd: Option<String>,
+    pub allowed_tools: Vec<String>,
+    pub max_calls: u32,
+    pub tasks: Vec<Task>,
+}
+
+impl ProjectSpec {
+    /// The spec detection suggests (no tasks, default call budget).
+    #[must_use]
+    pub fn from_facts(facts: &ProjectFacts) -> Self {
+        Self {
+            name: facts.name.clone(),
+            project_type: facts.project_type.clone(),
+            build_cmd: facts.build_cmd.clone(),
+            test_cmd: facts.test_cmd.clone(),
+            run_cmd: facts.run_cmd.clone(),
+            allowed_tools: facts.allowed_tools(),
+            max_calls: DEFAULT_MAX_CALLS,
+            tasks: Vec::new(),
+        }
+    }
+}
+
+/// One file of the plan, path relative to the project folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedFile {
+    pub path: &'static str,
+    pub content: String,
+}
+
+/// Relative paths of the files the loop requires (its integrity check).
+pub const REQUIRED_FILES: [&str; 4] = [
+    ".hank/PROMPT.md",
+    ".hank/fix_plan.md",
+    ".hank/AGENT.md",
+    ".hankrc",
+];
+
+/// Rejects a value that cannot go into a `KEY="VALUE"` line or a one-line template slot.
+///
+/// # Errors
+/// Empty value, `"`, a line break or another control character; the message names `what`.
+pub fn validate_value(what: &str, value: &str) -> Result<()> {
+    if value.trim().is_empty() {
+        return Err(HankError::usage(format!("{what} is empty")));
+    }
+    if value.contains('"') {
+        return Err(HankError::usage(format!(
+            "{what} `{value}` contains a double quote, which .hankrc values cannot hold"
+        )));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(HankError::usage(format!(
+            "{what} {value:?} contains a line break or control character"
+        )));
+    }
+    Ok(())
+}
+
+fn code_or(cmd: Option<&String>) -> String {
+    cmd.map_or_else(
+        || "not detected yet — fill in".to_string(),
+        |c| format!("`{c}`"),
+    )
+}
+
+/// Validates the spec and renders every file. **[pure]**
+///
+/// # Errors
+/// An invalid value (see [`validate_value`]) or a template error.
+pub fn plan(spec: &ProjectSpec) -> Result<Vec<PlannedFile>> {
+    validate_value("project name", &spec.name)?;
+    validate_value("project type", &spec.project_type)?;
+    for (what, cmd) in [
+        ("build command", &spec.build_cmd),
+        ("test command", &spec.test_cmd),
+        ("run command", &spec.run_cmd),
+    ] {
+        if let Some(c) = cmd {
+            validate_value(what, c)?;
+        }
+    }
+    for tool in &spec.allowed_tools {
+        validate_value("allowed tool", tool)?;
+        if tool.contains(',') {
+            return Err(HankError::usage(format!(
+                "allowed tool `{tool}` contains a comma, which separates ALLOWED_TOOLS entries"
+            )));
+        }
+    }
+    if spec.max_calls == 0 {
+        return Err(HankError::usage("calls per hour must be at least 1"));
+    }
+    let mut vars = Vars::new();
+    vars.insert("project_name", spec.name.trim().to_string());
+    vars.insert("project_type", spec.project_type.trim().to_string());
+    vars.insert("build_cmd", code_or(spec.build_cmd.as_ref()));
+    vars.insert("test_cmd", code_or(spec.test_cmd.as_ref()));
+    vars.insert("run_cmd", code_or(spec.run_cmd.as_ref()));
+    vars.insert("max_calls", spec.max_calls.to_string());
+    vars.insert("allowed_tools", spec.allowed_tools.join(","));
+    vars.insert("tasks", tasks::plan_items(&spec.tasks));
+    let render = |name: &str, t: &str| templates::render(name, t, &vars);
+    // PROMPT.md last: it marks the project as enabled.
+    Ok(vec![
+        PlannedFile {
+            path: ".hankrc",
+            content: render("hankrc", templates::HANKRC)?,
+        },
+        PlannedFile {
+            path: ".hank/fix_plan.md",
+            content: render("fix_plan.md", templates::FIX_PLAN_MD)?,
+        },
+        PlannedFile {
+            path: ".hank/AGENT.md",
+            content: render("AGENT.md", templates::AGENT_MD)?,
+        },
+        PlannedFile {
+            path: ".hank/PROMPT.md",
+            content: render("PROMPT.md", templates::PROMPT_MD)?,
+        },
+    ])
+}
+
+/// The `.gitignore` content with hank's runtime entries added, or `None` when all are there.
+/// **[pure]**
+#[must_use]
+pub fn merge_gitignore(existing: Option<&str>) -> Option<String> {
+    let existing = existing.unwrap_or("");
+    let present: Vec<&str> = existing.lines().map(str::trim).collect();
+    let missing: Vec<&str> = templates::GITIGNORE
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter(|l| !present.contains(l))
+        .collect();
+    if missing.is_empty() {
+        return None;
+    }
+    let mut out = existing.to_string();
+    if !out.is_empty() && !out.ends_with('\n') {
+        out.push('\n');
+    }
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out.push_str("# hank runtime files\n");
+    for line in missing {
+        out.push_str(line);
+        out.push('\n');
+    }
+    Some(out)
+}
+
+/// Writes `content` to `path` through a temp file in the same folder and a rename, mode 0644.
+/// With `overwrite` false an existing file is an error.
+///
+/// # Errors
+/// Any I/O error, naming `path`.
+pub fn write_file(path: &Path, content: &str, overwrite: bool) -> Result<()> {
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or_else(|| Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".hank-tmp-")
+        .tempfile_in(parent)
+        .map_err(|e| HankError::io("creating a temp file for", path, e))?;
+    tmp.write_all(content.as_bytes())
+        .and_then(|()| tmp.as_file().sync_all())
+        .map_err(|e| HankError::io("writing", path, e))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o644))
+            .map_err(|e| HankError::io("setting permissions of", path, e))?;
+    }
+    let persisted = if overwrite {
+        tmp.persist(path)
+    } else {
+        tmp.persist_noclobber(path)
+    };
+    persisted.map_err(|e| HankError::io("writing", path, e.error))?;
+    Ok(())
+}
+
+fn create_dir(path: &Path) -> Result<()> {
+    std::fs::create_dir_all(path).map_err(|e| HankError::io("creating folder", path, e))
+}
+
+/// Creates the hank files of the project in `dir` and returns the relative paths written.
+/// Existing files are kept unless `force`; `.gitignore` only ever gets missing entries added.
+///
+/// # Errors
+/// An invalid spec (nothing written then) or an I/O error naming the file.
+pub fn create_project_files(dir: &Path, spec: &ProjectSpec, force: bool) -> Result<Vec<PathBuf>> {
+    let files = plan(spec)?;
+    let mut written = Vec::new();
+    for sub in [".hank", ".hank/specs", ".hank/logs"] {
+        create_dir(&dir.join(sub))?;
+    }
+    let gitignore = dir.join(".gitignore");
+    let existing = match std::fs::read(&gitignore) {
+        Ok(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(HankError::io("reading", &gitignore, e)),
+    };
+    if let Some(content) = merge_gitignore(existing.as_deref()) {
+        write_file(&gitignore, &content, true)?;
+        written.push(PathBuf::from(".gitignore"));
+    }
+    for file in files {
+        let path = dir.join(file.path);
+        if !force && path.exists() {
+            continue;
+        }
+        write_file(&path, &file.content, force)?;
+        written.push(PathBuf::from(file.path));
+    }
+    Ok(written)
+}
+
+/// The required files that are missing in `dir` (empty when the loop can run).
+#[must_use]
+pub fn missing_required(dir: &Path) -> Vec<&'static str> {
+    REQUIRED_FILES
+        .iter()
+        .copied()
+        .filter(|f| !dir.join(f).is_file())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::project::tasks::TaskOrigin;
+
+    fn spec() -> ProjectSpec {
+        ProjectSpec {
+            name: "reports".into(),
+            project_type: "rust".into(),
+            build_cmd: Some("cargo build".into()),
+            test_cmd: Some("cargo test".into()),
+            run_cmd: None,
+            allowed_tools: vec!["Read".into(), "Bash(cargo test *)".into()],
+            max_calls: 40,
+            tasks: vec![
+                Task {
+                    title: "Fix {{login}}".into(),
+                    origin: TaskOrigin::Github(42),
+                },
+                Task {
+                    title: "Add export".into(),
+                    origin: TaskOrigin::Beads("bd-7".into()),
+                },
+            ],
+        }
+    }
+
+    fn rendered(path: &str) -> String {
+        plan(&spec())
+            .unwrap()
+            .into_iter()
+            .find(|f| f.path == path)
+            .unwrap()
+            .content
+    }
+
+    #[test]
+    fn snapshot_prompt() {
+        insta::assert_snapshot!(rendered(".hank/PROMPT.md"));
+    }
+
+    #[test]
+    fn snapshot_fix_plan() {
+        insta::assert_snapshot!(rendered(".hank/fix_plan.md"));
+    }
+
+    #[test]
+    fn snapshot_agent() {
+        insta::assert_snapshot!(rendered(".hank/AGENT.md"));
+    }
+
+    #[test]
+    fn snapshot_hankrc() {
+        insta::assert_snapshot!(rendered(".hankrc"));
+    }
+
+    #[test]
+    fn snapshot_gitignore() {
+        insta::assert_snapshot!(merge_gitignore(Some("target/\n")).unwrap());
+    }
+
+    #[test]
+    fn prompt_is_last() {
+        let files = plan(&spec()).unwrap();
+        assert_eq!(files.last().map(|f| f.path), Some(".hank/PROMPT.md"));
+    }
+
+    #[test]
+    fn invalid_values_are_rejected_with_their_name() {
+        type Mutate = Box<dyn Fn(&mut ProjectSpec)>;
+        let cases: Vec<(Mutate, &str)> = vec![
+            (Box::new(|s| s.name = "a\"b".into()), "project name"),
+            (Box::new(|s| s.name = "a\nb".into()), "project name"),
+            (Box::new(|s| s.name = "  ".into()), "project name"),
+            (Box::new(|s| s.project_type = "x\"".into()), "project type"),
+            (
+                Box::new(|s| s.test_cmd = Some("t\r".into())),
+                "test command",
+            ),
+            (
+                Box::new(|s| s.allowed_tools.push("Bash(a,b)".into())),
+                "allowed tool",
+            ),
+            (Box::new(|s| s.max_calls = 0), "calls per hour"),
+        ];
+        for (mutate, needle) in cases {
+            let mut s = spec();
+            mutate(&mut s);
+            let err = plan(&s).unwrap_err().to_string();
+            assert!(err.contains(needle), "{err}");
+        }
+    }
+
+    #[test]
+    fn gitignore_merge_table() {
+        let full = templates::GITIGNORE;
+        let cases: &[(Option<&str>, bool)] = &[
+            (None, true),
+            (Some(""), true),
+            (Some("node_modules"), true),
+            (Some(full), false),
+        ];
+        for (existing, changes) in cases {
+            let merged = merge_gitignore(*existing);
+            assert_eq!(merged.is_some(), *changes, "{existing:?}");
+            if let Some(m) = merged {
+                assert!(m.starts_with(existing.unwrap_or("")));
+                assert_eq!(
+                    merge_gitignore(Some(&m)),
+                    None,
+                    "merging twice adds nothing"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn create_keeps_existing_unless_forced() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(".hankrc"), "MINE=\"1\"\n").unwrap();
+        let written = create_project_files(dir.path(), &spec(), false).unwrap();
+        let names: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
+        assert_eq!(
+            names,
+            vec![
+                ".gitignore",
+                ".hank/fix_plan.md",
+                ".hank/AGENT.md",
+                ".hank/PROMPT.md"
+            ]
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(".hankrc")).unwrap(),
+            "MINE=\"1\"\n"
+        );
+        assert!(dir.path().join(".hank/specs").is_dir() && dir.path().join(".hank/logs").is_dir());
+        assert!(missing_required(dir.path()).is_empty());
+        // Second run: nothing to do.
+        assert!(
+            create_project_files(dir.path(), &spec(), false)
+                .unwrap()
+                .is_empty()
+        );
+        // Forced: everything rewritten except the (complete) .gitignore.
+        let forced = create_project_files(dir.path(), &spec(), true).unwrap();
+        assert_eq!(forced.len(), 4);
+        assert!(
+            std::fs::read_to_string(dir.path().join(".hankrc"))
+                .unwrap()
+                .contains("PROJECT_NAME=\"reports\"")
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.path().join(".hank/PROMPT.md"))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o644);
+        }
+    }
+
+    #[test]
+    fn invalid_spec_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = spec();
+        s.name = "bad\"name".into();
+        assert!(create_project_files(dir.path(), &s, false).is_err());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+}

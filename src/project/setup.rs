@@ -1,0 +1,223 @@
+//! `hank setup NAME`: a new project folder with the `.hank/` layout, `.hankrc`,
+//! `.gitignore`, `git init` and a first commit.
+//!
+//! An existing empty folder is used; a non-empty one is refused. Without git the project is
+//! still created (with a warning). The commit uses the user's git identity, or
+//! `hank <hank@localhost>` when none is configured.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::error::{HankError, Result};
+use crate::exit;
+
+use super::generate::{self, ProjectSpec};
+use super::sources::run_tool;
+use super::{SetupArgs, detect};
+
+const GIT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Checks a project name used as a folder name.  **[pure]**
+///
+/// # Errors
+/// Empty, `.`/`..`, a path separator, a leading `-`, quotes or control characters.
+pub fn validate_name(name: &str) -> Result<()> {
+    let hint = "use a plain folder name such as `my-project`";
+    if name.trim().is_empty() {
+        return Err(HankError::usage_hint("project name is empty", hint));
+    }
+    if name == "." || name == ".." {
+        return Err(HankError::usage_hint(
+            format!("project name `{name}` is not a new folder"),
+            hint,
+        ));
+    }
+    if name.contains('/') || name.contains('\\') {
+        return Err(HankError::usage_hint(
+            format!("project name `{name}` contains a path separator"),
+            hint,
+        ));
+    }
+    if name.starts_with('-') || name.trim() != name {
+        return Err(HankError::usage_hint(
+            format!("project name `{name}` starts with `-` or has surrounding spaces"),
+            hint,
+        ));
+    }
+    generate::validate_value("project name", name)
+}
+
+/// What happened with git.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GitOutcome {
+    Committed,
+    /// Skipped or failed, with the reason (the project exists anyway).
+    Skipped(String),
+}
+
+fn git_value(git: &Path, dir: &Path, key: &str) -> Option<String> {
+    let out = run_tool(git, &["config", "--get", key], dir, GIT_TIMEOUT).ok()?;
+    let v = out.stdout.trim().to_string();
+    (out.success && !v.is_empty()).then_some(v)
+}
+
+fn git_init_and_commit(dir: &Path) -> GitOutcome {
+    let Ok(git) = which::which("git") else {
+        return GitOutcome::Skipped("git is not on PATH; no repository was created".into());
+    };
+    let step = |args: &[&str]| -> std::result::Result<(), String> {
+        match run_tool(&git, args, dir, GIT_TIMEOUT) {
+            Ok(out) if out.success => Ok(()),
+            Ok(out) => Err(format!(
+                "`git {}` failed: {}",
+                args.first().copied().unwrap_or(""),
+                out.stderr.lines().next().unwrap_or("").trim()
+            )),
+            Err(e) => Err(e.to_string()),
+        }
+    };
+    if let Err(e) = step(&["init", "-q"]) {
+        return GitOutcome::Skipped(e);
+    }
+    if let Err(e) = step(&["add", "-A"]) {
+        return GitOutcome::Skipped(e);
+    }
+    let has_identity =
+        git_value(&git, dir, "user.name").is_some() && git_value(&git, dir, "user.email").is_some();
+    let mut args: Vec<&str> = Vec::new();
+    if !has_identity {
+        args.extend(["-c", "user.name=hank", "-c", "user.email=hank@localhost"]);
+    }
+    args.extend(["commit", "-q", "-m", "Set up hank project"]);
+    match step(&args) {
+        Ok(()) => GitOutcome::Committed,
+        Err(e) => GitOutcome::Skipped(e),
+    }
+}
+
+fn is_empty_dir(path: &Path) -> Result<bool> {
+    let mut entries = std::fs::read_dir(path).map_err(|e| HankError::io("reading", path, e))?;
+    Ok(entries.next().is_none())
+}
+
+/// Creates the project `name` under `parent`; returns its path, the files written and the
+/// git outcome.
+///
+/// # Errors
+/// Invalid name, existing non-empty folder or file, I/O errors.
+pub fn create(parent: &Path, name: &str) -> Result<(PathBuf, Vec<PathBuf>, GitOutcome)> {
+    validate_name(name)?;
+    let dir = parent.join(name);
+    match std::fs::symlink_metadata(&dir) {
+        Ok(meta) if !meta.is_dir() => {
+            return Err(HankError::usage(format!(
+                "{} exists and is not a folder",
+                dir.display()
+            )));
+        }
+        Ok(_) if !is_empty_dir(&dir)? => {
+            return Err(HankError::usage_hint(
+                format!("{} already exists and is not empty", dir.display()),
+                "choose another name, or run `hank enable` inside that folder",
+            ));
+        }
+        Ok(_) => {}
+        Err(_) => {
+            std::fs::create_dir(&dir).map_err(|e| HankError::io("creating folder", &dir, e))?
+        }
+    }
+    let mut facts = detect::ProjectFacts {
+        name: name.to_string(),
+        project_type: "unknown".into(),
+        ..detect::ProjectFacts::default()
+    };
+    facts.git = true;
+    let spec = ProjectSpec::from_facts(&facts);
+    let written = generate::create_project_files(&dir, &spec, false)?;
+    let git = git_init_and_commit(&dir);
+    Ok((dir, written, git))
+}
+
+/// `hank setup NAME` in `cwd`.
+///
+/// # Errors
+/// See [`create`]; with `--json` the error is printed as JSON and its code returned.
+pub fn run(cwd: &Path, args: &SetupArgs) -> Result<u8> {
+    let result = create(cwd, &args.name);
+    if args.json {
+        let obj = match &result {
+            Ok((dir, written, git)) => serde_json::json!({
+                "success": true,
+                "code": exit::OK,
+                "project_name": args.name,
+                "path": dir.display().to_string(),
+                "files_created": written.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+                "git": match git { GitOutcome::Committed => "committed".to_string(), GitOutcome::Skipped(r) => r.clone() },
+                "message": format!("created {}", args.name),
+            }),
+            Err(e) => serde_json::json!({
+                "success": false,
+                "code": e.exit_code(),
+                "project_name": args.name,
+                "message": e.to_string(),
+            }),
+        };
+        println!("{obj}");
+        return Ok(result.map_or_else(|e| e.exit_code(), |_| exit::OK));
+    }
+    let (dir, written, git) = result?;
+    eprintln!("Created {}:", dir.display());
+    for w in &written {
+        eprintln!("  {}", w.display());
+    }
+    match git {
+        GitOutcome::Committed => eprintln!("  git repository with a first commit"),
+        GitOutcome::Skipped(reason) => eprintln!("warning: {reason}"),
+    }
+    eprintln!(
+        "Next: cd {}, describe the project in .hank/specs/ and .hank/fix_plan.md, then run `hank`.",
+        args.name
+    );
+    Ok(exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn name_table() {
+        let cases = [
+            ("my-project", true),
+            ("app_2", true),
+            ("", false),
+            ("  ", false),
+            (".", false),
+            ("..", false),
+            ("a/b", false),
+            ("/abs", false),
+            ("a\\b", false),
+            ("-x", false),
+            ("a\"b", false),
+            ("a\nb", false),
+        ];
+        for (name, ok) in cases {
+            assert_eq!(validate_name(name).is_ok(), ok, "{name:?}");
+        }
+    }
+
+    #[test]
+    fn refuses_non_empty_folder_and_uses_empty_one() {
+        let parent = tempfile::tempdir().unwrap();
+        std::fs::create_dir(parent.path().join("full")).unwrap();
+        std::fs::write(parent.path().join("full/x"), "x").unwrap();
+        assert!(create(parent.path(), "full").is_err());
+        std::fs::write(parent.path().join("file"), "x").unwrap();
+        assert!(create(parent.path(), "file").is_err());
+        std::fs::create_dir(parent.path().join("empty")).unwrap();
+        let (dir, written, _) = create(parent.path(), "empty").unwrap();
+        assert!(written.contains(&PathBuf::from(".hank/PROMPT.md")));
+        assert!(dir.join(".hank/specs").is_dir());
+        assert!(generate::missing_required(&dir).is_empty());
+    }
+}

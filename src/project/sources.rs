@@ -1,0 +1,246 @@
+//! Fetching tasks from the outside: `bd`, `gh` and PRD files.
+//!
+//! Tools are found on PATH with `which`, spawned directly (no shell) in the project folder
+//! with stdin null and a timeout; their output is parsed by [`super::tasks`]. A missing,
+//! failing or unauthenticated tool gives an error that says what to do — never a panic.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::error::{HankError, Result};
+
+use super::detect::TaskSourceKind;
+use super::tasks::{self, Task};
+
+/// How long `bd` / `gh` may run.
+pub const TOOL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Default number of GitHub issues fetched.
+pub const DEFAULT_LIMIT: u32 = 50;
+
+/// What to import and with which options.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SourceRequest {
+    pub sources: Vec<TaskSourceKind>,
+    /// GitHub label filter.
+    pub label: Option<String>,
+    /// Maximum tasks per source.
+    pub limit: u32,
+    /// The PRD document (relative to the project or absolute).
+    pub prd: Option<PathBuf>,
+}
+
+/// Output of a finished tool.
+#[derive(Debug)]
+pub struct ToolOutput {
+    pub success: bool,
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `program args…` in `dir` without a shell, stdin null, killing it after `timeout`.
+///
+/// # Errors
+/// The program cannot be started, or it ran longer than `timeout`.
+pub fn run_tool(
+    program: &Path,
+    args: &[&str],
+    dir: &Path,
+    timeout: Duration,
+) -> Result<ToolOutput> {
+    let name = program.file_name().map_or_else(
+        || program.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let mut child = Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| HankError::Other(format!("could not start `{name}`: {e}")))?;
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut p) = pipe {
+                // Cap what we keep: task lists are small.
+                let _ = p.by_ref().take(16 * 1024 * 1024).read_to_end(&mut buf);
+            }
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    };
+    let out_thread = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err_thread = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if start.elapsed() >= timeout => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(HankError::Other(format!(
+                    "`{name} {}` did not finish within {}s and was stopped",
+                    args.join(" "),
+                    timeout.as_secs()
+                )));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(25)),
+            Err(e) => return Err(HankError::Other(format!("waiting for `{name}`: {e}"))),
+        }
+    };
+    let stdout = out_thread.join().unwrap_or_default();
+    let stderr = err_thread.join().unwrap_or_default();
+    Ok(ToolOutput {
+        success: status.success(),
+        code: status.code(),
+        stdout,
+        stderr,
+    })
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("")
+}
+
+/// Imports open beads issues (`bd list --json`, falling back to the text form).
+///
+/// # Errors
+/// `bd` is missing or fails.
+pub fn fetch_beads(dir: &Path, limit: u32) -> Result<Vec<Task>> {
+    let bd = which::which("bd").map_err(|_| {
+        HankError::usage_hint(
+            "beads: `bd` is not on PATH",
+            "install beads (https://github.com/steveyegge/beads) or choose another task source",
+        )
+    })?;
+    let out = run_tool(&bd, &["list", "--json"], dir, TOOL_TIMEOUT)?;
+    let mut tasks = if out.success {
+        match tasks::parse_beads_json(&out.stdout) {
+            Ok(t) => t,
+            Err(_) => tasks::parse_beads_text(&out.stdout),
+        }
+    } else {
+        let text = run_tool(&bd, &["list"], dir, TOOL_TIMEOUT)?;
+        if !text.success {
+            return Err(HankError::Other(format!(
+                "beads: `bd list` failed (exit {}): {}",
+                text.code.map_or_else(|| "signal".into(), |c| c.to_string()),
+                first_line(&text.stderr)
+            )));
+        }
+        tasks::parse_beads_text(&text.stdout)
+    };
+    tasks.truncate(limit as usize);
+    Ok(tasks)
+}
+
+/// Imports open GitHub issues (`gh issue list --state open --json number,title,labels`).
+///
+/// # Errors
+/// `gh` is missing, not logged in, or fails.
+pub fn fetch_github(dir: &Path, label: Option<&str>, limit: u32) -> Result<Vec<Task>> {
+    let gh = which::which("gh").map_err(|_| {
+        HankError::usage_hint(
+            "github: `gh` is not on PATH",
+            "install the GitHub CLI (https://cli.github.com) and run `gh auth login`",
+        )
+    })?;
+    let limit_s = limit.to_string();
+    let mut args = vec![
+        "issue",
+        "list",
+        "--state",
+        "open",
+        "--json",
+        "number,title,labels",
+        "--limit",
+        &limit_s,
+    ];
+    let label = label.map(str::trim).filter(|l| !l.is_empty());
+    if let Some(l) = label {
+        args.push("--label");
+        args.push(l);
+    }
+    let out = run_tool(&gh, &args, dir, TOOL_TIMEOUT)?;
+    if !out.success {
+        let lower = out.stderr.to_ascii_lowercase();
+        if lower.contains("gh auth login") || lower.contains("not logged") || out.code == Some(4) {
+            return Err(HankError::usage_hint(
+                "github: `gh` is not authenticated",
+                "run `gh auth login`, then try again",
+            ));
+        }
+        return Err(HankError::Other(format!(
+            "github: `gh issue list` failed (exit {}): {}",
+            out.code.map_or_else(|| "signal".into(), |c| c.to_string()),
+            first_line(&out.stderr)
+        )));
+    }
+    let mut tasks = tasks::parse_github_json(&out.stdout, label)?;
+    tasks.truncate(limit as usize);
+    Ok(tasks)
+}
+
+/// Extracts tasks from a PRD file (path relative to `dir` unless absolute).
+///
+/// # Errors
+/// The file cannot be read.
+pub fn fetch_prd(dir: &Path, prd: &Path, limit: u32) -> Result<Vec<Task>> {
+    let path = if prd.is_absolute() {
+        prd.to_path_buf()
+    } else {
+        dir.join(prd)
+    };
+    let bytes = std::fs::read(&path).map_err(|e| HankError::io("reading PRD", &path, e))?;
+    Ok(tasks::extract_prd_tasks(
+        &String::from_utf8_lossy(&bytes),
+        limit as usize,
+    ))
+}
+
+/// Fetches every requested source; tasks are deduplicated across sources.
+///
+/// # Errors
+/// The first source that fails (nothing is written by the caller then).
+pub fn fetch_all(dir: &Path, req: &SourceRequest) -> Result<Vec<Task>> {
+    let mut all = Vec::new();
+    for source in &req.sources {
+        all.extend(fetch_one(dir, *source, req)?);
+    }
+    Ok(tasks::dedupe(all))
+}
+
+/// Fetches one source.
+///
+/// # Errors
+/// See [`fetch_beads`], [`fetch_github`], [`fetch_prd`]; `prd` without a file.
+pub fn fetch_one(dir: &Path, source: TaskSourceKind, req: &SourceRequest) -> Result<Vec<Task>> {
+    match source {
+        TaskSourceKind::Beads => fetch_beads(dir, req.limit),
+        TaskSourceKind::Github => fetch_github(dir, req.label.as_deref(), req.limit),
+        TaskSourceKind::Prd => match &req.prd {
+            Some(p) => fetch_prd(dir, p, req.limit),
+            None => Err(HankError::usage_hint(
+                "prd: no PRD file given and none found",
+                "pass --prd FILE",
+            )),
+        },
+    }
+}
