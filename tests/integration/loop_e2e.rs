@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use crate::support::{
-    Project, TICK_ONE, alive, error_json, result_json, signal, stderr, stdout, wait_with_timeout,
+    Project, TICK_ONE, error_json, gone, result_json, signal, stderr, stdout, wait_with_timeout,
 };
 
 #[test]
@@ -152,7 +152,7 @@ fn hung_agent_and_grandchild_are_killed_on_timeout() {
         .parse()
         .unwrap();
     std::thread::sleep(Duration::from_millis(200));
-    assert!(!alive(pid), "grandchild {pid} survived");
+    assert!(gone(pid), "grandchild {pid} survived");
 }
 
 #[test]
@@ -186,7 +186,7 @@ fn sigint_during_a_call_exits_130_quickly_with_no_survivor() {
         .trim()
         .parse()
         .unwrap();
-    assert!(!alive(pid), "grandchild survived");
+    assert!(gone(pid), "grandchild survived");
     assert_eq!(p.state()["ledger"]["entries"].as_array().unwrap().len(), 1);
 }
 

@@ -274,6 +274,18 @@ pub fn alive(pid: i32) -> bool {
         .unwrap_or(false)
 }
 
+/// Waits up to 2 s for `pid` to be gone.
+pub fn gone(pid: i32) -> bool {
+    let start = Instant::now();
+    while alive(pid) {
+        if start.elapsed() > Duration::from_secs(2) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    true
+}
+
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
