@@ -167,12 +167,10 @@ fn context_for(state: &State, plan: &Plan, number: u64) -> String {
                 .collect()
         })
         .unwrap_or_default();
-    let total = plan.total();
-    let done = plan.done();
     argv::build_context(&ContextInput {
         loop_number: number,
-        open_items: total.saturating_sub(done),
-        total_items: total,
+        open_items: plan.open_required(),
+        total_items: plan.total(),
         next_item: plan.next_open().map(|i| i.text.as_str()),
         circuit,
         last_recommendation: state.last_recommendation.as_deref(),
@@ -436,6 +434,11 @@ impl Engine {
         self.write_status(RunState::Starting)?;
         let dcfg = self.s.decide_config();
         loop {
+            // Let the signal task run (the driver is polled on the first yield, the handler runs
+            // on the second): a signal that came during the synchronous analysis is seen here.
+            for _ in 0..2 {
+                tokio::task::yield_now().await;
+            }
             if self.interrupted() {
                 return Ok(ExitReason::Interrupted);
             }
@@ -606,7 +609,8 @@ impl Engine {
         self.fold(number, now, resume.as_deref(), &analysis, &progress)?;
         let dcfg = self.s.decide_config();
         self.state.consecutive_failures = self.state.breaker.failure_streak;
-        self.save()?;
+        // Not durable: the call itself is already on disk (saved durably before the spawn).
+        self.store.save_state_with(&self.state, false)?;
 
         // 8. decide
         let mut decision = decide::after_loop(&AfterLoop {
@@ -634,8 +638,17 @@ impl Engine {
             }
         }
 
-        // 9. report
-        self.report_loop(number, &analysis, &progress, outcome.duration)?;
+        // 9. report. When the next loop starts at once, its "running" status (which carries
+        // this loop's results) is the next write: skip a redundant one here.
+        let next_starts_now =
+            decision == Decision::Continue && self.s.loop_delay_seconds.value == 0;
+        self.report_loop(
+            number,
+            &analysis,
+            &progress,
+            outcome.duration,
+            !next_starts_now,
+        )?;
         Ok(decision)
     }
 
@@ -716,6 +729,7 @@ impl Engine {
         a: &Analysis,
         p: &progress::Progress,
         duration: Duration,
+        write_status: bool,
     ) -> Result<()> {
         let status = a.status.as_ref();
         let enum_str = |v: Option<String>| v.map(|s| s.trim_matches('"').to_string());
@@ -748,7 +762,9 @@ impl Engine {
             duration_ms,
         };
         self.last_loop = Some(last.clone());
-        self.write_status(RunState::Running)?;
+        if write_status {
+            self.write_status(RunState::Running)?;
+        }
         self.emit(
             "agent_finished",
             json!({

@@ -273,12 +273,19 @@ impl Store {
         }
     }
 
-    /// Saves `state.json` atomically (and durably: the call ledger must survive a crash).
+    /// Saves `state.json` atomically and durably (fdatasync before the rename): used before
+    /// every spawn, so the call ledger survives even a power loss.
     pub fn save_state(&self, state: &State) -> Result<()> {
+        self.save_state_with(state, true)
+    }
+
+    /// Saves `state.json` atomically; `durable` adds an fdatasync (costly on some disks; a
+    /// crash of hank alone never needs it, only a crash of the machine does).
+    pub fn save_state_with(&self, state: &State, durable: bool) -> Result<()> {
         let path = self.state_path();
         let bytes = serde_json::to_vec_pretty(state)
             .map_err(|e| HankError::Other(format!("failed to encode state: {e}")))?;
-        write_atomic(&path, &bytes, true).map_err(|e| HankError::io("failed to write", &path, e))
+        write_atomic(&path, &bytes, durable).map_err(|e| HankError::io("failed to write", &path, e))
     }
 
     /// Writes `status.json` atomically.

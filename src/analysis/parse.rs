@@ -15,9 +15,9 @@ use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use super::{Denial, OutputShape, Tokens};
 
 /// Longest line kept in memory; the rest of a longer line is skipped (and the line unparsed).
-const MAX_LINE: usize = 64 * 1024 * 1024;
+const MAX_LINE: usize = 128 * 1024 * 1024;
 /// Pretty-printed (multi-line) JSON is buffered up to this size.
-const MAX_WHOLE: usize = 64 * 1024 * 1024;
+const MAX_WHOLE: usize = 128 * 1024 * 1024;
 /// Plain text: bytes kept from the start (for the summary) and from the end (for heuristics).
 const TEXT_HEAD: usize = 8 * 1024;
 const TEXT_TAIL: usize = 1024 * 1024;

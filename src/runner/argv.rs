@@ -96,7 +96,7 @@ pub fn build_context(c: &ContextInput<'_>) -> String {
     let mut out = format!("Hank loop {}.", c.loop_number);
     if c.total_items > 0 {
         out.push_str(&format!(
-            " fix_plan: {} of {} items open",
+            " fix_plan: {} required of {} items open",
             c.open_items, c.total_items
         ));
         if let Some(next) = c.next_item {
