@@ -274,6 +274,7 @@ struct Engine {
     plan: Plan,
     last_loop: Option<LastLoop>,
     wait: Option<(WaitReason, Timestamp)>,
+    secrets: Vec<String>,
 }
 
 impl Engine {
@@ -298,6 +299,7 @@ impl Engine {
             plan: Plan::default(),
             last_loop: None,
             wait: None,
+            secrets: secret_values(),
         };
         if let Some(aside) = loaded.moved_aside {
             engine.warn(&format!(
@@ -529,7 +531,7 @@ impl Engine {
         let baseline = progress::baseline(&self.s.project_dir, &plan_before);
         let live_path = self.store.live_path();
         let mut live_file = if self.s.live.value {
-            fs::File::create(&live_path).ok()
+            process::create_log(&live_path).ok()
         } else {
             None
         };
@@ -590,7 +592,7 @@ impl Engine {
             timed_out: outcome.timed_out,
             interrupted: outcome.interrupted,
         };
-        let analysis = match fs::File::open(&stdout_log) {
+        let mut analysis = match fs::File::open(&stdout_log) {
             Ok(f) => analysis::analyze(
                 BufReader::new(f),
                 &outcome.stderr_head,
@@ -599,6 +601,10 @@ impl Engine {
             ),
             Err(_) => analysis::analyze_bytes(b"", &outcome.stderr_head, &facts, Timestamp::now()),
         };
+        redact_analysis(&mut analysis, &self.secrets);
+        // The agent may have removed .hank/ entirely: recreate it so the state can be saved;
+        // the next integrity check then stops the run (integrity_failure).
+        self.store.ensure_dirs()?;
         let plan_after =
             read_text(&self.s.project_dir.join(".hank/fix_plan.md")).unwrap_or_default();
         let progress = progress::measure(&self.s.project_dir, &baseline, &plan_after);
@@ -852,6 +858,10 @@ impl Engine {
                 return Waited::Done;
             }
             self.reporter.wait_tick(reason.as_str(), until, now);
+            // Someone deleted status.json during a long wait: put it back.
+            if !self.store.status_path().exists() {
+                let _ = self.write_status(RunState::Waiting);
+            }
             let left = until.duration_since(now);
             let step = left.min(SignedDuration::from_secs(1));
             let step = Duration::try_from(step).unwrap_or(Duration::from_millis(100));
@@ -920,6 +930,60 @@ impl Engine {
             notify(&format!("hank: {}", reason.as_str()), &message);
         }
         Ok(reason.code())
+    }
+}
+
+/// Environment variables whose values must never reach hank's own files or output.
+const SECRET_VARS: &[&str] = &[
+    "ANTHROPIC_API_KEY",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "ANTHROPIC_AUTH_TOKEN",
+];
+
+/// The secret values present in the environment (short values are ignored: replacing them
+/// would mangle ordinary text).
+fn secret_values() -> Vec<String> {
+    SECRET_VARS
+        .iter()
+        .filter_map(|k| std::env::var(k).ok())
+        .filter(|v| v.trim().len() >= 8)
+        .collect()
+}
+
+/// Replaces every secret value in `text` with `[REDACTED]`.
+fn redact(text: &mut String, secrets: &[String]) {
+    for s in secrets {
+        if text.contains(s.as_str()) {
+            *text = text.replace(s.as_str(), "[REDACTED]");
+        }
+    }
+}
+
+/// Removes secrets from every text field of an analysis (the agent may echo them).
+fn redact_analysis(a: &mut Analysis, secrets: &[String]) {
+    if secrets.is_empty() {
+        return;
+    }
+    if let Some(e) = a.error.as_mut() {
+        redact(&mut e.message, secrets);
+    }
+    redact(&mut a.summary, secrets);
+    if let Some(rec) = a.status.as_mut().and_then(|s| s.recommendation.as_mut()) {
+        redact(rec, secrets);
+    }
+    for list in [
+        &mut a.error_signatures,
+        &mut a.questions,
+        &mut a.completion_indicators,
+    ] {
+        for item in list.iter_mut() {
+            redact(item, secrets);
+        }
+    }
+    for d in &mut a.permission_denials {
+        if let Some(c) = d.command.as_mut() {
+            redact(c, secrets);
+        }
     }
 }
 

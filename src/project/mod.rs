@@ -9,7 +9,7 @@
 //! | `tasks` | parsing `bd` / `gh` output and PRDs into tagged fix_plan items **[pure]** |
 //! | `sources` | running `bd` / `gh` (no shell, stdin null, timeout), reading PRDs |
 //! | `generate` | rendering and writing `.hank/*`, `.hankrc`, `.gitignore` entries |
-//! | `setup`, `enable`, `ci`, `migrate` | the commands |
+//! | `setup`, `enable`, `ci`, `migrate`, `import` | the commands |
 //!
 //! A project is **enabled** when `.hank/PROMPT.md` exists: `enable`/`enable-ci` then stop with
 //! exit 2 unless `--force`, and `migrate` says it is already migrated. The generator writes
@@ -19,6 +19,7 @@ pub mod ci;
 pub mod detect;
 pub mod enable;
 pub mod generate;
+pub mod import;
 pub mod migrate;
 pub mod scan;
 pub mod setup;
@@ -134,10 +135,34 @@ pub struct MigrateArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct ImportArgs {
-    /// The PRD / spec document.
+    /// The PRD / spec document: Markdown, plain text or JSON.
     pub file: PathBuf,
-    /// Project name (default: from the file name).
+    /// Project name: the new folder in the current directory [default: from the file name].
     pub name: Option<String>,
+    /// Import into this existing project folder instead of creating a new one.
+    #[arg(long, value_name = "DIR")]
+    pub into: Option<PathBuf>,
+    /// With --into: replace existing .hank/PROMPT.md, fix_plan.md and specs/requirements.md.
+    #[arg(long)]
+    pub force: bool,
+    /// Extract the tasks without AI (headings, checkboxes, numbered items, "must" sentences).
+    #[arg(long)]
+    pub no_ai: bool,
+    /// Maximum tasks kept by the conversion without AI.
+    #[arg(long, default_value_t = import::DEFAULT_TASK_LIMIT, value_name = "N")]
+    pub limit: u32,
+    /// The agent command: a path or a name on PATH [CLAUDE_CODE_CMD, default claude].
+    #[arg(long, value_name = "PATH")]
+    pub claude_cmd: Option<String>,
+    /// Time limit of the AI conversion: minutes, or 90s / 2m / 1h [CLAUDE_TIMEOUT_MINUTES, default 15].
+    #[arg(short = 't', long, value_name = "DURATION")]
+    pub timeout: Option<String>,
+    /// Claude model [CLAUDE_MODEL].
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+    /// Print exactly one JSON result object on stdout (errors too).
+    #[arg(long)]
+    pub json: bool,
 }
 
 fn current_dir() -> Result<PathBuf> {
@@ -271,7 +296,10 @@ pub fn migrate(args: &MigrateArgs) -> Result<u8> {
     Ok(code)
 }
 
-/// `hank import`.
-pub fn import(_args: &ImportArgs) -> Result<u8> {
-    Err(HankError::Other("import is being built".into()))
+/// `hank import FILE [NAME]`.
+///
+/// # Errors
+/// See [`import::run`] (with `--json`, errors are printed as JSON and only the code returned).
+pub fn import(args: &ImportArgs) -> Result<u8> {
+    import::run(&current_dir()?, args)
 }

@@ -257,7 +257,10 @@ pub fn extract_prd_tasks(content: &str, cap: usize) -> Vec<Task> {
                 "scope",
             ]
             .iter()
-            .any(|k| h.contains(k));
+            .any(|k| h.contains(k))
+                && !["out of scope", "non-goal", "non goal", "not in scope"]
+                    .iter()
+                    .any(|k| h.contains(k));
             continue;
         }
         let text = if let Some(caps) = checkbox.captures(line) {
@@ -456,5 +459,21 @@ mod tests {
                 proptest::prop_assert!(!t.title.contains('\n'));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod scope_tests {
+    use super::*;
+
+    #[test]
+    fn out_of_scope_bullets_are_not_tasks() {
+        let prd =
+            "## Scope\n- Login page\n\n## Out of scope\n- Billing\n\n## Non-goals\n- Mobile app\n";
+        let titles: Vec<String> = extract_prd_tasks(prd, 50)
+            .into_iter()
+            .map(|t| t.title)
+            .collect();
+        assert_eq!(titles, vec!["Login page".to_string()]);
     }
 }

@@ -20,14 +20,17 @@ pub const AGENT_MD: &str = include_str!("../../templates/AGENT.md");
 pub const HANKRC: &str = include_str!("../../templates/hankrc");
 /// `templates/gitignore`: hank's runtime files, for `.gitignore`.
 pub const GITIGNORE: &str = include_str!("../../templates/gitignore");
+/// `templates/import_prompt.md`: the conversion prompt of `hank import` (document as data).
+pub const IMPORT_PROMPT_MD: &str = include_str!("../../templates/import_prompt.md");
 
 /// Every embedded template with its file name in `templates/`.
-pub const ALL: [(&str, &str); 5] = [
+pub const ALL: [(&str, &str); 6] = [
     ("PROMPT.md", PROMPT_MD),
     ("fix_plan.md", FIX_PLAN_MD),
     ("AGENT.md", AGENT_MD),
     ("hankrc", HANKRC),
     ("gitignore", GITIGNORE),
+    ("import_prompt.md", IMPORT_PROMPT_MD),
 ];
 
 /// Values for the `{{name}}` variables of a template.
@@ -135,6 +138,13 @@ mod tests {
             "max_calls",
             "allowed_tools",
             "tasks",
+            // import_prompt.md
+            "source_name",
+            "document_format",
+            "begin_marker",
+            "end_marker",
+            "hank_prompt",
+            "document",
         ];
         for (name, text) in ALL {
             for var in variables(text) {

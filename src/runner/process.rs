@@ -54,6 +54,18 @@ pub struct RunOutcome {
     pub leftovers_killed: bool,
 }
 
+/// Creates (truncates) a log file with mode 0600, never following a symlink at `path`.
+pub fn create_log(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(path)
+}
+
 fn signal_group(pgid: i32, sig: Signal) -> bool {
     killpg(Pid::from_raw(pgid), sig).is_ok()
 }
@@ -66,7 +78,7 @@ pub async fn run(
     mut on_line: impl FnMut(&[u8]),
 ) -> std::io::Result<RunOutcome> {
     let started = Instant::now();
-    let stdout_file = File::create(&spawn.stdout_log)?;
+    let stdout_file = create_log(&spawn.stdout_log)?;
     let mut child = tokio::process::Command::new(spawn.program)
         .args(spawn.args)
         .current_dir(spawn.cwd)
@@ -272,7 +284,7 @@ async fn drain_stderr(
             head.extend_from_slice(&buf[..take]);
         }
         if file.is_none() {
-            file = Some(File::create(&path)?);
+            file = Some(create_log(&path)?);
         }
         if let Some(f) = file.as_mut() {
             f.write_all(&buf[..n])?;

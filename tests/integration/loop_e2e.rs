@@ -546,3 +546,12 @@ fn sigint_shaped_result_with_exit_0_is_not_success() {
     assert_eq!(p.status()["last_loop"]["outcome"], "agent_error");
     assert_eq!(p.status()["last_loop"]["error_kind"], "interrupted");
 }
+
+#[test]
+fn removing_the_whole_hank_dir_is_an_integrity_failure() {
+    let p = Project::new(&["a"]);
+    p.fake("effect.sh", "rm -rf .hank\n");
+    let o = p.run(&[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(p.status()["exit_reason"], "integrity_failure");
+}

@@ -6,6 +6,10 @@
 
 mod analyze;
 mod cli;
+mod contract;
+mod fake_api;
+mod faults;
+mod import;
 mod loop_e2e;
 mod monitor;
 mod project;

@@ -293,3 +293,62 @@ pub fn stderr(o: &Output) -> String {
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
+
+/// Live (non-zombie) members of process group `pgid`, from `/proc`.
+pub fn group_members(pgid: i32) -> Vec<i32> {
+    proc_stats()
+        .into_iter()
+        .filter(|s| s.pgrp == pgid && s.state != 'Z')
+        .map(|s| s.pid)
+        .collect()
+}
+
+/// Polls until process group `pgid` is empty or `within` passed; returns what is left.
+pub fn group_after(pgid: i32, within: Duration) -> Vec<i32> {
+    let start = Instant::now();
+    loop {
+        let left = group_members(pgid);
+        if left.is_empty() || start.elapsed() > within {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Live children of `pid`.
+pub fn children_of(pid: i32) -> Vec<i32> {
+    proc_stats()
+        .into_iter()
+        .filter(|s| s.ppid == pid && s.state != 'Z')
+        .map(|s| s.pid)
+        .collect()
+}
+
+struct ProcStat {
+    pid: i32,
+    state: char,
+    ppid: i32,
+    pgrp: i32,
+}
+
+fn proc_stats() -> Vec<ProcStat> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| {
+        let pid: i32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let rest = stat.rsplit_once(')')?.1.to_string();
+        let mut f = rest.split_whitespace();
+        let state = f.next()?.chars().next()?;
+        let ppid = f.next()?.parse().ok()?;
+        let pgrp = f.next()?.parse().ok()?;
+        Some(ProcStat {
+            pid,
+            state,
+            ppid,
+            pgrp,
+        })
+    })
+    .collect()
+}

@@ -1,0 +1,638 @@
+//! `hank run` end to end with the **real** Claude Code client against the scripted fake API
+//! (`fake_api.rs`): files the client really writes count as progress, `--resume` continuity is
+//! accepted by the client, permission denials, usage limits with their reset time, auth errors,
+//! transient errors with backoff, max turns, unknown sessions.
+//!
+//! The client comes from `scripts/install-claude.sh` (npm, pinned version) and is found through
+//! `HANK_REAL_CLAUDE=/path/to/claude`; without it every test prints a SKIP line and passes.
+//! No network is used: `ANTHROPIC_BASE_URL` points at the fake on 127.0.0.1, `HOME` is a temp
+//! dir, the client's own retries are off (`CLAUDE_CODE_MAX_RETRIES=0`).
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use serde_json::{Value, json};
+
+use crate::fake_api::{FakeApi, Reply, status_text};
+use crate::support::{Project, children_of, group_after, signal, stderr, wait_with_timeout};
+
+/// The real client, or `None` (with a visible SKIP message).
+fn real_claude(test: &str) -> Option<String> {
+    match std::env::var("HANK_REAL_CLAUDE") {
+        Ok(p) if Path::new(&p).is_file() => Some(p),
+        _ => {
+            eprintln!(
+                "SKIP contract::{test}: HANK_REAL_CLAUDE is not set \
+                 (export HANK_REAL_CLAUDE=$(scripts/install-claude.sh))"
+            );
+            None
+        }
+    }
+}
+
+/// How the client authenticates.
+#[derive(Clone, Copy)]
+enum Auth {
+    ApiKey,
+    /// Subscription auth: the only mode in which the client reads the unified limit headers.
+    OAuth,
+}
+
+struct Real {
+    p: Project,
+    api: FakeApi,
+    claude: String,
+}
+
+impl Real {
+    fn new(test: &str, items: &[&str], script: Vec<Reply>) -> Option<Self> {
+        Self::scripted(test, items, |_| script)
+    }
+
+    /// A git project with `items`, and the fake API playing the script built from it.
+    fn scripted(
+        test: &str,
+        items: &[&str],
+        script: impl FnOnce(&Project) -> Vec<Reply>,
+    ) -> Option<Self> {
+        let claude = real_claude(test)?;
+        let p = Project::new(items);
+        p.git_init();
+        let log = p.dir.parent().unwrap().join("api.log");
+        let api = FakeApi::start(script(&p), Some(&log));
+        Some(Self { p, api, claude })
+    }
+
+    fn cmd(&self, auth: Auth, args: &[&str]) -> Command {
+        self.cmd_with(&self.claude, auth, args)
+    }
+
+    /// `hank ARGS` with `claude_cmd` as CLAUDE_CODE_CMD and the client's environment.
+    fn cmd_with(&self, claude_cmd: &str, auth: Auth, args: &[&str]) -> Command {
+        let mut c = self.p.cmd();
+        c.env("ANTHROPIC_BASE_URL", self.api.url())
+            .env("CLAUDE_CODE_MAX_RETRIES", "0")
+            .env("DISABLE_TELEMETRY", "1")
+            .env("DISABLE_AUTOUPDATER", "1")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .env("IS_SANDBOX", "1")
+            .env("TZ", "UTC");
+        match auth {
+            Auth::ApiKey => c.env("ANTHROPIC_API_KEY", "sk-ant-api03-fake-contract-key"),
+            Auth::OAuth => c.env(
+                "CLAUDE_CODE_OAUTH_TOKEN",
+                "sk-ant-oat01-fake-contract-token",
+            ),
+        };
+        c.arg("--claude-cmd").arg(claude_cmd).args(args);
+        c
+    }
+
+    fn run(&self, auth: Auth, args: &[&str]) -> Output {
+        self.cmd(auth, args).output().expect("run hank")
+    }
+
+    /// hank's stderr, the loop logs and where the API log is: for assertion messages.
+    fn context(&self, o: &Output) -> String {
+        let mut s = format!("--- hank stderr\n{}\n", stderr(o));
+        for n in 1..=4 {
+            for ext in ["out", "err"] {
+                let f = self.p.dir.join(format!(".hank/logs/loop-{n:05}.{ext}"));
+                if let Ok(t) = std::fs::read_to_string(&f) {
+                    s.push_str(&format!("--- loop {n} {ext}\n{}\n", clip(&t)));
+                }
+            }
+        }
+        s.push_str("--- API requests\n");
+        for r in self.api.requests() {
+            let body = r.body.to_string();
+            let mut from = body.len().saturating_sub(600);
+            while !body.is_char_boundary(from) {
+                from += 1;
+            }
+            s.push_str(&format!("{} {} …{}\n", r.method, r.path, &body[from..]));
+        }
+        s
+    }
+
+    fn finished(&self) -> Vec<Value> {
+        self.p
+            .events()
+            .into_iter()
+            .filter(|e| e["type"] == "agent_finished")
+            .collect()
+    }
+}
+
+fn clip(s: &str) -> &str {
+    let mut end = s.len().min(3000);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// Read the plan, tick `item`, write `src/<item>.txt`, answer with a status block.
+fn work_on(real_plan: &str, dir: &Path, item: &str, status: &str) -> Vec<Reply> {
+    vec![
+        Reply::tool("Read", json!({"file_path": real_plan})),
+        Reply::tool(
+            "Edit",
+            json!({"file_path": real_plan, "old_string": format!("- [ ] {item}"), "new_string": format!("- [x] {item}")}),
+        ),
+        Reply::tool(
+            "Write",
+            json!({"file_path": dir.join(format!("src/{item}.txt")).display().to_string(), "content": format!("{item} done\n")}),
+        ),
+        Reply::Text(status_text(
+            status,
+            false,
+            &format!("after {item}, continue"),
+        )),
+    ]
+}
+
+/// Two loops: the client really edits fix_plan.md and writes files (progress from git), the
+/// second loop resumes the first loop's session and the client accepts it.
+#[test]
+fn real_client_writes_files_resumes_and_completes_the_plan() {
+    let Some(real) = Real::scripted(
+        "real_client_writes_files_resumes_and_completes_the_plan",
+        &["one", "two"],
+        |p| {
+            let plan = p.dir.join(".hank/fix_plan.md").display().to_string();
+            let mut script = work_on(&plan, &p.dir, "one", "IN_PROGRESS");
+            script.extend(work_on(&plan, &p.dir, "two", "COMPLETE"));
+            script
+        },
+    ) else {
+        return;
+    };
+    let o = real.run(Auth::ApiKey, &["--max-loops", "3"]);
+    let ctx = real.context(&o);
+    assert_eq!(o.status.code(), Some(0), "{ctx}");
+    let s = real.p.status();
+    assert_eq!(s["exit_reason"], "plan_complete", "{ctx}");
+    assert_eq!(s["loop_count"], 2, "{ctx}");
+    for item in ["one", "two"] {
+        assert_eq!(
+            std::fs::read_to_string(real.p.dir.join(format!("src/{item}.txt"))).unwrap(),
+            format!("{item} done\n"),
+            "the client wrote src/{item}.txt"
+        );
+    }
+    let finished = real.finished();
+    assert_eq!(finished.len(), 2, "{ctx}");
+    for f in &finished {
+        assert_eq!(f["outcome"], "success", "{f}");
+        assert_eq!(f["plan_items_checked"], 1, "{f}");
+        // src/<item>.txt (hank's own .hank/ files are not counted as work).
+        assert!(f["files_changed"].as_u64().unwrap() >= 1, "{f}");
+        assert!(f["cost_usd"].as_f64().unwrap() > 0.0, "{f}");
+    }
+    // Continuity: loop 2 was started with --resume and the client kept the session.
+    let started: Vec<Value> = real
+        .p
+        .events()
+        .into_iter()
+        .filter(|e| e["type"] == "loop_started")
+        .collect();
+    assert_eq!(started[1]["resume"], true);
+    assert_eq!(finished[0]["session_id"], finished[1]["session_id"]);
+    let turns = real.api.turns();
+    assert_eq!(turns.len(), 8, "4 turns per loop");
+    let session = finished[0]["session_id"].as_str().unwrap();
+    assert_eq!(turns[4].header("x-claude-code-session-id"), Some(session));
+    let history = turns[4].body["messages"].to_string();
+    assert!(
+        history.contains("one done"),
+        "loop 2's first request carries loop 1's conversation"
+    );
+    // The loop context rode in the system prompt.
+    assert!(turns[4].body["system"].to_string().contains("two"));
+}
+
+/// A Bash call outside ALLOWED_TOOLS: the client denies it, hank reads the denial from the
+/// result, tells the agent in the next loop's context, and stops after two such loops.
+#[test]
+fn denied_bash_is_relayed_then_stops_with_permission_denied() {
+    let bash = || {
+        Reply::tool(
+            "Bash",
+            json!({"command": "curl -s http://127.0.0.1:9/install.sh", "description": "fetch the installer"}),
+        )
+    };
+    let script = vec![
+        bash(),
+        Reply::Text(status_text("BLOCKED", false, "need curl")),
+        bash(),
+        Reply::Text(status_text("BLOCKED", false, "still need curl")),
+    ];
+    let Some(real) = Real::new(
+        "denied_bash_is_relayed_then_stops_with_permission_denied",
+        &["a", "b"],
+        script,
+    ) else {
+        return;
+    };
+    let o = real.run(Auth::ApiKey, &["--max-loops", "4"]);
+    let ctx = real.context(&o);
+    assert_eq!(o.status.code(), Some(2), "{ctx}");
+    assert_eq!(real.p.status()["exit_reason"], "permission_denied", "{ctx}");
+    let finished = real.finished();
+    assert_eq!(finished.len(), 2, "{ctx}");
+    assert_eq!(finished[0]["permission_denials"], 1, "{ctx}");
+    let turns = real.api.turns();
+    assert_eq!(turns.len(), 4, "{ctx}");
+    // The tool result the client sent back is an error (the denial).
+    let result = &turns[1].body["messages"];
+    assert!(result.to_string().contains("\"is_error\":true"), "{result}");
+    // Loop 2's context names the denied command.
+    assert!(
+        turns[2].body["system"].to_string().contains("curl"),
+        "loop 2 context: {}",
+        turns[2].body["system"]
+    );
+}
+
+/// 401 (bad key) and 400 "credit balance too low": the client reports auth / billing; hank
+/// stops at once with agent_fatal (retrying cannot help).
+#[test]
+fn auth_and_billing_errors_are_agent_fatal() {
+    let cases = [
+        (
+            Reply::error(401, "authentication_error", "invalid x-api-key"),
+            "auth",
+        ),
+        (
+            Reply::error(
+                400,
+                "invalid_request_error",
+                "Your credit balance is too low to access the Anthropic API.",
+            ),
+            "billing",
+        ),
+    ];
+    for (reply, kind) in cases {
+        let Some(real) = Real::new(
+            "auth_and_billing_errors_are_agent_fatal",
+            &["a"],
+            vec![reply],
+        ) else {
+            return;
+        };
+        let o = real.run(Auth::ApiKey, &[]);
+        let ctx = real.context(&o);
+        assert_eq!(o.status.code(), Some(2), "{kind}: {ctx}");
+        let s = real.p.status();
+        assert_eq!(s["exit_reason"], "agent_fatal", "{kind}: {ctx}");
+        assert_eq!(s["last_loop"]["error_kind"], kind, "{ctx}");
+        assert_eq!(real.api.turns().len(), 1);
+    }
+}
+
+/// 529, 429 (API key) and 500: each is a transient failure with a backoff wait, then the
+/// next loop succeeds.
+#[test]
+fn transient_errors_back_off_then_recover() {
+    let script = vec![
+        Reply::error(529, "overloaded_error", "Overloaded"),
+        Reply::error(
+            429,
+            "rate_limit_error",
+            "This request would exceed your account's rate limit. Please try again later.",
+        ),
+        Reply::error(500, "api_error", "Internal server error"),
+        Reply::Text(status_text("IN_PROGRESS", false, "recovered")),
+    ];
+    let Some(real) = Real::new(
+        "transient_errors_back_off_then_recover",
+        &["a", "b"],
+        script,
+    ) else {
+        return;
+    };
+    real.p.hankrc("RETRY_BACKOFF_SECONDS=1\n");
+    let o = real.run(Auth::ApiKey, &["--max-loops", "4"]);
+    let ctx = real.context(&o);
+    assert_eq!(o.status.code(), Some(3), "{ctx}");
+    let kinds: Vec<Value> = real
+        .finished()
+        .iter()
+        .map(|f| f["error_kind"].clone())
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            json!("overloaded"),
+            json!("rate_limit"),
+            json!("server"),
+            Value::Null
+        ],
+        "{ctx}"
+    );
+    let waits: Vec<Value> = real
+        .p
+        .events()
+        .into_iter()
+        .filter(|e| e["type"] == "waiting")
+        .map(|e| e["reason"].clone())
+        .collect();
+    assert_eq!(waits, vec![json!("backoff"); 3], "{ctx}");
+    assert_eq!(real.p.status()["last_loop"]["outcome"], "success");
+    assert_eq!(
+        real.api.turns().len(),
+        4,
+        "the client did not retry on its own"
+    );
+}
+
+/// A subscription usage limit (OAuth + unified headers): hank waits until the reset time the
+/// client reports (+60 s), in json and in stream-json (`--live`) mode; `--on-usage-limit exit`
+/// stops with 3.
+#[test]
+fn usage_limit_waits_for_the_reported_reset() {
+    for (mode, args) in [
+        ("json", vec![]),
+        ("stream-json", vec!["--live"]),
+        ("exit policy", vec!["--on-usage-limit", "exit"]),
+    ] {
+        let now = jiff::Timestamp::now().as_second();
+        let reset = (now / 60 + 3) * 60;
+        let script = vec![Reply::usage_limit(reset, "five_hour")];
+        let Some(real) = Real::new("usage_limit_waits_for_the_reported_reset", &["a"], script)
+        else {
+            return;
+        };
+        let mut cmd = real.cmd(Auth::OAuth, &args);
+        cmd.env("TZ", "Europe/Oslo");
+        if mode == "exit policy" {
+            let o = cmd.output().unwrap();
+            let ctx = real.context(&o);
+            assert_eq!(o.status.code(), Some(3), "{ctx}");
+            assert_eq!(real.p.status()["exit_reason"], "usage_limit");
+            continue;
+        }
+        let child = cmd
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let s = real
+            .p
+            .wait_status(Duration::from_secs(60), |s| s["state"] == "waiting");
+        assert_eq!(s["wait_reason"], "usage_limit", "{mode}: {s}");
+        let until: jiff::Timestamp = s["waiting_until"].as_str().unwrap().parse().unwrap();
+        let delta = until.as_second() - reset;
+        assert!(
+            (0..=120).contains(&delta),
+            "{mode}: waiting until {until}, reset {reset} (delta {delta} s)"
+        );
+        assert_eq!(s["last_loop"]["error_kind"], "usage_limit");
+        signal(&child, Signal::SIGINT);
+        let o = wait_with_timeout(child, Duration::from_secs(20));
+        assert_eq!(o.status.code(), Some(130), "{}", real.context(&o));
+        eprintln!("usage limit ({mode}): reset {reset}, hank waits until {until}");
+    }
+}
+
+/// `--max-turns 1` passed through CLAUDE_CODE_CMD: the client ends with error_max_turns after
+/// one tool turn; hank classifies it as max_turns.
+#[test]
+fn max_turns_is_classified() {
+    let script = vec![
+        Reply::tool("Glob", json!({"pattern": "*.md"})),
+        Reply::Text(status_text("IN_PROGRESS", false, "never reached")),
+    ];
+    let Some(real) = Real::new("max_turns_is_classified", &["a"], script) else {
+        return;
+    };
+    let cmd = format!("{} --max-turns 1", real.claude);
+    let o = real
+        .cmd_with(&cmd, Auth::ApiKey, &["--max-loops", "1"])
+        .output()
+        .unwrap();
+    let ctx = real.context(&o);
+    assert_eq!(o.status.code(), Some(3), "{ctx}");
+    let s = real.p.status();
+    assert_eq!(s["last_loop"]["error_kind"], "max_turns", "{ctx}");
+}
+
+/// A stored session the client does not know: hank drops it and retries at once without it.
+#[test]
+fn unknown_session_is_dropped_and_the_client_starts_fresh() {
+    let script = vec![Reply::Text(status_text(
+        "IN_PROGRESS",
+        false,
+        "fresh start",
+    ))];
+    let Some(real) = Real::new(
+        "unknown_session_is_dropped_and_the_client_starts_fresh",
+        &["a", "b"],
+        script,
+    ) else {
+        return;
+    };
+    let stale = "0b7c6a52-9d7e-4c1f-8f3a-1e2d3c4b5a69";
+    let now = jiff::Timestamp::now().to_string();
+    let state = json!({"schema_version": 1, "session": {"id": stale, "started_at": now, "last_used_at": now}});
+    std::fs::write(real.p.dir.join(".hank/state.json"), state.to_string()).unwrap();
+    let o = real.run(Auth::ApiKey, &["--max-loops", "2"]);
+    let ctx = real.context(&o);
+    assert_eq!(o.status.code(), Some(3), "{ctx}");
+    let err =
+        std::fs::read_to_string(real.p.dir.join(".hank/logs/loop-00001.err")).unwrap_or_default();
+    assert!(err.contains("No conversation found"), "{ctx}");
+    let finished = real.finished();
+    assert_eq!(finished.last().unwrap()["outcome"], "success", "{ctx}");
+    assert_ne!(finished.last().unwrap()["session_id"], stale);
+    assert!(!real.api.turns().is_empty());
+}
+
+/// Bash commands the default ALLOWED_TOOLS permit (`git add`, `git commit`) really run: the
+/// client commits its work, HEAD moves, and hank still counts the committed files as progress.
+#[test]
+fn allowed_git_commands_run_and_committed_work_is_progress() {
+    let Some(real) = Real::scripted(
+        "allowed_git_commands_run_and_committed_work_is_progress",
+        &["a", "b"],
+        |p| {
+            let file = p.dir.join("src/feature.rs").display().to_string();
+            vec![
+                Reply::tool(
+                    "Write",
+                    json!({"file_path": file, "content": "pub fn f() {}\n"}),
+                ),
+                Reply::tool(
+                    "Bash",
+                    json!({"command": "git add -A", "description": "stage"}),
+                ),
+                Reply::tool(
+                    "Bash",
+                    json!({"command": "git commit -q -m 'feat: f'", "description": "commit"}),
+                ),
+                Reply::Text(status_text("IN_PROGRESS", false, "next: b")),
+            ]
+        },
+    ) else {
+        return;
+    };
+    let o = real
+        .cmd(Auth::ApiKey, &["--max-loops", "1"])
+        .env("GIT_AUTHOR_NAME", "agent")
+        .env("GIT_AUTHOR_EMAIL", "agent@example.com")
+        .env("GIT_COMMITTER_NAME", "agent")
+        .env("GIT_COMMITTER_EMAIL", "agent@example.com")
+        .output()
+        .unwrap();
+    let ctx = real.context(&o);
+    assert_eq!(o.status.code(), Some(3), "{ctx}");
+    let log = Command::new("git")
+        .args(["log", "--format=%s"])
+        .current_dir(&real.p.dir)
+        .output()
+        .unwrap();
+    assert_eq!(stdout_of(&log), "feat: f\ninit\n", "{ctx}");
+    let f = &real.finished()[0];
+    assert_eq!(f["permission_denials"], 0, "{ctx}");
+    assert!(f["files_changed"].as_u64().unwrap() >= 1, "{f}");
+}
+
+fn stdout_of(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The client process hank spawned (its process-group leader), once it exists.
+fn client_pid(hank: &std::process::Child) -> i32 {
+    let hank = i32::try_from(hank.id()).unwrap();
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(pid) = children_of(hank).first() {
+            return *pid;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no client process"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A hung API: hank's timeout stops the real client and everything in its process group
+/// (timeout), and SIGINT / SIGTERM during the request stop it the same way (exit 130).
+#[test]
+fn hung_request_timeout_and_signals_leave_no_client_process() {
+    for how in ["timeout", "SIGINT", "SIGTERM"] {
+        let script = vec![Reply::Hang(Duration::from_secs(120))];
+        let Some(real) = Real::new(
+            "hung_request_timeout_and_signals_leave_no_client_process",
+            &["a"],
+            script,
+        ) else {
+            return;
+        };
+        // Under load the client may need seconds to start: only the timeout case uses a short
+        // timeout (and does not need the request to have been made).
+        let timeout = if how == "timeout" { "3s" } else { "120s" };
+        let child = real
+            .cmd(Auth::ApiKey, &["-t", timeout, "--max-loops", "1"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let client = client_pid(&child);
+        let start = std::time::Instant::now();
+        while how != "timeout" && real.api.turns().is_empty() {
+            assert!(start.elapsed() < Duration::from_secs(60), "no request");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        match how {
+            "SIGINT" => signal(&child, Signal::SIGINT),
+            "SIGTERM" => signal(&child, Signal::SIGTERM),
+            _ => {}
+        }
+        let o = wait_with_timeout(child, Duration::from_secs(30));
+        let ctx = real.context(&o);
+        let left = group_after(client, Duration::from_secs(3));
+        assert!(left.is_empty(), "{how}: client group survivors {left:?}");
+        let s = real.p.status();
+        if how == "timeout" {
+            assert_eq!(o.status.code(), Some(3), "{ctx}");
+            assert_eq!(s["last_loop"]["outcome"], "timeout", "{ctx}");
+        } else {
+            assert_eq!(o.status.code(), Some(130), "{how}: {ctx}");
+            assert_eq!(s["exit_reason"], "interrupted");
+        }
+        eprintln!(
+            "real client, {how}: hank exit {:?} after {:?}",
+            o.status.code(),
+            start.elapsed()
+        );
+    }
+}
+
+/// No API at all (connection refused): a network error, a backoff wait, not a fatal stop.
+#[test]
+fn unreachable_api_is_a_network_error_with_backoff() {
+    let Some(real) = Real::new(
+        "unreachable_api_is_a_network_error_with_backoff",
+        &["a"],
+        Vec::new(),
+    ) else {
+        return;
+    };
+    // A port nothing listens on: bind, read the port, close.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let o = real
+        .cmd(Auth::ApiKey, &["--max-loops", "1"])
+        .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
+        .output()
+        .unwrap();
+    let ctx = real.context(&o);
+    assert_eq!(o.status.code(), Some(3), "{ctx}");
+    let s = real.p.status();
+    assert_eq!(s["last_loop"]["error_kind"], "network", "{ctx}");
+    assert!(
+        real.p
+            .events()
+            .iter()
+            .any(|e| e["type"] == "waiting" && e["reason"] == "backoff")
+            || s["exit_reason"] == "max_loops",
+        "{ctx}"
+    );
+}
+
+/// `--live` (stream-json) with the real client: the live log shows the tool call and the
+/// text as they stream, and the result is still analyzed (session, cost, status block).
+#[test]
+fn live_mode_with_the_real_client() {
+    let Some(real) = Real::scripted("live_mode_with_the_real_client", &["a", "b"], |p| {
+        let file = p.dir.join("notes.txt").display().to_string();
+        vec![
+            Reply::tool("Write", json!({"file_path": file, "content": "live\n"})),
+            Reply::Text(status_text("IN_PROGRESS", false, "live works")),
+        ]
+    }) else {
+        return;
+    };
+    let o = real.run(Auth::ApiKey, &["--live", "--max-loops", "1"]);
+    let ctx = real.context(&o);
+    assert_eq!(o.status.code(), Some(3), "{ctx}");
+    let live = std::fs::read_to_string(real.p.dir.join(".hank/live.log")).unwrap_or_default();
+    assert!(live.contains("Write"), "live.log: {live}\n{ctx}");
+    assert!(live.contains("Done with this step"), "live.log: {live}");
+    let f = &real.finished()[0];
+    assert_eq!(f["outcome"], "success", "{ctx}");
+    assert_eq!(f["recommendation"], "live works");
+    assert!(f["session_id"].is_string());
+    assert_eq!(
+        std::fs::read_to_string(real.p.dir.join("notes.txt")).unwrap(),
+        "live\n"
+    );
+}

@@ -1,0 +1,475 @@
+//! A scripted fake of the Anthropic Messages API for the real-client contract tests
+//! (`contract.rs`): std only (`TcpListener` + threads), HTTP/1.1 with keep-alive.
+//!
+//! `POST /v1/messages` with `"stream": true` is answered with server-sent events exactly as the
+//! real API streams them (`message_start`, `content_block_start`, `content_block_delta` with
+//! `text_delta` / `input_json_delta`, `content_block_stop`, `message_delta` with the stop reason
+//! and usage, `message_stop`). Each streaming request takes the next [`Reply`] of the script;
+//! when the script is used up, a plain IN_PROGRESS answer is given. Non-streaming message
+//! requests get a short text message, `count_tokens` a count, anything else a 404 JSON error.
+//! Every request is logged (method, path, headers with secrets redacted, body) in memory and
+//! to a file, to debug what the client sent.
+
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+/// One scripted answer to a streaming `POST /v1/messages`.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// A text answer, `stop_reason: end_turn`.
+    Text(String),
+    /// One tool call (`stop_reason: tool_use`); the client runs it and asks again.
+    Tool { name: String, input: Value },
+    /// Sleeps this long before answering a plain text (a hung API).
+    Hang(Duration),
+    /// An HTTP error with an API error body (`{"type":"error","error":{type,message}}`) and
+    /// extra response headers.
+    Error {
+        status: u16,
+        kind: String,
+        message: String,
+        headers: Vec<(String, String)>,
+    },
+}
+
+impl Reply {
+    pub fn text(t: &str) -> Self {
+        Self::Text(t.to_string())
+    }
+
+    pub fn tool(name: &str, input: Value) -> Self {
+        Self::Tool {
+            name: name.to_string(),
+            input,
+        }
+    }
+
+    pub fn error(status: u16, kind: &str, message: &str) -> Self {
+        Self::Error {
+            status,
+            kind: kind.to_string(),
+            message: message.to_string(),
+            headers: Vec::new(),
+        }
+    }
+
+    /// A subscription usage limit: 429 with the `anthropic-ratelimit-unified-*` headers
+    /// (honoured by the client only with OAuth auth, i.e. `CLAUDE_CODE_OAUTH_TOKEN`).
+    pub fn usage_limit(reset_epoch: i64, claim: &str) -> Self {
+        let reset = reset_epoch.to_string();
+        let mut headers = vec![
+            (
+                "anthropic-ratelimit-unified-status".into(),
+                "rejected".into(),
+            ),
+            ("anthropic-ratelimit-unified-reset".into(), reset.clone()),
+            (
+                "anthropic-ratelimit-unified-representative-claim".into(),
+                claim.into(),
+            ),
+        ];
+        let window = if claim == "seven_day" { "7d" } else { "5h" };
+        headers.push((
+            format!("anthropic-ratelimit-unified-{window}-status"),
+            "rejected".into(),
+        ));
+        headers.push((format!("anthropic-ratelimit-unified-{window}-reset"), reset));
+        Self::Error {
+            status: 429,
+            kind: "rate_limit_error".into(),
+            message: "Rate limited".into(),
+            headers,
+        }
+    }
+}
+
+/// A request as the fake received it.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub method: String,
+    pub path: String,
+    /// Lower-case names; `authorization` / `x-api-key` values are redacted.
+    pub headers: Vec<(String, String)>,
+    /// The JSON body (`Value::Null` when absent or not JSON).
+    pub body: Value,
+}
+
+impl Request {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// A streaming `POST /v1/messages` (the conversation turns).
+    pub fn is_turn(&self) -> bool {
+        self.method == "POST"
+            && self.path.starts_with("/v1/messages")
+            && !self.path.contains("count_tokens")
+            && self.body["stream"] == true
+    }
+
+    /// The whole body as text (for `contains` checks).
+    pub fn text(&self) -> String {
+        self.body.to_string()
+    }
+}
+
+struct Shared {
+    script: Mutex<VecDeque<Reply>>,
+    log: Mutex<Vec<Request>>,
+    log_file: Option<PathBuf>,
+    stop: AtomicBool,
+    ids: AtomicU64,
+}
+
+/// The running fake; stops accepting when dropped.
+pub struct FakeApi {
+    addr: std::net::SocketAddr,
+    shared: Arc<Shared>,
+}
+
+impl FakeApi {
+    /// Starts on 127.0.0.1 (a free port) with `script`; logs requests to `log_file` too.
+    pub fn start(script: Vec<Reply>, log_file: Option<&Path>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the fake API");
+        let addr = listener.local_addr().expect("local addr");
+        let shared = Arc::new(Shared {
+            script: Mutex::new(script.into()),
+            log: Mutex::new(Vec::new()),
+            log_file: log_file.map(Path::to_path_buf),
+            stop: AtomicBool::new(false),
+            ids: AtomicU64::new(1),
+        });
+        let s = Arc::clone(&shared);
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if s.stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(conn) = conn else { continue };
+                let s = Arc::clone(&s);
+                std::thread::spawn(move || serve(conn, &s));
+            }
+        });
+        Self { addr, shared }
+    }
+
+    /// The value for `ANTHROPIC_BASE_URL`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Every request so far.
+    pub fn requests(&self) -> Vec<Request> {
+        self.shared
+            .log
+            .lock()
+            .map(|l| l.clone())
+            .unwrap_or_default()
+    }
+
+    /// The conversation turns so far (streaming message requests).
+    pub fn turns(&self) -> Vec<Request> {
+        self.requests()
+            .into_iter()
+            .filter(Request::is_turn)
+            .collect()
+    }
+
+    /// Scripted replies not used yet.
+    pub fn left(&self) -> usize {
+        self.shared.script.lock().map(|s| s.len()).unwrap_or(0)
+    }
+}
+
+impl Drop for FakeApi {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop so it sees the flag.
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
+fn redact(name: &str, value: &str) -> String {
+    if matches!(name, "authorization" | "x-api-key" | "cookie") {
+        format!("<redacted {} bytes>", value.len())
+    } else {
+        value.to_string()
+    }
+}
+
+/// Serves one keep-alive connection until the client closes it.
+fn serve(conn: TcpStream, s: &Shared) {
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(120)));
+    let Ok(write_half) = conn.try_clone() else {
+        return;
+    };
+    let mut out = write_half;
+    let mut r = BufReader::new(conn);
+    loop {
+        let mut line = String::new();
+        match r.read_line(&mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        let mut parts = line.split_whitespace();
+        let (Some(method), Some(path)) = (parts.next(), parts.next()) else {
+            return;
+        };
+        let (method, path) = (method.to_string(), path.to_string());
+        let mut headers = Vec::new();
+        loop {
+            let mut h = String::new();
+            match r.read_line(&mut h) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':') {
+                headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+            }
+        }
+        let get = |name: &str| {
+            headers
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        };
+        let body = if get("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+            read_chunked(&mut r)
+        } else {
+            let n: usize = get("content-length")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            let mut b = vec![0u8; n];
+            if r.read_exact(&mut b).is_err() {
+                return;
+            }
+            b
+        };
+        let req = Request {
+            method,
+            path,
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.clone(), redact(k, v)))
+                .collect(),
+            body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+        };
+        log(s, &req);
+        let response = respond(s, &req);
+        if out.write_all(&response).and_then(|()| out.flush()).is_err() {
+            return;
+        }
+    }
+}
+
+fn read_chunked(r: &mut impl BufRead) -> Vec<u8> {
+    let mut body = Vec::new();
+    loop {
+        let mut size = String::new();
+        if r.read_line(&mut size).unwrap_or(0) == 0 {
+            return body;
+        }
+        let n =
+            usize::from_str_radix(size.trim().split(';').next().unwrap_or("0"), 16).unwrap_or(0);
+        let mut chunk = vec![0u8; n + 2];
+        if r.read_exact(&mut chunk).is_err() {
+            return body;
+        }
+        if n == 0 {
+            return body;
+        }
+        body.extend_from_slice(&chunk[..n]);
+    }
+}
+
+fn log(s: &Shared, req: &Request) {
+    if let Some(path) = &s.log_file
+        && let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+    {
+        let headers: Vec<String> = req
+            .headers
+            .iter()
+            .map(|(k, v)| format!("{k}: {v}"))
+            .collect();
+        let _ = writeln!(
+            f,
+            "==> {} {}\n{}\n{}\n",
+            req.method,
+            req.path,
+            headers.join("\n"),
+            req.body
+        );
+    }
+    if let Ok(mut l) = s.log.lock() {
+        l.push(req.clone());
+    }
+}
+
+fn http(status: u16, content_type: &str, extra: &[(String, String)], body: &[u8]) -> Vec<u8> {
+    let reason = match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        404 => "Not Found",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        529 => "Overloaded",
+        _ => "Error",
+    };
+    let mut head = format!(
+        "HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nrequest-id: req_fake\r\nconnection: keep-alive\r\n",
+        body.len()
+    );
+    for (k, v) in extra {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    let mut out = head.into_bytes();
+    out.extend_from_slice(body);
+    out
+}
+
+fn respond(s: &Shared, req: &Request) -> Vec<u8> {
+    let model = req.body["model"]
+        .as_str()
+        .unwrap_or("claude-fake")
+        .to_string();
+    if req.method == "POST" && req.path.starts_with("/v1/messages/count_tokens") {
+        return http(200, "application/json", &[], br#"{"input_tokens":100}"#);
+    }
+    if req.method != "POST" || !req.path.starts_with("/v1/messages") {
+        let body = json!({"type": "error", "error": {"type": "not_found_error", "message": format!("no route {}", req.path)}});
+        return http(404, "application/json", &[], body.to_string().as_bytes());
+    }
+    let id = s.ids.fetch_add(1, Ordering::SeqCst);
+    if !req.is_turn() {
+        let body = json!({
+            "id": format!("msg_fake{id}"), "type": "message", "role": "assistant", "model": model,
+            "content": [{"type": "text", "text": "Fake title"}], "stop_reason": "end_turn",
+            "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 3}
+        });
+        return http(200, "application/json", &[], body.to_string().as_bytes());
+    }
+    let reply = s
+        .script
+        .lock()
+        .ok()
+        .and_then(|mut q| q.pop_front())
+        .unwrap_or_else(|| Reply::Text(status_text("IN_PROGRESS", false, "unscripted turn")));
+    match reply {
+        Reply::Hang(d) => {
+            std::thread::sleep(d);
+            let block = json!({"type": "text", "text": ""});
+            let deltas = vec![json!({"type": "text_delta", "text": "late"})];
+            sse(id, &model, block, deltas, "end_turn")
+        }
+        Reply::Error {
+            status,
+            kind,
+            message,
+            headers,
+        } => {
+            let body = json!({"type": "error", "error": {"type": kind, "message": message}, "request_id": "req_fake"});
+            http(
+                status,
+                "application/json",
+                &headers,
+                body.to_string().as_bytes(),
+            )
+        }
+        Reply::Text(text) => {
+            let block = json!({"type": "text", "text": ""});
+            let deltas = split_in_two(&text)
+                .into_iter()
+                .map(|t| json!({"type": "text_delta", "text": t}))
+                .collect();
+            sse(id, &model, block, deltas, "end_turn")
+        }
+        Reply::Tool { name, input } => {
+            let block = json!({"type": "tool_use", "id": format!("toolu_fake{id}"), "name": name, "input": {}});
+            let deltas = split_in_two(&input.to_string())
+                .into_iter()
+                .map(|t| json!({"type": "input_json_delta", "partial_json": t}))
+                .collect();
+            sse(id, &model, block, deltas, "tool_use")
+        }
+    }
+}
+
+/// Splits on a char boundary near the middle (so the client must join deltas).
+fn split_in_two(s: &str) -> Vec<String> {
+    let mut mid = s.len() / 2;
+    while !s.is_char_boundary(mid) {
+        mid -= 1;
+    }
+    vec![s[..mid].to_string(), s[mid..].to_string()]
+}
+
+fn sse(id: u64, model: &str, block: Value, deltas: Vec<Value>, stop: &str) -> Vec<u8> {
+    let mut events = vec![
+        (
+            "message_start",
+            json!({"type": "message_start", "message": {
+                "id": format!("msg_fake{id}"), "type": "message", "role": "assistant", "model": model,
+                "content": [], "stop_reason": null, "stop_sequence": null,
+                "usage": {"input_tokens": 120, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 1}
+            }}),
+        ),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": block}),
+        ),
+        ("ping", json!({"type": "ping"})),
+    ];
+    for d in deltas {
+        events.push((
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": d}),
+        ));
+    }
+    events.push((
+        "content_block_stop",
+        json!({"type": "content_block_stop", "index": 0}),
+    ));
+    events.push((
+        "message_delta",
+        json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 30}}),
+    ));
+    events.push(("message_stop", json!({"type": "message_stop"})));
+    let body: String = events
+        .into_iter()
+        .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
+        .collect();
+    http(
+        200,
+        "text/event-stream; charset=utf-8",
+        &[("cache-control".into(), "no-cache".into())],
+        body.as_bytes(),
+    )
+}
+
+/// An answer ending with a HANK_STATUS block.
+pub fn status_text(status: &str, exit_signal: bool, recommendation: &str) -> String {
+    format!(
+        "Done with this step.\n\n---HANK_STATUS---\nSTATUS: {status}\nTASKS_COMPLETED_THIS_LOOP: 1\nFILES_MODIFIED: 1\nTESTS_STATUS: NOT_RUN\nWORK_TYPE: IMPLEMENTATION\nEXIT_SIGNAL: {exit_signal}\nRECOMMENDATION: {recommendation}\n---END_HANK_STATUS---"
+    )
+}
