@@ -91,6 +91,17 @@ pub fn run_with_args(mut args: Vec<OsString>) -> u8 {
                 | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => exit::OK,
                 _ => exit::ERROR,
             };
+            if code == exit::ERROR && wants_json_errors(&args) {
+                // Scripts that asked for JSON get JSON, even for a bad flag.
+                let first = err.to_string();
+                let message = first.lines().next().unwrap_or("invalid arguments");
+                let report = project::ci::CiReport::failure(&HankError::usage(
+                    message.trim_start_matches("error: ").to_string(),
+                ));
+                if let Ok(json) = serde_json::to_string(&report) {
+                    println!("{json}");
+                }
+            }
             // Printing can only fail on a closed stream; nothing useful to do then.
             let _ = err.print();
             return code;
@@ -103,6 +114,11 @@ pub fn run_with_args(mut args: Vec<OsString>) -> u8 {
             err.exit_code()
         }
     }
+}
+
+/// `hank enable-ci … --json`: its errors, usage errors included, are JSON on stdout.
+fn wants_json_errors(args: &[OsString]) -> bool {
+    args.get(1).is_some_and(|a| a == "enable-ci") && args.iter().any(|a| a == "--json")
 }
 
 fn report_error(err: &HankError) {

@@ -199,3 +199,14 @@ fn reset_circuit_and_session() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["state"], "CLOSED");
 }
+
+#[test]
+fn enable_ci_json_reports_usage_errors_as_json() {
+    let p = Project::new(&["a"]);
+    let o = p.run(&["enable-ci", "--json", "--from", "bogus"]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["success"], false);
+    assert_eq!(v["code"], 1);
+    assert!(v["message"].as_str().unwrap().contains("bogus"));
+}
