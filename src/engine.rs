@@ -35,7 +35,8 @@ use crate::progress;
 use crate::runner::argv::{self, ArgvInput, ContextInput};
 use crate::runner::process::{self, Spawn};
 use crate::state::{
-    HISTORY_LEN, LastLoop, PlanCounts, RunState, STATUS_SCHEMA, Session, State, Status, Store,
+    HISTORY_LEN, LastLoop, LockGuard, PlanCounts, RunState, STATUS_SCHEMA, Session, State, Status,
+    Store,
 };
 use crate::ui::{DisplayMode, LoopSummary, Reporter};
 
@@ -55,14 +56,14 @@ pub fn run(args: &RunArgs) -> Result<u8> {
     }
     let store = Store::new(&project_dir);
     store.ensure_dirs()?;
-    let _lock = store.lock()?;
+    let lock = store.lock()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| HankError::Other(format!("failed to start the async runtime: {e}")))?;
     runtime.block_on(async move {
         let cancel = install_signal_handlers()?;
-        let mut engine = Engine::new(settings, agent, store, cancel)?;
+        let mut engine = Engine::new(settings, agent, store, cancel, lock)?;
         engine.run().await
     })
 }
@@ -275,6 +276,7 @@ struct Engine {
     last_loop: Option<LastLoop>,
     wait: Option<(WaitReason, Timestamp)>,
     secrets: Vec<String>,
+    lock: LockGuard,
 }
 
 impl Engine {
@@ -283,6 +285,7 @@ impl Engine {
         agent: AgentCommand,
         store: Store,
         cancel: watch::Receiver<u32>,
+        lock: LockGuard,
     ) -> Result<Self> {
         let reporter = Reporter::new(DisplayMode::detect(), s.verbose.value);
         let mut loaded = store.load_state(Timestamp::now())?;
@@ -300,7 +303,16 @@ impl Engine {
             last_loop: None,
             wait: None,
             secrets: secret_values(),
+            lock,
         };
+        if let Some((pgid, ticks)) = engine.lock.orphaned_agent() {
+            if process::stop_orphan_group(pgid, ticks) {
+                engine.warn(&format!(
+                    "stopped agent process group {pgid} left running by a hank that was killed"
+                ));
+            }
+            engine.lock.record_agent(None);
+        }
         if let Some(aside) = loaded.moved_aside {
             engine.warn(&format!(
                 "state.json was unreadable; moved it aside to {} and started fresh state",
@@ -509,9 +521,11 @@ impl Engine {
         let number = self.state.loop_count;
         self.loops_this_run += 1;
         self.state.totals.loops += 1;
-        // The call is on the ledger before the agent exists: no crash can under-count it.
+        // The call is on the ledger before the agent exists: no crash of hank (kill -9
+        // included) can under-count it. The rename is atomic; no fdatasync (it costs ms per
+        // loop on ext4 and only matters if the whole machine goes down mid-write).
         self.state.ledger.record_call(now);
-        self.save()?;
+        self.store.save_state_with(&self.state, false)?;
 
         let prompt_path = self.s.prompt_path();
         let prompt =
@@ -560,7 +574,13 @@ impl Engine {
             live: self.s.live.value,
         };
         let reporter = &self.reporter;
-        let outcome = process::run(spawn, self.cancel.clone(), |line| {
+        let lock = &mut self.lock;
+        let on_spawn = |pgid: i32| {
+            if let Some(ticks) = process::start_ticks(pgid) {
+                lock.record_agent(Some((pgid, ticks)));
+            }
+        };
+        let outcome = process::run_with_hook(spawn, self.cancel.clone(), on_spawn, |line| {
             for item in analysis::live_items(line) {
                 if let Some(f) = live_file.as_mut() {
                     let text = match &item {
@@ -584,6 +604,7 @@ impl Engine {
             ))
         })?;
         self.reporter.agent_finished();
+        self.lock.record_agent(None);
 
         // 6. analyze + progress
         let facts = RunFacts {

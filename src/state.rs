@@ -357,7 +357,7 @@ impl Store {
             Err(fs::TryLockError::WouldBlock) => {
                 let mut holder = String::new();
                 let _ = file.read_to_string(&mut holder);
-                let holder = holder.trim();
+                let holder = holder.lines().next().unwrap_or("").trim();
                 let who = if holder.is_empty() {
                     "another process".to_string()
                 } else {
@@ -375,18 +375,48 @@ impl Store {
                 return Err(HankError::io("failed to lock", &path, e));
             }
         }
+        let mut previous = String::new();
+        let _ = file.read_to_string(&mut previous);
         file.set_len(0)
             .and_then(|()| file.seek(SeekFrom::Start(0)).map(|_| ()))
             .and_then(|()| write!(file, "{}", std::process::id()))
             .map_err(|e| HankError::io("failed to write", &path, e))?;
-        Ok(LockGuard { _file: file })
+        Ok(LockGuard { file, previous })
     }
 }
 
 /// Held while the loop runs; the OS releases the lock when the process dies (even kill -9).
+/// The file holds the PID, and while an agent runs, `agent PGID START_TICKS` on a second line.
 #[derive(Debug)]
 pub struct LockGuard {
-    _file: File,
+    file: File,
+    previous: String,
+}
+
+impl LockGuard {
+    /// The agent group a previous holder recorded and never cleared (it was killed), if any.
+    #[must_use]
+    pub fn orphaned_agent(&self) -> Option<(i32, u64)> {
+        let line = self
+            .previous
+            .lines()
+            .find_map(|l| l.strip_prefix("agent "))?;
+        let mut parts = line.split_whitespace();
+        Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+    }
+
+    /// Records (or with `None` clears) the running agent's process group. Best effort.
+    pub fn record_agent(&mut self, agent: Option<(i32, u64)>) {
+        let mut text = std::process::id().to_string();
+        if let Some((pgid, ticks)) = agent {
+            text.push_str(&format!("\nagent {pgid} {ticks}"));
+        }
+        let _ = self
+            .file
+            .set_len(0)
+            .and_then(|()| self.file.seek(SeekFrom::Start(0)))
+            .and_then(|_| self.file.write_all(text.as_bytes()));
+    }
 }
 
 /// Keeps roughly the last `keep` bytes of a line file (cut at a line start), atomically.

@@ -66,6 +66,30 @@ pub fn create_log(path: &Path) -> std::io::Result<File> {
         .open(path)
 }
 
+/// The kernel start time of `pid` (field 22 of `/proc/PID/stat`), to recognise a process
+/// group leader again without risking a reused PID. `None` where /proc is unavailable.
+#[must_use]
+pub fn start_ticks(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = stat.rsplit_once(')')?.1;
+    after.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Stops a process group left over by a previous hank that was killed with SIGKILL, if its
+/// leader is still the same process (same start time). Returns true when it had to.
+pub fn stop_orphan_group(pgid: i32, ticks: u64) -> bool {
+    if pgid <= 1 || start_ticks(pgid) != Some(ticks) {
+        return false;
+    }
+    signal_group(pgid, Signal::SIGTERM);
+    let start = Instant::now();
+    while start_ticks(pgid) == Some(ticks) && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    signal_group(pgid, Signal::SIGKILL);
+    true
+}
+
 fn signal_group(pgid: i32, sig: Signal) -> bool {
     killpg(Pid::from_raw(pgid), sig).is_ok()
 }
@@ -74,7 +98,18 @@ fn signal_group(pgid: i32, sig: Signal) -> bool {
 /// `on_line` sees each stdout line when `spawn.live` is set.
 pub async fn run(
     spawn: Spawn<'_>,
+    cancel: watch::Receiver<u32>,
+    on_line: impl FnMut(&[u8]),
+) -> std::io::Result<RunOutcome> {
+    run_with_hook(spawn, cancel, |_| {}, on_line).await
+}
+
+/// [`run`], plus `on_spawn(pgid)` called right after the agent started (the loop records the
+/// group so that a later start can stop it if hank itself is killed with SIGKILL).
+pub async fn run_with_hook(
+    spawn: Spawn<'_>,
     mut cancel: watch::Receiver<u32>,
+    on_spawn: impl FnOnce(i32),
     mut on_line: impl FnMut(&[u8]),
 ) -> std::io::Result<RunOutcome> {
     let started = Instant::now();
@@ -92,6 +127,9 @@ pub async fn run(
         .id()
         .and_then(|id| i32::try_from(id).ok())
         .unwrap_or(0);
+    if pgid > 0 {
+        on_spawn(pgid);
+    }
 
     if let Some(mut stdin) = child.stdin.take() {
         let prompt = spawn.stdin;

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use crate::support::{
-    Project, TICK_ONE, error_json, gone, result_json, signal, stderr, stdout, wait_with_timeout,
+    Project, TICK_ONE, alive, error_json, gone, result_json, signal, stderr, stdout,
+    wait_with_timeout,
 };
 
 #[test]
@@ -554,4 +555,41 @@ fn removing_the_whole_hank_dir_is_an_integrity_failure() {
     let o = p.run(&[]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert_eq!(p.status()["exit_reason"], "integrity_failure");
+}
+
+#[test]
+fn an_agent_orphaned_by_kill_9_is_stopped_at_the_next_start() {
+    let p = Project::new(&["a"]);
+    p.fake("sleep-1", "300").fake("grandchild-1", "");
+    let child = p.spawn(&[]);
+    p.wait_calls(1, Duration::from_secs(20));
+    let pidfile = p.fake.join("grandchild.pid");
+    let t = Instant::now();
+    while !pidfile.exists() {
+        assert!(t.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    signal(&child, Signal::SIGKILL);
+    let _ = wait_with_timeout(child, Duration::from_secs(10));
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        alive(pid),
+        "kill -9 of hank cannot stop the agent's own process group"
+    );
+    let o = p.run(&["--max-loops", "1"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(
+        gone(pid),
+        "the orphaned agent group survived the next start"
+    );
+    assert!(
+        stderr(&o).contains("left running by a hank that was killed"),
+        "{}",
+        stderr(&o)
+    );
 }
