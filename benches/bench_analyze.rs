@@ -6,6 +6,7 @@
 //! ```
 //! Inputs are generated into a temp dir (deleted at the end). Prints markdown tables.
 
+#[path = "../examples/common/mod.rs"]
 mod common;
 
 use std::fs::File;

@@ -6,6 +6,7 @@
 //! cargo run --release --example bench_progress [-- FILES]
 //! ```
 
+#[path = "../examples/common/mod.rs"]
 mod common;
 
 use std::path::Path;
