@@ -5,6 +5,8 @@
 //! is redrawn on a change, a resize, or once a second for the countdowns. `ratatui::try_init`
 //! installs a panic hook that restores the terminal; normal exits restore it here.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
@@ -40,12 +42,50 @@ pub fn run_tui(paths: &Paths) -> Result<()> {
         ratatui::restore();
         HankError::Other(format!("cannot start the terminal UI: {e}"))
     })?;
-    let result = event_loop(&mut terminal, paths);
+    let stop = watch_termination();
+    let result = event_loop(&mut terminal, paths, &stop);
     ratatui::restore();
     result
 }
 
-fn event_loop(terminal: &mut DefaultTerminal, paths: &Paths) -> Result<()> {
+/// SIGTERM / SIGHUP (a `kill`, a closed terminal) set the flag, so the loop ends and the
+/// terminal is restored instead of being left in raw mode. Watched on a small thread.
+fn watch_termination() -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
+    if let Ok(runtime) = runtime {
+        // Register the handlers before the thread starts, so no early signal is missed.
+        let handlers = runtime.block_on(async {
+            use tokio::signal::unix::{SignalKind, signal};
+            Some((
+                signal(SignalKind::terminate()).ok()?,
+                signal(SignalKind::hangup()).ok()?,
+            ))
+        });
+        if let Some((mut term, mut hup)) = handlers {
+            std::thread::spawn(move || {
+                runtime.block_on(async {
+                    tokio::select! {
+                        _ = term.recv() => {}
+                        _ = hup.recv() => {}
+                    }
+                });
+                flag.store(true, Ordering::SeqCst);
+                // After a hangup crossterm's poll can spin on the closed terminal and never
+                // return: if the loop has not ended within a second, end the process here.
+                std::thread::sleep(Duration::from_secs(1));
+                ratatui::restore();
+                std::process::exit(0);
+            });
+        }
+    }
+    stop
+}
+
+fn event_loop(terminal: &mut DefaultTerminal, paths: &Paths, stop: &AtomicBool) -> Result<()> {
     let tz = TimeZone::system();
     let mut fingerprint = Fingerprint::read(paths);
     let mut snap = load(paths);
@@ -53,6 +93,9 @@ fn event_loop(terminal: &mut DefaultTerminal, paths: &Paths) -> Result<()> {
     let mut last_draw = Instant::now();
     let mut last_poll = Instant::now();
     loop {
+        if stop.load(Ordering::SeqCst) {
+            return Ok(());
+        }
         if dirty || last_draw.elapsed() >= REDRAW {
             let now = Timestamp::now();
             terminal

@@ -280,3 +280,43 @@ fn monitor_flag_runs_the_loop_in_tmux_and_ends_with_it() {
         .map(|i| argv[i + 1].clone());
     assert_eq!(model.as_deref(), Some("it's $HOME"), "{argv:?}");
 }
+
+/// A closed terminal (tmux server killed → SIGHUP, stdin at EOF) ends the dashboard; it must
+/// not stay behind spinning on the dead terminal.
+#[test]
+fn monitor_exits_when_its_terminal_goes_away() {
+    if !cmd_exists("tmux") {
+        eprintln!("SKIP monitor_exits_when_its_terminal_goes_away: tmux not installed");
+        return;
+    }
+    let p = Project::new(&["a"]);
+    let tmpdir = p.home.join("tmux");
+    std::fs::create_dir_all(&tmpdir).unwrap();
+    let tmux = |args: &[&str]| {
+        Command::new("tmux")
+            .args(["-L", "hank-hup-test"])
+            .args(args)
+            .env("TMUX_TMPDIR", &tmpdir)
+            .env_remove("TMUX")
+            .env("HOME", &p.home)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let cmd = format!(
+        "cd '{}' && exec '{}' monitor",
+        p.dir.display(),
+        crate::support::hank_bin().display()
+    );
+    let o = tmux(&["new-session", "-d", "-x", "100", "-y", "30", &cmd]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let pane = tmux(&["list-panes", "-F", "#{pane_pid}"]);
+    let pid: i32 = stdout(&pane).trim().parse().unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(crate::support::alive(pid), "the monitor did not start");
+    let _ = tmux(&["kill-server"]);
+    assert!(
+        crate::support::gone_within(pid, Duration::from_secs(5)),
+        "monitor {pid} outlived its terminal"
+    );
+}

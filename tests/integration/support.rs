@@ -276,9 +276,14 @@ pub fn alive(pid: i32) -> bool {
 
 /// Waits up to 2 s for `pid` to be gone.
 pub fn gone(pid: i32) -> bool {
+    gone_within(pid, Duration::from_secs(2))
+}
+
+/// Waits up to `within` for `pid` to be gone.
+pub fn gone_within(pid: i32, within: Duration) -> bool {
     let start = Instant::now();
     while alive(pid) {
-        if start.elapsed() > Duration::from_secs(2) {
+        if start.elapsed() > within {
             return false;
         }
         std::thread::sleep(Duration::from_millis(10));
