@@ -414,6 +414,7 @@ impl Engine {
             Ok(reason) => self.finish(reason),
             Err(err) => {
                 // Leave an honest status behind: the run failed, and why.
+                let _ = self.store.save_state_with(&self.state, false);
                 let mut status = self.status(RunState::Failed, None);
                 status.exit_code = Some(crate::exit::ERROR);
                 let _ = self.store.write_status(&status);
@@ -636,8 +637,6 @@ impl Engine {
         self.fold(number, now, resume.as_deref(), &analysis, &progress)?;
         let dcfg = self.s.decide_config();
         self.state.consecutive_failures = self.state.breaker.failure_streak;
-        // Not durable: the call itself is already on disk (saved durably before the spawn).
-        self.store.save_state_with(&self.state, false)?;
 
         // 8. decide
         let mut decision = decide::after_loop(&AfterLoop {
@@ -669,6 +668,13 @@ impl Engine {
         // this loop's results) is the next write: skip a redundant one here.
         let next_starts_now =
             decision == Decision::Continue && self.s.loop_delay_seconds.value == 0;
+        // The folded state is saved now, unless the next loop starts at once: then its save
+        // before the spawn (a few hundred µs of pure work later) carries it, and every other
+        // way out of the loop (stop, wait, error) saves first. The call itself is on disk since
+        // before the spawn either way.
+        if !next_starts_now {
+            self.store.save_state_with(&self.state, false)?;
+        }
         self.report_loop(
             number,
             &analysis,
