@@ -50,10 +50,10 @@ impl CiReport {
 }
 
 fn enable(dir: &Path, args: &EnableCiArgs) -> Result<CiReport> {
-    preflight(dir, args.force)?;
+    preflight(dir, args.opts.force)?;
     let facts = scan::detect_dir(dir);
     let mut spec = ProjectSpec::from_facts(&facts);
-    if let Some(name) = &args.project_name {
+    if let Some(name) = &args.opts.project_name {
         generate::validate_value("--project-name", name)?;
         spec.name.clone_from(name);
     } else {
@@ -62,27 +62,28 @@ fn enable(dir: &Path, args: &EnableCiArgs) -> Result<CiReport> {
             &spec.name,
         )?;
     }
-    if let Some(ty) = &args.project_type {
+    if let Some(ty) = &args.opts.project_type {
         generate::validate_value("--project-type", ty)?;
         spec.project_type.clone_from(ty);
     }
-    if let Some(calls) = args.calls {
+    if let Some(calls) = args.opts.calls {
         if calls == 0 {
             return Err(HankError::usage("--calls must be at least 1"));
         }
         spec.max_calls = calls;
     }
     let request = SourceRequest {
-        sources: sources_from_flags(&args.from, args.prd.as_deref()).unwrap_or_default(),
-        label: args.label.clone(),
-        limit: args.limit,
+        sources: sources_from_flags(&args.opts.from, args.opts.prd.as_deref()).unwrap_or_default(),
+        label: args.opts.label.clone(),
+        limit: args.opts.limit,
         prd: args
+            .opts
             .prd
             .clone()
             .or_else(|| facts.prd_files.first().map(Into::into)),
     };
     spec.tasks = sources::fetch_all(dir, &request)?;
-    let written = generate::create_project_files(dir, &spec, args.force)?;
+    let written = generate::create_project_files(dir, &spec, args.opts.force)?;
     let missing = generate::missing_required(dir);
     if !missing.is_empty() {
         return Err(HankError::Other(format!(

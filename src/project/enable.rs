@@ -213,7 +213,7 @@ pub fn ask(facts: &ProjectFacts, args: &EnableArgs, p: &mut dyn Prompter) -> Res
         TaskSourceKind::Github,
         TaskSourceKind::Prd,
     ];
-    let sources = match sources_from_flags(&args.from, args.prd.as_deref()) {
+    let sources = match sources_from_flags(&args.opts.from, args.opts.prd.as_deref()) {
         Some(s) => s,
         None => {
             let available = facts.available_sources();
@@ -231,7 +231,7 @@ pub fn ask(facts: &ProjectFacts, args: &EnableArgs, p: &mut dyn Prompter) -> Res
                 .collect()
         }
     };
-    let name = match &args.project_name {
+    let name = match &args.opts.project_name {
         Some(n) => {
             validate_name(n).map_err(HankError::usage)?;
             n.clone()
@@ -242,11 +242,12 @@ pub fn ask(facts: &ProjectFacts, args: &EnableArgs, p: &mut dyn Prompter) -> Res
             .to_string(),
     };
     let project_type = args
+        .opts
         .project_type
         .clone()
         .unwrap_or_else(|| facts.project_type.clone());
     generate::validate_value("--project-type", &project_type)?;
-    let max_calls = match args.calls {
+    let max_calls = match args.opts.calls {
         Some(0) => return Err(HankError::usage("--calls must be at least 1")),
         Some(n) => n,
         None => {
@@ -261,7 +262,7 @@ pub fn ask(facts: &ProjectFacts, args: &EnableArgs, p: &mut dyn Prompter) -> Res
         }
     };
     let label = if sources.contains(&TaskSourceKind::Github) {
-        match &args.label {
+        match &args.opts.label {
             Some(l) => Some(l.clone()),
             None => {
                 let l = p.input(
@@ -273,10 +274,10 @@ pub fn ask(facts: &ProjectFacts, args: &EnableArgs, p: &mut dyn Prompter) -> Res
             }
         }
     } else {
-        args.label.clone()
+        args.opts.label.clone()
     };
     let prd = if sources.contains(&TaskSourceKind::Prd) {
-        match &args.prd {
+        match &args.opts.prd {
             Some(p) => Some(p.clone()),
             None => {
                 let default = facts.prd_files.first().cloned().unwrap_or_default();
@@ -291,7 +292,7 @@ pub fn ask(facts: &ProjectFacts, args: &EnableArgs, p: &mut dyn Prompter) -> Res
             }
         }
     } else {
-        args.prd.clone()
+        args.opts.prd.clone()
     };
     Ok(Answers {
         name,
@@ -300,7 +301,7 @@ pub fn ask(facts: &ProjectFacts, args: &EnableArgs, p: &mut dyn Prompter) -> Res
         request: SourceRequest {
             sources,
             label,
-            limit: args.limit,
+            limit: args.opts.limit,
             prd,
         },
     })
@@ -406,7 +407,7 @@ pub fn run(dir: &Path, args: &EnableArgs) -> Result<u8> {
             "use `hank enable-ci` in scripts and CI, or pass --yes to accept the detected defaults",
         ));
     }
-    preflight(dir, args.force)?;
+    preflight(dir, args.opts.force)?;
     if interactive {
         install_ctrlc_handler();
     }
@@ -455,7 +456,7 @@ pub fn run(dir: &Path, args: &EnableArgs) -> Result<u8> {
     spec.max_calls = answers.max_calls;
     let imported = tasks.len();
     spec.tasks = tasks;
-    let written = generate::create_project_files(dir, &spec, args.force)?;
+    let written = generate::create_project_files(dir, &spec, args.opts.force)?;
 
     let missing = generate::missing_required(dir);
     if !missing.is_empty() {
@@ -550,7 +551,10 @@ mod tests {
 
     fn args() -> EnableArgs {
         EnableArgs {
-            limit: 50,
+            opts: crate::project::ProjectOptions {
+                limit: 50,
+                ..crate::project::ProjectOptions::default()
+            },
             ..EnableArgs::default()
         }
     }
@@ -574,9 +578,9 @@ mod tests {
     #[test]
     fn flags_skip_their_questions() {
         let mut args = args();
-        args.from = vec![FromSource::None];
-        args.project_name = Some("named".into());
-        args.calls = Some(7);
+        args.opts.from = vec![FromSource::None];
+        args.opts.project_name = Some("named".into());
+        args.opts.calls = Some(7);
         let mut p = Scripted::new(&[]);
         let a = ask(&facts(), &args, &mut p).unwrap();
         assert!(p.seen.is_empty());
@@ -603,10 +607,10 @@ mod tests {
             assert!(ask(&facts(), &args(), &mut p).is_err(), "{script:?}");
         }
         let mut bad = args();
-        bad.calls = Some(0);
+        bad.opts.calls = Some(0);
         assert!(ask(&facts(), &bad, &mut DefaultsPrompter).is_err());
-        bad.calls = None;
-        bad.project_name = Some("a\nb".into());
+        bad.opts.calls = None;
+        bad.opts.project_name = Some("a\nb".into());
         assert!(ask(&facts(), &bad, &mut DefaultsPrompter).is_err());
     }
 

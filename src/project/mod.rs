@@ -58,10 +58,11 @@ pub struct SetupArgs {
     pub json: bool,
 }
 
+/// The answers `enable` and `enable-ci` share (each also a wizard question for `enable`).
 #[derive(Debug, Clone, Default, Args)]
-pub struct EnableArgs {
-    /// Task sources to import from (repeat or comma-separate) [default: ask; with --yes:
-    /// the detected ones].
+pub struct ProjectOptions {
+    /// Task sources to import from (repeat or comma-separate) [default: `enable` asks, or with
+    /// --yes takes the detected ones; `enable-ci` imports none].
     #[arg(long, value_enum, value_delimiter = ',', value_name = "SOURCE")]
     pub from: Vec<FromSource>,
     /// The PRD document to extract tasks from (implies `--from prd`).
@@ -85,6 +86,12 @@ pub struct EnableArgs {
     /// Regenerate the hank files even if they exist.
     #[arg(long)]
     pub force: bool,
+}
+
+#[derive(Debug, Clone, Default, Args)]
+pub struct EnableArgs {
+    #[command(flatten)]
+    pub opts: ProjectOptions,
     /// Accept the detected defaults without asking (works without a terminal).
     #[arg(short = 'y', long)]
     pub yes: bool,
@@ -92,30 +99,8 @@ pub struct EnableArgs {
 
 #[derive(Debug, Clone, Default, Args)]
 pub struct EnableCiArgs {
-    /// Task sources to import from (repeat or comma-separate) [default: none].
-    #[arg(long, value_enum, value_delimiter = ',', value_name = "SOURCE")]
-    pub from: Vec<FromSource>,
-    /// The PRD document to extract tasks from (implies `--from prd`).
-    #[arg(long, value_name = "FILE")]
-    pub prd: Option<PathBuf>,
-    /// Only GitHub issues with this label.
-    #[arg(long)]
-    pub label: Option<String>,
-    /// Maximum tasks imported per source.
-    #[arg(long, default_value_t = sources::DEFAULT_LIMIT, value_name = "N")]
-    pub limit: u32,
-    /// Project name [default: package name, else folder name].
-    #[arg(long, value_name = "NAME")]
-    pub project_name: Option<String>,
-    /// Project type [default: detected].
-    #[arg(long, value_name = "TYPE")]
-    pub project_type: Option<String>,
-    /// MAX_CALLS_PER_HOUR written into `.hankrc` [default: 100].
-    #[arg(long, value_name = "N")]
-    pub calls: Option<u32>,
-    /// Regenerate the hank files even if they exist.
-    #[arg(long)]
-    pub force: bool,
+    #[command(flatten)]
+    pub opts: ProjectOptions,
     /// Print exactly one JSON object on stdout (errors too).
     #[arg(long)]
     pub json: bool,
