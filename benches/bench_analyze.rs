@@ -115,22 +115,11 @@ fn main() -> common::Res<()> {
     let history: Vec<_> = (0..20)
         .map(|n| decide::record_loop(n, now, &analysis, &progress, &dcfg))
         .collect();
-    let tools: Vec<String> = [
-        "Write",
-        "Read",
-        "Edit",
-        "MultiEdit",
-        "Glob",
-        "Grep",
-        "Task",
-        "TodoWrite",
-        "Bash(git add *)",
-        "Bash(git commit *)",
-        "Bash(cargo test *)",
-    ]
-    .iter()
-    .map(|s| (*s).to_string())
-    .collect();
+    let tools: Vec<String> = hank::config::DEFAULT_ALLOWED_TOOLS
+        .iter()
+        .map(|s| (*s).to_string())
+        .chain(std::iter::once("Bash(cargo test *)".to_string()))
+        .collect();
     let s = time_runs(2000, || {
         let limits = BudgetLimits {
             max_calls_per_hour: 100_000,

@@ -359,6 +359,14 @@ mod tests {
         true
     }
 
+    fn read_pid(path: &Path) -> i32 {
+        std::fs::read_to_string(path)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
     fn rt() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -421,12 +429,7 @@ mod tests {
         let script = format!("sleep 300 & echo $! > {}; sleep 300", pidfile.display());
         let (o, _) = sh(dir.path(), &script, Duration::from_millis(500), false);
         assert!(o.timed_out);
-        let pid: i32 = std::fs::read_to_string(&pidfile)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        assert!(gone(pid), "grandchild survived");
+        assert!(gone(read_pid(&pidfile)), "grandchild survived");
     }
 
     #[test]
@@ -438,12 +441,7 @@ mod tests {
         assert_eq!(o.exit_code, Some(0));
         assert!(o.leftovers_killed);
         assert!(o.duration < Duration::from_secs(30));
-        let pid: i32 = std::fs::read_to_string(&pidfile)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        assert!(gone(pid), "grandchild survived");
+        assert!(gone(read_pid(&pidfile)), "grandchild survived");
     }
 
     #[test]
