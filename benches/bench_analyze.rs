@@ -145,8 +145,8 @@ fn main() -> common::Res<()> {
             model: None,
             permission_mode: None,
             allowed_tools: &tools,
-            context: &context,
         });
+        let stdin = argv::compose_stdin(&context, b"# Prompt\nDo the next task.\n");
         let record = decide::record_loop(43, now, &analysis, &progress, &dcfg);
         let mut breaker = Breaker::default();
         let t = breaker.record(&analysis, &progress, now, &bcfg);
@@ -161,7 +161,13 @@ fn main() -> common::Res<()> {
             now,
             cfg: &dcfg,
         });
-        (check, args.len(), record.files_changed, t.is_some(), d)
+        (
+            check,
+            args.len() + stdin.len(),
+            record.files_changed,
+            t.is_some(),
+            d,
+        )
     });
     row(
         "budget + context + argv + record + breaker + decide",

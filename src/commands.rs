@@ -301,16 +301,36 @@ pub fn doctor(args: &cli::DoctorArgs) -> Result<u8> {
         Ok(s) => {
             match config::resolve_agent(&s.claude_cmd, &dir) {
                 Ok(agent) => {
-                    let v = version_of(&agent.program, &agent.leading_args);
+                    use crate::runner::client::{self, Support, Version};
+                    let range = client::tested_range();
+                    let probe = client::probe(
+                        &agent.program,
+                        &agent.leading_args,
+                        std::time::Duration::from_secs(10),
+                    );
+                    let (ok, detail) = match probe {
+                        Ok(line) => match Version::parse(&line) {
+                            Some(v) => (
+                                range.support(v) != Support::TooOld,
+                                format!("{} — {}", agent.program.display(), range.describe(v)),
+                            ),
+                            None => (
+                                false,
+                                format!(
+                                    "{} --version printed {line:?}: not a Claude Code version \
+                                     (tested {}–{})",
+                                    agent.program.display(),
+                                    range.oldest,
+                                    range.newest
+                                ),
+                            ),
+                        },
+                        Err(why) => (false, why),
+                    };
                     checks.push(Check {
                         name: "claude",
-                        ok: v.is_some(),
-                        detail: match v {
-                            Some(v) => format!("{} ({v})", agent.program.display()),
-                            None => {
-                                format!("{} does not answer --version", agent.program.display())
-                            }
-                        },
+                        ok,
+                        detail,
                     });
                 }
                 Err(e) => checks.push(Check {

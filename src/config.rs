@@ -148,7 +148,7 @@ pub const KEYS: &[Key] = &[
         "CLAUDE_PERMISSION_MODE",
         Some("--permission-mode"),
         "(unset)",
-        "acceptEdits, auto, bypassPermissions, default, dontAsk, plan",
+        "acceptEdits, auto, bypassPermissions, default (or manual), dontAsk, plan",
     ),
     key(
         "CLAUDE_MODEL",
@@ -758,6 +758,7 @@ const PERMISSION_MODES: &[&str] = &[
     "bypassPermissions",
     "default",
     "dontAsk",
+    "manual",
     "plan",
 ];
 

@@ -54,6 +54,7 @@ pub fn run(args: &RunArgs) -> Result<u8> {
     if settings.dry_run {
         return dry_run(&settings, &agent);
     }
+    let notes = check_client(&agent)?;
     let store = Store::new(&project_dir);
     store.ensure_dirs()?;
     let lock = store.lock()?;
@@ -64,8 +65,62 @@ pub fn run(args: &RunArgs) -> Result<u8> {
     runtime.block_on(async move {
         let cancel = install_signal_handlers()?;
         let mut engine = Engine::new(settings, agent, store, cancel, lock)?;
+        for note in notes {
+            engine.warn(&note);
+        }
         engine.run().await
     })
+}
+
+/// Asks the client for its version once per run: a release older than the oldest tested
+/// one is refused (exit 1, with the upgrade command); a newer or unreadable one runs with a
+/// warning. Also names the client settings hank removes from the agent's environment.
+fn check_client(agent: &AgentCommand) -> Result<Vec<String>> {
+    use crate::runner::client::{self, Support, Version};
+    let range = client::tested_range();
+    let mut notes = Vec::new();
+    match client::probe(&agent.program, &agent.leading_args, Duration::from_secs(10)) {
+        Ok(line) => match Version::parse(&line) {
+            Some(v) => match range.support(v) {
+                Support::TooOld => {
+                    return Err(HankError::usage_hint(
+                        format!(
+                            "{} is Claude Code {v}, older than the oldest supported release {}",
+                            agent.program.display(),
+                            range.oldest
+                        ),
+                        format!(
+                            "upgrade it: {} (or `claude update`), or point --claude-cmd / \
+                             CLAUDE_CODE_CMD at a newer client",
+                            client::UPGRADE_COMMAND
+                        ),
+                    ));
+                }
+                Support::Newer => notes.push(range.describe(v)),
+                Support::Tested => {}
+            },
+            None => notes.push(format!(
+                "{} --version printed {line:?}, not a Claude Code version; \
+                 hank is tested with {}–{}",
+                agent.program.display(),
+                range.oldest,
+                range.newest
+            )),
+        },
+        Err(why) => notes.push(format!(
+            "could not read the client's version ({why}); hank is tested with {}–{}",
+            range.oldest, range.newest
+        )),
+    }
+    for key in client::ENV_REMOVED {
+        if std::env::var_os(key).is_some() {
+            notes.push(format!(
+                "{key} is set: removed from the agent's environment (the client would sleep \
+                 through usage limits inside hank's timeout; hank waits for them itself, visibly)"
+            ));
+        }
+    }
+    Ok(notes)
 }
 
 /// A flat layout (root PROMPT.md + fix_plan.md) without `.hank/`: the user must migrate.
@@ -216,8 +271,8 @@ fn dry_run(s: &Settings, agent: &AgentCommand) -> Result<u8> {
         model: s.model.value.as_deref(),
         permission_mode: s.permission_mode.value.as_deref(),
         allowed_tools: &s.allowed_tools.value,
-        context: &context,
     });
+    let stdin = argv::compose_stdin(&context, &prompt);
     let mut out = std::io::stdout().lock();
     let settings: Vec<serde_json::Value> = s
         .describe()
@@ -228,7 +283,7 @@ fn dry_run(s: &Settings, agent: &AgentCommand) -> Result<u8> {
         let obj = json!({
             "program": agent.program.display().to_string(),
             "args": args,
-            "stdin": String::from_utf8_lossy(&prompt),
+            "stdin": String::from_utf8_lossy(&stdin),
             "context_bytes": context.len(),
             "settings": settings,
         });
@@ -240,15 +295,13 @@ fn dry_run(s: &Settings, agent: &AgentCommand) -> Result<u8> {
         text.push_str("# agent command (no shell is used; quoted here for reading)\n");
         text.push_str(&cmd.join(" "));
         text.push_str(&format!(
-            "\n\n# stdin: {} ({} bytes)\n",
+            "\n\n# stdin: the loop context ({} bytes), then {} ({} bytes)\n",
+            context.len(),
             prompt_path.display(),
             prompt.len()
         ));
-        text.push_str(&String::from_utf8_lossy(&prompt));
-        text.push_str(&format!(
-            "\n# loop context: {} bytes\n\n# settings\n",
-            context.len()
-        ));
+        text.push_str(&String::from_utf8_lossy(&stdin));
+        text.push_str("\n# settings\n");
         for (k, v, src) in s.describe() {
             text.push_str(&format!("{k:<32} {v:<24} ({src})\n"));
         }
@@ -541,8 +594,8 @@ impl Engine {
             model: self.s.model.value.as_deref(),
             permission_mode: self.s.permission_mode.value.as_deref(),
             allowed_tools: &self.s.allowed_tools.value,
-            context: &context,
         });
+        let stdin = argv::compose_stdin(&context, &prompt);
         let baseline = progress::baseline(&self.s.project_dir, &plan_before);
         let live_path = self.store.live_path();
         let mut live_file = if self.s.live.value {
@@ -567,12 +620,13 @@ impl Engine {
             program: &self.agent.program,
             args: &args,
             cwd: &self.s.project_dir,
-            stdin: prompt,
+            stdin,
             stdout_log: stdout_log.clone(),
             stderr_log: self.store.loop_log(number, "err"),
             timeout: self.s.timeout.value,
             grace: GRACE,
             live: self.s.live.value,
+            env_remove: crate::runner::client::ENV_REMOVED,
         };
         let reporter = &self.reporter;
         let lock = &mut self.lock;

@@ -1136,6 +1136,7 @@ fn convert_ai(
             timeout,
             grace: GRACE,
             live: false,
+            env_remove: crate::runner::client::ENV_REMOVED,
         };
         let outcome = process::run(spawn, rx, |_| {}).await;
         signals.abort();

@@ -1,8 +1,15 @@
-//! Building the agent's argv and the loop context. **[pure]**
+//! Building the agent's argv, the loop context and the stdin prompt. **[pure]**
 //!
 //! The prompt never goes into argv: it is sent on stdin (argv strings are limited to 128 KiB
 //! and a variadic flag such as `--allowedTools` would swallow a positional prompt). The tool
 //! list uses the `--allowedTools=A,B` form for the same reason.
+//!
+//! The loop context rides **at the head of the stdin prompt**, never in
+//! `--append-system-prompt`: since Claude Code 2.1.257 the client snapshots the system prompt
+//! once per conversation and replays it on every `--resume`, so an appended system prompt
+//! reaches the agent on the first loop only. A user message cannot be replayed that way, it
+//! works with every client version (and every other agent CLI), and it leaves the system
+//! prompt, the start of the cached prefix, the same on every loop.
 
 use crate::config::OutputFormat;
 
@@ -17,7 +24,6 @@ pub struct ArgvInput<'a> {
     pub model: Option<&'a str>,
     pub permission_mode: Option<&'a str>,
     pub allowed_tools: &'a [String],
-    pub context: &'a str,
 }
 
 /// The agent's arguments (without the program).
@@ -48,16 +54,42 @@ pub fn build_argv(input: &ArgvInput<'_>) -> Vec<String> {
     }
     if let Some(m) = input.permission_mode {
         argv.push("--permission-mode".into());
-        argv.push(m.into());
+        argv.push(client_permission_mode(m).into());
     }
     if !input.allowed_tools.is_empty() {
         argv.push(format!("--allowedTools={}", input.allowed_tools.join(",")));
     }
-    if !input.context.is_empty() {
-        argv.push("--append-system-prompt".into());
-        argv.push(input.context.into());
-    }
     argv
+}
+
+/// The permission mode as every supported client spells it: Claude Code 2.1.330 renamed
+/// `default` to `manual` and still accepts `default`; 2.1.197 rejects `manual`.
+#[must_use]
+pub fn client_permission_mode(mode: &str) -> &str {
+    if mode == "manual" { "default" } else { mode }
+}
+
+/// The tag that opens the loop context at the head of the prompt.
+pub const CONTEXT_OPEN: &str = "<hank-loop-context>";
+/// The tag that closes it.
+pub const CONTEXT_CLOSE: &str = "</hank-loop-context>";
+
+/// What the agent reads on stdin: the loop context in a tagged block, a blank line, then
+/// PROMPT.md unchanged. An empty context leaves the prompt as it is.
+#[must_use]
+pub fn compose_stdin(context: &str, prompt: &[u8]) -> Vec<u8> {
+    if context.is_empty() {
+        return prompt.to_vec();
+    }
+    let mut out = Vec::with_capacity(context.len() + prompt.len() + 64);
+    out.extend_from_slice(CONTEXT_OPEN.as_bytes());
+    out.push(b'\n');
+    out.extend_from_slice(context.as_bytes());
+    out.push(b'\n');
+    out.extend_from_slice(CONTEXT_CLOSE.as_bytes());
+    out.extend_from_slice(b"\n\n");
+    out.extend_from_slice(prompt);
+    out
 }
 
 /// What the loop context says.
@@ -89,7 +121,7 @@ fn one_line(s: &str, max: usize) -> String {
     }
 }
 
-/// The loop context for `--append-system-prompt`: short (≤ 600 bytes on a normal loop —
+/// The loop context (sent at the head of the prompt, see [`compose_stdin`]): short (≤ 600 bytes on a normal loop —
 /// every byte is paid for on every call); longer only to relay denials, questions or errors.
 #[must_use]
 pub fn build_context(c: &ContextInput<'_>) -> String {
@@ -151,7 +183,6 @@ mod tests {
             model: None,
             permission_mode: None,
             allowed_tools: tools,
-            context: "ctx",
         }
     }
 
@@ -166,8 +197,6 @@ mod tests {
                 "--output-format",
                 "json",
                 "--allowedTools=Read,Bash(git add *)",
-                "--append-system-prompt",
-                "ctx"
             ]
         );
         let live = ArgvInput {
@@ -191,8 +220,6 @@ mod tests {
                 "--permission-mode",
                 "acceptEdits",
                 "--allowedTools=Read,Bash(git add *)",
-                "--append-system-prompt",
-                "ctx"
             ]
         );
         let lead = vec!["@anthropic-ai/claude-code".to_string()];
@@ -202,15 +229,40 @@ mod tests {
         };
         assert_eq!(
             build_argv(&text),
-            [
-                "@anthropic-ai/claude-code",
-                "-p",
-                "--output-format",
-                "text",
-                "--append-system-prompt",
-                "ctx"
-            ]
+            ["@anthropic-ai/claude-code", "-p", "--output-format", "text",]
         );
+    }
+
+    #[test]
+    fn the_context_leads_the_prompt_and_never_enters_argv() {
+        let tools: Vec<String> = Vec::new();
+        let argv = build_argv(&base(&tools, &tools));
+        assert!(
+            argv.iter().all(|a| !a.contains("system-prompt")),
+            "{argv:?}"
+        );
+        let stdin = compose_stdin("Hank loop 3.", b"# PROMPT\nwork\n");
+        assert_eq!(
+            String::from_utf8(stdin).unwrap(),
+            "<hank-loop-context>\nHank loop 3.\n</hank-loop-context>\n\n# PROMPT\nwork\n"
+        );
+        assert_eq!(compose_stdin("", b"p"), b"p");
+    }
+
+    #[test]
+    fn manual_permission_mode_is_sent_by_its_old_name() {
+        let none: Vec<String> = Vec::new();
+        let input = ArgvInput {
+            permission_mode: Some("manual"),
+            ..base(&none, &none)
+        };
+        let argv = build_argv(&input);
+        assert!(
+            argv.windows(2)
+                .any(|w| w == ["--permission-mode", "default"]),
+            "{argv:?}"
+        );
+        assert_eq!(client_permission_mode("plan"), "plan");
     }
 
     #[test]

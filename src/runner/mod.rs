@@ -1,6 +1,8 @@
-//! Running the agent: the argv and loop context (pure, [`argv`]) and the process
+//! Running the agent: the argv and loop context (pure, [`argv`]), which client release it
+//! is ([`client`]) and the process
 //! ([`process`]): no shell, own process group, concurrent draining to the loop logs,
 //! timeout and interrupt handling that never leaves a survivor.
 
 pub mod argv;
+pub mod client;
 pub mod process;

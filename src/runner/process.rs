@@ -35,6 +35,8 @@ pub struct Spawn<'a> {
     pub grace: Duration,
     /// Pass stdout lines to the live callback.
     pub live: bool,
+    /// Variables removed from the agent's environment (it inherits hank's otherwise).
+    pub env_remove: &'a [&'a str],
 }
 
 /// What happened to the process.
@@ -114,7 +116,11 @@ pub async fn run_with_hook(
 ) -> std::io::Result<RunOutcome> {
     let started = Instant::now();
     let stdout_file = create_log(&spawn.stdout_log)?;
-    let mut child = tokio::process::Command::new(spawn.program)
+    let mut command = tokio::process::Command::new(spawn.program);
+    for key in spawn.env_remove {
+        command.env_remove(key);
+    }
+    let mut child = command
         .args(spawn.args)
         .current_dir(spawn.cwd)
         .process_group(0)
@@ -386,6 +392,7 @@ mod tests {
             timeout,
             grace: Duration::from_millis(500),
             live,
+            env_remove: &[],
         };
         let (_tx, rx) = watch::channel(0u32);
         let mut lines = Vec::new();
@@ -458,6 +465,7 @@ mod tests {
             timeout: Duration::from_secs(300),
             grace: Duration::from_secs(5),
             live: false,
+            env_remove: &[],
         };
         let (tx, rx) = watch::channel(0u32);
         let o = rt()
@@ -487,6 +495,7 @@ mod tests {
             timeout: Duration::from_secs(1),
             grace: Duration::from_secs(1),
             live: false,
+            env_remove: &[],
         };
         let (_tx, rx) = watch::channel(0u32);
         assert!(rt().block_on(run(spawn, rx, |_| {})).is_err());

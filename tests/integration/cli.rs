@@ -168,7 +168,11 @@ fn doctor_reports_checks_and_sources() {
         .iter()
         .find(|c| c["name"] == "claude")
         .unwrap();
-    assert!(claude["detail"].as_str().unwrap().contains("2.1.197"));
+    let detail = claude["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("2.1.330") && detail.contains("inside the tested range"),
+        "{detail}"
+    );
     assert!(
         v["settings"]
             .as_array()
@@ -176,6 +180,92 @@ fn doctor_reports_checks_and_sources() {
             .iter()
             .any(|s| s["key"] == "RETRY_BACKOFF_SECONDS" && s["source"] == ".hankrc line 2")
     );
+}
+
+/// The client's version against the tested range: doctor says where it stands; `hank run`
+/// refuses a client older than the oldest tested one (exit 1, the upgrade command, no call),
+/// runs a newer one with a warning, and removes CLAUDE_CODE_RETRY_WATCHDOG from the agent's
+/// environment with a warning.
+#[test]
+fn client_version_range_and_environment() {
+    let p = Project::new(&["a", "b"]);
+    let claude_check = |p: &Project| {
+        let o = p.run(&["doctor", "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let c = v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "claude")
+            .unwrap()
+            .clone();
+        (o.status.code(), c)
+    };
+
+    p.fake("version", "2.0.77 (Claude Code)\n");
+    let (code, c) = claude_check(&p);
+    assert_eq!(code, Some(1), "{c}");
+    assert_eq!(c["ok"], false);
+    assert!(
+        c["detail"]
+            .as_str()
+            .unwrap()
+            .contains("older than the oldest supported"),
+        "{c}"
+    );
+    let o = p.run(&["--max-loops", "1"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("2.0.77") && err.contains("2.1.197"), "{err}");
+    assert!(
+        err.contains("npm install -g @anthropic-ai/claude-code@latest"),
+        "{err}"
+    );
+    assert_eq!(p.calls(), 0);
+
+    p.fake("version", "9.0.1 (Claude Code)\n");
+    let (code, c) = claude_check(&p);
+    assert_eq!(code, Some(0), "{c}");
+    assert!(
+        c["detail"]
+            .as_str()
+            .unwrap()
+            .contains("newer than the newest tested"),
+        "{c}"
+    );
+
+    p.fake(
+        "effect.sh",
+        "env > \"$FAKE_CLAUDE_DIR/env-$(cat \"$FAKE_CLAUDE_DIR/calls\")\"\n",
+    );
+    let o = p
+        .cmd()
+        .env("CLAUDE_CODE_RETRY_WATCHDOG", "1")
+        .args(["--max-loops", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("newer than the newest tested release"),
+        "{err}"
+    );
+    assert!(
+        err.contains("CLAUDE_CODE_RETRY_WATCHDOG is set: removed"),
+        "{err}"
+    );
+    let env = std::fs::read_to_string(p.fake.join("env-1")).unwrap();
+    assert!(
+        env.contains("FAKE_CLAUDE_DIR="),
+        "the agent inherits the rest: {env}"
+    );
+    assert!(!env.contains("CLAUDE_CODE_RETRY_WATCHDOG"), "{env}");
+    let warnings: Vec<serde_json::Value> = p
+        .events()
+        .into_iter()
+        .filter(|e| e["type"] == "warning")
+        .collect();
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
 }
 
 #[test]

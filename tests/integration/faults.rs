@@ -91,9 +91,12 @@ fn respond_with_file(p: &Project, target: &Path) {
 }
 
 /// An executable agent script in the fake dir; returns its path for `--claude-cmd`.
+/// An agent program running `body` for each call; like a real client it answers `--version`
+/// (hank asks once per run) without running `body`.
 fn agent_script(p: &Project, name: &str, body: &str) -> String {
     let path = p.fake.join(name);
-    std::fs::write(&path, format!("#!/usr/bin/env bash\n{body}")).expect("write script");
+    let version = "[ \"${1:-}\" = --version ] && { echo '2.1.330 (Claude Code)'; exit 0; }\n";
+    std::fs::write(&path, format!("#!/usr/bin/env bash\n{version}{body}")).expect("write script");
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     path.display().to_string()
 }
@@ -946,13 +949,9 @@ fn metacharacters_in_fix_plan_reach_the_agent_verbatim() {
     std::fs::write(p.dir.join(".hank/PROMPT.md"), prompt).unwrap();
     let o = p.run(&["--max-loops", "1"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert_eq!(p.stdin(1), prompt.as_bytes());
-    let argv = p.argv(1);
-    let i = argv
-        .iter()
-        .position(|a| a == "--append-system-prompt")
-        .unwrap();
-    assert!(argv[i + 1].contains(&item), "context: {}", argv[i + 1]);
+    let (ctx, sent) = p.context_and_prompt(1);
+    assert_eq!(sent, prompt.as_bytes());
+    assert!(ctx.contains(&item), "context: {ctx}");
     assert!(!marker.exists(), "a metacharacter was interpreted");
 }
 

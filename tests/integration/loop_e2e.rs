@@ -54,10 +54,9 @@ fn argv_prompt_on_stdin_resume_and_allowed_tools() {
     .unwrap();
     let o = p.run(&["--model", "sonnet"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(
-        p.stdin(1),
-        b"Prompt with $(rm -rf /) `x` 'q' \"d\" ; | & *\n"
-    );
+    let (ctx1, prompt1) = p.context_and_prompt(1);
+    assert_eq!(prompt1, b"Prompt with $(rm -rf /) `x` 'q' \"d\" ; | & *\n");
+    assert!(ctx1.starts_with("Hank loop 1."), "{ctx1}");
     let a1 = p.argv(1);
     assert_eq!(&a1[..3], ["-p", "--output-format", "json"]);
     assert!(!a1.iter().any(|a| a == "--resume"), "{a1:?}");
@@ -66,7 +65,10 @@ fn argv_prompt_on_stdin_resume_and_allowed_tools() {
             .any(|a| a.starts_with("--allowedTools=") && a.contains("Bash(git commit *)")),
         "{a1:?}"
     );
-    assert!(a1.iter().any(|a| a == "--append-system-prompt"));
+    assert!(
+        !a1.iter().any(|a| a.contains("system-prompt")),
+        "the context rides on stdin, never in the (snapshotted) system prompt: {a1:?}"
+    );
     assert!(
         !a1.iter().any(|a| a.contains("Do the next task")),
         "prompt must not be in argv"
@@ -356,10 +358,10 @@ fn two_loops_with_denials_stop_with_permission_denied() {
     assert_eq!(p.calls(), 2, "the first denial only warns");
     assert_eq!(p.status()["exit_reason"], "permission_denied");
     assert!(stderr(&o).contains("npm install left-pad"));
-    let argv2 = p.argv(2).join("\n");
+    let (ctx2, _) = p.context_and_prompt(2);
     assert!(
-        argv2.contains("`npm install left-pad`"),
-        "the next loop is told: {argv2}"
+        ctx2.contains("`npm install left-pad`"),
+        "the next loop is told: {ctx2}"
     );
 }
 

@@ -6,8 +6,6 @@
 
 mod analyze;
 mod cli;
-mod contract;
-mod fake_api;
 mod faults;
 mod import;
 mod loop_e2e;

@@ -185,8 +185,14 @@ impl Project {
     }
 
     /// The stdin of call `n`.
+    /// Everything call `n` read on stdin: the loop context block, then PROMPT.md.
     pub fn stdin(&self, n: u32) -> Vec<u8> {
         std::fs::read(self.fake.join(format!("stdin-{n}"))).unwrap_or_default()
+    }
+
+    /// Call `n`'s stdin split into (loop context, PROMPT.md bytes).
+    pub fn context_and_prompt(&self, n: u32) -> (String, Vec<u8>) {
+        split_context(&self.stdin(n))
     }
 
     pub fn read_json(&self, rel: &str) -> Value {
@@ -356,4 +362,22 @@ fn proc_stats() -> Vec<ProcStat> {
         })
     })
     .collect()
+}
+
+/// Splits what the agent read on stdin into the `<hank-loop-context>` block's text and the
+/// prompt after it (the block is always first; panics when it is missing).
+pub fn split_context(stdin: &[u8]) -> (String, Vec<u8>) {
+    let open = b"<hank-loop-context>\n";
+    let close = b"\n</hank-loop-context>\n\n";
+    assert!(
+        stdin.starts_with(open),
+        "stdin does not start with the loop context: {}",
+        String::from_utf8_lossy(&stdin[..stdin.len().min(200)])
+    );
+    let end = stdin
+        .windows(close.len())
+        .position(|w| w == close)
+        .expect("the loop context block is closed");
+    let ctx = String::from_utf8_lossy(&stdin[open.len()..end]).into_owned();
+    (ctx, stdin[end + close.len()..].to_vec())
 }

@@ -123,6 +123,40 @@ impl Request {
     pub fn text(&self) -> String {
         self.body.to_string()
     }
+
+    /// The text of the newest user message (every text block, joined): what this turn added
+    /// to the conversation. Messages after it with another role that the client adds itself
+    /// (2.1.330 appends a `role: system` message with skills and the date) are skipped; a
+    /// user message holding only tool results has no text.
+    pub fn last_user_text(&self) -> String {
+        let last = self.body["messages"]
+            .as_array()
+            .and_then(|m| m.iter().rev().find(|m| m["role"] != "system"));
+        let Some(last) = last else {
+            return String::new();
+        };
+        if last["role"] != "user" {
+            return String::new();
+        }
+        match &last["content"] {
+            Value::String(s) => s.clone(),
+            Value::Array(blocks) => blocks
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            _ => String::new(),
+        }
+    }
+
+    /// The `<hank-loop-context>` block this turn's newest user message starts a loop with,
+    /// if it does (the first request of each hank loop).
+    pub fn loop_context(&self) -> Option<String> {
+        let text = self.last_user_text();
+        let start = text.find("<hank-loop-context>")? + "<hank-loop-context>".len();
+        let end = text[start..].find("</hank-loop-context>")? + start;
+        Some(text[start..end].trim().to_string())
+    }
 }
 
 struct Shared {

@@ -3,8 +3,7 @@
 //! accepted by the client, permission denials, usage limits with their reset time, auth errors,
 //! transient errors with backoff, max turns, unknown sessions.
 //!
-//! The client comes from `scripts/install-claude.sh` (npm, pinned version) and is found through
-//! `HANK_REAL_CLAUDE=/path/to/claude`; without it every test prints a SKIP line and passes.
+//! Each case runs once per real client listed in `HANK_REAL_CLAUDE` (see `main.rs`).
 //! No network is used: `ANTHROPIC_BASE_URL` points at the fake on 127.0.0.1, `HOME` is a temp
 //! dir, the client's own retries are off (`CLAUDE_CODE_MAX_RETRIES=0`).
 
@@ -15,22 +14,8 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
-use crate::fake_api::{FakeApi, Reply, status_text};
+use crate::fake_api::{self, FakeApi, Reply, status_text};
 use crate::support::{Project, children_of, group_after, signal, stderr, wait_with_timeout};
-
-/// The real client, or `None` (with a visible SKIP message).
-fn real_claude(test: &str) -> Option<String> {
-    match std::env::var("HANK_REAL_CLAUDE") {
-        Ok(p) if Path::new(&p).is_file() => Some(p),
-        _ => {
-            eprintln!(
-                "SKIP contract::{test}: HANK_REAL_CLAUDE is not set \
-                 (export HANK_REAL_CLAUDE=$(scripts/install-claude.sh))"
-            );
-            None
-        }
-    }
-}
 
 /// How the client authenticates.
 #[derive(Clone, Copy)]
@@ -47,22 +32,19 @@ struct Real {
 }
 
 impl Real {
-    fn new(test: &str, items: &[&str], script: Vec<Reply>) -> Option<Self> {
+    fn new(test: &str, items: &[&str], script: Vec<Reply>) -> Self {
         Self::scripted(test, items, |_| script)
     }
 
     /// A git project with `items`, and the fake API playing the script built from it.
-    fn scripted(
-        test: &str,
-        items: &[&str],
-        script: impl FnOnce(&Project) -> Vec<Reply>,
-    ) -> Option<Self> {
-        let claude = real_claude(test)?;
+    fn scripted(test: &str, items: &[&str], script: impl FnOnce(&Project) -> Vec<Reply>) -> Self {
+        let _ = test;
+        let claude = crate::client().path.display().to_string();
         let p = Project::new(items);
         p.git_init();
         let log = p.dir.parent().unwrap().join("api.log");
         let api = FakeApi::start(script(&p), Some(&log));
-        Some(Self { p, api, claude })
+        Self { p, api, claude }
     }
 
     fn cmd(&self, auth: Auth, args: &[&str]) -> Command {
@@ -156,9 +138,8 @@ fn work_on(real_plan: &str, dir: &Path, item: &str, status: &str) -> Vec<Reply> 
 
 /// Two loops: the client really edits fix_plan.md and writes files (progress from git), the
 /// second loop resumes the first loop's session and the client accepts it.
-#[test]
-fn real_client_writes_files_resumes_and_completes_the_plan() {
-    let Some(real) = Real::scripted(
+pub fn real_client_writes_files_resumes_and_completes_the_plan() {
+    let real = Real::scripted(
         "real_client_writes_files_resumes_and_completes_the_plan",
         &["one", "two"],
         |p| {
@@ -167,9 +148,7 @@ fn real_client_writes_files_resumes_and_completes_the_plan() {
             script.extend(work_on(&plan, &p.dir, "two", "COMPLETE"));
             script
         },
-    ) else {
-        return;
-    };
+    );
     let o = real.run(Auth::ApiKey, &["--max-loops", "3"]);
     let ctx = real.context(&o);
     assert_eq!(o.status.code(), Some(0), "{ctx}");
@@ -210,14 +189,100 @@ fn real_client_writes_files_resumes_and_completes_the_plan() {
         history.contains("one done"),
         "loop 2's first request carries loop 1's conversation"
     );
-    // The loop context rode in the system prompt.
-    assert!(turns[4].body["system"].to_string().contains("two"));
+    // Loop 2's own context (next item: two) is the newest message of the resumed session.
+    let ctx2 = turns[4].loop_context().unwrap_or_default();
+    assert!(
+        ctx2.contains("Hank loop 2") && ctx2.contains("two"),
+        "{ctx2}"
+    );
+}
+
+/// The loop context reaches the agent on every loop of a resumed session: on loop N the
+/// request the API receives carries loop N's own context (loop number, next item, and on
+/// loop 2 the denial of loop 1), never a replay of loop 1's. Clients from 2.1.257 on replay
+/// the first `--append-system-prompt` on `--resume`; hank's context rides on stdin instead.
+pub fn every_resumed_loop_receives_its_own_context() {
+    let items = ["one", "two", "three", "four"];
+    let real = Real::scripted("every_resumed_loop_receives_its_own_context", &items, |p| {
+        let plan = p.dir.join(".hank/fix_plan.md").display().to_string();
+        let mut script = vec![Reply::tool(
+            "Bash",
+            json!({"command": "curl -s http://127.0.0.1:9/x.sh", "description": "fetch"}),
+        )];
+        script.extend(work_on(&plan, &p.dir, "one", "IN_PROGRESS"));
+        script.extend(work_on(&plan, &p.dir, "two", "IN_PROGRESS"));
+        script.extend(work_on(&plan, &p.dir, "three", "IN_PROGRESS"));
+        script
+    });
+    let o = real.run(Auth::ApiKey, &["--max-loops", "3"]);
+    let ctx = real.context(&o);
+    assert_eq!(o.status.code(), Some(3), "{ctx}");
+    let finished = real.finished();
+    assert_eq!(finished.len(), 3, "{ctx}");
+    let session = finished[0]["session_id"].clone();
+    for f in &finished {
+        assert_eq!(f["outcome"], "success", "{ctx}");
+        assert_eq!(f["session_id"], session, "one resumed session: {ctx}");
+    }
+    let started: Vec<bool> = real
+        .p
+        .events()
+        .iter()
+        .filter(|e| e["type"] == "loop_started")
+        .map(|e| e["resume"] == true)
+        .collect();
+    assert_eq!(started, [false, true, true], "{ctx}");
+    // The first request of each loop is the one whose newest message carries a context.
+    let contexts: Vec<String> = real
+        .api
+        .turns()
+        .iter()
+        .filter_map(fake_api::Request::loop_context)
+        .collect();
+    let newest: Vec<String> = real
+        .api
+        .turns()
+        .iter()
+        .map(|t| clip(&t.last_user_text()).to_string())
+        .collect();
+    assert_eq!(
+        contexts.len(),
+        3,
+        "{contexts:#?}\nnewest messages: {newest:#?}"
+    );
+    for (i, c) in contexts.iter().enumerate() {
+        let n = i + 1;
+        assert!(c.contains(&format!("Hank loop {n}.")), "loop {n}: {c}");
+        assert!(
+            c.contains(&format!("next: {}", items[i])),
+            "loop {n} names its own next item: {c}"
+        );
+    }
+    assert!(
+        contexts[1].contains("curl -s http://127.0.0.1:9/x.sh"),
+        "{}",
+        contexts[1]
+    );
+    assert!(contexts[1].contains("Do not retry"), "{}", contexts[1]);
+    assert!(!contexts[0].contains("Denied"), "{}", contexts[0]);
+    assert!(
+        !contexts[2].contains("Denied"),
+        "the denial is relayed once: {}",
+        contexts[2]
+    );
+    // The system prompt carries no loop context at all (nothing for a snapshot to freeze).
+    for t in real.api.turns() {
+        assert!(
+            !t.body["system"].to_string().contains("Hank loop"),
+            "{}",
+            t.body["system"]
+        );
+    }
 }
 
 /// A Bash call outside ALLOWED_TOOLS: the client denies it, hank reads the denial from the
 /// result, tells the agent in the next loop's context, and stops after two such loops.
-#[test]
-fn denied_bash_is_relayed_then_stops_with_permission_denied() {
+pub fn denied_bash_is_relayed_then_stops_with_permission_denied() {
     let bash = || {
         Reply::tool(
             "Bash",
@@ -230,13 +295,11 @@ fn denied_bash_is_relayed_then_stops_with_permission_denied() {
         bash(),
         Reply::Text(status_text("BLOCKED", false, "still need curl")),
     ];
-    let Some(real) = Real::new(
+    let real = Real::new(
         "denied_bash_is_relayed_then_stops_with_permission_denied",
         &["a", "b"],
         script,
-    ) else {
-        return;
-    };
+    );
     let o = real.run(Auth::ApiKey, &["--max-loops", "4"]);
     let ctx = real.context(&o);
     assert_eq!(o.status.code(), Some(2), "{ctx}");
@@ -250,17 +313,13 @@ fn denied_bash_is_relayed_then_stops_with_permission_denied() {
     let result = &turns[1].body["messages"];
     assert!(result.to_string().contains("\"is_error\":true"), "{result}");
     // Loop 2's context names the denied command.
-    assert!(
-        turns[2].body["system"].to_string().contains("curl"),
-        "loop 2 context: {}",
-        turns[2].body["system"]
-    );
+    let ctx2 = turns[2].loop_context().unwrap_or_default();
+    assert!(ctx2.contains("curl"), "loop 2 context: {ctx2}");
 }
 
 /// 401 (bad key) and 400 "credit balance too low": the client reports auth / billing; hank
 /// stops at once with agent_fatal (retrying cannot help).
-#[test]
-fn auth_and_billing_errors_are_agent_fatal() {
+pub fn auth_and_billing_errors_are_agent_fatal() {
     let cases = [
         (
             Reply::error(401, "authentication_error", "invalid x-api-key"),
@@ -276,13 +335,11 @@ fn auth_and_billing_errors_are_agent_fatal() {
         ),
     ];
     for (reply, kind) in cases {
-        let Some(real) = Real::new(
+        let real = Real::new(
             "auth_and_billing_errors_are_agent_fatal",
             &["a"],
             vec![reply],
-        ) else {
-            return;
-        };
+        );
         let o = real.run(Auth::ApiKey, &[]);
         let ctx = real.context(&o);
         assert_eq!(o.status.code(), Some(2), "{kind}: {ctx}");
@@ -295,8 +352,7 @@ fn auth_and_billing_errors_are_agent_fatal() {
 
 /// 529, 429 (API key) and 500: each is a transient failure with a backoff wait, then the
 /// next loop succeeds.
-#[test]
-fn transient_errors_back_off_then_recover() {
+pub fn transient_errors_back_off_then_recover() {
     let script = vec![
         Reply::error(529, "overloaded_error", "Overloaded"),
         Reply::error(
@@ -307,13 +363,11 @@ fn transient_errors_back_off_then_recover() {
         Reply::error(500, "api_error", "Internal server error"),
         Reply::Text(status_text("IN_PROGRESS", false, "recovered")),
     ];
-    let Some(real) = Real::new(
+    let real = Real::new(
         "transient_errors_back_off_then_recover",
         &["a", "b"],
         script,
-    ) else {
-        return;
-    };
+    );
     real.p.hankrc("RETRY_BACKOFF_SECONDS=1\n");
     let o = real.run(Auth::ApiKey, &["--max-loops", "4"]);
     let ctx = real.context(&o);
@@ -352,8 +406,7 @@ fn transient_errors_back_off_then_recover() {
 /// A subscription usage limit (OAuth + unified headers): hank waits until the reset time the
 /// client reports (+60 s), in json and in stream-json (`--live`) mode; `--on-usage-limit exit`
 /// stops with 3.
-#[test]
-fn usage_limit_waits_for_the_reported_reset() {
+pub fn usage_limit_waits_for_the_reported_reset() {
     for (mode, args) in [
         ("json", vec![]),
         ("stream-json", vec!["--live"]),
@@ -362,10 +415,7 @@ fn usage_limit_waits_for_the_reported_reset() {
         let now = jiff::Timestamp::now().as_second();
         let reset = (now / 60 + 3) * 60;
         let script = vec![Reply::usage_limit(reset, "five_hour")];
-        let Some(real) = Real::new("usage_limit_waits_for_the_reported_reset", &["a"], script)
-        else {
-            return;
-        };
+        let real = Real::new("usage_limit_waits_for_the_reported_reset", &["a"], script);
         let mut cmd = real.cmd(Auth::OAuth, &args);
         cmd.env("TZ", "Europe/Oslo");
         if mode == "exit policy" {
@@ -400,15 +450,12 @@ fn usage_limit_waits_for_the_reported_reset() {
 
 /// `--max-turns 1` passed through CLAUDE_CODE_CMD: the client ends with error_max_turns after
 /// one tool turn; hank classifies it as max_turns.
-#[test]
-fn max_turns_is_classified() {
+pub fn max_turns_is_classified() {
     let script = vec![
         Reply::tool("Glob", json!({"pattern": "*.md"})),
         Reply::Text(status_text("IN_PROGRESS", false, "never reached")),
     ];
-    let Some(real) = Real::new("max_turns_is_classified", &["a"], script) else {
-        return;
-    };
+    let real = Real::new("max_turns_is_classified", &["a"], script);
     let cmd = format!("{} --max-turns 1", real.claude);
     let o = real
         .cmd_with(&cmd, Auth::ApiKey, &["--max-loops", "1"])
@@ -421,20 +468,17 @@ fn max_turns_is_classified() {
 }
 
 /// A stored session the client does not know: hank drops it and retries at once without it.
-#[test]
-fn unknown_session_is_dropped_and_the_client_starts_fresh() {
+pub fn unknown_session_is_dropped_and_the_client_starts_fresh() {
     let script = vec![Reply::Text(status_text(
         "IN_PROGRESS",
         false,
         "fresh start",
     ))];
-    let Some(real) = Real::new(
+    let real = Real::new(
         "unknown_session_is_dropped_and_the_client_starts_fresh",
         &["a", "b"],
         script,
-    ) else {
-        return;
-    };
+    );
     let stale = "0b7c6a52-9d7e-4c1f-8f3a-1e2d3c4b5a69";
     let now = jiff::Timestamp::now().to_string();
     let state = json!({"schema_version": 1, "session": {"id": stale, "started_at": now, "last_used_at": now}});
@@ -453,9 +497,8 @@ fn unknown_session_is_dropped_and_the_client_starts_fresh() {
 
 /// Bash commands the default ALLOWED_TOOLS permit (`git add`, `git commit`) really run: the
 /// client commits its work, HEAD moves, and hank still counts the committed files as progress.
-#[test]
-fn allowed_git_commands_run_and_committed_work_is_progress() {
-    let Some(real) = Real::scripted(
+pub fn allowed_git_commands_run_and_committed_work_is_progress() {
+    let real = Real::scripted(
         "allowed_git_commands_run_and_committed_work_is_progress",
         &["a", "b"],
         |p| {
@@ -476,9 +519,7 @@ fn allowed_git_commands_run_and_committed_work_is_progress() {
                 Reply::Text(status_text("IN_PROGRESS", false, "next: b")),
             ]
         },
-    ) else {
-        return;
-    };
+    );
     let o = real
         .cmd(Auth::ApiKey, &["--max-loops", "1"])
         .env("GIT_AUTHOR_NAME", "agent")
@@ -522,17 +563,14 @@ fn client_pid(hank: &std::process::Child) -> i32 {
 
 /// A hung API: hank's timeout stops the real client and everything in its process group
 /// (timeout), and SIGINT / SIGTERM during the request stop it the same way (exit 130).
-#[test]
-fn hung_request_timeout_and_signals_leave_no_client_process() {
+pub fn hung_request_timeout_and_signals_leave_no_client_process() {
     for how in ["timeout", "SIGINT", "SIGTERM"] {
         let script = vec![Reply::Hang(Duration::from_secs(120))];
-        let Some(real) = Real::new(
+        let real = Real::new(
             "hung_request_timeout_and_signals_leave_no_client_process",
             &["a"],
             script,
-        ) else {
-            return;
-        };
+        );
         // Under load the client may need seconds to start: only the timeout case uses a short
         // timeout (and does not need the request to have been made).
         let timeout = if how == "timeout" { "3s" } else { "120s" };
@@ -574,15 +612,12 @@ fn hung_request_timeout_and_signals_leave_no_client_process() {
 }
 
 /// No API at all (connection refused): a network error, a backoff wait, not a fatal stop.
-#[test]
-fn unreachable_api_is_a_network_error_with_backoff() {
-    let Some(real) = Real::new(
+pub fn unreachable_api_is_a_network_error_with_backoff() {
+    let real = Real::new(
         "unreachable_api_is_a_network_error_with_backoff",
         &["a"],
         Vec::new(),
-    ) else {
-        return;
-    };
+    );
     // A port nothing listens on: bind, read the port, close.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -610,17 +645,14 @@ fn unreachable_api_is_a_network_error_with_backoff() {
 
 /// `--live` (stream-json) with the real client: the live log shows the tool call and the
 /// text as they stream, and the result is still analyzed (session, cost, status block).
-#[test]
-fn live_mode_with_the_real_client() {
-    let Some(real) = Real::scripted("live_mode_with_the_real_client", &["a", "b"], |p| {
+pub fn live_mode_with_the_real_client() {
+    let real = Real::scripted("live_mode_with_the_real_client", &["a", "b"], |p| {
         let file = p.dir.join("notes.txt").display().to_string();
         vec![
             Reply::tool("Write", json!({"file_path": file, "content": "live\n"})),
             Reply::Text(status_text("IN_PROGRESS", false, "live works")),
         ]
-    }) else {
-        return;
-    };
+    });
     let o = real.run(Auth::ApiKey, &["--live", "--max-loops", "1"]);
     let ctx = real.context(&o);
     assert_eq!(o.status.code(), Some(3), "{ctx}");

@@ -1,0 +1,180 @@
+//! The contract suite: `hank run` with the **real** Claude Code clients against a scripted
+//! fake Anthropic API on 127.0.0.1 (`fake_api.rs`), every case once per client.
+//!
+//! The clients come from `scripts/install-claude.sh` (npm; the tested versions are listed in
+//! `scripts/claude-versions.env`, the one place they live) and are found through
+//! `HANK_REAL_CLAUDE=/path/one:/path/two` (what the script prints). Each case is a trial named
+//! `<version>::<case>`.
+//!
+//! Without `HANK_REAL_CLAUDE` the cases are reported as **ignored** in the test summary (with a
+//! closing line saying why), never as passed; under `CI=true` a missing client is a failure.
+
+// Test helpers outside the trials may panic on setup failures: that is a test failure.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod cases;
+mod fake_api;
+#[path = "../integration/support.rs"]
+mod support;
+
+use std::cell::RefCell;
+use std::path::PathBuf;
+use std::process::Command;
+
+use libtest_mimic::{Arguments, Failed, Trial};
+
+/// A real client under test.
+#[derive(Debug, Clone)]
+pub struct Client {
+    pub path: PathBuf,
+    /// `2.1.330`, from `claude --version`.
+    pub version: String,
+}
+
+thread_local! {
+    static CLIENT: RefCell<Option<Client>> = const { RefCell::new(None) };
+}
+
+/// The client of the trial running on this thread.
+pub fn client() -> Client {
+    CLIENT
+        .with(|c| c.borrow().clone())
+        .expect("a trial sets its client")
+}
+
+type Case = fn();
+
+/// Every contract case, by name.
+const CASES: &[(&str, Case)] = &[
+    (
+        "every_resumed_loop_receives_its_own_context",
+        cases::every_resumed_loop_receives_its_own_context,
+    ),
+    (
+        "real_client_writes_files_resumes_and_completes_the_plan",
+        cases::real_client_writes_files_resumes_and_completes_the_plan,
+    ),
+    (
+        "denied_bash_is_relayed_then_stops_with_permission_denied",
+        cases::denied_bash_is_relayed_then_stops_with_permission_denied,
+    ),
+    (
+        "auth_and_billing_errors_are_agent_fatal",
+        cases::auth_and_billing_errors_are_agent_fatal,
+    ),
+    (
+        "transient_errors_back_off_then_recover",
+        cases::transient_errors_back_off_then_recover,
+    ),
+    (
+        "usage_limit_waits_for_the_reported_reset",
+        cases::usage_limit_waits_for_the_reported_reset,
+    ),
+    ("max_turns_is_classified", cases::max_turns_is_classified),
+    (
+        "unknown_session_is_dropped_and_the_client_starts_fresh",
+        cases::unknown_session_is_dropped_and_the_client_starts_fresh,
+    ),
+    (
+        "allowed_git_commands_run_and_committed_work_is_progress",
+        cases::allowed_git_commands_run_and_committed_work_is_progress,
+    ),
+    (
+        "hung_request_timeout_and_signals_leave_no_client_process",
+        cases::hung_request_timeout_and_signals_leave_no_client_process,
+    ),
+    (
+        "unreachable_api_is_a_network_error_with_backoff",
+        cases::unreachable_api_is_a_network_error_with_backoff,
+    ),
+    (
+        "live_mode_with_the_real_client",
+        cases::live_mode_with_the_real_client,
+    ),
+];
+
+/// The clients named by `HANK_REAL_CLAUDE` (colon-separated paths), each with its version;
+/// an entry that is not a working client is an error.
+fn clients() -> Result<Vec<Client>, String> {
+    let Ok(list) = std::env::var("HANK_REAL_CLAUDE") else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for path in list.split(':').filter(|p| !p.trim().is_empty()) {
+        let path = PathBuf::from(path.trim());
+        let o = Command::new(&path)
+            .arg("--version")
+            .output()
+            .map_err(|e| format!("HANK_REAL_CLAUDE: {}: {e}", path.display()))?;
+        let text = String::from_utf8_lossy(&o.stdout);
+        let version = text
+            .split_whitespace()
+            .next()
+            .filter(|v| o.status.success() && v.chars().next().is_some_and(|c| c.is_ascii_digit()))
+            .ok_or_else(|| {
+                format!(
+                    "HANK_REAL_CLAUDE: {} --version printed {text:?}, expected `X.Y.Z (Claude Code)`",
+                    path.display()
+                )
+            })?
+            .to_string();
+        out.push(Client { path, version });
+    }
+    Ok(out)
+}
+
+fn main() -> std::process::ExitCode {
+    let args = Arguments::from_args();
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    let mut trials = Vec::new();
+    let mut skipped = None;
+    match clients() {
+        Err(e) => trials.push(Trial::test("clients", move || Err(Failed::from(e.clone())))),
+        Ok(list) if list.is_empty() => {
+            let why = "HANK_REAL_CLAUDE is not set (export HANK_REAL_CLAUDE=$(scripts/install-claude.sh))";
+            for (name, _) in CASES {
+                if ci {
+                    let msg = format!("CI=true requires the real clients: {why}");
+                    trials.push(Trial::test(*name, move || Err(Failed::from(msg.clone()))));
+                } else {
+                    trials.push(
+                        Trial::test(*name, move || Err(Failed::from(why)))
+                            .with_kind("no client")
+                            .with_ignored_flag(true),
+                    );
+                }
+            }
+            if !ci {
+                skipped = Some(why);
+            }
+        }
+        Ok(list) => {
+            for c in list {
+                for (name, case) in CASES {
+                    let client = c.clone();
+                    let case = *case;
+                    trials.push(Trial::test(format!("{}::{name}", c.version), move || {
+                        CLIENT.with(|slot| *slot.borrow_mut() = Some(client.clone()));
+                        let r = std::panic::catch_unwind(case);
+                        r.map_err(|p| {
+                            let msg = p
+                                .downcast_ref::<String>()
+                                .cloned()
+                                .or_else(|| p.downcast_ref::<&str>().map(|s| (*s).to_string()))
+                                .unwrap_or_else(|| "panicked".to_string());
+                            Failed::from(msg)
+                        })
+                    }));
+                }
+            }
+        }
+    }
+    let conclusion = libtest_mimic::run(&args, trials);
+    if let Some(why) = skipped {
+        println!(
+            "contract: {} real-client cases SKIPPED (reported as ignored): {why}\n",
+            CASES.len()
+        );
+    }
+    conclusion.exit_code()
+}
