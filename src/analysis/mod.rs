@@ -13,6 +13,8 @@ mod report;
 mod reset;
 mod status;
 #[cfg(test)]
+mod table_tests;
+#[cfg(test)]
 mod tests;
 
 use std::io::BufRead;

@@ -988,6 +988,10 @@ fn gather_whole<R: BufRead>(r: &mut R, g: &mut Gathered, mut buf: Vec<u8>) {
     };
 }
 
+fn to_usize(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}
+
 /// A reader that keeps a copy of what passes through it while `on` is set.
 struct Tee<'a, R> {
     inner: R,
@@ -1083,9 +1087,11 @@ fn gather_array<R: BufRead>(r: &mut R, g: &mut Gathered) {
         de.deserialize_seq(visitor).is_ok()
     };
     let Tee { copy: seen, .. } = tee;
-    if events == 0 && !ok && !has_client_marker(&seen.head) {
-        // Not the client's array: text that starts with `[`.
+    // `[ ] todo`: an empty array followed by more is text too.
+    let not_client = !ok && !has_client_marker(&seen.head);
+    if events == 0 && (ok || not_client) {
         // Everything the deserializer consumed went through the tee: it is all in `seen`.
+        let consumed = seen.len;
         let mut cap = seen;
         loop {
             let n = match r.fill_buf() {
@@ -1098,6 +1104,16 @@ fn gather_array<R: BufRead>(r: &mut R, g: &mut Gathered) {
                 Err(_) => break,
             };
             r.consume(n);
+        }
+        let more = cap.complete()
+            && cap
+                .tail
+                .get(to_usize(consumed)..)
+                .is_some_and(|rest| !rest.trim_ascii().is_empty());
+        if ok && !more && cap.complete() {
+            // `[]` alone: an empty message array.
+            g.shape = OutputShape::MessageArray;
+            return;
         }
         if cap.tail.len() > TEXT_TAIL {
             let cut = cap.tail.len() - TEXT_TAIL;
