@@ -128,13 +128,15 @@ pub struct Breaker {
 
 /// Whether a call failed: agent errors of kinds rate_limit, overloaded, server, network,
 /// max_turns, budget, malformed, no_output, unknown; crashes; timeouts. Usage limits,
-/// interruptions and fatal kinds (auth, billing, cli_usage — handled by the exit decision)
-/// are not failures.
+/// interruptions and fatal kinds (auth, billing, cli_usage, spend_limit — handled by the exit
+/// decision) are not failures.
 #[must_use]
 pub fn is_failed_call(analysis: &Analysis) -> bool {
     match analysis.error_kind() {
         Some(ErrorKind::UsageLimit | ErrorKind::Interrupted) => false,
-        Some(ErrorKind::Auth | ErrorKind::Billing | ErrorKind::CliUsage) => {
+        Some(
+            ErrorKind::Auth | ErrorKind::Billing | ErrorKind::CliUsage | ErrorKind::SpendLimit,
+        ) => {
             // Fatal: the decision stops the run; for a crash/timeout it is still a failure.
             matches!(analysis.outcome, Outcome::Timeout | Outcome::Crashed)
         }
@@ -493,6 +495,7 @@ mod tests {
                 message: "x".into(),
                 api_status: None,
                 reset_at: None,
+                window: None,
             })
         };
         match l {

@@ -5,7 +5,8 @@
 //!
 //! [`after_loop`] runs after each loop; the first rule that matches wins:
 //! 1. unknown session (`No conversation found`) → [`Decision::RetryWithoutSession`];
-//! 2. auth, billing or CLI usage error → stop `agent_fatal`;
+//! 2. auth, billing or CLI usage error → stop `agent_fatal`; a spend cap (monthly spend limit,
+//!    out of usage credits) → stop `spend_limit` (no wait: a window reset does not lift it);
 //! 3. this loop's EXIT_SIGNAL is true **and** completion indicators appeared in at least 2 of
 //!    the last 5 loops (this one included) → stop `project_complete`. EXIT_SIGNAL false always
 //!    vetoes, however many indicators there are;
@@ -354,6 +355,9 @@ pub fn after_loop(input: &AfterLoop<'_>) -> Decision {
     ) {
         return Decision::Stop(ExitReason::AgentFatal);
     }
+    if kind == Some(ErrorKind::SpendLimit) {
+        return Decision::Stop(ExitReason::SpendLimit);
+    }
     if a.exit_signal() {
         let start = input.history.len().saturating_sub(COMPLETION_WINDOW);
         let with_indicators = input
@@ -467,6 +471,7 @@ mod tests {
                 message: "m".into(),
                 api_status: None,
                 reset_at: None,
+                window: None,
             }),
             ..Analysis::default()
         }
@@ -614,6 +619,19 @@ mod tests {
                 err(ErrorKind::CliUsage),
                 Stop(ExitReason::AgentFatal),
             ),
+            case(
+                "spend limit stops at once, no wait",
+                err(ErrorKind::SpendLimit),
+                Stop(ExitReason::SpendLimit),
+            ),
+            Case {
+                failures: 3,
+                ..case(
+                    "spend limit stops even after failures (not transient)",
+                    err(ErrorKind::SpendLimit),
+                    Stop(ExitReason::SpendLimit),
+                )
+            },
             with_history(
                 case(
                     "exit signal + 2 indicators",
@@ -1126,6 +1144,7 @@ mod tests {
             ErrorKind::Auth,
             ErrorKind::Billing,
             ErrorKind::UsageLimit,
+            ErrorKind::SpendLimit,
             ErrorKind::RateLimit,
             ErrorKind::Overloaded,
             ErrorKind::Server,
@@ -1173,7 +1192,7 @@ mod tests {
         ) {
             let analysis = Analysis {
                 outcome,
-                error: kind.map(|kind| AgentError { kind, message: String::new(), api_status: None, reset_at: reset.map(ts) }),
+                error: kind.map(|kind| AgentError { kind, message: String::new(), api_status: None, reset_at: reset.map(ts), window: None }),
                 unknown_session,
                 status: Some(StatusBlock { exit_signal: Some(exit), ..StatusBlock::default() }),
                 ..Analysis::default()
@@ -1212,6 +1231,10 @@ mod tests {
             }
             if !exit {
                 prop_assert_ne!(d1, Decision::Stop(ExitReason::ProjectComplete));
+            }
+            // A spend cap never waits: it stops (or an earlier rule decides).
+            if kind == Some(ErrorKind::SpendLimit) && !unknown_session {
+                prop_assert_eq!(d1, Decision::Stop(ExitReason::SpendLimit));
             }
         }
     }

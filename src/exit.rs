@@ -38,13 +38,16 @@ pub enum ExitReason {
     CostBudget,
     /// Usage limit hit and ON_USAGE_LIMIT=exit.
     UsageLimit,
+    /// A spend cap (monthly spend limit, out of usage credits): waiting for a usage window
+    /// does not lift it.
+    SpendLimit,
     /// Ctrl-C / SIGTERM.
     Interrupted,
 }
 
 impl ExitReason {
     /// Every reason, in table order.
-    pub const ALL: [ExitReason; 11] = [
+    pub const ALL: [ExitReason; 12] = [
         Self::ProjectComplete,
         Self::PlanComplete,
         Self::TestSaturation,
@@ -55,6 +58,7 @@ impl ExitReason {
         Self::MaxLoops,
         Self::CostBudget,
         Self::UsageLimit,
+        Self::SpendLimit,
         Self::Interrupted,
     ];
 
@@ -67,7 +71,7 @@ impl ExitReason {
             | Self::PermissionDenied
             | Self::AgentFatal
             | Self::IntegrityFailure => HALTED,
-            Self::MaxLoops | Self::CostBudget | Self::UsageLimit => LIMIT,
+            Self::MaxLoops | Self::CostBudget | Self::UsageLimit | Self::SpendLimit => LIMIT,
             Self::Interrupted => INTERRUPTED,
         }
     }
@@ -86,10 +90,14 @@ impl ExitReason {
             Self::MaxLoops => "max_loops",
             Self::CostBudget => "cost_budget",
             Self::UsageLimit => "usage_limit",
+            Self::SpendLimit => "spend_limit",
             Self::Interrupted => "interrupted",
         }
     }
 }
+
+/// What the user can do after a `spend_limit` stop (the final message).
+pub const SPEND_LIMIT_MESSAGE: &str = "a spend cap was reached (monthly spend limit or out of usage credits); waiting for a usage window will not lift it: raise the spend limit or buy usage credits (claude.ai settings or /upgrade), wait for the monthly reset, or switch to an API key (ANTHROPIC_API_KEY), then run hank again";
 
 impl std::fmt::Display for ExitReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -103,9 +111,18 @@ mod tests {
 
     #[test]
     fn codes_follow_the_table() {
-        let expected = [0, 0, 0, 2, 2, 2, 2, 3, 3, 3, 130];
+        let expected = [0, 0, 0, 2, 2, 2, 2, 3, 3, 3, 3, 130];
         for (reason, code) in ExitReason::ALL.iter().zip(expected) {
             assert_eq!(reason.code(), code, "{reason}");
+        }
+    }
+
+    #[test]
+    fn spend_limit_is_a_limit_stop_with_advice() {
+        assert_eq!(ExitReason::SpendLimit.code(), LIMIT);
+        assert_eq!(ExitReason::SpendLimit.as_str(), "spend_limit");
+        for what in ["spend limit", "credits", "monthly reset", "API key"] {
+            assert!(SPEND_LIMIT_MESSAGE.contains(what), "{what}");
         }
     }
 

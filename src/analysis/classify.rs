@@ -1,6 +1,11 @@
 //! Error kinds from error texts, in the order of claude-contract.md §7, and the outcome of a
 //! call from everything gathered.  **[pure]**
 //!
+//! Typed fields come first: `api_error` (2.1.330+), then a rejected
+//! `api_error_params.rate_limit_info` / `rate_limit_event` (a subscription window), then the
+//! wordings (spend caps, usage limits), `api_error_status`, the text rules, `api_error_type`
+//! and the synthetic message's error category. An unknown typed value is ignored.
+//!
 //! Only texts that are errors by construction are matched: the result text of a call that
 //! reported `is_error`, its `errors[]`, a synthetic assistant message with an `error`
 //! category, stderr, and plain-text output of a call that exited non-zero. What the agent
@@ -11,9 +16,9 @@ use std::sync::LazyLock;
 use jiff::Timestamp;
 use regex::Regex;
 
-use super::parse::{Gathered, ResultData};
-use super::reset::reset_from_line;
-use super::{AgentError, ErrorKind, Outcome, OutputShape, RunFacts, re};
+use super::parse::{Gathered, LimitInfo, ResultData};
+use super::reset::reset_in_line;
+use super::{AgentError, Clock, ErrorKind, Outcome, OutputShape, RunFacts, re};
 
 /// Longest error message kept.
 const MAX_MESSAGE: usize = 500;
@@ -22,34 +27,46 @@ static LEGACY_LIMIT: LazyLock<Regex> =
     LazyLock::new(|| re(r"Claude AI usage limit reached\|(\d{9,})"));
 static LEGACY_WHOLE: LazyLock<Regex> =
     LazyLock::new(|| re(r"^\s*Claude AI usage limit reached\|\d{9,}\s*$"));
-static HIT_LIMIT: LazyLock<Regex> = LazyLock::new(|| {
+/// A spend cap: waiting for a window reset does not lift it.
+static SPEND: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?mi)^[^\w\n]*(?:API Error:\s*)?(?:You(?:'|’)ve hit your\b[^\n]*\blimit|You(?:'|’)re out of (?:extra )?usage|Your org is out of usage|Claude usage limit reached)",
+        r"(?i)\bmonthly spend(?:ing)? (?:limit|cap)|\bspend(?:ing)? (?:limit|cap) (?:reached|exceeded)|\borg(?:'|’)?s monthly usage limit|\borganization(?:'|’)?s monthly usage limit|\bout of (?:usage )?credits\b|\bYour org(?:anization)? is out of usage|\bmodel_requires_usage_credits\b|\busage credits? (?:are )?required\b",
     )
 });
-static OLD_LIMIT: LazyLock<Regex> =
-    LazyLock::new(|| re(r"(?i)\b(?:5-hour|usage) limit reached|grace_daily_limit_reached"));
+static HIT_LIMIT: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?mi)^[^\w\n]*(?:API Error:\s*)?(?:You(?:'|’)ve hit your\b[^\n]*\blimit|You(?:'|’)ve reached your\b[^\n]*\blimit|You(?:'|’)re out of (?:extra )?usage|Claude (?:AI )?usage limit reached)",
+    )
+});
+static OLD_LIMIT: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\b(?:5-hour|five-hour|session|weekly|opus|sonnet|usage) limit (?:reached|hit|exceeded)|\busage_limit_reached\b|grace_daily_limit_reached",
+    )
+});
 static RATE: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)Request rejected \(429\)|rate_limit_error|\b429\b|\brate[ _-]?limit|temporarily limiting requests",
+        r"(?i)Request rejected \(429\)|rate_limit_error|API Error:\s*429\b|\b429\b|\brate[ _-]?limit|temporarily limiting requests|too many requests",
     )
 });
 static OVERLOADED: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\b529\b|overloaded"));
 static AUTH: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)Not logged in|Please run /login|Invalid API key|invalid x-api-key|authentication_failed|authentication_error|OAuth token (?:has )?(?:been )?(?:expired|revoked)|oauth_org_not_allowed",
+        r"(?i)API Error:\s*401\b|\b401 Unauthorized\b|Not logged in|Please run /login|Invalid API key|invalid x-api-key|authentication_failed|authentication_error|OAuth token (?:has )?(?:been )?(?:expired|revoked)|oauth_org_not_allowed|OAuth authentication is currently not allowed",
     )
 });
-static BILLING: LazyLock<Regex> =
-    LazyLock::new(|| re(r"(?i)Credit balance is too low|billing_error|insufficient credit"));
+static BILLING: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)API Error:\s*40[23]\b|\b403 Forbidden\b|permission_error|Credit balance is too low|billing_error|insufficient (?:credit|funds|balance)|payment required",
+    )
+});
 static NETWORK: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)Unable to connect|ConnectionRefused|ECONNREFUSED|ECONNRESET|ENOTFOUND|ETIMEDOUT|EAI_AGAIN|Request timed out|\btimed out\b|socket hang up|fetch failed|getaddrinfo|network error",
+        r"(?i)Unable to connect|ConnectionRefused|Connection (?:refused|reset|error)|ECONNREFUSED|ECONNRESET|ENOTFOUND|ETIMEDOUT|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH|Request timed out|\btimed out\b|socket hang up|fetch failed|getaddrinfo|network error|connection_failed",
     )
 });
 static SERVER: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)API Error: 5\d\d\b|\b50[0-4]\b|Internal server error|server_error|\bapi_error\b|empty or malformed response",
+        r"(?i)API Error:\s*5\d\d\b|\b50[0-4]\b|Internal server error|server_error|\bapi_error\b|empty or malformed response|Bad Gateway|Service Unavailable|Gateway Timeout",
     )
 });
 static MAX_TURNS: LazyLock<Regex> =
@@ -63,21 +80,48 @@ static CLI_USAGE: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 
-/// A classified error text: its kind and, for usage limits, the reset time it gave.
+/// A classified error text: its kind and, for usage limits, the reset time and the window
+/// it gave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Classified {
     pub kind: ErrorKind,
     pub reset_at: Option<Timestamp>,
+    /// `five_hour`, `seven_day`, `seven_day_opus`, `seven_day_sonnet` (from the wording).
+    pub window: Option<&'static str>,
 }
 
-fn limit_reset(text: &str, at: usize, now: Timestamp) -> Option<Timestamp> {
-    let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
-    let end = text[at..].find('\n').map_or(text.len(), |i| at + i);
-    reset_from_line(&text[start..end], now)
+impl Classified {
+    fn plain(kind: ErrorKind) -> Self {
+        Self {
+            kind,
+            reset_at: None,
+            window: None,
+        }
+    }
 }
 
-/// Matches a usage-limit wording (matchers 1–3 of the contract).
-fn usage_limit(text: &str, now: Timestamp) -> Option<Classified> {
+/// The window a usage-limit wording names.
+fn window_of(phrase: &str) -> Option<&'static str> {
+    let lower = phrase.to_lowercase();
+    if lower.contains("opus") {
+        Some("seven_day_opus")
+    } else if lower.contains("sonnet") {
+        Some("seven_day_sonnet")
+    } else if lower.contains("weekly") || lower.contains("7-day") || lower.contains("seven-day") {
+        Some("seven_day")
+    } else if lower.contains("session") || lower.contains("5-hour") || lower.contains("five-hour") {
+        Some("five_hour")
+    } else {
+        None
+    }
+}
+
+/// Matches a spend-cap or usage-limit wording (matchers 1–3 of the contract, spend caps
+/// first: `You've hit your monthly spend limit · your 5-hour limit resets 5pm` is a spend cap).
+fn limit_wording(text: &str, clock: &Clock) -> Option<Classified> {
+    if SPEND.is_match(text) {
+        return Some(Classified::plain(ErrorKind::SpendLimit));
+    }
     if let Some(c) = LEGACY_LIMIT.captures(text) {
         let reset_at = c
             .get(1)
@@ -86,17 +130,62 @@ fn usage_limit(text: &str, now: Timestamp) -> Option<Classified> {
         return Some(Classified {
             kind: ErrorKind::UsageLimit,
             reset_at,
+            window: None,
         });
     }
     let m = HIT_LIMIT.find(text).or_else(|| OLD_LIMIT.find(text))?;
+    let start = text[..m.start()].rfind('\n').map_or(0, |i| i + 1);
+    let end = text[m.start()..]
+        .find('\n')
+        .map_or(text.len(), |i| m.start() + i);
+    // The window is named before the first separator (`You've hit your weekly limit · …`).
+    let phrase = text[start..end]
+        .split(['·', '∙', '|'])
+        .find(|part| part.contains(m.as_str().trim()) || OLD_LIMIT.is_match(part))
+        .unwrap_or("");
     Some(Classified {
         kind: ErrorKind::UsageLimit,
-        reset_at: limit_reset(text, m.start(), now),
+        reset_at: reset_in_line(&text[start..end], clock),
+        window: window_of(phrase),
     })
+}
+
+/// The kind a typed error string names (`api_error`, a synthetic message's `error`
+/// category, `api_error_type`). Unknown strings give `None`.
+#[must_use]
+pub fn typed_kind(value: &str) -> Option<ErrorKind> {
+    let kind = match value.trim().to_ascii_lowercase().as_str() {
+        "usage_limit_reached"
+        | "usage_limit"
+        | "session_limit_reached"
+        | "weekly_limit_reached" => ErrorKind::UsageLimit,
+        "model_requires_usage_credits"
+        | "spend_limit_reached"
+        | "monthly_spend_limit_reached"
+        | "out_of_usage_credits"
+        | "out_of_credits" => ErrorKind::SpendLimit,
+        "connection_failed" | "connection_error" | "no_response" | "network_error"
+        | "request_timeout" | "timeout" => ErrorKind::Network,
+        "rate_limit" | "rate_limited" | "rate_limit_error" => ErrorKind::RateLimit,
+        "overloaded" | "overloaded_error" => ErrorKind::Overloaded,
+        "authentication_failed"
+        | "authentication_error"
+        | "oauth_org_not_allowed"
+        | "invalid_api_key"
+        | "not_logged_in"
+        | "token_expired"
+        | "oauth_token_expired"
+        | "oauth_token_revoked" => ErrorKind::Auth,
+        "billing_error" | "credit_balance_too_low" | "insufficient_credits" => ErrorKind::Billing,
+        "server_error" | "api_error" | "internal_server_error" => ErrorKind::Server,
+        _ => return None,
+    };
+    Some(kind)
 }
 
 /// Matches an error text against the known wordings, in the contract's order, with the API
 /// status and the synthetic error category as further evidence. `None`: nothing matched.
+/// A reset time printed without a zone is read as UTC (see [`classify_text_in`]).
 #[must_use]
 pub fn classify_text(
     text: &str,
@@ -104,23 +193,46 @@ pub fn classify_text(
     category: Option<&str>,
     now: Timestamp,
 ) -> Option<Classified> {
-    if let Some(c) = usage_limit(text, now) {
+    classify_text_in(text, api_status, category, &Clock::utc(now))
+}
+
+/// [`classify_text`] with the machine's local zone for reset times printed without one.
+#[must_use]
+pub fn classify_text_in(
+    text: &str,
+    api_status: Option<u16>,
+    category: Option<&str>,
+    clock: &Clock,
+) -> Option<Classified> {
+    if let Some(c) = limit_wording(text, clock) {
         return Some(c);
     }
-    let plain = |kind| {
-        Some(Classified {
-            kind,
-            reset_at: None,
-        })
-    };
-    match api_status {
-        Some(429) => return plain(ErrorKind::RateLimit),
-        Some(529) => return plain(ErrorKind::Overloaded),
-        Some(401 | 403) => return plain(ErrorKind::Auth),
-        Some(402) => return plain(ErrorKind::Billing),
-        Some(500..=599) => return plain(ErrorKind::Server),
-        _ => {}
+    if let Some(kind) = status_kind(text, api_status) {
+        return Some(Classified::plain(kind));
     }
+    text_kind(text)
+        .or_else(|| category.and_then(typed_kind))
+        .map(Classified::plain)
+}
+
+/// What `api_error_status` says.
+fn status_kind(text: &str, api_status: Option<u16>) -> Option<ErrorKind> {
+    let kind = match api_status? {
+        429 => ErrorKind::RateLimit,
+        529 => ErrorKind::Overloaded,
+        401 => ErrorKind::Auth,
+        402 => ErrorKind::Billing,
+        // A 403 is a billing/permission refusal unless the text says it is a login problem.
+        403 if AUTH.is_match(text) => ErrorKind::Auth,
+        403 => ErrorKind::Billing,
+        500..=599 => ErrorKind::Server,
+        _ => return None,
+    };
+    Some(kind)
+}
+
+/// The text rules alone (after the limit wordings).
+fn text_kind(text: &str) -> Option<ErrorKind> {
     let ordered: [(&LazyLock<Regex>, ErrorKind); 8] = [
         (&RATE, ErrorKind::RateLimit),
         (&OVERLOADED, ErrorKind::Overloaded),
@@ -131,20 +243,10 @@ pub fn classify_text(
         (&MAX_TURNS, ErrorKind::MaxTurns),
         (&BUDGET, ErrorKind::Budget),
     ];
-    for (pattern, kind) in ordered {
-        if pattern.is_match(text) {
-            return plain(kind);
-        }
-    }
-    let kind = match category? {
-        "authentication_failed" | "oauth_org_not_allowed" => ErrorKind::Auth,
-        "billing_error" => ErrorKind::Billing,
-        "rate_limit" => ErrorKind::RateLimit,
-        "overloaded" => ErrorKind::Overloaded,
-        "server_error" => ErrorKind::Server,
-        _ => return None,
-    };
-    plain(kind)
+    ordered
+        .into_iter()
+        .find(|(pattern, _)| pattern.is_match(text))
+        .map(|(_, kind)| kind)
 }
 
 /// The first non-empty line of `text`, trimmed and cut.
@@ -177,7 +279,102 @@ fn error(
         message,
         api_status,
         reset_at,
+        window: None,
     }
+}
+
+/// The machine-readable verdicts the stream and the result gave, best first.
+struct Typed<'a> {
+    /// `api_error`, mapped (unknown values dropped).
+    api_error: Option<ErrorKind>,
+    /// `api_error_type`, mapped.
+    api_error_type: Option<ErrorKind>,
+    /// `api_error_params.rate_limit_info`.
+    limit: Option<&'a LimitInfo>,
+}
+
+impl Typed<'_> {
+    fn none() -> Self {
+        Self {
+            api_error: None,
+            api_error_type: None,
+            limit: None,
+        }
+    }
+}
+
+/// Whether a rejected window was reported (in the result or by a `rate_limit_event`).
+fn rejected(g: &Gathered, typed: &Typed<'_>) -> bool {
+    g.limit_rejected || typed.limit.is_some_and(LimitInfo::rejected)
+}
+
+/// Classifies an error from its texts (best first: the answer, `errors[]`, stderr) with
+/// everything else the stream said.
+fn from_texts(
+    g: &Gathered,
+    texts: &[&str],
+    api_status: Option<u16>,
+    category: Option<&str>,
+    typed: &Typed<'_>,
+    clock: &Clock,
+) -> AgentError {
+    let message = texts
+        .iter()
+        .map(|t| first_line(t))
+        .find(|l| !l.is_empty())
+        .unwrap_or_else(|| {
+            category
+                .unwrap_or("the agent reported an error without a message")
+                .to_owned()
+        });
+    let wording = texts.iter().find_map(|t| limit_wording(t, clock));
+    let wording_kind = wording.map(|c| c.kind);
+    let found = texts
+        .iter()
+        .find_map(|t| classify_text_in(t, api_status, None, clock));
+    let kind = match typed.api_error {
+        Some(ErrorKind::UsageLimit | ErrorKind::RateLimit)
+            if wording_kind == Some(ErrorKind::SpendLimit) =>
+        {
+            ErrorKind::SpendLimit
+        }
+        Some(ErrorKind::RateLimit)
+            if wording_kind == Some(ErrorKind::UsageLimit) || rejected(g, typed) =>
+        {
+            ErrorKind::UsageLimit
+        }
+        Some(k) => k,
+        // A rejected window is the subscription limit, unless the text names a spend cap.
+        None if rejected(g, typed) => {
+            if wording_kind == Some(ErrorKind::SpendLimit) {
+                ErrorKind::SpendLimit
+            } else {
+                ErrorKind::UsageLimit
+            }
+        }
+        None => found
+            .map(|c| c.kind)
+            .or(typed.api_error_type)
+            .or_else(|| category.and_then(typed_kind))
+            .unwrap_or(ErrorKind::Unknown),
+    };
+    let mut e = error(kind, message, api_status, None);
+    if kind == ErrorKind::UsageLimit {
+        let from_wording = wording.filter(|c| c.kind == ErrorKind::UsageLimit);
+        // The machine-readable reset time wins over the parsed wording.
+        e.reset_at = typed
+            .limit
+            .and_then(|l| l.resets_at)
+            .and_then(|s| Timestamp::from_second(s).ok())
+            .or_else(|| event_reset(g))
+            .or_else(|| from_wording.and_then(|c| c.reset_at));
+        e.window = typed
+            .limit
+            .and_then(|l| l.window.clone())
+            .or_else(|| g.limit_window.clone())
+            .or_else(|| from_wording.and_then(|c| c.window).map(str::to_owned));
+    }
+    e
 }
 
 /// The reset time a stream's `rate_limit_event` gave, when it rejected the call.
@@ -190,45 +387,8 @@ fn event_reset(g: &Gathered) -> Option<Timestamp> {
     }
 }
 
-/// Classifies an error text with everything else the stream said.
-fn from_text(
-    g: &Gathered,
-    text: &str,
-    api_status: Option<u16>,
-    category: Option<&str>,
-    now: Timestamp,
-) -> AgentError {
-    let message = if first_line(text).is_empty() {
-        category
-            .unwrap_or("the agent reported an error without a message")
-            .to_owned()
-    } else {
-        first_line(text)
-    };
-    let mut found = classify_text(text, api_status, category, now);
-    // A rejected rate_limit_event is the subscription window: a usage limit, whatever the
-    // text says, unless the text already named a usage limit.
-    if g.limit_rejected && found.map(|c| c.kind) != Some(ErrorKind::UsageLimit) {
-        found = Some(Classified {
-            kind: ErrorKind::UsageLimit,
-            reset_at: None,
-        });
-    }
-    let mut kind = found.map_or(ErrorKind::Unknown, |c| c.kind);
-    let mut reset_at = found.and_then(|c| c.reset_at);
-    if kind == ErrorKind::UsageLimit {
-        // The machine-readable reset time wins over the parsed wording.
-        reset_at = event_reset(g).or(reset_at);
-    }
-    if kind == ErrorKind::Unknown && text.trim().is_empty() && g.limit_rejected {
-        kind = ErrorKind::UsageLimit;
-        reset_at = event_reset(g);
-    }
-    error(kind, message, api_status, reset_at)
-}
-
 /// The error a result reports, if it reports one.
-fn result_error(g: &Gathered, r: &ResultData, now: Timestamp) -> Option<AgentError> {
+fn result_error(g: &Gathered, r: &ResultData, stderr: &str, clock: &Clock) -> Option<AgentError> {
     let joined = r.errors.join("\n");
     let subtype_kind = match r.subtype.as_str() {
         "error_max_turns" => Some(ErrorKind::MaxTurns),
@@ -236,6 +396,11 @@ fn result_error(g: &Gathered, r: &ResultData, now: Timestamp) -> Option<AgentErr
         "error_during_execution" => Some(ErrorKind::Interrupted),
         s if s.starts_with("error") => Some(ErrorKind::Unknown),
         _ => None,
+    };
+    let typed = Typed {
+        api_error: r.api_error.as_deref().and_then(typed_kind),
+        api_error_type: r.api_error_type.as_deref().and_then(typed_kind),
+        limit: r.limit.as_ref(),
     };
     if let Some(kind) = subtype_kind {
         let message = if joined.trim().is_empty() {
@@ -247,32 +412,33 @@ fn result_error(g: &Gathered, r: &ResultData, now: Timestamp) -> Option<AgentErr
             first_line(&joined)
         };
         // An unknown error subtype may still carry a recognizable API error.
-        let kind = if kind == ErrorKind::Unknown {
-            classify_text(&joined, r.api_status, None, now).map_or(kind, |c| c.kind)
-        } else {
-            kind
-        };
+        if kind == ErrorKind::Unknown {
+            let texts = [joined.as_str(), r.text.as_deref().unwrap_or(""), stderr];
+            let mut e = from_texts(g, &texts, r.api_status, None, &typed, clock);
+            e.message = message;
+            return Some(e);
+        }
         return Some(error(kind, message, r.api_status, None));
     }
     let text = r.text.as_deref().unwrap_or("");
-    if r.is_error {
-        let text = if text.trim().is_empty() {
-            joined.as_str()
-        } else {
-            text
-        };
+    // 2.1.330 may say it with typed fields only: a known `api_error`, or `terminal_reason`.
+    let typed_error = typed.api_error.is_some()
+        || r.terminal_reason.as_deref() == Some("api_error")
+        || typed.limit.is_some_and(LimitInfo::rejected);
+    if r.is_error || typed_error {
         let category = g.synthetic.as_ref().map(|s| s.category.as_str());
-        return Some(from_text(g, text, r.api_status, category, now));
+        let texts = [text, joined.as_str(), stderr];
+        return Some(from_texts(g, &texts, r.api_status, category, &typed, clock));
     }
     // Old clients returned the bare legacy limit string as a "successful" answer.
     if LEGACY_WHOLE.is_match(text) {
-        return Some(from_text(g, text, r.api_status, None, now));
+        return Some(from_texts(g, &[text], r.api_status, None, &typed, clock));
     }
     None
 }
 
 /// What stderr says, when stdout gave no answer.
-fn stderr_error(stderr: &str, shape: OutputShape, now: Timestamp) -> Option<AgentError> {
+fn stderr_error(stderr: &str, shape: OutputShape, clock: &Clock) -> Option<AgentError> {
     let trimmed = stderr.trim();
     if trimmed.is_empty() {
         return None;
@@ -285,12 +451,14 @@ fn stderr_error(stderr: &str, shape: OutputShape, now: Timestamp) -> Option<Agen
             None,
         ));
     }
-    if let Some(c) = classify_text(trimmed, None, None, now) {
+    if let Some(c) = classify_text_in(trimmed, None, None, clock) {
         let line = stderr
             .lines()
-            .find(|l| classify_text(l, None, None, now).is_some())
+            .find(|l| classify_text_in(l, None, None, clock).is_some())
             .map_or_else(|| first_line(trimmed), first_line);
-        return Some(error(c.kind, line, None, c.reset_at));
+        let mut e = error(c.kind, line, None, c.reset_at);
+        e.window = c.window.map(str::to_owned);
+        return Some(e);
     }
     let no_json = matches!(shape, OutputShape::Empty | OutputShape::Text);
     let m = CLI_USAGE.find(stderr).filter(|_| no_json)?;
@@ -311,13 +479,18 @@ pub(crate) struct Verdict {
     pub unknown_session: bool,
 }
 
+/// An error from one text with no typed fields (plain text, stderr, a synthetic message).
+fn from_one_text(g: &Gathered, text: &str, category: Option<&str>, clock: &Clock) -> AgentError {
+    from_texts(g, &[text], None, category, &Typed::none(), clock)
+}
+
 /// Plain-text output: an error only when the CLI exited non-zero (or the text is exactly the
 /// legacy limit string), never because a successful answer mentions an error.
-fn text_error(g: &Gathered, facts: &RunFacts, now: Timestamp) -> Option<AgentError> {
+fn text_error(g: &Gathered, facts: &RunFacts, clock: &Clock) -> Option<AgentError> {
     let cap = g.text.as_ref()?;
     let text = cap.text();
     if LEGACY_WHOLE.is_match(&text) {
-        return Some(from_text(g, &text, None, None, now));
+        return Some(from_one_text(g, &text, None, clock));
     }
     let failed = facts.exit_code.is_some_and(|c| c != 0);
     // Exit status unknown (a saved file): only a lone short line can be an error message.
@@ -327,38 +500,31 @@ fn text_error(g: &Gathered, facts: &RunFacts, now: Timestamp) -> Option<AgentErr
         && text.len() <= 300
         && text.lines().filter(|l| !l.trim().is_empty()).count() == 1;
     if lone_line {
-        return classify_text(&text, None, None, now)
-            .map(|c| error(c.kind, first_line(&text), None, c.reset_at));
+        return classify_text_in(&text, None, None, clock)
+            .map(|_| from_one_text(g, &text, None, clock));
     }
     if !failed {
         return None;
     }
     // The CLI prints a short error line in text mode; a long text is an answer.
     let short = cap.complete() && text.len() <= 2048;
-    let found = if short {
-        classify_text(&text, None, None, now)
-    } else {
-        None
-    };
-    let kind = found.map_or(ErrorKind::Unknown, |c| c.kind);
-    Some(error(
-        kind,
-        first_line(&text),
-        None,
-        found.and_then(|c| c.reset_at),
-    ))
+    if short {
+        return Some(from_one_text(g, &text, None, clock));
+    }
+    Some(error(ErrorKind::Unknown, first_line(&text), None, None))
 }
 
 /// A stream that ended while the CLI was retrying: what it was retrying on. With no HTTP
 /// status and no category the CLI could not reach the API at all (network).
-fn retry_error(g: &Gathered, now: Timestamp) -> Option<AgentError> {
+fn retry_error(g: &Gathered, clock: &Clock) -> Option<AgentError> {
     let r = g.retry.as_ref()?;
     let fallback = if r.status.is_none() {
         ErrorKind::Network
     } else {
         ErrorKind::Unknown
     };
-    let kind = classify_text("", r.status, Some(&r.category), now).map_or(fallback, |c| c.kind);
+    let kind =
+        classify_text_in("", r.status, Some(&r.category), clock).map_or(fallback, |c| c.kind);
     let status = r.status.map(|s| format!(", HTTP {s}")).unwrap_or_default();
     let message = format!(
         "still retrying the API (attempt {}: {}{status})",
@@ -368,24 +534,28 @@ fn retry_error(g: &Gathered, now: Timestamp) -> Option<AgentError> {
 }
 
 /// Decides the outcome of a call from what was gathered, stderr and the run facts.
-pub(crate) fn verdict(g: &Gathered, stderr: &str, facts: &RunFacts, now: Timestamp) -> Verdict {
+pub(crate) fn verdict(g: &Gathered, stderr: &str, facts: &RunFacts, clock: &Clock) -> Verdict {
     let unknown_session = UNKNOWN_SESSION.is_match(stderr);
     let content = match &g.result {
-        Some(r) => result_error(g, r, now),
+        Some(r) => result_error(g, r, stderr, clock),
         None => match &g.synthetic {
-            Some(s) => Some(from_text(g, &s.text, None, Some(&s.category), now)),
-            None if g.limit_rejected => Some(error(
-                ErrorKind::UsageLimit,
-                "usage limit reached (rate_limit_event rejected)".to_owned(),
-                None,
-                event_reset(g),
-            )),
-            None => text_error(g, facts, now),
+            Some(s) => Some(from_one_text(g, &s.text, Some(&s.category), clock)),
+            None if g.limit_rejected => {
+                let mut e = error(
+                    ErrorKind::UsageLimit,
+                    "usage limit reached (rate_limit_event rejected)".to_owned(),
+                    None,
+                    event_reset(g),
+                );
+                e.window.clone_from(&g.limit_window);
+                Some(e)
+            }
+            None => text_error(g, facts, clock),
         },
     };
     let answered = g.result.is_some() || g.text.is_some();
     let stderr_err = if content.is_none() && (g.result.is_none() || unknown_session) {
-        stderr_error(stderr, g.shape, now)
+        stderr_error(stderr, g.shape, clock)
     } else {
         None
     };
@@ -393,7 +563,7 @@ pub(crate) fn verdict(g: &Gathered, stderr: &str, facts: &RunFacts, now: Timesta
     if facts.timed_out {
         return Verdict {
             outcome: Outcome::Timeout,
-            error: content.or(stderr_err).or_else(|| retry_error(g, now)),
+            error: content.or(stderr_err).or_else(|| retry_error(g, clock)),
             unknown_session,
         };
     }
@@ -507,17 +677,18 @@ mod tests {
                 None,
                 Some(UsageLimit),
             ),
+            // Spend caps are not windows, even when they name a reset.
             (
                 "You've hit your org's monthly usage limit",
                 Some(429),
                 None,
-                Some(UsageLimit),
+                Some(SpendLimit),
             ),
             (
                 "You're out of usage credits · resets 4am (UTC)",
                 None,
                 None,
-                Some(UsageLimit),
+                Some(SpendLimit),
             ),
             ("You're out of extra usage", None, None, Some(UsageLimit)),
             (

@@ -37,8 +37,17 @@ static QUESTION: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 
-static PLEASE: LazyLock<Regex> =
-    LazyLock::new(|| re(r"(?i)^please (?:confirm|advise|let me know|clarify|tell me)\b"));
+/// Declarative waits: the agent stops and asks for a decision without a question mark.
+static DECLARATIVE: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"(?ix)^(?:
+            please\s+(?:confirm|advise|let\s+me\s+know|clarify|tell\s+me|choose|decide|specify|select|pick|approve|review\s+and\s+(?:confirm|approve))\b
+          | (?:I(?:'|’)m\s+|I\s+am\s+|now\s+)?(?:awaiting|waiting\s+(?:for|on))\s+(?:your|you\b|a\s+decision|confirmation|approval|input)
+          | (?:I(?:'|’)ll|I\s+will)\s+wait\s+for\s+your\b
+          | let\s+me\s+know\s+(?:which|whether|what\s+you|how\s+you|if\s+you(?:'|’)?d?\s+(?:like|want|prefer)\s+me\s+to|your\s+(?:choice|decision|preference))
+          | I\s+need\s+(?:your|you\s+to\s+(?:confirm|decide|choose|tell)|a\s+decision|clarification|input|confirmation|guidance)\b
+          | (?:a\s+)?decision\s+(?:is\s+)?needed\b
+        )")
+});
 
 static TEST_COMMAND: LazyLock<Regex> = LazyLock::new(|| {
     re(r"(?x)(?:^|[\s;&|(])(?:
@@ -55,12 +64,17 @@ static TEST_COMMAND: LazyLock<Regex> = LazyLock::new(|| {
     )(?:$|[\s;&|)])")
 });
 
-/// Lines that clearly report an error (compiler, test runner, runtime).
+/// Lines that clearly report an error (compiler, test runner, runtime), and the original
+/// tool's rules: `Error:`/`ERROR:`/`error:` at a line start, `]: error`, `Link: error`,
+/// `Error occurred`, `failed with error`, `Exception`, `Fatal`/`FATAL`.
 static ERROR_LINE: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"^(?:error(?:\[[A-Z]+\d+\])?:|Error:|ERROR[:\s]|FAILED\b|FAIL[:\s]|fatal:|panic:|thread '.*' panicked|test .+ \.\.\. FAILED|[A-Z][A-Za-z]*(?:Error|Exception)(?::|$)|Traceback \(most recent call last\)|npm ERR!)",
+        r"^(?:error(?:\[[A-Z]+\d+\])?:|Error:|ERROR[:\s]|FAILED\b|FAIL[:\s]|fatal:|panic:|thread '.*' panicked|test .+ \.\.\. FAILED|[A-Z][A-Za-z]*(?:Error|Exception)(?::|$)|Traceback \(most recent call last\)|npm ERR!)|\]: error\b|\bLink: error\b|\bError occurred\b|\bfailed with error\b|(?:\b|[a-z])Exception\b|\bFatal\b|\bFATAL\b",
     )
 });
+
+/// A JSON field whose name holds "error" (`"is_error": false`): never an error line.
+static JSON_ERROR_FIELD: LazyLock<Regex> = LazyLock::new(|| re(r#""[^"]*error[^"]*"\s*:"#));
 
 /// Stderr lines worth a signature.
 static STDERR_ERROR: LazyLock<Regex> = LazyLock::new(|| {
@@ -178,7 +192,7 @@ pub fn questions(text: &str) -> Vec<String> {
         let t = strip_bullet(line)
             .trim_matches(|c| c == '*' || c == '_')
             .trim();
-        let asks = (QUESTION.is_match(t) && t.contains('?')) || PLEASE.is_match(t);
+        let asks = (QUESTION.is_match(t) && t.contains('?')) || DECLARATIVE.is_match(t);
         if asks {
             let q = cut_chars(t, MAX_LINE_CHARS);
             if !out.contains(&q) {
@@ -212,8 +226,18 @@ pub fn normalize_signature(line: &str) -> String {
     cut_chars(s.trim(), MAX_LINE_CHARS)
 }
 
+/// A line of JSON (an object, a string, an array of values), not a log line like
+/// `[build]: error …`.
 fn looks_like_json(t: &str) -> bool {
-    t.starts_with('{') || t.starts_with('"') || t.starts_with('[')
+    if t.starts_with('{') || t.starts_with('"') {
+        return true;
+    }
+    t.strip_prefix('[').is_some_and(|rest| {
+        rest.trim_start()
+            .chars()
+            .next()
+            .is_none_or(|c| !c.is_alphabetic())
+    })
 }
 
 /// Error lines the agent reports in its own final text (`error[E0308]: …`, `Error: …`,
@@ -223,7 +247,12 @@ pub fn error_lines_in_text(text: &str) -> Vec<&str> {
     prose_lines(text)
         .into_iter()
         .map(|l| strip_bullet(l).trim_matches('`').trim())
-        .filter(|t| !t.is_empty() && !looks_like_json(t) && ERROR_LINE.is_match(t))
+        .filter(|t| {
+            !t.is_empty()
+                && !looks_like_json(t)
+                && !JSON_ERROR_FIELD.is_match(t)
+                && ERROR_LINE.is_match(t)
+        })
         .collect()
 }
 
@@ -233,7 +262,12 @@ pub fn error_lines_in_stderr(stderr: &str) -> Vec<&str> {
     stderr
         .lines()
         .map(str::trim)
-        .filter(|t| !t.is_empty() && !looks_like_json(t) && STDERR_ERROR.is_match(t))
+        .filter(|t| {
+            !t.is_empty()
+                && !looks_like_json(t)
+                && !JSON_ERROR_FIELD.is_match(t)
+                && STDERR_ERROR.is_match(t)
+        })
         .take(50)
         .collect()
 }
@@ -327,6 +361,79 @@ mod tests {
             questions("No questions here. Should I? is a phrase"),
             Vec::<String>::new()
         );
+    }
+
+    #[test]
+    fn declarative_waits_are_questions_ordinary_prose_is_not() {
+        let asks = [
+            "Awaiting your input on the database choice.",
+            "I'm awaiting your decision before touching the schema.",
+            "Waiting for your decision on the API shape.",
+            "Please confirm that the old endpoint can be removed.",
+            "Please choose between option A and option B.",
+            "Let me know which approach you prefer.",
+            "Let me know whether I should keep the v1 format.",
+            "Let me know if you'd like me to migrate the data too.",
+            "I need your input on the naming.",
+            "I need a decision on the storage backend.",
+            "I'll wait for your go-ahead before deleting files.",
+            "- **Please advise** on the retry policy.",
+        ];
+        for line in asks {
+            assert_eq!(questions(line).len(), 1, "{line}");
+        }
+        let prose = [
+            "Let me know if you have any questions.",
+            "I need to fix the parser next.",
+            "The loop was waiting for the lock, now it is not.",
+            "Please note that the tests are slow.",
+            "Confirmed: the endpoint is gone.",
+            "We are awaiting the CI run.",
+            "The user asked which format to use; I chose JSON.",
+        ];
+        for line in prose {
+            assert!(questions(line).is_empty(), "{line}: {:?}", questions(line));
+        }
+    }
+
+    #[test]
+    fn the_original_error_line_rules() {
+        let hits = [
+            "Error: cannot open config",
+            "ERROR: build failed",
+            "error: could not compile x",
+            "[build]: error in step 3",
+            "Link: error LNK2019 unresolved symbol",
+            "An Error occurred while saving",
+            "the command failed with error code 2",
+            "java.lang.NullPointerException at Foo.bar",
+            "Unhandled Exception in worker",
+            "Fatal: out of memory",
+            "FATAL database is locked",
+        ];
+        for line in hits {
+            assert_eq!(error_lines_in_text(line), vec![line], "{line}");
+        }
+        let misses = [
+            "\"is_error\": false",
+            "result \"is_error\": false, \"error_count\": 0",
+            "The error handling is now better.",
+            "No errors, all green.",
+            "I added exception handling.",
+            "fatalism is not a bug",
+        ];
+        for line in misses {
+            assert!(error_lines_in_text(line).is_empty(), "{line}");
+        }
+        // Same errors in another order, repeated: the same signature set.
+        let a = signatures(error_lines_in_text(
+            "Error: b at 1\nError: a at 2\nError: b at 3",
+        ));
+        let b = signatures(error_lines_in_text("Error: a at 9\nError: b at 8"));
+        assert_eq!(a, b);
+        // A new error in the set makes a different set.
+        let c = signatures(error_lines_in_text("Error: a at 9\nError: b at 8\nFATAL c"));
+        assert_ne!(a, c);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::parse::{Event, tool_detail};
+use super::parse::tool_detail;
 
 /// Longest tool detail shown.
 const DETAIL_CHARS: usize = 120;
@@ -41,7 +41,7 @@ fn one_line(s: &str, max: usize) -> String {
 /// parse).
 #[must_use]
 pub fn live_items(line: &[u8]) -> Vec<LiveItem> {
-    let Ok(ev) = serde_json::from_slice::<Event>(line.trim_ascii()) else {
+    let Some(ev) = super::parse::parse_event(line) else {
         return Vec::new();
     };
     let mut out = Vec::new();

@@ -13,11 +13,14 @@ mod report;
 mod reset;
 mod status;
 #[cfg(test)]
+mod table_tests;
+#[cfg(test)]
 mod tests;
 
 use std::io::BufRead;
 
 use jiff::Timestamp;
+use jiff::tz::TimeZone;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
@@ -26,7 +29,7 @@ pub use derive::{
     completion_indicators, is_test_command, normalize_signature, questions, signatures,
 };
 pub use live::{LiveItem, live_items};
-pub use reset::{parse_reset, reset_from_line};
+pub use reset::{parse_reset, reset_from_line, reset_in_line};
 pub use status::parse_status_block;
 
 /// Compiles one of the module's constant patterns (every one is exercised by the tests, so
@@ -80,8 +83,13 @@ pub enum ErrorKind {
     Auth,
     /// Credit balance too low.
     Billing,
-    /// Subscription usage window exhausted; see [`AgentError::reset_at`].
+    /// Subscription usage window exhausted; see [`AgentError::reset_at`] and
+    /// [`AgentError::window`].
     UsageLimit,
+    /// A spend cap, not a window: monthly spend limit, the org's monthly usage limit, out of
+    /// usage credits (`api_error: model_requires_usage_credits`). Waiting for a window reset
+    /// does not help.
+    SpendLimit,
     /// API 429 (per-minute request/token rate limit).
     RateLimit,
     /// API 529 / overloaded.
@@ -114,6 +122,7 @@ impl ErrorKind {
             Self::Auth => "auth",
             Self::Billing => "billing",
             Self::UsageLimit => "usage_limit",
+            Self::SpendLimit => "spend_limit",
             Self::RateLimit => "rate_limit",
             Self::Overloaded => "overloaded",
             Self::Server => "server",
@@ -139,6 +148,10 @@ pub struct AgentError {
     pub api_status: Option<u16>,
     /// For [`ErrorKind::UsageLimit`]: when the window resets, if the output said so.
     pub reset_at: Option<Timestamp>,
+    /// For [`ErrorKind::UsageLimit`]: which window (`five_hour`, `seven_day`,
+    /// `seven_day_opus`, `seven_day_sonnet`, … as the client names them), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<String>,
 }
 
 /// Token usage of one call (or a running total).
@@ -262,6 +275,9 @@ pub struct Analysis {
     pub output_len: u64,
     /// Total bytes read from stdout.
     pub stdout_bytes: u64,
+    /// `credential_expires_at` of the result (2.1.330+): when the login expires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential_expires_at: Option<Timestamp>,
 }
 
 impl Analysis {
@@ -303,11 +319,45 @@ fn cut_summary(text: &str) -> String {
     format!("{}…", &text[..cut])
 }
 
+/// The time facts the analyzer needs: the current time, and the machine's local time zone
+/// (the client prints reset times without a zone in local time, e.g. `resets 7pm`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Clock {
+    pub now: Timestamp,
+    pub local: TimeZone,
+}
+
+impl Clock {
+    /// A clock whose local zone is `local`.
+    #[must_use]
+    pub fn new(now: Timestamp, local: TimeZone) -> Self {
+        Self { now, local }
+    }
+
+    /// A clock in UTC (reset times without a zone are read as UTC).
+    #[must_use]
+    pub fn utc(now: Timestamp) -> Self {
+        Self::new(now, TimeZone::UTC)
+    }
+}
+
 /// Analyzes one agent answer read from `stdout` as a stream (any size), with its stderr, the
-/// run facts and the current time (for reset times).
+/// run facts and the current time (for reset times). A reset time printed without a zone is
+/// read as UTC: callers that know the machine's zone use [`analyze_in`].
 pub fn analyze<R: BufRead>(stdout: R, stderr: &[u8], facts: &RunFacts, now: Timestamp) -> Analysis {
+    analyze_in(stdout, stderr, facts, &Clock::utc(now))
+}
+
+/// [`analyze`] with the machine's local zone (`Clock::new(now, TimeZone::system())` at the
+/// caller), for reset times printed without a zone.
+pub fn analyze_in<R: BufRead>(
+    stdout: R,
+    stderr: &[u8],
+    facts: &RunFacts,
+    clock: &Clock,
+) -> Analysis {
     let gathered = parse::gather(stdout);
-    finish(gathered, stderr, facts, now)
+    finish(gathered, stderr, facts, clock)
 }
 
 /// [`analyze`] over bytes already in memory.
@@ -316,15 +366,22 @@ pub fn analyze_bytes(stdout: &[u8], stderr: &[u8], facts: &RunFacts, now: Timest
     analyze(stdout, stderr, facts, now)
 }
 
-fn finish(g: parse::Gathered, stderr: &[u8], facts: &RunFacts, now: Timestamp) -> Analysis {
+/// [`analyze_in`] over bytes already in memory.
+#[must_use]
+pub fn analyze_bytes_in(stdout: &[u8], stderr: &[u8], facts: &RunFacts, clock: &Clock) -> Analysis {
+    analyze_in(stdout, stderr, facts, clock)
+}
+
+fn finish(g: parse::Gathered, stderr: &[u8], facts: &RunFacts, clock: &Clock) -> Analysis {
     let stderr = String::from_utf8_lossy(stderr);
-    let verdict = classify::verdict(&g, &stderr, facts, now);
+    let verdict = classify::verdict(&g, &stderr, facts, clock);
     let mut a = Analysis {
         shape: g.shape,
         outcome: verdict.outcome,
         unknown_session: verdict.unknown_session,
         session_id: g.session_id.clone(),
         stdout_bytes: g.stdout_bytes,
+        credential_expires_at: g.credential_expires_at,
         ..Analysis::default()
     };
     if let Some(r) = &g.result {

@@ -7,8 +7,11 @@
 //! line away. Nothing is held beyond the longest line (capped), the final result and a few
 //! bounded buffers, whatever the size of the output.
 
+use std::cell::Cell;
 use std::io::{BufRead, Read};
+use std::sync::LazyLock;
 
+use jiff::Timestamp;
 use serde::Deserialize;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
@@ -263,6 +266,49 @@ pub(crate) struct Event {
     pub rate_limit_info: Option<RateLimitInfo>,
     pub attempt: Scalar,
     pub error_status: Scalar,
+    pub uuid: Scalar,
+    /// 2.1.330+: a typed error kind (`usage_limit_reached`, `connection_failed`, …).
+    pub api_error: Scalar,
+    /// 2.1.330+: the API's error type (`rate_limit_error`, `overloaded_error`, …).
+    pub api_error_type: Scalar,
+    /// 2.1.330+: `{rate_limit_info:{status, resetsAt, rateLimitType}}`.
+    pub api_error_params: Option<ApiErrorParams>,
+    pub terminal_reason: Scalar,
+    pub credential_expires_at: Scalar,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct ApiErrorParams {
+    pub rate_limit_info: Option<RateLimitInfo>,
+}
+
+/// A machine-readable rate-limit verdict (`api_error_params.rate_limit_info`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct LimitInfo {
+    /// `allowed`, `allowed_warning`, `rejected`, …
+    pub status: Option<String>,
+    /// `resetsAt`, epoch seconds.
+    pub resets_at: Option<i64>,
+    /// `rateLimitType`: `five_hour`, `seven_day`, `seven_day_opus`, …
+    pub window: Option<String>,
+}
+
+impl LimitInfo {
+    fn from_raw(info: RateLimitInfo) -> Self {
+        Self {
+            status: info.status.into_string(),
+            resets_at: info.resets_at.as_u64().and_then(|v| i64::try_from(v).ok()),
+            window: info
+                .limit_type
+                .into_string()
+                .filter(|w| !w.trim().is_empty()),
+        }
+    }
+
+    pub(crate) fn rejected(&self) -> bool {
+        self.status.as_deref() == Some("rejected")
+    }
 }
 
 /// The final `result` of a call.
@@ -273,6 +319,13 @@ pub(crate) struct ResultData {
     pub text: Option<String>,
     pub errors: Vec<String>,
     pub api_status: Option<u16>,
+    /// `api_error` (typed kind string), as given.
+    pub api_error: Option<String>,
+    /// `api_error_type`, as given.
+    pub api_error_type: Option<String>,
+    /// `api_error_params.rate_limit_info`.
+    pub limit: Option<LimitInfo>,
+    pub terminal_reason: Option<String>,
     pub cost_usd: f64,
     pub tokens: Tokens,
     pub num_turns: Option<u32>,
@@ -351,6 +404,10 @@ pub(crate) struct Gathered {
     pub limit_rejected: bool,
     /// Its `resetsAt` (epoch seconds), if it gave one.
     pub limit_resets_at: Option<i64>,
+    /// Its `rateLimitType` (`five_hour`, `seven_day`, …), if it gave one.
+    pub limit_window: Option<String>,
+    /// `credential_expires_at`, from whichever event gave it last.
+    pub credential_expires_at: Option<Timestamp>,
     pub synthetic: Option<Synthetic>,
     pub last_assistant_text: String,
     /// `[Request interrupted by user]` appeared as a user message.
@@ -418,6 +475,9 @@ impl Gathered {
         {
             self.session_id = Some(id.to_owned());
         }
+        if let Some(at) = timestamp_of(&ev.credential_expires_at) {
+            self.credential_expires_at = Some(at);
+        }
         match ev.kind.as_str().unwrap_or("") {
             "system" => match ev.subtype.as_str().unwrap_or("") {
                 "init" => {
@@ -442,12 +502,15 @@ impl Gathered {
                 _ => {}
             },
             "rate_limit_event" => {
-                if let Some(info) = ev.rate_limit_info
-                    && info.status.as_str() == Some("rejected")
+                if let Some(info) = ev.rate_limit_info.map(LimitInfo::from_raw)
+                    && info.rejected()
                 {
                     self.limit_rejected = true;
-                    if let Some(at) = info.resets_at.as_u64() {
-                        self.limit_resets_at = i64::try_from(at).ok();
+                    if info.resets_at.is_some() {
+                        self.limit_resets_at = info.resets_at;
+                    }
+                    if info.window.is_some() {
+                        self.limit_window = info.window;
                     }
                 }
             }
@@ -547,16 +610,140 @@ impl Gathered {
                 .api_error_status
                 .as_u64()
                 .and_then(|v| u16::try_from(v).ok()),
-            cost_usd: ev
-                .total_cost_usd
-                .as_f64()
-                .filter(|c| *c >= 0.0)
-                .unwrap_or(0.0),
+            api_error: ev.api_error.into_string().filter(|s| !s.trim().is_empty()),
+            api_error_type: ev
+                .api_error_type
+                .into_string()
+                .filter(|s| !s.trim().is_empty()),
+            limit: ev
+                .api_error_params
+                .and_then(|p| p.rate_limit_info)
+                .map(LimitInfo::from_raw),
+            terminal_reason: ev.terminal_reason.into_string(),
+            cost_usd: sane_cost(&ev.total_cost_usd),
             tokens: ev.usage.as_ref().map(Usage::tokens).unwrap_or_default(),
             num_turns: ev.num_turns.as_u64().and_then(|v| u32::try_from(v).ok()),
             duration_ms: ev.duration_ms.as_u64(),
             denials,
         });
+    }
+}
+
+/// Largest believable cost of one call; anything above (or negative, or not finite) is a
+/// broken value and counts as 0 so it never poisons the totals.
+pub(crate) const MAX_CALL_COST_USD: f64 = 100_000.0;
+
+/// `total_cost_usd`, or 0 when it is absent, unreadable or absurd.
+pub(crate) fn sane_cost(s: &Scalar) -> f64 {
+    s.as_f64()
+        .filter(|c| c.is_finite() && (0.0..=MAX_CALL_COST_USD).contains(c))
+        .unwrap_or(0.0)
+}
+
+/// Epoch seconds, epoch milliseconds (|v| ≥ 1e11) or an RFC 3339 string, as a timestamp.
+/// Zero, negative and unreadable values are `None`.
+pub(crate) fn timestamp_of(s: &Scalar) -> Option<Timestamp> {
+    let from_number = |v: f64| -> Option<Timestamp> {
+        if !v.is_finite() || v <= 0.0 {
+            return None;
+        }
+        let secs = if v >= 1e11 { v / 1000.0 } else { v };
+        if secs >= 253_402_300_800.0 {
+            return None;
+        }
+        Timestamp::from_second(secs as i64).ok()
+    };
+    match s {
+        Scalar::Text(t) => {
+            let t = t.trim();
+            match t.parse::<f64>() {
+                Ok(v) => from_number(v),
+                Err(_) => t.parse::<Timestamp>().ok(),
+            }
+        }
+        other => other.as_f64().and_then(from_number),
+    }
+}
+
+/// Event types the client writes (unknown future types are recognized by their ids).
+const CLIENT_TYPES: [&str; 8] = [
+    "result",
+    "system",
+    "assistant",
+    "user",
+    "rate_limit_event",
+    "stream_event",
+    "control_request",
+    "control_response",
+];
+
+/// Whether an object is one of the client's events: a known `type`, or the ids and flags
+/// every event carries. A JSON snippet in a text answer (`{"type":"object"}`) is not.
+pub(crate) fn is_client_event(ev: &Event) -> bool {
+    ev.kind.as_str().is_some_and(|k| CLIENT_TYPES.contains(&k))
+        || ev.session_id.as_str().is_some()
+        || ev.uuid.as_str().is_some()
+        || matches!(ev.is_error, Scalar::Bool(_))
+}
+
+/// One event from a JSON object, whatever the order of its keys. A field of an unexpected
+/// type is dropped (and only that field): the rest of the event is still read.
+pub(crate) fn event_from_value(v: &serde_json::Value) -> Option<Event> {
+    let map = v.as_object()?;
+    if let Ok(ev) = Event::deserialize(v) {
+        return Some(ev);
+    }
+    let mut kept = serde_json::Map::new();
+    for (k, val) in map {
+        let mut one = serde_json::Map::new();
+        one.insert(k.clone(), val.clone());
+        if Event::deserialize(&serde_json::Value::Object(one)).is_ok() {
+            kept.insert(k.clone(), val.clone());
+        }
+    }
+    Event::deserialize(&serde_json::Value::Object(kept)).ok()
+}
+
+/// Parses one line holding one JSON object into an event (typed fast path, lenient fallback).
+pub(crate) fn parse_event(line: &[u8]) -> Option<Event> {
+    let line = line.trim_ascii();
+    if !line.starts_with(b"{") {
+        return None;
+    }
+    if let Ok(ev) = serde_json::from_slice::<Event>(line) {
+        return Some(ev);
+    }
+    let v: serde_json::Value = serde_json::from_slice(line).ok()?;
+    event_from_value(&v)
+}
+
+/// Keys only the client's JSON has: used to tell cut-off client JSON from text that merely
+/// starts with `{` or `[`.
+static CLIENT_MARKER: LazyLock<regex::bytes::Regex> = LazyLock::new(|| {
+    match regex::bytes::Regex::new(
+        r#""(?:type"\s*:\s*"(?:result|system|assistant|user|rate_limit_event|stream_event)"|is_error"\s*:|session_id"\s*:|subtype"\s*:|total_cost_usd"\s*:)"#,
+    ) {
+        Ok(r) => r,
+        Err(e) => panic!("constant pattern does not compile: {e}"),
+    }
+});
+
+/// Bytes looked at for [`CLIENT_MARKER`].
+const MARKER_WINDOW: usize = 64 * 1024;
+
+fn has_client_marker(bytes: &[u8]) -> bool {
+    CLIENT_MARKER.is_match(&bytes[..bytes.len().min(MARKER_WINDOW)])
+}
+
+/// A first line that opens a JSON object the way the client writes one: `{` alone (pretty
+/// printed) or `{"key"…`. `{BUILD} ok` is text.
+fn opens_json_object(line: &[u8]) -> bool {
+    match line.strip_prefix(b"{") {
+        Some(rest) => {
+            let rest = rest.trim_ascii_start();
+            rest.is_empty() || rest.starts_with(b"\"")
+        }
+        None => false,
     }
 }
 
@@ -657,6 +844,11 @@ fn first_byte<R: BufRead>(r: &mut R) -> Option<u8> {
 }
 
 /// Reads the whole of stdout and gathers what it says.
+///
+/// The shape is decided by the first non-blank content: a JSON value of one of the client's
+/// shapes (a client event object, pretty-printed or one per line; an array of client events)
+/// is JSON, and cut-off JSON that carries the client's keys is `Truncated`. Anything else,
+/// including text that merely starts with `{` or `[` (`[BUILD] ok`, a JSON snippet), is text.
 pub(crate) fn gather<R: BufRead>(stdout: R) -> Gathered {
     let mut r = Counting {
         inner: stdout,
@@ -667,7 +859,7 @@ pub(crate) fn gather<R: BufRead>(stdout: R) -> Gathered {
         None => g.shape = OutputShape::Empty,
         Some(b'{') => gather_lines(&mut r, &mut g),
         Some(b'[') => gather_array(&mut r, &mut g),
-        Some(_) => gather_text(&mut r, &mut g),
+        Some(_) => gather_text(&mut r, &mut g, &[]),
     }
     // Drain whatever is left so the byte count is the whole output.
     let _ = std::io::copy(&mut r, &mut std::io::sink());
@@ -675,9 +867,11 @@ pub(crate) fn gather<R: BufRead>(stdout: R) -> Gathered {
     g
 }
 
-fn gather_text<R: BufRead>(r: &mut R, g: &mut Gathered) {
+/// Plain text: `prefix` (already read) then the rest of `r`.
+fn gather_text<R: BufRead>(r: &mut R, g: &mut Gathered, prefix: &[u8]) {
     g.shape = OutputShape::Text;
     let mut cap = TextCapture::default();
+    cap.push(prefix);
     loop {
         let n = match r.fill_buf() {
             Ok([]) => break,
@@ -699,20 +893,39 @@ fn gather_text<R: BufRead>(r: &mut R, g: &mut Gathered) {
 
 fn gather_lines<R: BufRead>(r: &mut R, g: &mut Gathered) {
     let mut line = Vec::new();
+    let Some(cut) = read_line_capped(r, &mut line) else {
+        g.shape = OutputShape::Empty;
+        return;
+    };
+    let first = trim_ascii(&line);
+    let event = if cut { None } else { parse_event(first) };
     let mut parsed = 0u64;
-    let mut first = true;
-    let mut last_failed = false;
     let mut only_result = true;
+    match event {
+        Some(ev) if is_client_event(&ev) => {
+            only_result &= ev.kind.as_str() == Some("result");
+            g.absorb(ev);
+            parsed += 1;
+        }
+        None if opens_json_object(first) => {
+            // Pretty-printed JSON, or one object cut short: read it whole.
+            gather_whole(r, g, first.to_vec());
+            return;
+        }
+        // A JSON snippet or a line of text that starts with `{`: the answer is text.
+        _ => {
+            line.push(b'\n');
+            gather_text(r, g, &line);
+            return;
+        }
+    }
+    let mut last_failed = false;
     while let Some(cut) = read_line_capped(r, &mut line) {
         let trimmed = trim_ascii(&line);
         if trimmed.is_empty() {
             continue;
         }
-        let event = if cut {
-            None
-        } else {
-            serde_json::from_slice::<Event>(trimmed).ok()
-        };
+        let event = if cut { None } else { parse_event(trimmed) };
         match event {
             Some(ev) => {
                 only_result &= ev.kind.as_str() == Some("result");
@@ -720,14 +933,8 @@ fn gather_lines<R: BufRead>(r: &mut R, g: &mut Gathered) {
                 parsed += 1;
                 last_failed = false;
             }
-            None if first => {
-                // Pretty-printed JSON, or one object cut short: read it whole.
-                gather_whole(r, g, trimmed.to_vec());
-                return;
-            }
             None => last_failed = true,
         }
-        first = false;
     }
     g.shape = if last_failed {
         OutputShape::Truncated
@@ -751,20 +958,28 @@ fn gather_whole<R: BufRead>(r: &mut R, g: &mut Gathered, mut buf: Vec<u8>) {
     let mut values = 0u64;
     let mut only_result = true;
     let mut failed = false;
-    for ev in serde_json::Deserializer::from_slice(&buf).into_iter::<Event>() {
+    for v in serde_json::Deserializer::from_slice(&buf).into_iter::<serde_json::Value>() {
+        let ev = match v {
+            Ok(v) => event_from_value(&v).filter(|ev| values > 0 || is_client_event(ev)),
+            Err(_) => None,
+        };
         match ev {
-            Ok(ev) => {
+            Some(ev) => {
                 only_result &= ev.kind.as_str() == Some("result");
                 g.absorb(ev);
                 values += 1;
             }
-            Err(_) => {
+            None => {
                 failed = true;
                 break;
             }
         }
     }
-    g.shape = if failed {
+    g.shape = if failed && values == 0 && !has_client_marker(&buf) {
+        // Not the client's JSON at all: text that starts with `{`.
+        gather_text(r, g, &buf);
+        return;
+    } else if failed {
         OutputShape::Truncated
     } else if values == 1 && only_result {
         OutputShape::ResultObject
@@ -773,8 +988,37 @@ fn gather_whole<R: BufRead>(r: &mut R, g: &mut Gathered, mut buf: Vec<u8>) {
     };
 }
 
+fn to_usize(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}
+
+/// A reader that keeps a copy of what passes through it while `on` is set.
+struct Tee<'a, R> {
+    inner: R,
+    on: &'a Cell<bool>,
+    copy: TextCapture,
+}
+
+impl<R: Read> Read for Tee<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if self.on.get() {
+            self.copy.push(&buf[..n]);
+        }
+        Ok(n)
+    }
+}
+
+/// Why the array visitor stopped early.
+const NOT_CLIENT: &str = "not an array of client events";
+
 /// Visits the elements of the top-level array one by one, folding each into `Gathered`.
-struct ArrayVisitor<'a>(&'a mut Gathered);
+/// The first element decides: a client event, or else the output is text.
+struct ArrayVisitor<'a> {
+    g: &'a mut Gathered,
+    tee_on: &'a Cell<bool>,
+    events: &'a mut u64,
+}
 
 impl<'de> Visitor<'de> for ArrayVisitor<'_> {
     type Value = ();
@@ -784,9 +1028,20 @@ impl<'de> Visitor<'de> for ArrayVisitor<'_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while let Some(ev) = seq.next_element::<Option<Event>>()? {
-            if let Some(ev) = ev {
-                self.0.absorb(ev);
+        while let Some(v) = seq.next_element::<serde_json::Value>()? {
+            let ev = event_from_value(&v);
+            if *self.events == 0 {
+                match ev {
+                    Some(ev) if is_client_event(&ev) => {
+                        self.tee_on.set(false);
+                        *self.events += 1;
+                        self.g.absorb(ev);
+                    }
+                    _ => return Err(serde::de::Error::custom(NOT_CLIENT)),
+                }
+            } else if let Some(ev) = ev {
+                *self.events += 1;
+                self.g.absorb(ev);
             }
         }
         Ok(())
@@ -794,8 +1049,80 @@ impl<'de> Visitor<'de> for ArrayVisitor<'_> {
 }
 
 fn gather_array<R: BufRead>(r: &mut R, g: &mut Gathered) {
-    let mut de = serde_json::Deserializer::from_reader(r);
-    let ok = de.deserialize_seq(ArrayVisitor(g)).is_ok();
+    // `[` then blanks: an array of objects (`[{` or `[]`) may be the client's; `[BUILD] ok`,
+    // `[1/3]` or `[ ] todo` is text.
+    let mut prefix = Vec::new();
+    loop {
+        let available = match r.fill_buf() {
+            Ok(a) => a,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => &[],
+        };
+        let Some(&b) = available.first() else { break };
+        if prefix.is_empty() || (b.is_ascii_whitespace() && prefix.len() < 4096) {
+            prefix.push(b);
+            r.consume(1);
+            continue;
+        }
+        if b != b'{' && b != b']' {
+            gather_text(r, g, &prefix);
+            return;
+        }
+        break;
+    }
+    let on = Cell::new(true);
+    let mut events = 0u64;
+    let mut tee = Tee {
+        inner: (&prefix[..]).chain(&mut *r),
+        on: &on,
+        copy: TextCapture::default(),
+    };
+    let ok = {
+        let mut de = serde_json::Deserializer::from_reader(&mut tee);
+        let visitor = ArrayVisitor {
+            g: &mut *g,
+            tee_on: &on,
+            events: &mut events,
+        };
+        de.deserialize_seq(visitor).is_ok()
+    };
+    let Tee { copy: seen, .. } = tee;
+    // `[ ] todo`: an empty array followed by more is text too.
+    let not_client = !ok && !has_client_marker(&seen.head);
+    if events == 0 && (ok || not_client) {
+        // Everything the deserializer consumed went through the tee: it is all in `seen`.
+        let consumed = seen.len;
+        let mut cap = seen;
+        loop {
+            let n = match r.fill_buf() {
+                Ok([]) => break,
+                Ok(a) => {
+                    cap.push(a);
+                    a.len()
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            };
+            r.consume(n);
+        }
+        let more = cap.complete()
+            && cap
+                .tail
+                .get(to_usize(consumed)..)
+                .is_some_and(|rest| !rest.trim_ascii().is_empty());
+        if ok && !more && cap.complete() {
+            // `[]` alone: an empty message array.
+            g.shape = OutputShape::MessageArray;
+            return;
+        }
+        if cap.tail.len() > TEXT_TAIL {
+            let cut = cap.tail.len() - TEXT_TAIL;
+            cap.tail.drain(..cut);
+        }
+        g.shape = OutputShape::Text;
+        g.text = Some(cap);
+        return;
+    }
     g.shape = if ok {
         OutputShape::MessageArray
     } else {

@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
 
-use super::{Analysis, Outcome, RunFacts, analyze};
+use jiff::tz::TimeZone;
+
+use super::{Analysis, Clock, Outcome, RunFacts, analyze_in};
 use crate::cli::AnalyzeArgs;
 use crate::error::{HankError, Result};
 
@@ -44,8 +46,10 @@ pub(crate) fn command(args: &AnalyzeArgs) -> Result<u8> {
         ..RunFacts::default()
     };
     let now = Timestamp::now();
+    // Reset times printed without a zone are in the machine's local time.
+    let clock = Clock::new(now, TimeZone::system());
     let analysis = if args.file.as_os_str() == "-" {
-        analyze(std::io::stdin().lock(), &stderr, &facts, now)
+        analyze_in(std::io::stdin().lock(), &stderr, &facts, &clock)
     } else {
         let file = File::open(&args.file)
             .map_err(|e| HankError::io("cannot read agent output", &args.file, e))?;
@@ -55,11 +59,11 @@ pub(crate) fn command(args: &AnalyzeArgs) -> Result<u8> {
                 args.file.display()
             )));
         }
-        analyze(
+        analyze_in(
             BufReader::with_capacity(256 * 1024, file),
             &stderr,
             &facts,
-            now,
+            &clock,
         )
     };
     let text = if args.json {
@@ -139,6 +143,23 @@ pub(crate) fn explain(a: &Analysis, now: Timestamp) -> String {
             let wait = at.duration_since(now);
             let mins = wait.as_secs().max(0) / 60;
             let _ = writeln!(s, "resets at:    {at} (in {}h{:02}m)", mins / 60, mins % 60);
+        }
+        if let Some(w) = &e.window {
+            let _ = writeln!(s, "window:       {w}");
+        }
+    }
+    if let Some(at) = a.credential_expires_at {
+        let secs = at.duration_since(now).as_secs();
+        if secs >= 0 {
+            let mins = secs / 60;
+            let _ = writeln!(
+                s,
+                "credential:   expires at {at} (in {}h{:02}m)",
+                mins / 60,
+                mins % 60
+            );
+        } else {
+            let _ = writeln!(s, "credential:   expired at {at}");
         }
     }
     if a.unknown_session {
@@ -272,13 +293,15 @@ mod tests {
     #[test]
     fn explanation_names_the_essentials() {
         let now: Timestamp = "2026-11-22T10:00:00Z".parse().unwrap();
-        let out = r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"You've hit your session limit · resets 5:09am (UTC)","session_id":"abc","total_cost_usd":0}"#;
+        let out = r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"You've hit your session limit · resets 5:09am (UTC)","session_id":"abc","total_cost_usd":0,"credential_expires_at":1795428000}"#;
         let a = super::super::analyze_bytes(out.as_bytes(), b"", &RunFacts::default(), now);
         let text = explain(&a, now);
         for want in [
             "outcome:      agent error",
             "error:        usage_limit (HTTP 429): You've hit your session limit",
             "resets at:    2026-11-23T05:09:00Z (in 19h09m)",
+            "window:       five_hour",
+            "credential:   expires at 2026-11-23T10:00:00Z (in 24h00m)",
             "session id:   abc",
             "status block: none",
         ] {

@@ -1,43 +1,118 @@
 //! When a usage limit resets, from the wordings Claude Code has used.  **[pure]**
 //!
 //! `resets 5:09am (Europe/Oslo)`, `resets Nov 25, 2:09am (UTC)`, `resets Apr 23 at 4pm
-//! (America/Recife)`, `Your limit will reset at 3pm (America/Bogota).`, `resets 2am` (no zone:
-//! UTC). The wall-clock time is read in the named IANA zone: a time alone is its next occurrence
-//! at or after `now`; a date without a year is the next such date. DST gaps resolve forward.
+//! (America/Recife)`, `resets Mon 9am`, `resets in 3 days`, `Your limit will reset at 3pm
+//! (America/Bogota).`, `resets 2am` (no zone: the machine's local zone, passed in the
+//! [`Clock`]). Anything after the time (`· progress saved`, `· /upgrade to …`) is ignored. The
+//! wall-clock time is read in the named IANA zone: a time alone is its next occurrence at or
+//! after `now`; a weekday or a date without a year is the next such day. DST gaps resolve
+//! forward. A relative time (`in 3 days`, `in 5 hours`, `in 2h 30m`) is added to `now`.
 
 use std::sync::LazyLock;
 
-use jiff::Timestamp;
-use jiff::civil::{Date, DateTime, Time};
+use jiff::civil::{Date, DateTime, Time, Weekday};
 use jiff::tz::TimeZone;
+use jiff::{SignedDuration, Timestamp};
 use regex::Regex;
 
-use super::re;
+use super::{Clock, re};
 
-static RESET_PHRASE: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(?i)\breset(?:s)?(?:\s+at)?\s+([^()\n]*?)\s*(?:\(([^()\n]+)\))?\s*[.!]?\s*$")
-});
+/// `reset`, `resets`, `will reset`, `resets at`: the reset time follows.
+static RESET_WORD: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bresets?\b(?:\s+at\b)?"));
 
 static WHEN: LazyLock<Regex> = LazyLock::new(|| {
     re(r"(?ix)^
-        (?: (?P<mon>[a-z]{3,9})\.?\s+(?P<day>\d{1,2})(?:st|nd|rd|th)?,?\s+(?:at\s+)? )?
-        (?P<h>\d{1,2}) (?: :(?P<m>\d{2}) )? \s* (?P<ampm>[ap]\.?m\.?)? \s*$")
+        (?: (?:on\s+)?
+            (?: (?P<wd>mon|tue|wed|thu|fri|sat|sun)[a-z]*\.?,?
+              | (?P<mon>[a-z]{3,9})\.?\s+(?P<day>\d{1,2})(?:st|nd|rd|th)?,?
+              | (?P<tomorrow>tomorrow)
+              | (?:today|tonight)
+            ) \s+ (?:at\s+)? )?
+        (?P<h>\d{1,2}) (?: :(?P<m>\d{2}) )? \s* (?P<ampm>[ap]\.?m\.?)?
+        (?: $ | [\s.,;!)] )")
 });
 
-/// Finds a reset phrase in `line` and turns it into a timestamp.
+static RELATIVE: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"(?i)^in\s+(?:about\s+|~)?\d+\s*(?:days?|d|hours?|hrs?|h|minutes?|mins?|m)\b")
+});
+static RELATIVE_PART: LazyLock<Regex> =
+    LazyLock::new(|| re(r"(?i)(\d+)\s*(days?|d|hours?|hrs?|h|minutes?|mins?|m)\b"));
+
+/// Separators after which a line says something else (`· progress saved`).
+const SEPARATORS: [char; 5] = ['·', '∙', '•', '|', '\n'];
+
+/// Finds a reset phrase in `line` and turns it into a timestamp (no zone given → UTC).
 #[must_use]
 pub fn reset_from_line(line: &str, now: Timestamp) -> Option<Timestamp> {
-    let caps = RESET_PHRASE.captures(line.trim())?;
-    let when = caps.get(1)?.as_str();
-    let zone = caps.get(2).map(|m| m.as_str());
-    parse_reset(when, zone, now)
+    reset_in_line(line, &Clock::utc(now))
 }
 
-/// Parses `5:09am`, `1am`, `16:30`, `Nov 25, 2:09am`, `Apr 23 at 4pm` in `zone` (an IANA name;
-/// absent or unknown → UTC) as the next such moment at or after `now`.
+/// Finds a reset phrase in `line` and turns it into a timestamp (no zone given → the
+/// clock's local zone).
+#[must_use]
+pub fn reset_in_line(line: &str, clock: &Clock) -> Option<Timestamp> {
+    RESET_WORD.find_iter(line).find_map(|m| {
+        let rest = &line[m.end()..];
+        let segment = rest.split(SEPARATORS).next().unwrap_or("").trim();
+        let (when, zone) = match (segment.find('('), segment.find(')')) {
+            (Some(open), Some(close)) if open < close => {
+                (&segment[..open], Some(&segment[open + 1..close]))
+            }
+            _ => (segment, None),
+        };
+        parse_when(when, zone, clock)
+    })
+}
+
+/// Parses `5:09am`, `1am`, `16:30`, `Nov 25, 2:09am`, `Apr 23 at 4pm`, `Mon 9am`, `in 3 days`
+/// in `zone` (an IANA name; absent or unknown → UTC) as the next such moment at or after `now`.
 #[must_use]
 pub fn parse_reset(when: &str, zone: Option<&str>, now: Timestamp) -> Option<Timestamp> {
-    let caps = WHEN.captures(when.trim())?;
+    parse_when(when, zone, &Clock::utc(now))
+}
+
+/// Upper bound of a relative reset time (a year).
+const MAX_RELATIVE_SECS: i64 = 366 * 24 * 3600;
+
+fn relative(when: &str, now: Timestamp) -> Option<Timestamp> {
+    let m = RELATIVE.find(when)?;
+    // Every `<n> <unit>` that follows (`in 2 hours 30 minutes`, `in 1d 4h`).
+    let mut secs: i64 = 0;
+    let tail = &when[m.start()..];
+    let mut end = 0;
+    for c in RELATIVE_PART.captures_iter(tail) {
+        let whole = c.get(0)?;
+        // Stop at the first part that does not follow the previous one closely.
+        let gap = tail.get(end..whole.start())?;
+        if end > 0 && !gap.chars().all(|ch| ch.is_whitespace() || ch == ',') && gap.trim() != "and"
+        {
+            break;
+        }
+        end = whole.end();
+        let n: i64 = c.get(1)?.as_str().parse().ok()?;
+        let unit = c.get(2)?.as_str().to_ascii_lowercase();
+        let per = if unit.starts_with('d') {
+            86_400
+        } else if unit.starts_with('h') {
+            3_600
+        } else {
+            60
+        };
+        secs = secs.checked_add(n.checked_mul(per)?)?;
+        if secs > MAX_RELATIVE_SECS {
+            return None;
+        }
+    }
+    now.checked_add(SignedDuration::from_secs(secs)).ok()
+}
+
+fn parse_when(when: &str, zone: Option<&str>, clock: &Clock) -> Option<Timestamp> {
+    let when = when.trim();
+    let now = clock.now;
+    if let Some(at) = relative(when, now) {
+        return Some(at);
+    }
+    let caps = WHEN.captures(when)?;
     let mut hour: i8 = caps.name("h")?.as_str().parse().ok()?;
     let minute: i8 = match caps.name("m") {
         Some(m) => m.as_str().parse().ok()?,
@@ -58,8 +133,21 @@ pub fn parse_reset(when: &str, zone: Option<&str>, now: Timestamp) -> Option<Tim
     let time = Time::new(hour, minute, 0, 0).ok()?;
     let tz = zone
         .and_then(|z| TimeZone::get(z.trim()).ok())
-        .unwrap_or(TimeZone::UTC);
+        .unwrap_or_else(|| clock.local.clone());
     let today = now.to_zoned(tz.clone()).date();
+    if let Some(wd) = caps.name("wd") {
+        let weekday = weekday_of(wd.as_str())?;
+        return (0..=7).find_map(|ahead| {
+            let date = today.checked_add(jiff::Span::new().days(ahead)).ok()?;
+            if date.weekday() != weekday {
+                return None;
+            }
+            at_in_zone(date.to_datetime(time), &tz).filter(|at| *at >= now)
+        });
+    }
+    if caps.name("tomorrow").is_some() {
+        return at_in_zone(today.tomorrow().ok()?.to_datetime(time), &tz);
+    }
     match (caps.name("mon"), caps.name("day")) {
         (Some(mon), Some(day)) => {
             let month = month_number(mon.as_str())?;
@@ -79,6 +167,21 @@ pub fn parse_reset(when: &str, zone: Option<&str>, now: Timestamp) -> Option<Tim
         }
         _ => None,
     }
+}
+
+fn weekday_of(name: &str) -> Option<Weekday> {
+    let lower = name.to_ascii_lowercase();
+    let d = match lower.get(..3)? {
+        "mon" => Weekday::Monday,
+        "tue" => Weekday::Tuesday,
+        "wed" => Weekday::Wednesday,
+        "thu" => Weekday::Thursday,
+        "fri" => Weekday::Friday,
+        "sat" => Weekday::Saturday,
+        "sun" => Weekday::Sunday,
+        _ => return None,
+    };
+    Some(d)
 }
 
 fn at_in_zone(dt: DateTime, tz: &TimeZone) -> Option<Timestamp> {
