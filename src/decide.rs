@@ -437,6 +437,26 @@ pub fn after_loop(input: &AfterLoop<'_>) -> Decision {
     Decision::Continue
 }
 
+/// How far ahead a login expiry is worth a warning: an overnight run should not die on auth.
+pub const CREDENTIAL_WARNING_WINDOW: SignedDuration = SignedDuration::from_hours(12);
+
+/// Whether the client's login (`credential_expires_at` in its answer) expires within
+/// [`CREDENTIAL_WARNING_WINDOW`] of `now` and has not been warned about yet (`warned` is the
+/// expiry time last warned about). Returns how long is left when a warning is due.
+#[must_use]
+pub fn credential_expiry_due(
+    expires_at: Option<Timestamp>,
+    warned: Option<Timestamp>,
+    now: Timestamp,
+) -> Option<SignedDuration> {
+    let at = expires_at?;
+    if warned == Some(at) {
+        return None;
+    }
+    let left = at.duration_since(now);
+    (left <= CREDENTIAL_WARNING_WINDOW).then_some(left)
+}
+
 /// Backoff after `consecutive_failures` failed calls: `base · 2^(n−1)`, capped at 15 minutes
 /// (or at `base` when `base` is larger); zero for `n == 0`.
 #[must_use]
@@ -1236,6 +1256,44 @@ mod tests {
             if kind == Some(ErrorKind::SpendLimit) && !unknown_session {
                 prop_assert_eq!(d1, Decision::Stop(ExitReason::SpendLimit));
             }
+        }
+    }
+
+    #[test]
+    fn credential_expiry_warns_once_within_12_hours() {
+        let now: Timestamp = "2026-11-22T20:00:00Z".parse().unwrap();
+        let at = |s: &str| Some(s.parse::<Timestamp>().unwrap());
+        let cases = [
+            (None, None, None),
+            (at("2026-11-23T09:00:00Z"), None, None),
+            (
+                at("2026-11-23T07:59:00Z"),
+                None,
+                Some(SignedDuration::from_mins(719)),
+            ),
+            (
+                at("2026-11-23T08:00:00Z"),
+                None,
+                Some(SignedDuration::from_hours(12)),
+            ),
+            (at("2026-11-23T03:00:00Z"), at("2026-11-23T03:00:00Z"), None),
+            (
+                at("2026-11-23T04:00:00Z"),
+                at("2026-11-23T03:00:00Z"),
+                Some(SignedDuration::from_hours(8)),
+            ),
+            (
+                at("2026-11-22T19:00:00Z"),
+                None,
+                Some(SignedDuration::from_hours(-1)),
+            ),
+        ];
+        for (expires, warned, want) in cases {
+            assert_eq!(
+                credential_expiry_due(expires, warned, now),
+                want,
+                "{expires:?} {warned:?}"
+            );
         }
     }
 }

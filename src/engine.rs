@@ -330,6 +330,8 @@ struct Engine {
     wait: Option<(WaitReason, Timestamp)>,
     secrets: Vec<String>,
     lock: LockGuard,
+    /// The login expiry last warned about (once per expiry time).
+    credential_warned: Option<Timestamp>,
 }
 
 impl Engine {
@@ -357,6 +359,7 @@ impl Engine {
             wait: None,
             secrets: secret_values(),
             lock,
+            credential_warned: None,
         };
         if let Some((pgid, ticks)) = engine.lock.orphaned_agent() {
             if process::stop_orphan_group(pgid, ticks) {
@@ -668,16 +671,39 @@ impl Engine {
             timed_out: outcome.timed_out,
             interrupted: outcome.interrupted,
         };
+        // Reset times printed without a zone ("resets 7pm") are in the machine's local zone.
+        let clock = analysis::Clock::new(Timestamp::now(), jiff::tz::TimeZone::system());
         let mut analysis = match fs::File::open(&stdout_log) {
-            Ok(f) => analysis::analyze(
-                BufReader::new(f),
-                &outcome.stderr_head,
-                &facts,
-                Timestamp::now(),
-            ),
-            Err(_) => analysis::analyze_bytes(b"", &outcome.stderr_head, &facts, Timestamp::now()),
+            Ok(f) => analysis::analyze_in(BufReader::new(f), &outcome.stderr_head, &facts, &clock),
+            Err(_) => analysis::analyze_bytes_in(b"", &outcome.stderr_head, &facts, &clock),
         };
         redact_analysis(&mut analysis, &self.secrets);
+        if let Some(left) = decide::credential_expiry_due(
+            analysis.credential_expires_at,
+            self.credential_warned,
+            clock.now,
+        ) {
+            self.credential_warned = analysis.credential_expires_at;
+            let at = analysis
+                .credential_expires_at
+                .map(|t| {
+                    t.to_zoned(jiff::tz::TimeZone::system())
+                        .strftime("%a %H:%M %Z")
+                        .to_string()
+                })
+                .unwrap_or_default();
+            let msg = if left.is_negative() {
+                format!(
+                    "the client's login expired at {at}: renew it (log in again, or a new `claude setup-token`) or the next calls fail on auth"
+                )
+            } else {
+                format!(
+                    "the client's login expires at {at} (in {}): renew it now (log in again, or a new `claude setup-token`) so a long run does not stop on auth then",
+                    crate::ui::format_secs(left.as_secs().unsigned_abs())
+                )
+            };
+            self.warn(&msg);
+        }
         // The agent may have removed .hank/ entirely: recreate it so the state can be saved;
         // the next integrity check then stops the run (integrity_failure).
         self.store.ensure_dirs()?;

@@ -1161,10 +1161,10 @@ fn convert_ai(
         timed_out: outcome.timed_out,
         interrupted: outcome.interrupted,
     };
-    let now = jiff::Timestamp::now();
+    let clock = analysis::Clock::new(jiff::Timestamp::now(), jiff::tz::TimeZone::system());
     let analysis = match std::fs::File::open(&out_log) {
-        Ok(f) => analysis::analyze(BufReader::new(f), &outcome.stderr_head, &facts, now),
-        Err(_) => analysis::analyze_bytes(b"", &outcome.stderr_head, &facts, now),
+        Ok(f) => analysis::analyze_in(BufReader::new(f), &outcome.stderr_head, &facts, &clock),
+        Err(_) => analysis::analyze_bytes_in(b"", &outcome.stderr_head, &facts, &clock),
     };
     ctx.cost_usd = analysis.cost_usd;
     if let Some(err) = analysis_error(&analysis, timeout) {

@@ -268,6 +268,30 @@ fn client_version_range_and_environment() {
     assert_eq!(warnings.len(), 2, "{warnings:?}");
 }
 
+/// A login that expires within 12 hours (`credential_expires_at` in the answer) gives one
+/// warning, not one per loop (the 12-hour rule itself is a table test in `decide`).
+#[test]
+fn credential_expiring_overnight_is_warned_once() {
+    let p = Project::new(&["a", "b"]);
+    let soon = jiff::Timestamp::now().as_second() + 3 * 3600;
+    let answer = |expires: i64, n: u32| {
+        serde_json::json!({
+            "type": "result", "subtype": "success", "is_error": false, "num_turns": 1,
+            "result": "step\n---HANK_STATUS---\nSTATUS: IN_PROGRESS\nEXIT_SIGNAL: false\n---END_HANK_STATUS---",
+            "session_id": format!("5b1c0e0a-1111-2222-3333-44444444444{n}"), "total_cost_usd": 0.01,
+            "credential_expires_at": expires
+        })
+        .to_string()
+    };
+    p.fake("response-1", &answer(soon, 1));
+    p.fake("response-2", &answer(soon, 2));
+    let o = p.run(&["--max-loops", "2"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(err.matches("the client's login expires at").count(), 1, "{err}");
+    assert!(err.contains("in 2h59m") || err.contains("in 3h00m"), "{err}");
+}
+
 #[test]
 fn completions_for_bash() {
     let p = Project::new(&["a"]);
