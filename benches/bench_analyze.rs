@@ -14,13 +14,13 @@ use std::io::BufReader;
 use std::time::Duration;
 
 use common::{Shape, Stats, generate, header, row, time_runs};
+use hank::agent::argv::{self, ArgvInput, ContextInput};
 use hank::analysis::{self, RunFacts};
-use hank::breaker::{Breaker, BreakerConfig};
-use hank::budget::{BudgetLimits, Ledger};
-use hank::decide::{self, AfterLoop, DecideConfig};
-use hank::fixplan;
+use hank::policy::breaker::{Breaker, BreakerConfig};
+use hank::policy::budget::{BudgetLimits, Ledger};
+use hank::policy::decide::{self, AfterLoop, DecideConfig};
+use hank::policy::fixplan;
 use hank::progress::{Progress, ProgressSource};
-use hank::runner::argv::{self, ArgvInput, ContextInput};
 use jiff::{SignedDuration, Timestamp};
 
 fn throughput(bytes: u64, d: Duration) -> String {
@@ -115,7 +115,7 @@ fn main() -> common::Res<()> {
     let history: Vec<_> = (0..20)
         .map(|n| decide::record_loop(n, now, &analysis, &progress, &dcfg))
         .collect();
-    let tools: Vec<String> = hank::config::DEFAULT_ALLOWED_TOOLS
+    let tools: Vec<String> = hank::settings::DEFAULT_ALLOWED_TOOLS
         .iter()
         .map(|s| (*s).to_string())
         .chain(std::iter::once("Bash(cargo test *)".to_string()))
@@ -139,7 +139,7 @@ fn main() -> common::Res<()> {
         });
         let args = argv::build_argv(&ArgvInput {
             leading_args: &[],
-            output_format: hank::config::OutputFormat::Json,
+            output_format: hank::settings::OutputFormat::Json,
             live: false,
             resume: Some("0b5e4a3c-1d2e-4f60-8a9b-0c1d2e3f4a5b"),
             model: None,

@@ -46,19 +46,19 @@ pub enum Command {
     /// Run the loop in the current project (the default).
     Run(Box<RunArgs>),
     /// Live dashboard of a running or finished loop.
-    Monitor(crate::monitor::MonitorArgs),
+    Monitor(MonitorArgs),
     /// Print `.hank/status.json` readably.
     Status(StatusArgs),
     /// Create a new project folder ready for the loop.
-    Setup(crate::project::SetupArgs),
+    Setup(SetupArgs),
     /// Interactive wizard that adds hank to an existing project.
-    Enable(crate::project::EnableArgs),
+    Enable(EnableArgs),
     /// Add hank to an existing project without questions (for scripts and CI).
-    EnableCi(crate::project::EnableCiArgs),
+    EnableCi(EnableCiArgs),
     /// Turn a PRD or spec document into `.hank/` files.
-    Import(crate::project::ImportArgs),
+    Import(ImportArgs),
     /// Move a flat layout (root PROMPT.md, fix_plan.md, …) into `.hank/`.
-    Migrate(crate::project::MigrateArgs),
+    Migrate(MigrateArgs),
     /// Analyze a saved agent output (e.g. `.hank/logs/loop-00003.out`) and explain it.
     Analyze(AnalyzeArgs),
     /// Manual overrides: reset the circuit breaker or the agent session.
@@ -195,4 +195,131 @@ pub struct CompletionsArgs {
     /// The shell.
     #[arg(value_enum)]
     pub shell: clap_complete::Shell,
+}
+
+/// A `--from` value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FromSource {
+    /// beads issues (`bd list --json`).
+    Beads,
+    /// open GitHub issues (`gh issue list`).
+    Github,
+    /// a PRD / requirements document (`--prd FILE`).
+    Prd,
+    /// no import: a starter fix_plan.
+    None,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SetupArgs {
+    /// Name of the new project folder (created in the current directory).
+    pub name: String,
+    /// Print the result as one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The answers `enable` and `enable-ci` share (each also a wizard question for `enable`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct ProjectOptions {
+    /// Task sources to import from (repeat or comma-separate) [default: `enable` asks, or with
+    /// --yes takes the detected ones; `enable-ci` imports none].
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "SOURCE")]
+    pub from: Vec<FromSource>,
+    /// The PRD document to extract tasks from (implies `--from prd`).
+    #[arg(long, value_name = "FILE")]
+    pub prd: Option<PathBuf>,
+    /// Only GitHub issues with this label.
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Maximum tasks imported per source.
+    #[arg(long, default_value_t = 50, value_name = "N")]
+    pub limit: u32,
+    /// Project name [default: package name, else folder name].
+    #[arg(long, value_name = "NAME")]
+    pub project_name: Option<String>,
+    /// Project type [default: detected: rust, typescript, javascript, python, go, unknown].
+    #[arg(long, value_name = "TYPE")]
+    pub project_type: Option<String>,
+    /// MAX_CALLS_PER_HOUR written into `.hankrc` [default: 100].
+    #[arg(long, value_name = "N")]
+    pub calls: Option<u32>,
+    /// Regenerate the hank files even if they exist.
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Clone, Default, Args)]
+pub struct EnableArgs {
+    #[command(flatten)]
+    pub opts: ProjectOptions,
+    /// Accept the detected defaults without asking (works without a terminal).
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+}
+
+#[derive(Debug, Clone, Default, Args)]
+pub struct EnableCiArgs {
+    #[command(flatten)]
+    pub opts: ProjectOptions,
+    /// Print exactly one JSON object on stdout (errors too).
+    #[arg(long)]
+    pub json: bool,
+    /// No human output on stderr (errors still go there without --json).
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Clone, Default, Args)]
+pub struct MigrateArgs {
+    /// Project folder (default: current directory).
+    pub dir: Option<PathBuf>,
+    /// Print the result as one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ImportArgs {
+    /// The PRD / spec document: Markdown, plain text or JSON.
+    pub file: PathBuf,
+    /// Project name: the new folder in the current directory [default: from the file name].
+    pub name: Option<String>,
+    /// Import into this existing project folder instead of creating a new one.
+    #[arg(long, value_name = "DIR")]
+    pub into: Option<PathBuf>,
+    /// With --into: replace existing .hank/PROMPT.md, fix_plan.md and specs/requirements.md.
+    #[arg(long)]
+    pub force: bool,
+    /// Extract the tasks without AI (headings, checkboxes, numbered items, "must" sentences).
+    #[arg(long)]
+    pub no_ai: bool,
+    /// Maximum tasks kept by the conversion without AI.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub limit: u32,
+    /// The agent command: a path or a name on PATH [CLAUDE_CODE_CMD, default claude].
+    #[arg(long, value_name = "PATH")]
+    pub claude_cmd: Option<String>,
+    /// Time limit of the AI conversion: minutes, or 90s / 2m / 1h [CLAUDE_TIMEOUT_MINUTES, default 15].
+    #[arg(short = 't', long, value_name = "DURATION")]
+    pub timeout: Option<String>,
+    /// Claude model [CLAUDE_MODEL].
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+    /// Print exactly one JSON result object on stdout (errors too).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Default, Args)]
+pub struct MonitorArgs {
+    /// Print one snapshot and exit (also what happens without a terminal).
+    #[arg(long)]
+    pub once: bool,
+    /// Print one snapshot as JSON and exit.
+    #[arg(long)]
+    pub json: bool,
+    /// The project directory (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }

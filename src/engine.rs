@@ -1,5 +1,5 @@
 //! The loop: sequencing only. Every threshold and rule lives in the pure modules
-//! ([`crate::budget`], [`crate::breaker`], [`crate::decide`], [`crate::analysis`]); this
+//! ([`crate::policy::budget`], [`crate::policy::breaker`], [`crate::policy::decide`], [`crate::analysis`]); this
 //! module wires them to the process runner, the state store and the terminal.
 //!
 //! One iteration (HANK.md §3):
@@ -22,128 +22,28 @@ use jiff::{SignedDuration, Timestamp};
 use serde_json::json;
 use tokio::sync::watch;
 
+use crate::agent::argv::{self, ArgvInput, ContextInput};
+use crate::agent::process::{self, Spawn};
 use crate::analysis::{self, Analysis, LiveItem, Outcome, RunFacts};
-use crate::breaker::{CircuitState, Transition};
-use crate::budget::{BudgetCheck, WaitReason};
-use crate::cli::RunArgs;
-use crate::config::{self, AgentCommand, Settings};
-use crate::decide::{self, AfterLoop, Decision};
 use crate::error::{HankError, Result};
 use crate::exit::ExitReason;
-use crate::fixplan::{self, Plan};
+use crate::policy::breaker::{CircuitState, Transition};
+use crate::policy::budget::{BudgetCheck, WaitReason};
+use crate::policy::decide::{self, AfterLoop, Decision};
+use crate::policy::fixplan::{self, Plan};
 use crate::progress;
-use crate::runner::argv::{self, ArgvInput, ContextInput};
-use crate::runner::process::{self, Spawn};
-use crate::state::{
+use crate::report::{DisplayMode, LoopSummary, Reporter};
+use crate::settings::{AgentCommand, Settings};
+use crate::store::{
     HISTORY_LEN, LastLoop, LockGuard, PlanCounts, RunState, STATUS_SCHEMA, Session, State, Status,
     Store,
 };
-use crate::ui::{DisplayMode, LoopSummary, Reporter};
 
 /// Time between SIGTERM and SIGKILL when stopping the agent.
 pub const GRACE: Duration = Duration::from_secs(5);
 
-/// `hank run`.
-pub fn run(args: &RunArgs) -> Result<u8> {
-    let project_dir = std::env::current_dir()
-        .map_err(|e| HankError::Other(format!("cannot read the current directory: {e}")))?;
-    check_layout(&project_dir)?;
-    let settings = config::load(args, &project_dir)?;
-    check_required_files(&settings)?;
-    let agent = config::resolve_agent(&settings.claude_cmd, &project_dir)?;
-    if settings.dry_run {
-        return dry_run(&settings, &agent);
-    }
-    let notes = check_client(&agent)?;
-    let store = Store::new(&project_dir);
-    store.ensure_dirs()?;
-    let lock = store.lock()?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| HankError::Other(format!("failed to start the async runtime: {e}")))?;
-    runtime.block_on(async move {
-        let cancel = install_signal_handlers()?;
-        let mut engine = Engine::new(settings, agent, store, cancel, lock)?;
-        for note in notes {
-            engine.warn(&note);
-        }
-        engine.run().await
-    })
-}
-
-/// Asks the client for its version once per run: a release older than the oldest tested
-/// one is refused (exit 1, with the upgrade command); a newer or unreadable one runs with a
-/// warning. Also names the client settings hank removes from the agent's environment.
-fn check_client(agent: &AgentCommand) -> Result<Vec<String>> {
-    use crate::runner::client::{self, Support, Version};
-    let range = client::tested_range();
-    let mut notes = Vec::new();
-    match client::probe(&agent.program, &agent.leading_args, Duration::from_secs(10)) {
-        Ok(line) => match Version::parse(&line) {
-            Some(v) => match range.support(v) {
-                Support::TooOld => {
-                    return Err(HankError::usage_hint(
-                        format!(
-                            "{} is Claude Code {v}, older than the oldest supported release {}",
-                            agent.program.display(),
-                            range.oldest
-                        ),
-                        format!(
-                            "upgrade it: {} (or `claude update`), or point --claude-cmd / \
-                             CLAUDE_CODE_CMD at a newer client",
-                            client::UPGRADE_COMMAND
-                        ),
-                    ));
-                }
-                Support::Newer => notes.push(range.describe(v)),
-                Support::Tested => {}
-            },
-            None => notes.push(format!(
-                "{} --version printed {line:?}, not a Claude Code version; \
-                 hank is tested with {}–{}",
-                agent.program.display(),
-                range.oldest,
-                range.newest
-            )),
-        },
-        Err(why) => notes.push(format!(
-            "could not read the client's version ({why}); hank is tested with {}–{}",
-            range.oldest, range.newest
-        )),
-    }
-    for key in client::ENV_REMOVED {
-        if std::env::var_os(key).is_some() {
-            notes.push(format!(
-                "{key} is set: removed from the agent's environment (the client would sleep \
-                 through usage limits inside hank's timeout; hank waits for them itself, visibly)"
-            ));
-        }
-    }
-    Ok(notes)
-}
-
-/// A flat layout (root PROMPT.md + fix_plan.md) without `.hank/`: the user must migrate.
-fn check_layout(dir: &Path) -> Result<()> {
-    if dir.join(".hank").is_dir() {
-        return Ok(());
-    }
-    let flat = dir.join("PROMPT.md").is_file()
-        && (dir.join("fix_plan.md").is_file() || dir.join("@fix_plan.md").is_file());
-    if flat {
-        return Err(HankError::usage_hint(
-            "this project uses the old flat layout (PROMPT.md and fix_plan.md at the root)",
-            "run `hank migrate` to move them into .hank/",
-        ));
-    }
-    Err(HankError::usage_hint(
-        format!("{} is not a hank project (no .hank/ folder)", dir.display()),
-        "run `hank enable` here, or `hank setup NAME` for a new project",
-    ))
-}
-
 /// The files the loop needs, relative to the project.
-fn required_files(s: &Settings) -> Vec<PathBuf> {
+pub(crate) fn required_files(s: &Settings) -> Vec<PathBuf> {
     vec![
         s.prompt_path(),
         s.project_dir.join(".hank/fix_plan.md"),
@@ -152,55 +52,45 @@ fn required_files(s: &Settings) -> Vec<PathBuf> {
     ]
 }
 
-fn missing_files(s: &Settings) -> Vec<PathBuf> {
+pub(crate) fn missing_files(s: &Settings) -> Vec<PathBuf> {
     required_files(s)
         .into_iter()
         .filter(|p| !p.is_file())
         .collect()
 }
 
-fn check_required_files(s: &Settings) -> Result<()> {
-    let missing = missing_files(s);
-    if missing.is_empty() {
-        return Ok(());
-    }
-    let list: Vec<String> = missing.iter().map(|p| p.display().to_string()).collect();
-    Err(HankError::usage_hint(
-        format!("missing required file(s): {}", list.join(", ")),
-        "run `hank enable` to create them (existing files are kept)",
-    ))
-}
-
-/// Counts SIGINT/SIGTERM/SIGHUP; the runner and the waits watch the count.
-fn install_signal_handlers() -> Result<watch::Receiver<u32>> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let err =
-        |e: std::io::Error| HankError::Other(format!("failed to install signal handlers: {e}"));
-    let mut int = signal(SignalKind::interrupt()).map_err(err)?;
-    let mut term = signal(SignalKind::terminate()).map_err(err)?;
-    let mut hup = signal(SignalKind::hangup()).map_err(err)?;
-    let (tx, rx) = watch::channel(0u32);
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                _ = int.recv() => {}
-                _ = term.recv() => {}
-                _ = hup.recv() => {}
-            }
-            tx.send_modify(|n| *n += 1);
+/// Runs the loop until it stops: `settings` resolved, `agent` found and checked, `notes`
+/// (warnings found before the loop) reported once the event log is open.
+pub fn start(settings: Settings, agent: AgentCommand, notes: Vec<String>) -> Result<u8> {
+    let store = Store::new(&settings.project_dir);
+    store.ensure_dirs()?;
+    let lock = store.lock()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| HankError::Other(format!("failed to start the async runtime: {e}")))?;
+    runtime.block_on(async move {
+        let cancel = crate::agent::signals::install()?;
+        let mut engine = Engine::new(settings, agent, store, cancel, lock)?;
+        for note in notes {
+            engine.warn(&note);
         }
-    });
-    Ok(rx)
+        engine.run().await
+    })
 }
 
-fn read_text(path: &Path) -> Option<String> {
+pub(crate) fn read_text(path: &Path) -> Option<String> {
     fs::read(path)
         .ok()
         .map(|b| String::from_utf8_lossy(&b).into_owned())
 }
 
 /// The session to resume, if continuity is on and it is young enough.
-fn usable_session<'a>(state: &'a State, s: &Settings, now: Timestamp) -> Option<&'a Session> {
+pub(crate) fn usable_session<'a>(
+    state: &'a State,
+    s: &Settings,
+    now: Timestamp,
+) -> Option<&'a Session> {
     if !s.session_continuity.value {
         return None;
     }
@@ -211,7 +101,7 @@ fn usable_session<'a>(state: &'a State, s: &Settings, now: Timestamp) -> Option<
 }
 
 /// The loop context from the previous loop, the plan and the breaker.
-fn context_for(state: &State, plan: &Plan, number: u64) -> String {
+pub(crate) fn context_for(state: &State, plan: &Plan, number: u64) -> String {
     let last = state.history.last();
     let circuit = (state.breaker.state != CircuitState::Closed)
         .then(|| (state.breaker.state.as_str(), state.breaker.reason.as_str()));
@@ -234,81 +124,6 @@ fn context_for(state: &State, plan: &Plan, number: u64) -> String {
         asked_questions: last.is_some_and(|r| r.questions),
         last_error: last.and_then(|r| r.error_kind).map(|k| k.as_str()),
     })
-}
-
-fn shell_quote(arg: &str) -> String {
-    if !arg.is_empty()
-        && arg
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c))
-    {
-        arg.to_string()
-    } else {
-        format!("'{}'", arg.replace('\'', "'\\''"))
-    }
-}
-
-/// `--dry-run`: builds the agent command and prompt for one loop, calls nothing.
-fn dry_run(s: &Settings, agent: &AgentCommand) -> Result<u8> {
-    let store = Store::new(&s.project_dir);
-    let now = Timestamp::now();
-    let state: State = fs::read(store.state_path())
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_default();
-    let plan_text = read_text(&s.project_dir.join(".hank/fix_plan.md")).unwrap_or_default();
-    let plan = fixplan::parse(&plan_text, &s.optional_sections.value);
-    let prompt_path = s.prompt_path();
-    let prompt =
-        fs::read(&prompt_path).map_err(|e| HankError::io("failed to read", &prompt_path, e))?;
-    let resume = usable_session(&state, s, now).map(|x| x.id.clone());
-    let context = context_for(&state, &plan, state.loop_count + 1);
-    let args = argv::build_argv(&ArgvInput {
-        leading_args: &agent.leading_args,
-        output_format: s.output_format.value,
-        live: s.live.value,
-        resume: resume.as_deref(),
-        model: s.model.value.as_deref(),
-        permission_mode: s.permission_mode.value.as_deref(),
-        allowed_tools: &s.allowed_tools.value,
-    });
-    let stdin = argv::compose_stdin(&context, &prompt);
-    let mut out = std::io::stdout().lock();
-    let settings: Vec<serde_json::Value> = s
-        .describe()
-        .into_iter()
-        .map(|(k, v, src)| json!({"key": k, "value": v, "source": src}))
-        .collect();
-    let written = if s.json {
-        let obj = json!({
-            "program": agent.program.display().to_string(),
-            "args": args,
-            "stdin": String::from_utf8_lossy(&stdin),
-            "context_bytes": context.len(),
-            "settings": settings,
-        });
-        writeln!(out, "{obj}")
-    } else {
-        let mut cmd = vec![shell_quote(&agent.program.display().to_string())];
-        cmd.extend(args.iter().map(|a| shell_quote(a)));
-        let mut text = String::new();
-        text.push_str("# agent command (no shell is used; quoted here for reading)\n");
-        text.push_str(&cmd.join(" "));
-        text.push_str(&format!(
-            "\n\n# stdin: the loop context ({} bytes), then {} ({} bytes)\n",
-            context.len(),
-            prompt_path.display(),
-            prompt.len()
-        ));
-        text.push_str(&String::from_utf8_lossy(&stdin));
-        text.push_str("\n# settings\n");
-        for (k, v, src) in s.describe() {
-            text.push_str(&format!("{k:<32} {v:<24} ({src})\n"));
-        }
-        write!(out, "{text}")
-    };
-    written.map_err(|e| HankError::Other(format!("failed to write to stdout: {e}")))?;
-    Ok(crate::exit::OK)
 }
 
 enum Waited {
@@ -357,7 +172,7 @@ impl Engine {
             plan: Plan::default(),
             last_loop: None,
             wait: None,
-            secrets: secret_values(),
+            secrets: crate::agent::redact::secret_values(),
             lock,
             credential_warned: None,
         };
@@ -629,7 +444,7 @@ impl Engine {
             timeout: self.s.timeout.value,
             grace: GRACE,
             live: self.s.live.value,
-            env_remove: crate::runner::client::ENV_REMOVED,
+            env_remove: crate::agent::client::ENV_REMOVED,
         };
         let reporter = &self.reporter;
         let lock = &mut self.lock;
@@ -677,7 +492,7 @@ impl Engine {
             Ok(f) => analysis::analyze_in(BufReader::new(f), &outcome.stderr_head, &facts, &clock),
             Err(_) => analysis::analyze_bytes_in(b"", &outcome.stderr_head, &facts, &clock),
         };
-        redact_analysis(&mut analysis, &self.secrets);
+        crate::agent::redact::redact_analysis(&mut analysis, &self.secrets);
         if let Some(left) = decide::credential_expiry_due(
             analysis.credential_expires_at,
             self.credential_warned,
@@ -699,7 +514,7 @@ impl Engine {
             } else {
                 format!(
                     "the client's login expires at {at} (in {}): renew it now (log in again, or a new `claude setup-token`) so a long run does not stop on auth then",
-                    crate::ui::format_secs(left.as_secs().unsigned_abs())
+                    crate::report::format_secs(left.as_secs().unsigned_abs())
                 )
             };
             self.warn(&msg);
@@ -1012,7 +827,7 @@ impl Engine {
         };
         self.wait = None;
         self.refresh_plan();
-        let message = exit_message(reason, &self.state, &self.plan);
+        let message = crate::report::exit_message(reason, &self.state, &self.plan);
         self.store
             .write_status(&self.status(run_state, Some(reason)))?;
         self.emit(
@@ -1034,128 +849,8 @@ impl Engine {
             ));
         }
         if self.s.notify.value {
-            notify(&format!("hank: {}", reason.as_str()), &message);
+            crate::report::notify(&format!("hank: {}", reason.as_str()), &message);
         }
         Ok(reason.code())
-    }
-}
-
-/// Environment variables whose values must never reach hank's own files or output.
-const SECRET_VARS: &[&str] = &[
-    "ANTHROPIC_API_KEY",
-    "CLAUDE_CODE_OAUTH_TOKEN",
-    "ANTHROPIC_AUTH_TOKEN",
-];
-
-/// The secret values present in the environment (short values are ignored: replacing them
-/// would mangle ordinary text).
-fn secret_values() -> Vec<String> {
-    SECRET_VARS
-        .iter()
-        .filter_map(|k| std::env::var(k).ok())
-        .filter(|v| v.trim().len() >= 8)
-        .collect()
-}
-
-/// Replaces every secret value in `text` with `[REDACTED]`.
-fn redact(text: &mut String, secrets: &[String]) {
-    for s in secrets {
-        if text.contains(s.as_str()) {
-            *text = text.replace(s.as_str(), "[REDACTED]");
-        }
-    }
-}
-
-/// Removes secrets from every text field of an analysis (the agent may echo them).
-fn redact_analysis(a: &mut Analysis, secrets: &[String]) {
-    if secrets.is_empty() {
-        return;
-    }
-    if let Some(e) = a.error.as_mut() {
-        redact(&mut e.message, secrets);
-    }
-    redact(&mut a.summary, secrets);
-    if let Some(rec) = a.status.as_mut().and_then(|s| s.recommendation.as_mut()) {
-        redact(rec, secrets);
-    }
-    for list in [
-        &mut a.error_signatures,
-        &mut a.questions,
-        &mut a.completion_indicators,
-    ] {
-        for item in list.iter_mut() {
-            redact(item, secrets);
-        }
-    }
-    for d in &mut a.permission_denials {
-        if let Some(c) = d.command.as_mut() {
-            redact(c, secrets);
-        }
-    }
-}
-
-/// The final one-line explanation.
-fn exit_message(reason: ExitReason, state: &State, plan: &Plan) -> String {
-    match reason {
-        ExitReason::ProjectComplete => "the agent signalled completion (EXIT_SIGNAL true, confirmed by recent loops)".into(),
-        ExitReason::PlanComplete => format!("every required fix_plan item is done ({}/{})", plan.done(), plan.total()),
-        ExitReason::TestSaturation => "only tests were run in the last loops: the work looks finished".into(),
-        ExitReason::CircuitOpen => format!(
-            "circuit breaker OPEN: {} (after fixing the cause: `hank reset circuit`)",
-            state.breaker.reason
-        ),
-        ExitReason::PermissionDenied => "the agent was denied tools in consecutive loops; add what it needs to ALLOWED_TOOLS in .hankrc".into(),
-        ExitReason::AgentFatal => {
-            let last = state.history.last().and_then(|r| r.error_kind).map_or("error", |k| k.as_str());
-            format!("the agent cannot work ({last}); retrying cannot help — see the last loop log")
-        }
-        ExitReason::IntegrityFailure => "a required hank file disappeared (PROMPT.md, fix_plan.md, AGENT.md or .hankrc)".into(),
-        ExitReason::MaxLoops => "MAX_LOOPS reached".into(),
-        ExitReason::CostBudget => "MAX_COST_USD reached".into(),
-        ExitReason::UsageLimit => "the usage limit was reached (ON_USAGE_LIMIT=exit)".into(),
-        ExitReason::SpendLimit => crate::exit::SPEND_LIMIT_MESSAGE.into(),
-        ExitReason::Interrupted => "interrupted; state saved".into(),
-    }
-}
-
-/// Best-effort desktop notification (`notify-send` or `osascript` when present).
-fn notify(title: &str, body: &str) {
-    if let Ok(p) = which::which("notify-send") {
-        let _ = std::process::Command::new(p)
-            .arg(title)
-            .arg(body)
-            .stdin(std::process::Stdio::null())
-            .status();
-    } else if let Ok(p) = which::which("osascript") {
-        let script = format!(
-            "display notification {} with title {}",
-            apple_quote(body),
-            apple_quote(title)
-        );
-        let _ = std::process::Command::new(p)
-            .arg("-e")
-            .arg(script)
-            .stdin(std::process::Stdio::null())
-            .status();
-    }
-}
-
-fn apple_quote(s: &str) -> String {
-    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn shell_quote_for_display() {
-        assert_eq!(
-            shell_quote("--allowedTools=Read,Edit"),
-            "--allowedTools=Read,Edit"
-        );
-        assert_eq!(shell_quote("Bash(git *)"), "'Bash(git *)'");
-        assert_eq!(shell_quote("it's"), "'it'\\''s'");
-        assert_eq!(shell_quote(""), "''");
     }
 }

@@ -6,7 +6,7 @@
 //! | module | role |
 //! |---|---|
 //! | [`cli`] | clap definitions only |
-//! | [`config`] | `.hankrc` + environment + flags → validated [`config::Settings`], each value with its source |
+//! | [`config`] | `.hankrc` + environment + flags → validated [`settings::Settings`], each value with its source |
 //! | [`runner`] | agent argv (pure), spawning in a process group, timeouts, streaming to logs |
 //! | [`analysis`] | agent output → [`analysis::Analysis`] **[pure]** |
 //! | [`progress`] | files changed (git, or mtimes) and fix_plan items checked during a loop |
@@ -25,23 +25,20 @@
 //! The loop, one iteration: integrity check → exit checks → breaker → budget (wait) →
 //! record the call, spawn the agent → analyze → fold into state → decide → report.
 
+pub mod agent;
 pub mod analysis;
-pub mod breaker;
-pub mod budget;
 pub mod cli;
 pub mod commands;
-pub mod config;
-pub mod decide;
 pub mod engine;
 pub mod error;
 pub mod exit;
-pub mod fixplan;
 pub mod monitor;
+pub mod policy;
 pub mod progress;
 pub mod project;
-pub mod runner;
-pub mod state;
-pub mod ui;
+pub mod report;
+pub mod settings;
+pub mod store;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -135,47 +132,33 @@ fn report_error(err: &HankError) {
 }
 
 fn dispatch(cli: Cli, args: &[OsString]) -> error::Result<u8> {
+    use crate::commands as c;
     if cli.status {
-        return commands::status(&cli::StatusArgs::default());
+        return c::status::run(&cli::StatusArgs::default());
     }
     if cli.reset_circuit {
-        return commands::reset(cli::ResetWhat::Circuit);
+        return c::reset::run(cli::ResetWhat::Circuit);
     }
     if cli.reset_session {
-        return commands::reset(cli::ResetWhat::Session);
+        return c::reset::run(cli::ResetWhat::Session);
     }
     if cli.circuit_status {
-        return commands::circuit(&cli::CircuitArgs::default());
+        return c::circuit::run(&cli::CircuitArgs::default());
     }
     match cli.command {
-        None => run_loop(&cli.run, args),
-        Some(Command::Run(run)) => run_loop(&run, args),
-        Some(Command::Monitor(a)) => monitor::run(&a),
-        Some(Command::Status(a)) => commands::status(&a),
-        Some(Command::Setup(a)) => project::setup(&a),
-        Some(Command::Enable(a)) => project::enable(&a),
-        Some(Command::EnableCi(a)) => project::enable_ci(&a),
-        Some(Command::Import(a)) => project::import(&a),
-        Some(Command::Migrate(a)) => project::migrate(&a),
-        Some(Command::Analyze(a)) => analysis::command(&a),
-        Some(Command::Reset(a)) => commands::reset(a.what),
-        Some(Command::Circuit(a)) => commands::circuit(&a),
-        Some(Command::Doctor(a)) => commands::doctor(&a),
-        Some(Command::Completions(a)) => commands::completions(&a),
+        None => c::run::run(&cli.run, args),
+        Some(Command::Run(run)) => c::run::run(&run, args),
+        Some(Command::Monitor(a)) => c::monitor::run(&a),
+        Some(Command::Status(a)) => c::status::run(&a),
+        Some(Command::Setup(a)) => c::setup::run(&a),
+        Some(Command::Enable(a)) => c::enable::run(&a),
+        Some(Command::EnableCi(a)) => c::enable_ci::run(&a),
+        Some(Command::Import(a)) => c::import::run(&a),
+        Some(Command::Migrate(a)) => c::migrate::run(&a),
+        Some(Command::Analyze(a)) => c::analyze::run(&a),
+        Some(Command::Reset(a)) => c::reset::run(a.what),
+        Some(Command::Circuit(a)) => c::circuit::run(&a),
+        Some(Command::Doctor(a)) => c::doctor::run(&a),
+        Some(Command::Completions(a)) => c::completions::run(&a),
     }
-}
-
-fn run_loop(run: &cli::RunArgs, args: &[OsString]) -> error::Result<u8> {
-    if run.monitor {
-        let mut rest: Vec<OsString> = args.iter().skip(1).cloned().collect();
-        if rest.first().is_some_and(|a| a.as_os_str() == "run") {
-            rest.remove(0);
-        }
-        let forwarded: Vec<OsString> = rest
-            .into_iter()
-            .filter(|a| a.as_os_str() != "--monitor")
-            .collect();
-        return monitor::launch_tmux(&forwarded);
-    }
-    engine::run(run)
 }

@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 
 use serde::{Deserialize, Serialize};
 
-use crate::fixplan;
+use crate::policy::fixplan;
 
 /// Most changed paths kept in [`Progress::changed_paths`].
 pub const MAX_CHANGED_PATHS: usize = 100;

@@ -9,7 +9,6 @@ mod classify;
 mod derive;
 mod live;
 mod parse;
-mod report;
 mod reset;
 mod status;
 #[cfg(test)]
@@ -435,9 +434,4 @@ fn finish(g: parse::Gathered, stderr: &[u8], facts: &RunFacts, clock: &Clock) ->
     let tools_testing = tools.bash > 0 && tools.bash_tests == tools.bash && tools.edits == 0;
     a.testing_only = own_words && (status_testing || tools_testing);
     a
-}
-
-/// `hank analyze FILE`.
-pub fn command(args: &crate::cli::AnalyzeArgs) -> crate::error::Result<u8> {
-    report::command(args)
 }

@@ -17,23 +17,19 @@ use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
-use clap::Args;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 
 use crate::error::{HankError, Result};
 use crate::exit;
 
-#[derive(Debug, Clone, Default, Args)]
-pub struct MonitorArgs {
+#[derive(Debug, Clone, Default)]
+pub struct MonitorOptions {
     /// Print one snapshot and exit (also what happens without a terminal).
-    #[arg(long)]
     pub once: bool,
     /// Print one snapshot as JSON and exit.
-    #[arg(long)]
     pub json: bool,
     /// The project directory (default: the current directory).
-    #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
 }
 
@@ -71,7 +67,7 @@ fn project_root(dir: Option<&PathBuf>) -> Result<PathBuf> {
 }
 
 /// `hank monitor`.
-pub fn run(args: &MonitorArgs) -> Result<u8> {
+pub fn run(args: &MonitorOptions) -> Result<u8> {
     let root = project_root(args.dir.as_ref())?;
     let paths = snapshot::Paths::new(&root);
     let terminal = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();

@@ -392,7 +392,10 @@ pub fn live_lines(tail: &str) -> Vec<String> {
 /// Counts `- [ ]` / `- [x]` checkboxes of `fix_plan.md`.
 #[must_use]
 pub fn plan_progress(content: &str) -> PlanProgress {
-    let plan = crate::fixplan::parse(content, &crate::fixplan::default_optional_sections());
+    let plan = crate::policy::fixplan::parse(
+        content,
+        &crate::policy::fixplan::default_optional_sections(),
+    );
     PlanProgress {
         done: u64::from(plan.done()),
         total: u64::from(plan.total()),

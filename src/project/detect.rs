@@ -105,7 +105,7 @@ impl ProjectFacts {
     /// `DEFAULT_ALLOWED_TOOLS` plus `Bash(<cmd> *)` for the detected build and test commands.
     #[must_use]
     pub fn allowed_tools(&self) -> Vec<String> {
-        let mut tools: Vec<String> = crate::config::DEFAULT_ALLOWED_TOOLS
+        let mut tools: Vec<String> = crate::settings::DEFAULT_ALLOWED_TOOLS
             .iter()
             .map(|s| (*s).to_string())
             .collect();

@@ -34,12 +34,12 @@ use regex::Regex;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::agent::process::{self, Spawn};
 use crate::analysis::{self, Analysis, ErrorKind, Outcome, RunFacts};
-use crate::config::{self, AgentCommand};
 use crate::error::{HankError, Result};
 use crate::exit;
-use crate::fixplan;
-use crate::runner::process::{self, Spawn};
+use crate::policy::fixplan;
+use crate::settings::{self, AgentCommand};
 
 use super::generate::{self, ProjectSpec};
 use super::sources::run_tool;
@@ -1093,7 +1093,7 @@ fn convert_ai(
     doc: &Document,
     spec: &ProjectSpec,
     agent: &AgentCommand,
-    settings: &config::Settings,
+    settings: &settings::Settings,
     ctx: &mut Ctx,
 ) -> Result<Converted> {
     if doc.text.len() > MAX_AI_DOCUMENT_BYTES {
@@ -1136,7 +1136,7 @@ fn convert_ai(
             timeout,
             grace: GRACE,
             live: false,
-            env_remove: crate::runner::client::ENV_REMOVED,
+            env_remove: crate::agent::client::ENV_REMOVED,
         };
         let outcome = process::run(spawn, rx, |_| {}).await;
         signals.abort();
@@ -1328,8 +1328,8 @@ fn import(cwd: &Path, args: &ImportArgs, ctx: &mut Ctx) -> Result<ImportReport> 
             model: args.model.clone(),
             ..crate::cli::RunArgs::default()
         };
-        let settings = config::load(&run_args, &base)?;
-        match config::resolve_agent(&settings.claude_cmd, &base) {
+        let settings = settings::load(&run_args, &base)?;
+        match settings::resolve_agent(&settings.claude_cmd, &base) {
             Ok(agent) => Some((agent, settings)),
             Err(e) => {
                 ctx.warn(format!(

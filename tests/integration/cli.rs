@@ -288,8 +288,15 @@ fn credential_expiring_overnight_is_warned_once() {
     let o = p.run(&["--max-loops", "2"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let err = stderr(&o);
-    assert_eq!(err.matches("the client's login expires at").count(), 1, "{err}");
-    assert!(err.contains("in 2h59m") || err.contains("in 3h00m"), "{err}");
+    assert_eq!(
+        err.matches("the client's login expires at").count(),
+        1,
+        "{err}"
+    );
+    assert!(
+        err.contains("in 2h59m") || err.contains("in 3h00m"),
+        "{err}"
+    );
 }
 
 #[test]

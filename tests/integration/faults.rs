@@ -1142,7 +1142,7 @@ mod fuzz {
             ).prop_map(|v| v.join("\n")),
         ]) {
             let file = std::path::Path::new("/p/.hankrc");
-            match hank::config::parse_hankrc(&body, file) {
+            match hank::settings::parse_hankrc(&body, file) {
                 Ok(map) => {
                     for k in map.keys() {
                         prop_assert!(body.contains(k.as_str()), "key {} not in the text", k);
@@ -1155,13 +1155,13 @@ mod fuzz {
         #[test]
         #[ignore = "fuzzing run: PROPTEST_CASES=100000 cargo test --release --test integration fuzz_ -- --ignored"]
         fn fuzz_fix_plan(body in text(), optional in prop::collection::vec("[A-Za-z ]{0,12}", 0..3)) {
-            let plan = hank::fixplan::parse(&body, &optional);
+            let plan = hank::policy::fixplan::parse(&body, &optional);
             prop_assert!(plan.done() <= plan.total());
             prop_assert!(plan.open_required() <= plan.total() - plan.done());
             if plan.is_complete() {
                 prop_assert!(plan.total() > 0 && plan.open_required() == 0);
             }
-            prop_assert_eq!(hank::fixplan::newly_checked(&body, &body), 0);
+            prop_assert_eq!(hank::policy::fixplan::newly_checked(&body, &body), 0);
         }
 
         #[test]
@@ -1189,8 +1189,8 @@ mod fuzz {
         for frag in FRAGMENTS {
             let _ = analyze_bytes(frag.as_bytes(), frag.as_bytes(), &f, now());
             let _ = parse_status_block(frag);
-            let _ = hank::fixplan::parse(frag, &[]);
-            let _ = hank::config::parse_hankrc(frag, std::path::Path::new(".hankrc"));
+            let _ = hank::policy::fixplan::parse(frag, &[]);
+            let _ = hank::settings::parse_hankrc(frag, std::path::Path::new(".hankrc"));
         }
         let all = FRAGMENTS.concat();
         let a = analyze_bytes(all.as_bytes(), b"", &f, now());

@@ -1,5 +1,5 @@
 //! `hank analyze FILE`: the I/O edge of the analyzer. Reads the saved output as a stream,
-//! runs [`super::analyze`] with the current time and explains the result (or prints it as
+//! runs [`crate::analysis::analyze`] with the current time and explains the result (or prints it as
 //! JSON with `--json`).
 
 use std::fmt::Write as _;
@@ -11,7 +11,7 @@ use jiff::Timestamp;
 
 use jiff::tz::TimeZone;
 
-use super::{Analysis, Clock, Outcome, RunFacts, analyze_in};
+use crate::analysis::{Analysis, Clock, Outcome, RunFacts, analyze_in};
 use crate::cli::AnalyzeArgs;
 use crate::error::{HankError, Result};
 
@@ -39,7 +39,7 @@ fn read_stderr(args: &AnalyzeArgs) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
-pub(crate) fn command(args: &AnalyzeArgs) -> Result<u8> {
+pub fn run(args: &AnalyzeArgs) -> Result<u8> {
     let stderr = read_stderr(args)?;
     let facts = RunFacts {
         exit_code: args.exit_code,
@@ -91,7 +91,7 @@ fn outcome_str(o: Outcome) -> &'static str {
 }
 
 fn shape_str(a: &Analysis) -> &'static str {
-    use super::OutputShape as S;
+    use crate::analysis::OutputShape as S;
     match a.shape {
         S::ResultObject => "JSON result object",
         S::MessageArray => "JSON message array",
@@ -294,7 +294,7 @@ mod tests {
     fn explanation_names_the_essentials() {
         let now: Timestamp = "2026-11-22T10:00:00Z".parse().unwrap();
         let out = r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"You've hit your session limit · resets 5:09am (UTC)","session_id":"abc","total_cost_usd":0,"credential_expires_at":1795428000}"#;
-        let a = super::super::analyze_bytes(out.as_bytes(), b"", &RunFacts::default(), now);
+        let a = crate::analysis::analyze_bytes(out.as_bytes(), b"", &RunFacts::default(), now);
         let text = explain(&a, now);
         for want in [
             "outcome:      agent error",

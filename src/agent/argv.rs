@@ -11,7 +11,7 @@
 //! works with every client version (and every other agent CLI), and it leaves the system
 //! prompt, the start of the cached prefix, the same on every loop.
 
-use crate::config::OutputFormat;
+use crate::settings::OutputFormat;
 
 /// What the argv depends on.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,11 +12,11 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::breaker::BreakerConfig;
-use crate::budget::BudgetLimits;
 use crate::cli::RunArgs;
-use crate::decide::{DecideConfig, UsageLimitPolicy};
 use crate::error::{HankError, Result};
+use crate::policy::breaker::BreakerConfig;
+use crate::policy::budget::BudgetLimits;
+use crate::policy::decide::{DecideConfig, UsageLimitPolicy};
 
 /// The tools the agent may use unless `ALLOWED_TOOLS` says otherwise: the file tools, Task,
 /// TodoWrite and the everyday git subcommands (never `Bash(git *)` wholesale, so the agent
@@ -974,7 +974,7 @@ pub fn resolve(args: &RunArgs, project_dir: &Path, layers: Layers<'_>) -> Result
         optional_sections: r.get(
             "OPTIONAL_SECTIONS",
             None,
-            crate::fixplan::DEFAULT_OPTIONAL_SECTIONS
+            crate::policy::fixplan::DEFAULT_OPTIONAL_SECTIONS
                 .iter()
                 .map(ToString::to_string)
                 .collect(),

@@ -6,3 +6,5 @@
 pub mod argv;
 pub mod client;
 pub mod process;
+pub mod redact;
+pub mod signals;

@@ -10,6 +10,10 @@ use console::style;
 use indicatif::{ProgressBar, ProgressStyle};
 use jiff::Timestamp;
 
+use crate::exit::ExitReason;
+use crate::policy::fixplan::Plan;
+use crate::store::State;
+
 /// How human output is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DisplayMode {
@@ -280,6 +284,71 @@ pub fn short_time(t: Timestamp) -> String {
     t.round(jiff::Unit::Second).unwrap_or(t).to_string()
 }
 
+/// An argument quoted for a POSIX shell, for display and for tmux command lines (hank itself
+/// never runs the agent through a shell).
+#[must_use]
+pub fn shell_quote(arg: &str) -> String {
+    if !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c))
+    {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', "'\\''"))
+    }
+}
+
+/// The final one-line explanation.
+pub fn exit_message(reason: ExitReason, state: &State, plan: &Plan) -> String {
+    match reason {
+        ExitReason::ProjectComplete => "the agent signalled completion (EXIT_SIGNAL true, confirmed by recent loops)".into(),
+        ExitReason::PlanComplete => format!("every required fix_plan item is done ({}/{})", plan.done(), plan.total()),
+        ExitReason::TestSaturation => "only tests were run in the last loops: the work looks finished".into(),
+        ExitReason::CircuitOpen => format!(
+            "circuit breaker OPEN: {} (after fixing the cause: `hank reset circuit`)",
+            state.breaker.reason
+        ),
+        ExitReason::PermissionDenied => "the agent was denied tools in consecutive loops; add what it needs to ALLOWED_TOOLS in .hankrc".into(),
+        ExitReason::AgentFatal => {
+            let last = state.history.last().and_then(|r| r.error_kind).map_or("error", |k| k.as_str());
+            format!("the agent cannot work ({last}); retrying cannot help — see the last loop log")
+        }
+        ExitReason::IntegrityFailure => "a required hank file disappeared (PROMPT.md, fix_plan.md, AGENT.md or .hankrc)".into(),
+        ExitReason::MaxLoops => "MAX_LOOPS reached".into(),
+        ExitReason::CostBudget => "MAX_COST_USD reached".into(),
+        ExitReason::UsageLimit => "the usage limit was reached (ON_USAGE_LIMIT=exit)".into(),
+        ExitReason::SpendLimit => crate::exit::SPEND_LIMIT_MESSAGE.into(),
+        ExitReason::Interrupted => "interrupted; state saved".into(),
+    }
+}
+
+/// Best-effort desktop notification (`notify-send` or `osascript` when present).
+pub fn notify(title: &str, body: &str) {
+    if let Ok(p) = which::which("notify-send") {
+        let _ = std::process::Command::new(p)
+            .arg(title)
+            .arg(body)
+            .stdin(std::process::Stdio::null())
+            .status();
+    } else if let Ok(p) = which::which("osascript") {
+        let script = format!(
+            "display notification {} with title {}",
+            apple_quote(body),
+            apple_quote(title)
+        );
+        let _ = std::process::Command::new(p)
+            .arg("-e")
+            .arg(script)
+            .stdin(std::process::Stdio::null())
+            .status();
+    }
+}
+
+fn apple_quote(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -306,5 +375,23 @@ mod tests {
         assert_eq!(format_secs(0), "0s");
         assert_eq!(format_secs(61), "1m01s");
         assert_eq!(format_secs(3723), "1h02m03s");
+    }
+
+    #[test]
+    fn quoting_for_a_shell() {
+        let cases = [
+            ("", "''"),
+            ("plain", "plain"),
+            ("--allowedTools=Read,Edit", "--allowedTools=Read,Edit"),
+            ("two words", "'two words'"),
+            ("Bash(git *)", "'Bash(git *)'"),
+            ("it's", "'it'\\''s'"),
+            ("$HOME `x` $(y) \\ \" *", "'$HOME `x` $(y) \\ \" *'"),
+            ("''", "''\\'''\\'''"),
+            ("new\nline", "'new\nline'"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(shell_quote(input), want, "{input:?}");
+        }
     }
 }

@@ -31,7 +31,7 @@ use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::{Analysis, ErrorKind, Outcome};
-use crate::budget::add_duration;
+use crate::policy::budget::add_duration;
 use crate::progress::Progress;
 
 /// Most transitions kept in [`Breaker::history`].

@@ -16,10 +16,10 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::{ErrorKind, Outcome, Tokens};
-use crate::breaker::{Breaker, CircuitState};
-use crate::budget::{Ledger, WaitReason};
-use crate::decide::LoopRecord;
 use crate::error::{HankError, Result};
+use crate::policy::breaker::{Breaker, CircuitState};
+use crate::policy::budget::{Ledger, WaitReason};
+use crate::policy::decide::LoopRecord;
 
 /// Current `state.json` schema.
 pub const STATE_SCHEMA: u32 = 1;

@@ -36,10 +36,10 @@ use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::{Analysis, Denial, ErrorKind, Outcome, WorkType};
-use crate::breaker::Breaker;
-use crate::budget::{WaitReason, add_duration};
 use crate::exit::ExitReason;
-use crate::fixplan::Plan;
+use crate::policy::breaker::Breaker;
+use crate::policy::budget::{WaitReason, add_duration};
+use crate::policy::fixplan::Plan;
 use crate::progress::Progress;
 
 /// Loops looked at for the completion-indicator rule.
@@ -475,8 +475,8 @@ pub fn backoff(base_secs: u64, consecutive_failures: u32) -> SignedDuration {
 mod tests {
     use super::*;
     use crate::analysis::{AgentError, StatusBlock, WorkStatus};
-    use crate::breaker::CircuitState;
-    use crate::fixplan;
+    use crate::policy::breaker::CircuitState;
+    use crate::policy::fixplan;
     use proptest::prelude::*;
 
     fn ts(secs: i64) -> Timestamp {

@@ -1,0 +1,28 @@
+//! The signal handler every long-running command shares: SIGINT, SIGTERM and SIGHUP each
+//! raise a counter that the runner and the waits watch (a second Ctrl-C skips the grace).
+
+use tokio::sync::watch;
+
+use crate::error::{HankError, Result};
+
+/// Counts SIGINT/SIGTERM/SIGHUP; the runner and the waits watch the count.
+pub fn install() -> Result<watch::Receiver<u32>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let err =
+        |e: std::io::Error| HankError::Other(format!("failed to install signal handlers: {e}"));
+    let mut int = signal(SignalKind::interrupt()).map_err(err)?;
+    let mut term = signal(SignalKind::terminate()).map_err(err)?;
+    let mut hup = signal(SignalKind::hangup()).map_err(err)?;
+    let (tx, rx) = watch::channel(0u32);
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+                _ = hup.recv() => {}
+            }
+            tx.send_modify(|n| *n += 1);
+        }
+    });
+    Ok(rx)
+}

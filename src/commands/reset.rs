@@ -1,0 +1,53 @@
+//! `hank reset circuit|session` (also `--reset-circuit`, `--reset-session`).
+
+use jiff::Timestamp;
+use serde_json::json;
+
+use crate::cli::ResetWhat;
+use crate::error::{HankError, Result};
+use crate::exit;
+
+use super::{project_dir, require_hank_dir};
+
+/// `hank reset circuit|session`. Refuses while a loop runs (it owns state.json).
+pub fn run(what: ResetWhat) -> Result<u8> {
+    let dir = project_dir()?;
+    let store = require_hank_dir(&dir)?;
+    let _lock = store.lock().map_err(|e| match e {
+        HankError::Usage { message, .. } => {
+            HankError::usage_hint(message, "stop the running loop first (Ctrl-C), then reset")
+        }
+        other => other,
+    })?;
+    let loaded = store.load_state(Timestamp::now())?;
+    let mut state = loaded.state;
+    let msg = match what {
+        ResetWhat::Circuit => {
+            let t = state
+                .breaker
+                .reset(Timestamp::now(), "manual reset (`hank reset circuit`)");
+            if let Some(t) = &t {
+                let line = json!({
+                    "schema_version": crate::store::STATUS_SCHEMA, "type": "circuit_changed",
+                    "at": t.at.to_string(), "from": t.from.as_str(), "to": t.to.as_str(), "reason": t.reason,
+                });
+                store.append_event(&line.to_string())?;
+            }
+            "circuit breaker reset to CLOSED"
+        }
+        ResetWhat::Session => {
+            state.session = None;
+            "session forgotten: the next loop starts a new conversation"
+        }
+    };
+    store.save_state(&state)?;
+    if let Some(mut status) = store.read_status() {
+        status.circuit_state = state.breaker.state;
+        status.circuit_reason = state.breaker.reason.clone();
+        status.session_id = state.session.as_ref().map(|s| s.id.clone());
+        status.updated_at = Timestamp::now();
+        store.write_status(&status)?;
+    }
+    eprintln!("hank: {msg}");
+    Ok(exit::OK)
+}

@@ -1,0 +1,192 @@
+//! `hank` / `hank run`: checks the project and the client, then runs the loop
+//! ([`crate::engine`]); `--dry-run` prints the call it would make; `--monitor` starts the tmux
+//! session instead.
+
+use std::ffi::OsString;
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use serde_json::json;
+
+use crate::agent::argv::{self, ArgvInput};
+use crate::cli::RunArgs;
+use crate::engine;
+use crate::error::{HankError, Result};
+use crate::policy::fixplan;
+use crate::report::shell_quote;
+use crate::settings::{self, AgentCommand, Settings};
+use crate::store::{State, Store};
+
+/// `hank run` (and bare `hank`); `args` is the whole command line, forwarded by `--monitor`.
+pub fn run(run: &RunArgs, args: &[OsString]) -> Result<u8> {
+    if run.monitor {
+        let mut rest: Vec<OsString> = args.iter().skip(1).cloned().collect();
+        if rest.first().is_some_and(|a| a.as_os_str() == "run") {
+            rest.remove(0);
+        }
+        let forwarded: Vec<OsString> = rest
+            .into_iter()
+            .filter(|a| a.as_os_str() != "--monitor")
+            .collect();
+        return crate::monitor::launch_tmux(&forwarded);
+    }
+    let project_dir = std::env::current_dir()
+        .map_err(|e| HankError::Other(format!("cannot read the current directory: {e}")))?;
+    check_layout(&project_dir)?;
+    let settings = settings::load(run, &project_dir)?;
+    check_required_files(&settings)?;
+    let agent = settings::resolve_agent(&settings.claude_cmd, &project_dir)?;
+    if settings.dry_run {
+        return dry_run(&settings, &agent);
+    }
+    let notes = check_client(&agent)?;
+    engine::start(settings, agent, notes)
+}
+
+/// Asks the client for its version once per run: a release older than the oldest tested
+/// one is refused (exit 1, with the upgrade command); a newer or unreadable one runs with a
+/// warning. Also names the client settings hank removes from the agent's environment.
+fn check_client(agent: &AgentCommand) -> Result<Vec<String>> {
+    use crate::agent::client::{self, Support, Version};
+    let range = client::tested_range();
+    let mut notes = Vec::new();
+    match client::probe(&agent.program, &agent.leading_args, Duration::from_secs(10)) {
+        Ok(line) => match Version::parse(&line) {
+            Some(v) => match range.support(v) {
+                Support::TooOld => {
+                    return Err(HankError::usage_hint(
+                        format!(
+                            "{} is Claude Code {v}, older than the oldest supported release {}",
+                            agent.program.display(),
+                            range.oldest
+                        ),
+                        format!(
+                            "upgrade it: {} (or `claude update`), or point --claude-cmd / \
+                             CLAUDE_CODE_CMD at a newer client",
+                            client::UPGRADE_COMMAND
+                        ),
+                    ));
+                }
+                Support::Newer => notes.push(range.describe(v)),
+                Support::Tested => {}
+            },
+            None => notes.push(format!(
+                "{} --version printed {line:?}, not a Claude Code version; \
+                 hank is tested with {}–{}",
+                agent.program.display(),
+                range.oldest,
+                range.newest
+            )),
+        },
+        Err(why) => notes.push(format!(
+            "could not read the client's version ({why}); hank is tested with {}–{}",
+            range.oldest, range.newest
+        )),
+    }
+    for key in client::ENV_REMOVED {
+        if std::env::var_os(key).is_some() {
+            notes.push(format!(
+                "{key} is set: removed from the agent's environment (the client would sleep \
+                 through usage limits inside hank's timeout; hank waits for them itself, visibly)"
+            ));
+        }
+    }
+    Ok(notes)
+}
+
+/// A flat layout (root PROMPT.md + fix_plan.md) without `.hank/`: the user must migrate.
+fn check_layout(dir: &Path) -> Result<()> {
+    if dir.join(".hank").is_dir() {
+        return Ok(());
+    }
+    let flat = dir.join("PROMPT.md").is_file()
+        && (dir.join("fix_plan.md").is_file() || dir.join("@fix_plan.md").is_file());
+    if flat {
+        return Err(HankError::usage_hint(
+            "this project uses the old flat layout (PROMPT.md and fix_plan.md at the root)",
+            "run `hank migrate` to move them into .hank/",
+        ));
+    }
+    Err(HankError::usage_hint(
+        format!("{} is not a hank project (no .hank/ folder)", dir.display()),
+        "run `hank enable` here, or `hank setup NAME` for a new project",
+    ))
+}
+
+fn check_required_files(s: &Settings) -> Result<()> {
+    let missing = engine::missing_files(s);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = missing.iter().map(|p| p.display().to_string()).collect();
+    Err(HankError::usage_hint(
+        format!("missing required file(s): {}", list.join(", ")),
+        "run `hank enable` to create them (existing files are kept)",
+    ))
+}
+
+/// `--dry-run`: builds the agent command and prompt for one loop, calls nothing.
+fn dry_run(s: &Settings, agent: &AgentCommand) -> Result<u8> {
+    let store = Store::new(&s.project_dir);
+    let now = Timestamp::now();
+    let state: State = fs::read(store.state_path())
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    let plan_text = engine::read_text(&s.project_dir.join(".hank/fix_plan.md")).unwrap_or_default();
+    let plan = fixplan::parse(&plan_text, &s.optional_sections.value);
+    let prompt_path = s.prompt_path();
+    let prompt =
+        fs::read(&prompt_path).map_err(|e| HankError::io("failed to read", &prompt_path, e))?;
+    let resume = engine::usable_session(&state, s, now).map(|x| x.id.clone());
+    let context = engine::context_for(&state, &plan, state.loop_count + 1);
+    let args = argv::build_argv(&ArgvInput {
+        leading_args: &agent.leading_args,
+        output_format: s.output_format.value,
+        live: s.live.value,
+        resume: resume.as_deref(),
+        model: s.model.value.as_deref(),
+        permission_mode: s.permission_mode.value.as_deref(),
+        allowed_tools: &s.allowed_tools.value,
+    });
+    let stdin = argv::compose_stdin(&context, &prompt);
+    let mut out = std::io::stdout().lock();
+    let settings: Vec<serde_json::Value> = s
+        .describe()
+        .into_iter()
+        .map(|(k, v, src)| json!({"key": k, "value": v, "source": src}))
+        .collect();
+    let written = if s.json {
+        let obj = json!({
+            "program": agent.program.display().to_string(),
+            "args": args,
+            "stdin": String::from_utf8_lossy(&stdin),
+            "context_bytes": context.len(),
+            "settings": settings,
+        });
+        writeln!(out, "{obj}")
+    } else {
+        let mut cmd = vec![shell_quote(&agent.program.display().to_string())];
+        cmd.extend(args.iter().map(|a| shell_quote(a)));
+        let mut text = String::new();
+        text.push_str("# agent command (no shell is used; quoted here for reading)\n");
+        text.push_str(&cmd.join(" "));
+        text.push_str(&format!(
+            "\n\n# stdin: the loop context ({} bytes), then {} ({} bytes)\n",
+            context.len(),
+            prompt_path.display(),
+            prompt.len()
+        ));
+        text.push_str(&String::from_utf8_lossy(&stdin));
+        text.push_str("\n# settings\n");
+        for (k, v, src) in s.describe() {
+            text.push_str(&format!("{k:<32} {v:<24} ({src})\n"));
+        }
+        write!(out, "{text}")
+    };
+    written.map_err(|e| HankError::Other(format!("failed to write to stdout: {e}")))?;
+    Ok(crate::exit::OK)
+}

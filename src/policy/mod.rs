@@ -1,0 +1,10 @@
+//! The loop's rules, as pure functions and state machines over plain data. **[pure]**
+//!
+//! Nothing here reads the clock, touches files or spawns processes: time, file contents and
+//! facts about the run are arguments. The compiler keeps it so: `clippy.toml` disallows the
+//! clock, `std::fs`, `std::process` and tokio, and this module denies those lints.
+
+pub mod breaker;
+pub mod budget;
+pub mod decide;
+pub mod fixplan;
