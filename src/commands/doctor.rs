@@ -41,7 +41,7 @@ fn version_of(program: &Path, args: &[String]) -> Option<String> {
 pub fn run(args: &cli::DoctorArgs) -> Result<u8> {
     let dir = project_dir()?;
     let mut checks = Vec::new();
-    let settings = settings::load(&cli::RunArgs::default(), &dir);
+    let settings = settings::load(&settings::Flags::default(), &dir);
     match &settings {
         Ok(s) => {
             match settings::resolve_agent(&s.claude_cmd, &dir) {

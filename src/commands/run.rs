@@ -36,7 +36,7 @@ pub fn run(run: &RunArgs, args: &[OsString]) -> Result<u8> {
     let project_dir = std::env::current_dir()
         .map_err(|e| HankError::Other(format!("cannot read the current directory: {e}")))?;
     check_layout(&project_dir)?;
-    let settings = settings::load(run, &project_dir)?;
+    let settings = settings::load(&run.into(), &project_dir)?;
     check_required_files(&settings)?;
     let agent = settings::resolve_agent(&settings.claude_cmd, &project_dir)?;
     if settings.dry_run {
@@ -189,4 +189,32 @@ fn dry_run(s: &Settings, agent: &AgentCommand) -> Result<u8> {
     };
     written.map_err(|e| HankError::Other(format!("failed to write to stdout: {e}")))?;
     Ok(crate::exit::OK)
+}
+
+impl From<&RunArgs> for settings::Flags {
+    fn from(a: &RunArgs) -> Self {
+        Self {
+            calls: a.calls.clone(),
+            max_tokens_per_hour: a.max_tokens_per_hour.clone(),
+            prompt: a.prompt.clone(),
+            timeout: a.timeout.clone(),
+            live: a.live,
+            verbose: a.verbose,
+            output_format: a.output_format.clone(),
+            allowed_tools: a.allowed_tools.clone(),
+            permission_mode: a.permission_mode.clone(),
+            model: a.model.clone(),
+            no_continue: a.no_continue,
+            session_expiry: a.session_expiry.clone(),
+            max_loops: a.max_loops.clone(),
+            max_cost: a.max_cost.clone(),
+            on_usage_limit: a.on_usage_limit.clone(),
+            claude_cmd: a.claude_cmd.clone(),
+            auto_reset_circuit: a.auto_reset_circuit,
+            dry_run: a.dry_run,
+            notify: a.notify,
+            json: a.json,
+            monitor: a.monitor,
+        }
+    }
 }

@@ -1322,11 +1322,11 @@ fn import(cwd: &Path, args: &ImportArgs, ctx: &mut Ctx) -> Result<ImportReport> 
     let agent = if args.no_ai {
         None
     } else {
-        let run_args = crate::cli::RunArgs {
+        let run_args = crate::settings::Flags {
             claude_cmd: args.claude_cmd.clone(),
             timeout: args.timeout.clone(),
             model: args.model.clone(),
-            ..crate::cli::RunArgs::default()
+            ..crate::settings::Flags::default()
         };
         let settings = settings::load(&run_args, &base)?;
         match settings::resolve_agent(&settings.claude_cmd, &base) {

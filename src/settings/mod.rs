@@ -7,12 +7,15 @@
 //! never hands it to a shell. Resolution ([`resolve`]) is pure: the caller passes the flags,
 //! an environment lookup and the `.hankrc` text, which keeps it testable with tables.
 
+pub mod flags;
+
+pub use flags::Flags;
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::cli::RunArgs;
 use crate::error::{HankError, Result};
 use crate::policy::breaker::BreakerConfig;
 use crate::policy::budget::BudgetLimits;
@@ -763,7 +766,7 @@ const PERMISSION_MODES: &[&str] = &[
 ];
 
 /// Resolves every setting from the flags and the layers. Pure.
-pub fn resolve(args: &RunArgs, project_dir: &Path, layers: Layers<'_>) -> Result<Settings> {
+pub fn resolve(args: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<Settings> {
     let r = Resolver { layers };
     let prompt_file = r.get(
         "PROMPT_FILE",
@@ -988,7 +991,7 @@ pub fn resolve(args: &RunArgs, project_dir: &Path, layers: Layers<'_>) -> Result
 }
 
 /// Reads `.hankrc` (if any) and the real environment, and resolves the settings.
-pub fn load(args: &RunArgs, project_dir: &Path) -> Result<Settings> {
+pub fn load(args: &Flags, project_dir: &Path) -> Result<Settings> {
     let rc_path = project_dir.join(".hankrc");
     let rc = read_hankrc(&rc_path)?;
     let env = |k: &str| std::env::var(k).ok();
@@ -1084,7 +1087,7 @@ pub fn resolve_agent(cmd: &Sourced<String>, project_dir: &Path) -> Result<AgentC
 mod tests {
     use super::*;
 
-    fn resolve_with(args: &RunArgs, env: &[(&str, &str)], rc: &str) -> Result<Settings> {
+    fn resolve_with(args: &Flags, env: &[(&str, &str)], rc: &str) -> Result<Settings> {
         let path = PathBuf::from("/p/.hankrc");
         let rc = parse_hankrc(rc, &path)?;
         let env: Vec<(String, String)> = env
@@ -1106,22 +1109,22 @@ mod tests {
     #[test]
     fn precedence_flag_env_rc_default() {
         let rc = "MAX_CALLS_PER_HOUR=\"10\"\n";
-        let s = resolve_with(&RunArgs::default(), &[], "").unwrap();
+        let s = resolve_with(&Flags::default(), &[], "").unwrap();
         assert_eq!(s.max_calls_per_hour.value, 100);
         assert_eq!(s.max_calls_per_hour.source, Source::Default);
-        let s = resolve_with(&RunArgs::default(), &[], rc).unwrap();
+        let s = resolve_with(&Flags::default(), &[], rc).unwrap();
         assert_eq!(
             (s.max_calls_per_hour.value, s.max_calls_per_hour.source),
             (10, Source::Hankrc { line: 1 })
         );
-        let s = resolve_with(&RunArgs::default(), &[("MAX_CALLS_PER_HOUR", "20")], rc).unwrap();
+        let s = resolve_with(&Flags::default(), &[("MAX_CALLS_PER_HOUR", "20")], rc).unwrap();
         assert_eq!(
             (s.max_calls_per_hour.value, s.max_calls_per_hour.source),
             (20, Source::Env)
         );
-        let args = RunArgs {
+        let args = Flags {
             calls: Some("30".into()),
-            ..RunArgs::default()
+            ..Flags::default()
         };
         let s = resolve_with(&args, &[("MAX_CALLS_PER_HOUR", "20")], rc).unwrap();
         assert_eq!(
@@ -1132,13 +1135,13 @@ mod tests {
 
     #[test]
     fn bool_flags_beat_env_and_rc() {
-        let s = resolve_with(&RunArgs::default(), &[], "CB_AUTO_RESET=yes\n").unwrap();
+        let s = resolve_with(&Flags::default(), &[], "CB_AUTO_RESET=yes\n").unwrap();
         assert!(s.auto_reset_circuit.value);
-        let s = resolve_with(&RunArgs::default(), &[("SESSION_CONTINUITY", "false")], "").unwrap();
+        let s = resolve_with(&Flags::default(), &[("SESSION_CONTINUITY", "false")], "").unwrap();
         assert!(!s.session_continuity.value);
-        let args = RunArgs {
+        let args = Flags {
             no_continue: true,
-            ..RunArgs::default()
+            ..Flags::default()
         };
         let s = resolve_with(&args, &[("SESSION_CONTINUITY", "true")], "").unwrap();
         assert!(!s.session_continuity.value);
@@ -1146,81 +1149,71 @@ mod tests {
 
     #[test]
     fn invalid_values_name_their_origin() {
-        type Case<'a> = (RunArgs, &'a [(&'a str, &'a str)], &'a str, &'a str);
+        type Case<'a> = (Flags, &'a [(&'a str, &'a str)], &'a str, &'a str);
         let cases: &[Case<'_>] = &[
             (
-                RunArgs {
+                Flags {
                     calls: Some("lots".into()),
-                    ..RunArgs::default()
+                    ..Flags::default()
                 },
                 &[],
                 "",
                 "--calls",
             ),
             (
-                RunArgs::default(),
+                Flags::default(),
                 &[("MAX_LOOPS", "-1")],
                 "",
                 "environment variable MAX_LOOPS",
             ),
             (
-                RunArgs::default(),
+                Flags::default(),
                 &[],
                 "# c\nCLAUDE_TIMEOUT_MINUTES=\"0\"\n",
                 "/p/.hankrc line 2",
             ),
             (
-                RunArgs {
+                Flags {
                     timeout: Some("5x".into()),
-                    ..RunArgs::default()
+                    ..Flags::default()
                 },
                 &[],
                 "",
                 "--timeout",
             ),
             (
-                RunArgs::default(),
+                Flags::default(),
                 &[],
                 "ON_USAGE_LIMIT=sometimes\n",
                 "line 1",
             ),
             (
-                RunArgs {
+                Flags {
                     permission_mode: Some("yolo".into()),
-                    ..RunArgs::default()
+                    ..Flags::default()
                 },
                 &[],
                 "",
                 "--permission-mode",
             ),
             (
-                RunArgs::default(),
+                Flags::default(),
                 &[],
                 "\n\nMAX_CALL_PER_HOUR=5\n",
                 "line 3: unknown key MAX_CALL_PER_HOUR",
             ),
+            (Flags::default(), &[], "MAX_LOOPS\n", "line 1: expected KEY"),
+            (Flags::default(), &[], "MAX_LOOPS=\"5\n", "missing closing"),
             (
-                RunArgs::default(),
-                &[],
-                "MAX_LOOPS\n",
-                "line 1: expected KEY",
-            ),
-            (
-                RunArgs::default(),
-                &[],
-                "MAX_LOOPS=\"5\n",
-                "missing closing",
-            ),
-            (
-                RunArgs::default(),
+                Flags::default(),
                 &[],
                 "CLAUDE_MODEL=$(rm -rf ~)\n",
                 "not expanded by a shell",
             ),
             (
-                RunArgs {
+                Flags {
                     max_cost: Some("nan".into()),
-                    ..RunArgs::default()
+                    ..Flags::default()
                 },
                 &[],
                 "",
@@ -1288,7 +1281,7 @@ mod tests {
 
     #[test]
     fn defaults_match_the_key_table() {
-        let s = resolve_with(&RunArgs::default(), &[], "").unwrap();
+        let s = resolve_with(&Flags::default(), &[], "").unwrap();
         assert_eq!(s.timeout.value, Duration::from_secs(900));
         assert_eq!(s.cb_no_progress.value, 3);
         assert_eq!(s.cb_same_error.value, 5);
