@@ -237,7 +237,7 @@ fn monitor_flag_runs_the_loop_in_tmux_and_ends_with_it() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(
         stdout(&out).trim(),
-        "tmux attach -t 'proj'",
+        "tmux attach -t proj",
         "{}",
         stderr(&out)
     );
