@@ -5,15 +5,20 @@
 //! outcome by content, never by the exit code alone (see `../shared/design/claude-contract.md`).
 //! No clock, no processes, no file I/O: time and the run facts are passed in.
 
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
+
 mod classify;
 mod derive;
 mod live;
 mod parse;
 mod reset;
 mod status;
+// The tests read fixtures and measure time; the code under test does neither.
 #[cfg(test)]
+#[allow(clippy::disallowed_methods, clippy::disallowed_types)]
 mod table_tests;
 #[cfg(test)]
+#[allow(clippy::disallowed_methods, clippy::disallowed_types)]
 mod tests;
 
 use std::io::BufRead;

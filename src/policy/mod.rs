@@ -4,6 +4,8 @@
 //! facts about the run are arguments. The compiler keeps it so: `clippy.toml` disallows the
 //! clock, `std::fs`, `std::process` and tokio, and this module denies those lints.
 
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
+
 pub mod breaker;
 pub mod budget;
 pub mod decide;
