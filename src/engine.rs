@@ -31,6 +31,7 @@ use crate::policy::breaker::{CircuitState, Transition};
 use crate::policy::budget::{BudgetCheck, WaitReason};
 use crate::policy::decide::{self, AfterLoop, Decision};
 use crate::policy::fixplan::{self, Plan};
+use crate::policy::time::Clock;
 use crate::progress;
 use crate::report::{DisplayMode, LoopSummary, Reporter};
 use crate::settings::{AgentCommand, Settings};
@@ -61,7 +62,12 @@ pub(crate) fn missing_files(s: &Settings) -> Vec<PathBuf> {
 
 /// Runs the loop until it stops: `settings` resolved, `agent` found and checked, `notes`
 /// (warnings found before the loop) reported once the event log is open.
-pub fn start(settings: Settings, agent: AgentCommand, notes: Vec<String>) -> Result<u8> {
+pub fn start(
+    settings: Settings,
+    agent: AgentCommand,
+    notes: Vec<String>,
+    clock: Box<dyn Clock>,
+) -> Result<u8> {
     let store = Store::new(&settings.project_dir);
     store.ensure_dirs()?;
     let lock = store.lock()?;
@@ -71,7 +77,7 @@ pub fn start(settings: Settings, agent: AgentCommand, notes: Vec<String>) -> Res
         .map_err(|e| HankError::Other(format!("failed to start the async runtime: {e}")))?;
     runtime.block_on(async move {
         let cancel = crate::agent::signals::install()?;
-        let mut engine = Engine::new(settings, agent, store, cancel, lock)?;
+        let mut engine = Engine::new(settings, agent, store, cancel, lock, clock)?;
         for note in notes {
             engine.warn(&note);
         }
@@ -147,6 +153,7 @@ struct Engine {
     lock: LockGuard,
     /// The login expiry last warned about (once per expiry time).
     credential_warned: Option<Timestamp>,
+    clock: Box<dyn Clock>,
 }
 
 impl Engine {
@@ -156,10 +163,12 @@ impl Engine {
         store: Store,
         cancel: watch::Receiver<u32>,
         lock: LockGuard,
+        clock: Box<dyn Clock>,
     ) -> Result<Self> {
         let reporter = Reporter::new(DisplayMode::detect(), s.verbose.value);
-        let mut loaded = store.load_state(Timestamp::now())?;
-        loaded.state.ledger.prune(Timestamp::now());
+        let now = clock.now();
+        let mut loaded = store.load_state(now)?;
+        loaded.state.ledger.prune(now);
         let mut engine = Self {
             s,
             agent,
@@ -175,6 +184,7 @@ impl Engine {
             secrets: crate::agent::redact::secret_values(),
             lock,
             credential_warned: None,
+            clock,
         };
         if let Some((pgid, ticks)) = engine.lock.orphaned_agent() {
             if process::stop_orphan_group(pgid, ticks) {
@@ -203,7 +213,7 @@ impl Engine {
 
     fn warn(&mut self, msg: &str) {
         self.reporter.warn(msg);
-        self.store.log(Timestamp::now(), &format!("warning: {msg}"));
+        self.store.log(self.clock.now(), &format!("warning: {msg}"));
         let _ = self.emit("warning", json!({ "message": msg }));
     }
 
@@ -212,7 +222,7 @@ impl Engine {
         let mut obj = json!({
             "schema_version": STATUS_SCHEMA,
             "type": kind,
-            "at": Timestamp::now().to_string(),
+            "at": self.clock.now().to_string(),
         });
         if let (Some(map), serde_json::Value::Object(extra)) = (obj.as_object_mut(), fields) {
             map.extend(extra);
@@ -239,7 +249,7 @@ impl Engine {
     }
 
     fn status(&self, run_state: RunState, exit: Option<ExitReason>) -> Status {
-        let now = Timestamp::now();
+        let now = self.clock.now();
         let limits = self.s.budget_limits();
         let next_call_at = self.state.ledger.next_free_at(now, &limits);
         Status {
@@ -293,14 +303,14 @@ impl Engine {
                     "exit",
                     json!({"exit_reason": null, "exit_code": crate::exit::ERROR, "message": err.to_string()}),
                 );
-                self.store.log(Timestamp::now(), &format!("failed: {err}"));
+                self.store.log(self.clock.now(), &format!("failed: {err}"));
                 Err(err)
             }
         }
     }
 
     async fn run_loop(&mut self) -> Result<ExitReason> {
-        let now = Timestamp::now();
+        let now = self.clock.now();
         self.store.log(
             now,
             &format!("hank run started (pid {})", std::process::id()),
@@ -352,7 +362,7 @@ impl Engine {
                 return Ok(ExitReason::CircuitOpen);
             }
             // 4. budget
-            let now = Timestamp::now();
+            let now = self.clock.now();
             if let BudgetCheck::Wait { until, reason } =
                 self.state.ledger.check(now, &self.s.budget_limits())
             {
@@ -366,7 +376,9 @@ impl Engine {
                 Decision::Continue | Decision::RetryWithoutSession => {
                     let delay = self.s.loop_delay_seconds.value;
                     if delay > 0 {
-                        let until = Timestamp::now()
+                        let until = self
+                            .clock
+                            .now()
                             .checked_add(SignedDuration::from_secs(
                                 i64::try_from(delay).unwrap_or(i64::MAX),
                             ))
@@ -388,7 +400,7 @@ impl Engine {
 
     /// Steps 5–9 for one loop; returns the decision.
     async fn one_loop(&mut self, plan_before: String) -> Result<Decision> {
-        let now = Timestamp::now();
+        let now = self.clock.now();
         self.state.loop_count += 1;
         let number = self.state.loop_count;
         self.loops_this_run += 1;
@@ -487,7 +499,7 @@ impl Engine {
             interrupted: outcome.interrupted,
         };
         // Reset times printed without a zone ("resets 7pm") are in the machine's local zone.
-        let clock = analysis::Clock::new(Timestamp::now(), jiff::tz::TimeZone::system());
+        let clock = analysis::Clock::new(self.clock.now(), jiff::tz::TimeZone::system());
         let mut analysis = match fs::File::open(&stdout_log) {
             Ok(f) => analysis::analyze_in(BufReader::new(f), &outcome.stderr_head, &facts, &clock),
             Err(_) => analysis::analyze_bytes_in(b"", &outcome.stderr_head, &facts, &clock),
@@ -528,7 +540,7 @@ impl Engine {
         self.plan = fixplan::parse(&plan_after, &self.s.optional_sections.value);
 
         // 7. fold
-        let now = Timestamp::now();
+        let now = self.clock.now();
         self.fold(number, now, resume.as_deref(), &analysis, &progress)?;
         let dcfg = self.s.decide_config();
         self.state.consecutive_failures = self.state.breaker.failure_streak;
@@ -720,7 +732,7 @@ impl Engine {
             .trim_matches('"')
             .to_string();
         self.store.log(
-            Timestamp::now(),
+            self.clock.now(),
             &format!(
                 "loop {number} finished: {outcome}{} · {} file(s) changed · ${:.4}",
                 a.error_kind()
@@ -761,7 +773,7 @@ impl Engine {
             json!({"reason": reason.as_str(), "until": until.to_string()}),
         )?;
         self.store.log(
-            Timestamp::now(),
+            self.clock.now(),
             &format!("waiting ({}) until {until}", reason.as_str()),
         );
         let waited = self.sleep_until_with_ticks(reason, until).await;
@@ -775,7 +787,7 @@ impl Engine {
 
     async fn sleep_until_with_ticks(&mut self, reason: WaitReason, until: Timestamp) -> Waited {
         loop {
-            let now = Timestamp::now();
+            let now = self.clock.now();
             if now >= until {
                 return Waited::Done;
             }
@@ -799,7 +811,7 @@ impl Engine {
     }
 
     async fn sleep_until(&mut self, until: Timestamp) -> Waited {
-        let left = until.duration_since(Timestamp::now());
+        let left = until.duration_since(self.clock.now());
         let step = Duration::try_from(left).unwrap_or(Duration::ZERO);
         tokio::select! {
             () = tokio::time::sleep(step) => Waited::Done,
@@ -808,7 +820,7 @@ impl Engine {
     }
 
     fn finish(&mut self, reason: ExitReason) -> Result<u8> {
-        let now = Timestamp::now();
+        let now = self.clock.now();
         if matches!(
             reason,
             ExitReason::ProjectComplete

@@ -28,6 +28,7 @@
 pub mod agent;
 pub mod analysis;
 pub mod cli;
+pub mod clock;
 pub mod commands;
 pub mod engine;
 pub mod error;

@@ -1,6 +1,7 @@
 //! `hank reset circuit|session` (also `--reset-circuit`, `--reset-session`).
 
-use jiff::Timestamp;
+use crate::clock::SystemClock;
+use crate::policy::time::Clock;
 use serde_json::json;
 
 use crate::cli::ResetWhat;
@@ -13,19 +14,20 @@ use super::{project_dir, require_hank_dir};
 pub fn run(what: ResetWhat) -> Result<u8> {
     let dir = project_dir()?;
     let store = require_hank_dir(&dir)?;
+    let now = SystemClock::from_env()?.now();
     let _lock = store.lock().map_err(|e| match e {
         HankError::Usage { message, .. } => {
             HankError::usage_hint(message, "stop the running loop first (Ctrl-C), then reset")
         }
         other => other,
     })?;
-    let loaded = store.load_state(Timestamp::now())?;
+    let loaded = store.load_state(now)?;
     let mut state = loaded.state;
     let msg = match what {
         ResetWhat::Circuit => {
             let t = state
                 .breaker
-                .reset(Timestamp::now(), "manual reset (`hank reset circuit`)");
+                .reset(now, "manual reset (`hank reset circuit`)");
             if let Some(t) = &t {
                 let line = json!({
                     "schema_version": crate::store::STATUS_SCHEMA, "type": "circuit_changed",
@@ -45,7 +47,7 @@ pub fn run(what: ResetWhat) -> Result<u8> {
         status.circuit_state = state.breaker.state;
         status.circuit_reason = state.breaker.reason.clone();
         status.session_id = state.session.as_ref().map(|s| s.id.clone());
-        status.updated_at = Timestamp::now();
+        status.updated_at = now;
         store.write_status(&status)?;
     }
     eprintln!("hank: {msg}");

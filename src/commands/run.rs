@@ -8,14 +8,15 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
-use jiff::Timestamp;
 use serde_json::json;
 
 use crate::agent::argv::{self, ArgvInput};
 use crate::cli::RunArgs;
+use crate::clock::SystemClock;
 use crate::engine;
 use crate::error::{HankError, Result};
 use crate::policy::fixplan;
+use crate::policy::time::Clock;
 use crate::report::shell_quote;
 use crate::settings::{self, AgentCommand, Settings};
 use crate::store::{State, Store};
@@ -42,8 +43,9 @@ pub fn run(run: &RunArgs, args: &[OsString]) -> Result<u8> {
     if settings.dry_run {
         return dry_run(&settings, &agent);
     }
+    let clock = SystemClock::from_env()?;
     let notes = check_client(&agent)?;
-    engine::start(settings, agent, notes)
+    engine::start(settings, agent, notes, Box::new(clock))
 }
 
 /// Asks the client for its version once per run: a release older than the oldest tested
@@ -131,7 +133,7 @@ fn check_required_files(s: &Settings) -> Result<()> {
 /// `--dry-run`: builds the agent command and prompt for one loop, calls nothing.
 fn dry_run(s: &Settings, agent: &AgentCommand) -> Result<u8> {
     let store = Store::new(&s.project_dir);
-    let now = Timestamp::now();
+    let now = SystemClock::from_env()?.now();
     let state: State = fs::read(store.state_path())
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())

@@ -10,3 +10,4 @@ pub mod breaker;
 pub mod budget;
 pub mod decide;
 pub mod fixplan;
+pub mod time;

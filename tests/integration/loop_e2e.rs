@@ -318,6 +318,46 @@ fn an_always_failing_agent_opens_the_circuit_after_the_failure_threshold() {
     assert_eq!(p.calls(), 5);
 }
 
+/// With `HANK_NOW` (the process clock's test hook) a restart "31 minutes later" finds the
+/// cooldown over: the OPEN circuit becomes HALF_OPEN and gets one trial loop — no sleeping.
+#[test]
+fn cooldown_passes_on_a_later_start_without_sleeping() {
+    let p = Project::new(&["a"]);
+    p.git_init();
+    let t0 = jiff::Timestamp::now();
+    let o = p.cmd().env("HANK_NOW", t0.to_string()).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(p.status()["circuit_state"], "OPEN");
+    // 10 minutes later: still cooling down, nothing is called.
+    let later = |mins: i64| (t0 + jiff::SignedDuration::from_mins(mins)).to_string();
+    let o = p.cmd().env("HANK_NOW", later(10)).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(p.calls(), 3);
+    // 31 minutes later: one trial loop in HALF_OPEN (it makes no progress either: OPEN again).
+    p.fake("effect.sh", "date +%s%N >> progress.txt\n");
+    let o = p
+        .cmd()
+        .env("HANK_NOW", later(31))
+        .args(["--max-loops", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert_eq!(p.calls(), 4);
+    let err = stderr(&o);
+    assert!(err.contains("OPEN → HALF_OPEN"), "{err}");
+    let transitions: Vec<serde_json::Value> = p
+        .events()
+        .into_iter()
+        .filter(|e| e["type"] == "circuit_changed")
+        .collect();
+    let at: jiff::Timestamp = transitions.last().unwrap()["at"].as_str().unwrap().parse().unwrap();
+    assert!(at.duration_since(t0) >= jiff::SignedDuration::from_mins(31), "{at}");
+    // A bad HANK_NOW is named.
+    let o = p.cmd().env("HANK_NOW", "yesterday").output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("invalid HANK_NOW"), "{}", stderr(&o));
+}
+
 #[test]
 fn no_progress_opens_the_circuit_after_three_loops() {
     let p = Project::new(&["a"]);

@@ -1,0 +1,52 @@
+//! Time as an input. **[pure]**
+//!
+//! Every rule that depends on time takes a `now: Timestamp` argument; the loop gets it from a
+//! [`Clock`]. The wall clock (`crate::clock::SystemClock`) is the only implementation that
+//! reads real time; tests use [`FixedClock`] or set `HANK_NOW` for a whole `hank` process.
+
+use std::cell::Cell;
+
+use jiff::{SignedDuration, Timestamp};
+
+/// Where "now" comes from.
+pub trait Clock {
+    /// The current time.
+    fn now(&self) -> Timestamp;
+}
+
+/// A clock that says what it is told: for tests of time-dependent sequences.
+#[derive(Debug)]
+pub struct FixedClock(Cell<Timestamp>);
+
+impl FixedClock {
+    #[must_use]
+    pub fn new(at: Timestamp) -> Self {
+        Self(Cell::new(at))
+    }
+
+    /// Moves the clock forward (or back, with a negative duration).
+    pub fn advance(&self, by: SignedDuration) {
+        let t = self.0.get();
+        self.0.set(t.checked_add(by).unwrap_or(t));
+    }
+}
+
+impl Clock for FixedClock {
+    fn now(&self) -> Timestamp {
+        self.0.get()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_clock_moves_only_when_told() {
+        let start: Timestamp = "2026-11-24T00:00:00Z".parse().unwrap();
+        let c = FixedClock::new(start);
+        assert_eq!(c.now(), start);
+        c.advance(SignedDuration::from_mins(31));
+        assert_eq!(c.now().duration_since(start), SignedDuration::from_mins(31));
+    }
+}
