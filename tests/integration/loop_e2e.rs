@@ -350,8 +350,15 @@ fn cooldown_passes_on_a_later_start_without_sleeping() {
         .into_iter()
         .filter(|e| e["type"] == "circuit_changed")
         .collect();
-    let at: jiff::Timestamp = transitions.last().unwrap()["at"].as_str().unwrap().parse().unwrap();
-    assert!(at.duration_since(t0) >= jiff::SignedDuration::from_mins(31), "{at}");
+    let at: jiff::Timestamp = transitions.last().unwrap()["at"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        at.duration_since(t0) >= jiff::SignedDuration::from_mins(31),
+        "{at}"
+    );
     // A bad HANK_NOW is named.
     let o = p.cmd().env("HANK_NOW", "yesterday").output().unwrap();
     assert_eq!(o.status.code(), Some(1));
