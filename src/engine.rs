@@ -19,7 +19,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use serde_json::json;
 use tokio::sync::watch;
 
 use crate::agent::argv::{self, ArgvInput, ContextInput};
@@ -35,9 +34,10 @@ use crate::policy::time::Clock;
 use crate::progress;
 use crate::report::{DisplayMode, LoopSummary, Reporter};
 use crate::settings::{AgentCommand, Settings};
+use crate::store::schema::AgentFinished;
 use crate::store::{
-    HISTORY_LEN, LastLoop, LockGuard, PlanCounts, RunState, STATUS_SCHEMA, Session, State, Status,
-    Store,
+    Event, EventKind, HISTORY_LEN, LastLoop, LockGuard, PlanCounts, RunState, STATUS_SCHEMA,
+    Session, State, Status, Store,
 };
 
 /// Time between SIGTERM and SIGKILL when stopping the agent.
@@ -214,20 +214,14 @@ impl Engine {
     fn warn(&mut self, msg: &str) {
         self.reporter.warn(msg);
         self.store.log(self.clock.now(), &format!("warning: {msg}"));
-        let _ = self.emit("warning", json!({ "message": msg }));
+        let _ = self.emit(EventKind::Warning {
+            message: msg.to_string(),
+        });
     }
 
     /// Writes an event to events.jsonl, and to stdout with `--json`.
-    fn emit(&self, kind: &str, fields: serde_json::Value) -> Result<()> {
-        let mut obj = json!({
-            "schema_version": STATUS_SCHEMA,
-            "type": kind,
-            "at": self.clock.now().to_string(),
-        });
-        if let (Some(map), serde_json::Value::Object(extra)) = (obj.as_object_mut(), fields) {
-            map.extend(extra);
-        }
-        let line = obj.to_string();
+    fn emit(&self, kind: EventKind) -> Result<()> {
+        let line = Event::new(self.clock.now(), kind).to_line();
         self.store.append_event(&line)?;
         if self.s.json {
             let mut out = std::io::stdout().lock();
@@ -242,10 +236,11 @@ impl Engine {
             t.at,
             &format!("circuit {} → {}: {}", t.from, t.to, t.reason),
         );
-        self.emit(
-            "circuit_changed",
-            json!({"from": t.from.as_str(), "to": t.to.as_str(), "reason": t.reason}),
-        )
+        self.emit(EventKind::CircuitChanged {
+            from: t.from,
+            to: t.to,
+            reason: t.reason.clone(),
+        })
     }
 
     fn status(&self, run_state: RunState, exit: Option<ExitReason>) -> Status {
@@ -299,10 +294,11 @@ impl Engine {
                 let mut status = self.status(RunState::Failed, None);
                 status.exit_code = Some(crate::exit::ERROR);
                 let _ = self.store.write_status(&status);
-                let _ = self.emit(
-                    "exit",
-                    json!({"exit_reason": null, "exit_code": crate::exit::ERROR, "message": err.to_string()}),
-                );
+                let _ = self.emit(EventKind::Exit {
+                    exit_reason: None,
+                    exit_code: crate::exit::ERROR,
+                    message: err.to_string(),
+                });
                 self.store.log(self.clock.now(), &format!("failed: {err}"));
                 Err(err)
             }
@@ -435,10 +431,11 @@ impl Engine {
         };
         self.wait = None;
         self.write_status(RunState::Running)?;
-        self.emit(
-            "loop_started",
-            json!({"loop": number, "resume": resume.is_some(), "context_bytes": context.len()}),
-        )?;
+        self.emit(EventKind::LoopStarted {
+            number,
+            resume: resume.is_some(),
+            context_bytes: context.len() as u64,
+        })?;
         self.store.log(
             now,
             &format!("loop {number} started (resume: {})", resume.is_some()),
@@ -705,28 +702,25 @@ impl Engine {
         if write_status {
             self.write_status(RunState::Running)?;
         }
-        self.emit(
-            "agent_finished",
-            json!({
-                "loop": number,
-                "outcome": a.outcome,
-                "error_kind": a.error_kind(),
-                "error_message": a.error.as_ref().map(|e| e.message.clone()),
-                "exit_signal": a.exit_signal(),
-                "status": status_str,
-                "work_type": work_type,
-                "tests_status": tests,
-                "files_changed": p.files_changed,
-                "plan_items_checked": p.plan_items_checked,
-                "cost_usd": a.cost_usd,
-                "tokens": a.tokens,
-                "duration_ms": duration_ms,
-                "session_id": a.session_id,
-                "permission_denials": a.permission_denials.len(),
-                "completion_indicators": a.completion_indicators,
-                "recommendation": last.recommendation,
-            }),
-        )?;
+        self.emit(EventKind::AgentFinished(Box::new(AgentFinished {
+            number,
+            outcome: a.outcome,
+            error_kind: a.error_kind(),
+            error_message: a.error.as_ref().map(|e| e.message.clone()),
+            exit_signal: a.exit_signal(),
+            status: status_str.clone(),
+            work_type: work_type.clone(),
+            tests_status: tests.clone(),
+            files_changed: p.files_changed,
+            plan_items_checked: p.plan_items_checked,
+            cost_usd: a.cost_usd,
+            tokens: a.tokens,
+            duration_ms,
+            session_id: a.session_id.clone(),
+            permission_denials: a.permission_denials.len() as u64,
+            completion_indicators: a.completion_indicators.clone(),
+            recommendation: last.recommendation.clone(),
+        })))?;
         let outcome = serde_json::to_string(&a.outcome)
             .unwrap_or_default()
             .trim_matches('"')
@@ -768,10 +762,7 @@ impl Engine {
     async fn wait_until(&mut self, reason: WaitReason, until: Timestamp) -> Result<Waited> {
         self.wait = Some((reason, until));
         self.write_status(RunState::Waiting)?;
-        self.emit(
-            "waiting",
-            json!({"reason": reason.as_str(), "until": until.to_string()}),
-        )?;
+        self.emit(EventKind::Waiting { reason, until })?;
         self.store.log(
             self.clock.now(),
             &format!("waiting ({}) until {until}", reason.as_str()),
@@ -842,10 +833,11 @@ impl Engine {
         let message = crate::report::exit_message(reason, &self.state, &self.plan);
         self.store
             .write_status(&self.status(run_state, Some(reason)))?;
-        self.emit(
-            "exit",
-            json!({"exit_reason": reason.as_str(), "exit_code": reason.code(), "message": message}),
-        )?;
+        self.emit(EventKind::Exit {
+            exit_reason: Some(reason.as_str().to_string()),
+            exit_code: reason.code(),
+            message: message.clone(),
+        })?;
         self.store.log(
             now,
             &format!("exit {} ({}): {message}", reason.as_str(), reason.code()),

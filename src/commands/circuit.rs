@@ -6,13 +6,13 @@ use crate::cli;
 use crate::error::Result;
 use crate::exit;
 
-use super::{out, project_dir, read_state_readonly, require_hank_dir};
+use super::{out, project_dir, require_hank_dir};
 
 /// `hank circuit [--json]`.
 pub fn run(args: &cli::CircuitArgs) -> Result<u8> {
     let dir = project_dir()?;
     let store = require_hank_dir(&dir)?;
-    let loaded = read_state_readonly(&store)?;
+    let loaded = store.read_state()?;
     let b = &loaded.breaker;
     if args.json {
         let v = json!({

@@ -56,20 +56,6 @@ pub(crate) fn require_hank_dir(dir: &Path) -> Result<Store> {
     Ok(store)
 }
 
-pub(crate) fn read_state_readonly(store: &Store) -> Result<crate::store::State> {
-    let path = store.state_path();
-    match std::fs::read(&path) {
-        Ok(b) => serde_json::from_slice(&b).map_err(|e| {
-            HankError::Other(format!(
-                "{} is unreadable ({e}); the next `hank run` will move it aside",
-                path.display()
-            ))
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(crate::store::State::default()),
-        Err(e) => Err(HankError::io("failed to read", &path, e)),
-    }
-}
-
 /// The clap definitions and the plain options they become (the defaults live in two places;
 /// a test keeps them equal).
 impl From<&cli::ProjectOptions> for project::ProjectOptions {

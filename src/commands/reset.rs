@@ -2,11 +2,11 @@
 
 use crate::clock::SystemClock;
 use crate::policy::time::Clock;
-use serde_json::json;
 
 use crate::cli::ResetWhat;
 use crate::error::{HankError, Result};
 use crate::exit;
+use crate::store::{Event, EventKind};
 
 use super::{project_dir, require_hank_dir};
 
@@ -29,11 +29,15 @@ pub fn run(what: ResetWhat) -> Result<u8> {
                 .breaker
                 .reset(now, "manual reset (`hank reset circuit`)");
             if let Some(t) = &t {
-                let line = json!({
-                    "schema_version": crate::store::STATUS_SCHEMA, "type": "circuit_changed",
-                    "at": t.at.to_string(), "from": t.from.as_str(), "to": t.to.as_str(), "reason": t.reason,
-                });
-                store.append_event(&line.to_string())?;
+                let event = Event::new(
+                    t.at,
+                    EventKind::CircuitChanged {
+                        from: t.from,
+                        to: t.to,
+                        reason: t.reason.clone(),
+                    },
+                );
+                store.append_event(&event.to_line())?;
             }
             "circuit breaker reset to CLOSED"
         }

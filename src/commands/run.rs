@@ -19,7 +19,7 @@ use crate::policy::fixplan;
 use crate::policy::time::Clock;
 use crate::report::shell_quote;
 use crate::settings::{self, AgentCommand, Settings};
-use crate::store::{State, Store};
+use crate::store::Store;
 
 /// `hank run` (and bare `hank`); `args` is the whole command line, forwarded by `--monitor`.
 pub fn run(run: &RunArgs, args: &[OsString]) -> Result<u8> {
@@ -134,10 +134,7 @@ fn check_required_files(s: &Settings) -> Result<()> {
 fn dry_run(s: &Settings, agent: &AgentCommand) -> Result<u8> {
     let store = Store::new(&s.project_dir);
     let now = SystemClock::from_env()?.now();
-    let state: State = fs::read(store.state_path())
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_default();
+    let state = store.read_state()?;
     let plan_text = engine::read_text(&s.project_dir.join(".hank/fix_plan.md")).unwrap_or_default();
     let plan = fixplan::parse(&plan_text, &s.optional_sections.value);
     let prompt_path = s.prompt_path();

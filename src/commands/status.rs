@@ -3,6 +3,8 @@
 use crate::cli;
 use crate::error::{HankError, Result};
 use crate::exit;
+use crate::store::Status;
+use crate::store::schema::{Lenient, read_lenient};
 
 use super::{out, project_dir, require_hank_dir};
 
@@ -38,89 +40,94 @@ pub fn run(args: &cli::StatusArgs) -> Result<u8> {
             path.display()
         ))
     })?;
-    out(&render_status(&v))?;
+    let status = read_lenient::<Status>(&v)
+        .ok_or_else(|| HankError::Other(format!("{} is not a JSON object", path.display())))?;
+    out(&render_status(&status))?;
     Ok(exit::OK)
 }
 
-/// Human rendering of a status.json value (tolerant of missing fields).
+/// Human rendering of `status.json`, read with the schema's own type (fields an older or
+/// newer hank did not write, or wrote differently, are left out).
 #[must_use]
-pub fn render_status(v: &serde_json::Value) -> String {
-    let s = |k: &str| v.get(k).and_then(|x| x.as_str()).map(ToString::to_string);
-    let n = |k: &str| v.get(k).and_then(serde_json::Value::as_u64);
+pub fn render_status(st: &Lenient<Status>) -> String {
+    let v = &st.value;
     let mut lines = Vec::new();
     lines.push(format!(
         "state:        {}{}",
-        s("state").unwrap_or_else(|| "unknown".into()),
-        s("exit_reason")
-            .map(|r| format!(" ({r}, exit {})", n("exit_code").unwrap_or(0)))
+        if st.has("state") {
+            json_str(&v.state)
+        } else {
+            "unknown".into()
+        },
+        v.exit_reason
+            .as_ref()
+            .map(|r| format!(" ({r}, exit {})", v.exit_code.unwrap_or(0)))
             .unwrap_or_default()
     ));
-    lines.push(format!("loop:         {}", n("loop_count").unwrap_or(0)));
+    lines.push(format!("loop:         {}", v.loop_count));
     lines.push(format!(
         "calls:        {}/{} in the last hour{}",
-        n("calls_in_window").unwrap_or(0),
-        n("max_calls_per_hour").unwrap_or(0),
-        s("next_call_at")
+        v.calls_in_window,
+        v.max_calls_per_hour,
+        v.next_call_at
             .map(|t| format!(", next free slot {t}"))
             .unwrap_or_default()
     ));
-    if let Some(reason) = s("wait_reason") {
+    if let Some(reason) = v.wait_reason {
         lines.push(format!(
-            "waiting:      {reason} until {}",
-            s("waiting_until").unwrap_or_default()
+            "waiting:      {} until {}",
+            reason.as_str(),
+            v.waiting_until.map(|t| t.to_string()).unwrap_or_default()
         ));
     }
     lines.push(format!(
         "circuit:      {}{}",
-        s("circuit_state").unwrap_or_else(|| "?".into()),
-        s("circuit_reason")
+        if st.has("circuit_state") {
+            v.circuit_state.as_str().to_string()
+        } else {
+            "?".into()
+        },
+        Some(&v.circuit_reason)
             .filter(|r| !r.is_empty())
             .map(|r| format!(" — {r}"))
             .unwrap_or_default()
     ));
-    if let Some(plan) = v.get("fix_plan") {
+    if st.has("fix_plan") {
         lines.push(format!(
             "fix_plan:     {}/{} done",
-            plan.get("done")
-                .and_then(serde_json::Value::as_u64)
-                .unwrap_or(0),
-            plan.get("total")
-                .and_then(serde_json::Value::as_u64)
-                .unwrap_or(0)
+            v.fix_plan.done, v.fix_plan.total
         ));
     }
-    lines.push(format!(
-        "cost:         ${:.4}",
-        v.get("total_cost_usd")
-            .and_then(serde_json::Value::as_f64)
-            .unwrap_or(0.0)
-    ));
-    if let Some(id) = s("session_id") {
+    lines.push(format!("cost:         ${:.4}", v.total_cost_usd));
+    if let Some(id) = &v.session_id {
         lines.push(format!("session:      {id}"));
     }
-    if let Some(last) = v.get("last_loop").filter(|l| !l.is_null()) {
-        let g = |k: &str| {
-            last.get(k)
-                .map(|x| x.to_string().trim_matches('"').to_string())
-                .unwrap_or_default()
-        };
+    if let Some(last) = &v.last_loop {
         lines.push(format!(
             "last loop:    #{} {} · status {} · {} · {} file(s) · EXIT_SIGNAL {}",
-            g("number"),
-            g("outcome"),
-            g("status"),
-            g("work_type"),
-            g("files_changed"),
-            g("exit_signal")
+            last.number,
+            json_str(&last.outcome),
+            last.status.as_deref().unwrap_or("null"),
+            last.work_type.as_deref().unwrap_or("null"),
+            last.files_changed,
+            last.exit_signal
         ));
-        let rec = g("recommendation");
-        if !rec.is_empty() && rec != "null" {
+        if let Some(rec) = last.recommendation.as_deref().filter(|r| !r.is_empty()) {
             lines.push(format!("next:         {rec}"));
         }
     }
-    lines.push(format!(
-        "updated:      {}",
-        s("updated_at").unwrap_or_default()
-    ));
+    if st.has("updated_at") {
+        lines.push(format!("updated:      {}", v.updated_at));
+    } else {
+        lines.push("updated:      ".to_string());
+    }
     lines.join("\n") + "\n"
+}
+
+/// The JSON string of a unit enum value (`RunState::Running` → `running`).
+fn json_str<T: serde::Serialize>(x: &T) -> String {
+    serde_json::to_value(x)
+        .ok()
+        .and_then(|v| v.as_str().map(ToString::to_string))
+        .unwrap_or_default()
 }

@@ -914,4 +914,172 @@ mod tests {
         assert_ne!(Fingerprint::read(&paths), before);
         assert_eq!(load(&paths).status.and_then(|s| s.loop_count), Some(4));
     }
+
+    /// The monitor's tolerant reader and the writer's schema (`crate::store::schema`) cannot
+    /// drift apart: everything the loop writes is read back, field by field.
+    #[test]
+    fn reads_back_everything_the_schema_writes() {
+        use crate::analysis::{ErrorKind, Outcome, Tokens};
+        use crate::policy::breaker::CircuitState;
+        use crate::policy::budget::WaitReason;
+        use crate::store::schema::{self, AgentFinished, EventKind};
+
+        let at = ts("2026-11-22T10:00:00Z");
+        let written = schema::Status {
+            schema_version: schema::STATUS_SCHEMA,
+            updated_at: at,
+            state: schema::RunState::Waiting,
+            loop_count: 9,
+            calls_in_window: 7,
+            max_calls_per_hour: 100,
+            next_call_at: Some(ts("2026-11-22T10:30:00Z")),
+            tokens_in_window: 1234,
+            max_tokens_per_hour: 5000,
+            wait_reason: Some(WaitReason::UsageLimit),
+            waiting_until: Some(ts("2026-11-22T11:00:00Z")),
+            circuit_state: CircuitState::HalfOpen,
+            circuit_reason: "no progress".into(),
+            session_id: Some("s-1".into()),
+            total_cost_usd: 1.25,
+            total_tokens: Tokens {
+                input: 1,
+                output: 2,
+                cache_read: 3,
+                cache_creation: 4,
+            },
+            fix_plan: schema::PlanCounts { done: 2, total: 5 },
+            last_loop: Some(schema::LastLoop {
+                number: 9,
+                outcome: Outcome::AgentError,
+                error_kind: Some(ErrorKind::UsageLimit),
+                exit_signal: true,
+                status: Some("IN_PROGRESS".into()),
+                work_type: Some("TESTING".into()),
+                files_changed: 3,
+                recommendation: Some("go on".into()),
+                cost_usd: 0.5,
+                duration_ms: 61000,
+            }),
+            exit_reason: Some("usage_limit".into()),
+            exit_code: Some(3),
+            pid: 42,
+        };
+        let text = serde_json::to_string(&written).unwrap();
+        let (r, note) = parse_status(&text).unwrap();
+        assert_eq!(note, None);
+        assert_eq!(r.schema_version, Some(u64::from(schema::STATUS_SCHEMA)));
+        assert_eq!(r.updated_at, Some(at));
+        assert_eq!(r.state.as_deref(), Some("waiting"));
+        assert_eq!(r.loop_count, Some(9));
+        assert_eq!(r.calls_in_window, Some(7));
+        assert_eq!(r.max_calls_per_hour, Some(100));
+        assert_eq!(r.next_call_at, written.next_call_at);
+        assert_eq!(r.tokens_in_window, Some(1234));
+        assert_eq!(r.max_tokens_per_hour, Some(5000));
+        assert_eq!(r.wait_reason.as_deref(), Some("usage_limit"));
+        assert_eq!(r.waiting_until, written.waiting_until);
+        assert_eq!(r.circuit_state.as_deref(), Some("HALF_OPEN"));
+        assert_eq!(r.circuit_reason.as_deref(), Some("no progress"));
+        assert_eq!(r.session_id.as_deref(), Some("s-1"));
+        assert_eq!(r.total_cost_usd, Some(1.25));
+        let t = r.total_tokens.unwrap();
+        assert_eq!(
+            (t.input, t.output, t.cache_read, t.cache_creation),
+            (Some(1), Some(2), Some(3), Some(4))
+        );
+        assert_eq!(r.fix_plan, Some(PlanProgress { done: 2, total: 5 }));
+        let l = r.last_loop.unwrap();
+        assert_eq!(l.number, Some(9));
+        assert_eq!(l.outcome.as_deref(), Some("agent_error"));
+        assert_eq!(l.error_kind.as_deref(), Some("usage_limit"));
+        assert_eq!(l.exit_signal, Some(true));
+        assert_eq!(l.status.as_deref(), Some("IN_PROGRESS"));
+        assert_eq!(l.work_type.as_deref(), Some("TESTING"));
+        assert_eq!(l.files_changed, Some(3));
+        assert_eq!(l.recommendation.as_deref(), Some("go on"));
+        assert_eq!(l.cost_usd, Some(0.5));
+        assert_eq!(l.duration_ms, Some(61000));
+        assert_eq!(r.exit_reason.as_deref(), Some("usage_limit"));
+        assert_eq!(r.exit_code, Some(3));
+
+        // Every event kind the loop writes is read with its type, time and fields.
+        let kinds = [
+            EventKind::LoopStarted {
+                number: 9,
+                resume: true,
+                context_bytes: 200,
+            },
+            EventKind::AgentFinished(Box::new(AgentFinished {
+                number: 9,
+                outcome: Outcome::Success,
+                files_changed: 2,
+                ..AgentFinished::default()
+            })),
+            EventKind::CircuitChanged {
+                from: CircuitState::Closed,
+                to: CircuitState::Open,
+                reason: "r".into(),
+            },
+            EventKind::Waiting {
+                reason: WaitReason::Backoff,
+                until: at,
+            },
+            EventKind::Warning {
+                message: "w".into(),
+            },
+            EventKind::Exit {
+                exit_reason: Some("max_loops".into()),
+                exit_code: 3,
+                message: "m".into(),
+            },
+        ];
+        let tail: String = kinds
+            .iter()
+            .map(|k| schema::Event::new(at, k.clone()).to_line() + "\n")
+            .collect();
+        let read = parse_events(&tail);
+        let names: Vec<&str> = read.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "loop_started",
+                "agent_finished",
+                "circuit_changed",
+                "waiting",
+                "warning",
+                "exit"
+            ]
+        );
+        assert!(read.iter().all(|e| e.at == Some(at)));
+        assert_eq!(read[0].u64("loop"), Some(9));
+        assert_eq!(read[1].u64("files_changed"), Some(2));
+        assert_eq!(read[2].str("to"), Some("OPEN"));
+        assert_eq!(read[3].time("until"), Some(at));
+        assert_eq!(read[4].str("message"), Some("w"));
+        assert_eq!(read[5].str("exit_reason"), Some("max_loops"));
+
+        // state.json's breaker history, as the breaker writes it.
+        let mut state = schema::State::default();
+        state.breaker.reset(at, "manual");
+        state
+            .breaker
+            .history
+            .push(crate::policy::breaker::Transition {
+                at,
+                from: CircuitState::Open,
+                to: CircuitState::Closed,
+                reason: "manual".into(),
+            });
+        let h = parse_breaker_history(&serde_json::to_string(&state).unwrap());
+        let last = h.last().unwrap();
+        assert_eq!(
+            (
+                last.at,
+                last.from.as_deref(),
+                last.to.as_deref(),
+                last.reason.as_deref()
+            ),
+            (Some(at), Some("OPEN"), Some("CLOSED"), Some("manual"))
+        );
+    }
 }

@@ -13,140 +13,20 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
-use serde::{Deserialize, Serialize};
 
-use crate::analysis::{ErrorKind, Outcome, Tokens};
 use crate::error::{HankError, Result};
-use crate::policy::breaker::{Breaker, CircuitState};
-use crate::policy::budget::{Ledger, WaitReason};
-use crate::policy::decide::LoopRecord;
 
-/// Current `state.json` schema.
-pub const STATE_SCHEMA: u32 = 1;
-/// Current `status.json` and event schema.
-pub const STATUS_SCHEMA: u32 = 1;
-/// Loop records kept in `state.json`.
-pub const HISTORY_LEN: usize = 20;
+pub mod schema;
+
+pub use schema::{
+    Event, EventKind, HISTORY_LEN, LastLoop, PlanCounts, RunState, STATE_SCHEMA, STATUS_SCHEMA,
+    Session, State, Status, Totals,
+};
+
 /// `events.jsonl` is trimmed to its newest half past this size.
 pub const EVENTS_CAP: u64 = 4 * 1024 * 1024;
 /// `logs/hank.log` rotates past this size (3 old files kept).
 pub const LOG_CAP: u64 = 1024 * 1024;
-
-/// The agent session hank resumes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Session {
-    pub id: String,
-    pub started_at: Timestamp,
-    pub last_used_at: Timestamp,
-}
-
-/// Running totals over every run of this project.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Totals {
-    pub loops: u64,
-    pub cost_usd: f64,
-    pub tokens: Tokens,
-}
-
-/// `state.json`: what hank must remember across restarts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct State {
-    pub schema_version: u32,
-    /// Number of the last loop started (cumulative; names the loop log files).
-    pub loop_count: u64,
-    /// The call ledger: written before every spawn.
-    pub ledger: Ledger,
-    pub breaker: Breaker,
-    pub session: Option<Session>,
-    /// The last loops, oldest first (bounded).
-    pub history: Vec<LoopRecord>,
-    pub totals: Totals,
-    /// Failed calls in a row (drives the backoff).
-    pub consecutive_failures: u32,
-    /// The agent's last RECOMMENDATION line (relayed in the next loop's context).
-    pub last_recommendation: Option<String>,
-}
-
-impl Default for State {
-    fn default() -> Self {
-        Self {
-            schema_version: STATE_SCHEMA,
-            loop_count: 0,
-            ledger: Ledger::default(),
-            breaker: Breaker::default(),
-            session: None,
-            history: Vec::new(),
-            totals: Totals::default(),
-            consecutive_failures: 0,
-            last_recommendation: None,
-        }
-    }
-}
-
-/// `status.json` `state` field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum RunState {
-    #[default]
-    Starting,
-    Running,
-    Waiting,
-    Completed,
-    Halted,
-    Stopped,
-    Failed,
-}
-
-/// `status.json` `fix_plan`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct PlanCounts {
-    pub done: u32,
-    pub total: u32,
-}
-
-/// `status.json` `last_loop`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct LastLoop {
-    pub number: u64,
-    pub outcome: Outcome,
-    pub error_kind: Option<ErrorKind>,
-    pub exit_signal: bool,
-    pub status: Option<String>,
-    pub work_type: Option<String>,
-    pub files_changed: u32,
-    pub recommendation: Option<String>,
-    pub cost_usd: f64,
-    pub duration_ms: u64,
-}
-
-/// `status.json` (schema_version 1): the public, live status.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Status {
-    pub schema_version: u32,
-    pub updated_at: Timestamp,
-    pub state: RunState,
-    pub loop_count: u64,
-    pub calls_in_window: u32,
-    pub max_calls_per_hour: u32,
-    pub next_call_at: Option<Timestamp>,
-    pub tokens_in_window: u64,
-    pub max_tokens_per_hour: u64,
-    pub wait_reason: Option<WaitReason>,
-    pub waiting_until: Option<Timestamp>,
-    pub circuit_state: CircuitState,
-    pub circuit_reason: String,
-    pub session_id: Option<String>,
-    pub total_cost_usd: f64,
-    pub total_tokens: Tokens,
-    pub fix_plan: PlanCounts,
-    pub last_loop: Option<LastLoop>,
-    pub exit_reason: Option<String>,
-    pub exit_code: Option<u8>,
-    /// PID of the loop that wrote this file.
-    pub pid: u32,
-}
 
 /// Writes `bytes` to `path` atomically (temp file in the same directory + rename), mode 0600.
 pub fn write_atomic(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
@@ -295,6 +175,23 @@ impl Store {
             .map_err(|e| HankError::Other(format!("failed to encode status: {e}")))?;
         bytes.push(b'\n');
         write_atomic(&path, &bytes, false).map_err(|e| HankError::io("failed to write", &path, e))
+    }
+
+    /// Reads `state.json` without changing anything (for commands that only look): a missing
+    /// file is the default state; an unreadable one is an error that says the next run will
+    /// move it aside.
+    pub fn read_state(&self) -> Result<State> {
+        let path = self.state_path();
+        match fs::read(&path) {
+            Ok(b) => serde_json::from_slice(&b).map_err(|e| {
+                HankError::Other(format!(
+                    "{} is unreadable ({e}); the next `hank run` will move it aside",
+                    path.display()
+                ))
+            }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(State::default()),
+            Err(e) => Err(HankError::io("failed to read", &path, e)),
+        }
     }
 
     /// Reads `status.json`, if present and readable.
