@@ -23,21 +23,22 @@ use tokio::sync::watch;
 
 use crate::agent::argv::{self, ArgvInput, ContextInput};
 use crate::agent::process::{self, Spawn};
-use crate::analysis::{self, Analysis, LiveItem, Outcome, RunFacts};
+use crate::analysis::{self, Analysis, LiveItem, RunFacts};
 use crate::error::{HankError, Result};
 use crate::exit::ExitReason;
 use crate::policy::breaker::{CircuitState, Transition};
 use crate::policy::budget::{BudgetCheck, WaitReason};
 use crate::policy::decide::{self, AfterLoop, Decision};
 use crate::policy::fixplan::{self, Plan};
+use crate::policy::session::{self, Session, UnknownSession};
 use crate::policy::time::Clock;
 use crate::progress;
 use crate::report::{DisplayMode, LoopSummary, Reporter};
 use crate::settings::{AgentCommand, Settings};
 use crate::store::schema::AgentFinished;
 use crate::store::{
-    Event, EventKind, HISTORY_LEN, LastLoop, LockGuard, PlanCounts, RunState, STATUS_SCHEMA,
-    Session, State, Status, Store,
+    Event, EventKind, HISTORY_LEN, LastLoop, LockGuard, PlanCounts, RunState, STATUS_SCHEMA, State,
+    Status, Store,
 };
 
 /// Time between SIGTERM and SIGKILL when stopping the agent.
@@ -97,13 +98,12 @@ pub(crate) fn usable_session<'a>(
     s: &Settings,
     now: Timestamp,
 ) -> Option<&'a Session> {
-    if !s.session_continuity.value {
-        return None;
-    }
-    let session = state.session.as_ref()?;
-    let age = now.duration_since(session.last_used_at);
-    let max = SignedDuration::from_hours(i64::from(s.session_expiry_hours.value));
-    (age < max).then_some(session)
+    session::usable(
+        state.session.as_ref(),
+        s.session_continuity.value,
+        s.session_expiry_hours.value,
+        now,
+    )
 }
 
 /// The loop context from the previous loop, the plan and the breaker.
@@ -558,13 +558,14 @@ impl Engine {
             decision = Decision::Stop(ExitReason::Interrupted);
         }
         if decision == Decision::RetryWithoutSession {
-            if resume.is_some() {
-                self.reporter
-                    .info("the agent no longer knows the session; retrying without it");
-                self.state.session = None;
-                self.save()?;
-            } else {
-                decision = Decision::Stop(ExitReason::AgentFatal);
+            match session::on_unknown_session(resume.is_some()) {
+                UnknownSession::RetryFresh => {
+                    self.reporter
+                        .info("the agent no longer knows the session; retrying without it");
+                    self.state.session = None;
+                    self.save()?;
+                }
+                UnknownSession::Fatal => decision = Decision::Stop(ExitReason::AgentFatal),
             }
         }
 
@@ -602,23 +603,8 @@ impl Engine {
         self.state.totals.cost_usd += analysis.cost_usd;
         self.state.totals.tokens.add(&analysis.tokens);
         self.cost_this_run += analysis.cost_usd;
-        if analysis.unknown_session {
-            self.state.session = None;
-        } else if let Some(id) = analysis
-            .session_id
-            .as_deref()
-            .filter(|_| analysis.outcome == Outcome::Success)
-        {
-            let started_at = match (&self.state.session, resumed) {
-                (Some(s), Some(r)) if s.id == id && r == id => s.started_at,
-                _ => now,
-            };
-            self.state.session = Some(Session {
-                id: id.to_string(),
-                started_at,
-                last_used_at: now,
-            });
-        }
+        self.state.session =
+            session::after_answer(self.state.session.as_ref(), resumed, analysis, now);
         if let Some(rec) = analysis.recommendation() {
             self.state.last_recommendation = Some(rec.to_string());
         }
@@ -812,14 +798,7 @@ impl Engine {
 
     fn finish(&mut self, reason: ExitReason) -> Result<u8> {
         let now = self.clock.now();
-        if matches!(
-            reason,
-            ExitReason::ProjectComplete
-                | ExitReason::PlanComplete
-                | ExitReason::TestSaturation
-                | ExitReason::CircuitOpen
-                | ExitReason::PermissionDenied
-        ) {
+        if session::ends_session(reason) {
             self.state.session = None;
         }
         self.save()?;

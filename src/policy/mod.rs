@@ -10,4 +10,5 @@ pub mod breaker;
 pub mod budget;
 pub mod decide;
 pub mod fixplan;
+pub mod session;
 pub mod time;

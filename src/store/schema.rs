@@ -15,6 +15,7 @@ use crate::analysis::{ErrorKind, Outcome, Tokens};
 use crate::policy::breaker::{Breaker, CircuitState};
 use crate::policy::budget::{Ledger, WaitReason};
 use crate::policy::decide::LoopRecord;
+pub use crate::policy::session::Session;
 
 /// Current `state.json` schema.
 pub const STATE_SCHEMA: u32 = 1;
@@ -22,14 +23,6 @@ pub const STATE_SCHEMA: u32 = 1;
 pub const STATUS_SCHEMA: u32 = 1;
 /// Loop records kept in `state.json`.
 pub const HISTORY_LEN: usize = 20;
-
-/// The agent session hank resumes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Session {
-    pub id: String,
-    pub started_at: Timestamp,
-    pub last_used_at: Timestamp,
-}
 
 /// Running totals over every run of this project.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
