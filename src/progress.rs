@@ -514,6 +514,21 @@ mod tests {
     }
 
     #[test]
+    fn git_failing_at_measure_falls_back_to_modification_times() {
+        let (_home, dir) = repo();
+        let d = dir.path();
+        let base = baseline(d, "");
+        assert_eq!(base.files.source(), worktree::Source::Git);
+        fs::remove_dir_all(d.join(".git")).unwrap();
+        write(d, "src/new.rs", "n");
+        let p = measure(d, &base, "");
+        assert_eq!(p.source, ProgressSource::Mtime);
+        assert_eq!(p.changed_paths, vec!["src/new.rs"]);
+        // Nothing was kept from the failed measure: the next baseline is a walk.
+        assert_eq!(baseline(d, "").files.source(), worktree::Source::Walk);
+    }
+
+    #[test]
     fn racy_same_size_rewrite_is_seen() {
         let (_home, dir) = repo();
         let d = dir.path();
