@@ -10,6 +10,7 @@
 //! | [`runner`] | agent argv (pure), spawning in a process group, timeouts, streaming to logs |
 //! | [`analysis`] | agent output → [`analysis::Analysis`] **[pure]** |
 //! | [`progress`] | files changed (git, or mtimes) and fix_plan items checked during a loop |
+//! | [`worktree`] | what changed in the files: `git status` snapshots (pure `-z` parser), a walk outside git |
 //! | [`breaker`] | circuit breaker state machine **[pure]** |
 //! | [`budget`] | rolling call/token ledger **[pure]** |
 //! | [`decide`] | exit decision **[pure]** |
@@ -40,6 +41,7 @@ pub mod project;
 pub mod report;
 pub mod settings;
 pub mod store;
+pub mod worktree;
 
 use std::ffi::OsString;
 use std::process::ExitCode;

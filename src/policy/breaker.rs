@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::analysis::{Analysis, ErrorKind, Outcome};
 use crate::policy::budget::add_duration;
-use crate::progress::Progress;
+use crate::policy::progress::Progress;
 
 /// Most transitions kept in [`Breaker::history`].
 pub const MAX_HISTORY: usize = 50;
@@ -454,7 +454,7 @@ impl Breaker {
 mod tests {
     use super::*;
     use crate::analysis::AgentError;
-    use crate::progress::ProgressSource;
+    use crate::policy::progress::ProgressSource;
     use proptest::prelude::*;
 
     fn ts(secs: i64) -> Timestamp {

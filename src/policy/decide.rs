@@ -40,7 +40,7 @@ use crate::exit::ExitReason;
 use crate::policy::breaker::Breaker;
 use crate::policy::budget::{WaitReason, add_duration};
 use crate::policy::fixplan::Plan;
-use crate::progress::Progress;
+use crate::policy::progress::Progress;
 
 /// Loops looked at for the completion-indicator rule.
 pub const COMPLETION_WINDOW: usize = 5;

@@ -10,5 +10,6 @@ pub mod breaker;
 pub mod budget;
 pub mod decide;
 pub mod fixplan;
+pub mod progress;
 pub mod session;
 pub mod time;

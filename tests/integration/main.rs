@@ -10,6 +10,7 @@ mod faults;
 mod import;
 mod loop_e2e;
 mod monitor;
+mod progress;
 mod project;
 mod support;
 

@@ -1,0 +1,128 @@
+//! What a loop achieved, as plain facts: files changed (by kind) and fix_plan items newly
+//! checked. **[pure]** `crate::progress` measures them (git, or file times outside git); the
+//! breaker and the exit decision read them.
+
+use serde::{Deserialize, Serialize};
+
+/// Most changed paths kept in [`Progress::changed_paths`].
+pub const MAX_CHANGED_PATHS: usize = 100;
+
+/// Where the file facts came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProgressSource {
+    #[default]
+    Git,
+    Mtime,
+}
+
+/// What changed during a loop.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Progress {
+    pub source: ProgressSource,
+    /// Files changed (created, modified, deleted, renamed), `.hank/` excluded.
+    pub files_changed: u32,
+    /// Relative paths (`/`-separated), sorted, at most [`MAX_CHANGED_PATHS`].
+    pub changed_paths: Vec<String>,
+    /// Changed files that are neither tests nor docs.
+    pub implementation_files_changed: u32,
+    /// fix_plan items open before the loop and checked after it.
+    pub plan_items_checked: u32,
+}
+
+impl Progress {
+    /// Files changed or plan items checked.
+    #[must_use]
+    pub fn made_progress(&self) -> bool {
+        self.files_changed > 0 || self.plan_items_checked > 0
+    }
+
+    /// Builds the file facts from a set of changed relative paths (pure).
+    #[must_use]
+    pub fn from_paths(source: ProgressSource, paths: impl IntoIterator<Item = String>) -> Self {
+        let mut all: Vec<String> = paths
+            .into_iter()
+            .map(|p| p.replace('\\', "/"))
+            .filter(|p| !p.is_empty() && !is_hank_path(p))
+            .collect();
+        all.sort();
+        all.dedup();
+        let implementation = all
+            .iter()
+            .filter(|p| !is_test_path(p) && !is_doc_path(p))
+            .count();
+        let files_changed = u32::try_from(all.len()).unwrap_or(u32::MAX);
+        all.truncate(MAX_CHANGED_PATHS);
+        Progress {
+            source,
+            files_changed,
+            changed_paths: all,
+            implementation_files_changed: u32::try_from(implementation).unwrap_or(u32::MAX),
+            plan_items_checked: 0,
+        }
+    }
+}
+
+/// Paths hank itself writes (never count as the agent's progress).
+fn is_hank_path(path: &str) -> bool {
+    let p = path.strip_prefix("./").unwrap_or(path);
+    p == ".hank" || p.starts_with(".hank/") || p == ".hankrc"
+}
+
+/// Whether a path looks like a test file or lives in a test directory.
+#[must_use]
+pub fn is_test_path(path: &str) -> bool {
+    let p = path.replace('\\', "/").to_lowercase();
+    let mut parts: Vec<&str> = p.split('/').filter(|s| !s.is_empty()).collect();
+    let Some(file) = parts.pop() else {
+        return false;
+    };
+    if parts.iter().any(|d| {
+        matches!(
+            *d,
+            "test" | "tests" | "__tests__" | "spec" | "specs" | "testdata" | "e2e"
+        )
+    }) {
+        // A root `specs/` holding markdown specifications is also a doc path (is_doc_path):
+        // either way it is not implementation.
+        return true;
+    }
+    let stem = file.split('.').next().unwrap_or(file);
+    stem.starts_with("test_")
+        || stem.ends_with("_test")
+        || stem.ends_with("_tests")
+        || stem.ends_with("_spec")
+        || stem == "test"
+        || stem == "tests"
+        || stem == "conftest"
+        || file.contains(".test.")
+        || file.contains(".spec.")
+        || file.ends_with("test.go")
+        || file.ends_with(".bats")
+}
+
+/// Whether a path is documentation.
+#[must_use]
+pub fn is_doc_path(path: &str) -> bool {
+    let p = path.replace('\\', "/").to_lowercase();
+    let mut parts: Vec<&str> = p.split('/').filter(|s| !s.is_empty()).collect();
+    let Some(file) = parts.pop() else {
+        return false;
+    };
+    if parts
+        .iter()
+        .any(|d| matches!(*d, "doc" | "docs" | "documentation"))
+    {
+        return true;
+    }
+    let ext = file.rsplit_once('.').map_or("", |(_, e)| e);
+    if matches!(ext, "md" | "markdown" | "rst" | "adoc" | "txt") {
+        return true;
+    }
+    let stem = file.split(['.', '-', '_']).next().unwrap_or(file);
+    matches!(
+        stem,
+        "readme" | "changelog" | "license" | "licence" | "authors" | "contributing"
+    )
+}
