@@ -5,6 +5,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod analyze;
+mod architecture;
 mod cli;
 mod faults;
 mod import;

@@ -1,0 +1,167 @@
+//! The module map is a layering, and the compiler alone does not keep it: this test reads
+//! `src/` and checks that the top-level modules depend on each other without cycles, that
+//! clap types (`cli`) reach only `lib.rs` and `commands/`, and that the pure core
+//! (`policy/`, `analysis/`) names no clock, file, process or runtime API (clippy's
+//! `disallowed_methods` enforces the same at the call level).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let p = entry.unwrap().path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The file's code without comment lines and without its `#[cfg(test)] mod tests` tail.
+fn code_of(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap();
+    let text = text
+        .split("#[cfg(test)]\nmod tests")
+        .next()
+        .unwrap_or_default();
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Top-level module → the top-level modules it names through `crate::`.
+fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut deps: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in files {
+        let rel = f.strip_prefix(&src).unwrap();
+        let first = rel
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy();
+        let module = first.trim_end_matches(".rs").to_string();
+        let code = code_of(&f);
+        let set = deps.entry(module.clone()).or_default();
+        let mut rest = code.as_str();
+        while let Some(i) = rest.find("crate::") {
+            rest = &rest[i + "crate::".len()..];
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if name == "{" || name.is_empty() {
+                // `crate::{a, b}`: every name in the braces.
+                if let Some(end) = rest.find('}') {
+                    for n in rest[1..end].split([',', ' ', '\n']) {
+                        let n = n.split("::").next().unwrap_or("").trim();
+                        if !n.is_empty() && n != module {
+                            set.insert(n.to_string());
+                        }
+                    }
+                }
+            } else if name != module {
+                set.insert(name);
+            }
+        }
+    }
+    deps
+}
+
+fn find_cycle(deps: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        n: &str,
+        deps: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(i) = path.iter().position(|p| p == n) {
+            let mut c = path[i..].to_vec();
+            c.push(n.to_string());
+            return Some(c);
+        }
+        if done.contains(n) {
+            return None;
+        }
+        path.push(n.to_string());
+        for d in deps.get(n).into_iter().flatten() {
+            if let Some(c) = visit(d, deps, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(n.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    for n in deps.keys() {
+        if let Some(c) = visit(n, deps, &mut Vec::new(), &mut done) {
+            return Some(c);
+        }
+    }
+    None
+}
+
+#[test]
+fn module_graph_has_no_cycles() {
+    let deps = graph();
+    assert!(deps.len() >= 10, "the walk found the modules: {deps:?}");
+    if let Some(c) = find_cycle(&deps) {
+        panic!("module cycle: {}\n{deps:#?}", c.join(" -> "));
+    }
+}
+
+#[test]
+fn clap_types_stay_in_the_command_layer() {
+    let deps = graph();
+    let users: Vec<&String> = deps
+        .iter()
+        .filter(|(_, d)| d.contains("cli"))
+        .map(|(m, _)| m)
+        .collect();
+    assert_eq!(
+        users,
+        ["commands", "lib"],
+        "only lib.rs and commands/ may use cli"
+    );
+}
+
+#[test]
+fn the_pure_core_names_no_io() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let forbidden = [
+        "std::fs",
+        "std::process",
+        "std::net",
+        "tokio::",
+        "Timestamp::now",
+        "Zoned::now",
+        "SystemTime",
+        "Instant::now",
+        "std::env::",
+        "TimeZone::system",
+    ];
+    for dir in ["policy", "analysis"] {
+        let mut files = Vec::new();
+        rust_files(&src.join(dir), &mut files);
+        for f in files {
+            let name = f.file_name().unwrap().to_string_lossy().into_owned();
+            if name.contains("tests") {
+                continue; // test files read fixtures
+            }
+            let code = code_of(&f);
+            for bad in forbidden {
+                assert!(
+                    !code.contains(bad),
+                    "{} uses `{bad}`: the pure core takes time, files and facts as arguments",
+                    f.display()
+                );
+            }
+        }
+    }
+}
