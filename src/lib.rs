@@ -1,27 +1,28 @@
 //! Hank runs an AI coding agent (Claude Code) in a loop over a project and stops it at the
 //! right moment.
 //!
-//! Module map (pure modules take time and file contents as arguments and do no I/O):
+//! Module map. The layers depend downwards only (checked by `tests/integration/architecture.rs`:
+//! no cycles, clap types only in `cli`/`commands`, no I/O names in the pure core; clippy's
+//! `disallowed_methods` denies the clock, files and processes inside `policy/` and
+//! `analysis/`).
 //!
 //! | module | role |
 //! |---|---|
-//! | [`cli`] | clap definitions only |
-//! | [`config`] | `.hankrc` + environment + flags → validated [`settings::Settings`], each value with its source |
-//! | [`runner`] | agent argv (pure), spawning in a process group, timeouts, streaming to logs |
+//! | [`cli`] | every clap definition, nothing else |
+//! | [`commands`] | one file per subcommand: resolve inputs, call the library, map to an exit code |
+//! | [`engine`] | the loop: sequencing only (no thresholds, no wall clock: a [`policy::time::Clock`] is injected) |
+//! | [`settings`] | `.hankrc` + environment + flags → validated [`settings::Settings`], each value with its source |
+//! | [`agent`] | the agent call: argv and loop context **[pure]**, client version, process groups, signals, secret redaction |
 //! | [`analysis`] | agent output → [`analysis::Analysis`] **[pure]** |
-//! | [`progress`] | files changed (git, or mtimes) and fix_plan items checked during a loop |
+//! | [`policy`] | breaker, budget, exit decision, fix_plan, session rules, progress facts, time **[pure]** |
+//! | [`progress`] | measures a loop's progress: files (via [`worktree`]) and fix_plan items checked |
 //! | [`worktree`] | what changed in the files: `git status` snapshots (pure `-z` parser), a walk outside git |
-//! | [`breaker`] | circuit breaker state machine **[pure]** |
-//! | [`budget`] | rolling call/token ledger **[pure]** |
-//! | [`decide`] | exit decision **[pure]** |
-//! | [`fixplan`] | fix_plan.md parsing **[pure]** |
-//! | [`exit`] | exit reasons and exit codes **[pure]** |
-//! | [`state`] | `state.json` / `status.json` schemas, atomic store, lock, event log |
-//! | [`engine`] | the loop: sequencing only, no thresholds |
-//! | [`ui`] | the loop's terminal output (summary blocks, spinner, countdowns) |
-//! | [`commands`] | small commands: status, circuit, reset, doctor, completions |
+//! | [`store`] | the on-disk formats defined once ([`store::schema`]), atomic 0600 writes, lock, event log |
+//! | [`report`] | human output on stderr: loop summaries, countdowns, live view, exit messages |
+//! | [`clock`] | the wall clock, with the `HANK_NOW` test hook |
 //! | [`monitor`] | `hank monitor` TUI and the `hank --monitor` tmux launcher |
 //! | [`project`] | detect, task sources, templates, setup, enable, enable-ci, migrate, import |
+//! | [`exit`], [`error`] | exit reasons and codes **[pure]**; typed errors |
 //!
 //! The loop, one iteration: integrity check → exit checks → breaker → budget (wait) →
 //! record the call, spawn the agent → analyze → fold into state → decide → report.
