@@ -1,6 +1,9 @@
 //! Command-line definitions (clap derive) — nothing else. Values stay raw strings here;
 //! `config` validates them so errors can name the flag, key or `.hankrc` line.
 
+// `[KEY, default …]` in the help texts below is shown by `--help`, not a doc link.
+#![allow(rustdoc::broken_intra_doc_links)]
+
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};

@@ -1,4 +1,4 @@
-//! Exit reasons of the loop and exit codes of every command.  **[pure]**
+//! Exit reasons of the loop and exit codes of every command.  **\[pure\]**
 
 use serde::{Deserialize, Serialize};
 

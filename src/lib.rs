@@ -12,9 +12,9 @@
 //! | [`commands`] | one file per subcommand: resolve inputs, call the library, map to an exit code |
 //! | [`engine`] | the loop: sequencing only (no thresholds, no wall clock: a [`policy::time::Clock`] is injected) |
 //! | [`settings`] | `.hankrc` + environment + flags → validated [`settings::Settings`], each value with its source |
-//! | [`agent`] | the agent call: argv and loop context **[pure]**, client version, process groups, signals, secret redaction |
-//! | [`analysis`] | agent output → [`analysis::Analysis`] **[pure]** |
-//! | [`policy`] | breaker, budget, exit decision, fix_plan, session rules, progress facts, time **[pure]** |
+//! | [`agent`] | the agent call: argv and loop context **\[pure\]**, client version, process groups, signals, secret redaction |
+//! | [`analysis`] | agent output → [`analysis::Analysis`] **\[pure\]** |
+//! | [`policy`] | breaker, budget, exit decision, fix_plan, session rules, progress facts, time **\[pure\]** |
 //! | [`progress`] | measures a loop's progress: files (via [`worktree`]) and fix_plan items checked |
 //! | [`worktree`] | what changed in the files: `git status` snapshots (pure `-z` parser), a walk outside git |
 //! | [`store`] | the on-disk formats defined once ([`store::schema`]), atomic 0600 writes, lock, event log |
@@ -22,7 +22,7 @@
 //! | [`clock`] | the wall clock, with the `HANK_NOW` test hook |
 //! | [`monitor`] | `hank monitor` TUI and the `hank --monitor` tmux launcher |
 //! | [`project`] | detect, task sources, templates, setup, enable, enable-ci, migrate, import |
-//! | [`exit`], [`error`] | exit reasons and codes **[pure]**; typed errors |
+//! | [`exit`], [`error`] | exit reasons and codes **\[pure\]**; typed errors |
 //!
 //! The loop, one iteration: integrity check → exit checks → breaker → budget (wait) →
 //! record the call, spawn the agent → analyze → fold into state → decide → report.
@@ -52,7 +52,7 @@ use clap::Parser;
 use crate::cli::{Cli, Command};
 use crate::error::HankError;
 
-/// Program entry: argv[0] dispatch, parsing, running, error → exit code.
+/// Program entry: `argv[0]` dispatch, parsing, running, error → exit code.
 #[must_use]
 pub fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
@@ -75,7 +75,7 @@ pub fn alias_subcommand(argv0: &std::ffi::OsStr) -> Option<&'static str> {
     }
 }
 
-/// Runs hank with the given argv (argv[0] included) and returns the exit code.
+/// Runs hank with the given argv (`argv[0]` included) and returns the exit code.
 /// Can be called more than once in one process.
 #[must_use]
 pub fn run_with_args(mut args: Vec<OsString>) -> u8 {

@@ -1,4 +1,4 @@
-//! Building the agent's argv, the loop context and the stdin prompt. **[pure]**
+//! Building the agent's argv, the loop context and the stdin prompt. **\[pure\]**
 //!
 //! The prompt never goes into argv: it is sent on stdin (argv strings are limited to 128 KiB
 //! and a variadic flag such as `--allowedTools` would swallow a positional prompt). The tool

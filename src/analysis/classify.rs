@@ -1,5 +1,5 @@
 //! Error kinds from error texts, in the order of claude-contract.md §7, and the outcome of a
-//! call from everything gathered.  **[pure]**
+//! call from everything gathered.  **\[pure\]**
 //!
 //! Typed fields come first: `api_error` (2.1.330+), then a rejected
 //! `api_error_params.rate_limit_info` / `rate_limit_event` (a subscription window), then the
@@ -185,7 +185,7 @@ pub fn typed_kind(value: &str) -> Option<ErrorKind> {
 
 /// Matches an error text against the known wordings, in the contract's order, with the API
 /// status and the synthetic error category as further evidence. `None`: nothing matched.
-/// A reset time printed without a zone is read as UTC (see [`classify_text_in`]).
+/// A reset time printed without a zone is read as UTC (`classify_text_in` takes the zone).
 #[must_use]
 pub fn classify_text(
     text: &str,

@@ -1,5 +1,5 @@
 //! What hank derives from the agent's own words: completion indicators, questions asked of
-//! the user, test-only commands and normalized error signatures.  **[pure]**
+//! the user, test-only commands and normalized error signatures.  **\[pure\]**
 //!
 //! Conservative by design: a wrong "complete" stops a user's run early, so only unambiguous
 //! phrases count, and never when negated or conditional ("once all tasks are complete").

@@ -1,4 +1,4 @@
-//! Display items for the runner's `--live` mode, one stream-json line at a time.  **[pure]**
+//! Display items for the runner's `--live` mode, one stream-json line at a time.  **\[pure\]**
 
 use serde::Serialize;
 

@@ -1,4 +1,4 @@
-//! Response analysis: turns what the agent printed into an [`Analysis`].  **[pure]**
+//! Response analysis: turns what the agent printed into an [`Analysis`].  **\[pure\]**
 //!
 //! Accepts every output shape Claude Code produces (the JSON result object, a JSON array of
 //! messages, stream-json lines, plain text, empty or truncated output) and classifies the

@@ -1,4 +1,4 @@
-//! Reading the agent's stdout in every shape Claude Code produces, as a stream.  **[pure]**
+//! Reading the agent's stdout in every shape Claude Code produces, as a stream.  **\[pure\]**
 //!
 //! The shape is detected from the first non-whitespace byte: `{` → one result object or
 //! stream-json lines, `[` → a message array (`--output-format json --verbose`), anything else →

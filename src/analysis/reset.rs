@@ -1,4 +1,4 @@
-//! When a usage limit resets, from the wordings Claude Code has used.  **[pure]**
+//! When a usage limit resets, from the wordings Claude Code has used.  **\[pure\]**
 //!
 //! `resets 5:09am (Europe/Oslo)`, `resets Nov 25, 2:09am (UTC)`, `resets Apr 23 at 4pm
 //! (America/Recife)`, `resets Mon 9am`, `resets in 3 days`, `Your limit will reset at 3pm

@@ -1,4 +1,4 @@
-//! The `---HANK_STATUS---` block the agent ends each answer with.  **[pure]**
+//! The `---HANK_STATUS---` block the agent ends each answer with.  **\[pure\]**
 //!
 //! Tolerant of what models actually write: any case, extra spaces, markdown fences and bold
 //! around it, `-`/`*` bullets, `--- HANK_STATUS ---`, a YAML-style `HANK_STATUS:` header with

@@ -4,9 +4,9 @@
 //! | module | role |
 //! |---|---|
 //! | [`snapshot`] | reads `.hank/` tolerantly into a [`snapshot::Snapshot`] |
-//! | [`view`] | pure render of a snapshot: ratatui frame, or plain text **[pure]** |
+//! | [`view`] | pure render of a snapshot: ratatui frame, or plain text **\[pure\]** |
 //! | [`app`] | the terminal app loop (poll files, redraw, keys) |
-//! | [`tmux`] | the tmux command builder **[pure]** and the launcher |
+//! | [`tmux`] | the tmux command builder **\[pure\]** and the launcher |
 
 pub mod app;
 pub mod snapshot;

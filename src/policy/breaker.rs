@@ -1,4 +1,4 @@
-//! Circuit breaker: notices a loop that is going nowhere and stops it.  **[pure]**
+//! Circuit breaker: notices a loop that is going nowhere and stops it.  **\[pure\]**
 //!
 //! States and edges (HANK.md §6):
 //!

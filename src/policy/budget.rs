@@ -1,4 +1,4 @@
-//! Rolling 60-minute call and token ledger.  **[pure]**
+//! Rolling 60-minute call and token ledger.  **\[pure\]**
 //!
 //! Every agent call is recorded (with its time) before the agent is spawned; its tokens are
 //! added once the answer is analyzed. [`Ledger::check`] says whether one more call fits in the

@@ -1,4 +1,4 @@
-//! The exit decision: after each loop, continue, retry, wait or stop.  **[pure]**
+//! The exit decision: after each loop, continue, retry, wait or stop.  **\[pure\]**
 //!
 //! [`before_call`] runs before each call, in this order: `plan_complete`, `max_loops`,
 //! `cost_budget`.

@@ -1,4 +1,4 @@
-//! `fix_plan.md` parsing: checkbox items, their sections and optionality.  **[pure]**
+//! `fix_plan.md` parsing: checkbox items, their sections and optionality.  **\[pure\]**
 //!
 //! A checkbox item is a list item whose text starts with `[ ]`, `[x]` or `[X]`: bullets `-`,
 //! `*`, `+` or numbered `1.` / `1)`, at any indentation (sub-items count). Checkboxes inside

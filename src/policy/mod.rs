@@ -1,4 +1,4 @@
-//! The loop's rules, as pure functions and state machines over plain data. **[pure]**
+//! The loop's rules, as pure functions and state machines over plain data. **\[pure\]**
 //!
 //! Nothing here reads the clock, touches files or spawns processes: time, file contents and
 //! facts about the run are arguments. The compiler keeps it so: `clippy.toml` disallows the

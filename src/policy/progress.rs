@@ -1,5 +1,5 @@
 //! What a loop achieved, as plain facts: files changed (by kind) and fix_plan items newly
-//! checked. **[pure]** `crate::progress` measures them (git, or file times outside git); the
+//! checked. **\[pure\]** `crate::progress` measures them (git, or file times outside git); the
 //! breaker and the exit decision read them.
 
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,4 @@
-//! The agent session: when it is resumed, kept, replaced or dropped. **[pure]**
+//! The agent session: when it is resumed, kept, replaced or dropped. **\[pure\]**
 //!
 //! Continuity (HANK.md §4): the `session_id` of the last successful answer is passed back as
 //! `--resume ID` while SESSION_CONTINUITY is on and the session was used less than

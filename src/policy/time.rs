@@ -1,4 +1,4 @@
-//! Time as an input. **[pure]**
+//! Time as an input. **\[pure\]**
 //!
 //! Every rule that depends on time takes a `now: Timestamp` argument; the loop gets it from a
 //! [`Clock`]. The wall clock (`crate::clock::SystemClock`) is the only implementation that

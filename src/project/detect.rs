@@ -1,5 +1,5 @@
 //! Project detection: language/type, framework, package manager, build/test/run commands,
-//! git and GitHub remote, task sources.  **[pure]**
+//! git and GitHub remote, task sources.  **\[pure\]**
 //!
 //! The caller lists the files ([`ProjectFiles`], filled by `scan::scan_dir`) and says which
 //! tools are on PATH; [`detect`] only looks at that. The first manifest found in this order

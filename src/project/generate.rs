@@ -91,7 +91,7 @@ fn code_or(cmd: Option<&String>) -> String {
     )
 }
 
-/// Validates the spec and renders every file. **[pure]**
+/// Validates the spec and renders every file. **\[pure\]**
 ///
 /// # Errors
 /// An invalid value (see [`validate_value`]) or a template error.
@@ -150,7 +150,7 @@ pub fn plan(spec: &ProjectSpec) -> Result<Vec<PlannedFile>> {
 }
 
 /// The `.gitignore` content with hank's runtime entries added, or `None` when all are there.
-/// **[pure]**
+/// **\[pure\]**
 #[must_use]
 pub fn merge_gitignore(existing: Option<&str>) -> Option<String> {
     let existing = existing.unwrap_or("");

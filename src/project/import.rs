@@ -106,7 +106,7 @@ pub struct Document {
     pub json: Option<Value>,
 }
 
-/// Checks and decodes a document's bytes. `file_name` names it in errors.  **[pure]**
+/// Checks and decodes a document's bytes. `file_name` names it in errors.  **\[pure\]**
 ///
 /// # Errors
 /// Empty (or only whitespace), binary or not UTF-8, a `.json` file that is not JSON.
@@ -167,7 +167,7 @@ pub fn parse_document(file_name: &str, bytes: &[u8]) -> Result<Document> {
 
 /// The default project name for a document: its file stem, lowercased, every run of other
 /// characters than letters, digits and `_` turned into one `-` (`My PRD v2.md` → `my-prd-v2`);
-/// `project` when nothing is left.  **[pure]**
+/// `project` when nothing is left.  **\[pure\]**
 #[must_use]
 pub fn project_name_from_file(path: &Path) -> String {
     let stem = path
@@ -273,7 +273,7 @@ fn split_sentences(text: &str) -> Vec<&str> {
     out
 }
 
-/// A sentence that states a requirement (not a question).  **[pure]**
+/// A sentence that states a requirement (not a question).  **\[pure\]**
 #[must_use]
 pub fn is_requirement(sentence: &str) -> bool {
     let s = sentence.trim();
@@ -388,7 +388,7 @@ fn is_excluded_section(title: &str) -> bool {
     .any(|k| t.contains(k))
 }
 
-/// Extracts the tasks of a Markdown or text document (see the module docs).  **[pure]**
+/// Extracts the tasks of a Markdown or text document (see the module docs).  **\[pure\]**
 #[must_use]
 pub fn extract_tasks(text: &str, cap: usize) -> Extraction {
     let mut seen: HashSet<String> = HashSet::new();
@@ -539,7 +539,7 @@ fn json_md(value: &Value, depth: usize, out: &mut String) {
 
 /// Renders a JSON document as Markdown for extraction: object keys holding objects or lists
 /// become headings, list entries bullets (objects by their `title`/`name`/…; `done: true` or
-/// `status: "done"` makes a checked box), other values lines of text.  **[pure]**
+/// `status: "done"` makes a checked box), other values lines of text.  **\[pure\]**
 #[must_use]
 pub fn json_to_markdown(value: &Value) -> String {
     let mut out = String::new();
@@ -554,7 +554,7 @@ fn display_name(name: &str) -> String {
         .replace("--", "-")
 }
 
-/// The deterministic `fix_plan.md`.  **[pure]**
+/// The deterministic `fix_plan.md`.  **\[pure\]**
 #[must_use]
 pub fn render_fix_plan(project_name: &str, source_name: &str, ex: &Extraction) -> String {
     let mut out = format!(
@@ -582,7 +582,7 @@ pub fn render_fix_plan(project_name: &str, source_name: &str, ex: &Extraction) -
 }
 
 /// `specs/requirements.md`: the whole document after a provenance comment (a JSON document
-/// as Markdown, followed by its original text in a fence).  **[pure]**
+/// as Markdown, followed by its original text in a fence).  **\[pure\]**
 #[must_use]
 pub fn render_requirements(doc: &Document) -> String {
     let mut out = format!(
@@ -628,7 +628,7 @@ pub struct Converted {
 }
 
 /// The deterministic conversion. `standard_prompt` is the project's rendered PROMPT.md.
-/// **[pure]**
+/// **\[pure\]**
 #[must_use]
 pub fn convert_deterministic(
     doc: &Document,
@@ -688,7 +688,7 @@ pub fn markers(document: &str, nonce: u64) -> (String, String) {
 }
 
 /// The conversion prompt sent on stdin: `templates/import_prompt.md` with the document
-/// between its markers.  **[pure]**
+/// between its markers.  **\[pure\]**
 ///
 /// # Errors
 /// A template error (a bug, caught by the tests).
@@ -712,7 +712,7 @@ pub fn conversion_prompt(
 
 /// The conversion agent's argv after the program: the command's own leading words, then
 /// `-p --output-format json --allowedTools=Read,Write [--model M]`. The prompt goes on stdin.
-/// **[pure]**
+/// **\[pure\]**
 #[must_use]
 pub fn conversion_argv(leading: &[String], model: Option<&str>) -> Vec<String> {
     let mut args: Vec<String> = leading.to_vec();
@@ -732,7 +732,7 @@ pub fn conversion_argv(leading: &[String], model: Option<&str>) -> Vec<String> {
     args
 }
 
-/// The error for an agent answer that is not a success, or `None`.  **[pure]**
+/// The error for an agent answer that is not a success, or `None`.  **\[pure\]**
 #[must_use]
 pub fn analysis_error(a: &Analysis, timeout: Duration) -> Option<HankError> {
     if a.outcome == Outcome::Success && a.error.is_none() {
@@ -789,7 +789,7 @@ pub struct AgentFiles {
 }
 
 /// Checks what the agent wrote. A PROMPT.md without the HANK_STATUS block gets the standard
-/// prompt appended (with a warning), so the loop can read the agent's answers.  **[pure]**
+/// prompt appended (with a warning), so the loop can read the agent's answers.  **\[pure\]**
 ///
 /// # Errors
 /// A file missing or empty, or a fix_plan without checkbox items.

@@ -47,7 +47,7 @@ pub enum MigrateOutcome {
 }
 
 /// The moves for the flat files that exist (`exists` says whether a relative path exists),
-/// and the flat files left in place because a preferred twin is moved instead.  **[pure]**
+/// and the flat files left in place because a preferred twin is moved instead.  **\[pure\]**
 #[must_use]
 pub fn plan_moves(exists: &dyn Fn(&str) -> bool) -> (Vec<Move>, Vec<&'static str>) {
     let mut moves = vec![Move {

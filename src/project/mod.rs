@@ -3,10 +3,10 @@
 //!
 //! | file | role |
 //! |---|---|
-//! | `templates` | the embedded `templates/` and the strict `{{name}}` renderer **[pure]** |
-//! | `detect` | type, framework, package manager, commands, git/GitHub, task sources **[pure]** |
+//! | `templates` | the embedded `templates/` and the strict `{{name}}` renderer **\[pure\]** |
+//! | `detect` | type, framework, package manager, commands, git/GitHub, task sources **\[pure\]** |
 //! | `scan` | reads a folder into what `detect` needs |
-//! | `tasks` | parsing `bd` / `gh` output and PRDs into tagged fix_plan items **[pure]** |
+//! | `tasks` | parsing `bd` / `gh` output and PRDs into tagged fix_plan items **\[pure\]** |
 //! | `sources` | running `bd` / `gh` (no shell, stdin null, timeout), reading PRDs |
 //! | `generate` | rendering and writing `.hank/*`, `.hankrc`, `.gitignore` entries |
 //! | `setup`, `enable`, `ci`, `migrate`, `import` | the commands |
@@ -116,11 +116,11 @@ pub struct ImportArgs {
     pub no_ai: bool,
     /// Maximum tasks kept by the conversion without AI.
     pub limit: u32,
-    /// The agent command: a path or a name on PATH [CLAUDE_CODE_CMD, default claude].
+    /// The agent command: a path or a name on PATH (CLAUDE_CODE_CMD, default claude).
     pub claude_cmd: Option<String>,
-    /// Time limit of the AI conversion: minutes, or 90s / 2m / 1h [CLAUDE_TIMEOUT_MINUTES, default 15].
+    /// Time limit of the AI conversion: minutes, or 90s / 2m / 1h (CLAUDE_TIMEOUT_MINUTES, default 15).
     pub timeout: Option<String>,
-    /// Claude model [CLAUDE_MODEL].
+    /// Claude model (CLAUDE_MODEL).
     pub model: Option<String>,
     /// Print exactly one JSON result object on stdout (errors too).
     pub json: bool,

@@ -17,7 +17,7 @@ use super::{SetupArgs, detect};
 
 const GIT_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Checks a project name used as a folder name.  **[pure]**
+/// Checks a project name used as a folder name.  **\[pure\]**
 ///
 /// # Errors
 /// Empty, `.`/`..`, a path separator, a leading `-`, quotes or control characters.

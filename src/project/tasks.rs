@@ -1,5 +1,5 @@
 //! Tasks imported from beads, GitHub issues and PRD documents, and their fix_plan rendering.
-//! **[pure]**
+//! **\[pure\]**
 //!
 //! Parsers take the text a tool printed or a document's content; `sources` runs the tools.
 //! Every task becomes one `- [ ] [origin] title` line; titles are flattened to one line,

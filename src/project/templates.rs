@@ -1,5 +1,5 @@
 //! The project templates (`templates/`), embedded in the binary, and their strict renderer.
-//! **[pure]**
+//! **\[pure\]**
 //!
 //! A template refers to a variable as `{{name}}` (lowercase letters, digits, `_`). Rendering
 //! is a single pass: a value is inserted as is and never scanned again, so task titles that
