@@ -14,7 +14,7 @@
 //! 9. status.json, events, the loop summary.
 
 use std::fs;
-use std::io::{BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -22,8 +22,9 @@ use jiff::{SignedDuration, Timestamp};
 use tokio::sync::watch;
 
 use crate::agent::argv::{self, ArgvInput, ContextInput};
+use crate::agent::call;
 use crate::agent::process::{self, Spawn};
-use crate::analysis::{self, Analysis, LiveItem, RunFacts};
+use crate::analysis::{self, Analysis, LiveItem};
 use crate::error::{HankError, Result};
 use crate::exit::ExitReason;
 use crate::policy::breaker::{CircuitState, Transition};
@@ -462,50 +463,44 @@ impl Engine {
                 lock.record_agent(Some((pgid, ticks)));
             }
         };
-        let outcome = process::run_with_hook(spawn, self.cancel.clone(), on_spawn, |line| {
-            for item in analysis::live_items(line) {
-                if let Some(f) = live_file.as_mut() {
-                    let text = match &item {
-                        LiveItem::Text(t) => format!("{}\n", t.trim_end()),
-                        LiveItem::Tool { name, detail } => format!("⚙ {name} {detail}\n"),
-                        LiveItem::Retry { attempt, error } => {
-                            format!("API retry {attempt}: {error}\n")
-                        }
-                        LiveItem::Init { .. } | LiveItem::Result { .. } => String::new(),
-                    };
-                    let _ = f.write_all(text.as_bytes());
+        let wall = &self.clock;
+        let called = call::call(
+            spawn,
+            self.cancel.clone(),
+            on_spawn,
+            |line| {
+                for item in analysis::live_items(line) {
+                    if let Some(f) = live_file.as_mut() {
+                        let text = match &item {
+                            LiveItem::Text(t) => format!("{}\n", t.trim_end()),
+                            LiveItem::Tool { name, detail } => format!("⚙ {name} {detail}\n"),
+                            LiveItem::Retry { attempt, error } => {
+                                format!("API retry {attempt}: {error}\n")
+                            }
+                            LiveItem::Init { .. } | LiveItem::Result { .. } => String::new(),
+                        };
+                        let _ = f.write_all(text.as_bytes());
+                    }
+                    reporter.live(&item);
                 }
-                reporter.live(&item);
-            }
-        })
+            },
+            // Reset times printed without a zone ("resets 7pm") are in the local zone.
+            || analysis::Clock::new(wall.now(), jiff::tz::TimeZone::system()),
+        )
         .await
-        .map_err(|e| {
-            HankError::usage(format!(
-                "failed to start the agent {}: {e}",
-                self.agent.program.display()
-            ))
-        })?;
+        .map_err(HankError::usage)?;
         self.reporter.agent_finished();
         self.lock.record_agent(None);
 
         // 6. analyze + progress
-        let facts = RunFacts {
-            exit_code: outcome.exit_code,
-            signal: outcome.signal,
-            timed_out: outcome.timed_out,
-            interrupted: outcome.interrupted,
-        };
-        // Reset times printed without a zone ("resets 7pm") are in the machine's local zone.
-        let clock = analysis::Clock::new(self.clock.now(), jiff::tz::TimeZone::system());
-        let mut analysis = match fs::File::open(&stdout_log) {
-            Ok(f) => analysis::analyze_in(BufReader::new(f), &outcome.stderr_head, &facts, &clock),
-            Err(_) => analysis::analyze_bytes_in(b"", &outcome.stderr_head, &facts, &clock),
-        };
+        let outcome = called.outcome;
+        let mut analysis = called.analysis;
+        let clock_now = self.clock.now();
         crate::agent::redact::redact_analysis(&mut analysis, &self.secrets);
         if let Some(left) = decide::credential_expiry_due(
             analysis.credential_expires_at,
             self.credential_warned,
-            clock.now,
+            clock_now,
         ) {
             self.credential_warned = analysis.credential_expires_at;
             let at = analysis

@@ -4,6 +4,7 @@
 //! timeout and interrupt handling that never leaves a survivor.
 
 pub mod argv;
+pub mod call;
 pub mod client;
 pub mod process;
 pub mod redact;

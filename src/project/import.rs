@@ -24,7 +24,7 @@
 use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::hash::{BuildHasher, Hasher};
-use std::io::{BufReader, IsTerminal};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -34,8 +34,9 @@ use regex::Regex;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::agent::process::{self, Spawn};
-use crate::analysis::{self, Analysis, ErrorKind, Outcome, RunFacts};
+use crate::agent::call;
+use crate::agent::process::Spawn;
+use crate::analysis::{self, Analysis, ErrorKind, Outcome};
 use crate::error::{HankError, Result};
 use crate::exit;
 use crate::policy::fixplan;
@@ -1044,24 +1045,6 @@ fn spinner(file: &str) -> ProgressBar {
     bar
 }
 
-/// Counts SIGINT/SIGTERM into `tx` (the runner stops the agent's group on the first).
-async fn forward_signals(tx: tokio::sync::watch::Sender<u32>) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        return;
-    };
-    loop {
-        tokio::select! {
-            _ = int.recv() => {}
-            _ = term.recv() => {}
-        }
-        tx.send_modify(|n| *n += 1);
-    }
-}
-
 fn read_agent_file(work: &Path, rel: &str) -> Result<Option<String>> {
     let path = work.join(rel);
     let meta = match std::fs::symlink_metadata(&path) {
@@ -1123,9 +1106,8 @@ fn convert_ai(
         .build()
         .map_err(|e| HankError::Other(format!("failed to start the async runtime: {e}")))?;
     let bar = spinner(&doc.file_name);
-    let outcome = runtime.block_on(async {
-        let (tx, rx) = tokio::sync::watch::channel(0u32);
-        let signals = tokio::spawn(forward_signals(tx));
+    let called = runtime.block_on(async {
+        let cancel = crate::agent::signals::install()?;
         let spawn = Spawn {
             program: &agent.program,
             args: &args,
@@ -1138,34 +1120,24 @@ fn convert_ai(
             live: false,
             env_remove: crate::agent::client::ENV_REMOVED,
         };
-        let outcome = process::run(spawn, rx, |_| {}).await;
-        signals.abort();
-        outcome
+        call::call(
+            spawn,
+            cancel,
+            |_| {},
+            |_| {},
+            || analysis::Clock::new(jiff::Timestamp::now(), jiff::tz::TimeZone::system()),
+        )
+        .await
+        .map_err(HankError::usage)
     });
     bar.finish_and_clear();
-    let outcome = outcome.map_err(|e| {
-        HankError::usage(format!(
-            "failed to start the agent {}: {e}",
-            agent.program.display()
-        ))
-    })?;
+    let call::Called { outcome, analysis } = called?;
     if outcome.interrupted {
         return Err(HankError::WithCode {
             code: exit::INTERRUPTED,
             message: "interrupted: the import was stopped and nothing was changed".into(),
         });
     }
-    let facts = RunFacts {
-        exit_code: outcome.exit_code,
-        signal: outcome.signal,
-        timed_out: outcome.timed_out,
-        interrupted: outcome.interrupted,
-    };
-    let clock = analysis::Clock::new(jiff::Timestamp::now(), jiff::tz::TimeZone::system());
-    let analysis = match std::fs::File::open(&out_log) {
-        Ok(f) => analysis::analyze_in(BufReader::new(f), &outcome.stderr_head, &facts, &clock),
-        Err(_) => analysis::analyze_bytes_in(b"", &outcome.stderr_head, &facts, &clock),
-    };
     ctx.cost_usd = analysis.cost_usd;
     if let Some(err) = analysis_error(&analysis, timeout) {
         return Err(err);
@@ -1764,9 +1736,9 @@ mod tests {
         ];
         for (file, code, want) in cases {
             let out = std::fs::read(dir.join(file)).unwrap();
-            let facts = RunFacts {
+            let facts = crate::analysis::RunFacts {
                 exit_code: Some(code),
-                ..RunFacts::default()
+                ..crate::analysis::RunFacts::default()
             };
             let a = analysis::analyze_bytes(&out, b"", &facts, now);
             let err = analysis_error(&a, Duration::from_secs(60)).map(|e| e.to_string());
