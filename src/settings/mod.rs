@@ -212,7 +212,12 @@ pub fn resolve_agent(cmd: &Sourced<String>, project_dir: &Path) -> Result<AgentC
         });
     }
     let mut words = raw.split_whitespace();
-    let first = words.next().unwrap_or("claude");
+    let Some(first) = words.next() else {
+        return Err(HankError::usage_hint(
+            format!("the agent command is empty (from {})", cmd.source),
+            hint,
+        ));
+    };
     let rest: Vec<String> = words.map(ToString::to_string).collect();
     if first.contains('/') {
         let p = as_path(first);
@@ -244,5 +249,27 @@ pub fn resolve_agent(cmd: &Sourced<String>, project_dir: &Path) -> Result<AgentC
             ),
             hint,
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The agent command's default lives in the key table only: an empty command is an
+    /// error, never a silent `claude`.
+    #[test]
+    fn an_empty_agent_command_is_an_error() {
+        let cmd = Sourced {
+            value: "  ".to_string(),
+            source: Source::Env,
+        };
+        let err = resolve_agent(&cmd, Path::new("/nonexistent"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("agent command is empty (from environment)"),
+            "{err}"
+        );
     }
 }
