@@ -1,5 +1,5 @@
 //! Command-line definitions (clap derive) — nothing else. Values stay raw strings here;
-//! `config` validates them so errors can name the flag, key or `.hankrc` line.
+//! `settings` validates them so errors can name the flag, key or `.hankrc` line.
 
 // `[KEY, default …]` in the help texts below is shown by `--help`, not a doc link.
 #![allow(rustdoc::broken_intra_doc_links)]
@@ -7,6 +7,8 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+
+use crate::settings::keys;
 
 /// Runs Claude Code in a loop over your project and stops it at the right moment.
 #[derive(Debug, Parser)]
@@ -74,65 +76,49 @@ pub enum Command {
     Completions(CompletionsArgs),
 }
 
-/// Flags of `hank run` (each also a `.hankrc` key and an environment variable).
+/// Flags of `hank run` (each also a `.hankrc` key and an environment variable). The help of
+/// a keyed flag comes from [`keys::KEYS`], with the key's default.
 #[derive(Debug, Clone, Default, Args)]
 pub struct RunArgs {
-    /// Maximum agent calls in any rolling hour [MAX_CALLS_PER_HOUR, default 100].
-    #[arg(short = 'c', long = "calls", value_name = "N")]
+    #[arg(short = 'c', long = "calls", value_name = "N", help = keys::flag_help("MAX_CALLS_PER_HOUR"))]
     pub calls: Option<String>,
-    /// Maximum tokens in any rolling hour, 0 = off [MAX_TOKENS_PER_HOUR, default 0].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help = keys::flag_help("MAX_TOKENS_PER_HOUR"))]
     pub max_tokens_per_hour: Option<String>,
-    /// Prompt file sent to the agent every loop [PROMPT_FILE, default .hank/PROMPT.md].
-    #[arg(short = 'p', long = "prompt", value_name = "FILE")]
+    #[arg(short = 'p', long = "prompt", value_name = "FILE", help = keys::flag_help("PROMPT_FILE"))]
     pub prompt: Option<String>,
-    /// Agent timeout per loop: minutes, or 90s / 2m / 1h [CLAUDE_TIMEOUT_MINUTES, default 15].
-    #[arg(short = 't', long = "timeout", value_name = "DURATION")]
+    #[arg(short = 't', long = "timeout", value_name = "DURATION", help = keys::flag_help("CLAUDE_TIMEOUT_MINUTES"))]
     pub timeout: Option<String>,
-    /// Stream the agent's output live (stream-json) [LIVE_OUTPUT].
-    #[arg(long)]
+    #[arg(long, help = keys::flag_help("LIVE_OUTPUT"))]
     pub live: bool,
-    /// More detail on stderr [VERBOSE].
-    #[arg(short = 'v', long)]
+    #[arg(short = 'v', long, help = keys::flag_help("VERBOSE"))]
     pub verbose: bool,
-    /// Agent output format: json or text [CLAUDE_OUTPUT_FORMAT, default json].
-    #[arg(long, value_name = "FORMAT")]
+    #[arg(long, value_name = "FORMAT", help = keys::flag_help("CLAUDE_OUTPUT_FORMAT"))]
     pub output_format: Option<String>,
-    /// Comma-separated tools the agent may use [ALLOWED_TOOLS].
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, value_name = "LIST", help = keys::flag_help("ALLOWED_TOOLS"))]
     pub allowed_tools: Option<String>,
-    /// Claude permission mode [CLAUDE_PERMISSION_MODE].
-    #[arg(long, value_name = "MODE")]
+    #[arg(long, value_name = "MODE", help = keys::flag_help("CLAUDE_PERMISSION_MODE"))]
     pub permission_mode: Option<String>,
-    /// Claude model [CLAUDE_MODEL].
-    #[arg(long, value_name = "MODEL")]
+    #[arg(long, value_name = "MODEL", help = keys::flag_help("CLAUDE_MODEL"))]
     pub model: Option<String>,
     /// Start a fresh agent session every loop [SESSION_CONTINUITY=false].
     #[arg(long)]
     pub no_continue: bool,
-    /// Hours after which a session is not resumed [SESSION_EXPIRY_HOURS, default 24].
-    #[arg(long, value_name = "HOURS")]
+    #[arg(long, value_name = "HOURS", help = keys::flag_help("SESSION_EXPIRY_HOURS"))]
     pub session_expiry: Option<String>,
-    /// Stop after N loops in this run, 0 = unlimited [MAX_LOOPS].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help = keys::flag_help("MAX_LOOPS"))]
     pub max_loops: Option<String>,
-    /// Stop when this run has cost this many USD, 0 = unlimited [MAX_COST_USD].
-    #[arg(long, value_name = "USD")]
+    #[arg(long, value_name = "USD", help = keys::flag_help("MAX_COST_USD"))]
     pub max_cost: Option<String>,
-    /// On a subscription usage limit: wait for the reset, or exit [ON_USAGE_LIMIT, default wait].
-    #[arg(long, value_name = "wait|exit")]
+    #[arg(long, value_name = "wait|exit", help = keys::flag_help("ON_USAGE_LIMIT"))]
     pub on_usage_limit: Option<String>,
-    /// The agent command: a path or a name on PATH [CLAUDE_CODE_CMD, default claude].
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", help = keys::flag_help("CLAUDE_CODE_CMD"))]
     pub claude_cmd: Option<String>,
-    /// An OPEN circuit is reset to CLOSED at start instead of stopping [CB_AUTO_RESET].
-    #[arg(long)]
+    #[arg(long, help = keys::flag_help("CB_AUTO_RESET"))]
     pub auto_reset_circuit: bool,
     /// Print the agent command and prompt for one loop, call nothing, exit 0.
     #[arg(long)]
     pub dry_run: bool,
-    /// Desktop notification when the loop ends [ENABLE_NOTIFICATIONS].
-    #[arg(long)]
+    #[arg(long, help = keys::flag_help("ENABLE_NOTIFICATIONS"))]
     pub notify: bool,
     /// JSON-lines events on stdout (human output stays on stderr).
     #[arg(long)]

@@ -442,6 +442,8 @@ impl Engine {
             &format!("loop {number} started (resume: {})", resume.is_some()),
         );
         self.reporter.agent_started(number, resume.is_some());
+        self.reporter
+            .call_detail(&self.agent.program, &args, context.len(), prompt.len());
 
         let stdout_log = self.store.loop_log(number, "out");
         let spawn = Spawn {
@@ -497,6 +499,7 @@ impl Engine {
         let mut analysis = called.analysis;
         let clock_now = self.clock.now();
         crate::agent::redact::redact_analysis(&mut analysis, &self.secrets);
+        self.reporter.analysis_detail(&analysis);
         if let Some(left) = decide::credential_expiry_due(
             analysis.credential_expires_at,
             self.credential_warned,

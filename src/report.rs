@@ -4,12 +4,14 @@
 //! ([`DisplayMode::resolve`], pure). stdout is reserved for `--json` events.
 
 use std::io::{IsTerminal, Write};
+use std::path::Path;
 use std::time::Duration;
 
 use console::style;
 use indicatif::{ProgressBar, ProgressStyle};
 use jiff::Timestamp;
 
+use crate::analysis::Analysis;
 use crate::exit::ExitReason;
 use crate::policy::fixplan::Plan;
 use crate::store::State;
@@ -111,6 +113,30 @@ impl Reporter {
     pub fn detail(&self, msg: &str) {
         if self.verbose {
             self.println(&format!("  {}", style(msg).dim()));
+        }
+    }
+
+    /// With `--verbose`, before the call: the agent command (quoted for reading; the
+    /// environment is never printed) and the sizes of what goes on its stdin.
+    pub fn call_detail(
+        &self,
+        program: &Path,
+        args: &[String],
+        context_bytes: usize,
+        prompt_bytes: usize,
+    ) {
+        if self.verbose {
+            self.detail(&agent_command_line(program, args));
+            self.detail(&format!(
+                "stdin: loop context {context_bytes} bytes + prompt {prompt_bytes} bytes"
+            ));
+        }
+    }
+
+    /// With `--verbose`, after the call: the analysis in one line.
+    pub fn analysis_detail(&self, a: &Analysis) {
+        if self.verbose {
+            self.detail(&analysis_line(a));
         }
     }
 
@@ -299,6 +325,54 @@ pub fn shell_quote(arg: &str) -> String {
     }
 }
 
+/// `agent: PROGRAM ARGS…`, each word quoted for a POSIX shell (for reading: hank never runs
+/// the agent through a shell).
+#[must_use]
+pub fn agent_command_line(program: &Path, args: &[String]) -> String {
+    let mut line = format!("agent: {}", shell_quote(&program.display().to_string()));
+    for a in args {
+        line.push(' ');
+        line.push_str(&shell_quote(a));
+    }
+    line
+}
+
+/// One line summing up an analysis: shape, outcome, error kind, session (shortened), cost,
+/// tokens, permission denials and error signatures.
+#[must_use]
+pub fn analysis_line(a: &Analysis) -> String {
+    let session = a.session_id.as_deref().map_or_else(
+        || "-".to_string(),
+        |id| {
+            let short: String = id.chars().take(8).collect();
+            if short.len() < id.len() {
+                format!("{short}…")
+            } else {
+                short
+            }
+        },
+    );
+    format!(
+        "analysis: shape={} outcome={} error={} session={session} cost=${:.4} tokens={} \
+         denials={} signatures={}",
+        snake_name(a.shape),
+        snake_name(a.outcome),
+        a.error_kind().map_or("-", |k| k.as_str()),
+        a.cost_usd,
+        a.tokens.sum(),
+        a.permission_denials.len(),
+        a.error_signatures.len()
+    )
+}
+
+/// The stable snake_case name a value serializes to (`result_object`, `agent_error`).
+fn snake_name(v: impl serde::Serialize) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| "?".to_string())
+}
+
 /// The final one-line explanation.
 pub fn exit_message(reason: ExitReason, state: &State, plan: &Plan) -> String {
     match reason {
@@ -375,6 +449,53 @@ mod tests {
         assert_eq!(format_secs(0), "0s");
         assert_eq!(format_secs(61), "1m01s");
         assert_eq!(format_secs(3723), "1h02m03s");
+    }
+
+    #[test]
+    fn verbose_lines() {
+        let args: Vec<String> = [
+            "-p",
+            "--allowedTools=Read,Bash(git add *)",
+            "--model",
+            "opus",
+        ]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+        assert_eq!(
+            agent_command_line(Path::new("/opt/my tools/claude"), &args),
+            "agent: '/opt/my tools/claude' -p '--allowedTools=Read,Bash(git add *)' --model opus"
+        );
+        let mut a = Analysis {
+            shape: crate::analysis::OutputShape::ResultObject,
+            session_id: Some("0123456789abcdef".into()),
+            cost_usd: 0.01234,
+            error_signatures: vec!["x".into()],
+            ..Analysis::default()
+        };
+        a.tokens.input = 10;
+        a.tokens.output = 5;
+        assert_eq!(
+            analysis_line(&a),
+            "analysis: shape=result_object outcome=success error=- session=01234567… \
+             cost=$0.0123 tokens=15 denials=0 signatures=1"
+        );
+        a.session_id = Some("short".into());
+        a.outcome = crate::analysis::Outcome::AgentError;
+        a.error = Some(crate::analysis::AgentError {
+            kind: crate::analysis::ErrorKind::RateLimit,
+            message: "429".into(),
+            api_status: Some(429),
+            reset_at: None,
+            window: None,
+        });
+        let line = analysis_line(&a);
+        assert!(
+            line.contains("outcome=agent_error error=rate_limit session=short "),
+            "{line}"
+        );
+        a.session_id = None;
+        assert!(analysis_line(&a).contains("session=- "));
     }
 
     #[test]

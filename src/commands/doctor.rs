@@ -84,10 +84,15 @@ pub fn run(args: &cli::DoctorArgs) -> Result<u8> {
                     detail: e.to_string(),
                 }),
             }
+            let mut detail = "valid (.hankrc + environment)".to_string();
+            for w in &s.warnings {
+                detail.push_str("; ");
+                detail.push_str(w);
+            }
             checks.push(Check {
                 name: "config",
                 ok: true,
-                detail: "valid (.hankrc + environment)".into(),
+                detail,
             });
         }
         Err(e) => checks.push(Check {

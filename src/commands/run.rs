@@ -41,10 +41,14 @@ pub fn run(run: &RunArgs, args: &[OsString]) -> Result<u8> {
     check_required_files(&settings)?;
     let agent = settings::resolve_agent(&settings.claude_cmd, &project_dir)?;
     if settings.dry_run {
+        for w in &settings.warnings {
+            eprintln!("hank: warning: {w}");
+        }
         return dry_run(&settings, &agent);
     }
     let clock = SystemClock::from_env()?;
-    let notes = check_client(&agent)?;
+    let mut notes = settings.warnings.clone();
+    notes.extend(check_client(&agent)?);
     engine::start(settings, agent, notes, Box::new(clock))
 }
 
@@ -213,7 +217,6 @@ impl From<&RunArgs> for settings::Flags {
             dry_run: a.dry_run,
             notify: a.notify,
             json: a.json,
-            monitor: a.monitor,
         }
     }
 }

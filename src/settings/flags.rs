@@ -1,49 +1,48 @@
 //! The raw flag values the resolver reads first (flag > environment > `.hankrc` > default).
 
-/// The command-line values of `hank run`, raw (validated by [`super::load`] so that errors can name
-/// the flag). `crate::cli::RunArgs` is their clap definition.
+/// The command-line values of `hank run`, raw: [`super::resolve`] validates them so that
+/// errors can name the flag. `crate::cli::RunArgs` is their clap definition; each key's flag,
+/// default and meaning are in [`super::keys::KEYS`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Flags {
-    /// Maximum agent calls in any rolling hour (MAX_CALLS_PER_HOUR, default 100).
+    /// `--calls` (MAX_CALLS_PER_HOUR).
     pub calls: Option<String>,
-    /// Maximum tokens in any rolling hour, 0 = off (MAX_TOKENS_PER_HOUR, default 0).
+    /// `--max-tokens-per-hour` (MAX_TOKENS_PER_HOUR).
     pub max_tokens_per_hour: Option<String>,
-    /// Prompt file sent to the agent every loop (PROMPT_FILE, default .hank/PROMPT.md).
+    /// `--prompt` (PROMPT_FILE).
     pub prompt: Option<String>,
-    /// Agent timeout per loop: minutes, or 90s / 2m / 1h (CLAUDE_TIMEOUT_MINUTES, default 15).
+    /// `--timeout` (CLAUDE_TIMEOUT_MINUTES).
     pub timeout: Option<String>,
-    /// Stream the agent's output live (stream-json) (LIVE_OUTPUT).
+    /// `--live` (LIVE_OUTPUT).
     pub live: bool,
-    /// More detail on stderr (VERBOSE).
+    /// `--verbose` (VERBOSE).
     pub verbose: bool,
-    /// Agent output format: json or text (CLAUDE_OUTPUT_FORMAT, default json).
+    /// `--output-format` (CLAUDE_OUTPUT_FORMAT).
     pub output_format: Option<String>,
-    /// Comma-separated tools the agent may use (ALLOWED_TOOLS).
+    /// `--allowed-tools` (ALLOWED_TOOLS).
     pub allowed_tools: Option<String>,
-    /// Claude permission mode (CLAUDE_PERMISSION_MODE).
+    /// `--permission-mode` (CLAUDE_PERMISSION_MODE).
     pub permission_mode: Option<String>,
-    /// Claude model (CLAUDE_MODEL).
+    /// `--model` (CLAUDE_MODEL).
     pub model: Option<String>,
-    /// Start a fresh agent session every loop (SESSION_CONTINUITY=false).
+    /// `--no-continue` (SESSION_CONTINUITY=false).
     pub no_continue: bool,
-    /// Hours after which a session is not resumed (SESSION_EXPIRY_HOURS, default 24).
+    /// `--session-expiry` (SESSION_EXPIRY_HOURS).
     pub session_expiry: Option<String>,
-    /// Stop after N loops in this run, 0 = unlimited (MAX_LOOPS).
+    /// `--max-loops` (MAX_LOOPS).
     pub max_loops: Option<String>,
-    /// Stop when this run has cost this many USD, 0 = unlimited (MAX_COST_USD).
+    /// `--max-cost` (MAX_COST_USD).
     pub max_cost: Option<String>,
-    /// On a subscription usage limit: wait for the reset, or exit (ON_USAGE_LIMIT, default wait).
+    /// `--on-usage-limit` (ON_USAGE_LIMIT).
     pub on_usage_limit: Option<String>,
-    /// The agent command: a path or a name on PATH (CLAUDE_CODE_CMD, default claude).
+    /// `--claude-cmd` (CLAUDE_CODE_CMD).
     pub claude_cmd: Option<String>,
-    /// An OPEN circuit is reset to CLOSED at start instead of stopping (CB_AUTO_RESET).
+    /// `--auto-reset-circuit` (CB_AUTO_RESET).
     pub auto_reset_circuit: bool,
-    /// Print the agent command and prompt for one loop, call nothing, exit 0.
+    /// `--dry-run`: print the agent command and prompt for one loop, call nothing (flag only).
     pub dry_run: bool,
-    /// Desktop notification when the loop ends (ENABLE_NOTIFICATIONS).
+    /// `--notify` (ENABLE_NOTIFICATIONS).
     pub notify: bool,
-    /// JSON-lines events on stdout (human output stays on stderr).
+    /// `--json`: JSON-lines events on stdout (flag only).
     pub json: bool,
-    /// Run inside tmux with a live output pane and the dashboard.
-    pub monitor: bool,
 }

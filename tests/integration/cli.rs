@@ -1,7 +1,7 @@
 //! The command line outside the loop itself: parsing, exit codes, aliases, config errors,
 //! dry-run, status, doctor, completions.
 
-use crate::support::{Project, hank_bin, stderr, stdout};
+use crate::support::{Project, TICK_ONE, hank_bin, result_json, stderr, stdout};
 
 #[test]
 fn help_and_version_exit_0_and_usage_errors_exit_1() {
@@ -137,6 +137,87 @@ fn dry_run_prints_the_command_and_prompt_and_calls_nothing() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["args"][0], "-p");
     assert!(v["context_bytes"].as_u64().unwrap() <= 600);
+}
+
+/// `-v` prints, per loop, the agent argv (quoted for reading), the stdin sizes and a one-line
+/// analysis; without it those lines are absent. `VERBOSE=2` counts as on; an unreadable
+/// `VERBOSE` in the environment is a warning, not a refusal to start.
+#[test]
+fn verbose_prints_the_agent_command_and_the_analysis() {
+    let p = Project::new(&["a", "b", "c", "d", "e"]);
+    p.fake(
+        "response",
+        &result_json("IN_PROGRESS", "IMPLEMENTATION", false, "did a"),
+    )
+    .fake("effect.sh", TICK_ONE);
+    let o = p.run(&["--max-loops", "1", "-v"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let err = stderr(&o);
+    let line = |prefix: &str| {
+        err.lines()
+            .map(str::trim)
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no `{prefix}` line in:\n{err}"))
+            .to_string()
+    };
+    let quoted: Vec<String> = p
+        .argv(1)
+        .iter()
+        .map(|a| hank::report::shell_quote(a))
+        .collect();
+    let agent = line("agent: ");
+    assert!(
+        agent.ends_with(&quoted.join(" ")),
+        "{agent}\nargv: {quoted:?}"
+    );
+    assert!(agent.contains(" -p --output-format json"), "{agent}");
+    assert!(agent.contains(" '--allowedTools=Write,Read,"), "{agent}");
+    let (context, prompt) = p.context_and_prompt(1);
+    assert_eq!(
+        line("stdin: "),
+        format!(
+            "stdin: loop context {} bytes + prompt {} bytes",
+            context.len(),
+            prompt.len()
+        )
+    );
+    assert_eq!(
+        line("analysis: "),
+        "analysis: shape=result_object outcome=success error=- session=5b1c0e0a… cost=$0.0100 \
+         tokens=120 denials=0 signatures=0"
+    );
+
+    let o = p.run(&["--max-loops", "1"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        !err.contains("agent: ") && !err.contains("stdin: loop context"),
+        "{err}"
+    );
+    assert!(!err.contains("analysis: "), "{err}");
+
+    let o = p
+        .cmd()
+        .env("VERBOSE", "2")
+        .args(["--max-loops", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("analysis: shape="), "{}", stderr(&o));
+
+    let o = p
+        .cmd()
+        .env("VERBOSE", "debug")
+        .args(["--max-loops", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("environment variable VERBOSE=`debug` ignored"),
+        "{err}"
+    );
+    assert!(!err.contains("analysis: "), "{err}");
 }
 
 #[test]

@@ -1,0 +1,608 @@
+//! The configuration keys: one table, one entry per key. **\[pure\]**
+//!
+//! Each entry names the key (also its environment variable), its `hank run` flag, its
+//! built-in default, what a valid value looks like and what it means. Everything else is
+//! derived from [`KEYS`]: resolution parses the default text with the key's own parser (so a
+//! default is written only here), `describe()` lists the keys in this order, `.hankrc`
+//! suggestions for unknown keys come from these names, `hank run --help` shows [`flag_help`],
+//! and a test checks the README's configuration table against this table.
+
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
+
+use crate::policy::fixplan::DEFAULT_OPTIONAL_SECTIONS;
+
+/// The tools the agent may use unless `ALLOWED_TOOLS` says otherwise: the file tools, Task,
+/// TodoWrite and the everyday git subcommands (never `Bash(git *)` wholesale, so the agent
+/// cannot `git clean` or `git rm` hank's own files). `enable` adds the project's detected
+/// build/test commands and writes the list into `.hankrc`.
+pub const DEFAULT_ALLOWED_TOOLS: &[&str] = &[
+    "Write",
+    "Read",
+    "Edit",
+    "MultiEdit",
+    "Glob",
+    "Grep",
+    "Task",
+    "TodoWrite",
+    "Bash(git add *)",
+    "Bash(git commit *)",
+    "Bash(git diff *)",
+    "Bash(git log *)",
+    "Bash(git status *)",
+    "Bash(git push *)",
+    "Bash(git pull *)",
+    "Bash(git fetch *)",
+    "Bash(git checkout *)",
+    "Bash(git branch *)",
+    "Bash(git stash *)",
+    "Bash(git merge *)",
+    "Bash(git tag *)",
+];
+
+/// The values `CLAUDE_PERMISSION_MODE` accepts (`manual` is the new name of `default`).
+pub const PERMISSION_MODES: &[&str] = &[
+    "acceptEdits",
+    "auto",
+    "bypassPermissions",
+    "default",
+    "dontAsk",
+    "manual",
+    "plan",
+];
+
+/// A key's built-in value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DefaultValue {
+    /// Text parsed by the key's parser, exactly as if it had been written in `.hankrc`.
+    Text(&'static str),
+    /// A list, parsed as its comma-joined text; `summary` is how documentation names it
+    /// when the list is too long to print.
+    List {
+        items: &'static [&'static str],
+        summary: Option<&'static str>,
+    },
+    /// No value: the setting is left out (e.g. no `--model` is passed).
+    Unset,
+}
+
+impl DefaultValue {
+    /// The text the resolver parses, `None` when unset.
+    #[must_use]
+    pub fn text(self) -> Option<String> {
+        match self {
+            Self::Text(t) => Some(t.to_string()),
+            Self::List { items, .. } => Some(items.join(",")),
+            Self::Unset => None,
+        }
+    }
+
+    /// How help and documentation show the default.
+    #[must_use]
+    pub fn display(self) -> String {
+        match self {
+            Self::List {
+                summary: Some(s), ..
+            } => s.to_string(),
+            Self::Unset => "unset".to_string(),
+            other => other.text().unwrap_or_default(),
+        }
+    }
+}
+
+/// What a valid value looks like (the end of "expected …" in error messages).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    Text(&'static str),
+    OneOf(&'static [&'static str]),
+}
+
+/// One configuration key.
+#[derive(Debug, Clone, Copy)]
+pub struct Key {
+    /// The `.hankrc` key, also the environment variable.
+    pub name: &'static str,
+    /// The long `hank run` flag, if the key has one.
+    pub flag: Option<&'static str>,
+    pub default: DefaultValue,
+    pub expect: Expect,
+    /// One line for `--help` (sentence case, no final period).
+    pub help: &'static str,
+}
+
+impl Key {
+    /// The environment variable read for this key (its name).
+    #[must_use]
+    pub fn env(&self) -> &'static str {
+        self.name
+    }
+
+    /// What a valid value looks like.
+    #[must_use]
+    pub fn expected(&self) -> String {
+        match self.expect {
+            Expect::Text(t) => t.to_string(),
+            Expect::OneOf(values) => format!("one of {}", values.join(", ")),
+        }
+    }
+}
+
+const fn key(
+    name: &'static str,
+    flag: Option<&'static str>,
+    default: DefaultValue,
+    expect: &'static str,
+    help: &'static str,
+) -> Key {
+    Key {
+        name,
+        flag,
+        default,
+        expect: Expect::Text(expect),
+        help,
+    }
+}
+
+const WHOLE_1: &str = "a whole number ≥ 1";
+const BOOL: &str = "true or false";
+
+/// Every key hank reads from flags, the environment and `.hankrc`, in display order.
+pub const KEYS: &[Key] = &[
+    key(
+        "MAX_CALLS_PER_HOUR",
+        Some("--calls"),
+        DefaultValue::Text("100"),
+        WHOLE_1,
+        "Maximum agent calls in any rolling hour (a hard cap that survives restarts)",
+    ),
+    key(
+        "MAX_TOKENS_PER_HOUR",
+        Some("--max-tokens-per-hour"),
+        DefaultValue::Text("0"),
+        "a whole number (0 = off)",
+        "Maximum tokens in any rolling hour, 0 = off",
+    ),
+    key(
+        "PROMPT_FILE",
+        Some("--prompt"),
+        DefaultValue::Text(".hank/PROMPT.md"),
+        "a file path",
+        "Prompt file sent to the agent on stdin every loop",
+    ),
+    key(
+        "CLAUDE_TIMEOUT_MINUTES",
+        Some("--timeout"),
+        DefaultValue::Text("15"),
+        "whole minutes or a duration like 90s, 2m, 1h",
+        "Agent timeout per loop: minutes, or 90s / 2m / 1h",
+    ),
+    key(
+        "LIVE_OUTPUT",
+        Some("--live"),
+        DefaultValue::Text("false"),
+        BOOL,
+        "Stream the agent's output live (stream-json)",
+    ),
+    key(
+        "VERBOSE",
+        Some("--verbose"),
+        DefaultValue::Text("false"),
+        "true or false (also yes/no, on/off, or a number: 0 = off, ≥ 1 = on)",
+        "More detail on stderr: the agent command, the prompt size and the analysis of each loop",
+    ),
+    key(
+        "CLAUDE_OUTPUT_FORMAT",
+        Some("--output-format"),
+        DefaultValue::Text("json"),
+        "json or text",
+        "Agent output format: json or text",
+    ),
+    key(
+        "ALLOWED_TOOLS",
+        Some("--allowed-tools"),
+        DefaultValue::List {
+            items: DEFAULT_ALLOWED_TOOLS,
+            summary: Some("file tools, Task, TodoWrite, everyday git subcommands"),
+        },
+        "a comma-separated list of tools, e.g. Read,Edit,Bash(npm test)",
+        "Comma-separated tools the agent may use",
+    ),
+    Key {
+        name: "CLAUDE_PERMISSION_MODE",
+        flag: Some("--permission-mode"),
+        default: DefaultValue::Unset,
+        expect: Expect::OneOf(PERMISSION_MODES),
+        help: "Claude permission mode",
+    },
+    key(
+        "CLAUDE_MODEL",
+        Some("--model"),
+        DefaultValue::Unset,
+        "a model name",
+        "Claude model (alias or name)",
+    ),
+    key(
+        "SESSION_CONTINUITY",
+        Some("--no-continue"),
+        DefaultValue::Text("true"),
+        BOOL,
+        "Resume the agent session across loops (--no-continue sets false)",
+    ),
+    key(
+        "SESSION_EXPIRY_HOURS",
+        Some("--session-expiry"),
+        DefaultValue::Text("24"),
+        "a whole number of hours ≥ 1",
+        "Hours after which a session is not resumed",
+    ),
+    key(
+        "MAX_LOOPS",
+        Some("--max-loops"),
+        DefaultValue::Text("0"),
+        "a whole number (0 = unlimited)",
+        "Stop after N loops in this run, 0 = unlimited",
+    ),
+    key(
+        "MAX_COST_USD",
+        Some("--max-cost"),
+        DefaultValue::Text("0"),
+        "an amount in USD ≥ 0 (0 = unlimited)",
+        "Stop when this run has cost this many USD, 0 = unlimited",
+    ),
+    key(
+        "ON_USAGE_LIMIT",
+        Some("--on-usage-limit"),
+        DefaultValue::Text("wait"),
+        "wait or exit",
+        "On a subscription usage limit: wait for the reset, or exit",
+    ),
+    key(
+        "CLAUDE_CODE_CMD",
+        Some("--claude-cmd"),
+        DefaultValue::Text("claude"),
+        "a command name or path",
+        "The agent command: a path, a name on PATH, or a command with arguments",
+    ),
+    key(
+        "CB_AUTO_RESET",
+        Some("--auto-reset-circuit"),
+        DefaultValue::Text("false"),
+        BOOL,
+        "An OPEN circuit is reset to CLOSED at start instead of stopping",
+    ),
+    key(
+        "ENABLE_NOTIFICATIONS",
+        Some("--notify"),
+        DefaultValue::Text("false"),
+        BOOL,
+        "Desktop notification when the loop ends",
+    ),
+    key(
+        "CB_NO_PROGRESS_THRESHOLD",
+        None,
+        DefaultValue::Text("3"),
+        WHOLE_1,
+        "Loops without progress before the circuit opens",
+    ),
+    key(
+        "CB_SAME_ERROR_THRESHOLD",
+        None,
+        DefaultValue::Text("5"),
+        WHOLE_1,
+        "Loops with the same error before the circuit opens",
+    ),
+    key(
+        "CB_FAILURE_THRESHOLD",
+        None,
+        DefaultValue::Text("5"),
+        WHOLE_1,
+        "Consecutive failed calls before the circuit opens",
+    ),
+    key(
+        "CB_OUTPUT_DECLINE_THRESHOLD",
+        None,
+        DefaultValue::Text("70"),
+        "a percentage from 1 to 100",
+        "Output shrink (%) without progress before the circuit opens",
+    ),
+    key(
+        "CB_PERMISSION_DENIAL_THRESHOLD",
+        None,
+        DefaultValue::Text("2"),
+        WHOLE_1,
+        "Consecutive loops with permission denials before stopping",
+    ),
+    key(
+        "CB_COOLDOWN_MINUTES",
+        None,
+        DefaultValue::Text("30"),
+        "a whole number of minutes",
+        "OPEN → HALF_OPEN after this long (at a later start)",
+    ),
+    key(
+        "MAX_CONSECUTIVE_TEST_LOOPS",
+        None,
+        DefaultValue::Text("3"),
+        WHOLE_1,
+        "Test-only loops in a row before stopping",
+    ),
+    key(
+        "RETRY_BACKOFF_SECONDS",
+        None,
+        DefaultValue::Text("30"),
+        "a whole number of seconds",
+        "Base of the exponential backoff after a failed call (capped at 15 min)",
+    ),
+    key(
+        "LOOP_DELAY_SECONDS",
+        None,
+        DefaultValue::Text("0"),
+        "a whole number of seconds",
+        "Pause between loops",
+    ),
+    key(
+        "OPTIONAL_SECTIONS",
+        None,
+        DefaultValue::List {
+            items: DEFAULT_OPTIONAL_SECTIONS,
+            summary: None,
+        },
+        "a comma-separated list of section names",
+        "fix_plan sections that need not be done",
+    ),
+];
+
+/// Keys other hank commands write into `.hankrc` (accepted, informational for the loop).
+pub const INFO_KEYS: &[&str] = &[
+    "PROJECT_NAME",
+    "PROJECT_TYPE",
+    "TASK_SOURCES",
+    "GITHUB_TASK_LABEL",
+    "GITHUB_LABEL",
+    "PRD_FILE",
+    "BEADS_FILTER",
+    "GITHUB_TASK_LIMIT",
+];
+
+/// The key of this name.
+#[must_use]
+pub fn find(name: &str) -> Option<&'static Key> {
+    KEYS.iter().find(|k| k.name == name)
+}
+
+/// A key `.hankrc` may hold: a setting or an informational key.
+#[must_use]
+pub fn is_known(name: &str) -> bool {
+    find(name).is_some() || INFO_KEYS.contains(&name)
+}
+
+/// The `--help` line of the flag of key `name`: its meaning, the key and the default.
+#[must_use]
+pub fn flag_help(name: &str) -> String {
+    match find(name) {
+        Some(k) if k.default == DefaultValue::Unset => format!("{} [{}]", k.help, k.name),
+        Some(k) => format!("{} [{}, default {}]", k.help, k.name, k.default.display()),
+        None => name.to_string(),
+    }
+}
+
+/// The closest key to a misspelt one (at most 3 edits away).
+#[must_use]
+pub fn suggest(unknown: &str) -> Option<&'static str> {
+    KEYS.iter()
+        .map(|k| (edit_distance(unknown, k.name), k.name))
+        .filter(|(d, _)| *d <= 3)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, n)| n)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur.push((prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_well_formed() {
+        for (i, k) in KEYS.iter().enumerate() {
+            assert!(
+                k.name
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'),
+                "{}",
+                k.name
+            );
+            assert!(
+                KEYS[i + 1..].iter().all(|o| o.name != k.name),
+                "{} twice",
+                k.name
+            );
+            assert!(
+                !INFO_KEYS.contains(&k.name),
+                "{} is also informational",
+                k.name
+            );
+            if let Some(flag) = k.flag {
+                assert!(flag.starts_with("--"), "{flag}");
+                assert!(
+                    KEYS[i + 1..].iter().all(|o| o.flag != Some(flag)),
+                    "{flag} twice"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn suggestions() {
+        assert_eq!(suggest("MAX_CALL_PER_HOUR"), Some("MAX_CALLS_PER_HOUR"));
+        assert_eq!(suggest("MAX_LOOP"), Some("MAX_LOOPS"));
+        assert_eq!(suggest("SOMETHING_ELSE_ENTIRELY"), None);
+    }
+
+    #[test]
+    fn flag_help_names_the_key_and_the_default() {
+        assert_eq!(
+            flag_help("MAX_CALLS_PER_HOUR"),
+            "Maximum agent calls in any rolling hour (a hard cap that survives restarts) \
+             [MAX_CALLS_PER_HOUR, default 100]"
+        );
+        assert_eq!(
+            flag_help("CLAUDE_MODEL"),
+            "Claude model (alias or name) [CLAUDE_MODEL]"
+        );
+    }
+
+    /// `hank run --help` takes each flag's help from the table.
+    #[test]
+    fn run_help_comes_from_the_table() {
+        use clap::CommandFactory;
+        let cmd = crate::cli::Cli::command();
+        for k in KEYS {
+            let Some(flag) = k.flag else { continue };
+            let long = flag.trim_start_matches("--");
+            let arg = cmd
+                .get_arguments()
+                .find(|a| a.get_long() == Some(long))
+                .unwrap_or_else(|| panic!("{flag} is not a `hank run` flag"));
+            let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+            assert!(
+                help.contains(k.name),
+                "{flag}: {help:?} does not name {}",
+                k.name
+            );
+            if k.name != "SESSION_CONTINUITY" {
+                assert_eq!(help, flag_help(k.name), "{flag}");
+            }
+        }
+    }
+
+    /// One row of the README's configuration table: `| key | flag | default | meaning |`.
+    fn readme_rows(readme: &str) -> Vec<(String, String, String)> {
+        let section = readme
+            .split("\n## Configuration\n")
+            .nth(1)
+            .and_then(|rest| rest.split("\n## ").next())
+            .unwrap_or_else(|| panic!("README.md has no `## Configuration` section"));
+        let plain = |cell: &str| cell.replace('`', "").trim().to_string();
+        section
+            .lines()
+            .filter(|l| l.starts_with("| `"))
+            .map(|l| {
+                let cells: Vec<String> = l.replace("\\|", "/").split('|').map(plain).collect();
+                assert!(cells.len() >= 5, "README row has too few cells: {l}");
+                (cells[1].clone(), cells[2].clone(), cells[3].clone())
+            })
+            .collect()
+    }
+
+    /// What differs between the README's table and [`KEYS`], one line per row.
+    fn readme_problems(readme: &str) -> Vec<String> {
+        let rows = readme_rows(readme);
+        let mut problems = Vec::new();
+        for k in KEYS {
+            let Some((_, flag, default)) = rows.iter().find(|(name, _, _)| name == k.name) else {
+                problems.push(format!("{}: no row in the README table", k.name));
+                continue;
+            };
+            let flags: Vec<&str> = flag
+                .split(|c: char| c.is_whitespace() || c == ',')
+                .collect();
+            match k.flag {
+                Some(f) if !flags.contains(&f) => problems.push(format!(
+                    "{}: the README says flag `{flag}`, the key table says `{f}`",
+                    k.name
+                )),
+                None if !flag.is_empty() => problems.push(format!(
+                    "{}: the README says flag `{flag}`, the key table has no flag",
+                    k.name
+                )),
+                _ => {}
+            }
+            let want = k.default.display();
+            // The README may add a remark after the value: `0 (unlimited)`.
+            let same = *default == want
+                || default
+                    .strip_prefix(want.as_str())
+                    .is_some_and(|rest| rest.starts_with(" ("));
+            if !same {
+                problems.push(format!(
+                    "{}: the README says default `{default}`, the key table says `{want}`",
+                    k.name
+                ));
+            }
+        }
+        for (name, _, _) in &rows {
+            if find(name).is_none() {
+                problems.push(format!("{name}: a README row but not a key"));
+            }
+        }
+        problems
+    }
+
+    /// The README's table names every key with its flag and its default, and nothing else.
+    #[test]
+    fn readme_configuration_table_matches_the_keys() {
+        let problems = readme_problems(include_str!("../../README.md"));
+        assert!(
+            problems.is_empty(),
+            "README.md's configuration table differs from settings::keys::KEYS:\n  {}",
+            problems.join("\n  ")
+        );
+    }
+
+    #[test]
+    fn readme_check_names_the_row_that_differs() {
+        let readme = include_str!("../../README.md")
+            .replace(
+                "| `MAX_LOOPS` | `--max-loops N` | 0 (unlimited) |",
+                "| `MAX_LOOPS` | `--max-loops N` | 7 |",
+            )
+            .replace(
+                "| `LOOP_DELAY_SECONDS` | |",
+                "| `LOOP_DELAY_SECONDS` | `--delay` |",
+            )
+            .replace("| `CLAUDE_MODEL` |", "| `CLAUDE_MODELS` |");
+        assert_eq!(
+            readme_problems(&readme),
+            vec![
+                "CLAUDE_MODEL: no row in the README table",
+                "MAX_LOOPS: the README says default `7`, the key table says `0`",
+                "LOOP_DELAY_SECONDS: the README says flag `--delay`, the key table has no flag",
+                "CLAUDE_MODELS: a README row but not a key",
+            ]
+        );
+    }
+
+    /// The commented defaults in the `.hankrc` template are the table's defaults.
+    #[test]
+    fn hankrc_template_shows_the_defaults() {
+        let template = include_str!("../../templates/hankrc");
+        let mut seen = 0;
+        for line in template.lines() {
+            let line = line.trim_start_matches('#');
+            let Some((name, value)) = line.split_once('=') else {
+                continue;
+            };
+            let Some(k) = find(name) else { continue };
+            let value = value.trim_matches('"');
+            if value.contains("{{") {
+                continue;
+            }
+            seen += 1;
+            let want = k.default.text().unwrap_or_default();
+            assert_eq!(value, want, "templates/hankrc: {name}");
+        }
+        assert!(seen > 10, "only {seen} keys found in templates/hankrc");
+    }
+}

@@ -1,0 +1,797 @@
+//! Resolution: command-line flag > environment variable > `.hankrc` > built-in default, each
+//! value with the place it came from. **\[pure\]**
+//!
+//! The caller passes the flags, an environment lookup and the `.hankrc` text; defaults come
+//! from [`super::keys::KEYS`], parsed by the same parser as a user's value.
+
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::error::{HankError, Result};
+use crate::policy::decide::UsageLimitPolicy;
+
+use super::hankrc::{RcEntry, parse_hankrc};
+use super::keys::{self, Key, PERMISSION_MODES};
+use super::{Flags, OutputFormat, Settings, Source, Sourced};
+
+/// Where values come from besides the flags.
+pub struct Layers<'a> {
+    /// Environment lookup.
+    pub env: &'a dyn Fn(&str) -> Option<String>,
+    /// The `.hankrc` text ("" when there is none) and its path, for messages.
+    pub rc_text: &'a str,
+    pub rc_path: &'a Path,
+}
+
+/// One resolved value as `describe()` shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Shown {
+    pub key: &'static str,
+    pub value: String,
+    pub source: Source,
+}
+
+/// What to do with an environment value that does not parse.
+#[derive(Clone, Copy)]
+enum BadEnv {
+    /// An error naming the variable (the variable is hank's own).
+    Refuse,
+    /// A warning, and the next layer is used (the name is shared with other tools).
+    Ignore,
+}
+
+struct Resolver<'a> {
+    env: &'a dyn Fn(&str) -> Option<String>,
+    rc: BTreeMap<String, RcEntry>,
+    rc_path: &'a Path,
+    shown: Vec<Shown>,
+    warnings: Vec<String>,
+}
+
+impl Resolver<'_> {
+    /// The value from the first layer that has one (flag → environment → `.hankrc`).
+    fn layered<T>(
+        &mut self,
+        key: &'static Key,
+        flag: Option<&str>,
+        bad_env: BadEnv,
+        parse: &dyn Fn(&str) -> Option<T>,
+    ) -> Result<Option<Sourced<T>>> {
+        if let Some(raw) = flag {
+            let flag_name = key.flag.unwrap_or(key.name);
+            return match parse(raw) {
+                Some(value) => Ok(Some(Sourced {
+                    value,
+                    source: Source::Flag(flag_name),
+                })),
+                None => Err(HankError::usage(format!(
+                    "invalid value `{raw}` for {flag_name}: expected {}",
+                    key.expected()
+                ))),
+            };
+        }
+        let name = key.env();
+        if let Some(raw) = (self.env)(name).filter(|v| !v.trim().is_empty()) {
+            match (parse(raw.trim()), bad_env) {
+                (Some(value), _) => {
+                    return Ok(Some(Sourced {
+                        value,
+                        source: Source::Env,
+                    }));
+                }
+                (None, BadEnv::Ignore) => self.warnings.push(format!(
+                    "environment variable {name}=`{raw}` ignored: expected {}",
+                    key.expected()
+                )),
+                (None, BadEnv::Refuse) => {
+                    return Err(HankError::usage(format!(
+                        "invalid value `{raw}` in environment variable {name}: expected {}",
+                        key.expected()
+                    )));
+                }
+            }
+        }
+        let Some(entry) = self.rc.get(key.name) else {
+            return Ok(None);
+        };
+        match parse(&entry.value) {
+            Some(value) => Ok(Some(Sourced {
+                value,
+                source: Source::Hankrc { line: entry.line },
+            })),
+            None => Err(HankError::usage(format!(
+                "{} line {}: invalid value `{}` for {}: expected {}",
+                self.rc_path.display(),
+                entry.line,
+                entry.value,
+                key.name,
+                key.expected()
+            ))),
+        }
+    }
+
+    /// A key with a default.
+    fn get<T: Show>(
+        &mut self,
+        name: &str,
+        flag: Option<&str>,
+        parse: impl Fn(&str) -> Option<T>,
+    ) -> Result<Sourced<T>> {
+        self.get_with(name, flag, BadEnv::Refuse, parse)
+    }
+
+    fn get_with<T: Show>(
+        &mut self,
+        name: &str,
+        flag: Option<&str>,
+        bad_env: BadEnv,
+        parse: impl Fn(&str) -> Option<T>,
+    ) -> Result<Sourced<T>> {
+        let key = find(name)?;
+        let v = match self.layered(key, flag, bad_env, &parse)? {
+            Some(v) => v,
+            None => Sourced {
+                value: default_of(key, &parse)?,
+                source: Source::Default,
+            },
+        };
+        self.show(key, &v);
+        Ok(v)
+    }
+
+    /// A key that may be unset.
+    fn get_opt<T>(
+        &mut self,
+        name: &str,
+        flag: Option<&str>,
+        parse: impl Fn(&str) -> Option<T>,
+    ) -> Result<Sourced<Option<T>>>
+    where
+        Option<T>: Show,
+    {
+        let key = find(name)?;
+        let v = match self.layered(key, flag, BadEnv::Refuse, &parse)? {
+            Some(Sourced { value, source }) => Sourced {
+                value: Some(value),
+                source,
+            },
+            None if key.default == keys::DefaultValue::Unset => Sourced {
+                value: None,
+                source: Source::Default,
+            },
+            None => Sourced {
+                value: Some(default_of(key, &parse)?),
+                source: Source::Default,
+            },
+        };
+        self.show(key, &v);
+        Ok(v)
+    }
+
+    fn show<T: Show>(&mut self, key: &'static Key, v: &Sourced<T>) {
+        self.shown.push(Shown {
+            key: key.name,
+            value: v.value.show(),
+            source: v.source.clone(),
+        });
+    }
+}
+
+fn find(name: &str) -> Result<&'static Key> {
+    keys::find(name)
+        .ok_or_else(|| HankError::Other(format!("internal error: no configuration key {name}")))
+}
+
+/// The key's default, parsed like any other value (a default that does not parse is a bug,
+/// caught by the tests, reported rather than panicking).
+fn default_of<T>(key: &Key, parse: &dyn Fn(&str) -> Option<T>) -> Result<T> {
+    let text = key.default.text().unwrap_or_default();
+    parse(&text).ok_or_else(|| {
+        HankError::Other(format!(
+            "internal error: the built-in default `{text}` of {} is not {}",
+            key.name,
+            key.expected()
+        ))
+    })
+}
+
+/// Resolves every setting from the flags and the layers.
+pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<Settings> {
+    let mut r = Resolver {
+        env: layers.env,
+        rc: parse_hankrc(layers.rc_text, layers.rc_path)?,
+        rc_path: layers.rc_path,
+        shown: Vec::new(),
+        warnings: Vec::new(),
+    };
+    let on = |set: bool| set.then_some("true");
+    let mut settings = Settings {
+        project_dir: project_dir.to_path_buf(),
+        max_calls_per_hour: r.get(
+            "MAX_CALLS_PER_HOUR",
+            flags.calls.as_deref(),
+            parse_u32_min(1),
+        )?,
+        max_tokens_per_hour: r.get(
+            "MAX_TOKENS_PER_HOUR",
+            flags.max_tokens_per_hour.as_deref(),
+            parse_u64,
+        )?,
+        prompt_file: r.get("PROMPT_FILE", flags.prompt.as_deref(), |s| {
+            (!s.trim().is_empty()).then(|| PathBuf::from(s.trim()))
+        })?,
+        timeout: r.get(
+            "CLAUDE_TIMEOUT_MINUTES",
+            flags.timeout.as_deref(),
+            parse_timeout,
+        )?,
+        live: r.get("LIVE_OUTPUT", on(flags.live), parse_bool)?,
+        verbose: r.get_with(
+            "VERBOSE",
+            on(flags.verbose),
+            BadEnv::Ignore,
+            parse_verbosity,
+        )?,
+        output_format: r.get(
+            "CLAUDE_OUTPUT_FORMAT",
+            flags.output_format.as_deref(),
+            |s| match s.trim().to_ascii_lowercase().as_str() {
+                "json" => Some(OutputFormat::Json),
+                "text" => Some(OutputFormat::Text),
+                _ => None,
+            },
+        )?,
+        allowed_tools: r.get("ALLOWED_TOOLS", flags.allowed_tools.as_deref(), parse_list)?,
+        permission_mode: r.get_opt(
+            "CLAUDE_PERMISSION_MODE",
+            flags.permission_mode.as_deref(),
+            |s| {
+                PERMISSION_MODES
+                    .iter()
+                    .find(|m| **m == s.trim())
+                    .map(|m| (*m).to_string())
+            },
+        )?,
+        model: r.get_opt("CLAUDE_MODEL", flags.model.as_deref(), |s| {
+            let s = s.trim();
+            (!s.is_empty() && !s.starts_with('-')).then(|| s.to_string())
+        })?,
+        session_continuity: r.get(
+            "SESSION_CONTINUITY",
+            flags.no_continue.then_some("false"),
+            parse_bool,
+        )?,
+        session_expiry_hours: r.get(
+            "SESSION_EXPIRY_HOURS",
+            flags.session_expiry.as_deref(),
+            parse_u32_min(1),
+        )?,
+        max_loops: r.get("MAX_LOOPS", flags.max_loops.as_deref(), parse_u64)?,
+        max_cost_usd: r.get("MAX_COST_USD", flags.max_cost.as_deref(), |s| {
+            s.trim()
+                .trim_start_matches('$')
+                .parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite() && *v >= 0.0)
+        })?,
+        on_usage_limit: r.get(
+            "ON_USAGE_LIMIT",
+            flags.on_usage_limit.as_deref(),
+            |s| match s.trim().to_ascii_lowercase().as_str() {
+                "wait" => Some(UsageLimitPolicy::Wait),
+                "exit" => Some(UsageLimitPolicy::Exit),
+                _ => None,
+            },
+        )?,
+        claude_cmd: r.get("CLAUDE_CODE_CMD", flags.claude_cmd.as_deref(), |s| {
+            (!s.trim().is_empty()).then(|| s.trim().to_string())
+        })?,
+        auto_reset_circuit: r.get("CB_AUTO_RESET", on(flags.auto_reset_circuit), parse_bool)?,
+        notify: r.get("ENABLE_NOTIFICATIONS", on(flags.notify), parse_bool)?,
+        cb_no_progress: r.get("CB_NO_PROGRESS_THRESHOLD", None, parse_u32_min(1))?,
+        cb_same_error: r.get("CB_SAME_ERROR_THRESHOLD", None, parse_u32_min(1))?,
+        cb_failure: r.get("CB_FAILURE_THRESHOLD", None, parse_u32_min(1))?,
+        cb_output_decline: r.get("CB_OUTPUT_DECLINE_THRESHOLD", None, |s| {
+            parse_u32_min(1)(s).filter(|v| *v <= 100)
+        })?,
+        cb_permission_denial: r.get("CB_PERMISSION_DENIAL_THRESHOLD", None, parse_u32_min(1))?,
+        cb_cooldown_minutes: r.get("CB_COOLDOWN_MINUTES", None, parse_u32_min(0))?,
+        max_consecutive_test_loops: r.get("MAX_CONSECUTIVE_TEST_LOOPS", None, parse_u32_min(1))?,
+        retry_backoff_seconds: r.get("RETRY_BACKOFF_SECONDS", None, parse_u64)?,
+        loop_delay_seconds: r.get("LOOP_DELAY_SECONDS", None, parse_u64)?,
+        optional_sections: r.get("OPTIONAL_SECTIONS", None, parse_list)?,
+        dry_run: flags.dry_run,
+        json: flags.json,
+        warnings: Vec::new(),
+        shown: Vec::new(),
+    };
+    settings.warnings = r.warnings;
+    settings.shown = r.shown;
+    Ok(settings)
+}
+
+/// How a resolved value is shown by `--dry-run` and `hank doctor`.
+pub(super) trait Show {
+    fn show(&self) -> String;
+}
+
+macro_rules! show_display {
+    ($($t:ty),*) => {$(
+        impl Show for $t {
+            fn show(&self) -> String {
+                self.to_string()
+            }
+        }
+    )*};
+}
+show_display!(u32, u64, f64, bool, String);
+
+impl Show for PathBuf {
+    fn show(&self) -> String {
+        self.display().to_string()
+    }
+}
+
+impl Show for Duration {
+    fn show(&self) -> String {
+        format_duration(*self)
+    }
+}
+
+impl Show for Vec<String> {
+    fn show(&self) -> String {
+        self.join(",")
+    }
+}
+
+impl Show for Option<String> {
+    fn show(&self) -> String {
+        self.clone().unwrap_or_else(|| "(unset)".to_string())
+    }
+}
+
+impl Show for OutputFormat {
+    fn show(&self) -> String {
+        match self {
+            Self::Json => "json",
+            Self::Text => "text",
+        }
+        .to_string()
+    }
+}
+
+impl Show for UsageLimitPolicy {
+    fn show(&self) -> String {
+        match self {
+            Self::Wait => "wait",
+            Self::Exit => "exit",
+        }
+        .to_string()
+    }
+}
+
+/// Formats a duration the way the timeout flag accepts it.
+fn format_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    if s.is_multiple_of(3600) {
+        format!("{}h", s / 3600)
+    } else if s.is_multiple_of(60) {
+        format!("{}m", s / 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// Parses true/false, yes/no, on/off, 1/0 (any case).
+fn parse_bool(s: &str) -> Option<bool> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "true" | "yes" | "on" | "1" => Some(true),
+        "false" | "no" | "off" | "0" => Some(false),
+        _ => None,
+    }
+}
+
+/// A boolean, or a verbosity level as other tools write it (`VERBOSE=2`): ≥ 1 is on.
+fn parse_verbosity(s: &str) -> Option<bool> {
+    parse_bool(s).or_else(|| s.trim().parse::<u64>().ok().map(|n| n >= 1))
+}
+
+/// Parses a timeout: a bare integer is minutes; `90s`, `2m`, `1h`, `1h30m` also work. Zero is
+/// refused.
+fn parse_timeout(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    if s.is_empty() {
+        return None;
+    }
+    if s.chars().all(|c| c.is_ascii_digit()) {
+        let m: u64 = s.parse().ok()?;
+        return if m > 0 {
+            m.checked_mul(60).map(Duration::from_secs)
+        } else {
+            None
+        };
+    }
+    let mut total: u64 = 0;
+    let mut num = String::new();
+    for c in s.chars() {
+        if c.is_ascii_digit() {
+            num.push(c);
+        } else {
+            let n: u64 = num.parse().ok()?;
+            num.clear();
+            let mul = match c {
+                's' => 1,
+                'm' => 60,
+                'h' => 3600,
+                _ => return None,
+            };
+            total = total.checked_add(n.checked_mul(mul)?)?;
+        }
+    }
+    if !num.is_empty() || total == 0 {
+        return None;
+    }
+    Some(Duration::from_secs(total))
+}
+
+fn parse_u32_min(min: u32) -> impl Fn(&str) -> Option<u32> {
+    move |s| s.trim().parse::<u32>().ok().filter(|v| *v >= min)
+}
+
+fn parse_u64(s: &str) -> Option<u64> {
+    s.trim().parse::<u64>().ok()
+}
+
+fn parse_list(s: &str) -> Option<Vec<String>> {
+    let items = split_tools(s);
+    (!items.is_empty()).then_some(items)
+}
+
+/// Splits a comma-separated tool list, keeping commas inside parentheses
+/// (`Bash(npm run build, test)` stays one item).
+fn split_tools(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut depth = 0u32;
+    let mut cur = String::new();
+    for c in s.chars() {
+        match c {
+            '(' => {
+                depth += 1;
+                cur.push(c);
+            }
+            ')' => {
+                depth = depth.saturating_sub(1);
+                cur.push(c);
+            }
+            ',' | '\n' if depth == 0 => {
+                let t = cur.trim();
+                if !t.is_empty() {
+                    out.push(t.to_string());
+                }
+                cur.clear();
+            }
+            _ => cur.push(c),
+        }
+    }
+    let t = cur.trim();
+    if !t.is_empty() {
+        out.push(t.to_string());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::policy::breaker::BreakerConfig;
+    use crate::policy::budget::BudgetLimits;
+    use crate::policy::decide::DecideConfig;
+
+    fn resolve_with(flags: &Flags, env: &[(&str, &str)], rc: &str) -> Result<Settings> {
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect();
+        let lookup = move |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        resolve(
+            flags,
+            Path::new("/p"),
+            Layers {
+                env: &lookup,
+                rc_text: rc,
+                rc_path: Path::new("/p/.hankrc"),
+            },
+        )
+    }
+
+    #[test]
+    fn precedence_flag_env_rc_default() {
+        let rc = "MAX_CALLS_PER_HOUR=\"10\"\n";
+        let s = resolve_with(&Flags::default(), &[], "").unwrap();
+        assert_eq!(s.max_calls_per_hour.value, 100);
+        assert_eq!(s.max_calls_per_hour.source, Source::Default);
+        let s = resolve_with(&Flags::default(), &[], rc).unwrap();
+        assert_eq!(
+            (s.max_calls_per_hour.value, s.max_calls_per_hour.source),
+            (10, Source::Hankrc { line: 1 })
+        );
+        let s = resolve_with(&Flags::default(), &[("MAX_CALLS_PER_HOUR", "20")], rc).unwrap();
+        assert_eq!(
+            (s.max_calls_per_hour.value, s.max_calls_per_hour.source),
+            (20, Source::Env)
+        );
+        let flags = Flags {
+            calls: Some("30".into()),
+            ..Flags::default()
+        };
+        let s = resolve_with(&flags, &[("MAX_CALLS_PER_HOUR", "20")], rc).unwrap();
+        assert_eq!(
+            (s.max_calls_per_hour.value, s.max_calls_per_hour.source),
+            (30, Source::Flag("--calls"))
+        );
+        // A blank environment variable does not hide the layers below it.
+        let s = resolve_with(&Flags::default(), &[("MAX_CALLS_PER_HOUR", " ")], rc).unwrap();
+        assert_eq!(s.max_calls_per_hour.value, 10);
+    }
+
+    #[test]
+    fn bool_flags_beat_env_and_rc() {
+        let s = resolve_with(&Flags::default(), &[], "CB_AUTO_RESET=yes\n").unwrap();
+        assert!(s.auto_reset_circuit.value);
+        let s = resolve_with(&Flags::default(), &[("SESSION_CONTINUITY", "false")], "").unwrap();
+        assert!(!s.session_continuity.value);
+        let flags = Flags {
+            no_continue: true,
+            live: true,
+            ..Flags::default()
+        };
+        let s = resolve_with(&flags, &[("SESSION_CONTINUITY", "true")], "").unwrap();
+        assert!(!s.session_continuity.value);
+        assert_eq!(s.session_continuity.source, Source::Flag("--no-continue"));
+        assert_eq!(
+            (s.live.value, s.live.source),
+            (true, Source::Flag("--live"))
+        );
+    }
+
+    #[test]
+    fn invalid_values_name_their_origin() {
+        type Case<'a> = (Flags, &'a [(&'a str, &'a str)], &'a str, &'a str);
+        let cases: &[Case<'_>] = &[
+            (
+                Flags {
+                    calls: Some("lots".into()),
+                    ..Flags::default()
+                },
+                &[],
+                "",
+                "invalid value `lots` for --calls: expected a whole number ≥ 1",
+            ),
+            (
+                Flags::default(),
+                &[("MAX_LOOPS", "-1")],
+                "",
+                "invalid value `-1` in environment variable MAX_LOOPS: expected a whole number",
+            ),
+            (
+                Flags::default(),
+                &[],
+                "# c\nCLAUDE_TIMEOUT_MINUTES=\"0\"\n",
+                "/p/.hankrc line 2: invalid value `0` for CLAUDE_TIMEOUT_MINUTES: expected",
+            ),
+            (
+                Flags {
+                    timeout: Some("5x".into()),
+                    ..Flags::default()
+                },
+                &[],
+                "",
+                "--timeout",
+            ),
+            (
+                Flags::default(),
+                &[],
+                "ON_USAGE_LIMIT=sometimes\n",
+                "line 1: invalid value `sometimes` for ON_USAGE_LIMIT: expected wait or exit",
+            ),
+            (
+                Flags {
+                    permission_mode: Some("yolo".into()),
+                    ..Flags::default()
+                },
+                &[],
+                "",
+                "for --permission-mode: expected one of acceptEdits, auto, bypassPermissions",
+            ),
+            (
+                Flags::default(),
+                &[],
+                "\n\nMAX_CALL_PER_HOUR=5\n",
+                "line 3: unknown key MAX_CALL_PER_HOUR",
+            ),
+            (Flags::default(), &[], "MAX_LOOPS\n", "line 1: expected KEY"),
+            (Flags::default(), &[], "MAX_LOOPS=\"5\n", "missing closing"),
+            (
+                Flags::default(),
+                &[],
+                "CLAUDE_MODEL=$(rm -rf ~)\n",
+                "not expanded by a shell",
+            ),
+            (
+                Flags {
+                    max_cost: Some("nan".into()),
+                    ..Flags::default()
+                },
+                &[],
+                "",
+                "--max-cost",
+            ),
+            (
+                Flags::default(),
+                &[],
+                "VERBOSE=loud\n",
+                "line 1: invalid value `loud` for VERBOSE",
+            ),
+            (
+                Flags::default(),
+                &[],
+                "CB_OUTPUT_DECLINE_THRESHOLD=101\n",
+                "expected a percentage from 1 to 100",
+            ),
+        ];
+        for (flags, env, rc, needle) in cases {
+            let err = resolve_with(flags, env, rc).unwrap_err().to_string();
+            assert!(err.contains(needle), "{err:?} should contain {needle:?}");
+        }
+    }
+
+    /// `VERBOSE` is a name other tools use too: levels are accepted, and an unreadable value
+    /// in the environment is a warning, never a refusal to start.
+    #[test]
+    fn verbose_accepts_levels_and_never_blocks_from_the_environment() {
+        let table = [
+            ("true", true),
+            ("yes", true),
+            ("ON", true),
+            ("1", true),
+            ("2", true),
+            ("10", true),
+            ("false", false),
+            ("no", false),
+            ("off", false),
+            ("0", false),
+        ];
+        for (value, want) in table {
+            let s = resolve_with(&Flags::default(), &[("VERBOSE", value)], "").unwrap();
+            assert_eq!(
+                (s.verbose.value, &s.verbose.source),
+                (want, &Source::Env),
+                "{value}"
+            );
+            assert!(s.warnings.is_empty(), "{value}: {:?}", s.warnings);
+        }
+        for value in ["debug", "-1", "1.5"] {
+            let s = resolve_with(&Flags::default(), &[("VERBOSE", value)], "VERBOSE=on\n").unwrap();
+            assert_eq!(
+                (s.verbose.value, &s.verbose.source),
+                (true, &Source::Hankrc { line: 1 }),
+                "{value}"
+            );
+            assert_eq!(s.warnings.len(), 1, "{value}");
+            assert!(
+                s.warnings[0]
+                    .starts_with(&format!("environment variable VERBOSE=`{value}` ignored")),
+                "{:?}",
+                s.warnings
+            );
+        }
+        let flags = Flags {
+            verbose: true,
+            ..Flags::default()
+        };
+        let s = resolve_with(&flags, &[("VERBOSE", "0")], "").unwrap();
+        assert_eq!(
+            (s.verbose.value, s.verbose.source),
+            (true, Source::Flag("--verbose"))
+        );
+    }
+
+    #[test]
+    fn timeouts() {
+        let table = [
+            ("15", Some(900)),
+            ("90s", Some(90)),
+            ("2m", Some(120)),
+            ("1h", Some(3600)),
+            ("1h30m", Some(5400)),
+            ("0", None),
+            ("0s", None),
+            ("", None),
+            ("m", None),
+            ("10x", None),
+            ("5m3", None),
+            ("99999999999999999999", None),
+        ];
+        for (input, secs) in table {
+            assert_eq!(parse_timeout(input).map(|d| d.as_secs()), secs, "{input}");
+        }
+        for secs in [59, 60, 90, 3600, 5400] {
+            let d = Duration::from_secs(secs);
+            assert_eq!(parse_timeout(&format_duration(d)), Some(d), "{secs}");
+        }
+    }
+
+    #[test]
+    fn tool_lists_keep_parenthesised_commas() {
+        assert_eq!(
+            split_tools("Read, Edit,Bash(npm run a, b) ,, Bash(git *)"),
+            vec!["Read", "Edit", "Bash(npm run a, b)", "Bash(git *)"]
+        );
+    }
+
+    /// Every key's default parses with its own parser, and agrees with the policy modules'
+    /// own `Default` impls (used by their tests and by old state files).
+    #[test]
+    fn defaults_come_from_the_key_table() {
+        let s = resolve_with(&Flags::default(), &[], "").unwrap();
+        assert!(s.warnings.is_empty());
+        assert_eq!(s.timeout.value, Duration::from_secs(15 * 60));
+        assert_eq!(s.prompt_file.value, PathBuf::from(".hank/PROMPT.md"));
+        assert_eq!(s.allowed_tools.value, keys::DEFAULT_ALLOWED_TOOLS);
+        assert!(s.allowed_tools.value.iter().all(|t| t != "Bash(git *)"));
+        assert_eq!(
+            s.optional_sections.value,
+            crate::policy::fixplan::default_optional_sections()
+        );
+        assert_eq!((&s.model.value, &s.permission_mode.value), (&None, &None));
+        assert!(s.session_continuity.value && !s.verbose.value && !s.live.value);
+        assert_eq!(s.breaker_config(), BreakerConfig::default());
+        assert_eq!(s.budget_limits(), BudgetLimits::default());
+        assert_eq!(
+            s.decide_config(),
+            DecideConfig {
+                allowed_tools: keys::DEFAULT_ALLOWED_TOOLS
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect(),
+                ..DecideConfig::default()
+            }
+        );
+    }
+
+    /// `describe()` lists every key of the table once, in table order, with its source.
+    #[test]
+    fn describe_follows_the_key_table() {
+        let flags = Flags {
+            calls: Some("7".into()),
+            ..Flags::default()
+        };
+        let s = resolve_with(&flags, &[("CLAUDE_MODEL", "opus")], "MAX_LOOPS=3\n").unwrap();
+        let rows = s.describe();
+        let names: Vec<&str> = rows.iter().map(|(k, _, _)| *k).collect();
+        let want: Vec<&str> = keys::KEYS.iter().map(|k| k.name).collect();
+        assert_eq!(names, want);
+        let row = |k: &str| {
+            rows.iter()
+                .find(|(n, _, _)| *n == k)
+                .map(|(_, v, s)| (v.as_str(), s.as_str()))
+                .unwrap()
+        };
+        assert_eq!(row("MAX_CALLS_PER_HOUR"), ("7", "flag --calls"));
+        assert_eq!(row("CLAUDE_MODEL"), ("opus", "environment"));
+        assert_eq!(row("MAX_LOOPS"), ("3", ".hankrc line 1"));
+        assert_eq!(row("CLAUDE_TIMEOUT_MINUTES"), ("15m", "default"));
+        assert_eq!(row("CLAUDE_PERMISSION_MODE"), ("(unset)", "default"));
+        assert_eq!(row("CLAUDE_OUTPUT_FORMAT"), ("json", "default"));
+        assert_eq!(row("ON_USAGE_LIMIT"), ("wait", "default"));
+        assert_eq!(row("MAX_COST_USD"), ("0", "default"));
+        assert_eq!(
+            row("OPTIONAL_SECTIONS"),
+            ("Optional,Future,Nice to Have", "default")
+        );
+    }
+}
