@@ -21,13 +21,13 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 use tokio::sync::watch;
 
-use crate::agent::argv::{self, ArgvInput, ContextInput};
+use crate::agent::argv;
 use crate::agent::call;
 use crate::agent::process::{self, Spawn};
-use crate::analysis::{self, Analysis, LiveItem};
+use crate::analysis::{self, Analysis};
 use crate::error::{HankError, Result};
 use crate::exit::ExitReason;
-use crate::policy::breaker::{CircuitState, Transition};
+use crate::policy::breaker::Transition;
 use crate::policy::budget::{BudgetCheck, WaitReason};
 use crate::policy::decide::{self, AfterLoop, Decision};
 use crate::policy::fixplan::{self, Plan};
@@ -36,10 +36,9 @@ use crate::policy::time::Clock;
 use crate::progress;
 use crate::report::{DisplayMode, LoopSummary, Reporter};
 use crate::settings::{AgentCommand, Settings};
-use crate::store::schema::AgentFinished;
+use crate::store::schema::{AgentFinished, StatusParts};
 use crate::store::{
-    Event, EventKind, HISTORY_LEN, LastLoop, LockGuard, PlanCounts, RunState, STATUS_SCHEMA, State,
-    Status, Store,
+    Event, EventKind, HISTORY_LEN, LastLoop, LockGuard, PlanCounts, RunState, State, Status, Store,
 };
 
 /// Time between SIGTERM and SIGKILL when stopping the agent.
@@ -105,32 +104,6 @@ pub(crate) fn usable_session<'a>(
         s.session_expiry_hours.value,
         now,
     )
-}
-
-/// The loop context from the previous loop, the plan and the breaker.
-pub(crate) fn context_for(state: &State, plan: &Plan, number: u64) -> String {
-    let last = state.history.last();
-    let circuit = (state.breaker.state != CircuitState::Closed)
-        .then(|| (state.breaker.state.as_str(), state.breaker.reason.as_str()));
-    let denied: Vec<String> = last
-        .map(|r| {
-            r.denied
-                .iter()
-                .map(|d| d.command.clone().unwrap_or_else(|| d.tool.clone()))
-                .collect()
-        })
-        .unwrap_or_default();
-    argv::build_context(&ContextInput {
-        loop_number: number,
-        open_items: plan.open_required(),
-        total_items: plan.total(),
-        next_item: plan.next_open().map(|i| i.text.as_str()),
-        circuit,
-        last_recommendation: state.last_recommendation.as_deref(),
-        denied,
-        asked_questions: last.is_some_and(|r| r.questions),
-        last_error: last.and_then(|r| r.error_kind).map(|k| k.as_str()),
-    })
 }
 
 enum Waited {
@@ -245,35 +218,20 @@ impl Engine {
     }
 
     fn status(&self, run_state: RunState, exit: Option<ExitReason>) -> Status {
-        let now = self.clock.now();
-        let limits = self.s.budget_limits();
-        let next_call_at = self.state.ledger.next_free_at(now, &limits);
-        Status {
-            schema_version: STATUS_SCHEMA,
-            updated_at: now,
-            state: run_state,
-            loop_count: self.state.loop_count,
-            calls_in_window: self.state.ledger.calls_in_window(now),
-            max_calls_per_hour: limits.max_calls_per_hour,
-            next_call_at,
-            tokens_in_window: self.state.ledger.tokens_in_window(now),
-            max_tokens_per_hour: limits.max_tokens_per_hour,
-            wait_reason: self.wait.map(|w| w.0),
-            waiting_until: self.wait.map(|w| w.1),
-            circuit_state: self.state.breaker.state,
-            circuit_reason: self.state.breaker.reason.clone(),
-            session_id: self.state.session.as_ref().map(|s| s.id.clone()),
-            total_cost_usd: self.state.totals.cost_usd,
-            total_tokens: self.state.totals.tokens,
-            fix_plan: PlanCounts {
+        Status::of(&StatusParts {
+            state: &self.state,
+            run_state,
+            plan: PlanCounts {
                 done: self.plan.done(),
                 total: self.plan.total(),
             },
-            last_loop: self.last_loop.clone(),
-            exit_reason: exit.map(|r| r.as_str().to_string()),
-            exit_code: exit.map(ExitReason::code),
+            last_loop: self.last_loop.as_ref(),
+            wait: self.wait,
+            limits: &self.s.budget_limits(),
+            exit,
+            now: self.clock.now(),
             pid: std::process::id(),
-        }
+        })
     }
 
     fn write_status(&self, run_state: RunState) -> Result<()> {
@@ -412,16 +370,8 @@ impl Engine {
         let prompt =
             fs::read(&prompt_path).map_err(|e| HankError::io("failed to read", &prompt_path, e))?;
         let resume = usable_session(&self.state, &self.s, now).map(|x| x.id.clone());
-        let context = context_for(&self.state, &self.plan, number);
-        let args = argv::build_argv(&ArgvInput {
-            leading_args: &self.agent.leading_args,
-            output_format: self.s.output_format.value,
-            live: self.s.live.value,
-            resume: resume.as_deref(),
-            model: self.s.model.value.as_deref(),
-            permission_mode: self.s.permission_mode.value.as_deref(),
-            allowed_tools: &self.s.allowed_tools.value,
-        });
+        let context = argv::loop_context(&self.state, &self.plan, number);
+        let args = argv::argv_for(&self.s, &self.agent, resume.as_deref());
         let stdin = argv::compose_stdin(&context, &prompt);
         let baseline = progress::baseline(&self.s.project_dir, &plan_before);
         let live_path = self.store.live_path();
@@ -473,15 +423,7 @@ impl Engine {
             |line| {
                 for item in analysis::live_items(line) {
                     if let Some(f) = live_file.as_mut() {
-                        let text = match &item {
-                            LiveItem::Text(t) => format!("{}\n", t.trim_end()),
-                            LiveItem::Tool { name, detail } => format!("⚙ {name} {detail}\n"),
-                            LiveItem::Retry { attempt, error } => {
-                                format!("API retry {attempt}: {error}\n")
-                            }
-                            LiveItem::Init { .. } | LiveItem::Result { .. } => String::new(),
-                        };
-                        let _ = f.write_all(text.as_bytes());
+                        let _ = f.write_all(crate::report::live_log_line(&item).as_bytes());
                     }
                     reporter.live(&item);
                 }
@@ -506,24 +448,10 @@ impl Engine {
             clock_now,
         ) {
             self.credential_warned = analysis.credential_expires_at;
-            let at = analysis
+            let msg = analysis
                 .credential_expires_at
-                .map(|t| {
-                    t.to_zoned(jiff::tz::TimeZone::system())
-                        .strftime("%a %H:%M %Z")
-                        .to_string()
-                })
+                .map(|at| crate::report::credential_warning(at, left))
                 .unwrap_or_default();
-            let msg = if left.is_negative() {
-                format!(
-                    "the client's login expired at {at}: renew it (log in again, or a new `claude setup-token`) or the next calls fail on auth"
-                )
-            } else {
-                format!(
-                    "the client's login expires at {at} (in {}): renew it now (log in again, or a new `claude setup-token`) so a long run does not stop on auth then",
-                    crate::report::format_secs(left.as_secs().unsigned_abs())
-                )
-            };
             self.warn(&msg);
         }
         // The agent may have removed .hank/ entirely: recreate it so the state can be saved;
@@ -644,6 +572,7 @@ impl Engine {
         Ok(())
     }
 
+    /// Step 9: status.json, the `agent_finished` event, the log line and the summary block.
     fn report_loop(
         &mut self,
         number: u64,
@@ -652,94 +581,22 @@ impl Engine {
         duration: Duration,
         write_status: bool,
     ) -> Result<()> {
-        let status = a.status.as_ref();
-        let enum_str = |v: Option<String>| v.map(|s| s.trim_matches('"').to_string());
-        let status_str = enum_str(
-            status
-                .and_then(|s| s.status)
-                .and_then(|v| serde_json::to_string(&v).ok()),
-        );
-        let work_type = enum_str(
-            status
-                .and_then(|s| s.work_type)
-                .and_then(|v| serde_json::to_string(&v).ok()),
-        );
-        let tests = enum_str(
-            status
-                .and_then(|s| s.tests_status)
-                .and_then(|v| serde_json::to_string(&v).ok()),
-        );
-        let duration_ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
-        let last = LastLoop {
-            number,
-            outcome: a.outcome,
-            error_kind: a.error_kind(),
-            exit_signal: a.exit_signal(),
-            status: status_str.clone(),
-            work_type: work_type.clone(),
-            files_changed: p.files_changed,
-            recommendation: a.recommendation().map(ToString::to_string),
-            cost_usd: a.cost_usd,
-            duration_ms,
-        };
-        self.last_loop = Some(last.clone());
+        let finished = AgentFinished::of(number, a, p, duration);
+        self.last_loop = Some(LastLoop::of(&finished));
         if write_status {
             self.write_status(RunState::Running)?;
         }
-        self.emit(EventKind::AgentFinished(Box::new(AgentFinished {
-            number,
-            outcome: a.outcome,
-            error_kind: a.error_kind(),
-            error_message: a.error.as_ref().map(|e| e.message.clone()),
-            exit_signal: a.exit_signal(),
-            status: status_str.clone(),
-            work_type: work_type.clone(),
-            tests_status: tests.clone(),
-            files_changed: p.files_changed,
-            plan_items_checked: p.plan_items_checked,
-            cost_usd: a.cost_usd,
-            tokens: a.tokens,
-            duration_ms,
-            session_id: a.session_id.clone(),
-            permission_denials: a.permission_denials.len() as u64,
-            completion_indicators: a.completion_indicators.clone(),
-            recommendation: last.recommendation.clone(),
-        })))?;
-        let outcome = serde_json::to_string(&a.outcome)
-            .unwrap_or_default()
-            .trim_matches('"')
-            .to_string();
-        self.store.log(
-            self.clock.now(),
-            &format!(
-                "loop {number} finished: {outcome}{} · {} file(s) changed · ${:.4}",
-                a.error_kind()
-                    .map(|k| format!(" ({})", k.as_str()))
-                    .unwrap_or_default(),
-                p.files_changed,
-                a.cost_usd
-            ),
-        );
-        self.reporter.summary(&LoopSummary {
-            number,
-            outcome,
-            error: a
-                .error
-                .as_ref()
-                .map(|e| format!("{}: {}", e.kind.as_str(), e.message)),
-            status: status_str,
-            work_type,
-            exit_signal: a.exit_signal(),
-            tests,
-            files_changed: p.files_changed,
-            plan: (self.plan.done(), self.plan.total()),
-            cost_usd: a.cost_usd,
-            total_cost_usd: self.state.totals.cost_usd,
+        self.store
+            .log(self.clock.now(), &crate::report::loop_log_line(&finished));
+        self.reporter.summary(&LoopSummary::of(
+            &finished,
+            a,
+            (self.plan.done(), self.plan.total()),
+            self.state.totals.cost_usd,
             duration,
-            circuit: self.state.breaker.state.as_str().to_string(),
-            recommendation: a.recommendation().map(ToString::to_string),
-        });
-        Ok(())
+            self.state.breaker.state,
+        ));
+        self.emit(EventKind::AgentFinished(Box::new(finished)))
     }
 
     /// Waits (rate limit, token limit, usage limit, backoff) with a countdown; Ctrl-C ends it.

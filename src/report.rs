@@ -12,9 +12,12 @@ use indicatif::{ProgressBar, ProgressStyle};
 use jiff::Timestamp;
 
 use crate::analysis::Analysis;
+use crate::analysis::Outcome;
 use crate::exit::ExitReason;
+use crate::policy::breaker::CircuitState;
 use crate::policy::fixplan::Plan;
 use crate::store::State;
+use crate::store::schema::AgentFinished;
 
 /// How human output is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +74,94 @@ pub struct LoopSummary {
     pub duration: Duration,
     pub circuit: String,
     pub recommendation: Option<String>,
+}
+
+impl LoopSummary {
+    /// The summary block of a finished loop.
+    #[must_use]
+    pub fn of(
+        f: &AgentFinished,
+        a: &Analysis,
+        plan: (u32, u32),
+        total_cost_usd: f64,
+        duration: Duration,
+        circuit: CircuitState,
+    ) -> Self {
+        Self {
+            number: f.number,
+            outcome: outcome_name(f.outcome),
+            error: a
+                .error
+                .as_ref()
+                .map(|e| format!("{}: {}", e.kind.as_str(), e.message)),
+            status: f.status.clone(),
+            work_type: f.work_type.clone(),
+            exit_signal: f.exit_signal,
+            tests: f.tests_status.clone(),
+            files_changed: f.files_changed,
+            plan,
+            cost_usd: f.cost_usd,
+            total_cost_usd,
+            duration,
+            circuit: circuit.as_str().to_string(),
+            recommendation: f.recommendation.clone(),
+        }
+    }
+}
+
+fn outcome_name(o: Outcome) -> String {
+    serde_json::to_value(o)
+        .ok()
+        .and_then(|v| v.as_str().map(ToString::to_string))
+        .unwrap_or_default()
+}
+
+/// The `hank.log` line of a finished loop.
+#[must_use]
+pub fn loop_log_line(f: &AgentFinished) -> String {
+    format!(
+        "loop {} finished: {}{} · {} file(s) changed · ${:.4}",
+        f.number,
+        outcome_name(f.outcome),
+        f.error_kind
+            .map(|k| format!(" ({})", k.as_str()))
+            .unwrap_or_default(),
+        f.files_changed,
+        f.cost_usd
+    )
+}
+
+/// The `live.log` line of one live item (empty for items that show nothing).
+#[must_use]
+pub fn live_log_line(item: &crate::analysis::LiveItem) -> String {
+    use crate::analysis::LiveItem;
+    match item {
+        LiveItem::Text(t) => format!("{}\n", t.trim_end()),
+        LiveItem::Tool { name, detail } => format!("⚙ {name} {detail}\n"),
+        LiveItem::Retry { attempt, error } => format!("API retry {attempt}: {error}\n"),
+        LiveItem::Init { .. } | LiveItem::Result { .. } => String::new(),
+    }
+}
+
+/// The warning for a client login that expires soon (`left` may be negative: expired).
+#[must_use]
+pub fn credential_warning(at: Timestamp, left: jiff::SignedDuration) -> String {
+    let at = at
+        .to_zoned(jiff::tz::TimeZone::system())
+        .strftime("%a %H:%M %Z")
+        .to_string();
+    if left.is_negative() {
+        format!(
+            "the client's login expired at {at}: renew it (log in again, or a new \
+             `claude setup-token`) or the next calls fail on auth"
+        )
+    } else {
+        format!(
+            "the client's login expires at {at} (in {}): renew it now (log in again, or a new \
+             `claude setup-token`) so a long run does not stop on auth then",
+            format_secs(left.as_secs().unsigned_abs())
+        )
+    }
 }
 
 impl Reporter {

@@ -11,7 +11,10 @@
 //! works with every client version (and every other agent CLI), and it leaves the system
 //! prompt, the start of the cached prefix, the same on every loop.
 
-use crate::settings::OutputFormat;
+use crate::policy::breaker::CircuitState;
+use crate::policy::fixplan::Plan;
+use crate::settings::{AgentCommand, OutputFormat, Settings};
+use crate::store::State;
 
 /// What the argv depends on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +63,20 @@ pub fn build_argv(input: &ArgvInput<'_>) -> Vec<String> {
         argv.push(format!("--allowedTools={}", input.allowed_tools.join(",")));
     }
     argv
+}
+
+/// The argv of a loop's call from the resolved settings (see [`build_argv`]).
+#[must_use]
+pub fn argv_for(s: &Settings, agent: &AgentCommand, resume: Option<&str>) -> Vec<String> {
+    build_argv(&ArgvInput {
+        leading_args: &agent.leading_args,
+        output_format: s.output_format.value,
+        live: s.live.value,
+        resume,
+        model: s.model.value.as_deref(),
+        permission_mode: s.permission_mode.value.as_deref(),
+        allowed_tools: &s.allowed_tools.value,
+    })
 }
 
 /// The permission mode as every supported client spells it: Claude Code 2.1.330 renamed
@@ -168,6 +185,33 @@ pub fn build_context(c: &ContextInput<'_>) -> String {
     }
     out.push_str("\nOne task per loop; end with the HANK_STATUS block.");
     out
+}
+
+/// The loop context of loop `number`, from the stored state (the previous loop, the breaker)
+/// and the plan.
+pub fn loop_context(state: &State, plan: &Plan, number: u64) -> String {
+    let last = state.history.last();
+    let circuit = (state.breaker.state != CircuitState::Closed)
+        .then(|| (state.breaker.state.as_str(), state.breaker.reason.as_str()));
+    let denied: Vec<String> = last
+        .map(|r| {
+            r.denied
+                .iter()
+                .map(|d| d.command.clone().unwrap_or_else(|| d.tool.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    build_context(&ContextInput {
+        loop_number: number,
+        open_items: plan.open_required(),
+        total_items: plan.total(),
+        next_item: plan.next_open().map(|i| i.text.as_str()),
+        circuit,
+        last_recommendation: state.last_recommendation.as_deref(),
+        denied,
+        asked_questions: last.is_some_and(|r| r.questions),
+        last_error: last.and_then(|r| r.error_kind).map(|k| k.as_str()),
+    })
 }
 
 #[cfg(test)]

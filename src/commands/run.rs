@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::agent::argv::{self, ArgvInput};
+use crate::agent::argv;
 use crate::cli::RunArgs;
 use crate::clock::SystemClock;
 use crate::engine;
@@ -145,16 +145,8 @@ fn dry_run(s: &Settings, agent: &AgentCommand) -> Result<u8> {
     let prompt =
         fs::read(&prompt_path).map_err(|e| HankError::io("failed to read", &prompt_path, e))?;
     let resume = engine::usable_session(&state, s, now).map(|x| x.id.clone());
-    let context = engine::context_for(&state, &plan, state.loop_count + 1);
-    let args = argv::build_argv(&ArgvInput {
-        leading_args: &agent.leading_args,
-        output_format: s.output_format.value,
-        live: s.live.value,
-        resume: resume.as_deref(),
-        model: s.model.value.as_deref(),
-        permission_mode: s.permission_mode.value.as_deref(),
-        allowed_tools: &s.allowed_tools.value,
-    });
+    let context = argv::loop_context(&state, &plan, state.loop_count + 1);
+    let args = argv::argv_for(s, agent, resume.as_deref());
     let stdin = argv::compose_stdin(&context, &prompt);
     let mut out = std::io::stdout().lock();
     let settings: Vec<serde_json::Value> = s

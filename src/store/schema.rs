@@ -11,10 +11,12 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::analysis::{ErrorKind, Outcome, Tokens};
+use crate::analysis::{Analysis, ErrorKind, Outcome, Tokens};
+use crate::exit::ExitReason;
 use crate::policy::breaker::{Breaker, CircuitState};
-use crate::policy::budget::{Ledger, WaitReason};
+use crate::policy::budget::{BudgetLimits, Ledger, WaitReason};
 use crate::policy::decide::LoopRecord;
+use crate::policy::progress::Progress;
 pub use crate::policy::session::Session;
 
 /// Current `state.json` schema.
@@ -247,6 +249,106 @@ pub struct AgentFinished {
     pub permission_denials: u64,
     pub completion_indicators: Vec<String>,
     pub recommendation: Option<String>,
+}
+
+/// What `status.json` is made of besides the stored state.
+#[derive(Debug, Clone, Copy)]
+pub struct StatusParts<'a> {
+    pub state: &'a State,
+    pub run_state: RunState,
+    pub plan: PlanCounts,
+    pub last_loop: Option<&'a LastLoop>,
+    pub wait: Option<(WaitReason, Timestamp)>,
+    pub limits: &'a BudgetLimits,
+    pub exit: Option<ExitReason>,
+    pub now: Timestamp,
+    pub pid: u32,
+}
+
+impl Status {
+    /// The live status of a run (pure).
+    #[must_use]
+    pub fn of(p: &StatusParts<'_>) -> Self {
+        let st = p.state;
+        Self {
+            schema_version: STATUS_SCHEMA,
+            updated_at: p.now,
+            state: p.run_state,
+            loop_count: st.loop_count,
+            calls_in_window: st.ledger.calls_in_window(p.now),
+            max_calls_per_hour: p.limits.max_calls_per_hour,
+            next_call_at: st.ledger.next_free_at(p.now, p.limits),
+            tokens_in_window: st.ledger.tokens_in_window(p.now),
+            max_tokens_per_hour: p.limits.max_tokens_per_hour,
+            wait_reason: p.wait.map(|w| w.0),
+            waiting_until: p.wait.map(|w| w.1),
+            circuit_state: st.breaker.state,
+            circuit_reason: st.breaker.reason.clone(),
+            session_id: st.session.as_ref().map(|s| s.id.clone()),
+            total_cost_usd: st.totals.cost_usd,
+            total_tokens: st.totals.tokens,
+            fix_plan: p.plan,
+            last_loop: p.last_loop.cloned(),
+            exit_reason: p.exit.map(|r| r.as_str().to_string()),
+            exit_code: p.exit.map(ExitReason::code),
+            pid: p.pid,
+        }
+    }
+}
+
+/// The JSON name of a unit enum value (`WorkStatus::InProgress` → `IN_PROGRESS`).
+fn json_name<T: Serialize>(v: &T) -> Option<String> {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|x| x.as_str().map(ToString::to_string))
+}
+
+impl AgentFinished {
+    /// The event for loop `number` from its analysis and progress.
+    #[must_use]
+    pub fn of(number: u64, a: &Analysis, p: &Progress, duration: std::time::Duration) -> Self {
+        let block = a.status.as_ref();
+        Self {
+            number,
+            outcome: a.outcome,
+            error_kind: a.error_kind(),
+            error_message: a.error.as_ref().map(|e| e.message.clone()),
+            exit_signal: a.exit_signal(),
+            status: block.and_then(|s| s.status).and_then(|v| json_name(&v)),
+            work_type: block.and_then(|s| s.work_type).and_then(|v| json_name(&v)),
+            tests_status: block
+                .and_then(|s| s.tests_status)
+                .and_then(|v| json_name(&v)),
+            files_changed: p.files_changed,
+            plan_items_checked: p.plan_items_checked,
+            cost_usd: a.cost_usd,
+            tokens: a.tokens,
+            duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+            session_id: a.session_id.clone(),
+            permission_denials: a.permission_denials.len() as u64,
+            completion_indicators: a.completion_indicators.clone(),
+            recommendation: a.recommendation().map(ToString::to_string),
+        }
+    }
+}
+
+impl LastLoop {
+    /// `status.json`'s `last_loop`, from the loop's event.
+    #[must_use]
+    pub fn of(f: &AgentFinished) -> Self {
+        Self {
+            number: f.number,
+            outcome: f.outcome,
+            error_kind: f.error_kind,
+            exit_signal: f.exit_signal,
+            status: f.status.clone(),
+            work_type: f.work_type.clone(),
+            files_changed: f.files_changed,
+            recommendation: f.recommendation.clone(),
+            cost_usd: f.cost_usd,
+            duration_ms: f.duration_ms,
+        }
+    }
 }
 
 /// A schema value read tolerantly, with the names of the fields that were really there.
