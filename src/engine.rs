@@ -75,7 +75,7 @@ pub fn start(
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| HankError::Other(format!("failed to start the async runtime: {e}")))?;
+        .map_err(|e| HankError::Internal(format!("failed to start the async runtime: {e}")))?;
     runtime.block_on(async move {
         let cancel = crate::agent::signals::install()?;
         let mut engine = Engine::new(settings, agent, store, cancel, lock, clock)?;

@@ -21,9 +21,26 @@ pub enum HankError {
         path: PathBuf,
         source: std::io::Error,
     },
-    /// Anything else that makes the command fail with exit 1.
+    /// A file hank reads holds something it cannot use (the message says what it expected).
+    #[error("{} {problem}", path.display())]
+    Unreadable { path: PathBuf, problem: String },
+    /// Another hank loop holds the project's lock (`holder` is its PID when known).
+    #[error("another hank loop is already running in this project ({} holds {})", holder.as_deref().map_or_else(|| "another process".to_string(), |p| format!("PID {p}")), path.display())]
+    Locked {
+        path: PathBuf,
+        holder: Option<String>,
+    },
+    /// An external program hank runs (`bd`, `gh`, `tmux`, the terminal) failed or printed
+    /// something unusable; the message names it.
     #[error("{0}")]
-    Other(String),
+    Tool(String),
+    /// The user stopped the command before it changed anything.
+    #[error("{0}")]
+    Cancelled(String),
+    /// Something that should not happen (a bug), or the process environment failed under
+    /// hank (no async runtime, no signal handlers).
+    #[error("internal error: {0}")]
+    Internal(String),
     /// The command ends with a specific code and has already reported why
     /// (e.g. `enable` on an already enabled project → 2).
     #[error("{message}")]
@@ -70,6 +87,7 @@ impl HankError {
     pub fn hint(&self) -> Option<&str> {
         match self {
             Self::Usage { hint, .. } => hint.as_deref(),
+            Self::Locked { .. } => Some("watch it with `hank monitor`, or stop it first"),
             _ => None,
         }
     }

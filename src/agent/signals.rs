@@ -9,7 +9,7 @@ use crate::error::{HankError, Result};
 pub fn install() -> Result<watch::Receiver<u32>> {
     use tokio::signal::unix::{SignalKind, signal};
     let err =
-        |e: std::io::Error| HankError::Other(format!("failed to install signal handlers: {e}"));
+        |e: std::io::Error| HankError::Internal(format!("failed to install signal handlers: {e}"));
     let mut int = signal(SignalKind::interrupt()).map_err(err)?;
     let mut term = signal(SignalKind::terminate()).map_err(err)?;
     let mut hup = signal(SignalKind::hangup()).map_err(err)?;

@@ -68,7 +68,7 @@ pub fn run(args: &AnalyzeArgs) -> Result<u8> {
     };
     let text = if args.json {
         let mut s = serde_json::to_string_pretty(&analysis)
-            .map_err(|e| HankError::Other(format!("cannot encode the analysis as JSON: {e}")))?;
+            .map_err(|e| HankError::Internal(format!("cannot encode the analysis as JSON: {e}")))?;
         s.push('\n');
         s
     } else {

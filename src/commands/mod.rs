@@ -32,8 +32,7 @@ use crate::project;
 use crate::store::Store;
 
 pub(crate) fn project_dir() -> Result<PathBuf> {
-    std::env::current_dir()
-        .map_err(|e| HankError::Other(format!("cannot read the current directory: {e}")))
+    std::env::current_dir().map_err(|e| HankError::io("cannot read", "the current directory", e))
 }
 
 pub(crate) fn out(text: &str) -> Result<()> {
@@ -41,7 +40,7 @@ pub(crate) fn out(text: &str) -> Result<()> {
     match o.write_all(text.as_bytes()).and_then(|()| o.flush()) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(HankError::Other(format!("failed to write to stdout: {e}"))),
+        Err(e) => Err(HankError::io("failed to write to", "standard output", e)),
     }
 }
 

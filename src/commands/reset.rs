@@ -15,10 +15,12 @@ pub fn run(what: ResetWhat) -> Result<u8> {
     let dir = project_dir()?;
     let store = require_hank_dir(&dir)?;
     let now = SystemClock::from_env()?.now();
+    // A running loop owns state.json: say so, and how to get past it.
     let _lock = store.lock().map_err(|e| match e {
-        HankError::Usage { message, .. } => {
-            HankError::usage_hint(message, "stop the running loop first (Ctrl-C), then reset")
-        }
+        locked @ HankError::Locked { .. } => HankError::usage_hint(
+            locked.to_string(),
+            "stop the running loop first (Ctrl-C), then reset",
+        ),
         other => other,
     })?;
     let loaded = store.load_state(now)?;

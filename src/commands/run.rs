@@ -35,7 +35,7 @@ pub fn run(run: &RunArgs, args: &[OsString]) -> Result<u8> {
         return crate::monitor::launch_tmux(&forwarded);
     }
     let project_dir = std::env::current_dir()
-        .map_err(|e| HankError::Other(format!("cannot read the current directory: {e}")))?;
+        .map_err(|e| HankError::io("cannot read", "the current directory", e))?;
     check_layout(&project_dir)?;
     let settings = settings::load(&run.into(), &project_dir)?;
     check_required_files(&settings)?;
@@ -182,7 +182,7 @@ fn dry_run(s: &Settings, agent: &AgentCommand) -> Result<u8> {
         }
         write!(out, "{text}")
     };
-    written.map_err(|e| HankError::Other(format!("failed to write to stdout: {e}")))?;
+    written.map_err(|e| HankError::io("failed to write to", "standard output", e))?;
     Ok(crate::exit::OK)
 }
 

@@ -34,14 +34,15 @@ pub fn run(args: &cli::StatusArgs) -> Result<u8> {
         }
         return out(&text).map(|()| exit::OK);
     }
-    let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
-        HankError::Other(format!(
-            "{} is not valid JSON ({e}); is a loop writing it?",
-            path.display()
-        ))
+    let v: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| HankError::Unreadable {
+            path: path.clone(),
+            problem: format!("is not valid JSON ({e}); is a loop writing it?"),
+        })?;
+    let status = read_lenient::<Status>(&v).ok_or_else(|| HankError::Unreadable {
+        path: path.clone(),
+        problem: "is not a JSON object".into(),
     })?;
-    let status = read_lenient::<Status>(&v)
-        .ok_or_else(|| HankError::Other(format!("{} is not a JSON object", path.display())))?;
     out(&render_status(&status))?;
     Ok(exit::OK)
 }

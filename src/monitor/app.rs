@@ -24,7 +24,7 @@ pub const POLL: Duration = Duration::from_millis(250);
 pub const REDRAW: Duration = Duration::from_secs(1);
 
 fn terminal_error(e: &std::io::Error) -> HankError {
-    HankError::Other(format!("terminal error in hank monitor: {e}"))
+    HankError::Tool(format!("terminal error in hank monitor: {e}"))
 }
 
 /// `q`, Esc and Ctrl-C quit.
@@ -40,7 +40,7 @@ pub fn run_tui(paths: &Paths) -> Result<()> {
     let mut terminal = ratatui::try_init().map_err(|e| {
         // try_init may have enabled raw mode before failing.
         ratatui::restore();
-        HankError::Other(format!("cannot start the terminal UI: {e}"))
+        HankError::Tool(format!("cannot start the terminal UI: {e}"))
     })?;
     let stop = watch_termination();
     let result = event_loop(&mut terminal, paths, &stop);

@@ -78,7 +78,7 @@ pub fn run(args: &MonitorOptions) -> Result<u8> {
     let snap = snapshot::load(&paths);
     if args.json {
         let mut text = serde_json::to_string_pretty(&snap)
-            .map_err(|e| HankError::Other(format!("cannot serialize the snapshot: {e}")))?;
+            .map_err(|e| HankError::Internal(format!("cannot serialize the snapshot: {e}")))?;
         text.push('\n');
         print_stdout(&text)?;
     } else {

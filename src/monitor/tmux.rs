@@ -297,13 +297,13 @@ fn utf8_args(forwarded: &[OsString]) -> Result<Vec<String>> {
 
 fn tmux_failed(what: &str, out: &std::process::Output) -> HankError {
     let stderr = String::from_utf8_lossy(&out.stderr);
-    HankError::Other(format!("tmux {what} failed: {}", stderr.trim()))
+    HankError::Tool(format!("tmux {what} failed: {}", stderr.trim()))
 }
 
 fn run_capture(argv: &[OsString]) -> Result<std::process::Output> {
     let (program, args) = argv
         .split_first()
-        .ok_or_else(|| HankError::Other("empty argv".into()))?;
+        .ok_or_else(|| HankError::Internal("empty tmux argv".into()))?;
     Command::new(program)
         .args(args)
         .stdin(Stdio::null())
@@ -419,7 +419,7 @@ pub fn launch(forwarded: &[OsString]) -> Result<u8> {
     let argv = attach_argv(&spec, inside_tmux);
     let (program, args) = argv
         .split_first()
-        .ok_or_else(|| HankError::Other("empty argv".into()))?;
+        .ok_or_else(|| HankError::Internal("empty tmux argv".into()))?;
     let status = Command::new(program)
         .args(args)
         .status()

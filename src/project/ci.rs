@@ -86,7 +86,7 @@ fn enable(dir: &Path, args: &EnableCiArgs) -> Result<CiReport> {
     let written = generate::create_project_files(dir, &spec, args.opts.force)?;
     let missing = generate::missing_required(dir);
     if !missing.is_empty() {
-        return Err(HankError::Other(format!(
+        return Err(HankError::Internal(format!(
             "verification failed: missing {}",
             missing.join(", ")
         )));
@@ -120,7 +120,7 @@ pub fn run(dir: &Path, args: &EnableCiArgs) -> Result<u8> {
             Err(e) => CiReport::failure(e),
         };
         let text = serde_json::to_string(&report)
-            .map_err(|e| HankError::Other(format!("encoding the JSON result: {e}")))?;
+            .map_err(|e| HankError::Internal(format!("encoding the JSON result: {e}")))?;
         println!("{text}");
         return Ok(report.code);
     }

@@ -84,7 +84,7 @@ fn map_dialoguer(err: dialoguer::Error) -> HankError {
             message: "interrupted".into(),
         };
     }
-    HankError::Other(format!("prompt failed: {io}"))
+    HankError::Tool(format!("the terminal prompt failed: {io}"))
 }
 
 /// The real terminal prompts (dialoguer, on stderr).
@@ -443,7 +443,9 @@ pub fn run(dir: &Path, args: &EnableArgs) -> Result<u8> {
                     true
                 };
                 if !go_on {
-                    return Err(HankError::Other("stopped: no files were written".into()));
+                    return Err(HankError::Cancelled(
+                        "stopped: no files were written".into(),
+                    ));
                 }
             }
         }
@@ -460,7 +462,7 @@ pub fn run(dir: &Path, args: &EnableArgs) -> Result<u8> {
 
     let missing = generate::missing_required(dir);
     if !missing.is_empty() {
-        return Err(HankError::Other(format!(
+        return Err(HankError::Internal(format!(
             "verification failed: missing {}",
             missing.join(", ")
         )));
@@ -505,7 +507,7 @@ mod tests {
             self.seen.push(prompt.to_string());
             self.answers
                 .pop_front()
-                .ok_or_else(|| HankError::Other(format!("unexpected prompt {prompt}")))
+                .ok_or_else(|| HankError::Internal(format!("unexpected prompt {prompt}")))
         }
     }
 

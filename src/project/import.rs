@@ -1017,7 +1017,7 @@ fn standard_prompt(spec: &ProjectSpec) -> Result<String> {
         .into_iter()
         .find(|f| f.path == PROMPT_PATH)
         .map(|f| f.content)
-        .ok_or_else(|| HankError::Other("the PROMPT.md template is missing".into()))
+        .ok_or_else(|| HankError::Internal("the PROMPT.md template is missing".into()))
 }
 
 fn nonce() -> u64 {
@@ -1104,7 +1104,7 @@ fn convert_ai(
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| HankError::Other(format!("failed to start the async runtime: {e}")))?;
+        .map_err(|e| HankError::Internal(format!("failed to start the async runtime: {e}")))?;
     let bar = spinner(&doc.file_name);
     let called = runtime.block_on(async {
         let cancel = crate::agent::signals::install()?;
@@ -1402,7 +1402,7 @@ pub fn run(cwd: &Path, args: &ImportArgs) -> Result<u8> {
             }
         };
         let text = serde_json::to_string(&report)
-            .map_err(|e| HankError::Other(format!("encoding the JSON result: {e}")))?;
+            .map_err(|e| HankError::Internal(format!("encoding the JSON result: {e}")))?;
         println!("{text}");
         return Ok(report.code);
     }

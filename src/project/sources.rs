@@ -62,7 +62,7 @@ pub fn run_tool(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| HankError::Other(format!("could not start `{name}`: {e}")))?;
+        .map_err(|e| HankError::Tool(format!("could not start `{name}`: {e}")))?;
     let drain = |pipe: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
             let mut buf = Vec::new();
@@ -92,14 +92,14 @@ pub fn run_tool(
             Ok(None) if start.elapsed() >= timeout => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(HankError::Other(format!(
+                return Err(HankError::Tool(format!(
                     "`{name} {}` did not finish within {}s and was stopped",
                     args.join(" "),
                     timeout.as_secs()
                 )));
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(25)),
-            Err(e) => return Err(HankError::Other(format!("waiting for `{name}`: {e}"))),
+            Err(e) => return Err(HankError::Tool(format!("waiting for `{name}`: {e}"))),
         }
     };
     let stdout = out_thread.join().unwrap_or_default();
@@ -139,7 +139,7 @@ pub fn fetch_beads(dir: &Path, limit: u32) -> Result<Vec<Task>> {
     } else {
         let text = run_tool(&bd, &["list"], dir, TOOL_TIMEOUT)?;
         if !text.success {
-            return Err(HankError::Other(format!(
+            return Err(HankError::Tool(format!(
                 "beads: `bd list` failed (exit {}): {}",
                 text.code.map_or_else(|| "signal".into(), |c| c.to_string()),
                 first_line(&text.stderr)
@@ -187,7 +187,7 @@ pub fn fetch_github(dir: &Path, label: Option<&str>, limit: u32) -> Result<Vec<T
                 "run `gh auth login`, then try again",
             ));
         }
-        return Err(HankError::Other(format!(
+        return Err(HankError::Tool(format!(
             "github: `gh issue list` failed (exit {}): {}",
             out.code.map_or_else(|| "signal".into(), |c| c.to_string()),
             first_line(&out.stderr)

@@ -78,12 +78,12 @@ fn is_closed(status: &str) -> bool {
 /// The text is not JSON of that shape.
 pub fn parse_beads_json(text: &str) -> Result<Vec<Task>> {
     let value: serde_json::Value = serde_json::from_str(text.trim())
-        .map_err(|e| HankError::Other(format!("`bd list --json` printed invalid JSON: {e}")))?;
+        .map_err(|e| HankError::Tool(format!("`bd list --json` printed invalid JSON: {e}")))?;
     let items = value
         .as_array()
         .or_else(|| value.get("issues").and_then(|v| v.as_array()))
         .ok_or_else(|| {
-            HankError::Other("`bd list --json` did not print a JSON array of issues".into())
+            HankError::Tool("`bd list --json` did not print a JSON array of issues".into())
         })?;
     let mut tasks: Vec<(i64, Task)> = Vec::new();
     for item in items {
@@ -175,10 +175,10 @@ pub fn parse_beads_text(text: &str) -> Vec<Task> {
 /// The text is not a JSON array.
 pub fn parse_github_json(text: &str, label: Option<&str>) -> Result<Vec<Task>> {
     let value: serde_json::Value = serde_json::from_str(text.trim())
-        .map_err(|e| HankError::Other(format!("`gh issue list` printed invalid JSON: {e}")))?;
+        .map_err(|e| HankError::Tool(format!("`gh issue list` printed invalid JSON: {e}")))?;
     let items = value
         .as_array()
-        .ok_or_else(|| HankError::Other("`gh issue list` did not print a JSON array".into()))?;
+        .ok_or_else(|| HankError::Tool("`gh issue list` did not print a JSON array".into()))?;
     let mut out = Vec::new();
     for item in items {
         let Some(number) = item.get("number").and_then(serde_json::Value::as_u64) else {

@@ -47,7 +47,7 @@ pub fn render(name: &str, template: &str, vars: &Vars) -> Result<String> {
         out.push_str(&rest[..start]);
         let after = &rest[start + 2..];
         let Some(end) = after.find("}}") else {
-            return Err(HankError::Other(format!(
+            return Err(HankError::Internal(format!(
                 "template {name}: `{{{{` without a closing `}}}}`"
             )));
         };
@@ -57,12 +57,12 @@ pub fn render(name: &str, template: &str, vars: &Vars) -> Result<String> {
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
         if !well_formed {
-            return Err(HankError::Other(format!(
+            return Err(HankError::Internal(format!(
                 "template {name}: malformed variable `{{{{{var}}}}}` (expected lowercase letters, digits, `_`)"
             )));
         }
         let Some(value) = vars.get(var) else {
-            return Err(HankError::Other(format!(
+            return Err(HankError::Internal(format!(
                 "template {name}: no value for variable `{var}`"
             )));
         };

@@ -181,8 +181,7 @@ impl Resolver<'_> {
 }
 
 fn find(name: &str) -> Result<&'static Key> {
-    keys::find(name)
-        .ok_or_else(|| HankError::Other(format!("internal error: no configuration key {name}")))
+    keys::find(name).ok_or_else(|| HankError::Internal(format!("no configuration key {name}")))
 }
 
 /// The key's default, parsed like any other value (a default that does not parse is a bug,
@@ -190,8 +189,8 @@ fn find(name: &str) -> Result<&'static Key> {
 fn default_of<T>(key: &Key, parse: &dyn Fn(&str) -> Option<T>) -> Result<T> {
     let text = key.default.text().unwrap_or_default();
     parse(&text).ok_or_else(|| {
-        HankError::Other(format!(
-            "internal error: the built-in default `{text}` of {} is not {}",
+        HankError::Internal(format!(
+            "the built-in default `{text}` of {} is not {}",
             key.name,
             key.expected()
         ))

@@ -164,7 +164,7 @@ impl Store {
     pub fn save_state_with(&self, state: &State, durable: bool) -> Result<()> {
         let path = self.state_path();
         let bytes = serde_json::to_vec_pretty(state)
-            .map_err(|e| HankError::Other(format!("failed to encode state: {e}")))?;
+            .map_err(|e| HankError::Internal(format!("failed to encode state: {e}")))?;
         write_atomic(&path, &bytes, durable).map_err(|e| HankError::io("failed to write", &path, e))
     }
 
@@ -172,7 +172,7 @@ impl Store {
     pub fn write_status(&self, status: &Status) -> Result<()> {
         let path = self.status_path();
         let mut bytes = serde_json::to_vec_pretty(status)
-            .map_err(|e| HankError::Other(format!("failed to encode status: {e}")))?;
+            .map_err(|e| HankError::Internal(format!("failed to encode status: {e}")))?;
         bytes.push(b'\n');
         write_atomic(&path, &bytes, false).map_err(|e| HankError::io("failed to write", &path, e))
     }
@@ -183,11 +183,11 @@ impl Store {
     pub fn read_state(&self) -> Result<State> {
         let path = self.state_path();
         match fs::read(&path) {
-            Ok(b) => serde_json::from_slice(&b).map_err(|e| {
-                HankError::Other(format!(
-                    "{} is unreadable ({e}); the next `hank run` will move it aside",
-                    path.display()
-                ))
+            Ok(b) => serde_json::from_slice(&b).map_err(|e| HankError::Unreadable {
+                path: path.clone(),
+                problem: format!(
+                    "is not a hank state file ({e}); the next `hank run` will move it aside"
+                ),
             }),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(State::default()),
             Err(e) => Err(HankError::io("failed to read", &path, e)),
@@ -255,18 +255,10 @@ impl Store {
                 let mut holder = String::new();
                 let _ = file.read_to_string(&mut holder);
                 let holder = holder.lines().next().unwrap_or("").trim();
-                let who = if holder.is_empty() {
-                    "another process".to_string()
-                } else {
-                    format!("PID {holder}")
-                };
-                return Err(HankError::usage_hint(
-                    format!(
-                        "another hank loop is already running in this project ({who} holds {})",
-                        path.display()
-                    ),
-                    "watch it with `hank monitor`, or stop it first",
-                ));
+                return Err(HankError::Locked {
+                    path,
+                    holder: (!holder.is_empty()).then(|| holder.to_string()),
+                });
             }
             Err(fs::TryLockError::Error(e)) => {
                 return Err(HankError::io("failed to lock", &path, e));
