@@ -21,7 +21,7 @@ use crate::settings::keys;
     after_help = "Without a subcommand, `hank` runs the loop (`hank run`).\n\
                   Exit codes: 0 done, 1 error, 2 halted by a safety rule, 3 stopped at a limit, 130 interrupted."
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
 
@@ -47,7 +47,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run the loop in the current project (the default).
     Run(Box<RunArgs>),
     /// Live dashboard of a running or finished loop.
@@ -129,14 +129,14 @@ pub struct RunArgs {
 }
 
 #[derive(Debug, Clone, Default, Args)]
-pub struct StatusArgs {
+pub(crate) struct StatusArgs {
     /// Print the raw status.json.
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Clone, Args)]
-pub struct AnalyzeArgs {
+pub(crate) struct AnalyzeArgs {
     /// The saved agent stdout (e.g. `.hank/logs/loop-00003.out`); `-` reads stdin.
     pub file: PathBuf,
     /// The agent's stderr, if saved (defaults to FILE with `.err` when it exists).
@@ -151,14 +151,14 @@ pub struct AnalyzeArgs {
 }
 
 #[derive(Debug, Clone, Args)]
-pub struct ResetArgs {
+pub(crate) struct ResetArgs {
     /// What to reset.
     #[arg(value_enum)]
     pub what: ResetWhat,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ResetWhat {
+pub(crate) enum ResetWhat {
     /// The circuit breaker (→ CLOSED, counters cleared).
     Circuit,
     /// The agent session (the next loop starts a new conversation).
@@ -166,21 +166,21 @@ pub enum ResetWhat {
 }
 
 #[derive(Debug, Clone, Default, Args)]
-pub struct CircuitArgs {
+pub(crate) struct CircuitArgs {
     /// Print as JSON.
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Clone, Default, Args)]
-pub struct DoctorArgs {
+pub(crate) struct DoctorArgs {
     /// Print as JSON.
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Clone, Args)]
-pub struct CompletionsArgs {
+pub(crate) struct CompletionsArgs {
     /// The shell.
     #[arg(value_enum)]
     pub shell: clap_complete::Shell,
@@ -188,7 +188,7 @@ pub struct CompletionsArgs {
 
 /// A `--from` value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum FromSource {
+pub(crate) enum FromSource {
     /// beads issues (`bd list --json`).
     Beads,
     /// open GitHub issues (`gh issue list`).
@@ -200,7 +200,7 @@ pub enum FromSource {
 }
 
 #[derive(Debug, Clone, Args)]
-pub struct SetupArgs {
+pub(crate) struct SetupArgs {
     /// Name of the new project folder (created in the current directory).
     pub name: String,
     /// Print the result as one JSON object on stdout.
@@ -210,7 +210,7 @@ pub struct SetupArgs {
 
 /// The answers `enable` and `enable-ci` share (each also a wizard question for `enable`).
 #[derive(Debug, Clone, Default, Args)]
-pub struct ProjectOptions {
+pub(crate) struct ProjectOptions {
     /// Task sources to import from (repeat or comma-separate) [default: `enable` asks, or with
     /// --yes takes the detected ones; `enable-ci` imports none].
     #[arg(long, value_enum, value_delimiter = ',', value_name = "SOURCE")]
@@ -222,7 +222,7 @@ pub struct ProjectOptions {
     #[arg(long)]
     pub label: Option<String>,
     /// Maximum tasks imported per source.
-    #[arg(long, default_value_t = 50, value_name = "N")]
+    #[arg(long, default_value_t = crate::project::sources::DEFAULT_LIMIT, value_name = "N")]
     pub limit: u32,
     /// Project name [default: package name, else folder name].
     #[arg(long, value_name = "NAME")]
@@ -239,7 +239,7 @@ pub struct ProjectOptions {
 }
 
 #[derive(Debug, Clone, Default, Args)]
-pub struct EnableArgs {
+pub(crate) struct EnableArgs {
     #[command(flatten)]
     pub opts: ProjectOptions,
     /// Accept the detected defaults without asking (works without a terminal).
@@ -248,7 +248,7 @@ pub struct EnableArgs {
 }
 
 #[derive(Debug, Clone, Default, Args)]
-pub struct EnableCiArgs {
+pub(crate) struct EnableCiArgs {
     #[command(flatten)]
     pub opts: ProjectOptions,
     /// Print exactly one JSON object on stdout (errors too).
@@ -260,7 +260,7 @@ pub struct EnableCiArgs {
 }
 
 #[derive(Debug, Clone, Default, Args)]
-pub struct MigrateArgs {
+pub(crate) struct MigrateArgs {
     /// Project folder (default: current directory).
     pub dir: Option<PathBuf>,
     /// Print the result as one JSON object on stdout.
@@ -269,7 +269,7 @@ pub struct MigrateArgs {
 }
 
 #[derive(Debug, Clone, Args)]
-pub struct ImportArgs {
+pub(crate) struct ImportArgs {
     /// The PRD / spec document: Markdown, plain text or JSON.
     pub file: PathBuf,
     /// Project name: the new folder in the current directory [default: from the file name].
@@ -284,7 +284,7 @@ pub struct ImportArgs {
     #[arg(long)]
     pub no_ai: bool,
     /// Maximum tasks kept by the conversion without AI.
-    #[arg(long, default_value_t = 100, value_name = "N")]
+    #[arg(long, default_value_t = crate::project::import::DEFAULT_TASK_LIMIT, value_name = "N")]
     pub limit: u32,
     /// The agent command: a path or a name on PATH [CLAUDE_CODE_CMD, default claude].
     #[arg(long, value_name = "PATH")]
@@ -301,7 +301,7 @@ pub struct ImportArgs {
 }
 
 #[derive(Debug, Clone, Default, Args)]
-pub struct MonitorArgs {
+pub(crate) struct MonitorArgs {
     /// Print one snapshot and exit (also what happens without a terminal).
     #[arg(long)]
     pub once: bool,

@@ -14,7 +14,7 @@ use crate::policy::time::Clock;
 
 /// Real time, shifted to `HANK_NOW` when that is set.
 #[derive(Debug, Clone)]
-pub struct SystemClock {
+pub(crate) struct SystemClock {
     /// `(HANK_NOW, when the process read it)`.
     shifted: Option<(Timestamp, Instant)>,
 }
@@ -24,7 +24,7 @@ impl SystemClock {
     ///
     /// # Errors
     /// `HANK_NOW` is set but is not an RFC 3339 time.
-    pub fn from_env() -> Result<Self> {
+    pub(crate) fn from_env() -> Result<Self> {
         match std::env::var("HANK_NOW") {
             Ok(v) if !v.trim().is_empty() => {
                 let at: Timestamp = v.trim().parse().map_err(|e| {

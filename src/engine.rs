@@ -42,7 +42,7 @@ use crate::store::{
 };
 
 /// Time between SIGTERM and SIGKILL when stopping the agent.
-pub const GRACE: Duration = Duration::from_secs(5);
+pub(crate) const GRACE: Duration = Duration::from_secs(5);
 
 /// The files the loop needs, relative to the project.
 pub(crate) fn required_files(s: &Settings) -> Vec<PathBuf> {
@@ -63,7 +63,7 @@ pub(crate) fn missing_files(s: &Settings) -> Vec<PathBuf> {
 
 /// Runs the loop until it stops: `settings` resolved, `agent` found and checked, `notes`
 /// (warnings found before the loop) reported once the event log is open.
-pub fn start(
+pub(crate) fn start(
     settings: Settings,
     agent: AgentCommand,
     notes: Vec<String>,

@@ -8,20 +8,20 @@
 //!
 //! | module | role |
 //! |---|---|
-//! | [`cli`] | every clap definition, nothing else |
-//! | [`commands`] | one file per subcommand: resolve inputs, call the library, map to an exit code |
-//! | [`engine`] | the loop: sequencing only (no thresholds, no wall clock: a [`policy::time::Clock`] is injected) |
+//! | `cli` | every clap definition, nothing else |
+//! | `commands` | one file per subcommand: resolve inputs, call the library, map to an exit code |
+//! | `engine` | the loop: sequencing only (no thresholds, no wall clock: a [`policy::time::Clock`] is injected) |
 //! | [`settings`] | `.hankrc` + environment + flags → validated [`settings::Settings`], each value with its source |
 //! | [`agent`] | the agent call: argv and loop context **\[pure\]**, client version, process groups, signals, secret redaction |
 //! | [`analysis`] | agent output → [`analysis::Analysis`] **\[pure\]** |
 //! | [`policy`] | breaker, budget, exit decision, fix_plan, session rules, progress facts, time **\[pure\]** |
 //! | [`progress`] | measures a loop's progress: files (via [`worktree`]) and fix_plan items checked |
 //! | [`worktree`] | what changed in the files: `git status` snapshots (pure `-z` parser), a walk outside git |
-//! | [`store`] | the on-disk formats defined once ([`store::schema`]), atomic 0600 writes, lock, event log |
+//! | `store` | the on-disk formats defined once (`store::schema`), atomic 0600 writes, lock, event log |
 //! | [`report`] | human output on stderr: loop summaries, countdowns, live view, exit messages |
-//! | [`clock`] | the wall clock, with the `HANK_NOW` test hook |
-//! | [`monitor`] | `hank monitor` TUI and the `hank --monitor` tmux launcher |
-//! | [`project`] | detect, task sources, templates, setup, enable, enable-ci, migrate, import |
+//! | `clock` | the wall clock, with the `HANK_NOW` test hook |
+//! | `monitor` | `hank monitor` TUI and the `hank --monitor` tmux launcher |
+//! | `project` | detect, task sources, templates, setup, enable, enable-ci, migrate, import |
 //! | [`exit`], [`error`] | exit reasons and codes **\[pure\]**; typed errors |
 //!
 //! The loop, one iteration: integrity check → exit checks → breaker → budget (wait) →
@@ -29,19 +29,19 @@
 
 pub mod agent;
 pub mod analysis;
-pub mod cli;
-pub mod clock;
-pub mod commands;
-pub mod engine;
+pub(crate) mod cli;
+pub(crate) mod clock;
+pub(crate) mod commands;
+pub(crate) mod engine;
 pub mod error;
 pub mod exit;
-pub mod monitor;
+pub(crate) mod monitor;
 pub mod policy;
 pub mod progress;
-pub mod project;
+pub(crate) mod project;
 pub mod report;
 pub mod settings;
-pub mod store;
+pub(crate) mod store;
 pub mod worktree;
 
 use std::ffi::OsString;

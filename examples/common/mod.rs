@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-pub type Res<T> = Result<T, Box<dyn std::error::Error>>;
+pub(crate) type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 /// A status block as the prompt template asks for it.
-pub const STATUS_BLOCK: &str = "\n\n---HANK_STATUS---\nSTATUS: IN_PROGRESS\n\
+pub(crate) const STATUS_BLOCK: &str = "\n\n---HANK_STATUS---\nSTATUS: IN_PROGRESS\n\
 TASKS_COMPLETED_THIS_LOOP: 1\nFILES_MODIFIED: 3\nTESTS_STATUS: PASSING\n\
 WORK_TYPE: IMPLEMENTATION\nEXIT_SIGNAL: false\n\
 RECOMMENDATION: continue with the config loader\n---END_HANK_STATUS---";
@@ -24,13 +24,13 @@ RECOMMENDATION: continue with the config loader\n---END_HANK_STATUS---";
 const SESSION: &str = "4b7c2e1a-9d3f-4e8b-a6c5-1f2e3d4c5b6a";
 
 /// Deterministic pseudo-random numbers (xorshift), so generated inputs are reproducible.
-pub struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
-    pub fn new(seed: u64) -> Self {
+    pub(crate) fn new(seed: u64) -> Self {
         Self(seed.max(1))
     }
-    pub fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x << 13;
         x ^= x >> 7;
@@ -38,7 +38,7 @@ impl Rng {
         self.0 = x;
         x
     }
-    pub fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
 }
@@ -76,7 +76,7 @@ const WORDS: &[&str] = &[
 ];
 
 /// Prose-like text of about `bytes` bytes.
-pub fn prose(rng: &mut Rng, bytes: usize) -> String {
+pub(crate) fn prose(rng: &mut Rng, bytes: usize) -> String {
     let mut s = String::with_capacity(bytes + 16);
     while s.len() < bytes {
         let n = 6 + rng.below(12);
@@ -92,7 +92,7 @@ pub fn prose(rng: &mut Rng, bytes: usize) -> String {
 }
 
 /// Source-code-like text of about `bytes` bytes (a tool result: a file's content).
-pub fn code(rng: &mut Rng, bytes: usize) -> String {
+pub(crate) fn code(rng: &mut Rng, bytes: usize) -> String {
     let mut s = String::with_capacity(bytes + 64);
     let mut n = 0;
     while s.len() < bytes {
@@ -113,7 +113,7 @@ fn usage() -> serde_json::Value {
 }
 
 /// The final `result` event/object of a successful call with `text` as the answer.
-pub fn result_event(text: &str) -> serde_json::Value {
+pub(crate) fn result_event(text: &str) -> serde_json::Value {
     json!({
         "type": "result", "subtype": "success", "is_error": false, "duration_ms": 61234,
         "duration_api_ms": 57234, "num_turns": 40, "result": text, "stop_reason": "end_turn",
@@ -124,7 +124,7 @@ pub fn result_event(text: &str) -> serde_json::Value {
 
 /// One turn of an agent transcript: an assistant message with text and a tool call, and the
 /// user message carrying the tool result (a file's content, command output…).
-pub fn turn(rng: &mut Rng, n: u64) -> [serde_json::Value; 2] {
+pub(crate) fn turn(rng: &mut Rng, n: u64) -> [serde_json::Value; 2] {
     let (name, input, output) = match rng.below(4) {
         0 => (
             "Read",
@@ -182,7 +182,7 @@ fn init_event() -> serde_json::Value {
 
 /// Output shapes the generator writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Shape {
+pub(crate) enum Shape {
     /// `--output-format json`: one result object whose answer is `bytes` long.
     Result,
     /// `--output-format json --verbose`: a JSON array of messages.
@@ -194,7 +194,7 @@ pub enum Shape {
 }
 
 impl Shape {
-    pub fn parse(s: &str) -> Option<Self> {
+    pub(crate) fn parse(s: &str) -> Option<Self> {
         match s {
             "result" => Some(Self::Result),
             "array" => Some(Self::Array),
@@ -203,7 +203,7 @@ impl Shape {
             _ => None,
         }
     }
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Result => "result",
             Self::Array => "array",
@@ -214,7 +214,7 @@ impl Shape {
 }
 
 /// Writes an agent output of `shape` of about `bytes` bytes to `out`.
-pub fn generate(shape: Shape, bytes: u64, out: &Path) -> Res<u64> {
+pub(crate) fn generate(shape: Shape, bytes: u64, out: &Path) -> Res<u64> {
     let mut w = BufWriter::with_capacity(1 << 20, fs::File::create(out)?);
     let mut rng = Rng::new(0x5eed ^ bytes);
     let mut written = 0u64;
@@ -279,7 +279,7 @@ pub fn generate(shape: Shape, bytes: u64, out: &Path) -> Res<u64> {
 }
 
 /// Parses `123`, `64k`, `100M`, `1G` (powers of 1024).
-pub fn parse_size(s: &str) -> Option<u64> {
+pub(crate) fn parse_size(s: &str) -> Option<u64> {
     let s = s.trim();
     let (num, mult) = match s.chars().last()?.to_ascii_lowercase() {
         'k' => (&s[..s.len() - 1], 1u64 << 10),
@@ -320,7 +320,7 @@ fn git(dir: &Path, args: &[&str]) -> Res<()> {
 
 /// A project of `files` source files in nested directories (≈100 per directory), an ignored
 /// `target/` with build output, a `.gitignore`, and — when `git` — a repository with one commit.
-pub fn project_tree(dir: &Path, files: usize, with_git: bool) -> Res<()> {
+pub(crate) fn project_tree(dir: &Path, files: usize, with_git: bool) -> Res<()> {
     let mut rng = Rng::new(42);
     for i in 0..files {
         let sub = dir.join(format!("src/pkg_{:03}/mod_{:02}", i / 1000, (i / 100) % 10));
@@ -349,7 +349,7 @@ pub fn project_tree(dir: &Path, files: usize, with_git: bool) -> Res<()> {
 
 /// Median, min and max of a set of timings.
 #[derive(Debug, Clone, Copy)]
-pub struct Stats {
+pub(crate) struct Stats {
     pub median: Duration,
     pub min: Duration,
     pub max: Duration,
@@ -357,7 +357,7 @@ pub struct Stats {
 }
 
 impl Stats {
-    pub fn of(mut samples: Vec<Duration>) -> Self {
+    pub(crate) fn of(mut samples: Vec<Duration>) -> Self {
         samples.sort();
         let runs = samples.len();
         let at = |i: usize| samples.get(i).copied().unwrap_or_default();
@@ -371,7 +371,7 @@ impl Stats {
 }
 
 /// Runs `f` `runs` times (after one warm-up run) and returns the timings.
-pub fn time_runs<T>(runs: usize, mut f: impl FnMut() -> T) -> Stats {
+pub(crate) fn time_runs<T>(runs: usize, mut f: impl FnMut() -> T) -> Stats {
     std::hint::black_box(f());
     let samples = (0..runs)
         .map(|_| {
@@ -384,7 +384,7 @@ pub fn time_runs<T>(runs: usize, mut f: impl FnMut() -> T) -> Stats {
 }
 
 /// Human duration with a unit that fits.
-pub fn human(d: Duration) -> String {
+pub(crate) fn human(d: Duration) -> String {
     let ns = d.as_nanos();
     if ns < 10_000 {
         format!("{ns} ns")
@@ -396,7 +396,7 @@ pub fn human(d: Duration) -> String {
 }
 
 /// One row of a results table (markdown, so it can be pasted into PERFORMANCE.md).
-pub fn row(name: &str, s: &Stats, extra: &str) {
+pub(crate) fn row(name: &str, s: &Stats, extra: &str) {
     println!(
         "| {name} | {} | {}–{} | {} | {extra} |",
         human(s.median),
@@ -406,7 +406,7 @@ pub fn row(name: &str, s: &Stats, extra: &str) {
     );
 }
 
-pub fn header(extra: &str) {
+pub(crate) fn header(extra: &str) {
     println!("| bench | median | min–max | runs | {extra} |");
     println!("|---|---|---|---|---|");
 }

@@ -153,7 +153,7 @@ fn limit_wording(text: &str, clock: &Clock) -> Option<Classified> {
 /// The kind a typed error string names (`api_error`, a synthetic message's `error`
 /// category, `api_error_type`). Unknown strings give `None`.
 #[must_use]
-pub fn typed_kind(value: &str) -> Option<ErrorKind> {
+pub(super) fn typed_kind(value: &str) -> Option<ErrorKind> {
     let kind = match value.trim().to_ascii_lowercase().as_str() {
         "usage_limit_reached"
         | "usage_limit"
@@ -198,7 +198,7 @@ pub fn classify_text(
 
 /// [`classify_text`] with the machine's local zone for reset times printed without one.
 #[must_use]
-pub fn classify_text_in(
+pub(super) fn classify_text_in(
     text: &str,
     api_status: Option<u16>,
     category: Option<&str>,

@@ -11,7 +11,7 @@ use regex::Regex;
 use super::{StatusBlock, WorkStatus, re};
 
 /// At most this many error signatures per call.
-pub const MAX_SIGNATURES: usize = 10;
+pub(super) const MAX_SIGNATURES: usize = 10;
 /// At most this many questions per call.
 const MAX_QUESTIONS: usize = 10;
 /// A signature or question longer than this is cut.
@@ -243,7 +243,7 @@ fn looks_like_json(t: &str) -> bool {
 /// Error lines the agent reports in its own final text (`error[E0308]: …`, `Error: …`,
 /// `FAILED`), never JSON or quoted code.
 #[must_use]
-pub fn error_lines_in_text(text: &str) -> Vec<&str> {
+pub(super) fn error_lines_in_text(text: &str) -> Vec<&str> {
     prose_lines(text)
         .into_iter()
         .map(|l| strip_bullet(l).trim_matches('`').trim())
@@ -258,7 +258,7 @@ pub fn error_lines_in_text(text: &str) -> Vec<&str> {
 
 /// Lines of stderr that report an error.
 #[must_use]
-pub fn error_lines_in_stderr(stderr: &str) -> Vec<&str> {
+pub(super) fn error_lines_in_stderr(stderr: &str) -> Vec<&str> {
     stderr
         .lines()
         .map(str::trim)

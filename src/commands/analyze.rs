@@ -39,7 +39,7 @@ fn read_stderr(args: &AnalyzeArgs) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
-pub fn run(args: &AnalyzeArgs) -> Result<u8> {
+pub(crate) fn run(args: &AnalyzeArgs) -> Result<u8> {
     let stderr = read_stderr(args)?;
     let facts = RunFacts {
         exit_code: args.exit_code,

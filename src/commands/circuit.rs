@@ -9,7 +9,7 @@ use crate::exit;
 use super::{out, project_dir, require_hank_dir};
 
 /// `hank circuit [--json]`.
-pub fn run(args: &cli::CircuitArgs) -> Result<u8> {
+pub(crate) fn run(args: &cli::CircuitArgs) -> Result<u8> {
     let dir = project_dir()?;
     let store = require_hank_dir(&dir)?;
     let loaded = store.read_state()?;

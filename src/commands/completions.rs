@@ -9,7 +9,7 @@ use crate::exit;
 use super::out;
 
 /// `hank completions SHELL`.
-pub fn run(args: &cli::CompletionsArgs) -> Result<u8> {
+pub(crate) fn run(args: &cli::CompletionsArgs) -> Result<u8> {
     let mut cmd = Cli::command();
     let mut buf = Vec::new();
     clap_complete::generate(args.shell, &mut cmd, "hank", &mut buf);

@@ -38,7 +38,7 @@ fn version_of(program: &Path, args: &[String]) -> Option<String> {
 }
 
 /// `hank doctor [--json]`: exit 0 when every required check passes, 1 otherwise.
-pub fn run(args: &cli::DoctorArgs) -> Result<u8> {
+pub(crate) fn run(args: &cli::DoctorArgs) -> Result<u8> {
     let dir = project_dir()?;
     let mut checks = Vec::new();
     let settings = settings::load(&settings::Flags::default(), &dir);

@@ -6,7 +6,7 @@ use crate::project;
 
 /// # Errors
 /// See [`project::enable::run`].
-pub fn run(args: &EnableArgs) -> Result<u8> {
+pub(crate) fn run(args: &EnableArgs) -> Result<u8> {
     let opts = project::EnableArgs {
         opts: (&args.opts).into(),
         yes: args.yes,

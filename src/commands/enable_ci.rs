@@ -7,7 +7,7 @@ use crate::project;
 /// # Errors
 /// See [`project::ci::run`] (with `--json`, errors are printed as JSON and only the code
 /// returned).
-pub fn run(args: &EnableCiArgs) -> Result<u8> {
+pub(crate) fn run(args: &EnableCiArgs) -> Result<u8> {
     let opts = project::EnableCiArgs {
         opts: (&args.opts).into(),
         json: args.json,

@@ -7,7 +7,7 @@ use crate::project;
 /// # Errors
 /// See [`project::import::run`] (with `--json`, errors are printed as JSON and only the code
 /// returned).
-pub fn run(args: &ImportArgs) -> Result<u8> {
+pub(crate) fn run(args: &ImportArgs) -> Result<u8> {
     let opts = project::ImportArgs {
         file: args.file.clone(),
         name: args.name.clone(),

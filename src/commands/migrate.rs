@@ -9,7 +9,7 @@ use crate::project;
 ///
 /// # Errors
 /// Nothing to migrate (exit 1), a conflicting destination, I/O errors.
-pub fn run(args: &MigrateArgs) -> Result<u8> {
+pub(crate) fn run(args: &MigrateArgs) -> Result<u8> {
     let dir = match &args.dir {
         Some(d) => d.clone(),
         None => super::current_dir()?,

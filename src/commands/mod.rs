@@ -9,19 +9,19 @@
 //! | `analyze` | `hank analyze FILE` |
 //! | `setup`, `enable`, `enable_ci`, `migrate`, `import` | project set-up |
 
-pub mod analyze;
-pub mod circuit;
-pub mod completions;
-pub mod doctor;
-pub mod enable;
-pub mod enable_ci;
-pub mod import;
-pub mod migrate;
-pub mod monitor;
-pub mod reset;
-pub mod run;
-pub mod setup;
-pub mod status;
+pub(crate) mod analyze;
+pub(crate) mod circuit;
+pub(crate) mod completions;
+pub(crate) mod doctor;
+pub(crate) mod enable;
+pub(crate) mod enable_ci;
+pub(crate) mod import;
+pub(crate) mod migrate;
+pub(crate) mod monitor;
+pub(crate) mod reset;
+pub(crate) mod run;
+pub(crate) mod setup;
+pub(crate) mod status;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -55,8 +55,7 @@ pub(crate) fn require_hank_dir(dir: &Path) -> Result<Store> {
     Ok(store)
 }
 
-/// The clap definitions and the plain options they become (the defaults live in two places;
-/// a test keeps them equal).
+/// The clap definitions and the plain options they become.
 impl From<&cli::ProjectOptions> for project::ProjectOptions {
     fn from(o: &cli::ProjectOptions) -> Self {
         Self {
@@ -85,26 +84,4 @@ impl From<cli::FromSource> for project::FromSource {
 
 fn current_dir() -> Result<PathBuf> {
     std::env::current_dir().map_err(|e| HankError::io("reading", ".", e))
-}
-
-#[cfg(test)]
-mod tests {
-    use clap::Parser;
-
-    use crate::cli::{Cli, Command};
-
-    /// The defaults clap shows are the library's defaults.
-    #[test]
-    fn clap_defaults_are_the_library_defaults() {
-        let cli = Cli::parse_from(["hank", "enable-ci"]);
-        let Some(Command::EnableCi(a)) = cli.command else {
-            panic!("enable-ci parses");
-        };
-        assert_eq!(a.opts.limit, crate::project::sources::DEFAULT_LIMIT);
-        let cli = Cli::parse_from(["hank", "import", "x.md"]);
-        let Some(Command::Import(a)) = cli.command else {
-            panic!("import parses");
-        };
-        assert_eq!(a.limit, crate::project::import::DEFAULT_TASK_LIMIT);
-    }
 }

@@ -6,7 +6,7 @@ use crate::monitor;
 
 /// # Errors
 /// Not a hank project, terminal or I/O errors.
-pub fn run(args: &MonitorArgs) -> Result<u8> {
+pub(crate) fn run(args: &MonitorArgs) -> Result<u8> {
     monitor::run(&monitor::MonitorOptions {
         once: args.once,
         json: args.json,

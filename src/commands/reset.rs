@@ -11,7 +11,7 @@ use crate::store::{Event, EventKind};
 use super::{project_dir, require_hank_dir};
 
 /// `hank reset circuit|session`. Refuses while a loop runs (it owns state.json).
-pub fn run(what: ResetWhat) -> Result<u8> {
+pub(crate) fn run(what: ResetWhat) -> Result<u8> {
     let dir = project_dir()?;
     let store = require_hank_dir(&dir)?;
     let now = SystemClock::from_env()?.now();

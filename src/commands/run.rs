@@ -22,7 +22,7 @@ use crate::settings::{self, AgentCommand, Settings};
 use crate::store::Store;
 
 /// `hank run` (and bare `hank`); `args` is the whole command line, forwarded by `--monitor`.
-pub fn run(run: &RunArgs, args: &[OsString]) -> Result<u8> {
+pub(crate) fn run(run: &RunArgs, args: &[OsString]) -> Result<u8> {
     if run.monitor {
         let mut rest: Vec<OsString> = args.iter().skip(1).cloned().collect();
         if rest.first().is_some_and(|a| a.as_os_str() == "run") {

@@ -6,7 +6,7 @@ use crate::project;
 
 /// # Errors
 /// Invalid name, existing non-empty folder, I/O errors.
-pub fn run(args: &SetupArgs) -> Result<u8> {
+pub(crate) fn run(args: &SetupArgs) -> Result<u8> {
     let opts = project::SetupArgs {
         name: args.name.clone(),
         json: args.json,

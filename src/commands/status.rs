@@ -9,7 +9,7 @@ use crate::store::schema::{Lenient, read_lenient};
 use super::{out, project_dir, require_hank_dir};
 
 /// `hank status [--json]`.
-pub fn run(args: &cli::StatusArgs) -> Result<u8> {
+pub(crate) fn run(args: &cli::StatusArgs) -> Result<u8> {
     let dir = project_dir()?;
     let store = require_hank_dir(&dir)?;
     let path = store.status_path();
@@ -50,7 +50,7 @@ pub fn run(args: &cli::StatusArgs) -> Result<u8> {
 /// Human rendering of `status.json`, read with the schema's own type (fields an older or
 /// newer hank did not write, or wrote differently, are left out).
 #[must_use]
-pub fn render_status(st: &Lenient<Status>) -> String {
+pub(crate) fn render_status(st: &Lenient<Status>) -> String {
     let v = &st.value;
     let mut lines = Vec::new();
     lines.push(format!(

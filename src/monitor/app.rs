@@ -19,9 +19,9 @@ use super::view;
 use crate::error::{HankError, Result};
 
 /// How often the files are checked for changes.
-pub const POLL: Duration = Duration::from_millis(250);
+pub(crate) const POLL: Duration = Duration::from_millis(250);
 /// How often the screen is redrawn without a change (countdowns, "updated … ago").
-pub const REDRAW: Duration = Duration::from_secs(1);
+pub(crate) const REDRAW: Duration = Duration::from_secs(1);
 
 fn terminal_error(e: &std::io::Error) -> HankError {
     HankError::Tool(format!("terminal error in hank monitor: {e}"))
@@ -29,14 +29,14 @@ fn terminal_error(e: &std::io::Error) -> HankError {
 
 /// `q`, Esc and Ctrl-C quit.
 #[must_use]
-pub fn is_quit(key: &KeyEvent) -> bool {
+pub(crate) fn is_quit(key: &KeyEvent) -> bool {
     key.kind != KeyEventKind::Release
         && (matches!(key.code, KeyCode::Char('q') | KeyCode::Esc)
             || (key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL)))
 }
 
 /// Runs the dashboard until the user quits. The terminal is restored on every path out.
-pub fn run_tui(paths: &Paths) -> Result<()> {
+pub(crate) fn run_tui(paths: &Paths) -> Result<()> {
     let mut terminal = ratatui::try_init().map_err(|e| {
         // try_init may have enabled raw mode before failing.
         ratatui::restore();

@@ -8,10 +8,10 @@
 //! | [`app`] | the terminal app loop (poll files, redraw, keys) |
 //! | [`tmux`] | the tmux command builder **\[pure\]** and the launcher |
 
-pub mod app;
-pub mod snapshot;
-pub mod tmux;
-pub mod view;
+pub(crate) mod app;
+pub(crate) mod snapshot;
+pub(crate) mod tmux;
+pub(crate) mod view;
 
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
@@ -24,7 +24,7 @@ use crate::error::{HankError, Result};
 use crate::exit;
 
 #[derive(Debug, Clone, Default)]
-pub struct MonitorOptions {
+pub(crate) struct MonitorOptions {
     /// Print one snapshot and exit (also what happens without a terminal).
     pub once: bool,
     /// Print one snapshot as JSON and exit.
@@ -67,7 +67,7 @@ fn project_root(dir: Option<&PathBuf>) -> Result<PathBuf> {
 }
 
 /// `hank monitor`.
-pub fn run(args: &MonitorOptions) -> Result<u8> {
+pub(crate) fn run(args: &MonitorOptions) -> Result<u8> {
     let root = project_root(args.dir.as_ref())?;
     let paths = snapshot::Paths::new(&root);
     let terminal = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
@@ -93,6 +93,6 @@ pub fn run(args: &MonitorOptions) -> Result<u8> {
 
 /// `hank --monitor`: starts the loop in tmux. `forwarded` are the user's other `hank run`
 /// arguments, exactly as given (without `--monitor`).
-pub fn launch_tmux(forwarded: &[OsString]) -> Result<u8> {
+pub(crate) fn launch_tmux(forwarded: &[OsString]) -> Result<u8> {
     tmux::launch(forwarded)
 }

@@ -15,21 +15,21 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 /// The `status.json` schema this monitor was written against.
-pub const STATUS_SCHEMA_VERSION: u64 = 1;
+pub(crate) const STATUS_SCHEMA_VERSION: u64 = 1;
 /// How much of the end of `events.jsonl` is read.
-pub const EVENTS_TAIL_BYTES: u64 = 64 * 1024;
+pub(crate) const EVENTS_TAIL_BYTES: u64 = 64 * 1024;
 /// How much of the end of `live.log` is read.
-pub const LIVE_TAIL_BYTES: u64 = 16 * 1024;
+pub(crate) const LIVE_TAIL_BYTES: u64 = 16 * 1024;
 /// Events kept in a snapshot (the newest).
-pub const MAX_EVENTS: usize = 50;
+pub(crate) const MAX_EVENTS: usize = 50;
 /// Live output lines kept in a snapshot (the newest).
-pub const MAX_LIVE_LINES: usize = 200;
+pub(crate) const MAX_LIVE_LINES: usize = 200;
 /// Breaker transitions kept in a snapshot (the newest).
-pub const MAX_TRANSITIONS: usize = 5;
+pub(crate) const MAX_TRANSITIONS: usize = 5;
 
 /// Token totals as `status.json` reports them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct TokenTotals {
+pub(crate) struct TokenTotals {
     pub input: Option<u64>,
     pub output: Option<u64>,
     pub cache_read: Option<u64>,
@@ -38,14 +38,14 @@ pub struct TokenTotals {
 
 /// `done`/`total` checkbox counts of `fix_plan.md`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct PlanProgress {
+pub(crate) struct PlanProgress {
     pub done: u64,
     pub total: u64,
 }
 
 /// The `last_loop` object of `status.json` (or the newest `agent_finished` event).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct LastLoop {
+pub(crate) struct LastLoop {
     pub number: Option<u64>,
     pub outcome: Option<String>,
     pub error_kind: Option<String>,
@@ -60,7 +60,7 @@ pub struct LastLoop {
 
 /// `status.json`, every field optional (a field of the wrong type reads as absent).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Status {
+pub(crate) struct Status {
     pub schema_version: Option<u64>,
     pub updated_at: Option<Timestamp>,
     pub state: Option<String>,
@@ -85,7 +85,7 @@ pub struct Status {
 
 /// One line of `events.jsonl`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Event {
+pub(crate) struct Event {
     pub at: Option<Timestamp>,
     /// The `type` field (`loop_started`, `agent_finished`, …).
     #[serde(rename = "type")]
@@ -97,26 +97,26 @@ pub struct Event {
 impl Event {
     /// A string field of the event.
     #[must_use]
-    pub fn str(&self, key: &str) -> Option<&str> {
+    pub(crate) fn str(&self, key: &str) -> Option<&str> {
         self.fields.get(key).and_then(Value::as_str)
     }
 
     /// An unsigned integer field of the event.
     #[must_use]
-    pub fn u64(&self, key: &str) -> Option<u64> {
+    pub(crate) fn u64(&self, key: &str) -> Option<u64> {
         self.fields.get(key).and_then(Value::as_u64)
     }
 
     /// A timestamp field of the event.
     #[must_use]
-    pub fn time(&self, key: &str) -> Option<Timestamp> {
+    pub(crate) fn time(&self, key: &str) -> Option<Timestamp> {
         self.str(key).and_then(|s| s.parse().ok())
     }
 }
 
 /// One circuit breaker transition from `state.json` (`breaker.history`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Transition {
+pub(crate) struct Transition {
     pub at: Option<Timestamp>,
     pub from: Option<String>,
     pub to: Option<String>,
@@ -125,7 +125,7 @@ pub struct Transition {
 
 /// The raw inputs of a snapshot: file contents (tails for the logs), `None` when missing.
 #[derive(Debug, Clone, Default)]
-pub struct Sources {
+pub(crate) struct Sources {
     /// The project folder name.
     pub project: String,
     /// `.hank/` exists.
@@ -139,7 +139,7 @@ pub struct Sources {
 
 /// Everything the monitor shows. The view is a pure function of this plus `now`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     /// The project folder name.
     pub project: String,
     /// `.hank/` exists in the project.
@@ -207,7 +207,7 @@ fn parse_last_loop(v: &Value) -> Option<LastLoop> {
 
 /// Reads `status.json` text. `Err` carries a one-line note when nothing usable is in it;
 /// `Ok` may carry a note too (schema version differs).
-pub fn parse_status(text: &str) -> Result<(Status, Option<String>), String> {
+pub(crate) fn parse_status(text: &str) -> Result<(Status, Option<String>), String> {
     if text.trim().is_empty() {
         return Err("status.json is empty (being written?)".to_string());
     }
@@ -265,7 +265,7 @@ pub fn parse_status(text: &str) -> Result<(Status, Option<String>), String> {
 /// Parses the tail of `events.jsonl`: one JSON object a line; lines that are not objects
 /// with a string `type` (a half-written last line, a cut first line) are skipped.
 #[must_use]
-pub fn parse_events(tail: &str) -> Vec<Event> {
+pub(crate) fn parse_events(tail: &str) -> Vec<Event> {
     tail.lines()
         .filter_map(|line| {
             let v: Value = serde_json::from_str(line.trim()).ok()?;
@@ -283,7 +283,7 @@ pub fn parse_events(tail: &str) -> Vec<Event> {
 /// events. The start is its first `loop_started` (else its first event); the end is its
 /// `exit` event when the newest event is one.
 #[must_use]
-pub fn run_bounds(events: &[Event]) -> (Option<Timestamp>, Option<Timestamp>) {
+pub(crate) fn run_bounds(events: &[Event]) -> (Option<Timestamp>, Option<Timestamp>) {
     let exits: Vec<usize> = events
         .iter()
         .enumerate()
@@ -310,7 +310,7 @@ pub fn run_bounds(events: &[Event]) -> (Option<Timestamp>, Option<Timestamp>) {
 
 /// `breaker.history` of `state.json`, newest [`MAX_TRANSITIONS`]; anything unexpected → empty.
 #[must_use]
-pub fn parse_breaker_history(state: &str) -> Vec<Transition> {
+pub(crate) fn parse_breaker_history(state: &str) -> Vec<Transition> {
     let Ok(v) = serde_json::from_str::<Value>(state) else {
         return Vec::new();
     };
@@ -334,7 +334,7 @@ pub fn parse_breaker_history(state: &str) -> Vec<Transition> {
 /// Removes terminal control sequences (ANSI CSI/OSC escapes) and control characters, and
 /// expands tabs, so agent output cannot move the cursor or recolor the dashboard.
 #[must_use]
-pub fn clean_line(line: &str) -> String {
+pub(crate) fn clean_line(line: &str) -> String {
     let mut out = String::with_capacity(line.len());
     let mut chars = line.chars().peekable();
     while let Some(c) = chars.next() {
@@ -380,7 +380,7 @@ pub fn clean_line(line: &str) -> String {
 /// The newest [`MAX_LIVE_LINES`] lines of the live output, cleaned; a carriage return keeps
 /// only what follows it (progress redraws).
 #[must_use]
-pub fn live_lines(tail: &str) -> Vec<String> {
+pub(crate) fn live_lines(tail: &str) -> Vec<String> {
     let lines: Vec<String> = tail
         .lines()
         .map(|l| clean_line(l.rsplit('\r').find(|p| !p.is_empty()).unwrap_or("")))
@@ -391,7 +391,7 @@ pub fn live_lines(tail: &str) -> Vec<String> {
 
 /// Counts `- [ ]` / `- [x]` checkboxes of `fix_plan.md`.
 #[must_use]
-pub fn plan_progress(content: &str) -> PlanProgress {
+pub(crate) fn plan_progress(content: &str) -> PlanProgress {
     let plan = crate::policy::fixplan::parse(
         content,
         &crate::policy::fixplan::default_optional_sections(),
@@ -405,7 +405,7 @@ pub fn plan_progress(content: &str) -> PlanProgress {
 impl Snapshot {
     /// Builds a snapshot from file contents. Never fails.
     #[must_use]
-    pub fn from_sources(src: &Sources) -> Snapshot {
+    pub(crate) fn from_sources(src: &Sources) -> Snapshot {
         let mut notes = Vec::new();
         if !src.hank_dir {
             notes.push(
@@ -459,7 +459,7 @@ impl Snapshot {
     /// The last loop: `status.json`'s `last_loop`, completed with the newest
     /// `agent_finished` event of the same loop (which also carries `error_kind`).
     #[must_use]
-    pub fn last_loop(&self) -> Option<LastLoop> {
+    pub(crate) fn last_loop(&self) -> Option<LastLoop> {
         let from_event = self
             .events
             .iter()
@@ -484,7 +484,7 @@ impl Snapshot {
     /// When the status is unusable this time (a half-written file from an older writer),
     /// keeps the last good status from `previous`, with a note saying so.
     #[must_use]
-    pub fn keep_last_good(mut self, previous: &Snapshot) -> Snapshot {
+    pub(crate) fn keep_last_good(mut self, previous: &Snapshot) -> Snapshot {
         if self.status.is_none()
             && self.hank_dir
             && !self.notes.is_empty()
@@ -500,7 +500,7 @@ impl Snapshot {
 
 /// The files of a project the monitor reads.
 #[derive(Debug, Clone)]
-pub struct Paths {
+pub(crate) struct Paths {
     pub root: PathBuf,
     pub hank: PathBuf,
     pub status: PathBuf,
@@ -513,7 +513,7 @@ pub struct Paths {
 impl Paths {
     /// The paths under `root`.
     #[must_use]
-    pub fn new(root: &Path) -> Paths {
+    pub(crate) fn new(root: &Path) -> Paths {
         let hank = root.join(".hank");
         Paths {
             root: root.to_path_buf(),
@@ -541,7 +541,7 @@ impl Paths {
 /// read starts inside the file, the first (partial) line is dropped. `None` when the file
 /// does not exist or cannot be read.
 #[must_use]
-pub fn read_tail(path: &Path, max: u64) -> Option<String> {
+pub(crate) fn read_tail(path: &Path, max: u64) -> Option<String> {
     let mut file = std::fs::File::open(path).ok()?;
     let len = file.metadata().ok()?.len();
     let start = len.saturating_sub(max);
@@ -567,7 +567,7 @@ fn read_small(path: &Path) -> Option<String> {
 
 /// Reads the project's files and builds a snapshot. Never fails.
 #[must_use]
-pub fn load(paths: &Paths) -> Snapshot {
+pub(crate) fn load(paths: &Paths) -> Snapshot {
     let project = paths.root.file_name().map_or_else(
         || paths.root.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
@@ -586,12 +586,12 @@ pub fn load(paths: &Paths) -> Snapshot {
 
 /// Sizes and modification times of the watched files: when it changes, reload.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Fingerprint(Vec<Option<(u64, Option<std::time::SystemTime>)>>);
+pub(crate) struct Fingerprint(Vec<Option<(u64, Option<std::time::SystemTime>)>>);
 
 impl Fingerprint {
     /// Stats the watched files (five `stat` calls, no reads).
     #[must_use]
-    pub fn read(paths: &Paths) -> Fingerprint {
+    pub(crate) fn read(paths: &Paths) -> Fingerprint {
         Fingerprint(
             paths
                 .watched()

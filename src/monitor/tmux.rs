@@ -21,15 +21,15 @@ use crate::exit;
 use crate::report::shell_quote;
 
 /// Where the loop pane records the loop's exit code (relative to the project).
-pub const EXIT_CODE_FILE: &str = ".hank/logs/tmux-exit-code";
+pub(crate) const EXIT_CODE_FILE: &str = ".hank/logs/tmux-exit-code";
 /// Oldest tmux with `new-session -e` and `split-window -l N%`.
-pub const MIN_VERSION: (u32, u32) = (3, 2);
+pub(crate) const MIN_VERSION: (u32, u32) = (3, 2);
 /// Size of a detached session (an attaching client resizes it).
-pub const DETACHED_SIZE: (u16, u16) = (200, 50);
+pub(crate) const DETACHED_SIZE: (u16, u16) = (200, 50);
 
 /// Everything the tmux commands are built from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LaunchSpec {
+pub(crate) struct LaunchSpec {
     /// Absolute path of tmux.
     pub tmux: PathBuf,
     /// Absolute path of this hank binary.
@@ -50,7 +50,7 @@ pub struct LaunchSpec {
 /// run of characters (tmux forbids `.` and `:`) becomes one `_`; at most 40 characters;
 /// `hank` when nothing is left.
 #[must_use]
-pub fn sanitize_session_name(folder: &str) -> String {
+pub(crate) fn sanitize_session_name(folder: &str) -> String {
     let mut out = String::new();
     for c in folder.chars() {
         if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
@@ -69,7 +69,7 @@ pub fn sanitize_session_name(folder: &str) -> String {
 
 /// `base`, else `base-2`, `base-3`, … : the first name `exists` says is free.
 #[must_use]
-pub fn unique_session_name(base: &str, exists: impl Fn(&str) -> bool) -> String {
+pub(crate) fn unique_session_name(base: &str, exists: impl Fn(&str) -> bool) -> String {
     if !exists(base) {
         return base.to_string();
     }
@@ -81,7 +81,7 @@ pub fn unique_session_name(base: &str, exists: impl Fn(&str) -> bool) -> String 
 
 /// Parses `tmux -V` output (`tmux 3.3a`, `tmux next-3.4`, `tmux 3.0-rc5`) → (major, minor).
 #[must_use]
-pub fn parse_version(text: &str) -> Option<(u32, u32)> {
+pub(crate) fn parse_version(text: &str) -> Option<(u32, u32)> {
     let start = text.find(|c: char| c.is_ascii_digit())?;
     let rest = &text[start..];
     let mut parts = rest.split(|c: char| !c.is_ascii_digit());
@@ -115,7 +115,7 @@ fn path_str(p: &Path) -> String {
 
 /// The `/bin/sh` script of the loop pane.
 #[must_use]
-pub fn loop_script(spec: &LaunchSpec) -> String {
+pub(crate) fn loop_script(spec: &LaunchSpec) -> String {
     let mut run = vec![shell_quote(&path_str(&spec.hank)), shell_quote("run")];
     if !spec.forwarded.iter().any(|a| a == "--live") {
         run.push(shell_quote("--live"));
@@ -147,7 +147,7 @@ pub fn loop_script(spec: &LaunchSpec) -> String {
 
 /// `tmux new-session`: the detached session with the loop pane; prints the pane id.
 #[must_use]
-pub fn new_session_argv(spec: &LaunchSpec) -> Vec<OsString> {
+pub(crate) fn new_session_argv(spec: &LaunchSpec) -> Vec<OsString> {
     let mut argv = vec![
         path_arg(&spec.tmux),
         os("new-session"),
@@ -171,7 +171,7 @@ pub fn new_session_argv(spec: &LaunchSpec) -> Vec<OsString> {
 
 /// `tmux split-window`: the live output pane right of `loop_pane`; prints its pane id.
 #[must_use]
-pub fn live_pane_argv(spec: &LaunchSpec, loop_pane: &str) -> Vec<OsString> {
+pub(crate) fn live_pane_argv(spec: &LaunchSpec, loop_pane: &str) -> Vec<OsString> {
     let mut argv = vec![
         path_arg(&spec.tmux),
         os("split-window"),
@@ -200,7 +200,7 @@ pub fn live_pane_argv(spec: &LaunchSpec, loop_pane: &str) -> Vec<OsString> {
 
 /// `tmux split-window`: the dashboard below `live_pane`.
 #[must_use]
-pub fn monitor_pane_argv(spec: &LaunchSpec, live_pane: &str) -> Vec<OsString> {
+pub(crate) fn monitor_pane_argv(spec: &LaunchSpec, live_pane: &str) -> Vec<OsString> {
     let mut argv = vec![
         path_arg(&spec.tmux),
         os("split-window"),
@@ -225,7 +225,7 @@ pub fn monitor_pane_argv(spec: &LaunchSpec, live_pane: &str) -> Vec<OsString> {
 
 /// `tmux attach-session` (outside tmux) or `switch-client` (inside tmux).
 #[must_use]
-pub fn attach_argv(spec: &LaunchSpec, inside_tmux: bool) -> Vec<OsString> {
+pub(crate) fn attach_argv(spec: &LaunchSpec, inside_tmux: bool) -> Vec<OsString> {
     let verb = if inside_tmux {
         "switch-client"
     } else {
@@ -241,7 +241,7 @@ pub fn attach_argv(spec: &LaunchSpec, inside_tmux: bool) -> Vec<OsString> {
 
 /// `tmux has-session` for an exact name.
 #[must_use]
-pub fn has_session_argv(tmux: &Path, session: &str) -> Vec<OsString> {
+pub(crate) fn has_session_argv(tmux: &Path, session: &str) -> Vec<OsString> {
     vec![
         path_arg(tmux),
         os("has-session"),
@@ -254,7 +254,7 @@ pub fn has_session_argv(tmux: &Path, session: &str) -> Vec<OsString> {
 /// hank settings set in the environment. `lookup` reads a variable; `resolve` makes a
 /// command absolute (PATH lookup, or relative to the current directory).
 #[must_use]
-pub fn pane_env(
+pub(crate) fn pane_env(
     lookup: impl Fn(&str) -> Option<String>,
     resolve: impl Fn(&str) -> Option<PathBuf>,
 ) -> Vec<(String, String)> {
@@ -335,7 +335,7 @@ fn ended_early(spec: &LaunchSpec) -> u8 {
 }
 
 /// Starts the session and attaches to it (or prints how to).
-pub fn launch(forwarded: &[OsString]) -> Result<u8> {
+pub(crate) fn launch(forwarded: &[OsString]) -> Result<u8> {
     let tmux = which::which("tmux").map_err(|_| {
         HankError::usage_hint(
             "tmux is not installed (`hank --monitor` runs the loop in a tmux session)",

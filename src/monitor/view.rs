@@ -16,7 +16,7 @@ use super::snapshot::{Event, Snapshot, Status};
 
 /// How a value is colored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tone {
+pub(crate) enum Tone {
     Normal,
     Good,
     Warn,
@@ -38,7 +38,7 @@ impl Tone {
 
 /// One labelled value of the dashboard.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Row {
+pub(crate) struct Row {
     pub label: &'static str,
     pub value: String,
     pub tone: Tone,
@@ -54,7 +54,7 @@ fn row(label: &'static str, value: impl Into<String>, tone: Tone) -> Row {
 
 /// `1h 02m 03s`, `2m 03s`, `45s`, `2d 03h`; negative durations read as zero.
 #[must_use]
-pub fn fmt_duration(d: SignedDuration) -> String {
+pub(crate) fn fmt_duration(d: SignedDuration) -> String {
     let secs = d.as_secs().max(0);
     let (days, hours, mins, s) = (secs / 86_400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
     if days > 0 {
@@ -70,7 +70,7 @@ pub fn fmt_duration(d: SignedDuration) -> String {
 
 /// A wall-clock time in `tz`: `14:05:09 UTC` today, `Nov 23 14:05 UTC` on another day.
 #[must_use]
-pub fn fmt_clock(at: Timestamp, now: Timestamp, tz: &TimeZone) -> String {
+pub(crate) fn fmt_clock(at: Timestamp, now: Timestamp, tz: &TimeZone) -> String {
     let zoned = at.to_zoned(tz.clone());
     let today = now.to_zoned(tz.clone());
     if zoned.date() == today.date() {
@@ -82,7 +82,7 @@ pub fn fmt_clock(at: Timestamp, now: Timestamp, tz: &TimeZone) -> String {
 
 /// `950`, `1.2k`, `56.8k`, `3.4M`.
 #[must_use]
-pub fn fmt_count(n: u64) -> String {
+pub(crate) fn fmt_count(n: u64) -> String {
     #[allow(clippy::cast_precision_loss)]
     let f = n as f64;
     if n < 1000 {
@@ -159,7 +159,7 @@ fn wait_row(s: &Status, now: Timestamp, tz: &TimeZone) -> Row {
 
 /// The run's facts: state, elapsed time, breaker, budget, wait, cost, exit.
 #[must_use]
-pub fn rows(snap: &Snapshot, now: Timestamp, tz: &TimeZone) -> Vec<Row> {
+pub(crate) fn rows(snap: &Snapshot, now: Timestamp, tz: &TimeZone) -> Vec<Row> {
     let Some(s) = &snap.status else {
         let why = if snap.hank_dir {
             "no status yet (waiting for the loop to write .hank/status.json)"
@@ -262,7 +262,7 @@ pub fn rows(snap: &Snapshot, now: Timestamp, tz: &TimeZone) -> Vec<Row> {
 
 /// The last loop's outcome and HANK_STATUS fields.
 #[must_use]
-pub fn last_loop_rows(snap: &Snapshot) -> Vec<Row> {
+pub(crate) fn last_loop_rows(snap: &Snapshot) -> Vec<Row> {
     let Some(l) = snap.last_loop() else {
         return vec![row("loop", "no loop finished yet", Tone::Dim)];
     };
@@ -317,7 +317,7 @@ pub fn last_loop_rows(snap: &Snapshot) -> Vec<Row> {
 
 /// One event as a line of text (without its time).
 #[must_use]
-pub fn event_text(e: &Event, now: Timestamp, tz: &TimeZone) -> String {
+pub(crate) fn event_text(e: &Event, now: Timestamp, tz: &TimeZone) -> String {
     let loop_no = e.u64("loop").map_or_else(String::new, |n| format!(" {n}"));
     match e.kind.as_str() {
         "loop_started" => format!("loop{loop_no} started"),
@@ -421,7 +421,7 @@ fn row_lines(rows: &[Row], width: usize) -> Vec<Line<'static>> {
 }
 
 /// Draws the dashboard into `frame`.
-pub fn render(frame: &mut Frame, snap: &Snapshot, now: Timestamp, tz: &TimeZone) {
+pub(crate) fn render(frame: &mut Frame, snap: &Snapshot, now: Timestamp, tz: &TimeZone) {
     let area = frame.area();
     let notes_height = u16::try_from(snap.notes.len().clamp(1, 3)).unwrap_or(1);
     let [header, top, plan, bottom, footer] = Layout::vertical([
@@ -539,13 +539,13 @@ fn render_live(frame: &mut Frame, snap: &Snapshot, area: Rect) {
 }
 
 /// Live output lines included in the plain-text snapshot.
-pub const TEXT_LIVE_LINES: usize = 10;
+pub(crate) const TEXT_LIVE_LINES: usize = 10;
 /// Events included in the plain-text snapshot.
-pub const TEXT_EVENTS: usize = 10;
+pub(crate) const TEXT_EVENTS: usize = 10;
 
 /// The plain-text snapshot of `hank monitor --once`.
 #[must_use]
-pub fn render_text(snap: &Snapshot, now: Timestamp, tz: &TimeZone) -> String {
+pub(crate) fn render_text(snap: &Snapshot, now: Timestamp, tz: &TimeZone) -> String {
     let mut out = format!(
         "hank monitor · {} · {}\n",
         snap.project,

@@ -19,7 +19,7 @@ use super::{EnableCiArgs, scan};
 
 /// The `--json` result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CiReport {
+pub(crate) struct CiReport {
     pub success: bool,
     pub code: u8,
     pub project_name: Option<String>,
@@ -32,7 +32,7 @@ pub struct CiReport {
 impl CiReport {
     /// The report of a failure.
     #[must_use]
-    pub fn failure(err: &HankError) -> Self {
+    pub(crate) fn failure(err: &HankError) -> Self {
         let mut message = err.to_string();
         if let Some(hint) = err.hint() {
             message = format!("{message} ({hint})");
@@ -112,7 +112,7 @@ fn enable(dir: &Path, args: &EnableCiArgs) -> Result<CiReport> {
 /// # Errors
 /// Without `--json`: already enabled (exit 2), invalid flags, a failing task source, I/O.
 /// With `--json` the error is printed as JSON and its code returned.
-pub fn run(dir: &Path, args: &EnableCiArgs) -> Result<u8> {
+pub(crate) fn run(dir: &Path, args: &EnableCiArgs) -> Result<u8> {
     let result = enable(dir, args);
     if args.json {
         let report = match &result {

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 /// What detection looks at: file names and the contents of a few well-known files.
 #[derive(Debug, Clone, Default)]
-pub struct ProjectFiles {
+pub(crate) struct ProjectFiles {
     /// Relative paths (with `/`), directories with a trailing `/`: the root entries and the
     /// entries of `docs/` (two levels).
     pub paths: BTreeSet<String>,
@@ -38,7 +38,7 @@ impl ProjectFiles {
 /// A place tasks can be imported from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum TaskSourceKind {
+pub(crate) enum TaskSourceKind {
     /// beads issues (`bd list --json`).
     Beads,
     /// GitHub issues (`gh issue list`).
@@ -50,7 +50,7 @@ pub enum TaskSourceKind {
 impl TaskSourceKind {
     /// The `--from` spelling.
     #[must_use]
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Beads => "beads",
             Self::Github => "github",
@@ -61,7 +61,7 @@ impl TaskSourceKind {
 
 /// What hank knows about a project before asking anything.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct ProjectFacts {
+pub(crate) struct ProjectFacts {
     /// Default project name (package name, else the folder name).
     pub name: String,
     /// `rust`, `typescript`, `javascript`, `python`, `go` or `unknown`.
@@ -88,7 +88,7 @@ impl ProjectFacts {
     /// Sources that look usable: beads (`.beads/` and `bd`), GitHub (remote and `gh`), PRD
     /// (a document found).
     #[must_use]
-    pub fn available_sources(&self) -> Vec<TaskSourceKind> {
+    pub(crate) fn available_sources(&self) -> Vec<TaskSourceKind> {
         let mut out = Vec::new();
         if self.beads_dir && self.bd_available {
             out.push(TaskSourceKind::Beads);
@@ -104,7 +104,7 @@ impl ProjectFacts {
 
     /// `DEFAULT_ALLOWED_TOOLS` plus `Bash(<cmd> *)` for the detected build and test commands.
     #[must_use]
-    pub fn allowed_tools(&self) -> Vec<String> {
+    pub(crate) fn allowed_tools(&self) -> Vec<String> {
         let mut tools: Vec<String> = crate::settings::DEFAULT_ALLOWED_TOOLS
             .iter()
             .map(|s| (*s).to_string())
@@ -121,7 +121,7 @@ impl ProjectFacts {
 
 /// Detects everything from the listed files.
 #[must_use]
-pub fn detect(files: &ProjectFiles) -> ProjectFacts {
+pub(crate) fn detect(files: &ProjectFiles) -> ProjectFacts {
     let mut facts = ProjectFacts {
         name: files.dir_name.clone(),
         project_type: "unknown".into(),
@@ -400,7 +400,7 @@ fn detect_go(files: &ProjectFiles, gomod: &str, facts: &mut ProjectFacts) {
 /// `owner/repo` from a GitHub URL (`git@github.com:o/r.git`, `https://github.com/o/r`,
 /// `ssh://git@github.com/o/r.git`).
 #[must_use]
-pub fn github_repo_from_url(url: &str) -> Option<String> {
+pub(crate) fn github_repo_from_url(url: &str) -> Option<String> {
     let url = url.trim();
     let idx = url.find("github.com")?;
     let rest = &url[idx + "github.com".len()..];
@@ -418,7 +418,7 @@ pub fn github_repo_from_url(url: &str) -> Option<String> {
 
 /// The GitHub repository of the `origin` remote, else of any remote, from `.git/config`.
 #[must_use]
-pub fn github_repo_from_git_config(config: &str) -> Option<String> {
+pub(crate) fn github_repo_from_git_config(config: &str) -> Option<String> {
     let mut remote: Option<String> = None;
     let mut found: Vec<(String, String)> = Vec::new();
     for line in config.lines() {

@@ -22,10 +22,10 @@ use super::sources::{self, SourceRequest};
 use super::{EnableArgs, FromSource, scan};
 
 /// Validates a typed answer: `Err(message)` asks again.
-pub type Validator<'a> = &'a dyn Fn(&str) -> std::result::Result<(), String>;
+pub(crate) type Validator<'a> = &'a dyn Fn(&str) -> std::result::Result<(), String>;
 
 /// The questions the wizard asks.
-pub trait Prompter {
+pub(crate) trait Prompter {
     /// Yes/no.
     ///
     /// # Errors
@@ -50,7 +50,7 @@ pub trait Prompter {
 
 /// Takes every default (`--yes`).
 #[derive(Debug, Default)]
-pub struct DefaultsPrompter;
+pub(crate) struct DefaultsPrompter;
 
 impl Prompter for DefaultsPrompter {
     fn confirm(&mut self, _prompt: &str, default: bool) -> Result<bool> {
@@ -89,7 +89,7 @@ fn map_dialoguer(err: dialoguer::Error) -> HankError {
 
 /// The real terminal prompts (dialoguer, on stderr).
 #[derive(Default)]
-pub struct DialoguerPrompter {
+pub(crate) struct DialoguerPrompter {
     theme: dialoguer::theme::ColorfulTheme,
 }
 
@@ -126,7 +126,7 @@ impl Prompter for DialoguerPrompter {
 
 /// The wizard's answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answers {
+pub(crate) struct Answers {
     pub name: String,
     pub project_type: String,
     pub max_calls: u32,
@@ -155,7 +155,10 @@ fn validate_label(v: &str) -> std::result::Result<(), String> {
 
 /// Source list from `--from` flags: `None` when not given; `none` clears the list.
 #[must_use]
-pub fn sources_from_flags(from: &[FromSource], prd: Option<&Path>) -> Option<Vec<TaskSourceKind>> {
+pub(crate) fn sources_from_flags(
+    from: &[FromSource],
+    prd: Option<&Path>,
+) -> Option<Vec<TaskSourceKind>> {
     if from.is_empty() {
         return prd.map(|_| vec![TaskSourceKind::Prd]);
     }
@@ -207,7 +210,11 @@ fn source_label(kind: TaskSourceKind, facts: &ProjectFacts) -> String {
 ///
 /// # Errors
 /// A prompt failed or was interrupted, or an answer/flag is invalid.
-pub fn ask(facts: &ProjectFacts, args: &EnableArgs, p: &mut dyn Prompter) -> Result<Answers> {
+pub(crate) fn ask(
+    facts: &ProjectFacts,
+    args: &EnableArgs,
+    p: &mut dyn Prompter,
+) -> Result<Answers> {
     let all = [
         TaskSourceKind::Beads,
         TaskSourceKind::Github,
@@ -375,7 +382,7 @@ fn describe(facts: &ProjectFacts) -> String {
 ///
 /// # Errors
 /// Already enabled (exit 2) unless `force`; a flat layout to migrate first (exit 1).
-pub fn preflight(dir: &Path, force: bool) -> Result<()> {
+pub(crate) fn preflight(dir: &Path, force: bool) -> Result<()> {
     if super::migrate::flat_layout_detected(dir) {
         return Err(HankError::usage_hint(
             "this project has the old flat layout (PROMPT.md and fix_plan.md at the root)",
@@ -398,7 +405,7 @@ pub fn preflight(dir: &Path, force: bool) -> Result<()> {
 /// # Errors
 /// No terminal without `--yes`, already enabled (exit 2), interrupted (130), invalid
 /// answers, I/O errors.
-pub fn run(dir: &Path, args: &EnableArgs) -> Result<u8> {
+pub(crate) fn run(dir: &Path, args: &EnableArgs) -> Result<u8> {
     use std::io::IsTerminal;
     let interactive = !args.yes;
     if interactive && !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {

@@ -16,11 +16,11 @@ use super::tasks::{self, Task};
 use super::templates::{self, Vars};
 
 /// Default MAX_CALLS_PER_HOUR written into `.hankrc`.
-pub const DEFAULT_MAX_CALLS: u32 = 100;
+pub(crate) const DEFAULT_MAX_CALLS: u32 = 100;
 
 /// Everything the templates need.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProjectSpec {
+pub(crate) struct ProjectSpec {
     pub name: String,
     pub project_type: String,
     pub build_cmd: Option<String>,
@@ -34,7 +34,7 @@ pub struct ProjectSpec {
 impl ProjectSpec {
     /// The spec detection suggests (no tasks, default call budget).
     #[must_use]
-    pub fn from_facts(facts: &ProjectFacts) -> Self {
+    pub(crate) fn from_facts(facts: &ProjectFacts) -> Self {
         Self {
             name: facts.name.clone(),
             project_type: facts.project_type.clone(),
@@ -50,13 +50,13 @@ impl ProjectSpec {
 
 /// One file of the plan, path relative to the project folder.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlannedFile {
+pub(crate) struct PlannedFile {
     pub path: &'static str,
     pub content: String,
 }
 
 /// Relative paths of the files the loop requires (its integrity check).
-pub const REQUIRED_FILES: [&str; 4] = [
+pub(crate) const REQUIRED_FILES: [&str; 4] = [
     ".hank/PROMPT.md",
     ".hank/fix_plan.md",
     ".hank/AGENT.md",
@@ -67,7 +67,7 @@ pub const REQUIRED_FILES: [&str; 4] = [
 ///
 /// # Errors
 /// Empty value, `"`, a line break or another control character; the message names `what`.
-pub fn validate_value(what: &str, value: &str) -> Result<()> {
+pub(crate) fn validate_value(what: &str, value: &str) -> Result<()> {
     if value.trim().is_empty() {
         return Err(HankError::usage(format!("{what} is empty")));
     }
@@ -95,7 +95,7 @@ fn code_or(cmd: Option<&String>) -> String {
 ///
 /// # Errors
 /// An invalid value (see [`validate_value`]) or a template error.
-pub fn plan(spec: &ProjectSpec) -> Result<Vec<PlannedFile>> {
+pub(crate) fn plan(spec: &ProjectSpec) -> Result<Vec<PlannedFile>> {
     validate_value("project name", &spec.name)?;
     validate_value("project type", &spec.project_type)?;
     for (what, cmd) in [
@@ -152,7 +152,7 @@ pub fn plan(spec: &ProjectSpec) -> Result<Vec<PlannedFile>> {
 /// The `.gitignore` content with hank's runtime entries added, or `None` when all are there.
 /// **\[pure\]**
 #[must_use]
-pub fn merge_gitignore(existing: Option<&str>) -> Option<String> {
+pub(crate) fn merge_gitignore(existing: Option<&str>) -> Option<String> {
     let existing = existing.unwrap_or("");
     let present: Vec<&str> = existing.lines().map(str::trim).collect();
     let missing: Vec<&str> = templates::GITIGNORE
@@ -183,7 +183,7 @@ pub fn merge_gitignore(existing: Option<&str>) -> Option<String> {
 ///
 /// # Errors
 /// Any I/O error, naming `path`.
-pub fn write_file(path: &Path, content: &str, overwrite: bool) -> Result<()> {
+pub(crate) fn write_file(path: &Path, content: &str, overwrite: bool) -> Result<()> {
     let parent = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -219,7 +219,11 @@ fn create_dir(path: &Path) -> Result<()> {
 ///
 /// # Errors
 /// An invalid spec (nothing written then) or an I/O error naming the file.
-pub fn create_project_files(dir: &Path, spec: &ProjectSpec, force: bool) -> Result<Vec<PathBuf>> {
+pub(crate) fn create_project_files(
+    dir: &Path,
+    spec: &ProjectSpec,
+    force: bool,
+) -> Result<Vec<PathBuf>> {
     let files = plan(spec)?;
     let mut written = Vec::new();
     for sub in [".hank", ".hank/specs", ".hank/logs"] {
@@ -248,7 +252,7 @@ pub fn create_project_files(dir: &Path, spec: &ProjectSpec, force: bool) -> Resu
 
 /// The required files that are missing in `dir` (empty when the loop can run).
 #[must_use]
-pub fn missing_required(dir: &Path) -> Vec<&'static str> {
+pub(crate) fn missing_required(dir: &Path) -> Vec<&'static str> {
     REQUIRED_FILES
         .iter()
         .copied()

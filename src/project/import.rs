@@ -49,24 +49,24 @@ use super::templates::{self, Vars};
 use super::{ImportArgs, detect, scan, setup};
 
 /// Default maximum number of tasks the deterministic conversion keeps.
-pub const DEFAULT_TASK_LIMIT: u32 = 100;
+pub(crate) const DEFAULT_TASK_LIMIT: u32 = 100;
 /// Largest document read at all.
-pub const MAX_DOCUMENT_BYTES: u64 = 16 * 1024 * 1024;
+pub(crate) const MAX_DOCUMENT_BYTES: u64 = 16 * 1024 * 1024;
 /// Largest document sent to the agent (every byte is paid for; the rest would not fit).
-pub const MAX_AI_DOCUMENT_BYTES: usize = 400 * 1024;
+pub(crate) const MAX_AI_DOCUMENT_BYTES: usize = 400 * 1024;
 /// Largest file accepted from the agent.
 const MAX_AGENT_FILE_BYTES: u64 = 4 * 1024 * 1024;
 /// The tools the conversion agent may use: files only, no Bash.
-pub const IMPORT_TOOLS: &str = "Read,Write";
+pub(crate) const IMPORT_TOOLS: &str = "Read,Write";
 
 /// `.hank/PROMPT.md`, relative to the project.
-pub const PROMPT_PATH: &str = ".hank/PROMPT.md";
+pub(crate) const PROMPT_PATH: &str = ".hank/PROMPT.md";
 /// `.hank/fix_plan.md`, relative to the project.
-pub const FIX_PLAN_PATH: &str = ".hank/fix_plan.md";
+pub(crate) const FIX_PLAN_PATH: &str = ".hank/fix_plan.md";
 /// `.hank/specs/requirements.md`, relative to the project.
-pub const REQUIREMENTS_PATH: &str = ".hank/specs/requirements.md";
+pub(crate) const REQUIREMENTS_PATH: &str = ".hank/specs/requirements.md";
 /// The files an import produces, in the order they are written (PROMPT.md last).
-pub const IMPORTED_FILES: [&str; 3] = [REQUIREMENTS_PATH, FIX_PLAN_PATH, PROMPT_PATH];
+pub(crate) const IMPORTED_FILES: [&str; 3] = [REQUIREMENTS_PATH, FIX_PLAN_PATH, PROMPT_PATH];
 
 const GIT_TIMEOUT: Duration = Duration::from_secs(60);
 const GRACE: Duration = Duration::from_secs(5);
@@ -77,7 +77,7 @@ const GRACE: Duration = Duration::from_secs(5);
 /// The kind of document, from its extension or its content.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum DocFormat {
+pub(crate) enum DocFormat {
     Markdown,
     Text,
     Json,
@@ -86,7 +86,7 @@ pub enum DocFormat {
 impl DocFormat {
     /// How the format is named to the user and in the conversion prompt.
     #[must_use]
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Self::Markdown => "Markdown",
             Self::Text => "plain text",
@@ -97,7 +97,7 @@ impl DocFormat {
 
 /// A document ready to convert.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Document {
+pub(crate) struct Document {
     /// The file name (no folder), for messages and the provenance line.
     pub file_name: String,
     pub format: DocFormat,
@@ -111,7 +111,7 @@ pub struct Document {
 ///
 /// # Errors
 /// Empty (or only whitespace), binary or not UTF-8, a `.json` file that is not JSON.
-pub fn parse_document(file_name: &str, bytes: &[u8]) -> Result<Document> {
+pub(crate) fn parse_document(file_name: &str, bytes: &[u8]) -> Result<Document> {
     let hint = "import a Markdown, plain text or JSON document";
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     if bytes.iter().all(u8::is_ascii_whitespace) {
@@ -170,7 +170,7 @@ pub fn parse_document(file_name: &str, bytes: &[u8]) -> Result<Document> {
 /// characters than letters, digits and `_` turned into one `-` (`My PRD v2.md` → `my-prd-v2`);
 /// `project` when nothing is left.  **\[pure\]**
 #[must_use]
-pub fn project_name_from_file(path: &Path) -> String {
+pub(crate) fn project_name_from_file(path: &Path) -> String {
     let stem = path
         .file_stem()
         .map(|s| s.to_string_lossy().to_lowercase())
@@ -276,7 +276,7 @@ fn split_sentences(text: &str) -> Vec<&str> {
 
 /// A sentence that states a requirement (not a question).  **\[pure\]**
 #[must_use]
-pub fn is_requirement(sentence: &str) -> bool {
+pub(crate) fn is_requirement(sentence: &str) -> bool {
     let s = sentence.trim();
     if s.ends_with('?') || s.ends_with('？') {
         return false;
@@ -343,7 +343,7 @@ fn requirement_sentences(section: &str, taken: &HashSet<String>) -> Vec<String> 
 
 /// Tasks of a document, grouped by section, deduplicated and capped.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Extraction {
+pub(crate) struct Extraction {
     /// Section title and its tasks, in document order (requirement sentences last, under
     /// `Requirements`); no empty section.
     pub sections: Vec<(String, Vec<Task>)>,
@@ -356,7 +356,7 @@ pub struct Extraction {
 impl Extraction {
     /// Tasks kept.
     #[must_use]
-    pub fn kept(&self) -> usize {
+    pub(crate) fn kept(&self) -> usize {
         self.found - self.dropped
     }
 }
@@ -391,7 +391,7 @@ fn is_excluded_section(title: &str) -> bool {
 
 /// Extracts the tasks of a Markdown or text document (see the module docs).  **\[pure\]**
 #[must_use]
-pub fn extract_tasks(text: &str, cap: usize) -> Extraction {
+pub(crate) fn extract_tasks(text: &str, cap: usize) -> Extraction {
     let mut seen: HashSet<String> = HashSet::new();
     let mut sections: Vec<(String, Vec<Task>)> = Vec::new();
     let mut requirements: Vec<Task> = Vec::new();
@@ -542,7 +542,7 @@ fn json_md(value: &Value, depth: usize, out: &mut String) {
 /// become headings, list entries bullets (objects by their `title`/`name`/…; `done: true` or
 /// `status: "done"` makes a checked box), other values lines of text.  **\[pure\]**
 #[must_use]
-pub fn json_to_markdown(value: &Value) -> String {
+pub(crate) fn json_to_markdown(value: &Value) -> String {
     let mut out = String::new();
     json_md(value, 1, &mut out);
     out
@@ -557,7 +557,7 @@ fn display_name(name: &str) -> String {
 
 /// The deterministic `fix_plan.md`.  **\[pure\]**
 #[must_use]
-pub fn render_fix_plan(project_name: &str, source_name: &str, ex: &Extraction) -> String {
+pub(crate) fn render_fix_plan(project_name: &str, source_name: &str, ex: &Extraction) -> String {
     let mut out = format!(
         "# Fix plan — {project_name}\n\n\
          Imported from `{}` without AI: one task per checkbox, numbered item or requirement \
@@ -585,7 +585,7 @@ pub fn render_fix_plan(project_name: &str, source_name: &str, ex: &Extraction) -
 /// `specs/requirements.md`: the whole document after a provenance comment (a JSON document
 /// as Markdown, followed by its original text in a fence).  **\[pure\]**
 #[must_use]
-pub fn render_requirements(doc: &Document) -> String {
+pub(crate) fn render_requirements(doc: &Document) -> String {
     let mut out = format!(
         "<!-- Imported by hank from {} ({}). -->\n\n",
         display_name(&doc.file_name),
@@ -617,7 +617,7 @@ pub fn render_requirements(doc: &Document) -> String {
 
 /// What a conversion produced, ready to install.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Converted {
+pub(crate) struct Converted {
     pub prompt_md: String,
     pub fix_plan_md: String,
     pub requirements_md: String,
@@ -631,7 +631,7 @@ pub struct Converted {
 /// The deterministic conversion. `standard_prompt` is the project's rendered PROMPT.md.
 /// **\[pure\]**
 #[must_use]
-pub fn convert_deterministic(
+pub(crate) fn convert_deterministic(
     doc: &Document,
     project_name: &str,
     standard_prompt: &str,
@@ -672,7 +672,7 @@ pub fn convert_deterministic(
 
 /// The marker lines around the document: a random nonce the document does not contain.
 #[must_use]
-pub fn markers(document: &str, nonce: u64) -> (String, String) {
+pub(crate) fn markers(document: &str, nonce: u64) -> (String, String) {
     let mut n = nonce;
     for _ in 0..1000 {
         let id = format!("HANK_DOCUMENT_{n:016x}");
@@ -693,7 +693,7 @@ pub fn markers(document: &str, nonce: u64) -> (String, String) {
 ///
 /// # Errors
 /// A template error (a bug, caught by the tests).
-pub fn conversion_prompt(
+pub(crate) fn conversion_prompt(
     doc: &Document,
     project_name: &str,
     standard_prompt: &str,
@@ -715,7 +715,7 @@ pub fn conversion_prompt(
 /// `-p --output-format json --allowedTools=Read,Write [--model M]`. The prompt goes on stdin.
 /// **\[pure\]**
 #[must_use]
-pub fn conversion_argv(leading: &[String], model: Option<&str>) -> Vec<String> {
+pub(crate) fn conversion_argv(leading: &[String], model: Option<&str>) -> Vec<String> {
     let mut args: Vec<String> = leading.to_vec();
     args.extend(
         [
@@ -735,7 +735,7 @@ pub fn conversion_argv(leading: &[String], model: Option<&str>) -> Vec<String> {
 
 /// The error for an agent answer that is not a success, or `None`.  **\[pure\]**
 #[must_use]
-pub fn analysis_error(a: &Analysis, timeout: Duration) -> Option<HankError> {
+pub(crate) fn analysis_error(a: &Analysis, timeout: Duration) -> Option<HankError> {
     if a.outcome == Outcome::Success && a.error.is_none() {
         return None;
     }
@@ -783,7 +783,7 @@ pub fn analysis_error(a: &Analysis, timeout: Duration) -> Option<HankError> {
 
 /// The three files as the agent left them (`None`: not written).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AgentFiles {
+pub(crate) struct AgentFiles {
     pub prompt: Option<String>,
     pub fix_plan: Option<String>,
     pub requirements: Option<String>,
@@ -794,7 +794,7 @@ pub struct AgentFiles {
 ///
 /// # Errors
 /// A file missing or empty, or a fix_plan without checkbox items.
-pub fn verify_agent_files(files: AgentFiles, standard_prompt: &str) -> Result<Converted> {
+pub(crate) fn verify_agent_files(files: AgentFiles, standard_prompt: &str) -> Result<Converted> {
     let hint = "run the import again, or use --no-ai for the deterministic conversion";
     let named = [
         (PROMPT_PATH, &files.prompt),
@@ -855,14 +855,14 @@ pub fn verify_agent_files(files: AgentFiles, standard_prompt: &str) -> Result<Co
 /// How the document was converted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Mode {
+pub(crate) enum Mode {
     Ai,
     Deterministic,
 }
 
 /// The `--json` result (errors too).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ImportReport {
+pub(crate) struct ImportReport {
     pub success: bool,
     pub code: u8,
     pub project_name: Option<String>,
@@ -1369,7 +1369,7 @@ fn import(cwd: &Path, args: &ImportArgs, ctx: &mut Ctx) -> Result<ImportReport> 
 /// Without `--json`: an unusable document, an occupied target, a failed or partial AI
 /// conversion (exit 1), an interrupt (exit 130), I/O errors. With `--json` the error is
 /// printed as the JSON result and only its code returned.
-pub fn run(cwd: &Path, args: &ImportArgs) -> Result<u8> {
+pub(crate) fn run(cwd: &Path, args: &ImportArgs) -> Result<u8> {
     let mut ctx = Ctx {
         json: args.json,
         ..Ctx::default()

@@ -16,7 +16,7 @@ use super::scan;
 /// True when `dir` has a flat layout to migrate: a root `PROMPT.md` plus `fix_plan.md` or
 /// `@fix_plan.md`, and no `.hank/PROMPT.md`.
 #[must_use]
-pub fn flat_layout_detected(dir: &Path) -> bool {
+pub(crate) fn flat_layout_detected(dir: &Path) -> bool {
     dir.join("PROMPT.md").is_file()
         && (dir.join("fix_plan.md").is_file() || dir.join("@fix_plan.md").is_file())
         && !dir.join(".hank/PROMPT.md").exists()
@@ -24,14 +24,14 @@ pub fn flat_layout_detected(dir: &Path) -> bool {
 
 /// One move of the migration (relative paths).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Move {
+pub(crate) struct Move {
     pub from: &'static str,
     pub to: &'static str,
 }
 
 /// What a migration did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MigrateOutcome {
+pub(crate) enum MigrateOutcome {
     /// `.hank/PROMPT.md` already exists.
     AlreadyMigrated,
     /// No flat layout found.
@@ -49,7 +49,7 @@ pub enum MigrateOutcome {
 /// The moves for the flat files that exist (`exists` says whether a relative path exists),
 /// and the flat files left in place because a preferred twin is moved instead.  **\[pure\]**
 #[must_use]
-pub fn plan_moves(exists: &dyn Fn(&str) -> bool) -> (Vec<Move>, Vec<&'static str>) {
+pub(crate) fn plan_moves(exists: &dyn Fn(&str) -> bool) -> (Vec<Move>, Vec<&'static str>) {
     let mut moves = vec![Move {
         from: "PROMPT.md",
         to: ".hank/PROMPT.md",
@@ -89,7 +89,7 @@ fn copy_recursive(from: &Path, to: &Path) -> Result<()> {
 ///
 /// # Errors
 /// A destination already exists (nothing moved then), or an I/O error naming the file.
-pub fn migrate_dir(dir: &Path, stamp: &str) -> Result<MigrateOutcome> {
+pub(crate) fn migrate_dir(dir: &Path, stamp: &str) -> Result<MigrateOutcome> {
     if dir.join(".hank/PROMPT.md").exists() {
         return Ok(MigrateOutcome::AlreadyMigrated);
     }

@@ -15,29 +15,26 @@
 //! exit 2 unless `--force`, and `migrate` says it is already migrated. The generator writes
 //! `.hank/PROMPT.md` last, so an interrupted run can be repeated.
 
-pub mod ci;
-pub mod detect;
-pub mod enable;
-pub mod generate;
-pub mod import;
-pub mod migrate;
-pub mod scan;
-pub mod setup;
-pub mod sources;
-pub mod tasks;
-pub mod templates;
+pub(crate) mod ci;
+pub(crate) mod detect;
+pub(crate) mod enable;
+pub(crate) mod generate;
+pub(crate) mod import;
+pub(crate) mod migrate;
+pub(crate) mod scan;
+pub(crate) mod setup;
+pub(crate) mod sources;
+pub(crate) mod tasks;
+pub(crate) mod templates;
 
 use std::path::PathBuf;
-
-pub use generate::{ProjectSpec, create_project_files};
-pub use migrate::flat_layout_detected;
 
 // The options of the project commands, as plain data: `crate::cli` holds their clap
 // definitions (with the help texts and defaults) and `crate::commands` converts.
 
 /// A `--from` value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FromSource {
+pub(crate) enum FromSource {
     /// beads issues (`bd list --json`).
     Beads,
     /// open GitHub issues (`gh issue list`).
@@ -49,7 +46,7 @@ pub enum FromSource {
 }
 
 #[derive(Debug, Clone)]
-pub struct SetupArgs {
+pub(crate) struct SetupArgs {
     /// Name of the new project folder (created in the current directory).
     pub name: String,
     /// Print the result as one JSON object on stdout.
@@ -58,7 +55,7 @@ pub struct SetupArgs {
 
 /// The answers `enable` and `enable-ci` share (each also a wizard question for `enable`).
 #[derive(Debug, Clone, Default)]
-pub struct ProjectOptions {
+pub(crate) struct ProjectOptions {
     /// Task sources to import from (repeat or comma-separate) [default: `enable` asks, or with
     /// --yes takes the detected ones; `enable-ci` imports none].
     pub from: Vec<FromSource>,
@@ -79,14 +76,14 @@ pub struct ProjectOptions {
 }
 
 #[derive(Debug, Clone, Default)]
-pub struct EnableArgs {
+pub(crate) struct EnableArgs {
     pub opts: ProjectOptions,
     /// Accept the detected defaults without asking (works without a terminal).
     pub yes: bool,
 }
 
 #[derive(Debug, Clone, Default)]
-pub struct EnableCiArgs {
+pub(crate) struct EnableCiArgs {
     pub opts: ProjectOptions,
     /// Print exactly one JSON object on stdout (errors too).
     pub json: bool,
@@ -94,16 +91,8 @@ pub struct EnableCiArgs {
     pub quiet: bool,
 }
 
-#[derive(Debug, Clone, Default)]
-pub struct MigrateArgs {
-    /// Project folder (default: current directory).
-    pub dir: Option<PathBuf>,
-    /// Print the result as one JSON object on stdout.
-    pub json: bool,
-}
-
 #[derive(Debug, Clone)]
-pub struct ImportArgs {
+pub(crate) struct ImportArgs {
     /// The PRD / spec document: Markdown, plain text or JSON.
     pub file: PathBuf,
     /// Project name: the new folder in the current directory [default: from the file name].

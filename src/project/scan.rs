@@ -49,7 +49,7 @@ fn read_capped(path: &Path) -> Option<String> {
 
 /// Collects what detection needs from `dir`. Unreadable entries are skipped.
 #[must_use]
-pub fn scan_dir(dir: &Path) -> ProjectFiles {
+pub(crate) fn scan_dir(dir: &Path) -> ProjectFiles {
     let mut files = ProjectFiles {
         dir_name: std::fs::canonicalize(dir)
             .ok()
@@ -80,6 +80,6 @@ pub fn scan_dir(dir: &Path) -> ProjectFiles {
 
 /// Scans and detects in one step.
 #[must_use]
-pub fn detect_dir(dir: &Path) -> ProjectFacts {
+pub(crate) fn detect_dir(dir: &Path) -> ProjectFacts {
     detect::detect(&scan_dir(dir))
 }

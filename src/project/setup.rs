@@ -21,7 +21,7 @@ const GIT_TIMEOUT: Duration = Duration::from_secs(60);
 ///
 /// # Errors
 /// Empty, `.`/`..`, a path separator, a leading `-`, quotes or control characters.
-pub fn validate_name(name: &str) -> Result<()> {
+pub(crate) fn validate_name(name: &str) -> Result<()> {
     let hint = "use a plain folder name such as `my-project`";
     if name.trim().is_empty() {
         return Err(HankError::usage_hint("project name is empty", hint));
@@ -49,7 +49,7 @@ pub fn validate_name(name: &str) -> Result<()> {
 
 /// What happened with git.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GitOutcome {
+pub(crate) enum GitOutcome {
     Committed,
     /// Skipped or failed, with the reason (the project exists anyway).
     Skipped(String),
@@ -105,7 +105,7 @@ fn is_empty_dir(path: &Path) -> Result<bool> {
 ///
 /// # Errors
 /// Invalid name, existing non-empty folder or file, I/O errors.
-pub fn create(parent: &Path, name: &str) -> Result<(PathBuf, Vec<PathBuf>, GitOutcome)> {
+pub(crate) fn create(parent: &Path, name: &str) -> Result<(PathBuf, Vec<PathBuf>, GitOutcome)> {
     validate_name(name)?;
     let dir = parent.join(name);
     match std::fs::symlink_metadata(&dir) {
@@ -142,7 +142,7 @@ pub fn create(parent: &Path, name: &str) -> Result<(PathBuf, Vec<PathBuf>, GitOu
 ///
 /// # Errors
 /// See [`create`]; with `--json` the error is printed as JSON and its code returned.
-pub fn run(cwd: &Path, args: &SetupArgs) -> Result<u8> {
+pub(crate) fn run(cwd: &Path, args: &SetupArgs) -> Result<u8> {
     let result = create(cwd, &args.name);
     if args.json {
         let obj = match &result {

@@ -15,14 +15,14 @@ use super::detect::TaskSourceKind;
 use super::tasks::{self, Task};
 
 /// How long `bd` / `gh` may run.
-pub const TOOL_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const TOOL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Default number of GitHub issues fetched.
-pub const DEFAULT_LIMIT: u32 = 50;
+pub(crate) const DEFAULT_LIMIT: u32 = 50;
 
 /// What to import and with which options.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SourceRequest {
+pub(crate) struct SourceRequest {
     pub sources: Vec<TaskSourceKind>,
     /// GitHub label filter.
     pub label: Option<String>,
@@ -34,7 +34,7 @@ pub struct SourceRequest {
 
 /// Output of a finished tool.
 #[derive(Debug)]
-pub struct ToolOutput {
+pub(crate) struct ToolOutput {
     pub success: bool,
     pub code: Option<i32>,
     pub stdout: String,
@@ -45,7 +45,7 @@ pub struct ToolOutput {
 ///
 /// # Errors
 /// The program cannot be started, or it ran longer than `timeout`.
-pub fn run_tool(
+pub(crate) fn run_tool(
     program: &Path,
     args: &[&str],
     dir: &Path,
@@ -123,7 +123,7 @@ fn first_line(text: &str) -> &str {
 ///
 /// # Errors
 /// `bd` is missing or fails.
-pub fn fetch_beads(dir: &Path, limit: u32) -> Result<Vec<Task>> {
+pub(crate) fn fetch_beads(dir: &Path, limit: u32) -> Result<Vec<Task>> {
     let bd = which::which("bd").map_err(|_| {
         HankError::usage_hint(
             "beads: `bd` is not on PATH",
@@ -155,7 +155,7 @@ pub fn fetch_beads(dir: &Path, limit: u32) -> Result<Vec<Task>> {
 ///
 /// # Errors
 /// `gh` is missing, not logged in, or fails.
-pub fn fetch_github(dir: &Path, label: Option<&str>, limit: u32) -> Result<Vec<Task>> {
+pub(crate) fn fetch_github(dir: &Path, label: Option<&str>, limit: u32) -> Result<Vec<Task>> {
     let gh = which::which("gh").map_err(|_| {
         HankError::usage_hint(
             "github: `gh` is not on PATH",
@@ -202,7 +202,7 @@ pub fn fetch_github(dir: &Path, label: Option<&str>, limit: u32) -> Result<Vec<T
 ///
 /// # Errors
 /// The file cannot be read.
-pub fn fetch_prd(dir: &Path, prd: &Path, limit: u32) -> Result<Vec<Task>> {
+pub(crate) fn fetch_prd(dir: &Path, prd: &Path, limit: u32) -> Result<Vec<Task>> {
     let path = if prd.is_absolute() {
         prd.to_path_buf()
     } else {
@@ -219,7 +219,7 @@ pub fn fetch_prd(dir: &Path, prd: &Path, limit: u32) -> Result<Vec<Task>> {
 ///
 /// # Errors
 /// The first source that fails (nothing is written by the caller then).
-pub fn fetch_all(dir: &Path, req: &SourceRequest) -> Result<Vec<Task>> {
+pub(crate) fn fetch_all(dir: &Path, req: &SourceRequest) -> Result<Vec<Task>> {
     let mut all = Vec::new();
     for source in &req.sources {
         all.extend(fetch_one(dir, *source, req)?);
@@ -231,7 +231,11 @@ pub fn fetch_all(dir: &Path, req: &SourceRequest) -> Result<Vec<Task>> {
 ///
 /// # Errors
 /// See [`fetch_beads`], [`fetch_github`], [`fetch_prd`]; `prd` without a file.
-pub fn fetch_one(dir: &Path, source: TaskSourceKind, req: &SourceRequest) -> Result<Vec<Task>> {
+pub(crate) fn fetch_one(
+    dir: &Path,
+    source: TaskSourceKind,
+    req: &SourceRequest,
+) -> Result<Vec<Task>> {
     match source {
         TaskSourceKind::Beads => fetch_beads(dir, req.limit),
         TaskSourceKind::Github => fetch_github(dir, req.label.as_deref(), req.limit),

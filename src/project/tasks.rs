@@ -13,12 +13,12 @@ use serde::Serialize;
 use crate::error::{HankError, Result};
 
 /// Longest title kept (characters); longer ones are cut with `…`.
-pub const MAX_TITLE_CHARS: usize = 200;
+pub(crate) const MAX_TITLE_CHARS: usize = 200;
 
 /// Where a task came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "source", content = "id", rename_all = "lowercase")]
-pub enum TaskOrigin {
+pub(crate) enum TaskOrigin {
     /// A beads issue id (`bd-7`).
     Beads(String),
     /// A GitHub issue number.
@@ -29,7 +29,7 @@ pub enum TaskOrigin {
 
 /// One imported task.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Task {
+pub(crate) struct Task {
     pub title: String,
     pub origin: TaskOrigin,
 }
@@ -37,7 +37,7 @@ pub struct Task {
 impl Task {
     /// The origin tag: `[bd-7]`, `[#12]`, `[prd]`.
     #[must_use]
-    pub fn tag(&self) -> String {
+    pub(crate) fn tag(&self) -> String {
         match &self.origin {
             TaskOrigin::Beads(id) => format!("[{id}]"),
             TaskOrigin::Github(n) => format!("[#{n}]"),
@@ -47,14 +47,14 @@ impl Task {
 
     /// The fix_plan line.
     #[must_use]
-    pub fn plan_line(&self) -> String {
+    pub(crate) fn plan_line(&self) -> String {
         format!("- [ ] {} {}", self.tag(), self.title)
     }
 }
 
 /// One line, inner whitespace collapsed, capped at [`MAX_TITLE_CHARS`].
 #[must_use]
-pub fn clean_title(raw: &str) -> String {
+pub(crate) fn clean_title(raw: &str) -> String {
     let joined = raw.split_whitespace().collect::<Vec<_>>().join(" ");
     if joined.chars().count() <= MAX_TITLE_CHARS {
         return joined;
@@ -76,7 +76,7 @@ fn is_closed(status: &str) -> bool {
 ///
 /// # Errors
 /// The text is not JSON of that shape.
-pub fn parse_beads_json(text: &str) -> Result<Vec<Task>> {
+pub(crate) fn parse_beads_json(text: &str) -> Result<Vec<Task>> {
     let value: serde_json::Value = serde_json::from_str(text.trim())
         .map_err(|e| HankError::Tool(format!("`bd list --json` printed invalid JSON: {e}")))?;
     let items = value
@@ -119,7 +119,7 @@ pub fn parse_beads_json(text: &str) -> Result<Vec<Task>> {
 /// Parses the text form of `bd list` (`bd-7 [P1] [task] open - Title`), for a `bd` without
 /// `--json`. Lines that do not start with an issue id are skipped; closed issues dropped.
 #[must_use]
-pub fn parse_beads_text(text: &str) -> Vec<Task> {
+pub(crate) fn parse_beads_text(text: &str) -> Vec<Task> {
     let Ok(line_re) =
         Regex::new(r"^\s*(?:[○◐●✓❄-]\s+)?([A-Za-z][A-Za-z0-9_]*-[A-Za-z0-9._]+)[:\s]+(.*)$")
     else {
@@ -173,7 +173,7 @@ pub fn parse_beads_text(text: &str) -> Vec<Task> {
 ///
 /// # Errors
 /// The text is not a JSON array.
-pub fn parse_github_json(text: &str, label: Option<&str>) -> Result<Vec<Task>> {
+pub(crate) fn parse_github_json(text: &str, label: Option<&str>) -> Result<Vec<Task>> {
     let value: serde_json::Value = serde_json::from_str(text.trim())
         .map_err(|e| HankError::Tool(format!("`gh issue list` printed invalid JSON: {e}")))?;
     let items = value
@@ -216,7 +216,7 @@ pub fn parse_github_json(text: &str, label: Option<&str>) -> Result<Vec<Task>> {
 /// requirements, features, tasks, stories or a todo list. Fenced code is skipped. Tasks are
 /// deduplicated (case- and space-insensitively) and at most `cap` are kept.
 #[must_use]
-pub fn extract_prd_tasks(content: &str, cap: usize) -> Vec<Task> {
+pub(crate) fn extract_prd_tasks(content: &str, cap: usize) -> Vec<Task> {
     let (Ok(checkbox), Ok(numbered), Ok(bullet), Ok(heading)) = (
         Regex::new(r"^\s*[-*+]\s+\[([ xX])\]\s+(.+)$"),
         Regex::new(r"^\s*\d{1,3}[.)]\s+(.+)$"),
@@ -296,7 +296,7 @@ pub fn extract_prd_tasks(content: &str, cap: usize) -> Vec<Task> {
 
 /// Removes tasks whose title repeats an earlier one (any source), keeping the first.
 #[must_use]
-pub fn dedupe(tasks: Vec<Task>) -> Vec<Task> {
+pub(crate) fn dedupe(tasks: Vec<Task>) -> Vec<Task> {
     let mut seen: HashSet<String> = HashSet::new();
     tasks
         .into_iter()
@@ -306,7 +306,7 @@ pub fn dedupe(tasks: Vec<Task>) -> Vec<Task> {
 
 /// The fix_plan lines for `tasks`, or a starter item when there are none.
 #[must_use]
-pub fn plan_items(tasks: &[Task]) -> String {
+pub(crate) fn plan_items(tasks: &[Task]) -> String {
     if tasks.is_empty() {
         return "- [ ] Read the code and `.hank/specs/`, then replace this item with the project's real tasks, most important first".to_string();
     }

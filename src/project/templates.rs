@@ -11,20 +11,21 @@ use std::collections::BTreeMap;
 use crate::error::{HankError, Result};
 
 /// `templates/PROMPT.md`: the instructions sent to the agent every loop.
-pub const PROMPT_MD: &str = include_str!("../../templates/PROMPT.md");
+pub(crate) const PROMPT_MD: &str = include_str!("../../templates/PROMPT.md");
 /// `templates/fix_plan.md`: the prioritized checklist.
-pub const FIX_PLAN_MD: &str = include_str!("../../templates/fix_plan.md");
+pub(crate) const FIX_PLAN_MD: &str = include_str!("../../templates/fix_plan.md");
 /// `templates/AGENT.md`: build/test/run notes.
-pub const AGENT_MD: &str = include_str!("../../templates/AGENT.md");
+pub(crate) const AGENT_MD: &str = include_str!("../../templates/AGENT.md");
 /// `templates/hankrc`: the project's `.hankrc`.
-pub const HANKRC: &str = include_str!("../../templates/hankrc");
+pub(crate) const HANKRC: &str = include_str!("../../templates/hankrc");
 /// `templates/gitignore`: hank's runtime files, for `.gitignore`.
-pub const GITIGNORE: &str = include_str!("../../templates/gitignore");
+pub(crate) const GITIGNORE: &str = include_str!("../../templates/gitignore");
 /// `templates/import_prompt.md`: the conversion prompt of `hank import` (document as data).
-pub const IMPORT_PROMPT_MD: &str = include_str!("../../templates/import_prompt.md");
+pub(crate) const IMPORT_PROMPT_MD: &str = include_str!("../../templates/import_prompt.md");
 
-/// Every embedded template with its file name in `templates/`.
-pub const ALL: [(&str, &str); 6] = [
+/// Every embedded template with its file name in `templates/` (checked by the tests).
+#[cfg(test)]
+pub(crate) const ALL: [(&str, &str); 6] = [
     ("PROMPT.md", PROMPT_MD),
     ("fix_plan.md", FIX_PLAN_MD),
     ("AGENT.md", AGENT_MD),
@@ -34,13 +35,13 @@ pub const ALL: [(&str, &str); 6] = [
 ];
 
 /// Values for the `{{name}}` variables of a template.
-pub type Vars = BTreeMap<&'static str, String>;
+pub(crate) type Vars = BTreeMap<&'static str, String>;
 
 /// Renders `template` (named `name` in error messages) with `vars`.
 ///
 /// # Errors
 /// A variable used by the template and missing from `vars`, or a malformed `{{…}}`.
-pub fn render(name: &str, template: &str, vars: &Vars) -> Result<String> {
+pub(crate) fn render(name: &str, template: &str, vars: &Vars) -> Result<String> {
     let mut out = String::with_capacity(template.len() + 256);
     let mut rest = template;
     while let Some(start) = rest.find("{{") {
@@ -73,9 +74,10 @@ pub fn render(name: &str, template: &str, vars: &Vars) -> Result<String> {
     Ok(out)
 }
 
-/// The variable names a template uses, in order of first use (for checks and docs).
+/// The variable names a template uses, in order of first use (for the tests' checks).
+#[cfg(test)]
 #[must_use]
-pub fn variables(template: &str) -> Vec<String> {
+pub(crate) fn variables(template: &str) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     let mut rest = template;
     while let Some(start) = rest.find("{{") {

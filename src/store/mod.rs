@@ -16,20 +16,19 @@ use jiff::Timestamp;
 
 use crate::error::{HankError, Result};
 
-pub mod schema;
+pub(crate) mod schema;
 
-pub use schema::{
-    Event, EventKind, HISTORY_LEN, LastLoop, PlanCounts, RunState, STATE_SCHEMA, STATUS_SCHEMA,
-    Session, State, Status, Totals,
+pub(crate) use schema::{
+    Event, EventKind, HISTORY_LEN, LastLoop, PlanCounts, RunState, STATE_SCHEMA, State, Status,
 };
 
 /// `events.jsonl` is trimmed to its newest half past this size.
-pub const EVENTS_CAP: u64 = 4 * 1024 * 1024;
+pub(crate) const EVENTS_CAP: u64 = 4 * 1024 * 1024;
 /// `logs/hank.log` rotates past this size (3 old files kept).
-pub const LOG_CAP: u64 = 1024 * 1024;
+pub(crate) const LOG_CAP: u64 = 1024 * 1024;
 
 /// Writes `bytes` to `path` atomically (temp file in the same directory + rename), mode 0600.
-pub fn write_atomic(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let mut tmp = tempfile::Builder::new()
         .prefix(".tmp-")
@@ -55,13 +54,13 @@ fn open_append(path: &Path) -> io::Result<File> {
 
 /// The `.hank/` directory of a project.
 #[derive(Debug, Clone)]
-pub struct Store {
+pub(crate) struct Store {
     dir: PathBuf,
 }
 
 /// What loading `state.json` found.
 #[derive(Debug)]
-pub struct Loaded {
+pub(crate) struct Loaded {
     pub state: State,
     /// Set when a corrupt file was moved aside: where it went.
     pub moved_aside: Option<PathBuf>,
@@ -70,7 +69,7 @@ pub struct Loaded {
 impl Store {
     /// The store of the project at `project_dir`.
     #[must_use]
-    pub fn new(project_dir: &Path) -> Self {
+    pub(crate) fn new(project_dir: &Path) -> Self {
         Self {
             dir: project_dir.join(".hank"),
         }
@@ -78,43 +77,43 @@ impl Store {
 
     /// The `.hank/` directory.
     #[must_use]
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
 
     #[must_use]
-    pub fn state_path(&self) -> PathBuf {
+    pub(crate) fn state_path(&self) -> PathBuf {
         self.dir.join("state.json")
     }
 
     #[must_use]
-    pub fn status_path(&self) -> PathBuf {
+    pub(crate) fn status_path(&self) -> PathBuf {
         self.dir.join("status.json")
     }
 
     #[must_use]
-    pub fn events_path(&self) -> PathBuf {
+    pub(crate) fn events_path(&self) -> PathBuf {
         self.dir.join("events.jsonl")
     }
 
     #[must_use]
-    pub fn logs_dir(&self) -> PathBuf {
+    pub(crate) fn logs_dir(&self) -> PathBuf {
         self.dir.join("logs")
     }
 
     #[must_use]
-    pub fn live_path(&self) -> PathBuf {
+    pub(crate) fn live_path(&self) -> PathBuf {
         self.dir.join("live.log")
     }
 
     /// `logs/loop-NNNNN.out` / `.err`.
     #[must_use]
-    pub fn loop_log(&self, number: u64, ext: &str) -> PathBuf {
+    pub(crate) fn loop_log(&self, number: u64, ext: &str) -> PathBuf {
         self.logs_dir().join(format!("loop-{number:05}.{ext}"))
     }
 
     /// Creates `.hank/logs/` if needed.
-    pub fn ensure_dirs(&self) -> Result<()> {
+    pub(crate) fn ensure_dirs(&self) -> Result<()> {
         let logs = self.logs_dir();
         fs::create_dir_all(&logs).map_err(|e| HankError::io("failed to create", &logs, e))
     }
@@ -122,7 +121,7 @@ impl Store {
     /// Loads `state.json`. Missing → a fresh state. Corrupt or of a newer schema → moved aside
     /// as `state.json.corrupt-<ts>` and a fresh state returned (the caller warns). Never
     /// silently reset.
-    pub fn load_state(&self, now: Timestamp) -> Result<Loaded> {
+    pub(crate) fn load_state(&self, now: Timestamp) -> Result<Loaded> {
         let path = self.state_path();
         let bytes = match fs::read(&path) {
             Ok(b) => b,
@@ -155,13 +154,13 @@ impl Store {
 
     /// Saves `state.json` atomically and durably (fdatasync before the rename): used before
     /// every spawn, so the call ledger survives even a power loss.
-    pub fn save_state(&self, state: &State) -> Result<()> {
+    pub(crate) fn save_state(&self, state: &State) -> Result<()> {
         self.save_state_with(state, true)
     }
 
     /// Saves `state.json` atomically; `durable` adds an fdatasync (costly on some disks; a
     /// crash of hank alone never needs it, only a crash of the machine does).
-    pub fn save_state_with(&self, state: &State, durable: bool) -> Result<()> {
+    pub(crate) fn save_state_with(&self, state: &State, durable: bool) -> Result<()> {
         let path = self.state_path();
         let bytes = serde_json::to_vec_pretty(state)
             .map_err(|e| HankError::Internal(format!("failed to encode state: {e}")))?;
@@ -169,7 +168,7 @@ impl Store {
     }
 
     /// Writes `status.json` atomically.
-    pub fn write_status(&self, status: &Status) -> Result<()> {
+    pub(crate) fn write_status(&self, status: &Status) -> Result<()> {
         let path = self.status_path();
         let mut bytes = serde_json::to_vec_pretty(status)
             .map_err(|e| HankError::Internal(format!("failed to encode status: {e}")))?;
@@ -180,7 +179,7 @@ impl Store {
     /// Reads `state.json` without changing anything (for commands that only look): a missing
     /// file is the default state; an unreadable one is an error that says the next run will
     /// move it aside.
-    pub fn read_state(&self) -> Result<State> {
+    pub(crate) fn read_state(&self) -> Result<State> {
         let path = self.state_path();
         match fs::read(&path) {
             Ok(b) => serde_json::from_slice(&b).map_err(|e| HankError::Unreadable {
@@ -196,13 +195,13 @@ impl Store {
 
     /// Reads `status.json`, if present and readable.
     #[must_use]
-    pub fn read_status(&self) -> Option<Status> {
+    pub(crate) fn read_status(&self) -> Option<Status> {
         let bytes = fs::read(self.status_path()).ok()?;
         serde_json::from_slice(&bytes).ok()
     }
 
     /// Appends one event line to `events.jsonl`, trimming the file past [`EVENTS_CAP`].
-    pub fn append_event(&self, line: &str) -> Result<()> {
+    pub(crate) fn append_event(&self, line: &str) -> Result<()> {
         let path = self.events_path();
         let mut f = open_append(&path).map_err(|e| HankError::io("failed to open", &path, e))?;
         f.write_all(line.as_bytes())
@@ -219,7 +218,7 @@ impl Store {
 
     /// Appends a line to `logs/hank.log` (rotated past [`LOG_CAP`]). Logging failures are
     /// not fatal: the loop's real state is in state.json.
-    pub fn log(&self, now: Timestamp, line: &str) {
+    pub(crate) fn log(&self, now: Timestamp, line: &str) {
         let path = self.logs_dir().join("hank.log");
         if let Ok(meta) = fs::symlink_metadata(&path)
             && meta.len() > LOG_CAP
@@ -238,7 +237,7 @@ impl Store {
     }
 
     /// Takes the project's loop lock (`.hank/hank.lock`), or says which PID holds it.
-    pub fn lock(&self) -> Result<LockGuard> {
+    pub(crate) fn lock(&self) -> Result<LockGuard> {
         let path = self.dir.join("hank.lock");
         let mut file = OpenOptions::new()
             .read(true)
@@ -277,7 +276,7 @@ impl Store {
 /// Held while the loop runs; the OS releases the lock when the process dies (even kill -9).
 /// The file holds the PID, and while an agent runs, `agent PGID START_TICKS` on a second line.
 #[derive(Debug)]
-pub struct LockGuard {
+pub(crate) struct LockGuard {
     file: File,
     previous: String,
 }
@@ -285,7 +284,7 @@ pub struct LockGuard {
 impl LockGuard {
     /// The agent group a previous holder recorded and never cleared (it was killed), if any.
     #[must_use]
-    pub fn orphaned_agent(&self) -> Option<(i32, u64)> {
+    pub(crate) fn orphaned_agent(&self) -> Option<(i32, u64)> {
         let line = self
             .previous
             .lines()
@@ -295,7 +294,7 @@ impl LockGuard {
     }
 
     /// Records (or with `None` clears) the running agent's process group. Best effort.
-    pub fn record_agent(&mut self, agent: Option<(i32, u64)>) {
+    pub(crate) fn record_agent(&mut self, agent: Option<(i32, u64)>) {
         let mut text = std::process::id().to_string();
         if let Some((pgid, ticks)) = agent {
             text.push_str(&format!("\nagent {pgid} {ticks}"));

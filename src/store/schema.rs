@@ -17,14 +17,14 @@ use crate::policy::breaker::{Breaker, CircuitState};
 use crate::policy::budget::{BudgetLimits, Ledger, WaitReason};
 use crate::policy::decide::LoopRecord;
 use crate::policy::progress::Progress;
-pub use crate::policy::session::Session;
+pub(crate) use crate::policy::session::Session;
 
 /// Current `state.json` schema.
-pub const STATE_SCHEMA: u32 = 1;
+pub(crate) const STATE_SCHEMA: u32 = 1;
 /// Current `status.json` and event schema.
-pub const STATUS_SCHEMA: u32 = 1;
+pub(crate) const STATUS_SCHEMA: u32 = 1;
 /// Loop records kept in `state.json`.
-pub const HISTORY_LEN: usize = 20;
+pub(crate) const HISTORY_LEN: usize = 20;
 
 /// Running totals over every run of this project.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -74,7 +74,7 @@ impl Default for State {
 /// `status.json` `state` field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
-pub enum RunState {
+pub(crate) enum RunState {
     #[default]
     Starting,
     Running,
@@ -87,7 +87,7 @@ pub enum RunState {
 
 /// `status.json` `fix_plan`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct PlanCounts {
+pub(crate) struct PlanCounts {
     pub done: u32,
     pub total: u32,
 }
@@ -95,7 +95,7 @@ pub struct PlanCounts {
 /// `status.json` `last_loop`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default)]
-pub struct LastLoop {
+pub(crate) struct LastLoop {
     pub number: u64,
     pub outcome: Outcome,
     pub error_kind: Option<ErrorKind>,
@@ -111,7 +111,7 @@ pub struct LastLoop {
 /// `status.json` (schema_version 1): the public, live status.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub struct Status {
+pub(crate) struct Status {
     pub schema_version: u32,
     pub updated_at: Timestamp,
     pub state: RunState,
@@ -167,7 +167,7 @@ impl Default for Status {
 /// One line of `events.jsonl` (and of `hank run --json` on stdout):
 /// `{"schema_version":1,"type":"…","at":"…",…}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Event {
+pub(crate) struct Event {
     pub schema_version: u32,
     pub at: Timestamp,
     #[serde(flatten)]
@@ -177,7 +177,7 @@ pub struct Event {
 impl Event {
     /// An event of the current schema at `at`.
     #[must_use]
-    pub fn new(at: Timestamp, kind: EventKind) -> Self {
+    pub(crate) fn new(at: Timestamp, kind: EventKind) -> Self {
         Self {
             schema_version: STATUS_SCHEMA,
             at,
@@ -187,7 +187,7 @@ impl Event {
 
     /// The JSON line (no newline).
     #[must_use]
-    pub fn to_line(&self) -> String {
+    pub(crate) fn to_line(&self) -> String {
         // Serializing these plain types cannot fail; an empty line would be skipped by readers.
         serde_json::to_string(self).unwrap_or_default()
     }
@@ -196,7 +196,7 @@ impl Event {
 /// What happened, by `type`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub enum EventKind {
+pub(crate) enum EventKind {
     /// A loop begins: the call is on the ledger and the agent is being spawned.
     LoopStarted {
         #[serde(rename = "loop")]
@@ -253,7 +253,7 @@ pub struct AgentFinished {
 
 /// What `status.json` is made of besides the stored state.
 #[derive(Debug, Clone, Copy)]
-pub struct StatusParts<'a> {
+pub(crate) struct StatusParts<'a> {
     pub state: &'a State,
     pub run_state: RunState,
     pub plan: PlanCounts,
@@ -268,7 +268,7 @@ pub struct StatusParts<'a> {
 impl Status {
     /// The live status of a run (pure).
     #[must_use]
-    pub fn of(p: &StatusParts<'_>) -> Self {
+    pub(crate) fn of(p: &StatusParts<'_>) -> Self {
         let st = p.state;
         Self {
             schema_version: STATUS_SCHEMA,
@@ -335,7 +335,7 @@ impl AgentFinished {
 impl LastLoop {
     /// `status.json`'s `last_loop`, from the loop's event.
     #[must_use]
-    pub fn of(f: &AgentFinished) -> Self {
+    pub(crate) fn of(f: &AgentFinished) -> Self {
         Self {
             number: f.number,
             outcome: f.outcome,
@@ -353,7 +353,7 @@ impl LastLoop {
 
 /// A schema value read tolerantly, with the names of the fields that were really there.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Lenient<T> {
+pub(crate) struct Lenient<T> {
     pub value: T,
     /// Top-level fields present in the input with a value of the right type.
     pub present: BTreeSet<String>,
@@ -362,7 +362,7 @@ pub struct Lenient<T> {
 impl<T> Lenient<T> {
     /// The field was in the input, readable.
     #[must_use]
-    pub fn has(&self, field: &str) -> bool {
+    pub(crate) fn has(&self, field: &str) -> bool {
         self.present.contains(field)
     }
 }
@@ -372,7 +372,7 @@ impl<T> Lenient<T> {
 /// fields were read. For files that an older or newer hank may have written (the monitor and
 /// `hank status` show what they can). `None` when `v` is not an object.
 #[must_use]
-pub fn read_lenient<T>(v: &Value) -> Option<Lenient<T>>
+pub(crate) fn read_lenient<T>(v: &Value) -> Option<Lenient<T>>
 where
     T: DeserializeOwned + Serialize + Default,
 {

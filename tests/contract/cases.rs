@@ -138,7 +138,7 @@ fn work_on(real_plan: &str, dir: &Path, item: &str, status: &str) -> Vec<Reply> 
 
 /// Two loops: the client really edits fix_plan.md and writes files (progress from git), the
 /// second loop resumes the first loop's session and the client accepts it.
-pub fn real_client_writes_files_resumes_and_completes_the_plan() {
+pub(crate) fn real_client_writes_files_resumes_and_completes_the_plan() {
     let real = Real::scripted(
         "real_client_writes_files_resumes_and_completes_the_plan",
         &["one", "two"],
@@ -201,7 +201,7 @@ pub fn real_client_writes_files_resumes_and_completes_the_plan() {
 /// request the API receives carries loop N's own context (loop number, next item, and on
 /// loop 2 the denial of loop 1), never a replay of loop 1's. Clients from 2.1.257 on replay
 /// the first `--append-system-prompt` on `--resume`; hank's context rides on stdin instead.
-pub fn every_resumed_loop_receives_its_own_context() {
+pub(crate) fn every_resumed_loop_receives_its_own_context() {
     let items = ["one", "two", "three", "four"];
     let real = Real::scripted("every_resumed_loop_receives_its_own_context", &items, |p| {
         let plan = p.dir.join(".hank/fix_plan.md").display().to_string();
@@ -282,7 +282,7 @@ pub fn every_resumed_loop_receives_its_own_context() {
 
 /// A Bash call outside ALLOWED_TOOLS: the client denies it, hank reads the denial from the
 /// result, tells the agent in the next loop's context, and stops after two such loops.
-pub fn denied_bash_is_relayed_then_stops_with_permission_denied() {
+pub(crate) fn denied_bash_is_relayed_then_stops_with_permission_denied() {
     let bash = || {
         Reply::tool(
             "Bash",
@@ -319,7 +319,7 @@ pub fn denied_bash_is_relayed_then_stops_with_permission_denied() {
 
 /// 401 (bad key) and 400 "credit balance too low": the client reports auth / billing; hank
 /// stops at once with agent_fatal (retrying cannot help).
-pub fn auth_and_billing_errors_are_agent_fatal() {
+pub(crate) fn auth_and_billing_errors_are_agent_fatal() {
     let cases = [
         (
             Reply::error(401, "authentication_error", "invalid x-api-key"),
@@ -352,7 +352,7 @@ pub fn auth_and_billing_errors_are_agent_fatal() {
 
 /// 529, 429 (API key) and 500: each is a transient failure with a backoff wait, then the
 /// next loop succeeds.
-pub fn transient_errors_back_off_then_recover() {
+pub(crate) fn transient_errors_back_off_then_recover() {
     let script = vec![
         Reply::error(529, "overloaded_error", "Overloaded"),
         Reply::error(
@@ -406,7 +406,7 @@ pub fn transient_errors_back_off_then_recover() {
 /// A subscription usage limit (OAuth + unified headers): hank waits until the reset time the
 /// client reports (+60 s), in json and in stream-json (`--live`) mode; `--on-usage-limit exit`
 /// stops with 3.
-pub fn usage_limit_waits_for_the_reported_reset() {
+pub(crate) fn usage_limit_waits_for_the_reported_reset() {
     for (mode, args) in [
         ("json", vec![]),
         ("stream-json", vec!["--live"]),
@@ -450,7 +450,7 @@ pub fn usage_limit_waits_for_the_reported_reset() {
 
 /// `--max-turns 1` passed through CLAUDE_CODE_CMD: the client ends with error_max_turns after
 /// one tool turn; hank classifies it as max_turns.
-pub fn max_turns_is_classified() {
+pub(crate) fn max_turns_is_classified() {
     let script = vec![
         Reply::tool("Glob", json!({"pattern": "*.md"})),
         Reply::Text(status_text("IN_PROGRESS", false, "never reached")),
@@ -468,7 +468,7 @@ pub fn max_turns_is_classified() {
 }
 
 /// A stored session the client does not know: hank drops it and retries at once without it.
-pub fn unknown_session_is_dropped_and_the_client_starts_fresh() {
+pub(crate) fn unknown_session_is_dropped_and_the_client_starts_fresh() {
     let script = vec![Reply::Text(status_text(
         "IN_PROGRESS",
         false,
@@ -497,7 +497,7 @@ pub fn unknown_session_is_dropped_and_the_client_starts_fresh() {
 
 /// Bash commands the default ALLOWED_TOOLS permit (`git add`, `git commit`) really run: the
 /// client commits its work, HEAD moves, and hank still counts the committed files as progress.
-pub fn allowed_git_commands_run_and_committed_work_is_progress() {
+pub(crate) fn allowed_git_commands_run_and_committed_work_is_progress() {
     let real = Real::scripted(
         "allowed_git_commands_run_and_committed_work_is_progress",
         &["a", "b"],
@@ -563,7 +563,7 @@ fn client_pid(hank: &std::process::Child) -> i32 {
 
 /// A hung API: hank's timeout stops the real client and everything in its process group
 /// (timeout), and SIGINT / SIGTERM during the request stop it the same way (exit 130).
-pub fn hung_request_timeout_and_signals_leave_no_client_process() {
+pub(crate) fn hung_request_timeout_and_signals_leave_no_client_process() {
     for how in ["timeout", "SIGINT", "SIGTERM"] {
         let script = vec![Reply::Hang(Duration::from_secs(120))];
         let real = Real::new(
@@ -612,7 +612,7 @@ pub fn hung_request_timeout_and_signals_leave_no_client_process() {
 }
 
 /// No API at all (connection refused): a network error, a backoff wait, not a fatal stop.
-pub fn unreachable_api_is_a_network_error_with_backoff() {
+pub(crate) fn unreachable_api_is_a_network_error_with_backoff() {
     let real = Real::new(
         "unreachable_api_is_a_network_error_with_backoff",
         &["a"],
@@ -645,7 +645,7 @@ pub fn unreachable_api_is_a_network_error_with_backoff() {
 
 /// `--live` (stream-json) with the real client: the live log shows the tool call and the
 /// text as they stream, and the result is still analyzed (session, cost, status block).
-pub fn live_mode_with_the_real_client() {
+pub(crate) fn live_mode_with_the_real_client() {
     let real = Real::scripted("live_mode_with_the_real_client", &["a", "b"], |p| {
         let file = p.dir.join("notes.txt").display().to_string();
         vec![

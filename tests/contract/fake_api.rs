@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 
 /// One scripted answer to a streaming `POST /v1/messages`.
 #[derive(Debug, Clone)]
-pub enum Reply {
+pub(crate) enum Reply {
     /// A text answer, `stop_reason: end_turn`.
     Text(String),
     /// One tool call (`stop_reason: tool_use`); the client runs it and asks again.
@@ -42,18 +42,18 @@ pub enum Reply {
 }
 
 impl Reply {
-    pub fn text(t: &str) -> Self {
+    pub(crate) fn text(t: &str) -> Self {
         Self::Text(t.to_string())
     }
 
-    pub fn tool(name: &str, input: Value) -> Self {
+    pub(crate) fn tool(name: &str, input: Value) -> Self {
         Self::Tool {
             name: name.to_string(),
             input,
         }
     }
 
-    pub fn error(status: u16, kind: &str, message: &str) -> Self {
+    pub(crate) fn error(status: u16, kind: &str, message: &str) -> Self {
         Self::Error {
             status,
             kind: kind.to_string(),
@@ -64,7 +64,7 @@ impl Reply {
 
     /// A subscription usage limit: 429 with the `anthropic-ratelimit-unified-*` headers
     /// (honoured by the client only with OAuth auth, i.e. `CLAUDE_CODE_OAUTH_TOKEN`).
-    pub fn usage_limit(reset_epoch: i64, claim: &str) -> Self {
+    pub(crate) fn usage_limit(reset_epoch: i64, claim: &str) -> Self {
         let reset = reset_epoch.to_string();
         let mut headers = vec![
             (
@@ -94,7 +94,7 @@ impl Reply {
 
 /// A request as the fake received it.
 #[derive(Debug, Clone)]
-pub struct Request {
+pub(crate) struct Request {
     pub method: String,
     pub path: String,
     /// Lower-case names; `authorization` / `x-api-key` values are redacted.
@@ -104,7 +104,7 @@ pub struct Request {
 }
 
 impl Request {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k == name)
@@ -112,7 +112,7 @@ impl Request {
     }
 
     /// A streaming `POST /v1/messages` (the conversation turns).
-    pub fn is_turn(&self) -> bool {
+    pub(crate) fn is_turn(&self) -> bool {
         self.method == "POST"
             && self.path.starts_with("/v1/messages")
             && !self.path.contains("count_tokens")
@@ -120,7 +120,7 @@ impl Request {
     }
 
     /// The whole body as text (for `contains` checks).
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         self.body.to_string()
     }
 
@@ -128,7 +128,7 @@ impl Request {
     /// to the conversation. Messages after it with another role that the client adds itself
     /// (2.1.330 appends a `role: system` message with skills and the date) are skipped; a
     /// user message holding only tool results has no text.
-    pub fn last_user_text(&self) -> String {
+    pub(crate) fn last_user_text(&self) -> String {
         let last = self.body["messages"]
             .as_array()
             .and_then(|m| m.iter().rev().find(|m| m["role"] != "system"));
@@ -151,7 +151,7 @@ impl Request {
 
     /// The `<hank-loop-context>` block this turn's newest user message starts a loop with,
     /// if it does (the first request of each hank loop).
-    pub fn loop_context(&self) -> Option<String> {
+    pub(crate) fn loop_context(&self) -> Option<String> {
         let text = self.last_user_text();
         let start = text.find("<hank-loop-context>")? + "<hank-loop-context>".len();
         let end = text[start..].find("</hank-loop-context>")? + start;
@@ -168,14 +168,14 @@ struct Shared {
 }
 
 /// The running fake; stops accepting when dropped.
-pub struct FakeApi {
+pub(crate) struct FakeApi {
     addr: std::net::SocketAddr,
     shared: Arc<Shared>,
 }
 
 impl FakeApi {
     /// Starts on 127.0.0.1 (a free port) with `script`; logs requests to `log_file` too.
-    pub fn start(script: Vec<Reply>, log_file: Option<&Path>) -> Self {
+    pub(crate) fn start(script: Vec<Reply>, log_file: Option<&Path>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the fake API");
         let addr = listener.local_addr().expect("local addr");
         let shared = Arc::new(Shared {
@@ -200,12 +200,12 @@ impl FakeApi {
     }
 
     /// The value for `ANTHROPIC_BASE_URL`.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
 
     /// Every request so far.
-    pub fn requests(&self) -> Vec<Request> {
+    pub(crate) fn requests(&self) -> Vec<Request> {
         self.shared
             .log
             .lock()
@@ -214,7 +214,7 @@ impl FakeApi {
     }
 
     /// The conversation turns so far (streaming message requests).
-    pub fn turns(&self) -> Vec<Request> {
+    pub(crate) fn turns(&self) -> Vec<Request> {
         self.requests()
             .into_iter()
             .filter(Request::is_turn)
@@ -222,7 +222,7 @@ impl FakeApi {
     }
 
     /// Scripted replies not used yet.
-    pub fn left(&self) -> usize {
+    pub(crate) fn left(&self) -> usize {
         self.shared.script.lock().map(|s| s.len()).unwrap_or(0)
     }
 }
@@ -502,7 +502,7 @@ fn sse(id: u64, model: &str, block: Value, deltas: Vec<Value>, stop: &str) -> Ve
 }
 
 /// An answer ending with a HANK_STATUS block.
-pub fn status_text(status: &str, exit_signal: bool, recommendation: &str) -> String {
+pub(crate) fn status_text(status: &str, exit_signal: bool, recommendation: &str) -> String {
     format!(
         "Done with this step.\n\n---HANK_STATUS---\nSTATUS: {status}\nTASKS_COMPLETED_THIS_LOOP: 1\nFILES_MODIFIED: 1\nTESTS_STATUS: NOT_RUN\nWORK_TYPE: IMPLEMENTATION\nEXIT_SIGNAL: {exit_signal}\nRECOMMENDATION: {recommendation}\n---END_HANK_STATUS---"
     )

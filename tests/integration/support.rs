@@ -10,23 +10,23 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 /// Path of the built `hank` binary.
-pub fn hank_bin() -> PathBuf {
+pub(crate) fn hank_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_hank"))
 }
 
 /// `fixtures/` of the repository.
-pub fn fixtures() -> PathBuf {
+pub(crate) fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
 }
 
 /// Is `program` on PATH?
-pub fn cmd_exists(program: &str) -> bool {
+pub(crate) fn cmd_exists(program: &str) -> bool {
     std::env::var_os("PATH")
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
 }
 
 /// A project with `.hank/` files in a temp dir, plus a fake-agent control dir and a HOME.
-pub struct Project {
+pub(crate) struct Project {
     _root: tempfile::TempDir,
     pub dir: PathBuf,
     pub fake: PathBuf,
@@ -34,7 +34,7 @@ pub struct Project {
 }
 
 /// A success result with a HANK_STATUS block (all fields given).
-pub fn result_json(status: &str, work_type: &str, exit_signal: bool, text: &str) -> String {
+pub(crate) fn result_json(status: &str, work_type: &str, exit_signal: bool, text: &str) -> String {
     let body = format!(
         "{text}\n\n---HANK_STATUS---\nSTATUS: {status}\nTASKS_COMPLETED_THIS_LOOP: 1\nFILES_MODIFIED: 1\nTESTS_STATUS: PASSING\nWORK_TYPE: {work_type}\nEXIT_SIGNAL: {exit_signal}\nRECOMMENDATION: keep going\n---END_HANK_STATUS---"
     );
@@ -49,7 +49,7 @@ pub fn result_json(status: &str, work_type: &str, exit_signal: bool, text: &str)
 }
 
 /// An error result (`is_error: true`, `subtype: success`) with `text` as the message.
-pub fn error_json(text: &str, api_status: Option<u16>) -> String {
+pub(crate) fn error_json(text: &str, api_status: Option<u16>) -> String {
     serde_json::json!({
         "type": "result", "subtype": "success", "is_error": true, "duration_ms": 300,
         "api_error_status": api_status, "num_turns": 1, "result": text, "stop_reason": "stop_sequence",
@@ -60,11 +60,11 @@ pub fn error_json(text: &str, api_status: Option<u16>) -> String {
 }
 
 /// Ticks the first open fix_plan item and touches a source file (the agent's work).
-pub const TICK_ONE: &str = "sed -i '0,/- \\[ \\]/s//- [x]/' .hank/fix_plan.md\nmkdir -p src && date +%s%N >> src/work.txt\n";
+pub(crate) const TICK_ONE: &str = "sed -i '0,/- \\[ \\]/s//- [x]/' .hank/fix_plan.md\nmkdir -p src && date +%s%N >> src/work.txt\n";
 
 impl Project {
     /// A project whose fix_plan has `items` open.
-    pub fn new(items: &[&str]) -> Self {
+    pub(crate) fn new(items: &[&str]) -> Self {
         let root = tempfile::tempdir().expect("tempdir");
         let dir = root.path().join("proj");
         let fake = root.path().join("fake");
@@ -94,7 +94,7 @@ impl Project {
     }
 
     /// Makes the project a git repository with one commit.
-    pub fn git_init(&self) -> &Self {
+    pub(crate) fn git_init(&self) -> &Self {
         let git = |args: &[&str]| {
             let ok = Command::new("git")
                 .args([
@@ -123,19 +123,19 @@ impl Project {
     }
 
     /// Writes `.hankrc`.
-    pub fn hankrc(&self, text: &str) -> &Self {
+    pub(crate) fn hankrc(&self, text: &str) -> &Self {
         std::fs::write(self.dir.join(".hankrc"), text).expect("write");
         self
     }
 
     /// Writes a fake-agent control file (`response`, `response-2`, `effect.sh`, `exit-1`, …).
-    pub fn fake(&self, name: &str, content: &str) -> &Self {
+    pub(crate) fn fake(&self, name: &str, content: &str) -> &Self {
         std::fs::write(self.fake.join(name), content).expect("write");
         self
     }
 
     /// `hank` with a hermetic environment, run in the project.
-    pub fn cmd(&self) -> Command {
+    pub(crate) fn cmd(&self) -> Command {
         let mut c = Command::new(hank_bin());
         let path = format!(
             "{}:/usr/local/bin:/usr/bin:/bin",
@@ -155,12 +155,12 @@ impl Project {
     }
 
     /// Runs `hank ARGS` to completion.
-    pub fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         self.cmd().args(args).output().expect("run hank")
     }
 
     /// Starts `hank ARGS` in the background (stdout/stderr piped).
-    pub fn spawn(&self, args: &[&str]) -> Child {
+    pub(crate) fn spawn(&self, args: &[&str]) -> Child {
         self.cmd()
             .args(args)
             .stdout(Stdio::piped())
@@ -170,7 +170,7 @@ impl Project {
     }
 
     /// How many times the fake agent was called.
-    pub fn calls(&self) -> u32 {
+    pub(crate) fn calls(&self) -> u32 {
         std::fs::read_to_string(self.fake.join("calls"))
             .ok()
             .and_then(|s| s.trim().parse().ok())
@@ -178,7 +178,7 @@ impl Project {
     }
 
     /// The argv of call `n`.
-    pub fn argv(&self, n: u32) -> Vec<String> {
+    pub(crate) fn argv(&self, n: u32) -> Vec<String> {
         std::fs::read_to_string(self.fake.join(format!("argv-{n}")))
             .map(|s| s.lines().map(ToString::to_string).collect())
             .unwrap_or_default()
@@ -186,29 +186,29 @@ impl Project {
 
     /// The stdin of call `n`.
     /// Everything call `n` read on stdin: the loop context block, then PROMPT.md.
-    pub fn stdin(&self, n: u32) -> Vec<u8> {
+    pub(crate) fn stdin(&self, n: u32) -> Vec<u8> {
         std::fs::read(self.fake.join(format!("stdin-{n}"))).unwrap_or_default()
     }
 
     /// Call `n`'s stdin split into (loop context, PROMPT.md bytes).
-    pub fn context_and_prompt(&self, n: u32) -> (String, Vec<u8>) {
+    pub(crate) fn context_and_prompt(&self, n: u32) -> (String, Vec<u8>) {
         split_context(&self.stdin(n))
     }
 
-    pub fn read_json(&self, rel: &str) -> Value {
+    pub(crate) fn read_json(&self, rel: &str) -> Value {
         let bytes = std::fs::read(self.dir.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
         serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{rel}: {e}"))
     }
 
-    pub fn status(&self) -> Value {
+    pub(crate) fn status(&self) -> Value {
         self.read_json(".hank/status.json")
     }
 
-    pub fn state(&self) -> Value {
+    pub(crate) fn state(&self) -> Value {
         self.read_json(".hank/state.json")
     }
 
-    pub fn events(&self) -> Vec<Value> {
+    pub(crate) fn events(&self) -> Vec<Value> {
         std::fs::read_to_string(self.dir.join(".hank/events.jsonl"))
             .unwrap_or_default()
             .lines()
@@ -217,7 +217,7 @@ impl Project {
     }
 
     /// Polls until `cond` holds on status.json, or panics after `timeout`.
-    pub fn wait_status(&self, timeout: Duration, cond: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) fn wait_status(&self, timeout: Duration, cond: impl Fn(&Value) -> bool) -> Value {
         let start = Instant::now();
         loop {
             if let Ok(bytes) = std::fs::read(self.dir.join(".hank/status.json"))
@@ -235,7 +235,7 @@ impl Project {
     }
 
     /// Polls until the fake agent has been called `n` times.
-    pub fn wait_calls(&self, n: u32, timeout: Duration) {
+    pub(crate) fn wait_calls(&self, n: u32, timeout: Duration) {
         let start = Instant::now();
         while self.calls() < n {
             assert!(
@@ -248,13 +248,13 @@ impl Project {
 }
 
 /// Sends `sig` to a child.
-pub fn signal(child: &Child, sig: nix::sys::signal::Signal) {
+pub(crate) fn signal(child: &Child, sig: nix::sys::signal::Signal) {
     let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
     nix::sys::signal::kill(pid, sig).expect("kill");
 }
 
 /// Waits for a child with a deadline; returns its output.
-pub fn wait_with_timeout(mut child: Child, timeout: Duration) -> Output {
+pub(crate) fn wait_with_timeout(mut child: Child, timeout: Duration) -> Output {
     let start = Instant::now();
     loop {
         if child.try_wait().expect("try_wait").is_some() {
@@ -269,7 +269,7 @@ pub fn wait_with_timeout(mut child: Child, timeout: Duration) -> Output {
 }
 
 /// Alive and not a zombie (the container's PID 1 may not reap orphans).
-pub fn alive(pid: i32) -> bool {
+pub(crate) fn alive(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
         .and_then(|s| {
@@ -281,12 +281,12 @@ pub fn alive(pid: i32) -> bool {
 }
 
 /// Waits up to 2 s for `pid` to be gone.
-pub fn gone(pid: i32) -> bool {
+pub(crate) fn gone(pid: i32) -> bool {
     gone_within(pid, Duration::from_secs(2))
 }
 
 /// Waits up to `within` for `pid` to be gone.
-pub fn gone_within(pid: i32, within: Duration) -> bool {
+pub(crate) fn gone_within(pid: i32, within: Duration) -> bool {
     let start = Instant::now();
     while alive(pid) {
         if start.elapsed() > within {
@@ -297,16 +297,16 @@ pub fn gone_within(pid: i32, within: Duration) -> bool {
     true
 }
 
-pub fn stderr(o: &Output) -> String {
+pub(crate) fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-pub fn stdout(o: &Output) -> String {
+pub(crate) fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 /// Live (non-zombie) members of process group `pgid`, from `/proc`.
-pub fn group_members(pgid: i32) -> Vec<i32> {
+pub(crate) fn group_members(pgid: i32) -> Vec<i32> {
     proc_stats()
         .into_iter()
         .filter(|s| s.pgrp == pgid && s.state != 'Z')
@@ -315,7 +315,7 @@ pub fn group_members(pgid: i32) -> Vec<i32> {
 }
 
 /// Polls until process group `pgid` is empty or `within` passed; returns what is left.
-pub fn group_after(pgid: i32, within: Duration) -> Vec<i32> {
+pub(crate) fn group_after(pgid: i32, within: Duration) -> Vec<i32> {
     let start = Instant::now();
     loop {
         let left = group_members(pgid);
@@ -327,7 +327,7 @@ pub fn group_after(pgid: i32, within: Duration) -> Vec<i32> {
 }
 
 /// Live children of `pid`.
-pub fn children_of(pid: i32) -> Vec<i32> {
+pub(crate) fn children_of(pid: i32) -> Vec<i32> {
     proc_stats()
         .into_iter()
         .filter(|s| s.ppid == pid && s.state != 'Z')
@@ -366,7 +366,7 @@ fn proc_stats() -> Vec<ProcStat> {
 
 /// Splits what the agent read on stdin into the `<hank-loop-context>` block's text and the
 /// prompt after it (the block is always first; panics when it is missing).
-pub fn split_context(stdin: &[u8]) -> (String, Vec<u8>) {
+pub(crate) fn split_context(stdin: &[u8]) -> (String, Vec<u8>) {
     let open = b"<hank-loop-context>\n";
     let close = b"\n</hank-loop-context>\n\n";
     assert!(
