@@ -789,15 +789,11 @@ fn read_line_capped<R: BufRead>(r: &mut R, buf: &mut Vec<u8>) -> Option<bool> {
                 return if any { Some(cut) } else { None };
             }
             any = true;
-            let (chunk, done, used) = match available.iter().position(|&b| b == b'\n') {
+            let (chunk, done, used) = match memchr::memchr(b'\n', available) {
                 Some(i) => (&available[..i], true, i + 1),
                 None => (available, false, available.len()),
             };
-            let room = MAX_LINE.saturating_sub(buf.len());
-            if chunk.len() > room {
-                cut = true;
-            }
-            buf.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            cut |= keep_capped(buf, chunk);
             (done, used)
         };
         r.consume(used);
@@ -805,6 +801,57 @@ fn read_line_capped<R: BufRead>(r: &mut R, buf: &mut Vec<u8>) -> Option<bool> {
             return Some(cut);
         }
     }
+}
+
+/// Appends `chunk` to `buf` up to `MAX_LINE` bytes in all; whether some of it was dropped.
+fn keep_capped(buf: &mut Vec<u8>, chunk: &[u8]) -> bool {
+    let room = MAX_LINE.saturating_sub(buf.len());
+    buf.extend_from_slice(&chunk[..chunk.len().min(room)]);
+    chunk.len() > room
+}
+
+/// Reads one line (without its `\n`) and hands it to `f` with whether it was cut (only its
+/// first `MAX_LINE` bytes are given). `None` at the end of input; read errors end the input.
+///
+/// A line that lies whole in the reader's buffer is given in place; only a line that spans
+/// two fills is copied, into `carry` (reused from line to line, never longer than `MAX_LINE`).
+fn with_line<R: BufRead, T>(
+    r: &mut R,
+    carry: &mut Vec<u8>,
+    f: impl FnOnce(&[u8], bool) -> T,
+) -> Option<T> {
+    carry.clear();
+    let mut cut = false;
+    let mut any = false;
+    loop {
+        let available = match r.fill_buf() {
+            Ok(a) => a,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        if available.is_empty() {
+            break;
+        }
+        any = true;
+        match memchr::memchr(b'\n', available) {
+            Some(i) if carry.is_empty() && !cut => {
+                let out = f(&available[..i.min(MAX_LINE)], i > MAX_LINE);
+                r.consume(i + 1);
+                return Some(out);
+            }
+            Some(i) => {
+                cut |= keep_capped(carry, &available[..i]);
+                r.consume(i + 1);
+                return Some(f(carry, cut));
+            }
+            None => {
+                let n = available.len();
+                cut |= keep_capped(carry, available);
+                r.consume(n);
+            }
+        }
+    }
+    if any { Some(f(carry, cut)) } else { None }
 }
 
 fn trim_ascii(b: &[u8]) -> &[u8] {
@@ -891,42 +938,61 @@ fn gather_text<R: BufRead>(r: &mut R, g: &mut Gathered, prefix: &[u8]) {
     g.text = Some(cap);
 }
 
+/// What the first line of a `{` output says about the rest.
+enum FirstLine {
+    /// One of the client's events: stream-json or a one-line result object.
+    Event(Box<Event>),
+    /// The start of pretty-printed JSON, or of one object cut short (trimmed).
+    Whole(Vec<u8>),
+    /// A JSON snippet or a line of text that starts with `{` (the line and its `\n`).
+    Text(Vec<u8>),
+}
+
 fn gather_lines<R: BufRead>(r: &mut R, g: &mut Gathered) {
-    let mut line = Vec::new();
-    let Some(cut) = read_line_capped(r, &mut line) else {
-        g.shape = OutputShape::Empty;
-        return;
-    };
-    let first = trim_ascii(&line);
-    let event = if cut { None } else { parse_event(first) };
+    let mut carry = Vec::new();
+    let first = with_line(r, &mut carry, |line, cut| {
+        let first = trim_ascii(line);
+        match if cut { None } else { parse_event(first) } {
+            Some(ev) if is_client_event(&ev) => FirstLine::Event(Box::new(ev)),
+            None if opens_json_object(first) => FirstLine::Whole(first.to_vec()),
+            _ => {
+                let mut text = Vec::with_capacity(line.len() + 1);
+                text.extend_from_slice(line);
+                text.push(b'\n');
+                FirstLine::Text(text)
+            }
+        }
+    });
     let mut parsed = 0u64;
     let mut only_result = true;
-    match event {
-        Some(ev) if is_client_event(&ev) => {
-            only_result &= ev.kind.as_str() == Some("result");
-            g.absorb(ev);
-            parsed += 1;
-        }
-        None if opens_json_object(first) => {
-            // Pretty-printed JSON, or one object cut short: read it whole.
-            gather_whole(r, g, first.to_vec());
+    match first {
+        None => {
+            g.shape = OutputShape::Empty;
             return;
         }
-        // A JSON snippet or a line of text that starts with `{`: the answer is text.
-        _ => {
-            line.push(b'\n');
+        Some(FirstLine::Event(ev)) => {
+            only_result &= ev.kind.as_str() == Some("result");
+            g.absorb(*ev);
+            parsed += 1;
+        }
+        Some(FirstLine::Whole(first)) => {
+            // Pretty-printed JSON, or one object cut short: read it whole.
+            gather_whole(r, g, first);
+            return;
+        }
+        Some(FirstLine::Text(line)) => {
             gather_text(r, g, &line);
             return;
         }
     }
     let mut last_failed = false;
-    while let Some(cut) = read_line_capped(r, &mut line) {
-        let trimmed = trim_ascii(&line);
+    // Each line is folded in place (no event is moved out of the closure).
+    while with_line(r, &mut carry, |line, cut| {
+        let trimmed = trim_ascii(line);
         if trimmed.is_empty() {
-            continue;
+            return;
         }
-        let event = if cut { None } else { parse_event(trimmed) };
-        match event {
+        match if cut { None } else { parse_event(trimmed) } {
             Some(ev) => {
                 only_result &= ev.kind.as_str() == Some("result");
                 g.absorb(ev);
@@ -935,7 +1001,9 @@ fn gather_lines<R: BufRead>(r: &mut R, g: &mut Gathered) {
             }
             None => last_failed = true,
         }
-    }
+    })
+    .is_some()
+    {}
     g.shape = if last_failed {
         OutputShape::Truncated
     } else if parsed == 1 && only_result {
