@@ -50,7 +50,13 @@ pub async fn call(
     let facts = facts_of(&outcome);
     let clock = clock();
     let analysis = match std::fs::File::open(&stdout_log) {
-        Ok(f) => analysis::analyze_in(BufReader::new(f), &outcome.stderr_head, &facts, &clock),
+        // 256 KiB reads: most stream-json lines are then parsed in place, not copied.
+        Ok(f) => analysis::analyze_in(
+            BufReader::with_capacity(1 << 18, f),
+            &outcome.stderr_head,
+            &facts,
+            &clock,
+        ),
         Err(_) => analysis::analyze_bytes_in(b"", &outcome.stderr_head, &facts, &clock),
     };
     Ok(Called { outcome, analysis })
