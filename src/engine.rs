@@ -36,9 +36,9 @@ use crate::policy::time::Clock;
 use crate::progress;
 use crate::report::{DisplayMode, LoopSummary, Reporter};
 use crate::settings::{AgentCommand, Settings};
-use crate::store::schema::{AgentFinished, StatusParts};
+use crate::store::schema::{AgentFinished, Fold, StatusParts};
 use crate::store::{
-    Event, EventKind, HISTORY_LEN, LastLoop, LockGuard, PlanCounts, RunState, State, Status, Store,
+    Event, EventKind, LastLoop, LockGuard, PlanCounts, RunState, State, Status, Store,
 };
 
 /// Time between SIGTERM and SIGKILL when stopping the agent.
@@ -516,7 +516,8 @@ impl Engine {
         Ok(decision)
     }
 
-    /// Folds one loop into the persistent state (pure transitions + bookkeeping).
+    /// Step 7: folds one loop into the persistent state ([`State::fold`], pure) and reports
+    /// what the fold found (denial warnings, a breaker transition).
     fn fold(
         &mut self,
         number: u64,
@@ -525,46 +526,20 @@ impl Engine {
         analysis: &Analysis,
         progress: &progress::Progress,
     ) -> Result<()> {
-        self.state.ledger.add_tokens_to_last(analysis.tokens.sum());
-        self.state.totals.cost_usd += analysis.cost_usd;
-        self.state.totals.tokens.add(&analysis.tokens);
         self.cost_this_run += analysis.cost_usd;
-        self.state.session =
-            session::after_answer(self.state.session.as_ref(), resumed, analysis, now);
-        if let Some(rec) = analysis.recommendation() {
-            self.state.last_recommendation = Some(rec.to_string());
+        let folded = self.state.fold(&Fold {
+            number,
+            now,
+            resumed,
+            analysis,
+            progress,
+            decide: &self.s.decide_config(),
+            breaker: &self.s.breaker_config(),
+        });
+        for w in crate::report::denial_warnings(&folded.denied, &folded.denial_warnings) {
+            self.warn(&w);
         }
-        let record = decide::record_loop(number, now, analysis, progress, &self.s.decide_config());
-        if !record.denial_warnings.is_empty() {
-            let list: Vec<String> = record
-                .denial_warnings
-                .iter()
-                .map(|d| d.command.clone().unwrap_or_else(|| d.tool.clone()))
-                .collect();
-            self.warn(&format!(
-                "denied compound command(s) whose base command is allowed: {} (not counted as a denial)",
-                list.join(", ")
-            ));
-        }
-        if !record.denied.is_empty() {
-            let list: Vec<String> = record
-                .denied
-                .iter()
-                .map(|d| d.command.clone().unwrap_or_else(|| d.tool.clone()))
-                .collect();
-            self.warn(&format!(
-                "the agent was denied: {}; it will be told not to retry. Add the tool to ALLOWED_TOOLS in .hankrc if it needs it",
-                list.join(", ")
-            ));
-        }
-        self.state.history.push(record);
-        let excess = self.state.history.len().saturating_sub(HISTORY_LEN);
-        self.state.history.drain(..excess);
-        if let Some(t) =
-            self.state
-                .breaker
-                .record(analysis, progress, now, &self.s.breaker_config())
-        {
+        if let Some(t) = folded.transition {
             self.reporter
                 .info(&format!("circuit {} → {}: {}", t.from, t.to, t.reason));
             self.emit_transition(&t)?;

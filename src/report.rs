@@ -116,6 +116,34 @@ fn outcome_name(o: Outcome) -> String {
         .unwrap_or_default()
 }
 
+/// The warnings about a loop's permission denials.
+#[must_use]
+pub fn denial_warnings(
+    denied: &[crate::analysis::Denial],
+    compound: &[crate::analysis::Denial],
+) -> Vec<String> {
+    let names = |list: &[crate::analysis::Denial]| -> String {
+        list.iter()
+            .map(|d| d.command.clone().unwrap_or_else(|| d.tool.clone()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut out = Vec::new();
+    if !compound.is_empty() {
+        out.push(format!(
+            "denied compound command(s) whose base command is allowed: {} (not counted as a denial)",
+            names(compound)
+        ));
+    }
+    if !denied.is_empty() {
+        out.push(format!(
+            "the agent was denied: {}; it will be told not to retry. Add the tool to ALLOWED_TOOLS in .hankrc if it needs it",
+            names(denied)
+        ));
+    }
+    out
+}
+
 /// The `hank.log` line of a finished loop.
 #[must_use]
 pub fn loop_log_line(f: &AgentFinished) -> String {

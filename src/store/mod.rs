@@ -19,7 +19,7 @@ use crate::error::{HankError, Result};
 pub(crate) mod schema;
 
 pub(crate) use schema::{
-    Event, EventKind, HISTORY_LEN, LastLoop, PlanCounts, RunState, STATE_SCHEMA, State, Status,
+    Event, EventKind, LastLoop, PlanCounts, RunState, STATE_SCHEMA, State, Status,
 };
 
 /// `events.jsonl` is trimmed to its newest half past this size.

@@ -11,12 +11,14 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::analysis::Denial;
 use crate::analysis::{Analysis, ErrorKind, Outcome, Tokens};
 use crate::exit::ExitReason;
-use crate::policy::breaker::{Breaker, CircuitState};
+use crate::policy::breaker::{Breaker, BreakerConfig, CircuitState, Transition};
 use crate::policy::budget::{BudgetLimits, Ledger, WaitReason};
-use crate::policy::decide::LoopRecord;
+use crate::policy::decide::{self, DecideConfig, LoopRecord};
 use crate::policy::progress::Progress;
+use crate::policy::session;
 pub(crate) use crate::policy::session::Session;
 
 /// Current `state.json` schema.
@@ -251,6 +253,58 @@ pub struct AgentFinished {
     pub recommendation: Option<String>,
 }
 
+/// One loop's results, to fold into [`State`].
+#[derive(Debug, Clone, Copy)]
+pub struct Fold<'a> {
+    pub number: u64,
+    pub now: Timestamp,
+    /// The session id the call passed with `--resume`.
+    pub resumed: Option<&'a str>,
+    pub analysis: &'a Analysis,
+    pub progress: &'a Progress,
+    pub decide: &'a DecideConfig,
+    pub breaker: &'a BreakerConfig,
+}
+
+/// What folding a loop found, for the loop to report.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Folded {
+    /// Denials that count (relayed to the agent; in a row they stop the run).
+    pub denied: Vec<Denial>,
+    /// Denied compound commands whose base command is allowed (warnings only).
+    pub denial_warnings: Vec<Denial>,
+    /// The breaker changed state.
+    pub transition: Option<Transition>,
+}
+
+impl State {
+    /// Folds one loop into the state (pure): the ledger's tokens, the totals, the session,
+    /// the last recommendation, the bounded history and the breaker.
+    pub fn fold(&mut self, f: &Fold<'_>) -> Folded {
+        let a = f.analysis;
+        self.ledger.add_tokens_to_last(a.tokens.sum());
+        self.totals.cost_usd += a.cost_usd;
+        self.totals.tokens.add(&a.tokens);
+        self.session = session::after_answer(self.session.as_ref(), f.resumed, a, f.now);
+        if let Some(rec) = a.recommendation() {
+            self.last_recommendation = Some(rec.to_string());
+        }
+        let record = decide::record_loop(f.number, f.now, a, f.progress, f.decide);
+        let folded = Folded {
+            denied: record.denied.clone(),
+            denial_warnings: record.denial_warnings.clone(),
+            transition: None,
+        };
+        self.history.push(record);
+        let excess = self.history.len().saturating_sub(HISTORY_LEN);
+        self.history.drain(..excess);
+        Folded {
+            transition: self.breaker.record(a, f.progress, f.now, f.breaker),
+            ..folded
+        }
+    }
+}
+
 /// What `status.json` is made of besides the stored state.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct StatusParts<'a> {
@@ -480,5 +534,54 @@ mod tests {
         let full =
             read_lenient::<Status>(&serde_json::to_value(Status::default()).unwrap()).unwrap();
         assert!(full.has("state") && full.has("pid"));
+    }
+
+    #[test]
+    fn fold_updates_totals_session_history_and_breaker() {
+        use crate::analysis::{Analysis, Outcome, Tokens};
+        use crate::policy::breaker::BreakerConfig;
+        use crate::policy::decide::DecideConfig;
+        use crate::policy::progress::Progress;
+
+        let mut state = State::default();
+        let t0: Timestamp = "2026-11-24T10:00:00Z".parse().unwrap();
+        let answer = Analysis {
+            outcome: Outcome::Success,
+            session_id: Some("s-1".into()),
+            cost_usd: 0.5,
+            tokens: Tokens {
+                input: 10,
+                output: 5,
+                ..Tokens::default()
+            },
+            ..Analysis::default()
+        };
+        let idle = Progress::default();
+        let (dcfg, bcfg) = (DecideConfig::default(), BreakerConfig::default());
+        let mut transitions = 0;
+        for n in 1..=(HISTORY_LEN as u64 + 5) {
+            state.ledger.record_call(t0);
+            let folded = state.fold(&Fold {
+                number: n,
+                now: t0,
+                resumed: None,
+                analysis: &answer,
+                progress: &idle,
+                decide: &dcfg,
+                breaker: &bcfg,
+            });
+            transitions += usize::from(folded.transition.is_some());
+        }
+        assert_eq!(state.history.len(), HISTORY_LEN, "history is bounded");
+        assert_eq!(
+            state.history.last().map(|r| r.number),
+            Some(HISTORY_LEN as u64 + 5)
+        );
+        assert!((state.totals.cost_usd - 12.5).abs() < 1e-9);
+        assert_eq!(state.totals.tokens.input, 250);
+        assert_eq!(state.session.as_ref().map(|s| s.id.as_str()), Some("s-1"));
+        // No progress loop after loop: the breaker went HALF_OPEN, then OPEN.
+        assert!(transitions >= 2, "{transitions}");
+        assert_eq!(state.breaker.state, CircuitState::Open);
     }
 }
