@@ -15,7 +15,6 @@
 
 use std::fs;
 use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
@@ -31,7 +30,7 @@ use crate::policy::breaker::Transition;
 use crate::policy::budget::{BudgetCheck, WaitReason};
 use crate::policy::decide::{self, AfterLoop, Decision};
 use crate::policy::fixplan::{self, Plan};
-use crate::policy::session::{self, Session, UnknownSession};
+use crate::policy::session::{self, UnknownSession};
 use crate::policy::time::Clock;
 use crate::progress;
 use crate::report::{DisplayMode, LoopSummary, Reporter};
@@ -43,23 +42,6 @@ use crate::store::{
 
 /// Time between SIGTERM and SIGKILL when stopping the agent.
 pub(crate) const GRACE: Duration = Duration::from_secs(5);
-
-/// The files the loop needs, relative to the project.
-pub(crate) fn required_files(s: &Settings) -> Vec<PathBuf> {
-    vec![
-        s.prompt_path(),
-        s.project_dir.join(".hank/fix_plan.md"),
-        s.project_dir.join(".hank/AGENT.md"),
-        s.project_dir.join(".hankrc"),
-    ]
-}
-
-pub(crate) fn missing_files(s: &Settings) -> Vec<PathBuf> {
-    required_files(s)
-        .into_iter()
-        .filter(|p| !p.is_file())
-        .collect()
-}
 
 /// Runs the loop until it stops: `settings` resolved, `agent` found and checked, `notes`
 /// (warnings found before the loop) reported once the event log is open.
@@ -84,26 +66,6 @@ pub(crate) fn start(
         }
         engine.run().await
     })
-}
-
-pub(crate) fn read_text(path: &Path) -> Option<String> {
-    fs::read(path)
-        .ok()
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-}
-
-/// The session to resume, if continuity is on and it is young enough.
-pub(crate) fn usable_session<'a>(
-    state: &'a State,
-    s: &Settings,
-    now: Timestamp,
-) -> Option<&'a Session> {
-    session::usable(
-        state.session.as_ref(),
-        s.session_continuity.value,
-        s.session_expiry_hours.value,
-        now,
-    )
 }
 
 enum Waited {
@@ -239,7 +201,7 @@ impl Engine {
     }
 
     fn refresh_plan(&mut self) -> Option<String> {
-        let text = read_text(&self.s.project_dir.join(".hank/fix_plan.md"))?;
+        let text = self.s.read_fix_plan()?;
         self.plan = fixplan::parse(&text, &self.s.optional_sections.value);
         Some(text)
     }
@@ -294,7 +256,7 @@ impl Engine {
                 return Ok(ExitReason::Interrupted);
             }
             // 1. integrity
-            let missing = missing_files(&self.s);
+            let missing = self.s.missing_files();
             if !missing.is_empty() {
                 let list: Vec<String> = missing.iter().map(|p| p.display().to_string()).collect();
                 self.warn(&format!(
@@ -369,7 +331,10 @@ impl Engine {
         let prompt_path = self.s.prompt_path();
         let prompt =
             fs::read(&prompt_path).map_err(|e| HankError::io("failed to read", &prompt_path, e))?;
-        let resume = usable_session(&self.state, &self.s, now).map(|x| x.id.clone());
+        let resume = self
+            .s
+            .resumable(self.state.session.as_ref(), now)
+            .map(|x| x.id.clone());
         let context = argv::loop_context(&self.state, &self.plan, number);
         let args = argv::argv_for(&self.s, &self.agent, resume.as_deref());
         let stdin = argv::compose_stdin(&context, &prompt);
@@ -457,8 +422,7 @@ impl Engine {
         // The agent may have removed .hank/ entirely: recreate it so the state can be saved;
         // the next integrity check then stops the run (integrity_failure).
         self.store.ensure_dirs()?;
-        let plan_after =
-            read_text(&self.s.project_dir.join(".hank/fix_plan.md")).unwrap_or_default();
+        let plan_after = self.s.read_fix_plan().unwrap_or_default();
         let progress = progress::measure(&self.s.project_dir, &baseline, &plan_after);
         self.plan = fixplan::parse(&plan_after, &self.s.optional_sections.value);
 

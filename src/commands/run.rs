@@ -123,7 +123,7 @@ fn check_layout(dir: &Path) -> Result<()> {
 }
 
 fn check_required_files(s: &Settings) -> Result<()> {
-    let missing = engine::missing_files(s);
+    let missing = s.missing_files();
     if missing.is_empty() {
         return Ok(());
     }
@@ -139,12 +139,14 @@ fn dry_run(s: &Settings, agent: &AgentCommand) -> Result<u8> {
     let store = Store::new(&s.project_dir);
     let now = SystemClock::from_env()?.now();
     let state = store.read_state()?;
-    let plan_text = engine::read_text(&s.project_dir.join(".hank/fix_plan.md")).unwrap_or_default();
+    let plan_text = s.read_fix_plan().unwrap_or_default();
     let plan = fixplan::parse(&plan_text, &s.optional_sections.value);
     let prompt_path = s.prompt_path();
     let prompt =
         fs::read(&prompt_path).map_err(|e| HankError::io("failed to read", &prompt_path, e))?;
-    let resume = engine::usable_session(&state, s, now).map(|x| x.id.clone());
+    let resume = s
+        .resumable(state.session.as_ref(), now)
+        .map(|x| x.id.clone());
     let context = argv::loop_context(&state, &plan, state.loop_count + 1);
     let args = argv::argv_for(s, agent, resume.as_deref());
     let stdin = argv::compose_stdin(&context, &prompt);

@@ -110,6 +110,49 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// The files the loop needs: PROMPT.md (or PROMPT_FILE), fix_plan.md, AGENT.md, `.hankrc`.
+    #[must_use]
+    pub fn required_files(&self) -> Vec<PathBuf> {
+        vec![
+            self.prompt_path(),
+            self.project_dir.join(".hank/fix_plan.md"),
+            self.project_dir.join(".hank/AGENT.md"),
+            self.project_dir.join(".hankrc"),
+        ]
+    }
+
+    /// The required files that are not there (the loop stops with `integrity_failure`).
+    #[must_use]
+    pub fn missing_files(&self) -> Vec<PathBuf> {
+        self.required_files()
+            .into_iter()
+            .filter(|p| !p.is_file())
+            .collect()
+    }
+
+    /// `.hank/fix_plan.md` as text (invalid UTF-8 replaced), if it can be read.
+    #[must_use]
+    pub fn read_fix_plan(&self) -> Option<String> {
+        std::fs::read(self.project_dir.join(".hank/fix_plan.md"))
+            .ok()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+    }
+
+    /// The session to resume now under SESSION_CONTINUITY and SESSION_EXPIRY_HOURS.
+    #[must_use]
+    pub fn resumable<'a>(
+        &self,
+        session: Option<&'a crate::policy::session::Session>,
+        now: jiff::Timestamp,
+    ) -> Option<&'a crate::policy::session::Session> {
+        crate::policy::session::usable(
+            session,
+            self.session_continuity.value,
+            self.session_expiry_hours.value,
+            now,
+        )
+    }
+
     /// The breaker thresholds.
     #[must_use]
     pub fn breaker_config(&self) -> BreakerConfig {
