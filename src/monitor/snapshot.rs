@@ -14,6 +14,8 @@ use jiff::Timestamp;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::store::schema::{self, Lenient, read_lenient};
+
 /// The `status.json` schema this monitor was written against.
 pub(crate) const STATUS_SCHEMA_VERSION: u64 = 1;
 /// How much of the end of `events.jsonl` is read.
@@ -166,90 +168,101 @@ fn get_str(v: &Value, key: &str) -> Option<String> {
     v.get(key).and_then(Value::as_str).map(str::to_string)
 }
 
-fn get_u64(v: &Value, key: &str) -> Option<u64> {
-    let field = v.get(key)?;
-    field.as_u64().or_else(|| {
-        // Tolerate 3.0 written by a float-happy writer.
-        field
-            .as_f64()
-            .filter(|f| f.is_finite() && *f >= 0.0 && f.fract() == 0.0)
-            .map(|f| f as u64)
-    })
-}
-
-fn get_f64(v: &Value, key: &str) -> Option<f64> {
-    v.get(key).and_then(Value::as_f64).filter(|f| f.is_finite())
-}
-
 fn get_time(v: &Value, key: &str) -> Option<Timestamp> {
     v.get(key)
         .and_then(Value::as_str)
         .and_then(|s| s.parse().ok())
 }
 
-fn parse_last_loop(v: &Value) -> Option<LastLoop> {
-    if !v.is_object() {
-        return None;
-    }
+/// A field's value when the schema reading found it, else `None`.
+fn field<T, U>(st: &Lenient<T>, name: &str, get: impl FnOnce(&T) -> U) -> Option<U> {
+    st.has(name).then(|| get(&st.value))
+}
+
+/// A schema enum field by its JSON name; a string this hank does not know (a newer writer's
+/// value) is shown as written.
+fn enum_field<S: Serialize, T: Serialize>(
+    st: &Lenient<S>,
+    raw: &Value,
+    name: &str,
+    get: impl FnOnce(&S) -> T,
+) -> Option<String> {
+    st.has(name)
+        .then(|| serde_json::to_value(get(&st.value)).ok())
+        .flatten()
+        .and_then(|x| x.as_str().map(ToString::to_string))
+        .or_else(|| {
+            raw.get(name)
+                .and_then(Value::as_str)
+                .map(ToString::to_string)
+        })
+}
+
+fn parse_last_loop(raw: &Value) -> Option<LastLoop> {
+    let st = read_lenient::<schema::LastLoop>(raw)?;
     Some(LastLoop {
-        number: get_u64(v, "number").or_else(|| get_u64(v, "loop")),
-        outcome: get_str(v, "outcome"),
-        error_kind: get_str(v, "error_kind"),
-        exit_signal: v.get("exit_signal").and_then(Value::as_bool),
-        status: get_str(v, "status"),
-        work_type: get_str(v, "work_type"),
-        files_changed: get_u64(v, "files_changed"),
-        recommendation: get_str(v, "recommendation"),
-        cost_usd: get_f64(v, "cost_usd"),
-        duration_ms: get_u64(v, "duration_ms"),
+        number: field(&st, "number", |l| l.number).or_else(|| field(&st, "loop", |l| l.number)),
+        outcome: enum_field(&st, raw, "outcome", |l| l.outcome),
+        error_kind: enum_field(&st, raw, "error_kind", |l| l.error_kind),
+        exit_signal: field(&st, "exit_signal", |l| l.exit_signal),
+        status: field(&st, "status", |l| l.status.clone()).flatten(),
+        work_type: field(&st, "work_type", |l| l.work_type.clone()).flatten(),
+        files_changed: field(&st, "files_changed", |l| u64::from(l.files_changed)),
+        recommendation: field(&st, "recommendation", |l| l.recommendation.clone()).flatten(),
+        cost_usd: field(&st, "cost_usd", |l| l.cost_usd),
+        duration_ms: field(&st, "duration_ms", |l| l.duration_ms),
     })
 }
 
-/// Reads `status.json` text. `Err` carries a one-line note when nothing usable is in it;
-/// `Ok` may carry a note too (schema version differs).
+/// Reads `status.json` text with the writer's own definition ([`schema::Status`], read
+/// leniently: a missing or mistyped field is absent, not an error). `Err` carries a one-line
+/// note when nothing usable is in it; `Ok` may carry a note too (schema version differs).
 pub(crate) fn parse_status(text: &str) -> Result<(Status, Option<String>), String> {
     if text.trim().is_empty() {
         return Err("status.json is empty (being written?)".to_string());
     }
-    let v: Value = serde_json::from_str(text)
+    let raw: Value = serde_json::from_str(text)
         .map_err(|e| format!("status.json is not valid JSON (half-written?): {e}"))?;
-    if !v.is_object() {
-        return Err("status.json is not a JSON object".to_string());
-    }
+    let st = read_lenient::<schema::Status>(&raw)
+        .ok_or_else(|| "status.json is not a JSON object".to_string())?;
     let status = Status {
-        schema_version: get_u64(&v, "schema_version"),
-        updated_at: get_time(&v, "updated_at"),
-        state: get_str(&v, "state"),
-        loop_count: get_u64(&v, "loop_count"),
-        calls_in_window: get_u64(&v, "calls_in_window"),
-        max_calls_per_hour: get_u64(&v, "max_calls_per_hour"),
-        next_call_at: get_time(&v, "next_call_at"),
-        tokens_in_window: get_u64(&v, "tokens_in_window"),
-        max_tokens_per_hour: get_u64(&v, "max_tokens_per_hour"),
-        wait_reason: get_str(&v, "wait_reason"),
-        waiting_until: get_time(&v, "waiting_until"),
-        circuit_state: get_str(&v, "circuit_state"),
-        circuit_reason: get_str(&v, "circuit_reason"),
-        session_id: get_str(&v, "session_id"),
-        total_cost_usd: get_f64(&v, "total_cost_usd"),
-        total_tokens: v
-            .get("total_tokens")
-            .filter(|t| t.is_object())
-            .map(|t| TokenTotals {
-                input: get_u64(t, "input"),
-                output: get_u64(t, "output"),
-                cache_read: get_u64(t, "cache_read"),
-                cache_creation: get_u64(t, "cache_creation"),
-            }),
-        fix_plan: v.get("fix_plan").and_then(|p| {
-            Some(PlanProgress {
-                done: get_u64(p, "done")?,
-                total: get_u64(p, "total")?,
-            })
+        schema_version: field(&st, "schema_version", |s| u64::from(s.schema_version)),
+        updated_at: field(&st, "updated_at", |s| s.updated_at),
+        state: enum_field(&st, &raw, "state", |s| s.state),
+        loop_count: field(&st, "loop_count", |s| s.loop_count),
+        calls_in_window: field(&st, "calls_in_window", |s| u64::from(s.calls_in_window)),
+        max_calls_per_hour: field(&st, "max_calls_per_hour", |s| {
+            u64::from(s.max_calls_per_hour)
         }),
-        last_loop: v.get("last_loop").and_then(parse_last_loop),
-        exit_reason: get_str(&v, "exit_reason"),
-        exit_code: v.get("exit_code").and_then(Value::as_i64),
+        next_call_at: field(&st, "next_call_at", |s| s.next_call_at).flatten(),
+        tokens_in_window: field(&st, "tokens_in_window", |s| s.tokens_in_window),
+        max_tokens_per_hour: field(&st, "max_tokens_per_hour", |s| s.max_tokens_per_hour),
+        wait_reason: enum_field(&st, &raw, "wait_reason", |s| s.wait_reason),
+        waiting_until: field(&st, "waiting_until", |s| s.waiting_until).flatten(),
+        circuit_state: enum_field(&st, &raw, "circuit_state", |s| s.circuit_state),
+        circuit_reason: field(&st, "circuit_reason", |s| s.circuit_reason.clone()),
+        session_id: field(&st, "session_id", |s| s.session_id.clone()).flatten(),
+        total_cost_usd: field(&st, "total_cost_usd", |s| s.total_cost_usd),
+        total_tokens: raw
+            .get("total_tokens")
+            .and_then(read_lenient::<crate::analysis::Tokens>)
+            .map(|t| TokenTotals {
+                input: field(&t, "input", |x| x.input),
+                output: field(&t, "output", |x| x.output),
+                cache_read: field(&t, "cache_read", |x| x.cache_read),
+                cache_creation: field(&t, "cache_creation", |x| x.cache_creation),
+            }),
+        fix_plan: raw
+            .get("fix_plan")
+            .and_then(read_lenient::<schema::PlanCounts>)
+            .filter(|p| p.has("done") && p.has("total"))
+            .map(|p| PlanProgress {
+                done: u64::from(p.value.done),
+                total: u64::from(p.value.total),
+            }),
+        last_loop: raw.get("last_loop").and_then(parse_last_loop),
+        exit_reason: field(&st, "exit_reason", |s| s.exit_reason.clone()).flatten(),
+        exit_code: field(&st, "exit_code", |s| s.exit_code.map(i64::from)).flatten(),
     };
     let note = match status.schema_version {
         Some(STATUS_SCHEMA_VERSION) => None,

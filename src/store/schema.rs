@@ -98,6 +98,7 @@ pub(crate) struct PlanCounts {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub(crate) struct LastLoop {
+    #[serde(alias = "loop")]
     pub number: u64,
     pub outcome: Outcome,
     pub error_kind: Option<ErrorKind>,
@@ -405,6 +406,27 @@ impl LastLoop {
     }
 }
 
+/// `3.0` → `3`, recursively: a float-happy writer's whole numbers still fill integer fields
+/// (a float field accepts an integer just as well).
+fn integral_floats_to_integers(v: &mut Value) {
+    match v {
+        Value::Number(n) if !n.is_i64() && !n.is_u64() => {
+            if let Some(f) = n.as_f64().filter(|f| f.is_finite() && f.fract() == 0.0) {
+                // Whole numbers within i64/u64 range only; others stay floats.
+                #[allow(clippy::cast_possible_truncation)]
+                if f >= 0.0 && f <= u64::MAX as f64 {
+                    *v = Value::from(f as u64);
+                } else if f < 0.0 && f >= i64::MIN as f64 {
+                    *v = Value::from(f as i64);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(integral_floats_to_integers),
+        Value::Object(map) => map.values_mut().for_each(integral_floats_to_integers),
+        _ => {}
+    }
+}
+
 /// A schema value read tolerantly, with the names of the fields that were really there.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub(crate) struct Lenient<T> {
@@ -430,6 +452,9 @@ pub(crate) fn read_lenient<T>(v: &Value) -> Option<Lenient<T>>
 where
     T: DeserializeOwned + Serialize + Default,
 {
+    let mut v = v.clone();
+    integral_floats_to_integers(&mut v);
+    let v = &v;
     let input = v.as_object()?;
     if let Ok(value) = serde_json::from_value::<T>(v.clone()) {
         let present = input
