@@ -1,6 +1,7 @@
-//! The three formats hank writes under `.hank/`, each defined once: `state.json` ([`State`],
-//! internal, versioned), `status.json` ([`Status`], the public contract of HANK.md §2) and the
-//! event stream ([`Event`]: `events.jsonl` and `--json` on stdout). The loop writes them; the
+//! The formats hank writes under `.hank/`, each defined once: `state.json` ([`State`],
+//! internal, versioned) with its call log `state.json.calls` ([`CallRecord`] lines),
+//! `status.json` ([`Status`], the public contract of HANK.md §2) and the event stream
+//! ([`Event`]: `events.jsonl` and `--json` on stdout). The loop writes them; the
 //! monitor, `hank status`, `hank circuit` and `hank reset` read them with these same types,
 //! through [`read_lenient`] where a file may come from an older or newer hank.
 
@@ -14,13 +15,15 @@ use serde_json::{Map, Value};
 use crate::analysis::{Analysis, ErrorKind, Outcome, Tokens};
 use crate::exit::ExitReason;
 use crate::policy::breaker::{Breaker, CircuitState};
-use crate::policy::budget::{BudgetLimits, Ledger, WaitReason};
+use crate::policy::budget::{BudgetLimits, Ledger, LedgerEntry, WaitReason};
 use crate::policy::decide::LoopRecord;
 use crate::policy::progress::Progress;
 pub use crate::policy::session::Session;
 
-/// Current `state.json` schema.
-pub const STATE_SCHEMA: u32 = 1;
+/// Current `state.json` schema. 2: the call ledger lives in the call log
+/// (`state.json.calls`, [`CallRecord`] lines), no longer in `state.json`; a schema 1 file's
+/// `ledger` is still read (and moved to the log by the next save).
+pub const STATE_SCHEMA: u32 = 2;
 /// Current `status.json` and event schema.
 pub const STATUS_SCHEMA: u32 = 1;
 /// Loop records kept in `state.json`.
@@ -42,7 +45,10 @@ pub struct State {
     pub schema_version: u32,
     /// Number of the last loop started (cumulative; names the loop log files).
     pub loop_count: u64,
-    /// The call ledger: written before every spawn.
+    /// The call ledger: on disk before every spawn. In memory here; on disk it is the call
+    /// log `state.json.calls` (schema 2), never serialized into `state.json` again. Read from
+    /// `state.json` only when a schema 1 file carries it.
+    #[serde(skip_serializing)]
     pub ledger: Ledger,
     pub breaker: Breaker,
     pub session: Option<Session>,
@@ -68,6 +74,58 @@ impl Default for State {
             consecutive_failures: 0,
             last_recommendation: None,
         }
+    }
+}
+
+/// One line of the call log `.hank/state.json.calls`: a call and the tokens it used, as of
+/// when the line was written. `{"id":12,"at":"2026-11-22T10:00:00.25Z","tokens":0}`
+///
+/// The log is append-only: a call is appended before its agent is spawned, and appended again
+/// (same `id`, new `tokens`) once its tokens are known. Readers keep the last line of each
+/// `id`, ignore a last line without its newline (a write cut short) and any line that does not
+/// parse; ids are positive and grow in recording order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallRecord {
+    pub id: u64,
+    pub at: Timestamp,
+    pub tokens: u64,
+}
+
+impl CallRecord {
+    /// The record of ledger entry `e` under `id`.
+    #[must_use]
+    pub fn of(id: u64, e: &LedgerEntry) -> Self {
+        Self {
+            id,
+            at: e.at,
+            tokens: e.tokens,
+        }
+    }
+
+    /// The ledger entry it records.
+    #[must_use]
+    pub fn entry(&self) -> LedgerEntry {
+        LedgerEntry {
+            at: self.at,
+            tokens: self.tokens,
+        }
+    }
+
+    /// Appends the line, newline included, to `out`.
+    pub fn write_line(&self, out: &mut Vec<u8>) {
+        // Serializing integers and a timestamp cannot fail; never leave half a line.
+        if let Ok(line) = serde_json::to_vec(self) {
+            out.extend_from_slice(&line);
+            out.push(b'\n');
+        }
+    }
+
+    /// Parses one line (without its newline); `None` when it is not a record.
+    #[must_use]
+    pub fn parse(line: &[u8]) -> Option<Self> {
+        serde_json::from_slice::<Self>(line)
+            .ok()
+            .filter(|r| r.id > 0)
     }
 }
 
