@@ -41,7 +41,7 @@ pub mod progress;
 pub(crate) mod project;
 pub mod report;
 pub mod settings;
-pub(crate) mod store;
+pub mod store;
 pub mod worktree;
 
 use std::ffi::OsString;

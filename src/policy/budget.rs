@@ -41,11 +41,19 @@ pub struct LedgerEntry {
     pub tokens: u64,
 }
 
-/// The persisted call ledger (in `state.json`). Entries are kept in recording order.
+/// The persisted call ledger (the store keeps it in an append-only call log beside
+/// `state.json`; schema 1 `state.json` files carried it inline). Entries are kept in recording
+/// order, oldest first: [`Ledger::record_call`] prunes a prefix and pushes at the end, and only
+/// the last entry gets tokens.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Ledger {
     pub entries: Vec<LedgerEntry>,
+    /// How many calls this ledger has recorded, ever (at least `entries.len()`, see
+    /// [`Ledger::last_id`]): the n-th recorded call has id n. The store uses it to tell which
+    /// entries are new since its last save; it is rebuilt from the call log, never serialized.
+    #[serde(skip)]
+    pub calls_recorded: u64,
 }
 
 /// The hourly limits.
@@ -181,7 +189,15 @@ impl Ledger {
     /// Records one call made at `now` (0 tokens so far) and prunes expired entries.
     pub fn record_call(&mut self, now: Timestamp) {
         self.prune(now);
+        self.calls_recorded = self.last_id().saturating_add(1);
         self.entries.push(LedgerEntry { at: now, tokens: 0 });
+    }
+
+    /// Id of the newest entry (0 when none was ever recorded). Entries are numbered from the
+    /// end: the last has this id, the one before it `last_id() - 1`, and so on.
+    #[must_use]
+    pub fn last_id(&self) -> u64 {
+        self.calls_recorded.max(self.entries.len() as u64)
     }
 
     /// Adds `tokens` to the most recent call (saturating). No-op on an empty ledger.
@@ -252,6 +268,7 @@ mod tests {
                     tokens: t,
                 })
                 .collect(),
+            ..Ledger::default()
         }
     }
 
@@ -374,6 +391,24 @@ mod tests {
         l.record_call(ts(3700));
         assert_eq!(l.entries.len(), 2, "entry at 0 pruned");
         assert_eq!(l.entries[0].at, ts(1800));
+        assert_eq!(l.calls_recorded, 3, "pruned calls still count as recorded");
+        assert_eq!(l.last_id(), 3);
+    }
+
+    #[test]
+    fn last_id_is_at_least_the_number_of_entries() {
+        let mut l = ledger(&[(0, 1), (10, 2)]);
+        assert_eq!(l.last_id(), 2);
+        l.record_call(ts(20));
+        assert_eq!((l.calls_recorded, l.last_id()), (3, 3));
+        let l: Ledger =
+            serde_json::from_str(r#"{"entries":[{"at":"2027-01-15T08:00:00Z"}]}"#).unwrap();
+        assert_eq!((l.calls_recorded, l.last_id()), (0, 1));
+        assert!(
+            !serde_json::to_string(&l)
+                .unwrap()
+                .contains("calls_recorded")
+        );
     }
 
     #[test]

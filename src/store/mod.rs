@@ -1,34 +1,72 @@
 //! Everything hank keeps on disk under `.hank/`: the schemas of `state.json` (internal,
-//! versioned) and `status.json` (public contract, HANK.md §2), the atomic store, the
-//! single-loop lock, the event log and the rotated human log.
+//! versioned) and `status.json` (public contract, HANK.md §2), the atomic store, the call
+//! log, the single-loop lock, the event log and the rotated human log.
 //!
 //! Every file is written to a temporary file in the same directory and renamed over the
 //! target, with mode 0600, so a reader (the monitor, CI) never sees half a file and a crash
 //! never leaves one. A rename replaces a symlink rather than writing through it, so a
-//! symlinked `.hank/` file is never followed out of the project.
+//! symlinked `.hank/` file is never followed out of the project. The append-only files
+//! (`events.jsonl`, `hank.log`, the call log) are opened with `O_NOFOLLOW` instead.
+//!
+//! # The call log
+//!
+//! The call ledger (every call of the last hour, with its tokens) is not in `state.json`
+//! (schema 2) but in `.hank/state.json.calls`, one [`CallRecord`] JSON line per call, so that
+//! the per-loop save costs the same whether the window holds 10 calls or 10,000: before a
+//! spawn, [`Store::save_state_with`] appends the new call's line (`O_APPEND`, `O_NOFOLLOW`,
+//! 0600, one `write`) and then replaces the small `state.json` as before. Once the call's
+//! tokens are known, the next save appends the same id again with its tokens (last line
+//! wins). Past [`CALLS_COMPACT_FACTOR`] lines per call in memory (+ [`CALLS_COMPACT_SLACK`]),
+//! the log is rewritten atomically (temp + rename) with only the ledger in memory — the calls
+//! of the window —, which keeps it bounded at an amortized O(1) per loop.
+//!
+//! Why it never under-counts: the line is in the file (page cache) before `save_state_with`
+//! returns, so before the agent exists, and a `kill -9` cannot undo a finished `write`; a
+//! compaction only ever replaces the log with a file holding every call the ledger holds. A
+//! write cut short (full disk, power loss) leaves at most a last line without its newline,
+//! which readers ignore and the next save replaces by a compaction. The log comes first, then
+//! `state.json`: a crash between them over-counts by the one call that was never spawned, as
+//! a crash between the old single rename and the spawn did. The name matches the
+//! `.hank/state.json*` line every project's `.gitignore` already has.
+//!
+//! Why not a compact encoding (per-second counts) in `state.json`: the file would still be
+//! rewritten whole every loop (up to 3,600 buckets), and a bucket has to be dated by its
+//! latest call to never let a call leave the window early, which then keeps the others too
+//! long. The log keeps exact times and writes one line.
+//!
+//! Compatibility: a schema 1 `state.json` carries the ledger inline; [`Store::load_state`]
+//! reads it (merged with any log, a call present in both counted once) and the next save
+//! writes it into the log (compaction) before replacing `state.json` with a schema 2 file.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use jiff::Timestamp;
 
 use crate::error::{HankError, Result};
+use crate::policy::budget::{Ledger, LedgerEntry};
 
-pub(crate) mod schema;
+pub mod schema;
 
-pub(crate) use schema::{
-    Event, EventKind, LastLoop, PlanCounts, RunState, STATE_SCHEMA, State, Status,
+pub use schema::{
+    CallRecord, Event, EventKind, LastLoop, PlanCounts, RunState, STATE_SCHEMA, State, Status,
 };
 
 /// `events.jsonl` is trimmed to its newest half past this size.
-pub(crate) const EVENTS_CAP: u64 = 4 * 1024 * 1024;
+pub const EVENTS_CAP: u64 = 4 * 1024 * 1024;
 /// `logs/hank.log` rotates past this size (3 old files kept).
-pub(crate) const LOG_CAP: u64 = 1024 * 1024;
+pub const LOG_CAP: u64 = 1024 * 1024;
+/// The call log is compacted when it holds more than this many lines per call of the ledger
+/// (a call writes about 2: itself, then its tokens) …
+pub const CALLS_COMPACT_FACTOR: usize = 4;
+/// … plus this many (so that a small window is not compacted every few loops).
+pub const CALLS_COMPACT_SLACK: usize = 256;
 
 /// Writes `bytes` to `path` atomically (temp file in the same directory + rename), mode 0600.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
+pub fn write_atomic(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let mut tmp = tempfile::Builder::new()
         .prefix(".tmp-")
@@ -53,14 +91,105 @@ fn open_append(path: &Path) -> io::Result<File> {
 }
 
 /// The `.hank/` directory of a project.
+///
+/// A store remembers what the call log holds since it last read or wrote it, so that a save
+/// appends only what is new. Saves expect the state its own [`Store::load_state`] returned
+/// (or one made from scratch, which makes the next save rewrite the log from it).
 #[derive(Debug, Clone)]
-pub(crate) struct Store {
+pub struct Store {
     dir: PathBuf,
+    journal: Arc<Mutex<Option<Journal>>>,
+}
+
+/// What the call log holds, as far as this store knows.
+#[derive(Debug, Clone, Copy, Default)]
+struct Journal {
+    /// Id of the newest call in the log (0: none).
+    logged: u64,
+    /// The tokens the log holds for that call.
+    last_tokens: u64,
+    /// Lines in the log.
+    lines: usize,
+    /// The next save rewrites the log (damaged, or the ledger came partly from `state.json`).
+    rewrite: bool,
+}
+
+/// The call log as read.
+#[derive(Debug, Default)]
+struct CallLog {
+    /// Calls by increasing id, the last line of each id.
+    entries: Vec<LedgerEntry>,
+    last_id: u64,
+    lines: usize,
+    /// A line was cut short or did not parse, or ids/times were out of order.
+    damaged: bool,
+}
+
+/// Parses the call log's bytes (see [`CallRecord`] for the rules).
+fn parse_call_log(bytes: &[u8]) -> CallLog {
+    let mut by_id = std::collections::BTreeMap::new();
+    let mut log = CallLog::default();
+    let mut lines = bytes.split(|b| *b == b'\n').peekable();
+    while let Some(line) = lines.next() {
+        let last = lines.peek().is_none();
+        if last {
+            // After the final newline: empty, or a line whose write was cut short.
+            if !line.is_empty() {
+                log.lines += 1;
+                log.damaged = true;
+            }
+            break;
+        }
+        log.lines += 1;
+        match CallRecord::parse(line) {
+            Some(r) => {
+                if r.id < log.last_id && !by_id.contains_key(&r.id) {
+                    log.damaged = true;
+                }
+                log.last_id = log.last_id.max(r.id);
+                by_id.insert(r.id, r.entry());
+            }
+            None => log.damaged = true,
+        }
+    }
+    log.entries = by_id.into_values().collect();
+    if log.entries.windows(2).any(|w| w[1].at < w[0].at) {
+        // The clock moved back between two runs: rewrite the log in ledger order.
+        log.damaged = true;
+    }
+    log
+}
+
+/// The ledger of a `state.json` (schema 1 files carry one) merged with the call log's: a call
+/// in both (same time) counts once, with the larger token count. Never fewer calls than
+/// either holds.
+fn merge_ledgers(inline: Vec<LedgerEntry>, log: Vec<LedgerEntry>) -> Vec<LedgerEntry> {
+    if inline.is_empty() {
+        return log;
+    }
+    let mut merged = log;
+    let mut unmatched: std::collections::HashMap<Timestamp, Vec<usize>> =
+        std::collections::HashMap::new();
+    for (i, e) in merged.iter().enumerate() {
+        unmatched.entry(e.at).or_default().push(i);
+    }
+    for e in inline {
+        match unmatched.get_mut(&e.at).and_then(Vec::pop) {
+            Some(i) => {
+                if let Some(m) = merged.get_mut(i) {
+                    m.tokens = m.tokens.max(e.tokens);
+                }
+            }
+            None => merged.push(e),
+        }
+    }
+    merged.sort_by_key(|e| e.at);
+    merged
 }
 
 /// What loading `state.json` found.
 #[derive(Debug)]
-pub(crate) struct Loaded {
+pub struct Loaded {
     pub state: State,
     /// Set when a corrupt file was moved aside: where it went.
     pub moved_aside: Option<PathBuf>,
@@ -69,106 +198,213 @@ pub(crate) struct Loaded {
 impl Store {
     /// The store of the project at `project_dir`.
     #[must_use]
-    pub(crate) fn new(project_dir: &Path) -> Self {
+    pub fn new(project_dir: &Path) -> Self {
         Self {
             dir: project_dir.join(".hank"),
+            journal: Arc::new(Mutex::new(None)),
         }
     }
 
     /// The `.hank/` directory.
     #[must_use]
-    pub(crate) fn dir(&self) -> &Path {
+    pub fn dir(&self) -> &Path {
         &self.dir
     }
 
     #[must_use]
-    pub(crate) fn state_path(&self) -> PathBuf {
+    pub fn state_path(&self) -> PathBuf {
         self.dir.join("state.json")
     }
 
+    /// The call log (see the module doc).
     #[must_use]
-    pub(crate) fn status_path(&self) -> PathBuf {
+    pub fn calls_path(&self) -> PathBuf {
+        self.dir.join("state.json.calls")
+    }
+
+    #[must_use]
+    pub fn status_path(&self) -> PathBuf {
         self.dir.join("status.json")
     }
 
     #[must_use]
-    pub(crate) fn events_path(&self) -> PathBuf {
+    pub fn events_path(&self) -> PathBuf {
         self.dir.join("events.jsonl")
     }
 
     #[must_use]
-    pub(crate) fn logs_dir(&self) -> PathBuf {
+    pub fn logs_dir(&self) -> PathBuf {
         self.dir.join("logs")
     }
 
     #[must_use]
-    pub(crate) fn live_path(&self) -> PathBuf {
+    pub fn live_path(&self) -> PathBuf {
         self.dir.join("live.log")
     }
 
     /// `logs/loop-NNNNN.out` / `.err`.
     #[must_use]
-    pub(crate) fn loop_log(&self, number: u64, ext: &str) -> PathBuf {
+    pub fn loop_log(&self, number: u64, ext: &str) -> PathBuf {
         self.logs_dir().join(format!("loop-{number:05}.{ext}"))
     }
 
     /// Creates `.hank/logs/` if needed.
-    pub(crate) fn ensure_dirs(&self) -> Result<()> {
+    pub fn ensure_dirs(&self) -> Result<()> {
         let logs = self.logs_dir();
         fs::create_dir_all(&logs).map_err(|e| HankError::io("failed to create", &logs, e))
     }
 
-    /// Loads `state.json`. Missing → a fresh state. Corrupt or of a newer schema → moved aside
-    /// as `state.json.corrupt-<ts>` and a fresh state returned (the caller warns). Never
-    /// silently reset.
-    pub(crate) fn load_state(&self, now: Timestamp) -> Result<Loaded> {
+    /// Loads `state.json` and the call log. Missing → a fresh state (with the log's calls, if
+    /// any). Corrupt or of a newer schema → moved aside as `state.json.corrupt-<ts>` and a
+    /// fresh state returned (the caller warns); the calls in the log are kept. Never silently
+    /// reset. A call log that is a symlink is an error (it is never followed).
+    pub fn load_state(&self, now: Timestamp) -> Result<Loaded> {
         let path = self.state_path();
-        let bytes = match fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Ok(Loaded {
-                    state: State::default(),
-                    moved_aside: None,
-                });
-            }
+        let log = self.read_calls()?;
+        let (state, moved_aside) = match fs::read(&path) {
+            Ok(bytes) => match serde_json::from_slice::<State>(&bytes) {
+                Ok(state) if state.schema_version <= STATE_SCHEMA => (state, None),
+                _ => {
+                    let aside = self
+                        .dir
+                        .join(format!("state.json.corrupt-{}", now.as_second()));
+                    fs::rename(&path, &aside)
+                        .map_err(|e| HankError::io("failed to move aside corrupt", &path, e))?;
+                    (State::default(), Some(aside))
+                }
+            },
+            Err(e) if e.kind() == io::ErrorKind::NotFound => (State::default(), None),
             Err(e) => return Err(HankError::io("failed to read", &path, e)),
         };
-        match serde_json::from_slice::<State>(&bytes) {
-            Ok(state) if state.schema_version <= STATE_SCHEMA => Ok(Loaded {
-                state,
-                moved_aside: None,
-            }),
-            _ => {
-                let aside = self
-                    .dir
-                    .join(format!("state.json.corrupt-{}", now.as_second()));
-                fs::rename(&path, &aside)
-                    .map_err(|e| HankError::io("failed to move aside corrupt", &path, e))?;
-                Ok(Loaded {
-                    state: State::default(),
-                    moved_aside: Some(aside),
-                })
-            }
-        }
+        let inline = !state.ledger.entries.is_empty();
+        let state = with_calls(state, log.entries, log.last_id);
+        let last = state.ledger.entries.last();
+        *self.journal_lock() = Some(Journal {
+            logged: state.ledger.last_id(),
+            last_tokens: last.map_or(0, |e| e.tokens),
+            lines: log.lines,
+            rewrite: log.damaged || inline,
+        });
+        Ok(Loaded { state, moved_aside })
     }
 
-    /// Saves `state.json` atomically and durably (fdatasync before the rename): used before
-    /// every spawn, so the call ledger survives even a power loss.
-    pub(crate) fn save_state(&self, state: &State) -> Result<()> {
+    /// Saves `state.json` atomically and durably (fdatasync before the rename, and of the
+    /// call log): used before every spawn, so the call ledger survives even a power loss.
+    pub fn save_state(&self, state: &State) -> Result<()> {
         self.save_state_with(state, true)
     }
 
-    /// Saves `state.json` atomically; `durable` adds an fdatasync (costly on some disks; a
-    /// crash of hank alone never needs it, only a crash of the machine does).
-    pub(crate) fn save_state_with(&self, state: &State, durable: bool) -> Result<()> {
+    /// Saves the state: first the calls of `state.ledger` the call log does not hold yet (one
+    /// append, or a compaction), then `state.json` atomically. The cost does not depend on
+    /// how many calls the window holds (see the module doc). `durable` adds an fdatasync of
+    /// both (costly on some disks; a crash of hank alone never needs it, only a crash of the
+    /// machine does).
+    pub fn save_state_with(&self, state: &State, durable: bool) -> Result<()> {
         let path = self.state_path();
         let bytes = serde_json::to_vec_pretty(state)
             .map_err(|e| HankError::Internal(format!("failed to encode state: {e}")))?;
+        self.save_calls(&state.ledger, durable)?;
         write_atomic(&path, &bytes, durable).map_err(|e| HankError::io("failed to write", &path, e))
     }
 
+    fn journal_lock(&self) -> std::sync::MutexGuard<'_, Option<Journal>> {
+        self.journal.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Reads the call log (`O_NOFOLLOW`); missing → empty.
+    fn read_calls(&self) -> Result<CallLog> {
+        let path = self.calls_path();
+        let opened = OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+            .open(&path);
+        let mut file = match opened {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(CallLog::default()),
+            Err(e) => return Err(HankError::io("failed to read", &path, e)),
+        };
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .map_err(|e| HankError::io("failed to read", &path, e))?;
+        Ok(parse_call_log(&bytes))
+    }
+
+    /// Brings the call log up to `ledger`: appends what is new since the last read or write,
+    /// or rewrites it whole when it is unknown, damaged, too long, or `ledger` is not the
+    /// continuation of what it holds.
+    fn save_calls(&self, ledger: &Ledger, durable: bool) -> Result<()> {
+        let path = self.calls_path();
+        let mut journal = self.journal_lock();
+        let entries = &ledger.entries;
+        let last_id = ledger.last_id();
+        let bound = CALLS_COMPACT_FACTOR
+            .saturating_mul(entries.len())
+            .saturating_add(CALLS_COMPACT_SLACK);
+        let known = match *journal {
+            Some(j) if !j.rewrite && last_id >= j.logged && j.lines <= bound => j,
+            _ => {
+                // Compaction: the ledger in memory, numbered from the end (last = last_id).
+                let first = last_id - entries.len() as u64;
+                let mut bytes = Vec::with_capacity(entries.len() * 64);
+                for (id, e) in (first + 1..).zip(entries) {
+                    CallRecord::of(id, e).write_line(&mut bytes);
+                }
+                if let Err(e) = write_atomic(&path, &bytes, durable) {
+                    *journal = None;
+                    return Err(HankError::io("failed to write", &path, e));
+                }
+                *journal = Some(Journal {
+                    logged: last_id,
+                    last_tokens: entries.last().map_or(0, |e| e.tokens),
+                    lines: entries.len(),
+                    rewrite: false,
+                });
+                return Ok(());
+            }
+        };
+        // New calls are the last `fresh` entries; the one before them is the call logged last,
+        // which may have got its tokens since.
+        let fresh = usize::try_from(last_id - known.logged).unwrap_or(usize::MAX);
+        let mut bytes = Vec::new();
+        let mut lines = 0;
+        if known.logged > 0
+            && let Some(prev) = entries
+                .len()
+                .checked_sub(fresh.saturating_add(1))
+                .and_then(|i| entries.get(i))
+            && prev.tokens != known.last_tokens
+        {
+            CallRecord::of(known.logged, prev).write_line(&mut bytes);
+            lines += 1;
+        }
+        let skip = entries.len().saturating_sub(fresh);
+        for (id, e) in (last_id - (entries.len() - skip) as u64 + 1..).zip(&entries[skip..]) {
+            CallRecord::of(id, e).write_line(&mut bytes);
+            lines += 1;
+        }
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let appended = open_append(&path).and_then(|mut f| {
+            f.write_all(&bytes)?;
+            if durable { f.sync_data() } else { Ok(()) }
+        });
+        if let Err(e) = appended {
+            // Part of a line may be in the file: the next save rewrites it.
+            *journal = None;
+            return Err(HankError::io("failed to append to", &path, e));
+        }
+        *journal = Some(Journal {
+            logged: last_id,
+            last_tokens: entries.last().map_or(known.last_tokens, |e| e.tokens),
+            lines: known.lines + lines,
+            rewrite: false,
+        });
+        Ok(())
+    }
+
     /// Writes `status.json` atomically.
-    pub(crate) fn write_status(&self, status: &Status) -> Result<()> {
+    pub fn write_status(&self, status: &Status) -> Result<()> {
         let path = self.status_path();
         let mut bytes = serde_json::to_vec_pretty(status)
             .map_err(|e| HankError::Internal(format!("failed to encode status: {e}")))?;
@@ -176,32 +412,34 @@ impl Store {
         write_atomic(&path, &bytes, false).map_err(|e| HankError::io("failed to write", &path, e))
     }
 
-    /// Reads `state.json` without changing anything (for commands that only look): a missing
-    /// file is the default state; an unreadable one is an error that says the next run will
-    /// move it aside.
-    pub(crate) fn read_state(&self) -> Result<State> {
+    /// Reads `state.json` and the call log without changing anything (for commands that
+    /// only look): a missing file is the default state; an unreadable one is an error that
+    /// says the next run will move it aside.
+    pub fn read_state(&self) -> Result<State> {
         let path = self.state_path();
-        match fs::read(&path) {
+        let state = match fs::read(&path) {
             Ok(b) => serde_json::from_slice(&b).map_err(|e| HankError::Unreadable {
                 path: path.clone(),
                 problem: format!(
                     "is not a hank state file ({e}); the next `hank run` will move it aside"
                 ),
-            }),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(State::default()),
-            Err(e) => Err(HankError::io("failed to read", &path, e)),
-        }
+            })?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => State::default(),
+            Err(e) => return Err(HankError::io("failed to read", &path, e)),
+        };
+        let log = self.read_calls()?;
+        Ok(with_calls(state, log.entries, log.last_id))
     }
 
     /// Reads `status.json`, if present and readable.
     #[must_use]
-    pub(crate) fn read_status(&self) -> Option<Status> {
+    pub fn read_status(&self) -> Option<Status> {
         let bytes = fs::read(self.status_path()).ok()?;
         serde_json::from_slice(&bytes).ok()
     }
 
     /// Appends one event line to `events.jsonl`, trimming the file past [`EVENTS_CAP`].
-    pub(crate) fn append_event(&self, line: &str) -> Result<()> {
+    pub fn append_event(&self, line: &str) -> Result<()> {
         let path = self.events_path();
         let mut f = open_append(&path).map_err(|e| HankError::io("failed to open", &path, e))?;
         f.write_all(line.as_bytes())
@@ -218,7 +456,7 @@ impl Store {
 
     /// Appends a line to `logs/hank.log` (rotated past [`LOG_CAP`]). Logging failures are
     /// not fatal: the loop's real state is in state.json.
-    pub(crate) fn log(&self, now: Timestamp, line: &str) {
+    pub fn log(&self, now: Timestamp, line: &str) {
         let path = self.logs_dir().join("hank.log");
         if let Ok(meta) = fs::symlink_metadata(&path)
             && meta.len() > LOG_CAP
@@ -237,7 +475,7 @@ impl Store {
     }
 
     /// Takes the project's loop lock (`.hank/hank.lock`), or says which PID holds it.
-    pub(crate) fn lock(&self) -> Result<LockGuard> {
+    pub fn lock(&self) -> Result<LockGuard> {
         let path = self.dir.join("hank.lock");
         let mut file = OpenOptions::new()
             .read(true)
@@ -273,10 +511,20 @@ impl Store {
     }
 }
 
+/// `state` with its ledger merged with the call log's calls (the log's ids up to `last_id`),
+/// upgraded to the current schema (it is saved as such).
+fn with_calls(mut state: State, calls: Vec<LedgerEntry>, last_id: u64) -> State {
+    state.schema_version = STATE_SCHEMA;
+    let inline = std::mem::take(&mut state.ledger.entries);
+    state.ledger.entries = merge_ledgers(inline, calls);
+    state.ledger.calls_recorded = last_id.max(state.ledger.entries.len() as u64);
+    state
+}
+
 /// Held while the loop runs; the OS releases the lock when the process dies (even kill -9).
 /// The file holds the PID, and while an agent runs, `agent PGID START_TICKS` on a second line.
 #[derive(Debug)]
-pub(crate) struct LockGuard {
+pub struct LockGuard {
     file: File,
     previous: String,
 }
@@ -284,7 +532,7 @@ pub(crate) struct LockGuard {
 impl LockGuard {
     /// The agent group a previous holder recorded and never cleared (it was killed), if any.
     #[must_use]
-    pub(crate) fn orphaned_agent(&self) -> Option<(i32, u64)> {
+    pub fn orphaned_agent(&self) -> Option<(i32, u64)> {
         let line = self
             .previous
             .lines()
@@ -294,7 +542,7 @@ impl LockGuard {
     }
 
     /// Records (or with `None` clears) the running agent's process group. Best effort.
-    pub(crate) fn record_agent(&mut self, agent: Option<(i32, u64)>) {
+    pub fn record_agent(&mut self, agent: Option<(i32, u64)>) {
         let mut text = std::process::id().to_string();
         if let Some((pgid, ticks)) = agent {
             text.push_str(&format!("\nagent {pgid} {ticks}"));
@@ -409,6 +657,348 @@ mod tests {
                 .file_type()
                 .is_symlink()
         );
+    }
+
+    fn ts(secs: i64) -> Timestamp {
+        Timestamp::from_second(now().as_second() + secs).unwrap()
+    }
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        store.ensure_dirs().unwrap();
+        (dir, store)
+    }
+
+    fn log_lines(store: &Store) -> Vec<String> {
+        fs::read_to_string(store.calls_path())
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect()
+    }
+
+    fn line(id: u64, secs: i64, tokens: u64) -> String {
+        format!(r#"{{"id":{id},"at":"{}","tokens":{tokens}}}"#, ts(secs))
+    }
+
+    fn entries(l: &Ledger) -> Vec<(Timestamp, u64)> {
+        l.entries.iter().map(|e| (e.at, e.tokens)).collect()
+    }
+
+    /// A schema 1 `state.json` as the previous hank wrote it (pretty, ledger inline).
+    fn schema_1_state(calls: &[(i64, u64)]) -> String {
+        let mut state = serde_json::to_value(State {
+            loop_count: 9,
+            ..State::default()
+        })
+        .unwrap();
+        state["schema_version"] = 1.into();
+        state["ledger"] = serde_json::json!({
+            "entries": calls
+                .iter()
+                .map(|&(s, t)| serde_json::json!({"at": ts(s), "tokens": t}))
+                .collect::<Vec<_>>()
+        });
+        serde_json::to_string_pretty(&state).unwrap()
+    }
+
+    #[test]
+    fn a_call_is_one_appended_line_and_its_tokens_one_more() {
+        let (_d, store) = store();
+        let mut state = store.load_state(now()).unwrap().state;
+        state.ledger.record_call(ts(0));
+        store.save_state_with(&state, false).unwrap();
+        assert_eq!(log_lines(&store), vec![line(1, 0, 0)]);
+        let json = fs::read_to_string(store.state_path()).unwrap();
+        assert!(!json.contains("ledger"), "{json}");
+        assert!(json.contains("\"schema_version\": 2"), "{json}");
+
+        state.ledger.add_tokens_to_last(500);
+        store.save_state_with(&state, false).unwrap();
+        store.save_state_with(&state, false).unwrap(); // nothing new: nothing appended
+        state.ledger.record_call(ts(10));
+        store.save_state_with(&state, false).unwrap();
+        state.ledger.add_tokens_to_last(7);
+        state.ledger.record_call(ts(20)); // tokens of 2 and call 3 in one save
+        store.save_state(&state).unwrap();
+        assert_eq!(
+            log_lines(&store),
+            vec![
+                line(1, 0, 0),
+                line(1, 0, 500),
+                line(2, 10, 0),
+                line(2, 10, 7),
+                line(3, 20, 0)
+            ]
+        );
+        for path in [store.calls_path(), store.state_path()] {
+            let mode = fs::metadata(path).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600);
+        }
+        let again = Store::new(store.dir().parent().unwrap());
+        let loaded = again.load_state(ts(30)).unwrap().state;
+        assert_eq!(loaded, state);
+        assert_eq!(again.read_state().unwrap(), state);
+        assert_eq!(
+            entries(&loaded.ledger),
+            vec![(ts(0), 500), (ts(10), 7), (ts(20), 0)]
+        );
+    }
+
+    #[test]
+    fn a_truncated_last_line_is_ignored_then_rewritten() {
+        let (_d, store) = store();
+        let full = format!("{}\n{}\n", line(1, 0, 100), line(2, 10, 0));
+        let cut = &line(2, 10, 12345)[..30];
+        fs::write(store.calls_path(), format!("{full}{cut}")).unwrap();
+        let mut state = store.load_state(ts(20)).unwrap().state;
+        assert_eq!(entries(&state.ledger), vec![(ts(0), 100), (ts(10), 0)]);
+        assert_eq!(store.read_state().unwrap().ledger, state.ledger);
+        // The next save rewrites the log: the cut line is gone, nothing is glued to it.
+        state.ledger.record_call(ts(20));
+        store.save_state_with(&state, false).unwrap();
+        assert_eq!(
+            log_lines(&store),
+            vec![line(1, 0, 100), line(2, 10, 0), line(3, 20, 0)]
+        );
+        // Garbage in the middle (a machine crash) is skipped, the rest is read.
+        fs::write(
+            store.calls_path(),
+            format!("{}\n\0\0\0\n{}\n", line(1, 0, 1), line(3, 20, 3)),
+        )
+        .unwrap();
+        let loaded = Store::new(store.dir().parent().unwrap())
+            .load_state(ts(20))
+            .unwrap()
+            .state;
+        assert_eq!(entries(&loaded.ledger), vec![(ts(0), 1), (ts(20), 3)]);
+        assert_eq!(loaded.ledger.last_id(), 3);
+    }
+
+    #[test]
+    fn calls_older_than_the_window_do_not_count_and_are_compacted_away() {
+        let (_d, store) = store();
+        let mut text = String::new();
+        for i in 0..600 {
+            text.push_str(&line(i + 1, -7200 + i64::try_from(i).unwrap(), 1));
+            text.push('\n');
+        }
+        text.push_str(&line(601, -60, 40));
+        text.push('\n');
+        fs::write(store.calls_path(), text).unwrap();
+        let mut state = store.load_state(now()).unwrap().state;
+        assert_eq!(state.ledger.calls_in_window(now()), 1);
+        assert_eq!(state.ledger.tokens_in_window(now()), 40);
+        state.ledger.prune(now()); // as the engine does after loading
+        state.ledger.record_call(now());
+        store.save_state_with(&state, false).unwrap();
+        // 601 lines > 4 × 2 + 256: compacted to the window, ids kept.
+        assert_eq!(log_lines(&store), vec![line(601, -60, 40), line(602, 0, 0)]);
+        let loaded = Store::new(store.dir().parent().unwrap())
+            .load_state(now())
+            .unwrap()
+            .state;
+        assert_eq!(loaded.ledger, state.ledger);
+    }
+
+    #[test]
+    fn the_log_stays_bounded_and_exact_over_many_loops() {
+        let (_d, store) = store();
+        let mut state = store.load_state(now()).unwrap().state;
+        let mut max_lines = 0;
+        // 20 calls per hour for 10 hours: the window holds 20.
+        for k in 0..200 {
+            let t = ts(k * 180);
+            state.ledger.record_call(t);
+            store.save_state_with(&state, false).unwrap();
+            state
+                .ledger
+                .add_tokens_to_last(u64::try_from(k).unwrap() + 1);
+            if k % 3 != 0 {
+                store.save_state_with(&state, false).unwrap();
+            }
+            max_lines = max_lines.max(log_lines(&store).len());
+            let loaded = Store::new(store.dir().parent().unwrap())
+                .read_state()
+                .unwrap();
+            assert_eq!(
+                loaded.ledger.calls_in_window(t),
+                state.ledger.calls_in_window(t)
+            );
+            // Tokens not saved yet (every third loop) are on disk after the next save.
+            let unsaved = if k % 3 == 0 {
+                u64::try_from(k).unwrap() + 1
+            } else {
+                0
+            };
+            assert_eq!(
+                loaded.ledger.tokens_in_window(t),
+                state.ledger.tokens_in_window(t) - unsaved
+            );
+        }
+        assert!(
+            max_lines <= CALLS_COMPACT_FACTOR * 21 + CALLS_COMPACT_SLACK + 2,
+            "{max_lines}"
+        );
+        assert!(
+            max_lines > CALLS_COMPACT_SLACK,
+            "compaction ran: {max_lines}"
+        );
+    }
+
+    #[test]
+    fn a_schema_1_state_json_without_a_log_keeps_its_ledger() {
+        let (_d, store) = store();
+        fs::write(store.state_path(), schema_1_state(&[(-100, 5), (-50, 0)])).unwrap();
+        assert!(!store.calls_path().exists());
+        let loaded = store.load_state(now()).unwrap();
+        assert!(loaded.moved_aside.is_none());
+        let mut state = loaded.state;
+        assert_eq!(state.loop_count, 9);
+        assert_eq!(entries(&state.ledger), vec![(ts(-100), 5), (ts(-50), 0)]);
+        assert_eq!(store.read_state().unwrap().ledger, state.ledger);
+        // The first save moves the ledger into the log, then writes a schema 2 state.json.
+        state.ledger.add_tokens_to_last(9);
+        store.save_state_with(&state, false).unwrap();
+        assert_eq!(log_lines(&store), vec![line(1, -100, 5), line(2, -50, 9)]);
+        let json: serde_json::Value =
+            serde_json::from_slice(&fs::read(store.state_path()).unwrap()).unwrap();
+        assert_eq!(json["schema_version"], 2);
+        assert!(json.get("ledger").is_none());
+        let again = Store::new(store.dir().parent().unwrap());
+        assert_eq!(again.load_state(now()).unwrap().state, state);
+    }
+
+    #[test]
+    fn a_crash_mid_migration_counts_each_call_once() {
+        // The log was written (with one more call since), state.json is still schema 1.
+        let (_d, store) = store();
+        fs::write(store.state_path(), schema_1_state(&[(-100, 5), (-50, 0)])).unwrap();
+        fs::write(
+            store.calls_path(),
+            format!(
+                "{}\n{}\n{}\n",
+                line(1, -100, 5),
+                line(2, -50, 8),
+                line(3, -10, 0)
+            ),
+        )
+        .unwrap();
+        let state = store.load_state(now()).unwrap().state;
+        assert_eq!(
+            entries(&state.ledger),
+            vec![(ts(-100), 5), (ts(-50), 8), (ts(-10), 0)]
+        );
+        assert_eq!(state.ledger.last_id(), 3);
+        // A log left by an earlier run and a schema 1 file of other calls: all of them count.
+        fs::write(store.state_path(), schema_1_state(&[(-30, 1)])).unwrap();
+        let state = store.load_state(now()).unwrap().state;
+        assert_eq!(state.ledger.calls_in_window(now()), 4);
+        store.save_state_with(&state, false).unwrap();
+        assert_eq!(log_lines(&store).len(), 4);
+    }
+
+    #[test]
+    fn the_log_survives_a_missing_or_corrupt_state_json() {
+        let (_d, store) = store();
+        fs::write(store.calls_path(), format!("{}\n", line(7, -10, 3))).unwrap();
+        let state = store.load_state(now()).unwrap().state;
+        assert_eq!(entries(&state.ledger), vec![(ts(-10), 3)]);
+        assert_eq!(state.ledger.last_id(), 7);
+        fs::write(store.state_path(), b"{\"loop_count\": 3, \"ledg").unwrap();
+        let loaded = store.load_state(now()).unwrap();
+        assert!(loaded.moved_aside.is_some());
+        assert_eq!(entries(&loaded.state.ledger), vec![(ts(-10), 3)]);
+    }
+
+    #[test]
+    fn a_symlinked_call_log_is_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("outside");
+        let store = Store::new(&dir.path().join("p"));
+        store.ensure_dirs().unwrap();
+        let keep = format!("{}\n", line(1, -10, 0));
+        fs::write(&outside, &keep).unwrap();
+        std::os::unix::fs::symlink(&outside, store.calls_path()).unwrap();
+        // Reading refuses it (the loop would not start).
+        assert!(store.load_state(now()).is_err());
+        assert!(store.read_state().is_err());
+        // A store that loaded before the link appeared: the append fails.
+        fs::remove_file(store.calls_path()).unwrap();
+        let mut state = store.load_state(now()).unwrap().state;
+        std::os::unix::fs::symlink(&outside, store.calls_path()).unwrap();
+        state.ledger.record_call(now());
+        let err = store
+            .save_state_with(&state, false)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("state.json.calls"), "{err}");
+        assert_eq!(fs::read_to_string(&outside).unwrap(), keep);
+        // A rewrite replaces the link; the file it pointed to is untouched.
+        store.save_state_with(&state, false).unwrap();
+        assert_eq!(fs::read_to_string(&outside).unwrap(), keep);
+        let meta = fs::symlink_metadata(store.calls_path()).unwrap();
+        assert!(!meta.file_type().is_symlink());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert_eq!(log_lines(&store), vec![line(1, 0, 0)]);
+    }
+
+    #[test]
+    fn a_state_made_from_scratch_replaces_the_log() {
+        let (_d, store) = store();
+        fs::write(store.calls_path(), format!("{}\n", line(4, -10, 3))).unwrap();
+        let mut state = State::default();
+        state.ledger.record_call(now());
+        store.save_state(&state).unwrap();
+        assert_eq!(log_lines(&store), vec![line(1, 0, 0)]);
+        assert_eq!(store.load_state(now()).unwrap().state, state);
+    }
+
+    proptest::proptest! {
+        /// Whatever the loop does between saves, and wherever it stops (kill -9 is a stop
+        /// after any save), a fresh store reads back exactly the calls and tokens of the
+        /// window as of the last save.
+        #[test]
+        fn reload_sees_the_window_as_last_saved(
+            ops in proptest::collection::vec((0u8..5, 0i64..900, 0u64..1000), 1..120),
+        ) {
+            let (_d, mut store) = store();
+            let mut state = store.load_state(now()).unwrap().state;
+            let mut t = 0i64;
+            let mut saved = state.ledger.clone();
+            for (op, gap, tokens) in ops {
+                match op {
+                    0 | 1 => {
+                        t += gap;
+                        state.ledger.record_call(ts(t));
+                        store.save_state_with(&state, false).unwrap();
+                        saved = state.ledger.clone();
+                    }
+                    2 => state.ledger.add_tokens_to_last(tokens),
+                    3 => {
+                        store.save_state_with(&state, false).unwrap();
+                        saved = state.ledger.clone();
+                    }
+                    _ => {
+                        let fresh = Store::new(store.dir().parent().unwrap());
+                        state = fresh.load_state(ts(t)).unwrap().state;
+                        state.ledger.prune(ts(t));
+                        saved = state.ledger.clone();
+                        // The old store is gone (the process ended); go on with the new one.
+                        store = fresh;
+                    }
+                }
+                let read = Store::new(store.dir().parent().unwrap()).read_state().unwrap();
+                let at = ts(t);
+                let window = |l: &Ledger| {
+                    let mut l = l.clone();
+                    l.prune(at);
+                    entries(&l)
+                };
+                proptest::prop_assert_eq!(window(&read.ledger), window(&saved));
+            }
+        }
     }
 
     #[test]

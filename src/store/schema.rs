@@ -1,6 +1,7 @@
-//! The three formats hank writes under `.hank/`, each defined once: `state.json` ([`State`],
-//! internal, versioned), `status.json` ([`Status`], the public contract of HANK.md §2) and the
-//! event stream ([`Event`]: `events.jsonl` and `--json` on stdout). The loop writes them; the
+//! The formats hank writes under `.hank/`, each defined once: `state.json` ([`State`],
+//! internal, versioned) with its call log `state.json.calls` ([`CallRecord`] lines),
+//! `status.json` ([`Status`], the public contract of HANK.md §2) and the event stream
+//! ([`Event`]: `events.jsonl` and `--json` on stdout). The loop writes them; the
 //! monitor, `hank status`, `hank circuit` and `hank reset` read them with these same types,
 //! through [`read_lenient`] where a file may come from an older or newer hank.
 
@@ -15,18 +16,20 @@ use crate::analysis::Denial;
 use crate::analysis::{Analysis, ErrorKind, Outcome, Tokens};
 use crate::exit::ExitReason;
 use crate::policy::breaker::{Breaker, BreakerConfig, CircuitState, Transition};
-use crate::policy::budget::{BudgetLimits, Ledger, WaitReason};
+use crate::policy::budget::{BudgetLimits, Ledger, LedgerEntry, WaitReason};
 use crate::policy::decide::{self, DecideConfig, LoopRecord};
 use crate::policy::progress::Progress;
 use crate::policy::session;
-pub(crate) use crate::policy::session::Session;
+pub use crate::policy::session::Session;
 
-/// Current `state.json` schema.
-pub(crate) const STATE_SCHEMA: u32 = 1;
+/// Current `state.json` schema. 2: the call ledger lives in the call log
+/// (`state.json.calls`, [`CallRecord`] lines), no longer in `state.json`; a schema 1 file's
+/// `ledger` is still read (and moved to the log by the next save).
+pub const STATE_SCHEMA: u32 = 2;
 /// Current `status.json` and event schema.
-pub(crate) const STATUS_SCHEMA: u32 = 1;
+pub const STATUS_SCHEMA: u32 = 1;
 /// Loop records kept in `state.json`.
-pub(crate) const HISTORY_LEN: usize = 20;
+pub const HISTORY_LEN: usize = 20;
 
 /// Running totals over every run of this project.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -44,7 +47,10 @@ pub struct State {
     pub schema_version: u32,
     /// Number of the last loop started (cumulative; names the loop log files).
     pub loop_count: u64,
-    /// The call ledger: written before every spawn.
+    /// The call ledger: on disk before every spawn. In memory here; on disk it is the call
+    /// log `state.json.calls` (schema 2), never serialized into `state.json` again. Read from
+    /// `state.json` only when a schema 1 file carries it.
+    #[serde(skip_serializing)]
     pub ledger: Ledger,
     pub breaker: Breaker,
     pub session: Option<Session>,
@@ -73,10 +79,62 @@ impl Default for State {
     }
 }
 
+/// One line of the call log `.hank/state.json.calls`: a call and the tokens it used, as of
+/// when the line was written. `{"id":12,"at":"2026-11-22T10:00:00.25Z","tokens":0}`
+///
+/// The log is append-only: a call is appended before its agent is spawned, and appended again
+/// (same `id`, new `tokens`) once its tokens are known. Readers keep the last line of each
+/// `id`, ignore a last line without its newline (a write cut short) and any line that does not
+/// parse; ids are positive and grow in recording order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallRecord {
+    pub id: u64,
+    pub at: Timestamp,
+    pub tokens: u64,
+}
+
+impl CallRecord {
+    /// The record of ledger entry `e` under `id`.
+    #[must_use]
+    pub fn of(id: u64, e: &LedgerEntry) -> Self {
+        Self {
+            id,
+            at: e.at,
+            tokens: e.tokens,
+        }
+    }
+
+    /// The ledger entry it records.
+    #[must_use]
+    pub fn entry(&self) -> LedgerEntry {
+        LedgerEntry {
+            at: self.at,
+            tokens: self.tokens,
+        }
+    }
+
+    /// Appends the line, newline included, to `out`.
+    pub fn write_line(&self, out: &mut Vec<u8>) {
+        // Serializing integers and a timestamp cannot fail; never leave half a line.
+        if let Ok(line) = serde_json::to_vec(self) {
+            out.extend_from_slice(&line);
+            out.push(b'\n');
+        }
+    }
+
+    /// Parses one line (without its newline); `None` when it is not a record.
+    #[must_use]
+    pub fn parse(line: &[u8]) -> Option<Self> {
+        serde_json::from_slice::<Self>(line)
+            .ok()
+            .filter(|r| r.id > 0)
+    }
+}
+
 /// `status.json` `state` field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum RunState {
+pub enum RunState {
     #[default]
     Starting,
     Running,
@@ -89,7 +147,7 @@ pub(crate) enum RunState {
 
 /// `status.json` `fix_plan`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub(crate) struct PlanCounts {
+pub struct PlanCounts {
     pub done: u32,
     pub total: u32,
 }
@@ -97,7 +155,7 @@ pub(crate) struct PlanCounts {
 /// `status.json` `last_loop`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default)]
-pub(crate) struct LastLoop {
+pub struct LastLoop {
     #[serde(alias = "loop")]
     pub number: u64,
     pub outcome: Outcome,
@@ -114,7 +172,7 @@ pub(crate) struct LastLoop {
 /// `status.json` (schema_version 1): the public, live status.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub(crate) struct Status {
+pub struct Status {
     pub schema_version: u32,
     pub updated_at: Timestamp,
     pub state: RunState,
@@ -170,7 +228,7 @@ impl Default for Status {
 /// One line of `events.jsonl` (and of `hank run --json` on stdout):
 /// `{"schema_version":1,"type":"…","at":"…",…}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Event {
+pub struct Event {
     pub schema_version: u32,
     pub at: Timestamp,
     #[serde(flatten)]
@@ -180,7 +238,7 @@ pub(crate) struct Event {
 impl Event {
     /// An event of the current schema at `at`.
     #[must_use]
-    pub(crate) fn new(at: Timestamp, kind: EventKind) -> Self {
+    pub fn new(at: Timestamp, kind: EventKind) -> Self {
         Self {
             schema_version: STATUS_SCHEMA,
             at,
@@ -190,7 +248,7 @@ impl Event {
 
     /// The JSON line (no newline).
     #[must_use]
-    pub(crate) fn to_line(&self) -> String {
+    pub fn to_line(&self) -> String {
         // Serializing these plain types cannot fail; an empty line would be skipped by readers.
         serde_json::to_string(self).unwrap_or_default()
     }
@@ -199,7 +257,7 @@ impl Event {
 /// What happened, by `type`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub(crate) enum EventKind {
+pub enum EventKind {
     /// A loop begins: the call is on the ledger and the agent is being spawned.
     LoopStarted {
         #[serde(rename = "loop")]
@@ -308,7 +366,7 @@ impl State {
 
 /// What `status.json` is made of besides the stored state.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct StatusParts<'a> {
+pub struct StatusParts<'a> {
     pub state: &'a State,
     pub run_state: RunState,
     pub plan: PlanCounts,
@@ -323,7 +381,7 @@ pub(crate) struct StatusParts<'a> {
 impl Status {
     /// The live status of a run (pure).
     #[must_use]
-    pub(crate) fn of(p: &StatusParts<'_>) -> Self {
+    pub fn of(p: &StatusParts<'_>) -> Self {
         let st = p.state;
         Self {
             schema_version: STATUS_SCHEMA,
@@ -390,7 +448,7 @@ impl AgentFinished {
 impl LastLoop {
     /// `status.json`'s `last_loop`, from the loop's event.
     #[must_use]
-    pub(crate) fn of(f: &AgentFinished) -> Self {
+    pub fn of(f: &AgentFinished) -> Self {
         Self {
             number: f.number,
             outcome: f.outcome,
@@ -429,7 +487,7 @@ fn integral_floats_to_integers(v: &mut Value) {
 
 /// A schema value read tolerantly, with the names of the fields that were really there.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub(crate) struct Lenient<T> {
+pub struct Lenient<T> {
     pub value: T,
     /// Top-level fields present in the input with a value of the right type.
     pub present: BTreeSet<String>,
@@ -438,7 +496,7 @@ pub(crate) struct Lenient<T> {
 impl<T> Lenient<T> {
     /// The field was in the input, readable.
     #[must_use]
-    pub(crate) fn has(&self, field: &str) -> bool {
+    pub fn has(&self, field: &str) -> bool {
         self.present.contains(field)
     }
 }
@@ -448,7 +506,7 @@ impl<T> Lenient<T> {
 /// fields were read. For files that an older or newer hank may have written (the monitor and
 /// `hank status` show what they can). `None` when `v` is not an object.
 #[must_use]
-pub(crate) fn read_lenient<T>(v: &Value) -> Option<Lenient<T>>
+pub fn read_lenient<T>(v: &Value) -> Option<Lenient<T>>
 where
     T: DeserializeOwned + Serialize + Default,
 {

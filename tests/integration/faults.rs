@@ -113,8 +113,16 @@ fn parsed_files(p: &Project) -> (Option<Value>, Option<Value>) {
     (read("state.json"), read("status.json"))
 }
 
-fn ledger_len(state: &Value) -> usize {
-    state["ledger"]["entries"].as_array().map_or(0, Vec::len)
+/// Calls on the ledger as the next run reads them: `state.json` (schema 1 carried them
+/// inline) and its call log `state.json.calls` (schema 2). `state` is the parsed state.json.
+fn ledger_len(p: &Project, state: &Value) -> usize {
+    assert!(state.is_object());
+    hank::store::Store::new(&p.dir)
+        .read_state()
+        .unwrap_or_else(|e| panic!("the ledger does not read after a fault: {e}"))
+        .ledger
+        .entries
+        .len()
 }
 
 fn no_panic(o: &Output) {
@@ -166,9 +174,9 @@ fn kill_9_at_spread_points_keeps_state_ledger_cap_and_lock() {
         let calls = p.calls();
         if let Some(state) = &state {
             assert!(
-                ledger_len(state) >= calls as usize,
+                ledger_len(&p, state) >= calls as usize,
                 "iteration {i}: ledger {} < calls {calls}",
-                ledger_len(state)
+                ledger_len(&p, state)
             );
         } else {
             assert_eq!(calls, 0, "iteration {i}: calls made but no state.json");
@@ -197,7 +205,7 @@ fn kill_9_at_spread_points_keeps_state_ledger_cap_and_lock() {
     let calls = p.calls();
     assert!(calls <= CAP, "{calls} calls > cap {CAP} after the restarts");
     let (state, _) = parsed_files(&p);
-    assert!(ledger_len(&state.unwrap()) >= calls as usize);
+    assert!(ledger_len(&p, &state.unwrap()) >= calls as usize);
     eprintln!(
         "kill -9 x15: {calls} agent calls (cap {CAP}); final run state {}; agents alive right after \
          kill -9: {orphans_right_after}, 1 s later: {orphans_after_1s}; leftover .tmp-* files: {tmp_files}",
@@ -243,7 +251,7 @@ fn an_orphaned_agent_after_kill_9_does_not_block_the_next_run() {
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert_eq!(p.calls(), 2);
     let (state, _) = parsed_files(&p);
-    assert_eq!(ledger_len(&state.unwrap()), 2);
+    assert_eq!(ledger_len(&p, &state.unwrap()), 2);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -333,7 +341,7 @@ fn signal_case(sig: Signal, phase: Phase) {
     assert_eq!(status["exit_reason"], "interrupted");
     assert_eq!(status["exit_code"], 130);
     assert_eq!(
-        ledger_len(&state),
+        ledger_len(&p, &state),
         1,
         "{sig:?} {phase:?}: the one call is on the ledger"
     );
@@ -741,7 +749,7 @@ fn full_disk_is_a_clear_error_and_keeps_the_last_state() {
         let (state, _) = parsed_files(&p);
         let state = state.expect("state.json survives");
         assert!(
-            ledger_len(&state) >= p.calls() as usize,
+            ledger_len(&p, &state) >= p.calls() as usize,
             "ledger under-counts"
         );
         if !during_call {
@@ -838,6 +846,7 @@ fn state_files_are_0600() {
     assert_eq!(p.run(&[]).status.code(), Some(0));
     for f in [
         "state.json",
+        "state.json.calls",
         "status.json",
         "events.jsonl",
         "hank.lock",

@@ -190,7 +190,8 @@ fn sigint_during_a_call_exits_130_quickly_with_no_survivor() {
         .parse()
         .unwrap();
     assert!(gone(pid), "grandchild survived");
-    assert_eq!(p.state()["ledger"]["entries"].as_array().unwrap().len(), 1);
+    let state = hank::store::Store::new(&p.dir).read_state().unwrap();
+    assert_eq!(state.ledger.entries.len(), 1);
 }
 
 #[test]
