@@ -915,10 +915,8 @@ pub(crate) fn gather<R: BufRead>(stdout: R) -> Gathered {
 }
 
 /// Plain text: `prefix` (already read) then the rest of `r`.
-fn gather_text<R: BufRead>(r: &mut R, g: &mut Gathered, prefix: &[u8]) {
-    g.shape = OutputShape::Text;
-    let mut cap = TextCapture::default();
-    cap.push(prefix);
+/// Reads the rest of `r` into `cap` (a read error ends it: what was read is kept).
+fn drain_into<R: BufRead>(r: &mut R, cap: &mut TextCapture) {
     loop {
         let n = match r.fill_buf() {
             Ok([]) => break,
@@ -931,6 +929,13 @@ fn gather_text<R: BufRead>(r: &mut R, g: &mut Gathered, prefix: &[u8]) {
         };
         r.consume(n);
     }
+}
+
+fn gather_text<R: BufRead>(r: &mut R, g: &mut Gathered, prefix: &[u8]) {
+    g.shape = OutputShape::Text;
+    let mut cap = TextCapture::default();
+    cap.push(prefix);
+    drain_into(r, &mut cap);
     if cap.tail.len() > TEXT_TAIL {
         let cut = cap.tail.len() - TEXT_TAIL;
         cap.tail.drain(..cut);
@@ -1161,18 +1166,7 @@ fn gather_array<R: BufRead>(r: &mut R, g: &mut Gathered) {
         // Everything the deserializer consumed went through the tee: it is all in `seen`.
         let consumed = seen.len;
         let mut cap = seen;
-        loop {
-            let n = match r.fill_buf() {
-                Ok([]) => break,
-                Ok(a) => {
-                    cap.push(a);
-                    a.len()
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(_) => break,
-            };
-            r.consume(n);
-        }
+        drain_into(r, &mut cap);
         let more = cap.complete()
             && cap
                 .tail

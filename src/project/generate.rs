@@ -6,7 +6,6 @@
 //! its target and renamed into place (mode 0644), and `.hank/PROMPT.md` — the file that makes
 //! a project "enabled" — is written last, so a failed run can simply be repeated.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::error::{HankError, Result};
@@ -184,30 +183,16 @@ pub(crate) fn merge_gitignore(existing: Option<&str>) -> Option<String> {
 /// # Errors
 /// Any I/O error, naming `path`.
 pub(crate) fn write_file(path: &Path, content: &str, overwrite: bool) -> Result<()> {
-    let parent = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or_else(|| Path::new("."));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".hank-tmp-")
-        .tempfile_in(parent)
-        .map_err(|e| HankError::io("creating a temp file for", path, e))?;
-    tmp.write_all(content.as_bytes())
-        .and_then(|()| tmp.as_file().sync_all())
-        .map_err(|e| HankError::io("writing", path, e))?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o644))
-            .map_err(|e| HankError::io("setting permissions of", path, e))?;
-    }
-    let persisted = if overwrite {
-        tmp.persist(path)
-    } else {
-        tmp.persist_noclobber(path)
-    };
-    persisted.map_err(|e| HankError::io("writing", path, e.error))?;
-    Ok(())
+    crate::store::write_file_atomic(
+        path,
+        content.as_bytes(),
+        &crate::store::AtomicWrite {
+            mode: 0o644,
+            durable: true,
+            replace: overwrite,
+        },
+    )
+    .map_err(|e| HankError::io("writing", path, e))
 }
 
 fn create_dir(path: &Path) -> Result<()> {

@@ -67,16 +67,50 @@ pub const CALLS_COMPACT_SLACK: usize = 256;
 
 /// Writes `bytes` to `path` atomically (temp file in the same directory + rename), mode 0600.
 pub fn write_atomic(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    write_file_atomic(
+        path,
+        bytes,
+        &AtomicWrite {
+            mode: 0o600,
+            durable,
+            replace: true,
+        },
+    )
+}
+
+/// How [`write_file_atomic`] writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AtomicWrite {
+    /// The file's permission bits (0600 for hank's own files, 0644 for project files).
+    pub mode: u32,
+    /// fsync the data before the rename.
+    pub durable: bool,
+    /// Replace an existing file; `false` fails with `AlreadyExists` instead.
+    pub replace: bool,
+}
+
+/// The one atomic writer: a temp file in the same directory with `how.mode`, then a rename
+/// over `path` (which replaces a symlink rather than writing through it).
+pub fn write_file_atomic(path: &Path, bytes: &[u8], how: &AtomicWrite) -> io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or_else(|| Path::new("."));
     let mut tmp = tempfile::Builder::new()
         .prefix(".tmp-")
-        .permissions(fs::Permissions::from_mode(0o600))
+        .permissions(fs::Permissions::from_mode(how.mode))
         .tempfile_in(dir)?;
     tmp.write_all(bytes)?;
-    if durable {
+    if how.durable {
         tmp.as_file().sync_data()?;
     }
-    tmp.persist(path).map_err(|e| e.error)?;
+    // The umask may have narrowed the mode at creation: set it exactly.
+    fs::set_permissions(tmp.path(), fs::Permissions::from_mode(how.mode))?;
+    if how.replace {
+        tmp.persist(path).map_err(|e| e.error)?;
+    } else {
+        tmp.persist_noclobber(path).map_err(|e| e.error)?;
+    }
     Ok(())
 }
 
