@@ -12,6 +12,10 @@
 //! 7. fold into history, breaker, totals; save;
 //! 8. decide — continue, wait (usage limit, backoff) or stop;
 //! 9. status.json, events, the loop summary.
+//!
+//! Beside this file: `start.rs` (lock, runtime, loading the state, orphan cleanup),
+//! `wait.rs` (every wait, with its countdown and status), `output.rs` (status.json,
+//! state.json, events, warnings).
 
 use std::fs;
 use std::io::Write;
@@ -26,52 +30,27 @@ use crate::agent::process::{self, Spawn};
 use crate::analysis::{self, Analysis};
 use crate::error::{HankError, Result};
 use crate::exit::ExitReason;
-use crate::policy::breaker::Transition;
 use crate::policy::budget::{BudgetCheck, WaitReason};
 use crate::policy::decide::{self, AfterLoop, Decision};
 use crate::policy::fixplan::{self, Plan};
 use crate::policy::session::{self, UnknownSession};
 use crate::policy::time::Clock;
 use crate::progress;
-use crate::report::{DisplayMode, LoopSummary, Reporter};
+use crate::report::{LoopSummary, Reporter};
 use crate::settings::{AgentCommand, Settings};
-use crate::store::schema::{AgentFinished, Fold, StatusParts};
-use crate::store::{
-    Event, EventKind, LastLoop, LockGuard, PlanCounts, RunState, State, Status, Store,
-};
+use crate::store::schema::{AgentFinished, Fold};
+use crate::store::{EventKind, LastLoop, LockGuard, RunState, State, Store};
 
 /// Time between SIGTERM and SIGKILL when stopping the agent.
 pub(crate) const GRACE: Duration = Duration::from_secs(5);
 
-/// Runs the loop until it stops: `settings` resolved, `agent` found and checked, `notes`
-/// (warnings found before the loop) reported once the event log is open.
-pub(crate) fn start(
-    settings: Settings,
-    agent: AgentCommand,
-    notes: Vec<String>,
-    clock: Box<dyn Clock>,
-) -> Result<u8> {
-    let store = Store::new(&settings.project_dir);
-    store.ensure_dirs()?;
-    let lock = store.lock()?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| HankError::Internal(format!("failed to start the async runtime: {e}")))?;
-    runtime.block_on(async move {
-        let cancel = crate::agent::signals::install()?;
-        let mut engine = Engine::new(settings, agent, store, cancel, lock, clock)?;
-        for note in notes {
-            engine.warn(&note);
-        }
-        engine.run().await
-    })
-}
+mod output;
+mod start;
+mod wait;
 
-enum Waited {
-    Done,
-    Interrupted,
-}
+pub(crate) use start::start;
+
+use wait::Waited;
 
 struct Engine {
     s: Settings,
@@ -93,111 +72,8 @@ struct Engine {
 }
 
 impl Engine {
-    fn new(
-        s: Settings,
-        agent: AgentCommand,
-        store: Store,
-        cancel: watch::Receiver<u32>,
-        lock: LockGuard,
-        clock: Box<dyn Clock>,
-    ) -> Result<Self> {
-        let reporter = Reporter::new(DisplayMode::detect(), s.verbose.value);
-        let now = clock.now();
-        let mut loaded = store.load_state(now)?;
-        loaded.state.ledger.prune(now);
-        let mut engine = Self {
-            s,
-            agent,
-            store,
-            state: loaded.state,
-            reporter,
-            cancel,
-            loops_this_run: 0,
-            cost_this_run: 0.0,
-            plan: Plan::default(),
-            last_loop: None,
-            wait: None,
-            secrets: crate::agent::redact::secret_values(),
-            lock,
-            credential_warned: None,
-            clock,
-        };
-        if let Some((pgid, ticks)) = engine.lock.orphaned_agent() {
-            if process::stop_orphan_group(pgid, ticks) {
-                engine.warn(&format!(
-                    "stopped agent process group {pgid} left running by a hank that was killed"
-                ));
-            }
-            engine.lock.record_agent(None);
-        }
-        if let Some(aside) = loaded.moved_aside {
-            engine.warn(&format!(
-                "state.json was unreadable; moved it aside to {} and started fresh state",
-                aside.display()
-            ));
-        }
-        Ok(engine)
-    }
-
     fn interrupted(&self) -> bool {
         *self.cancel.borrow() > 0
-    }
-
-    fn save(&self) -> Result<()> {
-        self.store.save_state(&self.state)
-    }
-
-    fn warn(&mut self, msg: &str) {
-        self.reporter.warn(msg);
-        self.store.log(self.clock.now(), &format!("warning: {msg}"));
-        let _ = self.emit(EventKind::Warning {
-            message: msg.to_string(),
-        });
-    }
-
-    /// Writes an event to events.jsonl, and to stdout with `--json`.
-    fn emit(&self, kind: EventKind) -> Result<()> {
-        let line = Event::new(self.clock.now(), kind).to_line();
-        self.store.append_event(&line)?;
-        if self.s.json {
-            let mut out = std::io::stdout().lock();
-            // A closed stdout (e.g. `| head`) must not stop the loop.
-            let _ = writeln!(out, "{line}").and_then(|()| out.flush());
-        }
-        Ok(())
-    }
-
-    fn emit_transition(&self, t: &Transition) -> Result<()> {
-        self.store.log(
-            t.at,
-            &format!("circuit {} → {}: {}", t.from, t.to, t.reason),
-        );
-        self.emit(EventKind::CircuitChanged {
-            from: t.from,
-            to: t.to,
-            reason: t.reason.clone(),
-        })
-    }
-
-    fn status(&self, run_state: RunState, exit: Option<ExitReason>) -> Status {
-        Status::of(&StatusParts {
-            state: &self.state,
-            run_state,
-            plan: PlanCounts {
-                done: self.plan.done(),
-                total: self.plan.total(),
-            },
-            last_loop: self.last_loop.as_ref(),
-            wait: self.wait,
-            limits: &self.s.budget_limits(),
-            exit,
-            now: self.clock.now(),
-            pid: std::process::id(),
-        })
-    }
-
-    fn write_status(&self, run_state: RunState) -> Result<()> {
-        self.store.write_status(&self.status(run_state, None))
     }
 
     fn refresh_plan(&mut self) -> Option<String> {
@@ -536,58 +412,6 @@ impl Engine {
             self.state.breaker.state,
         ));
         self.emit(EventKind::AgentFinished(Box::new(finished)))
-    }
-
-    /// Waits (rate limit, token limit, usage limit, backoff) with a countdown; Ctrl-C ends it.
-    async fn wait_until(&mut self, reason: WaitReason, until: Timestamp) -> Result<Waited> {
-        self.wait = Some((reason, until));
-        self.write_status(RunState::Waiting)?;
-        self.emit(EventKind::Waiting { reason, until })?;
-        self.store.log(
-            self.clock.now(),
-            &format!("waiting ({}) until {until}", reason.as_str()),
-        );
-        let waited = self.sleep_until_with_ticks(reason, until).await;
-        self.reporter.wait_done();
-        self.wait = None;
-        if let Waited::Done = waited {
-            self.write_status(RunState::Running)?;
-        }
-        Ok(waited)
-    }
-
-    async fn sleep_until_with_ticks(&mut self, reason: WaitReason, until: Timestamp) -> Waited {
-        loop {
-            let now = self.clock.now();
-            if now >= until {
-                return Waited::Done;
-            }
-            self.reporter.wait_tick(reason.as_str(), until, now);
-            // Someone deleted status.json during a long wait: put it back.
-            if !self.store.status_path().exists() {
-                let _ = self.write_status(RunState::Waiting);
-            }
-            let left = until.duration_since(now);
-            let step = left.min(SignedDuration::from_secs(1));
-            let step = Duration::try_from(step).unwrap_or(Duration::from_millis(100));
-            tokio::select! {
-                () = tokio::time::sleep(step) => {}
-                changed = self.cancel.changed() => {
-                    if changed.is_err() || self.interrupted() {
-                        return Waited::Interrupted;
-                    }
-                }
-            }
-        }
-    }
-
-    async fn sleep_until(&mut self, until: Timestamp) -> Waited {
-        let left = until.duration_since(self.clock.now());
-        let step = Duration::try_from(left).unwrap_or(Duration::ZERO);
-        tokio::select! {
-            () = tokio::time::sleep(step) => Waited::Done,
-            _ = self.cancel.changed() => Waited::Interrupted,
-        }
     }
 
     fn finish(&mut self, reason: ExitReason) -> Result<u8> {

@@ -1,0 +1,86 @@
+//! Starting the loop: the lock, the runtime and the signal handler, the stored state (moved
+//! aside when unreadable), an agent group orphaned by a killed hank stopped.
+
+use tokio::sync::watch;
+
+use super::Engine;
+use crate::agent::process;
+use crate::error::{HankError, Result};
+use crate::policy::fixplan::Plan;
+use crate::policy::time::Clock;
+use crate::report::{DisplayMode, Reporter};
+use crate::settings::{AgentCommand, Settings};
+use crate::store::{LockGuard, Store};
+
+/// Runs the loop until it stops: `settings` resolved, `agent` found and checked, `notes`
+/// (warnings found before the loop) reported once the event log is open.
+pub(crate) fn start(
+    settings: Settings,
+    agent: AgentCommand,
+    notes: Vec<String>,
+    clock: Box<dyn Clock>,
+) -> Result<u8> {
+    let store = Store::new(&settings.project_dir);
+    store.ensure_dirs()?;
+    let lock = store.lock()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| HankError::Internal(format!("failed to start the async runtime: {e}")))?;
+    runtime.block_on(async move {
+        let cancel = crate::agent::signals::install()?;
+        let mut engine = Engine::new(settings, agent, store, cancel, lock, clock)?;
+        for note in notes {
+            engine.warn(&note);
+        }
+        engine.run().await
+    })
+}
+
+impl Engine {
+    fn new(
+        s: Settings,
+        agent: AgentCommand,
+        store: Store,
+        cancel: watch::Receiver<u32>,
+        lock: LockGuard,
+        clock: Box<dyn Clock>,
+    ) -> Result<Self> {
+        let reporter = Reporter::new(DisplayMode::detect(), s.verbose.value);
+        let now = clock.now();
+        let mut loaded = store.load_state(now)?;
+        loaded.state.ledger.prune(now);
+        let mut engine = Self {
+            s,
+            agent,
+            store,
+            state: loaded.state,
+            reporter,
+            cancel,
+            loops_this_run: 0,
+            cost_this_run: 0.0,
+            plan: Plan::default(),
+            last_loop: None,
+            wait: None,
+            secrets: crate::agent::redact::secret_values(),
+            lock,
+            credential_warned: None,
+            clock,
+        };
+        if let Some((pgid, ticks)) = engine.lock.orphaned_agent() {
+            if process::stop_orphan_group(pgid, ticks) {
+                engine.warn(&format!(
+                    "stopped agent process group {pgid} left running by a hank that was killed"
+                ));
+            }
+            engine.lock.record_agent(None);
+        }
+        if let Some(aside) = loaded.moved_aside {
+            engine.warn(&format!(
+                "state.json was unreadable; moved it aside to {} and started fresh state",
+                aside.display()
+            ));
+        }
+        Ok(engine)
+    }
+}
