@@ -219,8 +219,12 @@ fn monitor_flag_runs_the_loop_in_tmux_and_ends_with_it() {
         return;
     }
     let p = Project::new(&["one", "two", "three"]);
-    // Slow enough for the dashboard to show the running loop.
-    p.fake("sleep", "4");
+    // The agent runs until the test has seen the dashboard show the running loop (it creates
+    // `release`), at most 30 s.
+    p.fake(
+        "effect.sh",
+        "for _ in $(seq 600); do [ -e \"$FAKE_CLAUDE_DIR/release\" ] && break; sleep 0.05; done\n",
+    );
     let tmpdir = p.home.join("tmux");
     std::fs::create_dir_all(&tmpdir).unwrap();
     let tmux = Tmux {
@@ -258,6 +262,7 @@ fn monitor_flag_runs_the_loop_in_tmux_and_ends_with_it() {
         seen,
         "the monitor pane never showed the running loop:\n{screen}"
     );
+    p.fake("release", "");
 
     // The session ends with the loop (--max-loops 1 → exit code 3, recorded).
     let start = Instant::now();
@@ -312,7 +317,19 @@ fn monitor_exits_when_its_terminal_goes_away() {
     assert!(o.status.success(), "{}", stderr(&o));
     let pane = tmux(&["list-panes", "-F", "#{pane_pid}"]);
     let pid: i32 = stdout(&pane).trim().parse().unwrap();
-    std::thread::sleep(Duration::from_millis(800));
+    // Started: the dashboard is on the screen (its " run " box), and the process is alive.
+    let start = Instant::now();
+    loop {
+        let screen = stdout(&tmux(&["capture-pane", "-p"]));
+        if screen.contains(" run ") {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the monitor never drew its dashboard:\n{screen}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     assert!(crate::support::alive(pid), "the monitor did not start");
     let _ = tmux(&["kill-server"]);
     assert!(

@@ -731,14 +731,44 @@ fn large_tree(files: usize) {
     let d = tmp.path().join("proj");
     init(&d);
     let t = std::time::Instant::now();
-    for dir in 0..files.div_ceil(1000) {
-        let sub = d.join(format!("d{dir:03}"));
-        fs::create_dir_all(&sub).unwrap();
-        for i in dir * 1000..((dir + 1) * 1000).min(files) {
-            fs::write(sub.join(format!("f{i:06}.txt")), format!("{i}\n")).unwrap();
-        }
+    // The commit is built by `git fast-import` (one pack) and checked out by `git reset
+    // --hard` (files and a fresh index): the same repository as writing the files and running
+    // `git add -A && git commit`, without 300,000 loose objects to write and delete.
+    let mut stream = Vec::with_capacity(files * 48);
+    stream.extend_from_slice(
+        b"commit refs/heads/main\ncommitter Test <test@example.com> 0 +0000\ndata 5\nlarge\n",
+    );
+    for i in 0..files {
+        let content = format!("{i}\n");
+        let dir = i / 1000;
+        stream.extend_from_slice(
+            format!(
+                "M 100644 inline d{dir:03}/f{i:06}.txt\ndata {}\n{content}\n",
+                content.len()
+            )
+            .as_bytes(),
+        );
     }
-    commit_all(&d, "large");
+    let mut import = Command::new("git")
+        .arg("-C")
+        .arg(&d)
+        .args(["fast-import", "--quiet"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = import.stdin.take().unwrap();
+        stdin.write_all(&stream).unwrap();
+    }
+    assert!(import.wait().unwrap().success(), "git fast-import");
+    git(&d, &["reset", "-q", "--hard", "main"]);
+    let tracked = git_out(&d, &["ls-files"]);
+    assert_eq!(
+        tracked.stdout.iter().filter(|&&b| b == b'\n').count(),
+        files,
+        "every file is committed and checked out"
+    );
     println!("{files} files generated and committed in {:?}", t.elapsed());
     let last_dir = (files - 1) / 1000;
     let last = format!("d{last_dir:03}/f{:06}.txt", files - 1);
