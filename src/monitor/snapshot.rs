@@ -275,13 +275,20 @@ pub(crate) fn parse_status(text: &str) -> Result<(Status, Option<String>), Strin
     Ok((status, note))
 }
 
-/// Parses the tail of `events.jsonl`: one JSON object a line; lines that are not objects
-/// with a string `type` (a half-written last line, a cut first line) are skipped.
+/// Parses the tail of `events.jsonl`: one JSON object a line, read as the writer's
+/// [`schema::Event`] (its fields as the schema writes them); an event this hank does not know
+/// (a newer writer's type, or a line with a field of another type) is kept as it is when it
+/// has a string `type`, and lines that are not objects (a half-written last line, a cut first
+/// line) are skipped.
 #[must_use]
 pub(crate) fn parse_events(tail: &str) -> Vec<Event> {
     tail.lines()
         .filter_map(|line| {
-            let v: Value = serde_json::from_str(line.trim()).ok()?;
+            let raw: Value = serde_json::from_str(line.trim()).ok()?;
+            let v = serde_json::from_value::<schema::Event>(raw.clone())
+                .ok()
+                .and_then(|e| serde_json::to_value(e).ok())
+                .unwrap_or(raw);
             let kind = v.get("type")?.as_str()?.to_string();
             let at = get_time(&v, "at");
             match v {
