@@ -29,6 +29,19 @@ pub fn redact(text: &mut String, secrets: &[String]) {
     }
 }
 
+/// A copy of `args` with every secret value replaced, for display (`--verbose`, `--dry-run`):
+/// the agent command may carry words from CLAUDE_CODE_CMD.
+#[must_use]
+pub fn redacted(args: &[String], secrets: &[String]) -> Vec<String> {
+    args.iter()
+        .map(|a| {
+            let mut a = a.clone();
+            redact(&mut a, secrets);
+            a
+        })
+        .collect()
+}
+
 /// Removes secrets from every text field of an analysis (the agent may echo them).
 pub fn redact_analysis(a: &mut Analysis, secrets: &[String]) {
     if secrets.is_empty() {
@@ -54,5 +67,21 @@ pub fn redact_analysis(a: &mut Analysis, secrets: &[String]) {
         if let Some(c) = d.command.as_mut() {
             redact(c, secrets);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn displayed_args_never_carry_a_secret() {
+        let secrets = vec!["sk-ant-api03-SECRETVALUE".to_string()];
+        let args = vec![
+            "-p".to_string(),
+            "--api-key=sk-ant-api03-SECRETVALUE".to_string(),
+        ];
+        assert_eq!(redacted(&args, &secrets), ["-p", "--api-key=[REDACTED]"]);
+        assert_eq!(redacted(&args, &[]), args);
     }
 }

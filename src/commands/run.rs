@@ -149,6 +149,8 @@ fn dry_run(s: &Settings, agent: &AgentCommand) -> Result<u8> {
         .map(|x| x.id.clone());
     let context = argv::loop_context(&state, &plan, state.loop_count + 1);
     let args = argv::argv_for(s, agent, resume.as_deref());
+    // For display only: words of CLAUDE_CODE_CMD may carry a secret.
+    let args = crate::agent::redact::redacted(&args, &crate::agent::redact::secret_values());
     let stdin = argv::compose_stdin(&context, &prompt);
     let mut out = std::io::stdout().lock();
     let settings: Vec<serde_json::Value> = s

@@ -233,8 +233,12 @@ impl Engine {
             &format!("loop {number} started (resume: {})", resume.is_some()),
         );
         self.reporter.agent_started(number, resume.is_some());
-        self.reporter
-            .call_detail(&self.agent.program, &args, context.len(), prompt.len());
+        self.reporter.call_detail(
+            &self.agent.program,
+            &crate::agent::redact::redacted(&args, &self.secrets),
+            context.len(),
+            prompt.len(),
+        );
 
         let stdout_log = self.store.loop_log(number, "out");
         let spawn = Spawn {
