@@ -565,6 +565,16 @@ impl<T: Copy> PathTable<T> {
             .map(|r| &r.2)
     }
 
+    /// The names of this table that `later` no longer has.
+    fn gone_from<'a, U: Copy>(
+        &'a self,
+        later: &'a PathTable<U>,
+    ) -> impl Iterator<Item = String> + 'a {
+        self.iter()
+            .filter(|(name, _)| later.get(name).is_none())
+            .map(|(name, _)| name.to_string())
+    }
+
     fn iter(&self) -> impl Iterator<Item = (&str, &T)> {
         self.rows.iter().map(|r| (self.name(r), &r.2))
     }
@@ -743,11 +753,7 @@ fn diff_dirty(base: &PathTable<Dirty>, now: &PathTable<Dirty>) -> Vec<String> {
         })
         .map(|(name, _)| name.to_string())
         .collect();
-    changed.extend(
-        base.iter()
-            .filter(|(name, _)| now.get(name).is_none())
-            .map(|(name, _)| name.to_string()),
-    );
+    changed.extend(base.gone_from(now));
     changed
 }
 
@@ -872,11 +878,7 @@ fn diff_walks(project: &Path, base: &PathTable<Fp>, now: &PathTable<Fp>) -> Vec<
         })
         .map(|(name, _)| name.to_string())
         .collect();
-    changed.extend(
-        base.iter()
-            .filter(|(name, _)| now.get(name).is_none())
-            .map(|(name, _)| name.to_string()),
-    );
+    changed.extend(base.gone_from(now));
     changed
 }
 
