@@ -7,5 +7,6 @@ pub mod argv;
 pub mod call;
 pub mod client;
 pub mod process;
+pub mod profile;
 pub mod redact;
 pub mod signals;

@@ -10,6 +10,7 @@
 mod classify;
 mod derive;
 mod live;
+mod mapped;
 mod parse;
 mod reset;
 mod status;
@@ -33,6 +34,9 @@ pub use derive::{
     completion_indicators, is_test_command, normalize_signature, questions, signatures,
 };
 pub use live::{LiveItem, live_items};
+pub use mapped::{
+    ErrorRule, FieldPath, Fields, MappedFormat, Mapping, Matcher, RuleKind, Take, analyze_mapped,
+};
 pub use reset::{parse_reset, reset_from_line, reset_in_line};
 pub use status::parse_status_block;
 
