@@ -1,0 +1,931 @@
+//! The **real** opencode CLI (`opencode run --format json`) against the fake Chat Completions
+//! API (`fake_openai_chat.rs`), with the argv and the JSONPath fields of the built-in profile
+//! `templates/agents/opencode.toml`.
+//!
+//! No network is used: `HOME` is a temp dir whose `.config/opencode/opencode.json` defines a
+//! provider `hank-fake` (opencode's bundled `@ai-sdk/openai-compatible` package, `baseURL` = the
+//! fake, the key from `{env:HANK_FAKE_API_KEY}`), `OPENCODE_DISABLE_MODELS_FETCH=1` keeps it
+//! from fetching the models.dev catalogue, and `npm_config_offline=true` keeps the background
+//! install of its plugin package (`@opencode-ai/plugin` into the config folder) off the npm
+//! registry. opencode retries a failed request 5 times and waits what `retry-after-ms` says in
+//! between: the error replies send 20 ms.
+//!
+//! The cases that call the CLI directly check what the profile reads from its output (text,
+//! status block, session id, tokens, cost, edits, commands, error kinds); the `hank_*` cases
+//! run `hank run --agent opencode` in a project whose `.hank/agents/opencode.toml` is the
+//! template. With `HANK_CAPTURE_FIXTURES=DIR`, the direct cases write what the CLI printed to
+//! `DIR/<scenario>.stdout|.stderr|.exit` (how `fixtures/agents/opencode/` was made).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use hank::agent::profile::{self, CallInput, Origin, Parser, Profile};
+use hank::analysis::{Analysis, Clock, ErrorKind, Mapping, Outcome, RunFacts, analyze_mapped};
+use hank::settings::OutputFormat;
+use serde_json::{Value, json};
+
+use crate::fake_openai_chat::{
+    CACHED_TOKENS, COMPLETION_TOKENS, FakeOpenAiChat, PROMPT_TOKENS, Reply, status_text,
+};
+use crate::support::{Project, stderr};
+
+type Case = fn();
+
+/// Every opencode case, by name.
+pub(crate) const CASES: &[(&str, Case)] = &[
+    (
+        "plain_answer_is_read_by_the_profile",
+        plain_answer_is_read_by_the_profile,
+    ),
+    (
+        "resume_sends_the_earlier_conversation",
+        resume_sends_the_earlier_conversation,
+    ),
+    (
+        "edits_and_commands_run_without_approval",
+        edits_and_commands_run_without_approval,
+    ),
+    ("quota_is_a_spend_limit", quota_is_a_spend_limit),
+    ("rate_limit_is_classified", rate_limit_is_classified),
+    (
+        "auth_and_server_errors_are_classified",
+        auth_and_server_errors_are_classified,
+    ),
+    (
+        "unknown_session_is_recognised",
+        unknown_session_is_recognised,
+    ),
+    (
+        "profile_reads_the_saved_fixtures",
+        profile_reads_the_saved_fixtures,
+    ),
+    ("hank_reads_a_plain_answer", hank_reads_a_plain_answer),
+    (
+        "hank_resumes_the_session_in_the_next_loop",
+        hank_resumes_the_session_in_the_next_loop,
+    ),
+    (
+        "hank_counts_the_agents_edit_as_progress",
+        hank_counts_the_agents_edit_as_progress,
+    ),
+    (
+        "hank_stops_on_quota_with_spend_limit",
+        hank_stops_on_quota_with_spend_limit,
+    ),
+    (
+        "hank_backs_off_after_a_rate_limit",
+        hank_backs_off_after_a_rate_limit,
+    ),
+];
+
+/// The model the fake provider offers, as opencode names it (`provider/model`).
+const MODEL: &str = "hank-fake/fake-model";
+/// A fake API key (the fake never checks it; it is redacted in the request log).
+const API_KEY: &str = "sk-hank-fake-contract-key";
+/// What opencode waits between its retries when the fake says so (`retry-after-ms`).
+const RETRY_AFTER_MS: &str = "20";
+/// opencode's retries of a failed request (fixed in 1.18.33: `RETRY_MAX_RETRIES`).
+const RETRIES: usize = 5;
+
+/// The template profile, parsed by hank's own parser.
+fn opencode_profile() -> Profile {
+    let text = std::fs::read_to_string(template()).expect("read templates/agents/opencode.toml");
+    profile::parse(
+        &text,
+        &template().display().to_string(),
+        "opencode",
+        Origin::Builtin,
+    )
+    .unwrap_or_else(|e| panic!("the opencode profile does not parse: {e}"))
+}
+
+fn template() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("templates/agents/opencode.toml")
+}
+
+fn mapping(p: &Profile) -> Mapping {
+    match &p.parser {
+        Parser::Mapped(m) => (**m).clone(),
+        Parser::Claude => panic!("the opencode profile must use JSONPath fields"),
+    }
+}
+
+/// `$HOME/.config/opencode/opencode.json`: a provider `hank-fake` on the fake API, its one
+/// model with a price (so opencode reports a cost), no update check, no sharing.
+fn opencode_config(base_url: &str) -> String {
+    let config = json!({
+        "$schema": "https://opencode.ai/config.json",
+        "autoupdate": false,
+        "share": "disabled",
+        "model": MODEL,
+        "small_model": MODEL,
+        "provider": {
+            "hank-fake": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "hank contract fake",
+                "options": {"baseURL": base_url, "apiKey": "{env:HANK_FAKE_API_KEY}"},
+                "models": {
+                    "fake-model": {
+                        "name": "Fake model",
+                        "tool_call": true,
+                        "limit": {"context": 200_000, "output": 8192},
+                        "cost": {"input": 3, "output": 15, "cache_read": 0.3}
+                    }
+                }
+            }
+        }
+    });
+    serde_json::to_string_pretty(&config).expect("config JSON")
+}
+
+/// The cost opencode computes for one request of the fake (per-million prices above).
+fn cost_of_one_request() -> f64 {
+    let uncached = (PROMPT_TOKENS - CACHED_TOKENS) as f64;
+    (uncached * 3.0 + COMPLETION_TOKENS as f64 * 15.0 + CACHED_TOKENS as f64 * 0.3) / 1e6
+}
+
+/// The environment opencode needs here besides HOME and PATH.
+fn opencode_env() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("HANK_FAKE_API_KEY", API_KEY),
+        ("OPENCODE_DISABLE_MODELS_FETCH", "1"),
+        ("npm_config_offline", "true"),
+        ("TZ", "UTC"),
+    ]
+}
+
+fn write_config(home: &Path, api: &FakeOpenAiChat) {
+    let dir = home.join(".config/opencode");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(dir.join("opencode.json"), opencode_config(&api.base_url())).expect("write");
+}
+
+/// A temp HOME with the opencode config, a git project, and the fake API.
+struct Setup {
+    _root: tempfile::TempDir,
+    home: PathBuf,
+    proj: PathBuf,
+    api: FakeOpenAiChat,
+    profile: Profile,
+}
+
+/// What one CLI call printed.
+struct Call {
+    argv: Vec<String>,
+    stdout: String,
+    stderr: String,
+    code: Option<i32>,
+    took: Duration,
+}
+
+impl Setup {
+    fn new(script: Vec<Reply>) -> Self {
+        Self::scripted(|_| script)
+    }
+
+    /// The fake API plays the script built from the project's path.
+    fn scripted(script: impl FnOnce(&Path) -> Vec<Reply>) -> Self {
+        let root = tempfile::tempdir().expect("tempdir");
+        let home = root.path().join("home");
+        let proj = root.path().join("proj");
+        std::fs::create_dir_all(&home).expect("mkdir");
+        std::fs::create_dir_all(&proj).expect("mkdir");
+        let api = FakeOpenAiChat::start(script(&proj), Some(&root.path().join("api.log")));
+        write_config(&home, &api);
+        std::fs::write(proj.join("README.md"), "# demo\n").expect("write");
+        for args in [
+            &["init", "-q", "-b", "main"][..],
+            &["add", "-A"],
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-q",
+                "-m",
+                "init",
+            ],
+        ] {
+            let ok = Command::new("git")
+                .args(args)
+                .current_dir(&proj)
+                .env("HOME", &home)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .expect("git")
+                .success();
+            assert!(ok, "git {args:?}");
+        }
+        Self {
+            _root: root,
+            home,
+            proj,
+            api,
+            profile: opencode_profile(),
+        }
+    }
+
+    /// Runs the real CLI with the profile's argv (resuming `session`, with `model` when set),
+    /// `prompt` on stdin, in the project.
+    fn call(&self, session: Option<&str>, model: Option<&str>, prompt: &str) -> Call {
+        let argv = self.profile.argv(&CallInput {
+            live: false,
+            output_format: OutputFormat::Json,
+            session,
+            model,
+            permission_mode: None,
+            allowed_tools: &[],
+            prompt: None,
+            prompt_file: None,
+        });
+        let bin = crate::agents::agent().path;
+        let path = format!(
+            "{}:/usr/local/bin:/usr/bin:/bin",
+            bin.parent()
+                .map(Path::display)
+                .map(|d| d.to_string())
+                .unwrap_or_default()
+        );
+        let start = Instant::now();
+        let mut child = Command::new(&bin)
+            .args(&argv)
+            .current_dir(&self.proj)
+            .env_clear()
+            .env("PATH", path)
+            .env("HOME", &self.home)
+            .env("LANG", "C.UTF-8")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .envs(opencode_env())
+            .envs(self.profile.env.iter())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn opencode");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(prompt.as_bytes())
+            .expect("write the prompt");
+        let o = wait_output(child, Duration::from_secs(180));
+        Call {
+            argv,
+            stdout: String::from_utf8_lossy(&o.stdout).to_string(),
+            stderr: String::from_utf8_lossy(&o.stderr).to_string(),
+            code: o.status.code(),
+            took: start.elapsed(),
+        }
+    }
+
+    fn analyze(&self, call: &Call) -> Analysis {
+        analyze(&self.profile, &call.stdout, &call.stderr, call.code)
+    }
+
+    /// The call and the API requests, for assertion messages.
+    fn context(&self, call: &Call) -> String {
+        let mut s = format!(
+            "argv: {:?}\nexit: {:?} after {:?}\n--- stdout\n{}\n--- stderr\n{}\n--- requests\n",
+            call.argv, call.code, call.took, call.stdout, call.stderr
+        );
+        for r in self.api.requests() {
+            s.push_str(&format!(
+                "{} {} {}\n",
+                r.method,
+                r.path,
+                clip(&r.text(), 400)
+            ));
+        }
+        s
+    }
+}
+
+/// What hank's analyzer reads from one answer with the profile's mapping.
+fn analyze(profile: &Profile, stdout: &str, stderr: &str, code: Option<i32>) -> Analysis {
+    let facts = RunFacts {
+        exit_code: code,
+        ..RunFacts::default()
+    };
+    analyze_mapped(
+        stdout.as_bytes(),
+        stderr.as_bytes(),
+        &facts,
+        &Clock::utc(jiff::Timestamp::now()),
+        &mapping(profile),
+    )
+}
+
+/// Waits for `child` with a time limit (kills it and panics when exceeded).
+fn wait_output(mut child: std::process::Child, limit: Duration) -> Output {
+    let start = Instant::now();
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let o = child.wait_with_output().expect("output");
+            panic!(
+                "opencode still running after {limit:?}\n--- stdout\n{}\n--- stderr\n{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn clip(s: &str, n: usize) -> &str {
+    let mut end = s.len().min(n);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// Saves a scenario's output under `$HANK_CAPTURE_FIXTURES` when set.
+fn capture(name: &str, call: &Call) {
+    let Some(dir) = std::env::var_os("HANK_CAPTURE_FIXTURES") else {
+        return;
+    };
+    let dir = PathBuf::from(dir);
+    std::fs::create_dir_all(&dir).expect("mkdir capture dir");
+    std::fs::write(dir.join(format!("{name}.stdout")), &call.stdout).expect("write");
+    std::fs::write(dir.join(format!("{name}.stderr")), &call.stderr).expect("write");
+    let exit = call
+        .code
+        .map_or_else(|| "signal".to_string(), |c| c.to_string());
+    std::fs::write(dir.join(format!("{name}.exit")), format!("{exit}\n")).expect("write");
+}
+
+fn events(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with('{'))
+        .map(|l| serde_json::from_str(l).expect("every JSON line parses"))
+        .collect()
+}
+
+fn session_of(stdout: &str) -> String {
+    events(stdout)
+        .first()
+        .and_then(|e| e["sessionID"].as_str())
+        .expect("an event with a sessionID")
+        .to_string()
+}
+
+const PROMPT_ONE: &str = "Implement the first task (prompt ALPHA).\n";
+const PROMPT_TWO: &str = "Now the second task (prompt BETA).\n";
+
+/// One answer with a HANK_STATUS block: the profile finds the text, the status block, the
+/// session id, the tokens and the cost; the argv is `run --format json --title "" --model M`
+/// with the prompt on stdin, and the new session asks the model for no title.
+fn plain_answer_is_read_by_the_profile() {
+    let answer = status_text("IN_PROGRESS", false, "continue with the next item");
+    let s = Setup::new(vec![Reply::Text(answer.clone())]);
+    let call = s.call(None, Some(MODEL), PROMPT_ONE);
+    let ctx = s.context(&call);
+    capture("plain", &call);
+    assert_eq!(call.code, Some(0), "{ctx}");
+    assert_eq!(
+        call.argv,
+        ["run", "--format", "json", "--title", "", "--model", MODEL],
+        "{ctx}"
+    );
+    let a = s.analyze(&call);
+    assert_eq!(a.outcome, Outcome::Success, "{ctx}\n{a:#?}");
+    assert_eq!(a.summary, answer, "{ctx}");
+    let status = a.status.as_ref().expect("the status block is read");
+    assert_eq!(status.exit_signal, Some(false));
+    assert_eq!(
+        a.recommendation(),
+        Some("continue with the next item"),
+        "{a:#?}"
+    );
+    let id = session_of(&call.stdout);
+    assert!(id.starts_with("ses_"), "{id}");
+    assert_eq!(a.session_id.as_deref(), Some(id.as_str()));
+    assert_eq!(a.tokens.input, PROMPT_TOKENS - CACHED_TOKENS, "{a:#?}");
+    assert_eq!(a.tokens.output, COMPLETION_TOKENS, "{a:#?}");
+    assert_eq!(a.tokens.cache_read, CACHED_TOKENS, "{a:#?}");
+    assert_eq!(a.tokens.cache_creation, 0, "{a:#?}");
+    assert_eq!(a.num_turns, Some(1), "{a:#?}");
+    assert!(
+        (a.cost_usd - cost_of_one_request()).abs() < 1e-9,
+        "cost {} vs {}",
+        a.cost_usd,
+        cost_of_one_request()
+    );
+    // One request: the turn (no title request), with the prompt as the newest user message.
+    let requests = s.api.requests();
+    assert_eq!(requests.len(), 1, "{ctx}");
+    let turn = &requests[0];
+    assert!(turn.is_turn(), "{ctx}");
+    assert_eq!(turn.body["model"], "fake-model", "{ctx}");
+    assert_eq!(turn.body["stream"], true, "{ctx}");
+    assert_eq!(turn.last_user_text(), PROMPT_ONE, "{ctx}");
+    assert_eq!(turn.header("authorization"), Some("<redacted 32 bytes>"));
+    assert_eq!(turn.header("x-session-id"), Some(id.as_str()), "{ctx}");
+    for tool in ["bash", "edit", "read", "write"] {
+        assert!(turn.tool_names().iter().any(|t| t == tool), "{ctx}");
+    }
+    // The session lives in opencode's database under XDG_DATA_HOME ($HOME/.local/share).
+    assert!(
+        s.home.join(".local/share/opencode/opencode.db").is_file(),
+        "{ctx}"
+    );
+}
+
+/// `--session <id>`: the same session id, and the second request carries the first call's
+/// prompt and answer before the new prompt. Usage is per call (the resumed call reports its
+/// own request only).
+fn resume_sends_the_earlier_conversation() {
+    let s = Setup::new(vec![
+        Reply::text("First answer: ALPHA handled."),
+        Reply::Text(status_text("IN_PROGRESS", false, "go on with BETA")),
+    ]);
+    let first = s.call(None, None, PROMPT_ONE);
+    assert_eq!(first.code, Some(0), "{}", s.context(&first));
+    let id = session_of(&first.stdout);
+    let second = s.call(Some(&id), None, PROMPT_TWO);
+    let ctx = s.context(&second);
+    capture("resume", &second);
+    assert_eq!(second.code, Some(0), "{ctx}");
+    assert_eq!(
+        second.argv,
+        ["run", "--format", "json", "--session", id.as_str()],
+        "{ctx}"
+    );
+    let a = s.analyze(&second);
+    assert_eq!(a.outcome, Outcome::Success, "{ctx}");
+    assert_eq!(a.session_id.as_deref(), Some(id.as_str()), "same session");
+    assert!(a.status.is_some(), "{a:#?}");
+    let turns = s.api.turns();
+    assert_eq!(turns.len(), 2, "{ctx}");
+    assert_eq!(turns[1].message_texts("user"), [PROMPT_ONE, PROMPT_TWO]);
+    assert_eq!(
+        turns[1].message_texts("assistant"),
+        ["First answer: ALPHA handled."],
+        "{ctx}"
+    );
+    assert_eq!(turns[1].last_user_text(), PROMPT_TWO, "{ctx}");
+    assert_eq!(turns[1].header("x-session-id"), Some(id.as_str()), "{ctx}");
+    assert_eq!(a.tokens.input, PROMPT_TOKENS - CACHED_TOKENS, "{a:#?}");
+}
+
+/// The model reads and edits README.md, writes a new file and commits with a shell command:
+/// opencode does all of it with no approval prompt, and the profile counts two edits and
+/// reads the command.
+fn edits_and_commands_run_without_approval() {
+    let s = Setup::scripted(|proj| {
+        let readme = proj.join("README.md").display().to_string();
+        let feature = proj.join("src/feature.txt").display().to_string();
+        vec![
+            Reply::tool("read", json!({"filePath": readme})),
+            Reply::tool(
+                "edit",
+                json!({"filePath": readme, "oldString": "# demo", "newString": "# demo\n\nEdited by the agent."}),
+            ),
+            Reply::tool(
+                "write",
+                json!({"filePath": feature, "content": "feature done\nsecond line\n"}),
+            ),
+            Reply::tool(
+                "bash",
+                json!({"command": "git add -A && git -c user.name=agent -c user.email=agent@example.invalid commit -q -m 'feat: feature' && git log --oneline -1", "description": "Commit the work"}),
+            ),
+            Reply::Text(status_text("IN_PROGRESS", false, "next item")),
+        ]
+    });
+    let call = s.call(None, None, PROMPT_ONE);
+    let ctx = s.context(&call);
+    capture("edit", &call);
+    assert_eq!(call.code, Some(0), "{ctx}");
+    assert_eq!(
+        std::fs::read_to_string(s.proj.join("README.md")).unwrap_or_default(),
+        "# demo\n\nEdited by the agent.\n",
+        "{ctx}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(s.proj.join("src/feature.txt")).unwrap_or_default(),
+        "feature done\nsecond line\n",
+        "{ctx}"
+    );
+    let log = Command::new("git")
+        .args(["log", "--format=%s", "-1"])
+        .current_dir(&s.proj)
+        .output()
+        .expect("git log");
+    assert_eq!(
+        String::from_utf8_lossy(&log.stdout).trim(),
+        "feat: feature",
+        "{ctx}"
+    );
+    assert!(!call.stderr.contains("permission requested"), "{ctx}");
+    let a = s.analyze(&call);
+    assert_eq!(a.outcome, Outcome::Success, "{ctx}");
+    assert!(a.status.is_some(), "{a:#?}");
+    assert_eq!(a.num_turns, Some(5), "{a:#?}");
+    assert_eq!(
+        a.tokens.input,
+        5 * (PROMPT_TOKENS - CACHED_TOKENS),
+        "{a:#?}"
+    );
+    let tools: Vec<(String, String)> = events(&call.stdout)
+        .iter()
+        .filter(|e| e["type"] == "tool_use")
+        .map(|e| {
+            (
+                e["part"]["tool"].as_str().unwrap_or("").to_string(),
+                e["part"]["state"]["status"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
+            )
+        })
+        .collect();
+    let completed = |t: &str| (t.to_string(), "completed".to_string());
+    assert_eq!(
+        tools,
+        [
+            completed("read"),
+            completed("edit"),
+            completed("write"),
+            completed("bash")
+        ],
+        "{ctx}"
+    );
+    // What opencode sent back for the tool calls (the commit's one-line log among them).
+    let turns = s.api.turns();
+    assert_eq!(turns.len(), 5, "{ctx}");
+    let results = turns[4].tool_results();
+    assert_eq!(results.len(), 4, "{results:#?}");
+    assert!(
+        results.iter().any(|r| r.contains("feat: feature")),
+        "{results:#?}"
+    );
+}
+
+/// One failing call: what it printed, the analysis, the context and how many turns the fake
+/// answered.
+fn failing_call(name: &str, replies: Vec<Reply>) -> (Call, Analysis, String, usize) {
+    let s = Setup::new(replies);
+    let call = s.call(None, None, PROMPT_ONE);
+    let ctx = s.context(&call);
+    capture(name, &call);
+    let a = s.analyze(&call);
+    (call, a, ctx, s.api.turns().len())
+}
+
+/// `n` copies of `reply` (the first request and opencode's retries).
+fn times(n: usize, reply: &Reply) -> Vec<Reply> {
+    vec![reply.clone(); n]
+}
+
+/// The `error` event of a failed call.
+fn error_event(stdout: &str) -> Value {
+    events(stdout)
+        .into_iter()
+        .find(|e| e["type"] == "error")
+        .expect("an error event")
+}
+
+/// 429 `insufficient_quota`: opencode retries it 5 times like any 429, then prints one
+/// `error` event and exits 1; the profile calls it a spend limit.
+fn quota_is_a_spend_limit() {
+    let reply = Reply::quota().with_header("retry-after-ms", RETRY_AFTER_MS);
+    let (call, a, ctx, requests) = failing_call("quota", times(1 + RETRIES, &reply));
+    assert_eq!(call.code, Some(1), "{ctx}");
+    assert_eq!(requests, 1 + RETRIES, "1 request + 5 retries: {ctx}");
+    assert!(call.took < Duration::from_secs(90), "{ctx}");
+    let e = error_event(&call.stdout);
+    assert_eq!(e["error"]["name"], "APIError", "{ctx}");
+    assert_eq!(e["error"]["data"]["statusCode"], 429, "{ctx}");
+    assert_eq!(a.outcome, Outcome::AgentError, "{ctx}");
+    assert_eq!(a.error_kind(), Some(ErrorKind::SpendLimit), "{ctx}\n{a:#?}");
+    let msg = &a.error.as_ref().expect("error").message;
+    assert!(msg.starts_with("You exceeded your current quota"), "{msg}");
+    assert!(a.session_id.is_some(), "{a:#?}");
+}
+
+/// 429 `rate_limit_exceeded`: 5 retries, then exit 1; a rate limit. (Hank's reset reader does
+/// not read the API's "Please try again in 2s", and `retry-after` is relative: no reset time.)
+fn rate_limit_is_classified() {
+    let reply = Reply::rate_limit(2).with_header("retry-after-ms", RETRY_AFTER_MS);
+    let (call, a, ctx, requests) = failing_call("rate_limit", times(1 + RETRIES, &reply));
+    assert_eq!(call.code, Some(1), "{ctx}");
+    assert_eq!(requests, 1 + RETRIES, "{ctx}");
+    assert_eq!(a.outcome, Outcome::AgentError, "{ctx}");
+    assert_eq!(a.error_kind(), Some(ErrorKind::RateLimit), "{ctx}\n{a:#?}");
+    let e = a.error.as_ref().expect("error");
+    assert!(e.message.contains("Rate limit reached"), "{e:?}");
+}
+
+/// 401 → auth after one request (not retried); 500 → server after 5 retries; both exit 1.
+fn auth_and_server_errors_are_classified() {
+    let (call, a, ctx, requests) = failing_call(
+        "auth",
+        vec![Reply::error(
+            401,
+            "invalid_request_error",
+            Some("invalid_api_key"),
+            "Incorrect API key provided: sk-hank-****-key. You can find your API key at https://platform.openai.com/account/api-keys.",
+        )],
+    );
+    assert_eq!(call.code, Some(1), "{ctx}");
+    assert_eq!(requests, 1, "a 401 is not retried: {ctx}");
+    assert_eq!(a.error_kind(), Some(ErrorKind::Auth), "{ctx}\n{a:#?}");
+    let reply = Reply::error(
+        500,
+        "server_error",
+        None,
+        "The server had an error while processing your request. Sorry about that!",
+    )
+    .with_header("retry-after-ms", RETRY_AFTER_MS);
+    let (call, a, ctx, requests) = failing_call("server_error", times(1 + RETRIES, &reply));
+    assert_eq!(call.code, Some(1), "{ctx}");
+    assert_eq!(requests, 1 + RETRIES, "{ctx}");
+    assert_eq!(a.error_kind(), Some(ErrorKind::Server), "{ctx}\n{a:#?}");
+}
+
+/// `--session` with an id opencode does not have: `Error: Session not found` on stderr, no
+/// stdout, exit 1, no request; hank's unknown session.
+fn unknown_session_is_recognised() {
+    let s = Setup::new(vec![]);
+    let call = s.call(Some("ses_0123456789abcdefghijklmnop"), None, PROMPT_TWO);
+    let ctx = s.context(&call);
+    capture("unknown_session", &call);
+    assert_eq!(call.code, Some(1), "{ctx}");
+    assert!(call.stdout.trim().is_empty(), "{ctx}");
+    assert!(call.stderr.contains("Session not found"), "{ctx}");
+    assert!(s.api.requests().is_empty(), "{ctx}");
+    let a = s.analyze(&call);
+    assert!(a.unknown_session, "{ctx}\n{a:#?}");
+}
+
+/// The profile's paths and rules on the saved captures in `fixtures/agents/opencode/` (what the
+/// fake CLI `fixtures/bin/opencode` replays too).
+fn profile_reads_the_saved_fixtures() {
+    let p = opencode_profile();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/agents/opencode");
+    let read = |name: &str| {
+        let f = |ext: &str| {
+            std::fs::read_to_string(dir.join(format!("{name}.{ext}")))
+                .unwrap_or_else(|e| panic!("{name}.{ext}: {e}"))
+        };
+        let code = f("exit").trim().parse::<i32>().ok();
+        let a = analyze(&p, &f("stdout"), &f("stderr"), code);
+        (a, code)
+    };
+    for name in ["plain", "resume", "edit"] {
+        let (a, code) = read(name);
+        assert_eq!(code, Some(0), "{name}");
+        assert_eq!(a.outcome, Outcome::Success, "{name}: {a:#?}");
+        assert!(a.status.is_some(), "{name}: {a:#?}");
+        assert!(
+            a.session_id
+                .as_deref()
+                .is_some_and(|s| s.starts_with("ses_")),
+            "{name}: {a:#?}"
+        );
+        assert!(a.tokens.input > 0 && a.tokens.output > 0, "{name}: {a:#?}");
+        assert!(a.cost_usd > 0.0, "{name}: {a:#?}");
+    }
+    let (edit, _) = read("edit");
+    assert_eq!(edit.num_turns, Some(5), "{edit:#?}");
+    assert!(!edit.testing_only, "{edit:#?}");
+    for (name, kind) in [
+        ("quota", ErrorKind::SpendLimit),
+        ("rate_limit", ErrorKind::RateLimit),
+        ("auth", ErrorKind::Auth),
+        ("server_error", ErrorKind::Server),
+        // Saved by hand: no API listening, after 60 s of retries (2, 4, 8, 16, 30 s).
+        ("network", ErrorKind::Network),
+    ] {
+        let (a, code) = read(name);
+        assert_eq!(code, Some(1), "{name}");
+        assert_eq!(a.outcome, Outcome::AgentError, "{name}: {a:#?}");
+        assert_eq!(a.error_kind(), Some(kind), "{name}: {a:#?}");
+    }
+    let (a, _) = read("unknown_session");
+    assert!(a.unknown_session, "{a:#?}");
+}
+
+// ---- through hank ----------------------------------------------------------------------------
+
+/// A hank project run with the real opencode (OPENCODE_CMD) and the fake API.
+struct Hank {
+    p: Project,
+    api: FakeOpenAiChat,
+}
+
+impl Hank {
+    /// A git project with `items`, the template profile in `.hank/agents/`, the opencode config
+    /// in the project's HOME, and the fake API playing the script built from the project.
+    fn new(items: &[&str], script: impl FnOnce(&Project) -> Vec<Reply>) -> Self {
+        let p = Project::new(items);
+        p.git_init();
+        let api = FakeOpenAiChat::start(script(&p), Some(&p.dir.parent().unwrap().join("api.log")));
+        write_config(&p.home, &api);
+        let agents = p.dir.join(".hank/agents");
+        std::fs::create_dir_all(&agents).expect("mkdir");
+        std::fs::copy(template(), agents.join("opencode.toml")).expect("copy the profile");
+        Self { p, api }
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let mut c = self.p.cmd();
+        c.env("OPENCODE_CMD", crate::agents::agent().path)
+            .envs(opencode_env())
+            .args(["--agent", "opencode"])
+            .args(args);
+        c.output().expect("run hank")
+    }
+
+    /// hank's stderr, the loop logs and the API requests: for assertion messages.
+    fn context(&self, o: &Output) -> String {
+        let mut s = format!("--- hank stderr\n{}\n", stderr(o));
+        for n in 1..=4 {
+            for ext in ["out", "err"] {
+                let f = self.p.dir.join(format!(".hank/logs/loop-{n:05}.{ext}"));
+                if let Ok(t) = std::fs::read_to_string(&f) {
+                    s.push_str(&format!("--- loop {n} {ext}\n{}\n", clip(&t, 3000)));
+                }
+            }
+        }
+        s.push_str("--- API requests\n");
+        for r in self.api.requests() {
+            let body = r.body.to_string();
+            let mut from = body.len().saturating_sub(600);
+            while !body.is_char_boundary(from) {
+                from += 1;
+            }
+            s.push_str(&format!("{} {} …{}\n", r.method, r.path, &body[from..]));
+        }
+        s
+    }
+
+    fn finished(&self) -> Vec<Value> {
+        self.p
+            .events()
+            .into_iter()
+            .filter(|e| e["type"] == "agent_finished")
+            .collect()
+    }
+}
+
+/// One loop, one plain answer with a status block: success, the session id, tokens and cost
+/// recorded; the prompt (with hank's loop context) went to opencode on stdin.
+fn hank_reads_a_plain_answer() {
+    let h = Hank::new(&["one", "two"], |_| {
+        vec![Reply::Text(status_text(
+            "IN_PROGRESS",
+            false,
+            "continue with two",
+        ))]
+    });
+    let o = h.run(&["--max-loops", "1"]);
+    let ctx = h.context(&o);
+    let finished = h.finished();
+    assert_eq!(finished.len(), 1, "{ctx}");
+    let f = &finished[0];
+    assert_eq!(f["outcome"], "success", "{f}\n{ctx}");
+    assert!(
+        f["session_id"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("ses_")),
+        "{f}"
+    );
+    assert!(f["cost_usd"].as_f64().unwrap_or(0.0) > 0.0, "{f}");
+    let s = h.p.status();
+    assert_eq!(s["exit_reason"], "max_loops", "{s}\n{ctx}");
+    assert_eq!(s["last_loop"]["outcome"], "success", "{s}");
+    let turns = h.api.turns();
+    assert_eq!(turns.len(), 1, "{ctx}");
+    let loop_ctx = turns[0].loop_context().unwrap_or_default();
+    assert!(
+        loop_ctx.contains("Hank loop 1") && loop_ctx.contains("one"),
+        "{loop_ctx}"
+    );
+    assert!(
+        turns[0].last_user_text().contains("Do the next task."),
+        "{ctx}"
+    );
+}
+
+/// Two loops: the second resumes the first loop's session (`--session <id>`) and its first
+/// request carries loop 1's conversation and loop 2's own context.
+fn hank_resumes_the_session_in_the_next_loop() {
+    let h = Hank::new(&["one", "two", "three"], |_| {
+        vec![
+            Reply::Text(status_text("IN_PROGRESS", false, "loop one done")),
+            Reply::Text(status_text("IN_PROGRESS", false, "loop two done")),
+        ]
+    });
+    let o = h.run(&["--max-loops", "2"]);
+    let ctx = h.context(&o);
+    let finished = h.finished();
+    assert_eq!(finished.len(), 2, "{ctx}");
+    for f in &finished {
+        assert_eq!(f["outcome"], "success", "{f}\n{ctx}");
+    }
+    let session = finished[0]["session_id"].as_str().unwrap_or_default();
+    assert_eq!(finished[1]["session_id"], session, "{ctx}");
+    let started: Vec<bool> =
+        h.p.events()
+            .iter()
+            .filter(|e| e["type"] == "loop_started")
+            .map(|e| e["resume"] == true)
+            .collect();
+    assert_eq!(started, [false, true], "{ctx}");
+    let turns = h.api.turns();
+    assert_eq!(turns.len(), 2, "{ctx}");
+    assert_eq!(turns[1].header("x-session-id"), Some(session), "{ctx}");
+    assert!(
+        turns[1]
+            .message_texts("assistant")
+            .iter()
+            .any(|t| t.contains("loop one done")),
+        "loop 2 carries loop 1's answer: {ctx}"
+    );
+    let ctx2 = turns[1].loop_context().unwrap_or_default();
+    assert!(ctx2.contains("Hank loop 2"), "{ctx2}");
+}
+
+/// The agent edits fix_plan.md and writes a source file through opencode's tools: hank counts
+/// the checked item and the changed file.
+fn hank_counts_the_agents_edit_as_progress() {
+    let h = Hank::new(&["one", "two"], |p| {
+        let plan = p.dir.join(".hank/fix_plan.md").display().to_string();
+        let file = p.dir.join("src/one.txt").display().to_string();
+        vec![
+            Reply::tool("read", json!({"filePath": plan})),
+            Reply::tool(
+                "edit",
+                json!({"filePath": plan, "oldString": "- [ ] one", "newString": "- [x] one"}),
+            ),
+            Reply::tool("write", json!({"filePath": file, "content": "one done\n"})),
+            Reply::Text(status_text("IN_PROGRESS", false, "after one, continue")),
+        ]
+    });
+    let o = h.run(&["--max-loops", "1"]);
+    let ctx = h.context(&o);
+    assert_eq!(
+        std::fs::read_to_string(h.p.dir.join("src/one.txt")).unwrap_or_default(),
+        "one done\n",
+        "{ctx}"
+    );
+    let finished = h.finished();
+    assert_eq!(finished.len(), 1, "{ctx}");
+    let f = &finished[0];
+    assert_eq!(f["outcome"], "success", "{f}\n{ctx}");
+    assert_eq!(f["plan_items_checked"], 1, "{f}\n{ctx}");
+    assert!(f["files_changed"].as_u64().unwrap_or(0) >= 1, "{f}\n{ctx}");
+}
+
+/// A quota 429: hank stops with spend_limit (waiting cannot help).
+fn hank_stops_on_quota_with_spend_limit() {
+    let reply = Reply::quota().with_header("retry-after-ms", RETRY_AFTER_MS);
+    let h = Hank::new(&["one"], |_| times(1 + RETRIES, &reply));
+    let o = h.run(&["--max-loops", "3"]);
+    let ctx = h.context(&o);
+    let finished = h.finished();
+    assert_eq!(finished.len(), 1, "{ctx}");
+    assert_eq!(finished[0]["outcome"], "agent_error", "{ctx}");
+    assert_eq!(finished[0]["error_kind"], "spend_limit", "{ctx}");
+    let s = h.p.status();
+    assert_eq!(s["exit_reason"], "spend_limit", "{s}\n{ctx}");
+    assert_eq!(o.status.code(), Some(3), "{ctx}");
+}
+
+/// A per-minute rate limit: hank records rate_limit, waits, and the next loop succeeds in the
+/// same session.
+fn hank_backs_off_after_a_rate_limit() {
+    let limited = Reply::rate_limit(1).with_header("retry-after-ms", RETRY_AFTER_MS);
+    let h = Hank::new(&["one", "two"], |_| {
+        let mut script = times(1 + RETRIES, &limited);
+        script.push(Reply::Text(status_text("IN_PROGRESS", false, "recovered")));
+        script
+    });
+    h.p.hankrc("RETRY_BACKOFF_SECONDS=1\n");
+    let o = h.run(&["--max-loops", "2"]);
+    let ctx = h.context(&o);
+    let kinds: Vec<Value> = h
+        .finished()
+        .iter()
+        .map(|f| f["error_kind"].clone())
+        .collect();
+    assert_eq!(kinds, [json!("rate_limit"), Value::Null], "{ctx}");
+    let waits =
+        h.p.events()
+            .into_iter()
+            .filter(|e| e["type"] == "waiting")
+            .count();
+    assert!(waits >= 1, "{ctx}");
+    assert_eq!(h.p.status()["last_loop"]["outcome"], "success", "{ctx}");
+}
