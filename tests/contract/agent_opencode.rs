@@ -58,6 +58,10 @@ pub(crate) const CASES: &[(&str, Case)] = &[
         unknown_session_is_recognised,
     ),
     (
+        "ask_rules_are_rejected_unless_bypass_permissions",
+        ask_rules_are_rejected_unless_bypass_permissions,
+    ),
+    (
         "profile_reads_the_saved_fixtures",
         profile_reads_the_saved_fixtures,
     ),
@@ -233,12 +237,23 @@ impl Setup {
     /// Runs the real CLI with the profile's argv (resuming `session`, with `model` when set),
     /// `prompt` on stdin, in the project.
     fn call(&self, session: Option<&str>, model: Option<&str>, prompt: &str) -> Call {
+        self.call_in_mode(session, model, None, prompt)
+    }
+
+    /// [`Setup::call`] with hank's PERMISSION_MODE `mode`.
+    fn call_in_mode(
+        &self,
+        session: Option<&str>,
+        model: Option<&str>,
+        mode: Option<&str>,
+        prompt: &str,
+    ) -> Call {
         let argv = self.profile.argv(&CallInput {
             live: false,
             output_format: OutputFormat::Json,
             session,
             model,
-            permission_mode: None,
+            permission_mode: mode,
             allowed_tools: &[],
             prompt: None,
             prompt_file: None,
@@ -666,6 +681,71 @@ fn unknown_session_is_recognised() {
     assert!(s.api.requests().is_empty(), "{ctx}");
     let a = s.analyze(&call);
     assert!(a.unknown_session, "{ctx}\n{a:#?}");
+}
+
+/// A write outside the project (opencode's default rule for that is "ask"): without `--auto`
+/// `run` rejects it, says so on stderr, and ends the run at once with exit 0 and no text (hank
+/// sees no answer); PERMISSION_MODE=bypassPermissions adds `--auto` and the write happens.
+fn ask_rules_are_rejected_unless_bypass_permissions() {
+    let outside = |proj: &Path| proj.parent().unwrap().join("outside.txt");
+    let write = |proj: &Path| {
+        Reply::tool(
+            "write",
+            json!({"filePath": outside(proj).display().to_string(), "content": "outside\n"}),
+        )
+    };
+    let s = Setup::scripted(|proj| {
+        vec![
+            write(proj),
+            write(proj),
+            Reply::Text(status_text("IN_PROGRESS", false, "wrote outside")),
+        ]
+    });
+    let call = s.call(None, None, PROMPT_ONE);
+    let ctx = s.context(&call);
+    capture("denied", &call);
+    assert_eq!(call.code, Some(0), "{ctx}");
+    assert!(!outside(&s.proj).exists(), "{ctx}");
+    assert!(
+        call.stderr
+            .contains("permission requested: external_directory (")
+            && call.stderr.contains("); auto-rejecting"),
+        "{ctx}"
+    );
+    let rejected: Vec<Value> = events(&call.stdout)
+        .into_iter()
+        .filter(|e| e["type"] == "tool_use" && e["part"]["state"]["status"] == "error")
+        .collect();
+    assert_eq!(rejected.len(), 1, "{ctx}");
+    assert_eq!(
+        rejected[0]["part"]["state"]["error"],
+        "The user rejected permission to use this specific tool call.",
+        "{ctx}"
+    );
+    assert_eq!(
+        s.api.turns().len(),
+        1,
+        "the run stops after the rejection: {ctx}"
+    );
+    let a = s.analyze(&call);
+    assert_eq!(a.outcome, Outcome::Crashed, "{ctx}\n{a:#?}");
+    assert_eq!(a.error_kind(), Some(ErrorKind::Malformed), "{a:#?}");
+
+    let call = s.call_in_mode(None, None, Some("bypassPermissions"), PROMPT_ONE);
+    let ctx = s.context(&call);
+    assert_eq!(
+        call.argv,
+        ["run", "--format", "json", "--title", "", "--auto"],
+        "{ctx}"
+    );
+    assert_eq!(call.code, Some(0), "{ctx}");
+    assert_eq!(
+        std::fs::read_to_string(outside(&s.proj)).unwrap_or_default(),
+        "outside\n",
+        "{ctx}"
+    );
+    assert!(!call.stderr.contains("auto-rejecting"), "{ctx}");
+    assert_eq!(s.analyze(&call).outcome, Outcome::Success, "{ctx}");
 }
 
 /// The profile's paths and rules on the saved captures in `fixtures/agents/opencode/` (what the
