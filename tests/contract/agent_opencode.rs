@@ -57,6 +57,8 @@ pub(crate) const CASES: &[(&str, Case)] = &[
         "unknown_session_is_recognised",
         unknown_session_is_recognised,
     ),
+    ("unknown_model_is_fatal", unknown_model_is_fatal),
+    ("bad_flag_is_a_usage_error", bad_flag_is_a_usage_error),
     (
         "ask_rules_are_rejected_unless_bypass_permissions",
         ask_rules_are_rejected_unless_bypass_permissions,
@@ -258,6 +260,11 @@ impl Setup {
             prompt: None,
             prompt_file: None,
         });
+        self.run_argv(argv, prompt)
+    }
+
+    /// Runs the real CLI with `argv`, `prompt` on stdin, in the project.
+    fn run_argv(&self, argv: Vec<String>, prompt: &str) -> Call {
         let bin = crate::agents::agent().path;
         let path = format!(
             "{}:/usr/local/bin:/usr/bin:/bin",
@@ -683,6 +690,41 @@ fn unknown_session_is_recognised() {
     assert!(a.unknown_session, "{ctx}\n{a:#?}");
 }
 
+/// `--model` naming a model the config does not have: one `UnknownError` event ("Unexpected
+/// server error…"; only `--print-logs` names the model), exit 1, no request; the profile makes
+/// it a usage error (hank stops instead of retrying).
+fn unknown_model_is_fatal() {
+    let s = Setup::new(vec![]);
+    let call = s.call(None, Some("hank-fake/no-such-model"), PROMPT_ONE);
+    let ctx = s.context(&call);
+    capture("unknown_model", &call);
+    assert_eq!(call.code, Some(1), "{ctx}");
+    assert!(s.api.requests().is_empty(), "{ctx}");
+    assert_eq!(
+        error_event(&call.stdout)["error"]["name"],
+        "UnknownError",
+        "{ctx}"
+    );
+    let a = s.analyze(&call);
+    assert_eq!(a.outcome, Outcome::AgentError, "{ctx}");
+    assert_eq!(a.error_kind(), Some(ErrorKind::CliUsage), "{ctx}\n{a:#?}");
+}
+
+/// An option `run` does not know: its help on stderr, nothing on stdout, exit 1; the profile
+/// calls it a usage error.
+fn bad_flag_is_a_usage_error() {
+    let s = Setup::new(vec![]);
+    let argv = ["run", "--format", "json", "--no-such-flag"].map(String::from);
+    let call = s.run_argv(argv.to_vec(), PROMPT_ONE);
+    let ctx = s.context(&call);
+    capture("bad_flag", &call);
+    assert_eq!(call.code, Some(1), "{ctx}");
+    assert!(call.stdout.is_empty(), "{ctx}");
+    assert!(call.stderr.starts_with("opencode run [message..]"), "{ctx}");
+    let a = s.analyze(&call);
+    assert_eq!(a.error_kind(), Some(ErrorKind::CliUsage), "{ctx}\n{a:#?}");
+}
+
 /// A write outside the project (opencode's default rule for that is "ask"): without `--auto`
 /// `run` rejects it, says so on stderr, and ends the run at once with exit 0 and no text (hank
 /// sees no answer); PERMISSION_MODE=bypassPermissions adds `--auto` and the write happens.
@@ -794,6 +836,10 @@ fn profile_reads_the_saved_fixtures() {
     }
     let (a, _) = read("unknown_session");
     assert!(a.unknown_session, "{a:#?}");
+    let (a, _) = read("unknown_model");
+    assert_eq!(a.error_kind(), Some(ErrorKind::CliUsage), "{a:#?}");
+    let (a, code) = read("denied");
+    assert_eq!((a.outcome, code), (Outcome::Crashed, Some(0)), "{a:#?}");
 }
 
 // ---- through hank ----------------------------------------------------------------------------
