@@ -13,17 +13,18 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use hank::agent::profile::{self, CallInput, Origin, Parser, Profile};
 use hank::analysis::{Analysis, Clock, ErrorKind, Mapping, Outcome, RunFacts, analyze_mapped};
 use hank::settings::OutputFormat;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::fake_openai::{
     CACHED_TOKENS, FakeOpenAi, INPUT_TOKENS, OUTPUT_TOKENS, Reply, status_text,
 };
+use crate::support::{self, Project};
 
 type Case = fn();
 
@@ -52,6 +53,27 @@ pub(crate) const CASES: &[(&str, Case)] = &[
         "unknown_session_is_recognised",
         unknown_session_is_recognised,
     ),
+    (
+        "hank_plain_answer_with_status",
+        hank_plain_answer_with_status,
+    ),
+    (
+        "hank_second_loop_resumes_the_session",
+        hank_second_loop_resumes_the_session,
+    ),
+    ("hank_edit_is_progress", hank_edit_is_progress),
+    (
+        "hank_quota_stops_with_spend_limit",
+        hank_quota_stops_with_spend_limit,
+    ),
+    (
+        "hank_transient_errors_back_off_then_recover",
+        hank_transient_errors_back_off_then_recover,
+    ),
+    (
+        "hank_usage_limit_waits_or_exits",
+        hank_usage_limit_waits_or_exits,
+    ),
 ];
 
 /// The built-in profile, parsed by hank's own parser.
@@ -64,7 +86,7 @@ pub(crate) fn codex_profile() -> Profile {
 
 fn mapping(p: &Profile) -> Mapping {
     match &p.parser {
-        Parser::Mapped(m) => m.clone(),
+        Parser::Mapped(m) => (**m).clone(),
         Parser::Claude => panic!("the codex profile must use JSONPath fields"),
     }
 }
@@ -550,4 +572,292 @@ fn unknown_session_is_recognised() {
     assert!(s.api.turns().is_empty(), "{ctx}");
     let a = s.analyze(&call);
     assert!(a.unknown_session, "{ctx}\n{a:#?}");
+}
+
+// ---- through hank: `hank --agent codex` -------------------------------------------------------
+
+/// A git project whose `.hank/agents/codex.toml` is the built-in profile's text (so the cases
+/// hold whether or not hank embeds it), `$HOME/.codex/config.toml` pointing at the fake, and
+/// the real CLI as `CODEX_CMD`.
+struct HankRun {
+    p: Project,
+    api: FakeOpenAi,
+}
+
+impl HankRun {
+    fn new(items: &[&str], script: impl FnOnce(&Project) -> Vec<Reply>) -> Self {
+        let p = Project::new(items);
+        let template = Path::new(env!("CARGO_MANIFEST_DIR")).join("templates/agents/codex.toml");
+        std::fs::create_dir_all(p.dir.join(".hank/agents")).expect("mkdir");
+        std::fs::copy(&template, p.dir.join(".hank/agents/codex.toml")).expect("copy the profile");
+        p.git_init();
+        let log = p.dir.parent().expect("parent").join("api.log");
+        let api = FakeOpenAi::start(script(&p), Some(&log));
+        std::fs::create_dir_all(p.home.join(".codex")).expect("mkdir");
+        std::fs::write(p.home.join(".codex/config.toml"), codex_config(&api.url())).expect("write");
+        Self { p, api }
+    }
+
+    /// `hank --agent codex ARGS` with the real CLI.
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = self.p.cmd();
+        c.env("CODEX_CMD", crate::agents::agent().path)
+            .env("OPENAI_API_KEY", API_KEY)
+            .env("TZ", "UTC")
+            .args(["--agent", "codex"])
+            .args(args);
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().expect("run hank")
+    }
+
+    fn finished(&self) -> Vec<Value> {
+        self.p
+            .events()
+            .into_iter()
+            .filter(|e| e["type"] == "agent_finished")
+            .collect()
+    }
+
+    fn of_type(&self, kind: &str) -> Vec<Value> {
+        self.p
+            .events()
+            .into_iter()
+            .filter(|e| e["type"] == kind)
+            .collect()
+    }
+
+    /// hank's stderr, the loop logs and the API requests: for assertion messages.
+    fn context(&self, o: &Output) -> String {
+        let mut s = format!("--- hank stderr\n{}\n", support::stderr(o));
+        for n in 1..=4 {
+            for ext in ["out", "err"] {
+                let f = self.p.dir.join(format!(".hank/logs/loop-{n:05}.{ext}"));
+                if let Ok(t) = std::fs::read_to_string(&f) {
+                    s.push_str(&format!("--- loop {n} {ext}\n{}\n", clip(&t, 3000)));
+                }
+            }
+        }
+        s.push_str("--- API requests\n");
+        for r in self.api.requests() {
+            let body = r.text();
+            let mut from = body.len().saturating_sub(600);
+            while !body.is_char_boundary(from) {
+                from += 1;
+            }
+            s.push_str(&format!("{} {} …{}\n", r.method, r.path, &body[from..]));
+        }
+        s
+    }
+}
+
+/// Ticks the first open fix_plan item.
+const TICK: &str = "sed -i '0,/- \\[ \\]/s//- [x]/' .hank/fix_plan.md";
+
+/// One loop: hank sends the prompt on stdin, codex answers with a status block, hank reads
+/// the outcome, status, session id and tokens through the profile.
+fn hank_plain_answer_with_status() {
+    let run = HankRun::new(&["a", "b"], |_| {
+        vec![Reply::Text(status_text("IN_PROGRESS", false, "do b next"))]
+    });
+    let o = run.run(&["--max-loops", "1"]);
+    let ctx = run.context(&o);
+    assert_eq!(o.status.code(), Some(3), "max_loops: {ctx}");
+    assert_eq!(run.p.status()["exit_reason"], "max_loops", "{ctx}");
+    assert_eq!(run.p.status()["agent"], "codex", "{ctx}");
+    let f = run.finished();
+    assert_eq!(f.len(), 1, "{ctx}");
+    assert_eq!(f[0]["agent"], "codex", "{ctx}");
+    assert_eq!(f[0]["outcome"], "success", "{ctx}");
+    assert_eq!(f[0]["status"], "IN_PROGRESS", "{ctx}");
+    assert_eq!(f[0]["recommendation"], "do b next", "{ctx}");
+    assert_eq!(f[0]["tokens"]["input"], INPUT_TOKENS, "{ctx}");
+    assert_eq!(f[0]["tokens"]["output"], OUTPUT_TOKENS, "{ctx}");
+    assert_eq!(f[0]["tokens"]["cache_read"], CACHED_TOKENS, "{ctx}");
+    let out =
+        std::fs::read_to_string(run.p.dir.join(".hank/logs/loop-00001.out")).unwrap_or_default();
+    assert_eq!(
+        f[0]["session_id"].as_str(),
+        Some(thread_id(&out).as_str()),
+        "{ctx}"
+    );
+    // The prompt reached codex on stdin: the loop context, then PROMPT.md.
+    let turns = run.api.turns();
+    assert_eq!(turns.len(), 1, "{ctx}");
+    let prompt = turns[0].last_user_text();
+    assert!(prompt.starts_with("<hank-loop-context>"), "{prompt}");
+    assert!(prompt.contains("Hank loop 1"), "{prompt}");
+    assert!(prompt.contains("Do the next task."), "{prompt}");
+}
+
+/// Two loops: loop 2 runs `codex exec resume <loop 1's thread id>`; codex sends loop 1's
+/// conversation and loop 2's own context; both loops report the same session.
+fn hank_second_loop_resumes_the_session() {
+    let run = HankRun::new(&["a", "b", "c"], |_| {
+        vec![
+            Reply::Text(status_text("IN_PROGRESS", false, "loop one answer")),
+            Reply::Text(status_text("IN_PROGRESS", false, "loop two answer")),
+        ]
+    });
+    let o = run.run(&["--max-loops", "2"]);
+    let ctx = run.context(&o);
+    assert_eq!(o.status.code(), Some(3), "{ctx}");
+    let started: Vec<bool> = run
+        .of_type("loop_started")
+        .iter()
+        .map(|e| e["resume"] == true)
+        .collect();
+    assert_eq!(started, [false, true], "{ctx}");
+    let f = run.finished();
+    assert_eq!(f.len(), 2, "{ctx}");
+    assert_eq!(f[0]["outcome"], "success", "{ctx}");
+    assert_eq!(f[1]["outcome"], "success", "{ctx}");
+    assert!(f[0]["session_id"].is_string(), "{ctx}");
+    assert_eq!(f[0]["session_id"], f[1]["session_id"], "one session: {ctx}");
+    let turns = run.api.turns();
+    assert_eq!(turns.len(), 2, "{ctx}");
+    let assistants = turns[1].message_texts("assistant");
+    assert!(
+        assistants.iter().any(|t| t.contains("loop one answer")),
+        "loop 2 carries loop 1's answer: {assistants:#?}"
+    );
+    let users = turns[1].message_texts("user");
+    assert!(
+        users.iter().any(|t| t.contains("Hank loop 1")),
+        "loop 2 carries loop 1's prompt"
+    );
+    let ctx2 = turns[1].loop_context().unwrap_or_default();
+    assert!(ctx2.contains("Hank loop 2"), "{ctx2}");
+    // codex prints the thread's usage so far: loop 2's numbers include loop 1's.
+    assert_eq!(f[1]["tokens"]["input"], 2 * INPUT_TOKENS, "{ctx}");
+}
+
+/// The model writes a file and ticks the plan through a shell command; codex runs both with
+/// no approval, and hank counts the file and the checked item as progress.
+fn hank_edit_is_progress() {
+    let run = HankRun::new(&["one", "two"], |_| {
+        vec![
+            Reply::write_file("src/one.txt", "one done\n"),
+            Reply::shell(TICK),
+            Reply::Text(status_text("IN_PROGRESS", false, "two next")),
+        ]
+    });
+    let o = run.run(&["--max-loops", "1"]);
+    let ctx = run.context(&o);
+    assert_eq!(o.status.code(), Some(3), "{ctx}");
+    assert_eq!(
+        std::fs::read_to_string(run.p.dir.join("src/one.txt")).unwrap_or_default(),
+        "one done\n",
+        "{ctx}"
+    );
+    let f = run.finished();
+    assert_eq!(f.len(), 1, "{ctx}");
+    assert_eq!(f[0]["outcome"], "success", "{ctx}");
+    assert_eq!(f[0]["plan_items_checked"], 1, "{ctx}");
+    assert!(f[0]["files_changed"].as_u64().unwrap_or(0) >= 1, "{ctx}");
+}
+
+/// 429 `insufficient_quota`: the loop is an agent error of kind spend_limit and hank stops
+/// at once (waiting does not lift a spend cap).
+fn hank_quota_stops_with_spend_limit() {
+    let run = HankRun::new(&["a"], |_| vec![Reply::quota()]);
+    let o = run.run(&["--max-loops", "3"]);
+    let ctx = run.context(&o);
+    assert_eq!(o.status.code(), Some(3), "{ctx}");
+    assert_eq!(run.p.status()["exit_reason"], "spend_limit", "{ctx}");
+    let f = run.finished();
+    assert_eq!(f.len(), 1, "{ctx}");
+    assert_eq!(f[0]["outcome"], "agent_error", "{ctx}");
+    assert_eq!(f[0]["error_kind"], "spend_limit", "{ctx}");
+    assert_eq!(run.api.turns().len(), 1, "no retry by codex: {ctx}");
+}
+
+/// A per-minute rate limit, then a 500, then an answer: hank backs off after each failure
+/// (codex's own retries are off) and recovers.
+fn hank_transient_errors_back_off_then_recover() {
+    let run = HankRun::new(&["a", "b"], |_| {
+        vec![
+            Reply::rate_limit(1),
+            Reply::error(
+                500,
+                "server_error",
+                None,
+                "The server had an error while processing your request. Sorry about that!",
+            ),
+            Reply::Text(status_text("IN_PROGRESS", false, "recovered")),
+        ]
+    });
+    run.p.hankrc("RETRY_BACKOFF_SECONDS=1\n");
+    let o = run.run(&["--max-loops", "3"]);
+    let ctx = run.context(&o);
+    assert_eq!(o.status.code(), Some(3), "{ctx}");
+    let kinds: Vec<Value> = run
+        .finished()
+        .iter()
+        .map(|f| f["error_kind"].clone())
+        .collect();
+    assert_eq!(
+        kinds,
+        [json!("rate_limit"), json!("server"), Value::Null],
+        "{ctx}"
+    );
+    let waits: Vec<Value> = run
+        .of_type("waiting")
+        .iter()
+        .map(|e| e["reason"].clone())
+        .collect();
+    assert_eq!(waits, [json!("backoff"), json!("backoff")], "{ctx}");
+    assert_eq!(run.p.status()["last_loop"]["outcome"], "success", "{ctx}");
+    assert_eq!(run.api.turns().len(), 3, "{ctx}");
+}
+
+/// A ChatGPT plan's usage limit: `--on-usage-limit exit` stops with usage_limit; otherwise
+/// hank waits. codex prints the reset as "try again at 3:55 AM" (local time); hank waits until
+/// then (+60 s) when its reader knows that wording, else its 60-minute default.
+fn hank_usage_limit_waits_or_exits() {
+    let now = jiff::Timestamp::now().as_second();
+    let reset = (now / 60 + 3) * 60;
+    let run = HankRun::new(&["a"], |_| vec![Reply::usage_limit(reset)]);
+    let o = run.run(&["--on-usage-limit", "exit"]);
+    let ctx = run.context(&o);
+    assert_eq!(o.status.code(), Some(3), "{ctx}");
+    assert_eq!(run.p.status()["exit_reason"], "usage_limit", "{ctx}");
+    assert_eq!(run.finished()[0]["error_kind"], "usage_limit", "{ctx}");
+
+    let run = HankRun::new(&["a"], |_| vec![Reply::usage_limit(reset)]);
+    let child = run
+        .cmd(&[])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn hank");
+    let s = run
+        .p
+        .wait_status(Duration::from_secs(60), |s| s["state"] == "waiting");
+    assert_eq!(s["wait_reason"], "usage_limit", "{s}");
+    assert_eq!(s["last_loop"]["error_kind"], "usage_limit", "{s}");
+    let until: jiff::Timestamp = s["waiting_until"]
+        .as_str()
+        .unwrap_or_default()
+        .parse()
+        .expect("waiting_until");
+    let to_reset = until.as_second() - reset;
+    let to_default = until.as_second() - (now + 3600);
+    assert!(
+        (0..=120).contains(&to_reset) || (0..=180).contains(&to_default),
+        "waiting until {until}: neither the reset {reset} nor the 60-minute default"
+    );
+    eprintln!(
+        "codex usage limit: reset {reset}, hank waits until {until} ({})",
+        if (0..=120).contains(&to_reset) {
+            "the reset"
+        } else {
+            "60-minute default"
+        }
+    );
+    support::signal(&child, nix::sys::signal::Signal::SIGINT);
+    let o = support::wait_with_timeout(child, Duration::from_secs(20));
+    assert_eq!(o.status.code(), Some(130), "{}", run.context(&o));
 }
