@@ -12,6 +12,7 @@
 //! `DIR/<scenario>.stdout|.stderr|.exit` (how `fixtures/agents/codex/` was made).
 
 use std::io::Write;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -52,6 +53,10 @@ pub(crate) const CASES: &[(&str, Case)] = &[
     (
         "unknown_session_is_recognised",
         unknown_session_is_recognised,
+    ),
+    (
+        "unreachable_api_is_a_network_error",
+        unreachable_api_is_a_network_error,
     ),
     (
         "hank_plain_answer_with_status",
@@ -177,6 +182,18 @@ impl Setup {
     /// Runs the real CLI with the profile's argv (resuming `session` when set), `prompt` on
     /// stdin, in the project.
     fn call(&self, session: Option<&str>, prompt: &str) -> Call {
+        self.call_within(session, prompt, Duration::from_secs(120), false)
+    }
+
+    /// [`Setup::call`] with a time limit; past it the CLI is killed (as hank's timeout would)
+    /// when `kill_at_limit`, else the case fails.
+    fn call_within(
+        &self,
+        session: Option<&str>,
+        prompt: &str,
+        limit: Duration,
+        kill_at_limit: bool,
+    ) -> Call {
         let argv = self.profile.argv(&CallInput {
             live: false,
             output_format: OutputFormat::Json,
@@ -210,6 +227,7 @@ impl Setup {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            .process_group(0)
             .spawn()
             .expect("spawn codex");
         child
@@ -218,7 +236,7 @@ impl Setup {
             .expect("stdin")
             .write_all(prompt.as_bytes())
             .expect("write the prompt");
-        let o = wait_output(child, Duration::from_secs(120));
+        let o = wait_output(child, limit, kill_at_limit);
         Call {
             argv,
             stdout: String::from_utf8_lossy(&o.stdout).to_string(),
@@ -232,7 +250,9 @@ impl Setup {
     fn analyze(&self, call: &Call) -> Analysis {
         let facts = RunFacts {
             exit_code: call.code,
-            ..RunFacts::default()
+            signal: None,
+            timed_out: call.code.is_none(),
+            interrupted: false,
         };
         analyze_mapped(
             call.stdout.as_bytes(),
@@ -261,16 +281,25 @@ impl Setup {
     }
 }
 
-/// Waits for `child` with a time limit (kills it and panics when exceeded).
-fn wait_output(mut child: std::process::Child, limit: Duration) -> std::process::Output {
+/// Waits for `child` with a time limit; past it, kills its process group and returns what it
+/// printed (`kill`) or fails the case.
+fn wait_output(mut child: std::process::Child, limit: Duration, kill: bool) -> Output {
     let start = Instant::now();
     loop {
         if child.try_wait().expect("wait").is_some() {
             return child.wait_with_output().expect("output");
         }
         if start.elapsed() > limit {
-            let _ = child.kill();
+            // The whole group: the node launcher and the native binary it started.
+            let pid = i32::try_from(child.id()).expect("pid");
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
             let o = child.wait_with_output().expect("output");
+            if kill {
+                return o;
+            }
             panic!(
                 "codex still running after {limit:?}\n--- stdout\n{}\n--- stderr\n{}",
                 String::from_utf8_lossy(&o.stdout),
@@ -572,6 +601,30 @@ fn unknown_session_is_recognised() {
     assert!(s.api.turns().is_empty(), "{ctx}");
     let a = s.analyze(&call);
     assert!(a.unknown_session, "{ctx}\n{a:#?}");
+}
+
+/// Connection refused: codex keeps printing `Reconnecting... waiting for network` and never
+/// ends by itself (its retry keys do not apply); killed like hank's timeout does, the output
+/// reads as a network error.
+fn unreachable_api_is_a_network_error() {
+    let s = Setup::new(vec![]);
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr")
+    };
+    std::fs::write(
+        s.home.join(".codex/config.toml"),
+        codex_config(&format!("http://{closed}/v1")),
+    )
+    .expect("write");
+    let call = s.call_within(None, PROMPT_ONE, Duration::from_secs(8), true);
+    let ctx = s.context(&call);
+    capture("network", &call);
+    assert_eq!(call.code, None, "still running after 8 s: {ctx}");
+    assert!(call.stdout.contains("waiting for network"), "{ctx}");
+    let a = s.analyze(&call);
+    assert_eq!(a.outcome, Outcome::Timeout, "{ctx}\n{a:#?}");
+    assert_eq!(a.error_kind(), Some(ErrorKind::Network), "{ctx}\n{a:#?}");
 }
 
 // ---- through hank: `hank --agent codex` -------------------------------------------------------
