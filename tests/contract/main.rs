@@ -12,8 +12,11 @@
 // Test helpers outside the trials may panic on setup failures: that is a test failure.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod agent_codex;
+mod agents;
 mod cases;
 mod fake_api;
+mod fake_openai;
 #[path = "../integration/support.rs"]
 mod support;
 
@@ -169,7 +172,11 @@ fn main() -> std::process::ExitCode {
             }
         }
     }
+    let agent_notes = agents::trials(ci, &mut trials);
     let conclusion = libtest_mimic::run(&args, trials);
+    for note in agent_notes {
+        println!("contract: {note}\n");
+    }
     if let Some(why) = skipped {
         println!(
             "contract: {} real-client cases SKIPPED (reported as ignored): {why}\n",
