@@ -23,8 +23,10 @@ use crate::error::{HankError, Result};
 use crate::settings::{AgentCommand, OutputFormat, Settings, Source, Sourced};
 
 /// The built-in profiles: name and TOML text.
-pub const BUILTIN: &[(&str, &str)] =
-    &[("claude", include_str!("../../templates/agents/claude.toml"))];
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("claude", include_str!("../../templates/agents/claude.toml")),
+    ("codex", include_str!("../../templates/agents/codex.toml")),
+];
 
 pub use crate::policy::failover::{DEFAULT_AGENT, valid_name};
 
@@ -283,6 +285,8 @@ struct RawGroup {
 struct RawOutput {
     parser: Option<String>,
     format: Option<String>,
+    /// `per_call` (default) or `session_total`.
+    tokens: Option<String>,
     #[serde(default)]
     fields: BTreeMap<String, RawField>,
 }
@@ -569,10 +573,21 @@ pub fn parse(
                     "missing: hank needs the answer text (it holds the HANK_STATUS block)".into(),
                 ));
             }
+            let session_total_tokens = match raw.output.tokens.as_deref() {
+                None | Some("per_call") => false,
+                Some("session_total") => true,
+                Some(other) => {
+                    return Err(bad(
+                        "output.tokens",
+                        format!("expected per_call or session_total, got {other:?}"),
+                    ));
+                }
+            };
             Parser::Mapped(Box::new(Mapping {
                 format,
                 fields,
                 rules,
+                session_total_tokens,
             }))
         }
     };

@@ -335,6 +335,15 @@ impl Engine {
         // 6. analyze + progress
         let outcome = called.outcome;
         let mut analysis = called.analysis;
+        if let Parser::Mapped(m) = &agent.profile.parser
+            && m.session_total_tokens
+        {
+            analysis.tokens = self.state.agents.tokens_of_call(
+                agent.name(),
+                analysis.session_id.as_deref(),
+                analysis.tokens,
+            );
+        }
         let clock_now = self.clock.now();
         crate::agent::redact::redact_analysis(&mut analysis, &self.secrets);
         self.reporter.analysis_detail(&analysis);

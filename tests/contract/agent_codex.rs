@@ -629,9 +629,8 @@ fn unreachable_api_is_a_network_error() {
 
 // ---- through hank: `hank --agent codex` -------------------------------------------------------
 
-/// A git project whose `.hank/agents/codex.toml` is the built-in profile's text (so the cases
-/// hold whether or not hank embeds it), `$HOME/.codex/config.toml` pointing at the fake, and
-/// the real CLI as `CODEX_CMD`.
+/// A git project run with hank's built-in codex profile, `$HOME/.codex/config.toml` pointing
+/// at the fake, and the real CLI as `CODEX_CMD`.
 struct HankRun {
     p: Project,
     api: FakeOpenAi,
@@ -640,9 +639,6 @@ struct HankRun {
 impl HankRun {
     fn new(items: &[&str], script: impl FnOnce(&Project) -> Vec<Reply>) -> Self {
         let p = Project::new(items);
-        let template = Path::new(env!("CARGO_MANIFEST_DIR")).join("templates/agents/codex.toml");
-        std::fs::create_dir_all(p.dir.join(".hank/agents")).expect("mkdir");
-        std::fs::copy(&template, p.dir.join(".hank/agents/codex.toml")).expect("copy the profile");
         p.git_init();
         let log = p.dir.parent().expect("parent").join("api.log");
         let api = FakeOpenAi::start(script(&p), Some(&log));
@@ -783,8 +779,10 @@ fn hank_second_loop_resumes_the_session() {
     );
     let ctx2 = turns[1].loop_context().unwrap_or_default();
     assert!(ctx2.contains("Hank loop 2"), "{ctx2}");
-    // codex prints the thread's usage so far: loop 2's numbers include loop 1's.
-    assert_eq!(f[1]["tokens"]["input"], 2 * INPUT_TOKENS, "{ctx}");
+    // codex prints the thread's usage so far (loop 2's numbers include loop 1's); the profile
+    // says so (`tokens = "session_total"`) and hank counts each loop's own tokens.
+    assert_eq!(f[1]["tokens"]["input"], INPUT_TOKENS, "{ctx}");
+    assert_eq!(f[1]["tokens"]["output"], OUTPUT_TOKENS, "{ctx}");
 }
 
 /// The model writes a file and ticks the plan through a shell command; codex runs both with
