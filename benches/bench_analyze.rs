@@ -136,6 +136,8 @@ fn main() -> common::Res<()> {
             denied: Vec::new(),
             asked_questions: false,
             last_error: None,
+            handover_from: None,
+            tools_by_choice: None,
         });
         let args = argv::build_argv(&ArgvInput {
             leading_args: &[],

@@ -72,6 +72,9 @@ pub(crate) enum Command {
     Circuit(CircuitArgs),
     /// Check claude, git, tmux, the project layout and the configuration.
     Doctor(DoctorArgs),
+    /// List the agent profiles (claude, codex, gemini, opencode, the project's own) and
+    /// whether each is installed.
+    Agents(AgentsArgs),
     /// Print shell completions.
     Completions(CompletionsArgs),
 }
@@ -113,6 +116,12 @@ pub struct RunArgs {
     pub on_usage_limit: Option<String>,
     #[arg(long, value_name = "PATH", help = keys::flag_help("CLAUDE_CODE_CMD"))]
     pub claude_cmd: Option<String>,
+    #[arg(long, value_name = "NAME", help = keys::flag_help("AGENT"))]
+    pub agent: Option<String>,
+    #[arg(long, value_name = "LIST", help = keys::flag_help("AGENTS"))]
+    pub agents: Option<String>,
+    #[arg(long, value_name = "LIST", help = keys::flag_help("AGENT_MODELS"))]
+    pub agent_models: Option<String>,
     #[arg(long, help = keys::flag_help("CB_AUTO_RESET"))]
     pub auto_reset_circuit: bool,
     /// Print the agent command and prompt for one loop, call nothing, exit 0.
@@ -167,6 +176,13 @@ pub(crate) enum ResetWhat {
 
 #[derive(Debug, Clone, Default, Args)]
 pub(crate) struct CircuitArgs {
+    /// Print as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct AgentsArgs {
     /// Print as JSON.
     #[arg(long)]
     pub json: bool,

@@ -423,6 +423,21 @@ pub fn format_secs(s: u64) -> String {
     }
 }
 
+/// A time as the user reads it: local day and time with the zone, then UTC
+/// (`Tue 14:00 CET (13:00 UTC)`).
+#[must_use]
+pub fn local_time(t: Timestamp) -> String {
+    let local = t
+        .to_zoned(jiff::tz::TimeZone::system())
+        .strftime("%a %H:%M %Z")
+        .to_string();
+    let utc = t
+        .to_zoned(jiff::tz::TimeZone::UTC)
+        .strftime("%H:%M UTC")
+        .to_string();
+    format!("{local} ({utc})")
+}
+
 /// A timestamp to the second, UTC.
 #[must_use]
 pub fn short_time(t: Timestamp) -> String {

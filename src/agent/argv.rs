@@ -11,9 +11,10 @@
 //! works with every client version (and every other agent CLI), and it leaves the system
 //! prompt, the start of the cached prefix, the same on every loop.
 
+use crate::agent::profile::{Agent, CallInput, PromptDelivery};
 use crate::policy::breaker::CircuitState;
 use crate::policy::fixplan::Plan;
-use crate::settings::{AgentCommand, OutputFormat, Settings};
+use crate::settings::{OutputFormat, Settings};
 use crate::store::State;
 
 /// What the argv depends on.
@@ -29,7 +30,9 @@ pub struct ArgvInput<'a> {
     pub allowed_tools: &'a [String],
 }
 
-/// The agent's arguments (without the program).
+/// The Claude Code argv as hank built it before profiles (without the program). The `claude`
+/// profile (`templates/agents/claude.toml`) must give exactly this argv for every setting; a
+/// test in [`crate::agent::profile`] checks it, so this function is the reference.
 #[must_use]
 pub fn build_argv(input: &ArgvInput<'_>) -> Vec<String> {
     let mut argv: Vec<String> = input.leading_args.to_vec();
@@ -65,18 +68,58 @@ pub fn build_argv(input: &ArgvInput<'_>) -> Vec<String> {
     argv
 }
 
-/// The argv of a loop's call from the resolved settings (see [`build_argv`]).
+/// One call, ready to spawn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prepared {
+    /// The argv after the program: the command's leading arguments, then the profile's.
+    pub args: Vec<String>,
+    /// What the agent reads on stdin (empty when the prompt goes elsewhere).
+    pub stdin: Vec<u8>,
+    /// For a profile that takes the prompt as a file: the bytes to write there first.
+    pub prompt_file: Option<Vec<u8>>,
+}
+
+/// The call of one loop for `agent`: argv from its profile and the settings, and the loop
+/// context + prompt delivered the profile's way (stdin, an argument, or `prompt_file`).
 #[must_use]
-pub fn argv_for(s: &Settings, agent: &AgentCommand, resume: Option<&str>) -> Vec<String> {
-    build_argv(&ArgvInput {
-        leading_args: &agent.leading_args,
-        output_format: s.output_format.value,
+pub fn prepare(
+    agent: &Agent,
+    s: &Settings,
+    resume: Option<&str>,
+    context: &str,
+    prompt: &[u8],
+    prompt_file: &std::path::Path,
+) -> Prepared {
+    let composed = compose_stdin(context, prompt);
+    let text;
+    let file_arg;
+    let (stdin, prompt_arg, file_path, file_bytes) = match agent.profile.prompt {
+        PromptDelivery::Stdin => (composed, None, None, None),
+        PromptDelivery::Argument => {
+            text = String::from_utf8_lossy(&composed).into_owned();
+            (Vec::new(), Some(text.as_str()), None, None)
+        }
+        PromptDelivery::File => {
+            file_arg = prompt_file.display().to_string();
+            (Vec::new(), None, Some(file_arg.as_str()), Some(composed))
+        }
+    };
+    let mut args = agent.command.leading_args.clone();
+    args.extend(agent.profile.argv(&CallInput {
         live: s.live.value,
-        resume,
-        model: s.model.value.as_deref(),
+        output_format: s.output_format.value,
+        session: resume,
+        model: s.model_for(agent.name()),
         permission_mode: s.permission_mode.value.as_deref(),
         allowed_tools: &s.allowed_tools.value,
-    })
+        prompt: prompt_arg,
+        prompt_file: file_path,
+    }));
+    Prepared {
+        args,
+        stdin,
+        prompt_file: file_bytes,
+    }
 }
 
 /// The permission mode as every supported client spells it: Claude Code 2.1.330 renamed
@@ -125,6 +168,11 @@ pub struct ContextInput<'a> {
     pub asked_questions: bool,
     /// The last call failed with this error kind.
     pub last_error: Option<&'a str>,
+    /// The agent that worked on the project before this one (failover, or a return to a
+    /// preferred agent): this agent continues its work.
+    pub handover_from: Option<&'a str>,
+    /// This agent's CLI cannot be limited to ALLOWED_TOOLS: the list, to follow by choice.
+    pub tools_by_choice: Option<&'a [String]>,
 }
 
 fn one_line(s: &str, max: usize) -> String {
@@ -183,6 +231,20 @@ pub fn build_context(c: &ContextInput<'_>) -> String {
     if c.asked_questions {
         out.push_str("\nNobody answers questions here: decide and proceed.");
     }
+    if let Some(from) = c.handover_from {
+        out.push_str(&format!(
+            "\nYou continue work the agent `{}` started: fix_plan.md and the git history \
+             (git log, git diff) are the shared memory; read them before you change anything.",
+            one_line(from, 40)
+        ));
+    }
+    if let Some(tools) = c.tools_by_choice.filter(|t| !t.is_empty()) {
+        let list: Vec<&str> = tools.iter().take(30).map(String::as_str).collect();
+        out.push_str(&format!(
+            "\nUse only these tools and commands: {}.",
+            one_line(&list.join(", "), 600)
+        ));
+    }
     out.push_str("\nOne task per loop; end with the HANK_STATUS block.");
     out
 }
@@ -190,6 +252,12 @@ pub fn build_context(c: &ContextInput<'_>) -> String {
 /// The loop context of loop `number`, from the stored state (the previous loop, the breaker)
 /// and the plan.
 pub fn loop_context(state: &State, plan: &Plan, number: u64) -> String {
+    build_context(&context_input(state, plan, number))
+}
+
+/// What [`loop_context`] says, for a caller that adds the agent facts
+/// ([`ContextInput::handover_from`], [`ContextInput::tools_by_choice`]).
+pub fn context_input<'a>(state: &'a State, plan: &'a Plan, number: u64) -> ContextInput<'a> {
     let last = state.history.last();
     let circuit = (state.breaker.state != CircuitState::Closed)
         .then(|| (state.breaker.state.as_str(), state.breaker.reason.as_str()));
@@ -201,7 +269,7 @@ pub fn loop_context(state: &State, plan: &Plan, number: u64) -> String {
                 .collect()
         })
         .unwrap_or_default();
-    build_context(&ContextInput {
+    ContextInput {
         loop_number: number,
         open_items: plan.open_required(),
         total_items: plan.total(),
@@ -211,7 +279,9 @@ pub fn loop_context(state: &State, plan: &Plan, number: u64) -> String {
         denied,
         asked_questions: last.is_some_and(|r| r.questions),
         last_error: last.and_then(|r| r.error_kind).map(|k| k.as_str()),
-    })
+        handover_from: None,
+        tools_by_choice: None,
+    }
 }
 
 #[cfg(test)]

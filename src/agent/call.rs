@@ -9,6 +9,7 @@ use std::io::BufReader;
 use tokio::sync::watch;
 
 use crate::agent::process::{self, RunOutcome, Spawn};
+use crate::agent::profile::Parser;
 use crate::analysis::{self, Analysis, Clock, RunFacts};
 
 /// What one call produced.
@@ -31,12 +32,14 @@ pub fn facts_of(outcome: &RunOutcome) -> RunFacts {
 
 /// Runs `spawn` and analyzes its output. `on_spawn(pgid)` runs right after the start (the
 /// loop records the group for orphan cleanup), `on_line` gets stdout lines in live mode, and
-/// `clock` gives the time and zone for reset times (taken when the call ends).
+/// `clock` gives the time and zone for reset times (taken when the call ends). `parser` is the
+/// profile's way of reading the answer.
 ///
 /// # Errors
 /// The agent could not be started (the error names the program).
 pub async fn call(
     spawn: Spawn<'_>,
+    parser: &Parser,
     cancel: watch::Receiver<u32>,
     on_spawn: impl FnOnce(i32),
     on_line: impl FnMut(&[u8]),
@@ -49,15 +52,23 @@ pub async fn call(
         .map_err(|e| format!("failed to start the agent {program}: {e}"))?;
     let facts = facts_of(&outcome);
     let clock = clock();
-    let analysis = match std::fs::File::open(&stdout_log) {
+    let stderr = &outcome.stderr_head;
+    let analysis = match (std::fs::File::open(&stdout_log), parser) {
         // 256 KiB reads: most stream-json lines are then parsed in place, not copied.
-        Ok(f) => analysis::analyze_in(
+        (Ok(f), Parser::Claude) => {
+            analysis::analyze_in(BufReader::with_capacity(1 << 18, f), stderr, &facts, &clock)
+        }
+        (Ok(f), Parser::Mapped(m)) => analysis::analyze_mapped(
             BufReader::with_capacity(1 << 18, f),
-            &outcome.stderr_head,
+            stderr,
             &facts,
             &clock,
+            m,
         ),
-        Err(_) => analysis::analyze_bytes_in(b"", &outcome.stderr_head, &facts, &clock),
+        (Err(_), Parser::Claude) => analysis::analyze_bytes_in(b"", stderr, &facts, &clock),
+        (Err(_), Parser::Mapped(m)) => {
+            analysis::analyze_mapped(&b""[..], stderr, &facts, &clock, m)
+        }
     };
     Ok(Called { outcome, analysis })
 }

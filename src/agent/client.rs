@@ -147,12 +147,22 @@ impl TestedRange {
 /// came back. Bounded by `limit`: the probe runs in its own process group, and the whole group
 /// is killed past the limit, also when the program exits but a child of it keeps stdout open.
 pub fn probe(program: &Path, leading_args: &[String], limit: Duration) -> Result<String, String> {
+    probe_with(program, leading_args, &["--version".to_owned()], limit)
+}
+
+/// [`probe`] with the version arguments of a profile (`version_args`).
+pub fn probe_with(
+    program: &Path,
+    leading_args: &[String],
+    version_args: &[String],
+    limit: Duration,
+) -> Result<String, String> {
     use std::io::Read;
     use std::os::unix::process::CommandExt;
     let name = program.display();
     let mut child = Command::new(program)
         .args(leading_args)
-        .arg("--version")
+        .args(version_args)
         .process_group(0)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

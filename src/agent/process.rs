@@ -37,6 +37,8 @@ pub struct Spawn<'a> {
     pub live: bool,
     /// Variables removed from the agent's environment (it inherits hank's otherwise).
     pub env_remove: &'a [&'a str],
+    /// Variables set in the agent's environment (the profile's `[env]`).
+    pub env_set: &'a [(String, String)],
 }
 
 /// What happened to the process.
@@ -117,6 +119,9 @@ pub async fn run_with_hook(
     let started = Instant::now();
     let stdout_file = create_log(&spawn.stdout_log)?;
     let mut command = tokio::process::Command::new(spawn.program);
+    for (key, value) in spawn.env_set {
+        command.env(key, value);
+    }
     for key in spawn.env_remove {
         command.env_remove(key);
     }
@@ -393,6 +398,7 @@ mod tests {
             grace: Duration::from_millis(500),
             live,
             env_remove: &[],
+            env_set: &[],
         };
         let (_tx, rx) = watch::channel(0u32);
         let mut lines = Vec::new();
@@ -466,6 +472,7 @@ mod tests {
             grace: Duration::from_secs(5),
             live: false,
             env_remove: &[],
+            env_set: &[],
         };
         let (tx, rx) = watch::channel(0u32);
         let o = rt()
@@ -496,6 +503,7 @@ mod tests {
             grace: Duration::from_secs(1),
             live: false,
             env_remove: &[],
+            env_set: &[],
         };
         let (_tx, rx) = watch::channel(0u32);
         assert!(rt().block_on(run(spawn, rx, |_| {})).is_err());

@@ -16,18 +16,17 @@ use std::path::{Path, PathBuf};
 use regex::Regex;
 use serde::Deserialize;
 
-use crate::analysis::{ErrorRule, FieldPath, Fields, MappedFormat, Mapping, Matcher, RuleKind, Take};
+use crate::analysis::{
+    ErrorRule, FieldPath, Fields, MappedFormat, Mapping, Matcher, RuleKind, Take,
+};
 use crate::error::{HankError, Result};
-use crate::settings::OutputFormat;
+use crate::settings::{AgentCommand, OutputFormat, Settings, Source, Sourced};
 
 /// The built-in profiles: name and TOML text.
-pub const BUILTIN: &[(&str, &str)] = &[(
-    "claude",
-    include_str!("../../templates/agents/claude.toml"),
-)];
+pub const BUILTIN: &[(&str, &str)] =
+    &[("claude", include_str!("../../templates/agents/claude.toml"))];
 
-/// The default agent.
-pub const DEFAULT_AGENT: &str = "claude";
+pub use crate::policy::failover::{DEFAULT_AGENT, valid_name};
 
 /// How the prompt reaches the agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,7 +67,7 @@ pub enum Parser {
     /// Hank's native Claude Code analyzer ([`crate::analysis::analyze_in`]).
     Claude,
     /// JSONPath fields and error rules.
-    Mapped(Mapping),
+    Mapped(Box<Mapping>),
 }
 
 /// Where a profile came from.
@@ -175,11 +174,8 @@ impl Profile {
             if !applies {
                 continue;
             }
-            let filled: Option<Vec<String>> = group
-                .values
-                .iter()
-                .map(|v| fill(v, &value))
-                .collect();
+            let filled: Option<Vec<String>> =
+                group.values.iter().map(|v| fill(v, &value)).collect();
             if let Some(values) = filled {
                 out.extend(values);
             }
@@ -329,7 +325,12 @@ pub const FIELD_NAMES: &[&str] = &[
 ///
 /// # Errors
 /// A message naming the file and the key, and what was expected.
-pub fn parse(text: &str, file: &str, stem: &str, origin: Origin) -> std::result::Result<Profile, String> {
+pub fn parse(
+    text: &str,
+    file: &str,
+    stem: &str,
+    origin: Origin,
+) -> std::result::Result<Profile, String> {
     let raw: RawProfile = toml::from_str(text).map_err(|e| {
         let msg = e.message().trim().to_owned();
         match e.span().map(|s| line_of(text, s.start)) {
@@ -341,11 +342,17 @@ pub fn parse(text: &str, file: &str, stem: &str, origin: Origin) -> std::result:
     if raw.name != stem {
         return Err(bad(
             "name",
-            format!("is {:?} but the file is named for {stem:?}; they must be the same", raw.name),
+            format!(
+                "is {:?} but the file is named for {stem:?}; they must be the same",
+                raw.name
+            ),
         ));
     }
     if raw.program.trim().is_empty() {
-        return Err(bad("program", "expected a program name or path, got an empty text".into()));
+        return Err(bad(
+            "program",
+            "expected a program name or path, got an empty text".into(),
+        ));
     }
     let prompt = match raw.prompt.as_str() {
         "stdin" => PromptDelivery::Stdin,
@@ -470,7 +477,10 @@ pub fn parse(text: &str, file: &str, stem: &str, origin: Origin) -> std::result:
             other => {
                 return Err(bad(
                     &full,
-                    format!("unknown field {other:?}; the fields are {}", FIELD_NAMES.join(", ")),
+                    format!(
+                        "unknown field {other:?}; the fields are {}",
+                        FIELD_NAMES.join(", ")
+                    ),
                 ));
             }
         };
@@ -482,14 +492,21 @@ pub fn parse(text: &str, file: &str, stem: &str, origin: Origin) -> std::result:
         let kind = RuleKind::parse(&r.kind).ok_or_else(|| {
             bad(
                 &key("kind"),
-                format!("expected one of {}, got {:?}", RuleKind::NAMES.join(", "), r.kind),
+                format!(
+                    "expected one of {}, got {:?}",
+                    RuleKind::NAMES.join(", "),
+                    r.kind
+                ),
             )
         })?;
         let anywhere = match r.scope.as_deref() {
             None | Some("error") => false,
             Some("any") => true,
             Some(other) => {
-                return Err(bad(&key("scope"), format!("expected error or any, got {other:?}")));
+                return Err(bad(
+                    &key("scope"),
+                    format!("expected error or any, got {other:?}"),
+                ));
             }
         };
         let matcher = match (&r.regex, &r.path) {
@@ -498,10 +515,12 @@ pub fn parse(text: &str, file: &str, stem: &str, origin: Origin) -> std::result:
                     .map_err(|e| bad(&key("regex"), format!("not a regular expression: {e}")))?,
                 anywhere,
             },
-            (None, Some(p)) => Matcher::Path(
-                FieldPath::parse(p, Take::Last)
-                    .map_err(|e| bad(&key("path"), format!("not a JSONPath expression ({e}): {p}")))?,
-            ),
+            (None, Some(p)) => Matcher::Path(FieldPath::parse(p, Take::Last).map_err(|e| {
+                bad(
+                    &key("path"),
+                    format!("not a JSONPath expression ({e}): {p}"),
+                )
+            })?),
             _ => {
                 return Err(bad(
                     &format!("errors[{i}]"),
@@ -514,7 +533,10 @@ pub fn parse(text: &str, file: &str, stem: &str, origin: Origin) -> std::result:
             .as_deref()
             .map(|p| {
                 FieldPath::parse(p, Take::Last).map_err(|e| {
-                    bad(&key("reset_path"), format!("not a JSONPath expression ({e}): {p}"))
+                    bad(
+                        &key("reset_path"),
+                        format!("not a JSONPath expression ({e}): {p}"),
+                    )
                 })
             })
             .transpose()?;
@@ -529,12 +551,17 @@ pub fn parse(text: &str, file: &str, stem: &str, origin: Origin) -> std::result:
         Some(other) => {
             return Err(bad(
                 "output.parser",
-                format!("the only parser is \"claude\" (hank's Claude Code analyzer), got {other:?}; leave it out to use the JSONPath fields"),
+                format!(
+                    "the only parser is \"claude\" (hank's Claude Code analyzer), got {other:?}; leave it out to use the JSONPath fields"
+                ),
             ));
         }
         None => {
             let Some(format) = format else {
-                return Err(bad("output.format", "missing: expected json, jsonl or text".into()));
+                return Err(bad(
+                    "output.format",
+                    "missing: expected json, jsonl or text".into(),
+                ));
             };
             if format != MappedFormat::Text && fields.text.is_none() {
                 return Err(bad(
@@ -542,11 +569,11 @@ pub fn parse(text: &str, file: &str, stem: &str, origin: Origin) -> std::result:
                     "missing: hank needs the answer text (it holds the HANK_STATUS block)".into(),
                 ));
             }
-            Parser::Mapped(Mapping {
+            Parser::Mapped(Box::new(Mapping {
                 format,
                 fields,
                 rules,
-            })
+            }))
         }
     };
     Ok(Profile {
@@ -585,16 +612,6 @@ fn builtin(name: &str) -> Option<&'static str> {
     BUILTIN.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
 }
 
-/// A name a profile file may have: letters, digits, `-` and `_`.
-#[must_use]
-pub fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-}
-
 /// The profile called `name`: `.hank/agents/NAME.toml` if the project has one, else the
 /// built-in.
 ///
@@ -610,8 +627,9 @@ pub fn load(name: &str, project_dir: &Path) -> Result<Profile> {
     let file = project_folder(project_dir).join(format!("{name}.toml"));
     match std::fs::read(&file) {
         Ok(bytes) => {
-            let text = String::from_utf8(bytes)
-                .map_err(|_| HankError::usage(format!("{}: not valid UTF-8 text", file.display())))?;
+            let text = String::from_utf8(bytes).map_err(|_| {
+                HankError::usage(format!("{}: not valid UTF-8 text", file.display()))
+            })?;
             let origin = if builtin(name).is_some() {
                 Origin::Overrides(file.clone())
             } else {
@@ -620,12 +638,21 @@ pub fn load(name: &str, project_dir: &Path) -> Result<Profile> {
             parse(&text, &file.display().to_string(), name, origin).map_err(HankError::usage)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => match builtin(name) {
-            Some(text) => parse(text, &format!("built-in profile {name}"), name, Origin::Builtin)
-                .map_err(HankError::Internal),
+            Some(text) => parse(
+                text,
+                &format!("built-in profile {name}"),
+                name,
+                Origin::Builtin,
+            )
+            .map_err(HankError::Internal),
             None => Err(HankError::usage_hint(
                 format!(
                     "unknown agent {name:?}: the built-in agents are {}",
-                    BUILTIN.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+                    BUILTIN
+                        .iter()
+                        .map(|(n, _)| *n)
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
                 format!("or describe it in {}", file.display()),
             )),
@@ -658,6 +685,79 @@ pub fn list(project_dir: &Path) -> Vec<(String, std::result::Result<Profile, Str
             (n, p)
         })
         .collect()
+}
+
+/// A profile with its program found: what the loop runs.
+#[derive(Debug, Clone)]
+pub struct Agent {
+    pub profile: Profile,
+    pub command: AgentCommand,
+}
+
+impl Agent {
+    /// The profile's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.profile.name
+    }
+
+    /// The profile's `[env]` as pairs for the spawn.
+    #[must_use]
+    pub fn env(&self) -> Vec<(String, String)> {
+        self.profile
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+}
+
+/// The program a profile runs here: `CLAUDE_CODE_CMD` (a hank setting: flag, environment or
+/// `.hankrc`) for a profile whose `program_env` names it, else the `program_env` variable when
+/// set, else the profile's `program`.
+#[must_use]
+pub fn program_of(profile: &Profile, s: &Settings) -> Sourced<String> {
+    let env = profile.program_env.as_deref();
+    if env == Some("CLAUDE_CODE_CMD") && s.claude_cmd.source != Source::Default {
+        return s.claude_cmd.clone();
+    }
+    if let Some(var) = env
+        && let Ok(v) = std::env::var(var)
+        && !v.trim().is_empty()
+    {
+        return Sourced {
+            value: v,
+            source: Source::Env,
+        };
+    }
+    Sourced {
+        value: profile.program.clone(),
+        source: Source::Default,
+    }
+}
+
+/// Loads the profile `name` and finds its program.
+///
+/// # Errors
+/// The profile cannot be loaded, or its program is not installed (with how to install it).
+pub fn resolve(name: &str, s: &Settings) -> Result<Agent> {
+    let profile = load(name, &s.project_dir)?;
+    let program = program_of(&profile, s);
+    let hint = match (&profile.install, &profile.program_env) {
+        (Some(i), Some(e)) => format!("install it (`{i}`) or set {e} to its path"),
+        (Some(i), None) => format!("install it (`{i}`)"),
+        (None, Some(e)) => format!("install it or set {e} to its path"),
+        (None, None) => format!("install `{}`", profile.program),
+    };
+    let command =
+        crate::settings::resolve_program(&program, &s.project_dir, &hint).map_err(|e| match e {
+            HankError::Usage { message, hint } => HankError::Usage {
+                message: format!("agent {name}: {message}"),
+                hint,
+            },
+            other => other,
+        })?;
+    Ok(Agent { profile, command })
 }
 
 #[cfg(test)]
@@ -743,7 +843,12 @@ text = "$.answer"
 "#;
 
     fn parse_demo(text: &str) -> std::result::Result<Profile, String> {
-        parse(text, "demo.toml", "demo", Origin::Project(PathBuf::from("demo.toml")))
+        parse(
+            text,
+            "demo.toml",
+            "demo",
+            Origin::Project(PathBuf::from("demo.toml")),
+        )
     }
 
     #[test]
@@ -764,39 +869,93 @@ text = "$.answer"
             model: Some("m1"),
             ..base
         };
-        assert_eq!(p.argv(&with_model), ["run", "--json", "--model", "m1", "do it"]);
+        assert_eq!(
+            p.argv(&with_model),
+            ["run", "--json", "--model", "m1", "do it"]
+        );
     }
 
     /// Bad profiles are refused with the file, the key and what was expected.
     #[test]
     fn bad_profiles_name_the_file_and_key() {
         let cases: &[(&str, &str, &str)] = &[
-            ("name = \"demo\"", "name = \"other\"", "demo.toml: `name`: is \"other\""),
-            ("prompt = \"argument\"", "prompt = \"pipe\"", "`prompt`: expected stdin, argument or file, got \"pipe\""),
-            ("values = [\"{prompt}\"]", "values = [\"-\"]", "`prompt`: is \"argument\" but no args value holds {prompt}"),
-            ("values = [\"--model\", \"{model}\"]", "values = [\"--model\", \"{modle}\"]", "`args[1].values[1]`: unknown placeholder {modle}"),
-            ("format = \"json\"", "format = \"yaml\"", "`output.format`: expected json, jsonl or text, got \"yaml\""),
-            ("text = \"$.answer\"", "text = \"$.answer[\"", "`output.fields.text`: not a JSONPath expression"),
-            ("text = \"$.answer\"", "txt = \"$.answer\"", "`output.fields.txt`: unknown field"),
-            ("text = \"$.answer\"", "text = { path = \"$.a\", take = \"max\" }", "`output.fields.text.take`: expected first, last, sum, join or count"),
-            ("resume = false", "resume = true", "`resume`: is true but no args value holds {session}"),
-            ("program = \"demo-cli\"", "program = \"demo-cli\"\ncolour = 1", "demo.toml: line"),
+            (
+                "name = \"demo\"",
+                "name = \"other\"",
+                "demo.toml: `name`: is \"other\"",
+            ),
+            (
+                "prompt = \"argument\"",
+                "prompt = \"pipe\"",
+                "`prompt`: expected stdin, argument or file, got \"pipe\"",
+            ),
+            (
+                "values = [\"{prompt}\"]",
+                "values = [\"-\"]",
+                "`prompt`: is \"argument\" but no args value holds {prompt}",
+            ),
+            (
+                "values = [\"--model\", \"{model}\"]",
+                "values = [\"--model\", \"{modle}\"]",
+                "`args[1].values[1]`: unknown placeholder {modle}",
+            ),
+            (
+                "format = \"json\"",
+                "format = \"yaml\"",
+                "`output.format`: expected json, jsonl or text, got \"yaml\"",
+            ),
+            (
+                "text = \"$.answer\"",
+                "text = \"$.answer[\"",
+                "`output.fields.text`: not a JSONPath expression",
+            ),
+            (
+                "text = \"$.answer\"",
+                "txt = \"$.answer\"",
+                "`output.fields.txt`: unknown field",
+            ),
+            (
+                "text = \"$.answer\"",
+                "text = { path = \"$.a\", take = \"max\" }",
+                "`output.fields.text.take`: expected first, last, sum, join or count",
+            ),
+            (
+                "resume = false",
+                "resume = true",
+                "`resume`: is true but no args value holds {session}",
+            ),
+            (
+                "program = \"demo-cli\"",
+                "program = \"demo-cli\"\ncolour = 1",
+                "demo.toml: line",
+            ),
         ];
         for (from, to, expected) in cases {
             assert!(MINIMAL.contains(from), "{from}");
             let text = MINIMAL.replacen(from, to, 1);
-            let err = parse_demo(&text).err().unwrap_or_else(|| panic!("{to} was accepted"));
+            let err = parse_demo(&text)
+                .err()
+                .unwrap_or_else(|| panic!("{to} was accepted"));
             assert!(err.contains(expected), "{to}: {err}");
         }
         let rule = format!("{MINIMAL}\n[[errors]]\nregex = \"(\"\nkind = \"usage_limit\"\n");
         let err = parse_demo(&rule).err().unwrap_or_default();
-        assert!(err.contains("`errors[0].regex`: not a regular expression"), "{err}");
+        assert!(
+            err.contains("`errors[0].regex`: not a regular expression"),
+            "{err}"
+        );
         let rule = format!("{MINIMAL}\n[[errors]]\nregex = \"x\"\nkind = \"quota\"\n");
         let err = parse_demo(&rule).err().unwrap_or_default();
-        assert!(err.contains("`errors[0].kind`: expected one of usage_limit"), "{err}");
+        assert!(
+            err.contains("`errors[0].kind`: expected one of usage_limit"),
+            "{err}"
+        );
         let rule = format!("{MINIMAL}\n[[errors]]\nkind = \"auth\"\n");
         let err = parse_demo(&rule).err().unwrap_or_default();
-        assert!(err.contains("`errors[0]`: expected exactly one of `regex` and `path`"), "{err}");
+        assert!(
+            err.contains("`errors[0]`: expected exactly one of `regex` and `path`"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -807,11 +966,15 @@ text = "$.answer"
         std::fs::write(folder.join("demo.toml"), MINIMAL).unwrap_or_else(|e| panic!("{e}"));
         let p = load("demo", dir.path()).unwrap_or_else(|e| panic!("{e}"));
         assert!(matches!(p.origin, Origin::Project(_)));
-        let err = load("nope", dir.path()).err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(err.contains("unknown agent \"nope\": the built-in agents are claude"), "{err}");
-        let claude = builtin_profile("claude")
-            .args
-            .len();
+        let err = load("nope", dir.path())
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("unknown agent \"nope\": the built-in agents are claude"),
+            "{err}"
+        );
+        let claude = builtin_profile("claude").args.len();
         let mine = format!(
             "{}\n[[args]]\nvalues = [\"--extra\"]\n",
             crate::agent::profile::BUILTIN[0].1

@@ -345,7 +345,10 @@ impl<'m> Reader<'m> {
                 hit.0 = true;
             }
             if let Some(rp) = &rule.reset_path
-                && let Some(t) = rp.matches(doc).last().and_then(|v| timestamp_of(&scalar(v)))
+                && let Some(t) = rp
+                    .matches(doc)
+                    .last()
+                    .and_then(|v| timestamp_of(&scalar(v)))
             {
                 hit.1 = Some(t);
             }
@@ -468,7 +471,9 @@ pub fn analyze_mapped<R: BufRead>(
             }
         }
     }
-    finish(&reader, plain, total, any_json, malformed, stderr, facts, clock)
+    finish(
+        &reader, plain, total, any_json, malformed, stderr, facts, clock,
+    )
 }
 
 fn push_capped(s: &mut String, text: &str) {
@@ -564,7 +569,14 @@ fn finish(
         })
     });
     let claims_error = reported.is_some() || r.is_error;
-    let matched = match_rule(r, message.as_deref(), &stderr, text.as_deref(), &plain, clock);
+    let matched = match_rule(
+        r,
+        message.as_deref(),
+        &stderr,
+        text.as_deref(),
+        &plain,
+        clock,
+    );
     a.unknown_session = matches!(matched, Some((RuleKind::UnknownSession, ..)));
 
     let answered = text.is_some() && !claims_error;
@@ -658,9 +670,8 @@ fn finish(
     let edits = r.count(f.edits.as_ref());
     let commands = r.string(f.commands.as_ref()).unwrap_or_default();
     let commands: Vec<&str> = commands.lines().filter(|l| !l.trim().is_empty()).collect();
-    let tools_testing = !commands.is_empty()
-        && edits == 0
-        && commands.iter().all(|c| derive::is_test_command(c));
+    let tools_testing =
+        !commands.is_empty() && edits == 0 && commands.iter().all(|c| derive::is_test_command(c));
     let status_testing = a.status.as_ref().and_then(|s| s.work_type) == Some(WorkType::Testing);
     a.testing_only = own_words && (status_testing || tools_testing);
     a

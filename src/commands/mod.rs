@@ -5,10 +5,11 @@
 //! |---|---|
 //! | `run` | `hank` / `hank run` (the loop, `--dry-run`, `--monitor`) |
 //! | `monitor` | `hank monitor` |
-//! | `status`, `circuit`, `reset`, `doctor`, `completions` | small commands |
+//! | `status`, `circuit`, `reset`, `doctor`, `agents`, `completions` | small commands |
 //! | `analyze` | `hank analyze FILE` |
 //! | `setup`, `enable`, `enable_ci`, `migrate`, `import` | project set-up |
 
+pub(crate) mod agents;
 pub(crate) mod analyze;
 pub(crate) mod circuit;
 pub(crate) mod completions;

@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::agent::argv;
+use crate::agent::profile::{self, Agent};
 use crate::cli::RunArgs;
 use crate::clock::SystemClock;
 use crate::engine;
@@ -39,17 +40,43 @@ pub(crate) fn run(run: &RunArgs, args: &[OsString]) -> Result<u8> {
     check_layout(&project_dir)?;
     let settings = settings::load(&run.into(), &project_dir)?;
     check_required_files(&settings)?;
-    let agent = settings::resolve_agent(&settings.claude_cmd, &project_dir)?;
+    let mut notes = settings.warnings.clone();
+    let agents = resolve_agents(&settings, &mut notes)?;
     if settings.dry_run {
-        for w in &settings.warnings {
+        for w in &notes {
             eprintln!("hank: warning: {w}");
         }
-        return dry_run(&settings, &agent);
+        return dry_run(&settings, &agents[0]);
     }
     let clock = SystemClock::from_env()?;
-    let mut notes = settings.warnings.clone();
-    notes.extend(check_client(&agent)?);
-    engine::start(settings, agent, notes, Box::new(clock))
+    for agent in &agents {
+        if agent.profile.is_claude() {
+            notes.extend(check_client(&agent.command)?);
+        }
+        if !agent.profile.allowed_tools {
+            notes.push(format!(
+                "{} cannot be limited to ALLOWED_TOOLS: the list is given to it in the loop \
+                 context to follow, and its own sandbox and approval settings apply (see \
+                 `hank agents`)",
+                agent.name()
+            ));
+        }
+    }
+    engine::start(settings, agents, notes, Box::new(clock))
+}
+
+/// The agents of the run (the failover chain): the first must be usable; a later one that is
+/// not installed or has a bad profile is left out with a warning.
+fn resolve_agents(s: &Settings, notes: &mut Vec<String>) -> Result<Vec<Agent>> {
+    let mut agents = Vec::new();
+    for (i, name) in s.agent_chain().iter().enumerate() {
+        match profile::resolve(name, s) {
+            Ok(a) => agents.push(a),
+            Err(e) if i > 0 => notes.push(format!("{e}; left out of AGENTS for this run")),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(agents)
 }
 
 /// Asks the client for its version once per run: a release older than the oldest tested
@@ -135,7 +162,7 @@ fn check_required_files(s: &Settings) -> Result<()> {
 }
 
 /// `--dry-run`: builds the agent command and prompt for one loop, calls nothing.
-fn dry_run(s: &Settings, agent: &AgentCommand) -> Result<u8> {
+fn dry_run(s: &Settings, agent: &Agent) -> Result<u8> {
     let store = Store::new(&s.project_dir);
     let now = SystemClock::from_env()?.now();
     let state = store.read_state()?;
@@ -144,14 +171,18 @@ fn dry_run(s: &Settings, agent: &AgentCommand) -> Result<u8> {
     let prompt_path = s.prompt_path();
     let prompt =
         fs::read(&prompt_path).map_err(|e| HankError::io("failed to read", &prompt_path, e))?;
+    let same_agent = state.agents.current_or(profile::DEFAULT_AGENT) == agent.name();
     let resume = s
         .resumable(state.session.as_ref(), now)
+        .filter(|_| same_agent && agent.profile.resume)
         .map(|x| x.id.clone());
     let context = argv::loop_context(&state, &plan, state.loop_count + 1);
-    let args = argv::argv_for(s, agent, resume.as_deref());
+    let prompt_file = store.loop_log(state.loop_count + 1, "prompt");
+    let prepared = argv::prepare(agent, s, resume.as_deref(), &context, &prompt, &prompt_file);
     // For display only: words of CLAUDE_CODE_CMD may carry a secret.
-    let args = crate::agent::redact::redacted(&args, &crate::agent::redact::secret_values());
-    let stdin = argv::compose_stdin(&context, &prompt);
+    let args =
+        crate::agent::redact::redacted(&prepared.args, &crate::agent::redact::secret_values());
+    let stdin = prepared.prompt_file.unwrap_or(prepared.stdin);
     let mut out = std::io::stdout().lock();
     let settings: Vec<serde_json::Value> = s
         .describe()
@@ -160,7 +191,7 @@ fn dry_run(s: &Settings, agent: &AgentCommand) -> Result<u8> {
         .collect();
     let written = if s.json {
         let obj = json!({
-            "program": agent.program.display().to_string(),
+            "program": agent.command.program.display().to_string(),
             "args": args,
             "stdin": String::from_utf8_lossy(&stdin),
             "context_bytes": context.len(),
@@ -168,7 +199,7 @@ fn dry_run(s: &Settings, agent: &AgentCommand) -> Result<u8> {
         });
         writeln!(out, "{obj}")
     } else {
-        let mut cmd = vec![shell_quote(&agent.program.display().to_string())];
+        let mut cmd = vec![shell_quote(&agent.command.program.display().to_string())];
         cmd.extend(args.iter().map(|a| shell_quote(a)));
         let mut text = String::new();
         text.push_str("# agent command (no shell is used; quoted here for reading)\n");
@@ -209,6 +240,9 @@ impl From<&RunArgs> for settings::Flags {
             max_cost: a.max_cost.clone(),
             on_usage_limit: a.on_usage_limit.clone(),
             claude_cmd: a.claude_cmd.clone(),
+            agent: a.agent.clone(),
+            agents: a.agents.clone(),
+            agent_models: a.agent_models.clone(),
             auto_reset_circuit: a.auto_reset_circuit,
             dry_run: a.dry_run,
             notify: a.notify,

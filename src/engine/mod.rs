@@ -27,6 +27,7 @@ use tokio::sync::watch;
 use crate::agent::argv;
 use crate::agent::call;
 use crate::agent::process::{self, Spawn};
+use crate::agent::profile::{Agent, Parser};
 use crate::analysis::{self, Analysis};
 use crate::error::{HankError, Result};
 use crate::exit::ExitReason;
@@ -37,24 +38,31 @@ use crate::policy::session::{self, UnknownSession};
 use crate::policy::time::Clock;
 use crate::progress;
 use crate::report::{LoopSummary, Reporter};
-use crate::settings::{AgentCommand, Settings};
+use crate::settings::Settings;
 use crate::store::schema::{AgentFinished, Fold};
 use crate::store::{EventKind, LastLoop, LockGuard, RunState, State, Store};
 
 /// Time between SIGTERM and SIGKILL when stopping the agent.
 pub(crate) const GRACE: Duration = Duration::from_secs(5);
 
+mod agents;
 mod output;
 mod start;
 mod wait;
 
 pub(crate) use start::start;
 
+use agents::Choice;
 use wait::Waited;
 
 struct Engine {
     s: Settings,
-    agent: AgentCommand,
+    /// The agents of the run in failover order (one unless `AGENTS` names more).
+    agents: Vec<Agent>,
+    /// Index of the agent of the next call.
+    current: usize,
+    /// The agent the current one took over from (said once in the next loop's context).
+    handover: Option<String>,
     store: Store,
     state: State,
     reporter: Reporter,
@@ -118,6 +126,7 @@ impl Engine {
                 .info(&format!("circuit {} → {}: {}", t.from, t.to, t.reason));
             self.emit_transition(&t)?;
         }
+        self.state.agents.on_run_start(now);
         self.save()?;
         self.refresh_plan();
         self.write_status(RunState::Starting)?;
@@ -164,6 +173,12 @@ impl Engine {
                 }
                 continue;
             }
+            // 4b. the agent: the first of the chain that may work now
+            match self.choose_agent().await? {
+                Choice::Call => {}
+                Choice::Again => continue,
+                Choice::Stop(reason) => return Ok(reason),
+            }
             // 5–9. one call
             match self.one_loop(plan_text).await? {
                 Decision::Continue | Decision::RetryWithoutSession => {
@@ -207,13 +222,36 @@ impl Engine {
         let prompt_path = self.s.prompt_path();
         let prompt =
             fs::read(&prompt_path).map_err(|e| HankError::io("failed to read", &prompt_path, e))?;
+        let agent = self.agent().clone();
         let resume = self
             .s
             .resumable(self.state.session.as_ref(), now)
-            .map(|x| x.id.clone());
-        let context = argv::loop_context(&self.state, &self.plan, number);
-        let args = argv::argv_for(&self.s, &self.agent, resume.as_deref());
-        let stdin = argv::compose_stdin(&context, &prompt);
+            .map(|x| x.id.clone())
+            .filter(|_| agent.profile.resume);
+        let handover = self.handover.take();
+        let context = {
+            let mut input = argv::context_input(&self.state, &self.plan, number);
+            input.handover_from = handover.as_deref();
+            if !agent.profile.allowed_tools {
+                input.tools_by_choice = Some(&self.s.allowed_tools.value);
+            }
+            argv::build_context(&input)
+        };
+        let prompt_file = self.store.loop_log(number, "prompt");
+        let prepared = argv::prepare(
+            &agent,
+            &self.s,
+            resume.as_deref(),
+            &context,
+            &prompt,
+            &prompt_file,
+        );
+        if let Some(bytes) = &prepared.prompt_file {
+            crate::store::write_atomic(&prompt_file, bytes, false)
+                .map_err(|e| HankError::io("failed to write", &prompt_file, e))?;
+        }
+        let args = prepared.args;
+        let stdin = prepared.stdin;
         let baseline = progress::baseline(&self.s.project_dir, &plan_before);
         let live_path = self.store.live_path();
         let mut live_file = if self.s.live.value {
@@ -227,22 +265,28 @@ impl Engine {
             number,
             resume: resume.is_some(),
             context_bytes: context.len() as u64,
+            agent: Some(agent.name().to_owned()),
         })?;
         self.store.log(
             now,
-            &format!("loop {number} started (resume: {})", resume.is_some()),
+            &format!(
+                "loop {number} started (agent: {}, resume: {})",
+                agent.name(),
+                resume.is_some()
+            ),
         );
         self.reporter.agent_started(number, resume.is_some());
         self.reporter.call_detail(
-            &self.agent.program,
+            &agent.command.program,
             &crate::agent::redact::redacted(&args, &self.secrets),
             context.len(),
             prompt.len(),
         );
 
         let stdout_log = self.store.loop_log(number, "out");
+        let env_set = agent.env();
         let spawn = Spawn {
-            program: &self.agent.program,
+            program: &agent.command.program,
             args: &args,
             cwd: &self.s.project_dir,
             stdin,
@@ -252,6 +296,7 @@ impl Engine {
             grace: GRACE,
             live: self.s.live.value,
             env_remove: crate::agent::client::ENV_REMOVED,
+            env_set: &env_set,
         };
         let reporter = &self.reporter;
         let lock = &mut self.lock;
@@ -261,11 +306,17 @@ impl Engine {
             }
         };
         let wall = &self.clock;
+        let native = matches!(agent.profile.parser, Parser::Claude);
         let called = call::call(
             spawn,
+            &agent.profile.parser,
             self.cancel.clone(),
             on_spawn,
             |line| {
+                // Live items are read from Claude Code's stream-json.
+                if !native {
+                    return;
+                }
                 for item in analysis::live_items(line) {
                     if let Some(f) = live_file.as_mut() {
                         let _ = f.write_all(crate::report::live_log_line(&item).as_bytes());
@@ -309,6 +360,9 @@ impl Engine {
         // 7. fold
         let now = self.clock.now();
         self.fold(number, now, resume.as_deref(), &analysis, &progress)?;
+        self.state
+            .agents
+            .count(agent.name(), analysis.cost_usd, analysis.tokens.sum());
         let dcfg = self.s.decide_config();
         self.state.consecutive_failures = self.state.breaker.failure_streak;
 
@@ -327,6 +381,7 @@ impl Engine {
         if outcome.interrupted || self.interrupted() {
             decision = Decision::Stop(ExitReason::Interrupted);
         }
+        decision = self.failover_after(&analysis, decision);
         if decision == Decision::RetryWithoutSession {
             match session::on_unknown_session(resume.is_some()) {
                 UnknownSession::RetryFresh => {
@@ -400,7 +455,8 @@ impl Engine {
         duration: Duration,
         write_status: bool,
     ) -> Result<()> {
-        let finished = AgentFinished::of(number, a, p, duration);
+        let mut finished = AgentFinished::of(number, a, p, duration);
+        finished.agent = Some(self.agent().name().to_owned());
         self.last_loop = Some(LastLoop::of(&finished));
         if write_status {
             self.write_status(RunState::Running)?;

@@ -5,18 +5,20 @@ use tokio::sync::watch;
 
 use super::Engine;
 use crate::agent::process;
+use crate::agent::profile::Agent;
 use crate::error::{HankError, Result};
 use crate::policy::fixplan::Plan;
 use crate::policy::time::Clock;
 use crate::report::{DisplayMode, Reporter};
-use crate::settings::{AgentCommand, Settings};
+use crate::settings::Settings;
 use crate::store::{LockGuard, Store};
 
-/// Runs the loop until it stops: `settings` resolved, `agent` found and checked, `notes`
+/// Runs the loop until it stops: `settings` resolved, `agents` (the failover chain, at least
+/// one) found and checked, `notes`
 /// (warnings found before the loop) reported once the event log is open.
 pub(crate) fn start(
     settings: Settings,
-    agent: AgentCommand,
+    agents: Vec<Agent>,
     notes: Vec<String>,
     clock: Box<dyn Clock>,
 ) -> Result<u8> {
@@ -29,7 +31,7 @@ pub(crate) fn start(
         .map_err(|e| HankError::Internal(format!("failed to start the async runtime: {e}")))?;
     runtime.block_on(async move {
         let cancel = crate::agent::signals::install()?;
-        let mut engine = Engine::new(settings, agent, store, cancel, lock, clock)?;
+        let mut engine = Engine::new(settings, agents, store, cancel, lock, clock)?;
         for note in notes {
             engine.warn(&note);
         }
@@ -40,7 +42,7 @@ pub(crate) fn start(
 impl Engine {
     fn new(
         s: Settings,
-        agent: AgentCommand,
+        agents: Vec<Agent>,
         store: Store,
         cancel: watch::Receiver<u32>,
         lock: LockGuard,
@@ -52,7 +54,9 @@ impl Engine {
         loaded.state.ledger.prune(now);
         let mut engine = Self {
             s,
-            agent,
+            agents,
+            current: 0,
+            handover: None,
             store,
             state: loaded.state,
             reporter,

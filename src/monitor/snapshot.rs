@@ -983,6 +983,8 @@ mod tests {
             exit_reason: Some("usage_limit".into()),
             exit_code: Some(3),
             pid: 42,
+            agent: Some("codex".into()),
+            agents_limited: std::collections::BTreeMap::new(),
         };
         let text = serde_json::to_string(&written).unwrap();
         let (r, note) = parse_status(&text).unwrap();
@@ -1028,6 +1030,7 @@ mod tests {
                 number: 9,
                 resume: true,
                 context_bytes: 200,
+                agent: None,
             },
             EventKind::AgentFinished(Box::new(AgentFinished {
                 number: 9,

@@ -9,6 +9,7 @@
 pub mod breaker;
 pub mod budget;
 pub mod decide;
+pub mod failover;
 pub mod fixplan;
 pub mod progress;
 pub mod session;

@@ -1119,9 +1119,11 @@ fn convert_ai(
             grace: GRACE,
             live: false,
             env_remove: crate::agent::client::ENV_REMOVED,
+            env_set: &[],
         };
         call::call(
             spawn,
+            &crate::agent::profile::Parser::Claude,
             cancel,
             |_| {},
             |_| {},

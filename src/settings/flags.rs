@@ -37,6 +37,12 @@ pub struct Flags {
     pub on_usage_limit: Option<String>,
     /// `--claude-cmd` (CLAUDE_CODE_CMD).
     pub claude_cmd: Option<String>,
+    /// `--agent` (AGENT).
+    pub agent: Option<String>,
+    /// `--agents` (AGENTS).
+    pub agents: Option<String>,
+    /// `--agent-models` (AGENT_MODELS).
+    pub agent_models: Option<String>,
     /// `--auto-reset-circuit` (CB_AUTO_RESET).
     pub auto_reset_circuit: bool,
     /// `--dry-run`: print the agent command and prompt for one loop, call nothing (flag only).

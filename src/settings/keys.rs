@@ -263,6 +263,27 @@ pub const KEYS: &[Key] = &[
         "The agent command: a path, a name on PATH, or a command with arguments",
     ),
     key(
+        "AGENT",
+        Some("--agent"),
+        DefaultValue::Text("claude"),
+        "a profile name: claude, codex, gemini, opencode, or NAME for .hank/agents/NAME.toml",
+        "The agent CLI to drive (its profile); `hank agents` lists them",
+    ),
+    key(
+        "AGENTS",
+        Some("--agents"),
+        DefaultValue::Unset,
+        "comma-separated profile names, e.g. claude,codex",
+        "Failover order: the next agent takes over while one is at a usage limit or logged out",
+    ),
+    key(
+        "AGENT_MODELS",
+        Some("--agent-models"),
+        DefaultValue::Unset,
+        "comma-separated NAME=MODEL pairs, e.g. codex=gpt-5-codex,gemini=gemini-2.5-pro",
+        "The model of each agent other than claude (claude's is CLAUDE_MODEL)",
+    ),
+    key(
         "CB_AUTO_RESET",
         Some("--auto-reset-circuit"),
         DefaultValue::Text("false"),

@@ -87,6 +87,9 @@ pub struct Settings {
     pub max_cost_usd: Sourced<f64>,
     pub on_usage_limit: Sourced<UsageLimitPolicy>,
     pub claude_cmd: Sourced<String>,
+    pub agent: Sourced<String>,
+    pub agents: Sourced<Option<Vec<String>>>,
+    pub agent_models: Sourced<Option<Vec<(String, String)>>>,
     pub auto_reset_circuit: Sourced<bool>,
     pub notify: Sourced<bool>,
     pub cb_no_progress: Sourced<u32>,
@@ -151,6 +154,40 @@ impl Settings {
             self.session_expiry_hours.value,
             now,
         )
+    }
+
+    /// The agents of this run, in failover order: `--agent` on the command line runs that one
+    /// agent; else `AGENTS` when set; else `AGENT`. Duplicates are dropped.
+    #[must_use]
+    pub fn agent_chain(&self) -> Vec<String> {
+        let list = match (&self.agent.source, &self.agents.value) {
+            (Source::Flag(_), _) | (_, None) => vec![self.agent.value.clone()],
+            (_, Some(list)) => list.clone(),
+        };
+        let mut out: Vec<String> = Vec::new();
+        for n in list {
+            if !out.contains(&n) {
+                out.push(n);
+            }
+        }
+        out
+    }
+
+    /// The model for `agent`: CLAUDE_MODEL for claude (else its AGENT_MODELS entry), the
+    /// AGENT_MODELS entry for every other agent.
+    #[must_use]
+    pub fn model_for(&self, agent: &str) -> Option<&str> {
+        let listed = self
+            .agent_models
+            .value
+            .as_ref()
+            .and_then(|v| v.iter().find(|(n, _)| n == agent))
+            .map(|(_, m)| m.as_str());
+        if agent == crate::policy::failover::DEFAULT_AGENT {
+            self.model.value.as_deref().or(listed)
+        } else {
+            listed
+        }
     }
 
     /// The breaker thresholds.
@@ -237,6 +274,21 @@ pub struct AgentCommand {
 /// Resolves `CLAUDE_CODE_CMD`: an existing path (absolute or relative to the project), a name
 /// looked up on `PATH`, or a command with arguments such as `npx @anthropic-ai/claude-code`.
 pub fn resolve_agent(cmd: &Sourced<String>, project_dir: &Path) -> Result<AgentCommand> {
+    resolve_program(
+        cmd,
+        project_dir,
+        "install Claude Code (`npm install -g @anthropic-ai/claude-code`) or set \
+         CLAUDE_CODE_CMD / --claude-cmd to its path",
+    )
+}
+
+/// Resolves an agent program: an existing path (absolute or relative to the project), a name
+/// looked up on `PATH`, or a command with arguments; `hint` says how to fix a missing one.
+pub fn resolve_program(
+    cmd: &Sourced<String>,
+    project_dir: &Path,
+    hint: &str,
+) -> Result<AgentCommand> {
     let raw = cmd.value.trim();
     let as_path = |p: &str| {
         let path = Path::new(p);
@@ -246,8 +298,6 @@ pub fn resolve_agent(cmd: &Sourced<String>, project_dir: &Path) -> Result<AgentC
             project_dir.join(path)
         }
     };
-    let hint = "install Claude Code (`npm install -g @anthropic-ai/claude-code`) or set \
-                CLAUDE_CODE_CMD / --claude-cmd to its path";
     if raw.contains('/') && as_path(raw).is_file() {
         return Ok(AgentCommand {
             program: as_path(raw),

@@ -288,6 +288,17 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
         claude_cmd: r.get("CLAUDE_CODE_CMD", flags.claude_cmd.as_deref(), |s| {
             (!s.trim().is_empty()).then(|| s.trim().to_string())
         })?,
+        agent: r.get("AGENT", flags.agent.as_deref(), |s| {
+            let s = s.trim();
+            crate::policy::failover::valid_name(s).then(|| s.to_string())
+        })?,
+        agents: r.get_opt("AGENTS", flags.agents.as_deref(), |s| {
+            let list = parse_list(s)?;
+            list.iter()
+                .all(|n| crate::policy::failover::valid_name(n))
+                .then_some(list)
+        })?,
+        agent_models: r.get_opt("AGENT_MODELS", flags.agent_models.as_deref(), parse_pairs)?,
         auto_reset_circuit: r.get("CB_AUTO_RESET", on(flags.auto_reset_circuit), parse_bool)?,
         notify: r.get("ENABLE_NOTIFICATIONS", on(flags.notify), parse_bool)?,
         cb_no_progress: r.get("CB_NO_PROGRESS_THRESHOLD", None, parse_u32_min(1))?,
@@ -343,6 +354,27 @@ impl Show for Duration {
 impl Show for Vec<String> {
     fn show(&self) -> String {
         self.join(",")
+    }
+}
+
+impl Show for Option<Vec<String>> {
+    fn show(&self) -> String {
+        self.as_ref()
+            .map_or_else(|| "(unset)".to_string(), |v| v.join(","))
+    }
+}
+
+impl Show for Option<Vec<(String, String)>> {
+    fn show(&self) -> String {
+        self.as_ref().map_or_else(
+            || "(unset)".to_string(),
+            |v| {
+                v.iter()
+                    .map(|(a, b)| format!("{a}={b}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            },
+        )
     }
 }
 
@@ -442,6 +474,21 @@ fn parse_u32_min(min: u32) -> impl Fn(&str) -> Option<u32> {
 
 fn parse_u64(s: &str) -> Option<u64> {
     s.trim().parse::<u64>().ok()
+}
+
+/// `name=model,name=model` (names are profile names; a model may not start with `-`).
+fn parse_pairs(s: &str) -> Option<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let (name, model) = item.split_once('=')?;
+        let (name, model) = (name.trim(), model.trim());
+        if !crate::policy::failover::valid_name(name) || model.is_empty() || model.starts_with('-')
+        {
+            return None;
+        }
+        out.push((name.to_string(), model.to_string()));
+    }
+    (!out.is_empty()).then_some(out)
 }
 
 fn parse_list(s: &str) -> Option<Vec<String>> {

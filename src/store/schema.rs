@@ -5,7 +5,7 @@
 //! monitor, `hank status`, `hank circuit` and `hank reset` read them with these same types,
 //! through [`read_lenient`] where a file may come from an older or newer hank.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::Timestamp;
 use serde::de::DeserializeOwned;
@@ -18,6 +18,7 @@ use crate::exit::ExitReason;
 use crate::policy::breaker::{Breaker, BreakerConfig, CircuitState, Transition};
 use crate::policy::budget::{BudgetLimits, Ledger, LedgerEntry, WaitReason};
 use crate::policy::decide::{self, DecideConfig, LoopRecord};
+pub use crate::policy::failover::Agents;
 use crate::policy::progress::Progress;
 use crate::policy::session;
 pub use crate::policy::session::Session;
@@ -61,6 +62,14 @@ pub struct State {
     pub consecutive_failures: u32,
     /// The agent's last RECOMMENDATION line (relayed in the next loop's context).
     pub last_recommendation: Option<String>,
+    /// Which agent is current, which are limited and until when, their parked sessions and
+    /// what each cost ([`crate::policy::failover`]).
+    #[serde(skip_serializing_if = "is_default_agents")]
+    pub agents: Agents,
+}
+
+fn is_default_agents(a: &Agents) -> bool {
+    *a == Agents::default()
 }
 
 impl Default for State {
@@ -75,6 +84,7 @@ impl Default for State {
             totals: Totals::default(),
             consecutive_failures: 0,
             last_recommendation: None,
+            agents: Agents::default(),
         }
     }
 }
@@ -195,6 +205,12 @@ pub struct Status {
     pub exit_code: Option<u8>,
     /// PID of the loop that wrote this file.
     pub pid: u32,
+    /// The current agent (profile).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// Agents that may not be called now: name → why and until when.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub agents_limited: BTreeMap<String, crate::policy::failover::Limited>,
 }
 
 impl Default for Status {
@@ -221,6 +237,8 @@ impl Default for Status {
             exit_reason: None,
             exit_code: None,
             pid: 0,
+            agent: None,
+            agents_limited: BTreeMap::new(),
         }
     }
 }
@@ -264,6 +282,9 @@ pub enum EventKind {
         number: u64,
         resume: bool,
         context_bytes: u64,
+        /// The agent (profile) called.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent: Option<String>,
     },
     /// The agent answered (or failed): the analysis summary.
     AgentFinished(Box<AgentFinished>),
@@ -277,6 +298,15 @@ pub enum EventKind {
     Waiting {
         reason: WaitReason,
         until: Timestamp,
+    },
+    /// The next call goes to another agent (failover, or back to a preferred one).
+    AgentSwitched {
+        from: String,
+        to: String,
+        reason: String,
+        /// When `from` may be called again (absent: not in this run, or it is not limited).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        until: Option<Timestamp>,
     },
     /// Something the user should know.
     Warning { message: String },
@@ -310,6 +340,9 @@ pub struct AgentFinished {
     pub permission_denials: u64,
     pub completion_indicators: Vec<String>,
     pub recommendation: Option<String>,
+    /// The agent (profile) that answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 /// One loop's results, to fold into [`State`].
@@ -405,6 +438,12 @@ impl Status {
             exit_reason: p.exit.map(|r| r.as_str().to_string()),
             exit_code: p.exit.map(ExitReason::code),
             pid: p.pid,
+            agent: Some(
+                st.agents
+                    .current_or(crate::policy::failover::DEFAULT_AGENT)
+                    .to_owned(),
+            ),
+            agents_limited: st.agents.limited.clone(),
         }
     }
 }
@@ -441,6 +480,7 @@ impl AgentFinished {
             permission_denials: a.permission_denials.len() as u64,
             completion_indicators: a.completion_indicators.clone(),
             recommendation: a.recommendation().map(ToString::to_string),
+            agent: None,
         }
     }
 }
@@ -557,6 +597,7 @@ mod tests {
                     number: 3,
                     resume: true,
                     context_bytes: 210,
+                    agent: None,
                 },
                 json!({"schema_version":1,"at":"2026-11-24T10:00:00Z","type":"loop_started","loop":3,"resume":true,"context_bytes":210}),
             ),

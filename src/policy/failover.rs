@@ -1,0 +1,323 @@
+//! Failover between agents (`AGENTS="claude,codex"`). **\[pure\]**
+//!
+//! The chain is ordered by preference. Before each call hank picks the first agent that may be
+//! called now: one that is not limited, or whose limit has passed — so when the first agent's
+//! usage window resets, hank returns to it. An answer that says the agent cannot work for a
+//! while limits it: a usage limit until its reset time; a spend cap, a billing problem or a
+//! failed login for the rest of the run (a new run tries it again: the user may have fixed it).
+//! With one agent nothing is ever limited here; the exit decision handles the answer as always.
+//!
+//! The state (`state.json` → `agents`) also parks the session of each agent that is not the
+//! current one, so a return resumes where that agent stopped, and counts what each agent cost.
+
+use std::collections::BTreeMap;
+
+use jiff::{SignedDuration, Timestamp};
+use serde::{Deserialize, Serialize};
+
+use crate::analysis::ErrorKind;
+use crate::policy::session::Session;
+
+/// The agent when none is named (and the owner of a session stored before profiles existed).
+pub const DEFAULT_AGENT: &str = "claude";
+
+/// A name a profile file may have: letters, digits, `-` and `_`.
+#[must_use]
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// A usage limit without a reset time keeps the agent aside this long.
+pub const UNKNOWN_RESET: SignedDuration = SignedDuration::from_hours(1);
+
+/// Why an agent may not be called, and until when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limited {
+    /// The error kind that limited it (`usage_limit`, `spend_limit`, `auth`, `billing`).
+    pub kind: String,
+    /// When it may be called again; `None`: not again in this run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<Timestamp>,
+    pub since: Timestamp,
+    pub message: String,
+}
+
+/// What one agent cost (all runs).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentUsage {
+    pub calls: u64,
+    pub cost_usd: f64,
+    pub tokens: u64,
+}
+
+/// The agents' part of `state.json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Agents {
+    /// The agent whose session `state.session` is (absent: `claude`, as before profiles).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub limited: BTreeMap<String, Limited>,
+    /// Sessions of the agents that are not current, to resume when hank returns to them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sessions: BTreeMap<String, Session>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub usage: BTreeMap<String, AgentUsage>,
+}
+
+/// Which agent to call now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pick {
+    /// The agent at this index of the chain.
+    Use(usize),
+    /// Every agent is limited; the first comes back at this time.
+    WaitUntil(Timestamp),
+    /// Every agent is limited for the rest of the run.
+    NoneLeft,
+}
+
+impl Agents {
+    /// The current agent's name.
+    #[must_use]
+    pub fn current_or<'a>(&'a self, default: &'a str) -> &'a str {
+        self.current.as_deref().unwrap_or(default)
+    }
+
+    /// At the start of a run: limits without an end (login, spend cap) and limits that have
+    /// passed are forgotten.
+    pub fn on_run_start(&mut self, now: Timestamp) {
+        self.limited
+            .retain(|_, l| l.until.is_some_and(|until| until > now));
+    }
+
+    /// The first agent of `chain` that may be called at `now`.
+    #[must_use]
+    pub fn pick(&self, chain: &[String], now: Timestamp) -> Pick {
+        let mut earliest: Option<Timestamp> = None;
+        for (i, name) in chain.iter().enumerate() {
+            match self.limited.get(name) {
+                None => return Pick::Use(i),
+                Some(l) => match l.until {
+                    Some(until) if until <= now => return Pick::Use(i),
+                    Some(until) => earliest = Some(earliest.map_or(until, |e| e.min(until))),
+                    None => {}
+                },
+            }
+        }
+        earliest.map_or(Pick::NoneLeft, Pick::WaitUntil)
+    }
+
+    /// Records an answer of `agent` that failed with `kind`: limits the agent when the kind
+    /// means it cannot work for a while (see the module doc). Returns whether it was limited.
+    pub fn on_error(
+        &mut self,
+        agent: &str,
+        kind: ErrorKind,
+        reset_at: Option<Timestamp>,
+        message: &str,
+        now: Timestamp,
+    ) -> bool {
+        let until = match kind {
+            ErrorKind::UsageLimit => Some(
+                reset_at
+                    .filter(|r| *r > now)
+                    .unwrap_or_else(|| now.saturating_add(UNKNOWN_RESET).unwrap_or(now)),
+            ),
+            ErrorKind::SpendLimit | ErrorKind::Auth | ErrorKind::Billing => None,
+            _ => return false,
+        };
+        self.limited.insert(
+            agent.to_owned(),
+            Limited {
+                kind: kind.as_str().to_owned(),
+                until,
+                since: now,
+                message: message.to_owned(),
+            },
+        );
+        true
+    }
+
+    /// Makes `to` the current agent: parks the session of the agent that was current and
+    /// returns `to`'s parked session (to become `state.session`).
+    pub fn switch(&mut self, default: &str, to: &str, session: Option<Session>) -> Option<Session> {
+        let from = self.current_or(default).to_owned();
+        if from == to {
+            return session;
+        }
+        if let Some(s) = session {
+            self.sessions.insert(from, s);
+        }
+        self.current = Some(to.to_owned());
+        self.sessions.remove(to)
+    }
+
+    /// Adds one call of `agent` to its usage.
+    pub fn count(&mut self, agent: &str, cost_usd: f64, tokens: u64) {
+        let u = self.usage.entry(agent.to_owned()).or_default();
+        u.calls = u.calls.saturating_add(1);
+        if cost_usd.is_finite() && cost_usd >= 0.0 {
+            u.cost_usd += cost_usd;
+        }
+        u.tokens = u.tokens.saturating_add(tokens);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> Timestamp {
+        s.parse().unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    fn chain() -> Vec<String> {
+        vec!["claude".into(), "codex".into(), "gemini".into()]
+    }
+
+    #[test]
+    fn pick_table() {
+        let now = t("2026-11-24T10:00:00Z");
+        let later = t("2026-11-24T11:00:00Z");
+        let sooner = t("2026-11-24T10:30:00Z");
+        let earlier = t("2026-11-24T09:00:00Z");
+        // (limited: name → until (None = run), expected)
+        type Limits<'a> = Vec<(&'a str, Option<Timestamp>)>;
+        let cases: Vec<(Limits<'_>, Pick)> = vec![
+            (vec![], Pick::Use(0)),
+            (vec![("claude", Some(later))], Pick::Use(1)),
+            (vec![("claude", Some(earlier))], Pick::Use(0)),
+            (vec![("claude", Some(now))], Pick::Use(0)),
+            (vec![("claude", None)], Pick::Use(1)),
+            (vec![("claude", Some(later)), ("codex", None)], Pick::Use(2)),
+            (
+                vec![
+                    ("claude", Some(later)),
+                    ("codex", Some(sooner)),
+                    ("gemini", None),
+                ],
+                Pick::WaitUntil(sooner),
+            ),
+            (
+                vec![("claude", None), ("codex", None), ("gemini", None)],
+                Pick::NoneLeft,
+            ),
+        ];
+        for (limited, expected) in cases {
+            let mut a = Agents::default();
+            for (name, until) in &limited {
+                a.limited.insert(
+                    (*name).into(),
+                    Limited {
+                        kind: "usage_limit".into(),
+                        until: *until,
+                        since: earlier,
+                        message: String::new(),
+                    },
+                );
+            }
+            assert_eq!(a.pick(&chain(), now), expected, "{limited:?}");
+        }
+    }
+
+    #[test]
+    fn errors_that_limit_an_agent() {
+        let now = t("2026-11-24T10:00:00Z");
+        let reset = t("2026-11-24T14:00:00Z");
+        // (kind, reset, limited?, until)
+        let cases = [
+            (ErrorKind::UsageLimit, Some(reset), true, Some(reset)),
+            (
+                ErrorKind::UsageLimit,
+                None,
+                true,
+                Some(t("2026-11-24T11:00:00Z")),
+            ),
+            // A reset in the past is no reset: the default hour applies.
+            (
+                ErrorKind::UsageLimit,
+                Some(t("2026-11-24T09:00:00Z")),
+                true,
+                Some(t("2026-11-24T11:00:00Z")),
+            ),
+            (ErrorKind::SpendLimit, None, true, None),
+            (ErrorKind::Auth, None, true, None),
+            (ErrorKind::Billing, None, true, None),
+            (ErrorKind::RateLimit, Some(reset), false, None),
+            (ErrorKind::Overloaded, None, false, None),
+            (ErrorKind::Network, None, false, None),
+        ];
+        for (kind, reset_at, limited, until) in cases {
+            let mut a = Agents::default();
+            assert_eq!(
+                a.on_error("claude", kind, reset_at, "m", now),
+                limited,
+                "{kind:?}"
+            );
+            assert_eq!(
+                a.limited.get("claude").and_then(|l| l.until),
+                until,
+                "{kind:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn run_start_forgets_limits_without_an_end_and_past_ones() {
+        let now = t("2026-11-24T10:00:00Z");
+        let mut a = Agents::default();
+        a.on_error("claude", ErrorKind::Auth, None, "m", now);
+        a.on_error(
+            "codex",
+            ErrorKind::UsageLimit,
+            Some(t("2026-11-24T12:00:00Z")),
+            "m",
+            now,
+        );
+        a.on_error(
+            "gemini",
+            ErrorKind::UsageLimit,
+            Some(t("2026-11-24T10:30:00Z")),
+            "m",
+            now,
+        );
+        a.on_run_start(t("2026-11-24T11:00:00Z"));
+        let left: Vec<&String> = a.limited.keys().collect();
+        assert_eq!(left, ["codex"]);
+    }
+
+    #[test]
+    fn switching_parks_and_restores_sessions() {
+        let now = t("2026-11-24T10:00:00Z");
+        let s = |id: &str| Session {
+            id: id.into(),
+            started_at: now,
+            last_used_at: now,
+        };
+        let mut a = Agents::default();
+        // claude (the default current) → codex: claude's session is parked, codex has none.
+        assert_eq!(a.switch("claude", "codex", Some(s("c1"))), None);
+        assert_eq!(a.current.as_deref(), Some("codex"));
+        // codex → claude: codex's session parked, claude's back.
+        assert_eq!(a.switch("claude", "claude", Some(s("x1"))), Some(s("c1")));
+        assert_eq!(a.sessions.get("codex"), Some(&s("x1")));
+        // Same agent: nothing moves.
+        assert_eq!(a.switch("claude", "claude", Some(s("c2"))), Some(s("c2")));
+    }
+
+    #[test]
+    fn usage_is_counted_per_agent_and_ignores_broken_costs() {
+        let mut a = Agents::default();
+        a.count("claude", 0.5, 100);
+        a.count("claude", f64::INFINITY, 1);
+        a.count("codex", 0.25, 10);
+        assert_eq!(a.usage["claude"].calls, 2);
+        assert!((a.usage["claude"].cost_usd - 0.5).abs() < 1e-9);
+        assert_eq!(a.usage["claude"].tokens, 101);
+        assert_eq!(a.usage["codex"].calls, 1);
+    }
+}

@@ -1,0 +1,313 @@
+//! Agent profiles end to end: a project profile (`.hank/agents/NAME.toml`) drives a fake CLI
+//! through JSONPath fields; failover from a limited agent to the next one and back; bad
+//! profiles are refused before anything runs.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::{Project, TICK_ONE, error_json, fixtures, result_json, stderr, stdout};
+
+/// A profile named `demo` for a CLI that prints Claude Code's result object, read through
+/// JSONPath (not the native analyzer), with the prompt as an argument and `--session ID` to
+/// resume. It runs the fake agent with its own control folder `fake_dir`.
+fn demo_profile(fake_dir: &Path) -> String {
+    format!(
+        r#"name = "demo"
+description = "a fake CLI read through JSONPath"
+program = "{program}"
+prompt = "argument"
+resume = true
+allowed_tools = false
+
+[[args]]
+values = ["run", "--json"]
+[[args]]
+values = ["--session", "{{session}}"]
+[[args]]
+values = ["--model", "{{model}}"]
+[[args]]
+values = ["--", "{{prompt}}"]
+
+[env]
+FAKE_CLAUDE_DIR = "{fake}"
+
+[output]
+format = "json"
+
+[output.fields]
+text = "$.result"
+session_id = "$.session_id"
+is_error = "$.is_error"
+cost_usd = "$.total_cost_usd"
+input_tokens = "$.usage.input_tokens"
+output_tokens = "$.usage.output_tokens"
+
+[[errors]]
+regex = "(?i)quota exhausted"
+kind = "usage_limit"
+"#,
+        program = fixtures().join("bin/claude").display(),
+        fake = fake_dir.display(),
+    )
+}
+
+/// Adds the demo profile to `p`; returns its fake control folder.
+fn with_demo(p: &Project) -> PathBuf {
+    let fake = p.dir.parent().unwrap().join("fake-demo");
+    std::fs::create_dir_all(&fake).unwrap();
+    std::fs::create_dir_all(p.dir.join(".hank/agents")).unwrap();
+    std::fs::write(p.dir.join(".hank/agents/demo.toml"), demo_profile(&fake)).unwrap();
+    fake
+}
+
+fn finished(p: &Project) -> Vec<Value> {
+    p.events()
+        .into_iter()
+        .filter(|e| e["type"] == "agent_finished")
+        .collect()
+}
+
+/// The argv of call `n` of the demo CLI: the options, and the prompt (the argument after
+/// `--`; the fake writes one argument per line, so the prompt's lines are joined back).
+fn argv_of(fake: &Path, n: u32) -> (Vec<String>, String) {
+    let text = std::fs::read_to_string(fake.join(format!("argv-{n}"))).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let cut = lines.iter().position(|l| *l == "--").unwrap();
+    let options = lines[..cut].iter().map(|l| (*l).to_owned()).collect();
+    (options, lines[cut + 1..].join("\n"))
+}
+
+#[test]
+fn a_project_profile_drives_its_cli_through_jsonpath() {
+    let p = Project::new(&["a", "b"]);
+    let demo = with_demo(&p);
+    std::fs::write(demo.join("effect.sh"), TICK_ONE).unwrap();
+    std::fs::write(
+        demo.join("response"),
+        result_json("IN_PROGRESS", "IMPLEMENTATION", false, "did one"),
+    )
+    .unwrap();
+    let o = p.run(&["--agent", "demo", "--agent-models", "demo=m-7"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(p.status()["exit_reason"], "plan_complete");
+    assert_eq!(p.status()["agent"], "demo");
+    assert_eq!(p.calls(), 0, "claude was never called");
+    // Loop 1: fresh; the prompt (context + PROMPT.md) is the last argument, stdin is empty.
+    let (a1, prompt) = argv_of(&demo, 1);
+    assert_eq!(a1, ["run", "--json", "--model", "m-7"]);
+    assert!(prompt.starts_with("<hank-loop-context>"), "{prompt}");
+    assert!(prompt.contains("Do the next task."), "{prompt}");
+    // Its CLI takes no tool list: the context carries it instead.
+    assert!(
+        prompt.contains("Use only these tools and commands: Write, Read"),
+        "{prompt}"
+    );
+    assert_eq!(std::fs::read(demo.join("stdin-1")).unwrap(), b"");
+    // Loop 2 resumes the session the JSONPath found.
+    let (a2, _) = argv_of(&demo, 2);
+    assert_eq!(
+        a2,
+        [
+            "run",
+            "--json",
+            "--session",
+            "5b1c0e0a-1111-2222-3333-444444444444",
+            "--model",
+            "m-7"
+        ]
+    );
+    let f = finished(&p);
+    assert_eq!(f.len(), 2);
+    for e in &f {
+        assert_eq!(e["agent"], "demo", "{e}");
+        assert_eq!(e["outcome"], "success", "{e}");
+        assert_eq!(e["status"], "IN_PROGRESS", "{e}");
+        assert_eq!(e["tokens"]["input"], 100, "{e}");
+        assert!((e["cost_usd"].as_f64().unwrap() - 0.01).abs() < 1e-9, "{e}");
+    }
+    let usage = &p.state()["agents"]["usage"]["demo"];
+    assert_eq!(usage["calls"], 2, "{usage}");
+}
+
+#[test]
+fn a_profile_error_rule_classifies_the_answer() {
+    let p = Project::new(&["a"]);
+    let demo = with_demo(&p);
+    std::fs::write(
+        demo.join("response"),
+        error_json("Quota exhausted for today", None),
+    )
+    .unwrap();
+    std::fs::write(demo.join("exit"), "1").unwrap();
+    let o = p.run(&["--agent", "demo", "--on-usage-limit", "exit"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let f = finished(&p);
+    assert_eq!(f[0]["error_kind"], "usage_limit", "{}", f[0]);
+    assert_eq!(p.status()["exit_reason"], "usage_limit");
+}
+
+/// Claude reports a usage limit that resets a few seconds ahead: the next loops go to the
+/// second agent at once (no wait), and once the reset has passed hank returns to claude, which
+/// resumes nothing of the other agent's session. Every switch is an event.
+#[test]
+fn failover_to_the_next_agent_and_back_after_the_reset() {
+    let items = ["a", "b", "c", "d", "e", "f", "g", "h"];
+    let p = Project::new(&items);
+    let demo = with_demo(&p);
+    let reset = jiff::Timestamp::now().as_second() + 4;
+    p.fake(
+        "response-1",
+        &error_json(&format!("Claude AI usage limit reached|{reset}"), Some(429)),
+    )
+    .fake("exit-1", "1")
+    .fake("effect.sh", TICK_ONE);
+    std::fs::write(demo.join("effect.sh"), TICK_ONE).unwrap();
+    std::fs::write(demo.join("sleep"), "1").unwrap();
+    let o = p.run(&["--agents", "claude,demo"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(p.status()["exit_reason"], "plan_complete");
+    let f = finished(&p);
+    let agents: Vec<&str> = f.iter().map(|e| e["agent"].as_str().unwrap()).collect();
+    assert_eq!(agents[0], "claude");
+    assert_eq!(f[0]["error_kind"], "usage_limit");
+    assert_eq!(agents[1], "demo", "{agents:?}");
+    assert_eq!(
+        *agents.last().unwrap(),
+        "claude",
+        "back to claude: {agents:?}"
+    );
+    // No wait happened: the limited agent was replaced, not waited for.
+    assert!(
+        !p.events().iter().any(|e| e["type"] == "waiting"),
+        "{:?}",
+        p.events()
+    );
+    let switches: Vec<(String, String)> = p
+        .events()
+        .into_iter()
+        .filter(|e| e["type"] == "agent_switched")
+        .map(|e| {
+            (
+                e["from"].as_str().unwrap().to_owned(),
+                e["to"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        switches,
+        [
+            ("claude".to_owned(), "demo".to_owned()),
+            ("demo".to_owned(), "claude".to_owned())
+        ]
+    );
+    // The agent that took over was told so.
+    let (_, first_demo) = argv_of(&demo, 1);
+    assert!(
+        first_demo.contains("You continue work the agent `claude` started"),
+        "{first_demo}"
+    );
+    // Claude's return (its second call): its context says the demo agent worked before it;
+    // it resumes no session of the other CLI.
+    let back = 2;
+    let argv = p.argv(back);
+    assert!(!argv.iter().any(|a| a == "--resume"), "{argv:?}");
+    let (ctx, _) = p.context_and_prompt(back);
+    assert!(ctx.contains("the agent `demo` started"), "{ctx}");
+    let usage = &p.state()["agents"]["usage"];
+    assert!(usage["claude"]["calls"].as_u64().unwrap() >= 2, "{usage}");
+    assert!(usage["demo"]["calls"].as_u64().unwrap() >= 1, "{usage}");
+}
+
+/// When every agent of the chain is limited, hank waits for the first one back.
+#[test]
+fn every_agent_limited_waits_for_the_first_reset() {
+    let p = Project::new(&["a"]);
+    let demo = with_demo(&p);
+    let now = jiff::Timestamp::now().as_second();
+    p.fake(
+        "response",
+        &error_json(
+            &format!("Claude AI usage limit reached|{}", now + 3600),
+            Some(429),
+        ),
+    )
+    .fake("exit", "1");
+    std::fs::write(
+        demo.join("response"),
+        error_json("Quota exhausted, resets in 2 hours", None),
+    )
+    .unwrap();
+    std::fs::write(demo.join("exit"), "1").unwrap();
+    let o = p.run(&["--agents", "claude,demo", "--on-usage-limit", "exit"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let limited = &p.status()["agents_limited"];
+    assert_eq!(limited["claude"]["kind"], "usage_limit", "{limited}");
+    assert_eq!(limited["demo"]["kind"], "usage_limit", "{limited}");
+    let claude_until: jiff::Timestamp = limited["claude"]["until"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(claude_until.as_second(), now + 3600);
+    // A new run knows both limits (state.json) and does not call either agent before the
+    // first reset: with ON_USAGE_LIMIT=wait it waits (visible in status.json).
+    let calls = p.calls();
+    let child = p.spawn(&["--agents", "claude,demo"]);
+    let s = p.wait_status(Duration::from_secs(20), |s| s["state"] == "waiting");
+    assert_eq!(s["wait_reason"], "usage_limit");
+    crate::support::signal(&child, nix::sys::signal::Signal::SIGINT);
+    let _ = crate::support::wait_with_timeout(child, Duration::from_secs(10));
+    assert_eq!(p.calls(), calls, "no call while every agent is limited");
+}
+
+#[test]
+fn a_bad_profile_is_refused_with_its_file_and_key() {
+    let p = Project::new(&["a"]);
+    let fake = with_demo(&p);
+    let text = demo_profile(&fake).replace("format = \"json\"", "format = \"xml\"");
+    std::fs::write(p.dir.join(".hank/agents/demo.toml"), text).unwrap();
+    let o = p.run(&["--agent", "demo"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains(
+            ".hank/agents/demo.toml: `output.format`: expected json, jsonl or text, got \"xml\""
+        ),
+        "{err}"
+    );
+    assert_eq!(p.calls(), 0);
+    let o = p.run(&["--agent", "nope"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("unknown agent \"nope\""),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn hank_agents_lists_builtins_and_project_profiles() {
+    let p = Project::new(&["a"]);
+    with_demo(&p);
+    p.hankrc("AGENTS=claude,demo\n");
+    let o = p.run(&["agents", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["chain"], serde_json::json!(["claude", "demo"]));
+    let list = v["agents"].as_array().unwrap();
+    let claude = list.iter().find(|a| a["name"] == "claude").unwrap();
+    assert_eq!(claude["origin"], "built-in");
+    assert_eq!(claude["installed"], true);
+    assert_eq!(claude["version"], "2.1.330 (Claude Code)");
+    let demo = list.iter().find(|a| a["name"] == "demo").unwrap();
+    assert_eq!(demo["chain_position"], 1);
+    assert_eq!(demo["resume"], true);
+    assert_eq!(demo["allowed_tools"], false);
+    assert_eq!(demo["prompt"], "argument");
+    let o = p.run(&["agents"]);
+    let text = stdout(&o);
+    assert!(text.contains("demo (failover #1)"), "{text}");
+    assert!(text.contains("This project runs: claude → demo"), "{text}");
+}
