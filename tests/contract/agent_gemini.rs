@@ -26,6 +26,7 @@ use serde_json::{Value, json};
 
 use crate::AgentCli;
 use crate::fake_gemini::{self, FakeGemini, Reply, status_text};
+use crate::support::{Project, signal, stderr, wait_with_timeout};
 
 /// Every gemini case, by name (registered in `main.rs`).
 pub(crate) const CASES: &[(&str, crate::AgentCase)] = &[
@@ -59,6 +60,26 @@ pub(crate) const CASES: &[(&str, crate::AgentCase)] = &[
         "stream_json_events_for_the_record",
         stream_json_events_for_the_record,
     ),
+    (
+        "hank_edits_resumes_and_completes_the_plan",
+        hank_edits_resumes_and_completes_the_plan,
+    ),
+    (
+        "hank_daily_quota_is_a_usage_limit",
+        hank_daily_quota_is_a_usage_limit,
+    ),
+    (
+        "hank_rate_limit_backs_off_then_recovers",
+        hank_rate_limit_backs_off_then_recovers,
+    ),
+    (
+        "hank_invalid_key_is_agent_fatal",
+        hank_invalid_key_is_agent_fatal,
+    ),
+    (
+        "hank_unknown_session_starts_fresh",
+        hank_unknown_session_starts_fresh,
+    ),
 ];
 
 /// The profile under test, as hank embeds it.
@@ -76,7 +97,7 @@ pub(crate) fn profile() -> Profile {
 
 fn mapping(p: &Profile) -> Mapping {
     match &p.parser {
-        Parser::Mapped(m) => m.clone(),
+        Parser::Mapped(m) => (**m).clone(),
         Parser::Claude => panic!("the gemini profile must use JSONPath fields"),
     }
 }
@@ -689,4 +710,306 @@ fn stream_json_events_for_the_record(cli: &AgentCli) {
     let last: Value = serde_json::from_str(quota.stdout().lines().last().unwrap_or("{}"))
         .expect("a result event");
     assert_eq!(last["status"], "error", "{last}");
+}
+
+// ---- through hank ----------------------------------------------------------------------------
+
+/// `hank --agent gemini` in a git project with the real CLI (`GEMINI_CMD`), the fake API and
+/// a temp HOME set up as for the direct cases.
+struct Hank {
+    p: Project,
+    api: FakeGemini,
+    gemini: PathBuf,
+}
+
+impl Hank {
+    fn scripted(
+        cli: &AgentCli,
+        items: &[&str],
+        attempts: u32,
+        script: impl FnOnce(&Project) -> Vec<Reply>,
+    ) -> Self {
+        let p = Project::new(items);
+        std::fs::create_dir_all(p.home.join(".gemini")).unwrap();
+        std::fs::write(
+            p.home.join(".gemini/settings.json"),
+            settings_json(attempts),
+        )
+        .unwrap();
+        // The profile under test, as a project profile until hank embeds it.
+        if !profile::BUILTIN.iter().any(|(n, _)| *n == "gemini") {
+            std::fs::create_dir_all(p.dir.join(".hank/agents")).unwrap();
+            std::fs::write(p.dir.join(".hank/agents/gemini.toml"), PROFILE).unwrap();
+        }
+        p.git_init();
+        std::fs::create_dir_all(p.dir.parent().unwrap().join("tmp")).unwrap();
+        let log = p.dir.parent().unwrap().join("api.log");
+        let api = FakeGemini::start(script(&p), Some(&log));
+        Self {
+            p,
+            api,
+            gemini: cli.path.clone(),
+        }
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = self.p.cmd();
+        c.env("GEMINI_CMD", &self.gemini)
+            .env("GEMINI_API_KEY", API_KEY)
+            .env("GOOGLE_GEMINI_BASE_URL", self.api.url())
+            .env("TMPDIR", self.p.dir.parent().unwrap().join("tmp"))
+            .args(["--agent", "gemini"])
+            .args(args);
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().expect("run hank")
+    }
+
+    fn finished(&self) -> Vec<Value> {
+        self.p
+            .events()
+            .into_iter()
+            .filter(|e| e["type"] == "agent_finished")
+            .collect()
+    }
+
+    /// hank's stderr, the loop logs and the API requests: for assertion messages.
+    fn context(&self, o: &Output) -> String {
+        let mut s = format!("--- hank stderr\n{}\n", stderr(o));
+        for n in 1..=4 {
+            for ext in ["out", "err"] {
+                let f = self.p.dir.join(format!(".hank/logs/loop-{n:05}.{ext}"));
+                if let Ok(t) = std::fs::read_to_string(&f) {
+                    s.push_str(&format!("--- loop {n} {ext}\n{}\n", clip(&t)));
+                }
+            }
+        }
+        s.push_str("--- API requests\n");
+        for r in self.api.requests() {
+            let body = r.text();
+            let mut from = body.len().saturating_sub(400);
+            while !body.is_char_boundary(from) {
+                from += 1;
+            }
+            s.push_str(&format!("{} {} …{}\n", r.method, r.path, &body[from..]));
+        }
+        s
+    }
+}
+
+/// Tick `item` in fix_plan.md (`replace`), write `src/<item>.txt` (`write_file`), answer with
+/// a status block.
+fn work_on(p: &Project, item: &str, status: &str) -> Vec<Reply> {
+    let plan = p.dir.join(".hank/fix_plan.md").display().to_string();
+    vec![
+        Reply::tool_after(
+            &format!("I will tick {item} in the plan."),
+            "replace",
+            json!({
+                "file_path": plan,
+                "instruction": format!("Mark the item {item} as done."),
+                "old_string": format!("- [ ] {item}"),
+                "new_string": format!("- [x] {item}")
+            }),
+        ),
+        Reply::tool(
+            "write_file",
+            json!({"file_path": p.dir.join(format!("src/{item}.txt")).display().to_string(), "content": format!("{item} done\n")}),
+        ),
+        Reply::Text(status_text(
+            status,
+            false,
+            &format!("after {item}, continue"),
+        )),
+    ]
+}
+
+/// Two loops with gemini: it really edits fix_plan.md and writes files (progress), loop 2
+/// resumes loop 1's session with loop 1's conversation and its own loop context, the plan is
+/// complete after loop 2; tokens are recorded.
+fn hank_edits_resumes_and_completes_the_plan(cli: &AgentCli) {
+    let h = Hank::scripted(cli, &["one", "two"], 1, |p| {
+        let mut s = work_on(p, "one", "IN_PROGRESS");
+        s.extend(work_on(p, "two", "COMPLETE"));
+        s
+    });
+    let o = h.run(&["--max-loops", "3"]);
+    let ctx = h.context(&o);
+    assert_eq!(o.status.code(), Some(0), "{ctx}");
+    let s = h.p.status();
+    assert_eq!(s["exit_reason"], "plan_complete", "{ctx}");
+    assert_eq!(s["loop_count"], 2, "{ctx}");
+    assert_eq!(s["agent"], "gemini", "{ctx}");
+    assert_eq!(h.p.calls(), 0, "the fake claude was never called");
+    for item in ["one", "two"] {
+        assert_eq!(
+            std::fs::read_to_string(h.p.dir.join(format!("src/{item}.txt"))).unwrap_or_default(),
+            format!("{item} done\n"),
+            "gemini wrote src/{item}.txt: {ctx}"
+        );
+    }
+    let finished = h.finished();
+    assert_eq!(finished.len(), 2, "{ctx}");
+    for f in &finished {
+        assert_eq!(f["outcome"], "success", "{f}");
+        assert_eq!(f["agent"], "gemini", "{f}");
+        assert_eq!(f["plan_items_checked"], 1, "{f}");
+        assert!(f["files_changed"].as_u64().unwrap_or(0) >= 1, "{f}");
+        // Three turns of the main model and one router call per loop.
+        use fake_gemini::{ANSWER_TOKENS, CACHED_TOKENS, PROMPT_TOKENS, THOUGHT_TOKENS};
+        assert_eq!(f["tokens"]["cache_read"], 3 * CACHED_TOKENS, "{f}");
+        assert_eq!(
+            f["tokens"]["input"],
+            3 * (PROMPT_TOKENS - CACHED_TOKENS) + 812,
+            "{f}"
+        );
+        assert_eq!(
+            f["tokens"]["output"],
+            3 * (ANSWER_TOKENS + THOUGHT_TOKENS) + 21,
+            "{f}"
+        );
+    }
+    let started: Vec<bool> =
+        h.p.events()
+            .iter()
+            .filter(|e| e["type"] == "loop_started")
+            .map(|e| e["resume"] == true)
+            .collect();
+    assert_eq!(started, [false, true], "{ctx}");
+    let session = finished[0]["session_id"].as_str().expect("session id");
+    assert!(is_uuid(session), "{session}");
+    assert_eq!(finished[1]["session_id"], session, "one session: {ctx}");
+    // Loop 2's first request carries loop 1's conversation and loop 2's own context.
+    let turns = h.api.turns();
+    assert_eq!(turns.len(), 6, "3 turns per loop: {ctx}");
+    assert!(
+        turns[3].text().contains("one done"),
+        "loop 1's work in loop 2's history"
+    );
+    let ctx2 = turns[3].loop_context().unwrap_or_default();
+    assert!(
+        ctx2.contains("Hank loop 2") && ctx2.contains("two"),
+        "{ctx2}"
+    );
+    let ctx1 = turns[0].loop_context().unwrap_or_default();
+    assert!(ctx1.contains("Hank loop 1"), "{ctx1}");
+}
+
+/// A daily quota: with `--on-usage-limit exit` hank stops with usage_limit (exit 3); by
+/// default it waits (gemini gives no reset time) until interrupted.
+fn hank_daily_quota_is_a_usage_limit(cli: &AgentCli) {
+    let h = Hank::scripted(cli, &["a"], 1, |_| {
+        vec![Reply::daily_quota("gemini-2.5-pro", 23)]
+    });
+    let o = h.run(&["--max-loops", "2", "--on-usage-limit", "exit"]);
+    let ctx = h.context(&o);
+    assert_eq!(o.status.code(), Some(3), "{ctx}");
+    let s = h.p.status();
+    assert_eq!(s["exit_reason"], "usage_limit", "{ctx}");
+    assert_eq!(s["last_loop"]["error_kind"], "usage_limit", "{ctx}");
+    let f = &h.finished()[0];
+    assert_eq!(f["outcome"], "agent_error", "{f}");
+    assert!(
+        f["error_message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("exhausted your daily quota"),
+        "{f}"
+    );
+
+    let h = Hank::scripted(cli, &["a"], 1, |_| {
+        vec![Reply::daily_quota("gemini-2.5-pro", 23)]
+    });
+    let child = h
+        .cmd(&["--max-loops", "2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn hank");
+    let s =
+        h.p.wait_status(Duration::from_secs(90), |s| s["state"] == "waiting");
+    assert_eq!(s["wait_reason"], "usage_limit", "{s}");
+    assert_eq!(s["last_loop"]["error_kind"], "usage_limit", "{s}");
+    eprintln!(
+        "gemini daily quota: hank waits until {}",
+        s["waiting_until"]
+    );
+    signal(&child, nix::sys::signal::Signal::SIGINT);
+    let o = wait_with_timeout(child, Duration::from_secs(20));
+    assert_eq!(o.status.code(), Some(130), "{}", h.context(&o));
+}
+
+/// A per-minute limit that gemini does not retry (`maxAttempts = 1`): hank reads rate_limit,
+/// backs off, and the next loop succeeds.
+fn hank_rate_limit_backs_off_then_recovers(cli: &AgentCli) {
+    let h = Hank::scripted(cli, &["a", "b"], 1, |_| {
+        vec![
+            Reply::per_minute_limit("gemini-2.5-pro", 1),
+            Reply::Text(status_text("IN_PROGRESS", false, "recovered")),
+        ]
+    });
+    h.p.hankrc("RETRY_BACKOFF_SECONDS=1\n");
+    let o = h.run(&["--max-loops", "2"]);
+    let ctx = h.context(&o);
+    assert_eq!(o.status.code(), Some(3), "max loops: {ctx}");
+    let kinds: Vec<Value> = h
+        .finished()
+        .iter()
+        .map(|f| f["error_kind"].clone())
+        .collect();
+    assert_eq!(kinds, [json!("rate_limit"), Value::Null], "{ctx}");
+    let waits: Vec<Value> =
+        h.p.events()
+            .into_iter()
+            .filter(|e| e["type"] == "waiting")
+            .map(|e| e["reason"].clone())
+            .collect();
+    assert!(!waits.is_empty(), "a wait after the rate limit: {ctx}");
+    assert_eq!(h.p.status()["last_loop"]["outcome"], "success", "{ctx}");
+}
+
+/// A wrong API key stops the run: auth is agent_fatal (exit 2), one request only.
+fn hank_invalid_key_is_agent_fatal(cli: &AgentCli) {
+    let h = Hank::scripted(cli, &["a"], 1, |_| vec![Reply::invalid_api_key()]);
+    let o = h.run(&["--max-loops", "3"]);
+    let ctx = h.context(&o);
+    assert_eq!(o.status.code(), Some(2), "{ctx}");
+    let s = h.p.status();
+    assert_eq!(s["exit_reason"], "agent_fatal", "{ctx}");
+    assert_eq!(s["last_loop"]["error_kind"], "auth", "{ctx}");
+    assert_eq!(h.api.turns().len(), 1, "{ctx}");
+}
+
+/// A session gemini does not know (state.json from elsewhere): gemini exits 42, hank drops
+/// the session and the retry without it succeeds.
+fn hank_unknown_session_starts_fresh(cli: &AgentCli) {
+    let h = Hank::scripted(cli, &["a", "b"], 1, |_| {
+        vec![Reply::Text(status_text(
+            "IN_PROGRESS",
+            false,
+            "fresh start",
+        ))]
+    });
+    let stale = "0b7c6a52-9d7e-4c1f-8f3a-1e2d3c4b5a69";
+    let now = jiff::Timestamp::now().to_string();
+    // The session belongs to gemini (`agents.current`), else hank would park it as claude's.
+    let state = json!({
+        "schema_version": 1,
+        "session": {"id": stale, "started_at": now, "last_used_at": now},
+        "agents": {"current": "gemini"}
+    });
+    std::fs::write(h.p.dir.join(".hank/state.json"), state.to_string()).unwrap();
+    let o = h.run(&["--max-loops", "2"]);
+    let ctx = h.context(&o);
+    assert_eq!(o.status.code(), Some(3), "{ctx}");
+    let err =
+        std::fs::read_to_string(h.p.dir.join(".hank/logs/loop-00001.err")).unwrap_or_default();
+    assert!(err.contains("Error resuming session"), "{ctx}");
+    let finished = h.finished();
+    let last = finished.last().expect("a loop");
+    assert_eq!(last["outcome"], "success", "{ctx}");
+    assert_ne!(last["session_id"], stale, "{ctx}");
+    assert!(!h.api.turns().is_empty(), "{ctx}");
 }
