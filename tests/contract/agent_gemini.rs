@@ -44,6 +44,10 @@ pub(crate) const CASES: &[(&str, crate::AgentCase)] = &[
     ),
     ("daily_quota_is_a_usage_limit", daily_quota_is_a_usage_limit),
     (
+        "zero_quota_is_a_billing_error",
+        zero_quota_is_a_billing_error,
+    ),
+    (
         "per_minute_limit_is_retried_then_a_rate_limit",
         per_minute_limit_is_retried_then_a_rate_limit,
     ),
@@ -594,6 +598,22 @@ fn daily_quota_is_a_usage_limit(cli: &AgentCli) {
     assert_eq!(a.outcome, Outcome::AgentError, "{a:?}\n{ctx}");
     let e = a.error.expect("an error");
     assert_eq!(e.kind, ErrorKind::UsageLimit, "{e:?}");
+}
+
+/// `limit: 0` (no quota at all for this model on the key's tier): terminal, exit 173, the
+/// API's own message; the profile reads a billing error (a paid plan or another model is
+/// needed, waiting does not help).
+fn zero_quota_is_a_billing_error(cli: &AgentCli) {
+    let g = Gem::new(cli, 10, vec![Reply::zero_quota("gemini-2.5-pro")]);
+    let call = g.call(PROMPT, None, Some("gemini-2.5-pro"));
+    let ctx = call.context(&g.api);
+    save("zero_quota", &call);
+    assert_eq!(call.code(), Some(173), "{ctx}");
+    assert_eq!(g.api.turns().len(), 1, "no retry: {ctx}");
+    assert!(call.stderr().contains("limit: 0"), "{ctx}");
+    let a = g.analyze(&call);
+    assert_eq!(a.outcome, Outcome::AgentError, "{a:?}\n{ctx}");
+    assert_eq!(a.error.expect("an error").kind, ErrorKind::Billing);
 }
 
 /// A per-minute limit is retried by gemini itself (here `maxAttempts = 2`: one retry after

@@ -120,6 +120,17 @@ impl Reply {
         )
     }
 
+    /// A model the key's tier cannot use at all: the same 429 envelope with `limit: 0`
+    /// (gemini-cli treats it as terminal).
+    pub(crate) fn zero_quota(model: &str) -> Self {
+        Self::quota(
+            model,
+            0,
+            "GenerateRequestsPerDayPerProjectPerModel-FreeTier",
+            40,
+        )
+    }
+
     fn quota(model: &str, limit: u32, quota_id: &str, retry_secs: u64) -> Self {
         let body = json!({"error": {
             "code": 429,

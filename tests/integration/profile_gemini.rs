@@ -88,6 +88,7 @@ fn gemini_profile_classifies_the_captured_errors() {
         ("rate_limit", ErrorKind::RateLimit),
         ("auth", ErrorKind::Auth),
         ("overloaded", ErrorKind::Overloaded),
+        ("zero_quota", ErrorKind::Billing),
     ] {
         let a = analyze_fixture(&p, name);
         assert_eq!(a.outcome, Outcome::AgentError, "{name}: {a:?}");
