@@ -412,6 +412,38 @@ fn next_line<R: BufRead>(r: &mut R, buf: &mut Vec<u8>, total: &mut u64) -> Optio
     }
 }
 
+/// What one stdout line of a `jsonl` CLI shows in `--live` mode: the answer text and the
+/// shell commands it holds (through the profile's `text` and `commands` paths). Other formats
+/// and lines that are not JSON show nothing.
+#[must_use]
+pub fn mapped_live_items(m: &Mapping, line: &[u8]) -> Vec<super::LiveItem> {
+    if m.format != MappedFormat::JsonLines {
+        return Vec::new();
+    }
+    let Ok(v) = serde_json::from_slice::<Value>(line.trim_ascii()) else {
+        return Vec::new();
+    };
+    let doc = Value::Array(vec![v]);
+    let mut out = Vec::new();
+    if let Some(p) = &m.fields.commands {
+        for c in p.matches(&doc) {
+            out.push(super::LiveItem::Tool {
+                name: "shell".to_owned(),
+                detail: first_line(&as_text(c)),
+            });
+        }
+    }
+    if let Some(p) = &m.fields.text {
+        for t in p.matches(&doc) {
+            let t = as_text(t);
+            if !t.trim().is_empty() {
+                out.push(super::LiveItem::Text(t));
+            }
+        }
+    }
+    out
+}
+
 /// Analyzes one answer of a profiled CLI. `stdout` is read as a stream.
 pub fn analyze_mapped<R: BufRead>(
     mut stdout: R,

@@ -306,18 +306,18 @@ impl Engine {
             }
         };
         let wall = &self.clock;
-        let native = matches!(agent.profile.parser, Parser::Claude);
+        let parser = &agent.profile.parser;
         let called = call::call(
             spawn,
             &agent.profile.parser,
             self.cancel.clone(),
             on_spawn,
             |line| {
-                // Live items are read from Claude Code's stream-json.
-                if !native {
-                    return;
-                }
-                for item in analysis::live_items(line) {
+                let items = match parser {
+                    Parser::Claude => analysis::live_items(line),
+                    Parser::Mapped(m) => analysis::mapped_live_items(m, line),
+                };
+                for item in items {
                     if let Some(f) = live_file.as_mut() {
                         let _ = f.write_all(crate::report::live_log_line(&item).as_bytes());
                     }

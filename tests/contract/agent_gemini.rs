@@ -12,7 +12,7 @@
 //! temp dir whose `~/.gemini/settings.json` selects API-key auth and turns usage statistics,
 //! telemetry and update checks off, `general.maxAttempts` keeps gemini's own retries short.
 //!
-//! `HANK_AGENT_FIXTURES=<dir>`: each case also writes what the CLI printed there
+//! `HANK_CAPTURE_FIXTURES=<dir>`: each case also writes what the CLI printed there
 //! (`<name>.stdout`, `.stderr`, `.exit`, `.argv`), which is how `fixtures/agents/gemini/` was made.
 
 use std::path::{Path, PathBuf};
@@ -24,12 +24,12 @@ use hank::analysis::{Analysis, Clock, ErrorKind, Mapping, Outcome, RunFacts, ana
 use hank::settings::OutputFormat;
 use serde_json::{Value, json};
 
-use crate::AgentCli;
+use crate::agents::{Agent as AgentCli, agent};
 use crate::fake_gemini::{self, FakeGemini, Reply, status_text};
 use crate::support::{Project, signal, stderr, wait_with_timeout};
 
 /// Every gemini case, by name (registered in `main.rs`).
-pub(crate) const CASES: &[(&str, crate::AgentCase)] = &[
+pub(crate) const CASES: &[(&str, fn())] = &[
     (
         "plain_answer_is_read_by_the_profile",
         plain_answer_is_read_by_the_profile,
@@ -360,9 +360,9 @@ fn wait_output(mut child: std::process::Child, limit: Duration) -> Output {
     }
 }
 
-/// With `HANK_AGENT_FIXTURES=<dir>`, writes the call's output there as `<name>.*`.
+/// With `HANK_CAPTURE_FIXTURES=<dir>`, writes the call's output there as `<name>.*`.
 pub(crate) fn save(name: &str, call: &Call) {
-    let Some(dir) = std::env::var_os("HANK_AGENT_FIXTURES") else {
+    let Some(dir) = std::env::var_os("HANK_CAPTURE_FIXTURES") else {
         return;
     };
     let dir = PathBuf::from(dir);
@@ -398,7 +398,8 @@ const PROMPT: &str =
 /// One answer with a status block, the model left to gemini (`auto`: its router asks a
 /// flash-lite model to rate the prompt, then the chosen model answers): the profile finds the
 /// text, the session id, tokens of both models.
-fn plain_answer_is_read_by_the_profile(cli: &AgentCli) {
+fn plain_answer_is_read_by_the_profile() {
+    let cli = &agent();
     let answer = status_text("IN_PROGRESS", false, "continue with the next item");
     let g = Gem::new(cli, 1, vec![Reply::text(&answer)]);
     let call = g.call(PROMPT, None, None);
@@ -461,7 +462,8 @@ fn plain_answer_is_read_by_the_profile(cli: &AgentCli) {
 
 /// A second call with the first call's session id resumes it: the request carries the first
 /// prompt and answer, the session id stays the same.
-fn resume_sends_the_earlier_conversation(cli: &AgentCli) {
+fn resume_sends_the_earlier_conversation() {
+    let cli = &agent();
     let g = Gem::new(
         cli,
         1,
@@ -515,7 +517,8 @@ fn resume_sends_the_earlier_conversation(cli: &AgentCli) {
 
 /// The model asks for `write_file` and `replace`; gemini runs both without asking (yolo), sends
 /// the results back, and the profile counts edits.
-fn yolo_edits_the_project_without_approval(cli: &AgentCli) {
+fn yolo_edits_the_project_without_approval() {
+    let cli = &agent();
     let g = Gem::scripted(cli, 1, |dir| {
         vec![
             Reply::tool_after(
@@ -576,7 +579,8 @@ fn yolo_edits_the_project_without_approval(cli: &AgentCli) {
 
 /// A per-day quota: 429 RESOURCE_EXHAUSTED, no retry, exit 173 (429 & 0xff), the error on
 /// stderr only; the profile reads a usage limit.
-fn daily_quota_is_a_usage_limit(cli: &AgentCli) {
+fn daily_quota_is_a_usage_limit() {
+    let cli = &agent();
     // Ten tries allowed: a daily quota is not retried whatever the setting.
     let g = Gem::new(cli, 10, vec![Reply::daily_quota("gemini-2.5-pro", 23)]);
     let call = g.call(PROMPT, None, Some("gemini-2.5-pro"));
@@ -603,7 +607,8 @@ fn daily_quota_is_a_usage_limit(cli: &AgentCli) {
 /// `limit: 0` (no quota at all for this model on the key's tier): terminal, exit 173, the
 /// API's own message; the profile reads a billing error (a paid plan or another model is
 /// needed, waiting does not help).
-fn zero_quota_is_a_billing_error(cli: &AgentCli) {
+fn zero_quota_is_a_billing_error() {
+    let cli = &agent();
     let g = Gem::new(cli, 10, vec![Reply::zero_quota("gemini-2.5-pro")]);
     let call = g.call(PROMPT, None, Some("gemini-2.5-pro"));
     let ctx = call.context(&g.api);
@@ -618,7 +623,8 @@ fn zero_quota_is_a_billing_error(cli: &AgentCli) {
 
 /// A per-minute limit is retried by gemini itself (here `maxAttempts = 2`: one retry after
 /// its 5 s initial backoff), then fails with exit 173; the profile reads a rate limit.
-fn per_minute_limit_is_retried_then_a_rate_limit(cli: &AgentCli) {
+fn per_minute_limit_is_retried_then_a_rate_limit() {
+    let cli = &agent();
     let limit = Reply::per_minute_limit("gemini-2.5-pro", 1);
     let g = Gem::new(cli, 2, vec![limit.clone(), limit]);
     let call = g.call(PROMPT, None, Some("gemini-2.5-pro"));
@@ -635,7 +641,8 @@ fn per_minute_limit_is_retried_then_a_rate_limit(cli: &AgentCli) {
 }
 
 /// 400 API_KEY_INVALID: exit 144 (400 & 0xff); the profile reads an auth error.
-fn invalid_api_key_is_an_auth_error(cli: &AgentCli) {
+fn invalid_api_key_is_an_auth_error() {
+    let cli = &agent();
     let g = Gem::new(cli, 1, vec![Reply::invalid_api_key()]);
     let call = g.call(PROMPT, None, Some("gemini-2.5-pro"));
     let ctx = call.context(&g.api);
@@ -647,7 +654,8 @@ fn invalid_api_key_is_an_auth_error(cli: &AgentCli) {
 }
 
 /// 503 UNAVAILABLE with one attempt allowed: exit 247 (503 & 0xff); overloaded.
-fn overloaded_model_is_overloaded(cli: &AgentCli) {
+fn overloaded_model_is_overloaded() {
+    let cli = &agent();
     let g = Gem::new(cli, 1, vec![Reply::overloaded()]);
     let call = g.call(PROMPT, None, Some("gemini-2.5-pro"));
     let ctx = call.context(&g.api);
@@ -659,7 +667,8 @@ fn overloaded_model_is_overloaded(cli: &AgentCli) {
 }
 
 /// `--resume` with an id gemini does not know: exit 42, a message on stderr, no request.
-fn unknown_session_is_reported(cli: &AgentCli) {
+fn unknown_session_is_reported() {
+    let cli = &agent();
     let g = Gem::new(cli, 1, Vec::new());
     let call = g.call(PROMPT, Some("0b5e1a52-7f7e-4a4c-9d7c-3b1d2f0e9a11"), None);
     let ctx = call.context(&g.api);
@@ -672,7 +681,8 @@ fn unknown_session_is_reported(cli: &AgentCli) {
 
 /// `--output-format stream-json` (not used by the profile): the events gemini prints, kept as
 /// fixtures for a future jsonl profile (live mode).
-fn stream_json_events_for_the_record(cli: &AgentCli) {
+fn stream_json_events_for_the_record() {
+    let cli = &agent();
     let g = Gem::scripted(cli, 1, |dir| {
         vec![
             Reply::tool_after(
@@ -849,7 +859,8 @@ fn work_on(p: &Project, item: &str, status: &str) -> Vec<Reply> {
 /// Two loops with gemini: it really edits fix_plan.md and writes files (progress), loop 2
 /// resumes loop 1's session with loop 1's conversation and its own loop context, the plan is
 /// complete after loop 2; tokens are recorded.
-fn hank_edits_resumes_and_completes_the_plan(cli: &AgentCli) {
+fn hank_edits_resumes_and_completes_the_plan() {
+    let cli = &agent();
     let h = Hank::scripted(cli, &["one", "two"], 1, |p| {
         let mut s = work_on(p, "one", "IN_PROGRESS");
         s.extend(work_on(p, "two", "COMPLETE"));
@@ -919,7 +930,8 @@ fn hank_edits_resumes_and_completes_the_plan(cli: &AgentCli) {
 
 /// A daily quota: with `--on-usage-limit exit` hank stops with usage_limit (exit 3); by
 /// default it waits (gemini gives no reset time) until interrupted.
-fn hank_daily_quota_is_a_usage_limit(cli: &AgentCli) {
+fn hank_daily_quota_is_a_usage_limit() {
+    let cli = &agent();
     let h = Hank::scripted(cli, &["a"], 1, |_| {
         vec![Reply::daily_quota("gemini-2.5-pro", 23)]
     });
@@ -963,7 +975,8 @@ fn hank_daily_quota_is_a_usage_limit(cli: &AgentCli) {
 
 /// A per-minute limit that gemini does not retry (`maxAttempts = 1`): hank reads rate_limit,
 /// backs off, and the next loop succeeds.
-fn hank_rate_limit_backs_off_then_recovers(cli: &AgentCli) {
+fn hank_rate_limit_backs_off_then_recovers() {
+    let cli = &agent();
     let h = Hank::scripted(cli, &["a", "b"], 1, |_| {
         vec![
             Reply::per_minute_limit("gemini-2.5-pro", 1),
@@ -991,7 +1004,8 @@ fn hank_rate_limit_backs_off_then_recovers(cli: &AgentCli) {
 }
 
 /// A wrong API key stops the run: auth is agent_fatal (exit 2), one request only.
-fn hank_invalid_key_is_agent_fatal(cli: &AgentCli) {
+fn hank_invalid_key_is_agent_fatal() {
+    let cli = &agent();
     let h = Hank::scripted(cli, &["a"], 1, |_| vec![Reply::invalid_api_key()]);
     let o = h.run(&["--max-loops", "3"]);
     let ctx = h.context(&o);
@@ -1004,7 +1018,8 @@ fn hank_invalid_key_is_agent_fatal(cli: &AgentCli) {
 
 /// A session gemini does not know (state.json from elsewhere): gemini exits 42, hank drops
 /// the session and the retry without it succeeds.
-fn hank_unknown_session_starts_fresh(cli: &AgentCli) {
+fn hank_unknown_session_starts_fresh() {
+    let cli = &agent();
     let h = Hank::scripted(cli, &["a", "b"], 1, |_| {
         vec![Reply::Text(status_text(
             "IN_PROGRESS",

@@ -8,20 +8,17 @@
 //!
 //! Without `HANK_REAL_CLAUDE` the cases are reported as **ignored** in the test summary (with a
 //! closing line saying why), never as passed; under `CI=true` a missing client is a failure.
-//!
-//! The other agent CLIs (codex, gemini, opencode) come from `scripts/install-agents.sh` and are
-//! found through `HANK_REAL_AGENTS=name=/path:name=/path`; each has its own cases
-//! (`AGENT_CASES`), run against a fake of its provider's API, as trials named
-//! `<name>-<version>::<case>`. A CLI missing from `HANK_REAL_AGENTS` has its cases ignored (failed
-//! under `CI=true`), like Claude Code's.
 
 // Test helpers outside the trials may panic on setup failures: that is a test failure.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod agent_codex;
 mod agent_gemini;
+mod agents;
 mod cases;
 mod fake_api;
 mod fake_gemini;
+mod fake_openai;
 #[path = "../integration/support.rs"]
 mod support;
 
@@ -101,110 +98,6 @@ const CASES: &[(&str, Case)] = &[
     ),
 ];
 
-/// A real agent CLI other than Claude Code, from `HANK_REAL_AGENTS`.
-#[derive(Debug, Clone)]
-pub struct AgentCli {
-    /// `gemini`, as in `HANK_REAL_AGENTS` and the profile's name.
-    pub name: String,
-    pub path: PathBuf,
-    /// `0.61.0`: the first word of `--version`'s output that starts with a digit.
-    pub version: String,
-}
-
-type AgentCase = fn(&AgentCli);
-
-/// Each agent CLI's contract cases, by the CLI's name in `HANK_REAL_AGENTS`.
-const AGENT_CASES: &[(&str, &[(&str, AgentCase)])] = &[("gemini", agent_gemini::CASES)];
-
-/// The CLIs named by `HANK_REAL_AGENTS` (`name=/path` pairs joined by ':'), with versions.
-fn agent_clis() -> Result<Vec<AgentCli>, String> {
-    let Ok(list) = std::env::var("HANK_REAL_AGENTS") else {
-        return Ok(Vec::new());
-    };
-    let mut out = Vec::new();
-    for pair in list.split(':').filter(|p| !p.trim().is_empty()) {
-        let (name, path) = pair
-            .split_once('=')
-            .ok_or_else(|| format!("HANK_REAL_AGENTS: expected name=/path, got {pair:?}"))?;
-        let path = PathBuf::from(path.trim());
-        let o = Command::new(&path)
-            .arg("--version")
-            .output()
-            .map_err(|e| format!("HANK_REAL_AGENTS: {}: {e}", path.display()))?;
-        let text = String::from_utf8_lossy(&o.stdout);
-        let version = text
-            .split_whitespace()
-            .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()))
-            .filter(|_| o.status.success())
-            .ok_or_else(|| {
-                format!(
-                    "HANK_REAL_AGENTS: {} --version printed {text:?}",
-                    path.display()
-                )
-            })?
-            .to_string();
-        out.push(AgentCli {
-            name: name.trim().to_string(),
-            path,
-            version,
-        });
-    }
-    Ok(out)
-}
-
-/// Runs a case, turning its panic into the trial's failure message.
-fn catch(case: impl FnOnce() + std::panic::UnwindSafe) -> Result<(), Failed> {
-    std::panic::catch_unwind(case).map_err(|p| {
-        let msg = p
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| p.downcast_ref::<&str>().map(|s| (*s).to_string()))
-            .unwrap_or_else(|| "panicked".to_string());
-        Failed::from(msg)
-    })
-}
-
-/// The trials of every agent CLI in `AGENT_CASES`; the names of those not configured.
-fn agent_trials(ci: bool) -> (Vec<Trial>, Vec<&'static str>) {
-    let mut trials = Vec::new();
-    let mut missing = Vec::new();
-    let clis = match agent_clis() {
-        Ok(c) => c,
-        Err(e) => {
-            trials.push(Trial::test("agents", move || Err(Failed::from(e.clone()))));
-            return (trials, missing);
-        }
-    };
-    for (name, cases) in AGENT_CASES {
-        let Some(cli) = clis.iter().find(|c| c.name == *name) else {
-            missing.push(*name);
-            for (case, _) in *cases {
-                let why = format!(
-                    "HANK_REAL_AGENTS names no {name} (export HANK_REAL_AGENTS=$(scripts/install-agents.sh))"
-                );
-                let t = Trial::test(format!("{name}::{case}"), move || {
-                    Err(Failed::from(why.clone()))
-                });
-                trials.push(if ci {
-                    t
-                } else {
-                    t.with_kind("no client").with_ignored_flag(true)
-                });
-            }
-            continue;
-        };
-        for (case, f) in *cases {
-            let cli = cli.clone();
-            let f = *f;
-            trials.push(Trial::test(
-                format!("{}-{}::{case}", cli.name, cli.version),
-                move || catch(move || f(&cli)),
-            ));
-        }
-    }
-    (trials, missing)
-}
-
 /// The clients named by `HANK_REAL_CLAUDE` (colon-separated paths), each with its version;
 /// an entry that is not a working client is an error.
 fn clients() -> Result<Vec<Client>, String> {
@@ -281,14 +174,10 @@ fn main() -> std::process::ExitCode {
             }
         }
     }
-    let (agents, missing_agents) = agent_trials(ci);
-    trials.extend(agents);
+    let agent_notes = agents::trials(ci, &mut trials);
     let conclusion = libtest_mimic::run(&args, trials);
-    if !missing_agents.is_empty() && !ci {
-        println!(
-            "contract: the cases of {} SKIPPED (reported as ignored): HANK_REAL_AGENTS does not name them\n",
-            missing_agents.join(", ")
-        );
+    for note in agent_notes {
+        println!("contract: {note}\n");
     }
     if let Some(why) = skipped {
         println!(

@@ -667,3 +667,33 @@ fn wizard_ctrl_c_exits_130_and_writes_nothing() {
     assert_eq!(wait_for_file(&exit_file).trim(), "130", "{}", tmux.screen());
     assert!(!env.work().join(".hank").exists());
 }
+
+#[test]
+fn enable_ci_writes_the_agents_and_refuses_unknown_ones() {
+    let env = Env::new();
+    rust_project(&env);
+    let bad = env
+        .hank()
+        .args(["enable-ci", "--json", "--agents", "claude,nope"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+    let v = json_of(&bad);
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown agent `nope`"),
+        "{v}"
+    );
+    assert!(!env.work().join(".hankrc").exists(), "nothing written");
+    let out = env
+        .hank()
+        .args(["enable-ci", "--json", "--agents", "claude,codex"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", json_of(&out));
+    let rc = env.read(".hankrc");
+    assert!(rc.contains("\nAGENT=\"claude\"\n"), "{rc}");
+    assert!(rc.contains("\nAGENTS=\"claude,codex\"\n"), "{rc}");
+}
