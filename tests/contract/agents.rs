@@ -38,7 +38,10 @@ pub(crate) fn agent() -> Agent {
 type Case = fn();
 
 /// Every agent suite: the profile name and its cases. One line per CLI.
-const SUITES: &[(&str, &[(&str, Case)])] = &[("codex", crate::agent_codex::CASES)];
+const SUITES: &[(&str, &[(&str, Case)])] = &[
+    ("codex", crate::agent_codex::CASES),
+    ("gemini", crate::agent_gemini::CASES),
+];
 
 /// `name=path` pairs of `HANK_REAL_AGENTS`, each checked with `--version`.
 fn named() -> Result<Vec<Agent>, String> {

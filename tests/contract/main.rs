@@ -13,9 +13,11 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod agent_codex;
+mod agent_gemini;
 mod agents;
 mod cases;
 mod fake_api;
+mod fake_gemini;
 mod fake_openai;
 #[path = "../integration/support.rs"]
 mod support;
