@@ -26,6 +26,7 @@ use crate::settings::{AgentCommand, OutputFormat, Settings, Source, Sourced};
 pub const BUILTIN: &[(&str, &str)] = &[
     ("claude", include_str!("../../templates/agents/claude.toml")),
     ("codex", include_str!("../../templates/agents/codex.toml")),
+    ("gemini", include_str!("../../templates/agents/gemini.toml")),
 ];
 
 pub use crate::policy::failover::{DEFAULT_AGENT, valid_name};
@@ -306,6 +307,7 @@ struct RawRule {
     kind: String,
     scope: Option<String>,
     reset_path: Option<String>,
+    reset_daily: Option<String>,
 }
 
 /// The field names of `[output.fields]`.
@@ -459,7 +461,7 @@ pub fn parse(
             Some(t) => Take::parse(t).ok_or_else(|| {
                 bad(
                     &format!("{full}.take"),
-                    format!("expected first, last, sum, join or count, got {t:?}"),
+                    format!("expected first, last, sum, join, concat or count, got {t:?}"),
                 )
             })?,
         };
@@ -544,10 +546,25 @@ pub fn parse(
                 })
             })
             .transpose()?;
+        let reset_daily = match r.reset_daily.as_deref() {
+            None => None,
+            Some(zone) => {
+                jiff::tz::TimeZone::get(zone).map_err(|_| {
+                    bad(
+                        &key("reset_daily"),
+                        format!(
+                            "expected an IANA time zone such as America/Los_Angeles, got {zone:?}"
+                        ),
+                    )
+                })?;
+                Some(zone.to_owned())
+            }
+        };
         rules.push(ErrorRule {
             matcher,
             kind,
             reset_path,
+            reset_daily,
         });
     }
     let parser = match raw.output.parser.as_deref() {
@@ -990,7 +1007,7 @@ text = "$.answer"
             (
                 "text = \"$.answer\"",
                 "text = { path = \"$.a\", take = \"max\" }",
-                "`output.fields.text.take`: expected first, last, sum, join or count",
+                "`output.fields.text.take`: expected first, last, sum, join, concat or count",
             ),
             (
                 "resume = false",

@@ -51,6 +51,8 @@ pub enum Take {
     Sum,
     /// Strings joined with a newline.
     Join,
+    /// Strings joined as they are (pieces of one text streamed in parts).
+    Concat,
     /// How many matches there were.
     Count,
 }
@@ -64,6 +66,7 @@ impl Take {
             "last" => Self::Last,
             "sum" => Self::Sum,
             "join" => Self::Join,
+            "concat" => Self::Concat,
             "count" => Self::Count,
             _ => return None,
         })
@@ -196,6 +199,9 @@ pub struct ErrorRule {
     pub kind: RuleKind,
     /// Where the reset time is (epoch s/ms or RFC 3339); else it is read from the message.
     pub reset_path: Option<FieldPath>,
+    /// A quota that resets every day at midnight in this IANA zone (when nothing else says
+    /// when).
+    pub reset_daily: Option<String>,
 }
 
 /// Everything the analyzer needs from a profile.
@@ -230,11 +236,11 @@ impl Acc {
                         self.sum += n;
                     }
                 }
-                Take::Join => {
+                Take::Join | Take::Concat => {
                     let t = as_text(v);
                     let s = self.text.get_or_insert_with(String::new);
                     if s.len() < MAX_TEXT {
-                        if !s.is_empty() {
+                        if !s.is_empty() && take == Take::Join {
                             s.push('\n');
                         }
                         s.push_str(&t);
@@ -537,6 +543,13 @@ fn unwrap_shell(c: &str) -> &str {
     inner
 }
 
+/// The next midnight in `zone` after `now`.
+fn next_midnight(zone: &str, now: Timestamp) -> Option<Timestamp> {
+    let tz = jiff::tz::TimeZone::get(zone).ok()?;
+    let tomorrow = now.to_zoned(tz.clone()).date().tomorrow().ok()?;
+    tomorrow.to_zoned(tz).ok().map(|z| z.timestamp())
+}
+
 fn push_capped(s: &mut String, text: &str) {
     if s.len() >= MAX_TEXT {
         return;
@@ -777,10 +790,16 @@ fn match_rule(
             } else {
                 msg
             };
-            let reset = reset.or_else(|| {
-                super::reset::reset_in_line(&msg, clock)
-                    .or_else(|| message.and_then(|m| super::reset::reset_in_line(m, clock)))
-            });
+            let reset = reset
+                .or_else(|| {
+                    super::reset::reset_in_line(&msg, clock)
+                        .or_else(|| message.and_then(|m| super::reset::reset_in_line(m, clock)))
+                })
+                .or_else(|| {
+                    rule.reset_daily
+                        .as_deref()
+                        .and_then(|zone| next_midnight(zone, clock.now))
+                });
             return Some((rule.kind, msg, reset));
         }
     }
@@ -802,6 +821,20 @@ fn match_rule(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn daily_quotas_reset_at_the_next_midnight_of_their_zone() {
+        // Los Angeles is UTC-8 in November.
+        let cases = [
+            ("2026-11-24T10:00:00Z", "2026-11-25T08:00:00Z"),
+            ("2026-11-24T07:59:00Z", "2026-11-24T08:00:00Z"),
+        ];
+        for (now, want) in cases {
+            let now: Timestamp = now.parse().unwrap_or_else(|e| panic!("{e}"));
+            let got = next_midnight("America/Los_Angeles", now).map(|t| t.to_string());
+            assert_eq!(got.as_deref(), Some(want), "{now}");
+        }
+    }
 
     #[test]
     fn shell_wrappers_are_unwrapped() {
@@ -844,6 +877,7 @@ mod tests {
                 },
                 kind: RuleKind::Error(ErrorKind::UsageLimit),
                 reset_path: None,
+                reset_daily: None,
             }],
             session_total_tokens: false,
         }

@@ -629,7 +629,15 @@ fn wizard_under_tmux() {
     ]);
     tmux.wait_for("PRD file");
     tmux.run(&["send-keys", "-t", "w", "Enter"]);
+    // The fake claude, codex and gemini are all on PATH: the wizard asks which to use, with
+    // claude checked.
+    let screen = tmux.wait_for("Agents to use");
+    assert!(screen.contains("codex (installed)"), "{screen}");
+    tmux.run(&["send-keys", "-t", "w", "Down", "Space", "Enter"]);
     assert_eq!(wait_for_file(&exit_file).trim(), "0", "{}", tmux.screen());
+    let rc = env.read(".hankrc");
+    assert!(rc.contains("\nAGENT=\"claude\"\n"), "{rc}");
+    assert!(rc.contains("\nAGENTS=\"claude,codex\"\n"), "{rc}");
     assert!(
         env.read(".hankrc").contains("MAX_CALLS_PER_HOUR=\"25\""),
         "{}",
