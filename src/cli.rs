@@ -249,6 +249,10 @@ pub(crate) struct ProjectOptions {
     /// MAX_CALLS_PER_HOUR written into `.hankrc` [default: 100].
     #[arg(long, value_name = "N")]
     pub calls: Option<u32>,
+    /// Agents to use, in failover order, e.g. `claude,codex` (AGENT / AGENTS) [default:
+    /// `enable` asks when several are installed; else claude, or the one installed].
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub agents: Vec<String>,
     /// Regenerate the hank files even if they exist.
     #[arg(long)]
     pub force: bool,

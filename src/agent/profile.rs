@@ -23,8 +23,11 @@ use crate::error::{HankError, Result};
 use crate::settings::{AgentCommand, OutputFormat, Settings, Source, Sourced};
 
 /// The built-in profiles: name and TOML text.
-pub const BUILTIN: &[(&str, &str)] =
-    &[("claude", include_str!("../../templates/agents/claude.toml"))];
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("claude", include_str!("../../templates/agents/claude.toml")),
+    ("codex", include_str!("../../templates/agents/codex.toml")),
+    ("gemini", include_str!("../../templates/agents/gemini.toml")),
+];
 
 pub use crate::policy::failover::{DEFAULT_AGENT, valid_name};
 
@@ -283,6 +286,8 @@ struct RawGroup {
 struct RawOutput {
     parser: Option<String>,
     format: Option<String>,
+    /// `per_call` (default) or `session_total`.
+    tokens: Option<String>,
     #[serde(default)]
     fields: BTreeMap<String, RawField>,
 }
@@ -302,6 +307,7 @@ struct RawRule {
     kind: String,
     scope: Option<String>,
     reset_path: Option<String>,
+    reset_daily: Option<String>,
 }
 
 /// The field names of `[output.fields]`.
@@ -455,7 +461,7 @@ pub fn parse(
             Some(t) => Take::parse(t).ok_or_else(|| {
                 bad(
                     &format!("{full}.take"),
-                    format!("expected first, last, sum, join or count, got {t:?}"),
+                    format!("expected first, last, sum, join, concat or count, got {t:?}"),
                 )
             })?,
         };
@@ -540,10 +546,25 @@ pub fn parse(
                 })
             })
             .transpose()?;
+        let reset_daily = match r.reset_daily.as_deref() {
+            None => None,
+            Some(zone) => {
+                jiff::tz::TimeZone::get(zone).map_err(|_| {
+                    bad(
+                        &key("reset_daily"),
+                        format!(
+                            "expected an IANA time zone such as America/Los_Angeles, got {zone:?}"
+                        ),
+                    )
+                })?;
+                Some(zone.to_owned())
+            }
+        };
         rules.push(ErrorRule {
             matcher,
             kind,
             reset_path,
+            reset_daily,
         });
     }
     let parser = match raw.output.parser.as_deref() {
@@ -569,10 +590,21 @@ pub fn parse(
                     "missing: hank needs the answer text (it holds the HANK_STATUS block)".into(),
                 ));
             }
+            let session_total_tokens = match raw.output.tokens.as_deref() {
+                None | Some("per_call") => false,
+                Some("session_total") => true,
+                Some(other) => {
+                    return Err(bad(
+                        "output.tokens",
+                        format!("expected per_call or session_total, got {other:?}"),
+                    ));
+                }
+            };
             Parser::Mapped(Box::new(Mapping {
                 format,
                 fields,
                 rules,
+                session_total_tokens,
             }))
         }
     };
@@ -816,6 +848,64 @@ mod tests {
         assert_eq!(checked, 96);
     }
 
+    /// The README's example profile is a valid profile.
+    #[test]
+    fn the_readme_example_profile_parses() {
+        let readme = include_str!("../../README.md");
+        let section = readme
+            .split("### The profile format")
+            .nth(1)
+            .unwrap_or_else(|| panic!("README has no profile format section"));
+        let start = section.find("```toml\n").map(|i| i + 8).unwrap_or(0);
+        let len = section[start..].find("```").unwrap_or(0);
+        let example = &section[start..start + len];
+        let p = parse(example, "README example", "mycli", Origin::Builtin)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(p.parser, Parser::Mapped(_)));
+        assert_eq!(p.args.len(), 3);
+    }
+
+    /// The JSONPath fields of the claude profile say where the native analyzer finds the same
+    /// facts: over every recorded result object of subtype `success`, both read the same
+    /// answer. (The error subtypes — `error_during_execution`, `error_max_turns` — are among
+    /// what only the native analyzer reads.)
+    #[test]
+    fn claude_profile_fields_agree_with_the_native_analyzer() {
+        use crate::analysis::{Clock, RunFacts, analyze_bytes_in, analyze_mapped};
+        let text = BUILTIN[0].1.replace("parser = \"claude\"", "");
+        let p = parse(&text, "claude.toml", "claude", Origin::Builtin)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let Parser::Mapped(mapping) = &p.parser else {
+            panic!("without `parser` the claude profile is read through its fields")
+        };
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/claude");
+        let clock = Clock::utc(jiff::Timestamp::UNIX_EPOCH);
+        let mut compared = 0;
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{e}")) {
+            let path = entry.unwrap_or_else(|e| panic!("{e}")).path();
+            let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{e}"));
+            let is_result = serde_json::from_slice::<serde_json::Value>(&bytes)
+                .is_ok_and(|v| v["type"] == "result" && v["subtype"] == "success");
+            if !is_result {
+                continue;
+            }
+            let facts = RunFacts {
+                exit_code: Some(0),
+                ..RunFacts::default()
+            };
+            let native = analyze_bytes_in(&bytes, b"", &facts, &clock);
+            let mapped = analyze_mapped(&bytes[..], b"", &facts, &clock, mapping);
+            let name = path.display();
+            assert_eq!(mapped.session_id, native.session_id, "{name}");
+            assert_eq!(mapped.tokens, native.tokens, "{name}");
+            assert!((mapped.cost_usd - native.cost_usd).abs() < 1e-12, "{name}");
+            assert_eq!(mapped.outcome, native.outcome, "{name}");
+            assert_eq!(mapped.status, native.status, "{name}");
+            compared += 1;
+        }
+        assert!(compared >= 5, "only {compared} result fixtures");
+    }
+
     #[test]
     fn every_builtin_profile_parses() {
         for (name, _) in BUILTIN {
@@ -917,7 +1007,7 @@ text = "$.answer"
             (
                 "text = \"$.answer\"",
                 "text = { path = \"$.a\", take = \"max\" }",
-                "`output.fields.text.take`: expected first, last, sum, join or count",
+                "`output.fields.text.take`: expected first, last, sum, join, concat or count",
             ),
             (
                 "resume = false",

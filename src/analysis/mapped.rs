@@ -51,6 +51,8 @@ pub enum Take {
     Sum,
     /// Strings joined with a newline.
     Join,
+    /// Strings joined as they are (pieces of one text streamed in parts).
+    Concat,
     /// How many matches there were.
     Count,
 }
@@ -64,6 +66,7 @@ impl Take {
             "last" => Self::Last,
             "sum" => Self::Sum,
             "join" => Self::Join,
+            "concat" => Self::Concat,
             "count" => Self::Count,
             _ => return None,
         })
@@ -196,6 +199,9 @@ pub struct ErrorRule {
     pub kind: RuleKind,
     /// Where the reset time is (epoch s/ms or RFC 3339); else it is read from the message.
     pub reset_path: Option<FieldPath>,
+    /// A quota that resets every day at midnight in this IANA zone (when nothing else says
+    /// when).
+    pub reset_daily: Option<String>,
 }
 
 /// Everything the analyzer needs from a profile.
@@ -204,6 +210,9 @@ pub struct Mapping {
     pub format: MappedFormat,
     pub fields: Fields,
     pub rules: Vec<ErrorRule>,
+    /// The token counts are the session's running total (Codex on `exec resume`), not this
+    /// call's: the caller subtracts what the session had already reported.
+    pub session_total_tokens: bool,
 }
 
 /// A field's combined matches.
@@ -227,11 +236,11 @@ impl Acc {
                         self.sum += n;
                     }
                 }
-                Take::Join => {
+                Take::Join | Take::Concat => {
                     let t = as_text(v);
                     let s = self.text.get_or_insert_with(String::new);
                     if s.len() < MAX_TEXT {
-                        if !s.is_empty() {
+                        if !s.is_empty() && take == Take::Join {
                             s.push('\n');
                         }
                         s.push_str(&t);
@@ -412,6 +421,38 @@ fn next_line<R: BufRead>(r: &mut R, buf: &mut Vec<u8>, total: &mut u64) -> Optio
     }
 }
 
+/// What one stdout line of a `jsonl` CLI shows in `--live` mode: the answer text and the
+/// shell commands it holds (through the profile's `text` and `commands` paths). Other formats
+/// and lines that are not JSON show nothing.
+#[must_use]
+pub fn mapped_live_items(m: &Mapping, line: &[u8]) -> Vec<super::LiveItem> {
+    if m.format != MappedFormat::JsonLines {
+        return Vec::new();
+    }
+    let Ok(v) = serde_json::from_slice::<Value>(line.trim_ascii()) else {
+        return Vec::new();
+    };
+    let doc = Value::Array(vec![v]);
+    let mut out = Vec::new();
+    if let Some(p) = &m.fields.commands {
+        for c in p.matches(&doc) {
+            out.push(super::LiveItem::Tool {
+                name: "shell".to_owned(),
+                detail: first_line(&as_text(c)),
+            });
+        }
+    }
+    if let Some(p) = &m.fields.text {
+        for t in p.matches(&doc) {
+            let t = as_text(t);
+            if !t.trim().is_empty() {
+                out.push(super::LiveItem::Text(t));
+            }
+        }
+    }
+    out
+}
+
 /// Analyzes one answer of a profiled CLI. `stdout` is read as a stream.
 pub fn analyze_mapped<R: BufRead>(
     mut stdout: R,
@@ -474,6 +515,39 @@ pub fn analyze_mapped<R: BufRead>(
     finish(
         &reader, plain, total, any_json, malformed, stderr, facts, clock,
     )
+}
+
+/// The command inside a shell wrapper: `/bin/bash -lc 'cargo test'` → `cargo test`.
+fn unwrap_shell(c: &str) -> &str {
+    let c = c.trim();
+    let Some((shell, rest)) = c.split_once(' ') else {
+        return c;
+    };
+    let name = shell.rsplit('/').next().unwrap_or(shell);
+    if !matches!(name, "sh" | "bash" | "zsh" | "dash") {
+        return c;
+    }
+    let Some(inner) = rest
+        .trim_start()
+        .strip_prefix("-lc ")
+        .or_else(|| rest.trim_start().strip_prefix("-c "))
+    else {
+        return c;
+    };
+    let inner = inner.trim();
+    for q in ['\'', '"'] {
+        if let Some(s) = inner.strip_prefix(q).and_then(|s| s.strip_suffix(q)) {
+            return s;
+        }
+    }
+    inner
+}
+
+/// The next midnight in `zone` after `now`.
+fn next_midnight(zone: &str, now: Timestamp) -> Option<Timestamp> {
+    let tz = jiff::tz::TimeZone::get(zone).ok()?;
+    let tomorrow = now.to_zoned(tz.clone()).date().tomorrow().ok()?;
+    tomorrow.to_zoned(tz).ok().map(|z| z.timestamp())
 }
 
 fn push_capped(s: &mut String, text: &str) {
@@ -670,8 +744,11 @@ fn finish(
     let edits = r.count(f.edits.as_ref());
     let commands = r.string(f.commands.as_ref()).unwrap_or_default();
     let commands: Vec<&str> = commands.lines().filter(|l| !l.trim().is_empty()).collect();
-    let tools_testing =
-        !commands.is_empty() && edits == 0 && commands.iter().all(|c| derive::is_test_command(c));
+    let tools_testing = !commands.is_empty()
+        && edits == 0
+        && commands
+            .iter()
+            .all(|c| derive::is_test_command(unwrap_shell(c)));
     let status_testing = a.status.as_ref().and_then(|s| s.work_type) == Some(WorkType::Testing);
     a.testing_only = own_words && (status_testing || tools_testing);
     a
@@ -713,10 +790,16 @@ fn match_rule(
             } else {
                 msg
             };
-            let reset = reset.or_else(|| {
-                super::reset::reset_in_line(&msg, clock)
-                    .or_else(|| message.and_then(|m| super::reset::reset_in_line(m, clock)))
-            });
+            let reset = reset
+                .or_else(|| {
+                    super::reset::reset_in_line(&msg, clock)
+                        .or_else(|| message.and_then(|m| super::reset::reset_in_line(m, clock)))
+                })
+                .or_else(|| {
+                    rule.reset_daily
+                        .as_deref()
+                        .and_then(|zone| next_midnight(zone, clock.now))
+                });
             return Some((rule.kind, msg, reset));
         }
     }
@@ -733,4 +816,135 @@ fn match_rule(
                 (RuleKind::Error(c.kind), line, c.reset_at)
             })
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn daily_quotas_reset_at_the_next_midnight_of_their_zone() {
+        // Los Angeles is UTC-8 in November.
+        let cases = [
+            ("2026-11-24T10:00:00Z", "2026-11-25T08:00:00Z"),
+            ("2026-11-24T07:59:00Z", "2026-11-24T08:00:00Z"),
+        ];
+        for (now, want) in cases {
+            let now: Timestamp = now.parse().unwrap_or_else(|e| panic!("{e}"));
+            let got = next_midnight("America/Los_Angeles", now).map(|t| t.to_string());
+            assert_eq!(got.as_deref(), Some(want), "{now}");
+        }
+    }
+
+    #[test]
+    fn shell_wrappers_are_unwrapped() {
+        let cases = [
+            ("/bin/bash -lc 'cargo test'", "cargo test"),
+            (
+                "bash -c \"npm test -- --watch=false\"",
+                "npm test -- --watch=false",
+            ),
+            ("sh -c pytest", "pytest"),
+            ("cargo test -p x", "cargo test -p x"),
+            (
+                "/usr/bin/python -c 'print(1)'",
+                "/usr/bin/python -c 'print(1)'",
+            ),
+            ("bash script.sh", "bash script.sh"),
+        ];
+        for (wrapped, inner) in cases {
+            assert_eq!(unwrap_shell(wrapped), inner, "{wrapped}");
+        }
+    }
+
+    fn jsonl_mapping() -> Mapping {
+        let path = |p: &str, take| FieldPath::parse(p, take).unwrap_or_else(|e| panic!("{e}"));
+        Mapping {
+            format: MappedFormat::JsonLines,
+            fields: Fields {
+                text: Some(path("$[?@.type == 'msg'].text", Take::Last)),
+                session_id: Some(path("$[?@.type == 'start'].id", Take::First)),
+                error: Some(path("$[?@.type == 'failed'].message", Take::Last)),
+                input_tokens: Some(path("$[?@.type == 'done'].in", Take::Sum)),
+                edits: Some(path("$[?@.type == 'edit']", Take::Count)),
+                commands: Some(path("$[?@.type == 'exec'].cmd", Take::Join)),
+                ..Fields::default()
+            },
+            rules: vec![ErrorRule {
+                matcher: Matcher::Regex {
+                    re: Regex::new("(?i)quota").unwrap_or_else(|e| panic!("{e}")),
+                    anywhere: false,
+                },
+                kind: RuleKind::Error(ErrorKind::UsageLimit),
+                reset_path: None,
+                reset_daily: None,
+            }],
+            session_total_tokens: false,
+        }
+    }
+
+    fn run(stdout: &str, exit: i32) -> Analysis {
+        let facts = RunFacts {
+            exit_code: Some(exit),
+            ..RunFacts::default()
+        };
+        let clock = Clock::utc(
+            "2026-11-24T10:00:00Z"
+                .parse()
+                .unwrap_or_else(|e| panic!("{e}")),
+        );
+        analyze_mapped(stdout.as_bytes(), b"", &facts, &clock, &jsonl_mapping())
+    }
+
+    const BLOCK: &str =
+        "---HANK_STATUS---\\nSTATUS: IN_PROGRESS\\nEXIT_SIGNAL: false\\n---END_HANK_STATUS---";
+
+    /// (stdout, exit code, outcome, error kind)
+    #[test]
+    fn jsonl_answers_table() {
+        let ok = format!(
+            "{{\"type\":\"start\",\"id\":\"s1\"}}\nnot json\n{{\"type\":\"msg\",\"text\":\"first\"}}\n{{\"type\":\"msg\",\"text\":\"done\\n{BLOCK}\"}}\n{{\"type\":\"done\",\"in\":5}}\n{{\"type\":\"done\",\"in\":7}}\n"
+        );
+        let a = run(&ok, 0);
+        assert_eq!(a.outcome, Outcome::Success, "{a:#?}");
+        assert_eq!(a.session_id.as_deref(), Some("s1"));
+        assert_eq!(a.tokens.input, 12);
+        assert!(a.status.is_some(), "{a:#?}");
+        assert_eq!(a.shape, OutputShape::StreamJson);
+
+        let failed = "{\"type\":\"start\",\"id\":\"s1\"}\n{\"type\":\"failed\",\"message\":\"Quota reached, try again in 2 hours\"}\n";
+        let a = run(failed, 1);
+        assert_eq!(a.outcome, Outcome::AgentError);
+        let e = a.error.unwrap_or_else(|| panic!("an error"));
+        assert_eq!(e.kind, ErrorKind::UsageLimit);
+        assert_eq!(
+            e.reset_at.map(|t| t.to_string()).as_deref(),
+            Some("2026-11-24T12:00:00Z")
+        );
+
+        // No rule matches: hank's own reader still knows an overload.
+        let a = run(
+            "{\"type\":\"failed\",\"message\":\"API overloaded (529)\"}\n",
+            1,
+        );
+        assert_eq!(a.error.map(|e| e.kind), Some(ErrorKind::Overloaded));
+
+        let a = run("", 1);
+        assert_eq!(a.outcome, Outcome::Crashed);
+        assert_eq!(a.error.map(|e| e.kind), Some(ErrorKind::NoOutput));
+
+        let a = run(
+            "{\"type\":\"start\",\"id\":\"s1\"}\n{\"type\":\"msg\",\"te",
+            0,
+        );
+        assert_eq!(a.outcome, Outcome::Crashed);
+
+        // Only test commands, no edits: a test-only loop.
+        let tests_only = format!(
+            "{{\"type\":\"exec\",\"cmd\":\"/bin/bash -lc 'cargo test'\"}}\n{{\"type\":\"msg\",\"text\":\"ran\\n{BLOCK}\"}}\n"
+        );
+        assert!(run(&tests_only, 0).testing_only);
+        let with_edit = format!("{{\"type\":\"edit\"}}\n{tests_only}");
+        assert!(!run(&with_edit, 0).testing_only);
+    }
 }

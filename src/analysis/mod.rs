@@ -36,6 +36,7 @@ pub use derive::{
 pub use live::{LiveItem, live_items};
 pub use mapped::{
     ErrorRule, FieldPath, Fields, MappedFormat, Mapping, Matcher, RuleKind, Take, analyze_mapped,
+    mapped_live_items,
 };
 pub use reset::{parse_reset, reset_from_line, reset_in_line};
 pub use status::parse_status_block;

@@ -17,14 +17,16 @@ use regex::Regex;
 
 use super::{Clock, re};
 
-/// `reset`, `resets`, `will reset`, `resets at`: the reset time follows.
-static RESET_WORD: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bresets?\b(?:\s+at\b)?"));
+/// `reset`, `resets`, `will reset`, `resets at`, `try again at`/`in` (Codex): the reset time
+/// follows.
+static RESET_WORD: LazyLock<Regex> =
+    LazyLock::new(|| re(r"(?i)\b(?:resets?|try\s+again)\b(?:\s+at\b)?"));
 
 static WHEN: LazyLock<Regex> = LazyLock::new(|| {
     re(r"(?ix)^
         (?: (?:on\s+)?
             (?: (?P<wd>mon|tue|wed|thu|fri|sat|sun)[a-z]*\.?,?
-              | (?P<mon>[a-z]{3,9})\.?\s+(?P<day>\d{1,2})(?:st|nd|rd|th)?,?
+              | (?P<mon>[a-z]{3,9})\.?\s+(?P<day>\d{1,2})(?:st|nd|rd|th)?,?(?:\s+(?P<year>\d{4}),?)?
               | (?P<tomorrow>tomorrow)
               | (?:today|tonight)
             ) \s+ (?:at\s+)? )?
@@ -152,6 +154,11 @@ fn parse_when(when: &str, zone: Option<&str>, clock: &Clock) -> Option<Timestamp
         (Some(mon), Some(day)) => {
             let month = month_number(mon.as_str())?;
             let day: i8 = day.as_str().parse().ok()?;
+            if let Some(year) = caps.name("year") {
+                let year: i16 = year.as_str().parse().ok()?;
+                let date = Date::new(year, month, day).ok()?;
+                return at_in_zone(date.to_datetime(time), &tz);
+            }
             // Feb 29 may not exist this year: look up to eight years ahead.
             (0..=8).find_map(|ahead| {
                 let date = Date::new(today.year().checked_add(ahead)?, month, day).ok()?;
@@ -277,6 +284,17 @@ mod tests {
                 "You've hit your limit · resets 3:30am (Europe/Moscow)",
                 "2026-05-01T00:00:00Z",
                 "2026-05-01T00:30:00Z",
+            ),
+            // Codex (ChatGPT plan window): local 12-hour time, and a date with its year.
+            (
+                "You’ve hit your usage limit. Upgrade to Pro, or try again at 4:03 AM.",
+                "2026-11-24T01:00:00Z",
+                "2026-11-24T04:03:00Z",
+            ),
+            (
+                "You’ve hit your usage limit. try again at Nov 27th, 2026 2:40 AM.",
+                "2026-11-24T01:00:00Z",
+                "2026-11-27T02:40:00Z",
             ),
             // No zone → UTC.
             (

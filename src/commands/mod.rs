@@ -67,6 +67,7 @@ impl From<&cli::ProjectOptions> for project::ProjectOptions {
             project_name: o.project_name.clone(),
             project_type: o.project_type.clone(),
             calls: o.calls,
+            agents: o.agents.clone(),
             force: o.force,
         }
     }

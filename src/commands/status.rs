@@ -100,6 +100,19 @@ pub(crate) fn render_status(st: &Lenient<Status>) -> String {
         ));
     }
     lines.push(format!("cost:         ${:.4}", v.total_cost_usd));
+    if let Some(agent) = &v.agent {
+        lines.push(format!("agent:        {agent}"));
+    }
+    for (name, l) in &v.agents_limited {
+        lines.push(format!(
+            "  limited:    {name}: {}{} — {}",
+            l.kind,
+            l.until
+                .map(|t| format!(" until {}", crate::report::local_time(t)))
+                .unwrap_or_else(|| " for the rest of the run".into()),
+            l.message
+        ));
+    }
     if let Some(id) = &v.session_id {
         lines.push(format!("session:      {id}"));
     }

@@ -306,18 +306,18 @@ impl Engine {
             }
         };
         let wall = &self.clock;
-        let native = matches!(agent.profile.parser, Parser::Claude);
+        let parser = &agent.profile.parser;
         let called = call::call(
             spawn,
             &agent.profile.parser,
             self.cancel.clone(),
             on_spawn,
             |line| {
-                // Live items are read from Claude Code's stream-json.
-                if !native {
-                    return;
-                }
-                for item in analysis::live_items(line) {
+                let items = match parser {
+                    Parser::Claude => analysis::live_items(line),
+                    Parser::Mapped(m) => analysis::mapped_live_items(m, line),
+                };
+                for item in items {
                     if let Some(f) = live_file.as_mut() {
                         let _ = f.write_all(crate::report::live_log_line(&item).as_bytes());
                     }
@@ -335,6 +335,15 @@ impl Engine {
         // 6. analyze + progress
         let outcome = called.outcome;
         let mut analysis = called.analysis;
+        if let Parser::Mapped(m) = &agent.profile.parser
+            && m.session_total_tokens
+        {
+            analysis.tokens = self.state.agents.tokens_of_call(
+                agent.name(),
+                analysis.session_id.as_deref(),
+                analysis.tokens,
+            );
+        }
         let clock_now = self.clock.now();
         crate::agent::redact::redact_analysis(&mut analysis, &self.secrets);
         self.reporter.analysis_detail(&analysis);

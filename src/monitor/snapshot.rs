@@ -83,6 +83,10 @@ pub(crate) struct Status {
     pub last_loop: Option<LastLoop>,
     pub exit_reason: Option<String>,
     pub exit_code: Option<i64>,
+    /// The current agent (profile).
+    pub agent: Option<String>,
+    /// Agents that may not be called now: name, why, until when.
+    pub agents_limited: Vec<(String, String, Option<Timestamp>)>,
 }
 
 /// One line of `events.jsonl`.
@@ -242,6 +246,14 @@ pub(crate) fn parse_status(text: &str) -> Result<(Status, Option<String>), Strin
         circuit_state: enum_field(&st, &raw, "circuit_state", |s| s.circuit_state),
         circuit_reason: field(&st, "circuit_reason", |s| s.circuit_reason.clone()),
         session_id: field(&st, "session_id", |s| s.session_id.clone()).flatten(),
+        agent: field(&st, "agent", |s| s.agent.clone()).flatten(),
+        agents_limited: field(&st, "agents_limited", |s| {
+            s.agents_limited
+                .iter()
+                .map(|(n, l)| (n.clone(), l.kind.clone(), l.until))
+                .collect()
+        })
+        .unwrap_or_default(),
         total_cost_usd: field(&st, "total_cost_usd", |s| s.total_cost_usd),
         total_tokens: raw
             .get("total_tokens")

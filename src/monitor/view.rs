@@ -208,6 +208,19 @@ pub(crate) fn rows(snap: &Snapshot, now: Timestamp, tz: &TimeZone) -> Vec<Row> {
     };
     out.push(row("circuit", circuit_value, circuit_tone(circuit)));
 
+    if let Some(agent) = &s.agent {
+        let mut value = agent.clone();
+        let mut tone = Tone::Normal;
+        for (name, kind, until) in &s.agents_limited {
+            tone = Tone::Warn;
+            value.push_str(&format!(" · {name}: {kind}"));
+            if let Some(t) = until {
+                value.push_str(&format!(" until {}", fmt_clock(*t, now, tz)));
+            }
+        }
+        out.push(row("agent", value, tone));
+    }
+
     let mut calls = match (s.calls_in_window, s.max_calls_per_hour) {
         (Some(used), Some(cap)) => format!("{used} / {cap} this hour"),
         (Some(used), None) => format!("{used} this hour"),
@@ -353,6 +366,12 @@ pub(crate) fn event_text(e: &Event, now: Timestamp, tz: &TimeZone) -> String {
                 None => format!("waiting: {reason}"),
             }
         }
+        "agent_switched" => format!(
+            "agent {} → {}: {}",
+            e.str("from").unwrap_or("?"),
+            e.str("to").unwrap_or("?"),
+            e.str("reason").unwrap_or("")
+        ),
         "warning" => format!("warning: {}", e.str("message").unwrap_or("")),
         "exit" => {
             let code = e

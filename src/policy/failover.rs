@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::ErrorKind;
+use crate::analysis::{ErrorKind, Tokens};
 use crate::policy::session::Session;
 
 /// The agent when none is named (and the owner of a session stored before profiles existed).
@@ -67,6 +67,10 @@ pub struct Agents {
     pub sessions: BTreeMap<String, Session>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub usage: BTreeMap<String, AgentUsage>,
+    /// For agents that report a session's running token total: the last total per agent,
+    /// with its session id.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub session_tokens: BTreeMap<String, (String, Tokens)>,
 }
 
 /// Which agent to call now.
@@ -154,6 +158,26 @@ impl Agents {
         }
         self.current = Some(to.to_owned());
         self.sessions.remove(to)
+    }
+
+    /// This call's tokens from a running session total: the total minus what the same
+    /// session had reported before (a new session counts whole). Remembers the new total.
+    pub fn tokens_of_call(&mut self, agent: &str, session: Option<&str>, total: Tokens) -> Tokens {
+        let Some(session) = session else {
+            return total;
+        };
+        let before = match self.session_tokens.get(agent) {
+            Some((id, t)) if id == session => *t,
+            _ => Tokens::default(),
+        };
+        self.session_tokens
+            .insert(agent.to_owned(), (session.to_owned(), total));
+        Tokens {
+            input: total.input.saturating_sub(before.input),
+            output: total.output.saturating_sub(before.output),
+            cache_read: total.cache_read.saturating_sub(before.cache_read),
+            cache_creation: total.cache_creation.saturating_sub(before.cache_creation),
+        }
     }
 
     /// Adds one call of `agent` to its usage.
@@ -307,6 +331,34 @@ mod tests {
         assert_eq!(a.sessions.get("codex"), Some(&s("x1")));
         // Same agent: nothing moves.
         assert_eq!(a.switch("claude", "claude", Some(s("c2"))), Some(s("c2")));
+    }
+
+    #[test]
+    fn session_totals_become_per_call_tokens() {
+        let t = |input: u64, output: u64| Tokens {
+            input,
+            output,
+            ..Tokens::default()
+        };
+        let mut a = Agents::default();
+        // (session, reported total, this call's tokens)
+        let cases = [
+            (Some("s1"), t(100, 10), t(100, 10)),
+            (Some("s1"), t(250, 25), t(150, 15)),
+            // A new session counts whole.
+            (Some("s2"), t(40, 4), t(40, 4)),
+            // No session id: the numbers are all hank has.
+            (None, t(7, 1), t(7, 1)),
+            // A total that went down (a client reset) never counts negative.
+            (Some("s2"), t(10, 1), t(0, 0)),
+        ];
+        for (session, total, want) in cases {
+            assert_eq!(
+                a.tokens_of_call("codex", session, total),
+                want,
+                "{session:?}"
+            );
+        }
     }
 
     #[test]

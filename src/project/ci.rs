@@ -62,6 +62,9 @@ fn enable(dir: &Path, args: &EnableCiArgs) -> Result<CiReport> {
             &spec.name,
         )?;
     }
+    if !args.opts.agents.is_empty() {
+        spec.agents = super::known_agents(dir, &args.opts.agents)?;
+    }
     if let Some(ty) = &args.opts.project_type {
         generate::validate_value("--project-type", ty)?;
         spec.project_type.clone_from(ty);

@@ -79,6 +79,9 @@ pub(crate) struct ProjectFacts {
     pub beads_dir: bool,
     pub bd_available: bool,
     pub gh_available: bool,
+    /// The built-in agents whose program is on PATH (`claude`, `codex`, `gemini`,
+    /// `opencode`), in that order.
+    pub agents_installed: Vec<String>,
     /// PRD-like documents (`*prd*.md`, `*requirements*.md`, `*spec*.md` at the root or
     /// under `docs/`).
     pub prd_files: Vec<String>,
@@ -144,6 +147,11 @@ pub(crate) fn detect(files: &ProjectFiles) -> ProjectFacts {
     facts.beads_dir = files.has(".beads/");
     facts.bd_available = files.tools.contains("bd");
     facts.gh_available = files.tools.contains("gh");
+    facts.agents_installed = ["claude", "codex", "gemini", "opencode"]
+        .into_iter()
+        .filter(|a| files.tools.contains(*a))
+        .map(str::to_owned)
+        .collect();
     facts.prd_files = prd_files(&files.paths);
     facts
 }

@@ -131,6 +131,8 @@ pub(crate) struct Answers {
     pub project_type: String,
     pub max_calls: u32,
     pub request: SourceRequest,
+    /// AGENT / AGENTS, in failover order.
+    pub agents: Vec<String>,
 }
 
 fn validate_name(v: &str) -> std::result::Result<(), String> {
@@ -301,10 +303,41 @@ pub(crate) fn ask(
     } else {
         args.opts.prd.clone()
     };
+    let agents = if !args.opts.agents.is_empty() {
+        args.opts.agents.clone()
+    } else if facts.agents_installed.len() > 1 {
+        let items: Vec<String> = facts
+            .agents_installed
+            .iter()
+            .map(|a| format!("{a} (installed)"))
+            .collect();
+        let defaults = generate::default_agents(facts);
+        let checked: Vec<bool> = facts
+            .agents_installed
+            .iter()
+            .map(|a| defaults.contains(a))
+            .collect();
+        let picked = p.multi_select(
+            "Agents to use; more than one = failover in this order (space toggles)",
+            &items,
+            &checked,
+        )?;
+        let chosen: Vec<String> = facts
+            .agents_installed
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| picked.contains(i))
+            .map(|(_, a)| a.clone())
+            .collect();
+        if chosen.is_empty() { defaults } else { chosen }
+    } else {
+        generate::default_agents(facts)
+    };
     Ok(Answers {
         name,
         project_type,
         max_calls,
+        agents,
         request: SourceRequest {
             sources,
             label,
@@ -463,6 +496,7 @@ pub(crate) fn run(dir: &Path, args: &EnableArgs) -> Result<u8> {
     spec.name = answers.name;
     spec.project_type = answers.project_type;
     spec.max_calls = answers.max_calls;
+    spec.agents = super::known_agents(dir, &answers.agents)?;
     let imported = tasks.len();
     spec.tasks = tasks;
     let written = generate::create_project_files(dir, &spec, args.opts.force)?;

@@ -28,6 +28,8 @@ pub(crate) struct ProjectSpec {
     pub allowed_tools: Vec<String>,
     pub max_calls: u32,
     pub tasks: Vec<Task>,
+    /// AGENT (the first) and, with more than one, AGENTS (the failover order).
+    pub agents: Vec<String>,
 }
 
 impl ProjectSpec {
@@ -43,6 +45,7 @@ impl ProjectSpec {
             allowed_tools: facts.allowed_tools(),
             max_calls: DEFAULT_MAX_CALLS,
             tasks: Vec::new(),
+            agents: default_agents(facts),
         }
     }
 }
@@ -83,6 +86,19 @@ pub(crate) fn validate_value(what: &str, value: &str) -> Result<()> {
     Ok(())
 }
 
+/// The agent a new project uses: Claude Code when it is installed (or when no agent is), else
+/// the first built-in agent found on PATH.
+#[must_use]
+pub(crate) fn default_agents(facts: &ProjectFacts) -> Vec<String> {
+    let first = facts
+        .agents_installed
+        .iter()
+        .find(|a| *a == "claude")
+        .or_else(|| facts.agents_installed.first())
+        .map_or("claude", String::as_str);
+    vec![first.to_owned()]
+}
+
 fn code_or(cmd: Option<&String>) -> String {
     cmd.map_or_else(
         || "not detected yet — fill in".to_string(),
@@ -114,6 +130,16 @@ pub(crate) fn plan(spec: &ProjectSpec) -> Result<Vec<PlannedFile>> {
             )));
         }
     }
+    if spec.agents.is_empty() {
+        return Err(HankError::usage("at least one agent is needed"));
+    }
+    for a in &spec.agents {
+        if !crate::policy::failover::valid_name(a) {
+            return Err(HankError::usage(format!(
+                "agent `{a}`: expected a profile name (letters, digits, - and _)"
+            )));
+        }
+    }
     if spec.max_calls == 0 {
         return Err(HankError::usage("calls per hour must be at least 1"));
     }
@@ -126,6 +152,15 @@ pub(crate) fn plan(spec: &ProjectSpec) -> Result<Vec<PlannedFile>> {
     vars.insert("max_calls", spec.max_calls.to_string());
     vars.insert("allowed_tools", spec.allowed_tools.join(","));
     vars.insert("tasks", tasks::plan_items(&spec.tasks));
+    vars.insert("agent", spec.agents[0].clone());
+    vars.insert(
+        "agents_line",
+        if spec.agents.len() > 1 {
+            format!("AGENTS=\"{}\"", spec.agents.join(","))
+        } else {
+            "#AGENTS=\"claude,codex\"".to_string()
+        },
+    );
     let render = |name: &str, t: &str| templates::render(name, t, &vars);
     // PROMPT.md last: it marks the project as enabled.
     Ok(vec![
@@ -259,6 +294,7 @@ mod tests {
             run_cmd: None,
             allowed_tools: vec!["Read".into(), "Bash(cargo test *)".into()],
             max_calls: 40,
+            agents: vec!["claude".into()],
             tasks: vec![
                 Task {
                     title: "Fix {{login}}".into(),

@@ -71,6 +71,8 @@ pub(crate) struct ProjectOptions {
     pub project_type: Option<String>,
     /// MAX_CALLS_PER_HOUR written into `.hankrc` [default: 100].
     pub calls: Option<u32>,
+    /// AGENT / AGENTS, in failover order (empty: detected or asked).
+    pub agents: Vec<String>,
     /// Regenerate the hank files even if they exist.
     pub force: bool,
 }
@@ -113,4 +115,46 @@ pub(crate) struct ImportArgs {
     pub model: Option<String>,
     /// Print exactly one JSON result object on stdout (errors too).
     pub json: bool,
+}
+
+/// `--agents` checked: each name must be a built-in profile or have
+/// `.hank/agents/NAME.toml` in `dir`; duplicates are dropped.
+///
+/// # Errors
+/// A name that is neither, listing the built-in ones.
+pub(crate) fn known_agents(
+    dir: &std::path::Path,
+    names: &[String],
+) -> crate::error::Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for raw in names {
+        let name = raw.trim();
+        if name.is_empty() || out.iter().any(|n| n == name) {
+            continue;
+        }
+        let builtin = crate::agent::profile::BUILTIN
+            .iter()
+            .any(|(n, _)| *n == name);
+        let own = crate::policy::failover::valid_name(name)
+            && crate::agent::profile::project_folder(dir)
+                .join(format!("{name}.toml"))
+                .is_file();
+        if !builtin && !own {
+            return Err(crate::error::HankError::usage(format!(
+                "--agents: unknown agent `{name}`; expected one of {} or a profile in .hank/agents/",
+                crate::agent::profile::BUILTIN
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        out.push(name.to_owned());
+    }
+    if out.is_empty() {
+        return Err(crate::error::HankError::usage(
+            "--agents: expected at least one agent name, e.g. claude or claude,codex",
+        ));
+    }
+    Ok(out)
 }

@@ -70,7 +70,7 @@ pub(crate) fn scan_dir(dir: &Path) -> ProjectFiles {
             files.contents.insert((*name).to_string(), content);
         }
     }
-    for tool in ["bd", "gh", "git"] {
+    for tool in ["bd", "gh", "git", "claude", "codex", "gemini", "opencode"] {
         if which::which(tool).is_ok() {
             files.tools.insert(tool.to_string());
         }

@@ -140,6 +140,8 @@ mod tests {
             "max_calls",
             "allowed_tools",
             "tasks",
+            "agent",
+            "agents_line",
             // import_prompt.md
             "source_name",
             "document_format",

@@ -38,7 +38,11 @@ pub(crate) fn agent() -> Agent {
 type Case = fn();
 
 /// Every agent suite: the profile name and its cases. One line per CLI.
-const SUITES: &[(&str, &[(&str, Case)])] = &[("opencode", crate::agent_opencode::CASES)];
+const SUITES: &[(&str, &[(&str, Case)])] = &[
+    ("codex", crate::agent_codex::CASES),
+    ("gemini", crate::agent_gemini::CASES),
+    ("opencode", crate::agent_opencode::CASES),
+];
 
 /// `name=path` pairs of `HANK_REAL_AGENTS`, each checked with `--version`.
 fn named() -> Result<Vec<Agent>, String> {

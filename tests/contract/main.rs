@@ -12,10 +12,14 @@
 // Test helpers outside the trials may panic on setup failures: that is a test failure.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod agent_codex;
+mod agent_gemini;
 mod agent_opencode;
 mod agents;
 mod cases;
 mod fake_api;
+mod fake_gemini;
+mod fake_openai;
 mod fake_openai_chat;
 #[path = "../integration/support.rs"]
 mod support;

@@ -311,3 +311,90 @@ fn hank_agents_lists_builtins_and_project_profiles() {
     assert!(text.contains("demo (failover #1)"), "{text}");
     assert!(text.contains("This project runs: claude → demo"), "{text}");
 }
+
+/// A built-in profile against its fake CLI (`fixtures/bin/NAME`, driven by
+/// `$FAKE_<NAME>_DIR`): two loops that tick the plan, the second resuming the first one's
+/// session, read through the profile. Returns the fake's folder.
+fn builtin_agent_runs_two_loops(name: &str, resume_flag: &[&str]) -> (Project, PathBuf) {
+    let p = Project::new(&["a", "b"]);
+    let fake = p.dir.parent().unwrap().join(format!("fake-{name}"));
+    std::fs::create_dir_all(&fake).unwrap();
+    std::fs::write(fake.join("effect.sh"), TICK_ONE).unwrap();
+    let var = format!("FAKE_{}_DIR", name.to_ascii_uppercase());
+    let o = p
+        .cmd()
+        .env(&var, &fake)
+        .args(["--agent", name])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
+    assert_eq!(p.status()["exit_reason"], "plan_complete", "{name}");
+    assert_eq!(p.calls(), 0, "{name}: claude was never called");
+    let f = finished(&p);
+    assert_eq!(f.len(), 2, "{name}");
+    for e in &f {
+        assert_eq!(e["agent"], name, "{e}");
+        assert_eq!(e["outcome"], "success", "{e}");
+        assert!(
+            e["status"].is_string(),
+            "{name}: the status block was read: {e}"
+        );
+        assert_eq!(e["plan_items_checked"], 1, "{e}");
+    }
+    let session = f[0]["session_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{name}: no session"));
+    let argv2 = std::fs::read_to_string(fake.join("argv-2")).unwrap();
+    let argv2: Vec<&str> = argv2.lines().collect();
+    let at = argv2
+        .windows(resume_flag.len() + 1)
+        .position(|w| w[..resume_flag.len()] == *resume_flag && w[resume_flag.len()] == session);
+    assert!(at.is_some(), "{name}: loop 2 resumes {session}: {argv2:?}");
+    (p, fake)
+}
+
+#[test]
+fn builtin_codex_profile_with_its_fake_cli() {
+    let (p, fake) = builtin_agent_runs_two_loops("codex", &["resume"]);
+    // The prompt goes on stdin (`-`), with the loop context at its head.
+    let stdin = std::fs::read_to_string(fake.join("stdin-1")).unwrap();
+    assert!(stdin.starts_with("<hank-loop-context>"), "{stdin}");
+    let argv1 = std::fs::read_to_string(fake.join("argv-1")).unwrap();
+    assert!(argv1.starts_with("exec\n--json\n"), "{argv1}");
+    assert!(argv1.ends_with("\n-\n"), "{argv1}");
+    assert!(!argv1.contains("resume"), "{argv1}");
+    let usage = &p.state()["agents"]["usage"]["codex"];
+    assert_eq!(usage["calls"], 2, "{usage}");
+}
+
+/// Claude reports a usage limit; the fake codex carries the plan while claude is limited.
+#[test]
+fn failover_from_claude_to_the_codex_fake() {
+    let p = Project::new(&["a", "b", "c"]);
+    let fake = p.dir.parent().unwrap().join("fake-codex");
+    std::fs::create_dir_all(&fake).unwrap();
+    std::fs::write(fake.join("effect.sh"), TICK_ONE).unwrap();
+    let reset = jiff::Timestamp::now().as_second() + 3600;
+    p.fake(
+        "response",
+        &error_json(&format!("Claude AI usage limit reached|{reset}"), Some(429)),
+    )
+    .fake("exit", "1");
+    let o = p
+        .cmd()
+        .env("FAKE_CODEX_DIR", &fake)
+        .args(["--agents", "claude,codex"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(p.calls(), 1, "claude once, then limited for an hour");
+    let agents: Vec<String> = finished(&p)
+        .iter()
+        .map(|e| e["agent"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(agents, ["claude", "codex", "codex", "codex"]);
+    let limited = &p.status()["agents_limited"]["claude"];
+    assert_eq!(limited["kind"], "usage_limit", "{limited}");
+    let err = stderr(&o);
+    assert!(err.contains("agent claude → codex"), "{err}");
+}

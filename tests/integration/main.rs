@@ -12,6 +12,7 @@ mod faults;
 mod import;
 mod loop_e2e;
 mod monitor;
+mod profile_gemini;
 mod progress;
 mod project;
 mod support;

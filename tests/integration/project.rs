@@ -629,7 +629,15 @@ fn wizard_under_tmux() {
     ]);
     tmux.wait_for("PRD file");
     tmux.run(&["send-keys", "-t", "w", "Enter"]);
+    // The fake claude, codex and gemini are all on PATH: the wizard asks which to use, with
+    // claude checked.
+    let screen = tmux.wait_for("Agents to use");
+    assert!(screen.contains("codex (installed)"), "{screen}");
+    tmux.run(&["send-keys", "-t", "w", "Down", "Space", "Enter"]);
     assert_eq!(wait_for_file(&exit_file).trim(), "0", "{}", tmux.screen());
+    let rc = env.read(".hankrc");
+    assert!(rc.contains("\nAGENT=\"claude\"\n"), "{rc}");
+    assert!(rc.contains("\nAGENTS=\"claude,codex\"\n"), "{rc}");
     assert!(
         env.read(".hankrc").contains("MAX_CALLS_PER_HOUR=\"25\""),
         "{}",
@@ -666,4 +674,34 @@ fn wizard_ctrl_c_exits_130_and_writes_nothing() {
     tmux.run(&["send-keys", "-t", "w", "C-c"]);
     assert_eq!(wait_for_file(&exit_file).trim(), "130", "{}", tmux.screen());
     assert!(!env.work().join(".hank").exists());
+}
+
+#[test]
+fn enable_ci_writes_the_agents_and_refuses_unknown_ones() {
+    let env = Env::new();
+    rust_project(&env);
+    let bad = env
+        .hank()
+        .args(["enable-ci", "--json", "--agents", "claude,nope"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+    let v = json_of(&bad);
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown agent `nope`"),
+        "{v}"
+    );
+    assert!(!env.work().join(".hankrc").exists(), "nothing written");
+    let out = env
+        .hank()
+        .args(["enable-ci", "--json", "--agents", "claude,codex"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", json_of(&out));
+    let rc = env.read(".hankrc");
+    assert!(rc.contains("\nAGENT=\"claude\"\n"), "{rc}");
+    assert!(rc.contains("\nAGENTS=\"claude,codex\"\n"), "{rc}");
 }

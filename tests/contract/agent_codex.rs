@@ -1,0 +1,914 @@
+//! The **real** OpenAI Codex CLI (`codex exec`) against the fake Responses API
+//! (`fake_openai.rs`), with the argv and the JSONPath fields of the built-in profile
+//! `templates/agents/codex.toml`.
+//!
+//! No network is used: `HOME` is a temp dir whose `.codex/config.toml` defines a provider
+//! `hank-fake` (`base_url` = the fake, `env_key = "OPENAI_API_KEY"`, `wire_api = "responses"`,
+//! WebSockets off, codex's own retries off). The cases that call the CLI directly check what
+//! the profile reads from its output (text, status block, session id, tokens, edits, error
+//! kinds); the `hank_*` cases run `hank run --agent codex`.
+//!
+//! With `HANK_CAPTURE_FIXTURES=DIR`, the direct cases write what the CLI printed to
+//! `DIR/<scenario>.stdout|.stderr|.exit` (how `fixtures/agents/codex/` was made).
+
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use hank::agent::profile::{self, CallInput, Origin, Parser, Profile};
+use hank::analysis::{Analysis, Clock, ErrorKind, Mapping, Outcome, RunFacts, analyze_mapped};
+use hank::settings::OutputFormat;
+use serde_json::{Value, json};
+
+use crate::fake_openai::{
+    CACHED_TOKENS, FakeOpenAi, INPUT_TOKENS, OUTPUT_TOKENS, Reply, status_text,
+};
+use crate::support::{self, Project};
+
+type Case = fn();
+
+/// Every codex case, by name.
+pub(crate) const CASES: &[(&str, Case)] = &[
+    (
+        "plain_answer_is_read_by_the_profile",
+        plain_answer_is_read_by_the_profile,
+    ),
+    (
+        "resume_sends_the_earlier_conversation",
+        resume_sends_the_earlier_conversation,
+    ),
+    (
+        "edits_and_commands_run_without_approval",
+        edits_and_commands_run_without_approval,
+    ),
+    ("quota_is_a_spend_limit", quota_is_a_spend_limit),
+    ("rate_limit_is_classified", rate_limit_is_classified),
+    ("usage_limit_is_classified", usage_limit_is_classified),
+    (
+        "auth_and_server_errors_are_classified",
+        auth_and_server_errors_are_classified,
+    ),
+    (
+        "unknown_session_is_recognised",
+        unknown_session_is_recognised,
+    ),
+    (
+        "unreachable_api_is_a_network_error",
+        unreachable_api_is_a_network_error,
+    ),
+    (
+        "hank_plain_answer_with_status",
+        hank_plain_answer_with_status,
+    ),
+    (
+        "hank_second_loop_resumes_the_session",
+        hank_second_loop_resumes_the_session,
+    ),
+    ("hank_edit_is_progress", hank_edit_is_progress),
+    (
+        "hank_quota_stops_with_spend_limit",
+        hank_quota_stops_with_spend_limit,
+    ),
+    (
+        "hank_transient_errors_back_off_then_recover",
+        hank_transient_errors_back_off_then_recover,
+    ),
+    (
+        "hank_usage_limit_waits_or_exits",
+        hank_usage_limit_waits_or_exits,
+    ),
+];
+
+/// The built-in profile, parsed by hank's own parser.
+pub(crate) fn codex_profile() -> Profile {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("templates/agents/codex.toml");
+    let text = std::fs::read_to_string(&file).expect("read templates/agents/codex.toml");
+    profile::parse(&text, &file.display().to_string(), "codex", Origin::Builtin)
+        .unwrap_or_else(|e| panic!("the codex profile does not parse: {e}"))
+}
+
+fn mapping(p: &Profile) -> Mapping {
+    match &p.parser {
+        Parser::Mapped(m) => (**m).clone(),
+        Parser::Claude => panic!("the codex profile must use JSONPath fields"),
+    }
+}
+
+/// `$HOME/.codex/config.toml` that points codex at the fake.
+pub(crate) fn codex_config(api_url: &str) -> String {
+    format!(
+        "# written by hank's contract suite: codex talks to the fake Responses API only\n\
+         model_provider = \"hank-fake\"\n\
+         \n\
+         [model_providers.hank-fake]\n\
+         name = \"hank contract fake\"\n\
+         base_url = \"{api_url}\"\n\
+         env_key = \"OPENAI_API_KEY\"\n\
+         wire_api = \"responses\"\n\
+         supports_websockets = false\n\
+         request_max_retries = 0\n\
+         stream_max_retries = 0\n"
+    )
+}
+
+/// A fake API key (the fake never checks it; it is redacted in the request log).
+pub(crate) const API_KEY: &str = "sk-proj-fake-contract-key";
+
+/// A temp HOME with the codex config, a git project, and the fake API.
+struct Setup {
+    _root: tempfile::TempDir,
+    home: PathBuf,
+    proj: PathBuf,
+    api: FakeOpenAi,
+    profile: Profile,
+}
+
+/// What one CLI call printed.
+struct Call {
+    argv: Vec<String>,
+    stdout: String,
+    stderr: String,
+    code: Option<i32>,
+    took: Duration,
+}
+
+impl Setup {
+    fn new(script: Vec<Reply>) -> Self {
+        let root = tempfile::tempdir().expect("tempdir");
+        let home = root.path().join("home");
+        let proj = root.path().join("proj");
+        std::fs::create_dir_all(home.join(".codex")).expect("mkdir");
+        std::fs::create_dir_all(&proj).expect("mkdir");
+        let api = FakeOpenAi::start(script, Some(&root.path().join("api.log")));
+        std::fs::write(home.join(".codex/config.toml"), codex_config(&api.url())).expect("write");
+        std::fs::write(proj.join("README.md"), "# demo\n").expect("write");
+        for args in [
+            &["init", "-q", "-b", "main"][..],
+            &["add", "-A"],
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-q",
+                "-m",
+                "init",
+            ],
+        ] {
+            let ok = Command::new("git")
+                .args(args)
+                .current_dir(&proj)
+                .env("HOME", &home)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .expect("git")
+                .success();
+            assert!(ok, "git {args:?}");
+        }
+        Self {
+            _root: root,
+            home,
+            proj,
+            api,
+            profile: codex_profile(),
+        }
+    }
+
+    /// Runs the real CLI with the profile's argv (resuming `session` when set), `prompt` on
+    /// stdin, in the project.
+    fn call(&self, session: Option<&str>, prompt: &str) -> Call {
+        self.call_within(session, prompt, Duration::from_secs(120), false)
+    }
+
+    /// [`Setup::call`] with a time limit; past it the CLI is killed (as hank's timeout would)
+    /// when `kill_at_limit`, else the case fails.
+    fn call_within(
+        &self,
+        session: Option<&str>,
+        prompt: &str,
+        limit: Duration,
+        kill_at_limit: bool,
+    ) -> Call {
+        let argv = self.profile.argv(&CallInput {
+            live: false,
+            output_format: OutputFormat::Json,
+            session,
+            model: None,
+            permission_mode: None,
+            allowed_tools: &[],
+            prompt: None,
+            prompt_file: None,
+        });
+        let bin = crate::agents::agent().path;
+        let path = format!(
+            "{}:/usr/local/bin:/usr/bin:/bin",
+            bin.parent()
+                .map(Path::display)
+                .map(|d| d.to_string())
+                .unwrap_or_default()
+        );
+        let start = Instant::now();
+        let mut child = Command::new(&bin)
+            .args(&argv)
+            .current_dir(&self.proj)
+            .env_clear()
+            .env("PATH", path)
+            .env("HOME", &self.home)
+            .env("OPENAI_API_KEY", API_KEY)
+            .env("TZ", "UTC")
+            .env("LANG", "C.UTF-8")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .envs(self.profile.env.iter())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .expect("spawn codex");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(prompt.as_bytes())
+            .expect("write the prompt");
+        let o = wait_output(child, limit, kill_at_limit);
+        Call {
+            argv,
+            stdout: String::from_utf8_lossy(&o.stdout).to_string(),
+            stderr: String::from_utf8_lossy(&o.stderr).to_string(),
+            code: o.status.code(),
+            took: start.elapsed(),
+        }
+    }
+
+    /// What hank's analyzer reads from `call` with the profile's mapping.
+    fn analyze(&self, call: &Call) -> Analysis {
+        let facts = RunFacts {
+            exit_code: call.code,
+            signal: None,
+            timed_out: call.code.is_none(),
+            interrupted: false,
+        };
+        analyze_mapped(
+            call.stdout.as_bytes(),
+            call.stderr.as_bytes(),
+            &facts,
+            &Clock::utc(jiff::Timestamp::now()),
+            &mapping(&self.profile),
+        )
+    }
+
+    /// The API requests, for assertion messages.
+    fn context(&self, call: &Call) -> String {
+        let mut s = format!(
+            "argv: {:?}\nexit: {:?} after {:?}\n--- stdout\n{}\n--- stderr\n{}\n--- requests\n",
+            call.argv, call.code, call.took, call.stdout, call.stderr
+        );
+        for r in self.api.requests() {
+            s.push_str(&format!(
+                "{} {} {}\n",
+                r.method,
+                r.path,
+                clip(&r.text(), 400)
+            ));
+        }
+        s
+    }
+}
+
+/// Waits for `child` with a time limit; past it, kills its process group and returns what it
+/// printed (`kill`) or fails the case.
+fn wait_output(mut child: std::process::Child, limit: Duration, kill: bool) -> Output {
+    let start = Instant::now();
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        if start.elapsed() > limit {
+            // The whole group: the node launcher and the native binary it started.
+            let pid = i32::try_from(child.id()).expect("pid");
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            let o = child.wait_with_output().expect("output");
+            if kill {
+                return o;
+            }
+            panic!(
+                "codex still running after {limit:?}\n--- stdout\n{}\n--- stderr\n{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn clip(s: &str, n: usize) -> &str {
+    let mut end = s.len().min(n);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// Saves a scenario's output under `$HANK_CAPTURE_FIXTURES` when set.
+fn capture(name: &str, call: &Call) {
+    let Some(dir) = std::env::var_os("HANK_CAPTURE_FIXTURES") else {
+        return;
+    };
+    let dir = PathBuf::from(dir);
+    std::fs::create_dir_all(&dir).expect("mkdir capture dir");
+    std::fs::write(dir.join(format!("{name}.stdout")), &call.stdout).expect("write");
+    std::fs::write(dir.join(format!("{name}.stderr")), &call.stderr).expect("write");
+    let exit = call
+        .code
+        .map_or_else(|| "signal".to_string(), |c| c.to_string());
+    std::fs::write(dir.join(format!("{name}.exit")), format!("{exit}\n")).expect("write");
+}
+
+fn events(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with('{'))
+        .map(|l| serde_json::from_str(l).expect("every JSON line parses"))
+        .collect()
+}
+
+fn thread_id(stdout: &str) -> String {
+    events(stdout)
+        .iter()
+        .find(|e| e["type"] == "thread.started")
+        .and_then(|e| e["thread_id"].as_str())
+        .expect("a thread.started event")
+        .to_string()
+}
+
+const PROMPT_ONE: &str = "Implement the first task (prompt ALPHA).\n";
+const PROMPT_TWO: &str = "Now the second task (prompt BETA).\n";
+
+/// One answer with a HANK_STATUS block: the profile finds the text, the status block, the
+/// session id and the tokens; the argv is `exec --json … -` with the prompt on stdin.
+fn plain_answer_is_read_by_the_profile() {
+    let answer = status_text("IN_PROGRESS", false, "continue with the next item");
+    let s = Setup::new(vec![Reply::Text(answer.clone())]);
+    let call = s.call(None, PROMPT_ONE);
+    let ctx = s.context(&call);
+    capture("plain", &call);
+    assert_eq!(call.code, Some(0), "{ctx}");
+    assert_eq!(
+        call.argv,
+        [
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "-"
+        ],
+        "{ctx}"
+    );
+    let a = s.analyze(&call);
+    assert_eq!(a.outcome, Outcome::Success, "{ctx}\n{a:#?}");
+    assert_eq!(a.summary, answer, "{ctx}");
+    let status = a.status.as_ref().expect("the status block is read");
+    assert_eq!(status.exit_signal, Some(false));
+    assert_eq!(
+        a.recommendation(),
+        Some("continue with the next item"),
+        "{a:#?}"
+    );
+    assert_eq!(
+        a.session_id.as_deref(),
+        Some(thread_id(&call.stdout).as_str())
+    );
+    assert_eq!(a.tokens.input, INPUT_TOKENS, "{a:#?}");
+    assert_eq!(a.tokens.output, OUTPUT_TOKENS, "{a:#?}");
+    assert_eq!(a.tokens.cache_read, CACHED_TOKENS, "{a:#?}");
+    assert_eq!(a.cost_usd, 0.0, "codex reports no cost");
+    // The prompt arrived on stdin, as the newest user message.
+    let turns = s.api.turns();
+    assert_eq!(turns.len(), 1, "{ctx}");
+    assert_eq!(turns[0].last_user_text(), PROMPT_ONE, "{ctx}");
+    assert_eq!(
+        turns[0].header("authorization"),
+        Some("<redacted 32 bytes>")
+    );
+    // The session is kept under $CODEX_HOME/sessions/YYYY/MM/DD/rollout-…-<id>.jsonl.
+    let id = a.session_id.unwrap_or_default();
+    assert!(
+        rollout_files(&s.home.join(".codex/sessions"))
+            .iter()
+            .any(|f| f.ends_with(&format!("-{id}.jsonl"))),
+        "no rollout file for {id}"
+    );
+}
+
+fn rollout_files(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(rollout_files(&p));
+        } else {
+            out.push(p.display().to_string());
+        }
+    }
+    out
+}
+
+/// `codex exec resume <id> … -`: the same session id, and the second request carries the
+/// first call's prompt and answer before the new prompt. The usage codex prints on the resumed
+/// run counts the whole thread (both calls).
+fn resume_sends_the_earlier_conversation() {
+    let s = Setup::new(vec![
+        Reply::text("First answer: ALPHA handled."),
+        Reply::Text(status_text("IN_PROGRESS", false, "go on with BETA")),
+    ]);
+    let first = s.call(None, PROMPT_ONE);
+    assert_eq!(first.code, Some(0), "{}", s.context(&first));
+    let id = thread_id(&first.stdout);
+    let second = s.call(Some(&id), PROMPT_TWO);
+    let ctx = s.context(&second);
+    capture("resume", &second);
+    assert_eq!(second.code, Some(0), "{ctx}");
+    assert_eq!(
+        second.argv,
+        [
+            "exec",
+            "resume",
+            id.as_str(),
+            "--json",
+            "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "-"
+        ],
+        "{ctx}"
+    );
+    let a = s.analyze(&second);
+    assert_eq!(a.outcome, Outcome::Success, "{ctx}");
+    assert_eq!(a.session_id.as_deref(), Some(id.as_str()), "same session");
+    assert!(a.status.is_some(), "{a:#?}");
+    let turns = s.api.turns();
+    assert_eq!(turns.len(), 2, "{ctx}");
+    let users = turns[1].message_texts("user");
+    let assistants = turns[1].message_texts("assistant");
+    assert!(users.iter().any(|t| t == PROMPT_ONE), "{users:#?}");
+    assert_eq!(assistants, ["First answer: ALPHA handled."], "{ctx}");
+    assert_eq!(turns[1].last_user_text(), PROMPT_TWO, "{ctx}");
+    assert_eq!(turns[1].header("session-id"), Some(id.as_str()), "{ctx}");
+    // Cumulative usage: the resumed run reports both calls.
+    assert_eq!(a.tokens.input, 2 * INPUT_TOKENS, "{a:#?}");
+    assert_eq!(a.tokens.output, 2 * OUTPUT_TOKENS, "{a:#?}");
+}
+
+/// The model writes a file (apply_patch) and commits it (a shell command): codex does both
+/// with no approval prompt, and the profile counts the edit and reads the command.
+fn edits_and_commands_run_without_approval() {
+    let s = Setup::new(vec![
+        Reply::write_file("src/feature.txt", "feature done\nsecond line\n"),
+        Reply::shell(
+            "git add -A && git -c user.name=codex -c user.email=codex@example.invalid commit -q -m 'feat: feature' && git log --oneline -1",
+        ),
+        Reply::Text(status_text("IN_PROGRESS", false, "next item")),
+    ]);
+    let call = s.call(None, PROMPT_ONE);
+    let ctx = s.context(&call);
+    capture("edit", &call);
+    assert_eq!(call.code, Some(0), "{ctx}");
+    assert_eq!(
+        std::fs::read_to_string(s.proj.join("src/feature.txt")).unwrap_or_default(),
+        "feature done\nsecond line\n",
+        "{ctx}"
+    );
+    let log = Command::new("git")
+        .args(["log", "--format=%s", "-1"])
+        .current_dir(&s.proj)
+        .output()
+        .expect("git log");
+    assert_eq!(
+        String::from_utf8_lossy(&log.stdout).trim(),
+        "feat: feature",
+        "{ctx}"
+    );
+    let a = s.analyze(&call);
+    assert_eq!(a.outcome, Outcome::Success, "{ctx}");
+    assert!(a.status.is_some(), "{a:#?}");
+    let evs = events(&call.stdout);
+    let changes: Vec<&Value> = evs
+        .iter()
+        .filter(|e| e["type"] == "item.completed" && e["item"]["type"] == "file_change")
+        .collect();
+    assert_eq!(changes.len(), 1, "{ctx}");
+    assert_eq!(changes[0]["item"]["changes"][0]["kind"], "add", "{ctx}");
+    let commands: Vec<&Value> = evs
+        .iter()
+        .filter(|e| e["type"] == "item.completed" && e["item"]["type"] == "command_execution")
+        .collect();
+    assert_eq!(commands.len(), 1, "{ctx}");
+    assert_eq!(commands[0]["item"]["exit_code"], 0, "{ctx}");
+    // What codex sent back for the tool calls.
+    let turns = s.api.turns();
+    assert_eq!(turns.len(), 3, "{ctx}");
+    let outputs = turns[2].tool_outputs();
+    assert!(
+        outputs.iter().any(|o| o.contains("feat: feature")),
+        "{outputs:#?}"
+    );
+}
+
+/// One failing call: exit code, the error kind the profile's rules give, and no retries.
+fn failing_call(name: &str, reply: Reply) -> (Call, Analysis, String, usize) {
+    let s = Setup::new(vec![reply]);
+    let call = s.call(None, PROMPT_ONE);
+    let ctx = s.context(&call);
+    capture(name, &call);
+    let a = s.analyze(&call);
+    (call, a, ctx, s.api.turns().len())
+}
+
+/// 429 `insufficient_quota` (API credits gone): exit 1, "Quota exceeded…", a spend limit.
+fn quota_is_a_spend_limit() {
+    let (call, a, ctx, requests) = failing_call("quota", Reply::quota());
+    assert_eq!(call.code, Some(1), "{ctx}");
+    assert_eq!(requests, 1, "no retry: {ctx}");
+    assert!(call.took < Duration::from_secs(20), "{ctx}");
+    assert_eq!(a.outcome, Outcome::AgentError, "{ctx}");
+    assert_eq!(a.error_kind(), Some(ErrorKind::SpendLimit), "{ctx}\n{a:#?}");
+    let msg = &a.error.as_ref().expect("error").message;
+    assert!(msg.contains("Quota exceeded"), "{msg}");
+}
+
+/// 429 `rate_limit_exceeded` with `retry-after`: exit 1, a rate limit.
+fn rate_limit_is_classified() {
+    let (call, a, ctx, requests) = failing_call("rate_limit", Reply::rate_limit(2));
+    assert_eq!(call.code, Some(1), "{ctx}");
+    assert_eq!(requests, 1, "stream_max_retries = 0: {ctx}");
+    assert_eq!(a.outcome, Outcome::AgentError, "{ctx}");
+    assert_eq!(a.error_kind(), Some(ErrorKind::RateLimit), "{ctx}\n{a:#?}");
+}
+
+/// 429 `usage_limit_reached` (ChatGPT plan window): exit 1, a usage limit.
+fn usage_limit_is_classified() {
+    let reset = jiff::Timestamp::now().as_second() + 2 * 3600;
+    let (call, a, ctx, _) = failing_call("usage_limit", Reply::usage_limit(reset));
+    assert_eq!(call.code, Some(1), "{ctx}");
+    assert_eq!(a.error_kind(), Some(ErrorKind::UsageLimit), "{ctx}\n{a:#?}");
+    let msg = &a.error.as_ref().expect("error").message;
+    assert!(msg.contains("try again at"), "{msg}");
+}
+
+/// 401 → auth; 500 → server; both exit 1 after one request.
+fn auth_and_server_errors_are_classified() {
+    let (call, a, ctx, _) = failing_call(
+        "auth",
+        Reply::error(
+            401,
+            "invalid_request_error",
+            Some("invalid_api_key"),
+            "Incorrect API key provided: sk-proj-****-key. You can find your API key at https://platform.openai.com/account/api-keys.",
+        ),
+    );
+    assert_eq!(call.code, Some(1), "{ctx}");
+    assert_eq!(a.error_kind(), Some(ErrorKind::Auth), "{ctx}\n{a:#?}");
+    let (call, a, ctx, requests) = failing_call(
+        "server_error",
+        Reply::error(
+            500,
+            "server_error",
+            None,
+            "The server had an error while processing your request. Sorry about that!",
+        ),
+    );
+    assert_eq!(call.code, Some(1), "{ctx}");
+    assert_eq!(requests, 1, "request_max_retries = 0: {ctx}");
+    assert_eq!(a.error_kind(), Some(ErrorKind::Server), "{ctx}\n{a:#?}");
+}
+
+/// Resuming a session id codex does not have: stderr only, exit 1, hank's unknown session.
+fn unknown_session_is_recognised() {
+    let s = Setup::new(vec![]);
+    let call = s.call(Some("01a20b35-0000-7000-8000-000000000000"), PROMPT_TWO);
+    let ctx = s.context(&call);
+    capture("unknown_session", &call);
+    assert_eq!(call.code, Some(1), "{ctx}");
+    assert!(call.stdout.trim().is_empty(), "{ctx}");
+    assert!(s.api.turns().is_empty(), "{ctx}");
+    let a = s.analyze(&call);
+    assert!(a.unknown_session, "{ctx}\n{a:#?}");
+}
+
+/// Connection refused: codex keeps printing `Reconnecting... waiting for network` and never
+/// ends by itself (its retry keys do not apply); killed like hank's timeout does, the output
+/// reads as a network error.
+fn unreachable_api_is_a_network_error() {
+    let s = Setup::new(vec![]);
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr")
+    };
+    std::fs::write(
+        s.home.join(".codex/config.toml"),
+        codex_config(&format!("http://{closed}/v1")),
+    )
+    .expect("write");
+    let call = s.call_within(None, PROMPT_ONE, Duration::from_secs(8), true);
+    let ctx = s.context(&call);
+    capture("network", &call);
+    assert_eq!(call.code, None, "still running after 8 s: {ctx}");
+    assert!(call.stdout.contains("waiting for network"), "{ctx}");
+    let a = s.analyze(&call);
+    assert_eq!(a.outcome, Outcome::Timeout, "{ctx}\n{a:#?}");
+    assert_eq!(a.error_kind(), Some(ErrorKind::Network), "{ctx}\n{a:#?}");
+}
+
+// ---- through hank: `hank --agent codex` -------------------------------------------------------
+
+/// A git project run with hank's built-in codex profile, `$HOME/.codex/config.toml` pointing
+/// at the fake, and the real CLI as `CODEX_CMD`.
+struct HankRun {
+    p: Project,
+    api: FakeOpenAi,
+}
+
+impl HankRun {
+    fn new(items: &[&str], script: impl FnOnce(&Project) -> Vec<Reply>) -> Self {
+        let p = Project::new(items);
+        p.git_init();
+        let log = p.dir.parent().expect("parent").join("api.log");
+        let api = FakeOpenAi::start(script(&p), Some(&log));
+        std::fs::create_dir_all(p.home.join(".codex")).expect("mkdir");
+        std::fs::write(p.home.join(".codex/config.toml"), codex_config(&api.url())).expect("write");
+        Self { p, api }
+    }
+
+    /// `hank --agent codex ARGS` with the real CLI.
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = self.p.cmd();
+        c.env("CODEX_CMD", crate::agents::agent().path)
+            .env("OPENAI_API_KEY", API_KEY)
+            .env("TZ", "UTC")
+            .args(["--agent", "codex"])
+            .args(args);
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().expect("run hank")
+    }
+
+    fn finished(&self) -> Vec<Value> {
+        self.p
+            .events()
+            .into_iter()
+            .filter(|e| e["type"] == "agent_finished")
+            .collect()
+    }
+
+    fn of_type(&self, kind: &str) -> Vec<Value> {
+        self.p
+            .events()
+            .into_iter()
+            .filter(|e| e["type"] == kind)
+            .collect()
+    }
+
+    /// hank's stderr, the loop logs and the API requests: for assertion messages.
+    fn context(&self, o: &Output) -> String {
+        let mut s = format!("--- hank stderr\n{}\n", support::stderr(o));
+        for n in 1..=4 {
+            for ext in ["out", "err"] {
+                let f = self.p.dir.join(format!(".hank/logs/loop-{n:05}.{ext}"));
+                if let Ok(t) = std::fs::read_to_string(&f) {
+                    s.push_str(&format!("--- loop {n} {ext}\n{}\n", clip(&t, 3000)));
+                }
+            }
+        }
+        s.push_str("--- API requests\n");
+        for r in self.api.requests() {
+            let body = r.text();
+            let mut from = body.len().saturating_sub(600);
+            while !body.is_char_boundary(from) {
+                from += 1;
+            }
+            s.push_str(&format!("{} {} …{}\n", r.method, r.path, &body[from..]));
+        }
+        s
+    }
+}
+
+/// Ticks the first open fix_plan item.
+const TICK: &str = "sed -i '0,/- \\[ \\]/s//- [x]/' .hank/fix_plan.md";
+
+/// One loop: hank sends the prompt on stdin, codex answers with a status block, hank reads
+/// the outcome, status, session id and tokens through the profile.
+fn hank_plain_answer_with_status() {
+    let run = HankRun::new(&["a", "b"], |_| {
+        vec![Reply::Text(status_text("IN_PROGRESS", false, "do b next"))]
+    });
+    let o = run.run(&["--max-loops", "1"]);
+    let ctx = run.context(&o);
+    assert_eq!(o.status.code(), Some(3), "max_loops: {ctx}");
+    assert_eq!(run.p.status()["exit_reason"], "max_loops", "{ctx}");
+    assert_eq!(run.p.status()["agent"], "codex", "{ctx}");
+    let f = run.finished();
+    assert_eq!(f.len(), 1, "{ctx}");
+    assert_eq!(f[0]["agent"], "codex", "{ctx}");
+    assert_eq!(f[0]["outcome"], "success", "{ctx}");
+    assert_eq!(f[0]["status"], "IN_PROGRESS", "{ctx}");
+    assert_eq!(f[0]["recommendation"], "do b next", "{ctx}");
+    assert_eq!(f[0]["tokens"]["input"], INPUT_TOKENS, "{ctx}");
+    assert_eq!(f[0]["tokens"]["output"], OUTPUT_TOKENS, "{ctx}");
+    assert_eq!(f[0]["tokens"]["cache_read"], CACHED_TOKENS, "{ctx}");
+    let out =
+        std::fs::read_to_string(run.p.dir.join(".hank/logs/loop-00001.out")).unwrap_or_default();
+    assert_eq!(
+        f[0]["session_id"].as_str(),
+        Some(thread_id(&out).as_str()),
+        "{ctx}"
+    );
+    // The prompt reached codex on stdin: the loop context, then PROMPT.md.
+    let turns = run.api.turns();
+    assert_eq!(turns.len(), 1, "{ctx}");
+    let prompt = turns[0].last_user_text();
+    assert!(prompt.starts_with("<hank-loop-context>"), "{prompt}");
+    assert!(prompt.contains("Hank loop 1"), "{prompt}");
+    assert!(prompt.contains("Do the next task."), "{prompt}");
+}
+
+/// Two loops: loop 2 runs `codex exec resume <loop 1's thread id>`; codex sends loop 1's
+/// conversation and loop 2's own context; both loops report the same session.
+fn hank_second_loop_resumes_the_session() {
+    let run = HankRun::new(&["a", "b", "c"], |_| {
+        vec![
+            Reply::Text(status_text("IN_PROGRESS", false, "loop one answer")),
+            Reply::Text(status_text("IN_PROGRESS", false, "loop two answer")),
+        ]
+    });
+    let o = run.run(&["--max-loops", "2"]);
+    let ctx = run.context(&o);
+    assert_eq!(o.status.code(), Some(3), "{ctx}");
+    let started: Vec<bool> = run
+        .of_type("loop_started")
+        .iter()
+        .map(|e| e["resume"] == true)
+        .collect();
+    assert_eq!(started, [false, true], "{ctx}");
+    let f = run.finished();
+    assert_eq!(f.len(), 2, "{ctx}");
+    assert_eq!(f[0]["outcome"], "success", "{ctx}");
+    assert_eq!(f[1]["outcome"], "success", "{ctx}");
+    assert!(f[0]["session_id"].is_string(), "{ctx}");
+    assert_eq!(f[0]["session_id"], f[1]["session_id"], "one session: {ctx}");
+    let turns = run.api.turns();
+    assert_eq!(turns.len(), 2, "{ctx}");
+    let assistants = turns[1].message_texts("assistant");
+    assert!(
+        assistants.iter().any(|t| t.contains("loop one answer")),
+        "loop 2 carries loop 1's answer: {assistants:#?}"
+    );
+    let users = turns[1].message_texts("user");
+    assert!(
+        users.iter().any(|t| t.contains("Hank loop 1")),
+        "loop 2 carries loop 1's prompt"
+    );
+    let ctx2 = turns[1].loop_context().unwrap_or_default();
+    assert!(ctx2.contains("Hank loop 2"), "{ctx2}");
+    // codex prints the thread's usage so far (loop 2's numbers include loop 1's); the profile
+    // says so (`tokens = "session_total"`) and hank counts each loop's own tokens.
+    assert_eq!(f[1]["tokens"]["input"], INPUT_TOKENS, "{ctx}");
+    assert_eq!(f[1]["tokens"]["output"], OUTPUT_TOKENS, "{ctx}");
+}
+
+/// The model writes a file and ticks the plan through a shell command; codex runs both with
+/// no approval, and hank counts the file and the checked item as progress.
+fn hank_edit_is_progress() {
+    let run = HankRun::new(&["one", "two"], |_| {
+        vec![
+            Reply::write_file("src/one.txt", "one done\n"),
+            Reply::shell(TICK),
+            Reply::Text(status_text("IN_PROGRESS", false, "two next")),
+        ]
+    });
+    let o = run.run(&["--max-loops", "1"]);
+    let ctx = run.context(&o);
+    assert_eq!(o.status.code(), Some(3), "{ctx}");
+    assert_eq!(
+        std::fs::read_to_string(run.p.dir.join("src/one.txt")).unwrap_or_default(),
+        "one done\n",
+        "{ctx}"
+    );
+    let f = run.finished();
+    assert_eq!(f.len(), 1, "{ctx}");
+    assert_eq!(f[0]["outcome"], "success", "{ctx}");
+    assert_eq!(f[0]["plan_items_checked"], 1, "{ctx}");
+    assert!(f[0]["files_changed"].as_u64().unwrap_or(0) >= 1, "{ctx}");
+}
+
+/// 429 `insufficient_quota`: the loop is an agent error of kind spend_limit and hank stops
+/// at once (waiting does not lift a spend cap).
+fn hank_quota_stops_with_spend_limit() {
+    let run = HankRun::new(&["a"], |_| vec![Reply::quota()]);
+    let o = run.run(&["--max-loops", "3"]);
+    let ctx = run.context(&o);
+    assert_eq!(o.status.code(), Some(3), "{ctx}");
+    assert_eq!(run.p.status()["exit_reason"], "spend_limit", "{ctx}");
+    let f = run.finished();
+    assert_eq!(f.len(), 1, "{ctx}");
+    assert_eq!(f[0]["outcome"], "agent_error", "{ctx}");
+    assert_eq!(f[0]["error_kind"], "spend_limit", "{ctx}");
+    assert_eq!(run.api.turns().len(), 1, "no retry by codex: {ctx}");
+}
+
+/// A per-minute rate limit, then a 500, then an answer: hank backs off after each failure
+/// (codex's own retries are off) and recovers.
+fn hank_transient_errors_back_off_then_recover() {
+    let run = HankRun::new(&["a", "b"], |_| {
+        vec![
+            Reply::rate_limit(1),
+            Reply::error(
+                500,
+                "server_error",
+                None,
+                "The server had an error while processing your request. Sorry about that!",
+            ),
+            Reply::Text(status_text("IN_PROGRESS", false, "recovered")),
+        ]
+    });
+    run.p.hankrc("RETRY_BACKOFF_SECONDS=1\n");
+    let o = run.run(&["--max-loops", "3"]);
+    let ctx = run.context(&o);
+    assert_eq!(o.status.code(), Some(3), "{ctx}");
+    let kinds: Vec<Value> = run
+        .finished()
+        .iter()
+        .map(|f| f["error_kind"].clone())
+        .collect();
+    assert_eq!(
+        kinds,
+        [json!("rate_limit"), json!("server"), Value::Null],
+        "{ctx}"
+    );
+    let waits: Vec<Value> = run
+        .of_type("waiting")
+        .iter()
+        .map(|e| e["reason"].clone())
+        .collect();
+    assert_eq!(waits, [json!("backoff"), json!("backoff")], "{ctx}");
+    assert_eq!(run.p.status()["last_loop"]["outcome"], "success", "{ctx}");
+    assert_eq!(run.api.turns().len(), 3, "{ctx}");
+}
+
+/// A ChatGPT plan's usage limit: `--on-usage-limit exit` stops with usage_limit; otherwise
+/// hank waits. codex prints the reset as "try again at 3:55 AM" (local time); hank waits until
+/// then (+60 s) when its reader knows that wording, else its 60-minute default.
+fn hank_usage_limit_waits_or_exits() {
+    let now = jiff::Timestamp::now().as_second();
+    let reset = (now / 60 + 3) * 60;
+    let run = HankRun::new(&["a"], |_| vec![Reply::usage_limit(reset)]);
+    let o = run.run(&["--on-usage-limit", "exit"]);
+    let ctx = run.context(&o);
+    assert_eq!(o.status.code(), Some(3), "{ctx}");
+    assert_eq!(run.p.status()["exit_reason"], "usage_limit", "{ctx}");
+    assert_eq!(run.finished()[0]["error_kind"], "usage_limit", "{ctx}");
+
+    let run = HankRun::new(&["a"], |_| vec![Reply::usage_limit(reset)]);
+    let child = run
+        .cmd(&[])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn hank");
+    let s = run
+        .p
+        .wait_status(Duration::from_secs(60), |s| s["state"] == "waiting");
+    assert_eq!(s["wait_reason"], "usage_limit", "{s}");
+    assert_eq!(s["last_loop"]["error_kind"], "usage_limit", "{s}");
+    let until: jiff::Timestamp = s["waiting_until"]
+        .as_str()
+        .unwrap_or_default()
+        .parse()
+        .expect("waiting_until");
+    let to_reset = until.as_second() - reset;
+    let to_default = until.as_second() - (now + 3600);
+    assert!(
+        (0..=120).contains(&to_reset) || (0..=180).contains(&to_default),
+        "waiting until {until}: neither the reset {reset} nor the 60-minute default"
+    );
+    eprintln!(
+        "codex usage limit: reset {reset}, hank waits until {until} ({})",
+        if (0..=120).contains(&to_reset) {
+            "the reset"
+        } else {
+            "60-minute default"
+        }
+    );
+    support::signal(&child, nix::sys::signal::Signal::SIGINT);
+    let o = support::wait_with_timeout(child, Duration::from_secs(20));
+    assert_eq!(o.status.code(), Some(130), "{}", run.context(&o));
+}

@@ -1,0 +1,1050 @@
+//! The **real** gemini-cli against the fake Gemini API (`fake_gemini.rs`), driven by the argv
+//! of hank's profile (`templates/agents/gemini.toml`), its output read by the profile's
+//! JSONPaths and error rules (`hank::analysis::analyze_mapped`).
+//!
+//! Direct cases call the CLI the way hank's profile says and check what the profile reads from
+//! its output: the answer and its status block, the session id, tokens; that `--resume` sends
+//! the earlier conversation; that a `write_file`/`replace` call really edits the project with
+//! no approval prompt; that quota, rate-limit, auth, overload and unknown-session answers are
+//! classified by the profile's rules.
+//!
+//! No network is used: `GOOGLE_GEMINI_BASE_URL` points at the fake on 127.0.0.1, `HOME` is a
+//! temp dir whose `~/.gemini/settings.json` selects API-key auth and turns usage statistics,
+//! telemetry and update checks off, `general.maxAttempts` keeps gemini's own retries short.
+//!
+//! `HANK_CAPTURE_FIXTURES=<dir>`: each case also writes what the CLI printed there
+//! (`<name>.stdout`, `.stderr`, `.exit`, `.argv`), which is how `fixtures/agents/gemini/` was made.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use hank::agent::profile::{self, CallInput, Origin, Parser, Profile};
+use hank::analysis::{Analysis, Clock, ErrorKind, Mapping, Outcome, RunFacts, analyze_mapped};
+use hank::settings::OutputFormat;
+use serde_json::{Value, json};
+
+use crate::agents::{Agent as AgentCli, agent};
+use crate::fake_gemini::{self, FakeGemini, Reply, status_text};
+use crate::support::{Project, signal, stderr, wait_with_timeout};
+
+/// Every gemini case, by name (registered in `main.rs`).
+pub(crate) const CASES: &[(&str, fn())] = &[
+    (
+        "plain_answer_is_read_by_the_profile",
+        plain_answer_is_read_by_the_profile,
+    ),
+    (
+        "resume_sends_the_earlier_conversation",
+        resume_sends_the_earlier_conversation,
+    ),
+    (
+        "yolo_edits_the_project_without_approval",
+        yolo_edits_the_project_without_approval,
+    ),
+    ("daily_quota_is_a_usage_limit", daily_quota_is_a_usage_limit),
+    (
+        "zero_quota_is_a_billing_error",
+        zero_quota_is_a_billing_error,
+    ),
+    (
+        "per_minute_limit_is_retried_then_a_rate_limit",
+        per_minute_limit_is_retried_then_a_rate_limit,
+    ),
+    (
+        "invalid_api_key_is_an_auth_error",
+        invalid_api_key_is_an_auth_error,
+    ),
+    (
+        "overloaded_model_is_overloaded",
+        overloaded_model_is_overloaded,
+    ),
+    ("unknown_session_is_reported", unknown_session_is_reported),
+    (
+        "stream_json_events_for_the_record",
+        stream_json_events_for_the_record,
+    ),
+    (
+        "hank_edits_resumes_and_completes_the_plan",
+        hank_edits_resumes_and_completes_the_plan,
+    ),
+    (
+        "hank_daily_quota_is_a_usage_limit",
+        hank_daily_quota_is_a_usage_limit,
+    ),
+    (
+        "hank_rate_limit_backs_off_then_recovers",
+        hank_rate_limit_backs_off_then_recovers,
+    ),
+    (
+        "hank_invalid_key_is_agent_fatal",
+        hank_invalid_key_is_agent_fatal,
+    ),
+    (
+        "hank_unknown_session_starts_fresh",
+        hank_unknown_session_starts_fresh,
+    ),
+];
+
+/// The profile under test, as hank embeds it.
+pub(crate) const PROFILE: &str = include_str!("../../templates/agents/gemini.toml");
+
+pub(crate) fn profile() -> Profile {
+    profile::parse(
+        PROFILE,
+        "templates/agents/gemini.toml",
+        "gemini",
+        Origin::Builtin,
+    )
+    .unwrap_or_else(|e| panic!("the gemini profile does not parse: {e}"))
+}
+
+fn mapping(p: &Profile) -> Mapping {
+    match &p.parser {
+        Parser::Mapped(m) => (**m).clone(),
+        Parser::Claude => panic!("the gemini profile must use JSONPath fields"),
+    }
+}
+
+/// `~/.gemini/settings.json` of the temp HOME: API-key auth (needed with
+/// `GOOGLE_GEMINI_BASE_URL`, which alone selects the unsupported "gateway" auth), no usage
+/// statistics (they go to play.googleapis.com), no telemetry, no update check, and at most
+/// `attempts` tries per request.
+pub(crate) fn settings_json(attempts: u32) -> String {
+    serde_json::to_string_pretty(&json!({
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "privacy": {"usageStatisticsEnabled": false},
+        "telemetry": {"enabled": false},
+        "general": {
+            "enableAutoUpdate": false,
+            "enableAutoUpdateNotification": false,
+            "maxAttempts": attempts
+        }
+    }))
+    .unwrap()
+}
+
+/// A fake API key (never a real one; the fake redacts it in its log anyway).
+pub(crate) const API_KEY: &str = "AIzaSyFAKE-contract-key-000000000000000";
+
+/// One call of the CLI.
+pub(crate) struct Call {
+    pub argv: Vec<String>,
+    pub out: Output,
+    pub elapsed: Duration,
+}
+
+impl Call {
+    pub(crate) fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.out.stdout).into_owned()
+    }
+
+    pub(crate) fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.out.stderr).into_owned()
+    }
+
+    pub(crate) fn code(&self) -> Option<i32> {
+        self.out.status.code()
+    }
+
+    /// Everything to show when an assertion fails.
+    pub(crate) fn context(&self, api: &FakeGemini) -> String {
+        let mut s = format!(
+            "argv: {:?}\nexit: {:?} after {:?}\n--- stdout\n{}\n--- stderr\n{}\n--- API requests\n",
+            self.argv,
+            self.code(),
+            self.elapsed,
+            clip(&self.stdout()),
+            clip(&self.stderr())
+        );
+        for r in api.requests() {
+            s.push_str(&format!("{} {} {}\n", r.method, r.path, clip(&r.text())));
+        }
+        s
+    }
+}
+
+fn clip(s: &str) -> &str {
+    let mut end = s.len().min(3000);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// A git project, a temp HOME set up for the fake, and the fake API.
+pub(crate) struct Gem {
+    _root: tempfile::TempDir,
+    pub root: PathBuf,
+    pub home: PathBuf,
+    pub dir: PathBuf,
+    pub api: FakeGemini,
+    pub cli: AgentCli,
+    pub profile: Profile,
+}
+
+impl Gem {
+    pub(crate) fn new(cli: &AgentCli, attempts: u32, script: Vec<Reply>) -> Self {
+        Self::scripted(cli, attempts, |_| script)
+    }
+
+    /// Like [`Gem::new`], the script built from the project directory.
+    pub(crate) fn scripted(
+        cli: &AgentCli,
+        attempts: u32,
+        script: impl FnOnce(&Path) -> Vec<Reply>,
+    ) -> Self {
+        let root_dir = tempfile::tempdir().expect("tempdir");
+        let root = root_dir.path().to_path_buf();
+        let home = root.join("home");
+        let dir = root.join("proj");
+        for d in [home.join(".gemini"), dir.clone(), root.join("tmp")] {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        std::fs::write(home.join(".gemini/settings.json"), settings_json(attempts))
+            .expect("settings");
+        std::fs::write(
+            dir.join("README.md"),
+            "# Demo\n\nA project for the contract cases.\n",
+        )
+        .expect("readme");
+        git(&dir, &home, &["init", "-q"]);
+        git(&dir, &home, &["add", "-A"]);
+        git(&dir, &home, &["commit", "-q", "-m", "init"]);
+        let api = FakeGemini::start(script(&dir), Some(&root.join("api.log")));
+        Self {
+            _root: root_dir,
+            root,
+            home,
+            dir,
+            api,
+            cli: cli.clone(),
+            profile: profile(),
+        }
+    }
+
+    /// The profile's argv for a call (json output, not live).
+    pub(crate) fn argv(&self, session: Option<&str>, model: Option<&str>) -> Vec<String> {
+        self.profile.argv(&CallInput {
+            live: false,
+            output_format: OutputFormat::Json,
+            session,
+            model,
+            permission_mode: None,
+            allowed_tools: &[],
+            prompt: None,
+            prompt_file: None,
+        })
+    }
+
+    /// The CLI with a hermetic environment, in the project.
+    pub(crate) fn command(&self, args: &[String]) -> Command {
+        let mut c = Command::new(&self.cli.path);
+        c.args(args)
+            .current_dir(&self.dir)
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", &self.home)
+            .env("LANG", "C.UTF-8")
+            // gemini writes error reports (gemini-client-error-*.json) to the temp dir.
+            .env("TMPDIR", self.root.join("tmp"))
+            .env("GEMINI_API_KEY", API_KEY)
+            .env("GOOGLE_GEMINI_BASE_URL", self.api.url());
+        for (k, v) in &self.profile.env {
+            c.env(k, v);
+        }
+        c
+    }
+
+    /// Runs `args` with `prompt` on stdin, as hank does (prompt = "stdin").
+    pub(crate) fn run_args(&self, args: Vec<String>, prompt: &str) -> Call {
+        let start = Instant::now();
+        let mut child = self
+            .command(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn gemini");
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().expect("stdin");
+            stdin
+                .write_all(prompt.as_bytes())
+                .expect("write the prompt");
+        }
+        let out = wait_output(child, Duration::from_secs(180));
+        Call {
+            argv: args,
+            out,
+            elapsed: start.elapsed(),
+        }
+    }
+
+    pub(crate) fn call(&self, prompt: &str, session: Option<&str>, model: Option<&str>) -> Call {
+        self.run_args(self.argv(session, model), prompt)
+    }
+
+    /// What hank reads from the call with this profile.
+    pub(crate) fn analyze(&self, call: &Call) -> Analysis {
+        let facts = RunFacts {
+            exit_code: call.code(),
+            ..RunFacts::default()
+        };
+        analyze_mapped(
+            call.out.stdout.as_slice(),
+            &call.out.stderr,
+            &facts,
+            &Clock::utc(jiff::Timestamp::now()),
+            &mapping(&self.profile),
+        )
+    }
+
+    /// The chat files gemini keeps for this project (`~/.gemini/tmp/<project>/chats/`).
+    pub(crate) fn chat_files(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        let tmp = self.home.join(".gemini/tmp");
+        for project in std::fs::read_dir(&tmp).into_iter().flatten().flatten() {
+            for f in std::fs::read_dir(project.path().join("chats"))
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                out.push(f.path());
+            }
+        }
+        out.sort();
+        out
+    }
+}
+
+fn git(dir: &Path, home: &Path, args: &[&str]) {
+    let ok = Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("git")
+        .success();
+    assert!(ok, "git {args:?}");
+}
+
+/// Waits for the child, killing it after `limit`.
+fn wait_output(mut child: std::process::Child, limit: Duration) -> Output {
+    let start = Instant::now();
+    loop {
+        if child.try_wait().expect("try_wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let o = child.wait_with_output().expect("output");
+            panic!(
+                "gemini still running after {limit:?}\n--- stdout\n{}\n--- stderr\n{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// With `HANK_CAPTURE_FIXTURES=<dir>`, writes the call's output there as `<name>.*`.
+pub(crate) fn save(name: &str, call: &Call) {
+    let Some(dir) = std::env::var_os("HANK_CAPTURE_FIXTURES") else {
+        return;
+    };
+    let dir = PathBuf::from(dir);
+    std::fs::create_dir_all(&dir).expect("fixtures dir");
+    std::fs::write(dir.join(format!("{name}.stdout")), &call.out.stdout).expect("write");
+    std::fs::write(dir.join(format!("{name}.stderr")), &call.out.stderr).expect("write");
+    let code = call.code().map_or("signal".to_string(), |c| c.to_string());
+    std::fs::write(dir.join(format!("{name}.exit")), format!("{code}\n")).expect("write");
+    let mut argv = String::from("gemini\n");
+    for a in &call.argv {
+        argv.push_str(a);
+        argv.push('\n');
+    }
+    std::fs::write(dir.join(format!("{name}.argv")), argv).expect("write");
+}
+
+fn is_uuid(s: &str) -> bool {
+    s.len() == 36
+        && s.chars().enumerate().all(|(i, c)| {
+            if [8, 13, 18, 23].contains(&i) {
+                c == '-'
+            } else {
+                c.is_ascii_hexdigit()
+            }
+        })
+}
+
+const PROMPT: &str =
+    "Work on the next item of the fix plan, then report with a HANK_STATUS block.\n";
+
+// ---- direct cases ----------------------------------------------------------------------------
+
+/// One answer with a status block, the model left to gemini (`auto`: its router asks a
+/// flash-lite model to rate the prompt, then the chosen model answers): the profile finds the
+/// text, the session id, tokens of both models.
+fn plain_answer_is_read_by_the_profile() {
+    let cli = &agent();
+    let answer = status_text("IN_PROGRESS", false, "continue with the next item");
+    let g = Gem::new(cli, 1, vec![Reply::text(&answer)]);
+    let call = g.call(PROMPT, None, None);
+    let ctx = call.context(&g.api);
+    save("plain", &call);
+    assert_eq!(call.code(), Some(0), "{ctx}");
+    assert!(
+        !call.argv.iter().any(|a| a == "--resume" || a == "--model"),
+        "{ctx}"
+    );
+    let a = g.analyze(&call);
+    assert_eq!(a.outcome, Outcome::Success, "{a:?}\n{ctx}");
+    let status = a.status.as_ref().expect("a status block");
+    assert_eq!(status.exit_signal, Some(false), "{a:?}");
+    let session = a.session_id.clone().expect("a session id");
+    assert!(is_uuid(&session), "{session}");
+    // The text is the whole answer, joined from the streamed pieces, without the thought.
+    let doc: Value = serde_json::from_slice(&call.out.stdout).expect("one JSON document");
+    assert_eq!(doc["response"], answer.as_str(), "{ctx}");
+    // Tokens: the main model's usage (prompt less cached, answer + thoughts, cached) plus the
+    // router's classifier call.
+    assert_eq!(
+        a.tokens.input,
+        fake_gemini::PROMPT_TOKENS - fake_gemini::CACHED_TOKENS + 812,
+        "{a:?}"
+    );
+    assert_eq!(
+        a.tokens.output,
+        fake_gemini::ANSWER_TOKENS + fake_gemini::THOUGHT_TOKENS + 21,
+        "{a:?}"
+    );
+    assert_eq!(a.tokens.cache_read, fake_gemini::CACHED_TOKENS, "{a:?}");
+    assert_eq!(a.num_turns, Some(1), "{a:?}");
+    assert_eq!(a.cost_usd, 0.0, "gemini reports no cost");
+    // What the API saw: the key in x-goog-api-key, the prompt from stdin as the user message,
+    // one router request and one turn.
+    let turns = g.api.turns();
+    assert_eq!(turns.len(), 1, "{ctx}");
+    assert!(turns[0].header("x-goog-api-key").is_some(), "{ctx}");
+    assert!(
+        turns[0].last_user_text().contains("Work on the next item"),
+        "{ctx}"
+    );
+    let side: Vec<_> = g
+        .api
+        .requests()
+        .into_iter()
+        .filter(|r| r.rpc() == "generateContent")
+        .collect();
+    assert_eq!(side.len(), 1, "the router's classifier: {ctx}");
+    // The session is kept on disk under the temp HOME, named after its id.
+    let chats = g.chat_files();
+    assert!(
+        chats
+            .iter()
+            .any(|f| f.to_string_lossy().contains(&session[..8])),
+        "{chats:?}"
+    );
+}
+
+/// A second call with the first call's session id resumes it: the request carries the first
+/// prompt and answer, the session id stays the same.
+fn resume_sends_the_earlier_conversation() {
+    let cli = &agent();
+    let g = Gem::new(
+        cli,
+        1,
+        vec![
+            Reply::text("First loop: I read the plan. The magic word is PERSIMMON."),
+            Reply::text(&status_text("IN_PROGRESS", false, "second loop done")),
+        ],
+    );
+    let model = Some("gemini-2.5-pro");
+    let first = g.call("First loop prompt: read the plan.\n", None, model);
+    save("resume-first", &first);
+    assert_eq!(first.code(), Some(0), "{}", first.context(&g.api));
+    let session = g.analyze(&first).session_id.expect("session id");
+    let second = g.call("Second loop prompt: go on.\n", Some(&session), model);
+    let ctx = second.context(&g.api);
+    save("resume", &second);
+    assert_eq!(second.code(), Some(0), "{ctx}");
+    let i = second
+        .argv
+        .iter()
+        .position(|a| a == "--resume")
+        .expect("--resume in argv");
+    assert_eq!(second.argv[i + 1], session);
+    assert!(
+        second
+            .argv
+            .windows(2)
+            .any(|w| w == ["--model", "gemini-2.5-pro"]),
+        "{ctx}"
+    );
+    let a = g.analyze(&second);
+    assert_eq!(a.outcome, Outcome::Success, "{a:?}\n{ctx}");
+    assert_eq!(
+        a.session_id.as_deref(),
+        Some(session.as_str()),
+        "same session: {ctx}"
+    );
+    assert!(a.status.is_some(), "{a:?}");
+    let turns = g.api.turns();
+    assert_eq!(turns.len(), 2, "{ctx}");
+    assert_eq!(turns[1].model(), "gemini-2.5-pro", "{ctx}");
+    let convo = turns[1].conversation();
+    let roles: Vec<&str> = convo.iter().map(|(r, _)| r.as_str()).collect();
+    assert_eq!(roles, ["user", "model", "user"], "{convo:?}");
+    assert!(convo[0].1.contains("First loop prompt"), "{convo:?}");
+    assert!(convo[1].1.contains("PERSIMMON"), "{convo:?}");
+    assert!(convo[2].1.contains("Second loop prompt"), "{convo:?}");
+    // One chat file, appended to.
+    assert_eq!(g.chat_files().len(), 1, "{:?}", g.chat_files());
+}
+
+/// The model asks for `write_file` and `replace`; gemini runs both without asking (yolo), sends
+/// the results back, and the profile counts edits.
+fn yolo_edits_the_project_without_approval() {
+    let cli = &agent();
+    let g = Gem::scripted(cli, 1, |dir| {
+        vec![
+            Reply::tool_after(
+                "I will write the notes file first.",
+                "write_file",
+                json!({"file_path": dir.join("src/notes.txt").display().to_string(), "content": "step one done\n"}),
+            ),
+            Reply::tool(
+                "replace",
+                json!({
+                    "file_path": dir.join("README.md").display().to_string(),
+                    "instruction": "Say that the demo has notes now.",
+                    "old_string": "A project for the contract cases.",
+                    "new_string": "A project for the contract cases, with notes in src/notes.txt."
+                }),
+            ),
+            Reply::text(&status_text("IN_PROGRESS", false, "continue with step two")),
+        ]
+    });
+    let notes = g.dir.join("src/notes.txt");
+    let readme = g.dir.join("README.md");
+    let call = g.call(PROMPT, None, Some("gemini-2.5-pro"));
+    let ctx = call.context(&g.api);
+    save("edit", &call);
+    assert_eq!(call.code(), Some(0), "{ctx}");
+    assert_eq!(
+        std::fs::read_to_string(&notes).unwrap_or_default(),
+        "step one done\n",
+        "write_file ran: {ctx}"
+    );
+    assert!(
+        std::fs::read_to_string(&readme)
+            .unwrap_or_default()
+            .contains("with notes in src/notes.txt"),
+        "replace ran: {ctx}"
+    );
+    let turns = g.api.turns();
+    assert_eq!(turns.len(), 3, "{ctx}");
+    let results: Vec<String> = turns[1..]
+        .iter()
+        .flat_map(|t| t.function_responses())
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(results, ["write_file", "replace"], "{ctx}");
+    let a = g.analyze(&call);
+    assert_eq!(a.outcome, Outcome::Success, "{a:?}\n{ctx}");
+    assert!(a.status.is_some(), "{a:?}");
+    assert_eq!(a.num_turns, Some(3), "{a:?}");
+    let doc: Value = serde_json::from_slice(&call.out.stdout).expect("json");
+    assert_eq!(doc["stats"]["tools"]["totalCalls"], 2, "{ctx}");
+    assert_eq!(
+        doc["stats"]["files"]["totalLinesAdded"]
+            .as_u64()
+            .map(|n| n >= 1),
+        Some(true)
+    );
+}
+
+/// A per-day quota: 429 RESOURCE_EXHAUSTED, no retry, exit 173 (429 & 0xff), the error on
+/// stderr only; the profile reads a usage limit.
+fn daily_quota_is_a_usage_limit() {
+    let cli = &agent();
+    // Ten tries allowed: a daily quota is not retried whatever the setting.
+    let g = Gem::new(cli, 10, vec![Reply::daily_quota("gemini-2.5-pro", 23)]);
+    let call = g.call(PROMPT, None, Some("gemini-2.5-pro"));
+    let ctx = call.context(&g.api);
+    save("quota", &call);
+    assert_eq!(call.code(), Some(173), "{ctx}");
+    assert!(
+        call.out.stdout.is_empty(),
+        "json mode prints errors on stderr: {ctx}"
+    );
+    assert!(
+        call.stderr()
+            .contains("You have exhausted your daily quota on this model."),
+        "{ctx}"
+    );
+    assert_eq!(g.api.turns().len(), 1, "no retry: {ctx}");
+    assert!(call.elapsed < Duration::from_secs(30), "{ctx}");
+    let a = g.analyze(&call);
+    assert_eq!(a.outcome, Outcome::AgentError, "{a:?}\n{ctx}");
+    let e = a.error.expect("an error");
+    assert_eq!(e.kind, ErrorKind::UsageLimit, "{e:?}");
+}
+
+/// `limit: 0` (no quota at all for this model on the key's tier): terminal, exit 173, the
+/// API's own message; the profile reads a billing error (a paid plan or another model is
+/// needed, waiting does not help).
+fn zero_quota_is_a_billing_error() {
+    let cli = &agent();
+    let g = Gem::new(cli, 10, vec![Reply::zero_quota("gemini-2.5-pro")]);
+    let call = g.call(PROMPT, None, Some("gemini-2.5-pro"));
+    let ctx = call.context(&g.api);
+    save("zero_quota", &call);
+    assert_eq!(call.code(), Some(173), "{ctx}");
+    assert_eq!(g.api.turns().len(), 1, "no retry: {ctx}");
+    assert!(call.stderr().contains("limit: 0"), "{ctx}");
+    let a = g.analyze(&call);
+    assert_eq!(a.outcome, Outcome::AgentError, "{a:?}\n{ctx}");
+    assert_eq!(a.error.expect("an error").kind, ErrorKind::Billing);
+}
+
+/// A per-minute limit is retried by gemini itself (here `maxAttempts = 2`: one retry after
+/// its 5 s initial backoff), then fails with exit 173; the profile reads a rate limit.
+fn per_minute_limit_is_retried_then_a_rate_limit() {
+    let cli = &agent();
+    let limit = Reply::per_minute_limit("gemini-2.5-pro", 1);
+    let g = Gem::new(cli, 2, vec![limit.clone(), limit]);
+    let call = g.call(PROMPT, None, Some("gemini-2.5-pro"));
+    let ctx = call.context(&g.api);
+    save("rate_limit", &call);
+    assert_eq!(call.code(), Some(173), "{ctx}");
+    assert_eq!(g.api.turns().len(), 2, "one retry: {ctx}");
+    assert!(call.elapsed >= Duration::from_secs(4), "{ctx}");
+    assert!(call.stderr().contains("Retrying after"), "{ctx}");
+    let a = g.analyze(&call);
+    assert_eq!(a.outcome, Outcome::AgentError, "{a:?}\n{ctx}");
+    let e = a.error.expect("an error");
+    assert_eq!(e.kind, ErrorKind::RateLimit, "{e:?}");
+}
+
+/// 400 API_KEY_INVALID: exit 144 (400 & 0xff); the profile reads an auth error.
+fn invalid_api_key_is_an_auth_error() {
+    let cli = &agent();
+    let g = Gem::new(cli, 1, vec![Reply::invalid_api_key()]);
+    let call = g.call(PROMPT, None, Some("gemini-2.5-pro"));
+    let ctx = call.context(&g.api);
+    save("auth", &call);
+    assert_eq!(call.code(), Some(144), "{ctx}");
+    let a = g.analyze(&call);
+    assert_eq!(a.outcome, Outcome::AgentError, "{a:?}\n{ctx}");
+    assert_eq!(a.error.expect("an error").kind, ErrorKind::Auth);
+}
+
+/// 503 UNAVAILABLE with one attempt allowed: exit 247 (503 & 0xff); overloaded.
+fn overloaded_model_is_overloaded() {
+    let cli = &agent();
+    let g = Gem::new(cli, 1, vec![Reply::overloaded()]);
+    let call = g.call(PROMPT, None, Some("gemini-2.5-pro"));
+    let ctx = call.context(&g.api);
+    save("overloaded", &call);
+    assert_eq!(call.code(), Some(247), "{ctx}");
+    let a = g.analyze(&call);
+    assert_eq!(a.outcome, Outcome::AgentError, "{a:?}\n{ctx}");
+    assert_eq!(a.error.expect("an error").kind, ErrorKind::Overloaded);
+}
+
+/// `--resume` with an id gemini does not know: exit 42, a message on stderr, no request.
+fn unknown_session_is_reported() {
+    let cli = &agent();
+    let g = Gem::new(cli, 1, Vec::new());
+    let call = g.call(PROMPT, Some("0b5e1a52-7f7e-4a4c-9d7c-3b1d2f0e9a11"), None);
+    let ctx = call.context(&g.api);
+    save("unknown_session", &call);
+    assert_eq!(call.code(), Some(42), "{ctx}");
+    assert!(g.api.turns().is_empty(), "{ctx}");
+    let a = g.analyze(&call);
+    assert!(a.unknown_session, "{a:?}\n{ctx}");
+}
+
+/// `--output-format stream-json` (not used by the profile): the events gemini prints, kept as
+/// fixtures for a future jsonl profile (live mode).
+fn stream_json_events_for_the_record() {
+    let cli = &agent();
+    let g = Gem::scripted(cli, 1, |dir| {
+        vec![
+            Reply::tool_after(
+                "Writing the notes.",
+                "write_file",
+                json!({"file_path": dir.join("notes.txt").display().to_string(), "content": "hi\n"}),
+            ),
+            Reply::text(&status_text("IN_PROGRESS", false, "next")),
+            Reply::daily_quota("gemini-2.5-pro", 23),
+        ]
+    });
+    let stream_argv = |session: Option<&str>| -> Vec<String> {
+        g.argv(session, Some("gemini-2.5-pro"))
+            .into_iter()
+            .map(|a| {
+                if a == "json" {
+                    "stream-json".to_string()
+                } else {
+                    a
+                }
+            })
+            .collect()
+    };
+    let call = g.run_args(stream_argv(None), PROMPT);
+    let ctx = call.context(&g.api);
+    save("plain.stream-json", &call);
+    assert_eq!(call.code(), Some(0), "{ctx}");
+    let events: Vec<Value> = call
+        .stdout()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON event per line"))
+        .collect();
+    let types: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(types.first(), Some(&"init"), "{ctx}");
+    assert_eq!(types.last(), Some(&"result"), "{ctx}");
+    assert!(
+        types.contains(&"tool_use") && types.contains(&"tool_result"),
+        "{ctx}"
+    );
+    // The answer arrives in pieces (`delta: true`): they must be concatenated, not joined by
+    // newlines, to rebuild the status block.
+    let text: String = events
+        .iter()
+        .filter(|e| e["type"] == "message" && e["role"] == "assistant")
+        .filter_map(|e| e["content"].as_str())
+        .collect();
+    assert!(text.ends_with("---END_HANK_STATUS---"), "{text}");
+    let session = events[0]["session_id"]
+        .as_str()
+        .expect("session_id")
+        .to_string();
+    let quota = g.run_args(stream_argv(Some(&session)), PROMPT);
+    save("quota.stream-json", &quota);
+    assert_eq!(quota.code(), Some(173), "{}", quota.context(&g.api));
+    let last: Value = serde_json::from_str(quota.stdout().lines().last().unwrap_or("{}"))
+        .expect("a result event");
+    assert_eq!(last["status"], "error", "{last}");
+}
+
+// ---- through hank ----------------------------------------------------------------------------
+
+/// `hank --agent gemini` in a git project with the real CLI (`GEMINI_CMD`), the fake API and
+/// a temp HOME set up as for the direct cases.
+struct Hank {
+    p: Project,
+    api: FakeGemini,
+    gemini: PathBuf,
+}
+
+impl Hank {
+    fn scripted(
+        cli: &AgentCli,
+        items: &[&str],
+        attempts: u32,
+        script: impl FnOnce(&Project) -> Vec<Reply>,
+    ) -> Self {
+        let p = Project::new(items);
+        std::fs::create_dir_all(p.home.join(".gemini")).unwrap();
+        std::fs::write(
+            p.home.join(".gemini/settings.json"),
+            settings_json(attempts),
+        )
+        .unwrap();
+        // The profile under test, as a project profile until hank embeds it.
+        if !profile::BUILTIN.iter().any(|(n, _)| *n == "gemini") {
+            std::fs::create_dir_all(p.dir.join(".hank/agents")).unwrap();
+            std::fs::write(p.dir.join(".hank/agents/gemini.toml"), PROFILE).unwrap();
+        }
+        p.git_init();
+        std::fs::create_dir_all(p.dir.parent().unwrap().join("tmp")).unwrap();
+        let log = p.dir.parent().unwrap().join("api.log");
+        let api = FakeGemini::start(script(&p), Some(&log));
+        Self {
+            p,
+            api,
+            gemini: cli.path.clone(),
+        }
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = self.p.cmd();
+        c.env("GEMINI_CMD", &self.gemini)
+            .env("GEMINI_API_KEY", API_KEY)
+            .env("GOOGLE_GEMINI_BASE_URL", self.api.url())
+            .env("TMPDIR", self.p.dir.parent().unwrap().join("tmp"))
+            .args(["--agent", "gemini"])
+            .args(args);
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().expect("run hank")
+    }
+
+    fn finished(&self) -> Vec<Value> {
+        self.p
+            .events()
+            .into_iter()
+            .filter(|e| e["type"] == "agent_finished")
+            .collect()
+    }
+
+    /// hank's stderr, the loop logs and the API requests: for assertion messages.
+    fn context(&self, o: &Output) -> String {
+        let mut s = format!("--- hank stderr\n{}\n", stderr(o));
+        for n in 1..=4 {
+            for ext in ["out", "err"] {
+                let f = self.p.dir.join(format!(".hank/logs/loop-{n:05}.{ext}"));
+                if let Ok(t) = std::fs::read_to_string(&f) {
+                    s.push_str(&format!("--- loop {n} {ext}\n{}\n", clip(&t)));
+                }
+            }
+        }
+        s.push_str("--- API requests\n");
+        for r in self.api.requests() {
+            let body = r.text();
+            let mut from = body.len().saturating_sub(400);
+            while !body.is_char_boundary(from) {
+                from += 1;
+            }
+            s.push_str(&format!("{} {} …{}\n", r.method, r.path, &body[from..]));
+        }
+        s
+    }
+}
+
+/// Tick `item` in fix_plan.md (`replace`), write `src/<item>.txt` (`write_file`), answer with
+/// a status block.
+fn work_on(p: &Project, item: &str, status: &str) -> Vec<Reply> {
+    let plan = p.dir.join(".hank/fix_plan.md").display().to_string();
+    vec![
+        Reply::tool_after(
+            &format!("I will tick {item} in the plan."),
+            "replace",
+            json!({
+                "file_path": plan,
+                "instruction": format!("Mark the item {item} as done."),
+                "old_string": format!("- [ ] {item}"),
+                "new_string": format!("- [x] {item}")
+            }),
+        ),
+        Reply::tool(
+            "write_file",
+            json!({"file_path": p.dir.join(format!("src/{item}.txt")).display().to_string(), "content": format!("{item} done\n")}),
+        ),
+        Reply::Text(status_text(
+            status,
+            false,
+            &format!("after {item}, continue"),
+        )),
+    ]
+}
+
+/// Two loops with gemini: it really edits fix_plan.md and writes files (progress), loop 2
+/// resumes loop 1's session with loop 1's conversation and its own loop context, the plan is
+/// complete after loop 2; tokens are recorded.
+fn hank_edits_resumes_and_completes_the_plan() {
+    let cli = &agent();
+    let h = Hank::scripted(cli, &["one", "two"], 1, |p| {
+        let mut s = work_on(p, "one", "IN_PROGRESS");
+        s.extend(work_on(p, "two", "COMPLETE"));
+        s
+    });
+    let o = h.run(&["--max-loops", "3"]);
+    let ctx = h.context(&o);
+    assert_eq!(o.status.code(), Some(0), "{ctx}");
+    let s = h.p.status();
+    assert_eq!(s["exit_reason"], "plan_complete", "{ctx}");
+    assert_eq!(s["loop_count"], 2, "{ctx}");
+    assert_eq!(s["agent"], "gemini", "{ctx}");
+    assert_eq!(h.p.calls(), 0, "the fake claude was never called");
+    for item in ["one", "two"] {
+        assert_eq!(
+            std::fs::read_to_string(h.p.dir.join(format!("src/{item}.txt"))).unwrap_or_default(),
+            format!("{item} done\n"),
+            "gemini wrote src/{item}.txt: {ctx}"
+        );
+    }
+    let finished = h.finished();
+    assert_eq!(finished.len(), 2, "{ctx}");
+    for f in &finished {
+        assert_eq!(f["outcome"], "success", "{f}");
+        assert_eq!(f["agent"], "gemini", "{f}");
+        assert_eq!(f["plan_items_checked"], 1, "{f}");
+        assert!(f["files_changed"].as_u64().unwrap_or(0) >= 1, "{f}");
+        // Three turns of the main model and one router call per loop.
+        use fake_gemini::{ANSWER_TOKENS, CACHED_TOKENS, PROMPT_TOKENS, THOUGHT_TOKENS};
+        assert_eq!(f["tokens"]["cache_read"], 3 * CACHED_TOKENS, "{f}");
+        assert_eq!(
+            f["tokens"]["input"],
+            3 * (PROMPT_TOKENS - CACHED_TOKENS) + 812,
+            "{f}"
+        );
+        assert_eq!(
+            f["tokens"]["output"],
+            3 * (ANSWER_TOKENS + THOUGHT_TOKENS) + 21,
+            "{f}"
+        );
+    }
+    let started: Vec<bool> =
+        h.p.events()
+            .iter()
+            .filter(|e| e["type"] == "loop_started")
+            .map(|e| e["resume"] == true)
+            .collect();
+    assert_eq!(started, [false, true], "{ctx}");
+    let session = finished[0]["session_id"].as_str().expect("session id");
+    assert!(is_uuid(session), "{session}");
+    assert_eq!(finished[1]["session_id"], session, "one session: {ctx}");
+    // Loop 2's first request carries loop 1's conversation and loop 2's own context.
+    let turns = h.api.turns();
+    assert_eq!(turns.len(), 6, "3 turns per loop: {ctx}");
+    assert!(
+        turns[3].text().contains("one done"),
+        "loop 1's work in loop 2's history"
+    );
+    let ctx2 = turns[3].loop_context().unwrap_or_default();
+    assert!(
+        ctx2.contains("Hank loop 2") && ctx2.contains("two"),
+        "{ctx2}"
+    );
+    let ctx1 = turns[0].loop_context().unwrap_or_default();
+    assert!(ctx1.contains("Hank loop 1"), "{ctx1}");
+}
+
+/// A daily quota: with `--on-usage-limit exit` hank stops with usage_limit (exit 3); by
+/// default it waits (gemini gives no reset time) until interrupted.
+fn hank_daily_quota_is_a_usage_limit() {
+    let cli = &agent();
+    let h = Hank::scripted(cli, &["a"], 1, |_| {
+        vec![Reply::daily_quota("gemini-2.5-pro", 23)]
+    });
+    let o = h.run(&["--max-loops", "2", "--on-usage-limit", "exit"]);
+    let ctx = h.context(&o);
+    assert_eq!(o.status.code(), Some(3), "{ctx}");
+    let s = h.p.status();
+    assert_eq!(s["exit_reason"], "usage_limit", "{ctx}");
+    assert_eq!(s["last_loop"]["error_kind"], "usage_limit", "{ctx}");
+    let f = &h.finished()[0];
+    assert_eq!(f["outcome"], "agent_error", "{f}");
+    assert!(
+        f["error_message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("exhausted your daily quota"),
+        "{f}"
+    );
+
+    let h = Hank::scripted(cli, &["a"], 1, |_| {
+        vec![Reply::daily_quota("gemini-2.5-pro", 23)]
+    });
+    let child = h
+        .cmd(&["--max-loops", "2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn hank");
+    let s =
+        h.p.wait_status(Duration::from_secs(90), |s| s["state"] == "waiting");
+    assert_eq!(s["wait_reason"], "usage_limit", "{s}");
+    assert_eq!(s["last_loop"]["error_kind"], "usage_limit", "{s}");
+    eprintln!(
+        "gemini daily quota: hank waits until {}",
+        s["waiting_until"]
+    );
+    signal(&child, nix::sys::signal::Signal::SIGINT);
+    let o = wait_with_timeout(child, Duration::from_secs(20));
+    assert_eq!(o.status.code(), Some(130), "{}", h.context(&o));
+}
+
+/// A per-minute limit that gemini does not retry (`maxAttempts = 1`): hank reads rate_limit,
+/// backs off, and the next loop succeeds.
+fn hank_rate_limit_backs_off_then_recovers() {
+    let cli = &agent();
+    let h = Hank::scripted(cli, &["a", "b"], 1, |_| {
+        vec![
+            Reply::per_minute_limit("gemini-2.5-pro", 1),
+            Reply::Text(status_text("IN_PROGRESS", false, "recovered")),
+        ]
+    });
+    h.p.hankrc("RETRY_BACKOFF_SECONDS=1\n");
+    let o = h.run(&["--max-loops", "2"]);
+    let ctx = h.context(&o);
+    assert_eq!(o.status.code(), Some(3), "max loops: {ctx}");
+    let kinds: Vec<Value> = h
+        .finished()
+        .iter()
+        .map(|f| f["error_kind"].clone())
+        .collect();
+    assert_eq!(kinds, [json!("rate_limit"), Value::Null], "{ctx}");
+    let waits: Vec<Value> =
+        h.p.events()
+            .into_iter()
+            .filter(|e| e["type"] == "waiting")
+            .map(|e| e["reason"].clone())
+            .collect();
+    assert!(!waits.is_empty(), "a wait after the rate limit: {ctx}");
+    assert_eq!(h.p.status()["last_loop"]["outcome"], "success", "{ctx}");
+}
+
+/// A wrong API key stops the run: auth is agent_fatal (exit 2), one request only.
+fn hank_invalid_key_is_agent_fatal() {
+    let cli = &agent();
+    let h = Hank::scripted(cli, &["a"], 1, |_| vec![Reply::invalid_api_key()]);
+    let o = h.run(&["--max-loops", "3"]);
+    let ctx = h.context(&o);
+    assert_eq!(o.status.code(), Some(2), "{ctx}");
+    let s = h.p.status();
+    assert_eq!(s["exit_reason"], "agent_fatal", "{ctx}");
+    assert_eq!(s["last_loop"]["error_kind"], "auth", "{ctx}");
+    assert_eq!(h.api.turns().len(), 1, "{ctx}");
+}
+
+/// A session gemini does not know (state.json from elsewhere): gemini exits 42, hank drops
+/// the session and the retry without it succeeds.
+fn hank_unknown_session_starts_fresh() {
+    let cli = &agent();
+    let h = Hank::scripted(cli, &["a", "b"], 1, |_| {
+        vec![Reply::Text(status_text(
+            "IN_PROGRESS",
+            false,
+            "fresh start",
+        ))]
+    });
+    let stale = "0b7c6a52-9d7e-4c1f-8f3a-1e2d3c4b5a69";
+    let now = jiff::Timestamp::now().to_string();
+    // The session belongs to gemini (`agents.current`), else hank would park it as claude's.
+    let state = json!({
+        "schema_version": 1,
+        "session": {"id": stale, "started_at": now, "last_used_at": now},
+        "agents": {"current": "gemini"}
+    });
+    std::fs::write(h.p.dir.join(".hank/state.json"), state.to_string()).unwrap();
+    let o = h.run(&["--max-loops", "2"]);
+    let ctx = h.context(&o);
+    assert_eq!(o.status.code(), Some(3), "{ctx}");
+    let err =
+        std::fs::read_to_string(h.p.dir.join(".hank/logs/loop-00001.err")).unwrap_or_default();
+    assert!(err.contains("Error resuming session"), "{ctx}");
+    let finished = h.finished();
+    let last = finished.last().expect("a loop");
+    assert_eq!(last["outcome"], "success", "{ctx}");
+    assert_ne!(last["session_id"], stale, "{ctx}");
+    assert!(!h.api.turns().is_empty(), "{ctx}");
+}
