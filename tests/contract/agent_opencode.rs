@@ -14,7 +14,8 @@
 //! status block, session id, tokens, cost, edits, commands, error kinds); the `hank_*` cases
 //! run `hank run --agent opencode` in a project whose `.hank/agents/opencode.toml` is the
 //! template. With `HANK_CAPTURE_FIXTURES=DIR`, the direct cases write what the CLI printed to
-//! `DIR/<scenario>.stdout|.stderr|.exit` (how `fixtures/agents/opencode/` was made).
+//! `DIR/<scenario>.stdout|.stderr|.exit` (how `fixtures/agents/opencode/` was made; the
+//! integration test `profile_opencode.rs` reads them with the profile).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -62,10 +63,6 @@ pub(crate) const CASES: &[(&str, Case)] = &[
     (
         "ask_rules_are_rejected_unless_bypass_permissions",
         ask_rules_are_rejected_unless_bypass_permissions,
-    ),
-    (
-        "profile_reads_the_saved_fixtures",
-        profile_reads_the_saved_fixtures,
     ),
     ("hank_reads_a_plain_answer", hank_reads_a_plain_answer),
     (
@@ -788,58 +785,6 @@ fn ask_rules_are_rejected_unless_bypass_permissions() {
     );
     assert!(!call.stderr.contains("auto-rejecting"), "{ctx}");
     assert_eq!(s.analyze(&call).outcome, Outcome::Success, "{ctx}");
-}
-
-/// The profile's paths and rules on the saved captures in `fixtures/agents/opencode/` (what the
-/// fake CLI `fixtures/bin/opencode` replays too).
-fn profile_reads_the_saved_fixtures() {
-    let p = opencode_profile();
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/agents/opencode");
-    let read = |name: &str| {
-        let f = |ext: &str| {
-            std::fs::read_to_string(dir.join(format!("{name}.{ext}")))
-                .unwrap_or_else(|e| panic!("{name}.{ext}: {e}"))
-        };
-        let code = f("exit").trim().parse::<i32>().ok();
-        let a = analyze(&p, &f("stdout"), &f("stderr"), code);
-        (a, code)
-    };
-    for name in ["plain", "resume", "edit"] {
-        let (a, code) = read(name);
-        assert_eq!(code, Some(0), "{name}");
-        assert_eq!(a.outcome, Outcome::Success, "{name}: {a:#?}");
-        assert!(a.status.is_some(), "{name}: {a:#?}");
-        assert!(
-            a.session_id
-                .as_deref()
-                .is_some_and(|s| s.starts_with("ses_")),
-            "{name}: {a:#?}"
-        );
-        assert!(a.tokens.input > 0 && a.tokens.output > 0, "{name}: {a:#?}");
-        assert!(a.cost_usd > 0.0, "{name}: {a:#?}");
-    }
-    let (edit, _) = read("edit");
-    assert_eq!(edit.num_turns, Some(5), "{edit:#?}");
-    assert!(!edit.testing_only, "{edit:#?}");
-    for (name, kind) in [
-        ("quota", ErrorKind::SpendLimit),
-        ("rate_limit", ErrorKind::RateLimit),
-        ("auth", ErrorKind::Auth),
-        ("server_error", ErrorKind::Server),
-        // Saved by hand: no API listening, after 60 s of retries (2, 4, 8, 16, 30 s).
-        ("network", ErrorKind::Network),
-    ] {
-        let (a, code) = read(name);
-        assert_eq!(code, Some(1), "{name}");
-        assert_eq!(a.outcome, Outcome::AgentError, "{name}: {a:#?}");
-        assert_eq!(a.error_kind(), Some(kind), "{name}: {a:#?}");
-    }
-    let (a, _) = read("unknown_session");
-    assert!(a.unknown_session, "{a:#?}");
-    let (a, _) = read("unknown_model");
-    assert_eq!(a.error_kind(), Some(ErrorKind::CliUsage), "{a:#?}");
-    let (a, code) = read("denied");
-    assert_eq!((a.outcome, code), (Outcome::Crashed, Some(0)), "{a:#?}");
 }
 
 // ---- through hank ----------------------------------------------------------------------------

@@ -13,6 +13,7 @@ mod import;
 mod loop_e2e;
 mod monitor;
 mod profile_gemini;
+mod profile_opencode;
 mod progress;
 mod project;
 mod support;
