@@ -119,6 +119,9 @@ pub async fn run_with_hook(
     let started = Instant::now();
     let stdout_file = create_log(&spawn.stdout_log)?;
     let mut command = tokio::process::Command::new(spawn.program);
+    // PWD names the folder the agent runs in (some CLIs, e.g. opencode, trust PWD over the
+    // process's real working directory).
+    command.env("PWD", spawn.cwd);
     for (key, value) in spawn.env_set {
         command.env(key, value);
     }

@@ -27,6 +27,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("claude", include_str!("../../templates/agents/claude.toml")),
     ("codex", include_str!("../../templates/agents/codex.toml")),
     ("gemini", include_str!("../../templates/agents/gemini.toml")),
+    (
+        "opencode",
+        include_str!("../../templates/agents/opencode.toml"),
+    ),
 ];
 
 pub use crate::policy::failover::{DEFAULT_AGENT, valid_name};
