@@ -13,13 +13,13 @@
 #![allow(dead_code)]
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::http;
 use serde_json::{Value, json};
 
 /// One scripted answer to a streaming `POST /v1/messages`.
@@ -163,45 +163,42 @@ struct Shared {
     script: Mutex<VecDeque<Reply>>,
     log: Mutex<Vec<Request>>,
     log_file: Option<PathBuf>,
-    stop: AtomicBool,
     ids: AtomicU64,
 }
 
 /// The running fake; stops accepting when dropped.
 pub(crate) struct FakeApi {
-    addr: std::net::SocketAddr,
+    server: http::Server,
     shared: Arc<Shared>,
 }
 
 impl FakeApi {
     /// Starts on 127.0.0.1 (a free port) with `script`; logs requests to `log_file` too.
     pub(crate) fn start(script: Vec<Reply>, log_file: Option<&Path>) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the fake API");
-        let addr = listener.local_addr().expect("local addr");
         let shared = Arc::new(Shared {
             script: Mutex::new(script.into()),
             log: Mutex::new(Vec::new()),
             log_file: log_file.map(Path::to_path_buf),
-            stop: AtomicBool::new(false),
             ids: AtomicU64::new(1),
         });
         let s = Arc::clone(&shared);
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                if s.stop.load(Ordering::SeqCst) {
-                    break;
-                }
-                let Ok(conn) = conn else { continue };
-                let s = Arc::clone(&s);
-                std::thread::spawn(move || serve(conn, &s));
-            }
+        let server = http::Server::start("the fake API", move |inc, out| {
+            http::append_log(s.log_file.as_deref(), &inc);
+            let req = Request {
+                method: inc.method,
+                path: inc.path,
+                headers: inc.headers,
+                body: inc.body,
+            };
+            log(&s, &req);
+            out.write_all(&respond(&s, &req))
         });
-        Self { addr, shared }
+        Self { server, shared }
     }
 
     /// The value for `ANTHROPIC_BASE_URL`.
     pub(crate) fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("http://{}", self.server.addr())
     }
 
     /// Every request so far.
@@ -227,132 +224,7 @@ impl FakeApi {
     }
 }
 
-impl Drop for FakeApi {
-    fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::SeqCst);
-        // Wake the accept loop so it sees the flag.
-        let _ = TcpStream::connect(self.addr);
-    }
-}
-
-fn redact(name: &str, value: &str) -> String {
-    if matches!(name, "authorization" | "x-api-key" | "cookie") {
-        format!("<redacted {} bytes>", value.len())
-    } else {
-        value.to_string()
-    }
-}
-
-/// Serves one keep-alive connection until the client closes it.
-fn serve(conn: TcpStream, s: &Shared) {
-    let _ = conn.set_read_timeout(Some(Duration::from_secs(120)));
-    let Ok(write_half) = conn.try_clone() else {
-        return;
-    };
-    let mut out = write_half;
-    let mut r = BufReader::new(conn);
-    loop {
-        let mut line = String::new();
-        match r.read_line(&mut line) {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-        let mut parts = line.split_whitespace();
-        let (Some(method), Some(path)) = (parts.next(), parts.next()) else {
-            return;
-        };
-        let (method, path) = (method.to_string(), path.to_string());
-        let mut headers = Vec::new();
-        loop {
-            let mut h = String::new();
-            match r.read_line(&mut h) {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
-            let h = h.trim_end();
-            if h.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = h.split_once(':') {
-                headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
-            }
-        }
-        let get = |name: &str| {
-            headers
-                .iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| v.clone())
-        };
-        let body = if get("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
-            read_chunked(&mut r)
-        } else {
-            let n: usize = get("content-length")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0);
-            let mut b = vec![0u8; n];
-            if r.read_exact(&mut b).is_err() {
-                return;
-            }
-            b
-        };
-        let req = Request {
-            method,
-            path,
-            headers: headers
-                .iter()
-                .map(|(k, v)| (k.clone(), redact(k, v)))
-                .collect(),
-            body: serde_json::from_slice(&body).unwrap_or(Value::Null),
-        };
-        log(s, &req);
-        let response = respond(s, &req);
-        if out.write_all(&response).and_then(|()| out.flush()).is_err() {
-            return;
-        }
-    }
-}
-
-fn read_chunked(r: &mut impl BufRead) -> Vec<u8> {
-    let mut body = Vec::new();
-    loop {
-        let mut size = String::new();
-        if r.read_line(&mut size).unwrap_or(0) == 0 {
-            return body;
-        }
-        let n =
-            usize::from_str_radix(size.trim().split(';').next().unwrap_or("0"), 16).unwrap_or(0);
-        let mut chunk = vec![0u8; n + 2];
-        if r.read_exact(&mut chunk).is_err() {
-            return body;
-        }
-        if n == 0 {
-            return body;
-        }
-        body.extend_from_slice(&chunk[..n]);
-    }
-}
-
 fn log(s: &Shared, req: &Request) {
-    if let Some(path) = &s.log_file
-        && let Ok(mut f) = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-    {
-        let headers: Vec<String> = req
-            .headers
-            .iter()
-            .map(|(k, v)| format!("{k}: {v}"))
-            .collect();
-        let _ = writeln!(
-            f,
-            "==> {} {}\n{}\n{}\n",
-            req.method,
-            req.path,
-            headers.join("\n"),
-            req.body
-        );
-    }
     if let Ok(mut l) = s.log.lock() {
         l.push(req.clone());
     }
