@@ -28,7 +28,7 @@ pub(super) enum Choice {
 
 impl Engine {
     /// The agent of the next call.
-    pub(super) fn agent(&self) -> &Agent {
+    pub(super) fn agent(&self) -> &std::sync::Arc<Agent> {
         &self.agents[self.current]
     }
 

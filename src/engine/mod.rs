@@ -57,8 +57,9 @@ use wait::Waited;
 
 struct Engine {
     s: Settings,
-    /// The agents of the run in failover order (one unless `AGENTS` names more).
-    agents: Vec<Agent>,
+    /// The agents of the run in failover order (one unless `AGENTS` names more); shared, so
+    /// a loop holds its agent without copying the profile.
+    agents: Vec<std::sync::Arc<Agent>>,
     /// Index of the agent of the next call.
     current: usize,
     /// The agent the current one took over from (said once in the next loop's context).

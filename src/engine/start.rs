@@ -54,7 +54,7 @@ impl Engine {
         loaded.state.ledger.prune(now);
         let mut engine = Self {
             s,
-            agents,
+            agents: agents.into_iter().map(std::sync::Arc::new).collect(),
             current: 0,
             handover: None,
             store,

@@ -511,8 +511,14 @@ fn resume_sends_the_earlier_conversation() {
     assert!(convo[0].1.contains("First loop prompt"), "{convo:?}");
     assert!(convo[1].1.contains("PERSIMMON"), "{convo:?}");
     assert!(convo[2].1.contains("Second loop prompt"), "{convo:?}");
-    // One chat file, appended to.
-    assert_eq!(g.chat_files().len(), 1, "{:?}", g.chat_files());
+    // One chat file holds the session, appended to (other files gemini may leave in the
+    // folder, e.g. while a write is in flight under load, do not count).
+    let holding: Vec<PathBuf> = g
+        .chat_files()
+        .into_iter()
+        .filter(|f| std::fs::read_to_string(f).is_ok_and(|t| t.contains(session.as_str())))
+        .collect();
+    assert_eq!(holding.len(), 1, "{:?}", g.chat_files());
 }
 
 /// The model asks for `write_file` and `replace`; gemini runs both without asking (yolo), sends
@@ -766,11 +772,6 @@ impl Hank {
             settings_json(attempts),
         )
         .unwrap();
-        // The profile under test, as a project profile until hank embeds it.
-        if !profile::BUILTIN.iter().any(|(n, _)| *n == "gemini") {
-            std::fs::create_dir_all(p.dir.join(".hank/agents")).unwrap();
-            std::fs::write(p.dir.join(".hank/agents/gemini.toml"), PROFILE).unwrap();
-        }
         p.git_init();
         std::fs::create_dir_all(p.dir.parent().unwrap().join("tmp")).unwrap();
         let log = p.dir.parent().unwrap().join("api.log");

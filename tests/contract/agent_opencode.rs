@@ -12,8 +12,7 @@
 //!
 //! The cases that call the CLI directly check what the profile reads from its output (text,
 //! status block, session id, tokens, cost, edits, commands, error kinds); the `hank_*` cases
-//! run `hank run --agent opencode` in a project whose `.hank/agents/opencode.toml` is the
-//! template. With `HANK_CAPTURE_FIXTURES=DIR`, the direct cases write what the CLI printed to
+//! run `hank run --agent opencode` with hank's built-in profile. With `HANK_CAPTURE_FIXTURES=DIR`, the direct cases write what the CLI printed to
 //! `DIR/<scenario>.stdout|.stderr|.exit` (how `fixtures/agents/opencode/` was made; the
 //! integration test `profile_opencode.rs` reads them with the profile).
 
@@ -803,9 +802,6 @@ impl Hank {
         p.git_init();
         let api = FakeOpenAiChat::start(script(&p), Some(&p.dir.parent().unwrap().join("api.log")));
         write_config(&p.home, &api);
-        let agents = p.dir.join(".hank/agents");
-        std::fs::create_dir_all(&agents).expect("mkdir");
-        std::fs::copy(template(), agents.join("opencode.toml")).expect("copy the profile");
         Self { p, api }
     }
 

@@ -398,9 +398,3 @@ fn failover_from_claude_to_the_codex_fake() {
     let err = stderr(&o);
     assert!(err.contains("agent claude → codex"), "{err}");
 }
-
-#[test]
-fn builtin_gemini_and_opencode_profiles_with_their_fake_clis() {
-    builtin_agent_runs_two_loops("gemini", &["--resume"]);
-    builtin_agent_runs_two_loops("opencode", &["--session"]);
-}

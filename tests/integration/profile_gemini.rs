@@ -137,12 +137,8 @@ fn gemini_profile_argv() {
     assert_eq!(p.program_env.as_deref(), Some("GEMINI_CMD"));
 }
 
-/// Adds the profile to the project unless hank embeds it already; returns the fake's folder.
+/// The fake CLI's folder for project `p` (the profile is hank's built-in one).
 fn with_gemini(p: &Project) -> std::path::PathBuf {
-    if !profile::BUILTIN.iter().any(|(n, _)| *n == "gemini") {
-        std::fs::create_dir_all(p.dir.join(".hank/agents")).unwrap();
-        std::fs::write(p.dir.join(".hank/agents/gemini.toml"), PROFILE).unwrap();
-    }
     let fake = p.dir.parent().unwrap().join("fake-gemini");
     std::fs::create_dir_all(&fake).unwrap();
     fake

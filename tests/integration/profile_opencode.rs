@@ -187,12 +187,8 @@ fn opencode_profile_argv() {
     );
 }
 
-/// Adds the profile to the project unless hank embeds it already; returns the fake's folder.
+/// The fake CLI's folder for project `p` (the profile is hank's built-in one).
 fn with_opencode(p: &Project) -> PathBuf {
-    if !profile::BUILTIN.iter().any(|(n, _)| *n == "opencode") {
-        std::fs::create_dir_all(p.dir.join(".hank/agents")).unwrap();
-        std::fs::write(p.dir.join(".hank/agents/opencode.toml"), PROFILE).unwrap();
-    }
     let fake = p.dir.parent().unwrap().join("fake-opencode");
     std::fs::create_dir_all(&fake).unwrap();
     fake
