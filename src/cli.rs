@@ -122,6 +122,17 @@ pub struct RunArgs {
     pub agents: Option<String>,
     #[arg(long, value_name = "LIST", help = keys::flag_help("AGENT_MODELS"))]
     pub agent_models: Option<String>,
+    #[arg(long, value_name = "CMD", help = keys::flag_help("VERIFY_COMMAND"))]
+    pub verify: Option<String>,
+    /// No verification in this run, whatever VERIFY_COMMAND says.
+    #[arg(long, conflicts_with = "verify")]
+    pub no_verify: bool,
+    #[arg(long, value_name = "D", help = keys::flag_help("VERIFY_TIMEOUT"))]
+    pub verify_timeout: Option<String>,
+    #[arg(long, help = keys::flag_help("VERIFY_AT_START"))]
+    pub verify_at_start: bool,
+    #[arg(long, help = keys::flag_help("VERIFY_EVERY_LOOP"))]
+    pub verify_every_loop: bool,
     #[arg(long, help = keys::flag_help("CB_AUTO_RESET"))]
     pub auto_reset_circuit: bool,
     /// Print the agent command and prompt for one loop, call nothing, exit 0.

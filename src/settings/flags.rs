@@ -43,6 +43,16 @@ pub struct Flags {
     pub agents: Option<String>,
     /// `--agent-models` (AGENT_MODELS).
     pub agent_models: Option<String>,
+    /// `--verify` (VERIFY_COMMAND).
+    pub verify: Option<String>,
+    /// `--no-verify`: no verification in this run, whatever VERIFY_COMMAND says.
+    pub no_verify: bool,
+    /// `--verify-timeout` (VERIFY_TIMEOUT).
+    pub verify_timeout: Option<String>,
+    /// `--verify-at-start` (VERIFY_AT_START).
+    pub verify_at_start: bool,
+    /// `--verify-every-loop` (VERIFY_EVERY_LOOP).
+    pub verify_every_loop: bool,
     /// `--auto-reset-circuit` (CB_AUTO_RESET).
     pub auto_reset_circuit: bool,
     /// `--dry-run`: print the agent command and prompt for one loop, call nothing (flag only).

@@ -299,6 +299,27 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
                 .then_some(list)
         })?,
         agent_models: r.get_opt("AGENT_MODELS", flags.agent_models.as_deref(), parse_pairs)?,
+        verify_command: {
+            let v = r.get_opt("VERIFY_COMMAND", flags.verify.as_deref(), |s| {
+                (!s.trim().is_empty()).then(|| s.trim().to_string())
+            })?;
+            if flags.no_verify {
+                Sourced {
+                    value: None,
+                    source: Source::Flag("--no-verify"),
+                }
+            } else {
+                v
+            }
+        },
+        verify_timeout: r.get(
+            "VERIFY_TIMEOUT",
+            flags.verify_timeout.as_deref(),
+            parse_timeout,
+        )?,
+        max_rejected_completions: r.get("MAX_REJECTED_COMPLETIONS", None, parse_u32_min(1))?,
+        verify_at_start: r.get("VERIFY_AT_START", on(flags.verify_at_start), parse_bool)?,
+        verify_every_loop: r.get("VERIFY_EVERY_LOOP", on(flags.verify_every_loop), parse_bool)?,
         auto_reset_circuit: r.get("CB_AUTO_RESET", on(flags.auto_reset_circuit), parse_bool)?,
         notify: r.get("ENABLE_NOTIFICATIONS", on(flags.notify), parse_bool)?,
         cb_no_progress: r.get("CB_NO_PROGRESS_THRESHOLD", None, parse_u32_min(1))?,
