@@ -32,6 +32,8 @@ pub enum ExitReason {
     AgentFatal,
     /// A required hank file disappeared.
     IntegrityFailure,
+    /// MAX_REJECTED_COMPLETIONS "done" claims in a row were rejected by VERIFY_COMMAND.
+    VerificationFailed,
     /// MAX_LOOPS reached.
     MaxLoops,
     /// Total cost reached MAX_COST_USD.
@@ -47,7 +49,7 @@ pub enum ExitReason {
 
 impl ExitReason {
     /// Every reason, in table order.
-    pub const ALL: [ExitReason; 12] = [
+    pub const ALL: [ExitReason; 13] = [
         Self::ProjectComplete,
         Self::PlanComplete,
         Self::TestSaturation,
@@ -55,12 +57,23 @@ impl ExitReason {
         Self::PermissionDenied,
         Self::AgentFatal,
         Self::IntegrityFailure,
+        Self::VerificationFailed,
         Self::MaxLoops,
         Self::CostBudget,
         Self::UsageLimit,
         Self::SpendLimit,
         Self::Interrupted,
     ];
+
+    /// A "done" claim: the run ends because the agent's work looks finished. With
+    /// VERIFY_COMMAND set, hank runs the check before it accepts one.
+    #[must_use]
+    pub fn is_completion(self) -> bool {
+        matches!(
+            self,
+            Self::ProjectComplete | Self::PlanComplete | Self::TestSaturation
+        )
+    }
 
     /// The process exit code for this reason.
     #[must_use]
@@ -70,7 +83,8 @@ impl ExitReason {
             Self::CircuitOpen
             | Self::PermissionDenied
             | Self::AgentFatal
-            | Self::IntegrityFailure => HALTED,
+            | Self::IntegrityFailure
+            | Self::VerificationFailed => HALTED,
             Self::MaxLoops | Self::CostBudget | Self::UsageLimit | Self::SpendLimit => LIMIT,
             Self::Interrupted => INTERRUPTED,
         }
@@ -87,6 +101,7 @@ impl ExitReason {
             Self::PermissionDenied => "permission_denied",
             Self::AgentFatal => "agent_fatal",
             Self::IntegrityFailure => "integrity_failure",
+            Self::VerificationFailed => "verification_failed",
             Self::MaxLoops => "max_loops",
             Self::CostBudget => "cost_budget",
             Self::UsageLimit => "usage_limit",
@@ -111,7 +126,7 @@ mod tests {
 
     #[test]
     fn codes_follow_the_table() {
-        let expected = [0, 0, 0, 2, 2, 2, 2, 3, 3, 3, 3, 130];
+        let expected = [0, 0, 0, 2, 2, 2, 2, 2, 3, 3, 3, 3, 130];
         for (reason, code) in ExitReason::ALL.iter().zip(expected) {
             assert_eq!(reason.code(), code, "{reason}");
         }

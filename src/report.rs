@@ -523,6 +523,14 @@ pub fn exit_message(reason: ExitReason, state: &State, plan: &Plan) -> String {
             format!("the agent cannot work ({last}); retrying cannot help — see the last loop log")
         }
         ExitReason::IntegrityFailure => "a required hank file disappeared (PROMPT.md, fix_plan.md, AGENT.md or .hankrc)".into(),
+        ExitReason::VerificationFailed => match &state.last_verification {
+            Some(v) => format!(
+                "the agent claimed \"done\" and VERIFY_COMMAND failed ({}) every time, MAX_REJECTED_COMPLETIONS in a row; last output: {}",
+                v.how_it_ended(),
+                v.log
+            ),
+            None => "the agent's \"done\" claims were rejected by VERIFY_COMMAND, MAX_REJECTED_COMPLETIONS in a row".into(),
+        },
         ExitReason::MaxLoops => "MAX_LOOPS reached".into(),
         ExitReason::CostBudget => "MAX_COST_USD reached".into(),
         ExitReason::UsageLimit => "the usage limit was reached (ON_USAGE_LIMIT=exit)".into(),

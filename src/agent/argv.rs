@@ -173,6 +173,11 @@ pub struct ContextInput<'a> {
     pub handover_from: Option<&'a str>,
     /// This agent's CLI cannot be limited to ALLOWED_TOOLS: the list, to follow by choice.
     pub tools_by_choice: Option<&'a [String]>,
+    /// What the project's check said (a rejected "done", a red baseline, a red per-loop
+    /// check): ≤ [`crate::policy::verify::FEEDBACK_BUDGET`] bytes, relayed as it is.
+    pub verification: Option<&'a str>,
+    /// The last status block said EXIT_SIGNAL true and also BLOCKED or FAILING.
+    pub contradiction: bool,
 }
 
 fn one_line(s: &str, max: usize) -> String {
@@ -231,6 +236,17 @@ pub fn build_context(c: &ContextInput<'_>) -> String {
     if c.asked_questions {
         out.push_str("\nNobody answers questions here: decide and proceed.");
     }
+    if c.contradiction {
+        out.push_str(
+            "\nYour last HANK_STATUS said EXIT_SIGNAL: true but also STATUS: BLOCKED or \
+             TESTS_STATUS: FAILING; that is not done. Resolve it: fix what blocks or fails, or \
+             report EXIT_SIGNAL: false.",
+        );
+    }
+    if let Some(v) = c.verification.filter(|v| !v.trim().is_empty()) {
+        out.push('\n');
+        out.push_str(v);
+    }
     if let Some(from) = c.handover_from {
         out.push_str(&format!(
             "\nYou continue work the agent `{}` started: fix_plan.md and the git history \
@@ -281,6 +297,8 @@ pub fn context_input<'a>(state: &'a State, plan: &'a Plan, number: u64) -> Conte
         last_error: last.and_then(|r| r.error_kind).map(|k| k.as_str()),
         handover_from: None,
         tools_by_choice: None,
+        verification: None,
+        contradiction: last.is_some_and(|r| r.contradiction),
     }
 }
 

@@ -48,6 +48,7 @@ pub(crate) const GRACE: Duration = Duration::from_secs(5);
 mod agents;
 mod output;
 mod start;
+mod verify;
 mod wait;
 
 pub(crate) use start::start;
@@ -77,6 +78,8 @@ struct Engine {
     lock: LockGuard,
     /// The login expiry last warned about (once per expiry time).
     credential_warned: Option<Timestamp>,
+    /// VERIFY_COMMAND as the run started, and what its checks found.
+    verify: verify::Verify,
     clock: Box<dyn Clock>,
 }
 
@@ -104,6 +107,7 @@ impl Engine {
                     exit_reason: None,
                     exit_code: crate::exit::ERROR,
                     message: err.to_string(),
+                    verified: None,
                 });
                 self.store.log(self.clock.now(), &format!("failed: {err}"));
                 Err(err)
@@ -130,7 +134,11 @@ impl Engine {
         self.state.agents.on_run_start(now);
         self.save()?;
         self.refresh_plan();
+        self.verify = verify::Verify::at_start(&self.s, &self.plan);
         self.write_status(RunState::Starting)?;
+        if let Some(reason) = self.verify_baseline().await? {
+            return Ok(reason);
+        }
         let dcfg = self.s.decide_config();
         loop {
             // Let the signal task run (the driver is polled on the first yield, the handler runs
@@ -154,9 +162,15 @@ impl Engine {
             let Some(plan_text) = self.refresh_plan() else {
                 return Ok(ExitReason::IntegrityFailure);
             };
-            // 2. exit checks before calling
+            self.watch_verify_edit();
+            // 2. exit checks before calling; a complete plan is a "done" claim (verified)
+            if self.plan_complete()
+                && let Some(reason) = self.verify_claim(ExitReason::PlanComplete).await?
+            {
+                return Ok(reason);
+            }
             if let Some(reason) =
-                decide::before_call(&self.plan, self.loops_this_run, self.cost_this_run, &dcfg)
+                decide::before_call(false, self.loops_this_run, self.cost_this_run, &dcfg)
             {
                 return Ok(reason);
             }
@@ -230,9 +244,11 @@ impl Engine {
             .map(|x| x.id.clone())
             .filter(|_| agent.profile.resume);
         let handover = self.handover.take();
+        let feedback = self.verify.feedback.take();
         let context = {
             let mut input = argv::context_input(&self.state, &self.plan, number);
             input.handover_from = handover.as_deref();
+            input.verification = feedback.as_deref();
             if !agent.profile.allowed_tools {
                 input.tools_by_choice = Some(&self.s.allowed_tools.value);
             }
@@ -366,30 +382,38 @@ impl Engine {
         let plan_after = self.s.read_fix_plan().unwrap_or_default();
         let progress = progress::measure(&self.s.project_dir, &baseline, &plan_after);
         self.plan = fixplan::parse(&plan_after, &self.s.optional_sections.value);
+        // VERIFY_EVERY_LOOP: the project's check, not the agent's word, is the tests' state.
+        let regressed = self.verify_loop(number).await?.unwrap_or(false);
 
         // 7. fold
         let now = self.clock.now();
-        self.fold(number, now, resume.as_deref(), &analysis, &progress)?;
+        self.fold(
+            number,
+            now,
+            resume.as_deref(),
+            &analysis,
+            &progress,
+            regressed,
+        )?;
         self.state
             .agents
             .count(agent.name(), analysis.cost_usd, analysis.tokens.sum());
         let dcfg = self.s.decide_config();
         self.state.consecutive_failures = self.state.breaker.failure_streak;
 
-        // 8. decide
-        let mut decision = decide::after_loop(&AfterLoop {
-            analysis: &analysis,
-            history: &self.state.history,
-            breaker: &self.state.breaker,
-            plan: &self.plan,
-            loops_this_run: self.loops_this_run,
-            cost_this_run: self.cost_this_run,
-            consecutive_failures: self.state.consecutive_failures,
-            now,
-            cfg: &dcfg,
-        });
+        // 8. decide; a "done" claim stands only when the project's check passes
+        let plan_complete = self.plan_complete();
+        let mut decision = self.decide_after(&analysis, now, plan_complete, true, &dcfg);
         if outcome.interrupted || self.interrupted() {
             decision = Decision::Stop(ExitReason::Interrupted);
+        } else if let Decision::Stop(reason) = decision
+            && reason.is_completion()
+        {
+            decision = match self.verify_claim(reason).await? {
+                Some(stop) => Decision::Stop(stop),
+                // Rejected: every rule but the claims still applies (breaker, limits, waits).
+                None => self.decide_after(&analysis, now, plan_complete, false, &dcfg),
+            };
         }
         decision = self.failover_after(&analysis, decision);
         if decision == Decision::RetryWithoutSession {
@@ -425,6 +449,30 @@ impl Engine {
         Ok(decision)
     }
 
+    /// [`decide::after_loop`] over this loop and the state; `claims` false ignores "done"
+    /// claims (after the check rejected one).
+    fn decide_after(
+        &self,
+        analysis: &Analysis,
+        now: Timestamp,
+        plan_complete: bool,
+        claims: bool,
+        dcfg: &decide::DecideConfig,
+    ) -> Decision {
+        decide::after_loop(&AfterLoop {
+            analysis,
+            history: &self.state.history,
+            breaker: &self.state.breaker,
+            plan_complete,
+            claims,
+            loops_this_run: self.loops_this_run,
+            cost_this_run: self.cost_this_run,
+            consecutive_failures: self.state.consecutive_failures,
+            now,
+            cfg: dcfg,
+        })
+    }
+
     /// Step 7: folds one loop into the persistent state ([`State::fold`], pure) and reports
     /// what the fold found (denial warnings, a breaker transition).
     fn fold(
@@ -434,6 +482,7 @@ impl Engine {
         resumed: Option<&str>,
         analysis: &Analysis,
         progress: &progress::Progress,
+        regressed: bool,
     ) -> Result<()> {
         self.cost_this_run += analysis.cost_usd;
         let folded = self.state.fold(&Fold {
@@ -442,6 +491,7 @@ impl Engine {
             resumed,
             analysis,
             progress,
+            regressed,
             decide: &self.s.decide_config(),
             breaker: &self.s.breaker_config(),
         });
@@ -467,6 +517,9 @@ impl Engine {
     ) -> Result<()> {
         let mut finished = AgentFinished::of(number, a, p, duration);
         finished.agent = Some(self.agent().name().to_owned());
+        if let Some(check) = self.verify.loop_result(number) {
+            finished.tests_status = Some(if check.passed { "PASSING" } else { "FAILING" }.into());
+        }
         self.last_loop = Some(LastLoop::of(&finished));
         if write_status {
             self.write_status(RunState::Running)?;
@@ -497,13 +550,15 @@ impl Engine {
         };
         self.wait = None;
         self.refresh_plan();
-        let message = crate::report::exit_message(reason, &self.state, &self.plan);
+        let mut message = crate::report::exit_message(reason, &self.state, &self.plan);
+        message.push_str(&self.verification_summary(reason));
         self.store
             .write_status(&self.status(run_state, Some(reason)))?;
         self.emit(EventKind::Exit {
             exit_reason: Some(reason.as_str().to_string()),
             exit_code: reason.code(),
             message: message.clone(),
+            verified: self.verify.verified,
         })?;
         self.store.log(
             now,

@@ -44,7 +44,7 @@ impl Engine {
     }
 
     pub(super) fn status(&self, run_state: RunState, exit: Option<ExitReason>) -> Status {
-        Status::of(&StatusParts {
+        let mut status = Status::of(&StatusParts {
             state: &self.state,
             run_state,
             plan: PlanCounts {
@@ -57,7 +57,9 @@ impl Engine {
             exit,
             now: self.clock.now(),
             pid: std::process::id(),
-        })
+        });
+        status.verification = self.verify.status();
+        status
     }
 
     pub(super) fn write_status(&self, run_state: RunState) -> Result<()> {

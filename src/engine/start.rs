@@ -69,6 +69,7 @@ impl Engine {
             secrets: crate::agent::redact::secret_values(),
             lock,
             credential_warned: None,
+            verify: super::verify::Verify::default(),
             clock,
         };
         if let Some((pgid, ticks)) = engine.lock.orphaned_agent() {

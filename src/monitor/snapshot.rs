@@ -997,6 +997,7 @@ mod tests {
             pid: 42,
             agent: Some("codex".into()),
             agents_limited: std::collections::BTreeMap::new(),
+            verification: None,
         };
         let text = serde_json::to_string(&written).unwrap();
         let (r, note) = parse_status(&text).unwrap();
@@ -1066,6 +1067,7 @@ mod tests {
                 exit_reason: Some("max_loops".into()),
                 exit_code: 3,
                 message: "m".into(),
+                verified: None,
             },
         ];
         let tail: String = kinds

@@ -9,9 +9,16 @@
 //!    out of usage credits) → stop `spend_limit` (no wait: a window reset does not lift it);
 //! 3. this loop's EXIT_SIGNAL is true **and** completion indicators appeared in at least 2 of
 //!    the last 5 loops (this one included) → stop `project_complete`. EXIT_SIGNAL false always
-//!    vetoes, however many indicators there are;
-//! 4. fix_plan has ≥ 1 checkbox and no open required item → stop `plan_complete`;
+//!    vetoes, however many indicators there are. A claim that contradicts itself
+//!    (EXIT_SIGNAL true with STATUS: BLOCKED or TESTS_STATUS: FAILING in the same block) is
+//!    no claim: it counts neither as the signal nor as an indicator ([`contradictory`]);
+//! 4. fix_plan has ≥ 1 checkbox and no open required item (items required when the run
+//!    started included, [`crate::policy::fixplan::Required`]) → stop `plan_complete`;
 //! 5. the last MAX_CONSECUTIVE_TEST_LOOPS loops were all test-only → stop `test_saturation`;
+//!
+//! Rules 3–5 are "done" claims: with VERIFY_COMMAND set the engine runs the check before it
+//! accepts one ([`crate::policy::verify`]); a rejected claim is decided again with
+//! [`AfterLoop::claims`] false, so the later rules (breaker, limits, waits) still apply.
 //! 6. the breaker is OPEN → stop `circuit_open`;
 //! 7. the last CB_PERMISSION_DENIAL_THRESHOLD loops all had (effective) denials → stop
 //!    `permission_denied` (a first denial only warns);
@@ -35,11 +42,10 @@
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::{Analysis, Denial, ErrorKind, Outcome, WorkType};
+use crate::analysis::{Analysis, Denial, ErrorKind, Outcome, TestsStatus, WorkStatus, WorkType};
 use crate::exit::ExitReason;
 use crate::policy::breaker::Breaker;
 use crate::policy::budget::{WaitReason, add_duration};
-use crate::policy::fixplan::Plan;
 use crate::policy::progress::Progress;
 
 /// Loops looked at for the completion-indicator rule.
@@ -111,6 +117,9 @@ pub struct LoopRecord {
     /// Denied, but the base command is allowed: a warning only.
     pub denial_warnings: Vec<Denial>,
     pub questions: bool,
+    /// EXIT_SIGNAL true in a block that also says BLOCKED or FAILING (not a claim).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub contradiction: bool,
     pub files_changed: u32,
     pub cost_usd: f64,
     pub output_len: u64,
@@ -136,13 +145,17 @@ pub fn record_loop(
         && progress.implementation_files_changed == 0;
     let (denied, denial_warnings) =
         classify_denials(&analysis.permission_denials, &cfg.allowed_tools);
+    let contradiction = contradictory(analysis);
     LoopRecord {
         number,
         at: now,
         outcome: analysis.outcome,
         error_kind: analysis.error_kind(),
-        exit_signal: analysis.exit_signal(),
-        completion_indicator: !analysis.completion_indicators.is_empty() || analysis.exit_signal(),
+        exit_signal: analysis.exit_signal() && !contradiction,
+        completion_indicator: (!analysis.completion_indicators.is_empty()
+            || analysis.exit_signal())
+            && !contradiction,
+        contradiction,
         test_only,
         denied,
         denial_warnings,
@@ -278,15 +291,26 @@ pub fn classify_denials(
     })
 }
 
-/// Exit checks before calling the agent: `plan_complete`, `max_loops`, `cost_budget`.
+/// An EXIT_SIGNAL true that the same status block contradicts (STATUS: BLOCKED or
+/// TESTS_STATUS: FAILING): not a completion claim; the next context asks the agent to resolve it.
+#[must_use]
+pub fn contradictory(a: &Analysis) -> bool {
+    a.exit_signal()
+        && a.status.as_ref().is_some_and(|s| {
+            s.status == Some(WorkStatus::Blocked) || s.tests_status == Some(TestsStatus::Failing)
+        })
+}
+
+/// Exit checks before calling the agent: `plan_complete` (the plan is complete, see
+/// [`crate::policy::fixplan::Required`]), `max_loops`, `cost_budget`.
 #[must_use]
 pub fn before_call(
-    plan: &Plan,
+    plan_complete: bool,
     loops_this_run: u64,
     cost_this_run: f64,
     cfg: &DecideConfig,
 ) -> Option<ExitReason> {
-    if plan.is_complete() {
+    if plan_complete {
         Some(ExitReason::PlanComplete)
     } else if cfg.max_loops > 0 && loops_this_run >= cfg.max_loops {
         Some(ExitReason::MaxLoops)
@@ -308,7 +332,11 @@ pub struct AfterLoop<'a> {
     /// Loop records, oldest first, this loop last.
     pub history: &'a [LoopRecord],
     pub breaker: &'a Breaker,
-    pub plan: &'a Plan,
+    /// The plan is complete (items required at the start of the run included).
+    pub plan_complete: bool,
+    /// Whether "done" claims (rules 3–5) may stop the run: false after the check rejected
+    /// this loop's claim.
+    pub claims: bool,
     pub loops_this_run: u64,
     pub cost_this_run: f64,
     /// Consecutive failed calls including this one.
@@ -358,7 +386,7 @@ pub fn after_loop(input: &AfterLoop<'_>) -> Decision {
     if kind == Some(ErrorKind::SpendLimit) {
         return Decision::Stop(ExitReason::SpendLimit);
     }
-    if a.exit_signal() {
+    if input.claims && a.exit_signal() && !contradictory(a) {
         let start = input.history.len().saturating_sub(COMPLETION_WINDOW);
         let with_indicators = input
             .history
@@ -371,11 +399,12 @@ pub fn after_loop(input: &AfterLoop<'_>) -> Decision {
             return Decision::Stop(ExitReason::ProjectComplete);
         }
     }
-    if input.plan.is_complete() {
+    if input.claims && input.plan_complete {
         return Decision::Stop(ExitReason::PlanComplete);
     }
-    if last_n(input.history, cfg.max_consecutive_test_loops)
-        .is_some_and(|recs| recs.iter().all(|r| r.test_only))
+    if input.claims
+        && last_n(input.history, cfg.max_consecutive_test_loops)
+            .is_some_and(|recs| recs.iter().all(|r| r.test_only))
     {
         return Decision::Stop(ExitReason::TestSaturation);
     }
@@ -571,7 +600,8 @@ mod tests {
             analysis: &c.analysis,
             history: &c.history,
             breaker: &c.breaker,
-            plan: &plan,
+            plan_complete: plan.is_complete(),
+            claims: true,
             loops_this_run: c.loops,
             cost_this_run: c.cost,
             consecutive_failures: c.failures,
@@ -923,11 +953,97 @@ mod tests {
                 _ => None,
             })
             .collect();
+        // The engine gives the others: integrity_failure (files gone), interrupted (signals),
+        // verification_failed (the check rejected claims, crate::policy::verify).
         for r in ExitReason::ALL {
-            if !matches!(r, ExitReason::IntegrityFailure | ExitReason::Interrupted) {
+            if !matches!(
+                r,
+                ExitReason::IntegrityFailure
+                    | ExitReason::Interrupted
+                    | ExitReason::VerificationFailed
+            ) {
                 assert!(covered.contains(&r), "{r} not covered");
             }
         }
+    }
+
+    /// EXIT_SIGNAL true with BLOCKED or FAILING in the same block is no claim: neither the
+    /// signal nor an indicator, in this loop or in the history.
+    #[test]
+    fn contradicting_claims_are_not_completion() {
+        let indicator = rec(|r| r.completion_indicator = true);
+        let cfg = DecideConfig::default();
+        let blocked = status(WorkStatus::Blocked, true);
+        let mut failing = status(WorkStatus::Complete, true);
+        if let Some(b) = failing.status.as_mut() {
+            b.tests_status = Some(TestsStatus::Failing);
+        }
+        let mut passing = status(WorkStatus::Complete, true);
+        if let Some(b) = passing.status.as_mut() {
+            b.tests_status = Some(TestsStatus::Passing);
+        }
+        let table = [
+            (&blocked, true, Decision::Continue),
+            (&failing, true, Decision::Continue),
+            (&passing, false, Decision::Stop(ExitReason::ProjectComplete)),
+        ];
+        for (a, contradiction, want) in table {
+            assert_eq!(contradictory(a), contradiction);
+            let record = record_loop(2, ts(0), a, &Progress::default(), &cfg);
+            assert_eq!(record.contradiction, contradiction);
+            assert_eq!(record.exit_signal, !contradiction);
+            assert_eq!(record.completion_indicator, !contradiction);
+            let c = with_history(
+                case("contradiction", a.clone(), want),
+                vec![indicator.clone()],
+            );
+            assert_eq!(decide(&c), want, "{:?}", a.status);
+        }
+        // Two contradicting loops in a row never add up to a claim either.
+        let earlier = record_loop(1, ts(0), &blocked, &Progress::default(), &cfg);
+        let c = with_history(
+            case("two contradictions", failing.clone(), Decision::Continue),
+            vec![earlier],
+        );
+        assert_eq!(decide(&c), Decision::Continue);
+    }
+
+    /// After the check rejected a claim, the loop is decided again without claims: the later
+    /// rules (breaker, limits, waits) still apply.
+    #[test]
+    fn a_rejected_claim_leaves_the_other_rules() {
+        let indicator = rec(|r| r.completion_indicator = true);
+        let plan = fixplan::parse("- [x] a\n", &fixplan::default_optional_sections());
+        let testing = rec(|r| r.test_only = true);
+        let cfg = DecideConfig {
+            max_loops: 4,
+            ..DecideConfig::default()
+        };
+        let done = status(WorkStatus::Complete, true);
+        let mut history = vec![indicator.clone(), testing.clone(), testing.clone()];
+        history.push(record_loop(4, ts(0), &done, &Progress::default(), &cfg));
+        let closed = Breaker::default();
+        let input = |claims: bool, loops: u64| AfterLoop {
+            analysis: &done,
+            history: &history,
+            breaker: &closed,
+            plan_complete: plan.is_complete(),
+            claims,
+            loops_this_run: loops,
+            cost_this_run: 0.0,
+            consecutive_failures: 0,
+            now: ts(0),
+            cfg: &cfg,
+        };
+        assert_eq!(
+            after_loop(&input(true, 1)),
+            Decision::Stop(ExitReason::ProjectComplete)
+        );
+        assert_eq!(after_loop(&input(false, 1)), Decision::Continue);
+        assert_eq!(
+            after_loop(&input(false, 4)),
+            Decision::Stop(ExitReason::MaxLoops)
+        );
     }
 
     #[test]
@@ -993,16 +1109,13 @@ mod tests {
         for (plan, loops, cost, expected) in cases {
             let plan = fixplan::parse(plan, &fixplan::default_optional_sections());
             assert_eq!(
-                before_call(&plan, *loops, *cost, &cfg),
+                before_call(plan.is_complete(), *loops, *cost, &cfg),
                 *expected,
                 "{plan:?} {loops} {cost}"
             );
         }
         let unlimited = DecideConfig::default();
-        assert_eq!(
-            before_call(&Plan::default(), u64::MAX, 1e12, &unlimited),
-            None
-        );
+        assert_eq!(before_call(false, u64::MAX, 1e12, &unlimited), None);
     }
 
     #[test]
@@ -1239,7 +1352,8 @@ mod tests {
                 allowed_tools: vec![],
             };
             let input = AfterLoop {
-                analysis: &analysis, history: &history, breaker: &breaker, plan: &plan,
+                analysis: &analysis, history: &history, breaker: &breaker,
+                plan_complete: plan.is_complete(), claims: true,
                 loops_this_run: loops, cost_this_run: cost, consecutive_failures: failures,
                 now: ts(0), cfg: &cfg,
             };

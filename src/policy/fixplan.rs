@@ -216,6 +216,112 @@ fn normalize(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// `now` is the item `start` (both normalized): the same text, or the same text followed by
+/// more words ("parse input — done").
+fn same_item(start: &str, now: &str) -> bool {
+    now.strip_prefix(start)
+        .is_some_and(|rest| rest.is_empty() || !rest.starts_with(char::is_alphanumeric))
+}
+
+/// One required item known when the run started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Tracked {
+    text: String,
+    /// Lowercase, whitespace-normalized text.
+    key: String,
+    /// Seen checked (as a required item) at some point of this run.
+    seen_done: bool,
+}
+
+/// Where a required item went when the plan no longer holds it as required and open.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Drift {
+    /// Open required items that disappeared from the plan.
+    pub missing: Vec<String>,
+    /// Open required items that moved under an optional section.
+    pub made_optional: Vec<String>,
+}
+
+impl Drift {
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.missing.is_empty() && self.made_optional.is_empty()
+    }
+
+    /// Every drifted item, missing ones first.
+    pub fn items(&self) -> impl Iterator<Item = &String> {
+        self.missing.iter().chain(&self.made_optional)
+    }
+}
+
+/// The required items of the plan as the run started: the plan cannot shrink to "done".
+///
+/// An item matches a later item whose normalized text equals its own or starts with it (an
+/// agent that ticks an item and appends "— done in abc123" keeps it). An item that was seen
+/// checked during the run may later disappear (agents prune finished work); an item that
+/// disappears, or moves under an optional section, while still open stays required: the
+/// plan is complete only when those are checked too, or when the user changes the plan
+/// between runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Required {
+    items: Vec<Tracked>,
+}
+
+impl Required {
+    /// The required (non-optional) items of `plan`, taken when the run starts.
+    #[must_use]
+    pub fn at_start(plan: &Plan) -> Self {
+        Self {
+            items: plan
+                .items
+                .iter()
+                .filter(|i| !i.optional)
+                .map(|i| Tracked {
+                    text: i.text.clone(),
+                    key: normalize(&i.text).to_lowercase(),
+                    seen_done: i.done,
+                })
+                .collect(),
+        }
+    }
+
+    /// Looks at the plan as it is now: remembers the items checked in it, and returns the
+    /// items that left it (or became optional) while open.
+    pub fn observe(&mut self, plan: &Plan) -> Drift {
+        let now: Vec<(String, &PlanItem)> = plan
+            .items
+            .iter()
+            .map(|i| (normalize(&i.text).to_lowercase(), i))
+            .collect();
+        let mut drift = Drift::default();
+        for t in &mut self.items {
+            let matches: Vec<&PlanItem> = now
+                .iter()
+                .filter(|(key, _)| same_item(&t.key, key))
+                .map(|(_, item)| *item)
+                .collect();
+            if matches.iter().any(|i| i.done && !i.optional) {
+                t.seen_done = true;
+            }
+            if t.seen_done {
+                continue;
+            }
+            if matches.is_empty() {
+                drift.missing.push(t.text.clone());
+            } else if matches.iter().all(|i| i.optional) {
+                drift.made_optional.push(t.text.clone());
+            }
+        }
+        drift
+    }
+
+    /// Whether `plan` is complete once the items it lost are counted as open.
+    pub fn complete(&mut self, plan: &Plan) -> bool {
+        let drift = self.observe(plan);
+        plan.is_complete() && drift.is_empty()
+    }
+}
+
 /// Items open in `before` and checked in `after`, matched by (whitespace-normalized) text.
 /// Duplicated texts are matched as a multiset.
 #[must_use]
@@ -431,5 +537,88 @@ mod tests {
             prop_assert!(plan.done() <= plan.total());
             let _ = newly_checked(&content, "");
         }
+    }
+    #[test]
+    fn the_plan_cannot_shrink_to_done() {
+        let opt = default_optional_sections();
+        let start = parse(
+            "## Tasks\n- [ ] parse input\n- [ ] write output\n- [x] set up\n## Optional\n- [ ] polish\n",
+            &opt,
+        );
+        // (name, plan after, complete, missing, made optional)
+        type Case<'a> = (&'a str, &'a str, bool, &'a [&'a str], &'a [&'a str]);
+        let cases: &[Case<'_>] = &[
+            (
+                "all ticked",
+                "## Tasks\n- [x] parse input\n- [x] write output\n- [x] set up\n",
+                true,
+                &[],
+                &[],
+            ),
+            (
+                "ticked with a note",
+                "## Tasks\n- [x] Parse  input (done in abc123)\n- [x] write output\n",
+                true,
+                &[],
+                &[],
+            ),
+            (
+                "open item deleted",
+                "## Tasks\n- [x] parse input\n- [x] set up\n",
+                false,
+                &["write output"],
+                &[],
+            ),
+            (
+                "open item moved to optional",
+                "## Tasks\n- [x] parse input\n## Optional\n- [ ] write output\n",
+                false,
+                &[],
+                &["write output"],
+            ),
+            (
+                "section renamed to optional",
+                "## Optional\n- [ ] parse input\n- [ ] write output\n- [x] set up\n",
+                false,
+                &[],
+                &["parse input", "write output"],
+            ),
+            (
+                "every checkbox removed",
+                "# Plan\nall done!\n",
+                false,
+                &["parse input", "write output"],
+                &[],
+            ),
+        ];
+        for (name, after, complete, missing, optional) in cases {
+            let mut req = Required::at_start(&start);
+            let plan = parse(after, &opt);
+            let drift = req.observe(&plan);
+            assert_eq!(drift.missing, *missing, "{name}");
+            assert_eq!(drift.made_optional, *optional, "{name}");
+            assert_eq!(req.complete(&plan), *complete, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_ticked_item_may_be_pruned_later() {
+        let opt = default_optional_sections();
+        let mut req = Required::at_start(&parse("- [ ] a\n- [ ] b\n", &opt));
+        assert!(req.observe(&parse("- [x] a\n- [ ] b\n", &opt)).is_empty());
+        // `a` was seen done, so pruning it is fine; `b` still open.
+        let pruned = parse("- [ ] b\n", &opt);
+        assert!(req.observe(&pruned).is_empty());
+        assert!(!req.complete(&pruned));
+        assert!(req.complete(&parse("- [x] b\n", &opt)));
+    }
+
+    #[test]
+    fn a_longer_word_is_another_item() {
+        assert!(same_item("parse input", "parse input"));
+        assert!(same_item("parse input", "parse input — done"));
+        assert!(same_item("parse input", "parse input (abc)"));
+        assert!(!same_item("parse input", "parse inputs"));
+        assert!(!same_item("a", "add tests"));
     }
 }

@@ -14,3 +14,4 @@ pub mod fixplan;
 pub mod progress;
 pub mod session;
 pub mod time;
+pub mod verify;

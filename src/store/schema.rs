@@ -22,6 +22,7 @@ pub use crate::policy::failover::Agents;
 use crate::policy::progress::Progress;
 use crate::policy::session;
 pub use crate::policy::session::Session;
+pub use crate::policy::verify::{CheckResult, VerificationStatus};
 
 /// Current `state.json` schema. 2: the call ledger lives in the call log
 /// (`state.json.calls`, [`CallRecord`] lines), no longer in `state.json`; a schema 1 file's
@@ -66,6 +67,16 @@ pub struct State {
     /// what each cost ([`crate::policy::failover`]).
     #[serde(skip_serializing_if = "is_default_agents")]
     pub agents: Agents,
+    /// Checks run so far (names the `verify-NNNNN.log` files).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub verify_count: u64,
+    /// The last run of VERIFY_COMMAND (a loop's or `hank verify`'s).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_verification: Option<CheckResult>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 fn is_default_agents(a: &Agents) -> bool {
@@ -85,6 +96,8 @@ impl Default for State {
             consecutive_failures: 0,
             last_recommendation: None,
             agents: Agents::default(),
+            verify_count: 0,
+            last_verification: None,
         }
     }
 }
@@ -211,6 +224,9 @@ pub struct Status {
     /// Agents that may not be called now: name → why and until when.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub agents_limited: BTreeMap<String, crate::policy::failover::Limited>,
+    /// VERIFY_COMMAND and its last results (absent when no check is configured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<VerificationStatus>,
 }
 
 impl Default for Status {
@@ -239,6 +255,7 @@ impl Default for Status {
             pid: 0,
             agent: None,
             agents_limited: BTreeMap::new(),
+            verification: None,
         }
     }
 }
@@ -308,6 +325,8 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         until: Option<Timestamp>,
     },
+    /// VERIFY_COMMAND ran (before loop 1, after a loop, before a completion exit).
+    Verification(Box<CheckResult>),
     /// Something the user should know.
     Warning { message: String },
     /// The run ended. `exit_reason` is null when it failed with an error (exit 1).
@@ -315,6 +334,9 @@ pub enum EventKind {
         exit_reason: Option<String>,
         exit_code: u8,
         message: String,
+        /// A completion exit whose check passed (`true`); absent when no check ran.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        verified: Option<bool>,
     },
 }
 
@@ -354,6 +376,9 @@ pub struct Fold<'a> {
     pub resumed: Option<&'a str>,
     pub analysis: &'a Analysis,
     pub progress: &'a Progress,
+    /// The loop turned the project's passing check red (VERIFY_EVERY_LOOP): no progress for
+    /// the breaker.
+    pub regressed: bool,
     pub decide: &'a DecideConfig,
     pub breaker: &'a BreakerConfig,
 }
@@ -390,8 +415,12 @@ impl State {
         self.history.push(record);
         let excess = self.history.len().saturating_sub(HISTORY_LEN);
         self.history.drain(..excess);
+        // A loop that turned the project's passing check red made no progress, whatever it
+        // changed (VERIFY_EVERY_LOOP).
+        let none = Progress::default();
+        let progress = if f.regressed { &none } else { f.progress };
         Folded {
-            transition: self.breaker.record(a, f.progress, f.now, f.breaker),
+            transition: self.breaker.record(a, progress, f.now, f.breaker),
             ..folded
         }
     }
@@ -444,6 +473,7 @@ impl Status {
                     .to_owned(),
             ),
             agents_limited: st.agents.limited.clone(),
+            verification: None,
         }
     }
 }
@@ -613,6 +643,7 @@ mod tests {
                     exit_reason: None,
                     exit_code: 1,
                     message: "boom".into(),
+                    verified: None,
                 },
                 json!({"schema_version":1,"at":"2026-11-24T10:00:00Z","type":"exit","exit_reason":null,"exit_code":1,"message":"boom"}),
             ),
@@ -691,6 +722,7 @@ mod tests {
                 resumed: None,
                 analysis: &answer,
                 progress: &idle,
+                regressed: false,
                 decide: &dcfg,
                 breaker: &bcfg,
             });
