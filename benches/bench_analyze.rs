@@ -138,6 +138,8 @@ fn main() -> common::Res<()> {
             last_error: None,
             handover_from: None,
             tools_by_choice: None,
+            verification: None,
+            contradiction: false,
         });
         let args = argv::build_argv(&ArgvInput {
             leading_args: &[],
@@ -156,7 +158,8 @@ fn main() -> common::Res<()> {
             analysis: &analysis,
             history: &history,
             breaker: &breaker,
-            plan: &plan,
+            plan_complete: plan.is_complete(),
+            claims: true,
             loops_this_run: 43,
             cost_this_run: 1.0,
             consecutive_failures: 0,
