@@ -70,6 +70,8 @@ pub(crate) enum Command {
     Reset(ResetArgs),
     /// Show the circuit breaker state and its recent transitions.
     Circuit(CircuitArgs),
+    /// Run the project's check (VERIFY_COMMAND) now and print the result.
+    Verify(VerifyArgs),
     /// Check claude, git, tmux, the project layout and the configuration.
     Doctor(DoctorArgs),
     /// List the agent profiles (claude, codex, gemini, opencode, the project's own) and
@@ -153,6 +155,18 @@ pub(crate) struct StatusArgs {
     /// Print the raw status.json.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub(crate) struct VerifyArgs {
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// The command to run instead of VERIFY_COMMAND.
+    #[arg(long, value_name = "CMD")]
+    pub command: Option<String>,
+    #[arg(long, value_name = "D", help = keys::flag_help("VERIFY_TIMEOUT"))]
+    pub timeout: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -5,7 +5,7 @@
 //! |---|---|
 //! | `run` | `hank` / `hank run` (the loop, `--dry-run`, `--monitor`) |
 //! | `monitor` | `hank monitor` |
-//! | `status`, `circuit`, `reset`, `doctor`, `agents`, `completions` | small commands |
+//! | `status`, `circuit`, `reset`, `doctor`, `agents`, `completions`, `verify` | small commands |
 //! | `analyze` | `hank analyze FILE` |
 //! | `setup`, `enable`, `enable_ci`, `migrate`, `import` | project set-up |
 
@@ -23,6 +23,7 @@ pub(crate) mod reset;
 pub(crate) mod run;
 pub(crate) mod setup;
 pub(crate) mod status;
+pub(crate) mod verify;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -130,12 +130,56 @@ pub(crate) fn render_status(st: &Lenient<Status>) -> String {
             lines.push(format!("next:         {rec}"));
         }
     }
+    if let Some(ver) = &v.verification {
+        lines.extend(verification_lines(ver));
+    }
     if st.has("updated_at") {
         lines.push(format!("updated:      {}", v.updated_at));
     } else {
         lines.push("updated:      ".to_string());
     }
     lines.join("\n") + "\n"
+}
+
+/// The `verification` lines: the command, the last result (when, how long), a red
+/// baseline and the claims rejected so far.
+fn verification_lines(v: &crate::policy::verify::VerificationStatus) -> Vec<String> {
+    let mut lines = vec![format!("verify:       {}", v.command)];
+    let describe = |r: &crate::policy::verify::CheckResult| {
+        format!(
+            "{} ({}) at {} · {} · {}",
+            if r.passed { "passed" } else { "FAILED" },
+            r.how_it_ended(),
+            crate::report::local_time(r.at),
+            crate::report::format_secs(r.duration_ms / 1000),
+            r.log
+        )
+    };
+    if let Some(r) = &v.last {
+        lines.push(format!(
+            "  last:       {} — {}",
+            r.kind.as_str(),
+            describe(r)
+        ));
+        if !r.removed_tests.is_empty() {
+            lines.push(format!(
+                "  removed:    test files deleted or emptied: {}",
+                r.removed_tests.join(", ")
+            ));
+        }
+    } else {
+        lines.push("  last:       not run yet".into());
+    }
+    if let Some(b) = &v.baseline {
+        lines.push(format!("  baseline:   {}", describe(b)));
+    }
+    if v.rejected_in_a_row > 0 {
+        lines.push(format!(
+            "  rejected:   {} of {} \"done\" claims in a row",
+            v.rejected_in_a_row, v.max_rejected
+        ));
+    }
+    lines
 }
 
 /// The JSON string of a unit enum value (`RunState::Running` → `running`).

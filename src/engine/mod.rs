@@ -4,18 +4,22 @@
 //!
 //! One iteration (HANK.md §3):
 //! 1. integrity — hank's files still exist, else `integrity_failure`;
-//! 2. exit checks before calling — plan complete, max loops, cost budget;
+//! 2. exit checks before calling — plan complete (a "done" claim: checked by VERIFY_COMMAND
+//!    when set), max loops, cost budget;
 //! 3. circuit breaker — OPEN stops the run;
 //! 4. budget — wait (countdown, `state: waiting`) while the rolling-hour cap is reached;
 //! 5. call — record the call in the ledger and save **before** spawning, then run the agent;
-//! 6. analyze the output; measure progress;
+//! 6. analyze the output; measure progress; with VERIFY_EVERY_LOOP run the check (a loop that
+//!    turns it red made no progress);
 //! 7. fold into history, breaker, totals; save;
-//! 8. decide — continue, wait (usage limit, backoff) or stop;
+//! 8. decide — continue, wait (usage limit, backoff) or stop; a "done" stop stands only when
+//!    the check passes, else the loop goes on with the failure in the next context;
 //! 9. status.json, events, the loop summary.
 //!
 //! Beside this file: `start.rs` (lock, runtime, loading the state, orphan cleanup),
 //! `wait.rs` (every wait, with its countdown and status), `output.rs` (status.json,
-//! state.json, events, warnings).
+//! state.json, events, warnings), `verify.rs` (VERIFY_COMMAND: baseline, per-loop check,
+//! verified completion).
 
 use std::fs;
 use std::io::Write;
@@ -48,7 +52,7 @@ pub(crate) const GRACE: Duration = Duration::from_secs(5);
 mod agents;
 mod output;
 mod start;
-mod verify;
+pub(crate) mod verify;
 mod wait;
 
 pub(crate) use start::start;

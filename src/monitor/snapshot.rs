@@ -87,6 +87,20 @@ pub(crate) struct Status {
     pub agent: Option<String>,
     /// Agents that may not be called now: name, why, until when.
     pub agents_limited: Vec<(String, String, Option<Timestamp>)>,
+    /// The last verification: passed, when, how long, its kind (VERIFY_COMMAND set).
+    pub verification: Option<Verified>,
+}
+
+/// `status.json` `verification.last`, as the dashboard shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct Verified {
+    pub command: String,
+    pub passed: bool,
+    pub kind: String,
+    pub at: Timestamp,
+    pub duration_ms: u64,
+    pub rejected_in_a_row: u32,
+    pub max_rejected: u32,
 }
 
 /// One line of `events.jsonl`.
@@ -254,6 +268,20 @@ pub(crate) fn parse_status(text: &str) -> Result<(Status, Option<String>), Strin
                 .collect()
         })
         .unwrap_or_default(),
+        verification: field(&st, "verification", |s| {
+            s.verification.as_ref().and_then(|v| {
+                v.last.as_ref().map(|l| Verified {
+                    command: v.command.clone(),
+                    passed: l.passed,
+                    kind: l.kind.as_str().to_string(),
+                    at: l.at,
+                    duration_ms: l.duration_ms,
+                    rejected_in_a_row: v.rejected_in_a_row,
+                    max_rejected: v.max_rejected,
+                })
+            })
+        })
+        .flatten(),
         total_cost_usd: field(&st, "total_cost_usd", |s| s.total_cost_usd),
         total_tokens: raw
             .get("total_tokens")

@@ -221,6 +221,27 @@ pub(crate) fn rows(snap: &Snapshot, now: Timestamp, tz: &TimeZone) -> Vec<Row> {
         out.push(row("agent", value, tone));
     }
 
+    if let Some(v) = &s.verification {
+        let mut value = format!(
+            "{} {} ({}, {}) · {}",
+            if v.passed { "passed" } else { "FAILED" },
+            fmt_clock(v.at, now, tz),
+            v.kind,
+            fmt_duration(jiff::SignedDuration::from_millis(
+                i64::try_from(v.duration_ms).unwrap_or(i64::MAX)
+            )),
+            v.command
+        );
+        if v.rejected_in_a_row > 0 {
+            value.push_str(&format!(
+                " · {}/{} done claims rejected",
+                v.rejected_in_a_row, v.max_rejected
+            ));
+        }
+        let tone = if v.passed { Tone::Good } else { Tone::Bad };
+        out.push(row("verify", value, tone));
+    }
+
     let mut calls = match (s.calls_in_window, s.max_calls_per_hour) {
         (Some(used), Some(cap)) => format!("{used} / {cap} this hour"),
         (Some(used), None) => format!("{used} this hour"),
@@ -372,6 +393,16 @@ pub(crate) fn event_text(e: &Event, now: Timestamp, tz: &TimeZone) -> String {
             e.str("to").unwrap_or("?"),
             e.str("reason").unwrap_or("")
         ),
+        "verification" => format!(
+            "verification ({}) {}: {}",
+            e.str("kind").unwrap_or("?"),
+            if e.fields.get("passed").and_then(serde_json::Value::as_bool) == Some(true) {
+                "passed"
+            } else {
+                "FAILED"
+            },
+            e.str("command").unwrap_or("")
+        ),
         "warning" => format!("warning: {}", e.str("message").unwrap_or("")),
         "exit" => {
             let code = e
@@ -393,6 +424,11 @@ fn event_tone(e: &Event) -> Tone {
         "warning" | "waiting" => Tone::Warn,
         "circuit_changed" if e.str("to") == Some("OPEN") => Tone::Bad,
         "agent_finished" if e.str("outcome") != Some("success") => Tone::Bad,
+        "verification"
+            if e.fields.get("passed").and_then(serde_json::Value::as_bool) != Some(true) =>
+        {
+            Tone::Bad
+        }
         "exit"
             if e.fields
                 .get("exit_code")

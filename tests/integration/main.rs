@@ -17,6 +17,7 @@ mod profile_opencode;
 mod progress;
 mod project;
 mod support;
+mod verify;
 
 /// Every `tests/integration/*.rs` file must be a module of this binary.
 #[test]

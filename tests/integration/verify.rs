@@ -1,0 +1,359 @@
+//! Verified completion end to end: the fake agent claims "done" (a ticked plan, EXIT_SIGNAL,
+//! test saturation) and hank runs the project's check (`VERIFY_COMMAND`) before it believes it.
+
+use serde_json::Value;
+
+use crate::support::{Project, result_json, stderr, stdout};
+
+/// Ticks every open fix_plan item (the agent's "done").
+const TICK_ALL: &str = "sed -i 's/- \\[ \\]/- [x]/' .hank/fix_plan.md\n";
+/// A source change (progress for the breaker).
+const TOUCH: &str = "mkdir -p src && date +%s%N >> src/work.txt\n";
+/// The real fix the check looks for.
+const FIX: &str = "mkdir -p src && echo fixed > src/x\n";
+
+fn hankrc(extra: &str) -> String {
+    format!("RETRY_BACKOFF_SECONDS=0\n{extra}")
+}
+
+fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == kind).collect()
+}
+
+#[test]
+fn a_rejected_claim_followed_by_a_real_fix_ends_with_exit_0() {
+    let p = Project::new(&["make src/x"]);
+    p.hankrc(&hankrc(
+        "VERIFY_COMMAND=\"echo 'test parse::bad_input ... FAILED'; test -f src/x\"\n",
+    ));
+    // Loop 1 ticks the plan without doing the work; loop 2 does the work.
+    p.fake("effect-1.sh", &format!("{TICK_ALL}{TOUCH}"));
+    p.fake("effect-2.sh", FIX);
+    let o = p.run(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(p.calls(), 2);
+    let s = p.status();
+    assert_eq!(s["exit_reason"], "plan_complete");
+    let v = &s["verification"];
+    assert_eq!(
+        v["command"],
+        "echo 'test parse::bad_input ... FAILED'; test -f src/x"
+    );
+    assert_eq!(v["last"]["passed"], true);
+    assert_eq!(v["last"]["kind"], "completion");
+    // The accepted claim ends the row of rejections.
+    assert_eq!(v["rejected_in_a_row"], 0);
+    // The failing output reached the next call's context, within its budget.
+    let (ctx2, _) = p.context_and_prompt(2);
+    for want in [
+        "REJECTED",
+        "test -f src/x",
+        "exit 1",
+        "Failing tests: parse::bad_input",
+        ".hank/logs/verify-00001.log",
+    ] {
+        assert!(ctx2.contains(want), "{want} missing in:\n{ctx2}");
+    }
+    let (ctx1, _) = p.context_and_prompt(1);
+    assert!(!ctx1.contains("REJECTED"));
+    // Records: two checks, the first failed; the exit says it was verified.
+    let events = p.events();
+    let checks = of_type(&events, "verification");
+    assert_eq!(checks.len(), 2, "{events:?}");
+    assert_eq!(checks[0]["passed"], false);
+    assert_eq!(checks[0]["exit_code"], 1);
+    assert_eq!(checks[1]["passed"], true);
+    let exit = of_type(&events, "exit")[0];
+    assert_eq!(exit["verified"], true);
+    assert!(
+        exit["message"].as_str().unwrap().contains("verified"),
+        "{exit}"
+    );
+    let log = p.dir.join(".hank/logs/verify-00001.log");
+    assert!(std::fs::read_to_string(&log).unwrap().contains("FAILED"));
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&log).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600);
+    assert!(stderr(&o).contains("rejected"), "{}", stderr(&o));
+}
+
+#[test]
+fn three_rejected_claims_halt_with_verification_failed() {
+    let p = Project::new(&["the impossible"]);
+    p.hankrc(&hankrc("VERIFY_COMMAND=\"test -f src/never\"\n"));
+    p.fake(
+        "response",
+        &result_json("COMPLETE", "IMPLEMENTATION", true, "All done."),
+    );
+    p.fake("effect.sh", TOUCH);
+    let o = p.run(&[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let s = p.status();
+    assert_eq!(s["exit_reason"], "verification_failed");
+    assert_eq!(s["verification"]["rejected_in_a_row"], 3);
+    // Loop 1 is one indicator; loops 2, 3 and 4 are claims, each rejected.
+    assert_eq!(p.calls(), 4);
+    let events = p.events();
+    assert_eq!(of_type(&events, "verification").len(), 3);
+    let exit = of_type(&events, "exit")[0];
+    assert_eq!(exit["exit_code"], 2);
+    assert_eq!(exit["verified"], false);
+    let msg = exit["message"].as_str().unwrap();
+    assert!(msg.contains(".hank/logs/verify-00003.log"), "{msg}");
+    assert!(stderr(&o).contains("verify-00003.log"), "{}", stderr(&o));
+    // Each rejection tells the agent how many are left.
+    assert!(p.context_and_prompt(3).0.contains("rejection 1 of 3"));
+    assert!(p.context_and_prompt(4).0.contains("rejection 2 of 3"));
+}
+
+#[test]
+fn without_a_check_done_is_as_before() {
+    let p = Project::new(&["one"]);
+    p.fake("effect.sh", &format!("{TICK_ALL}{TOUCH}"));
+    let o = p.run(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(p.calls(), 1);
+    assert!(p.status().get("verification").is_none());
+    assert!(of_type(&p.events(), "verification").is_empty());
+    // --no-verify turns a configured check off for one run.
+    let q = Project::new(&["one"]);
+    q.hankrc(&hankrc("VERIFY_COMMAND=\"false\"\n"));
+    q.fake("effect.sh", &format!("{TICK_ALL}{TOUCH}"));
+    let o = q.run(&["--no-verify"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(of_type(&q.events(), "verification").is_empty());
+}
+
+#[test]
+fn the_agent_editing_verify_command_is_ignored() {
+    let p = Project::new(&["make src/x"]);
+    p.hankrc(&hankrc("VERIFY_COMMAND=\"test -f src/x\"\n"));
+    p.fake(
+        "effect-1.sh",
+        &format!("{TICK_ALL}{TOUCH}printf 'RETRY_BACKOFF_SECONDS=0\\nVERIFY_COMMAND=\"true\"\\n' > .hankrc\n"),
+    );
+    p.fake("effect-2.sh", FIX);
+    let o = p.run(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        p.calls(),
+        2,
+        "the edited `true` must not have passed loop 1's claim"
+    );
+    let events = p.events();
+    let checks = of_type(&events, "verification");
+    assert!(checks.iter().all(|c| c["command"] == "test -f src/x"));
+    assert_eq!(checks[0]["passed"], false);
+    let warned = of_type(&events, "warning").iter().any(|w| {
+        w["message"]
+            .as_str()
+            .unwrap()
+            .contains("VERIFY_COMMAND in .hankrc changed")
+    });
+    assert!(warned, "{events:?}");
+}
+
+#[test]
+fn a_claim_that_contradicts_itself_is_not_completion() {
+    let p = Project::new(&["one", "two"]);
+    let mut blocked = result_json("BLOCKED", "IMPLEMENTATION", true, "Stuck but done?");
+    blocked = blocked.replace("TESTS_STATUS: PASSING", "TESTS_STATUS: FAILING");
+    p.fake("response", &blocked);
+    p.fake("effect.sh", TOUCH);
+    let o = p.run(&["--max-loops", "3"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert_eq!(p.status()["exit_reason"], "max_loops");
+    let (ctx2, _) = p.context_and_prompt(2);
+    assert!(ctx2.contains("Resolve it"), "{ctx2}");
+    assert!(ctx2.contains("EXIT_SIGNAL: true"), "{ctx2}");
+}
+
+#[test]
+fn required_items_cannot_be_deleted_or_moved_to_optional() {
+    for (name, effect, word) in [
+        (
+            "deleted",
+            "sed -i '/- \\[ \\] two/d' .hank/fix_plan.md\nsed -i 's/- \\[ \\] one/- [x] one/' .hank/fix_plan.md\n",
+            "disappeared",
+        ),
+        (
+            "moved",
+            "sed -i 's/## Tasks/## Optional/' .hank/fix_plan.md\n",
+            "moved under an optional section",
+        ),
+    ] {
+        let p = Project::new(&["one", "two"]);
+        p.fake("effect.sh", &format!("{effect}{TOUCH}"));
+        let o = p.run(&["--max-loops", "2"]);
+        assert_eq!(o.status.code(), Some(3), "{name}: {}", stderr(&o));
+        assert_eq!(p.status()["exit_reason"], "max_loops", "{name}");
+        let events = p.events();
+        let warnings: Vec<&str> = of_type(&events, "warning")
+            .iter()
+            .filter_map(|w| w["message"].as_str())
+            .filter(|m| m.contains("fix_plan.md"))
+            .collect();
+        assert_eq!(warnings.len(), 1, "{name}: warned once: {warnings:?}");
+        assert!(
+            warnings[0].contains("`two`") && warnings[0].contains(word),
+            "{name}: {warnings:?}"
+        );
+        let exit = of_type(&events, "exit")[0]["message"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(exit.contains("changed while open"), "{name}: {exit}");
+    }
+}
+
+#[test]
+fn deleted_test_files_are_listed_at_the_exit() {
+    let p = Project::new(&["one"]);
+    std::fs::create_dir_all(p.dir.join("tests")).unwrap();
+    std::fs::write(
+        p.dir.join("tests/test_calc.py"),
+        "def test_add():\n    assert 1 + 1 == 2\n",
+    )
+    .unwrap();
+    std::fs::write(
+        p.dir.join("tests/test_keep.py"),
+        "def test_keep():\n    pass\n",
+    )
+    .unwrap();
+    std::fs::write(p.dir.join("calc_test.go"), "package calc\n").unwrap();
+    p.hankrc(&hankrc("VERIFY_COMMAND=\"true\"\n"));
+    p.fake(
+        "effect.sh",
+        &format!("{TICK_ALL}{TOUCH}rm tests/test_calc.py\n: > calc_test.go\n"),
+    );
+    let o = p.run(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let last = &p.status()["verification"]["last"];
+    assert_eq!(
+        last["removed_tests"],
+        serde_json::json!(["calc_test.go", "tests/test_calc.py"])
+    );
+    let exit = of_type(&p.events(), "exit")[0]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        exit.contains("tests/test_calc.py") && exit.contains("calc_test.go"),
+        "{exit}"
+    );
+}
+
+#[test]
+fn a_red_baseline_is_told_to_the_first_loop() {
+    let p = Project::new(&["make src/x"]);
+    p.hankrc(&hankrc(
+        "VERIFY_COMMAND=\"test -f src/x\"\nVERIFY_AT_START=true\n",
+    ));
+    p.fake("effect.sh", &format!("{FIX}{TICK_ALL}"));
+    let o = p.run(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(p.calls(), 1);
+    let (ctx1, _) = p.context_and_prompt(1);
+    assert!(ctx1.contains("already failed"), "{ctx1}");
+    let v = &p.status()["verification"];
+    assert_eq!(v["baseline"]["passed"], false);
+    assert_eq!(v["baseline"]["kind"], "baseline");
+    assert_eq!(v["last"]["passed"], true);
+    let checks = of_type(&p.events(), "verification").len();
+    assert_eq!(checks, 2);
+}
+
+#[test]
+fn per_loop_checks_are_the_tests_state_and_a_regression_is_no_progress() {
+    let p = Project::new(&["one", "two", "three"]);
+    p.hankrc(&hankrc(
+        "VERIFY_COMMAND=\"test ! -f src/broken\"\nVERIFY_EVERY_LOOP=true\nCB_NO_PROGRESS_THRESHOLD=1\n",
+    ));
+    // Loop 1 works; loop 2 changes files but breaks the check.
+    p.fake("effect-1.sh", TOUCH);
+    p.fake("effect-2.sh", &format!("{TOUCH}touch src/broken\n"));
+    let o = p.run(&["--max-loops", "5"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(p.status()["exit_reason"], "circuit_open");
+    assert_eq!(p.calls(), 2);
+    let events = p.events();
+    let finished = of_type(&events, "agent_finished");
+    // The agent said PASSING both times; the check says otherwise for loop 2.
+    assert_eq!(finished[0]["tests_status"], "PASSING");
+    assert_eq!(finished[1]["tests_status"], "FAILING");
+    assert_eq!(finished[1]["files_changed"], 2);
+    let checks = of_type(&events, "verification");
+    assert_eq!(checks.len(), 2);
+    assert!(checks.iter().all(|c| c["kind"] == "loop"));
+    assert_eq!(p.status()["verification"]["last"]["passed"], false);
+}
+
+#[test]
+fn the_rejection_context_stays_within_its_budget() {
+    let p = Project::new(&["one"]);
+    p.hankrc(&hankrc(
+        "VERIFY_COMMAND=\"seq 1 20000; for i in $(seq 1 300); do echo test m$i::t ... FAILED; done; false\"\n",
+    ));
+    p.fake("effect-1.sh", &format!("{TICK_ALL}{TOUCH}"));
+    p.fake(
+        "effect-2.sh",
+        "sed -i 's/- \\[x\\]/- [ ]/' .hank/fix_plan.md\n",
+    );
+    let o = p.run(&["--max-loops", "2"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let (ctx2, _) = p.context_and_prompt(2);
+    let start = ctx2
+        .find("Your \"done\" was REJECTED")
+        .expect("rejection in context");
+    let part = &ctx2[start..];
+    let end = part.find("\nOne task per loop").unwrap_or(part.len());
+    assert!(end <= 1500, "{end} bytes:\n{}", &part[..end]);
+    assert!(part.contains("Failing tests: m1::t"), "{part}");
+}
+
+#[test]
+fn hank_verify_runs_the_check_now() {
+    let p = Project::new(&["one"]);
+    p.hankrc(&hankrc("VERIFY_COMMAND=\"test -f src/x\"\n"));
+    let o = p.run(&["verify"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stdout(&o).starts_with("FAILED: test -f src/x (exit 1"),
+        "{}",
+        stdout(&o)
+    );
+    std::fs::create_dir_all(p.dir.join("src")).unwrap();
+    std::fs::write(p.dir.join("src/x"), "x").unwrap();
+    let o = p.run(&["verify", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["passed"], true);
+    assert_eq!(v["kind"], "manual");
+    assert_eq!(v["log"], ".hank/logs/verify-00002.log");
+    assert_eq!(p.state()["last_verification"]["passed"], true);
+    // --command overrides; no command at all is a usage error naming the key.
+    let o = p.run(&["verify", "--command", "exit 7"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stdout(&o).contains("exit 7"), "{}", stdout(&o));
+    p.hankrc("RETRY_BACKOFF_SECONDS=0\n");
+    let o = p.run(&["verify"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("VERIFY_COMMAND"), "{}", stderr(&o));
+}
+
+#[test]
+fn status_shows_the_last_verification() {
+    let p = Project::new(&["make src/x"]);
+    p.hankrc(&hankrc("VERIFY_COMMAND=\"test -f src/x\"\n"));
+    p.fake("effect-1.sh", &format!("{TICK_ALL}{TOUCH}"));
+    p.fake("effect-2.sh", FIX);
+    let o = p.run(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = p.run(&["status"]);
+    let text = stdout(&o);
+    assert!(text.contains("verify:       test -f src/x"), "{text}");
+    assert!(text.contains("last:       completion — passed"), "{text}");
+    let o = p.run(&["monitor", "--once"]);
+    let text = stdout(&o);
+    assert!(text.contains("verify") && text.contains("passed"), "{text}");
+}
