@@ -1,9 +1,14 @@
 //! Verified completion end to end: the fake agent claims "done" (a ticked plan, EXIT_SIGNAL,
 //! test saturation) and hank runs the project's check (`VERIFY_COMMAND`) before it believes it.
 
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
 use serde_json::Value;
 
-use crate::support::{Project, result_json, stderr, stdout};
+use crate::support::{
+    Project, alive, gone, result_json, signal, stderr, stdout, wait_with_timeout,
+};
 
 /// Ticks every open fix_plan item (the agent's "done").
 const TICK_ALL: &str = "sed -i 's/- \\[ \\]/- [x]/' .hank/fix_plan.md\n";
@@ -356,4 +361,57 @@ fn status_shows_the_last_verification() {
     let o = p.run(&["monitor", "--once"]);
     let text = stdout(&o);
     assert!(text.contains("verify") && text.contains("passed"), "{text}");
+}
+
+#[test]
+fn a_check_past_verify_timeout_is_a_failed_check() {
+    let p = Project::new(&["one"]);
+    p.hankrc(&hankrc(
+        "VERIFY_COMMAND=\"sleep 120\"\nVERIFY_TIMEOUT=1s\nMAX_REJECTED_COMPLETIONS=1\n",
+    ));
+    p.fake("effect.sh", &format!("{TICK_ALL}{TOUCH}"));
+    let child = p.spawn(&[]);
+    let o = wait_with_timeout(child, Duration::from_secs(60));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let last = &p.status()["verification"]["last"];
+    assert_eq!(last["timed_out"], true);
+    assert_eq!(last["passed"], false);
+    assert_eq!(p.status()["exit_reason"], "verification_failed");
+}
+
+#[test]
+fn ctrl_c_during_a_check_stops_it_and_its_children() {
+    let p = Project::new(&["one"]);
+    p.hankrc(&hankrc(
+        "VERIFY_COMMAND=\"sleep 300 & echo $! > check.pid; wait\"\n",
+    ));
+    p.fake("effect.sh", &format!("{TICK_ALL}{TOUCH}"));
+    let child = p.spawn(&[]);
+    let pid_file = p.dir.join("check.pid");
+    let start = Instant::now();
+    while !pid_file.is_file()
+        || std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .is_empty()
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the check never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(alive(pid));
+    signal(&child, Signal::SIGINT);
+    let o = wait_with_timeout(child, Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert!(gone(pid), "the check's child survived");
+    let s = p.status();
+    assert_eq!(s["exit_reason"], "interrupted");
+    assert_eq!(s["verification"]["last"]["interrupted"], true);
 }
