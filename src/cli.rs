@@ -197,6 +197,9 @@ pub(crate) enum ResetWhat {
     Circuit,
     /// The agent session (the next loop starts a new conversation).
     Session,
+    /// The saved usage-limit or backoff wait, and the agents' usage limits: the next start
+    /// calls at once.
+    Wait,
 }
 
 #[derive(Debug, Clone, Default, Args)]

@@ -1,4 +1,4 @@
-//! `hank reset circuit|session` (also `--reset-circuit`, `--reset-session`).
+//! `hank reset circuit|session|wait` (also `--reset-circuit`, `--reset-session`).
 
 use crate::clock::SystemClock;
 use crate::policy::time::Clock;
@@ -10,7 +10,7 @@ use crate::store::{Event, EventKind};
 
 use super::{project_dir, require_hank_dir};
 
-/// `hank reset circuit|session`. Refuses while a loop runs (it owns state.json).
+/// `hank reset circuit|session|wait`. Refuses while a loop runs (it owns state.json).
 pub(crate) fn run(what: ResetWhat) -> Result<u8> {
     let dir = project_dir()?;
     let store = require_hank_dir(&dir)?;
@@ -46,6 +46,11 @@ pub(crate) fn run(what: ResetWhat) -> Result<u8> {
         ResetWhat::Session => {
             state.session = None;
             "session forgotten: the next loop starts a new conversation"
+        }
+        ResetWhat::Wait => {
+            state.wait = None;
+            state.agents.limited.clear();
+            "saved wait and usage limits cleared: the next start calls the agent at once"
         }
     };
     store.save_state(&state)?;

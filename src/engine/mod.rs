@@ -140,6 +140,9 @@ impl Engine {
         self.refresh_plan();
         self.verify = verify::Verify::at_start(&self.s, &self.plan);
         self.write_status(RunState::Starting)?;
+        if let Some(reason) = self.resume_saved_wait().await? {
+            return Ok(reason);
+        }
         if let Some(reason) = self.verify_baseline().await? {
             return Ok(reason);
         }

@@ -7,7 +7,9 @@ use jiff::{SignedDuration, Timestamp};
 
 use super::Engine;
 use crate::error::Result;
-use crate::policy::budget::WaitReason;
+use crate::exit::ExitReason;
+use crate::policy::budget::{Resume, SavedWait, WaitReason, resume_wait};
+use crate::policy::decide::UsageLimitPolicy;
 use crate::store::{EventKind, RunState};
 
 /// How a wait ended.
@@ -24,6 +26,12 @@ impl Engine {
         until: Timestamp,
     ) -> Result<Waited> {
         self.wait = Some((reason, until));
+        // A usage-limit or backoff wait is saved: a restart resumes it instead of calling.
+        let saved = matches!(reason, WaitReason::UsageLimit | WaitReason::Backoff);
+        if saved {
+            self.state.wait = Some(SavedWait { reason, until });
+            self.save()?;
+        }
         self.write_status(RunState::Waiting)?;
         self.emit(EventKind::Waiting { reason, until })?;
         self.store.log(
@@ -34,9 +42,39 @@ impl Engine {
         self.reporter.wait_done();
         self.wait = None;
         if let Waited::Done = waited {
+            if saved {
+                self.state.wait = None;
+                self.save()?;
+            }
             self.write_status(RunState::Running)?;
         }
         Ok(waited)
+    }
+
+    /// At start: the usage-limit or backoff wait the last run was in, resumed with its
+    /// countdown (no call before it ends), or `usage_limit` with ON_USAGE_LIMIT=exit.
+    pub(super) async fn resume_saved_wait(&mut self) -> Result<Option<ExitReason>> {
+        let exit = self.s.on_usage_limit.value == UsageLimitPolicy::Exit;
+        match resume_wait(self.state.wait, self.clock.now(), exit) {
+            Resume::Call => {
+                if self.state.wait.take().is_some() {
+                    self.save()?;
+                }
+                Ok(None)
+            }
+            Resume::ExitUsageLimit => Ok(Some(ExitReason::UsageLimit)),
+            Resume::Wait(w) => {
+                self.reporter.info(&format!(
+                    "resuming the {} wait of the last run: no call before {} (`hank reset wait` to call at once)",
+                    w.reason.as_str(),
+                    crate::report::local_time(w.until)
+                ));
+                match self.wait_until(w.reason, w.until).await? {
+                    Waited::Done => Ok(None),
+                    Waited::Interrupted => Ok(Some(ExitReason::Interrupted)),
+                }
+            }
+        }
     }
 
     pub(super) async fn sleep_until_with_ticks(

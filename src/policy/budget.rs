@@ -102,6 +102,50 @@ impl WaitReason {
     }
 }
 
+/// A wait in progress, saved in `state.json` so that a restart resumes it instead of calling
+/// the agent early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedWait {
+    pub reason: WaitReason,
+    pub until: Timestamp,
+}
+
+/// The longest a saved wait is honoured after a restart: a week's window plus a margin (a
+/// later time comes from a clock that went back or a damaged file).
+pub const SAVED_WAIT_MAX: SignedDuration = SignedDuration::from_hours(7 * 24 + 2);
+
+/// What a start does with the wait the last run was in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resume {
+    /// Nothing to resume (no wait, it is over, or the caps are recomputed from the ledger).
+    Call,
+    /// Wait until then first.
+    Wait(SavedWait),
+    /// A usage-limit wait, and this run exits at usage limits (ON_USAGE_LIMIT=exit).
+    ExitUsageLimit,
+}
+
+/// Decides how a start treats `saved` (pure): a usage-limit or backoff wait whose end is still
+/// ahead is resumed (its end clamped to [`SAVED_WAIT_MAX`] from now); rate and token caps
+/// are recomputed from the ledger anyway.
+#[must_use]
+pub fn resume_wait(saved: Option<SavedWait>, now: Timestamp, exit_at_usage_limit: bool) -> Resume {
+    let Some(w) = saved else {
+        return Resume::Call;
+    };
+    if w.until <= now || !matches!(w.reason, WaitReason::UsageLimit | WaitReason::Backoff) {
+        return Resume::Call;
+    }
+    if w.reason == WaitReason::UsageLimit && exit_at_usage_limit {
+        return Resume::ExitUsageLimit;
+    }
+    let latest = add_duration(now, SAVED_WAIT_MAX);
+    Resume::Wait(SavedWait {
+        reason: w.reason,
+        until: w.until.min(latest),
+    })
+}
+
 impl std::fmt::Display for WaitReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -468,6 +512,53 @@ mod tests {
                 let in_window = calls[i..].iter().filter(|&&c| c < start + 3600).count();
                 prop_assert!(in_window <= n as usize, "window at {} holds {}", start, in_window);
             }
+        }
+    }
+    #[test]
+    fn saved_waits_resume_table() {
+        let now = Timestamp::from_second(1_800_000_000).unwrap();
+        let at = |secs: i64| Timestamp::from_second(1_800_000_000 + secs).unwrap();
+        let w = |reason, secs| {
+            Some(SavedWait {
+                reason,
+                until: at(secs),
+            })
+        };
+        let far = add_duration(now, SAVED_WAIT_MAX);
+        let table = [
+            (None, false, Resume::Call),
+            (w(WaitReason::UsageLimit, -1), false, Resume::Call),
+            (w(WaitReason::UsageLimit, 0), false, Resume::Call),
+            (w(WaitReason::RateLimit, 600), false, Resume::Call),
+            (w(WaitReason::TokenLimit, 600), false, Resume::Call),
+            (
+                w(WaitReason::UsageLimit, 600),
+                false,
+                Resume::Wait(SavedWait {
+                    reason: WaitReason::UsageLimit,
+                    until: at(600),
+                }),
+            ),
+            (w(WaitReason::UsageLimit, 600), true, Resume::ExitUsageLimit),
+            (
+                w(WaitReason::Backoff, 90),
+                true,
+                Resume::Wait(SavedWait {
+                    reason: WaitReason::Backoff,
+                    until: at(90),
+                }),
+            ),
+            (
+                w(WaitReason::UsageLimit, 100 * 86_400),
+                false,
+                Resume::Wait(SavedWait {
+                    reason: WaitReason::UsageLimit,
+                    until: far,
+                }),
+            ),
+        ];
+        for (saved, exit, want) in table {
+            assert_eq!(resume_wait(saved, now, exit), want, "{saved:?} {exit}");
         }
     }
 }

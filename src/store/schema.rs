@@ -16,7 +16,7 @@ use crate::analysis::Denial;
 use crate::analysis::{Analysis, ErrorKind, Outcome, Tokens};
 use crate::exit::ExitReason;
 use crate::policy::breaker::{Breaker, BreakerConfig, CircuitState, Transition};
-use crate::policy::budget::{BudgetLimits, Ledger, LedgerEntry, WaitReason};
+use crate::policy::budget::{BudgetLimits, Ledger, LedgerEntry, SavedWait, WaitReason};
 use crate::policy::decide::{self, DecideConfig, LoopRecord};
 pub use crate::policy::failover::Agents;
 use crate::policy::progress::Progress;
@@ -73,6 +73,9 @@ pub struct State {
     /// The last run of VERIFY_COMMAND (a loop's or `hank verify`'s).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_verification: Option<CheckResult>,
+    /// The usage-limit or backoff wait in progress: a restart resumes it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait: Option<SavedWait>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -98,6 +101,7 @@ impl Default for State {
             agents: Agents::default(),
             verify_count: 0,
             last_verification: None,
+            wait: None,
         }
     }
 }

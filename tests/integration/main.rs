@@ -12,6 +12,7 @@ mod faults;
 mod import;
 mod loop_e2e;
 mod monitor;
+mod overnight;
 mod profile_gemini;
 mod profile_opencode;
 mod progress;
