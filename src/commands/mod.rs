@@ -69,6 +69,7 @@ impl From<&cli::ProjectOptions> for project::ProjectOptions {
             calls: o.calls,
             agents: o.agents.clone(),
             force: o.force,
+            repair: o.repair,
         }
     }
 }
