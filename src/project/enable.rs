@@ -499,7 +499,7 @@ pub(crate) fn existing_mode(opts: &super::ProjectOptions) -> generate::Existing 
 /// answers, I/O errors.
 pub(crate) fn run(dir: &Path, args: &EnableArgs) -> Result<u8> {
     use std::io::IsTerminal;
-    let interactive = !args.yes;
+    let interactive = !args.yes && !args.opts.repair;
     if interactive && !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
         return Err(HankError::usage_hint(
             "hank enable is interactive and needs a terminal (stdin and stderr)",
