@@ -143,7 +143,6 @@ pub(crate) fn project_rules(facts: &ProjectFacts) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::project::detect::{self, ProjectFiles};
-    use crate::settings::tool_rules::bash_rule_matches;
 
     fn facts_of(entries: &[(&str, &str)]) -> ProjectFacts {
         let mut f = ProjectFiles {
