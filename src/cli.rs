@@ -221,6 +221,8 @@ pub(crate) struct DoctorArgs {
     /// Print as JSON.
     #[arg(long)]
     pub json: bool,
+    #[arg(long, value_name = "PATH", help = keys::flag_help("CLAUDE_CODE_CMD"))]
+    pub claude_cmd: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -247,6 +249,11 @@ pub(crate) enum FromSource {
 pub(crate) struct SetupArgs {
     /// Name of the new project folder (created in the current directory).
     pub name: String,
+    /// What the project will be: rust, typescript, javascript, python, go [default: unknown].
+    /// The agent may then build, test and lint it the way that type does (ALLOWED_TOOLS,
+    /// VERIFY_COMMAND).
+    #[arg(long, value_name = "TYPE")]
+    pub project_type: Option<String>,
     /// Print the result as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
@@ -281,9 +288,14 @@ pub(crate) struct ProjectOptions {
     /// `enable` asks when several are installed; else claude, or the one installed].
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub agents: Vec<String>,
-    /// Regenerate the hank files even if they exist.
+    /// Regenerate the hank files even if they exist; each replaced file is first copied to
+    /// .hank/backup/<timestamp>/.
     #[arg(long)]
     pub force: bool,
+    /// Recreate only the missing hank files (.hankrc, .hank/AGENT.md, …); touch nothing that
+    /// exists.
+    #[arg(long, conflicts_with = "force")]
+    pub repair: bool,
 }
 
 #[derive(Debug, Clone, Default, Args)]

@@ -48,11 +48,9 @@ pub(crate) fn run(args: &MigrateArgs) -> Result<u8> {
             left,
         }) => {
             let mut message = format!(
-                "migrated {} file(s) into .hank/; backup in {}",
+                "migrated {} file(s) into .hank/; backup in {}/ (git-ignored)",
                 moves.len(),
-                backup
-                    .file_name()
-                    .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+                backup.strip_prefix(&dir).unwrap_or(backup).display()
             );
             if !left.is_empty() {
                 message.push_str(&format!(

@@ -70,6 +70,7 @@ impl From<&cli::ProjectOptions> for project::ProjectOptions {
             calls: o.calls,
             agents: o.agents.clone(),
             force: o.force,
+            repair: o.repair,
         }
     }
 }

@@ -41,13 +41,14 @@ pub(crate) fn run(run: &RunArgs, args: &[OsString]) -> Result<u8> {
     let settings = settings::load(&run.into(), &project_dir)?;
     check_required_files(&settings)?;
     let mut notes = settings.warnings.clone();
-    let agents = resolve_agents(&settings, &mut notes)?;
     if settings.dry_run {
+        let agent = dry_run_agent(&settings, &mut notes)?;
         for w in &notes {
             eprintln!("hank: warning: {w}");
         }
-        return dry_run(&settings, &agents[0]);
+        return dry_run(&settings, &agent);
     }
+    let agents = resolve_agents(&settings, &mut notes)?;
     let clock = SystemClock::from_env()?;
     for agent in &agents {
         if agent.profile.is_claude() {
@@ -77,6 +78,38 @@ fn resolve_agents(s: &Settings, notes: &mut Vec<String>) -> Result<Vec<Agent>> {
         }
     }
     Ok(agents)
+}
+
+/// The agent `--dry-run` shows: the first of the chain, also when its program is not
+/// installed (then its command is shown as configured, with a note saying so).
+fn dry_run_agent(s: &Settings, notes: &mut Vec<String>) -> Result<Agent> {
+    let name = s
+        .agent_chain()
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| profile::DEFAULT_AGENT.to_string());
+    match profile::resolve(&name, s) {
+        Ok(a) => Ok(a),
+        Err(HankError::Usage { message, hint }) => {
+            let prof = profile::load(&name, &s.project_dir)?;
+            let program = profile::program_of(&prof, s);
+            let mut words = program.value.split_whitespace().map(ToString::to_string);
+            let first = words.next().unwrap_or_else(|| prof.program.clone());
+            notes.push(format!(
+                "{message}: nothing is called in a dry run; the command below is what hank \
+                 would run once it is installed{}",
+                hint.map(|h| format!(" — {h}")).unwrap_or_default()
+            ));
+            Ok(Agent {
+                profile: prof,
+                command: AgentCommand {
+                    program: first.into(),
+                    leading_args: words.collect(),
+                },
+            })
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Asks the client for its version once per run: a release older than the oldest tested
@@ -157,7 +190,7 @@ fn check_required_files(s: &Settings) -> Result<()> {
     let list: Vec<String> = missing.iter().map(|p| p.display().to_string()).collect();
     Err(HankError::usage_hint(
         format!("missing required file(s): {}", list.join(", ")),
-        "run `hank enable` to create them (existing files are kept)",
+        "run `hank enable --repair` to recreate the missing ones (it touches nothing that exists)",
     ))
 }
 

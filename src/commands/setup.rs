@@ -9,6 +9,7 @@ use crate::project;
 pub(crate) fn run(args: &SetupArgs) -> Result<u8> {
     let opts = project::SetupArgs {
         name: args.name.clone(),
+        project_type: args.project_type.clone(),
         json: args.json,
     };
     project::setup::run(&super::current_dir()?, &opts)

@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::error::{HankError, Result};
 use crate::exit;
 
-use super::enable::{preflight, sources_from_flags};
+use super::enable::{existing_mode, preflight, repair, sources_from_flags};
 use super::generate::{self, ProjectSpec};
 use super::sources::{self, SourceRequest};
 use super::{EnableCiArgs, scan};
@@ -26,6 +26,8 @@ pub(crate) struct CiReport {
     pub project_type: Option<String>,
     pub files_created: Vec<String>,
     pub tasks_imported: usize,
+    /// Where the files `--force` replaced were copied (`.hank/backup/<timestamp>`).
+    pub backup: Option<String>,
     pub message: String,
 }
 
@@ -44,13 +46,36 @@ impl CiReport {
             project_type: None,
             files_created: Vec::new(),
             tasks_imported: 0,
+            backup: None,
             message,
         }
     }
 }
 
 fn enable(dir: &Path, args: &EnableCiArgs) -> Result<CiReport> {
-    preflight(dir, args.opts.force)?;
+    preflight(dir, &args.opts)?;
+    if args.opts.repair {
+        let (spec, outcome) = repair(dir, &args.opts)?;
+        let n = outcome.written.len();
+        return Ok(CiReport {
+            success: true,
+            code: exit::OK,
+            message: if n == 0 {
+                "nothing was missing; no file was touched".to_string()
+            } else {
+                format!("recreated {n} missing file(s); nothing else was touched")
+            },
+            project_name: Some(spec.name),
+            project_type: Some(spec.project_type),
+            files_created: outcome
+                .written
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
+            tasks_imported: 0,
+            backup: None,
+        });
+    }
     let facts = scan::detect_dir(dir);
     let mut spec = ProjectSpec::from_facts(&facts);
     if let Some(name) = &args.opts.project_name {
@@ -65,9 +90,10 @@ fn enable(dir: &Path, args: &EnableCiArgs) -> Result<CiReport> {
     if !args.opts.agents.is_empty() {
         spec.agents = super::known_agents(dir, &args.opts.agents)?;
     }
+    let mut warnings = Vec::new();
     if let Some(ty) = &args.opts.project_type {
         generate::validate_value("--project-type", ty)?;
-        spec.project_type.clone_from(ty);
+        warnings.extend(spec.set_type(ty, &facts));
     }
     if let Some(calls) = args.opts.calls {
         if calls == 0 {
@@ -86,7 +112,9 @@ fn enable(dir: &Path, args: &EnableCiArgs) -> Result<CiReport> {
             .or_else(|| facts.prd_files.first().map(Into::into)),
     };
     spec.tasks = sources::fetch_all(dir, &request)?;
-    let written = generate::create_project_files(dir, &spec, args.opts.force)?;
+    spec.requirements = sources::prd_requirements(dir, &request)?;
+    let outcome = generate::create_project_files(dir, &spec, existing_mode(&args.opts))?;
+    let written = &outcome.written;
     let missing = generate::missing_required(dir);
     if !missing.is_empty() {
         return Err(HankError::Internal(format!(
@@ -95,14 +123,24 @@ fn enable(dir: &Path, args: &EnableCiArgs) -> Result<CiReport> {
         )));
     }
     let tasks_imported = spec.tasks.len();
+    let mut message = format!(
+        "hank enabled for {} ({} file(s) written, {tasks_imported} task(s) imported)",
+        spec.name,
+        written.len()
+    );
+    for extra in warnings.iter().cloned().chain(outcome.backup_message()) {
+        message.push_str("; ");
+        message.push_str(&extra);
+    }
     Ok(CiReport {
         success: true,
         code: exit::OK,
-        message: format!(
-            "hank enabled for {} ({} file(s) written, {tasks_imported} task(s) imported)",
-            spec.name,
-            written.len()
-        ),
+        backup: outcome
+            .backup
+            .as_ref()
+            .and_then(super::backup::Backup::location)
+            .map(|p| p.display().to_string()),
+        message,
         project_name: Some(spec.name),
         project_type: Some(spec.project_type),
         files_created: written.iter().map(|p| p.display().to_string()).collect(),

@@ -11,6 +11,81 @@ use std::collections::{BTreeMap, BTreeSet};
 use regex::Regex;
 use serde::Serialize;
 
+use super::rules;
+
+/// The project types hank knows (`--project-type`).
+pub(crate) const PROJECT_TYPES: &[&str] = &[
+    "rust",
+    "typescript",
+    "javascript",
+    "python",
+    "go",
+    "unknown",
+];
+
+/// What detection would find in a fresh project of type `ty` (for `setup --project-type` and
+/// a `--project-type` that differs from the detected one): the same detector, run on the
+/// minimal manifest of that type (`tools`: what is on PATH; uv makes a Python project a uv one). **\[pure\]**
+///
+/// # Errors
+/// An unknown type, naming the known ones.
+pub(crate) fn facts_for_type(
+    name: &str,
+    ty: &str,
+    tools: &BTreeSet<String>,
+) -> Result<ProjectFacts, String> {
+    let manifest: &[(&str, &str)] = match ty {
+        "rust" => &[
+            ("Cargo.toml", "[package]\nname = \"x\"\n"),
+            ("src/main.rs", ""),
+        ],
+        "typescript" => &[
+            (
+                "package.json",
+                r#"{"scripts":{"build":"tsc","test":"vitest run","lint":"eslint ."},"devDependencies":{"typescript":"*","vitest":"*","eslint":"*"}}"#,
+            ),
+            ("tsconfig.json", ""),
+        ],
+        "javascript" => &[(
+            "package.json",
+            r#"{"scripts":{"test":"vitest run","lint":"eslint ."},"devDependencies":{"vitest":"*","eslint":"*"}}"#,
+        )],
+        "python" => &[(
+            "pyproject.toml",
+            "[project]\nname = \"x\"\n[dependency-groups]\ndev = [\"pytest\", \"ruff\"]\n",
+        )],
+        "go" => &[("go.mod", "module x\n"), ("main.go", "")],
+        "unknown" => &[],
+        other => {
+            return Err(format!(
+                "unknown project type `{other}`; expected one of {}",
+                PROJECT_TYPES.join(", ")
+            ));
+        }
+    };
+    let mut files = ProjectFiles {
+        dir_name: name.to_string(),
+        ..ProjectFiles::default()
+    };
+    // A Python project is set up with uv when uv is installed.
+    if ty == "python" && tools.contains("uv") {
+        files.paths.insert("uv.lock".into());
+    }
+    for (path, content) in manifest {
+        files.paths.insert((*path).to_string());
+        if !content.is_empty() {
+            files
+                .contents
+                .insert((*path).to_string(), (*content).to_string());
+        }
+    }
+    files.tools.clone_from(tools);
+    let mut facts = detect(&files);
+    facts.name = name.to_string();
+    facts.run_cmd = None;
+    Ok(facts)
+}
+
 /// What detection looks at: file names and the contents of a few well-known files.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ProjectFiles {
@@ -71,6 +146,12 @@ pub(crate) struct ProjectFacts {
     pub build_cmd: Option<String>,
     pub test_cmd: Option<String>,
     pub run_cmd: Option<String>,
+    /// The linter or type check, when one is set up (`cargo clippy`, `npm run lint`, …).
+    pub lint_cmd: Option<String>,
+    /// Node: the package.json scripts among [`rules::NODE_SCRIPTS`] (empty elsewhere).
+    pub node_scripts: Vec<String>,
+    /// Node: the tools among [`rules::NODE_TOOLS`] the project depends on.
+    pub node_tools: Vec<String>,
     /// `.git` exists.
     pub git: bool,
     /// `owner/repo` of a GitHub remote (origin preferred).
@@ -79,6 +160,8 @@ pub(crate) struct ProjectFacts {
     pub beads_dir: bool,
     pub bd_available: bool,
     pub gh_available: bool,
+    /// `uv` is on PATH (a Python project set up by hank uses it).
+    pub uv_available: bool,
     /// The built-in agents whose program is on PATH (`claude`, `codex`, `gemini`,
     /// `opencode`), in that order.
     pub agents_installed: Vec<String>,
@@ -105,20 +188,26 @@ impl ProjectFacts {
         out
     }
 
-    /// `DEFAULT_ALLOWED_TOOLS` plus `Bash(<cmd> *)` for the detected build and test commands.
+    /// `DEFAULT_ALLOWED_TOOLS` plus the rules for the project's build, test and lint
+    /// commands ([`rules::project_rules`]).
     #[must_use]
     pub(crate) fn allowed_tools(&self) -> Vec<String> {
         let mut tools: Vec<String> = crate::settings::DEFAULT_ALLOWED_TOOLS
             .iter()
             .map(|s| (*s).to_string())
             .collect();
-        for cmd in [&self.build_cmd, &self.test_cmd].into_iter().flatten() {
-            let entry = format!("Bash({cmd} *)");
+        for entry in rules::project_rules(self) {
             if !tools.contains(&entry) {
                 tools.push(entry);
             }
         }
         tools
+    }
+
+    /// The command `VERIFY_COMMAND` gets: the test command.
+    #[must_use]
+    pub(crate) fn verify_cmd(&self) -> Option<&str> {
+        self.test_cmd.as_deref()
     }
 }
 
@@ -147,6 +236,7 @@ pub(crate) fn detect(files: &ProjectFiles) -> ProjectFacts {
     facts.beads_dir = files.has(".beads/");
     facts.bd_available = files.tools.contains("bd");
     facts.gh_available = files.tools.contains("gh");
+    facts.uv_available = files.tools.contains("uv");
     facts.agents_installed = ["claude", "codex", "gemini", "opencode"]
         .into_iter()
         .filter(|a| files.tools.contains(*a))
@@ -224,6 +314,7 @@ fn detect_rust(files: &ProjectFiles, cargo: &str, facts: &mut ProjectFacts) {
         facts.build_cmd = Some("cargo build".into());
         facts.test_cmd = Some("cargo test".into());
     }
+    facts.lint_cmd = Some("cargo clippy".into());
     if files.has("src/main.rs") || cargo.contains("[[bin]]") {
         facts.run_cmd = Some("cargo run".into());
     }
@@ -304,6 +395,26 @@ fn detect_node(files: &ProjectFiles, pkg: &str, facts: &mut ProjectFacts) {
             other => format!("{other} test"),
         });
     }
+    if script("lint") {
+        facts.lint_cmd = Some(run("lint"));
+    }
+    facts.node_scripts = rules::NODE_SCRIPTS
+        .iter()
+        .filter(|s| script(s))
+        .map(|s| (*s).to_string())
+        .collect();
+    facts.node_tools = rules::NODE_TOOLS
+        .iter()
+        .filter(|t| {
+            let dep = match **t {
+                "tsc" => "typescript",
+                "playwright" => "@playwright/test",
+                other => other,
+            };
+            deps(dep)
+        })
+        .map(|t| (*t).to_string())
+        .collect();
     if script("dev") {
         facts.run_cmd = Some(run("dev"));
     } else if script("start") {
@@ -368,6 +479,9 @@ fn detect_python(files: &ProjectFiles, facts: &mut ProjectFacts) {
     } else {
         format!("{prefix}python -m unittest")
     });
+    if text.to_ascii_lowercase().contains("ruff") || files.has("ruff.toml") {
+        facts.lint_cmd = Some(format!("{prefix}ruff check ."));
+    }
     if files.has("manage.py") {
         facts.run_cmd = Some(format!("{prefix}python manage.py runserver"));
     } else if files.has("main.py") {
@@ -400,6 +514,7 @@ fn detect_go(files: &ProjectFiles, gomod: &str, facts: &mut ProjectFacts) {
     .map(|(_, name)| (*name).to_string());
     facts.build_cmd = Some("go build ./...".into());
     facts.test_cmd = Some("go test ./...".into());
+    facts.lint_cmd = Some("go vet ./...".into());
     if files.has("main.go") {
         facts.run_cmd = Some("go run .".into());
     }
@@ -835,8 +950,9 @@ mod tests {
         let facts = detect(&files(&[("go.mod", "module x\n")], &[]));
         let tools = facts.allowed_tools();
         assert!(tools.starts_with(&["Write".to_string()]));
-        assert!(tools.contains(&"Bash(go build ./... *)".to_string()));
-        assert!(tools.contains(&"Bash(go test ./... *)".to_string()));
+        assert!(tools.contains(&"Bash(go build *)".to_string()));
+        assert!(tools.contains(&"Bash(go test *)".to_string()));
+        assert!(!tools.iter().any(|t| t.contains("./...")), "{tools:?}");
         assert!(!tools.iter().any(|t| t == "Bash(git *)"));
     }
 

@@ -414,23 +414,82 @@ fn describe(facts: &ProjectFacts) -> String {
 /// Checks shared by `enable` and `enable-ci` before anything is asked or written.
 ///
 /// # Errors
-/// Already enabled (exit 2) unless `force`; a flat layout to migrate first (exit 1).
-pub(crate) fn preflight(dir: &Path, force: bool) -> Result<()> {
+/// Already enabled (exit 2) unless `--force` or `--repair`; both at once; a flat layout to
+/// migrate first (exit 1).
+pub(crate) fn preflight(dir: &Path, opts: &super::ProjectOptions) -> Result<()> {
+    if opts.force && opts.repair {
+        return Err(HankError::usage(
+            "--force and --repair exclude each other: --repair recreates only missing files, \
+             --force regenerates every file (with a backup)",
+        ));
+    }
     if super::migrate::flat_layout_detected(dir) {
         return Err(HankError::usage_hint(
             "this project has the old flat layout (PROMPT.md and fix_plan.md at the root)",
             "run `hank migrate` to move it into .hank/",
         ));
     }
-    if dir.join(".hank/PROMPT.md").exists() && !force {
+    if dir.join(".hank/PROMPT.md").exists() && !opts.force && !opts.repair {
+        let missing = generate::missing_required(dir);
+        let what = if missing.is_empty() {
+            String::new()
+        } else {
+            format!("; missing: {}", missing.join(", "))
+        };
         return Err(HankError::WithCode {
             code: exit::HALTED,
-            message: "hank is already enabled here (.hank/PROMPT.md exists); \
-                      pass --force to regenerate its files"
-                .into(),
+            message: format!(
+                "hank is already enabled here (.hank/PROMPT.md exists){what}. \
+                 `hank enable --repair` recreates missing files and touches nothing else; \
+                 --force regenerates every file (the old ones are copied to .hank/backup/)"
+            ),
         });
     }
     Ok(())
+}
+
+/// The files `--repair` writes: only the missing ones, from the detected project (and the
+/// name, type and agents flags). Nothing is asked and no task is imported.
+///
+/// # Errors
+/// Invalid flags, I/O errors.
+pub(crate) fn repair(
+    dir: &Path,
+    opts: &super::ProjectOptions,
+) -> Result<(ProjectSpec, generate::Outcome)> {
+    let facts = scan::detect_dir(dir);
+    let mut spec = ProjectSpec::from_facts(&facts);
+    if let Some(name) = &opts.project_name {
+        generate::validate_value("--project-name", name)?;
+        spec.name.clone_from(name);
+    }
+    if let Some(ty) = &opts.project_type {
+        generate::validate_value("--project-type", ty)?;
+        if let Some(w) = spec.set_type(ty, &facts) {
+            eprintln!("warning: {w}");
+        }
+    }
+    if !opts.agents.is_empty() {
+        spec.agents = super::known_agents(dir, &opts.agents)?;
+    }
+    if let Some(calls) = opts.calls {
+        if calls == 0 {
+            return Err(HankError::usage("--calls must be at least 1"));
+        }
+        spec.max_calls = calls;
+    }
+    let outcome = generate::create_project_files(dir, &spec, generate::Existing::Repair)?;
+    Ok((spec, outcome))
+}
+
+/// What `--force` / `--keep` means for the files that exist.
+#[must_use]
+pub(crate) fn existing_mode(opts: &super::ProjectOptions) -> generate::Existing {
+    if opts.force {
+        generate::Existing::Replace
+    } else {
+        generate::Existing::Keep
+    }
 }
 
 /// `hank enable` in `dir`.
@@ -440,14 +499,26 @@ pub(crate) fn preflight(dir: &Path, force: bool) -> Result<()> {
 /// answers, I/O errors.
 pub(crate) fn run(dir: &Path, args: &EnableArgs) -> Result<u8> {
     use std::io::IsTerminal;
-    let interactive = !args.yes;
+    let interactive = !args.yes && !args.opts.repair;
     if interactive && !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
         return Err(HankError::usage_hint(
             "hank enable is interactive and needs a terminal (stdin and stderr)",
             "use `hank enable-ci` in scripts and CI, or pass --yes to accept the detected defaults",
         ));
     }
-    preflight(dir, args.opts.force)?;
+    preflight(dir, &args.opts)?;
+    if args.opts.repair {
+        let (_, outcome) = repair(dir, &args.opts)?;
+        if outcome.written.is_empty() {
+            eprintln!("Nothing was missing; no file was touched.");
+        } else {
+            eprintln!("Recreated the missing files (nothing else was touched):");
+            for w in &outcome.written {
+                eprintln!("  {}", w.display());
+            }
+        }
+        return Ok(exit::OK);
+    }
     if interactive {
         install_ctrlc_handler();
     }
@@ -463,10 +534,17 @@ pub(crate) fn run(dir: &Path, args: &EnableArgs) -> Result<u8> {
     };
 
     let mut tasks = Vec::new();
+    let mut requirements = None;
     for source in &answers.request.sources {
         let bar = spinner(&format!("Importing tasks from {}…", source.as_str()));
         let result = sources::fetch_one(dir, *source, &answers.request);
         bar.finish_and_clear();
+        let result = result.and_then(|t| {
+            if *source == TaskSourceKind::Prd {
+                requirements = sources::prd_requirements(dir, &answers.request)?;
+            }
+            Ok(t)
+        });
         match result {
             Ok(t) => {
                 eprintln!("Imported {} task(s) from {}.", t.len(), source.as_str());
@@ -494,12 +572,16 @@ pub(crate) fn run(dir: &Path, args: &EnableArgs) -> Result<u8> {
 
     let mut spec = ProjectSpec::from_facts(&facts);
     spec.name = answers.name;
-    spec.project_type = answers.project_type;
+    if let Some(w) = spec.set_type(&answers.project_type, &facts) {
+        eprintln!("warning: {w}");
+    }
     spec.max_calls = answers.max_calls;
     spec.agents = super::known_agents(dir, &answers.agents)?;
     let imported = tasks.len();
     spec.tasks = tasks;
-    let written = generate::create_project_files(dir, &spec, args.opts.force)?;
+    spec.requirements = requirements;
+    let outcome = generate::create_project_files(dir, &spec, existing_mode(&args.opts))?;
+    let written = &outcome.written;
 
     let missing = generate::missing_required(dir);
     if !missing.is_empty() {
@@ -512,9 +594,12 @@ pub(crate) fn run(dir: &Path, args: &EnableArgs) -> Result<u8> {
         eprintln!("All hank files were already there; nothing written.");
     } else {
         eprintln!("Wrote:");
-        for w in &written {
+        for w in written {
             eprintln!("  {}", w.display());
         }
+    }
+    if let Some(m) = outcome.backup_message() {
+        eprintln!("{m}");
     }
     eprintln!(
         "hank is enabled for {} ({imported} task(s) imported). Review .hank/fix_plan.md and \
@@ -682,16 +767,39 @@ mod tests {
 
     #[test]
     fn preflight_outcomes() {
+        use crate::project::ProjectOptions;
+        let plain = ProjectOptions::default();
+        let force = ProjectOptions {
+            force: true,
+            ..ProjectOptions::default()
+        };
+        let repair = ProjectOptions {
+            repair: true,
+            ..ProjectOptions::default()
+        };
+        let both = ProjectOptions {
+            force: true,
+            repair: true,
+            ..ProjectOptions::default()
+        };
         let dir = tempfile::tempdir().unwrap();
-        assert!(preflight(dir.path(), false).is_ok());
+        assert!(preflight(dir.path(), &plain).is_ok());
         std::fs::create_dir_all(dir.path().join(".hank")).unwrap();
         std::fs::write(dir.path().join(".hank/PROMPT.md"), "x").unwrap();
-        assert_eq!(preflight(dir.path(), false).unwrap_err().exit_code(), 2);
-        assert!(preflight(dir.path(), true).is_ok());
+        let err = preflight(dir.path(), &plain).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        let msg = err.to_string();
+        assert!(
+            msg.contains("hank enable --repair") && msg.contains("missing: .hank/fix_plan.md"),
+            "{msg}"
+        );
+        assert!(preflight(dir.path(), &force).is_ok());
+        assert!(preflight(dir.path(), &repair).is_ok());
+        assert_eq!(preflight(dir.path(), &both).unwrap_err().exit_code(), 1);
         let flat = tempfile::tempdir().unwrap();
         std::fs::write(flat.path().join("PROMPT.md"), "x").unwrap();
         std::fs::write(flat.path().join("fix_plan.md"), "x").unwrap();
-        let err = preflight(flat.path(), false).unwrap_err();
+        let err = preflight(flat.path(), &plain).unwrap_err();
         assert_eq!(err.exit_code(), 1);
         assert!(err.hint().unwrap_or("").contains("hank migrate"));
     }

@@ -25,11 +25,16 @@ pub(crate) struct ProjectSpec {
     pub build_cmd: Option<String>,
     pub test_cmd: Option<String>,
     pub run_cmd: Option<String>,
+    pub lint_cmd: Option<String>,
+    /// VERIFY_COMMAND: the project's test command when one is known.
+    pub verify_cmd: Option<String>,
     pub allowed_tools: Vec<String>,
     pub max_calls: u32,
     pub tasks: Vec<Task>,
     /// AGENT (the first) and, with more than one, AGENTS (the failover order).
     pub agents: Vec<String>,
+    /// `.hank/specs/requirements.md`: the PRD the tasks came from (`enable --from prd`).
+    pub requirements: Option<String>,
 }
 
 impl ProjectSpec {
@@ -42,11 +47,54 @@ impl ProjectSpec {
             build_cmd: facts.build_cmd.clone(),
             test_cmd: facts.test_cmd.clone(),
             run_cmd: facts.run_cmd.clone(),
+            lint_cmd: facts.lint_cmd.clone(),
+            verify_cmd: facts.verify_cmd().map(str::to_owned),
             allowed_tools: facts.allowed_tools(),
             max_calls: DEFAULT_MAX_CALLS,
             tasks: Vec::new(),
             agents: default_agents(facts),
+            requirements: None,
         }
+    }
+
+    /// Sets the project type chosen by the user. A known type other than the detected one
+    /// brings that type's commands and rules (what detection finds in a fresh project of that
+    /// type); returns a warning for a type hank has no commands for.
+    pub(crate) fn set_type(&mut self, ty: &str, detected: &ProjectFacts) -> Option<String> {
+        let ty = ty.trim();
+        if ty == detected.project_type {
+            return None;
+        }
+        let mut tools = std::collections::BTreeSet::new();
+        if detected.uv_available {
+            tools.insert("uv".to_string());
+        }
+        match super::detect::facts_for_type(&self.name, ty, &tools) {
+            Ok(facts) => {
+                self.use_commands_of(&facts);
+                None
+            }
+            Err(_) => {
+                self.project_type = ty.to_string();
+                Some(format!(
+                    "hank knows no build or test commands for project type `{ty}` (it knows {}): \
+                     fill in .hank/AGENT.md and add `Bash(<command> *)` entries for them to \
+                     ALLOWED_TOOLS and VERIFY_COMMAND in .hankrc",
+                    super::detect::PROJECT_TYPES.join(", ")
+                ))
+            }
+        }
+    }
+
+    /// Takes the commands and rules of `facts` (a project type chosen by the user).
+    pub(crate) fn use_commands_of(&mut self, facts: &ProjectFacts) {
+        self.project_type.clone_from(&facts.project_type);
+        self.build_cmd.clone_from(&facts.build_cmd);
+        self.test_cmd.clone_from(&facts.test_cmd);
+        self.run_cmd.clone_from(&facts.run_cmd);
+        self.lint_cmd.clone_from(&facts.lint_cmd);
+        self.verify_cmd = facts.verify_cmd().map(str::to_owned);
+        self.allowed_tools = facts.allowed_tools();
     }
 }
 
@@ -56,6 +104,9 @@ pub(crate) struct PlannedFile {
     pub path: &'static str,
     pub content: String,
 }
+
+/// Where `enable --from prd` keeps the document (the same place as `hank import`).
+pub(crate) const REQUIREMENTS_FILE: &str = ".hank/specs/requirements.md";
 
 /// Relative paths of the files the loop requires (its integrity check).
 pub(crate) const REQUIRED_FILES: [&str; 4] = [
@@ -117,6 +168,8 @@ pub(crate) fn plan(spec: &ProjectSpec) -> Result<Vec<PlannedFile>> {
         ("build command", &spec.build_cmd),
         ("test command", &spec.test_cmd),
         ("run command", &spec.run_cmd),
+        ("lint command", &spec.lint_cmd),
+        ("verify command", &spec.verify_cmd),
     ] {
         if let Some(c) = cmd {
             validate_value(what, c)?;
@@ -149,6 +202,14 @@ pub(crate) fn plan(spec: &ProjectSpec) -> Result<Vec<PlannedFile>> {
     vars.insert("build_cmd", code_or(spec.build_cmd.as_ref()));
     vars.insert("test_cmd", code_or(spec.test_cmd.as_ref()));
     vars.insert("run_cmd", code_or(spec.run_cmd.as_ref()));
+    vars.insert("lint_cmd", code_or(spec.lint_cmd.as_ref()));
+    vars.insert(
+        "verify_line",
+        spec.verify_cmd.as_ref().map_or_else(
+            || "#VERIFY_COMMAND=\"make test\"".to_string(),
+            |c| format!("VERIFY_COMMAND=\"{c}\""),
+        ),
+    );
     vars.insert("max_calls", spec.max_calls.to_string());
     vars.insert("allowed_tools", spec.allowed_tools.join(","));
     vars.insert("tasks", tasks::plan_items(&spec.tasks));
@@ -162,12 +223,18 @@ pub(crate) fn plan(spec: &ProjectSpec) -> Result<Vec<PlannedFile>> {
         },
     );
     let render = |name: &str, t: &str| templates::render(name, t, &vars);
+    let mut files = vec![PlannedFile {
+        path: ".hankrc",
+        content: render("hankrc", templates::HANKRC)?,
+    }];
+    if let Some(req) = &spec.requirements {
+        files.push(PlannedFile {
+            path: REQUIREMENTS_FILE,
+            content: req.clone(),
+        });
+    }
     // PROMPT.md last: it marks the project as enabled.
-    Ok(vec![
-        PlannedFile {
-            path: ".hankrc",
-            content: render("hankrc", templates::HANKRC)?,
-        },
+    files.extend([
         PlannedFile {
             path: ".hank/fix_plan.md",
             content: render("fix_plan.md", templates::FIX_PLAN_MD)?,
@@ -180,7 +247,8 @@ pub(crate) fn plan(spec: &ProjectSpec) -> Result<Vec<PlannedFile>> {
             path: ".hank/PROMPT.md",
             content: render("PROMPT.md", templates::PROMPT_MD)?,
         },
-    ])
+    ]);
+    Ok(files)
 }
 
 /// The `.gitignore` content with hank's runtime entries added, or `None` when all are there.
@@ -234,40 +302,81 @@ fn create_dir(path: &Path) -> Result<()> {
     std::fs::create_dir_all(path).map_err(|e| HankError::io("creating folder", path, e))
 }
 
-/// Creates the hank files of the project in `dir` and returns the relative paths written.
-/// Existing files are kept unless `force`; `.gitignore` only ever gets missing entries added.
+/// What to do with hank files that already exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Existing {
+    /// Keep them; write the missing ones; add missing `.gitignore` entries.
+    Keep,
+    /// Replace them, each first copied to `.hank/backup/<timestamp>/` (`--force`).
+    Replace,
+    /// Write only the missing files; touch nothing that exists, `.gitignore` included
+    /// (`--repair`).
+    Repair,
+}
+
+/// What [`create_project_files`] did.
+#[derive(Debug, Default)]
+pub(crate) struct Outcome {
+    /// Relative paths written.
+    pub written: Vec<PathBuf>,
+    /// The backup of the files replaced, if any was replaced.
+    pub backup: Option<super::backup::Backup>,
+}
+
+impl Outcome {
+    /// "backed up … to …" when files were replaced.
+    #[must_use]
+    pub(crate) fn backup_message(&self) -> Option<String> {
+        self.backup
+            .as_ref()
+            .and_then(super::backup::Backup::message)
+    }
+}
+
+/// Creates the hank files of the project in `dir`; `existing` says what happens to files
+/// that are already there (never lost: see [`Existing`]).
 ///
 /// # Errors
 /// An invalid spec (nothing written then) or an I/O error naming the file.
 pub(crate) fn create_project_files(
     dir: &Path,
     spec: &ProjectSpec,
-    force: bool,
-) -> Result<Vec<PathBuf>> {
+    existing: Existing,
+) -> Result<Outcome> {
     let files = plan(spec)?;
-    let mut written = Vec::new();
+    let mut out = Outcome::default();
     for sub in [".hank", ".hank/specs", ".hank/logs"] {
         create_dir(&dir.join(sub))?;
     }
     let gitignore = dir.join(".gitignore");
-    let existing = match std::fs::read(&gitignore) {
+    let current = match std::fs::read(&gitignore) {
         Ok(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(HankError::io("reading", &gitignore, e)),
     };
-    if let Some(content) = merge_gitignore(existing.as_deref()) {
+    let touch_gitignore = existing != Existing::Repair || current.is_none();
+    if touch_gitignore && let Some(content) = merge_gitignore(current.as_deref()) {
+        // Only adds lines: nothing the user wrote is lost.
         write_file(&gitignore, &content, true)?;
-        written.push(PathBuf::from(".gitignore"));
+        out.written.push(PathBuf::from(".gitignore"));
     }
+    let mut backup = super::backup::Backup::new(dir, &super::backup::stamp_now());
     for file in files {
         let path = dir.join(file.path);
-        if !force && path.exists() {
+        let exists = path.exists();
+        if exists && existing != Existing::Replace {
             continue;
         }
-        write_file(&path, &file.content, force)?;
-        written.push(PathBuf::from(file.path));
+        if exists {
+            backup.save_if_changed(file.path, file.content.as_bytes())?;
+        }
+        write_file(&path, &file.content, exists)?;
+        out.written.push(PathBuf::from(file.path));
     }
-    Ok(written)
+    if !backup.saved().is_empty() {
+        out.backup = Some(backup);
+    }
+    Ok(out)
 }
 
 /// The required files that are missing in `dir` (empty when the loop can run).
@@ -292,6 +401,9 @@ mod tests {
             build_cmd: Some("cargo build".into()),
             test_cmd: Some("cargo test".into()),
             run_cmd: None,
+            lint_cmd: Some("cargo clippy".into()),
+            verify_cmd: Some("cargo test".into()),
+            requirements: None,
             allowed_tools: vec!["Read".into(), "Bash(cargo test *)".into()],
             max_calls: 40,
             agents: vec!["claude".into()],
@@ -335,6 +447,37 @@ mod tests {
     #[test]
     fn snapshot_hankrc() {
         insta::assert_snapshot!(rendered(".hankrc"));
+    }
+
+    /// The `.hankrc` of a new project of each type (`setup --project-type`, and `enable` on a
+    /// project of that type): its ALLOWED_TOOLS and VERIFY_COMMAND.
+    #[test]
+    fn snapshot_hankrc_per_project_type() {
+        let uv: std::collections::BTreeSet<String> = ["uv".to_string()].into();
+        let none = std::collections::BTreeSet::new();
+        let mut cases: Vec<(String, ProjectFacts)> = super::super::detect::PROJECT_TYPES
+            .iter()
+            .map(|ty| {
+                (
+                    (*ty).to_string(),
+                    super::super::detect::facts_for_type("demo", ty, &none).unwrap(),
+                )
+            })
+            .collect();
+        cases.push((
+            "python_uv".into(),
+            super::super::detect::facts_for_type("demo", "python", &uv).unwrap(),
+        ));
+        for (name, facts) in cases {
+            let spec = ProjectSpec::from_facts(&facts);
+            let rc = plan(&spec)
+                .unwrap()
+                .into_iter()
+                .find(|f| f.path == ".hankrc")
+                .unwrap()
+                .content;
+            insta::assert_snapshot!(format!("hankrc_{name}"), rc);
+        }
     }
 
     #[test]
@@ -401,7 +544,9 @@ mod tests {
     fn create_keeps_existing_unless_forced() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(".hankrc"), "MINE=\"1\"\n").unwrap();
-        let written = create_project_files(dir.path(), &spec(), false).unwrap();
+        let written = create_project_files(dir.path(), &spec(), Existing::Keep)
+            .unwrap()
+            .written;
         let names: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
         assert_eq!(
             names,
@@ -420,13 +565,23 @@ mod tests {
         assert!(missing_required(dir.path()).is_empty());
         // Second run: nothing to do.
         assert!(
-            create_project_files(dir.path(), &spec(), false)
+            create_project_files(dir.path(), &spec(), Existing::Keep)
                 .unwrap()
+                .written
                 .is_empty()
         );
         // Forced: everything rewritten except the (complete) .gitignore.
-        let forced = create_project_files(dir.path(), &spec(), true).unwrap();
-        assert_eq!(forced.len(), 4);
+        let forced = create_project_files(dir.path(), &spec(), Existing::Replace).unwrap();
+        assert_eq!(forced.written.len(), 4);
+        // The user's .hankrc was copied before it was replaced; unchanged files were not.
+        let backup = forced.backup.as_ref().unwrap();
+        assert_eq!(backup.saved(), &[PathBuf::from(".hankrc")]);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(backup.location().unwrap()).join(".hankrc"))
+                .unwrap(),
+            "MINE=\"1\"\n"
+        );
+        assert!(forced.backup_message().unwrap().contains(".hank/backup/"));
         assert!(
             std::fs::read_to_string(dir.path().join(".hankrc"))
                 .unwrap()
@@ -444,11 +599,42 @@ mod tests {
     }
 
     #[test]
+    fn repair_writes_exactly_the_missing_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        create_project_files(d, &spec(), Existing::Keep).unwrap();
+        std::fs::write(d.join(".hank/fix_plan.md"), "- [ ] my own plan\n").unwrap();
+        std::fs::write(d.join(".gitignore"), "target/\n").unwrap();
+        std::fs::remove_file(d.join(".hankrc")).unwrap();
+        std::fs::remove_file(d.join(".hank/AGENT.md")).unwrap();
+        let before_prompt = std::fs::read(d.join(".hank/PROMPT.md")).unwrap();
+        let out = create_project_files(d, &spec(), Existing::Repair).unwrap();
+        assert_eq!(
+            out.written,
+            vec![PathBuf::from(".hankrc"), PathBuf::from(".hank/AGENT.md")]
+        );
+        assert!(out.backup.is_none());
+        assert_eq!(
+            std::fs::read_to_string(d.join(".hank/fix_plan.md")).unwrap(),
+            "- [ ] my own plan\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(d.join(".gitignore")).unwrap(),
+            "target/\n"
+        );
+        assert_eq!(
+            std::fs::read(d.join(".hank/PROMPT.md")).unwrap(),
+            before_prompt
+        );
+        assert!(!d.join(".hank/backup").exists());
+    }
+
+    #[test]
     fn invalid_spec_writes_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = spec();
         s.name = "bad\"name".into();
-        assert!(create_project_files(dir.path(), &s, false).is_err());
+        assert!(create_project_files(dir.path(), &s, Existing::Keep).is_err());
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }

@@ -628,6 +628,28 @@ pub(crate) struct Converted {
     pub warnings: Vec<String>,
 }
 
+/// The tasks of a document as the conversion without AI finds them (a JSON document read as
+/// its Markdown rendering).  **\[pure\]**
+#[must_use]
+pub(crate) fn extract_document(doc: &Document, cap: usize) -> Extraction {
+    let source = doc
+        .json
+        .as_ref()
+        .map_or_else(|| doc.text.clone(), json_to_markdown);
+    extract_tasks(&source, cap)
+}
+
+/// The tasks of [`extract_document`] in plan order, sections flattened (what `enable --from
+/// prd` imports: the same tasks as `import --no-ai`).  **\[pure\]**
+#[must_use]
+pub(crate) fn document_tasks(doc: &Document, cap: usize) -> Vec<Task> {
+    extract_document(doc, cap)
+        .sections
+        .into_iter()
+        .flat_map(|(_, tasks)| tasks)
+        .collect()
+}
+
 /// The deterministic conversion. `standard_prompt` is the project's rendered PROMPT.md.
 /// **\[pure\]**
 #[must_use]
@@ -637,11 +659,7 @@ pub(crate) fn convert_deterministic(
     standard_prompt: &str,
     cap: usize,
 ) -> Converted {
-    let source = doc
-        .json
-        .as_ref()
-        .map_or_else(|| doc.text.clone(), json_to_markdown);
-    let ex = extract_tasks(&source, cap);
+    let ex = extract_document(doc, cap);
     let mut warnings = Vec::new();
     if ex.found == 0 {
         warnings.push(format!(
@@ -1165,18 +1183,25 @@ fn convert_ai(
     })
 }
 
-/// Writes the three imported files, PROMPT.md last; returns their relative paths.
-fn write_imported(dir: &Path, conv: &Converted) -> Result<Vec<String>> {
+/// Writes the three imported files, PROMPT.md last; an existing one (`--into --force`) is
+/// first copied to `.hank/backup/<timestamp>/`. Returns their relative paths and the backup
+/// message, if anything was replaced.
+fn write_imported(dir: &Path, conv: &Converted) -> Result<(Vec<String>, Option<String>)> {
     let specs = dir.join(".hank/specs");
     std::fs::create_dir_all(&specs).map_err(|e| HankError::io("creating folder", &specs, e))?;
+    let mut backup = super::backup::Backup::new(dir, &super::backup::stamp_now());
     for (rel, content) in [
         (REQUIREMENTS_PATH, &conv.requirements_md),
         (FIX_PLAN_PATH, &conv.fix_plan_md),
         (PROMPT_PATH, &conv.prompt_md),
     ] {
+        backup.save_if_changed(rel, content.as_bytes())?;
         generate::write_file(&dir.join(rel), content, true)?;
     }
-    Ok(IMPORTED_FILES.iter().map(ToString::to_string).collect())
+    Ok((
+        IMPORTED_FILES.iter().map(ToString::to_string).collect(),
+        backup.message(),
+    ))
 }
 
 /// The hank files other than the imported ones, for an existing project: only missing ones.
@@ -1247,14 +1272,18 @@ fn install(
     match target {
         Target::Into { dir } => {
             let mut files = write_scaffold(dir, spec)?;
-            files.extend(write_imported(dir, conv)?);
+            let (imported, backup) = write_imported(dir, conv)?;
+            files.extend(imported);
+            if let Some(m) = backup {
+                ctx.warn(m);
+            }
             Ok((dir.clone(), files))
         }
         Target::New { parent, name } => {
             let existed = parent.join(name).exists();
-            let (dir, written, git) = setup::create(parent, name)?;
+            let (dir, written, git) = setup::create(parent, name, None)?;
             let imported = match write_imported(&dir, conv) {
-                Ok(f) => f,
+                Ok((f, _)) => f,
                 Err(e) => {
                     // Leave no half-made project behind.
                     let _ = std::fs::remove_dir_all(&dir);

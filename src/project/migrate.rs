@@ -2,7 +2,7 @@
 //! `@fix_plan.md`, `@AGENT.md` or `AGENT.md`, `specs/`) into `.hank/`.
 //!
 //! Order: plan the moves and check that no destination exists → copy every source into
-//! `.hank-migrate-backup-<ts>/` → rename each into `.hank/` → create what the loop still
+//! `.hank/backup/<ts>/` (git-ignored) → rename each into `.hank/` → create what the loop still
 //! needs (`.hankrc`, `.gitignore` entries, `AGENT.md`) without touching existing files.
 //! Nothing is moved unless the backup is complete.
 
@@ -108,10 +108,12 @@ pub(crate) fn migrate_dir(dir: &Path, stamp: &str) -> Result<MigrateOutcome> {
             ));
         }
     }
-    let mut backup = dir.join(format!(".hank-migrate-backup-{stamp}"));
+    let base = dir.join(super::backup::BACKUP_DIR);
+    std::fs::create_dir_all(&base).map_err(|e| HankError::io("creating folder", &base, e))?;
+    let mut backup = base.join(stamp);
     let mut n = 1;
     while backup.exists() {
-        backup = dir.join(format!(".hank-migrate-backup-{stamp}-{n}"));
+        backup = base.join(format!("{stamp}-{n}"));
         n += 1;
     }
     std::fs::create_dir_all(&backup).map_err(|e| HankError::io("creating folder", &backup, e))?;
@@ -126,7 +128,12 @@ pub(crate) fn migrate_dir(dir: &Path, stamp: &str) -> Result<MigrateOutcome> {
         std::fs::rename(&from, &to).map_err(|e| HankError::io("moving", &from, e))?;
     }
     let facts = scan::detect_dir(dir);
-    let created = generate::create_project_files(dir, &ProjectSpec::from_facts(&facts), false)?;
+    let created = generate::create_project_files(
+        dir,
+        &ProjectSpec::from_facts(&facts),
+        generate::Existing::Keep,
+    )?
+    .written;
     Ok(MigrateOutcome::Migrated {
         moves,
         backup,
@@ -223,7 +230,14 @@ mod tests {
         };
         assert_eq!(moves.len(), 4);
         assert!(left.is_empty());
-        assert_eq!(backup, d.join(".hank-migrate-backup-20261122-100000"));
+        assert_eq!(backup, d.join(".hank/backup/20261122-100000"));
+        assert!(
+            std::fs::read_to_string(d.join(".gitignore"))
+                .unwrap()
+                .lines()
+                .any(|l| l == ".hank/backup/"),
+            "the backup folder is git-ignored"
+        );
         assert_eq!(
             std::fs::read_to_string(d.join(".hank/PROMPT.md")).unwrap(),
             "my prompt"

@@ -8,6 +8,8 @@
 //! | `scan` | reads a folder into what `detect` needs |
 //! | `tasks` | parsing `bd` / `gh` output and PRDs into tagged fix_plan items **\[pure\]** |
 //! | `sources` | running `bd` / `gh` (no shell, stdin null, timeout), reading PRDs |
+//! | `rules` | the `Bash(…)` rules for build/test/lint commands and the client's matching **\[pure\]** |
+//! | `backup` | copies of files hank is about to replace, in `.hank/backup/<timestamp>/` |
 //! | `generate` | rendering and writing `.hank/*`, `.hankrc`, `.gitignore` entries |
 //! | `setup`, `enable`, `ci`, `migrate`, `import` | the commands |
 //!
@@ -15,12 +17,14 @@
 //! exit 2 unless `--force`, and `migrate` says it is already migrated. The generator writes
 //! `.hank/PROMPT.md` last, so an interrupted run can be repeated.
 
+pub(crate) mod backup;
 pub(crate) mod ci;
 pub(crate) mod detect;
 pub(crate) mod enable;
 pub(crate) mod generate;
 pub(crate) mod import;
 pub(crate) mod migrate;
+pub(crate) mod rules;
 pub(crate) mod scan;
 pub(crate) mod setup;
 pub(crate) mod sources;
@@ -49,6 +53,8 @@ pub(crate) enum FromSource {
 pub(crate) struct SetupArgs {
     /// Name of the new project folder (created in the current directory).
     pub name: String,
+    /// The project type whose build/test/lint commands the agent may run (`--project-type`).
+    pub project_type: Option<String>,
     /// Print the result as one JSON object on stdout.
     pub json: bool,
 }
@@ -73,8 +79,11 @@ pub(crate) struct ProjectOptions {
     pub calls: Option<u32>,
     /// AGENT / AGENTS, in failover order (empty: detected or asked).
     pub agents: Vec<String>,
-    /// Regenerate the hank files even if they exist.
+    /// Regenerate the hank files even if they exist (each replaced file is first copied to
+    /// `.hank/backup/<timestamp>/`).
     pub force: bool,
+    /// Recreate only the missing hank files; touch nothing that exists.
+    pub repair: bool,
 }
 
 #[derive(Debug, Clone, Default)]

@@ -70,7 +70,9 @@ pub(crate) fn scan_dir(dir: &Path) -> ProjectFiles {
             files.contents.insert((*name).to_string(), content);
         }
     }
-    for tool in ["bd", "gh", "git", "claude", "codex", "gemini", "opencode"] {
+    for tool in [
+        "bd", "gh", "git", "uv", "claude", "codex", "gemini", "opencode",
+    ] {
         if which::which(tool).is_ok() {
             files.tools.insert(tool.to_string());
         }

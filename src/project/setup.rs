@@ -105,8 +105,23 @@ fn is_empty_dir(path: &Path) -> Result<bool> {
 ///
 /// # Errors
 /// Invalid name, existing non-empty folder or file, I/O errors.
-pub(crate) fn create(parent: &Path, name: &str) -> Result<(PathBuf, Vec<PathBuf>, GitOutcome)> {
+pub(crate) fn create(
+    parent: &Path,
+    name: &str,
+    project_type: Option<&str>,
+) -> Result<(PathBuf, Vec<PathBuf>, GitOutcome)> {
     validate_name(name)?;
+    let mut tools = std::collections::BTreeSet::new();
+    if which::which("uv").is_ok() {
+        tools.insert("uv".to_string());
+    }
+    let mut facts = detect::facts_for_type(name, project_type.unwrap_or("unknown"), &tools)
+        .map_err(|e| {
+            HankError::usage_hint(
+                format!("--project-type: {e}"),
+                "leave it out for a project whose commands you add to .hankrc yourself",
+            )
+        })?;
     let dir = parent.join(name);
     match std::fs::symlink_metadata(&dir) {
         Ok(meta) if !meta.is_dir() => {
@@ -126,14 +141,9 @@ pub(crate) fn create(parent: &Path, name: &str) -> Result<(PathBuf, Vec<PathBuf>
             std::fs::create_dir(&dir).map_err(|e| HankError::io("creating folder", &dir, e))?
         }
     }
-    let mut facts = detect::ProjectFacts {
-        name: name.to_string(),
-        project_type: "unknown".into(),
-        ..detect::ProjectFacts::default()
-    };
     facts.git = true;
     let spec = ProjectSpec::from_facts(&facts);
-    let written = generate::create_project_files(&dir, &spec, false)?;
+    let written = generate::create_project_files(&dir, &spec, generate::Existing::Keep)?.written;
     let git = git_init_and_commit(&dir);
     Ok((dir, written, git))
 }
@@ -143,13 +153,14 @@ pub(crate) fn create(parent: &Path, name: &str) -> Result<(PathBuf, Vec<PathBuf>
 /// # Errors
 /// See [`create`]; with `--json` the error is printed as JSON and its code returned.
 pub(crate) fn run(cwd: &Path, args: &SetupArgs) -> Result<u8> {
-    let result = create(cwd, &args.name);
+    let result = create(cwd, &args.name, args.project_type.as_deref());
     if args.json {
         let obj = match &result {
             Ok((dir, written, git)) => serde_json::json!({
                 "success": true,
                 "code": exit::OK,
                 "project_name": args.name,
+                "project_type": args.project_type.as_deref().unwrap_or("unknown"),
                 "path": dir.display().to_string(),
                 "files_created": written.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
                 "git": match git { GitOutcome::Committed => "committed".to_string(), GitOutcome::Skipped(r) => r.clone() },
@@ -173,6 +184,13 @@ pub(crate) fn run(cwd: &Path, args: &SetupArgs) -> Result<u8> {
     match git {
         GitOutcome::Committed => eprintln!("  git repository with a first commit"),
         GitOutcome::Skipped(reason) => eprintln!("warning: {reason}"),
+    }
+    if args.project_type.is_none() {
+        eprintln!(
+            "note: no --project-type: the agent may not run any build or test command yet; \
+             add `Bash(<command> *)` entries to ALLOWED_TOOLS in .hankrc, or run \
+             `hank setup NAME --project-type rust|typescript|javascript|python|go`"
+        );
     }
     eprintln!(
         "Next: cd {}, describe the project in .hank/specs/ and .hank/fix_plan.md, then run `hank`.",
@@ -211,11 +229,13 @@ mod tests {
         let parent = tempfile::tempdir().unwrap();
         std::fs::create_dir(parent.path().join("full")).unwrap();
         std::fs::write(parent.path().join("full/x"), "x").unwrap();
-        assert!(create(parent.path(), "full").is_err());
+        assert!(create(parent.path(), "full", None).is_err());
         std::fs::write(parent.path().join("file"), "x").unwrap();
-        assert!(create(parent.path(), "file").is_err());
+        assert!(create(parent.path(), "file", None).is_err());
+        assert!(create(parent.path(), "typo", Some("rsut")).is_err());
+        assert!(!parent.path().join("typo").exists());
         std::fs::create_dir(parent.path().join("empty")).unwrap();
-        let (dir, written, _) = create(parent.path(), "empty").unwrap();
+        let (dir, written, _) = create(parent.path(), "empty", None).unwrap();
         assert!(written.contains(&PathBuf::from(".hank/PROMPT.md")));
         assert!(dir.join(".hank/specs").is_dir());
         assert!(generate::missing_required(&dir).is_empty());

@@ -198,21 +198,46 @@ pub(crate) fn fetch_github(dir: &Path, label: Option<&str>, limit: u32) -> Resul
     Ok(tasks)
 }
 
-/// Extracts tasks from a PRD file (path relative to `dir` unless absolute).
+/// Reads a PRD file (path relative to `dir` unless absolute) as `hank import` does.
 ///
 /// # Errors
-/// The file cannot be read.
-pub(crate) fn fetch_prd(dir: &Path, prd: &Path, limit: u32) -> Result<Vec<Task>> {
+/// The file cannot be read, is empty, binary, or a `.json` file that is not JSON.
+pub(crate) fn read_prd(dir: &Path, prd: &Path) -> Result<super::import::Document> {
     let path = if prd.is_absolute() {
         prd.to_path_buf()
     } else {
         dir.join(prd)
     };
     let bytes = std::fs::read(&path).map_err(|e| HankError::io("reading PRD", &path, e))?;
-    Ok(tasks::extract_prd_tasks(
-        &String::from_utf8_lossy(&bytes),
-        limit as usize,
-    ))
+    let name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    super::import::parse_document(&name, &bytes)
+}
+
+/// Extracts tasks from a PRD file with the same rules as `hank import --no-ai` (checkboxes,
+/// numbered items, bullets under task headings, must/should sentences).
+///
+/// # Errors
+/// See [`read_prd`].
+pub(crate) fn fetch_prd(dir: &Path, prd: &Path, limit: u32) -> Result<Vec<Task>> {
+    let doc = read_prd(dir, prd)?;
+    Ok(super::import::document_tasks(&doc, limit as usize))
+}
+
+/// `.hank/specs/requirements.md` for the PRD of `req`, when the PRD is one of its sources:
+/// the whole document, as `hank import` keeps it.
+///
+/// # Errors
+/// See [`read_prd`].
+pub(crate) fn prd_requirements(dir: &Path, req: &SourceRequest) -> Result<Option<String>> {
+    match (&req.prd, req.sources.contains(&TaskSourceKind::Prd)) {
+        (Some(prd), true) => Ok(Some(super::import::render_requirements(&read_prd(
+            dir, prd,
+        )?))),
+        _ => Ok(None),
+    }
 }
 
 /// Fetches every requested source; tasks are deduplicated across sources.

@@ -137,6 +137,8 @@ mod tests {
             "build_cmd",
             "test_cmd",
             "run_cmd",
+            "lint_cmd",
+            "verify_line",
             "max_calls",
             "allowed_tools",
             "tasks",
@@ -193,6 +195,7 @@ mod tests {
             ".hank/events.jsonl",
             ".hank/live.log",
             ".hank/hank.lock",
+            ".hank/backup/",
         ] {
             assert!(GITIGNORE.lines().any(|l| l == path), "{path}");
         }

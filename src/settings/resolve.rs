@@ -381,14 +381,14 @@ impl Show for Vec<String> {
 impl Show for Option<Vec<String>> {
     fn show(&self) -> String {
         self.as_ref()
-            .map_or_else(|| "(unset)".to_string(), |v| v.join(","))
+            .map_or_else(|| "unset".to_string(), |v| v.join(","))
     }
 }
 
 impl Show for Option<Vec<(String, String)>> {
     fn show(&self) -> String {
         self.as_ref().map_or_else(
-            || "(unset)".to_string(),
+            || "unset".to_string(),
             |v| {
                 v.iter()
                     .map(|(a, b)| format!("{a}={b}"))
@@ -401,7 +401,7 @@ impl Show for Option<Vec<(String, String)>> {
 
 impl Show for Option<String> {
     fn show(&self) -> String {
-        self.clone().unwrap_or_else(|| "(unset)".to_string())
+        self.clone().unwrap_or_else(|| "unset".to_string())
     }
 }
 
@@ -852,7 +852,7 @@ mod tests {
         assert_eq!(row("CLAUDE_MODEL"), ("opus", "environment"));
         assert_eq!(row("MAX_LOOPS"), ("3", ".hankrc line 1"));
         assert_eq!(row("CLAUDE_TIMEOUT_MINUTES"), ("15m", "default"));
-        assert_eq!(row("CLAUDE_PERMISSION_MODE"), ("(unset)", "default"));
+        assert_eq!(row("CLAUDE_PERMISSION_MODE"), ("unset", "default"));
         assert_eq!(row("CLAUDE_OUTPUT_FORMAT"), ("json", "default"));
         assert_eq!(row("ON_USAGE_LIMIT"), ("wait", "default"));
         assert_eq!(row("MAX_COST_USD"), ("0", "default"));

@@ -399,6 +399,21 @@ fn into_an_existing_project_keeps_user_files_unless_forced() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(v["mode"], "ai");
     assert!(read(&e.p.dir.join(".hank/PROMPT.md")).starts_with("## Project\nTodo app."));
+    // The replaced PROMPT.md was backed up first, and the result says where.
+    let backups: Vec<_> = std::fs::read_dir(e.p.dir.join(".hank/backup"))
+        .unwrap()
+        .map(|d| d.unwrap().path())
+        .collect();
+    assert_eq!(backups.len(), 1, "{backups:?}");
+    assert_eq!(read(&backups[0].join(".hank/PROMPT.md")), prompt_before);
+    assert!(
+        v["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains(".hank/backup/")),
+        "{v}"
+    );
     // User files kept.
     assert_eq!(
         read(&e.p.dir.join(".hankrc")),

@@ -9,6 +9,7 @@ mod analyze;
 mod architecture;
 mod cli;
 mod faults;
+mod first_hour;
 mod import;
 mod loop_e2e;
 mod monitor;

@@ -448,13 +448,19 @@ fn migrate_moves_flat_layout_with_backup() {
     assert_eq!(env.read(".hank/AGENT.md"), "notes");
     assert_eq!(env.read(".hank/specs/a.md"), "spec");
     assert!(env.work().join(".hankrc").is_file());
-    let backups: Vec<String> = std::fs::read_dir(env.work())
+    let backups: Vec<String> = std::fs::read_dir(env.work().join(".hank/backup"))
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| n.starts_with(".hank-migrate-backup-"))
         .collect();
     assert_eq!(backups.len(), 1);
-    assert_eq!(env.read(&format!("{}/PROMPT.md", backups[0])), "my prompt");
+    assert_eq!(
+        env.read(&format!(".hank/backup/{}/PROMPT.md", backups[0])),
+        "my prompt"
+    );
+    assert!(
+        env.read(".gitignore").lines().any(|l| l == ".hank/backup/"),
+        "the backup folder is git-ignored"
+    );
 
     let again = env.hank().args(["migrate", "--json"]).output().unwrap();
     assert_eq!(again.status.code(), Some(0));
