@@ -79,6 +79,17 @@ pub(crate) enum Command {
     Agents(AgentsArgs),
     /// Print shell completions.
     Completions(CompletionsArgs),
+    /// Internal: the `hank --monitor` loop pane's start (reads and deletes an environment
+    /// file, then runs the command with that environment).
+    #[command(name = "__with-env", hide = true)]
+    WithEnv(WithEnvArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub(crate) struct WithEnvArgs {
+    pub file: PathBuf,
+    #[arg(last = true, required = true)]
+    pub command: Vec<std::ffi::OsString>,
 }
 
 /// Flags of `hank run` (each also a `.hankrc` key and an environment variable). The help of
@@ -148,6 +159,9 @@ pub struct RunArgs {
     /// Run inside tmux with a live output pane and the dashboard.
     #[arg(long)]
     pub monitor: bool,
+    /// With --monitor: close the layout as soon as the loop ends (default: wait for a key).
+    #[arg(long, requires = "monitor")]
+    pub monitor_exit: bool,
 }
 
 #[derive(Debug, Clone, Default, Args)]

@@ -25,15 +25,7 @@ use crate::store::Store;
 /// `hank run` (and bare `hank`); `args` is the whole command line, forwarded by `--monitor`.
 pub(crate) fn run(run: &RunArgs, args: &[OsString]) -> Result<u8> {
     if run.monitor {
-        let mut rest: Vec<OsString> = args.iter().skip(1).cloned().collect();
-        if rest.first().is_some_and(|a| a.as_os_str() == "run") {
-            rest.remove(0);
-        }
-        let forwarded: Vec<OsString> = rest
-            .into_iter()
-            .filter(|a| a.as_os_str() != "--monitor")
-            .collect();
-        return crate::monitor::launch_tmux(&forwarded);
+        crate::monitor::tmux::require_tmux()?;
     }
     let project_dir = std::env::current_dir()
         .map_err(|e| HankError::io("cannot read", "the current directory", e))?;
@@ -41,7 +33,7 @@ pub(crate) fn run(run: &RunArgs, args: &[OsString]) -> Result<u8> {
     let settings = settings::load(&run.into(), &project_dir)?;
     check_required_files(&settings)?;
     let mut notes = settings.warnings.clone();
-    if settings.dry_run {
+    if settings.dry_run && !run.monitor {
         let agent = dry_run_agent(&settings, &mut notes)?;
         for w in &notes {
             eprintln!("hank: warning: {w}");
@@ -49,6 +41,25 @@ pub(crate) fn run(run: &RunArgs, args: &[OsString]) -> Result<u8> {
         return dry_run(&settings, &agent);
     }
     let agents = resolve_agents(&settings, &mut notes)?;
+    if run.monitor {
+        // Everything `hank run` would refuse is refused here, in the user's terminal, before
+        // any tmux session exists: flags, .hankrc, files, agents, the client, the lock.
+        for agent in &agents {
+            if agent.profile.is_claude() {
+                check_client(&agent.command)?;
+            }
+        }
+        drop(Store::new(&project_dir).lock()?);
+        let mut rest: Vec<OsString> = args.iter().skip(1).cloned().collect();
+        if rest.first().is_some_and(|a| a.as_os_str() == "run") {
+            rest.remove(0);
+        }
+        let forwarded: Vec<OsString> = rest
+            .into_iter()
+            .filter(|a| a.as_os_str() != "--monitor" && a.as_os_str() != "--monitor-exit")
+            .collect();
+        return crate::monitor::launch_tmux(&forwarded, &project_dir, !run.monitor_exit);
+    }
     let clock = SystemClock::from_env()?;
     for agent in &agents {
         if agent.profile.is_claude() {

@@ -93,6 +93,10 @@ pub(crate) fn run(args: &MonitorOptions) -> Result<u8> {
 
 /// `hank --monitor`: starts the loop in tmux. `forwarded` are the user's other `hank run`
 /// arguments, exactly as given (without `--monitor`).
-pub(crate) fn launch_tmux(forwarded: &[OsString]) -> Result<u8> {
-    tmux::launch(forwarded)
+pub(crate) fn launch_tmux(
+    forwarded: &[OsString],
+    project: &std::path::Path,
+    keep_open: bool,
+) -> Result<u8> {
+    tmux::launch(forwarded, project, keep_open)
 }

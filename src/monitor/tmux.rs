@@ -1,13 +1,19 @@
 //! `hank --monitor`: the loop in a tmux session, with the live output and the dashboard.
 //!
 //! Layout: the loop on the left (`hank run --live …`), `tail -F .hank/live.log` top right,
-//! `hank monitor` bottom right. The loop pane runs a small `/bin/sh` script (executed by tmux
-//! directly, never through the user's shell, which may be fish or a login shell that resets
-//! PATH) that records the loop's exit code in `.hank/logs/tmux-exit-code`, prints it, and
-//! kills the session, so the session ends with the loop. Every path and user argument in that
-//! script is single-quoted; `hank`, `tmux` and `tail` are absolute paths, and `PATH`,
-//! `CLAUDE_CODE_CMD` (made absolute) and the hank settings found in the environment are passed
-//! to the panes with `-e`, because an already running tmux server would not see them.
+//! `hank monitor` bottom right — in a new session, or in a new window of the current session
+//! when `hank --monitor` runs inside tmux. The loop pane runs a small `/bin/sh` script
+//! (executed by tmux directly, never through the user's shell, which may be fish or a login
+//! shell that resets PATH) that records the loop's exit code in `.hank/logs/tmux-exit-code`,
+//! prints it, waits for a key (unless `--monitor-exit`) so the final screen stays readable, and
+//! closes the session (or window). Every path and user argument in that script is
+//! single-quoted; `hank`, `tmux` and `tail` are absolute paths.
+//!
+//! The loop gets the caller's whole environment (API keys, base URLs, proxies, HOME…), not the
+//! tmux server's, which may have been started long ago with another one: it is written to a
+//! private file (0600, in a 0700 temp folder) that the pane's `hank __with-env FILE -- …` reads,
+//! deletes and passes on, so no value ever appears on a command line. The dashboard panes get
+//! `PATH`, `CLAUDE_CODE_CMD` (made absolute) and the hank settings with `-e`.
 //!
 //! The argv builders are pure; [`launch`] runs them.
 
@@ -42,8 +48,14 @@ pub(crate) struct LaunchSpec {
     pub session: String,
     /// The user's `hank run` arguments, as given.
     pub forwarded: Vec<String>,
-    /// `NAME=value` pairs for every pane.
+    /// `NAME=value` pairs for the dashboard panes.
     pub env: Vec<(String, String)>,
+    /// The caller's environment for the loop pane (see the module docs).
+    pub env_file: Option<PathBuf>,
+    /// `hank --monitor` runs inside tmux: a new window of the current session.
+    pub inside_tmux: bool,
+    /// Keep the layout after the loop ends until a key is pressed (not `--monitor-exit`).
+    pub keep_open: bool,
 }
 
 /// A tmux session name from a folder name: letters, digits, `-` and `_` kept, every other
@@ -116,7 +128,16 @@ fn path_str(p: &Path) -> String {
 /// The `/bin/sh` script of the loop pane.
 #[must_use]
 pub(crate) fn loop_script(spec: &LaunchSpec) -> String {
-    let mut run = vec![shell_quote(&path_str(&spec.hank)), shell_quote("run")];
+    let mut run = Vec::new();
+    if let Some(file) = &spec.env_file {
+        run.extend([
+            shell_quote(&path_str(&spec.hank)),
+            shell_quote(WITH_ENV),
+            shell_quote(&path_str(file)),
+            "--".to_string(),
+        ]);
+    }
+    run.extend([shell_quote(&path_str(&spec.hank)), shell_quote("run")]);
     if !spec.forwarded.iter().any(|a| a == "--live") {
         run.push(shell_quote("--live"));
     }
@@ -136,13 +157,135 @@ pub(crate) fn loop_script(spec: &LaunchSpec) -> String {
             shell_quote(&path_str(&exit_file))
         ),
         "printf '\\nhank run exited with code %s\\n' \"$code\"".to_string(),
+    ]
+    .into_iter()
+    .chain(spec.keep_open.then(|| {
+        // One key, no Enter needed; the terminal mode is restored before the layout closes.
+        "printf 'Press any key to close the monitor.\\n'\n\
+         old=$(stty -g 2>/dev/null)\n\
+         stty -icanon -echo min 1 time 0 2>/dev/null\n\
+         dd bs=1 count=1 >/dev/null 2>&1\n\
+         [ -n \"$old\" ] && stty \"$old\" 2>/dev/null"
+            .to_string()
+    }))
+    .chain(std::iter::once(if spec.inside_tmux {
+        format!(
+            "exec {} kill-window -t \"$TMUX_PANE\"",
+            shell_quote(&path_str(&spec.tmux))
+        )
+    } else {
         format!(
             "exec {} kill-session -t {}",
             shell_quote(&path_str(&spec.tmux)),
             shell_quote(&exact(&spec.session))
-        ),
-    ]
+        )
+    }))
+    .collect::<Vec<_>>()
     .join("\n")
+}
+
+/// The hidden subcommand the loop pane runs: `hank __with-env FILE -- PROGRAM ARGS…`.
+pub(crate) const WITH_ENV: &str = "__with-env";
+
+/// Variables that describe the caller's terminal, not the pane's: the pane keeps its own.
+const PANE_OWN: &[&str] = &["TMUX", "TMUX_PANE", "TERM", "COLUMNS", "LINES"];
+
+/// The environment file: `NAME=value` entries separated by NUL bytes (pure).
+#[must_use]
+pub(crate) fn encode_env(vars: impl IntoIterator<Item = (OsString, OsString)>) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = Vec::new();
+    for (k, v) in vars {
+        let kb = k.as_bytes();
+        if kb.is_empty() || kb.contains(&b'=') || kb.contains(&0) || v.as_bytes().contains(&0) {
+            continue;
+        }
+        if PANE_OWN.iter().any(|p| p.as_bytes() == kb) {
+            continue;
+        }
+        out.extend_from_slice(kb);
+        out.push(b'=');
+        out.extend_from_slice(v.as_bytes());
+        out.push(0);
+    }
+    out
+}
+
+/// Reads [`encode_env`]'s format back (pure); malformed entries are skipped.
+#[must_use]
+pub(crate) fn decode_env(bytes: &[u8]) -> Vec<(OsString, OsString)> {
+    use std::os::unix::ffi::OsStrExt;
+    bytes
+        .split(|b| *b == 0)
+        .filter_map(|entry| {
+            let eq = entry.iter().position(|b| *b == b'=')?;
+            (eq > 0).then(|| {
+                (
+                    std::ffi::OsStr::from_bytes(&entry[..eq]).to_os_string(),
+                    std::ffi::OsStr::from_bytes(&entry[eq + 1..]).to_os_string(),
+                )
+            })
+        })
+        .collect()
+}
+
+/// Writes the caller's environment to a new private file for the loop pane.
+fn write_env_file() -> Result<PathBuf> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix("hank-env-")
+        .tempdir()
+        .map_err(|e| HankError::io("create", std::env::temp_dir(), e))?
+        .keep();
+    let file = dir.join("env");
+    let bytes = encode_env(std::env::vars_os());
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&file)
+        .and_then(|mut f| f.write_all(&bytes))
+        .map_err(|e| HankError::io("write", &file, e))?;
+    Ok(file)
+}
+
+fn remove_env_file(file: &Path) {
+    let _ = std::fs::remove_file(file);
+    if let Some(dir) = file.parent() {
+        let _ = std::fs::remove_dir(dir);
+    }
+}
+
+/// `hank __with-env FILE -- PROGRAM ARGS…`: reads and deletes FILE, then runs PROGRAM (in
+/// place of this process) with that environment, keeping the pane's own terminal variables.
+pub(crate) fn with_env(file: &Path, command: &[OsString]) -> Result<u8> {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    let (program, args) = command
+        .split_first()
+        .ok_or_else(|| HankError::usage(format!("{WITH_ENV}: expected `-- PROGRAM ARGS…`")))?;
+    let meta = std::fs::symlink_metadata(file).map_err(|e| HankError::io("read", file, e))?;
+    if !meta.is_file() {
+        return Err(HankError::usage(format!(
+            "{}: expected a regular file",
+            file.display()
+        )));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(file)
+        .and_then(|f| f.take(16 << 20).read_to_end(&mut bytes))
+        .map_err(|e| HankError::io("read", file, e))?;
+    remove_env_file(file);
+    let mut cmd = Command::new(program);
+    cmd.args(args).env_clear().envs(decode_env(&bytes));
+    for key in PANE_OWN {
+        if let Some(v) = std::env::var_os(key) {
+            cmd.env(key, v);
+        }
+    }
+    let err = cmd.exec();
+    Err(HankError::io("run", PathBuf::from(program), err))
 }
 
 /// `tmux new-session`: the detached session with the loop pane; prints the pane id.
@@ -164,9 +307,27 @@ pub(crate) fn new_session_argv(spec: &LaunchSpec) -> Vec<OsString> {
         os("-F"),
         os("#{pane_id}"),
     ];
-    argv.extend(env_args(spec));
     argv.extend([os("/bin/sh"), os("-c"), os(&loop_script(spec))]);
     argv
+}
+
+/// `tmux new-window` in the current session (inside tmux): the loop pane; prints its pane id.
+#[must_use]
+pub(crate) fn new_window_argv(spec: &LaunchSpec) -> Vec<OsString> {
+    vec![
+        path_arg(&spec.tmux),
+        os("new-window"),
+        os("-n"),
+        os(&spec.session),
+        os("-c"),
+        path_arg(&spec.project),
+        os("-P"),
+        os("-F"),
+        os("#{pane_id}"),
+        os("/bin/sh"),
+        os("-c"),
+        os(&loop_script(spec)),
+    ]
 }
 
 /// `tmux split-window`: the live output pane right of `loop_pane`; prints its pane id.
@@ -334,14 +495,12 @@ fn ended_early(spec: &LaunchSpec) -> u8 {
     code.unwrap_or(exit::ERROR)
 }
 
-/// Starts the session and attaches to it (or prints how to).
-pub(crate) fn launch(forwarded: &[OsString]) -> Result<u8> {
-    let tmux = which::which("tmux").map_err(|_| {
-        HankError::usage_hint(
-            "tmux is not installed (`hank --monitor` runs the loop in a tmux session)",
-            "install tmux, or run `hank` and `hank monitor` in two terminals",
-        )
-    })?;
+/// Starts the session (or, inside tmux, a window) and attaches to it (or prints how to).
+/// `project` is the validated project root; `keep_open` keeps the layout after the loop ends
+/// until a key is pressed. Returns the loop's exit code when the loop ended while attached
+/// (or, inside tmux, when it ends); 0 after a detach.
+pub(crate) fn launch(forwarded: &[OsString], project: &Path, keep_open: bool) -> Result<u8> {
+    let tmux = require_tmux()?;
     let version = run_capture(&[path_arg(&tmux), os("-V")])?;
     let version_text = String::from_utf8_lossy(&version.stdout).trim().to_string();
     if let Some(v) = parse_version(&version_text).filter(|v| *v < MIN_VERSION) {
@@ -350,15 +509,7 @@ pub(crate) fn launch(forwarded: &[OsString]) -> Result<u8> {
             MIN_VERSION.0, MIN_VERSION.1, v.0, v.1
         )));
     }
-    let cwd =
-        std::env::current_dir().map_err(|e| HankError::io("read", "the current directory", e))?;
-    let project = std::fs::canonicalize(&cwd).unwrap_or(cwd);
-    if !project.join(".hank").is_dir() {
-        return Err(HankError::usage_hint(
-            format!("{} has no .hank/ directory", project.display()),
-            "run `hank --monitor` in the project root (or `hank enable` first)",
-        ));
-    }
+    let project = std::fs::canonicalize(project).unwrap_or_else(|_| project.to_path_buf());
     let exe = std::env::current_exe().map_err(|e| HankError::io("locate", "the hank binary", e))?;
     let hank = std::fs::canonicalize(&exe).unwrap_or(exe);
     let tail = which::which("tail").unwrap_or_else(|_| PathBuf::from("tail"));
@@ -369,42 +520,140 @@ pub(crate) fn launch(forwarded: &[OsString]) -> Result<u8> {
     let folder = project
         .file_name()
         .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    let session = unique_session_name(&sanitize_session_name(&folder), |n| {
-        session_exists(&tmux, n)
-    });
+    let inside_tmux = std::env::var_os("TMUX").is_some_and(|v| !v.is_empty());
+    let base = sanitize_session_name(&folder);
+    let session = if inside_tmux {
+        base
+    } else {
+        unique_session_name(&base, |n| session_exists(&tmux, n))
+    };
+    let forwarded = utf8_args(forwarded)?;
+    let env_file = write_env_file()?;
     let spec = LaunchSpec {
         tmux,
         hank,
         tail,
         project,
         session,
-        forwarded: utf8_args(forwarded)?,
+        forwarded,
         env,
+        env_file: Some(env_file.clone()),
+        inside_tmux,
+        keep_open,
     };
+    let result = start_panes(&spec);
+    if !matches!(result, Ok(Started::Panes(_))) {
+        // The loop pane never ran (or ended at once): the file must not stay behind.
+        remove_env_file(&env_file);
+    }
+    match result? {
+        Started::EndedEarly(code) => Ok(code),
+        Started::Panes(loop_pane) if spec.inside_tmux => Ok(wait_in_window(&spec, &loop_pane)),
+        Started::Panes(_) => attach(&spec),
+    }
+}
+
+/// The tmux binary, or the error that says how to do without it.
+pub(crate) fn require_tmux() -> Result<PathBuf> {
+    which::which("tmux").map_err(|_| {
+        HankError::usage_hint(
+            "tmux is not installed (`hank --monitor` runs the loop in a tmux session)",
+            "install tmux, or run `hank` and `hank monitor` in two terminals",
+        )
+    })
+}
+
+/// What setting up the panes gave.
+enum Started {
+    /// The loop pane's id.
+    Panes(String),
+    /// The loop ended before the layout was complete: its exit code.
+    EndedEarly(u8),
+}
+
+fn start_panes(spec: &LaunchSpec) -> Result<Started> {
     // A stale code from an earlier session must not be mistaken for this one's.
     let _ = std::fs::remove_file(spec.project.join(EXIT_CODE_FILE));
-
-    let out = run_capture(&new_session_argv(&spec))?;
+    let first = if spec.inside_tmux {
+        new_window_argv(spec)
+    } else {
+        new_session_argv(spec)
+    };
+    let out = run_capture(&first)?;
     if !out.status.success() {
-        return Err(tmux_failed("new-session", &out));
+        return Err(tmux_failed(
+            if spec.inside_tmux {
+                "new-window"
+            } else {
+                "new-session"
+            },
+            &out,
+        ));
     }
     let loop_pane = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let out = run_capture(&live_pane_argv(&spec, &loop_pane))?;
+    let gone = |spec: &LaunchSpec| {
+        if spec.inside_tmux {
+            !pane_exists(&spec.tmux, &loop_pane)
+        } else {
+            !session_exists(&spec.tmux, &spec.session)
+        }
+    };
+    let out = run_capture(&live_pane_argv(spec, &loop_pane))?;
     if !out.status.success() {
-        if !session_exists(&spec.tmux, &spec.session) {
-            return Ok(ended_early(&spec));
+        if gone(spec) {
+            return Ok(Started::EndedEarly(ended_early(spec)));
         }
         return Err(tmux_failed("split-window", &out));
     }
     let live_pane = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let out = run_capture(&monitor_pane_argv(&spec, &live_pane))?;
+    let out = run_capture(&monitor_pane_argv(spec, &live_pane))?;
     if !out.status.success() {
-        if !session_exists(&spec.tmux, &spec.session) {
-            return Ok(ended_early(&spec));
+        if gone(spec) {
+            return Ok(Started::EndedEarly(ended_early(spec)));
         }
         return Err(tmux_failed("split-window", &out));
     }
+    Ok(Started::Panes(loop_pane))
+}
 
+fn pane_exists(tmux: &Path, pane: &str) -> bool {
+    run_capture(&[
+        path_arg(tmux),
+        os("display-message"),
+        os("-p"),
+        os("-t"),
+        os(pane),
+        os("#{pane_id}"),
+    ])
+    .is_ok_and(|o| o.status.success() && !o.stdout.is_empty())
+}
+
+/// Inside tmux: the loop runs in a new window of this session (tmux shows it); this pane
+/// waits for the loop's exit code and returns it. Ctrl-C here stops only the waiting.
+fn wait_in_window(spec: &LaunchSpec, loop_pane: &str) -> u8 {
+    eprintln!(
+        "hank: the loop runs in window '{}' of this tmux session; waiting here for its exit code (Ctrl-C stops waiting, not the loop)",
+        spec.session
+    );
+    loop {
+        if let Some(code) = recorded_exit_code(&spec.project) {
+            eprintln!("hank: the loop exited with code {code} (details: `hank status`)");
+            return code;
+        }
+        if !pane_exists(&spec.tmux, loop_pane) {
+            // Closed before it recorded a code (the window was killed).
+            return recorded_exit_code(&spec.project).unwrap_or_else(|| {
+                eprintln!("hank: the loop's window was closed (details: `hank status`)");
+                exit::ERROR
+            });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+}
+
+/// Outside tmux: attach (with a terminal) and return the loop's exit code once the session
+/// ends; without a terminal, print how to attach.
+fn attach(spec: &LaunchSpec) -> Result<u8> {
     let attach_cmd = format!("tmux attach -t {}", shell_quote(&spec.session));
     let terminal = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     if !terminal {
@@ -415,24 +664,14 @@ pub(crate) fn launch(forwarded: &[OsString]) -> Result<u8> {
         super::print_stdout(&format!("{attach_cmd}\n"))?;
         return Ok(exit::OK);
     }
-    let inside_tmux = std::env::var_os("TMUX").is_some_and(|v| !v.is_empty());
-    let argv = attach_argv(&spec, inside_tmux);
+    let argv = attach_argv(spec, false);
     let (program, args) = argv
         .split_first()
         .ok_or_else(|| HankError::Internal("empty tmux argv".into()))?;
-    let status = Command::new(program)
+    Command::new(program)
         .args(args)
         .status()
         .map_err(|e| HankError::io("run", PathBuf::from(program), e))?;
-    if inside_tmux {
-        if !status.success() {
-            eprintln!(
-                "hank: could not switch to session '{}'; run: {attach_cmd}",
-                spec.session
-            );
-        }
-        return Ok(exit::OK);
-    }
     if session_exists(&spec.tmux, &spec.session) {
         eprintln!("hank: detached; the loop keeps running. Reattach with: {attach_cmd}");
         return Ok(exit::OK);
@@ -443,8 +682,10 @@ pub(crate) fn launch(forwarded: &[OsString]) -> Result<u8> {
             Ok(code)
         }
         None => {
-            eprintln!("hank: the tmux session ended (details: `hank status`)");
-            Ok(exit::OK)
+            eprintln!(
+                "hank: the tmux session ended before the loop recorded an exit code (details: `hank status`)"
+            );
+            Ok(exit::ERROR)
         }
     }
 }
@@ -470,6 +711,9 @@ mod tests {
             session: "my_project".into(),
             forwarded: forwarded.iter().map(|s| (*s).to_string()).collect(),
             env: vec![("PATH".into(), "/bin:/usr/bin".into())],
+            env_file: None,
+            inside_tmux: false,
+            keep_open: false,
         }
     }
 
@@ -543,10 +787,10 @@ mod tests {
                 "#{pane_id}"
             ]
         );
-        assert_eq!(argv[14..16], ["-e", "PATH=/bin:/usr/bin"]);
-        assert_eq!(argv[16..18], ["/bin/sh", "-c"]);
-        assert_eq!(argv.len(), 19);
-        let script = &argv[18];
+        // No environment on the loop pane's command line: it comes from the env file.
+        assert_eq!(argv[14..16], ["/bin/sh", "-c"]);
+        assert_eq!(argv.len(), 17);
+        let script = &argv[16];
         assert!(
             script.contains("'/opt/hank bin/hank' run --live -c 5\ncode=$?"),
             "{script}"
@@ -558,6 +802,72 @@ mod tests {
         assert!(
             script.contains("> '/home/u/my project/.hank/logs/tmux-exit-code'"),
             "{script}"
+        );
+    }
+
+    /// The loop pane starts through `__with-env` when there is an env file, waits for a key
+    /// unless `--monitor-exit`, and closes its window (inside tmux) or its session.
+    #[test]
+    fn loop_script_variants() {
+        let mut s = spec(&["--max-loops", "1"]);
+        s.env_file = Some("/tmp/hank-env-x/env".into());
+        s.keep_open = true;
+        let script = loop_script(&s);
+        assert!(
+            script.contains(
+                "'/opt/hank bin/hank' __with-env /tmp/hank-env-x/env -- '/opt/hank bin/hank' run --live --max-loops 1\ncode=$?"
+            ),
+            "{script}"
+        );
+        assert!(script.contains("Press any key") && script.contains("dd bs=1 count=1"));
+        assert!(script.ends_with("kill-session -t =my_project"), "{script}");
+        s.inside_tmux = true;
+        s.keep_open = false;
+        let script = loop_script(&s);
+        assert!(!script.contains("Press any key"));
+        assert!(
+            script.ends_with("kill-window -t \"$TMUX_PANE\""),
+            "{script}"
+        );
+        let argv = strs(&new_window_argv(&s));
+        assert_eq!(argv[1..4], ["new-window", "-n", "my_project"]);
+        assert!(!argv.iter().any(|a| a == "-e"));
+    }
+
+    #[test]
+    fn env_file_round_trip_keeps_bytes_and_drops_the_terminal() {
+        use std::os::unix::ffi::OsStringExt;
+        let vars = vec![
+            (
+                OsString::from("ANTHROPIC_API_KEY"),
+                OsString::from("sk-ant-x y=z"),
+            ),
+            (
+                OsString::from("TMUX"),
+                OsString::from("/tmp/tmux-1/default,1,0"),
+            ),
+            (OsString::from("TERM"), OsString::from("xterm")),
+            (
+                OsString::from("RAW"),
+                OsString::from_vec(vec![0xff, b'a', b'\n']),
+            ),
+            (OsString::from("BAD=NAME"), OsString::from("v")),
+            (OsString::from("EMPTY"), OsString::new()),
+        ];
+        let decoded = decode_env(&encode_env(vars));
+        assert_eq!(
+            decoded,
+            vec![
+                (
+                    OsString::from("ANTHROPIC_API_KEY"),
+                    OsString::from("sk-ant-x y=z")
+                ),
+                (
+                    OsString::from("RAW"),
+                    OsString::from_vec(vec![0xff, b'a', b'\n'])
+                ),
+                (OsString::from("EMPTY"), OsString::new()),
+            ]
         );
     }
 
@@ -703,6 +1013,9 @@ mod tests {
             session: "s".into(),
             forwarded: forwarded.iter().map(|s| (*s).to_string()).collect(),
             env: vec![],
+            env_file: None,
+            inside_tmux: false,
+            keep_open: false,
         };
         assert!(forwarded.iter().all(|a| a.is_empty()
             || needs_quoting(std::ffi::OsStr::new(a))

@@ -235,7 +235,14 @@ fn monitor_flag_runs_the_loop_in_tmux_and_ends_with_it() {
     let out = p
         .cmd()
         .env("TMUX_TMPDIR", &tmpdir)
-        .args(["--monitor", "--max-loops", "1", "--model", "it's $HOME"])
+        .args([
+            "--monitor",
+            "--monitor-exit",
+            "--max-loops",
+            "1",
+            "--model",
+            "it's $HOME",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -336,4 +343,214 @@ fn monitor_exits_when_its_terminal_goes_away() {
         crate::support::gone_within(pid, Duration::from_secs(5)),
         "monitor {pid} outlived its terminal"
     );
+}
+
+fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < timeout, "{what}: not within {timeout:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A bad flag or `.hankrc` under `--monitor` is the same error as `hank run`'s, in the user's
+/// terminal, and no tmux session is started.
+#[test]
+fn monitor_flag_validates_first() {
+    if !cmd_exists("tmux") {
+        eprintln!("SKIP monitor_flag_validates_first: tmux not installed");
+        return;
+    }
+    let p = Project::new(&["a"]);
+    let tmpdir = p.home.join("tmux");
+    std::fs::create_dir_all(&tmpdir).unwrap();
+    let tmux = Tmux {
+        tmpdir: tmpdir.clone(),
+        home: p.home.clone(),
+    };
+    let out = p
+        .cmd()
+        .env("TMUX_TMPDIR", &tmpdir)
+        .args(["--monitor", "--max-loops", "many"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--max-loops"), "{}", stderr(&out));
+    p.hankrc("MAX_LOOPZ=3\n");
+    let out = p
+        .cmd()
+        .env("TMUX_TMPDIR", &tmpdir)
+        .args(["--monitor"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unknown key MAX_LOOPZ"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!tmux.has_session("proj"));
+    assert_eq!(p.calls(), 0);
+}
+
+/// A tmux server started earlier, with another environment: the loop still gets the
+/// caller's environment (keys, HOME, the fake agent's settings), and no env file stays behind.
+#[test]
+fn monitor_flag_passes_the_callers_environment_to_an_old_server() {
+    if !cmd_exists("tmux") {
+        eprintln!("SKIP monitor_flag_passes_the_callers_environment_to_an_old_server");
+        return;
+    }
+    let p = Project::new(&["a"]);
+    let tmpdir = p.home.join("tmux");
+    let private_tmp = p.home.join("tmp");
+    std::fs::create_dir_all(&tmpdir).unwrap();
+    std::fs::create_dir_all(&private_tmp).unwrap();
+    let tmux = Tmux {
+        tmpdir: tmpdir.clone(),
+        home: p.home.clone(),
+    };
+    // The server starts without the caller's variables.
+    let o = Command::new("tmux")
+        .args(["new-session", "-d", "-s", "other", "sleep 600"])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("TMUX_TMPDIR", &tmpdir)
+        .env("HOME", "/nonexistent")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    p.fake(
+        "effect.sh",
+        "printf '%s|%s' \"$ANTHROPIC_API_KEY\" \"$HOME\" > \"$FAKE_CLAUDE_DIR/seen\"\n",
+    );
+    let out = p
+        .cmd()
+        .env("TMUX_TMPDIR", &tmpdir)
+        .env("TMPDIR", &private_tmp)
+        .env("ANTHROPIC_API_KEY", "sk-ant-api03-caller-only-value")
+        .args(["--monitor", "--monitor-exit", "--max-loops", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    wait_until("the loop's session ends", Duration::from_secs(60), || {
+        !tmux.has_session("proj")
+    });
+    assert_eq!(p.calls(), 1);
+    let seen = std::fs::read_to_string(p.fake.join("seen")).unwrap();
+    assert_eq!(
+        seen,
+        format!("sk-ant-api03-caller-only-value|{}", p.home.display())
+    );
+    let code = std::fs::read_to_string(p.dir.join(".hank/logs/tmux-exit-code")).unwrap();
+    assert_eq!(code.trim(), "3");
+    let left: Vec<_> = std::fs::read_dir(&private_tmp).unwrap().collect();
+    assert!(left.is_empty(), "env file left behind: {left:?}");
+}
+
+/// Without `--monitor-exit` the final screen stays until a key is pressed.
+#[test]
+fn monitor_flag_keeps_the_final_screen_until_a_key() {
+    if !cmd_exists("tmux") {
+        eprintln!("SKIP monitor_flag_keeps_the_final_screen_until_a_key");
+        return;
+    }
+    let p = Project::new(&["a"]);
+    let tmpdir = p.home.join("tmux");
+    std::fs::create_dir_all(&tmpdir).unwrap();
+    let tmux = Tmux {
+        tmpdir: tmpdir.clone(),
+        home: p.home.clone(),
+    };
+    let out = p
+        .cmd()
+        .env("TMUX_TMPDIR", &tmpdir)
+        .args(["--monitor", "--max-loops", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let mut screen = String::new();
+    wait_until("the exit screen", Duration::from_secs(60), || {
+        screen = tmux.capture_all("proj");
+        screen.contains("Press any key")
+    });
+    assert!(screen.contains("exited with code 3"), "{screen}");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(tmux.has_session("proj"), "the layout closed by itself");
+    let panes = tmux.cmd(&["list-panes", "-s", "-t", "=proj", "-F", "#{pane_id}"]);
+    let first = stdout(&panes).lines().next().unwrap().to_string();
+    let _ = tmux.cmd(&["send-keys", "-t", &first, "x"]);
+    wait_until(
+        "the layout closes after the key",
+        Duration::from_secs(20),
+        || !tmux.has_session("proj"),
+    );
+}
+
+/// Inside tmux, `--monitor` opens a window in the current session and returns the loop's
+/// exit code when it ends.
+#[test]
+fn monitor_flag_inside_tmux_opens_a_window_and_returns_the_code() {
+    if !cmd_exists("tmux") {
+        eprintln!("SKIP monitor_flag_inside_tmux_opens_a_window_and_returns_the_code");
+        return;
+    }
+    let p = Project::new(&["a"]);
+    let tmpdir = p.home.join("tmux");
+    std::fs::create_dir_all(&tmpdir).unwrap();
+    let tmux = Tmux {
+        tmpdir: tmpdir.clone(),
+        home: p.home.clone(),
+    };
+    p.fake(
+        "effect.sh",
+        "for _ in $(seq 600); do [ -e \"$FAKE_CLAUDE_DIR/release\" ] && break; sleep 0.05; done\n",
+    );
+    let result = p.home.join("result");
+    let script = format!(
+        "cd '{}' && '{}' --monitor --monitor-exit --max-loops 1; echo $? > '{}'; sleep 600",
+        p.dir.display(),
+        crate::support::hank_bin().display(),
+        result.display()
+    );
+    let o = Command::new("tmux")
+        .args([
+            "new-session",
+            "-d",
+            "-s",
+            "outer",
+            "-x",
+            "200",
+            "-y",
+            "50",
+            &script,
+        ])
+        .env_clear()
+        .env(
+            "PATH",
+            format!(
+                "{}:/usr/bin:/bin",
+                crate::support::fixtures().join("bin").display()
+            ),
+        )
+        .env("TMUX_TMPDIR", &tmpdir)
+        .env("HOME", &p.home)
+        .env("FAKE_CLAUDE_DIR", &p.fake)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    wait_until("the loop's window opens", Duration::from_secs(30), || {
+        let w = tmux.cmd(&["list-windows", "-t", "=outer", "-F", "#{window_name}"]);
+        stdout(&w).lines().any(|n| n == "proj")
+    });
+    assert!(!tmux.has_session("proj"), "a second session was created");
+    p.fake("release", "");
+    wait_until("the exit code comes back", Duration::from_secs(60), || {
+        std::fs::read_to_string(&result).is_ok_and(|r| !r.trim().is_empty())
+    });
+    assert_eq!(std::fs::read_to_string(&result).unwrap().trim(), "3");
+    assert_eq!(p.calls(), 1);
 }
