@@ -522,6 +522,10 @@ pub fn exit_message(reason: ExitReason, state: &State, plan: &Plan) -> String {
             let last = state.history.last().and_then(|r| r.error_kind).map_or("error", |k| k.as_str());
             format!("the agent cannot work ({last}); retrying cannot help — see the last loop log")
         }
+        ExitReason::NeedsAnswers => format!(
+            "the agent only asked questions, without progress, in the last {} loops: answer them in .hank/PROMPT.md or .hank/fix_plan.md, then run hank again",
+            crate::policy::decide::MAX_QUESTION_LOOPS
+        ),
         ExitReason::IntegrityFailure => "a required hank file disappeared (PROMPT.md, fix_plan.md, AGENT.md or .hankrc)".into(),
         ExitReason::MaxLoops => "MAX_LOOPS reached".into(),
         ExitReason::CostBudget => "MAX_COST_USD reached".into(),

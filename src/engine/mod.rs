@@ -369,7 +369,15 @@ impl Engine {
 
         // 7. fold
         let now = self.clock.now();
-        self.fold(number, now, resume.as_deref(), &analysis, &progress)?;
+        let interrupted_by_hank = outcome.interrupted || self.interrupted();
+        self.fold(
+            number,
+            now,
+            resume.as_deref(),
+            &analysis,
+            &progress,
+            interrupted_by_hank,
+        )?;
         self.state
             .agents
             .count(agent.name(), analysis.cost_usd, analysis.tokens.sum());
@@ -388,7 +396,7 @@ impl Engine {
             now,
             cfg: &dcfg,
         });
-        if outcome.interrupted || self.interrupted() {
+        if interrupted_by_hank {
             decision = Decision::Stop(ExitReason::Interrupted);
         }
         decision = self.failover_after(&analysis, decision);
@@ -434,6 +442,7 @@ impl Engine {
         resumed: Option<&str>,
         analysis: &Analysis,
         progress: &progress::Progress,
+        interrupted_by_hank: bool,
     ) -> Result<()> {
         self.cost_this_run += analysis.cost_usd;
         let folded = self.state.fold(&Fold {
@@ -444,6 +453,7 @@ impl Engine {
             progress,
             decide: &self.s.decide_config(),
             breaker: &self.s.breaker_config(),
+            interrupted_by_hank,
         });
         for w in crate::report::denial_warnings(&folded.denied, &folded.denial_warnings) {
             self.warn(&w);

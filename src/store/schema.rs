@@ -356,6 +356,10 @@ pub struct Fold<'a> {
     pub progress: &'a Progress,
     pub decide: &'a DecideConfig,
     pub breaker: &'a BreakerConfig,
+    /// Hank itself stopped the agent (Ctrl-C, SIGTERM): the answer says nothing about the
+    /// agent, so the breaker does not count it. An `interrupted` answer hank did not cause
+    /// is a failed call like any other.
+    pub interrupted_by_hank: bool,
 }
 
 /// What folding a loop found, for the loop to report.
@@ -390,6 +394,9 @@ impl State {
         self.history.push(record);
         let excess = self.history.len().saturating_sub(HISTORY_LEN);
         self.history.drain(..excess);
+        if f.interrupted_by_hank {
+            return folded;
+        }
         Folded {
             transition: self.breaker.record(a, f.progress, f.now, f.breaker),
             ..folded
@@ -693,6 +700,7 @@ mod tests {
                 progress: &idle,
                 decide: &dcfg,
                 breaker: &bcfg,
+                interrupted_by_hank: false,
             });
             transitions += usize::from(folded.transition.is_some());
         }
