@@ -229,6 +229,22 @@ impl Engine {
             .resumable(self.state.session.as_ref(), now)
             .map(|x| x.id.clone())
             .filter(|_| agent.profile.resume);
+        // state.json is in the agent's reach: a stored id goes back on the command line only
+        // in the CLI's own alphabet.
+        let resume = match resume {
+            Some(id) => match crate::policy::session::check_id(&id, agent.profile.session_ids()) {
+                Ok(()) => Some(id),
+                Err(why) => {
+                    self.warn(&format!(
+                        "the stored session id is not one {} makes ({why}); starting a fresh session",
+                        agent.name()
+                    ));
+                    self.state.session = None;
+                    None
+                }
+            },
+            None => None,
+        };
         let handover = self.handover.take();
         let context = {
             let mut input = argv::context_input(&self.state, &self.plan, number);
@@ -308,6 +324,7 @@ impl Engine {
         };
         let wall = &self.clock;
         let parser = &agent.profile.parser;
+        let secrets = &self.secrets;
         let called = call::call(
             spawn,
             &agent.profile.parser,
@@ -318,7 +335,8 @@ impl Engine {
                     Parser::Claude => analysis::live_items(line),
                     Parser::Mapped(m) => analysis::mapped_live_items(m, line),
                 };
-                for item in items {
+                for mut item in items {
+                    crate::agent::redact::redact_live(&mut item, secrets);
                     if let Some(f) = live_file.as_mut() {
                         let _ = f.write_all(crate::report::live_log_line(&item).as_bytes());
                     }
@@ -347,6 +365,9 @@ impl Engine {
         }
         let clock_now = self.clock.now();
         crate::agent::redact::redact_analysis(&mut analysis, &self.secrets);
+        for w in crate::agent::vet::vet(&mut analysis, agent.profile.session_ids()) {
+            self.warn(&w);
+        }
         self.reporter.analysis_detail(&analysis);
         if let Some(left) = decide::credential_expiry_due(
             analysis.credential_expires_at,

@@ -35,7 +35,7 @@
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::{Analysis, ErrorKind, Outcome};
+use crate::analysis::{Analysis, Outcome};
 use crate::policy::budget::add_duration;
 use crate::policy::progress::Progress;
 
@@ -433,7 +433,7 @@ impl Breaker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::AgentError;
+    use crate::analysis::{AgentError, ErrorKind};
     use crate::policy::progress::ProgressSource;
     use proptest::prelude::*;
 
