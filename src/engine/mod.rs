@@ -17,7 +17,6 @@
 //! `wait.rs` (every wait, with its countdown and status), `output.rs` (status.json,
 //! state.json, events, warnings).
 
-use std::fs;
 use std::io::Write;
 use std::time::Duration;
 
@@ -141,7 +140,9 @@ impl Engine {
             if self.interrupted() {
                 return Ok(ExitReason::Interrupted);
             }
-            // 1. integrity
+            // 1. integrity (a required file turned into a FIFO or a device is an error naming
+            // it, not a hang and not "disappeared")
+            self.s.check_special_files()?;
             let missing = self.s.missing_files();
             if !missing.is_empty() {
                 let list: Vec<String> = missing.iter().map(|p| p.display().to_string()).collect();
@@ -220,9 +221,7 @@ impl Engine {
         self.state.ledger.record_call(now);
         self.store.save_state_with(&self.state, false)?;
 
-        let prompt_path = self.s.prompt_path();
-        let prompt =
-            fs::read(&prompt_path).map_err(|e| HankError::io("failed to read", &prompt_path, e))?;
+        let prompt = self.s.read_prompt()?;
         let agent = self.agent().clone();
         let resume = self
             .s
@@ -384,6 +383,9 @@ impl Engine {
         // The agent may have removed .hank/ entirely: recreate it so the state can be saved;
         // the next integrity check then stops the run (integrity_failure).
         self.store.ensure_dirs()?;
+        for note in self.store.take_notes() {
+            self.warn(&note);
+        }
         let plan_after = self.s.read_fix_plan().unwrap_or_default();
         let progress = progress::measure(&self.s.project_dir, &baseline, &plan_after);
         self.plan = fixplan::parse(&plan_after, &self.s.optional_sections.value);

@@ -574,7 +574,8 @@ impl Paths {
 /// does not exist or cannot be read.
 #[must_use]
 pub(crate) fn read_tail(path: &Path, max: u64) -> Option<String> {
-    let mut file = std::fs::File::open(path).ok()?;
+    // Only a regular file: a FIFO or a device put there by the agent must not hang the view.
+    let mut file = crate::fsread::open_regular(path, crate::fsread::Follow::Yes).ok()?;
     let len = file.metadata().ok()?.len();
     let start = len.saturating_sub(max);
     file.seek(SeekFrom::Start(start)).ok()?;

@@ -404,6 +404,48 @@ impl State {
     }
 }
 
+impl State {
+    /// Clamps every timestamp of the past that lies in the future (the clock went back, or
+    /// the file was edited) to `now`: a breaker "opened" tomorrow would never cool down, a
+    /// session "used" tomorrow would never expire. Returns what was clamped, for a warning.
+    /// (The call log's times are clamped by the store.)
+    pub fn clamp_future(&mut self, now: Timestamp) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut clamp = |t: &mut Timestamp, what: &str| {
+            if *t > now {
+                *t = now;
+                if !out.iter().any(|o: &String| o == what) {
+                    out.push(what.to_owned());
+                }
+            }
+        };
+        if let Some(t) = self.breaker.opened_at.as_mut() {
+            clamp(t, "the circuit breaker's opening time");
+        }
+        for tr in &mut self.breaker.history {
+            clamp(&mut tr.at, "the circuit breaker's history");
+        }
+        if let Some(s) = self.session.as_mut() {
+            clamp(&mut s.started_at, "the session's times");
+            clamp(&mut s.last_used_at, "the session's times");
+        }
+        for s in self.agents.sessions.values_mut() {
+            clamp(&mut s.started_at, "the parked sessions' times");
+            clamp(&mut s.last_used_at, "the parked sessions' times");
+        }
+        for r in &mut self.history {
+            clamp(&mut r.at, "the loop history");
+        }
+        for l in self.agents.limited.values_mut() {
+            clamp(&mut l.since, "the agent limits' start times");
+        }
+        for e in &mut self.ledger.entries {
+            clamp(&mut e.at, "the call ledger");
+        }
+        out
+    }
+}
+
 /// What `status.json` is made of besides the stored state.
 #[derive(Debug, Clone, Copy)]
 pub struct StatusParts<'a> {
