@@ -76,7 +76,8 @@ pub fn open_regular(path: &Path, follow: Follow) -> io::Result<File> {
         }
         Err(e) if e.raw_os_error() == Some(nix::libc::ENXIO) => {
             // A socket or a FIFO without a writer on some systems.
-            let what = std::fs::metadata(path).map_or("not a regular file", |m| kind_of(m.file_type()));
+            let what =
+                std::fs::metadata(path).map_or("not a regular file", |m| kind_of(m.file_type()));
             return Err(invalid(format!("is {what}; expected a regular file")));
         }
         Err(e) => return Err(e),
@@ -163,8 +164,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         std::fs::write(d.join("plain"), b"hello").unwrap();
-        nix::unistd::mkfifo(&d.join("fifo"), nix::sys::stat::Mode::from_bits_truncate(0o600))
-            .unwrap();
+        nix::unistd::mkfifo(
+            &d.join("fifo"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
         std::fs::create_dir(d.join("dir")).unwrap();
         symlink("/dev/zero", d.join("zero")).unwrap();
         symlink(d.join("fifo"), d.join("to-fifo")).unwrap();
@@ -189,16 +193,31 @@ mod tests {
                 (Ok(bytes), Ok(b)) => assert_eq!(&b, bytes, "{name}"),
                 (Err(words), Err(e)) => {
                     assert!(e.to_string().contains(words), "{name}: {e}");
-                    assert!(e.to_string().contains("expected a regular file") || words.contains("link"), "{name}: {e}");
+                    assert!(
+                        e.to_string().contains("expected a regular file") || words.contains("link"),
+                        "{name}: {e}"
+                    );
                 }
                 (w, g) => panic!("{name} {follow:?}: want {w:?}, got {g:?}"),
             }
         }
-        assert_eq!(read_if_exists(&d.join("missing"), 10, Follow::Yes).unwrap(), None);
-        assert_eq!(read_if_exists(&d.join("dangling"), 10, Follow::Yes).unwrap(), None);
-        assert_eq!(not_regular(&d.join("fifo"), Follow::Yes), Some("a FIFO (named pipe)"));
+        assert_eq!(
+            read_if_exists(&d.join("missing"), 10, Follow::Yes).unwrap(),
+            None
+        );
+        assert_eq!(
+            read_if_exists(&d.join("dangling"), 10, Follow::Yes).unwrap(),
+            None
+        );
+        assert_eq!(
+            not_regular(&d.join("fifo"), Follow::Yes),
+            Some("a FIFO (named pipe)")
+        );
         assert_eq!(not_regular(&d.join("to-plain"), Follow::Yes), None);
-        assert_eq!(not_regular(&d.join("to-plain"), Follow::No), Some("a symbolic link"));
+        assert_eq!(
+            not_regular(&d.join("to-plain"), Follow::No),
+            Some("a symbolic link")
+        );
         assert_eq!(not_regular(&d.join("missing"), Follow::Yes), None);
     }
 

@@ -32,8 +32,7 @@ fn is_bidi(c: char) -> bool {
 }
 
 fn needs_work(text: &str) -> bool {
-    text.chars()
-        .any(|c| c.is_control() || is_bidi(c))
+    text.chars().any(|c| c.is_control() || is_bidi(c))
 }
 
 /// `text` without control characters and escape sequences (see the module doc).
@@ -121,7 +120,11 @@ mod tests {
             ("ünïcödé ✓ 日本", Join, "ünïcödé ✓ 日本"),
             ("\u{1b}]0;pwned\u{7}title", Join, "title"),
             ("\u{1b}]0;pwned\u{1b}\\title", Join, "title"),
-            ("\u{1b}]8;;http://x\u{1b}\\link\u{1b}]8;;\u{1b}\\", Join, "link"),
+            (
+                "\u{1b}]8;;http://x\u{1b}\\link\u{1b}]8;;\u{1b}\\",
+                Join,
+                "link",
+            ),
             ("\u{1b}[31mred\u{1b}[0m", Join, "red"),
             ("\u{1b}[1;38;2;255;0;0mx", Join, "x"),
             ("\u{1b}[?1049h\u{1b}[2J", Join, ""),
@@ -133,7 +136,11 @@ mod tests {
             ("\u{1b}c", Join, ""),
             ("ends with esc\u{1b}", Join, "ends with esc"),
             ("unterminated \u{1b}]0;title", Join, "unterminated "),
-            ("bell\u{7} bs\u{8} nul\u{0} del\u{7f}", Join, "bell bs nul del"),
+            (
+                "bell\u{7} bs\u{8} nul\u{0} del\u{7f}",
+                Join,
+                "bell bs nul del",
+            ),
             ("c1\u{85}\u{8d}x", Join, "c1x"),
             ("\u{9f}apc\u{9c}x", Join, "x"),
             ("over\rwrite", Join, "over write"),
@@ -152,7 +159,10 @@ mod tests {
 
     #[test]
     fn clean_text_is_borrowed() {
-        assert!(matches!(for_terminal("clean", Lines::Join), Cow::Borrowed(_)));
+        assert!(matches!(
+            for_terminal("clean", Lines::Join),
+            Cow::Borrowed(_)
+        ));
         assert!(matches!(for_terminal("a\nb", Lines::Keep), Cow::Owned(_)));
     }
 

@@ -677,7 +677,11 @@ pub fn load(name: &str, project_dir: &Path) -> Result<Profile> {
         )));
     }
     let file = project_folder(project_dir).join(format!("{name}.toml"));
-    match crate::fsread::read(&file, crate::fsread::CONFIG_LIMIT, crate::fsread::Follow::Yes) {
+    match crate::fsread::read(
+        &file,
+        crate::fsread::CONFIG_LIMIT,
+        crate::fsread::Follow::Yes,
+    ) {
         Ok(bytes) => {
             let text = String::from_utf8(bytes).map_err(|_| {
                 HankError::usage(format!("{}: not valid UTF-8 text", file.display()))

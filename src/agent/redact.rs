@@ -59,9 +59,17 @@ static ANTHROPIC_KEY: LazyLock<Regex> =
 pub fn is_secret_name(name: &str) -> bool {
     let n = name.to_ascii_uppercase();
     n.ends_with("KEY")
-        || ["TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "API_KEY", "APIKEY"]
-            .iter()
-            .any(|w| n.contains(w))
+        || [
+            "TOKEN",
+            "SECRET",
+            "PASSWORD",
+            "PASSWD",
+            "CREDENTIAL",
+            "API_KEY",
+            "APIKEY",
+        ]
+        .iter()
+        .any(|w| n.contains(w))
         || (VENDOR_PREFIXES.iter().any(|p| n.starts_with(p)) && n.contains("AUTH"))
 }
 
@@ -86,7 +94,10 @@ where
 
 /// The secret values present in hank's environment.
 pub fn secret_values() -> Vec<String> {
-    secrets_of(std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))))
+    secrets_of(
+        std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
+    )
 }
 
 /// The pieces of secrets to look for.

@@ -141,7 +141,11 @@ mod tests {
             a.tokens.input = input;
             let w = vet(&mut a, IdAlphabet::Uuid);
             assert_eq!(w.len(), n, "{cost} {input}: {w:?}");
-            assert!(a.cost_usd.to_bits() == want_cost.to_bits(), "{cost}: {}", a.cost_usd);
+            assert!(
+                a.cost_usd.to_bits() == want_cost.to_bits(),
+                "{cost}: {}",
+                a.cost_usd
+            );
             assert_eq!(a.tokens.input, want_input, "{cost} {input}");
             if want_input == 0 && input != 0 {
                 assert_eq!(a.tokens, Tokens::default());
@@ -154,9 +158,17 @@ mod tests {
         let ten_kb = "f".repeat(10 * 1024);
         // (id, alphabet, kept)
         let cases: &[(&str, IdAlphabet, bool)] = &[
-            ("4b7c2e1a-9d3f-4e8b-a6c5-1f2e3d4c5b6a", IdAlphabet::Uuid, true),
+            (
+                "4b7c2e1a-9d3f-4e8b-a6c5-1f2e3d4c5b6a",
+                IdAlphabet::Uuid,
+                true,
+            ),
             ("--dangerously-skip-permissions", IdAlphabet::Uuid, false),
-            ("--dangerously-skip-permissions", IdAlphabet::Conservative, false),
+            (
+                "--dangerously-skip-permissions",
+                IdAlphabet::Conservative,
+                false,
+            ),
             ("$(touch pwned)", IdAlphabet::Conservative, false),
             (&ten_kb, IdAlphabet::Conservative, false),
             ("ses_abc123", IdAlphabet::Conservative, true),
@@ -203,13 +215,25 @@ mod tests {
         };
         vet(&mut a, IdAlphabet::Uuid);
         let rec = a.recommendation().unwrap_or_default();
-        assert!(rec.len() <= MAX_FIELD_BYTES && rec.ends_with('…'), "{}", rec.len());
-        let msg = &a.error.as_ref().map(|e| e.message.clone()).unwrap_or_default();
+        assert!(
+            rec.len() <= MAX_FIELD_BYTES && rec.ends_with('…'),
+            "{}",
+            rec.len()
+        );
+        let msg = &a
+            .error
+            .as_ref()
+            .map(|e| e.message.clone())
+            .unwrap_or_default();
         assert!(msg.len() <= MAX_FIELD_BYTES && msg.ends_with('…'));
         assert_eq!(a.questions.len(), MAX_ITEMS);
         assert!(a.questions.iter().all(|q| q.len() <= MAX_FIELD_BYTES));
-        assert!(a.permission_denials.iter().all(|d| d.tool.len() <= MAX_FIELD_BYTES
-            && d.command.as_ref().is_some_and(|c| c.len() <= MAX_FIELD_BYTES)));
+        assert!(a.permission_denials.iter().all(|d| {
+            d.tool.len() <= MAX_FIELD_BYTES
+                && d.command
+                    .as_ref()
+                    .is_some_and(|c| c.len() <= MAX_FIELD_BYTES)
+        }));
         // Short fields stay as they are.
         assert_eq!(cap("short", MAX_FIELD_BYTES), "short");
         assert_eq!(cap("abcdef", 5), "ab…");

@@ -363,50 +363,14 @@ pub(crate) fn parse_breaker_history(state: &str) -> Vec<Transition> {
     all.into_iter().skip(skip).collect()
 }
 
-/// Removes terminal control sequences (ANSI CSI/OSC escapes) and control characters, and
-/// expands tabs, so agent output cannot move the cursor or recolor the dashboard.
+/// Removes terminal control sequences and control characters ([`crate::sanitize`], the one
+/// sanitizer) and expands tabs, so agent output cannot move the cursor or recolor the
+/// dashboard.
 #[must_use]
 pub(crate) fn clean_line(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\u{1b}' => match chars.peek() {
-                Some('[') => {
-                    chars.next();
-                    // CSI: parameters and intermediates up to a final byte in @..~.
-                    for c in chars.by_ref() {
-                        if ('@'..='~').contains(&c) {
-                            break;
-                        }
-                    }
-                }
-                Some(']') => {
-                    chars.next();
-                    // OSC: up to BEL or ESC \.
-                    while let Some(c) = chars.next() {
-                        if c == '\u{7}' {
-                            break;
-                        }
-                        if c == '\u{1b}' {
-                            if chars.peek() == Some(&'\\') {
-                                chars.next();
-                            }
-                            break;
-                        }
-                    }
-                }
-                Some(_) => {
-                    chars.next();
-                }
-                None => {}
-            },
-            '\t' => out.push_str("    "),
-            c if c.is_control() => {}
-            c => out.push(c),
-        }
-    }
-    out
+    crate::sanitize::for_terminal(line, crate::sanitize::Lines::Keep)
+        .replace('\t', "    ")
+        .replace('\n', " ")
 }
 
 /// The newest [`MAX_LIVE_LINES`] lines of the live output, cleaned; a carriage return keeps

@@ -660,7 +660,10 @@ mod tests {
             ),
             (
                 "unknown session is neutral between failures",
-                cat(&[rep(Err(Overloaded), 4), vec![UnknownSession, Err(Overloaded)]]),
+                cat(&[
+                    rep(Err(Overloaded), 4),
+                    vec![UnknownSession, Err(Overloaded)],
+                ]),
                 O,
                 "5 consecutive failed calls (last: overloaded)",
             ),

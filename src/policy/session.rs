@@ -272,8 +272,10 @@ mod tests {
             ("$(touch /tmp/pwned)", C, false),
             ("`id`", C, false),
             ("a b", C, false),
-            ("a
-b", C, false),
+            (
+                "a
+b", C, false,
+            ),
             ("a=b", C, false),
             ("", C, false),
             ("", U, false),
@@ -287,9 +289,17 @@ b", C, false),
         ];
         for (id, alphabet, ok) in cases {
             let got = check_id(id, *alphabet);
-            assert_eq!(got.is_ok(), *ok, "{:?} {alphabet:?}: {got:?}", &id[..id.len().min(40)]);
+            assert_eq!(
+                got.is_ok(),
+                *ok,
+                "{:?} {alphabet:?}: {got:?}",
+                &id[..id.len().min(40)]
+            );
             if let Err(why) = got {
-                assert!(!why.contains(&id[..id.len().min(8)]) || id.is_empty(), "{why}");
+                assert!(
+                    !why.contains(&id[..id.len().min(8)]) || id.is_empty(),
+                    "{why}"
+                );
             }
         }
     }

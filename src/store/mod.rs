@@ -1206,7 +1206,10 @@ mod tests {
         assert_eq!(fs::read(store.events_path()).unwrap(), b"{}\n");
         let notes = store.take_notes();
         assert_eq!(notes.len(), 1, "{notes:?}");
-        assert!(notes[0].contains("events.jsonl was a symbolic link"), "{notes:?}");
+        assert!(
+            notes[0].contains("events.jsonl was a symbolic link"),
+            "{notes:?}"
+        );
     }
 
     #[test]
@@ -1220,7 +1223,12 @@ mod tests {
         assert!(fs::symlink_metadata(store.logs_dir()).unwrap().is_dir());
         store.log(now(), "hello");
         assert!(fs::read_dir(outside.path()).unwrap().next().is_none());
-        assert!(store.take_notes().iter().any(|n| n.contains("logs was a symbolic link")));
+        assert!(
+            store
+                .take_notes()
+                .iter()
+                .any(|n| n.contains("logs was a symbolic link"))
+        );
     }
 
     #[test]
@@ -1231,7 +1239,10 @@ mod tests {
             ("[]", false),
             ("{\"entries\":[{}]}", false),
             ("{\"schema_version\":2,\"loop_count\":\"seven\"}", false),
-            ("{\"schema_version\":2,\"breaker\":{\"state\":\"OPEN\",\"reason\":\"r\"},\"totals\":{\"cost_usd\":null}}", true),
+            (
+                "{\"schema_version\":2,\"breaker\":{\"state\":\"OPEN\",\"reason\":\"r\"},\"totals\":{\"cost_usd\":null}}",
+                true,
+            ),
             ("{\"schema_version\":9}", false),
             ("null", false),
         ];
@@ -1241,7 +1252,10 @@ mod tests {
             store.ensure_dirs().unwrap();
             fs::write(store.state_path(), text).unwrap();
             let loaded = store.load_state(now()).unwrap();
-            let aside = loaded.moved_aside.clone().unwrap_or_else(|| panic!("{text}"));
+            let aside = loaded
+                .moved_aside
+                .clone()
+                .unwrap_or_else(|| panic!("{text}"));
             assert_eq!(fs::read_to_string(&aside).unwrap(), *text);
             assert!(!loaded.problem.is_empty());
             assert_eq!(loaded.state.breaker.is_open(), *open, "{text}");
@@ -1258,17 +1272,27 @@ mod tests {
         store.ensure_dirs().unwrap();
         fs::create_dir(store.state_path()).unwrap();
         let err = store.load_state(now()).unwrap_err().to_string();
-        assert!(err.contains("state.json") && err.contains("directory"), "{err}");
+        assert!(
+            err.contains("state.json") && err.contains("directory"),
+            "{err}"
+        );
         fs::remove_dir(store.state_path()).unwrap();
-        nix::unistd::mkfifo(&store.state_path(), nix::sys::stat::Mode::from_bits_truncate(0o600))
-            .unwrap();
+        nix::unistd::mkfifo(
+            &store.state_path(),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
         let err = store.load_state(now()).unwrap_err().to_string();
         assert!(err.contains("FIFO"), "{err}");
         fs::remove_file(store.state_path()).unwrap();
         std::os::unix::fs::symlink("/dev/zero", store.state_path()).unwrap();
         let loaded = store.load_state(now()).unwrap();
         assert!(loaded.moved_aside.is_some());
-        assert!(loaded.problem.contains("symbolic link"), "{}", loaded.problem);
+        assert!(
+            loaded.problem.contains("symbolic link"),
+            "{}",
+            loaded.problem
+        );
     }
 
     #[test]
