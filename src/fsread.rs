@@ -145,9 +145,9 @@ pub fn not_regular(path: &Path, follow: Follow) -> Option<&'static str> {
 }
 
 fn human(n: u64) -> String {
-    if n >= 1024 * 1024 && n % (1024 * 1024) == 0 {
+    if n >= 1024 * 1024 && n.is_multiple_of(1024 * 1024) {
         format!("{} MiB", n / (1024 * 1024))
-    } else if n >= 1024 && n % 1024 == 0 {
+    } else if n >= 1024 && n.is_multiple_of(1024) {
         format!("{} KiB", n / 1024)
     } else {
         format!("{n} bytes")
@@ -175,7 +175,8 @@ mod tests {
         symlink(d.join("plain"), d.join("to-plain")).unwrap();
         symlink(d.join("nowhere"), d.join("dangling")).unwrap();
         // (name, follow, Ok(content) | Err(words in the message))
-        let cases: &[(&str, Follow, Result<&[u8], &str>)] = &[
+        type Want = Result<&'static [u8], &'static str>;
+        let cases: &[(&str, Follow, Want)] = &[
             ("plain", Follow::Yes, Ok(b"hello")),
             ("plain", Follow::No, Ok(b"hello")),
             ("to-plain", Follow::Yes, Ok(b"hello")),

@@ -43,7 +43,10 @@ fn an_agent_that_only_asks_questions_stops_with_needs_answers() {
     let st = p.status();
     assert_eq!(st["exit_reason"], "needs_answers");
     let err = stderr(&out);
-    assert!(err.contains("PROMPT.md") && err.contains("fix_plan.md"), "{err}");
+    assert!(
+        err.contains("PROMPT.md") && err.contains("fix_plan.md"),
+        "{err}"
+    );
 }
 
 /// Item 3: `error_during_execution` answers that hank did not cause count as failures.
@@ -127,7 +130,11 @@ fn a_session_id_planted_in_state_json_is_dropped() {
     let argv = p.argv(2);
     assert!(!argv.iter().any(|a| a.contains("dangerously")), "{argv:?}");
     assert!(!argv.iter().any(|a| a == "--resume"), "{argv:?}");
-    assert!(stderr(&out).contains("stored session id"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("stored session id"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 /// Every file under `dir`, recursively (without following links).
@@ -169,9 +176,15 @@ fn secrets_never_reach_hanks_files_or_output() {
     p.fake("response-1", &v.to_string());
     p.fake(
         "response-2",
-        &error_json(&format!("API Error: invalid key {key} ({other})"), Some(401)),
+        &error_json(
+            &format!("API Error: invalid key {key} ({other})"),
+            Some(401),
+        ),
     );
-    p.fake("stderr", &format!("Error: leaked {key}\r\nError: {other}\n"));
+    p.fake(
+        "stderr",
+        &format!("Error: leaked {key}\r\nError: {other}\n"),
+    );
     let run = |args: &[&str]| {
         p.cmd()
             .env("ANTHROPIC_API_KEY", format!("  {key}\r\n"))
@@ -212,7 +225,11 @@ fn secrets_never_reach_hanks_files_or_output() {
     for (i, o) in outputs.iter().enumerate() {
         for secret in [key, other] {
             let l = leaked(o, secret);
-            assert!(l.is_empty(), "output {i}: {l:?}\n{}", String::from_utf8_lossy(o));
+            assert!(
+                l.is_empty(),
+                "output {i}: {l:?}\n{}",
+                String::from_utf8_lossy(o)
+            );
         }
     }
     assert!(
@@ -368,7 +385,11 @@ fn a_damaged_state_keeps_an_open_breaker() {
     let aside: Vec<_> = std::fs::read_dir(p.dir.join(".hank"))
         .unwrap()
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("state.json.corrupt-"))
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("state.json.corrupt-")
+        })
         .collect();
     assert_eq!(aside.len(), 1);
     let state = p.state();
@@ -385,7 +406,10 @@ fn an_empty_object_state_is_moved_aside() {
     let out = p.run(&["--max-loops", "1"]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(3), "{err}");
-    assert!(err.contains("schema_version") && err.contains("moved it aside"), "{err}");
+    assert!(
+        err.contains("schema_version") && err.contains("moved it aside"),
+        "{err}"
+    );
 }
 
 /// Item 6: a poisoned cost or token count is rejected, never stored; the next run starts
@@ -451,10 +475,10 @@ fn a_huge_recommendation_is_cut_not_emptying_the_event_log() {
     let p = Project::new(&["a", "b"]);
     let mut v = result_value("Worked.");
     let huge = "r".repeat(4 * 1024 * 1024 + 10);
-    let text = v["result"]
-        .as_str()
-        .unwrap()
-        .replace("RECOMMENDATION: keep going", &format!("RECOMMENDATION: {huge}"));
+    let text = v["result"].as_str().unwrap().replace(
+        "RECOMMENDATION: keep going",
+        &format!("RECOMMENDATION: {huge}"),
+    );
     v["result"] = json!(text);
     p.fake("response", &v.to_string());
     let out = p.run(&["--max-loops", "2"]);
@@ -468,5 +492,11 @@ fn a_huge_recommendation_is_cut_not_emptying_the_event_log() {
     let rec = finished[0]["recommendation"].as_str().unwrap_or("");
     assert!(rec.len() <= 2048 && rec.ends_with('…'), "{}", rec.len());
     let st = p.status();
-    assert!(st["last_loop"]["recommendation"].as_str().unwrap_or("").len() <= 2048);
+    assert!(
+        st["last_loop"]["recommendation"]
+            .as_str()
+            .unwrap_or("")
+            .len()
+            <= 2048
+    );
 }
