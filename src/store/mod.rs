@@ -383,23 +383,16 @@ impl Store {
     }
 
     /// Creates `.hank/logs/` if needed. A `logs` that is a symbolic link (it would lead
-    /// hank's writes out of the project) or not a directory is replaced by a real directory,
-    /// with a note (the link itself is removed, never what it points to).
+    /// hank's writes out of the project) is replaced by a real directory, with a note (the
+    /// link itself is removed, never what it points to); a regular file there is an error.
     pub fn ensure_dirs(&self) -> Result<()> {
         let logs = self.logs_dir();
         if let Ok(meta) = fs::symlink_metadata(&logs)
-            && !meta.file_type().is_dir()
+            && meta.file_type().is_symlink()
         {
-            let what = crate::fsread::not_regular(&logs, Follow::No).unwrap_or("a regular file");
-            let done = if meta.file_type().is_symlink() {
-                fs::remove_file(&logs).map(|()| "removed the link".to_owned())
-            } else {
-                let aside = logs.with_extension(format!("moved-aside-{}", std::process::id()));
-                fs::rename(&logs, &aside).map(|()| format!("moved it aside to {}", aside.display()))
-            };
-            let done = done.map_err(|e| HankError::io("failed to replace", &logs, e))?;
+            fs::remove_file(&logs).map_err(|e| HankError::io("failed to replace", &logs, e))?;
             self.note(format!(
-                "{} was {what}, not a directory; hank never writes outside the project: {done} and made a real directory",
+                "{} was a symbolic link; hank never writes outside the project: removed the link (not its target) and made a real directory",
                 logs.display()
             ));
         }
