@@ -30,6 +30,10 @@ pub enum ExitReason {
     PermissionDenied,
     /// Auth, billing or CLI usage error: retrying cannot help.
     AgentFatal,
+    /// The agent only asked questions, without progress, in
+    /// [`crate::policy::decide::MAX_QUESTION_LOOPS`] consecutive loops: the user must answer
+    /// (in PROMPT.md or fix_plan.md).
+    NeedsAnswers,
     /// A required hank file disappeared.
     IntegrityFailure,
     /// MAX_REJECTED_COMPLETIONS "done" claims in a row were rejected by VERIFY_COMMAND.
@@ -49,13 +53,14 @@ pub enum ExitReason {
 
 impl ExitReason {
     /// Every reason, in table order.
-    pub const ALL: [ExitReason; 13] = [
+    pub const ALL: [ExitReason; 14] = [
         Self::ProjectComplete,
         Self::PlanComplete,
         Self::TestSaturation,
         Self::CircuitOpen,
         Self::PermissionDenied,
         Self::AgentFatal,
+        Self::NeedsAnswers,
         Self::IntegrityFailure,
         Self::VerificationFailed,
         Self::MaxLoops,
@@ -83,6 +88,7 @@ impl ExitReason {
             Self::CircuitOpen
             | Self::PermissionDenied
             | Self::AgentFatal
+            | Self::NeedsAnswers
             | Self::IntegrityFailure
             | Self::VerificationFailed => HALTED,
             Self::MaxLoops | Self::CostBudget | Self::UsageLimit | Self::SpendLimit => LIMIT,
@@ -100,6 +106,7 @@ impl ExitReason {
             Self::CircuitOpen => "circuit_open",
             Self::PermissionDenied => "permission_denied",
             Self::AgentFatal => "agent_fatal",
+            Self::NeedsAnswers => "needs_answers",
             Self::IntegrityFailure => "integrity_failure",
             Self::VerificationFailed => "verification_failed",
             Self::MaxLoops => "max_loops",
@@ -126,7 +133,7 @@ mod tests {
 
     #[test]
     fn codes_follow_the_table() {
-        let expected = [0, 0, 0, 2, 2, 2, 2, 2, 3, 3, 3, 3, 130];
+        let expected = [0, 0, 0, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 130];
         for (reason, code) in ExitReason::ALL.iter().zip(expected) {
             assert_eq!(reason.code(), code, "{reason}");
         }

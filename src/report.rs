@@ -159,14 +159,26 @@ pub fn loop_log_line(f: &AgentFinished) -> String {
     )
 }
 
-/// The `live.log` line of one live item (empty for items that show nothing).
+/// Agent text for one terminal line: control characters and escape sequences removed.
+fn one(text: &str) -> std::borrow::Cow<'_, str> {
+    crate::sanitize::for_terminal(text, crate::sanitize::Lines::Join)
+}
+
+/// Agent text for a multi-line view: control characters and escape sequences removed,
+/// newlines and tabs kept.
+fn keep(text: &str) -> std::borrow::Cow<'_, str> {
+    crate::sanitize::for_terminal(text, crate::sanitize::Lines::Keep)
+}
+
+/// The `live.log` line of one live item (empty for items that show nothing); `live.log` is
+/// shown in a terminal (the `hank --monitor` pane), so agent text is sanitized.
 #[must_use]
 pub fn live_log_line(item: &crate::analysis::LiveItem) -> String {
     use crate::analysis::LiveItem;
     match item {
-        LiveItem::Text(t) => format!("{}\n", t.trim_end()),
-        LiveItem::Tool { name, detail } => format!("⚙ {name} {detail}\n"),
-        LiveItem::Retry { attempt, error } => format!("API retry {attempt}: {error}\n"),
+        LiveItem::Text(t) => format!("{}\n", keep(t.trim_end())),
+        LiveItem::Tool { name, detail } => format!("⚙ {} {}\n", one(name), one(detail)),
+        LiveItem::Retry { attempt, error } => format!("API retry {attempt}: {}\n", one(error)),
         LiveItem::Init { .. } | LiveItem::Result { .. } => String::new(),
     }
 }
@@ -217,21 +229,22 @@ impl Reporter {
 
     /// A plain informational line.
     pub fn info(&self, msg: &str) {
-        self.println(&format!("{} {msg}", style("hank:").bold()));
+        self.println(&format!("{} {}", style("hank:").bold(), keep(msg)));
     }
 
     /// A warning line.
     pub fn warn(&self, msg: &str) {
         self.println(&format!(
-            "{} {msg}",
-            style("hank: warning:").yellow().bold()
+            "{} {}",
+            style("hank: warning:").yellow().bold(),
+            keep(msg)
         ));
     }
 
     /// Detail shown with `--verbose`.
     pub fn detail(&self, msg: &str) {
         if self.verbose {
-            self.println(&format!("  {}", style(msg).dim()));
+            self.println(&format!("  {}", style(keep(msg)).dim()));
         }
     }
 
@@ -298,21 +311,25 @@ impl Reporter {
         use crate::analysis::LiveItem;
         let line = match item {
             LiveItem::Text(t) => {
-                let t = t.trim_end();
-                if t.is_empty() {
+                let t = keep(t.trim_end()).into_owned();
+                if t.trim_end().is_empty() {
                     return;
                 }
-                t.to_string()
+                t
             }
             LiveItem::Tool { name, detail } => {
-                format!("  {} {}", style(format!("⚙ {name}")).cyan(), detail)
+                format!(
+                    "  {} {}",
+                    style(format!("⚙ {}", one(name))).cyan(),
+                    one(detail)
+                )
             }
             LiveItem::Init { model, .. } => {
                 format!(
                     "  {}",
                     style(format!(
                         "session started ({})",
-                        model.as_deref().unwrap_or("default model")
+                        one(model.as_deref().unwrap_or("default model"))
                     ))
                     .dim()
                 )
@@ -320,7 +337,7 @@ impl Reporter {
             LiveItem::Retry { attempt, error } => {
                 format!(
                     "  {}",
-                    style(format!("API retry {attempt}: {error}")).yellow()
+                    style(format!("API retry {attempt}: {}", one(error))).yellow()
                 )
             }
             LiveItem::Result { is_error, .. } => {
@@ -346,13 +363,13 @@ impl Reporter {
         );
         let mut lines = vec![style(head).bold().to_string()];
         if let Some(e) = &s.error {
-            lines.push(format!("  error:    {}", style(e).red()));
+            lines.push(format!("  error:    {}", style(one(e)).red()));
         }
         lines.push(format!(
             "  status:   {} · {} · tests {} · EXIT_SIGNAL {}",
-            s.status.as_deref().unwrap_or("(no status block)"),
-            s.work_type.as_deref().unwrap_or("-"),
-            s.tests.as_deref().unwrap_or("-"),
+            one(s.status.as_deref().unwrap_or("(no status block)")),
+            one(s.work_type.as_deref().unwrap_or("-")),
+            one(s.tests.as_deref().unwrap_or("-")),
             s.exit_signal
         ));
         lines.push(format!(
@@ -360,7 +377,7 @@ impl Reporter {
             s.files_changed, s.plan.0, s.plan.1, s.circuit
         ));
         if let Some(r) = &s.recommendation {
-            lines.push(format!("  next:     {r}"));
+            lines.push(format!("  next:     {}", one(r)));
         }
         self.println(&lines.join("\n"));
     }
@@ -522,6 +539,10 @@ pub fn exit_message(reason: ExitReason, state: &State, plan: &Plan) -> String {
             let last = state.history.last().and_then(|r| r.error_kind).map_or("error", |k| k.as_str());
             format!("the agent cannot work ({last}); retrying cannot help — see the last loop log")
         }
+        ExitReason::NeedsAnswers => format!(
+            "the agent only asked questions, without progress, in the last {} loops: answer them in .hank/PROMPT.md or .hank/fix_plan.md, then run hank again",
+            crate::policy::decide::MAX_QUESTION_LOOPS
+        ),
         ExitReason::IntegrityFailure => "a required hank file disappeared (PROMPT.md, fix_plan.md, AGENT.md or .hankrc)".into(),
         ExitReason::VerificationFailed => match &state.last_verification {
             Some(v) => format!(

@@ -10,3 +10,4 @@ pub mod process;
 pub mod profile;
 pub mod redact;
 pub mod signals;
+pub mod vet;

@@ -20,6 +20,7 @@ use crate::analysis::{
     ErrorRule, FieldPath, Fields, MappedFormat, Mapping, Matcher, RuleKind, Take,
 };
 use crate::error::{HankError, Result};
+use crate::policy::session;
 use crate::settings::{AgentCommand, OutputFormat, Settings, Source, Sourced};
 
 /// The built-in profiles: name and TOML text.
@@ -156,7 +157,11 @@ impl Profile {
         let mode = input
             .permission_mode
             .map(|m| self.permission_modes.get(m).map_or(m, String::as_str));
-        let session = if self.resume { input.session } else { None };
+        // The id came from the agent's answer: only one in the CLI's own alphabet goes back on
+        // the command line (never an argument that starts with `-`).
+        let session = input
+            .session
+            .filter(|id| self.resume && session::check_id(id, self.session_ids()).is_ok());
         let value = |name: &str| -> Option<&str> {
             match name {
                 "model" => input.model,
@@ -188,6 +193,17 @@ impl Profile {
             }
         }
         out
+    }
+
+    /// The alphabet of this CLI's session ids: UUIDs for Claude Code, a conservative one for
+    /// every other CLI.
+    #[must_use]
+    pub fn session_ids(&self) -> session::IdAlphabet {
+        if self.is_claude() {
+            session::IdAlphabet::Uuid
+        } else {
+            session::IdAlphabet::Conservative
+        }
     }
 
     /// The native Claude Code analyzer reads this agent.
@@ -661,7 +677,11 @@ pub fn load(name: &str, project_dir: &Path) -> Result<Profile> {
         )));
     }
     let file = project_folder(project_dir).join(format!("{name}.toml"));
-    match std::fs::read(&file) {
+    match crate::fsread::read(
+        &file,
+        crate::fsread::CONFIG_LIMIT,
+        crate::fsread::Follow::Yes,
+    ) {
         Ok(bytes) => {
             let text = String::from_utf8(bytes).map_err(|_| {
                 HankError::usage(format!("{}: not valid UTF-8 text", file.display()))
@@ -818,7 +838,7 @@ mod tests {
         let mut checked = 0;
         for live in [false, true] {
             for format in [OutputFormat::Json, OutputFormat::Text] {
-                for session in [None, Some("abc-123")] {
+                for session in [None, Some("4b7c2e1a-9d3f-4e8b-a6c5-1f2e3d4c5b6a")] {
                     for model in [None, Some("opus")] {
                         for mode in [None, Some("manual"), Some("acceptEdits")] {
                             for allowed in [&none, &tools] {
@@ -967,6 +987,54 @@ text = "$.answer"
             p.argv(&with_model),
             ["run", "--json", "--model", "m1", "do it"]
         );
+    }
+
+    /// A session id the CLI would not have made never reaches the argv: the call is fresh.
+    #[test]
+    fn forged_session_ids_never_reach_the_argv() {
+        let ten_kb = "a".repeat(10 * 1024);
+        let forged = [
+            "--dangerously-skip-permissions",
+            "-p",
+            "$(touch pwned)",
+            "x y",
+            ten_kb.as_str(),
+            "",
+        ];
+        for name in ["claude", "codex", "gemini", "opencode"] {
+            let p = builtin_profile(name);
+            let input = |session| CallInput {
+                live: false,
+                output_format: OutputFormat::Json,
+                session,
+                model: None,
+                permission_mode: None,
+                allowed_tools: &[],
+                prompt: None,
+                prompt_file: None,
+            };
+            let fresh = p.argv(&input(None));
+            for id in forged {
+                let argv = p.argv(&input(Some(id)));
+                assert_eq!(argv, fresh, "{name}: {:?}", &id[..id.len().min(30)]);
+            }
+            let good = "4b7c2e1a-9d3f-4e8b-a6c5-1f2e3d4c5b6a";
+            let argv = p.argv(&input(Some(good)));
+            assert!(argv.iter().any(|a| a.contains(good)), "{name}: {argv:?}");
+        }
+        // Other CLIs: their own (non-UUID) ids go through.
+        let p = builtin_profile("opencode");
+        let argv = p.argv(&CallInput {
+            live: false,
+            output_format: OutputFormat::Json,
+            session: Some("ses_3f9a1b2c"),
+            model: None,
+            permission_mode: None,
+            allowed_tools: &[],
+            prompt: None,
+            prompt_file: None,
+        });
+        assert!(argv.iter().any(|a| a == "ses_3f9a1b2c"), "{argv:?}");
     }
 
     /// Bad profiles are refused with the file, the key and what was expected.

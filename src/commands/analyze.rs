@@ -66,13 +66,17 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<u8> {
             &clock,
         )
     };
+    let mut analysis = analysis;
+    crate::agent::redact::redact_analysis(&mut analysis, &crate::agent::redact::secret_values());
     let text = if args.json {
         let mut s = serde_json::to_string_pretty(&analysis)
             .map_err(|e| HankError::Internal(format!("cannot encode the analysis as JSON: {e}")))?;
         s.push('\n');
         s
     } else {
-        explain(&analysis, now)
+        // The explanation quotes the agent: no control characters or escape sequences.
+        crate::sanitize::for_terminal(&explain(&analysis, now), crate::sanitize::Lines::Keep)
+            .into_owned()
     };
     let mut out = std::io::stdout().lock();
     // A closed stdout (e.g. `| head`) is not an error worth reporting.

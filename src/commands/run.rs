@@ -3,7 +3,6 @@
 //! session instead.
 
 use std::ffi::OsString;
-use std::fs;
 use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
@@ -194,6 +193,7 @@ fn check_layout(dir: &Path) -> Result<()> {
 }
 
 fn check_required_files(s: &Settings) -> Result<()> {
+    s.check_special_files()?;
     let missing = s.missing_files();
     if missing.is_empty() {
         return Ok(());
@@ -213,8 +213,7 @@ fn dry_run(s: &Settings, agent: &Agent) -> Result<u8> {
     let plan_text = s.read_fix_plan().unwrap_or_default();
     let plan = fixplan::parse(&plan_text, &s.optional_sections.value);
     let prompt_path = s.prompt_path();
-    let prompt =
-        fs::read(&prompt_path).map_err(|e| HankError::io("failed to read", &prompt_path, e))?;
+    let prompt = s.read_prompt()?;
     let same_agent = state.agents.current_or(profile::DEFAULT_AGENT) == agent.name();
     let resume = s
         .resumable(state.session.as_ref(), now)

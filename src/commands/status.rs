@@ -13,7 +13,11 @@ pub(crate) fn run(args: &cli::StatusArgs) -> Result<u8> {
     let dir = project_dir()?;
     let store = require_hank_dir(&dir)?;
     let path = store.status_path();
-    let bytes = match std::fs::read(&path) {
+    let bytes = match crate::fsread::read(
+        &path,
+        crate::fsread::DOCUMENT_LIMIT,
+        crate::fsread::Follow::No,
+    ) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             if args.json {
@@ -138,7 +142,13 @@ pub(crate) fn render_status(st: &Lenient<Status>) -> String {
     } else {
         lines.push("updated:      ".to_string());
     }
-    lines.join("\n") + "\n"
+    // Every value may quote the agent (recommendation, reasons, session): one clean line each.
+    lines
+        .iter()
+        .map(|l| crate::sanitize::line(l))
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
 }
 
 /// The `verification` lines: the command, the last result (when, how long), a red

@@ -21,7 +21,6 @@
 //! state.json, events, warnings), `verify.rs` (VERIFY_COMMAND: baseline, per-loop check,
 //! verified completion).
 
-use std::fs;
 use std::io::Write;
 use std::time::Duration;
 
@@ -156,7 +155,9 @@ impl Engine {
             if self.interrupted() {
                 return Ok(ExitReason::Interrupted);
             }
-            // 1. integrity
+            // 1. integrity (a required file turned into a FIFO or a device is an error naming
+            // it, not a hang and not "disappeared")
+            self.s.check_special_files()?;
             let missing = self.s.missing_files();
             if !missing.is_empty() {
                 let list: Vec<String> = missing.iter().map(|p| p.display().to_string()).collect();
@@ -241,15 +242,29 @@ impl Engine {
         self.state.ledger.record_call(now);
         self.store.save_state_with(&self.state, false)?;
 
-        let prompt_path = self.s.prompt_path();
-        let prompt =
-            fs::read(&prompt_path).map_err(|e| HankError::io("failed to read", &prompt_path, e))?;
+        let prompt = self.s.read_prompt()?;
         let agent = self.agent().clone();
         let resume = self
             .s
             .resumable(self.state.session.as_ref(), now)
             .map(|x| x.id.clone())
             .filter(|_| agent.profile.resume);
+        // state.json is in the agent's reach: a stored id goes back on the command line only
+        // in the CLI's own alphabet.
+        let resume = match resume {
+            Some(id) => match crate::policy::session::check_id(&id, agent.profile.session_ids()) {
+                Ok(()) => Some(id),
+                Err(why) => {
+                    self.warn(&format!(
+                        "the stored session id is not one {} makes ({why}); starting a fresh session",
+                        agent.name()
+                    ));
+                    self.state.session = None;
+                    None
+                }
+            },
+            None => None,
+        };
         let handover = self.handover.take();
         let feedback = self.verify.feedback.take();
         let context = {
@@ -331,6 +346,7 @@ impl Engine {
         };
         let wall = &self.clock;
         let parser = &agent.profile.parser;
+        let secrets = &self.secrets;
         let called = call::call(
             spawn,
             &agent.profile.parser,
@@ -341,7 +357,8 @@ impl Engine {
                     Parser::Claude => analysis::live_items(line),
                     Parser::Mapped(m) => analysis::mapped_live_items(m, line),
                 };
-                for item in items {
+                for mut item in items {
+                    crate::agent::redact::redact_live(&mut item, secrets);
                     if let Some(f) = live_file.as_mut() {
                         let _ = f.write_all(crate::report::live_log_line(&item).as_bytes());
                     }
@@ -370,6 +387,9 @@ impl Engine {
         }
         let clock_now = self.clock.now();
         crate::agent::redact::redact_analysis(&mut analysis, &self.secrets);
+        for w in crate::agent::vet::vet(&mut analysis, agent.profile.session_ids()) {
+            self.warn(&w);
+        }
         self.reporter.analysis_detail(&analysis);
         if let Some(left) = decide::credential_expiry_due(
             analysis.credential_expires_at,
@@ -386,6 +406,9 @@ impl Engine {
         // The agent may have removed .hank/ entirely: recreate it so the state can be saved;
         // the next integrity check then stops the run (integrity_failure).
         self.store.ensure_dirs()?;
+        for note in self.store.take_notes() {
+            self.warn(&note);
+        }
         let plan_after = self.s.read_fix_plan().unwrap_or_default();
         let progress = progress::measure(&self.s.project_dir, &baseline, &plan_after);
         self.plan = fixplan::parse(&plan_after, &self.s.optional_sections.value);
@@ -394,6 +417,7 @@ impl Engine {
 
         // 7. fold
         let now = self.clock.now();
+        let interrupted_by_hank = outcome.interrupted || self.interrupted();
         self.fold(
             number,
             now,
@@ -401,6 +425,7 @@ impl Engine {
             &analysis,
             &progress,
             regressed,
+            interrupted_by_hank,
         )?;
         self.state
             .agents
@@ -411,7 +436,7 @@ impl Engine {
         // 8. decide; a "done" claim stands only when the project's check passes
         let plan_complete = self.plan_complete();
         let mut decision = self.decide_after(&analysis, now, plan_complete, true, &dcfg);
-        if outcome.interrupted || self.interrupted() {
+        if interrupted_by_hank {
             decision = Decision::Stop(ExitReason::Interrupted);
         } else if let Decision::Stop(reason) = decision
             && reason.is_completion()
@@ -490,6 +515,7 @@ impl Engine {
         analysis: &Analysis,
         progress: &progress::Progress,
         regressed: bool,
+        interrupted_by_hank: bool,
     ) -> Result<()> {
         self.cost_this_run += analysis.cost_usd;
         let folded = self.state.fold(&Fold {
@@ -501,6 +527,7 @@ impl Engine {
             regressed,
             decide: &self.s.decide_config(),
             breaker: &self.s.breaker_config(),
+            interrupted_by_hank,
         });
         for w in crate::report::denial_warnings(&folded.denied, &folded.denial_warnings) {
             self.warn(&w);

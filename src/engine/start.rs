@@ -82,9 +82,19 @@ impl Engine {
         }
         if let Some(aside) = loaded.moved_aside {
             engine.warn(&format!(
-                "state.json was unreadable; moved it aside to {} and started fresh state",
+                "state.json {}; moved it aside to {} and started a fresh state",
+                loaded.problem,
                 aside.display()
             ));
+        }
+        if !loaded.clamped.is_empty() {
+            engine.warn(&format!(
+                "state.json held times in the future (the clock went back?): {} set to now",
+                loaded.clamped.join(", ")
+            ));
+        }
+        for note in engine.store.take_notes() {
+            engine.warn(&note);
         }
         Ok(engine)
     }

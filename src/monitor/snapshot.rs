@@ -391,50 +391,14 @@ pub(crate) fn parse_breaker_history(state: &str) -> Vec<Transition> {
     all.into_iter().skip(skip).collect()
 }
 
-/// Removes terminal control sequences (ANSI CSI/OSC escapes) and control characters, and
-/// expands tabs, so agent output cannot move the cursor or recolor the dashboard.
+/// Removes terminal control sequences and control characters ([`crate::sanitize`], the one
+/// sanitizer) and expands tabs, so agent output cannot move the cursor or recolor the
+/// dashboard.
 #[must_use]
 pub(crate) fn clean_line(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\u{1b}' => match chars.peek() {
-                Some('[') => {
-                    chars.next();
-                    // CSI: parameters and intermediates up to a final byte in @..~.
-                    for c in chars.by_ref() {
-                        if ('@'..='~').contains(&c) {
-                            break;
-                        }
-                    }
-                }
-                Some(']') => {
-                    chars.next();
-                    // OSC: up to BEL or ESC \.
-                    while let Some(c) = chars.next() {
-                        if c == '\u{7}' {
-                            break;
-                        }
-                        if c == '\u{1b}' {
-                            if chars.peek() == Some(&'\\') {
-                                chars.next();
-                            }
-                            break;
-                        }
-                    }
-                }
-                Some(_) => {
-                    chars.next();
-                }
-                None => {}
-            },
-            '\t' => out.push_str("    "),
-            c if c.is_control() => {}
-            c => out.push(c),
-        }
-    }
-    out
+    crate::sanitize::for_terminal(line, crate::sanitize::Lines::Keep)
+        .replace('\t', "    ")
+        .replace('\n', " ")
 }
 
 /// The newest [`MAX_LIVE_LINES`] lines of the live output, cleaned; a carriage return keeps
@@ -602,7 +566,8 @@ impl Paths {
 /// does not exist or cannot be read.
 #[must_use]
 pub(crate) fn read_tail(path: &Path, max: u64) -> Option<String> {
-    let mut file = std::fs::File::open(path).ok()?;
+    // Only a regular file: a FIFO or a device put there by the agent must not hang the view.
+    let mut file = crate::fsread::open_regular(path, crate::fsread::Follow::Yes).ok()?;
     let len = file.metadata().ok()?.len();
     let start = len.saturating_sub(max);
     file.seek(SeekFrom::Start(start)).ok()?;

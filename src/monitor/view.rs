@@ -45,9 +45,11 @@ pub(crate) struct Row {
 }
 
 fn row(label: &'static str, value: impl Into<String>, tone: Tone) -> Row {
+    // Values carry the agent's words (recommendation, reasons, errors): one clean line.
+    let value: String = value.into();
     Row {
         label,
-        value: value.into(),
+        value: crate::sanitize::line(&value),
         tone,
     }
 }
@@ -352,6 +354,11 @@ pub(crate) fn last_loop_rows(snap: &Snapshot) -> Vec<Row> {
 /// One event as a line of text (without its time).
 #[must_use]
 pub(crate) fn event_text(e: &Event, now: Timestamp, tz: &TimeZone) -> String {
+    // Events quote the agent (warnings, reasons, messages): one clean line.
+    crate::sanitize::line(&event_text_raw(e, now, tz))
+}
+
+fn event_text_raw(e: &Event, now: Timestamp, tz: &TimeZone) -> String {
     let loop_no = e.u64("loop").map_or_else(String::new, |n| format!(" {n}"));
     match e.kind.as_str() {
         "loop_started" => format!("loop{loop_no} started"),
@@ -603,7 +610,7 @@ pub(crate) const TEXT_EVENTS: usize = 10;
 pub(crate) fn render_text(snap: &Snapshot, now: Timestamp, tz: &TimeZone) -> String {
     let mut out = format!(
         "hank monitor · {} · {}\n",
-        snap.project,
+        crate::sanitize::line(&snap.project),
         fmt_clock(now, now, tz)
     );
     let push_rows = |out: &mut String, rows: &[Row]| {
@@ -636,7 +643,7 @@ pub(crate) fn render_text(snap: &Snapshot, now: Timestamp, tz: &TimeZone) -> Str
         }
     }
     for n in &snap.notes {
-        out.push_str(&format!("note: {n}\n"));
+        out.push_str(&format!("note: {}\n", crate::sanitize::line(n)));
     }
     out
 }

@@ -11,12 +11,17 @@
 //! | OPEN | CLOSED | at run start with `--auto-reset-circuit`, or `hank reset circuit` (counters cleared) |
 //!
 //! How one loop feeds the counters ([`Breaker::record`]):
-//! - A usage-limit error, an `interrupted` error (the user stopped it) and an unknown session
-//!   change nothing.
-//! - A failed call ([`is_failed_call`]) that made no progress raises `failure_streak` and holds
-//!   the no-progress count (transient failures are counted by the failure rule, not twice). A
-//!   failed call that did change files (e.g. a timeout after edits) is productive: it is not a
-//!   failure.
+//! - An unknown session changes nothing (the loop retries at once without it, and a second one
+//!   stops the run). A call hank itself interrupted (Ctrl-C, SIGTERM) never reaches
+//!   [`Breaker::record`] (the fold skips it).
+//! - A failed call ([`is_failed_call`]: every answer that is not a success, whatever its kind —
+//!   an `interrupted` error hank did not cause and a usage limit included) that made no
+//!   progress raises `failure_streak` and holds the no-progress count (failures are counted by
+//!   the failure rule, not twice). A failed call that did change files (e.g. a timeout after
+//!   edits) is productive: it is not a failure. So no answer the agent can give keeps the loop
+//!   calling for ever: a non-success opens the breaker after `failure_threshold` in a row, and
+//!   a success without progress after `no_progress_threshold` (questions only: see
+//!   [`crate::policy::decide::MAX_QUESTION_LOOPS`]).
 //! - Progress (files changed or plan items checked) resets the no-progress streak; a loop
 //!   where the agent only asked questions holds it; any other loop raises it.
 //! - The error signature set (sorted, deduplicated) equal to the previous loop's raises
@@ -30,7 +35,7 @@
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::{Analysis, ErrorKind, Outcome};
+use crate::analysis::{Analysis, Outcome};
 use crate::policy::budget::add_duration;
 use crate::policy::progress::Progress;
 
@@ -126,33 +131,13 @@ pub struct Breaker {
     pub trial: bool,
 }
 
-/// Whether a call failed: agent errors of kinds rate_limit, overloaded, server, network,
-/// max_turns, budget, malformed, no_output, unknown; crashes; timeouts. Usage limits,
-/// interruptions and fatal kinds (auth, billing, cli_usage, spend_limit — handled by the exit
-/// decision) are not failures.
+/// Whether a call failed: every answer that is not a success, whatever its error kind
+/// (transient errors, crashes, timeouts, usage limits, fatal kinds, and an `interrupted` error
+/// hank did not cause — a call hank interrupted is never recorded). The agent cannot pick an
+/// answer that escapes the failure count.
 #[must_use]
 pub fn is_failed_call(analysis: &Analysis) -> bool {
-    match analysis.error_kind() {
-        Some(ErrorKind::UsageLimit | ErrorKind::Interrupted) => false,
-        Some(
-            ErrorKind::Auth | ErrorKind::Billing | ErrorKind::CliUsage | ErrorKind::SpendLimit,
-        ) => {
-            // Fatal: the decision stops the run; for a crash/timeout it is still a failure.
-            matches!(analysis.outcome, Outcome::Timeout | Outcome::Crashed)
-        }
-        Some(
-            ErrorKind::RateLimit
-            | ErrorKind::Overloaded
-            | ErrorKind::Server
-            | ErrorKind::Network
-            | ErrorKind::MaxTurns
-            | ErrorKind::Budget
-            | ErrorKind::Malformed
-            | ErrorKind::NoOutput
-            | ErrorKind::Unknown,
-        ) => true,
-        None => analysis.outcome != Outcome::Success,
-    }
+    analysis.outcome != Outcome::Success || analysis.error.is_some()
 }
 
 /// A short name of what went wrong in a failed call (for reasons).
@@ -295,12 +280,7 @@ impl Breaker {
         if self.is_open() {
             return None;
         }
-        if analysis.unknown_session
-            || matches!(
-                analysis.error_kind(),
-                Some(ErrorKind::UsageLimit | ErrorKind::Interrupted)
-            )
-        {
+        if analysis.unknown_session {
             return None;
         }
 
@@ -453,7 +433,7 @@ impl Breaker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::AgentError;
+    use crate::analysis::{AgentError, ErrorKind};
     use crate::policy::progress::ProgressSource;
     use proptest::prelude::*;
 
@@ -646,16 +626,22 @@ mod tests {
                 "",
             ),
             (
-                "usage limit changes nothing",
-                rep(Err(UsageLimit), 10),
-                C,
-                "",
+                "usage limits in a row open (a forged reset time cannot loop for ever)",
+                rep(Err(UsageLimit), 5),
+                O,
+                "5 consecutive failed calls (last: usage_limit)",
             ),
             (
-                "interrupted changes nothing",
-                rep(Err(Interrupted), 10),
-                C,
-                "",
+                "interrupted answers hank did not cause open",
+                rep(Err(Interrupted), 5),
+                O,
+                "5 consecutive failed calls (last: interrupted)",
+            ),
+            (
+                "interrupted answers hold the no-progress count",
+                vec![NoProg, Err(Interrupted), NoProg, Err(Interrupted)],
+                H,
+                "no progress in 2 consecutive loops",
             ),
             (
                 "unknown session changes nothing",
@@ -664,24 +650,34 @@ mod tests {
                 "",
             ),
             (
-                "neutral loops do not reset",
+                "every kind of failure counts toward the streak",
+                cat(&[
+                    vec![Err(Overloaded), Err(UsageLimit), Err(Interrupted)],
+                    vec![UnknownSession, Err(Auth), Err(Unknown)],
+                ]),
+                O,
+                "5 consecutive failed calls (last: unknown)",
+            ),
+            (
+                "unknown session is neutral between failures",
                 cat(&[
                     rep(Err(Overloaded), 4),
-                    vec![
-                        Err(UsageLimit),
-                        Err(Interrupted),
-                        UnknownSession,
-                        Err(Overloaded),
-                    ],
+                    vec![UnknownSession, Err(Overloaded)],
                 ]),
                 O,
                 "5 consecutive failed calls (last: overloaded)",
             ),
             (
-                "fatal kinds are not failures",
-                rep(Err(Auth), 3),
+                "fatal kinds are failures too",
+                rep(Err(Auth), 5),
                 O,
-                "no progress in 3 consecutive loops",
+                "5 consecutive failed calls (last: auth)",
+            ),
+            (
+                "a productive interrupted answer is not a failure",
+                rep(Sig("error: interrupted"), 4),
+                C,
+                "",
             ),
             (
                 "same error opens",
@@ -751,15 +747,7 @@ mod tests {
             &cfg,
         );
         let before = b.clone();
-        run(
-            &mut b,
-            &[
-                L::Err(ErrorKind::UsageLimit),
-                L::UnknownSession,
-                L::Err(ErrorKind::Interrupted),
-            ],
-            &cfg,
-        );
+        run(&mut b, &[L::UnknownSession, L::UnknownSession], &cfg);
         assert_eq!(b, before);
     }
 
@@ -987,7 +975,36 @@ mod tests {
         ]
     }
 
+    /// A loop that made no progress and asked nothing, whatever the agent answered.
+    fn any_idle_loop() -> impl Strategy<Value = L> {
+        prop_oneof![
+            Just(L::NoProg),
+            Just(L::Crash),
+            Just(L::Timeout { files: 0 }),
+            (0u64..2000).prop_map(|n| L::Out(n, false)),
+            prop_oneof![
+                Just(ErrorKind::Overloaded),
+                Just(ErrorKind::UsageLimit),
+                Just(ErrorKind::Interrupted),
+                Just(ErrorKind::Auth),
+                Just(ErrorKind::MaxTurns),
+                Just(ErrorKind::Unknown),
+            ]
+            .prop_map(L::Err),
+        ]
+    }
+
     proptest! {
+        /// No mix of answers without progress keeps the breaker closed: it opens within
+        /// failure_threshold × no_progress_threshold loops.
+        #[test]
+        fn idle_loops_always_open(loops in proptest::collection::vec(any_idle_loop(), 15..60)) {
+            let cfg = BreakerConfig::default();
+            let mut b = Breaker::default();
+            run(&mut b, &loops[..15], &cfg);
+            prop_assert!(b.is_open(), "{:?}", b);
+        }
+
         #[test]
         fn open_is_sticky(
             steps in proptest::collection::vec((any_loop(), 0i64..1200, 0u8..8), 1..200),

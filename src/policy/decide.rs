@@ -20,19 +20,24 @@
 //! accepts one ([`crate::policy::verify`]); a rejected claim is decided again with
 //! [`AfterLoop::claims`] false, so the later rules (breaker, limits, waits) still apply.
 //! 6. the breaker is OPEN → stop `circuit_open`;
-//! 7. the last CB_PERMISSION_DENIAL_THRESHOLD loops all had (effective) denials → stop
+//! 7. the agent only asked questions (a successful answer with questions, no file changed, no
+//!    plan item checked) in the last [`MAX_QUESTION_LOOPS`] loops of this run → stop
+//!    `needs_answers`: only the user can unblock it (in PROMPT.md or fix_plan.md);
+//! 8. the last CB_PERMISSION_DENIAL_THRESHOLD loops all had (effective) denials → stop
 //!    `permission_denied` (a first denial only warns);
-//! 8. loops this run ≥ MAX_LOOPS (when set) → stop `max_loops`;
-//! 9. cost this run ≥ MAX_COST_USD (when set) → stop `cost_budget`;
-//! 10. usage limit → wait until its reset time + 60 s (unknown or past reset time: 60 min), or
+//! 9. loops this run ≥ MAX_LOOPS (when set) → stop `max_loops`;
+//! 10. cost this run ≥ MAX_COST_USD (when set) → stop `cost_budget`;
+//! 11. usage limit → wait until its reset time + 60 s (unknown or past reset time: 60 min), or
 //!     stop `usage_limit` when ON_USAGE_LIMIT=exit;
-//! 11. transient failure (rate_limit, overloaded, server, network, malformed, no_output, a
-//!     timeout or crash) → wait [`backoff`]`(RETRY_BACKOFF_SECONDS, consecutive failures)`. A
-//!     timeout or crash that changed files was productive: no backoff;
-//! 12. otherwise → continue.
+//! 12. transient failure (rate_limit, overloaded, server, network, malformed, no_output, an
+//!     `interrupted` answer, a timeout or crash) → wait
+//!     [`backoff`]`(RETRY_BACKOFF_SECONDS, consecutive failures)`. A timeout or crash that
+//!     changed files was productive: no backoff;
+//! 13. otherwise → continue.
 //!
-//! An `interrupted` error alone continues: the engine owns Ctrl-C/SIGTERM handling and stops
-//! with `interrupted` itself.
+//! When hank itself interrupted the call (Ctrl-C, SIGTERM) the engine stops with
+//! `interrupted` whatever this decides; an `interrupted` answer hank did not cause is a failed
+//! call (it backs off and counts toward the breaker).
 //!
 //! Denials: a denied Bash command whose base command (the first words of the first pipeline
 //! segment of each `&&`/`||`/`;` part, redirections and leading `VAR=value` dropped) is
@@ -58,6 +63,10 @@ pub const USAGE_RESET_MARGIN: SignedDuration = SignedDuration::from_secs(60);
 pub const USAGE_UNKNOWN_WAIT: SignedDuration = SignedDuration::from_mins(60);
 /// Cap of the exponential backoff (unless the base itself is larger).
 pub const BACKOFF_CAP: SignedDuration = SignedDuration::from_mins(15);
+/// Consecutive loops (of one run) in which the agent only asked questions, after which the
+/// run stops with `needs_answers` (the breaker holds its no-progress count on such loops, so
+/// without this rule they could go on for ever).
+pub const MAX_QUESTION_LOOPS: u32 = 5;
 
 /// ON_USAGE_LIMIT.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -121,8 +130,22 @@ pub struct LoopRecord {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub contradiction: bool,
     pub files_changed: u32,
+    /// fix_plan items newly checked in the loop.
+    pub plan_items_checked: u32,
     pub cost_usd: f64,
     pub output_len: u64,
+}
+
+impl LoopRecord {
+    /// The agent answered with questions and did nothing else: no file changed, no plan item
+    /// checked.
+    #[must_use]
+    pub fn only_asked(&self) -> bool {
+        self.questions
+            && self.outcome == Outcome::Success
+            && self.files_changed == 0
+            && self.plan_items_checked == 0
+    }
 }
 
 /// Builds the record of one loop.
@@ -161,6 +184,7 @@ pub fn record_loop(
         denial_warnings,
         questions: !analysis.questions.is_empty(),
         files_changed: progress.files_changed,
+        plan_items_checked: progress.plan_items_checked,
         cost_usd: if analysis.cost_usd.is_finite() {
             analysis.cost_usd
         } else {
@@ -411,6 +435,12 @@ pub fn after_loop(input: &AfterLoop<'_>) -> Decision {
     if input.breaker.is_open() {
         return Decision::Stop(ExitReason::CircuitOpen);
     }
+    if input.loops_this_run >= u64::from(MAX_QUESTION_LOOPS)
+        && last_n(input.history, MAX_QUESTION_LOOPS)
+            .is_some_and(|recs| recs.iter().all(LoopRecord::only_asked))
+    {
+        return Decision::Stop(ExitReason::NeedsAnswers);
+    }
     if last_n(input.history, cfg.permission_denial_threshold)
         .is_some_and(|recs| recs.iter().all(|r| !r.denied.is_empty()))
     {
@@ -438,7 +468,6 @@ pub fn after_loop(input: &AfterLoop<'_>) -> Decision {
     }
     let changed_files = input.history.last().is_some_and(|r| r.files_changed > 0);
     let transient = match (a.outcome, kind) {
-        (_, Some(ErrorKind::Interrupted)) => false,
         (Outcome::Timeout | Outcome::Crashed, _) => !changed_files,
         (
             _,
@@ -448,7 +477,8 @@ pub fn after_loop(input: &AfterLoop<'_>) -> Decision {
                 | ErrorKind::Server
                 | ErrorKind::Network
                 | ErrorKind::Malformed
-                | ErrorKind::NoOutput,
+                | ErrorKind::NoOutput
+                | ErrorKind::Interrupted,
             ),
         ) => true,
         _ => false,
@@ -642,6 +672,11 @@ mod tests {
             outcome: Outcome::Crashed,
             ..Analysis::default()
         };
+        let asking = Analysis {
+            questions: vec!["Should I use A or B?".into()],
+            ..Analysis::default()
+        };
+        let asked = rec(|r| r.questions = true);
         let backoff_wait = |secs| Decision::Wait {
             until: ts(secs),
             reason: WaitReason::Backoff,
@@ -936,11 +971,83 @@ mod tests {
                 ..case("productive timeout continues", timeout, Continue)
             },
             case("max turns continues", err(ErrorKind::MaxTurns), Continue),
-            case(
-                "interrupted continues (engine stops)",
-                err(ErrorKind::Interrupted),
-                Continue,
-            ),
+            Case {
+                failures: 1,
+                ..case(
+                    "an interrupted answer hank did not cause backs off",
+                    err(ErrorKind::Interrupted),
+                    backoff_wait(30),
+                )
+            },
+            Case {
+                loops: 5,
+                ..with_history(
+                    case(
+                        "5 loops of questions only stop: needs_answers",
+                        asking.clone(),
+                        Stop(ExitReason::NeedsAnswers),
+                    ),
+                    vec![asked.clone(); 4],
+                )
+            },
+            Case {
+                loops: 4,
+                ..with_history(
+                    case(
+                        "questions from an earlier run do not count",
+                        asking.clone(),
+                        Continue,
+                    ),
+                    vec![asked.clone(); 6],
+                )
+            },
+            Case {
+                loops: 5,
+                ..with_history(
+                    case("4 loops of questions continue", asking.clone(), Continue),
+                    vec![asked.clone(); 3],
+                )
+            },
+            Case {
+                loops: 9,
+                ..with_history(
+                    case(
+                        "a loop that checked a plan item breaks the run of questions",
+                        asking.clone(),
+                        Continue,
+                    ),
+                    vec![
+                        asked.clone(),
+                        rec(|r| {
+                            r.questions = true;
+                            r.plan_items_checked = 1;
+                        }),
+                        asked.clone(),
+                        asked.clone(),
+                        asked.clone(),
+                    ],
+                )
+            },
+            Case {
+                loops: 9,
+                ..with_history(
+                    case(
+                        "a failed call breaks the run of questions",
+                        asking.clone(),
+                        Continue,
+                    ),
+                    vec![
+                        asked.clone(),
+                        rec(|r| {
+                            r.questions = true;
+                            r.outcome = Outcome::AgentError;
+                        }),
+                        asked.clone(),
+                        asked.clone(),
+                        asked.clone(),
+                    ],
+                )
+            },
         ];
         for c in &cases {
             assert_eq!(decide(c), c.expected, "{}", c.name);

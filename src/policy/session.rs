@@ -65,6 +65,68 @@ pub fn after_answer(
     })
 }
 
+/// How an agent CLI spells its session ids: what hank accepts before passing an id back on a
+/// command line. The id comes from the agent's answer (or from `state.json`, which the agent
+/// can write), so it is checked every time it is used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdAlphabet {
+    /// Claude Code: a UUID (`8-4-4-4-12` hex digits).
+    Uuid,
+    /// Any other CLI: 1 to [`MAX_SESSION_ID_LEN`] characters of `A-Z a-z 0-9 . _ : -`, not
+    /// starting with `-` (so it can never be read as an option).
+    Conservative,
+}
+
+/// Longest session id hank passes back.
+pub const MAX_SESSION_ID_LEN: usize = 128;
+
+/// Checks a session id against `alphabet`; the error says what is wrong (without quoting the
+/// id, which may be long or hostile).
+///
+/// # Errors
+/// The id is empty, too long, starts with `-`, or holds a character outside the alphabet.
+pub fn check_id(id: &str, alphabet: IdAlphabet) -> Result<(), String> {
+    if id.is_empty() {
+        return Err("it is empty".into());
+    }
+    if id.len() > MAX_SESSION_ID_LEN {
+        return Err(format!(
+            "it is {} bytes long (at most {MAX_SESSION_ID_LEN})",
+            id.len()
+        ));
+    }
+    if id.starts_with('-') {
+        return Err("it starts with '-'".into());
+    }
+    match alphabet {
+        IdAlphabet::Uuid => {
+            let shape_ok = id.len() == 36
+                && id.char_indices().all(|(i, c)| {
+                    if matches!(i, 8 | 13 | 18 | 23) {
+                        c == '-'
+                    } else {
+                        c.is_ascii_hexdigit()
+                    }
+                });
+            if shape_ok {
+                Ok(())
+            } else {
+                Err("it is not a UUID".into())
+            }
+        }
+        IdAlphabet::Conservative => {
+            if id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'))
+            {
+                Ok(())
+            } else {
+                Err("it holds characters outside A-Z a-z 0-9 . _ : -".into())
+            }
+        }
+    }
+}
+
 /// What to do when the client answered "No conversation found".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UnknownSession {
@@ -188,6 +250,58 @@ mod tests {
             ),
             None
         );
+    }
+
+    #[test]
+    fn check_id_table() {
+        use IdAlphabet::{Conservative as C, Uuid as U};
+        let long = "a".repeat(MAX_SESSION_ID_LEN + 1);
+        let ten_kb = "7".repeat(10 * 1024);
+        let max = "b".repeat(MAX_SESSION_ID_LEN);
+        // (id, alphabet, accepted)
+        let cases: &[(&str, IdAlphabet, bool)] = &[
+            ("4b7c2e1a-9d3f-4e8b-a6c5-1f2e3d4c5b6a", U, true),
+            ("4B7C2E1A-9D3F-4E8B-A6C5-1F2E3D4C5B6A", U, true),
+            ("4b7c2e1a-9d3f-4e8b-a6c5-1f2e3d4c5b6", U, false),
+            ("4b7c2e1a-9d3f-4e8b-a6c5-1f2e3d4c5b6az", U, false),
+            ("4b7c2e1a9d3f-4e8b-a6c5-1f2e3d4c5b6a-", U, false),
+            ("gb7c2e1a-9d3f-4e8b-a6c5-1f2e3d4c5b6a", U, false),
+            ("--dangerously-skip-permissions", U, false),
+            ("--dangerously-skip-permissions", C, false),
+            ("-x", C, false),
+            ("$(touch /tmp/pwned)", C, false),
+            ("`id`", C, false),
+            ("a b", C, false),
+            (
+                "a
+b", C, false,
+            ),
+            ("a=b", C, false),
+            ("", C, false),
+            ("", U, false),
+            ("ses_3f9a:1.2-x_Y", C, true),
+            ("4b7c2e1a-9d3f-4e8b-a6c5-1f2e3d4c5b6a", C, true),
+            ("é", C, false),
+            (&long, C, false),
+            (&max, C, true),
+            (&ten_kb, C, false),
+            (&ten_kb, U, false),
+        ];
+        for (id, alphabet, ok) in cases {
+            let got = check_id(id, *alphabet);
+            assert_eq!(
+                got.is_ok(),
+                *ok,
+                "{:?} {alphabet:?}: {got:?}",
+                &id[..id.len().min(40)]
+            );
+            if let Err(why) = got {
+                assert!(
+                    !why.contains(&id[..id.len().min(8)]) || id.is_empty(),
+                    "{why}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::error::{HankError, Result};
+use crate::fsread::Follow;
 use crate::policy::breaker::BreakerConfig;
 use crate::policy::budget::BudgetLimits;
 use crate::policy::decide::{DecideConfig, UsageLimitPolicy};
@@ -132,20 +133,55 @@ impl Settings {
     }
 
     /// The required files that are not there (the loop stops with `integrity_failure`).
+    /// A file that is there but is not a regular file (a FIFO, a device, a directory, a link
+    /// to one) is not "missing": [`Settings::check_special_files`] reports it.
     #[must_use]
     pub fn missing_files(&self) -> Vec<PathBuf> {
         self.required_files()
             .into_iter()
-            .filter(|p| !p.is_file())
+            .filter(|p| !p.is_file() && crate::fsread::not_regular(p, Follow::Yes).is_none())
             .collect()
     }
 
-    /// `.hank/fix_plan.md` as text (invalid UTF-8 replaced), if it can be read.
+    /// A required file that is a FIFO, a device, a directory or a link to one is an error
+    /// naming it (reading it would hang or make no sense).
+    ///
+    /// # Errors
+    /// The first such file.
+    pub fn check_special_files(&self) -> Result<()> {
+        for p in self.required_files() {
+            if let Some(what) = crate::fsread::not_regular(&p, Follow::Yes) {
+                return Err(HankError::Unreadable {
+                    path: p,
+                    problem: format!("is {what}; expected a regular file"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// `.hank/fix_plan.md` as text (invalid UTF-8 replaced), if it can be read (a regular
+    /// file of at most [`crate::fsread::DOCUMENT_LIMIT`] bytes).
     #[must_use]
     pub fn read_fix_plan(&self) -> Option<String> {
-        std::fs::read(self.project_dir.join(".hank/fix_plan.md"))
-            .ok()
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
+        crate::fsread::read(
+            &self.project_dir.join(".hank/fix_plan.md"),
+            crate::fsread::DOCUMENT_LIMIT,
+            Follow::Yes,
+        )
+        .ok()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+    }
+
+    /// The prompt file's bytes (a regular file of at most
+    /// [`crate::fsread::DOCUMENT_LIMIT`] bytes).
+    ///
+    /// # Errors
+    /// It cannot be read, is not a regular file, or is too large (the error names it).
+    pub fn read_prompt(&self) -> Result<Vec<u8>> {
+        let path = self.prompt_path();
+        crate::fsread::read(&path, crate::fsread::DOCUMENT_LIMIT, Follow::Yes)
+            .map_err(|e| HankError::io("failed to read", &path, e))
     }
 
     /// The session to resume now under SESSION_CONTINUITY and SESSION_EXPIRY_HOURS.
@@ -252,7 +288,7 @@ impl Settings {
 /// Reads `.hankrc` (if any) and the real environment, and resolves the settings.
 pub fn load(flags: &Flags, project_dir: &Path) -> Result<Settings> {
     let rc_path = project_dir.join(".hankrc");
-    let rc_text = match std::fs::read(&rc_path) {
+    let rc_text = match crate::fsread::read(&rc_path, crate::fsread::CONFIG_LIMIT, Follow::Yes) {
         Ok(bytes) => String::from_utf8(bytes).map_err(|_| {
             HankError::usage(format!("{}: not valid UTF-8 text", rc_path.display()))
         })?,

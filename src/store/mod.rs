@@ -47,6 +47,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use jiff::Timestamp;
 
 use crate::error::{HankError, Result};
+use crate::fsread::Follow;
 use crate::policy::budget::{Ledger, LedgerEntry};
 
 pub mod schema;
@@ -133,6 +134,9 @@ fn open_append(path: &Path) -> io::Result<File> {
 pub struct Store {
     dir: PathBuf,
     journal: Arc<Mutex<Option<Journal>>>,
+    /// What the store repaired on its own (a link among its files replaced), for the loop to
+    /// report as warnings.
+    notes: Arc<Mutex<Vec<String>>>,
 }
 
 /// What the call log holds, as far as this store knows.
@@ -227,6 +231,63 @@ pub struct Loaded {
     pub state: State,
     /// Set when a corrupt file was moved aside: where it went.
     pub moved_aside: Option<PathBuf>,
+    /// What was wrong with the file moved aside, and what of it was kept or lost, for the
+    /// warning (empty when nothing was moved aside).
+    pub problem: String,
+    /// Timestamps in the future (the clock went back, or the file was edited) clamped to now.
+    pub clamped: Vec<String>,
+}
+
+/// Why a `state.json` cannot be used, or the state it holds. A file hank wrote is an object
+/// with a `schema_version` of at most [`STATE_SCHEMA`], every field of the right type; anything
+/// else (`{}`, `[]`, a field of the wrong type) is refused, never read as a fresh state.
+fn parse_state(bytes: &[u8]) -> std::result::Result<State, String> {
+    let v: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| format!("is not valid JSON ({e})"))?;
+    let obj = v
+        .as_object()
+        .ok_or_else(|| "is not a JSON object".to_string())?;
+    let version = obj
+        .get("schema_version")
+        .and_then(serde_json::Value::as_u64)
+        .ok_or_else(|| "has no schema_version (hank always writes one)".to_string())?;
+    if version == 0 || version > u64::from(STATE_SCHEMA) {
+        return Err(format!(
+            "has schema_version {version}; this hank reads 1 to {STATE_SCHEMA}"
+        ));
+    }
+    serde_json::from_value::<State>(v).map_err(|e| format!("does not match the state schema ({e})"))
+}
+
+/// What can be saved from a state file that is moved aside: an OPEN breaker is kept (a
+/// damaged file must not close it silently). Returns the breaker to keep and the words for
+/// the warning.
+fn salvage(bytes: &[u8]) -> (Option<crate::policy::breaker::Breaker>, String) {
+    let breaker = serde_json::from_slice::<serde_json::Value>(bytes)
+        .ok()
+        .and_then(|v| v.get("breaker").cloned())
+        .and_then(|b| {
+            // Only what is clearly an OPEN breaker; its other fields as far as they read.
+            let open = b.get("state").and_then(serde_json::Value::as_str) == Some("OPEN");
+            open.then(|| {
+                let lenient =
+                    schema::read_lenient::<crate::policy::breaker::Breaker>(&b).map(|l| l.value);
+                let mut br = lenient.unwrap_or_default();
+                br.state = crate::policy::breaker::CircuitState::Open;
+                if br.reason.is_empty() {
+                    br.reason = "kept from a damaged state.json".into();
+                }
+                br
+            })
+        });
+    let words = match &breaker {
+        Some(b) => format!(
+            "the circuit breaker there was OPEN ({}) and stays OPEN (`hank reset circuit` to close it); the loop history, totals and session were lost",
+            b.reason
+        ),
+        None => "the loop history, totals, breaker counters and session were lost".into(),
+    };
+    (breaker, words)
 }
 
 impl Store {
@@ -236,6 +297,45 @@ impl Store {
         Self {
             dir: project_dir.join(".hank"),
             journal: Arc::new(Mutex::new(None)),
+            notes: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+
+    /// The repairs made since the last call (see [`Store::ensure_dirs`]), for warnings.
+    pub fn take_notes(&self) -> Vec<String> {
+        std::mem::take(&mut *self.notes.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn note(&self, msg: String) {
+        self.notes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(msg);
+    }
+
+    /// Makes sure `path`, one of hank's own append-only files, is a regular file or absent:
+    /// a symbolic link (the agent may plant one to make hank write elsewhere, or to break
+    /// every write) or any other special file there is removed (a directory is moved aside),
+    /// with a note. Never follows the link.
+    fn own_file(&self, path: &Path) {
+        let Some(what) = crate::fsread::not_regular(path, Follow::No) else {
+            return;
+        };
+        let done = if what == "a directory" {
+            let aside = path.with_extension(format!("moved-aside-{}", std::process::id()));
+            fs::rename(path, &aside).map(|()| format!("moved it aside to {}", aside.display()))
+        } else {
+            fs::remove_file(path).map(|()| "replaced it with a regular file".to_owned())
+        };
+        match done {
+            Ok(how) => self.note(format!(
+                "{} was {what}; hank never follows links or writes into special files among its own files: {how}",
+                path.display()
+            )),
+            Err(e) => self.note(format!(
+                "{} is {what} and could not be replaced: {e}",
+                path.display()
+            )),
         }
     }
 
@@ -282,9 +382,20 @@ impl Store {
         self.logs_dir().join(format!("loop-{number:05}.{ext}"))
     }
 
-    /// Creates `.hank/logs/` if needed.
+    /// Creates `.hank/logs/` if needed. A `logs` that is a symbolic link (it would lead
+    /// hank's writes out of the project) is replaced by a real directory, with a note (the
+    /// link itself is removed, never what it points to); a regular file there is an error.
     pub fn ensure_dirs(&self) -> Result<()> {
         let logs = self.logs_dir();
+        if let Ok(meta) = fs::symlink_metadata(&logs)
+            && meta.file_type().is_symlink()
+        {
+            fs::remove_file(&logs).map_err(|e| HankError::io("failed to replace", &logs, e))?;
+            self.note(format!(
+                "{} was a symbolic link; hank never writes outside the project: removed the link (not its target) and made a real directory",
+                logs.display()
+            ));
+        }
         fs::create_dir_all(&logs).map_err(|e| HankError::io("failed to create", &logs, e))
     }
 
@@ -295,31 +406,59 @@ impl Store {
     pub fn load_state(&self, now: Timestamp) -> Result<Loaded> {
         let path = self.state_path();
         let log = self.read_calls()?;
-        let (state, moved_aside) = match fs::read(&path) {
-            Ok(bytes) => match serde_json::from_slice::<State>(&bytes) {
-                Ok(state) if state.schema_version <= STATE_SCHEMA => (state, None),
-                _ => {
-                    let aside = self
-                        .dir
-                        .join(format!("state.json.corrupt-{}", now.as_second()));
-                    fs::rename(&path, &aside)
-                        .map_err(|e| HankError::io("failed to move aside corrupt", &path, e))?;
-                    (State::default(), Some(aside))
-                }
-            },
-            Err(e) if e.kind() == io::ErrorKind::NotFound => (State::default(), None),
+        let mut problem = String::new();
+        let read = match crate::fsread::read(&path, crate::fsread::STATE_LIMIT, Follow::No) {
+            Ok(bytes) => parse_state(&bytes).map_err(|why| (why, bytes)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(State::default()),
+            // A link is never followed: it is moved aside like a damaged file.
+            Err(e) if crate::fsread::not_regular(&path, Follow::No) == Some("a symbolic link") => {
+                Err((e.to_string(), Vec::new()))
+            }
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => Err((e.to_string(), Vec::new())),
             Err(e) => return Err(HankError::io("failed to read", &path, e)),
         };
+        let (mut state, moved_aside) = match read {
+            Ok(state) => (state, None),
+            Err((why, bytes)) => {
+                let aside = self
+                    .dir
+                    .join(format!("state.json.corrupt-{}", now.as_second()));
+                fs::rename(&path, &aside)
+                    .map_err(|e| HankError::io("failed to move aside corrupt", &path, e))?;
+                let (breaker, lost) = salvage(&bytes);
+                problem = format!("{why}; {lost}");
+                let mut fresh = State::default();
+                if let Some(b) = breaker {
+                    fresh.breaker = b;
+                }
+                (fresh, Some(aside))
+            }
+        };
+        let clamped = state.clamp_future(now);
         let inline = !state.ledger.entries.is_empty();
-        let state = with_calls(state, log.entries, log.last_id);
+        let mut state = with_calls(state, log.entries, log.last_id);
+        let mut clamped = clamped;
+        let future_calls = state.ledger.entries.iter().filter(|e| e.at > now).count();
+        if future_calls > 0 {
+            for e in &mut state.ledger.entries {
+                e.at = e.at.min(now);
+            }
+            clamped.push(format!("{future_calls} call(s) of the call log"));
+        }
+        let rewrite_log = future_calls > 0;
         let last = state.ledger.entries.last();
         *self.journal_lock() = Some(Journal {
             logged: state.ledger.last_id(),
             last_tokens: last.map_or(0, |e| e.tokens),
             lines: log.lines,
-            rewrite: log.damaged || inline,
+            rewrite: log.damaged || inline || rewrite_log,
         });
-        Ok(Loaded { state, moved_aside })
+        Ok(Loaded {
+            state,
+            moved_aside,
+            problem,
+            clamped,
+        })
     }
 
     /// Saves `state.json` atomically and durably (fdatasync before the rename, and of the
@@ -348,19 +487,11 @@ impl Store {
     /// Reads the call log (`O_NOFOLLOW`); missing → empty.
     fn read_calls(&self) -> Result<CallLog> {
         let path = self.calls_path();
-        let opened = OpenOptions::new()
-            .read(true)
-            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-            .open(&path);
-        let mut file = match opened {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(CallLog::default()),
-            Err(e) => return Err(HankError::io("failed to read", &path, e)),
-        };
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)
-            .map_err(|e| HankError::io("failed to read", &path, e))?;
-        Ok(parse_call_log(&bytes))
+        match crate::fsread::read_if_exists(&path, crate::fsread::STATE_LIMIT, Follow::No) {
+            Ok(Some(bytes)) => Ok(parse_call_log(&bytes)),
+            Ok(None) => Ok(CallLog::default()),
+            Err(e) => Err(HankError::io("failed to read", &path, e)),
+        }
     }
 
     /// Brings the call log up to `ledger`: appends what is new since the last read or write,
@@ -451,11 +582,11 @@ impl Store {
     /// says the next run will move it aside.
     pub fn read_state(&self) -> Result<State> {
         let path = self.state_path();
-        let state = match fs::read(&path) {
-            Ok(b) => serde_json::from_slice(&b).map_err(|e| HankError::Unreadable {
+        let state = match crate::fsread::read(&path, crate::fsread::STATE_LIMIT, Follow::No) {
+            Ok(b) => parse_state(&b).map_err(|why| HankError::Unreadable {
                 path: path.clone(),
                 problem: format!(
-                    "is not a hank state file ({e}); the next `hank run` will move it aside"
+                    "{why}: not a hank state file; the next `hank run` will move it aside"
                 ),
             })?,
             Err(e) if e.kind() == io::ErrorKind::NotFound => State::default(),
@@ -468,13 +599,19 @@ impl Store {
     /// Reads `status.json`, if present and readable.
     #[must_use]
     pub fn read_status(&self) -> Option<Status> {
-        let bytes = fs::read(self.status_path()).ok()?;
+        let bytes = crate::fsread::read(
+            &self.status_path(),
+            crate::fsread::DOCUMENT_LIMIT,
+            Follow::No,
+        )
+        .ok()?;
         serde_json::from_slice(&bytes).ok()
     }
 
     /// Appends one event line to `events.jsonl`, trimming the file past [`EVENTS_CAP`].
     pub fn append_event(&self, line: &str) -> Result<()> {
         let path = self.events_path();
+        self.own_file(&path);
         let mut f = open_append(&path).map_err(|e| HankError::io("failed to open", &path, e))?;
         f.write_all(line.as_bytes())
             .and_then(|()| f.write_all(b"\n"))
@@ -492,6 +629,7 @@ impl Store {
     /// not fatal: the loop's real state is in state.json.
     pub fn log(&self, now: Timestamp, line: &str) {
         let path = self.logs_dir().join("hank.log");
+        self.own_file(&path);
         if let Ok(meta) = fs::symlink_metadata(&path)
             && meta.len() > LOG_CAP
         {
@@ -1053,7 +1191,131 @@ mod tests {
         fs::write(&outside, b"").unwrap();
         fs::remove_file(store.events_path()).unwrap();
         std::os::unix::fs::symlink(&outside, store.events_path()).unwrap();
-        assert!(store.append_event("{}").is_err());
+        // The link is replaced (not followed), the event written, and a note says so.
+        store.append_event("{}").unwrap();
         assert_eq!(fs::read(&outside).unwrap(), b"");
+        let meta = fs::symlink_metadata(store.events_path()).unwrap();
+        assert!(meta.file_type().is_file());
+        assert_eq!(fs::read(store.events_path()).unwrap(), b"{}\n");
+        let notes = store.take_notes();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].contains("events.jsonl was a symbolic link"),
+            "{notes:?}"
+        );
+    }
+
+    #[test]
+    fn a_symlinked_logs_dir_is_replaced_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join(".hank")).unwrap();
+        let store = Store::new(dir.path());
+        std::os::unix::fs::symlink(outside.path(), store.logs_dir()).unwrap();
+        store.ensure_dirs().unwrap();
+        assert!(fs::symlink_metadata(store.logs_dir()).unwrap().is_dir());
+        store.log(now(), "hello");
+        assert!(fs::read_dir(outside.path()).unwrap().next().is_none());
+        assert!(
+            store
+                .take_notes()
+                .iter()
+                .any(|n| n.contains("logs was a symbolic link"))
+        );
+    }
+
+    #[test]
+    fn state_files_outside_the_schema_are_moved_aside_keeping_an_open_breaker() {
+        // (content, breaker kept OPEN)
+        let cases: &[(&str, bool)] = &[
+            ("{}", false),
+            ("[]", false),
+            ("{\"entries\":[{}]}", false),
+            ("{\"schema_version\":2,\"loop_count\":\"seven\"}", false),
+            (
+                "{\"schema_version\":2,\"breaker\":{\"state\":\"OPEN\",\"reason\":\"r\"},\"totals\":{\"cost_usd\":null}}",
+                true,
+            ),
+            ("{\"schema_version\":9}", false),
+            ("null", false),
+        ];
+        for (text, open) in cases {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::new(dir.path());
+            store.ensure_dirs().unwrap();
+            fs::write(store.state_path(), text).unwrap();
+            let loaded = store.load_state(now()).unwrap();
+            let aside = loaded
+                .moved_aside
+                .clone()
+                .unwrap_or_else(|| panic!("{text}"));
+            assert_eq!(fs::read_to_string(&aside).unwrap(), *text);
+            assert!(!loaded.problem.is_empty());
+            assert_eq!(loaded.state.breaker.is_open(), *open, "{text}");
+            if *open {
+                assert!(loaded.problem.contains("stays OPEN"), "{}", loaded.problem);
+            }
+        }
+    }
+
+    #[test]
+    fn special_state_files_are_errors_or_moved_aside_never_a_hang() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        store.ensure_dirs().unwrap();
+        fs::create_dir(store.state_path()).unwrap();
+        let err = store.load_state(now()).unwrap_err().to_string();
+        assert!(
+            err.contains("state.json") && err.contains("directory"),
+            "{err}"
+        );
+        fs::remove_dir(store.state_path()).unwrap();
+        nix::unistd::mkfifo(
+            &store.state_path(),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        let err = store.load_state(now()).unwrap_err().to_string();
+        assert!(err.contains("FIFO"), "{err}");
+        fs::remove_file(store.state_path()).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", store.state_path()).unwrap();
+        let loaded = store.load_state(now()).unwrap();
+        assert!(loaded.moved_aside.is_some());
+        assert!(
+            loaded.problem.contains("symbolic link"),
+            "{}",
+            loaded.problem
+        );
+    }
+
+    #[test]
+    fn future_times_are_clamped_at_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        store.ensure_dirs().unwrap();
+        let future: Timestamp = "2030-01-01T00:00:00Z".parse().unwrap();
+        let mut state = State::default();
+        state.breaker.state = crate::policy::breaker::CircuitState::Open;
+        state.breaker.opened_at = Some(future);
+        state.session = Some(schema::Session {
+            id: "4b7c2e1a-9d3f-4e8b-a6c5-1f2e3d4c5b6a".into(),
+            started_at: future,
+            last_used_at: future,
+        });
+        state.ledger.record_call(future);
+        store.save_state(&state).unwrap();
+        let again = Store::new(dir.path());
+        let loaded = again.load_state(now()).unwrap();
+        assert_eq!(loaded.state.breaker.opened_at, Some(now()));
+        let s = loaded.state.session.as_ref().unwrap();
+        assert_eq!((s.started_at, s.last_used_at), (now(), now()));
+        assert!(loaded.state.ledger.entries.iter().all(|e| e.at <= now()));
+        assert!(loaded.clamped.len() >= 3, "{:?}", loaded.clamped);
+        // The breaker now cools down from now on.
+        let cfg = crate::policy::breaker::BreakerConfig::default();
+        assert_eq!(
+            loaded.state.breaker.cooldown_ends_at(&cfg),
+            Some(now() + jiff::SignedDuration::from_mins(30))
+        );
     }
 }

@@ -385,6 +385,10 @@ pub struct Fold<'a> {
     pub regressed: bool,
     pub decide: &'a DecideConfig,
     pub breaker: &'a BreakerConfig,
+    /// Hank itself stopped the agent (Ctrl-C, SIGTERM): the answer says nothing about the
+    /// agent, so the breaker does not count it. An `interrupted` answer hank did not cause
+    /// is a failed call like any other.
+    pub interrupted_by_hank: bool,
 }
 
 /// What folding a loop found, for the loop to report.
@@ -419,6 +423,9 @@ impl State {
         self.history.push(record);
         let excess = self.history.len().saturating_sub(HISTORY_LEN);
         self.history.drain(..excess);
+        if f.interrupted_by_hank {
+            return folded;
+        }
         // A loop that turned the project's passing check red made no progress, whatever it
         // changed (VERIFY_EVERY_LOOP).
         let none = Progress::default();
@@ -427,6 +434,48 @@ impl State {
             transition: self.breaker.record(a, progress, f.now, f.breaker),
             ..folded
         }
+    }
+}
+
+impl State {
+    /// Clamps every timestamp of the past that lies in the future (the clock went back, or
+    /// the file was edited) to `now`: a breaker "opened" tomorrow would never cool down, a
+    /// session "used" tomorrow would never expire. Returns what was clamped, for a warning.
+    /// (The call log's times are clamped by the store.)
+    pub fn clamp_future(&mut self, now: Timestamp) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut clamp = |t: &mut Timestamp, what: &str| {
+            if *t > now {
+                *t = now;
+                if !out.iter().any(|o: &String| o == what) {
+                    out.push(what.to_owned());
+                }
+            }
+        };
+        if let Some(t) = self.breaker.opened_at.as_mut() {
+            clamp(t, "the circuit breaker's opening time");
+        }
+        for tr in &mut self.breaker.history {
+            clamp(&mut tr.at, "the circuit breaker's history");
+        }
+        if let Some(s) = self.session.as_mut() {
+            clamp(&mut s.started_at, "the session's times");
+            clamp(&mut s.last_used_at, "the session's times");
+        }
+        for s in self.agents.sessions.values_mut() {
+            clamp(&mut s.started_at, "the parked sessions' times");
+            clamp(&mut s.last_used_at, "the parked sessions' times");
+        }
+        for r in &mut self.history {
+            clamp(&mut r.at, "the loop history");
+        }
+        for l in self.agents.limited.values_mut() {
+            clamp(&mut l.since, "the agent limits' start times");
+        }
+        for e in &mut self.ledger.entries {
+            clamp(&mut e.at, "the call ledger");
+        }
+        out
     }
 }
 
@@ -729,6 +778,7 @@ mod tests {
                 regressed: false,
                 decide: &dcfg,
                 breaker: &bcfg,
+                interrupted_by_hank: false,
             });
             transitions += usize::from(folded.transition.is_some());
         }

@@ -10,6 +10,7 @@ mod architecture;
 mod cli;
 mod faults;
 mod first_hour;
+mod hostile_data;
 mod import;
 mod loop_e2e;
 mod monitor;
