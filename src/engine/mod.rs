@@ -418,15 +418,18 @@ impl Engine {
         // 7. fold
         let now = self.clock.now();
         let interrupted_by_hank = outcome.interrupted || self.interrupted();
-        self.fold(
+        let (decide_cfg, breaker_cfg) = (self.s.decide_config(), self.s.breaker_config());
+        self.fold(&Fold {
             number,
             now,
-            resume.as_deref(),
-            &analysis,
-            &progress,
+            resumed: resume.as_deref(),
+            analysis: &analysis,
+            progress: &progress,
             regressed,
+            decide: &decide_cfg,
+            breaker: &breaker_cfg,
             interrupted_by_hank,
-        )?;
+        })?;
         self.state
             .agents
             .count(agent.name(), analysis.cost_usd, analysis.tokens.sum());
@@ -507,28 +510,9 @@ impl Engine {
 
     /// Step 7: folds one loop into the persistent state ([`State::fold`], pure) and reports
     /// what the fold found (denial warnings, a breaker transition).
-    fn fold(
-        &mut self,
-        number: u64,
-        now: Timestamp,
-        resumed: Option<&str>,
-        analysis: &Analysis,
-        progress: &progress::Progress,
-        regressed: bool,
-        interrupted_by_hank: bool,
-    ) -> Result<()> {
-        self.cost_this_run += analysis.cost_usd;
-        let folded = self.state.fold(&Fold {
-            number,
-            now,
-            resumed,
-            analysis,
-            progress,
-            regressed,
-            decide: &self.s.decide_config(),
-            breaker: &self.s.breaker_config(),
-            interrupted_by_hank,
-        });
+    fn fold(&mut self, fold: &Fold<'_>) -> Result<()> {
+        self.cost_this_run += fold.analysis.cost_usd;
+        let folded = self.state.fold(fold);
         for w in crate::report::denial_warnings(&folded.denied, &folded.denial_warnings) {
             self.warn(&w);
         }
