@@ -455,6 +455,20 @@ pub fn local_time(t: Timestamp) -> String {
     format!("{local} ({utc})")
 }
 
+/// What an OPEN message adds: when the cooldown ends (local time and UTC) and how to run
+/// before that.
+#[must_use]
+pub fn cooldown_note(ends: Timestamp, now: Timestamp) -> String {
+    let when = if ends > now {
+        format!("the cooldown ends {}", local_time(ends))
+    } else {
+        "the cooldown has passed".to_string()
+    };
+    format!(
+        "; {when}: a start after that gets one trial loop. To run sooner: `hank reset circuit`, or start with --auto-reset-circuit"
+    )
+}
+
 /// A timestamp to the second, UTC.
 #[must_use]
 pub fn short_time(t: Timestamp) -> String {
@@ -531,7 +545,7 @@ pub fn exit_message(reason: ExitReason, state: &State, plan: &Plan) -> String {
         ExitReason::PlanComplete => format!("every required fix_plan item is done ({}/{})", plan.done(), plan.total()),
         ExitReason::TestSaturation => "only tests were run in the last loops: the work looks finished".into(),
         ExitReason::CircuitOpen => format!(
-            "circuit breaker OPEN: {} (after fixing the cause: `hank reset circuit`)",
+            "circuit breaker OPEN: {}",
             state.breaker.reason
         ),
         ExitReason::PermissionDenied => "the agent was denied tools in consecutive loops; add what it needs to ALLOWED_TOOLS in .hankrc".into(),

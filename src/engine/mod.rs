@@ -434,7 +434,13 @@ impl Engine {
             .agents
             .count(agent.name(), analysis.cost_usd, analysis.tokens.sum());
         let dcfg = self.s.decide_config();
-        self.state.consecutive_failures = self.state.breaker.failure_streak;
+        // The backoff grows with failures of either kind (an outage does not raise
+        // failure_streak: it is judged by time).
+        self.state.consecutive_failures = self
+            .state
+            .breaker
+            .failure_streak
+            .saturating_add(self.state.breaker.transient_streak);
 
         // 8. decide; a "done" claim stands only when the project's check passes
         let plan_complete = self.plan_complete();
@@ -570,6 +576,14 @@ impl Engine {
         self.refresh_plan();
         let mut message = crate::report::exit_message(reason, &self.state, &self.plan);
         message.push_str(&self.verification_summary(reason));
+        if reason == ExitReason::CircuitOpen
+            && let Some(end) = self
+                .state
+                .breaker
+                .cooldown_ends_at(&self.s.breaker_config())
+        {
+            message.push_str(&crate::report::cooldown_note(end, self.clock.now()));
+        }
         self.store
             .write_status(&self.status(run_state, Some(reason)))?;
         self.emit(EventKind::Exit {

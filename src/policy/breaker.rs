@@ -29,13 +29,22 @@
 //! - Successful outputs feed the last 5 output lengths for the decline rule (which needs at
 //!   least 3 of them).
 //!
+//! - **An outage is judged by time** (`max_outage_minutes` > 0): a transient failure
+//!   ([`is_transient`]: overloaded, 5xx, network, a rate limit that is not a usage limit) that
+//!   made no progress moves none of the counters above; it starts (or continues) the outage
+//!   clock `outage_since` and raises `transient_streak` (the backoff's exponent). The breaker
+//!   opens when no call has succeeded for `max_outage_minutes` ("the API has been unavailable
+//!   for …"). Any success ends the outage. With `max_outage_minutes` = 0 transient failures
+//!   count like any other failure; a trial loop after the cooldown that fails reopens, whatever
+//!   the failure.
+//!
 //! A threshold of 0 disables its rule. OPEN is left only through [`Breaker::on_run_start`] or
 //! [`Breaker::reset`], never through [`Breaker::record`].
 
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::{Analysis, Outcome};
+use crate::analysis::{Analysis, ErrorKind, Outcome};
 use crate::policy::budget::add_duration;
 use crate::policy::progress::Progress;
 
@@ -85,6 +94,9 @@ pub struct BreakerConfig {
     pub failure_threshold: u32,
     pub output_decline_pct: u32,
     pub cooldown_minutes: u32,
+    /// MAX_OUTAGE_MINUTES: transient failures end the run only after this long without a
+    /// successful call (0: they count like any other failure).
+    pub max_outage_minutes: u32,
 }
 
 impl Default for BreakerConfig {
@@ -95,6 +107,7 @@ impl Default for BreakerConfig {
             failure_threshold: 5,
             output_decline_pct: 70,
             cooldown_minutes: 30,
+            max_outage_minutes: 120,
         }
     }
 }
@@ -129,6 +142,39 @@ pub struct Breaker {
     pub history: Vec<Transition>,
     /// HALF_OPEN entered after a cooldown: the next loop must make progress.
     pub trial: bool,
+    /// The first transient failure since the last successful call (an outage in progress).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outage_since: Option<Timestamp>,
+    /// Transient failures in a row (the backoff's exponent while outages are judged by time).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub transient_streak: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// A failure that passes by itself: the API overloaded, a 5xx, the network, a rate limit that
+/// is not a usage limit.
+#[must_use]
+pub fn is_transient(analysis: &Analysis) -> bool {
+    matches!(
+        analysis.error_kind(),
+        Some(ErrorKind::Overloaded | ErrorKind::Server | ErrorKind::Network | ErrorKind::RateLimit)
+    )
+}
+
+/// "2 h 5 min", "45 min", "30 s" (for reasons).
+fn span(d: SignedDuration) -> String {
+    let secs = d.as_secs().max(0);
+    let (h, m) = (secs / 3600, secs / 60 % 60);
+    if h > 0 {
+        format!("{h} h {m} min")
+    } else if m > 0 {
+        format!("{m} min")
+    } else {
+        format!("{secs} s")
+    }
 }
 
 /// Whether a call failed: every answer that is not a success, whatever its error kind
@@ -218,6 +264,8 @@ impl Breaker {
         self.failure_streak = 0;
         self.recent_output_lens.clear();
         self.trial = false;
+        self.outage_since = None;
+        self.transient_streak = 0;
     }
 
     /// At the start of a run: an OPEN breaker whose cooldown has passed goes HALF_OPEN for one
@@ -287,6 +335,30 @@ impl Breaker {
         let progressed = progress.made_progress();
         let failed = is_failed_call(analysis) && !progressed;
         let asked = !analysis.questions.is_empty();
+
+        // An outage: judged by the time since the last successful call, not by count.
+        if failed && cfg.max_outage_minutes > 0 && is_transient(analysis) && !self.trial {
+            let since = *self.outage_since.get_or_insert(now);
+            self.transient_streak = self.transient_streak.saturating_add(1);
+            let down = now.duration_since(since);
+            if down >= SignedDuration::from_mins(i64::from(cfg.max_outage_minutes)) {
+                return Some(self.transition(
+                    now,
+                    CircuitState::Open,
+                    format!(
+                        "the API has been unavailable for {} ({} failed calls in a row, last: {})",
+                        span(down),
+                        self.transient_streak,
+                        failure_name(analysis)
+                    ),
+                ));
+            }
+            return None;
+        }
+        self.transient_streak = 0;
+        if !is_failed_call(analysis) {
+            self.outage_since = None;
+        }
 
         // Failures.
         self.failure_streak = if failed {
@@ -722,7 +794,11 @@ mod tests {
                 "",
             ),
         ];
-        let cfg = BreakerConfig::default();
+        // The count rules, with outages counted like any failure (MAX_OUTAGE_MINUTES=0).
+        let cfg = BreakerConfig {
+            max_outage_minutes: 0,
+            ..BreakerConfig::default()
+        };
         for (name, loops, state, reason) in cases {
             let mut b = Breaker::default();
             let transitions = run(&mut b, &loops, &cfg);
@@ -751,6 +827,73 @@ mod tests {
         assert_eq!(b, before);
     }
 
+    /// Transient failures are judged by time: a loop a minute ([`run`]), so 120 of them are
+    /// two hours without a successful call.
+    #[test]
+    fn outages_are_judged_by_time() {
+        use ErrorKind::{Auth, Network, Overloaded, RateLimit, Server};
+        use L::{Err, NoProg, Prog};
+        let cfg = BreakerConfig::default();
+        let mixed = [Overloaded, Server, Network, RateLimit];
+        let outage = |n: usize| -> Vec<L> { (0..n).map(|i| Err(mixed[i % 4])).collect() };
+        let cases: Vec<(&str, Vec<L>, CircuitState, &str)> = vec![
+            (
+                "8 overloaded answers then success",
+                cat(&[outage(8), vec![Prog]]),
+                CircuitState::Closed,
+                "",
+            ),
+            (
+                "two hours minus a minute",
+                outage(120),
+                CircuitState::Closed,
+                "",
+            ),
+            (
+                "two hours without a success",
+                outage(121),
+                CircuitState::Open,
+                "the API has been unavailable for 2 h 0 min (121 failed calls in a row, last: overloaded)",
+            ),
+            (
+                "a success restarts the clock",
+                cat(&[outage(100), vec![Prog], outage(100)]),
+                CircuitState::Closed,
+                "",
+            ),
+            (
+                "a success without progress restarts it too",
+                cat(&[outage(100), vec![NoProg], outage(100)]),
+                CircuitState::Closed,
+                "",
+            ),
+            (
+                "other failures keep the count rule",
+                cat(&[outage(3), rep(Err(Auth), 5)]),
+                CircuitState::Open,
+                "5 consecutive failed calls (last: auth)",
+            ),
+        ];
+        for (name, loops, state, reason) in cases {
+            let mut b = Breaker::default();
+            run(&mut b, &loops, &cfg);
+            assert_eq!(b.state, state, "{name}: {b:?}");
+            assert_eq!(b.reason, reason, "{name}");
+            assert_eq!(
+                b.failure_streak == 0,
+                !reason.contains("consecutive"),
+                "{name}"
+            );
+        }
+        // The backoff's exponent grows during an outage; a success resets it.
+        let mut b = Breaker::default();
+        run(&mut b, &outage(6), &cfg);
+        assert_eq!((b.transient_streak, b.failure_streak), (6, 0));
+        assert!(b.outage_since.is_some());
+        run(&mut b, &[Prog], &cfg);
+        assert_eq!((b.transient_streak, b.outage_since), (0, None));
+    }
+
     #[test]
     fn zero_thresholds_disable_rules() {
         let cfg = BreakerConfig {
@@ -759,6 +902,7 @@ mod tests {
             failure_threshold: 0,
             output_decline_pct: 0,
             cooldown_minutes: 30,
+            max_outage_minutes: 0,
         };
         let mut b = Breaker::default();
         let loops = cat(&[
@@ -999,9 +1143,21 @@ mod tests {
         /// failure_threshold × no_progress_threshold loops.
         #[test]
         fn idle_loops_always_open(loops in proptest::collection::vec(any_idle_loop(), 15..60)) {
-            let cfg = BreakerConfig::default();
+            let cfg = BreakerConfig { max_outage_minutes: 0, ..BreakerConfig::default() };
             let mut b = Breaker::default();
             run(&mut b, &loops[..15], &cfg);
+            prop_assert!(b.is_open(), "{:?}", b);
+        }
+
+        /// With outages judged by time (a loop a minute), idle loops still open the breaker:
+        /// within 15 loops that are not outage failures, or two hours of outage.
+        #[test]
+        fn idle_loops_open_with_the_outage_allowance(
+            loops in proptest::collection::vec(any_idle_loop(), 136..160),
+        ) {
+            let cfg = BreakerConfig::default();
+            let mut b = Breaker::default();
+            run(&mut b, &loops, &cfg);
             prop_assert!(b.is_open(), "{:?}", b);
         }
 

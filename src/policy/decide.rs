@@ -92,6 +92,8 @@ pub struct DecideConfig {
     pub on_usage_limit: UsageLimitPolicy,
     /// RETRY_BACKOFF_SECONDS.
     pub retry_backoff_base_secs: u64,
+    /// RETRY_BACKOFF_MAX, in seconds.
+    pub retry_backoff_max_secs: u64,
     /// ALLOWED_TOOLS entries (`Write`, `Bash(git add *)`, …).
     pub allowed_tools: Vec<String>,
 }
@@ -105,6 +107,7 @@ impl Default for DecideConfig {
             max_consecutive_test_loops: 3,
             on_usage_limit: UsageLimitPolicy::Wait,
             retry_backoff_base_secs: 30,
+            retry_backoff_max_secs: 900,
             allowed_tools: Vec::new(),
         }
     }
@@ -484,9 +487,10 @@ pub fn after_loop(input: &AfterLoop<'_>) -> Decision {
         _ => false,
     };
     if transient {
-        let wait = backoff(
+        let wait = backoff_capped(
             cfg.retry_backoff_base_secs,
             input.consecutive_failures.max(1),
+            cfg.retry_backoff_max_secs,
         );
         return Decision::Wait {
             until: add_duration(input.now, wait),
@@ -520,11 +524,21 @@ pub fn credential_expiry_due(
 /// (or at `base` when `base` is larger); zero for `n == 0`.
 #[must_use]
 pub fn backoff(base_secs: u64, consecutive_failures: u32) -> SignedDuration {
+    backoff_capped(
+        base_secs,
+        consecutive_failures,
+        u64::try_from(BACKOFF_CAP.as_secs()).unwrap_or(u64::MAX),
+    )
+}
+
+/// [`backoff`] with the cap RETRY_BACKOFF_MAX (`cap_secs`; `base` when `base` is larger).
+#[must_use]
+pub fn backoff_capped(base_secs: u64, consecutive_failures: u32, cap_secs: u64) -> SignedDuration {
     if consecutive_failures == 0 {
         return SignedDuration::ZERO;
     }
     let base = i64::try_from(base_secs).unwrap_or(i64::MAX);
-    let cap = BACKOFF_CAP.as_secs().max(base);
+    let cap = i64::try_from(cap_secs).unwrap_or(i64::MAX).max(base);
     let shift = (consecutive_failures - 1).min(62);
     let secs = base.checked_mul(1i64 << shift).map_or(cap, |s| s.min(cap));
     SignedDuration::from_secs(secs)
@@ -1377,6 +1391,13 @@ mod tests {
                 "{base} {n}"
             );
         }
+        // RETRY_BACKOFF_MAX moves the cap.
+        assert_eq!(backoff_capped(30, 10, 120), SignedDuration::from_secs(120));
+        assert_eq!(
+            backoff_capped(30, 10, 3600),
+            SignedDuration::from_secs(3600)
+        );
+        assert_eq!(backoff_capped(300, 1, 60), SignedDuration::from_secs(300));
     }
 
     fn any_kind() -> impl Strategy<Value = Option<ErrorKind>> {
@@ -1456,6 +1477,7 @@ mod tests {
                 max_consecutive_test_loops: test_loops,
                 on_usage_limit: if policy { UsageLimitPolicy::Exit } else { UsageLimitPolicy::Wait },
                 retry_backoff_base_secs: base,
+                retry_backoff_max_secs: 900,
                 allowed_tools: vec![],
             };
             let input = AfterLoop {

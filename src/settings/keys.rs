@@ -386,7 +386,21 @@ pub const KEYS: &[Key] = &[
         None,
         DefaultValue::Text("30"),
         "a whole number of seconds",
-        "Base of the exponential backoff after a failed call (capped at 15 min)",
+        "Base of the exponential backoff after a failed call (capped at RETRY_BACKOFF_MAX)",
+    ),
+    key(
+        "RETRY_BACKOFF_MAX",
+        None,
+        DefaultValue::Text("15m"),
+        "whole minutes or a duration like 90s, 2m, 1h",
+        "Longest wait between retries after failed calls",
+    ),
+    key(
+        "MAX_OUTAGE_MINUTES",
+        None,
+        DefaultValue::Text("120"),
+        "a whole number of minutes (0 = off)",
+        "API outages (overloaded, 5xx, network, rate limits) end the run only after this long without a successful call; 0: they count like other failures",
     ),
     key(
         "LOOP_DELAY_SECONDS",

@@ -108,6 +108,8 @@ pub struct Settings {
     pub cb_cooldown_minutes: Sourced<u32>,
     pub max_consecutive_test_loops: Sourced<u32>,
     pub retry_backoff_seconds: Sourced<u64>,
+    pub retry_backoff_max: Sourced<Duration>,
+    pub max_outage_minutes: Sourced<u32>,
     pub loop_delay_seconds: Sourced<u64>,
     pub optional_sections: Sourced<Vec<String>>,
     /// `--dry-run` (flag only).
@@ -242,6 +244,7 @@ impl Settings {
             failure_threshold: self.cb_failure.value,
             output_decline_pct: self.cb_output_decline.value,
             cooldown_minutes: self.cb_cooldown_minutes.value,
+            max_outage_minutes: self.max_outage_minutes.value,
         }
     }
 
@@ -264,6 +267,7 @@ impl Settings {
             max_consecutive_test_loops: self.max_consecutive_test_loops.value,
             on_usage_limit: self.on_usage_limit.value,
             retry_backoff_base_secs: self.retry_backoff_seconds.value,
+            retry_backoff_max_secs: self.retry_backoff_max.value.as_secs(),
             allowed_tools: self.allowed_tools.value.clone(),
         }
     }

@@ -332,6 +332,8 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
         cb_cooldown_minutes: r.get("CB_COOLDOWN_MINUTES", None, parse_u32_min(0))?,
         max_consecutive_test_loops: r.get("MAX_CONSECUTIVE_TEST_LOOPS", None, parse_u32_min(1))?,
         retry_backoff_seconds: r.get("RETRY_BACKOFF_SECONDS", None, parse_u64)?,
+        retry_backoff_max: r.get("RETRY_BACKOFF_MAX", None, parse_timeout)?,
+        max_outage_minutes: r.get("MAX_OUTAGE_MINUTES", None, parse_u32_min(0))?,
         loop_delay_seconds: r.get("LOOP_DELAY_SECONDS", None, parse_u64)?,
         optional_sections: r.get("OPTIONAL_SECTIONS", None, parse_list)?,
         dry_run: flags.dry_run,

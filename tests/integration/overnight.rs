@@ -61,3 +61,54 @@ fn a_restart_during_a_usage_limit_wait_resumes_it_without_calling() {
     assert_eq!(p.calls(), 2);
     assert!(p.state().get("wait").is_none());
 }
+
+/// Eight overloaded answers (about 7.5 minutes with the default backoff) no longer end the run:
+/// outages are judged by time (MAX_OUTAGE_MINUTES); the plan is finished afterwards.
+#[test]
+fn an_outage_of_eight_overloaded_answers_is_ridden_out() {
+    let p = Project::new(&["a"]);
+    for n in 1..=8 {
+        p.fake(
+            &format!("response-{n}"),
+            &error_json("API Error: 529 {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}", Some(529)),
+        );
+        p.fake(&format!("exit-{n}"), "1");
+    }
+    p.fake("effect-9.sh", TICK_ONE);
+    let o = p.run(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(p.calls(), 9);
+    assert_eq!(p.status()["exit_reason"], "plan_complete");
+    assert_eq!(p.status()["circuit_state"], "CLOSED");
+    let waits = p
+        .events()
+        .iter()
+        .filter(|e| e["type"] == "waiting" && e["reason"] == "backoff")
+        .count();
+    assert_eq!(waits, 8);
+}
+
+/// With MAX_OUTAGE_MINUTES=0 the count rule applies; every OPEN message says when the
+/// cooldown ends and how to run sooner, also at a restart within the cooldown.
+#[test]
+fn an_open_circuit_says_when_it_cools_down() {
+    let p = Project::new(&["a"]);
+    p.hankrc("RETRY_BACKOFF_SECONDS=0\nMAX_OUTAGE_MINUTES=0\n");
+    p.fake(
+        "response",
+        &error_json("API Error: 529 {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}", Some(529)),
+    );
+    p.fake("exit", "1");
+    let o = p.run(&[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(p.calls(), 5);
+    assert_eq!(p.status()["exit_reason"], "circuit_open");
+    let msg = stderr(&o);
+    assert!(msg.contains("the cooldown ends"), "{msg}");
+    assert!(msg.contains("UTC"), "{msg}");
+    assert!(msg.contains("hank reset circuit"), "{msg}");
+    let o = p.run(&[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(p.calls(), 5);
+    assert!(stderr(&o).contains("the cooldown ends"), "{}", stderr(&o));
+}
