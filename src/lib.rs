@@ -27,6 +27,24 @@
 //! The loop, one iteration: integrity check → exit checks → breaker → budget (wait) →
 //! record the call, spawn the agent → analyze → fold into state → decide → report.
 
+/// `eprintln!` that never panics: a closed or broken stderr (an SSH drop, a closed window,
+/// `hank run 2>&1 | head`) drops the text instead of killing hank mid-run; the log file keeps
+/// what the loop did. Every human line on stderr goes through it.
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// `println!` that never panics (see [`errln!`]).
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 pub mod agent;
 pub mod analysis;
 pub(crate) mod cli;
@@ -102,7 +120,7 @@ pub fn run_with_args(mut args: Vec<OsString>) -> u8 {
                     message.trim_start_matches("error: ").to_string(),
                 ));
                 if let Ok(json) = serde_json::to_string(&report) {
-                    println!("{json}");
+                    outln!("{json}");
                 }
             }
             // Printing can only fail on a closed stream; nothing useful to do then.
@@ -131,9 +149,9 @@ fn report_error(err: &HankError) {
             return;
         }
     }
-    eprintln!("hank: error: {err}");
+    errln!("hank: error: {err}");
     if let Some(hint) = err.hint() {
-        eprintln!("hint: {hint}");
+        errln!("hint: {hint}");
     }
 }
 

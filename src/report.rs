@@ -222,8 +222,8 @@ impl Reporter {
 
     fn println(&self, line: &str) {
         match &self.bar {
-            Some(bar) => bar.suspend(|| eprintln!("{line}")),
-            None => eprintln!("{line}"),
+            Some(bar) => bar.suspend(|| errln!("{line}")),
+            None => errln!("{line}"),
         }
     }
 
@@ -291,7 +291,7 @@ impl Reporter {
                 bar.enable_steady_tick(Duration::from_millis(120));
                 self.bar = Some(bar);
             }
-            DisplayMode::Plain => eprintln!("hank: loop {number}: calling the agent ({what})"),
+            DisplayMode::Plain => errln!("hank: loop {number}: calling the agent ({what})"),
         }
     }
 
@@ -408,7 +408,7 @@ impl Reporter {
                     .last_plain_wait
                     .is_none_or(|last| now.duration_since(last).as_secs() >= 60);
                 if due {
-                    eprintln!(
+                    errln!(
                         "hank: waiting ({reason}) until {} — {} left",
                         short_time(until),
                         format_secs(left_u)

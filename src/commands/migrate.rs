@@ -91,14 +91,14 @@ pub(crate) fn run(args: &MigrateArgs) -> Result<u8> {
             "backup": backup,
             "files_created": created,
         });
-        println!("{obj}");
+        outln!("{obj}");
     } else if code == crate::exit::OK {
-        eprintln!("{message}");
+        errln!("{message}");
         for m in &moved {
-            eprintln!("  {m}");
+            errln!("  {m}");
         }
         for c in &created {
-            eprintln!("  created {c}");
+            errln!("  created {c}");
         }
     } else {
         return Err(HankError::WithCode { code, message });

@@ -41,7 +41,10 @@ pub(crate) fn out(text: &str) -> Result<()> {
     let mut o = std::io::stdout().lock();
     match o.write_all(text.as_bytes()).and_then(|()| o.flush()) {
         Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        // A reader that went away (`| head`) or a terminal that did (EIO): nothing to report to.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe || e.raw_os_error() == Some(5) => {
+            Ok(())
+        }
         Err(e) => Err(HankError::io("failed to write to", "standard output", e)),
     }
 }

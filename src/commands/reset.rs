@@ -61,6 +61,6 @@ pub(crate) fn run(what: ResetWhat) -> Result<u8> {
         status.updated_at = now;
         store.write_status(&status)?;
     }
-    eprintln!("hank: {msg}");
+    errln!("hank: {msg}");
     Ok(exit::OK)
 }

@@ -35,7 +35,7 @@ pub(crate) fn run(run: &RunArgs, args: &[OsString]) -> Result<u8> {
     if settings.dry_run && !run.monitor {
         let agent = dry_run_agent(&settings, &mut notes)?;
         for w in &notes {
-            eprintln!("hank: warning: {w}");
+            errln!("hank: warning: {w}");
         }
         return dry_run(&settings, &agent);
     }

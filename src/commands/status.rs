@@ -31,24 +31,117 @@ pub(crate) fn run(args: &cli::StatusArgs) -> Result<u8> {
         }
         Err(e) => return Err(HankError::io("failed to read", &path, e)),
     };
+    let parsed: Option<serde_json::Value> = serde_json::from_slice(&bytes).ok();
+    let active = parsed
+        .as_ref()
+        .and_then(|v| v.get("state"))
+        .and_then(serde_json::Value::as_str)
+        .is_some_and(|s| crate::monitor::snapshot::is_active(Some(s)));
+    // A status that says "running" while no loop holds the lock is stale: its loop was
+    // killed or crashed before it could write a final status.
+    let stale = active && !store.loop_running();
     if args.json {
+        if stale && let Some(mut v) = parsed {
+            if let Some(obj) = v.as_object_mut() {
+                obj.insert("running".into(), serde_json::Value::Bool(false));
+                obj.insert("stale".into(), serde_json::Value::Bool(true));
+            }
+            return out(&format!("{v}\n")).map(|()| exit::OK);
+        }
         let mut text = String::from_utf8_lossy(&bytes).into_owned();
         if !text.ends_with('\n') {
             text.push('\n');
         }
         return out(&text).map(|()| exit::OK);
     }
-    let v: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|e| HankError::Unreadable {
-            path: path.clone(),
-            problem: format!("is not valid JSON ({e}); is a loop writing it?"),
-        })?;
+    let v = parsed.ok_or_else(|| HankError::Unreadable {
+        path: path.clone(),
+        problem: "is not valid JSON; is a loop writing it?".into(),
+    })?;
     let status = read_lenient::<Status>(&v).ok_or_else(|| HankError::Unreadable {
         path: path.clone(),
         problem: "is not a JSON object".into(),
     })?;
-    out(&render_status(&status))?;
+    let events =
+        crate::monitor::snapshot::read_tail(&store.events_path(), 256 * 1024).unwrap_or_default();
+    let words = last_words(&events);
+    out(&render_status_full(&status, stale, &words))?;
     Ok(exit::OK)
+}
+
+/// What the event log says in words about the end of the run and the last error.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct LastWords {
+    /// The `exit` event's message.
+    pub exit_message: Option<String>,
+    /// The last failed loop's error kind and message.
+    pub last_error: Option<String>,
+}
+
+/// Reads [`LastWords`] from the tail of `events.jsonl` (pure).
+#[must_use]
+pub(crate) fn last_words(events_tail: &str) -> LastWords {
+    let mut words = LastWords::default();
+    for line in events_tail.lines().rev() {
+        let Ok(e) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let text = |k: &str| e.get(k).and_then(serde_json::Value::as_str);
+        match text("type") {
+            Some("exit") if words.exit_message.is_none() => {
+                words.exit_message = text("message").map(crate::sanitize::line);
+            }
+            Some("agent_finished") if words.last_error.is_none() => {
+                if let Some(kind) = text("error_kind") {
+                    let msg = text("error_message").unwrap_or("");
+                    words.last_error = Some(crate::sanitize::line(
+                        &format!("{kind} — {msg}")
+                            .chars()
+                            .take(300)
+                            .collect::<String>(),
+                    ));
+                }
+            }
+            Some("loop_started") if words.last_error.is_none() => {
+                // A newer loop without an error: the last error is history.
+                words.last_error = Some(String::new());
+            }
+            _ => {}
+        }
+        if words.exit_message.is_some() && words.last_error.is_some() {
+            break;
+        }
+    }
+    if words.last_error.as_deref() == Some("") {
+        words.last_error = None;
+    }
+    words
+}
+
+/// [`render_status`], with the stale-status line and the last words.
+pub(crate) fn render_status_full(st: &Lenient<Status>, stale: bool, words: &LastWords) -> String {
+    let mut lines: Vec<String> = render_status(st).lines().map(str::to_string).collect();
+    if stale && let Some(first) = lines.first_mut() {
+        *first = format!(
+            "state:        {}",
+            crate::monitor::snapshot::stale_note(
+                Some(st.value.updated_at).filter(|_| st.has("updated_at"))
+            )
+        );
+        lines.retain(|l| !l.starts_with("waiting:"));
+    }
+    let mut extra = Vec::new();
+    if st.value.exit_reason.is_some()
+        && let Some(msg) = &words.exit_message
+    {
+        extra.push(format!("why:          {msg}"));
+    }
+    if let Some(err) = &words.last_error {
+        extra.push(format!("last error:   {err}"));
+    }
+    let at = 1.min(lines.len());
+    lines.splice(at..at, extra);
+    lines.join("\n") + "\n"
 }
 
 /// Human rendering of `status.json`, read with the schema's own type (fields an older or

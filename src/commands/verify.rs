@@ -60,7 +60,7 @@ pub(crate) fn run(a: &VerifyArgs) -> Result<u8> {
     let ran = runtime.block_on(async {
         let cancel = crate::agent::signals::install()?;
         if !a.json {
-            eprintln!("hank: verifying: {command}");
+            errln!("hank: verifying: {command}");
         }
         run_command(&command, &dir, &log, timeout, cancel)
             .await

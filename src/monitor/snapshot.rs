@@ -427,6 +427,25 @@ pub(crate) fn plan_progress(content: &str) -> PlanProgress {
 }
 
 impl Snapshot {
+    /// `loop_alive` false (no loop holds the project's lock) while the status says running,
+    /// waiting or starting: the loop ended without writing its final status. It is shown as
+    /// [`NOT_RUNNING`], with a note, never as RUNNING.
+    pub(crate) fn mark_stale(&mut self, loop_alive: bool) {
+        if loop_alive {
+            return;
+        }
+        let Some(s) = self.status.as_mut() else {
+            return;
+        };
+        if !is_active(s.state.as_deref()) {
+            return;
+        }
+        s.state = Some(NOT_RUNNING.to_string());
+        s.wait_reason = None;
+        s.waiting_until = None;
+        self.notes.push(stale_note(s.updated_at));
+    }
+
     /// Builds a snapshot from file contents. Never fails.
     #[must_use]
     pub(crate) fn from_sources(src: &Sources) -> Snapshot {
@@ -606,7 +625,27 @@ pub(crate) fn load(paths: &Paths) -> Snapshot {
         state: read_small(&paths.state),
         fix_plan: read_small(&paths.fix_plan),
     };
-    Snapshot::from_sources(&src)
+    let mut snap = Snapshot::from_sources(&src);
+    snap.mark_stale(crate::store::Store::new(&paths.root).loop_running());
+    snap
+}
+
+/// The state shown for a status that says "active" while no loop holds the lock.
+pub(crate) const NOT_RUNNING: &str = "not running";
+
+/// Whether a `state` says a loop is active.
+#[must_use]
+pub(crate) fn is_active(state: Option<&str>) -> bool {
+    matches!(state, Some("starting" | "running" | "waiting"))
+}
+
+/// The note for a status whose loop is gone (killed, crashed, machine restarted).
+#[must_use]
+pub(crate) fn stale_note(updated_at: Option<Timestamp>) -> String {
+    format!(
+        "not running — the loop ended without a final status (last update {})",
+        updated_at.map_or_else(|| "unknown".to_string(), crate::report::local_time)
+    )
 }
 
 /// Sizes and modification times of the watched files: when it changes, reload.

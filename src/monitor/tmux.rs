@@ -488,10 +488,10 @@ fn recorded_exit_code(project: &Path) -> Option<u8> {
 fn ended_early(spec: &LaunchSpec) -> u8 {
     let code = recorded_exit_code(&spec.project);
     match code {
-        Some(c) => eprintln!("hank: the loop ended before the panes were set up (exit code {c})"),
-        None => eprintln!("hank: the tmux session ended before the panes were set up"),
+        Some(c) => errln!("hank: the loop ended before the panes were set up (exit code {c})"),
+        None => errln!("hank: the tmux session ended before the panes were set up"),
     }
-    eprintln!("hint: see .hank/logs/ and `hank status`");
+    errln!("hint: see .hank/logs/ and `hank status`");
     code.unwrap_or(exit::ERROR)
 }
 
@@ -631,19 +631,19 @@ fn pane_exists(tmux: &Path, pane: &str) -> bool {
 /// Inside tmux: the loop runs in a new window of this session (tmux shows it); this pane
 /// waits for the loop's exit code and returns it. Ctrl-C here stops only the waiting.
 fn wait_in_window(spec: &LaunchSpec, loop_pane: &str) -> u8 {
-    eprintln!(
+    errln!(
         "hank: the loop runs in window '{}' of this tmux session; waiting here for its exit code (Ctrl-C stops waiting, not the loop)",
         spec.session
     );
     loop {
         if let Some(code) = recorded_exit_code(&spec.project) {
-            eprintln!("hank: the loop exited with code {code} (details: `hank status`)");
+            errln!("hank: the loop exited with code {code} (details: `hank status`)");
             return code;
         }
         if !pane_exists(&spec.tmux, loop_pane) {
             // Closed before it recorded a code (the window was killed).
             return recorded_exit_code(&spec.project).unwrap_or_else(|| {
-                eprintln!("hank: the loop's window was closed (details: `hank status`)");
+                errln!("hank: the loop's window was closed (details: `hank status`)");
                 exit::ERROR
             });
         }
@@ -657,7 +657,7 @@ fn attach(spec: &LaunchSpec) -> Result<u8> {
     let attach_cmd = format!("tmux attach -t {}", shell_quote(&spec.session));
     let terminal = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     if !terminal {
-        eprintln!(
+        errln!(
             "hank: the loop runs in tmux session '{}' (no terminal here, so it stays detached)",
             spec.session
         );
@@ -673,16 +673,16 @@ fn attach(spec: &LaunchSpec) -> Result<u8> {
         .status()
         .map_err(|e| HankError::io("run", PathBuf::from(program), e))?;
     if session_exists(&spec.tmux, &spec.session) {
-        eprintln!("hank: detached; the loop keeps running. Reattach with: {attach_cmd}");
+        errln!("hank: detached; the loop keeps running. Reattach with: {attach_cmd}");
         return Ok(exit::OK);
     }
     match recorded_exit_code(&spec.project) {
         Some(code) => {
-            eprintln!("hank: the loop exited with code {code} (details: `hank status`)");
+            errln!("hank: the loop exited with code {code} (details: `hank status`)");
             Ok(code)
         }
         None => {
-            eprintln!(
+            errln!(
                 "hank: the tmux session ended before the loop recorded an exit code (details: `hank status`)"
             );
             Ok(exit::ERROR)

@@ -101,14 +101,17 @@ fn fmt_cost(usd: f64) -> String {
 }
 
 fn is_finished(state: Option<&str>) -> bool {
-    matches!(state, Some("completed" | "halted" | "stopped" | "failed"))
+    matches!(
+        state,
+        Some("completed" | "halted" | "stopped" | "failed" | super::snapshot::NOT_RUNNING)
+    )
 }
 
 fn state_tone(state: &str) -> Tone {
     match state {
         "running" | "completed" => Tone::Good,
         "waiting" | "stopped" | "starting" => Tone::Warn,
-        "halted" | "failed" => Tone::Bad,
+        "halted" | "failed" | super::snapshot::NOT_RUNNING => Tone::Bad,
         _ => Tone::Normal,
     }
 }

@@ -162,14 +162,14 @@ pub(crate) fn run(dir: &Path, args: &EnableCiArgs) -> Result<u8> {
         };
         let text = serde_json::to_string(&report)
             .map_err(|e| HankError::Internal(format!("encoding the JSON result: {e}")))?;
-        println!("{text}");
+        outln!("{text}");
         return Ok(report.code);
     }
     let report = result?;
     if !args.quiet {
-        eprintln!("{}", report.message);
+        errln!("{}", report.message);
         for f in &report.files_created {
-            eprintln!("  {f}");
+            errln!("  {f}");
         }
     }
     Ok(report.code)

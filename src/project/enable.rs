@@ -367,7 +367,7 @@ fn install_ctrlc_handler() {
             {
                 let term = console::Term::stderr();
                 let _ = term.show_cursor();
-                eprintln!("\nhank: interrupted");
+                errln!("\nhank: interrupted");
                 std::process::exit(i32::from(exit::INTERRUPTED));
             }
         });
@@ -466,7 +466,7 @@ pub(crate) fn repair(
     if let Some(ty) = &opts.project_type {
         generate::validate_value("--project-type", ty)?;
         if let Some(w) = spec.set_type(ty, &facts) {
-            eprintln!("warning: {w}");
+            errln!("warning: {w}");
         }
     }
     if !opts.agents.is_empty() {
@@ -510,11 +510,11 @@ pub(crate) fn run(dir: &Path, args: &EnableArgs) -> Result<u8> {
     if args.opts.repair {
         let (_, outcome) = repair(dir, &args.opts)?;
         if outcome.written.is_empty() {
-            eprintln!("Nothing was missing; no file was touched.");
+            errln!("Nothing was missing; no file was touched.");
         } else {
-            eprintln!("Recreated the missing files (nothing else was touched):");
+            errln!("Recreated the missing files (nothing else was touched):");
             for w in &outcome.written {
-                eprintln!("  {}", w.display());
+                errln!("  {}", w.display());
             }
         }
         return Ok(exit::OK);
@@ -525,7 +525,7 @@ pub(crate) fn run(dir: &Path, args: &EnableArgs) -> Result<u8> {
     let bar = spinner("Detecting the project…");
     let facts = scan::detect_dir(dir);
     bar.finish_and_clear();
-    eprintln!("Detected:\n{}", describe(&facts));
+    errln!("Detected:\n{}", describe(&facts));
 
     let answers = if interactive {
         ask(&facts, args, &mut DialoguerPrompter::default())?
@@ -547,13 +547,13 @@ pub(crate) fn run(dir: &Path, args: &EnableArgs) -> Result<u8> {
         });
         match result {
             Ok(t) => {
-                eprintln!("Imported {} task(s) from {}.", t.len(), source.as_str());
+                errln!("Imported {} task(s) from {}.", t.len(), source.as_str());
                 tasks.extend(t);
             }
             Err(err) => {
-                eprintln!("warning: {err}");
+                errln!("warning: {err}");
                 if let Some(hint) = err.hint() {
-                    eprintln!("hint: {hint}");
+                    errln!("hint: {hint}");
                 }
                 let go_on = if interactive {
                     DialoguerPrompter::default().confirm("Continue without these tasks?", true)?
@@ -573,7 +573,7 @@ pub(crate) fn run(dir: &Path, args: &EnableArgs) -> Result<u8> {
     let mut spec = ProjectSpec::from_facts(&facts);
     spec.name = answers.name;
     if let Some(w) = spec.set_type(&answers.project_type, &facts) {
-        eprintln!("warning: {w}");
+        errln!("warning: {w}");
     }
     spec.max_calls = answers.max_calls;
     spec.agents = super::known_agents(dir, &answers.agents)?;
@@ -591,17 +591,17 @@ pub(crate) fn run(dir: &Path, args: &EnableArgs) -> Result<u8> {
         )));
     }
     if written.is_empty() {
-        eprintln!("All hank files were already there; nothing written.");
+        errln!("All hank files were already there; nothing written.");
     } else {
-        eprintln!("Wrote:");
+        errln!("Wrote:");
         for w in written {
-            eprintln!("  {}", w.display());
+            errln!("  {}", w.display());
         }
     }
     if let Some(m) = outcome.backup_message() {
-        eprintln!("{m}");
+        errln!("{m}");
     }
-    eprintln!(
+    errln!(
         "hank is enabled for {} ({imported} task(s) imported). Review .hank/fix_plan.md and \
          .hankrc, then run `hank` (or `hank --monitor`).",
         spec.name

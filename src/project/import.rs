@@ -906,7 +906,7 @@ struct Ctx {
 
 impl Ctx {
     fn warn(&mut self, msg: String) {
-        eprintln!("warning: {msg}");
+        errln!("warning: {msg}");
         self.warnings.push(msg);
     }
 }
@@ -1346,7 +1346,7 @@ fn import(cwd: &Path, args: &ImportArgs, ctx: &mut Ctx) -> Result<ImportReport> 
         Some((agent, settings)) => {
             ctx.mode = Some(Mode::Ai);
             if !ctx.json {
-                eprintln!(
+                errln!(
                     "Converting {} with {} (tools: {IMPORT_TOOLS}) …",
                     doc.file_name,
                     agent.program.display()
@@ -1434,13 +1434,13 @@ pub(crate) fn run(cwd: &Path, args: &ImportArgs) -> Result<u8> {
         };
         let text = serde_json::to_string(&report)
             .map_err(|e| HankError::Internal(format!("encoding the JSON result: {e}")))?;
-        println!("{text}");
+        outln!("{text}");
         return Ok(report.code);
     }
     let report = result?;
-    eprintln!("{}", report.message);
+    errln!("{}", report.message);
     for f in &report.files_created {
-        eprintln!("  {f}");
+        errln!("  {f}");
     }
     if let Some(dir) = &report.project_dir {
         let shown = Path::new(dir)
@@ -1451,7 +1451,7 @@ pub(crate) fn run(cwd: &Path, args: &ImportArgs) -> Result<u8> {
         } else {
             format!("cd {shown}, ")
         };
-        eprintln!("Next: {cd}review .hank/fix_plan.md, then run `hank`.");
+        errln!("Next: {cd}review .hank/fix_plan.md, then run `hank`.");
     }
     Ok(report.code)
 }

@@ -173,26 +173,26 @@ pub(crate) fn run(cwd: &Path, args: &SetupArgs) -> Result<u8> {
                 "message": e.to_string(),
             }),
         };
-        println!("{obj}");
+        outln!("{obj}");
         return Ok(result.map_or_else(|e| e.exit_code(), |_| exit::OK));
     }
     let (dir, written, git) = result?;
-    eprintln!("Created {}:", dir.display());
+    errln!("Created {}:", dir.display());
     for w in &written {
-        eprintln!("  {}", w.display());
+        errln!("  {}", w.display());
     }
     match git {
-        GitOutcome::Committed => eprintln!("  git repository with a first commit"),
-        GitOutcome::Skipped(reason) => eprintln!("warning: {reason}"),
+        GitOutcome::Committed => errln!("  git repository with a first commit"),
+        GitOutcome::Skipped(reason) => errln!("warning: {reason}"),
     }
     if args.project_type.is_none() {
-        eprintln!(
+        errln!(
             "note: no --project-type: the agent may not run any build or test command yet; \
              add `Bash(<command> *)` entries to ALLOWED_TOOLS in .hankrc, or run \
              `hank setup NAME --project-type rust|typescript|javascript|python|go`"
         );
     }
-    eprintln!(
+    errln!(
         "Next: cd {}, describe the project in .hank/specs/ and .hank/fix_plan.md, then run `hank`.",
         args.name
     );

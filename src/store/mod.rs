@@ -647,6 +647,24 @@ impl Store {
     }
 
     /// Takes the project's loop lock (`.hank/hank.lock`), or says which PID holds it.
+    /// Whether a loop holds this project's lock now (a probe: the lock file is opened
+    /// read-only, locked and released at once, never written). `false` when there is no lock
+    /// file or it cannot be opened.
+    #[must_use]
+    pub fn loop_running(&self) -> bool {
+        let path = self.dir.join("hank.lock");
+        let Ok(file) = OpenOptions::new()
+            .read(true)
+            .custom_flags(
+                nix::fcntl::OFlag::O_NOFOLLOW.bits() | nix::fcntl::OFlag::O_NONBLOCK.bits(),
+            )
+            .open(&path)
+        else {
+            return false;
+        };
+        matches!(file.try_lock(), Err(fs::TryLockError::WouldBlock))
+    }
+
     pub fn lock(&self) -> Result<LockGuard> {
         let path = self.dir.join("hank.lock");
         let mut file = OpenOptions::new()

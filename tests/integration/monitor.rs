@@ -23,9 +23,23 @@ const STATUS: &str = r#"{
   "exit_reason": null, "exit_code": null
 }"#;
 
+/// Holds `.hank/hank.lock` as a running loop does (the status says the loop is active).
+fn hold_lock(p: &Project) -> std::fs::File {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(p.dir.join(".hank/hank.lock"))
+        .unwrap();
+    f.lock().unwrap();
+    f
+}
+
 #[test]
 fn once_prints_text_and_json_snapshots() {
     let p = Project::new(&["one", "two"]);
+    let _lock = hold_lock(&p);
     std::fs::write(p.dir.join(".hank/status.json"), STATUS).unwrap();
     std::fs::write(
         p.dir.join(".hank/events.jsonl"),
@@ -102,6 +116,7 @@ fn with_program(base: &Command, program: &Path) -> Command {
 #[test]
 fn missing_and_broken_files_are_survived() {
     let p = Project::new(&["one"]);
+    let _lock = hold_lock(&p);
     let out = p.run(&["monitor", "--once"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stdout(&out).contains("no status yet"), "{}", stdout(&out));

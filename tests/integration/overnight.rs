@@ -112,3 +112,102 @@ fn an_open_circuit_says_when_it_cools_down() {
     assert_eq!(p.calls(), 5);
     assert!(stderr(&o).contains("the cooldown ends"), "{}", stderr(&o));
 }
+
+/// A closed stderr (SSH drop, closed window, `2>&1 | head`) is not an error: the run goes on,
+/// finishes the plan and writes its final status.
+#[test]
+fn a_closed_stderr_does_not_stop_the_run() {
+    let p = Project::new(&["one", "two", "three"]);
+    p.fake("effect.sh", TICK_ONE);
+    let mut child = p
+        .cmd()
+        .args(["--verbose"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    let o = wait_with_timeout(child, Duration::from_secs(60));
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(p.calls(), 3);
+    let s = p.status();
+    assert_eq!(s["state"], "completed");
+    assert_eq!(s["exit_reason"], "plan_complete");
+    let log = std::fs::read_to_string(p.dir.join(".hank/logs/hank.log")).unwrap();
+    assert!(log.contains("exit plan_complete"), "{log}");
+}
+
+/// SIGHUP (the terminal went away) stops the loop cleanly: the agent is stopped, the state
+/// saved, and the final status says so.
+#[test]
+fn sighup_stops_cleanly_with_a_final_status() {
+    let p = Project::new(&["a"]);
+    p.fake("sleep", "30");
+    let child = p.spawn(&[]);
+    p.wait_calls(1, Duration::from_secs(20));
+    p.wait_status(Duration::from_secs(20), |s| s["state"] == "running");
+    signal(&child, Signal::SIGHUP);
+    let o = wait_with_timeout(child, Duration::from_secs(20));
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    let s = p.status();
+    assert_eq!(s["state"], "stopped");
+    assert_eq!(s["exit_reason"], "interrupted");
+}
+
+/// A loop killed with SIGKILL leaves `running` in status.json: `hank status` and the monitor
+/// say it is not running, with the last update, instead of RUNNING for ever.
+#[test]
+fn a_stale_running_status_is_shown_as_not_running() {
+    let p = Project::new(&["a"]);
+    p.fake("sleep", "30");
+    let child = p.spawn(&[]);
+    p.wait_status(Duration::from_secs(20), |s| s["state"] == "running");
+    let o = p.run(&["status"]);
+    assert!(
+        crate::support::stdout(&o).starts_with("state:        running"),
+        "{}",
+        crate::support::stdout(&o)
+    );
+    signal(&child, Signal::SIGKILL);
+    let _ = wait_with_timeout(child, Duration::from_secs(20));
+    assert_eq!(p.status()["state"], "running");
+    let o = p.run(&["status"]);
+    let text = crate::support::stdout(&o);
+    assert!(
+        text.starts_with(
+            "state:        not running — the loop ended without a final status (last update "
+        ),
+        "{text}"
+    );
+    let o = p.run(&["status", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&crate::support::stdout(&o)).unwrap();
+    assert_eq!(v["stale"], true);
+    assert_eq!(v["running"], false);
+    let o = p.run(&["monitor", "--once"]);
+    let text = crate::support::stdout(&o);
+    assert!(text.contains("NOT RUNNING"), "{text}");
+    assert!(text.contains("ended without a final status"), "{text}");
+    assert!(!text.contains("state        RUNNING"), "{text}");
+}
+
+/// `hank status` says why the run ended and the last error, in words.
+#[test]
+fn status_says_why_the_run_ended() {
+    let p = Project::new(&["a"]);
+    p.fake(
+        "response",
+        &error_json("Invalid API key · Fix external API key", Some(401)),
+    )
+    .fake("exit", "1");
+    let o = p.run(&[]);
+    assert_eq!(o.status.code(), Some(2));
+    let text = crate::support::stdout(&p.run(&["status"]));
+    assert!(
+        text.contains("why:          the agent cannot work (auth)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("last error:   auth — Invalid API key"),
+        "{text}"
+    );
+}
