@@ -123,6 +123,8 @@ pub struct RunArgs {
     pub session_expiry: Option<String>,
     #[arg(long, value_name = "N", help = keys::flag_help("MAX_LOOPS"))]
     pub max_loops: Option<String>,
+    #[arg(long, value_name = "DURATION", help = keys::flag_help("MAX_RUNTIME"))]
+    pub max_runtime: Option<String>,
     #[arg(long, value_name = "USD", help = keys::flag_help("MAX_COST_USD"))]
     pub max_cost: Option<String>,
     #[arg(long, value_name = "wait|exit", help = keys::flag_help("ON_USAGE_LIMIT"))]

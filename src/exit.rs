@@ -40,6 +40,8 @@ pub enum ExitReason {
     VerificationFailed,
     /// MAX_LOOPS reached.
     MaxLoops,
+    /// The run has lasted MAX_RUNTIME.
+    MaxRuntime,
     /// Total cost reached MAX_COST_USD.
     CostBudget,
     /// Usage limit hit and ON_USAGE_LIMIT=exit.
@@ -53,7 +55,7 @@ pub enum ExitReason {
 
 impl ExitReason {
     /// Every reason, in table order.
-    pub const ALL: [ExitReason; 14] = [
+    pub const ALL: [ExitReason; 15] = [
         Self::ProjectComplete,
         Self::PlanComplete,
         Self::TestSaturation,
@@ -64,6 +66,7 @@ impl ExitReason {
         Self::IntegrityFailure,
         Self::VerificationFailed,
         Self::MaxLoops,
+        Self::MaxRuntime,
         Self::CostBudget,
         Self::UsageLimit,
         Self::SpendLimit,
@@ -91,7 +94,11 @@ impl ExitReason {
             | Self::NeedsAnswers
             | Self::IntegrityFailure
             | Self::VerificationFailed => HALTED,
-            Self::MaxLoops | Self::CostBudget | Self::UsageLimit | Self::SpendLimit => LIMIT,
+            Self::MaxLoops
+            | Self::MaxRuntime
+            | Self::CostBudget
+            | Self::UsageLimit
+            | Self::SpendLimit => LIMIT,
             Self::Interrupted => INTERRUPTED,
         }
     }
@@ -110,6 +117,7 @@ impl ExitReason {
             Self::IntegrityFailure => "integrity_failure",
             Self::VerificationFailed => "verification_failed",
             Self::MaxLoops => "max_loops",
+            Self::MaxRuntime => "max_runtime",
             Self::CostBudget => "cost_budget",
             Self::UsageLimit => "usage_limit",
             Self::SpendLimit => "spend_limit",
@@ -133,7 +141,7 @@ mod tests {
 
     #[test]
     fn codes_follow_the_table() {
-        let expected = [0, 0, 0, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 130];
+        let expected = [0, 0, 0, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 130];
         for (reason, code) in ExitReason::ALL.iter().zip(expected) {
             assert_eq!(reason.code(), code, "{reason}");
         }

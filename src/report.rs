@@ -567,6 +567,7 @@ pub fn exit_message(reason: ExitReason, state: &State, plan: &Plan) -> String {
             None => "the agent's \"done\" claims were rejected by VERIFY_COMMAND, MAX_REJECTED_COMPLETIONS in a row".into(),
         },
         ExitReason::MaxLoops => "MAX_LOOPS reached".into(),
+        ExitReason::MaxRuntime => "MAX_RUNTIME reached: the run has lasted as long as allowed".into(),
         ExitReason::CostBudget => "MAX_COST_USD reached".into(),
         ExitReason::UsageLimit => "the usage limit was reached (ON_USAGE_LIMIT=exit)".into(),
         ExitReason::SpendLimit => crate::exit::SPEND_LIMIT_MESSAGE.into(),

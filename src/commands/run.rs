@@ -280,6 +280,7 @@ impl From<&RunArgs> for settings::Flags {
             no_continue: a.no_continue,
             session_expiry: a.session_expiry.clone(),
             max_loops: a.max_loops.clone(),
+            max_runtime: a.max_runtime.clone(),
             max_cost: a.max_cost.clone(),
             on_usage_limit: a.on_usage_limit.clone(),
             claude_cmd: a.claude_cmd.clone(),

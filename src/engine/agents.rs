@@ -55,7 +55,7 @@ impl Engine {
                 Ok(Choice::Call)
             }
             Pick::WaitUntil(until) => match self.wait_until(WaitReason::UsageLimit, until).await? {
-                Waited::Interrupted => Ok(Choice::Stop(ExitReason::Interrupted)),
+                Waited::Stop(r) => Ok(Choice::Stop(r)),
                 Waited::Done => Ok(Choice::Again),
             },
             Pick::NoneLeft => {

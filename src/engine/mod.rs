@@ -83,6 +83,8 @@ struct Engine {
     credential_warned: Option<Timestamp>,
     /// VERIFY_COMMAND as the run started, and what its checks found.
     verify: verify::Verify,
+    /// When MAX_RUNTIME ends the run (`None`: unlimited).
+    run_deadline: Option<Timestamp>,
     clock: Box<dyn Clock>,
 }
 
@@ -135,6 +137,11 @@ impl Engine {
             self.emit_transition(&t)?;
         }
         self.state.agents.on_run_start(now);
+        let max_runtime = self.s.max_runtime.value;
+        self.run_deadline = (!max_runtime.is_zero()).then(|| {
+            now.checked_add(SignedDuration::try_from(max_runtime).unwrap_or(SignedDuration::MAX))
+                .unwrap_or(Timestamp::MAX)
+        });
         self.save()?;
         self.refresh_plan();
         self.verify = verify::Verify::at_start(&self.s, &self.plan);
@@ -172,6 +179,9 @@ impl Engine {
             };
             self.watch_verify_edit();
             // 2. exit checks before calling; a complete plan is a "done" claim (verified)
+            if self.run_deadline.is_some_and(|d| self.clock.now() >= d) {
+                return Ok(ExitReason::MaxRuntime);
+            }
             if self.plan_complete()
                 && let Some(reason) = self.verify_claim(ExitReason::PlanComplete).await?
             {
@@ -191,8 +201,8 @@ impl Engine {
             if let BudgetCheck::Wait { until, reason } =
                 self.state.ledger.check(now, &self.s.budget_limits())
             {
-                if let Waited::Interrupted = self.wait_until(reason, until).await? {
-                    return Ok(ExitReason::Interrupted);
+                if let Waited::Stop(r) = self.wait_until(reason, until).await? {
+                    return Ok(r);
                 }
                 continue;
             }
@@ -214,14 +224,14 @@ impl Engine {
                                 i64::try_from(delay).unwrap_or(i64::MAX),
                             ))
                             .unwrap_or(Timestamp::MAX);
-                        if let Waited::Interrupted = self.sleep_until(until).await {
-                            return Ok(ExitReason::Interrupted);
+                        if let Waited::Stop(r) = self.sleep_until(until).await {
+                            return Ok(r);
                         }
                     }
                 }
                 Decision::Wait { until, reason } => {
-                    if let Waited::Interrupted = self.wait_until(reason, until).await? {
-                        return Ok(ExitReason::Interrupted);
+                    if let Waited::Stop(r) = self.wait_until(reason, until).await? {
+                        return Ok(r);
                     }
                 }
                 Decision::Stop(reason) => return Ok(reason),

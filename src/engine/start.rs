@@ -70,6 +70,7 @@ impl Engine {
             lock,
             credential_warned: None,
             verify: super::verify::Verify::default(),
+            run_deadline: None,
             clock,
         };
         if let Some((pgid, ticks)) = engine.lock.orphaned_agent() {

@@ -15,7 +15,9 @@ use crate::store::{EventKind, RunState};
 /// How a wait ended.
 pub(super) enum Waited {
     Done,
-    Interrupted,
+    /// The run must stop: Ctrl-C/SIGTERM/SIGHUP (`interrupted`) or MAX_RUNTIME reached during
+    /// the wait (`max_runtime`).
+    Stop(ExitReason),
 }
 
 impl Engine {
@@ -71,7 +73,7 @@ impl Engine {
                 ));
                 match self.wait_until(w.reason, w.until).await? {
                     Waited::Done => Ok(None),
-                    Waited::Interrupted => Ok(Some(ExitReason::Interrupted)),
+                    Waited::Stop(r) => Ok(Some(r)),
                 }
             }
         }
@@ -87,19 +89,25 @@ impl Engine {
             if now >= until {
                 return Waited::Done;
             }
+            if self.run_deadline.is_some_and(|d| now >= d) {
+                return Waited::Stop(ExitReason::MaxRuntime);
+            }
             self.reporter.wait_tick(reason.as_str(), until, now);
             // Someone deleted status.json during a long wait: put it back.
             if !self.store.status_path().exists() {
                 let _ = self.write_status(RunState::Waiting);
             }
-            let left = until.duration_since(now);
-            let step = left.min(SignedDuration::from_secs(1));
+            let end = self.run_deadline.map_or(until, |d| d.min(until));
+            let left = end.duration_since(now);
+            let step = left
+                .min(SignedDuration::from_secs(1))
+                .max(SignedDuration::ZERO);
             let step = Duration::try_from(step).unwrap_or(Duration::from_millis(100));
             tokio::select! {
                 () = tokio::time::sleep(step) => {}
                 changed = self.cancel.changed() => {
                     if changed.is_err() || self.interrupted() {
-                        return Waited::Interrupted;
+                        return Waited::Stop(ExitReason::Interrupted);
                     }
                 }
             }
@@ -107,11 +115,18 @@ impl Engine {
     }
 
     pub(super) async fn sleep_until(&mut self, until: Timestamp) -> Waited {
-        let left = until.duration_since(self.clock.now());
+        let end = self.run_deadline.map_or(until, |d| d.min(until));
+        let left = end.duration_since(self.clock.now());
         let step = Duration::try_from(left).unwrap_or(Duration::ZERO);
         tokio::select! {
-            () = tokio::time::sleep(step) => Waited::Done,
-            _ = self.cancel.changed() => Waited::Interrupted,
+            () = tokio::time::sleep(step) => {
+                if end < until {
+                    Waited::Stop(ExitReason::MaxRuntime)
+                } else {
+                    Waited::Done
+                }
+            }
+            _ = self.cancel.changed() => Waited::Stop(ExitReason::Interrupted),
         }
     }
 }

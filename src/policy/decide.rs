@@ -1075,13 +1075,15 @@ mod tests {
             })
             .collect();
         // The engine gives the others: integrity_failure (files gone), interrupted (signals),
-        // verification_failed (the check rejected claims, crate::policy::verify).
+        // verification_failed (the check rejected claims, crate::policy::verify), max_runtime
+        // (the run's clock).
         for r in ExitReason::ALL {
             if !matches!(
                 r,
                 ExitReason::IntegrityFailure
                     | ExitReason::Interrupted
                     | ExitReason::VerificationFailed
+                    | ExitReason::MaxRuntime
             ) {
                 assert!(covered.contains(&r), "{r} not covered");
             }

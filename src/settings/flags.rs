@@ -31,6 +31,8 @@ pub struct Flags {
     pub session_expiry: Option<String>,
     /// `--max-loops` (MAX_LOOPS).
     pub max_loops: Option<String>,
+    /// `--max-runtime` (MAX_RUNTIME).
+    pub max_runtime: Option<String>,
     /// `--max-cost` (MAX_COST_USD).
     pub max_cost: Option<String>,
     /// `--on-usage-limit` (ON_USAGE_LIMIT).

@@ -242,6 +242,13 @@ pub const KEYS: &[Key] = &[
         "Stop after N loops in this run, 0 = unlimited",
     ),
     key(
+        "MAX_RUNTIME",
+        Some("--max-runtime"),
+        DefaultValue::Text("0"),
+        "a duration like 8h, 90m, 3600s, or a bare number of minutes (0 = unlimited)",
+        "Stop the run after this long (checked before each call and during waits), 0 = unlimited",
+    ),
+    key(
         "MAX_COST_USD",
         Some("--max-cost"),
         DefaultValue::Text("0"),

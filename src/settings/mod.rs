@@ -87,6 +87,8 @@ pub struct Settings {
     pub session_continuity: Sourced<bool>,
     pub session_expiry_hours: Sourced<u32>,
     pub max_loops: Sourced<u64>,
+    /// MAX_RUNTIME (zero: unlimited).
+    pub max_runtime: Sourced<Duration>,
     pub max_cost_usd: Sourced<f64>,
     pub on_usage_limit: Sourced<UsageLimitPolicy>,
     pub claude_cmd: Sourced<String>,

@@ -269,6 +269,13 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
             parse_u32_min(1),
         )?,
         max_loops: r.get("MAX_LOOPS", flags.max_loops.as_deref(), parse_u64)?,
+        max_runtime: r.get("MAX_RUNTIME", flags.max_runtime.as_deref(), |s| {
+            if s.trim() == "0" {
+                Some(Duration::ZERO)
+            } else {
+                parse_timeout(s)
+            }
+        })?,
         max_cost_usd: r.get("MAX_COST_USD", flags.max_cost.as_deref(), |s| {
             s.trim()
                 .trim_start_matches('$')

@@ -211,3 +211,28 @@ fn status_says_why_the_run_ended() {
         "{text}"
     );
 }
+
+/// MAX_RUNTIME bounds a run in time, during a wait too.
+#[test]
+fn max_runtime_ends_the_run_during_a_wait() {
+    let p = Project::new(&["a"]);
+    let reset = jiff::Timestamp::now().as_second() + 3600;
+    p.fake(
+        "response",
+        &error_json(&format!("Claude AI usage limit reached|{reset}"), Some(429)),
+    );
+    p.fake("exit", "1");
+    let child = p.spawn(&["--max-runtime", "2s"]);
+    let o = wait_with_timeout(child, Duration::from_secs(60));
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert_eq!(p.status()["exit_reason"], "max_runtime");
+    assert_eq!(p.calls(), 1);
+    // Checked before a call too: a bare number is minutes, 0 is unlimited.
+    let o = p.run(&["--max-runtime", "soon"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("MAX_RUNTIME") || stderr(&o).contains("--max-runtime"),
+        "{}",
+        stderr(&o)
+    );
+}
