@@ -584,6 +584,18 @@ pub(crate) fn verdict(g: &Gathered, stderr: &str, facts: &RunFacts, clock: &Cloc
             unknown_session,
         };
     }
+    if g.result.is_none() && (g.too_large || facts.stdout_cut) {
+        return Verdict {
+            outcome: Outcome::AgentError,
+            error: Some(error(
+                ErrorKind::OutputTooLarge,
+                super::TOO_LARGE_MESSAGE.to_owned(),
+                None,
+                None,
+            )),
+            unknown_session,
+        };
+    }
     if let Some(e) = content {
         return Verdict {
             outcome: Outcome::AgentError,

@@ -78,6 +78,8 @@ struct Engine {
     /// The login expiry last warned about (once per expiry time).
     credential_warned: Option<Timestamp>,
     clock: Box<dyn Clock>,
+    /// The tag in every agent's environment (descendants and orphans are found by it).
+    marker: process::Marker,
 }
 
 impl Engine {
@@ -298,6 +300,8 @@ impl Engine {
             live: self.s.live.value,
             env_remove: crate::agent::client::ENV_REMOVED,
             env_set: &env_set,
+            stop_after_result: matches!(agent.profile.parser, Parser::Claude),
+            marker: Some(&self.marker),
         };
         let reporter = &self.reporter;
         let lock = &mut self.lock;

@@ -149,7 +149,8 @@ pub fn is_failed_call(analysis: &Analysis) -> bool {
             | ErrorKind::Budget
             | ErrorKind::Malformed
             | ErrorKind::NoOutput
-            | ErrorKind::Unknown,
+            | ErrorKind::Unknown
+            | ErrorKind::OutputTooLarge,
         ) => true,
         None => analysis.outcome != Outcome::Success,
     }

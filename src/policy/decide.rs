@@ -1176,6 +1176,7 @@ mod tests {
             ErrorKind::Malformed,
             ErrorKind::CliUsage,
             ErrorKind::Unknown,
+            ErrorKind::OutputTooLarge,
         ]))
     }
 
