@@ -740,24 +740,42 @@ struct StdoutSink {
     overlong: bool,
     /// Set to true once a complete result line was read.
     result: Option<watch::Sender<bool>>,
-    /// The first bytes of the current line (to recognise a result line).
-    head: Vec<u8>,
+    /// The current line, up to [`RESULT_LINE_MAX`] (to recognise a result line).
+    current: Vec<u8>,
+    current_overlong: bool,
 }
 
-/// Bytes of a line's start looked at to recognise a result line.
-const HEAD_BYTES: usize = 64;
+/// Longest line looked at to recognise a complete result (a longer answer line is still read
+/// and analyzed; the agent is then only stopped by its exit or the timeout).
+const RESULT_LINE_MAX: usize = 4 * 1024 * 1024;
 
-/// `{"type":"result"` at the start of a line (blanks allowed): Claude's final event.
-fn is_result_line(head: &[u8]) -> bool {
-    fn token<'a>(s: &'a [u8], t: &[u8]) -> Option<&'a [u8]> {
-        s.trim_ascii_start().strip_prefix(t)
+/// The top-level `type` of a JSON event (everything else skipped).
+#[derive(serde::Deserialize)]
+struct TypeOnly {
+    #[serde(rename = "type")]
+    kind: Option<serde_json::Value>,
+}
+
+impl TypeOnly {
+    fn is_result(&self) -> bool {
+        self.kind.as_ref().and_then(serde_json::Value::as_str) == Some("result")
     }
-    token(head, b"{")
-        .and_then(|s| token(s, b"\"type\""))
-        .and_then(|s| token(s, b":"))
-        .and_then(|s| token(s, b"\"result\""))
-        .and_then(|s| s.trim_ascii_start().first().copied())
-        .is_some_and(|b| b == b',' || b == b'}')
+}
+
+/// A whole line that is Claude's final event: a JSON object whose `type` is `result`
+/// (`--output-format json` / `stream-json`), or a JSON array whose last element is one
+/// (`--output-format json --verbose`).
+fn is_result_line(line: &[u8]) -> bool {
+    let line = line.trim_ascii();
+    if memchr::memmem::find(line, b"\"result\"").is_none() {
+        return false;
+    }
+    match line.first() {
+        Some(b'{') => serde_json::from_slice::<TypeOnly>(line).is_ok_and(|t| t.is_result()),
+        Some(b'[') => serde_json::from_slice::<Vec<TypeOnly>>(line)
+            .is_ok_and(|v| v.last().is_some_and(TypeOnly::is_result)),
+        _ => false,
+    }
 }
 
 impl StdoutSink {
@@ -778,9 +796,13 @@ impl StdoutSink {
         }
         for chunk in bytes.split_inclusive(|b| *b == b'\n') {
             let ends = chunk.last() == Some(&b'\n');
-            if self.result.is_some() && self.head.len() < HEAD_BYTES {
-                let take = chunk.len().min(HEAD_BYTES - self.head.len());
-                self.head.extend_from_slice(&chunk[..take]);
+            if self.result.is_some() && !self.current_overlong {
+                if self.current.len() + chunk.len() > RESULT_LINE_MAX {
+                    self.current_overlong = true;
+                    self.current = Vec::new();
+                } else {
+                    self.current.extend_from_slice(chunk);
+                }
             }
             if self.live.is_some() && !self.overlong {
                 self.line.extend_from_slice(chunk);
@@ -791,11 +813,13 @@ impl StdoutSink {
             }
             if ends {
                 if let Some(tx) = &self.result
-                    && is_result_line(&self.head)
+                    && !self.current_overlong
+                    && is_result_line(&self.current)
                 {
                     let _ = tx.send(true);
                 }
-                self.head.clear();
+                self.current.clear();
+                self.current_overlong = false;
                 if let Some(tx) = &self.live {
                     if !self.overlong {
                         let _ = tx.send(std::mem::take(&mut self.line)).await;
@@ -1075,14 +1099,18 @@ mod tests {
     }
 
     #[test]
-    fn result_lines_are_recognised_at_the_start_of_a_line() {
+    fn complete_result_lines_are_recognised() {
         let cases: &[(&[u8], bool)] = &[
             (br#"{"type":"result","subtype":"success"}"#, true),
-            (br#"  { "type" : "result" , "x":1}"#, true),
+            (br#"  { "type" : "result" , "x":1}  "#, true),
             (br#"{"type":"result"}"#, true),
             (br#"{"type":"resultx"}"#, false),
             (br#"{"type":"assistant","result":"x"}"#, false),
-            (br#"{"subtype":"success","type":"result"}"#, false),
+            (br#"{"subtype":"success","type":"result"}"#, true),
+            (br#"[{"type":"system"},{"type":"result","x":[1]}]"#, true),
+            (br#"[{"type":"result"},{"type":"assistant"}]"#, false),
+            (br#"{"type":"result","subtype":"succ"#, false),
+            (br#"{"type":"user","content":[{"type":"result"}]}"#, false),
             (b"type result", false),
             (b"", false),
         ];

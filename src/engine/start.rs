@@ -13,6 +13,10 @@ use crate::report::{DisplayMode, Reporter};
 use crate::settings::Settings;
 use crate::store::{LockGuard, Store};
 
+/// SIGTERM to SIGKILL for what a killed hank left running (its agent's call is over: only
+/// its cleanup is waited for).
+const ORPHAN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Runs the loop until it stops: `settings` resolved, `agents` (the failover chain, at least
 /// one) found and checked, `notes`
 /// (warnings found before the loop) reported once the event log is open.
@@ -81,7 +85,7 @@ impl Engine {
         // group, and anything carrying the project's marker): we hold the lock, so no loop of
         // the project runs and all of it is left over.
         let recorded = engine.lock.orphaned_agent();
-        let stopped = process::stop_orphans(&engine.marker.project, recorded, super::GRACE);
+        let stopped = process::stop_orphans(&engine.marker.project, recorded, ORPHAN_GRACE);
         if stopped > 0 {
             engine.warn(&format!(
                 "stopped {stopped} agent process(es) left running by a hank that was killed{}",

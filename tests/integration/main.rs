@@ -9,6 +9,7 @@ mod analyze;
 mod architecture;
 mod cli;
 mod faults;
+mod hostile_process;
 mod import;
 mod loop_e2e;
 mod monitor;
