@@ -388,7 +388,7 @@ fn an_answer_line_over_the_cap_is_output_too_large() {
     let finished: Vec<Value> = p
         .events()
         .into_iter()
-        .filter(|e| e["event"] == "agent_finished")
+        .filter(|e| e["type"] == "agent_finished")
         .collect();
     assert_eq!(finished.len(), 1);
     assert_eq!(
@@ -418,13 +418,15 @@ impl Rng {
     }
 }
 
-/// The fake agent of the sweep: counts itself, forks a child and a `setsid` daemon that
-/// ignore SIGTERM, works a random short time, answers (0.01 USD), and itself ignores SIGTERM
-/// half of the time.
+/// The fake agent of the sweep: counts itself, ticks a task, forks a child and a `setsid`
+/// daemon that ignore SIGTERM, works a random short time, answers (0.01 USD), and itself
+/// ignores SIGTERM half of the time. With `calm` in the fake's folder (the checking run after
+/// each kill) it only counts itself, ticks and answers.
 const SWEEP_AGENT: &str = r#"
 echo x >> "$FAKE_CLAUDE_DIR/invocations"
 sed -i '0,/- \[ \]/s//- [x]/' .hank/fix_plan.md
 date +%s%N >> work.txt
+[ -e "$FAKE_CLAUDE_DIR/calm" ] && exit 0
 (trap '' TERM; exec sleep 300) &
 setsid bash -c 'trap "" TERM; exec sleep 300' > /dev/null 2>&1 < /dev/null &
 if [ $((RANDOM % 2)) = 0 ]; then trap '' TERM; fi
@@ -438,7 +440,9 @@ fn sweep_project(seed: u64, iterations: u64) -> (u64, usize) {
     p.fake("effect.sh", SWEEP_AGENT);
     let mut rng = Rng(seed | 1);
     let mut points = 0;
+    let calm = p.fake.join("calm");
     for i in 0..iterations {
+        let _ = std::fs::remove_file(&calm);
         let mut child = p.spawn(&["--calls", "10000"]);
         let delay = rng.below(900);
         std::thread::sleep(Duration::from_millis(delay));
@@ -446,6 +450,7 @@ fn sweep_project(seed: u64, iterations: u64) -> (u64, usize) {
         child.wait().unwrap();
         points += 1;
         // The next start stops everything that is left, and counts every call made.
+        std::fs::write(&calm, "").unwrap();
         let o = p.run(&["--max-loops", "1", "--calls", "10000"]);
         assert!(
             matches!(o.status.code(), Some(3)),
@@ -489,8 +494,8 @@ fn kill_9_sweep_leaves_no_survivor_and_no_uncounted_call() {
                 .map_or(1, |d| d.as_nanos() as u64)
         });
     eprintln!("kill -9 sweep seed: {seed} (HANK_SWEEP_SEED={seed} to replay)");
-    const PROJECTS: u64 = 4;
-    const PER_PROJECT: u64 = 26;
+    const PROJECTS: u64 = 8;
+    const PER_PROJECT: u64 = 13;
     let handles: Vec<_> = (0..PROJECTS)
         .map(|k| {
             let s = seed.wrapping_add(k.wrapping_mul(0x9e37_79b9_7f4a_7c15));
