@@ -256,7 +256,12 @@ fn first_line(text: &str) -> String {
         .map(str::trim)
         .find(|l| !l.is_empty())
         .unwrap_or("");
-    let mut s = line.to_owned();
+    // Cut before copying: the line may be hundreds of MiB.
+    let mut end = line.len().min(MAX_MESSAGE + 4);
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut s = line[..end].to_owned();
     if s.len() > MAX_MESSAGE {
         let mut cut = MAX_MESSAGE;
         while !s.is_char_boundary(cut) {
