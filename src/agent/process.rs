@@ -1,15 +1,25 @@
-//! Spawning the agent: no shell, its own process group, stdout/stderr drained concurrently to
-//! the loop logs, timeout and Ctrl-C that terminate the whole group (SIGTERM, grace, SIGKILL),
-//! and no wait on a pipe that a leftover grandchild keeps open.
+//! Spawning the agent: no shell, its own process group, stdout/stderr drained concurrently,
+//! timeout and Ctrl-C that terminate the whole group (SIGTERM, grace, SIGKILL), and no wait on
+//! a pipe that a leftover grandchild keeps open.
+//!
+//! What the agent printed on stdout is held by hank ([`Capture`]: in memory up to
+//! [`CAPTURE_MEM`], then in an unlinked temp file only hank has open): the analysis reads that,
+//! never the `loop-N.out` log, which is a copy for people that the agent can rewrite.
+//!
+//! Every agent carries a [`Marker`] in its environment (`HANK_RUN_ID`, `HANK_RUN_PROJECT`):
+//! descendants that left the process group (`setsid`, double fork) are found by it in
+//! `/proc/*/environ` and stopped with the group, and the next start of a hank that was killed
+//! with SIGKILL stops whatever is left of its agents ([`stop_orphans`]).
 
+use std::collections::HashSet;
 use std::fs::File;
-use std::io::Write;
+use std::io::{BufRead, BufReader, Read, Seek, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
@@ -18,6 +28,56 @@ use tokio::sync::{mpsc, watch};
 pub const STDERR_KEEP: usize = 64 * 1024;
 /// Longest stdout line passed to the live view (longer lines are logged, not displayed).
 pub const LIVE_LINE_MAX: usize = 1024 * 1024;
+/// Lines waiting for the live view (the agent's pipe waits beyond that: memory stays bounded).
+const LIVE_QUEUE: usize = 8;
+/// Stdout bytes held in memory; the rest of the answer goes to an unlinked temp file.
+pub const CAPTURE_MEM: usize = 8 * 1024 * 1024;
+/// Most stdout bytes held for the analysis (and written to the log); past it the answer is
+/// `output_too_large` and the rest is read and dropped.
+pub const CAPTURE_MAX: u64 = 4 * 1024 * 1024 * 1024;
+/// Once a complete result has been read, the agent's time to exit before its group is stopped.
+pub const RESULT_GRACE: Duration = Duration::from_secs(3);
+/// The environment variable with the run's random id.
+pub const RUN_ID_VAR: &str = "HANK_RUN_ID";
+/// The environment variable with the project directory of the run.
+pub const PROJECT_VAR: &str = "HANK_RUN_PROJECT";
+/// Longest `/proc/PID/environ` read when looking for a marker.
+const ENVIRON_MAX: u64 = 4 * 1024 * 1024;
+
+/// The tag every agent process of a run carries in its environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Marker {
+    pub run_id: String,
+    /// The project directory (canonical), so that the next start finds what a killed hank
+    /// of the same project left.
+    pub project: String,
+}
+
+impl Marker {
+    /// A new marker for a run in `project` (a random id from the kernel, else time and pid).
+    #[must_use]
+    pub fn new(project: &Path) -> Self {
+        let mut bytes = [0u8; 12];
+        let random = File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+        let run_id = if random.is_ok() {
+            bytes.iter().map(|b| format!("{b:02x}")).collect()
+        } else {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            format!("{:x}-{nanos:x}", std::process::id())
+        };
+        let project = std::fs::canonicalize(project)
+            .unwrap_or_else(|_| project.to_path_buf())
+            .display()
+            .to_string();
+        Self { run_id, project }
+    }
+
+    fn env(&self) -> [(&'static str, &str); 2] {
+        [(RUN_ID_VAR, &self.run_id), (PROJECT_VAR, &self.project)]
+    }
+}
 
 /// One agent run to perform.
 #[derive(Debug)]
@@ -27,6 +87,7 @@ pub struct Spawn<'a> {
     pub cwd: &'a Path,
     /// Sent on stdin, then stdin is closed.
     pub stdin: Vec<u8>,
+    /// A copy of stdout for people (never read back).
     pub stdout_log: PathBuf,
     /// Created only when the agent writes to stderr.
     pub stderr_log: PathBuf,
@@ -39,23 +100,122 @@ pub struct Spawn<'a> {
     pub env_remove: &'a [&'a str],
     /// Variables set in the agent's environment (the profile's `[env]`).
     pub env_set: &'a [(String, String)],
+    /// Stop the agent [`RESULT_GRACE`] after it printed a complete Claude result line
+    /// (`{"type":"result",…}`), keeping the answer (the other clients' outputs have no such
+    /// end mark that hank can see while they run).
+    pub stop_after_result: bool,
+    /// The run's tag (set in the agent's environment; its descendants are found by it).
+    pub marker: Option<&'a Marker>,
 }
 
 /// What happened to the process.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct RunOutcome {
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
     pub timed_out: bool,
     /// Stopped because hank received SIGINT/SIGTERM.
     pub interrupted: bool,
+    /// Stopped by hank [`RESULT_GRACE`] after its complete result (the answer is kept).
+    pub stopped_after_result: bool,
     pub stdout_bytes: u64,
+    /// What the agent printed on stdout, as hank read it from the pipe.
+    pub stdout: Capture,
     /// The first [`STDERR_KEEP`] bytes of stderr.
     pub stderr_head: Vec<u8>,
     pub stderr_bytes: u64,
     pub duration: Duration,
-    /// A process of the agent's group outlived it and had to be terminated.
+    /// A process of the agent's group (or a marked descendant) outlived it and had to be
+    /// terminated.
     pub leftovers_killed: bool,
+}
+
+/// The agent's stdout as hank read it: the first [`CAPTURE_MEM`] bytes in memory, the rest in
+/// an unlinked temp file (no name: nothing in the project can reach it), at most
+/// [`CAPTURE_MAX`] bytes in all.
+#[derive(Debug, Default)]
+pub struct Capture {
+    mem: Vec<u8>,
+    spill: Option<File>,
+    kept: u64,
+    /// Bytes read but not kept (past [`CAPTURE_MAX`], or the temp file could not be written).
+    dropped: u64,
+}
+
+impl Capture {
+    /// A capture of `bytes` (for tests and callers that have the answer in memory).
+    #[must_use]
+    pub fn of(bytes: Vec<u8>) -> Self {
+        Self {
+            kept: bytes.len() as u64,
+            mem: bytes,
+            spill: None,
+            dropped: 0,
+        }
+    }
+
+    /// Appends what the agent printed (never fails: what cannot be kept is counted).
+    pub fn push(&mut self, bytes: &[u8]) {
+        if self.dropped > 0 {
+            self.dropped = self.dropped.saturating_add(bytes.len() as u64);
+            return;
+        }
+        let room = usize::try_from(CAPTURE_MAX - self.kept).unwrap_or(usize::MAX);
+        let (keep, drop) = bytes.split_at(bytes.len().min(room));
+        if self.spill.is_none() && self.mem.len() + keep.len() <= CAPTURE_MEM {
+            self.mem.extend_from_slice(keep);
+        } else {
+            if self.spill.is_none() {
+                self.spill = tempfile::tempfile().ok();
+            }
+            let written = self
+                .spill
+                .as_mut()
+                .is_some_and(|f| f.write_all(keep).is_ok());
+            if !written {
+                self.dropped = self.dropped.saturating_add(keep.len() as u64);
+            }
+        }
+        if self.dropped == 0 {
+            self.kept += keep.len() as u64;
+        }
+        self.dropped = self.dropped.saturating_add(drop.len() as u64);
+    }
+
+    /// Bytes kept.
+    #[must_use]
+    pub fn len(&self) -> u64 {
+        self.kept
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.kept == 0
+    }
+
+    /// Everything the agent printed was kept (nothing past [`CAPTURE_MAX`] or lost).
+    #[must_use]
+    pub fn complete(&self) -> bool {
+        self.dropped == 0
+    }
+
+    /// The kept bytes as a stream, from the start.
+    ///
+    /// # Errors
+    /// The temp file could not be rewound.
+    pub fn into_reader(self) -> std::io::Result<Box<dyn BufRead + Send>> {
+        let head = std::io::Cursor::new(self.mem);
+        match self.spill {
+            Some(mut f) => {
+                f.rewind()?;
+                Ok(Box::new(Read::chain(
+                    head,
+                    BufReader::with_capacity(1 << 18, f),
+                )))
+            }
+            None => Ok(Box::new(head)),
+        }
+    }
 }
 
 /// Creates (truncates) a log file with mode 0600, never following a symlink at `path`.
@@ -74,9 +234,173 @@ pub fn create_log(path: &Path) -> std::io::Result<File> {
 /// group leader again without risking a reused PID. `None` where /proc is unavailable.
 #[must_use]
 pub fn start_ticks(pid: i32) -> Option<u64> {
+    stat_of(pid).map(|s| s.ticks)
+}
+
+/// What hank reads from `/proc/PID/stat`.
+#[derive(Debug, Clone, Copy)]
+struct Stat {
+    zombie: bool,
+    ppid: i32,
+    pgrp: i32,
+    ticks: u64,
+}
+
+fn stat_of(pid: i32) -> Option<Stat> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let after = stat.rsplit_once(')')?.1;
-    after.split_whitespace().nth(19)?.parse().ok()
+    let mut f = after.split_whitespace();
+    let state = f.next()?;
+    let ppid = f.next()?.parse().ok()?;
+    let pgrp = f.next()?.parse().ok()?;
+    let ticks = f.nth(15)?.parse().ok()?;
+    Some(Stat {
+        zombie: state == "Z" || state == "X",
+        ppid,
+        pgrp,
+        ticks,
+    })
+}
+
+/// Whether the environment of `pid` holds every `KEY=VALUE` of `wanted`.
+fn environ_has(pid: i32, wanted: &[(&str, &str)]) -> bool {
+    let Ok(f) = File::open(format!("/proc/{pid}/environ")) else {
+        return false;
+    };
+    let mut env = vec![0u8];
+    if f.take(ENVIRON_MAX).read_to_end(&mut env).is_err() {
+        return false;
+    }
+    wanted.iter().all(|(k, v)| {
+        let needle = format!("\0{k}={v}\0");
+        memchr::memmem::find(&env, needle.as_bytes()).is_some()
+            || env.ends_with(&needle.as_bytes()[..needle.len() - 1])
+    })
+}
+
+fn all_pids() -> Vec<i32> {
+    let me = i32::try_from(std::process::id()).unwrap_or(0);
+    std::fs::read_dir("/proc")
+        .map(|dir| {
+            dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+                .filter(|p| *p != me && *p > 1)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Live processes (not zombies) whose environment holds every `KEY=VALUE` of `wanted`, with
+/// their start times.
+#[must_use]
+pub fn marked_processes(wanted: &[(&str, &str)]) -> Vec<(i32, u64)> {
+    all_pids()
+        .into_iter()
+        .filter_map(|pid| {
+            let st = stat_of(pid)?;
+            (!st.zombie && environ_has(pid, wanted)).then_some((pid, st.ticks))
+        })
+        .collect()
+}
+
+/// The live processes of group `pgid` or carrying `marker`.
+fn survivors(pgid: i32, marker: Option<&Marker>) -> Vec<(i32, u64)> {
+    let env = marker.map(Marker::env);
+    all_pids()
+        .into_iter()
+        .filter_map(|pid| {
+            let st = stat_of(pid)?;
+            if st.zombie {
+                return None;
+            }
+            let ours =
+                (pgid > 0 && st.pgrp == pgid) || env.as_ref().is_some_and(|e| environ_has(pid, e));
+            ours.then_some((pid, st.ticks))
+        })
+        .collect()
+}
+
+/// Sends `sig` to each process still the same one (same start time).
+fn signal_each(procs: &[(i32, u64)], sig: Signal) {
+    for (pid, ticks) in procs {
+        if start_ticks(*pid) == Some(*ticks) {
+            let _ = kill(Pid::from_raw(*pid), sig);
+        }
+    }
+}
+
+/// Reaps the zombies among `seen` that are hank's children (descendants of the agent
+/// re-parented to hank, the child subreaper). Only processes hank itself stopped are reaped,
+/// never another child's exit status.
+fn reap(seen: &HashSet<i32>) {
+    use nix::sys::wait::{WaitPidFlag, waitpid};
+    let me = i32::try_from(std::process::id()).unwrap_or(0);
+    for pid in seen {
+        if stat_of(*pid).is_some_and(|s| s.zombie && s.ppid == me) {
+            let _ = waitpid(Pid::from_raw(*pid), Some(WaitPidFlag::WNOHANG));
+        }
+    }
+}
+
+/// Makes hank the child subreaper of its descendants (Linux): an agent's daemon whose parent
+/// exits is re-parented to hank instead of init, so that it can be found and stopped.
+pub fn become_subreaper() {
+    let _ = nix::sys::prctl::set_child_subreaper(true);
+}
+
+/// Keeps hank's memory and open files out of reach of the agent (same user): a process that
+/// is not dumpable has `/proc/PID/fd`, `/proc/PID/mem` and ptrace closed to others, so the
+/// agent cannot open the temp file holding its answer through `/proc`.
+pub fn protect_self() {
+    let _ = nix::sys::prctl::set_dumpable(false);
+}
+
+/// Stops every process a killed hank left running for the project `project` (found by the
+/// [`PROJECT_VAR`] marker in their environment, any run id): SIGTERM, up to `grace`, SIGKILL.
+/// Call it only while holding the project's lock (no other loop of the project runs). Also
+/// stops the recorded group `agent` (PGID, leader start time) if its leader is still alive.
+/// Returns how many processes had to be stopped.
+pub fn stop_orphans(project: &str, agent: Option<(i32, u64)>, grace: Duration) -> usize {
+    let wanted = [(PROJECT_VAR, project)];
+    let group = agent.filter(|(pgid, ticks)| *pgid > 1 && start_ticks(*pgid) == Some(*ticks));
+    let find = || {
+        let mut procs = marked_processes(&wanted);
+        if let Some((pgid, _)) = group {
+            for pid in all_pids() {
+                if let Some(st) = stat_of(pid)
+                    && st.pgrp == pgid
+                    && !st.zombie
+                    && !procs.iter().any(|(p, _)| *p == pid)
+                {
+                    procs.push((pid, st.ticks));
+                }
+            }
+        }
+        procs
+    };
+    let first = find();
+    if first.is_empty() {
+        return 0;
+    }
+    signal_each(&first, Signal::SIGTERM);
+    let start = Instant::now();
+    let mut left = first.clone();
+    while !left.is_empty() && start.elapsed() < grace {
+        std::thread::sleep(Duration::from_millis(50));
+        left = find();
+    }
+    signal_each(&left, Signal::SIGKILL);
+    // Whatever the killed ones started meanwhile.
+    let mut rounds = 0;
+    loop {
+        let more = find();
+        if more.is_empty() || rounds >= 20 {
+            break;
+        }
+        signal_each(&more, Signal::SIGKILL);
+        std::thread::sleep(Duration::from_millis(50));
+        rounds += 1;
+    }
+    first.len()
 }
 
 /// Stops a process group left over by a previous hank that was killed with SIGKILL, if its
@@ -110,6 +434,7 @@ pub async fn run(
 
 /// [`run`], plus `on_spawn(pgid)` called right after the agent started (the loop records the
 /// group so that a later start can stop it if hank itself is killed with SIGKILL).
+#[allow(clippy::too_many_lines)]
 pub async fn run_with_hook(
     spawn: Spawn<'_>,
     mut cancel: watch::Receiver<u32>,
@@ -117,7 +442,8 @@ pub async fn run_with_hook(
     mut on_line: impl FnMut(&[u8]),
 ) -> std::io::Result<RunOutcome> {
     let started = Instant::now();
-    let stdout_file = create_log(&spawn.stdout_log)?;
+    // The log is a copy for people: if it cannot be created, the answer is still read.
+    let stdout_file = create_log(&spawn.stdout_log).ok();
     let mut command = tokio::process::Command::new(spawn.program);
     // PWD names the folder the agent runs in (some CLIs, e.g. opencode, trust PWD over the
     // process's real working directory).
@@ -127,6 +453,11 @@ pub async fn run_with_hook(
     }
     for key in spawn.env_remove {
         command.env_remove(key);
+    }
+    if let Some(marker) = spawn.marker {
+        for (key, value) in marker.env() {
+            command.env(key, value);
+        }
     }
     let mut child = command
         .args(spawn.args)
@@ -153,10 +484,16 @@ pub async fn run_with_hook(
             let _ = stdin.shutdown().await;
         });
     }
-    let (line_tx, mut line_rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let (line_tx, mut line_rx) = mpsc::channel::<Vec<u8>>(LIVE_QUEUE);
+    let (result_tx, mut result_rx) = watch::channel(false);
     let stdout_task = child.stdout.take().map(|out| {
-        let tx = spawn.live.then_some(line_tx.clone());
-        tokio::spawn(drain_stdout(out, stdout_file, tx))
+        let sink = StdoutSink {
+            log: stdout_file,
+            live: spawn.live.then_some(line_tx.clone()),
+            result: spawn.stop_after_result.then_some(result_tx),
+            ..StdoutSink::default()
+        };
+        tokio::spawn(drain_stdout(out, sink))
     });
     drop(line_tx);
     let stderr_task = child
@@ -167,19 +504,39 @@ pub async fn run_with_hook(
     let mut outcome = RunOutcome::default();
     let deadline = tokio::time::sleep(spawn.timeout);
     tokio::pin!(deadline);
+    let far = Duration::from_secs(100 * 365 * 24 * 3600);
+    let result_deadline = tokio::time::sleep(far);
+    tokio::pin!(result_deadline);
+    let mut result_seen = false;
     let mut lines_open = true;
+    let mut stop = Stopping::new(pgid, spawn.marker, spawn.grace);
     let status = loop {
         tokio::select! {
             status = child.wait() => break status?,
             () = &mut deadline => {
                 outcome.timed_out = true;
-                break terminate(&mut child, pgid, spawn.grace, &mut cancel).await?;
+                break stop.terminate(&mut child, &mut cancel).await?;
             }
             changed = cancel.changed() => {
                 if changed.is_ok() && *cancel.borrow() > 0 {
                     outcome.interrupted = true;
-                    break terminate(&mut child, pgid, spawn.grace, &mut cancel).await?;
+                    break stop.terminate(&mut child, &mut cancel).await?;
                 }
+            }
+            changed = result_rx.changed(), if !result_seen => {
+                if changed.is_ok() && *result_rx.borrow() {
+                    result_seen = true;
+                    result_deadline
+                        .as_mut()
+                        .reset(tokio::time::Instant::now() + RESULT_GRACE);
+                } else if changed.is_err() {
+                    // The reader ended without a result line.
+                    result_seen = true;
+                }
+            }
+            () = &mut result_deadline, if result_seen => {
+                outcome.stopped_after_result = true;
+                break stop.terminate(&mut child, &mut cancel).await?;
             }
             line = line_rx.recv(), if lines_open => match line {
                 Some(line) => on_line(&line),
@@ -190,15 +547,14 @@ pub async fn run_with_hook(
     outcome.exit_code = status.code();
     outcome.signal = status.signal();
 
-    // Anything left in the agent's group (a background server, an MCP helper, a grandchild
-    // holding stdout) is terminated the same way; never wait forever on its pipes.
-    if pgid > 0 && signal_group(pgid, Signal::SIGTERM) {
-        outcome.leftovers_killed = true;
-    }
+    // Anything left of the agent (a background server, an MCP helper, a daemon that left the
+    // group, a grandchild holding stdout) is stopped the same way; never wait forever on its
+    // pipes.
+    stop.begin();
     let readers = async {
         let out = match stdout_task {
-            Some(t) => t.await.unwrap_or(Ok(0)).unwrap_or(0),
-            None => 0,
+            Some(t) => t.await.unwrap_or_default(),
+            None => Drained::default(),
         };
         let err = match stderr_task {
             Some(t) => t
@@ -210,111 +566,300 @@ pub async fn run_with_hook(
         (out, err)
     };
     tokio::pin!(readers);
-    let grace_end = tokio::time::sleep(spawn.grace);
-    tokio::pin!(grace_end);
-    let mut killed = false;
-    let hard_end = tokio::time::sleep(spawn.grace + Duration::from_secs(2));
-    tokio::pin!(hard_end);
-    let (out_bytes, (err_head, err_bytes)) = loop {
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    let mut read: Option<(Drained, (Vec<u8>, u64))> = None;
+    let mut cancel_open = true;
+    loop {
         tokio::select! {
-            res = &mut readers => break res,
+            res = &mut readers, if read.is_none() => read = Some(res),
             line = line_rx.recv(), if lines_open => match line {
                 Some(line) => on_line(&line),
                 None => lines_open = false,
             },
-            () = &mut grace_end, if !killed => {
-                killed = true;
-                if pgid > 0 {
-                    signal_group(pgid, Signal::SIGKILL);
+            _ = tick.tick() => {}
+            changed = cancel.changed(), if cancel_open => {
+                if changed.is_err() {
+                    cancel_open = false;
+                } else if *cancel.borrow() >= 2 {
+                    stop.kill_now();
                 }
             }
-            () = &mut hard_end => break (0, (Vec::new(), 0)),
         }
-    };
+        let alive = stop.poll();
+        if read.is_some() && !alive {
+            break;
+        }
+        // Past the grace and 2 s of SIGKILL: a reader still open belongs to a process hank
+        // cannot see (it left the group and scrubbed its environment); stop waiting.
+        if stop.given_up() {
+            break;
+        }
+    }
+    stop.finish();
+    outcome.leftovers_killed = stop.any_signalled;
     while let Ok(line) = line_rx.try_recv() {
         on_line(&line);
     }
-    outcome.stdout_bytes = out_bytes;
+    let (out, (err_head, err_bytes)) = read.unwrap_or_default();
+    outcome.stdout_bytes = out.bytes;
+    outcome.stdout = out.capture;
     outcome.stderr_head = err_head;
     outcome.stderr_bytes = err_bytes;
     outcome.duration = started.elapsed();
     Ok(outcome)
 }
 
-/// SIGTERM to the group, wait up to `grace` (or until a second interrupt), then SIGKILL.
-async fn terminate(
-    child: &mut tokio::process::Child,
+/// Stopping the agent and everything it left: its group, and every process with the run's
+/// marker (found again at each step, so that a daemon started meanwhile is stopped too).
+struct Stopping<'a> {
     pgid: i32,
+    marker: Option<&'a Marker>,
     grace: Duration,
-    cancel: &mut watch::Receiver<u32>,
-) -> std::io::Result<std::process::ExitStatus> {
-    if pgid > 0 {
-        signal_group(pgid, Signal::SIGTERM);
-    }
-    let grace_timer = tokio::time::sleep(grace);
-    tokio::pin!(grace_timer);
-    loop {
-        tokio::select! {
-            status = child.wait() => return status,
-            () = &mut grace_timer => break,
-            changed = cancel.changed() => {
-                if changed.is_err() || *cancel.borrow() >= 2 {
-                    break;
-                }
-            }
-        }
-    }
-    if pgid > 0 {
-        signal_group(pgid, Signal::SIGKILL);
-    }
-    child.start_kill().ok();
-    child.wait().await
+    /// When SIGTERM went out (the grace runs from there).
+    term_at: Option<Instant>,
+    kill_at: Option<Instant>,
+    /// Every process hank signalled (reaped if it was re-parented to hank).
+    seen: HashSet<i32>,
+    any_signalled: bool,
 }
 
-async fn drain_stdout(
-    mut out: impl AsyncRead + Unpin,
-    mut file: File,
-    live: Option<mpsc::UnboundedSender<Vec<u8>>>,
-) -> std::io::Result<u64> {
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut total = 0u64;
-    let mut line: Vec<u8> = Vec::new();
-    let mut overlong = false;
-    loop {
-        let n = out.read(&mut buf).await?;
-        if n == 0 {
-            break;
+impl<'a> Stopping<'a> {
+    fn new(pgid: i32, marker: Option<&'a Marker>, grace: Duration) -> Self {
+        Self {
+            pgid,
+            marker,
+            grace,
+            term_at: None,
+            kill_at: None,
+            seen: HashSet::new(),
+            any_signalled: false,
         }
-        total += n as u64;
-        file.write_all(&buf[..n])?;
-        if let Some(tx) = &live {
-            for chunk in buf[..n].split_inclusive(|b| *b == b'\n') {
-                let ends = chunk.last() == Some(&b'\n');
-                if !overlong {
-                    line.extend_from_slice(chunk);
-                    if line.len() > LIVE_LINE_MAX {
-                        overlong = true;
-                        line = Vec::new();
+    }
+
+    fn signal(&mut self, sig: Signal) -> bool {
+        let procs = survivors(self.pgid, self.marker);
+        if self.pgid > 0 {
+            signal_group(self.pgid, sig);
+        }
+        signal_each(&procs, sig);
+        self.seen.extend(procs.iter().map(|(p, _)| *p));
+        self.any_signalled |= !procs.is_empty();
+        !procs.is_empty()
+    }
+
+    /// SIGTERM to all (once).
+    fn begin(&mut self) {
+        if self.term_at.is_none() {
+            self.term_at = Some(Instant::now());
+            self.signal(Signal::SIGTERM);
+        }
+    }
+
+    fn kill_now(&mut self) {
+        self.kill_at.get_or_insert_with(Instant::now);
+        self.signal(Signal::SIGKILL);
+    }
+
+    /// Reaps, sends SIGKILL once the grace is over; whether anything is still alive.
+    fn poll(&mut self) -> bool {
+        reap(&self.seen);
+        let procs = survivors(self.pgid, self.marker);
+        if procs.is_empty() {
+            return false;
+        }
+        let over = self.term_at.is_some_and(|t| t.elapsed() >= self.grace);
+        if over || self.kill_at.is_some() {
+            self.kill_now();
+        } else {
+            self.signal(Signal::SIGTERM);
+        }
+        true
+    }
+
+    fn given_up(&self) -> bool {
+        self.term_at
+            .is_some_and(|t| t.elapsed() >= self.grace + Duration::from_secs(2))
+    }
+
+    fn finish(&mut self) {
+        if !survivors(self.pgid, self.marker).is_empty() {
+            self.kill_now();
+        }
+        reap(&self.seen);
+    }
+
+    /// The agent itself: SIGTERM to all, wait up to the grace (or a second interrupt) for it
+    /// to exit, then SIGKILL to all.
+    async fn terminate(
+        &mut self,
+        child: &mut tokio::process::Child,
+        cancel: &mut watch::Receiver<u32>,
+    ) -> std::io::Result<std::process::ExitStatus> {
+        self.begin();
+        let left = self
+            .grace
+            .saturating_sub(self.term_at.map_or(Duration::ZERO, |t| t.elapsed()));
+        let grace_timer = tokio::time::sleep(left);
+        tokio::pin!(grace_timer);
+        let mut cancel_open = *cancel.borrow() < 2;
+        loop {
+            tokio::select! {
+                status = child.wait() => return status,
+                () = &mut grace_timer => break,
+                changed = cancel.changed(), if cancel_open => {
+                    if changed.is_err() {
+                        cancel_open = false;
+                    } else if *cancel.borrow() >= 2 {
+                        break;
                     }
                 }
-                if ends {
-                    if !overlong {
-                        let _ = tx.send(std::mem::take(&mut line));
+            }
+        }
+        self.kill_now();
+        child.start_kill().ok();
+        child.wait().await
+    }
+}
+
+/// What the stdout reader produced.
+#[derive(Debug, Default)]
+struct Drained {
+    bytes: u64,
+    capture: Capture,
+}
+
+/// Where the stdout bytes go: the capture (the truth), the log (a copy), the live view, and
+/// the end-of-answer watch.
+#[derive(Default)]
+struct StdoutSink {
+    log: Option<File>,
+    logged: u64,
+    capture: Capture,
+    live: Option<mpsc::Sender<Vec<u8>>>,
+    line: Vec<u8>,
+    overlong: bool,
+    /// Set to true once a complete result line was read.
+    result: Option<watch::Sender<bool>>,
+    /// The current line, up to [`RESULT_LINE_MAX`] (to recognise a result line).
+    current: Vec<u8>,
+    current_overlong: bool,
+}
+
+/// Longest line looked at to recognise a complete result (a longer answer line is still read
+/// and analyzed; the agent is then only stopped by its exit or the timeout).
+const RESULT_LINE_MAX: usize = 4 * 1024 * 1024;
+
+/// The top-level `type` of a JSON event (everything else skipped).
+#[derive(serde::Deserialize)]
+struct TypeOnly {
+    #[serde(rename = "type")]
+    kind: Option<serde_json::Value>,
+}
+
+impl TypeOnly {
+    fn is_result(&self) -> bool {
+        self.kind.as_ref().and_then(serde_json::Value::as_str) == Some("result")
+    }
+}
+
+/// A whole line that is Claude's final event: a JSON object whose `type` is `result`
+/// (`--output-format json` / `stream-json`), or a JSON array whose last element is one
+/// (`--output-format json --verbose`).
+fn is_result_line(line: &[u8]) -> bool {
+    let line = line.trim_ascii();
+    if memchr::memmem::find(line, b"\"result\"").is_none() {
+        return false;
+    }
+    match line.first() {
+        Some(b'{') => serde_json::from_slice::<TypeOnly>(line).is_ok_and(|t| t.is_result()),
+        Some(b'[') => serde_json::from_slice::<Vec<TypeOnly>>(line)
+            .is_ok_and(|v| v.last().is_some_and(TypeOnly::is_result)),
+        _ => false,
+    }
+}
+
+impl StdoutSink {
+    async fn push(&mut self, bytes: &[u8]) {
+        if self.logged < CAPTURE_MAX
+            && let Some(f) = self.log.as_mut()
+        {
+            let room = usize::try_from(CAPTURE_MAX - self.logged).unwrap_or(usize::MAX);
+            let part = &bytes[..bytes.len().min(room)];
+            if f.write_all(part).is_err() {
+                self.log = None;
+            }
+            self.logged += part.len() as u64;
+        }
+        self.capture.push(bytes);
+        if self.live.is_none() && self.result.is_none() {
+            return;
+        }
+        for chunk in bytes.split_inclusive(|b| *b == b'\n') {
+            let ends = chunk.last() == Some(&b'\n');
+            if self.result.is_some() && !self.current_overlong {
+                if self.current.len() + chunk.len() > RESULT_LINE_MAX {
+                    self.current_overlong = true;
+                    self.current = Vec::new();
+                } else {
+                    self.current.extend_from_slice(chunk);
+                }
+            }
+            if self.live.is_some() && !self.overlong {
+                self.line.extend_from_slice(chunk);
+                if self.line.len() > LIVE_LINE_MAX {
+                    self.overlong = true;
+                    self.line = Vec::new();
+                }
+            }
+            if ends {
+                if let Some(tx) = &self.result
+                    && !self.current_overlong
+                    && is_result_line(&self.current)
+                {
+                    let _ = tx.send(true);
+                }
+                self.current.clear();
+                self.current_overlong = false;
+                if let Some(tx) = &self.live {
+                    if !self.overlong {
+                        let _ = tx.send(std::mem::take(&mut self.line)).await;
                     }
-                    overlong = false;
-                    line.clear();
+                    self.overlong = false;
+                    self.line.clear();
                 }
             }
         }
     }
-    if let Some(tx) = &live
-        && !line.is_empty()
-        && !overlong
-    {
-        let _ = tx.send(line);
+
+    async fn end(mut self, bytes: u64) -> Drained {
+        if let Some(tx) = &self.live
+            && !self.line.is_empty()
+            && !self.overlong
+        {
+            let _ = tx.send(std::mem::take(&mut self.line)).await;
+        }
+        if let Some(f) = self.log.as_mut() {
+            let _ = f.flush();
+        }
+        Drained {
+            bytes,
+            capture: self.capture,
+        }
     }
-    file.flush()?;
-    Ok(total)
+}
+
+async fn drain_stdout(mut out: impl AsyncRead + Unpin, mut sink: StdoutSink) -> Drained {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    loop {
+        let n = match out.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        total += n as u64;
+        sink.push(&buf[..n]).await;
+    }
+    sink.end(total).await
 }
 
 async fn drain_stderr(
@@ -325,26 +870,33 @@ async fn drain_stderr(
     let mut head = Vec::new();
     let mut total = 0u64;
     let mut file: Option<File> = None;
+    let mut file_failed = false;
     loop {
-        let n = err.read(&mut buf).await?;
-        if n == 0 {
-            break;
-        }
+        let n = match err.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
         total += n as u64;
         if head.len() < STDERR_KEEP {
             let take = n.min(STDERR_KEEP - head.len());
             head.extend_from_slice(&buf[..take]);
         }
-        if file.is_none() {
-            file = Some(create_log(&path)?);
+        if file.is_none() && !file_failed && total <= CAPTURE_MAX {
+            file = create_log(&path).ok();
+            file_failed = file.is_none();
         }
-        if let Some(f) = file.as_mut() {
-            f.write_all(&buf[..n])?;
+        if total > CAPTURE_MAX {
+            file = None;
+        }
+        if let Some(f) = file.as_mut()
+            && f.write_all(&buf[..n]).is_err()
+        {
+            file = None;
+            file_failed = true;
         }
     }
     Ok((head, total))
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -389,6 +941,17 @@ mod tests {
     }
 
     fn sh(dir: &Path, script: &str, timeout: Duration, live: bool) -> (RunOutcome, Vec<Vec<u8>>) {
+        sh_with(dir, script, timeout, live, None, false)
+    }
+
+    fn sh_with(
+        dir: &Path,
+        script: &str,
+        timeout: Duration,
+        live: bool,
+        marker: Option<&Marker>,
+        stop_after_result: bool,
+    ) -> (RunOutcome, Vec<Vec<u8>>) {
         let args = vec!["-c".to_string(), script.to_string()];
         let spawn = Spawn {
             program: Path::new("/bin/sh"),
@@ -402,6 +965,8 @@ mod tests {
             live,
             env_remove: &[],
             env_set: &[],
+            stop_after_result,
+            marker,
         };
         let (_tx, rx) = watch::channel(0u32);
         let mut lines = Vec::new();
@@ -476,6 +1041,8 @@ mod tests {
             live: false,
             env_remove: &[],
             env_set: &[],
+            stop_after_result: false,
+            marker: None,
         };
         let (tx, rx) = watch::channel(0u32);
         let o = rt()
@@ -490,6 +1057,146 @@ mod tests {
             .unwrap();
         assert!(o.interrupted);
         assert!(o.duration < Duration::from_secs(5));
+    }
+
+    fn read_capture(c: Capture) -> Vec<u8> {
+        let mut out = Vec::new();
+        c.into_reader().unwrap().read_to_end(&mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn the_answer_is_what_came_through_the_pipe_not_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("out");
+        let script = format!(
+            "echo '{{\"type\":\"result\",\"total_cost_usd\":5}}'; sleep 0.2; echo forged > {}",
+            log.display()
+        );
+        let (o, _) = sh(dir.path(), &script, Duration::from_secs(30), false);
+        assert_eq!(o.exit_code, Some(0));
+        assert_eq!(std::fs::read(&log).unwrap(), b"forged\n");
+        assert_eq!(
+            read_capture(o.stdout),
+            b"{\"type\":\"result\",\"total_cost_usd\":5}\n"
+        );
+    }
+
+    #[test]
+    fn a_large_answer_spills_out_of_memory_and_reads_back_whole() {
+        let mut c = Capture::default();
+        let chunk: Vec<u8> = (0..=255u8).cycle().take(1024 * 1024 + 7).collect();
+        let mut expected = Vec::new();
+        for _ in 0..10 {
+            c.push(&chunk);
+            expected.extend_from_slice(&chunk);
+        }
+        assert!(c.spill.is_some());
+        assert!(c.mem.len() <= CAPTURE_MEM);
+        assert!(c.complete());
+        assert_eq!(c.len(), expected.len() as u64);
+        assert_eq!(read_capture(c), expected);
+    }
+
+    #[test]
+    fn complete_result_lines_are_recognised() {
+        let cases: &[(&[u8], bool)] = &[
+            (br#"{"type":"result","subtype":"success"}"#, true),
+            (br#"  { "type" : "result" , "x":1}  "#, true),
+            (br#"{"type":"result"}"#, true),
+            (br#"{"type":"resultx"}"#, false),
+            (br#"{"type":"assistant","result":"x"}"#, false),
+            (br#"{"subtype":"success","type":"result"}"#, true),
+            (br#"[{"type":"system"},{"type":"result","x":[1]}]"#, true),
+            (br#"[{"type":"result"},{"type":"assistant"}]"#, false),
+            (br#"{"type":"result","subtype":"succ"#, false),
+            (br#"{"type":"user","content":[{"type":"result"}]}"#, false),
+            (b"type result", false),
+            (b"", false),
+        ];
+        for (head, want) in cases {
+            assert_eq!(
+                is_result_line(head),
+                *want,
+                "{}",
+                String::from_utf8_lossy(head)
+            );
+        }
+    }
+
+    #[test]
+    fn an_agent_that_lingers_after_its_result_is_stopped_and_its_answer_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let script =
+            "echo '{\"type\":\"result\",\"subtype\":\"success\"}'; trap '' TERM; sleep 600";
+        let (o, _) = sh_with(
+            dir.path(),
+            script,
+            Duration::from_secs(600),
+            false,
+            None,
+            true,
+        );
+        assert!(o.stopped_after_result);
+        assert!(!o.timed_out);
+        assert!(o.duration < Duration::from_secs(300), "{:?}", o.duration);
+        assert_eq!(
+            read_capture(o.stdout),
+            b"{\"type\":\"result\",\"subtype\":\"success\"}\n"
+        );
+    }
+
+    #[test]
+    fn a_daemon_that_left_the_group_and_ignores_sigterm_is_stopped() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = Marker::new(dir.path());
+        let pidfile = dir.path().join("daemon.pid");
+        // The daemon leaves the group (setsid), ignores SIGTERM and closes stdout.
+        let script = format!(
+            "setsid sh -c 'trap \"\" TERM; echo $$ > {}; exec sleep 300' > /dev/null 2>&1 < /dev/null & \
+             while [ ! -s {} ]; do sleep 0.05; done; echo done",
+            pidfile.display(),
+            pidfile.display()
+        );
+        let (o, _) = sh_with(
+            dir.path(),
+            &script,
+            Duration::from_secs(60),
+            false,
+            Some(&marker),
+            false,
+        );
+        assert_eq!(o.exit_code, Some(0));
+        let pid = read_pid(&pidfile);
+        assert!(gone(pid), "the setsid daemon survived");
+        assert!(o.leftovers_killed);
+    }
+
+    #[test]
+    fn orphans_of_a_killed_run_are_found_by_the_project_marker() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = Marker::new(dir.path());
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "trap '' TERM; sleep 300"])
+            .env(RUN_ID_VAR, "old-run")
+            .env(PROJECT_VAR, &marker.project)
+            .spawn()
+            .unwrap();
+        let pid = i32::try_from(child.id()).unwrap();
+        let wanted = [(PROJECT_VAR, marker.project.as_str())];
+        let start = Instant::now();
+        while marked_processes(&wanted).is_empty() && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let other = Marker::new(&dir.path().join("elsewhere"));
+        assert_eq!(
+            stop_orphans(&other.project, None, Duration::from_millis(200)),
+            0
+        );
+        assert!(alive(pid));
+        assert!(stop_orphans(&marker.project, None, Duration::from_millis(200)) >= 1);
+        let _ = child.wait();
+        assert!(marked_processes(&wanted).is_empty());
     }
 
     #[test]
@@ -507,6 +1214,8 @@ mod tests {
             live: false,
             env_remove: &[],
             env_set: &[],
+            stop_after_result: false,
+            marker: None,
         };
         let (_tx, rx) = watch::channel(0u32);
         assert!(rt().block_on(run(spawn, rx, |_| {})).is_err());

@@ -256,7 +256,12 @@ fn first_line(text: &str) -> String {
         .map(str::trim)
         .find(|l| !l.is_empty())
         .unwrap_or("");
-    let mut s = line.to_owned();
+    // Cut before copying: the line may be hundreds of MiB.
+    let mut end = line.len().min(MAX_MESSAGE + 4);
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut s = line[..end].to_owned();
     if s.len() > MAX_MESSAGE {
         let mut cut = MAX_MESSAGE;
         while !s.is_char_boundary(cut) {
@@ -578,6 +583,18 @@ pub(crate) fn verdict(g: &Gathered, stderr: &str, facts: &RunFacts, clock: &Cloc
             error: Some(error(
                 ErrorKind::Interrupted,
                 message.to_owned(),
+                None,
+                None,
+            )),
+            unknown_session,
+        };
+    }
+    if g.result.is_none() && (g.too_large || facts.stdout_cut) {
+        return Verdict {
+            outcome: Outcome::AgentError,
+            error: Some(error(
+                ErrorKind::OutputTooLarge,
+                super::TOO_LARGE_MESSAGE.to_owned(),
                 None,
                 None,
             )),

@@ -102,6 +102,14 @@ pub fn is_test_command(command: &str) -> bool {
 
 /// The agent's text without its `HANK_STATUS` block and without fenced code.
 /// Returns the prose lines only (code blocks hold quoted material, not the agent's words).
+/// `needle` (ASCII) in `hay`, ignoring ASCII case.
+fn contains_ignore_case(hay: &str, needle: &str) -> bool {
+    let n = needle.as_bytes();
+    hay.as_bytes()
+        .windows(n.len())
+        .any(|w| w.eq_ignore_ascii_case(n))
+}
+
 fn prose_lines(text: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let mut in_fence = false;
@@ -112,9 +120,9 @@ fn prose_lines(text: &str) -> Vec<&str> {
             in_fence = !in_fence;
             continue;
         }
-        let upper = t.to_ascii_uppercase();
-        if upper.contains("HANK_STATUS") {
-            in_status = !upper.contains("END");
+        // Compared in place: an answer line can be hundreds of MiB (no uppercase copy).
+        if contains_ignore_case(t, "HANK_STATUS") {
+            in_status = !contains_ignore_case(t, "END");
             continue;
         }
         if in_fence || in_status {
@@ -210,7 +218,10 @@ pub fn questions(text: &str) -> Vec<String> {
 /// whitespace collapsed, cut to 200 characters.
 #[must_use]
 pub fn normalize_signature(line: &str) -> String {
-    let s = UUID.replace_all(line.trim(), "X");
+    // Only the start of a long line can end up in the 200 characters kept: normalizing a
+    // bounded prefix keeps memory flat whatever the line's length.
+    let line = cut_bytes(line.trim(), SIGNATURE_INPUT_BYTES);
+    let s = UUID.replace_all(line, "X");
     let s = PATH.replace_all(&s, "${1}${2}");
     // Hex ids (7+ hex digits with at least one digit and one letter, or 0x…); plain numbers
     // are left to the digit rule.
@@ -224,6 +235,21 @@ pub fn normalize_signature(line: &str) -> String {
     let s = DIGITS.replace_all(&s, "N");
     let s = SPACES.replace_all(&s, " ");
     cut_chars(s.trim(), MAX_LINE_CHARS)
+}
+
+/// Bytes of an error line looked at to make its signature.
+const SIGNATURE_INPUT_BYTES: usize = 16 * 1024;
+
+/// `s` cut to at most `max` bytes, on a char boundary.
+fn cut_bytes(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut cut = max;
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &s[..cut]
 }
 
 /// A line of JSON (an object, a string, an array of values), not a log line like

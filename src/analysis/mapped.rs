@@ -28,7 +28,7 @@ use super::{
 };
 
 /// Longest stdout line or whole document read (longer ones are cut and counted as malformed).
-const MAX_DOC: usize = 128 * 1024 * 1024;
+const MAX_DOC: usize = super::MAX_LINE_BYTES;
 /// Longest answer text kept in memory.
 const MAX_TEXT: usize = 1024 * 1024;
 /// Longest error message kept.
@@ -468,6 +468,7 @@ pub fn analyze_mapped<R: BufRead>(
     // Text output, and lines of a JSON stream that are not JSON (kept for the error rules).
     let mut plain = String::new();
     let mut buf = Vec::new();
+    let mut too_large = false;
     match m.format {
         MappedFormat::JsonLines => {
             while let Some(cut) = next_line(&mut stdout, &mut buf, &mut total) {
@@ -475,6 +476,7 @@ pub fn analyze_mapped<R: BufRead>(
                 if line.is_empty() {
                     continue;
                 }
+                too_large |= cut;
                 match serde_json::from_slice::<Value>(line) {
                     Ok(v) if !cut => {
                         any_json = true;
@@ -492,8 +494,11 @@ pub fn analyze_mapped<R: BufRead>(
             while let Some(cut) = next_line(&mut stdout, &mut buf, &mut total) {
                 if whole.len() < MAX_DOC {
                     whole.extend_from_slice(&buf);
+                } else {
+                    too_large |= m.format == MappedFormat::Json;
                 }
                 malformed |= cut;
+                too_large |= cut && m.format == MappedFormat::Json;
             }
             let trimmed = whole.trim_ascii();
             if m.format == MappedFormat::Json && !trimmed.is_empty() {
@@ -512,9 +517,21 @@ pub fn analyze_mapped<R: BufRead>(
             }
         }
     }
-    finish(
+    let mut a = finish(
         &reader, plain, total, any_json, malformed, stderr, facts, clock,
-    )
+    );
+    let stopped = facts.timed_out || facts.interrupted;
+    if (too_large || facts.stdout_cut) && a.outcome != Outcome::Success && !stopped {
+        a.outcome = Outcome::AgentError;
+        a.error = Some(AgentError {
+            kind: ErrorKind::OutputTooLarge,
+            message: super::TOO_LARGE_MESSAGE.to_owned(),
+            api_status: None,
+            reset_at: None,
+            window: None,
+        });
+    }
+    a
 }
 
 /// The command inside a shell wrapper: `/bin/bash -lc 'cargo test'` → `cargo test`.

@@ -121,6 +121,9 @@ pub enum ErrorKind {
     CliUsage,
     /// An error the analyzer could not place in any of the kinds above.
     Unknown,
+    /// The answer is larger than hank reads: one line (or one JSON document, or one element
+    /// of a message array) over 256 MiB, or over 4 GiB of stdout in all.
+    OutputTooLarge,
 }
 
 impl ErrorKind {
@@ -143,6 +146,7 @@ impl ErrorKind {
             Self::Malformed => "malformed",
             Self::CliUsage => "cli_usage",
             Self::Unknown => "unknown",
+            Self::OutputTooLarge => "output_too_large",
         }
     }
 }
@@ -249,7 +253,16 @@ pub struct RunFacts {
     pub timed_out: bool,
     /// Hank stopped it because the user pressed Ctrl-C / sent SIGTERM.
     pub interrupted: bool,
+    /// Stdout was longer than hank keeps (the rest was read and dropped).
+    pub stdout_cut: bool,
 }
+
+/// Longest line (or JSON document, or element of a message array) the analyzer reads; past
+/// it the answer is [`ErrorKind::OutputTooLarge`].
+pub const MAX_LINE_BYTES: usize = 256 * 1024 * 1024;
+
+/// The message of [`ErrorKind::OutputTooLarge`].
+pub(crate) const TOO_LARGE_MESSAGE: &str = "the answer is larger than hank reads (a line or JSON document over 256 MiB, or over 4 GiB of output)";
 
 /// Everything hank learns from one agent answer.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

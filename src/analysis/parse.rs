@@ -18,9 +18,9 @@ use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use super::{Denial, OutputShape, Tokens};
 
 /// Longest line kept in memory; the rest of a longer line is skipped (and the line unparsed).
-const MAX_LINE: usize = 128 * 1024 * 1024;
+const MAX_LINE: usize = super::MAX_LINE_BYTES;
 /// Pretty-printed (multi-line) JSON is buffered up to this size.
-const MAX_WHOLE: usize = 128 * 1024 * 1024;
+const MAX_WHOLE: usize = super::MAX_LINE_BYTES;
 /// Plain text: bytes kept from the start (for the summary) and from the end (for heuristics).
 const TEXT_HEAD: usize = 8 * 1024;
 const TEXT_TAIL: usize = 1024 * 1024;
@@ -416,6 +416,8 @@ pub(crate) struct Gathered {
     pub retry: Option<Retry>,
     pub tools: ToolTally,
     pub text: Option<TextCapture>,
+    /// A line, JSON document or array element longer than [`MAX_LINE`] was cut or skipped.
+    pub too_large: bool,
 }
 
 /// The one-line detail of a tool use, for display (Bash command, file path, pattern, …).
@@ -951,6 +953,8 @@ enum FirstLine {
     Whole(Vec<u8>),
     /// A JSON snippet or a line of text that starts with `{` (the line and its `\n`).
     Text(Vec<u8>),
+    /// A JSON line longer than [`MAX_LINE`] (skipped).
+    TooLarge,
 }
 
 fn gather_lines<R: BufRead>(r: &mut R, g: &mut Gathered) {
@@ -959,6 +963,7 @@ fn gather_lines<R: BufRead>(r: &mut R, g: &mut Gathered) {
         let first = trim_ascii(line);
         match if cut { None } else { parse_event(first) } {
             Some(ev) if is_client_event(&ev) => FirstLine::Event(Box::new(ev)),
+            None if cut && opens_json_object(first) => FirstLine::TooLarge,
             None if opens_json_object(first) => FirstLine::Whole(first.to_vec()),
             _ => {
                 let mut text = Vec::with_capacity(line.len() + 1);
@@ -970,6 +975,7 @@ fn gather_lines<R: BufRead>(r: &mut R, g: &mut Gathered) {
     });
     let mut parsed = 0u64;
     let mut only_result = true;
+    let mut last_failed = false;
     match first {
         None => {
             g.shape = OutputShape::Empty;
@@ -979,6 +985,10 @@ fn gather_lines<R: BufRead>(r: &mut R, g: &mut Gathered) {
             only_result &= ev.kind.as_str() == Some("result");
             g.absorb(*ev);
             parsed += 1;
+        }
+        Some(FirstLine::TooLarge) => {
+            g.too_large = true;
+            last_failed = true;
         }
         Some(FirstLine::Whole(first)) => {
             // Pretty-printed JSON, or one object cut short: read it whole.
@@ -990,13 +1000,13 @@ fn gather_lines<R: BufRead>(r: &mut R, g: &mut Gathered) {
             return;
         }
     }
-    let mut last_failed = false;
     // Each line is folded in place (no event is moved out of the closure).
     while with_line(r, &mut carry, |line, cut| {
         let trimmed = trim_ascii(line);
         if trimmed.is_empty() {
             return;
         }
+        g.too_large |= cut;
         match if cut { None } else { parse_event(trimmed) } {
             Some(ev) => {
                 only_result &= ev.kind.as_str() == Some("result");
@@ -1021,8 +1031,9 @@ fn gather_lines<R: BufRead>(r: &mut R, g: &mut Gathered) {
 fn gather_whole<R: BufRead>(r: &mut R, g: &mut Gathered, mut buf: Vec<u8>) {
     buf.push(b'\n');
     let mut line = Vec::new();
-    while read_line_capped(r, &mut line).is_some() {
-        if buf.len() + line.len() >= MAX_WHOLE {
+    while let Some(cut) = read_line_capped(r, &mut line) {
+        if cut || buf.len() + line.len() >= MAX_WHOLE {
+            g.too_large = true;
             break;
         }
         buf.extend_from_slice(&line);
@@ -1066,15 +1077,26 @@ fn to_usize(n: u64) -> usize {
 }
 
 /// A reader that keeps a copy of what passes through it while `on` is set.
+/// It also gives at most `budget` bytes (set again for each array element): an element longer
+/// than [`MAX_LINE`] ends the read with an error and sets `over`.
 struct Tee<'a, R> {
     inner: R,
     on: &'a Cell<bool>,
     copy: TextCapture,
+    budget: &'a Cell<usize>,
+    over: &'a Cell<bool>,
 }
 
 impl<R: Read> Read for Tee<'_, R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
+        let budget = self.budget.get();
+        if budget == 0 && !buf.is_empty() {
+            self.over.set(true);
+            return Err(std::io::Error::other("array element too large"));
+        }
+        let len = buf.len().min(budget);
+        let n = self.inner.read(&mut buf[..len])?;
+        self.budget.set(budget - n);
         if self.on.get() {
             self.copy.push(&buf[..n]);
         }
@@ -1091,6 +1113,7 @@ struct ArrayVisitor<'a> {
     g: &'a mut Gathered,
     tee_on: &'a Cell<bool>,
     events: &'a mut u64,
+    budget: &'a Cell<usize>,
 }
 
 impl<'de> Visitor<'de> for ArrayVisitor<'_> {
@@ -1102,6 +1125,7 @@ impl<'de> Visitor<'de> for ArrayVisitor<'_> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         while let Some(v) = seq.next_element::<serde_json::Value>()? {
+            self.budget.set(MAX_LINE);
             let ev = event_from_value(&v);
             if *self.events == 0 {
                 match ev {
@@ -1144,11 +1168,15 @@ fn gather_array<R: BufRead>(r: &mut R, g: &mut Gathered) {
         break;
     }
     let on = Cell::new(true);
+    let budget = Cell::new(MAX_LINE);
+    let over = Cell::new(false);
     let mut events = 0u64;
     let mut tee = Tee {
         inner: (&prefix[..]).chain(&mut *r),
         on: &on,
         copy: TextCapture::default(),
+        budget: &budget,
+        over: &over,
     };
     let ok = {
         let mut de = serde_json::Deserializer::from_reader(&mut tee);
@@ -1156,9 +1184,11 @@ fn gather_array<R: BufRead>(r: &mut R, g: &mut Gathered) {
             g: &mut *g,
             tee_on: &on,
             events: &mut events,
+            budget: &budget,
         };
         de.deserialize_seq(visitor).is_ok()
     };
+    g.too_large |= over.get();
     let Tee { copy: seen, .. } = tee;
     // `[ ] todo`: an empty array followed by more is text too.
     let not_client = !ok && !has_client_marker(&seen.head);

@@ -17,6 +17,20 @@ enum Marker {
     End,
 }
 
+/// Longest part of one line read for the status block (a longer line is cut).
+const STATUS_LINE_MAX: usize = 64 * 1024;
+
+fn cut_line(line: &str) -> &str {
+    if line.len() <= STATUS_LINE_MAX {
+        return line;
+    }
+    let mut cut = STATUS_LINE_MAX;
+    while !line.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &line[..cut]
+}
+
 /// Removes markdown decoration and bullets from a line: `**`, `__`, backticks, `>` quotes,
 /// leading `-`/`*`/`+` bullets.
 fn clean(line: &str) -> String {
@@ -156,7 +170,9 @@ pub fn parse_status_block(text: &str) -> Option<StatusBlock> {
     // The block being read, and whether it is YAML-style (ends at the first non-field line).
     let mut current: Option<(StatusBlock, bool, bool)> = None;
     for raw in text.lines() {
-        let line = clean(raw);
+        // A status line is short: only the start of a huge line is looked at (memory stays
+        // flat whatever the answer holds).
+        let line = clean(cut_line(raw));
         if let Some(m) = marker(&line) {
             if let Some((block, _, true)) = current.take() {
                 found = Some(block);

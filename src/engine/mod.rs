@@ -86,6 +86,8 @@ struct Engine {
     /// When MAX_RUNTIME ends the run (`None`: unlimited).
     run_deadline: Option<Timestamp>,
     clock: Box<dyn Clock>,
+    /// The tag in every agent's environment (descendants and orphans are found by it).
+    marker: process::Marker,
 }
 
 impl Engine {
@@ -346,6 +348,8 @@ impl Engine {
             live: self.s.live.value,
             env_remove: crate::agent::client::ENV_REMOVED,
             env_set: &env_set,
+            stop_after_result: matches!(agent.profile.parser, Parser::Claude),
+            marker: Some(&self.marker),
         };
         let reporter = &self.reporter;
         let lock = &mut self.lock;

@@ -13,6 +13,10 @@ use crate::report::{DisplayMode, Reporter};
 use crate::settings::Settings;
 use crate::store::{LockGuard, Store};
 
+/// SIGTERM to SIGKILL for what a killed hank left running (its agent's call is over: only
+/// its cleanup is waited for).
+const ORPHAN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Runs the loop until it stops: `settings` resolved, `agents` (the failover chain, at least
 /// one) found and checked, `notes`
 /// (warnings found before the loop) reported once the event log is open.
@@ -25,6 +29,10 @@ pub(crate) fn start(
     let store = Store::new(&settings.project_dir);
     store.ensure_dirs()?;
     let lock = store.lock()?;
+    // The agent's descendants that leave its group are re-parented to hank (and stopped with
+    // it); the agent cannot reach hank's memory or open files (its answer) through /proc.
+    process::become_subreaper();
+    process::protect_self();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -52,6 +60,7 @@ impl Engine {
         let now = clock.now();
         let mut loaded = store.load_state(now)?;
         loaded.state.ledger.prune(now);
+        let marker = process::Marker::new(&s.project_dir);
         let mut engine = Self {
             s,
             agents: agents.into_iter().map(std::sync::Arc::new).collect(),
@@ -72,13 +81,20 @@ impl Engine {
             verify: super::verify::Verify::default(),
             run_deadline: None,
             clock,
+            marker,
         };
-        if let Some((pgid, ticks)) = engine.lock.orphaned_agent() {
-            if process::stop_orphan_group(pgid, ticks) {
-                engine.warn(&format!(
-                    "stopped agent process group {pgid} left running by a hank that was killed"
-                ));
-            }
+        // A hank of this project killed with SIGKILL may have left its agent running (its
+        // group, and anything carrying the project's marker): we hold the lock, so no loop of
+        // the project runs and all of it is left over.
+        let recorded = engine.lock.orphaned_agent();
+        let stopped = process::stop_orphans(&engine.marker.project, recorded, ORPHAN_GRACE);
+        if stopped > 0 {
+            engine.warn(&format!(
+                "stopped {stopped} agent process(es) left running by a hank that was killed{}",
+                recorded.map_or_else(String::new, |(pgid, _)| format!(" (process group {pgid})"))
+            ));
+        }
+        if recorded.is_some() {
             engine.lock.record_agent(None);
         }
         if let Some(aside) = loaded.moved_aside {

@@ -1419,6 +1419,7 @@ mod tests {
             ErrorKind::Malformed,
             ErrorKind::CliUsage,
             ErrorKind::Unknown,
+            ErrorKind::OutputTooLarge,
         ]))
     }
 

@@ -1124,6 +1124,7 @@ fn convert_ai(
         .build()
         .map_err(|e| HankError::Internal(format!("failed to start the async runtime: {e}")))?;
     let bar = spinner(&doc.file_name);
+    let marker = crate::agent::process::Marker::new(&work);
     let called = runtime.block_on(async {
         let cancel = crate::agent::signals::install()?;
         let spawn = Spawn {
@@ -1138,6 +1139,8 @@ fn convert_ai(
             live: false,
             env_remove: crate::agent::client::ENV_REMOVED,
             env_set: &[],
+            stop_after_result: true,
+            marker: Some(&marker),
         };
         call::call(
             spawn,

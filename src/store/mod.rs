@@ -505,8 +505,18 @@ impl Store {
         let bound = CALLS_COMPACT_FACTOR
             .saturating_mul(entries.len())
             .saturating_add(CALLS_COMPACT_SLACK);
+        // A log deleted meanwhile (the agent removed `.hank/`, `git clean -fdX`) is written
+        // again whole from the ledger in memory, not restarted with the newest call alone.
+        let present = fs::symlink_metadata(&path).is_ok();
         let known = match *journal {
-            Some(j) if !j.rewrite && last_id >= j.logged && j.lines <= bound => j,
+            Some(j)
+                if !j.rewrite
+                    && last_id >= j.logged
+                    && j.lines <= bound
+                    && (present || j.lines == 0) =>
+            {
+                j
+            }
             _ => {
                 // Compaction: the ledger in memory, numbered from the end (last = last_id).
                 let first = last_id - entries.len() as u64;
@@ -646,45 +656,66 @@ impl Store {
         }
     }
 
-    /// Takes the project's loop lock (`.hank/hank.lock`), or says which PID holds it.
-    /// Whether a loop holds this project's lock now (a probe: the lock file is opened
-    /// read-only, locked and released at once, never written). `false` when there is no lock
-    /// file or it cannot be opened.
+    /// Whether a loop holds this project's lock now: a probe of the flock on the project
+    /// directory (which the agent cannot remove), then of `.hank/hank.lock`; each is taken and
+    /// released at once, nothing is written.
     #[must_use]
     pub fn loop_running(&self) -> bool {
-        let path = self.dir.join("hank.lock");
-        let Ok(file) = OpenOptions::new()
+        let held = |f: &File| matches!(f.try_lock(), Err(fs::TryLockError::WouldBlock));
+        let project = self
+            .dir
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or_else(|| Path::new("."));
+        if File::open(project).is_ok_and(|f| held(&f)) {
+            return true;
+        }
+        OpenOptions::new()
             .read(true)
             .custom_flags(
                 nix::fcntl::OFlag::O_NOFOLLOW.bits() | nix::fcntl::OFlag::O_NONBLOCK.bits(),
             )
-            .open(&path)
-        else {
-            return false;
-        };
-        matches!(file.try_lock(), Err(fs::TryLockError::WouldBlock))
+            .open(self.dir.join("hank.lock"))
+            .is_ok_and(|f| held(&f))
     }
 
+    /// Takes the project's loop lock, or says which PID holds it.
+    ///
+    /// Two locks, both released by the OS when hank dies (even by SIGKILL): an `flock` on the
+    /// project directory itself, which nothing inside the project can remove (an agent that
+    /// deletes `.hank/` or runs `git clean -fdX` does not let a second loop start), and one on
+    /// `.hank/hank.lock`, which holds the PID and the record of a running agent. A record left
+    /// by a hank that was killed is kept (also by `hank reset`) until a loop has stopped what
+    /// it names ([`LockGuard::orphaned_agent`], [`LockGuard::record_agent`]).
     pub fn lock(&self) -> Result<LockGuard> {
         let path = self.dir.join("hank.lock");
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-            .open(&path)
-            .map_err(|e| HankError::io("failed to open", &path, e))?;
+        let project = self
+            .dir
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or_else(|| Path::new("."));
+        let dir_lock =
+            File::open(project).map_err(|e| HankError::io("failed to open", project, e))?;
+        match dir_lock.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(HankError::Locked {
+                    holder: lock_holder(&path),
+                    path,
+                });
+            }
+            Err(fs::TryLockError::Error(e)) => {
+                return Err(HankError::io("failed to lock", project, e));
+            }
+        }
+        let mut file =
+            open_lock_file(&path).map_err(|e| HankError::io("failed to open", &path, e))?;
         match file.try_lock() {
             Ok(()) => {}
             Err(fs::TryLockError::WouldBlock) => {
-                let mut holder = String::new();
-                let _ = file.read_to_string(&mut holder);
-                let holder = holder.lines().next().unwrap_or("").trim();
                 return Err(HankError::Locked {
+                    holder: lock_holder(&path),
                     path,
-                    holder: (!holder.is_empty()).then(|| holder.to_string()),
                 });
             }
             Err(fs::TryLockError::Error(e)) => {
@@ -693,12 +724,45 @@ impl Store {
         }
         let mut previous = String::new();
         let _ = file.read_to_string(&mut previous);
-        file.set_len(0)
-            .and_then(|()| file.seek(SeekFrom::Start(0)).map(|_| ()))
-            .and_then(|()| write!(file, "{}", std::process::id()))
-            .map_err(|e| HankError::io("failed to write", &path, e))?;
-        Ok(LockGuard { file, previous })
+        let mut guard = LockGuard {
+            _dir: dir_lock,
+            file,
+            path,
+            previous,
+            agent: None,
+        };
+        // Keep a killed hank's agent record until a loop stops what it names.
+        guard.agent = guard.orphaned_agent();
+        guard
+            .write_record()
+            .map_err(|e| HankError::io("failed to write", &guard.path, e))?;
+        Ok(guard)
     }
+}
+
+/// Opens (creates) `.hank/hank.lock`, 0600, never through a symlink.
+fn open_lock_file(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(path)
+}
+
+/// The PID written in the lock file, if it can be read.
+fn lock_holder(path: &Path) -> Option<String> {
+    let mut holder = String::new();
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(path)
+        .ok()?;
+    let _ = f.take(4096).read_to_string(&mut holder);
+    let holder = holder.lines().next().unwrap_or("").trim();
+    (!holder.is_empty() && holder.bytes().all(|b| b.is_ascii_digit())).then(|| holder.to_string())
 }
 
 /// `state` with its ledger merged with the call log's calls (the log's ids up to `last_id`),
@@ -711,12 +775,18 @@ fn with_calls(mut state: State, calls: Vec<LedgerEntry>, last_id: u64) -> State 
     state
 }
 
-/// Held while the loop runs; the OS releases the lock when the process dies (even kill -9).
-/// The file holds the PID, and while an agent runs, `agent PGID START_TICKS` on a second line.
+/// Held while the loop runs; the OS releases the locks when the process dies (even kill -9).
+/// The file holds the PID, and while an agent runs (or after a hank was killed during one),
+/// `agent PGID START_TICKS` on a second line.
 #[derive(Debug)]
 pub struct LockGuard {
+    /// The `flock` on the project directory.
+    _dir: File,
     file: File,
+    path: PathBuf,
     previous: String,
+    /// The agent group recorded now.
+    agent: Option<(i32, u64)>,
 }
 
 impl LockGuard {
@@ -731,17 +801,39 @@ impl LockGuard {
         Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
     }
 
-    /// Records (or with `None` clears) the running agent's process group. Best effort.
+    /// Records (or with `None` clears) the running agent's process group. Best effort; a lock
+    /// file that was deleted or replaced meanwhile is created again (and locked).
     pub fn record_agent(&mut self, agent: Option<(i32, u64)>) {
+        self.agent = agent;
+        let _ = self.write_record();
+    }
+
+    fn write_record(&mut self) -> io::Result<()> {
+        if !self.still_at_path() {
+            if let Some(dir) = self.path.parent() {
+                let _ = fs::create_dir_all(dir);
+            }
+            let file = open_lock_file(&self.path)?;
+            let _ = file.try_lock();
+            self.file = file;
+        }
         let mut text = std::process::id().to_string();
-        if let Some((pgid, ticks)) = agent {
+        if let Some((pgid, ticks)) = self.agent {
             text.push_str(&format!("\nagent {pgid} {ticks}"));
         }
-        let _ = self
-            .file
-            .set_len(0)
-            .and_then(|()| self.file.seek(SeekFrom::Start(0)))
-            .and_then(|_| self.file.write_all(text.as_bytes()));
+        text.push('\n');
+        self.file.set_len(0)?;
+        self.file.seek(SeekFrom::Start(0))?;
+        self.file.write_all(text.as_bytes())
+    }
+
+    /// The open file is still the one at the lock path.
+    fn still_at_path(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        match (self.file.metadata(), fs::symlink_metadata(&self.path)) {
+            (Ok(open), Ok(at_path)) => open.dev() == at_path.dev() && open.ino() == at_path.ino(),
+            _ => false,
+        }
     }
 }
 
@@ -816,6 +908,59 @@ mod tests {
         store.ensure_dirs().unwrap();
         fs::write(store.state_path(), b"{\"schema_version\": 99}").unwrap();
         assert!(store.load_state(now()).unwrap().moved_aside.is_some());
+    }
+
+    #[test]
+    fn the_lock_holds_when_hank_files_are_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        store.ensure_dirs().unwrap();
+        let mut held = store.lock().unwrap();
+        fs::remove_dir_all(store.dir()).unwrap();
+        assert!(matches!(store.lock(), Err(HankError::Locked { .. })));
+        // The record is written again where it belongs.
+        held.record_agent(Some((4242, 7)));
+        let text = fs::read_to_string(store.dir().join("hank.lock")).unwrap();
+        assert_eq!(text, format!("{}\nagent 4242 7\n", std::process::id()));
+        drop(held);
+        assert!(store.lock().is_ok());
+    }
+
+    #[test]
+    fn an_orphan_record_survives_a_new_lock_until_cleared() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        store.ensure_dirs().unwrap();
+        let mut first = store.lock().unwrap();
+        first.record_agent(Some((4242, 7)));
+        drop(first); // as if killed: the record stays
+        // `hank reset` takes the lock and lets go: the record is kept.
+        let reset = store.lock().unwrap();
+        assert_eq!(reset.orphaned_agent(), Some((4242, 7)));
+        drop(reset);
+        let mut run = store.lock().unwrap();
+        assert_eq!(run.orphaned_agent(), Some((4242, 7)));
+        run.record_agent(None);
+        drop(run);
+        assert_eq!(store.lock().unwrap().orphaned_agent(), None);
+    }
+
+    #[test]
+    fn a_deleted_call_log_is_written_again_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        store.ensure_dirs().unwrap();
+        let mut state = store.load_state(now()).unwrap().state;
+        for _ in 0..3 {
+            state.ledger.record_call(now());
+            store.save_state_with(&state, false).unwrap();
+        }
+        fs::remove_dir_all(store.dir()).unwrap();
+        store.ensure_dirs().unwrap();
+        state.ledger.record_call(now());
+        store.save_state_with(&state, false).unwrap();
+        let again = Store::new(dir.path()).load_state(now()).unwrap().state;
+        assert_eq!(again.ledger.entries.len(), 4);
     }
 
     #[test]

@@ -253,6 +253,7 @@ impl Setup {
             signal: None,
             timed_out: call.code.is_none(),
             interrupted: false,
+            stdout_cut: false,
         };
         analyze_mapped(
             call.stdout.as_bytes(),

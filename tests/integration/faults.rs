@@ -1125,6 +1125,7 @@ mod fuzz {
                 signal,
                 timed_out,
                 interrupted,
+                stdout_cut: false,
             })
     }
 
@@ -1210,6 +1211,7 @@ mod fuzz {
             signal: None,
             timed_out: false,
             interrupted: false,
+            stdout_cut: false,
         };
         for frag in FRAGMENTS {
             let _ = analyze_bytes(frag.as_bytes(), frag.as_bytes(), &f, now());

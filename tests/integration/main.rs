@@ -11,6 +11,7 @@ mod cli;
 mod faults;
 mod first_hour;
 mod hostile_data;
+mod hostile_process;
 mod import;
 mod loop_e2e;
 mod monitor;
