@@ -161,6 +161,9 @@ pub struct RunArgs {
     /// Run inside tmux with a live output pane and the dashboard.
     #[arg(long)]
     pub monitor: bool,
+    /// Run even from inside a Claude Code session (CLAUDECODE=1) without a terminal to ask.
+    #[arg(long)]
+    pub force: bool,
     /// With --monitor: close the layout as soon as the loop ends (default: wait for a key).
     #[arg(long, requires = "monitor")]
     pub monitor_exit: bool,

@@ -11,5 +11,5 @@ pub(crate) fn run(args: &EnableArgs) -> Result<u8> {
         opts: (&args.opts).into(),
         yes: args.yes,
     };
-    project::enable::run(&super::current_dir()?, &opts)
+    project::enable::run(&super::new_project_dir()?, &opts)
 }

@@ -13,5 +13,5 @@ pub(crate) fn run(args: &EnableCiArgs) -> Result<u8> {
         json: args.json,
         quiet: args.quiet,
     };
-    project::ci::run(&super::current_dir()?, &opts)
+    project::ci::run(&super::new_project_dir()?, &opts)
 }

@@ -3,7 +3,7 @@
 //! session instead.
 
 use std::ffi::OsString;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::time::Duration;
 
@@ -26,8 +26,7 @@ pub(crate) fn run(run: &RunArgs, args: &[OsString]) -> Result<u8> {
     if run.monitor {
         crate::monitor::tmux::require_tmux()?;
     }
-    let project_dir = std::env::current_dir()
-        .map_err(|e| HankError::io("cannot read", "the current directory", e))?;
+    let project_dir = super::project_dir()?;
     check_layout(&project_dir)?;
     let settings = settings::load(&run.into(), &project_dir)?;
     check_required_files(&settings)?;
@@ -40,6 +39,13 @@ pub(crate) fn run(run: &RunArgs, args: &[OsString]) -> Result<u8> {
         return dry_run(&settings, &agent);
     }
     let agents = resolve_agents(&settings, &mut notes)?;
+    if let Some(note) = nested_session(
+        std::env::var("CLAUDECODE").ok().as_deref(),
+        run.force,
+        std::io::stdin().is_terminal(),
+    )? {
+        notes.push(note);
+    }
     if run.monitor {
         // Everything `hank run` would refuse is refused here, in the user's terminal, before
         // any tmux session exists: flags, .hankrc, files, agents, the client, the lock.
@@ -74,6 +80,24 @@ pub(crate) fn run(run: &RunArgs, args: &[OsString]) -> Result<u8> {
         }
     }
     engine::start(settings, agents, notes, Box::new(clock))
+}
+
+/// Started from inside a Claude Code session (`CLAUDECODE=1`): the nested agent draws on
+/// the same account's limits and windows as the session around it. A warning with a terminal
+/// (the user sees it) or `--force`; without either, an error (a script or an agent started
+/// hank, perhaps by mistake).
+fn nested_session(claudecode: Option<&str>, force: bool, terminal: bool) -> Result<Option<String>> {
+    if claudecode.map(str::trim) != Some("1") {
+        return Ok(None);
+    }
+    let what = "hank is running inside a Claude Code session (CLAUDECODE=1): the agents it starts share that session's usage limits and windows";
+    if force || terminal {
+        return Ok(Some(what.to_string()));
+    }
+    Err(HankError::usage_hint(
+        what,
+        "run hank from a plain terminal, or pass --force to run it nested anyway",
+    ))
 }
 
 /// The agents of the run (the failover chain): the first must be usable; a later one that is

@@ -147,6 +147,7 @@ impl Engine {
         self.save()?;
         self.refresh_plan();
         self.verify = verify::Verify::at_start(&self.s, &self.plan);
+        self.prune_logs();
         self.write_status(RunState::Starting)?;
         if let Some(reason) = self.resume_saved_wait().await? {
             return Ok(reason);
@@ -483,6 +484,7 @@ impl Engine {
             }
         }
 
+        self.prune_logs();
         // 9. report. When the next loop starts at once, its "running" status (which carries
         // this loop's results) is the next write: skip a redundant one here.
         let next_starts_now =
@@ -502,6 +504,17 @@ impl Engine {
             !next_starts_now,
         )?;
         Ok(decision)
+    }
+
+    /// LOG_RETENTION: keeps the logs of the newest loops (and as many check outputs).
+    fn prune_logs(&self) {
+        let keep = self.s.log_retention.value;
+        if keep == 0 {
+            return;
+        }
+        let from = |newest: u64| newest.saturating_sub(keep).saturating_add(1);
+        self.store
+            .prune_logs(from(self.state.loop_count), from(self.state.verify_count));
     }
 
     /// [`decide::after_loop`] over this loop and the state; `claims` false ignores "done"

@@ -48,8 +48,7 @@ fn project_root(dir: Option<&PathBuf>) -> Result<PathBuf> {
     let (root, what) = match dir {
         Some(d) => (d.clone(), format!("--dir {}", d.display())),
         None => (
-            std::env::current_dir()
-                .map_err(|e| HankError::io("read", "the current directory", e))?,
+            crate::commands::project_dir()?,
             "the current directory".to_string(),
         ),
     };

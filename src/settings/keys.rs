@@ -410,6 +410,13 @@ pub const KEYS: &[Key] = &[
         "API outages (overloaded, 5xx, network, rate limits) end the run only after this long without a successful call; 0: they count like other failures",
     ),
     key(
+        "LOG_RETENTION",
+        None,
+        DefaultValue::Text("200"),
+        "a whole number of loops (0 = keep every log)",
+        "Per-loop logs kept in .hank/logs/ (the newest loops; older ones are deleted)",
+    ),
+    key(
         "LOOP_DELAY_SECONDS",
         None,
         DefaultValue::Text("0"),

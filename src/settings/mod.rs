@@ -112,6 +112,8 @@ pub struct Settings {
     pub retry_backoff_seconds: Sourced<u64>,
     pub retry_backoff_max: Sourced<Duration>,
     pub max_outage_minutes: Sourced<u32>,
+    /// LOG_RETENTION: loops whose logs are kept (0: all).
+    pub log_retention: Sourced<u64>,
     pub loop_delay_seconds: Sourced<u64>,
     pub optional_sections: Sourced<Vec<String>>,
     /// `--dry-run` (flag only).

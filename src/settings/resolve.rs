@@ -341,6 +341,7 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
         retry_backoff_seconds: r.get("RETRY_BACKOFF_SECONDS", None, parse_u64)?,
         retry_backoff_max: r.get("RETRY_BACKOFF_MAX", None, parse_timeout)?,
         max_outage_minutes: r.get("MAX_OUTAGE_MINUTES", None, parse_u32_min(0))?,
+        log_retention: r.get("LOG_RETENTION", None, parse_u64)?,
         loop_delay_seconds: r.get("LOOP_DELAY_SECONDS", None, parse_u64)?,
         optional_sections: r.get("OPTIONAL_SECTIONS", None, parse_list)?,
         dry_run: flags.dry_run,

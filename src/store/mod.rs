@@ -382,6 +382,39 @@ impl Store {
         self.logs_dir().join(format!("loop-{number:05}.{ext}"))
     }
 
+    /// LOG_RETENTION: removes the per-loop logs (`loop-N.out`, `.err`, `.prompt`) of loops
+    /// numbered below `keep_from`, and the check outputs (`verify-N.log`) numbered below
+    /// `keep_verify_from`. Only regular files whose names hank gives are touched. Returns how
+    /// many were removed.
+    pub fn prune_logs(&self, keep_from: u64, keep_verify_from: u64) -> usize {
+        let Ok(entries) = fs::read_dir(self.logs_dir()) else {
+            return 0;
+        };
+        let number = |name: &str, prefix: &str| -> Option<u64> {
+            let rest = name.strip_prefix(prefix)?;
+            let (digits, _ext) = rest.split_once('.')?;
+            (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| digits.parse().ok())
+                .flatten()
+        };
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let old = match (number(&name, "loop-"), number(&name, "verify-")) {
+                (Some(n), _) => n < keep_from,
+                (_, Some(n)) => n < keep_verify_from,
+                _ => false,
+            };
+            if old
+                && entry.file_type().is_ok_and(|t| t.is_file())
+                && fs::remove_file(entry.path()).is_ok()
+            {
+                removed += 1;
+            }
+        }
+        removed
+    }
+
     /// Creates `.hank/logs/` if needed. A `logs` that is a symbolic link (it would lead
     /// hank's writes out of the project) is replaced by a real directory, with a note (the
     /// link itself is removed, never what it points to); a regular file there is an error.

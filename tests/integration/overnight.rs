@@ -236,3 +236,105 @@ fn max_runtime_ends_the_run_during_a_wait() {
         stderr(&o)
     );
 }
+
+/// Every command finds the project upward from a subfolder (like git), says which one it uses,
+/// and runs the agent in the project root; `enable` in a subfolder refuses.
+#[test]
+fn commands_find_the_project_from_a_subfolder() {
+    let p = Project::new(&["one"]);
+    p.git_init();
+    let deep = p.dir.join("src/deep");
+    std::fs::create_dir_all(&deep).unwrap();
+    p.fake("effect.sh", TICK_ONE);
+    let o = p.cmd().current_dir(&deep).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("using the project at {}", p.dir.display())),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(p.status()["exit_reason"], "plan_complete");
+    assert!(
+        p.dir.join("src/work.txt").is_file(),
+        "the agent ran in the project root"
+    );
+    let o = p
+        .cmd()
+        .current_dir(&deep)
+        .args(["status"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(crate::support::stdout(&o).contains("plan_complete"));
+    let o = p
+        .cmd()
+        .current_dir(&deep)
+        .args(["enable-ci"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("inside the hank project at {}", p.dir.display())),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!deep.join(".hank").exists());
+}
+
+/// Started from inside a Claude Code session without a terminal: refused unless --force.
+#[test]
+fn a_nested_start_asks_for_force() {
+    let p = Project::new(&["one"]);
+    p.fake("effect.sh", TICK_ONE);
+    let o = p.cmd().env("CLAUDECODE", "1").output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("inside a Claude Code session"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("--force"), "{}", stderr(&o));
+    assert_eq!(p.calls(), 0);
+    let o = p
+        .cmd()
+        .env("CLAUDECODE", "1")
+        .arg("--force")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("share that session's usage limits"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// LOG_RETENTION keeps the logs of the newest loops only.
+#[test]
+fn old_loop_logs_are_deleted() {
+    let p = Project::new(&["a", "b", "c", "d", "e"]);
+    p.hankrc("RETRY_BACKOFF_SECONDS=0\nLOG_RETENTION=2\n");
+    std::fs::create_dir_all(p.dir.join(".hank/logs")).unwrap();
+    std::fs::write(p.dir.join(".hank/logs/notes.txt"), "mine").unwrap();
+    p.fake("effect.sh", TICK_ONE);
+    p.fake("stderr", "a warning\n");
+    let o = p.run(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(p.calls(), 5);
+    let mut names: Vec<String> = std::fs::read_dir(p.dir.join(".hank/logs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("loop-"))
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "loop-00004.err",
+            "loop-00004.out",
+            "loop-00005.err",
+            "loop-00005.out"
+        ]
+    );
+    assert!(p.dir.join(".hank/logs/notes.txt").is_file());
+}
