@@ -104,6 +104,8 @@ pub struct RunArgs {
     pub prompt: Option<String>,
     #[arg(short = 't', long = "timeout", value_name = "DURATION", help = keys::flag_help("CLAUDE_TIMEOUT_MINUTES"))]
     pub timeout: Option<String>,
+    #[arg(long, value_name = "DURATION", help = keys::flag_help("IDLE_TIMEOUT"))]
+    pub idle_timeout: Option<String>,
     #[arg(long, help = keys::flag_help("LIVE_OUTPUT"))]
     pub live: bool,
     #[arg(short = 'v', long, help = keys::flag_help("VERBOSE"))]

@@ -17,6 +17,8 @@ use std::io::{BufRead, BufReader, Read, Seek, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill, killpg};
@@ -106,6 +108,9 @@ pub struct Spawn<'a> {
     pub stop_after_result: bool,
     /// The run's tag (set in the agent's environment; its descendants are found by it).
     pub marker: Option<&'a Marker>,
+    /// IDLE_TIMEOUT, with streaming output only: an agent that prints nothing on stdout for
+    /// this long is hung and stopped like at the timeout.
+    pub idle_timeout: Option<Duration>,
 }
 
 /// What happened to the process.
@@ -118,6 +123,8 @@ pub struct RunOutcome {
     pub interrupted: bool,
     /// Stopped by hank [`RESULT_GRACE`] after its complete result (the answer is kept).
     pub stopped_after_result: bool,
+    /// The timeout was IDLE_TIMEOUT: the agent printed nothing for that long.
+    pub idle: bool,
     pub stdout_bytes: u64,
     /// What the agent printed on stdout, as hank read it from the pipe.
     pub stdout: Capture,
@@ -486,6 +493,8 @@ pub async fn run_with_hook(
     }
     let (line_tx, mut line_rx) = mpsc::channel::<Vec<u8>>(LIVE_QUEUE);
     let (result_tx, mut result_rx) = watch::channel(false);
+    // Bytes read from stdout so far (IDLE_TIMEOUT watches it move).
+    let activity = Arc::new(AtomicU64::new(0));
     let stdout_task = child.stdout.take().map(|out| {
         let sink = StdoutSink {
             log: stdout_file,
@@ -493,7 +502,7 @@ pub async fn run_with_hook(
             result: spawn.stop_after_result.then_some(result_tx),
             ..StdoutSink::default()
         };
-        tokio::spawn(drain_stdout(out, sink))
+        tokio::spawn(drain_stdout(out, sink, Arc::clone(&activity)))
     });
     drop(line_tx);
     let stderr_task = child
@@ -510,9 +519,28 @@ pub async fn run_with_hook(
     let mut result_seen = false;
     let mut lines_open = true;
     let mut stop = Stopping::new(pgid, spawn.marker, spawn.grace);
+    let idle_limit = spawn.idle_timeout.filter(|d| !d.is_zero());
+    let idle = tokio::time::sleep(idle_limit.unwrap_or(far));
+    tokio::pin!(idle);
+    let mut idle_tick = tokio::time::interval(Duration::from_secs(1));
+    let mut seen_bytes = 0u64;
     let status = loop {
         tokio::select! {
             status = child.wait() => break status?,
+            _ = idle_tick.tick(), if idle_limit.is_some() => {
+                let now_bytes = activity.load(Ordering::Relaxed);
+                if now_bytes != seen_bytes {
+                    seen_bytes = now_bytes;
+                    if let Some(limit) = idle_limit {
+                        idle.as_mut().reset(tokio::time::Instant::now() + limit);
+                    }
+                }
+            }
+            () = &mut idle, if idle_limit.is_some() => {
+                outcome.timed_out = true;
+                outcome.idle = true;
+                break stop.terminate(&mut child, &mut cancel).await?;
+            }
             () = &mut deadline => {
                 outcome.timed_out = true;
                 break stop.terminate(&mut child, &mut cancel).await?;
@@ -848,7 +876,11 @@ impl StdoutSink {
     }
 }
 
-async fn drain_stdout(mut out: impl AsyncRead + Unpin, mut sink: StdoutSink) -> Drained {
+async fn drain_stdout(
+    mut out: impl AsyncRead + Unpin,
+    mut sink: StdoutSink,
+    activity: Arc<AtomicU64>,
+) -> Drained {
     let mut buf = vec![0u8; 64 * 1024];
     let mut total = 0u64;
     loop {
@@ -857,6 +889,7 @@ async fn drain_stdout(mut out: impl AsyncRead + Unpin, mut sink: StdoutSink) -> 
             Ok(n) => n,
         };
         total += n as u64;
+        activity.store(total, Ordering::Relaxed);
         sink.push(&buf[..n]).await;
     }
     sink.end(total).await
@@ -1043,6 +1076,7 @@ mod tests {
             env_set: &[],
             stop_after_result: false,
             marker: None,
+            idle_timeout: None,
         };
         let (tx, rx) = watch::channel(0u32);
         let o = rt()
@@ -1216,6 +1250,7 @@ mod tests {
             env_set: &[],
             stop_after_result: false,
             marker: None,
+            idle_timeout: None,
         };
         let (_tx, rx) = watch::channel(0u32);
         assert!(rt().block_on(run(spawn, rx, |_| {})).is_err());

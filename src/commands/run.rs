@@ -295,6 +295,7 @@ impl From<&RunArgs> for settings::Flags {
             max_tokens_per_hour: a.max_tokens_per_hour.clone(),
             prompt: a.prompt.clone(),
             timeout: a.timeout.clone(),
+            idle_timeout: a.idle_timeout.clone(),
             live: a.live,
             verbose: a.verbose,
             output_format: a.output_format.clone(),

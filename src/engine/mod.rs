@@ -351,6 +351,13 @@ impl Engine {
             env_set: &env_set,
             stop_after_result: matches!(agent.profile.parser, Parser::Claude),
             marker: Some(&self.marker),
+            // Only a streaming answer shows life while the agent works.
+            idle_timeout: self
+                .s
+                .live
+                .value
+                .then_some(self.s.idle_timeout.value)
+                .filter(|d| !d.is_zero()),
         };
         let reporter = &self.reporter;
         let lock = &mut self.lock;

@@ -1141,6 +1141,7 @@ fn convert_ai(
             env_set: &[],
             stop_after_result: true,
             marker: Some(&marker),
+            idle_timeout: None,
         };
         call::call(
             spawn,

@@ -13,6 +13,8 @@ pub struct Flags {
     pub prompt: Option<String>,
     /// `--timeout` (CLAUDE_TIMEOUT_MINUTES).
     pub timeout: Option<String>,
+    /// `--idle-timeout` (IDLE_TIMEOUT).
+    pub idle_timeout: Option<String>,
     /// `--live` (LIVE_OUTPUT).
     pub live: bool,
     /// `--verbose` (VERBOSE).

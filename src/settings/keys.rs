@@ -176,6 +176,13 @@ pub const KEYS: &[Key] = &[
         "Agent timeout per loop: minutes, or 90s / 2m / 1h",
     ),
     key(
+        "IDLE_TIMEOUT",
+        Some("--idle-timeout"),
+        DefaultValue::Text("0"),
+        "a duration like 20m, 90s, or a bare number of minutes (0 = off)",
+        "With --live: an agent that prints nothing for this long is hung (stopped as at the timeout), 0 = off",
+    ),
+    key(
         "LIVE_OUTPUT",
         Some("--live"),
         DefaultValue::Text("false"),

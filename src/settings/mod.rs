@@ -79,6 +79,8 @@ pub struct Settings {
     pub prompt_file: Sourced<PathBuf>,
     pub timeout: Sourced<Duration>,
     pub live: Sourced<bool>,
+    /// IDLE_TIMEOUT (zero: off).
+    pub idle_timeout: Sourced<Duration>,
     pub verbose: Sourced<bool>,
     pub output_format: Sourced<OutputFormat>,
     pub allowed_tools: Sourced<Vec<String>>,

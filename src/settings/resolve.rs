@@ -227,6 +227,13 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
             flags.timeout.as_deref(),
             parse_timeout,
         )?,
+        idle_timeout: r.get("IDLE_TIMEOUT", flags.idle_timeout.as_deref(), |s| {
+            if s.trim() == "0" {
+                Some(Duration::ZERO)
+            } else {
+                parse_timeout(s)
+            }
+        })?,
         live: r.get("LIVE_OUTPUT", on(flags.live), parse_bool)?,
         verbose: r.get_with(
             "VERBOSE",

@@ -338,3 +338,23 @@ fn old_loop_logs_are_deleted() {
     );
     assert!(p.dir.join(".hank/logs/notes.txt").is_file());
 }
+
+/// IDLE_TIMEOUT: with streaming output, an agent silent for that long is hung (a timeout),
+/// well before the call timeout.
+#[test]
+fn an_agent_silent_past_the_idle_timeout_is_stopped() {
+    let p = Project::new(&["a"]);
+    p.fake(
+        "effect.sh",
+        "echo '{\"type\":\"system\",\"subtype\":\"init\",\"session_id\":\"5b1c0e0a-1111-2222-3333-444444444444\"}'\nsleep 120\n",
+    );
+    let child = p.spawn(&["--live", "--idle-timeout", "2s", "--max-loops", "1"]);
+    let o = wait_with_timeout(child, Duration::from_secs(60));
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let finished: Vec<serde_json::Value> = p
+        .events()
+        .into_iter()
+        .filter(|e| e["type"] == "agent_finished")
+        .collect();
+    assert_eq!(finished[0]["outcome"], "timeout", "{finished:?}");
+}
