@@ -1000,6 +1000,7 @@ mod tests {
             env_set: &[],
             stop_after_result,
             marker,
+            idle_timeout: None,
         };
         let (_tx, rx) = watch::channel(0u32);
         let mut lines = Vec::new();
