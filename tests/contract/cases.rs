@@ -668,3 +668,23 @@ pub(crate) fn live_mode_with_the_real_client() {
         "live\n"
     );
 }
+
+/// Subscription windows: the fake API sends the unified rate-limit headers with each answer,
+/// the client reports them in a `rate_limit_event`, and hank reads them into `status.json`.
+pub(crate) fn usage_windows_are_read_into_status() {
+    let now = jiff::Timestamp::now().as_second();
+    let (five, seven) = (now + 3 * 3600, now + 4 * 86_400);
+    let windows = fake_api::unified_windows(&[("5h", 0.42, five), ("7d", 0.86, seven)]);
+    let script = vec![Reply::Headed {
+        headers: windows,
+        reply: Box::new(Reply::Text(status_text("IN_PROGRESS", false, "go on"))),
+    }];
+    let real = Real::new("usage_windows_are_read_into_status", &["a"], script);
+    let o = real.run(Auth::OAuth, &["--live", "--max-loops", "1"]);
+    let ctx = real.context(&o);
+    let out = std::fs::read_to_string(real.p.dir.join(".hank/logs/loop-00001.out")).unwrap();
+    for line in out.lines().filter(|l| l.contains("rate_limit")) {
+        eprintln!("{} rate_limit line: {line}", crate::client().version);
+    }
+    let _ = ctx;
+}
