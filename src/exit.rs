@@ -40,6 +40,8 @@ pub enum ExitReason {
     CostBudget,
     /// Usage limit hit and ON_USAGE_LIMIT=exit.
     UsageLimit,
+    /// A usage window reached its MAX_WINDOW_PERCENT limit and ON_USAGE_LIMIT=exit.
+    UsageWindow,
     /// A spend cap (monthly spend limit, out of usage credits): waiting for a usage window
     /// does not lift it.
     SpendLimit,
@@ -49,7 +51,7 @@ pub enum ExitReason {
 
 impl ExitReason {
     /// Every reason, in table order.
-    pub const ALL: [ExitReason; 13] = [
+    pub const ALL: [ExitReason; 14] = [
         Self::ProjectComplete,
         Self::PlanComplete,
         Self::TestSaturation,
@@ -61,6 +63,7 @@ impl ExitReason {
         Self::MaxLoops,
         Self::CostBudget,
         Self::UsageLimit,
+        Self::UsageWindow,
         Self::SpendLimit,
         Self::Interrupted,
     ];
@@ -85,7 +88,11 @@ impl ExitReason {
             | Self::AgentFatal
             | Self::IntegrityFailure
             | Self::VerificationFailed => HALTED,
-            Self::MaxLoops | Self::CostBudget | Self::UsageLimit | Self::SpendLimit => LIMIT,
+            Self::MaxLoops
+            | Self::CostBudget
+            | Self::UsageLimit
+            | Self::UsageWindow
+            | Self::SpendLimit => LIMIT,
             Self::Interrupted => INTERRUPTED,
         }
     }
@@ -105,6 +112,7 @@ impl ExitReason {
             Self::MaxLoops => "max_loops",
             Self::CostBudget => "cost_budget",
             Self::UsageLimit => "usage_limit",
+            Self::UsageWindow => "usage_window",
             Self::SpendLimit => "spend_limit",
             Self::Interrupted => "interrupted",
         }
@@ -126,7 +134,7 @@ mod tests {
 
     #[test]
     fn codes_follow_the_table() {
-        let expected = [0, 0, 0, 2, 2, 2, 2, 2, 3, 3, 3, 3, 130];
+        let expected = [0, 0, 0, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 130];
         for (reason, code) in ExitReason::ALL.iter().zip(expected) {
             assert_eq!(reason.code(), code, "{reason}");
         }

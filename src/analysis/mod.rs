@@ -41,7 +41,7 @@ pub use mapped::{
 };
 pub use reset::{parse_reset, reset_from_line, reset_in_line};
 pub use status::parse_status_block;
-pub use windows::WindowReading;
+pub use windows::{WindowReading, valid_window_name};
 
 /// Compiles one of the module's constant patterns (every one is exercised by the tests, so
 /// a failure here is a programming error caught before release, never an input problem).

@@ -158,7 +158,7 @@ impl<'de> Visitor<'de> for MaybeWindowVisitor {
 }
 
 /// A window name as the client writes them: lower-case letters, digits and `_`.
-pub(crate) fn valid_window_name(name: &str) -> bool {
+pub fn valid_window_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
         && name

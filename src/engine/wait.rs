@@ -27,7 +27,7 @@ impl Engine {
     ) -> Result<Waited> {
         self.wait = Some((reason, until));
         // A usage-limit or backoff wait is saved: a restart resumes it instead of calling.
-        let saved = matches!(reason, WaitReason::UsageLimit | WaitReason::Backoff);
+        let saved = reason.is_saved();
         if saved {
             self.state.wait = Some(SavedWait { reason, until });
             self.save()?;
@@ -63,6 +63,7 @@ impl Engine {
                 Ok(None)
             }
             Resume::ExitUsageLimit => Ok(Some(ExitReason::UsageLimit)),
+            Resume::ExitUsageWindow => Ok(Some(ExitReason::UsageWindow)),
             Resume::Wait(w) => {
                 self.reporter.info(&format!(
                     "resuming the {} wait of the last run: no call before {} (`hank reset wait` to call at once)",

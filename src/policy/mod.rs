@@ -15,3 +15,4 @@ pub mod progress;
 pub mod session;
 pub mod time;
 pub mod verify;
+pub mod windows;
