@@ -116,6 +116,8 @@ pub struct RunArgs {
     pub max_cost: Option<String>,
     #[arg(long, value_name = "wait|exit", help = keys::flag_help("ON_USAGE_LIMIT"))]
     pub on_usage_limit: Option<String>,
+    #[arg(long, value_name = "WINDOW=PERCENT,…", help = keys::flag_help("MAX_WINDOW_PERCENT"))]
+    pub max_window_percent: Option<String>,
     #[arg(long, value_name = "PATH", help = keys::flag_help("CLAUDE_CODE_CMD"))]
     pub claude_cmd: Option<String>,
     #[arg(long, value_name = "NAME", help = keys::flag_help("AGENT"))]

@@ -446,6 +446,19 @@ fn finish(g: parse::Gathered, stderr: &[u8], facts: &RunFacts, clock: &Clock) ->
     sig_lines.extend(derive::error_lines_in_stderr(&stderr));
     a.error_signatures = signatures(sig_lines);
     a.error = verdict.error;
+    // A usage limit named only in the text still tells which window is exhausted.
+    if let Some(e) = a.error.as_ref().filter(|e| e.kind == ErrorKind::UsageLimit)
+        && let Some(name) = e.window.as_deref().filter(|n| valid_window_name(n))
+        && !a.usage_windows.iter().any(|w| w.name == name)
+    {
+        a.usage_windows.push(WindowReading {
+            name: name.to_owned(),
+            utilization: None,
+            resets_at: e.reset_at,
+            status: Some("rejected".to_owned()),
+        });
+        a.usage_windows.sort_by(|x, y| x.name.cmp(&y.name));
+    }
 
     let status_testing = a.status.as_ref().and_then(|s| s.work_type) == Some(WorkType::Testing);
     let tools = g.tools;

@@ -272,6 +272,7 @@ impl From<&RunArgs> for settings::Flags {
             max_loops: a.max_loops.clone(),
             max_cost: a.max_cost.clone(),
             on_usage_limit: a.on_usage_limit.clone(),
+            max_window_percent: a.max_window_percent.clone(),
             claude_cmd: a.claude_cmd.clone(),
             agent: a.agent.clone(),
             agents: a.agents.clone(),

@@ -954,13 +954,15 @@ mod tests {
             })
             .collect();
         // The engine gives the others: integrity_failure (files gone), interrupted (signals),
-        // verification_failed (the check rejected claims, crate::policy::verify).
+        // verification_failed (the check rejected claims, crate::policy::verify), usage_window
+        // (before a call, crate::policy::windows).
         for r in ExitReason::ALL {
             if !matches!(
                 r,
                 ExitReason::IntegrityFailure
                     | ExitReason::Interrupted
                     | ExitReason::VerificationFailed
+                    | ExitReason::UsageWindow
             ) {
                 assert!(covered.contains(&r), "{r} not covered");
             }
