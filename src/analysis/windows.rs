@@ -253,8 +253,13 @@ mod tests {
     }
 
     fn windows_of(stdout: &str) -> Vec<WindowReading> {
-        analyze_bytes(stdout.as_bytes(), b"", &RunFacts::default(), at(1_795_000_000))
-            .usage_windows
+        analyze_bytes(
+            stdout.as_bytes(),
+            b"",
+            &RunFacts::default(),
+            at(1_795_000_000),
+        )
+        .usage_windows
     }
 
     fn w(name: &str, u: Option<f64>, reset: Option<i64>, status: Option<&str>) -> WindowReading {
@@ -280,7 +285,12 @@ mod tests {
                 "2.1.330 unified windows",
                 format!("{INIT}\n{NEW}\n{RESULT}\n"),
                 vec![
-                    w("five_hour", Some(0.42), Some(1_795_501_589), Some("allowed")),
+                    w(
+                        "five_hour",
+                        Some(0.42),
+                        Some(1_795_501_589),
+                        Some("allowed"),
+                    ),
                     w(
                         "seven_day",
                         Some(0.86),
@@ -353,14 +363,13 @@ mod tests {
                     "{INIT}\n{}\n",
                     r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"api_error":"usage_limit_reached","api_error_params":{"rate_limit_info":{"status":"rejected","resetsAt":1795836389,"rateLimitType":"seven_day"}},"result":"You've hit your weekly limit","session_id":"s1"}"#
                 ),
-                vec![w(
-                    "seven_day",
-                    None,
-                    Some(1_795_836_389),
-                    Some("rejected"),
-                )],
+                vec![w("seven_day", None, Some(1_795_836_389), Some("rejected"))],
             ),
-            ("no event, no windows", format!("{INIT}\n{RESULT}\n"), vec![]),
+            (
+                "no event, no windows",
+                format!("{INIT}\n{RESULT}\n"),
+                vec![],
+            ),
             ("plain json result", format!("{RESULT}\n"), vec![]),
         ];
         for (name, out, want) in cases {
@@ -373,7 +382,12 @@ mod tests {
         let mut seen = BTreeMap::new();
         fold_readings(
             &mut seen,
-            vec![w("five_hour", Some(0.9), Some(100), Some("allowed_warning"))],
+            vec![w(
+                "five_hour",
+                Some(0.9),
+                Some(100),
+                Some("allowed_warning"),
+            )],
         );
         fold_readings(&mut seen, vec![w("five_hour", None, Some(200), None)]);
         assert_eq!(

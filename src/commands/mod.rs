@@ -5,7 +5,7 @@
 //! |---|---|
 //! | `run` | `hank` / `hank run` (the loop, `--dry-run`, `--monitor`) |
 //! | `monitor` | `hank monitor` |
-//! | `status`, `circuit`, `reset`, `doctor`, `agents`, `completions`, `verify` | small commands |
+//! | `status`, `circuit`, `reset`, `doctor`, `agents`, `completions`, `verify`, `report` | small commands |
 //! | `analyze` | `hank analyze FILE` |
 //! | `setup`, `enable`, `enable_ci`, `migrate`, `import` | project set-up |
 
@@ -19,6 +19,7 @@ pub(crate) mod enable_ci;
 pub(crate) mod import;
 pub(crate) mod migrate;
 pub(crate) mod monitor;
+pub(crate) mod report;
 pub(crate) mod reset;
 pub(crate) mod run;
 pub(crate) mod setup;

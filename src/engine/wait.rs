@@ -55,7 +55,12 @@ impl Engine {
     /// countdown (no call before it ends), or `usage_limit` with ON_USAGE_LIMIT=exit.
     pub(super) async fn resume_saved_wait(&mut self) -> Result<Option<ExitReason>> {
         let exit = self.s.on_usage_limit.value == UsageLimitPolicy::Exit;
-        match resume_wait(self.state.wait, self.clock.now(), exit) {
+        // A usage-window wait whose limit is no longer set is over (the window check before
+        // each call judges the windows again with the limits of this run).
+        let saved = self.state.wait.filter(|w| {
+            w.reason != WaitReason::UsageWindow || !self.s.max_window_percent.value.is_empty()
+        });
+        match resume_wait(saved, self.clock.now(), exit) {
             Resume::Call => {
                 if self.state.wait.take().is_some() {
                     self.save()?;

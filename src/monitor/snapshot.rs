@@ -1092,7 +1092,11 @@ mod tests {
         assert_eq!(r.exit_code, Some(3));
         assert_eq!(
             r.usage_windows,
-            written.usage_windows.clone().into_iter().collect::<Vec<_>>()
+            written
+                .usage_windows
+                .clone()
+                .into_iter()
+                .collect::<Vec<_>>()
         );
 
         // Every event kind the loop writes is read with its type, time and fields.

@@ -565,7 +565,11 @@ mod tests {
                     until: at(600),
                 }),
             ),
-            (w(WaitReason::UsageWindow, 600), true, Resume::ExitUsageWindow),
+            (
+                w(WaitReason::UsageWindow, 600),
+                true,
+                Resume::ExitUsageWindow,
+            ),
             (w(WaitReason::UsageWindow, -5), true, Resume::Call),
             (
                 w(WaitReason::Backoff, 90),

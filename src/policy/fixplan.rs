@@ -402,7 +402,11 @@ mod tests {
         for (before, after, want) in cases {
             let got = newly_checked_items(before, after);
             assert_eq!(got, want.to_vec(), "{before:?} → {after:?}");
-            assert_eq!(got.len() as u32, newly_checked(before, after), "{before:?} → {after:?}");
+            assert_eq!(
+                got.len() as u32,
+                newly_checked(before, after),
+                "{before:?} → {after:?}"
+            );
         }
     }
 

@@ -199,7 +199,14 @@ impl Receipts {
 mod tests {
     use super::*;
 
-    fn l(cost: f64, tokens: u64, ms: u64, calls: Option<u32>, items: &[&str], rec: &str) -> LoopCost {
+    fn l(
+        cost: f64,
+        tokens: u64,
+        ms: u64,
+        calls: Option<u32>,
+        items: &[&str],
+        rec: &str,
+    ) -> LoopCost {
         LoopCost {
             cost_usd: cost,
             tokens,
@@ -215,7 +222,14 @@ mod tests {
     fn loops_go_to_the_items_they_ticked() {
         let loops = vec![
             l(0.30, 1000, 60_000, Some(4), &[], "explore the parser"),
-            l(0.50, 3001, 90_001, Some(5), &["parse input", "write tests"], "next"),
+            l(
+                0.50,
+                3001,
+                90_001,
+                Some(5),
+                &["parse input", "write tests"],
+                "next",
+            ),
             l(0.20, 500, 30_000, None, &["parse input"], "go on"),
             l(0.10, 100, 5_000, Some(1), &[], "explore the parser"),
             l(0.40, 700, 20_000, Some(2), &["docs"], "done"),
@@ -230,7 +244,10 @@ mod tests {
         assert_eq!(parse.duration_ms, 45_001 + 30_000);
         assert_eq!(parse.calls, 3 + 1);
         let tests = &r.items[1];
-        assert_eq!((tests.loops, tests.tokens, tests.duration_ms, tests.calls), (1, 1500, 45_000, 2));
+        assert_eq!(
+            (tests.loops, tests.tokens, tests.duration_ms, tests.calls),
+            (1, 1500, 45_000, 2)
+        );
         let un = r.unattributed.as_ref().unwrap();
         assert_eq!(un.item, UNATTRIBUTED);
         assert_eq!((un.loops, un.calls, un.tokens), (2, 5, 1100));
@@ -240,11 +257,18 @@ mod tests {
         let rows: Vec<&ItemCost> = r.items.iter().chain(r.unattributed.iter()).collect();
         assert_eq!(rows.iter().map(|i| i.tokens).sum::<u64>(), r.totals.tokens);
         assert_eq!(rows.iter().map(|i| i.calls).sum::<u64>(), r.totals.calls);
-        assert_eq!(rows.iter().map(|i| i.duration_ms).sum::<u64>(), r.totals.duration_ms);
+        assert_eq!(
+            rows.iter().map(|i| i.duration_ms).sum::<u64>(),
+            r.totals.duration_ms
+        );
         let cost: f64 = rows.iter().map(|i| i.cost_usd).sum();
         assert!((cost - r.totals.cost_usd).abs() < 1e-9);
         assert_eq!(r.totals.loops, 5);
-        let top: Vec<&str> = r.most_expensive(3).iter().map(|i| i.item.as_str()).collect();
+        let top: Vec<&str> = r
+            .most_expensive(3)
+            .iter()
+            .map(|i| i.item.as_str())
+            .collect();
         assert_eq!(top, ["parse input", "docs", "write tests"]);
         assert_eq!(r.most_expensive(1).len(), 1);
         assert!(attribute(&[]).most_expensive(3).is_empty());
@@ -270,7 +294,10 @@ mod tests {
         let r = attribute(&[a, b, c]);
         assert_eq!(r.windows.len(), 2);
         let five = &r.windows[0];
-        assert_eq!((five.first, five.last, five.peak), (Some(0.40), Some(0.05), Some(0.70)));
+        assert_eq!(
+            (five.first, five.last, five.peak),
+            (Some(0.40), Some(0.05), Some(0.70))
+        );
         assert!(five.reset_between);
         assert_eq!(five.resets_at, Some(ts(200)));
         let seven = &r.windows[1];

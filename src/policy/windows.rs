@@ -278,7 +278,12 @@ mod tests {
         Timestamp::from_second(1_800_000_000 + s).unwrap()
     }
 
-    fn reading(name: &str, u: Option<f64>, reset: Option<i64>, status: Option<&str>) -> WindowReading {
+    fn reading(
+        name: &str,
+        u: Option<f64>,
+        reset: Option<i64>,
+        status: Option<&str>,
+    ) -> WindowReading {
         WindowReading {
             name: name.into(),
             utilization: u,
@@ -287,7 +292,10 @@ mod tests {
         }
     }
 
-    fn seen(list: &[(&str, Option<f64>, Option<i64>, Option<&str>)], at: i64) -> Windows {
+    /// (name, utilization, reset, status)
+    type Seen<'a> = (&'a str, Option<f64>, Option<i64>, Option<&'a str>);
+
+    fn seen(list: &[Seen<'_>], at: i64) -> Windows {
         let mut w = Windows::new();
         let readings: Vec<WindowReading> = list
             .iter()
@@ -301,7 +309,10 @@ mod tests {
     fn limits_parse_and_show() {
         let ok: Vec<(&str, &str)> = vec![
             ("five_hour=80,seven_day=90", "five_hour=80,seven_day=90"),
-            (" seven_day = 90% , five_hour=80 ", "five_hour=80,seven_day=90"),
+            (
+                " seven_day = 90% , five_hour=80 ",
+                "five_hour=80,seven_day=90",
+            ),
             ("seven_day_opus=100", "seven_day_opus=100"),
             ("", "off"),
             ("off", "off"),
@@ -327,7 +338,7 @@ mod tests {
 
     /// (windows seen at t=0, limits, now, expected: None = allow, Some((until, window)))
     type Case = (
-        Vec<(&'static str, Option<f64>, Option<i64>, Option<&'static str>)>,
+        Vec<Seen<'static>>,
         &'static str,
         i64,
         Option<(i64, &'static str)>,
@@ -337,7 +348,12 @@ mod tests {
     fn check_table() {
         let cases: Vec<Case> = vec![
             // Below the limit: untouched.
-            (vec![("five_hour", Some(0.79), Some(3600), None)], "five_hour=80", 10, None),
+            (
+                vec![("five_hour", Some(0.79), Some(3600), None)],
+                "five_hour=80",
+                10,
+                None,
+            ),
             // At the limit (0.8 × 100 is not exactly 80): wait until the reset + margin.
             (
                 vec![("five_hour", Some(0.8), Some(3600), None)],
@@ -359,11 +375,26 @@ mod tests {
                 Some((86_460, "seven_day")),
             ),
             // The reset has passed: the window counts as reset.
-            (vec![("five_hour", Some(0.95), Some(3600), None)], "five_hour=80", 3600, None),
+            (
+                vec![("five_hour", Some(0.95), Some(3600), None)],
+                "five_hour=80",
+                3600,
+                None,
+            ),
             // Between the reset and reset + margin: reset already.
-            (vec![("five_hour", Some(0.95), Some(3600), None)], "five_hour=80", 3630, None),
+            (
+                vec![("five_hour", Some(0.95), Some(3600), None)],
+                "five_hour=80",
+                3630,
+                None,
+            ),
             // A window without a limit does not block.
-            (vec![("five_hour", Some(0.95), Some(3600), None)], "seven_day=80", 10, None),
+            (
+                vec![("five_hour", Some(0.95), Some(3600), None)],
+                "seven_day=80",
+                10,
+                None,
+            ),
             // A limited window never seen does not block.
             (vec![], "five_hour=80", 10, None),
             // Two over: the later reset wins.
@@ -394,7 +425,12 @@ mod tests {
                 Some((3660, "five_hour")),
             ),
             // No figure, not rejected: unknown, no block.
-            (vec![("five_hour", None, Some(3600), Some("allowed"))], "five_hour=1", 10, None),
+            (
+                vec![("five_hour", None, Some(3600), Some("allowed"))],
+                "five_hour=1",
+                10,
+                None,
+            ),
             // Over with no reset time: blocks for an hour after it was seen, then stale.
             (
                 vec![("five_hour", Some(0.9), None, None)],
@@ -402,9 +438,19 @@ mod tests {
                 10,
                 Some((3600, "five_hour")),
             ),
-            (vec![("five_hour", Some(0.9), None, None)], "five_hour=80", 3600, None),
+            (
+                vec![("five_hour", Some(0.9), None, None)],
+                "five_hour=80",
+                3600,
+                None,
+            ),
             // Limits off.
-            (vec![("five_hour", Some(1.0), Some(3600), None)], "", 10, None),
+            (
+                vec![("five_hour", Some(1.0), Some(3600), None)],
+                "",
+                10,
+                None,
+            ),
         ];
         for (i, (list, limits, now, want)) in cases.into_iter().enumerate() {
             let w = seen(&list, 0);
@@ -426,7 +472,10 @@ mod tests {
         let mut w = seen(&[("five_hour", Some(0.4), Some(3600), Some("allowed"))], 0);
         observe(
             &mut w,
-            &[reading("five_hour", Some(0.6), None, None), reading("seven_day", Some(0.1), Some(9000), None)],
+            &[
+                reading("five_hour", Some(0.6), None, None),
+                reading("seven_day", Some(0.1), Some(9000), None),
+            ],
             ts(100),
         );
         let five = &w["five_hour"];
@@ -436,7 +485,11 @@ mod tests {
         assert_eq!(five.seen_at, ts(100));
         assert_eq!(w.len(), 2);
         // A new period without a figure drops the old figure.
-        observe(&mut w, &[reading("five_hour", None, Some(21_600), None)], ts(200));
+        observe(
+            &mut w,
+            &[reading("five_hour", None, Some(21_600), None)],
+            ts(200),
+        );
         assert_eq!(w["five_hour"].utilization, None);
     }
 
@@ -485,7 +538,10 @@ mod tests {
             describe_limit(Some("seven_day_opus"), None, &TimeZone::UTC),
             "weekly Opus window, reset time unknown"
         );
-        assert_eq!(describe_limit(None, Some(t), &TimeZone::UTC), "resets Mon 08:00 local");
+        assert_eq!(
+            describe_limit(None, Some(t), &TimeZone::UTC),
+            "resets Mon 08:00 local"
+        );
         assert_eq!(window_label("future_thing"), "future thing window");
     }
 }

@@ -22,8 +22,8 @@ pub use crate::policy::failover::Agents;
 use crate::policy::progress::Progress;
 use crate::policy::session;
 pub use crate::policy::session::Session;
-use crate::policy::windows::{self, WindowLimits, WindowStatus, Windows};
 pub use crate::policy::verify::{CheckResult, VerificationStatus};
+use crate::policy::windows::{self, WindowLimits, WindowStatus, Windows};
 
 /// Current `state.json` schema. 2: the call ledger lives in the call log
 /// (`state.json.calls`, [`CallRecord`] lines), no longer in `state.json`; a schema 1 file's

@@ -120,9 +120,19 @@ pub(crate) fn unified_windows(windows: &[(&str, f64, i64)]) -> Vec<(String, Stri
         });
     let mut h: Vec<(String, String)> = Vec::new();
     if let Some((abbr, u, reset)) = worst {
-        let claim = if abbr == "7d" { "seven_day" } else { "five_hour" };
-        h.push(("anthropic-ratelimit-unified-status".into(), status_of(u).into()));
-        h.push(("anthropic-ratelimit-unified-reset".into(), reset.to_string()));
+        let claim = if abbr == "7d" {
+            "seven_day"
+        } else {
+            "five_hour"
+        };
+        h.push((
+            "anthropic-ratelimit-unified-status".into(),
+            status_of(u).into(),
+        ));
+        h.push((
+            "anthropic-ratelimit-unified-reset".into(),
+            reset.to_string(),
+        ));
         h.push((
             "anthropic-ratelimit-unified-representative-claim".into(),
             claim.into(),
@@ -359,7 +369,12 @@ fn answer(id: u64, model: &str, reply: Reply, extra: &[(String, String)]) -> Vec
             let body = json!({"type": "error", "error": {"type": kind, "message": message}, "request_id": "req_fake"});
             let mut all = extra.to_vec();
             all.extend(headers);
-            http(status, "application/json", &all, body.to_string().as_bytes())
+            http(
+                status,
+                "application/json",
+                &all,
+                body.to_string().as_bytes(),
+            )
         }
         Reply::Text(text) => {
             let block = json!({"type": "text", "text": ""});
