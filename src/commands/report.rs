@@ -225,7 +225,9 @@ pub(crate) fn render(
     let mut s = String::new();
     let scope = match since {
         Since::All if runs == 0 => "no runs yet".to_string(),
+        Since::All | Since::Run(1) if runs == 1 => "run 1".to_string(),
         Since::All => format!("runs 1–{runs}"),
+        Since::Run(n) if n >= runs => format!("run {n} of {runs}"),
         Since::Run(n) => format!("runs {n}–{runs}"),
         Since::Time(t) => format!("since {}", crate::report::short_time(t)),
     };

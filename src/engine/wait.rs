@@ -55,10 +55,19 @@ impl Engine {
     /// countdown (no call before it ends), or `usage_limit` with ON_USAGE_LIMIT=exit.
     pub(super) async fn resume_saved_wait(&mut self) -> Result<Option<ExitReason>> {
         let exit = self.s.on_usage_limit.value == UsageLimitPolicy::Exit;
-        // A usage-window wait whose limit is no longer set is over (the window check before
-        // each call judges the windows again with the limits of this run).
+        // A usage-window wait stands only while a window is still at this run's limit
+        // (MAX_WINDOW_PERCENT may have been raised or turned off since).
+        let now = self.clock.now();
         let saved = self.state.wait.filter(|w| {
-            w.reason != WaitReason::UsageWindow || !self.s.max_window_percent.value.is_empty()
+            w.reason != WaitReason::UsageWindow
+                || matches!(
+                    crate::policy::windows::check(
+                        &self.state.windows,
+                        &self.s.max_window_percent.value,
+                        now,
+                    ),
+                    crate::policy::windows::WindowCheck::Wait { .. }
+                )
         });
         match resume_wait(saved, self.clock.now(), exit) {
             Resume::Call => {

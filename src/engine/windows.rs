@@ -118,8 +118,10 @@ impl Engine {
             return Vec::new();
         }
         let mut out = vec![format!(
-            "most expensive items of this run (of ${:.2} in {} loops; `hank report` for all):",
-            r.totals.cost_usd, r.totals.loops
+            "most expensive items of this run (of ${:.2} in {} loop{}; `hank report` for all):",
+            r.totals.cost_usd,
+            r.totals.loops,
+            if r.totals.loops == 1 { "" } else { "s" }
         )];
         for (i, item) in top.iter().enumerate() {
             out.push(format!(

@@ -19,8 +19,9 @@ use serde::{Deserialize, Serialize};
 use crate::analysis::WindowReading;
 use crate::policy::budget::add_duration;
 
-/// Extra wait after a window's reset time.
-pub const WINDOW_RESET_MARGIN: SignedDuration = SignedDuration::from_secs(60);
+/// Extra wait after a window's reset time (clock skew between this machine and the API; the
+/// window is not exhausted, so a call a little early costs nothing but one more check).
+pub const WINDOW_RESET_MARGIN: SignedDuration = SignedDuration::from_secs(15);
 /// How long a window over its limit, with no reset time, blocks after it was seen.
 pub const WINDOW_UNKNOWN_WAIT: SignedDuration = SignedDuration::from_mins(60);
 
@@ -359,20 +360,20 @@ mod tests {
                 vec![("five_hour", Some(0.8), Some(3600), None)],
                 "five_hour=80",
                 10,
-                Some((3660, "five_hour")),
+                Some((3615, "five_hour")),
             ),
             (
                 vec![("five_hour", Some(0.29), Some(3600), None)],
                 "five_hour=29",
                 10,
-                Some((3660, "five_hour")),
+                Some((3615, "five_hour")),
             ),
             // Above 1 (overage) is above any limit.
             (
                 vec![("seven_day", Some(1.2), Some(86_400), None)],
                 "seven_day=100",
                 10,
-                Some((86_460, "seven_day")),
+                Some((86_415, "seven_day")),
             ),
             // The reset has passed: the window counts as reset.
             (
@@ -405,7 +406,7 @@ mod tests {
                 ],
                 "five_hour=80,seven_day=90",
                 10,
-                Some((90_060, "seven_day")),
+                Some((90_015, "seven_day")),
             ),
             // Only one of two over.
             (
@@ -422,7 +423,7 @@ mod tests {
                 vec![("five_hour", None, Some(3600), Some("rejected"))],
                 "five_hour=100",
                 10,
-                Some((3660, "five_hour")),
+                Some((3615, "five_hour")),
             ),
             // No figure, not rejected: unknown, no block.
             (
