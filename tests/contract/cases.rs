@@ -703,12 +703,20 @@ pub(crate) fn usage_windows_are_read_into_status() {
     assert_eq!(o.status.code(), Some(3), "{ctx}");
     let s = real.p.status();
     assert_eq!(s["exit_reason"], "usage_window", "{s}");
-    assert_eq!(real.api.turns().len(), 1, "stopped before a second call: {ctx}");
+    assert_eq!(
+        real.api.turns().len(),
+        1,
+        "stopped before a second call: {ctx}"
+    );
     let w = &s["usage_windows"];
     assert_eq!(w["seven_day"]["utilization"], 0.86, "{s}");
     assert_eq!(w["seven_day"]["status"], "allowed_warning", "{s}");
     assert_eq!(w["seven_day"]["limit_percent"], 85, "{s}");
-    let at: jiff::Timestamp = w["seven_day"]["resets_at"].as_str().unwrap().parse().unwrap();
+    let at: jiff::Timestamp = w["seven_day"]["resets_at"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
     assert_eq!(at.as_second(), seven);
     // Only 2.1.330 reports the windows that are not the representative one.
     if at_least(&crate::client().version, (2, 1, 330)) {
@@ -732,7 +740,10 @@ pub(crate) fn usage_windows_are_read_into_status() {
     let ctx = real.context(&o);
     let out = std::fs::read_to_string(real.p.dir.join(".hank/logs/loop-00001.out")).unwrap();
     for line in out.lines().filter(|l| l.contains("rate_limit_event")) {
-        eprintln!("{} rate_limit_event (allowed): {line}", crate::client().version);
+        eprintln!(
+            "{} rate_limit_event (allowed): {line}",
+            crate::client().version
+        );
     }
     assert_eq!(o.status.code(), Some(3), "{ctx}");
     let s = real.p.status();
