@@ -50,6 +50,12 @@ impl WindowState {
         self.resets_at.is_some_and(|r| r <= now)
     }
 
+    /// No reset time, and seen [`WINDOW_UNKNOWN_WAIT`] ago or more: what is known is stale.
+    #[must_use]
+    pub fn is_stale(&self, now: Timestamp) -> bool {
+        self.resets_at.is_none() && add_duration(self.seen_at, WINDOW_UNKNOWN_WAIT) <= now
+    }
+
     /// The utilization in force at `now`: 0 after the reset; 1 (100 %) for a window the
     /// client said is `rejected` without a figure.
     #[must_use]
@@ -216,7 +222,8 @@ pub struct WindowStatus {
     pub limit_percent: Option<u32>,
 }
 
-/// `status.json` `usage_windows` at `now`.
+/// `status.json` `usage_windows` at `now` (a window past its reset shows 0 %; one without a
+/// reset time seen long ago shows no figure).
 #[must_use]
 pub fn status_windows(
     windows: &Windows,
@@ -227,12 +234,21 @@ pub fn status_windows(
         .iter()
         .map(|(name, w)| {
             let reset = w.is_reset(now);
+            let stale = w.is_stale(now);
             (
                 name.clone(),
                 WindowStatus {
-                    utilization: if reset { Some(0.0) } else { w.utilization },
+                    utilization: match (reset, stale) {
+                        (true, _) => Some(0.0),
+                        (_, true) => None,
+                        _ => w.utilization,
+                    },
                     resets_at: if reset { None } else { w.resets_at },
-                    status: if reset { None } else { w.status.clone() },
+                    status: if reset || stale {
+                        None
+                    } else {
+                        w.status.clone()
+                    },
                     limit_percent: limits.of(name),
                 },
             )
@@ -520,6 +536,18 @@ mod tests {
         let json = serde_json::to_value(&s).unwrap();
         assert_eq!(json["seven_day"]["status"], "allowed");
         assert!(json["seven_day"].get("limit_percent").is_none());
+        // Rejected without a reset time (from the text of a limit): stale after an hour.
+        let w = seen(&[("five_hour", None, None, Some("rejected"))], 0);
+        let fresh = status_windows(&w, &limits, ts(10));
+        assert_eq!(fresh["five_hour"].status.as_deref(), Some("rejected"));
+        let old = status_windows(&w, &limits, ts(3600));
+        assert_eq!(
+            (
+                old["five_hour"].utilization,
+                old["five_hour"].status.as_deref()
+            ),
+            (None, None)
+        );
     }
 
     #[test]

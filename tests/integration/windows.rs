@@ -309,6 +309,29 @@ fn a_typed_usage_limit_names_its_window() {
     );
     let s = p.status();
     assert_eq!(s["usage_windows"]["seven_day"]["status"], "rejected", "{s}");
+
+    // Waiting instead: the wait line names the window, and the wait ends at its reset + 60 s.
+    let q = Project::new(&["a"]);
+    q.fake("response", &format!("{result}\n")).fake("exit", "1");
+    let child = q
+        .cmd()
+        .env("TZ", "UTC")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let w = q.wait_status(Duration::from_secs(30), |s| s["state"] == "waiting");
+    assert_eq!(w["wait_reason"], "usage_limit");
+    let until: jiff::Timestamp = w["waiting_until"].as_str().unwrap().parse().unwrap();
+    assert_eq!(until.as_second(), reset + 60);
+    signal(&child, Signal::SIGINT);
+    let o = wait_with_timeout(child, Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(130));
+    assert!(
+        stderr(&o).contains(&format!("usage limit: {want}")),
+        "{}",
+        stderr(&o)
+    );
 }
 
 /// Replaces the wall-time column (measured, so it varies) and the dates of the header.
