@@ -72,6 +72,8 @@ pub(crate) enum Command {
     Circuit(CircuitArgs),
     /// Run the project's check (VERIFY_COMMAND) now and print the result.
     Verify(VerifyArgs),
+    /// What each fix_plan item cost: loops, calls, cost, tokens, wall time, windows used.
+    Report(ReportArgs),
     /// Check claude, git, tmux, the project layout and the configuration.
     Doctor(DoctorArgs),
     /// List the agent profiles (claude, codex, gemini, opencode, the project's own) and
@@ -131,6 +133,8 @@ pub struct RunArgs {
     pub max_cost: Option<String>,
     #[arg(long, value_name = "wait|exit", help = keys::flag_help("ON_USAGE_LIMIT"))]
     pub on_usage_limit: Option<String>,
+    #[arg(long, value_name = "WINDOW=PERCENT,…", help = keys::flag_help("MAX_WINDOW_PERCENT"))]
+    pub max_window_percent: Option<String>,
     #[arg(long, value_name = "PATH", help = keys::flag_help("CLAUDE_CODE_CMD"))]
     pub claude_cmd: Option<String>,
     #[arg(long, value_name = "NAME", help = keys::flag_help("AGENT"))]
@@ -176,6 +180,17 @@ pub(crate) struct StatusArgs {
     /// Print the raw status.json.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct ReportArgs {
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Only runs from this number on (1 = the first run), or loops since a date
+    /// (2026-11-24, local midnight) or an RFC 3339 time.
+    #[arg(long, value_name = "RUN|DATE")]
+    pub since: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]

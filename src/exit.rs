@@ -46,6 +46,8 @@ pub enum ExitReason {
     CostBudget,
     /// Usage limit hit and ON_USAGE_LIMIT=exit.
     UsageLimit,
+    /// A usage window reached its MAX_WINDOW_PERCENT limit and ON_USAGE_LIMIT=exit.
+    UsageWindow,
     /// A spend cap (monthly spend limit, out of usage credits): waiting for a usage window
     /// does not lift it.
     SpendLimit,
@@ -55,7 +57,7 @@ pub enum ExitReason {
 
 impl ExitReason {
     /// Every reason, in table order.
-    pub const ALL: [ExitReason; 15] = [
+    pub const ALL: [ExitReason; 16] = [
         Self::ProjectComplete,
         Self::PlanComplete,
         Self::TestSaturation,
@@ -69,6 +71,7 @@ impl ExitReason {
         Self::MaxRuntime,
         Self::CostBudget,
         Self::UsageLimit,
+        Self::UsageWindow,
         Self::SpendLimit,
         Self::Interrupted,
     ];
@@ -98,6 +101,7 @@ impl ExitReason {
             | Self::MaxRuntime
             | Self::CostBudget
             | Self::UsageLimit
+            | Self::UsageWindow
             | Self::SpendLimit => LIMIT,
             Self::Interrupted => INTERRUPTED,
         }
@@ -120,6 +124,7 @@ impl ExitReason {
             Self::MaxRuntime => "max_runtime",
             Self::CostBudget => "cost_budget",
             Self::UsageLimit => "usage_limit",
+            Self::UsageWindow => "usage_window",
             Self::SpendLimit => "spend_limit",
             Self::Interrupted => "interrupted",
         }
@@ -141,7 +146,7 @@ mod tests {
 
     #[test]
     fn codes_follow_the_table() {
-        let expected = [0, 0, 0, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 130];
+        let expected = [0, 0, 0, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 130];
         for (reason, code) in ExitReason::ALL.iter().zip(expected) {
             assert_eq!(reason.code(), code, "{reason}");
         }

@@ -75,6 +75,7 @@ pub fn measure(project: &Path, base: &Baseline, plan_text_after: &str) -> Progre
         worktree::Source::Walk => ProgressSource::Mtime,
     };
     let mut progress = Progress::from_paths(source, changes.paths);
+    progress.checked_items = fixplan::newly_checked_items(&base.plan_text, plan_text_after);
     progress.plan_items_checked = fixplan::newly_checked(&base.plan_text, plan_text_after);
     progress
 }

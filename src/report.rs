@@ -570,6 +570,7 @@ pub fn exit_message(reason: ExitReason, state: &State, plan: &Plan) -> String {
         ExitReason::MaxRuntime => "MAX_RUNTIME reached: the run has lasted as long as allowed".into(),
         ExitReason::CostBudget => "MAX_COST_USD reached".into(),
         ExitReason::UsageLimit => "the usage limit was reached (ON_USAGE_LIMIT=exit)".into(),
+        ExitReason::UsageWindow => "a usage window reached its MAX_WINDOW_PERCENT limit (ON_USAGE_LIMIT=exit)".into(),
         ExitReason::SpendLimit => crate::exit::SPEND_LIMIT_MESSAGE.into(),
         ExitReason::Interrupted => "interrupted; state saved".into(),
     }

@@ -106,7 +106,7 @@ pub fn prepare(
     };
     let mut args = agent.command.leading_args.clone();
     args.extend(agent.profile.argv(&CallInput {
-        live: s.live.value,
+        live: streams(agent, s),
         output_format: s.output_format.value,
         session: resume,
         model: s.model_for(agent.name()),
@@ -120,6 +120,17 @@ pub fn prepare(
         stdin,
         prompt_file: file_bytes,
     }
+}
+
+/// Whether the call asks for the agent's event stream (`when = "live"` in its profile):
+/// with `--live`, and for Claude Code whenever MAX_WINDOW_PERCENT is set, since only its
+/// stream-json reports the usage windows (`rate_limit_event`). What is shown on the terminal
+/// still follows `--live` alone.
+#[must_use]
+pub fn streams(agent: &Agent, s: &Settings) -> bool {
+    s.live.value
+        || (!s.max_window_percent.value.is_empty()
+            && matches!(agent.profile.parser, crate::agent::profile::Parser::Claude))
 }
 
 /// The permission mode as every supported client spells it: Claude Code 2.1.330 renamed

@@ -14,6 +14,7 @@ mod mapped;
 mod parse;
 mod reset;
 mod status;
+mod windows;
 // The tests read fixtures and measure time; the code under test does neither.
 #[cfg(test)]
 #[allow(clippy::disallowed_methods, clippy::disallowed_types)]
@@ -40,6 +41,7 @@ pub use mapped::{
 };
 pub use reset::{parse_reset, reset_from_line, reset_in_line};
 pub use status::parse_status_block;
+pub use windows::{WindowReading, valid_window_name};
 
 /// Compiles one of the module's constant patterns (every one is exercised by the tests, so
 /// a failure here is a programming error caught before release, never an input problem).
@@ -300,6 +302,11 @@ pub struct Analysis {
     /// `credential_expires_at` of the result (2.1.330+): when the login expires.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credential_expires_at: Option<Timestamp>,
+    /// The subscription usage windows the client reported (stream-json `rate_limit_event`,
+    /// a usage-limit result's `api_error_params.rate_limit_info`), the latest reading of each,
+    /// sorted by name. Empty when none was reported.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub usage_windows: Vec<WindowReading>,
 }
 
 impl Analysis {
@@ -404,6 +411,7 @@ fn finish(g: parse::Gathered, stderr: &[u8], facts: &RunFacts, clock: &Clock) ->
         session_id: g.session_id.clone(),
         stdout_bytes: g.stdout_bytes,
         credential_expires_at: g.credential_expires_at,
+        usage_windows: g.windows.values().cloned().collect(),
         ..Analysis::default()
     };
     if let Some(r) = &g.result {
@@ -451,6 +459,19 @@ fn finish(g: parse::Gathered, stderr: &[u8], facts: &RunFacts, clock: &Clock) ->
     sig_lines.extend(derive::error_lines_in_stderr(&stderr));
     a.error_signatures = signatures(sig_lines);
     a.error = verdict.error;
+    // A usage limit named only in the text still tells which window is exhausted.
+    if let Some(e) = a.error.as_ref().filter(|e| e.kind == ErrorKind::UsageLimit)
+        && let Some(name) = e.window.as_deref().filter(|n| valid_window_name(n))
+        && !a.usage_windows.iter().any(|w| w.name == name)
+    {
+        a.usage_windows.push(WindowReading {
+            name: name.to_owned(),
+            utilization: None,
+            resets_at: e.reset_at,
+            status: Some("rejected".to_owned()),
+        });
+        a.usage_windows.sort_by(|x, y| x.name.cmp(&y.name));
+    }
 
     let status_testing = a.status.as_ref().and_then(|s| s.work_type) == Some(WorkType::Testing);
     let tools = g.tools;

@@ -240,6 +240,25 @@ pub(crate) struct RateLimitInfo {
     pub resets_at: Scalar,
     #[serde(rename = "rateLimitType")]
     pub limit_type: Scalar,
+    /// The representative window's utilization (a fraction).
+    pub utilization: Scalar,
+    /// 2.1.330+: every window the API reported.
+    #[serde(rename = "unifiedWindows")]
+    pub unified_windows: super::windows::UnifiedWindows,
+}
+
+impl RateLimitInfo {
+    /// The window readings this info carries (see [`super::windows::readings`]).
+    pub(crate) fn window_readings(&mut self) -> Vec<super::WindowReading> {
+        let unified = std::mem::take(&mut self.unified_windows);
+        super::windows::readings(
+            self.limit_type.as_str(),
+            &self.utilization,
+            &self.resets_at,
+            &self.status,
+            unified,
+        )
+    }
 }
 
 /// One event: a stream-json line, an element of the message array, or the result object.
@@ -408,6 +427,9 @@ pub(crate) struct Gathered {
     pub limit_window: Option<String>,
     /// `credential_expires_at`, from whichever event gave it last.
     pub credential_expires_at: Option<Timestamp>,
+    /// The usage windows reported (`rate_limit_event`, the result's
+    /// `api_error_params.rate_limit_info`), latest reading per window.
+    pub windows: std::collections::BTreeMap<String, super::WindowReading>,
     pub synthetic: Option<Synthetic>,
     pub last_assistant_text: String,
     /// `[Request interrupted by user]` appeared as a user message.
@@ -504,7 +526,11 @@ impl Gathered {
                 _ => {}
             },
             "rate_limit_event" => {
-                if let Some(info) = ev.rate_limit_info.map(LimitInfo::from_raw)
+                let mut raw = ev.rate_limit_info;
+                if let Some(r) = raw.as_mut() {
+                    super::windows::fold_readings(&mut self.windows, r.window_readings());
+                }
+                if let Some(info) = raw.map(LimitInfo::from_raw)
                     && info.rejected()
                 {
                     self.limit_rejected = true;
@@ -574,7 +600,14 @@ impl Gathered {
         }
     }
 
-    fn absorb_result(&mut self, ev: Event) {
+    fn absorb_result(&mut self, mut ev: Event) {
+        if let Some(info) = ev
+            .api_error_params
+            .as_mut()
+            .and_then(|p| p.rate_limit_info.as_mut())
+        {
+            super::windows::fold_readings(&mut self.windows, info.window_readings());
+        }
         let errors: Vec<String> = ev
             .errors
             .unwrap_or_default()

@@ -5,7 +5,7 @@
 //! |---|---|
 //! | `run` | `hank` / `hank run` (the loop, `--dry-run`, `--monitor`) |
 //! | `monitor` | `hank monitor` |
-//! | `status`, `circuit`, `reset`, `doctor`, `agents`, `completions`, `verify` | small commands |
+//! | `status`, `circuit`, `reset`, `doctor`, `agents`, `completions`, `verify`, `report` | small commands |
 //! | `analyze` | `hank analyze FILE` |
 //! | `setup`, `enable`, `enable_ci`, `migrate`, `import` | project set-up |
 
@@ -19,6 +19,7 @@ pub(crate) mod enable_ci;
 pub(crate) mod import;
 pub(crate) mod migrate;
 pub(crate) mod monitor;
+pub(crate) mod report;
 pub(crate) mod reset;
 pub(crate) mod run;
 pub(crate) mod setup;
@@ -33,47 +34,9 @@ use crate::error::{HankError, Result};
 use crate::project;
 use crate::store::Store;
 
-/// The project the command works on: the nearest folder with `.hank/`, looking upward from
-/// the current directory like git does (stopping at the repository root or `$HOME`). When it
-/// is not the current directory, the command says which project it uses. Without one, the
-/// current directory (the command then says it is not a hank project).
+/// The project the command works on ([`project::locate::discover`]).
 pub(crate) fn project_dir() -> Result<PathBuf> {
-    let cwd = std::env::current_dir()
-        .map_err(|e| HankError::io("cannot read", "the current directory", e))?;
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    match find_project(
-        &cwd,
-        home.as_deref(),
-        |d| d.join(".hank").is_dir(),
-        |d| d.join(".git").exists(),
-    ) {
-        Some(found) if found != cwd => {
-            errln!("hank: using the project at {}", found.display());
-            Ok(found)
-        }
-        _ => Ok(cwd),
-    }
-}
-
-/// The nearest of `start` and its ancestors for which `is_project` holds; the walk stops
-/// after a repository root (`is_repo_root`) or `home`, and never goes above them (pure: the
-/// file checks are passed in).
-#[must_use]
-pub(crate) fn find_project(
-    start: &Path,
-    home: Option<&Path>,
-    is_project: impl Fn(&Path) -> bool,
-    is_repo_root: impl Fn(&Path) -> bool,
-) -> Option<PathBuf> {
-    for dir in start.ancestors() {
-        if is_project(dir) {
-            return Some(dir.to_path_buf());
-        }
-        if is_repo_root(dir) || home.is_some_and(|h| h == dir) {
-            return None;
-        }
-    }
-    None
+    project::locate::discover()
 }
 
 /// For `enable`/`setup`/`import`: refuses to create a project inside another one.
@@ -83,7 +46,7 @@ pub(crate) fn refuse_nested(cwd: &Path) -> Result<()> {
     let Some(parent) = parent else {
         return Ok(());
     };
-    if let Some(outer) = find_project(
+    if let Some(outer) = project::locate::find_project(
         parent,
         home.as_deref(),
         |d| d.join(".hank").is_dir(),
@@ -166,39 +129,4 @@ fn new_project_dir() -> Result<PathBuf> {
     let cwd = current_dir()?;
     refuse_nested(&cwd)?;
     Ok(cwd)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn projects_are_found_upward_within_the_repository() {
-        let projects = [
-            "/home/u/app",
-            "/home/u/other/nested",
-            "/home/u/mono/.hankless",
-        ];
-        let repos = ["/home/u/mono", "/home/u/app"];
-        let is_project = |d: &Path| projects.iter().any(|p| Path::new(p) == d);
-        let is_repo = |d: &Path| repos.iter().any(|p| Path::new(p) == d);
-        let home = Some(Path::new("/home/u"));
-        let table = [
-            ("/home/u/app", Some("/home/u/app")),
-            ("/home/u/app/src/deep", Some("/home/u/app")),
-            ("/home/u/other/nested/x", Some("/home/u/other/nested")),
-            // The repository root ends the walk: a project above it is another one.
-            ("/home/u/mono/pkg", None),
-            // So does HOME.
-            ("/home/u/notes", None),
-            ("/tmp/x", None),
-        ];
-        for (start, want) in table {
-            assert_eq!(
-                find_project(Path::new(start), home, is_project, is_repo),
-                want.map(PathBuf::from),
-                "{start}"
-            );
-        }
-    }
 }

@@ -308,6 +308,7 @@ impl From<&RunArgs> for settings::Flags {
             max_runtime: a.max_runtime.clone(),
             max_cost: a.max_cost.clone(),
             on_usage_limit: a.on_usage_limit.clone(),
+            max_window_percent: a.max_window_percent.clone(),
             claude_cmd: a.claude_cmd.clone(),
             agent: a.agent.clone(),
             agents: a.agents.clone(),

@@ -197,6 +197,10 @@ pub(crate) fn render_status(st: &Lenient<Status>) -> String {
         ));
     }
     lines.push(format!("cost:         ${:.4}", v.total_cost_usd));
+    for (i, (name, w)) in v.usage_windows.iter().enumerate() {
+        let label = if i == 0 { "windows:" } else { "" };
+        lines.push(format!("{label:<14}{}", window_line(name, w)));
+    }
     if let Some(agent) = &v.agent {
         lines.push(format!("agent:        {agent}"));
     }
@@ -242,6 +246,27 @@ pub(crate) fn render_status(st: &Lenient<Status>) -> String {
         .collect::<Vec<_>>()
         .join("\n")
         + "\n"
+}
+
+/// One usage window: `five_hour 86% (limit 80%) · resets Mon 14:00 CET (13:00 UTC) · allowed_warning`.
+fn window_line(name: &str, w: &crate::policy::windows::WindowStatus) -> String {
+    let mut line = format!(
+        "{name} {}",
+        w.utilization
+            .map_or_else(|| "?%".to_string(), |u| format!("{:.0}%", u * 100.0))
+    );
+    if let Some(l) = w.limit_percent {
+        line.push_str(&format!(" (limit {l}%)"));
+    }
+    match w.resets_at {
+        Some(t) => line.push_str(&format!(" · resets {}", crate::report::local_time(t))),
+        None if w.utilization == Some(0.0) => line.push_str(" · reset"),
+        None => {}
+    }
+    if let Some(st) = &w.status {
+        line.push_str(&format!(" · {st}"));
+    }
+    line
 }
 
 /// The `verification` lines: the command, the last result (when, how long), a red

@@ -7,7 +7,8 @@
 //! 2. exit checks before calling — plan complete (a "done" claim: checked by VERIFY_COMMAND
 //!    when set), max loops, cost budget;
 //! 3. circuit breaker — OPEN stops the run;
-//! 4. budget — wait (countdown, `state: waiting`) while the rolling-hour cap is reached;
+//! 4. budget — wait (countdown, `state: waiting`) while the rolling-hour cap is reached, or
+//!    while a usage window is at its MAX_WINDOW_PERCENT limit (`windows.rs`);
 //! 5. call — record the call in the ledger and save **before** spawning, then run the agent;
 //! 6. analyze the output; measure progress; with VERIFY_EVERY_LOOP run the check (a loop that
 //!    turns it red made no progress);
@@ -53,6 +54,7 @@ mod output;
 mod start;
 pub(crate) mod verify;
 mod wait;
+mod windows;
 
 pub(crate) use start::start;
 
@@ -88,6 +90,10 @@ struct Engine {
     clock: Box<dyn Clock>,
     /// The tag in every agent's environment (descendants and orphans are found by it).
     marker: process::Marker,
+    /// The usage limit or window the run waits for or stopped at, named for the user.
+    limit_note: Option<String>,
+    /// This run's loops, for the receipts in the exit summary.
+    run_loops: Vec<crate::policy::receipts::LoopCost>,
 }
 
 impl Engine {
@@ -208,6 +214,12 @@ impl Engine {
                     return Ok(r);
                 }
                 continue;
+            }
+            // 4a. usage windows (MAX_WINDOW_PERCENT)
+            match self.window_gate().await? {
+                windows::Gate::Call => {}
+                windows::Gate::Again => continue,
+                windows::Gate::Stop(reason) => return Ok(reason),
             }
             // 4b. the agent: the first of the chain that may work now
             match self.choose_agent().await? {
@@ -479,6 +491,7 @@ impl Engine {
             };
         }
         decision = self.failover_after(&analysis, decision);
+        self.note_usage_limit(&analysis, &decision);
         if decision == Decision::RetryWithoutSession {
             match session::on_unknown_session(resume.is_some()) {
                 UnknownSession::RetryFresh => {
@@ -579,6 +592,7 @@ impl Engine {
             finished.tests_status = Some(if check.passed { "PASSING" } else { "FAILING" }.into());
         }
         self.last_loop = Some(LastLoop::of(&finished));
+        self.keep_receipt(&finished);
         if write_status {
             self.write_status(RunState::Running)?;
         }
@@ -609,6 +623,7 @@ impl Engine {
         self.wait = None;
         self.refresh_plan();
         let mut message = crate::report::exit_message(reason, &self.state, &self.plan);
+        message.push_str(&self.limit_detail(reason));
         message.push_str(&self.verification_summary(reason));
         if reason == ExitReason::CircuitOpen
             && let Some(end) = self
@@ -639,6 +654,9 @@ impl Engine {
                 reason.as_str(),
                 reason.code()
             ));
+        }
+        for line in self.receipt_summary() {
+            self.reporter.info(&line);
         }
         if self.s.notify.value {
             crate::report::notify(&format!("hank: {}", reason.as_str()), &message);

@@ -54,6 +54,7 @@ impl Engine {
             last_loop: self.last_loop.as_ref(),
             wait: self.wait,
             limits: &self.s.budget_limits(),
+            window_limits: &self.s.max_window_percent.value,
             exit,
             now: self.clock.now(),
             pid: std::process::id(),

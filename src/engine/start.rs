@@ -78,6 +78,8 @@ impl Engine {
             secrets: crate::agent::redact::secret_values(),
             lock,
             credential_warned: None,
+            limit_note: None,
+            run_loops: Vec::new(),
             verify: super::verify::Verify::default(),
             run_deadline: None,
             clock,

@@ -29,7 +29,7 @@ impl Engine {
     ) -> Result<Waited> {
         self.wait = Some((reason, until));
         // A usage-limit or backoff wait is saved: a restart resumes it instead of calling.
-        let saved = matches!(reason, WaitReason::UsageLimit | WaitReason::Backoff);
+        let saved = reason.is_saved();
         if saved {
             self.state.wait = Some(SavedWait { reason, until });
             self.save()?;
@@ -57,7 +57,21 @@ impl Engine {
     /// countdown (no call before it ends), or `usage_limit` with ON_USAGE_LIMIT=exit.
     pub(super) async fn resume_saved_wait(&mut self) -> Result<Option<ExitReason>> {
         let exit = self.s.on_usage_limit.value == UsageLimitPolicy::Exit;
-        match resume_wait(self.state.wait, self.clock.now(), exit) {
+        // A usage-window wait stands only while a window is still at this run's limit
+        // (MAX_WINDOW_PERCENT may have been raised or turned off since).
+        let now = self.clock.now();
+        let saved = self.state.wait.filter(|w| {
+            w.reason != WaitReason::UsageWindow
+                || matches!(
+                    crate::policy::windows::check(
+                        &self.state.windows,
+                        &self.s.max_window_percent.value,
+                        now,
+                    ),
+                    crate::policy::windows::WindowCheck::Wait { .. }
+                )
+        });
+        match resume_wait(saved, self.clock.now(), exit) {
             Resume::Call => {
                 if self.state.wait.take().is_some() {
                     self.save()?;
@@ -65,6 +79,7 @@ impl Engine {
                 Ok(None)
             }
             Resume::ExitUsageLimit => Ok(Some(ExitReason::UsageLimit)),
+            Resume::ExitUsageWindow => Ok(Some(ExitReason::UsageWindow)),
             Resume::Wait(w) => {
                 self.reporter.info(&format!(
                     "resuming the {} wait of the last run: no call before {} (`hank reset wait` to call at once)",

@@ -48,7 +48,7 @@ fn project_root(dir: Option<&PathBuf>) -> Result<PathBuf> {
     let (root, what) = match dir {
         Some(d) => (d.clone(), format!("--dir {}", d.display())),
         None => (
-            crate::commands::project_dir()?,
+            crate::project::locate::discover()?,
             "the current directory".to_string(),
         ),
     };

@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 use crate::store::schema::{self, Lenient, read_lenient};
 
 /// The `status.json` schema this monitor was written against.
-pub(crate) const STATUS_SCHEMA_VERSION: u64 = 1;
+pub(crate) const STATUS_SCHEMA_VERSION: u64 = 2;
 /// How much of the end of `events.jsonl` is read.
 pub(crate) const EVENTS_TAIL_BYTES: u64 = 64 * 1024;
 /// How much of the end of `live.log` is read.
@@ -89,6 +89,9 @@ pub(crate) struct Status {
     pub agents_limited: Vec<(String, String, Option<Timestamp>)>,
     /// The last verification: passed, when, how long, its kind (VERIFY_COMMAND set).
     pub verification: Option<Verified>,
+    /// The subscription usage windows (schema 2), by name; a window that cannot be read is
+    /// left out.
+    pub usage_windows: Vec<(String, crate::policy::windows::WindowStatus)>,
 }
 
 /// `status.json` `verification.last`, as the dashboard shows it.
@@ -282,6 +285,18 @@ pub(crate) fn parse_status(text: &str) -> Result<(Status, Option<String>), Strin
             })
         })
         .flatten(),
+        usage_windows: raw
+            .get("usage_windows")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(name, v)| {
+                        read_lenient::<crate::policy::windows::WindowStatus>(v)
+                            .map(|w| (name.clone(), w.value))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
         total_cost_usd: field(&st, "total_cost_usd", |s| s.total_cost_usd),
         total_tokens: raw
             .get("total_tokens")
@@ -305,7 +320,8 @@ pub(crate) fn parse_status(text: &str) -> Result<(Status, Option<String>), Strin
         exit_code: field(&st, "exit_code", |s| s.exit_code.map(i64::from)).flatten(),
     };
     let note = match status.schema_version {
-        Some(STATUS_SCHEMA_VERSION) => None,
+        // Schema 1 is schema 2 without its additions.
+        Some(1..=STATUS_SCHEMA_VERSION) => None,
         Some(n) => Some(format!(
             "status.json has schema_version {n} (this hank knows {STATUS_SCHEMA_VERSION}); \
              showing the fields it recognizes"
@@ -728,9 +744,9 @@ mod tests {
             ("null", false, "not a JSON object"),
             (r#"{"state":"running"}"#, true, "no schema_version"),
             (
-                r#"{"schema_version":2,"state":"running","new":{}}"#,
+                r#"{"schema_version":3,"state":"running","new":{}}"#,
                 true,
-                "schema_version 2",
+                "schema_version 3",
             ),
             (
                 r#"{"schema_version":1,"loop_count":"four","updated_at":"yesterday"}"#,
@@ -1030,6 +1046,16 @@ mod tests {
             agent: Some("codex".into()),
             agents_limited: std::collections::BTreeMap::new(),
             verification: None,
+            usage_windows: [(
+                "five_hour".to_string(),
+                crate::policy::windows::WindowStatus {
+                    utilization: Some(0.86),
+                    resets_at: Some(ts("2026-11-22T12:00:00Z")),
+                    status: Some("allowed_warning".into()),
+                    limit_percent: Some(80),
+                },
+            )]
+            .into(),
         };
         let text = serde_json::to_string(&written).unwrap();
         let (r, note) = parse_status(&text).unwrap();
@@ -1068,6 +1094,14 @@ mod tests {
         assert_eq!(l.duration_ms, Some(61000));
         assert_eq!(r.exit_reason.as_deref(), Some("usage_limit"));
         assert_eq!(r.exit_code, Some(3));
+        assert_eq!(
+            r.usage_windows,
+            written
+                .usage_windows
+                .clone()
+                .into_iter()
+                .collect::<Vec<_>>()
+        );
 
         // Every event kind the loop writes is read with its type, time and fields.
         let kinds = [

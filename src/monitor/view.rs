@@ -130,6 +130,7 @@ fn wait_label(reason: &str) -> &str {
         "rate_limit" => "call cap reached",
         "token_limit" => "token budget reached",
         "usage_limit" => "usage limit",
+        "usage_window" => "usage window at its limit",
         "backoff" => "backoff after a failed call",
         other => other,
     }
@@ -152,7 +153,7 @@ fn wait_row(s: &Status, now: Timestamp, tz: &TimeZone) -> Row {
             } else {
                 "due now".to_string()
             };
-            if reason == "usage_limit" {
+            if reason == "usage_limit" || reason == "usage_window" {
                 format!("{label} · resets {clock} · {when}")
             } else {
                 format!("{label} · {when} (until {clock})")
@@ -474,6 +475,80 @@ fn plan_label(snap: &Snapshot) -> (f64, String) {
     }
 }
 
+/// Cells of a window gauge bar.
+pub(crate) const GAUGE_CELLS: usize = 20;
+
+/// One usage window as a gauge: `[███████████████▌··|·]  86% of 80% limit · resets in 2h 00m
+/// (12:00:00 UTC) · allowed_warning`. The limit (MAX_WINDOW_PERCENT) is the `|` in the bar.
+#[must_use]
+pub(crate) fn window_gauge(
+    w: &crate::policy::windows::WindowStatus,
+    now: Timestamp,
+    tz: &TimeZone,
+) -> (String, Tone) {
+    let used = w.utilization.unwrap_or(0.0).max(0.0);
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let filled = ((used.min(1.0) * GAUGE_CELLS as f64).round() as usize).min(GAUGE_CELLS);
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let mark = w.limit_percent.map(|l| {
+        ((f64::from(l) / 100.0 * GAUGE_CELLS as f64).round() as usize).clamp(1, GAUGE_CELLS) - 1
+    });
+    let bar: String = (0..GAUGE_CELLS)
+        .map(|i| match (Some(i) == mark, i < filled) {
+            (true, _) => '|',
+            (false, true) => '█',
+            (false, false) => '·',
+        })
+        .collect();
+    let pct = w
+        .utilization
+        .map_or_else(|| "  ?%".to_string(), |u| format!("{:>3.0}%", u * 100.0));
+    let mut text = format!("[{bar}] {pct}");
+    if let Some(l) = w.limit_percent {
+        text.push_str(&format!(" of {l}% limit"));
+    }
+    match w.resets_at {
+        Some(t) if t > now => text.push_str(&format!(
+            " · resets in {} ({})",
+            fmt_duration(t.duration_since(now)),
+            fmt_clock(t, now, tz)
+        )),
+        Some(_) => text.push_str(" · reset"),
+        None if w.utilization == Some(0.0) => text.push_str(" · reset"),
+        None => {}
+    }
+    if w.status.as_deref() == Some("rejected") {
+        text.push_str(" · rejected");
+    }
+    let over = w
+        .limit_percent
+        .is_some_and(|l| used * 100.0 + 1e-9 >= f64::from(l));
+    let tone = if over || w.status.as_deref() == Some("rejected") {
+        Tone::Bad
+    } else if w.status.as_deref() == Some("allowed_warning") || used >= 0.8 {
+        Tone::Warn
+    } else {
+        Tone::Good
+    };
+    (text, tone)
+}
+
+/// The usage-window gauges, one line each (empty when none was reported).
+fn window_lines(snap: &Snapshot, now: Timestamp, tz: &TimeZone) -> Vec<(String, String, Tone)> {
+    snap.status
+        .as_ref()
+        .map(|s| {
+            s.usage_windows
+                .iter()
+                .map(|(name, w)| {
+                    let (text, tone) = window_gauge(w, now, tz);
+                    (name.clone(), text, tone)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn row_lines(rows: &[Row], width: usize) -> Vec<Line<'static>> {
     rows.iter()
         .map(|r| {
@@ -489,10 +564,17 @@ fn row_lines(rows: &[Row], width: usize) -> Vec<Line<'static>> {
 pub(crate) fn render(frame: &mut Frame, snap: &Snapshot, now: Timestamp, tz: &TimeZone) {
     let area = frame.area();
     let notes_height = u16::try_from(snap.notes.len().clamp(1, 3)).unwrap_or(1);
-    let [header, top, plan, bottom, footer] = Layout::vertical([
+    let windows = window_lines(snap, now, tz);
+    let windows_height = if windows.is_empty() {
+        0
+    } else {
+        u16::try_from(windows.len().min(4) + 2).unwrap_or(0)
+    };
+    let [header, top, plan, windows_area, bottom, footer] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(11),
         Constraint::Length(3),
+        Constraint::Length(windows_height),
         Constraint::Min(4),
         Constraint::Length(notes_height),
     ])
@@ -542,6 +624,22 @@ pub(crate) fn render(frame: &mut Frame, snap: &Snapshot, now: Timestamp, tz: &Ti
             .label(label),
         plan,
     );
+    if !windows.is_empty() {
+        let width = windows.iter().map(|w| w.0.len()).max().unwrap_or(0);
+        let lines: Vec<Line> = windows
+            .iter()
+            .map(|(name, text, tone)| {
+                Line::from(vec![
+                    Span::styled(format!("{name:<width$} "), Tone::Dim.style()),
+                    Span::styled(text.clone(), tone.style()),
+                ])
+            })
+            .collect();
+        frame.render_widget(
+            Paragraph::new(lines).block(Block::bordered().title(" usage windows ")),
+            windows_area,
+        );
+    }
 
     let [events_area, live_area] =
         Layout::vertical([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(bottom);
@@ -624,6 +722,13 @@ pub(crate) fn render_text(snap: &Snapshot, now: Timestamp, tz: &TimeZone) -> Str
     out.push_str("run\n");
     push_rows(&mut out, &rows(snap, now, tz));
     out.push_str(&format!("  {:<12} {}\n", "fix plan", plan_label(snap).1));
+    let windows = window_lines(snap, now, tz);
+    if !windows.is_empty() {
+        out.push_str("usage windows\n");
+        for (name, text, _) in &windows {
+            out.push_str(&format!("  {name:<12} {text}\n"));
+        }
+    }
     out.push_str("last loop\n");
     push_rows(&mut out, &last_loop_rows(snap));
     out.push_str("events\n");
@@ -769,6 +874,22 @@ mod tests {
                 ),
             ),
             (
+                "waiting_usage_window",
+                snap(
+                    Some(status(
+                        r#"{"schema_version":2,"state":"waiting","wait_reason":"usage_window",
+                            "waiting_until":"2026-11-22T12:01:00Z",
+                            "usage_windows":{
+                              "five_hour":{"utilization":0.86,"resets_at":"2026-11-22T12:00:00Z","status":"allowed_warning","limit_percent":80},
+                              "seven_day":{"utilization":0.41,"resets_at":"2026-11-26T09:00:00Z","status":"allowed","limit_percent":90},
+                              "seven_day_opus":{"utilization":1.07,"resets_at":"2026-11-24T09:00:00Z","status":"rejected"}}}"#,
+                    )),
+                    EVENTS,
+                    "",
+                    Some(PLAN),
+                ),
+            ),
+            (
                 "circuit_open",
                 snap(
                     Some(status(
@@ -816,7 +937,7 @@ mod tests {
                 "newer_schema",
                 snap(
                     Some(
-                        r#"{"schema_version":2,"state":"running","loop_count":9,"brand_new":true}"#
+                        r#"{"schema_version":3,"state":"running","loop_count":9,"brand_new":true}"#
                             .into(),
                     ),
                     "",

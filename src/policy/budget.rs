@@ -85,6 +85,8 @@ pub enum WaitReason {
     TokenLimit,
     /// The subscription usage window is exhausted.
     UsageLimit,
+    /// A usage window reached its MAX_WINDOW_PERCENT limit: waiting for its reset.
+    UsageWindow,
     /// Backing off after a transient failure.
     Backoff,
 }
@@ -97,6 +99,7 @@ impl WaitReason {
             Self::RateLimit => "rate_limit",
             Self::TokenLimit => "token_limit",
             Self::UsageLimit => "usage_limit",
+            Self::UsageWindow => "usage_window",
             Self::Backoff => "backoff",
         }
     }
@@ -123,6 +126,16 @@ pub enum Resume {
     Wait(SavedWait),
     /// A usage-limit wait, and this run exits at usage limits (ON_USAGE_LIMIT=exit).
     ExitUsageLimit,
+    /// A usage-window wait (MAX_WINDOW_PERCENT), and this run exits at usage limits.
+    ExitUsageWindow,
+}
+
+impl WaitReason {
+    /// A wait saved in `state.json` and resumed by a restart (the others are recomputed).
+    #[must_use]
+    pub fn is_saved(self) -> bool {
+        matches!(self, Self::UsageLimit | Self::UsageWindow | Self::Backoff)
+    }
 }
 
 /// Decides how a start treats `saved` (pure): a usage-limit or backoff wait whose end is still
@@ -133,11 +146,15 @@ pub fn resume_wait(saved: Option<SavedWait>, now: Timestamp, exit_at_usage_limit
     let Some(w) = saved else {
         return Resume::Call;
     };
-    if w.until <= now || !matches!(w.reason, WaitReason::UsageLimit | WaitReason::Backoff) {
+    if w.until <= now || !w.reason.is_saved() {
         return Resume::Call;
     }
-    if w.reason == WaitReason::UsageLimit && exit_at_usage_limit {
-        return Resume::ExitUsageLimit;
+    if exit_at_usage_limit {
+        match w.reason {
+            WaitReason::UsageLimit => return Resume::ExitUsageLimit,
+            WaitReason::UsageWindow => return Resume::ExitUsageWindow,
+            _ => {}
+        }
     }
     let latest = add_duration(now, SAVED_WAIT_MAX);
     Resume::Wait(SavedWait {
@@ -540,6 +557,20 @@ mod tests {
                 }),
             ),
             (w(WaitReason::UsageLimit, 600), true, Resume::ExitUsageLimit),
+            (
+                w(WaitReason::UsageWindow, 600),
+                false,
+                Resume::Wait(SavedWait {
+                    reason: WaitReason::UsageWindow,
+                    until: at(600),
+                }),
+            ),
+            (
+                w(WaitReason::UsageWindow, 600),
+                true,
+                Resume::ExitUsageWindow,
+            ),
+            (w(WaitReason::UsageWindow, -5), true, Resume::Call),
             (
                 w(WaitReason::Backoff, 90),
                 true,

@@ -1076,7 +1076,7 @@ mod tests {
             .collect();
         // The engine gives the others: integrity_failure (files gone), interrupted (signals),
         // verification_failed (the check rejected claims, crate::policy::verify), max_runtime
-        // (the run's clock).
+        // (the run's clock), usage_window (before a call, crate::policy::windows).
         for r in ExitReason::ALL {
             if !matches!(
                 r,
@@ -1084,6 +1084,7 @@ mod tests {
                     | ExitReason::Interrupted
                     | ExitReason::VerificationFailed
                     | ExitReason::MaxRuntime
+                    | ExitReason::UsageWindow
             ) {
                 assert!(covered.contains(&r), "{r} not covered");
             }

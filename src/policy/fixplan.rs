@@ -350,10 +350,65 @@ pub fn newly_checked(before: &str, after: &str) -> u32 {
         .fold(0u32, u32::saturating_add)
 }
 
+/// The items [`newly_checked`] counts, by their (whitespace-normalized) text, in the order
+/// they appear in `after`; an item ticked twice (duplicated text) appears twice.
+#[must_use]
+pub fn newly_checked_items(before: &str, after: &str) -> Vec<String> {
+    let no_optional: Vec<String> = Vec::new();
+    let b = parse(before, &no_optional);
+    let a = parse(after, &no_optional);
+    // text → (open before, done before)
+    let mut counts: HashMap<String, (u32, u32)> = HashMap::new();
+    for item in &b.items {
+        let e = counts.entry(normalize(&item.text)).or_default();
+        if item.done {
+            e.1 = e.1.saturating_add(1);
+        } else {
+            e.0 = e.0.saturating_add(1);
+        }
+    }
+    let mut out = Vec::new();
+    for item in a.items.iter().filter(|i| i.done) {
+        let text = normalize(&item.text);
+        if let Some(e) = counts.get_mut(&text) {
+            // Done items of `after` first match the ones already done before.
+            if e.1 > 0 {
+                e.1 -= 1;
+            } else if e.0 > 0 {
+                e.0 -= 1;
+                out.push(text);
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn newly_checked_items_name_what_newly_checked_counts() {
+        let cases: &[(&str, &str, &[&str])] = &[
+            ("- [ ] a\n- [ ] b\n", "- [x] a\n- [ ] b\n", &["a"]),
+            ("- [ ] a\n- [ ] b\n", "- [x] b\n- [x]  a\n", &["b", "a"]),
+            ("- [x] a\n- [ ] b\n", "- [x] a\n- [ ] b\n", &[]),
+            ("- [ ] a\n- [ ] a\n", "- [x] a\n- [ ] a\n", &["a"]),
+            ("- [x] a\n- [ ] a\n", "- [x] a\n- [x] a\n", &["a"]),
+            ("- [ ] a\n", "- [x] c\n", &[]),
+            ("", "- [x] a\n", &[]),
+        ];
+        for (before, after, want) in cases {
+            let got = newly_checked_items(before, after);
+            assert_eq!(got, want.to_vec(), "{before:?} → {after:?}");
+            assert_eq!(
+                got.len() as u32,
+                newly_checked(before, after),
+                "{before:?} → {after:?}"
+            );
+        }
+    }
 
     fn p(content: &str) -> Plan {
         parse(content, &default_optional_sections())

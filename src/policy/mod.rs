@@ -12,6 +12,8 @@ pub mod decide;
 pub mod failover;
 pub mod fixplan;
 pub mod progress;
+pub mod receipts;
 pub mod session;
 pub mod time;
 pub mod verify;
+pub mod windows;

@@ -29,6 +29,9 @@ pub struct Progress {
     pub implementation_files_changed: u32,
     /// fix_plan items open before the loop and checked after it.
     pub plan_items_checked: u32,
+    /// Their texts (whitespace-normalized), for the cost receipts.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub checked_items: Vec<String>,
 }
 
 impl Progress {
@@ -60,6 +63,7 @@ impl Progress {
             changed_paths: all,
             implementation_files_changed: u32::try_from(implementation).unwrap_or(u32::MAX),
             plan_items_checked: 0,
+            checked_items: Vec::new(),
         }
     }
 }

@@ -23,6 +23,7 @@ pub(crate) mod detect;
 pub(crate) mod enable;
 pub(crate) mod generate;
 pub(crate) mod import;
+pub(crate) mod locate;
 pub(crate) mod migrate;
 pub(crate) mod rules;
 pub(crate) mod scan;

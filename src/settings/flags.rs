@@ -39,6 +39,8 @@ pub struct Flags {
     pub max_cost: Option<String>,
     /// `--on-usage-limit` (ON_USAGE_LIMIT).
     pub on_usage_limit: Option<String>,
+    /// `--max-window-percent` (MAX_WINDOW_PERCENT).
+    pub max_window_percent: Option<String>,
     /// `--claude-cmd` (CLAUDE_CODE_CMD).
     pub claude_cmd: Option<String>,
     /// `--agent` (AGENT).

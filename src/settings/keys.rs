@@ -270,6 +270,13 @@ pub const KEYS: &[Key] = &[
         "On a subscription usage limit: wait for the reset, or exit",
     ),
     key(
+        "MAX_WINDOW_PERCENT",
+        Some("--max-window-percent"),
+        DefaultValue::Text("off"),
+        "window=percent pairs, e.g. five_hour=80,seven_day=90 (percent 1–100), or off",
+        "Pause (or, with ON_USAGE_LIMIT=exit, stop) when a subscription usage window reaches this share",
+    ),
+    key(
         "CLAUDE_CODE_CMD",
         Some("--claude-cmd"),
         DefaultValue::Text("claude"),

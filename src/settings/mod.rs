@@ -93,6 +93,7 @@ pub struct Settings {
     pub max_runtime: Sourced<Duration>,
     pub max_cost_usd: Sourced<f64>,
     pub on_usage_limit: Sourced<UsageLimitPolicy>,
+    pub max_window_percent: Sourced<crate::policy::windows::WindowLimits>,
     pub claude_cmd: Sourced<String>,
     pub agent: Sourced<String>,
     pub agents: Sourced<Option<Vec<String>>>,

@@ -299,6 +299,11 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
                 _ => None,
             },
         )?,
+        max_window_percent: r.get(
+            "MAX_WINDOW_PERCENT",
+            flags.max_window_percent.as_deref(),
+            crate::policy::windows::WindowLimits::parse,
+        )?,
         claude_cmd: r.get("CLAUDE_CODE_CMD", flags.claude_cmd.as_deref(), |s| {
             (!s.trim().is_empty()).then(|| s.trim().to_string())
         })?,
@@ -429,6 +434,12 @@ impl Show for OutputFormat {
             Self::Text => "text",
         }
         .to_string()
+    }
+}
+
+impl Show for crate::policy::windows::WindowLimits {
+    fn show(&self) -> String {
+        self.to_string()
     }
 }
 

@@ -23,13 +23,16 @@ use crate::policy::progress::Progress;
 use crate::policy::session;
 pub use crate::policy::session::Session;
 pub use crate::policy::verify::{CheckResult, VerificationStatus};
+use crate::policy::windows::{self, WindowLimits, WindowStatus, Windows};
 
 /// Current `state.json` schema. 2: the call ledger lives in the call log
 /// (`state.json.calls`, [`CallRecord`] lines), no longer in `state.json`; a schema 1 file's
 /// `ledger` is still read (and moved to the log by the next save).
 pub const STATE_SCHEMA: u32 = 2;
-/// Current `status.json` and event schema.
-pub const STATUS_SCHEMA: u32 = 1;
+/// Current `status.json` and event schema. 2: `status.json` gains `usage_windows`, the
+/// `waiting` reason `usage_window`, the exit reason `usage_window`; `agent_finished` gains
+/// `plan_items`, `num_turns` and `usage_windows`. Every schema 1 field is unchanged.
+pub const STATUS_SCHEMA: u32 = 2;
 /// Loop records kept in `state.json`.
 pub const HISTORY_LEN: usize = 20;
 
@@ -73,9 +76,12 @@ pub struct State {
     /// The last run of VERIFY_COMMAND (a loop's or `hank verify`'s).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_verification: Option<CheckResult>,
-    /// The usage-limit or backoff wait in progress: a restart resumes it.
+    /// The usage-limit, usage-window or backoff wait in progress: a restart resumes it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wait: Option<SavedWait>,
+    /// The subscription usage windows seen (latest reading of each).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub windows: Windows,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -102,6 +108,7 @@ impl Default for State {
             verify_count: 0,
             last_verification: None,
             wait: None,
+            windows: Windows::new(),
         }
     }
 }
@@ -231,6 +238,9 @@ pub struct Status {
     /// VERIFY_COMMAND and its last results (absent when no check is configured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<VerificationStatus>,
+    /// The subscription usage windows last reported by the client (schema 2).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub usage_windows: BTreeMap<String, WindowStatus>,
 }
 
 impl Default for Status {
@@ -260,12 +270,13 @@ impl Default for Status {
             agent: None,
             agents_limited: BTreeMap::new(),
             verification: None,
+            usage_windows: BTreeMap::new(),
         }
     }
 }
 
 /// One line of `events.jsonl` (and of `hank run --json` on stdout):
-/// `{"schema_version":1,"type":"…","at":"…",…}`.
+/// `{"schema_version":2,"type":"…","at":"…",…}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     pub schema_version: u32,
@@ -369,6 +380,15 @@ pub struct AgentFinished {
     /// The agent (profile) that answered.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
+    /// The fix_plan items this loop ticked (their texts), for the cost receipts.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub plan_items: Vec<String>,
+    /// The client's turn count (API requests) of this call, when it said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub num_turns: Option<u32>,
+    /// The usage windows this answer reported.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub usage_windows: BTreeMap<String, WindowStatus>,
 }
 
 /// One loop's results, to fold into [`State`].
@@ -407,6 +427,7 @@ impl State {
     /// the last recommendation, the bounded history and the breaker.
     pub fn fold(&mut self, f: &Fold<'_>) -> Folded {
         let a = f.analysis;
+        windows::observe(&mut self.windows, &a.usage_windows, f.now);
         self.ledger.add_tokens_to_last(a.tokens.sum());
         self.totals.cost_usd += a.cost_usd;
         self.totals.tokens.add(&a.tokens);
@@ -488,6 +509,8 @@ pub struct StatusParts<'a> {
     pub last_loop: Option<&'a LastLoop>,
     pub wait: Option<(WaitReason, Timestamp)>,
     pub limits: &'a BudgetLimits,
+    /// MAX_WINDOW_PERCENT (marked on each window in `usage_windows`).
+    pub window_limits: &'a WindowLimits,
     pub exit: Option<ExitReason>,
     pub now: Timestamp,
     pub pid: u32,
@@ -527,6 +550,7 @@ impl Status {
             ),
             agents_limited: st.agents.limited.clone(),
             verification: None,
+            usage_windows: windows::status_windows(&st.windows, p.window_limits, p.now),
         }
     }
 }
@@ -564,6 +588,23 @@ impl AgentFinished {
             completion_indicators: a.completion_indicators.clone(),
             recommendation: a.recommendation().map(ToString::to_string),
             agent: None,
+            plan_items: p.checked_items.clone(),
+            num_turns: a.num_turns,
+            usage_windows: a
+                .usage_windows
+                .iter()
+                .map(|w| {
+                    (
+                        w.name.clone(),
+                        WindowStatus {
+                            utilization: w.utilization,
+                            resets_at: w.resets_at,
+                            status: w.status.clone(),
+                            limit_percent: None,
+                        },
+                    )
+                })
+                .collect(),
         }
     }
 }
@@ -682,14 +723,14 @@ mod tests {
                     context_bytes: 210,
                     agent: None,
                 },
-                json!({"schema_version":1,"at":"2026-11-24T10:00:00Z","type":"loop_started","loop":3,"resume":true,"context_bytes":210}),
+                json!({"schema_version":2,"at":"2026-11-24T10:00:00Z","type":"loop_started","loop":3,"resume":true,"context_bytes":210}),
             ),
             (
                 EventKind::Waiting {
                     reason: WaitReason::UsageLimit,
                     until: at,
                 },
-                json!({"schema_version":1,"at":"2026-11-24T10:00:00Z","type":"waiting","reason":"usage_limit","until":"2026-11-24T10:00:00Z"}),
+                json!({"schema_version":2,"at":"2026-11-24T10:00:00Z","type":"waiting","reason":"usage_limit","until":"2026-11-24T10:00:00Z"}),
             ),
             (
                 EventKind::Exit {
@@ -698,7 +739,7 @@ mod tests {
                     message: "boom".into(),
                     verified: None,
                 },
-                json!({"schema_version":1,"at":"2026-11-24T10:00:00Z","type":"exit","exit_reason":null,"exit_code":1,"message":"boom"}),
+                json!({"schema_version":2,"at":"2026-11-24T10:00:00Z","type":"exit","exit_reason":null,"exit_code":1,"message":"boom"}),
             ),
             (
                 EventKind::CircuitChanged {
@@ -706,7 +747,7 @@ mod tests {
                     to: CircuitState::Closed,
                     reason: "manual".into(),
                 },
-                json!({"schema_version":1,"at":"2026-11-24T10:00:00Z","type":"circuit_changed","from":"OPEN","to":"CLOSED","reason":"manual"}),
+                json!({"schema_version":2,"at":"2026-11-24T10:00:00Z","type":"circuit_changed","from":"OPEN","to":"CLOSED","reason":"manual"}),
             ),
         ];
         for (kind, want) in cases {

@@ -668,3 +668,96 @@ pub(crate) fn live_mode_with_the_real_client() {
         "live\n"
     );
 }
+
+/// Subscription windows: the fake API sends the unified rate-limit headers with its answer
+/// (as the real API does for OAuth auth), the client reports them in a `rate_limit_event`
+/// (2.1.197: the representative window only; 2.1.330: every window in `unifiedWindows`), and
+/// hank, asked for MAX_WINDOW_PERCENT without `--live`, requests stream-json, reads the
+/// windows into `status.json` and stops at the limit with `usage_window` (exit policy).
+pub(crate) fn usage_windows_are_read_into_status() {
+    let now = jiff::Timestamp::now().as_second();
+    let (five, seven) = (now + 3 * 3600, now + 4 * 86_400);
+    let windows = fake_api::unified_windows(&[("5h", 0.42, five), ("7d", 0.86, seven)]);
+    let script = vec![Reply::Headed {
+        headers: windows,
+        reply: Box::new(Reply::Text(status_text("IN_PROGRESS", false, "go on"))),
+    }];
+    let real = Real::new("usage_windows_are_read_into_status", &["a", "b"], script);
+    let o = real.run(
+        Auth::OAuth,
+        &[
+            "--max-window-percent",
+            "five_hour=80,seven_day=85",
+            "--on-usage-limit",
+            "exit",
+            "--max-loops",
+            "3",
+        ],
+    );
+    let ctx = real.context(&o);
+    let out = std::fs::read_to_string(real.p.dir.join(".hank/logs/loop-00001.out")).unwrap();
+    for line in out.lines().filter(|l| l.contains("rate_limit_event")) {
+        eprintln!("{} rate_limit_event: {line}", crate::client().version);
+    }
+    assert!(out.contains(r#""type":"rate_limit_event""#), "{ctx}");
+    assert_eq!(o.status.code(), Some(3), "{ctx}");
+    let s = real.p.status();
+    assert_eq!(s["exit_reason"], "usage_window", "{s}");
+    assert_eq!(
+        real.api.turns().len(),
+        1,
+        "stopped before a second call: {ctx}"
+    );
+    let w = &s["usage_windows"];
+    assert_eq!(w["seven_day"]["utilization"], 0.86, "{s}");
+    assert_eq!(w["seven_day"]["status"], "allowed_warning", "{s}");
+    assert_eq!(w["seven_day"]["limit_percent"], 85, "{s}");
+    let at: jiff::Timestamp = w["seven_day"]["resets_at"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(at.as_second(), seven);
+    // Only 2.1.330 reports the windows that are not the representative one.
+    if at_least(&crate::client().version, (2, 1, 330)) {
+        assert_eq!(w["five_hour"]["utilization"], 0.42, "{s}");
+        assert_eq!(w["five_hour"]["status"], "allowed", "{s}");
+    } else {
+        assert!(w.get("five_hour").is_none(), "{s}");
+    }
+
+    // Below the limits (every window `allowed`): the loop goes on; the event still comes.
+    let windows = fake_api::unified_windows(&[("5h", 0.12, five), ("7d", 0.30, seven)]);
+    let script = vec![Reply::Headed {
+        headers: windows,
+        reply: Box::new(Reply::Text(status_text("IN_PROGRESS", false, "go on"))),
+    }];
+    let real = Real::new("usage_windows_below_the_limit", &["a", "b"], script);
+    let o = real.run(
+        Auth::OAuth,
+        &["--max-window-percent", "five_hour=80", "--max-loops", "1"],
+    );
+    let ctx = real.context(&o);
+    let out = std::fs::read_to_string(real.p.dir.join(".hank/logs/loop-00001.out")).unwrap();
+    for line in out.lines().filter(|l| l.contains("rate_limit_event")) {
+        eprintln!(
+            "{} rate_limit_event (allowed): {line}",
+            crate::client().version
+        );
+    }
+    assert_eq!(o.status.code(), Some(3), "{ctx}");
+    let s = real.p.status();
+    assert_eq!(s["exit_reason"], "max_loops", "{s}");
+    assert!(s["usage_windows"].is_object(), "{s}");
+}
+
+/// `version` (`2.1.330`) is at least `min`.
+fn at_least(version: &str, min: (u32, u32, u32)) -> bool {
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let v = (
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+    );
+    v >= min
+}

@@ -39,6 +39,12 @@ pub(crate) enum Reply {
         message: String,
         headers: Vec<(String, String)>,
     },
+    /// Another reply with extra response headers (e.g. the unified rate-limit headers the
+    /// real API sends on every answer to a subscription).
+    Headed {
+        headers: Vec<(String, String)>,
+        reply: Box<Reply>,
+    },
 }
 
 impl Reply {
@@ -90,6 +96,63 @@ impl Reply {
             headers,
         }
     }
+}
+
+/// The `anthropic-ratelimit-unified-*` headers the API sends with an answer that is allowed:
+/// the overall status, the representative window and, per window (`5h`, `7d`), its
+/// utilization (0–1), reset (epoch seconds) and status.
+pub(crate) fn unified_windows(windows: &[(&str, f64, i64)]) -> Vec<(String, String)> {
+    let status_of = |u: f64| {
+        if u >= 1.0 {
+            "rejected"
+        } else if u >= 0.8 {
+            "allowed_warning"
+        } else {
+            "allowed"
+        }
+    };
+    let worst = windows
+        .iter()
+        .copied()
+        .fold(None::<(&str, f64, i64)>, |acc, w| match acc {
+            Some(a) if a.1 >= w.1 => Some(a),
+            _ => Some(w),
+        });
+    let mut h: Vec<(String, String)> = Vec::new();
+    if let Some((abbr, u, reset)) = worst {
+        let claim = if abbr == "7d" {
+            "seven_day"
+        } else {
+            "five_hour"
+        };
+        h.push((
+            "anthropic-ratelimit-unified-status".into(),
+            status_of(u).into(),
+        ));
+        h.push((
+            "anthropic-ratelimit-unified-reset".into(),
+            reset.to_string(),
+        ));
+        h.push((
+            "anthropic-ratelimit-unified-representative-claim".into(),
+            claim.into(),
+        ));
+    }
+    for &(abbr, u, reset) in windows {
+        h.push((
+            format!("anthropic-ratelimit-unified-{abbr}-utilization"),
+            u.to_string(),
+        ));
+        h.push((
+            format!("anthropic-ratelimit-unified-{abbr}-reset"),
+            reset.to_string(),
+        ));
+        h.push((
+            format!("anthropic-ratelimit-unified-{abbr}-status"),
+            status_of(u).into(),
+        ));
+    }
+    h
 }
 
 /// A request as the fake received it.
@@ -281,12 +344,21 @@ fn respond(s: &Shared, req: &Request) -> Vec<u8> {
         .ok()
         .and_then(|mut q| q.pop_front())
         .unwrap_or_else(|| Reply::Text(status_text("IN_PROGRESS", false, "unscripted turn")));
+    answer(id, &model, reply, &[])
+}
+
+fn answer(id: u64, model: &str, reply: Reply, extra: &[(String, String)]) -> Vec<u8> {
     match reply {
+        Reply::Headed { headers, reply } => {
+            let mut all = extra.to_vec();
+            all.extend(headers);
+            answer(id, model, *reply, &all)
+        }
         Reply::Hang(d) => {
             std::thread::sleep(d);
             let block = json!({"type": "text", "text": ""});
             let deltas = vec![json!({"type": "text_delta", "text": "late"})];
-            sse(id, &model, block, deltas, "end_turn")
+            sse(id, model, block, deltas, "end_turn", extra)
         }
         Reply::Error {
             status,
@@ -295,10 +367,12 @@ fn respond(s: &Shared, req: &Request) -> Vec<u8> {
             headers,
         } => {
             let body = json!({"type": "error", "error": {"type": kind, "message": message}, "request_id": "req_fake"});
+            let mut all = extra.to_vec();
+            all.extend(headers);
             http(
                 status,
                 "application/json",
-                &headers,
+                &all,
                 body.to_string().as_bytes(),
             )
         }
@@ -308,7 +382,7 @@ fn respond(s: &Shared, req: &Request) -> Vec<u8> {
                 .into_iter()
                 .map(|t| json!({"type": "text_delta", "text": t}))
                 .collect();
-            sse(id, &model, block, deltas, "end_turn")
+            sse(id, model, block, deltas, "end_turn", extra)
         }
         Reply::Tool { name, input } => {
             let block = json!({"type": "tool_use", "id": format!("toolu_fake{id}"), "name": name, "input": {}});
@@ -316,7 +390,7 @@ fn respond(s: &Shared, req: &Request) -> Vec<u8> {
                 .into_iter()
                 .map(|t| json!({"type": "input_json_delta", "partial_json": t}))
                 .collect();
-            sse(id, &model, block, deltas, "tool_use")
+            sse(id, model, block, deltas, "tool_use", extra)
         }
     }
 }
@@ -330,7 +404,14 @@ fn split_in_two(s: &str) -> Vec<String> {
     vec![s[..mid].to_string(), s[mid..].to_string()]
 }
 
-fn sse(id: u64, model: &str, block: Value, deltas: Vec<Value>, stop: &str) -> Vec<u8> {
+fn sse(
+    id: u64,
+    model: &str,
+    block: Value,
+    deltas: Vec<Value>,
+    stop: &str,
+    extra: &[(String, String)],
+) -> Vec<u8> {
     let mut events = vec![
         (
             "message_start",
@@ -365,10 +446,12 @@ fn sse(id: u64, model: &str, block: Value, deltas: Vec<Value>, stop: &str) -> Ve
         .into_iter()
         .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
         .collect();
+    let mut headers = vec![("cache-control".to_string(), "no-cache".to_string())];
+    headers.extend_from_slice(extra);
     http(
         200,
         "text/event-stream; charset=utf-8",
-        &[("cache-control".into(), "no-cache".into())],
+        &headers,
         body.as_bytes(),
     )
 }

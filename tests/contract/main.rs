@@ -99,6 +99,10 @@ const CASES: &[(&str, Case)] = &[
         "live_mode_with_the_real_client",
         cases::live_mode_with_the_real_client,
     ),
+    (
+        "usage_windows_are_read_into_status",
+        cases::usage_windows_are_read_into_status,
+    ),
 ];
 
 /// The clients named by `HANK_REAL_CLAUDE` (colon-separated paths), each with its version;

@@ -233,7 +233,7 @@ fn status_before_and_after_a_run() {
     assert!(stdout(&o).contains("state:"), "{}", stdout(&o));
     let o = p.run(&["status", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema_version"], 2);
     assert_eq!(v["exit_reason"], "max_loops");
 }
 

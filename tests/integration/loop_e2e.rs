@@ -528,7 +528,7 @@ fn json_events_on_stdout() {
     assert!(
         lines
             .iter()
-            .all(|l| l["schema_version"] == 1 && l["at"].is_string())
+            .all(|l| l["schema_version"] == 2 && l["at"].is_string())
     );
 }
 

@@ -22,6 +22,7 @@ mod progress;
 mod project;
 mod support;
 mod verify;
+mod windows;
 
 /// Every `tests/integration/*.rs` file must be a module of this binary.
 #[test]

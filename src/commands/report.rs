@@ -1,0 +1,358 @@
+//! `hank report [--json] [--since RUN|DATE]`: what each fix_plan item cost, from
+//! `.hank/events.jsonl` (the `agent_finished` events; attribution in
+//! [`crate::policy::receipts`]).
+//!
+//! Runs are numbered from 1 in the order of the event file: a run ends with its `exit`
+//! event, and the next event starts the next run.
+
+use std::io::BufRead;
+
+use jiff::Timestamp;
+use jiff::civil::Date;
+use jiff::tz::TimeZone;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::cli;
+use crate::error::{HankError, Result};
+use crate::exit;
+use crate::policy::receipts::{self, ItemCost, LoopCost, Receipts};
+use crate::store::schema::read_lenient;
+
+use super::{out, project_dir, require_hank_dir};
+
+/// Where the report starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Since {
+    /// Every loop.
+    All,
+    /// Runs from this number on (1 = the first).
+    Run(u64),
+    /// Loops that finished at or after this time.
+    Time(Timestamp),
+}
+
+/// Parses `--since`: a run number, a date (`2026-11-24`, midnight in `tz`) or an RFC 3339
+/// time.
+pub(crate) fn parse_since(text: &str, tz: &TimeZone) -> Result<Since> {
+    let t = text.trim();
+    if let Ok(n) = t.parse::<u64>() {
+        if n == 0 {
+            return Err(HankError::usage(
+                "--since: runs are numbered from 1 (got 0)".to_string(),
+            ));
+        }
+        return Ok(Since::Run(n));
+    }
+    if let Ok(at) = t.parse::<Timestamp>() {
+        return Ok(Since::Time(at));
+    }
+    if let Ok(d) = t.parse::<Date>()
+        && let Ok(z) = d.to_zoned(tz.clone())
+    {
+        return Ok(Since::Time(z.timestamp()));
+    }
+    Err(HankError::usage(format!(
+        "--since: expected a run number (1, 2, …), a date (2026-11-24) or an RFC 3339 time (2026-11-24T09:00:00Z), got `{t}`"
+    )))
+}
+
+/// The loops of the event file with the run each belongs to, and the number of runs.
+pub(crate) fn read_loops<R: BufRead>(events: R) -> (Vec<(u64, LoopCost)>, u64) {
+    let mut run = 1u64;
+    let mut run_has_events = false;
+    let mut loops = Vec::new();
+    for line in events.split(b'\n') {
+        let Ok(line) = line else { break };
+        let Ok(v) = serde_json::from_slice::<Value>(&line) else {
+            continue;
+        };
+        let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
+        run_has_events = true;
+        match kind {
+            "agent_finished" => loops.push((run, loop_cost(&v))),
+            "exit" => {
+                run += 1;
+                run_has_events = false;
+            }
+            _ => {}
+        }
+    }
+    let runs = if run_has_events { run } else { run - 1 };
+    (loops, runs)
+}
+
+/// One field of an event read as `T`; absent or of another type → `None` (the rest of the
+/// event is still read).
+fn get<T: serde::de::DeserializeOwned>(v: &Value, key: &str) -> Option<T> {
+    v.get(key)
+        .filter(|x| !x.is_null())
+        .and_then(|x| serde_json::from_value(x.clone()).ok())
+}
+
+/// An `agent_finished` event as the receipts need it, field by field.
+fn loop_cost(v: &Value) -> LoopCost {
+    let tokens = v
+        .get("tokens")
+        .and_then(read_lenient::<crate::analysis::Tokens>)
+        .map(|t| t.value.sum())
+        .unwrap_or(0);
+    LoopCost {
+        number: get(v, "loop").unwrap_or(0),
+        at: get(v, "at"),
+        cost_usd: get::<f64>(v, "cost_usd")
+            .filter(|c| c.is_finite() && *c >= 0.0)
+            .unwrap_or(0.0),
+        tokens,
+        duration_ms: get(v, "duration_ms").unwrap_or(0),
+        calls: get(v, "num_turns"),
+        items: get::<Vec<String>>(v, "plan_items").unwrap_or_default(),
+        recommendation: get(v, "recommendation"),
+        windows: v
+            .get("usage_windows")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, w)| {
+                        read_lenient::<crate::policy::windows::WindowStatus>(w)
+                            .map(|w| (k.clone(), w.value))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+/// The `--json` report.
+#[derive(Debug, Serialize)]
+struct JsonReport<'a> {
+    /// Runs in the event file.
+    runs: u64,
+    /// The first run reported (absent with a date).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    since_run: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    since_time: Option<Timestamp>,
+    first_loop_at: Option<Timestamp>,
+    last_loop_at: Option<Timestamp>,
+    #[serde(flatten)]
+    receipts: &'a Receipts,
+}
+
+/// `hank report`.
+pub(crate) fn run(args: &cli::ReportArgs) -> Result<u8> {
+    let dir = project_dir()?;
+    let store = require_hank_dir(&dir)?;
+    let tz = TimeZone::system();
+    let since = match &args.since {
+        Some(s) => parse_since(s, &tz)?,
+        None => Since::All,
+    };
+    let path = store.events_path();
+    let (loops, runs) = match std::fs::File::open(&path) {
+        Ok(f) => read_loops(std::io::BufReader::new(f)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Vec::new(), 0),
+        Err(e) => return Err(HankError::io("failed to read", &path, e)),
+    };
+    let chosen: Vec<LoopCost> = loops
+        .into_iter()
+        .filter(|(run, l)| match since {
+            Since::All => true,
+            Since::Run(n) => *run >= n,
+            Since::Time(t) => l.at.is_some_and(|at| at >= t),
+        })
+        .map(|(_, l)| l)
+        .collect();
+    let r = receipts::attribute(&chosen);
+    let first = chosen.iter().filter_map(|l| l.at).min();
+    let last = chosen.iter().filter_map(|l| l.at).max();
+    if args.json {
+        let report = JsonReport {
+            runs,
+            since_run: match since {
+                Since::Run(n) => Some(n),
+                _ => None,
+            },
+            since_time: match since {
+                Since::Time(t) => Some(t),
+                _ => None,
+            },
+            first_loop_at: first,
+            last_loop_at: last,
+            receipts: &r,
+        };
+        let text = serde_json::to_string_pretty(&report)
+            .map_err(|e| HankError::Internal(format!("report JSON: {e}")))?;
+        out(&format!("{text}\n"))?;
+        return Ok(exit::OK);
+    }
+    out(&render(&r, runs, since, first, last))?;
+    Ok(exit::OK)
+}
+
+/// Longest item text shown in the table.
+const ITEM_WIDTH: usize = 44;
+
+fn cut(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let mut s: String = text.chars().take(width - 1).collect();
+    s.push('…');
+    s
+}
+
+fn wall(ms: u64) -> String {
+    crate::report::format_secs(ms / 1000)
+}
+
+fn tokens(n: u64) -> String {
+    crate::monitor::view::fmt_count(n)
+}
+
+fn pct(u: Option<f64>) -> String {
+    u.map_or_else(|| "?".to_string(), |u| format!("{:.0}%", u * 100.0))
+}
+
+/// The table.
+pub(crate) fn render(
+    r: &Receipts,
+    runs: u64,
+    since: Since,
+    first: Option<Timestamp>,
+    last: Option<Timestamp>,
+) -> String {
+    let mut s = String::new();
+    let scope = match since {
+        Since::All if runs == 0 => "no runs yet".to_string(),
+        Since::All | Since::Run(1) if runs == 1 => "run 1".to_string(),
+        Since::All => format!("runs 1–{runs}"),
+        Since::Run(n) if n >= runs => format!("run {n} of {runs}"),
+        Since::Run(n) => format!("runs {n}–{runs}"),
+        Since::Time(t) => format!("since {}", crate::report::short_time(t)),
+    };
+    s.push_str(&format!(
+        "hank report · {scope} · {} loop{}",
+        r.totals.loops,
+        if r.totals.loops == 1 { "" } else { "s" }
+    ));
+    if let (Some(a), Some(b)) = (first, last) {
+        s.push_str(&format!(
+            " · {} → {}",
+            crate::report::short_time(a),
+            crate::report::short_time(b)
+        ));
+    }
+    s.push('\n');
+    if r.totals.loops == 0 {
+        s.push_str("no loop finished in this range\n");
+        return s;
+    }
+    let line = |name: &str, c: &ItemCost| {
+        format!(
+            "{:<ITEM_WIDTH$} {:>5} {:>5} {:>9} {:>8} {:>9}\n",
+            cut(name, ITEM_WIDTH),
+            c.loops,
+            c.calls,
+            format!("${:.2}", c.cost_usd),
+            tokens(c.tokens),
+            wall(c.duration_ms)
+        )
+    };
+    s.push_str(&format!(
+        "{:<ITEM_WIDTH$} {:>5} {:>5} {:>9} {:>8} {:>9}\n",
+        "item", "loops", "calls", "cost", "tokens", "wall time"
+    ));
+    for item in &r.items {
+        s.push_str(&line(&item.item, item));
+    }
+    if let Some(u) = &r.unattributed {
+        s.push_str(&line("(unattributed)", u));
+        for rec in &u.recommendations {
+            s.push_str(&format!("    · {}\n", cut(rec, 100)));
+        }
+    }
+    let t = &r.totals;
+    s.push_str(&line(
+        "total",
+        &ItemCost {
+            item: String::new(),
+            loops: t.loops,
+            calls: t.calls,
+            cost_usd: t.cost_usd,
+            tokens: t.tokens,
+            duration_ms: t.duration_ms,
+            recommendations: Vec::new(),
+        },
+    ));
+    if !r.windows.is_empty() {
+        s.push_str("usage windows:\n");
+        for w in &r.windows {
+            let mut text = format!(
+                "  {:<14} {} → {} (peak {})",
+                w.window,
+                pct(w.first),
+                pct(w.last),
+                pct(w.peak)
+            );
+            if w.reset_between {
+                text.push_str(", reset in between");
+            }
+            if let Some(at) = w.resets_at {
+                text.push_str(&format!(", resets {}", crate::report::short_time(at)));
+            }
+            s.push_str(&text);
+            s.push('\n');
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn since_accepts_runs_dates_and_times() {
+        let oslo = TimeZone::get("Europe/Oslo").unwrap();
+        assert_eq!(parse_since("3", &oslo).unwrap(), Since::Run(3));
+        assert_eq!(
+            parse_since("2026-11-24", &oslo).unwrap(),
+            Since::Time("2026-11-23T23:00:00Z".parse().unwrap())
+        );
+        assert_eq!(
+            parse_since("2026-11-24T09:00:00Z", &oslo).unwrap(),
+            Since::Time("2026-11-24T09:00:00Z".parse().unwrap())
+        );
+        for bad in ["0", "yesterday", "2026-13-01", "-1", ""] {
+            let e = parse_since(bad, &oslo).unwrap_err().to_string();
+            assert!(e.contains("--since"), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn runs_are_split_at_exit_events() {
+        let events = r#"{"schema_version":2,"type":"loop_started","at":"2026-11-24T10:00:00Z","loop":1}
+{"schema_version":2,"type":"agent_finished","at":"2026-11-24T10:01:00Z","loop":1,"cost_usd":0.5,"plan_items":["a"],"num_turns":3,"duration_ms":1000,"tokens":{"input":10,"output":5,"cache_read":0,"cache_creation":0}}
+{"schema_version":2,"type":"exit","at":"2026-11-24T10:02:00Z","exit_reason":"max_loops","exit_code":3,"message":"m"}
+not json
+{"schema_version":1,"type":"agent_finished","at":"2026-11-24T11:01:00Z","loop":2,"cost_usd":0.25,"recommendation":"look around"}
+{"schema_version":2,"type":"agent_finished","at":"2026-11-24T11:02:00Z","loop":3,"cost_usd":"broken","plan_items":["b","a"]}
+"#;
+        let (loops, runs) = read_loops(events.as_bytes());
+        assert_eq!(runs, 2);
+        let summary: Vec<(u64, u64, usize)> = loops
+            .iter()
+            .map(|(r, l)| (*r, l.number, l.items.len()))
+            .collect();
+        assert_eq!(summary, [(1, 1, 1), (2, 2, 0), (2, 3, 2)]);
+        assert_eq!(loops[0].1.tokens, 15);
+        assert_eq!(loops[0].1.calls, Some(3));
+        assert_eq!(loops[2].1.cost_usd, 0.0, "an unreadable cost counts as 0");
+        let (_, none) = read_loops("".as_bytes());
+        assert_eq!(none, 0);
+        let (_, one) =
+            read_loops("{\"type\":\"exit\",\"at\":\"2026-11-24T10:02:00Z\"}\n".as_bytes());
+        assert_eq!(one, 1);
+    }
+}

@@ -1,0 +1,576 @@
+//! The usage-window budget: MAX_WINDOW_PERCENT against the subscription windows the client
+//! reports (`five_hour`, `seven_day`, …).  **\[pure\]**
+//!
+//! - [`observe`] folds the readings of one answer into the windows seen so far (persisted in
+//!   `state.json`, so a restart knows them): the latest reading of each window wins, fields it
+//!   leaves out are kept.
+//! - [`check`], before each call: a window at or above its limit blocks until its reset
+//!   (+ [`WINDOW_RESET_MARGIN`]). A window whose reset time has passed counts as reset (0 %).
+//!   A window over its limit with no known reset blocks for [`WINDOW_UNKNOWN_WAIT`] after it
+//!   was seen, then counts as stale (the next answer brings a fresh reading).
+//! - [`status_windows`] is what `status.json` shows.
+
+use std::collections::BTreeMap;
+
+use jiff::tz::TimeZone;
+use jiff::{SignedDuration, Timestamp};
+use serde::{Deserialize, Serialize};
+
+use crate::analysis::WindowReading;
+use crate::policy::budget::add_duration;
+
+/// Extra wait after a window's reset time (clock skew between this machine and the API; the
+/// window is not exhausted, so a call a little early costs nothing but one more check).
+pub const WINDOW_RESET_MARGIN: SignedDuration = SignedDuration::from_secs(15);
+/// How long a window over its limit, with no reset time, blocks after it was seen.
+pub const WINDOW_UNKNOWN_WAIT: SignedDuration = SignedDuration::from_mins(60);
+
+/// Utilization compared with a limit gets this much slack (0.8 × 100 is 80.00000000000001).
+const EPSILON: f64 = 1e-9;
+
+/// What is known about one window (in `state.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WindowState {
+    /// Fraction used (0–1, can exceed 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utilization: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resets_at: Option<Timestamp>,
+    /// `allowed`, `allowed_warning`, `rejected`, … as the client said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// When hank last read something about it.
+    pub seen_at: Timestamp,
+}
+
+impl WindowState {
+    /// Its reset time has passed: the window counts as reset.
+    #[must_use]
+    pub fn is_reset(&self, now: Timestamp) -> bool {
+        self.resets_at.is_some_and(|r| r <= now)
+    }
+
+    /// No reset time, and seen [`WINDOW_UNKNOWN_WAIT`] ago or more: what is known is stale.
+    #[must_use]
+    pub fn is_stale(&self, now: Timestamp) -> bool {
+        self.resets_at.is_none() && add_duration(self.seen_at, WINDOW_UNKNOWN_WAIT) <= now
+    }
+
+    /// The utilization in force at `now`: 0 after the reset; 1 (100 %) for a window the
+    /// client said is `rejected` without a figure.
+    #[must_use]
+    pub fn utilization_at(&self, now: Timestamp) -> Option<f64> {
+        if self.is_reset(now) {
+            return Some(0.0);
+        }
+        self.utilization
+            .or_else(|| (self.status.as_deref() == Some("rejected")).then_some(1.0))
+    }
+}
+
+/// Window name → what is known.
+pub type Windows = BTreeMap<String, WindowState>;
+
+/// Folds one answer's readings into `windows` at `now`.
+pub fn observe(windows: &mut Windows, readings: &[WindowReading], now: Timestamp) {
+    for r in readings {
+        let w = windows
+            .entry(r.name.clone())
+            .or_insert_with(|| WindowState {
+                utilization: None,
+                resets_at: None,
+                status: None,
+                seen_at: now,
+            });
+        // A new reset time without a figure: a new period, the old figure is stale.
+        if r.resets_at.is_some() && r.resets_at != w.resets_at && r.utilization.is_none() {
+            w.utilization = None;
+        }
+        if r.utilization.is_some() {
+            w.utilization = r.utilization;
+        }
+        if r.resets_at.is_some() {
+            w.resets_at = r.resets_at;
+        }
+        if r.status.is_some() {
+            w.status.clone_from(&r.status);
+        }
+        w.seen_at = now;
+    }
+}
+
+/// MAX_WINDOW_PERCENT: window name → limit in percent (1–100). Empty: off.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WindowLimits(pub BTreeMap<String, u32>);
+
+impl WindowLimits {
+    /// No limit set.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The limit of `window`, if set.
+    #[must_use]
+    pub fn of(&self, window: &str) -> Option<u32> {
+        self.0.get(window).copied()
+    }
+
+    /// Parses `five_hour=80,seven_day=90` (a `%` after a number is allowed); `off` or an
+    /// empty text is no limit. `None` when the text is not that.
+    #[must_use]
+    pub fn parse(text: &str) -> Option<Self> {
+        let text = text.trim();
+        let mut out = BTreeMap::new();
+        if text.is_empty() || text.eq_ignore_ascii_case("off") {
+            return Some(Self(out));
+        }
+        for item in text.split(',').map(str::trim) {
+            let (name, pct) = item.split_once('=')?;
+            let name = name.trim();
+            let pct: u32 = pct.trim().trim_end_matches('%').trim().parse().ok()?;
+            if !crate::analysis::valid_window_name(name) || !(1..=100).contains(&pct) {
+                return None;
+            }
+            if out.insert(name.to_string(), pct).is_some() {
+                return None;
+            }
+        }
+        Some(Self(out))
+    }
+}
+
+impl std::fmt::Display for WindowLimits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("off");
+        }
+        let items: Vec<String> = self.0.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        f.write_str(&items.join(","))
+    }
+}
+
+/// A window at or above its limit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OverLimit {
+    pub window: String,
+    /// Percent used (utilization × 100).
+    pub percent: f64,
+    pub limit: u32,
+    /// Its reset time, when known.
+    pub resets_at: Option<Timestamp>,
+}
+
+/// What [`check`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WindowCheck {
+    /// Every limited window is below its limit (or unknown, or reset).
+    Allow,
+    /// Wait until `until` (the latest of the blocking windows' resets + margin); `over` is the
+    /// window that sets it.
+    Wait { until: Timestamp, over: OverLimit },
+}
+
+/// Compares the latest utilization of each limited window with its limit at `now`.
+#[must_use]
+pub fn check(windows: &Windows, limits: &WindowLimits, now: Timestamp) -> WindowCheck {
+    let mut worst: Option<(Timestamp, OverLimit)> = None;
+    for (name, &limit) in &limits.0 {
+        let Some(w) = windows.get(name) else { continue };
+        let Some(u) = w.utilization_at(now) else {
+            continue;
+        };
+        let percent = u * 100.0;
+        if percent + EPSILON < f64::from(limit) {
+            continue;
+        }
+        let until = match w.resets_at {
+            Some(r) => add_duration(r, WINDOW_RESET_MARGIN),
+            None => add_duration(w.seen_at, WINDOW_UNKNOWN_WAIT),
+        };
+        if until <= now {
+            continue;
+        }
+        let over = OverLimit {
+            window: name.clone(),
+            percent,
+            limit,
+            resets_at: w.resets_at,
+        };
+        if worst.as_ref().is_none_or(|(t, _)| until > *t) {
+            worst = Some((until, over));
+        }
+    }
+    match worst {
+        Some((until, over)) => WindowCheck::Wait { until, over },
+        None => WindowCheck::Allow,
+    }
+}
+
+/// One window as `status.json` shows it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WindowStatus {
+    /// Fraction used (0–1, can exceed 1); 0 once the reset time has passed.
+    pub utilization: Option<f64>,
+    /// When it resets (absent when unknown or passed).
+    pub resets_at: Option<Timestamp>,
+    /// As the client said (`allowed`, `allowed_warning`, `rejected`); absent after a reset.
+    pub status: Option<String>,
+    /// MAX_WINDOW_PERCENT for this window, when set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_percent: Option<u32>,
+}
+
+/// `status.json` `usage_windows` at `now` (a window past its reset shows 0 %; one without a
+/// reset time seen long ago shows no figure).
+#[must_use]
+pub fn status_windows(
+    windows: &Windows,
+    limits: &WindowLimits,
+    now: Timestamp,
+) -> BTreeMap<String, WindowStatus> {
+    windows
+        .iter()
+        .map(|(name, w)| {
+            let reset = w.is_reset(now);
+            let stale = w.is_stale(now);
+            (
+                name.clone(),
+                WindowStatus {
+                    utilization: match (reset, stale) {
+                        (true, _) => Some(0.0),
+                        (_, true) => None,
+                        _ => w.utilization,
+                    },
+                    resets_at: if reset { None } else { w.resets_at },
+                    status: if reset || stale {
+                        None
+                    } else {
+                        w.status.clone()
+                    },
+                    limit_percent: limits.of(name),
+                },
+            )
+        })
+        .collect()
+}
+
+/// How people call a window: `five_hour` → `5-hour window`, `seven_day` → `weekly window`.
+#[must_use]
+pub fn window_label(name: &str) -> String {
+    match name {
+        "five_hour" => "5-hour window".into(),
+        "seven_day" => "weekly window".into(),
+        "seven_day_opus" => "weekly Opus window".into(),
+        "seven_day_sonnet" => "weekly Sonnet window".into(),
+        "seven_day_overage_included" => "weekly window (overage included)".into(),
+        "overage" => "overage window".into(),
+        other => format!("{} window", other.replace('_', " ")),
+    }
+}
+
+/// `weekly window, resets Mon 09:00 local` (the parts that are known; the time in `tz`).
+#[must_use]
+pub fn describe_limit(window: Option<&str>, resets_at: Option<Timestamp>, tz: &TimeZone) -> String {
+    let when = resets_at.map(|t| {
+        format!(
+            "resets {} local",
+            t.to_zoned(tz.clone()).strftime("%a %H:%M")
+        )
+    });
+    match (window.map(window_label), when) {
+        (Some(w), Some(t)) => format!("{w}, {t}"),
+        (Some(w), None) => format!("{w}, reset time unknown"),
+        (None, Some(t)) => t,
+        (None, None) => "reset time unknown".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(s: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + s).unwrap()
+    }
+
+    fn reading(
+        name: &str,
+        u: Option<f64>,
+        reset: Option<i64>,
+        status: Option<&str>,
+    ) -> WindowReading {
+        WindowReading {
+            name: name.into(),
+            utilization: u,
+            resets_at: reset.map(ts),
+            status: status.map(Into::into),
+        }
+    }
+
+    /// (name, utilization, reset, status)
+    type Seen<'a> = (&'a str, Option<f64>, Option<i64>, Option<&'a str>);
+
+    fn seen(list: &[Seen<'_>], at: i64) -> Windows {
+        let mut w = Windows::new();
+        let readings: Vec<WindowReading> = list
+            .iter()
+            .map(|&(n, u, r, s)| reading(n, u, r, s))
+            .collect();
+        observe(&mut w, &readings, ts(at));
+        w
+    }
+
+    #[test]
+    fn limits_parse_and_show() {
+        let ok: Vec<(&str, &str)> = vec![
+            ("five_hour=80,seven_day=90", "five_hour=80,seven_day=90"),
+            (
+                " seven_day = 90% , five_hour=80 ",
+                "five_hour=80,seven_day=90",
+            ),
+            ("seven_day_opus=100", "seven_day_opus=100"),
+            ("", "off"),
+            ("off", "off"),
+        ];
+        for (text, shown) in ok {
+            let l = WindowLimits::parse(text).unwrap_or_else(|| panic!("{text:?}"));
+            assert_eq!(l.to_string(), shown, "{text:?}");
+        }
+        for bad in [
+            "five_hour",
+            "five_hour=0",
+            "five_hour=101",
+            "five_hour=-5",
+            "five_hour=eighty",
+            "Five Hour=80",
+            "five_hour=80,five_hour=90",
+            "five_hour=80,",
+            "=80",
+        ] {
+            assert_eq!(WindowLimits::parse(bad), None, "{bad:?}");
+        }
+    }
+
+    /// (windows seen at t=0, limits, now, expected: None = allow, Some((until, window)))
+    type Case = (
+        Vec<Seen<'static>>,
+        &'static str,
+        i64,
+        Option<(i64, &'static str)>,
+    );
+
+    #[test]
+    fn check_table() {
+        let cases: Vec<Case> = vec![
+            // Below the limit: untouched.
+            (
+                vec![("five_hour", Some(0.79), Some(3600), None)],
+                "five_hour=80",
+                10,
+                None,
+            ),
+            // At the limit (0.8 × 100 is not exactly 80): wait until the reset + margin.
+            (
+                vec![("five_hour", Some(0.8), Some(3600), None)],
+                "five_hour=80",
+                10,
+                Some((3615, "five_hour")),
+            ),
+            (
+                vec![("five_hour", Some(0.29), Some(3600), None)],
+                "five_hour=29",
+                10,
+                Some((3615, "five_hour")),
+            ),
+            // Above 1 (overage) is above any limit.
+            (
+                vec![("seven_day", Some(1.2), Some(86_400), None)],
+                "seven_day=100",
+                10,
+                Some((86_415, "seven_day")),
+            ),
+            // The reset has passed: the window counts as reset.
+            (
+                vec![("five_hour", Some(0.95), Some(3600), None)],
+                "five_hour=80",
+                3600,
+                None,
+            ),
+            // Between the reset and reset + margin: reset already.
+            (
+                vec![("five_hour", Some(0.95), Some(3600), None)],
+                "five_hour=80",
+                3630,
+                None,
+            ),
+            // A window without a limit does not block.
+            (
+                vec![("five_hour", Some(0.95), Some(3600), None)],
+                "seven_day=80",
+                10,
+                None,
+            ),
+            // A limited window never seen does not block.
+            (vec![], "five_hour=80", 10, None),
+            // Two over: the later reset wins.
+            (
+                vec![
+                    ("five_hour", Some(0.9), Some(3600), None),
+                    ("seven_day", Some(0.95), Some(90_000), None),
+                ],
+                "five_hour=80,seven_day=90",
+                10,
+                Some((90_015, "seven_day")),
+            ),
+            // Only one of two over.
+            (
+                vec![
+                    ("five_hour", Some(0.5), Some(3600), None),
+                    ("seven_day", Some(0.95), Some(90_000), None),
+                ],
+                "five_hour=80,seven_day=99",
+                10,
+                None,
+            ),
+            // Rejected without a figure counts as 100 %.
+            (
+                vec![("five_hour", None, Some(3600), Some("rejected"))],
+                "five_hour=100",
+                10,
+                Some((3615, "five_hour")),
+            ),
+            // No figure, not rejected: unknown, no block.
+            (
+                vec![("five_hour", None, Some(3600), Some("allowed"))],
+                "five_hour=1",
+                10,
+                None,
+            ),
+            // Over with no reset time: blocks for an hour after it was seen, then stale.
+            (
+                vec![("five_hour", Some(0.9), None, None)],
+                "five_hour=80",
+                10,
+                Some((3600, "five_hour")),
+            ),
+            (
+                vec![("five_hour", Some(0.9), None, None)],
+                "five_hour=80",
+                3600,
+                None,
+            ),
+            // Limits off.
+            (
+                vec![("five_hour", Some(1.0), Some(3600), None)],
+                "",
+                10,
+                None,
+            ),
+        ];
+        for (i, (list, limits, now, want)) in cases.into_iter().enumerate() {
+            let w = seen(&list, 0);
+            let limits = WindowLimits::parse(limits).unwrap();
+            let got = check(&w, &limits, ts(now));
+            match (got, want) {
+                (WindowCheck::Allow, None) => {}
+                (WindowCheck::Wait { until, over }, Some((u, name))) => {
+                    assert_eq!((until, over.window.as_str()), (ts(u), name), "case {i}");
+                    assert_eq!(over.limit, limits.of(name).unwrap(), "case {i}");
+                }
+                (got, want) => panic!("case {i}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn observe_keeps_the_latest_and_the_missing_fields() {
+        let mut w = seen(&[("five_hour", Some(0.4), Some(3600), Some("allowed"))], 0);
+        observe(
+            &mut w,
+            &[
+                reading("five_hour", Some(0.6), None, None),
+                reading("seven_day", Some(0.1), Some(9000), None),
+            ],
+            ts(100),
+        );
+        let five = &w["five_hour"];
+        assert_eq!(five.utilization, Some(0.6));
+        assert_eq!(five.resets_at, Some(ts(3600)));
+        assert_eq!(five.status.as_deref(), Some("allowed"));
+        assert_eq!(five.seen_at, ts(100));
+        assert_eq!(w.len(), 2);
+        // A new period without a figure drops the old figure.
+        observe(
+            &mut w,
+            &[reading("five_hour", None, Some(21_600), None)],
+            ts(200),
+        );
+        assert_eq!(w["five_hour"].utilization, None);
+    }
+
+    #[test]
+    fn status_shows_reset_windows_as_zero_with_their_limit() {
+        let w = seen(
+            &[
+                ("five_hour", Some(0.9), Some(3600), Some("allowed_warning")),
+                ("seven_day", Some(0.5), Some(90_000), Some("allowed")),
+            ],
+            0,
+        );
+        let limits = WindowLimits::parse("five_hour=80").unwrap();
+        let s = status_windows(&w, &limits, ts(4000));
+        assert_eq!(
+            s["five_hour"],
+            WindowStatus {
+                utilization: Some(0.0),
+                resets_at: None,
+                status: None,
+                limit_percent: Some(80)
+            }
+        );
+        assert_eq!(s["seven_day"].utilization, Some(0.5));
+        assert_eq!(s["seven_day"].resets_at, Some(ts(90_000)));
+        assert_eq!(s["seven_day"].limit_percent, None);
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["seven_day"]["status"], "allowed");
+        assert!(json["seven_day"].get("limit_percent").is_none());
+        // Rejected without a reset time (from the text of a limit): stale after an hour.
+        let w = seen(&[("five_hour", None, None, Some("rejected"))], 0);
+        let fresh = status_windows(&w, &limits, ts(10));
+        assert_eq!(fresh["five_hour"].status.as_deref(), Some("rejected"));
+        let old = status_windows(&w, &limits, ts(3600));
+        assert_eq!(
+            (
+                old["five_hour"].utilization,
+                old["five_hour"].status.as_deref()
+            ),
+            (None, None)
+        );
+    }
+
+    #[test]
+    fn limits_are_described_with_the_window_and_local_reset() {
+        // 2027-01-18 is a Monday.
+        let t: Timestamp = "2027-01-18T08:00:00Z".parse().unwrap();
+        let oslo = TimeZone::get("Europe/Oslo").unwrap();
+        assert_eq!(
+            describe_limit(Some("seven_day"), Some(t), &oslo),
+            "weekly window, resets Mon 09:00 local"
+        );
+        assert_eq!(
+            describe_limit(Some("five_hour"), Some(t), &TimeZone::UTC),
+            "5-hour window, resets Mon 08:00 local"
+        );
+        assert_eq!(
+            describe_limit(Some("seven_day_opus"), None, &TimeZone::UTC),
+            "weekly Opus window, reset time unknown"
+        );
+        assert_eq!(
+            describe_limit(None, Some(t), &TimeZone::UTC),
+            "resets Mon 08:00 local"
+        );
+        assert_eq!(window_label("future_thing"), "future thing window");
+    }
+}
