@@ -66,19 +66,13 @@ pub(crate) fn run(a: &VerifyArgs) -> Result<u8> {
             .await
             .map_err(|e| HankError::io("failed to run VERIFY_COMMAND, output", &log, e))
     })?;
-    let result = CheckResult {
-        kind: CheckKind::Manual,
-        passed: ran.exit_code == Some(0) && !ran.timed_out && !ran.interrupted,
-        command: command.clone(),
-        exit_code: ran.exit_code,
-        timed_out: ran.timed_out,
-        interrupted: ran.interrupted,
-        duration_ms: u64::try_from(ran.duration.as_millis()).unwrap_or(u64::MAX),
-        at: clock.now(),
-        log: log.strip_prefix(&dir).unwrap_or(&log).display().to_string(),
-        number: state.loop_count,
-        removed_tests: Vec::new(),
-    };
+    let result = ran.record(
+        CheckKind::Manual,
+        command.clone(),
+        clock.now(),
+        (&log, &dir),
+        state.loop_count,
+    );
     state.last_verification = Some(result.clone());
     store.save_state(&state)?;
     store.append_event(

@@ -87,6 +87,9 @@ struct Engine {
     verify: verify::Verify,
     /// When MAX_RUNTIME ends the run (`None`: unlimited).
     run_deadline: Option<Timestamp>,
+    /// LOG_RETENTION: the first loop and check whose logs are kept (`None` before the first
+    /// pruning of the run).
+    logs_kept_from: Option<(u64, u64)>,
     clock: Box<dyn Clock>,
     /// The tag in every agent's environment (descendants and orphans are found by it).
     marker: process::Marker,
@@ -527,14 +530,22 @@ impl Engine {
     }
 
     /// LOG_RETENTION: keeps the logs of the newest loops (and as many check outputs).
-    fn prune_logs(&self) {
+    /// At start the logs folder is scanned once; after that, only the logs that just fell out
+    /// of the window are removed, by name (no directory scan on the loop's path).
+    fn prune_logs(&mut self) {
         let keep = self.s.log_retention.value;
         if keep == 0 {
             return;
         }
         let from = |newest: u64| newest.saturating_sub(keep).saturating_add(1);
-        self.store
-            .prune_logs(from(self.state.loop_count), from(self.state.verify_count));
+        let now = (from(self.state.loop_count), from(self.state.verify_count));
+        match self.logs_kept_from {
+            None => {
+                self.store.prune_logs(now.0, now.1);
+            }
+            Some(before) => self.store.remove_logs(before.0..now.0, before.1..now.1),
+        }
+        self.logs_kept_from = Some(now);
     }
 
     /// [`decide::after_loop`] over this loop and the state; `claims` false ignores "done"

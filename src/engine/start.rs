@@ -82,6 +82,7 @@ impl Engine {
             run_loops: Vec::new(),
             verify: super::verify::Verify::default(),
             run_deadline: None,
+            logs_kept_from: None,
             clock,
             marker,
         };

@@ -140,6 +140,36 @@ pub(crate) async fn run_command(
     Ok(ran)
 }
 
+impl Ran {
+    /// The record of this run of `command` (`log` absolute, shown relative to `project`).
+    pub(crate) fn record(
+        &self,
+        kind: CheckKind,
+        command: String,
+        at: jiff::Timestamp,
+        (log, project): (&Path, &Path),
+        number: u64,
+    ) -> CheckResult {
+        CheckResult {
+            kind,
+            passed: self.exit_code == Some(0) && !self.timed_out && !self.interrupted,
+            command,
+            exit_code: self.exit_code,
+            timed_out: self.timed_out,
+            interrupted: self.interrupted,
+            duration_ms: u64::try_from(self.duration.as_millis()).unwrap_or(u64::MAX),
+            at,
+            log: log
+                .strip_prefix(project)
+                .unwrap_or(log)
+                .display()
+                .to_string(),
+            number,
+            removed_tests: Vec::new(),
+        }
+    }
+}
+
 /// The last `max` bytes of `path` as text (from a line start when cut), `""` if unreadable.
 pub(crate) fn read_tail(path: &Path, max: u64) -> String {
     let Ok(mut f) = std::fs::File::open(path) else {
@@ -336,24 +366,14 @@ impl Engine {
             },
             |p| blank_file(&root.join(p)),
         );
-        let rel = log
-            .strip_prefix(&self.s.project_dir)
-            .unwrap_or(&log)
-            .display()
-            .to_string();
-        let result = CheckResult {
+        let mut result = ran.record(
             kind,
-            passed: ran.exit_code == Some(0) && !ran.timed_out && !ran.interrupted,
             command,
-            exit_code: ran.exit_code,
-            timed_out: ran.timed_out,
-            interrupted: ran.interrupted,
-            duration_ms: u64::try_from(ran.duration.as_millis()).unwrap_or(u64::MAX),
-            at: self.clock.now(),
-            log: rel,
-            number: self.state.loop_count,
-            removed_tests: removed,
-        };
+            self.clock.now(),
+            (&log, &self.s.project_dir),
+            self.state.loop_count,
+        );
+        result.removed_tests = removed;
         let line = format!(
             "verification ({}) {}: {} ({}, {}; output: {})",
             kind.as_str(),

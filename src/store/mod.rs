@@ -415,6 +415,19 @@ impl Store {
         removed
     }
 
+    /// Removes the logs of the loops and checks numbered in these ranges, by name (the
+    /// per-loop step of LOG_RETENTION; [`Store::prune_logs`] scans the folder once per run).
+    pub fn remove_logs(&self, loops: std::ops::Range<u64>, checks: std::ops::Range<u64>) {
+        for n in loops {
+            for ext in ["out", "err", "prompt"] {
+                let _ = fs::remove_file(self.loop_log(n, ext));
+            }
+        }
+        for n in checks {
+            let _ = fs::remove_file(self.logs_dir().join(format!("verify-{n:05}.log")));
+        }
+    }
+
     /// Creates `.hank/logs/` if needed. A `logs` that is a symbolic link (it would lead
     /// hank's writes out of the project) is replaced by a real directory, with a note (the
     /// link itself is removed, never what it points to); a regular file there is an error.

@@ -185,6 +185,16 @@ struct Tmux {
 }
 
 impl Tmux {
+    /// A private server for the project's test (its socket folder under the test's HOME).
+    fn for_project(p: &Project) -> Tmux {
+        let tmpdir = p.home.join("tmux");
+        std::fs::create_dir_all(&tmpdir).unwrap();
+        Tmux {
+            tmpdir,
+            home: p.home.clone(),
+        }
+    }
+
     fn cmd(&self, args: &[&str]) -> Output {
         Command::new("tmux")
             .args(args)
@@ -240,12 +250,8 @@ fn monitor_flag_runs_the_loop_in_tmux_and_ends_with_it() {
         "effect.sh",
         "for _ in $(seq 600); do [ -e \"$FAKE_CLAUDE_DIR/release\" ] && break; sleep 0.05; done\n",
     );
-    let tmpdir = p.home.join("tmux");
-    std::fs::create_dir_all(&tmpdir).unwrap();
-    let tmux = Tmux {
-        tmpdir: tmpdir.clone(),
-        home: p.home.clone(),
-    };
+    let tmux = Tmux::for_project(&p);
+    let tmpdir = tmux.tmpdir.clone();
 
     let out = p
         .cmd()
@@ -377,12 +383,8 @@ fn monitor_flag_validates_first() {
         return;
     }
     let p = Project::new(&["a"]);
-    let tmpdir = p.home.join("tmux");
-    std::fs::create_dir_all(&tmpdir).unwrap();
-    let tmux = Tmux {
-        tmpdir: tmpdir.clone(),
-        home: p.home.clone(),
-    };
+    let tmux = Tmux::for_project(&p);
+    let tmpdir = tmux.tmpdir.clone();
     let out = p
         .cmd()
         .env("TMUX_TMPDIR", &tmpdir)
@@ -472,12 +474,8 @@ fn monitor_flag_keeps_the_final_screen_until_a_key() {
         return;
     }
     let p = Project::new(&["a"]);
-    let tmpdir = p.home.join("tmux");
-    std::fs::create_dir_all(&tmpdir).unwrap();
-    let tmux = Tmux {
-        tmpdir: tmpdir.clone(),
-        home: p.home.clone(),
-    };
+    let tmux = Tmux::for_project(&p);
+    let tmpdir = tmux.tmpdir.clone();
     let out = p
         .cmd()
         .env("TMUX_TMPDIR", &tmpdir)
@@ -512,12 +510,8 @@ fn monitor_flag_inside_tmux_opens_a_window_and_returns_the_code() {
         return;
     }
     let p = Project::new(&["a"]);
-    let tmpdir = p.home.join("tmux");
-    std::fs::create_dir_all(&tmpdir).unwrap();
-    let tmux = Tmux {
-        tmpdir: tmpdir.clone(),
-        home: p.home.clone(),
-    };
+    let tmux = Tmux::for_project(&p);
+    let tmpdir = tmux.tmpdir.clone();
     p.fake(
         "effect.sh",
         "for _ in $(seq 600); do [ -e \"$FAKE_CLAUDE_DIR/release\" ] && break; sleep 0.05; done\n",
