@@ -142,50 +142,10 @@ pub fn regressed(before: Option<&CheckResult>, after: &CheckResult) -> bool {
 }
 
 /// Removes escape sequences and control characters (keeps `\n` and `\t`), so test output
-/// colours and cursor moves do not reach the agent's context.
+/// colours and cursor moves do not reach the agent's context ([`crate::sanitize`]).
 #[must_use]
 pub fn plain_text(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\u{1b}' => match chars.peek() {
-                // CSI: ESC [ params final-byte (0x40..=0x7e)
-                Some('[') => {
-                    chars.next();
-                    for n in chars.by_ref() {
-                        if ('\u{40}'..='\u{7e}').contains(&n) {
-                            break;
-                        }
-                    }
-                }
-                // OSC / DCS / APC / PM / SOS: up to BEL or ESC \
-                Some(']' | 'P' | '_' | '^' | 'X') => {
-                    chars.next();
-                    while let Some(n) = chars.next() {
-                        if n == '\u{7}' {
-                            break;
-                        }
-                        if n == '\u{1b}' {
-                            if chars.peek() == Some(&'\\') {
-                                chars.next();
-                            }
-                            break;
-                        }
-                    }
-                }
-                Some(_) => {
-                    chars.next();
-                }
-                None => {}
-            },
-            '\n' | '\t' => out.push(c),
-            '\r' => {}
-            c if c.is_control() => {}
-            c => out.push(c),
-        }
-    }
-    out
+    crate::sanitize::for_terminal(s, crate::sanitize::Lines::Keep).into_owned()
 }
 
 /// Failing test names found in test-runner output: cargo test and nextest, pytest, go test,
