@@ -51,6 +51,7 @@ use crate::fsread::Follow;
 use crate::policy::budget::{Ledger, LedgerEntry};
 
 pub mod schema;
+pub mod userdir;
 
 pub use schema::{
     CallRecord, Event, EventKind, LastLoop, PlanCounts, RunState, STATE_SCHEMA, State, Status,
