@@ -316,7 +316,7 @@ pub(crate) fn parse_status(text: &str) -> Result<(Status, Option<String>), Strin
                 total: u64::from(p.value.total),
             }),
         last_loop: raw.get("last_loop").and_then(parse_last_loop),
-        exit_reason: field(&st, "exit_reason", |s| s.exit_reason.clone()).flatten(),
+        exit_reason: enum_field(&st, &raw, "exit_reason", |s| s.exit_reason),
         exit_code: field(&st, "exit_code", |s| s.exit_code.map(i64::from)).flatten(),
     };
     let note = match status.schema_version {
@@ -1040,7 +1040,7 @@ mod tests {
                 cost_usd: 0.5,
                 duration_ms: 61000,
             }),
-            exit_reason: Some("usage_limit".into()),
+            exit_reason: Some(crate::exit::ExitReason::UsageLimit),
             exit_code: Some(3),
             pid: 42,
             agent: Some("codex".into()),
@@ -1130,7 +1130,7 @@ mod tests {
                 message: "w".into(),
             },
             EventKind::Exit {
-                exit_reason: Some("max_loops".into()),
+                exit_reason: Some(crate::exit::ExitReason::MaxLoops),
                 exit_code: 3,
                 message: "m".into(),
                 verified: None,

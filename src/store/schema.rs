@@ -225,7 +225,9 @@ pub struct Status {
     pub total_tokens: Tokens,
     pub fix_plan: PlanCounts,
     pub last_loop: Option<LastLoop>,
-    pub exit_reason: Option<String>,
+    /// Why the run ended (its stable string); `None` while it runs, or when it failed with
+    /// an error.
+    pub exit_reason: Option<ExitReason>,
     pub exit_code: Option<u8>,
     /// PID of the loop that wrote this file.
     pub pid: u32,
@@ -346,7 +348,7 @@ pub enum EventKind {
     Warning { message: String },
     /// The run ended. `exit_reason` is null when it failed with an error (exit 1).
     Exit {
-        exit_reason: Option<String>,
+        exit_reason: Option<ExitReason>,
         exit_code: u8,
         message: String,
         /// A completion exit whose check passed (`true`); absent when no check ran.
@@ -540,7 +542,7 @@ impl Status {
             total_tokens: st.totals.tokens,
             fix_plan: p.plan,
             last_loop: p.last_loop.cloned(),
-            exit_reason: p.exit.map(|r| r.as_str().to_string()),
+            exit_reason: p.exit,
             exit_code: p.exit.map(ExitReason::code),
             pid: p.pid,
             agent: Some(
@@ -762,6 +764,40 @@ mod tests {
         let v: Value = serde_json::from_str(&finished.to_line()).unwrap();
         assert_eq!(v["type"], "agent_finished");
         assert_eq!(v["loop"], 0);
+    }
+
+    /// `exit_reason` is typed, and written as the same stable strings as before, in
+    /// `status.json` and in the `exit` event; a reason a newer hank writes reads as absent.
+    #[test]
+    fn exit_reasons_are_typed_and_written_as_their_stable_strings() {
+        let at: Timestamp = "2026-11-24T10:00:00Z".parse().unwrap();
+        for reason in ExitReason::ALL {
+            let status = Status {
+                exit_reason: Some(reason),
+                exit_code: Some(reason.code()),
+                ..Status::default()
+            };
+            let v = serde_json::to_value(&status).unwrap();
+            assert_eq!(v["exit_reason"], reason.as_str());
+            assert_eq!(serde_json::from_value::<Status>(v).unwrap(), status);
+            let line = Event::new(
+                at,
+                EventKind::Exit {
+                    exit_reason: Some(reason),
+                    exit_code: reason.code(),
+                    message: "m".into(),
+                    verified: None,
+                },
+            )
+            .to_line();
+            let v: Value = serde_json::from_str(&line).unwrap();
+            assert_eq!(v["exit_reason"], reason.as_str(), "{line}");
+        }
+        let newer = json!({"schema_version": 2, "state": "stopped", "exit_reason": "tea_time"});
+        let s = read_lenient::<Status>(&newer).unwrap();
+        assert!(!s.has("exit_reason"));
+        assert_eq!(s.value.exit_reason, None);
+        assert_eq!(s.value.state, RunState::Stopped);
     }
 
     #[test]
