@@ -4,9 +4,9 @@
 //! Rules name a tool and its subcommand and let any arguments follow (`Bash(go test *)`,
 //! `Bash(uv run pytest *)`), because that is how people and agents call them: `go test ./pkg`,
 //! `go test -run X ./...`, `npm test -- --watch=false`, `cargo test -p x`. They are checked
-//! with [`crate::settings::tool_rules`], the model of the client's matching.
+//! with [`crate::policy::bash_rules`], the model of the client's matching.
 
-use crate::settings::tool_rules::allows;
+use crate::policy::bash_rules::allows;
 
 use super::detect::ProjectFacts;
 
