@@ -1240,7 +1240,10 @@ mod tests {
             (7, ts(5), true, true)
         );
         // `tail` is not allowed: the client checks every command of a pipeline.
-        assert_eq!(r.denied, vec![bash("npm test | tail"), bash("pip install x")]);
+        assert_eq!(
+            r.denied,
+            vec![bash("npm test | tail"), bash("pip install x")]
+        );
         assert_eq!(r.denial_warnings, vec![bash("npm test 2>&1")]);
         assert!(r.questions);
         assert_eq!((r.files_changed, r.cost_usd, r.output_len), (3, 0.25, 42));

@@ -165,3 +165,34 @@ fn the_pure_core_names_no_io() {
         }
     }
 }
+
+/// The nextest `slow` group (`.config/nextest.toml`) names exactly the tests gated by
+/// `support::slow`, and each of them calls the gate.
+#[test]
+fn the_slow_group_is_the_gated_tests() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let config = std::fs::read_to_string(root.join(".config/nextest.toml")).unwrap();
+    let named: BTreeSet<&str> = config
+        .split("test(=")
+        .skip(1)
+        .filter_map(|rest| rest.split(')').next())
+        .collect();
+    let gated: BTreeSet<&str> = crate::support::SLOW_TESTS.into_iter().collect();
+    assert_eq!(
+        named, gated,
+        ".config/nextest.toml and support::SLOW_TESTS differ"
+    );
+    for name in gated {
+        let (file, test) = name.split_once("::").unwrap();
+        let code =
+            std::fs::read_to_string(root.join(format!("tests/integration/{file}.rs"))).unwrap();
+        let at = code
+            .find(&format!("fn {test}()"))
+            .unwrap_or_else(|| panic!("{name}: no such test"));
+        let body = &code[at..code.len().min(at + 300)];
+        assert!(
+            body.contains(&format!("slow(\"{name}\")")),
+            "{name} does not start with its support::slow gate"
+        );
+    }
+}
