@@ -39,14 +39,11 @@ pub(crate) fn run(args: &cli::StatusArgs) -> Result<u8> {
         .is_some_and(|s| crate::monitor::snapshot::is_active(Some(s)));
     // A status that says "running" while no loop holds the lock is stale: its loop was
     // killed or crashed before it could write a final status.
-    let stale = active && !store.loop_running();
+    let running = store.loop_running();
+    let stale = active && !running;
     if args.json {
-        if stale && let Some(mut v) = parsed {
-            if let Some(obj) = v.as_object_mut() {
-                obj.insert("running".into(), serde_json::Value::Bool(false));
-                obj.insert("stale".into(), serde_json::Value::Bool(true));
-            }
-            return out(&format!("{v}\n")).map(|()| exit::OK);
+        if let Some(v) = parsed {
+            return out(&format!("{}\n", json_view(v, running, stale))).map(|()| exit::OK);
         }
         let mut text = String::from_utf8_lossy(&bytes).into_owned();
         if !text.ends_with('\n') {
@@ -68,6 +65,33 @@ pub(crate) fn run(args: &cli::StatusArgs) -> Result<u8> {
     out(&render_status_full(&status, stale, &words))?;
     Ok(exit::OK)
 }
+
+/// `hank status --json`: `status.json` with `running` (a loop holds the project's lock) and
+/// `stale` (the file says a loop is active but none is) added. A stale status tells the same
+/// story as the human output: `state` becomes `not_running` (what the file said is kept in
+/// `last_state`) and the wait it names is over (`wait_reason`, `waiting_until` null). (pure)
+#[must_use]
+pub(crate) fn json_view(mut v: serde_json::Value, running: bool, stale: bool) -> serde_json::Value {
+    use serde_json::Value;
+    if let Some(obj) = v.as_object_mut() {
+        if stale {
+            let last = obj.remove("state").unwrap_or(Value::Null);
+            obj.insert("state".into(), Value::from(NOT_RUNNING_JSON));
+            obj.insert("last_state".into(), last);
+            for key in ["wait_reason", "waiting_until"] {
+                if obj.contains_key(key) {
+                    obj.insert(key.into(), Value::Null);
+                }
+            }
+        }
+        obj.insert("running".into(), Value::Bool(running));
+        obj.insert("stale".into(), Value::Bool(stale));
+    }
+    v
+}
+
+/// `state` of a stale status in `hank status --json`.
+pub(crate) const NOT_RUNNING_JSON: &str = "not_running";
 
 /// What the event log says in words about the end of the run and the last error.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -316,4 +340,57 @@ fn json_str<T: serde::Serialize>(x: &T) -> String {
         .ok()
         .and_then(|v| v.as_str().map(ToString::to_string))
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// `--json` and the human output agree: a stale status is not running in both.
+    #[test]
+    fn json_view_table() {
+        let live = json!({"schema_version": 2, "state": "waiting", "wait_reason": "backoff",
+                          "waiting_until": "2026-11-26T10:00:00Z", "loop_count": 3});
+        let got = json_view(live.clone(), true, false);
+        assert_eq!(got["state"], "waiting");
+        assert_eq!(got["wait_reason"], "backoff");
+        assert_eq!(
+            (got["running"].clone(), got["stale"].clone()),
+            (json!(true), json!(false))
+        );
+
+        let got = json_view(live, false, true);
+        assert_eq!(got["state"], NOT_RUNNING_JSON);
+        assert_eq!(got["last_state"], "waiting");
+        assert_eq!(got["wait_reason"], serde_json::Value::Null);
+        assert_eq!(got["waiting_until"], serde_json::Value::Null);
+        assert_eq!(got["loop_count"], 3);
+        assert_eq!(
+            (got["running"].clone(), got["stale"].clone()),
+            (json!(false), json!(true))
+        );
+
+        let done = json!({"state": "completed", "exit_reason": "plan_complete"});
+        let got = json_view(done, false, false);
+        assert_eq!(got["state"], "completed");
+        assert_eq!(got.get("last_state"), None);
+        assert_eq!(
+            (got["running"].clone(), got["stale"].clone()),
+            (json!(false), json!(false))
+        );
+
+        assert_eq!(json_view(json!([1]), false, true), json!([1]));
+    }
+
+    /// The human output of the same stale status starts with "not running", as the JSON says.
+    #[test]
+    fn the_human_output_of_a_stale_status_says_not_running() {
+        let v =
+            json!({"schema_version": 2, "state": "running", "updated_at": "2026-11-26T09:00:00Z"});
+        let st = read_lenient::<Status>(&v).unwrap();
+        let text = render_status_full(&st, true, &LastWords::default());
+        assert!(text.starts_with("state:        not running"), "{text}");
+        assert!(!text.contains("state:        running"), "{text}");
+    }
 }
