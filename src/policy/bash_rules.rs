@@ -1,6 +1,6 @@
 //! The one model of how Claude Code matches an `ALLOWED_TOOLS` entry `Bash(…)` against a
 //! command line. **\[pure\]** Used to check the rules `enable`/`setup` generate
-//! ([`crate::project::rules`]) and to tell a real denial from a denied command the rules
+//! (`project::rules`) and to tell a real denial from a denied command the rules
 //! allow ([`crate::policy::decide::classify_denials`]). Documented in
 //! `docs/claude-contract.md` ("Bash permission rules").
 //!

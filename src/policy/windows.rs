@@ -72,7 +72,7 @@ impl WindowState {
 pub type Windows = BTreeMap<String, WindowState>;
 
 /// Folds one answer's readings into `windows` at `now`, with the one merge rule
-/// ([`crate::analysis::windows::merge_reading`]).
+/// (`analysis::windows::merge_reading`).
 pub fn observe(windows: &mut Windows, readings: &[WindowReading], now: Timestamp) {
     for r in readings {
         let w = windows
