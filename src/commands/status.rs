@@ -4,7 +4,7 @@ use crate::cli;
 use crate::error::{HankError, Result};
 use crate::exit;
 use crate::store::Status;
-use crate::store::schema::{Lenient, read_lenient};
+use crate::store::schema::Lenient;
 
 use super::{out, project_dir, require_hank_dir};
 
@@ -31,34 +31,41 @@ pub(crate) fn run(args: &cli::StatusArgs) -> Result<u8> {
         }
         Err(e) => return Err(HankError::io("failed to read", &path, e)),
     };
-    let parsed: Option<serde_json::Value> = serde_json::from_slice(&bytes).ok();
-    let active = parsed
-        .as_ref()
-        .and_then(|v| v.get("state"))
-        .and_then(serde_json::Value::as_str)
-        .is_some_and(|s| crate::monitor::snapshot::is_active(Some(s)));
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    // The one reader of status.json (the monitor's too).
+    let read = crate::store::schema::read_status(&text);
+    let active = read.as_ref().is_ok_and(|(st, _)| {
+        crate::monitor::snapshot::is_active(st.text("state", |s| s.state).as_deref())
+    });
     // A status that says "running" while no loop holds the lock is stale: its loop was
     // killed or crashed before it could write a final status.
     let running = store.loop_running();
     let stale = active && !running;
     if args.json {
-        if let Some(v) = parsed {
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
             return out(&format!("{}\n", json_view(v, running, stale))).map(|()| exit::OK);
         }
-        let mut text = String::from_utf8_lossy(&bytes).into_owned();
+        let mut text = text;
         if !text.ends_with('\n') {
             text.push('\n');
         }
         return out(&text).map(|()| exit::OK);
     }
-    let v = parsed.ok_or_else(|| HankError::Unreadable {
-        path: path.clone(),
-        problem: "is not valid JSON; is a loop writing it?".into(),
-    })?;
-    let status = read_lenient::<Status>(&v).ok_or_else(|| HankError::Unreadable {
-        path: path.clone(),
-        problem: "is not a JSON object".into(),
-    })?;
+    let status = match read {
+        Ok((st, _)) => st,
+        Err(problem) if problem.contains("not valid JSON") || problem.contains("empty") => {
+            return Err(HankError::Unreadable {
+                path: path.clone(),
+                problem: "is not valid JSON; is a loop writing it?".into(),
+            });
+        }
+        Err(_) => {
+            return Err(HankError::Unreadable {
+                path: path.clone(),
+                problem: "is not a JSON object".into(),
+            });
+        }
+    };
     let events =
         crate::monitor::snapshot::read_tail(&store.events_path(), 256 * 1024).unwrap_or_default();
     let words = last_words(&events);
@@ -106,18 +113,17 @@ pub(crate) struct LastWords {
 #[must_use]
 pub(crate) fn last_words(events_tail: &str) -> LastWords {
     let mut words = LastWords::default();
-    for line in events_tail.lines().rev() {
-        let Ok(e) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        let text = |k: &str| e.get(k).and_then(serde_json::Value::as_str);
-        match text("type") {
-            Some("exit") if words.exit_message.is_none() => {
-                words.exit_message = text("message").map(crate::sanitize::line);
+    for e in crate::store::schema::EventLine::parse_all(events_tail)
+        .iter()
+        .rev()
+    {
+        match e.kind() {
+            "exit" if words.exit_message.is_none() => {
+                words.exit_message = e.str("message").map(crate::sanitize::line);
             }
-            Some("agent_finished") if words.last_error.is_none() => {
-                if let Some(kind) = text("error_kind") {
-                    let msg = text("error_message").unwrap_or("");
+            "agent_finished" if words.last_error.is_none() => {
+                if let Some(kind) = e.str("error_kind") {
+                    let msg = e.str("error_message").unwrap_or("");
                     words.last_error = Some(crate::sanitize::line(
                         &format!("{kind} — {msg}")
                             .chars()
@@ -126,7 +132,7 @@ pub(crate) fn last_words(events_tail: &str) -> LastWords {
                     ));
                 }
             }
-            Some("loop_started") if words.last_error.is_none() => {
+            "loop_started" if words.last_error.is_none() => {
                 // A newer loop without an error: the last error is history.
                 words.last_error = Some(String::new());
             }
@@ -388,7 +394,7 @@ mod tests {
     fn the_human_output_of_a_stale_status_says_not_running() {
         let v =
             json!({"schema_version": 2, "state": "running", "updated_at": "2026-11-26T09:00:00Z"});
-        let st = read_lenient::<Status>(&v).unwrap();
+        let st = crate::store::schema::read_lenient::<Status>(&v).unwrap();
         let text = render_status_full(&st, true, &LastWords::default());
         assert!(text.starts_with("state:        not running"), "{text}");
         assert!(!text.contains("state:        running"), "{text}");
