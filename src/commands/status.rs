@@ -3,6 +3,7 @@
 use crate::cli;
 use crate::error::{HankError, Result};
 use crate::exit;
+use crate::monitor::snapshot::{Snapshot, Sources};
 use crate::store::Status;
 use crate::store::schema::Lenient;
 
@@ -32,18 +33,22 @@ pub(crate) fn run(args: &cli::StatusArgs) -> Result<u8> {
         Err(e) => return Err(HankError::io("failed to read", &path, e)),
     };
     let text = String::from_utf8_lossy(&bytes).into_owned();
-    // The one reader of status.json (the monitor's too).
-    let read = crate::store::schema::read_status(&text);
-    let active = read.as_ref().is_ok_and(|(st, _)| {
-        crate::monitor::snapshot::is_active(st.text("state", |s| s.state).as_deref())
-    });
-    // A status that says "running" while no loop holds the lock is stale: its loop was
-    // killed or crashed before it could write a final status.
+    let events =
+        crate::monitor::snapshot::read_tail(&store.events_path(), 256 * 1024).unwrap_or_default();
+    // The monitor's snapshot: the same reader of status.json and events.jsonl, the same rule
+    // for a stale status (it says a loop is active but none holds the lock: killed).
     let running = store.loop_running();
-    let stale = active && !running;
+    let mut snap = Snapshot::from_sources(&Sources {
+        project: String::new(),
+        hank_dir: true,
+        status: Some(text.clone()),
+        events_tail: Some(events.clone()),
+        ..Sources::default()
+    });
+    snap.mark_stale(running);
     if args.json {
         if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
-            return out(&format!("{}\n", json_view(v, running, stale))).map(|()| exit::OK);
+            return out(&format!("{}\n", json_view(v, running, snap.stale))).map(|()| exit::OK);
         }
         let mut text = text;
         if !text.ends_with('\n') {
@@ -51,25 +56,19 @@ pub(crate) fn run(args: &cli::StatusArgs) -> Result<u8> {
         }
         return out(&text).map(|()| exit::OK);
     }
-    let status = match read {
-        Ok((st, _)) => st,
-        Err(problem) if problem.contains("not valid JSON") || problem.contains("empty") => {
-            return Err(HankError::Unreadable {
-                path: path.clone(),
-                problem: "is not valid JSON; is a loop writing it?".into(),
-            });
-        }
-        Err(_) => {
-            return Err(HankError::Unreadable {
-                path: path.clone(),
-                problem: "is not a JSON object".into(),
-            });
-        }
+    let Some(status) = snap.status.as_ref() else {
+        let problem = if serde_json::from_str::<serde_json::Value>(&text).is_ok() {
+            "is not a JSON object"
+        } else {
+            "is not valid JSON; is a loop writing it?"
+        };
+        return Err(HankError::Unreadable {
+            path: path.clone(),
+            problem: problem.into(),
+        });
     };
-    let events =
-        crate::monitor::snapshot::read_tail(&store.events_path(), 256 * 1024).unwrap_or_default();
     let words = last_words(&events);
-    out(&render_status_full(&status, stale, &words))?;
+    out(&render_status_full(status, snap.stale, &words))?;
     Ok(exit::OK)
 }
 
