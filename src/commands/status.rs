@@ -160,7 +160,7 @@ pub(crate) fn render_status_full(st: &Lenient<Status>, stale: bool, words: &Last
         lines.retain(|l| !l.starts_with("waiting:"));
     }
     let mut extra = Vec::new();
-    if st.value.exit_reason.is_some()
+    if st.text("exit_reason", |s| s.exit_reason).is_some()
         && let Some(msg) = &words.exit_message
     {
         extra.push(format!("why:          {msg}"));
@@ -181,13 +181,10 @@ pub(crate) fn render_status(st: &Lenient<Status>) -> String {
     let mut lines = Vec::new();
     lines.push(format!(
         "state:        {}{}",
-        if st.has("state") {
-            json_str(&v.state)
-        } else {
-            "unknown".into()
-        },
-        v.exit_reason
-            .as_ref()
+        // A state a newer hank writes is shown as written, as the monitor shows it.
+        st.text("state", |s| s.state)
+            .unwrap_or_else(|| "unknown".into()),
+        st.text("exit_reason", |s| s.exit_reason)
             .map(|r| format!(" ({r}, exit {})", v.exit_code.unwrap_or(0)))
             .unwrap_or_default()
     ));
@@ -386,6 +383,21 @@ mod tests {
         );
 
         assert_eq!(json_view(json!([1]), false, true), json!([1]));
+    }
+
+    /// Values a newer hank writes are shown as written, as the monitor shows them.
+    #[test]
+    fn newer_values_are_shown_as_written() {
+        let v = json!({"schema_version": 3, "state": "paused", "exit_reason": "tea_time",
+                       "exit_code": 3, "loop_count": 2});
+        let st = crate::store::schema::read_lenient::<Status>(&v).unwrap();
+        let text = render_status(&st);
+        assert!(
+            text.starts_with("state:        paused (tea_time, exit 3)"),
+            "{text}"
+        );
+        let none = crate::store::schema::read_lenient::<Status>(&json!({})).unwrap();
+        assert!(render_status(&none).starts_with("state:        unknown\n"));
     }
 
     /// The human output of the same stale status starts with "not running", as the JSON says.
