@@ -145,18 +145,7 @@ mod tests {
     use crate::project::detect::{self, ProjectFiles};
 
     fn facts_of(entries: &[(&str, &str)]) -> ProjectFacts {
-        let mut f = ProjectFiles {
-            dir_name: "demo".into(),
-            ..ProjectFiles::default()
-        };
-        for (path, content) in entries {
-            f.paths.insert((*path).to_string());
-            if !content.is_empty() {
-                f.contents
-                    .insert((*path).to_string(), (*content).to_string());
-            }
-        }
-        detect::detect(&f)
+        detect::detect(&ProjectFiles::of(entries))
     }
 
     /// Real command lines against the rules hank generates for each kind of project.
