@@ -108,6 +108,10 @@ pub struct RunArgs {
     pub timeout: Option<String>,
     #[arg(long, value_name = "DURATION", help = keys::flag_help("IDLE_TIMEOUT"))]
     pub idle_timeout: Option<String>,
+    #[arg(long, value_name = "DURATION", help = keys::flag_help("FIRST_OUTPUT_TIMEOUT"))]
+    pub first_output_timeout: Option<String>,
+    #[arg(long, value_name = "WHICH", help = keys::flag_help("CLIENT_SETTINGS"))]
+    pub client_settings: Option<String>,
     #[arg(long, help = keys::flag_help("LIVE_OUTPUT"))]
     pub live: bool,
     #[arg(short = 'v', long, help = keys::flag_help("VERBOSE"))]

@@ -440,6 +440,11 @@ pub(crate) struct Gathered {
     pub text: Option<TextCapture>,
     /// A line, JSON document or array element longer than [`MAX_LINE`] was cut or skipped.
     pub too_large: bool,
+    /// A JSON format was asked for (`--output-format json` / `stream-json`).
+    pub asked_json: bool,
+    /// In a JSON format: bytes of the answer that are not the client's JSON (text, foreign
+    /// JSON, a line that does not parse) before, between or after its events.
+    pub stray_bytes: u64,
 }
 
 /// The one-line detail of a tool use, for display (Bash command, file path, pattern, …).
@@ -931,16 +936,28 @@ fn first_byte<R: BufRead>(r: &mut R) -> Option<u8> {
 /// shapes (a client event object, pretty-printed or one per line; an array of client events)
 /// is JSON, and cut-off JSON that carries the client's keys is `Truncated`. Anything else,
 /// including text that merely starts with `{` or `[` (`[BUILD] ok`, a JSON snippet), is text.
+#[cfg(test)]
 pub(crate) fn gather<R: BufRead>(stdout: R) -> Gathered {
+    gather_as(stdout, super::AskedFormat::Auto)
+}
+
+/// [`gather`] for an answer in the format hank asked for. In a JSON format, an answer that
+/// does not start as the client's JSON is scanned line by line for the client's events (a
+/// `result` after stray lines is still read), and every stray byte is counted.
+pub(crate) fn gather_as<R: BufRead>(stdout: R, asked: super::AskedFormat) -> Gathered {
     let mut r = Counting {
         inner: stdout,
         count: 0,
     };
-    let mut g = Gathered::default();
+    let mut g = Gathered {
+        asked_json: asked.is_json(),
+        ..Gathered::default()
+    };
     match first_byte(&mut r) {
         None => g.shape = OutputShape::Empty,
         Some(b'{') => gather_lines(&mut r, &mut g),
         Some(b'[') => gather_array(&mut r, &mut g),
+        Some(_) if g.asked_json => gather_after_stray(&mut r, &mut g, &[]),
         Some(_) => gather_text(&mut r, &mut g, &[]),
     }
     // Drain whatever is left so the byte count is the whole output.
@@ -1029,7 +1046,11 @@ fn gather_lines<R: BufRead>(r: &mut R, g: &mut Gathered) {
             return;
         }
         Some(FirstLine::Text(line)) => {
-            gather_text(r, g, &line);
+            if g.asked_json {
+                gather_after_stray(r, g, &line);
+            } else {
+                gather_text(r, g, &line);
+            }
             return;
         }
     }
@@ -1047,7 +1068,12 @@ fn gather_lines<R: BufRead>(r: &mut R, g: &mut Gathered) {
                 parsed += 1;
                 last_failed = false;
             }
-            None => last_failed = true,
+            None => {
+                last_failed = true;
+                if g.asked_json {
+                    g.stray_bytes = g.stray_bytes.saturating_add(trimmed.len() as u64);
+                }
+            }
         }
     })
     .is_some()
@@ -1093,12 +1119,73 @@ fn gather_whole<R: BufRead>(r: &mut R, g: &mut Gathered, mut buf: Vec<u8>) {
         }
     }
     g.shape = if failed && values == 0 && !has_client_marker(&buf) {
-        // Not the client's JSON at all: text that starts with `{`.
-        gather_text(r, g, &buf);
+        // Not the client's JSON at all: text that starts with `{` (in a JSON format: stray
+        // lines, perhaps before the client's result).
+        if g.asked_json {
+            gather_after_stray(r, g, &buf);
+        } else {
+            gather_text(r, g, &buf);
+        }
         return;
     } else if failed {
         OutputShape::Truncated
     } else if values == 1 && only_result {
+        OutputShape::ResultObject
+    } else {
+        OutputShape::StreamJson
+    };
+}
+
+/// In a JSON format, an answer that did not start as the client's JSON: `prefix` (already
+/// read) and the rest of `r`, line by line. Each line that is one of the client's events is
+/// folded in (a `result` after stray lines still counts); every other non-blank line is
+/// stray. No event at all: the answer is text (kept for the summary), which the verdict
+/// reads as `malformed`.
+fn gather_after_stray<R: BufRead>(r: &mut R, g: &mut Gathered, prefix: &[u8]) {
+    let mut input = prefix.chain(r);
+    let mut carry = Vec::new();
+    let mut cap = TextCapture::default();
+    let mut parsed = 0u64;
+    let mut only_result = true;
+    let mut last_failed = false;
+    while with_line(&mut input, &mut carry, |line, cut| {
+        let trimmed = trim_ascii(line);
+        if trimmed.is_empty() {
+            cap.push(line);
+            cap.push(b"\n");
+            return;
+        }
+        g.too_large |= cut;
+        let ev = if cut { None } else { parse_event(trimmed) };
+        match ev.filter(is_client_event) {
+            Some(ev) => {
+                only_result &= ev.kind.as_str() == Some("result");
+                g.absorb(ev);
+                parsed += 1;
+                last_failed = false;
+            }
+            None => {
+                g.stray_bytes = g.stray_bytes.saturating_add(trimmed.len() as u64);
+                last_failed = opens_json_object(trimmed);
+                cap.push(line);
+                cap.push(b"\n");
+            }
+        }
+    })
+    .is_some()
+    {}
+    if parsed == 0 {
+        g.shape = OutputShape::Text;
+        if cap.tail.len() > TEXT_TAIL {
+            let cut = cap.tail.len() - TEXT_TAIL;
+            cap.tail.drain(..cut);
+        }
+        g.text = Some(cap);
+        return;
+    }
+    g.shape = if last_failed && g.result.is_none() {
+        OutputShape::Truncated
+    } else if parsed == 1 && only_result {
         OutputShape::ResultObject
     } else {
         OutputShape::StreamJson
@@ -1195,7 +1282,11 @@ fn gather_array<R: BufRead>(r: &mut R, g: &mut Gathered) {
             continue;
         }
         if b != b'{' && b != b']' {
-            gather_text(r, g, &prefix);
+            if g.asked_json {
+                gather_after_stray(r, g, &prefix);
+            } else {
+                gather_text(r, g, &prefix);
+            }
             return;
         }
         break;

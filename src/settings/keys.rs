@@ -180,7 +180,21 @@ pub const KEYS: &[Key] = &[
         Some("--idle-timeout"),
         DefaultValue::Text("0"),
         "a duration like 20m, 90s, or a bare number of minutes (0 = off)",
-        "With --live: an agent that prints nothing for this long is hung (stopped as at the timeout), 0 = off",
+        "An agent that prints nothing for this long is hung (stopped as at the timeout), 0 = off",
+    ),
+    key(
+        "FIRST_OUTPUT_TIMEOUT",
+        Some("--first-output-timeout"),
+        DefaultValue::Text("3m"),
+        "a duration like 3m, 90s, or a bare number of minutes (0 = off)",
+        "A call with no output byte within this long is a startup hang: stopped, retried at once (2 in a row), 0 = off",
+    ),
+    key(
+        "CLIENT_SETTINGS",
+        Some("--client-settings"),
+        DefaultValue::Text("all"),
+        "project or all",
+        "Which Claude Code settings the agent loads: all (yours too) or project (--setting-sources project,local)",
     ),
     key(
         "LIVE_OUTPUT",
