@@ -222,6 +222,11 @@ pub(crate) struct AnalyzeArgs {
     /// Print the analysis as JSON.
     #[arg(long)]
     pub json: bool,
+    /// The output format the agent was asked for: json, stream-json, text or auto (default:
+    /// what .hank/logs/hank.log says for that loop, else auto). In json and stream-json an
+    /// answer that is not the client's JSON is malformed.
+    #[arg(long, value_name = "FORMAT")]
+    pub format: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -1156,13 +1156,14 @@ fn gather_after_stray<R: BufRead>(r: &mut R, g: &mut Gathered, prefix: &[u8]) {
             return;
         }
         g.too_large |= cut;
-        let ev = if cut { None } else { parse_event(trimmed) };
-        match ev.filter(is_client_event) {
-            Some(ev) => {
+        let ev = if cut { None } else { event_in_line(trimmed) };
+        match ev {
+            Some((ev, skipped)) => {
                 only_result &= ev.kind.as_str() == Some("result");
                 g.absorb(ev);
                 parsed += 1;
                 last_failed = false;
+                g.stray_bytes = g.stray_bytes.saturating_add(skipped as u64);
             }
             None => {
                 g.stray_bytes = g.stray_bytes.saturating_add(trimmed.len() as u64);
@@ -1190,6 +1191,21 @@ fn gather_after_stray<R: BufRead>(r: &mut R, g: &mut Gathered, prefix: &[u8]) {
     } else {
         OutputShape::StreamJson
     };
+}
+
+/// One of the client's events in a line, whole or after a few stray bytes on the same line
+/// (`ok{"type":"result",…}`): the event and how many bytes came before it.
+fn event_in_line(line: &[u8]) -> Option<(Event, usize)> {
+    if let Some(ev) = parse_event(line).filter(is_client_event) {
+        return Some((ev, 0));
+    }
+    let at = memchr::memmem::find(line, b"{\"")?;
+    if at == 0 {
+        return None;
+    }
+    parse_event(&line[at..])
+        .filter(is_client_event)
+        .map(|ev| (ev, at))
 }
 
 fn to_usize(n: u64) -> usize {

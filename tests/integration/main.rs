@@ -19,6 +19,7 @@ mod overnight;
 mod profile_gemini;
 mod profile_opencode;
 mod progress;
+mod startup;
 mod project;
 mod support;
 mod verify;
