@@ -1143,17 +1143,25 @@ fn gather_whole<R: BufRead>(r: &mut R, g: &mut Gathered, mut buf: Vec<u8>) {
 /// reads as `malformed`.
 fn gather_after_stray<R: BufRead>(r: &mut R, g: &mut Gathered, prefix: &[u8]) {
     let mut input = prefix.chain(r);
-    let mut carry = Vec::new();
     let mut cap = TextCapture::default();
     let mut parsed = 0u64;
     let mut only_result = true;
     let mut last_failed = false;
-    while with_line(&mut input, &mut carry, |line, cut| {
-        let trimmed = trim_ascii(line);
+    while let Some(line) = stray_line(&mut input, &mut cap) {
+        let (line, cut) = match line {
+            StrayLine::Streamed(n) => {
+                // A long line with no JSON object near its start: text, never held whole.
+                g.stray_bytes = g.stray_bytes.saturating_add(n);
+                last_failed = false;
+                continue;
+            }
+            StrayLine::Held(line, cut) => (line, cut),
+        };
+        let trimmed = trim_ascii(&line);
         if trimmed.is_empty() {
-            cap.push(line);
+            cap.push(&line);
             cap.push(b"\n");
-            return;
+            continue;
         }
         g.too_large |= cut;
         let ev = if cut { None } else { event_in_line(trimmed) };
@@ -1168,13 +1176,11 @@ fn gather_after_stray<R: BufRead>(r: &mut R, g: &mut Gathered, prefix: &[u8]) {
             None => {
                 g.stray_bytes = g.stray_bytes.saturating_add(trimmed.len() as u64);
                 last_failed = opens_json_object(trimmed);
-                cap.push(line);
+                cap.push(&line);
                 cap.push(b"\n");
             }
         }
-    })
-    .is_some()
-    {}
+    }
     if parsed == 0 {
         g.shape = OutputShape::Text;
         if cap.tail.len() > TEXT_TAIL {
@@ -1191,6 +1197,77 @@ fn gather_after_stray<R: BufRead>(r: &mut R, g: &mut Gathered, prefix: &[u8]) {
     } else {
         OutputShape::StreamJson
     };
+}
+
+/// Bytes of a line looked at for the start of a JSON object (`{"`) before the line is taken
+/// for text and streamed into the capture instead of held.
+const STRAY_PEEK: usize = 4096;
+
+/// One line of an answer that did not start as the client's JSON.
+enum StrayLine {
+    /// The line (without its `\n`, at most [`MAX_LINE`] bytes) and whether it was cut.
+    Held(Vec<u8>, bool),
+    /// A line with no `{"` in its first [`STRAY_PEEK`] bytes: pushed into the capture as it
+    /// was read (its `\n` included); its length.
+    Streamed(u64),
+}
+
+/// Reads one line for [`gather_after_stray`]; `None` at the end of input (read errors end it).
+fn stray_line<R: BufRead>(r: &mut R, cap: &mut TextCapture) -> Option<StrayLine> {
+    let mut line = Vec::new();
+    let mut cut = false;
+    let mut any = false;
+    let mut streamed: Option<u64> = None;
+    loop {
+        let (done, used) = {
+            let available = match r.fill_buf() {
+                Ok(a) => a,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            };
+            if available.is_empty() {
+                break;
+            }
+            any = true;
+            let (chunk, done, used) = match memchr::memchr(b'\n', available) {
+                Some(i) => (&available[..i], true, i + 1),
+                None => (available, false, available.len()),
+            };
+            match streamed.as_mut() {
+                Some(n) => {
+                    cap.push(chunk);
+                    *n = n.saturating_add(chunk.len() as u64);
+                }
+                None => {
+                    cut |= keep_capped(&mut line, chunk);
+                    let head = &line[..line.len().min(STRAY_PEEK)];
+                    if line.len() > STRAY_PEEK
+                        && memchr::memmem::find(head, b"{\"").is_none()
+                        && !head.trim_ascii_start().starts_with(b"{")
+                    {
+                        cap.push(&line);
+                        streamed = Some(line.len() as u64);
+                        line = Vec::new();
+                    }
+                }
+            }
+            (done, used)
+        };
+        r.consume(used);
+        if done {
+            break;
+        }
+    }
+    if !any {
+        return None;
+    }
+    Some(match streamed {
+        Some(n) => {
+            cap.push(b"\n");
+            StrayLine::Streamed(n)
+        }
+        None => StrayLine::Held(line, cut),
+    })
 }
 
 /// One of the client's events in a line, whole or after a few stray bytes on the same line
