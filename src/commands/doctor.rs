@@ -565,6 +565,74 @@ mod tests {
         }
     }
 
+    /// What `claude doctor` printed (2.1.332, against 127.0.0.1: a closed port, then a fake
+    /// that answers 200), and clients without the section.
+    #[test]
+    fn connectivity_table() {
+        let cases: &[(&str, Option<(bool, &str)>)] = &[
+            (
+                "Claude Code doctor\n\nAPI connectivity\n- API (custom host): answered HTTP 200 in 2 ms\n- ANTHROPIC_BASE_URL: set to a custom host\n\nRemote Control\n",
+                Some((true, "API (custom host): answered HTTP 200 in 2 ms")),
+            ),
+            (
+                "API connectivity\n- API (custom host): failed after 14 ms: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)\n",
+                Some((false, "API (custom host): failed after 14 ms: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)")),
+            ),
+            // 2.1.330: no section.
+            ("Claude Code doctor\n\nRemote Control\n- Not connected\n\nNo installation issues found.\n", None),
+            // A section without an API line, and an API line after the section.
+            ("API connectivity\n- ANTHROPIC_BASE_URL: set\n\n- API (x): answered HTTP 200\n", None),
+            ("", None),
+        ];
+        for (text, want) in cases {
+            let got = parse_connectivity(text);
+            assert_eq!(
+                got.as_ref().map(|(ok, l)| (*ok, l.as_str())),
+                *want,
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn base_url_endpoints() {
+        let cases: &[(&str, Option<(&str, u16, bool)>)] = &[
+            ("https://api.anthropic.com", Some(("api.anthropic.com", 443, false))),
+            ("https://api.anthropic.com/", Some(("api.anthropic.com", 443, false))),
+            ("http://127.0.0.1:8080/v1?x", Some(("127.0.0.1", 8080, true))),
+            ("http://user:pw@proxy.local", Some(("proxy.local", 80, true))),
+            ("http://[::1]:9000", Some(("::1", 9000, true))),
+            ("https://h:notaport", None),
+            ("ftp://h", None),
+            ("api.anthropic.com", None),
+            ("https://", None),
+        ];
+        for (url, want) in cases {
+            let got = url_endpoint(url);
+            assert_eq!(
+                got.as_ref().map(|(h, p, plain)| (h.as_str(), *p, *plain)),
+                *want,
+                "{url}"
+            );
+        }
+    }
+
+    #[test]
+    fn user_settings_risks_table() {
+        let cases: &[(&str, &[&str])] = &[
+            (r#"{"hooks":{"Stop":[{"hooks":[]}]}}"#, &["Stop hooks"]),
+            (r#"{"hooks":{"Stop":[]}}"#, &[]),
+            (r#"{"hooks":{"SubagentStop":[{}],"PreToolUse":[{}]}}"#, &["SubagentStop hooks"]),
+            (r#"{"enabledPlugins":{"a@m":true,"b@m":false}}"#, &["plugins (a@m)"]),
+            (r#"{"enabledPlugins":{"b@m":false}}"#, &[]),
+            (r#"{"model":"opus"}"#, &[]),
+            ("not json", &[]),
+        ];
+        for (text, want) in cases {
+            assert_eq!(user_settings_risks(text), *want, "{text}");
+        }
+    }
+
     #[test]
     fn credentials_fallback_table() {
         let env = |pairs: &'static [(&'static str, &'static str)]| {

@@ -252,7 +252,7 @@ fn doctor_reports_checks_and_sources() {
         .unwrap();
     let detail = claude["detail"].as_str().unwrap();
     assert!(
-        detail.contains("2.1.330") && detail.contains("inside the tested range"),
+        detail.contains("2.1.332") && detail.contains("inside the tested range"),
         "{detail}"
     );
     assert!(

@@ -504,7 +504,7 @@ fn doctor_honours_the_agent_command_and_reports_the_login() {
         check(&v, "claude")["detail"]
             .as_str()
             .unwrap()
-            .contains("2.1.330"),
+            .contains("2.1.332"),
         "{v}"
     );
     assert!(

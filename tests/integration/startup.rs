@@ -217,3 +217,112 @@ fn client_settings_project_passes_setting_sources() {
     assert!(err.contains("CLIENT_SETTINGS") && err.contains("project or all"), "{err}");
     assert_eq!(r.calls(), 0);
 }
+
+/// The `hank doctor --json` check named `name`.
+fn doctor_check(o: &std::process::Output, name: &str) -> Value {
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+    v["checks"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == name).cloned())
+        .unwrap_or(Value::Null)
+}
+
+#[test]
+fn doctor_reports_the_api_from_the_clients_own_connectivity_check() {
+    let p = Project::new(&["a"]);
+    let o = p.run(&["doctor", "--json"]);
+    let api = doctor_check(&o, "api");
+    assert_eq!(api["ok"], true, "{api}");
+    assert!(
+        api["detail"].as_str().unwrap_or("").contains("answered HTTP 200") ,
+        "{api}"
+    );
+    p.fake(
+        "doctor",
+        "Claude Code doctor\n\nAPI connectivity\n- API (custom host): failed after 14 ms: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)\n- ANTHROPIC_BASE_URL: set to a custom host\n\nRemote Control\n",
+    );
+    let o = p.run(&["doctor", "--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let api = doctor_check(&o, "api");
+    assert_eq!(api["ok"], false, "{api}");
+    assert!(api["detail"].as_str().unwrap_or("").contains("ECONNREFUSED"), "{api}");
+    assert!(api["fix"].as_str().unwrap_or("").contains("ANTHROPIC_BASE_URL"), "{api}");
+    assert_eq!(p.calls(), 0, "doctor never calls the model");
+}
+
+#[test]
+fn doctor_without_a_connectivity_check_makes_a_bounded_request_to_the_base_url() {
+    use std::io::{Read, Write};
+    let p = Project::new(&["a"]);
+    // 2.1.197 has no connectivity section: hank asks the base URL itself (a fake on 127.0.0.1).
+    p.fake("version", "2.1.197 (Claude Code)\n");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        if let Ok((mut s, _)) = listener.accept() {
+            let mut buf = [0u8; 1024];
+            let n = s.read(&mut buf).unwrap_or(0);
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
+            return String::from_utf8_lossy(&buf[..n]).into_owned();
+        }
+        String::new()
+    });
+    let o = p
+        .cmd()
+        .args(["doctor", "--json"])
+        .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
+        .output()
+        .unwrap();
+    let request = server.join().unwrap();
+    assert!(request.starts_with("HEAD /api/hello HTTP/1.1\r\n"), "{request}");
+    let api = doctor_check(&o, "api");
+    assert_eq!(api["ok"], true, "{api}");
+    assert!(api["detail"].as_str().unwrap_or("").contains("HTTP/1.1 200 OK"), "{api}");
+
+    // Nothing listens: unreachable, with the fix.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let o = p
+        .cmd()
+        .args(["doctor", "--json"])
+        .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let api = doctor_check(&o, "api");
+    assert_eq!(api["ok"], false, "{api}");
+    assert!(api["detail"].as_str().unwrap_or("").contains("not reachable"), "{api}");
+}
+
+#[test]
+fn doctor_warns_about_user_stop_hooks_and_plugins_and_names_client_settings() {
+    let p = Project::new(&["a"]);
+    std::fs::create_dir_all(p.home.join(".claude")).unwrap();
+    std::fs::write(
+        p.home.join(".claude/settings.json"),
+        r#"{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"notify-send done"}]}]},"enabledPlugins":{"wedger@market":true,"off@market":false}}"#,
+    )
+    .unwrap();
+    let o = p.run(&["doctor", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "a warning does not fail doctor");
+    let s = doctor_check(&o, "settings");
+    assert_eq!(s["ok"], true, "{s}");
+    assert_eq!(s["warning"], true, "{s}");
+    let detail = s["detail"].as_str().unwrap_or("");
+    assert!(detail.contains("Stop hooks") && detail.contains("wedger@market"), "{s}");
+    assert!(!detail.contains("off@market"), "{s}");
+    assert!(s["fix"].as_str().unwrap_or("").contains("CLIENT_SETTINGS=project"), "{s}");
+    let text = p.run(&["doctor"]);
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("warn settings"),
+        "{}",
+        String::from_utf8_lossy(&text.stdout)
+    );
+    // With CLIENT_SETTINGS=project the hooks are not loaded: said, not warned.
+    p.hankrc("CLIENT_SETTINGS=project\n");
+    let o = p.run(&["doctor", "--json"]);
+    let s = doctor_check(&o, "settings");
+    assert_eq!(s["warning"], false, "{s}");
+    assert!(s["detail"].as_str().unwrap_or("").contains("not loaded"), "{s}");
+}
