@@ -477,6 +477,9 @@ fn rows() -> Vec<Row> {
             ),
             fail(), S::ResultObject, O::AgentError, err(K::Auth),
         ).sid("s124").asked(AskedFormat::Json),
+        // Recorded: 2.1.332 against the contract suite's fake API, asked for stream-json.
+        file("v2332_stream_success.jsonl", ok(), S::StreamJson, O::Success, None)
+            .sid("1631f38f-3a5f-4a60-b0ee-3234d6718665").cost(0.00108).asked(AskedFormat::StreamJson),
         // Clean answers are read the same in every mode.
         file("success.json", ok(), S::ResultObject, O::Success, None).sid(SID).cost(0.1123).asked(AskedFormat::Json),
         file("stream_success.jsonl", ok(), S::StreamJson, O::Success, None).sid(SID).cost(0.0923).asked(AskedFormat::StreamJson),

@@ -810,6 +810,34 @@ pub(crate) fn json_answers_stream_and_read_strictly_without_live() {
     assert_eq!(o.status.code(), Some(3), "{ctx}");
     let out = std::fs::read_to_string(real.p.dir.join(".hank/logs/loop-00001.out")).unwrap_or_default();
     assert!(out.lines().count() >= 2, "not a stream: {ctx}");
+    // What streaming costs in bytes (PERFORMANCE.md): the whole stream against its result line,
+    // which is what `--output-format json` prints.
+    let result_line = out
+        .lines()
+        .find(|l| l.contains("\"type\":\"result\""))
+        .map_or(0, str::len);
+    let sizes: Vec<String> = out
+        .lines()
+        .map(|l| {
+            let kind = serde_json::from_str::<Value>(l)
+                .ok()
+                .and_then(|v| v["type"].as_str().map(str::to_owned))
+                .unwrap_or_default();
+            format!("{kind}:{}", l.len())
+        })
+        .collect();
+    if let Some(keep) = std::env::var_os("HANK_CONTRACT_KEEP") {
+        let to = std::path::Path::new(&keep).join(format!("{}-stream.out", crate::client().version));
+        let _ = std::fs::write(to, &out);
+    }
+    eprintln!(
+        "{}: stream-json answer {} bytes in {} lines ({}); its result line {} bytes",
+        crate::client().version,
+        out.len(),
+        out.lines().count(),
+        sizes.join(" "),
+        result_line
+    );
     assert!(out.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('{')), "{ctx}");
     let f = &real.finished()[0];
     assert_eq!(f["outcome"], "success", "{ctx}");
