@@ -8,6 +8,7 @@
 # runs the suite against it alone.
 #
 #   scripts/claude-canary.sh            # report on stdout, progress on stderr
+#   CLAUDE_CANARY_PIN=2.1.330 scripts/claude-canary.sh   # compare with another release
 #
 # Needs npm, the npm registry and cargo; nothing else is downloaded. The contract suite uses
 # the fake API on 127.0.0.1 only. Exits 0 whatever the suite finds (it is a report); exits 1
@@ -18,6 +19,8 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 # shellcheck source=claude-versions.env
 . "$here/claude-versions.env"
+# The release `latest` is compared with (default: the newest tested pin).
+CLAUDE_NEWEST="${CLAUDE_CANARY_PIN:-$CLAUDE_NEWEST}"
 
 command -v npm >/dev/null 2>&1 || { echo "claude-canary.sh: npm is required" >&2; exit 1; }
 latest="$(npm view @anthropic-ai/claude-code dist-tags.latest 2>/dev/null | tr -d '[:space:]')"
@@ -60,7 +63,9 @@ results "$latest" >"$work/latest.txt"
 echo "# Claude Code canary ($(date -u +%Y-%m-%dT%H:%MZ))"
 echo
 echo "npm latest: $latest    newest tested pin: $CLAUDE_NEWEST    oldest: $CLAUDE_OLDEST"
-echo "contract suite: exit $suite_rc in ${secs}s ($(grep -c '^test ' "$log") trials)"
+trials=$(wc -l <"$work/pin.txt")
+[ "$latest" = "$CLAUDE_NEWEST" ] || trials=$(( trials + $(wc -l <"$work/latest.txt") ))
+echo "contract suite: exit $suite_rc in ${secs}s ($trials Claude Code trials; other agents' cases are not run here)"
 echo
 echo "## contract cases on $latest"
 awk '{n[$2]++} END {for (k in n) printf "  %s: %d\n", k, n[k]}' "$work/latest.txt" | sort
