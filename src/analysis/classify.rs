@@ -621,8 +621,7 @@ pub(crate) fn verdict(g: &Gathered, stderr: &str, facts: &RunFacts, clock: &Cloc
         let error = if facts.startup_hang {
             Some(error(
                 ErrorKind::StartupHang,
-                "the agent printed nothing before FIRST_OUTPUT_TIMEOUT (a startup hang)"
-                    .to_owned(),
+                "the agent printed nothing before FIRST_OUTPUT_TIMEOUT (a startup hang)".to_owned(),
                 None,
                 None,
             ))

@@ -83,7 +83,9 @@ const API_FIX: &str = "check the network, a proxy (HTTPS_PROXY) or firewall, and
 /// 14 ms: Connection refused — …`: whether it answered, and the line. **\[pure\]**
 #[must_use]
 pub(crate) fn parse_connectivity(stdout: &str) -> Option<(bool, String)> {
-    let mut lines = stdout.lines().skip_while(|l| l.trim() != "API connectivity");
+    let mut lines = stdout
+        .lines()
+        .skip_while(|l| l.trim() != "API connectivity");
     lines.next()?;
     let line = lines
         .take_while(|l| !l.trim().is_empty())
@@ -127,8 +129,8 @@ pub(crate) fn url_endpoint(url: &str) -> Option<(String, u16, bool)> {
 fn probe_base_url(base: &str) -> std::result::Result<String, String> {
     use std::io::{Read as _, Write as _};
     use std::net::{TcpStream, ToSocketAddrs};
-    let (host, port, plain) =
-        url_endpoint(base).ok_or_else(|| format!("ANTHROPIC_BASE_URL {base:?} is not an http(s) URL"))?;
+    let (host, port, plain) = url_endpoint(base)
+        .ok_or_else(|| format!("ANTHROPIC_BASE_URL {base:?} is not an http(s) URL"))?;
     let started = std::time::Instant::now();
     let addrs: Vec<_> = (host.as_str(), port)
         .to_socket_addrs()
@@ -154,8 +156,7 @@ fn probe_base_url(base: &str) -> std::result::Result<String, String> {
     }
     let _ = stream.set_read_timeout(Some(API_CONNECT_LIMIT));
     let _ = stream.set_write_timeout(Some(API_CONNECT_LIMIT));
-    let request =
-        format!("HEAD /api/hello HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    let request = format!("HEAD /api/hello HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
     stream
         .write_all(request.as_bytes())
         .map_err(|e| format!("{host}:{port}: {e}"))?;
@@ -190,10 +191,17 @@ fn api_check(
         args.push("doctor");
         let answer = crate::project::sources::run_tool(&agent.program, &args, dir, API_PROBE_LIMIT)
             .ok()
-            .and_then(|o| parse_connectivity(&crate::sanitize::for_terminal(&o.stdout, crate::sanitize::Lines::Keep)));
+            .and_then(|o| {
+                parse_connectivity(&crate::sanitize::for_terminal(
+                    &o.stdout,
+                    crate::sanitize::Lines::Keep,
+                ))
+            });
         match answer {
             Some((true, line)) => return Check::ok("api", format!("{line} (claude doctor)")),
-            Some((false, line)) => return Check::fail("api", format!("{line} (claude doctor)"), API_FIX),
+            Some((false, line)) => {
+                return Check::fail("api", format!("{line} (claude doctor)"), API_FIX);
+            }
             None => {}
         }
     }
@@ -336,7 +344,10 @@ fn version_of(program: &Path, args: &[String]) -> Option<String> {
 }
 
 /// The client: found, its version, supported or not.
-fn client_check(agent: &AgentCommand, shown: &str) -> (Check, Option<crate::agent::client::Version>) {
+fn client_check(
+    agent: &AgentCommand,
+    shown: &str,
+) -> (Check, Option<crate::agent::client::Version>) {
     use crate::agent::client::{self, Support, Version};
     let range = client::tested_range();
     let check = match client::probe(&agent.program, &agent.leading_args, PROBE_LIMIT) {
@@ -576,12 +587,21 @@ mod tests {
             ),
             (
                 "API connectivity\n- API (custom host): failed after 14 ms: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)\n",
-                Some((false, "API (custom host): failed after 14 ms: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)")),
+                Some((
+                    false,
+                    "API (custom host): failed after 14 ms: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)",
+                )),
             ),
             // 2.1.330: no section.
-            ("Claude Code doctor\n\nRemote Control\n- Not connected\n\nNo installation issues found.\n", None),
+            (
+                "Claude Code doctor\n\nRemote Control\n- Not connected\n\nNo installation issues found.\n",
+                None,
+            ),
             // A section without an API line, and an API line after the section.
-            ("API connectivity\n- ANTHROPIC_BASE_URL: set\n\n- API (x): answered HTTP 200\n", None),
+            (
+                "API connectivity\n- ANTHROPIC_BASE_URL: set\n\n- API (x): answered HTTP 200\n",
+                None,
+            ),
             ("", None),
         ];
         for (text, want) in cases {
@@ -596,11 +616,24 @@ mod tests {
 
     #[test]
     fn base_url_endpoints() {
-        let cases: &[(&str, Option<(&str, u16, bool)>)] = &[
-            ("https://api.anthropic.com", Some(("api.anthropic.com", 443, false))),
-            ("https://api.anthropic.com/", Some(("api.anthropic.com", 443, false))),
-            ("http://127.0.0.1:8080/v1?x", Some(("127.0.0.1", 8080, true))),
-            ("http://user:pw@proxy.local", Some(("proxy.local", 80, true))),
+        type Endpoint<'a> = Option<(&'a str, u16, bool)>;
+        let cases: &[(&str, Endpoint<'_>)] = &[
+            (
+                "https://api.anthropic.com",
+                Some(("api.anthropic.com", 443, false)),
+            ),
+            (
+                "https://api.anthropic.com/",
+                Some(("api.anthropic.com", 443, false)),
+            ),
+            (
+                "http://127.0.0.1:8080/v1?x",
+                Some(("127.0.0.1", 8080, true)),
+            ),
+            (
+                "http://user:pw@proxy.local",
+                Some(("proxy.local", 80, true)),
+            ),
             ("http://[::1]:9000", Some(("::1", 9000, true))),
             ("https://h:notaport", None),
             ("ftp://h", None),
@@ -622,8 +655,14 @@ mod tests {
         let cases: &[(&str, &[&str])] = &[
             (r#"{"hooks":{"Stop":[{"hooks":[]}]}}"#, &["Stop hooks"]),
             (r#"{"hooks":{"Stop":[]}}"#, &[]),
-            (r#"{"hooks":{"SubagentStop":[{}],"PreToolUse":[{}]}}"#, &["SubagentStop hooks"]),
-            (r#"{"enabledPlugins":{"a@m":true,"b@m":false}}"#, &["plugins (a@m)"]),
+            (
+                r#"{"hooks":{"SubagentStop":[{}],"PreToolUse":[{}]}}"#,
+                &["SubagentStop hooks"],
+            ),
+            (
+                r#"{"enabledPlugins":{"a@m":true,"b@m":false}}"#,
+                &["plugins (a@m)"],
+            ),
             (r#"{"enabledPlugins":{"b@m":false}}"#, &[]),
             (r#"{"model":"opus"}"#, &[]),
             ("not json", &[]),

@@ -676,28 +676,58 @@ mod tests {
             ),
             (
                 "error results that tick the plan are productive",
-                rep(EdeWork { tick: true, green: false }, 8),
+                rep(
+                    EdeWork {
+                        tick: true,
+                        green: false,
+                    },
+                    8,
+                ),
                 C,
                 "",
             ),
             (
                 "error results that turn the check green are productive",
-                rep(EdeWork { tick: false, green: true }, 8),
+                rep(
+                    EdeWork {
+                        tick: false,
+                        green: true,
+                    },
+                    8,
+                ),
                 C,
                 "",
             ),
             (
                 "error results that only change files still count",
-                rep(EdeWork { tick: false, green: false }, 5),
+                rep(
+                    EdeWork {
+                        tick: false,
+                        green: false,
+                    },
+                    5,
+                ),
                 O,
                 "same error in 5 consecutive loops: [ede_diagnostic] result_type=user",
             ),
             (
                 "a productive error holds the same-error streak",
                 cat(&[
-                    rep(EdeWork { tick: false, green: false }, 4),
-                    vec![EdeWork { tick: true, green: false }],
-                    vec![EdeWork { tick: false, green: false }],
+                    rep(
+                        EdeWork {
+                            tick: false,
+                            green: false,
+                        },
+                        4,
+                    ),
+                    vec![EdeWork {
+                        tick: true,
+                        green: false,
+                    }],
+                    vec![EdeWork {
+                        tick: false,
+                        green: false,
+                    }],
                 ]),
                 O,
                 "same error in 5 consecutive loops: [ede_diagnostic] result_type=user",

@@ -784,13 +784,20 @@ pub(crate) fn client_settings_project_skips_the_users_stop_hook() {
         let ctx = real.context(&o);
         assert_eq!(o.status.code(), Some(3), "{setting}: {ctx}");
         assert_eq!(real.finished()[0]["outcome"], "success", "{setting}: {ctx}");
-        let argv = std::fs::read_to_string(real.p.dir.join(".hank/logs/hank.log")).unwrap_or_default();
+        let argv =
+            std::fs::read_to_string(real.p.dir.join(".hank/logs/hank.log")).unwrap_or_default();
         (marker.exists(), argv, ctx)
     };
     let (ran, _, ctx) = run("project");
-    assert!(!ran, "the user's Stop hook ran with CLIENT_SETTINGS=project\n{ctx}");
+    assert!(
+        !ran,
+        "the user's Stop hook ran with CLIENT_SETTINGS=project\n{ctx}"
+    );
     let (ran, _, ctx) = run("all");
-    assert!(ran, "the user's Stop hook did not run with CLIENT_SETTINGS=all\n{ctx}");
+    assert!(
+        ran,
+        "the user's Stop hook did not run with CLIENT_SETTINGS=all\n{ctx}"
+    );
 }
 
 /// Without `--live` hank asks the real client for stream-json (so FIRST_OUTPUT_TIMEOUT and
@@ -804,11 +811,19 @@ pub(crate) fn json_answers_stream_and_read_strictly_without_live() {
     );
     let o = real.run(
         Auth::ApiKey,
-        &["--max-loops", "1", "--first-output-timeout", "30s", "--idle-timeout", "2m"],
+        &[
+            "--max-loops",
+            "1",
+            "--first-output-timeout",
+            "30s",
+            "--idle-timeout",
+            "2m",
+        ],
     );
     let ctx = real.context(&o);
     assert_eq!(o.status.code(), Some(3), "{ctx}");
-    let out = std::fs::read_to_string(real.p.dir.join(".hank/logs/loop-00001.out")).unwrap_or_default();
+    let out =
+        std::fs::read_to_string(real.p.dir.join(".hank/logs/loop-00001.out")).unwrap_or_default();
     assert!(out.lines().count() >= 2, "not a stream: {ctx}");
     // What streaming costs in bytes (PERFORMANCE.md): the whole stream against its result line,
     // which is what `--output-format json` prints.
@@ -827,7 +842,8 @@ pub(crate) fn json_answers_stream_and_read_strictly_without_live() {
         })
         .collect();
     if let Some(keep) = std::env::var_os("HANK_CONTRACT_KEEP") {
-        let to = std::path::Path::new(&keep).join(format!("{}-stream.out", crate::client().version));
+        let to =
+            std::path::Path::new(&keep).join(format!("{}-stream.out", crate::client().version));
         let _ = std::fs::write(to, &out);
     }
     eprintln!(
@@ -838,7 +854,11 @@ pub(crate) fn json_answers_stream_and_read_strictly_without_live() {
         sizes.join(" "),
         result_line
     );
-    assert!(out.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('{')), "{ctx}");
+    assert!(
+        out.lines()
+            .all(|l| l.trim().is_empty() || l.trim_start().starts_with('{')),
+        "{ctx}"
+    );
     let f = &real.finished()[0];
     assert_eq!(f["outcome"], "success", "{ctx}");
     assert_eq!(f["recommendation"], "streamed", "{ctx}");

@@ -154,7 +154,11 @@ fn format_flag_and_the_loop_logs_word() {
     std::fs::write(&out, "{ invalid json here }\n").unwrap();
     let analyze = |args: &[&str]| {
         let o = hank().arg("analyze").args(args).arg(&out).output().unwrap();
-        (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
     };
     // No log: auto, a text success.
     let (code, text, _) = analyze(&[]);
@@ -179,12 +183,18 @@ fn format_flag_and_the_loop_logs_word() {
     assert_eq!(v["outcome"], "crashed", "{v}");
     assert_eq!(v["error"]["kind"], "malformed", "{v}");
     let (_, text, _) = analyze(&[]);
-    assert!(text.contains("asked format: stream-json (hank.log)"), "{text}");
+    assert!(
+        text.contains("asked format: stream-json (hank.log)"),
+        "{text}"
+    );
     // The flag wins over the log.
     let (_, text, _) = analyze(&["--format", "text"]);
     assert!(text.contains("outcome:      success"), "{text}");
     // A bad value names the flag and what is expected.
     let (code, _, err) = analyze(&["--format", "yaml"]);
     assert_eq!(code, Some(1));
-    assert!(err.contains("--format") && err.contains("json, stream-json, text or auto"), "{err}");
+    assert!(
+        err.contains("--format") && err.contains("json, stream-json, text or auto"),
+        "{err}"
+    );
 }

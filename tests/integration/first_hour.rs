@@ -585,7 +585,10 @@ fn dry_run_without_the_client_and_environment_values() {
         stderr(&o)
     );
     let out = stdout(&o);
-    assert!(out.contains("\nclaude -p --output-format stream-json --verbose"), "{out}");
+    assert!(
+        out.contains("\nclaude -p --output-format stream-json --verbose"),
+        "{out}"
+    );
     let row = |key: &str| {
         out.lines()
             .find(|l| l.starts_with(&format!("{key} ")))

@@ -54,7 +54,9 @@ fn startup_hangs_are_retried_at_once_uncounted_and_the_third_counts() {
 fn two_startup_hangs_then_an_answer_leave_the_breaker_untouched() {
     let p = Project::new(&["a", "b"]);
     p.hankrc("RETRY_BACKOFF_SECONDS=0\nFIRST_OUTPUT_TIMEOUT=1s\nMAX_LOOPS=3\n");
-    p.fake("sleep-1", "30").fake("sleep-2", "30").fake("effect-3.sh", TICK_ONE);
+    p.fake("sleep-1", "30")
+        .fake("sleep-2", "30")
+        .fake("effect-3.sh", TICK_ONE);
     let o = p.run(&["run"]);
     let err = stderr(&o);
     assert_eq!(p.calls(), 3, "{err}");
@@ -96,7 +98,10 @@ fn an_agent_that_prints_then_goes_silent_is_stopped_by_idle_timeout_without_live
     assert_ne!(f[0]["error_kind"], "startup_hang", "{err}");
     // hank asked for the stream although --live was not given.
     let argv = p.argv(1).join(" ");
-    assert!(argv.contains("--output-format stream-json --verbose"), "{argv}");
+    assert!(
+        argv.contains("--output-format stream-json --verbose"),
+        "{argv}"
+    );
 }
 
 #[test]
@@ -129,7 +134,11 @@ fn invalid_json_every_loop_while_changing_a_file_opens_the_breaker() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("circuit_open"), "{err}");
     assert!(p.calls() <= 6, "{} calls: {err}", p.calls());
-    assert!(kinds(&p).iter().all(|k| k == "malformed"), "{:?}", kinds(&p));
+    assert!(
+        kinds(&p).iter().all(|k| k == "malformed"),
+        "{:?}",
+        kinds(&p)
+    );
     for e in finished(&p) {
         assert_eq!(e["outcome"], "crashed", "{e}");
     }
@@ -214,7 +223,10 @@ fn client_settings_project_passes_setting_sources() {
     let o = r.run(&["run"]);
     assert_eq!(o.status.code(), Some(1));
     let err = stderr(&o);
-    assert!(err.contains("CLIENT_SETTINGS") && err.contains("project or all"), "{err}");
+    assert!(
+        err.contains("CLIENT_SETTINGS") && err.contains("project or all"),
+        "{err}"
+    );
     assert_eq!(r.calls(), 0);
 }
 
@@ -234,7 +246,10 @@ fn doctor_reports_the_api_from_the_clients_own_connectivity_check() {
     let api = doctor_check(&o, "api");
     assert_eq!(api["ok"], true, "{api}");
     assert!(
-        api["detail"].as_str().unwrap_or("").contains("answered HTTP 200") ,
+        api["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("answered HTTP 200"),
         "{api}"
     );
     p.fake(
@@ -245,8 +260,20 @@ fn doctor_reports_the_api_from_the_clients_own_connectivity_check() {
     assert_eq!(o.status.code(), Some(1));
     let api = doctor_check(&o, "api");
     assert_eq!(api["ok"], false, "{api}");
-    assert!(api["detail"].as_str().unwrap_or("").contains("ECONNREFUSED"), "{api}");
-    assert!(api["fix"].as_str().unwrap_or("").contains("ANTHROPIC_BASE_URL"), "{api}");
+    assert!(
+        api["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("ECONNREFUSED"),
+        "{api}"
+    );
+    assert!(
+        api["fix"]
+            .as_str()
+            .unwrap_or("")
+            .contains("ANTHROPIC_BASE_URL"),
+        "{api}"
+    );
     assert_eq!(p.calls(), 0, "doctor never calls the model");
 }
 
@@ -274,10 +301,19 @@ fn doctor_without_a_connectivity_check_makes_a_bounded_request_to_the_base_url()
         .output()
         .unwrap();
     let request = server.join().unwrap();
-    assert!(request.starts_with("HEAD /api/hello HTTP/1.1\r\n"), "{request}");
+    assert!(
+        request.starts_with("HEAD /api/hello HTTP/1.1\r\n"),
+        "{request}"
+    );
     let api = doctor_check(&o, "api");
     assert_eq!(api["ok"], true, "{api}");
-    assert!(api["detail"].as_str().unwrap_or("").contains("HTTP/1.1 200 OK"), "{api}");
+    assert!(
+        api["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("HTTP/1.1 200 OK"),
+        "{api}"
+    );
 
     // Nothing listens: unreachable, with the fix.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -292,7 +328,13 @@ fn doctor_without_a_connectivity_check_makes_a_bounded_request_to_the_base_url()
     assert_eq!(o.status.code(), Some(1));
     let api = doctor_check(&o, "api");
     assert_eq!(api["ok"], false, "{api}");
-    assert!(api["detail"].as_str().unwrap_or("").contains("not reachable"), "{api}");
+    assert!(
+        api["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("not reachable"),
+        "{api}"
+    );
 }
 
 #[test]
@@ -310,9 +352,18 @@ fn doctor_warns_about_user_stop_hooks_and_plugins_and_names_client_settings() {
     assert_eq!(s["ok"], true, "{s}");
     assert_eq!(s["warning"], true, "{s}");
     let detail = s["detail"].as_str().unwrap_or("");
-    assert!(detail.contains("Stop hooks") && detail.contains("wedger@market"), "{s}");
+    assert!(
+        detail.contains("Stop hooks") && detail.contains("wedger@market"),
+        "{s}"
+    );
     assert!(!detail.contains("off@market"), "{s}");
-    assert!(s["fix"].as_str().unwrap_or("").contains("CLIENT_SETTINGS=project"), "{s}");
+    assert!(
+        s["fix"]
+            .as_str()
+            .unwrap_or("")
+            .contains("CLIENT_SETTINGS=project"),
+        "{s}"
+    );
     let text = p.run(&["doctor"]);
     assert!(
         String::from_utf8_lossy(&text.stdout).contains("warn settings"),
@@ -324,5 +375,8 @@ fn doctor_warns_about_user_stop_hooks_and_plugins_and_names_client_settings() {
     let o = p.run(&["doctor", "--json"]);
     let s = doctor_check(&o, "settings");
     assert_eq!(s["warning"], false, "{s}");
-    assert!(s["detail"].as_str().unwrap_or("").contains("not loaded"), "{s}");
+    assert!(
+        s["detail"].as_str().unwrap_or("").contains("not loaded"),
+        "{s}"
+    );
 }

@@ -181,11 +181,13 @@ fn runs_below_the_limits_are_untouched() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let argv = q.argv(1);
     assert!(
-        argv.windows(2).any(|a| a == ["--output-format", "stream-json"]),
+        argv.windows(2)
+            .any(|a| a == ["--output-format", "stream-json"]),
         "{argv:?}"
     );
     let t = Project::new(&["a"]);
-    t.fake("response", "All done.\n").fake("effect.sh", TICK_ONE);
+    t.fake("response", "All done.\n")
+        .fake("effect.sh", TICK_ONE);
     t.run(&["--output-format", "text", "--max-loops", "1"]);
     let argv = t.argv(1);
     assert!(
