@@ -380,3 +380,33 @@ fn doctor_warns_about_user_stop_hooks_and_plugins_and_names_client_settings() {
         "{s}"
     );
 }
+
+#[test]
+fn an_error_result_whose_loop_turned_the_failing_check_green_is_productive() {
+    let p = Project::new(&["a", "b"]);
+    p.git_init();
+    p.hankrc(
+        "RETRY_BACKOFF_SECONDS=0\nMAX_LOOPS=2\nVERIFY_COMMAND=\"test -f src/fixed\"\nVERIFY_EVERY_LOOP=true\n",
+    );
+    // Loop 1 answers and leaves the check red; loop 2 fixes it but its result is an error.
+    p.fake(
+        "response-2",
+        "{\"type\":\"result\",\"subtype\":\"error_during_execution\",\"is_error\":true,\"errors\":[\"[ede_diagnostic] result_type=user\"],\"session_id\":\"5b1c0e0a-1111-2222-3333-444444444444\",\"total_cost_usd\":0.02}\n",
+    )
+    .fake("effect-2.sh", "mkdir -p src && touch src/fixed\n");
+    let o = p.run(&["run"]);
+    let err = stderr(&o);
+    assert_eq!(p.calls(), 2, "{err}");
+    assert!(
+        err.contains("loop 2: the agent reported interrupted but turned the failing check green: counted as productive"),
+        "{err}"
+    );
+    let state = p.state();
+    assert_eq!(state["breaker"]["failure_streak"], 0, "{state}");
+    assert_eq!(state["breaker"]["same_error_streak"], 0, "{state}");
+    assert!(
+        !p.events()
+            .iter()
+            .any(|e| e["type"] == "waiting" && e["reason"] == "backoff")
+    );
+}
