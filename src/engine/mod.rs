@@ -516,23 +516,11 @@ impl Engine {
         // 8. decide; a "done" claim stands only when the project's check passes
         let plan_complete = self.plan_complete();
         let mut decision = self.decide_after(&analysis, now, plan_complete, true, &dcfg);
-        if free_retry && !matches!(decision, Decision::Stop(_)) {
-            // At once: no backoff, no loop delay.
-            decision = Decision::Continue;
-            self.retry_now = true;
-        } else if is_failed_call(&analysis)
-            && progress.did_the_work()
-            && matches!(
-                decision,
-                Decision::Wait {
-                    reason: WaitReason::Backoff,
-                    ..
-                }
-            )
-        {
-            // A productive error result is no failure: no backoff either.
-            decision = Decision::Continue;
-        }
+        // A free retry goes at once (no backoff, no loop delay); a productive error result
+        // is no failure (no backoff).
+        let productive_error = is_failed_call(&analysis) && progress.did_the_work();
+        decision = decide::uncounted(decision, free_retry, productive_error);
+        self.retry_now = free_retry && decision == Decision::Continue;
         if interrupted_by_hank {
             decision = Decision::Stop(ExitReason::Interrupted);
         } else if let Decision::Stop(reason) = decision
