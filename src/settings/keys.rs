@@ -201,7 +201,7 @@ pub const KEYS: &[Key] = &[
         Some("--live"),
         DefaultValue::Text("false"),
         BOOL,
-        "Stream the agent's output live (stream-json)",
+        "Show the agent's output live: text and one line per tool use (hank always reads the stream)",
     ),
     key(
         "VERBOSE",
