@@ -260,7 +260,8 @@ fn stat_of(pid: i32) -> Option<Stat> {
     let state = f.next()?;
     let ppid = f.next()?.parse().ok()?;
     let pgrp = f.next()?.parse().ok()?;
-    let ticks = f.nth(15)?.parse().ok()?;
+    // Fields 6 to 21 come next; `starttime` is field 22.
+    let ticks = f.nth(16)?.parse().ok()?;
     Some(Stat {
         zombie: state == "Z" || state == "X",
         ppid,
@@ -309,8 +310,126 @@ pub fn marked_processes(wanted: &[(&str, &str)]) -> Vec<(i32, u64)> {
         .collect()
 }
 
-/// The live processes of group `pgid` or carrying `marker`.
+/// The live processes of the agent's tree: found from hank's own children when hank is the
+/// child subreaper ([`become_subreaper`]: every orphan of the agent is re-parented to hank,
+/// whatever its environment or session), else by a scan of the machine for group `pgid` or
+/// `marker`.
 fn survivors(pgid: i32, marker: Option<&Marker>) -> Vec<(i32, u64)> {
+    if SUBREAPER.load(Ordering::Relaxed) {
+        tree_survivors(pgid)
+    } else {
+        scan_survivors(pgid, marker)
+    }
+}
+
+/// Whether hank is the child subreaper of its descendants.
+static SUBREAPER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The PIDs of the children hank spawned itself and has not reaped yet (agents of calls in
+/// progress): never reaped by [`reap`] (their owner waits for them), and with their trees
+/// left to their own call when several run in one process (tests).
+static OWN_SPAWNS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+fn own_spawns() -> std::sync::MutexGuard<'static, Vec<i32>> {
+    OWN_SPAWNS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Registers a spawned child for as long as it lives (until dropped).
+struct OwnSpawn(i32);
+
+impl OwnSpawn {
+    fn new(pid: i32) -> Self {
+        if pid > 0 {
+            own_spawns().push(pid);
+        }
+        Self(pid)
+    }
+}
+
+impl Drop for OwnSpawn {
+    fn drop(&mut self) {
+        own_spawns().retain(|p| *p != self.0);
+    }
+}
+
+/// The children of `pid` (every thread's: a multi-threaded process forks from any thread),
+/// from `/proc/PID/task/TID/children`.
+fn children_of(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    for task in tasks.flatten() {
+        let mut path = task.path();
+        path.push("children");
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            out.extend(
+                text.split_ascii_whitespace()
+                    .filter_map(|c| c.parse::<i32>().ok()),
+            );
+        }
+    }
+    out
+}
+
+/// The live descendants of hank, except the trees of other calls running beside the one of
+/// group `pgid` (several calls in one process: tests), with their start times. Zombies among
+/// them that are orphans re-parented to hank are reaped on the way (never a child a caller
+/// waits for).
+fn tree_survivors(pgid: i32) -> Vec<(i32, u64)> {
+    use nix::sys::wait::{WaitPidFlag, waitpid};
+    let me = i32::try_from(std::process::id()).unwrap_or(0);
+    let spawned = own_spawns().clone();
+    let mut out = Vec::new();
+    let mut queue: Vec<i32> = children_of(me)
+        .into_iter()
+        .filter(|c| *c == pgid || !spawned.contains(c))
+        .collect();
+    let mut seen = HashSet::new();
+    while let Some(pid) = queue.pop() {
+        if seen.len() >= MAX_TREE || !seen.insert(pid) {
+            continue;
+        }
+        let Some(st) = stat_of(pid) else { continue };
+        if st.zombie {
+            if st.ppid == me && !spawned.contains(&pid) {
+                let _ = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG));
+            }
+            continue;
+        }
+        out.push((pid, st.ticks));
+        queue.extend(children_of(pid));
+    }
+    out
+}
+
+/// The live descendants of `root` (not `root` itself), with their start times.
+#[must_use]
+pub fn descendants(root: i32) -> Vec<(i32, u64)> {
+    let mut out = Vec::new();
+    let mut queue = children_of(root);
+    let mut seen = HashSet::new();
+    while let Some(pid) = queue.pop() {
+        if seen.len() >= MAX_TREE || !seen.insert(pid) {
+            continue;
+        }
+        if let Some(st) = stat_of(pid)
+            && !st.zombie
+        {
+            out.push((pid, st.ticks));
+            queue.extend(children_of(pid));
+        }
+    }
+    out
+}
+
+/// Most processes looked at in one walk of hank's tree (a fork bomb cannot make it endless).
+const MAX_TREE: usize = 100_000;
+
+/// [`survivors`] by a scan of every process of the machine (when hank is not a subreaper).
+fn scan_survivors(pgid: i32, marker: Option<&Marker>) -> Vec<(i32, u64)> {
     let env = marker.map(Marker::env);
     all_pids()
         .into_iter()
@@ -341,8 +460,9 @@ fn signal_each(procs: &[(i32, u64)], sig: Signal) {
 fn reap(seen: &HashSet<i32>) {
     use nix::sys::wait::{WaitPidFlag, waitpid};
     let me = i32::try_from(std::process::id()).unwrap_or(0);
+    let spawned = own_spawns().clone();
     for pid in seen {
-        if stat_of(*pid).is_some_and(|s| s.zombie && s.ppid == me) {
+        if !spawned.contains(pid) && stat_of(*pid).is_some_and(|s| s.zombie && s.ppid == me) {
             let _ = waitpid(Pid::from_raw(*pid), Some(WaitPidFlag::WNOHANG));
         }
     }
@@ -351,7 +471,13 @@ fn reap(seen: &HashSet<i32>) {
 /// Makes hank the child subreaper of its descendants (Linux): an agent's daemon whose parent
 /// exits is re-parented to hank instead of init, so that it can be found and stopped.
 pub fn become_subreaper() {
-    let _ = nix::sys::prctl::set_child_subreaper(true);
+    // The agent's tree is then walked from hank's own children (`/proc/PID/task/TID/children`,
+    // Linux ≥ 3.5 with CONFIG_PROC_CHILDREN); without that file, the scan of the machine.
+    let ok = nix::sys::prctl::set_child_subreaper(true).is_ok();
+    let me = std::process::id();
+    let children_readable =
+        std::path::Path::new(&format!("/proc/{me}/task/{me}/children")).exists();
+    SUBREAPER.store(ok && children_readable, Ordering::Relaxed);
 }
 
 /// Keeps hank's memory and open files out of reach of the agent (same user): a process that
@@ -479,6 +605,7 @@ pub async fn run_with_hook(
         .id()
         .and_then(|id| i32::try_from(id).ok())
         .unwrap_or(0);
+    let _own = OwnSpawn::new(pgid);
     if pgid > 0 {
         on_spawn(pgid);
     }
@@ -495,6 +622,9 @@ pub async fn run_with_hook(
     let (result_tx, mut result_rx) = watch::channel(false);
     // Bytes read from stdout so far (IDLE_TIMEOUT watches it move).
     let activity = Arc::new(AtomicU64::new(0));
+    // Tells the readers to stop waiting for the end of a pipe that a process hank cannot stop
+    // keeps open, and to hand over what they read.
+    let (quit_tx, quit_rx) = watch::channel(false);
     let stdout_task = child.stdout.take().map(|out| {
         let sink = StdoutSink {
             log: stdout_file,
@@ -502,13 +632,18 @@ pub async fn run_with_hook(
             result: spawn.stop_after_result.then_some(result_tx),
             ..StdoutSink::default()
         };
-        tokio::spawn(drain_stdout(out, sink, Arc::clone(&activity)))
+        tokio::spawn(drain_stdout(
+            out,
+            sink,
+            Arc::clone(&activity),
+            quit_rx.clone(),
+        ))
     });
     drop(line_tx);
     let stderr_task = child
         .stderr
         .take()
-        .map(|err| tokio::spawn(drain_stderr(err, spawn.stderr_log.clone())));
+        .map(|err| tokio::spawn(drain_stderr(err, spawn.stderr_log.clone(), quit_rx)));
 
     let mut outcome = RunOutcome::default();
     let deadline = tokio::time::sleep(spawn.timeout);
@@ -617,10 +752,14 @@ pub async fn run_with_hook(
         if read.is_some() && !alive {
             break;
         }
-        // Past the grace and 2 s of SIGKILL: a reader still open belongs to a process hank
-        // cannot see (it left the group and scrubbed its environment); stop waiting.
+        // Past the grace and 2 s of SIGKILL: a pipe still open belongs to a process hank
+        // cannot see (it is not hank's descendant); stop waiting for its end, but keep what
+        // was read (the answer is analyzed and charged, never dropped as no output).
         if stop.given_up() {
-            break;
+            if read.is_some() || stop.quit_waited() {
+                break;
+            }
+            let _ = quit_tx.send(true);
         }
     }
     stop.finish();
@@ -707,6 +846,12 @@ impl<'a> Stopping<'a> {
     fn given_up(&self) -> bool {
         self.term_at
             .is_some_and(|t| t.elapsed() >= self.grace + Duration::from_secs(2))
+    }
+
+    /// The readers were told to stop a second ago and have not ended: stop waiting for them.
+    fn quit_waited(&self) -> bool {
+        self.term_at
+            .is_some_and(|t| t.elapsed() >= self.grace + Duration::from_secs(3))
     }
 
     fn finish(&mut self) {
@@ -876,18 +1021,35 @@ impl StdoutSink {
     }
 }
 
+/// Reads `out` to its end, or until `quit` turns true (a process hank cannot stop holds the
+/// pipe open): what was read is kept either way.
+async fn read_or_quit(
+    out: &mut (impl AsyncRead + Unpin),
+    buf: &mut [u8],
+    quit: &mut watch::Receiver<bool>,
+) -> usize {
+    if *quit.borrow() {
+        return 0;
+    }
+    tokio::select! {
+        r = out.read(buf) => r.unwrap_or(0),
+        _ = quit.wait_for(|q| *q) => 0,
+    }
+}
+
 async fn drain_stdout(
     mut out: impl AsyncRead + Unpin,
     mut sink: StdoutSink,
     activity: Arc<AtomicU64>,
+    mut quit: watch::Receiver<bool>,
 ) -> Drained {
     let mut buf = vec![0u8; 64 * 1024];
     let mut total = 0u64;
     loop {
-        let n = match out.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
+        let n = read_or_quit(&mut out, &mut buf, &mut quit).await;
+        if n == 0 {
+            break;
+        }
         total += n as u64;
         activity.store(total, Ordering::Relaxed);
         sink.push(&buf[..n]).await;
@@ -898,6 +1060,7 @@ async fn drain_stdout(
 async fn drain_stderr(
     mut err: impl AsyncRead + Unpin,
     path: PathBuf,
+    mut quit: watch::Receiver<bool>,
 ) -> std::io::Result<(Vec<u8>, u64)> {
     let mut buf = vec![0u8; 16 * 1024];
     let mut head = Vec::new();
@@ -905,10 +1068,10 @@ async fn drain_stderr(
     let mut file: Option<File> = None;
     let mut file_failed = false;
     loop {
-        let n = match err.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
+        let n = read_or_quit(&mut err, &mut buf, &mut quit).await;
+        if n == 0 {
+            break;
+        }
         total += n as u64;
         if head.len() < STDERR_KEEP {
             let take = n.min(STDERR_KEEP - head.len());

@@ -100,6 +100,15 @@ impl Engine {
         if recorded.is_some() {
             engine.lock.record_agent(None);
         }
+        // Likewise a VERIFY_COMMAND that was running when hank (or `hank verify`) was killed.
+        if let Some((pgid, ticks)) = engine.lock.orphaned_verify() {
+            if process::stop_orphan_group(pgid, ticks) {
+                engine.warn(&format!(
+                    "stopped the VERIFY_COMMAND left running by a hank that was killed (process group {pgid})"
+                ));
+            }
+            engine.lock.record_verify(None);
+        }
         if let Some(aside) = loaded.moved_aside {
             engine.warn(&format!(
                 "state.json {}; moved it aside to {} and started a fresh state",

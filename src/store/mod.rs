@@ -777,9 +777,11 @@ impl Store {
             path,
             previous,
             agent: None,
+            verify: None,
         };
-        // Keep a killed hank's agent record until a loop stops what it names.
+        // Keep a killed hank's records until a loop stops what they name.
         guard.agent = guard.orphaned_agent();
+        guard.verify = guard.orphaned_verify();
         guard
             .write_record()
             .map_err(|e| HankError::io("failed to write", &guard.path, e))?;
@@ -824,7 +826,9 @@ fn with_calls(mut state: State, calls: Vec<LedgerEntry>, last_id: u64) -> State 
 
 /// Held while the loop runs; the OS releases the locks when the process dies (even kill -9).
 /// The file holds the PID, and while an agent runs (or after a hank was killed during one),
-/// `agent PGID START_TICKS` on a second line.
+/// `agent PGID START_TICKS` on a second line; while VERIFY_COMMAND runs, `verify PGID
+/// START_TICKS`. `START_TICKS` is the group leader's start time (field 22 of
+/// `/proc/PID/stat`): a record is acted on only while that process is still the same one.
 #[derive(Debug)]
 pub struct LockGuard {
     /// The `flock` on the project directory.
@@ -834,18 +838,34 @@ pub struct LockGuard {
     previous: String,
     /// The agent group recorded now.
     agent: Option<(i32, u64)>,
+    /// The VERIFY_COMMAND group recorded now.
+    verify: Option<(i32, u64)>,
 }
 
 impl LockGuard {
     /// The agent group a previous holder recorded and never cleared (it was killed), if any.
     #[must_use]
     pub fn orphaned_agent(&self) -> Option<(i32, u64)> {
-        let line = self
-            .previous
-            .lines()
-            .find_map(|l| l.strip_prefix("agent "))?;
+        self.previous_record("agent ")
+    }
+
+    /// The VERIFY_COMMAND group a previous holder recorded and never cleared, if any.
+    #[must_use]
+    pub fn orphaned_verify(&self) -> Option<(i32, u64)> {
+        self.previous_record("verify ")
+    }
+
+    fn previous_record(&self, prefix: &str) -> Option<(i32, u64)> {
+        let line = self.previous.lines().find_map(|l| l.strip_prefix(prefix))?;
         let mut parts = line.split_whitespace();
         Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+    }
+
+    /// Records (or with `None` clears) the running VERIFY_COMMAND's process group, like
+    /// [`LockGuard::record_agent`].
+    pub fn record_verify(&mut self, verify: Option<(i32, u64)>) {
+        self.verify = verify;
+        let _ = self.write_record();
     }
 
     /// Records (or with `None` clears) the running agent's process group. Best effort; a lock
@@ -867,6 +887,9 @@ impl LockGuard {
         let mut text = std::process::id().to_string();
         if let Some((pgid, ticks)) = self.agent {
             text.push_str(&format!("\nagent {pgid} {ticks}"));
+        }
+        if let Some((pgid, ticks)) = self.verify {
+            text.push_str(&format!("\nverify {pgid} {ticks}"));
         }
         text.push('\n');
         self.file.set_len(0)?;

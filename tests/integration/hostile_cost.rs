@@ -1,0 +1,194 @@
+//! An agent that hides what it cost or leaves processes behind (issue 24, items 3 and 5): a
+//! process that keeps stdout open after the answer, an emptied call log, a forged lock record,
+//! hank killed with SIGKILL during a wait or a check. Each test is the attack.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use serde_json::Value;
+
+use crate::support::{Project, TICK_ONE, alive, gone_within, stderr};
+
+fn wait_file(path: &Path, within: Duration) {
+    let start = Instant::now();
+    while !path.exists() || std::fs::metadata(path).is_ok_and(|m| m.len() == 0) {
+        assert!(
+            start.elapsed() < within,
+            "{} not written in {within:?}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn pids_in(path: &Path) -> Vec<i32> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+fn kill(pid: i32) {
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL);
+}
+
+fn cost(v: &Value) -> f64 {
+    v.as_f64().unwrap_or(f64::NAN)
+}
+
+/// A success answer that costs `usd`.
+fn answer(usd: f64) -> String {
+    format!(
+        "{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"worked\",\
+         \"session_id\":\"11111111-2222-3333-4444-555555555555\",\"total_cost_usd\":{usd},\
+         \"usage\":{{\"input_tokens\":100,\"output_tokens\":20}}}}\n"
+    )
+}
+
+/// The agent starts `env -i setsid sleep 1000 &` before its result (no marker, its own
+/// session, stdout inherited): every answer is still read, analyzed and charged, `--max-cost`
+/// binds, and the holders do not outlive their loop.
+#[test]
+fn a_pipe_held_by_an_env_i_setsid_process_does_not_hide_the_cost() {
+    let p = Project::new(&["a", "b", "c", "d", "e", "f"]);
+    p.fake("holder", "")
+        .fake("effect.sh", TICK_ONE)
+        .fake("response", &answer(1.0));
+    let o = p.run(&["--max-cost", "3", "--max-loops", "6"]);
+    let holders = pids_in(&p.fake.join("holder.pid"));
+    let survivors: Vec<i32> = holders
+        .iter()
+        .copied()
+        .filter(|pid| !gone_within(*pid, Duration::from_secs(3)))
+        .collect();
+    for pid in &holders {
+        kill(*pid);
+    }
+    let status = p.status();
+    assert_eq!(status["exit_reason"], "cost_budget", "{}", stderr(&o));
+    assert_eq!(p.calls(), 3, "{}", stderr(&o));
+    let state = p.state();
+    assert!(
+        (cost(&state["totals"]["cost_usd"]) - 3.0).abs() < 1e-9,
+        "{}",
+        state["totals"]
+    );
+    assert_eq!(status["last_loop"]["outcome"], "success", "{status}");
+    assert!(survivors.is_empty(), "holders outlived hank: {survivors:?}");
+}
+
+/// A foreign process group of the user, in its own group, that hank never started.
+fn bystander() -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    Command::new("sleep")
+        .arg("300")
+        .process_group(0)
+        .spawn()
+        .unwrap()
+}
+
+/// A forged `agent PGID 0` record in `hank.lock` after an unclean death: the next start does
+/// not signal that process group (its start time does not match).
+#[test]
+fn a_forged_lock_record_does_not_make_hank_signal_a_foreign_group() {
+    let p = Project::new(&["a", "b"]);
+    p.fake("effect.sh", TICK_ONE);
+    let mut victim = bystander();
+    let pgid = i32::try_from(victim.id()).unwrap();
+    std::fs::write(
+        p.dir.join(".hank/hank.lock"),
+        format!("999999\nagent {pgid} 0\nverify {pgid} 0\n"),
+    )
+    .unwrap();
+    let o = p.run(&["--max-loops", "1"]);
+    let still = alive(pgid);
+    let _ = victim.kill();
+    let _ = victim.wait();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(still, "hank signalled a process group it never started");
+    assert!(
+        !stderr(&o).contains("left running by a hank that was killed"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// hank killed with SIGKILL while it waits at the call cap (`--calls 1`), right after a loop
+/// whose next loop was to start at once: the loop, its cost and its tokens are on disk (the
+/// token cap holds on restart).
+#[test]
+fn a_kill_9_during_a_rate_wait_loses_neither_the_loop_nor_its_tokens() {
+    let p = Project::new(&["a", "b", "c"]);
+    p.fake("effect.sh", TICK_ONE);
+    let mut child = p.spawn(&["--calls", "1"]);
+    p.wait_status(Duration::from_secs(30), |s| s["state"] == "waiting");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let state = p.state();
+    assert_eq!(state["totals"]["loops"], 1, "{state}");
+    assert!(
+        (cost(&state["totals"]["cost_usd"]) - 0.01).abs() < 1e-9,
+        "{}",
+        state["totals"]
+    );
+    let ledger = hank::store::Store::new(&p.dir)
+        .read_state()
+        .unwrap()
+        .ledger
+        .entries;
+    assert_eq!(ledger.len(), 1);
+    assert_eq!(ledger[0].tokens, 170, "{ledger:?}");
+    // The token cap counts them on restart: 170 tokens of 100 allowed → waiting, no call.
+    let mut again = p.spawn(&["--calls", "100", "--max-tokens-per-hour", "100"]);
+    let pid = again.id();
+    let s = p.wait_status(Duration::from_secs(30), |s| {
+        s["state"] == "waiting" && s["pid"] == pid
+    });
+    again.kill().unwrap();
+    again.wait().unwrap();
+    assert_eq!(s["wait_reason"], "token_limit", "{s}");
+    assert_eq!(p.calls(), 1);
+}
+
+/// `hank verify` killed with SIGKILL while its check runs: the next start stops the leftover
+/// check (its group, recorded in the lock with its start time) and says so.
+#[test]
+fn a_check_left_by_a_killed_hank_verify_is_stopped_by_the_next_start() {
+    let p = Project::new(&["a", "b"]);
+    p.fake("effect.sh", TICK_ONE);
+    let pidfile = p.fake.join("check.pid");
+    let check = format!("echo $$ > {}; exec sleep 300", pidfile.display());
+    let mut child = p
+        .cmd()
+        .args(["verify", "--command", &check])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_file(&pidfile, Duration::from_secs(20));
+    let check_pid = pids_in(&pidfile)[0];
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        alive(check_pid),
+        "the check should outlive a SIGKILL of hank"
+    );
+    let lock = std::fs::read_to_string(p.dir.join(".hank/hank.lock")).unwrap();
+    assert!(lock.contains("\nverify "), "{lock}");
+    let o = p.run(&["--max-loops", "1"]);
+    let stopped = gone_within(check_pid, Duration::from_secs(5));
+    kill(check_pid);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stopped, "the leftover check is still running");
+    assert!(
+        stderr(&o).contains("VERIFY_COMMAND left running by a hank that was killed"),
+        "{}",
+        stderr(&o)
+    );
+    let lock = std::fs::read_to_string(p.dir.join(".hank/hank.lock")).unwrap();
+    assert!(!lock.contains("verify "), "{lock}");
+}
