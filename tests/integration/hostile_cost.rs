@@ -192,3 +192,32 @@ fn a_check_left_by_a_killed_hank_verify_is_stopped_by_the_next_start() {
     let lock = std::fs::read_to_string(p.dir.join(".hank/hank.lock")).unwrap();
     assert!(!lock.contains("verify "), "{lock}");
 }
+
+/// The agent empties `.hank/state.json.calls` (and hank is started again): the copy outside
+/// the project keeps the hour's calls, `-c 3` still means 3 calls in the hour, not 6.
+#[test]
+fn emptying_the_call_log_does_not_forget_the_call_cap() {
+    let p = Project::new(&["a", "b", "c", "d", "e", "f", "g"]);
+    p.fake(
+        "effect.sh",
+        &format!("{TICK_ONE}: > .hank/state.json.calls\n"),
+    );
+    let o = p.run(&["-c", "3", "--max-loops", "3"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert_eq!(p.calls(), 3);
+    std::fs::write(p.dir.join(".hank/state.json.calls"), b"").unwrap();
+    let mut again = p.spawn(&["-c", "3", "--max-loops", "3"]);
+    let pid = again.id();
+    let s = p.wait_status(Duration::from_secs(30), |s| {
+        s["pid"] == pid && (s["state"] == "waiting" || s["state"] == "stopped")
+    });
+    again.kill().unwrap();
+    let out = again.wait_with_output().unwrap();
+    assert_eq!(s["wait_reason"], "rate_limit", "{s}: {}", stderr(&out));
+    assert_eq!(p.calls(), 3, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("its copy outside the project holds"),
+        "{}",
+        stderr(&out)
+    );
+}
