@@ -382,11 +382,25 @@ pub(crate) struct TextCapture {
     pub head: Vec<u8>,
     pub tail: Vec<u8>,
     pub len: u64,
+    /// Bytes of the current (last, unfinished) line.
+    line: u64,
+    /// A line was longer than [`MAX_LINE`] (the answer is `output_too_large`, whatever the
+    /// format).
+    pub overlong: bool,
 }
 
 impl TextCapture {
     fn push(&mut self, bytes: &[u8]) {
         self.len = self.len.saturating_add(bytes.len() as u64);
+        let mut from = 0usize;
+        for nl in memchr::memchr_iter(b'\n', bytes) {
+            let run = self.line.saturating_add((nl - from) as u64);
+            self.overlong |= run > MAX_LINE as u64;
+            self.line = 0;
+            from = nl + 1;
+        }
+        self.line = self.line.saturating_add((bytes.len() - from) as u64);
+        self.overlong |= self.line > MAX_LINE as u64;
         if self.head.len() < TEXT_HEAD {
             let take = (TEXT_HEAD - self.head.len()).min(bytes.len());
             self.head.extend_from_slice(&bytes[..take]);
@@ -971,6 +985,8 @@ fn gather_text<R: BufRead>(r: &mut R, g: &mut Gathered, prefix: &[u8]) {
     let mut cap = TextCapture::default();
     cap.push(prefix);
     drain_into(r, &mut cap);
+    // A text line over the line cap is too large in every format, not a success.
+    g.too_large |= cap.overlong;
     if cap.tail.len() > TEXT_TAIL {
         let cut = cap.tail.len() - TEXT_TAIL;
         cap.tail.drain(..cut);
@@ -984,8 +1000,9 @@ enum FirstLine {
     Event(Box<Event>),
     /// The start of pretty-printed JSON, or of one object cut short (trimmed).
     Whole(Vec<u8>),
-    /// A JSON snippet or a line of text that starts with `{` (the line and its `\n`).
-    Text(Vec<u8>),
+    /// A JSON snippet or a line of text that starts with `{` (the line and its `\n`), and
+    /// whether it was cut at [`MAX_LINE`].
+    Text(Vec<u8>, bool),
     /// A JSON line longer than [`MAX_LINE`] (skipped).
     TooLarge,
 }
@@ -1002,7 +1019,7 @@ fn gather_lines<R: BufRead>(r: &mut R, g: &mut Gathered) {
                 let mut text = Vec::with_capacity(line.len() + 1);
                 text.extend_from_slice(line);
                 text.push(b'\n');
-                FirstLine::Text(text)
+                FirstLine::Text(text, cut)
             }
         }
     });
@@ -1028,8 +1045,9 @@ fn gather_lines<R: BufRead>(r: &mut R, g: &mut Gathered) {
             gather_whole(r, g, first);
             return;
         }
-        Some(FirstLine::Text(line)) => {
+        Some(FirstLine::Text(line, cut)) => {
             gather_text(r, g, &line);
+            g.too_large |= cut;
             return;
         }
     }

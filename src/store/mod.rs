@@ -1155,7 +1155,10 @@ mod tests {
             state.ledger.add_tokens_to_last(10 + i.unsigned_abs());
             store.save_state_with(&state, false).unwrap();
         }
-        assert_eq!(fs::read(&copy).unwrap(), fs::read(store.calls_path()).unwrap());
+        assert_eq!(
+            fs::read(&copy).unwrap(),
+            fs::read(store.calls_path()).unwrap()
+        );
         for wipe in [
             |p: &Path| fs::write(p, b"").unwrap(),
             |p: &Path| fs::remove_file(p).unwrap(),
@@ -1178,7 +1181,14 @@ mod tests {
         }
         // Without a copy, the log alone is read (commands that only look).
         fs::write(store.calls_path(), b"").unwrap();
-        assert!(Store::new(dir.path()).read_state().unwrap().ledger.entries.is_empty());
+        assert!(
+            Store::new(dir.path())
+                .read_state()
+                .unwrap()
+                .ledger
+                .entries
+                .is_empty()
+        );
     }
 
     fn log_lines(store: &Store) -> Vec<String> {

@@ -221,3 +221,24 @@ fn emptying_the_call_log_does_not_forget_the_call_cap() {
         stderr(&out)
     );
 }
+
+/// In text mode, one non-JSON line over the line cap (256 MiB; the attack used 2 GB) is
+/// `output_too_large`, a failed call, not a success.
+#[test]
+fn a_text_line_over_the_cap_is_output_too_large_in_text_mode() {
+    let p = Project::new(&["a", "b"]);
+    p.fake(
+        "effect.sh",
+        "head -c 270000000 /dev/zero | tr '\\0' x\nprintf '\\nall done\\n'\nexit 0\n",
+    );
+    p.fake("response", "");
+    let o = p.run(&["--max-loops", "1", "--output-format", "text"]);
+    let _ = std::fs::remove_file(p.dir.join(".hank/logs/loop-00001.out"));
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let status = p.status();
+    assert_eq!(
+        status["last_loop"]["error_kind"], "output_too_large",
+        "{status}"
+    );
+    assert_eq!(p.state()["breaker"]["failure_streak"], 1);
+}
