@@ -630,12 +630,11 @@ fn finish(
         stdout_bytes,
         ..Analysis::default()
     };
-    let cost = r.number(f.cost_usd.as_ref()).unwrap_or(0.0);
-    a.cost_usd = if cost.is_finite() && (0.0..=MAX_CALL_COST_USD).contains(&cost) {
-        cost
-    } else {
-        0.0
-    };
+    let cost = r
+        .number(f.cost_usd.as_ref())
+        .filter(|c| c.is_finite() && (0.0..=MAX_CALL_COST_USD).contains(c));
+    a.cost_reported = cost.is_some();
+    a.cost_usd = cost.unwrap_or(0.0);
     let tokens = |p: &Option<FieldPath>| {
         r.number(p.as_ref())
             .filter(|n| *n >= 0.0 && *n < 1.8e19)

@@ -346,6 +346,8 @@ pub(crate) struct ResultData {
     pub limit: Option<LimitInfo>,
     pub terminal_reason: Option<String>,
     pub cost_usd: f64,
+    /// `total_cost_usd` was present and believable (`cost_usd` is then what the call cost).
+    pub cost_reported: bool,
     pub tokens: Tokens,
     pub num_turns: Option<u32>,
     pub duration_ms: Option<u64>,
@@ -670,6 +672,7 @@ impl Gathered {
                 .map(LimitInfo::from_raw),
             terminal_reason: ev.terminal_reason.into_string(),
             cost_usd: sane_cost(&ev.total_cost_usd),
+            cost_reported: believable_cost(&ev.total_cost_usd).is_some(),
             tokens: ev.usage.as_ref().map(Usage::tokens).unwrap_or_default(),
             num_turns: ev.num_turns.as_u64().and_then(|v| u32::try_from(v).ok()),
             duration_ms: ev.duration_ms.as_u64(),
@@ -684,9 +687,13 @@ pub(crate) const MAX_CALL_COST_USD: f64 = 100_000.0;
 
 /// `total_cost_usd`, or 0 when it is absent, unreadable or absurd.
 pub(crate) fn sane_cost(s: &Scalar) -> f64 {
+    believable_cost(s).unwrap_or(0.0)
+}
+
+/// `total_cost_usd` when it is present and believable.
+pub(crate) fn believable_cost(s: &Scalar) -> Option<f64> {
     s.as_f64()
         .filter(|c| c.is_finite() && (0.0..=MAX_CALL_COST_USD).contains(c))
-        .unwrap_or(0.0)
 }
 
 /// Epoch seconds, epoch milliseconds (|v| ≥ 1e11) or an RFC 3339 string, as a timestamp.

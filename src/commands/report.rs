@@ -103,6 +103,7 @@ fn loop_cost(v: &Value) -> LoopCost {
         cost_usd: get::<f64>(v, "cost_usd")
             .filter(|c| c.is_finite() && *c >= 0.0)
             .unwrap_or(0.0),
+        cost_estimated: get::<bool>(v, "cost_estimated").unwrap_or(false),
         tokens,
         duration_ms: get(v, "duration_ms").unwrap_or(0),
         calls: get(v, "num_turns"),
@@ -285,6 +286,12 @@ pub(crate) fn render(
             recommendations: Vec::new(),
         },
     ));
+    if t.estimated_cost_usd > 0.0 {
+        s.push_str(&format!(
+            "of which ${:.2} estimated (answers without a readable cost)\n",
+            t.estimated_cost_usd
+        ));
+    }
     if !r.windows.is_empty() {
         s.push_str("usage windows:\n");
         for w in &r.windows {

@@ -156,6 +156,7 @@ impl Engine {
         self.save()?;
         self.refresh_plan();
         self.verify = verify::Verify::at_start(&self.s, &self.plan);
+        self.warn_uncharged_agents();
         self.prune_logs();
         self.write_status(RunState::Starting)?;
         if let Some(reason) = self.resume_saved_wait().await? {
@@ -424,6 +425,8 @@ impl Engine {
         }
         let clock_now = self.clock.now();
         crate::agent::redact::redact_analysis(&mut analysis, &self.secrets);
+        // Every call is paid for: a cost the answer should hold but does not is estimated.
+        self.charge(&agent, number, &mut analysis, clock_now);
         for w in crate::agent::vet::vet(&mut analysis, agent.profile.session_ids()) {
             self.warn(&w);
         }

@@ -8,6 +8,7 @@
 
 pub mod breaker;
 pub mod budget;
+pub mod charge;
 pub mod decide;
 pub mod failover;
 pub mod fixplan;

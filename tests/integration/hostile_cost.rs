@@ -170,6 +170,16 @@ fn a_check_left_by_a_killed_hank_verify_is_stopped_by_the_next_start() {
         .unwrap();
     wait_file(&pidfile, Duration::from_secs(20));
     let check_pid = pids_in(&pidfile)[0];
+    // hank records the check's group right after the spawn.
+    let lock_path = p.dir.join(".hank/hank.lock");
+    let start = Instant::now();
+    while !std::fs::read_to_string(&lock_path)
+        .unwrap_or_default()
+        .contains("\nverify ")
+        && start.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     child.kill().unwrap();
     child.wait().unwrap();
     std::thread::sleep(Duration::from_millis(100));
@@ -241,4 +251,161 @@ fn a_text_line_over_the_cap_is_output_too_large_in_text_mode() {
         "{status}"
     );
     assert_eq!(p.state()["breaker"]["failure_streak"], 1);
+}
+
+fn finished(p: &Project) -> Vec<Value> {
+    p.events()
+        .into_iter()
+        .filter(|e| e["type"] == "agent_finished")
+        .collect()
+}
+
+/// Claude Code always reports a cost: answers whose cost cannot be read (a broken
+/// `total_cost_usd`, no answer at all) are charged the highest cost of the last 24 h, shown as
+/// estimated (status, events, log, `hank report`), and `--max-cost` binds on them.
+#[test]
+fn answers_without_a_readable_cost_are_charged_an_estimate() {
+    let p = Project::new(&["a", "b", "c", "d", "e", "f"]);
+    p.fake("effect.sh", TICK_ONE)
+        .fake("response-1", &answer(2.0))
+        .fake(
+            "response-2",
+            "{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"ok\",\"total_cost_usd\":\"free\"}\n",
+        )
+        .fake("response-3", "")
+        .fake("response", &answer(0.1));
+    let o = p.run(&["--max-cost", "5", "--max-loops", "6"]);
+    assert_eq!(p.status()["exit_reason"], "cost_budget", "{}", stderr(&o));
+    assert_eq!(p.calls(), 3, "{}", stderr(&o));
+    let status = p.status();
+    assert!(
+        (cost(&status["total_cost_usd"]) - 6.0).abs() < 1e-9,
+        "{status}"
+    );
+    assert!(
+        (cost(&status["estimated_cost_usd"]) - 4.0).abs() < 1e-9,
+        "{status}"
+    );
+    assert_eq!(status["last_loop"]["cost_estimated"], true, "{status}");
+    let f = finished(&p);
+    let flags: Vec<bool> = f
+        .iter()
+        .map(|e| e["cost_estimated"].as_bool().unwrap_or(false))
+        .collect();
+    assert_eq!(flags, [false, true, true]);
+    assert!(
+        stderr(&o).contains("held no readable cost; charged an estimate of $2.00"),
+        "{}",
+        stderr(&o)
+    );
+    let r = p.run(&["report"]);
+    assert!(
+        String::from_utf8_lossy(&r.stdout).contains("of which $4.00 estimated")
+            || stderr(&r).contains("of which $4.00 estimated"),
+        "{}{}",
+        String::from_utf8_lossy(&r.stdout),
+        stderr(&r)
+    );
+}
+
+/// With no reported cost in the last 24 h, the estimate is UNKNOWN_CALL_COST.
+#[test]
+fn without_recent_costs_the_estimate_is_unknown_call_cost() {
+    let p = Project::new(&["a", "b", "c"]);
+    p.hankrc("RETRY_BACKOFF_SECONDS=0\nUNKNOWN_CALL_COST=2.5\n")
+        .fake("effect.sh", TICK_ONE)
+        .fake("response", "");
+    let o = p.run(&["--max-cost", "4", "--max-loops", "3"]);
+    assert_eq!(p.status()["exit_reason"], "cost_budget", "{}", stderr(&o));
+    assert_eq!(p.calls(), 2);
+    assert!(
+        (cost(&p.status()["total_cost_usd"]) - 5.0).abs() < 1e-9,
+        "{}",
+        p.status()
+    );
+}
+
+/// A profile for an agent that never reports a cost (the fake prints Claude's result, read
+/// through JSONPath without `cost_usd`), with or without `[prices]`.
+fn costless_profile(p: &Project, prices: &str) {
+    let text = format!(
+        r#"name = "costless"
+program = "{program}"
+resume = false
+
+[env]
+FAKE_CLAUDE_DIR = "{fake}"
+
+[output]
+format = "json"
+
+[output.fields]
+text = "$.result"
+session_id = "$.session_id"
+input_tokens = "$.usage.input_tokens"
+output_tokens = "$.usage.output_tokens"
+cache_read_tokens = "$.usage.cache_read_input_tokens"
+{prices}"#,
+        program = crate::support::fixtures().join("bin/claude").display(),
+        fake = p.fake.display(),
+    );
+    std::fs::create_dir_all(p.dir.join(".hank/agents")).unwrap();
+    std::fs::write(p.dir.join(".hank/agents/costless.toml"), text).unwrap();
+}
+
+/// An agent that reports no cost is charged its tokens at the profile's prices (shown as
+/// estimated), and `--max-cost` binds on that.
+#[test]
+fn an_agent_without_costs_is_charged_its_tokens_at_the_profile_prices() {
+    let p = Project::new(&["a", "b", "c", "d"]);
+    p.fake("effect.sh", TICK_ONE);
+    // 100 input, 20 output, 50 cache-read tokens per call: $0.10 + $0.20 + $0.05.
+    costless_profile(
+        &p,
+        "\n[prices]\ninput = 1000.0\noutput = 10000.0\ncache_read = 1000.0\n",
+    );
+    let o = p.run(&[
+        "--agent",
+        "costless",
+        "--max-cost",
+        "0.6",
+        "--max-loops",
+        "4",
+    ]);
+    assert_eq!(p.status()["exit_reason"], "cost_budget", "{}", stderr(&o));
+    assert_eq!(p.calls(), 2, "{}", stderr(&o));
+    let status = p.status();
+    assert!(
+        (cost(&status["total_cost_usd"]) - 0.7).abs() < 1e-9,
+        "{status}"
+    );
+    assert_eq!(status["last_loop"]["cost_estimated"], true, "{status}");
+    assert!(!stderr(&o).contains("cannot bind"), "{}", stderr(&o));
+}
+
+/// Without prices, hank says at start that MAX_COST_USD cannot bind that agent.
+#[test]
+fn an_agent_without_costs_or_prices_is_named_at_start() {
+    let p = Project::new(&["a", "b"]);
+    p.fake("effect.sh", TICK_ONE);
+    costless_profile(&p, "");
+    let o = p.run(&[
+        "--agent",
+        "costless",
+        "--max-cost",
+        "0.6",
+        "--max-loops",
+        "1",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("MAX_COST_USD cannot bind costless"),
+        "{}",
+        stderr(&o)
+    );
+    let bad = Project::new(&["a"]);
+    costless_profile(&bad, "\n[prices]\ninput = -1\n");
+    let o = bad.run(&["--agent", "costless", "--max-loops", "1"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("prices.input"), "{}", stderr(&o));
 }
