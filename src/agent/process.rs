@@ -1397,6 +1397,85 @@ mod tests {
         assert!(marked_processes(&wanted).is_empty());
     }
 
+    /// The start time is field 22 of `/proc/PID/stat` (the kernel's `starttime`), never the
+    /// always-zero field 21: a recorded group is recognised, a forged `0` never matches.
+    #[test]
+    fn start_ticks_is_the_starttime_field() {
+        let me = i32::try_from(std::process::id()).unwrap();
+        let stat = std::fs::read_to_string(format!("/proc/{me}/stat")).unwrap();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .unwrap()
+            .1
+            .split_whitespace()
+            .collect();
+        // fields[0] is field 3 (state): field 22 is fields[19].
+        let want: u64 = fields[19].parse().unwrap();
+        assert_eq!(start_ticks(me), Some(want));
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let pid = i32::try_from(child.id()).unwrap();
+        let ticks = start_ticks(pid).unwrap();
+        assert!(ticks > 0 && ticks >= want, "{ticks} vs {want}");
+        assert!(
+            !stop_orphan_group(pid, 0),
+            "a forged start time was acted on"
+        );
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// The tree is walked from a process's own children: a `setsid` grandchild with a clean
+    /// environment is found (no marker, another session).
+    #[test]
+    fn descendants_include_a_setsid_grandchild_without_the_marker() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("gc.pid");
+        let mut child = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "env -i setsid sh -c 'echo $$ > {}; exec sleep 30' & wait",
+                pidfile.display()
+            ))
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        while std::fs::read_to_string(&pidfile).map_or(true, |s| s.trim().is_empty()) {
+            assert!(start.elapsed() < Duration::from_secs(10));
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let gc = read_pid(&pidfile);
+        let root = i32::try_from(child.id()).unwrap();
+        let found = descendants(root);
+        let _ = kill(Pid::from_raw(gc), Signal::SIGKILL);
+        let _ = child.wait();
+        assert!(found.iter().any(|(p, _)| *p == gc), "{found:?} lacks {gc}");
+    }
+
+    /// A process hank cannot see (outside its group, no marker, not its descendant: hank is
+    /// not a subreaper here) keeps stdout open after the answer: hank stops waiting for the
+    /// pipe's end and keeps the answer it read.
+    #[test]
+    fn an_answer_read_before_an_invisible_holder_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("holder.pid");
+        let script = format!(
+            "env -i setsid sleep 60 & echo $! > {}; echo '{{\"type\":\"result\",\"total_cost_usd\":1}}'",
+            pidfile.display()
+        );
+        let (o, _) = sh(dir.path(), &script, Duration::from_secs(60), false);
+        let holder = read_pid(&pidfile);
+        let _ = kill(Pid::from_raw(holder), Signal::SIGKILL);
+        assert_eq!(o.exit_code, Some(0));
+        assert!(o.duration < Duration::from_secs(30), "{:?}", o.duration);
+        assert_eq!(
+            read_capture(o.stdout),
+            b"{\"type\":\"result\",\"total_cost_usd\":1}\n"
+        );
+    }
+
     #[test]
     fn missing_program_is_an_error() {
         let dir = tempfile::tempdir().unwrap();

@@ -1101,6 +1101,29 @@ mod tests {
     }
 
     #[test]
+    fn verify_and_agent_records_are_kept_apart_until_cleared() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        store.ensure_dirs().unwrap();
+        let mut first = store.lock().unwrap();
+        first.record_agent(Some((4242, 7)));
+        first.record_verify(Some((5151, 9)));
+        let text = fs::read_to_string(store.dir().join("hank.lock")).unwrap();
+        assert_eq!(
+            text,
+            format!("{}\nagent 4242 7\nverify 5151 9\n", std::process::id())
+        );
+        drop(first);
+        let mut next = store.lock().unwrap();
+        assert_eq!(next.orphaned_agent(), Some((4242, 7)));
+        assert_eq!(next.orphaned_verify(), Some((5151, 9)));
+        next.record_verify(None);
+        let text = fs::read_to_string(store.dir().join("hank.lock")).unwrap();
+        assert!(!text.contains("verify"), "{text}");
+        assert!(text.contains("agent 4242 7"), "{text}");
+    }
+
+    #[test]
     fn second_lock_names_the_holder() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::new(dir.path());

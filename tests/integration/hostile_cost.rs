@@ -409,3 +409,30 @@ fn an_agent_without_costs_or_prices_is_named_at_start() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("prices.input"), "{}", stderr(&o));
 }
+
+/// The agent starts a private tmux server with a clean environment (`env -i`: no marker; the
+/// server is a daemon in its own session): it does not survive the loop.
+#[test]
+fn a_private_tmux_server_started_with_env_i_does_not_outlive_the_loop() {
+    if !crate::support::cmd_exists("tmux") {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    let p = Project::new(&["a", "b"]);
+    let sock = p.fake.join("tmux.sock");
+    p.fake(
+        "effect.sh",
+        &format!(
+            "{TICK_ONE}env -i PATH=/usr/bin:/bin tmux -S '{sock}' new-session -d 'sleep 1000'\n\
+             env -i PATH=/usr/bin:/bin tmux -S '{sock}' display -p '#{{pid}}' > \"$FAKE_CLAUDE_DIR/tmux.pid\"\n",
+            sock = sock.display()
+        ),
+    );
+    let o = p.run(&["--max-loops", "1"]);
+    let server = pids_in(&p.fake.join("tmux.pid"));
+    assert_eq!(server.len(), 1, "{}", stderr(&o));
+    let stopped = gone_within(server[0], Duration::from_secs(5));
+    kill(server[0]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stopped, "the private tmux server outlived the loop");
+}
