@@ -374,6 +374,58 @@ fn children_of(pid: i32) -> Vec<i32> {
     out
 }
 
+/// What [`run_with_hook`] tells its caller while the agent runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tracked<'a> {
+    /// The agent started, as the leader of this process group.
+    Spawned(i32),
+    /// The agent's descendants outside its process group now (PID, start time): a killed
+    /// hank's next start stops them even when they dropped the environment marker.
+    Outside(&'a [(i32, u64)]),
+}
+
+/// Most descendants outside the agent's group recorded for the next start.
+pub const TRACKED_MAX: usize = 64;
+
+/// How often the agent's tree is walked while it runs (to record what left its group).
+const TRACK_EVERY: Duration = Duration::from_secs(1);
+
+/// The agent's live descendants that left its group `pgid` (see [`Tracked::Outside`]).
+fn outside_group(pgid: i32) -> Vec<(i32, u64)> {
+    let mut out: Vec<(i32, u64)> = tree_survivors(pgid)
+        .into_iter()
+        .filter(|(pid, _)| stat_of(*pid).is_some_and(|st| st.pgrp != pgid))
+        .collect();
+    out.sort_unstable();
+    out.truncate(TRACKED_MAX);
+    out
+}
+
+/// Stops processes recorded by a killed hank ([`Tracked::Outside`]) that are still the same
+/// ones (same start time): SIGTERM, up to `grace`, SIGKILL. Returns how many were alive.
+pub fn stop_recorded(procs: &[(i32, u64)], grace: Duration) -> usize {
+    let live = |procs: &[(i32, u64)]| -> Vec<(i32, u64)> {
+        procs
+            .iter()
+            .copied()
+            .filter(|(pid, ticks)| *pid > 1 && start_ticks(*pid) == Some(*ticks))
+            .collect()
+    };
+    let first = live(procs);
+    if first.is_empty() {
+        return 0;
+    }
+    signal_each(&first, Signal::SIGTERM);
+    let start = Instant::now();
+    let mut left = first.clone();
+    while !left.is_empty() && start.elapsed() < grace {
+        std::thread::sleep(Duration::from_millis(50));
+        left = live(&left);
+    }
+    signal_each(&left, Signal::SIGKILL);
+    first.len()
+}
+
 /// The live descendants of hank, except the trees of other calls running beside the one of
 /// group `pgid` (several calls in one process: tests), with their start times. Zombies among
 /// them that are orphans re-parented to hank are reaped on the way (never a child a caller
@@ -565,13 +617,15 @@ pub async fn run(
     run_with_hook(spawn, cancel, |_| {}, on_line).await
 }
 
-/// [`run`], plus `on_spawn(pgid)` called right after the agent started (the loop records the
-/// group so that a later start can stop it if hank itself is killed with SIGKILL).
+/// [`run`], plus `on_track`: [`Tracked::Spawned`] right after the agent started, and, when hank
+/// is the child subreaper, [`Tracked::Outside`] whenever the set of the agent's descendants
+/// outside its group changes (walked every second): the loop records both so that a later
+/// start can stop them if hank itself is killed with SIGKILL.
 #[allow(clippy::too_many_lines)]
 pub async fn run_with_hook(
     spawn: Spawn<'_>,
     mut cancel: watch::Receiver<u32>,
-    on_spawn: impl FnOnce(i32),
+    mut on_track: impl FnMut(Tracked<'_>),
     mut on_line: impl FnMut(&[u8]),
 ) -> std::io::Result<RunOutcome> {
     let started = Instant::now();
@@ -607,8 +661,12 @@ pub async fn run_with_hook(
         .unwrap_or(0);
     let _own = OwnSpawn::new(pgid);
     if pgid > 0 {
-        on_spawn(pgid);
+        on_track(Tracked::Spawned(pgid));
     }
+    let tracking = pgid > 0 && SUBREAPER.load(Ordering::Relaxed);
+    let mut track_tick =
+        tokio::time::interval_at(tokio::time::Instant::now() + TRACK_EVERY, TRACK_EVERY);
+    let mut tracked: Vec<(i32, u64)> = Vec::new();
 
     if let Some(mut stdin) = child.stdin.take() {
         let prompt = spawn.stdin;
@@ -662,6 +720,13 @@ pub async fn run_with_hook(
     let status = loop {
         tokio::select! {
             status = child.wait() => break status?,
+            _ = track_tick.tick(), if tracking => {
+                let now = outside_group(pgid);
+                if now != tracked {
+                    tracked = now;
+                    on_track(Tracked::Outside(&tracked));
+                }
+            }
             _ = idle_tick.tick(), if idle_limit.is_some() => {
                 let now_bytes = activity.load(Ordering::Relaxed);
                 if now_bytes != seen_bytes {

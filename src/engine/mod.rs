@@ -377,10 +377,13 @@ impl Engine {
         };
         let reporter = &self.reporter;
         let lock = &mut self.lock;
-        let on_spawn = |pgid: i32| {
-            if let Some(ticks) = process::start_ticks(pgid) {
-                lock.record_agent(Some((pgid, ticks)));
+        let on_spawn = |t: process::Tracked<'_>| match t {
+            process::Tracked::Spawned(pgid) => {
+                if let Some(ticks) = process::start_ticks(pgid) {
+                    lock.record_agent(Some((pgid, ticks)));
+                }
             }
+            process::Tracked::Outside(procs) => lock.record_procs(procs),
         };
         let wall = &self.clock;
         let parser = &agent.profile.parser;

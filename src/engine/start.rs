@@ -92,14 +92,18 @@ impl Engine {
         // group, and anything carrying the project's marker): we hold the lock, so no loop of
         // the project runs and all of it is left over.
         let recorded = engine.lock.orphaned_agent();
-        let stopped = process::stop_orphans(&engine.marker.project, recorded, ORPHAN_GRACE);
+        // Descendants that left the agent's group (and maybe dropped the marker) were
+        // recorded while it ran.
+        let procs = engine.lock.orphaned_procs();
+        let stopped = process::stop_recorded(&procs, ORPHAN_GRACE)
+            + process::stop_orphans(&engine.marker.project, recorded, ORPHAN_GRACE);
         if stopped > 0 {
             engine.warn(&format!(
                 "stopped {stopped} agent process(es) left running by a hank that was killed{}",
                 recorded.map_or_else(String::new, |(pgid, _)| format!(" (process group {pgid})"))
             ));
         }
-        if recorded.is_some() {
+        if recorded.is_some() || !procs.is_empty() {
             engine.lock.record_agent(None);
         }
         // Likewise a VERIFY_COMMAND that was running when hank (or `hank verify`) was killed.

@@ -845,10 +845,12 @@ impl Store {
             previous,
             agent: None,
             verify: None,
+            procs: Vec::new(),
         };
         // Keep a killed hank's records until a loop stops what they name.
         guard.agent = guard.orphaned_agent();
         guard.verify = guard.orphaned_verify();
+        guard.procs = guard.orphaned_procs();
         guard
             .write_record()
             .map_err(|e| HankError::io("failed to write", &guard.path, e))?;
@@ -907,6 +909,8 @@ pub struct LockGuard {
     agent: Option<(i32, u64)>,
     /// The VERIFY_COMMAND group recorded now.
     verify: Option<(i32, u64)>,
+    /// The running agent's descendants outside its group (PID, start time).
+    procs: Vec<(i32, u64)>,
 }
 
 impl LockGuard {
@@ -928,6 +932,27 @@ impl LockGuard {
         Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
     }
 
+    /// The agent's descendants outside its group that a previous holder recorded and never
+    /// cleared (`proc PID START_TICKS` lines).
+    #[must_use]
+    pub fn orphaned_procs(&self) -> Vec<(i32, u64)> {
+        self.previous
+            .lines()
+            .filter_map(|l| l.strip_prefix("proc "))
+            .filter_map(|l| {
+                let mut parts = l.split_whitespace();
+                Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+            })
+            .collect()
+    }
+
+    /// Records the running agent's descendants outside its group (cleared with the agent's
+    /// record: [`LockGuard::record_agent`] with `None`).
+    pub fn record_procs(&mut self, procs: &[(i32, u64)]) {
+        self.procs = procs.to_vec();
+        let _ = self.write_record();
+    }
+
     /// Records (or with `None` clears) the running VERIFY_COMMAND's process group, like
     /// [`LockGuard::record_agent`].
     pub fn record_verify(&mut self, verify: Option<(i32, u64)>) {
@@ -939,6 +964,9 @@ impl LockGuard {
     /// file that was deleted or replaced meanwhile is created again (and locked).
     pub fn record_agent(&mut self, agent: Option<(i32, u64)>) {
         self.agent = agent;
+        if agent.is_none() {
+            self.procs.clear();
+        }
         let _ = self.write_record();
     }
 
@@ -957,6 +985,9 @@ impl LockGuard {
         }
         if let Some((pgid, ticks)) = self.verify {
             text.push_str(&format!("\nverify {pgid} {ticks}"));
+        }
+        for (pid, ticks) in &self.procs {
+            text.push_str(&format!("\nproc {pid} {ticks}"));
         }
         text.push('\n');
         self.file.set_len(0)?;

@@ -436,3 +436,41 @@ fn a_private_tmux_server_started_with_env_i_does_not_outlive_the_loop() {
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(stopped, "the private tmux server outlived the loop");
 }
+
+/// hank killed with SIGKILL while its agent runs, after the agent started an `env -i setsid`
+/// process (no marker, out of its group): hank recorded it in the lock while the agent ran,
+/// and the next start stops it.
+#[test]
+fn an_env_i_daemon_left_by_a_killed_hank_is_stopped_by_the_next_start() {
+    let p = Project::new(&["a", "b"]);
+    p.fake("holder-1", "").fake("sleep-1", "300");
+    let mut child = p.spawn(&[]);
+    wait_file(&p.fake.join("holder.pid"), Duration::from_secs(30));
+    let daemon = pids_in(&p.fake.join("holder.pid"))[0];
+    let lock_path = p.dir.join(".hank/hank.lock");
+    let start = Instant::now();
+    while !std::fs::read_to_string(&lock_path)
+        .unwrap_or_default()
+        .contains(&format!("\nproc {daemon} "))
+        && start.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(alive(daemon), "the daemon should outlive a SIGKILL of hank");
+    p.fake("effect.sh", TICK_ONE);
+    let o = p.run(&["--max-loops", "1"]);
+    let stopped = gone_within(daemon, Duration::from_secs(5));
+    kill(daemon);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stopped, "the env -i daemon survived the next start");
+    assert!(
+        stderr(&o).contains("left running by a hank that was killed"),
+        "{}",
+        stderr(&o)
+    );
+    let lock = std::fs::read_to_string(&lock_path).unwrap();
+    assert!(!lock.contains("proc "), "{lock}");
+}
