@@ -298,6 +298,9 @@ fn answers_without_a_readable_cost_are_charged_an_estimate() {
         "{}",
         stderr(&o)
     );
+    let st = p.run(&["status"]);
+    let shown = format!("{}{}", String::from_utf8_lossy(&st.stdout), stderr(&st));
+    assert!(shown.contains("of which $4.0000 estimated"), "{shown}");
     let r = p.run(&["report"]);
     assert!(
         String::from_utf8_lossy(&r.stdout).contains("of which $4.00 estimated")
