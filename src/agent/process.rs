@@ -6,10 +6,18 @@
 //! [`CAPTURE_MEM`], then in an unlinked temp file only hank has open): the analysis reads that,
 //! never the `loop-N.out` log, which is a copy for people that the agent can rewrite.
 //!
-//! Every agent carries a [`Marker`] in its environment (`HANK_RUN_ID`, `HANK_RUN_PROJECT`):
-//! descendants that left the process group (`setsid`, double fork) are found by it in
-//! `/proc/*/environ` and stopped with the group, and the next start of a hank that was killed
-//! with SIGKILL stops whatever is left of its agents ([`stop_orphans`]).
+//! The agent's leftovers (a `setsid` daemon, a double fork, a private tmux server, an `env -i`
+//! process) are found from hank's own process tree: hank is the child subreaper
+//! ([`become_subreaper`]), so every orphan of the agent becomes hank's child, and the tree is
+//! walked through `/proc/PID/task/TID/children` — never a scan of every process of the machine
+//! on the loop's path. While the agent runs, its descendants outside its group are reported
+//! every second ([`Tracked::Outside`]) for the lock record.
+//!
+//! Every agent also carries a [`Marker`] in its environment (`HANK_RUN_ID`,
+//! `HANK_RUN_PROJECT`): the next start of a hank that was killed with SIGKILL stops whatever
+//! is left of its agents by it ([`stop_orphans`], one scan of `/proc` at start) and by the
+//! lock's records ([`stop_recorded`], [`stop_orphan_group`]). Without the subreaper (or
+//! without `children` files), the stop falls back to that scan.
 
 use std::collections::HashSet;
 use std::fs::File;
