@@ -4,7 +4,8 @@
 //! - the answer reported a cost → that cost;
 //! - the agent always reports one (Claude Code, or a profile with a `cost_usd` field) but this
 //!   answer's cannot be read (no result, a missing or broken value) → an estimate: the highest
-//!   reported cost of a call in the last [`ESTIMATE_LOOKBACK`], else `UNKNOWN_CALL_COST`;
+//!   reported cost of a call in the last [`ESTIMATE_LOOKBACK`] (among the loops the caller
+//!   passes: the state's history), else `UNKNOWN_CALL_COST`;
 //! - the agent never reports one (codex, gemini) → its tokens at the profile's
 //!   [`Prices`], when the profile gives them; else nothing can be charged (hank warns at start
 //!   that `MAX_COST_USD` cannot bind that agent).
