@@ -20,6 +20,7 @@ mod profile_gemini;
 mod profile_opencode;
 mod progress;
 mod project;
+mod reach;
 mod support;
 mod verify;
 mod windows;
