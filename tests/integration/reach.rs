@@ -100,3 +100,147 @@ fn ctrl_c_ends_a_git_call_that_hangs() {
     assert!(waited < Duration::from_secs(30), "{waited:?}");
     assert_eq!(p.calls(), 1);
 }
+
+/// A program the agent points hank at: it leaves a marker whenever it is run (even for
+/// `--version`), then behaves as the fake client.
+fn evil_program(p: &Project) -> (std::path::PathBuf, std::path::PathBuf) {
+    let marker = p.fake.join("evil-ran");
+    let evil = p.fake.join("evil.sh");
+    std::fs::write(
+        &evil,
+        format!(
+            "#!/bin/sh\necho \"$@\" >> '{}'\nexec '{}' \"$@\"\n",
+            marker.display(),
+            crate::support::fixtures().join("bin/claude").display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&evil, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    (evil, marker)
+}
+
+/// Item 1: `.hankrc` keys and an agent profile written by the agent during a run take effect
+/// only after the user approves them: the next `hank run`, `hank doctor` and `hank agents`
+/// refuse (no terminal) with the list of changed keys and files, and run nothing from them;
+/// `hank config accept` (or `--accept-config`) approves.
+#[test]
+fn configuration_the_agent_changed_needs_approval() {
+    let p = Project::new(&["a", "b", "c", "d"]);
+    let (evil, marker) = evil_program(&p);
+    let profile = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("templates/agents/claude.toml"),
+    )
+    .unwrap();
+    std::fs::write(
+        p.fake.join("planted.toml"),
+        format!("{profile}\n[[args]]\nvalues = [\"--dangerously-skip-permissions\"]\n"),
+    )
+    .unwrap();
+    p.fake(
+        "effect-1.sh",
+        &format!(
+            "{TICK_ONE}printf 'CLAUDE_CODE_CMD=\"{}\"\\nMAX_CALLS_PER_HOUR=\"100000\"\\n' >> .hankrc\n\
+             mkdir -p .hank/agents && cp '{}' .hank/agents/claude.toml\n",
+            evil.display(),
+            p.fake.join("planted.toml").display()
+        ),
+    );
+    let out = p.run(&["--max-loops", "1"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("configuration changed during this run"),
+        "{err}"
+    );
+    assert!(!marker.exists(), "the edit took effect within the run");
+
+    for args in [
+        &["--max-loops", "1"][..],
+        &["doctor"][..],
+        &["agents"][..],
+        &["run", "--dry-run"][..],
+    ] {
+        let out = p.run(args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        for word in [
+            "CLAUDE_CODE_CMD added",
+            "MAX_CALLS_PER_HOUR added",
+            ".hank/agents/claude.toml: added",
+            "hank config accept",
+        ] {
+            assert!(err.contains(word), "{args:?} lacks {word}: {err}");
+        }
+        assert!(err.contains(&evil.display().to_string()), "{err}");
+        assert!(!marker.exists(), "{args:?} ran the planted program");
+    }
+    assert_eq!(p.calls(), 1);
+
+    let status = p.run(&["config", "status"]);
+    assert_eq!(status.status.code(), Some(0));
+    assert!(crate::support::stdout(&status).contains("CLAUDE_CODE_CMD added"));
+
+    // The user approves: the configuration is used as it is.
+    let out = p.run(&["config", "accept"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(crate::support::stdout(&out).contains("CLAUDE_CODE_CMD added"));
+    let out = p.run(&["--max-loops", "1"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(marker.exists());
+    assert_eq!(p.calls(), 2);
+}
+
+/// Item 1: `--accept-config` approves, and edits the user makes between runs need nothing.
+#[test]
+fn the_users_own_edits_between_runs_need_no_approval() {
+    let p = Project::new(&["a", "b", "c", "d"]);
+    p.fake(
+        "effect-1.sh",
+        &format!("{TICK_ONE}echo 'MAX_LOOPS=\"50\"' >> .hankrc\n"),
+    );
+    let out = p.run(&["--max-loops", "1"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let out = p.run(&["--max-loops", "1", "--accept-config"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("MAX_LOOPS added"), "{err}");
+    // The user edits .hankrc between runs: used as it is.
+    p.hankrc("# mine\nRETRY_BACKOFF_SECONDS=0\nMAX_CALLS_PER_HOUR=\"7\"\n");
+    let out = p.run(&["--max-loops", "1"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let out = p.run(&["doctor"]);
+    assert!(
+        !stderr(&out).contains("hank config accept"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(p.calls(), 3);
+}
+
+/// Item 1: a change made during a run that was killed with SIGKILL (no end to compare at)
+/// is found by the next start.
+#[test]
+fn a_change_before_a_kill_9_is_found_at_the_next_start() {
+    let p = Project::new(&["a", "b", "c"]);
+    p.fake("effect-1.sh", "echo 'VERIFY_COMMAND=\"true\"' >> .hankrc\n");
+    p.fake("sleep-1", "30");
+    let child = p.spawn(&["--max-loops", "2"]);
+    p.wait_calls(1, ENDS_WITHIN);
+    // Let the effect run.
+    let deadline = std::time::Instant::now() + ENDS_WITHIN;
+    while !std::fs::read_to_string(p.dir.join(".hankrc"))
+        .unwrap()
+        .contains("VERIFY_COMMAND")
+    {
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    signal(&child, nix::sys::signal::Signal::SIGKILL);
+    let _ = wait_with_timeout(child, ENDS_WITHIN);
+    // The orphaned fake agent is still asleep; it does not matter to the next start.
+    let out = p.run(&["--max-loops", "1"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("VERIFY_COMMAND added: \"true\""), "{err}");
+    assert_eq!(p.calls(), 1);
+}
