@@ -189,6 +189,10 @@ pub struct RunArgs {
     /// Approve configuration changed during the last run (same as `hank config accept`).
     #[arg(long)]
     pub accept_config: bool,
+    /// Internal (the `--monitor` loop pane): record the exit code in
+    /// `.hank/logs/tmux-exit-code`.
+    #[arg(long, hide = true)]
+    pub record_exit_code: bool,
     /// With --monitor: close the layout as soon as the loop ends (default: wait for a key).
     #[arg(long, requires = "monitor")]
     pub monitor_exit: bool,

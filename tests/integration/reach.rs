@@ -321,3 +321,181 @@ fn delimiters_in_an_item_text_are_escaped() {
     assert_eq!(stdin.matches("<hank-loop-context>").count(), 1, "{stdin}");
     assert!(stdin.contains("&lt;/hank-loop-context>"), "{stdin}");
 }
+
+/// Item 4: `.hank/logs` replaced by a link to an outside folder during a run: hank neither
+/// writes, rotates nor deletes there (its log, the loop logs, LOG_RETENTION's removals).
+#[test]
+fn a_logs_link_planted_mid_run_is_never_followed() {
+    let p = Project::new(&["a", "b", "c", "d"]);
+    p.hankrc("RETRY_BACKOFF_SECONDS=0\nLOG_RETENTION=1\n");
+    let outside = tempfile::tempdir().unwrap();
+    let files = ["hank.log", "hank.log.1", "loop-00001.out", "loop-00002.err"];
+    for f in files {
+        std::fs::write(outside.path().join(f), "keep\n").unwrap();
+    }
+    p.fake(
+        "effect-1.sh",
+        &format!(
+            "{TICK_ONE}rm -rf .hank/logs && ln -s '{}' .hank/logs\n",
+            outside.path().display()
+        ),
+    );
+    p.fake("effect.sh", TICK_ONE);
+    let out = p.run(&["--max-loops", "3"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert_eq!(p.calls(), 3);
+    let mut names: Vec<String> = std::fs::read_dir(outside.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["hank.log", "hank.log.1", "loop-00001.out", "loop-00002.err"]
+    );
+    for f in files {
+        assert_eq!(
+            std::fs::read_to_string(outside.path().join(f)).unwrap(),
+            "keep\n",
+            "{f}"
+        );
+    }
+    assert!(
+        std::fs::symlink_metadata(p.dir.join(".hank/logs"))
+            .unwrap()
+            .is_dir()
+    );
+    assert!(err.contains("was a symbolic link"), "{err}");
+}
+
+/// Item 4: `.hank/PROMPT.md` replaced during a run by a link to a file outside the project,
+/// or a PROMPT_FILE outside it: an error naming the file; the outside file never reaches
+/// the agent.
+#[test]
+fn a_prompt_file_outside_the_project_is_an_error() {
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("notes.md");
+    std::fs::write(&secret, "OUTSIDE-CONTENT-42\n").unwrap();
+
+    let p = Project::new(&["a", "b", "c"]);
+    p.fake(
+        "effect-1.sh",
+        &format!(
+            "{TICK_ONE}rm -f .hank/PROMPT.md && ln -s '{}' .hank/PROMPT.md\n",
+            secret.display()
+        ),
+    );
+    let out = p.run(&["--max-loops", "3"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("PROMPT.md") && err.contains("outside the project"),
+        "{err}"
+    );
+    assert_eq!(p.calls(), 1);
+    assert!(!String::from_utf8_lossy(&p.stdin(2)).contains("OUTSIDE-CONTENT-42"));
+
+    let p = Project::new(&["a"]);
+    p.hankrc(&format!(
+        "RETRY_BACKOFF_SECONDS=0\nPROMPT_FILE=\"{}\"\n",
+        secret.display()
+    ));
+    let out = p.run(&["--max-loops", "1"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("notes.md") && err.contains("outside the project"),
+        "{err}"
+    );
+    assert_eq!(p.calls(), 0);
+}
+
+/// Item 4: a FIFO at `.hank/hank.lock` or at `.hank/events.jsonl` never hangs a run; at the
+/// lock it is an error naming the file, at the event log it is replaced with a warning
+/// naming it; `hank report` on a FIFO event log is an error naming it.
+#[test]
+fn fifos_at_hanks_files_are_errors_not_hangs() {
+    let fifo = |path: &Path| {
+        nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    };
+    let p = Project::new(&["a", "b"]);
+    fifo(&p.dir.join(".hank/hank.lock"));
+    let out = wait_with_timeout(p.spawn(&["--max-loops", "1"]), ENDS_WITHIN);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("hank.lock") && err.contains("FIFO"), "{err}");
+    assert_eq!(p.calls(), 0);
+
+    let p = Project::new(&["a", "b"]);
+    fifo(&p.dir.join(".hank/events.jsonl"));
+    let out = wait_with_timeout(p.spawn(&["report"]), ENDS_WITHIN);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("events.jsonl") && err.contains("FIFO"),
+        "{err}"
+    );
+    let out = wait_with_timeout(p.spawn(&["--max-loops", "1"]), ENDS_WITHIN);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("events.jsonl") && err.contains("FIFO"),
+        "{err}"
+    );
+}
+
+/// Item 4: `.hank/logs/tmux-exit-code` planted as a link during `hank --monitor`: hank
+/// records its exit code itself (replacing the link), the pane's shell writes nothing, and
+/// the link's target is untouched.
+#[test]
+fn the_monitor_exit_code_file_is_written_by_hank_not_through_a_link() {
+    if !crate::support::cmd_exists("tmux") {
+        eprintln!("skipping: tmux is not installed");
+        return;
+    }
+    let p = Project::new(&["a", "b"]);
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("victim");
+    std::fs::write(&target, "keep\n").unwrap();
+    p.fake(
+        "effect.sh",
+        &format!(
+            "{TICK_ONE}mkdir -p .hank/logs && rm -f .hank/logs/tmux-exit-code && ln -s '{}' .hank/logs/tmux-exit-code\n",
+            target.display()
+        ),
+    );
+    let tmpdir = p.home.join("tmux");
+    std::fs::create_dir_all(&tmpdir).unwrap();
+    let tmux = |args: &[&str]| {
+        std::process::Command::new("tmux")
+            .args(args)
+            .env_remove("TMUX")
+            .env("TMUX_TMPDIR", &tmpdir)
+            .env("HOME", &p.home)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = p
+        .cmd()
+        .env("TMUX_TMPDIR", &tmpdir)
+        .args(["--monitor", "--monitor-exit", "--max-loops", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let start = std::time::Instant::now();
+    while tmux(&["has-session", "-t", "=proj"]).status.success() {
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = tmux(&["kill-server"]);
+            panic!("the monitor session did not end");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = tmux(&["kill-server"]);
+    assert_eq!(p.calls(), 1);
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep\n");
+    let file = p.dir.join(".hank/logs/tmux-exit-code");
+    assert!(std::fs::symlink_metadata(&file).unwrap().is_file());
+    assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), "3");
+}
