@@ -253,6 +253,13 @@ fn a_secret_split_by_escape_codes_is_redacted() {
     let secret = "Zq8vR2mTx7LpK4nW9bYc";
     // As JSON writes it: ESC is \u001b inside the answer's string.
     let split = "Zq8vR2m\\u001b[0mTx7LpK4\\u001b[1mnW9bYc";
+    // An error message (shown on the terminal, kept in events.jsonl) …
+    p.fake(
+        "response-1",
+        &crate::support::error_json("Upstream failed for PLACEHOLDER", Some(500))
+            .replace("PLACEHOLDER", split),
+    );
+    // … and a recommendation.
     p.fake(
         "response",
         &crate::support::result_json("IN_PROGRESS", "IMPLEMENTATION", false, "Logged in.").replace(
@@ -263,7 +270,7 @@ fn a_secret_split_by_escape_codes_is_redacted() {
     let child = p
         .cmd()
         .env("MY_SERVICE_TOKEN", secret)
-        .args(["--max-loops", "1", "--verbose"])
+        .args(["--max-loops", "2", "--verbose"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -280,7 +287,10 @@ fn a_secret_split_by_escape_codes_is_redacted() {
     ] {
         // Sanitized, the pieces would join into the secret again.
         let clean = hank::sanitize::line(&text.replace("\\u001b", "\u{1b}"));
-        assert!(!clean.contains(secret), "{what}: {clean}");
+        // Neither the secret nor the parts the escape codes cut it into.
+        for part in [secret, "Zq8vR2m", "Tx7LpK4", "nW9bYc"] {
+            assert!(!clean.contains(part), "{what} shows {part}: {clean}");
+        }
     }
     assert!(
         err.contains("[REDACTED]") || events.contains("[REDACTED]"),
@@ -341,10 +351,17 @@ fn a_logs_link_planted_mid_run_is_never_followed() {
         ),
     );
     p.fake("effect.sh", TICK_ONE);
+    // The first answer makes hank warn (and log) right after the call.
+    p.fake(
+        "response-1",
+        &crate::support::result_json("IN_PROGRESS", "IMPLEMENTATION", false, "Worked.")
+            .replace("5b1c0e0a-1111-2222-3333-444444444444", "../../not an id"),
+    );
     let out = p.run(&["--max-loops", "3"]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(3), "{err}");
     assert_eq!(p.calls(), 3);
+    assert!(err.contains("session id hank will not pass back"), "{err}");
     let mut names: Vec<String> = std::fs::read_dir(outside.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
