@@ -3,7 +3,9 @@
 //! # Design: the git CLI, not a re-implementation
 //!
 //! "What changed" is exactly what `git status --porcelain=v2 -z` reports, so this module asks
-//! git itself. Each snapshot is one `git status` spawn (`--branch` for HEAD's id in the same
+//! git itself — through one private `git` function, which runs nothing the repository configures (each
+//! git command is preceded by a `git config` listing of the filter drivers to switch off, a
+//! second spawn of ~1–4 ms). Each snapshot is one `git status` spawn (`--branch` for HEAD's id in the same
 //! call, `--untracked-files=all`, `--ignore-submodules=none`, `.hank/` and `.hankrc` excluded
 //! by pathspec); the `-z` output is read by the pure parser [`Porcelain`]. Git then decides
 //! everything that is hard to get right: every ignore source (`.gitignore`, `info/exclude`,

@@ -5,7 +5,7 @@
 //! What is fingerprinted ([`fingerprint`]): `.hankrc` key by key (so the prompt file's path,
 //! `PROMPT_FILE`, the agent command, the caps, `VERIFY_COMMAND`… each show as a key) and every
 //! `.hank/agents/*.toml` (its whole text). Where: `config-approval.json`
-//! ([`schema::ConfigApproval`]) in the project's per-user folder
+//! ([`crate::store::schema::ConfigApproval`]) in the project's per-user folder
 //! ([`userdir::project_dir`]), outside the project, where the agent cannot write.
 //!
 //! How: `hank run` records "run in progress" with the fingerprint at its start
