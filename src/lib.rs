@@ -47,6 +47,7 @@ macro_rules! outln {
 
 pub mod agent;
 pub mod analysis;
+pub mod approval;
 pub(crate) mod cli;
 pub(crate) mod clock;
 pub(crate) mod commands;

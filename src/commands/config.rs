@@ -1,9 +1,9 @@
 //! `hank config status` / `hank config accept`: configuration that changed while a run was in
-//! progress, and its approval ([`crate::store::approval`]).
+//! progress, and its approval ([`crate::approval`]).
 
+use crate::approval;
 use crate::cli::ConfigAction;
 use crate::error::Result;
-use crate::store::approval;
 
 use super::{out, project_dir};
 

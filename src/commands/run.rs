@@ -45,7 +45,7 @@ fn run_checked(run: &RunArgs, args: &[OsString]) -> Result<u8> {
     let project_dir = super::project_dir()?;
     check_layout(&project_dir)?;
     // Nothing of a configuration changed during a run is used (or executed) unapproved.
-    crate::store::approval::require(&project_dir, run.accept_config, "hank run")?;
+    crate::approval::require(&project_dir, run.accept_config, "hank run")?;
     let settings = settings::load(&run.into(), &project_dir)?;
     check_required_files(&settings)?;
     let mut notes = settings.warnings.clone();
@@ -97,7 +97,7 @@ fn run_checked(run: &RunArgs, args: &[OsString]) -> Result<u8> {
             ));
         }
     }
-    let record = crate::store::approval::begin_run(&project_dir)?;
+    let record = crate::approval::begin_run(&project_dir)?;
     let result = engine::start(settings, agents, notes, Box::new(clock));
     match record.end() {
         Ok(changed) if !changed.is_empty() => errln!(

@@ -50,7 +50,6 @@ use crate::error::{HankError, Result};
 use crate::fsread::Follow;
 use crate::policy::budget::{Ledger, LedgerEntry};
 
-pub mod approval;
 pub mod schema;
 pub mod userdir;
 
