@@ -8,6 +8,12 @@ use crate::project;
 /// See [`project::import::run`] (with `--json`, errors are printed as JSON and only the code
 /// returned).
 pub(crate) fn run(args: &ImportArgs) -> Result<u8> {
+    // Inside a project, the agent call uses its `.hankrc` (CLAUDE_CODE_CMD…): approved first.
+    if !args.no_ai
+        && let Ok(dir) = super::project_dir()
+    {
+        crate::approval::require(&dir, false, "hank import")?;
+    }
     let opts = project::ImportArgs {
         file: args.file.clone(),
         name: args.name.clone(),
