@@ -160,6 +160,10 @@ pub struct Store {
     /// What the store repaired on its own (a link among its files replaced), for the loop to
     /// report as warnings.
     notes: Arc<Mutex<Vec<String>>>,
+    /// Whether `.hank` itself was a symbolic link the first time the store made sure of its
+    /// folders (the user's own layout, left alone); one that becomes a link later is the
+    /// agent's and is replaced ([`Store::keep_hank_dir_real`]).
+    hank_dir_was_link: Arc<std::sync::OnceLock<bool>>,
 }
 
 /// What the call log holds, as far as this store knows.
@@ -321,6 +325,7 @@ impl Store {
             dir: project_dir.join(".hank"),
             journal: Arc::new(Mutex::new(None)),
             notes: Arc::new(Mutex::new(Vec::new())),
+            hank_dir_was_link: Arc::new(std::sync::OnceLock::new()),
         }
     }
 
@@ -409,6 +414,7 @@ impl Store {
     /// any time (not only before the run) is replaced by a real directory first, with a note
     /// — the link is removed, never what it points to.
     fn real_logs_dir(&self) -> PathBuf {
+        self.keep_hank_dir_real();
         let logs = self.logs_dir();
         if let Ok(meta) = fs::symlink_metadata(&logs)
             && meta.file_type().is_symlink()
@@ -474,10 +480,33 @@ impl Store {
         }
     }
 
+    /// `.hank` replaced by a symbolic link after the store first looked (the agent moved the
+    /// folder away and left a link to it): the link is replaced by a real, empty folder with a
+    /// note, so nothing hank writes next goes through it; the loop's integrity check then
+    /// stops the run (its files are gone). A `.hank` that was a link from the start is the
+    /// user's layout and is left alone.
+    fn keep_hank_dir_real(&self) {
+        let is_link = fs::symlink_metadata(&self.dir).is_ok_and(|m| m.file_type().is_symlink());
+        let was_link = *self.hank_dir_was_link.get_or_init(|| is_link);
+        if is_link && !was_link {
+            match fs::remove_file(&self.dir).and_then(|()| fs::create_dir(&self.dir)) {
+                Ok(()) => self.note(format!(
+                    "{} was replaced by a symbolic link during the run; hank never writes outside the project: removed the link (not its target) and made a real directory",
+                    self.dir.display()
+                )),
+                Err(e) => self.note(format!(
+                    "{} is a symbolic link and could not be replaced: {e}",
+                    self.dir.display()
+                )),
+            }
+        }
+    }
+
     /// Creates `.hank/logs/` if needed. A `logs` that is a symbolic link (it would lead
     /// hank's writes out of the project) is replaced by a real directory, with a note (the
     /// link itself is removed, never what it points to); a regular file there is an error.
     pub fn ensure_dirs(&self) -> Result<()> {
+        self.keep_hank_dir_real();
         let logs = self.logs_dir();
         if let Ok(meta) = fs::symlink_metadata(&logs)
             && meta.file_type().is_symlink()

@@ -516,3 +516,46 @@ fn the_monitor_exit_code_file_is_written_by_hank_not_through_a_link() {
     assert!(std::fs::symlink_metadata(&file).unwrap().is_file());
     assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), "3");
 }
+
+/// Item 4: `.hank` itself moved out of the project during a run and replaced by a link to
+/// where it went: nothing hank writes afterwards goes through the link (the run then stops
+/// on its integrity check, its files being gone).
+#[test]
+fn a_hank_dir_link_planted_mid_run_is_never_followed() {
+    let p = Project::new(&["a", "b", "c"]);
+    let root = p.dir.parent().unwrap().to_path_buf();
+    let moved = root.join("hank-moved");
+    let before = root.join("hank-before");
+    p.fake(
+        "effect-1.sh",
+        &format!(
+            "{TICK_ONE}cp -a .hank '{b}' && mv .hank '{m}' && ln -s '{m}' .hank\n",
+            b = before.display(),
+            m = moved.display()
+        ),
+    );
+    let out = p.run(&["--max-loops", "3"]);
+    let err = stderr(&out);
+    assert_eq!(p.calls(), 1, "{err}");
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(
+        !std::fs::symlink_metadata(p.dir.join(".hank"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    // What hank writes after a call: the state, the status, the events, its log.
+    for f in [
+        "state.json",
+        "status.json",
+        "events.jsonl",
+        "state.json.calls",
+        "logs/hank.log",
+    ] {
+        assert_eq!(
+            std::fs::read(moved.join(f)).ok(),
+            std::fs::read(before.join(f)).ok(),
+            "{f} was written through the link: {err}"
+        );
+    }
+}
