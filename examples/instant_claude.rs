@@ -7,7 +7,10 @@
 //! - `INSTANT_CLAUDE_TOUCH=FILE`  append a line to FILE (relative to the cwd): real progress;
 //! - `INSTANT_CLAUDE_TICK=1`      check the first open `- [ ]` item of `.hank/fix_plan.md`;
 //! - `INSTANT_CLAUDE_RECORD=FILE` append `context_bytes argv_bytes stdin_bytes` for this call
-//!   (`context_bytes` is the `--append-system-prompt` value: the text hank adds to the prompt).
+//!   (`context_bytes` is the `--append-system-prompt` value: the text hank adds to the prompt);
+//! - `INSTANT_CLAUDE_ANSWER=FILE` a stream-json answer (e.g. a real client's, recorded): printed
+//!   whole when the call asks for `stream-json`, else only its `result` line (what
+//!   `--output-format json` prints), instead of the fixed result (`scripts/bench-stream.sh`).
 
 use std::fs::OpenOptions;
 use std::io::{Read, Write};
@@ -58,6 +61,16 @@ fn main() -> std::io::Result<()> {
         writeln!(f, "{context} {argv_bytes} {}", prompt.len())?;
     }
     let mut out = std::io::stdout().lock();
+    if let Some(path) = std::env::var_os("INSTANT_CLAUDE_ANSWER") {
+        let answer = std::fs::read_to_string(path)?;
+        if args.iter().any(|a| a == "stream-json") {
+            out.write_all(answer.as_bytes())?;
+        } else if let Some(line) = answer.lines().find(|l| l.contains("\"type\":\"result\"")) {
+            out.write_all(line.as_bytes())?;
+            out.write_all(b"\n")?;
+        }
+        return out.flush();
+    }
     out.write_all(RESULT.as_bytes())?;
     out.flush()
 }

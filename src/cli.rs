@@ -124,6 +124,10 @@ pub struct RunArgs {
     pub timeout: Option<String>,
     #[arg(long, value_name = "DURATION", help = keys::flag_help("IDLE_TIMEOUT"))]
     pub idle_timeout: Option<String>,
+    #[arg(long, value_name = "DURATION", help = keys::flag_help("FIRST_OUTPUT_TIMEOUT"))]
+    pub first_output_timeout: Option<String>,
+    #[arg(long, value_name = "WHICH", help = keys::flag_help("CLIENT_SETTINGS"))]
+    pub client_settings: Option<String>,
     #[arg(long, help = keys::flag_help("LIVE_OUTPUT"))]
     pub live: bool,
     #[arg(short = 'v', long, help = keys::flag_help("VERBOSE"))]
@@ -241,6 +245,11 @@ pub(crate) struct AnalyzeArgs {
     /// Print the analysis as JSON.
     #[arg(long)]
     pub json: bool,
+    /// The output format the agent was asked for: json, stream-json, text or auto (default:
+    /// what .hank/logs/hank.log says for that loop, else auto). In json and stream-json an
+    /// answer that is not the client's JSON is malformed.
+    #[arg(long, value_name = "FORMAT")]
+    pub format: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -14,7 +14,7 @@
 use crate::agent::profile::{Agent, CallInput, PromptDelivery};
 use crate::policy::breaker::CircuitState;
 use crate::policy::fixplan::Plan;
-use crate::settings::{OutputFormat, Settings};
+use crate::settings::{ClientSettings, OutputFormat, Settings};
 use crate::store::State;
 
 /// What the argv depends on.
@@ -115,6 +115,7 @@ pub fn prepare(
         prompt: prompt_arg,
         prompt_file: file_path,
     }));
+    args.extend(client_settings_args(agent, s));
     Prepared {
         args,
         stdin,
@@ -123,14 +124,57 @@ pub fn prepare(
 }
 
 /// Whether the call asks for the agent's event stream (`when = "live"` in its profile):
-/// with `--live`, and for Claude Code whenever MAX_WINDOW_PERCENT is set, since only its
-/// stream-json reports the usage windows (`rate_limit_event`). What is shown on the terminal
-/// still follows `--live` alone.
+/// with `--live`, and whenever the profile has a streaming variant and the output format is
+/// JSON (the default), so that FIRST_OUTPUT_TIMEOUT and IDLE_TIMEOUT see the agent's output
+/// as it comes (a `json` answer arrives whole at the end) and Claude Code's stream-json reports
+/// the usage windows (`rate_limit_event`). What is shown on the terminal still follows
+/// `--live` alone. `CLAUDE_OUTPUT_FORMAT=text` keeps text.
 #[must_use]
 pub fn streams(agent: &Agent, s: &Settings) -> bool {
+    let has_stream = agent
+        .profile
+        .args
+        .iter()
+        .any(|g| g.when == Some(crate::agent::profile::When::Live));
     s.live.value
-        || (!s.max_window_percent.value.is_empty()
-            && matches!(agent.profile.parser, crate::agent::profile::Parser::Claude))
+        || (has_stream
+            && (s.output_format.value == OutputFormat::Json
+                || !s.max_window_percent.value.is_empty()))
+}
+
+/// Whether the agent's output arrives as it works (an event stream), so that a silence
+/// means something: the call streams ([`streams`]), or the profile reads JSON lines.
+#[must_use]
+pub fn output_streams(agent: &Agent, s: &Settings) -> bool {
+    streams(agent, s)
+        || matches!(&agent.profile.parser, crate::agent::profile::Parser::Mapped(m)
+            if m.format == crate::analysis::MappedFormat::JsonLines)
+}
+
+/// The output format the call asks the agent for, as the analyzer reads it.
+#[must_use]
+pub fn asked_format(agent: &Agent, s: &Settings) -> crate::analysis::AskedFormat {
+    use crate::analysis::AskedFormat;
+    if streams(agent, s) {
+        AskedFormat::StreamJson
+    } else {
+        match s.output_format.value {
+            OutputFormat::Json => AskedFormat::Json,
+            OutputFormat::Text => AskedFormat::Text,
+        }
+    }
+}
+
+/// The extra argv of CLIENT_SETTINGS for Claude Code: `project` loads only the project's
+/// settings (`--setting-sources project,local`), so that a user-level Stop hook or plugin
+/// cannot wedge an unattended run. Other agents take nothing.
+#[must_use]
+pub fn client_settings_args(agent: &Agent, s: &Settings) -> Vec<String> {
+    if agent.profile.is_claude() && s.client_settings.value == ClientSettings::Project {
+        vec!["--setting-sources".to_owned(), "project,local".to_owned()]
+    } else {
+        Vec::new()
+    }
 }
 
 /// The permission mode as every supported client spells it: Claude Code 2.1.330 renamed

@@ -36,19 +36,22 @@ pub fn facts_of(outcome: &RunOutcome) -> RunFacts {
         timed_out: outcome.timed_out,
         interrupted: outcome.interrupted,
         stdout_cut: !outcome.stdout.complete(),
+        startup_hang: outcome.startup_hang,
     }
 }
 
 /// Runs `spawn` and analyzes its output. `on_spawn(pgid)` runs right after the start (the
 /// loop records the group for orphan cleanup), `on_line` gets stdout lines in live mode, and
 /// `clock` gives the time and zone for reset times (taken when the call ends). `parser` is the
-/// profile's way of reading the answer.
+/// profile's way of reading the answer, `asked` the output format hank asked for (the native
+/// analyzer reads a JSON format strictly).
 ///
 /// # Errors
 /// The agent could not be started (the error names the program).
 pub async fn call(
     spawn: Spawn<'_>,
     parser: &Parser,
+    asked: analysis::AskedFormat,
     cancel: watch::Receiver<u32>,
     on_spawn: impl FnOnce(i32),
     on_line: impl FnMut(&[u8]),
@@ -64,7 +67,7 @@ pub async fn call(
     let stderr = outcome.stderr_head.clone();
     let parser = parser.clone();
     let job = tokio::task::spawn_blocking(move || {
-        analyze_capture(stdout, &stderr, &facts, &clock, &parser, cancel)
+        analyze_capture(stdout, &stderr, &facts, &clock, (&parser, asked), cancel)
     });
     let analysis = match job.await {
         Ok(a) => a,
@@ -85,7 +88,7 @@ pub fn analyze_capture(
     stderr: &[u8],
     facts: &RunFacts,
     clock: &Clock,
-    parser: &Parser,
+    (parser, asked): (&Parser, analysis::AskedFormat),
     cancel: watch::Receiver<u32>,
 ) -> Analysis {
     let reader: Box<dyn BufRead + Send> = match stdout.into_reader() {
@@ -99,7 +102,7 @@ pub fn analyze_capture(
         stopped: false,
     };
     let mut analysis = match parser {
-        Parser::Claude => analysis::analyze_in(&mut input, stderr, facts, clock),
+        Parser::Claude => analysis::analyze_as(&mut input, stderr, facts, clock, asked),
         Parser::Mapped(m) => analysis::analyze_mapped(&mut input, stderr, facts, clock, m),
     };
     if input.stopped {
@@ -200,7 +203,7 @@ mod tests {
             b"",
             &facts(),
             &clock,
-            &Parser::Claude,
+            (&Parser::Claude, analysis::AskedFormat::Auto),
             rx,
         );
         drop(tx);
@@ -218,7 +221,7 @@ mod tests {
             b"",
             &facts(),
             &clock,
-            &Parser::Claude,
+            (&Parser::Claude, analysis::AskedFormat::Auto),
             rx,
         );
         assert_eq!(a.outcome, Outcome::Success, "{a:?}");
@@ -235,7 +238,7 @@ mod tests {
             b"",
             &facts(),
             &clock,
-            &Parser::Claude,
+            (&Parser::Claude, analysis::AskedFormat::Auto),
             rx,
         );
         assert!((a.cost_usd - 0.5).abs() < 1e-9, "{a:?}");

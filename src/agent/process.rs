@@ -111,6 +111,9 @@ pub struct Spawn<'a> {
     /// IDLE_TIMEOUT, with streaming output only: an agent that prints nothing on stdout for
     /// this long is hung and stopped like at the timeout.
     pub idle_timeout: Option<Duration>,
+    /// FIRST_OUTPUT_TIMEOUT, with streaming output only: an agent that has printed not one
+    /// stdout byte this long after its start is a startup hang, stopped like at the timeout.
+    pub first_output_timeout: Option<Duration>,
 }
 
 /// What happened to the process.
@@ -125,6 +128,8 @@ pub struct RunOutcome {
     pub stopped_after_result: bool,
     /// The timeout was IDLE_TIMEOUT: the agent printed nothing for that long.
     pub idle: bool,
+    /// The timeout was FIRST_OUTPUT_TIMEOUT: not one stdout byte came before it.
+    pub startup_hang: bool,
     pub stdout_bytes: u64,
     /// What the agent printed on stdout, as hank read it from the pipe.
     pub stdout: Capture,
@@ -524,9 +529,22 @@ pub async fn run_with_hook(
     tokio::pin!(idle);
     let mut idle_tick = tokio::time::interval(Duration::from_secs(1));
     let mut seen_bytes = 0u64;
+    // FIRST_OUTPUT_TIMEOUT: armed until the first stdout byte.
+    let first_limit = spawn.first_output_timeout.filter(|d| !d.is_zero());
+    let first_deadline = tokio::time::sleep(first_limit.unwrap_or(far));
+    tokio::pin!(first_deadline);
+    let mut first_armed = first_limit.is_some();
     let status = loop {
         tokio::select! {
             status = child.wait() => break status?,
+            () = &mut first_deadline, if first_armed => {
+                first_armed = false;
+                if activity.load(Ordering::Relaxed) == 0 {
+                    outcome.timed_out = true;
+                    outcome.startup_hang = true;
+                    break stop.terminate(&mut child, &mut cancel).await?;
+                }
+            }
             _ = idle_tick.tick(), if idle_limit.is_some() => {
                 let now_bytes = activity.load(Ordering::Relaxed);
                 if now_bytes != seen_bytes {
@@ -1001,6 +1019,7 @@ mod tests {
             stop_after_result,
             marker,
             idle_timeout: None,
+            first_output_timeout: None,
         };
         let (_tx, rx) = watch::channel(0u32);
         let mut lines = Vec::new();
@@ -1078,6 +1097,7 @@ mod tests {
             stop_after_result: false,
             marker: None,
             idle_timeout: None,
+            first_output_timeout: None,
         };
         let (tx, rx) = watch::channel(0u32);
         let o = rt()
@@ -1252,6 +1272,7 @@ mod tests {
             stop_after_result: false,
             marker: None,
             idle_timeout: None,
+            first_output_timeout: None,
         };
         let (_tx, rx) = watch::channel(0u32);
         assert!(rt().block_on(run(spawn, rx, |_| {})).is_err());

@@ -538,6 +538,58 @@ fn retry_error(g: &Gathered, clock: &Clock) -> Option<AgentError> {
     Some(error(kind, message, r.status, None))
 }
 
+/// In a JSON format: an answer that is not clean client JSON. A `result` found after stray
+/// bytes is read (its cost and session count) but the call is `malformed` unless the result
+/// itself reports an error; an answer with no result at all (text, foreign JSON, `{not valid
+/// json}`) is `malformed` unless its text or stderr names a known error. `None`: the answer
+/// is the client's JSON, or no JSON format was asked for.
+fn broken_json(
+    g: &Gathered,
+    content: Option<&AgentError>,
+    stderr_err: Option<&AgentError>,
+    facts: &RunFacts,
+    stderr: &str,
+) -> Option<Verdict> {
+    if !g.asked_json {
+        return None;
+    }
+    let stray = g.stray_bytes > 0;
+    let text_only = g.result.is_none() && g.shape == OutputShape::Text;
+    if !stray && !text_only {
+        return None;
+    }
+    let known = |e: &&AgentError| e.kind != ErrorKind::Unknown;
+    if let Some(e) = content.filter(known).or_else(|| stderr_err.filter(known)) {
+        return Some(Verdict {
+            outcome: Outcome::AgentError,
+            error: Some(e.clone()),
+            unknown_session: false,
+        });
+    }
+    let how = match (facts.signal, facts.exit_code) {
+        (Some(sig), _) => format!("killed by signal {sig}"),
+        (None, Some(code)) => format!("exited with code {code}"),
+        (None, None) => "ended".to_owned(),
+    };
+    let mut message = if g.result.is_some() {
+        format!(
+            "the agent {how} with stray output around its JSON result ({} bytes that are not the client's JSON)",
+            g.stray_bytes
+        )
+    } else {
+        format!("the agent {how} without a JSON result (a JSON output format was asked for)")
+    };
+    if let Some(line) = stderr.lines().map(str::trim).find(|l| !l.is_empty()) {
+        message.push_str(": ");
+        message.push_str(&first_line(line));
+    }
+    Some(Verdict {
+        outcome: Outcome::Crashed,
+        error: Some(error(ErrorKind::Malformed, message, None, None)),
+        unknown_session: false,
+    })
+}
+
 /// Decides the outcome of a call from what was gathered, stderr and the run facts.
 pub(crate) fn verdict(g: &Gathered, stderr: &str, facts: &RunFacts, clock: &Clock) -> Verdict {
     let unknown_session = UNKNOWN_SESSION.is_match(stderr);
@@ -566,9 +618,19 @@ pub(crate) fn verdict(g: &Gathered, stderr: &str, facts: &RunFacts, clock: &Cloc
     };
 
     if facts.timed_out {
+        let error = if facts.startup_hang {
+            Some(error(
+                ErrorKind::StartupHang,
+                "the agent printed nothing before FIRST_OUTPUT_TIMEOUT (a startup hang)".to_owned(),
+                None,
+                None,
+            ))
+        } else {
+            content.or(stderr_err).or_else(|| retry_error(g, clock))
+        };
         return Verdict {
             outcome: Outcome::Timeout,
-            error: content.or(stderr_err).or_else(|| retry_error(g, clock)),
+            error,
             unknown_session,
         };
     }
@@ -599,6 +661,12 @@ pub(crate) fn verdict(g: &Gathered, stderr: &str, facts: &RunFacts, clock: &Cloc
                 None,
             )),
             unknown_session,
+        };
+    }
+    if let Some(v) = broken_json(g, content.as_ref(), stderr_err.as_ref(), facts, stderr) {
+        return Verdict {
+            unknown_session,
+            ..v
         };
     }
     if let Some(e) = content {

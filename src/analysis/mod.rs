@@ -71,6 +71,58 @@ pub enum OutputShape {
     Truncated,
 }
 
+/// The output format hank asked the agent for: how strictly its answer is read.
+///
+/// In the JSON formats an answer must be the client's JSON: text, foreign JSON, `{not valid
+/// json}` or stray bytes around the result are `malformed` (a crash), never a text success;
+/// a `result` object found after stray bytes is still read (its cost, tokens and session
+/// count). `Auto` guesses from the first bytes (`hank analyze` without `--format` and no loop
+/// log to tell).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AskedFormat {
+    /// Not known: the shape is guessed from the first bytes.
+    #[default]
+    Auto,
+    /// `--output-format json`.
+    Json,
+    /// `--output-format stream-json`.
+    StreamJson,
+    /// `--output-format text`.
+    Text,
+}
+
+impl AskedFormat {
+    /// The stable string (`auto`, `json`, `stream-json`, `text`).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Json => "json",
+            Self::StreamJson => "stream-json",
+            Self::Text => "text",
+        }
+    }
+
+    /// Parses [`Self::as_str`]'s strings.
+    #[must_use]
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim() {
+            "auto" => Some(Self::Auto),
+            "json" => Some(Self::Json),
+            "stream-json" => Some(Self::StreamJson),
+            "text" => Some(Self::Text),
+            _ => None,
+        }
+    }
+
+    /// One of the JSON formats: the answer must be the client's JSON.
+    #[must_use]
+    pub fn is_json(self) -> bool {
+        matches!(self, Self::Json | Self::StreamJson)
+    }
+}
+
 /// What happened to the call, as reported in `status.json` (`last_loop.outcome`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -80,7 +132,8 @@ pub enum Outcome {
     Success,
     /// The agent (or the API behind it) reported an error; see [`Analysis::error`].
     AgentError,
-    /// Hank's timeout killed the agent.
+    /// Hank's timeout killed the agent (the call timeout, IDLE_TIMEOUT, or
+    /// FIRST_OUTPUT_TIMEOUT: see [`ErrorKind::StartupHang`]).
     Timeout,
     /// The agent died without a usable answer (signal, non-zero exit, no output).
     Crashed,
@@ -126,6 +179,9 @@ pub enum ErrorKind {
     /// The answer is larger than hank reads: one line (or one JSON document, or one element
     /// of a message array) over 256 MiB, or over 4 GiB of stdout in all.
     OutputTooLarge,
+    /// The agent printed nothing on stdout within FIRST_OUTPUT_TIMEOUT and was stopped (a
+    /// startup hang: a version lock, a dead socket, a user-level hook or plugin).
+    StartupHang,
 }
 
 impl ErrorKind {
@@ -149,6 +205,7 @@ impl ErrorKind {
             Self::CliUsage => "cli_usage",
             Self::Unknown => "unknown",
             Self::OutputTooLarge => "output_too_large",
+            Self::StartupHang => "startup_hang",
         }
     }
 }
@@ -257,6 +314,8 @@ pub struct RunFacts {
     pub interrupted: bool,
     /// Stdout was longer than hank keeps (the rest was read and dropped).
     pub stdout_cut: bool,
+    /// The timeout was FIRST_OUTPUT_TIMEOUT: not one stdout byte came before it.
+    pub startup_hang: bool,
 }
 
 /// Longest line (or JSON document, or element of a message array) the analyzer reads; past
@@ -385,7 +444,19 @@ pub fn analyze_in<R: BufRead>(
     facts: &RunFacts,
     clock: &Clock,
 ) -> Analysis {
-    let gathered = parse::gather(stdout);
+    analyze_as(stdout, stderr, facts, clock, AskedFormat::Auto)
+}
+
+/// [`analyze_in`] for an answer in the format hank asked for: in the JSON formats anything
+/// but the client's JSON is `malformed` (see [`AskedFormat`]).
+pub fn analyze_as<R: BufRead>(
+    stdout: R,
+    stderr: &[u8],
+    facts: &RunFacts,
+    clock: &Clock,
+    asked: AskedFormat,
+) -> Analysis {
+    let gathered = parse::gather_as(stdout, asked);
     finish(gathered, stderr, facts, clock)
 }
 

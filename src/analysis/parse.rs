@@ -440,6 +440,11 @@ pub(crate) struct Gathered {
     pub text: Option<TextCapture>,
     /// A line, JSON document or array element longer than [`MAX_LINE`] was cut or skipped.
     pub too_large: bool,
+    /// A JSON format was asked for (`--output-format json` / `stream-json`).
+    pub asked_json: bool,
+    /// In a JSON format: bytes of the answer that are not the client's JSON (text, foreign
+    /// JSON, a line that does not parse) before, between or after its events.
+    pub stray_bytes: u64,
 }
 
 /// The one-line detail of a tool use, for display (Bash command, file path, pattern, …).
@@ -931,16 +936,28 @@ fn first_byte<R: BufRead>(r: &mut R) -> Option<u8> {
 /// shapes (a client event object, pretty-printed or one per line; an array of client events)
 /// is JSON, and cut-off JSON that carries the client's keys is `Truncated`. Anything else,
 /// including text that merely starts with `{` or `[` (`[BUILD] ok`, a JSON snippet), is text.
+#[cfg(test)]
 pub(crate) fn gather<R: BufRead>(stdout: R) -> Gathered {
+    gather_as(stdout, super::AskedFormat::Auto)
+}
+
+/// [`gather`] for an answer in the format hank asked for. In a JSON format, an answer that
+/// does not start as the client's JSON is scanned line by line for the client's events (a
+/// `result` after stray lines is still read), and every stray byte is counted.
+pub(crate) fn gather_as<R: BufRead>(stdout: R, asked: super::AskedFormat) -> Gathered {
     let mut r = Counting {
         inner: stdout,
         count: 0,
     };
-    let mut g = Gathered::default();
+    let mut g = Gathered {
+        asked_json: asked.is_json(),
+        ..Gathered::default()
+    };
     match first_byte(&mut r) {
         None => g.shape = OutputShape::Empty,
         Some(b'{') => gather_lines(&mut r, &mut g),
         Some(b'[') => gather_array(&mut r, &mut g),
+        Some(_) if g.asked_json => gather_after_stray(&mut r, &mut g, &[]),
         Some(_) => gather_text(&mut r, &mut g, &[]),
     }
     // Drain whatever is left so the byte count is the whole output.
@@ -1029,7 +1046,11 @@ fn gather_lines<R: BufRead>(r: &mut R, g: &mut Gathered) {
             return;
         }
         Some(FirstLine::Text(line)) => {
-            gather_text(r, g, &line);
+            if g.asked_json {
+                gather_after_stray(r, g, &line);
+            } else {
+                gather_text(r, g, &line);
+            }
             return;
         }
     }
@@ -1047,7 +1068,12 @@ fn gather_lines<R: BufRead>(r: &mut R, g: &mut Gathered) {
                 parsed += 1;
                 last_failed = false;
             }
-            None => last_failed = true,
+            None => {
+                last_failed = true;
+                if g.asked_json {
+                    g.stray_bytes = g.stray_bytes.saturating_add(trimmed.len() as u64);
+                }
+            }
         }
     })
     .is_some()
@@ -1093,8 +1119,13 @@ fn gather_whole<R: BufRead>(r: &mut R, g: &mut Gathered, mut buf: Vec<u8>) {
         }
     }
     g.shape = if failed && values == 0 && !has_client_marker(&buf) {
-        // Not the client's JSON at all: text that starts with `{`.
-        gather_text(r, g, &buf);
+        // Not the client's JSON at all: text that starts with `{` (in a JSON format: stray
+        // lines, perhaps before the client's result).
+        if g.asked_json {
+            gather_after_stray(r, g, &buf);
+        } else {
+            gather_text(r, g, &buf);
+        }
         return;
     } else if failed {
         OutputShape::Truncated
@@ -1103,6 +1134,155 @@ fn gather_whole<R: BufRead>(r: &mut R, g: &mut Gathered, mut buf: Vec<u8>) {
     } else {
         OutputShape::StreamJson
     };
+}
+
+/// In a JSON format, an answer that did not start as the client's JSON: `prefix` (already
+/// read) and the rest of `r`, line by line. Each line that is one of the client's events is
+/// folded in (a `result` after stray lines still counts); every other non-blank line is
+/// stray. No event at all: the answer is text (kept for the summary), which the verdict
+/// reads as `malformed`.
+fn gather_after_stray<R: BufRead>(r: &mut R, g: &mut Gathered, prefix: &[u8]) {
+    let mut input = prefix.chain(r);
+    let mut cap = TextCapture::default();
+    let mut parsed = 0u64;
+    let mut only_result = true;
+    let mut last_failed = false;
+    while let Some(line) = stray_line(&mut input, &mut cap) {
+        let (line, cut) = match line {
+            StrayLine::Streamed(n) => {
+                // A long line with no JSON object near its start: text, never held whole.
+                g.stray_bytes = g.stray_bytes.saturating_add(n);
+                last_failed = false;
+                continue;
+            }
+            StrayLine::Held(line, cut) => (line, cut),
+        };
+        let trimmed = trim_ascii(&line);
+        if trimmed.is_empty() {
+            cap.push(&line);
+            cap.push(b"\n");
+            continue;
+        }
+        g.too_large |= cut;
+        let ev = if cut { None } else { event_in_line(trimmed) };
+        match ev {
+            Some((ev, skipped)) => {
+                only_result &= ev.kind.as_str() == Some("result");
+                g.absorb(ev);
+                parsed += 1;
+                last_failed = false;
+                g.stray_bytes = g.stray_bytes.saturating_add(skipped as u64);
+            }
+            None => {
+                g.stray_bytes = g.stray_bytes.saturating_add(trimmed.len() as u64);
+                last_failed = opens_json_object(trimmed);
+                cap.push(&line);
+                cap.push(b"\n");
+            }
+        }
+    }
+    if parsed == 0 {
+        g.shape = OutputShape::Text;
+        if cap.tail.len() > TEXT_TAIL {
+            let cut = cap.tail.len() - TEXT_TAIL;
+            cap.tail.drain(..cut);
+        }
+        g.text = Some(cap);
+        return;
+    }
+    g.shape = if last_failed && g.result.is_none() {
+        OutputShape::Truncated
+    } else if parsed == 1 && only_result {
+        OutputShape::ResultObject
+    } else {
+        OutputShape::StreamJson
+    };
+}
+
+/// Bytes of a line looked at for the start of a JSON object (`{"`) before the line is taken
+/// for text and streamed into the capture instead of held.
+const STRAY_PEEK: usize = 4096;
+
+/// One line of an answer that did not start as the client's JSON.
+enum StrayLine {
+    /// The line (without its `\n`, at most [`MAX_LINE`] bytes) and whether it was cut.
+    Held(Vec<u8>, bool),
+    /// A line with no `{"` in its first [`STRAY_PEEK`] bytes: pushed into the capture as it
+    /// was read (its `\n` included); its length.
+    Streamed(u64),
+}
+
+/// Reads one line for [`gather_after_stray`]; `None` at the end of input (read errors end it).
+fn stray_line<R: BufRead>(r: &mut R, cap: &mut TextCapture) -> Option<StrayLine> {
+    let mut line = Vec::new();
+    let mut cut = false;
+    let mut any = false;
+    let mut streamed: Option<u64> = None;
+    loop {
+        let (done, used) = {
+            let available = match r.fill_buf() {
+                Ok(a) => a,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            };
+            if available.is_empty() {
+                break;
+            }
+            any = true;
+            let (chunk, done, used) = match memchr::memchr(b'\n', available) {
+                Some(i) => (&available[..i], true, i + 1),
+                None => (available, false, available.len()),
+            };
+            match streamed.as_mut() {
+                Some(n) => {
+                    cap.push(chunk);
+                    *n = n.saturating_add(chunk.len() as u64);
+                }
+                None => {
+                    cut |= keep_capped(&mut line, chunk);
+                    let head = &line[..line.len().min(STRAY_PEEK)];
+                    if line.len() > STRAY_PEEK
+                        && memchr::memmem::find(head, b"{\"").is_none()
+                        && !head.trim_ascii_start().starts_with(b"{")
+                    {
+                        cap.push(&line);
+                        streamed = Some(line.len() as u64);
+                        line = Vec::new();
+                    }
+                }
+            }
+            (done, used)
+        };
+        r.consume(used);
+        if done {
+            break;
+        }
+    }
+    if !any {
+        return None;
+    }
+    Some(match streamed {
+        Some(n) => {
+            cap.push(b"\n");
+            StrayLine::Streamed(n)
+        }
+        None => StrayLine::Held(line, cut),
+    })
+}
+
+/// One of the client's events in a line, whole or after a few stray bytes on the same line
+/// (`ok{"type":"result",…}`): the event and how many bytes came before it.
+fn event_in_line(line: &[u8]) -> Option<(Event, usize)> {
+    if let Some(ev) = parse_event(line).filter(is_client_event) {
+        return Some((ev, 0));
+    }
+    let at = memchr::memmem::find(line, b"{\"")?;
+    if at == 0 {
+        return None;
+    }
+    parse_event(&line[at..])
+        .filter(is_client_event)
+        .map(|ev| (ev, at))
 }
 
 fn to_usize(n: u64) -> usize {
@@ -1195,7 +1375,11 @@ fn gather_array<R: BufRead>(r: &mut R, g: &mut Gathered) {
             continue;
         }
         if b != b'{' && b != b']' {
-            gather_text(r, g, &prefix);
+            if g.asked_json {
+                gather_after_stray(r, g, &prefix);
+            } else {
+                gather_text(r, g, &prefix);
+            }
             return;
         }
         break;

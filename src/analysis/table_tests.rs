@@ -47,6 +47,8 @@ struct Row {
     session: Option<&'static str>,
     cost: f64,
     credential: Option<&'static str>,
+    /// The format hank asked for (`Auto` for the rows that predate it).
+    asked: AskedFormat,
 }
 
 impl Row {
@@ -74,6 +76,10 @@ impl Row {
         self.credential = Some(at);
         self
     }
+    fn asked(mut self, f: AskedFormat) -> Self {
+        self.asked = f;
+        self
+    }
 }
 
 /// A row over a fixture file.
@@ -97,6 +103,7 @@ fn file(
         session: None,
         cost: 0.0,
         credential: None,
+        asked: AskedFormat::Auto,
     }
 }
 
@@ -397,6 +404,89 @@ fn rows() -> Vec<Row> {
             r#"{"type":"result","subtype":"success","is_error":true,"result":"grace_daily_limit_reached","session_id":"s105"}"#,
             fail(), S::ResultObject, O::AgentError, err(K::UsageLimit),
         ).sid("s105"),
+        // ---- json / stream-json asked: only the client's JSON is an answer (issue 23).
+        // Samples shaped like the peers' test data (ralph-claude-code, ralph-orchestrator's
+        // cassettes, ralphex's delta streams) that read as a text success before.
+        out("{not valid json}\n", ok(), S::Text, O::Crashed, err(K::Malformed)).asked(AskedFormat::Json),
+        out("{ invalid json here }\n", ok(), S::Text, O::Crashed, err(K::Malformed)).asked(AskedFormat::Json),
+        out("{ invalid json here }\n", ok(), S::Text, O::Crashed, err(K::Malformed)).asked(AskedFormat::StreamJson),
+        out(
+            concat!(
+                r#"{"event":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hel"}}"#, "\n",
+                r#"{"event":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"lo"}}"#, "\n",
+                r#"{"event":"message_stop"}"#, "\n",
+            ),
+            ok(), S::Text, O::Crashed, err(K::Malformed),
+        ).asked(AskedFormat::StreamJson),
+        out(
+            concat!(
+                r#"{"ts":0.12,"kind":"stdout","data":"Reading files"}"#, "\n",
+                r#"{"ts":1.5,"kind":"stdout","data":"Done."}"#, "\n",
+            ),
+            ok(), S::Text, O::Crashed, err(K::Malformed),
+        ).asked(AskedFormat::Json),
+        out(
+            concat!(
+                r#"{"type":"text","text":"I updated the parser."}"#, "\n",
+                r#"{"type":"tool_call","name":"write","args":{"path":"src/a.rs"}}"#, "\n",
+            ),
+            ok(), S::Text, O::Crashed, err(K::Malformed),
+        ).asked(AskedFormat::StreamJson),
+        out("All tasks done.\n", ok(), S::Text, O::Crashed, err(K::Malformed)).asked(AskedFormat::Json),
+        // A stream cut before its result, every line whole.
+        out(
+            concat!(
+                r#"{"type":"system","subtype":"init","session_id":"s120","uuid":"u1"}"#, "\n",
+                r#"{"type":"assistant","message":{"content":[{"type":"text","text":"Working"}]},"session_id":"s120","uuid":"u2"}"#, "\n",
+            ),
+            ok(), S::StreamJson, O::Crashed, err(K::Malformed),
+        ).sid("s120").asked(AskedFormat::StreamJson),
+        // A known error still wins over "malformed": in text and on stderr.
+        out("", fail(), S::Empty, O::AgentError, err(K::CliUsage))
+            .stderr("error: unknown option '--bogus'\n").asked(AskedFormat::Json),
+        out("Not logged in · Please run /login\n", fail(), S::Text, O::AgentError, err(K::Auth))
+            .asked(AskedFormat::Json),
+        // A result after stray bytes is read (cost, session) but the answer is malformed.
+        out(
+            concat!(
+                "npm WARN config something\n",
+                r#"{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"s121","total_cost_usd":5}"#, "\n",
+            ),
+            ok(), S::ResultObject, O::Crashed, err(K::Malformed),
+        ).sid("s121").cost(5.0).asked(AskedFormat::Json),
+        out(
+            concat!(
+                "ok",
+                r#"{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"s122","total_cost_usd":5}"#, "\n",
+            ),
+            ok(), S::ResultObject, O::Crashed, err(K::Malformed),
+        ).sid("s122").cost(5.0).asked(AskedFormat::Json),
+        out(
+            concat!(
+                r#"{"type":"system","subtype":"init","session_id":"s123"}"#, "\n",
+                "debug: stray line\n",
+                r#"{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"s123","total_cost_usd":0.5}"#, "\n",
+            ),
+            ok(), S::StreamJson, O::Crashed, err(K::Malformed),
+        ).sid("s123").cost(0.5).asked(AskedFormat::StreamJson),
+        // A stray line before an error result: the error is what counts.
+        out(
+            concat!(
+                "warning: something\n",
+                r#"{"type":"result","subtype":"success","is_error":true,"result":"Invalid API key · Fix external API key","session_id":"s124","total_cost_usd":0}"#, "\n",
+            ),
+            fail(), S::ResultObject, O::AgentError, err(K::Auth),
+        ).sid("s124").asked(AskedFormat::Json),
+        // Recorded: 2.1.332 against the contract suite's fake API, asked for stream-json.
+        file("v2332_stream_success.jsonl", ok(), S::StreamJson, O::Success, None)
+            .sid("1631f38f-3a5f-4a60-b0ee-3234d6718665").cost(0.00108).asked(AskedFormat::StreamJson),
+        // Clean answers are read the same in every mode.
+        file("success.json", ok(), S::ResultObject, O::Success, None).sid(SID).cost(0.1123).asked(AskedFormat::Json),
+        file("stream_success.jsonl", ok(), S::StreamJson, O::Success, None).sid(SID).cost(0.0923).asked(AskedFormat::StreamJson),
+        file("success.json", ok(), S::ResultObject, O::Success, None).sid(SID).cost(0.1123).asked(AskedFormat::StreamJson),
+        file("array_verbose.json", ok(), S::MessageArray, O::Success, None).sid(SID).cost(0.0923).asked(AskedFormat::Json),
+        file("text_success.txt", ok(), S::Text, O::Success, None).asked(AskedFormat::Text),
+        out("{ invalid json here }\n", ok(), S::Text, O::Success, None).asked(AskedFormat::Text),
     ]
 }
 
@@ -406,8 +496,8 @@ fn real_shaped_answers_table() {
     assert!(rows.len() >= 60, "{} rows", rows.len());
     let clock = clock();
     for r in &rows {
-        let a = analyze_bytes_in(&r.out, &r.err, &r.facts, &clock);
-        let n = &r.name;
+        let a = analyze_as(&r.out[..], &r.err, &r.facts, &clock, r.asked);
+        let n = &format!("{} (asked {})", r.name, r.asked.as_str());
         assert_eq!(a.shape, r.shape, "shape of {n}");
         assert_eq!(a.outcome, r.outcome, "outcome of {n}: {:?}", a.error);
         assert_eq!(a.error_kind(), r.kind, "kind of {n}: {:?}", a.error);

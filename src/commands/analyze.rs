@@ -11,7 +11,7 @@ use jiff::Timestamp;
 
 use jiff::tz::TimeZone;
 
-use crate::analysis::{Analysis, Clock, Outcome, RunFacts, analyze_in};
+use crate::analysis::{Analysis, AskedFormat, Clock, Outcome, RunFacts, analyze_as};
 use crate::cli::AnalyzeArgs;
 use crate::error::{HankError, Result};
 
@@ -39,7 +39,63 @@ fn read_stderr(args: &AnalyzeArgs) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// The loop number of a saved output named `loop-NNNNN.out`.
+fn loop_number(file: &Path) -> Option<u64> {
+    let name = file.file_name()?.to_str()?;
+    name.strip_prefix("loop-")?
+        .strip_suffix(".out")?
+        .parse()
+        .ok()
+}
+
+/// Most of `hank.log` read to find a loop's format (its newest part).
+const MAX_LOG_READ: u64 = 8 * 1024 * 1024;
+
+/// The format the loop log (`hank.log` beside the file) says hank asked for in that loop:
+/// the last `loop N started (…, format: F)` line.
+fn format_from_log(file: &Path) -> Option<AskedFormat> {
+    use std::io::{Seek, SeekFrom};
+    let n = loop_number(file)?;
+    let log = file.parent()?.join("hank.log");
+    let mut f = File::open(log).ok()?;
+    let len = f.metadata().ok()?.len();
+    if len > MAX_LOG_READ {
+        f.seek(SeekFrom::Start(len - MAX_LOG_READ)).ok()?;
+    }
+    let mut bytes = Vec::new();
+    f.take(MAX_LOG_READ).read_to_end(&mut bytes).ok()?;
+    let text = String::from_utf8_lossy(&bytes);
+    let needle = format!("loop {n} started (");
+    text.lines()
+        .rev()
+        .filter_map(|l| l.split_once(&needle).map(|(_, rest)| rest))
+        .find_map(|rest| {
+            let f = rest.split_once("format: ")?.1;
+            AskedFormat::parse(f.split([')', ',']).next()?)
+        })
+}
+
+/// `--format`, else the loop log's word, else auto; with where it came from.
+fn asked_format(args: &AnalyzeArgs) -> Result<(AskedFormat, &'static str)> {
+    if let Some(raw) = &args.format {
+        return AskedFormat::parse(&raw.to_ascii_lowercase())
+            .map(|f| (f, "--format"))
+            .ok_or_else(|| {
+                HankError::usage(format!(
+                    "--format: expected json, stream-json, text or auto, got '{raw}'"
+                ))
+            });
+    }
+    if args.file.as_os_str() != "-"
+        && let Some(f) = format_from_log(&args.file)
+    {
+        return Ok((f, "hank.log"));
+    }
+    Ok((AskedFormat::Auto, "default"))
+}
+
 pub(crate) fn run(args: &AnalyzeArgs) -> Result<u8> {
+    let (asked, asked_from) = asked_format(args)?;
     let stderr = read_stderr(args)?;
     let facts = RunFacts {
         exit_code: args.exit_code,
@@ -49,7 +105,7 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<u8> {
     // Reset times printed without a zone are in the machine's local time.
     let clock = Clock::new(now, TimeZone::system());
     let analysis = if args.file.as_os_str() == "-" {
-        analyze_in(std::io::stdin().lock(), &stderr, &facts, &clock)
+        analyze_as(std::io::stdin().lock(), &stderr, &facts, &clock, asked)
     } else {
         let file = File::open(&args.file)
             .map_err(|e| HankError::io("cannot read agent output", &args.file, e))?;
@@ -59,11 +115,12 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<u8> {
                 args.file.display()
             )));
         }
-        analyze_in(
+        analyze_as(
             BufReader::with_capacity(256 * 1024, file),
             &stderr,
             &facts,
             &clock,
+            asked,
         )
     };
     let mut analysis = analysis;
@@ -75,8 +132,9 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<u8> {
         s
     } else {
         // The explanation quotes the agent: no control characters or escape sequences.
-        crate::sanitize::for_terminal(&explain(&analysis, now), crate::sanitize::Lines::Keep)
-            .into_owned()
+        let mut s = format!("asked format: {} ({asked_from})\n", asked.as_str());
+        s.push_str(&explain(&analysis, now));
+        crate::sanitize::for_terminal(&s, crate::sanitize::Lines::Keep).into_owned()
     };
     let mut out = std::io::stdout().lock();
     // A closed stdout (e.g. `| head`) is not an error worth reporting.

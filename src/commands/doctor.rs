@@ -32,6 +32,8 @@ struct Check {
     detail: String,
     /// The command (or step) that fixes a failed check.
     fix: Option<String>,
+    /// A finding that does not fail the check (ok, with a fix worth knowing).
+    warning: bool,
 }
 
 impl Check {
@@ -41,6 +43,7 @@ impl Check {
             ok: true,
             detail: detail.into(),
             fix: None,
+            warning: false,
         }
     }
     fn fail(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Self {
@@ -49,8 +52,228 @@ impl Check {
             ok: false,
             detail: detail.into(),
             fix: Some(fix.into()),
+            warning: false,
         }
     }
+    fn warn(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Self {
+        Self {
+            name,
+            ok: true,
+            detail: detail.into(),
+            fix: Some(fix.into()),
+            warning: true,
+        }
+    }
+}
+
+/// The first client whose `claude doctor` has an "API connectivity" section (2.1.331).
+pub(crate) const CONNECTIVITY_SINCE: crate::agent::client::Version =
+    crate::agent::client::Version {
+        major: 2,
+        minor: 1,
+        patch: 331,
+    };
+/// Longest wait for `claude doctor` and for hank's own bounded request.
+const API_PROBE_LIMIT: Duration = Duration::from_secs(20);
+const API_CONNECT_LIMIT: Duration = Duration::from_secs(5);
+const API_FIX: &str = "check the network, a proxy (HTTPS_PROXY) or firewall, and ANTHROPIC_BASE_URL; every call fails (network errors, backoff) until the API answers";
+
+/// The API line of `claude doctor`'s "API connectivity" section (2.1.331+), e.g.
+/// `- API (custom host): answered HTTP 200 in 2 ms` or `- API (custom host): failed after
+/// 14 ms: Connection refused — …`: whether it answered, and the line. **\[pure\]**
+#[must_use]
+pub(crate) fn parse_connectivity(stdout: &str) -> Option<(bool, String)> {
+    let mut lines = stdout
+        .lines()
+        .skip_while(|l| l.trim() != "API connectivity");
+    lines.next()?;
+    let line = lines
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .find(|l| l.starts_with("- API"))?;
+    let line = line.trim_start_matches("- ").to_owned();
+    let answered = line.contains("answered HTTP");
+    Some((answered, line))
+}
+
+/// Host, port and whether it is plain HTTP, from a base URL (`https://api.anthropic.com`,
+/// `http://127.0.0.1:8080/x`). **\[pure\]**
+#[must_use]
+pub(crate) fn url_endpoint(url: &str) -> Option<(String, u16, bool)> {
+    let url = url.trim();
+    let (plain, rest) = if let Some(r) = url.strip_prefix("http://") {
+        (true, r)
+    } else {
+        (false, url.strip_prefix("https://")?)
+    };
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let authority = authority.rsplit('@').next()?;
+    let (host, port) = if let Some(h) = authority.strip_prefix('[') {
+        let (h, after) = h.split_once(']')?;
+        let port = after.strip_prefix(':').map(str::parse).transpose().ok()?;
+        (h.to_owned(), port)
+    } else {
+        match authority.rsplit_once(':') {
+            Some((h, p)) => (h.to_owned(), Some(p.parse().ok()?)),
+            None => (authority.to_owned(), None),
+        }
+    };
+    if host.is_empty() {
+        return None;
+    }
+    Some((host, port.unwrap_or(if plain { 80 } else { 443 }), plain))
+}
+
+/// Hank's own bounded request to the API base URL: a TCP connection (5 s), and for plain
+/// HTTP one `HEAD /api/hello` whose status line is read (5 s). TLS is not checked.
+fn probe_base_url(base: &str) -> std::result::Result<String, String> {
+    use std::io::{Read as _, Write as _};
+    use std::net::{TcpStream, ToSocketAddrs};
+    let (host, port, plain) = url_endpoint(base)
+        .ok_or_else(|| format!("ANTHROPIC_BASE_URL {base:?} is not an http(s) URL"))?;
+    let started = std::time::Instant::now();
+    let addrs: Vec<_> = (host.as_str(), port)
+        .to_socket_addrs()
+        .map_err(|e| format!("{host}: cannot resolve ({e})"))?
+        .collect();
+    let mut last = format!("{host}:{port}: no address");
+    let mut stream = None;
+    for a in addrs {
+        match TcpStream::connect_timeout(&a, API_CONNECT_LIMIT) {
+            Ok(s) => {
+                stream = Some(s);
+                break;
+            }
+            Err(e) => last = format!("{host}:{port}: {e}"),
+        }
+    }
+    let mut stream = stream.ok_or(last)?;
+    if !plain {
+        return Ok(format!(
+            "{host}:{port} accepted a connection in {} ms (TLS not checked)",
+            started.elapsed().as_millis()
+        ));
+    }
+    let _ = stream.set_read_timeout(Some(API_CONNECT_LIMIT));
+    let _ = stream.set_write_timeout(Some(API_CONNECT_LIMIT));
+    let request = format!("HEAD /api/hello HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .map_err(|e| format!("{host}:{port}: {e}"))?;
+    let mut head = [0u8; 256];
+    let n = stream
+        .read(&mut head)
+        .map_err(|e| format!("{host}:{port}: no answer ({e})"))?;
+    let status = String::from_utf8_lossy(&head[..n])
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_owned();
+    if status.starts_with("HTTP/") {
+        Ok(format!(
+            "{host}:{port} answered {status:?} in {} ms",
+            started.elapsed().as_millis()
+        ))
+    } else {
+        Err(format!("{host}:{port} did not answer HTTP"))
+    }
+}
+
+/// Whether the API is reachable: the client's own connectivity check where it has one
+/// (`claude doctor`, 2.1.331+), else a bounded request to the configured base URL.
+fn api_check(
+    agent: &AgentCommand,
+    dir: &Path,
+    version: Option<crate::agent::client::Version>,
+) -> Check {
+    if version.is_some_and(|v| v >= CONNECTIVITY_SINCE) {
+        let mut args: Vec<&str> = agent.leading_args.iter().map(String::as_str).collect();
+        args.push("doctor");
+        let answer = crate::project::sources::run_tool(&agent.program, &args, dir, API_PROBE_LIMIT)
+            .ok()
+            .and_then(|o| {
+                parse_connectivity(&crate::sanitize::for_terminal(
+                    &o.stdout,
+                    crate::sanitize::Lines::Keep,
+                ))
+            });
+        match answer {
+            Some((true, line)) => return Check::ok("api", format!("{line} (claude doctor)")),
+            Some((false, line)) => {
+                return Check::fail("api", format!("{line} (claude doctor)"), API_FIX);
+            }
+            None => {}
+        }
+    }
+    let base = std::env::var("ANTHROPIC_BASE_URL")
+        .ok()
+        .filter(|b| !b.trim().is_empty())
+        .unwrap_or_else(|| "https://api.anthropic.com".to_owned());
+    match probe_base_url(&base) {
+        Ok(how) => Check::ok("api", how),
+        Err(why) => Check::fail("api", format!("not reachable: {why}"), API_FIX),
+    }
+}
+
+/// What in the user's Claude Code settings can wedge `claude -p` in an unattended run: Stop
+/// hooks and enabled plugins. **\[pure\]**
+#[must_use]
+pub(crate) fn user_settings_risks(settings_json: &str) -> Vec<String> {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(settings_json) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for event in ["Stop", "SubagentStop"] {
+        if v.pointer(&format!("/hooks/{event}"))
+            .and_then(serde_json::Value::as_array)
+            .is_some_and(|a| !a.is_empty())
+        {
+            out.push(format!("{event} hooks"));
+        }
+    }
+    let plugins: Vec<&str> = v
+        .get("enabledPlugins")
+        .and_then(serde_json::Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter(|(_, on)| on.as_bool() != Some(false))
+                .map(|(k, _)| k.as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    if !plugins.is_empty() {
+        out.push(format!("plugins ({})", plugins.join(", ")));
+    }
+    out
+}
+
+/// Warns when the user's settings (`~/.claude/settings.json`, or `$CLAUDE_CONFIG_DIR`) define
+/// Stop hooks or plugins, which load in every `claude -p` call unless CLIENT_SETTINGS=project.
+fn user_settings_check(client_settings: Option<crate::settings::ClientSettings>) -> Option<Check> {
+    let dir = std::env::var_os("CLAUDE_CONFIG_DIR")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".claude")))?;
+    let path = dir.join("settings.json");
+    let text = crate::fsread::read(&path, 4 * 1024 * 1024, crate::fsread::Follow::Yes).ok()?;
+    let risks = user_settings_risks(&String::from_utf8_lossy(&text));
+    if risks.is_empty() {
+        return None;
+    }
+    let what = format!("{} defines {}", path.display(), risks.join(" and "));
+    Some(
+        if client_settings == Some(crate::settings::ClientSettings::Project) {
+            Check::ok(
+                "settings",
+                format!("{what}; not loaded by the agent (CLIENT_SETTINGS=project)"),
+            )
+        } else {
+            Check::warn(
+                "settings",
+                format!("{what}: they run in every unattended `claude -p` call and can wedge it"),
+                "set CLIENT_SETTINGS=project in .hankrc (or --client-settings project): the agent then loads only the project's settings (--setting-sources project,local)",
+            )
+        },
+    )
 }
 
 /// What the client says about its login.
@@ -121,18 +344,24 @@ fn version_of(program: &Path, args: &[String]) -> Option<String> {
 }
 
 /// The client: found, its version, supported or not.
-fn client_check(agent: &AgentCommand, shown: &str) -> Check {
+fn client_check(
+    agent: &AgentCommand,
+    shown: &str,
+) -> (Check, Option<crate::agent::client::Version>) {
     use crate::agent::client::{self, Support, Version};
     let range = client::tested_range();
-    match client::probe(&agent.program, &agent.leading_args, PROBE_LIMIT) {
+    let check = match client::probe(&agent.program, &agent.leading_args, PROBE_LIMIT) {
         Ok(line) => match Version::parse(&line) {
             Some(v) => {
                 let detail = format!("{shown} — {}", range.describe(v));
-                if range.support(v) == Support::TooOld {
-                    Check::fail("claude", detail, client::UPGRADE_COMMAND)
-                } else {
-                    Check::ok("claude", detail)
-                }
+                return (
+                    if range.support(v) == Support::TooOld {
+                        Check::fail("claude", detail, client::UPGRADE_COMMAND)
+                    } else {
+                        Check::ok("claude", detail)
+                    },
+                    Some(v),
+                );
             }
             None => Check::fail(
                 "claude",
@@ -150,7 +379,8 @@ fn client_check(agent: &AgentCommand, shown: &str) -> Check {
             why,
             format!("reinstall it: {INSTALL}, or point --claude-cmd / CLAUDE_CODE_CMD at it"),
         ),
-    }
+    };
+    (check, None)
 }
 
 /// Logged in or a key, without calling the model.
@@ -221,11 +451,12 @@ pub(crate) fn run(args: &cli::DoctorArgs) -> Result<u8> {
             match settings::resolve_agent(&s.claude_cmd, &dir) {
                 Ok(agent) => {
                     let shown = format!("{} (from {})", s.claude_cmd.value, s.claude_cmd.source);
-                    let client = client_check(&agent, &shown);
+                    let (client, version) = client_check(&agent, &shown);
                     let usable = client.ok;
                     checks.push(client);
                     if usable {
                         checks.push(login_check(&agent, &dir));
+                        checks.push(api_check(&agent, &dir, version));
                     }
                 }
                 Err(e) => checks.push(Check::fail(
@@ -240,6 +471,9 @@ pub(crate) fn run(args: &cli::DoctorArgs) -> Result<u8> {
                 detail.push_str(w);
             }
             checks.push(Check::ok("config", detail));
+            if let Some(c) = user_settings_check(Some(s.client_settings.value)) {
+                checks.push(c);
+            }
         }
         Err(e) => checks.push(Check::fail(
             "config",
@@ -277,7 +511,7 @@ pub(crate) fn run(args: &cli::DoctorArgs) -> Result<u8> {
     if args.json {
         let v = json!({
             "ok": all_ok,
-            "checks": checks.iter().map(|c| json!({"name": c.name, "ok": c.ok, "detail": c.detail, "fix": c.fix})).collect::<Vec<_>>(),
+            "checks": checks.iter().map(|c| json!({"name": c.name, "ok": c.ok, "warning": c.warning, "detail": c.detail, "fix": c.fix})).collect::<Vec<_>>(),
             "settings": settings.as_ref().map(|s| s.describe().into_iter().map(|(k, v, src)| json!({"key": k, "value": v, "source": src})).collect::<Vec<_>>()).unwrap_or_default(),
         });
         out(&format!("{v}\n"))?;
@@ -286,7 +520,11 @@ pub(crate) fn run(args: &cli::DoctorArgs) -> Result<u8> {
         for c in &checks {
             text.push_str(&format!(
                 "{} {:<8} {}\n",
-                if c.ok { "ok  " } else { "FAIL" },
+                match (c.ok, c.warning) {
+                    (true, false) => "ok  ",
+                    (true, true) => "warn",
+                    (false, _) => "FAIL",
+                },
                 c.name,
                 c.detail
             ));
@@ -336,6 +574,102 @@ mod tests {
                 *want,
                 "{text:?}"
             );
+        }
+    }
+
+    /// What `claude doctor` printed (2.1.332, against 127.0.0.1: a closed port, then a fake
+    /// that answers 200), and clients without the section.
+    #[test]
+    fn connectivity_table() {
+        let cases: &[(&str, Option<(bool, &str)>)] = &[
+            (
+                "Claude Code doctor\n\nAPI connectivity\n- API (custom host): answered HTTP 200 in 2 ms\n- ANTHROPIC_BASE_URL: set to a custom host\n\nRemote Control\n",
+                Some((true, "API (custom host): answered HTTP 200 in 2 ms")),
+            ),
+            (
+                "API connectivity\n- API (custom host): failed after 14 ms: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)\n",
+                Some((
+                    false,
+                    "API (custom host): failed after 14 ms: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)",
+                )),
+            ),
+            // 2.1.330: no section.
+            (
+                "Claude Code doctor\n\nRemote Control\n- Not connected\n\nNo installation issues found.\n",
+                None,
+            ),
+            // A section without an API line, and an API line after the section.
+            (
+                "API connectivity\n- ANTHROPIC_BASE_URL: set\n\n- API (x): answered HTTP 200\n",
+                None,
+            ),
+            ("", None),
+        ];
+        for (text, want) in cases {
+            let got = parse_connectivity(text);
+            assert_eq!(
+                got.as_ref().map(|(ok, l)| (*ok, l.as_str())),
+                *want,
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn base_url_endpoints() {
+        type Endpoint<'a> = Option<(&'a str, u16, bool)>;
+        let cases: &[(&str, Endpoint<'_>)] = &[
+            (
+                "https://api.anthropic.com",
+                Some(("api.anthropic.com", 443, false)),
+            ),
+            (
+                "https://api.anthropic.com/",
+                Some(("api.anthropic.com", 443, false)),
+            ),
+            (
+                "http://127.0.0.1:8080/v1?x",
+                Some(("127.0.0.1", 8080, true)),
+            ),
+            (
+                "http://user:pw@proxy.local",
+                Some(("proxy.local", 80, true)),
+            ),
+            ("http://[::1]:9000", Some(("::1", 9000, true))),
+            ("https://h:notaport", None),
+            ("ftp://h", None),
+            ("api.anthropic.com", None),
+            ("https://", None),
+        ];
+        for (url, want) in cases {
+            let got = url_endpoint(url);
+            assert_eq!(
+                got.as_ref().map(|(h, p, plain)| (h.as_str(), *p, *plain)),
+                *want,
+                "{url}"
+            );
+        }
+    }
+
+    #[test]
+    fn user_settings_risks_table() {
+        let cases: &[(&str, &[&str])] = &[
+            (r#"{"hooks":{"Stop":[{"hooks":[]}]}}"#, &["Stop hooks"]),
+            (r#"{"hooks":{"Stop":[]}}"#, &[]),
+            (
+                r#"{"hooks":{"SubagentStop":[{}],"PreToolUse":[{}]}}"#,
+                &["SubagentStop hooks"],
+            ),
+            (
+                r#"{"enabledPlugins":{"a@m":true,"b@m":false}}"#,
+                &["plugins (a@m)"],
+            ),
+            (r#"{"enabledPlugins":{"b@m":false}}"#, &[]),
+            (r#"{"model":"opus"}"#, &[]),
+            ("not json", &[]),
+        ];
+        for (text, want) in cases {
+            assert_eq!(user_settings_risks(text), *want, "{text}");
         }
     }
 

@@ -325,6 +325,8 @@ impl From<&RunArgs> for settings::Flags {
             prompt: a.prompt.clone(),
             timeout: a.timeout.clone(),
             idle_timeout: a.idle_timeout.clone(),
+            first_output_timeout: a.first_output_timeout.clone(),
+            client_settings: a.client_settings.clone(),
             live: a.live,
             verbose: a.verbose,
             output_format: a.output_format.clone(),

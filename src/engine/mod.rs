@@ -35,10 +35,12 @@ use crate::agent::profile::{Agent, Parser};
 use crate::analysis::{self, Analysis};
 use crate::error::{HankError, Result};
 use crate::exit::ExitReason;
+use crate::policy::breaker::is_failed_call;
 use crate::policy::budget::{BudgetCheck, WaitReason};
 use crate::policy::decide::{self, AfterLoop, Decision};
 use crate::policy::fixplan::{self, Plan};
 use crate::policy::session::{self, UnknownSession};
+use crate::policy::startup::{self, HangVerdict};
 use crate::policy::time::Clock;
 use crate::progress;
 use crate::report::{LoopSummary, Reporter};
@@ -97,6 +99,8 @@ struct Engine {
     limit_note: Option<String>,
     /// This run's loops, for the receipts in the exit summary.
     run_loops: Vec<crate::policy::receipts::LoopCost>,
+    /// The last loop was a startup hang retried at once: no loop delay before the next.
+    retry_now: bool,
 }
 
 impl Engine {
@@ -233,7 +237,11 @@ impl Engine {
             // 5–9. one call
             match self.one_loop(plan_text).await? {
                 Decision::Continue | Decision::RetryWithoutSession => {
-                    let delay = self.s.loop_delay_seconds.value;
+                    let delay = if std::mem::take(&mut self.retry_now) {
+                        0
+                    } else {
+                        self.s.loop_delay_seconds.value
+                    };
                     if delay > 0 {
                         let until = self
                             .clock
@@ -338,9 +346,10 @@ impl Engine {
         self.store.log(
             now,
             &format!(
-                "loop {number} started (agent: {}, resume: {})",
+                "loop {number} started (agent: {}, resume: {}, format: {})",
                 agent.name(),
-                resume.is_some()
+                resume.is_some(),
+                argv::asked_format(&agent, &self.s).as_str()
             ),
         );
         self.reporter.agent_started(number, resume.is_some());
@@ -353,6 +362,11 @@ impl Engine {
 
         let stdout_log = self.store.loop_log(number, "out");
         let env_set = agent.env();
+        // Only an answer that streams shows life while the agent works: FIRST_OUTPUT_TIMEOUT
+        // and IDLE_TIMEOUT watch it (hank asks for stream-json whenever the profile has it).
+        let streaming = argv::output_streams(&agent, &self.s);
+        let asked = argv::asked_format(&agent, &self.s);
+        let watch = |d: Duration| (streaming && !d.is_zero()).then_some(d);
         let spawn = Spawn {
             program: &agent.command.program,
             args: &args,
@@ -367,13 +381,8 @@ impl Engine {
             env_set: &env_set,
             stop_after_result: matches!(agent.profile.parser, Parser::Claude),
             marker: Some(&self.marker),
-            // Only a streaming answer shows life while the agent works.
-            idle_timeout: self
-                .s
-                .live
-                .value
-                .then_some(self.s.idle_timeout.value)
-                .filter(|d| !d.is_zero()),
+            idle_timeout: watch(self.s.idle_timeout.value),
+            first_output_timeout: watch(self.s.first_output_timeout.value),
         };
         let reporter = &self.reporter;
         let lock = &mut self.lock;
@@ -388,6 +397,7 @@ impl Engine {
         let called = call::call(
             spawn,
             &agent.profile.parser,
+            asked,
             self.cancel.clone(),
             on_spawn,
             |line| {
@@ -448,16 +458,39 @@ impl Engine {
             self.warn(&note);
         }
         let plan_after = self.s.read_fix_plan().unwrap_or_default();
-        let progress =
+        let mut progress =
             progress::measure_off_thread(self.s.project_dir.clone(), baseline, plan_after.clone())
                 .await;
         self.plan = fixplan::parse(&plan_after, &self.s.optional_sections.value);
         // VERIFY_EVERY_LOOP: the project's check, not the agent's word, is the tests' state.
         let regressed = self.verify_loop(number).await?.unwrap_or(false);
+        progress.check_fixed = self.verify.fixed_after == Some(number);
 
         // 7. fold
         let now = self.clock.now();
         let interrupted_by_hank = outcome.interrupted || self.interrupted();
+        // A startup hang is retried at once, uncounted, up to 2 in a row (policy::startup).
+        let (hang, streak) = startup::after_call(
+            self.state.startup_hangs,
+            outcome.startup_hang && !interrupted_by_hank,
+        );
+        self.state.startup_hangs = streak;
+        let free_retry = matches!(hang, HangVerdict::RetryNow { .. });
+        self.warn_hang(number, hang);
+        if is_failed_call(&analysis) && progress.did_the_work() && !interrupted_by_hank {
+            let what = analysis
+                .error
+                .as_ref()
+                .map_or_else(|| "an error".to_owned(), |e| e.kind.as_str().to_owned());
+            let work = if progress.plan_items_checked > 0 {
+                "checked a fix_plan item"
+            } else {
+                "turned the failing check green"
+            };
+            self.warn(&format!(
+                "loop {number}: the agent reported {what} but {work}: counted as productive, not as a failed call"
+            ));
+        }
         let (decide_cfg, breaker_cfg) = (self.s.decide_config(), self.s.breaker_config());
         self.fold(&Fold {
             number,
@@ -469,6 +502,7 @@ impl Engine {
             decide: &decide_cfg,
             breaker: &breaker_cfg,
             interrupted_by_hank,
+            free_retry,
         })?;
         self.state
             .agents
@@ -485,6 +519,11 @@ impl Engine {
         // 8. decide; a "done" claim stands only when the project's check passes
         let plan_complete = self.plan_complete();
         let mut decision = self.decide_after(&analysis, now, plan_complete, true, &dcfg);
+        // A free retry goes at once (no backoff, no loop delay); a productive error result
+        // is no failure (no backoff).
+        let productive_error = is_failed_call(&analysis) && progress.did_the_work();
+        decision = decide::uncounted(decision, free_retry, productive_error);
+        self.retry_now = free_retry && decision == Decision::Continue;
         if interrupted_by_hank {
             decision = Decision::Stop(ExitReason::Interrupted);
         } else if let Decision::Stop(reason) = decision
@@ -530,6 +569,21 @@ impl Engine {
             !next_starts_now,
         )?;
         Ok(decision)
+    }
+
+    /// Says what a startup hang means for the run (nothing for other calls).
+    fn warn_hang(&mut self, number: u64, hang: HangVerdict) {
+        let limit = crate::settings::resolve::format_duration(self.s.first_output_timeout.value);
+        match hang {
+            HangVerdict::NotAHang => {}
+            HangVerdict::RetryNow { nth } => self.warn(&format!(
+                "loop {number}: no output within FIRST_OUTPUT_TIMEOUT ({limit}): a startup hang; retrying at once (hang {nth} of {} in a row not counted)",
+                startup::FREE_RETRIES
+            )),
+            HangVerdict::CountAsTimeout { nth } => self.warn(&format!(
+                "loop {number}: no output within FIRST_OUTPUT_TIMEOUT ({limit}): startup hang {nth} in a row, counted as a timeout"
+            )),
+        }
     }
 
     /// LOG_RETENTION: keeps the logs of the newest loops (and as many check outputs).

@@ -80,6 +80,7 @@ impl Engine {
             credential_warned: None,
             limit_note: None,
             run_loops: Vec::new(),
+            retry_now: false,
             verify: super::verify::Verify::default(),
             run_deadline: None,
             logs_kept_from: None,

@@ -291,6 +291,8 @@ pub(super) struct Verify {
     drift_warned: BTreeSet<String>,
     /// For the exit event: whether the completion exit was verified.
     pub verified: Option<bool>,
+    /// The loop whose per-loop check turned a failing check green (VERIFY_EVERY_LOOP).
+    pub fixed_after: Option<u64>,
 }
 
 impl Verify {
@@ -438,6 +440,9 @@ impl Engine {
         }
         self.verify.checked_after = Some(number);
         let regressed = verify::regressed(before.as_ref(), &r);
+        if r.passed && before.as_ref().is_some_and(|b| !b.passed) {
+            self.verify.fixed_after = Some(number);
+        }
         if !r.passed {
             self.verify.feedback = Some(verify::loop_feedback(&r, &self.tail_of(&r), regressed));
         }

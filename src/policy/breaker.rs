@@ -26,6 +26,10 @@
 //!   where the agent only asked questions holds it; any other loop raises it.
 //! - The error signature set (sorted, deduplicated) equal to the previous loop's raises
 //!   `same_error_streak`, a different non-empty set restarts it at 1, no errors reset it.
+//! - An error answer whose loop did the work ([`Progress::did_the_work`]: a fix_plan item
+//!   checked, or the failing VERIFY_EVERY_LOOP check turned green) is productive: it holds the
+//!   same-error streak and is no failed call. Files changed alone do not make an error answer
+//!   productive for the same-error rule.
 //! - Successful outputs feed the last 5 output lengths for the decline rule (which needs at
 //!   least 3 of them).
 //!
@@ -332,8 +336,11 @@ impl Breaker {
             return None;
         }
 
-        let progressed = progress.made_progress();
+        let progressed = progress.made_progress() || progress.check_fixed;
         let failed = is_failed_call(analysis) && !progressed;
+        // An error answer whose loop checked a plan item or turned the check green did the
+        // work: counted in neither the failed-call nor the same-error streak.
+        let productive_error = is_failed_call(analysis) && progress.did_the_work();
         let asked = !analysis.questions.is_empty();
 
         // An outage: judged by the time since the last successful call, not by count.
@@ -376,7 +383,9 @@ impl Breaker {
             .collect();
         sigs.sort();
         sigs.dedup();
-        if sigs.is_empty() {
+        if productive_error {
+            // Held: neither raised nor reset.
+        } else if sigs.is_empty() {
             self.same_error_streak = 0;
         } else if sigs == self.last_error_signatures {
             self.same_error_streak = self.same_error_streak.saturating_add(1);
@@ -394,7 +403,7 @@ impl Breaker {
         // The open rules fire only on the loop that raised their counter: a held count (e.g.
         // a HALF_OPEN trial whose counters were kept) does not reopen by itself.
         let no_progress_raised = !progressed && !failed && !asked;
-        let same_error_raised = self.same_error_streak > 0;
+        let same_error_raised = self.same_error_streak > 0 && !productive_error;
 
         // Output decline (successful answers without progress).
         let mut decline: Option<u64> = None;
@@ -530,6 +539,12 @@ mod tests {
         Out(u64, bool),
         UnknownSession,
         PlanTick,
+        /// `error_during_execution` with the same signature every time, files changed, and
+        /// (`tick`) a fix_plan item checked or (`green`) the failing check turned green.
+        EdeWork {
+            tick: bool,
+            green: bool,
+        },
     }
 
     fn build(l: L) -> (Analysis, Progress) {
@@ -577,6 +592,14 @@ mod tests {
                 a.unknown_session = true;
             }
             L::PlanTick => p.plan_items_checked = 1,
+            L::EdeWork { tick, green } => {
+                a.outcome = Outcome::AgentError;
+                a.error = err(ErrorKind::Interrupted);
+                a.error_signatures = vec!["[ede_diagnostic] result_type=user".to_string()];
+                p.files_changed = 2;
+                p.plan_items_checked = u32::from(tick);
+                p.check_fixed = green;
+            }
         }
         (a, p)
     }
@@ -650,6 +673,64 @@ mod tests {
                 vec![NoProg, NoProg, Prog, NoProg, NoProg],
                 H,
                 "no progress in 2 consecutive loops",
+            ),
+            (
+                "error results that tick the plan are productive",
+                rep(
+                    EdeWork {
+                        tick: true,
+                        green: false,
+                    },
+                    8,
+                ),
+                C,
+                "",
+            ),
+            (
+                "error results that turn the check green are productive",
+                rep(
+                    EdeWork {
+                        tick: false,
+                        green: true,
+                    },
+                    8,
+                ),
+                C,
+                "",
+            ),
+            (
+                "error results that only change files still count",
+                rep(
+                    EdeWork {
+                        tick: false,
+                        green: false,
+                    },
+                    5,
+                ),
+                O,
+                "same error in 5 consecutive loops: [ede_diagnostic] result_type=user",
+            ),
+            (
+                "a productive error holds the same-error streak",
+                cat(&[
+                    rep(
+                        EdeWork {
+                            tick: false,
+                            green: false,
+                        },
+                        4,
+                    ),
+                    vec![EdeWork {
+                        tick: true,
+                        green: false,
+                    }],
+                    vec![EdeWork {
+                        tick: false,
+                        green: false,
+                    }],
+                ]),
+                O,
+                "same error in 5 consecutive loops: [ede_diagnostic] result_type=user",
             ),
             ("4 failures stay closed", rep(Err(Overloaded), 4), C, ""),
             (

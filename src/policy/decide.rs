@@ -500,6 +500,23 @@ pub fn after_loop(input: &AfterLoop<'_>) -> Decision {
     Decision::Continue
 }
 
+/// The decision for a loop the breaker does not count: a startup hang retried at once
+/// (`free_retry`, [`crate::policy::startup`]) continues at once, without backoff; an error
+/// result whose loop did the work (`productive_error`, [`Progress::did_the_work`]) continues
+/// instead of backing off. A stop stands either way.
+#[must_use]
+pub fn uncounted(decision: Decision, free_retry: bool, productive_error: bool) -> Decision {
+    match decision {
+        Decision::Stop(_) => decision,
+        _ if free_retry => Decision::Continue,
+        Decision::Wait {
+            reason: WaitReason::Backoff,
+            ..
+        } if productive_error => Decision::Continue,
+        d => d,
+    }
+}
+
 /// How far ahead a login expiry is worth a warning: an overnight run should not die on auth.
 pub const CREDENTIAL_WARNING_WINDOW: SignedDuration = SignedDuration::from_hours(12);
 
@@ -652,6 +669,43 @@ mod tests {
             now: ts(0),
             cfg: &c.cfg,
         })
+    }
+
+    #[test]
+    fn uncounted_loops_continue_unless_stopped() {
+        let backoff = Decision::Wait {
+            until: ts(30),
+            reason: WaitReason::Backoff,
+        };
+        let limit = Decision::Wait {
+            until: ts(3600),
+            reason: WaitReason::UsageLimit,
+        };
+        let stop = Decision::Stop(ExitReason::MaxLoops);
+        // (decision, free retry, productive error) → decision
+        let table = [
+            (backoff, false, false, backoff),
+            (backoff, true, false, Decision::Continue),
+            (backoff, false, true, Decision::Continue),
+            (limit, false, true, limit),
+            (limit, true, false, Decision::Continue),
+            (stop, true, false, stop),
+            (stop, false, true, stop),
+            (Decision::Continue, false, true, Decision::Continue),
+            (
+                Decision::RetryWithoutSession,
+                false,
+                true,
+                Decision::RetryWithoutSession,
+            ),
+        ];
+        for (d, free, productive, want) in table {
+            assert_eq!(
+                uncounted(d, free, productive),
+                want,
+                "{d:?} {free} {productive}"
+            );
+        }
     }
 
     #[test]

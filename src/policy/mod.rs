@@ -14,6 +14,7 @@ pub mod fixplan;
 pub mod progress;
 pub mod receipts;
 pub mod session;
+pub mod startup;
 pub mod time;
 pub mod verify;
 pub mod windows;

@@ -32,6 +32,9 @@ pub struct Progress {
     /// Their texts (whitespace-normalized), for the cost receipts.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub checked_items: Vec<String>,
+    /// The loop turned the project's failing check green (VERIFY_EVERY_LOOP).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub check_fixed: bool,
 }
 
 impl Progress {
@@ -39,6 +42,15 @@ impl Progress {
     #[must_use]
     pub fn made_progress(&self) -> bool {
         self.files_changed > 0 || self.plan_items_checked > 0
+    }
+
+    /// Work that an error answer cannot undo: a fix_plan item checked, or the failing check
+    /// turned green. An error result of such a loop is productive (a warning, not a failure);
+    /// files changed alone are not enough (an agent that churns files while erroring is still
+    /// stopped by the same-error rule).
+    #[must_use]
+    pub fn did_the_work(&self) -> bool {
+        self.plan_items_checked > 0 || self.check_fixed
     }
 
     /// Builds the file facts from a set of changed relative paths (pure).
@@ -64,6 +76,7 @@ impl Progress {
             implementation_files_changed: u32::try_from(implementation).unwrap_or(u32::MAX),
             plan_items_checked: 0,
             checked_items: Vec::new(),
+            check_fixed: false,
         }
     }
 }

@@ -1142,10 +1142,12 @@ fn convert_ai(
             stop_after_result: true,
             marker: Some(&marker),
             idle_timeout: None,
+            first_output_timeout: None,
         };
         call::call(
             spawn,
             &crate::agent::profile::Parser::Claude,
+            analysis::AskedFormat::Auto,
             cancel,
             |_| {},
             |_| {},

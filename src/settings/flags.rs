@@ -15,6 +15,10 @@ pub struct Flags {
     pub timeout: Option<String>,
     /// `--idle-timeout` (IDLE_TIMEOUT).
     pub idle_timeout: Option<String>,
+    /// `--first-output-timeout` (FIRST_OUTPUT_TIMEOUT).
+    pub first_output_timeout: Option<String>,
+    /// `--client-settings` (CLIENT_SETTINGS).
+    pub client_settings: Option<String>,
     /// `--live` (LIVE_OUTPUT).
     pub live: bool,
     /// `--verbose` (VERBOSE).

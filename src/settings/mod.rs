@@ -57,6 +57,17 @@ impl fmt::Display for Source {
 }
 
 /// How the agent prints its answer.
+/// CLIENT_SETTINGS: which Claude Code settings the agent loads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClientSettings {
+    /// Every source the client reads (user, project, local): the client's own default.
+    #[default]
+    All,
+    /// Only the project's (`--setting-sources project,local`): a user-level hook or plugin
+    /// cannot wedge an unattended run.
+    Project,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OutputFormat {
     Json,
@@ -81,6 +92,10 @@ pub struct Settings {
     pub live: Sourced<bool>,
     /// IDLE_TIMEOUT (zero: off).
     pub idle_timeout: Sourced<Duration>,
+    /// FIRST_OUTPUT_TIMEOUT (zero: off).
+    pub first_output_timeout: Sourced<Duration>,
+    /// CLIENT_SETTINGS: which of Claude Code's settings files the agent loads.
+    pub client_settings: Sourced<ClientSettings>,
     pub verbose: Sourced<bool>,
     pub output_format: Sourced<OutputFormat>,
     pub allowed_tools: Sourced<Vec<String>>,

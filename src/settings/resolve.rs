@@ -15,7 +15,7 @@ use crate::policy::decide::UsageLimitPolicy;
 
 use super::hankrc::{RcEntry, parse_hankrc};
 use super::keys::{self, Key, PERMISSION_MODES};
-use super::{Flags, OutputFormat, Settings, Source, Sourced};
+use super::{ClientSettings, Flags, OutputFormat, Settings, Source, Sourced};
 
 /// Where values come from besides the flags.
 pub struct Layers<'a> {
@@ -234,6 +234,26 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
                 parse_timeout(s)
             }
         })?,
+        first_output_timeout: r.get(
+            "FIRST_OUTPUT_TIMEOUT",
+            flags.first_output_timeout.as_deref(),
+            |s| {
+                if s.trim() == "0" {
+                    Some(Duration::ZERO)
+                } else {
+                    parse_timeout(s)
+                }
+            },
+        )?,
+        client_settings: r.get(
+            "CLIENT_SETTINGS",
+            flags.client_settings.as_deref(),
+            |s| match s.trim().to_ascii_lowercase().as_str() {
+                "all" => Some(ClientSettings::All),
+                "project" => Some(ClientSettings::Project),
+                _ => None,
+            },
+        )?,
         live: r.get("LIVE_OUTPUT", on(flags.live), parse_bool)?,
         verbose: r.get_with(
             "VERBOSE",
@@ -427,6 +447,16 @@ impl Show for Option<String> {
     }
 }
 
+impl Show for ClientSettings {
+    fn show(&self) -> String {
+        match self {
+            Self::All => "all",
+            Self::Project => "project",
+        }
+        .to_string()
+    }
+}
+
 impl Show for OutputFormat {
     fn show(&self) -> String {
         match self {
@@ -454,7 +484,7 @@ impl Show for UsageLimitPolicy {
 }
 
 /// Formats a duration the way the timeout flag accepts it.
-fn format_duration(d: Duration) -> String {
+pub(crate) fn format_duration(d: Duration) -> String {
     let s = d.as_secs();
     if s.is_multiple_of(3600) {
         format!("{}h", s / 3600)

@@ -82,6 +82,13 @@ pub struct State {
     /// The subscription usage windows seen (latest reading of each).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub windows: Windows,
+    /// Startup hangs in a row (FIRST_OUTPUT_TIMEOUT; [`crate::policy::startup`]).
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub startup_hangs: u32,
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -109,6 +116,7 @@ impl Default for State {
             last_verification: None,
             wait: None,
             windows: Windows::new(),
+            startup_hangs: 0,
         }
     }
 }
@@ -409,6 +417,9 @@ pub struct Fold<'a> {
     /// agent, so the breaker does not count it. An `interrupted` answer hank did not cause
     /// is a failed call like any other.
     pub interrupted_by_hank: bool,
+    /// A startup hang retried at once ([`crate::policy::startup`]): the breaker does not
+    /// count it (totals, ledger and history do).
+    pub free_retry: bool,
 }
 
 /// What folding a loop found, for the loop to report.
@@ -444,7 +455,7 @@ impl State {
         self.history.push(record);
         let excess = self.history.len().saturating_sub(HISTORY_LEN);
         self.history.drain(..excess);
-        if f.interrupted_by_hank {
+        if f.interrupted_by_hank || f.free_retry {
             return folded;
         }
         // A loop that turned the project's passing check red made no progress, whatever it
@@ -876,6 +887,7 @@ mod tests {
                 decide: &dcfg,
                 breaker: &bcfg,
                 interrupted_by_hank: false,
+                free_retry: false,
             });
             transitions += usize::from(folded.transition.is_some());
         }

@@ -254,6 +254,7 @@ impl Setup {
             timed_out: call.code.is_none(),
             interrupted: false,
             stdout_cut: false,
+            startup_hang: false,
         };
         analyze_mapped(
             call.stdout.as_bytes(),

@@ -761,3 +761,108 @@ fn at_least(version: &str, min: (u32, u32, u32)) -> bool {
     );
     v >= min
 }
+
+/// CLIENT_SETTINGS=project: the client accepts `--setting-sources project,local` and does not
+/// run a Stop hook from the user's `~/.claude/settings.json`; with the default (`all`) it does
+/// (the hook writes a marker file).
+pub(crate) fn client_settings_project_skips_the_users_stop_hook() {
+    let run = |setting: &str| {
+        let real = Real::new(
+            "client_settings_project_skips_the_users_stop_hook",
+            &["a", "b"],
+            vec![Reply::Text(status_text("IN_PROGRESS", false, "settings"))],
+        );
+        let marker = real.p.home.join("stop-hook-ran");
+        std::fs::create_dir_all(real.p.home.join(".claude")).unwrap();
+        let hook = json!({"hooks": {"Stop": [{"hooks": [{"type": "command",
+            "command": format!("touch {}", marker.display())}]}]}});
+        std::fs::write(real.p.home.join(".claude/settings.json"), hook.to_string()).unwrap();
+        let o = real.run(
+            Auth::ApiKey,
+            &["--max-loops", "1", "--client-settings", setting],
+        );
+        let ctx = real.context(&o);
+        assert_eq!(o.status.code(), Some(3), "{setting}: {ctx}");
+        assert_eq!(real.finished()[0]["outcome"], "success", "{setting}: {ctx}");
+        let argv =
+            std::fs::read_to_string(real.p.dir.join(".hank/logs/hank.log")).unwrap_or_default();
+        (marker.exists(), argv, ctx)
+    };
+    let (ran, _, ctx) = run("project");
+    assert!(
+        !ran,
+        "the user's Stop hook ran with CLIENT_SETTINGS=project\n{ctx}"
+    );
+    let (ran, _, ctx) = run("all");
+    assert!(
+        ran,
+        "the user's Stop hook did not run with CLIENT_SETTINGS=all\n{ctx}"
+    );
+}
+
+/// Without `--live` hank asks the real client for stream-json (so FIRST_OUTPUT_TIMEOUT and
+/// IDLE_TIMEOUT see it work) and reads the answer strictly: a success with its session, cost
+/// and status block; the first byte comes well inside FIRST_OUTPUT_TIMEOUT.
+pub(crate) fn json_answers_stream_and_read_strictly_without_live() {
+    let real = Real::new(
+        "json_answers_stream_and_read_strictly_without_live",
+        &["a", "b"],
+        vec![Reply::Text(status_text("IN_PROGRESS", false, "streamed"))],
+    );
+    let o = real.run(
+        Auth::ApiKey,
+        &[
+            "--max-loops",
+            "1",
+            "--first-output-timeout",
+            "30s",
+            "--idle-timeout",
+            "2m",
+        ],
+    );
+    let ctx = real.context(&o);
+    assert_eq!(o.status.code(), Some(3), "{ctx}");
+    let out =
+        std::fs::read_to_string(real.p.dir.join(".hank/logs/loop-00001.out")).unwrap_or_default();
+    assert!(out.lines().count() >= 2, "not a stream: {ctx}");
+    // What streaming costs in bytes (PERFORMANCE.md): the whole stream against its result line,
+    // which is what `--output-format json` prints.
+    let result_line = out
+        .lines()
+        .find(|l| l.contains("\"type\":\"result\""))
+        .map_or(0, str::len);
+    let sizes: Vec<String> = out
+        .lines()
+        .map(|l| {
+            let kind = serde_json::from_str::<Value>(l)
+                .ok()
+                .and_then(|v| v["type"].as_str().map(str::to_owned))
+                .unwrap_or_default();
+            format!("{kind}:{}", l.len())
+        })
+        .collect();
+    if let Some(keep) = std::env::var_os("HANK_CONTRACT_KEEP") {
+        let to =
+            std::path::Path::new(&keep).join(format!("{}-stream.out", crate::client().version));
+        let _ = std::fs::write(to, &out);
+    }
+    eprintln!(
+        "{}: stream-json answer {} bytes in {} lines ({}); its result line {} bytes",
+        crate::client().version,
+        out.len(),
+        out.lines().count(),
+        sizes.join(" "),
+        result_line
+    );
+    assert!(
+        out.lines()
+            .all(|l| l.trim().is_empty() || l.trim_start().starts_with('{')),
+        "{ctx}"
+    );
+    let f = &real.finished()[0];
+    assert_eq!(f["outcome"], "success", "{ctx}");
+    assert_eq!(f["recommendation"], "streamed", "{ctx}");
+    assert!(f["session_id"].is_string(), "{ctx}");
+    let log = std::fs::read_to_string(real.p.dir.join(".hank/logs/hank.log")).unwrap_or_default();
+    assert!(log.contains("format: stream-json"), "{log}");
+}

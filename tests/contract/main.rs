@@ -103,6 +103,14 @@ const CASES: &[(&str, Case)] = &[
         "usage_windows_are_read_into_status",
         cases::usage_windows_are_read_into_status,
     ),
+    (
+        "client_settings_project_skips_the_users_stop_hook",
+        cases::client_settings_project_skips_the_users_stop_hook,
+    ),
+    (
+        "json_answers_stream_and_read_strictly_without_live",
+        cases::json_answers_stream_and_read_strictly_without_live,
+    ),
 ];
 
 /// The clients named by `HANK_REAL_CLAUDE` (colon-separated paths), each with its version;

@@ -300,7 +300,7 @@ fn hank_agents_lists_builtins_and_project_profiles() {
     let claude = list.iter().find(|a| a["name"] == "claude").unwrap();
     assert_eq!(claude["origin"], "built-in");
     assert_eq!(claude["installed"], true);
-    assert_eq!(claude["version"], "2.1.330 (Claude Code)");
+    assert_eq!(claude["version"], "2.1.332 (Claude Code)");
     let demo = list.iter().find(|a| a["name"] == "demo").unwrap();
     assert_eq!(demo["chain_position"], 1);
     assert_eq!(demo["resume"], true);

@@ -142,3 +142,59 @@ fn missing_file_is_exit_1_naming_it() {
         .code(1)
         .stderr(predicate::str::contains("/nonexistent/x.err"));
 }
+
+/// `--format`: in json / stream-json an answer that is not the client's JSON is malformed;
+/// without the flag the loop log (`hank.log` beside the file) says what was asked, else auto.
+#[test]
+fn format_flag_and_the_loop_logs_word() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let out = logs.join("loop-00007.out");
+    std::fs::write(&out, "{ invalid json here }\n").unwrap();
+    let analyze = |args: &[&str]| {
+        let o = hank().arg("analyze").args(args).arg(&out).output().unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    // No log: auto, a text success.
+    let (code, text, _) = analyze(&[]);
+    assert_eq!(code, Some(0));
+    assert!(text.contains("asked format: auto (default)"), "{text}");
+    assert!(text.contains("outcome:      success"), "{text}");
+    // Asked for json: malformed (crashed).
+    let (_, text, _) = analyze(&["--format", "json"]);
+    assert!(text.contains("asked format: json (--format)"), "{text}");
+    assert!(text.contains("outcome:      crashed"), "{text}");
+    assert!(text.contains("error:        malformed"), "{text}");
+    // The loop log names the format of loop 7 (the last line for it wins).
+    std::fs::write(
+        logs.join("hank.log"),
+        "2026-11-26T01:00:00Z loop 7 started (agent: claude, resume: false, format: text)\n\
+         2026-11-26T02:00:00Z loop 70 started (agent: claude, resume: false, format: text)\n\
+         2026-11-26T03:00:00Z loop 7 started (agent: claude, resume: true, format: stream-json)\n",
+    )
+    .unwrap();
+    let (_, text, _) = analyze(&["--json"]);
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["outcome"], "crashed", "{v}");
+    assert_eq!(v["error"]["kind"], "malformed", "{v}");
+    let (_, text, _) = analyze(&[]);
+    assert!(
+        text.contains("asked format: stream-json (hank.log)"),
+        "{text}"
+    );
+    // The flag wins over the log.
+    let (_, text, _) = analyze(&["--format", "text"]);
+    assert!(text.contains("outcome:      success"), "{text}");
+    // A bad value names the flag and what is expected.
+    let (code, _, err) = analyze(&["--format", "yaml"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("--format") && err.contains("json, stream-json, text or auto"),
+        "{err}"
+    );
+}

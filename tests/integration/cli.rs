@@ -124,7 +124,11 @@ fn dry_run_prints_the_command_and_prompt_and_calls_nothing() {
     let o = p.run(&["--dry-run", "--calls", "7"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
-    assert!(out.contains("-p --output-format json"), "{out}");
+    // The stream is asked for whatever --live says (FIRST_OUTPUT_TIMEOUT, IDLE_TIMEOUT).
+    assert!(
+        out.contains("-p --output-format stream-json --verbose"),
+        "{out}"
+    );
     assert!(out.contains("--model opus"), "{out}");
     assert!(out.contains("Do the next task."), "{out}");
     assert!(out.contains("MAX_CALLS_PER_HOUR"), "{out}");
@@ -170,7 +174,10 @@ fn verbose_prints_the_agent_command_and_the_analysis() {
         agent.ends_with(&quoted.join(" ")),
         "{agent}\nargv: {quoted:?}"
     );
-    assert!(agent.contains(" -p --output-format json"), "{agent}");
+    assert!(
+        agent.contains(" -p --output-format stream-json --verbose"),
+        "{agent}"
+    );
     assert!(agent.contains(" '--allowedTools=Write,Read,"), "{agent}");
     let (context, prompt) = p.context_and_prompt(1);
     assert_eq!(
@@ -251,7 +258,7 @@ fn doctor_reports_checks_and_sources() {
         .unwrap();
     let detail = claude["detail"].as_str().unwrap();
     assert!(
-        detail.contains("2.1.330") && detail.contains("inside the tested range"),
+        detail.contains("2.1.332") && detail.contains("inside the tested range"),
         "{detail}"
     );
     assert!(

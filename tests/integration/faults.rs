@@ -1126,6 +1126,7 @@ mod fuzz {
                 timed_out,
                 interrupted,
                 stdout_cut: false,
+                startup_hang: false,
             })
     }
 
@@ -1212,6 +1213,7 @@ mod fuzz {
             timed_out: false,
             interrupted: false,
             stdout_cut: false,
+            startup_hang: false,
         };
         for frag in FRAGMENTS {
             let _ = analyze_bytes(frag.as_bytes(), frag.as_bytes(), &f, now());

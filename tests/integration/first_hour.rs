@@ -504,7 +504,7 @@ fn doctor_honours_the_agent_command_and_reports_the_login() {
         check(&v, "claude")["detail"]
             .as_str()
             .unwrap()
-            .contains("2.1.330"),
+            .contains("2.1.332"),
         "{v}"
     );
     assert!(
@@ -585,7 +585,10 @@ fn dry_run_without_the_client_and_environment_values() {
         stderr(&o)
     );
     let out = stdout(&o);
-    assert!(out.contains("\nclaude -p --output-format json"), "{out}");
+    assert!(
+        out.contains("\nclaude -p --output-format stream-json --verbose"),
+        "{out}"
+    );
     let row = |key: &str| {
         out.lines()
             .find(|l| l.starts_with(&format!("{key} ")))

@@ -58,7 +58,10 @@ fn argv_prompt_on_stdin_resume_and_allowed_tools() {
     assert_eq!(prompt1, b"Prompt with $(rm -rf /) `x` 'q' \"d\" ; | & *\n");
     assert!(ctx1.starts_with("Hank loop 1."), "{ctx1}");
     let a1 = p.argv(1);
-    assert_eq!(&a1[..3], ["-p", "--output-format", "json"]);
+    assert_eq!(
+        &a1[..4],
+        ["-p", "--output-format", "stream-json", "--verbose"]
+    );
     assert!(!a1.iter().any(|a| a == "--resume"), "{a1:?}");
     assert!(
         a1.iter()

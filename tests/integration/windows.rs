@@ -149,7 +149,8 @@ fn a_window_at_its_limit_exits_3_with_the_exit_policy() {
 }
 
 /// Below the limits nothing changes: no wait, every call made; without MAX_WINDOW_PERCENT
-/// the client is not asked for stream-json.
+/// the client is still asked for stream-json (hank always reads the stream: issue 23), and
+/// with CLAUDE_OUTPUT_FORMAT=text it is not.
 #[test]
 fn runs_below_the_limits_are_untouched() {
     let p = Project::new(&["a", "b", "c"]);
@@ -180,7 +181,17 @@ fn runs_below_the_limits_are_untouched() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let argv = q.argv(1);
     assert!(
-        argv.windows(2).any(|a| a == ["--output-format", "json"]),
+        argv.windows(2)
+            .any(|a| a == ["--output-format", "stream-json"]),
+        "{argv:?}"
+    );
+    let t = Project::new(&["a"]);
+    t.fake("response", "All done.\n")
+        .fake("effect.sh", TICK_ONE);
+    t.run(&["--output-format", "text", "--max-loops", "1"]);
+    let argv = t.argv(1);
+    assert!(
+        argv.windows(2).any(|a| a == ["--output-format", "text"]),
         "{argv:?}"
     );
     assert!(q.status().get("usage_windows").is_none());

@@ -1,0 +1,412 @@
+//! Issue 23: calls that hang before their first byte (FIRST_OUTPUT_TIMEOUT), silence after
+//! some output without `--live` (IDLE_TIMEOUT), and answers in a JSON format that are not the
+//! client's JSON (malformed, cost still counted), and error results that did the work.
+
+use serde_json::Value;
+
+use crate::support::{Project, TICK_ONE, stderr};
+
+/// The `agent_finished` events of a run.
+fn finished(p: &Project) -> Vec<Value> {
+    p.events()
+        .into_iter()
+        .filter(|e| e["type"] == "agent_finished")
+        .collect()
+}
+
+fn kinds(p: &Project) -> Vec<String> {
+    finished(p)
+        .iter()
+        .map(|e| e["error_kind"].as_str().unwrap_or("-").to_owned())
+        .collect()
+}
+
+#[test]
+fn startup_hangs_are_retried_at_once_uncounted_and_the_third_counts() {
+    let p = Project::new(&["a", "b"]);
+    p.hankrc("RETRY_BACKOFF_SECONDS=0\nFIRST_OUTPUT_TIMEOUT=1s\nMAX_LOOPS=3\n");
+    for n in 1..=3 {
+        p.fake(&format!("sleep-{n}"), "30");
+    }
+    let o = p.run(&["run"]);
+    let err = stderr(&o);
+    assert_eq!(p.calls(), 3, "{err}");
+    assert!(
+        err.contains("loop 1: no output within FIRST_OUTPUT_TIMEOUT (1s): a startup hang; retrying at once (hang 1 of 2"),
+        "{err}"
+    );
+    assert!(err.contains("retrying at once (hang 2 of 2"), "{err}");
+    assert!(
+        err.contains("loop 3: no output within FIRST_OUTPUT_TIMEOUT (1s): startup hang 3 in a row, counted as a timeout"),
+        "{err}"
+    );
+    assert_eq!(kinds(&p), ["startup_hang"; 3], "{err}");
+    for e in finished(&p) {
+        assert_eq!(e["outcome"], "timeout", "{e}");
+    }
+    let state = p.state();
+    // Only the third counted: one failed call in the breaker.
+    assert_eq!(state["breaker"]["failure_streak"], 1, "{state}");
+    assert_eq!(state["startup_hangs"], 3, "{state}");
+}
+
+#[test]
+fn two_startup_hangs_then_an_answer_leave_the_breaker_untouched() {
+    let p = Project::new(&["a", "b"]);
+    p.hankrc("RETRY_BACKOFF_SECONDS=0\nFIRST_OUTPUT_TIMEOUT=1s\nMAX_LOOPS=3\n");
+    p.fake("sleep-1", "30")
+        .fake("sleep-2", "30")
+        .fake("effect-3.sh", TICK_ONE);
+    let o = p.run(&["run"]);
+    let err = stderr(&o);
+    assert_eq!(p.calls(), 3, "{err}");
+    assert_eq!(kinds(&p), ["startup_hang", "startup_hang", "-"], "{err}");
+    let state = p.state();
+    assert_eq!(state["breaker"]["failure_streak"], 0, "{state}");
+    assert_eq!(state["breaker"]["no_progress_streak"], 0, "{state}");
+    assert!(state.get("startup_hangs").is_none(), "{state}");
+    assert_eq!(state["consecutive_failures"], 0, "{state}");
+}
+
+#[test]
+fn first_output_timeout_zero_turns_the_deadline_off() {
+    let p = Project::new(&["a"]);
+    p.hankrc("RETRY_BACKOFF_SECONDS=0\nFIRST_OUTPUT_TIMEOUT=0\nMAX_LOOPS=1\n");
+    p.fake("sleep-1", "2");
+    let o = p.run(&["run"]);
+    let err = stderr(&o);
+    assert_eq!(kinds(&p), ["-"], "{err}");
+    assert!(!err.contains("startup hang"), "{err}");
+}
+
+#[test]
+fn an_agent_that_prints_then_goes_silent_is_stopped_by_idle_timeout_without_live() {
+    let p = Project::new(&["a"]);
+    p.hankrc("RETRY_BACKOFF_SECONDS=0\nIDLE_TIMEOUT=2s\nFIRST_OUTPUT_TIMEOUT=1s\nMAX_LOOPS=1\n");
+    p.fake(
+        "early-1",
+        "{\"type\":\"system\",\"subtype\":\"init\",\"session_id\":\"5b1c0e0a-1111-2222-3333-444444444444\"}\n",
+    )
+    .fake("sleep-1", "60");
+    let o = p.run(&["run"]);
+    let err = stderr(&o);
+    assert_eq!(p.calls(), 1, "{err}");
+    let f = finished(&p);
+    assert_eq!(f.len(), 1, "{err}");
+    assert_eq!(f[0]["outcome"], "timeout", "{err}");
+    // It printed: an idle timeout, not a startup hang.
+    assert_ne!(f[0]["error_kind"], "startup_hang", "{err}");
+    // hank asked for the stream although --live was not given.
+    let argv = p.argv(1).join(" ");
+    assert!(
+        argv.contains("--output-format stream-json --verbose"),
+        "{argv}"
+    );
+}
+
+#[test]
+fn a_stream_without_a_result_is_malformed_in_json_mode() {
+    let p = Project::new(&["a"]);
+    p.hankrc("RETRY_BACKOFF_SECONDS=0\nMAX_LOOPS=1\n");
+    p.fake(
+        "response",
+        concat!(
+            "{\"type\":\"system\",\"subtype\":\"init\",\"session_id\":\"5b1c0e0a-1111-2222-3333-444444444444\"}\n",
+            "{\"type\":\"assistant\",\"message\":{\"content\":[{\"type\":\"text\",\"text\":\"Working on it\"}]}}\n",
+        ),
+    );
+    let o = p.run(&["run"]);
+    let err = stderr(&o);
+    let f = finished(&p);
+    assert_eq!(f[0]["outcome"], "crashed", "{err}");
+    assert_eq!(f[0]["error_kind"], "malformed", "{err}");
+}
+
+#[test]
+fn invalid_json_every_loop_while_changing_a_file_opens_the_breaker() {
+    let p = Project::new(&["a", "b"]);
+    p.git_init();
+    p.hankrc("RETRY_BACKOFF_SECONDS=0\nMAX_LOOPS=12\n");
+    p.fake("response", "{ invalid json here }\n")
+        .fake("effect.sh", "date +%s%N >> churn.txt\n");
+    let o = p.run(&["run"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("circuit_open"), "{err}");
+    assert!(p.calls() <= 6, "{} calls: {err}", p.calls());
+    assert!(
+        kinds(&p).iter().all(|k| k == "malformed"),
+        "{:?}",
+        kinds(&p)
+    );
+    for e in finished(&p) {
+        assert_eq!(e["outcome"], "crashed", "{e}");
+    }
+}
+
+#[test]
+fn a_stray_line_before_a_costly_result_is_charged_and_the_cap_binds() {
+    let p = Project::new(&["a"]);
+    p.hankrc("RETRY_BACKOFF_SECONDS=0\nMAX_LOOPS=5\n");
+    let result = "{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"done\",\"session_id\":\"5b1c0e0a-1111-2222-3333-444444444444\",\"total_cost_usd\":5}\n";
+    p.fake("response-1", &format!("npm WARN stray line\n{result}"))
+        .fake("response", &format!("ok{result}"));
+    let o = p.run(&["run", "--max-cost", "6"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains("cost_budget"), "{err}");
+    // $5 per call: the first call leaves $1 of the cap, the second reaches it; no third.
+    assert_eq!(p.calls(), 2, "{err}");
+    let state = p.state();
+    let total = state["totals"]["cost_usd"].as_f64().unwrap_or(0.0);
+    assert!((total - 10.0).abs() < 1e-9, "{state}");
+    assert_eq!(kinds(&p), ["malformed", "malformed"], "{err}");
+}
+
+#[test]
+fn error_results_that_tick_the_plan_are_productive_and_the_run_completes() {
+    let items = ["a", "b", "c", "d", "e", "f"];
+    let p = Project::new(&items);
+    p.git_init();
+    p.hankrc("RETRY_BACKOFF_SECONDS=0\nMAX_LOOPS=10\n");
+    p.fake(
+        "response",
+        "{\"type\":\"result\",\"subtype\":\"error_during_execution\",\"is_error\":true,\"errors\":[\"[ede_diagnostic] result_type=user\"],\"session_id\":\"5b1c0e0a-1111-2222-3333-444444444444\",\"total_cost_usd\":0.02}\n",
+    )
+    .fake("effect.sh", TICK_ONE);
+    let o = p.run(&["run"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(p.calls(), 6, "{err}");
+    assert!(
+        err.contains("loop 5: the agent reported interrupted but checked a fix_plan item: counted as productive"),
+        "{err}"
+    );
+    let state = p.state();
+    assert_eq!(state["breaker"]["state"], "CLOSED", "{state}");
+    assert_eq!(state["breaker"]["same_error_streak"], 0, "{state}");
+}
+
+#[test]
+fn error_results_that_only_churn_files_still_open_the_breaker() {
+    let p = Project::new(&["a", "b"]);
+    p.git_init();
+    p.hankrc("RETRY_BACKOFF_SECONDS=0\nMAX_LOOPS=10\n");
+    p.fake(
+        "response",
+        "{\"type\":\"result\",\"subtype\":\"error_during_execution\",\"is_error\":true,\"errors\":[\"[ede_diagnostic] result_type=user\"],\"session_id\":\"5b1c0e0a-1111-2222-3333-444444444444\",\"total_cost_usd\":0.02}\n",
+    )
+    .fake("effect.sh", "date +%s%N >> churn.txt\n");
+    let o = p.run(&["run"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("same error in 5 consecutive loops"), "{err}");
+}
+
+#[test]
+fn client_settings_project_passes_setting_sources() {
+    let p = Project::new(&["a"]);
+    p.hankrc("RETRY_BACKOFF_SECONDS=0\nMAX_LOOPS=1\nCLIENT_SETTINGS=project\n");
+    let o = p.run(&["run"]);
+    let argv = p.argv(1);
+    let at = argv.iter().position(|a| a == "--setting-sources");
+    assert!(at.is_some(), "{argv:?} {}", stderr(&o));
+    assert_eq!(argv[at.unwrap_or(0) + 1], "project,local");
+    // The default loads every source: no flag.
+    let q = Project::new(&["a"]);
+    q.hankrc("RETRY_BACKOFF_SECONDS=0\nMAX_LOOPS=1\n");
+    q.run(&["run"]);
+    assert!(!q.argv(1).iter().any(|a| a == "--setting-sources"));
+    // A bad value names the key and what was expected.
+    let r = Project::new(&["a"]);
+    r.hankrc("CLIENT_SETTINGS=user\n");
+    let o = r.run(&["run"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains("CLIENT_SETTINGS") && err.contains("project or all"),
+        "{err}"
+    );
+    assert_eq!(r.calls(), 0);
+}
+
+/// The `hank doctor --json` check named `name`.
+fn doctor_check(o: &std::process::Output, name: &str) -> Value {
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+    v["checks"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == name).cloned())
+        .unwrap_or(Value::Null)
+}
+
+#[test]
+fn doctor_reports_the_api_from_the_clients_own_connectivity_check() {
+    let p = Project::new(&["a"]);
+    let o = p.run(&["doctor", "--json"]);
+    let api = doctor_check(&o, "api");
+    assert_eq!(api["ok"], true, "{api}");
+    assert!(
+        api["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("answered HTTP 200"),
+        "{api}"
+    );
+    p.fake(
+        "doctor",
+        "Claude Code doctor\n\nAPI connectivity\n- API (custom host): failed after 14 ms: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)\n- ANTHROPIC_BASE_URL: set to a custom host\n\nRemote Control\n",
+    );
+    let o = p.run(&["doctor", "--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let api = doctor_check(&o, "api");
+    assert_eq!(api["ok"], false, "{api}");
+    assert!(
+        api["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("ECONNREFUSED"),
+        "{api}"
+    );
+    assert!(
+        api["fix"]
+            .as_str()
+            .unwrap_or("")
+            .contains("ANTHROPIC_BASE_URL"),
+        "{api}"
+    );
+    assert_eq!(p.calls(), 0, "doctor never calls the model");
+}
+
+#[test]
+fn doctor_without_a_connectivity_check_makes_a_bounded_request_to_the_base_url() {
+    use std::io::{Read, Write};
+    let p = Project::new(&["a"]);
+    // 2.1.197 has no connectivity section: hank asks the base URL itself (a fake on 127.0.0.1).
+    p.fake("version", "2.1.197 (Claude Code)\n");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        if let Ok((mut s, _)) = listener.accept() {
+            let mut buf = [0u8; 1024];
+            let n = s.read(&mut buf).unwrap_or(0);
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
+            return String::from_utf8_lossy(&buf[..n]).into_owned();
+        }
+        String::new()
+    });
+    let o = p
+        .cmd()
+        .args(["doctor", "--json"])
+        .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
+        .output()
+        .unwrap();
+    let request = server.join().unwrap();
+    assert!(
+        request.starts_with("HEAD /api/hello HTTP/1.1\r\n"),
+        "{request}"
+    );
+    let api = doctor_check(&o, "api");
+    assert_eq!(api["ok"], true, "{api}");
+    assert!(
+        api["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("HTTP/1.1 200 OK"),
+        "{api}"
+    );
+
+    // Nothing listens: unreachable, with the fix.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let o = p
+        .cmd()
+        .args(["doctor", "--json"])
+        .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let api = doctor_check(&o, "api");
+    assert_eq!(api["ok"], false, "{api}");
+    assert!(
+        api["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("not reachable"),
+        "{api}"
+    );
+}
+
+#[test]
+fn doctor_warns_about_user_stop_hooks_and_plugins_and_names_client_settings() {
+    let p = Project::new(&["a"]);
+    std::fs::create_dir_all(p.home.join(".claude")).unwrap();
+    std::fs::write(
+        p.home.join(".claude/settings.json"),
+        r#"{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"notify-send done"}]}]},"enabledPlugins":{"wedger@market":true,"off@market":false}}"#,
+    )
+    .unwrap();
+    let o = p.run(&["doctor", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "a warning does not fail doctor");
+    let s = doctor_check(&o, "settings");
+    assert_eq!(s["ok"], true, "{s}");
+    assert_eq!(s["warning"], true, "{s}");
+    let detail = s["detail"].as_str().unwrap_or("");
+    assert!(
+        detail.contains("Stop hooks") && detail.contains("wedger@market"),
+        "{s}"
+    );
+    assert!(!detail.contains("off@market"), "{s}");
+    assert!(
+        s["fix"]
+            .as_str()
+            .unwrap_or("")
+            .contains("CLIENT_SETTINGS=project"),
+        "{s}"
+    );
+    let text = p.run(&["doctor"]);
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("warn settings"),
+        "{}",
+        String::from_utf8_lossy(&text.stdout)
+    );
+    // With CLIENT_SETTINGS=project the hooks are not loaded: said, not warned.
+    p.hankrc("CLIENT_SETTINGS=project\n");
+    let o = p.run(&["doctor", "--json"]);
+    let s = doctor_check(&o, "settings");
+    assert_eq!(s["warning"], false, "{s}");
+    assert!(
+        s["detail"].as_str().unwrap_or("").contains("not loaded"),
+        "{s}"
+    );
+}
+
+#[test]
+fn an_error_result_whose_loop_turned_the_failing_check_green_is_productive() {
+    let p = Project::new(&["a", "b"]);
+    p.git_init();
+    p.hankrc(
+        "RETRY_BACKOFF_SECONDS=0\nMAX_LOOPS=2\nVERIFY_COMMAND=\"test -f src/fixed\"\nVERIFY_EVERY_LOOP=true\n",
+    );
+    // Loop 1 answers and leaves the check red; loop 2 fixes it but its result is an error.
+    p.fake(
+        "response-2",
+        "{\"type\":\"result\",\"subtype\":\"error_during_execution\",\"is_error\":true,\"errors\":[\"[ede_diagnostic] result_type=user\"],\"session_id\":\"5b1c0e0a-1111-2222-3333-444444444444\",\"total_cost_usd\":0.02}\n",
+    )
+    .fake("effect-2.sh", "mkdir -p src && touch src/fixed\n");
+    let o = p.run(&["run"]);
+    let err = stderr(&o);
+    assert_eq!(p.calls(), 2, "{err}");
+    assert!(
+        err.contains("loop 2: the agent reported interrupted but turned the failing check green: counted as productive"),
+        "{err}"
+    );
+    let state = p.state();
+    assert_eq!(state["breaker"]["failure_streak"], 0, "{state}");
+    assert_eq!(state["breaker"]["same_error_streak"], 0, "{state}");
+    assert!(
+        !p.events()
+            .iter()
+            .any(|e| e["type"] == "waiting" && e["reason"] == "backoff")
+    );
+}
