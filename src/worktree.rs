@@ -324,14 +324,100 @@ fn git(
         timeout,
         ceiling,
     );
-    let names = match listing {
+    let mut names = match listing {
         Ok(out) => filter_names(&out),
         // `git config --get-regexp` exits 1 when nothing matches.
         Err(GitError::Failed(s)) if s.code() == Some(1) => Vec::new(),
         Err(e) => return Err(e),
     };
+    // `git status` enters submodules itself, where their own configuration applies (the
+    // overrides reach those git processes too, through the environment git passes on).
+    for file in submodule_configs(dir) {
+        let file_arg = file.to_string_lossy().into_owned();
+        let args = [
+            "config",
+            "--file",
+            file_arg.as_str(),
+            "--includes",
+            "-z",
+            "--name-only",
+            "--get-regexp",
+            "^filter\\.",
+        ];
+        match git_plain(dir, &[], &args, timeout, ceiling) {
+            Ok(out) => names.extend(filter_names(&out)),
+            Err(GitError::Failed(s)) if s.code() == Some(1) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    names.sort();
+    names.dedup();
     let overrides = filter_overrides(&names);
     git_plain(dir, &overrides, args, timeout, ceiling)
+}
+
+/// Most submodule configuration files looked at (a bound on a planted tree).
+const MAX_SUBMODULE_CONFIGS: usize = 256;
+
+/// The configuration files of the submodules of the repository `dir` is in: every `config`
+/// and `config.worktree` under its (common) git directory's `modules/`, and the `.git/config`
+/// of each `path` of its `.gitmodules` that has a `.git` directory of its own. Found by
+/// looking at files only (no git spawn); none when the repository has no submodules.
+fn submodule_configs(dir: &Path) -> Vec<PathBuf> {
+    // The repository: the nearest `.git` (a directory, or a file `gitdir: …`) above `dir`.
+    let Some((top, git_dir)) = dir.ancestors().find_map(|d| {
+        let dot = d.join(".git");
+        let meta = std::fs::symlink_metadata(&dot).ok()?;
+        if meta.is_dir() {
+            return Some((d.to_path_buf(), dot));
+        }
+        let text = std::fs::read_to_string(&dot).ok()?;
+        let target = text.trim().strip_prefix("gitdir:")?.trim();
+        Some((d.to_path_buf(), d.join(target)))
+    }) else {
+        return Vec::new();
+    };
+    let common = std::fs::read_to_string(git_dir.join("commondir"))
+        .ok()
+        .map_or_else(|| git_dir.clone(), |c| git_dir.join(c.trim()));
+    let mut found = Vec::new();
+    let mut stack = vec![(common.join("modules"), 0u8)];
+    while let Some((d, depth)) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            if found.len() >= MAX_SUBMODULE_CONFIGS {
+                return found;
+            }
+            let Ok(ft) = e.file_type() else { continue };
+            let name = e.file_name();
+            if ft.is_dir() && depth < 8 && name != "objects" && name != "refs" && name != "logs" {
+                stack.push((e.path(), depth + 1));
+            } else if ft.is_file() && (name == "config" || name == "config.worktree") {
+                found.push(e.path());
+            }
+        }
+    }
+    // Submodules whose repository is inside their folder (older git, `git submodule absorbgitdirs` not run).
+    if let Ok(text) = std::fs::read_to_string(top.join(".gitmodules")) {
+        for line in text.lines() {
+            let Some((key, value)) = line.split_once('=') else {
+                continue;
+            };
+            if !key.trim().eq_ignore_ascii_case("path") {
+                continue;
+            }
+            let config = top
+                .join(value.trim().trim_matches('"'))
+                .join(".git")
+                .join("config");
+            if found.len() < MAX_SUBMODULE_CONFIGS && config.is_file() {
+                found.push(config);
+            }
+        }
+    }
+    found
 }
 
 /// The driver names of `filter.<name>.<key>` configuration names (NUL-separated, pure).
@@ -1321,6 +1407,64 @@ mod tests {
         );
         assert!(filter_names(b"").is_empty());
         assert!(filter_names(b"filter\0core.x\0").is_empty());
+    }
+
+    #[test]
+    fn a_filter_in_a_submodules_own_config_never_runs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = |dir: &Path, args: &[&str]| {
+            let ok = Command::new("git")
+                .args([
+                    "-c",
+                    "user.name=t",
+                    "-c",
+                    "user.email=t@t",
+                    "-c",
+                    "protocol.file.allow=always",
+                    "-c",
+                    "init.defaultBranch=main",
+                ])
+                .args(args)
+                .current_dir(dir)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "git {args:?}");
+        };
+        let sub_src = tmp.path().join("sub-src");
+        let top = tmp.path().join("top");
+        std::fs::create_dir_all(&sub_src).unwrap();
+        std::fs::create_dir_all(&top).unwrap();
+        std::fs::write(sub_src.join("a.txt"), "a\n").unwrap();
+        std::fs::write(sub_src.join(".gitattributes"), "*.txt filter=y\n").unwrap();
+        run(&sub_src, &["init", "-q"]);
+        run(&sub_src, &["add", "-A"]);
+        run(&sub_src, &["commit", "-q", "-m", "s"]);
+        run(&top, &["init", "-q"]);
+        let src = sub_src.to_string_lossy().into_owned();
+        run(&top, &["submodule", "add", "-q", &src, "sub"]);
+        run(&top, &["commit", "-q", "-m", "t"]);
+        let marker = tmp.path().join("ran");
+        let config = top.join(".git/modules/sub/config");
+        let mut text = std::fs::read_to_string(&config).unwrap();
+        text.push_str(&format!(
+            "[filter \"y\"]\n\tclean = \"sh -c 'touch {}; cat'\"\n",
+            marker.display()
+        ));
+        std::fs::write(&config, text).unwrap();
+        assert_eq!(submodule_configs(&top), vec![config.clone()]);
+        std::thread::sleep(Duration::from_millis(1100));
+        let _ = std::fs::write(top.join("sub/a.txt"), "a\n");
+        let out = git(&top, &STATUS_ARGS, GIT_TIMEOUT, None);
+        assert!(out.is_ok(), "{out:?}");
+        assert!(!marker.exists(), "the submodule's filter ran");
+        // The same status without the overrides runs it: the attack is real.
+        let _ = git_plain(&top, &[], &STATUS_ARGS, GIT_TIMEOUT, None);
+        assert!(marker.exists(), "the check above proves nothing");
     }
 
     #[test]
