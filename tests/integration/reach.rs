@@ -559,3 +559,63 @@ fn a_hank_dir_link_planted_mid_run_is_never_followed() {
         );
     }
 }
+
+/// Item 1: on a terminal, the changed keys are listed and hank asks; "n" refuses (exit 1,
+/// nothing run), "y" approves. (`script` gives hank a terminal.)
+#[test]
+fn on_a_terminal_hank_asks_before_using_changed_configuration() {
+    if !crate::support::cmd_exists("script") {
+        eprintln!("skipping: util-linux `script` is not installed");
+        return;
+    }
+    let p = Project::new(&["a", "b", "c"]);
+    p.fake(
+        "effect-1.sh",
+        &format!("{TICK_ONE}echo 'MAX_CALLS_PER_HOUR=\"99999\"' >> .hankrc\n"),
+    );
+    let out = p.run(&["--max-loops", "1"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let on_terminal = |answer: &str| {
+        use std::io::Write;
+        let cmd = format!("{} agents", crate::support::hank_bin().display());
+        let mut child = std::process::Command::new("script")
+            .args(["-qec", &cmd, "/dev/null"])
+            .current_dir(&p.dir)
+            .env_clear()
+            .env(
+                "PATH",
+                format!(
+                    "{}:/usr/local/bin:/usr/bin:/bin",
+                    crate::support::fixtures().join("bin").display()
+                ),
+            )
+            .env("HOME", &p.home)
+            .env("FAKE_CLAUDE_DIR", &p.fake)
+            .env("NO_COLOR", "1")
+            .env("TERM", "dumb")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Give hank time to ask before the answer arrives on the terminal.
+        std::thread::sleep(Duration::from_millis(1500));
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(answer.as_bytes()).unwrap();
+        drop(stdin);
+        let out = wait_with_timeout(child, ENDS_WITHIN);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let screen = on_terminal("n\n");
+    assert!(screen.contains("MAX_CALLS_PER_HOUR added"), "{screen}");
+    assert!(screen.contains("[y/N]"), "{screen}");
+    assert!(screen.contains("hank config accept"), "{screen}");
+    let status = crate::support::stdout(&p.run(&["config", "status"]));
+    assert!(status.contains("MAX_CALLS_PER_HOUR added"), "{status}");
+    let screen = on_terminal("y\n");
+    assert!(screen.contains("[y/N]"), "{screen}");
+    let status = crate::support::stdout(&p.run(&["config", "status"]));
+    assert!(status.contains("is approved"), "{status}");
+}
