@@ -237,8 +237,21 @@ fn a_change_before_a_kill_9_is_found_at_the_next_start() {
     }
     signal(&child, nix::sys::signal::Signal::SIGKILL);
     let _ = wait_with_timeout(child, ENDS_WITHIN);
-    // The orphaned fake agent is still asleep; it does not matter to the next start.
+    // The orphaned fake agent is still asleep (its group is in hank.lock): the next start
+    // refuses before it would stop it, so the test does.
+    let lock = std::fs::read_to_string(p.dir.join(".hank/hank.lock")).unwrap_or_default();
+    let pgid = lock
+        .lines()
+        .find_map(|l| l.strip_prefix("agent "))
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|g| g.parse::<i32>().ok());
     let out = p.run(&["--max-loops", "1"]);
+    if let Some(g) = pgid.filter(|g| *g > 1) {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(g),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("VERIFY_COMMAND added: \"true\""), "{err}");
