@@ -2,13 +2,14 @@
 //! right moment.
 //!
 //! Module map. The layers depend downwards only (checked by `tests/integration/architecture.rs`:
-//! no cycles, clap types only in `cli`/`commands`, no I/O names in the pure core; clippy's
+//! no cycles, clap only in `cli`/`commands` and the options files `project/args.rs`,
+//! `monitor/args.rs`, no I/O names in the pure core; clippy's
 //! `disallowed_methods` denies the clock, files and processes inside `policy/` and
 //! `analysis/`).
 //!
 //! | module | role |
 //! |---|---|
-//! | `cli` | every clap definition, nothing else |
+//! | `cli` | the parser: every clap definition but the options of setup/enable/enable-ci/import and monitor, defined once next to their commands (`project::args`, `monitor::args`) |
 //! | `commands` | one file per subcommand: resolve inputs, call the library, map to an exit code |
 //! | `engine` | the loop: sequencing only (no thresholds, no wall clock: a [`policy::time::Clock`] is injected) |
 //! | [`settings`] | `.hankrc` + environment + flags → validated [`settings::Settings`], each value with its source |

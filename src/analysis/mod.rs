@@ -14,7 +14,7 @@ mod mapped;
 mod parse;
 mod reset;
 mod status;
-mod windows;
+pub(crate) mod windows;
 // The tests read fixtures and measure time; the code under test does neither.
 #[cfg(test)]
 #[allow(clippy::disallowed_methods, clippy::disallowed_types)]

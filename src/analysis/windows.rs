@@ -215,27 +215,40 @@ pub(crate) fn readings(
     out
 }
 
-/// Folds `new` into `seen` (name → latest reading): a later reading replaces the fields it
-/// gives and keeps the ones it leaves out.
+/// The one merge rule of window readings, used within an answer ([`fold_readings`]) and
+/// across answers ([`crate::policy::windows::observe`]): a newer reading replaces the fields
+/// it gives and keeps the ones it leaves out, except that a new reset time without a
+/// utilization starts a new period, where the old figure is stale (dropped).
+pub(crate) fn merge_reading(
+    utilization: &mut Option<f64>,
+    resets_at: &mut Option<Timestamp>,
+    status: &mut Option<String>,
+    newer: &WindowReading,
+) {
+    if newer.resets_at.is_some() && newer.resets_at != *resets_at && newer.utilization.is_none() {
+        *utilization = None;
+    }
+    if newer.utilization.is_some() {
+        *utilization = newer.utilization;
+    }
+    if newer.resets_at.is_some() {
+        *resets_at = newer.resets_at;
+    }
+    if newer.status.is_some() {
+        status.clone_from(&newer.status);
+    }
+}
+
+/// Folds `new` into `seen` (name → latest reading) with [`merge_reading`].
 pub(crate) fn fold_readings(seen: &mut BTreeMap<String, WindowReading>, new: Vec<WindowReading>) {
     for r in new {
         match seen.get_mut(&r.name) {
-            Some(old) => {
-                // A new reset time without a utilization: a new period, the old figure is stale.
-                if r.resets_at.is_some() && r.resets_at != old.resets_at && r.utilization.is_none()
-                {
-                    old.utilization = None;
-                }
-                if r.utilization.is_some() {
-                    old.utilization = r.utilization;
-                }
-                if r.resets_at.is_some() {
-                    old.resets_at = r.resets_at;
-                }
-                if r.status.is_some() {
-                    old.status = r.status;
-                }
-            }
+            Some(old) => merge_reading(
+                &mut old.utilization,
+                &mut old.resets_at,
+                &mut old.status,
+                &r,
+            ),
             None => {
                 seen.insert(r.name.clone(), r);
             }
@@ -374,6 +387,88 @@ mod tests {
         ];
         for (name, out, want) in cases {
             assert_eq!(windows_of(&out), want, "{name}");
+        }
+    }
+
+    /// The one merge rule, as a table: (known before, newer reading, known after).
+    #[test]
+    fn merge_rule_table() {
+        type Known = (Option<f64>, Option<i64>, Option<&'static str>);
+        let cases: &[(&str, Known, Known, Known)] = &[
+            (
+                "a figure replaces the figure",
+                (Some(0.5), Some(100), None),
+                (Some(0.7), None, None),
+                (Some(0.7), Some(100), None),
+            ),
+            (
+                "the same reset keeps the figure",
+                (Some(0.5), Some(100), None),
+                (None, Some(100), None),
+                (Some(0.5), Some(100), None),
+            ),
+            (
+                "a new reset without a figure drops it",
+                (Some(0.5), Some(100), Some("allowed")),
+                (None, Some(200), None),
+                (None, Some(200), Some("allowed")),
+            ),
+            (
+                "a new reset with a figure keeps the new one",
+                (Some(0.5), Some(100), None),
+                (Some(0.1), Some(200), None),
+                (Some(0.1), Some(200), None),
+            ),
+            (
+                "a status alone keeps the rest",
+                (Some(0.5), Some(100), Some("allowed")),
+                (None, None, Some("rejected")),
+                (Some(0.5), Some(100), Some("rejected")),
+            ),
+            (
+                "an empty reading changes nothing",
+                (Some(0.5), Some(100), Some("allowed")),
+                (None, None, None),
+                (Some(0.5), Some(100), Some("allowed")),
+            ),
+            (
+                "a first reset time without a figure drops an old figure",
+                (Some(0.5), None, None),
+                (None, Some(100), None),
+                (None, Some(100), None),
+            ),
+        ];
+        for (name, before, newer, after) in cases {
+            let (mut u, mut r, mut s) = (before.0, before.1.map(at), before.2.map(String::from));
+            merge_reading(&mut u, &mut r, &mut s, &w("x", newer.0, newer.1, newer.2));
+            assert_eq!(
+                (u, r, s.as_deref()),
+                (after.0, after.1.map(at), after.2),
+                "{name}"
+            );
+            // The loop's state folds by the same rule.
+            let mut known = crate::policy::windows::Windows::new();
+            known.insert(
+                "x".into(),
+                crate::policy::windows::WindowState {
+                    utilization: before.0,
+                    resets_at: before.1.map(at),
+                    status: before.2.map(String::from),
+                    seen_at: at(0),
+                },
+            );
+            crate::policy::windows::observe(
+                &mut known,
+                &[w("x", newer.0, newer.1, newer.2)],
+                at(5),
+            );
+            let k = &known["x"];
+            assert_eq!(
+                (k.utilization, k.resets_at, k.status.as_deref()),
+                (after.0, after.1.map(at), after.2),
+                "observe: {name}"
+            );
+            assert_eq!(k.seen_at, at(5));
         }
     }
 

@@ -1,15 +1,10 @@
 //! `hank enable`: the interactive wizard that adds hank to an existing project.
 
-use crate::cli::EnableArgs;
 use crate::error::Result;
-use crate::project;
+use crate::project::{self, EnableArgs};
 
 /// # Errors
 /// See [`project::enable::run`].
 pub(crate) fn run(args: &EnableArgs) -> Result<u8> {
-    let opts = project::EnableArgs {
-        opts: (&args.opts).into(),
-        yes: args.yes,
-    };
-    project::enable::run(&super::new_project_dir()?, &opts)
+    project::enable::run(&super::new_project_dir()?, args)
 }

@@ -31,7 +31,6 @@ pub(crate) mod verify;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::cli;
 use crate::error::{HankError, Result};
 use crate::project;
 use crate::store::Store;
@@ -90,35 +89,6 @@ pub(crate) fn require_hank_dir(dir: &Path) -> Result<Store> {
         ));
     }
     Ok(store)
-}
-
-/// The clap definitions and the plain options they become.
-impl From<&cli::ProjectOptions> for project::ProjectOptions {
-    fn from(o: &cli::ProjectOptions) -> Self {
-        Self {
-            from: o.from.iter().map(|f| (*f).into()).collect(),
-            prd: o.prd.clone(),
-            label: o.label.clone(),
-            limit: o.limit,
-            project_name: o.project_name.clone(),
-            project_type: o.project_type.clone(),
-            calls: o.calls,
-            agents: o.agents.clone(),
-            force: o.force,
-            repair: o.repair,
-        }
-    }
-}
-
-impl From<cli::FromSource> for project::FromSource {
-    fn from(f: cli::FromSource) -> Self {
-        match f {
-            cli::FromSource::Beads => Self::Beads,
-            cli::FromSource::Github => Self::Github,
-            cli::FromSource::Prd => Self::Prd,
-            cli::FromSource::None => Self::None,
-        }
-    }
 }
 
 fn current_dir() -> Result<PathBuf> {

@@ -11,13 +11,12 @@ use jiff::Timestamp;
 use jiff::civil::Date;
 use jiff::tz::TimeZone;
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::cli;
 use crate::error::{HankError, Result};
 use crate::exit;
 use crate::policy::receipts::{self, ItemCost, LoopCost, Receipts};
-use crate::store::schema::read_lenient;
+use crate::store::schema::{AgentFinished, EventLine, Lenient, read_lenient};
 
 use super::{out, project_dir, require_hank_dir};
 
@@ -57,20 +56,24 @@ pub(crate) fn parse_since(text: &str, tz: &TimeZone) -> Result<Since> {
     )))
 }
 
-/// The loops of the event file with the run each belongs to, and the number of runs.
+/// The loops of the event file with the run each belongs to, and the number of runs. Each
+/// line is read with the event stream's one reader ([`EventLine`]).
 pub(crate) fn read_loops<R: BufRead>(events: R) -> (Vec<(u64, LoopCost)>, u64) {
     let mut run = 1u64;
     let mut run_has_events = false;
     let mut loops = Vec::new();
     for line in events.split(b'\n') {
         let Ok(line) = line else { break };
-        let Ok(v) = serde_json::from_slice::<Value>(&line) else {
+        let Some(e) = EventLine::parse(&line) else {
             continue;
         };
-        let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
         run_has_events = true;
-        match kind {
-            "agent_finished" => loops.push((run, loop_cost(&v))),
+        match e.kind() {
+            "agent_finished" => {
+                if let Some(f) = e.finished() {
+                    loops.push((run, loop_cost(&e, &f)));
+                }
+            }
             "exit" => {
                 run += 1;
                 run_has_events = false;
@@ -82,44 +85,32 @@ pub(crate) fn read_loops<R: BufRead>(events: R) -> (Vec<(u64, LoopCost)>, u64) {
     (loops, runs)
 }
 
-/// One field of an event read as `T`; absent or of another type → `None` (the rest of the
-/// event is still read).
-fn get<T: serde::de::DeserializeOwned>(v: &Value, key: &str) -> Option<T> {
-    v.get(key)
-        .filter(|x| !x.is_null())
-        .and_then(|x| serde_json::from_value(x.clone()).ok())
-}
-
-/// An `agent_finished` event as the receipts need it, field by field.
-fn loop_cost(v: &Value) -> LoopCost {
-    let tokens = v
+/// An `agent_finished` event ([`AgentFinished`], read field by field: a field of another
+/// type is absent, the rest is read) as the receipts need it.
+fn loop_cost(e: &EventLine, f: &Lenient<AgentFinished>) -> LoopCost {
+    let tokens = e
+        .raw
         .get("tokens")
         .and_then(read_lenient::<crate::analysis::Tokens>)
         .map(|t| t.value.sum())
         .unwrap_or(0);
     LoopCost {
-        number: get(v, "loop").unwrap_or(0),
-        at: get(v, "at"),
-        cost_usd: get::<f64>(v, "cost_usd")
+        number: f.get("loop", |f| f.number).unwrap_or(0),
+        at: e.at(),
+        cost_usd: f
+            .get("cost_usd", |f| f.cost_usd)
             .filter(|c| c.is_finite() && *c >= 0.0)
             .unwrap_or(0.0),
         tokens,
-        duration_ms: get(v, "duration_ms").unwrap_or(0),
-        calls: get(v, "num_turns"),
-        items: get::<Vec<String>>(v, "plan_items").unwrap_or_default(),
-        recommendation: get(v, "recommendation"),
-        windows: v
-            .get("usage_windows")
-            .and_then(Value::as_object)
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(k, w)| {
-                        read_lenient::<crate::policy::windows::WindowStatus>(w)
-                            .map(|w| (k.clone(), w.value))
-                    })
-                    .collect()
-            })
+        duration_ms: f.get("duration_ms", |f| f.duration_ms).unwrap_or(0),
+        calls: f.get("num_turns", |f| f.num_turns).flatten(),
+        items: f
+            .get("plan_items", |f| f.plan_items.clone())
             .unwrap_or_default(),
+        recommendation: f
+            .get("recommendation", |f| f.recommendation.clone())
+            .flatten(),
+        windows: crate::store::schema::read_windows(e.raw.get("usage_windows")),
     }
 }
 

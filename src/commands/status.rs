@@ -3,8 +3,9 @@
 use crate::cli;
 use crate::error::{HankError, Result};
 use crate::exit;
+use crate::monitor::snapshot::{Snapshot, Sources};
 use crate::store::Status;
-use crate::store::schema::{Lenient, read_lenient};
+use crate::store::schema::Lenient;
 
 use super::{out, project_dir, require_hank_dir};
 
@@ -31,43 +32,72 @@ pub(crate) fn run(args: &cli::StatusArgs) -> Result<u8> {
         }
         Err(e) => return Err(HankError::io("failed to read", &path, e)),
     };
-    let parsed: Option<serde_json::Value> = serde_json::from_slice(&bytes).ok();
-    let active = parsed
-        .as_ref()
-        .and_then(|v| v.get("state"))
-        .and_then(serde_json::Value::as_str)
-        .is_some_and(|s| crate::monitor::snapshot::is_active(Some(s)));
-    // A status that says "running" while no loop holds the lock is stale: its loop was
-    // killed or crashed before it could write a final status.
-    let stale = active && !store.loop_running();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let events =
+        crate::monitor::snapshot::read_tail(&store.events_path(), 256 * 1024).unwrap_or_default();
+    // The monitor's snapshot: the same reader of status.json and events.jsonl, the same rule
+    // for a stale status (it says a loop is active but none holds the lock: killed).
+    let running = store.loop_running();
+    let mut snap = Snapshot::from_sources(&Sources {
+        project: String::new(),
+        hank_dir: true,
+        status: Some(text.clone()),
+        events_tail: Some(events.clone()),
+        ..Sources::default()
+    });
+    snap.mark_stale(running);
     if args.json {
-        if stale && let Some(mut v) = parsed {
-            if let Some(obj) = v.as_object_mut() {
-                obj.insert("running".into(), serde_json::Value::Bool(false));
-                obj.insert("stale".into(), serde_json::Value::Bool(true));
-            }
-            return out(&format!("{v}\n")).map(|()| exit::OK);
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
+            return out(&format!("{}\n", json_view(v, running, snap.stale))).map(|()| exit::OK);
         }
-        let mut text = String::from_utf8_lossy(&bytes).into_owned();
+        let mut text = text;
         if !text.ends_with('\n') {
             text.push('\n');
         }
         return out(&text).map(|()| exit::OK);
     }
-    let v = parsed.ok_or_else(|| HankError::Unreadable {
-        path: path.clone(),
-        problem: "is not valid JSON; is a loop writing it?".into(),
-    })?;
-    let status = read_lenient::<Status>(&v).ok_or_else(|| HankError::Unreadable {
-        path: path.clone(),
-        problem: "is not a JSON object".into(),
-    })?;
-    let events =
-        crate::monitor::snapshot::read_tail(&store.events_path(), 256 * 1024).unwrap_or_default();
+    let Some(status) = snap.status.as_ref() else {
+        let problem = if serde_json::from_str::<serde_json::Value>(&text).is_ok() {
+            "is not a JSON object"
+        } else {
+            "is not valid JSON; is a loop writing it?"
+        };
+        return Err(HankError::Unreadable {
+            path: path.clone(),
+            problem: problem.into(),
+        });
+    };
     let words = last_words(&events);
-    out(&render_status_full(&status, stale, &words))?;
+    out(&render_status_full(status, snap.stale, &words))?;
     Ok(exit::OK)
 }
+
+/// `hank status --json`: `status.json` with `running` (a loop holds the project's lock) and
+/// `stale` (the file says a loop is active but none is) added. A stale status tells the same
+/// story as the human output: `state` becomes `not_running` (what the file said is kept in
+/// `last_state`) and the wait it names is over (`wait_reason`, `waiting_until` null). (pure)
+#[must_use]
+pub(crate) fn json_view(mut v: serde_json::Value, running: bool, stale: bool) -> serde_json::Value {
+    use serde_json::Value;
+    if let Some(obj) = v.as_object_mut() {
+        if stale {
+            let last = obj.remove("state").unwrap_or(Value::Null);
+            obj.insert("state".into(), Value::from(NOT_RUNNING_JSON));
+            obj.insert("last_state".into(), last);
+            for key in ["wait_reason", "waiting_until"] {
+                if obj.contains_key(key) {
+                    obj.insert(key.into(), Value::Null);
+                }
+            }
+        }
+        obj.insert("running".into(), Value::Bool(running));
+        obj.insert("stale".into(), Value::Bool(stale));
+    }
+    v
+}
+
+/// `state` of a stale status in `hank status --json`.
+pub(crate) const NOT_RUNNING_JSON: &str = "not_running";
 
 /// What the event log says in words about the end of the run and the last error.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -82,18 +112,17 @@ pub(crate) struct LastWords {
 #[must_use]
 pub(crate) fn last_words(events_tail: &str) -> LastWords {
     let mut words = LastWords::default();
-    for line in events_tail.lines().rev() {
-        let Ok(e) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        let text = |k: &str| e.get(k).and_then(serde_json::Value::as_str);
-        match text("type") {
-            Some("exit") if words.exit_message.is_none() => {
-                words.exit_message = text("message").map(crate::sanitize::line);
+    for e in crate::store::schema::EventLine::parse_all(events_tail)
+        .iter()
+        .rev()
+    {
+        match e.kind() {
+            "exit" if words.exit_message.is_none() => {
+                words.exit_message = e.str("message").map(crate::sanitize::line);
             }
-            Some("agent_finished") if words.last_error.is_none() => {
-                if let Some(kind) = text("error_kind") {
-                    let msg = text("error_message").unwrap_or("");
+            "agent_finished" if words.last_error.is_none() => {
+                if let Some(kind) = e.str("error_kind") {
+                    let msg = e.str("error_message").unwrap_or("");
                     words.last_error = Some(crate::sanitize::line(
                         &format!("{kind} — {msg}")
                             .chars()
@@ -102,7 +131,7 @@ pub(crate) fn last_words(events_tail: &str) -> LastWords {
                     ));
                 }
             }
-            Some("loop_started") if words.last_error.is_none() => {
+            "loop_started" if words.last_error.is_none() => {
                 // A newer loop without an error: the last error is history.
                 words.last_error = Some(String::new());
             }
@@ -131,7 +160,7 @@ pub(crate) fn render_status_full(st: &Lenient<Status>, stale: bool, words: &Last
         lines.retain(|l| !l.starts_with("waiting:"));
     }
     let mut extra = Vec::new();
-    if st.value.exit_reason.is_some()
+    if st.text("exit_reason", |s| s.exit_reason).is_some()
         && let Some(msg) = &words.exit_message
     {
         extra.push(format!("why:          {msg}"));
@@ -152,13 +181,10 @@ pub(crate) fn render_status(st: &Lenient<Status>) -> String {
     let mut lines = Vec::new();
     lines.push(format!(
         "state:        {}{}",
-        if st.has("state") {
-            json_str(&v.state)
-        } else {
-            "unknown".into()
-        },
-        v.exit_reason
-            .as_ref()
+        // A state a newer hank writes is shown as written, as the monitor shows it.
+        st.text("state", |s| s.state)
+            .unwrap_or_else(|| "unknown".into()),
+        st.text("exit_reason", |s| s.exit_reason)
             .map(|r| format!(" ({r}, exit {})", v.exit_code.unwrap_or(0)))
             .unwrap_or_default()
     ));
@@ -316,4 +342,72 @@ fn json_str<T: serde::Serialize>(x: &T) -> String {
         .ok()
         .and_then(|v| v.as_str().map(ToString::to_string))
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// `--json` and the human output agree: a stale status is not running in both.
+    #[test]
+    fn json_view_table() {
+        let live = json!({"schema_version": 2, "state": "waiting", "wait_reason": "backoff",
+                          "waiting_until": "2026-11-26T10:00:00Z", "loop_count": 3});
+        let got = json_view(live.clone(), true, false);
+        assert_eq!(got["state"], "waiting");
+        assert_eq!(got["wait_reason"], "backoff");
+        assert_eq!(
+            (got["running"].clone(), got["stale"].clone()),
+            (json!(true), json!(false))
+        );
+
+        let got = json_view(live, false, true);
+        assert_eq!(got["state"], NOT_RUNNING_JSON);
+        assert_eq!(got["last_state"], "waiting");
+        assert_eq!(got["wait_reason"], serde_json::Value::Null);
+        assert_eq!(got["waiting_until"], serde_json::Value::Null);
+        assert_eq!(got["loop_count"], 3);
+        assert_eq!(
+            (got["running"].clone(), got["stale"].clone()),
+            (json!(false), json!(true))
+        );
+
+        let done = json!({"state": "completed", "exit_reason": "plan_complete"});
+        let got = json_view(done, false, false);
+        assert_eq!(got["state"], "completed");
+        assert_eq!(got.get("last_state"), None);
+        assert_eq!(
+            (got["running"].clone(), got["stale"].clone()),
+            (json!(false), json!(false))
+        );
+
+        assert_eq!(json_view(json!([1]), false, true), json!([1]));
+    }
+
+    /// Values a newer hank writes are shown as written, as the monitor shows them.
+    #[test]
+    fn newer_values_are_shown_as_written() {
+        let v = json!({"schema_version": 3, "state": "paused", "exit_reason": "tea_time",
+                       "exit_code": 3, "loop_count": 2});
+        let st = crate::store::schema::read_lenient::<Status>(&v).unwrap();
+        let text = render_status(&st);
+        assert!(
+            text.starts_with("state:        paused (tea_time, exit 3)"),
+            "{text}"
+        );
+        let none = crate::store::schema::read_lenient::<Status>(&json!({})).unwrap();
+        assert!(render_status(&none).starts_with("state:        unknown\n"));
+    }
+
+    /// The human output of the same stale status starts with "not running", as the JSON says.
+    #[test]
+    fn the_human_output_of_a_stale_status_says_not_running() {
+        let v =
+            json!({"schema_version": 2, "state": "running", "updated_at": "2026-11-26T09:00:00Z"});
+        let st = crate::store::schema::read_lenient::<Status>(&v).unwrap();
+        let text = render_status_full(&st, true, &LastWords::default());
+        assert!(text.starts_with("state:        not running"), "{text}");
+        assert!(!text.contains("state:        running"), "{text}");
+    }
 }

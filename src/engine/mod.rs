@@ -704,7 +704,7 @@ impl Engine {
         self.store
             .write_status(&self.status(run_state, Some(reason)))?;
         self.emit(EventKind::Exit {
-            exit_reason: Some(reason.as_str().to_string()),
+            exit_reason: Some(reason),
             exit_code: reason.code(),
             message: message.clone(),
             verified: self.verify.verified,

@@ -5,10 +5,12 @@
 //! |---|---|
 //! | [`snapshot`] | reads `.hank/` tolerantly into a [`snapshot::Snapshot`] |
 //! | [`view`] | pure render of a snapshot: ratatui frame, or plain text **\[pure\]** |
+//! | [`args`] | the options of `hank monitor` (one definition, with its clap attributes) |
 //! | [`app`] | the terminal app loop (poll files, redraw, keys) |
 //! | [`tmux`] | the tmux command builder **\[pure\]** and the launcher |
 
 pub(crate) mod app;
+pub(crate) mod args;
 pub(crate) mod snapshot;
 pub(crate) mod tmux;
 pub(crate) mod view;
@@ -20,18 +22,10 @@ use std::path::PathBuf;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 
+pub(crate) use args::MonitorArgs;
+
 use crate::error::{HankError, Result};
 use crate::exit;
-
-#[derive(Debug, Clone, Default)]
-pub(crate) struct MonitorOptions {
-    /// Print one snapshot and exit (also what happens without a terminal).
-    pub once: bool,
-    /// Print one snapshot as JSON and exit.
-    pub json: bool,
-    /// The project directory (default: the current directory).
-    pub dir: Option<PathBuf>,
-}
 
 /// Writes to stdout; a closed pipe (`hank monitor --once | head`) is not an error.
 pub(crate) fn print_stdout(text: &str) -> Result<()> {
@@ -66,7 +60,7 @@ fn project_root(dir: Option<&PathBuf>) -> Result<PathBuf> {
 }
 
 /// `hank monitor`.
-pub(crate) fn run(args: &MonitorOptions) -> Result<u8> {
+pub(crate) fn run(args: &MonitorArgs) -> Result<u8> {
     let root = project_root(args.dir.as_ref())?;
     let paths = snapshot::Paths::new(&root);
     let terminal = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();

@@ -12,12 +12,9 @@ use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
 use serde::Serialize;
-use serde_json::{Map, Value};
 
-use crate::store::schema::{self, Lenient, read_lenient};
-
-/// The `status.json` schema this monitor was written against.
-pub(crate) const STATUS_SCHEMA_VERSION: u64 = 2;
+use crate::policy::breaker::Transition;
+use crate::store::schema::{self, EventLine, Lenient, PlanCounts, read_lenient};
 /// How much of the end of `events.jsonl` is read.
 pub(crate) const EVENTS_TAIL_BYTES: u64 = 64 * 1024;
 /// How much of the end of `live.log` is read.
@@ -28,123 +25,6 @@ pub(crate) const MAX_EVENTS: usize = 50;
 pub(crate) const MAX_LIVE_LINES: usize = 200;
 /// Breaker transitions kept in a snapshot (the newest).
 pub(crate) const MAX_TRANSITIONS: usize = 5;
-
-/// Token totals as `status.json` reports them.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub(crate) struct TokenTotals {
-    pub input: Option<u64>,
-    pub output: Option<u64>,
-    pub cache_read: Option<u64>,
-    pub cache_creation: Option<u64>,
-}
-
-/// `done`/`total` checkbox counts of `fix_plan.md`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub(crate) struct PlanProgress {
-    pub done: u64,
-    pub total: u64,
-}
-
-/// The `last_loop` object of `status.json` (or the newest `agent_finished` event).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub(crate) struct LastLoop {
-    pub number: Option<u64>,
-    pub outcome: Option<String>,
-    pub error_kind: Option<String>,
-    pub exit_signal: Option<bool>,
-    pub status: Option<String>,
-    pub work_type: Option<String>,
-    pub files_changed: Option<u64>,
-    pub recommendation: Option<String>,
-    pub cost_usd: Option<f64>,
-    pub duration_ms: Option<u64>,
-}
-
-/// `status.json`, every field optional (a field of the wrong type reads as absent).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub(crate) struct Status {
-    pub schema_version: Option<u64>,
-    pub updated_at: Option<Timestamp>,
-    pub state: Option<String>,
-    pub loop_count: Option<u64>,
-    pub calls_in_window: Option<u64>,
-    pub max_calls_per_hour: Option<u64>,
-    pub next_call_at: Option<Timestamp>,
-    pub tokens_in_window: Option<u64>,
-    pub max_tokens_per_hour: Option<u64>,
-    pub wait_reason: Option<String>,
-    pub waiting_until: Option<Timestamp>,
-    pub circuit_state: Option<String>,
-    pub circuit_reason: Option<String>,
-    pub session_id: Option<String>,
-    pub total_cost_usd: Option<f64>,
-    pub total_tokens: Option<TokenTotals>,
-    pub fix_plan: Option<PlanProgress>,
-    pub last_loop: Option<LastLoop>,
-    pub exit_reason: Option<String>,
-    pub exit_code: Option<i64>,
-    /// The current agent (profile).
-    pub agent: Option<String>,
-    /// Agents that may not be called now: name, why, until when.
-    pub agents_limited: Vec<(String, String, Option<Timestamp>)>,
-    /// The last verification: passed, when, how long, its kind (VERIFY_COMMAND set).
-    pub verification: Option<Verified>,
-    /// The subscription usage windows (schema 2), by name; a window that cannot be read is
-    /// left out.
-    pub usage_windows: Vec<(String, crate::policy::windows::WindowStatus)>,
-}
-
-/// `status.json` `verification.last`, as the dashboard shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct Verified {
-    pub command: String,
-    pub passed: bool,
-    pub kind: String,
-    pub at: Timestamp,
-    pub duration_ms: u64,
-    pub rejected_in_a_row: u32,
-    pub max_rejected: u32,
-}
-
-/// One line of `events.jsonl`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub(crate) struct Event {
-    pub at: Option<Timestamp>,
-    /// The `type` field (`loop_started`, `agent_finished`, …).
-    #[serde(rename = "type")]
-    pub kind: String,
-    /// The whole object, for the type-specific fields.
-    pub fields: Map<String, Value>,
-}
-
-impl Event {
-    /// A string field of the event.
-    #[must_use]
-    pub(crate) fn str(&self, key: &str) -> Option<&str> {
-        self.fields.get(key).and_then(Value::as_str)
-    }
-
-    /// An unsigned integer field of the event.
-    #[must_use]
-    pub(crate) fn u64(&self, key: &str) -> Option<u64> {
-        self.fields.get(key).and_then(Value::as_u64)
-    }
-
-    /// A timestamp field of the event.
-    #[must_use]
-    pub(crate) fn time(&self, key: &str) -> Option<Timestamp> {
-        self.str(key).and_then(|s| s.parse().ok())
-    }
-}
-
-/// One circuit breaker transition from `state.json` (`breaker.history`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub(crate) struct Transition {
-    pub at: Option<Timestamp>,
-    pub from: Option<String>,
-    pub to: Option<String>,
-    pub reason: Option<String>,
-}
 
 /// The raw inputs of a snapshot: file contents (tails for the logs), `None` when missing.
 #[derive(Debug, Clone, Default)]
@@ -160,7 +40,9 @@ pub(crate) struct Sources {
     pub fix_plan: Option<String>,
 }
 
-/// Everything the monitor shows. The view is a pure function of this plus `now`.
+/// Everything the monitor shows. The view is a pure function of this plus `now`. The files
+/// are read with their own definitions in [`crate::store::schema`] (leniently: what an older
+/// or newer hank wrote differently is absent, or shown as written).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub(crate) struct Snapshot {
     /// The project folder name.
@@ -168,7 +50,10 @@ pub(crate) struct Snapshot {
     /// `.hank/` exists in the project.
     pub hank_dir: bool,
     /// `None`: no usable `status.json` (see `notes`).
-    pub status: Option<Status>,
+    pub status: Option<Lenient<schema::Status>>,
+    /// The status says a loop is active but no loop holds the project's lock: it was killed
+    /// before it could write a final status. Shown as [`NOT_RUNNING`], never as RUNNING.
+    pub stale: bool,
     /// Problems reading the files, one line each ("status.json is not valid JSON …").
     pub notes: Vec<String>,
     /// When the current (or last) run started: its first `loop_started` event.
@@ -176,201 +61,31 @@ pub(crate) struct Snapshot {
     /// When the last run ended (its `exit` event), if it has.
     pub run_ended_at: Option<Timestamp>,
     /// The newest events, oldest first.
-    pub events: Vec<Event>,
+    pub events: Vec<EventLine>,
     /// The newest breaker transitions, oldest first.
     pub breaker_history: Vec<Transition>,
     /// Checkbox counts of `fix_plan.md` (from the file, else from `status.json`).
-    pub fix_plan: Option<PlanProgress>,
+    pub fix_plan: Option<PlanCounts>,
     /// The newest lines of the live output, control characters removed.
     pub live_tail: Vec<String>,
-}
-
-fn get_str(v: &Value, key: &str) -> Option<String> {
-    v.get(key).and_then(Value::as_str).map(str::to_string)
-}
-
-fn get_time(v: &Value, key: &str) -> Option<Timestamp> {
-    v.get(key)
-        .and_then(Value::as_str)
-        .and_then(|s| s.parse().ok())
-}
-
-/// A field's value when the schema reading found it, else `None`.
-fn field<T, U>(st: &Lenient<T>, name: &str, get: impl FnOnce(&T) -> U) -> Option<U> {
-    st.has(name).then(|| get(&st.value))
-}
-
-/// A schema enum field by its JSON name; a string this hank does not know (a newer writer's
-/// value) is shown as written.
-fn enum_field<S: Serialize, T: Serialize>(
-    st: &Lenient<S>,
-    raw: &Value,
-    name: &str,
-    get: impl FnOnce(&S) -> T,
-) -> Option<String> {
-    st.has(name)
-        .then(|| serde_json::to_value(get(&st.value)).ok())
-        .flatten()
-        .and_then(|x| x.as_str().map(ToString::to_string))
-        .or_else(|| {
-            raw.get(name)
-                .and_then(Value::as_str)
-                .map(ToString::to_string)
-        })
-}
-
-fn parse_last_loop(raw: &Value) -> Option<LastLoop> {
-    let st = read_lenient::<schema::LastLoop>(raw)?;
-    Some(LastLoop {
-        number: field(&st, "number", |l| l.number).or_else(|| field(&st, "loop", |l| l.number)),
-        outcome: enum_field(&st, raw, "outcome", |l| l.outcome),
-        error_kind: enum_field(&st, raw, "error_kind", |l| l.error_kind),
-        exit_signal: field(&st, "exit_signal", |l| l.exit_signal),
-        status: field(&st, "status", |l| l.status.clone()).flatten(),
-        work_type: field(&st, "work_type", |l| l.work_type.clone()).flatten(),
-        files_changed: field(&st, "files_changed", |l| u64::from(l.files_changed)),
-        recommendation: field(&st, "recommendation", |l| l.recommendation.clone()).flatten(),
-        cost_usd: field(&st, "cost_usd", |l| l.cost_usd),
-        duration_ms: field(&st, "duration_ms", |l| l.duration_ms),
-    })
-}
-
-/// Reads `status.json` text with the writer's own definition ([`schema::Status`], read
-/// leniently: a missing or mistyped field is absent, not an error). `Err` carries a one-line
-/// note when nothing usable is in it; `Ok` may carry a note too (schema version differs).
-pub(crate) fn parse_status(text: &str) -> Result<(Status, Option<String>), String> {
-    if text.trim().is_empty() {
-        return Err("status.json is empty (being written?)".to_string());
-    }
-    let raw: Value = serde_json::from_str(text)
-        .map_err(|e| format!("status.json is not valid JSON (half-written?): {e}"))?;
-    let st = read_lenient::<schema::Status>(&raw)
-        .ok_or_else(|| "status.json is not a JSON object".to_string())?;
-    let status = Status {
-        schema_version: field(&st, "schema_version", |s| u64::from(s.schema_version)),
-        updated_at: field(&st, "updated_at", |s| s.updated_at),
-        state: enum_field(&st, &raw, "state", |s| s.state),
-        loop_count: field(&st, "loop_count", |s| s.loop_count),
-        calls_in_window: field(&st, "calls_in_window", |s| u64::from(s.calls_in_window)),
-        max_calls_per_hour: field(&st, "max_calls_per_hour", |s| {
-            u64::from(s.max_calls_per_hour)
-        }),
-        next_call_at: field(&st, "next_call_at", |s| s.next_call_at).flatten(),
-        tokens_in_window: field(&st, "tokens_in_window", |s| s.tokens_in_window),
-        max_tokens_per_hour: field(&st, "max_tokens_per_hour", |s| s.max_tokens_per_hour),
-        wait_reason: enum_field(&st, &raw, "wait_reason", |s| s.wait_reason),
-        waiting_until: field(&st, "waiting_until", |s| s.waiting_until).flatten(),
-        circuit_state: enum_field(&st, &raw, "circuit_state", |s| s.circuit_state),
-        circuit_reason: field(&st, "circuit_reason", |s| s.circuit_reason.clone()),
-        session_id: field(&st, "session_id", |s| s.session_id.clone()).flatten(),
-        agent: field(&st, "agent", |s| s.agent.clone()).flatten(),
-        agents_limited: field(&st, "agents_limited", |s| {
-            s.agents_limited
-                .iter()
-                .map(|(n, l)| (n.clone(), l.kind.clone(), l.until))
-                .collect()
-        })
-        .unwrap_or_default(),
-        verification: field(&st, "verification", |s| {
-            s.verification.as_ref().and_then(|v| {
-                v.last.as_ref().map(|l| Verified {
-                    command: v.command.clone(),
-                    passed: l.passed,
-                    kind: l.kind.as_str().to_string(),
-                    at: l.at,
-                    duration_ms: l.duration_ms,
-                    rejected_in_a_row: v.rejected_in_a_row,
-                    max_rejected: v.max_rejected,
-                })
-            })
-        })
-        .flatten(),
-        usage_windows: raw
-            .get("usage_windows")
-            .and_then(Value::as_object)
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(name, v)| {
-                        read_lenient::<crate::policy::windows::WindowStatus>(v)
-                            .map(|w| (name.clone(), w.value))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default(),
-        total_cost_usd: field(&st, "total_cost_usd", |s| s.total_cost_usd),
-        total_tokens: raw
-            .get("total_tokens")
-            .and_then(read_lenient::<crate::analysis::Tokens>)
-            .map(|t| TokenTotals {
-                input: field(&t, "input", |x| x.input),
-                output: field(&t, "output", |x| x.output),
-                cache_read: field(&t, "cache_read", |x| x.cache_read),
-                cache_creation: field(&t, "cache_creation", |x| x.cache_creation),
-            }),
-        fix_plan: raw
-            .get("fix_plan")
-            .and_then(read_lenient::<schema::PlanCounts>)
-            .filter(|p| p.has("done") && p.has("total"))
-            .map(|p| PlanProgress {
-                done: u64::from(p.value.done),
-                total: u64::from(p.value.total),
-            }),
-        last_loop: raw.get("last_loop").and_then(parse_last_loop),
-        exit_reason: field(&st, "exit_reason", |s| s.exit_reason.clone()).flatten(),
-        exit_code: field(&st, "exit_code", |s| s.exit_code.map(i64::from)).flatten(),
-    };
-    let note = match status.schema_version {
-        // Schema 1 is schema 2 without its additions.
-        Some(1..=STATUS_SCHEMA_VERSION) => None,
-        Some(n) => Some(format!(
-            "status.json has schema_version {n} (this hank knows {STATUS_SCHEMA_VERSION}); \
-             showing the fields it recognizes"
-        )),
-        None => Some("status.json has no schema_version (older hank?)".to_string()),
-    };
-    Ok((status, note))
-}
-
-/// Parses the tail of `events.jsonl`: one JSON object a line, read as the writer's
-/// [`schema::Event`] (its fields as the schema writes them); an event this hank does not know
-/// (a newer writer's type, or a line with a field of another type) is kept as it is when it
-/// has a string `type`, and lines that are not objects (a half-written last line, a cut first
-/// line) are skipped.
-#[must_use]
-pub(crate) fn parse_events(tail: &str) -> Vec<Event> {
-    tail.lines()
-        .filter_map(|line| {
-            let raw: Value = serde_json::from_str(line.trim()).ok()?;
-            let v = serde_json::from_value::<schema::Event>(raw.clone())
-                .ok()
-                .and_then(|e| serde_json::to_value(e).ok())
-                .unwrap_or(raw);
-            let kind = v.get("type")?.as_str()?.to_string();
-            let at = get_time(&v, "at");
-            match v {
-                Value::Object(fields) => Some(Event { at, kind, fields }),
-                _ => None,
-            }
-        })
-        .collect()
 }
 
 /// The start and end of the newest run in `events`: a run is what lies between two `exit`
 /// events. The start is its first `loop_started` (else its first event); the end is its
 /// `exit` event when the newest event is one.
 #[must_use]
-pub(crate) fn run_bounds(events: &[Event]) -> (Option<Timestamp>, Option<Timestamp>) {
+pub(crate) fn run_bounds(events: &[EventLine]) -> (Option<Timestamp>, Option<Timestamp>) {
     let exits: Vec<usize> = events
         .iter()
         .enumerate()
-        .filter(|(_, e)| e.kind == "exit")
+        .filter(|(_, e)| e.kind() == "exit")
         .map(|(i, _)| i)
         .collect();
     let last = events.len().checked_sub(1);
     let (begin, end, ended) = match (exits.last(), last) {
         (Some(&x), Some(l)) if x == l => {
             let begin = exits.iter().rev().nth(1).map_or(0, |p| p + 1);
-            (begin, x, events.get(x).and_then(|e| e.at))
+            (begin, x, events.get(x).and_then(EventLine::at))
         }
         (Some(&x), _) => (x + 1, events.len(), None),
         (None, _) => (0, events.len(), None),
@@ -378,31 +93,17 @@ pub(crate) fn run_bounds(events: &[Event]) -> (Option<Timestamp>, Option<Timesta
     let segment = events.get(begin..end).unwrap_or(&[]);
     let started = segment
         .iter()
-        .find(|e| e.kind == "loop_started")
+        .find(|e| e.kind() == "loop_started")
         .or_else(|| segment.first())
-        .and_then(|e| e.at);
+        .and_then(EventLine::at);
     (started, ended)
 }
 
-/// `breaker.history` of `state.json`, newest [`MAX_TRANSITIONS`]; anything unexpected → empty.
+/// `breaker.history` of `state.json` ([`schema::read_breaker_history`]), the newest
+/// [`MAX_TRANSITIONS`].
 #[must_use]
-pub(crate) fn parse_breaker_history(state: &str) -> Vec<Transition> {
-    let Ok(v) = serde_json::from_str::<Value>(state) else {
-        return Vec::new();
-    };
-    let Some(items) = v.pointer("/breaker/history").and_then(Value::as_array) else {
-        return Vec::new();
-    };
-    let all: Vec<Transition> = items
-        .iter()
-        .filter(|t| t.is_object())
-        .map(|t| Transition {
-            at: get_time(t, "at"),
-            from: get_str(t, "from"),
-            to: get_str(t, "to"),
-            reason: get_str(t, "reason"),
-        })
-        .collect();
+pub(crate) fn breaker_history(state: &str) -> Vec<Transition> {
+    let all = schema::read_breaker_history(state);
     let skip = all.len().saturating_sub(MAX_TRANSITIONS);
     all.into_iter().skip(skip).collect()
 }
@@ -431,14 +132,14 @@ pub(crate) fn live_lines(tail: &str) -> Vec<String> {
 
 /// Counts `- [ ]` / `- [x]` checkboxes of `fix_plan.md`.
 #[must_use]
-pub(crate) fn plan_progress(content: &str) -> PlanProgress {
+pub(crate) fn plan_progress(content: &str) -> PlanCounts {
     let plan = crate::policy::fixplan::parse(
         content,
         &crate::policy::fixplan::default_optional_sections(),
     );
-    PlanProgress {
-        done: u64::from(plan.done()),
-        total: u64::from(plan.total()),
+    PlanCounts {
+        done: plan.done(),
+        total: plan.total(),
     }
 }
 
@@ -450,16 +151,39 @@ impl Snapshot {
         if loop_alive {
             return;
         }
-        let Some(s) = self.status.as_mut() else {
+        let Some(s) = self.status.as_ref() else {
             return;
         };
-        if !is_active(s.state.as_deref()) {
+        if !is_active(s.text("state", |s| s.state).as_deref()) {
             return;
         }
-        s.state = Some(NOT_RUNNING.to_string());
-        s.wait_reason = None;
-        s.waiting_until = None;
-        self.notes.push(stale_note(s.updated_at));
+        self.stale = true;
+        self.notes
+            .push(stale_note(s.get("updated_at", |s| s.updated_at)));
+    }
+
+    /// The run's state as shown: the status's `state` as written, or [`NOT_RUNNING`] for a
+    /// stale status.
+    #[must_use]
+    pub(crate) fn state(&self) -> Option<String> {
+        if self.stale {
+            return Some(NOT_RUNNING.to_string());
+        }
+        self.status
+            .as_ref()
+            .and_then(|s| s.text("state", |s| s.state))
+    }
+
+    /// The wait in progress (`wait_reason` as written, `waiting_until`); none when stale.
+    #[must_use]
+    pub(crate) fn wait(&self) -> (Option<String>, Option<Timestamp>) {
+        match self.status.as_ref().filter(|_| !self.stale) {
+            Some(s) => (
+                s.text("wait_reason", |s| s.wait_reason),
+                s.get("waiting_until", |s| s.waiting_until).flatten(),
+            ),
+            None => (None, None),
+        }
     }
 
     /// Builds a snapshot from file contents. Never fails.
@@ -473,7 +197,7 @@ impl Snapshot {
         }
         let status = match src.status.as_deref() {
             None => None,
-            Some(text) => match parse_status(text) {
+            Some(text) => match schema::read_status(text) {
                 Ok((status, note)) => {
                     notes.extend(note);
                     Some(status)
@@ -487,20 +211,21 @@ impl Snapshot {
         let all_events = src
             .events_tail
             .as_deref()
-            .map(parse_events)
+            .map(EventLine::parse_all)
             .unwrap_or_default();
         let (run_started_at, run_ended_at) = run_bounds(&all_events);
         let skip = all_events.len().saturating_sub(MAX_EVENTS);
-        let events: Vec<Event> = all_events.into_iter().skip(skip).collect();
-        let fix_plan = src
-            .fix_plan
-            .as_deref()
-            .map(plan_progress)
-            .or_else(|| status.as_ref().and_then(|s| s.fix_plan));
+        let events: Vec<EventLine> = all_events.into_iter().skip(skip).collect();
+        let fix_plan = src.fix_plan.as_deref().map(plan_progress).or_else(|| {
+            status
+                .as_ref()
+                .and_then(|s| s.get("fix_plan", |s| s.fix_plan))
+        });
         Snapshot {
             project: src.project.clone(),
             hank_dir: src.hank_dir,
             status,
+            stale: false,
             notes,
             run_started_at,
             run_ended_at,
@@ -508,7 +233,7 @@ impl Snapshot {
             breaker_history: src
                 .state
                 .as_deref()
-                .map(parse_breaker_history)
+                .map(breaker_history)
                 .unwrap_or_default(),
             fix_plan,
             live_tail: src.live_tail.as_deref().map(live_lines).unwrap_or_default(),
@@ -518,20 +243,30 @@ impl Snapshot {
     /// The last loop: `status.json`'s `last_loop`, completed with the newest
     /// `agent_finished` event of the same loop (which also carries `error_kind`).
     #[must_use]
-    pub(crate) fn last_loop(&self) -> Option<LastLoop> {
+    pub(crate) fn last_loop(&self) -> Option<Lenient<schema::LastLoop>> {
         let from_event = self
             .events
             .iter()
             .rev()
-            .find(|e| e.kind == "agent_finished")
-            .and_then(|e| parse_last_loop(&Value::Object(e.fields.clone())));
-        match (
-            self.status.as_ref().and_then(|s| s.last_loop.clone()),
-            from_event,
-        ) {
+            .find(|e| e.kind() == "agent_finished")
+            .and_then(EventLine::as_last_loop);
+        let from_status = self
+            .status
+            .as_ref()
+            .and_then(|s| s.raw.get("last_loop"))
+            .and_then(read_lenient::<schema::LastLoop>);
+        match (from_status, from_event) {
             (Some(mut l), Some(e)) => {
-                if l.number == e.number || l.number.is_none() {
-                    l.error_kind = l.error_kind.or(e.error_kind);
+                let number = last_loop_number(&l);
+                if (number == last_loop_number(&e) || number.is_none())
+                    && l.text("error_kind", |l| l.error_kind).is_none()
+                    && let Some(kind) = e.raw.get("error_kind").filter(|k| !k.is_null())
+                {
+                    l.value.error_kind = e.value.error_kind;
+                    if e.has("error_kind") {
+                        l.present.insert("error_kind".into());
+                    }
+                    l.raw.insert("error_kind".into(), kind.clone());
                 }
                 Some(l)
             }
@@ -555,6 +290,13 @@ impl Snapshot {
         }
         self
     }
+}
+
+/// The loop number of a `last_loop` (written `number`, or `loop` in an event).
+#[must_use]
+pub(crate) fn last_loop_number(l: &Lenient<schema::LastLoop>) -> Option<u64> {
+    l.get("number", |l| l.number)
+        .or_else(|| l.get("loop", |l| l.number))
 }
 
 /// The files of a project the monitor reads.
@@ -710,23 +452,32 @@ mod tests {
 
     #[test]
     fn full_status_parses_every_field() {
-        let (s, note) = parse_status(FULL_STATUS).unwrap();
+        let (s, note) = schema::read_status(FULL_STATUS).unwrap();
         assert_eq!(note, None);
-        assert_eq!(s.state.as_deref(), Some("running"));
-        assert_eq!(s.updated_at, Some(ts("2026-11-22T10:00:00Z")));
-        assert_eq!(s.loop_count, Some(4));
-        assert_eq!(s.max_calls_per_hour, Some(100));
-        assert_eq!(s.next_call_at, None);
-        assert_eq!(s.total_cost_usd, Some(0.42));
+        assert_eq!(s.text("state", |s| s.state).as_deref(), Some("running"));
         assert_eq!(
-            s.total_tokens.as_ref().and_then(|t| t.cache_creation),
+            s.get("updated_at", |s| s.updated_at),
+            Some(ts("2026-11-22T10:00:00Z"))
+        );
+        assert_eq!(s.get("loop_count", |s| s.loop_count), Some(4));
+        assert_eq!(
+            s.get("max_calls_per_hour", |s| s.max_calls_per_hour),
+            Some(100)
+        );
+        assert_eq!(s.get("next_call_at", |s| s.next_call_at).flatten(), None);
+        assert_eq!(s.get("total_cost_usd", |s| s.total_cost_usd), Some(0.42));
+        assert_eq!(
+            s.get("total_tokens", |s| s.total_tokens.cache_creation),
             Some(40)
         );
-        assert_eq!(s.fix_plan, Some(PlanProgress { done: 3, total: 7 }));
-        let last = s.last_loop.unwrap();
-        assert_eq!(last.number, Some(4));
-        assert_eq!(last.duration_ms, Some(61000));
-        assert_eq!(last.exit_signal, Some(false));
+        assert_eq!(
+            s.get("fix_plan", |s| s.fix_plan),
+            Some(PlanCounts { done: 3, total: 7 })
+        );
+        let last = s.value.last_loop.unwrap();
+        assert_eq!(last.number, 4);
+        assert_eq!(last.duration_ms, 61000);
+        assert!(!last.exit_signal);
     }
 
     #[test]
@@ -755,7 +506,7 @@ mod tests {
             ),
         ];
         for (input, ok, note) in cases {
-            match parse_status(input) {
+            match schema::read_status(input) {
                 Ok((_, n)) => {
                     assert!(ok, "{input:?} should not parse");
                     assert!(n.unwrap_or_default().contains(note), "{input:?}");
@@ -766,12 +517,25 @@ mod tests {
                 }
             }
         }
-        let (s, _) =
-            parse_status(r#"{"schema_version":1,"loop_count":"four","updated_at":"yesterday"}"#)
-                .unwrap();
-        assert_eq!((s.loop_count, s.updated_at), (None, None));
-        let (s, _) = parse_status(r#"{"schema_version":1.0,"loop_count":3.0}"#).unwrap();
-        assert_eq!((s.schema_version, s.loop_count), (Some(1), Some(3)));
+        let (s, _) = schema::read_status(
+            r#"{"schema_version":1,"loop_count":"four","updated_at":"yesterday"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                s.get("loop_count", |s| s.loop_count),
+                s.get("updated_at", |s| s.updated_at)
+            ),
+            (None, None)
+        );
+        let (s, _) = schema::read_status(r#"{"schema_version":1.0,"loop_count":3.0}"#).unwrap();
+        assert_eq!(
+            (
+                s.get("schema_version", |s| s.schema_version),
+                s.get("loop_count", |s| s.loop_count)
+            ),
+            (Some(1), Some(3))
+        );
     }
 
     #[test]
@@ -787,30 +551,24 @@ mod tests {
             "\n",
             r#"{"schema_version":1,"type":"agent_finished","at":"2026-11-22T09:0"#,
         );
-        let events = parse_events(tail);
+        let events = EventLine::parse_all(tail);
         assert_eq!(events.len(), 2);
-        assert_eq!(events[0].kind, "loop_started");
+        assert_eq!(events[0].kind(), "loop_started");
         assert_eq!(events[0].u64("loop"), Some(1));
-        assert_eq!(events[0].at, Some(ts("2026-11-22T09:00:01Z")));
-        assert_eq!(events[1].kind, "warning");
-        assert_eq!(events[1].at, None);
+        assert_eq!(events[0].at(), Some(ts("2026-11-22T09:00:01Z")));
+        assert_eq!(events[1].kind(), "warning");
+        assert_eq!(events[1].at(), None);
         assert_eq!(events[1].str("message"), Some("hi"));
     }
 
-    fn ev(kind: &str, at: &str) -> Event {
-        let mut fields = Map::new();
-        fields.insert("type".into(), Value::from(kind));
-        Event {
-            at: Some(ts(at)),
-            kind: kind.into(),
-            fields,
-        }
+    fn ev(kind: &str, at: &str) -> EventLine {
+        EventLine::parse(format!(r#"{{"type":"{kind}","at":"{at}"}}"#).as_bytes()).unwrap()
     }
 
     #[test]
     fn run_bounds_find_the_newest_run() {
         let t = |h: u8| format!("2026-11-22T{h:02}:00:00Z");
-        let cases: Vec<(Vec<Event>, Option<String>, Option<String>)> = vec![
+        let cases: Vec<(Vec<EventLine>, Option<String>, Option<String>)> = vec![
             (vec![], None, None),
             (
                 vec![ev("loop_started", &t(1)), ev("agent_finished", &t(2))],
@@ -861,17 +619,17 @@ mod tests {
 
     #[test]
     fn breaker_history_is_tolerant_and_bounded() {
-        assert!(parse_breaker_history("").is_empty());
-        assert!(parse_breaker_history("{\"breaker\":{}}").is_empty());
-        assert!(parse_breaker_history("{\"breaker\":{\"history\":3}}").is_empty());
+        assert!(breaker_history("").is_empty());
+        assert!(breaker_history("{\"breaker\":{}}").is_empty());
+        assert!(breaker_history("{\"breaker\":{\"history\":3}}").is_empty());
         let items: Vec<String> = (0..8)
             .map(|i| format!(r#"{{"at":"2026-11-22T0{i}:00:00Z","from":"CLOSED","to":"OPEN","reason":"r{i}"}}"#))
             .collect();
         let state = format!(r#"{{"breaker":{{"history":[{},7]}}}}"#, items.join(","));
-        let h = parse_breaker_history(&state);
+        let h = breaker_history(&state);
         assert_eq!(h.len(), MAX_TRANSITIONS);
-        assert_eq!(h[0].reason.as_deref(), Some("r3"));
-        assert_eq!(h[4].reason.as_deref(), Some("r7"));
+        assert_eq!(h[0].reason, "r3");
+        assert_eq!(h[4].reason, "r7");
     }
 
     #[test]
@@ -918,13 +676,17 @@ mod tests {
         };
         let snap = Snapshot::from_sources(&src);
         assert!(snap.notes.is_empty(), "{:?}", snap.notes);
-        assert_eq!(snap.fix_plan, Some(PlanProgress { done: 1, total: 3 }));
+        assert_eq!(snap.fix_plan, Some(PlanCounts { done: 1, total: 3 }));
         assert_eq!(snap.run_started_at, Some(ts("2026-11-22T09:00:00Z")));
         assert_eq!(snap.live_tail, vec!["hello"]);
         let last = snap.last_loop().unwrap();
-        assert_eq!(last.outcome.as_deref(), Some("success"), "status wins");
         assert_eq!(
-            last.error_kind.as_deref(),
+            last.text("outcome", |l| l.outcome).as_deref(),
+            Some("success"),
+            "status wins"
+        );
+        assert_eq!(
+            last.text("error_kind", |l| l.error_kind).as_deref(),
             Some("overloaded"),
             "event completes"
         );
@@ -992,7 +754,12 @@ mod tests {
         assert!(snap.hank_dir && snap.status.is_none() && snap.notes.is_empty());
         std::fs::write(&paths.status, FULL_STATUS).unwrap();
         assert_ne!(Fingerprint::read(&paths), before);
-        assert_eq!(load(&paths).status.and_then(|s| s.loop_count), Some(4));
+        assert_eq!(
+            load(&paths)
+                .status
+                .and_then(|s| s.get("loop_count", |s| s.loop_count)),
+            Some(4)
+        );
     }
 
     /// The monitor's tolerant reader and the writer's schema (`crate::store::schema`) cannot
@@ -1040,7 +807,7 @@ mod tests {
                 cost_usd: 0.5,
                 duration_ms: 61000,
             }),
-            exit_reason: Some("usage_limit".into()),
+            exit_reason: Some(crate::exit::ExitReason::UsageLimit),
             exit_code: Some(3),
             pid: 42,
             agent: Some("codex".into()),
@@ -1058,49 +825,109 @@ mod tests {
             .into(),
         };
         let text = serde_json::to_string(&written).unwrap();
-        let (r, note) = parse_status(&text).unwrap();
+        let (r, note) = schema::read_status(&text).unwrap();
         assert_eq!(note, None);
-        assert_eq!(r.schema_version, Some(u64::from(schema::STATUS_SCHEMA)));
-        assert_eq!(r.updated_at, Some(at));
-        assert_eq!(r.state.as_deref(), Some("waiting"));
-        assert_eq!(r.loop_count, Some(9));
-        assert_eq!(r.calls_in_window, Some(7));
-        assert_eq!(r.max_calls_per_hour, Some(100));
-        assert_eq!(r.next_call_at, written.next_call_at);
-        assert_eq!(r.tokens_in_window, Some(1234));
-        assert_eq!(r.max_tokens_per_hour, Some(5000));
-        assert_eq!(r.wait_reason.as_deref(), Some("usage_limit"));
-        assert_eq!(r.waiting_until, written.waiting_until);
-        assert_eq!(r.circuit_state.as_deref(), Some("HALF_OPEN"));
-        assert_eq!(r.circuit_reason.as_deref(), Some("no progress"));
-        assert_eq!(r.session_id.as_deref(), Some("s-1"));
-        assert_eq!(r.total_cost_usd, Some(1.25));
-        let t = r.total_tokens.unwrap();
+        assert_eq!(
+            r.get("schema_version", |s| s.schema_version),
+            Some(schema::STATUS_SCHEMA)
+        );
+        assert_eq!(r.get("updated_at", |s| s.updated_at), Some(at));
+        assert_eq!(r.text("state", |s| s.state).as_deref(), Some("waiting"));
+        assert_eq!(r.get("loop_count", |s| s.loop_count), Some(9));
+        assert_eq!(r.get("calls_in_window", |s| s.calls_in_window), Some(7));
+        assert_eq!(
+            r.get("max_calls_per_hour", |s| s.max_calls_per_hour),
+            Some(100)
+        );
+        assert_eq!(
+            r.get("next_call_at", |s| s.next_call_at).flatten(),
+            written.next_call_at
+        );
+        assert_eq!(
+            r.get("tokens_in_window", |s| s.tokens_in_window),
+            Some(1234)
+        );
+        assert_eq!(
+            r.get("max_tokens_per_hour", |s| s.max_tokens_per_hour),
+            Some(5000)
+        );
+        assert_eq!(
+            r.text("wait_reason", |s| s.wait_reason).as_deref(),
+            Some("usage_limit")
+        );
+        assert_eq!(
+            r.get("waiting_until", |s| s.waiting_until).flatten(),
+            written.waiting_until
+        );
+        assert_eq!(
+            r.text("circuit_state", |s| s.circuit_state).as_deref(),
+            Some("HALF_OPEN")
+        );
+        assert_eq!(
+            r.get("circuit_reason", |s| s.circuit_reason.clone())
+                .as_deref(),
+            Some("no progress")
+        );
+        assert_eq!(
+            r.get("session_id", |s| s.session_id.clone())
+                .flatten()
+                .as_deref(),
+            Some("s-1")
+        );
+        assert_eq!(r.get("total_cost_usd", |s| s.total_cost_usd), Some(1.25));
+        let t = r.get("total_tokens", |s| s.total_tokens).unwrap();
         assert_eq!(
             (t.input, t.output, t.cache_read, t.cache_creation),
-            (Some(1), Some(2), Some(3), Some(4))
+            (1, 2, 3, 4)
         );
-        assert_eq!(r.fix_plan, Some(PlanProgress { done: 2, total: 5 }));
-        let l = r.last_loop.unwrap();
-        assert_eq!(l.number, Some(9));
-        assert_eq!(l.outcome.as_deref(), Some("agent_error"));
-        assert_eq!(l.error_kind.as_deref(), Some("usage_limit"));
-        assert_eq!(l.exit_signal, Some(true));
-        assert_eq!(l.status.as_deref(), Some("IN_PROGRESS"));
-        assert_eq!(l.work_type.as_deref(), Some("TESTING"));
-        assert_eq!(l.files_changed, Some(3));
-        assert_eq!(l.recommendation.as_deref(), Some("go on"));
-        assert_eq!(l.cost_usd, Some(0.5));
-        assert_eq!(l.duration_ms, Some(61000));
-        assert_eq!(r.exit_reason.as_deref(), Some("usage_limit"));
-        assert_eq!(r.exit_code, Some(3));
         assert_eq!(
-            r.usage_windows,
-            written
-                .usage_windows
-                .clone()
-                .into_iter()
-                .collect::<Vec<_>>()
+            r.get("fix_plan", |s| s.fix_plan),
+            Some(PlanCounts { done: 2, total: 5 })
+        );
+        let snap = Snapshot::from_sources(&Sources {
+            project: "p".into(),
+            hank_dir: true,
+            status: Some(text.clone()),
+            ..Sources::default()
+        });
+        let l = snap.last_loop().unwrap();
+        assert_eq!(last_loop_number(&l), Some(9));
+        assert_eq!(
+            l.text("outcome", |l| l.outcome).as_deref(),
+            Some("agent_error")
+        );
+        assert_eq!(
+            l.text("error_kind", |l| l.error_kind).as_deref(),
+            Some("usage_limit")
+        );
+        assert_eq!(l.get("exit_signal", |l| l.exit_signal), Some(true));
+        assert_eq!(
+            l.get("status", |l| l.status.clone()).flatten().as_deref(),
+            Some("IN_PROGRESS")
+        );
+        assert_eq!(
+            l.get("work_type", |l| l.work_type.clone())
+                .flatten()
+                .as_deref(),
+            Some("TESTING")
+        );
+        assert_eq!(l.get("files_changed", |l| l.files_changed), Some(3));
+        assert_eq!(
+            l.get("recommendation", |l| l.recommendation.clone())
+                .flatten()
+                .as_deref(),
+            Some("go on")
+        );
+        assert_eq!(l.get("cost_usd", |l| l.cost_usd), Some(0.5));
+        assert_eq!(l.get("duration_ms", |l| l.duration_ms), Some(61000));
+        assert_eq!(
+            r.text("exit_reason", |s| s.exit_reason).as_deref(),
+            Some("usage_limit")
+        );
+        assert_eq!(r.get("exit_code", |s| s.exit_code).flatten(), Some(3));
+        assert_eq!(
+            r.get("usage_windows", |s| s.usage_windows.clone()),
+            Some(written.usage_windows.clone())
         );
 
         // Every event kind the loop writes is read with its type, time and fields.
@@ -1130,7 +957,7 @@ mod tests {
                 message: "w".into(),
             },
             EventKind::Exit {
-                exit_reason: Some("max_loops".into()),
+                exit_reason: Some(crate::exit::ExitReason::MaxLoops),
                 exit_code: 3,
                 message: "m".into(),
                 verified: None,
@@ -1140,8 +967,8 @@ mod tests {
             .iter()
             .map(|k| schema::Event::new(at, k.clone()).to_line() + "\n")
             .collect();
-        let read = parse_events(&tail);
-        let names: Vec<&str> = read.iter().map(|e| e.kind.as_str()).collect();
+        let read = EventLine::parse_all(&tail);
+        let names: Vec<&str> = read.iter().map(EventLine::kind).collect();
         assert_eq!(
             names,
             [
@@ -1153,7 +980,7 @@ mod tests {
                 "exit"
             ]
         );
-        assert!(read.iter().all(|e| e.at == Some(at)));
+        assert!(read.iter().all(|e| e.at() == Some(at) && e.event.is_some()));
         assert_eq!(read[0].u64("loop"), Some(9));
         assert_eq!(read[1].u64("files_changed"), Some(2));
         assert_eq!(read[2].str("to"), Some("OPEN"));
@@ -1173,16 +1000,11 @@ mod tests {
                 to: CircuitState::Closed,
                 reason: "manual".into(),
             });
-        let h = parse_breaker_history(&serde_json::to_string(&state).unwrap());
+        let h = breaker_history(&serde_json::to_string(&state).unwrap());
         let last = h.last().unwrap();
         assert_eq!(
-            (
-                last.at,
-                last.from.as_deref(),
-                last.to.as_deref(),
-                last.reason.as_deref()
-            ),
-            (Some(at), Some("OPEN"), Some("CLOSED"), Some("manual"))
+            (last.at, last.from, last.to, last.reason.as_str()),
+            (at, CircuitState::Open, CircuitState::Closed, "manual")
         );
     }
 }

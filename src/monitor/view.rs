@@ -12,7 +12,8 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Gauge, Paragraph, Wrap};
 
-use super::snapshot::{Event, Snapshot, Status};
+use super::snapshot::{Snapshot, last_loop_number};
+use crate::store::schema::EventLine;
 
 /// How a value is colored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,14 +137,15 @@ fn wait_label(reason: &str) -> &str {
     }
 }
 
-fn wait_row(s: &Status, now: Timestamp, tz: &TimeZone) -> Row {
-    let waiting = s.state.as_deref() == Some("waiting") || s.wait_reason.is_some();
+fn wait_row(snap: &Snapshot, now: Timestamp, tz: &TimeZone) -> Row {
+    let (reason, until) = snap.wait();
+    let waiting = snap.state().as_deref() == Some("waiting") || reason.is_some();
     if !waiting {
         return row("wait", "—", Tone::Dim);
     }
-    let reason = s.wait_reason.as_deref().unwrap_or("unknown");
-    let label = wait_label(reason);
-    let value = match s.waiting_until {
+    let reason = reason.unwrap_or_else(|| "unknown".to_string());
+    let label = wait_label(&reason);
+    let value = match until {
         None => label.to_string(),
         Some(until) => {
             let clock = fmt_clock(until, now, tz);
@@ -175,18 +177,19 @@ pub(crate) fn rows(snap: &Snapshot, now: Timestamp, tz: &TimeZone) -> Vec<Row> {
         return vec![row("state", why, Tone::Dim)];
     };
     let mut out = Vec::new();
-    let state = s.state.as_deref().unwrap_or("unknown");
+    let state = snap.state().unwrap_or_else(|| "unknown".to_string());
     let mut state_value = state.to_uppercase();
-    if let Some(n) = s.loop_count {
+    if let Some(n) = s.get("loop_count", |s| s.loop_count) {
         state_value.push_str(&format!(" · loop {n}"));
     }
-    out.push(row("state", state_value, state_tone(state)));
+    out.push(row("state", state_value, state_tone(&state)));
 
-    let finished = is_finished(s.state.as_deref());
+    let finished = is_finished(Some(&state));
+    let updated_at = s.get("updated_at", |s| s.updated_at);
     let mut parts = Vec::new();
     if let Some(start) = snap.run_started_at {
         if finished {
-            let end = snap.run_ended_at.or(s.updated_at).unwrap_or(now);
+            let end = snap.run_ended_at.or(updated_at).unwrap_or(now);
             parts.push(format!("ran {}", fmt_duration(end.duration_since(start))));
         } else {
             parts.push(format!(
@@ -195,7 +198,7 @@ pub(crate) fn rows(snap: &Snapshot, now: Timestamp, tz: &TimeZone) -> Vec<Row> {
             ));
         }
     }
-    if let Some(updated) = s.updated_at {
+    if let Some(updated) = updated_at {
         let verb = if finished { "ended" } else { "updated" };
         parts.push(format!(
             "{verb} {} ago",
@@ -207,34 +210,44 @@ pub(crate) fn rows(snap: &Snapshot, now: Timestamp, tz: &TimeZone) -> Vec<Row> {
         out.push(row("time", time_value, Tone::Normal));
     }
 
-    let circuit = s.circuit_state.as_deref().unwrap_or("unknown");
-    let circuit_value = match s.circuit_reason.as_deref().filter(|r| !r.is_empty()) {
+    let circuit = s
+        .text("circuit_state", |s| s.circuit_state)
+        .unwrap_or_else(|| "unknown".to_string());
+    let circuit_value = match s
+        .get("circuit_reason", |s| s.circuit_reason.clone())
+        .filter(|r| !r.is_empty())
+    {
         Some(reason) => format!("{circuit} — {reason}"),
-        None => circuit.to_string(),
+        None => circuit.clone(),
     };
-    out.push(row("circuit", circuit_value, circuit_tone(circuit)));
+    out.push(row("circuit", circuit_value, circuit_tone(&circuit)));
 
-    if let Some(agent) = &s.agent {
-        let mut value = agent.clone();
+    if let Some(agent) = s.get("agent", |s| s.agent.clone()).flatten() {
+        let mut value = agent;
         let mut tone = Tone::Normal;
-        for (name, kind, until) in &s.agents_limited {
+        for (name, l) in s
+            .get("agents_limited", |s| s.agents_limited.clone())
+            .unwrap_or_default()
+        {
             tone = Tone::Warn;
-            value.push_str(&format!(" · {name}: {kind}"));
-            if let Some(t) = until {
-                value.push_str(&format!(" until {}", fmt_clock(*t, now, tz)));
+            value.push_str(&format!(" · {name}: {}", l.kind));
+            if let Some(t) = l.until {
+                value.push_str(&format!(" until {}", fmt_clock(t, now, tz)));
             }
         }
         out.push(row("agent", value, tone));
     }
 
-    if let Some(v) = &s.verification {
+    if let Some(v) = s.get("verification", |s| s.verification.clone()).flatten()
+        && let Some(last) = &v.last
+    {
         let mut value = format!(
             "{} {} ({}, {}) · {}",
-            if v.passed { "passed" } else { "FAILED" },
-            fmt_clock(v.at, now, tz),
-            v.kind,
+            if last.passed { "passed" } else { "FAILED" },
+            fmt_clock(last.at, now, tz),
+            last.kind.as_str(),
             fmt_duration(jiff::SignedDuration::from_millis(
-                i64::try_from(v.duration_ms).unwrap_or(i64::MAX)
+                i64::try_from(last.duration_ms).unwrap_or(i64::MAX)
             )),
             v.command
         );
@@ -244,17 +257,24 @@ pub(crate) fn rows(snap: &Snapshot, now: Timestamp, tz: &TimeZone) -> Vec<Row> {
                 v.rejected_in_a_row, v.max_rejected
             ));
         }
-        let tone = if v.passed { Tone::Good } else { Tone::Bad };
+        let tone = if last.passed { Tone::Good } else { Tone::Bad };
         out.push(row("verify", value, tone));
     }
 
-    let mut calls = match (s.calls_in_window, s.max_calls_per_hour) {
+    let mut calls = match (
+        s.get("calls_in_window", |s| s.calls_in_window),
+        s.get("max_calls_per_hour", |s| s.max_calls_per_hour),
+    ) {
         (Some(used), Some(cap)) => format!("{used} / {cap} this hour"),
         (Some(used), None) => format!("{used} this hour"),
         _ => "—".to_string(),
     };
     let mut calls_tone = Tone::Normal;
-    if let Some(next) = s.next_call_at.filter(|t| *t > now) {
+    if let Some(next) = s
+        .get("next_call_at", |s| s.next_call_at)
+        .flatten()
+        .filter(|t| *t > now)
+    {
         calls.push_str(&format!(
             " · next call in {}",
             fmt_duration(next.duration_since(now))
@@ -263,34 +283,35 @@ pub(crate) fn rows(snap: &Snapshot, now: Timestamp, tz: &TimeZone) -> Vec<Row> {
     }
     out.push(row("calls", calls, calls_tone));
 
-    let tokens = match (s.tokens_in_window, s.max_tokens_per_hour) {
+    let tokens = match (
+        s.get("tokens_in_window", |s| s.tokens_in_window),
+        s.get("max_tokens_per_hour", |s| s.max_tokens_per_hour),
+    ) {
         (Some(used), Some(cap)) if cap > 0 => format!("{used} / {cap} this hour"),
         (Some(used), _) => format!("{used} this hour (no cap)"),
         _ => "—".to_string(),
     };
     out.push(row("tokens", tokens, Tone::Normal));
-    out.push(wait_row(s, now, tz));
+    out.push(wait_row(snap, now, tz));
 
-    let mut cost = s.total_cost_usd.map_or_else(|| "—".to_string(), fmt_cost);
-    if let Some(t) = &s.total_tokens {
-        let cached = t
-            .cache_read
-            .unwrap_or(0)
-            .saturating_add(t.cache_creation.unwrap_or(0));
+    let mut cost = s
+        .get("total_cost_usd", |s| s.total_cost_usd)
+        .map_or_else(|| "—".to_string(), fmt_cost);
+    if let Some(t) = s.get("total_tokens", |s| s.total_tokens) {
+        let cached = t.cache_read.saturating_add(t.cache_creation);
         cost.push_str(&format!(
             " · in {} · out {} · cache {}",
-            fmt_count(t.input.unwrap_or(0)),
-            fmt_count(t.output.unwrap_or(0)),
+            fmt_count(t.input),
+            fmt_count(t.output),
             fmt_count(cached)
         ));
     }
     out.push(row("cost", cost, Tone::Normal));
 
-    if let Some(reason) = &s.exit_reason {
-        let code = s
-            .exit_code
-            .map_or_else(String::new, |c| format!(" (exit code {c})"));
-        let tone = match s.exit_code {
+    if let Some(reason) = s.text("exit_reason", |s| s.exit_reason) {
+        let exit_code = s.get("exit_code", |s| s.exit_code).flatten();
+        let code = exit_code.map_or_else(String::new, |c| format!(" (exit code {c})"));
+        let tone = match exit_code {
             Some(0) => Tone::Good,
             Some(3 | 130) => Tone::Warn,
             _ => Tone::Bad,
@@ -307,12 +328,17 @@ pub(crate) fn last_loop_rows(snap: &Snapshot) -> Vec<Row> {
         return vec![row("loop", "no loop finished yet", Tone::Dim)];
     };
     let mut out = Vec::new();
-    let outcome = l.outcome.as_deref().unwrap_or("?");
-    let mut head = match l.number {
+    let outcome = l
+        .text("outcome", |l| l.outcome)
+        .unwrap_or_else(|| "?".to_string());
+    let mut head = match last_loop_number(&l) {
         Some(n) => format!("#{n} · {outcome}"),
-        None => outcome.to_string(),
+        None => outcome.clone(),
     };
-    if let Some(kind) = l.error_kind.as_deref().filter(|_| outcome != "success") {
+    if let Some(kind) = l
+        .text("error_kind", |l| l.error_kind)
+        .filter(|_| outcome != "success")
+    {
         head.push_str(&format!(" ({kind})"));
     }
     let tone = if outcome == "success" {
@@ -321,29 +347,38 @@ pub(crate) fn last_loop_rows(snap: &Snapshot) -> Vec<Row> {
         Tone::Bad
     };
     out.push(row("loop", head, tone));
-    let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "—".to_string());
-    out.push(row("status", dash(&l.status), Tone::Normal));
-    out.push(row("work type", dash(&l.work_type), Tone::Normal));
+    let dash = |v: Option<String>| v.unwrap_or_else(|| "—".to_string());
+    out.push(row(
+        "status",
+        dash(l.get("status", |l| l.status.clone()).flatten()),
+        Tone::Normal,
+    ));
+    out.push(row(
+        "work type",
+        dash(l.get("work_type", |l| l.work_type.clone()).flatten()),
+        Tone::Normal,
+    ));
     out.push(row(
         "files",
-        l.files_changed
+        l.get("files_changed", |l| l.files_changed)
             .map_or_else(|| "—".to_string(), |n| format!("{n} changed")),
         Tone::Normal,
     ));
-    let signal = l
-        .exit_signal
-        .map_or_else(|| "—".to_string(), |b| b.to_string());
+    let exit_signal = l.get("exit_signal", |l| l.exit_signal);
+    let signal = exit_signal.map_or_else(|| "—".to_string(), |b| b.to_string());
     out.push(row(
         "exit signal",
         signal,
-        if l.exit_signal == Some(true) {
+        if exit_signal == Some(true) {
             Tone::Good
         } else {
             Tone::Normal
         },
     ));
-    let mut cost = l.cost_usd.map_or_else(|| "—".to_string(), fmt_cost);
-    if let Some(ms) = l.duration_ms {
+    let mut cost = l
+        .get("cost_usd", |l| l.cost_usd)
+        .map_or_else(|| "—".to_string(), fmt_cost);
+    if let Some(ms) = l.get("duration_ms", |l| l.duration_ms) {
         let ms = i64::try_from(ms).unwrap_or(i64::MAX);
         cost.push_str(&format!(
             " · {}",
@@ -351,20 +386,27 @@ pub(crate) fn last_loop_rows(snap: &Snapshot) -> Vec<Row> {
         ));
     }
     out.push(row("cost", cost, Tone::Normal));
-    out.push(row("recommend", dash(&l.recommendation), Tone::Normal));
+    out.push(row(
+        "recommend",
+        dash(
+            l.get("recommendation", |l| l.recommendation.clone())
+                .flatten(),
+        ),
+        Tone::Normal,
+    ));
     out
 }
 
 /// One event as a line of text (without its time).
 #[must_use]
-pub(crate) fn event_text(e: &Event, now: Timestamp, tz: &TimeZone) -> String {
+pub(crate) fn event_text(e: &EventLine, now: Timestamp, tz: &TimeZone) -> String {
     // Events quote the agent (warnings, reasons, messages): one clean line.
     crate::sanitize::line(&event_text_raw(e, now, tz))
 }
 
-fn event_text_raw(e: &Event, now: Timestamp, tz: &TimeZone) -> String {
+fn event_text_raw(e: &EventLine, now: Timestamp, tz: &TimeZone) -> String {
     let loop_no = e.u64("loop").map_or_else(String::new, |n| format!(" {n}"));
-    match e.kind.as_str() {
+    match e.kind() {
         "loop_started" => format!("loop{loop_no} started"),
         "agent_finished" => {
             let mut parts = vec![e.str("outcome").unwrap_or("?").to_string()];
@@ -376,7 +418,7 @@ fn event_text_raw(e: &Event, now: Timestamp, tz: &TimeZone) -> String {
             if let Some(n) = e.u64("files_changed") {
                 parts.push(format!("{n} files"));
             }
-            if let Some(c) = e.fields.get("cost_usd").and_then(serde_json::Value::as_f64) {
+            if let Some(c) = e.f64("cost_usd") {
                 parts.push(fmt_cost(c));
             }
             format!("loop{loop_no} finished: {}", parts.join(" · "))
@@ -407,7 +449,7 @@ fn event_text_raw(e: &Event, now: Timestamp, tz: &TimeZone) -> String {
         "verification" => format!(
             "verification ({}) {}: {}",
             e.str("kind").unwrap_or("?"),
-            if e.fields.get("passed").and_then(serde_json::Value::as_bool) == Some(true) {
+            if e.bool("passed") == Some(true) {
                 "passed"
             } else {
                 "FAILED"
@@ -416,10 +458,7 @@ fn event_text_raw(e: &Event, now: Timestamp, tz: &TimeZone) -> String {
         ),
         "warning" => format!("warning: {}", e.str("message").unwrap_or("")),
         "exit" => {
-            let code = e
-                .fields
-                .get("exit_code")
-                .and_then(serde_json::Value::as_i64);
+            let code = e.u64("exit_code");
             let code = code.map_or_else(String::new, |c| format!(" (code {c})"));
             let msg = e
                 .str("message")
@@ -430,30 +469,19 @@ fn event_text_raw(e: &Event, now: Timestamp, tz: &TimeZone) -> String {
     }
 }
 
-fn event_tone(e: &Event) -> Tone {
-    match e.kind.as_str() {
+fn event_tone(e: &EventLine) -> Tone {
+    match e.kind() {
         "warning" | "waiting" => Tone::Warn,
         "circuit_changed" if e.str("to") == Some("OPEN") => Tone::Bad,
         "agent_finished" if e.str("outcome") != Some("success") => Tone::Bad,
-        "verification"
-            if e.fields.get("passed").and_then(serde_json::Value::as_bool) != Some(true) =>
-        {
-            Tone::Bad
-        }
-        "exit"
-            if e.fields
-                .get("exit_code")
-                .and_then(serde_json::Value::as_i64)
-                != Some(0) =>
-        {
-            Tone::Bad
-        }
+        "verification" if e.bool("passed") != Some(true) => Tone::Bad,
+        "exit" if e.u64("exit_code") != Some(0) => Tone::Bad,
         _ => Tone::Normal,
     }
 }
 
-fn event_time(e: &Event, tz: &TimeZone) -> String {
-    e.at.map_or_else(
+fn event_time(e: &EventLine, tz: &TimeZone) -> String {
+    e.at().map_or_else(
         || "--:--:--".to_string(),
         |at| at.to_zoned(tz.clone()).strftime("%H:%M:%S").to_string(),
     )
@@ -538,11 +566,11 @@ fn window_lines(snap: &Snapshot, now: Timestamp, tz: &TimeZone) -> Vec<(String, 
     snap.status
         .as_ref()
         .map(|s| {
-            s.usage_windows
-                .iter()
+            crate::store::schema::read_windows(s.raw.get("usage_windows"))
+                .into_iter()
                 .map(|(name, w)| {
-                    let (text, tone) = window_gauge(w, now, tz);
-                    (name.clone(), text, tone)
+                    let (text, tone) = window_gauge(&w, now, tz);
+                    (name, text, tone)
                 })
                 .collect()
         })
@@ -580,7 +608,8 @@ pub(crate) fn render(frame: &mut Frame, snap: &Snapshot, now: Timestamp, tz: &Ti
     ])
     .areas(area);
 
-    let state = snap.status.as_ref().and_then(|s| s.state.as_deref());
+    let state = snap.state();
+    let state = state.as_deref();
     let title = Line::from(vec![
         Span::styled(
             " hank ",

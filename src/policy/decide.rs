@@ -39,10 +39,10 @@
 //! `interrupted` whatever this decides; an `interrupted` answer hank did not cause is a failed
 //! call (it backs off and counts toward the breaker).
 //!
-//! Denials: a denied Bash command whose base command (the first words of the first pipeline
-//! segment of each `&&`/`||`/`;` part, redirections and leading `VAR=value` dropped) is
-//! already allowed with any arguments (`Bash(npm *)`, `Bash(npm test *)`, `Bash(npm test:*)`,
-//! `Bash(npm:*)`, `Bash`) is only a warning ([`classify_denials`]).
+//! Denials: a denied Bash command that ALLOWED_TOOLS does allow, matched the way the client
+//! matches (every part of a compound command, pipelines included, redirections dropped:
+//! [`crate::policy::bash_rules`], the one model of it), is only a warning
+//! ([`classify_denials`]): the client refused it for another reason than the rules.
 
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -197,113 +197,9 @@ pub fn record_loop(
     }
 }
 
-/// An allowed Bash pattern: its command words and whether any arguments may follow.
-struct BashRule {
-    words: Vec<String>,
-    wildcard: bool,
-}
-
-/// Parses `Bash`, `Bash(npm *)`, `Bash(npm test:*)`, `Bash(npm:*)`, `Bash(npm test)`.
-fn bash_rule(tool: &str) -> Option<BashRule> {
-    let t = tool.trim();
-    if t == "Bash" {
-        return Some(BashRule {
-            words: Vec::new(),
-            wildcard: true,
-        });
-    }
-    let inner = t.strip_prefix("Bash(")?.strip_suffix(')')?.trim();
-    let (body, wildcard) = if let Some(b) = inner.strip_suffix(":*") {
-        (b, true)
-    } else if let Some(b) = inner.strip_suffix('*') {
-        (b.trim_end().trim_end_matches(':'), true)
-    } else {
-        (inner, false)
-    };
-    let words: Vec<String> = body.split_whitespace().map(str::to_string).collect();
-    if words.is_empty() && !wildcard {
-        return None;
-    }
-    Some(BashRule { words, wildcard })
-}
-
-/// Is this token a shell redirection (`>`, `2>&1`, `>>out`, `<in`, `&>log`)? Returns whether
-/// it also consumes the next token (an operator without its target).
-fn redirection(token: &str) -> Option<bool> {
-    let rest = token.trim_start_matches(|c: char| c.is_ascii_digit());
-    let rest = rest.strip_prefix('&').unwrap_or(rest);
-    let op_len = rest.chars().take_while(|&c| c == '>' || c == '<').count();
-    if op_len == 0 {
-        return None;
-    }
-    let target = rest[op_len..].trim_start_matches('&');
-    Some(target.is_empty() && !rest[op_len..].starts_with('&'))
-}
-
-fn is_assignment(token: &str) -> bool {
-    token.split_once('=').is_some_and(|(name, _)| {
-        !name.is_empty()
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            && !name.starts_with(|c: char| c.is_ascii_digit())
-    })
-}
-
-/// The words of the base command of each part of a compound command: for each `&&`, `||`,
-/// `;` part, the first pipeline segment without redirections or leading assignments.
-fn base_commands(command: &str) -> Vec<Vec<String>> {
-    let mut parts = Vec::new();
-    let normalized = command
-        .replace("&&", ";")
-        .replace("||", ";")
-        .replace('\n', ";");
-    for part in normalized.split(';') {
-        let segment = part.split('|').next().unwrap_or("");
-        let mut words = Vec::new();
-        let mut skip_next = false;
-        for token in segment.split_whitespace() {
-            if skip_next {
-                skip_next = false;
-                continue;
-            }
-            if let Some(consumes) = redirection(token) {
-                skip_next = consumes;
-                continue;
-            }
-            if words.is_empty() && is_assignment(token) {
-                continue;
-            }
-            words.push(token.to_string());
-        }
-        if !words.is_empty() {
-            parts.push(words);
-        }
-    }
-    parts
-}
-
-fn rule_allows(rule: &BashRule, words: &[String]) -> bool {
-    if rule.wildcard {
-        words.len() >= rule.words.len() && words.iter().zip(&rule.words).all(|(a, b)| a == b)
-    } else {
-        words == rule.words.as_slice()
-    }
-}
-
-/// Whether a denied Bash command's base command is already allowed (→ warning only).
-fn base_allowed(command: &str, allowed_tools: &[String]) -> bool {
-    let rules: Vec<BashRule> = allowed_tools.iter().filter_map(|t| bash_rule(t)).collect();
-    if rules.is_empty() {
-        return false;
-    }
-    let bases = base_commands(command);
-    !bases.is_empty()
-        && bases
-            .iter()
-            .all(|words| rules.iter().any(|r| rule_allows(r, words)))
-}
-
-/// Splits denials into (real denials, warnings). A denied Bash command whose base command is
-/// already allowed with any arguments is a warning (see the module docs).
+/// Splits denials into (real denials, warnings). A denied Bash command that the allowed tools
+/// do allow, by the client's own matching ([`crate::policy::bash_rules::allows`]), is a
+/// warning (see the module docs).
 #[must_use]
 pub fn classify_denials(
     denials: &[Denial],
@@ -313,7 +209,7 @@ pub fn classify_denials(
         let warning = d.tool == "Bash"
             && d.command
                 .as_deref()
-                .is_some_and(|c| base_allowed(c, allowed_tools));
+                .is_some_and(|c| crate::policy::bash_rules::allows(allowed_tools, c));
         !warning
     })
 }
@@ -902,16 +798,33 @@ mod tests {
             with_history(
                 Case {
                     cfg: DecideConfig {
-                        allowed_tools: vec!["Bash(npm *)".into()],
+                        allowed_tools: vec!["Bash(npm *)".into(), "Bash(tail *)".into()],
                         ..DecideConfig::default()
                     },
                     ..case(
-                        "trap: compound command is a warning",
+                        "trap: a compound command the rules allow is a warning",
                         Analysis {
                             permission_denials: vec![bash("npm test 2>&1 | tail -5")],
                             ..Analysis::default()
                         },
                         Continue,
+                    )
+                },
+                vec![denied.clone()],
+            ),
+            with_history(
+                Case {
+                    cfg: DecideConfig {
+                        allowed_tools: vec!["Bash(npm *)".into()],
+                        ..DecideConfig::default()
+                    },
+                    ..case(
+                        "a pipeline into a command the rules do not allow is a real denial",
+                        Analysis {
+                            permission_denials: vec![bash("npm test 2>&1 | tail -5")],
+                            ..Analysis::default()
+                        },
+                        Stop(ExitReason::PermissionDenied),
                     )
                 },
                 vec![denied.clone()],
@@ -1310,15 +1223,19 @@ mod tests {
         .map(|s| (*s).to_string())
         .collect();
         // (command, is a warning)
+        // One matcher (`policy::bash_rules`): every part of a compound command must be
+        // allowed, as the client checks it. (The former model here looked only at the first
+        // pipeline segment and dropped `VAR=value`; the client does neither.)
         let cases: &[(&str, bool)] = &[
-            ("npm test 2>&1 | tail -20", true),
+            ("npm test 2>&1 | tail -20", false),
+            ("npm test 2>&1 | npm run fmt", true),
             ("npm install left-pad", true),
             ("cargo test --lib > out.txt", true),
             ("cargo build", false),
             ("git add -A && git commit -m x", false),
             ("git add . && npm test", true),
             ("make -j4 2> err.log", true),
-            ("CI=1 npm test", true),
+            ("CI=1 npm test", false),
             ("ls", true),
             ("ls -la", false),
             ("rm -rf target", false),
@@ -1358,7 +1275,11 @@ mod tests {
             ..DecideConfig::default()
         };
         let mut a = status(WorkStatus::Complete, true);
-        a.permission_denials = vec![bash("npm test | tail"), bash("pip install x")];
+        a.permission_denials = vec![
+            bash("npm test | tail"),
+            bash("pip install x"),
+            bash("npm test 2>&1"),
+        ];
         a.questions = vec!["?".into()];
         a.cost_usd = 0.25;
         a.output_len = 42;
@@ -1372,8 +1293,12 @@ mod tests {
             (r.number, r.at, r.exit_signal, r.completion_indicator),
             (7, ts(5), true, true)
         );
-        assert_eq!(r.denied, vec![bash("pip install x")]);
-        assert_eq!(r.denial_warnings, vec![bash("npm test | tail")]);
+        // `tail` is not allowed: the client checks every command of a pipeline.
+        assert_eq!(
+            r.denied,
+            vec![bash("npm test | tail"), bash("pip install x")]
+        );
+        assert_eq!(r.denial_warnings, vec![bash("npm test 2>&1")]);
         assert!(r.questions);
         assert_eq!((r.files_changed, r.cost_usd, r.output_len), (3, 0.25, 42));
 

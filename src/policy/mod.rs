@@ -6,6 +6,7 @@
 
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
+pub mod bash_rules;
 pub mod breaker;
 pub mod budget;
 pub mod decide;

@@ -71,7 +71,8 @@ impl WindowState {
 /// Window name → what is known.
 pub type Windows = BTreeMap<String, WindowState>;
 
-/// Folds one answer's readings into `windows` at `now`.
+/// Folds one answer's readings into `windows` at `now`, with the one merge rule
+/// (`analysis::windows::merge_reading`).
 pub fn observe(windows: &mut Windows, readings: &[WindowReading], now: Timestamp) {
     for r in readings {
         let w = windows
@@ -82,19 +83,12 @@ pub fn observe(windows: &mut Windows, readings: &[WindowReading], now: Timestamp
                 status: None,
                 seen_at: now,
             });
-        // A new reset time without a figure: a new period, the old figure is stale.
-        if r.resets_at.is_some() && r.resets_at != w.resets_at && r.utilization.is_none() {
-            w.utilization = None;
-        }
-        if r.utilization.is_some() {
-            w.utilization = r.utilization;
-        }
-        if r.resets_at.is_some() {
-            w.resets_at = r.resets_at;
-        }
-        if r.status.is_some() {
-            w.status.clone_from(&r.status);
-        }
+        crate::analysis::windows::merge_reading(
+            &mut w.utilization,
+            &mut w.resets_at,
+            &mut w.status,
+            r,
+        );
         w.seen_at = now;
     }
 }

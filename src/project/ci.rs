@@ -113,15 +113,8 @@ fn enable(dir: &Path, args: &EnableCiArgs) -> Result<CiReport> {
     };
     spec.tasks = sources::fetch_all(dir, &request)?;
     spec.requirements = sources::prd_requirements(dir, &request)?;
-    let outcome = generate::create_project_files(dir, &spec, existing_mode(&args.opts))?;
+    let outcome = generate::create_and_verify(dir, &spec, existing_mode(&args.opts))?;
     let written = &outcome.written;
-    let missing = generate::missing_required(dir);
-    if !missing.is_empty() {
-        return Err(HankError::Internal(format!(
-            "verification failed: missing {}",
-            missing.join(", ")
-        )));
-    }
     let tasks_imported = spec.tasks.len();
     let mut message = format!(
         "hank enabled for {} ({} file(s) written, {tasks_imported} task(s) imported)",

@@ -101,6 +101,25 @@ pub(crate) struct ProjectFiles {
     pub tools: BTreeSet<String>,
 }
 
+#[cfg(test)]
+impl ProjectFiles {
+    /// A folder `demo` with these files (`(path, content)`; an empty content: the name only).
+    pub(crate) fn of(entries: &[(&str, &str)]) -> Self {
+        let mut f = ProjectFiles {
+            dir_name: "demo".into(),
+            ..ProjectFiles::default()
+        };
+        for (path, content) in entries {
+            f.paths.insert((*path).to_string());
+            if !content.is_empty() {
+                f.contents
+                    .insert((*path).to_string(), (*content).to_string());
+            }
+        }
+        f
+    }
+}
+
 impl ProjectFiles {
     fn has(&self, path: &str) -> bool {
         self.paths.contains(path)
@@ -590,19 +609,10 @@ mod tests {
     use super::*;
 
     fn files(entries: &[(&str, &str)], tools: &[&str]) -> ProjectFiles {
-        let mut f = ProjectFiles {
-            dir_name: "demo".into(),
+        ProjectFiles {
             tools: tools.iter().map(|t| (*t).to_string()).collect(),
-            ..ProjectFiles::default()
-        };
-        for (path, content) in entries {
-            f.paths.insert((*path).to_string());
-            if !content.is_empty() {
-                f.contents
-                    .insert((*path).to_string(), (*content).to_string());
-            }
+            ..ProjectFiles::of(entries)
         }
-        f
     }
 
     struct Case {

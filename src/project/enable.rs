@@ -580,16 +580,8 @@ pub(crate) fn run(dir: &Path, args: &EnableArgs) -> Result<u8> {
     let imported = tasks.len();
     spec.tasks = tasks;
     spec.requirements = requirements;
-    let outcome = generate::create_project_files(dir, &spec, existing_mode(&args.opts))?;
+    let outcome = generate::create_and_verify(dir, &spec, existing_mode(&args.opts))?;
     let written = &outcome.written;
-
-    let missing = generate::missing_required(dir);
-    if !missing.is_empty() {
-        return Err(HankError::Internal(format!(
-            "verification failed: missing {}",
-            missing.join(", ")
-        )));
-    }
     if written.is_empty() {
         errln!("All hank files were already there; nothing written.");
     } else {

@@ -379,6 +379,27 @@ pub(crate) fn create_project_files(
     Ok(out)
 }
 
+/// [`create_project_files`], then checks that every required file is there (`enable`,
+/// `enable-ci`: the project must be ready for the loop when they say so).
+///
+/// # Errors
+/// As [`create_project_files`]; a required file still missing after writing.
+pub(crate) fn create_and_verify(
+    dir: &Path,
+    spec: &ProjectSpec,
+    existing: Existing,
+) -> Result<Outcome> {
+    let outcome = create_project_files(dir, spec, existing)?;
+    let missing = missing_required(dir);
+    if !missing.is_empty() {
+        return Err(HankError::Internal(format!(
+            "verification failed: missing {}",
+            missing.join(", ")
+        )));
+    }
+    Ok(outcome)
+}
+
 /// The required files that are missing in `dir` (empty when the loop can run).
 #[must_use]
 pub(crate) fn missing_required(dir: &Path) -> Vec<&'static str> {

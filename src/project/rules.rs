@@ -4,9 +4,9 @@
 //! Rules name a tool and its subcommand and let any arguments follow (`Bash(go test *)`,
 //! `Bash(uv run pytest *)`), because that is how people and agents call them: `go test ./pkg`,
 //! `go test -run X ./...`, `npm test -- --watch=false`, `cargo test -p x`. They are checked
-//! with [`crate::settings::tool_rules`], the model of the client's matching.
+//! with [`crate::policy::bash_rules`], the model of the client's matching.
 
-use crate::settings::tool_rules::allows;
+use crate::policy::bash_rules::allows;
 
 use super::detect::ProjectFacts;
 
@@ -145,18 +145,7 @@ mod tests {
     use crate::project::detect::{self, ProjectFiles};
 
     fn facts_of(entries: &[(&str, &str)]) -> ProjectFacts {
-        let mut f = ProjectFiles {
-            dir_name: "demo".into(),
-            ..ProjectFiles::default()
-        };
-        for (path, content) in entries {
-            f.paths.insert((*path).to_string());
-            if !content.is_empty() {
-                f.contents
-                    .insert((*path).to_string(), (*content).to_string());
-            }
-        }
-        detect::detect(&f)
+        detect::detect(&ProjectFiles::of(entries))
     }
 
     /// Real command lines against the rules hank generates for each kind of project.

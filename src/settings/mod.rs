@@ -7,7 +7,6 @@
 //! |---|---|
 //! | [`keys`] | the table of keys: name (= environment variable), flag, default, expected value, help **\[pure\]** |
 //! | [`hankrc`] | the `.hankrc` parser **\[pure\]** |
-//! | [`tool_rules`] | how the client matches a `Bash(…)` entry against a command line **\[pure\]** |
 //! | [`resolve`] | flag > env > `.hankrc` > default, from the flags, an env lookup and the `.hankrc` text **\[pure\]** |
 //! | [`flags`] | the raw flag values |
 //! | this file | [`Settings`], [`load`] (the only I/O: reads `.hankrc` and the real environment), the agent command |
@@ -16,7 +15,6 @@ pub mod flags;
 pub mod hankrc;
 pub mod keys;
 pub mod resolve;
-pub mod tool_rules;
 
 pub use flags::Flags;
 pub use hankrc::parse_hankrc;

@@ -233,7 +233,9 @@ pub struct Status {
     pub total_tokens: Tokens,
     pub fix_plan: PlanCounts,
     pub last_loop: Option<LastLoop>,
-    pub exit_reason: Option<String>,
+    /// Why the run ended (its stable string); `None` while it runs, or when it failed with
+    /// an error.
+    pub exit_reason: Option<ExitReason>,
     pub exit_code: Option<u8>,
     /// PID of the loop that wrote this file.
     pub pid: u32,
@@ -354,7 +356,7 @@ pub enum EventKind {
     Warning { message: String },
     /// The run ended. `exit_reason` is null when it failed with an error (exit 1).
     Exit {
-        exit_reason: Option<String>,
+        exit_reason: Option<ExitReason>,
         exit_code: u8,
         message: String,
         /// A completion exit whose check passed (`true`); absent when no check ran.
@@ -551,7 +553,7 @@ impl Status {
             total_tokens: st.totals.tokens,
             fix_plan: p.plan,
             last_loop: p.last_loop.cloned(),
-            exit_reason: p.exit.map(|r| r.as_str().to_string()),
+            exit_reason: p.exit,
             exit_code: p.exit.map(ExitReason::code),
             pid: p.pid,
             agent: Some(
@@ -666,6 +668,8 @@ pub struct Lenient<T> {
     pub value: T,
     /// Top-level fields present in the input with a value of the right type.
     pub present: BTreeSet<String>,
+    /// The input object as written (for what this hank cannot type: a newer writer's value).
+    pub raw: Map<String, Value>,
 }
 
 impl<T> Lenient<T> {
@@ -673,6 +677,45 @@ impl<T> Lenient<T> {
     #[must_use]
     pub fn has(&self, field: &str) -> bool {
         self.present.contains(field)
+    }
+
+    /// A field's value (`get` of the typed value) when the input had it, readable.
+    #[must_use]
+    pub fn get<U>(&self, field: &str, get: impl FnOnce(&T) -> U) -> Option<U> {
+        self.has(field).then(|| get(&self.value))
+    }
+
+    /// A field as its JSON string (an enum's stable name, a string), read through the type
+    /// when it could be; else the string as written (a value a newer hank writes, e.g. a
+    /// `state` this hank does not know). `None` when absent, null or not a string.
+    #[must_use]
+    pub fn text<U: Serialize>(&self, field: &str, get: impl FnOnce(&T) -> U) -> Option<String> {
+        self.get(field, get)
+            .and_then(|v| serde_json::to_value(v).ok())
+            .and_then(|v| v.as_str().map(ToString::to_string))
+            .or_else(|| {
+                self.raw
+                    .get(field)
+                    .and_then(Value::as_str)
+                    .map(ToString::to_string)
+            })
+    }
+}
+
+/// Serialized as what was read: each field of the input, through the type where it was
+/// readable, as written where not (`hank monitor --json`).
+impl<T: Serialize> Serialize for Lenient<T> {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let typed = serde_json::to_value(&self.value).ok();
+        let mut out = self.raw.clone();
+        for (k, v) in &mut out {
+            if self.has(k)
+                && let Some(x) = typed.as_ref().and_then(|t| t.get(k))
+            {
+                *v = x.clone();
+            }
+        }
+        out.serialize(ser)
     }
 }
 
@@ -695,12 +738,23 @@ where
             .filter(|(_, x)| !x.is_null())
             .map(|(k, _)| k.clone())
             .collect();
-        return Some(Lenient { value, present });
+        return Some(Lenient {
+            value,
+            present,
+            raw: input.clone(),
+        });
     }
     let Ok(Value::Object(mut merged)) = serde_json::to_value(T::default()) else {
         return None;
     };
-    let fields: Vec<String> = merged.keys().cloned().collect();
+    // The fields a default value serializes, then the input's other keys: a field skipped
+    // when empty (`skip_serializing_if`) is one when the value read back serializes it.
+    let known: BTreeSet<String> = merged.keys().cloned().collect();
+    let fields: Vec<String> = known
+        .iter()
+        .cloned()
+        .chain(input.keys().filter(|k| !known.contains(*k)).cloned())
+        .collect();
     let mut present = BTreeSet::new();
     for key in fields {
         let Some(candidate) = input.get(&key).filter(|x| !x.is_null()) else {
@@ -708,13 +762,181 @@ where
         };
         let mut trial: Map<String, Value> = merged.clone();
         trial.insert(key.clone(), candidate.clone());
-        if serde_json::from_value::<T>(Value::Object(trial.clone())).is_ok() {
+        let Ok(read) = serde_json::from_value::<T>(Value::Object(trial.clone())) else {
+            continue;
+        };
+        let is_field = known.contains(&key)
+            || serde_json::to_value(&read).is_ok_and(|v| v.get(&key).is_some());
+        if is_field {
             merged = trial;
             present.insert(key);
         }
     }
     let value = serde_json::from_value::<T>(Value::Object(merged)).ok()?;
-    Some(Lenient { value, present })
+    Some(Lenient {
+        value,
+        present,
+        raw: input.clone(),
+    })
+}
+
+/// Reads `status.json` text with its own definition, leniently ([`read_lenient`]: a missing
+/// or mistyped field is absent, not an error): the one reader of the file (`hank status`,
+/// the monitor). `Err` is a one-line note when nothing usable is in it; `Ok` may carry a note
+/// too (the schema version differs).
+pub fn read_status(text: &str) -> Result<(Lenient<Status>, Option<String>), String> {
+    if text.trim().is_empty() {
+        return Err("status.json is empty (being written?)".to_string());
+    }
+    let raw: Value = serde_json::from_str(text)
+        .map_err(|e| format!("status.json is not valid JSON (half-written?): {e}"))?;
+    let status = read_lenient::<Status>(&raw)
+        .ok_or_else(|| "status.json is not a JSON object".to_string())?;
+    let note = match status.get("schema_version", |s| s.schema_version) {
+        // Schema 1 is schema 2 without its additions.
+        Some(1..=STATUS_SCHEMA) => None,
+        Some(n) => Some(format!(
+            "status.json has schema_version {n} (this hank knows {STATUS_SCHEMA}); \
+             showing the fields it recognizes"
+        )),
+        None => Some("status.json has no schema_version (older hank?)".to_string()),
+    };
+    Ok((status, note))
+}
+
+/// One line of `events.jsonl`, read tolerantly: the one reader of the event stream (the
+/// monitor, `hank status`, `hank report`). [`EventLine::event`] is the line as this hank's
+/// [`Event`] when it reads as one; the object as written is kept for what it cannot type (a
+/// newer writer's event, a field of another type). Serialized as the object as written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventLine {
+    /// The typed event, when the line is one this hank reads.
+    pub event: Option<Event>,
+    /// The object as written (`type`, `at` and the event's fields).
+    pub raw: Map<String, Value>,
+}
+
+impl Serialize for EventLine {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        self.raw.serialize(ser)
+    }
+}
+
+impl EventLine {
+    /// Reads one line; `None` when it is not a JSON object with a string `type` (a
+    /// half-written last line, a cut first line, anything else).
+    #[must_use]
+    pub fn parse(line: &[u8]) -> Option<Self> {
+        let raw: Value = serde_json::from_slice(line.trim_ascii()).ok()?;
+        let event = serde_json::from_value::<Event>(raw.clone()).ok();
+        match raw {
+            Value::Object(raw) if raw.get("type").is_some_and(Value::is_string) => {
+                Some(Self { event, raw })
+            }
+            _ => None,
+        }
+    }
+
+    /// Every event line of a tail of `events.jsonl`, in order.
+    #[must_use]
+    pub fn parse_all(tail: &str) -> Vec<Self> {
+        tail.lines()
+            .filter_map(|l| Self::parse(l.as_bytes()))
+            .collect()
+    }
+
+    /// The `type` (`loop_started`, `agent_finished`, …), as written.
+    #[must_use]
+    pub fn kind(&self) -> &str {
+        self.str("type").unwrap_or_default()
+    }
+
+    /// When it happened, when readable.
+    #[must_use]
+    pub fn at(&self) -> Option<Timestamp> {
+        self.event
+            .as_ref()
+            .map(|e| e.at)
+            .or_else(|| self.time("at"))
+    }
+
+    /// A string field, as written.
+    #[must_use]
+    pub fn str(&self, key: &str) -> Option<&str> {
+        self.raw.get(key).and_then(Value::as_str)
+    }
+
+    /// An unsigned integer field, as written.
+    #[must_use]
+    pub fn u64(&self, key: &str) -> Option<u64> {
+        self.raw.get(key).and_then(Value::as_u64)
+    }
+
+    /// A number field, as written.
+    #[must_use]
+    pub fn f64(&self, key: &str) -> Option<f64> {
+        self.raw.get(key).and_then(Value::as_f64)
+    }
+
+    /// A boolean field, as written.
+    #[must_use]
+    pub fn bool(&self, key: &str) -> Option<bool> {
+        self.raw.get(key).and_then(Value::as_bool)
+    }
+
+    /// A timestamp field.
+    #[must_use]
+    pub fn time(&self, key: &str) -> Option<Timestamp> {
+        self.str(key).and_then(|s| s.parse().ok())
+    }
+
+    /// An `agent_finished` line as [`AgentFinished`], field by field ([`read_lenient`]: a
+    /// field of another type is absent, the rest is read).
+    #[must_use]
+    pub fn finished(&self) -> Option<Lenient<AgentFinished>> {
+        (self.kind() == "agent_finished")
+            .then(|| read_lenient(&Value::Object(self.raw.clone())))
+            .flatten()
+    }
+
+    /// The line's fields as `status.json`'s `last_loop` ([`LastLoop`], field by field).
+    #[must_use]
+    pub fn as_last_loop(&self) -> Option<Lenient<LastLoop>> {
+        read_lenient(&Value::Object(self.raw.clone()))
+    }
+}
+
+/// A `usage_windows` object (`status.json`, `agent_finished`), window by window: one that
+/// does not read as a [`WindowStatus`] is left out, the others are kept.
+#[must_use]
+pub fn read_windows(v: Option<&Value>) -> BTreeMap<String, WindowStatus> {
+    v.and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(name, w)| {
+                    read_lenient::<WindowStatus>(w).map(|w| (name.clone(), w.value))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `breaker.history` of `state.json` text, each transition read as the breaker writes it;
+/// one that does not read is left out, anything unexpected is an empty history.
+#[must_use]
+pub fn read_breaker_history(state: &str) -> Vec<Transition> {
+    let Ok(v) = serde_json::from_str::<Value>(state) else {
+        return Vec::new();
+    };
+    v.pointer("/breaker/history")
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|t| serde_json::from_value::<Transition>(t.clone()).ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Current schema of the per-user configuration approval file ([`ConfigApproval`]).
@@ -829,6 +1051,57 @@ mod tests {
         let v: Value = serde_json::from_str(&finished.to_line()).unwrap();
         assert_eq!(v["type"], "agent_finished");
         assert_eq!(v["loop"], 0);
+    }
+
+    /// `exit_reason` is typed, and written as the same stable strings as before, in
+    /// `status.json` and in the `exit` event; a reason a newer hank writes reads as absent.
+    #[test]
+    fn exit_reasons_are_typed_and_written_as_their_stable_strings() {
+        let at: Timestamp = "2026-11-24T10:00:00Z".parse().unwrap();
+        for reason in ExitReason::ALL {
+            let status = Status {
+                exit_reason: Some(reason),
+                exit_code: Some(reason.code()),
+                ..Status::default()
+            };
+            let v = serde_json::to_value(&status).unwrap();
+            assert_eq!(v["exit_reason"], reason.as_str());
+            assert_eq!(serde_json::from_value::<Status>(v).unwrap(), status);
+            let line = Event::new(
+                at,
+                EventKind::Exit {
+                    exit_reason: Some(reason),
+                    exit_code: reason.code(),
+                    message: "m".into(),
+                    verified: None,
+                },
+            )
+            .to_line();
+            let v: Value = serde_json::from_str(&line).unwrap();
+            assert_eq!(v["exit_reason"], reason.as_str(), "{line}");
+        }
+        let newer = json!({"schema_version": 2, "state": "stopped", "exit_reason": "tea_time"});
+        let s = read_lenient::<Status>(&newer).unwrap();
+        assert!(!s.has("exit_reason"));
+        assert_eq!(s.value.exit_reason, None);
+        assert_eq!(s.value.state, RunState::Stopped);
+    }
+
+    /// A field a default value does not serialize (`skip_serializing_if`) is still read
+    /// when another field is broken; an unknown key is not taken for a field.
+    #[test]
+    fn lenient_reading_reads_fields_skipped_when_empty() {
+        let v = json!({"loop": 3, "cost_usd": "broken", "plan_items": ["b", "a"],
+                       "num_turns": 4, "no_such_field": 1});
+        let f = read_lenient::<AgentFinished>(&v).unwrap();
+        assert_eq!(f.value.plan_items, ["b", "a"]);
+        assert_eq!(f.value.num_turns, Some(4));
+        assert_eq!(f.value.number, 3);
+        assert!(f.has("plan_items") && f.has("num_turns") && f.has("loop"));
+        assert!(!f.has("cost_usd") && !f.has("no_such_field"));
+        let st = read_lenient::<Status>(&json!({"loop_count": "x", "agent": "codex"})).unwrap();
+        assert_eq!(st.value.agent.as_deref(), Some("codex"));
+        assert!(st.has("agent") && !st.has("loop_count"));
     }
 
     #[test]

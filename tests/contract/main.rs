@@ -191,14 +191,23 @@ fn main() -> std::process::ExitCode {
     }
     let agent_notes = agents::trials(ci, &mut trials);
     let conclusion = libtest_mimic::run(&args, trials);
-    for note in agent_notes {
-        println!("contract: {note}\n");
+    // `--list` output is read by test runners (nextest wants only `name: test` lines on
+    // stdout): the notes go to stderr there.
+    let note = |text: String| {
+        if args.list {
+            eprintln!("{text}");
+        } else {
+            println!("{text}");
+        }
+    };
+    for n in agent_notes {
+        note(format!("contract: {n}\n"));
     }
     if let Some(why) = skipped {
-        println!(
+        note(format!(
             "contract: {} real-client cases SKIPPED (reported as ignored): {why}\n",
             CASES.len()
-        );
+        ));
     }
     conclusion.exit_code()
 }

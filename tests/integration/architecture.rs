@@ -131,6 +131,38 @@ fn clap_types_stay_in_the_command_layer() {
     );
 }
 
+/// The clap crate stays in the command layer too: `lib.rs`, `cli.rs` (the parser),
+/// `commands/`, and the files that define a command's options once, with their clap
+/// attributes, next to the code that runs the command (`project/args.rs` for setup, enable,
+/// enable-ci and import; `monitor/args.rs`). No other module names clap, so no second, plain
+/// copy of those options is needed anywhere (issue 25: they used to be defined twice).
+#[test]
+fn clap_is_named_only_by_the_command_layer_and_the_option_files() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let allowed = |rel: &str| {
+        rel == "lib.rs"
+            || rel == "cli.rs"
+            || rel.starts_with("commands/")
+            || rel == "project/args.rs"
+            || rel == "monitor/args.rs"
+    };
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut users = Vec::new();
+    for f in files {
+        let rel = f.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
+        let code = code_of(&f);
+        if ["clap::", "use clap", "#[arg(", "#[command("]
+            .iter()
+            .any(|p| code.contains(p))
+        {
+            users.push(rel.clone());
+            assert!(allowed(&rel), "{rel} names clap");
+        }
+    }
+    assert!(users.iter().any(|u| u == "project/args.rs"), "{users:?}");
+}
+
 #[test]
 fn the_pure_core_names_no_io() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -163,5 +195,39 @@ fn the_pure_core_names_no_io() {
                 );
             }
         }
+    }
+}
+
+/// The nextest `slow` group (`.config/nextest.toml`) names exactly the tests gated by
+/// `support::slow`, and each of them calls the gate.
+#[test]
+fn the_slow_group_is_the_gated_tests() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let config = std::fs::read_to_string(root.join(".config/nextest.toml")).unwrap();
+    let named: BTreeSet<&str> = config
+        .split("test(=")
+        .skip(1)
+        .filter_map(|rest| rest.split(')').next())
+        .collect();
+    let gated: BTreeSet<&str> = crate::support::SLOW_TESTS.into_iter().collect();
+    assert_eq!(
+        named, gated,
+        ".config/nextest.toml and support::SLOW_TESTS differ"
+    );
+    for name in gated {
+        let (file, test) = name.split_once("::").unwrap();
+        let code =
+            std::fs::read_to_string(root.join(format!("tests/integration/{file}.rs"))).unwrap();
+        let at = code
+            .find(&format!("fn {test}()"))
+            .unwrap_or_else(|| panic!("{name}: no such test"));
+        let body: String = code[at..code.len().min(at + 300)]
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
+        assert!(
+            body.contains(&format!("slow(\"{name}\"")),
+            "{name} does not start with its support::slow gate"
+        );
     }
 }

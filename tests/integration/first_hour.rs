@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use hank::settings::tool_rules::allows;
+use hank::policy::bash_rules::allows;
 use serde_json::Value;
 
 use crate::support::{fixtures, hank_bin, result_json, stderr, stdout};

@@ -183,6 +183,9 @@ fn a_stale_running_status_is_shown_as_not_running() {
     let v: serde_json::Value = serde_json::from_str(&crate::support::stdout(&o)).unwrap();
     assert_eq!(v["stale"], true);
     assert_eq!(v["running"], false);
+    // The JSON tells the same story as the text: not running (the file said running).
+    assert_eq!(v["state"], "not_running");
+    assert_eq!(v["last_state"], "running");
     let o = p.run(&["monitor", "--once"]);
     let text = crate::support::stdout(&o);
     assert!(text.contains("NOT RUNNING"), "{text}");

@@ -80,6 +80,9 @@ fn matches_git_status_with_xdg_ignore() {
 
 #[test]
 fn an_edit_in_a_300000_file_tree_is_seen() {
+    if !crate::support::slow("progress::an_edit_in_a_300000_file_tree_is_seen") {
+        return;
+    }
     in_child("large", |_| {});
 }
 

@@ -1,18 +1,25 @@
-//! A model of how Claude Code matches an `ALLOWED_TOOLS` entry `Bash(…)` against a command
-//! line, used to check the rules hank generates. **\[pure\]**
+//! The one model of how Claude Code matches an `ALLOWED_TOOLS` entry `Bash(…)` against a
+//! command line. **\[pure\]** Used to check the rules `enable`/`setup` generate
+//! (`project::rules`) and to tell a real denial from a denied command the rules
+//! allow ([`crate::policy::decide::classify_denials`]). Documented in
+//! `docs/claude-contract.md` ("Bash permission rules").
 //!
-//! How the client matches (Claude Code 2.1.x, its permission-rule matcher, read from the
-//! released client): a rule `Bash(SPEC)` is
+//! How the client matches (Claude Code 2.1.x: its permissions documentation and its
+//! permission-rule matcher): a rule `Bash(SPEC)` is
 //! - a **prefix** rule when SPEC ends in `:*` (legacy): the command equals the prefix or
-//!   starts with the prefix and a space;
+//!   starts with the prefix and a space (`Bash(npm:*)` matches `npm test`, not `npmx`);
 //! - a **wildcard** rule when SPEC holds a `*`: every `*` matches any text, spaces included,
 //!   the whole command must match, and when the only `*` is a final ` *`, the space and the
 //!   rest are optional (`Bash(ls *)` matches `ls` and `ls -la`, not `lsof`);
-//! - otherwise an **exact** rule.
+//! - otherwise an **exact** rule; a bare `Bash` allows every command.
 //!
-//! A compound command (`a && b`, `a | b`, `a; b`) is allowed only when every part is;
-//! redirections (`2>&1`, `> out.txt`) are not part of the command. (Escaped `\*` and the
-//! client's handling of quotes inside words are not modelled.)
+//! The client is aware of shell operators: a compound command (`a && b`, `a || b`, `a; b`,
+//! `a | b`) is allowed only when **every** part is (a pipeline's later commands included);
+//! redirections (`2>&1`, `> out.txt`) are not part of the command. A line that is not valid
+//! shell (`| npm`, `a && && b`) is allowed by nothing. Not modelled (a command this model
+//! does not allow counts as denied, the safe side): escaped `\*`, the client's handling of
+//! quotes inside words, the process wrappers it strips before matching (`timeout`, `nice`,
+//! `nohup`), and leading `VAR=value` assignments (undocumented; kept as part of the command).
 
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
@@ -54,10 +61,18 @@ pub fn bash_rule_matches(spec: &str, command: &str) -> bool {
         .is_ok_and(|re| re.is_match(command))
 }
 
-/// The parts of a compound command line (`&&`, `||`, `;`, `|` outside quotes).
+/// The parts of a compound command line (`&&`, `||`, `;`, `|` outside quotes), without their
+/// redirections; empty parts are left out.
 #[must_use]
 pub fn split_compound(line: &str) -> Vec<String> {
-    let mut parts = Vec::new();
+    parts_of(line).unwrap_or_default()
+}
+
+/// The parts of a compound command line, or `None` when it is not valid shell: an operator
+/// with no command on one side (`| npm`, `a &&`, `a && && b`); a `;` may end the line.
+fn parts_of(line: &str) -> Option<Vec<String>> {
+    // (text, the operator that ended it: None for `;` or the end of the line)
+    let mut raw: Vec<(String, bool)> = Vec::new();
     let mut cur = String::new();
     let mut quote: Option<char> = None;
     let mut chars = line.chars().peekable();
@@ -72,24 +87,36 @@ pub fn split_compound(line: &str) -> Vec<String> {
                 quote = Some(c);
                 cur.push(c);
             }
-            (None, ';') => parts.push(std::mem::take(&mut cur)),
+            (None, ';') => raw.push((std::mem::take(&mut cur), false)),
             // `2>&1`, `>&2`, `<&3`: a redirection, not a separator.
             (None, '&') if cur.ends_with(['>', '<']) => cur.push(c),
             (None, '&' | '|') => {
                 if chars.peek() == Some(&c) {
                     chars.next();
                 }
-                parts.push(std::mem::take(&mut cur));
+                raw.push((std::mem::take(&mut cur), true));
             }
             _ => cur.push(c),
         }
     }
-    parts.push(cur);
-    parts
-        .iter()
-        .map(|p| without_redirections(p))
-        .filter(|p| !p.is_empty())
-        .collect()
+    raw.push((cur, false));
+    let parts: Vec<(String, bool)> = raw
+        .into_iter()
+        .map(|(p, op)| (without_redirections(&p), op))
+        .collect();
+    for (i, (p, joins)) in parts.iter().enumerate() {
+        let next_empty = parts.get(i + 1).is_none_or(|(n, _)| n.is_empty());
+        if *joins && (p.is_empty() || next_empty) {
+            return None;
+        }
+    }
+    Some(
+        parts
+            .into_iter()
+            .map(|(p, _)| p)
+            .filter(|p| !p.is_empty())
+            .collect(),
+    )
 }
 
 /// A command without its redirections (`2>&1`, `> out.txt`, `2>/dev/null`), which the
@@ -122,10 +149,12 @@ fn without_redirections(part: &str) -> String {
 /// a compound line must be allowed by a `Bash(…)` entry (or a bare `Bash`).
 #[must_use]
 pub fn allows(tools: &[String], line: &str) -> bool {
-    let parts = split_compound(line);
+    let Some(parts) = parts_of(line) else {
+        return false;
+    };
     !parts.is_empty()
         && parts.iter().all(|part| {
-            tools.iter().any(|t| {
+            tools.iter().map(|t| t.trim()).any(|t| {
                 t == "Bash"
                     || t.strip_prefix("Bash(")
                         .and_then(|r| r.strip_suffix(')'))
@@ -189,5 +218,48 @@ mod tests {
         assert!(allows(&tools, "cargo test 2>&1"));
         assert!(allows(&tools, "cargo test > out.txt 2>/dev/null"));
         assert_eq!(split_compound("a 2>&1 | b"), vec!["a", "b"]);
+    }
+
+    /// Whole lines against a tool list, as the client decides them: every part of a compound
+    /// line (pipelines included) must be allowed; a line that is not valid shell never is.
+    #[test]
+    fn lines_table() {
+        let tools: Vec<String> = [
+            "Read",
+            " Bash(go test *) ",
+            "Bash(gofmt:*)",
+            "Bash(git * main)",
+            "Bash(pwd)",
+        ]
+        .iter()
+        .map(|s| (*s).to_string())
+        .collect();
+        let cases: &[(&str, bool)] = &[
+            ("go test ./...", true),
+            ("go test", true),
+            ("go testx", false),
+            ("gofmt -l . > out.txt", true),
+            ("gofmtx", false),
+            ("go build", false),
+            ("git checkout main 2>/dev/null", true),
+            ("git checkout dev", false),
+            ("pwd", true),
+            ("pwd -P", false),
+            ("pwd && go test ./pkg", true),
+            ("go test ./... | tee log", false),
+            ("go test ./... | gofmt -l", true),
+            ("go test; rm -rf /", false),
+            ("go test;", true),
+            ("GOFLAGS=-v go test", false),
+            ("", false),
+            ("  ", false),
+            ("| pwd", false),
+            ("pwd ||", false),
+            ("pwd || || pwd", false),
+            ("git merge 'x && y' main", true),
+        ];
+        for (line, want) in cases {
+            assert_eq!(allows(&tools, line), *want, "{line:?}");
+        }
     }
 }
