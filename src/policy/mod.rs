@@ -15,6 +15,7 @@ pub mod failover;
 pub mod fixplan;
 pub mod progress;
 pub mod receipts;
+pub mod run;
 pub mod session;
 pub mod startup;
 pub mod time;
