@@ -126,8 +126,6 @@ pub struct Answer {
     pub error: bool,
     /// The call resumed a session.
     pub resumed: bool,
-    /// What the call cost (USD).
-    pub cost_usd: f64,
 }
 
 /// What failover found after an answer's error ([`crate::policy::failover::Agents::on_error`]
@@ -155,7 +153,10 @@ pub enum Control {
     /// Text for the next loop's context (a note, an answer, CI failure text, a merge result).
     Note(ContextNote),
     /// A setting changed (`hank ctl set`): the driver applies it.
-    Set { key: String, value: String },
+    Set {
+        key: String,
+        value: String,
+    },
     /// A usage-window reading from a sibling run: the driver folds it into its windows.
     Window(WindowReading),
 }
@@ -183,6 +184,8 @@ pub enum Fact {
     Observed(Observation),
     /// The agent call of [`Step::Call`] started.
     Calling,
+    /// What the call cost (USD), counted before the answer is judged.
+    Spent(f64),
     /// The agent answered (or was stopped).
     Answered(Answer),
     /// The check of [`Step::Check`]: `Some(reason)` stops the run, `None` rejects the claim.
@@ -213,7 +216,10 @@ enum Phase {
     /// The session is being dropped; the loop then continues.
     Dropping,
     /// A wait is on.
-    Busy,
+    Waiting {
+        until: Option<Timestamp>,
+        reason: WaitFor,
+    },
     /// A call is running.
     Calling,
 }
@@ -307,10 +313,7 @@ impl Run {
             Phase::Failover(_) => Step::Failover,
             Phase::Dropping => Step::FreshSession,
             Phase::Decided(d) => self.after_decision(d, now),
-            Phase::Busy => Step::Wait {
-                until: None,
-                reason: WaitFor::Paused,
-            },
+            Phase::Waiting { until, reason } => Step::Wait { until, reason },
             Phase::Calling => Step::Wait {
                 until: None,
                 reason: WaitFor::Answer,
@@ -327,6 +330,7 @@ impl Run {
                 self.decision = None;
                 self.phase = Phase::Calling;
             }
+            Fact::Spent(usd) => self.cost += usd,
             Fact::Answered(a) => self.answered(a),
             Fact::Checked(verdict) => self.checked(verdict),
             Fact::FailedOver(pick) => {
@@ -340,13 +344,13 @@ impl Run {
                     self.phase = Phase::Decided(Decision::Continue);
                 }
             }
-            Fact::WokeUp => self.to_gates(),
+            Fact::WokeUp => self.back_to_gates(),
             Fact::Interrupted => self.interrupted = true,
             Fact::Control(c) => self.control(c, now),
         }
     }
 
-    fn to_gates(&mut self) {
+    fn back_to_gates(&mut self) {
         self.seen = None;
         self.phase = Phase::Gates {
             claim_rejected: false,
@@ -386,11 +390,11 @@ impl Run {
             return self.wait(until, WaitFor::Limit(WaitReason::UsageWindow));
         }
         if self.paused {
-            self.phase = Phase::Busy;
-            return Step::Wait {
+            self.phase = Phase::Waiting {
                 until: None,
                 reason: WaitFor::Paused,
             };
+            return self.next(now);
         }
         match o.pick {
             Pick::Use(agent) => Step::Call { agent },
@@ -400,7 +404,10 @@ impl Run {
     }
 
     fn wait(&mut self, until: Timestamp, reason: WaitFor) -> Step {
-        self.phase = Phase::Busy;
+        self.phase = Phase::Waiting {
+            until: Some(until),
+            reason,
+        };
         Step::Wait {
             until: Some(until),
             reason,
@@ -410,7 +417,6 @@ impl Run {
     /// The answer's decision: free retries and productive errors uncounted, an interrupt
     /// overrides, a "done" claim goes to the check.
     fn answered(&mut self, a: Answer) {
-        self.cost += a.cost_usd;
         let d = decide::uncounted(a.decision, a.free_retry, a.productive_error);
         self.retry_now = a.free_retry && d == Decision::Continue;
         if a.interrupted {
@@ -493,7 +499,7 @@ impl Run {
                 if delay.is_positive() {
                     self.wait(add_duration(now, delay), WaitFor::LoopDelay)
                 } else {
-                    self.to_gates();
+                    self.back_to_gates();
                     self.next(now)
                 }
             }
@@ -506,20 +512,49 @@ impl Run {
         match c {
             Control::Pause => self.paused = true,
             Control::Resume => {
-                if std::mem::take(&mut self.paused) && self.phase == Phase::Busy {
-                    self.to_gates();
+                self.paused = false;
+                if let Phase::Waiting {
+                    reason: WaitFor::Paused,
+                    ..
+                } = self.phase
+                {
+                    self.back_to_gates();
                 }
             }
             Control::Stop => self.interrupted = true,
+            // Ends a limit wait or the loop delay, not a pause.
             Control::RetryNow => {
-                if self.phase == Phase::Busy {
-                    self.to_gates();
+                if let Phase::Waiting { reason, .. } = self.phase
+                    && reason != WaitFor::Paused
+                {
+                    self.back_to_gates();
                 }
             }
             Control::Note(n) => self.notes.push(n),
             Control::Set { key, value } => self.settings.push((key, value)),
             Control::Window(r) => self.readings.push(r),
         }
+    }
+
+    /// The effect the last fact left to finish before the loop's decision is final (a claim to
+    /// check, failover, a session to drop); `None` once it is final or outside an answer.
+    #[must_use]
+    pub fn pending(&self) -> Option<Step> {
+        match self.phase {
+            Phase::AnswerClaim(Answer {
+                decision: Decision::Stop(r),
+                ..
+            }) => Some(Step::Check(r)),
+            Phase::Failover(_) => Some(Step::Failover),
+            Phase::Dropping => Some(Step::FreshSession),
+            _ => None,
+        }
+    }
+
+    /// Before a call (a stop returned now comes from a gate, not from an answer).
+    #[must_use]
+    pub fn at_gates(&self) -> bool {
+        matches!(self.phase, Phase::Gates { .. })
     }
 
     /// Where a wait of `until` really ends: `MAX_RUNTIME` cuts it short.

@@ -40,7 +40,6 @@ fn answer(decision: Decision) -> Answer {
         interrupted: false,
         error: false,
         resumed: false,
-        cost_usd: 0.0,
     }
 }
 
@@ -212,7 +211,10 @@ fn max_runtime_before_a_call_and_cuts_waits_short() {
         plan_complete: true,
         ..clear()
     };
-    assert_eq!(gate(&mut run, o, deadline), Step::Stop(ExitReason::MaxRuntime));
+    assert_eq!(
+        gate(&mut run, o, deadline),
+        Step::Stop(ExitReason::MaxRuntime)
+    );
 }
 
 #[test]
@@ -224,10 +226,19 @@ fn max_loops_counts_this_runs_calls() {
         },
         ..cfg()
     });
-    assert_eq!(call(&mut run, answer(Decision::Continue), t0()), Step::Observe);
-    assert_eq!(call(&mut run, answer(Decision::Continue), t0()), Step::Observe);
+    assert_eq!(
+        call(&mut run, answer(Decision::Continue), t0()),
+        Step::Observe
+    );
+    assert_eq!(
+        call(&mut run, answer(Decision::Continue), t0()),
+        Step::Observe
+    );
     assert_eq!(run.loops(), 2);
-    assert_eq!(gate(&mut run, clear(), t0()), Step::Stop(ExitReason::MaxLoops));
+    assert_eq!(
+        gate(&mut run, clear(), t0()),
+        Step::Stop(ExitReason::MaxLoops)
+    );
 }
 
 #[test]
@@ -237,12 +248,18 @@ fn plan_claim_rejected_goes_on_to_the_other_gates() {
         plan_complete: true,
         ..clear()
     };
-    assert_eq!(gate(&mut run, o.clone(), t0()), Step::Check(ExitReason::PlanComplete));
+    assert_eq!(
+        gate(&mut run, o.clone(), t0()),
+        Step::Check(ExitReason::PlanComplete)
+    );
     run.on(Fact::Checked(None), t0());
     assert_eq!(run.next(t0()), Step::Call { agent: 0 });
     // Passed: the run stops with what the check said.
     let mut run = Run::new(cfg());
-    assert_eq!(gate(&mut run, o, t0()), Step::Check(ExitReason::PlanComplete));
+    assert_eq!(
+        gate(&mut run, o, t0()),
+        Step::Check(ExitReason::PlanComplete)
+    );
     run.on(Fact::Checked(Some(ExitReason::PlanComplete)), t0());
     assert_eq!(run.next(t0()), Step::Stop(ExitReason::PlanComplete));
 }
@@ -267,8 +284,15 @@ fn an_interrupt_overrides_the_decision() {
             error: true,
             ..answer(d)
         };
-        assert_eq!(call(&mut run, a, t0()), Step::Stop(ExitReason::Interrupted), "{d:?}");
-        assert_eq!(run.decision(), Some(Decision::Stop(ExitReason::Interrupted)));
+        assert_eq!(
+            call(&mut run, a, t0()),
+            Step::Stop(ExitReason::Interrupted),
+            "{d:?}"
+        );
+        assert_eq!(
+            run.decision(),
+            Some(Decision::Stop(ExitReason::Interrupted))
+        );
     }
     // An interrupt fact stops from any phase.
     let mut run = Run::new(cfg());
@@ -283,7 +307,10 @@ fn a_rejected_done_re_decides_without_claims() {
         reason: WaitReason::Backoff,
     };
     let cases = [
-        (Some(ExitReason::ProjectComplete), Decision::Stop(ExitReason::ProjectComplete)),
+        (
+            Some(ExitReason::ProjectComplete),
+            Decision::Stop(ExitReason::ProjectComplete),
+        ),
         (None, Decision::Continue),
         (None, backoff),
         (None, Decision::Stop(ExitReason::CircuitOpen)),
@@ -291,10 +318,17 @@ fn a_rejected_done_re_decides_without_claims() {
     for (verdict, want) in cases {
         let mut run = Run::new(cfg());
         let a = Answer {
-            without_claims: if verdict.is_none() { want } else { Decision::Continue },
+            without_claims: if verdict.is_none() {
+                want
+            } else {
+                Decision::Continue
+            },
             ..answer(Decision::Stop(ExitReason::ProjectComplete))
         };
-        assert_eq!(call(&mut run, a, t0()), Step::Check(ExitReason::ProjectComplete));
+        assert_eq!(
+            call(&mut run, a, t0()),
+            Step::Check(ExitReason::ProjectComplete)
+        );
         run.on(Fact::Checked(verdict), t0());
         assert_eq!(run.decision(), Some(want), "{verdict:?}");
     }
@@ -356,7 +390,10 @@ fn failover_comes_after_the_decision_and_the_check() {
         error: true,
         ..answer(Decision::Stop(ExitReason::ProjectComplete))
     };
-    assert_eq!(call(&mut run, a, t0()), Step::Check(ExitReason::ProjectComplete));
+    assert_eq!(
+        call(&mut run, a, t0()),
+        Step::Check(ExitReason::ProjectComplete)
+    );
     run.on(Fact::Checked(None), t0());
     assert_eq!(run.next(t0()), Step::Failover);
     // One agent, or no error: no failover step.
@@ -447,7 +484,10 @@ fn the_backoff_streak_and_productive_errors() {
         clock.advance(until.duration_since(clock.now()));
         run.on(Fact::WokeUp, clock.now());
     }
-    assert_eq!(clock.now(), t0() + SignedDuration::from_secs(10 + 20 + 40 + 80));
+    assert_eq!(
+        clock.now(),
+        t0() + SignedDuration::from_secs(10 + 20 + 40 + 80)
+    );
     let a = Answer {
         productive_error: true,
         ..answer(Decision::Wait {
@@ -476,7 +516,10 @@ fn a_five_hour_usage_limit_wait_runs_at_once() {
     );
     clock.advance(hours(5));
     run.on(Fact::WokeUp, clock.now());
-    assert_eq!(gate(&mut run, clear(), clock.now()), Step::Call { agent: 0 });
+    assert_eq!(
+        gate(&mut run, clear(), clock.now()),
+        Step::Call { agent: 0 }
+    );
 }
 
 #[test]
@@ -508,7 +551,10 @@ fn an_outage_of_two_hours() {
         waits += 1;
     }
     assert!(waits > 10 && waits < 20, "{waits}");
-    assert_eq!(call(&mut run, answer(Decision::Continue), clock.now()), Step::Observe);
+    assert_eq!(
+        call(&mut run, answer(Decision::Continue), clock.now()),
+        Step::Observe
+    );
     assert_eq!(run.loops(), u64::from(waits) + 1);
 }
 
@@ -538,7 +584,10 @@ fn a_window_reset_lets_the_run_call_again() {
     );
     clock.advance(hours(3));
     run.on(Fact::WokeUp, clock.now());
-    assert_eq!(gate(&mut run, clear(), clock.now()), Step::Call { agent: 0 });
+    assert_eq!(
+        gate(&mut run, clear(), clock.now()),
+        Step::Call { agent: 0 }
+    );
 }
 
 #[test]
@@ -552,8 +601,14 @@ fn live_control() {
     };
     assert_eq!(gate(&mut run, clear(), t0()), paused);
     assert_eq!(run.next(t0() + hours(1)), paused);
+    // Retry-now does not end a pause.
+    run.on(Fact::Control(Control::RetryNow), t0());
+    assert_eq!(run.next(t0() + hours(1)), paused);
     run.on(Fact::Control(Control::Resume), t0() + hours(1));
-    assert_eq!(gate(&mut run, clear(), t0() + hours(1)), Step::Call { agent: 0 });
+    assert_eq!(
+        gate(&mut run, clear(), t0() + hours(1)),
+        Step::Call { agent: 0 }
+    );
 
     // Retry now ends a wait; stop ends the run.
     let mut run = Run::new(cfg());
@@ -605,11 +660,46 @@ fn cost_budget_counts_answers() {
         },
         ..cfg()
     });
-    let a = Answer {
-        cost_usd: 1.5,
-        ..answer(Decision::Continue)
-    };
-    assert_eq!(call(&mut run, a, t0()), Step::Observe);
+    assert_eq!(gate(&mut run, clear(), t0()), Step::Call { agent: 0 });
+    run.on(Fact::Calling, t0());
+    run.on(Fact::Spent(1.5), t0());
+    run.on(Fact::Answered(answer(Decision::Continue)), t0());
+    assert_eq!(run.next(t0()), Step::Observe);
     assert!((run.cost() - 1.5).abs() < 1e-9);
-    assert_eq!(gate(&mut run, clear(), t0()), Step::Stop(ExitReason::CostBudget));
+    assert_eq!(
+        gate(&mut run, clear(), t0()),
+        Step::Stop(ExitReason::CostBudget)
+    );
+}
+
+#[test]
+fn steps_are_stable_until_a_fact_and_pending_effects_show() {
+    let mut run = Run::new(RunConfig {
+        loop_delay: SignedDuration::from_secs(5),
+        failover: true,
+        ..cfg()
+    });
+    let w = call(&mut run, answer(Decision::Continue), t0());
+    // Asking again (later) is the same wait: its end was fixed when it began.
+    assert_eq!(run.next(t0() + SignedDuration::from_secs(3)), w);
+    assert!(!run.at_gates());
+    run.on(Fact::WokeUp, t0() + SignedDuration::from_secs(5));
+    assert!(run.at_gates());
+    assert_eq!(run.pending(), None);
+    let a = Answer {
+        error: true,
+        ..answer(Decision::Stop(ExitReason::ProjectComplete))
+    };
+    assert_eq!(gate(&mut run, clear(), t0()), Step::Call { agent: 0 });
+    run.on(Fact::Calling, t0());
+    run.on(Fact::Answered(a), t0());
+    assert_eq!(
+        run.pending(),
+        Some(Step::Check(ExitReason::ProjectComplete))
+    );
+    run.on(Fact::Checked(Some(ExitReason::ProjectComplete)), t0());
+    assert_eq!(run.pending(), Some(Step::Failover));
+    run.on(Fact::FailedOver(FailoverPick::Unchanged), t0());
+    assert_eq!(run.pending(), None);
+    assert_eq!(run.next(t0()), Step::Stop(ExitReason::ProjectComplete));
 }
