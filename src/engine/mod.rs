@@ -25,7 +25,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use tokio::sync::watch;
 
 use crate::agent::argv;
@@ -36,10 +36,11 @@ use crate::analysis::{self, Analysis};
 use crate::error::{HankError, Result};
 use crate::exit::ExitReason;
 use crate::policy::breaker::is_failed_call;
-use crate::policy::budget::{BudgetCheck, WaitReason};
+use crate::policy::budget::WaitReason;
 use crate::policy::decide::{self, AfterLoop, Decision};
 use crate::policy::fixplan::{self, Plan};
-use crate::policy::session::{self, UnknownSession};
+use crate::policy::run::{Answer, Fact, Observation, Run};
+use crate::policy::session;
 use crate::policy::startup::{self, HangVerdict};
 use crate::policy::time::Clock;
 use crate::progress;
@@ -52,6 +53,7 @@ use crate::store::{EventKind, LastLoop, LockGuard, RunState, State, Store};
 pub(crate) const GRACE: Duration = Duration::from_secs(5);
 
 mod agents;
+mod drive;
 mod output;
 mod start;
 pub(crate) mod verify;
@@ -59,9 +61,6 @@ mod wait;
 mod windows;
 
 pub(crate) use start::start;
-
-use agents::Choice;
-use wait::Waited;
 
 struct Engine {
     s: Settings,
@@ -76,8 +75,14 @@ struct Engine {
     state: State,
     reporter: Reporter,
     cancel: watch::Receiver<u32>,
-    loops_this_run: u64,
-    cost_this_run: f64,
+    /// The loop's state machine: every ordering rule ([`crate::policy::run`]).
+    run: Run,
+    /// What the last look before a call saw (the window and agent gates name it).
+    seen: Option<Observation>,
+    /// fix_plan.md as the last look read it (the progress baseline of the next call).
+    plan_text: String,
+    /// Where control commands come from (none yet: [`drive::NoControl`]).
+    control: Box<dyn drive::ControlSource>,
     plan: Plan,
     last_loop: Option<LastLoop>,
     wait: Option<(WaitReason, Timestamp)>,
@@ -99,8 +104,6 @@ struct Engine {
     limit_note: Option<String>,
     /// This run's loops, for the receipts in the exit summary.
     run_loops: Vec<crate::policy::receipts::LoopCost>,
-    /// The last loop was a startup hang retried at once: no loop delay before the next.
-    retry_now: bool,
 }
 
 impl Engine {
@@ -152,11 +155,9 @@ impl Engine {
             self.emit_transition(&t)?;
         }
         self.state.agents.on_run_start(now);
-        let max_runtime = self.s.max_runtime.value;
-        self.run_deadline = (!max_runtime.is_zero()).then(|| {
-            now.checked_add(SignedDuration::try_from(max_runtime).unwrap_or(SignedDuration::MAX))
-                .unwrap_or(Timestamp::MAX)
-        });
+        self.run = Run::new(self.run_config(now));
+        self.run_deadline =
+            crate::policy::run::RunConfig::deadline_of(now, self.s.max_runtime.value);
         self.save()?;
         self.refresh_plan();
         self.verify = verify::Verify::at_start(&self.s, &self.plan);
@@ -169,109 +170,20 @@ impl Engine {
         if let Some(reason) = self.verify_baseline().await? {
             return Ok(reason);
         }
-        let dcfg = self.s.decide_config();
         loop {
-            // Let the signal task run (the driver is polled on the first yield, the handler runs
-            // on the second): a signal that came during the synchronous analysis is seen here.
-            for _ in 0..2 {
-                tokio::task::yield_now().await;
-            }
-            if self.interrupted() {
-                return Ok(ExitReason::Interrupted);
-            }
-            // 1. integrity (a required file turned into a FIFO or a device is an error naming
-            // it, not a hang and not "disappeared")
-            self.s.check_special_files()?;
-            let missing = self.s.missing_files();
-            if !missing.is_empty() {
-                let list: Vec<String> = missing.iter().map(|p| p.display().to_string()).collect();
-                self.warn(&format!(
-                    "required file(s) disappeared: {}",
-                    list.join(", ")
-                ));
-                return Ok(ExitReason::IntegrityFailure);
-            }
-            let Some(plan_text) = self.refresh_plan() else {
-                return Ok(ExitReason::IntegrityFailure);
-            };
-            self.watch_verify_edit();
-            // 2. exit checks before calling; a complete plan is a "done" claim (verified)
-            if self.run_deadline.is_some_and(|d| self.clock.now() >= d) {
-                return Ok(ExitReason::MaxRuntime);
-            }
-            if self.plan_complete()
-                && let Some(reason) = self.verify_claim(ExitReason::PlanComplete).await?
-            {
+            let step = self.run.next(self.clock.now());
+            if let Some(reason) = self.execute(step).await? {
                 return Ok(reason);
-            }
-            if let Some(reason) =
-                decide::before_call(false, self.loops_this_run, self.cost_this_run, &dcfg)
-            {
-                return Ok(reason);
-            }
-            // 3. circuit breaker
-            if self.state.breaker.is_open() {
-                return Ok(ExitReason::CircuitOpen);
-            }
-            // 4. budget
-            let now = self.clock.now();
-            if let BudgetCheck::Wait { until, reason } =
-                self.state.ledger.check(now, &self.s.budget_limits())
-            {
-                if let Waited::Stop(r) = self.wait_until(reason, until).await? {
-                    return Ok(r);
-                }
-                continue;
-            }
-            // 4a. usage windows (MAX_WINDOW_PERCENT)
-            match self.window_gate().await? {
-                windows::Gate::Call => {}
-                windows::Gate::Again => continue,
-                windows::Gate::Stop(reason) => return Ok(reason),
-            }
-            // 4b. the agent: the first of the chain that may work now
-            match self.choose_agent().await? {
-                Choice::Call => {}
-                Choice::Again => continue,
-                Choice::Stop(reason) => return Ok(reason),
-            }
-            // 5–9. one call
-            match self.one_loop(plan_text).await? {
-                Decision::Continue | Decision::RetryWithoutSession => {
-                    let delay = if std::mem::take(&mut self.retry_now) {
-                        0
-                    } else {
-                        self.s.loop_delay_seconds.value
-                    };
-                    if delay > 0 {
-                        let until = self
-                            .clock
-                            .now()
-                            .checked_add(SignedDuration::from_secs(
-                                i64::try_from(delay).unwrap_or(i64::MAX),
-                            ))
-                            .unwrap_or(Timestamp::MAX);
-                        if let Waited::Stop(r) = self.sleep_until(until).await {
-                            return Ok(r);
-                        }
-                    }
-                }
-                Decision::Wait { until, reason } => {
-                    if let Waited::Stop(r) = self.wait_until(reason, until).await? {
-                        return Ok(r);
-                    }
-                }
-                Decision::Stop(reason) => return Ok(reason),
             }
         }
     }
 
-    /// Steps 5–9 for one loop; returns the decision.
-    async fn one_loop(&mut self, plan_before: String) -> Result<Decision> {
+    /// Steps 5–9 for one loop; its decision is the state machine's ([`Run::decision`]).
+    async fn one_loop(&mut self, plan_before: String) -> Result<()> {
         let now = self.clock.now();
         self.state.loop_count += 1;
         let number = self.state.loop_count;
-        self.loops_this_run += 1;
+        self.run.on(Fact::Calling, now);
         self.state.totals.loops += 1;
         // The call is on the ledger before the agent exists: no crash of hank (kill -9
         // included) can under-count it. The rename is atomic; no fdatasync (it costs ms per
@@ -522,38 +434,24 @@ impl Engine {
             .failure_streak
             .saturating_add(self.state.breaker.transient_streak);
 
-        // 8. decide; a "done" claim stands only when the project's check passes
+        // 8. decide; a "done" claim stands only when the project's check passes (the order of
+        // the rules: policy::run)
         let plan_complete = self.plan_complete();
-        let mut decision = self.decide_after(&analysis, now, plan_complete, true, &dcfg);
-        // A free retry goes at once (no backoff, no loop delay); a productive error result
-        // is no failure (no backoff).
-        let productive_error = is_failed_call(&analysis) && progress.did_the_work();
-        decision = decide::uncounted(decision, free_retry, productive_error);
-        self.retry_now = free_retry && decision == Decision::Continue;
-        if interrupted_by_hank {
-            decision = Decision::Stop(ExitReason::Interrupted);
-        } else if let Decision::Stop(reason) = decision
-            && reason.is_completion()
-        {
-            decision = match self.verify_claim(reason).await? {
-                Some(stop) => Decision::Stop(stop),
-                // Rejected: every rule but the claims still applies (breaker, limits, waits).
-                None => self.decide_after(&analysis, now, plan_complete, false, &dcfg),
-            };
+        let answer = Answer {
+            decision: self.decide_after(&analysis, now, plan_complete, true, &dcfg),
+            without_claims: self.decide_after(&analysis, now, plan_complete, false, &dcfg),
+            free_retry,
+            productive_error: is_failed_call(&analysis) && progress.did_the_work(),
+            interrupted: interrupted_by_hank,
+            error: analysis.error.is_some(),
+            resumed: resume.is_some(),
+        };
+        self.run.on(Fact::Answered(answer), now);
+        while let Some(step) = self.run.pending() {
+            self.settle(step, &analysis).await?;
         }
-        decision = self.failover_after(&analysis, decision);
+        let decision = self.run.decision().unwrap_or(Decision::Continue);
         self.note_usage_limit(&analysis, &decision);
-        if decision == Decision::RetryWithoutSession {
-            match session::on_unknown_session(resume.is_some()) {
-                UnknownSession::RetryFresh => {
-                    self.reporter
-                        .info("the agent no longer knows the session; retrying without it");
-                    self.state.session = None;
-                    self.save()?;
-                }
-                UnknownSession::Fatal => decision = Decision::Stop(ExitReason::AgentFatal),
-            }
-        }
 
         self.prune_logs();
         // 9. report. When the next loop starts at once, its "running" status (which carries
@@ -573,8 +471,7 @@ impl Engine {
             &progress,
             outcome.duration,
             !next_starts_now,
-        )?;
-        Ok(decision)
+        )
     }
 
     /// Says what a startup hang means for the run (nothing for other calls).
@@ -627,8 +524,8 @@ impl Engine {
             breaker: &self.state.breaker,
             plan_complete,
             claims,
-            loops_this_run: self.loops_this_run,
-            cost_this_run: self.cost_this_run,
+            loops_this_run: self.run.loops(),
+            cost_this_run: self.run.cost(),
             consecutive_failures: self.state.consecutive_failures,
             now,
             cfg: dcfg,
@@ -638,7 +535,7 @@ impl Engine {
     /// Step 7: folds one loop into the persistent state ([`State::fold`], pure) and reports
     /// what the fold found (denial warnings, a breaker transition).
     fn fold(&mut self, fold: &Fold<'_>) -> Result<()> {
-        self.cost_this_run += fold.analysis.cost_usd;
+        self.run.on(Fact::Spent(fold.analysis.cost_usd), fold.now);
         let folded = self.state.fold(fold);
         for w in crate::report::denial_warnings(&folded.denied, &folded.denial_warnings) {
             self.warn(&w);
