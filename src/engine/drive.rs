@@ -2,8 +2,12 @@
 //! project and the limits, calls the agent, runs the check, waits, stops — and reports each
 //! fact back. No ordering rule lives here.
 //!
-//! Facts from outside the run (live control, the fleet, delivery) come through a
-//! [`ControlSource`], polled before each call and during every wait.
+//! Time, sleeping and facts from outside the run (live control, the fleet, delivery) come
+//! through [`Effects`]: [`Real`] in `hank run`, a test implementation in the unit tests.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
 
 use jiff::Timestamp;
 
@@ -14,20 +18,37 @@ use crate::error::{HankError, Result};
 use crate::exit::ExitReason;
 use crate::policy::budget::WaitReason;
 use crate::policy::run::{Control, Fact, Observation, RunConfig, Step, WaitFor};
+use crate::policy::time::Clock;
 use crate::policy::windows::{self, WindowCheck};
 
-/// Where facts from outside the run come from: a pause, a note for the next context, a
-/// setting, a sibling's window reading (`policy::run::Control`).
-pub(crate) trait ControlSource {
-    /// The commands that arrived since the last poll, oldest first.
-    fn poll(&mut self) -> Vec<Control>;
+/// The driver's effects that time and the outside world decide: the clock, sleeping, facts
+/// from outside the run. Every wait of the loop goes through [`Effects::sleep`] and reads
+/// [`Clock::now`], so a test implementation runs a 5-hour wait at once.
+pub(crate) trait Effects: Clock {
+    /// Sleeps `d` (the real one: tokio's timer; a test one: moves its clock).
+    fn sleep(&self, d: Duration) -> Pin<Box<dyn Future<Output = ()> + '_>>;
+    /// Facts from outside the run that arrived since the last poll, oldest first: a pause,
+    /// a note for the next context, a setting, a sibling's window reading
+    /// (`policy::run::Control`). Polled before each call and during every wait.
+    fn poll_control(&mut self) -> Vec<Control>;
 }
 
-/// No outside control (a plain `hank run`).
-pub(crate) struct NoControl;
+/// The real effects: a clock (`SystemClock`, or `HANK_NOW`'s), tokio's timer, no outside
+/// control yet (live control and the fleet plug their command source in here).
+pub(crate) struct Real(pub(crate) Box<dyn Clock>);
 
-impl ControlSource for NoControl {
-    fn poll(&mut self) -> Vec<Control> {
+impl Clock for Real {
+    fn now(&self) -> Timestamp {
+        self.0.now()
+    }
+}
+
+impl Effects for Real {
+    fn sleep(&self, d: Duration) -> Pin<Box<dyn Future<Output = ()> + '_>> {
+        Box::pin(tokio::time::sleep(d))
+    }
+
+    fn poll_control(&mut self) -> Vec<Control> {
         Vec::new()
     }
 }
@@ -48,7 +69,7 @@ impl Engine {
 
     /// Hands what the control source sent to the state machine; whether anything came.
     pub(super) fn poll_control(&mut self) -> bool {
-        let commands = self.control.poll();
+        let commands = self.clock.poll_control();
         let any = !commands.is_empty();
         for c in commands {
             self.run.on(Fact::Control(c), self.clock.now());

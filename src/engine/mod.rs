@@ -42,7 +42,6 @@ use crate::policy::fixplan::{self, Plan};
 use crate::policy::run::{Answer, Fact, Observation, Run};
 use crate::policy::session;
 use crate::policy::startup::{self, HangVerdict};
-use crate::policy::time::Clock;
 use crate::progress;
 use crate::report::{LoopSummary, Reporter};
 use crate::settings::Settings;
@@ -81,8 +80,6 @@ struct Engine {
     seen: Option<Observation>,
     /// fix_plan.md as the last look read it (the progress baseline of the next call).
     plan_text: String,
-    /// Where control commands come from (none yet: [`drive::NoControl`]).
-    control: Box<dyn drive::ControlSource>,
     plan: Plan,
     last_loop: Option<LastLoop>,
     wait: Option<(WaitReason, Timestamp)>,
@@ -97,7 +94,8 @@ struct Engine {
     /// LOG_RETENTION: the first loop and check whose logs are kept (`None` before the first
     /// pruning of the run).
     logs_kept_from: Option<(u64, u64)>,
-    clock: Box<dyn Clock>,
+    /// The clock, sleeping and outside facts ([`drive::Effects`]).
+    clock: Box<dyn drive::Effects>,
     /// The tag in every agent's environment (descendants and orphans are found by it).
     marker: process::Marker,
     /// The usage limit or window the run waits for or stopped at, named for the user.
@@ -635,3 +633,6 @@ impl Engine {
         Ok(reason.code())
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -41,7 +41,8 @@ pub(crate) fn start(
         .map_err(|e| HankError::Internal(format!("failed to start the async runtime: {e}")))?;
     runtime.block_on(async move {
         let cancel = crate::agent::signals::install()?;
-        let mut engine = Engine::new(settings, agents, store, cancel, lock, clock)?;
+        let fx = Box::new(super::drive::Real(clock));
+        let mut engine = Engine::new(settings, agents, store, cancel, lock, fx)?;
         for note in notes {
             engine.warn(&note);
         }
@@ -50,13 +51,13 @@ pub(crate) fn start(
 }
 
 impl Engine {
-    fn new(
+    pub(super) fn new(
         s: Settings,
         agents: Vec<Agent>,
         store: Store,
         cancel: watch::Receiver<u32>,
         lock: LockGuard,
-        clock: Box<dyn Clock>,
+        clock: Box<dyn super::drive::Effects>,
     ) -> Result<Self> {
         let reporter = Reporter::new(DisplayMode::detect(), s.verbose.value);
         let now = clock.now();
@@ -81,7 +82,6 @@ impl Engine {
             }),
             seen: None,
             plan_text: String::new(),
-            control: Box::new(super::drive::NoControl),
             plan: Plan::default(),
             last_loop: None,
             wait: None,

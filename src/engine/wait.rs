@@ -131,7 +131,7 @@ impl Engine {
                 .max(SignedDuration::ZERO);
             let step = Duration::try_from(step).unwrap_or(Duration::from_millis(100));
             tokio::select! {
-                () = tokio::time::sleep(step) => {}
+                () = self.clock.sleep(step) => {}
                 changed = self.cancel.changed() => {
                     if changed.is_err() || self.interrupted() {
                         return Waited::Stop(ExitReason::Interrupted);
@@ -148,7 +148,7 @@ impl Engine {
         self.reporter.info("paused: no call before a resume");
         loop {
             tokio::select! {
-                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                () = self.clock.sleep(Duration::from_secs(1)) => {}
                 changed = self.cancel.changed() => {
                     if changed.is_err() || self.interrupted() {
                         return Ok(Waited::Stop(ExitReason::Interrupted));
@@ -170,7 +170,7 @@ impl Engine {
         let left = end.duration_since(self.clock.now());
         let step = Duration::try_from(left).unwrap_or(Duration::ZERO);
         tokio::select! {
-            () = tokio::time::sleep(step) => {
+            () = self.clock.sleep(step) => {
                 if end < until {
                     Waited::Stop(ExitReason::MaxRuntime)
                 } else {
