@@ -111,6 +111,11 @@ impl Engine {
             return Ok(());
         }
         self.poll_control();
+        // A sibling's usage-window readings count like the run's own.
+        let readings = self.run.take_readings();
+        if !readings.is_empty() {
+            windows::observe(&mut self.state.windows, &readings, self.clock.now());
+        }
         let o = self.observe()?;
         self.seen = Some(o.clone());
         self.run.on(Fact::Observed(o), self.clock.now());

@@ -221,7 +221,8 @@ impl Engine {
             if !agent.profile.allowed_tools {
                 input.tools_by_choice = Some(&self.s.allowed_tools.value);
             }
-            argv::build_context(&input)
+            // Notes from outside the run (live control, the fleet, delivery) go to one context.
+            argv::build_context(&input) + &argv::outside_notes(&self.run.take_notes())
         };
         let prompt_file = self.store.loop_log(number, "prompt");
         let prepared = argv::prepare(

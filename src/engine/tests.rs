@@ -217,3 +217,23 @@ fn observation() -> crate::policy::run::Observation {
         pick: crate::policy::failover::Pick::Use(0),
     }
 }
+
+#[test]
+fn a_siblings_window_reading_is_folded_before_the_gates() {
+    let dir = tempfile::tempdir().unwrap();
+    let reading = crate::analysis::WindowReading {
+        name: "five_hour".into(),
+        utilization: Some(0.97),
+        resets_at: Some(t0() + SignedDuration::from_hours(2)),
+        status: None,
+    };
+    let (mut e, _tx) = engine(dir.path(), vec![vec![Control::Window(reading)]]);
+    assert_eq!(block_on(e.execute(Step::Observe)).unwrap(), None);
+    let w = e.state.windows.get("five_hour").unwrap();
+    assert_eq!(w.utilization_at(e.clock.now()), Some(0.97));
+    // The project has none of hank's files: the gates stop the run.
+    assert_eq!(
+        e.run.next(e.clock.now()),
+        Step::Stop(crate::exit::ExitReason::IntegrityFailure)
+    );
+}
