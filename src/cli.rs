@@ -164,6 +164,10 @@ pub struct RunArgs {
     pub verify_every_loop: bool,
     #[arg(long, help = keys::flag_help("CB_AUTO_RESET"))]
     pub auto_reset_circuit: bool,
+    #[arg(long, value_name = "none|branch|pr", help = keys::flag_help("DELIVER"))]
+    pub deliver: Option<String>,
+    #[arg(long, value_name = "NAME", help = keys::flag_help("DELIVER_BRANCH"))]
+    pub branch: Option<String>,
     /// Print the agent command and prompt for one loop, call nothing, exit 0.
     #[arg(long)]
     pub dry_run: bool,

@@ -53,11 +53,21 @@ pub enum ExitReason {
     SpendLimit,
     /// Ctrl-C / SIGTERM.
     Interrupted,
+    /// The work was delivered: pushed (DELIVER=branch), or its pull request's checks of the
+    /// head commit all passed (DELIVER=pr with CI_WAIT).
+    Delivered,
+    /// Checks of the delivered head commit failed (after MAX_CI_ROUNDS rounds in a run).
+    CiFailed,
+    /// No check appeared for the delivered head commit within CI_APPEAR_TIMEOUT: no CI is
+    /// never green.
+    CiMissing,
+    /// Checks of the delivered head commit were still pending at CI_TIMEOUT.
+    CiTimeout,
 }
 
 impl ExitReason {
     /// Every reason, in table order.
-    pub const ALL: [ExitReason; 16] = [
+    pub const ALL: [ExitReason; 20] = [
         Self::ProjectComplete,
         Self::PlanComplete,
         Self::TestSaturation,
@@ -74,6 +84,10 @@ impl ExitReason {
         Self::UsageWindow,
         Self::SpendLimit,
         Self::Interrupted,
+        Self::Delivered,
+        Self::CiFailed,
+        Self::CiMissing,
+        Self::CiTimeout,
     ];
 
     /// A "done" claim: the run ends because the agent's work looks finished. With
@@ -90,19 +104,24 @@ impl ExitReason {
     #[must_use]
     pub fn code(self) -> u8 {
         match self {
-            Self::ProjectComplete | Self::PlanComplete | Self::TestSaturation => OK,
+            Self::ProjectComplete | Self::PlanComplete | Self::TestSaturation | Self::Delivered => {
+                OK
+            }
             Self::CircuitOpen
             | Self::PermissionDenied
             | Self::AgentFatal
             | Self::NeedsAnswers
             | Self::IntegrityFailure
-            | Self::VerificationFailed => HALTED,
+            | Self::VerificationFailed
+            | Self::CiFailed
+            | Self::CiMissing => HALTED,
             Self::MaxLoops
             | Self::MaxRuntime
             | Self::CostBudget
             | Self::UsageLimit
             | Self::UsageWindow
-            | Self::SpendLimit => LIMIT,
+            | Self::SpendLimit
+            | Self::CiTimeout => LIMIT,
             Self::Interrupted => INTERRUPTED,
         }
     }
@@ -127,6 +146,10 @@ impl ExitReason {
             Self::UsageWindow => "usage_window",
             Self::SpendLimit => "spend_limit",
             Self::Interrupted => "interrupted",
+            Self::Delivered => "delivered",
+            Self::CiFailed => "ci_failed",
+            Self::CiMissing => "ci_missing",
+            Self::CiTimeout => "ci_timeout",
         }
     }
 }
@@ -146,7 +169,7 @@ mod tests {
 
     #[test]
     fn codes_follow_the_table() {
-        let expected = [0, 0, 0, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 130];
+        let expected = [0, 0, 0, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 130, 0, 2, 2, 3];
         for (reason, code) in ExitReason::ALL.iter().zip(expected) {
             assert_eq!(reason.code(), code, "{reason}");
         }

@@ -321,6 +321,8 @@ impl From<&RunArgs> for settings::Flags {
             verify_at_start: a.verify_at_start,
             verify_every_loop: a.verify_every_loop,
             auto_reset_circuit: a.auto_reset_circuit,
+            deliver: a.deliver.clone(),
+            branch: a.branch.clone(),
             dry_run: a.dry_run,
             notify: a.notify,
             json: a.json,
