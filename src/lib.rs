@@ -54,6 +54,7 @@ pub(crate) mod commands;
 pub(crate) mod engine;
 pub mod error;
 pub mod exit;
+pub mod forge;
 pub mod fsread;
 pub(crate) mod monitor;
 pub mod policy;
