@@ -52,6 +52,7 @@ pub(crate) mod cli;
 pub(crate) mod clock;
 pub(crate) mod commands;
 pub(crate) mod engine;
+pub mod deliver;
 pub mod error;
 pub mod exit;
 pub mod forge;

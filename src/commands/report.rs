@@ -87,7 +87,7 @@ pub(crate) fn read_loops<R: BufRead>(events: R) -> (Vec<(u64, LoopCost)>, u64) {
 
 /// An `agent_finished` event ([`AgentFinished`], read field by field: a field of another
 /// type is absent, the rest is read) as the receipts need it.
-fn loop_cost(e: &EventLine, f: &Lenient<AgentFinished>) -> LoopCost {
+pub(crate) fn loop_cost(e: &EventLine, f: &Lenient<AgentFinished>) -> LoopCost {
     let tokens = e
         .raw
         .get("tokens")

@@ -354,6 +354,9 @@ pub enum EventKind {
     Verification(Box<CheckResult>),
     /// Something the user should know.
     Warning { message: String },
+    /// A delivery step ended (`hank deliver`): the branch, the head commit, the pull request,
+    /// the checks' state. The same object as `.hank/delivery.json`.
+    Delivery(Box<Delivery>),
     /// The run ended. `exit_reason` is null when it failed with an error (exit 1).
     Exit {
         exit_reason: Option<ExitReason>,
@@ -363,6 +366,44 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         verified: Option<bool>,
     },
+}
+
+/// `.hank/delivery.json` and the `delivery` event: where the work was delivered and what its
+/// checks say.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Delivery {
+    /// `branch` or `pr`.
+    pub mode: String,
+    /// The delivery branch and the branch the pull request targets.
+    pub branch: String,
+    pub base: String,
+    pub remote: String,
+    /// The pushed commit (absent when the push did not happen).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub head: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pr_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pr_number: Option<u64>,
+    /// `not_waited`, `green`, `failed`, `missing`, `timed_out`.
+    pub checks: String,
+    /// The failing (or, at a timeout, still pending) checks' names.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub check_names: Vec<String>,
+    /// How the delivery ended (absent: an error, or the push was rejected).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_reason: Option<ExitReason>,
+    /// What goes back to the agent in the next loop: a rejected push's hook output, failing
+    /// checks' log tails, review requests (bounded, sanitized, redacted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<String>,
+    /// Auto-merge was armed (AUTO_MERGE, on green checks only).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub auto_merge_armed: bool,
+    /// The highest review / review comment id already fed back (REVIEW_LOOP).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub reviews_seen: u64,
 }
 
 /// The `agent_finished` event.
