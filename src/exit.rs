@@ -63,11 +63,14 @@ pub enum ExitReason {
     CiMissing,
     /// Checks of the delivered head commit were still pending at CI_TIMEOUT.
     CiTimeout,
+    /// The push of the delivery branch was refused (a pre-push hook or the remote); its
+    /// output is kept for the agent.
+    PushRejected,
 }
 
 impl ExitReason {
     /// Every reason, in table order.
-    pub const ALL: [ExitReason; 20] = [
+    pub const ALL: [ExitReason; 21] = [
         Self::ProjectComplete,
         Self::PlanComplete,
         Self::TestSaturation,
@@ -88,6 +91,7 @@ impl ExitReason {
         Self::CiFailed,
         Self::CiMissing,
         Self::CiTimeout,
+        Self::PushRejected,
     ];
 
     /// A "done" claim: the run ends because the agent's work looks finished. With
@@ -114,7 +118,8 @@ impl ExitReason {
             | Self::IntegrityFailure
             | Self::VerificationFailed
             | Self::CiFailed
-            | Self::CiMissing => HALTED,
+            | Self::CiMissing
+            | Self::PushRejected => HALTED,
             Self::MaxLoops
             | Self::MaxRuntime
             | Self::CostBudget
@@ -150,6 +155,7 @@ impl ExitReason {
             Self::CiFailed => "ci_failed",
             Self::CiMissing => "ci_missing",
             Self::CiTimeout => "ci_timeout",
+            Self::PushRejected => "push_rejected",
         }
     }
 }

@@ -187,6 +187,7 @@ fn dispatch(cli: Cli, args: &[OsString]) -> error::Result<u8> {
         Some(Command::Circuit(a)) => c::circuit::run(&a),
         Some(Command::Verify(a)) => c::verify::run(&a),
         Some(Command::Report(a)) => c::report::run(&a),
+        Some(Command::Deliver(a)) => c::deliver::run(&a),
         Some(Command::Doctor(a)) => c::doctor::run(&a),
         Some(Command::Agents(a)) => c::agents::run(&a),
         Some(Command::Completions(a)) => c::completions::run(&a),
