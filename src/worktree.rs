@@ -410,8 +410,18 @@ pub fn git_run(dir: &Path, args: &[&str], timeout: Duration) -> Result<GitRun, G
             String::from_utf8_lossy(&buf).into_owned()
         })
     };
-    let out = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-    let err = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
     let start = std::time::Instant::now();
     let status = loop {
         match child.try_wait() {

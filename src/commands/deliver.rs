@@ -31,7 +31,10 @@ fn interrupt_flag() -> Arc<AtomicBool> {
     let flag = Arc::new(AtomicBool::new(false));
     let f = Arc::clone(&flag);
     std::thread::spawn(move || {
-        let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
             return;
         };
         rt.block_on(async move {
@@ -64,19 +67,43 @@ fn finish(store: &Store, clock: &SystemClock, a: &DeliverArgs, d: &Delivery) -> 
 
 /// The branch the pull request targets: `--base`, else the branch the work started from when
 /// it is not the delivery branch, else the remote's default branch.
-fn base_branch(dir: &std::path::Path, a: &DeliverArgs, start: Option<&str>, branch: &str, remote: &str) -> Result<String> {
+fn base_branch(
+    dir: &std::path::Path,
+    a: &DeliverArgs,
+    start: Option<&str>,
+    branch: &str,
+    remote: &str,
+) -> Result<String> {
     if let Some(b) = &a.base {
         if !rules::valid_branch_name(b) {
-            return Err(HankError::usage(format!("invalid value `{b}` for --base: expected a git branch name")));
+            return Err(HankError::usage(format!(
+                "invalid value `{b}` for --base: expected a git branch name"
+            )));
         }
         return Ok(b.clone());
     }
     if let Some(s) = start.filter(|s| *s != branch) {
         return Ok(s.to_string());
     }
+    // Delivering again from the delivery branch: the base of the last delivery of it.
+    if let Ok(bytes) = crate::fsread::read(
+        &dir.join(".hank").join(DELIVERY_FILE),
+        crate::fsread::CONFIG_LIMIT,
+        crate::fsread::Follow::No,
+    ) && let Ok(last) = serde_json::from_slice::<Delivery>(&bytes)
+        && last.branch == branch
+        && rules::valid_branch_name(&last.base)
+    {
+        return Ok(last.base);
+    }
     let r = crate::worktree::git_run(
         dir,
-        &["symbolic-ref", "--quiet", "--short", &format!("refs/remotes/{remote}/HEAD")],
+        &[
+            "symbolic-ref",
+            "--quiet",
+            "--short",
+            &format!("refs/remotes/{remote}/HEAD"),
+        ],
         Duration::from_secs(30),
     )
     .map_err(|e| HankError::Tool(e.to_string()))?;
@@ -88,7 +115,9 @@ fn base_branch(dir: &std::path::Path, a: &DeliverArgs, start: Option<&str>, bran
         .map(str::to_string)
         .ok_or_else(|| {
             HankError::usage_hint(
-                format!("the work is already on `{branch}` and the branch it came from is not known"),
+                format!(
+                    "the work is already on `{branch}` and the branch it came from is not known"
+                ),
                 "name the branch the pull request targets with --base NAME",
             )
         })
@@ -119,9 +148,13 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
     let secrets = crate::agent::redact::secret_values();
 
     // The run's records, and whether its work is verified.
-    let events = crate::fsread::read(&store.events_path(), crate::fsread::STATE_LIMIT, crate::fsread::Follow::No)
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .unwrap_or_default();
+    let events = crate::fsread::read(
+        &store.events_path(),
+        crate::fsread::STATE_LIMIT,
+        crate::fsread::Follow::No,
+    )
+    .map(|b| String::from_utf8_lossy(&b).into_owned())
+    .unwrap_or_default();
     let (mut ev, verified, completed) = deliver::evidence(&events);
     if !a.force {
         if ev.exit_reason.is_none() {
@@ -135,7 +168,11 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
                 format!(
                     "the last run ended with `{}`{}: its work is not verified",
                     ev.exit_reason.map_or("?", ExitReason::as_str),
-                    if verified == Some(false) { " and its check failed" } else { "" }
+                    if verified == Some(false) {
+                        " and its check failed"
+                    } else {
+                        ""
+                    }
                 ),
                 "run hank until it completes (its check passing), or pass --force to deliver anyway (the PR body shows how the run ended)",
             ));
@@ -172,10 +209,16 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
     }
     let sha = deliver::head(&dir)?;
     match deliver::push(&dir, &remote, &branch)? {
-        Push::Pushed => errln!("hank: pushed {branch} ({}) to {remote}", sha.get(..12).unwrap_or(&sha)),
+        Push::Pushed => errln!(
+            "hank: pushed {branch} ({}) to {remote}",
+            sha.get(..12).unwrap_or(&sha)
+        ),
         Push::Rejected { output } => {
             let fb = rules::push_feedback(&remote, &branch, &output, &secrets);
-            errln!("hank: the push to {remote} was rejected; its output:\n{}", rules::clean(&output, &secrets, rules::MAX_HOOK_OUTPUT_CHARS));
+            errln!(
+                "hank: the push to {remote} was rejected; its output:\n{}",
+                rules::clean(&output, &secrets, rules::MAX_HOOK_OUTPUT_CHARS)
+            );
             d.exit_reason = Some(ExitReason::PushRejected);
             d.feedback = Some(fb);
             return finish(&store, &clock, a, &d);
@@ -208,13 +251,22 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
         d.exit_reason = Some(ExitReason::Delivered);
         return finish(&store, &clock, a, &d);
     };
-    errln!("hank: waiting for the checks of {} (CI_APPEAR_TIMEOUT {}, CI_TIMEOUT {})", sha.get(..12).unwrap_or(&sha), settings::resolve::format_duration(s.ci_appear_timeout.value), settings::resolve::format_duration(s.ci_timeout.value));
+    errln!(
+        "hank: waiting for the checks of {} (CI_APPEAR_TIMEOUT {}, CI_TIMEOUT {})",
+        sha.get(..12).unwrap_or(&sha),
+        settings::resolve::format_duration(s.ci_appear_timeout.value),
+        settings::resolve::format_duration(s.ci_timeout.value)
+    );
     let stop = interrupt_flag();
     let w = CiWaitSettings {
         appear: s.ci_appear_timeout.value,
         total: s.ci_timeout.value,
     };
-    let Some((verdict, logs)) = deliver::wait_for_ci(f, &sha, pushed_at, w, &|| clock.now(), &|| stop.load(Ordering::SeqCst))? else {
+    let Some((verdict, logs)) =
+        deliver::wait_for_ci(f, &sha, pushed_at, w, &|| clock.now(), &|| {
+            stop.load(Ordering::SeqCst)
+        })?
+    else {
         d.checks = "pending".into();
         d.exit_reason = Some(ExitReason::Interrupted);
         return finish(&store, &clock, a, &d);
@@ -223,7 +275,10 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
     match &verdict {
         CiVerdict::Green => {
             d.checks = "green".into();
-            errln!("hank: every check of {} passed", sha.get(..12).unwrap_or(&sha));
+            errln!(
+                "hank: every check of {} passed",
+                sha.get(..12).unwrap_or(&sha)
+            );
             if let Some(p) = &pr {
                 if s.auto_merge.value && rules::may_arm_auto_merge(&verdict) {
                     match f.arm_auto_merge(p) {
@@ -240,7 +295,9 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
                     d.feedback = rules::review_feedback(&reviews, &comments, 0, &secrets);
                     d.reviews_seen = rules::last_review_id(&reviews, &comments);
                     if d.feedback.is_some() {
-                        errln!("hank: a reviewer asked for changes; kept for the next loop in .hank/{DELIVERY_FILE}");
+                        errln!(
+                            "hank: a reviewer asked for changes; kept for the next loop in .hank/{DELIVERY_FILE}"
+                        );
                     }
                 }
             }
@@ -253,12 +310,18 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
         }
         CiVerdict::Missing => {
             d.checks = "missing".into();
-            errln!("hank: no check appeared for {} within CI_APPEAR_TIMEOUT: no CI is not green", sha.get(..12).unwrap_or(&sha));
+            errln!(
+                "hank: no check appeared for {} within CI_APPEAR_TIMEOUT: no CI is not green",
+                sha.get(..12).unwrap_or(&sha)
+            );
         }
         CiVerdict::TimedOut { pending } => {
             d.checks = "timed_out".into();
             d.check_names.clone_from(pending);
-            errln!("hank: checks still running at CI_TIMEOUT: {}", pending.join(", "));
+            errln!(
+                "hank: checks still running at CI_TIMEOUT: {}",
+                pending.join(", ")
+            );
         }
         CiVerdict::Wait { .. } => {}
     }

@@ -11,11 +11,11 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 
 use crate::error::{HankError, Result};
+use crate::exit::ExitReason;
 use crate::forge::{Forge, PullRequest};
 use crate::policy::deliver::{self as rules, CiLimits, CiVerdict, Evidence};
 use crate::policy::receipts;
 use crate::policy::verify::CheckKind;
-use crate::exit::ExitReason;
 use crate::store::schema::EventLine;
 use crate::worktree::{GitRun, git_run};
 
@@ -25,8 +25,13 @@ pub const GIT_DELIVER_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 const GIT_QUICK: Duration = Duration::from_secs(60);
 
 fn git(dir: &Path, args: &[&str], timeout: Duration) -> Result<GitRun> {
-    git_run(dir, args, timeout)
-        .map_err(|e| HankError::Tool(format!("`git {}` in {}: {e}", args.join(" "), dir.display())))
+    git_run(dir, args, timeout).map_err(|e| {
+        HankError::Tool(format!(
+            "`git {}` in {}: {e}",
+            args.join(" "),
+            dir.display()
+        ))
+    })
 }
 
 fn git_ok(dir: &Path, args: &[&str]) -> Result<String> {
@@ -49,12 +54,21 @@ fn git_ok(dir: &Path, args: &[&str]) -> Result<String> {
 pub fn current_branch(dir: &Path) -> Result<Option<String>> {
     git_ok(dir, &["rev-parse", "--git-dir"]).map_err(|_| {
         HankError::usage_hint(
-            format!("{} is not a git repository: delivery needs one", dir.display()),
+            format!(
+                "{} is not a git repository: delivery needs one",
+                dir.display()
+            ),
             "run `git init` and commit, and add a remote (`git remote add origin URL`)",
         )
     })?;
-    let r = git(dir, &["symbolic-ref", "--quiet", "--short", "HEAD"], GIT_QUICK)?;
-    Ok(r.success.then(|| r.stdout.trim().to_string()).filter(|b| !b.is_empty()))
+    let r = git(
+        dir,
+        &["symbolic-ref", "--quiet", "--short", "HEAD"],
+        GIT_QUICK,
+    )?;
+    Ok(r.success
+        .then(|| r.stdout.trim().to_string())
+        .filter(|b| !b.is_empty()))
 }
 
 /// The URL of `remote`.
@@ -91,7 +105,12 @@ pub fn prepare_branch(dir: &Path, branch: &str) -> Result<()> {
     }
     let exists = git(
         dir,
-        &["show-ref", "--verify", "--quiet", &format!("refs/heads/{branch}")],
+        &[
+            "show-ref",
+            "--verify",
+            "--quiet",
+            &format!("refs/heads/{branch}"),
+        ],
         GIT_QUICK,
     )?
     .success;
@@ -114,36 +133,46 @@ pub fn prepare_branch(dir: &Path, branch: &str) -> Result<()> {
     }
 }
 
-/// hank's runtime files (from the `.gitignore` entries hank writes): never committed.
-fn runtime_excludes() -> Vec<String> {
+/// hank's runtime files (the `.gitignore` entries hank writes): never committed.
+fn runtime_paths() -> Vec<String> {
     include_str!("../../templates/gitignore")
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(|l| format!(":(exclude){}", l.trim_end_matches('/')))
+        .map(|l| l.trim_end_matches('/').to_string())
         .collect()
 }
 
 /// Commits everything the agent left (new, changed and deleted files; hank's runtime files
-/// excepted) with `message`. `false` when there was nothing to commit.
+/// excepted, even where `.gitignore` does not list them) with `message`. `false` when there
+/// was nothing to commit.
 ///
 /// # Errors
 /// git refused (a failing pre-commit hook: its output is in the message).
 pub fn commit_all(dir: &Path, message: &str) -> Result<bool> {
-    let mut add = vec!["add", "--all", "--", "."];
-    let excludes = runtime_excludes();
-    add.extend(excludes.iter().map(String::as_str));
-    let r = git(dir, &add, GIT_QUICK)?;
+    let r = git(dir, &["add", "--all", "--", "."], GIT_QUICK)?;
     if !r.success {
         return Err(HankError::Tool(format!(
             "`git add` failed: {}",
             crate::sanitize::line(r.stderr.trim())
         )));
     }
+    // Unstage hank's own files (a glob pathspec matches nothing quietly).
+    let mut reset = vec!["reset", "--quiet", "--"];
+    let globs: Vec<String> = runtime_paths()
+        .iter()
+        .flat_map(|p| [format!(":(glob){p}"), format!(":(glob){p}/**")])
+        .collect();
+    reset.extend(globs.iter().map(String::as_str));
+    let _ = git(dir, &reset, GIT_QUICK)?;
     if git(dir, &["diff", "--cached", "--quiet"], GIT_QUICK)?.success {
         return Ok(false);
     }
-    let r = git(dir, &["commit", "--quiet", "-m", message], GIT_DELIVER_TIMEOUT)?;
+    let r = git(
+        dir,
+        &["commit", "--quiet", "-m", message],
+        GIT_DELIVER_TIMEOUT,
+    )?;
     if r.success {
         Ok(true)
     } else {
@@ -160,7 +189,9 @@ pub fn commit_all(dir: &Path, message: &str) -> Result<bool> {
 pub enum Push {
     Pushed,
     /// The remote or a pre-push hook refused it: git's and the hook's output (bounded).
-    Rejected { output: String },
+    Rejected {
+        output: String,
+    },
 }
 
 /// Pushes HEAD to `branch` on `remote` (upstream set). A refusal is [`Push::Rejected`] with
@@ -170,7 +201,11 @@ pub enum Push {
 /// git cannot run, or ran past [`GIT_DELIVER_TIMEOUT`].
 pub fn push(dir: &Path, remote: &str, branch: &str) -> Result<Push> {
     let refspec = format!("HEAD:refs/heads/{branch}");
-    let r = git(dir, &["push", "--set-upstream", "--", remote, &refspec], GIT_DELIVER_TIMEOUT)?;
+    let r = git(
+        dir,
+        &["push", "--set-upstream", "--", remote, &refspec],
+        GIT_DELIVER_TIMEOUT,
+    )?;
     if r.success {
         return Ok(Push::Pushed);
     }
@@ -197,7 +232,10 @@ pub fn evidence(events: &str) -> (Evidence, Option<bool>, bool) {
     let Some(end) = lines.iter().rposition(|l| l.kind() == "exit") else {
         return (Evidence::default(), None, false);
     };
-    let start = lines[..end].iter().rposition(|l| l.kind() == "exit").map_or(0, |i| i + 1);
+    let start = lines[..end]
+        .iter()
+        .rposition(|l| l.kind() == "exit")
+        .map_or(0, |i| i + 1);
     let run = &lines[start..=end];
     let mut ev = Evidence::default();
     let mut loops = Vec::new();
@@ -314,8 +352,14 @@ pub fn wait_for_ci(
             }
             v @ CiVerdict::Failed { .. } => {
                 let mut logs = Vec::new();
-                for c in checks.iter().filter(|c| c.state == rules::CheckState::Failed) {
-                    if logs.iter().any(|(n, _): &(String, Option<String>)| *n == c.name) {
+                for c in checks
+                    .iter()
+                    .filter(|c| c.state == rules::CheckState::Failed)
+                {
+                    if logs
+                        .iter()
+                        .any(|(n, _): &(String, Option<String>)| *n == c.name)
+                    {
                         continue;
                     }
                     logs.push((c.name.clone(), forge.check_log(c).unwrap_or(None)));

@@ -35,10 +35,17 @@ impl Output {
 ///
 /// # Errors
 /// It cannot be started, or it ran longer than `timeout` (then its process group is killed).
-pub fn run(program: &Path, args: &[&str], stdin: &[u8], dir: &Path, timeout: Duration) -> Result<Output> {
-    let name = program
-        .file_name()
-        .map_or_else(|| program.display().to_string(), |n| n.to_string_lossy().into_owned());
+pub fn run(
+    program: &Path,
+    args: &[&str],
+    stdin: &[u8],
+    dir: &Path,
+    timeout: Duration,
+) -> Result<Output> {
+    let name = program.file_name().map_or_else(
+        || program.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
     let mut child = Command::new(program)
         .args(args)
         .current_dir(dir)
@@ -67,8 +74,18 @@ pub fn run(program: &Path, args: &[&str], stdin: &[u8], dir: &Path, timeout: Dur
             buf
         })
     };
-    let out = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-    let err = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
     let start = Instant::now();
     let status = loop {
         match child.try_wait() {

@@ -112,11 +112,18 @@ pub trait Forge {
 }
 
 fn refused(what: &str, via: &str, r: &Reply) -> HankError {
-    HankError::Tool(format!("{what} via {via}: HTTP {} {}", r.status, r.message()))
+    HankError::Tool(format!(
+        "{what} via {via}: HTTP {} {}",
+        r.status,
+        r.message()
+    ))
 }
 
 fn text(v: &Value, key: &str) -> String {
-    v.get(key).and_then(Value::as_str).unwrap_or_default().to_string()
+    v.get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
 }
 
 fn login(v: &Value) -> String {
@@ -155,7 +162,10 @@ impl<A: Api> GitHub<A> {
         Some(PullRequest {
             number: v.get("number")?.as_u64()?,
             url: text(v, "html_url"),
-            head_sha: v.pointer("/head/sha").and_then(Value::as_str).map(str::to_string),
+            head_sha: v
+                .pointer("/head/sha")
+                .and_then(Value::as_str)
+                .map(str::to_string),
             node_id: v.get("node_id").and_then(Value::as_str).map(str::to_string),
         })
     }
@@ -193,10 +203,15 @@ impl<A: Api> Forge for GitHub<A> {
 
     fn create_pr(&self, pr: &NewPullRequest) -> Result<PullRequest> {
         let body = json!({"title": pr.title, "body": pr.body, "base": pr.base, "head": pr.head});
-        let r = self.api.call("POST", &format!("repos/{}/pulls", self.repo), Some(&body))?;
+        let r = self
+            .api
+            .call("POST", &format!("repos/{}/pulls", self.repo), Some(&body))?;
         if r.ok() {
             return Self::pr_of(&r.json()).ok_or_else(|| {
-                HankError::Tool(format!("{}: the new pull request has no number", self.describe()))
+                HankError::Tool(format!(
+                    "{}: the new pull request has no number",
+                    self.describe()
+                ))
             });
         }
         if r.status == 422
@@ -215,7 +230,11 @@ impl<A: Api> Forge for GitHub<A> {
         let owner = self.repo.split('/').next().unwrap_or_default();
         let v = self.get(
             "finding the branch's pull request",
-            &format!("repos/{}/pulls?state=open&head={}", self.repo, enc(&format!("{owner}:{head}"))),
+            &format!(
+                "repos/{}/pulls?state=open&head={}",
+                self.repo,
+                enc(&format!("{owner}:{head}"))
+            ),
         )?;
         Ok(v.as_array().and_then(|a| a.iter().find_map(Self::pr_of)))
     }
@@ -223,7 +242,11 @@ impl<A: Api> Forge for GitHub<A> {
     fn checks(&self, sha: &str) -> Result<Vec<Check>> {
         let runs = self.get(
             "reading the check runs",
-            &format!("repos/{}/commits/{}/check-runs?per_page=100", self.repo, enc(sha)),
+            &format!(
+                "repos/{}/commits/{}/check-runs?per_page=100",
+                self.repo,
+                enc(sha)
+            ),
         )?;
         let mut out: Vec<Check> = runs
             .get("check_runs")
@@ -236,7 +259,10 @@ impl<A: Api> Forge for GitHub<A> {
                             &text(c, "status"),
                             c.get("conclusion").and_then(Value::as_str),
                         ),
-                        url: c.get("html_url").and_then(Value::as_str).map(str::to_string),
+                        url: c
+                            .get("html_url")
+                            .and_then(Value::as_str)
+                            .map(str::to_string),
                         id: c.get("id").and_then(Value::as_u64),
                     })
                     .collect()
@@ -247,11 +273,16 @@ impl<A: Api> Forge for GitHub<A> {
             &format!("repos/{}/commits/{}/status", self.repo, enc(sha)),
         )?;
         if let Some(a) = statuses.get("statuses").and_then(Value::as_array) {
-            out.extend(a.iter().map(|s| Check {
-                name: text(s, "context"),
-                state: CheckState::of_status(&text(s, "state")),
-                url: s.get("target_url").and_then(Value::as_str).map(str::to_string),
-                id: None,
+            out.extend(a.iter().map(|s| {
+                Check {
+                    name: text(s, "context"),
+                    state: CheckState::of_status(&text(s, "state")),
+                    url: s
+                        .get("target_url")
+                        .and_then(Value::as_str)
+                        .map(str::to_string),
+                    id: None,
+                }
             }));
         }
         Ok(out)
@@ -259,7 +290,10 @@ impl<A: Api> Forge for GitHub<A> {
 
     fn check_log(&self, check: &Check) -> Result<Option<String>> {
         let Some(id) = check.id else { return Ok(None) };
-        let v = self.get("reading a check run", &format!("repos/{}/check-runs/{id}", self.repo))?;
+        let v = self.get(
+            "reading a check run",
+            &format!("repos/{}/check-runs/{id}", self.repo),
+        )?;
         let parts: Vec<String> = ["title", "summary", "text"]
             .iter()
             .filter_map(|k| v.pointer(&format!("/output/{k}")).and_then(Value::as_str))
@@ -270,7 +304,13 @@ impl<A: Api> Forge for GitHub<A> {
     }
 
     fn reviews(&self, pr: &PullRequest) -> Result<Vec<Review>> {
-        let v = self.get("reading the reviews", &format!("repos/{}/pulls/{}/reviews?per_page=100", self.repo, pr.number))?;
+        let v = self.get(
+            "reading the reviews",
+            &format!(
+                "repos/{}/pulls/{}/reviews?per_page=100",
+                self.repo, pr.number
+            ),
+        )?;
         Ok(v.as_array()
             .map(|a| {
                 a.iter()
@@ -290,7 +330,10 @@ impl<A: Api> Forge for GitHub<A> {
     fn review_comments(&self, pr: &PullRequest) -> Result<Vec<ReviewComment>> {
         let v = self.get(
             "reading the review comments",
-            &format!("repos/{}/pulls/{}/comments?per_page=100", self.repo, pr.number),
+            &format!(
+                "repos/{}/pulls/{}/comments?per_page=100",
+                self.repo, pr.number
+            ),
         )?;
         Ok(v.as_array()
             .map(|a| {
@@ -318,7 +361,11 @@ impl<A: Api> Forge for GitHub<A> {
         if r.ok() {
             Ok(())
         } else {
-            Err(refused(&format!("commenting on issue #{issue}"), &self.api.describe(), &r))
+            Err(refused(
+                &format!("commenting on issue #{issue}"),
+                &self.api.describe(),
+                &r,
+            ))
         }
     }
 
@@ -399,7 +446,10 @@ impl<A: Api> Forge for GitLab<A> {
         let p = self.get(&format!("reading project {}", self.repo), &self.project())?;
         let level = ["project_access", "group_access"]
             .iter()
-            .filter_map(|k| p.pointer(&format!("/permissions/{k}/access_level")).and_then(Value::as_u64))
+            .filter_map(|k| {
+                p.pointer(&format!("/permissions/{k}/access_level"))
+                    .and_then(Value::as_u64)
+            })
             .max();
         Ok(Access {
             login: text(&user, "username"),
@@ -410,10 +460,18 @@ impl<A: Api> Forge for GitLab<A> {
 
     fn create_pr(&self, pr: &NewPullRequest) -> Result<PullRequest> {
         let body = json!({"source_branch": pr.head, "target_branch": pr.base, "title": pr.title, "description": pr.body});
-        let r = self.api.call("POST", &format!("{}/merge_requests", self.project()), Some(&body))?;
+        let r = self.api.call(
+            "POST",
+            &format!("{}/merge_requests", self.project()),
+            Some(&body),
+        )?;
         if r.ok() {
-            return Self::mr_of(&r.json())
-                .ok_or_else(|| HankError::Tool(format!("{}: the new merge request has no iid", self.describe())));
+            return Self::mr_of(&r.json()).ok_or_else(|| {
+                HankError::Tool(format!(
+                    "{}: the new merge request has no iid",
+                    self.describe()
+                ))
+            });
         }
         if r.status == 409
             && let Some(existing) = self.find_pr(&pr.head)?
@@ -426,7 +484,11 @@ impl<A: Api> Forge for GitLab<A> {
     fn find_pr(&self, head: &str) -> Result<Option<PullRequest>> {
         let v = self.get(
             "finding the branch's merge request",
-            &format!("{}/merge_requests?state=opened&source_branch={}", self.project(), enc(head)),
+            &format!(
+                "{}/merge_requests?state=opened&source_branch={}",
+                self.project(),
+                enc(head)
+            ),
         )?;
         Ok(v.as_array().and_then(|a| a.iter().find_map(Self::mr_of)))
     }
@@ -434,7 +496,11 @@ impl<A: Api> Forge for GitLab<A> {
     fn checks(&self, sha: &str) -> Result<Vec<Check>> {
         let v = self.get(
             "reading the commit statuses",
-            &format!("{}/repository/commits/{}/statuses?per_page=100", self.project(), enc(sha)),
+            &format!(
+                "{}/repository/commits/{}/statuses?per_page=100",
+                self.project(),
+                enc(sha)
+            ),
         )?;
         Ok(v.as_array()
             .map(|a| {
@@ -443,12 +509,19 @@ impl<A: Api> Forge for GitLab<A> {
                         name: text(s, "name"),
                         state: match text(s, "status").as_str() {
                             "success" | "skipped" => CheckState::Passed,
-                            "created" | "waiting_for_resource" | "preparing" | "pending" | "running" | "scheduled" | "manual" => {
-                                CheckState::Pending
-                            }
+                            "created"
+                            | "waiting_for_resource"
+                            | "preparing"
+                            | "pending"
+                            | "running"
+                            | "scheduled"
+                            | "manual" => CheckState::Pending,
                             _ => CheckState::Failed,
                         },
-                        url: s.get("target_url").and_then(Value::as_str).map(str::to_string),
+                        url: s
+                            .get("target_url")
+                            .and_then(Value::as_str)
+                            .map(str::to_string),
                         id: s.get("id").and_then(Value::as_u64),
                     })
                     .collect()
@@ -458,7 +531,9 @@ impl<A: Api> Forge for GitLab<A> {
 
     fn check_log(&self, check: &Check) -> Result<Option<String>> {
         let Some(id) = check.id else { return Ok(None) };
-        let r = self.api.call("GET", &format!("{}/jobs/{id}/trace", self.project()), None)?;
+        let r = self
+            .api
+            .call("GET", &format!("{}/jobs/{id}/trace", self.project()), None)?;
         Ok(r.ok().then_some(r.body))
     }
 
@@ -469,7 +544,11 @@ impl<A: Api> Forge for GitLab<A> {
     fn review_comments(&self, pr: &PullRequest) -> Result<Vec<ReviewComment>> {
         let v = self.get(
             "reading the merge request's notes",
-            &format!("{}/merge_requests/{}/notes?per_page=100", self.project(), pr.number),
+            &format!(
+                "{}/merge_requests/{}/notes?per_page=100",
+                self.project(),
+                pr.number
+            ),
         )?;
         Ok(v.as_array()
             .map(|a| {
@@ -479,7 +558,11 @@ impl<A: Api> Forge for GitLab<A> {
                         Some(ReviewComment {
                             id: n.get("id")?.as_u64()?,
                             author: login(n),
-                            path: n.pointer("/position/new_path").and_then(Value::as_str).unwrap_or("the merge request").to_string(),
+                            path: n
+                                .pointer("/position/new_path")
+                                .and_then(Value::as_str)
+                                .unwrap_or("the merge request")
+                                .to_string(),
                             line: n.pointer("/position/new_line").and_then(Value::as_u64),
                             body: text(n, "body"),
                         })
@@ -490,11 +573,19 @@ impl<A: Api> Forge for GitLab<A> {
     }
 
     fn comment_issue(&self, issue: u64, body: &str) -> Result<()> {
-        let r = self.api.call("POST", &format!("{}/issues/{issue}/notes", self.project()), Some(&json!({"body": body})))?;
+        let r = self.api.call(
+            "POST",
+            &format!("{}/issues/{issue}/notes", self.project()),
+            Some(&json!({"body": body})),
+        )?;
         if r.ok() {
             Ok(())
         } else {
-            Err(refused(&format!("commenting on issue #{issue}"), &self.api.describe(), &r))
+            Err(refused(
+                &format!("commenting on issue #{issue}"),
+                &self.api.describe(),
+                &r,
+            ))
         }
     }
 
@@ -507,7 +598,11 @@ impl<A: Api> Forge for GitLab<A> {
         if r.ok() {
             Ok(())
         } else {
-            Err(refused(&format!("arming auto-merge of !{}", pr.number), &self.api.describe(), &r))
+            Err(refused(
+                &format!("arming auto-merge of !{}", pr.number),
+                &self.api.describe(),
+                &r,
+            ))
         }
     }
 }
@@ -547,15 +642,22 @@ pub fn repo_of(env: &Env, remote_url: &str) -> Result<(Option<String>, String)> 
         let parts: Vec<&str> = r.trim().split('/').collect();
         return match parts.as_slice() {
             [o, n] if !o.is_empty() && !n.is_empty() => Ok((None, format!("{o}/{n}"))),
-            [h, o, n] if !h.is_empty() && !o.is_empty() && !n.is_empty() => Ok((Some((*h).to_string()), format!("{o}/{n}"))),
-            _ => Err(HankError::usage(format!("GH_REPO=`{r}`: expected OWNER/REPO or HOST/OWNER/REPO"))),
+            [h, o, n] if !h.is_empty() && !o.is_empty() && !n.is_empty() => {
+                Ok((Some((*h).to_string()), format!("{o}/{n}")))
+            }
+            _ => Err(HankError::usage(format!(
+                "GH_REPO=`{r}`: expected OWNER/REPO or HOST/OWNER/REPO"
+            ))),
         };
     }
     repo_of_url(remote_url)
         .map(|(h, r)| (Some(h), r))
         .ok_or_else(|| {
             HankError::usage_hint(
-                format!("the remote's URL `{}` names no forge repository", crate::sanitize::line(remote_url)),
+                format!(
+                    "the remote's URL `{}` names no forge repository",
+                    crate::sanitize::line(remote_url)
+                ),
                 "push to a GitHub or GitLab remote, or set GH_REPO=OWNER/REPO",
             )
         })
@@ -568,7 +670,10 @@ pub fn repo_of(env: &Env, remote_url: &str) -> Result<(Option<String>, String)> 
 pub fn detect(dir: &Path, remote_url: &str, env: &Env) -> Result<Box<dyn Forge>> {
     let (host, repo) = repo_of(env, remote_url)?;
     let is_gitlab = host.as_deref().is_some_and(|h| h.contains("gitlab"))
-        || env.gitlab_host.as_deref().is_some_and(|g| host.as_deref() == Some(g.trim_start_matches("https://")));
+        || env
+            .gitlab_host
+            .as_deref()
+            .is_some_and(|g| host.as_deref() == Some(g.trim_start_matches("https://")));
     if is_gitlab {
         let glab = which::which("glab").map_err(|_| {
             HankError::usage_hint(
@@ -595,12 +700,21 @@ pub fn detect(dir: &Path, remote_url: &str, env: &Env) -> Result<Box<dyn Forge>>
         };
         match api.call("GET", "user", None) {
             Ok(r) if r.ok() => return Ok(Box::new(GitHub { api, repo })),
-            Ok(r) => gh_problem = Some(format!("gh is not logged in (HTTP {} {})", r.status, r.message())),
+            Ok(r) => {
+                gh_problem = Some(format!(
+                    "gh is not logged in (HTTP {} {})",
+                    r.status,
+                    r.message()
+                ))
+            }
             Err(e) => gh_problem = Some(e.to_string()),
         }
     }
     if let Some(token) = env.gh_token.clone() {
-        let base = env.api_url.clone().unwrap_or_else(|| DEFAULT_API_URL.to_string());
+        let base = env
+            .api_url
+            .clone()
+            .unwrap_or_else(|| DEFAULT_API_URL.to_string());
         return Ok(Box::new(GitHub {
             api: Http::new(&base, token, dir)?,
             repo,
@@ -609,7 +723,9 @@ pub fn detect(dir: &Path, remote_url: &str, env: &Env) -> Result<Box<dyn Forge>>
     Err(HankError::usage_hint(
         format!(
             "no GitHub login for {repo}: {}",
-            gh_problem.unwrap_or_else(|| "gh is not installed and GH_TOKEN / GITHUB_TOKEN is not set".to_string())
+            gh_problem.unwrap_or_else(|| {
+                "gh is not installed and GH_TOKEN / GITHUB_TOKEN is not set".to_string()
+            })
         ),
         "run `gh auth login` (or install gh first), or set GH_TOKEN to a token that may push and open pull requests",
     ))
@@ -636,13 +752,27 @@ mod tests {
             gh_repo: Some("ghe.example.com/o/r".into()),
             ..Env::default()
         };
-        assert_eq!(repo_of(&env, "").unwrap(), (Some("ghe.example.com".into()), "o/r".into()));
-        assert!(repo_of(&Env { gh_repo: Some("bad".into()), ..Env::default() }, "").is_err());
+        assert_eq!(
+            repo_of(&env, "").unwrap(),
+            (Some("ghe.example.com".into()), "o/r".into())
+        );
+        assert!(
+            repo_of(
+                &Env {
+                    gh_repo: Some("bad".into()),
+                    ..Env::default()
+                },
+                ""
+            )
+            .is_err()
+        );
         assert_eq!(
             repo_of(&Env::default(), "git@github.com:o/r.git").unwrap(),
             (Some("github.com".into()), "o/r".into())
         );
-        let e = repo_of(&Env::default(), "/tmp/remote.git").unwrap_err().to_string();
+        let e = repo_of(&Env::default(), "/tmp/remote.git")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("names no forge repository"), "{e}");
         assert_eq!(enc("o:hank/main"), "o%3Ahank%2Fmain");
     }

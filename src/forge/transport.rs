@@ -112,14 +112,21 @@ impl Api for CliApi {
         let argv = self.argv(method, path, body.is_some());
         let args: Vec<&str> = argv.iter().map(String::as_str).collect();
         let input = body.map(Value::to_string).unwrap_or_default();
-        let out = exec::run(&self.program, &args, input.as_bytes(), &self.dir, REQUEST_TIMEOUT)?;
+        let out = exec::run(
+            &self.program,
+            &args,
+            input.as_bytes(),
+            &self.dir,
+            REQUEST_TIMEOUT,
+        )?;
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         match parse_response(&text) {
             Some(reply) => Ok(reply),
             None => Err(HankError::Tool(format!(
                 "`{} api {method} {path}` failed ({}): {}",
                 self.describe(),
-                out.code.map_or_else(|| "killed".to_string(), |c| format!("exit {c}")),
+                out.code
+                    .map_or_else(|| "killed".to_string(), |c| format!("exit {c}")),
                 crate::sanitize::line(out.stderr.trim())
             ))),
         }
@@ -146,14 +153,20 @@ pub fn parse_response(text: &str) -> Option<Reply> {
         let l = l.to_ascii_lowercase();
         l.starts_with("transfer-encoding:") && l.contains("chunked")
     });
-    let body = if chunked { dechunk(body) } else { body.to_string() };
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
     Some(Reply { status, body })
 }
 
 fn dechunk(mut s: &str) -> String {
     let mut out = String::new();
     loop {
-        let Some((size, rest)) = s.split_once("\r\n") else { break };
+        let Some((size, rest)) = s.split_once("\r\n") else {
+            break;
+        };
         let Ok(n) = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16) else {
             break;
         };
@@ -181,7 +194,9 @@ pub struct Http {
 
 impl std::fmt::Debug for Http {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Http").field("base", &self.base).finish_non_exhaustive()
+        f.debug_struct("Http")
+            .field("base", &self.base)
+            .finish_non_exhaustive()
     }
 }
 
@@ -236,7 +251,9 @@ impl Http {
     /// A request over plain HTTP/1.1 (a GitHub Enterprise instance or a fake on loopback).
     fn plain(&self, method: &str, url: &str, body: Option<&str>) -> Result<Reply> {
         let rest = url.strip_prefix("http://").unwrap_or(url);
-        let (authority, path) = rest.split_once('/').map_or((rest, "/".to_string()), |(a, p)| (a, format!("/{p}")));
+        let (authority, path) = rest
+            .split_once('/')
+            .map_or((rest, "/".to_string()), |(a, p)| (a, format!("/{p}")));
         let addr = if authority.contains(':') {
             authority.to_string()
         } else {
@@ -244,9 +261,14 @@ impl Http {
         };
         let fail = |e: std::io::Error| HankError::Tool(format!("{method} {url}: {e}"));
         let mut stream = TcpStream::connect(&addr).map_err(fail)?;
-        stream.set_read_timeout(Some(REQUEST_TIMEOUT)).map_err(fail)?;
-        stream.set_write_timeout(Some(REQUEST_TIMEOUT)).map_err(fail)?;
-        let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n");
+        stream
+            .set_read_timeout(Some(REQUEST_TIMEOUT))
+            .map_err(fail)?;
+        stream
+            .set_write_timeout(Some(REQUEST_TIMEOUT))
+            .map_err(fail)?;
+        let mut req =
+            format!("{method} {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n");
         for h in self.headers() {
             req.push_str(&h);
             req.push_str("\r\n");
@@ -259,7 +281,10 @@ impl Http {
         req.push_str(body);
         stream.write_all(req.as_bytes()).map_err(fail)?;
         let mut buf = Vec::new();
-        stream.take(REPLY_LIMIT).read_to_end(&mut buf).map_err(fail)?;
+        stream
+            .take(REPLY_LIMIT)
+            .read_to_end(&mut buf)
+            .map_err(fail)?;
         parse_response(&String::from_utf8_lossy(&buf))
             .ok_or_else(|| HankError::Tool(format!("{method} {url}: not an HTTP response")))
     }
@@ -278,7 +303,15 @@ impl Http {
             cfg.push_str("header = \"Content-Type: application/json\"\n");
             cfg.push_str(&format!("data-binary = {}\n", q(b)));
         }
-        let args = ["--silent", "--show-error", "--include", "--proto", "=https", "--config", "-"];
+        let args = [
+            "--silent",
+            "--show-error",
+            "--include",
+            "--proto",
+            "=https",
+            "--config",
+            "-",
+        ];
         let out = exec::run(curl, &args, cfg.as_bytes(), &self.dir, REQUEST_TIMEOUT)?;
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         // `--include` prints every response's head (a proxy's `200 Connection established`,
@@ -322,12 +355,18 @@ mod tests {
 
     #[test]
     fn responses_parse() {
-        let r = parse_response("HTTP/2.0 201 Created\r\nContent-Type: application/json\r\n\r\n{\"number\":3}").unwrap();
+        let r = parse_response(
+            "HTTP/2.0 201 Created\r\nContent-Type: application/json\r\n\r\n{\"number\":3}",
+        )
+        .unwrap();
         assert_eq!((r.status, r.json()["number"].as_u64()), (201, Some(3)));
         let r = parse_response("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n2\r\nef\r\n0\r\n\r\n").unwrap();
         assert_eq!(r.body, "abcdef");
         assert!(parse_response("gh: not found").is_none());
-        let r = parse_response("HTTP/1.1 422 Unprocessable\n\n{\"message\":\"Validation \\u001b[31mFailed\"}").unwrap();
+        let r = parse_response(
+            "HTTP/1.1 422 Unprocessable\n\n{\"message\":\"Validation \\u001b[31mFailed\"}",
+        )
+        .unwrap();
         assert_eq!(r.message(), "Validation Failed");
     }
 
@@ -340,15 +379,35 @@ mod tests {
         };
         assert_eq!(
             api.argv("POST", "repos/o/r/pulls", true),
-            ["api", "--include", "--method", "POST", "--hostname", "ghe.example.com", "--input", "-", "repos/o/r/pulls"]
+            [
+                "api",
+                "--include",
+                "--method",
+                "POST",
+                "--hostname",
+                "ghe.example.com",
+                "--input",
+                "-",
+                "repos/o/r/pulls"
+            ]
         );
     }
 
     #[test]
     fn a_token_with_a_line_break_is_refused_and_never_printed() {
-        let e = Http::new("http://127.0.0.1:1", "abc\r\nX-Evil: 1".into(), Path::new(".")).unwrap_err();
+        let e = Http::new(
+            "http://127.0.0.1:1",
+            "abc\r\nX-Evil: 1".into(),
+            Path::new("."),
+        )
+        .unwrap_err();
         assert!(!e.to_string().contains("abc"), "{e}");
-        let h = Http::new("http://127.0.0.1:1", "tok-secret-123".into(), Path::new(".")).unwrap();
+        let h = Http::new(
+            "http://127.0.0.1:1",
+            "tok-secret-123".into(),
+            Path::new("."),
+        )
+        .unwrap();
         assert!(!format!("{h:?}").contains("tok-secret"));
         assert!(Http::new("ftp://x", "t".into(), Path::new(".")).is_err());
     }
