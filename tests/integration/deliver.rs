@@ -455,3 +455,73 @@ fn the_real_gh_opens_the_pr_and_reads_the_checks() {
             .join("\n")
     );
 }
+
+#[test]
+fn doctor_checks_the_remote_the_login_and_the_push_permission() {
+    let s = setup();
+    let gh = FakeGitHub::start();
+    gh.set(|w| w.can_push = false);
+    s.p.hankrc("DELIVER=pr\n");
+    let doctor = |gh: &FakeGitHub, remote: &str| -> Value {
+        s.p.hankrc(&format!("DELIVER=pr\nDELIVER_REMOTE={remote}\n"));
+        let out =
+            s.p.cmd()
+                .args(["doctor", "--json"])
+                .env("GH_REPO", "o/r")
+                .env("GH_TOKEN", TOKEN)
+                .env("GITHUB_API_URL", gh.url())
+                .output()
+                .unwrap();
+        assert!(!String::from_utf8_lossy(&out.stdout).contains(TOKEN));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let find = |v: &Value, name: &str| -> Value {
+        v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    let v = doctor(&gh, "origin");
+    assert_eq!(find(&v, "remote")["ok"], true, "{v}");
+    assert_eq!(find(&v, "forge")["ok"], true, "{v}");
+    assert!(
+        find(&v, "forge")["detail"]
+            .as_str()
+            .unwrap()
+            .contains("as hank-bot for o/r"),
+        "{v}"
+    );
+    let push = find(&v, "push");
+    assert_eq!(push["ok"], false, "{v}");
+    assert!(
+        push["fix"].as_str().unwrap().contains("write access"),
+        "{v}"
+    );
+    assert_eq!(v["ok"], false);
+
+    let v = doctor(&gh, "upstream");
+    let remote = find(&v, "remote");
+    assert_eq!(remote["ok"], false, "{v}");
+    assert!(
+        remote["fix"]
+            .as_str()
+            .unwrap()
+            .contains("git remote add upstream"),
+        "{v}"
+    );
+}
+
+#[test]
+fn hank_run_says_delivery_is_not_wired_yet() {
+    let s = setup();
+    s.p.hankrc("DELIVER=pr\n");
+    let out = s.p.run(&["--dry-run"]);
+    assert!(
+        stderr(&out).contains("DELIVER=pr (.hankrc line 1) is not wired into `hank run` yet"),
+        "{}",
+        stderr(&out)
+    );
+}
