@@ -375,6 +375,10 @@ fn the_real_gh_opens_the_pr_and_reads_the_checks() {
         .map(PathBuf::from)
         .find(|p| p.is_file())
     else {
+        assert!(
+            std::env::var_os("HANK_REQUIRE_GH").is_none(),
+            "HANK_REQUIRE_GH is set (CI) but gh is not installed"
+        );
         eprintln!("the_real_gh_opens_the_pr_and_reads_the_checks: skipped (gh is not installed)");
         return;
     };
@@ -523,5 +527,83 @@ fn hank_run_says_delivery_is_not_wired_yet() {
         stderr(&out).contains("DELIVER=pr (.hankrc line 1) is not wired into `hank run` yet"),
         "{}",
         stderr(&out)
+    );
+}
+
+/// GitLab at the argv boundary: a fake `glab` records what hank runs and answers like
+/// `glab api --include` (no real glab in the tests).
+#[test]
+fn gitlab_merge_requests_go_through_glab_api() {
+    let s = setup();
+    git(
+        &s.p.dir,
+        &["remote", "set-url", "origin", "https://gitlab.com/g/p.git"],
+    );
+    git(
+        &s.p.dir,
+        &[
+            "remote",
+            "set-url",
+            "--push",
+            "origin",
+            s.remote.to_str().unwrap(),
+        ],
+    );
+    let bin = s.p.home.join("glab-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = s.p.home.join("glab.log");
+    let script = format!(
+        "#!/bin/sh\necho \"argv: $*\" >> '{log}'\necho \"stdin: $(cat)\" >> '{log}'\n\
+         case \"$*\" in\n\
+         *merge_requests) printf 'HTTP/1.1 201 Created\\r\\nContent-Type: application/json\\r\\n\\r\\n{{\"iid\":4,\"web_url\":\"https://gitlab.com/g/p/-/merge_requests/4\",\"sha\":\"abc\"}}' ;;\n\
+         *) printf 'HTTP/1.1 201 Created\\r\\n\\r\\n{{\"id\":1}}' ;;\n\
+         esac\n",
+        log = log.display()
+    );
+    std::fs::write(bin.join("glab"), script).unwrap();
+    std::fs::set_permissions(
+        bin.join("glab"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    s.p.hankrc("CI_WAIT=false\n");
+    let out =
+        s.p.cmd()
+            .arg("deliver")
+            .env(
+                "PATH",
+                format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display()),
+            )
+            .env("GITLAB_TOKEN", TOKEN)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .output()
+            .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        calls.contains(
+            "argv: api --include --method POST --input - projects/g%2Fp/merge_requests\n"
+        ),
+        "{calls}"
+    );
+    assert!(calls.contains("\"source_branch\":\"hank/main\""), "{calls}");
+    assert!(calls.contains("\"target_branch\":\"main\""), "{calls}");
+    assert!(
+        calls.contains(
+            "argv: api --include --method POST --input - projects/g%2Fp/issues/12/notes\n"
+        ),
+        "{calls}"
+    );
+    assert!(!calls.contains(TOKEN), "{calls}");
+    assert_eq!(
+        s.delivery()["pr_url"],
+        "https://gitlab.com/g/p/-/merge_requests/4"
+    );
+    // The push went to the push URL (the bare repository).
+    assert!(
+        git(&s.remote, &["for-each-ref", "--format=%(refname)"]).contains("refs/heads/hank/main")
     );
 }
