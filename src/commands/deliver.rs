@@ -38,10 +38,10 @@ fn interrupt_flag() -> Arc<AtomicBool> {
             return;
         };
         rt.block_on(async move {
-            if let Ok(mut rx) = crate::agent::signals::install() {
-                if rx.changed().await.is_ok() {
-                    f.store(true, Ordering::SeqCst);
-                }
+            if let Ok(mut rx) = crate::agent::signals::install()
+                && rx.changed().await.is_ok()
+            {
+                f.store(true, Ordering::SeqCst);
             }
         });
     });

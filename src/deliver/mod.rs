@@ -241,22 +241,19 @@ pub fn evidence(events: &str) -> (Evidence, Option<bool>, bool) {
     let mut loops = Vec::new();
     let mut verified = None;
     for l in run {
-        match l.kind() {
-            "agent_finished" => {
-                if let Some(f) = l.finished() {
-                    let c = crate::commands::report::loop_cost(l, &f);
-                    if let Some(r) = c.recommendation.clone().filter(|r| !r.trim().is_empty()) {
-                        ev.agent_summary = Some(r);
-                    }
-                    for i in &c.items {
-                        if !ev.items_done.contains(i) {
-                            ev.items_done.push(i.clone());
-                        }
-                    }
-                    loops.push(c);
+        if l.kind() == "agent_finished"
+            && let Some(f) = l.finished()
+        {
+            let c = crate::commands::report::loop_cost(l, &f);
+            if let Some(r) = c.recommendation.clone().filter(|r| !r.trim().is_empty()) {
+                ev.agent_summary = Some(r);
+            }
+            for i in &c.items {
+                if !ev.items_done.contains(i) {
+                    ev.items_done.push(i.clone());
                 }
             }
-            _ => {}
+            loops.push(c);
         }
         let Some(e) = &l.event else { continue };
         match &e.kind {
@@ -319,6 +316,9 @@ impl CiWaitSettings {
     }
 }
 
+/// A failed check's name and the end of its log, when the forge had one.
+pub type CheckLog = (String, Option<String>);
+
 /// Waits for the checks of exactly `sha` until the verdict is final; returns it with the
 /// failing checks' log tails (raw; [`rules::ci_feedback`] cleans them). `now` is the clock;
 /// `interrupted` ends the wait early (`Ok(None)`).
@@ -332,7 +332,7 @@ pub fn wait_for_ci(
     w: CiWaitSettings,
     now: &dyn Fn() -> Timestamp,
     interrupted: &dyn Fn() -> bool,
-) -> Result<Option<(CiVerdict, Vec<(String, Option<String>)>)>> {
+) -> Result<Option<(CiVerdict, Vec<CheckLog>)>> {
     let limits = w.limits();
     loop {
         let checks = forge.checks(sha)?;

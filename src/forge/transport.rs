@@ -163,10 +163,7 @@ pub fn parse_response(text: &str) -> Option<Reply> {
 
 fn dechunk(mut s: &str) -> String {
     let mut out = String::new();
-    loop {
-        let Some((size, rest)) = s.split_once("\r\n") else {
-            break;
-        };
+    while let Some((size, rest)) = s.split_once("\r\n") {
         let Ok(n) = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16) else {
             break;
         };

@@ -220,7 +220,7 @@ fn answer(w: &mut World, r: &Recorded) -> (u16, Value) {
             let found = w
                 .check_runs
                 .iter()
-                .find(|c| c["id"].to_string() == *id)
+                .find(|c| c["id"].as_u64().is_some_and(|n| id.parse() == Ok(n)))
                 .cloned();
             found.map_or((404, json!({"message": "Not Found"})), |c| (200, c))
         }
