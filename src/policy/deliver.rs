@@ -331,6 +331,13 @@ pub fn pr_body(ev: &Evidence, secrets: &[String]) -> String {
         t.tokens,
         duration(t.duration_ms)
     );
+    if t.estimated_cost_usd > 0.0 {
+        let _ = writeln!(
+            b,
+            "\n${:.2} of the cost is hank's estimate (calls whose cost the agent did not report).",
+            t.estimated_cost_usd
+        );
+    }
     if !r.windows.is_empty() {
         b.push_str("\n### Usage windows\n\n");
         for w in &r.windows {
@@ -756,6 +763,7 @@ mod tests {
                     loops: 3,
                     calls: 4,
                     cost_usd: 1.25,
+                    estimated_cost_usd: 1.0,
                     tokens: 12_000,
                     duration_ms: 300_000,
                 },
@@ -800,6 +808,7 @@ mod tests {
             "> All done! [REDACTED]",
             "> @\u{200b}everyone look",
             "Closes #12",
+            "$1.00 of the cost is hank's estimate",
         ] {
             assert!(body.contains(want), "missing {want:?} in:\n{body}");
         }
