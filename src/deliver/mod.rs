@@ -391,7 +391,7 @@ mod tests {
             r#"{"schema_version":2,"type":"exit","at":"2026-11-24T09:01:00Z","exit_reason":"max_loops","exit_code":3,"message":"MAX_LOOPS reached"}"#,
             r#"{"schema_version":2,"type":"verification","at":"2026-11-24T10:00:00Z","kind":"baseline","passed":false,"command":"make test","exit_code":2,"duration_ms":1500,"log":"x","loop":0}"#,
             r#"{"schema_version":2,"type":"agent_finished","at":"2026-11-24T10:05:00Z","loop":2,"outcome":"success","plan_items":["[#4] Fix the parser"],"cost_usd":0.5,"duration_ms":60000,"recommendation":"Parser fixed"}"#,
-            r#"{"schema_version":2,"type":"circuit_changed","at":"2026-11-24T10:06:00Z","from":"closed","to":"half_open","reason":"no progress"}"#,
+            r#"{"schema_version":2,"type":"circuit_changed","at":"2026-11-24T10:06:00Z","from":"CLOSED","to":"HALF_OPEN","reason":"no progress"}"#,
             r#"{"schema_version":2,"type":"verification","at":"2026-11-24T10:07:00Z","kind":"completion","passed":true,"command":"make test","exit_code":0,"duration_ms":1700,"log":"y","loop":2,"removed_tests":["t/old_test.c"]}"#,
             r#"{"schema_version":2,"type":"exit","at":"2026-11-24T10:08:00Z","exit_reason":"plan_complete","exit_code":0,"message":"every required fix_plan item is done (1/1)","verified":true}"#,
         ]
