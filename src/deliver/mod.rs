@@ -3,7 +3,7 @@
 //! and the CI wait. The rules (names, the body, the verdict, the feedback) are in
 //! [`crate::policy::deliver`]; the forge calls in [`crate::forge`]. The engine calls
 //! [`prepare_branch`], [`commit_all`], [`push`], [`evidence`] and [`wait_for_ci`]; `hank
-//! deliver` ([`crate::commands::deliver`]) runs them in order now.
+//! deliver` (`src/commands/deliver.rs`) runs them in order now.
 
 use std::path::Path;
 use std::time::Duration;
