@@ -244,7 +244,7 @@ pub fn evidence(events: &str) -> (Evidence, Option<bool>, bool) {
         if l.kind() == "agent_finished"
             && let Some(f) = l.finished()
         {
-            let c = crate::commands::report::loop_cost(l, &f);
+            let c = crate::store::schema::loop_cost(l, &f);
             if let Some(r) = c.recommendation.clone().filter(|r| !r.trim().is_empty()) {
                 ev.agent_summary = Some(r);
             }

@@ -34,6 +34,9 @@ pub const MAX_PUSH_RETRIES: u32 = 2;
 
 /// What replaces a secret.
 const REDACTED: &str = "[REDACTED]";
+/// Shorter secret values are not replaced (they would mangle ordinary text); the same bound
+/// as the agent's redaction (`agent::redact::MIN_SECRET_LEN`).
+const MIN_SECRET_LEN: usize = 8;
 
 // ---------------------------------------------------------------------------------------------
 // Names
@@ -155,7 +158,11 @@ pub fn clean(text: &str, secrets: &[String], max: usize) -> String {
         .ok()
     });
     let mut s = crate::sanitize::for_terminal(text, crate::sanitize::Lines::Keep).into_owned();
-    crate::agent::redact::redact(&mut s, secrets);
+    for secret in secrets.iter().map(|v| v.trim()) {
+        if secret.len() >= MIN_SECRET_LEN {
+            s = s.replace(secret, REDACTED);
+        }
+    }
     if let Some(re) = TOKENS.as_ref() {
         s = re.replace_all(&s, REDACTED).into_owned();
     }

@@ -986,6 +986,38 @@ pub fn read_windows(v: Option<&Value>) -> BTreeMap<String, WindowStatus> {
         .unwrap_or_default()
 }
 
+/// An `agent_finished` event ([`AgentFinished`], read field by field: a field of another
+/// type is absent, the rest is read) as the receipts need it (`hank report`, the PR body).
+pub fn loop_cost(e: &EventLine, f: &Lenient<AgentFinished>) -> crate::policy::receipts::LoopCost {
+    let tokens = e
+        .raw
+        .get("tokens")
+        .and_then(read_lenient::<crate::analysis::Tokens>)
+        .map(|t| t.value.sum())
+        .unwrap_or(0);
+    crate::policy::receipts::LoopCost {
+        number: f.get("loop", |f| f.number).unwrap_or(0),
+        at: e.at(),
+        cost_usd: f
+            .get("cost_usd", |f| f.cost_usd)
+            .filter(|c| c.is_finite() && *c >= 0.0)
+            .unwrap_or(0.0),
+        cost_estimated: f
+            .get("cost_estimated", |f| f.cost_estimated)
+            .unwrap_or(false),
+        tokens,
+        duration_ms: f.get("duration_ms", |f| f.duration_ms).unwrap_or(0),
+        calls: f.get("num_turns", |f| f.num_turns).flatten(),
+        items: f
+            .get("plan_items", |f| f.plan_items.clone())
+            .unwrap_or_default(),
+        recommendation: f
+            .get("recommendation", |f| f.recommendation.clone())
+            .flatten(),
+        windows: read_windows(e.raw.get("usage_windows")),
+    }
+}
+
 /// `breaker.history` of `state.json` text, each transition read as the breaker writes it;
 /// one that does not read is left out, anything unexpected is an empty history.
 #[must_use]
