@@ -607,3 +607,66 @@ fn gitlab_merge_requests_go_through_glab_api() {
         git(&s.remote, &["for-each-ref", "--format=%(refname)"]).contains("refs/heads/hank/main")
     );
 }
+
+/// The whole path on hank's real records: a `hank run` with the fake agent that completes
+/// with its check passing, then `hank deliver`.
+#[test]
+fn a_real_run_then_deliver_puts_its_records_in_the_pr() {
+    let p = Project::new(&["[#12] make src/x"]);
+    std::fs::write(
+        p.dir.join(".gitignore"),
+        include_str!("../../templates/gitignore"),
+    )
+    .unwrap();
+    p.git_init();
+    let remote = p.home.join("remote.git");
+    git(
+        &p.home,
+        &[
+            "init",
+            "-q",
+            "--bare",
+            "-b",
+            "main",
+            remote.to_str().unwrap(),
+        ],
+    );
+    git(
+        &p.dir,
+        &["remote", "add", "origin", remote.to_str().unwrap()],
+    );
+    p.hankrc("RETRY_BACKOFF_SECONDS=0\nVERIFY_COMMAND=\"test -f src/x\"\nVERIFY_AT_START=true\n");
+    p.fake(
+        "effect.sh",
+        "mkdir -p src && echo fixed > src/x\nsed -i 's/- \\[ \\]/- [x]/' .hank/fix_plan.md\n",
+    );
+    let o = p.run(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = Setup { p, remote };
+    let gh = FakeGitHub::start();
+    gh.set(|w| w.check_runs.push(green_check()));
+    let out = s.deliver_rest(
+        &gh,
+        "VERIFY_COMMAND=\"test -f src/x\"\nVERIFY_AT_START=true\n",
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let reqs = gh.requests();
+    let pr = reqs
+        .iter()
+        .find(|r| r.method == "POST" && r.path == "/repos/o/r/pulls")
+        .unwrap()
+        .json();
+    let body = pr["body"].as_str().unwrap();
+    for want in [
+        "- [x] [#12] make src/x",
+        "| baseline | `test -f src/x` | failed (exit 1) |",
+        "| end | `test -f src/x` | passed (exit 0) |",
+        "Stop reason: `plan_complete`",
+        "Closes #12",
+    ] {
+        assert!(body.contains(want), "missing {want:?} in:\n{body}");
+    }
+    let files = git(&s.remote, &["ls-tree", "-r", "--name-only", "hank/main"]);
+    assert!(files.lines().any(|f| f == "src/x"), "{files}");
+}
