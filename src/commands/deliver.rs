@@ -52,6 +52,12 @@ fn record(store: &Store, clock: &SystemClock, d: &Delivery) -> Result<()> {
     let path = store.dir().join(DELIVERY_FILE);
     let json = serde_json::to_vec_pretty(d).map_err(|e| HankError::Internal(e.to_string()))?;
     write_atomic(&path, &json, true).map_err(|e| HankError::io("failed to write", &path, e))?;
+    // status.json of the run carries its delivery (a status hank cannot read is left alone).
+    if let Some(mut status) = store.read_status() {
+        status.delivery = Some(d.clone());
+        status.updated_at = clock.now();
+        store.write_status(&status)?;
+    }
     let event = Event::new(clock.now(), EventKind::Delivery(Box::new(d.clone())));
     store.append_event(&event.to_line())
 }

@@ -265,6 +265,10 @@ pub struct Status {
     /// The subscription usage windows last reported by the client (schema 2).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub usage_windows: BTreeMap<String, WindowStatus>,
+    /// The last delivery of this run's work (`hank deliver`): branch, head commit, PR,
+    /// checks (as `.hank/delivery.json`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<Delivery>,
 }
 
 impl Default for Status {
@@ -296,6 +300,7 @@ impl Default for Status {
             agents_limited: BTreeMap::new(),
             verification: None,
             usage_windows: BTreeMap::new(),
+            delivery: None,
         }
     }
 }
@@ -627,6 +632,7 @@ impl Status {
             agents_limited: st.agents.limited.clone(),
             verification: None,
             usage_windows: windows::status_windows(&st.windows, p.window_limits, p.now),
+            delivery: None,
         }
     }
 }

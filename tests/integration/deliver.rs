@@ -669,4 +669,16 @@ fn a_real_run_then_deliver_puts_its_records_in_the_pr() {
     }
     let files = git(&s.remote, &["ls-tree", "-r", "--name-only", "hank/main"]);
     assert!(files.lines().any(|f| f == "src/x"), "{files}");
+    // status.json carries the delivery; `hank status` shows it.
+    let st = s.p.status();
+    assert_eq!(st["exit_reason"], "plan_complete");
+    assert_eq!(st["delivery"]["pr_url"], "https://github.com/o/r/pull/1");
+    assert_eq!(st["delivery"]["checks"], "green");
+    let shown = s.p.run(&["status"]);
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        text.contains("delivery:     pr on hank/main (")
+            && text.contains("→ https://github.com/o/r/pull/1, checks green (delivered)"),
+        "{text}"
+    );
 }
