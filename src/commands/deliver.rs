@@ -132,6 +132,9 @@ fn base_branch(
 /// `hank deliver`.
 pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
     let dir = project_dir()?;
+    // A configuration the agent changed during the run (DELIVER_REMOTE, GH_REPO in .hankrc…)
+    // is not used unapproved.
+    crate::approval::require(&dir, false, "hank deliver")?;
     let store = require_hank_dir(&dir)?;
     let flags = Flags {
         deliver: a.deliver.clone(),

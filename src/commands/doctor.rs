@@ -499,6 +499,7 @@ fn delivery_checks(s: &settings::Settings, dir: &Path) -> Vec<Check> {
 
 pub(crate) fn run(args: &cli::DoctorArgs) -> Result<u8> {
     let dir = project_dir()?;
+    crate::approval::require(&dir, args.accept_config, "hank doctor")?;
     let mut checks = Vec::new();
     let flags = settings::Flags {
         claude_cmd: args.claude_cmd.clone(),
