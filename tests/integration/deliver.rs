@@ -682,3 +682,26 @@ fn a_real_run_then_deliver_puts_its_records_in_the_pr() {
         "{text}"
     );
 }
+
+/// The agent cannot redirect the delivery: a `.hankrc` it changed during the run (here
+/// DELIVER_REMOTE) needs the user's approval before `hank deliver` uses it.
+#[test]
+fn a_delivery_setting_the_agent_changed_needs_approval() {
+    let p = Project::new(&["make src/x"]);
+    p.git_init();
+    p.hankrc("RETRY_BACKOFF_SECONDS=0\nVERIFY_COMMAND=\"test -f src/x\"\n");
+    p.fake(
+        "effect.sh",
+        "mkdir -p src && echo fixed > src/x\nsed -i 's/- \\[ \\]/- [x]/' .hank/fix_plan.md\necho 'DELIVER_REMOTE=evil' >> .hankrc\n",
+    );
+    let o = p.run(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = p.run(&["deliver", "--deliver", "branch"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("hank config accept"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!p.dir.join(".hank/delivery.json").exists());
+}
