@@ -612,7 +612,7 @@ pub const GIT_OUTPUT_LIMIT: u64 = 1024 * 1024;
 
 /// Runs `git ARGS` in `dir` for delivery (switch, add, commit, push) the way the user's own
 /// `git push` would run: the user's environment (credentials, SSH agent, identity), their
-/// hooks (the pre-push hook's verdict is the point) and filters (LFS). Unlike [`git_plain`],
+/// hooks (the pre-push hook's verdict is the point) and filters (LFS). Unlike `git_plain`,
 /// which reads the tree with nothing of the repository's configuration run, this one exists
 /// to act. No shell, stdin closed, no pager, no fsmonitor, C locale, no terminal prompt, none
 /// of the `GIT_*` variables that would point git at another repository; its own process
