@@ -705,3 +705,70 @@ fn a_delivery_setting_the_agent_changed_needs_approval() {
     );
     assert!(!p.dir.join(".hank/delivery.json").exists());
 }
+
+/// REST over HTTPS goes through curl with everything on stdin: a fake `curl` records its argv
+/// and its config, and answers like `curl --include` (a proxy's CONNECT answer first).
+#[test]
+fn https_rest_runs_curl_with_the_token_on_stdin_only() {
+    let s = setup();
+    let bin = s.p.home.join("curl-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = s.p.home.join("curl.log");
+    let script = format!(
+        "#!/bin/sh\necho \"argv: $*\" >> '{log}'\ncfg=$(cat)\necho \"$cfg\" >> '{log}'\n\
+         printf 'HTTP/1.1 200 Connection established\\r\\n\\r\\n'\n\
+         case \"$cfg\" in\n\
+         *'/pulls\"'*) printf 'HTTP/2 201 \\r\\ncontent-type: application/json\\r\\n\\r\\n{{\"number\":8,\"html_url\":\"https://github.com/o/r/pull/8\",\"node_id\":\"PR_8\"}}' ;;\n\
+         *) printf 'HTTP/2 201 \\r\\n\\r\\n{{\"id\":1}}' ;;\n\
+         esac\n",
+        log = log.display()
+    );
+    std::fs::write(bin.join("curl"), script).unwrap();
+    std::fs::set_permissions(
+        bin.join("curl"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    s.p.hankrc("CI_WAIT=false\n");
+    let out =
+        s.p.cmd()
+            .arg("deliver")
+            .env(
+                "PATH",
+                format!(
+                    "{}:{}/fixtures/bin:/usr/local/bin:/usr/bin:/bin",
+                    bin.display(),
+                    env!("CARGO_MANIFEST_DIR")
+                ),
+            )
+            .env("GH_REPO", "o/r")
+            .env("GITHUB_TOKEN", TOKEN)
+            .env("GITHUB_API_URL", "https://api.github.example")
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .output()
+            .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(s.delivery()["pr_url"], "https://github.com/o/r/pull/8");
+    let calls = std::fs::read_to_string(&log).unwrap();
+    for line in calls.lines().filter(|l| l.starts_with("argv: ")) {
+        assert_eq!(
+            line,
+            "argv: --silent --show-error --include --proto =https --config -"
+        );
+    }
+    assert!(
+        calls.contains("url = \"https://api.github.example/repos/o/r/pulls\""),
+        "{calls}"
+    );
+    assert!(
+        calls.contains(&format!("header = \"Authorization: Bearer {TOKEN}\"")),
+        "{calls}"
+    );
+    assert!(
+        calls.contains("data-binary = \"{\\\"base\\\":\\\"main\\\""),
+        "{calls}"
+    );
+}
