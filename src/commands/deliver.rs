@@ -154,6 +154,9 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
         other => other,
     })?;
     let clock = SystemClock::from_env()?;
+    // From here Ctrl-C stops the git or forge command under way (its process group) and
+    // ends with 130; nothing is half-written (each record is written atomically).
+    let stop = interrupt_flag();
     let secrets = crate::agent::redact::secret_values();
 
     // The run's records, and whether its work is verified.
@@ -266,7 +269,6 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
         settings::resolve::format_duration(s.ci_appear_timeout.value),
         settings::resolve::format_duration(s.ci_timeout.value)
     );
-    let stop = interrupt_flag();
     let w = CiWaitSettings {
         appear: s.ci_appear_timeout.value,
         total: s.ci_timeout.value,

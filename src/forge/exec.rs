@@ -34,7 +34,8 @@ impl Output {
 /// (the user's `GH_*`, `GITLAB_*` and proxy variables reach it as they are).
 ///
 /// # Errors
-/// It cannot be started, or it ran longer than `timeout` (then its process group is killed).
+/// It cannot be started, it ran longer than `timeout`, or hank received SIGINT/SIGTERM/SIGHUP
+/// (exit 130) while it ran: then its process group is killed.
 pub fn run(
     program: &Path,
     args: &[&str],
@@ -102,6 +103,19 @@ pub fn run(
                     "`{name}` did not finish within {}s and was stopped",
                     timeout.as_secs()
                 )));
+            }
+            Ok(None) if crate::agent::signals::received() != 0 => {
+                if pid > 0 {
+                    let _ = nix::sys::signal::killpg(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+                let _ = child.wait();
+                return Err(HankError::WithCode {
+                    code: crate::exit::INTERRUPTED,
+                    message: format!("interrupted while `{name}` ran; it was stopped"),
+                });
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(10)),
             Err(e) => return Err(HankError::Tool(format!("waiting for `{name}`: {e}"))),

@@ -772,3 +772,40 @@ fn https_rest_runs_curl_with_the_token_on_stdin_only() {
         "{calls}"
     );
 }
+
+/// Ctrl-C ends the CI wait at once: exit 130, the delivery recorded with its checks pending.
+#[test]
+fn ctrl_c_ends_the_ci_wait_with_130() {
+    let s = setup();
+    let gh = FakeGitHub::start();
+    s.p.hankrc("RETRY_BACKOFF_SECONDS=0\nCI_APPEAR_TIMEOUT=10m\n");
+    let child =
+        s.p.cmd()
+            .arg("deliver")
+            .env("GH_REPO", "o/r")
+            .env("GH_TOKEN", TOKEN)
+            .env("GITHUB_API_URL", gh.url())
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+    let start = std::time::Instant::now();
+    while !gh.requests().iter().any(|r| r.path.contains("/check-runs")) {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "no CI wait"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    crate::support::signal(&child, nix::sys::signal::Signal::SIGINT);
+    let out = crate::support::wait_with_timeout(child, std::time::Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let d = s.delivery();
+    assert_eq!(d["exit_reason"], "interrupted");
+    assert_eq!(d["checks"], "pending");
+}
