@@ -209,8 +209,9 @@ enum Phase {
     PlanClaim,
     /// A "done" claim of an answer is being checked.
     AnswerClaim(Answer),
-    /// Failover is being asked about this decision.
-    Failover(Decision),
+    /// Failover is being asked about this decision (of a call that resumed a session, or
+    /// not).
+    Failover(Decision, bool),
     /// The loop's decision is final.
     Decided(Decision),
     /// The session is being dropped; the loop then continues.
@@ -310,7 +311,7 @@ impl Run {
                 Decision::Stop(r) => Step::Check(r),
                 _ => Step::Observe,
             },
-            Phase::Failover(_) => Step::Failover,
+            Phase::Failover(..) => Step::Failover,
             Phase::Dropping => Step::FreshSession,
             Phase::Decided(d) => self.after_decision(d, now),
             Phase::Waiting { until, reason } => Step::Wait { until, reason },
@@ -334,9 +335,10 @@ impl Run {
             Fact::Answered(a) => self.answered(a),
             Fact::Checked(verdict) => self.checked(verdict),
             Fact::FailedOver(pick) => {
-                if let Phase::Failover(d) = self.phase {
+                if let Phase::Failover(d, resumed) = self.phase {
                     let d = self.failover(d, pick);
                     self.decide(d);
+                    self.session_rule(resumed);
                 }
             }
             Fact::SessionDropped => {
@@ -448,12 +450,17 @@ impl Run {
     /// Failover comes after the decision (and after the check), never after an interrupt.
     fn after_claims(&mut self, d: Decision, a: Answer) {
         if self.cfg.failover && a.error && d != Decision::Stop(ExitReason::Interrupted) {
-            self.phase = Phase::Failover(d);
+            self.phase = Phase::Failover(d, a.resumed);
         } else {
             self.decide(d);
+            self.session_rule(a.resumed);
         }
+    }
+
+    /// The session rule comes last: after the claims and after failover.
+    fn session_rule(&mut self, resumed: bool) {
         if let Phase::Decided(Decision::RetryWithoutSession) = self.phase {
-            self.unknown_session(a.resumed);
+            self.unknown_session(resumed);
         }
     }
 
@@ -545,7 +552,7 @@ impl Run {
                 decision: Decision::Stop(r),
                 ..
             }) => Some(Step::Check(r)),
-            Phase::Failover(_) => Some(Step::Failover),
+            Phase::Failover(..) => Some(Step::Failover),
             Phase::Dropping => Some(Step::FreshSession),
             _ => None,
         }

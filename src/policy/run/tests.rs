@@ -415,6 +415,24 @@ fn an_unknown_session_retries_fresh_or_is_fatal() {
     assert_eq!(call(&mut run, a, t0()), Step::FreshSession);
     run.on(Fact::SessionDropped, t0());
     assert_eq!(run.next(t0()), Step::Observe);
+    // With a failover chain and an error in the answer: failover first, then the rule.
+    for (resumed, want) in [
+        (true, Step::FreshSession),
+        (false, Step::Stop(ExitReason::AgentFatal)),
+    ] {
+        let mut run = Run::new(RunConfig {
+            failover: true,
+            ..cfg()
+        });
+        let a = Answer {
+            resumed,
+            error: true,
+            ..answer(Decision::RetryWithoutSession)
+        };
+        assert_eq!(call(&mut run, a, t0()), Step::Failover);
+        run.on(Fact::FailedOver(FailoverPick::Unchanged), t0());
+        assert_eq!(run.next(t0()), want, "resumed: {resumed}");
+    }
     // A fresh session the CLI does not know: nothing to retry.
     let mut run = Run::new(cfg());
     assert_eq!(
