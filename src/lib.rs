@@ -51,11 +51,13 @@ pub mod analysis;
 pub(crate) mod cli;
 pub(crate) mod clock;
 pub(crate) mod commands;
+pub mod control;
 pub(crate) mod engine;
 pub mod error;
 pub mod exit;
 pub mod fsread;
 pub(crate) mod monitor;
+pub mod notify;
 pub mod policy;
 pub mod progress;
 pub(crate) mod project;
@@ -183,6 +185,7 @@ fn dispatch(cli: Cli, args: &[OsString]) -> error::Result<u8> {
         Some(Command::Analyze(a)) => c::analyze::run(&a),
         Some(Command::Reset(a)) => c::reset::run(a.what),
         Some(Command::Circuit(a)) => c::circuit::run(&a),
+        Some(Command::Ctl(a)) => c::ctl::run(&a),
         Some(Command::Verify(a)) => c::verify::run(&a),
         Some(Command::Report(a)) => c::report::run(&a),
         Some(Command::Doctor(a)) => c::doctor::run(&a),

@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `run` | `hank` / `hank run` (the loop, `--dry-run`, `--monitor`) |
 //! | `monitor` | `hank monitor` |
+//! | `ctl` | `hank ctl` (the control journal, signed remote commands) |
 //! | `status`, `circuit`, `reset`, `doctor`, `agents`, `completions`, `verify`, `report` | small commands |
 //! | `analyze` | `hank analyze FILE` |
 //! | `setup`, `enable`, `enable_ci`, `migrate`, `import` | project set-up |
@@ -13,6 +14,7 @@ pub(crate) mod agents;
 pub(crate) mod analyze;
 pub(crate) mod circuit;
 pub(crate) mod completions;
+pub(crate) mod ctl;
 pub(crate) mod doctor;
 pub(crate) mod enable;
 pub(crate) mod enable_ci;

@@ -61,7 +61,9 @@ impl Engine {
         let mut loaded = store.load_state(now)?;
         loaded.state.ledger.prune(now);
         let marker = process::Marker::new(&s.project_dir);
+        let notify = crate::notify::Hook::new(&s, now);
         let mut engine = Self {
+            notify,
             s,
             agents: agents.into_iter().map(std::sync::Arc::new).collect(),
             current: 0,

@@ -132,6 +132,12 @@ pub struct Settings {
     pub log_retention: Sourced<u64>,
     pub loop_delay_seconds: Sourced<u64>,
     pub optional_sections: Sourced<Vec<String>>,
+    /// NOTIFY: where events are sent (`None`: nowhere).
+    pub notify_targets: Sourced<Option<Vec<crate::policy::notify::Target>>>,
+    /// NOTIFY_EVENTS: which events become messages.
+    pub notify_events: Sourced<Vec<crate::policy::notify::EventClass>>,
+    /// CONTROL_TOPIC: the ntfy topic URL signed remote commands are read from.
+    pub control_topic: Sourced<Option<String>>,
     /// `--dry-run` (flag only).
     pub dry_run: bool,
     /// `--json` (flag only).

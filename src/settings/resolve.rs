@@ -376,6 +376,15 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
         log_retention: r.get("LOG_RETENTION", None, parse_u64)?,
         loop_delay_seconds: r.get("LOOP_DELAY_SECONDS", None, parse_u64)?,
         optional_sections: r.get("OPTIONAL_SECTIONS", None, parse_list)?,
+        notify_targets: r.get_opt("NOTIFY", None, |s| {
+            crate::policy::notify::parse_targets(s).ok()
+        })?,
+        notify_events: r.get("NOTIFY_EVENTS", None, crate::policy::notify::parse_events)?,
+        control_topic: r.get_opt("CONTROL_TOPIC", None, |s| {
+            let s = s.trim();
+            (crate::policy::notify::url_allowed(s) && crate::policy::notify::ntfy_parts(s).is_some())
+                .then(|| s.to_string())
+        })?,
         dry_run: flags.dry_run,
         json: flags.json,
         warnings: Vec::new(),
@@ -384,6 +393,50 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
     settings.warnings = r.warnings;
     settings.shown = r.shown;
     Ok(settings)
+}
+
+/// The keys `hank ctl set` may change in a running loop.
+pub const LIVE_KEYS: &[&str] = &[
+    "MAX_LOOPS",
+    "MAX_COST_USD",
+    "MAX_RUNTIME",
+    "MAX_CALLS_PER_HOUR",
+    "MAX_WINDOW_PERCENT",
+];
+
+/// Checks a value `hank ctl set KEY=VALUE` gives a running loop, with the parser the key
+/// uses in `.hankrc`: why it is refused, naming the key and what is expected.
+pub fn check_live_value(name: &str, raw: &str) -> std::result::Result<(), String> {
+    let Some(key) = keys::find(name).filter(|k| LIVE_KEYS.contains(&k.name)) else {
+        let why = if keys::find(name).is_some() {
+            "it is read once when the run starts; change it in .hankrc and start hank again"
+        } else {
+            "it is not a hank setting"
+        };
+        return Err(format!(
+            "{name} cannot be set in a running loop: {why} (settable: {})",
+            LIVE_KEYS.join(", ")
+        ));
+    };
+    let ok = match name {
+        "MAX_LOOPS" => parse_u64(raw).is_some(),
+        "MAX_CALLS_PER_HOUR" => parse_u32_min(1)(raw).is_some(),
+        "MAX_COST_USD" => raw
+            .trim()
+            .trim_start_matches('$')
+            .parse::<f64>()
+            .is_ok_and(|v| v.is_finite() && v >= 0.0),
+        "MAX_RUNTIME" => raw.trim() == "0" || parse_timeout(raw).is_some(),
+        _ => crate::policy::windows::WindowLimits::parse(raw).is_some(),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid value `{raw}` for {name}: expected {}",
+            key.expected()
+        ))
+    }
 }
 
 /// How a resolved value is shown by `--dry-run` and `hank doctor`.
@@ -470,6 +523,32 @@ impl Show for OutputFormat {
 impl Show for crate::policy::windows::WindowLimits {
     fn show(&self) -> String {
         self.to_string()
+    }
+}
+
+impl Show for Option<Vec<crate::policy::notify::Target>> {
+    fn show(&self) -> String {
+        self.as_ref().map_or_else(
+            || "unset".to_string(),
+            |v| {
+                v.iter()
+                    .map(crate::policy::notify::Target::shown)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            },
+        )
+    }
+}
+
+impl Show for Vec<crate::policy::notify::EventClass> {
+    fn show(&self) -> String {
+        if self.len() == crate::policy::notify::EventClass::ALL.len() {
+            return "all".into();
+        }
+        self.iter()
+            .map(|c| c.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
     }
 }
 
