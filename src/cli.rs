@@ -268,7 +268,7 @@ pub(crate) struct CtlArgs {
     pub json: bool,
     /// pause | resume | stop | retry-now | note TEXT | answer TEXT | set KEY=VALUE |
     /// status | init | poll | sign COMMAND…
-    #[arg(required = true, num_args = 1.., allow_hyphen_values = true, value_name = "COMMAND")]
+    #[arg(required = true, num_args = 1.., value_name = "COMMAND")]
     pub words: Vec<String>,
 }
 

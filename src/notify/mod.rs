@@ -62,6 +62,8 @@ pub struct Notifier {
     warnings: Arc<Mutex<Vec<String>>>,
     dropped_warned: std::sync::atomic::AtomicBool,
     flush: Duration,
+    /// Set when the run ends: what is still queued gets one attempt, no backoff.
+    closing: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Notifier {
@@ -77,13 +79,16 @@ impl Notifier {
         let (done_tx, done) = mpsc::channel();
         let warnings = Arc::new(Mutex::new(Vec::new()));
         let shared = Arc::clone(&warnings);
+        let closing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let closing_seen = Arc::clone(&closing);
         let worker = std::thread::Builder::new()
             .name("hank-notify".into())
             .spawn(move || {
                 let mut warned = HashSet::new();
                 for job in rx {
                     for (i, target) in targets.iter().enumerate() {
-                        if let Err(why) = deliver(target, &job, &config)
+                        let closing = closing_seen.load(std::sync::atomic::Ordering::Relaxed);
+                        if let Err(why) = deliver(target, &job, &config, closing)
                             && warned.insert(i)
                         {
                             shared
@@ -108,6 +113,7 @@ impl Notifier {
             warnings,
             dropped_warned: std::sync::atomic::AtomicBool::new(false),
             flush: config.flush,
+            closing,
         }
     }
 
@@ -157,21 +163,29 @@ impl Drop for Notifier {
     /// run's last message); a sender still busy after that is left behind.
     fn drop(&mut self) {
         self.tx = None;
+        self.closing
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         if let Some(done) = self.done.take()
             && done.recv_timeout(self.flush).is_ok()
             && let Some(w) = self.worker.take()
         {
             let _ = w.join();
         }
+        // Failures of the last messages: no loop is left to report them.
+        let left = self.warnings.lock().unwrap_or_else(PoisonError::into_inner);
+        for w in left.iter() {
+            eprintln!("hank: warning: {}", crate::sanitize::line(w));
+        }
     }
 }
 
 /// Sends `job` to `target`, with retries; why it failed in the end.
-fn deliver(target: &Target, job: &Job, config: &SendConfig) -> Result<(), String> {
+fn deliver(target: &Target, job: &Job, config: &SendConfig, closing: bool) -> Result<(), String> {
     let (url, body) = request(target, job);
     let mut wait = config.backoff;
     let mut last = String::new();
-    for attempt in 0..config.attempts.max(1) {
+    let attempts = if closing { 1 } else { config.attempts.max(1) };
+    for attempt in 0..attempts {
         if attempt > 0 {
             std::thread::sleep(wait);
             wait = wait.saturating_mul(2);
