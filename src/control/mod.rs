@@ -162,7 +162,10 @@ pub fn init_secret(project_root: &Path, rotate: bool) -> Result<String> {
     let path = secret_path(project_root)?;
     if !rotate && std::fs::symlink_metadata(&path).is_ok() {
         return Err(HankError::usage_hint(
-            format!("{} already holds this project's control key", path.display()),
+            format!(
+                "{} already holds this project's control key",
+                path.display()
+            ),
             "hank ctl init --rotate makes a new one (commands signed with the old key are then refused)",
         ));
     }
@@ -251,7 +254,10 @@ pub fn poll_remote(
         .since
         .clone()
         .unwrap_or_else(|| format!("{}s", MAX_SKEW_SECS));
-    let url = format!("{}/json?poll=1&since={since}", topic_url.trim_end_matches('/'));
+    let url = format!(
+        "{}/json?poll=1&since={since}",
+        topic_url.trim_end_matches('/')
+    );
     let body = crate::notify::http::get(&url, timeout).map_err(|e| {
         HankError::usage(format!(
             "could not read the control topic CONTROL_TOPIC ({}): {e}",
@@ -308,9 +314,8 @@ pub fn send_remote(
     timeout: Duration,
 ) -> Result<String> {
     let message = sign_now(project_root, command, now)?;
-    crate::notify::http::post(topic_url, "text/plain", &message, timeout).map_err(|e| {
-        HankError::usage(format!("could not publish to CONTROL_TOPIC: {e}"))
-    })?;
+    crate::notify::http::post(topic_url, "text/plain", &message, timeout)
+        .map_err(|e| HankError::usage(format!("could not publish to CONTROL_TOPIC: {e}")))?;
     Ok(message)
 }
 

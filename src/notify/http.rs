@@ -18,12 +18,7 @@ fn agent(timeout: Duration) -> ureq::Agent {
 }
 
 /// POSTs `body` to `url`; `Ok` for a 2xx answer, else why not (the status or the error).
-pub fn post(
-    url: &str,
-    content_type: &str,
-    body: &str,
-    timeout: Duration,
-) -> Result<(), String> {
+pub fn post(url: &str, content_type: &str, body: &str, timeout: Duration) -> Result<(), String> {
     let resp = agent(timeout)
         .post(url)
         .header("Content-Type", content_type)

@@ -16,8 +16,48 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::policy::notify::{EventClass, Message, RunFacts, Target, TargetKind, message};
-use crate::store::Event;
+use crate::policy::notify::{
+    EventClass, Happening, Message, RunFacts, Target, TargetKind, message,
+};
+use crate::store::{Event, EventKind};
+
+/// The rules' view of an event (field for field).
+fn happening(event: &Event) -> Happening<'_> {
+    match &event.kind {
+        EventKind::Waiting { reason, until } => Happening::Waiting {
+            reason: *reason,
+            until: *until,
+        },
+        EventKind::CircuitChanged { to, reason, .. } => {
+            Happening::CircuitChanged { to: *to, reason }
+        }
+        EventKind::Verification(check) => Happening::Verification(check),
+        EventKind::AgentSwitched {
+            from,
+            to,
+            reason,
+            until,
+        } => Happening::AgentSwitched {
+            from,
+            to,
+            reason,
+            until: *until,
+        },
+        EventKind::Exit {
+            exit_reason,
+            exit_code,
+            message,
+            ..
+        } => Happening::Exit {
+            reason: *exit_reason,
+            exit_code: *exit_code,
+            message,
+        },
+        EventKind::LoopStarted { .. } | EventKind::AgentFinished(_) | EventKind::Warning { .. } => {
+            Happening::Other
+        }
+    }
+}
 
 /// Messages waiting to be sent at most; more are dropped.
 pub const QUEUE: usize = 64;
@@ -120,7 +160,7 @@ impl Notifier {
     /// Queues the message of `event`, if it makes one; returns at once. `false` when the
     /// message was dropped (queue full, or no sender thread).
     pub fn event(&self, event: &Event, facts: &RunFacts) -> bool {
-        let Some(mut m) = message(event, facts, &self.events) else {
+        let Some(mut m) = message(event.at, &happening(event), facts, &self.events) else {
             return true;
         };
         crate::agent::redact::redact(&mut m.title, &self.secrets);
@@ -281,7 +321,10 @@ impl Hook {
 
     /// Remembers the last loop's questions (sent with `needs_answers`).
     pub fn questions(&self, q: &[String]) {
-        *self.questions.lock().unwrap_or_else(PoisonError::into_inner) = q.to_vec();
+        *self
+            .questions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = q.to_vec();
     }
 
     /// Queues `event`'s message (if any) and returns the sender's warnings so far.
@@ -417,7 +460,10 @@ mod tests {
         drop(n); // waits for the queue to drain
         let w = warnings.lock().unwrap().clone();
         assert_eq!(w.len(), 1, "{w:?}");
-        assert!(w[0].contains(&format!("ntfy:http://127.0.0.1:{port}/…")), "{w:?}");
+        assert!(
+            w[0].contains(&format!("ntfy:http://127.0.0.1:{port}/…")),
+            "{w:?}"
+        );
     }
 
     #[test]
@@ -444,13 +490,16 @@ mod tests {
                             })
                             .unwrap_or(0);
                         if body.len() >= len {
-                            bodies.push((head.lines().next().unwrap().to_string(), body.to_string()));
+                            bodies
+                                .push((head.lines().next().unwrap().to_string(), body.to_string()));
                             break;
                         }
                     }
                 }
-                conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
-                    .unwrap();
+                conn.write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                )
+                .unwrap();
             }
             bodies
         });

@@ -40,11 +40,18 @@ pub enum Command {
     /// End a usage-limit, backoff or window wait now.
     RetryNow,
     /// Text for the next loop's context.
-    Note { text: String },
+    Note {
+        text: String,
+    },
     /// An answer to the agent's questions.
-    Answer { text: String },
+    Answer {
+        text: String,
+    },
     /// A new value for one of the live limits (checked when given).
-    Set { key: String, value: String },
+    Set {
+        key: String,
+        value: String,
+    },
 }
 
 impl Command {
@@ -187,7 +194,9 @@ impl Refusal {
         match self {
             Self::Unsigned => "unsigned (not a `hank1 TIME NONCE SIGNATURE COMMAND` line)".into(),
             Self::Malformed(why) => format!("malformed: {why}"),
-            Self::Tampered => "tampered: the signature does not match (or another key signed it)".into(),
+            Self::Tampered => {
+                "tampered: the signature does not match (or another key signed it)".into()
+            }
             Self::Stale { skew_secs } => format!(
                 "stale: signed {}s {} now (at most {MAX_SKEW_SECS}s allowed)",
                 skew_secs.abs(),
@@ -374,16 +383,29 @@ mod tests {
         let cases: Vec<(String, &str)> = vec![
             ("pause".into(), "unsigned"),
             ("hank1 12 x".into(), "malformed"),
-            (format!("hank1 {t} short {} pause", "0".repeat(64)), "malformed"),
+            (
+                format!("hank1 {t} short {} pause", "0".repeat(64)),
+                "malformed",
+            ),
             (good.replace("pause", "stop"), "tampered"),
             (sign(b"another key", t, NONCE, "pause"), "tampered"),
-            (sign(SECRET, t - 301, NONCE, "pause"), "stale: signed 301s before"),
-            (sign(SECRET, t + 400, NONCE, "pause"), "stale: signed 400s after"),
+            (
+                sign(SECRET, t - 301, NONCE, "pause"),
+                "stale: signed 301s before",
+            ),
+            (
+                sign(SECRET, t + 400, NONCE, "pause"),
+                "stale: signed 400s after",
+            ),
             (sign(SECRET, t, NONCE, "reboot"), "signed but refused"),
         ];
         for (msg, want) in cases {
             let err = verify(&msg, SECRET, now(), &never, &ok).unwrap_err();
-            assert!(err.describe().starts_with(want), "{msg}: {}", err.describe());
+            assert!(
+                err.describe().starts_with(want),
+                "{msg}: {}",
+                err.describe()
+            );
         }
         assert!(verify(&good, SECRET, now(), &never, &ok).is_ok());
         // The edge of the window is accepted.

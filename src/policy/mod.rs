@@ -9,9 +9,9 @@
 pub mod bash_rules;
 pub mod breaker;
 pub mod budget;
+pub mod control;
 pub mod decide;
 pub mod failover;
-pub mod control;
 pub mod fixplan;
 pub mod notify;
 pub mod progress;

@@ -13,8 +13,36 @@ use serde::Serialize;
 
 use crate::exit::ExitReason;
 use crate::policy::breaker::CircuitState;
-use crate::policy::verify::CheckKind;
-use crate::store::schema::{Event, EventKind};
+use crate::policy::budget::WaitReason;
+use crate::policy::verify::{CheckKind, CheckResult};
+
+/// An event of the loop as the rules see it (the sender maps each `events.jsonl` event
+/// kind to one, field for field).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Happening<'a> {
+    Waiting {
+        reason: WaitReason,
+        until: Timestamp,
+    },
+    CircuitChanged {
+        to: CircuitState,
+        reason: &'a str,
+    },
+    Verification(&'a CheckResult),
+    AgentSwitched {
+        from: &'a str,
+        to: &'a str,
+        reason: &'a str,
+        until: Option<Timestamp>,
+    },
+    Exit {
+        reason: Option<ExitReason>,
+        exit_code: u8,
+        message: &'a str,
+    },
+    /// Any other event (loop started, agent finished, warning): no message.
+    Other,
+}
 
 /// What a `NOTIFY` value looks like (the end of "expected …").
 pub const TARGETS_EXPECTED: &str = "comma-separated KIND:URL targets, KIND one of ntfy, webhook, slack; each URL https:// (http:// only to 127.0.0.1, ::1 or localhost), e.g. ntfy:https://ntfy.sh/my-topic";
@@ -66,7 +94,11 @@ impl Target {
             .map(|i| i + 3)
             .and_then(|start| self.url[start..].find('/').map(|j| start + j))
             .unwrap_or(self.url.len());
-        let tail = if host_end < self.url.len() { "/…" } else { "" };
+        let tail = if host_end < self.url.len() {
+            "/…"
+        } else {
+            ""
+        };
         format!("{}:{}{tail}", self.kind.as_str(), &self.url[..host_end])
     }
 
@@ -128,7 +160,11 @@ pub fn parse_targets(text: &str) -> Result<Vec<Target>, String> {
             "ntfy" => TargetKind::Ntfy,
             "webhook" => TargetKind::Webhook,
             "slack" => TargetKind::Slack,
-            other => return Err(format!("`{other}` is not a target kind (ntfy, webhook, slack)")),
+            other => {
+                return Err(format!(
+                    "`{other}` is not a target kind (ntfy, webhook, slack)"
+                ));
+            }
         };
         let url = url.trim();
         if !url_allowed(url) {
@@ -239,10 +275,15 @@ pub struct Message {
     pub priority: u8,
 }
 
-/// The message for `event`, or `None` when it is not one the user asked for.
+/// The message for what happened at `at`, or `None` when it is not one the user asked for.
 #[must_use]
-pub fn message(event: &Event, facts: &RunFacts, wanted: &[EventClass]) -> Option<Message> {
-    let (class, what, detail, next, priority) = describe(event, facts)?;
+pub fn message(
+    at: Timestamp,
+    event: &Happening<'_>,
+    facts: &RunFacts,
+    wanted: &[EventClass],
+) -> Option<Message> {
+    let (class, what, detail, next, priority) = describe(at, event, facts)?;
     let class = if class == EventClass::NeedsAnswers && !wanted.contains(&class) {
         EventClass::RunEnd
     } else {
@@ -280,27 +321,30 @@ pub fn message(event: &Event, facts: &RunFacts, wanted: &[EventClass]) -> Option
 
 type Described = (EventClass, String, Vec<String>, String, u8);
 
-fn describe(event: &Event, f: &RunFacts) -> Option<Described> {
+fn describe(at: Timestamp, event: &Happening<'_>, f: &RunFacts) -> Option<Described> {
     let local = |t: Timestamp| local_time(t, &f.tz);
-    Some(match &event.kind {
-        EventKind::Waiting { reason, until } => (
+    Some(match *event {
+        Happening::Waiting { reason, until } => (
             EventClass::Wait,
-            format!("waiting ({}) until {}", reason.as_str(), local(*until)),
+            format!("waiting ({}) until {}", reason.as_str(), local(until)),
             vec![],
             "hank ctl retry-now (end the wait now) · hank status".into(),
             3,
         ),
-        EventKind::CircuitChanged { to, reason, .. } if *to == CircuitState::Open => (
+        Happening::CircuitChanged {
+            to: CircuitState::Open,
+            reason,
+        } => (
             EventClass::CircuitOpen,
             format!("circuit breaker opened: {reason}"),
             vec![format!(
                 "opened {}; it may be tried again after CB_COOLDOWN_MINUTES at a later start",
-                local(event.at)
+                local(at)
             )],
             "hank circuit · then hank reset circuit && hank run".into(),
             4,
         ),
-        EventKind::Verification(check)
+        Happening::Verification(check)
             if check.kind == CheckKind::Completion && !check.passed && !check.interrupted =>
         {
             (
@@ -315,7 +359,7 @@ fn describe(event: &Event, f: &RunFacts) -> Option<Described> {
                 3,
             )
         }
-        EventKind::AgentSwitched {
+        Happening::AgentSwitched {
             from,
             to,
             reason,
@@ -329,21 +373,20 @@ fn describe(event: &Event, f: &RunFacts) -> Option<Described> {
             "hank status".into(),
             3,
         ),
-        EventKind::Exit {
-            exit_reason,
+        Happening::Exit {
+            reason: exit_reason,
             exit_code,
             message,
-            ..
         } => {
             let reason = exit_reason.map_or("error", ExitReason::as_str);
             let mut detail = vec![
-                message.clone(),
+                message.to_string(),
                 format!(
                     "exit code {exit_code} · cost ${:.2} · items done {}/{}",
                     f.cost_usd, f.items_done, f.items_total
                 ),
             ];
-            let needs_answers = *exit_reason == Some(ExitReason::NeedsAnswers);
+            let needs_answers = exit_reason == Some(ExitReason::NeedsAnswers);
             if needs_answers {
                 for q in f.questions.iter().take(10) {
                     detail.push(format!("? {}", one_line(q, 300)));
@@ -372,7 +415,7 @@ fn describe(event: &Event, f: &RunFacts) -> Option<Described> {
                 format!("run ended: {reason} (exit {exit_code})"),
                 detail,
                 next,
-                if *exit_code == 0 { 3 } else { 4 },
+                if exit_code == 0 { 3 } else { 4 },
             )
         }
         _ => return None,
@@ -411,8 +454,6 @@ fn cut(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::budget::WaitReason;
-    use crate::policy::verify::CheckResult;
 
     fn at(s: &str) -> Timestamp {
         s.parse().unwrap()
@@ -431,8 +472,8 @@ mod tests {
         }
     }
 
-    fn ev(kind: EventKind) -> Event {
-        Event::new(at("2026-11-26T10:00:00Z"), kind)
+    fn now() -> Timestamp {
+        at("2026-11-26T10:00:00Z")
     }
 
     #[test]
@@ -482,9 +523,23 @@ mod tests {
     #[test]
     fn each_event_kind_names_what_happened_and_the_next_step() {
         let all = EventClass::ALL;
-        let cases: Vec<(EventKind, Option<(EventClass, &str, &str)>)> = vec![
+        let failed = CheckResult {
+            kind: CheckKind::Completion,
+            passed: false,
+            exit_code: Some(101),
+            number: 4,
+            log: ".hank/logs/check-1.log".into(),
+            ..CheckResult::default()
+        };
+        let passed = CheckResult {
+            kind: CheckKind::Completion,
+            passed: true,
+            ..CheckResult::default()
+        };
+        type Want = Option<(EventClass, &'static str, &'static str)>;
+        let cases: Vec<(Happening<'_>, Want)> = vec![
             (
-                EventKind::Waiting {
+                Happening::Waiting {
                     reason: WaitReason::UsageLimit,
                     until: at("2026-11-26T13:05:00Z"),
                 },
@@ -495,10 +550,9 @@ mod tests {
                 )),
             ),
             (
-                EventKind::CircuitChanged {
-                    from: CircuitState::Closed,
+                Happening::CircuitChanged {
                     to: CircuitState::Open,
-                    reason: "no progress in 3 loops".into(),
+                    reason: "no progress in 3 loops",
                 },
                 Some((
                     EventClass::CircuitOpen,
@@ -507,41 +561,26 @@ mod tests {
                 )),
             ),
             (
-                EventKind::CircuitChanged {
-                    from: CircuitState::Open,
+                Happening::CircuitChanged {
                     to: CircuitState::HalfOpen,
-                    reason: "cooldown".into(),
+                    reason: "cooldown",
                 },
                 None,
             ),
             (
-                EventKind::Verification(Box::new(CheckResult {
-                    kind: CheckKind::Completion,
-                    passed: false,
-                    exit_code: Some(101),
-                    number: 4,
-                    log: ".hank/logs/check-1.log".into(),
-                    ..CheckResult::default()
-                })),
+                Happening::Verification(&failed),
                 Some((
                     EventClass::VerificationRejected,
                     "\"done\" rejected: VERIFY_COMMAND failed (exit 101) after loop 4",
                     "hank status",
                 )),
             ),
+            (Happening::Verification(&passed), None),
             (
-                EventKind::Verification(Box::new(CheckResult {
-                    kind: CheckKind::Completion,
-                    passed: true,
-                    ..CheckResult::default()
-                })),
-                None,
-            ),
-            (
-                EventKind::AgentSwitched {
-                    from: "claude".into(),
-                    to: "codex".into(),
-                    reason: "usage limit".into(),
+                Happening::AgentSwitched {
+                    from: "claude",
+                    to: "codex",
+                    reason: "usage limit",
                     until: Some(at("2026-11-26T15:00:00Z")),
                 },
                 Some((
@@ -551,11 +590,10 @@ mod tests {
                 )),
             ),
             (
-                EventKind::Exit {
-                    exit_reason: Some(ExitReason::MaxLoops),
+                Happening::Exit {
+                    reason: Some(ExitReason::MaxLoops),
                     exit_code: 3,
-                    message: "MAX_LOOPS reached".into(),
-                    verified: None,
+                    message: "MAX_LOOPS reached",
                 },
                 Some((
                     EventClass::RunEnd,
@@ -564,11 +602,10 @@ mod tests {
                 )),
             ),
             (
-                EventKind::Exit {
-                    exit_reason: Some(ExitReason::NeedsAnswers),
+                Happening::Exit {
+                    reason: Some(ExitReason::NeedsAnswers),
                     exit_code: 2,
-                    message: "the agent only asked questions".into(),
-                    verified: None,
+                    message: "the agent only asked questions",
                 },
                 Some((
                     EventClass::NeedsAnswers,
@@ -576,15 +613,10 @@ mod tests {
                     "answer in .hank/PROMPT.md",
                 )),
             ),
-            (
-                EventKind::Warning {
-                    message: "x".into(),
-                },
-                None,
-            ),
+            (Happening::Other, None),
         ];
         for (kind, want) in cases {
-            let got = message(&ev(kind.clone()), &facts(), &all);
+            let got = message(now(), &kind, &facts(), &all);
             match (got, want) {
                 (None, None) => {}
                 (Some(m), Some((class, what, next))) => {
@@ -603,12 +635,12 @@ mod tests {
     #[test]
     fn run_end_carries_cost_items_and_questions() {
         let m = message(
-            &ev(EventKind::Exit {
-                exit_reason: Some(ExitReason::NeedsAnswers),
+            now(),
+            &Happening::Exit {
+                reason: Some(ExitReason::NeedsAnswers),
                 exit_code: 2,
-                message: "asked".into(),
-                verified: None,
-            }),
+                message: "asked",
+            },
             &facts(),
             &EventClass::ALL,
         )
@@ -618,23 +650,23 @@ mod tests {
         assert_eq!(m.priority, 4);
         // needs_answers not asked for, run_end is: delivered as a run end.
         let m = message(
-            &ev(EventKind::Exit {
-                exit_reason: Some(ExitReason::NeedsAnswers),
+            now(),
+            &Happening::Exit {
+                reason: Some(ExitReason::NeedsAnswers),
                 exit_code: 2,
-                message: "asked".into(),
-                verified: None,
-            }),
+                message: "asked",
+            },
             &facts(),
             &[EventClass::RunEnd],
         )
         .unwrap();
         assert_eq!(m.class, EventClass::RunEnd);
         // Filtered out.
-        let wait = ev(EventKind::Waiting {
+        let wait = Happening::Waiting {
             reason: WaitReason::Backoff,
             until: at("2026-11-26T10:01:00Z"),
-        });
-        assert_eq!(message(&wait, &facts(), &[EventClass::RunEnd]), None);
+        };
+        assert_eq!(message(now(), &wait, &facts(), &[EventClass::RunEnd]), None);
     }
 
     #[test]
@@ -643,12 +675,12 @@ mod tests {
         f.project = "a\u{1b}[31mb\nc".into();
         f.questions = vec!["q".repeat(5000); 20];
         let m = message(
-            &ev(EventKind::Exit {
-                exit_reason: Some(ExitReason::NeedsAnswers),
+            now(),
+            &Happening::Exit {
+                reason: Some(ExitReason::NeedsAnswers),
                 exit_code: 2,
-                message: "m\r\nx".into(),
-                verified: None,
-            }),
+                message: "m\r\nx",
+            },
             &f,
             &EventClass::ALL,
         )

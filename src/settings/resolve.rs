@@ -382,8 +382,9 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
         notify_events: r.get("NOTIFY_EVENTS", None, crate::policy::notify::parse_events)?,
         control_topic: r.get_opt("CONTROL_TOPIC", None, |s| {
             let s = s.trim();
-            (crate::policy::notify::url_allowed(s) && crate::policy::notify::ntfy_parts(s).is_some())
-                .then(|| s.to_string())
+            (crate::policy::notify::url_allowed(s)
+                && crate::policy::notify::ntfy_parts(s).is_some())
+            .then(|| s.to_string())
         })?,
         dry_run: flags.dry_run,
         json: flags.json,

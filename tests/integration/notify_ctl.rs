@@ -223,7 +223,10 @@ fn a_dead_endpoint_changes_nothing_but_one_warning() {
     assert_eq!(a.status.code(), Some(0), "{}", stderr(&a));
     assert_eq!(a.status.code(), b.status.code());
     assert_eq!(with.calls(), without.calls());
-    assert_eq!(with.status()["exit_reason"], without.status()["exit_reason"]);
+    assert_eq!(
+        with.status()["exit_reason"],
+        without.status()["exit_reason"]
+    );
     let warnings = stderr(&a)
         .lines()
         .filter(|l| l.contains("notification to webhook:http://127.0.0.1"))
@@ -257,9 +260,15 @@ fn ctl_records_commands_and_refuses_what_it_cannot_set() {
     let o = p.run(&["ctl", "set", "MAX_LOOPS=20"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     for (args, want) in [
-        (vec!["ctl", "set", "AGENT=codex"], "read once when the run starts"),
+        (
+            vec!["ctl", "set", "AGENT=codex"],
+            "read once when the run starts",
+        ),
         (vec!["ctl", "set", "NOPE=1"], "not a hank setting"),
-        (vec!["ctl", "set", "MAX_COST_USD=-3"], "expected an amount in USD"),
+        (
+            vec!["ctl", "set", "MAX_COST_USD=-3"],
+            "expected an amount in USD",
+        ),
         (vec!["ctl", "launch"], "is not a command"),
     ] {
         let o = p.run(&args);
@@ -275,7 +284,10 @@ fn ctl_records_commands_and_refuses_what_it_cannot_set() {
     assert_eq!(cmds[1]["command"], "set MAX_LOOPS=20");
     assert!(cmds.iter().all(|c| c["acknowledged"].is_null()));
     let text = stdout(&p.run(&["ctl", "status"]));
-    assert!(text.starts_with("commands: 2 pending, 0 acknowledged"), "{text}");
+    assert!(
+        text.starts_with("commands: 2 pending, 0 acknowledged"),
+        "{text}"
+    );
 }
 
 fn sign(key: &str, time: i64, nonce: &str, command: &str) -> String {
@@ -332,12 +344,20 @@ fn remote_commands_signed_unsigned_replayed_tampered_and_stale() {
         ntfy_line("m2", "pause"),
         ntfy_line("m3", &good.replace("MAX_LOOPS=7", "MAX_LOOPS=9")),
         ntfy_line("m4", &sign(&key, t - 600, "nonce-stale-00001", "stop")),
-        ntfy_line("m5", &sign("another key entirely!", t, "nonce-other-00001", "stop")),
+        ntfy_line(
+            "m5",
+            &sign("another key entirely!", t, "nonce-other-00001", "stop"),
+        ),
         ntfy_line("m6", &good),
         serde_json::json!({"id": "k", "time": 1, "event": "keepalive", "topic": "ctl"}).to_string(),
     ];
     *server.poll_body.lock().unwrap() = lines.join("\n") + "\n";
-    let o = p.cmd().env("HANK_NOW", now.to_string()).args(["ctl", "poll"]).output().unwrap();
+    let o = p
+        .cmd()
+        .env("HANK_NOW", now.to_string())
+        .args(["ctl", "poll"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(stdout(&o).contains(" set MAX_LOOPS=7"), "{}", stdout(&o));
@@ -354,7 +374,10 @@ fn remote_commands_signed_unsigned_replayed_tampered_and_stale() {
             "{id} {why}: {err}"
         );
     }
-    assert!(err.contains("1 remote command(s) recorded, 5 refused"), "{err}");
+    assert!(
+        err.contains("1 remote command(s) recorded, 5 refused"),
+        "{err}"
+    );
     let get = server
         .reqs
         .lock()
@@ -367,7 +390,12 @@ fn remote_commands_signed_unsigned_replayed_tampered_and_stale() {
 
     // The next poll asks from the last message on; the same message again is a replay.
     *server.poll_body.lock().unwrap() = ntfy_line("m7", &good) + "\n";
-    let o = p.cmd().env("HANK_NOW", now.to_string()).args(["ctl", "poll"]).output().unwrap();
+    let o = p
+        .cmd()
+        .env("HANK_NOW", now.to_string())
+        .args(["ctl", "poll"])
+        .output()
+        .unwrap();
     assert!(stderr(&o).contains("refused, replayed"), "{}", stderr(&o));
     let last_get = server
         .reqs
@@ -388,7 +416,11 @@ fn remote_commands_signed_unsigned_replayed_tampered_and_stale() {
     // `--remote` publishes a signed command to the topic (the message is the body).
     let o = p.run(&["ctl", "--remote", "note", "use", "the", "v2", "API"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let posted = server.posts().into_iter().find(|r| r.path == "/ctl").unwrap();
+    let posted = server
+        .posts()
+        .into_iter()
+        .find(|r| r.path == "/ctl")
+        .unwrap();
     assert!(posted.body.starts_with("hank1 "), "{}", posted.body);
     assert!(posted.body.ends_with(" note use the v2 API"));
 }
