@@ -181,13 +181,16 @@ echo "| T($N) | $(echo "$tn" | fmt_ms 1000) |"
 # 2. child processes per iteration, and timer expiries (sleeps) on the happy path.
 if command -v strace >/dev/null; then
   fresh
-  (cd "$WORK/p" && strace -f -qq -o "$WORK/strace" -e trace=execve,clock_nanosleep,nanosleep,epoll_wait \
+  (cd "$WORK/p" && strace -f -qq -o "$WORK/strace" -e trace=execve,clock_nanosleep,nanosleep,epoll_wait,openat \
     "$HANK" run --max-loops "$N" --calls 100000 >/dev/null 2>&1) || true
   execs=$(grep -c 'execve(.*= 0$' "$WORK/strace" || true)
   sleeps=$(grep -cE '(clock_)?nanosleep\(' "$WORK/strace" || true)
   expiries=$(grep -cE 'epoll_wait\([0-9]+, \[\], [0-9]+, [1-9][0-9]*\) += 0$' "$WORK/strace" || true)
   echo "| child processes per iteration (execve, hank itself excluded) | $(python3 -c "print(round(($execs - 1) / $N, 3))") ($((execs - 1)) in $N iterations) |"
   echo "| sleeps (nanosleep) / timer expiries in epoll_wait over the run | $sleeps / $expiries |"
+  # hank's own look at processes (the survivor sweep): files opened under /proc, per loop.
+  procs=$(grep -cE 'openat\([^,]+, "/proc/' "$WORK/strace" || true)
+  echo "| files opened under /proc per iteration (processes on the machine: $(ls /proc | grep -c '^[0-9]')) | $(python3 -c "print(round($procs / $N, 2))") ($procs in $N iterations) |"
 else
   echo "| child processes per iteration | strace not installed |"
 fi

@@ -70,6 +70,8 @@ pub struct LoopSummary {
     pub files_changed: u32,
     pub plan: (u32, u32),
     pub cost_usd: f64,
+    /// `cost_usd` is hank's estimate.
+    pub cost_estimated: bool,
     pub total_cost_usd: f64,
     pub duration: Duration,
     pub circuit: String,
@@ -101,6 +103,7 @@ impl LoopSummary {
             files_changed: f.files_changed,
             plan,
             cost_usd: f.cost_usd,
+            cost_estimated: f.cost_estimated,
             total_cost_usd,
             duration,
             circuit: circuit.as_str().to_string(),
@@ -148,14 +151,15 @@ pub fn denial_warnings(
 #[must_use]
 pub fn loop_log_line(f: &AgentFinished) -> String {
     format!(
-        "loop {} finished: {}{} · {} file(s) changed · ${:.4}",
+        "loop {} finished: {}{} · {} file(s) changed · ${:.4}{}",
         f.number,
         outcome_name(f.outcome),
         f.error_kind
             .map(|k| format!(" ({})", k.as_str()))
             .unwrap_or_default(),
         f.files_changed,
-        f.cost_usd
+        f.cost_usd,
+        if f.cost_estimated { " (estimated)" } else { "" }
     )
 }
 
@@ -354,11 +358,12 @@ impl Reporter {
     /// The summary block after each loop.
     pub fn summary(&self, s: &LoopSummary) {
         let head = format!(
-            "── loop {} · {} · {:.1}s · ${:.4} (total ${:.4}) ──",
+            "── loop {} · {} · {:.1}s · ${:.4}{} (total ${:.4}) ──",
             s.number,
             s.outcome,
             s.duration.as_secs_f64(),
             s.cost_usd,
+            if s.cost_estimated { " estimated" } else { "" },
             s.total_cost_usd
         );
         let mut lines = vec![style(head).bold().to_string()];

@@ -40,8 +40,9 @@ pub fn facts_of(outcome: &RunOutcome) -> RunFacts {
     }
 }
 
-/// Runs `spawn` and analyzes its output. `on_spawn(pgid)` runs right after the start (the
-/// loop records the group for orphan cleanup), `on_line` gets stdout lines in live mode, and
+/// Runs `spawn` and analyzes its output. `on_track` hears of the agent's group right after the
+/// start and of its descendants that left the group while it runs (the loop records them for
+/// orphan cleanup, see [`process::Tracked`]), `on_line` gets stdout lines in live mode, and
 /// `clock` gives the time and zone for reset times (taken when the call ends). `parser` is the
 /// profile's way of reading the answer, `asked` the output format hank asked for (the native
 /// analyzer reads a JSON format strictly).
@@ -53,12 +54,12 @@ pub async fn call(
     parser: &Parser,
     asked: analysis::AskedFormat,
     cancel: watch::Receiver<u32>,
-    on_spawn: impl FnOnce(i32),
+    on_track: impl FnMut(process::Tracked<'_>),
     on_line: impl FnMut(&[u8]),
     clock: impl FnOnce() -> Clock,
 ) -> Result<Called, String> {
     let program = spawn.program.display().to_string();
-    let mut outcome = process::run_with_hook(spawn, cancel.clone(), on_spawn, on_line)
+    let mut outcome = process::run_with_hook(spawn, cancel.clone(), on_track, on_line)
         .await
         .map_err(|e| format!("failed to start the agent {program}: {e}"))?;
     let facts = facts_of(&outcome);

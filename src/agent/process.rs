@@ -6,10 +6,18 @@
 //! [`CAPTURE_MEM`], then in an unlinked temp file only hank has open): the analysis reads that,
 //! never the `loop-N.out` log, which is a copy for people that the agent can rewrite.
 //!
-//! Every agent carries a [`Marker`] in its environment (`HANK_RUN_ID`, `HANK_RUN_PROJECT`):
-//! descendants that left the process group (`setsid`, double fork) are found by it in
-//! `/proc/*/environ` and stopped with the group, and the next start of a hank that was killed
-//! with SIGKILL stops whatever is left of its agents ([`stop_orphans`]).
+//! The agent's leftovers (a `setsid` daemon, a double fork, a private tmux server, an `env -i`
+//! process) are found from hank's own process tree: hank is the child subreaper
+//! ([`become_subreaper`]), so every orphan of the agent becomes hank's child, and the tree is
+//! walked through `/proc/PID/task/TID/children` — never a scan of every process of the machine
+//! on the loop's path. While the agent runs, its descendants outside its group are reported
+//! every second ([`Tracked::Outside`]) for the lock record.
+//!
+//! Every agent also carries a [`Marker`] in its environment (`HANK_RUN_ID`,
+//! `HANK_RUN_PROJECT`): the next start of a hank that was killed with SIGKILL stops whatever
+//! is left of its agents by it ([`stop_orphans`], one scan of `/proc` at start) and by the
+//! lock's records ([`stop_recorded`], [`stop_orphan_group`]). Without the subreaper (or
+//! without `children` files), the stop falls back to that scan.
 
 use std::collections::HashSet;
 use std::fs::File;
@@ -265,7 +273,8 @@ fn stat_of(pid: i32) -> Option<Stat> {
     let state = f.next()?;
     let ppid = f.next()?.parse().ok()?;
     let pgrp = f.next()?.parse().ok()?;
-    let ticks = f.nth(15)?.parse().ok()?;
+    // Fields 6 to 21 come next; `starttime` is field 22.
+    let ticks = f.nth(16)?.parse().ok()?;
     Some(Stat {
         zombie: state == "Z" || state == "X",
         ppid,
@@ -314,8 +323,178 @@ pub fn marked_processes(wanted: &[(&str, &str)]) -> Vec<(i32, u64)> {
         .collect()
 }
 
-/// The live processes of group `pgid` or carrying `marker`.
+/// The live processes of the agent's tree: found from hank's own children when hank is the
+/// child subreaper ([`become_subreaper`]: every orphan of the agent is re-parented to hank,
+/// whatever its environment or session), else by a scan of the machine for group `pgid` or
+/// `marker`.
 fn survivors(pgid: i32, marker: Option<&Marker>) -> Vec<(i32, u64)> {
+    if SUBREAPER.load(Ordering::Relaxed) {
+        tree_survivors(pgid)
+    } else {
+        scan_survivors(pgid, marker)
+    }
+}
+
+/// Whether hank is the child subreaper of its descendants.
+static SUBREAPER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The PIDs of the children hank spawned itself and has not reaped yet (agents of calls in
+/// progress): never reaped by [`reap`] (their owner waits for them), and with their trees
+/// left to their own call when several run in one process (tests).
+static OWN_SPAWNS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+fn own_spawns() -> std::sync::MutexGuard<'static, Vec<i32>> {
+    OWN_SPAWNS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Registers a spawned child for as long as it lives (until dropped).
+struct OwnSpawn(i32);
+
+impl OwnSpawn {
+    fn new(pid: i32) -> Self {
+        if pid > 0 {
+            own_spawns().push(pid);
+        }
+        Self(pid)
+    }
+}
+
+impl Drop for OwnSpawn {
+    fn drop(&mut self) {
+        own_spawns().retain(|p| *p != self.0);
+    }
+}
+
+/// The children of `pid` (every thread's: a multi-threaded process forks from any thread),
+/// from `/proc/PID/task/TID/children`.
+fn children_of(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    for task in tasks.flatten() {
+        let mut path = task.path();
+        path.push("children");
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            out.extend(
+                text.split_ascii_whitespace()
+                    .filter_map(|c| c.parse::<i32>().ok()),
+            );
+        }
+    }
+    out
+}
+
+/// What [`run_with_hook`] tells its caller while the agent runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tracked<'a> {
+    /// The agent started, as the leader of this process group.
+    Spawned(i32),
+    /// The agent's descendants outside its process group now (PID, start time): a killed
+    /// hank's next start stops them even when they dropped the environment marker.
+    Outside(&'a [(i32, u64)]),
+}
+
+/// Most descendants outside the agent's group recorded for the next start.
+pub const TRACKED_MAX: usize = 64;
+
+/// How often the agent's tree is walked while it runs (to record what left its group).
+const TRACK_EVERY: Duration = Duration::from_secs(1);
+
+/// The agent's live descendants that left its group `pgid` (see [`Tracked::Outside`]).
+fn outside_group(pgid: i32) -> Vec<(i32, u64)> {
+    let mut out: Vec<(i32, u64)> = tree_survivors(pgid)
+        .into_iter()
+        .filter(|(pid, _)| stat_of(*pid).is_some_and(|st| st.pgrp != pgid))
+        .collect();
+    out.sort_unstable();
+    out.truncate(TRACKED_MAX);
+    out
+}
+
+/// Stops processes recorded by a killed hank ([`Tracked::Outside`]) that are still the same
+/// ones (same start time): SIGTERM, up to `grace`, SIGKILL. Returns how many were alive.
+pub fn stop_recorded(procs: &[(i32, u64)], grace: Duration) -> usize {
+    let live = |procs: &[(i32, u64)]| -> Vec<(i32, u64)> {
+        procs
+            .iter()
+            .copied()
+            .filter(|(pid, ticks)| *pid > 1 && start_ticks(*pid) == Some(*ticks))
+            .collect()
+    };
+    let first = live(procs);
+    if first.is_empty() {
+        return 0;
+    }
+    signal_each(&first, Signal::SIGTERM);
+    let start = Instant::now();
+    let mut left = first.clone();
+    while !left.is_empty() && start.elapsed() < grace {
+        std::thread::sleep(Duration::from_millis(50));
+        left = live(&left);
+    }
+    signal_each(&left, Signal::SIGKILL);
+    first.len()
+}
+
+/// The live descendants of hank, except the trees of other calls running beside the one of
+/// group `pgid` (several calls in one process: tests), with their start times. Zombies among
+/// them that are orphans re-parented to hank are reaped on the way (never a child a caller
+/// waits for).
+fn tree_survivors(pgid: i32) -> Vec<(i32, u64)> {
+    use nix::sys::wait::{WaitPidFlag, waitpid};
+    let me = i32::try_from(std::process::id()).unwrap_or(0);
+    let spawned = own_spawns().clone();
+    let mut out = Vec::new();
+    let mut queue: Vec<i32> = children_of(me)
+        .into_iter()
+        .filter(|c| *c == pgid || !spawned.contains(c))
+        .collect();
+    let mut seen = HashSet::new();
+    while let Some(pid) = queue.pop() {
+        if seen.len() >= MAX_TREE || !seen.insert(pid) {
+            continue;
+        }
+        let Some(st) = stat_of(pid) else { continue };
+        if st.zombie {
+            if st.ppid == me && !spawned.contains(&pid) {
+                let _ = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG));
+            }
+            continue;
+        }
+        out.push((pid, st.ticks));
+        queue.extend(children_of(pid));
+    }
+    out
+}
+
+/// The live descendants of `root` (not `root` itself), with their start times.
+#[must_use]
+pub fn descendants(root: i32) -> Vec<(i32, u64)> {
+    let mut out = Vec::new();
+    let mut queue = children_of(root);
+    let mut seen = HashSet::new();
+    while let Some(pid) = queue.pop() {
+        if seen.len() >= MAX_TREE || !seen.insert(pid) {
+            continue;
+        }
+        if let Some(st) = stat_of(pid)
+            && !st.zombie
+        {
+            out.push((pid, st.ticks));
+            queue.extend(children_of(pid));
+        }
+    }
+    out
+}
+
+/// Most processes looked at in one walk of hank's tree (a fork bomb cannot make it endless).
+const MAX_TREE: usize = 100_000;
+
+/// [`survivors`] by a scan of every process of the machine (when hank is not a subreaper).
+fn scan_survivors(pgid: i32, marker: Option<&Marker>) -> Vec<(i32, u64)> {
     let env = marker.map(Marker::env);
     all_pids()
         .into_iter()
@@ -346,8 +525,9 @@ fn signal_each(procs: &[(i32, u64)], sig: Signal) {
 fn reap(seen: &HashSet<i32>) {
     use nix::sys::wait::{WaitPidFlag, waitpid};
     let me = i32::try_from(std::process::id()).unwrap_or(0);
+    let spawned = own_spawns().clone();
     for pid in seen {
-        if stat_of(*pid).is_some_and(|s| s.zombie && s.ppid == me) {
+        if !spawned.contains(pid) && stat_of(*pid).is_some_and(|s| s.zombie && s.ppid == me) {
             let _ = waitpid(Pid::from_raw(*pid), Some(WaitPidFlag::WNOHANG));
         }
     }
@@ -356,7 +536,13 @@ fn reap(seen: &HashSet<i32>) {
 /// Makes hank the child subreaper of its descendants (Linux): an agent's daemon whose parent
 /// exits is re-parented to hank instead of init, so that it can be found and stopped.
 pub fn become_subreaper() {
-    let _ = nix::sys::prctl::set_child_subreaper(true);
+    // The agent's tree is then walked from hank's own children (`/proc/PID/task/TID/children`,
+    // Linux ≥ 3.5 with CONFIG_PROC_CHILDREN); without that file, the scan of the machine.
+    let ok = nix::sys::prctl::set_child_subreaper(true).is_ok();
+    let me = std::process::id();
+    let children_readable =
+        std::path::Path::new(&format!("/proc/{me}/task/{me}/children")).exists();
+    SUBREAPER.store(ok && children_readable, Ordering::Relaxed);
 }
 
 /// Keeps hank's memory and open files out of reach of the agent (same user): a process that
@@ -444,13 +630,15 @@ pub async fn run(
     run_with_hook(spawn, cancel, |_| {}, on_line).await
 }
 
-/// [`run`], plus `on_spawn(pgid)` called right after the agent started (the loop records the
-/// group so that a later start can stop it if hank itself is killed with SIGKILL).
+/// [`run`], plus `on_track`: [`Tracked::Spawned`] right after the agent started, and, when hank
+/// is the child subreaper, [`Tracked::Outside`] whenever the set of the agent's descendants
+/// outside its group changes (walked every second): the loop records both so that a later
+/// start can stop them if hank itself is killed with SIGKILL.
 #[allow(clippy::too_many_lines)]
 pub async fn run_with_hook(
     spawn: Spawn<'_>,
     mut cancel: watch::Receiver<u32>,
-    on_spawn: impl FnOnce(i32),
+    mut on_track: impl FnMut(Tracked<'_>),
     mut on_line: impl FnMut(&[u8]),
 ) -> std::io::Result<RunOutcome> {
     let started = Instant::now();
@@ -484,9 +672,14 @@ pub async fn run_with_hook(
         .id()
         .and_then(|id| i32::try_from(id).ok())
         .unwrap_or(0);
+    let _own = OwnSpawn::new(pgid);
     if pgid > 0 {
-        on_spawn(pgid);
+        on_track(Tracked::Spawned(pgid));
     }
+    let tracking = pgid > 0 && SUBREAPER.load(Ordering::Relaxed);
+    let mut track_tick =
+        tokio::time::interval_at(tokio::time::Instant::now() + TRACK_EVERY, TRACK_EVERY);
+    let mut tracked: Vec<(i32, u64)> = Vec::new();
 
     if let Some(mut stdin) = child.stdin.take() {
         let prompt = spawn.stdin;
@@ -500,6 +693,9 @@ pub async fn run_with_hook(
     let (result_tx, mut result_rx) = watch::channel(false);
     // Bytes read from stdout so far (IDLE_TIMEOUT watches it move).
     let activity = Arc::new(AtomicU64::new(0));
+    // Tells the readers to stop waiting for the end of a pipe that a process hank cannot stop
+    // keeps open, and to hand over what they read.
+    let (quit_tx, quit_rx) = watch::channel(false);
     let stdout_task = child.stdout.take().map(|out| {
         let sink = StdoutSink {
             log: stdout_file,
@@ -507,13 +703,18 @@ pub async fn run_with_hook(
             result: spawn.stop_after_result.then_some(result_tx),
             ..StdoutSink::default()
         };
-        tokio::spawn(drain_stdout(out, sink, Arc::clone(&activity)))
+        tokio::spawn(drain_stdout(
+            out,
+            sink,
+            Arc::clone(&activity),
+            quit_rx.clone(),
+        ))
     });
     drop(line_tx);
     let stderr_task = child
         .stderr
         .take()
-        .map(|err| tokio::spawn(drain_stderr(err, spawn.stderr_log.clone())));
+        .map(|err| tokio::spawn(drain_stderr(err, spawn.stderr_log.clone(), quit_rx)));
 
     let mut outcome = RunOutcome::default();
     let deadline = tokio::time::sleep(spawn.timeout);
@@ -543,6 +744,13 @@ pub async fn run_with_hook(
                     outcome.timed_out = true;
                     outcome.startup_hang = true;
                     break stop.terminate(&mut child, &mut cancel).await?;
+                }
+            }
+            _ = track_tick.tick(), if tracking => {
+                let now = outside_group(pgid);
+                if now != tracked {
+                    tracked = now;
+                    on_track(Tracked::Outside(&tracked));
                 }
             }
             _ = idle_tick.tick(), if idle_limit.is_some() => {
@@ -635,10 +843,14 @@ pub async fn run_with_hook(
         if read.is_some() && !alive {
             break;
         }
-        // Past the grace and 2 s of SIGKILL: a reader still open belongs to a process hank
-        // cannot see (it left the group and scrubbed its environment); stop waiting.
+        // Past the grace and 2 s of SIGKILL: a pipe still open belongs to a process hank
+        // cannot see (it is not hank's descendant); stop waiting for its end, but keep what
+        // was read (the answer is analyzed and charged, never dropped as no output).
         if stop.given_up() {
-            break;
+            if read.is_some() || stop.quit_waited() {
+                break;
+            }
+            let _ = quit_tx.send(true);
         }
     }
     stop.finish();
@@ -725,6 +937,12 @@ impl<'a> Stopping<'a> {
     fn given_up(&self) -> bool {
         self.term_at
             .is_some_and(|t| t.elapsed() >= self.grace + Duration::from_secs(2))
+    }
+
+    /// The readers were told to stop a second ago and have not ended: stop waiting for them.
+    fn quit_waited(&self) -> bool {
+        self.term_at
+            .is_some_and(|t| t.elapsed() >= self.grace + Duration::from_secs(3))
     }
 
     fn finish(&mut self) {
@@ -894,18 +1112,35 @@ impl StdoutSink {
     }
 }
 
+/// Reads `out` to its end, or until `quit` turns true (a process hank cannot stop holds the
+/// pipe open): what was read is kept either way.
+async fn read_or_quit(
+    out: &mut (impl AsyncRead + Unpin),
+    buf: &mut [u8],
+    quit: &mut watch::Receiver<bool>,
+) -> usize {
+    if *quit.borrow() {
+        return 0;
+    }
+    tokio::select! {
+        r = out.read(buf) => r.unwrap_or(0),
+        _ = quit.wait_for(|q| *q) => 0,
+    }
+}
+
 async fn drain_stdout(
     mut out: impl AsyncRead + Unpin,
     mut sink: StdoutSink,
     activity: Arc<AtomicU64>,
+    mut quit: watch::Receiver<bool>,
 ) -> Drained {
     let mut buf = vec![0u8; 64 * 1024];
     let mut total = 0u64;
     loop {
-        let n = match out.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
+        let n = read_or_quit(&mut out, &mut buf, &mut quit).await;
+        if n == 0 {
+            break;
+        }
         total += n as u64;
         activity.store(total, Ordering::Relaxed);
         sink.push(&buf[..n]).await;
@@ -916,6 +1151,7 @@ async fn drain_stdout(
 async fn drain_stderr(
     mut err: impl AsyncRead + Unpin,
     path: PathBuf,
+    mut quit: watch::Receiver<bool>,
 ) -> std::io::Result<(Vec<u8>, u64)> {
     let mut buf = vec![0u8; 16 * 1024];
     let mut head = Vec::new();
@@ -923,10 +1159,10 @@ async fn drain_stderr(
     let mut file: Option<File> = None;
     let mut file_failed = false;
     loop {
-        let n = match err.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
+        let n = read_or_quit(&mut err, &mut buf, &mut quit).await;
+        if n == 0 {
+            break;
+        }
         total += n as u64;
         if head.len() < STDERR_KEEP {
             let take = n.min(STDERR_KEEP - head.len());
@@ -1252,6 +1488,85 @@ mod tests {
         assert!(stop_orphans(&marker.project, None, Duration::from_millis(200)) >= 1);
         let _ = child.wait();
         assert!(marked_processes(&wanted).is_empty());
+    }
+
+    /// The start time is field 22 of `/proc/PID/stat` (the kernel's `starttime`), never the
+    /// always-zero field 21: a recorded group is recognised, a forged `0` never matches.
+    #[test]
+    fn start_ticks_is_the_starttime_field() {
+        let me = i32::try_from(std::process::id()).unwrap();
+        let stat = std::fs::read_to_string(format!("/proc/{me}/stat")).unwrap();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .unwrap()
+            .1
+            .split_whitespace()
+            .collect();
+        // fields[0] is field 3 (state): field 22 is fields[19].
+        let want: u64 = fields[19].parse().unwrap();
+        assert_eq!(start_ticks(me), Some(want));
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let pid = i32::try_from(child.id()).unwrap();
+        let ticks = start_ticks(pid).unwrap();
+        assert!(ticks > 0 && ticks >= want, "{ticks} vs {want}");
+        assert!(
+            !stop_orphan_group(pid, 0),
+            "a forged start time was acted on"
+        );
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// The tree is walked from a process's own children: a `setsid` grandchild with a clean
+    /// environment is found (no marker, another session).
+    #[test]
+    fn descendants_include_a_setsid_grandchild_without_the_marker() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("gc.pid");
+        let mut child = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "env -i setsid sh -c 'echo $$ > {}; exec sleep 30' & wait",
+                pidfile.display()
+            ))
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        while std::fs::read_to_string(&pidfile).map_or(true, |s| s.trim().is_empty()) {
+            assert!(start.elapsed() < Duration::from_secs(10));
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let gc = read_pid(&pidfile);
+        let root = i32::try_from(child.id()).unwrap();
+        let found = descendants(root);
+        let _ = kill(Pid::from_raw(gc), Signal::SIGKILL);
+        let _ = child.wait();
+        assert!(found.iter().any(|(p, _)| *p == gc), "{found:?} lacks {gc}");
+    }
+
+    /// A process hank cannot see (outside its group, no marker, not its descendant: hank is
+    /// not a subreaper here) keeps stdout open after the answer: hank stops waiting for the
+    /// pipe's end and keeps the answer it read.
+    #[test]
+    fn an_answer_read_before_an_invisible_holder_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("holder.pid");
+        let script = format!(
+            "env -i setsid sleep 60 & echo $! > {}; echo '{{\"type\":\"result\",\"total_cost_usd\":1}}'",
+            pidfile.display()
+        );
+        let (o, _) = sh(dir.path(), &script, Duration::from_secs(60), false);
+        let holder = read_pid(&pidfile);
+        let _ = kill(Pid::from_raw(holder), Signal::SIGKILL);
+        assert_eq!(o.exit_code, Some(0));
+        assert!(o.duration < Duration::from_secs(30), "{:?}", o.duration);
+        assert_eq!(
+            read_capture(o.stdout),
+            b"{\"type\":\"result\",\"total_cost_usd\":1}\n"
+        );
     }
 
     #[test]

@@ -120,6 +120,8 @@ pub struct Profile {
     pub permission_modes: BTreeMap<String, String>,
     pub env: BTreeMap<String, String>,
     pub parser: Parser,
+    /// `[prices]`: USD per million tokens, to estimate the cost of an agent that reports none.
+    pub prices: Option<crate::policy::charge::Prices>,
     pub origin: Origin,
 }
 
@@ -149,6 +151,24 @@ pub const PLACEHOLDERS: &[&str] = &[
 ];
 
 impl Profile {
+    /// How this agent's calls are charged: its answers carry a cost (Claude Code in its JSON
+    /// formats, a profile with a `cost_usd` field), or it is estimated from tokens at the
+    /// profile's `[prices]`, or it cannot be charged. `text` is CLAUDE_OUTPUT_FORMAT=text (Claude
+    /// Code's text answer holds no cost).
+    #[must_use]
+    pub fn cost_source(&self, text: bool) -> crate::policy::charge::CostSource {
+        use crate::policy::charge::CostSource;
+        let reported = match &self.parser {
+            Parser::Claude => !text,
+            Parser::Mapped(m) => m.fields.cost_usd.is_some(),
+        };
+        match (reported, self.prices) {
+            (true, _) => CostSource::Reported,
+            (false, Some(p)) => CostSource::Priced(p),
+            (false, None) => CostSource::Unknown,
+        }
+    }
+
     /// The argv after the program (and its leading arguments) for one call.
     #[must_use]
     pub fn argv(&self, input: &CallInput<'_>) -> Vec<String> {
@@ -282,7 +302,25 @@ struct RawProfile {
     output: RawOutput,
     #[serde(default)]
     errors: Vec<RawRule>,
+    prices: Option<RawPrices>,
 }
+
+/// `[prices]`: USD per million tokens of each kind (a kind left out costs nothing).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPrices {
+    #[serde(default)]
+    input: f64,
+    #[serde(default)]
+    output: f64,
+    #[serde(default)]
+    cache_read: f64,
+    #[serde(default)]
+    cache_creation: f64,
+}
+
+/// Highest token price a profile may give (USD per million tokens).
+pub const MAX_PRICE_PER_MTOK: f64 = 10_000.0;
 
 fn default_version_args() -> Vec<String> {
     vec!["--version".to_owned()]
@@ -628,6 +666,32 @@ pub fn parse(
             }))
         }
     };
+    let prices = match raw.prices {
+        None => None,
+        Some(p) => {
+            for (key, v) in [
+                ("prices.input", p.input),
+                ("prices.output", p.output),
+                ("prices.cache_read", p.cache_read),
+                ("prices.cache_creation", p.cache_creation),
+            ] {
+                if !(v.is_finite() && (0.0..=MAX_PRICE_PER_MTOK).contains(&v)) {
+                    return Err(bad(
+                        key,
+                        format!(
+                            "expected USD per million tokens, from 0 to {MAX_PRICE_PER_MTOK}, got {v}"
+                        ),
+                    ));
+                }
+            }
+            Some(crate::policy::charge::Prices {
+                input: p.input,
+                output: p.output,
+                cache_read: p.cache_read,
+                cache_creation: p.cache_creation,
+            })
+        }
+    };
     Ok(Profile {
         name: raw.name,
         description: raw.description,
@@ -642,6 +706,7 @@ pub fn parse(
         permission_modes: raw.permission_modes,
         env: raw.env,
         parser,
+        prices,
         origin,
     })
 }

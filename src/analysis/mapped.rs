@@ -498,7 +498,8 @@ pub fn analyze_mapped<R: BufRead>(
                     too_large |= m.format == MappedFormat::Json;
                 }
                 malformed |= cut;
-                too_large |= cut && m.format == MappedFormat::Json;
+                // A line over the cap is too large in every format (text included).
+                too_large |= cut;
             }
             let trimmed = whole.trim_ascii();
             if m.format == MappedFormat::Json && !trimmed.is_empty() {
@@ -521,7 +522,9 @@ pub fn analyze_mapped<R: BufRead>(
         &reader, plain, total, any_json, malformed, stderr, facts, clock,
     );
     let stopped = facts.timed_out || facts.interrupted;
-    if (too_large || facts.stdout_cut) && a.outcome != Outcome::Success && !stopped {
+    // Text has no end mark that proves the answer whole: past a cap it is never a success.
+    let no_result = a.outcome != Outcome::Success || m.format == MappedFormat::Text;
+    if (too_large || facts.stdout_cut) && no_result && !stopped {
         a.outcome = Outcome::AgentError;
         a.error = Some(AgentError {
             kind: ErrorKind::OutputTooLarge,
@@ -627,12 +630,11 @@ fn finish(
         stdout_bytes,
         ..Analysis::default()
     };
-    let cost = r.number(f.cost_usd.as_ref()).unwrap_or(0.0);
-    a.cost_usd = if cost.is_finite() && (0.0..=MAX_CALL_COST_USD).contains(&cost) {
-        cost
-    } else {
-        0.0
-    };
+    let cost = r
+        .number(f.cost_usd.as_ref())
+        .filter(|c| c.is_finite() && (0.0..=MAX_CALL_COST_USD).contains(c));
+    a.cost_reported = cost.is_some();
+    a.cost_usd = cost.unwrap_or(0.0);
     let tokens = |p: &Option<FieldPath>| {
         r.number(p.as_ref())
             .filter(|n| *n >= 0.0 && *n < 1.8e19)
@@ -911,6 +913,47 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{e}")),
         );
         analyze_mapped(stdout.as_bytes(), b"", &facts, &clock, &jsonl_mapping())
+    }
+
+    /// Output past the caps is `output_too_large` in every format: a text line over the
+    /// line cap, or output cut at the capture cap, is never a success.
+    #[test]
+    fn text_beyond_the_caps_is_output_too_large() {
+        use std::io::Read;
+        let clock = Clock::utc(jiff::Timestamp::UNIX_EPOCH);
+        let text = Mapping {
+            format: MappedFormat::Text,
+            ..jsonl_mapping()
+        };
+        let ok = RunFacts {
+            exit_code: Some(0),
+            ..RunFacts::default()
+        };
+        let long = std::io::BufReader::new(
+            std::io::repeat(b'x')
+                .take(MAX_DOC as u64 + 10)
+                .chain(&b"\ndone\n"[..]),
+        );
+        let a = analyze_mapped(long, b"", &ok, &clock, &text);
+        assert_eq!(
+            a.error_kind(),
+            Some(ErrorKind::OutputTooLarge),
+            "{:?}",
+            a.error
+        );
+        let cut = RunFacts {
+            stdout_cut: true,
+            ..ok
+        };
+        let a = analyze_mapped(&b"all good\n"[..], b"", &cut, &clock, &text);
+        assert_eq!(
+            a.error_kind(),
+            Some(ErrorKind::OutputTooLarge),
+            "{:?}",
+            a.error
+        );
+        let a = analyze_mapped(&b"all good\n"[..], b"", &ok, &clock, &text);
+        assert_eq!(a.outcome, Outcome::Success, "{:?}", a.error);
     }
 
     const BLOCK: &str =

@@ -335,8 +335,16 @@ pub struct Analysis {
     /// The CLI said `No conversation found with session ID: …`: drop the id and retry without it.
     pub unknown_session: bool,
     pub session_id: Option<String>,
-    /// `total_cost_usd` of this call (0 when unknown).
+    /// `total_cost_usd` of this call (0 when unknown; once charged by the loop, the
+    /// estimate, see `cost_estimated`).
     pub cost_usd: f64,
+    /// The answer held a believable cost (`cost_usd` is what it said). Not serialized: the
+    /// loop charges an estimate when an answer that should hold one does not.
+    #[serde(skip)]
+    pub cost_reported: bool,
+    /// `cost_usd` is hank's estimate, not the agent's word (set by the loop's charging).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cost_estimated: bool,
     pub tokens: Tokens,
     pub num_turns: Option<u32>,
     pub duration_ms: Option<u64>,
@@ -487,6 +495,7 @@ fn finish(g: parse::Gathered, stderr: &[u8], facts: &RunFacts, clock: &Clock) ->
     };
     if let Some(r) = &g.result {
         a.cost_usd = r.cost_usd;
+        a.cost_reported = r.cost_reported;
         a.tokens = r.tokens;
         a.num_turns = r.num_turns;
         a.duration_ms = r.duration_ms;

@@ -346,6 +346,8 @@ pub(crate) struct ResultData {
     pub limit: Option<LimitInfo>,
     pub terminal_reason: Option<String>,
     pub cost_usd: f64,
+    /// `total_cost_usd` was present and believable (`cost_usd` is then what the call cost).
+    pub cost_reported: bool,
     pub tokens: Tokens,
     pub num_turns: Option<u32>,
     pub duration_ms: Option<u64>,
@@ -382,11 +384,25 @@ pub(crate) struct TextCapture {
     pub head: Vec<u8>,
     pub tail: Vec<u8>,
     pub len: u64,
+    /// Bytes of the current (last, unfinished) line.
+    line: u64,
+    /// A line was longer than [`MAX_LINE`] (the answer is `output_too_large`, whatever the
+    /// format).
+    pub overlong: bool,
 }
 
 impl TextCapture {
     fn push(&mut self, bytes: &[u8]) {
         self.len = self.len.saturating_add(bytes.len() as u64);
+        let mut from = 0usize;
+        for nl in memchr::memchr_iter(b'\n', bytes) {
+            let run = self.line.saturating_add((nl - from) as u64);
+            self.overlong |= run > MAX_LINE as u64;
+            self.line = 0;
+            from = nl + 1;
+        }
+        self.line = self.line.saturating_add((bytes.len() - from) as u64);
+        self.overlong |= self.line > MAX_LINE as u64;
         if self.head.len() < TEXT_HEAD {
             let take = (TEXT_HEAD - self.head.len()).min(bytes.len());
             self.head.extend_from_slice(&bytes[..take]);
@@ -661,6 +677,7 @@ impl Gathered {
                 .map(LimitInfo::from_raw),
             terminal_reason: ev.terminal_reason.into_string(),
             cost_usd: sane_cost(&ev.total_cost_usd),
+            cost_reported: believable_cost(&ev.total_cost_usd).is_some(),
             tokens: ev.usage.as_ref().map(Usage::tokens).unwrap_or_default(),
             num_turns: ev.num_turns.as_u64().and_then(|v| u32::try_from(v).ok()),
             duration_ms: ev.duration_ms.as_u64(),
@@ -675,9 +692,13 @@ pub(crate) const MAX_CALL_COST_USD: f64 = 100_000.0;
 
 /// `total_cost_usd`, or 0 when it is absent, unreadable or absurd.
 pub(crate) fn sane_cost(s: &Scalar) -> f64 {
+    believable_cost(s).unwrap_or(0.0)
+}
+
+/// `total_cost_usd` when it is present and believable.
+pub(crate) fn believable_cost(s: &Scalar) -> Option<f64> {
     s.as_f64()
         .filter(|c| c.is_finite() && (0.0..=MAX_CALL_COST_USD).contains(c))
-        .unwrap_or(0.0)
 }
 
 /// Epoch seconds, epoch milliseconds (|v| ≥ 1e11) or an RFC 3339 string, as a timestamp.
@@ -988,6 +1009,8 @@ fn gather_text<R: BufRead>(r: &mut R, g: &mut Gathered, prefix: &[u8]) {
     let mut cap = TextCapture::default();
     cap.push(prefix);
     drain_into(r, &mut cap);
+    // A text line over the line cap is too large in every format, not a success.
+    g.too_large |= cap.overlong;
     if cap.tail.len() > TEXT_TAIL {
         let cut = cap.tail.len() - TEXT_TAIL;
         cap.tail.drain(..cut);
@@ -1001,8 +1024,9 @@ enum FirstLine {
     Event(Box<Event>),
     /// The start of pretty-printed JSON, or of one object cut short (trimmed).
     Whole(Vec<u8>),
-    /// A JSON snippet or a line of text that starts with `{` (the line and its `\n`).
-    Text(Vec<u8>),
+    /// A JSON snippet or a line of text that starts with `{` (the line and its `\n`), and
+    /// whether it was cut at [`MAX_LINE`].
+    Text(Vec<u8>, bool),
     /// A JSON line longer than [`MAX_LINE`] (skipped).
     TooLarge,
 }
@@ -1019,7 +1043,7 @@ fn gather_lines<R: BufRead>(r: &mut R, g: &mut Gathered) {
                 let mut text = Vec::with_capacity(line.len() + 1);
                 text.extend_from_slice(line);
                 text.push(b'\n');
-                FirstLine::Text(text)
+                FirstLine::Text(text, cut)
             }
         }
     });
@@ -1045,7 +1069,8 @@ fn gather_lines<R: BufRead>(r: &mut R, g: &mut Gathered) {
             gather_whole(r, g, first);
             return;
         }
-        Some(FirstLine::Text(line)) => {
+        Some(FirstLine::Text(line, cut)) => {
+            g.too_large |= cut;
             if g.asked_json {
                 gather_after_stray(r, g, &line);
             } else {

@@ -916,3 +916,36 @@ fn throughput_200mb_stream() {
         size as f64 / 1e6 / secs
     );
 }
+
+/// Output past the caps is `output_too_large` in every format: a non-JSON text line over the
+/// line cap (first or later line, plain text or text that starts with `{`) is not a success.
+#[test]
+fn a_text_line_over_the_cap_is_output_too_large() {
+    use std::io::Read;
+    let facts = RunFacts {
+        exit_code: Some(0),
+        ..RunFacts::default()
+    };
+    let clock = Clock::utc(jiff::Timestamp::UNIX_EPOCH);
+    let big = super::MAX_LINE_BYTES as u64 + 10;
+    let cases: Vec<(&str, Vec<u8>, Vec<u8>)> = vec![
+        ("plain first line", Vec::new(), b"\nall done\n".to_vec()),
+        ("plain later line", b"working\n".to_vec(), b"\n".to_vec()),
+        ("brace text", b"{ not json ".to_vec(), b"\n".to_vec()),
+    ];
+    for (name, head, tail) in cases {
+        let input = std::io::BufReader::new(
+            (&head[..])
+                .chain(std::io::repeat(b'x').take(big))
+                .chain(&tail[..]),
+        );
+        let a = analyze_in(input, b"", &facts, &clock);
+        assert_eq!(
+            a.error_kind(),
+            Some(ErrorKind::OutputTooLarge),
+            "{name}: {a:?}"
+        );
+    }
+    let a = analyze_in(&b"all done\n"[..], b"", &facts, &clock);
+    assert_eq!(a.outcome, Outcome::Success, "{a:?}");
+}

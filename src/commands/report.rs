@@ -101,6 +101,9 @@ fn loop_cost(e: &EventLine, f: &Lenient<AgentFinished>) -> LoopCost {
             .get("cost_usd", |f| f.cost_usd)
             .filter(|c| c.is_finite() && *c >= 0.0)
             .unwrap_or(0.0),
+        cost_estimated: f
+            .get("cost_estimated", |f| f.cost_estimated)
+            .unwrap_or(false),
         tokens,
         duration_ms: f.get("duration_ms", |f| f.duration_ms).unwrap_or(0),
         calls: f.get("num_turns", |f| f.num_turns).flatten(),
@@ -276,6 +279,12 @@ pub(crate) fn render(
             recommendations: Vec::new(),
         },
     ));
+    if t.estimated_cost_usd > 0.0 {
+        s.push_str(&format!(
+            "of which ${:.2} estimated (answers without a readable cost)\n",
+            t.estimated_cost_usd
+        ));
+    }
     if !r.windows.is_empty() {
         s.push_str("usage windows:\n");
         for w in &r.windows {

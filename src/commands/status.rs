@@ -222,7 +222,12 @@ pub(crate) fn render_status(st: &Lenient<Status>) -> String {
             v.fix_plan.done, v.fix_plan.total
         ));
     }
-    lines.push(format!("cost:         ${:.4}", v.total_cost_usd));
+    let estimated = if v.estimated_cost_usd > 0.0 {
+        format!(" (of which ${:.4} estimated)", v.estimated_cost_usd)
+    } else {
+        String::new()
+    };
+    lines.push(format!("cost:         ${:.4}{estimated}", v.total_cost_usd));
     for (i, (name, w)) in v.usage_windows.iter().enumerate() {
         let label = if i == 0 { "windows:" } else { "" };
         lines.push(format!("{label:<14}{}", window_line(name, w)));

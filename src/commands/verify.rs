@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 use crate::cli::VerifyArgs;
 use crate::clock::SystemClock;
-use crate::engine::verify::{read_tail, run_command};
+use crate::engine::verify::{read_tail, run_command_with_hook};
 use crate::error::{HankError, Result};
 use crate::exit;
 use crate::policy::time::Clock;
@@ -38,13 +38,22 @@ pub(crate) fn run(a: &VerifyArgs) -> Result<u8> {
             "add VERIFY_COMMAND=\"your test command\" to .hankrc (e.g. VERIFY_COMMAND=\"cargo test\"), or pass --command CMD",
         ));
     };
-    let _lock = store.lock().map_err(|e| match e {
+    let mut lock = store.lock().map_err(|e| match e {
         locked @ HankError::Locked { .. } => HankError::usage_hint(
             locked.to_string(),
             "the loop runs the check itself before it accepts \"done\"; `hank status` shows its last result",
         ),
         other => other,
     })?;
+    // A check (or an agent) left running by a hank that was killed: stopped first.
+    if let Some((pgid, ticks)) = lock.orphaned_verify() {
+        if crate::agent::process::stop_orphan_group(pgid, ticks) {
+            errln!(
+                "hank: stopped the VERIFY_COMMAND left running by a hank that was killed (process group {pgid})"
+            );
+        }
+        lock.record_verify(None);
+    }
     let clock = SystemClock::from_env()?;
     let mut state = store.load_state(clock.now())?.state;
     store.ensure_dirs()?;
@@ -62,9 +71,14 @@ pub(crate) fn run(a: &VerifyArgs) -> Result<u8> {
         if !a.json {
             errln!("hank: verifying: {command}");
         }
-        run_command(&command, &dir, &log, timeout, cancel)
-            .await
-            .map_err(|e| HankError::io("failed to run VERIFY_COMMAND, output", &log, e))
+        let ran = run_command_with_hook(&command, &dir, &log, timeout, cancel, |pgid| {
+            if let Some(ticks) = crate::agent::process::start_ticks(pgid) {
+                lock.record_verify(Some((pgid, ticks)));
+            }
+        })
+        .await;
+        lock.record_verify(None);
+        ran.map_err(|e| HankError::io("failed to run VERIFY_COMMAND, output", &log, e))
     })?;
     let result = ran.record(
         CheckKind::Manual,

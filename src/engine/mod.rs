@@ -162,6 +162,7 @@ impl Engine {
         self.save()?;
         self.refresh_plan();
         self.verify = verify::Verify::at_start(&self.s, &self.plan);
+        self.warn_uncharged_agents();
         self.prune_logs();
         self.write_status(RunState::Starting)?;
         if let Some(reason) = self.resume_saved_wait().await? {
@@ -387,10 +388,13 @@ impl Engine {
         };
         let reporter = &self.reporter;
         let lock = &mut self.lock;
-        let on_spawn = |pgid: i32| {
-            if let Some(ticks) = process::start_ticks(pgid) {
-                lock.record_agent(Some((pgid, ticks)));
+        let on_spawn = |t: process::Tracked<'_>| match t {
+            process::Tracked::Spawned(pgid) => {
+                if let Some(ticks) = process::start_ticks(pgid) {
+                    lock.record_agent(Some((pgid, ticks)));
+                }
             }
+            process::Tracked::Outside(procs) => lock.record_procs(procs),
         };
         let wall = &self.clock;
         let parser = &agent.profile.parser;
@@ -436,6 +440,8 @@ impl Engine {
         }
         let clock_now = self.clock.now();
         crate::agent::redact::redact_analysis(&mut analysis, &self.secrets);
+        // Every call is paid for: a cost the answer should hold but does not is estimated.
+        self.charge(&agent, number, &mut analysis, clock_now);
         for w in crate::agent::vet::vet(&mut analysis, agent.profile.session_ids()) {
             self.warn(&w);
         }

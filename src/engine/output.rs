@@ -76,4 +76,63 @@ impl Engine {
     pub(super) fn save(&self) -> Result<()> {
         self.store.save_state(&self.state)
     }
+
+    /// Charges the call (see [`crate::policy::charge`]): the cost its answer reported, or an
+    /// estimate, marked as such, with a warning when the answer should have held one.
+    pub(super) fn charge(
+        &mut self,
+        agent: &crate::agent::profile::Agent,
+        number: u64,
+        analysis: &mut crate::analysis::Analysis,
+        now: jiff::Timestamp,
+    ) {
+        use crate::policy::charge::{self, ChargeInput, Estimate};
+        let text = self.s.output_format.value == crate::settings::OutputFormat::Text;
+        let c = charge::charge(ChargeInput {
+            reported: analysis.cost_reported.then_some(analysis.cost_usd),
+            tokens: &analysis.tokens,
+            source: agent.profile.cost_source(text),
+            recent: self
+                .state
+                .history
+                .iter()
+                .map(|h| (h.at, h.cost_usd, h.cost_estimated)),
+            now,
+            unknown_call_cost: self.s.unknown_call_cost.value,
+        });
+        analysis.cost_usd = c.usd;
+        analysis.cost_estimated = c.estimate.is_some();
+        let basis = match c.estimate {
+            None | Some(Estimate::Tokens) => return,
+            Some(Estimate::RecentHighest) => "the highest cost of a call in the last 24 h",
+            Some(Estimate::UnknownCallCost) => "UNKNOWN_CALL_COST",
+        };
+        self.warn(&format!(
+            "loop {number}: the answer of {} held no readable cost; charged an estimate of ${:.2} ({basis})",
+            agent.name(),
+            c.usd
+        ));
+    }
+
+    /// At start: an agent of the run whose cost hank cannot know (it reports none and its
+    /// profile gives no `[prices]`) is named when MAX_COST_USD is set.
+    pub(super) fn warn_uncharged_agents(&mut self) {
+        if self.s.max_cost_usd.value <= 0.0 {
+            return;
+        }
+        let text = self.s.output_format.value == crate::settings::OutputFormat::Text;
+        let blind: Vec<String> = self
+            .agents
+            .iter()
+            .filter(|a| a.profile.cost_source(text) == crate::policy::charge::CostSource::Unknown)
+            .map(|a| a.name().to_owned())
+            .collect();
+        if !blind.is_empty() {
+            self.warn(&format!(
+                "MAX_COST_USD cannot bind {}: no cost is reported{} and the profile gives no [prices] (add them to .hank/agents/NAME.toml to have hank estimate the cost from tokens)",
+                blind.join(", "),
+                if text { " (CLAUDE_OUTPUT_FORMAT=text holds none)" } else { "" }
+            ));
+        }
+    }
 }

@@ -26,7 +26,9 @@ pub(crate) fn start(
     notes: Vec<String>,
     clock: Box<dyn Clock>,
 ) -> Result<u8> {
-    let store = Store::new(&settings.project_dir);
+    // The call ledger has a copy in the per-user state directory (outside the agent's reach).
+    let store = Store::new(&settings.project_dir)
+        .with_ledger_copy(crate::store::userdir::project_dir(&settings.project_dir)?.join("calls"));
     store.ensure_dirs()?;
     let lock = store.lock()?;
     // The agent's descendants that leave its group are re-parented to hank (and stopped with
@@ -93,15 +95,28 @@ impl Engine {
         // group, and anything carrying the project's marker): we hold the lock, so no loop of
         // the project runs and all of it is left over.
         let recorded = engine.lock.orphaned_agent();
-        let stopped = process::stop_orphans(&engine.marker.project, recorded, ORPHAN_GRACE);
+        // Descendants that left the agent's group (and maybe dropped the marker) were
+        // recorded while it ran.
+        let procs = engine.lock.orphaned_procs();
+        let stopped = process::stop_recorded(&procs, ORPHAN_GRACE)
+            + process::stop_orphans(&engine.marker.project, recorded, ORPHAN_GRACE);
         if stopped > 0 {
             engine.warn(&format!(
                 "stopped {stopped} agent process(es) left running by a hank that was killed{}",
                 recorded.map_or_else(String::new, |(pgid, _)| format!(" (process group {pgid})"))
             ));
         }
-        if recorded.is_some() {
+        if recorded.is_some() || !procs.is_empty() {
             engine.lock.record_agent(None);
+        }
+        // Likewise a VERIFY_COMMAND that was running when hank (or `hank verify`) was killed.
+        if let Some((pgid, ticks)) = engine.lock.orphaned_verify() {
+            if process::stop_orphan_group(pgid, ticks) {
+                engine.warn(&format!(
+                    "stopped the VERIFY_COMMAND left running by a hank that was killed (process group {pgid})"
+                ));
+            }
+            engine.lock.record_verify(None);
         }
         if let Some(aside) = loaded.moved_aside {
             engine.warn(&format!(

@@ -46,15 +46,18 @@ pub(crate) struct Ran {
 /// and stderr both into `log` (created 0600). After `timeout`, or on the user's interrupt,
 /// the group gets SIGTERM, then SIGKILL after the grace (at once on a second interrupt).
 /// Whatever the command left running in its group is stopped when it ends.
+/// `on_spawn(pgid)` runs right after the start: the caller records the group in the lock so
+/// that the next start stops it if hank is killed with SIGKILL meanwhile.
 ///
 /// # Errors
 /// The log cannot be created or `/bin/sh` cannot be started.
-pub(crate) async fn run_command(
+pub(crate) async fn run_command_with_hook(
     command: &str,
     cwd: &Path,
     log: &Path,
     timeout: Duration,
     mut cancel: watch::Receiver<u32>,
+    on_spawn: impl FnOnce(i32),
 ) -> io::Result<Ran> {
     let started = Instant::now();
     let out = crate::agent::process::create_log(log)?;
@@ -74,6 +77,9 @@ pub(crate) async fn run_command(
         .id()
         .and_then(|id| i32::try_from(id).ok())
         .unwrap_or(0);
+    if pgid > 0 {
+        on_spawn(pgid);
+    }
     let group = |sig: Signal| {
         if pgid > 0 {
             let _ = killpg(Pid::from_raw(pgid), sig);
@@ -348,15 +354,23 @@ impl Engine {
         self.store.ensure_dirs()?;
         self.reporter
             .info(&format!("verifying ({}): {command}", kind.as_str()));
-        let ran = run_command(
+        let lock = &mut self.lock;
+        let ran = run_command_with_hook(
             &command,
             &self.s.project_dir,
             &log,
             self.verify.timeout,
             self.cancel.clone(),
+            |pgid| {
+                if let Some(ticks) = crate::agent::process::start_ticks(pgid) {
+                    lock.record_verify(Some((pgid, ticks)));
+                }
+            },
         )
-        .await
-        .map_err(|e| HankError::io("failed to run VERIFY_COMMAND, output", &log, e))?;
+        .await;
+        self.lock.record_verify(None);
+        let ran =
+            ran.map_err(|e| HankError::io("failed to run VERIFY_COMMAND, output", &log, e))?;
         let root = self.s.project_dir.clone();
         let removed = verify::removed_tests(
             &self.verify.tests_at_start,

@@ -29,11 +29,14 @@ impl Engine {
     ) -> Result<Waited> {
         self.wait = Some((reason, until));
         // A usage-limit or backoff wait is saved: a restart resumes it instead of calling.
+        // Every wait saves the state first (the last loop may not be on disk yet when the
+        // next loop was to start at once): a kill -9 during a wait loses nothing, the last
+        // call's tokens included (the token cap on restart).
         let saved = reason.is_saved();
         if saved {
             self.state.wait = Some(SavedWait { reason, until });
-            self.save()?;
         }
+        self.save()?;
         self.write_status(RunState::Waiting)?;
         self.emit(EventKind::Waiting { reason, until })?;
         self.store.log(

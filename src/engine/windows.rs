@@ -100,6 +100,7 @@ impl Engine {
             number: f.number,
             at: Some(self.clock.now()),
             cost_usd: f.cost_usd,
+            cost_estimated: f.cost_estimated,
             tokens: f.tokens.sum(),
             duration_ms: f.duration_ms,
             calls: f.num_turns,

@@ -788,6 +788,7 @@ mod tests {
             circuit_reason: "no progress".into(),
             session_id: Some("s-1".into()),
             total_cost_usd: 1.25,
+            estimated_cost_usd: 0.0,
             total_tokens: Tokens {
                 input: 1,
                 output: 2,
@@ -805,6 +806,7 @@ mod tests {
                 files_changed: 3,
                 recommendation: Some("go on".into()),
                 cost_usd: 0.5,
+                cost_estimated: false,
                 duration_ms: 61000,
             }),
             exit_reason: Some(crate::exit::ExitReason::UsageLimit),

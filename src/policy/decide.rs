@@ -136,6 +136,9 @@ pub struct LoopRecord {
     /// fix_plan items newly checked in the loop.
     pub plan_items_checked: u32,
     pub cost_usd: f64,
+    /// `cost_usd` is hank's estimate (never the basis of another estimate).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cost_estimated: bool,
     pub output_len: u64,
 }
 
@@ -193,6 +196,7 @@ pub fn record_loop(
         } else {
             0.0
         },
+        cost_estimated: analysis.cost_estimated,
         output_len: analysis.output_len,
     }
 }

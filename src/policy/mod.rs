@@ -9,6 +9,7 @@
 pub mod bash_rules;
 pub mod breaker;
 pub mod budget;
+pub mod charge;
 pub mod control;
 pub mod decide;
 pub mod failover;

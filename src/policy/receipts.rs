@@ -21,6 +21,8 @@ pub struct LoopCost {
     pub number: u64,
     pub at: Option<Timestamp>,
     pub cost_usd: f64,
+    /// `cost_usd` is hank's estimate (the answer held no readable cost).
+    pub cost_estimated: bool,
     pub tokens: u64,
     pub duration_ms: u64,
     /// API requests of the call (`num_turns`), when known.
@@ -52,6 +54,9 @@ pub struct Totals {
     pub loops: u64,
     pub calls: u64,
     pub cost_usd: f64,
+    /// The part of `cost_usd` that hank estimated.
+    #[serde(skip_serializing_if = "no_cost")]
+    pub estimated_cost_usd: f64,
     pub tokens: u64,
     pub duration_ms: u64,
 }
@@ -99,6 +104,10 @@ fn add(row: &mut ItemCost, share: &ItemCost) {
     row.duration_ms += share.duration_ms;
 }
 
+fn no_cost(v: &f64) -> bool {
+    *v <= 0.0
+}
+
 /// Attributes `loops` (in loop order) to the items they ticked.
 #[must_use]
 pub fn attribute(loops: &[LoopCost]) -> Receipts {
@@ -110,6 +119,9 @@ pub fn attribute(loops: &[LoopCost]) -> Receipts {
         r.totals.loops += 1;
         r.totals.calls += calls;
         r.totals.cost_usd += l.cost_usd;
+        if l.cost_estimated {
+            r.totals.estimated_cost_usd += l.cost_usd;
+        }
         r.totals.tokens += l.tokens;
         r.totals.duration_ms += l.duration_ms;
         if l.items.is_empty() {

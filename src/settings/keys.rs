@@ -277,6 +277,13 @@ pub const KEYS: &[Key] = &[
         "Stop when this run has cost this many USD, 0 = unlimited",
     ),
     key(
+        "UNKNOWN_CALL_COST",
+        None,
+        DefaultValue::Text("1.00"),
+        "an amount in USD ≥ 0",
+        "The estimate charged for a call whose cost its answer should hold but does not (when no call of the last 24 h cost more)",
+    ),
+    key(
         "ON_USAGE_LIMIT",
         Some("--on-usage-limit"),
         DefaultValue::Text("wait"),

@@ -105,6 +105,8 @@ pub struct Settings {
     /// MAX_RUNTIME (zero: unlimited).
     pub max_runtime: Sourced<Duration>,
     pub max_cost_usd: Sourced<f64>,
+    /// UNKNOWN_CALL_COST: charged for a call whose cost could not be read.
+    pub unknown_call_cost: Sourced<f64>,
     pub on_usage_limit: Sourced<UsageLimitPolicy>,
     pub max_window_percent: Sourced<crate::policy::windows::WindowLimits>,
     pub claude_cmd: Sourced<String>,

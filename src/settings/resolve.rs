@@ -310,6 +310,13 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
                 .ok()
                 .filter(|v| v.is_finite() && *v >= 0.0)
         })?,
+        unknown_call_cost: r.get("UNKNOWN_CALL_COST", None, |s| {
+            s.trim()
+                .trim_start_matches('$')
+                .parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite() && (0.0..=100_000.0).contains(v))
+        })?,
         on_usage_limit: r.get(
             "ON_USAGE_LIMIT",
             flags.on_usage_limit.as_deref(),

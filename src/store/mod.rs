@@ -135,6 +135,8 @@ fn open_append(path: &Path) -> io::Result<File> {
 pub struct Store {
     dir: PathBuf,
     journal: Arc<Mutex<Option<Journal>>>,
+    /// The copy of the call log outside the project ([`Store::with_ledger_copy`]).
+    copy: Option<PathBuf>,
     /// What the store repaired on its own (a link among its files replaced), for the loop to
     /// report as warnings.
     notes: Arc<Mutex<Vec<String>>>,
@@ -226,6 +228,11 @@ fn merge_ledgers(inline: Vec<LedgerEntry>, log: Vec<LedgerEntry>) -> Vec<LedgerE
     merged
 }
 
+/// Whether two call logs hold different calls (times and tokens).
+fn ledgers_differ(a: &[LedgerEntry], b: &[LedgerEntry]) -> bool {
+    a.len() != b.len() || a.iter().zip(b).any(|(x, y)| x != y)
+}
+
 /// What loading `state.json` found.
 #[derive(Debug)]
 pub struct Loaded {
@@ -298,7 +305,49 @@ impl Store {
         Self {
             dir: project_dir.join(".hank"),
             journal: Arc::new(Mutex::new(None)),
+            copy: None,
             notes: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+
+    /// The same store, keeping a copy of the call log at `copy` (the per-user state directory,
+    /// out of the agent's reach): every line the log gets is written there too, and
+    /// [`Store::load_state`] takes the union of both, so that emptying or deleting
+    /// `.hank/state.json.calls` forgets no call of the hour.
+    #[must_use]
+    pub fn with_ledger_copy(mut self, copy: PathBuf) -> Self {
+        self.copy = Some(copy);
+        self
+    }
+
+    /// Reads the copy of the call log (`O_NOFOLLOW`); missing, unset or unreadable → empty
+    /// (the copy only ever adds calls).
+    fn read_copy(&self) -> CallLog {
+        let Some(path) = &self.copy else {
+            return CallLog::default();
+        };
+        match crate::fsread::read_if_exists(path, crate::fsread::STATE_LIMIT, Follow::No) {
+            Ok(Some(bytes)) => parse_call_log(&bytes),
+            _ => CallLog::default(),
+        }
+    }
+
+    /// Writes `bytes` to the copy of the call log: appended, or the whole copy replaced
+    /// (`whole`, a compaction). Best effort, with a note when it fails.
+    fn write_copy(&self, bytes: &[u8], whole: bool, durable: bool) {
+        let Some(path) = &self.copy else {
+            return;
+        };
+        let res = if whole {
+            write_atomic(path, bytes, durable)
+        } else {
+            open_append(path).and_then(|mut f| f.write_all(bytes))
+        };
+        if let Err(e) = res {
+            self.note(format!(
+                "failed to write the copy of the call log {}: {e}",
+                path.display()
+            ));
         }
     }
 
@@ -452,7 +501,23 @@ impl Store {
     /// reset. A call log that is a symlink is an error (it is never followed).
     pub fn load_state(&self, now: Timestamp) -> Result<Loaded> {
         let path = self.state_path();
-        let log = self.read_calls()?;
+        let mut log = self.read_calls()?;
+        // The copy outside the project: a call it holds and the log lost (emptied, deleted,
+        // edited by the agent) is counted again, and the next save rewrites both.
+        let copy = self.read_copy();
+        if self.copy.is_some() && ledgers_differ(&log.entries, &copy.entries) {
+            let before = log.entries.len();
+            log.entries = merge_ledgers(copy.entries, std::mem::take(&mut log.entries));
+            log.last_id = log.last_id.max(copy.last_id);
+            log.damaged = true;
+            let restored = log.entries.len().saturating_sub(before);
+            if restored > 0 {
+                self.note(format!(
+                    "{} lacked {restored} call(s) that its copy outside the project holds; they count against the caps again",
+                    self.calls_path().display()
+                ));
+            }
+        }
         let mut problem = String::new();
         let read = match crate::fsread::read(&path, crate::fsread::STATE_LIMIT, Follow::No) {
             Ok(bytes) => parse_state(&bytes).map_err(|why| (why, bytes)),
@@ -575,6 +640,7 @@ impl Store {
                     *journal = None;
                     return Err(HankError::io("failed to write", &path, e));
                 }
+                self.write_copy(&bytes, true, durable);
                 *journal = Some(Journal {
                     logged: last_id,
                     last_tokens: entries.last().map_or(0, |e| e.tokens),
@@ -616,6 +682,7 @@ impl Store {
             *journal = None;
             return Err(HankError::io("failed to append to", &path, e));
         }
+        self.write_copy(&bytes, false, durable);
         *journal = Some(Journal {
             logged: last_id,
             last_tokens: entries.last().map_or(known.last_tokens, |e| e.tokens),
@@ -817,9 +884,13 @@ impl Store {
             path,
             previous,
             agent: None,
+            verify: None,
+            procs: Vec::new(),
         };
-        // Keep a killed hank's agent record until a loop stops what it names.
+        // Keep a killed hank's records until a loop stops what they name.
         guard.agent = guard.orphaned_agent();
+        guard.verify = guard.orphaned_verify();
+        guard.procs = guard.orphaned_procs();
         guard
             .write_record()
             .map_err(|e| HankError::io("failed to write", &guard.path, e))?;
@@ -864,7 +935,9 @@ fn with_calls(mut state: State, calls: Vec<LedgerEntry>, last_id: u64) -> State 
 
 /// Held while the loop runs; the OS releases the locks when the process dies (even kill -9).
 /// The file holds the PID, and while an agent runs (or after a hank was killed during one),
-/// `agent PGID START_TICKS` on a second line.
+/// `agent PGID START_TICKS` on a second line; while VERIFY_COMMAND runs, `verify PGID
+/// START_TICKS`. `START_TICKS` is the group leader's start time (field 22 of
+/// `/proc/PID/stat`): a record is acted on only while that process is still the same one.
 #[derive(Debug)]
 pub struct LockGuard {
     /// The `flock` on the project directory.
@@ -874,24 +947,66 @@ pub struct LockGuard {
     previous: String,
     /// The agent group recorded now.
     agent: Option<(i32, u64)>,
+    /// The VERIFY_COMMAND group recorded now.
+    verify: Option<(i32, u64)>,
+    /// The running agent's descendants outside its group (PID, start time).
+    procs: Vec<(i32, u64)>,
 }
 
 impl LockGuard {
     /// The agent group a previous holder recorded and never cleared (it was killed), if any.
     #[must_use]
     pub fn orphaned_agent(&self) -> Option<(i32, u64)> {
-        let line = self
-            .previous
-            .lines()
-            .find_map(|l| l.strip_prefix("agent "))?;
+        self.previous_record("agent ")
+    }
+
+    /// The VERIFY_COMMAND group a previous holder recorded and never cleared, if any.
+    #[must_use]
+    pub fn orphaned_verify(&self) -> Option<(i32, u64)> {
+        self.previous_record("verify ")
+    }
+
+    fn previous_record(&self, prefix: &str) -> Option<(i32, u64)> {
+        let line = self.previous.lines().find_map(|l| l.strip_prefix(prefix))?;
         let mut parts = line.split_whitespace();
         Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+    }
+
+    /// The agent's descendants outside its group that a previous holder recorded and never
+    /// cleared (`proc PID START_TICKS` lines).
+    #[must_use]
+    pub fn orphaned_procs(&self) -> Vec<(i32, u64)> {
+        self.previous
+            .lines()
+            .filter_map(|l| l.strip_prefix("proc "))
+            .filter_map(|l| {
+                let mut parts = l.split_whitespace();
+                Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+            })
+            .collect()
+    }
+
+    /// Records the running agent's descendants outside its group (cleared with the agent's
+    /// record: [`LockGuard::record_agent`] with `None`).
+    pub fn record_procs(&mut self, procs: &[(i32, u64)]) {
+        self.procs = procs.to_vec();
+        let _ = self.write_record();
+    }
+
+    /// Records (or with `None` clears) the running VERIFY_COMMAND's process group, like
+    /// [`LockGuard::record_agent`].
+    pub fn record_verify(&mut self, verify: Option<(i32, u64)>) {
+        self.verify = verify;
+        let _ = self.write_record();
     }
 
     /// Records (or with `None` clears) the running agent's process group. Best effort; a lock
     /// file that was deleted or replaced meanwhile is created again (and locked).
     pub fn record_agent(&mut self, agent: Option<(i32, u64)>) {
         self.agent = agent;
+        if agent.is_none() {
+            self.procs.clear();
+        }
         let _ = self.write_record();
     }
 
@@ -907,6 +1022,12 @@ impl LockGuard {
         let mut text = std::process::id().to_string();
         if let Some((pgid, ticks)) = self.agent {
             text.push_str(&format!("\nagent {pgid} {ticks}"));
+        }
+        if let Some((pgid, ticks)) = self.verify {
+            text.push_str(&format!("\nverify {pgid} {ticks}"));
+        }
+        for (pid, ticks) in &self.procs {
+            text.push_str(&format!("\nproc {pid} {ticks}"));
         }
         text.push('\n');
         self.file.set_len(0)?;
@@ -1051,6 +1172,29 @@ mod tests {
     }
 
     #[test]
+    fn verify_and_agent_records_are_kept_apart_until_cleared() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        store.ensure_dirs().unwrap();
+        let mut first = store.lock().unwrap();
+        first.record_agent(Some((4242, 7)));
+        first.record_verify(Some((5151, 9)));
+        let text = fs::read_to_string(store.dir().join("hank.lock")).unwrap();
+        assert_eq!(
+            text,
+            format!("{}\nagent 4242 7\nverify 5151 9\n", std::process::id())
+        );
+        drop(first);
+        let mut next = store.lock().unwrap();
+        assert_eq!(next.orphaned_agent(), Some((4242, 7)));
+        assert_eq!(next.orphaned_verify(), Some((5151, 9)));
+        next.record_verify(None);
+        let text = fs::read_to_string(store.dir().join("hank.lock")).unwrap();
+        assert!(!text.contains("verify"), "{text}");
+        assert!(text.contains("agent 4242 7"), "{text}");
+    }
+
+    #[test]
     fn second_lock_names_the_holder() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::new(dir.path());
@@ -1090,6 +1234,55 @@ mod tests {
         let store = Store::new(dir.path());
         store.ensure_dirs().unwrap();
         (dir, store)
+    }
+
+    #[test]
+    fn an_emptied_or_deleted_call_log_is_restored_from_its_copy() {
+        let (dir, store) = store();
+        let copy = dir.path().join("user").join("calls");
+        fs::create_dir_all(copy.parent().unwrap()).unwrap();
+        let store = store.with_ledger_copy(copy.clone());
+        let mut state = store.load_state(ts(0)).unwrap().state;
+        for i in 0..3 {
+            state.ledger.record_call(ts(i));
+            store.save_state_with(&state, false).unwrap();
+            state.ledger.add_tokens_to_last(10 + i.unsigned_abs());
+            store.save_state_with(&state, false).unwrap();
+        }
+        assert_eq!(
+            fs::read(&copy).unwrap(),
+            fs::read(store.calls_path()).unwrap()
+        );
+        for wipe in [
+            |p: &Path| fs::write(p, b"").unwrap(),
+            |p: &Path| fs::remove_file(p).unwrap(),
+        ] {
+            wipe(&store.calls_path());
+            let fresh = Store::new(dir.path()).with_ledger_copy(copy.clone());
+            let loaded = fresh.load_state(ts(5)).unwrap().state;
+            assert_eq!(
+                entries(&loaded.ledger),
+                vec![(ts(0), 10), (ts(1), 11), (ts(2), 12)]
+            );
+            let notes = fresh.take_notes();
+            assert!(notes.iter().any(|n| n.contains("3 call(s)")), "{notes:?}");
+            // The next save writes the union back into the project's log.
+            fresh.save_state_with(&loaded, false).unwrap();
+            assert_eq!(
+                entries(&Store::new(dir.path()).read_state().unwrap().ledger),
+                entries(&loaded.ledger)
+            );
+        }
+        // Without a copy, the log alone is read (commands that only look).
+        fs::write(store.calls_path(), b"").unwrap();
+        assert!(
+            Store::new(dir.path())
+                .read_state()
+                .unwrap()
+                .ledger
+                .entries
+                .is_empty()
+        );
     }
 
     fn log_lines(store: &Store) -> Vec<String> {

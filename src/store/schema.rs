@@ -42,7 +42,15 @@ pub const HISTORY_LEN: usize = 20;
 pub struct Totals {
     pub loops: u64,
     pub cost_usd: f64,
+    /// The part of `cost_usd` that hank estimated (calls whose cost could not be read, or
+    /// priced from tokens).
+    #[serde(default, skip_serializing_if = "no_cost")]
+    pub estimated_cost_usd: f64,
     pub tokens: Tokens,
+}
+
+fn no_cost(v: &f64) -> bool {
+    *v <= 0.0
 }
 
 /// `state.json`: what hank must remember across restarts.
@@ -208,6 +216,9 @@ pub struct LastLoop {
     pub files_changed: u32,
     pub recommendation: Option<String>,
     pub cost_usd: f64,
+    /// `cost_usd` is hank's estimate (the answer did not hold a readable cost).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cost_estimated: bool,
     pub duration_ms: u64,
 }
 
@@ -230,6 +241,9 @@ pub struct Status {
     pub circuit_reason: String,
     pub session_id: Option<String>,
     pub total_cost_usd: f64,
+    /// The part of `total_cost_usd` that hank estimated (absent when none).
+    #[serde(default, skip_serializing_if = "no_cost")]
+    pub estimated_cost_usd: f64,
     pub total_tokens: Tokens,
     pub fix_plan: PlanCounts,
     pub last_loop: Option<LastLoop>,
@@ -271,6 +285,7 @@ impl Default for Status {
             circuit_reason: String::new(),
             session_id: None,
             total_cost_usd: 0.0,
+            estimated_cost_usd: 0.0,
             total_tokens: Tokens::default(),
             fix_plan: PlanCounts::default(),
             last_loop: None,
@@ -381,6 +396,9 @@ pub struct AgentFinished {
     pub files_changed: u32,
     pub plan_items_checked: u32,
     pub cost_usd: f64,
+    /// `cost_usd` is hank's estimate (the answer did not hold a readable cost).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cost_estimated: bool,
     pub tokens: Tokens,
     pub duration_ms: u64,
     pub session_id: Option<String>,
@@ -443,6 +461,9 @@ impl State {
         windows::observe(&mut self.windows, &a.usage_windows, f.now);
         self.ledger.add_tokens_to_last(a.tokens.sum());
         self.totals.cost_usd += a.cost_usd;
+        if a.cost_estimated {
+            self.totals.estimated_cost_usd += a.cost_usd;
+        }
         self.totals.tokens.add(&a.tokens);
         self.session = session::after_answer(self.session.as_ref(), f.resumed, a, f.now);
         if let Some(rec) = a.recommendation() {
@@ -550,6 +571,7 @@ impl Status {
             circuit_reason: st.breaker.reason.clone(),
             session_id: st.session.as_ref().map(|s| s.id.clone()),
             total_cost_usd: st.totals.cost_usd,
+            estimated_cost_usd: st.totals.estimated_cost_usd,
             total_tokens: st.totals.tokens,
             fix_plan: p.plan,
             last_loop: p.last_loop.cloned(),
@@ -594,6 +616,7 @@ impl AgentFinished {
             files_changed: p.files_changed,
             plan_items_checked: p.plan_items_checked,
             cost_usd: a.cost_usd,
+            cost_estimated: a.cost_estimated,
             tokens: a.tokens,
             duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
             session_id: a.session_id.clone(),
@@ -636,6 +659,7 @@ impl LastLoop {
             files_changed: f.files_changed,
             recommendation: f.recommendation.clone(),
             cost_usd: f.cost_usd,
+            cost_estimated: f.cost_estimated,
             duration_ms: f.duration_ms,
         }
     }

@@ -1,0 +1,266 @@
+//! What one call is charged.  **\[pure\]**
+//!
+//! Every call is paid for, whether its answer says what it cost or not:
+//! - the answer reported a cost → that cost;
+//! - the agent always reports one (Claude Code, or a profile with a `cost_usd` field) but this
+//!   answer's cannot be read (no result, a missing or broken value) → an estimate: the highest
+//!   reported cost of a call in the last [`ESTIMATE_LOOKBACK`] (among the loops the caller
+//!   passes: the state's history), else `UNKNOWN_CALL_COST`;
+//! - the agent never reports one (codex, gemini) → its tokens at the profile's
+//!   [`Prices`], when the profile gives them; else nothing can be charged (hank warns at start
+//!   that `MAX_COST_USD` cannot bind that agent).
+//!
+//! An estimate counts against every cap and total like a reported cost, and is shown as
+//! estimated.
+
+use jiff::{SignedDuration, Timestamp};
+use serde::{Deserialize, Serialize};
+
+use crate::analysis::Tokens;
+
+/// How far back the highest reported per-call cost is looked for.
+pub const ESTIMATE_LOOKBACK: SignedDuration = SignedDuration::from_hours(24);
+
+/// Token prices of an agent, in USD per million tokens (a profile's `[prices]`).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Prices {
+    pub input: f64,
+    pub output: f64,
+    pub cache_read: f64,
+    pub cache_creation: f64,
+}
+
+impl Prices {
+    /// The cost of `t` at these prices.
+    #[must_use]
+    pub fn cost(&self, t: &Tokens) -> f64 {
+        #[allow(clippy::cast_precision_loss)]
+        let part = |n: u64, per_million: f64| n as f64 * per_million / 1_000_000.0;
+        part(t.input, self.input)
+            + part(t.output, self.output)
+            + part(t.cache_read, self.cache_read)
+            + part(t.cache_creation, self.cache_creation)
+    }
+}
+
+/// How the agent of a call tells its cost.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CostSource {
+    /// Every answer carries a cost (Claude Code; a profile with a `cost_usd` field).
+    Reported,
+    /// Never reported: estimated from tokens at these prices.
+    Priced(Prices),
+    /// Never reported and no prices: the call cannot be charged.
+    Unknown,
+}
+
+/// Why a charge is an estimate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Estimate {
+    /// The answer should have held a cost and did not: the highest recent cost of a call.
+    RecentHighest,
+    /// The answer should have held a cost and did not, and no recent call reported one:
+    /// UNKNOWN_CALL_COST.
+    UnknownCallCost,
+    /// From the call's tokens at the profile's prices.
+    Tokens,
+}
+
+impl Estimate {
+    /// The stable string (as serialized).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::RecentHighest => "recent_highest",
+            Self::UnknownCallCost => "unknown_call_cost",
+            Self::Tokens => "tokens",
+        }
+    }
+}
+
+/// What a call is charged.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Charge {
+    pub usd: f64,
+    /// `None`: the cost the answer reported.
+    pub estimate: Option<Estimate>,
+}
+
+/// The inputs of [`charge`].
+#[derive(Debug, Clone, Copy)]
+pub struct ChargeInput<'a, I> {
+    /// The cost the answer reported, when it held a readable one.
+    pub reported: Option<f64>,
+    pub tokens: &'a Tokens,
+    pub source: CostSource,
+    /// Earlier calls: (when, cost, whether that cost was an estimate).
+    pub recent: I,
+    pub now: Timestamp,
+    /// UNKNOWN_CALL_COST.
+    pub unknown_call_cost: f64,
+}
+
+/// What the call is charged (see the module doc).
+#[must_use]
+pub fn charge<I>(input: ChargeInput<'_, I>) -> Charge
+where
+    I: IntoIterator<Item = (Timestamp, f64, bool)>,
+{
+    if let Some(usd) = input.reported {
+        return Charge {
+            usd,
+            estimate: None,
+        };
+    }
+    match input.source {
+        CostSource::Reported => {
+            let since = crate::policy::budget::add_duration(input.now, -ESTIMATE_LOOKBACK);
+            let highest = input
+                .recent
+                .into_iter()
+                .filter(|(at, cost, estimated)| {
+                    !*estimated && *at > since && cost.is_finite() && *cost > 0.0
+                })
+                .map(|(_, cost, _)| cost)
+                .fold(None, |m: Option<f64>, c| Some(m.map_or(c, |m| m.max(c))));
+            match highest {
+                Some(usd) => Charge {
+                    usd,
+                    estimate: Some(Estimate::RecentHighest),
+                },
+                None => Charge {
+                    usd: input.unknown_call_cost,
+                    estimate: Some(Estimate::UnknownCallCost),
+                },
+            }
+        }
+        CostSource::Priced(p) => Charge {
+            usd: p.cost(input.tokens),
+            estimate: Some(Estimate::Tokens),
+        },
+        CostSource::Unknown => Charge {
+            usd: 0.0,
+            estimate: None,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(h: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + h * 3600).unwrap_or(Timestamp::UNIX_EPOCH)
+    }
+
+    const TOKENS: Tokens = Tokens {
+        input: 1_000_000,
+        output: 100_000,
+        cache_read: 2_000_000,
+        cache_creation: 0,
+    };
+
+    const PRICES: Prices = Prices {
+        input: 1.25,
+        output: 10.0,
+        cache_read: 0.125,
+        cache_creation: 2.0,
+    };
+
+    /// (case, reported, source, recent, want usd, want estimate)
+    #[test]
+    fn charges_table() {
+        type Row = (
+            &'static str,
+            Option<f64>,
+            CostSource,
+            Vec<(Timestamp, f64, bool)>,
+            f64,
+            Option<Estimate>,
+        );
+        let now = t(100);
+        let rows: Vec<Row> = vec![
+            (
+                "reported",
+                Some(0.5),
+                CostSource::Reported,
+                vec![],
+                0.5,
+                None,
+            ),
+            (
+                "reported zero",
+                Some(0.0),
+                CostSource::Reported,
+                vec![(t(99), 3.0, false)],
+                0.0,
+                None,
+            ),
+            (
+                "no history",
+                None,
+                CostSource::Reported,
+                vec![],
+                1.0,
+                Some(Estimate::UnknownCallCost),
+            ),
+            (
+                "highest of 24 h",
+                None,
+                CostSource::Reported,
+                vec![
+                    (t(99), 0.4, false),
+                    (t(90), 2.5, false),
+                    (t(98), 0.1, false),
+                ],
+                2.5,
+                Some(Estimate::RecentHighest),
+            ),
+            (
+                "older than 24 h and estimates ignored",
+                None,
+                CostSource::Reported,
+                vec![(t(75), 9.0, false), (t(99), 7.0, true), (t(99), 0.0, false)],
+                1.0,
+                Some(Estimate::UnknownCallCost),
+            ),
+            (
+                "exactly 24 h old is out",
+                None,
+                CostSource::Reported,
+                vec![(t(76), 4.0, false)],
+                1.0,
+                Some(Estimate::UnknownCallCost),
+            ),
+            (
+                "priced",
+                None,
+                CostSource::Priced(PRICES),
+                vec![],
+                1.25 + 1.0 + 0.25,
+                Some(Estimate::Tokens),
+            ),
+            (
+                "unknown",
+                None,
+                CostSource::Unknown,
+                vec![(t(99), 3.0, false)],
+                0.0,
+                None,
+            ),
+        ];
+        for (name, reported, source, recent, usd, estimate) in rows {
+            let c = charge(ChargeInput {
+                reported,
+                tokens: &TOKENS,
+                source,
+                recent,
+                now,
+                unknown_call_cost: 1.0,
+            });
+            assert!((c.usd - usd).abs() < 1e-9, "{name}: {c:?}");
+            assert_eq!(c.estimate, estimate, "{name}");
+        }
+    }
+}
