@@ -81,7 +81,7 @@ impl Default for SendConfig {
             timeout: Duration::from_secs(10),
             attempts: 3,
             backoff: Duration::from_secs(2),
-            flush: Duration::from_secs(15),
+            flush: Duration::from_secs(10),
         }
     }
 }
@@ -127,8 +127,9 @@ impl Notifier {
                 let mut warned = HashSet::new();
                 for job in rx {
                     for (i, target) in targets.iter().enumerate() {
-                        let closing = closing_seen.load(std::sync::atomic::Ordering::Relaxed);
-                        if let Err(why) = deliver(target, &job, &config, closing)
+                        let closing =
+                            || closing_seen.load(std::sync::atomic::Ordering::Relaxed);
+                        if let Err(why) = deliver(target, &job, &config, &closing)
                             && warned.insert(i)
                         {
                             shared
@@ -220,13 +221,22 @@ impl Drop for Notifier {
 }
 
 /// Sends `job` to `target`, with retries; why it failed in the end.
-fn deliver(target: &Target, job: &Job, config: &SendConfig, closing: bool) -> Result<(), String> {
+fn deliver(
+    target: &Target,
+    job: &Job,
+    config: &SendConfig,
+    closing: &dyn Fn() -> bool,
+) -> Result<(), String> {
     let (url, body) = request(target, job);
     let mut wait = config.backoff;
     let mut last = String::new();
-    let attempts = if closing { 1 } else { config.attempts.max(1) };
+    let attempts = if closing() { 1 } else { config.attempts.max(1) };
     for attempt in 0..attempts {
         if attempt > 0 {
+            // The run ended meanwhile: no more retries.
+            if closing() {
+                break;
+            }
             std::thread::sleep(wait);
             wait = wait.saturating_mul(2);
         }
