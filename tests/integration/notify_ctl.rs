@@ -424,3 +424,64 @@ fn remote_commands_signed_unsigned_replayed_tampered_and_stale() {
     assert!(posted.body.starts_with("hank1 "), "{}", posted.body);
     assert!(posted.body.ends_with(" note use the v2 API"));
 }
+
+/// `needs_answers`: the run's end carries the agent's questions and says where to answer.
+#[test]
+fn needs_answers_is_delivered_with_the_questions() {
+    let server = Server::start();
+    let p = Project::new(&["task"]);
+    p.hankrc(&format!(
+        "RETRY_BACKOFF_SECONDS=0\nNOTIFY=\"webhook:{}\"\n",
+        server.url("/hook")
+    ));
+    p.fake(
+        "response",
+        &crate::support::result_json(
+            "IN_PROGRESS",
+            "IMPLEMENTATION",
+            false,
+            "Should I use PostgreSQL or SQLite for the storage layer?",
+        ),
+    );
+    let o = p.run(&[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let hooks = webhook_classes(&server);
+    let h = hooks
+        .iter()
+        .find(|h| h["class"] == "needs_answers")
+        .unwrap_or_else(|| panic!("{hooks:?}"));
+    let msg = h["message"].as_str().unwrap();
+    assert!(
+        msg.contains("? Should I use PostgreSQL or SQLite for the storage layer?"),
+        "{msg}"
+    );
+    assert!(msg.contains("run ended: needs_answers (exit 2)"), "{msg}");
+    assert!(h["next"].as_str().unwrap().contains(".hank/PROMPT.md"));
+}
+
+/// An agent switch (claude at its usage limit → a project profile) is delivered with the
+/// time claude may be called again.
+#[test]
+fn an_agent_switch_is_delivered() {
+    let server = Server::start();
+    let p = Project::new(&["a", "b"]);
+    let demo = crate::agents::with_demo(&p);
+    p.hankrc(&format!(
+        "RETRY_BACKOFF_SECONDS=0\nNOTIFY=\"webhook:{}\"\nNOTIFY_EVENTS=agent_switch\n",
+        server.url("/hook")
+    ));
+    let reset = jiff::Timestamp::now().as_second() + 3600;
+    p.fake(
+        "response",
+        &error_json(&format!("Claude AI usage limit reached|{reset}"), Some(429)),
+    )
+    .fake("exit", "1");
+    std::fs::write(demo.join("effect.sh"), TICK_ONE).unwrap();
+    let o = p.run(&["--agents", "claude,demo"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let hooks = webhook_classes(&server);
+    assert_eq!(hooks.len(), 1, "{hooks:?}");
+    let msg = hooks[0]["message"].as_str().unwrap();
+    assert!(msg.starts_with("agent switched from claude to demo"), "{msg}");
+    assert!(msg.contains("claude may be called again at "), "{msg}");
+}
