@@ -783,6 +783,15 @@ impl Store {
     pub fn read_control(&self) -> Result<String> {
         let path = self.control_path();
         match crate::fsread::read_if_exists(&path, crate::fsread::STATE_LIMIT, Follow::No) {
+            Ok(Some(_))
+                if fs::symlink_metadata(&path)
+                    .is_ok_and(|m| m.uid() != nix::unistd::geteuid().as_raw()) =>
+            {
+                Err(HankError::usage(format!(
+                    "{} is owned by another user: refusing its commands; remove it",
+                    path.display()
+                )))
+            }
             Ok(Some(bytes)) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
             Ok(None) => Ok(String::new()),
             Err(e) => Err(HankError::io("failed to read", &path, e)),
