@@ -266,6 +266,9 @@ pub(crate) struct CtlArgs {
     /// `status`: print as JSON.
     #[arg(long)]
     pub json: bool,
+    /// `poll`: read the topic again every 15 s until interrupted.
+    #[arg(long)]
+    pub watch: bool,
     /// pause | resume | stop | retry-now | note TEXT | answer TEXT | set KEY=VALUE |
     /// status | init | poll | sign COMMAND…
     #[arg(required = true, num_args = 1.., value_name = "COMMAND")]

@@ -20,6 +20,9 @@ use super::{out, project_dir, require_hank_dir};
 /// Request timeout of `poll` and `--remote`.
 const HTTP_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// `poll --watch`: time between two polls.
+const WATCH_EVERY: Duration = Duration::from_secs(15);
+
 /// What the loop does with ctl commands today (said after each one is recorded).
 const NOT_WIRED: &str = "note: this version of hank run records ctl commands but does not act on them yet (README: Notifications and control)";
 
@@ -43,19 +46,32 @@ pub(crate) fn run(args: &cli::CtlArgs) -> Result<u8> {
         }
         Some("poll") => {
             let topic = control_topic(&dir)?;
-            let report = control::poll_remote(&dir, &store, &topic, now, HTTP_TIMEOUT)?;
-            for warning in &report.refused {
-                eprintln!("hank: warning: {warning}");
+            let clock = crate::clock::SystemClock::from_env()?;
+            loop {
+                match control::poll_remote(&dir, &store, &topic, clock.now(), HTTP_TIMEOUT) {
+                    Ok(report) => {
+                        for warning in &report.refused {
+                            eprintln!("hank: warning: {}", crate::sanitize::line(warning));
+                        }
+                        for (id, cmd) in &report.accepted {
+                            out(&format!("{id} {}\n", cmd.to_text()))?;
+                        }
+                        eprintln!(
+                            "hank: {} remote command(s) recorded, {} refused",
+                            report.accepted.len(),
+                            report.refused.len()
+                        );
+                    }
+                    // With --watch a failed poll (network down) is a warning; the next
+                    // one tries again.
+                    Err(e) if args.watch => eprintln!("hank: warning: {e}"),
+                    Err(e) => return Err(e),
+                }
+                if !args.watch {
+                    return Ok(exit::OK);
+                }
+                std::thread::sleep(WATCH_EVERY);
             }
-            for (id, cmd) in &report.accepted {
-                out(&format!("{id} {}\n", cmd.to_text()))?;
-            }
-            eprintln!(
-                "hank: {} remote command(s) recorded, {} refused",
-                report.accepted.len(),
-                report.refused.len()
-            );
-            Ok(exit::OK)
         }
         Some("sign") => {
             let cmd = parse(&words[1..])?;
