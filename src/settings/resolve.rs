@@ -697,6 +697,47 @@ fn split_tools(s: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn live_values_are_checked_with_the_keys_own_parsers() {
+        for (key, value) in [
+            ("MAX_LOOPS", "0"),
+            ("MAX_LOOPS", "20"),
+            ("MAX_COST_USD", "$12.5"),
+            ("MAX_RUNTIME", "8h"),
+            ("MAX_RUNTIME", "0"),
+            ("MAX_CALLS_PER_HOUR", "40"),
+            ("MAX_WINDOW_PERCENT", "five_hour=80"),
+            ("MAX_WINDOW_PERCENT", "off"),
+        ] {
+            assert_eq!(check_live_value(key, value), Ok(()), "{key}={value}");
+        }
+        for (key, value, want) in [
+            (
+                "MAX_LOOPS",
+                "-1",
+                "invalid value `-1` for MAX_LOOPS: expected a whole number",
+            ),
+            ("MAX_CALLS_PER_HOUR", "0", "expected a whole number ≥ 1"),
+            ("MAX_COST_USD", "lots", "expected an amount in USD"),
+            ("MAX_RUNTIME", "soon", "expected a duration"),
+            ("MAX_WINDOW_PERCENT", "five_hour=180", "percent 1–100"),
+            (
+                "AGENT",
+                "codex",
+                "AGENT cannot be set in a running loop: it is read once",
+            ),
+            (
+                "FOO",
+                "1",
+                "FOO cannot be set in a running loop: it is not a hank setting",
+            ),
+        ] {
+            let err = check_live_value(key, value).unwrap_err();
+            assert!(err.contains(want), "{key}={value}: {err}");
+        }
+    }
+
     use super::*;
 
     use crate::policy::breaker::BreakerConfig;
