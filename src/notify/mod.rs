@@ -206,11 +206,30 @@ impl Drop for Notifier {
         self.tx = None;
         self.closing
             .store(true, std::sync::atomic::Ordering::Relaxed);
-        if let Some(done) = self.done.take()
-            && done.recv_timeout(self.flush).is_ok()
-            && let Some(w) = self.worker.take()
-        {
-            let _ = w.join();
+        if let Some(done) = self.done.take() {
+            let slice = Duration::from_millis(100);
+            let mut waited = Duration::ZERO;
+            let mut said = false;
+            let finished = loop {
+                match done.recv_timeout(slice.min(self.flush.saturating_sub(waited))) {
+                    Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => break true,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                }
+                waited += slice;
+                if waited >= self.flush {
+                    break false;
+                }
+                if !said && waited >= Duration::from_secs(1) {
+                    said = true;
+                    eprintln!(
+                        "hank: sending the last notifications (at most {} s; Ctrl-C skips this)",
+                        self.flush.as_secs()
+                    );
+                }
+            };
+            if finished && let Some(w) = self.worker.take() {
+                let _ = w.join();
+            }
         }
         // Failures of the last messages: no loop is left to report them.
         let left = self.warnings.lock().unwrap_or_else(PoisonError::into_inner);
@@ -326,6 +345,32 @@ impl Hook {
             project,
             run,
             tz,
+        }
+    }
+
+    /// The end of the run: lets the sender deliver what is queued (at most
+    /// [`SendConfig::flush`]) on a thread of its own, and returns when it is done or at the
+    /// next signal (a Ctrl-C during this wait skips it). The run's signal task keeps running
+    /// meanwhile, which a wait inside `drop` on the runtime's thread would not allow.
+    pub async fn finish(&mut self, mut cancel: tokio::sync::watch::Receiver<u32>) {
+        let Some(notifier) = self.notifier.take() else {
+            return;
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let spawned = std::thread::Builder::new()
+            .name("hank-notify-flush".into())
+            .spawn(move || {
+                drop(notifier);
+                let _ = tx.send(());
+            });
+        if spawned.is_err() {
+            return;
+        }
+        // Only a signal that comes from now on ends the wait.
+        cancel.borrow_and_update();
+        tokio::select! {
+            _ = rx => {}
+            _ = cancel.changed() => {}
         }
     }
 
