@@ -88,10 +88,26 @@ pub(crate) enum Command {
     Agents(AgentsArgs),
     /// Print shell completions.
     Completions(CompletionsArgs),
+    /// Configuration changed during a run: see it (`status`) or approve it (`accept`).
+    Config(ConfigArgs),
     /// Internal: the `hank --monitor` loop pane's start (reads and deletes an environment
     /// file, then runs the command with that environment).
     #[command(name = "__with-env", hide = true)]
     WithEnv(WithEnvArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ConfigArgs {
+    #[command(subcommand)]
+    pub action: ConfigAction,
+}
+
+#[derive(Debug, Clone, Copy, Subcommand)]
+pub(crate) enum ConfigAction {
+    /// List configuration changes waiting for approval (exit 0 either way).
+    Status,
+    /// Approve the configuration as it is now.
+    Accept,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -181,6 +197,13 @@ pub struct RunArgs {
     /// Run even from inside a Claude Code session (CLAUDECODE=1) without a terminal to ask.
     #[arg(long)]
     pub force: bool,
+    /// Approve configuration changed during the last run (same as `hank config accept`).
+    #[arg(long)]
+    pub accept_config: bool,
+    /// Internal (the `--monitor` loop pane): record the exit code in
+    /// `.hank/logs/tmux-exit-code`.
+    #[arg(long, hide = true)]
+    pub record_exit_code: bool,
     /// With --monitor: close the layout as soon as the loop ends (default: wait for a key).
     #[arg(long, requires = "monitor")]
     pub monitor_exit: bool,
@@ -287,6 +310,9 @@ pub(crate) struct AgentsArgs {
     /// Print as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Approve configuration changed during the last run (same as `hank config accept`).
+    #[arg(long)]
+    pub accept_config: bool,
 }
 
 #[derive(Debug, Clone, Default, Args)]
@@ -294,6 +320,9 @@ pub(crate) struct DoctorArgs {
     /// Print as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Approve configuration changed during the last run (same as `hank config accept`).
+    #[arg(long)]
+    pub accept_config: bool,
     #[arg(long, value_name = "PATH", help = keys::flag_help("CLAUDE_CODE_CMD"))]
     pub claude_cmd: Option<String>,
 }

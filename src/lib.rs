@@ -48,6 +48,7 @@ macro_rules! outln {
 
 pub mod agent;
 pub mod analysis;
+pub mod approval;
 pub(crate) mod cli;
 pub(crate) mod clock;
 pub(crate) mod commands;
@@ -191,6 +192,7 @@ fn dispatch(cli: Cli, args: &[OsString]) -> error::Result<u8> {
         Some(Command::Doctor(a)) => c::doctor::run(&a),
         Some(Command::Agents(a)) => c::agents::run(&a),
         Some(Command::Completions(a)) => c::completions::run(&a),
+        Some(Command::Config(a)) => c::config::run(a.action),
         Some(Command::WithEnv(a)) => crate::monitor::tmux::with_env(&a.file, &a.command),
     }
 }

@@ -58,6 +58,29 @@ pub fn baseline(project: &Path, plan_text: &str) -> Baseline {
     }
 }
 
+/// [`baseline`] on tokio's blocking pool, so the runtime's own thread stays free to count
+/// SIGINT/SIGTERM/SIGHUP while git runs (which then stops git, see [`crate::worktree`]).
+pub async fn baseline_off_thread(project: PathBuf, plan_text: String) -> Baseline {
+    let (p, t) = (project.clone(), plan_text.clone());
+    match tokio::task::spawn_blocking(move || baseline(&p, &t)).await {
+        Ok(b) => b,
+        Err(_) => baseline(&project, &plan_text),
+    }
+}
+
+/// [`measure`] on tokio's blocking pool (see [`baseline_off_thread`]).
+pub async fn measure_off_thread(
+    project: PathBuf,
+    base: Baseline,
+    plan_text_after: String,
+) -> Progress {
+    let (p, b, t) = (project.clone(), base.clone(), plan_text_after.clone());
+    match tokio::task::spawn_blocking(move || measure(&p, &b, &t)).await {
+        Ok(progress) => progress,
+        Err(_) => measure(&project, &base, &plan_text_after),
+    }
+}
+
 /// What changed since `base`: the paths whose `git status` entry appeared, disappeared or
 /// changed, whose content changed while already dirty, and — when HEAD moved — the files of
 /// the commits made (`git diff --name-only base..HEAD`). An edit reverted within the loop, a

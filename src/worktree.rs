@@ -3,7 +3,9 @@
 //! # Design: the git CLI, not a re-implementation
 //!
 //! "What changed" is exactly what `git status --porcelain=v2 -z` reports, so this module asks
-//! git itself. Each snapshot is one `git status` spawn (`--branch` for HEAD's id in the same
+//! git itself — through one private `git` function, which runs nothing the repository configures (each
+//! git command is preceded by a `git config` listing of the filter drivers to switch off, a
+//! second spawn of ~1–4 ms). Each snapshot is one `git status` spawn (`--branch` for HEAD's id in the same
 //! call, `--untracked-files=all`, `--ignore-submodules=none`, `.hank/` and `.hankrc` excluded
 //! by pathspec); the `-z` output is read by the pure parser [`Porcelain`]. Git then decides
 //! everything that is hard to get right: every ignore source (`.gitignore`, `info/exclude`,
@@ -248,6 +250,8 @@ pub enum GitError {
     Spawn(std::io::Error),
     /// It ran longer than its timeout and was killed.
     Timeout,
+    /// Hank received SIGINT, SIGTERM or SIGHUP while it ran; it was killed.
+    Interrupted,
     /// It exited unsuccessfully (not a repository, a corrupt one…).
     Failed(std::process::ExitStatus),
     /// Its output could not be read or is not what was asked for.
@@ -259,47 +263,221 @@ impl std::fmt::Display for GitError {
         match self {
             GitError::Spawn(e) => write!(f, "cannot run git: {e}"),
             GitError::Timeout => write!(f, "git ran longer than {GIT_TIMEOUT:?}"),
+            GitError::Interrupted => write!(f, "git was stopped: hank was interrupted"),
             GitError::Failed(s) => write!(f, "git failed ({s})"),
             GitError::Output(e) => write!(f, "unexpected git output: {e}"),
         }
     }
 }
 
-/// Runs `git ARGS` in `dir` (no shell, stdin closed, stderr discarded, its own process
-/// group) and returns its stdout. The user's configuration applies except: paths unquoted, no
-/// fsmonitor daemon started, no optional index write (hank never takes `index.lock` from
-/// under the user), C locale, and none of the `GIT_*` variables that would point git at
-/// another repository or change how pathspecs read. Past `timeout` the whole process group
-/// (git and e.g. its submodule children) is killed.
+/// Variables of the user's environment git may see (every other one is dropped, and of
+/// these only those whose name is not secret, see [`crate::agent::redact::is_secret_name`]):
+/// where git and the user's own configuration are, nothing else.
+const GIT_ENV_KEPT: [&str; 9] = [
+    "PATH",
+    "HOME",
+    "XDG_CONFIG_HOME",
+    "TMPDIR",
+    "USER",
+    "LOGNAME",
+    "GIT_CONFIG_NOSYSTEM",
+    "GIT_CONFIG_GLOBAL",
+    "GIT_CONFIG_SYSTEM",
+];
+
+/// Settings on git's command line that beat every configuration file: nothing the repository
+/// (which the agent can write, `.git/config` included) configures is run. No fsmonitor hook
+/// or daemon, no hook, no external diff, no textconv, no pager; quoted paths off. The filter
+/// drivers are switched off by name ([`filter_overrides`]).
+const GIT_SAFE_CONFIG: [&str; 14] = [
+    "-c",
+    "core.quotepath=off",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "diff.external=",
+    "-c",
+    "core.pager=cat",
+    "-c",
+    "core.untrackedCache=false",
+    "-c",
+    "core.attributesFile=/dev/null",
+];
+
+/// Runs `git ARGS` in `dir` with nothing of the repository's configuration that runs a
+/// program: first `git config --get-regexp '^filter\.'` (which runs no filter) names the
+/// filter drivers configured, then the command runs with each one's `clean`, `smudge` and
+/// `process` emptied and `required=false` on its command line (so a file under a filter is
+/// compared as it is on disk), plus [`GIT_SAFE_CONFIG`]. See [`git_plain`] for the rest.
 fn git(
     dir: &Path,
     args: &[&str],
     timeout: Duration,
     ceiling: Option<&Path>,
 ) -> Result<Vec<u8>, GitError> {
+    let listing = git_plain(
+        dir,
+        &[],
+        &["config", "-z", "--name-only", "--get-regexp", "^filter\\."],
+        timeout,
+        ceiling,
+    );
+    let mut names = match listing {
+        Ok(out) => filter_names(&out),
+        // `git config --get-regexp` exits 1 when nothing matches.
+        Err(GitError::Failed(s)) if s.code() == Some(1) => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    // `git status` enters submodules itself, where their own configuration applies (the
+    // overrides reach those git processes too, through the environment git passes on).
+    for file in submodule_configs(dir) {
+        let file_arg = file.to_string_lossy().into_owned();
+        let args = [
+            "config",
+            "--file",
+            file_arg.as_str(),
+            "--includes",
+            "-z",
+            "--name-only",
+            "--get-regexp",
+            "^filter\\.",
+        ];
+        match git_plain(dir, &[], &args, timeout, ceiling) {
+            Ok(out) => names.extend(filter_names(&out)),
+            Err(GitError::Failed(s)) if s.code() == Some(1) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    names.sort();
+    names.dedup();
+    let overrides = filter_overrides(&names);
+    git_plain(dir, &overrides, args, timeout, ceiling)
+}
+
+/// Most submodule configuration files looked at (a bound on a planted tree).
+const MAX_SUBMODULE_CONFIGS: usize = 256;
+
+/// The configuration files of the submodules of the repository `dir` is in: every `config`
+/// and `config.worktree` under its (common) git directory's `modules/`, and the `.git/config`
+/// of each `path` of its `.gitmodules` that has a `.git` directory of its own. Found by
+/// looking at files only (no git spawn); none when the repository has no submodules.
+fn submodule_configs(dir: &Path) -> Vec<PathBuf> {
+    // The repository: the nearest `.git` (a directory, or a file `gitdir: …`) above `dir`.
+    let Some((top, git_dir)) = dir.ancestors().find_map(|d| {
+        let dot = d.join(".git");
+        let meta = std::fs::symlink_metadata(&dot).ok()?;
+        if meta.is_dir() {
+            return Some((d.to_path_buf(), dot));
+        }
+        let text = std::fs::read_to_string(&dot).ok()?;
+        let target = text.trim().strip_prefix("gitdir:")?.trim();
+        Some((d.to_path_buf(), d.join(target)))
+    }) else {
+        return Vec::new();
+    };
+    let common = std::fs::read_to_string(git_dir.join("commondir"))
+        .ok()
+        .map_or_else(|| git_dir.clone(), |c| git_dir.join(c.trim()));
+    let mut found = Vec::new();
+    let mut stack = vec![(common.join("modules"), 0u8)];
+    while let Some((d, depth)) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            if found.len() >= MAX_SUBMODULE_CONFIGS {
+                return found;
+            }
+            let Ok(ft) = e.file_type() else { continue };
+            let name = e.file_name();
+            if ft.is_dir() && depth < 8 && name != "objects" && name != "refs" && name != "logs" {
+                stack.push((e.path(), depth + 1));
+            } else if ft.is_file() && (name == "config" || name == "config.worktree") {
+                found.push(e.path());
+            }
+        }
+    }
+    // Submodules whose repository is inside their folder (older git, `git submodule absorbgitdirs` not run).
+    if let Ok(text) = std::fs::read_to_string(top.join(".gitmodules")) {
+        for line in text.lines() {
+            let Some((key, value)) = line.split_once('=') else {
+                continue;
+            };
+            if !key.trim().eq_ignore_ascii_case("path") {
+                continue;
+            }
+            let config = top
+                .join(value.trim().trim_matches('"'))
+                .join(".git")
+                .join("config");
+            if found.len() < MAX_SUBMODULE_CONFIGS && config.is_file() {
+                found.push(config);
+            }
+        }
+    }
+    found
+}
+
+/// The driver names of `filter.<name>.<key>` configuration names (NUL-separated, pure).
+fn filter_names(out: &[u8]) -> Vec<String> {
+    let mut names: Vec<String> = nul_separated(out)
+        .filter_map(|key| {
+            let rest = key.strip_prefix("filter.")?;
+            let (name, _) = rest.rsplit_once('.')?;
+            Some(name.to_string())
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// `-c` arguments switching each named filter driver off (pure).
+fn filter_overrides(names: &[String]) -> Vec<String> {
+    let mut out = Vec::with_capacity(names.len() * 8);
+    for name in names {
+        for setting in ["clean=", "smudge=", "process=", "required=false"] {
+            out.push("-c".to_string());
+            out.push(format!("filter.{name}.{setting}"));
+        }
+    }
+    out
+}
+
+/// Runs `git [SAFE CONFIG] [EXTRA] ARGS` in `dir` (no shell, stdin closed, stderr discarded,
+/// its own process group, a minimal environment: [`GIT_ENV_KEPT`] minus secret names, C
+/// locale, no optional index write so hank never takes `index.lock` from under the user, no
+/// terminal prompt) and returns its stdout. It ends — the whole process group killed — past
+/// `timeout` ([`GitError::Timeout`]) or once hank has received SIGINT, SIGTERM or SIGHUP
+/// ([`GitError::Interrupted`], see [`crate::agent::signals::received`]); and once git has exited, hank stops reading its stdout even
+/// when another process (one git started in its own session) still holds the pipe open.
+fn git_plain(
+    dir: &Path,
+    extra: &[String],
+    args: &[&str],
+    timeout: Duration,
+    ceiling: Option<&Path>,
+) -> Result<Vec<u8>, GitError> {
     let mut cmd = Command::new("git");
-    cmd.args(["-c", "core.quotepath=off", "-c", "core.fsmonitor=false"])
+    cmd.arg("--no-pager")
+        .args(GIT_SAFE_CONFIG)
+        .args(extra)
         .args(args)
         .current_dir(dir)
-        .env("LC_ALL", "C")
+        .env_clear();
+    for var in GIT_ENV_KEPT {
+        if crate::agent::redact::is_secret_name(var) {
+            continue;
+        }
+        if let Some(v) = std::env::var_os(var) {
+            cmd.env(var, v);
+        }
+    }
+    cmd.env("LC_ALL", "C")
         .env("GIT_OPTIONAL_LOCKS", "0")
         .env("GIT_TERMINAL_PROMPT", "0");
-    for var in [
-        "GIT_DIR",
-        "GIT_WORK_TREE",
-        "GIT_INDEX_FILE",
-        "GIT_COMMON_DIR",
-        "GIT_OBJECT_DIRECTORY",
-        "GIT_NAMESPACE",
-        "GIT_PREFIX",
-        "GIT_LITERAL_PATHSPECS",
-        "GIT_GLOB_PATHSPECS",
-        "GIT_NOGLOB_PATHSPECS",
-        "GIT_ICASE_PATHSPECS",
-        "GIT_CEILING_DIRECTORIES",
-    ] {
-        cmd.env_remove(var);
-    }
     if let Some(c) = ceiling {
         cmd.env("GIT_CEILING_DIRECTORIES", c);
     }
@@ -307,46 +485,115 @@ fn git(
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .process_group(0);
+    // Hank stops on the first signal: no git call starts or goes on after it.
+    if crate::agent::signals::received() != 0 {
+        return Err(GitError::Interrupted);
+    }
+    let started = std::time::Instant::now();
     let mut child = cmd.spawn().map_err(GitError::Spawn)?;
     let pid = i32::try_from(child.id())
         .map(nix::unistd::Pid::from_raw)
         .map_err(|_| GitError::Output("pid out of range".into()))?;
-    let (done, finished) = std::sync::mpsc::channel::<()>();
-    let watchdog = std::thread::spawn(move || {
-        let timed_out = matches!(
-            finished.recv_timeout(timeout),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout)
-        );
-        if timed_out {
-            let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
-        }
-        timed_out
-    });
-    let mut out = Vec::new();
-    let read = match child.stdout.take() {
-        Some(mut stdout) => stdout.read_to_end(&mut out).map(|_| ()),
-        None => Ok(()),
+    let stopped = |why: GitError| {
+        // Not reaped yet: the process group id cannot have been recycled.
+        let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+        why
     };
-    // Wait for the exit without reaping it: until the watchdog has stopped, the process
-    // group id cannot be recycled, so a late timeout can never signal another process.
-    loop {
-        use nix::sys::wait::{Id, WaitPidFlag, waitid};
-        match waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT) {
-            Err(nix::errno::Errno::EINTR) => {}
-            _ => break,
+    let should_stop = || {
+        if crate::agent::signals::received() != 0 {
+            Some(GitError::Interrupted)
+        } else if started.elapsed() >= timeout {
+            Some(GitError::Timeout)
+        } else {
+            None
+        }
+    };
+    let mut out = Vec::new();
+    let mut read_error = None;
+    let mut exited_at: Option<std::time::Instant> = None;
+    if let Some(mut stdout) = child.stdout.take() {
+        use std::os::fd::AsFd;
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            if let Some(why) = should_stop() {
+                let e = stopped(why);
+                let _ = child.wait();
+                return Err(e);
+            }
+            if exited_at.is_none() && git_exited(pid) {
+                exited_at = Some(std::time::Instant::now());
+            }
+            // Git is gone but the pipe is still open: a process it started holds it.
+            if exited_at.is_some_and(|t| t.elapsed() >= HELD_PIPE_GRACE) {
+                read_error = Some("stdout held open after git exited".to_string());
+                break;
+            }
+            let mut fds = [nix::poll::PollFd::new(
+                stdout.as_fd(),
+                nix::poll::PollFlags::POLLIN,
+            )];
+            match nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(POLL_TICK_MS)) {
+                Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+                Ok(_) => {}
+                Err(e) => {
+                    read_error = Some(e.to_string());
+                    break;
+                }
+            }
+            match stdout.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => out.extend_from_slice(buf.get(..n).unwrap_or_default()),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    read_error = Some(e.to_string());
+                    break;
+                }
+            }
         }
     }
-    drop(done);
-    let timed_out = watchdog.join().unwrap_or(true);
-    let status = child.wait().map_err(|e| GitError::Output(e.to_string()))?;
-    if timed_out {
-        return Err(GitError::Timeout);
+    // Stdout is closed: wait for the exit, still bounded and interruptible.
+    let mut nap = Duration::from_micros(200);
+    while !git_exited(pid) {
+        if let Some(why) = should_stop() {
+            let e = stopped(why);
+            let _ = child.wait();
+            return Err(e);
+        }
+        std::thread::sleep(nap);
+        nap = (nap * 2).min(Duration::from_millis(u64::from(POLL_TICK_MS)));
     }
-    read.map_err(|e| GitError::Output(e.to_string()))?;
+    if read_error.is_some() {
+        // Whatever git left behind in its group goes with it.
+        let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+    }
+    let status = child.wait().map_err(|e| GitError::Output(e.to_string()))?;
+    if let Some(e) = read_error {
+        return Err(GitError::Output(e));
+    }
     if !status.success() {
         return Err(GitError::Failed(status));
     }
     Ok(out)
+}
+
+/// How long the reading of git's stdout waits past git's exit for the pipe to close.
+const HELD_PIPE_GRACE: Duration = Duration::from_millis(500);
+/// Longest single wait for git's output before the timeout and signals are checked again.
+const POLL_TICK_MS: u16 = 50;
+
+/// Whether the child `pid` has exited (without reaping it).
+fn git_exited(pid: nix::unistd::Pid) -> bool {
+    use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+    loop {
+        match waitid(
+            Id::Pid(pid),
+            WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT | WaitPidFlag::WNOHANG,
+        ) {
+            Err(nix::errno::Errno::EINTR) => {}
+            Ok(WaitStatus::StillAlive) => return false,
+            _ => return true,
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -763,6 +1010,8 @@ fn committed(project: &Path, before: Option<&str>, after: Option<&str>) -> Vec<S
         (Some(b), Some(a)) => {
             let mut args = vec![
                 "diff",
+                "--no-ext-diff",
+                "--no-textconv",
                 "--name-only",
                 "-z",
                 "--no-renames",
@@ -1136,6 +1385,101 @@ mod tests {
         changed.sort();
         assert_eq!(changed, vec!["b", "c", "d", "e"]);
         assert!(diff_dirty(&base, &base).is_empty());
+    }
+
+    #[test]
+    fn filter_names_and_their_overrides() {
+        let names = filter_names(b"filter.x.clean\0filter.a.b.smudge\0filter.x.required\0");
+        assert_eq!(names, vec!["a.b".to_string(), "x".to_string()]);
+        let o = filter_overrides(&["x".to_string()]);
+        assert_eq!(
+            o,
+            vec![
+                "-c",
+                "filter.x.clean=",
+                "-c",
+                "filter.x.smudge=",
+                "-c",
+                "filter.x.process=",
+                "-c",
+                "filter.x.required=false"
+            ]
+        );
+        assert!(filter_names(b"").is_empty());
+        assert!(filter_names(b"filter\0core.x\0").is_empty());
+    }
+
+    #[test]
+    fn a_filter_in_a_submodules_own_config_never_runs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = |dir: &Path, args: &[&str]| {
+            let ok = Command::new("git")
+                .args([
+                    "-c",
+                    "user.name=t",
+                    "-c",
+                    "user.email=t@t",
+                    "-c",
+                    "protocol.file.allow=always",
+                    "-c",
+                    "init.defaultBranch=main",
+                ])
+                .args(args)
+                .current_dir(dir)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "git {args:?}");
+        };
+        let sub_src = tmp.path().join("sub-src");
+        let top = tmp.path().join("top");
+        std::fs::create_dir_all(&sub_src).unwrap();
+        std::fs::create_dir_all(&top).unwrap();
+        std::fs::write(sub_src.join("a.txt"), "a\n").unwrap();
+        std::fs::write(sub_src.join(".gitattributes"), "*.txt filter=y\n").unwrap();
+        run(&sub_src, &["init", "-q"]);
+        run(&sub_src, &["add", "-A"]);
+        run(&sub_src, &["commit", "-q", "-m", "s"]);
+        run(&top, &["init", "-q"]);
+        let src = sub_src.to_string_lossy().into_owned();
+        run(&top, &["submodule", "add", "-q", &src, "sub"]);
+        run(&top, &["commit", "-q", "-m", "t"]);
+        let marker = tmp.path().join("ran");
+        let config = top.join(".git/modules/sub/config");
+        let mut text = std::fs::read_to_string(&config).unwrap();
+        text.push_str(&format!(
+            "[filter \"y\"]\n\tclean = \"sh -c 'touch {}; cat'\"\n",
+            marker.display()
+        ));
+        std::fs::write(&config, text).unwrap();
+        assert_eq!(submodule_configs(&top), vec![config.clone()]);
+        std::thread::sleep(Duration::from_millis(1100));
+        let _ = std::fs::write(top.join("sub/a.txt"), "a\n");
+        let out = git(&top, &STATUS_ARGS, GIT_TIMEOUT, None);
+        assert!(out.is_ok(), "{out:?}");
+        assert!(!marker.exists(), "the submodule's filter ran");
+        // The same status without the overrides runs it: the attack is real.
+        let _ = git_plain(&top, &[], &STATUS_ARGS, GIT_TIMEOUT, None);
+        assert!(marker.exists(), "the check above proves nothing");
+    }
+
+    #[test]
+    fn a_pipe_held_open_after_git_exits_does_not_block() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = std::time::Instant::now();
+        // The alias starts a process in its own session holding git's stdout, and exits.
+        let r = git(
+            dir.path(),
+            &["-c", "alias.hold=!setsid sleep 5 & echo held", "hold"],
+            GIT_TIMEOUT,
+            None,
+        );
+        assert!(matches!(r, Err(GitError::Output(_))), "{r:?}");
+        assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
     }
 
     #[test]

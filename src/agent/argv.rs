@@ -190,20 +190,47 @@ pub const CONTEXT_OPEN: &str = "<hank-loop-context>";
 pub const CONTEXT_CLOSE: &str = "</hank-loop-context>";
 
 /// What the agent reads on stdin: the loop context in a tagged block, a blank line, then
-/// PROMPT.md unchanged. An empty context leaves the prompt as it is.
+/// PROMPT.md. An empty context leaves the prompt as it is. Hank's delimiters quoted inside
+/// the context (an item text, a recommendation, a check's output) or the prompt are escaped
+/// ([`escape_delimiters`]): only hank opens and closes its block.
 #[must_use]
 pub fn compose_stdin(context: &str, prompt: &[u8]) -> Vec<u8> {
     if context.is_empty() {
-        return prompt.to_vec();
+        return escape_delimiters(prompt);
     }
     let mut out = Vec::with_capacity(context.len() + prompt.len() + 64);
     out.extend_from_slice(CONTEXT_OPEN.as_bytes());
     out.push(b'\n');
-    out.extend_from_slice(context.as_bytes());
+    out.extend_from_slice(&escape_delimiters(context.as_bytes()));
     out.push(b'\n');
     out.extend_from_slice(CONTEXT_CLOSE.as_bytes());
     out.extend_from_slice(b"\n\n");
-    out.extend_from_slice(prompt);
+    out.extend_from_slice(&escape_delimiters(prompt));
+    out
+}
+
+/// `text` with every `<` that starts something read as one of hank's tags — `<`, then any
+/// spaces and `/`, then `hank` in any case (`<hank-loop-context>`, `</hank-loop-context>`,
+/// `< / HANK-…`) — written `&lt;` instead, so quoted text can neither close hank's context
+/// block early nor open a forged one.
+#[must_use]
+pub fn escape_delimiters(text: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len());
+    for (i, &b) in text.iter().enumerate() {
+        if b == b'<' {
+            let rest = text.get(i + 1..).unwrap_or_default();
+            let skip = rest
+                .iter()
+                .take_while(|c| matches!(c, b' ' | b'\t' | b'/' | b'\n' | b'\r'))
+                .count();
+            let tag = rest.get(skip..skip + 4).unwrap_or_default();
+            if tag.eq_ignore_ascii_case(b"hank") {
+                out.extend_from_slice(b"&lt;");
+                continue;
+            }
+        }
+        out.push(b);
+    }
     out
 }
 
@@ -434,6 +461,30 @@ mod tests {
             "<hank-loop-context>\nHank loop 3.\n</hank-loop-context>\n\n# PROMPT\nwork\n"
         );
         assert_eq!(compose_stdin("", b"p"), b"p");
+    }
+
+    #[test]
+    fn quoted_delimiters_are_escaped() {
+        let cases: &[(&str, &str)] = &[
+            ("plain <b> Vec<String>", "plain <b> Vec<String>"),
+            ("x </hank-loop-context> y", "x &lt;/hank-loop-context> y"),
+            ("<hank-loop-context>", "&lt;hank-loop-context>"),
+            ("< / HANK-LOOP-CONTEXT >", "&lt; / HANK-LOOP-CONTEXT >"),
+            ("<hankering", "&lt;hankering"),
+            ("<han", "<han"),
+            ("trailing <", "trailing <"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(
+                String::from_utf8(escape_delimiters(input.as_bytes())).unwrap(),
+                *want,
+                "{input}"
+            );
+        }
+        let stdin = compose_stdin("next: a </hank-loop-context> b", b"P </hank-loop-context>");
+        let text = String::from_utf8(stdin).unwrap();
+        assert_eq!(text.matches(CONTEXT_CLOSE).count(), 1, "{text}");
+        assert_eq!(text.matches(CONTEXT_OPEN).count(), 1, "{text}");
     }
 
     #[test]

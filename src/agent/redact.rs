@@ -182,6 +182,13 @@ impl Pieces {
 }
 
 fn redact_with(text: &mut String, pieces: &Pieces) {
+    // The one sanitizer first: a secret split by escape sequences or control characters
+    // (`sk-ant-…\x1b[0m…`) is whole again when it is matched.
+    if let std::borrow::Cow::Owned(clean) =
+        crate::sanitize::for_terminal(text, crate::sanitize::Lines::Keep)
+    {
+        *text = clean;
+    }
     if text.contains("sk-ant-") {
         *text = ANTHROPIC_KEY.replace_all(text, REDACTED).into_owned();
     }
@@ -190,8 +197,9 @@ fn redact_with(text: &mut String, pieces: &Pieces) {
     }
 }
 
-/// Replaces every secret value (and every piece of one, see the module doc) and anything
-/// shaped like an Anthropic key in `text` with `[REDACTED]`.
+/// Removes control characters and escape sequences ([`crate::sanitize::for_terminal`], lines
+/// kept), then replaces every secret value (and every piece of one, see the module doc) and
+/// anything shaped like an Anthropic key in `text` with `[REDACTED]`.
 pub fn redact(text: &mut String, secrets: &[String]) {
     redact_with(text, &Pieces::of(secrets.iter().map(String::as_str)));
 }

@@ -1,7 +1,19 @@
 //! The signal handler every long-running command shares: SIGINT, SIGTERM and SIGHUP each
 //! raise a counter that the runner and the waits watch (a second Ctrl-C skips the grace).
 
+use std::sync::atomic::{AtomicU32, Ordering};
+
 use tokio::sync::watch;
+
+/// Every SIGINT/SIGTERM/SIGHUP counted by [`install`]'s handler, for code that cannot watch
+/// the channel (a blocking `git` call polls it).
+static RECEIVED: AtomicU32 = AtomicU32::new(0);
+
+/// How many SIGINT/SIGTERM/SIGHUP the handler has counted in this process so far.
+#[must_use]
+pub fn received() -> u32 {
+    RECEIVED.load(Ordering::SeqCst)
+}
 
 use crate::error::{HankError, Result};
 
@@ -21,6 +33,7 @@ pub fn install() -> Result<watch::Receiver<u32>> {
                 _ = term.recv() => {}
                 _ = hup.recv() => {}
             }
+            RECEIVED.fetch_add(1, Ordering::SeqCst);
             tx.send_modify(|n| *n += 1);
         }
     });

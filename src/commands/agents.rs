@@ -82,6 +82,7 @@ fn row(name: String, p: std::result::Result<Profile, String>, s: Option<&Setting
 
 pub(crate) fn run(args: &AgentsArgs) -> Result<u8> {
     let dir = project_dir()?;
+    crate::approval::require(&dir, args.accept_config, "hank agents")?;
     let settings = settings::load(&settings::Flags::default(), &dir);
     let mut notes = Vec::new();
     if let Err(e) = &settings {

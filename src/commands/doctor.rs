@@ -439,6 +439,7 @@ fn project_check(dir: &Path) -> Check {
 /// `hank doctor [--json]`: exit 0 when every required check passes, 1 otherwise.
 pub(crate) fn run(args: &cli::DoctorArgs) -> Result<u8> {
     let dir = project_dir()?;
+    crate::approval::require(&dir, args.accept_config, "hank doctor")?;
     let mut checks = Vec::new();
     let flags = settings::Flags {
         claude_cmd: args.claude_cmd.clone(),

@@ -8,12 +8,14 @@
 //! | `ctl` | `hank ctl` (the control journal, signed remote commands) |
 //! | `status`, `circuit`, `reset`, `doctor`, `agents`, `completions`, `verify`, `report` | small commands |
 //! | `analyze` | `hank analyze FILE` |
+//! | `config` | `hank config status` / `hank config accept` (configuration approval) |
 //! | `setup`, `enable`, `enable_ci`, `migrate`, `import` | project set-up |
 
 pub(crate) mod agents;
 pub(crate) mod analyze;
 pub(crate) mod circuit;
 pub(crate) mod completions;
+pub(crate) mod config;
 pub(crate) mod ctl;
 pub(crate) mod doctor;
 pub(crate) mod enable;

@@ -143,7 +143,8 @@ pub(crate) fn run(args: &cli::ReportArgs) -> Result<u8> {
         None => Since::All,
     };
     let path = store.events_path();
-    let (loops, runs) = match std::fs::File::open(&path) {
+    // Only a regular file is read: a FIFO or device planted there is an error naming it.
+    let (loops, runs) = match crate::fsread::open_regular(&path, crate::fsread::Follow::No) {
         Ok(f) => read_loops(std::io::BufReader::new(f)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Vec::new(), 0),
         Err(e) => return Err(HankError::io("failed to read", &path, e)),
@@ -187,9 +188,12 @@ pub(crate) fn run(args: &cli::ReportArgs) -> Result<u8> {
 /// Longest item text shown in the table.
 const ITEM_WIDTH: usize = 44;
 
+/// `text` on one line without escape sequences or control characters
+/// ([`crate::sanitize::line`]), cut to `width` characters.
 fn cut(text: &str, width: usize) -> String {
+    let text = crate::sanitize::line(text);
     if text.chars().count() <= width {
-        return text.to_string();
+        return text;
     }
     let mut s: String = text.chars().take(width - 1).collect();
     s.push('…');
@@ -290,7 +294,7 @@ pub(crate) fn render(
         for w in &r.windows {
             let mut text = format!(
                 "  {:<14} {} → {} (peak {})",
-                w.window,
+                crate::sanitize::line(&w.window),
                 pct(w.first),
                 pct(w.last),
                 pct(w.peak)

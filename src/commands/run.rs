@@ -23,11 +23,29 @@ use crate::store::Store;
 
 /// `hank run` (and bare `hank`); `args` is the whole command line, forwarded by `--monitor`.
 pub(crate) fn run(run: &RunArgs, args: &[OsString]) -> Result<u8> {
+    if !run.record_exit_code {
+        return run_checked(run, args);
+    }
+    // The `--monitor` loop pane: hank writes its exit code itself (see monitor::tmux).
+    let result = run_checked(run, args);
+    if let Ok(dir) = super::project_dir() {
+        let code = match &result {
+            Ok(c) => *c,
+            Err(e) => e.exit_code(),
+        };
+        crate::monitor::tmux::record_exit_code(&dir, code);
+    }
+    result
+}
+
+fn run_checked(run: &RunArgs, args: &[OsString]) -> Result<u8> {
     if run.monitor {
         crate::monitor::tmux::require_tmux()?;
     }
     let project_dir = super::project_dir()?;
     check_layout(&project_dir)?;
+    // Nothing of a configuration changed during a run is used (or executed) unapproved.
+    crate::approval::require(&project_dir, run.accept_config, "hank run")?;
     let settings = settings::load(&run.into(), &project_dir)?;
     check_required_files(&settings)?;
     let mut notes = settings.warnings.clone();
@@ -79,7 +97,18 @@ pub(crate) fn run(run: &RunArgs, args: &[OsString]) -> Result<u8> {
             ));
         }
     }
-    engine::start(settings, agents, notes, Box::new(clock))
+    let record = crate::approval::begin_run(&project_dir)?;
+    let result = engine::start(settings, agents, notes, Box::new(clock));
+    match record.end() {
+        Ok(changed) if !changed.is_empty() => errln!(
+            "hank: warning: the configuration changed during this run; the next run, `hank \
+             doctor` and `hank agents` need your approval first (`hank config accept`):\n  - {}",
+            changed.join("\n  - ")
+        ),
+        Ok(_) => {}
+        Err(e) => errln!("hank: warning: cannot record the configuration's approval: {e}"),
+    }
+    result
 }
 
 /// Started from inside a Claude Code session (`CLAUDECODE=1`): the nested agent draws on

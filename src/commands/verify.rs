@@ -25,6 +25,7 @@ const TAIL_LINES_BYTES: usize = 2000;
 
 pub(crate) fn run(a: &VerifyArgs) -> Result<u8> {
     let dir = project_dir()?;
+    crate::approval::require(&dir, false, "hank verify")?;
     let store = require_hank_dir(&dir)?;
     let flags = Flags {
         verify: a.command.clone(),

@@ -330,7 +330,8 @@ impl Engine {
         }
         let args = prepared.args;
         let stdin = prepared.stdin;
-        let baseline = progress::baseline(&self.s.project_dir, &plan_before);
+        let baseline =
+            progress::baseline_off_thread(self.s.project_dir.clone(), plan_before.clone()).await;
         let live_path = self.store.live_path();
         let mut live_file = if self.s.live.value {
             process::create_log(&live_path).ok()
@@ -465,7 +466,9 @@ impl Engine {
             self.warn(&note);
         }
         let plan_after = self.s.read_fix_plan().unwrap_or_default();
-        let mut progress = progress::measure(&self.s.project_dir, &baseline, &plan_after);
+        let mut progress =
+            progress::measure_off_thread(self.s.project_dir.clone(), baseline, plan_after.clone())
+                .await;
         self.plan = fixplan::parse(&plan_after, &self.s.optional_sections.value);
         // VERIFY_EVERY_LOOP: the project's check, not the agent's word, is the tests' state.
         let regressed = self.verify_loop(number).await?.unwrap_or(false);

@@ -4,8 +4,9 @@
 //! `hank monitor` bottom right — in a new session, or in a new window of the current session
 //! when `hank --monitor` runs inside tmux. The loop pane runs a small `/bin/sh` script
 //! (executed by tmux directly, never through the user's shell, which may be fish or a login
-//! shell that resets PATH) that records the loop's exit code in `.hank/logs/tmux-exit-code`,
-//! prints it, waits for a key (unless `--monitor-exit`) so the final screen stays readable, and
+//! shell that resets PATH) that runs `hank run --record-exit-code` (hank itself records its
+//! exit code in `.hank/logs/tmux-exit-code`, never the shell through a path the agent could
+//! plant), prints it, waits for a key (unless `--monitor-exit`) so the final screen stays readable, and
 //! closes the session (or window). Every path and user argument in that script is
 //! single-quoted; `hank`, `tmux` and `tail` are absolute paths.
 //!
@@ -26,8 +27,10 @@ use crate::error::{HankError, Result};
 use crate::exit;
 use crate::report::shell_quote;
 
-/// Where the loop pane records the loop's exit code (relative to the project).
+/// Where the loop pane's `hank run` records its exit code (relative to the project).
 pub(crate) const EXIT_CODE_FILE: &str = ".hank/logs/tmux-exit-code";
+/// The hidden `hank run` flag that makes it record its exit code in [`EXIT_CODE_FILE`].
+pub(crate) const RECORD_EXIT_CODE: &str = "--record-exit-code";
 /// Oldest tmux with `new-session -e` and `split-window -l N%`.
 pub(crate) const MIN_VERSION: (u32, u32) = (3, 2);
 /// Size of a detached session (an attaching client resizes it).
@@ -137,25 +140,22 @@ pub(crate) fn loop_script(spec: &LaunchSpec) -> String {
             "--".to_string(),
         ]);
     }
-    run.extend([shell_quote(&path_str(&spec.hank)), shell_quote("run")]);
+    run.extend([
+        shell_quote(&path_str(&spec.hank)),
+        shell_quote("run"),
+        shell_quote(RECORD_EXIT_CODE),
+    ]);
     if !spec.forwarded.iter().any(|a| a == "--live") {
         run.push(shell_quote("--live"));
     }
     run.extend(spec.forwarded.iter().map(|a| shell_quote(a)));
-    let exit_file = spec.project.join(EXIT_CODE_FILE);
-    let logs = exit_file
-        .parent()
-        .map_or_else(|| spec.project.clone(), Path::to_path_buf);
     [
         // Ctrl-C goes to hank (which stops gracefully); the script survives to clean up.
         "trap : INT".to_string(),
+        // hank itself records its exit code (`--record-exit-code`): the shell never writes
+        // through a path under `.hank/` that the agent could have replaced by a link.
         run.join(" "),
         "code=$?".to_string(),
-        format!(
-            "mkdir -p {} 2>/dev/null; printf '%s\\n' \"$code\" > {} 2>/dev/null",
-            shell_quote(&path_str(&logs)),
-            shell_quote(&path_str(&exit_file))
-        ),
         "printf '\\nhank run exited with code %s\\n' \"$code\"".to_string(),
     ]
     .into_iter()
@@ -476,13 +476,25 @@ fn session_exists(tmux: &Path, session: &str) -> bool {
     run_capture(&has_session_argv(tmux, session)).is_ok_and(|o| o.status.success())
 }
 
-/// The loop's exit code as recorded by the loop pane.
+/// The loop's exit code as recorded by the loop pane's `hank run` (a regular file only).
 fn recorded_exit_code(project: &Path) -> Option<u8> {
-    std::fs::read_to_string(project.join(EXIT_CODE_FILE))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
+    let bytes =
+        crate::fsread::read(&project.join(EXIT_CODE_FILE), 64, crate::fsread::Follow::No).ok()?;
+    String::from_utf8_lossy(&bytes).trim().parse().ok()
+}
+
+/// `hank run --record-exit-code`: writes `code` to [`EXIT_CODE_FILE`] the way hank writes
+/// its own files (`.hank/logs` a real directory, temp + rename, which replaces a planted
+/// link instead of following it).
+pub(crate) fn record_exit_code(project: &Path, code: u8) {
+    let store = crate::store::Store::new(project);
+    if store.ensure_dirs().is_ok() {
+        let _ = crate::store::write_atomic(
+            &project.join(EXIT_CODE_FILE),
+            format!("{code}\n").as_bytes(),
+            false,
+        );
+    }
 }
 
 fn ended_early(spec: &LaunchSpec) -> u8 {
@@ -792,17 +804,16 @@ mod tests {
         assert_eq!(argv.len(), 17);
         let script = &argv[16];
         assert!(
-            script.contains("'/opt/hank bin/hank' run --live -c 5\ncode=$?"),
+            script.contains("'/opt/hank bin/hank' run --record-exit-code --live -c 5\ncode=$?"),
             "{script}"
         );
         assert!(
             script.ends_with("exec /usr/bin/tmux kill-session -t =my_project"),
             "{script}"
         );
-        assert!(
-            script.contains("> '/home/u/my project/.hank/logs/tmux-exit-code'"),
-            "{script}"
-        );
+        // hank records its exit code itself; the shell writes no file.
+        assert!(!script.contains("tmux-exit-code"), "{script}");
+        assert!(!script.contains(" > "), "{script}");
     }
 
     /// The loop pane starts through `__with-env` when there is an env file, waits for a key
@@ -815,7 +826,7 @@ mod tests {
         let script = loop_script(&s);
         assert!(
             script.contains(
-                "'/opt/hank bin/hank' __with-env /tmp/hank-env-x/env -- '/opt/hank bin/hank' run --live --max-loops 1\ncode=$?"
+                "'/opt/hank bin/hank' __with-env /tmp/hank-env-x/env -- '/opt/hank bin/hank' run --record-exit-code --live --max-loops 1\ncode=$?"
             ),
             "{script}"
         );
@@ -1030,12 +1041,16 @@ mod tests {
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(stdout.contains("hank run exited with code 3"), "{stdout}");
         let got = std::fs::read_to_string(&args_out).unwrap();
-        let mut want = vec!["run", "--live"];
+        let mut want = vec!["run", RECORD_EXIT_CODE, "--live"];
         want.extend(forwarded);
         assert_eq!(
             got,
             want.iter().map(|a| format!("{a}\n")).collect::<String>()
         );
+        // The script does not write the exit code file (the real hank does, see
+        // `record_exit_code`).
+        assert_eq!(recorded_exit_code(&project), None);
+        record_exit_code(&project, 3);
         assert_eq!(recorded_exit_code(&project), Some(3));
         assert_eq!(
             std::fs::read_to_string(&tmux_out).unwrap(),

@@ -203,14 +203,32 @@ impl Settings {
         .map(|b| String::from_utf8_lossy(&b).into_owned())
     }
 
-    /// The prompt file's bytes (a regular file of at most
-    /// [`crate::fsread::DOCUMENT_LIMIT`] bytes).
+    /// The prompt file's bytes: a regular file of at most [`crate::fsread::DOCUMENT_LIMIT`]
+    /// bytes **inside the project** — read at every loop, so a link swapped in during a run
+    /// that leads out of the project (or a PROMPT_FILE outside it) is an error naming it,
+    /// never a file from elsewhere sent to the agent. A link within the project is followed.
     ///
     /// # Errors
-    /// It cannot be read, is not a regular file, or is too large (the error names it).
+    /// It cannot be read, is outside the project, is not a regular file, or is too large
+    /// (the error names it).
     pub fn read_prompt(&self) -> Result<Vec<u8>> {
         let path = self.prompt_path();
-        crate::fsread::read(&path, crate::fsread::DOCUMENT_LIMIT, Follow::Yes)
+        let real =
+            std::fs::canonicalize(&path).map_err(|e| HankError::io("failed to read", &path, e))?;
+        let root = std::fs::canonicalize(&self.project_dir)
+            .map_err(|e| HankError::io("failed to resolve", &self.project_dir, e))?;
+        if !real.starts_with(&root) {
+            return Err(HankError::Unreadable {
+                path,
+                problem: format!(
+                    "leads to {}, outside the project; the prompt file (PROMPT_FILE) must be a \
+                     regular file inside the project",
+                    real.display()
+                ),
+            });
+        }
+        // The resolved path, without following a link swapped in since.
+        crate::fsread::read(&real, crate::fsread::DOCUMENT_LIMIT, Follow::No)
             .map_err(|e| HankError::io("failed to read", &path, e))
     }
 

@@ -40,7 +40,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -116,14 +116,36 @@ pub fn write_file_atomic(path: &Path, bytes: &[u8], how: &AtomicWrite) -> io::Re
     Ok(())
 }
 
-/// Opens a file for appending without following a symlink, creating it 0600.
+/// Opens a file for appending without following a symlink, creating it 0600. Never blocks on
+/// a FIFO planted there (`O_NONBLOCK`), and anything but a regular file is an error naming
+/// what it is.
 fn open_append(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
+    let file = OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
-        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-        .open(path)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits() | nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)?;
+    regular_only(file)
+}
+
+/// `file` if it is a regular file, else an error saying what it is.
+fn regular_only(file: File) -> io::Result<File> {
+    let meta = file.metadata()?;
+    if meta.file_type().is_file() {
+        return Ok(file);
+    }
+    let what = if meta.file_type().is_fifo() {
+        "a FIFO (named pipe)"
+    } else if meta.is_dir() {
+        "a directory"
+    } else {
+        "a special file"
+    };
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("is {what}; expected a regular file (remove it)"),
+    ))
 }
 
 /// The `.hank/` directory of a project.
@@ -140,6 +162,10 @@ pub struct Store {
     /// What the store repaired on its own (a link among its files replaced), for the loop to
     /// report as warnings.
     notes: Arc<Mutex<Vec<String>>>,
+    /// Whether `.hank` itself was a symbolic link the first time the store made sure of its
+    /// folders (the user's own layout, left alone); one that becomes a link later is the
+    /// agent's and is replaced ([`Store::keep_hank_dir_real`]).
+    hank_dir_was_link: Arc<std::sync::OnceLock<bool>>,
 }
 
 /// What the call log holds, as far as this store knows.
@@ -307,6 +333,7 @@ impl Store {
             journal: Arc::new(Mutex::new(None)),
             copy: None,
             notes: Arc::new(Mutex::new(Vec::new())),
+            hank_dir_was_link: Arc::new(std::sync::OnceLock::new()),
         }
     }
 
@@ -429,7 +456,30 @@ impl Store {
     /// `logs/loop-NNNNN.out` / `.err`.
     #[must_use]
     pub fn loop_log(&self, number: u64, ext: &str) -> PathBuf {
-        self.logs_dir().join(format!("loop-{number:05}.{ext}"))
+        self.real_logs_dir().join(format!("loop-{number:05}.{ext}"))
+    }
+
+    /// [`Store::logs_dir`] for a write, rotation or removal: a symbolic link planted there at
+    /// any time (not only before the run) is replaced by a real directory first, with a note
+    /// — the link is removed, never what it points to.
+    fn real_logs_dir(&self) -> PathBuf {
+        self.keep_hank_dir_real();
+        let logs = self.logs_dir();
+        if let Ok(meta) = fs::symlink_metadata(&logs)
+            && meta.file_type().is_symlink()
+        {
+            match fs::remove_file(&logs).and_then(|()| fs::create_dir(&logs)) {
+                Ok(()) => self.note(format!(
+                    "{} was a symbolic link; hank never writes outside the project: removed the link (not its target) and made a real directory",
+                    logs.display()
+                )),
+                Err(e) => self.note(format!(
+                    "{} is a symbolic link and could not be replaced: {e}",
+                    logs.display()
+                )),
+            }
+        }
+        logs
     }
 
     /// LOG_RETENTION: removes the per-loop logs (`loop-N.out`, `.err`, `.prompt`) of loops
@@ -437,7 +487,7 @@ impl Store {
     /// `keep_verify_from`. Only regular files whose names hank gives are touched. Returns how
     /// many were removed.
     pub fn prune_logs(&self, keep_from: u64, keep_verify_from: u64) -> usize {
-        let Ok(entries) = fs::read_dir(self.logs_dir()) else {
+        let Ok(entries) = fs::read_dir(self.real_logs_dir()) else {
             return 0;
         };
         let number = |name: &str, prefix: &str| -> Option<u64> {
@@ -473,8 +523,31 @@ impl Store {
                 let _ = fs::remove_file(self.loop_log(n, ext));
             }
         }
+        let logs = self.real_logs_dir();
         for n in checks {
-            let _ = fs::remove_file(self.logs_dir().join(format!("verify-{n:05}.log")));
+            let _ = fs::remove_file(logs.join(format!("verify-{n:05}.log")));
+        }
+    }
+
+    /// `.hank` replaced by a symbolic link after the store first looked (the agent moved the
+    /// folder away and left a link to it): the link is replaced by a real, empty folder with a
+    /// note, so nothing hank writes next goes through it; the loop's integrity check then
+    /// stops the run (its files are gone). A `.hank` that was a link from the start is the
+    /// user's layout and is left alone.
+    fn keep_hank_dir_real(&self) {
+        let is_link = fs::symlink_metadata(&self.dir).is_ok_and(|m| m.file_type().is_symlink());
+        let was_link = *self.hank_dir_was_link.get_or_init(|| is_link);
+        if is_link && !was_link {
+            match fs::remove_file(&self.dir).and_then(|()| fs::create_dir(&self.dir)) {
+                Ok(()) => self.note(format!(
+                    "{} was replaced by a symbolic link during the run; hank never writes outside the project: removed the link (not its target) and made a real directory",
+                    self.dir.display()
+                )),
+                Err(e) => self.note(format!(
+                    "{} is a symbolic link and could not be replaced: {e}",
+                    self.dir.display()
+                )),
+            }
         }
     }
 
@@ -482,6 +555,7 @@ impl Store {
     /// hank's writes out of the project) is replaced by a real directory, with a note (the
     /// link itself is removed, never what it points to); a regular file there is an error.
     pub fn ensure_dirs(&self) -> Result<()> {
+        self.keep_hank_dir_real();
         let logs = self.logs_dir();
         if let Ok(meta) = fs::symlink_metadata(&logs)
             && meta.file_type().is_symlink()
@@ -801,18 +875,19 @@ impl Store {
     /// Appends a line to `logs/hank.log` (rotated past [`LOG_CAP`]). Logging failures are
     /// not fatal: the loop's real state is in state.json.
     pub fn log(&self, now: Timestamp, line: &str) {
-        let path = self.logs_dir().join("hank.log");
+        let logs = self.real_logs_dir();
+        let path = logs.join("hank.log");
         self.own_file(&path);
         if let Ok(meta) = fs::symlink_metadata(&path)
             && meta.len() > LOG_CAP
         {
             for i in (1..3).rev() {
                 let _ = fs::rename(
-                    self.logs_dir().join(format!("hank.log.{i}")),
-                    self.logs_dir().join(format!("hank.log.{}", i + 1)),
+                    logs.join(format!("hank.log.{i}")),
+                    logs.join(format!("hank.log.{}", i + 1)),
                 );
             }
-            let _ = fs::rename(&path, self.logs_dir().join("hank.log.1"));
+            let _ = fs::rename(&path, logs.join("hank.log.1"));
         }
         if let Ok(mut f) = open_append(&path) {
             let _ = writeln!(f, "{} {line}", now.round(jiff::Unit::Second).unwrap_or(now));
@@ -907,26 +982,24 @@ impl Store {
     }
 }
 
-/// Opens (creates) `.hank/hank.lock`, 0600, never through a symlink.
+/// Opens (creates) `.hank/hank.lock`, 0600, never through a symlink; a FIFO or other special
+/// file there is an error (reading it would block for ever).
 fn open_lock_file(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
+    let file = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
         .mode(0o600)
-        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-        .open(path)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits() | nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)?;
+    regular_only(file)
 }
 
 /// The PID written in the lock file, if it can be read.
 fn lock_holder(path: &Path) -> Option<String> {
     let mut holder = String::new();
-    let f = OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-        .open(path)
-        .ok()?;
+    let f = crate::fsread::open_regular(path, Follow::No).ok()?;
     let _ = f.take(4096).read_to_string(&mut holder);
     let holder = holder.lines().next().unwrap_or("").trim();
     (!holder.is_empty() && holder.bytes().all(|b| b.is_ascii_digit())).then(|| holder.to_string())

@@ -963,6 +963,62 @@ pub fn read_breaker_history(state: &str) -> Vec<Transition> {
         .unwrap_or_default()
 }
 
+/// Current schema of the per-user configuration approval file ([`ConfigApproval`]).
+pub const CONFIG_APPROVAL_SCHEMA: u32 = 1;
+
+/// What hank's configuration in a project was at one moment: `.hankrc` key by key and every
+/// `.hank/agents/*.toml`. Kept outside the project (the per-user state directory).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ConfigFingerprint {
+    /// `.hankrc`'s keys and values (the value of a secret-named key is kept as
+    /// `hash:<hex>`); `None` when there is no `.hankrc`.
+    pub hankrc: Option<BTreeMap<String, String>>,
+    /// `hash:<hex>` of a `.hankrc` that does not parse (or cannot be read), else `None`.
+    pub hankrc_unparsed: Option<String>,
+    /// `.hank/agents/NAME.toml` → `hash:<hex>` of its bytes (or `unreadable: …`).
+    pub profiles: BTreeMap<String, String>,
+}
+
+/// A `hank run` in progress: who, and the configuration it started with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigRun {
+    pub pid: u32,
+    /// The process's start time (`/proc/PID/stat` field 22), so a recycled pid is not taken
+    /// for the run.
+    pub pid_start: u64,
+    pub started_at: String,
+    pub fingerprint: ConfigFingerprint,
+}
+
+/// Changes made while a run was in progress, waiting for the user's approval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigPending {
+    /// When hank found them (the end of the run, or the next start after a kill -9).
+    pub found_at: String,
+    /// The configuration as last approved (the run's start).
+    pub approved: ConfigFingerprint,
+}
+
+/// `config-approval.json` in the project's per-user folder ([`crate::store::userdir`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ConfigApproval {
+    pub schema_version: u32,
+    pub run: Option<ConfigRun>,
+    pub pending: Option<ConfigPending>,
+}
+
+impl Default for ConfigApproval {
+    fn default() -> Self {
+        Self {
+            schema_version: CONFIG_APPROVAL_SCHEMA,
+            run: None,
+            pending: None,
+        }
+    }
+}
+
 /// Where a `hank ctl` command came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

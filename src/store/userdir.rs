@@ -105,7 +105,7 @@ fn ensure_private_dir(dir: &Path) -> Result<()> {
 }
 
 /// 64-bit FNV-1a: stable across builds and platforms (std's hasher is not).
-fn fnv1a(bytes: &[u8]) -> u64 {
+pub fn fnv1a(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in bytes {
         h ^= u64::from(*b);

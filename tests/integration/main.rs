@@ -22,6 +22,7 @@ mod profile_gemini;
 mod profile_opencode;
 mod progress;
 mod project;
+mod reach;
 mod startup;
 mod support;
 mod verify;
