@@ -111,6 +111,8 @@ struct Engine {
     limit_note: Option<String>,
     /// This run's loops, for the receipts in the exit summary.
     run_loops: Vec<crate::policy::receipts::LoopCost>,
+    /// NOTIFY: every emitted event is offered to it (`output.rs`).
+    notify: crate::notify::Hook,
 }
 
 impl Engine {
@@ -675,6 +677,7 @@ impl Engine {
         duration: Duration,
         write_status: bool,
     ) -> Result<()> {
+        self.notify.questions(&a.questions);
         let mut finished = AgentFinished::of(number, a, p, duration);
         finished.agent = Some(self.agent().name().to_owned());
         if let Some(check) = self.verify.loop_result(number) {
