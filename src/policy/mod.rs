@@ -18,6 +18,7 @@ pub mod fixplan;
 pub mod notify;
 pub mod progress;
 pub mod receipts;
+pub mod run;
 pub mod session;
 pub mod startup;
 pub mod time;
