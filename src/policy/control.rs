@@ -21,6 +21,8 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
+use crate::policy::run::{ContextNote, Control, NoteKind};
+
 /// Longest `note`/`answer` text (characters).
 pub const MAX_TEXT_CHARS: usize = 4000;
 
@@ -135,6 +137,36 @@ pub fn parse(
             "`{other}` is not a command (expected pause, resume, stop, retry-now, note TEXT, answer TEXT or set KEY=VALUE)"
         )),
     }
+}
+
+/// The loop's control fact for `command`; `check_set(key, value)` checks a `set` again
+/// (the journal is a file: a line may not have come through `hank ctl`).
+pub fn to_control(
+    command: &Command,
+    check_set: &dyn Fn(&str, &str) -> Result<(), String>,
+) -> Result<Control, String> {
+    Ok(match command {
+        Command::Pause => Control::Pause,
+        Command::Resume => Control::Resume,
+        Command::Stop => Control::Stop,
+        Command::RetryNow => Control::RetryNow,
+        Command::Note { text } | Command::Answer { text } => {
+            let kind = if matches!(command, Command::Note { .. }) {
+                NoteKind::Note
+            } else {
+                NoteKind::Answer
+            };
+            let text: String = text.chars().take(MAX_TEXT_CHARS).collect();
+            Control::Note(ContextNote { kind, text })
+        }
+        Command::Set { key, value } => {
+            check_set(key, value)?;
+            Control::Set {
+                key: key.clone(),
+                value: value.clone(),
+            }
+        }
+    })
 }
 
 /// The bytes the signature covers.
