@@ -518,6 +518,64 @@ mod tests {
     }
 
     #[test]
+    fn the_live_source_acknowledges_refuses_and_replays_a_pause() {
+        use crate::policy::run::Control;
+        let (_d, store) = store();
+        let now = t("2026-11-26T10:00:00Z");
+        let mut live = LiveControl::open(store.clone());
+        assert!(live.poll(now).is_empty(), "no journal: nothing");
+        let pause = submit(&store, Command::Pause, ControlSource::Local, now).unwrap();
+        // A `set` written by hand, not through `hank ctl`: refused when taken.
+        let bad = submit(
+            &store,
+            Command::Set {
+                key: "AGENT".into(),
+                value: "codex".into(),
+            },
+            ControlSource::Local,
+            now,
+        )
+        .unwrap();
+        assert_eq!(live.poll(now), [Control::Pause]);
+        assert!(
+            live.poll(now).is_empty(),
+            "unchanged journal: nothing again"
+        );
+        let (taken, warnings) = live.take_log();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(taken.len(), 2);
+        assert_eq!(
+            (taken[0].id.as_str(), taken[0].outcome.as_str()),
+            (pause.as_str(), "applied")
+        );
+        assert_eq!(taken[1].id, bad);
+        assert!(
+            taken[1].outcome.starts_with("refused: AGENT cannot be set"),
+            "{}",
+            taken[1].outcome
+        );
+        let journal = read_journal(&store).unwrap();
+        assert!(journal.iter().all(|j| j.ack.is_some()));
+
+        // A restart: the applied pause holds again, nothing is acknowledged twice.
+        let mut again = LiveControl::open(store.clone());
+        assert_eq!(again.poll(now), [Control::Pause]);
+        assert!(again.poll(now).is_empty());
+        let (taken, _) = again.take_log();
+        assert_eq!(taken.len(), 1);
+        assert!(taken[0].outcome.starts_with("applied again"));
+        let resume = submit(&store, Command::Resume, ControlSource::Local, now).unwrap();
+        assert_eq!(again.poll(now), [Control::Resume]);
+        assert_eq!(again.take_log().0[0].id, resume);
+        // After a resume, a restart is not paused.
+        let mut third = LiveControl::open(store.clone());
+        assert!(third.poll(now).is_empty());
+        let acks = read_journal(&store).unwrap();
+        assert_eq!(acks.len(), 3);
+        assert!(acks.iter().all(|j| j.ack.is_some()));
+    }
+
+    #[test]
     fn a_symlinked_journal_is_not_followed() {
         let (d, store) = store();
         let outside = d.path().join("outside");

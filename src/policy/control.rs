@@ -331,6 +331,60 @@ mod tests {
     }
 
     #[test]
+    fn commands_become_the_loops_control_facts() {
+        let note = |kind, text: &str| {
+            Ok(Control::Note(ContextNote {
+                kind,
+                text: text.into(),
+            }))
+        };
+        let refuse = |_: &str, _: &str| Err::<(), String>("no".into());
+        let cases: Vec<(Command, Result<Control, String>, Result<Control, String>)> = vec![
+            (Command::Pause, Ok(Control::Pause), Ok(Control::Pause)),
+            (Command::Resume, Ok(Control::Resume), Ok(Control::Resume)),
+            (Command::Stop, Ok(Control::Stop), Ok(Control::Stop)),
+            (
+                Command::RetryNow,
+                Ok(Control::RetryNow),
+                Ok(Control::RetryNow),
+            ),
+            (
+                Command::Note { text: "v2".into() },
+                note(NoteKind::Note, "v2"),
+                note(NoteKind::Note, "v2"),
+            ),
+            (
+                Command::Answer { text: "yes".into() },
+                note(NoteKind::Answer, "yes"),
+                note(NoteKind::Answer, "yes"),
+            ),
+            (
+                Command::Set {
+                    key: "MAX_LOOPS".into(),
+                    value: "3".into(),
+                },
+                Ok(Control::Set {
+                    key: "MAX_LOOPS".into(),
+                    value: "3".into(),
+                }),
+                Err("no".into()),
+            ),
+        ];
+        for (command, accepted, refused) in cases {
+            assert_eq!(to_control(&command, &ok), accepted, "{command:?}");
+            assert_eq!(to_control(&command, &refuse), refused, "{command:?}");
+        }
+        // A note written into the journal by hand is still bounded.
+        let long = Command::Note {
+            text: "x".repeat(MAX_TEXT_CHARS + 10),
+        };
+        let Ok(Control::Note(n)) = to_control(&long, &ok) else {
+            panic!("a note")
+        };
+        assert_eq!(n.text.chars().count(), MAX_TEXT_CHARS);
+    }
+
+    #[test]
     fn commands_parse_and_print_back() {
         let cases: Vec<(&[&str], Command)> = vec![
             (&["pause"], Command::Pause),

@@ -856,6 +856,51 @@ mod tests {
     }
 
     #[test]
+    fn live_values_apply_to_the_run_settings() {
+        let base = resolve_with(&Flags::default(), &[], "MAX_LOOPS=50\n").unwrap();
+        let cases: &[(&str, &str, &str, fn(&Settings) -> String)] = &[
+            ("MAX_LOOPS", "3", "3", |s| s.max_loops.value.to_string()),
+            ("MAX_LOOPS", "0", "0", |s| s.max_loops.value.to_string()),
+            ("MAX_COST_USD", "$12.5", "12.50", |s| {
+                s.max_cost_usd.value.to_string()
+            }),
+            ("MAX_RUNTIME", "1h30m", "5400s", |s| {
+                s.max_runtime.value.as_secs().to_string()
+            }),
+            ("MAX_RUNTIME", "0", "0s", |s| {
+                s.max_runtime.value.as_secs().to_string()
+            }),
+            ("MAX_CALLS_PER_HOUR", "7", "7", |s| {
+                s.max_calls_per_hour.value.to_string()
+            }),
+            ("MAX_WINDOW_PERCENT", "five_hour=80", "five_hour=80", |s| {
+                format!("{}", !s.max_window_percent.value.is_empty())
+            }),
+        ];
+        let wants = ["3", "0", "12.5", "5400", "0", "7", "true"];
+        for ((key, raw, shown, read), want) in cases.iter().zip(wants) {
+            let mut s = base.clone();
+            assert_eq!(
+                apply_live_value(&mut s, key, raw).as_deref(),
+                Ok(*shown),
+                "{key}={raw}"
+            );
+            assert_eq!(read(&s), want, "{key}={raw}");
+        }
+        // Refused: nothing changes.
+        for (key, raw) in [
+            ("MAX_LOOPS", "-1"),
+            ("AGENT", "codex"),
+            ("MAX_CALLS_PER_HOUR", "0"),
+        ] {
+            let mut s = base.clone();
+            assert!(apply_live_value(&mut s, key, raw).is_err(), "{key}={raw}");
+            assert_eq!(s.max_loops.value, 50);
+            assert_eq!(s.max_calls_per_hour.value, 100);
+        }
+    }
+
+    #[test]
     fn precedence_flag_env_rc_default() {
         let rc = "MAX_CALLS_PER_HOUR=\"10\"\n";
         let s = resolve_with(&Flags::default(), &[], "").unwrap();
