@@ -55,6 +55,7 @@ pub(crate) mod commands;
 pub(crate) mod engine;
 pub mod error;
 pub mod exit;
+pub mod fleet;
 pub mod fsread;
 pub(crate) mod monitor;
 pub mod policy;
@@ -188,6 +189,7 @@ fn dispatch(cli: Cli, args: &[OsString]) -> error::Result<u8> {
         Some(Command::Report(a)) => c::report::run(&a),
         Some(Command::Doctor(a)) => c::doctor::run(&a),
         Some(Command::Agents(a)) => c::agents::run(&a),
+        Some(Command::Fleet(a)) => c::fleet::run(&a),
         Some(Command::Completions(a)) => c::completions::run(&a),
         Some(Command::Config(a)) => c::config::run(a.action),
         Some(Command::WithEnv(a)) => crate::monitor::tmux::with_env(&a.file, &a.command),

@@ -7,6 +7,7 @@
 //! | `monitor` | `hank monitor` |
 //! | `status`, `circuit`, `reset`, `doctor`, `agents`, `completions`, `verify`, `report` | small commands |
 //! | `analyze` | `hank analyze FILE` |
+//! | `fleet` | `hank fleet` (parallel tasks, [`crate::fleet`]) and `hank fleet status` |
 //! | `config` | `hank config status` / `hank config accept` (configuration approval) |
 //! | `setup`, `enable`, `enable_ci`, `migrate`, `import` | project set-up |
 
@@ -18,6 +19,7 @@ pub(crate) mod config;
 pub(crate) mod doctor;
 pub(crate) mod enable;
 pub(crate) mod enable_ci;
+pub(crate) mod fleet;
 pub(crate) mod import;
 pub(crate) mod migrate;
 pub(crate) mod monitor;

@@ -269,6 +269,13 @@ impl Engine {
     /// Steps 5–9 for one loop; returns the decision.
     async fn one_loop(&mut self, plan_before: String) -> Result<Decision> {
         let now = self.clock.now();
+        // In a fleet, the fleet-wide ledger (locked) takes the call first: the budget holds
+        // for every task together.
+        if let Some((until, reason)) =
+            crate::store::fleet_ledger::reserve_from_env(now, &self.s.budget_limits())?
+        {
+            return Ok(Decision::Wait { until, reason });
+        }
         self.state.loop_count += 1;
         let number = self.state.loop_count;
         self.loops_this_run += 1;

@@ -13,6 +13,7 @@ pub mod charge;
 pub mod decide;
 pub mod failover;
 pub mod fixplan;
+pub mod fleet;
 pub mod progress;
 pub mod receipts;
 pub mod session;
