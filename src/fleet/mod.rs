@@ -162,20 +162,26 @@ fn git_ok(dir: &Path, args: &[&str]) -> Result<bool> {
 /// Commits everything in `dir` except hank's own runtime files and the task's plan (the
 /// integration branch's plan is ticked by the fleet). Returns whether a commit was made.
 fn commit_all(dir: &Path, message: &str) -> Result<bool> {
-    let exclude = [
-        ":(exclude).hank/fix_plan.md",
-        ":(exclude,glob).hank/logs/**",
-        ":(exclude).hank/status.json",
-        ":(exclude,glob).hank/state.json*",
-        ":(exclude).hank/events.jsonl",
-        ":(exclude).hank/live.log",
-        ":(exclude).hank/hank.lock",
-        ":(exclude,glob).hank/backup/**",
-        ":(exclude).hank/fleet.json",
-    ];
-    let mut add = vec!["add", "-A", "--", "."];
-    add.extend(exclude);
-    git(dir, &add)?;
+    git(dir, &["add", "-A", "--", "."])?;
+    // Unstaged again (an exclude pathspec of an ignored path makes `git add` fail): hank's
+    // runtime files, and the plan back to the branch's version.
+    git(
+        dir,
+        &[
+            "reset",
+            "-q",
+            "--",
+            ".hank/fix_plan.md",
+            ".hank/logs",
+            ".hank/status.json",
+            ":(glob).hank/state.json*",
+            ".hank/events.jsonl",
+            ".hank/live.log",
+            ".hank/hank.lock",
+            ".hank/backup",
+            ".hank/fleet.json",
+        ],
+    )?;
     let merging = git_ok(dir, &["rev-parse", "-q", "--verify", "MERGE_HEAD"])?;
     if !merging && git_ok(dir, &["diff", "--cached", "--quiet"])? {
         return Ok(false);
@@ -501,6 +507,11 @@ fn merge_task(
 /// (conflicts left for the agent), and one more item in its plan naming the problem.
 fn return_to_agent(paths: &Paths, wt: &Path, problem: &MergeProblem, into: &str) -> Result<()> {
     let _ = paths;
+    // The task's plan is the worktree's own (not committed): set aside while the integration
+    // branch (whose plan has other tasks' items ticked) is merged in, then put back.
+    let path = wt.join(".hank/fix_plan.md");
+    let mut plan = fs::read_to_string(&path).unwrap_or_default();
+    let _ = git_ok(wt, &["checkout", "-q", "--", ".hank/fix_plan.md"]);
     let ident = identity_args(wt)?;
     let mut args = ident;
     args.extend(["merge", "-q", "--no-edit", into]);
@@ -520,8 +531,6 @@ fn return_to_agent(paths: &Paths, wt: &Path, problem: &MergeProblem, into: &str)
             format!("  > {}\n", String::from_utf8_lossy(&safe))
         })
         .collect();
-    let path = wt.join(".hank/fix_plan.md");
-    let mut plan = fs::read_to_string(&path).unwrap_or_default();
     if !plan.ends_with('\n') {
         plan.push('\n');
     }

@@ -10,6 +10,7 @@ mod architecture;
 mod cli;
 mod faults;
 mod first_hour;
+mod fleet;
 mod hostile_cost;
 mod hostile_data;
 mod hostile_process;
