@@ -109,10 +109,20 @@ pub(crate) struct FleetArgs {
     #[arg(long, value_name = "BRANCH", default_value = "hank/fleet")]
     pub into: String,
     /// A task starts only while this much memory is available (e.g. 2G, 512M).
-    #[arg(long, value_name = "SIZE", env = "FLEET_MIN_FREE_MEMORY", default_value = "2G")]
+    #[arg(
+        long,
+        value_name = "SIZE",
+        env = "FLEET_MIN_FREE_MEMORY",
+        default_value = "2G"
+    )]
     pub min_free_memory: String,
     /// Merges of a task that conflict or turn the check red before it fails.
-    #[arg(long, value_name = "N", env = "MAX_MERGE_ATTEMPTS", default_value = "2")]
+    #[arg(
+        long,
+        value_name = "N",
+        env = "MAX_MERGE_ATTEMPTS",
+        default_value = "2"
+    )]
     pub max_merge_attempts: String,
     /// Print the tasks, their waves and what would run; run nothing.
     #[arg(long)]

@@ -59,7 +59,10 @@ pub(crate) fn run(a: &FleetArgs) -> Result<u8> {
     let s = settings::load(&(&run).into(), &root)?;
     let plan_path = root.join(".hank/fix_plan.md");
     let text = s.read_fix_plan().ok_or_else(|| {
-        HankError::usage(format!("cannot read {}: the fleet's tasks come from it", plan_path.display()))
+        HankError::usage(format!(
+            "cannot read {}: the fleet's tasks come from it",
+            plan_path.display()
+        ))
     })?;
     let tasks = rules::tasks_from_plan(&text, &s.optional_sections.value)
         .map_err(|e| HankError::usage(format!("{}: {e}", plan_path.display())))?;
@@ -79,7 +82,14 @@ pub(crate) fn run(a: &FleetArgs) -> Result<u8> {
         s.verify_command.value.clone()
     };
     if a.dry_run || run.dry_run {
-        return dry_run(&tasks, &waves, agents, &a.into, verify.as_deref(), &a.run_flags);
+        return dry_run(
+            &tasks,
+            &waves,
+            agents,
+            &a.into,
+            verify.as_deref(),
+            &a.run_flags,
+        );
     }
     if crate::worktree::run_git(&root, &["rev-parse", "--verify", "HEAD"]).is_err() {
         return Err(HankError::usage_hint(
@@ -152,7 +162,10 @@ fn dry_run(
     text.push_str(&format!(
         "\neach task runs: {} (in its worktree)\nafter each task: merge, then {}\n",
         cmd.join(" "),
-        verify.map_or_else(|| "no check (no VERIFY_COMMAND)".to_string(), |v| format!("VERIFY_COMMAND: {v}"))
+        verify.map_or_else(
+            || "no check (no VERIFY_COMMAND)".to_string(),
+            |v| format!("VERIFY_COMMAND: {v}")
+        )
     ));
     std::io::stdout()
         .lock()
@@ -164,7 +177,10 @@ fn dry_run(
 fn status(root: &Path, json: bool) -> Result<u8> {
     let Some(file) = fleet::read(root)? else {
         return Err(HankError::usage_hint(
-            format!("no fleet has run in {} (no .hank/fleet.json)", root.display()),
+            format!(
+                "no fleet has run in {} (no .hank/fleet.json)",
+                root.display()
+            ),
             "start one with `hank fleet`",
         ));
     };
@@ -176,7 +192,11 @@ fn status(root: &Path, json: bool) -> Result<u8> {
     } else {
         let mut s = format!(
             "fleet: {} — into {}, {} call(s) in the last hour{}\n",
-            if file.state.is_empty() { "unknown" } else { &file.state },
+            if file.state.is_empty() {
+                "unknown"
+            } else {
+                &file.state
+            },
             file.into,
             file.calls_in_window,
             if file.max_calls_per_hour > 0 {

@@ -138,11 +138,7 @@ fn save(paths: &Paths, file: &mut FleetFile, now: Timestamp) -> Result<()> {
 
 fn git(dir: &Path, args: &[&str]) -> Result<Vec<u8>> {
     run_git(dir, args).map_err(|e| {
-        HankError::Internal(format!(
-            "git {} in {}: {e}",
-            args.join(" "),
-            dir.display()
-        ))
+        HankError::Internal(format!("git {} in {}: {e}", args.join(" "), dir.display()))
     })
 }
 
@@ -278,12 +274,20 @@ fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Result<PathBuf
     }
     let exists = git_ok(
         &paths.root,
-        &["rev-parse", "-q", "--verify", &format!("refs/heads/{branch}")],
+        &[
+            "rev-parse",
+            "-q",
+            "--verify",
+            &format!("refs/heads/{branch}"),
+        ],
     )?;
     if exists {
         git(&paths.root, &["worktree", "add", "-q", &wt_s, &branch])?;
     } else {
-        git(&paths.root, &["worktree", "add", "-q", "-b", &branch, &wt_s, into])?;
+        git(
+            &paths.root,
+            &["worktree", "add", "-q", "-b", &branch, &wt_s, into],
+        )?;
     }
     copy_missing_config(&paths.root, &wt)?;
     let plan = format!(
@@ -291,7 +295,8 @@ fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Result<PathBuf
         spec.name, spec.section
     );
     let path = wt.join(".hank").join("fix_plan.md");
-    store::write_atomic(&path, plan.as_bytes(), false).map_err(|e| HankError::io("write", path, e))?;
+    store::write_atomic(&path, plan.as_bytes(), false)
+        .map_err(|e| HankError::io("write", path, e))?;
     Ok(wt)
 }
 
@@ -340,7 +345,9 @@ fn spawn_worker(paths: &Paths, wt: &Path, slug: &str, flags: &[String]) -> Resul
 fn run_check(dir: &Path, command: &str, log: &Path) -> Result<std::result::Result<(), String>> {
     use std::os::unix::process::CommandExt;
     let out = File::create(log).map_err(|e| HankError::io("create", log, e))?;
-    let err = out.try_clone().map_err(|e| HankError::io("create", log, e))?;
+    let err = out
+        .try_clone()
+        .map_err(|e| HankError::io("create", log, e))?;
     let mut child = std::process::Command::new("sh")
         .arg("-c")
         .arg(command)
@@ -359,8 +366,7 @@ fn run_check(dir: &Path, command: &str, log: &Path) -> Result<std::result::Resul
         {
             break Some(s);
         }
-        if started.elapsed() > Duration::from_secs(3600) || crate::agent::signals::received() > 0
-        {
+        if started.elapsed() > Duration::from_secs(3600) || crate::agent::signals::received() > 0 {
             kill_group(child.id(), nix::sys::signal::Signal::SIGKILL);
             let _ = child.wait();
             break None;
@@ -420,10 +426,9 @@ enum MergeProblem {
 impl MergeProblem {
     fn describe(&self, into: &str) -> String {
         match self {
-            Self::Conflict(files) => format!(
-                "merging into {into} conflicts in: {}",
-                files.join(", ")
-            ),
+            Self::Conflict(files) => {
+                format!("merging into {into} conflicts in: {}", files.join(", "))
+            }
             Self::Markers(list) => format!("the branch holds conflict markers: {list}"),
             Self::Red(tail) => format!("VERIFY_COMMAND failed on the merge result:\n{tail}"),
         }
@@ -464,7 +469,15 @@ fn merge_task(
     }
     let message = format!("hank fleet: merge task {}", spec.name);
     let mut args = ident.clone();
-    args.extend(["merge", "-q", "--no-ff", "--no-edit", "-m", &message, &branch]);
+    args.extend([
+        "merge",
+        "-q",
+        "--no-ff",
+        "--no-edit",
+        "-m",
+        &message,
+        &branch,
+    ]);
     if !git_ok(&int, &args)? {
         let out = git(&int, &["diff", "--name-only", "--diff-filter=U"]).unwrap_or_default();
         let files: Vec<String> = String::from_utf8_lossy(&out)
@@ -565,8 +578,8 @@ impl Worker {
                 Err(_) => Some(None),
             },
             Self::Adopted { pid, ticks } => {
-                let alive = i32::try_from(*pid)
-                    .is_ok_and(|p| crate::agent::process::is_running(p, *ticks));
+                let alive =
+                    i32::try_from(*pid).is_ok_and(|p| crate::agent::process::is_running(p, *ticks));
                 (!alive).then_some(None)
             }
         }
@@ -675,7 +688,10 @@ async fn supervise(
             let alive =
                 i32::try_from(pid).is_ok_and(|p| crate::agent::process::is_running(p, ticks));
             if alive && t.state == TaskState::Running {
-                errln!("hank: fleet: task {:?}: adopted its running worker (pid {pid})", t.name);
+                errln!(
+                    "hank: fleet: task {:?}: adopted its running worker (pid {pid})",
+                    t.name
+                );
                 workers.insert(t.name.clone(), Worker::Adopted { pid, ticks });
                 continue;
             }
@@ -700,7 +716,10 @@ async fn supervise(
         let signals = *cancel.borrow();
         if signals > 0 && interrupted_at.is_none() {
             interrupted_at = Some(Instant::now());
-            errln!("hank: fleet: interrupted; stopping {} task(s)", workers.len());
+            errln!(
+                "hank: fleet: interrupted; stopping {} task(s)",
+                workers.len()
+            );
             for w in workers.values() {
                 signal_pid(w.pid(), nix::sys::signal::Signal::SIGTERM);
             }
@@ -748,10 +767,10 @@ async fn supervise(
             } else {
                 let next = fleet::next_state(t.state, TaskEvent::RunStopped(code), 0, 0);
                 t.state = next;
-                let why = status
-                    .as_ref()
-                    .and_then(|s| s.exit_reason)
-                    .map_or_else(|| format!("exit code {code}"), |r| format!("{r:?} (exit {code})"));
+                let why = status.as_ref().and_then(|s| s.exit_reason).map_or_else(
+                    || format!("exit code {code}"),
+                    |r| format!("{r:?} (exit {code})"),
+                );
                 if next == TaskState::Failed {
                     t.message = format!("its run stopped: {why}; its work is kept on {}", t.branch);
                     let _ = commit_all(&wt, &format!("hank fleet: task {} (failed)", spec.name));
@@ -768,8 +787,11 @@ async fn supervise(
             save(paths, &mut file, now)?;
         }
         // Tasks that can never start.
-        let mut states: BTreeMap<String, TaskState> =
-            file.tasks.iter().map(|t| (t.name.clone(), t.state)).collect();
+        let mut states: BTreeMap<String, TaskState> = file
+            .tasks
+            .iter()
+            .map(|t| (t.name.clone(), t.state))
+            .collect();
         for name in fleet::newly_blocked(tasks, &states) {
             if let Some(t) = file.tasks.iter_mut().find(|t| t.name == name) {
                 t.state = fleet::next_state(t.state, TaskEvent::DependencyFailed, 0, 0);
@@ -850,7 +872,12 @@ async fn supervise(
     }
     save(paths, &mut file, Timestamp::now())?;
     for t in file.tasks.iter().filter(|t| t.state == TaskState::Failed) {
-        errln!("hank: fleet: task {:?} failed — {} (branch {})", t.name, t.message, t.branch);
+        errln!(
+            "hank: fleet: task {:?} failed — {} (branch {})",
+            t.name,
+            t.message,
+            t.branch
+        );
     }
     Ok(code)
 }
@@ -898,7 +925,10 @@ fn t_merge(
                 // so the next admission resumes it there.
                 return_to_agent(paths, wt, &problem, &opts.into)?;
                 t.state = TaskState::Pending;
-                t.message = format!("merge attempt {} failed, back to the agent: {what}", t.merge_attempts);
+                t.message = format!(
+                    "merge attempt {} failed, back to the agent: {what}",
+                    t.merge_attempts
+                );
             }
             errln!("hank: fleet: task {:?}: {}", t.name, t.message);
         }

@@ -156,7 +156,11 @@ pub fn slug(name: &str) -> String {
             out.push('-');
         }
     }
-    let out = out.trim_end_matches('-').chars().take(60).collect::<String>();
+    let out = out
+        .trim_end_matches('-')
+        .chars()
+        .take(60)
+        .collect::<String>();
     if out.is_empty() {
         "task".to_string()
     } else {
@@ -397,7 +401,11 @@ mod tests {
         assert_eq!(tasks[0].open_items, ["lex"]);
         assert_eq!(tasks[2].after, ["API", "Parser"]);
         assert_eq!(tasks[1].slug, "api");
-        assert!(tasks[1].section.starts_with("## API (after: Parser)\n- [ ] routes"));
+        assert!(
+            tasks[1]
+                .section
+                .starts_with("## API (after: Parser)\n- [ ] routes")
+        );
         assert_eq!(
             waves(&tasks).unwrap(),
             vec![vec!["Parser"], vec!["API"], vec!["Docs"]]
@@ -408,7 +416,10 @@ mod tests {
     fn bad_plans_are_refused_naming_the_problem() {
         let table = [
             ("## A (after: Z)\n- [ ] x\n", "\"Z\""),
-            ("## A (after: B)\n- [ ] x\n## B (after: A)\n- [ ] y\n", "cycle among: A, B"),
+            (
+                "## A (after: B)\n- [ ] x\n## B (after: A)\n- [ ] y\n",
+                "cycle among: A, B",
+            ),
             ("## A (after: A)\n- [ ] x\n", "after itself"),
             ("## A b\n- [ ] x\n## a-B\n- [ ] y\n", "same task"),
             // A finished task is not a task: coming after it is an unknown name.
@@ -422,7 +433,8 @@ mod tests {
 
     #[test]
     fn code_fences_and_sub_headings_stay_in_their_section() {
-        let plan = "## A\n### detail\n- [ ] x\n```\n## not a heading\n- [ ] nope\n```\n## B\n- [ ] y\n";
+        let plan =
+            "## A\n### detail\n- [ ] x\n```\n## not a heading\n- [ ] nope\n```\n## B\n- [ ] y\n";
         let tasks = tasks_from_plan(plan, &opt()).unwrap();
         assert_eq!(tasks.len(), 2);
         assert_eq!(tasks[0].open_items, ["x"]);
@@ -475,7 +487,9 @@ mod tests {
         };
         assert_eq!(admit(&f(0, Some(1 << 30))), Admission::Start); // one always may run
         assert_eq!(admit(&f(1, None)), Admission::Start);
-        assert!(matches!(admit(&f(1, Some(1 << 30))), Admission::Hold(w) if w.contains("FLEET_MIN_FREE_MEMORY")));
+        assert!(
+            matches!(admit(&f(1, Some(1 << 30))), Admission::Hold(w) if w.contains("FLEET_MIN_FREE_MEMORY"))
+        );
         assert!(matches!(admit(&f(2, Some(8 << 30))), Admission::Hold(w) if w.contains("2 of 2")));
     }
 

@@ -99,10 +99,19 @@ fn dry_run_prints_the_waves_and_runs_nothing() {
     let o = p.run(&["fleet", "--dry-run", "--agents", "3", "--calls", "7"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
-    assert!(out.contains("3 task(s), 2 wave(s); at most 3 at once"), "{out}");
+    assert!(
+        out.contains("3 task(s), 2 wave(s); at most 3 at once"),
+        "{out}"
+    );
     let w2 = out.find("wave 2:").unwrap();
-    assert!(out[..w2].contains("Alpha") && out[..w2].contains("Gamma"), "{out}");
-    assert!(out[w2..].contains("Beta (after: Alpha) — branch hank/beta"), "{out}");
+    assert!(
+        out[..w2].contains("Alpha") && out[..w2].contains("Gamma"),
+        "{out}"
+    );
+    assert!(
+        out[w2..].contains("Beta (after: Alpha) — branch hank/beta"),
+        "{out}"
+    );
     assert!(!out.contains("later") && !out.contains("old"), "{out}");
     assert!(out.contains("hank run --calls 7"), "{out}");
     assert!(calls(&p).is_empty());
@@ -113,7 +122,10 @@ fn dry_run_prints_the_waves_and_runs_nothing() {
 fn unknown_names_cycles_and_bad_flags_are_refused_before_anything_runs() {
     for (plan, want) in [
         ("## A (after: Nope)\n- [ ] x\n", "\"Nope\""),
-        ("## A (after: B)\n- [ ] x\n## B (after: A)\n- [ ] y\n", "cycle among: A, B"),
+        (
+            "## A (after: B)\n- [ ] x\n## B (after: A)\n- [ ] y\n",
+            "cycle among: A, B",
+        ),
         ("## A\n- [x] x\n", "no task"),
     ] {
         let p = project(plan);
@@ -130,7 +142,10 @@ fn unknown_names_cycles_and_bad_flags_are_refused_before_anything_runs() {
         (&["fleet", "--agents", "0"][..], "--agents"),
         (&["fleet", "--calls", "lots"][..], "--calls"),
         (&["fleet", "--no-such-flag"][..], "--no-such-flag"),
-        (&["fleet", "--min-free-memory", "much"][..], "FLEET_MIN_FREE_MEMORY"),
+        (
+            &["fleet", "--min-free-memory", "much"][..],
+            "FLEET_MIN_FREE_MEMORY",
+        ),
     ] {
         let o = p.run(args);
         assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
@@ -157,12 +172,18 @@ fn a_dag_runs_in_waves_and_merges_into_hank_fleet_leaving_the_checkout_alone() {
         assert!(files.contains(f), "{files}");
     }
     let plan = git(&p, &["show", "hank/fleet:.hank/fix_plan.md"]);
-    assert!(plan.contains("- [x] a1") && plan.contains("- [x] b1") && plan.contains("- [x] c1"), "{plan}");
+    assert!(
+        plan.contains("- [x] a1") && plan.contains("- [x] b1") && plan.contains("- [x] c1"),
+        "{plan}"
+    );
     assert!(plan.contains("- [ ] later"), "{plan}");
     // The user's checkout: same branch, same HEAD, same (clean) status, same plan.
     assert_eq!(checkout(&p), before);
     assert!(!p.dir.join("alpha.txt").exists());
-    assert_eq!(std::fs::read_to_string(p.dir.join(".hank/fix_plan.md")).unwrap(), DAG);
+    assert_eq!(
+        std::fs::read_to_string(p.dir.join(".hank/fix_plan.md")).unwrap(),
+        DAG
+    );
     assert_no_worktree_left(&p);
     let st = fleet_status(&p);
     assert_eq!(st["state"], "done");
@@ -186,7 +207,15 @@ fn the_call_cap_holds_for_the_whole_fleet() {
     let p = project(
         "## T1\n- [ ] one\n## T2\n- [ ] two\n## T3\n- [ ] three\n## T4\n- [ ] four\n## T5\n- [ ] five\n",
     );
-    let o = p.run(&["fleet", "--agents", "2", "--calls", "3", "--max-runtime", "3s"]);
+    let o = p.run(&[
+        "fleet",
+        "--agents",
+        "2",
+        "--calls",
+        "3",
+        "--max-runtime",
+        "2s",
+    ]);
     // Three calls, fleet-wide; then the tasks wait for the hour and stop at MAX_RUNTIME.
     assert_eq!(calls(&p).len(), 3, "{}", stderr(&o));
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
@@ -195,7 +224,9 @@ fn the_call_cap_holds_for_the_whole_fleet() {
     let merged = states(&st).iter().filter(|(_, s)| s == "merged").count();
     assert_eq!(merged, 3, "{st}");
     assert!(
-        states(&st).iter().all(|(_, s)| s == "merged" || s == "pending"),
+        states(&st)
+            .iter()
+            .all(|(_, s)| s == "merged" || s == "pending"),
         "{st}"
     );
 }
@@ -205,7 +236,18 @@ fn two_tasks_editing_the_same_file_are_merged_through_the_agent() {
     let p = project("## Left\n- [ ] l\n## Right\n- [ ] r\n");
     std::fs::write(p.dir.join("shared.txt"), "base\n").unwrap();
     git(&p, &["add", "shared.txt"]);
-    git(&p, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "shared"]);
+    git(
+        &p,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "shared",
+        ],
+    );
     // Each task rewrites the same line; when a merge comes back, the agent keeps both sides.
     p.fake(
         "effect.sh",
@@ -220,8 +262,14 @@ fn two_tasks_editing_the_same_file_are_merged_through_the_agent() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stderr(&o).contains("back to the agent"), "{}", stderr(&o));
     let shared = git(&p, &["show", "hank/fleet:shared.txt"]);
-    assert!(shared.contains("left") && shared.contains("right"), "{shared}");
-    assert!(!shared.contains("<<<<<<<") && !shared.contains(">>>>>>>"), "{shared}");
+    assert!(
+        shared.contains("left") && shared.contains("right"),
+        "{shared}"
+    );
+    assert!(
+        !shared.contains("<<<<<<<") && !shared.contains(">>>>>>>"),
+        "{shared}"
+    );
     assert_eq!(calls(&p).len(), 3, "one more call for the merge");
     assert_eq!(checkout(&p), before);
     assert_no_worktree_left(&p);
@@ -232,7 +280,18 @@ fn a_conflict_the_agent_cannot_solve_fails_the_task_and_keeps_its_branch() {
     let p = project("## Left\n- [ ] l\n## Right\n- [ ] r\n");
     std::fs::write(p.dir.join("shared.txt"), "base\n").unwrap();
     git(&p, &["add", "shared.txt"]);
-    git(&p, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "shared"]);
+    git(
+        &p,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "shared",
+        ],
+    );
     // The agent leaves the conflict markers in place and claims it is done.
     p.fake(
         "effect.sh",
@@ -253,7 +312,10 @@ fn a_conflict_the_agent_cannot_solve_fails_the_task_and_keeps_its_branch() {
     assert_eq!(failed.len(), 1, "{st}");
     let branch = failed[0]["branch"].as_str().unwrap();
     assert!(stderr(&o).contains(branch), "{}", stderr(&o));
-    assert!(!git(&p, &["branch", "--list", branch]).is_empty(), "the branch is kept");
+    assert!(
+        !git(&p, &["branch", "--list", branch]).is_empty(),
+        "the branch is kept"
+    );
     let shared = git(&p, &["show", "hank/fleet:shared.txt"]);
     assert!(!shared.contains("<<<<<<<"), "{shared}");
     assert_no_worktree_left(&p);
@@ -331,7 +393,11 @@ fn ctrl_c_stops_every_task_and_a_restart_finishes_the_work() {
         .unwrap();
     assert!(crate::support::gone(gc), "the agent's child survived");
     assert_eq!(fleet_json(&p)["state"], "interrupted");
-    assert!(states(&fleet_status(&p)).iter().all(|(_, s)| s == "pending"));
+    assert!(
+        states(&fleet_status(&p))
+            .iter()
+            .all(|(_, s)| s == "pending")
+    );
     // Restarted: both tasks resume in their worktrees and are merged.
     let o = p.run(&["fleet", "--agents", "2"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
