@@ -136,15 +136,71 @@ fn save(paths: &Paths, file: &mut FleetFile, now: Timestamp) -> Result<()> {
     store::write_atomic(&path, &bytes, false).map_err(|e| HankError::io("write", path, e))
 }
 
+/// Wall time spent in git commands by this fleet, and how many (for `HANK_FLEET_TIMING`).
+static GIT_NANOS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static GIT_COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Every git command of the fleet goes through here (timed).
+fn run_git_timed(dir: &Path, args: &[&str]) -> std::result::Result<Vec<u8>, GitError> {
+    use std::sync::atomic::Ordering;
+    let start = Instant::now();
+    let out = run_git(dir, args);
+    let nanos = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    GIT_NANOS.fetch_add(nanos, Ordering::Relaxed);
+    GIT_COUNT.fetch_add(1, Ordering::Relaxed);
+    out
+}
+
+/// CPU time (user + system) of this process so far, from `/proc/self/stat` (clock ticks of
+/// 10 ms on Linux).
+fn own_cpu() -> Option<Duration> {
+    let stat = fs::read_to_string("/proc/self/stat").ok()?;
+    let after = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // Fields 14 and 15 (utime, stime) are the 12th and 13th after the command.
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
+}
+
+/// With `HANK_FLEET_TIMING` set: hank's own cost (its CPU, its peak memory) apart from the
+/// git commands it ran, on stderr at the end of the fleet (for `scripts/bench-fleet.sh`).
+fn report_timing(tasks: usize, wall: Duration) {
+    use std::sync::atomic::Ordering;
+    if std::env::var_os("HANK_FLEET_TIMING").is_none() {
+        return;
+    }
+    let git = Duration::from_nanos(GIT_NANOS.load(Ordering::Relaxed));
+    let count = GIT_COUNT.load(Ordering::Relaxed);
+    let cpu = own_cpu().unwrap_or_default();
+    let hwm = fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .unwrap_or(0);
+    let per = u32::try_from(tasks.max(1)).unwrap_or(u32::MAX);
+    errln!(
+        "hank: fleet timing: tasks {tasks} wall_ms {} git_commands {count} git_ms {} \
+         git_ms_per_task {} own_cpu_ms {} own_cpu_ms_per_task {} supervisor_peak_rss_kb {hwm}",
+        wall.as_millis(),
+        git.as_millis(),
+        (git / per).as_millis(),
+        cpu.as_millis(),
+        (cpu / per).as_millis(),
+    );
+}
+
 fn git(dir: &Path, args: &[&str]) -> Result<Vec<u8>> {
-    run_git(dir, args).map_err(|e| {
+    run_git_timed(dir, args).map_err(|e| {
         HankError::Internal(format!("git {} in {}: {e}", args.join(" "), dir.display()))
     })
 }
 
 /// `git` that may fail as an answer (a merge that conflicts, a branch that does not exist).
 fn git_ok(dir: &Path, args: &[&str]) -> Result<bool> {
-    match run_git(dir, args) {
+    match run_git_timed(dir, args) {
         Ok(_) => Ok(true),
         Err(GitError::Failed(_)) => Ok(false),
         Err(e) => Err(HankError::Internal(format!(
@@ -449,7 +505,7 @@ fn merge_task(
     let int = paths.integration();
     let ident = identity_args(&int)?;
     // Conflict markers never reach the integration branch.
-    if let Ok(out) = run_git(
+    if let Ok(out) = run_git_timed(
         &paths.root,
         &[
             "grep",
@@ -653,10 +709,13 @@ pub fn run(root: &Path, tasks: Vec<TaskSpec>, opts: &Options) -> Result<u8> {
         .enable_all()
         .build()
         .map_err(|e| HankError::Internal(format!("failed to start the async runtime: {e}")))?;
+    let started = Instant::now();
+    let count = tasks.len();
     let code = runtime.block_on(async move {
         let cancel = crate::agent::signals::install()?;
         supervise(&paths, &tasks, opts, &cancel).await
     });
+    report_timing(count, started.elapsed());
     drop(lock);
     code
 }
@@ -708,6 +767,8 @@ async fn supervise(
         }
     }
     let mut stopped_at_limit = false;
+    // Finished tasks waiting for their merge (one merge per turn of the loop).
+    let mut merge_queue: Vec<String> = Vec::new();
     let mut interrupted_at: Option<Instant> = None;
     save(paths, &mut file, Timestamp::now())?;
     loop {
@@ -761,9 +822,9 @@ async fn supervise(
             if code == crate::exit::OK {
                 t.verified = Some(true);
                 t.state = fleet::next_state(t.state, TaskEvent::RunDone, 0, 0);
-                t.message = "done; merging".into();
-                save(paths, &mut file, now)?;
-                t_merge(paths, spec, &wt, opts, &mut file)?;
+                t.message = "done; waiting for its merge".into();
+                // Merged below, after admission: its slot is free as soon as its run ended.
+                merge_queue.push(name.clone());
             } else {
                 let next = fleet::next_state(t.state, TaskEvent::RunStopped(code), 0, 0);
                 t.state = next;
@@ -833,6 +894,21 @@ async fn supervise(
             }
             save(paths, &mut file, now)?;
         }
+        // One merge at a time.
+        if interrupted_at.is_none() && !merge_queue.is_empty() {
+            let name = merge_queue.remove(0);
+            if let Some(spec) = tasks.iter().find(|s| s.name == name) {
+                let wt = paths.worktree(&spec.slug);
+                if let Some(t) = file.tasks.iter_mut().find(|t| t.name == name) {
+                    t.state = TaskState::Merging;
+                    t.message = "merging".into();
+                }
+                save(paths, &mut file, now)?;
+                t_merge(paths, spec, &wt, opts, &mut file)?;
+                save(paths, &mut file, now)?;
+            }
+            continue;
+        }
         // Live figures of the running tasks.
         for t in &mut file.tasks {
             if workers.contains_key(&t.name)
@@ -844,7 +920,7 @@ async fn supervise(
                 t.agent = s.agent;
             }
         }
-        if workers.is_empty() {
+        if workers.is_empty() && (merge_queue.is_empty() || interrupted_at.is_some()) {
             let startable = interrupted_at.is_none()
                 && !stopped_at_limit
                 && !fleet::ready(tasks, &states).is_empty();
@@ -853,6 +929,13 @@ async fn supervise(
             }
         }
         tokio::time::sleep(POLL).await;
+    }
+    for t in &mut file.tasks {
+        if matches!(t.state, TaskState::Verifying | TaskState::Merging) {
+            // Interrupted before its merge: the next fleet runs it again (its plan is done,
+            // so its run calls no agent) and merges it.
+            t.state = TaskState::Pending;
+        }
     }
     let code = if interrupted_at.is_some() {
         crate::exit::INTERRUPTED
