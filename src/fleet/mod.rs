@@ -120,7 +120,44 @@ pub fn read(root: &Path) -> Result<Option<FleetFile>> {
         })
 }
 
+/// The state of each task last told in the checkout's `events.jsonl`.
+static TOLD: std::sync::Mutex<BTreeMap<String, TaskState>> = std::sync::Mutex::new(BTreeMap::new());
+
+/// A `fleet_task` event in the main checkout's `events.jsonl` for each task whose state
+/// changed since it was last told (best effort: the fleet's state is `fleet.json`).
+fn tell_changes(paths: &Paths, file: &FleetFile, now: Timestamp) {
+    use crate::store::schema::{Event, EventKind};
+    let Ok(mut told) = TOLD.lock() else { return };
+    let store = Store::new(&paths.root);
+    for t in &file.tasks {
+        if told.get(&t.name) == Some(&t.state) {
+            continue;
+        }
+        told.insert(t.name.clone(), t.state);
+        let event = Event::new(
+            now,
+            EventKind::FleetTask {
+                task: t.name.clone(),
+                state: t.state,
+                branch: t.branch.clone(),
+                message: t.message.clone(),
+            },
+        );
+        let _ = store.append_event(&event.to_line());
+    }
+}
+
+/// Tasks already in `fleet.json` when a fleet starts are not told again.
+fn told_already(file: &FleetFile) {
+    if let Ok(mut told) = TOLD.lock() {
+        for t in &file.tasks {
+            told.insert(t.name.clone(), t.state);
+        }
+    }
+}
+
 fn save(paths: &Paths, file: &mut FleetFile, now: Timestamp) -> Result<()> {
+    tell_changes(paths, file, now);
     file.schema_version = FLEET_SCHEMA;
     file.updated_at = Some(now);
     file.calls_in_window = u32::try_from(
@@ -734,6 +771,7 @@ async fn supervise(
             opts.into
         );
     }
+    told_already(&file);
     file.into.clone_from(&opts.into);
     file.pid = Some(std::process::id());
     file.state = "running".into();

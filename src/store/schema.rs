@@ -369,6 +369,13 @@ pub enum EventKind {
     Verification(Box<CheckResult>),
     /// Something the user should know.
     Warning { message: String },
+    /// `hank fleet`: a task changed state (in the main checkout's `events.jsonl`).
+    FleetTask {
+        task: String,
+        state: crate::policy::fleet::TaskState,
+        branch: String,
+        message: String,
+    },
     /// The run ended. `exit_reason` is null when it failed with an error (exit 1).
     Exit {
         exit_reason: Option<ExitReason>,

@@ -196,6 +196,18 @@ fn a_dag_runs_in_waves_and_merges_into_hank_fleet_leaving_the_checkout_alone() {
             assert!(!t[k].is_null(), "{k}: {t}");
         }
     }
+    // Fleet events in the checkout's events.jsonl carry the task name.
+    let events = p.events();
+    let merged: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "fleet_task" && e["state"] == "merged")
+        .filter_map(|e| e["task"].as_str())
+        .collect();
+    assert_eq!(merged.len(), 3, "{events:?}");
+    assert!(merged.contains(&"Beta"), "{merged:?}");
+    assert!(events.iter().any(|e| e["type"] == "fleet_task"
+        && e["state"] == "running"
+        && e["branch"] == "hank/alpha"));
     // Again: nothing left to do, no call.
     let o = p.run(&["fleet"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
