@@ -208,6 +208,17 @@ fn a_dag_runs_in_waves_and_merges_into_hank_fleet_leaving_the_checkout_alone() {
     assert!(events.iter().any(|e| e["type"] == "fleet_task"
         && e["state"] == "running"
         && e["branch"] == "hank/alpha"));
+    // `hank monitor` in the checkout: the shared budget and a row per task.
+    let o = p.run(&["monitor", "--once"]);
+    let text = stdout(&o);
+    assert!(
+        text.contains("fleet        DONE · 3/3 merged into hank/fleet · 3 call(s) this hour"),
+        "{text}"
+    );
+    assert!(
+        text.contains("task         Beta · merged · hank/beta · loops 1"),
+        "{text}"
+    );
     // Again: nothing left to do, no call.
     let o = p.run(&["fleet"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
