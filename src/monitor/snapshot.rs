@@ -686,6 +686,7 @@ mod tests {
             live_tail: Some("hello\n".into()),
             state: None,
             fix_plan: Some("- [x] a\n- [ ] b\n## Optional\n- [ ] c\n".into()),
+            fleet: None,
         };
         let snap = Snapshot::from_sources(&src);
         assert!(snap.notes.is_empty(), "{:?}", snap.notes);

@@ -907,6 +907,7 @@ mod tests {
             live_tail: Some(live.into()),
             state: None,
             fix_plan: plan.map(str::to_string),
+            fleet: None,
         })
     }
 
@@ -1017,6 +1018,7 @@ mod tests {
                     live_tail: Some("\u{1b}[2J\u{1b}[Hcleared?\n".into()),
                     state: Some("not json".into()),
                     fix_plan: Some("no checkboxes here\n".into()),
+                    fleet: None,
                 }),
             ),
             (
