@@ -269,6 +269,7 @@ fn commit_all(dir: &Path, message: &str) -> Result<bool> {
             ".hank/hank.lock",
             ".hank/backup",
             ".hank/fleet.json",
+            ".hank/delivery.json",
         ],
     )?;
     let merging = git_ok(dir, &["rev-parse", "-q", "--verify", "MERGE_HEAD"])?;
