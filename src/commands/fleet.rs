@@ -55,6 +55,14 @@ pub(crate) fn run(a: &FleetArgs) -> Result<u8> {
              `hank fleet status`",
         ));
     }
+    // Each task's run has no terminal to warn in: refused there, so refused here first.
+    if std::env::var("CLAUDECODE").ok().as_deref().map(str::trim) == Some("1") && !run.force {
+        return Err(HankError::usage_hint(
+            "hank fleet is running inside a Claude Code session (CLAUDECODE=1): every task's \
+             agent would share that session's usage limits and windows",
+            "run it from a plain terminal, or pass --force to run the tasks nested anyway",
+        ));
+    }
     crate::approval::require(&root, run.accept_config, "hank fleet")?;
     let s = settings::load(&(&run).into(), &root)?;
     let plan_path = root.join(".hank/fix_plan.md");

@@ -152,6 +152,15 @@ fn unknown_names_cycles_and_bad_flags_are_refused_before_anything_runs() {
         assert!(stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
     }
     assert!(calls(&p).is_empty());
+    let o = p
+        .cmd()
+        .args(["fleet"])
+        .env("CLAUDECODE", "1")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("CLAUDECODE=1"), "{}", stderr(&o));
+    assert!(calls(&p).is_empty());
 }
 
 #[test]
