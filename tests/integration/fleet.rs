@@ -445,3 +445,36 @@ fn fleet_status_without_a_fleet_says_so() {
     assert!(stderr(&o).contains("no fleet has run"), "{}", stderr(&o));
     let _ = Path::new(".");
 }
+
+#[test]
+fn a_merge_that_turns_the_check_red_never_moves_the_integration_branch() {
+    let p = project("## A\n- [ ] a\n## B\n- [ ] b\n");
+    // Green in each task's worktree (one file of its own), red once both are merged.
+    let check = "test $(ls *.txt 2>/dev/null | wc -l) -le 1";
+    let o = p.run(&["fleet", "--agents", "1", "--verify", check]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let st = fleet_status(&p);
+    assert_eq!(
+        states(&st),
+        [
+            ("A".to_string(), "merged".to_string()),
+            ("B".to_string(), "failed".to_string())
+        ],
+        "{st}"
+    );
+    let msg = st["tasks"][1]["message"].as_str().unwrap();
+    assert!(msg.contains("hank/b"), "{msg}");
+    // The integration branch holds A's work only; B's stays on its branch.
+    let files = git(&p, &["ls-tree", "--name-only", "hank/fleet"]);
+    assert!(
+        files.contains("a.txt") && !files.contains("b.txt"),
+        "{files}"
+    );
+    assert!(git(&p, &["ls-tree", "--name-only", "hank/b"]).contains("b.txt"));
+    assert!(
+        stderr(&o).contains("VERIFY_COMMAND failed on the merge result"),
+        "{}",
+        stderr(&o)
+    );
+    assert_no_worktree_left(&p);
+}
