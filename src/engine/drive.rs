@@ -16,7 +16,7 @@ use super::wait::Waited;
 use crate::analysis::Analysis;
 use crate::error::{HankError, Result};
 use crate::exit::ExitReason;
-use crate::policy::budget::WaitReason;
+use crate::policy::budget::{BudgetCheck, WaitReason};
 use crate::policy::run::{Control, Fact, Observation, RunConfig, Step, WaitFor};
 use crate::policy::time::Clock;
 use crate::policy::windows::{self, WindowCheck};
@@ -206,11 +206,28 @@ impl Engine {
         } else {
             windows::check(&self.state.windows, limits, now)
         };
+        let breaker_open = self.state.breaker.is_open();
+        let mut budget = self.state.ledger.check(now, &self.s.budget_limits());
+        // In a fleet, the fleet-wide ledger (locked) takes the call once every gate hank can
+        // see here lets it through: the budget holds for every task together. A later gate
+        // (a pause, an exhausted agent chain) can leave the reservation unused: the fleet's
+        // cap then errs on the side of fewer calls, never more.
+        let ready = !missing_files
+            && !plan_complete
+            && !breaker_open
+            && matches!(budget, BudgetCheck::Allow)
+            && matches!(window, WindowCheck::Allow);
+        if ready
+            && let Some((until, reason)) =
+                crate::store::fleet_ledger::reserve_from_env(now, &self.s.budget_limits())?
+        {
+            budget = BudgetCheck::Wait { until, reason };
+        }
         Ok(Observation {
             missing_files,
             plan_complete,
-            breaker_open: self.state.breaker.is_open(),
-            budget: self.state.ledger.check(now, &self.s.budget_limits()),
+            breaker_open,
+            budget,
             window,
             pick: self.state.agents.pick(&self.chain(), now),
         })

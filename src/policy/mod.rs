@@ -15,6 +15,7 @@ pub mod decide;
 pub mod deliver;
 pub mod failover;
 pub mod fixplan;
+pub mod fleet;
 pub mod notify;
 pub mod progress;
 pub mod receipts;
