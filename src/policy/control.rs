@@ -339,7 +339,8 @@ mod tests {
             }))
         };
         let refuse = |_: &str, _: &str| Err::<(), String>("no".into());
-        let cases: Vec<(Command, Result<Control, String>, Result<Control, String>)> = vec![
+        type Taken = Result<Control, String>;
+        let cases: Vec<(Command, Taken, Taken)> = vec![
             (Command::Pause, Ok(Control::Pause), Ok(Control::Pause)),
             (Command::Resume, Ok(Control::Resume), Ok(Control::Resume)),
             (Command::Stop, Ok(Control::Stop), Ok(Control::Stop)),

@@ -858,7 +858,8 @@ mod tests {
     #[test]
     fn live_values_apply_to_the_run_settings() {
         let base = resolve_with(&Flags::default(), &[], "MAX_LOOPS=50\n").unwrap();
-        let cases: &[(&str, &str, &str, fn(&Settings) -> String)] = &[
+        type Read = fn(&Settings) -> String;
+        let cases: &[(&str, &str, &str, Read)] = &[
             ("MAX_LOOPS", "3", "3", |s| s.max_loops.value.to_string()),
             ("MAX_LOOPS", "0", "0", |s| s.max_loops.value.to_string()),
             ("MAX_COST_USD", "$12.5", "12.50", |s| {
