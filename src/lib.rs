@@ -58,6 +58,7 @@ pub mod exit;
 pub mod fsread;
 pub(crate) mod monitor;
 pub mod policy;
+pub mod proc;
 pub mod progress;
 pub(crate) mod project;
 pub mod report;
