@@ -57,7 +57,8 @@ pub(crate) async fn run_command_with_hook(
     on_spawn: impl FnOnce(i32),
 ) -> io::Result<Ran> {
     let out = crate::agent::process::create_log(log)?;
-    let ran = crate::proc::shell_to_log(command, cwd, out, timeout, GRACE, cancel, on_spawn).await?;
+    let ran =
+        crate::proc::shell_to_log(command, cwd, out, timeout, GRACE, cancel, on_spawn).await?;
     Ok(Ran {
         exit_code: ran.exit_code,
         timed_out: ran.timed_out,

@@ -499,7 +499,8 @@ where
             Ok(_) => {}
             Err(e) => return Err(io::Error::from(e)),
         }
-        let ready = |fd: Option<&PollFd<'_>>| fd.and_then(PollFd::revents).is_some_and(|r| !r.is_empty());
+        let ready =
+            |fd: Option<&PollFd<'_>>| fd.and_then(PollFd::revents).is_some_and(|r| !r.is_empty());
         let first = ready(fds.first());
         let second = ready(fds.get(1));
         match (out.is_open(), err.is_open()) {
