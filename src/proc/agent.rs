@@ -29,7 +29,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::signal::{Signal, kill};
+
+use super::signal_group;
 use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
@@ -616,10 +618,6 @@ pub fn stop_orphan_group(pgid: i32, ticks: u64) -> bool {
     true
 }
 
-fn signal_group(pgid: i32, sig: Signal) -> bool {
-    killpg(Pid::from_raw(pgid), sig).is_ok()
-}
-
 /// Runs the agent. `cancel` counts the user's interrupts (1 = stop gracefully, 2 = now);
 /// `on_line` sees each stdout line when `spawn.live` is set.
 pub async fn run(
@@ -963,25 +961,7 @@ impl<'a> Stopping<'a> {
         let left = self
             .grace
             .saturating_sub(self.term_at.map_or(Duration::ZERO, |t| t.elapsed()));
-        let grace_timer = tokio::time::sleep(left);
-        tokio::pin!(grace_timer);
-        let mut cancel_open = *cancel.borrow() < 2;
-        loop {
-            tokio::select! {
-                status = child.wait() => return status,
-                () = &mut grace_timer => break,
-                changed = cancel.changed(), if cancel_open => {
-                    if changed.is_err() {
-                        cancel_open = false;
-                    } else if *cancel.borrow() >= 2 {
-                        break;
-                    }
-                }
-            }
-        }
-        self.kill_now();
-        child.start_kill().ok();
-        child.wait().await
+        super::await_or_kill(child, left, cancel, || self.kill_now()).await
     }
 }
 
@@ -1221,10 +1201,7 @@ mod tests {
     }
 
     fn rt() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
+        crate::proc::runtime().unwrap()
     }
 
     fn sh(dir: &Path, script: &str, timeout: Duration, live: bool) -> (RunOutcome, Vec<Vec<u8>>) {

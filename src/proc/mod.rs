@@ -59,20 +59,42 @@ pub async fn stop_group(
     cancel: &mut watch::Receiver<u32>,
 ) -> io::Result<ExitStatus> {
     signal_group(pgid, Signal::SIGTERM);
-    let sleep = tokio::time::sleep(grace);
-    tokio::pin!(sleep);
+    await_or_kill(child, grace, cancel, || {
+        signal_group(pgid, Signal::SIGKILL);
+    })
+    .await
+}
+
+/// The grace of every stop, after the caller sent SIGTERM: waits up to `grace` for `child`
+/// to exit; past it, or on a second interrupt (`cancel` reaching 2), calls `kill_all` (the
+/// caller's SIGKILL to the group and whatever else it tracks), kills the child and reaps it.
+///
+/// # Errors
+/// Waiting for the child failed.
+pub async fn await_or_kill(
+    child: &mut tokio::process::Child,
+    grace: Duration,
+    cancel: &mut watch::Receiver<u32>,
+    kill_all: impl FnOnce(),
+) -> io::Result<ExitStatus> {
+    let grace_timer = tokio::time::sleep(grace);
+    tokio::pin!(grace_timer);
+    // A closed channel brings no second interrupt: the grace runs out.
+    let mut cancel_open = *cancel.borrow() < 2;
     loop {
         tokio::select! {
             status = child.wait() => return status,
-            () = &mut sleep => break,
-            changed = cancel.changed() => {
-                if changed.is_err() || *cancel.borrow() >= 2 {
+            () = &mut grace_timer => break,
+            changed = cancel.changed(), if cancel_open => {
+                if changed.is_err() {
+                    cancel_open = false;
+                } else if *cancel.borrow() >= 2 {
                     break;
                 }
             }
         }
     }
-    signal_group(pgid, Signal::SIGKILL);
+    kill_all();
     child.start_kill().ok();
     child.wait().await
 }
