@@ -39,7 +39,8 @@ pub(crate) struct ToolOutput {
     pub stderr: String,
 }
 
-/// Runs `program args…` in `dir` without a shell, stdin null, killing it after `timeout`.
+/// Runs `program args…` in `dir` through [`crate::proc::Cmd`]: no shell, stdin null, its own
+/// process group, killed with its group after `timeout`.
 ///
 /// # Errors
 /// The program cannot be started, or it ran longer than `timeout`.
