@@ -584,8 +584,7 @@ pub fn exit_message(reason: ExitReason, state: &State, plan: &Plan) -> String {
 /// How long a desktop notification may take before it is given up (and its group killed).
 const NOTIFY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Best-effort desktop notification (`notify-send` or `osascript` when present), bounded by
-/// [`NOTIFY_TIMEOUT`].
+/// Best-effort desktop notification (`notify-send` or `osascript` when present), bounded (5 s).
 pub fn notify(title: &str, body: &str) {
     if let Ok(p) = which::which("notify-send") {
         let _ = crate::proc::Cmd::new(p)
