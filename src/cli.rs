@@ -78,6 +78,9 @@ pub(crate) enum Command {
     Verify(VerifyArgs),
     /// What each fix_plan item cost: loops, calls, cost, tokens, wall time, windows used.
     Report(ReportArgs),
+    /// Deliver the last finished run's verified work now: branch, commit, push, pull request
+    /// with hank's evidence, then the checks of the pushed commit (the verdict is the exit code).
+    Deliver(DeliverArgs),
     /// Check claude, git, tmux, the project layout and the configuration.
     Doctor(DoctorArgs),
     /// List the agent profiles (claude, codex, gemini, opencode, the project's own) and
@@ -180,6 +183,10 @@ pub struct RunArgs {
     pub verify_every_loop: bool,
     #[arg(long, help = keys::flag_help("CB_AUTO_RESET"))]
     pub auto_reset_circuit: bool,
+    #[arg(long, value_name = "none|branch|pr", help = keys::flag_help("DELIVER"))]
+    pub deliver: Option<String>,
+    #[arg(long, value_name = "NAME", help = keys::flag_help("DELIVER_BRANCH"))]
+    pub branch: Option<String>,
     /// Print the agent command and prompt for one loop, call nothing, exit 0.
     #[arg(long)]
     pub dry_run: bool,
@@ -289,6 +296,29 @@ pub(crate) struct AgentsArgs {
     /// Approve configuration changed during the last run (same as `hank config accept`).
     #[arg(long)]
     pub accept_config: bool,
+}
+
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct DeliverArgs {
+    /// branch (push only) or pr (push and open a pull request) [DELIVER; none means pr here]
+    #[arg(long, value_name = "branch|pr")]
+    pub deliver: Option<String>,
+    #[arg(long, value_name = "NAME", help = keys::flag_help("DELIVER_BRANCH"))]
+    pub branch: Option<String>,
+    /// The branch the pull request targets (default: the branch you are on, else the
+    /// remote's default branch).
+    #[arg(long, value_name = "NAME")]
+    pub base: Option<String>,
+    /// Do not wait for the checks of the pushed commit, whatever CI_WAIT says.
+    #[arg(long)]
+    pub no_wait: bool,
+    /// Deliver even when the last run did not end with verified work (the body says how it
+    /// ended).
+    #[arg(long)]
+    pub force: bool,
+    /// Print the delivery record (as `.hank/delivery.json`) on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Clone, Default, Args)]

@@ -53,11 +53,24 @@ pub enum ExitReason {
     SpendLimit,
     /// Ctrl-C / SIGTERM.
     Interrupted,
+    /// The work was delivered: pushed (DELIVER=branch), or its pull request's checks of the
+    /// head commit all passed (DELIVER=pr with CI_WAIT).
+    Delivered,
+    /// Checks of the delivered head commit failed (after MAX_CI_ROUNDS rounds in a run).
+    CiFailed,
+    /// No check appeared for the delivered head commit within CI_APPEAR_TIMEOUT: no CI is
+    /// never green.
+    CiMissing,
+    /// Checks of the delivered head commit were still pending at CI_TIMEOUT.
+    CiTimeout,
+    /// The push of the delivery branch was refused (a pre-push hook or the remote); its
+    /// output is kept for the agent.
+    PushRejected,
 }
 
 impl ExitReason {
     /// Every reason, in table order.
-    pub const ALL: [ExitReason; 16] = [
+    pub const ALL: [ExitReason; 21] = [
         Self::ProjectComplete,
         Self::PlanComplete,
         Self::TestSaturation,
@@ -74,6 +87,11 @@ impl ExitReason {
         Self::UsageWindow,
         Self::SpendLimit,
         Self::Interrupted,
+        Self::Delivered,
+        Self::CiFailed,
+        Self::CiMissing,
+        Self::CiTimeout,
+        Self::PushRejected,
     ];
 
     /// A "done" claim: the run ends because the agent's work looks finished. With
@@ -90,19 +108,25 @@ impl ExitReason {
     #[must_use]
     pub fn code(self) -> u8 {
         match self {
-            Self::ProjectComplete | Self::PlanComplete | Self::TestSaturation => OK,
+            Self::ProjectComplete | Self::PlanComplete | Self::TestSaturation | Self::Delivered => {
+                OK
+            }
             Self::CircuitOpen
             | Self::PermissionDenied
             | Self::AgentFatal
             | Self::NeedsAnswers
             | Self::IntegrityFailure
-            | Self::VerificationFailed => HALTED,
+            | Self::VerificationFailed
+            | Self::CiFailed
+            | Self::CiMissing
+            | Self::PushRejected => HALTED,
             Self::MaxLoops
             | Self::MaxRuntime
             | Self::CostBudget
             | Self::UsageLimit
             | Self::UsageWindow
-            | Self::SpendLimit => LIMIT,
+            | Self::SpendLimit
+            | Self::CiTimeout => LIMIT,
             Self::Interrupted => INTERRUPTED,
         }
     }
@@ -127,6 +151,11 @@ impl ExitReason {
             Self::UsageWindow => "usage_window",
             Self::SpendLimit => "spend_limit",
             Self::Interrupted => "interrupted",
+            Self::Delivered => "delivered",
+            Self::CiFailed => "ci_failed",
+            Self::CiMissing => "ci_missing",
+            Self::CiTimeout => "ci_timeout",
+            Self::PushRejected => "push_rejected",
         }
     }
 }
@@ -146,7 +175,7 @@ mod tests {
 
     #[test]
     fn codes_follow_the_table() {
-        let expected = [0, 0, 0, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 130];
+        let expected = [0, 0, 0, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 130, 0, 2, 2, 3];
         for (reason, code) in ExitReason::ALL.iter().zip(expected) {
             assert_eq!(reason.code(), code, "{reason}");
         }

@@ -52,9 +52,11 @@ pub mod approval;
 pub(crate) mod cli;
 pub(crate) mod clock;
 pub(crate) mod commands;
+pub mod deliver;
 pub(crate) mod engine;
 pub mod error;
 pub mod exit;
+pub mod forge;
 pub mod fsread;
 pub(crate) mod monitor;
 pub mod policy;
@@ -187,6 +189,7 @@ fn dispatch(cli: Cli, args: &[OsString]) -> error::Result<u8> {
         Some(Command::Circuit(a)) => c::circuit::run(&a),
         Some(Command::Verify(a)) => c::verify::run(&a),
         Some(Command::Report(a)) => c::report::run(&a),
+        Some(Command::Deliver(a)) => c::deliver::run(&a),
         Some(Command::Doctor(a)) => c::doctor::run(&a),
         Some(Command::Agents(a)) => c::agents::run(&a),
         Some(Command::Completions(a)) => c::completions::run(&a),

@@ -578,6 +578,11 @@ pub fn exit_message(reason: ExitReason, state: &State, plan: &Plan) -> String {
         ExitReason::UsageWindow => "a usage window reached its MAX_WINDOW_PERCENT limit (ON_USAGE_LIMIT=exit)".into(),
         ExitReason::SpendLimit => crate::exit::SPEND_LIMIT_MESSAGE.into(),
         ExitReason::Interrupted => "interrupted; state saved".into(),
+        ExitReason::Delivered => "the work was delivered (pushed; with a pull request, its checks passed)".into(),
+        ExitReason::CiFailed => "checks of the delivered commit failed".into(),
+        ExitReason::CiMissing => "no check appeared for the delivered commit within CI_APPEAR_TIMEOUT: no CI is never green".into(),
+        ExitReason::CiTimeout => "checks of the delivered commit were still running at CI_TIMEOUT".into(),
+        ExitReason::PushRejected => "the push of the delivery branch was refused (pre-push hook or remote); its output is kept for the agent".into(),
     }
 }
 

@@ -507,6 +507,117 @@ fn git_plain(
 /// How long the reading of git's stdout waits past git's exit for the pipe to close.
 const HELD_PIPE_GRACE: Duration = Duration::from_millis(500);
 
+/// What a git command that may change the repository printed (delivery: switch, commit,
+/// push).
+#[derive(Debug, Clone)]
+pub struct GitRun {
+    pub success: bool,
+    pub code: Option<i32>,
+    pub stdout: String,
+    /// Its stderr (and a pre-push hook's output), at most [`GIT_OUTPUT_LIMIT`] bytes.
+    pub stderr: String,
+}
+
+/// Most bytes kept of a delivery git command's stdout and stderr each.
+pub const GIT_OUTPUT_LIMIT: u64 = 1024 * 1024;
+
+/// Runs `git ARGS` in `dir` for delivery (switch, add, commit, push) the way the user's own
+/// `git push` would run: the user's environment (credentials, SSH agent, identity), their
+/// hooks (the pre-push hook's verdict is the point) and filters (LFS). Unlike `git_plain`,
+/// which reads the tree with nothing of the repository's configuration run, this one exists
+/// to act. No shell, stdin closed, no pager, no fsmonitor, C locale, no terminal prompt, none
+/// of the `GIT_*` variables that would point git at another repository; its own process
+/// group killed at `timeout` or at hank's first SIGINT/SIGTERM/SIGHUP; stdout and stderr
+/// captured (bounded), so a pre-push hook's output can go back to the agent. A failing exit
+/// is an answer ([`GitRun::success`]), not an error.
+///
+/// # Errors
+/// git cannot be started or ran past `timeout`.
+pub fn git_run(dir: &Path, args: &[&str], timeout: Duration) -> Result<GitRun, GitError> {
+    let mut cmd = Command::new("git");
+    cmd.arg("--no-pager")
+        .args([
+            "-c",
+            "core.quotepath=off",
+            "-c",
+            "core.fsmonitor=false",
+            "-c",
+            "core.pager=cat",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("LC_ALL", "C")
+        .env("GIT_TERMINAL_PROMPT", "0");
+    for var in [
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_COMMON_DIR",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_NAMESPACE",
+        "GIT_PREFIX",
+        "GIT_LITERAL_PATHSPECS",
+        "GIT_GLOB_PATHSPECS",
+        "GIT_NOGLOB_PATHSPECS",
+        "GIT_ICASE_PATHSPECS",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = cmd.spawn().map_err(GitError::Spawn)?;
+    let pid = i32::try_from(child.id())
+        .map(nix::unistd::Pid::from_raw)
+        .map_err(|_| GitError::Output("pid out of range".into()))?;
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(p) = pipe {
+                let _ = p.take(GIT_OUTPUT_LIMIT).read_to_end(&mut buf);
+            }
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    };
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let start = std::time::Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if start.elapsed() >= timeout => {
+                let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+                let _ = child.wait();
+                return Err(GitError::Timeout);
+            }
+            Ok(None) if crate::agent::signals::received() != 0 => {
+                let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+                let _ = child.wait();
+                return Err(GitError::Interrupted);
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(e) => return Err(GitError::Output(e.to_string())),
+        }
+    };
+    Ok(GitRun {
+        success: status.success(),
+        code: status.code(),
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    })
+}
+
 // ---------------------------------------------------------------------------------------------
 // Fingerprints
 

@@ -437,6 +437,66 @@ fn project_check(dir: &Path) -> Check {
 }
 
 /// `hank doctor [--json]`: exit 0 when every required check passes, 1 otherwise.
+/// With DELIVER set: the remote, the forge login and the push permission, each with its fix.
+fn delivery_checks(s: &settings::Settings, dir: &Path) -> Vec<Check> {
+    if s.deliver.value == settings::DeliverMode::None {
+        return Vec::new();
+    }
+    let remote = &s.deliver_remote.value;
+    let url = match crate::deliver::remote_url(dir, remote) {
+        Ok(u) => u,
+        Err(e) => {
+            return vec![Check::fail(
+                "remote",
+                e.to_string(),
+                e.hint().map_or_else(
+                    || format!("git remote add {remote} URL"),
+                    ToString::to_string,
+                ),
+            )];
+        }
+    };
+    let mut checks = vec![Check::ok(
+        "remote",
+        format!("{remote} → {}", crate::sanitize::line(&url)),
+    )];
+    let forge = match crate::forge::detect(dir, &url, &crate::forge::Env::from_process()) {
+        Ok(f) => f,
+        Err(e) => {
+            let fix = e.hint().map_or_else(
+                || "run `gh auth login`, or set GH_TOKEN".to_string(),
+                ToString::to_string,
+            );
+            checks.push(Check::fail("forge", e.to_string(), fix));
+            return checks;
+        }
+    };
+    match forge.access() {
+        Ok(a) => {
+            checks.push(Check::ok("forge", format!("{} as {} for {}", forge.describe(), a.login, forge.repo())));
+            checks.push(match a.can_push {
+                Some(true) => Check::ok("push", format!("{} may push to {}", a.login, forge.repo())),
+                Some(false) => Check::fail(
+                    "push",
+                    format!("{} may not push to {}", a.login, forge.repo()),
+                    "ask for write access to the repository, or deliver to a fork (DELIVER_REMOTE and GH_REPO)",
+                ),
+                None => Check::warn(
+                    "push",
+                    format!("{} did not say whether {} may push", forge.describe(), a.login),
+                    "`git push --dry-run` to the remote tells",
+                ),
+            });
+        }
+        Err(e) => checks.push(Check::fail(
+            "forge",
+            format!("{}: {e}", forge.describe()),
+            "run `gh auth login` (or `glab auth login`), or set GH_TOKEN to a token that may push and open pull requests",
+        )),
+    }
+    checks
+}
+
 pub(crate) fn run(args: &cli::DoctorArgs) -> Result<u8> {
     let dir = project_dir()?;
     crate::approval::require(&dir, args.accept_config, "hank doctor")?;
@@ -474,6 +534,7 @@ pub(crate) fn run(args: &cli::DoctorArgs) -> Result<u8> {
             if let Some(c) = user_settings_check(Some(s.client_settings.value)) {
                 checks.push(c);
             }
+            checks.extend(delivery_checks(s, &dir));
         }
         Err(e) => checks.push(Check::fail(
             "config",

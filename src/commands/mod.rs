@@ -15,6 +15,7 @@ pub(crate) mod analyze;
 pub(crate) mod circuit;
 pub(crate) mod completions;
 pub(crate) mod config;
+pub(crate) mod deliver;
 pub(crate) mod doctor;
 pub(crate) mod enable;
 pub(crate) mod enable_ci;

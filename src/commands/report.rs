@@ -16,7 +16,7 @@ use crate::cli;
 use crate::error::{HankError, Result};
 use crate::exit;
 use crate::policy::receipts::{self, ItemCost, LoopCost, Receipts};
-use crate::store::schema::{AgentFinished, EventLine, Lenient, read_lenient};
+use crate::store::schema::{EventLine, loop_cost};
 
 use super::{out, project_dir, require_hank_dir};
 
@@ -83,38 +83,6 @@ pub(crate) fn read_loops<R: BufRead>(events: R) -> (Vec<(u64, LoopCost)>, u64) {
     }
     let runs = if run_has_events { run } else { run - 1 };
     (loops, runs)
-}
-
-/// An `agent_finished` event ([`AgentFinished`], read field by field: a field of another
-/// type is absent, the rest is read) as the receipts need it.
-fn loop_cost(e: &EventLine, f: &Lenient<AgentFinished>) -> LoopCost {
-    let tokens = e
-        .raw
-        .get("tokens")
-        .and_then(read_lenient::<crate::analysis::Tokens>)
-        .map(|t| t.value.sum())
-        .unwrap_or(0);
-    LoopCost {
-        number: f.get("loop", |f| f.number).unwrap_or(0),
-        at: e.at(),
-        cost_usd: f
-            .get("cost_usd", |f| f.cost_usd)
-            .filter(|c| c.is_finite() && *c >= 0.0)
-            .unwrap_or(0.0),
-        cost_estimated: f
-            .get("cost_estimated", |f| f.cost_estimated)
-            .unwrap_or(false),
-        tokens,
-        duration_ms: f.get("duration_ms", |f| f.duration_ms).unwrap_or(0),
-        calls: f.get("num_turns", |f| f.num_turns).flatten(),
-        items: f
-            .get("plan_items", |f| f.plan_items.clone())
-            .unwrap_or_default(),
-        recommendation: f
-            .get("recommendation", |f| f.recommendation.clone())
-            .flatten(),
-        windows: crate::store::schema::read_windows(e.raw.get("usage_windows")),
-    }
 }
 
 /// The `--json` report.

@@ -265,6 +265,23 @@ pub(crate) fn render_status(st: &Lenient<Status>) -> String {
     if let Some(ver) = &v.verification {
         lines.extend(verification_lines(ver));
     }
+    if let Some(d) = &v.delivery {
+        lines.push(format!(
+            "delivery:     {} on {} ({}) → {}{}",
+            d.mode,
+            d.branch,
+            d.head
+                .as_deref()
+                .map_or("not pushed", |h| h.get(..12).unwrap_or(h)),
+            d.pr_url.as_deref().unwrap_or("no pull request"),
+            format_args!(
+                ", checks {}{}",
+                d.checks,
+                d.exit_reason
+                    .map_or_else(String::new, |r| format!(" ({r})"))
+            )
+        ));
+    }
     if st.has("updated_at") {
         lines.push(format!("updated:      {}", v.updated_at));
     } else {

@@ -825,6 +825,7 @@ mod tests {
                 },
             )]
             .into(),
+            delivery: None,
         };
         let text = serde_json::to_string(&written).unwrap();
         let (r, note) = schema::read_status(&text).unwrap();

@@ -1047,7 +1047,8 @@ mod tests {
             .collect();
         // The engine gives the others: integrity_failure (files gone), interrupted (signals),
         // verification_failed (the check rejected claims, crate::policy::verify), max_runtime
-        // (the run's clock), usage_window (before a call, crate::policy::windows).
+        // (the run's clock), usage_window (before a call, crate::policy::windows); the delivery
+        // reasons come from crate::policy::deliver.
         for r in ExitReason::ALL {
             if !matches!(
                 r,
@@ -1056,6 +1057,11 @@ mod tests {
                     | ExitReason::VerificationFailed
                     | ExitReason::MaxRuntime
                     | ExitReason::UsageWindow
+                    | ExitReason::Delivered
+                    | ExitReason::CiFailed
+                    | ExitReason::CiMissing
+                    | ExitReason::CiTimeout
+                    | ExitReason::PushRejected
             ) {
                 assert!(covered.contains(&r), "{r} not covered");
             }

@@ -11,6 +11,7 @@ pub mod breaker;
 pub mod budget;
 pub mod charge;
 pub mod decide;
+pub mod deliver;
 pub mod failover;
 pub mod fixplan;
 pub mod progress;

@@ -65,6 +65,10 @@ pub struct Flags {
     pub verify_every_loop: bool,
     /// `--auto-reset-circuit` (CB_AUTO_RESET).
     pub auto_reset_circuit: bool,
+    /// `--deliver` (DELIVER).
+    pub deliver: Option<String>,
+    /// `--branch` (DELIVER_BRANCH).
+    pub branch: Option<String>,
     /// `--dry-run`: print the agent command and prompt for one loop, call nothing (flag only).
     pub dry_run: bool,
     /// `--notify` (ENABLE_NOTIFICATIONS).

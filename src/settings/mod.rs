@@ -66,6 +66,52 @@ pub enum ClientSettings {
     Project,
 }
 
+/// DELIVER: what hank does with verified work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeliverMode {
+    /// Left in the working tree (the default).
+    #[default]
+    None,
+    /// Committed on a branch and pushed.
+    Branch,
+    /// Pushed, and a pull request opened against the branch the run started from.
+    Pr,
+}
+
+impl DeliverMode {
+    /// The value as written in `.hankrc`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Branch => "branch",
+            Self::Pr => "pr",
+        }
+    }
+}
+
+/// CI_WAIT: whether hank waits for the checks of the pushed commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CiWait {
+    /// With DELIVER=pr.
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
+impl CiWait {
+    /// Whether to wait when delivering in `mode`.
+    #[must_use]
+    pub fn applies(self, mode: DeliverMode) -> bool {
+        match self {
+            Self::Auto => mode == DeliverMode::Pr,
+            Self::On => mode != DeliverMode::None,
+            Self::Off => false,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OutputFormat {
     Json,
@@ -134,6 +180,24 @@ pub struct Settings {
     pub log_retention: Sourced<u64>,
     pub loop_delay_seconds: Sourced<u64>,
     pub optional_sections: Sourced<Vec<String>>,
+    /// DELIVER: none, branch or pr.
+    pub deliver: Sourced<DeliverMode>,
+    /// DELIVER_BRANCH (`--branch`): unset = `hank/<the branch the run started from>`.
+    pub deliver_branch: Sourced<Option<String>>,
+    /// DELIVER_REMOTE.
+    pub deliver_remote: Sourced<String>,
+    /// CI_WAIT.
+    pub ci_wait: Sourced<CiWait>,
+    /// CI_TIMEOUT.
+    pub ci_timeout: Sourced<Duration>,
+    /// CI_APPEAR_TIMEOUT.
+    pub ci_appear_timeout: Sourced<Duration>,
+    /// MAX_CI_ROUNDS.
+    pub max_ci_rounds: Sourced<u32>,
+    /// REVIEW_LOOP.
+    pub review_loop: Sourced<bool>,
+    /// AUTO_MERGE.
+    pub auto_merge: Sourced<bool>,
     /// `--dry-run` (flag only).
     pub dry_run: bool,
     /// `--json` (flag only).

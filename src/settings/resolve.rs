@@ -15,7 +15,7 @@ use crate::policy::decide::UsageLimitPolicy;
 
 use super::hankrc::{RcEntry, parse_hankrc};
 use super::keys::{self, Key, PERMISSION_MODES};
-use super::{ClientSettings, Flags, OutputFormat, Settings, Source, Sourced};
+use super::{CiWait, ClientSettings, DeliverMode, Flags, OutputFormat, Settings, Source, Sourced};
 
 /// Where values come from besides the flags.
 pub struct Layers<'a> {
@@ -383,6 +383,33 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
         log_retention: r.get("LOG_RETENTION", None, parse_u64)?,
         loop_delay_seconds: r.get("LOOP_DELAY_SECONDS", None, parse_u64)?,
         optional_sections: r.get("OPTIONAL_SECTIONS", None, parse_list)?,
+        deliver: r.get("DELIVER", flags.deliver.as_deref(), |s| {
+            match s.trim().to_ascii_lowercase().as_str() {
+                "none" => Some(DeliverMode::None),
+                "branch" => Some(DeliverMode::Branch),
+                "pr" => Some(DeliverMode::Pr),
+                _ => None,
+            }
+        })?,
+        deliver_branch: r.get_opt("DELIVER_BRANCH", flags.branch.as_deref(), |s| {
+            let s = s.trim();
+            crate::policy::deliver::valid_branch_name(s).then(|| s.to_string())
+        })?,
+        deliver_remote: r.get("DELIVER_REMOTE", None, |s| {
+            let s = s.trim();
+            crate::policy::deliver::valid_remote_name(s).then(|| s.to_string())
+        })?,
+        ci_wait: r.get("CI_WAIT", None, |s| {
+            match s.trim().to_ascii_lowercase().as_str() {
+                "auto" => Some(CiWait::Auto),
+                other => parse_bool(other).map(|on| if on { CiWait::On } else { CiWait::Off }),
+            }
+        })?,
+        ci_timeout: r.get("CI_TIMEOUT", None, parse_timeout)?,
+        ci_appear_timeout: r.get("CI_APPEAR_TIMEOUT", None, parse_timeout)?,
+        max_ci_rounds: r.get("MAX_CI_ROUNDS", None, parse_u32_min(1))?,
+        review_loop: r.get("REVIEW_LOOP", None, parse_bool)?,
+        auto_merge: r.get("AUTO_MERGE", None, parse_bool)?,
         dry_run: flags.dry_run,
         json: flags.json,
         warnings: Vec::new(),
@@ -459,6 +486,23 @@ impl Show for ClientSettings {
         match self {
             Self::All => "all",
             Self::Project => "project",
+        }
+        .to_string()
+    }
+}
+
+impl Show for DeliverMode {
+    fn show(&self) -> String {
+        self.as_str().to_string()
+    }
+}
+
+impl Show for CiWait {
+    fn show(&self) -> String {
+        match self {
+            Self::Auto => "auto",
+            Self::On => "true",
+            Self::Off => "false",
         }
         .to_string()
     }

@@ -265,6 +265,10 @@ pub struct Status {
     /// The subscription usage windows last reported by the client (schema 2).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub usage_windows: BTreeMap<String, WindowStatus>,
+    /// The last delivery of this run's work (`hank deliver`): branch, head commit, PR,
+    /// checks (as `.hank/delivery.json`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<Delivery>,
 }
 
 impl Default for Status {
@@ -296,6 +300,7 @@ impl Default for Status {
             agents_limited: BTreeMap::new(),
             verification: None,
             usage_windows: BTreeMap::new(),
+            delivery: None,
         }
     }
 }
@@ -369,6 +374,9 @@ pub enum EventKind {
     Verification(Box<CheckResult>),
     /// Something the user should know.
     Warning { message: String },
+    /// A delivery step ended (`hank deliver`): the branch, the head commit, the pull request,
+    /// the checks' state. The same object as `.hank/delivery.json`.
+    Delivery(Box<Delivery>),
     /// The run ended. `exit_reason` is null when it failed with an error (exit 1).
     Exit {
         exit_reason: Option<ExitReason>,
@@ -378,6 +386,44 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         verified: Option<bool>,
     },
+}
+
+/// `.hank/delivery.json` and the `delivery` event: where the work was delivered and what its
+/// checks say.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Delivery {
+    /// `branch` or `pr`.
+    pub mode: String,
+    /// The delivery branch and the branch the pull request targets.
+    pub branch: String,
+    pub base: String,
+    pub remote: String,
+    /// The pushed commit (absent when the push did not happen).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub head: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pr_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pr_number: Option<u64>,
+    /// `not_waited`, `green`, `failed`, `missing`, `timed_out`.
+    pub checks: String,
+    /// The failing (or, at a timeout, still pending) checks' names.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub check_names: Vec<String>,
+    /// How the delivery ended (absent: an error, or the push was rejected).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_reason: Option<ExitReason>,
+    /// What goes back to the agent in the next loop: a rejected push's hook output, failing
+    /// checks' log tails, review requests (bounded, sanitized, redacted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<String>,
+    /// Auto-merge was armed (AUTO_MERGE, on green checks only).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub auto_merge_armed: bool,
+    /// The highest review / review comment id already fed back (REVIEW_LOOP).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub reviews_seen: u64,
 }
 
 /// The `agent_finished` event.
@@ -586,6 +632,7 @@ impl Status {
             agents_limited: st.agents.limited.clone(),
             verification: None,
             usage_windows: windows::status_windows(&st.windows, p.window_limits, p.now),
+            delivery: None,
         }
     }
 }
@@ -943,6 +990,38 @@ pub fn read_windows(v: Option<&Value>) -> BTreeMap<String, WindowStatus> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// An `agent_finished` event ([`AgentFinished`], read field by field: a field of another
+/// type is absent, the rest is read) as the receipts need it (`hank report`, the PR body).
+pub fn loop_cost(e: &EventLine, f: &Lenient<AgentFinished>) -> crate::policy::receipts::LoopCost {
+    let tokens = e
+        .raw
+        .get("tokens")
+        .and_then(read_lenient::<crate::analysis::Tokens>)
+        .map(|t| t.value.sum())
+        .unwrap_or(0);
+    crate::policy::receipts::LoopCost {
+        number: f.get("loop", |f| f.number).unwrap_or(0),
+        at: e.at(),
+        cost_usd: f
+            .get("cost_usd", |f| f.cost_usd)
+            .filter(|c| c.is_finite() && *c >= 0.0)
+            .unwrap_or(0.0),
+        cost_estimated: f
+            .get("cost_estimated", |f| f.cost_estimated)
+            .unwrap_or(false),
+        tokens,
+        duration_ms: f.get("duration_ms", |f| f.duration_ms).unwrap_or(0),
+        calls: f.get("num_turns", |f| f.num_turns).flatten(),
+        items: f
+            .get("plan_items", |f| f.plan_items.clone())
+            .unwrap_or_default(),
+        recommendation: f
+            .get("recommendation", |f| f.recommendation.clone())
+            .flatten(),
+        windows: read_windows(e.raw.get("usage_windows")),
+    }
 }
 
 /// `breaker.history` of `state.json` text, each transition read as the breaker writes it;

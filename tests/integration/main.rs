@@ -8,6 +8,8 @@ mod agents;
 mod analyze;
 mod architecture;
 mod cli;
+mod deliver;
+mod fake_github;
 mod faults;
 mod first_hour;
 mod hostile_cost;

@@ -1,0 +1,413 @@
+//! Delivery's I/O: the branch, the commit of what the agent left, the push (a pre-push hook's
+//! output captured for the agent), hank's records of the last finished run for the PR body,
+//! and the CI wait. The rules (names, the body, the verdict, the feedback) are in
+//! [`crate::policy::deliver`]; the forge calls in [`crate::forge`]. The engine calls
+//! [`prepare_branch`], [`commit_all`], [`push`], [`evidence`] and [`wait_for_ci`]; `hank
+//! deliver` (`src/commands/deliver.rs`) runs them in order now.
+
+use std::path::Path;
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+
+use crate::error::{HankError, Result};
+use crate::exit::ExitReason;
+use crate::forge::{Forge, PullRequest};
+use crate::policy::deliver::{self as rules, CiLimits, CiVerdict, Evidence};
+use crate::policy::receipts;
+use crate::policy::verify::CheckKind;
+use crate::store::schema::EventLine;
+use crate::worktree::{GitRun, git_run};
+
+/// How long a git command of delivery may run (a push with a slow pre-push hook).
+pub const GIT_DELIVER_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+/// How long a quick git command may run.
+const GIT_QUICK: Duration = Duration::from_secs(60);
+
+fn git(dir: &Path, args: &[&str], timeout: Duration) -> Result<GitRun> {
+    git_run(dir, args, timeout).map_err(|e| {
+        HankError::Tool(format!(
+            "`git {}` in {}: {e}",
+            args.join(" "),
+            dir.display()
+        ))
+    })
+}
+
+fn git_ok(dir: &Path, args: &[&str]) -> Result<String> {
+    let r = git(dir, args, GIT_QUICK)?;
+    if r.success {
+        Ok(r.stdout.trim().to_string())
+    } else {
+        Err(HankError::Tool(format!(
+            "`git {}` failed: {}",
+            args.join(" "),
+            crate::sanitize::line(r.stderr.trim())
+        )))
+    }
+}
+
+/// The current branch (`None` on a detached HEAD).
+///
+/// # Errors
+/// Not a git repository, or git cannot run.
+pub fn current_branch(dir: &Path) -> Result<Option<String>> {
+    git_ok(dir, &["rev-parse", "--git-dir"]).map_err(|_| {
+        HankError::usage_hint(
+            format!(
+                "{} is not a git repository: delivery needs one",
+                dir.display()
+            ),
+            "run `git init` and commit, and add a remote (`git remote add origin URL`)",
+        )
+    })?;
+    let r = git(
+        dir,
+        &["symbolic-ref", "--quiet", "--short", "HEAD"],
+        GIT_QUICK,
+    )?;
+    Ok(r.success
+        .then(|| r.stdout.trim().to_string())
+        .filter(|b| !b.is_empty()))
+}
+
+/// The URL of `remote`.
+///
+/// # Errors
+/// There is no such remote (the message says how to add one).
+pub fn remote_url(dir: &Path, remote: &str) -> Result<String> {
+    git_ok(dir, &["remote", "get-url", "--", remote]).map_err(|_| {
+        HankError::usage_hint(
+            format!("git remote `{remote}` (DELIVER_REMOTE) does not exist in {}", dir.display()),
+            format!("add it (`git remote add {remote} URL`) or set DELIVER_REMOTE to one of `git remote`"),
+        )
+    })
+}
+
+/// The commit HEAD points at.
+///
+/// # Errors
+/// No commit yet, or git cannot run.
+pub fn head(dir: &Path) -> Result<String> {
+    git_ok(dir, &["rev-parse", "--verify", "HEAD"])
+}
+
+/// Puts the working tree on `branch`: nothing when it is already there; else the branch is
+/// created from the current HEAD (or switched to, when it exists). Uncommitted work moves
+/// along (git refuses, and so does hank, when it would be overwritten); no other branch, the
+/// stash or the index of another branch is touched.
+///
+/// # Errors
+/// git refused the switch (its message says why).
+pub fn prepare_branch(dir: &Path, branch: &str) -> Result<()> {
+    if current_branch(dir)?.as_deref() == Some(branch) {
+        return Ok(());
+    }
+    let exists = git(
+        dir,
+        &[
+            "show-ref",
+            "--verify",
+            "--quiet",
+            &format!("refs/heads/{branch}"),
+        ],
+        GIT_QUICK,
+    )?
+    .success;
+    let args: Vec<&str> = if exists {
+        vec!["switch", "--no-guess", branch]
+    } else {
+        vec!["switch", "--no-track", "-c", branch]
+    };
+    let r = git(dir, &args, GIT_QUICK)?;
+    if r.success {
+        Ok(())
+    } else {
+        Err(HankError::usage_hint(
+            format!(
+                "cannot put the work on branch `{branch}`: {}",
+                crate::sanitize::line(r.stderr.trim())
+            ),
+            "commit or stash the changes git names, or choose another branch with --branch",
+        ))
+    }
+}
+
+/// hank's runtime files (the `.gitignore` entries hank writes): never committed.
+fn runtime_paths() -> Vec<String> {
+    include_str!("../../templates/gitignore")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| l.trim_end_matches('/').to_string())
+        .collect()
+}
+
+/// Commits everything the agent left (new, changed and deleted files; hank's runtime files
+/// excepted, even where `.gitignore` does not list them) with `message`. `false` when there
+/// was nothing to commit.
+///
+/// # Errors
+/// git refused (a failing pre-commit hook: its output is in the message).
+pub fn commit_all(dir: &Path, message: &str) -> Result<bool> {
+    let r = git(dir, &["add", "--all", "--", "."], GIT_QUICK)?;
+    if !r.success {
+        return Err(HankError::Tool(format!(
+            "`git add` failed: {}",
+            crate::sanitize::line(r.stderr.trim())
+        )));
+    }
+    // Unstage hank's own files (a glob pathspec matches nothing quietly).
+    let mut reset = vec!["reset", "--quiet", "--"];
+    let globs: Vec<String> = runtime_paths()
+        .iter()
+        .flat_map(|p| [format!(":(glob){p}"), format!(":(glob){p}/**")])
+        .collect();
+    reset.extend(globs.iter().map(String::as_str));
+    let _ = git(dir, &reset, GIT_QUICK)?;
+    if git(dir, &["diff", "--cached", "--quiet"], GIT_QUICK)?.success {
+        return Ok(false);
+    }
+    let r = git(
+        dir,
+        &["commit", "--quiet", "-m", message],
+        GIT_DELIVER_TIMEOUT,
+    )?;
+    if r.success {
+        Ok(true)
+    } else {
+        Err(HankError::Tool(format!(
+            "`git commit` failed: {}{}",
+            crate::sanitize::line(r.stderr.trim()),
+            crate::sanitize::line(r.stdout.trim())
+        )))
+    }
+}
+
+/// How a push ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Push {
+    Pushed,
+    /// The remote or a pre-push hook refused it: git's and the hook's output (bounded).
+    Rejected {
+        output: String,
+    },
+}
+
+/// Pushes HEAD to `branch` on `remote` (upstream set). A refusal is [`Push::Rejected`] with
+/// the output a pre-push hook printed, for the agent.
+///
+/// # Errors
+/// git cannot run, or ran past [`GIT_DELIVER_TIMEOUT`].
+pub fn push(dir: &Path, remote: &str, branch: &str) -> Result<Push> {
+    let refspec = format!("HEAD:refs/heads/{branch}");
+    let r = git(
+        dir,
+        &["push", "--set-upstream", "--", remote, &refspec],
+        GIT_DELIVER_TIMEOUT,
+    )?;
+    if r.success {
+        return Ok(Push::Pushed);
+    }
+    let mut output = r.stderr;
+    if !r.stdout.trim().is_empty() {
+        output.push('\n');
+        output.push_str(&r.stdout);
+    }
+    let keep = rules::MAX_HOOK_OUTPUT_CHARS * 4;
+    let n = output.chars().count();
+    if n > keep {
+        output = output.chars().skip(n - keep).collect();
+    }
+    Ok(Push::Rejected { output })
+}
+
+/// hank's records of the last finished run (`events.jsonl` up to its last `exit` event):
+/// the evidence for the PR body, and whether the run ended verified (a completion whose check
+/// passed: `Some(true)`; no check: `None`).
+#[must_use]
+pub fn evidence(events: &str) -> (Evidence, Option<bool>, bool) {
+    let lines = EventLine::parse_all(events);
+    // The last run that ended: from after the previous exit to the last exit.
+    let Some(end) = lines.iter().rposition(|l| l.kind() == "exit") else {
+        return (Evidence::default(), None, false);
+    };
+    let start = lines[..end]
+        .iter()
+        .rposition(|l| l.kind() == "exit")
+        .map_or(0, |i| i + 1);
+    let run = &lines[start..=end];
+    let mut ev = Evidence::default();
+    let mut loops = Vec::new();
+    let mut verified = None;
+    for l in run {
+        if l.kind() == "agent_finished"
+            && let Some(f) = l.finished()
+        {
+            let c = crate::store::schema::loop_cost(l, &f);
+            if let Some(r) = c.recommendation.clone().filter(|r| !r.trim().is_empty()) {
+                ev.agent_summary = Some(r);
+            }
+            for i in &c.items {
+                if !ev.items_done.contains(i) {
+                    ev.items_done.push(i.clone());
+                }
+            }
+            loops.push(c);
+        }
+        let Some(e) = &l.event else { continue };
+        match &e.kind {
+            crate::store::schema::EventKind::Verification(c) => {
+                for t in &c.removed_tests {
+                    if !ev.tests_removed.contains(t) {
+                        ev.tests_removed.push(t.clone());
+                    }
+                }
+                if c.kind == CheckKind::Baseline {
+                    ev.baseline = Some((**c).clone());
+                } else {
+                    ev.last_check = Some((**c).clone());
+                }
+            }
+            crate::store::schema::EventKind::CircuitChanged { from, to, reason } => {
+                ev.breaker.push(crate::policy::breaker::Transition {
+                    at: e.at,
+                    from: *from,
+                    to: *to,
+                    reason: reason.clone(),
+                });
+            }
+            crate::store::schema::EventKind::Exit {
+                exit_reason,
+                message,
+                verified: v,
+                ..
+            } => {
+                ev.exit_reason = *exit_reason;
+                ev.exit_message = Some(message.clone());
+                verified = *v;
+            }
+            _ => {}
+        }
+    }
+    ev.receipts = receipts::attribute(&loops);
+    let completed = ev.exit_reason.is_some_and(ExitReason::is_completion);
+    (ev, verified, completed)
+}
+
+/// Timing of the CI wait.
+#[derive(Debug, Clone, Copy)]
+pub struct CiWaitSettings {
+    pub appear: Duration,
+    pub total: Duration,
+}
+
+impl CiWaitSettings {
+    /// The verdict rule's limits; polls every appear/10, between 200 ms and 15 s.
+    #[must_use]
+    pub fn limits(&self) -> CiLimits {
+        let poll = (self.appear / 10).clamp(Duration::from_millis(200), Duration::from_secs(15));
+        let sd = |d: Duration| SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX);
+        CiLimits {
+            appear: sd(self.appear),
+            total: sd(self.total),
+            poll: sd(poll),
+        }
+    }
+}
+
+/// A failed check's name and the end of its log, when the forge had one.
+pub type CheckLog = (String, Option<String>);
+
+/// Waits for the checks of exactly `sha` until the verdict is final; returns it with the
+/// failing checks' log tails (raw; [`rules::ci_feedback`] cleans them). `now` is the clock;
+/// `interrupted` ends the wait early (`Ok(None)`).
+///
+/// # Errors
+/// The forge cannot be asked.
+pub fn wait_for_ci(
+    forge: &dyn Forge,
+    sha: &str,
+    pushed_at: Timestamp,
+    w: CiWaitSettings,
+    now: &dyn Fn() -> Timestamp,
+    interrupted: &dyn Fn() -> bool,
+) -> Result<Option<(CiVerdict, Vec<CheckLog>)>> {
+    let limits = w.limits();
+    loop {
+        let checks = forge.checks(sha)?;
+        let t = now();
+        match rules::ci_verdict(&checks, pushed_at, t, limits) {
+            CiVerdict::Wait { next } => {
+                let ms = u64::try_from(next.duration_since(t).as_millis()).unwrap_or(0);
+                let mut left = Duration::from_millis(ms);
+                while !left.is_zero() {
+                    if interrupted() {
+                        return Ok(None);
+                    }
+                    let step = left.min(Duration::from_millis(100));
+                    std::thread::sleep(step);
+                    left -= step;
+                }
+            }
+            v @ CiVerdict::Failed { .. } => {
+                let mut logs = Vec::new();
+                for c in checks
+                    .iter()
+                    .filter(|c| c.state == rules::CheckState::Failed)
+                {
+                    if logs
+                        .iter()
+                        .any(|(n, _): &(String, Option<String>)| *n == c.name)
+                    {
+                        continue;
+                    }
+                    logs.push((c.name.clone(), forge.check_log(c).unwrap_or(None)));
+                }
+                return Ok(Some((v, logs)));
+            }
+            v => return Ok(Some((v, Vec::new()))),
+        }
+    }
+}
+
+/// The comment an issue closed by the pull request gets.
+#[must_use]
+pub fn issue_comment(pr: &PullRequest) -> String {
+    format!(
+        "hank delivered work on this issue in {} (pull request #{}); it closes this issue when merged.",
+        pr.url, pr.number
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_finished_run_is_the_evidence() {
+        let events = [
+            r#"{"schema_version":2,"type":"agent_finished","at":"2026-11-24T09:00:00Z","loop":1,"outcome":"success","plan_items":["old item"],"cost_usd":9.0}"#,
+            r#"{"schema_version":2,"type":"exit","at":"2026-11-24T09:01:00Z","exit_reason":"max_loops","exit_code":3,"message":"MAX_LOOPS reached"}"#,
+            r#"{"schema_version":2,"type":"verification","at":"2026-11-24T10:00:00Z","kind":"baseline","passed":false,"command":"make test","exit_code":2,"duration_ms":1500,"log":"x","loop":0}"#,
+            r#"{"schema_version":2,"type":"agent_finished","at":"2026-11-24T10:05:00Z","loop":2,"outcome":"success","plan_items":["[#4] Fix the parser"],"cost_usd":0.5,"duration_ms":60000,"recommendation":"Parser fixed"}"#,
+            r#"{"schema_version":2,"type":"circuit_changed","at":"2026-11-24T10:06:00Z","from":"CLOSED","to":"HALF_OPEN","reason":"no progress"}"#,
+            r#"{"schema_version":2,"type":"verification","at":"2026-11-24T10:07:00Z","kind":"completion","passed":true,"command":"make test","exit_code":0,"duration_ms":1700,"log":"y","loop":2,"removed_tests":["t/old_test.c"]}"#,
+            r#"{"schema_version":2,"type":"exit","at":"2026-11-24T10:08:00Z","exit_reason":"plan_complete","exit_code":0,"message":"every required fix_plan item is done (1/1)","verified":true}"#,
+        ]
+        .join("\n");
+        let (ev, verified, completed) = evidence(&events);
+        assert_eq!(ev.items_done, vec!["[#4] Fix the parser".to_string()]);
+        assert_eq!(ev.baseline.as_ref().map(|c| c.passed), Some(false));
+        assert_eq!(ev.last_check.as_ref().map(|c| c.passed), Some(true));
+        assert_eq!(ev.tests_removed, vec!["t/old_test.c".to_string()]);
+        assert_eq!(ev.breaker.len(), 1);
+        assert_eq!(ev.exit_reason, Some(ExitReason::PlanComplete));
+        assert_eq!(ev.agent_summary.as_deref(), Some("Parser fixed"));
+        assert_eq!(ev.receipts.totals.loops, 1);
+        assert_eq!(verified, Some(true));
+        assert!(completed);
+        let (ev, verified, completed) = evidence("");
+        assert!(ev.items_done.is_empty() && verified.is_none() && !completed);
+    }
+}

@@ -1,0 +1,779 @@
+//! Forges: where a delivery branch becomes a pull request and where its checks run.
+//!
+//! | module | role |
+//! |---|---|
+//! | this file | the [`Forge`] operations, [`GitHub`] and [`GitLab`] over an [`Api`], [`detect`] |
+//! | [`transport`] | `gh api` / `glab api` (the user's login) or REST with a token (`GITHUB_API_URL`) |
+//! | [`exec`] | the one spawn of the forge layer |
+//!
+//! Which forge: GitLab when the remote's host names GitLab (`glab`); else GitHub through `gh`
+//! when it is installed and logged in (hank passes the user's `GH_*` and proxy environment
+//! through), else REST with `GH_TOKEN` / `GITHUB_TOKEN` at `GITHUB_API_URL` (default
+//! `https://api.github.com`). The repository is `GH_REPO` (`[HOST/]OWNER/REPO`, as gh reads it)
+//! when set, else the remote's URL. What gh 2.23.0 sends is in `docs/forges.md`.
+
+pub mod exec;
+pub mod transport;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::error::{HankError, Result};
+use crate::policy::deliver::{Check, CheckState, Review, ReviewComment, repo_of_url};
+
+pub use transport::{Api, CliApi, Http, Reply};
+
+/// The default GitHub API root.
+pub const DEFAULT_API_URL: &str = "https://api.github.com";
+
+/// A pull request (GitHub) or merge request (GitLab).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullRequest {
+    pub number: u64,
+    pub url: String,
+    /// The head commit the forge knows.
+    pub head_sha: Option<String>,
+    /// GitHub's GraphQL node id (for auto-merge).
+    pub node_id: Option<String>,
+}
+
+/// A pull request to open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewPullRequest {
+    pub title: String,
+    pub body: String,
+    /// The branch it merges into.
+    pub base: String,
+    /// The delivery branch.
+    pub head: String,
+}
+
+/// What the forge says about the login.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Access {
+    /// The account.
+    pub login: String,
+    /// It may push to the repository (`None`: the forge did not say).
+    pub can_push: Option<bool>,
+}
+
+/// The operations delivery needs.
+pub trait Forge {
+    /// `GitHub (gh)`, `GitHub (REST at …)`, `GitLab (glab)`.
+    fn describe(&self) -> String;
+    /// `owner/repo`.
+    fn repo(&self) -> &str;
+    /// Who is logged in and whether they may push.
+    ///
+    /// # Errors
+    /// Not logged in, or the forge cannot be reached.
+    fn access(&self) -> Result<Access>;
+    /// Opens a pull request; an open one of the same head is returned instead.
+    ///
+    /// # Errors
+    /// The forge refused it (the message names why).
+    fn create_pr(&self, pr: &NewPullRequest) -> Result<PullRequest>;
+    /// The open pull request of `head`, if any.
+    ///
+    /// # Errors
+    /// The forge cannot be asked.
+    fn find_pr(&self, head: &str) -> Result<Option<PullRequest>>;
+    /// The checks (check runs and commit statuses) of exactly this commit.
+    ///
+    /// # Errors
+    /// The forge cannot be asked.
+    fn checks(&self, sha: &str) -> Result<Vec<Check>>;
+    /// The end of a failed check's log, when the forge has one.
+    ///
+    /// # Errors
+    /// The forge cannot be asked.
+    fn check_log(&self, check: &Check) -> Result<Option<String>>;
+    /// The reviews of a pull request.
+    ///
+    /// # Errors
+    /// The forge cannot be asked.
+    fn reviews(&self, pr: &PullRequest) -> Result<Vec<Review>>;
+    /// The review comments (on lines of the diff) of a pull request.
+    ///
+    /// # Errors
+    /// The forge cannot be asked.
+    fn review_comments(&self, pr: &PullRequest) -> Result<Vec<ReviewComment>>;
+    /// Comments on an issue (the PR link on an issue it closes).
+    ///
+    /// # Errors
+    /// The forge refused it.
+    fn comment_issue(&self, issue: u64, body: &str) -> Result<()>;
+    /// Arms the forge's auto-merge (call only on green checks of the head).
+    ///
+    /// # Errors
+    /// The forge refused it (auto-merge not allowed in the repository, …).
+    fn arm_auto_merge(&self, pr: &PullRequest) -> Result<()>;
+}
+
+fn refused(what: &str, via: &str, r: &Reply) -> HankError {
+    HankError::Tool(format!(
+        "{what} via {via}: HTTP {} {}",
+        r.status,
+        r.message()
+    ))
+}
+
+fn text(v: &Value, key: &str) -> String {
+    v.get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn login(v: &Value) -> String {
+    v.pointer("/user/login")
+        .or_else(|| v.pointer("/author/username"))
+        .and_then(Value::as_str)
+        .unwrap_or("someone")
+        .to_string()
+}
+
+/// Path segments are percent-encoded where they carry user text (branch names).
+fn enc(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// GitHub
+
+/// GitHub's REST (and, for auto-merge, GraphQL) API through an [`Api`].
+pub struct GitHub<A: Api> {
+    pub api: A,
+    /// `owner/repo`.
+    pub repo: String,
+}
+
+impl<A: Api> GitHub<A> {
+    fn pr_of(v: &Value) -> Option<PullRequest> {
+        Some(PullRequest {
+            number: v.get("number")?.as_u64()?,
+            url: text(v, "html_url"),
+            head_sha: v
+                .pointer("/head/sha")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            node_id: v.get("node_id").and_then(Value::as_str).map(str::to_string),
+        })
+    }
+
+    fn get(&self, what: &str, path: &str) -> Result<Value> {
+        let r = self.api.call("GET", path, None)?;
+        if r.ok() {
+            Ok(r.json())
+        } else {
+            Err(refused(what, &self.api.describe(), &r))
+        }
+    }
+}
+
+impl<A: Api> Forge for GitHub<A> {
+    fn describe(&self) -> String {
+        format!("GitHub ({})", self.api.describe())
+    }
+
+    fn repo(&self) -> &str {
+        &self.repo
+    }
+
+    fn access(&self) -> Result<Access> {
+        let user = self.get("reading the login (GET /user)", "user")?;
+        let repo = self.get(
+            &format!("reading repository {}", self.repo),
+            &format!("repos/{}", self.repo),
+        )?;
+        Ok(Access {
+            login: text(&user, "login"),
+            can_push: repo.pointer("/permissions/push").and_then(Value::as_bool),
+        })
+    }
+
+    fn create_pr(&self, pr: &NewPullRequest) -> Result<PullRequest> {
+        let body = json!({"title": pr.title, "body": pr.body, "base": pr.base, "head": pr.head});
+        let r = self
+            .api
+            .call("POST", &format!("repos/{}/pulls", self.repo), Some(&body))?;
+        if r.ok() {
+            return Self::pr_of(&r.json()).ok_or_else(|| {
+                HankError::Tool(format!(
+                    "{}: the new pull request has no number",
+                    self.describe()
+                ))
+            });
+        }
+        if r.status == 422
+            && let Some(existing) = self.find_pr(&pr.head)?
+        {
+            return Ok(existing);
+        }
+        Err(refused(
+            &format!("opening a pull request {} → {}", pr.head, pr.base),
+            &self.api.describe(),
+            &r,
+        ))
+    }
+
+    fn find_pr(&self, head: &str) -> Result<Option<PullRequest>> {
+        let owner = self.repo.split('/').next().unwrap_or_default();
+        let v = self.get(
+            "finding the branch's pull request",
+            &format!(
+                "repos/{}/pulls?state=open&head={}",
+                self.repo,
+                enc(&format!("{owner}:{head}"))
+            ),
+        )?;
+        Ok(v.as_array().and_then(|a| a.iter().find_map(Self::pr_of)))
+    }
+
+    fn checks(&self, sha: &str) -> Result<Vec<Check>> {
+        let runs = self.get(
+            "reading the check runs",
+            &format!(
+                "repos/{}/commits/{}/check-runs?per_page=100",
+                self.repo,
+                enc(sha)
+            ),
+        )?;
+        let mut out: Vec<Check> = runs
+            .get("check_runs")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .map(|c| Check {
+                        name: text(c, "name"),
+                        state: CheckState::of_check_run(
+                            &text(c, "status"),
+                            c.get("conclusion").and_then(Value::as_str),
+                        ),
+                        url: c
+                            .get("html_url")
+                            .and_then(Value::as_str)
+                            .map(str::to_string),
+                        id: c.get("id").and_then(Value::as_u64),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let statuses = self.get(
+            "reading the commit statuses",
+            &format!("repos/{}/commits/{}/status", self.repo, enc(sha)),
+        )?;
+        if let Some(a) = statuses.get("statuses").and_then(Value::as_array) {
+            out.extend(a.iter().map(|s| {
+                Check {
+                    name: text(s, "context"),
+                    state: CheckState::of_status(&text(s, "state")),
+                    url: s
+                        .get("target_url")
+                        .and_then(Value::as_str)
+                        .map(str::to_string),
+                    id: None,
+                }
+            }));
+        }
+        Ok(out)
+    }
+
+    fn check_log(&self, check: &Check) -> Result<Option<String>> {
+        let Some(id) = check.id else { return Ok(None) };
+        let v = self.get(
+            "reading a check run",
+            &format!("repos/{}/check-runs/{id}", self.repo),
+        )?;
+        let parts: Vec<String> = ["title", "summary", "text"]
+            .iter()
+            .filter_map(|k| v.pointer(&format!("/output/{k}")).and_then(Value::as_str))
+            .filter(|s| !s.trim().is_empty())
+            .map(str::to_string)
+            .collect();
+        Ok((!parts.is_empty()).then(|| parts.join("\n")))
+    }
+
+    fn reviews(&self, pr: &PullRequest) -> Result<Vec<Review>> {
+        let v = self.get(
+            "reading the reviews",
+            &format!(
+                "repos/{}/pulls/{}/reviews?per_page=100",
+                self.repo, pr.number
+            ),
+        )?;
+        Ok(v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|r| {
+                        Some(Review {
+                            id: r.get("id")?.as_u64()?,
+                            author: login(r),
+                            state: text(r, "state"),
+                            body: text(r, "body"),
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    fn review_comments(&self, pr: &PullRequest) -> Result<Vec<ReviewComment>> {
+        let v = self.get(
+            "reading the review comments",
+            &format!(
+                "repos/{}/pulls/{}/comments?per_page=100",
+                self.repo, pr.number
+            ),
+        )?;
+        Ok(v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|c| {
+                        Some(ReviewComment {
+                            id: c.get("id")?.as_u64()?,
+                            author: login(c),
+                            path: text(c, "path"),
+                            line: c.get("line").and_then(Value::as_u64),
+                            body: text(c, "body"),
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    fn comment_issue(&self, issue: u64, body: &str) -> Result<()> {
+        let r = self.api.call(
+            "POST",
+            &format!("repos/{}/issues/{issue}/comments", self.repo),
+            Some(&json!({"body": body})),
+        )?;
+        if r.ok() {
+            Ok(())
+        } else {
+            Err(refused(
+                &format!("commenting on issue #{issue}"),
+                &self.api.describe(),
+                &r,
+            ))
+        }
+    }
+
+    fn arm_auto_merge(&self, pr: &PullRequest) -> Result<()> {
+        let Some(id) = &pr.node_id else {
+            return Err(HankError::Tool(format!(
+                "{}: pull request #{} has no node id to arm auto-merge with",
+                self.describe(),
+                pr.number
+            )));
+        };
+        let q = json!({
+            "query": "mutation($id: ID!) { enablePullRequestAutoMerge(input: {pullRequestId: $id}) { pullRequest { number } } }",
+            "variables": {"id": id},
+        });
+        let r = self.api.call("POST", "graphql", Some(&q))?;
+        let errors = r.json().get("errors").cloned();
+        match errors {
+            None if r.ok() => Ok(()),
+            _ => Err(HankError::Tool(format!(
+                "arming auto-merge of #{} via {}: HTTP {} {}",
+                pr.number,
+                self.api.describe(),
+                r.status,
+                errors.map_or_else(|| r.message(), |e| crate::sanitize::line(&e.to_string()))
+            ))),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// GitLab
+
+/// GitLab's REST API (v4) through `glab api`. Merge requests for pull requests, pipeline
+/// jobs' commit statuses for checks, MR notes for review comments (GitLab has no "changes
+/// requested" review state: an unresolved note is the request).
+pub struct GitLab<A: Api> {
+    pub api: A,
+    /// `group/project`.
+    pub repo: String,
+}
+
+impl<A: Api> GitLab<A> {
+    fn project(&self) -> String {
+        format!("projects/{}", enc(&self.repo))
+    }
+
+    fn mr_of(v: &Value) -> Option<PullRequest> {
+        Some(PullRequest {
+            number: v.get("iid")?.as_u64()?,
+            url: text(v, "web_url"),
+            head_sha: v.get("sha").and_then(Value::as_str).map(str::to_string),
+            node_id: None,
+        })
+    }
+
+    fn get(&self, what: &str, path: &str) -> Result<Value> {
+        let r = self.api.call("GET", path, None)?;
+        if r.ok() {
+            Ok(r.json())
+        } else {
+            Err(refused(what, &self.api.describe(), &r))
+        }
+    }
+}
+
+impl<A: Api> Forge for GitLab<A> {
+    fn describe(&self) -> String {
+        format!("GitLab ({})", self.api.describe())
+    }
+
+    fn repo(&self) -> &str {
+        &self.repo
+    }
+
+    fn access(&self) -> Result<Access> {
+        let user = self.get("reading the login (GET /user)", "user")?;
+        let p = self.get(&format!("reading project {}", self.repo), &self.project())?;
+        let level = ["project_access", "group_access"]
+            .iter()
+            .filter_map(|k| {
+                p.pointer(&format!("/permissions/{k}/access_level"))
+                    .and_then(Value::as_u64)
+            })
+            .max();
+        Ok(Access {
+            login: text(&user, "username"),
+            // 30 = Developer: may push to unprotected branches.
+            can_push: level.map(|l| l >= 30),
+        })
+    }
+
+    fn create_pr(&self, pr: &NewPullRequest) -> Result<PullRequest> {
+        let body = json!({"source_branch": pr.head, "target_branch": pr.base, "title": pr.title, "description": pr.body});
+        let r = self.api.call(
+            "POST",
+            &format!("{}/merge_requests", self.project()),
+            Some(&body),
+        )?;
+        if r.ok() {
+            return Self::mr_of(&r.json()).ok_or_else(|| {
+                HankError::Tool(format!(
+                    "{}: the new merge request has no iid",
+                    self.describe()
+                ))
+            });
+        }
+        if r.status == 409
+            && let Some(existing) = self.find_pr(&pr.head)?
+        {
+            return Ok(existing);
+        }
+        Err(refused("opening a merge request", &self.api.describe(), &r))
+    }
+
+    fn find_pr(&self, head: &str) -> Result<Option<PullRequest>> {
+        let v = self.get(
+            "finding the branch's merge request",
+            &format!(
+                "{}/merge_requests?state=opened&source_branch={}",
+                self.project(),
+                enc(head)
+            ),
+        )?;
+        Ok(v.as_array().and_then(|a| a.iter().find_map(Self::mr_of)))
+    }
+
+    fn checks(&self, sha: &str) -> Result<Vec<Check>> {
+        let v = self.get(
+            "reading the commit statuses",
+            &format!(
+                "{}/repository/commits/{}/statuses?per_page=100",
+                self.project(),
+                enc(sha)
+            ),
+        )?;
+        Ok(v.as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|s| Check {
+                        name: text(s, "name"),
+                        state: match text(s, "status").as_str() {
+                            "success" | "skipped" => CheckState::Passed,
+                            "created"
+                            | "waiting_for_resource"
+                            | "preparing"
+                            | "pending"
+                            | "running"
+                            | "scheduled"
+                            | "manual" => CheckState::Pending,
+                            _ => CheckState::Failed,
+                        },
+                        url: s
+                            .get("target_url")
+                            .and_then(Value::as_str)
+                            .map(str::to_string),
+                        id: s.get("id").and_then(Value::as_u64),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    fn check_log(&self, check: &Check) -> Result<Option<String>> {
+        let Some(id) = check.id else { return Ok(None) };
+        let r = self
+            .api
+            .call("GET", &format!("{}/jobs/{id}/trace", self.project()), None)?;
+        Ok(r.ok().then_some(r.body))
+    }
+
+    fn reviews(&self, _pr: &PullRequest) -> Result<Vec<Review>> {
+        Ok(Vec::new())
+    }
+
+    fn review_comments(&self, pr: &PullRequest) -> Result<Vec<ReviewComment>> {
+        let v = self.get(
+            "reading the merge request's notes",
+            &format!(
+                "{}/merge_requests/{}/notes?per_page=100",
+                self.project(),
+                pr.number
+            ),
+        )?;
+        Ok(v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter(|n| !n.get("system").and_then(Value::as_bool).unwrap_or(false))
+                    .filter_map(|n| {
+                        Some(ReviewComment {
+                            id: n.get("id")?.as_u64()?,
+                            author: login(n),
+                            path: n
+                                .pointer("/position/new_path")
+                                .and_then(Value::as_str)
+                                .unwrap_or("the merge request")
+                                .to_string(),
+                            line: n.pointer("/position/new_line").and_then(Value::as_u64),
+                            body: text(n, "body"),
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    fn comment_issue(&self, issue: u64, body: &str) -> Result<()> {
+        let r = self.api.call(
+            "POST",
+            &format!("{}/issues/{issue}/notes", self.project()),
+            Some(&json!({"body": body})),
+        )?;
+        if r.ok() {
+            Ok(())
+        } else {
+            Err(refused(
+                &format!("commenting on issue #{issue}"),
+                &self.api.describe(),
+                &r,
+            ))
+        }
+    }
+
+    fn arm_auto_merge(&self, pr: &PullRequest) -> Result<()> {
+        let r = self.api.call(
+            "PUT",
+            &format!("{}/merge_requests/{}/merge", self.project(), pr.number),
+            Some(&json!({"merge_when_pipeline_succeeds": true})),
+        )?;
+        if r.ok() {
+            Ok(())
+        } else {
+            Err(refused(
+                &format!("arming auto-merge of !{}", pr.number),
+                &self.api.describe(),
+                &r,
+            ))
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Choosing the forge
+
+/// What [`detect`] reads from the environment (passed in so tests choose it).
+#[derive(Debug, Clone, Default)]
+pub struct Env {
+    pub gh_repo: Option<String>,
+    pub gh_token: Option<String>,
+    pub api_url: Option<String>,
+    pub gitlab_host: Option<String>,
+}
+
+impl Env {
+    /// The real environment.
+    #[must_use]
+    pub fn from_process() -> Self {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+        Self {
+            gh_repo: var("GH_REPO"),
+            gh_token: var("GH_TOKEN").or_else(|| var("GITHUB_TOKEN")),
+            api_url: var("GITHUB_API_URL"),
+            gitlab_host: var("GITLAB_HOST"),
+        }
+    }
+}
+
+/// The host and `owner/repo`: `GH_REPO` (`[HOST/]OWNER/REPO`) when set, else the remote URL.
+///
+/// # Errors
+/// Neither names a repository.
+pub fn repo_of(env: &Env, remote_url: &str) -> Result<(Option<String>, String)> {
+    if let Some(r) = &env.gh_repo {
+        let parts: Vec<&str> = r.trim().split('/').collect();
+        return match parts.as_slice() {
+            [o, n] if !o.is_empty() && !n.is_empty() => Ok((None, format!("{o}/{n}"))),
+            [h, o, n] if !h.is_empty() && !o.is_empty() && !n.is_empty() => {
+                Ok((Some((*h).to_string()), format!("{o}/{n}")))
+            }
+            _ => Err(HankError::usage(format!(
+                "GH_REPO=`{r}`: expected OWNER/REPO or HOST/OWNER/REPO"
+            ))),
+        };
+    }
+    repo_of_url(remote_url)
+        .map(|(h, r)| (Some(h), r))
+        .ok_or_else(|| {
+            HankError::usage_hint(
+                format!(
+                    "the remote's URL `{}` names no forge repository",
+                    crate::sanitize::line(remote_url)
+                ),
+                "push to a GitHub or GitLab remote, or set GH_REPO=OWNER/REPO",
+            )
+        })
+}
+
+/// The forge of this project's remote. `gh_ok` tells whether gh answered `GET /user`.
+///
+/// # Errors
+/// No usable login: the message says how to get one.
+pub fn detect(dir: &Path, remote_url: &str, env: &Env) -> Result<Box<dyn Forge>> {
+    let (host, repo) = repo_of(env, remote_url)?;
+    let is_gitlab = host.as_deref().is_some_and(|h| h.contains("gitlab"))
+        || env
+            .gitlab_host
+            .as_deref()
+            .is_some_and(|g| host.as_deref() == Some(g.trim_start_matches("https://")));
+    if is_gitlab {
+        let glab = which::which("glab").map_err(|_| {
+            HankError::usage_hint(
+                format!("{repo} is on GitLab and `glab` is not installed"),
+                "install glab (https://gitlab.com/gitlab-org/cli) and run `glab auth login`",
+            )
+        })?;
+        return Ok(Box::new(GitLab {
+            api: CliApi {
+                program: glab,
+                hostname: host.filter(|h| h != "gitlab.com"),
+                dir: dir.to_path_buf(),
+            },
+            repo,
+        }));
+    }
+    let hostname = host.filter(|h| h != "github.com");
+    let mut gh_problem = None;
+    if let Ok(gh) = which::which("gh") {
+        let api = CliApi {
+            program: gh,
+            hostname: hostname.clone(),
+            dir: dir.to_path_buf(),
+        };
+        match api.call("GET", "user", None) {
+            Ok(r) if r.ok() => return Ok(Box::new(GitHub { api, repo })),
+            Ok(r) => {
+                gh_problem = Some(format!(
+                    "gh is not logged in (HTTP {} {})",
+                    r.status,
+                    r.message()
+                ))
+            }
+            Err(e) => gh_problem = Some(e.to_string()),
+        }
+    }
+    if let Some(token) = env.gh_token.clone() {
+        let base = env
+            .api_url
+            .clone()
+            .unwrap_or_else(|| DEFAULT_API_URL.to_string());
+        return Ok(Box::new(GitHub {
+            api: Http::new(&base, token, dir)?,
+            repo,
+        }));
+    }
+    Err(HankError::usage_hint(
+        format!(
+            "no GitHub login for {repo}: {}",
+            gh_problem.unwrap_or_else(|| {
+                "gh is not installed and GH_TOKEN / GITHUB_TOKEN is not set".to_string()
+            })
+        ),
+        "run `gh auth login` (or install gh first), or set GH_TOKEN to a token that may push and open pull requests",
+    ))
+}
+
+/// Where a program is, for doctor's messages.
+#[must_use]
+pub fn installed(name: &str) -> Option<PathBuf> {
+    which::which(name).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repos_from_gh_repo_or_the_remote() {
+        let env = Env {
+            gh_repo: Some("o/r".into()),
+            ..Env::default()
+        };
+        assert_eq!(repo_of(&env, "/tmp/x.git").unwrap(), (None, "o/r".into()));
+        let env = Env {
+            gh_repo: Some("ghe.example.com/o/r".into()),
+            ..Env::default()
+        };
+        assert_eq!(
+            repo_of(&env, "").unwrap(),
+            (Some("ghe.example.com".into()), "o/r".into())
+        );
+        assert!(
+            repo_of(
+                &Env {
+                    gh_repo: Some("bad".into()),
+                    ..Env::default()
+                },
+                ""
+            )
+            .is_err()
+        );
+        assert_eq!(
+            repo_of(&Env::default(), "git@github.com:o/r.git").unwrap(),
+            (Some("github.com".into()), "o/r".into())
+        );
+        let e = repo_of(&Env::default(), "/tmp/remote.git")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("names no forge repository"), "{e}");
+        assert_eq!(enc("o:hank/main"), "o%3Ahank%2Fmain");
+    }
+}

@@ -1,0 +1,811 @@
+//! `hank deliver`: a real bare-repository remote for every push, the fake GitHub API on
+//! loopback for the REST path, and the real `gh` (when installed) against the same fake.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::fake_github::FakeGitHub;
+use crate::support::Project;
+
+const TOKEN: &str = "ghp_faketoken0123456789abcdefghijklmnop";
+
+/// The events of a run that completed with its check passing, item `[#12] Fix login` done.
+fn finished_run_events() -> String {
+    [
+        json!({"schema_version":2,"type":"verification","at":"2026-11-24T10:00:00Z","kind":"baseline","passed":false,"command":"make test","exit_code":2,"duration_ms":1500,"log":".hank/logs/verify-00001.log","loop":0}),
+        json!({"schema_version":2,"type":"agent_finished","at":"2026-11-24T10:05:00Z","loop":1,"outcome":"success","plan_items":["[#12] Fix login"],"cost_usd":0.42,"duration_ms":65000,"num_turns":3,"tokens":{"input":1000,"output":200},"recommendation":"Login fixed, please merge"}),
+        json!({"schema_version":2,"type":"verification","at":"2026-11-24T10:06:00Z","kind":"completion","passed":true,"command":"make test","exit_code":0,"duration_ms":1800,"log":".hank/logs/verify-00002.log","loop":1}),
+        json!({"schema_version":2,"type":"exit","at":"2026-11-24T10:06:01Z","exit_reason":"plan_complete","exit_code":0,"message":"every required fix_plan item is done (1/1)","verified":true}),
+    ]
+    .iter()
+    .map(Value::to_string)
+    .collect::<Vec<_>>()
+    .join("\n")
+        + "\n"
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .stderr(Stdio::piped())
+        .output()
+        .expect("git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A git project with hank's files, a finished verified run, work left by the agent, and a
+/// bare repository as `origin`.
+struct Setup {
+    p: Project,
+    remote: PathBuf,
+}
+
+fn setup() -> Setup {
+    let p = Project::new(&["[#12] Fix login"]);
+    std::fs::write(
+        p.dir.join(".gitignore"),
+        include_str!("../../templates/gitignore"),
+    )
+    .unwrap();
+    p.git_init();
+    let remote = p.home.join("remote.git");
+    git(
+        &p.home,
+        &[
+            "init",
+            "-q",
+            "--bare",
+            "-b",
+            "main",
+            remote.to_str().unwrap(),
+        ],
+    );
+    git(
+        &p.dir,
+        &["remote", "add", "origin", remote.to_str().unwrap()],
+    );
+    git(&p.dir, &["push", "-q", "origin", "main"]);
+    std::fs::write(p.dir.join(".hank/events.jsonl"), finished_run_events()).unwrap();
+    std::fs::write(p.dir.join("login.rs"), "fn login() {}\n").unwrap();
+    Setup { p, remote }
+}
+
+impl Setup {
+    /// `hank deliver ARGS` with the REST path at the fake (the fake `gh` of fixtures/bin
+    /// cannot answer `gh api`, so hank falls back to the token).
+    fn deliver_rest(&self, gh: &FakeGitHub, rc: &str, args: &[&str]) -> Output {
+        self.p.hankrc(&format!("RETRY_BACKOFF_SECONDS=0\n{rc}"));
+        let mut c = self.p.cmd();
+        c.arg("deliver")
+            .args(args)
+            .env("GH_REPO", "o/r")
+            .env("GH_TOKEN", TOKEN)
+            .env("GITHUB_API_URL", gh.url())
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t");
+        c.output().expect("hank deliver")
+    }
+
+    fn delivery(&self) -> Value {
+        self.p.read_json(".hank/delivery.json")
+    }
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn green_check() -> Value {
+    json!({"id": 11, "name": "build", "status": "completed", "conclusion": "success", "html_url": "https://ci/11"})
+}
+
+#[test]
+fn a_pr_is_opened_with_the_evidence_body_and_green_checks_deliver() {
+    let s = setup();
+    let gh = FakeGitHub::start();
+    gh.set(|w| w.check_runs.push(green_check()));
+    let out = s.deliver_rest(&gh, "", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+
+    // The branch is on the remote, with the agent's work committed and hank's runtime files not.
+    let files = git(&s.remote, &["ls-tree", "-r", "--name-only", "hank/main"]);
+    assert!(files.lines().any(|f| f == "login.rs"), "{files}");
+    assert!(!files.contains("events.jsonl"), "{files}");
+    assert_eq!(
+        git(&s.p.dir, &["rev-parse", "--abbrev-ref", "HEAD"]),
+        "hank/main"
+    );
+    // The user's main is untouched on the remote.
+    let main_files = git(&s.remote, &["ls-tree", "-r", "--name-only", "main"]);
+    assert!(!main_files.contains("login.rs"), "{main_files}");
+
+    let reqs = gh.requests();
+    let create = reqs
+        .iter()
+        .find(|r| r.method == "POST" && r.path == "/repos/o/r/pulls")
+        .expect("a PR was created");
+    let pr = create.json();
+    assert_eq!(pr["head"], "hank/main");
+    assert_eq!(pr["base"], "main");
+    assert_eq!(pr["title"], "[#12] Fix login");
+    let body = pr["body"].as_str().unwrap();
+    for want in [
+        "- [x] [#12] Fix login",
+        "| baseline | `make test` | failed (exit 2) | 1.5s |",
+        "| end | `make test` | passed (exit 0) | 1.8s |",
+        "| [#12] Fix login | 1 | 3 | $0.42 | 1200 | 1m05s |",
+        "Stop reason: `plan_complete`",
+        "> Login fixed, please merge",
+        "Closes #12",
+    ] {
+        assert!(body.contains(want), "missing {want:?} in:\n{body}");
+    }
+    // The token travels in the header only.
+    assert_eq!(
+        create.header("authorization"),
+        Some(format!("Bearer {TOKEN}").as_str())
+    );
+    for r in &reqs {
+        assert!(
+            !r.target.contains(TOKEN) && !r.body.contains(TOKEN),
+            "{r:?}"
+        );
+    }
+    // The issue the item came from gets the PR link.
+    let comment = reqs
+        .iter()
+        .find(|r| r.method == "POST" && r.path == "/repos/o/r/issues/12/comments")
+        .expect("issue commented");
+    assert!(
+        comment.json()["body"]
+            .as_str()
+            .unwrap()
+            .contains("https://github.com/o/r/pull/1")
+    );
+    // The checks of exactly the pushed commit were read.
+    let sha = git(&s.remote, &["rev-parse", "hank/main"]);
+    assert!(
+        reqs.iter().any(|r| r
+            .path
+            .starts_with(&format!("/repos/o/r/commits/{sha}/check-runs"))),
+        "{reqs:?}"
+    );
+    let d = s.delivery();
+    assert_eq!(d["exit_reason"], "delivered");
+    assert_eq!(d["checks"], "green");
+    assert_eq!(d["head"], sha.as_str());
+    assert_eq!(d["pr_url"], "https://github.com/o/r/pull/1");
+    let last = s.p.events().last().cloned().unwrap();
+    assert_eq!(last["type"], "delivery");
+    assert_eq!(last["pr_number"], 1);
+    // Nothing hank wrote carries the token.
+    for f in [".hank/delivery.json", ".hank/events.jsonl"] {
+        let text = std::fs::read_to_string(s.p.dir.join(f)).unwrap();
+        assert!(!text.contains(TOKEN), "{f}");
+    }
+    assert!(!stderr(&out).contains(TOKEN));
+}
+
+#[test]
+fn no_checks_within_the_appear_timeout_is_ci_missing() {
+    let s = setup();
+    let gh = FakeGitHub::start();
+    let out = s.deliver_rest(&gh, "CI_APPEAR_TIMEOUT=1s\n", &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no CI is not green"),
+        "{}",
+        stderr(&out)
+    );
+    let d = s.delivery();
+    assert_eq!(d["exit_reason"], "ci_missing");
+    assert_eq!(d["checks"], "missing");
+}
+
+#[test]
+fn red_checks_are_ci_failed_with_their_log_tails_for_the_agent() {
+    let s = setup();
+    let gh = FakeGitHub::start();
+    gh.set(|w| {
+        w.check_runs.push(green_check());
+        w.check_runs.push(json!({
+            "id": 12, "name": "test (ubuntu)", "status": "completed", "conclusion": "failure",
+            "output": {"title": "2 tests failed", "summary": "login_test failed", "text": format!("assertion failed at login.rs:1\ntoken {TOKEN}")}
+        }));
+        w.statuses.push(json!({"context": "ci/lint", "state": "pending"}));
+    });
+    let out = s.deliver_rest(&gh, "", &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let d = s.delivery();
+    assert_eq!(d["exit_reason"], "ci_failed");
+    assert_eq!(d["check_names"], json!(["test (ubuntu)"]));
+    let fb = d["feedback"].as_str().unwrap();
+    assert!(fb.contains("## Failing check: test (ubuntu)"), "{fb}");
+    assert!(fb.contains("assertion failed at login.rs:1"), "{fb}");
+    assert!(!fb.contains(TOKEN), "{fb}");
+}
+
+#[test]
+fn a_pre_push_hook_rejection_is_captured_for_the_agent() {
+    let s = setup();
+    let hook = s.p.dir.join(".git/hooks/pre-push");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\necho 'lint: login.rs:1 missing docs' >&2\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let gh = FakeGitHub::start();
+    let out = s.deliver_rest(&gh, "", &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("lint: login.rs:1 missing docs"),
+        "{}",
+        stderr(&out)
+    );
+    let d = s.delivery();
+    assert_eq!(d["exit_reason"], "push_rejected");
+    assert!(
+        d["feedback"]
+            .as_str()
+            .unwrap()
+            .contains("lint: login.rs:1 missing docs")
+    );
+    // Nothing reached the remote, and no PR was opened.
+    let refs = git(&s.remote, &["for-each-ref", "--format=%(refname)"]);
+    assert!(!refs.contains("hank/main"), "{refs}");
+    assert!(!gh.requests().iter().any(|r| r.method == "POST"));
+
+    // Once the hook passes, the same delivery goes through.
+    std::fs::write(&hook, "#!/bin/sh\nexit 0\n").unwrap();
+    gh.set(|w| w.check_runs.push(green_check()));
+    let out = s.deliver_rest(&gh, "", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(s.delivery()["exit_reason"], "delivered");
+}
+
+#[test]
+fn branch_mode_pushes_without_a_forge_and_refuses_unverified_work() {
+    let s = setup();
+    let gh = FakeGitHub::start();
+    let out = s.deliver_rest(&gh, "DELIVER=branch\n", &["--branch", "feature/login"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(s.delivery()["exit_reason"], "delivered");
+    assert_eq!(s.delivery()["checks"], "not_waited");
+    let files = git(
+        &s.remote,
+        &["ls-tree", "-r", "--name-only", "feature/login"],
+    );
+    assert!(files.contains("login.rs"), "{files}");
+    assert!(gh.requests().is_empty());
+
+    // A run that did not complete is not delivered (exit 1, nothing changed).
+    let s = setup();
+    let events = finished_run_events().replace("\"plan_complete\"", "\"max_loops\"");
+    std::fs::write(s.p.dir.join(".hank/events.jsonl"), events).unwrap();
+    let out = s.deliver_rest(&gh, "", &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("ended with `max_loops`"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        git(&s.p.dir, &["rev-parse", "--abbrev-ref", "HEAD"]),
+        "main"
+    );
+
+    // A bad setting names itself.
+    let out = s.deliver_rest(&gh, "DELIVER=sometimes\n", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("DELIVER: expected none, branch or pr"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn review_requests_are_kept_for_the_agent_and_auto_merge_waits_for_green() {
+    let s = setup();
+    let gh = FakeGitHub::start();
+    gh.set(|w| {
+        w.check_runs.push(green_check());
+        w.reviews.push(json!({"id": 5, "user": {"login": "ann"}, "state": "CHANGES_REQUESTED", "body": "Please rename login()"}));
+        w.review_comments.push(json!({"id": 9, "user": {"login": "ann"}, "path": "login.rs", "line": 1, "body": "typo here"}));
+    });
+    let out = s.deliver_rest(&gh, "REVIEW_LOOP=true\nAUTO_MERGE=true\n", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let d = s.delivery();
+    assert_eq!(d["auto_merge_armed"], true);
+    assert_eq!(d["reviews_seen"], 9);
+    let fb = d["feedback"].as_str().unwrap();
+    assert!(
+        fb.contains("Changes requested by ann\nPlease rename login()"),
+        "{fb}"
+    );
+    assert!(
+        fb.contains("Comment by ann on login.rs:1\ntypo here"),
+        "{fb}"
+    );
+    let reqs = gh.requests();
+    let gql = reqs
+        .iter()
+        .find(|r| r.path == "/graphql")
+        .expect("auto-merge armed");
+    assert_eq!(gql.json()["variables"]["id"], "PR_node1");
+    // Armed only after the checks were read.
+    let checks_at = reqs
+        .iter()
+        .position(|r| r.path.contains("/check-runs"))
+        .unwrap();
+    assert!(reqs.iter().position(|r| r.path == "/graphql").unwrap() > checks_at);
+
+    // Red checks never arm it.
+    let s = setup();
+    let gh = FakeGitHub::start();
+    gh.set(|w| {
+        w.check_runs.push(
+            json!({"id": 3, "name": "build", "status": "completed", "conclusion": "cancelled"}),
+        )
+    });
+    let out = s.deliver_rest(&gh, "AUTO_MERGE=true\n", &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(!gh.requests().iter().any(|r| r.path == "/graphql"));
+}
+
+/// The real `gh` (Debian's package; `.ci/run` installs it) against the fake, as its proxy.
+#[test]
+fn the_real_gh_opens_the_pr_and_reads_the_checks() {
+    let Some(real_gh) = ["/usr/bin/gh", "/usr/local/bin/gh"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+    else {
+        assert!(
+            std::env::var_os("HANK_REQUIRE_GH").is_none(),
+            "HANK_REQUIRE_GH is set (CI) but gh is not installed"
+        );
+        eprintln!("the_real_gh_opens_the_pr_and_reads_the_checks: skipped (gh is not installed)");
+        return;
+    };
+    let s = setup();
+    let gh = FakeGitHub::start();
+    gh.set(|w| w.check_runs.push(green_check()));
+    let bin = s.p.home.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(&real_gh, bin.join("gh")).unwrap();
+    s.p.hankrc("AUTO_MERGE=true\n");
+    let mut c = s.p.cmd();
+    c.arg("deliver")
+        .env(
+            "PATH",
+            format!(
+                "{}:{}/fixtures/bin:/usr/local/bin:/usr/bin:/bin",
+                bin.display(),
+                env!("CARGO_MANIFEST_DIR")
+            ),
+        )
+        .env("GH_HOST", "github.localhost")
+        .env("GH_TOKEN", "x-real-gh-token")
+        .env("GH_REPO", "o/r")
+        .env("GH_CONFIG_DIR", s.p.home.join("gh-config"))
+        .env("HTTP_PROXY", gh.url())
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t");
+    let out = c.output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let reqs = gh.requests();
+    let seen: Vec<String> = reqs
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.target))
+        .collect();
+    // gh sends absolute-form requests to its proxy, at api.<GH_HOST>.
+    assert!(
+        seen.contains(&"GET http://api.github.localhost/user".to_string()),
+        "{seen:?}"
+    );
+    let create = reqs
+        .iter()
+        .find(|r| r.method == "POST" && r.path == "/repos/o/r/pulls")
+        .expect("PR created through gh");
+    assert_eq!(create.json()["head"], "hank/main");
+    assert!(
+        create.json()["body"]
+            .as_str()
+            .unwrap()
+            .contains("Closes #12")
+    );
+    assert_eq!(
+        create.header("authorization"),
+        Some("token x-real-gh-token")
+    );
+    assert!(
+        create
+            .header("user-agent")
+            .unwrap_or("")
+            .starts_with("GitHub CLI"),
+        "{:?}",
+        create.headers
+    );
+    assert!(seen.iter().any(|s| s.contains("/check-runs")), "{seen:?}");
+    assert!(
+        seen.iter()
+            .any(|s| s == "POST http://api.github.localhost/graphql"),
+        "{seen:?}"
+    );
+    assert_eq!(s.delivery()["exit_reason"], "delivered");
+    assert_eq!(s.delivery()["auto_merge_armed"], true);
+    eprintln!(
+        "gh sent:\n{}",
+        reqs.iter()
+            .map(|r| format!("{} {} {:?}", r.method, r.target, r.headers))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[test]
+fn doctor_checks_the_remote_the_login_and_the_push_permission() {
+    let s = setup();
+    let gh = FakeGitHub::start();
+    gh.set(|w| w.can_push = false);
+    s.p.hankrc("DELIVER=pr\n");
+    let doctor = |gh: &FakeGitHub, remote: &str| -> Value {
+        s.p.hankrc(&format!("DELIVER=pr\nDELIVER_REMOTE={remote}\n"));
+        let out =
+            s.p.cmd()
+                .args(["doctor", "--json"])
+                .env("GH_REPO", "o/r")
+                .env("GH_TOKEN", TOKEN)
+                .env("GITHUB_API_URL", gh.url())
+                .output()
+                .unwrap();
+        assert!(!String::from_utf8_lossy(&out.stdout).contains(TOKEN));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let find = |v: &Value, name: &str| -> Value {
+        v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    let v = doctor(&gh, "origin");
+    assert_eq!(find(&v, "remote")["ok"], true, "{v}");
+    assert_eq!(find(&v, "forge")["ok"], true, "{v}");
+    assert!(
+        find(&v, "forge")["detail"]
+            .as_str()
+            .unwrap()
+            .contains("as hank-bot for o/r"),
+        "{v}"
+    );
+    let push = find(&v, "push");
+    assert_eq!(push["ok"], false, "{v}");
+    assert!(
+        push["fix"].as_str().unwrap().contains("write access"),
+        "{v}"
+    );
+    assert_eq!(v["ok"], false);
+
+    let v = doctor(&gh, "upstream");
+    let remote = find(&v, "remote");
+    assert_eq!(remote["ok"], false, "{v}");
+    assert!(
+        remote["fix"]
+            .as_str()
+            .unwrap()
+            .contains("git remote add upstream"),
+        "{v}"
+    );
+}
+
+#[test]
+fn hank_run_says_delivery_is_not_wired_yet() {
+    let s = setup();
+    s.p.hankrc("DELIVER=pr\n");
+    let out = s.p.run(&["--dry-run"]);
+    assert!(
+        stderr(&out).contains("DELIVER=pr (.hankrc line 1) is not wired into `hank run` yet"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// GitLab at the argv boundary: a fake `glab` records what hank runs and answers like
+/// `glab api --include` (no real glab in the tests).
+#[test]
+fn gitlab_merge_requests_go_through_glab_api() {
+    let s = setup();
+    git(
+        &s.p.dir,
+        &["remote", "set-url", "origin", "https://gitlab.com/g/p.git"],
+    );
+    git(
+        &s.p.dir,
+        &[
+            "remote",
+            "set-url",
+            "--push",
+            "origin",
+            s.remote.to_str().unwrap(),
+        ],
+    );
+    let bin = s.p.home.join("glab-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = s.p.home.join("glab.log");
+    let script = format!(
+        "#!/bin/sh\necho \"argv: $*\" >> '{log}'\necho \"stdin: $(cat)\" >> '{log}'\n\
+         case \"$*\" in\n\
+         *merge_requests) printf 'HTTP/1.1 201 Created\\r\\nContent-Type: application/json\\r\\n\\r\\n{{\"iid\":4,\"web_url\":\"https://gitlab.com/g/p/-/merge_requests/4\",\"sha\":\"abc\"}}' ;;\n\
+         *) printf 'HTTP/1.1 201 Created\\r\\n\\r\\n{{\"id\":1}}' ;;\n\
+         esac\n",
+        log = log.display()
+    );
+    std::fs::write(bin.join("glab"), script).unwrap();
+    std::fs::set_permissions(
+        bin.join("glab"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    s.p.hankrc("CI_WAIT=false\n");
+    let out =
+        s.p.cmd()
+            .arg("deliver")
+            .env(
+                "PATH",
+                format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display()),
+            )
+            .env("GITLAB_TOKEN", TOKEN)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .output()
+            .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        calls.contains(
+            "argv: api --include --method POST --input - projects/g%2Fp/merge_requests\n"
+        ),
+        "{calls}"
+    );
+    assert!(calls.contains("\"source_branch\":\"hank/main\""), "{calls}");
+    assert!(calls.contains("\"target_branch\":\"main\""), "{calls}");
+    assert!(
+        calls.contains(
+            "argv: api --include --method POST --input - projects/g%2Fp/issues/12/notes\n"
+        ),
+        "{calls}"
+    );
+    assert!(!calls.contains(TOKEN), "{calls}");
+    assert_eq!(
+        s.delivery()["pr_url"],
+        "https://gitlab.com/g/p/-/merge_requests/4"
+    );
+    // The push went to the push URL (the bare repository).
+    assert!(
+        git(&s.remote, &["for-each-ref", "--format=%(refname)"]).contains("refs/heads/hank/main")
+    );
+}
+
+/// The whole path on hank's real records: a `hank run` with the fake agent that completes
+/// with its check passing, then `hank deliver`.
+#[test]
+fn a_real_run_then_deliver_puts_its_records_in_the_pr() {
+    let p = Project::new(&["[#12] make src/x"]);
+    std::fs::write(
+        p.dir.join(".gitignore"),
+        include_str!("../../templates/gitignore"),
+    )
+    .unwrap();
+    p.git_init();
+    let remote = p.home.join("remote.git");
+    git(
+        &p.home,
+        &[
+            "init",
+            "-q",
+            "--bare",
+            "-b",
+            "main",
+            remote.to_str().unwrap(),
+        ],
+    );
+    git(
+        &p.dir,
+        &["remote", "add", "origin", remote.to_str().unwrap()],
+    );
+    p.hankrc("RETRY_BACKOFF_SECONDS=0\nVERIFY_COMMAND=\"test -f src/x\"\nVERIFY_AT_START=true\n");
+    p.fake(
+        "effect.sh",
+        "mkdir -p src && echo fixed > src/x\nsed -i 's/- \\[ \\]/- [x]/' .hank/fix_plan.md\n",
+    );
+    let o = p.run(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = Setup { p, remote };
+    let gh = FakeGitHub::start();
+    gh.set(|w| w.check_runs.push(green_check()));
+    let out = s.deliver_rest(
+        &gh,
+        "VERIFY_COMMAND=\"test -f src/x\"\nVERIFY_AT_START=true\n",
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let reqs = gh.requests();
+    let pr = reqs
+        .iter()
+        .find(|r| r.method == "POST" && r.path == "/repos/o/r/pulls")
+        .unwrap()
+        .json();
+    let body = pr["body"].as_str().unwrap();
+    for want in [
+        "- [x] [#12] make src/x",
+        "| baseline | `test -f src/x` | failed (exit 1) |",
+        "| end | `test -f src/x` | passed (exit 0) |",
+        "Stop reason: `plan_complete`",
+        "Closes #12",
+    ] {
+        assert!(body.contains(want), "missing {want:?} in:\n{body}");
+    }
+    let files = git(&s.remote, &["ls-tree", "-r", "--name-only", "hank/main"]);
+    assert!(files.lines().any(|f| f == "src/x"), "{files}");
+    // status.json carries the delivery; `hank status` shows it.
+    let st = s.p.status();
+    assert_eq!(st["exit_reason"], "plan_complete");
+    assert_eq!(st["delivery"]["pr_url"], "https://github.com/o/r/pull/1");
+    assert_eq!(st["delivery"]["checks"], "green");
+    let shown = s.p.run(&["status"]);
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        text.contains("delivery:     pr on hank/main (")
+            && text.contains("→ https://github.com/o/r/pull/1, checks green (delivered)"),
+        "{text}"
+    );
+}
+
+/// The agent cannot redirect the delivery: a `.hankrc` it changed during the run (here
+/// DELIVER_REMOTE) needs the user's approval before `hank deliver` uses it.
+#[test]
+fn a_delivery_setting_the_agent_changed_needs_approval() {
+    let p = Project::new(&["make src/x"]);
+    p.git_init();
+    p.hankrc("RETRY_BACKOFF_SECONDS=0\nVERIFY_COMMAND=\"test -f src/x\"\n");
+    p.fake(
+        "effect.sh",
+        "mkdir -p src && echo fixed > src/x\nsed -i 's/- \\[ \\]/- [x]/' .hank/fix_plan.md\necho 'DELIVER_REMOTE=evil' >> .hankrc\n",
+    );
+    let o = p.run(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = p.run(&["deliver", "--deliver", "branch"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("hank config accept"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!p.dir.join(".hank/delivery.json").exists());
+}
+
+/// REST over HTTPS goes through curl with everything on stdin: a fake `curl` records its argv
+/// and its config, and answers like `curl --include` (a proxy's CONNECT answer first).
+#[test]
+fn https_rest_runs_curl_with_the_token_on_stdin_only() {
+    let s = setup();
+    let bin = s.p.home.join("curl-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = s.p.home.join("curl.log");
+    let script = format!(
+        "#!/bin/sh\necho \"argv: $*\" >> '{log}'\ncfg=$(cat)\necho \"$cfg\" >> '{log}'\n\
+         printf 'HTTP/1.1 200 Connection established\\r\\n\\r\\n'\n\
+         case \"$cfg\" in\n\
+         *'/pulls\"'*) printf 'HTTP/2 201 \\r\\ncontent-type: application/json\\r\\n\\r\\n{{\"number\":8,\"html_url\":\"https://github.com/o/r/pull/8\",\"node_id\":\"PR_8\"}}' ;;\n\
+         *) printf 'HTTP/2 201 \\r\\n\\r\\n{{\"id\":1}}' ;;\n\
+         esac\n",
+        log = log.display()
+    );
+    std::fs::write(bin.join("curl"), script).unwrap();
+    std::fs::set_permissions(
+        bin.join("curl"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    s.p.hankrc("CI_WAIT=false\n");
+    let out =
+        s.p.cmd()
+            .arg("deliver")
+            .env(
+                "PATH",
+                format!(
+                    "{}:{}/fixtures/bin:/usr/local/bin:/usr/bin:/bin",
+                    bin.display(),
+                    env!("CARGO_MANIFEST_DIR")
+                ),
+            )
+            .env("GH_REPO", "o/r")
+            .env("GITHUB_TOKEN", TOKEN)
+            .env("GITHUB_API_URL", "https://api.github.example")
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .output()
+            .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(s.delivery()["pr_url"], "https://github.com/o/r/pull/8");
+    let calls = std::fs::read_to_string(&log).unwrap();
+    for line in calls.lines().filter(|l| l.starts_with("argv: ")) {
+        assert_eq!(
+            line,
+            "argv: --silent --show-error --include --proto =https --config -"
+        );
+    }
+    assert!(
+        calls.contains("url = \"https://api.github.example/repos/o/r/pulls\""),
+        "{calls}"
+    );
+    assert!(
+        calls.contains(&format!("header = \"Authorization: Bearer {TOKEN}\"")),
+        "{calls}"
+    );
+    assert!(
+        calls.contains("data-binary = \"{\\\"base\\\":\\\"main\\\""),
+        "{calls}"
+    );
+}
+
+/// Ctrl-C ends the CI wait at once: exit 130, the delivery recorded with its checks pending.
+#[test]
+fn ctrl_c_ends_the_ci_wait_with_130() {
+    let s = setup();
+    let gh = FakeGitHub::start();
+    s.p.hankrc("RETRY_BACKOFF_SECONDS=0\nCI_APPEAR_TIMEOUT=10m\n");
+    let child =
+        s.p.cmd()
+            .arg("deliver")
+            .env("GH_REPO", "o/r")
+            .env("GH_TOKEN", TOKEN)
+            .env("GITHUB_API_URL", gh.url())
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+    let start = std::time::Instant::now();
+    while !gh.requests().iter().any(|r| r.path.contains("/check-runs")) {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "no CI wait"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    crate::support::signal(&child, nix::sys::signal::Signal::SIGINT);
+    let out = crate::support::wait_with_timeout(child, std::time::Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let d = s.delivery();
+    assert_eq!(d["exit_reason"], "interrupted");
+    assert_eq!(d["checks"], "pending");
+}

@@ -1,0 +1,241 @@
+//! A fake of the GitHub REST and GraphQL APIs on 127.0.0.1, for `hank deliver` through the
+//! REST path (`GITHUB_API_URL=http://127.0.0.1:PORT`) and through the real `gh` (as its HTTP
+//! proxy: `GH_HOST=github.localhost HTTP_PROXY=http://127.0.0.1:PORT` makes gh send
+//! `GET http://api.github.localhost/user` here). Every request is recorded.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+/// One request as the fake received it.
+#[derive(Debug, Clone)]
+pub(crate) struct Recorded {
+    pub method: String,
+    /// The path with its query, the scheme and host of a proxy request removed.
+    pub path: String,
+    /// The request target as sent (absolute-form through a proxy).
+    pub target: String,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Recorded {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub(crate) fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+/// What the fake answers.
+#[derive(Debug, Default)]
+pub(crate) struct World {
+    pub requests: Vec<Recorded>,
+    /// Check runs of every commit.
+    pub check_runs: Vec<Value>,
+    /// Commit statuses of every commit.
+    pub statuses: Vec<Value>,
+    pub reviews: Vec<Value>,
+    pub review_comments: Vec<Value>,
+    pub pulls: Vec<Value>,
+    /// `permissions.push` of the repository.
+    pub can_push: bool,
+}
+
+pub(crate) struct FakeGitHub {
+    pub port: u16,
+    pub world: Arc<Mutex<World>>,
+}
+
+impl FakeGitHub {
+    pub(crate) fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let world = Arc::new(Mutex::new(World {
+            can_push: true,
+            ..World::default()
+        }));
+        let w = Arc::clone(&world);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let w = Arc::clone(&w);
+                std::thread::spawn(move || serve(stream, &w));
+            }
+        });
+        Self { port, world }
+    }
+
+    pub(crate) fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub(crate) fn requests(&self) -> Vec<Recorded> {
+        self.world.lock().unwrap().requests.clone()
+    }
+
+    pub(crate) fn set(&self, f: impl FnOnce(&mut World)) {
+        f(&mut self.world.lock().unwrap());
+    }
+}
+
+fn serve(stream: TcpStream, world: &Mutex<World>) {
+    let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+    let mut stream = stream;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let mut parts = line.split_whitespace();
+        let (Some(method), Some(target)) = (parts.next(), parts.next()) else {
+            return;
+        };
+        let (method, target) = (method.to_string(), target.to_string());
+        let mut headers = Vec::new();
+        let mut len = 0usize;
+        loop {
+            let mut h = String::new();
+            if reader.read_line(&mut h).unwrap_or(0) == 0 {
+                return;
+            }
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':') {
+                if k.eq_ignore_ascii_case("content-length") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+                headers.push((k.trim().to_string(), v.trim().to_string()));
+            }
+        }
+        let chunked = headers.iter().any(|(k, v)| {
+            k.eq_ignore_ascii_case("transfer-encoding") && v.eq_ignore_ascii_case("chunked")
+        });
+        let mut body = vec![0u8; len];
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        if chunked {
+            // gh streams a `--input -` body: chunked, no Content-Length.
+            loop {
+                let mut size = String::new();
+                if reader.read_line(&mut size).unwrap_or(0) == 0 {
+                    return;
+                }
+                let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+                let mut chunk = vec![0u8; n + 2];
+                if reader.read_exact(&mut chunk).is_err() {
+                    return;
+                }
+                if n == 0 {
+                    break;
+                }
+                body.extend_from_slice(&chunk[..n]);
+            }
+            headers.push(("X-Fake-Body".into(), "chunked".into()));
+        }
+        let path = match target.strip_prefix("http://") {
+            Some(rest) => rest
+                .find('/')
+                .map_or("/".to_string(), |i| rest[i..].to_string()),
+            None => target.clone(),
+        };
+        let rec = Recorded {
+            method,
+            path,
+            target,
+            headers,
+            body: String::from_utf8_lossy(&body).into_owned(),
+        };
+        let close = rec
+            .header("connection")
+            .is_some_and(|c| c.eq_ignore_ascii_case("close"));
+        let (status, reply) = {
+            let mut w = world.lock().unwrap();
+            let r = answer(&mut w, &rec);
+            w.requests.push(rec);
+            r
+        };
+        let text = reply.to_string();
+        let reason = match status {
+            200 => "OK",
+            201 => "Created",
+            404 => "Not Found",
+            _ => "Unprocessable Entity",
+        };
+        let out = format!(
+            "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: {}\r\nX-GitHub-Media-Type: github.v3\r\n\r\n{text}",
+            text.len()
+        );
+        if stream.write_all(out.as_bytes()).is_err() || close {
+            return;
+        }
+    }
+}
+
+fn answer(w: &mut World, r: &Recorded) -> (u16, Value) {
+    let (path, _query) = r.path.split_once('?').unwrap_or((&r.path, ""));
+    let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    match (r.method.as_str(), segs.as_slice()) {
+        ("GET", ["user"]) => (200, json!({"login": "hank-bot", "id": 1})),
+        ("GET", ["repos", o, n]) => (
+            200,
+            json!({"full_name": format!("{o}/{n}"), "default_branch": "main",
+                   "permissions": {"admin": false, "push": w.can_push, "pull": true}}),
+        ),
+        ("POST", ["repos", o, n, "pulls"]) => {
+            let req = r.json();
+            let number = w.pulls.len() as u64 + 1;
+            let pr = json!({
+                "number": number,
+                "node_id": format!("PR_node{number}"),
+                "html_url": format!("https://github.com/{o}/{n}/pull/{number}"),
+                "state": "open",
+                "title": req["title"], "body": req["body"],
+                "head": {"ref": req["head"], "sha": "0000000000000000000000000000000000000000"},
+                "base": {"ref": req["base"]},
+            });
+            w.pulls.push(pr.clone());
+            (201, pr)
+        }
+        ("GET", ["repos", _, _, "pulls"]) => (200, Value::Array(w.pulls.clone())),
+        ("GET", ["repos", _, _, "commits", _, "check-runs"]) => (
+            200,
+            json!({"total_count": w.check_runs.len(), "check_runs": w.check_runs}),
+        ),
+        ("GET", ["repos", _, _, "commits", sha, "status"]) => (
+            200,
+            json!({"state": "pending", "sha": sha, "total_count": w.statuses.len(), "statuses": w.statuses}),
+        ),
+        ("GET", ["repos", _, _, "check-runs", id]) => {
+            let found = w
+                .check_runs
+                .iter()
+                .find(|c| c["id"].as_u64().is_some_and(|n| id.parse() == Ok(n)))
+                .cloned();
+            found.map_or((404, json!({"message": "Not Found"})), |c| (200, c))
+        }
+        ("GET", ["repos", _, _, "pulls", _, "reviews"]) => (200, Value::Array(w.reviews.clone())),
+        ("GET", ["repos", _, _, "pulls", _, "comments"]) => {
+            (200, Value::Array(w.review_comments.clone()))
+        }
+        ("POST", ["repos", _, _, "issues", _, "comments"]) => (201, json!({"id": 77})),
+        ("POST", ["graphql"]) => (
+            200,
+            json!({"data": {"enablePullRequestAutoMerge": {"pullRequest": {"number": 1}}}}),
+        ),
+        _ => (
+            404,
+            json!({"message": "Not Found", "documentation_url": "https://docs.github.com/rest"}),
+        ),
+    }
+}
