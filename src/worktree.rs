@@ -534,8 +534,9 @@ pub const GIT_OUTPUT_LIMIT: u64 = 1024 * 1024;
 /// # Errors
 /// git cannot be started or ran past `timeout`.
 pub fn git_run(dir: &Path, args: &[&str], timeout: Duration) -> Result<GitRun, GitError> {
-    let mut cmd = Command::new("git");
-    cmd.arg("--no-pager")
+    let limit = usize::try_from(GIT_OUTPUT_LIMIT).unwrap_or(usize::MAX);
+    let mut cmd = crate::proc::Cmd::new("git")
+        .arg("--no-pager")
         .args([
             "-c",
             "core.quotepath=off",
@@ -545,7 +546,7 @@ pub fn git_run(dir: &Path, args: &[&str], timeout: Duration) -> Result<GitRun, G
             "core.pager=cat",
         ])
         .args(args)
-        .current_dir(dir)
+        .cwd(dir)
         .env("LC_ALL", "C")
         .env("GIT_TERMINAL_PROMPT", "0");
     for var in [
@@ -561,60 +562,25 @@ pub fn git_run(dir: &Path, args: &[&str], timeout: Duration) -> Result<GitRun, G
         "GIT_NOGLOB_PATHSPECS",
         "GIT_ICASE_PATHSPECS",
     ] {
-        cmd.env_remove(var);
+        cmd = cmd.env_remove(var);
     }
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let mut child = cmd.spawn().map_err(GitError::Spawn)?;
-    let pid = i32::try_from(child.id())
-        .map(nix::unistd::Pid::from_raw)
-        .map_err(|_| GitError::Output("pid out of range".into()))?;
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(p) = pipe {
-                let _ = p.take(GIT_OUTPUT_LIMIT).read_to_end(&mut buf);
-            }
-            String::from_utf8_lossy(&buf).into_owned()
-        })
-    };
-    let out = drain(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let err = drain(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let start = std::time::Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break s,
-            Ok(None) if start.elapsed() >= timeout => {
-                let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
-                let _ = child.wait();
-                return Err(GitError::Timeout);
-            }
-            Ok(None) if crate::agent::signals::received() != 0 => {
-                let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
-                let _ = child.wait();
-                return Err(GitError::Interrupted);
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            Err(e) => return Err(GitError::Output(e.to_string())),
-        }
-    };
+    let done = cmd
+        .stdout_max(limit)
+        .stderr_max(limit)
+        .timeout(timeout)
+        .interruptible()
+        .run()
+        .map_err(|e| match e {
+            crate::proc::RunError::Spawn(e) => GitError::Spawn(e),
+            crate::proc::RunError::Timeout => GitError::Timeout,
+            crate::proc::RunError::Interrupted => GitError::Interrupted,
+            crate::proc::RunError::Io(e) => GitError::Output(e.to_string()),
+        })?;
     Ok(GitRun {
-        success: status.success(),
-        code: status.code(),
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
+        success: done.status.success(),
+        code: done.status.code(),
+        stdout: String::from_utf8_lossy(&done.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&done.stderr).into_owned(),
     })
 }
 

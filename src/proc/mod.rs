@@ -244,6 +244,7 @@ pub struct Cmd {
     stderr_max: usize,
     interruptible: bool,
     held_pipe: Duration,
+    stdin: Option<Vec<u8>>,
 }
 
 impl Cmd {
@@ -261,6 +262,7 @@ impl Cmd {
             stderr_max: 0,
             interruptible: false,
             held_pipe: HELD_PIPE_GRACE,
+            stdin: None,
         }
     }
 
@@ -344,6 +346,13 @@ impl Cmd {
         self
     }
 
+    /// Bytes written to the program's stdin (then closed) instead of a closed stdin.
+    #[must_use]
+    pub fn stdin(mut self, bytes: Vec<u8>) -> Self {
+        self.stdin = Some(bytes);
+        self
+    }
+
     /// The program as given (for messages).
     #[must_use]
     pub fn program(&self) -> &OsStr {
@@ -387,17 +396,29 @@ impl Cmd {
             return Err(RunError::Interrupted);
         }
         let mut cmd = self.command();
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(if self.stderr_max > 0 {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .process_group(0);
+        cmd.stdin(if self.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(if self.stderr_max > 0 {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .process_group(0);
         let started = Instant::now();
         let mut child = cmd.spawn().map_err(RunError::Spawn)?;
         let pid = i32::try_from(child.id()).unwrap_or(0);
+        // The input goes in from a thread of its own: a program that answers before it has
+        // read everything must not block hank.
+        if let (Some(mut pipe), Some(bytes)) = (child.stdin.take(), self.stdin.clone()) {
+            std::thread::spawn(move || {
+                use std::io::Write;
+                let _ = pipe.write_all(&bytes);
+            });
+        }
         // Until the child is reaped its pid is its group's id and cannot be recycled.
         let kill = || signal_group(pid, Signal::SIGKILL);
         let mut out = Pipe::new(child.stdout.take(), self.stdout_max);
@@ -639,6 +660,15 @@ mod tests {
         assert!(r.held_open);
         assert_eq!(r.stdout, b"first\n");
         assert!(r.status.success());
+    }
+
+    #[test]
+    fn stdin_bytes_reach_the_program() {
+        let r = Cmd::new("/bin/cat")
+            .stdin(b"request body".to_vec())
+            .run()
+            .unwrap();
+        assert_eq!(r.stdout, b"request body");
     }
 
     #[test]
