@@ -12,6 +12,29 @@ use crate::support::{Project, TICK_ONE, error_json, signal, stderr, stdout, wait
 
 const LONG: Duration = Duration::from_secs(30);
 
+/// A running `hank`, killed if the test fails before it is waited for (a paused loop would
+/// otherwise wait forever).
+struct Running(Option<std::process::Child>);
+
+impl Running {
+    fn child(&self) -> &std::process::Child {
+        self.0.as_ref().unwrap()
+    }
+
+    fn wait(mut self) -> std::process::Output {
+        wait_with_timeout(self.0.take().unwrap(), LONG)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 fn ctl(p: &Project, args: &[&str]) -> String {
     let mut all = vec!["ctl"];
     all.extend_from_slice(args);
@@ -67,27 +90,27 @@ fn a_pause_survives_a_restart_until_resume() {
     let p = Project::new(&["a", "b"]);
     p.fake("effect.sh", TICK_ONE);
     let pause = ctl(&p, &["pause"]);
-    let child = p.spawn(&[]);
+    let child = Running(Some(p.spawn(&[])));
     let st = p.wait_status(LONG, paused);
     assert!(st["waiting_until"].is_null(), "{st}");
     let ack = wait_ack(&p, &pause, LONG);
     assert_eq!(ack["acknowledged"]["outcome"], "applied", "{ack}");
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(p.calls(), 0, "no call while paused");
-    signal(&child, Signal::SIGTERM);
-    let o = wait_with_timeout(child, LONG);
+    signal(child.child(), Signal::SIGTERM);
+    let o = child.wait();
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
 
     // Started again: the pause holds (it was acknowledged, not taken a second time).
-    let child = p.spawn(&[]);
+    let child = Running(Some(p.spawn(&[])));
     p.wait_status(LONG, |v| {
-        paused(v) && v["pid"].as_u64() == Some(u64::from(child.id()))
+        paused(v) && v["pid"].as_u64() == Some(u64::from(child.child().id()))
     });
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(p.calls(), 0, "still paused after the restart");
     let resume = ctl(&p, &["resume"]);
     wait_ack(&p, &resume, Duration::from_secs(5));
-    let o = wait_with_timeout(child, LONG);
+    let o = child.wait();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(p.status()["exit_reason"], "plan_complete");
     assert_eq!(p.calls(), 2);
@@ -114,10 +137,10 @@ fn a_pause_survives_a_restart_until_resume() {
 fn set_max_loops_takes_effect_at_the_next_loop() {
     let p = Project::new(&["a", "b", "c", "d", "e"]);
     p.fake("effect.sh", TICK_ONE).fake("sleep-1", "2");
-    let child = p.spawn(&[]);
+    let child = Running(Some(p.spawn(&[])));
     p.wait_calls(1, LONG);
     let id = ctl(&p, &["set", "MAX_LOOPS=2"]);
-    let o = wait_with_timeout(child, LONG);
+    let o = child.wait();
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert_eq!(p.status()["exit_reason"], "max_loops");
     assert_eq!(p.calls(), 2);
@@ -135,10 +158,10 @@ fn set_max_loops_takes_effect_at_the_next_loop() {
 fn a_note_reaches_the_next_call() {
     let p = Project::new(&["a", "b", "c"]);
     p.fake("effect.sh", TICK_ONE).fake("sleep-1", "2");
-    let child = p.spawn(&[]);
+    let child = Running(Some(p.spawn(&[])));
     p.wait_calls(1, LONG);
     ctl(&p, &["note", "use", "the", "v2", "API"]);
-    let o = wait_with_timeout(child, LONG);
+    let o = child.wait();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let has = |n: u32| String::from_utf8_lossy(&p.stdin(n)).contains("use the v2 API");
     assert!(!has(1));
@@ -151,10 +174,10 @@ fn a_note_reaches_the_next_call() {
 fn stop_ends_the_run_as_interrupted() {
     let p = Project::new(&["a", "b", "c"]);
     p.fake("effect.sh", TICK_ONE).fake("sleep-1", "2");
-    let child = p.spawn(&[]);
+    let child = Running(Some(p.spawn(&[])));
     p.wait_calls(1, LONG);
     let id = ctl(&p, &["stop"]);
-    let o = wait_with_timeout(child, LONG);
+    let o = child.wait();
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     assert_eq!(p.status()["exit_reason"], "interrupted");
     assert_eq!(p.calls(), 1);
@@ -176,7 +199,7 @@ fn retry_now_ends_a_usage_limit_wait() {
     )
     .fake("exit-1", "1")
     .fake("effect-2.sh", TICK_ONE);
-    let child = p.spawn(&[]);
+    let child = Running(Some(p.spawn(&[])));
     p.wait_status(LONG, |v| {
         v["state"] == "waiting" && v["wait_reason"] == "usage_limit"
     });
@@ -184,7 +207,7 @@ fn retry_now_ends_a_usage_limit_wait() {
     // Taken within 2 s while the loop waits.
     wait_ack(&p, &id, Duration::from_secs(2));
     p.wait_calls(2, Duration::from_secs(10));
-    let o = wait_with_timeout(child, LONG);
+    let o = child.wait();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(p.status()["exit_reason"], "plan_complete");
 }
