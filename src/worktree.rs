@@ -623,6 +623,29 @@ pub const GIT_OUTPUT_LIMIT: u64 = 1024 * 1024;
 /// # Errors
 /// git cannot be started or ran past `timeout`.
 pub fn git_run(dir: &Path, args: &[&str], timeout: Duration) -> Result<GitRun, GitError> {
+    git_run_with(dir, args, None, timeout)
+}
+
+/// [`git_run`] with `input` written to git's stdin (then closed): the plumbing that reads
+/// its input there (`git mktree`) when hank writes objects of its own (`hank state save`).
+///
+/// # Errors
+/// git cannot be started or ran past `timeout`.
+pub fn git_run_input(
+    dir: &Path,
+    args: &[&str],
+    input: &[u8],
+    timeout: Duration,
+) -> Result<GitRun, GitError> {
+    git_run_with(dir, args, Some(input), timeout)
+}
+
+fn git_run_with(
+    dir: &Path,
+    args: &[&str],
+    input: Option<&[u8]>,
+    timeout: Duration,
+) -> Result<GitRun, GitError> {
     let mut cmd = Command::new("git");
     cmd.arg("--no-pager")
         .args([
@@ -652,14 +675,25 @@ pub fn git_run(dir: &Path, args: &[&str], timeout: Duration) -> Result<GitRun, G
     ] {
         cmd.env_remove(var);
     }
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+    cmd.stdin(if input.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .process_group(0);
     let mut child = cmd.spawn().map_err(GitError::Spawn)?;
     let pid = i32::try_from(child.id())
         .map(nix::unistd::Pid::from_raw)
         .map_err(|_| GitError::Output("pid out of range".into()))?;
+    if let (Some(bytes), Some(mut stdin)) = (input, child.stdin.take()) {
+        let bytes = bytes.to_vec();
+        std::thread::spawn(move || {
+            use std::io::Write as _;
+            let _ = stdin.write_all(&bytes);
+        });
+    }
     let drain = |pipe: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
             let mut buf = Vec::new();

@@ -7,6 +7,7 @@
 //! | `monitor` | `hank monitor` |
 //! | `status`, `circuit`, `reset`, `doctor`, `agents`, `completions`, `verify`, `report` | small commands |
 //! | `analyze` | `hank analyze FILE` |
+//! | `state` | `hank state save` / `restore` / `claim` (the portable run state) |
 //! | `config` | `hank config status` / `hank config accept` (configuration approval) |
 //! | `setup`, `enable`, `enable_ci`, `migrate`, `import` | project set-up |
 
@@ -26,6 +27,7 @@ pub(crate) mod report;
 pub(crate) mod reset;
 pub(crate) mod run;
 pub(crate) mod setup;
+pub(crate) mod state;
 pub(crate) mod status;
 pub(crate) mod verify;
 

@@ -50,6 +50,7 @@ use crate::error::{HankError, Result};
 use crate::fsread::Follow;
 use crate::policy::budget::{Ledger, LedgerEntry};
 
+pub mod portable;
 pub mod schema;
 pub mod userdir;
 

@@ -25,6 +25,7 @@ mod progress;
 mod project;
 mod reach;
 mod startup;
+mod state;
 mod support;
 mod verify;
 mod windows;
