@@ -115,6 +115,9 @@ pub(crate) enum StateAction {
     Restore(StateRestoreArgs),
     /// Claim a task so that no other job runs it until the lease expires.
     Claim(StateClaimArgs),
+    /// Print the job summary (Markdown, for $GITHUB_STEP_SUMMARY): how the run ended, when it
+    /// continues, the receipts table, the pull request.
+    Summary,
 }
 
 #[derive(Debug, Clone, Default, Args)]

@@ -26,6 +26,10 @@ pub(crate) fn run(action: &StateAction) -> Result<u8> {
         StateAction::Save(a) => save(&dir, a, now),
         StateAction::Restore(a) => restore(&dir, a, now),
         StateAction::Claim(a) => claim(&dir, &a.common, a.ttl, now, None),
+        StateAction::Summary => {
+            super::out(&summary(&dir, now)?)?;
+            Ok(exit::OK)
+        }
     }
 }
 
@@ -172,4 +176,56 @@ fn claim(
         }
         Pushed::Lost(said) => Ok(lost(&name, "claimed or saved", &said)),
     }
+}
+
+/// The job summary (Markdown): how the run ended, the wait a later job continues after, the
+/// receipts table (as `hank report` renders it) and the pull request of `.hank/delivery.json`.
+fn summary(dir: &Path, now: Timestamp) -> Result<String> {
+    use crate::store::schema::Delivery;
+    let store = p::store_of(dir)?;
+    let mut s = String::from("## hank\n\n");
+    if let Some(status) = store.read_status() {
+        let reason = status.exit_reason.map_or("—", |r| r.as_str());
+        let state = serde_json::to_value(status.state)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default();
+        s.push_str(&format!("- state: `{state}`, exit reason: `{reason}`\n"));
+    }
+    let state = store.load_state(now)?.state;
+    if let Some(w) = state.wait.as_ref().filter(|w| w.until > now) {
+        s.push_str(&format!(
+            "- {}\n",
+            crate::policy::ci::continues_line(w.until)
+        ));
+    }
+    let delivery = crate::fsread::read_if_exists(
+        &store.dir().join(super::deliver::DELIVERY_FILE),
+        crate::fsread::STATE_LIMIT,
+        crate::fsread::Follow::No,
+    )
+    .ok()
+    .flatten()
+    .and_then(|b| serde_json::from_slice::<Delivery>(&b).ok());
+    match delivery.as_ref().and_then(|d| d.pr_url.as_deref()) {
+        Some(url) => s.push_str(&format!("- pull request: {}\n", crate::sanitize::line(url))),
+        None => s.push_str("- pull request: none\n"),
+    }
+    let path = store.events_path();
+    let (loops, runs) = match crate::fsread::open_regular(&path, crate::fsread::Follow::No) {
+        Ok(f) => super::report::read_loops(std::io::BufReader::new(f)),
+        Err(_) => (Vec::new(), 0),
+    };
+    let chosen: Vec<_> = loops.into_iter().map(|(_, l)| l).collect();
+    let r = crate::policy::receipts::attribute(&chosen);
+    let first = chosen.iter().filter_map(|l| l.at).min();
+    let last = chosen.iter().filter_map(|l| l.at).max();
+    let table = super::report::render(&r, runs, super::report::Since::All, first, last);
+    s.push_str("\n### Receipts\n\n```text\n");
+    s.push_str(&table.replace("```", "` ` `"));
+    if !table.ends_with('\n') {
+        s.push('\n');
+    }
+    s.push_str("```\n");
+    Ok(s)
 }

@@ -185,6 +185,20 @@ pub fn receipts(
 // ---------------------------------------------------------------------------------------------
 // The local side
 
+/// Appends `text` (Markdown, a line) to the job summary, `$GITHUB_STEP_SUMMARY`, when it is
+/// set; best effort (the summary is a report, never a reason to fail the run).
+pub fn append_step_summary(text: &str) {
+    let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) else {
+        return;
+    };
+    let appended = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(&path)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, format!("{text}\n").as_bytes()));
+    let _ = appended;
+}
+
 /// The store of `project` with its ledger copy in the per-user directory.
 ///
 /// # Errors
