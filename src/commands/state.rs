@@ -129,7 +129,7 @@ fn restore(dir: &Path, a: &StateRestoreArgs, now: Timestamp) -> Result<u8> {
         None => errln!("hank: no saved state of {name} yet; starting from the local state"),
     }
     if a.claim && a.from_dir.is_none() {
-        return claim(dir, &a.common, a.ttl, now, Some(found.map(|(o, b)| (o, b))));
+        return claim(dir, &a.common, a.ttl, now, Some(found));
     }
     Ok(exit::OK)
 }

@@ -662,6 +662,24 @@ fn split_tools(s: &str) -> Vec<String> {
     out
 }
 
+/// MAX_RUNTIME set nowhere, inside GitHub Actions: the job's limit (`HANK_JOB_TIMEOUT_MINUTES`)
+/// minus a margin ([`crate::policy::ci::job_max_runtime`]).
+fn ci_max_runtime(v: Sourced<Duration>, env: &dyn Fn(&str) -> Option<String>) -> Sourced<Duration> {
+    if v.source != Source::Default {
+        return v;
+    }
+    match crate::policy::ci::job_max_runtime(
+        env("GITHUB_ACTIONS").as_deref(),
+        env(crate::policy::ci::JOB_TIMEOUT_VAR).as_deref(),
+    ) {
+        Some(value) => Sourced {
+            value,
+            source: Source::Env,
+        },
+        None => v,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -972,23 +990,5 @@ mod tests {
             row("OPTIONAL_SECTIONS"),
             ("Optional,Future,Nice to Have", "default")
         );
-    }
-}
-
-/// MAX_RUNTIME set nowhere, inside GitHub Actions: the job's limit (`HANK_JOB_TIMEOUT_MINUTES`)
-/// minus a margin ([`crate::policy::ci::job_max_runtime`]).
-fn ci_max_runtime(v: Sourced<Duration>, env: &dyn Fn(&str) -> Option<String>) -> Sourced<Duration> {
-    if v.source != Source::Default {
-        return v;
-    }
-    match crate::policy::ci::job_max_runtime(
-        env("GITHUB_ACTIONS").as_deref(),
-        env(crate::policy::ci::JOB_TIMEOUT_VAR).as_deref(),
-    ) {
-        Some(value) => Sourced {
-            value,
-            source: Source::Env,
-        },
-        None => v,
     }
 }

@@ -112,13 +112,9 @@ pub fn merge_state(local: &State, remote: &State) -> State {
         s.breaker = remote.breaker.clone();
     }
     // The wait that ends later.
-    s.wait = match (&local.wait, &remote.wait) {
-        (Some(l), Some(r)) => Some(if r.until > l.until {
-            r.clone()
-        } else {
-            l.clone()
-        }),
-        (l, r) => l.clone().or_else(|| r.clone()),
+    s.wait = match (local.wait, remote.wait) {
+        (Some(l), Some(r)) => Some(if r.until > l.until { r } else { l }),
+        (l, r) => l.or(r),
     };
     for (name, w) in &remote.windows {
         match s.windows.get(name) {
@@ -495,6 +491,7 @@ pub fn push(
 }
 
 #[cfg(test)]
+#[allow(clippy::field_reassign_with_default)]
 mod tests {
     use super::*;
     use crate::policy::budget::LedgerEntry;
