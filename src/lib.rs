@@ -65,6 +65,7 @@ pub(crate) mod project;
 pub mod report;
 pub mod sanitize;
 pub mod settings;
+pub mod stateref;
 pub mod store;
 pub mod worktree;
 

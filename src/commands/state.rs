@@ -11,7 +11,8 @@ use crate::clock::SystemClock;
 use crate::error::Result;
 use crate::exit;
 use crate::policy::time::Clock;
-use crate::store::portable::{self as p, Pushed};
+use crate::stateref::{self, Pushed};
+use crate::store::portable as p;
 use crate::store::schema::{Lease, StateBundle};
 
 use super::{project_dir, require_hank_dir};
@@ -76,7 +77,7 @@ fn save(dir: &Path, a: &StateSaveArgs, now: Timestamp) -> Result<u8> {
         return Ok(exit::OK);
     }
     let remote = &a.common.remote;
-    let previous = p::fetch(dir, remote, &name)?;
+    let previous = stateref::fetch(dir, remote, &name)?;
     let prev_bundle = previous.as_ref().map(|(_, b)| b);
     if p::held_by_other(prev_bundle.and_then(|b| b.lease.as_ref()), &owner, now) {
         return Ok(held(&name, prev_bundle.and_then(|b| b.lease.as_ref())));
@@ -85,7 +86,7 @@ fn save(dir: &Path, a: &StateSaveArgs, now: Timestamp) -> Result<u8> {
     if a.release {
         bundle.lease = None;
     }
-    match p::push(
+    match stateref::push(
         dir,
         remote,
         &bundle,
@@ -109,7 +110,7 @@ fn restore(dir: &Path, a: &StateRestoreArgs, now: Timestamp) -> Result<u8> {
     let (name, owner) = name_and_owner(&a.common)?;
     let found = match &a.from_dir {
         Some(from) => p::read_from_dir(from, &name)?.map(|b| (None, b)),
-        None => p::fetch(dir, &a.common.remote, &name)?.map(|(o, b)| (Some(o), b)),
+        None => stateref::fetch(dir, &a.common.remote, &name)?.map(|(o, b)| (Some(o), b)),
     };
     if a.claim
         && let Some((_, b)) = &found
@@ -146,7 +147,7 @@ fn claim(
     let (name, owner) = name_and_owner(c)?;
     let current = match known {
         Some(k) => k.and_then(|(o, b)| o.map(|o| (o, b))),
-        None => p::fetch(dir, &c.remote, &name)?,
+        None => stateref::fetch(dir, &c.remote, &name)?,
     };
     if let Some((_, b)) = &current
         && p::held_by_other(b.lease.as_ref(), &owner, now)
@@ -164,7 +165,7 @@ fn claim(
         owner: owner.clone(),
         expires_at,
     });
-    match p::push(
+    match stateref::push(
         dir,
         &c.remote,
         &bundle,

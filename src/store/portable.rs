@@ -1,8 +1,9 @@
 //! The portable run state (`hank state save` / `restore` / `claim`): the run state of one task
 //! (or of the whole project's run) as one [`StateBundle`], carried from machine to machine in
 //! the repository itself — the file [`BUNDLE_FILE`] in the tree of a commit at
-//! `refs/hank/state/<name>`, pushed with a compare-and-swap (`--force-with-lease`) — or as a
-//! file in a folder (an Actions artifact) when pushing is not allowed.
+//! `refs/hank/state/<name>`, pushed with a compare-and-swap (`--force-with-lease`; the git
+//! side is [`crate::stateref`]) — or as a file in a folder (an Actions artifact) when pushing
+//! is not allowed. This module: the bundle, the merge, the local files.
 //!
 //! What a restore trusts: the bundle comes from a ref that anyone who can push — the agent of
 //! another job too — may have written. So a restore only ever makes hank *stricter* than the
@@ -13,7 +14,6 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use jiff::Timestamp;
 use serde_json::{Map, Value};
@@ -22,7 +22,6 @@ use super::schema::{BUNDLE_SCHEMA, Lease, State, StateBundle};
 use super::{Store, merge_ledgers, write_atomic};
 use crate::error::{HankError, Result};
 use crate::policy::budget::Ledger;
-use crate::worktree::{GitRun, git_run, git_run_input};
 
 /// The file holding the bundle, in the ref's tree and in a `--to-dir` folder.
 pub const BUNDLE_FILE: &str = "hank-state.json";
@@ -32,8 +31,6 @@ pub const REF_PREFIX: &str = "refs/hank/state/";
 pub const RUN_NAME: &str = "run";
 /// Most receipts (event lines) a bundle carries; the oldest go first.
 pub const MAX_RECEIPTS: usize = 5000;
-/// How long a git command of the state may take (a push over a slow network included).
-const GIT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Checks a task name for a ref and a file name: 1–100 of `A-Z a-z 0-9 . _ -`, not starting
 /// with `.` or `-`, no `..`, not ending in `.lock`.
@@ -297,7 +294,7 @@ pub fn parse_bundle(bytes: &[u8], whence: &Path) -> Result<StateBundle> {
     Ok(b)
 }
 
-fn encode(bundle: &StateBundle) -> Result<Vec<u8>> {
+pub(crate) fn encode(bundle: &StateBundle) -> Result<Vec<u8>> {
     serde_json::to_vec_pretty(bundle).map_err(|e| HankError::Internal(e.to_string()))
 }
 
@@ -338,156 +335,6 @@ pub fn read_from_dir(dir: &Path, name: &str) -> Result<Option<StateBundle>> {
         Ok(None) => Ok(None),
         Err(e) => Err(HankError::io("failed to read", &path, e)),
     }
-}
-
-// ---------------------------------------------------------------------------------------------
-// The remote side
-
-fn git(dir: &Path, args: &[&str]) -> Result<GitRun> {
-    git_run(dir, args, GIT_TIMEOUT)
-        .map_err(|e| HankError::Tool(format!("git {}: {e}", args.join(" "))))
-}
-
-fn git_ok(dir: &Path, args: &[&str]) -> Result<String> {
-    let r = git(dir, args)?;
-    if r.success {
-        Ok(r.stdout.trim().to_string())
-    } else {
-        Err(HankError::Tool(format!(
-            "git {} failed: {}",
-            args.join(" "),
-            r.stderr.trim()
-        )))
-    }
-}
-
-/// What the remote's state ref holds now: its commit and the bundle, or `None` when the ref
-/// does not exist. The commit is fetched into the local ref of the same name.
-///
-/// # Errors
-/// git fails (no remote, no network, no access) or the tree holds no bundle.
-pub fn fetch(dir: &Path, remote: &str, name: &str) -> Result<Option<(String, StateBundle)>> {
-    let r = ref_name(name);
-    let listed = git_ok(dir, &["ls-remote", "--refs", "--", remote, &r])?;
-    let Some(oid) = listed.lines().find_map(|l| {
-        l.split_once('\t')
-            .filter(|(_, n)| *n == r)
-            .map(|(o, _)| o.to_string())
-    }) else {
-        return Ok(None);
-    };
-    git_ok(
-        dir,
-        &[
-            "fetch",
-            "--no-tags",
-            "--no-write-fetch-head",
-            "--",
-            remote,
-            &format!("+{r}:{r}"),
-        ],
-    )?;
-    let text = git_ok(dir, &["cat-file", "blob", &format!("{oid}:{BUNDLE_FILE}")])?;
-    let bundle = parse_bundle(text.as_bytes(), Path::new(&format!("{remote} {r}")))?;
-    Ok(Some((oid, bundle)))
-}
-
-/// How a push of the state ref ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Pushed {
-    /// The ref now points at this commit.
-    Done(String),
-    /// The ref moved since it was read (another job saved or claimed first): nothing changed.
-    Lost(String),
-}
-
-/// Writes `bundle` as a commit (its tree: [`BUNDLE_FILE`], its parent: `expected`) and
-/// pushes it to `remote`'s state ref only if the ref still is `expected` (`None`: does not
-/// exist yet).
-///
-/// # Errors
-/// git fails for another reason than the ref having moved.
-pub fn push(
-    dir: &Path,
-    remote: &str,
-    bundle: &StateBundle,
-    expected: Option<&str>,
-) -> Result<Pushed> {
-    let r = ref_name(&bundle.name);
-    let blob = git_run_input(
-        dir,
-        &["hash-object", "-w", "--stdin"],
-        &encode(bundle)?,
-        GIT_TIMEOUT,
-    )
-    .map_err(|e| HankError::Tool(format!("git hash-object: {e}")))?;
-    if !blob.success {
-        return Err(HankError::Tool(format!(
-            "git hash-object failed: {}",
-            blob.stderr.trim()
-        )));
-    }
-    let listing = format!("100644 blob {}\t{BUNDLE_FILE}\n", blob.stdout.trim());
-    let tree = git_run_input(dir, &["mktree"], listing.as_bytes(), GIT_TIMEOUT)
-        .map_err(|e| HankError::Tool(format!("git mktree: {e}")))?;
-    if !tree.success {
-        return Err(HankError::Tool(format!(
-            "git mktree failed: {}",
-            tree.stderr.trim()
-        )));
-    }
-    let tree = tree.stdout.trim().to_string();
-    let message = format!("hank state {} saved by {}", bundle.name, bundle.saved_by);
-    let mut args = vec![
-        "-c",
-        "user.name=hank",
-        "-c",
-        "user.email=hank@localhost",
-        "commit-tree",
-        &tree,
-        "-m",
-        &message,
-    ];
-    if let Some(p) = expected {
-        args.extend(["-p", p]);
-    }
-    let commit = git_ok(dir, &args)?;
-    let lease = format!("--force-with-lease={r}:{}", expected.unwrap_or(""));
-    let refspec = format!("{commit}:{r}");
-    let pushed = git(
-        dir,
-        &[
-            "push",
-            "--no-verify",
-            "--porcelain",
-            &lease,
-            "--",
-            remote,
-            &refspec,
-        ],
-    )?;
-    if pushed.success {
-        let _ = git(dir, &["update-ref", &r, &commit]);
-        return Ok(Pushed::Done(commit));
-    }
-    let said = format!("{}\n{}", pushed.stdout, pushed.stderr);
-    // Refused because the ref moved: by our lease check ("stale info"), by the remote's
-    // fast-forward rule, or by the remote's own ref lock when two pushes meet there.
-    let moved = [
-        "stale info",
-        "[rejected]",
-        "fetch first",
-        "cannot lock ref",
-        "reference already exists",
-        "but expected",
-    ];
-    if moved.iter().any(|m| said.contains(m)) {
-        return Ok(Pushed::Lost(said.trim().to_string()));
-    }
-    Err(HankError::Tool(format!(
-        "git push {remote} {r} failed: {}",
-        said.trim()
-    )))
 }
 
 #[cfg(test)]
