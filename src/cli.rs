@@ -74,6 +74,9 @@ pub(crate) enum Command {
     Reset(ResetArgs),
     /// Show the circuit breaker state and its recent transitions.
     Circuit(CircuitArgs),
+    /// Steer the running loop: pause, resume, stop, retry-now, note, answer, set; status;
+    /// init (the key of signed remote commands); poll (read CONTROL_TOPIC); sign.
+    Ctl(CtlArgs),
     /// Run the project's check (VERIFY_COMMAND) now and print the result.
     Verify(VerifyArgs),
     /// What each fix_plan item cost: loops, calls, cost, tokens, wall time, windows used.
@@ -353,6 +356,27 @@ pub(crate) enum ResetWhat {
     /// The saved usage-limit or backoff wait, and the agents' usage limits: the next start
     /// calls at once.
     Wait,
+}
+
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct CtlArgs {
+    /// Send the command signed to CONTROL_TOPIC instead of this project's journal (needs
+    /// the key from `hank ctl init`).
+    #[arg(long)]
+    pub remote: bool,
+    /// `init`: replace an existing key.
+    #[arg(long)]
+    pub rotate: bool,
+    /// `status`: print as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// `poll`: read the topic again every 15 s until interrupted.
+    #[arg(long)]
+    pub watch: bool,
+    /// pause | resume | stop | retry-now | note TEXT | answer TEXT | set KEY=VALUE |
+    /// status | init | poll | sign COMMAND…
+    #[arg(required = true, num_args = 1.., value_name = "COMMAND")]
+    pub words: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Args)]

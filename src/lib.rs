@@ -52,6 +52,7 @@ pub mod approval;
 pub(crate) mod cli;
 pub(crate) mod clock;
 pub(crate) mod commands;
+pub mod control;
 pub mod deliver;
 pub(crate) mod engine;
 pub mod error;
@@ -59,6 +60,7 @@ pub mod exit;
 pub mod forge;
 pub mod fsread;
 pub(crate) mod monitor;
+pub mod notify;
 pub mod policy;
 pub mod progress;
 pub(crate) mod project;
@@ -187,6 +189,7 @@ fn dispatch(cli: Cli, args: &[OsString]) -> error::Result<u8> {
         Some(Command::Analyze(a)) => c::analyze::run(&a),
         Some(Command::Reset(a)) => c::reset::run(a.what),
         Some(Command::Circuit(a)) => c::circuit::run(&a),
+        Some(Command::Ctl(a)) => c::ctl::run(&a),
         Some(Command::Verify(a)) => c::verify::run(&a),
         Some(Command::Report(a)) => c::report::run(&a),
         Some(Command::Deliver(a)) => c::deliver::run(&a),

@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `run` | `hank` / `hank run` (the loop, `--dry-run`, `--monitor`) |
 //! | `monitor` | `hank monitor` |
+//! | `ctl` | `hank ctl` (the control journal, signed remote commands) |
 //! | `status`, `circuit`, `reset`, `doctor`, `agents`, `completions`, `verify`, `report` | small commands |
 //! | `analyze` | `hank analyze FILE` |
 //! | `state` | `hank state save` / `restore` / `claim` (the portable run state) |
@@ -16,6 +17,7 @@ pub(crate) mod analyze;
 pub(crate) mod circuit;
 pub(crate) mod completions;
 pub(crate) mod config;
+pub(crate) mod ctl;
 pub(crate) mod deliver;
 pub(crate) mod doctor;
 pub(crate) mod enable;

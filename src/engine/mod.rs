@@ -101,6 +101,8 @@ struct Engine {
     run_loops: Vec<crate::policy::receipts::LoopCost>,
     /// The last loop was a startup hang retried at once: no loop delay before the next.
     retry_now: bool,
+    /// NOTIFY: every emitted event is offered to it (`output.rs`).
+    notify: crate::notify::Hook,
 }
 
 impl Engine {
@@ -660,6 +662,7 @@ impl Engine {
         duration: Duration,
         write_status: bool,
     ) -> Result<()> {
+        self.notify.questions(&a.questions);
         let mut finished = AgentFinished::of(number, a, p, duration);
         finished.agent = Some(self.agent().name().to_owned());
         if let Some(check) = self.verify.loop_result(number) {

@@ -21,8 +21,14 @@ impl Engine {
 
     /// Writes an event to events.jsonl, and to stdout with `--json`.
     pub(super) fn emit(&self, kind: EventKind) -> Result<()> {
-        let line = Event::new(self.clock.now(), kind).to_line();
+        let event = Event::new(self.clock.now(), kind);
+        let line = event.to_line();
         self.store.append_event(&line)?;
+        let items = (self.plan.done(), self.plan.total());
+        for w in self.notify.event(&event, self.cost_this_run, items) {
+            self.reporter.warn(&w);
+            self.store.log(self.clock.now(), &format!("warning: {w}"));
+        }
         if self.s.json {
             let mut out = std::io::stdout().lock();
             // A closed stdout (e.g. `| head`) must not stop the loop.

@@ -41,11 +41,14 @@ pub(crate) fn start(
         .map_err(|e| HankError::Internal(format!("failed to start the async runtime: {e}")))?;
     runtime.block_on(async move {
         let cancel = crate::agent::signals::install()?;
+        let signals = cancel.clone();
         let mut engine = Engine::new(settings, agents, store, cancel, lock, clock)?;
         for note in notes {
             engine.warn(&note);
         }
-        engine.run().await
+        let code = engine.run().await;
+        engine.notify.finish(signals).await;
+        code
     })
 }
 
@@ -63,7 +66,9 @@ impl Engine {
         let mut loaded = store.load_state(now)?;
         loaded.state.ledger.prune(now);
         let marker = process::Marker::new(&s.project_dir);
+        let notify = crate::notify::Hook::new(&s, now);
         let mut engine = Self {
+            notify,
             s,
             agents: agents.into_iter().map(std::sync::Arc::new).collect(),
             current: 0,

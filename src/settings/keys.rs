@@ -375,6 +375,27 @@ pub const KEYS: &[Key] = &[
         "Desktop notification when the loop ends",
     ),
     key(
+        "NOTIFY",
+        None,
+        DefaultValue::Unset,
+        crate::policy::notify::TARGETS_EXPECTED,
+        "Where to send what happened and what to do next: ntfy:URL, webhook:URL, slack:URL, comma-separated",
+    ),
+    key(
+        "NOTIFY_EVENTS",
+        None,
+        DefaultValue::Text("all"),
+        crate::policy::notify::EVENTS_EXPECTED,
+        "Which events NOTIFY sends",
+    ),
+    key(
+        "CONTROL_TOPIC",
+        None,
+        DefaultValue::Unset,
+        "an ntfy topic URL, https://SERVER/TOPIC (http:// only to loopback)",
+        "ntfy topic `hank ctl poll` reads signed remote commands from (`hank ctl init` makes the key)",
+    ),
+    key(
         "CB_NO_PROGRESS_THRESHOLD",
         None,
         DefaultValue::Text("3"),

@@ -198,6 +198,12 @@ pub struct Settings {
     pub review_loop: Sourced<bool>,
     /// AUTO_MERGE.
     pub auto_merge: Sourced<bool>,
+    /// NOTIFY: where events are sent (`None`: nowhere).
+    pub notify_targets: Sourced<Option<Vec<crate::policy::notify::Target>>>,
+    /// NOTIFY_EVENTS: which events become messages.
+    pub notify_events: Sourced<Vec<crate::policy::notify::EventClass>>,
+    /// CONTROL_TOPIC: the ntfy topic URL signed remote commands are read from.
+    pub control_topic: Sourced<Option<String>>,
     /// `--dry-run` (flag only).
     pub dry_run: bool,
     /// `--json` (flag only).

@@ -413,6 +413,16 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
         max_ci_rounds: r.get("MAX_CI_ROUNDS", None, parse_u32_min(1))?,
         review_loop: r.get("REVIEW_LOOP", None, parse_bool)?,
         auto_merge: r.get("AUTO_MERGE", None, parse_bool)?,
+        notify_targets: r.get_opt("NOTIFY", None, |s| {
+            crate::policy::notify::parse_targets(s).ok()
+        })?,
+        notify_events: r.get("NOTIFY_EVENTS", None, crate::policy::notify::parse_events)?,
+        control_topic: r.get_opt("CONTROL_TOPIC", None, |s| {
+            let s = s.trim();
+            (crate::policy::notify::url_allowed(s)
+                && crate::policy::notify::ntfy_parts(s).is_some())
+            .then(|| s.to_string())
+        })?,
         dry_run: flags.dry_run,
         json: flags.json,
         warnings: Vec::new(),
@@ -421,6 +431,50 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
     settings.warnings = r.warnings;
     settings.shown = r.shown;
     Ok(settings)
+}
+
+/// The keys `hank ctl set` may change in a running loop.
+pub const LIVE_KEYS: &[&str] = &[
+    "MAX_LOOPS",
+    "MAX_COST_USD",
+    "MAX_RUNTIME",
+    "MAX_CALLS_PER_HOUR",
+    "MAX_WINDOW_PERCENT",
+];
+
+/// Checks a value `hank ctl set KEY=VALUE` gives a running loop, with the parser the key
+/// uses in `.hankrc`: why it is refused, naming the key and what is expected.
+pub fn check_live_value(name: &str, raw: &str) -> std::result::Result<(), String> {
+    let Some(key) = keys::find(name).filter(|k| LIVE_KEYS.contains(&k.name)) else {
+        let why = if keys::find(name).is_some() {
+            "it is read once when the run starts; change it in .hankrc and start hank again"
+        } else {
+            "it is not a hank setting"
+        };
+        return Err(format!(
+            "{name} cannot be set in a running loop: {why} (settable: {})",
+            LIVE_KEYS.join(", ")
+        ));
+    };
+    let ok = match name {
+        "MAX_LOOPS" => parse_u64(raw).is_some(),
+        "MAX_CALLS_PER_HOUR" => parse_u32_min(1)(raw).is_some(),
+        "MAX_COST_USD" => raw
+            .trim()
+            .trim_start_matches('$')
+            .parse::<f64>()
+            .is_ok_and(|v| v.is_finite() && v >= 0.0),
+        "MAX_RUNTIME" => raw.trim() == "0" || parse_timeout(raw).is_some(),
+        _ => crate::policy::windows::WindowLimits::parse(raw).is_some(),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid value `{raw}` for {name}: expected {}",
+            key.expected()
+        ))
+    }
 }
 
 /// How a resolved value is shown by `--dry-run` and `hank doctor`.
@@ -524,6 +578,32 @@ impl Show for OutputFormat {
 impl Show for crate::policy::windows::WindowLimits {
     fn show(&self) -> String {
         self.to_string()
+    }
+}
+
+impl Show for Option<Vec<crate::policy::notify::Target>> {
+    fn show(&self) -> String {
+        self.as_ref().map_or_else(
+            || "unset".to_string(),
+            |v| {
+                v.iter()
+                    .map(crate::policy::notify::Target::shown)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            },
+        )
+    }
+}
+
+impl Show for Vec<crate::policy::notify::EventClass> {
+    fn show(&self) -> String {
+        if self.len() == crate::policy::notify::EventClass::ALL.len() {
+            return "all".into();
+        }
+        self.iter()
+            .map(|c| c.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
     }
 }
 
@@ -682,6 +762,47 @@ fn ci_max_runtime(v: Sourced<Duration>, env: &dyn Fn(&str) -> Option<String>) ->
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn live_values_are_checked_with_the_keys_own_parsers() {
+        for (key, value) in [
+            ("MAX_LOOPS", "0"),
+            ("MAX_LOOPS", "20"),
+            ("MAX_COST_USD", "$12.5"),
+            ("MAX_RUNTIME", "8h"),
+            ("MAX_RUNTIME", "0"),
+            ("MAX_CALLS_PER_HOUR", "40"),
+            ("MAX_WINDOW_PERCENT", "five_hour=80"),
+            ("MAX_WINDOW_PERCENT", "off"),
+        ] {
+            assert_eq!(check_live_value(key, value), Ok(()), "{key}={value}");
+        }
+        for (key, value, want) in [
+            (
+                "MAX_LOOPS",
+                "-1",
+                "invalid value `-1` for MAX_LOOPS: expected a whole number",
+            ),
+            ("MAX_CALLS_PER_HOUR", "0", "expected a whole number ≥ 1"),
+            ("MAX_COST_USD", "lots", "expected an amount in USD"),
+            ("MAX_RUNTIME", "soon", "expected a duration"),
+            ("MAX_WINDOW_PERCENT", "five_hour=180", "percent 1–100"),
+            (
+                "AGENT",
+                "codex",
+                "AGENT cannot be set in a running loop: it is read once",
+            ),
+            (
+                "FOO",
+                "1",
+                "FOO cannot be set in a running loop: it is not a hank setting",
+            ),
+        ] {
+            let err = check_live_value(key, value).unwrap_err();
+            assert!(err.contains(want), "{key}={value}: {err}");
+        }
+    }
+
     use super::*;
 
     use crate::policy::breaker::BreakerConfig;

@@ -40,7 +40,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -822,6 +822,55 @@ impl Store {
                 .map_err(|e| HankError::io("failed to trim", &path, e))?;
         }
         Ok(())
+    }
+
+    /// `.hank/control.jsonl`: the `hank ctl` command journal.
+    #[must_use]
+    pub fn control_path(&self) -> PathBuf {
+        self.dir.join("control.jsonl")
+    }
+
+    /// Appends one line to the control journal (`O_APPEND`, `O_NOFOLLOW`, 0600). A journal
+    /// owned by another user is refused: its commands would not be the user's.
+    pub fn append_control(&self, line: &str) -> Result<()> {
+        let path = self.control_path();
+        self.own_file(&path);
+        let f = open_append(&path).map_err(|e| HankError::io("failed to open", &path, e))?;
+        let meta = f
+            .metadata()
+            .map_err(|e| HankError::io("failed to inspect", &path, e))?;
+        if meta.uid() != nix::unistd::geteuid().as_raw() {
+            return Err(HankError::usage(format!(
+                "{} is owned by another user (uid {}): refusing its commands; remove it",
+                path.display(),
+                meta.uid()
+            )));
+        }
+        let mut f = f;
+        let mut bytes = line.as_bytes().to_vec();
+        bytes.push(b'\n');
+        // One write of the whole line: O_APPEND keeps concurrent writers' lines whole.
+        f.write_all(&bytes)
+            .map_err(|e| HankError::io("failed to append to", &path, e))
+    }
+
+    /// The control journal's text (`O_NOFOLLOW`); missing → empty.
+    pub fn read_control(&self) -> Result<String> {
+        let path = self.control_path();
+        match crate::fsread::read_if_exists(&path, crate::fsread::STATE_LIMIT, Follow::No) {
+            Ok(Some(_))
+                if fs::symlink_metadata(&path)
+                    .is_ok_and(|m| m.uid() != nix::unistd::geteuid().as_raw()) =>
+            {
+                Err(HankError::usage(format!(
+                    "{} is owned by another user: refusing its commands; remove it",
+                    path.display()
+                )))
+            }
+            Ok(Some(bytes)) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+            Ok(None) => Ok(String::new()),
+            Err(e) => Err(HankError::io("failed to read", &path, e)),
+        }
     }
 
     /// Appends a line to `logs/hank.log` (rotated past [`LOG_CAP`]). Logging failures are

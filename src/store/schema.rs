@@ -1098,6 +1098,48 @@ impl Default for ConfigApproval {
     }
 }
 
+/// Where a `hank ctl` command came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ControlSource {
+    /// `hank ctl …` on this machine.
+    Local,
+    /// A signed message read from `CONTROL_TOPIC` by `hank ctl poll`.
+    Remote,
+}
+
+/// One line of `.hank/control.jsonl`, the append-only command journal: a command, or the
+/// loop's acknowledgement of one (by id). A command without an acknowledgement is pending;
+/// one with is never applied again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ControlEntry {
+    Command {
+        id: String,
+        at: Timestamp,
+        source: ControlSource,
+        command: crate::policy::control::Command,
+    },
+    Ack {
+        id: String,
+        at: Timestamp,
+        /// `applied`, or why not (`refused: …`).
+        outcome: String,
+    },
+}
+
+/// `control-remote.json` in the per-user directory (where the agent cannot write): the
+/// nonces of accepted remote commands (with their signed times, pruned once stale) and the
+/// id of the last ntfy message read.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RemoteControlState {
+    /// ntfy's id of the last message read (`since=` of the next poll).
+    pub since: Option<String>,
+    /// Nonce → its signed time (Unix seconds).
+    pub nonces: BTreeMap<String, i64>,
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

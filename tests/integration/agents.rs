@@ -54,7 +54,7 @@ kind = "usage_limit"
 }
 
 /// Adds the demo profile to `p`; returns its fake control folder.
-fn with_demo(p: &Project) -> PathBuf {
+pub(crate) fn with_demo(p: &Project) -> PathBuf {
     let fake = p.dir.parent().unwrap().join("fake-demo");
     std::fs::create_dir_all(&fake).unwrap();
     std::fs::create_dir_all(p.dir.join(".hank/agents")).unwrap();

@@ -19,6 +19,7 @@ mod hostile_process;
 mod import;
 mod loop_e2e;
 mod monitor;
+mod notify_ctl;
 mod overnight;
 mod profile_gemini;
 mod profile_opencode;

@@ -1,0 +1,181 @@
+//! `hank ctl`: commands for the running loop (into `.hank/control.jsonl`, or signed to
+//! `CONTROL_TOPIC` with `--remote`), their status, the remote key (`init`), reading the
+//! control topic (`poll`) and signing a command for another device (`sign`).
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::cli;
+use crate::control;
+use crate::error::{HankError, Result};
+use crate::exit;
+use crate::policy::control::{self as rules, Command};
+use crate::policy::time::Clock;
+use crate::settings::{self, Flags};
+use crate::store::schema::ControlSource;
+
+use super::{out, project_dir, require_hank_dir};
+
+/// Request timeout of `poll` and `--remote`.
+const HTTP_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// `poll --watch`: time between two polls.
+const WATCH_EVERY: Duration = Duration::from_secs(15);
+
+/// What the loop does with ctl commands today (said after each one is recorded).
+const NOT_WIRED: &str = "note: this version of hank run records ctl commands but does not act on them yet (README: Notifications and control)";
+
+pub(crate) fn run(args: &cli::CtlArgs) -> Result<u8> {
+    let words: Vec<&str> = args.words.iter().map(String::as_str).collect();
+    let dir = project_dir()?;
+    let store = require_hank_dir(&dir)?;
+    let now = crate::clock::SystemClock::from_env()?.now();
+    match words.first().copied() {
+        Some("status") => status(&store, args.json),
+        Some("init") => {
+            let secret = control::init_secret(&dir, args.rotate)?;
+            let path = control::secret_path(&dir)?;
+            eprintln!(
+                "hank: the control key of this project is in {} (0600, outside the project: the agent cannot read it).\n\
+                 hank: it is printed once, below; keep it where you sign commands (hank ctl sign, README: Notifications and control).",
+                path.display()
+            );
+            out(&format!("{secret}\n"))?;
+            Ok(exit::OK)
+        }
+        Some("poll") => {
+            let topic = control_topic(&dir)?;
+            let clock = crate::clock::SystemClock::from_env()?;
+            loop {
+                match control::poll_remote(&dir, &store, &topic, clock.now(), HTTP_TIMEOUT) {
+                    Ok(report) => {
+                        for warning in &report.refused {
+                            eprintln!("hank: warning: {}", crate::sanitize::line(warning));
+                        }
+                        for (id, cmd) in &report.accepted {
+                            out(&format!("{id} {}\n", cmd.to_text()))?;
+                        }
+                        eprintln!(
+                            "hank: {} remote command(s) recorded, {} refused",
+                            report.accepted.len(),
+                            report.refused.len()
+                        );
+                    }
+                    // With --watch a failed poll (network down) is a warning; the next
+                    // one tries again.
+                    Err(e) if args.watch => eprintln!("hank: warning: {e}"),
+                    Err(e) => return Err(e),
+                }
+                if !args.watch {
+                    return Ok(exit::OK);
+                }
+                std::thread::sleep(WATCH_EVERY);
+            }
+        }
+        Some("sign") => {
+            let cmd = parse(&words[1..])?;
+            out(&format!("{}\n", control::sign_now(&dir, &cmd, now)?))?;
+            eprintln!(
+                "hank: valid for {} minutes, once; publish it to CONTROL_TOPIC",
+                rules::MAX_SKEW_SECS / 60
+            );
+            Ok(exit::OK)
+        }
+        _ => {
+            let cmd = parse(&words)?;
+            if args.remote {
+                let topic = control_topic(&dir)?;
+                control::send_remote(&dir, &topic, &cmd, now, HTTP_TIMEOUT)?;
+                eprintln!("hank: sent `{}` signed to CONTROL_TOPIC", cmd.to_text());
+                return Ok(exit::OK);
+            }
+            let id = control::submit(&store, cmd.clone(), ControlSource::Local, now)?;
+            out(&format!("{id}\n"))?;
+            let running = if store.loop_running() {
+                "a loop is running"
+            } else {
+                "no loop is running now"
+            };
+            eprintln!(
+                "hank: recorded `{}` as {id} ({running})\nhank: {NOT_WIRED}",
+                cmd.to_text()
+            );
+            Ok(exit::OK)
+        }
+    }
+}
+
+fn parse(words: &[&str]) -> Result<Command> {
+    rules::parse(words, &|k, v| settings::resolve::check_live_value(k, v))
+        .map_err(|e| HankError::usage(format!("hank ctl: {e}")))
+}
+
+fn control_topic(dir: &std::path::Path) -> Result<String> {
+    let s = settings::load(&Flags::default(), dir)?;
+    let same_as_notify = |topic: &str| {
+        s.notify_targets
+            .value
+            .iter()
+            .flatten()
+            .any(|t| t.url.trim_end_matches('/') == topic.trim_end_matches('/'))
+    };
+    if let Some(topic) = s.control_topic.value.as_deref()
+        && same_as_notify(topic)
+    {
+        return Err(HankError::usage(
+            "CONTROL_TOPIC is also a NOTIFY target: hank would read its own notifications as (unsigned) commands; use another topic",
+        ));
+    }
+    s.control_topic.value.clone().ok_or_else(|| {
+        HankError::usage_hint(
+            "CONTROL_TOPIC is not set",
+            "set CONTROL_TOPIC=https://ntfy.sh/SOME-LONG-RANDOM-TOPIC in .hankrc (or the environment), and run hank ctl init once",
+        )
+    })
+}
+
+fn status(store: &crate::store::Store, as_json: bool) -> Result<u8> {
+    let journal = control::read_journal(store)?;
+    if as_json {
+        let items: Vec<_> = journal
+            .iter()
+            .map(|j| {
+                json!({
+                    "id": j.pending.id,
+                    "at": j.pending.at.to_string(),
+                    "source": j.pending.source,
+                    "command": j.pending.command.to_text(),
+                    "acknowledged": j.ack.as_ref().map(|(at, outcome)| json!({"at": at.to_string(), "outcome": outcome})),
+                })
+            })
+            .collect();
+        out(&format!("{}\n", json!({ "commands": items })))?;
+        return Ok(exit::OK);
+    }
+    let pending: Vec<_> = journal.iter().filter(|j| j.ack.is_none()).collect();
+    let mut text = format!(
+        "commands: {} pending, {} acknowledged\n",
+        pending.len(),
+        journal.len() - pending.len()
+    );
+    for j in journal.iter().rev().take(20).rev() {
+        let p = &j.pending;
+        let source = match p.source {
+            ControlSource::Local => "local",
+            ControlSource::Remote => "remote",
+        };
+        let state = j
+            .ack
+            .as_ref()
+            .map_or_else(|| "pending".to_string(), |(at, o)| format!("{o} at {at}"));
+        text.push_str(&format!(
+            "  {} {} [{source}] {} — {state}\n",
+            p.id,
+            p.at,
+            crate::sanitize::line(&p.command.to_text())
+        ));
+    }
+    out(&text)?;
+    Ok(exit::OK)
+}

@@ -1,0 +1,398 @@
+//! The control channel of a running loop (`hank ctl`).
+//!
+//! - **Journal**: `.hank/control.jsonl`, append-only, 0600, never through a symlink, refused
+//!   when another user owns it. `hank ctl CMD` appends a command with an id; the loop reads
+//!   them through [`ControlInbox`] and appends an acknowledgement per id. A command without
+//!   an acknowledgement is pending (delivered again after a restart: never lost); one with is
+//!   never delivered again (never applied twice).
+//! - **Secret**: `hank ctl init` writes a random per-project key, 0600, into the per-user
+//!   folder ([`crate::store::userdir::project_dir`]), where the agent working in the project
+//!   cannot read it.
+//! - **Remote**: [`poll_remote`] reads the ntfy `CONTROL_TOPIC` by outbound HTTP (ntfy's
+//!   JSON poll: `GET TOPIC/json?poll=1&since=ID`), verifies each message
+//!   ([`crate::policy::control::verify`]: signature, time, nonce) and journals the good ones.
+//!   Nonces and the last message id are kept in the per-user folder. Hank never listens on
+//!   a socket.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use crate::error::{HankError, Result};
+use crate::policy::control::{self, Command, MAX_SKEW_SECS};
+use crate::store::schema::{ControlEntry, ControlSource, RemoteControlState};
+use crate::store::{Store, userdir, write_atomic};
+
+/// A command read from the journal, not yet acknowledged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pending {
+    pub id: String,
+    pub at: Timestamp,
+    pub source: ControlSource,
+    pub command: Command,
+}
+
+/// A command and, when the loop took it, its acknowledgement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Journaled {
+    pub pending: Pending,
+    pub ack: Option<(Timestamp, String)>,
+}
+
+/// Reads the journal: every command in order with its acknowledgement. Lines that do not
+/// read (a newer hank's, a torn last line) are skipped.
+pub fn read_journal(store: &Store) -> Result<Vec<Journaled>> {
+    let text = store.read_control()?;
+    let mut out: Vec<Journaled> = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        match serde_json::from_str::<ControlEntry>(line) {
+            Ok(ControlEntry::Command {
+                id,
+                at,
+                source,
+                command,
+            }) => {
+                if out.iter().all(|j| j.pending.id != id) {
+                    out.push(Journaled {
+                        pending: Pending {
+                            id,
+                            at,
+                            source,
+                            command,
+                        },
+                        ack: None,
+                    });
+                }
+            }
+            Ok(ControlEntry::Ack { id, at, outcome }) => {
+                if let Some(j) = out
+                    .iter_mut()
+                    .find(|j| j.pending.id == id && j.ack.is_none())
+                {
+                    j.ack = Some((at, outcome));
+                }
+            }
+            Err(_) => {}
+        }
+    }
+    Ok(out)
+}
+
+/// A fresh command id: the time and 6 random bytes.
+fn new_id(now: Timestamp) -> Result<String> {
+    Ok(format!("c{}-{}", now.as_millisecond(), random_hex(6)?))
+}
+
+/// `n` random bytes as hex.
+pub fn random_hex(n: usize) -> Result<String> {
+    let mut bytes = vec![0u8; n];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| HankError::Internal(format!("no randomness from the system: {e}")))?;
+    Ok(control::hex(&bytes))
+}
+
+/// Appends `command` to the journal; its id.
+pub fn submit(
+    store: &Store,
+    command: Command,
+    source: ControlSource,
+    now: Timestamp,
+) -> Result<String> {
+    let id = new_id(now)?;
+    let line = serde_json::to_string(&ControlEntry::Command {
+        id: id.clone(),
+        at: now,
+        source,
+        command,
+    })
+    .map_err(|e| HankError::Internal(format!("control entry: {e}")))?;
+    store.append_control(&line)?;
+    Ok(id)
+}
+
+/// The loop's side of the journal.
+pub struct ControlInbox {
+    store: Store,
+    /// Ids already handed out by this process (not acknowledged yet).
+    delivered: HashSet<String>,
+}
+
+impl ControlInbox {
+    #[must_use]
+    pub fn new(store: Store) -> Self {
+        Self {
+            store,
+            delivered: HashSet::new(),
+        }
+    }
+
+    /// The commands not acknowledged and not yet handed out by this inbox, oldest first.
+    /// After a restart every unacknowledged command comes again.
+    pub fn poll(&mut self) -> Result<Vec<Pending>> {
+        let fresh: Vec<Pending> = read_journal(&self.store)?
+            .into_iter()
+            .filter(|j| j.ack.is_none() && !self.delivered.contains(&j.pending.id))
+            .map(|j| j.pending)
+            .collect();
+        self.delivered.extend(fresh.iter().map(|p| p.id.clone()));
+        Ok(fresh)
+    }
+
+    /// Records what became of command `id` (`applied`, or `refused: why`).
+    pub fn ack(&mut self, id: &str, outcome: &str, now: Timestamp) -> Result<()> {
+        let line = serde_json::to_string(&ControlEntry::Ack {
+            id: id.to_string(),
+            at: now,
+            outcome: outcome.to_string(),
+        })
+        .map_err(|e| HankError::Internal(format!("control entry: {e}")))?;
+        self.store.append_control(&line)
+    }
+}
+
+/// The per-project secret's file (in the per-user folder).
+pub fn secret_path(project_root: &Path) -> Result<PathBuf> {
+    Ok(userdir::project_dir(project_root)?.join("control.key"))
+}
+
+/// Writes a new random secret (32 bytes, hex) 0600; refuses to replace one unless `rotate`.
+pub fn init_secret(project_root: &Path, rotate: bool) -> Result<String> {
+    let path = secret_path(project_root)?;
+    if !rotate && std::fs::symlink_metadata(&path).is_ok() {
+        return Err(HankError::usage_hint(
+            format!(
+                "{} already holds this project's control key",
+                path.display()
+            ),
+            "hank ctl init --rotate makes a new one (commands signed with the old key are then refused)",
+        ));
+    }
+    let secret = random_hex(32)?;
+    write_atomic(&path, format!("{secret}\n").as_bytes(), true)
+        .map_err(|e| HankError::io("failed to write", &path, e))?;
+    Ok(secret)
+}
+
+/// The project's secret, or an error saying to run `hank ctl init`.
+pub fn load_secret(project_root: &Path) -> Result<Vec<u8>> {
+    let path = secret_path(project_root)?;
+    let bytes = crate::fsread::read_if_exists(&path, 4096, crate::fsread::Follow::No)
+        .map_err(|e| HankError::io("failed to read", &path, e))?;
+    let Some(bytes) = bytes else {
+        return Err(HankError::usage_hint(
+            format!("no control key at {}", path.display()),
+            "run hank ctl init (it prints the key once)",
+        ));
+    };
+    let text = String::from_utf8_lossy(&bytes).trim().to_string();
+    if text.len() < 32 {
+        return Err(HankError::usage(format!(
+            "{}: expected the hex key written by hank ctl init",
+            path.display()
+        )));
+    }
+    Ok(text.into_bytes())
+}
+
+/// A signed message for `command`, as a phone or another machine sends it.
+pub fn sign_now(project_root: &Path, command: &Command, now: Timestamp) -> Result<String> {
+    let secret = load_secret(project_root)?;
+    let nonce = random_hex(12)?;
+    Ok(control::sign(
+        &secret,
+        now.as_second(),
+        &nonce,
+        &command.to_text(),
+    ))
+}
+
+/// What one poll of the control topic did.
+#[derive(Debug, Default)]
+pub struct RemoteReport {
+    /// Ids of the commands journaled.
+    pub accepted: Vec<(String, Command)>,
+    /// One warning per refused message, saying why.
+    pub refused: Vec<String>,
+}
+
+fn remote_state_path(project_root: &Path) -> Result<PathBuf> {
+    Ok(userdir::project_dir(project_root)?.join("control-remote.json"))
+}
+
+/// One ntfy message of a JSON poll.
+#[derive(serde::Deserialize)]
+struct NtfyLine {
+    #[serde(default)]
+    id: String,
+    #[serde(default)]
+    event: String,
+    #[serde(default)]
+    message: String,
+}
+
+/// Reads the control topic once (`GET TOPIC/json?poll=1&since=…`), verifies each message
+/// and journals the good ones. Refusals are warnings, never commands.
+pub fn poll_remote(
+    project_root: &Path,
+    store: &Store,
+    topic_url: &str,
+    now: Timestamp,
+    timeout: Duration,
+) -> Result<RemoteReport> {
+    let secret = load_secret(project_root)?;
+    let state_path = remote_state_path(project_root)?;
+    let mut state: RemoteControlState =
+        crate::fsread::read_if_exists(&state_path, 1 << 20, crate::fsread::Follow::No)
+            .ok()
+            .flatten()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+    // The first poll reads only what is recent enough to be valid.
+    let since = state
+        .since
+        .clone()
+        .unwrap_or_else(|| format!("{}s", MAX_SKEW_SECS));
+    let url = format!(
+        "{}/json?poll=1&since={since}",
+        topic_url.trim_end_matches('/')
+    );
+    let body = crate::notify::http::get(&url, timeout).map_err(|e| {
+        HankError::usage(format!(
+            "could not read the control topic CONTROL_TOPIC ({}): {e}",
+            crate::policy::notify::Target {
+                kind: crate::policy::notify::TargetKind::Ntfy,
+                url: topic_url.to_string()
+            }
+            .shown()
+        ))
+    })?;
+    let mut report = RemoteReport::default();
+    let check = |k: &str, v: &str| crate::settings::resolve::check_live_value(k, v);
+    for line in body.lines().filter(|l| !l.trim().is_empty()) {
+        let Ok(m) = serde_json::from_str::<NtfyLine>(line) else {
+            continue;
+        };
+        if m.event != "message" {
+            continue;
+        }
+        if !m.id.is_empty() {
+            state.since = Some(m.id.clone());
+        }
+        let seen = |n: &str| state.nonces.contains_key(n);
+        match control::verify(&m.message, &secret, now, &seen, &check) {
+            Ok((command, nonce)) => {
+                let time = control::split(&m.message).map_or(now.as_second(), |s| s.time);
+                state.nonces.insert(nonce, time);
+                let id = submit(store, command.clone(), ControlSource::Remote, now)?;
+                report.accepted.push((id, command));
+            }
+            Err(refusal) => report.refused.push(format!(
+                "remote command refused, {} (ntfy message {})",
+                refusal.describe(),
+                if m.id.is_empty() { "without id" } else { &m.id }
+            )),
+        }
+    }
+    // Nonces older than twice the allowed skew can no longer pass the time check.
+    let horizon = now.as_second() - 2 * MAX_SKEW_SECS;
+    state.nonces.retain(|_, t| *t >= horizon);
+    let bytes = serde_json::to_vec_pretty(&state)
+        .map_err(|e| HankError::Internal(format!("control state: {e}")))?;
+    write_atomic(&state_path, &bytes, true)
+        .map_err(|e| HankError::io("failed to write", &state_path, e))?;
+    Ok(report)
+}
+
+/// Publishes a signed `command` to the control topic (ntfy: the message is the body).
+pub fn send_remote(
+    project_root: &Path,
+    topic_url: &str,
+    command: &Command,
+    now: Timestamp,
+    timeout: Duration,
+) -> Result<String> {
+    let message = sign_now(project_root, command, now)?;
+    crate::notify::http::post(topic_url, "text/plain", &message, timeout)
+        .map_err(|e| HankError::usage(format!("could not publish to CONTROL_TOPIC: {e}")))?;
+    Ok(message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(".hank")).unwrap();
+        let store = Store::new(dir.path());
+        (dir, store)
+    }
+
+    fn t(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn the_journal_survives_a_restart_and_never_applies_twice() {
+        let (_d, store) = store();
+        let now = t("2026-11-26T10:00:00Z");
+        let a = submit(&store, Command::Pause, ControlSource::Local, now).unwrap();
+        let b = submit(
+            &store,
+            Command::Note { text: "hi".into() },
+            ControlSource::Local,
+            now,
+        )
+        .unwrap();
+        assert_ne!(a, b);
+        let mut inbox = ControlInbox::new(store.clone());
+        let got = inbox.poll().unwrap();
+        assert_eq!(
+            got.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(),
+            [a.as_str(), b.as_str()]
+        );
+        assert!(inbox.poll().unwrap().is_empty(), "handed out once");
+        inbox.ack(&a, "applied", now).unwrap();
+        // A restart: a new inbox sees only the unacknowledged command.
+        let mut again = ControlInbox::new(store.clone());
+        let got = again.poll().unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].id, b);
+        assert_eq!(got[0].command, Command::Note { text: "hi".into() });
+        // A torn last line is skipped, the rest still reads.
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(store.control_path())
+            .unwrap();
+        f.write_all(b"{\"type\":\"command\",\"id\":").unwrap();
+        let journal = read_journal(&store).unwrap();
+        assert_eq!(journal.len(), 2);
+        assert_eq!(journal[0].ack.as_ref().unwrap().1, "applied");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(store.control_path())
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn a_symlinked_journal_is_not_followed() {
+        let (d, store) = store();
+        let outside = d.path().join("outside");
+        std::fs::write(&outside, "").unwrap();
+        std::os::unix::fs::symlink(&outside, store.control_path()).unwrap();
+        submit(
+            &store,
+            Command::Stop,
+            ControlSource::Local,
+            t("2026-11-26T10:00:00Z"),
+        )
+        .unwrap();
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "");
+        assert_eq!(read_journal(&store).unwrap().len(), 1);
+    }
+}

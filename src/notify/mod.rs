@@ -1,0 +1,602 @@
+//! Sending notifications (`NOTIFY`): a sender thread fed by a bounded queue, so that the
+//! loop never waits for a target. Each request has a timeout; a failed one is retried with
+//! backoff; a target that still fails is a warning, once per target per run. A full queue
+//! drops the message (a warning, once). Which events become messages, and their text, is
+//! [`crate::policy::notify`]; secrets are redacted here, as everywhere else.
+//!
+//! `http.rs` is hank's one HTTP client (also used by the control-topic poller).
+
+pub mod http;
+
+use std::collections::HashSet;
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::policy::notify::{
+    EventClass, Happening, Message, RunFacts, Target, TargetKind, message,
+};
+use crate::store::{Event, EventKind};
+
+/// The rules' view of an event (field for field).
+fn happening(event: &Event) -> Happening<'_> {
+    match &event.kind {
+        EventKind::Waiting { reason, until } => Happening::Waiting {
+            reason: *reason,
+            until: *until,
+        },
+        EventKind::CircuitChanged { to, reason, .. } => {
+            Happening::CircuitChanged { to: *to, reason }
+        }
+        EventKind::Verification(check) => Happening::Verification(check),
+        EventKind::AgentSwitched {
+            from,
+            to,
+            reason,
+            until,
+        } => Happening::AgentSwitched {
+            from,
+            to,
+            reason,
+            until: *until,
+        },
+        EventKind::Exit {
+            exit_reason,
+            exit_code,
+            message,
+            ..
+        } => Happening::Exit {
+            reason: *exit_reason,
+            exit_code: *exit_code,
+            message,
+        },
+        // Delivery events come from `hank deliver`, which has no notifier yet.
+        EventKind::LoopStarted { .. }
+        | EventKind::AgentFinished(_)
+        | EventKind::Warning { .. }
+        | EventKind::Delivery(_) => Happening::Other,
+    }
+}
+
+/// Messages waiting to be sent at most; more are dropped.
+pub const QUEUE: usize = 64;
+
+/// How the sender treats a target.
+#[derive(Debug, Clone, Copy)]
+pub struct SendConfig {
+    /// Whole-request timeout.
+    pub timeout: Duration,
+    /// Attempts per message and target (≥ 1).
+    pub attempts: u32,
+    /// Wait before the second attempt; doubled for each next one.
+    pub backoff: Duration,
+    /// How long dropping the notifier (the end of the run) waits for the queue to empty.
+    pub flush: Duration,
+}
+
+impl Default for SendConfig {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(10),
+            attempts: 3,
+            backoff: Duration::from_secs(2),
+            flush: Duration::from_secs(10),
+        }
+    }
+}
+
+/// One message for every target.
+struct Job {
+    message: Message,
+    event: serde_json::Value,
+}
+
+/// The sending half: cheap to call, never blocks.
+pub struct Notifier {
+    tx: Option<SyncSender<Job>>,
+    worker: Option<JoinHandle<()>>,
+    done: Option<Receiver<()>>,
+    events: Vec<EventClass>,
+    secrets: Vec<String>,
+    warnings: Arc<Mutex<Vec<String>>>,
+    dropped_warned: std::sync::atomic::AtomicBool,
+    flush: Duration,
+    /// Set when the run ends: what is still queued gets one attempt, no backoff.
+    closing: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Notifier {
+    /// Starts the sender thread for `targets`.
+    #[must_use]
+    pub fn start(
+        targets: Vec<Target>,
+        events: Vec<EventClass>,
+        secrets: Vec<String>,
+        config: SendConfig,
+    ) -> Self {
+        let (tx, rx) = mpsc::sync_channel::<Job>(QUEUE);
+        let (done_tx, done) = mpsc::channel();
+        let warnings = Arc::new(Mutex::new(Vec::new()));
+        let shared = Arc::clone(&warnings);
+        let closing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let closing_seen = Arc::clone(&closing);
+        let worker = std::thread::Builder::new()
+            .name("hank-notify".into())
+            .spawn(move || {
+                let mut warned = HashSet::new();
+                for job in rx {
+                    for (i, target) in targets.iter().enumerate() {
+                        let closing =
+                            || closing_seen.load(std::sync::atomic::Ordering::Relaxed);
+                        if let Err(why) = deliver(target, &job, &config, &closing)
+                            && warned.insert(i)
+                        {
+                            shared
+                                .lock()
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .push(format!(
+                                    "notification to {} failed ({why}); later failures of this target are not reported",
+                                    target.shown()
+                                ));
+                        }
+                    }
+                }
+                let _ = done_tx.send(());
+            })
+            .ok();
+        Self {
+            tx: Some(tx),
+            done: worker.as_ref().map(|_| done),
+            worker,
+            events,
+            secrets,
+            warnings,
+            dropped_warned: std::sync::atomic::AtomicBool::new(false),
+            flush: config.flush,
+            closing,
+        }
+    }
+
+    /// Queues the message of `event`, if it makes one; returns at once. `false` when the
+    /// message was dropped (queue full, or no sender thread).
+    pub fn event(&self, event: &Event, facts: &RunFacts) -> bool {
+        let Some(mut m) = message(event.at, &happening(event), facts, &self.events) else {
+            return true;
+        };
+        crate::agent::redact::redact(&mut m.title, &self.secrets);
+        crate::agent::redact::redact(&mut m.body, &self.secrets);
+        let mut event = serde_json::to_value(event).unwrap_or_default();
+        redact_json(&mut event, &self.secrets);
+        let Some(tx) = &self.tx else { return false };
+        match tx.try_send(Job { message: m, event }) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                if !self
+                    .dropped_warned
+                    .swap(true, std::sync::atomic::Ordering::Relaxed)
+                {
+                    self.push_warning(format!(
+                        "notifications are behind (more than {QUEUE} queued): some were dropped"
+                    ));
+                }
+                false
+            }
+        }
+    }
+
+    fn push_warning(&self, w: String) {
+        self.warnings
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(w);
+    }
+
+    /// The warnings since the last call (each failing target once).
+    #[must_use]
+    pub fn take_warnings(&self) -> Vec<String> {
+        std::mem::take(&mut *self.warnings.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+impl Drop for Notifier {
+    /// Closes the queue and gives the sender up to `flush` to send what is queued (the
+    /// run's last message); a sender still busy after that is left behind.
+    fn drop(&mut self) {
+        self.tx = None;
+        self.closing
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(done) = self.done.take() {
+            let slice = Duration::from_millis(100);
+            let mut waited = Duration::ZERO;
+            let mut said = false;
+            let finished = loop {
+                match done.recv_timeout(slice.min(self.flush.saturating_sub(waited))) {
+                    Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => break true,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                }
+                waited += slice;
+                if waited >= self.flush {
+                    break false;
+                }
+                if !said && waited >= Duration::from_secs(1) {
+                    said = true;
+                    eprintln!(
+                        "hank: sending the last notifications (at most {} s; Ctrl-C skips this)",
+                        self.flush.as_secs()
+                    );
+                }
+            };
+            if finished && let Some(w) = self.worker.take() {
+                let _ = w.join();
+            }
+        }
+        // Failures of the last messages: no loop is left to report them.
+        let left = self.warnings.lock().unwrap_or_else(PoisonError::into_inner);
+        for w in left.iter() {
+            eprintln!("hank: warning: {}", crate::sanitize::line(w));
+        }
+    }
+}
+
+/// Sends `job` to `target`, with retries; why it failed in the end.
+fn deliver(
+    target: &Target,
+    job: &Job,
+    config: &SendConfig,
+    closing: &dyn Fn() -> bool,
+) -> Result<(), String> {
+    let (url, body) = request(target, job);
+    let mut wait = config.backoff;
+    let mut last = String::new();
+    let attempts = if closing() { 1 } else { config.attempts.max(1) };
+    for attempt in 0..attempts {
+        if attempt > 0 {
+            // The run ended meanwhile: no more retries.
+            if closing() {
+                break;
+            }
+            std::thread::sleep(wait);
+            wait = wait.saturating_mul(2);
+        }
+        match http::post(&url, "application/json", &body, config.timeout) {
+            Ok(()) => return Ok(()),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+/// The URL and JSON body for a target.
+fn request(target: &Target, job: &Job) -> (String, String) {
+    let m = &job.message;
+    match target.kind {
+        TargetKind::Ntfy => {
+            let (base, topic) = target.ntfy_parts().unwrap_or_default();
+            let body = json!({
+                "topic": topic,
+                "title": m.title,
+                "message": m.body,
+                "priority": m.priority,
+                "tags": ["hank", m.class.as_str()],
+            });
+            (format!("{base}/"), body.to_string())
+        }
+        TargetKind::Webhook => {
+            let body = json!({
+                "event": job.event,
+                "class": m.class,
+                "title": m.title,
+                "message": m.body,
+                "next": m.next,
+            });
+            (target.url.clone(), body.to_string())
+        }
+        TargetKind::Slack => {
+            let body = json!({ "text": format!("*{}*\n{}", m.title, m.body) });
+            (target.url.clone(), body.to_string())
+        }
+    }
+}
+
+fn redact_json(v: &mut serde_json::Value, secrets: &[String]) {
+    match v {
+        serde_json::Value::String(s) => crate::agent::redact::redact(s, secrets),
+        serde_json::Value::Array(a) => a.iter_mut().for_each(|x| redact_json(x, secrets)),
+        serde_json::Value::Object(o) => o.values_mut().for_each(|x| redact_json(x, secrets)),
+        _ => {}
+    }
+}
+
+/// What the loop keeps for its notifications: the sender and the last loop's questions.
+pub struct Hook {
+    notifier: Option<Notifier>,
+    questions: Mutex<Vec<String>>,
+    project: String,
+    run: String,
+    tz: jiff::tz::TimeZone,
+}
+
+impl Hook {
+    /// The hook of a run: a sender when `NOTIFY` names targets.
+    #[must_use]
+    pub fn new(s: &crate::settings::Settings, started: jiff::Timestamp) -> Self {
+        let tz = jiff::tz::TimeZone::system();
+        let notifier = s.notify_targets.value.clone().map(|targets| {
+            Notifier::start(
+                targets,
+                s.notify_events.value.clone(),
+                crate::agent::redact::secret_values(),
+                SendConfig::default(),
+            )
+        });
+        let project = s
+            .project_dir
+            .file_name()
+            .map_or_else(|| "project".into(), |n| n.to_string_lossy().into_owned());
+        let run = format!(
+            "started {} (pid {})",
+            started.to_zoned(tz.clone()).strftime("%Y-%m-%d %H:%M"),
+            std::process::id()
+        );
+        Self {
+            notifier,
+            questions: Mutex::new(Vec::new()),
+            project,
+            run,
+            tz,
+        }
+    }
+
+    /// The end of the run: lets the sender deliver what is queued (at most
+    /// [`SendConfig::flush`]) on a thread of its own, and returns when it is done or at the
+    /// next signal (a Ctrl-C during this wait skips it). The run's signal task keeps running
+    /// meanwhile, which a wait inside `drop` on the runtime's thread would not allow.
+    pub async fn finish(&mut self, mut cancel: tokio::sync::watch::Receiver<u32>) {
+        let Some(notifier) = self.notifier.take() else {
+            return;
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let spawned = std::thread::Builder::new()
+            .name("hank-notify-flush".into())
+            .spawn(move || {
+                drop(notifier);
+                let _ = tx.send(());
+            });
+        if spawned.is_err() {
+            return;
+        }
+        // Only a signal that comes from now on ends the wait.
+        cancel.borrow_and_update();
+        tokio::select! {
+            _ = rx => {}
+            _ = cancel.changed() => {}
+        }
+    }
+
+    /// Remembers the last loop's questions (sent with `needs_answers`).
+    pub fn questions(&self, q: &[String]) {
+        *self
+            .questions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = q.to_vec();
+    }
+
+    /// Queues `event`'s message (if any) and returns the sender's warnings so far.
+    pub fn event(&self, event: &Event, cost_usd: f64, items: (u32, u32)) -> Vec<String> {
+        let Some(n) = &self.notifier else {
+            return Vec::new();
+        };
+        let facts = RunFacts {
+            project: self.project.clone(),
+            run: self.run.clone(),
+            task: None,
+            cost_usd,
+            items_done: items.0 as usize,
+            items_total: items.1 as usize,
+            questions: self
+                .questions
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
+            tz: self.tz.clone(),
+        };
+        n.event(event, &facts);
+        n.take_warnings()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exit::ExitReason;
+    use crate::store::EventKind;
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+
+    fn facts() -> RunFacts {
+        RunFacts {
+            project: "p".into(),
+            run: "r".into(),
+            task: None,
+            cost_usd: 0.0,
+            items_done: 0,
+            items_total: 0,
+            questions: vec![],
+            tz: jiff::tz::TimeZone::UTC,
+        }
+    }
+
+    fn exit_event() -> Event {
+        Event::new(
+            jiff::Timestamp::UNIX_EPOCH,
+            EventKind::Exit {
+                exit_reason: Some(ExitReason::MaxLoops),
+                exit_code: 3,
+                message: "MAX_LOOPS reached with sk-ant-api03-SECRETSECRET".into(),
+                verified: None,
+            },
+        )
+    }
+
+    /// A black hole: accepts connections and never answers until released. The caller's
+    /// `event` returns while every request is still unanswered (the queue takes the rest).
+    #[test]
+    fn a_black_hole_endpoint_never_holds_the_caller() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let (accepted_tx, accepted_rx) = mpsc::channel::<()>();
+        let server = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            accepted_tx.send(()).unwrap();
+            release_rx.recv().unwrap();
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
+        });
+        let target = Target {
+            kind: TargetKind::Webhook,
+            url: format!("http://127.0.0.1:{port}/h"),
+        };
+        let n = Notifier::start(
+            vec![target],
+            EventClass::ALL.to_vec(),
+            vec![],
+            SendConfig {
+                timeout: Duration::from_secs(60),
+                attempts: 1,
+                backoff: Duration::ZERO,
+                flush: Duration::ZERO,
+            },
+        );
+        let mut queued = 0;
+        for _ in 0..(QUEUE * 3) {
+            queued += usize::from(n.event(&exit_event(), &facts()));
+        }
+        // The sender holds one message in flight (the endpoint has not answered); the
+        // queue took at most QUEUE more; the rest were dropped without waiting.
+        accepted_rx.recv().unwrap();
+        assert!(queued <= QUEUE + 1, "{queued}");
+        assert!(
+            n.take_warnings()
+                .iter()
+                .any(|w| w.contains("some were dropped")),
+        );
+        release_tx.send(()).unwrap();
+        drop(n);
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn a_dead_target_is_one_warning_naming_it() {
+        // A port nobody listens on: bind, note the port, close.
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let n = Notifier::start(
+            vec![Target {
+                kind: TargetKind::Ntfy,
+                url: format!("http://127.0.0.1:{port}/topic"),
+            }],
+            EventClass::ALL.to_vec(),
+            vec![],
+            SendConfig {
+                timeout: Duration::from_secs(5),
+                attempts: 2,
+                backoff: Duration::from_millis(1),
+                flush: Duration::from_secs(30),
+            },
+        );
+        let warnings = n.warnings.clone();
+        for _ in 0..3 {
+            n.event(&exit_event(), &facts());
+        }
+        drop(n); // waits for the queue to drain
+        let w = warnings.lock().unwrap().clone();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains(&format!("ntfy:http://127.0.0.1:{port}/…")),
+            "{w:?}"
+        );
+    }
+
+    #[test]
+    fn messages_are_redacted_and_shaped_per_target() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let mut bodies = Vec::new();
+            for _ in 0..3 {
+                let (mut conn, _) = listener.accept().unwrap();
+                let mut buf = vec![0u8; 65536];
+                let mut got = Vec::new();
+                loop {
+                    let k = conn.read(&mut buf).unwrap();
+                    got.extend_from_slice(&buf[..k]);
+                    let text = String::from_utf8_lossy(&got).to_string();
+                    if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("content-length:")
+                                    .map(|v| v.trim().parse().unwrap())
+                            })
+                            .unwrap_or(0);
+                        if body.len() >= len {
+                            bodies
+                                .push((head.lines().next().unwrap().to_string(), body.to_string()));
+                            break;
+                        }
+                    }
+                }
+                conn.write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                )
+                .unwrap();
+            }
+            bodies
+        });
+        let base = format!("http://127.0.0.1:{port}");
+        let n = Notifier::start(
+            vec![
+                Target {
+                    kind: TargetKind::Ntfy,
+                    url: format!("{base}/alerts"),
+                },
+                Target {
+                    kind: TargetKind::Webhook,
+                    url: format!("{base}/hook"),
+                },
+                Target {
+                    kind: TargetKind::Slack,
+                    url: format!("{base}/slack"),
+                },
+            ],
+            EventClass::ALL.to_vec(),
+            vec!["sk-ant-api03-SECRETSECRET".into()],
+            SendConfig::default(),
+        );
+        assert!(n.event(&exit_event(), &facts()));
+        drop(n);
+        let bodies = server.join().unwrap();
+        assert_eq!(bodies[0].0, "POST / HTTP/1.1");
+        let ntfy: serde_json::Value = serde_json::from_str(&bodies[0].1).unwrap();
+        assert_eq!(ntfy["topic"], "alerts");
+        assert_eq!(ntfy["title"], "hank · p: run ended: max_loops (exit 3)");
+        assert_eq!(bodies[1].0, "POST /hook HTTP/1.1");
+        let hook: serde_json::Value = serde_json::from_str(&bodies[1].1).unwrap();
+        assert_eq!(hook["event"]["type"], "exit");
+        assert_eq!(hook["class"], "run_end");
+        assert!(hook["next"].as_str().unwrap().contains("--max-loops"));
+        assert_eq!(bodies[2].0, "POST /slack HTTP/1.1");
+        let slack: serde_json::Value = serde_json::from_str(&bodies[2].1).unwrap();
+        assert!(slack["text"].as_str().unwrap().starts_with("*hank · p:"));
+        for (_, b) in &bodies {
+            assert!(!b.contains("SECRETSECRET"), "{b}");
+        }
+    }
+}

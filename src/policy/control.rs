@@ -1,0 +1,424 @@
+//! `hank ctl`: the commands a running loop takes, their text form, and the rules for a
+//! signed remote command (HMAC-SHA256 over the command, a nonce and a time). **\[pure\]**
+//!
+//! A remote message is one line:
+//!
+//! ```text
+//! hank1 TIME NONCE SIGNATURE COMMAND…
+//! ```
+//!
+//! `TIME` is Unix seconds, `NONCE` 16–64 characters of `[A-Za-z0-9_-]`, `SIGNATURE` the
+//! lowercase hex HMAC-SHA256, keyed with the project's secret, of
+//! `hank1\nTIME\nNONCE\nCOMMAND…` (the command as written: `pause`, `note some text`, `set
+//! MAX_LOOPS=20`). It is refused when unsigned (no `hank1` line), malformed, tampered (the
+//! signature does not match), stale (more than [`MAX_SKEW_SECS`] from now either way) or
+//! replayed (the nonce was seen).
+
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
+
+use hmac::{Hmac, Mac};
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
+
+/// Longest `note`/`answer` text (characters).
+pub const MAX_TEXT_CHARS: usize = 4000;
+
+/// A remote command more than this far from now (seconds) is stale.
+pub const MAX_SKEW_SECS: i64 = 300;
+
+/// The version tag that starts a signed message.
+pub const TAG: &str = "hank1";
+
+/// One command for the running loop.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "name", rename_all = "kebab-case")]
+pub enum Command {
+    Pause,
+    Resume,
+    Stop,
+    /// End a usage-limit, backoff or window wait now.
+    RetryNow,
+    /// Text for the next loop's context.
+    Note {
+        text: String,
+    },
+    /// An answer to the agent's questions.
+    Answer {
+        text: String,
+    },
+    /// A new value for one of the live limits (checked when given).
+    Set {
+        key: String,
+        value: String,
+    },
+}
+
+impl Command {
+    /// The command as typed: `pause`, `note TEXT`, `set KEY=VALUE`.
+    #[must_use]
+    pub fn to_text(&self) -> String {
+        match self {
+            Self::Pause => "pause".into(),
+            Self::Resume => "resume".into(),
+            Self::Stop => "stop".into(),
+            Self::RetryNow => "retry-now".into(),
+            Self::Note { text } => format!("note {text}"),
+            Self::Answer { text } => format!("answer {text}"),
+            Self::Set { key, value } => format!("set {key}={value}"),
+        }
+    }
+
+    /// The command's name (`pause`, `set`, …).
+    #[must_use]
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Pause => "pause",
+            Self::Resume => "resume",
+            Self::Stop => "stop",
+            Self::RetryNow => "retry-now",
+            Self::Note { .. } => "note",
+            Self::Answer { .. } => "answer",
+            Self::Set { .. } => "set",
+        }
+    }
+}
+
+/// Parses a command from its words. `check_set(key, value)` validates a `set` (the settings'
+/// own parsers); the error says what is wrong.
+pub fn parse(
+    words: &[&str],
+    check_set: &dyn Fn(&str, &str) -> Result<(), String>,
+) -> Result<Command, String> {
+    let Some((name, rest)) = words.split_first() else {
+        return Err("no command (expected pause, resume, stop, retry-now, note TEXT, answer TEXT or set KEY=VALUE)".into());
+    };
+    let text = rest.join(" ");
+    let no_args = |c: Command| {
+        if rest.is_empty() {
+            Ok(c)
+        } else {
+            Err(format!("`{name}` takes no argument"))
+        }
+    };
+    let with_text = |make: fn(String) -> Command| {
+        let t = text.trim();
+        if t.is_empty() {
+            return Err(format!("`{name}` needs a TEXT"));
+        }
+        if t.chars().count() > MAX_TEXT_CHARS {
+            return Err(format!(
+                "the text of `{name}` is longer than {MAX_TEXT_CHARS} characters"
+            ));
+        }
+        if t.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+            return Err(format!("the text of `{name}` holds control characters"));
+        }
+        Ok(make(t.to_string()))
+    };
+    match *name {
+        "pause" => no_args(Command::Pause),
+        "resume" => no_args(Command::Resume),
+        "stop" => no_args(Command::Stop),
+        "retry-now" => no_args(Command::RetryNow),
+        "note" => with_text(|text| Command::Note { text }),
+        "answer" => with_text(|text| Command::Answer { text }),
+        "set" => {
+            let Some((key, value)) = text.trim().split_once('=') else {
+                return Err("`set` expects KEY=VALUE, e.g. set MAX_LOOPS=20".into());
+            };
+            let (key, value) = (key.trim().to_ascii_uppercase(), value.trim().to_string());
+            check_set(&key, &value)?;
+            Ok(Command::Set { key, value })
+        }
+        other => Err(format!(
+            "`{other}` is not a command (expected pause, resume, stop, retry-now, note TEXT, answer TEXT or set KEY=VALUE)"
+        )),
+    }
+}
+
+/// The bytes the signature covers.
+#[must_use]
+pub fn signed_text(time: i64, nonce: &str, command: &str) -> String {
+    format!("{TAG}\n{time}\n{nonce}\n{command}")
+}
+
+/// The lowercase hex HMAC-SHA256 of `text` under `secret`.
+#[must_use]
+pub fn signature(secret: &[u8], text: &str) -> String {
+    // HMAC takes a key of any length; `new_from_slice` cannot fail for it.
+    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret) else {
+        return String::new();
+    };
+    mac.update(text.as_bytes());
+    hex(&mac.finalize().into_bytes())
+}
+
+/// A signed message line for `command` (see the module's format).
+#[must_use]
+pub fn sign(secret: &[u8], time: i64, nonce: &str, command: &str) -> String {
+    let sig = signature(secret, &signed_text(time, nonce, command));
+    format!("{TAG} {time} {nonce} {sig} {command}")
+}
+
+/// A message's parts, before its signature is checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signed<'a> {
+    pub time: i64,
+    pub nonce: &'a str,
+    pub sig: &'a str,
+    pub command: &'a str,
+}
+
+/// Why a remote message is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// Not a `hank1` message at all.
+    Unsigned,
+    /// A `hank1` line whose parts do not read.
+    Malformed(String),
+    /// The signature does not match the command, nonce and time.
+    Tampered,
+    /// The time is more than [`MAX_SKEW_SECS`] away from now.
+    Stale { skew_secs: i64 },
+    /// The nonce was used before.
+    Replayed,
+    /// Signed, but not a command hank takes.
+    Invalid(String),
+}
+
+impl Refusal {
+    /// The warning's text.
+    #[must_use]
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Unsigned => "unsigned (not a `hank1 TIME NONCE SIGNATURE COMMAND` line)".into(),
+            Self::Malformed(why) => format!("malformed: {why}"),
+            Self::Tampered => {
+                "tampered: the signature does not match (or another key signed it)".into()
+            }
+            Self::Stale { skew_secs } => format!(
+                "stale: signed {}s {} now (at most {MAX_SKEW_SECS}s allowed)",
+                skew_secs.abs(),
+                if *skew_secs > 0 { "before" } else { "after" }
+            ),
+            Self::Replayed => "replayed: its nonce was already used".into(),
+            Self::Invalid(why) => format!("signed but refused: {why}"),
+        }
+    }
+}
+
+/// Splits a message into its parts.
+pub fn split(message: &str) -> Result<Signed<'_>, Refusal> {
+    let message = message.trim();
+    let mut parts = message.splitn(5, ' ');
+    if parts.next() != Some(TAG) {
+        return Err(Refusal::Unsigned);
+    }
+    let (Some(time), Some(nonce), Some(sig), Some(command)) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(Refusal::Malformed(
+            "expected hank1 TIME NONCE SIGNATURE COMMAND".into(),
+        ));
+    };
+    let time: i64 = time
+        .parse()
+        .map_err(|_| Refusal::Malformed(format!("time `{time}` is not Unix seconds")))?;
+    let nonce_ok = (16..=64).contains(&nonce.len())
+        && nonce
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !nonce_ok {
+        return Err(Refusal::Malformed(
+            "the nonce must be 16–64 letters, digits, - or _".into(),
+        ));
+    }
+    if sig.len() != 64 || !sig.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err(Refusal::Malformed(
+            "the signature must be 64 hex digits".into(),
+        ));
+    }
+    Ok(Signed {
+        time,
+        nonce,
+        sig,
+        command: command.trim(),
+    })
+}
+
+/// The verdict on a remote message: its command, or why it is refused. `seen(nonce)` says
+/// whether the nonce was used before; the caller records an accepted nonce.
+pub fn verify(
+    message: &str,
+    secret: &[u8],
+    now: Timestamp,
+    seen: &dyn Fn(&str) -> bool,
+    check_set: &dyn Fn(&str, &str) -> Result<(), String>,
+) -> Result<(Command, String), Refusal> {
+    let m = split(message)?;
+    let want = signature(secret, &signed_text(m.time, m.nonce, m.command));
+    if !constant_time_eq(want.as_bytes(), m.sig.to_ascii_lowercase().as_bytes()) {
+        return Err(Refusal::Tampered);
+    }
+    let skew = now.as_second().saturating_sub(m.time);
+    if skew.abs() > MAX_SKEW_SECS {
+        return Err(Refusal::Stale { skew_secs: skew });
+    }
+    if seen(m.nonce) {
+        return Err(Refusal::Replayed);
+    }
+    let words: Vec<&str> = m.command.split(' ').filter(|w| !w.is_empty()).collect();
+    let cmd = parse(&words, check_set).map_err(Refusal::Invalid)?;
+    Ok((cmd, m.nonce.to_string()))
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Lowercase hex.
+#[must_use]
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(_: &str, _: &str) -> Result<(), String> {
+        Ok(())
+    }
+
+    const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef";
+    const NONCE: &str = "n0nce-0000000001";
+
+    fn now() -> Timestamp {
+        "2026-11-26T10:00:00Z".parse().unwrap()
+    }
+
+    #[test]
+    fn commands_parse_and_print_back() {
+        let cases: Vec<(&[&str], Command)> = vec![
+            (&["pause"], Command::Pause),
+            (&["resume"], Command::Resume),
+            (&["stop"], Command::Stop),
+            (&["retry-now"], Command::RetryNow),
+            (
+                &["note", "use", "the", "v2", "API"],
+                Command::Note {
+                    text: "use the v2 API".into(),
+                },
+            ),
+            (
+                &["answer", "Postgres"],
+                Command::Answer {
+                    text: "Postgres".into(),
+                },
+            ),
+            (
+                &["set", "max_loops=20"],
+                Command::Set {
+                    key: "MAX_LOOPS".into(),
+                    value: "20".into(),
+                },
+            ),
+        ];
+        for (words, want) in cases {
+            let got = parse(words, &ok).unwrap();
+            assert_eq!(got, want);
+            let text = got.to_text();
+            let again: Vec<&str> = text.split(' ').collect();
+            assert_eq!(parse(&again, &ok).unwrap(), want);
+        }
+        for (words, want) in [
+            (vec![], "no command"),
+            (vec!["pause", "now"], "takes no argument"),
+            (vec!["note"], "needs a TEXT"),
+            (vec!["set", "MAX_LOOPS"], "expects KEY=VALUE"),
+            (vec!["reboot"], "is not a command"),
+        ] {
+            let err = parse(&want_words(&words), &ok).unwrap_err();
+            assert!(err.contains(want), "{words:?}: {err}");
+        }
+        let long = "x".repeat(MAX_TEXT_CHARS + 1);
+        assert!(parse(&["note", &long], &ok).unwrap_err().contains("longer"));
+        let refuse = |k: &str, _: &str| Err(format!("{k} refused"));
+        assert_eq!(
+            parse(&["set", "AGENT=codex"], &refuse).unwrap_err(),
+            "AGENT refused"
+        );
+    }
+
+    fn want_words<'a>(w: &[&'a str]) -> Vec<&'a str> {
+        w.to_vec()
+    }
+
+    #[test]
+    fn a_signed_command_is_taken_once() {
+        let msg = sign(SECRET, now().as_second() - 30, NONCE, "set MAX_LOOPS=5");
+        let never = |_: &str| false;
+        let (cmd, nonce) = verify(&msg, SECRET, now(), &never, &ok).unwrap();
+        assert_eq!(
+            cmd,
+            Command::Set {
+                key: "MAX_LOOPS".into(),
+                value: "5".into()
+            }
+        );
+        assert_eq!(nonce, NONCE);
+        let seen = |n: &str| n == NONCE;
+        assert_eq!(
+            verify(&msg, SECRET, now(), &seen, &ok),
+            Err(Refusal::Replayed)
+        );
+    }
+
+    #[test]
+    fn refusals_say_which() {
+        let t = now().as_second();
+        let never = |_: &str| false;
+        let good = sign(SECRET, t, NONCE, "pause");
+        let cases: Vec<(String, &str)> = vec![
+            ("pause".into(), "unsigned"),
+            ("hank1 12 x".into(), "malformed"),
+            (
+                format!("hank1 {t} short {} pause", "0".repeat(64)),
+                "malformed",
+            ),
+            (good.replace("pause", "stop"), "tampered"),
+            (sign(b"another key", t, NONCE, "pause"), "tampered"),
+            (
+                sign(SECRET, t - 301, NONCE, "pause"),
+                "stale: signed 301s before",
+            ),
+            (
+                sign(SECRET, t + 400, NONCE, "pause"),
+                "stale: signed 400s after",
+            ),
+            (sign(SECRET, t, NONCE, "reboot"), "signed but refused"),
+        ];
+        for (msg, want) in cases {
+            let err = verify(&msg, SECRET, now(), &never, &ok).unwrap_err();
+            assert!(
+                err.describe().starts_with(want),
+                "{msg}: {}",
+                err.describe()
+            );
+        }
+        assert!(verify(&good, SECRET, now(), &never, &ok).is_ok());
+        // The edge of the window is accepted.
+        let edge = sign(SECRET, t - MAX_SKEW_SECS, NONCE, "pause");
+        assert!(verify(&edge, SECRET, now(), &never, &ok).is_ok());
+    }
+
+    #[test]
+    fn signature_is_hmac_sha256() {
+        // RFC 4231 test case 2.
+        assert_eq!(
+            signature(b"Jefe", "what do ya want for nothing?"),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
+}

@@ -1,0 +1,692 @@
+//! Notifications: which targets `NOTIFY` names, which events `NOTIFY_EVENTS` lets through,
+//! and the message each event becomes (what happened, in which project and run, and the next
+//! step as a command). **\[pure\]**
+//!
+//! The sender (`crate::notify`) redacts secrets and delivers; nothing here does I/O. Times
+//! are shown in the zone the caller passes (the user's local zone).
+
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
+
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+use serde::Serialize;
+
+use crate::exit::ExitReason;
+use crate::policy::breaker::CircuitState;
+use crate::policy::budget::WaitReason;
+use crate::policy::verify::{CheckKind, CheckResult};
+
+/// An event of the loop as the rules see it (the sender maps each `events.jsonl` event
+/// kind to one, field for field).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Happening<'a> {
+    Waiting {
+        reason: WaitReason,
+        until: Timestamp,
+    },
+    CircuitChanged {
+        to: CircuitState,
+        reason: &'a str,
+    },
+    Verification(&'a CheckResult),
+    AgentSwitched {
+        from: &'a str,
+        to: &'a str,
+        reason: &'a str,
+        until: Option<Timestamp>,
+    },
+    Exit {
+        reason: Option<ExitReason>,
+        exit_code: u8,
+        message: &'a str,
+    },
+    /// Any other event (loop started, agent finished, warning): no message.
+    Other,
+}
+
+/// What a `NOTIFY` value looks like (the end of "expected …").
+pub const TARGETS_EXPECTED: &str = "comma-separated KIND:URL targets, KIND one of ntfy, webhook, slack; each URL https:// (http:// only to 127.0.0.1, ::1 or localhost), e.g. ntfy:https://ntfy.sh/my-topic";
+
+/// What a `NOTIFY_EVENTS` value looks like.
+pub const EVENTS_EXPECTED: &str = "all, or a comma-separated list of wait, circuit_open, verification_rejected, needs_answers, agent_switch, run_end";
+
+/// Longest message body sent (characters); the agent's questions are cut to fit.
+pub const MAX_BODY_CHARS: usize = 1500;
+
+/// Where a message goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TargetKind {
+    /// An ntfy topic URL (`https://ntfy.sh/topic` or a self-hosted server): JSON publish.
+    Ntfy,
+    /// Any URL: a JSON POST of the event plus a human `message`.
+    Webhook,
+    /// A Slack incoming-webhook URL: `{"text": …}`.
+    Slack,
+}
+
+impl TargetKind {
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ntfy => "ntfy",
+            Self::Webhook => "webhook",
+            Self::Slack => "slack",
+        }
+    }
+}
+
+/// One `NOTIFY` target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub kind: TargetKind,
+    pub url: String,
+}
+
+impl Target {
+    /// The target as the user wrote it, without the URL's path and query (topics and
+    /// webhook paths are secrets of a kind): `ntfy:https://ntfy.sh/…`.
+    #[must_use]
+    pub fn shown(&self) -> String {
+        let host_end = self
+            .url
+            .find("://")
+            .map(|i| i + 3)
+            .and_then(|start| self.url[start..].find('/').map(|j| start + j))
+            .unwrap_or(self.url.len());
+        let tail = if host_end < self.url.len() {
+            "/…"
+        } else {
+            ""
+        };
+        format!("{}:{}{tail}", self.kind.as_str(), &self.url[..host_end])
+    }
+
+    /// ntfy's JSON publish goes to the server's root with the topic in the body: the base
+    /// URL and the topic of an `ntfy:` URL (`None`: no topic in the path).
+    #[must_use]
+    pub fn ntfy_parts(&self) -> Option<(String, String)> {
+        ntfy_parts(&self.url)
+    }
+}
+
+/// The server root and the topic of an ntfy topic URL.
+#[must_use]
+pub fn ntfy_parts(url: &str) -> Option<(String, String)> {
+    let scheme_end = url.find("://")? + 3;
+    let path_start = scheme_end + url[scheme_end..].find('/')?;
+    let (base, path) = url.split_at(path_start);
+    let topic = path.trim_matches('/');
+    let valid = !topic.is_empty()
+        && topic.len() <= 64
+        && topic
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    valid.then(|| (base.to_string(), topic.to_string()))
+}
+
+/// Whether `url` may be used: `https://HOST…`, or `http://` to the loopback interface.
+#[must_use]
+pub fn url_allowed(url: &str) -> bool {
+    let host_of = |rest: &str| -> String {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        let host = authority.rsplit('@').next().unwrap_or("");
+        if let Some(v6) = host.strip_prefix('[') {
+            v6.split(']').next().unwrap_or("").to_string()
+        } else {
+            host.split(':').next().unwrap_or("").to_ascii_lowercase()
+        }
+    };
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return false;
+    }
+    if let Some(rest) = url.strip_prefix("https://") {
+        return !host_of(rest).is_empty();
+    }
+    if let Some(rest) = url.strip_prefix("http://") {
+        return matches!(host_of(rest).as_str(), "127.0.0.1" | "localhost" | "::1");
+    }
+    false
+}
+
+/// Parses `NOTIFY`: why a target is refused, naming it.
+pub fn parse_targets(text: &str) -> Result<Vec<Target>, String> {
+    let mut out = Vec::new();
+    for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let Some((kind, url)) = item.split_once(':') else {
+            return Err(format!("`{item}` is not KIND:URL"));
+        };
+        let kind = match kind.trim().to_ascii_lowercase().as_str() {
+            "ntfy" => TargetKind::Ntfy,
+            "webhook" => TargetKind::Webhook,
+            "slack" => TargetKind::Slack,
+            other => {
+                return Err(format!(
+                    "`{other}` is not a target kind (ntfy, webhook, slack)"
+                ));
+            }
+        };
+        let url = url.trim();
+        if !url_allowed(url) {
+            return Err(format!(
+                "`{url}` is not an https:// URL (http:// is allowed only to 127.0.0.1, ::1 or localhost)"
+            ));
+        }
+        if kind == TargetKind::Ntfy && ntfy_parts(url).is_none() {
+            return Err(format!(
+                "`{url}` names no ntfy topic (expected https://SERVER/TOPIC, the topic letters, digits, - or _)"
+            ));
+        }
+        out.push(Target {
+            kind,
+            url: url.to_string(),
+        });
+    }
+    if out.is_empty() {
+        return Err("no target".into());
+    }
+    Ok(out)
+}
+
+/// The kinds of event that become messages (`NOTIFY_EVENTS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventClass {
+    Wait,
+    CircuitOpen,
+    VerificationRejected,
+    NeedsAnswers,
+    AgentSwitch,
+    RunEnd,
+}
+
+impl EventClass {
+    pub const ALL: [Self; 6] = [
+        Self::Wait,
+        Self::CircuitOpen,
+        Self::VerificationRejected,
+        Self::NeedsAnswers,
+        Self::AgentSwitch,
+        Self::RunEnd,
+    ];
+
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Wait => "wait",
+            Self::CircuitOpen => "circuit_open",
+            Self::VerificationRejected => "verification_rejected",
+            Self::NeedsAnswers => "needs_answers",
+            Self::AgentSwitch => "agent_switch",
+            Self::RunEnd => "run_end",
+        }
+    }
+}
+
+/// Parses `NOTIFY_EVENTS` (`all` or a list of [`EventClass`] names).
+#[must_use]
+pub fn parse_events(text: &str) -> Option<Vec<EventClass>> {
+    let text = text.trim();
+    if text.eq_ignore_ascii_case("all") {
+        return Some(EventClass::ALL.to_vec());
+    }
+    let mut out = Vec::new();
+    for name in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let class = EventClass::ALL
+            .into_iter()
+            .find(|c| c.as_str().eq_ignore_ascii_case(name))?;
+        if !out.contains(&class) {
+            out.push(class);
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// What the message says about the run besides the event.
+#[derive(Debug, Clone)]
+pub struct RunFacts {
+    /// The project's name (its folder).
+    pub project: String,
+    /// Which run: its start time and process id.
+    pub run: String,
+    /// The fleet task, when the run is one.
+    pub task: Option<String>,
+    /// This run's cost so far (USD).
+    pub cost_usd: f64,
+    pub items_done: usize,
+    pub items_total: usize,
+    /// The last loop's questions (for `needs_answers`).
+    pub questions: Vec<String>,
+    /// The user's zone, for the times in the text.
+    pub tz: TimeZone,
+}
+
+/// One notification.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Message {
+    pub class: EventClass,
+    /// One line: `hank · PROJECT: what happened`.
+    pub title: String,
+    /// What happened, the run, and the next step.
+    pub body: String,
+    /// The next step, as a command.
+    pub next: String,
+    /// ntfy priority 1–5 (4 when the user must act).
+    pub priority: u8,
+}
+
+/// The message for what happened at `at`, or `None` when it is not one the user asked for.
+#[must_use]
+pub fn message(
+    at: Timestamp,
+    event: &Happening<'_>,
+    facts: &RunFacts,
+    wanted: &[EventClass],
+) -> Option<Message> {
+    let (class, what, detail, next, priority) = describe(at, event, facts)?;
+    let class = if class == EventClass::NeedsAnswers && !wanted.contains(&class) {
+        EventClass::RunEnd
+    } else {
+        class
+    };
+    if !wanted.contains(&class) {
+        return None;
+    }
+    let project = one_line(&facts.project, 80);
+    let mut body = one_line(&what, 300);
+    for line in detail {
+        body.push('\n');
+        body.push_str(&one_line(&line, 400));
+    }
+    let task = facts
+        .task
+        .as_deref()
+        .map(|t| format!(", task {}", one_line(t, 80)))
+        .unwrap_or_default();
+    // The facts are cut so that the run and the next step always fit.
+    let mut body = cut(&body, MAX_BODY_CHARS - 400);
+    body.push_str(&format!(
+        "\nproject {project} · run {}{task}",
+        one_line(&facts.run, 80)
+    ));
+    body.push_str(&format!("\nnext: {next}"));
+    Some(Message {
+        class,
+        title: format!("hank · {project}: {}", one_line(&what, 120)),
+        body,
+        next,
+        priority,
+    })
+}
+
+type Described = (EventClass, String, Vec<String>, String, u8);
+
+fn describe(at: Timestamp, event: &Happening<'_>, f: &RunFacts) -> Option<Described> {
+    let local = |t: Timestamp| local_time(t, &f.tz);
+    Some(match *event {
+        Happening::Waiting { reason, until } => (
+            EventClass::Wait,
+            format!("waiting ({}) until {}", reason.as_str(), local(until)),
+            vec![],
+            "hank ctl retry-now (end the wait now) · hank status".into(),
+            3,
+        ),
+        Happening::CircuitChanged {
+            to: CircuitState::Open,
+            reason,
+        } => (
+            EventClass::CircuitOpen,
+            format!("circuit breaker opened: {reason}"),
+            vec![format!(
+                "opened {}; it may be tried again after CB_COOLDOWN_MINUTES at a later start",
+                local(at)
+            )],
+            "hank circuit · then hank reset circuit && hank run".into(),
+            4,
+        ),
+        Happening::Verification(check)
+            if check.kind == CheckKind::Completion && !check.passed && !check.interrupted =>
+        {
+            (
+                EventClass::VerificationRejected,
+                format!(
+                    "\"done\" rejected: VERIFY_COMMAND failed ({}) after loop {}",
+                    check.how_it_ended(),
+                    check.number
+                ),
+                vec![format!("log: {}", check.log)],
+                "hank status (the loop goes on with the failure in its context)".into(),
+                3,
+            )
+        }
+        Happening::AgentSwitched {
+            from,
+            to,
+            reason,
+            until,
+        } => (
+            EventClass::AgentSwitch,
+            format!("agent switched from {from} to {to}: {reason}"),
+            until
+                .map(|u| vec![format!("{from} may be called again at {}", local(u))])
+                .unwrap_or_default(),
+            "hank status".into(),
+            3,
+        ),
+        Happening::Exit {
+            reason: exit_reason,
+            exit_code,
+            message,
+        } => {
+            let reason = exit_reason.map_or("error", ExitReason::as_str);
+            let mut detail = vec![
+                message.to_string(),
+                format!(
+                    "exit code {exit_code} · cost ${:.2} · items done {}/{}",
+                    f.cost_usd, f.items_done, f.items_total
+                ),
+            ];
+            let needs_answers = exit_reason == Some(ExitReason::NeedsAnswers);
+            if needs_answers {
+                for q in f.questions.iter().take(10) {
+                    detail.push(format!("? {}", one_line(q, 300)));
+                }
+            }
+            let next = match exit_reason {
+                Some(ExitReason::NeedsAnswers) => {
+                    "answer in .hank/PROMPT.md, then hank run".to_string()
+                }
+                Some(r) if r.is_completion() => "hank report".into(),
+                Some(ExitReason::MaxLoops) => "hank run --max-loops N (a higher N)".into(),
+                Some(ExitReason::CostBudget) => "hank run --max-cost USD (a higher amount)".into(),
+                Some(ExitReason::MaxRuntime) => "hank run --max-runtime DURATION".into(),
+                Some(ExitReason::CircuitOpen) => {
+                    "hank circuit · then hank reset circuit && hank run".into()
+                }
+                Some(ExitReason::Interrupted) => "hank run (it resumes)".into(),
+                _ => "hank status · hank doctor".into(),
+            };
+            (
+                if needs_answers {
+                    EventClass::NeedsAnswers
+                } else {
+                    EventClass::RunEnd
+                },
+                format!("run ended: {reason} (exit {exit_code})"),
+                detail,
+                next,
+                if exit_code == 0 { 3 } else { 4 },
+            )
+        }
+        _ => return None,
+    })
+}
+
+/// `14:05 (Thu 26 Nov, Europe/Paris)`: a time as the user reads it.
+#[must_use]
+pub fn local_time(t: Timestamp, tz: &TimeZone) -> String {
+    let z = t.to_zoned(tz.clone());
+    let name = tz.iana_name().map_or_else(
+        || z.strftime("%:z").to_string(),
+        std::string::ToString::to_string,
+    );
+    format!("{} ({name})", z.strftime("%H:%M %a %-d %b"))
+}
+
+/// Text on one line: control characters and line breaks become spaces, cut to `max` chars.
+fn one_line(text: &str, max: usize) -> String {
+    let flat: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    cut(flat.trim(), max)
+}
+
+fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut s: String = text.chars().take(max.saturating_sub(1)).collect();
+    s.push('…');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn facts() -> RunFacts {
+        RunFacts {
+            project: "shop".into(),
+            run: "04:20 (pid 7)".into(),
+            task: None,
+            cost_usd: 1.5,
+            items_done: 3,
+            items_total: 5,
+            questions: vec!["Use Postgres\nor SQLite?".into()],
+            tz: TimeZone::get("Europe/Paris").unwrap(),
+        }
+    }
+
+    fn now() -> Timestamp {
+        at("2026-11-26T10:00:00Z")
+    }
+
+    #[test]
+    fn targets_parse_and_refuse_with_the_reason() {
+        let t = parse_targets(
+            "ntfy:https://ntfy.sh/hank-x, webhook:http://127.0.0.1:9/h,slack:https://hooks.slack.com/services/A",
+        )
+        .unwrap();
+        assert_eq!(t.len(), 3);
+        assert_eq!(t[0].kind, TargetKind::Ntfy);
+        assert_eq!(
+            t[0].ntfy_parts(),
+            Some(("https://ntfy.sh".into(), "hank-x".into()))
+        );
+        assert_eq!(t[2].shown(), "slack:https://hooks.slack.com/…");
+        let cases = [
+            ("", "no target"),
+            ("ntfy", "is not KIND:URL"),
+            ("mail:https://x", "not a target kind"),
+            ("webhook:http://example.com/h", "not an https:// URL"),
+            ("webhook:https://", "not an https:// URL"),
+            ("webhook:https://a b", "not an https:// URL"),
+            ("ntfy:https://ntfy.sh", "names no ntfy topic"),
+            ("ntfy:https://ntfy.sh/a/b", "names no ntfy topic"),
+        ];
+        for (text, want) in cases {
+            let err = parse_targets(text).unwrap_err();
+            assert!(err.contains(want), "{text}: {err}");
+        }
+        assert!(url_allowed("http://localhost:8080/x"));
+        assert!(url_allowed("http://[::1]:8080/x"));
+        assert!(!url_allowed("http://127.0.0.1.evil.com/x"));
+    }
+
+    #[test]
+    fn event_filter() {
+        assert_eq!(parse_events("all").unwrap().len(), 6);
+        assert_eq!(
+            parse_events("wait, run_end,wait").unwrap(),
+            vec![EventClass::Wait, EventClass::RunEnd]
+        );
+        assert_eq!(parse_events("wait,nope"), None);
+        assert_eq!(parse_events(""), None);
+    }
+
+    /// Every event kind the loop emits today, and what it becomes.
+    #[test]
+    fn each_event_kind_names_what_happened_and_the_next_step() {
+        let all = EventClass::ALL;
+        let failed = CheckResult {
+            kind: CheckKind::Completion,
+            passed: false,
+            exit_code: Some(101),
+            number: 4,
+            log: ".hank/logs/check-1.log".into(),
+            ..CheckResult::default()
+        };
+        let passed = CheckResult {
+            kind: CheckKind::Completion,
+            passed: true,
+            ..CheckResult::default()
+        };
+        type Want = Option<(EventClass, &'static str, &'static str)>;
+        let cases: Vec<(Happening<'_>, Want)> = vec![
+            (
+                Happening::Waiting {
+                    reason: WaitReason::UsageLimit,
+                    until: at("2026-11-26T13:05:00Z"),
+                },
+                Some((
+                    EventClass::Wait,
+                    "waiting (usage_limit) until 14:05 Thu 26 Nov (Europe/Paris)",
+                    "hank ctl retry-now",
+                )),
+            ),
+            (
+                Happening::CircuitChanged {
+                    to: CircuitState::Open,
+                    reason: "no progress in 3 loops",
+                },
+                Some((
+                    EventClass::CircuitOpen,
+                    "circuit breaker opened: no progress in 3 loops",
+                    "hank reset circuit",
+                )),
+            ),
+            (
+                Happening::CircuitChanged {
+                    to: CircuitState::HalfOpen,
+                    reason: "cooldown",
+                },
+                None,
+            ),
+            (
+                Happening::Verification(&failed),
+                Some((
+                    EventClass::VerificationRejected,
+                    "\"done\" rejected: VERIFY_COMMAND failed (exit 101) after loop 4",
+                    "hank status",
+                )),
+            ),
+            (Happening::Verification(&passed), None),
+            (
+                Happening::AgentSwitched {
+                    from: "claude",
+                    to: "codex",
+                    reason: "usage limit",
+                    until: Some(at("2026-11-26T15:00:00Z")),
+                },
+                Some((
+                    EventClass::AgentSwitch,
+                    "agent switched from claude to codex: usage limit",
+                    "hank status",
+                )),
+            ),
+            (
+                Happening::Exit {
+                    reason: Some(ExitReason::MaxLoops),
+                    exit_code: 3,
+                    message: "MAX_LOOPS reached",
+                },
+                Some((
+                    EventClass::RunEnd,
+                    "run ended: max_loops (exit 3)",
+                    "hank run --max-loops N",
+                )),
+            ),
+            (
+                Happening::Exit {
+                    reason: Some(ExitReason::NeedsAnswers),
+                    exit_code: 2,
+                    message: "the agent only asked questions",
+                },
+                Some((
+                    EventClass::NeedsAnswers,
+                    "run ended: needs_answers (exit 2)",
+                    "answer in .hank/PROMPT.md",
+                )),
+            ),
+            (Happening::Other, None),
+        ];
+        for (kind, want) in cases {
+            let got = message(now(), &kind, &facts(), &all);
+            match (got, want) {
+                (None, None) => {}
+                (Some(m), Some((class, what, next))) => {
+                    assert_eq!(m.class, class, "{kind:?}");
+                    assert!(m.body.starts_with(what), "{kind:?}: {}", m.body);
+                    assert_eq!(m.title, format!("hank · shop: {what}"));
+                    assert!(m.next.contains(next), "{kind:?}: {}", m.next);
+                    assert!(m.body.contains("project shop · run 04:20 (pid 7)"));
+                    assert!(m.body.contains(&format!("next: {}", m.next)));
+                }
+                (got, want) => panic!("{kind:?}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn run_end_carries_cost_items_and_questions() {
+        let m = message(
+            now(),
+            &Happening::Exit {
+                reason: Some(ExitReason::NeedsAnswers),
+                exit_code: 2,
+                message: "asked",
+            },
+            &facts(),
+            &EventClass::ALL,
+        )
+        .unwrap();
+        assert!(m.body.contains("exit code 2 · cost $1.50 · items done 3/5"));
+        assert!(m.body.contains("? Use Postgres or SQLite?"), "{}", m.body);
+        assert_eq!(m.priority, 4);
+        // needs_answers not asked for, run_end is: delivered as a run end.
+        let m = message(
+            now(),
+            &Happening::Exit {
+                reason: Some(ExitReason::NeedsAnswers),
+                exit_code: 2,
+                message: "asked",
+            },
+            &facts(),
+            &[EventClass::RunEnd],
+        )
+        .unwrap();
+        assert_eq!(m.class, EventClass::RunEnd);
+        // Filtered out.
+        let wait = Happening::Waiting {
+            reason: WaitReason::Backoff,
+            until: at("2026-11-26T10:01:00Z"),
+        };
+        assert_eq!(message(now(), &wait, &facts(), &[EventClass::RunEnd]), None);
+    }
+
+    #[test]
+    fn text_is_one_line_per_fact_and_bounded() {
+        let mut f = facts();
+        f.project = "a\u{1b}[31mb\nc".into();
+        f.questions = vec!["q".repeat(5000); 20];
+        let m = message(
+            now(),
+            &Happening::Exit {
+                reason: Some(ExitReason::NeedsAnswers),
+                exit_code: 2,
+                message: "m\r\nx",
+            },
+            &f,
+            &EventClass::ALL,
+        )
+        .unwrap();
+        assert!(!m.title.contains('\n') && !m.title.contains('\u{1b}'));
+        assert!(m.body.contains("m  x"));
+        assert!(m.body.chars().count() <= MAX_BODY_CHARS);
+    }
+}

@@ -1,0 +1,509 @@
+//! NOTIFY against a loopback server speaking ntfy's publish/poll JSON and a webhook
+//! receiver; `hank ctl` (journal, status, set refused) and signed remote commands (signed,
+//! unsigned, replayed, tampered, stale).
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+
+use hmac::{Hmac, Mac};
+use serde_json::Value;
+use sha2::Sha256;
+
+use crate::support::{Project, TICK_ONE, error_json, stderr, stdout};
+
+/// One request the server received.
+#[derive(Debug, Clone)]
+struct Req {
+    method: String,
+    path: String,
+    body: String,
+}
+
+/// A loopback HTTP server: records every request; answers GETs with `poll_body`.
+struct Server {
+    port: u16,
+    reqs: Arc<Mutex<Vec<Req>>>,
+    poll_body: Arc<Mutex<String>>,
+}
+
+impl Server {
+    fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let reqs = Arc::new(Mutex::new(Vec::new()));
+        let poll_body = Arc::new(Mutex::new(String::new()));
+        let (r, b) = (Arc::clone(&reqs), Arc::clone(&poll_body));
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                let Some(req) = read_request(&mut conn) else {
+                    continue;
+                };
+                let answer = if req.method == "GET" {
+                    b.lock().unwrap().clone()
+                } else {
+                    String::new()
+                };
+                r.lock().unwrap().push(req);
+                let _ = conn.write_all(
+                    format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/x-ndjson\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+                        answer.len()
+                    )
+                    .as_bytes(),
+                );
+            }
+        });
+        Self {
+            port,
+            reqs,
+            poll_body,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    fn posts(&self) -> Vec<Req> {
+        self.reqs
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.method == "POST")
+            .cloned()
+            .collect()
+    }
+}
+
+fn read_request(conn: &mut std::net::TcpStream) -> Option<Req> {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = conn.read(&mut buf).ok()?;
+        if n == 0 {
+            return None;
+        }
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got).to_string();
+        let Some((head, body)) = text.split_once("\r\n\r\n") else {
+            continue;
+        };
+        let len: usize = head
+            .lines()
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("content-length:")
+                    .and_then(|v| v.trim().parse().ok())
+            })
+            .unwrap_or(0);
+        if body.len() >= len {
+            let mut first = head.lines().next()?.split(' ');
+            return Some(Req {
+                method: first.next()?.to_string(),
+                path: first.next()?.to_string(),
+                body: body.to_string(),
+            });
+        }
+    }
+}
+
+/// The webhook bodies received, by class.
+fn webhook_classes(server: &Server) -> Vec<Value> {
+    server
+        .posts()
+        .iter()
+        .filter(|r| r.path == "/hook")
+        .map(|r| serde_json::from_str(&r.body).unwrap())
+        .collect()
+}
+
+/// An always-failing agent: a backoff wait, the circuit opening, the run's end — each
+/// delivered to ntfy and to the webhook with project, run, reason and next step.
+#[test]
+fn wait_circuit_open_and_run_end_are_delivered_to_each_target() {
+    let server = Server::start();
+    let p = Project::new(&["a"]);
+    p.hankrc(&format!(
+        "RETRY_BACKOFF_SECONDS=0\nNOTIFY=\"ntfy:{},webhook:{}\"\n",
+        server.url("/alerts"),
+        server.url("/hook")
+    ));
+    p.fake(
+        "response",
+        &error_json(
+            "API Error: 500 Internal server error. This is a server-side issue",
+            Some(500),
+        ),
+    )
+    .fake("exit", "1")
+    .fake("effect.sh", "date +%s%N >> changing.txt\n");
+    let o = p.run(&[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let hooks = webhook_classes(&server);
+    let classes: Vec<&str> = hooks.iter().map(|h| h["class"].as_str().unwrap()).collect();
+    for want in ["wait", "circuit_open", "run_end"] {
+        assert!(classes.contains(&want), "{want} not in {classes:?}");
+    }
+    for h in &hooks {
+        let msg = h["message"].as_str().unwrap();
+        assert!(msg.contains("project proj · run started "), "{msg}");
+        assert!(msg.contains(&format!("next: {}", h["next"].as_str().unwrap())));
+        assert!(h["event"]["type"].is_string());
+    }
+    let end = hooks.iter().find(|h| h["class"] == "run_end").unwrap();
+    assert_eq!(end["event"]["exit_reason"], "circuit_open");
+    assert!(
+        end["message"]
+            .as_str()
+            .unwrap()
+            .contains("exit code 2 · cost $")
+    );
+    assert!(end["next"].as_str().unwrap().contains("hank reset circuit"));
+    // The same messages through ntfy's JSON publish: POST / with the topic in the body.
+    let ntfy: Vec<Value> = server
+        .posts()
+        .iter()
+        .filter(|r| r.path == "/")
+        .map(|r| serde_json::from_str(&r.body).unwrap())
+        .collect();
+    assert_eq!(ntfy.len(), hooks.len());
+    assert!(ntfy.iter().all(|n| n["topic"] == "alerts"));
+    assert!(
+        ntfy.iter()
+            .any(|n| n["title"] == "hank · proj: run ended: circuit_open (exit 2)")
+    );
+}
+
+/// A "done" rejected by VERIFY_COMMAND, with NOTIFY_EVENTS filtering the rest out.
+#[test]
+fn a_rejected_done_is_delivered_and_the_filter_holds() {
+    let server = Server::start();
+    let p = Project::new(&["a"]);
+    p.hankrc(&format!(
+        "RETRY_BACKOFF_SECONDS=0\nVERIFY_COMMAND=\"false\"\nMAX_REJECTED_COMPLETIONS=1\nNOTIFY=\"webhook:{}\"\nNOTIFY_EVENTS=verification_rejected\n",
+        server.url("/hook")
+    ));
+    p.fake("effect.sh", TICK_ONE);
+    let o = p.run(&["--max-loops", "3"]);
+    assert_ne!(o.status.code(), Some(0), "{}", stderr(&o));
+    let hooks = webhook_classes(&server);
+    assert!(!hooks.is_empty(), "{}", stderr(&o));
+    for h in &hooks {
+        assert_eq!(h["class"], "verification_rejected", "{h}");
+        assert!(
+            h["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("\"done\" rejected: VERIFY_COMMAND failed (exit 1)")
+        );
+    }
+}
+
+/// A dead endpoint: the run's decisions and result are those of a run without NOTIFY, and
+/// the failure is one warning naming the target.
+#[test]
+fn a_dead_endpoint_changes_nothing_but_one_warning() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let with = Project::new(&["a", "b"]);
+    let without = Project::new(&["a", "b"]);
+    for p in [&with, &without] {
+        p.fake("effect.sh", TICK_ONE);
+    }
+    with.hankrc(&format!(
+        "RETRY_BACKOFF_SECONDS=0\nNOTIFY=\"webhook:http://127.0.0.1:{port}/dead\"\n"
+    ));
+    let a = with.run(&[]);
+    let b = without.run(&[]);
+    assert_eq!(a.status.code(), Some(0), "{}", stderr(&a));
+    assert_eq!(a.status.code(), b.status.code());
+    assert_eq!(with.calls(), without.calls());
+    assert_eq!(
+        with.status()["exit_reason"],
+        without.status()["exit_reason"]
+    );
+    let warnings = stderr(&a)
+        .lines()
+        .filter(|l| l.contains("notification to webhook:http://127.0.0.1"))
+        .count();
+    assert_eq!(warnings, 1, "{}", stderr(&a));
+}
+
+#[test]
+fn bad_notify_settings_are_refused_naming_the_key() {
+    let p = Project::new(&["a"]);
+    p.hankrc("NOTIFY=\"webhook:http://example.com/x\"\n");
+    let o = p.run(&[]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.contains("NOTIFY") && err.contains("https://"), "{err}");
+    assert_eq!(p.calls(), 0);
+    p.hankrc("NOTIFY_EVENTS=\"wait,everything\"\n");
+    let o = p.run(&[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("NOTIFY_EVENTS"), "{}", stderr(&o));
+}
+
+#[test]
+fn ctl_records_commands_and_refuses_what_it_cannot_set() {
+    let p = Project::new(&["a"]);
+    let o = p.run(&["ctl", "pause"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let id = stdout(&o).trim().to_string();
+    assert!(id.starts_with('c'), "{id}");
+    assert!(stderr(&o).contains("does not act on them yet"));
+    let o = p.run(&["ctl", "set", "MAX_LOOPS=20"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for (args, want) in [
+        (
+            vec!["ctl", "set", "AGENT=codex"],
+            "read once when the run starts",
+        ),
+        (vec!["ctl", "set", "NOPE=1"], "not a hank setting"),
+        (
+            vec!["ctl", "set", "MAX_COST_USD=-3"],
+            "expected an amount in USD",
+        ),
+        (vec!["ctl", "launch"], "is not a command"),
+    ] {
+        let o = p.run(&args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
+    }
+    let o = p.run(&["ctl", "status", "--json"]);
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let cmds = v["commands"].as_array().unwrap();
+    assert_eq!(cmds.len(), 2);
+    assert_eq!(cmds[0]["id"], id.as_str());
+    assert_eq!(cmds[0]["command"], "pause");
+    assert_eq!(cmds[1]["command"], "set MAX_LOOPS=20");
+    assert!(cmds.iter().all(|c| c["acknowledged"].is_null()));
+    let text = stdout(&p.run(&["ctl", "status"]));
+    assert!(
+        text.starts_with("commands: 2 pending, 0 acknowledged"),
+        "{text}"
+    );
+}
+
+fn sign(key: &str, time: i64, nonce: &str, command: &str) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(key.as_bytes()).unwrap();
+    mac.update(format!("hank1\n{time}\n{nonce}\n{command}").as_bytes());
+    let sig: String = mac
+        .finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("hank1 {time} {nonce} {sig} {command}")
+}
+
+fn ntfy_line(id: &str, message: &str) -> String {
+    serde_json::json!({"id": id, "time": 1, "event": "message", "topic": "ctl", "message": message})
+        .to_string()
+}
+
+/// `hank ctl init` → a key outside the project; `hank ctl poll` reads the ntfy topic and
+/// journals only the signed, fresh, unused command; every other is a warning saying why.
+#[test]
+fn remote_commands_signed_unsigned_replayed_tampered_and_stale() {
+    let server = Server::start();
+    let p = Project::new(&["a"]);
+    p.hankrc(&format!(
+        "RETRY_BACKOFF_SECONDS=0\nCONTROL_TOPIC=\"{}\"\n",
+        server.url("/ctl")
+    ));
+    let o = p.run(&["ctl", "init"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let key = stdout(&o).trim().to_string();
+    assert_eq!(key.len(), 64);
+    let key_file = std::fs::read_dir(p.home.join(".local/state/hank/projects"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("control.key");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&key_file).unwrap().permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
+    assert!(!std::fs::read_to_string(&key_file).unwrap().is_empty());
+    // A second init does not replace the key.
+    assert_eq!(p.run(&["ctl", "init"]).status.code(), Some(1));
+
+    let now = "2026-11-26T10:00:00Z".parse::<jiff::Timestamp>().unwrap();
+    let t = now.as_second();
+    let good = sign(&key, t - 10, "nonce-good-000001", "set MAX_LOOPS=7");
+    let lines = [
+        ntfy_line("m1", &good),
+        ntfy_line("m2", "pause"),
+        ntfy_line("m3", &good.replace("MAX_LOOPS=7", "MAX_LOOPS=9")),
+        ntfy_line("m4", &sign(&key, t - 600, "nonce-stale-00001", "stop")),
+        ntfy_line(
+            "m5",
+            &sign("another key entirely!", t, "nonce-other-00001", "stop"),
+        ),
+        ntfy_line("m6", &good),
+        serde_json::json!({"id": "k", "time": 1, "event": "keepalive", "topic": "ctl"}).to_string(),
+    ];
+    *server.poll_body.lock().unwrap() = lines.join("\n") + "\n";
+    let o = p
+        .cmd()
+        .env("HANK_NOW", now.to_string())
+        .args(["ctl", "poll"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(stdout(&o).contains(" set MAX_LOOPS=7"), "{}", stdout(&o));
+    for (id, why) in [
+        ("m2", "unsigned"),
+        ("m3", "tampered"),
+        ("m4", "stale"),
+        ("m5", "tampered"),
+        ("m6", "replayed"),
+    ] {
+        assert!(
+            err.lines()
+                .any(|l| l.contains(&format!("refused, {why}")) && l.contains(id)),
+            "{id} {why}: {err}"
+        );
+    }
+    assert!(
+        err.contains("1 remote command(s) recorded, 5 refused"),
+        "{err}"
+    );
+    let get = server
+        .reqs
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|r| r.method == "GET")
+        .cloned()
+        .unwrap();
+    assert_eq!(get.path, "/ctl/json?poll=1&since=300s");
+
+    // The next poll asks from the last message on; the same message again is a replay.
+    *server.poll_body.lock().unwrap() = ntfy_line("m7", &good) + "\n";
+    let o = p
+        .cmd()
+        .env("HANK_NOW", now.to_string())
+        .args(["ctl", "poll"])
+        .output()
+        .unwrap();
+    assert!(stderr(&o).contains("refused, replayed"), "{}", stderr(&o));
+    let last_get = server
+        .reqs
+        .lock()
+        .unwrap()
+        .iter()
+        .rfind(|r| r.method == "GET")
+        .cloned()
+        .unwrap();
+    assert_eq!(last_get.path, "/ctl/json?poll=1&since=m6");
+
+    let v: Value = serde_json::from_str(&stdout(&p.run(&["ctl", "status", "--json"]))).unwrap();
+    let cmds = v["commands"].as_array().unwrap();
+    assert_eq!(cmds.len(), 1);
+    assert_eq!(cmds[0]["source"], "remote");
+    assert!(cmds[0]["acknowledged"].is_null());
+    assert_eq!(cmds[0]["command"], "set MAX_LOOPS=7");
+
+    // `hank ctl sign` prints what a phone would publish; polled, it is taken.
+    let o = p
+        .cmd()
+        .env("HANK_NOW", now.to_string())
+        .args(["ctl", "sign", "retry-now"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let signed = stdout(&o).trim().to_string();
+    *server.poll_body.lock().unwrap() = ntfy_line("m8", &signed) + "\n";
+    let o = p
+        .cmd()
+        .env("HANK_NOW", now.to_string())
+        .args(["ctl", "poll"])
+        .output()
+        .unwrap();
+    assert!(stdout(&o).contains(" retry-now"), "{}", stderr(&o));
+
+    // `--remote` publishes a signed command to the topic (the message is the body).
+    let o = p.run(&["ctl", "--remote", "note", "use", "the", "v2", "API"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let posted = server
+        .posts()
+        .into_iter()
+        .find(|r| r.path == "/ctl")
+        .unwrap();
+    assert!(posted.body.starts_with("hank1 "), "{}", posted.body);
+    assert!(posted.body.ends_with(" note use the v2 API"));
+}
+
+/// `needs_answers`: the run's end carries the agent's questions and says where to answer.
+#[test]
+fn needs_answers_is_delivered_with_the_questions() {
+    let server = Server::start();
+    let p = Project::new(&["task"]);
+    p.hankrc(&format!(
+        "RETRY_BACKOFF_SECONDS=0\nNOTIFY=\"webhook:{}\"\n",
+        server.url("/hook")
+    ));
+    p.fake(
+        "response",
+        &crate::support::result_json(
+            "IN_PROGRESS",
+            "IMPLEMENTATION",
+            false,
+            "Should I use PostgreSQL or SQLite for the storage layer?",
+        ),
+    );
+    let o = p.run(&[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let hooks = webhook_classes(&server);
+    let h = hooks
+        .iter()
+        .find(|h| h["class"] == "needs_answers")
+        .unwrap_or_else(|| panic!("{hooks:?}"));
+    let msg = h["message"].as_str().unwrap();
+    assert!(
+        msg.contains("? Should I use PostgreSQL or SQLite for the storage layer?"),
+        "{msg}"
+    );
+    assert!(msg.contains("run ended: needs_answers (exit 2)"), "{msg}");
+    assert!(h["next"].as_str().unwrap().contains(".hank/PROMPT.md"));
+}
+
+/// An agent switch (claude at its usage limit → a project profile) is delivered with the
+/// time claude may be called again.
+#[test]
+fn an_agent_switch_is_delivered() {
+    let server = Server::start();
+    let p = Project::new(&["a", "b"]);
+    let demo = crate::agents::with_demo(&p);
+    p.hankrc(&format!(
+        "RETRY_BACKOFF_SECONDS=0\nNOTIFY=\"webhook:{}\"\nNOTIFY_EVENTS=agent_switch\n",
+        server.url("/hook")
+    ));
+    let reset = jiff::Timestamp::now().as_second() + 3600;
+    p.fake(
+        "response",
+        &error_json(&format!("Claude AI usage limit reached|{reset}"), Some(429)),
+    )
+    .fake("exit", "1");
+    std::fs::write(demo.join("effect.sh"), TICK_ONE).unwrap();
+    let o = p.run(&["--agents", "claude,demo"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let hooks = webhook_classes(&server);
+    assert_eq!(hooks.len(), 1, "{hooks:?}");
+    let msg = hooks[0]["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with("agent switched from claude to demo"),
+        "{msg}"
+    );
+    assert!(msg.contains("claude may be called again at "), "{msg}");
+}
