@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::error::{HankError, Result};
-use crate::store::portable::{BUNDLE_FILE, encode, parse_bundle, ref_name};
+use crate::store::portable::{BUNDLE_FILE, MAX_BUNDLE_BYTES, encode, parse_bundle, ref_name};
 use crate::store::schema::StateBundle;
 use crate::worktree::{GitRun, git_run, git_run_input};
 
@@ -58,7 +58,19 @@ pub fn fetch(dir: &Path, remote: &str, name: &str) -> Result<Option<(String, Sta
             &format!("+{r}:{r}"),
         ],
     )?;
-    let text = git_ok(dir, &["cat-file", "blob", &format!("{oid}:{BUNDLE_FILE}")])?;
+    let object = format!("{oid}:{BUNDLE_FILE}");
+    let size: u64 = git_ok(dir, &["cat-file", "-s", &object])?
+        .parse()
+        .unwrap_or(u64::MAX);
+    if size >= MAX_BUNDLE_BYTES {
+        return Err(HankError::Unreadable {
+            path: format!("{remote} {r}").into(),
+            problem: format!(
+                "holds a bundle of {size} bytes; this hank reads at most {MAX_BUNDLE_BYTES}"
+            ),
+        });
+    }
+    let text = git_ok(dir, &["cat-file", "blob", &object])?;
     let bundle = parse_bundle(text.as_bytes(), Path::new(&format!("{remote} {r}")))?;
     Ok(Some((oid, bundle)))
 }

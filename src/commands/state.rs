@@ -129,6 +129,11 @@ fn restore(dir: &Path, a: &StateRestoreArgs, now: Timestamp) -> Result<u8> {
         }
         None => errln!("hank: no saved state of {name} yet; starting from the local state"),
     }
+    if a.claim && a.from_dir.is_some() {
+        errln!(
+            "hank: --claim is not taken with --from-dir (a folder has no compare-and-swap); the concurrency group of the job keeps two jobs of {name} apart"
+        );
+    }
     if a.claim && a.from_dir.is_none() {
         return claim(dir, &a.common, a.ttl, now, Some(found));
     }

@@ -29,8 +29,11 @@ pub const BUNDLE_FILE: &str = "hank-state.json";
 pub const REF_PREFIX: &str = "refs/hank/state/";
 /// The name of the whole project's run (no `--task`).
 pub const RUN_NAME: &str = "run";
-/// Most receipts (event lines) a bundle carries; the oldest go first.
-pub const MAX_RECEIPTS: usize = 5000;
+/// Most receipts (event lines) a bundle carries; the oldest go first (the bundle stays well
+/// under [`MAX_BUNDLE_BYTES`]).
+pub const MAX_RECEIPTS: usize = 2000;
+/// The largest bundle read back from a ref (what hank keeps of a git command's output).
+pub const MAX_BUNDLE_BYTES: u64 = crate::worktree::GIT_OUTPUT_LIMIT;
 
 /// Checks a task name for a ref and a file name: 1–100 of `A-Z a-z 0-9 . _ -`, not starting
 /// with `.` or `-`, no `..`, not ending in `.lock`.
@@ -295,7 +298,7 @@ pub fn parse_bundle(bytes: &[u8], whence: &Path) -> Result<StateBundle> {
 }
 
 pub(crate) fn encode(bundle: &StateBundle) -> Result<Vec<u8>> {
-    serde_json::to_vec_pretty(bundle).map_err(|e| HankError::Internal(e.to_string()))
+    serde_json::to_vec(bundle).map_err(|e| HankError::Internal(e.to_string()))
 }
 
 /// The bundle's file in `dir` (`--to-dir` / `--from-dir`).
