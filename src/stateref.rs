@@ -7,10 +7,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::error::{HankError, Result};
-use crate::store::portable::{BUNDLE_FILE, MAX_BUNDLE_BYTES, encode, parse_bundle, ref_name};
+use crate::store::portable::{BUNDLE_FILE, encode, parse_bundle, ref_name};
 use crate::store::schema::StateBundle;
 use crate::worktree::{GitRun, git_run, git_run_input};
 
+/// The largest bundle read back from a ref (what hank keeps of a git command's output).
+pub const MAX_BUNDLE_BYTES: u64 = crate::worktree::GIT_OUTPUT_LIMIT;
 /// How long a git command of the state may take (a push over a slow network included).
 const GIT_TIMEOUT: Duration = Duration::from_secs(120);
 

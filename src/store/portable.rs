@@ -30,10 +30,8 @@ pub const REF_PREFIX: &str = "refs/hank/state/";
 /// The name of the whole project's run (no `--task`).
 pub const RUN_NAME: &str = "run";
 /// Most receipts (event lines) a bundle carries; the oldest go first (the bundle stays well
-/// under [`MAX_BUNDLE_BYTES`]).
+/// under the 1 MiB a ref's bundle may have, `stateref::MAX_BUNDLE_BYTES`).
 pub const MAX_RECEIPTS: usize = 2000;
-/// The largest bundle read back from a ref (what hank keeps of a git command's output).
-pub const MAX_BUNDLE_BYTES: u64 = crate::worktree::GIT_OUTPUT_LIMIT;
 
 /// Checks a task name for a ref and a file name: 1–100 of `A-Z a-z 0-9 . _ -`, not starting
 /// with `.` or `-`, no `..`, not ending in `.lock`.
