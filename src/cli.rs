@@ -89,6 +89,9 @@ pub(crate) enum Command {
     /// List the agent profiles (claude, codex, gemini, opencode, the project's own) and
     /// whether each is installed.
     Agents(AgentsArgs),
+    /// Run the plan's `##` sections as parallel tasks, each in its own worktree, under one
+    /// budget, merged into one integration branch.
+    Fleet(FleetArgs),
     /// Print shell completions.
     Completions(CompletionsArgs),
     /// Configuration changed during a run: see it (`status`) or approve it (`accept`).
@@ -100,6 +103,64 @@ pub(crate) enum Command {
     /// file, then runs the command with that environment).
     #[command(name = "__with-env", hide = true)]
     WithEnv(WithEnvArgs),
+}
+
+/// `hank fleet [OPTIONS] [RUN FLAGS…]` and `hank fleet status [--json]`.
+#[derive(Debug, Clone, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub(crate) struct FleetArgs {
+    #[command(subcommand)]
+    pub action: Option<FleetAction>,
+    /// Tasks running at once.
+    #[arg(long, value_name = "N", default_value = "2")]
+    pub agents: String,
+    /// The integration branch the finished tasks are merged into (created from HEAD).
+    #[arg(long, value_name = "BRANCH", default_value = "hank/fleet")]
+    pub into: String,
+    /// A task starts only while this much memory is available (e.g. 2G, 512M).
+    #[arg(
+        long,
+        value_name = "SIZE",
+        env = "FLEET_MIN_FREE_MEMORY",
+        default_value = "2G"
+    )]
+    pub min_free_memory: String,
+    /// Merges of a task that conflict or turn the check red before it fails.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "MAX_MERGE_ATTEMPTS",
+        default_value = "2"
+    )]
+    pub max_merge_attempts: String,
+    /// Print the tasks, their waves and what would run; run nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Flags of `hank run` given to every task (`--calls 3`, `--verify CMD`, `--agent NAME`…).
+    #[arg(
+        value_name = "RUN FLAGS",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub run_flags: Vec<String>,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub(crate) enum FleetAction {
+    /// The fleet's tasks and their states (`.hank/fleet.json`).
+    Status {
+        /// As JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `hank run`'s flags alone (a fleet checks the flags it passes on to its tasks).
+#[derive(Debug, Parser)]
+#[command(name = "hank fleet", no_binary_name = true)]
+pub(crate) struct RunFlagsOnly {
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -57,6 +57,7 @@ pub mod deliver;
 pub(crate) mod engine;
 pub mod error;
 pub mod exit;
+pub mod fleet;
 pub mod forge;
 pub mod fsread;
 pub(crate) mod monitor;
@@ -195,6 +196,7 @@ fn dispatch(cli: Cli, args: &[OsString]) -> error::Result<u8> {
         Some(Command::Deliver(a)) => c::deliver::run(&a),
         Some(Command::Doctor(a)) => c::doctor::run(&a),
         Some(Command::Agents(a)) => c::agents::run(&a),
+        Some(Command::Fleet(a)) => c::fleet::run(&a),
         Some(Command::Completions(a)) => c::completions::run(&a),
         Some(Command::Config(a)) => c::config::run(a.action),
         Some(Command::State(a)) => c::state::run(&a.action),

@@ -356,6 +356,13 @@ fn git(
     git_plain(dir, &overrides, args, timeout, ceiling)
 }
 
+/// Runs `git ARGS` in `dir` the hardened way of the module's private `git` (nothing the repository configures
+/// runs; bounded by [`GIT_TIMEOUT`]; ends on a signal) and returns its stdout: for `hank
+/// fleet`'s worktrees, commits and merges.
+pub fn run_git(dir: &Path, args: &[&str]) -> Result<Vec<u8>, GitError> {
+    git(dir, args, GIT_TIMEOUT, None)
+}
+
 /// Most submodule configuration files looked at (a bound on a planted tree).
 const MAX_SUBMODULE_CONFIGS: usize = 256;
 

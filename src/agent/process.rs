@@ -266,6 +266,12 @@ struct Stat {
     ticks: u64,
 }
 
+/// `pid` is the process that started at `ticks` ([`start_ticks`]) and has not exited.
+#[must_use]
+pub fn is_running(pid: i32, ticks: u64) -> bool {
+    stat_of(pid).is_some_and(|s| !s.zombie && s.ticks == ticks)
+}
+
 fn stat_of(pid: i32) -> Option<Stat> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let after = stat.rsplit_once(')')?.1;

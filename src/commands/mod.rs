@@ -9,6 +9,7 @@
 //! | `status`, `circuit`, `reset`, `doctor`, `agents`, `completions`, `verify`, `report` | small commands |
 //! | `analyze` | `hank analyze FILE` |
 //! | `state` | `hank state save` / `restore` / `claim` (the portable run state) |
+//! | `fleet` | `hank fleet` (parallel tasks, [`crate::fleet`]) and `hank fleet status` |
 //! | `config` | `hank config status` / `hank config accept` (configuration approval) |
 //! | `setup`, `enable`, `enable_ci`, `migrate`, `import` | project set-up |
 
@@ -22,6 +23,7 @@ pub(crate) mod deliver;
 pub(crate) mod doctor;
 pub(crate) mod enable;
 pub(crate) mod enable_ci;
+pub(crate) mod fleet;
 pub(crate) mod import;
 pub(crate) mod migrate;
 pub(crate) mod monitor;

@@ -1,30 +1,18 @@
 //! Which agent the next call goes to: the failover chain (`AGENTS`), the switches between
 //! agents and their sessions. The rules are in [`crate::policy::failover`] (pure); this file
-//! applies them, reports every switch (event, status, terminal) and waits when every agent is
-//! limited.
+//! applies them and reports every switch (event, status, terminal); what a limited chain means
+//! for the loop is [`crate::policy::run`]'s.
 
 use jiff::Timestamp;
 
 use super::Engine;
-use super::wait::Waited;
 use crate::agent::profile::{Agent, DEFAULT_AGENT};
 use crate::analysis::Analysis;
 use crate::error::Result;
-use crate::exit::ExitReason;
-use crate::policy::budget::WaitReason;
-use crate::policy::decide::{Decision, UsageLimitPolicy};
 use crate::policy::failover::Pick;
+use crate::policy::run::FailoverPick;
 use crate::report::local_time;
 use crate::store::EventKind;
-
-/// What step 4b decided.
-pub(super) enum Choice {
-    /// Call [`Engine::agent`].
-    Call,
-    /// A wait ended: check everything again.
-    Again,
-    Stop(ExitReason),
-}
 
 impl Engine {
     /// The agent of the next call.
@@ -32,47 +20,25 @@ impl Engine {
         &self.agents[self.current]
     }
 
-    fn chain(&self) -> Vec<String> {
+    pub(super) fn chain(&self) -> Vec<String> {
         self.agents.iter().map(|a| a.name().to_owned()).collect()
     }
 
-    /// Step 4b: the first agent of the chain that may be called now; waits while every one
-    /// is limited, stops when none is left for this run.
-    pub(super) async fn choose_agent(&mut self) -> Result<Choice> {
+    /// Step 4b: agent `i` (the first of the chain that may be called now, see
+    /// [`crate::policy::failover::Agents::pick`]) becomes the agent of the call.
+    pub(super) fn use_agent(&mut self, i: usize) -> Result<()> {
         let now = self.clock.now();
-        match self.state.agents.pick(&self.chain(), now) {
-            Pick::Use(i) => {
-                let name = self.agents[i].name().to_owned();
-                // A limit that has passed is forgotten.
-                if self.state.agents.limited.remove(&name).is_some() {
-                    self.save()?;
-                }
-                let current = self.state.agents.current_or(DEFAULT_AGENT).to_owned();
-                if name != current {
-                    self.switch_to(i, &current, now)?;
-                }
-                self.current = i;
-                Ok(Choice::Call)
-            }
-            Pick::WaitUntil(until) => match self.wait_until(WaitReason::UsageLimit, until).await? {
-                Waited::Stop(r) => Ok(Choice::Stop(r)),
-                Waited::Done => Ok(Choice::Again),
-            },
-            Pick::NoneLeft => {
-                let why: Vec<String> = self
-                    .state
-                    .agents
-                    .limited
-                    .iter()
-                    .map(|(n, l)| format!("{n}: {} ({})", l.kind, l.message))
-                    .collect();
-                self.warn(&format!(
-                    "no agent can work for the rest of this run: {}",
-                    why.join("; ")
-                ));
-                Ok(Choice::Stop(ExitReason::AgentFatal))
-            }
+        let name = self.agents[i].name().to_owned();
+        // A limit that has passed is forgotten.
+        if self.state.agents.limited.remove(&name).is_some() {
+            self.save()?;
         }
+        let current = self.state.agents.current_or(DEFAULT_AGENT).to_owned();
+        if name != current {
+            self.switch_to(i, &current, now)?;
+        }
+        self.current = i;
+        Ok(())
     }
 
     /// Makes agent `i` current: its parked session comes back, `from`'s is parked; an
@@ -112,16 +78,12 @@ impl Engine {
         self.save()
     }
 
-    /// After an answer (failover chains only): an answer that says the agent cannot work for
-    /// a while limits it, and when another agent can work the run goes on with it at once
-    /// instead of waiting or stopping. When every agent is limited, the run waits for the
-    /// first one back (or exits, with `ON_USAGE_LIMIT=exit`).
-    pub(super) fn failover_after(&mut self, a: &Analysis, decision: Decision) -> Decision {
-        if self.agents.len() < 2 || decision == Decision::Stop(ExitReason::Interrupted) {
-            return decision;
-        }
+    /// After an answer with an error (failover chains only): an answer that says the agent
+    /// cannot work for a while limits it; what the chain can do then (another agent at once,
+    /// or every one limited until a time) goes to the state machine, which decides.
+    pub(super) fn failover_pick(&mut self, a: &Analysis) -> FailoverPick {
         let Some(err) = a.error.as_ref() else {
-            return decision;
+            return FailoverPick::Unchanged;
         };
         let now = self.clock.now();
         let name = self.agent().name().to_owned();
@@ -130,7 +92,7 @@ impl Engine {
             .agents
             .on_error(&name, err.kind, err.reset_at, &err.message, now)
         {
-            return decision;
+            return FailoverPick::Unchanged;
         }
         match self.state.agents.pick(&self.chain(), now) {
             Pick::Use(j) if j != self.current => {
@@ -139,19 +101,10 @@ impl Engine {
                     "{name} answered {}; the next loop uses {next}",
                     err.kind.as_str()
                 ));
-                Decision::Continue
+                FailoverPick::Other
             }
-            Pick::WaitUntil(until) => {
-                if self.s.on_usage_limit.value == UsageLimitPolicy::Exit {
-                    Decision::Stop(ExitReason::UsageLimit)
-                } else {
-                    Decision::Wait {
-                        until,
-                        reason: WaitReason::UsageLimit,
-                    }
-                }
-            }
-            _ => decision,
+            Pick::WaitUntil(until) => FailoverPick::AllLimitedUntil(until),
+            _ => FailoverPick::Unchanged,
         }
     }
 }

@@ -1,31 +1,31 @@
-//! The loop: sequencing only. Every threshold and rule lives in the pure modules
-//! ([`crate::policy::budget`], [`crate::policy::breaker`], [`crate::policy::decide`], [`crate::analysis`]); this
-//! module wires them to the process runner, the state store and the terminal.
+//! The loop's driver. The order of the rules is [`crate::policy::run`]'s state machine: the
+//! driver asks [`Run::next`] for a step, executes it (`drive.rs`) and reports what happened
+//! with [`Run::on`]. Every threshold and rule lives in the pure modules
+//! ([`crate::policy::budget`], [`crate::policy::breaker`], [`crate::policy::decide`],
+//! [`crate::analysis`]); this module wires them to the process runner, the state store and
+//! the terminal.
 //!
-//! One iteration (HANK.md §3):
-//! 1. integrity — hank's files still exist, else `integrity_failure`;
-//! 2. exit checks before calling — plan complete (a "done" claim: checked by VERIFY_COMMAND
-//!    when set), max loops, cost budget;
-//! 3. circuit breaker — OPEN stops the run;
-//! 4. budget — wait (countdown, `state: waiting`) while the rolling-hour cap is reached, or
-//!    while a usage window is at its MAX_WINDOW_PERCENT limit (`windows.rs`);
-//! 5. call — record the call in the ledger and save **before** spawning, then run the agent;
-//! 6. analyze the output; measure progress; with VERIFY_EVERY_LOOP run the check (a loop that
-//!    turns it red made no progress);
-//! 7. fold into history, breaker, totals; save;
-//! 8. decide — continue, wait (usage limit, backoff) or stop; a "done" stop stands only when
-//!    the check passes, else the loop goes on with the failure in the next context;
-//! 9. status.json, events, the loop summary.
+//! One loop (HANK.md §3), as steps:
+//! 1. `Observe` — hank's files still exist, the plan, the breaker, the rolling-hour caps, the
+//!    usage windows, the agent chain; `Run` applies the gates in order (integrity,
+//!    MAX_RUNTIME, a complete plan checked by VERIFY_COMMAND, max loops, cost budget, breaker,
+//!    caps, windows, a pause, the agent);
+//! 2. `Call` — the call is on the ledger and saved **before** spawning, then the agent runs;
+//! 3. the answer analyzed, progress measured (with VERIFY_EVERY_LOOP the check: a loop that
+//!    turns it red made no progress), folded into history, breaker and totals, saved;
+//! 4. the decision: `Fact::Answered`, then what it leaves (`Check` of a "done" claim,
+//!    `Failover`, `FreshSession`); status.json, events, the loop summary;
+//! 5. `Wait` (a limit, backoff, the loop delay, a pause) or `Stop`.
 //!
-//! Beside this file: `start.rs` (lock, runtime, loading the state, orphan cleanup),
-//! `wait.rs` (every wait, with its countdown and status), `output.rs` (status.json,
-//! state.json, events, warnings), `verify.rs` (VERIFY_COMMAND: baseline, per-loop check,
-//! verified completion).
+//! Beside this file: `drive.rs` (the steps, [`drive::Effects`]), `start.rs` (lock, runtime,
+//! loading the state, orphan cleanup), `wait.rs` (every wait, with its countdown and status),
+//! `output.rs` (status.json, state.json, events, warnings), `verify.rs` (VERIFY_COMMAND:
+//! baseline, per-loop check, verified completion), `agents.rs`, `windows.rs`.
 
 use std::io::Write;
 use std::time::Duration;
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use tokio::sync::watch;
 
 use crate::agent::argv;
@@ -36,12 +36,12 @@ use crate::analysis::{self, Analysis};
 use crate::error::{HankError, Result};
 use crate::exit::ExitReason;
 use crate::policy::breaker::is_failed_call;
-use crate::policy::budget::{BudgetCheck, WaitReason};
+use crate::policy::budget::WaitReason;
 use crate::policy::decide::{self, AfterLoop, Decision};
 use crate::policy::fixplan::{self, Plan};
-use crate::policy::session::{self, UnknownSession};
+use crate::policy::run::{Answer, Fact, Observation, Run};
+use crate::policy::session;
 use crate::policy::startup::{self, HangVerdict};
-use crate::policy::time::Clock;
 use crate::progress;
 use crate::report::{LoopSummary, Reporter};
 use crate::settings::Settings;
@@ -52,6 +52,7 @@ use crate::store::{EventKind, LastLoop, LockGuard, RunState, State, Store};
 pub(crate) const GRACE: Duration = Duration::from_secs(5);
 
 mod agents;
+mod drive;
 mod output;
 mod start;
 pub(crate) mod verify;
@@ -60,8 +61,14 @@ mod windows;
 
 pub(crate) use start::start;
 
-use agents::Choice;
-use wait::Waited;
+/// One loop's answer and progress, for the steps after the call.
+struct Looked<'a> {
+    number: u64,
+    now: Timestamp,
+    resume: Option<&'a str>,
+    analysis: &'a Analysis,
+    progress: &'a progress::Progress,
+}
 
 struct Engine {
     s: Settings,
@@ -76,8 +83,12 @@ struct Engine {
     state: State,
     reporter: Reporter,
     cancel: watch::Receiver<u32>,
-    loops_this_run: u64,
-    cost_this_run: f64,
+    /// The loop's state machine: every ordering rule ([`crate::policy::run`]).
+    run: Run,
+    /// What the last look before a call saw (the window and agent gates name it).
+    seen: Option<Observation>,
+    /// fix_plan.md as the last look read it (the progress baseline of the next call).
+    plan_text: String,
     plan: Plan,
     last_loop: Option<LastLoop>,
     wait: Option<(WaitReason, Timestamp)>,
@@ -92,15 +103,14 @@ struct Engine {
     /// LOG_RETENTION: the first loop and check whose logs are kept (`None` before the first
     /// pruning of the run).
     logs_kept_from: Option<(u64, u64)>,
-    clock: Box<dyn Clock>,
+    /// The clock, sleeping and outside facts ([`drive::Effects`]).
+    clock: Box<dyn drive::Effects>,
     /// The tag in every agent's environment (descendants and orphans are found by it).
     marker: process::Marker,
     /// The usage limit or window the run waits for or stopped at, named for the user.
     limit_note: Option<String>,
     /// This run's loops, for the receipts in the exit summary.
     run_loops: Vec<crate::policy::receipts::LoopCost>,
-    /// The last loop was a startup hang retried at once: no loop delay before the next.
-    retry_now: bool,
     /// NOTIFY: every emitted event is offered to it (`output.rs`).
     notify: crate::notify::Hook,
 }
@@ -154,11 +164,9 @@ impl Engine {
             self.emit_transition(&t)?;
         }
         self.state.agents.on_run_start(now);
-        let max_runtime = self.s.max_runtime.value;
-        self.run_deadline = (!max_runtime.is_zero()).then(|| {
-            now.checked_add(SignedDuration::try_from(max_runtime).unwrap_or(SignedDuration::MAX))
-                .unwrap_or(Timestamp::MAX)
-        });
+        self.run = Run::new(self.run_config(now));
+        self.run_deadline =
+            crate::policy::run::RunConfig::deadline_of(now, self.s.max_runtime.value);
         self.save()?;
         self.refresh_plan();
         self.verify = verify::Verify::at_start(&self.s, &self.plan);
@@ -171,109 +179,20 @@ impl Engine {
         if let Some(reason) = self.verify_baseline().await? {
             return Ok(reason);
         }
-        let dcfg = self.s.decide_config();
         loop {
-            // Let the signal task run (the driver is polled on the first yield, the handler runs
-            // on the second): a signal that came during the synchronous analysis is seen here.
-            for _ in 0..2 {
-                tokio::task::yield_now().await;
-            }
-            if self.interrupted() {
-                return Ok(ExitReason::Interrupted);
-            }
-            // 1. integrity (a required file turned into a FIFO or a device is an error naming
-            // it, not a hang and not "disappeared")
-            self.s.check_special_files()?;
-            let missing = self.s.missing_files();
-            if !missing.is_empty() {
-                let list: Vec<String> = missing.iter().map(|p| p.display().to_string()).collect();
-                self.warn(&format!(
-                    "required file(s) disappeared: {}",
-                    list.join(", ")
-                ));
-                return Ok(ExitReason::IntegrityFailure);
-            }
-            let Some(plan_text) = self.refresh_plan() else {
-                return Ok(ExitReason::IntegrityFailure);
-            };
-            self.watch_verify_edit();
-            // 2. exit checks before calling; a complete plan is a "done" claim (verified)
-            if self.run_deadline.is_some_and(|d| self.clock.now() >= d) {
-                return Ok(ExitReason::MaxRuntime);
-            }
-            if self.plan_complete()
-                && let Some(reason) = self.verify_claim(ExitReason::PlanComplete).await?
-            {
+            let step = self.run.next(self.clock.now());
+            if let Some(reason) = self.execute(step).await? {
                 return Ok(reason);
-            }
-            if let Some(reason) =
-                decide::before_call(false, self.loops_this_run, self.cost_this_run, &dcfg)
-            {
-                return Ok(reason);
-            }
-            // 3. circuit breaker
-            if self.state.breaker.is_open() {
-                return Ok(ExitReason::CircuitOpen);
-            }
-            // 4. budget
-            let now = self.clock.now();
-            if let BudgetCheck::Wait { until, reason } =
-                self.state.ledger.check(now, &self.s.budget_limits())
-            {
-                if let Waited::Stop(r) = self.wait_until(reason, until).await? {
-                    return Ok(r);
-                }
-                continue;
-            }
-            // 4a. usage windows (MAX_WINDOW_PERCENT)
-            match self.window_gate().await? {
-                windows::Gate::Call => {}
-                windows::Gate::Again => continue,
-                windows::Gate::Stop(reason) => return Ok(reason),
-            }
-            // 4b. the agent: the first of the chain that may work now
-            match self.choose_agent().await? {
-                Choice::Call => {}
-                Choice::Again => continue,
-                Choice::Stop(reason) => return Ok(reason),
-            }
-            // 5–9. one call
-            match self.one_loop(plan_text).await? {
-                Decision::Continue | Decision::RetryWithoutSession => {
-                    let delay = if std::mem::take(&mut self.retry_now) {
-                        0
-                    } else {
-                        self.s.loop_delay_seconds.value
-                    };
-                    if delay > 0 {
-                        let until = self
-                            .clock
-                            .now()
-                            .checked_add(SignedDuration::from_secs(
-                                i64::try_from(delay).unwrap_or(i64::MAX),
-                            ))
-                            .unwrap_or(Timestamp::MAX);
-                        if let Waited::Stop(r) = self.sleep_until(until).await {
-                            return Ok(r);
-                        }
-                    }
-                }
-                Decision::Wait { until, reason } => {
-                    if let Waited::Stop(r) = self.wait_until(reason, until).await? {
-                        return Ok(r);
-                    }
-                }
-                Decision::Stop(reason) => return Ok(reason),
             }
         }
     }
 
-    /// Steps 5–9 for one loop; returns the decision.
-    async fn one_loop(&mut self, plan_before: String) -> Result<Decision> {
+    /// Steps 5–9 for one loop; its decision is the state machine's ([`Run::decision`]).
+    async fn one_loop(&mut self, plan_before: String) -> Result<()> {
         let now = self.clock.now();
         self.state.loop_count += 1;
         let number = self.state.loop_count;
-        self.loops_this_run += 1;
+        self.run.on(Fact::Calling, now);
         self.state.totals.loops += 1;
         // The call is on the ledger before the agent exists: no crash of hank (kill -9
         // included) can under-count it. The rename is atomic; no fdatasync (it costs ms per
@@ -283,6 +202,88 @@ impl Engine {
 
         let prompt = self.s.read_prompt()?;
         let agent = self.agent().clone();
+        let resume = self.resume_id(&agent, now);
+        let context = self.context_for(&agent, number);
+        let (args, stdin) =
+            self.prepare_call(&agent, number, resume.as_deref(), &context, &prompt)?;
+        let baseline =
+            progress::baseline_off_thread(self.s.project_dir.clone(), plan_before.clone()).await;
+        self.announce(
+            number,
+            now,
+            &agent,
+            resume.is_some(),
+            &args,
+            (context.len(), prompt.len()),
+        )?;
+        let called = self.spawn_agent(number, &agent, &args, stdin).await?;
+
+        // 6. analyze + progress
+        let outcome = called.outcome;
+        let mut analysis = called.analysis;
+        self.take_answer(&agent, number, &mut analysis)?;
+        let (progress, regressed) = self.measure(number, baseline).await?;
+
+        let now = self.clock.now();
+        let looked = Looked {
+            number,
+            now,
+            resume: resume.as_deref(),
+            analysis: &analysis,
+            progress: &progress,
+        };
+        let (free_retry, interrupted_by_hank) = self.fold_loop(
+            &looked,
+            &agent,
+            regressed,
+            outcome.startup_hang,
+            outcome.interrupted,
+        )?;
+        let decision = self
+            .decide_loop(&looked, free_retry, interrupted_by_hank)
+            .await?;
+        self.prune_logs();
+        // 9. report. When the next loop starts at once, its "running" status (which carries
+        // this loop's results) is the next write: skip a redundant one here.
+        let next_starts_now =
+            decision == Decision::Continue && self.s.loop_delay_seconds.value == 0;
+        // The folded state is saved now, unless the next loop starts at once: then its save
+        // before the spawn (a few hundred µs of pure work later) carries it, and every other
+        // way out of the loop (stop, wait, error) saves first. The call itself is on disk since
+        // before the spawn either way.
+        if !next_starts_now {
+            self.store.save_state_with(&self.state, false)?;
+        }
+        self.report_loop(
+            number,
+            &analysis,
+            &progress,
+            outcome.duration,
+            !next_starts_now,
+        )
+    }
+
+    /// What loop `number` changed (the plan re-read) and, with VERIFY_EVERY_LOOP, whether
+    /// the project's check turned red (`true`: regressed).
+    async fn measure(
+        &mut self,
+        number: u64,
+        baseline: progress::Baseline,
+    ) -> Result<(progress::Progress, bool)> {
+        let plan_after = self.s.read_fix_plan().unwrap_or_default();
+        let mut progress =
+            progress::measure_off_thread(self.s.project_dir.clone(), baseline, plan_after.clone())
+                .await;
+        self.plan = fixplan::parse(&plan_after, &self.s.optional_sections.value);
+        // VERIFY_EVERY_LOOP: the project's check, not the agent's word, is the tests' state.
+        let regressed = self.verify_loop(number).await?.unwrap_or(false);
+        progress.check_fixed = self.verify.fixed_after == Some(number);
+        Ok((progress, regressed))
+    }
+
+    /// The session to resume, when the profile resumes and the stored id is one the CLI
+    /// makes.
+    fn resume_id(&mut self, agent: &Agent, now: Timestamp) -> Option<String> {
         let resume = self
             .s
             .resumable(self.state.session.as_ref(), now)
@@ -290,7 +291,7 @@ impl Engine {
             .filter(|_| agent.profile.resume);
         // state.json is in the agent's reach: a stored id goes back on the command line only
         // in the CLI's own alphabet.
-        let resume = match resume {
+        match resume {
             Some(id) => match crate::policy::session::check_id(&id, agent.profile.session_ids()) {
                 Ok(()) => Some(id),
                 Err(why) => {
@@ -303,47 +304,60 @@ impl Engine {
                 }
             },
             None => None,
-        };
+        }
+    }
+
+    /// The loop context of call `number`.
+    fn context_for(&mut self, agent: &Agent, number: u64) -> String {
         let handover = self.handover.take();
         let feedback = self.verify.feedback.take();
-        let context = {
+        {
             let mut input = argv::context_input(&self.state, &self.plan, number);
             input.handover_from = handover.as_deref();
             input.verification = feedback.as_deref();
             if !agent.profile.allowed_tools {
                 input.tools_by_choice = Some(&self.s.allowed_tools.value);
             }
-            argv::build_context(&input)
-        };
+            // Notes from outside the run (live control, the fleet, delivery) go to one context.
+            argv::build_context(&input) + &argv::outside_notes(&self.run.take_notes())
+        }
+    }
+
+    /// The argv and stdin of call `number` (a prompt file written first when the profile
+    /// takes one).
+    fn prepare_call(
+        &mut self,
+        agent: &Agent,
+        number: u64,
+        resume: Option<&str>,
+        context: &str,
+        prompt: &[u8],
+    ) -> Result<(Vec<String>, Vec<u8>)> {
         let prompt_file = self.store.loop_log(number, "prompt");
-        let prepared = argv::prepare(
-            &agent,
-            &self.s,
-            resume.as_deref(),
-            &context,
-            &prompt,
-            &prompt_file,
-        );
+        let prepared = argv::prepare(agent, &self.s, resume, context, prompt, &prompt_file);
         if let Some(bytes) = &prepared.prompt_file {
             crate::store::write_atomic(&prompt_file, bytes, false)
                 .map_err(|e| HankError::io("failed to write", &prompt_file, e))?;
         }
-        let args = prepared.args;
-        let stdin = prepared.stdin;
-        let baseline =
-            progress::baseline_off_thread(self.s.project_dir.clone(), plan_before.clone()).await;
-        let live_path = self.store.live_path();
-        let mut live_file = if self.s.live.value {
-            process::create_log(&live_path).ok()
-        } else {
-            None
-        };
+        Ok((prepared.args, prepared.stdin))
+    }
+
+    /// Status `running`, the `loop_started` event, the log line and the terminal's line.
+    fn announce(
+        &mut self,
+        number: u64,
+        now: Timestamp,
+        agent: &Agent,
+        resume: bool,
+        args: &[String],
+        (context_len, prompt_len): (usize, usize),
+    ) -> Result<()> {
         self.wait = None;
         self.write_status(RunState::Running)?;
         self.emit(EventKind::LoopStarted {
             number,
-            resume: resume.is_some(),
-            context_bytes: context.len() as u64,
+            resume,
+            context_bytes: context_len as u64,
             agent: Some(agent.name().to_owned()),
         })?;
         self.store.log(
@@ -351,28 +365,46 @@ impl Engine {
             &format!(
                 "loop {number} started (agent: {}, resume: {}, format: {})",
                 agent.name(),
-                resume.is_some(),
-                argv::asked_format(&agent, &self.s).as_str()
+                resume,
+                argv::asked_format(agent, &self.s).as_str()
             ),
         );
-        self.reporter.agent_started(number, resume.is_some());
+        self.reporter.agent_started(number, resume);
         self.reporter.call_detail(
             &agent.command.program,
-            &crate::agent::redact::redacted(&args, &self.secrets),
-            context.len(),
-            prompt.len(),
+            &crate::agent::redact::redacted(args, &self.secrets),
+            context_len,
+            prompt_len,
         );
 
+        Ok(())
+    }
+
+    /// Runs the agent (step 5): its group tracked in the lock, live lines to the terminal and
+    /// `live.log`, the answer analyzed in the format asked.
+    async fn spawn_agent(
+        &mut self,
+        number: u64,
+        agent: &Agent,
+        args: &[String],
+        stdin: Vec<u8>,
+    ) -> Result<call::Called> {
+        let live_path = self.store.live_path();
+        let mut live_file = if self.s.live.value {
+            process::create_log(&live_path).ok()
+        } else {
+            None
+        };
         let stdout_log = self.store.loop_log(number, "out");
         let env_set = agent.env();
         // Only an answer that streams shows life while the agent works: FIRST_OUTPUT_TIMEOUT
         // and IDLE_TIMEOUT watch it (hank asks for stream-json whenever the profile has it).
-        let streaming = argv::output_streams(&agent, &self.s);
-        let asked = argv::asked_format(&agent, &self.s);
+        let streaming = argv::output_streams(agent, &self.s);
+        let asked = argv::asked_format(agent, &self.s);
         let watch = |d: Duration| (streaming && !d.is_zero()).then_some(d);
         let spawn = Spawn {
             program: &agent.command.program,
-            args: &args,
+            args,
             cwd: &self.s.project_dir,
             stdin,
             stdout_log: stdout_log.clone(),
@@ -426,10 +458,12 @@ impl Engine {
         .map_err(HankError::usage)?;
         self.reporter.agent_finished();
         self.lock.record_agent(None);
+        Ok(called)
+    }
 
-        // 6. analyze + progress
-        let outcome = called.outcome;
-        let mut analysis = called.analysis;
+    /// The answer made safe and complete: session tokens, redaction, the charge, vetting,
+    /// the login expiry warning; `.hank/` recreated if the agent removed it.
+    fn take_answer(&mut self, agent: &Agent, number: u64, analysis: &mut Analysis) -> Result<()> {
         if let Parser::Mapped(m) = &agent.profile.parser
             && m.session_total_tokens
         {
@@ -440,13 +474,13 @@ impl Engine {
             );
         }
         let clock_now = self.clock.now();
-        crate::agent::redact::redact_analysis(&mut analysis, &self.secrets);
+        crate::agent::redact::redact_analysis(analysis, &self.secrets);
         // Every call is paid for: a cost the answer should hold but does not is estimated.
-        self.charge(&agent, number, &mut analysis, clock_now);
-        for w in crate::agent::vet::vet(&mut analysis, agent.profile.session_ids()) {
+        self.charge(agent, number, analysis, clock_now);
+        for w in crate::agent::vet::vet(analysis, agent.profile.session_ids()) {
             self.warn(&w);
         }
-        self.reporter.analysis_detail(&analysis);
+        self.reporter.analysis_detail(analysis);
         if let Some(left) = decide::credential_expiry_due(
             analysis.credential_expires_at,
             self.credential_warned,
@@ -465,27 +499,30 @@ impl Engine {
         for note in self.store.take_notes() {
             self.warn(&note);
         }
-        let plan_after = self.s.read_fix_plan().unwrap_or_default();
-        let mut progress =
-            progress::measure_off_thread(self.s.project_dir.clone(), baseline, plan_after.clone())
-                .await;
-        self.plan = fixplan::parse(&plan_after, &self.s.optional_sections.value);
-        // VERIFY_EVERY_LOOP: the project's check, not the agent's word, is the tests' state.
-        let regressed = self.verify_loop(number).await?.unwrap_or(false);
-        progress.check_fixed = self.verify.fixed_after == Some(number);
+        Ok(())
+    }
 
-        // 7. fold
-        let now = self.clock.now();
-        let interrupted_by_hank = outcome.interrupted || self.interrupted();
+    /// Step 7: startup hangs, the fold into history, breaker and totals, the failure streak.
+    /// Returns (free retry, interrupted by hank).
+    fn fold_loop(
+        &mut self,
+        l: &Looked<'_>,
+        agent: &Agent,
+        regressed: bool,
+        startup_hang: bool,
+        outcome_interrupted: bool,
+    ) -> Result<(bool, bool)> {
+        let (number, now, analysis, progress) = (l.number, l.now, l.analysis, l.progress);
+        let interrupted_by_hank = outcome_interrupted || self.interrupted();
         // A startup hang is retried at once, uncounted, up to 2 in a row (policy::startup).
         let (hang, streak) = startup::after_call(
             self.state.startup_hangs,
-            outcome.startup_hang && !interrupted_by_hank,
+            startup_hang && !interrupted_by_hank,
         );
         self.state.startup_hangs = streak;
         let free_retry = matches!(hang, HangVerdict::RetryNow { .. });
         self.warn_hang(number, hang);
-        if is_failed_call(&analysis) && progress.did_the_work() && !interrupted_by_hank {
+        if is_failed_call(analysis) && progress.did_the_work() && !interrupted_by_hank {
             let what = analysis
                 .error
                 .as_ref()
@@ -503,9 +540,9 @@ impl Engine {
         self.fold(&Fold {
             number,
             now,
-            resumed: resume.as_deref(),
-            analysis: &analysis,
-            progress: &progress,
+            resumed: l.resume,
+            analysis,
+            progress,
             regressed,
             decide: &decide_cfg,
             breaker: &breaker_cfg,
@@ -515,7 +552,6 @@ impl Engine {
         self.state
             .agents
             .count(agent.name(), analysis.cost_usd, analysis.tokens.sum());
-        let dcfg = self.s.decide_config();
         // The backoff grows with failures of either kind (an outage does not raise
         // failure_streak: it is judged by time).
         self.state.consecutive_failures = self
@@ -524,58 +560,37 @@ impl Engine {
             .failure_streak
             .saturating_add(self.state.breaker.transient_streak);
 
-        // 8. decide; a "done" claim stands only when the project's check passes
-        let plan_complete = self.plan_complete();
-        let mut decision = self.decide_after(&analysis, now, plan_complete, true, &dcfg);
-        // A free retry goes at once (no backoff, no loop delay); a productive error result
-        // is no failure (no backoff).
-        let productive_error = is_failed_call(&analysis) && progress.did_the_work();
-        decision = decide::uncounted(decision, free_retry, productive_error);
-        self.retry_now = free_retry && decision == Decision::Continue;
-        if interrupted_by_hank {
-            decision = Decision::Stop(ExitReason::Interrupted);
-        } else if let Decision::Stop(reason) = decision
-            && reason.is_completion()
-        {
-            decision = match self.verify_claim(reason).await? {
-                Some(stop) => Decision::Stop(stop),
-                // Rejected: every rule but the claims still applies (breaker, limits, waits).
-                None => self.decide_after(&analysis, now, plan_complete, false, &dcfg),
-            };
-        }
-        decision = self.failover_after(&analysis, decision);
-        self.note_usage_limit(&analysis, &decision);
-        if decision == Decision::RetryWithoutSession {
-            match session::on_unknown_session(resume.is_some()) {
-                UnknownSession::RetryFresh => {
-                    self.reporter
-                        .info("the agent no longer knows the session; retrying without it");
-                    self.state.session = None;
-                    self.save()?;
-                }
-                UnknownSession::Fatal => decision = Decision::Stop(ExitReason::AgentFatal),
-            }
-        }
+        Ok((free_retry, interrupted_by_hank))
+    }
 
-        self.prune_logs();
-        // 9. report. When the next loop starts at once, its "running" status (which carries
-        // this loop's results) is the next write: skip a redundant one here.
-        let next_starts_now =
-            decision == Decision::Continue && self.s.loop_delay_seconds.value == 0;
-        // The folded state is saved now, unless the next loop starts at once: then its save
-        // before the spawn (a few hundred µs of pure work later) carries it, and every other
-        // way out of the loop (stop, wait, error) saves first. The call itself is on disk since
-        // before the spawn either way.
-        if !next_starts_now {
-            self.store.save_state_with(&self.state, false)?;
+    /// Step 8: the answer judged by the pure rules, handed to the state machine, and what
+    /// it leaves to do before its decision is final (the check, failover, a fresh session).
+    async fn decide_loop(
+        &mut self,
+        l: &Looked<'_>,
+        free_retry: bool,
+        interrupted_by_hank: bool,
+    ) -> Result<Decision> {
+        let (now, analysis, progress) = (l.now, l.analysis, l.progress);
+        let dcfg = self.s.decide_config();
+        // 8. decide; a "done" claim stands only when the project's check passes (the order of
+        // the rules: policy::run)
+        let plan_complete = self.plan_complete();
+        let answer = Answer {
+            decision: self.decide_after(analysis, now, plan_complete, true, &dcfg),
+            without_claims: self.decide_after(analysis, now, plan_complete, false, &dcfg),
+            free_retry,
+            productive_error: is_failed_call(analysis) && progress.did_the_work(),
+            interrupted: interrupted_by_hank,
+            error: analysis.error.is_some(),
+            resumed: l.resume.is_some(),
+        };
+        self.run.on(Fact::Answered(answer), now);
+        while let Some(step) = self.run.pending() {
+            self.settle(step, analysis).await?;
         }
-        self.report_loop(
-            number,
-            &analysis,
-            &progress,
-            outcome.duration,
-            !next_starts_now,
-        )?;
+        let decision = self.run.decision().unwrap_or(Decision::Continue);
+        self.note_usage_limit(analysis, &decision);
         Ok(decision)
     }
 
@@ -629,8 +644,8 @@ impl Engine {
             breaker: &self.state.breaker,
             plan_complete,
             claims,
-            loops_this_run: self.loops_this_run,
-            cost_this_run: self.cost_this_run,
+            loops_this_run: self.run.loops(),
+            cost_this_run: self.run.cost(),
             consecutive_failures: self.state.consecutive_failures,
             now,
             cfg: dcfg,
@@ -640,7 +655,7 @@ impl Engine {
     /// Step 7: folds one loop into the persistent state ([`State::fold`], pure) and reports
     /// what the fold found (denial warnings, a breaker transition).
     fn fold(&mut self, fold: &Fold<'_>) -> Result<()> {
-        self.cost_this_run += fold.analysis.cost_usd;
+        self.run.on(Fact::Spent(fold.analysis.cost_usd), fold.now);
         let folded = self.state.fold(fold);
         for w in crate::report::denial_warnings(&folded.denied, &folded.denial_warnings) {
             self.warn(&w);
@@ -741,3 +756,6 @@ impl Engine {
         Ok(reason.code())
     }
 }
+
+#[cfg(test)]
+mod tests;

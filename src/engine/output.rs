@@ -25,7 +25,7 @@ impl Engine {
         let line = event.to_line();
         self.store.append_event(&line)?;
         let items = (self.plan.done(), self.plan.total());
-        for w in self.notify.event(&event, self.cost_this_run, items) {
+        for w in self.notify.event(&event, self.run.cost(), items) {
             self.reporter.warn(&w);
             self.store.log(self.clock.now(), &format!("warning: {w}"));
         }

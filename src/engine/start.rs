@@ -42,7 +42,8 @@ pub(crate) fn start(
     runtime.block_on(async move {
         let cancel = crate::agent::signals::install()?;
         let signals = cancel.clone();
-        let mut engine = Engine::new(settings, agents, store, cancel, lock, clock)?;
+        let fx = Box::new(super::drive::Real(clock));
+        let mut engine = Engine::new(settings, agents, store, cancel, lock, fx)?;
         for note in notes {
             engine.warn(&note);
         }
@@ -53,13 +54,13 @@ pub(crate) fn start(
 }
 
 impl Engine {
-    fn new(
+    pub(super) fn new(
         s: Settings,
         agents: Vec<Agent>,
         store: Store,
         cancel: watch::Receiver<u32>,
         lock: LockGuard,
-        clock: Box<dyn Clock>,
+        clock: Box<dyn super::drive::Effects>,
     ) -> Result<Self> {
         let reporter = Reporter::new(DisplayMode::detect(), s.verbose.value);
         let now = clock.now();
@@ -77,8 +78,15 @@ impl Engine {
             state: loaded.state,
             reporter,
             cancel,
-            loops_this_run: 0,
-            cost_this_run: 0.0,
+            run: crate::policy::run::Run::new(crate::policy::run::RunConfig {
+                deadline: None,
+                loop_delay: jiff::SignedDuration::ZERO,
+                on_usage_limit: crate::policy::decide::UsageLimitPolicy::Wait,
+                failover: false,
+                decide: crate::policy::decide::DecideConfig::default(),
+            }),
+            seen: None,
+            plan_text: String::new(),
             plan: Plan::default(),
             last_loop: None,
             wait: None,
@@ -87,7 +95,6 @@ impl Engine {
             credential_warned: None,
             limit_note: None,
             run_loops: Vec::new(),
-            retry_now: false,
             verify: super::verify::Verify::default(),
             run_deadline: None,
             logs_kept_from: None,

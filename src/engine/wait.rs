@@ -10,6 +10,7 @@ use crate::error::Result;
 use crate::exit::ExitReason;
 use crate::policy::budget::{Resume, SavedWait, WaitReason, resume_wait};
 use crate::policy::decide::UsageLimitPolicy;
+use crate::policy::run::Step;
 use crate::store::{EventKind, RunState};
 
 /// How a wait ended.
@@ -122,6 +123,14 @@ impl Engine {
             if self.run_deadline.is_some_and(|d| now >= d) {
                 return Waited::Stop(ExitReason::MaxRuntime);
             }
+            if self.poll_control() {
+                match self.run.next(now) {
+                    Step::Wait { .. } => {}
+                    Step::Stop(r) => return Waited::Stop(r),
+                    // Cut short (retry now): the gates are checked again.
+                    _ => return Waited::Done,
+                }
+            }
             self.reporter.wait_tick(reason.as_str(), until, now);
             // Someone deleted status.json during a long wait: put it back.
             if !self.store.status_path().exists() {
@@ -134,11 +143,35 @@ impl Engine {
                 .max(SignedDuration::ZERO);
             let step = Duration::try_from(step).unwrap_or(Duration::from_millis(100));
             tokio::select! {
-                () = tokio::time::sleep(step) => {}
+                () = self.clock.sleep(step) => {}
                 changed = self.cancel.changed() => {
                     if changed.is_err() || self.interrupted() {
                         return Waited::Stop(ExitReason::Interrupted);
                     }
+                }
+            }
+        }
+    }
+
+    /// Paused by a control command: `state: waiting` until a resume or a stop comes (polled
+    /// each second); Ctrl-C ends it.
+    pub(super) async fn paused(&mut self) -> Result<Waited> {
+        self.write_status(RunState::Waiting)?;
+        self.reporter.info("paused: no call before a resume");
+        loop {
+            tokio::select! {
+                () = self.clock.sleep(Duration::from_secs(1)) => {}
+                changed = self.cancel.changed() => {
+                    if changed.is_err() || self.interrupted() {
+                        return Ok(Waited::Stop(ExitReason::Interrupted));
+                    }
+                }
+            }
+            if self.poll_control() {
+                match self.run.next(self.clock.now()) {
+                    Step::Wait { .. } => {}
+                    Step::Stop(r) => return Ok(Waited::Stop(r)),
+                    _ => return Ok(Waited::Done),
                 }
             }
         }
@@ -149,7 +182,7 @@ impl Engine {
         let left = end.duration_since(self.clock.now());
         let step = Duration::try_from(left).unwrap_or(Duration::ZERO);
         tokio::select! {
-            () = tokio::time::sleep(step) => {
+            () = self.clock.sleep(step) => {
                 if end < until {
                     Waited::Stop(ExitReason::MaxRuntime)
                 } else {

@@ -2,60 +2,38 @@
 //! (step 4), the window named in usage-limit messages, and the loops of this run for the
 //! three most expensive items of the exit summary.
 
+use jiff::Timestamp;
 use jiff::tz::TimeZone;
 
 use super::Engine;
-use super::wait::Waited;
 use crate::analysis::{Analysis, ErrorKind};
-use crate::error::Result;
 use crate::exit::ExitReason;
 use crate::policy::budget::WaitReason;
-use crate::policy::decide::{Decision, UsageLimitPolicy};
+use crate::policy::decide::Decision;
 use crate::policy::receipts::{self, LoopCost};
 use crate::policy::windows::{self, WindowCheck};
 use crate::store::schema::AgentFinished;
 
-/// What the window check lets the loop do.
-pub(super) enum Gate {
-    /// No window is at its limit: call.
-    Call,
-    /// A wait ended: check everything again.
-    Again,
-    /// Stop the run.
-    Stop(ExitReason),
-}
-
 impl Engine {
-    /// Step 4 (windows): with MAX_WINDOW_PERCENT set, a window at or above its limit waits
-    /// for its reset (`wait_reason: usage_window`, saved like a usage-limit wait), or stops
-    /// with `usage_window` when ON_USAGE_LIMIT=exit.
-    pub(super) async fn window_gate(&mut self) -> Result<Gate> {
-        let limits = &self.s.max_window_percent.value;
-        if limits.is_empty() {
-            return Ok(Gate::Call);
-        }
-        let now = self.clock.now();
-        let WindowCheck::Wait { until, over } = windows::check(&self.state.windows, limits, now)
-        else {
-            return Ok(Gate::Call);
+    /// Step 4 (windows): the window at or above its MAX_WINDOW_PERCENT limit, named for the
+    /// exit message; with the wait's end (`until`), said on the terminal too. The state
+    /// machine decides whether the run waits or stops (`ON_USAGE_LIMIT=exit`).
+    pub(super) fn window_note(&mut self, until: Option<Timestamp>) {
+        let Some(WindowCheck::Wait { over, .. }) = self.seen.as_ref().map(|o| &o.window) else {
+            return;
         };
         let what = windows::describe_limit(Some(&over.window), over.resets_at, &TimeZone::system());
         let note = format!(
             "{} at {:.0}% of its {}% limit (MAX_WINDOW_PERCENT): {what}",
             over.window, over.percent, over.limit
         );
-        self.limit_note = Some(note.clone());
-        if self.s.on_usage_limit.value == UsageLimitPolicy::Exit {
-            return Ok(Gate::Stop(ExitReason::UsageWindow));
+        if let Some(until) = until {
+            self.reporter.info(&format!(
+                "{note}; no call before {}",
+                crate::report::local_time(until)
+            ));
         }
-        self.reporter.info(&format!(
-            "{note}; no call before {}",
-            crate::report::local_time(until)
-        ));
-        match self.wait_until(WaitReason::UsageWindow, until).await? {
-            Waited::Done => Ok(Gate::Again),
-            Waited::Stop(r) => Ok(Gate::Stop(r)),
-        }
+        self.limit_note = Some(note);
     }
 
     /// After a loop's decision: a usage limit names its window and reset time (from the typed

@@ -38,6 +38,8 @@ pub(crate) struct Sources {
     pub live_tail: Option<String>,
     pub state: Option<String>,
     pub fix_plan: Option<String>,
+    /// `.hank/fleet.json` (`hank fleet`).
+    pub fleet: Option<String>,
 }
 
 /// Everything the monitor shows. The view is a pure function of this plus `now`. The files
@@ -68,6 +70,9 @@ pub(crate) struct Snapshot {
     pub fix_plan: Option<PlanCounts>,
     /// The newest lines of the live output, control characters removed.
     pub live_tail: Vec<String>,
+    /// `hank fleet`'s tasks, when a fleet ran here (`.hank/fleet.json`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<schema::FleetFile>,
 }
 
 /// The start and end of the newest run in `events`: a run is what lies between two `exit`
@@ -237,6 +242,10 @@ impl Snapshot {
                 .unwrap_or_default(),
             fix_plan,
             live_tail: src.live_tail.as_deref().map(live_lines).unwrap_or_default(),
+            fleet: src
+                .fleet
+                .as_deref()
+                .and_then(|t| serde_json::from_str(t).ok()),
         }
     }
 
@@ -309,6 +318,7 @@ pub(crate) struct Paths {
     pub live: PathBuf,
     pub state: PathBuf,
     pub fix_plan: PathBuf,
+    pub fleet: PathBuf,
 }
 
 impl Paths {
@@ -323,17 +333,19 @@ impl Paths {
             live: hank.join("live.log"),
             state: hank.join("state.json"),
             fix_plan: hank.join("fix_plan.md"),
+            fleet: hank.join("fleet.json"),
             hank,
         }
     }
 
-    fn watched(&self) -> [&Path; 5] {
+    fn watched(&self) -> [&Path; 6] {
         [
             &self.status,
             &self.events,
             &self.live,
             &self.state,
             &self.fix_plan,
+            &self.fleet,
         ]
     }
 }
@@ -382,6 +394,7 @@ pub(crate) fn load(paths: &Paths) -> Snapshot {
         live_tail: read_tail(&paths.live, LIVE_TAIL_BYTES),
         state: read_small(&paths.state),
         fix_plan: read_small(&paths.fix_plan),
+        fleet: read_small(&paths.fleet),
     };
     let mut snap = Snapshot::from_sources(&src);
     snap.mark_stale(crate::store::Store::new(&paths.root).loop_running());
@@ -673,6 +686,7 @@ mod tests {
             live_tail: Some("hello\n".into()),
             state: None,
             fix_plan: Some("- [x] a\n- [ ] b\n## Optional\n- [ ] c\n".into()),
+            fleet: None,
         };
         let snap = Snapshot::from_sources(&src);
         assert!(snap.notes.is_empty(), "{:?}", snap.notes);

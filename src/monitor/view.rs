@@ -168,7 +168,11 @@ fn wait_row(snap: &Snapshot, now: Timestamp, tz: &TimeZone) -> Row {
 /// The run's facts: state, elapsed time, breaker, budget, wait, cost, exit.
 #[must_use]
 pub(crate) fn rows(snap: &Snapshot, now: Timestamp, tz: &TimeZone) -> Vec<Row> {
+    let fleet = fleet_rows(snap);
     let Some(s) = &snap.status else {
+        if !fleet.is_empty() {
+            return fleet;
+        }
         let why = if snap.hank_dir {
             "no status yet (waiting for the loop to write .hank/status.json)"
         } else {
@@ -176,7 +180,7 @@ pub(crate) fn rows(snap: &Snapshot, now: Timestamp, tz: &TimeZone) -> Vec<Row> {
         };
         return vec![row("state", why, Tone::Dim)];
     };
-    let mut out = Vec::new();
+    let mut out = fleet;
     let state = snap.state().unwrap_or_else(|| "unknown".to_string());
     let mut state_value = state.to_uppercase();
     if let Some(n) = s.get("loop_count", |s| s.loop_count) {
@@ -317,6 +321,59 @@ pub(crate) fn rows(snap: &Snapshot, now: Timestamp, tz: &TimeZone) -> Vec<Row> {
             _ => Tone::Bad,
         };
         out.push(row("exit", format!("{reason}{code}"), tone));
+    }
+    out
+}
+
+/// `hank fleet`: the shared budget, then a row per task (state, branch, loops, cost, what is
+/// happening).
+#[must_use]
+pub(crate) fn fleet_rows(snap: &Snapshot) -> Vec<Row> {
+    use crate::policy::fleet::TaskState;
+    let Some(f) = &snap.fleet else {
+        return Vec::new();
+    };
+    let merged = f
+        .tasks
+        .iter()
+        .filter(|t| t.state == TaskState::Merged)
+        .count();
+    let cap = if f.max_calls_per_hour > 0 {
+        format!(" of {}", f.max_calls_per_hour)
+    } else {
+        String::new()
+    };
+    let mut out = vec![row(
+        "fleet",
+        format!(
+            "{} · {merged}/{} merged into {} · {} call(s) this hour{cap}",
+            crate::sanitize::line(&f.state).to_uppercase(),
+            f.tasks.len(),
+            crate::sanitize::line(&f.into),
+            f.calls_in_window
+        ),
+        Tone::Normal,
+    )];
+    for t in &f.tasks {
+        let tone = match t.state {
+            TaskState::Merged => Tone::Good,
+            TaskState::Failed | TaskState::Blocked => Tone::Bad,
+            TaskState::Waiting => Tone::Warn,
+            _ => Tone::Normal,
+        };
+        out.push(row(
+            "task",
+            format!(
+                "{} · {} · {} · loops {} · ${:.2} · {}",
+                t.name,
+                t.state.as_str(),
+                t.branch,
+                t.loops,
+                t.cost_usd,
+                crate::sanitize::line(&t.message)
+            ),
+            tone,
+        ));
     }
     out
 }
@@ -850,6 +907,7 @@ mod tests {
             live_tail: Some(live.into()),
             state: None,
             fix_plan: plan.map(str::to_string),
+            fleet: None,
         })
     }
 
@@ -960,6 +1018,7 @@ mod tests {
                     live_tail: Some("\u{1b}[2J\u{1b}[Hcleared?\n".into()),
                     state: Some("not json".into()),
                     fix_plan: Some("no checkboxes here\n".into()),
+                    fleet: None,
                 }),
             ),
             (

@@ -53,11 +53,13 @@ fn happening(event: &Event) -> Happening<'_> {
             exit_code: *exit_code,
             message,
         },
-        // Delivery events come from `hank deliver`, which has no notifier yet.
+        // Delivery events come from `hank deliver`, fleet events from `hank fleet`; neither
+        // has a notifier yet.
         EventKind::LoopStarted { .. }
         | EventKind::AgentFinished(_)
         | EventKind::Warning { .. }
-        | EventKind::Delivery(_) => Happening::Other,
+        | EventKind::Delivery(_)
+        | EventKind::FleetTask { .. } => Happening::Other,
     }
 }
 

@@ -374,6 +374,13 @@ pub enum EventKind {
     Verification(Box<CheckResult>),
     /// Something the user should know.
     Warning { message: String },
+    /// `hank fleet`: a task changed state (in the main checkout's `events.jsonl`).
+    FleetTask {
+        task: String,
+        state: crate::policy::fleet::TaskState,
+        branch: String,
+        message: String,
+    },
     /// A delivery step ended (`hank deliver`): the branch, the head commit, the pull request,
     /// the checks' state. The same object as `.hank/delivery.json`.
     Delivery(Box<Delivery>),
@@ -1353,4 +1360,54 @@ pub struct StateBundle {
 pub struct Lease {
     pub owner: String,
     pub expires_at: Timestamp,
+}
+
+/// Current schema of `.hank/fleet.json` ([`FleetFile`]).
+pub const FLEET_SCHEMA: u32 = 1;
+
+/// One task of `.hank/fleet.json` (and of `hank fleet status --json`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FleetTask {
+    pub name: String,
+    pub state: crate::policy::fleet::TaskState,
+    /// `hank/<slug>`.
+    pub branch: String,
+    /// The task's worktree while it has one (`None` once merged or failed).
+    pub worktree: Option<String>,
+    /// Loops of its `hank run` (from its `status.json`).
+    pub loops: u64,
+    pub cost_usd: f64,
+    /// Its run ended with the plan done and VERIFY_COMMAND green (or no check configured).
+    pub verified: Option<bool>,
+    /// Its current agent.
+    pub agent: Option<String>,
+    /// What is happening or what went wrong, for people.
+    pub message: String,
+    /// The worker (`hank run`) process while one runs, and its start time
+    /// (`/proc/PID/stat` field 22: a recycled pid is not taken for it).
+    pub pid: Option<u32>,
+    pub pid_start: Option<u64>,
+    /// Merges of this task that conflicted or turned the check red.
+    pub merge_attempts: u32,
+    /// The last exit code of its worker.
+    pub exit_code: Option<u8>,
+}
+
+/// `.hank/fleet.json`: the fleet's own state (the tasks' states live in their worktrees).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FleetFile {
+    pub schema_version: u32,
+    pub updated_at: Option<Timestamp>,
+    /// The integration branch (`--into`).
+    pub into: String,
+    /// The supervisor's pid while it runs.
+    pub pid: Option<u32>,
+    /// `running`, `done`, `failed`, `stopped`, `interrupted`.
+    pub state: String,
+    /// Calls in the last hour in the fleet-wide ledger, and the cap.
+    pub calls_in_window: u32,
+    pub max_calls_per_hour: u32,
+    pub tasks: Vec<FleetTask>,
 }

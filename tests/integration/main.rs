@@ -13,6 +13,7 @@ mod deliver;
 mod fake_github;
 mod faults;
 mod first_hour;
+mod fleet;
 mod hostile_cost;
 mod hostile_data;
 mod hostile_process;

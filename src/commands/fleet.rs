@@ -1,0 +1,254 @@
+//! `hank fleet`: the plan's tasks in parallel ([`crate::fleet`]); `--dry-run` prints the tasks
+//! and their waves; `hank fleet status [--json]` prints `.hank/fleet.json`.
+
+use std::io::Write;
+use std::path::Path;
+
+use clap::Parser;
+
+use crate::cli::{FleetAction, FleetArgs, RunFlagsOnly};
+use crate::error::{HankError, Result};
+use crate::fleet::{self, Options};
+use crate::policy::fleet as rules;
+use crate::settings;
+
+pub(crate) fn run(a: &FleetArgs) -> Result<u8> {
+    let root = super::project_dir()?;
+    if let Some(FleetAction::Status { json }) = &a.action {
+        return status(&root, *json);
+    }
+    let agents = match a.agents.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => n,
+        _ => {
+            return Err(HankError::usage(format!(
+                "--agents expects the number of tasks to run at once (a whole number ≥ 1), got {:?}",
+                a.agents
+            )));
+        }
+    };
+    let max_merge_attempts = match a.max_merge_attempts.trim().parse::<u32>() {
+        Ok(n) if n >= 1 => n,
+        _ => {
+            return Err(HankError::usage(format!(
+                "--max-merge-attempts / MAX_MERGE_ATTEMPTS expects a whole number ≥ 1, got {:?}",
+                a.max_merge_attempts
+            )));
+        }
+    };
+    let min_free_memory = parse_size(&a.min_free_memory).ok_or_else(|| {
+        HankError::usage(format!(
+            "--min-free-memory / FLEET_MIN_FREE_MEMORY expects a size such as 2G, 512M or a \
+             number of bytes, got {:?}",
+            a.min_free_memory
+        ))
+    })?;
+    let flags = RunFlagsOnly::try_parse_from(&a.run_flags).map_err(|e| {
+        HankError::usage(format!(
+            "a `hank run` flag given to hank fleet is not valid: {}",
+            e.to_string().trim()
+        ))
+    })?;
+    let run = flags.run;
+    if run.monitor {
+        return Err(HankError::usage(
+            "--monitor is not available with hank fleet: run `hank monitor` in the checkout, or \
+             `hank fleet status`",
+        ));
+    }
+    // Each task's run has no terminal to warn in: refused there, so refused here first.
+    if std::env::var("CLAUDECODE").ok().as_deref().map(str::trim) == Some("1") && !run.force {
+        return Err(HankError::usage_hint(
+            "hank fleet is running inside a Claude Code session (CLAUDECODE=1): every task's \
+             agent would share that session's usage limits and windows",
+            "run it from a plain terminal, or pass --force to run the tasks nested anyway",
+        ));
+    }
+    crate::approval::require(&root, run.accept_config, "hank fleet")?;
+    let s = settings::load(&(&run).into(), &root)?;
+    let plan_path = root.join(".hank/fix_plan.md");
+    let text = s.read_fix_plan().ok_or_else(|| {
+        HankError::usage(format!(
+            "cannot read {}: the fleet's tasks come from it",
+            plan_path.display()
+        ))
+    })?;
+    let tasks = rules::tasks_from_plan(&text, &s.optional_sections.value)
+        .map_err(|e| HankError::usage(format!("{}: {e}", plan_path.display())))?;
+    if tasks.is_empty() {
+        return Err(HankError::usage_hint(
+            format!(
+                "{} has no task: no `##` section with open required items",
+                plan_path.display()
+            ),
+            "give each independent piece of work its own `## Name` section",
+        ));
+    }
+    let waves = rules::waves(&tasks).map_err(HankError::usage)?;
+    let verify = if run.no_verify {
+        None
+    } else {
+        s.verify_command.value.clone()
+    };
+    if a.dry_run || run.dry_run {
+        return dry_run(
+            &tasks,
+            &waves,
+            agents,
+            &a.into,
+            verify.as_deref(),
+            &a.run_flags,
+        );
+    }
+    if crate::worktree::run_git(&root, &["rev-parse", "--verify", "HEAD"]).is_err() {
+        return Err(HankError::usage_hint(
+            format!("{} is not a git repository with a commit", root.display()),
+            "hank fleet runs each task in a git worktree: `git init` and commit first",
+        ));
+    }
+    let opts = Options {
+        agents,
+        into: a.into.clone(),
+        min_free_memory,
+        max_merge_attempts,
+        run_flags: a.run_flags.clone(),
+        verify,
+        limits: s.budget_limits(),
+    };
+    fleet::run(&root, tasks, &opts)
+}
+
+/// `2G`, `512M`, `64K`, `1048576` → bytes.
+fn parse_size(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let (num, mult) = match t.char_indices().last()? {
+        (i, 'G' | 'g') => (&t[..i], 1u64 << 30),
+        (i, 'M' | 'm') => (&t[..i], 1 << 20),
+        (i, 'K' | 'k') => (&t[..i], 1 << 10),
+        _ => (t, 1),
+    };
+    num.trim().parse::<u64>().ok()?.checked_mul(mult)
+}
+
+fn dry_run(
+    tasks: &[rules::TaskSpec],
+    waves: &[Vec<String>],
+    agents: usize,
+    into: &str,
+    verify: Option<&str>,
+    flags: &[String],
+) -> Result<u8> {
+    let mut text = String::new();
+    text.push_str(&format!(
+        "# {} task(s), {} wave(s); at most {agents} at once; merged into {into}\n",
+        tasks.len(),
+        waves.len()
+    ));
+    for (i, wave) in waves.iter().enumerate() {
+        text.push_str(&format!("\nwave {}:\n", i + 1));
+        for name in wave {
+            let Some(t) = tasks.iter().find(|t| &t.name == name) else {
+                continue;
+            };
+            let after = if t.after.is_empty() {
+                String::new()
+            } else {
+                format!(" (after: {})", t.after.join(", "))
+            };
+            text.push_str(&format!(
+                "  {}{after} — branch hank/{}, {} open item(s)\n",
+                crate::sanitize::line(&t.name),
+                t.slug,
+                t.open_items.len()
+            ));
+            for item in &t.open_items {
+                text.push_str(&format!("    - [ ] {}\n", crate::sanitize::line(item)));
+            }
+        }
+    }
+    let mut cmd = vec!["hank".to_string(), "run".to_string()];
+    cmd.extend(flags.iter().map(|f| crate::report::shell_quote(f)));
+    text.push_str(&format!(
+        "\neach task runs: {} (in its worktree)\nafter each task: merge, then {}\n",
+        cmd.join(" "),
+        verify.map_or_else(
+            || "no check (no VERIFY_COMMAND)".to_string(),
+            |v| format!("VERIFY_COMMAND: {v}")
+        )
+    ));
+    std::io::stdout()
+        .lock()
+        .write_all(text.as_bytes())
+        .map_err(|e| HankError::io("failed to write to", "standard output", e))?;
+    Ok(crate::exit::OK)
+}
+
+fn status(root: &Path, json: bool) -> Result<u8> {
+    let Some(file) = fleet::read(root)? else {
+        return Err(HankError::usage_hint(
+            format!(
+                "no fleet has run in {} (no .hank/fleet.json)",
+                root.display()
+            ),
+            "start one with `hank fleet`",
+        ));
+    };
+    let text = if json {
+        let mut s = serde_json::to_string(&file)
+            .map_err(|e| HankError::Internal(format!("cannot encode the fleet status: {e}")))?;
+        s.push('\n');
+        s
+    } else {
+        let mut s = format!(
+            "fleet: {} — into {}, {} call(s) in the last hour{}\n",
+            if file.state.is_empty() {
+                "unknown"
+            } else {
+                &file.state
+            },
+            file.into,
+            file.calls_in_window,
+            if file.max_calls_per_hour > 0 {
+                format!(" of {}", file.max_calls_per_hour)
+            } else {
+                String::new()
+            }
+        );
+        for t in &file.tasks {
+            s.push_str(&format!(
+                "  {:<24} {:<10} {:<24} loops {:<4} ${:<8.2} {}\n",
+                crate::sanitize::line(&t.name),
+                t.state.as_str(),
+                t.branch,
+                t.loops,
+                t.cost_usd,
+                crate::sanitize::line(&t.message)
+            ));
+        }
+        s
+    };
+    std::io::stdout()
+        .lock()
+        .write_all(text.as_bytes())
+        .map_err(|e| HankError::io("failed to write to", "standard output", e))?;
+    Ok(crate::exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes() {
+        for (t, want) in [
+            ("2G", Some(2u64 << 30)),
+            ("512M", Some(512 << 20)),
+            ("64k", Some(64 << 10)),
+            ("100", Some(100)),
+            ("G", None),
+            ("x", None),
+            ("-1M", None),
+        ] {
+            assert_eq!(parse_size(t), want, "{t}");
+        }
+    }
+}

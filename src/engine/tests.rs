@@ -1,0 +1,239 @@
+//! The driver with test effects: waits on a clock that moves when slept on (a 5-hour wait
+//! runs at once), control facts fed in order. No agent is spawned.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+
+use super::Engine;
+use super::drive::Effects;
+use crate::policy::budget::{SavedWait, WaitReason};
+use crate::policy::decide::Decision;
+use crate::policy::run::{Answer, Control, Fact, Step, WaitFor};
+use crate::policy::time::Clock;
+
+/// A clock that moves only when slept on; control commands handed out one batch per poll.
+struct TestEffects {
+    now: Cell<Timestamp>,
+    slept: Cell<u32>,
+    controls: RefCell<VecDeque<Vec<Control>>>,
+}
+
+impl Clock for TestEffects {
+    fn now(&self) -> Timestamp {
+        self.now.get()
+    }
+}
+
+impl Effects for TestEffects {
+    fn sleep(&self, d: Duration) -> Pin<Box<dyn Future<Output = ()> + '_>> {
+        let d = SignedDuration::try_from(d).unwrap();
+        self.now.set(self.now.get() + d);
+        self.slept.set(self.slept.get() + 1);
+        Box::pin(std::future::ready(()))
+    }
+
+    fn poll_control(&mut self) -> Vec<Control> {
+        self.controls.borrow_mut().pop_front().unwrap_or_default()
+    }
+}
+
+fn t0() -> Timestamp {
+    Timestamp::from_second(1_800_000_000).unwrap()
+}
+
+fn engine(dir: &Path, controls: Vec<Vec<Control>>) -> (Engine, tokio::sync::watch::Sender<u32>) {
+    std::fs::create_dir_all(dir.join(".hank")).unwrap();
+    let env = |_: &str| None;
+    let rc_path = dir.join(".hankrc");
+    let layers = crate::settings::resolve::Layers {
+        env: &env,
+        rc_text: "",
+        rc_path: &rc_path,
+    };
+    let s =
+        crate::settings::resolve::resolve(&crate::settings::Flags::default(), dir, layers).unwrap();
+    let store = crate::store::Store::new(dir);
+    store.ensure_dirs().unwrap();
+    let lock = store.lock().unwrap();
+    let (tx, rx) = tokio::sync::watch::channel(0);
+    let fx = TestEffects {
+        now: Cell::new(t0()),
+        slept: Cell::new(0),
+        controls: RefCell::new(controls.into()),
+    };
+    let e = Engine::new(s, Vec::new(), store, rx, lock, Box::new(fx)).unwrap();
+    (e, tx)
+}
+
+fn block_on<F: Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+/// The run in the wait a decision of `d` leads to.
+fn waiting_after(e: &mut Engine, d: Decision) -> Step {
+    let now = e.clock.now();
+    e.run = crate::policy::run::Run::new(e.run_config(now));
+    e.run.on(Fact::Calling, now);
+    e.run.on(
+        Fact::Answered(Answer {
+            decision: d,
+            without_claims: d,
+            free_retry: false,
+            productive_error: false,
+            interrupted: false,
+            error: false,
+            resumed: false,
+        }),
+        now,
+    );
+    e.run.next(now)
+}
+
+#[test]
+fn a_saved_five_hour_usage_limit_wait_resumes_on_the_injected_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut e, _tx) = engine(dir.path(), Vec::new());
+    let until = t0() + SignedDuration::from_hours(5);
+    e.state.wait = Some(SavedWait {
+        reason: WaitReason::UsageLimit,
+        until,
+    });
+    let stopped = block_on(e.resume_saved_wait()).unwrap();
+    assert_eq!(stopped, None);
+    assert!(e.clock.now() >= until);
+    // The wait is over and no longer saved (a restart calls at once).
+    assert_eq!(e.state.wait, None);
+    let saved = std::fs::read_to_string(dir.path().join(".hank/state.json")).unwrap();
+    assert!(!saved.contains("\"usage_limit\""), "{saved}");
+}
+
+#[test]
+fn a_limit_wait_then_the_gates_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut e, _tx) = engine(dir.path(), Vec::new());
+    let until = t0() + SignedDuration::from_hours(2);
+    let step = waiting_after(
+        &mut e,
+        Decision::Wait {
+            until,
+            reason: WaitReason::Backoff,
+        },
+    );
+    assert_eq!(
+        step,
+        Step::Wait {
+            until: Some(until),
+            reason: WaitFor::Limit(WaitReason::Backoff)
+        }
+    );
+    assert_eq!(block_on(e.execute(step)).unwrap(), None);
+    assert!(e.clock.now() >= until);
+    assert_eq!(e.run.next(e.clock.now()), Step::Observe);
+}
+
+#[test]
+fn retry_now_cuts_a_wait_short_and_stop_ends_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut e, _tx) = engine(dir.path(), vec![vec![], vec![Control::RetryNow]]);
+    let until = t0() + SignedDuration::from_hours(5);
+    let step = waiting_after(
+        &mut e,
+        Decision::Wait {
+            until,
+            reason: WaitReason::UsageLimit,
+        },
+    );
+    assert_eq!(block_on(e.execute(step)).unwrap(), None);
+    // Polled before each tick of a second: one tick, not five hours.
+    assert_eq!(e.clock.now(), t0() + SignedDuration::from_secs(1));
+    assert_eq!(e.run.next(e.clock.now()), Step::Observe);
+
+    drop(e);
+    let dir = tempfile::tempdir().unwrap();
+    let (mut e, _tx) = engine(dir.path(), vec![vec![Control::Stop]]);
+    let step = waiting_after(
+        &mut e,
+        Decision::Wait {
+            until,
+            reason: WaitReason::UsageLimit,
+        },
+    );
+    assert_eq!(
+        block_on(e.execute(step)).unwrap(),
+        Some(crate::exit::ExitReason::Interrupted)
+    );
+}
+
+#[test]
+fn a_pause_holds_until_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut e, _tx) = engine(dir.path(), vec![vec![], vec![], vec![Control::Resume]]);
+    let now = e.clock.now();
+    e.run.on(Fact::Control(Control::Pause), now);
+    e.run.on(Fact::Observed(observation()), now);
+    let step = e.run.next(now);
+    assert_eq!(
+        step,
+        Step::Wait {
+            until: None,
+            reason: WaitFor::Paused
+        }
+    );
+    assert_eq!(block_on(e.execute(step)).unwrap(), None);
+    assert_eq!(e.clock.now(), t0() + SignedDuration::from_secs(3));
+    assert_eq!(e.run.next(e.clock.now()), Step::Observe);
+}
+
+#[test]
+fn the_loop_delay_sleeps_on_the_injected_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut e, _tx) = engine(dir.path(), Vec::new());
+    let until = t0() + SignedDuration::from_secs(90);
+    let step = Step::Wait {
+        until: Some(until),
+        reason: WaitFor::LoopDelay,
+    };
+    assert_eq!(block_on(e.execute(step)).unwrap(), None);
+    assert_eq!(e.clock.now(), until);
+}
+
+fn observation() -> crate::policy::run::Observation {
+    crate::policy::run::Observation {
+        missing_files: false,
+        plan_complete: false,
+        breaker_open: false,
+        budget: crate::policy::budget::BudgetCheck::Allow,
+        window: crate::policy::windows::WindowCheck::Allow,
+        pick: crate::policy::failover::Pick::Use(0),
+    }
+}
+
+#[test]
+fn a_siblings_window_reading_is_folded_before_the_gates() {
+    let dir = tempfile::tempdir().unwrap();
+    let reading = crate::analysis::WindowReading {
+        name: "five_hour".into(),
+        utilization: Some(0.97),
+        resets_at: Some(t0() + SignedDuration::from_hours(2)),
+        status: None,
+    };
+    let (mut e, _tx) = engine(dir.path(), vec![vec![Control::Window(reading)]]);
+    assert_eq!(block_on(e.execute(Step::Observe)).unwrap(), None);
+    let w = e.state.windows.get("five_hour").unwrap();
+    assert_eq!(w.utilization_at(e.clock.now()), Some(0.97));
+    // The project has none of hank's files: the gates stop the run.
+    assert_eq!(
+        e.run.next(e.clock.now()),
+        Step::Stop(crate::exit::ExitReason::IntegrityFailure)
+    );
+}

@@ -1,0 +1,1059 @@
+//! `hank fleet`'s supervisor (the I/O half; the rules are [`crate::policy::fleet`]).
+//!
+//! A task is an ordinary `hank run` (this same binary) in its own git worktree, in its own
+//! process group: a crash, a hang or an OOM kill of one task cannot take the others down, and
+//! each keeps its own state, lock and session. The supervisor admits tasks, watches each
+//! worker (its exit, its `.hank/status.json` through [`crate::store::schema`]), commits and
+//! merges finished work in a separate integration worktree, and records everything in
+//! `.hank/fleet.json` ([`FleetFile`], written atomically, 0600) after every change, so a
+//! `hank fleet` started again after a kill -9 continues where it was.
+//!
+//! Where things live: the worktrees under the main project's per-user directory
+//! ([`userdir::project_dir`]) in `worktrees/<slug>` (outside the user's checkout, so they never
+//! appear in its `git status`), the integration worktree in `worktrees/_integration`, the
+//! workers' output in `fleet-logs/<slug>.log`, and the fleet-wide call ledger
+//! ([`fleet_ledger`]) beside them, named to each worker in [`fleet_ledger::ENV`].
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+
+use crate::error::{HankError, Result};
+use crate::policy::budget::BudgetLimits;
+use crate::policy::fixplan;
+use crate::policy::fleet::{self, Admission, AdmissionFacts, TaskEvent, TaskSpec, TaskState};
+use crate::store::schema::{FLEET_SCHEMA, FleetFile, FleetTask};
+use crate::store::{self, Store, fleet_ledger, userdir};
+use crate::worktree::{GitError, run_git};
+
+/// How often the supervisor looks at its workers.
+const POLL: Duration = Duration::from_millis(100);
+/// After Ctrl-C, how long the workers get to stop (their own grace included) before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(20);
+/// Bytes of a failed check's output kept in a task's message and an agent's context.
+const TAIL_BYTES: usize = 2000;
+/// The integration worktree's folder name under `worktrees/`.
+const INTEGRATION: &str = "_integration";
+
+/// What `hank fleet` was asked.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// `--agents N`: tasks running at once.
+    pub agents: usize,
+    /// `--into BRANCH`.
+    pub into: String,
+    /// FLEET_MIN_FREE_MEMORY in bytes.
+    pub min_free_memory: u64,
+    /// MAX_MERGE_ATTEMPTS.
+    pub max_merge_attempts: u32,
+    /// `hank run` flags given to every task.
+    pub run_flags: Vec<String>,
+    /// VERIFY_COMMAND, run on every merge result.
+    pub verify: Option<String>,
+    /// The fleet-wide budget.
+    pub limits: BudgetLimits,
+}
+
+/// The folders of a fleet.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    /// The user's checkout (the main project).
+    pub root: PathBuf,
+    /// The main project's per-user folder.
+    pub user: PathBuf,
+}
+
+impl Paths {
+    /// The fleet folders of the project at `root` (the per-user folder is created).
+    pub fn of(root: &Path) -> Result<Self> {
+        Ok(Self {
+            root: root.to_path_buf(),
+            user: userdir::project_dir(root)?,
+        })
+    }
+    #[must_use]
+    pub fn worktree(&self, slug: &str) -> PathBuf {
+        self.user.join("worktrees").join(slug)
+    }
+    #[must_use]
+    pub fn integration(&self) -> PathBuf {
+        self.worktree(INTEGRATION)
+    }
+    #[must_use]
+    pub fn ledger(&self) -> PathBuf {
+        self.user.join(fleet_ledger::FILE_NAME)
+    }
+    #[must_use]
+    pub fn log(&self, slug: &str) -> PathBuf {
+        self.user.join("fleet-logs").join(format!("{slug}.log"))
+    }
+    #[must_use]
+    pub fn fleet_file(&self) -> PathBuf {
+        fleet_file(&self.root)
+    }
+}
+
+/// `.hank/fleet.json` of the project at `root`.
+#[must_use]
+pub fn fleet_file(root: &Path) -> PathBuf {
+    root.join(".hank").join("fleet.json")
+}
+
+/// Reads `.hank/fleet.json` (`None` when there is none); an unreadable one is an error
+/// naming it.
+pub fn read(root: &Path) -> Result<Option<FleetFile>> {
+    let path = fleet_file(root);
+    let bytes = match fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(HankError::io("read", path, e)),
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| HankError::Unreadable {
+            path,
+            problem: format!("is not a fleet state hank can read ({e})"),
+        })
+}
+
+/// The state of each task last told in the checkout's `events.jsonl`.
+static TOLD: std::sync::Mutex<BTreeMap<String, TaskState>> = std::sync::Mutex::new(BTreeMap::new());
+
+/// A `fleet_task` event in the main checkout's `events.jsonl` for each task whose state
+/// changed since it was last told (best effort: the fleet's state is `fleet.json`).
+fn tell_changes(paths: &Paths, file: &FleetFile, now: Timestamp) {
+    use crate::store::schema::{Event, EventKind};
+    let Ok(mut told) = TOLD.lock() else { return };
+    let store = Store::new(&paths.root);
+    for t in &file.tasks {
+        if told.get(&t.name) == Some(&t.state) {
+            continue;
+        }
+        told.insert(t.name.clone(), t.state);
+        let event = Event::new(
+            now,
+            EventKind::FleetTask {
+                task: t.name.clone(),
+                state: t.state,
+                branch: t.branch.clone(),
+                message: t.message.clone(),
+            },
+        );
+        let _ = store.append_event(&event.to_line());
+    }
+}
+
+/// Tasks already in `fleet.json` when a fleet starts are not told again.
+fn told_already(file: &FleetFile) {
+    if let Ok(mut told) = TOLD.lock() {
+        for t in &file.tasks {
+            told.insert(t.name.clone(), t.state);
+        }
+    }
+}
+
+fn save(paths: &Paths, file: &mut FleetFile, now: Timestamp) -> Result<()> {
+    tell_changes(paths, file, now);
+    file.schema_version = FLEET_SCHEMA;
+    file.updated_at = Some(now);
+    file.calls_in_window = u32::try_from(
+        fleet_ledger::calls(&paths.ledger())
+            .iter()
+            .filter(|t| t.duration_until(now).as_secs() < 3600)
+            .count(),
+    )
+    .unwrap_or(u32::MAX);
+    let bytes = serde_json::to_vec_pretty(file)
+        .map_err(|e| HankError::Internal(format!("cannot encode fleet.json: {e}")))?;
+    let path = paths.fleet_file();
+    store::write_atomic(&path, &bytes, false).map_err(|e| HankError::io("write", path, e))
+}
+
+/// Wall time spent in git commands by this fleet, and how many (for `HANK_FLEET_TIMING`).
+static GIT_NANOS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static GIT_COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Every git command of the fleet goes through here (timed).
+fn run_git_timed(dir: &Path, args: &[&str]) -> std::result::Result<Vec<u8>, GitError> {
+    use std::sync::atomic::Ordering;
+    let start = Instant::now();
+    let out = run_git(dir, args);
+    let nanos = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    GIT_NANOS.fetch_add(nanos, Ordering::Relaxed);
+    GIT_COUNT.fetch_add(1, Ordering::Relaxed);
+    out
+}
+
+/// CPU time (user + system) of this process so far, from `/proc/self/stat` (clock ticks of
+/// 10 ms on Linux).
+fn own_cpu() -> Option<Duration> {
+    let stat = fs::read_to_string("/proc/self/stat").ok()?;
+    let after = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // Fields 14 and 15 (utime, stime) are the 12th and 13th after the command.
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
+}
+
+/// With `HANK_FLEET_TIMING` set: hank's own cost (its CPU, its peak memory) apart from the
+/// git commands it ran, on stderr at the end of the fleet (for `scripts/bench-fleet.sh`).
+fn report_timing(tasks: usize, wall: Duration) {
+    use std::sync::atomic::Ordering;
+    if std::env::var_os("HANK_FLEET_TIMING").is_none() {
+        return;
+    }
+    let git = Duration::from_nanos(GIT_NANOS.load(Ordering::Relaxed));
+    let count = GIT_COUNT.load(Ordering::Relaxed);
+    let cpu = own_cpu().unwrap_or_default();
+    let hwm = fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .unwrap_or(0);
+    let per = u32::try_from(tasks.max(1)).unwrap_or(u32::MAX);
+    errln!(
+        "hank: fleet timing: tasks {tasks} wall_ms {} git_commands {count} git_ms {} \
+         git_ms_per_task {} own_cpu_ms {} own_cpu_ms_per_task {} supervisor_peak_rss_kb {hwm}",
+        wall.as_millis(),
+        git.as_millis(),
+        (git / per).as_millis(),
+        cpu.as_millis(),
+        (cpu / per).as_millis(),
+    );
+}
+
+fn git(dir: &Path, args: &[&str]) -> Result<Vec<u8>> {
+    run_git_timed(dir, args).map_err(|e| {
+        HankError::Internal(format!("git {} in {}: {e}", args.join(" "), dir.display()))
+    })
+}
+
+/// `git` that may fail as an answer (a merge that conflicts, a branch that does not exist).
+fn git_ok(dir: &Path, args: &[&str]) -> Result<bool> {
+    match run_git_timed(dir, args) {
+        Ok(_) => Ok(true),
+        Err(GitError::Failed(_)) => Ok(false),
+        Err(e) => Err(HankError::Internal(format!(
+            "git {} in {}: {e}",
+            args.join(" "),
+            dir.display()
+        ))),
+    }
+}
+
+/// Commits everything in `dir` except hank's own runtime files and the task's plan (the
+/// integration branch's plan is ticked by the fleet). Returns whether a commit was made.
+fn commit_all(dir: &Path, message: &str) -> Result<bool> {
+    git(dir, &["add", "-A", "--", "."])?;
+    // Unstaged again (an exclude pathspec of an ignored path makes `git add` fail): hank's
+    // runtime files, and the plan back to the branch's version.
+    git(
+        dir,
+        &[
+            "reset",
+            "-q",
+            "--",
+            ".hank/fix_plan.md",
+            ".hank/logs",
+            ".hank/status.json",
+            ":(glob).hank/state.json*",
+            ".hank/events.jsonl",
+            ".hank/live.log",
+            ".hank/hank.lock",
+            ".hank/backup",
+            ".hank/fleet.json",
+            ".hank/delivery.json",
+        ],
+    )?;
+    let merging = git_ok(dir, &["rev-parse", "-q", "--verify", "MERGE_HEAD"])?;
+    if !merging && git_ok(dir, &["diff", "--cached", "--quiet"])? {
+        return Ok(false);
+    }
+    let mut args: Vec<&str> = Vec::new();
+    let has_identity = git_ok(dir, &["config", "user.email"])?;
+    if !has_identity {
+        args.extend(["-c", "user.name=hank", "-c", "user.email=hank@localhost"]);
+    }
+    args.extend(["commit", "-q", "--no-verify", "-m", message]);
+    git(dir, &args)?;
+    Ok(true)
+}
+
+fn identity_args(dir: &Path) -> Result<Vec<&'static str>> {
+    Ok(if git_ok(dir, &["config", "user.email"])? {
+        Vec::new()
+    } else {
+        vec!["-c", "user.name=hank", "-c", "user.email=hank@localhost"]
+    })
+}
+
+/// The integration branch exists (created from the checkout's HEAD on first use) and is
+/// checked out in the integration worktree, clean.
+fn ensure_integration(paths: &Paths, into: &str) -> Result<()> {
+    let root = &paths.root;
+    let refname = format!("refs/heads/{into}");
+    if !git_ok(root, &["check-ref-format", &refname])? {
+        return Err(HankError::usage(format!(
+            "--into {into:?} is not a valid branch name"
+        )));
+    }
+    git(root, &["worktree", "prune"])?;
+    if !git_ok(root, &["rev-parse", "-q", "--verify", &refname])? {
+        git(root, &["branch", into, "HEAD"])?;
+    }
+    let int = paths.integration();
+    if int.join(".git").exists() {
+        // A fleet killed mid-merge: the merge is undone, the branch is where it was.
+        let _ = git_ok(&int, &["merge", "--abort"]);
+        git(&int, &["reset", "-q", "--hard", "HEAD"])?;
+        return Ok(());
+    }
+    if let Some(parent) = int.parent() {
+        fs::create_dir_all(parent).map_err(|e| HankError::io("create", parent, e))?;
+    }
+    let int_s = int.to_string_lossy().into_owned();
+    if !git_ok(root, &["worktree", "add", "-q", &int_s, into])? {
+        return Err(HankError::usage_hint(
+            format!("cannot check out the integration branch {into} in {int_s}"),
+            "is it checked out somewhere else (`git worktree list`)? pass --into OTHER",
+        ));
+    }
+    Ok(())
+}
+
+/// Copies the hank files a worktree needs and the branch does not have (untracked in the
+/// user's checkout: `.hankrc`, `.hank/PROMPT.md`, `.hank/AGENT.md`, `.hank/agents/`).
+fn copy_missing_config(root: &Path, wt: &Path) -> Result<()> {
+    for rel in [".hankrc", ".hank/PROMPT.md", ".hank/AGENT.md"] {
+        let (from, to) = (root.join(rel), wt.join(rel));
+        if from.is_file() && !to.exists() {
+            if let Some(p) = to.parent() {
+                fs::create_dir_all(p).map_err(|e| HankError::io("create", p, e))?;
+            }
+            fs::copy(&from, &to).map_err(|e| HankError::io("copy to", &to, e))?;
+        }
+    }
+    let agents = root.join(".hank/agents");
+    if let Ok(entries) = fs::read_dir(&agents) {
+        for e in entries.flatten() {
+            let to = wt.join(".hank/agents").join(e.file_name());
+            if e.path().is_file() && !to.exists() {
+                fs::create_dir_all(wt.join(".hank/agents"))
+                    .map_err(|err| HankError::io("create", wt.join(".hank/agents"), err))?;
+                fs::copy(e.path(), &to).map_err(|err| HankError::io("copy to", &to, err))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The task's worktree on `hank/<slug>`: made from the integration branch as it stands now
+/// (or from the task's branch when it exists: a resumed task), with the task's plan.
+fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Result<PathBuf> {
+    let wt = paths.worktree(&spec.slug);
+    if wt.join(".git").exists() {
+        return Ok(wt);
+    }
+    let branch = format!("hank/{}", spec.slug);
+    let wt_s = wt.to_string_lossy().into_owned();
+    if let Some(parent) = wt.parent() {
+        fs::create_dir_all(parent).map_err(|e| HankError::io("create", parent, e))?;
+    }
+    let exists = git_ok(
+        &paths.root,
+        &[
+            "rev-parse",
+            "-q",
+            "--verify",
+            &format!("refs/heads/{branch}"),
+        ],
+    )?;
+    if exists {
+        git(&paths.root, &["worktree", "add", "-q", &wt_s, &branch])?;
+    } else {
+        git(
+            &paths.root,
+            &["worktree", "add", "-q", "-b", &branch, &wt_s, into],
+        )?;
+    }
+    copy_missing_config(&paths.root, &wt)?;
+    let plan = format!(
+        "# Fix plan — task {:?} of a hank fleet\n\n{}",
+        spec.name, spec.section
+    );
+    let path = wt.join(".hank").join("fix_plan.md");
+    store::write_atomic(&path, plan.as_bytes(), false)
+        .map_err(|e| HankError::io("write", path, e))?;
+    Ok(wt)
+}
+
+fn remove_worktree(paths: &Paths, wt: &Path) {
+    let wt_s = wt.to_string_lossy().into_owned();
+    if git_ok(&paths.root, &["worktree", "remove", "--force", &wt_s]).unwrap_or(false) {
+        return;
+    }
+    let _ = fs::remove_dir_all(wt);
+    let _ = git_ok(&paths.root, &["worktree", "prune"]);
+}
+
+/// Starts a task's worker: `hank run FLAGS` in its worktree, in a process group of its own,
+/// output to its log, told where the fleet-wide ledger is. (The one spawn of the fleet.)
+fn spawn_worker(paths: &Paths, wt: &Path, slug: &str, flags: &[String]) -> Result<Child> {
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe()
+        .map_err(|e| HankError::Internal(format!("cannot find hank's own program: {e}")))?;
+    let log_path = paths.log(slug);
+    if let Some(p) = log_path.parent() {
+        fs::create_dir_all(p).map_err(|e| HankError::io("create", p, e))?;
+    }
+    let log = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|e| HankError::io("open", &log_path, e))?;
+    let err = log
+        .try_clone()
+        .map_err(|e| HankError::io("open", &log_path, e))?;
+    std::process::Command::new(exe)
+        .arg("run")
+        .args(flags)
+        .current_dir(wt)
+        .env(fleet_ledger::ENV, paths.ledger())
+        .stdin(std::process::Stdio::null())
+        .stdout(log)
+        .stderr(err)
+        .process_group(0)
+        .spawn()
+        .map_err(|e| HankError::Internal(format!("cannot start hank run for a task: {e}")))
+}
+
+/// Runs VERIFY_COMMAND in `dir` (through `sh -c`: the user's own command line), in its own
+/// process group, bounded; `Err(tail of its output)` when it fails.
+fn run_check(dir: &Path, command: &str, log: &Path) -> Result<std::result::Result<(), String>> {
+    use std::os::unix::process::CommandExt;
+    let out = File::create(log).map_err(|e| HankError::io("create", log, e))?;
+    let err = out
+        .try_clone()
+        .map_err(|e| HankError::io("create", log, e))?;
+    let mut child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .process_group(0)
+        .spawn()
+        .map_err(|e| HankError::Internal(format!("cannot run VERIFY_COMMAND: {e}")))?;
+    let started = Instant::now();
+    let status = loop {
+        if let Some(s) = child
+            .try_wait()
+            .map_err(|e| HankError::Internal(format!("VERIFY_COMMAND: {e}")))?
+        {
+            break Some(s);
+        }
+        if started.elapsed() > Duration::from_secs(3600) || crate::agent::signals::received() > 0 {
+            kill_group(child.id(), nix::sys::signal::Signal::SIGKILL);
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    if status.is_some_and(|s| s.success()) {
+        return Ok(Ok(()));
+    }
+    let text = fs::read(log).unwrap_or_default();
+    let tail = &text[text.len().saturating_sub(TAIL_BYTES)..];
+    Ok(Err(crate::sanitize::for_terminal(
+        &String::from_utf8_lossy(tail),
+        crate::sanitize::Lines::Keep,
+    )
+    .into_owned()))
+}
+
+fn kill_group(pid: u32, sig: nix::sys::signal::Signal) {
+    if let Ok(p) = i32::try_from(pid) {
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(p), sig);
+    }
+}
+
+fn signal_pid(pid: u32, sig: nix::sys::signal::Signal) {
+    if let Ok(p) = i32::try_from(pid) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), sig);
+    }
+}
+
+/// MemAvailable of `/proc/meminfo` in bytes (`None` when unreadable).
+fn free_memory() -> Option<u64> {
+    let text = fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb.saturating_mul(1024))
+}
+
+/// The items checked in a task worktree's plan.
+fn done_items(wt: &Path) -> Vec<String> {
+    let text = fs::read_to_string(wt.join(".hank/fix_plan.md")).unwrap_or_default();
+    fixplan::parse(&text, &fixplan::default_optional_sections())
+        .items
+        .into_iter()
+        .filter(|i| i.done)
+        .map(|i| i.text)
+        .collect()
+}
+
+/// Why a merge did not land.
+enum MergeProblem {
+    Conflict(Vec<String>),
+    Markers(String),
+    Red(String),
+}
+
+impl MergeProblem {
+    fn describe(&self, into: &str) -> String {
+        match self {
+            Self::Conflict(files) => {
+                format!("merging into {into} conflicts in: {}", files.join(", "))
+            }
+            Self::Markers(list) => format!("the branch holds conflict markers: {list}"),
+            Self::Red(tail) => format!("VERIFY_COMMAND failed on the merge result:\n{tail}"),
+        }
+    }
+}
+
+/// Commits the task's work, merges it into the integration branch (in the integration
+/// worktree), runs the check on the result, ticks the task's items in the integration plan.
+/// The branch moves only when all of it passed.
+fn merge_task(
+    paths: &Paths,
+    spec: &TaskSpec,
+    wt: &Path,
+    opts: &Options,
+) -> Result<std::result::Result<(), MergeProblem>> {
+    commit_all(wt, &format!("hank fleet: task {}", spec.name))?;
+    let branch = format!("hank/{}", spec.slug);
+    let int = paths.integration();
+    let ident = identity_args(&int)?;
+    // Conflict markers never reach the integration branch.
+    if let Ok(out) = run_git_timed(
+        &paths.root,
+        &[
+            "grep",
+            "-l",
+            "-E",
+            "^(<<<<<<<|>>>>>>>) ",
+            &branch,
+            "--",
+            ".",
+            ":(exclude).hank",
+        ],
+    ) {
+        let list = String::from_utf8_lossy(&out).trim().replace('\n', ", ");
+        if !list.is_empty() {
+            return Ok(Err(MergeProblem::Markers(list)));
+        }
+    }
+    let message = format!("hank fleet: merge task {}", spec.name);
+    let mut args = ident.clone();
+    args.extend([
+        "merge",
+        "-q",
+        "--no-ff",
+        "--no-edit",
+        "-m",
+        &message,
+        &branch,
+    ]);
+    if !git_ok(&int, &args)? {
+        let out = git(&int, &["diff", "--name-only", "--diff-filter=U"]).unwrap_or_default();
+        let files: Vec<String> = String::from_utf8_lossy(&out)
+            .lines()
+            .map(ToString::to_string)
+            .collect();
+        let _ = git_ok(&int, &["merge", "--abort"]);
+        git(&int, &["reset", "-q", "--hard", "HEAD"])?;
+        return Ok(Err(MergeProblem::Conflict(files)));
+    }
+    if let Some(cmd) = opts.verify.as_deref() {
+        let log = paths.log(&format!("{}.verify", spec.slug));
+        if let Err(tail) = run_check(&int, cmd, &log)? {
+            git(&int, &["reset", "-q", "--hard", "HEAD~1"])?;
+            return Ok(Err(MergeProblem::Red(tail)));
+        }
+    }
+    let plan_path = int.join(".hank").join("fix_plan.md");
+    if let Ok(plan) = fs::read_to_string(&plan_path) {
+        let ticked = fleet::tick_items(&plan, &spec.name, &done_items(wt));
+        if ticked != plan {
+            fs::write(&plan_path, ticked).map_err(|e| HankError::io("write", &plan_path, e))?;
+            let mut args = ident;
+            args.extend([
+                "commit",
+                "-q",
+                "--no-verify",
+                "-m",
+                "hank fleet: tick the task's items",
+                "--",
+                ".hank/fix_plan.md",
+            ]);
+            git(&int, &args)?;
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// Gives a failed merge back to the task's worktree: the integration branch merged into it
+/// (conflicts left for the agent), and one more item in its plan naming the problem.
+fn return_to_agent(paths: &Paths, wt: &Path, problem: &MergeProblem, into: &str) -> Result<()> {
+    let _ = paths;
+    // The task's plan is the worktree's own (not committed): set aside while the integration
+    // branch (whose plan has other tasks' items ticked) is merged in, then put back.
+    let path = wt.join(".hank/fix_plan.md");
+    let mut plan = fs::read_to_string(&path).unwrap_or_default();
+    let _ = git_ok(wt, &["checkout", "-q", "--", ".hank/fix_plan.md"]);
+    let ident = identity_args(wt)?;
+    let mut args = ident;
+    args.extend(["merge", "-q", "--no-edit", into]);
+    let _ = git_ok(wt, &args)?;
+    let mut what = problem.describe(into);
+    if what.len() > TAIL_BYTES {
+        let cut = what.len() - TAIL_BYTES;
+        let cut = (cut..what.len())
+            .find(|i| what.is_char_boundary(*i))
+            .unwrap_or(what.len());
+        what = what[cut..].to_string();
+    }
+    let quoted: String = what
+        .lines()
+        .map(|l| {
+            let safe = crate::agent::argv::escape_delimiters(l.as_bytes());
+            format!("  > {}\n", String::from_utf8_lossy(&safe))
+        })
+        .collect();
+    if !plan.ends_with('\n') {
+        plan.push('\n');
+    }
+    plan.push_str(&format!(
+        "- [ ] Make this branch merge cleanly into {into} with the check green: resolve every \
+         conflict (no conflict markers left), keeping the intent of both sides\n{quoted}"
+    ));
+    store::write_atomic(&path, plan.as_bytes(), false).map_err(|e| HankError::io("write", path, e))
+}
+
+/// A task's worker: started by this fleet (its `Child`) or adopted from a fleet that was
+/// killed (its pid and start time).
+enum Worker {
+    Own(Child),
+    Adopted { pid: u32, ticks: u64 },
+}
+
+impl Worker {
+    fn pid(&self) -> u32 {
+        match self {
+            Self::Own(c) => c.id(),
+            Self::Adopted { pid, .. } => *pid,
+        }
+    }
+
+    /// `Some(exit code)` once it ended (`None` for an adopted worker: read its status).
+    fn finished(&mut self) -> Option<Option<u8>> {
+        match self {
+            Self::Own(c) => match c.try_wait() {
+                Ok(Some(s)) => Some(Some(exit_code_of(s))),
+                Ok(None) => None,
+                Err(_) => Some(None),
+            },
+            Self::Adopted { pid, ticks } => {
+                let alive =
+                    i32::try_from(*pid).is_ok_and(|p| crate::agent::process::is_running(p, *ticks));
+                (!alive).then_some(None)
+            }
+        }
+    }
+}
+
+fn exit_code_of(s: std::process::ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    match (s.code(), s.signal()) {
+        (Some(c), _) => u8::try_from(c).unwrap_or(crate::exit::ERROR),
+        (None, Some(sig)) => u8::try_from(128 + sig).unwrap_or(crate::exit::ERROR),
+        _ => crate::exit::ERROR,
+    }
+}
+
+/// The fleet's state reconciled with the plan's tasks: known tasks keep their state, new
+/// ones are pending, tasks no longer in the plan (all items done) are kept as they were.
+fn reconcile(file: &mut FleetFile, tasks: &[TaskSpec], paths: &Paths) {
+    for spec in tasks {
+        if !file.tasks.iter().any(|t| t.name == spec.name) {
+            file.tasks.push(FleetTask {
+                name: spec.name.clone(),
+                branch: format!("hank/{}", spec.slug),
+                ..FleetTask::default()
+            });
+        }
+    }
+    for t in &mut file.tasks {
+        if let Some(spec) = tasks.iter().find(|s| s.name == t.name) {
+            let wt = paths.worktree(&spec.slug);
+            t.worktree = wt.join(".git").exists().then(|| wt.display().to_string());
+        }
+    }
+}
+
+/// The exit code of a finished fleet: 0 all merged, 2 a task failed or is blocked, 3 tasks
+/// left (stopped at a limit).
+fn exit_code(file: &FleetFile) -> u8 {
+    if file
+        .tasks
+        .iter()
+        .any(|t| matches!(t.state, TaskState::Failed | TaskState::Blocked))
+    {
+        crate::exit::HALTED
+    } else if file.tasks.iter().all(|t| t.state == TaskState::Merged) {
+        crate::exit::OK
+    } else {
+        crate::exit::LIMIT
+    }
+}
+
+/// Runs the fleet until every task is merged, failed or stopped at a limit.
+pub fn run(root: &Path, tasks: Vec<TaskSpec>, opts: &Options) -> Result<u8> {
+    let paths = Paths::of(root)?;
+    // One fleet per project at a time (released by the OS even on kill -9).
+    let lock_path = paths.user.join("fleet.lock");
+    let lock = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| HankError::io("open", &lock_path, e))?;
+    if lock.try_lock().is_err() {
+        return Err(HankError::usage(format!(
+            "another hank fleet runs for {} (its lock {} is held)",
+            root.display(),
+            lock_path.display()
+        )));
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| HankError::Internal(format!("failed to start the async runtime: {e}")))?;
+    let started = Instant::now();
+    let count = tasks.len();
+    let code = runtime.block_on(async move {
+        let cancel = crate::agent::signals::install()?;
+        supervise(&paths, &tasks, opts, &cancel).await
+    });
+    report_timing(count, started.elapsed());
+    drop(lock);
+    code
+}
+
+async fn supervise(
+    paths: &Paths,
+    tasks: &[TaskSpec],
+    opts: &Options,
+    cancel: &tokio::sync::watch::Receiver<u32>,
+) -> Result<u8> {
+    let mut file = read(&paths.root)?.unwrap_or_default();
+    if !file.into.is_empty() && file.into != opts.into {
+        errln!(
+            "hank: note: the fleet recorded so far merged into {}; now merging into {}",
+            file.into,
+            opts.into
+        );
+    }
+    told_already(&file);
+    file.into.clone_from(&opts.into);
+    file.pid = Some(std::process::id());
+    file.state = "running".into();
+    file.max_calls_per_hour = opts.limits.max_calls_per_hour;
+    reconcile(&mut file, tasks, paths);
+    ensure_integration(paths, &opts.into)?;
+    let mut workers: BTreeMap<String, Worker> = BTreeMap::new();
+    // Workers of a fleet that was killed: adopted when still running, else resumed below.
+    for t in &mut file.tasks {
+        if let (Some(pid), Some(ticks)) = (t.pid, t.pid_start) {
+            let alive =
+                i32::try_from(pid).is_ok_and(|p| crate::agent::process::is_running(p, ticks));
+            if alive && t.state == TaskState::Running {
+                errln!(
+                    "hank: fleet: task {:?}: adopted its running worker (pid {pid})",
+                    t.name
+                );
+                workers.insert(t.name.clone(), Worker::Adopted { pid, ticks });
+                continue;
+            }
+        }
+        t.pid = None;
+        t.pid_start = None;
+        if matches!(
+            t.state,
+            TaskState::Running | TaskState::Waiting | TaskState::Verifying | TaskState::Merging
+        ) {
+            // Its worker is gone: it resumes in its worktree (its session and state kept);
+            // an unfinished merge was undone by `ensure_integration`.
+            t.state = TaskState::Pending;
+        }
+    }
+    let mut stopped_at_limit = false;
+    // Finished tasks waiting for their merge (one merge per turn of the loop).
+    let mut merge_queue: Vec<String> = Vec::new();
+    let mut interrupted_at: Option<Instant> = None;
+    save(paths, &mut file, Timestamp::now())?;
+    loop {
+        let now = Timestamp::now();
+        // Ctrl-C / SIGTERM: every worker is asked to stop (each applies hank run's grace).
+        let signals = *cancel.borrow();
+        if signals > 0 && interrupted_at.is_none() {
+            interrupted_at = Some(Instant::now());
+            errln!(
+                "hank: fleet: interrupted; stopping {} task(s)",
+                workers.len()
+            );
+            for w in workers.values() {
+                signal_pid(w.pid(), nix::sys::signal::Signal::SIGTERM);
+            }
+        }
+        if let Some(at) = interrupted_at
+            && (at.elapsed() > STOP_GRACE || signals > 1)
+        {
+            for w in workers.values() {
+                kill_group(w.pid(), nix::sys::signal::Signal::SIGKILL);
+            }
+        }
+        // Workers that ended.
+        let names: Vec<String> = workers.keys().cloned().collect();
+        for name in names {
+            let Some(w) = workers.get_mut(&name) else {
+                continue;
+            };
+            let Some(code) = w.finished() else { continue };
+            workers.remove(&name);
+            let Some(spec) = tasks.iter().find(|s| s.name == name) else {
+                continue;
+            };
+            let wt = paths.worktree(&spec.slug);
+            let status = Store::new(&wt).read_status();
+            let code = code
+                .or_else(|| status.as_ref().and_then(|s| s.exit_code))
+                .unwrap_or(crate::exit::ERROR);
+            let Some(t) = file.tasks.iter_mut().find(|t| t.name == name) else {
+                continue;
+            };
+            t.pid = None;
+            t.pid_start = None;
+            t.exit_code = Some(code);
+            if let Some(s) = &status {
+                t.loops = s.loop_count;
+                t.cost_usd = s.total_cost_usd;
+                t.agent.clone_from(&s.agent);
+            }
+            if code == crate::exit::OK {
+                t.verified = Some(true);
+                t.state = fleet::next_state(t.state, TaskEvent::RunDone, 0, 0);
+                t.message = "done; waiting for its merge".into();
+                // Merged below, after admission: its slot is free as soon as its run ended.
+                merge_queue.push(name.clone());
+            } else {
+                let next = fleet::next_state(t.state, TaskEvent::RunStopped(code), 0, 0);
+                t.state = next;
+                let why = status.as_ref().and_then(|s| s.exit_reason).map_or_else(
+                    || format!("exit code {code}"),
+                    |r| format!("{r:?} (exit {code})"),
+                );
+                if next == TaskState::Failed {
+                    t.message = format!("its run stopped: {why}; its work is kept on {}", t.branch);
+                    let _ = commit_all(&wt, &format!("hank fleet: task {} (failed)", spec.name));
+                    remove_worktree(paths, &wt);
+                    t.worktree = None;
+                    errln!("hank: fleet: task {:?} failed: {}", t.name, t.message);
+                } else {
+                    if code == crate::exit::LIMIT {
+                        stopped_at_limit = true;
+                    }
+                    t.message = format!("stopped: {why}; `hank fleet` resumes it");
+                }
+            }
+            save(paths, &mut file, now)?;
+        }
+        // Tasks that can never start.
+        let mut states: BTreeMap<String, TaskState> = file
+            .tasks
+            .iter()
+            .map(|t| (t.name.clone(), t.state))
+            .collect();
+        for name in fleet::newly_blocked(tasks, &states) {
+            if let Some(t) = file.tasks.iter_mut().find(|t| t.name == name) {
+                t.state = fleet::next_state(t.state, TaskEvent::DependencyFailed, 0, 0);
+                t.message = "a task it comes after failed".into();
+                states.insert(name, t.state);
+            }
+        }
+        // Admission.
+        if interrupted_at.is_none() && !stopped_at_limit {
+            for spec in fleet::ready(tasks, &states) {
+                let facts = AdmissionFacts {
+                    running: workers.len(),
+                    max_agents: opts.agents,
+                    free_memory: free_memory(),
+                    min_free_memory: opts.min_free_memory,
+                };
+                let Some(t) = file.tasks.iter_mut().find(|t| t.name == spec.name) else {
+                    continue;
+                };
+                match fleet::admit(&facts) {
+                    Admission::Hold(why) => {
+                        t.state = fleet::next_state(t.state, TaskEvent::Held, 0, 0);
+                        t.message = format!("waiting: {why}");
+                    }
+                    Admission::Start => {
+                        let wt = ensure_worktree(paths, spec, &opts.into)?;
+                        let child = spawn_worker(paths, &wt, &spec.slug, &opts.run_flags)?;
+                        t.pid = Some(child.id());
+                        t.pid_start = i32::try_from(child.id())
+                            .ok()
+                            .and_then(crate::agent::process::start_ticks);
+                        t.worktree = Some(wt.display().to_string());
+                        t.state = fleet::next_state(t.state, TaskEvent::Started, 0, 0);
+                        t.message = "running".into();
+                        errln!("hank: fleet: task {:?} started on {}", t.name, t.branch);
+                        workers.insert(spec.name.clone(), Worker::Own(child));
+                    }
+                }
+            }
+            save(paths, &mut file, now)?;
+        }
+        // One merge at a time.
+        if interrupted_at.is_none() && !merge_queue.is_empty() {
+            let name = merge_queue.remove(0);
+            if let Some(spec) = tasks.iter().find(|s| s.name == name) {
+                let wt = paths.worktree(&spec.slug);
+                if let Some(t) = file.tasks.iter_mut().find(|t| t.name == name) {
+                    t.state = TaskState::Merging;
+                    t.message = "merging".into();
+                }
+                save(paths, &mut file, now)?;
+                t_merge(paths, spec, &wt, opts, &mut file)?;
+                save(paths, &mut file, now)?;
+            }
+            continue;
+        }
+        // Live figures of the running tasks.
+        for t in &mut file.tasks {
+            if workers.contains_key(&t.name)
+                && let Some(wt) = &t.worktree
+                && let Some(s) = Store::new(Path::new(wt)).read_status()
+            {
+                t.loops = s.loop_count;
+                t.cost_usd = s.total_cost_usd;
+                t.agent = s.agent;
+            }
+        }
+        if workers.is_empty() && (merge_queue.is_empty() || interrupted_at.is_some()) {
+            let startable = interrupted_at.is_none()
+                && !stopped_at_limit
+                && !fleet::ready(tasks, &states).is_empty();
+            if !startable {
+                break;
+            }
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    for t in &mut file.tasks {
+        if matches!(t.state, TaskState::Verifying | TaskState::Merging) {
+            // Interrupted before its merge: the next fleet runs it again (its plan is done,
+            // so its run calls no agent) and merges it.
+            t.state = TaskState::Pending;
+        }
+    }
+    let code = if interrupted_at.is_some() {
+        crate::exit::INTERRUPTED
+    } else {
+        exit_code(&file)
+    };
+    file.pid = None;
+    file.state = match code {
+        crate::exit::OK => "done",
+        crate::exit::HALTED => "failed",
+        crate::exit::INTERRUPTED => "interrupted",
+        _ => "stopped",
+    }
+    .into();
+    if file.tasks.iter().all(|t| t.state.is_final()) {
+        remove_worktree(paths, &paths.integration());
+    }
+    save(paths, &mut file, Timestamp::now())?;
+    for t in file.tasks.iter().filter(|t| t.state == TaskState::Failed) {
+        errln!(
+            "hank: fleet: task {:?} failed — {} (branch {})",
+            t.name,
+            t.message,
+            t.branch
+        );
+    }
+    Ok(code)
+}
+
+/// The merge of a finished task, its outcome recorded in `file`.
+fn t_merge(
+    paths: &Paths,
+    spec: &TaskSpec,
+    wt: &Path,
+    opts: &Options,
+    file: &mut FleetFile,
+) -> Result<()> {
+    let outcome = merge_task(paths, spec, wt, opts)?;
+    let Some(t) = file.tasks.iter_mut().find(|t| t.name == spec.name) else {
+        return Ok(());
+    };
+    t.state = TaskState::Merging;
+    match outcome {
+        Ok(()) => {
+            t.state = fleet::next_state(t.state, TaskEvent::Merged, t.merge_attempts, 0);
+            t.message = format!("merged into {}", opts.into);
+            remove_worktree(paths, wt);
+            t.worktree = None;
+            errln!("hank: fleet: task {:?} merged into {}", t.name, opts.into);
+        }
+        Err(problem) => {
+            let next = fleet::next_state(
+                t.state,
+                TaskEvent::MergeFailed,
+                t.merge_attempts,
+                opts.max_merge_attempts,
+            );
+            t.merge_attempts = t.merge_attempts.saturating_add(1);
+            let what = problem.describe(&opts.into);
+            if next == TaskState::Failed {
+                t.state = TaskState::Failed;
+                t.message = format!(
+                    "{what} (after {} merge attempt(s)); its work is kept on {}",
+                    t.merge_attempts, t.branch
+                );
+                remove_worktree(paths, wt);
+                t.worktree = None;
+            } else {
+                // Back to an agent in the task's worktree: `Pending` with its worktree kept,
+                // so the next admission resumes it there.
+                return_to_agent(paths, wt, &problem, &opts.into)?;
+                t.state = TaskState::Pending;
+                t.message = format!(
+                    "merge attempt {} failed, back to the agent: {what}",
+                    t.merge_attempts
+                );
+            }
+            errln!("hank: fleet: task {:?}: {}", t.name, t.message);
+        }
+    }
+    Ok(())
+}

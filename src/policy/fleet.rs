@@ -1,0 +1,516 @@
+//! `hank fleet`'s rules: the tasks of a plan, their order, when one may start, how a task's
+//! state moves. **\[pure\]**
+//!
+//! A task is a `##` section of `fix_plan.md` with open required items; its name is the heading
+//! text, and `## Name (after: A, B)` makes it wait until the tasks `A` and `B` are merged.
+//! Optional sections (OPTIONAL_SECTIONS) are not tasks. An unknown name in `after`, a
+//! duplicate name, or a cycle is refused before anything runs.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::fixplan;
+
+/// One task of the fleet, as the plan defines it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskSpec {
+    /// The heading text without its `(after: …)` clause.
+    pub name: String,
+    /// The branch and folder name: `hank/<slug>`.
+    pub slug: String,
+    /// Tasks that must be merged before this one starts.
+    pub after: Vec<String>,
+    /// The section as written (heading included): the task worktree's `fix_plan.md` body.
+    pub section: String,
+    /// The open required items' texts.
+    pub open_items: Vec<String>,
+}
+
+/// A task's state (as `hank fleet status` prints it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskState {
+    #[default]
+    Pending,
+    /// A task it comes after failed: it cannot start.
+    Blocked,
+    Running,
+    /// Admission holds it (agents busy, memory, budget).
+    Waiting,
+    Verifying,
+    Merging,
+    Merged,
+    Failed,
+}
+
+impl TaskState {
+    /// The stable name.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Blocked => "blocked",
+            Self::Running => "running",
+            Self::Waiting => "waiting",
+            Self::Verifying => "verifying",
+            Self::Merging => "merging",
+            Self::Merged => "merged",
+            Self::Failed => "failed",
+        }
+    }
+
+    /// Merged or failed: nothing more happens to the task.
+    #[must_use]
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Merged | Self::Failed | Self::Blocked)
+    }
+
+    /// A worker may be running for it.
+    #[must_use]
+    pub fn is_active(self) -> bool {
+        matches!(self, Self::Running | Self::Verifying | Self::Merging)
+    }
+}
+
+/// What happened to a task (the inputs of [`next_state`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskEvent {
+    /// Admitted: its worker started.
+    Started,
+    /// Admission refused it for now.
+    Held,
+    /// Its `hank run` exited 0 (the plan done and verified): commit and merge next.
+    RunDone,
+    /// Its `hank run` stopped otherwise (the exit code).
+    RunStopped(u8),
+    /// The merge result passed VERIFY_COMMAND; the integration branch moved.
+    Merged,
+    /// The merge conflicted or turned the check red.
+    MergeFailed,
+    /// A task it comes after failed.
+    DependencyFailed,
+}
+
+/// The task state machine: pending → running → verifying → merging → merged, or failed.
+/// `merge_attempts` is how many merges failed so far, `max_merge_attempts` the bound
+/// (MAX_MERGE_ATTEMPTS). A stop at a limit (exit 3) or an interruption (130) leaves the task
+/// pending so the next `hank fleet` resumes it; a safety halt (2) or an error fails it.
+#[must_use]
+pub fn next_state(
+    state: TaskState,
+    event: TaskEvent,
+    merge_attempts: u32,
+    max_merge_attempts: u32,
+) -> TaskState {
+    use TaskEvent as E;
+    use TaskState as S;
+    match (state, event) {
+        (S::Merged | S::Failed, _) => state,
+        (_, E::DependencyFailed) => S::Blocked,
+        (S::Pending | S::Waiting, E::Started) => S::Running,
+        (S::Pending | S::Waiting, E::Held) => S::Waiting,
+        (S::Running, E::RunDone) => S::Verifying,
+        (S::Running, E::RunStopped(3 | 130)) => S::Pending,
+        (S::Running, E::RunStopped(_)) => S::Failed,
+        (S::Verifying | S::Merging, E::Merged) => S::Merged,
+        (S::Verifying | S::Merging, E::MergeFailed) => {
+            if merge_attempts.saturating_add(1) >= max_merge_attempts {
+                S::Failed
+            } else {
+                // Back to an agent in the task's worktree with the merge's problem.
+                S::Running
+            }
+        }
+        _ => state,
+    }
+}
+
+/// `Name (after: A, B)` → ("Name", ["A", "B"]).
+fn split_heading(text: &str) -> (String, Vec<String>) {
+    let t = text.trim();
+    if let Some(open) = t.rfind('(')
+        && t.ends_with(')')
+    {
+        let inner = &t[open + 1..t.len() - 1];
+        if let Some(list) = inner.trim().strip_prefix("after:") {
+            let after = list
+                .split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect();
+            return (t[..open].trim().to_string(), after);
+        }
+    }
+    (t.to_string(), Vec::new())
+}
+
+/// The branch-safe form of a task name: lowercase ASCII letters, digits and `-`.
+#[must_use]
+pub fn slug(name: &str) -> String {
+    let mut out = String::new();
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') && !out.is_empty() {
+            out.push('-');
+        }
+    }
+    let out = out
+        .trim_end_matches('-')
+        .chars()
+        .take(60)
+        .collect::<String>();
+    if out.is_empty() {
+        "task".to_string()
+    } else {
+        out
+    }
+}
+
+/// The tasks of a plan, checked: names unique (also as slugs), every `after` names a task,
+/// no cycle. The error names the problem.
+pub fn tasks_from_plan(plan: &str, optional_sections: &[String]) -> Result<Vec<TaskSpec>, String> {
+    let mut sections: Vec<(String, String)> = Vec::new();
+    let mut fence = false;
+    for line in plan.lines() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+            fence = !fence;
+        }
+        let heading = (!fence)
+            .then(|| line.strip_prefix("## "))
+            .flatten()
+            .filter(|_| !line.starts_with("###"));
+        if let Some(h) = heading {
+            sections.push((h.trim().to_string(), format!("{line}\n")));
+        } else if !fence && line.starts_with("# ") {
+            // A top-level heading ends the section above.
+            sections.push((String::new(), String::new()));
+        } else if let Some((_, body)) = sections.last_mut() {
+            body.push_str(line);
+            body.push('\n');
+        }
+    }
+    let mut tasks: Vec<TaskSpec> = Vec::new();
+    for (heading, body) in sections {
+        if heading.is_empty() {
+            continue;
+        }
+        let parsed = fixplan::parse(&body, optional_sections);
+        let open_items: Vec<String> = parsed
+            .items
+            .iter()
+            .filter(|i| !i.done && !i.optional)
+            .map(|i| i.text.clone())
+            .collect();
+        if open_items.is_empty() {
+            continue;
+        }
+        let (name, after) = split_heading(&heading);
+        let slug = slug(&name);
+        if let Some(t) = tasks.iter().find(|t| t.name == name || t.slug == slug) {
+            return Err(format!(
+                "two sections make the same task {:?} (branch hank/{}): rename one",
+                t.name, slug
+            ));
+        }
+        tasks.push(TaskSpec {
+            name,
+            slug,
+            after,
+            section: body,
+            open_items,
+        });
+    }
+    let names: BTreeSet<&str> = tasks.iter().map(|t| t.name.as_str()).collect();
+    for t in &tasks {
+        for a in &t.after {
+            if !names.contains(a.as_str()) {
+                return Err(format!(
+                    "task {:?} comes after {a:?}, which is not a task of the plan (a `##` section with open required items)",
+                    t.name
+                ));
+            }
+            if a == &t.name {
+                return Err(format!("task {:?} comes after itself", t.name));
+            }
+        }
+    }
+    waves(&tasks)?;
+    Ok(tasks)
+}
+
+/// The tasks in waves: each wave's tasks come only after tasks of earlier waves. A cycle is
+/// an error naming its tasks.
+pub fn waves(tasks: &[TaskSpec]) -> Result<Vec<Vec<String>>, String> {
+    let mut placed: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut out: Vec<Vec<String>> = Vec::new();
+    while placed.len() < tasks.len() {
+        let wave: Vec<&TaskSpec> = tasks
+            .iter()
+            .filter(|t| !placed.contains_key(t.name.as_str()))
+            .filter(|t| t.after.iter().all(|a| placed.contains_key(a.as_str())))
+            .collect();
+        if wave.is_empty() {
+            let left: Vec<&str> = tasks
+                .iter()
+                .filter(|t| !placed.contains_key(t.name.as_str()))
+                .map(|t| t.name.as_str())
+                .collect();
+            return Err(format!(
+                "the tasks' `(after: …)` form a cycle among: {}",
+                left.join(", ")
+            ));
+        }
+        let n = out.len();
+        out.push(wave.iter().map(|t| t.name.clone()).collect());
+        for t in wave {
+            placed.insert(t.name.as_str(), n);
+        }
+    }
+    Ok(out)
+}
+
+/// Facts for an admission decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdmissionFacts {
+    /// Tasks with a worker now.
+    pub running: usize,
+    /// `--agents N`.
+    pub max_agents: usize,
+    /// Available memory in bytes (`None`: unknown, not a reason to hold).
+    pub free_memory: Option<u64>,
+    /// FLEET_MIN_FREE_MEMORY in bytes.
+    pub min_free_memory: u64,
+}
+
+/// Why a ready task does not start now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    Start,
+    Hold(String),
+}
+
+/// May one more task start?
+#[must_use]
+pub fn admit(f: &AdmissionFacts) -> Admission {
+    if f.running >= f.max_agents.max(1) {
+        return Admission::Hold(format!("{} of {} agents running", f.running, f.max_agents));
+    }
+    if let Some(free) = f.free_memory
+        && f.running > 0
+        && free < f.min_free_memory
+    {
+        return Admission::Hold(format!(
+            "{} MiB of memory available, FLEET_MIN_FREE_MEMORY is {} MiB",
+            free / (1 << 20),
+            f.min_free_memory / (1 << 20)
+        ));
+    }
+    Admission::Start
+}
+
+/// The task whose `after` are all merged, in plan order, that has not started: the next to
+/// admit. `states` maps each task to its state.
+#[must_use]
+pub fn ready<'a>(tasks: &'a [TaskSpec], states: &BTreeMap<String, TaskState>) -> Vec<&'a TaskSpec> {
+    tasks
+        .iter()
+        .filter(|t| {
+            matches!(
+                states.get(&t.name).copied().unwrap_or_default(),
+                TaskState::Pending | TaskState::Waiting
+            )
+        })
+        .filter(|t| {
+            t.after
+                .iter()
+                .all(|a| states.get(a).copied() == Some(TaskState::Merged))
+        })
+        .collect()
+}
+
+/// Tasks that can never start: one they come after failed or is blocked.
+#[must_use]
+pub fn newly_blocked(tasks: &[TaskSpec], states: &BTreeMap<String, TaskState>) -> Vec<String> {
+    tasks
+        .iter()
+        .filter(|t| !states.get(&t.name).copied().unwrap_or_default().is_final())
+        .filter(|t| {
+            t.after.iter().any(|a| {
+                matches!(
+                    states.get(a).copied(),
+                    Some(TaskState::Failed | TaskState::Blocked)
+                )
+            })
+        })
+        .map(|t| t.name.clone())
+        .collect()
+}
+
+/// The integration plan with the given items of the task's section ticked (`- [ ]` → `- [x]`).
+#[must_use]
+pub fn tick_items(plan: &str, task: &str, done: &[String]) -> String {
+    let mut out = String::with_capacity(plan.len());
+    let mut inside = false;
+    for line in plan.split_inclusive('\n') {
+        if let Some(h) = line.strip_prefix("## ") {
+            inside = split_heading(h.trim_end()).0 == task;
+        } else if line.starts_with("# ") {
+            inside = false;
+        }
+        if inside {
+            let t = line.trim_start();
+            let indent = &line[..line.len() - t.len()];
+            let marker = ["- [ ] ", "* [ ] ", "+ [ ] "]
+                .iter()
+                .find(|m| t.starts_with(**m));
+            if let Some(m) = marker {
+                let text = t[m.len()..].trim_end();
+                if done.iter().any(|d| d == text) {
+                    out.push_str(indent);
+                    out.push_str(&m.replace("[ ]", "[x]"));
+                    out.push_str(&t[m.len()..]);
+                    continue;
+                }
+            }
+        }
+        out.push_str(line);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opt() -> Vec<String> {
+        fixplan::default_optional_sections()
+    }
+
+    const PLAN: &str = "# Fix plan\n\n## Parser\n- [ ] lex\n- [x] done already\n\n\
+                        ## API (after: Parser)\n- [ ] routes\n\n## Docs (after: API, Parser)\n- [ ] readme\n\n\
+                        ## Finished\n- [x] all\n\n## Optional\n- [ ] polish\n";
+
+    #[test]
+    fn tasks_and_waves_from_a_plan() {
+        let tasks = tasks_from_plan(PLAN, &opt()).unwrap();
+        let names: Vec<&str> = tasks.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["Parser", "API", "Docs"]);
+        assert_eq!(tasks[0].open_items, ["lex"]);
+        assert_eq!(tasks[2].after, ["API", "Parser"]);
+        assert_eq!(tasks[1].slug, "api");
+        assert!(
+            tasks[1]
+                .section
+                .starts_with("## API (after: Parser)\n- [ ] routes")
+        );
+        assert_eq!(
+            waves(&tasks).unwrap(),
+            vec![vec!["Parser"], vec!["API"], vec!["Docs"]]
+        );
+    }
+
+    #[test]
+    fn bad_plans_are_refused_naming_the_problem() {
+        let table = [
+            ("## A (after: Z)\n- [ ] x\n", "\"Z\""),
+            (
+                "## A (after: B)\n- [ ] x\n## B (after: A)\n- [ ] y\n",
+                "cycle among: A, B",
+            ),
+            ("## A (after: A)\n- [ ] x\n", "after itself"),
+            ("## A b\n- [ ] x\n## a-B\n- [ ] y\n", "same task"),
+            // A finished task is not a task: coming after it is an unknown name.
+            ("## A\n- [x] x\n## B (after: A)\n- [ ] y\n", "\"A\""),
+        ];
+        for (plan, want) in table {
+            let err = tasks_from_plan(plan, &opt()).unwrap_err();
+            assert!(err.contains(want), "{plan:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn code_fences_and_sub_headings_stay_in_their_section() {
+        let plan =
+            "## A\n### detail\n- [ ] x\n```\n## not a heading\n- [ ] nope\n```\n## B\n- [ ] y\n";
+        let tasks = tasks_from_plan(plan, &opt()).unwrap();
+        assert_eq!(tasks.len(), 2);
+        assert_eq!(tasks[0].open_items, ["x"]);
+    }
+
+    #[test]
+    fn slugs_are_branch_safe() {
+        for (name, want) in [
+            ("Parser", "parser"),
+            ("Add the API!", "add-the-api"),
+            ("  ", "task"),
+            ("ünï code", "n-code"),
+        ] {
+            assert_eq!(slug(name), want, "{name:?}");
+        }
+    }
+
+    #[test]
+    fn the_task_state_machine() {
+        use TaskEvent as E;
+        use TaskState as S;
+        let table = [
+            (S::Pending, E::Started, 0, S::Running),
+            (S::Pending, E::Held, 0, S::Waiting),
+            (S::Waiting, E::Started, 0, S::Running),
+            (S::Running, E::RunDone, 0, S::Verifying),
+            (S::Running, E::RunStopped(3), 0, S::Pending),
+            (S::Running, E::RunStopped(130), 0, S::Pending),
+            (S::Running, E::RunStopped(2), 0, S::Failed),
+            (S::Running, E::RunStopped(1), 0, S::Failed),
+            (S::Merging, E::Merged, 0, S::Merged),
+            (S::Merging, E::MergeFailed, 0, S::Running),
+            (S::Merging, E::MergeFailed, 1, S::Failed),
+            (S::Pending, E::DependencyFailed, 0, S::Blocked),
+            (S::Merged, E::DependencyFailed, 0, S::Merged),
+            (S::Failed, E::Started, 0, S::Failed),
+        ];
+        for (from, ev, attempts, want) in table {
+            assert_eq!(next_state(from, ev, attempts, 2), want, "{from:?} {ev:?}");
+        }
+    }
+
+    #[test]
+    fn admission() {
+        let f = |running, free| AdmissionFacts {
+            running,
+            max_agents: 2,
+            free_memory: free,
+            min_free_memory: 2 << 30,
+        };
+        assert_eq!(admit(&f(0, Some(1 << 30))), Admission::Start); // one always may run
+        assert_eq!(admit(&f(1, None)), Admission::Start);
+        assert!(
+            matches!(admit(&f(1, Some(1 << 30))), Admission::Hold(w) if w.contains("FLEET_MIN_FREE_MEMORY"))
+        );
+        assert!(matches!(admit(&f(2, Some(8 << 30))), Admission::Hold(w) if w.contains("2 of 2")));
+    }
+
+    #[test]
+    fn ready_and_blocked() {
+        let tasks = tasks_from_plan(PLAN, &opt()).unwrap();
+        let mut st = BTreeMap::new();
+        let names = |v: Vec<&TaskSpec>| v.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(ready(&tasks, &st)), ["Parser"]);
+        st.insert("Parser".to_string(), TaskState::Merged);
+        assert_eq!(names(ready(&tasks, &st)), ["API"]);
+        st.insert("API".to_string(), TaskState::Failed);
+        assert_eq!(newly_blocked(&tasks, &st), ["Docs"]);
+    }
+
+    #[test]
+    fn ticking_touches_only_the_task_section() {
+        let plan = "## A\n- [ ] x\n- [ ] y\n## B\n- [ ] x\n";
+        assert_eq!(
+            tick_items(plan, "A", &["x".to_string()]),
+            "## A\n- [x] x\n- [ ] y\n## B\n- [ ] x\n"
+        );
+    }
+}

@@ -1,0 +1,723 @@
+//! Table tests of the loop's ordering rules, on a fixed clock: hours of waiting run in
+//! microseconds (no sleeping, no spawning).
+
+use jiff::{SignedDuration, Timestamp};
+
+use super::*;
+use crate::policy::time::{Clock, FixedClock};
+
+fn t0() -> Timestamp {
+    Timestamp::from_second(1_800_000_000).unwrap()
+}
+
+fn cfg() -> RunConfig {
+    RunConfig {
+        deadline: None,
+        loop_delay: SignedDuration::ZERO,
+        on_usage_limit: UsageLimitPolicy::Wait,
+        failover: false,
+        decide: DecideConfig::default(),
+    }
+}
+
+fn clear() -> Observation {
+    Observation {
+        missing_files: false,
+        plan_complete: false,
+        breaker_open: false,
+        budget: BudgetCheck::Allow,
+        window: WindowCheck::Allow,
+        pick: Pick::Use(0),
+    }
+}
+
+fn answer(decision: Decision) -> Answer {
+    Answer {
+        decision,
+        without_claims: Decision::Continue,
+        free_retry: false,
+        productive_error: false,
+        interrupted: false,
+        error: false,
+        resumed: false,
+    }
+}
+
+fn hours(h: i64) -> SignedDuration {
+    SignedDuration::from_hours(h)
+}
+
+/// Observes `o` and returns the gate's step.
+fn gate(run: &mut Run, o: Observation, now: Timestamp) -> Step {
+    assert_eq!(run.next(now), Step::Observe);
+    run.on(Fact::Observed(o), now);
+    run.next(now)
+}
+
+/// One call answered with `a`: the step after the answer.
+fn call(run: &mut Run, a: Answer, now: Timestamp) -> Step {
+    assert_eq!(gate(run, clear(), now), Step::Call { agent: 0 });
+    run.on(Fact::Calling, now);
+    run.on(Fact::Answered(a), now);
+    run.next(now)
+}
+
+#[test]
+fn gates_in_order() {
+    let over = crate::policy::windows::OverLimit {
+        window: "five_hour".into(),
+        percent: 95.0,
+        limit: 90,
+        resets_at: None,
+    };
+    let later = t0() + hours(1);
+    let cases: Vec<(&str, Observation, Step)> = vec![
+        ("clear", clear(), Step::Call { agent: 0 }),
+        (
+            "missing files first",
+            Observation {
+                missing_files: true,
+                plan_complete: true,
+                breaker_open: true,
+                ..clear()
+            },
+            Step::Stop(ExitReason::IntegrityFailure),
+        ),
+        (
+            "a complete plan is a claim to check",
+            Observation {
+                plan_complete: true,
+                breaker_open: true,
+                ..clear()
+            },
+            Step::Check(ExitReason::PlanComplete),
+        ),
+        (
+            "breaker",
+            Observation {
+                breaker_open: true,
+                budget: BudgetCheck::Wait {
+                    until: later,
+                    reason: WaitReason::RateLimit,
+                },
+                ..clear()
+            },
+            Step::Stop(ExitReason::CircuitOpen),
+        ),
+        (
+            "budget before windows",
+            Observation {
+                budget: BudgetCheck::Wait {
+                    until: later,
+                    reason: WaitReason::TokenLimit,
+                },
+                window: WindowCheck::Wait {
+                    until: later,
+                    over: over.clone(),
+                },
+                ..clear()
+            },
+            Step::Wait {
+                until: Some(later),
+                reason: WaitFor::Limit(WaitReason::TokenLimit),
+            },
+        ),
+        (
+            "window before the agent chain",
+            Observation {
+                window: WindowCheck::Wait {
+                    until: later,
+                    over: over.clone(),
+                },
+                pick: Pick::NoneLeft,
+                ..clear()
+            },
+            Step::Wait {
+                until: Some(later),
+                reason: WaitFor::Limit(WaitReason::UsageWindow),
+            },
+        ),
+        (
+            "every agent limited",
+            Observation {
+                pick: Pick::WaitUntil(later),
+                ..clear()
+            },
+            Step::Wait {
+                until: Some(later),
+                reason: WaitFor::Limit(WaitReason::UsageLimit),
+            },
+        ),
+        (
+            "no agent left",
+            Observation {
+                pick: Pick::NoneLeft,
+                ..clear()
+            },
+            Step::Stop(ExitReason::AgentFatal),
+        ),
+        (
+            "the second agent",
+            Observation {
+                pick: Pick::Use(1),
+                ..clear()
+            },
+            Step::Call { agent: 1 },
+        ),
+    ];
+    for (name, o, want) in cases {
+        let mut run = Run::new(cfg());
+        assert_eq!(gate(&mut run, o, t0()), want, "{name}");
+    }
+}
+
+#[test]
+fn window_gate_exits_with_on_usage_limit_exit() {
+    let mut run = Run::new(RunConfig {
+        on_usage_limit: UsageLimitPolicy::Exit,
+        ..cfg()
+    });
+    let o = Observation {
+        window: WindowCheck::Wait {
+            until: t0() + hours(2),
+            over: crate::policy::windows::OverLimit {
+                window: "seven_day".into(),
+                percent: 100.0,
+                limit: 80,
+                resets_at: None,
+            },
+        },
+        ..clear()
+    };
+    assert_eq!(gate(&mut run, o, t0()), Step::Stop(ExitReason::UsageWindow));
+}
+
+#[test]
+fn max_runtime_before_a_call_and_cuts_waits_short() {
+    let deadline = t0() + hours(1);
+    let mut run = Run::new(RunConfig {
+        deadline: Some(deadline),
+        ..cfg()
+    });
+    assert_eq!(gate(&mut run, clear(), t0()), Step::Call { agent: 0 });
+    assert_eq!(run.wait_end(t0() + hours(5)), deadline);
+    assert_eq!(run.wait_end(t0()), t0());
+    let mut run = Run::new(RunConfig {
+        deadline: Some(deadline),
+        ..cfg()
+    });
+    // Even a complete plan is not checked once the time is up.
+    let o = Observation {
+        plan_complete: true,
+        ..clear()
+    };
+    assert_eq!(
+        gate(&mut run, o, deadline),
+        Step::Stop(ExitReason::MaxRuntime)
+    );
+}
+
+#[test]
+fn max_loops_counts_this_runs_calls() {
+    let mut run = Run::new(RunConfig {
+        decide: DecideConfig {
+            max_loops: 2,
+            ..DecideConfig::default()
+        },
+        ..cfg()
+    });
+    assert_eq!(
+        call(&mut run, answer(Decision::Continue), t0()),
+        Step::Observe
+    );
+    assert_eq!(
+        call(&mut run, answer(Decision::Continue), t0()),
+        Step::Observe
+    );
+    assert_eq!(run.loops(), 2);
+    assert_eq!(
+        gate(&mut run, clear(), t0()),
+        Step::Stop(ExitReason::MaxLoops)
+    );
+}
+
+#[test]
+fn plan_claim_rejected_goes_on_to_the_other_gates() {
+    let mut run = Run::new(cfg());
+    let o = Observation {
+        plan_complete: true,
+        ..clear()
+    };
+    assert_eq!(
+        gate(&mut run, o.clone(), t0()),
+        Step::Check(ExitReason::PlanComplete)
+    );
+    run.on(Fact::Checked(None), t0());
+    assert_eq!(run.next(t0()), Step::Call { agent: 0 });
+    // Passed: the run stops with what the check said.
+    let mut run = Run::new(cfg());
+    assert_eq!(
+        gate(&mut run, o, t0()),
+        Step::Check(ExitReason::PlanComplete)
+    );
+    run.on(Fact::Checked(Some(ExitReason::PlanComplete)), t0());
+    assert_eq!(run.next(t0()), Step::Stop(ExitReason::PlanComplete));
+}
+
+#[test]
+fn an_interrupt_overrides_the_decision() {
+    for d in [
+        Decision::Continue,
+        Decision::Stop(ExitReason::PlanComplete),
+        Decision::Wait {
+            until: t0() + hours(5),
+            reason: WaitReason::UsageLimit,
+        },
+        Decision::RetryWithoutSession,
+    ] {
+        let mut run = Run::new(RunConfig {
+            failover: true,
+            ..cfg()
+        });
+        let a = Answer {
+            interrupted: true,
+            error: true,
+            ..answer(d)
+        };
+        assert_eq!(
+            call(&mut run, a, t0()),
+            Step::Stop(ExitReason::Interrupted),
+            "{d:?}"
+        );
+        assert_eq!(
+            run.decision(),
+            Some(Decision::Stop(ExitReason::Interrupted))
+        );
+    }
+    // An interrupt fact stops from any phase.
+    let mut run = Run::new(cfg());
+    run.on(Fact::Interrupted, t0());
+    assert_eq!(run.next(t0()), Step::Stop(ExitReason::Interrupted));
+}
+
+#[test]
+fn a_rejected_done_re_decides_without_claims() {
+    let backoff = Decision::Wait {
+        until: t0() + SignedDuration::from_secs(60),
+        reason: WaitReason::Backoff,
+    };
+    let cases = [
+        (
+            Some(ExitReason::ProjectComplete),
+            Decision::Stop(ExitReason::ProjectComplete),
+        ),
+        (None, Decision::Continue),
+        (None, backoff),
+        (None, Decision::Stop(ExitReason::CircuitOpen)),
+    ];
+    for (verdict, want) in cases {
+        let mut run = Run::new(cfg());
+        let a = Answer {
+            without_claims: if verdict.is_none() {
+                want
+            } else {
+                Decision::Continue
+            },
+            ..answer(Decision::Stop(ExitReason::ProjectComplete))
+        };
+        assert_eq!(
+            call(&mut run, a, t0()),
+            Step::Check(ExitReason::ProjectComplete)
+        );
+        run.on(Fact::Checked(verdict), t0());
+        assert_eq!(run.decision(), Some(want), "{verdict:?}");
+    }
+}
+
+#[test]
+fn failover_comes_after_the_decision_and_the_check() {
+    let back = t0() + hours(3);
+    let cases = [
+        // (decision, pick, on_usage_limit, final)
+        (
+            Decision::Stop(ExitReason::UsageLimit),
+            FailoverPick::Other,
+            UsageLimitPolicy::Exit,
+            Decision::Continue,
+        ),
+        (
+            Decision::Continue,
+            FailoverPick::Unchanged,
+            UsageLimitPolicy::Wait,
+            Decision::Continue,
+        ),
+        (
+            Decision::Continue,
+            FailoverPick::AllLimitedUntil(back),
+            UsageLimitPolicy::Wait,
+            Decision::Wait {
+                until: back,
+                reason: WaitReason::UsageLimit,
+            },
+        ),
+        (
+            Decision::Continue,
+            FailoverPick::AllLimitedUntil(back),
+            UsageLimitPolicy::Exit,
+            Decision::Stop(ExitReason::UsageLimit),
+        ),
+    ];
+    for (d, pick, policy, want) in cases {
+        let mut run = Run::new(RunConfig {
+            failover: true,
+            on_usage_limit: policy,
+            ..cfg()
+        });
+        let a = Answer {
+            error: true,
+            ..answer(d)
+        };
+        assert_eq!(call(&mut run, a, t0()), Step::Failover);
+        run.on(Fact::FailedOver(pick), t0());
+        assert_eq!(run.decision(), Some(want), "{d:?} {pick:?}");
+    }
+    // A claim is checked before failover looks at it.
+    let mut run = Run::new(RunConfig {
+        failover: true,
+        ..cfg()
+    });
+    let a = Answer {
+        error: true,
+        ..answer(Decision::Stop(ExitReason::ProjectComplete))
+    };
+    assert_eq!(
+        call(&mut run, a, t0()),
+        Step::Check(ExitReason::ProjectComplete)
+    );
+    run.on(Fact::Checked(None), t0());
+    assert_eq!(run.next(t0()), Step::Failover);
+    // One agent, or no error: no failover step.
+    let mut run = Run::new(cfg());
+    let a = Answer {
+        error: true,
+        ..answer(Decision::Continue)
+    };
+    assert_eq!(call(&mut run, a, t0()), Step::Observe);
+}
+
+#[test]
+fn an_unknown_session_retries_fresh_or_is_fatal() {
+    let mut run = Run::new(cfg());
+    let a = Answer {
+        resumed: true,
+        ..answer(Decision::RetryWithoutSession)
+    };
+    assert_eq!(call(&mut run, a, t0()), Step::FreshSession);
+    run.on(Fact::SessionDropped, t0());
+    assert_eq!(run.next(t0()), Step::Observe);
+    // With a failover chain and an error in the answer: failover first, then the rule.
+    for (resumed, want) in [
+        (true, Step::FreshSession),
+        (false, Step::Stop(ExitReason::AgentFatal)),
+    ] {
+        let mut run = Run::new(RunConfig {
+            failover: true,
+            ..cfg()
+        });
+        let a = Answer {
+            resumed,
+            error: true,
+            ..answer(Decision::RetryWithoutSession)
+        };
+        assert_eq!(call(&mut run, a, t0()), Step::Failover);
+        run.on(Fact::FailedOver(FailoverPick::Unchanged), t0());
+        assert_eq!(run.next(t0()), want, "resumed: {resumed}");
+    }
+    // A fresh session the CLI does not know: nothing to retry.
+    let mut run = Run::new(cfg());
+    assert_eq!(
+        call(&mut run, answer(Decision::RetryWithoutSession), t0()),
+        Step::Stop(ExitReason::AgentFatal)
+    );
+}
+
+#[test]
+fn the_loop_delay_and_free_retries() {
+    let delay = SignedDuration::from_secs(30);
+    let mut run = Run::new(RunConfig {
+        loop_delay: delay,
+        ..cfg()
+    });
+    assert_eq!(
+        call(&mut run, answer(Decision::Continue), t0()),
+        Step::Wait {
+            until: Some(t0() + delay),
+            reason: WaitFor::LoopDelay
+        }
+    );
+    run.on(Fact::WokeUp, t0() + delay);
+    // A startup hang retried at once: no delay, even after a backoff decision.
+    let a = Answer {
+        free_retry: true,
+        ..answer(Decision::Wait {
+            until: t0() + hours(1),
+            reason: WaitReason::Backoff,
+        })
+    };
+    assert_eq!(call(&mut run, a, t0() + delay), Step::Observe);
+    // The next ordinary loop has the delay again.
+    let now = t0() + delay;
+    assert_eq!(
+        call(&mut run, answer(Decision::Continue), now),
+        Step::Wait {
+            until: Some(now + delay),
+            reason: WaitFor::LoopDelay
+        }
+    );
+}
+
+#[test]
+fn the_backoff_streak_and_productive_errors() {
+    let clock = FixedClock::new(t0());
+    let mut run = Run::new(cfg());
+    // Each failed call backs off longer (decide::backoff over the streak); a productive error
+    // continues at once.
+    for streak in 1..=4u32 {
+        let until = clock.now() + decide::backoff(10, streak);
+        let step = call(
+            &mut run,
+            answer(Decision::Wait {
+                until,
+                reason: WaitReason::Backoff,
+            }),
+            clock.now(),
+        );
+        assert_eq!(
+            step,
+            Step::Wait {
+                until: Some(until),
+                reason: WaitFor::Limit(WaitReason::Backoff)
+            }
+        );
+        clock.advance(until.duration_since(clock.now()));
+        run.on(Fact::WokeUp, clock.now());
+    }
+    assert_eq!(
+        clock.now(),
+        t0() + SignedDuration::from_secs(10 + 20 + 40 + 80)
+    );
+    let a = Answer {
+        productive_error: true,
+        ..answer(Decision::Wait {
+            until: clock.now() + hours(1),
+            reason: WaitReason::Backoff,
+        })
+    };
+    assert_eq!(call(&mut run, a, clock.now()), Step::Observe);
+}
+
+#[test]
+fn a_five_hour_usage_limit_wait_runs_at_once() {
+    let clock = FixedClock::new(t0());
+    let mut run = Run::new(cfg());
+    let reset = t0() + hours(5);
+    let a = answer(Decision::Wait {
+        until: reset,
+        reason: WaitReason::UsageLimit,
+    });
+    assert_eq!(
+        call(&mut run, a, clock.now()),
+        Step::Wait {
+            until: Some(reset),
+            reason: WaitFor::Limit(WaitReason::UsageLimit)
+        }
+    );
+    clock.advance(hours(5));
+    run.on(Fact::WokeUp, clock.now());
+    assert_eq!(
+        gate(&mut run, clear(), clock.now()),
+        Step::Call { agent: 0 }
+    );
+}
+
+#[test]
+fn an_outage_of_two_hours() {
+    // The API is down: transient errors back off (capped at 10 minutes) for two hours,
+    // then a call answers.
+    let clock = FixedClock::new(t0());
+    let mut run = Run::new(cfg());
+    let mut waits = 0;
+    while clock.now() < t0() + hours(2) {
+        let until = clock.now() + decide::backoff_capped(30, waits + 1, 600);
+        let step = call(
+            &mut run,
+            answer(Decision::Wait {
+                until,
+                reason: WaitReason::Backoff,
+            }),
+            clock.now(),
+        );
+        assert_eq!(
+            step,
+            Step::Wait {
+                until: Some(until),
+                reason: WaitFor::Limit(WaitReason::Backoff)
+            }
+        );
+        clock.advance(until.duration_since(clock.now()));
+        run.on(Fact::WokeUp, clock.now());
+        waits += 1;
+    }
+    assert!(waits > 10 && waits < 20, "{waits}");
+    assert_eq!(
+        call(&mut run, answer(Decision::Continue), clock.now()),
+        Step::Observe
+    );
+    assert_eq!(run.loops(), u64::from(waits) + 1);
+}
+
+#[test]
+fn a_window_reset_lets_the_run_call_again() {
+    let clock = FixedClock::new(t0());
+    let mut run = Run::new(cfg());
+    let reset = t0() + hours(3);
+    let o = Observation {
+        window: WindowCheck::Wait {
+            until: reset,
+            over: crate::policy::windows::OverLimit {
+                window: "five_hour".into(),
+                percent: 97.0,
+                limit: 90,
+                resets_at: Some(reset),
+            },
+        },
+        ..clear()
+    };
+    assert_eq!(
+        gate(&mut run, o, clock.now()),
+        Step::Wait {
+            until: Some(reset),
+            reason: WaitFor::Limit(WaitReason::UsageWindow)
+        }
+    );
+    clock.advance(hours(3));
+    run.on(Fact::WokeUp, clock.now());
+    assert_eq!(
+        gate(&mut run, clear(), clock.now()),
+        Step::Call { agent: 0 }
+    );
+}
+
+#[test]
+fn live_control() {
+    // Pause: no call until resume.
+    let mut run = Run::new(cfg());
+    run.on(Fact::Control(Control::Pause), t0());
+    let paused = Step::Wait {
+        until: None,
+        reason: WaitFor::Paused,
+    };
+    assert_eq!(gate(&mut run, clear(), t0()), paused);
+    assert_eq!(run.next(t0() + hours(1)), paused);
+    // Retry-now does not end a pause.
+    run.on(Fact::Control(Control::RetryNow), t0());
+    assert_eq!(run.next(t0() + hours(1)), paused);
+    run.on(Fact::Control(Control::Resume), t0() + hours(1));
+    assert_eq!(
+        gate(&mut run, clear(), t0() + hours(1)),
+        Step::Call { agent: 0 }
+    );
+
+    // Retry now ends a wait; stop ends the run.
+    let mut run = Run::new(cfg());
+    let a = answer(Decision::Wait {
+        until: t0() + hours(5),
+        reason: WaitReason::UsageLimit,
+    });
+    assert!(matches!(call(&mut run, a, t0()), Step::Wait { .. }));
+    run.on(Fact::Control(Control::RetryNow), t0());
+    assert_eq!(gate(&mut run, clear(), t0()), Step::Call { agent: 0 });
+    run.on(Fact::Control(Control::Stop), t0());
+    assert_eq!(run.next(t0()), Step::Stop(ExitReason::Interrupted));
+
+    // Notes, settings and readings wait for the driver, each taken once.
+    let mut run = Run::new(cfg());
+    let note = ContextNote {
+        kind: NoteKind::CiFailure,
+        text: "test x failed".into(),
+    };
+    run.on(Fact::Control(Control::Note(note.clone())), t0());
+    run.on(
+        Fact::Control(Control::Set {
+            key: "MAX_LOOPS".into(),
+            value: "50".into(),
+        }),
+        t0(),
+    );
+    let reading = WindowReading {
+        name: "five_hour".into(),
+        utilization: Some(0.5),
+        resets_at: None,
+        status: None,
+    };
+    run.on(Fact::Control(Control::Window(reading.clone())), t0());
+    assert_eq!(run.take_notes(), vec![note]);
+    assert!(run.take_notes().is_empty());
+    assert_eq!(run.take_settings(), vec![("MAX_LOOPS".into(), "50".into())]);
+    assert_eq!(run.take_readings(), vec![reading]);
+    // None of them changes what the loop does next.
+    assert_eq!(gate(&mut run, clear(), t0()), Step::Call { agent: 0 });
+}
+
+#[test]
+fn cost_budget_counts_answers() {
+    let mut run = Run::new(RunConfig {
+        decide: DecideConfig {
+            max_cost_usd: 1.0,
+            ..DecideConfig::default()
+        },
+        ..cfg()
+    });
+    assert_eq!(gate(&mut run, clear(), t0()), Step::Call { agent: 0 });
+    run.on(Fact::Calling, t0());
+    run.on(Fact::Spent(1.5), t0());
+    run.on(Fact::Answered(answer(Decision::Continue)), t0());
+    assert_eq!(run.next(t0()), Step::Observe);
+    assert!((run.cost() - 1.5).abs() < 1e-9);
+    assert_eq!(
+        gate(&mut run, clear(), t0()),
+        Step::Stop(ExitReason::CostBudget)
+    );
+}
+
+#[test]
+fn steps_are_stable_until_a_fact_and_pending_effects_show() {
+    let mut run = Run::new(RunConfig {
+        loop_delay: SignedDuration::from_secs(5),
+        failover: true,
+        ..cfg()
+    });
+    let w = call(&mut run, answer(Decision::Continue), t0());
+    // Asking again (later) is the same wait: its end was fixed when it began.
+    assert_eq!(run.next(t0() + SignedDuration::from_secs(3)), w);
+    assert!(!run.at_gates());
+    run.on(Fact::WokeUp, t0() + SignedDuration::from_secs(5));
+    assert!(run.at_gates());
+    assert_eq!(run.pending(), None);
+    let a = Answer {
+        error: true,
+        ..answer(Decision::Stop(ExitReason::ProjectComplete))
+    };
+    assert_eq!(gate(&mut run, clear(), t0()), Step::Call { agent: 0 });
+    run.on(Fact::Calling, t0());
+    run.on(Fact::Answered(a), t0());
+    assert_eq!(
+        run.pending(),
+        Some(Step::Check(ExitReason::ProjectComplete))
+    );
+    run.on(Fact::Checked(Some(ExitReason::ProjectComplete)), t0());
+    assert_eq!(run.pending(), Some(Step::Failover));
+    run.on(Fact::FailedOver(FailoverPick::Unchanged), t0());
+    assert_eq!(run.pending(), None);
+    assert_eq!(run.next(t0()), Step::Stop(ExitReason::ProjectComplete));
+}

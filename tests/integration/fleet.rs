@@ -1,0 +1,480 @@
+//! `hank fleet`: the plan's `##` sections as parallel tasks, each an ordinary `hank run` in its
+//! own worktree, under one call ledger, merged one at a time into `hank/fleet`.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::{Project, alive, signal, stderr, stdout, wait_with_timeout};
+
+/// The fake agent's work in a task worktree: tick the first open item, write `<slug>.txt`,
+/// note the call (one appended line per call: safe with parallel agents).
+const WORK: &str = r#"sed -i '0,/- \[ \]/s//- [x]/' .hank/fix_plan.md
+n=$(basename "$PWD"); echo "$n" >> "$n.txt"; ls > "$FAKE_CLAUDE_DIR/seen-$n"
+echo "$n" >> "$FAKE_CLAUDE_DIR/log"
+"#;
+
+fn project(plan: &str) -> Project {
+    let p = Project::new(&[]);
+    std::fs::write(p.dir.join(".hank/fix_plan.md"), plan).unwrap();
+    std::fs::write(p.dir.join(".gitignore"), ".hank/logs/\n.hank/status.json\n.hank/state.json*\n.hank/events.jsonl\n.hank/live.log\n.hank/hank.lock\n.hank/fleet.json\n").unwrap();
+    p.git_init();
+    p.fake("effect.sh", WORK);
+    p
+}
+
+fn git(p: &Project, args: &[&str]) -> String {
+    let o = Command::new("git")
+        .args(args)
+        .current_dir(&p.dir)
+        .env("HOME", &p.home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Calls the agent received (lines of the call log).
+fn calls(p: &Project) -> Vec<String> {
+    std::fs::read_to_string(p.fake.join("log"))
+        .unwrap_or_default()
+        .lines()
+        .map(ToString::to_string)
+        .collect()
+}
+
+fn fleet_status(p: &Project) -> Value {
+    let o = p.run(&["fleet", "status", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    serde_json::from_str(&stdout(&o)).unwrap()
+}
+
+fn states(v: &Value) -> Vec<(String, String)> {
+    v["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap().to_string(),
+                t["state"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The user's checkout as git sees it: branch, HEAD, status (everything that must not move).
+fn checkout(p: &Project) -> (String, String, String) {
+    (
+        git(p, &["branch", "--show-current"]),
+        git(p, &["rev-parse", "HEAD"]),
+        git(p, &["status", "--porcelain", "--untracked-files=all"]),
+    )
+}
+
+/// Only the user's checkout is left as a worktree, and nothing is left in the per-user
+/// worktrees folder.
+fn assert_no_worktree_left(p: &Project) {
+    let list = git(p, &["worktree", "list", "--porcelain"]);
+    assert_eq!(list.matches("worktree ").count(), 1, "{list}");
+    let state = p.home.join(".local/state/hank/projects");
+    for e in std::fs::read_dir(state).unwrap().flatten() {
+        let wts = e.path().join("worktrees");
+        let left: Vec<_> = std::fs::read_dir(&wts)
+            .map(|r| r.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert!(left.is_empty(), "left in {}: {left:?}", wts.display());
+    }
+}
+
+const DAG: &str = "# Fix plan\n\n## Alpha\n- [ ] a1\n\n## Beta (after: Alpha)\n- [ ] b1\n\n\
+                   ## Gamma\n- [ ] c1\n\n## Done\n- [x] old\n\n## Optional\n- [ ] later\n";
+
+#[test]
+fn dry_run_prints_the_waves_and_runs_nothing() {
+    let p = project(DAG);
+    let o = p.run(&["fleet", "--dry-run", "--agents", "3", "--calls", "7"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("3 task(s), 2 wave(s); at most 3 at once"),
+        "{out}"
+    );
+    let w2 = out.find("wave 2:").unwrap();
+    assert!(
+        out[..w2].contains("Alpha") && out[..w2].contains("Gamma"),
+        "{out}"
+    );
+    assert!(
+        out[w2..].contains("Beta (after: Alpha) — branch hank/beta"),
+        "{out}"
+    );
+    assert!(!out.contains("later") && !out.contains("old"), "{out}");
+    assert!(out.contains("hank run --calls 7"), "{out}");
+    assert!(calls(&p).is_empty());
+    assert!(!p.dir.join(".hank/fleet.json").exists());
+}
+
+#[test]
+fn unknown_names_cycles_and_bad_flags_are_refused_before_anything_runs() {
+    for (plan, want) in [
+        ("## A (after: Nope)\n- [ ] x\n", "\"Nope\""),
+        (
+            "## A (after: B)\n- [ ] x\n## B (after: A)\n- [ ] y\n",
+            "cycle among: A, B",
+        ),
+        ("## A\n- [x] x\n", "no task"),
+    ] {
+        let p = project(plan);
+        let o = p.run(&["fleet"]);
+        assert_eq!(o.status.code(), Some(1), "{plan}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{plan}: {}", stderr(&o));
+        assert!(stderr(&o).contains("fix_plan.md"), "{}", stderr(&o));
+        assert!(calls(&p).is_empty());
+        assert!(!p.dir.join(".hank/fleet.json").exists());
+        assert_eq!(git(&p, &["branch", "--list", "hank/*"]), "");
+    }
+    let p = project(DAG);
+    for (args, want) in [
+        (&["fleet", "--agents", "0"][..], "--agents"),
+        (&["fleet", "--calls", "lots"][..], "--calls"),
+        (&["fleet", "--no-such-flag"][..], "--no-such-flag"),
+        (
+            &["fleet", "--min-free-memory", "much"][..],
+            "FLEET_MIN_FREE_MEMORY",
+        ),
+    ] {
+        let o = p.run(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
+    }
+    assert!(calls(&p).is_empty());
+    let o = p
+        .cmd()
+        .args(["fleet"])
+        .env("CLAUDECODE", "1")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("CLAUDECODE=1"), "{}", stderr(&o));
+    assert!(calls(&p).is_empty());
+}
+
+#[test]
+fn a_dag_runs_in_waves_and_merges_into_hank_fleet_leaving_the_checkout_alone() {
+    let p = project(DAG);
+    let before = checkout(&p);
+    let o = p.run(&["fleet", "--agents", "2"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // Every task called once; Beta started from the integration branch with Alpha merged.
+    let mut log = calls(&p);
+    log.sort();
+    assert_eq!(log, ["alpha", "beta", "gamma"]);
+    let seen_by_beta = std::fs::read_to_string(p.fake.join("seen-beta")).unwrap();
+    assert!(seen_by_beta.contains("alpha.txt"), "{seen_by_beta}");
+    // The integration branch has all the work and the items ticked.
+    let files = git(&p, &["ls-tree", "--name-only", "hank/fleet"]);
+    for f in ["alpha.txt", "beta.txt", "gamma.txt"] {
+        assert!(files.contains(f), "{files}");
+    }
+    let plan = git(&p, &["show", "hank/fleet:.hank/fix_plan.md"]);
+    assert!(
+        plan.contains("- [x] a1") && plan.contains("- [x] b1") && plan.contains("- [x] c1"),
+        "{plan}"
+    );
+    assert!(plan.contains("- [ ] later"), "{plan}");
+    // The user's checkout: same branch, same HEAD, same (clean) status, same plan.
+    assert_eq!(checkout(&p), before);
+    assert!(!p.dir.join("alpha.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(p.dir.join(".hank/fix_plan.md")).unwrap(),
+        DAG
+    );
+    assert_no_worktree_left(&p);
+    let st = fleet_status(&p);
+    assert_eq!(st["state"], "done");
+    for t in st["tasks"].as_array().unwrap() {
+        assert_eq!(t["state"], "merged", "{t}");
+        assert_eq!(t["verified"], true, "{t}");
+        assert_eq!(t["loops"], 1, "{t}");
+        assert!(t["worktree"].is_null(), "{t}");
+        for k in ["name", "branch", "cost_usd", "agent", "message"] {
+            assert!(!t[k].is_null(), "{k}: {t}");
+        }
+    }
+    // Fleet events in the checkout's events.jsonl carry the task name.
+    let events = p.events();
+    let merged: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "fleet_task" && e["state"] == "merged")
+        .filter_map(|e| e["task"].as_str())
+        .collect();
+    assert_eq!(merged.len(), 3, "{events:?}");
+    assert!(merged.contains(&"Beta"), "{merged:?}");
+    assert!(events.iter().any(|e| e["type"] == "fleet_task"
+        && e["state"] == "running"
+        && e["branch"] == "hank/alpha"));
+    // `hank monitor` in the checkout: the shared budget and a row per task.
+    let o = p.run(&["monitor", "--once"]);
+    let text = stdout(&o);
+    assert!(
+        text.contains("fleet        DONE · 3/3 merged into hank/fleet · 3 call(s) this hour"),
+        "{text}"
+    );
+    assert!(
+        text.contains("task         Beta · merged · hank/beta · loops 1"),
+        "{text}"
+    );
+    // Again: nothing left to do, no call.
+    let o = p.run(&["fleet"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(calls(&p).len(), 3);
+}
+
+#[test]
+fn the_call_cap_holds_for_the_whole_fleet() {
+    let p = project(
+        "## T1\n- [ ] one\n## T2\n- [ ] two\n## T3\n- [ ] three\n## T4\n- [ ] four\n## T5\n- [ ] five\n",
+    );
+    let o = p.run(&[
+        "fleet",
+        "--agents",
+        "2",
+        "--calls",
+        "3",
+        "--max-runtime",
+        "2s",
+    ]);
+    // Three calls, fleet-wide; then the tasks wait for the hour and stop at MAX_RUNTIME.
+    assert_eq!(calls(&p).len(), 3, "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let st = fleet_status(&p);
+    assert_eq!(st["calls_in_window"], 3);
+    let merged = states(&st).iter().filter(|(_, s)| s == "merged").count();
+    assert_eq!(merged, 3, "{st}");
+    assert!(
+        states(&st)
+            .iter()
+            .all(|(_, s)| s == "merged" || s == "pending"),
+        "{st}"
+    );
+}
+
+#[test]
+fn two_tasks_editing_the_same_file_are_merged_through_the_agent() {
+    let p = project("## Left\n- [ ] l\n## Right\n- [ ] r\n");
+    std::fs::write(p.dir.join("shared.txt"), "base\n").unwrap();
+    git(&p, &["add", "shared.txt"]);
+    git(
+        &p,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "shared",
+        ],
+    );
+    // Each task rewrites the same line; when a merge comes back, the agent keeps both sides.
+    p.fake(
+        "effect.sh",
+        &format!(
+            "{WORK}if grep -q '^<<<<<<<' shared.txt; then sed -i '/^<<<<<<<\\|^=======\\|^>>>>>>>/d' shared.txt; \
+             else echo \"$(basename $PWD)\" > shared.txt; fi\n\
+             sed -i 's/- \\[ \\] Make this branch/- [x] Make this branch/' .hank/fix_plan.md\n"
+        ),
+    );
+    let before = checkout(&p);
+    let o = p.run(&["fleet", "--agents", "2"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("back to the agent"), "{}", stderr(&o));
+    let shared = git(&p, &["show", "hank/fleet:shared.txt"]);
+    assert!(
+        shared.contains("left") && shared.contains("right"),
+        "{shared}"
+    );
+    assert!(
+        !shared.contains("<<<<<<<") && !shared.contains(">>>>>>>"),
+        "{shared}"
+    );
+    assert_eq!(calls(&p).len(), 3, "one more call for the merge");
+    assert_eq!(checkout(&p), before);
+    assert_no_worktree_left(&p);
+}
+
+#[test]
+fn a_conflict_the_agent_cannot_solve_fails_the_task_and_keeps_its_branch() {
+    let p = project("## Left\n- [ ] l\n## Right\n- [ ] r\n");
+    std::fs::write(p.dir.join("shared.txt"), "base\n").unwrap();
+    git(&p, &["add", "shared.txt"]);
+    git(
+        &p,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "shared",
+        ],
+    );
+    // The agent leaves the conflict markers in place and claims it is done.
+    p.fake(
+        "effect.sh",
+        &format!(
+            "{WORK}grep -q '^<<<<<<<' shared.txt || echo \"$(basename $PWD)\" > shared.txt\n\
+             sed -i 's/- \\[ \\] Make this branch/- [x] Make this branch/' .hank/fix_plan.md\n"
+        ),
+    );
+    let o = p.run(&["fleet", "--agents", "2"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let st = fleet_status(&p);
+    let failed: Vec<_> = st["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["state"] == "failed")
+        .collect();
+    assert_eq!(failed.len(), 1, "{st}");
+    let branch = failed[0]["branch"].as_str().unwrap();
+    assert!(stderr(&o).contains(branch), "{}", stderr(&o));
+    assert!(
+        !git(&p, &["branch", "--list", branch]).is_empty(),
+        "the branch is kept"
+    );
+    let shared = git(&p, &["show", "hank/fleet:shared.txt"]);
+    assert!(!shared.contains("<<<<<<<"), "{shared}");
+    assert_no_worktree_left(&p);
+}
+
+fn fleet_json(p: &Project) -> Value {
+    std::fs::read(p.dir.join(".hank/fleet.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or(Value::Null)
+}
+
+fn wait_running(p: &Project, n: usize) -> Vec<i32> {
+    let start = Instant::now();
+    loop {
+        let v = fleet_json(p);
+        let pids: Vec<i32> = v["tasks"]
+            .as_array()
+            .map(|ts| {
+                ts.iter()
+                    .filter(|t| t["state"] == "running")
+                    .filter_map(|t| t["pid"].as_i64())
+                    .map(|x| i32::try_from(x).unwrap())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if pids.len() >= n && calls(p).len() >= n {
+            return pids;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "{v}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn kill_9_of_the_fleet_then_a_restart_runs_no_task_twice() {
+    let p = project("## A\n- [ ] a\n## B\n- [ ] b\n## C (after: A)\n- [ ] c\n");
+    p.fake("sleep", "1.5");
+    let before = checkout(&p);
+    let mut child = p.spawn(&["fleet", "--agents", "2"]);
+    let workers = wait_running(&p, 2);
+    signal(&child, nix::sys::signal::Signal::SIGKILL);
+    let _ = child.wait();
+    // The workers go on (their own process groups); the restarted fleet adopts them.
+    assert!(workers.iter().all(|w| alive(*w)));
+    let o = p.run(&["fleet", "--agents", "2"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("adopted"), "{}", stderr(&o));
+    let mut log = calls(&p);
+    log.sort();
+    assert_eq!(log, ["a", "b", "c"], "no task ran twice");
+    assert!(states(&fleet_status(&p)).iter().all(|(_, s)| s == "merged"));
+    assert_eq!(checkout(&p), before);
+    assert_no_worktree_left(&p);
+}
+
+#[test]
+fn ctrl_c_stops_every_task_and_a_restart_finishes_the_work() {
+    let p = project("## A\n- [ ] a\n## B\n- [ ] b\n");
+    p.fake("sleep-1", "30");
+    p.fake("sleep-2", "30");
+    p.fake("grandchild-1", "");
+    let child = p.spawn(&["fleet", "--agents", "2"]);
+    let workers = wait_running(&p, 2);
+    signal(&child, nix::sys::signal::Signal::SIGINT);
+    let o = wait_with_timeout(child, Duration::from_secs(25));
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    for w in workers {
+        assert!(!alive(w), "worker {w} survived");
+    }
+    let gc: i32 = std::fs::read_to_string(p.fake.join("grandchild.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(crate::support::gone(gc), "the agent's child survived");
+    assert_eq!(fleet_json(&p)["state"], "interrupted");
+    assert!(
+        states(&fleet_status(&p))
+            .iter()
+            .all(|(_, s)| s == "pending")
+    );
+    // Restarted: both tasks resume in their worktrees and are merged.
+    let o = p.run(&["fleet", "--agents", "2"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(states(&fleet_status(&p)).iter().all(|(_, s)| s == "merged"));
+    assert_no_worktree_left(&p);
+}
+
+#[test]
+fn fleet_status_without_a_fleet_says_so() {
+    let p = project(DAG);
+    let o = p.run(&["fleet", "status"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("no fleet has run"), "{}", stderr(&o));
+    let _ = Path::new(".");
+}
+
+#[test]
+fn a_merge_that_turns_the_check_red_never_moves_the_integration_branch() {
+    let p = project("## A\n- [ ] a\n## B\n- [ ] b\n");
+    // Green in each task's worktree (one file of its own), red once both are merged.
+    let check = "test $(ls *.txt 2>/dev/null | wc -l) -le 1";
+    let o = p.run(&["fleet", "--agents", "1", "--verify", check]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let st = fleet_status(&p);
+    assert_eq!(
+        states(&st),
+        [
+            ("A".to_string(), "merged".to_string()),
+            ("B".to_string(), "failed".to_string())
+        ],
+        "{st}"
+    );
+    let msg = st["tasks"][1]["message"].as_str().unwrap();
+    assert!(msg.contains("hank/b"), "{msg}");
+    // The integration branch holds A's work only; B's stays on its branch.
+    let files = git(&p, &["ls-tree", "--name-only", "hank/fleet"]);
+    assert!(
+        files.contains("a.txt") && !files.contains("b.txt"),
+        "{files}"
+    );
+    assert!(git(&p, &["ls-tree", "--name-only", "hank/b"]).contains("b.txt"));
+    assert!(
+        stderr(&o).contains("VERIFY_COMMAND failed on the merge result"),
+        "{}",
+        stderr(&o)
+    );
+    assert_no_worktree_left(&p);
+}
