@@ -50,8 +50,8 @@ use crate::error::{HankError, Result};
 use crate::fsread::Follow;
 use crate::policy::budget::{Ledger, LedgerEntry};
 
-pub mod portable;
 pub mod fleet_ledger;
+pub mod portable;
 pub mod schema;
 pub mod userdir;
 
