@@ -63,6 +63,7 @@ pub mod fsread;
 pub(crate) mod monitor;
 pub mod notify;
 pub mod policy;
+pub mod proc;
 pub mod progress;
 pub(crate) mod project;
 pub mod report;

@@ -106,11 +106,11 @@ pub fn measure(project: &Path, base: &Baseline, plan_text_after: &str) -> Progre
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proc::Cmd;
     use std::fs;
-    use std::process::{Command, Stdio};
 
     fn run_git(dir: &Path, home: &Path, args: &[&str]) {
-        let out = Command::new("git")
+        let out = Cmd::new("git")
             .args(["-c", "user.name=Test", "-c", "user.email=test@example.com"])
             .args([
                 "-c",
@@ -124,8 +124,8 @@ mod tests {
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("HOME", home)
-            .stdin(Stdio::null())
-            .output()
+            .stderr_max(1 << 20)
+            .run()
             .unwrap();
         assert!(
             out.status.success(),

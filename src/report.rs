@@ -586,25 +586,28 @@ pub fn exit_message(reason: ExitReason, state: &State, plan: &Plan) -> String {
     }
 }
 
-/// Best-effort desktop notification (`notify-send` or `osascript` when present).
+/// How long a desktop notification may take before it is given up (and its group killed).
+const NOTIFY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Best-effort desktop notification (`notify-send` or `osascript` when present), bounded (5 s).
 pub fn notify(title: &str, body: &str) {
     if let Ok(p) = which::which("notify-send") {
-        let _ = std::process::Command::new(p)
+        let _ = crate::proc::Cmd::new(p)
             .arg(title)
             .arg(body)
-            .stdin(std::process::Stdio::null())
-            .status();
+            .timeout(NOTIFY_TIMEOUT)
+            .run();
     } else if let Ok(p) = which::which("osascript") {
         let script = format!(
             "display notification {} with title {}",
             apple_quote(body),
             apple_quote(title)
         );
-        let _ = std::process::Command::new(p)
+        let _ = crate::proc::Cmd::new(p)
             .arg("-e")
             .arg(script)
-            .stdin(std::process::Stdio::null())
-            .status();
+            .timeout(NOTIFY_TIMEOUT)
+            .run();
     }
 }
 

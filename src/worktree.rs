@@ -50,9 +50,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime};
 
 /// Longest a git command may run before it is killed (with its process group) and the
@@ -467,141 +465,54 @@ fn git_plain(
     timeout: Duration,
     ceiling: Option<&Path>,
 ) -> Result<Vec<u8>, GitError> {
-    let mut cmd = Command::new("git");
-    cmd.arg("--no-pager")
+    let mut cmd = crate::proc::Cmd::new("git")
+        .arg("--no-pager")
         .args(GIT_SAFE_CONFIG)
         .args(extra)
         .args(args)
-        .current_dir(dir)
+        .cwd(dir)
         .env_clear();
     for var in GIT_ENV_KEPT {
         if crate::agent::redact::is_secret_name(var) {
             continue;
         }
         if let Some(v) = std::env::var_os(var) {
-            cmd.env(var, v);
+            cmd = cmd.env(var, v);
         }
     }
-    cmd.env("LC_ALL", "C")
+    cmd = cmd
+        .env("LC_ALL", "C")
         .env("GIT_OPTIONAL_LOCKS", "0")
         .env("GIT_TERMINAL_PROMPT", "0");
     if let Some(c) = ceiling {
-        cmd.env("GIT_CEILING_DIRECTORIES", c);
+        cmd = cmd.env("GIT_CEILING_DIRECTORIES", c);
     }
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .process_group(0);
     // Hank stops on the first signal: no git call starts or goes on after it.
-    if crate::agent::signals::received() != 0 {
-        return Err(GitError::Interrupted);
+    let done = cmd
+        .timeout(timeout)
+        .stdout_max(usize::MAX)
+        .held_pipe(HELD_PIPE_GRACE)
+        .interruptible()
+        .run()
+        .map_err(|e| match e {
+            crate::proc::RunError::Spawn(e) => GitError::Spawn(e),
+            crate::proc::RunError::Timeout => GitError::Timeout,
+            crate::proc::RunError::Interrupted => GitError::Interrupted,
+            crate::proc::RunError::Io(e) => GitError::Output(e.to_string()),
+        })?;
+    if done.held_open {
+        return Err(GitError::Output(
+            "stdout held open after git exited".to_string(),
+        ));
     }
-    let started = std::time::Instant::now();
-    let mut child = cmd.spawn().map_err(GitError::Spawn)?;
-    let pid = i32::try_from(child.id())
-        .map(nix::unistd::Pid::from_raw)
-        .map_err(|_| GitError::Output("pid out of range".into()))?;
-    let stopped = |why: GitError| {
-        // Not reaped yet: the process group id cannot have been recycled.
-        let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
-        why
-    };
-    let should_stop = || {
-        if crate::agent::signals::received() != 0 {
-            Some(GitError::Interrupted)
-        } else if started.elapsed() >= timeout {
-            Some(GitError::Timeout)
-        } else {
-            None
-        }
-    };
-    let mut out = Vec::new();
-    let mut read_error = None;
-    let mut exited_at: Option<std::time::Instant> = None;
-    if let Some(mut stdout) = child.stdout.take() {
-        use std::os::fd::AsFd;
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            if let Some(why) = should_stop() {
-                let e = stopped(why);
-                let _ = child.wait();
-                return Err(e);
-            }
-            if exited_at.is_none() && git_exited(pid) {
-                exited_at = Some(std::time::Instant::now());
-            }
-            // Git is gone but the pipe is still open: a process it started holds it.
-            if exited_at.is_some_and(|t| t.elapsed() >= HELD_PIPE_GRACE) {
-                read_error = Some("stdout held open after git exited".to_string());
-                break;
-            }
-            let mut fds = [nix::poll::PollFd::new(
-                stdout.as_fd(),
-                nix::poll::PollFlags::POLLIN,
-            )];
-            match nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(POLL_TICK_MS)) {
-                Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
-                Ok(_) => {}
-                Err(e) => {
-                    read_error = Some(e.to_string());
-                    break;
-                }
-            }
-            match stdout.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => out.extend_from_slice(buf.get(..n).unwrap_or_default()),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    read_error = Some(e.to_string());
-                    break;
-                }
-            }
-        }
+    if !done.status.success() {
+        return Err(GitError::Failed(done.status));
     }
-    // Stdout is closed: wait for the exit, still bounded and interruptible.
-    let mut nap = Duration::from_micros(200);
-    while !git_exited(pid) {
-        if let Some(why) = should_stop() {
-            let e = stopped(why);
-            let _ = child.wait();
-            return Err(e);
-        }
-        std::thread::sleep(nap);
-        nap = (nap * 2).min(Duration::from_millis(u64::from(POLL_TICK_MS)));
-    }
-    if read_error.is_some() {
-        // Whatever git left behind in its group goes with it.
-        let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
-    }
-    let status = child.wait().map_err(|e| GitError::Output(e.to_string()))?;
-    if let Some(e) = read_error {
-        return Err(GitError::Output(e));
-    }
-    if !status.success() {
-        return Err(GitError::Failed(status));
-    }
-    Ok(out)
+    Ok(done.stdout)
 }
 
 /// How long the reading of git's stdout waits past git's exit for the pipe to close.
 const HELD_PIPE_GRACE: Duration = Duration::from_millis(500);
-/// Longest single wait for git's output before the timeout and signals are checked again.
-const POLL_TICK_MS: u16 = 50;
-
-/// Whether the child `pid` has exited (without reaping it).
-fn git_exited(pid: nix::unistd::Pid) -> bool {
-    use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
-    loop {
-        match waitid(
-            Id::Pid(pid),
-            WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT | WaitPidFlag::WNOHANG,
-        ) {
-            Err(nix::errno::Errno::EINTR) => {}
-            Ok(WaitStatus::StillAlive) => return false,
-            _ => return true,
-        }
-    }
-}
 
 /// What a git command that may change the repository printed (delivery: switch, commit,
 /// push).
@@ -653,8 +564,9 @@ fn git_run_with(
     input: Option<&[u8]>,
     timeout: Duration,
 ) -> Result<GitRun, GitError> {
-    let mut cmd = Command::new("git");
-    cmd.arg("--no-pager")
+    let limit = usize::try_from(GIT_OUTPUT_LIMIT).unwrap_or(usize::MAX);
+    let mut cmd = crate::proc::Cmd::new("git")
+        .arg("--no-pager")
         .args([
             "-c",
             "core.quotepath=off",
@@ -664,7 +576,7 @@ fn git_run_with(
             "core.pager=cat",
         ])
         .args(args)
-        .current_dir(dir)
+        .cwd(dir)
         .env("LC_ALL", "C")
         .env("GIT_TERMINAL_PROMPT", "0");
     for var in [
@@ -680,71 +592,28 @@ fn git_run_with(
         "GIT_NOGLOB_PATHSPECS",
         "GIT_ICASE_PATHSPECS",
     ] {
-        cmd.env_remove(var);
+        cmd = cmd.env_remove(var);
     }
-    cmd.stdin(if input.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    })
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .process_group(0);
-    let mut child = cmd.spawn().map_err(GitError::Spawn)?;
-    let pid = i32::try_from(child.id())
-        .map(nix::unistd::Pid::from_raw)
-        .map_err(|_| GitError::Output("pid out of range".into()))?;
-    if let (Some(bytes), Some(mut stdin)) = (input, child.stdin.take()) {
-        let bytes = bytes.to_vec();
-        std::thread::spawn(move || {
-            use std::io::Write as _;
-            let _ = stdin.write_all(&bytes);
-        });
+    if let Some(bytes) = input {
+        cmd = cmd.stdin(bytes.to_vec());
     }
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(p) = pipe {
-                let _ = p.take(GIT_OUTPUT_LIMIT).read_to_end(&mut buf);
-            }
-            String::from_utf8_lossy(&buf).into_owned()
-        })
-    };
-    let out = drain(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let err = drain(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let start = std::time::Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break s,
-            Ok(None) if start.elapsed() >= timeout => {
-                let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
-                let _ = child.wait();
-                return Err(GitError::Timeout);
-            }
-            Ok(None) if crate::agent::signals::received() != 0 => {
-                let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
-                let _ = child.wait();
-                return Err(GitError::Interrupted);
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            Err(e) => return Err(GitError::Output(e.to_string())),
-        }
-    };
+    let done = cmd
+        .stdout_max(limit)
+        .stderr_max(limit)
+        .timeout(timeout)
+        .interruptible()
+        .run()
+        .map_err(|e| match e {
+            crate::proc::RunError::Spawn(e) => GitError::Spawn(e),
+            crate::proc::RunError::Timeout => GitError::Timeout,
+            crate::proc::RunError::Interrupted => GitError::Interrupted,
+            crate::proc::RunError::Io(e) => GitError::Output(e.to_string()),
+        })?;
     Ok(GitRun {
-        success: status.success(),
-        code: status.code(),
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
+        success: done.status.success(),
+        code: done.status.code(),
+        stdout: String::from_utf8_lossy(&done.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&done.stderr).into_owned(),
     })
 }
 
@@ -1565,7 +1434,7 @@ mod tests {
     fn a_filter_in_a_submodules_own_config_never_runs() {
         let tmp = tempfile::tempdir().unwrap();
         let run = |dir: &Path, args: &[&str]| {
-            let ok = Command::new("git")
+            let ok = crate::proc::Cmd::new("git")
                 .args([
                     "-c",
                     "user.name=t",
@@ -1577,13 +1446,12 @@ mod tests {
                     "init.defaultBranch=main",
                 ])
                 .args(args)
-                .current_dir(dir)
+                .cwd(dir)
                 .env("GIT_CONFIG_NOSYSTEM", "1")
                 .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
+                .run()
                 .unwrap()
+                .status
                 .success();
             assert!(ok, "git {args:?}");
         };

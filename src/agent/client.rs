@@ -7,8 +7,7 @@
 use std::cmp::Ordering;
 use std::fmt;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// `scripts/claude-versions.env`, as built into the binary.
 const VERSIONS_FILE: &str = include_str!("../../scripts/claude-versions.env");
@@ -157,66 +156,22 @@ pub fn probe_with(
     version_args: &[String],
     limit: Duration,
 ) -> Result<String, String> {
-    use std::io::Read;
-    use std::os::unix::process::CommandExt;
     let name = program.display();
-    let mut child = Command::new(program)
+    // The first line is all that is needed; a version line is far shorter than the cap.
+    let done = crate::proc::Cmd::new(program)
         .args(leading_args)
         .args(version_args)
-        .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("{name} could not be started: {e}"))?;
-    let group = child.id();
-    let kill_group = || {
-        if let Ok(pgid) = i32::try_from(group) {
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(pgid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-    };
-    let (tx, rx) = std::sync::mpsc::channel();
-    if let Some(mut out) = child.stdout.take() {
-        std::thread::spawn(move || {
-            // The first line is all that is needed; a version line is far shorter than this.
-            let mut buf = Vec::new();
-            let _ = out.by_ref().take(64 * 1024).read_to_end(&mut buf);
-            let _ = tx.send(buf);
-        });
-    }
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Some(status),
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
-            Ok(None) | Err(_) => break None,
-        }
-    };
-    // Once the program has exited, its output is complete unless a leftover child keeps the
-    // pipe open: give that a moment, then kill the group (which closes the pipe) and collect.
-    let wait = if status.is_some() {
-        Duration::from_millis(500)
-    } else {
-        Duration::ZERO
-    };
-    let mut output = rx.recv_timeout(wait);
-    kill_group();
-    if status.is_none() {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    if output.is_err() {
-        output = rx.recv_timeout(Duration::from_millis(500));
-    }
-    let (Some(status), Ok(bytes)) = (status, output) else {
-        return Err(format!(
-            "{name} --version did not answer within {} s",
-            limit.as_secs()
-        ));
-    };
+        .timeout(limit)
+        .stdout_max(64 * 1024)
+        .run()
+        .map_err(|e| match e {
+            crate::proc::RunError::Spawn(e) => format!("{name} could not be started: {e}"),
+            _ => format!(
+                "{name} --version did not answer within {} s",
+                limit.as_secs()
+            ),
+        })?;
+    let (status, bytes) = (done.status, done.stdout);
     let text = String::from_utf8_lossy(&bytes);
     let first = text.lines().next().unwrap_or("").trim().to_string();
     if status.success() && !first.is_empty() {

@@ -9,7 +9,6 @@
 //! `CLAUDE_CODE_OAUTH_TOKEN`, `~/.claude/.credentials.json`).
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::json;
@@ -22,6 +21,8 @@ use crate::settings::{self, AgentCommand};
 use super::{out, project_dir};
 
 const PROBE_LIMIT: Duration = Duration::from_secs(10);
+/// How long a tool's version check (git, tmux) may take.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
 const INSTALL: &str = "npm install -g @anthropic-ai/claude-code";
 const LOGIN: &str = "run `claude` once and log in (/login), or set ANTHROPIC_API_KEY";
 
@@ -326,12 +327,11 @@ pub(crate) fn login_from_credentials(
 }
 
 fn version_of(program: &Path, args: &[String]) -> Option<String> {
-    let output = std::process::Command::new(program)
+    let output = crate::proc::Cmd::new(program)
         .args(args)
         .arg("--version")
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
+        .timeout(CHECK_TIMEOUT)
+        .run()
         .ok()?;
     output.status.success().then(|| {
         String::from_utf8_lossy(&output.stdout)
@@ -556,10 +556,10 @@ pub(crate) fn run(args: &cli::DoctorArgs) -> Result<u8> {
         },
     );
     let tmux = which::which("tmux").ok().map(|p| {
-        std::process::Command::new(p)
+        crate::proc::Cmd::new(p)
             .arg("-V")
-            .stdin(Stdio::null())
-            .output()
+            .timeout(CHECK_TIMEOUT)
+            .run()
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
             .unwrap_or_default()
     });

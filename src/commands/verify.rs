@@ -62,9 +62,7 @@ pub(crate) fn run(a: &VerifyArgs) -> Result<u8> {
     let log = store
         .logs_dir()
         .join(format!("verify-{:05}.log", state.verify_count));
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
+    let runtime = crate::proc::runtime()
         .map_err(|e| HankError::Internal(format!("failed to start the async runtime: {e}")))?;
     let timeout = s.verify_timeout.value;
     let ran = runtime.block_on(async {

@@ -35,9 +35,7 @@ pub(crate) fn start(
     // it); the agent cannot reach hank's memory or open files (its answer) through /proc.
     process::become_subreaper();
     process::protect_self();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
+    let runtime = crate::proc::runtime()
         .map_err(|e| HankError::Internal(format!("failed to start the async runtime: {e}")))?;
     runtime.block_on(async move {
         let cancel = crate::agent::signals::install()?;

@@ -72,11 +72,7 @@ fn engine(dir: &Path, controls: Vec<Vec<Control>>) -> (Engine, tokio::sync::watc
 }
 
 fn block_on<F: Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(f)
+    crate::proc::runtime().unwrap().block_on(f)
 }
 
 /// The run in the wait a decision of `d` leads to.

@@ -9,11 +9,8 @@
 use std::collections::BTreeSet;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
 use tokio::sync::watch;
 
 use crate::error::{HankError, Result};
@@ -56,94 +53,18 @@ pub(crate) async fn run_command_with_hook(
     cwd: &Path,
     log: &Path,
     timeout: Duration,
-    mut cancel: watch::Receiver<u32>,
+    cancel: watch::Receiver<u32>,
     on_spawn: impl FnOnce(i32),
 ) -> io::Result<Ran> {
-    let started = Instant::now();
     let out = crate::agent::process::create_log(log)?;
-    let err = out.try_clone()?;
-    let mut child = tokio::process::Command::new("/bin/sh")
-        .arg("-c")
-        .arg(command)
-        .current_dir(cwd)
-        .env("PWD", cwd)
-        .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(out))
-        .stderr(Stdio::from(err))
-        .kill_on_drop(true)
-        .spawn()?;
-    let pgid = child
-        .id()
-        .and_then(|id| i32::try_from(id).ok())
-        .unwrap_or(0);
-    if pgid > 0 {
-        on_spawn(pgid);
-    }
-    let group = |sig: Signal| {
-        if pgid > 0 {
-            let _ = killpg(Pid::from_raw(pgid), sig);
-        }
-    };
-    let mut ran = Ran {
-        exit_code: None,
-        timed_out: false,
-        interrupted: *cancel.borrow() > 0,
-        duration: Duration::ZERO,
-    };
-    let deadline = tokio::time::sleep(timeout);
-    tokio::pin!(deadline);
-    let status = if ran.interrupted {
-        None
-    } else {
-        loop {
-            tokio::select! {
-                status = child.wait() => break Some(status?),
-                () = &mut deadline => {
-                    ran.timed_out = true;
-                    break None;
-                }
-                changed = cancel.changed() => {
-                    if changed.is_err() || *cancel.borrow() > 0 {
-                        ran.interrupted = true;
-                        break None;
-                    }
-                }
-            }
-        }
-    };
-    let status = match status {
-        Some(s) => s,
-        None => {
-            group(Signal::SIGTERM);
-            let grace = tokio::time::sleep(GRACE);
-            tokio::pin!(grace);
-            let done = loop {
-                tokio::select! {
-                    status = child.wait() => break Some(status?),
-                    () = &mut grace => break None,
-                    changed = cancel.changed() => {
-                        if changed.is_err() || *cancel.borrow() >= 2 {
-                            break None;
-                        }
-                    }
-                }
-            };
-            match done {
-                Some(s) => s,
-                None => {
-                    group(Signal::SIGKILL);
-                    child.start_kill().ok();
-                    child.wait().await?
-                }
-            }
-        }
-    };
-    // Servers or watchers the check started in its group do not outlive it.
-    group(Signal::SIGKILL);
-    ran.exit_code = status.code();
-    ran.duration = started.elapsed();
-    Ok(ran)
+    let ran =
+        crate::proc::shell_to_log(command, cwd, out, timeout, GRACE, cancel, on_spawn).await?;
+    Ok(Ran {
+        exit_code: ran.exit_code,
+        timed_out: ran.timed_out,
+        interrupted: ran.interrupted,
+        duration: ran.duration,
+    })
 }
 
 impl Ran {

@@ -406,7 +406,6 @@ fn remove_worktree(paths: &Paths, wt: &Path) {
 /// Starts a task's worker: `hank run FLAGS` in its worktree, in a process group of its own,
 /// output to its log, told where the fleet-wide ledger is. (The one spawn of the fleet.)
 fn spawn_worker(paths: &Paths, wt: &Path, slug: &str, flags: &[String]) -> Result<Child> {
-    use std::os::unix::process::CommandExt;
     let exe = std::env::current_exe()
         .map_err(|e| HankError::Internal(format!("cannot find hank's own program: {e}")))?;
     let log_path = paths.log(slug);
@@ -418,40 +417,35 @@ fn spawn_worker(paths: &Paths, wt: &Path, slug: &str, flags: &[String]) -> Resul
         .append(true)
         .open(&log_path)
         .map_err(|e| HankError::io("open", &log_path, e))?;
-    let err = log
-        .try_clone()
-        .map_err(|e| HankError::io("open", &log_path, e))?;
-    std::process::Command::new(exe)
-        .arg("run")
-        .args(flags)
-        .current_dir(wt)
-        .env(fleet_ledger::ENV, paths.ledger())
-        .stdin(std::process::Stdio::null())
-        .stdout(log)
-        .stderr(err)
-        .process_group(0)
-        .spawn()
-        .map_err(|e| HankError::Internal(format!("cannot start hank run for a task: {e}")))
+    let args: Vec<std::ffi::OsString> = std::iter::once("run".into())
+        .chain(flags.iter().map(Into::into))
+        .collect();
+    let ledger = paths.ledger();
+    crate::proc::spawn_to_log(
+        exe.as_os_str(),
+        &args,
+        wt,
+        &[(std::ffi::OsStr::new(fleet_ledger::ENV), ledger.as_os_str())],
+        log,
+    )
+    .map_err(|e| HankError::Internal(format!("cannot start hank run for a task: {e}")))
 }
 
 /// Runs VERIFY_COMMAND in `dir` (through `sh -c`: the user's own command line), in its own
 /// process group, bounded; `Err(tail of its output)` when it fails.
 fn run_check(dir: &Path, command: &str, log: &Path) -> Result<std::result::Result<(), String>> {
-    use std::os::unix::process::CommandExt;
     let out = File::create(log).map_err(|e| HankError::io("create", log, e))?;
-    let err = out
-        .try_clone()
-        .map_err(|e| HankError::io("create", log, e))?;
-    let mut child = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(command)
-        .current_dir(dir)
-        .stdin(std::process::Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .process_group(0)
-        .spawn()
-        .map_err(|e| HankError::Internal(format!("cannot run VERIFY_COMMAND: {e}")))?;
+    let mut child = crate::proc::spawn_to_log(
+        std::ffi::OsStr::new("/bin/sh"),
+        &[
+            std::ffi::OsString::from("-c"),
+            std::ffi::OsString::from(command),
+        ],
+        dir,
+        &[],
+        out,
+    )
+    .map_err(|e| HankError::Internal(format!("cannot run VERIFY_COMMAND: {e}")))?;
     let started = Instant::now();
     let status = loop {
         if let Some(s) = child
@@ -743,9 +737,7 @@ pub fn run(root: &Path, tasks: Vec<TaskSpec>, opts: &Options) -> Result<u8> {
             lock_path.display()
         )));
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
+    let runtime = crate::proc::runtime()
         .map_err(|e| HankError::Internal(format!("failed to start the async runtime: {e}")))?;
     let started = Instant::now();
     let count = tasks.len();

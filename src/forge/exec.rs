@@ -1,13 +1,10 @@
 //! The one place the forge layer starts a program (`gh`, `glab`, `curl`): no shell, its own
 //! process group, stdin from bytes (request bodies, curl's config — never a token in argv),
-//! output bounded, the whole group killed at the timeout. Kept in one small function so the
-//! process layer (`src/proc/`) can take it over.
+//! output bounded, the whole group killed at the timeout — through the process layer
+//! ([`crate::proc::Cmd`]).
 
-use std::io::{Read, Write};
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::error::{HankError, Result};
 
@@ -47,85 +44,36 @@ pub fn run(
         || program.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     );
-    let mut child = Command::new(program)
+    let limit = usize::try_from(OUTPUT_LIMIT).unwrap_or(usize::MAX);
+    let done = crate::proc::Cmd::new(program)
         .args(args)
-        .current_dir(dir)
+        .cwd(dir)
         .env("GH_PROMPT_DISABLED", "1")
         .env("GH_NO_UPDATE_NOTIFIER", "1")
         .env("NO_COLOR", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .map_err(|e| HankError::Tool(format!("could not start `{name}`: {e}")))?;
-    let pid = i32::try_from(child.id()).unwrap_or(0);
-    let input = stdin.to_vec();
-    let writer = child.stdin.take().map(|mut w| {
-        std::thread::spawn(move || {
-            let _ = w.write_all(&input);
-        })
-    });
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(p) = pipe {
-                let _ = p.take(OUTPUT_LIMIT).read_to_end(&mut buf);
+        .stdin(stdin.to_vec())
+        .stdout_max(limit)
+        .stderr_max(limit)
+        .timeout(timeout)
+        .interruptible()
+        .run()
+        .map_err(|e| match e {
+            crate::proc::RunError::Spawn(e) => {
+                HankError::Tool(format!("could not start `{name}`: {e}"))
             }
-            buf
-        })
-    };
-    let out = drain(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let err = drain(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let start = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break s,
-            Ok(None) if start.elapsed() >= timeout => {
-                if pid > 0 {
-                    let _ = nix::sys::signal::killpg(
-                        nix::unistd::Pid::from_raw(pid),
-                        nix::sys::signal::Signal::SIGKILL,
-                    );
-                }
-                let _ = child.wait();
-                return Err(HankError::Tool(format!(
-                    "`{name}` did not finish within {}s and was stopped",
-                    timeout.as_secs()
-                )));
-            }
-            Ok(None) if crate::agent::signals::received() != 0 => {
-                if pid > 0 {
-                    let _ = nix::sys::signal::killpg(
-                        nix::unistd::Pid::from_raw(pid),
-                        nix::sys::signal::Signal::SIGKILL,
-                    );
-                }
-                let _ = child.wait();
-                return Err(HankError::WithCode {
-                    code: crate::exit::INTERRUPTED,
-                    message: format!("interrupted while `{name}` ran; it was stopped"),
-                });
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
-            Err(e) => return Err(HankError::Tool(format!("waiting for `{name}`: {e}"))),
-        }
-    };
-    if let Some(w) = writer {
-        let _ = w.join();
-    }
-    let stdout = out.join().unwrap_or_default();
-    let stderr = String::from_utf8_lossy(&err.join().unwrap_or_default()).into_owned();
+            crate::proc::RunError::Timeout => HankError::Tool(format!(
+                "`{name}` did not finish within {}s and was stopped",
+                timeout.as_secs()
+            )),
+            crate::proc::RunError::Interrupted => HankError::WithCode {
+                code: crate::exit::INTERRUPTED,
+                message: format!("interrupted while `{name}` ran; it was stopped"),
+            },
+            crate::proc::RunError::Io(e) => HankError::Tool(format!("waiting for `{name}`: {e}")),
+        })?;
+    let stdout = done.stdout;
+    let stderr = String::from_utf8_lossy(&done.stderr).into_owned();
+    let status = done.status;
     Ok(Output {
         code: status.code(),
         stdout,

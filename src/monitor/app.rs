@@ -53,9 +53,7 @@ pub(crate) fn run_tui(paths: &Paths) -> Result<()> {
 fn watch_termination() -> Arc<AtomicBool> {
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build();
+    let runtime = crate::proc::runtime();
     if let Ok(runtime) = runtime {
         // Register the handlers before the thread starts, so no early signal is missed.
         let handlers = runtime.block_on(async {

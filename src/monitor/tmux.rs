@@ -21,7 +21,9 @@
 use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::proc::{Cmd, Finished};
 
 use crate::error::{HankError, Result};
 use crate::exit;
@@ -261,7 +263,6 @@ fn remove_env_file(file: &Path) {
 /// place of this process) with that environment, keeping the pane's own terminal variables.
 pub(crate) fn with_env(file: &Path, command: &[OsString]) -> Result<u8> {
     use std::io::Read;
-    use std::os::unix::process::CommandExt;
     let (program, args) = command
         .split_first()
         .ok_or_else(|| HankError::usage(format!("{WITH_ENV}: expected `-- PROGRAM ARGS…`")))?;
@@ -277,11 +278,13 @@ pub(crate) fn with_env(file: &Path, command: &[OsString]) -> Result<u8> {
         .and_then(|f| f.take(16 << 20).read_to_end(&mut bytes))
         .map_err(|e| HankError::io("read", file, e))?;
     remove_env_file(file);
-    let mut cmd = Command::new(program);
-    cmd.args(args).env_clear().envs(decode_env(&bytes));
+    let mut cmd = Cmd::new(program).args(args).env_clear();
+    for (key, value) in decode_env(&bytes) {
+        cmd = cmd.env(key, value);
+    }
     for key in PANE_OWN {
         if let Some(v) = std::env::var_os(key) {
-            cmd.env(key, v);
+            cmd = cmd.env(key, v);
         }
     }
     let err = cmd.exec();
@@ -456,20 +459,24 @@ fn utf8_args(forwarded: &[OsString]) -> Result<Vec<String>> {
         .collect()
 }
 
-fn tmux_failed(what: &str, out: &std::process::Output) -> HankError {
+/// How long one tmux command (not `attach`) may take.
+const TMUX_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn tmux_failed(what: &str, out: &Finished) -> HankError {
     let stderr = String::from_utf8_lossy(&out.stderr);
     HankError::Tool(format!("tmux {what} failed: {}", stderr.trim()))
 }
 
-fn run_capture(argv: &[OsString]) -> Result<std::process::Output> {
+fn run_capture(argv: &[OsString]) -> Result<Finished> {
     let (program, args) = argv
         .split_first()
         .ok_or_else(|| HankError::Internal("empty tmux argv".into()))?;
-    Command::new(program)
+    Cmd::new(program)
         .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| HankError::io("run", PathBuf::from(program), e))
+        .timeout(TMUX_TIMEOUT)
+        .stderr_max(64 * 1024)
+        .run()
+        .map_err(|e| HankError::Tool(format!("{} {e}", PathBuf::from(program).display())))
 }
 
 fn session_exists(tmux: &Path, session: &str) -> bool {
@@ -680,9 +687,9 @@ fn attach(spec: &LaunchSpec) -> Result<u8> {
     let (program, args) = argv
         .split_first()
         .ok_or_else(|| HankError::Internal("empty tmux argv".into()))?;
-    Command::new(program)
+    Cmd::new(program)
         .args(args)
-        .status()
+        .interactive()
         .map_err(|e| HankError::io("run", PathBuf::from(program), e))?;
     if session_exists(&spec.tmux, &spec.session) {
         errln!("hank: detached; the loop keeps running. Reattach with: {attach_cmd}");
@@ -1031,11 +1038,12 @@ mod tests {
         assert!(forwarded.iter().all(|a| a.is_empty()
             || needs_quoting(std::ffi::OsStr::new(a))
             || a.starts_with("--")));
-        let out = Command::new("/bin/sh")
+        let out = Cmd::new("/bin/sh")
             .arg("-c")
             .arg(loop_script(&spec))
-            .current_dir(&project)
-            .output()
+            .cwd(&project)
+            .stderr_max(1 << 20)
+            .run()
             .unwrap();
         assert!(out.status.success(), "{out:?}");
         let stdout = String::from_utf8_lossy(&out.stdout);

@@ -352,10 +352,7 @@ pub(crate) fn ask(
 fn install_ctrlc_handler() {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
     std::thread::spawn(move || {
-        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        else {
+        let Ok(rt) = crate::proc::runtime() else {
             let _ = ready_tx.send(());
             return;
         };

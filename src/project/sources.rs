@@ -4,10 +4,8 @@
 //! with stdin null and a timeout; their output is parsed by [`super::tasks`]. A missing,
 //! failing or unauthenticated tool gives an error that says what to do — never a panic.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::error::{HankError, Result};
 
@@ -41,7 +39,8 @@ pub(crate) struct ToolOutput {
     pub stderr: String,
 }
 
-/// Runs `program args…` in `dir` without a shell, stdin null, killing it after `timeout`.
+/// Runs `program args…` in `dir` through [`crate::proc::Cmd`]: no shell, stdin null, its own
+/// process group, killed with its group after `timeout`.
 ///
 /// # Errors
 /// The program cannot be started, or it ran longer than `timeout`.
@@ -55,60 +54,32 @@ pub(crate) fn run_tool(
         || program.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     );
-    let mut child = Command::new(program)
+    // Cap what we keep: task lists are small.
+    let done = crate::proc::Cmd::new(program)
         .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| HankError::Tool(format!("could not start `{name}`: {e}")))?;
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(mut p) = pipe {
-                // Cap what we keep: task lists are small.
-                let _ = p.by_ref().take(16 * 1024 * 1024).read_to_end(&mut buf);
+        .cwd(dir)
+        .timeout(timeout)
+        .stdout_max(16 * 1024 * 1024)
+        .stderr_max(16 * 1024 * 1024)
+        .run()
+        .map_err(|e| match e {
+            crate::proc::RunError::Spawn(e) => {
+                HankError::Tool(format!("could not start `{name}`: {e}"))
             }
-            String::from_utf8_lossy(&buf).into_owned()
-        })
-    };
-    let out_thread = drain(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let err_thread = drain(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let start = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if start.elapsed() >= timeout => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(HankError::Tool(format!(
+            crate::proc::RunError::Timeout | crate::proc::RunError::Interrupted => {
+                HankError::Tool(format!(
                     "`{name} {}` did not finish within {}s and was stopped",
                     args.join(" "),
                     timeout.as_secs()
-                )));
+                ))
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(25)),
-            Err(e) => return Err(HankError::Tool(format!("waiting for `{name}`: {e}"))),
-        }
-    };
-    let stdout = out_thread.join().unwrap_or_default();
-    let stderr = err_thread.join().unwrap_or_default();
+            crate::proc::RunError::Io(e) => HankError::Tool(format!("waiting for `{name}`: {e}")),
+        })?;
     Ok(ToolOutput {
-        success: status.success(),
-        code: status.code(),
-        stdout,
-        stderr,
+        success: done.status.success(),
+        code: done.status.code(),
+        stdout: String::from_utf8_lossy(&done.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&done.stderr).into_owned(),
     })
 }
 

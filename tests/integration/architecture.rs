@@ -231,3 +231,38 @@ fn the_slow_group_is_the_gated_tests() {
         );
     }
 }
+
+/// Every child process goes through the process layer (`src/proc/`): nothing else in `src/`
+/// — its tests included — names `Command::new`, spawns through `CommandExt`, or builds a
+/// tokio runtime of its own (`proc::runtime` is the one builder).
+#[test]
+fn child_processes_start_only_in_the_process_layer() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let forbidden = [
+        "Command::new",
+        "process::CommandExt",
+        "new_current_thread",
+        "new_multi_thread",
+    ];
+    let mut checked = 0;
+    for f in files {
+        let rel = f.strip_prefix(&src).unwrap();
+        if rel.starts_with("proc") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).unwrap();
+        for bad in forbidden {
+            assert!(
+                !text.contains(bad),
+                "src/{} names `{bad}`: start child processes (and runtimes) through crate::proc",
+                rel.display()
+            );
+        }
+        checked += 1;
+    }
+    assert!(checked > 50, "only {checked} files read");
+    let layer = std::fs::read_to_string(src.join("proc/mod.rs")).unwrap();
+    assert!(layer.contains("Command::new"), "the process layer moved?");
+}

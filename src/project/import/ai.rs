@@ -263,9 +263,7 @@ pub(super) fn convert_ai(
     std::fs::create_dir_all(&specs).map_err(|e| HankError::io("creating folder", &specs, e))?;
     let out_log = tmp.path().join("agent.out");
     let timeout = settings.timeout.value;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
+    let runtime = crate::proc::runtime()
         .map_err(|e| HankError::Internal(format!("failed to start the async runtime: {e}")))?;
     let bar = spinner(&doc.file_name);
     let marker = crate::agent::process::Marker::new(&work);

@@ -1,0 +1,1578 @@
+//! Spawning the agent: no shell, its own process group, stdout/stderr drained concurrently,
+//! timeout and Ctrl-C that terminate the whole group (SIGTERM, grace, SIGKILL), and no wait on
+//! a pipe that a leftover grandchild keeps open.
+//!
+//! What the agent printed on stdout is held by hank ([`Capture`]: in memory up to
+//! [`CAPTURE_MEM`], then in an unlinked temp file only hank has open): the analysis reads that,
+//! never the `loop-N.out` log, which is a copy for people that the agent can rewrite.
+//!
+//! The agent's leftovers (a `setsid` daemon, a double fork, a private tmux server, an `env -i`
+//! process) are found from hank's own process tree: hank is the child subreaper
+//! ([`become_subreaper`]), so every orphan of the agent becomes hank's child, and the tree is
+//! walked through `/proc/PID/task/TID/children` — never a scan of every process of the machine
+//! on the loop's path. While the agent runs, its descendants outside its group are reported
+//! every second ([`Tracked::Outside`]) for the lock record.
+//!
+//! Every agent also carries a [`Marker`] in its environment (`HANK_RUN_ID`,
+//! `HANK_RUN_PROJECT`): the next start of a hank that was killed with SIGKILL stops whatever
+//! is left of its agents by it ([`stop_orphans`], one scan of `/proc` at start) and by the
+//! lock's records ([`stop_recorded`], [`stop_orphan_group`]). Without the subreaper (or
+//! without `children` files), the stop falls back to that scan.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+
+use super::signal_group;
+use nix::unistd::Pid;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::sync::{mpsc, watch};
+
+/// Bytes of stderr kept in memory for the analyzer (the whole stream goes to the `.err` log).
+pub const STDERR_KEEP: usize = 64 * 1024;
+/// Longest stdout line passed to the live view (longer lines are logged, not displayed).
+pub const LIVE_LINE_MAX: usize = 1024 * 1024;
+/// Lines waiting for the live view (the agent's pipe waits beyond that: memory stays bounded).
+const LIVE_QUEUE: usize = 8;
+/// Stdout bytes held in memory; the rest of the answer goes to an unlinked temp file.
+pub const CAPTURE_MEM: usize = 8 * 1024 * 1024;
+/// Most stdout bytes held for the analysis (and written to the log); past it the answer is
+/// `output_too_large` and the rest is read and dropped.
+pub const CAPTURE_MAX: u64 = 4 * 1024 * 1024 * 1024;
+/// Once a complete result has been read, the agent's time to exit before its group is stopped.
+pub const RESULT_GRACE: Duration = Duration::from_secs(3);
+/// The environment variable with the run's random id.
+pub const RUN_ID_VAR: &str = "HANK_RUN_ID";
+/// The environment variable with the project directory of the run.
+pub const PROJECT_VAR: &str = "HANK_RUN_PROJECT";
+/// Longest `/proc/PID/environ` read when looking for a marker.
+const ENVIRON_MAX: u64 = 4 * 1024 * 1024;
+
+/// The tag every agent process of a run carries in its environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Marker {
+    pub run_id: String,
+    /// The project directory (canonical), so that the next start finds what a killed hank
+    /// of the same project left.
+    pub project: String,
+}
+
+impl Marker {
+    /// A new marker for a run in `project` (a random id from the kernel, else time and pid).
+    #[must_use]
+    pub fn new(project: &Path) -> Self {
+        let mut bytes = [0u8; 12];
+        let random = File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+        let run_id = if random.is_ok() {
+            bytes.iter().map(|b| format!("{b:02x}")).collect()
+        } else {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            format!("{:x}-{nanos:x}", std::process::id())
+        };
+        let project = std::fs::canonicalize(project)
+            .unwrap_or_else(|_| project.to_path_buf())
+            .display()
+            .to_string();
+        Self { run_id, project }
+    }
+
+    fn env(&self) -> [(&'static str, &str); 2] {
+        [(RUN_ID_VAR, &self.run_id), (PROJECT_VAR, &self.project)]
+    }
+}
+
+/// One agent run to perform.
+#[derive(Debug)]
+pub struct Spawn<'a> {
+    pub program: &'a Path,
+    pub args: &'a [String],
+    pub cwd: &'a Path,
+    /// Sent on stdin, then stdin is closed.
+    pub stdin: Vec<u8>,
+    /// A copy of stdout for people (never read back).
+    pub stdout_log: PathBuf,
+    /// Created only when the agent writes to stderr.
+    pub stderr_log: PathBuf,
+    pub timeout: Duration,
+    /// Time between SIGTERM and SIGKILL.
+    pub grace: Duration,
+    /// Pass stdout lines to the live callback.
+    pub live: bool,
+    /// Variables removed from the agent's environment (it inherits hank's otherwise).
+    pub env_remove: &'a [&'a str],
+    /// Variables set in the agent's environment (the profile's `[env]`).
+    pub env_set: &'a [(String, String)],
+    /// Stop the agent [`RESULT_GRACE`] after it printed a complete Claude result line
+    /// (`{"type":"result",…}`), keeping the answer (the other clients' outputs have no such
+    /// end mark that hank can see while they run).
+    pub stop_after_result: bool,
+    /// The run's tag (set in the agent's environment; its descendants are found by it).
+    pub marker: Option<&'a Marker>,
+    /// IDLE_TIMEOUT, with streaming output only: an agent that prints nothing on stdout for
+    /// this long is hung and stopped like at the timeout.
+    pub idle_timeout: Option<Duration>,
+    /// FIRST_OUTPUT_TIMEOUT, with streaming output only: an agent that has printed not one
+    /// stdout byte this long after its start is a startup hang, stopped like at the timeout.
+    pub first_output_timeout: Option<Duration>,
+}
+
+/// What happened to the process.
+#[derive(Debug, Default)]
+pub struct RunOutcome {
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    /// Stopped because hank received SIGINT/SIGTERM.
+    pub interrupted: bool,
+    /// Stopped by hank [`RESULT_GRACE`] after its complete result (the answer is kept).
+    pub stopped_after_result: bool,
+    /// The timeout was IDLE_TIMEOUT: the agent printed nothing for that long.
+    pub idle: bool,
+    /// The timeout was FIRST_OUTPUT_TIMEOUT: not one stdout byte came before it.
+    pub startup_hang: bool,
+    pub stdout_bytes: u64,
+    /// What the agent printed on stdout, as hank read it from the pipe.
+    pub stdout: Capture,
+    /// The first [`STDERR_KEEP`] bytes of stderr.
+    pub stderr_head: Vec<u8>,
+    pub stderr_bytes: u64,
+    pub duration: Duration,
+    /// A process of the agent's group (or a marked descendant) outlived it and had to be
+    /// terminated.
+    pub leftovers_killed: bool,
+}
+
+/// The agent's stdout as hank read it: the first [`CAPTURE_MEM`] bytes in memory, the rest in
+/// an unlinked temp file (no name: nothing in the project can reach it), at most
+/// [`CAPTURE_MAX`] bytes in all.
+#[derive(Debug, Default)]
+pub struct Capture {
+    mem: Vec<u8>,
+    spill: Option<File>,
+    kept: u64,
+    /// Bytes read but not kept (past [`CAPTURE_MAX`], or the temp file could not be written).
+    dropped: u64,
+}
+
+impl Capture {
+    /// A capture of `bytes` (for tests and callers that have the answer in memory).
+    #[must_use]
+    pub fn of(bytes: Vec<u8>) -> Self {
+        Self {
+            kept: bytes.len() as u64,
+            mem: bytes,
+            spill: None,
+            dropped: 0,
+        }
+    }
+
+    /// Appends what the agent printed (never fails: what cannot be kept is counted).
+    pub fn push(&mut self, bytes: &[u8]) {
+        if self.dropped > 0 {
+            self.dropped = self.dropped.saturating_add(bytes.len() as u64);
+            return;
+        }
+        let room = usize::try_from(CAPTURE_MAX - self.kept).unwrap_or(usize::MAX);
+        let (keep, drop) = bytes.split_at(bytes.len().min(room));
+        if self.spill.is_none() && self.mem.len() + keep.len() <= CAPTURE_MEM {
+            self.mem.extend_from_slice(keep);
+        } else {
+            if self.spill.is_none() {
+                self.spill = tempfile::tempfile().ok();
+            }
+            let written = self
+                .spill
+                .as_mut()
+                .is_some_and(|f| f.write_all(keep).is_ok());
+            if !written {
+                self.dropped = self.dropped.saturating_add(keep.len() as u64);
+            }
+        }
+        if self.dropped == 0 {
+            self.kept += keep.len() as u64;
+        }
+        self.dropped = self.dropped.saturating_add(drop.len() as u64);
+    }
+
+    /// Bytes kept.
+    #[must_use]
+    pub fn len(&self) -> u64 {
+        self.kept
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.kept == 0
+    }
+
+    /// Everything the agent printed was kept (nothing past [`CAPTURE_MAX`] or lost).
+    #[must_use]
+    pub fn complete(&self) -> bool {
+        self.dropped == 0
+    }
+
+    /// The kept bytes as a stream, from the start.
+    ///
+    /// # Errors
+    /// The temp file could not be rewound.
+    pub fn into_reader(self) -> std::io::Result<Box<dyn BufRead + Send>> {
+        let head = std::io::Cursor::new(self.mem);
+        match self.spill {
+            Some(mut f) => {
+                f.rewind()?;
+                Ok(Box::new(Read::chain(
+                    head,
+                    BufReader::with_capacity(1 << 18, f),
+                )))
+            }
+            None => Ok(Box::new(head)),
+        }
+    }
+}
+
+/// Creates (truncates) a log file with mode 0600, never following a symlink at `path`.
+pub fn create_log(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(path)
+}
+
+/// The kernel start time of `pid` (field 22 of `/proc/PID/stat`), to recognise a process
+/// group leader again without risking a reused PID. `None` where /proc is unavailable.
+#[must_use]
+pub fn start_ticks(pid: i32) -> Option<u64> {
+    stat_of(pid).map(|s| s.ticks)
+}
+
+/// What hank reads from `/proc/PID/stat`.
+#[derive(Debug, Clone, Copy)]
+struct Stat {
+    zombie: bool,
+    ppid: i32,
+    pgrp: i32,
+    ticks: u64,
+}
+
+/// `pid` is the process that started at `ticks` ([`start_ticks`]) and has not exited.
+#[must_use]
+pub fn is_running(pid: i32, ticks: u64) -> bool {
+    stat_of(pid).is_some_and(|s| !s.zombie && s.ticks == ticks)
+}
+
+fn stat_of(pid: i32) -> Option<Stat> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = stat.rsplit_once(')')?.1;
+    let mut f = after.split_whitespace();
+    let state = f.next()?;
+    let ppid = f.next()?.parse().ok()?;
+    let pgrp = f.next()?.parse().ok()?;
+    // Fields 6 to 21 come next; `starttime` is field 22.
+    let ticks = f.nth(16)?.parse().ok()?;
+    Some(Stat {
+        zombie: state == "Z" || state == "X",
+        ppid,
+        pgrp,
+        ticks,
+    })
+}
+
+/// Whether the environment of `pid` holds every `KEY=VALUE` of `wanted`.
+fn environ_has(pid: i32, wanted: &[(&str, &str)]) -> bool {
+    let Ok(f) = File::open(format!("/proc/{pid}/environ")) else {
+        return false;
+    };
+    let mut env = vec![0u8];
+    if f.take(ENVIRON_MAX).read_to_end(&mut env).is_err() {
+        return false;
+    }
+    wanted.iter().all(|(k, v)| {
+        let needle = format!("\0{k}={v}\0");
+        memchr::memmem::find(&env, needle.as_bytes()).is_some()
+            || env.ends_with(&needle.as_bytes()[..needle.len() - 1])
+    })
+}
+
+fn all_pids() -> Vec<i32> {
+    let me = i32::try_from(std::process::id()).unwrap_or(0);
+    std::fs::read_dir("/proc")
+        .map(|dir| {
+            dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+                .filter(|p| *p != me && *p > 1)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Live processes (not zombies) whose environment holds every `KEY=VALUE` of `wanted`, with
+/// their start times.
+#[must_use]
+pub fn marked_processes(wanted: &[(&str, &str)]) -> Vec<(i32, u64)> {
+    all_pids()
+        .into_iter()
+        .filter_map(|pid| {
+            let st = stat_of(pid)?;
+            (!st.zombie && environ_has(pid, wanted)).then_some((pid, st.ticks))
+        })
+        .collect()
+}
+
+/// The live processes of the agent's tree: found from hank's own children when hank is the
+/// child subreaper ([`become_subreaper`]: every orphan of the agent is re-parented to hank,
+/// whatever its environment or session), else by a scan of the machine for group `pgid` or
+/// `marker`.
+fn survivors(pgid: i32, marker: Option<&Marker>) -> Vec<(i32, u64)> {
+    if SUBREAPER.load(Ordering::Relaxed) {
+        tree_survivors(pgid)
+    } else {
+        scan_survivors(pgid, marker)
+    }
+}
+
+/// Whether hank is the child subreaper of its descendants.
+static SUBREAPER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The PIDs of the children hank spawned itself and has not reaped yet (agents of calls in
+/// progress): never reaped by [`reap`] (their owner waits for them), and with their trees
+/// left to their own call when several run in one process (tests).
+static OWN_SPAWNS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+fn own_spawns() -> std::sync::MutexGuard<'static, Vec<i32>> {
+    OWN_SPAWNS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Registers a spawned child for as long as it lives (until dropped).
+struct OwnSpawn(i32);
+
+impl OwnSpawn {
+    fn new(pid: i32) -> Self {
+        if pid > 0 {
+            own_spawns().push(pid);
+        }
+        Self(pid)
+    }
+}
+
+impl Drop for OwnSpawn {
+    fn drop(&mut self) {
+        own_spawns().retain(|p| *p != self.0);
+    }
+}
+
+/// The children of `pid` (every thread's: a multi-threaded process forks from any thread),
+/// from `/proc/PID/task/TID/children`.
+fn children_of(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    for task in tasks.flatten() {
+        let mut path = task.path();
+        path.push("children");
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            out.extend(
+                text.split_ascii_whitespace()
+                    .filter_map(|c| c.parse::<i32>().ok()),
+            );
+        }
+    }
+    out
+}
+
+/// What [`run_with_hook`] tells its caller while the agent runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tracked<'a> {
+    /// The agent started, as the leader of this process group.
+    Spawned(i32),
+    /// The agent's descendants outside its process group now (PID, start time): a killed
+    /// hank's next start stops them even when they dropped the environment marker.
+    Outside(&'a [(i32, u64)]),
+}
+
+/// Most descendants outside the agent's group recorded for the next start.
+pub const TRACKED_MAX: usize = 64;
+
+/// How often the agent's tree is walked while it runs (to record what left its group).
+const TRACK_EVERY: Duration = Duration::from_secs(1);
+
+/// The agent's live descendants that left its group `pgid` (see [`Tracked::Outside`]).
+fn outside_group(pgid: i32) -> Vec<(i32, u64)> {
+    let mut out: Vec<(i32, u64)> = tree_survivors(pgid)
+        .into_iter()
+        .filter(|(pid, _)| stat_of(*pid).is_some_and(|st| st.pgrp != pgid))
+        .collect();
+    out.sort_unstable();
+    out.truncate(TRACKED_MAX);
+    out
+}
+
+/// Stops processes recorded by a killed hank ([`Tracked::Outside`]) that are still the same
+/// ones (same start time): SIGTERM, up to `grace`, SIGKILL. Returns how many were alive.
+pub fn stop_recorded(procs: &[(i32, u64)], grace: Duration) -> usize {
+    let live = |procs: &[(i32, u64)]| -> Vec<(i32, u64)> {
+        procs
+            .iter()
+            .copied()
+            .filter(|(pid, ticks)| *pid > 1 && start_ticks(*pid) == Some(*ticks))
+            .collect()
+    };
+    let first = live(procs);
+    if first.is_empty() {
+        return 0;
+    }
+    signal_each(&first, Signal::SIGTERM);
+    let start = Instant::now();
+    let mut left = first.clone();
+    while !left.is_empty() && start.elapsed() < grace {
+        std::thread::sleep(Duration::from_millis(50));
+        left = live(&left);
+    }
+    signal_each(&left, Signal::SIGKILL);
+    first.len()
+}
+
+/// The live descendants of hank, except the trees of other calls running beside the one of
+/// group `pgid` (several calls in one process: tests), with their start times. Zombies among
+/// them that are orphans re-parented to hank are reaped on the way (never a child a caller
+/// waits for).
+fn tree_survivors(pgid: i32) -> Vec<(i32, u64)> {
+    use nix::sys::wait::{WaitPidFlag, waitpid};
+    let me = i32::try_from(std::process::id()).unwrap_or(0);
+    let spawned = own_spawns().clone();
+    let mut out = Vec::new();
+    let mut queue: Vec<i32> = children_of(me)
+        .into_iter()
+        .filter(|c| *c == pgid || !spawned.contains(c))
+        .collect();
+    let mut seen = HashSet::new();
+    while let Some(pid) = queue.pop() {
+        if seen.len() >= MAX_TREE || !seen.insert(pid) {
+            continue;
+        }
+        let Some(st) = stat_of(pid) else { continue };
+        if st.zombie {
+            if st.ppid == me && !spawned.contains(&pid) {
+                let _ = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG));
+            }
+            continue;
+        }
+        out.push((pid, st.ticks));
+        queue.extend(children_of(pid));
+    }
+    out
+}
+
+/// The live descendants of `root` (not `root` itself), with their start times.
+#[must_use]
+pub fn descendants(root: i32) -> Vec<(i32, u64)> {
+    let mut out = Vec::new();
+    let mut queue = children_of(root);
+    let mut seen = HashSet::new();
+    while let Some(pid) = queue.pop() {
+        if seen.len() >= MAX_TREE || !seen.insert(pid) {
+            continue;
+        }
+        if let Some(st) = stat_of(pid)
+            && !st.zombie
+        {
+            out.push((pid, st.ticks));
+            queue.extend(children_of(pid));
+        }
+    }
+    out
+}
+
+/// Most processes looked at in one walk of hank's tree (a fork bomb cannot make it endless).
+const MAX_TREE: usize = 100_000;
+
+/// [`survivors`] by a scan of every process of the machine (when hank is not a subreaper).
+fn scan_survivors(pgid: i32, marker: Option<&Marker>) -> Vec<(i32, u64)> {
+    let env = marker.map(Marker::env);
+    all_pids()
+        .into_iter()
+        .filter_map(|pid| {
+            let st = stat_of(pid)?;
+            if st.zombie {
+                return None;
+            }
+            let ours =
+                (pgid > 0 && st.pgrp == pgid) || env.as_ref().is_some_and(|e| environ_has(pid, e));
+            ours.then_some((pid, st.ticks))
+        })
+        .collect()
+}
+
+/// Sends `sig` to each process still the same one (same start time).
+fn signal_each(procs: &[(i32, u64)], sig: Signal) {
+    for (pid, ticks) in procs {
+        if start_ticks(*pid) == Some(*ticks) {
+            let _ = kill(Pid::from_raw(*pid), sig);
+        }
+    }
+}
+
+/// Reaps the zombies among `seen` that are hank's children (descendants of the agent
+/// re-parented to hank, the child subreaper). Only processes hank itself stopped are reaped,
+/// never another child's exit status.
+fn reap(seen: &HashSet<i32>) {
+    use nix::sys::wait::{WaitPidFlag, waitpid};
+    let me = i32::try_from(std::process::id()).unwrap_or(0);
+    let spawned = own_spawns().clone();
+    for pid in seen {
+        if !spawned.contains(pid) && stat_of(*pid).is_some_and(|s| s.zombie && s.ppid == me) {
+            let _ = waitpid(Pid::from_raw(*pid), Some(WaitPidFlag::WNOHANG));
+        }
+    }
+}
+
+/// Makes hank the child subreaper of its descendants (Linux): an agent's daemon whose parent
+/// exits is re-parented to hank instead of init, so that it can be found and stopped.
+pub fn become_subreaper() {
+    // The agent's tree is then walked from hank's own children (`/proc/PID/task/TID/children`,
+    // Linux ≥ 3.5 with CONFIG_PROC_CHILDREN); without that file, the scan of the machine.
+    let ok = nix::sys::prctl::set_child_subreaper(true).is_ok();
+    let me = std::process::id();
+    let children_readable =
+        std::path::Path::new(&format!("/proc/{me}/task/{me}/children")).exists();
+    SUBREAPER.store(ok && children_readable, Ordering::Relaxed);
+}
+
+/// Keeps hank's memory and open files out of reach of the agent (same user): a process that
+/// is not dumpable has `/proc/PID/fd`, `/proc/PID/mem` and ptrace closed to others, so the
+/// agent cannot open the temp file holding its answer through `/proc`.
+pub fn protect_self() {
+    let _ = nix::sys::prctl::set_dumpable(false);
+}
+
+/// Stops every process a killed hank left running for the project `project` (found by the
+/// [`PROJECT_VAR`] marker in their environment, any run id): SIGTERM, up to `grace`, SIGKILL.
+/// Call it only while holding the project's lock (no other loop of the project runs). Also
+/// stops the recorded group `agent` (PGID, leader start time) if its leader is still alive.
+/// Returns how many processes had to be stopped.
+pub fn stop_orphans(project: &str, agent: Option<(i32, u64)>, grace: Duration) -> usize {
+    let wanted = [(PROJECT_VAR, project)];
+    let group = agent.filter(|(pgid, ticks)| *pgid > 1 && start_ticks(*pgid) == Some(*ticks));
+    let find = || {
+        let mut procs = marked_processes(&wanted);
+        if let Some((pgid, _)) = group {
+            for pid in all_pids() {
+                if let Some(st) = stat_of(pid)
+                    && st.pgrp == pgid
+                    && !st.zombie
+                    && !procs.iter().any(|(p, _)| *p == pid)
+                {
+                    procs.push((pid, st.ticks));
+                }
+            }
+        }
+        procs
+    };
+    let first = find();
+    if first.is_empty() {
+        return 0;
+    }
+    signal_each(&first, Signal::SIGTERM);
+    let start = Instant::now();
+    let mut left = first.clone();
+    while !left.is_empty() && start.elapsed() < grace {
+        std::thread::sleep(Duration::from_millis(50));
+        left = find();
+    }
+    signal_each(&left, Signal::SIGKILL);
+    // Whatever the killed ones started meanwhile.
+    let mut rounds = 0;
+    loop {
+        let more = find();
+        if more.is_empty() || rounds >= 20 {
+            break;
+        }
+        signal_each(&more, Signal::SIGKILL);
+        std::thread::sleep(Duration::from_millis(50));
+        rounds += 1;
+    }
+    first.len()
+}
+
+/// Stops a process group left over by a previous hank that was killed with SIGKILL, if its
+/// leader is still the same process (same start time). Returns true when it had to.
+pub fn stop_orphan_group(pgid: i32, ticks: u64) -> bool {
+    if pgid <= 1 || start_ticks(pgid) != Some(ticks) {
+        return false;
+    }
+    signal_group(pgid, Signal::SIGTERM);
+    let start = Instant::now();
+    while start_ticks(pgid) == Some(ticks) && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    signal_group(pgid, Signal::SIGKILL);
+    true
+}
+
+/// Runs the agent. `cancel` counts the user's interrupts (1 = stop gracefully, 2 = now);
+/// `on_line` sees each stdout line when `spawn.live` is set.
+pub async fn run(
+    spawn: Spawn<'_>,
+    cancel: watch::Receiver<u32>,
+    on_line: impl FnMut(&[u8]),
+) -> std::io::Result<RunOutcome> {
+    run_with_hook(spawn, cancel, |_| {}, on_line).await
+}
+
+/// [`run`], plus `on_track`: [`Tracked::Spawned`] right after the agent started, and, when hank
+/// is the child subreaper, [`Tracked::Outside`] whenever the set of the agent's descendants
+/// outside its group changes (walked every second): the loop records both so that a later
+/// start can stop them if hank itself is killed with SIGKILL.
+#[allow(clippy::too_many_lines)]
+pub async fn run_with_hook(
+    spawn: Spawn<'_>,
+    mut cancel: watch::Receiver<u32>,
+    mut on_track: impl FnMut(Tracked<'_>),
+    mut on_line: impl FnMut(&[u8]),
+) -> std::io::Result<RunOutcome> {
+    let started = Instant::now();
+    // The log is a copy for people: if it cannot be created, the answer is still read.
+    let stdout_file = create_log(&spawn.stdout_log).ok();
+    let mut command = tokio::process::Command::new(spawn.program);
+    // PWD names the folder the agent runs in (some CLIs, e.g. opencode, trust PWD over the
+    // process's real working directory).
+    command.env("PWD", spawn.cwd);
+    for (key, value) in spawn.env_set {
+        command.env(key, value);
+    }
+    for key in spawn.env_remove {
+        command.env_remove(key);
+    }
+    if let Some(marker) = spawn.marker {
+        for (key, value) in marker.env() {
+            command.env(key, value);
+        }
+    }
+    let mut child = command
+        .args(spawn.args)
+        .current_dir(spawn.cwd)
+        .process_group(0)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    let pgid = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .unwrap_or(0);
+    let _own = OwnSpawn::new(pgid);
+    if pgid > 0 {
+        on_track(Tracked::Spawned(pgid));
+    }
+    let tracking = pgid > 0 && SUBREAPER.load(Ordering::Relaxed);
+    let mut track_tick =
+        tokio::time::interval_at(tokio::time::Instant::now() + TRACK_EVERY, TRACK_EVERY);
+    let mut tracked: Vec<(i32, u64)> = Vec::new();
+
+    if let Some(mut stdin) = child.stdin.take() {
+        let prompt = spawn.stdin;
+        tokio::spawn(async move {
+            // The agent may exit without reading stdin: a broken pipe is not an error.
+            let _ = stdin.write_all(&prompt).await;
+            let _ = stdin.shutdown().await;
+        });
+    }
+    let (line_tx, mut line_rx) = mpsc::channel::<Vec<u8>>(LIVE_QUEUE);
+    let (result_tx, mut result_rx) = watch::channel(false);
+    // Bytes read from stdout so far (IDLE_TIMEOUT watches it move).
+    let activity = Arc::new(AtomicU64::new(0));
+    // Tells the readers to stop waiting for the end of a pipe that a process hank cannot stop
+    // keeps open, and to hand over what they read.
+    let (quit_tx, quit_rx) = watch::channel(false);
+    let stdout_task = child.stdout.take().map(|out| {
+        let sink = StdoutSink {
+            log: stdout_file,
+            live: spawn.live.then_some(line_tx.clone()),
+            result: spawn.stop_after_result.then_some(result_tx),
+            ..StdoutSink::default()
+        };
+        tokio::spawn(drain_stdout(
+            out,
+            sink,
+            Arc::clone(&activity),
+            quit_rx.clone(),
+        ))
+    });
+    drop(line_tx);
+    let stderr_task = child
+        .stderr
+        .take()
+        .map(|err| tokio::spawn(drain_stderr(err, spawn.stderr_log.clone(), quit_rx)));
+
+    let mut outcome = RunOutcome::default();
+    let deadline = tokio::time::sleep(spawn.timeout);
+    tokio::pin!(deadline);
+    let far = Duration::from_secs(100 * 365 * 24 * 3600);
+    let result_deadline = tokio::time::sleep(far);
+    tokio::pin!(result_deadline);
+    let mut result_seen = false;
+    let mut lines_open = true;
+    let mut stop = Stopping::new(pgid, spawn.marker, spawn.grace);
+    let idle_limit = spawn.idle_timeout.filter(|d| !d.is_zero());
+    let idle = tokio::time::sleep(idle_limit.unwrap_or(far));
+    tokio::pin!(idle);
+    let mut idle_tick = tokio::time::interval(Duration::from_secs(1));
+    let mut seen_bytes = 0u64;
+    // FIRST_OUTPUT_TIMEOUT: armed until the first stdout byte.
+    let first_limit = spawn.first_output_timeout.filter(|d| !d.is_zero());
+    let first_deadline = tokio::time::sleep(first_limit.unwrap_or(far));
+    tokio::pin!(first_deadline);
+    let mut first_armed = first_limit.is_some();
+    let status = loop {
+        tokio::select! {
+            status = child.wait() => break status?,
+            () = &mut first_deadline, if first_armed => {
+                first_armed = false;
+                if activity.load(Ordering::Relaxed) == 0 {
+                    outcome.timed_out = true;
+                    outcome.startup_hang = true;
+                    break stop.terminate(&mut child, &mut cancel).await?;
+                }
+            }
+            _ = track_tick.tick(), if tracking => {
+                let now = outside_group(pgid);
+                if now != tracked {
+                    tracked = now;
+                    on_track(Tracked::Outside(&tracked));
+                }
+            }
+            _ = idle_tick.tick(), if idle_limit.is_some() => {
+                let now_bytes = activity.load(Ordering::Relaxed);
+                if now_bytes != seen_bytes {
+                    seen_bytes = now_bytes;
+                    if let Some(limit) = idle_limit {
+                        idle.as_mut().reset(tokio::time::Instant::now() + limit);
+                    }
+                }
+            }
+            () = &mut idle, if idle_limit.is_some() => {
+                outcome.timed_out = true;
+                outcome.idle = true;
+                break stop.terminate(&mut child, &mut cancel).await?;
+            }
+            () = &mut deadline => {
+                outcome.timed_out = true;
+                break stop.terminate(&mut child, &mut cancel).await?;
+            }
+            changed = cancel.changed() => {
+                if changed.is_ok() && *cancel.borrow() > 0 {
+                    outcome.interrupted = true;
+                    break stop.terminate(&mut child, &mut cancel).await?;
+                }
+            }
+            changed = result_rx.changed(), if !result_seen => {
+                if changed.is_ok() && *result_rx.borrow() {
+                    result_seen = true;
+                    result_deadline
+                        .as_mut()
+                        .reset(tokio::time::Instant::now() + RESULT_GRACE);
+                } else if changed.is_err() {
+                    // The reader ended without a result line.
+                    result_seen = true;
+                }
+            }
+            () = &mut result_deadline, if result_seen => {
+                outcome.stopped_after_result = true;
+                break stop.terminate(&mut child, &mut cancel).await?;
+            }
+            line = line_rx.recv(), if lines_open => match line {
+                Some(line) => on_line(&line),
+                None => lines_open = false,
+            },
+        }
+    };
+    outcome.exit_code = status.code();
+    outcome.signal = status.signal();
+
+    // Anything left of the agent (a background server, an MCP helper, a daemon that left the
+    // group, a grandchild holding stdout) is stopped the same way; never wait forever on its
+    // pipes.
+    stop.begin();
+    let readers = async {
+        let out = match stdout_task {
+            Some(t) => t.await.unwrap_or_default(),
+            None => Drained::default(),
+        };
+        let err = match stderr_task {
+            Some(t) => t
+                .await
+                .unwrap_or(Ok((Vec::new(), 0)))
+                .unwrap_or((Vec::new(), 0)),
+            None => (Vec::new(), 0),
+        };
+        (out, err)
+    };
+    tokio::pin!(readers);
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    let mut read: Option<(Drained, (Vec<u8>, u64))> = None;
+    let mut cancel_open = true;
+    loop {
+        tokio::select! {
+            res = &mut readers, if read.is_none() => read = Some(res),
+            line = line_rx.recv(), if lines_open => match line {
+                Some(line) => on_line(&line),
+                None => lines_open = false,
+            },
+            _ = tick.tick() => {}
+            changed = cancel.changed(), if cancel_open => {
+                if changed.is_err() {
+                    cancel_open = false;
+                } else if *cancel.borrow() >= 2 {
+                    stop.kill_now();
+                }
+            }
+        }
+        let alive = stop.poll();
+        if read.is_some() && !alive {
+            break;
+        }
+        // Past the grace and 2 s of SIGKILL: a pipe still open belongs to a process hank
+        // cannot see (it is not hank's descendant); stop waiting for its end, but keep what
+        // was read (the answer is analyzed and charged, never dropped as no output).
+        if stop.given_up() {
+            if read.is_some() || stop.quit_waited() {
+                break;
+            }
+            let _ = quit_tx.send(true);
+        }
+    }
+    stop.finish();
+    outcome.leftovers_killed = stop.any_signalled;
+    while let Ok(line) = line_rx.try_recv() {
+        on_line(&line);
+    }
+    let (out, (err_head, err_bytes)) = read.unwrap_or_default();
+    outcome.stdout_bytes = out.bytes;
+    outcome.stdout = out.capture;
+    outcome.stderr_head = err_head;
+    outcome.stderr_bytes = err_bytes;
+    outcome.duration = started.elapsed();
+    Ok(outcome)
+}
+
+/// Stopping the agent and everything it left: its group, and every process with the run's
+/// marker (found again at each step, so that a daemon started meanwhile is stopped too).
+struct Stopping<'a> {
+    pgid: i32,
+    marker: Option<&'a Marker>,
+    grace: Duration,
+    /// When SIGTERM went out (the grace runs from there).
+    term_at: Option<Instant>,
+    kill_at: Option<Instant>,
+    /// Every process hank signalled (reaped if it was re-parented to hank).
+    seen: HashSet<i32>,
+    any_signalled: bool,
+}
+
+impl<'a> Stopping<'a> {
+    fn new(pgid: i32, marker: Option<&'a Marker>, grace: Duration) -> Self {
+        Self {
+            pgid,
+            marker,
+            grace,
+            term_at: None,
+            kill_at: None,
+            seen: HashSet::new(),
+            any_signalled: false,
+        }
+    }
+
+    fn signal(&mut self, sig: Signal) -> bool {
+        let procs = survivors(self.pgid, self.marker);
+        if self.pgid > 0 {
+            signal_group(self.pgid, sig);
+        }
+        signal_each(&procs, sig);
+        self.seen.extend(procs.iter().map(|(p, _)| *p));
+        self.any_signalled |= !procs.is_empty();
+        !procs.is_empty()
+    }
+
+    /// SIGTERM to all (once).
+    fn begin(&mut self) {
+        if self.term_at.is_none() {
+            self.term_at = Some(Instant::now());
+            self.signal(Signal::SIGTERM);
+        }
+    }
+
+    fn kill_now(&mut self) {
+        self.kill_at.get_or_insert_with(Instant::now);
+        self.signal(Signal::SIGKILL);
+    }
+
+    /// Reaps, sends SIGKILL once the grace is over; whether anything is still alive.
+    fn poll(&mut self) -> bool {
+        reap(&self.seen);
+        let procs = survivors(self.pgid, self.marker);
+        if procs.is_empty() {
+            return false;
+        }
+        let over = self.term_at.is_some_and(|t| t.elapsed() >= self.grace);
+        if over || self.kill_at.is_some() {
+            self.kill_now();
+        } else {
+            self.signal(Signal::SIGTERM);
+        }
+        true
+    }
+
+    fn given_up(&self) -> bool {
+        self.term_at
+            .is_some_and(|t| t.elapsed() >= self.grace + Duration::from_secs(2))
+    }
+
+    /// The readers were told to stop a second ago and have not ended: stop waiting for them.
+    fn quit_waited(&self) -> bool {
+        self.term_at
+            .is_some_and(|t| t.elapsed() >= self.grace + Duration::from_secs(3))
+    }
+
+    fn finish(&mut self) {
+        if !survivors(self.pgid, self.marker).is_empty() {
+            self.kill_now();
+        }
+        reap(&self.seen);
+    }
+
+    /// The agent itself: SIGTERM to all, wait up to the grace (or a second interrupt) for it
+    /// to exit, then SIGKILL to all.
+    async fn terminate(
+        &mut self,
+        child: &mut tokio::process::Child,
+        cancel: &mut watch::Receiver<u32>,
+    ) -> std::io::Result<std::process::ExitStatus> {
+        self.begin();
+        let left = self
+            .grace
+            .saturating_sub(self.term_at.map_or(Duration::ZERO, |t| t.elapsed()));
+        super::await_or_kill(child, left, cancel, || self.kill_now()).await
+    }
+}
+
+/// What the stdout reader produced.
+#[derive(Debug, Default)]
+struct Drained {
+    bytes: u64,
+    capture: Capture,
+}
+
+/// Where the stdout bytes go: the capture (the truth), the log (a copy), the live view, and
+/// the end-of-answer watch.
+#[derive(Default)]
+struct StdoutSink {
+    log: Option<File>,
+    logged: u64,
+    capture: Capture,
+    live: Option<mpsc::Sender<Vec<u8>>>,
+    line: Vec<u8>,
+    overlong: bool,
+    /// Set to true once a complete result line was read.
+    result: Option<watch::Sender<bool>>,
+    /// The current line, up to [`RESULT_LINE_MAX`] (to recognise a result line).
+    current: Vec<u8>,
+    current_overlong: bool,
+}
+
+/// Longest line looked at to recognise a complete result (a longer answer line is still read
+/// and analyzed; the agent is then only stopped by its exit or the timeout).
+const RESULT_LINE_MAX: usize = 4 * 1024 * 1024;
+
+/// The top-level `type` of a JSON event (everything else skipped).
+#[derive(serde::Deserialize)]
+struct TypeOnly {
+    #[serde(rename = "type")]
+    kind: Option<serde_json::Value>,
+}
+
+impl TypeOnly {
+    fn is_result(&self) -> bool {
+        self.kind.as_ref().and_then(serde_json::Value::as_str) == Some("result")
+    }
+}
+
+/// A whole line that is Claude's final event: a JSON object whose `type` is `result`
+/// (`--output-format json` / `stream-json`), or a JSON array whose last element is one
+/// (`--output-format json --verbose`).
+fn is_result_line(line: &[u8]) -> bool {
+    let line = line.trim_ascii();
+    if memchr::memmem::find(line, b"\"result\"").is_none() {
+        return false;
+    }
+    match line.first() {
+        Some(b'{') => serde_json::from_slice::<TypeOnly>(line).is_ok_and(|t| t.is_result()),
+        Some(b'[') => serde_json::from_slice::<Vec<TypeOnly>>(line)
+            .is_ok_and(|v| v.last().is_some_and(TypeOnly::is_result)),
+        _ => false,
+    }
+}
+
+impl StdoutSink {
+    async fn push(&mut self, bytes: &[u8]) {
+        if self.logged < CAPTURE_MAX
+            && let Some(f) = self.log.as_mut()
+        {
+            let room = usize::try_from(CAPTURE_MAX - self.logged).unwrap_or(usize::MAX);
+            let part = &bytes[..bytes.len().min(room)];
+            if f.write_all(part).is_err() {
+                self.log = None;
+            }
+            self.logged += part.len() as u64;
+        }
+        self.capture.push(bytes);
+        if self.live.is_none() && self.result.is_none() {
+            return;
+        }
+        for chunk in bytes.split_inclusive(|b| *b == b'\n') {
+            let ends = chunk.last() == Some(&b'\n');
+            if self.result.is_some() && !self.current_overlong {
+                if self.current.len() + chunk.len() > RESULT_LINE_MAX {
+                    self.current_overlong = true;
+                    self.current = Vec::new();
+                } else {
+                    self.current.extend_from_slice(chunk);
+                }
+            }
+            if self.live.is_some() && !self.overlong {
+                self.line.extend_from_slice(chunk);
+                if self.line.len() > LIVE_LINE_MAX {
+                    self.overlong = true;
+                    self.line = Vec::new();
+                }
+            }
+            if ends {
+                if let Some(tx) = &self.result
+                    && !self.current_overlong
+                    && is_result_line(&self.current)
+                {
+                    let _ = tx.send(true);
+                }
+                self.current.clear();
+                self.current_overlong = false;
+                if let Some(tx) = &self.live {
+                    if !self.overlong {
+                        let _ = tx.send(std::mem::take(&mut self.line)).await;
+                    }
+                    self.overlong = false;
+                    self.line.clear();
+                }
+            }
+        }
+    }
+
+    async fn end(mut self, bytes: u64) -> Drained {
+        if let Some(tx) = &self.live
+            && !self.line.is_empty()
+            && !self.overlong
+        {
+            let _ = tx.send(std::mem::take(&mut self.line)).await;
+        }
+        if let Some(f) = self.log.as_mut() {
+            let _ = f.flush();
+        }
+        Drained {
+            bytes,
+            capture: self.capture,
+        }
+    }
+}
+
+/// Reads `out` to its end, or until `quit` turns true (a process hank cannot stop holds the
+/// pipe open): what was read is kept either way.
+async fn read_or_quit(
+    out: &mut (impl AsyncRead + Unpin),
+    buf: &mut [u8],
+    quit: &mut watch::Receiver<bool>,
+) -> usize {
+    if *quit.borrow() {
+        return 0;
+    }
+    tokio::select! {
+        r = out.read(buf) => r.unwrap_or(0),
+        _ = quit.wait_for(|q| *q) => 0,
+    }
+}
+
+async fn drain_stdout(
+    mut out: impl AsyncRead + Unpin,
+    mut sink: StdoutSink,
+    activity: Arc<AtomicU64>,
+    mut quit: watch::Receiver<bool>,
+) -> Drained {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    loop {
+        let n = read_or_quit(&mut out, &mut buf, &mut quit).await;
+        if n == 0 {
+            break;
+        }
+        total += n as u64;
+        activity.store(total, Ordering::Relaxed);
+        sink.push(&buf[..n]).await;
+    }
+    sink.end(total).await
+}
+
+async fn drain_stderr(
+    mut err: impl AsyncRead + Unpin,
+    path: PathBuf,
+    mut quit: watch::Receiver<bool>,
+) -> std::io::Result<(Vec<u8>, u64)> {
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut head = Vec::new();
+    let mut total = 0u64;
+    let mut file: Option<File> = None;
+    let mut file_failed = false;
+    loop {
+        let n = read_or_quit(&mut err, &mut buf, &mut quit).await;
+        if n == 0 {
+            break;
+        }
+        total += n as u64;
+        if head.len() < STDERR_KEEP {
+            let take = n.min(STDERR_KEEP - head.len());
+            head.extend_from_slice(&buf[..take]);
+        }
+        if file.is_none() && !file_failed && total <= CAPTURE_MAX {
+            file = create_log(&path).ok();
+            file_failed = file.is_none();
+        }
+        if total > CAPTURE_MAX {
+            file = None;
+        }
+        if let Some(f) = file.as_mut()
+            && f.write_all(&buf[..n]).is_err()
+        {
+            file = None;
+            file_failed = true;
+        }
+    }
+    Ok((head, total))
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Alive and not a zombie (the container's PID 1 may not reap orphans).
+    pub(crate) fn alive(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit(')')
+                    .next()
+                    .map(|r| !r.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(false)
+    }
+
+    /// Waits up to 2 s for `pid` to be gone (exit is not instantaneous after the pipe closes).
+    fn gone(pid: i32) -> bool {
+        let start = Instant::now();
+        while alive(pid) {
+            if start.elapsed() > Duration::from_secs(2) {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        true
+    }
+
+    fn read_pid(path: &Path) -> i32 {
+        std::fs::read_to_string(path)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    fn rt() -> tokio::runtime::Runtime {
+        crate::proc::runtime().unwrap()
+    }
+
+    fn sh(dir: &Path, script: &str, timeout: Duration, live: bool) -> (RunOutcome, Vec<Vec<u8>>) {
+        sh_with(dir, script, timeout, live, None, false)
+    }
+
+    fn sh_with(
+        dir: &Path,
+        script: &str,
+        timeout: Duration,
+        live: bool,
+        marker: Option<&Marker>,
+        stop_after_result: bool,
+    ) -> (RunOutcome, Vec<Vec<u8>>) {
+        let args = vec!["-c".to_string(), script.to_string()];
+        let spawn = Spawn {
+            program: Path::new("/bin/sh"),
+            args: &args,
+            cwd: dir,
+            stdin: b"hello prompt".to_vec(),
+            stdout_log: dir.join("out"),
+            stderr_log: dir.join("err"),
+            timeout,
+            grace: Duration::from_millis(500),
+            live,
+            env_remove: &[],
+            env_set: &[],
+            stop_after_result,
+            marker,
+            idle_timeout: None,
+            first_output_timeout: None,
+        };
+        let (_tx, rx) = watch::channel(0u32);
+        let mut lines = Vec::new();
+        let outcome = rt()
+            .block_on(run(spawn, rx, |l| lines.push(l.to_vec())))
+            .unwrap();
+        (outcome, lines)
+    }
+
+    #[test]
+    fn stdin_reaches_the_child_and_outputs_are_logged() {
+        let dir = tempfile::tempdir().unwrap();
+        let (o, lines) = sh(
+            dir.path(),
+            "cat; echo; echo oops >&2; exit 3",
+            Duration::from_secs(10),
+            true,
+        );
+        assert_eq!(o.exit_code, Some(3));
+        assert_eq!(
+            std::fs::read(dir.path().join("out")).unwrap(),
+            b"hello prompt\n"
+        );
+        assert_eq!(std::fs::read(dir.path().join("err")).unwrap(), b"oops\n");
+        assert_eq!(o.stderr_head, b"oops\n");
+        assert_eq!(lines, vec![b"hello prompt\n".to_vec()]);
+    }
+
+    #[test]
+    fn no_stderr_file_when_stderr_is_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let (o, _) = sh(dir.path(), "exit 0", Duration::from_secs(10), false);
+        assert_eq!(o.exit_code, Some(0));
+        assert!(!dir.path().join("err").exists());
+    }
+
+    #[test]
+    fn timeout_kills_the_whole_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("gc.pid");
+        let script = format!("sleep 300 & echo $! > {}; sleep 300", pidfile.display());
+        let (o, _) = sh(dir.path(), &script, Duration::from_millis(500), false);
+        assert!(o.timed_out);
+        assert!(gone(read_pid(&pidfile)), "grandchild survived");
+    }
+
+    #[test]
+    fn a_grandchild_holding_stdout_does_not_hang_the_loop() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("gc.pid");
+        let script = format!("sleep 300 & echo $! > {}; echo done", pidfile.display());
+        let (o, _) = sh(dir.path(), &script, Duration::from_secs(60), false);
+        assert_eq!(o.exit_code, Some(0));
+        assert!(o.leftovers_killed);
+        assert!(o.duration < Duration::from_secs(30));
+        assert!(gone(read_pid(&pidfile)), "grandchild survived");
+    }
+
+    #[test]
+    fn interrupt_terminates_the_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let args = vec!["-c".to_string(), "sleep 300".to_string()];
+        let spawn = Spawn {
+            program: Path::new("/bin/sh"),
+            args: &args,
+            cwd: dir.path(),
+            stdin: Vec::new(),
+            stdout_log: dir.path().join("out"),
+            stderr_log: dir.path().join("err"),
+            timeout: Duration::from_secs(300),
+            grace: Duration::from_secs(5),
+            live: false,
+            env_remove: &[],
+            env_set: &[],
+            stop_after_result: false,
+            marker: None,
+            idle_timeout: None,
+            first_output_timeout: None,
+        };
+        let (tx, rx) = watch::channel(0u32);
+        let o = rt()
+            .block_on(async {
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    let _ = tx.send(1);
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                });
+                run(spawn, rx, |_| {}).await
+            })
+            .unwrap();
+        assert!(o.interrupted);
+        assert!(o.duration < Duration::from_secs(5));
+    }
+
+    fn read_capture(c: Capture) -> Vec<u8> {
+        let mut out = Vec::new();
+        c.into_reader().unwrap().read_to_end(&mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn the_answer_is_what_came_through_the_pipe_not_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("out");
+        let script = format!(
+            "echo '{{\"type\":\"result\",\"total_cost_usd\":5}}'; sleep 0.2; echo forged > {}",
+            log.display()
+        );
+        let (o, _) = sh(dir.path(), &script, Duration::from_secs(30), false);
+        assert_eq!(o.exit_code, Some(0));
+        assert_eq!(std::fs::read(&log).unwrap(), b"forged\n");
+        assert_eq!(
+            read_capture(o.stdout),
+            b"{\"type\":\"result\",\"total_cost_usd\":5}\n"
+        );
+    }
+
+    #[test]
+    fn a_large_answer_spills_out_of_memory_and_reads_back_whole() {
+        let mut c = Capture::default();
+        let chunk: Vec<u8> = (0..=255u8).cycle().take(1024 * 1024 + 7).collect();
+        let mut expected = Vec::new();
+        for _ in 0..10 {
+            c.push(&chunk);
+            expected.extend_from_slice(&chunk);
+        }
+        assert!(c.spill.is_some());
+        assert!(c.mem.len() <= CAPTURE_MEM);
+        assert!(c.complete());
+        assert_eq!(c.len(), expected.len() as u64);
+        assert_eq!(read_capture(c), expected);
+    }
+
+    #[test]
+    fn complete_result_lines_are_recognised() {
+        let cases: &[(&[u8], bool)] = &[
+            (br#"{"type":"result","subtype":"success"}"#, true),
+            (br#"  { "type" : "result" , "x":1}  "#, true),
+            (br#"{"type":"result"}"#, true),
+            (br#"{"type":"resultx"}"#, false),
+            (br#"{"type":"assistant","result":"x"}"#, false),
+            (br#"{"subtype":"success","type":"result"}"#, true),
+            (br#"[{"type":"system"},{"type":"result","x":[1]}]"#, true),
+            (br#"[{"type":"result"},{"type":"assistant"}]"#, false),
+            (br#"{"type":"result","subtype":"succ"#, false),
+            (br#"{"type":"user","content":[{"type":"result"}]}"#, false),
+            (b"type result", false),
+            (b"", false),
+        ];
+        for (head, want) in cases {
+            assert_eq!(
+                is_result_line(head),
+                *want,
+                "{}",
+                String::from_utf8_lossy(head)
+            );
+        }
+    }
+
+    #[test]
+    fn an_agent_that_lingers_after_its_result_is_stopped_and_its_answer_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let script =
+            "echo '{\"type\":\"result\",\"subtype\":\"success\"}'; trap '' TERM; sleep 600";
+        let (o, _) = sh_with(
+            dir.path(),
+            script,
+            Duration::from_secs(600),
+            false,
+            None,
+            true,
+        );
+        assert!(o.stopped_after_result);
+        assert!(!o.timed_out);
+        assert!(o.duration < Duration::from_secs(300), "{:?}", o.duration);
+        assert_eq!(
+            read_capture(o.stdout),
+            b"{\"type\":\"result\",\"subtype\":\"success\"}\n"
+        );
+    }
+
+    #[test]
+    fn a_daemon_that_left_the_group_and_ignores_sigterm_is_stopped() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = Marker::new(dir.path());
+        let pidfile = dir.path().join("daemon.pid");
+        // The daemon leaves the group (setsid), ignores SIGTERM and closes stdout.
+        let script = format!(
+            "setsid sh -c 'trap \"\" TERM; echo $$ > {}; exec sleep 300' > /dev/null 2>&1 < /dev/null & \
+             while [ ! -s {} ]; do sleep 0.05; done; echo done",
+            pidfile.display(),
+            pidfile.display()
+        );
+        let (o, _) = sh_with(
+            dir.path(),
+            &script,
+            Duration::from_secs(60),
+            false,
+            Some(&marker),
+            false,
+        );
+        assert_eq!(o.exit_code, Some(0));
+        let pid = read_pid(&pidfile);
+        assert!(gone(pid), "the setsid daemon survived");
+        assert!(o.leftovers_killed);
+    }
+
+    #[test]
+    fn orphans_of_a_killed_run_are_found_by_the_project_marker() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = Marker::new(dir.path());
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "trap '' TERM; sleep 300"])
+            .env(RUN_ID_VAR, "old-run")
+            .env(PROJECT_VAR, &marker.project)
+            .spawn()
+            .unwrap();
+        let pid = i32::try_from(child.id()).unwrap();
+        let wanted = [(PROJECT_VAR, marker.project.as_str())];
+        let start = Instant::now();
+        while marked_processes(&wanted).is_empty() && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let other = Marker::new(&dir.path().join("elsewhere"));
+        assert_eq!(
+            stop_orphans(&other.project, None, Duration::from_millis(200)),
+            0
+        );
+        assert!(alive(pid));
+        assert!(stop_orphans(&marker.project, None, Duration::from_millis(200)) >= 1);
+        let _ = child.wait();
+        assert!(marked_processes(&wanted).is_empty());
+    }
+
+    /// The start time is field 22 of `/proc/PID/stat` (the kernel's `starttime`), never the
+    /// always-zero field 21: a recorded group is recognised, a forged `0` never matches.
+    #[test]
+    fn start_ticks_is_the_starttime_field() {
+        let me = i32::try_from(std::process::id()).unwrap();
+        let stat = std::fs::read_to_string(format!("/proc/{me}/stat")).unwrap();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .unwrap()
+            .1
+            .split_whitespace()
+            .collect();
+        // fields[0] is field 3 (state): field 22 is fields[19].
+        let want: u64 = fields[19].parse().unwrap();
+        assert_eq!(start_ticks(me), Some(want));
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let pid = i32::try_from(child.id()).unwrap();
+        let ticks = start_ticks(pid).unwrap();
+        assert!(ticks > 0 && ticks >= want, "{ticks} vs {want}");
+        assert!(
+            !stop_orphan_group(pid, 0),
+            "a forged start time was acted on"
+        );
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// The tree is walked from a process's own children: a `setsid` grandchild with a clean
+    /// environment is found (no marker, another session).
+    #[test]
+    fn descendants_include_a_setsid_grandchild_without_the_marker() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("gc.pid");
+        let mut child = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "env -i setsid sh -c 'echo $$ > {}; exec sleep 30' & wait",
+                pidfile.display()
+            ))
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        while std::fs::read_to_string(&pidfile).map_or(true, |s| s.trim().is_empty()) {
+            assert!(start.elapsed() < Duration::from_secs(10));
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let gc = read_pid(&pidfile);
+        let root = i32::try_from(child.id()).unwrap();
+        let found = descendants(root);
+        let _ = kill(Pid::from_raw(gc), Signal::SIGKILL);
+        let _ = child.wait();
+        assert!(found.iter().any(|(p, _)| *p == gc), "{found:?} lacks {gc}");
+    }
+
+    /// A process hank cannot see (outside its group, no marker, not its descendant: hank is
+    /// not a subreaper here) keeps stdout open after the answer: hank stops waiting for the
+    /// pipe's end and keeps the answer it read.
+    #[test]
+    fn an_answer_read_before_an_invisible_holder_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("holder.pid");
+        let script = format!(
+            "env -i setsid sleep 60 & echo $! > {}; echo '{{\"type\":\"result\",\"total_cost_usd\":1}}'",
+            pidfile.display()
+        );
+        let (o, _) = sh(dir.path(), &script, Duration::from_secs(60), false);
+        let holder = read_pid(&pidfile);
+        let _ = kill(Pid::from_raw(holder), Signal::SIGKILL);
+        assert_eq!(o.exit_code, Some(0));
+        assert!(o.duration < Duration::from_secs(30), "{:?}", o.duration);
+        assert_eq!(
+            read_capture(o.stdout),
+            b"{\"type\":\"result\",\"total_cost_usd\":1}\n"
+        );
+    }
+
+    #[test]
+    fn missing_program_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let spawn = Spawn {
+            program: Path::new("/nonexistent/claude"),
+            args: &[],
+            cwd: dir.path(),
+            stdin: Vec::new(),
+            stdout_log: dir.path().join("out"),
+            stderr_log: dir.path().join("err"),
+            timeout: Duration::from_secs(1),
+            grace: Duration::from_secs(1),
+            live: false,
+            env_remove: &[],
+            env_set: &[],
+            stop_after_result: false,
+            marker: None,
+            idle_timeout: None,
+            first_output_timeout: None,
+        };
+        let (_tx, rx) = watch::channel(0u32);
+        assert!(rt().block_on(run(spawn, rx, |_| {})).is_err());
+    }
+}
