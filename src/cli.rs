@@ -96,6 +96,9 @@ pub(crate) enum Command {
     Completions(CompletionsArgs),
     /// Configuration changed during a run: see it (`status`) or approve it (`accept`).
     Config(ConfigArgs),
+    /// Carry the run state from machine to machine: `save`, `restore`, `claim` (a ref under
+    /// refs/hank/state/ on the remote, or a file with --to-dir / --from-dir).
+    State(StateArgs),
     /// Internal: the `hank --monitor` loop pane's start (reads and deletes an environment
     /// file, then runs the command with that environment).
     #[command(name = "__with-env", hide = true)]
@@ -158,6 +161,77 @@ pub(crate) enum FleetAction {
 pub(crate) struct RunFlagsOnly {
     #[command(flatten)]
     pub run: RunArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub(crate) struct StateArgs {
+    #[command(subcommand)]
+    pub action: StateAction,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub(crate) enum StateAction {
+    /// Save the run state to refs/hank/state/<task or run> on the remote (compare-and-swap),
+    /// or into a folder with --to-dir.
+    Save(StateSaveArgs),
+    /// Merge the saved run state into the local one (never loosening it), optionally claiming
+    /// the task.
+    Restore(StateRestoreArgs),
+    /// Claim a task so that no other job runs it until the lease expires.
+    Claim(StateClaimArgs),
+    /// Print the job summary (Markdown, for $GITHUB_STEP_SUMMARY): how the run ended, when it
+    /// continues, the receipts table, the pull request.
+    Summary,
+}
+
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct StateCommon {
+    /// The task whose state this is [default: the whole project's run, `run`].
+    #[arg(long, value_name = "NAME")]
+    pub task: Option<String>,
+    /// The remote holding the state refs.
+    #[arg(long, value_name = "NAME", default_value = "origin")]
+    pub remote: String,
+    /// Who this job is [default: HANK_STATE_OWNER, else the Actions run/attempt/job, else
+    /// host:pid].
+    #[arg(long, value_name = "ID")]
+    pub owner: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct StateSaveArgs {
+    #[command(flatten)]
+    pub common: StateCommon,
+    /// Write the bundle into this folder (an Actions artifact) instead of pushing.
+    #[arg(long, value_name = "DIR")]
+    pub to_dir: Option<std::path::PathBuf>,
+    /// Give up this job's claim on the task with the save.
+    #[arg(long)]
+    pub release: bool,
+}
+
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct StateRestoreArgs {
+    #[command(flatten)]
+    pub common: StateCommon,
+    /// Read the bundle from this folder instead of the remote.
+    #[arg(long, value_name = "DIR")]
+    pub from_dir: Option<std::path::PathBuf>,
+    /// Claim the task as well (see `hank state claim`).
+    #[arg(long)]
+    pub claim: bool,
+    /// How long a claim holds, in minutes.
+    #[arg(long, value_name = "MINUTES", default_value_t = 360)]
+    pub ttl: u32,
+}
+
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct StateClaimArgs {
+    #[command(flatten)]
+    pub common: StateCommon,
+    /// How long the claim holds, in minutes.
+    #[arg(long, value_name = "MINUTES", default_value_t = 360)]
+    pub ttl: u32,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -69,6 +69,7 @@ pub(crate) mod project;
 pub mod report;
 pub mod sanitize;
 pub mod settings;
+pub mod stateref;
 pub mod store;
 pub mod worktree;
 
@@ -199,6 +200,7 @@ fn dispatch(cli: Cli, args: &[OsString]) -> error::Result<u8> {
         Some(Command::Fleet(a)) => c::fleet::run(&a),
         Some(Command::Completions(a)) => c::completions::run(&a),
         Some(Command::Config(a)) => c::config::run(a.action),
+        Some(Command::State(a)) => c::state::run(&a.action),
         Some(Command::WithEnv(a)) => crate::monitor::tmux::with_env(&a.file, &a.command),
     }
 }

@@ -541,6 +541,29 @@ pub const GIT_OUTPUT_LIMIT: u64 = 1024 * 1024;
 /// # Errors
 /// git cannot be started or ran past `timeout`.
 pub fn git_run(dir: &Path, args: &[&str], timeout: Duration) -> Result<GitRun, GitError> {
+    git_run_with(dir, args, None, timeout)
+}
+
+/// [`git_run`] with `input` written to git's stdin (then closed): the plumbing that reads
+/// its input there (`git mktree`) when hank writes objects of its own (`hank state save`).
+///
+/// # Errors
+/// git cannot be started or ran past `timeout`.
+pub fn git_run_input(
+    dir: &Path,
+    args: &[&str],
+    input: &[u8],
+    timeout: Duration,
+) -> Result<GitRun, GitError> {
+    git_run_with(dir, args, Some(input), timeout)
+}
+
+fn git_run_with(
+    dir: &Path,
+    args: &[&str],
+    input: Option<&[u8]>,
+    timeout: Duration,
+) -> Result<GitRun, GitError> {
     let limit = usize::try_from(GIT_OUTPUT_LIMIT).unwrap_or(usize::MAX);
     let mut cmd = crate::proc::Cmd::new("git")
         .arg("--no-pager")
@@ -570,6 +593,9 @@ pub fn git_run(dir: &Path, args: &[&str], timeout: Duration) -> Result<GitRun, G
         "GIT_ICASE_PATHSPECS",
     ] {
         cmd = cmd.env_remove(var);
+    }
+    if let Some(bytes) = input {
+        cmd = cmd.stdin(bytes.to_vec());
     }
     let done = cmd
         .stdout_max(limit)

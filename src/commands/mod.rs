@@ -8,6 +8,7 @@
 //! | `ctl` | `hank ctl` (the control journal, signed remote commands) |
 //! | `status`, `circuit`, `reset`, `doctor`, `agents`, `completions`, `verify`, `report` | small commands |
 //! | `analyze` | `hank analyze FILE` |
+//! | `state` | `hank state save` / `restore` / `claim` (the portable run state) |
 //! | `fleet` | `hank fleet` (parallel tasks, [`crate::fleet`]) and `hank fleet status` |
 //! | `config` | `hank config status` / `hank config accept` (configuration approval) |
 //! | `setup`, `enable`, `enable_ci`, `migrate`, `import` | project set-up |
@@ -30,6 +31,7 @@ pub(crate) mod report;
 pub(crate) mod reset;
 pub(crate) mod run;
 pub(crate) mod setup;
+pub(crate) mod state;
 pub(crate) mod status;
 pub(crate) mod verify;
 

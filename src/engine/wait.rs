@@ -44,7 +44,19 @@ impl Engine {
             self.clock.now(),
             &format!("waiting ({}) until {until}", reason.as_str()),
         );
-        let waited = self.sleep_until_with_ticks(reason, until).await;
+        // Issue 28 hook (bounded for CI): inside Actions, a wait that outlasts the job ends
+        // the job now — the state with its wait is saved above — instead of sleeping on a
+        // paid runner; the step summary says when the next job continues.
+        let waited =
+            match crate::policy::ci::wait_in_job(until, self.run_deadline, self.clock.now()) {
+                crate::policy::ci::JobWait::StopAndContinue { after } if in_actions() => {
+                    crate::store::portable::append_step_summary(
+                        &crate::policy::ci::continues_line(after),
+                    );
+                    Waited::Stop(ExitReason::MaxRuntime)
+                }
+                _ => self.sleep_until_with_ticks(reason, until).await,
+            };
         self.reporter.wait_done();
         self.wait = None;
         if let Waited::Done = waited {
@@ -188,4 +200,9 @@ impl Engine {
             _ = self.cancel.changed() => Waited::Stop(ExitReason::Interrupted),
         }
     }
+}
+
+/// Whether hank runs inside GitHub Actions (`GITHUB_ACTIONS=true`).
+fn in_actions() -> bool {
+    std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v.trim() == "true")
 }

@@ -10,6 +10,7 @@ pub mod bash_rules;
 pub mod breaker;
 pub mod budget;
 pub mod charge;
+pub mod ci;
 pub mod control;
 pub mod decide;
 pub mod deliver;

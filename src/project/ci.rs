@@ -141,13 +141,54 @@ fn enable(dir: &Path, args: &EnableCiArgs) -> Result<CiReport> {
     })
 }
 
+/// `--github-actions`: the workflow, after enabling hank unless the project has it already
+/// (then the workflow alone). The workflow is checked before anything is written.
+fn with_workflow(dir: &Path, args: &EnableCiArgs) -> Result<CiReport> {
+    let action = args
+        .action
+        .as_deref()
+        .unwrap_or(super::actions::DEFAULT_ACTION);
+    super::actions::check_action(action)?;
+    let workflow = dir.join(super::actions::WORKFLOW_PATH);
+    if workflow.symlink_metadata().is_ok() {
+        return Err(HankError::usage_hint(
+            format!("{} exists already", workflow.display()),
+            "remove it (or move it aside) to generate it again",
+        ));
+    }
+    let mut report = if dir.join(".hank").is_dir() && !args.opts.repair {
+        CiReport {
+            success: true,
+            code: exit::OK,
+            project_name: None,
+            project_type: None,
+            files_created: Vec::new(),
+            tasks_imported: 0,
+            backup: None,
+            message: "hank was already enabled here; added the GitHub Actions workflow".into(),
+        }
+    } else {
+        enable(dir, args)?
+    };
+    let path = super::actions::write_workflow(dir, action)?;
+    report.files_created.push(path.display().to_string());
+    report
+        .message
+        .push_str("; the workflow runs `hank fleet plan` / `hank fleet run-task` (hank fleet)");
+    Ok(report)
+}
+
 /// `hank enable-ci` in `dir`.
 ///
 /// # Errors
 /// Without `--json`: already enabled (exit 2), invalid flags, a failing task source, I/O.
 /// With `--json` the error is printed as JSON and its code returned.
 pub(crate) fn run(dir: &Path, args: &EnableCiArgs) -> Result<u8> {
-    let result = enable(dir, args);
+    let result = if args.github_actions {
+        with_workflow(dir, args)
+    } else {
+        enable(dir, args)
+    };
     if args.json {
         let report = match &result {
             Ok(r) => r.clone(),

@@ -18,6 +18,7 @@
 //! exit 2 unless `--force`, and `migrate` says it is already migrated. The generator writes
 //! `.hank/PROMPT.md` last, so an interrupted run can be repeated.
 
+pub(crate) mod actions;
 pub(crate) mod args;
 pub(crate) mod backup;
 pub(crate) mod ci;

@@ -296,13 +296,16 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
             parse_u32_min(1),
         )?,
         max_loops: r.get("MAX_LOOPS", flags.max_loops.as_deref(), parse_u64)?,
-        max_runtime: r.get("MAX_RUNTIME", flags.max_runtime.as_deref(), |s| {
-            if s.trim() == "0" {
-                Some(Duration::ZERO)
-            } else {
-                parse_timeout(s)
-            }
-        })?,
+        max_runtime: ci_max_runtime(
+            r.get("MAX_RUNTIME", flags.max_runtime.as_deref(), |s| {
+                if s.trim() == "0" {
+                    Some(Duration::ZERO)
+                } else {
+                    parse_timeout(s)
+                }
+            })?,
+            &r.env,
+        ),
         max_cost_usd: r.get("MAX_COST_USD", flags.max_cost.as_deref(), |s| {
             s.trim()
                 .trim_start_matches('$')
@@ -787,6 +790,24 @@ fn split_tools(s: &str) -> Vec<String> {
         out.push(t.to_string());
     }
     out
+}
+
+/// MAX_RUNTIME set nowhere, inside GitHub Actions: the job's limit (`HANK_JOB_TIMEOUT_MINUTES`)
+/// minus a margin ([`crate::policy::ci::job_max_runtime`]).
+fn ci_max_runtime(v: Sourced<Duration>, env: &dyn Fn(&str) -> Option<String>) -> Sourced<Duration> {
+    if v.source != Source::Default {
+        return v;
+    }
+    match crate::policy::ci::job_max_runtime(
+        env("GITHUB_ACTIONS").as_deref(),
+        env(crate::policy::ci::JOB_TIMEOUT_VAR).as_deref(),
+    ) {
+        Some(value) => Sourced {
+            value,
+            source: Source::Env,
+        },
+        None => v,
+    }
 }
 
 #[cfg(test)]

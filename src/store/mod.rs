@@ -51,6 +51,7 @@ use crate::fsread::Follow;
 use crate::policy::budget::{Ledger, LedgerEntry};
 
 pub mod fleet_ledger;
+pub mod portable;
 pub mod schema;
 pub mod userdir;
 

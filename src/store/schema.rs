@@ -1338,6 +1338,38 @@ mod tests {
     }
 }
 
+/// Version of the portable run-state bundle ([`StateBundle`]) this hank writes.
+pub const BUNDLE_SCHEMA: u32 = 1;
+
+/// The portable run state (`hank state save` / `restore`): the file `hank-state.json` in the
+/// tree of the commit at `refs/hank/state/<name>`, or written as it is by `--to-dir`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StateBundle {
+    pub schema_version: u32,
+    /// The task, or `run` for the whole project's run.
+    pub name: String,
+    pub saved_at: Timestamp,
+    /// Who saved it (the job: `GITHUB_RUN_ID`/attempt/job, else host and PID).
+    pub saved_by: String,
+    /// `state.json` as it was (breaker, saved wait, usage windows, session hint, totals).
+    pub state: State,
+    /// The call ledger: the union of `.hank/state.json.calls` and its per-user copy.
+    pub calls: Vec<crate::policy::budget::LedgerEntry>,
+    /// The receipts: lines of `events.jsonl` carried from job to job (oldest first, bounded).
+    #[serde(default)]
+    pub receipts: Vec<Map<String, Value>>,
+    /// Who may run the task now, and until when (`hank state claim`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<Lease>,
+}
+
+/// A claim on a task: its owner runs it until `expires_at` (or releases it earlier).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    pub owner: String,
+    pub expires_at: Timestamp,
+}
+
 /// Current schema of `.hank/fleet.json` ([`FleetFile`]).
 pub const FLEET_SCHEMA: u32 = 1;
 

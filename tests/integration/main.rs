@@ -4,6 +4,7 @@
 // Test helpers outside #[test] functions may panic on setup failures: that is a test failure.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod actions;
 mod agents;
 mod analyze;
 mod architecture;
@@ -28,6 +29,7 @@ mod progress;
 mod project;
 mod reach;
 mod startup;
+mod state;
 mod support;
 mod verify;
 mod windows;

@@ -1,0 +1,176 @@
+//! The portable run state on the remote: `refs/hank/state/<name>`, a commit whose tree holds
+//! the bundle ([`crate::store::portable`]), read with `git ls-remote` / `fetch` and written
+//! with a compare-and-swap push (`--force-with-lease=<ref>:<expected>`). Git runs through
+//! [`crate::worktree::git_run`] (the user's credentials, as `hank deliver` pushes).
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::error::{HankError, Result};
+use crate::store::portable::{BUNDLE_FILE, encode, parse_bundle, ref_name};
+use crate::store::schema::StateBundle;
+use crate::worktree::{GitRun, git_run, git_run_input};
+
+/// The largest bundle read back from a ref (what hank keeps of a git command's output).
+pub const MAX_BUNDLE_BYTES: u64 = crate::worktree::GIT_OUTPUT_LIMIT;
+/// How long a git command of the state may take (a push over a slow network included).
+const GIT_TIMEOUT: Duration = Duration::from_secs(120);
+
+fn git(dir: &Path, args: &[&str]) -> Result<GitRun> {
+    git_run(dir, args, GIT_TIMEOUT)
+        .map_err(|e| HankError::Tool(format!("git {}: {e}", args.join(" "))))
+}
+
+fn git_ok(dir: &Path, args: &[&str]) -> Result<String> {
+    let r = git(dir, args)?;
+    if r.success {
+        Ok(r.stdout.trim().to_string())
+    } else {
+        Err(HankError::Tool(format!(
+            "git {} failed: {}",
+            args.join(" "),
+            r.stderr.trim()
+        )))
+    }
+}
+
+/// What the remote's state ref holds now: its commit and the bundle, or `None` when the ref
+/// does not exist. The commit is fetched into the local ref of the same name.
+///
+/// # Errors
+/// git fails (no remote, no network, no access) or the tree holds no bundle.
+pub fn fetch(dir: &Path, remote: &str, name: &str) -> Result<Option<(String, StateBundle)>> {
+    let r = ref_name(name);
+    let listed = git_ok(dir, &["ls-remote", "--refs", "--", remote, &r])?;
+    let Some(oid) = listed.lines().find_map(|l| {
+        l.split_once('\t')
+            .filter(|(_, n)| *n == r)
+            .map(|(o, _)| o.to_string())
+    }) else {
+        return Ok(None);
+    };
+    git_ok(
+        dir,
+        &[
+            "fetch",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--",
+            remote,
+            &format!("+{r}:{r}"),
+        ],
+    )?;
+    let object = format!("{oid}:{BUNDLE_FILE}");
+    let size: u64 = git_ok(dir, &["cat-file", "-s", &object])?
+        .parse()
+        .unwrap_or(u64::MAX);
+    if size >= MAX_BUNDLE_BYTES {
+        return Err(HankError::Unreadable {
+            path: format!("{remote} {r}").into(),
+            problem: format!(
+                "holds a bundle of {size} bytes; this hank reads at most {MAX_BUNDLE_BYTES}"
+            ),
+        });
+    }
+    let text = git_ok(dir, &["cat-file", "blob", &object])?;
+    let bundle = parse_bundle(text.as_bytes(), Path::new(&format!("{remote} {r}")))?;
+    Ok(Some((oid, bundle)))
+}
+
+/// How a push of the state ref ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pushed {
+    /// The ref now points at this commit.
+    Done(String),
+    /// The ref moved since it was read (another job saved or claimed first): nothing changed.
+    Lost(String),
+}
+
+/// Writes `bundle` as a commit (its tree: [`BUNDLE_FILE`], its parent: `expected`) and
+/// pushes it to `remote`'s state ref only if the ref still is `expected` (`None`: does not
+/// exist yet).
+///
+/// # Errors
+/// git fails for another reason than the ref having moved.
+pub fn push(
+    dir: &Path,
+    remote: &str,
+    bundle: &StateBundle,
+    expected: Option<&str>,
+) -> Result<Pushed> {
+    let r = ref_name(&bundle.name);
+    let blob = git_run_input(
+        dir,
+        &["hash-object", "-w", "--stdin"],
+        &encode(bundle)?,
+        GIT_TIMEOUT,
+    )
+    .map_err(|e| HankError::Tool(format!("git hash-object: {e}")))?;
+    if !blob.success {
+        return Err(HankError::Tool(format!(
+            "git hash-object failed: {}",
+            blob.stderr.trim()
+        )));
+    }
+    let listing = format!("100644 blob {}\t{BUNDLE_FILE}\n", blob.stdout.trim());
+    let tree = git_run_input(dir, &["mktree"], listing.as_bytes(), GIT_TIMEOUT)
+        .map_err(|e| HankError::Tool(format!("git mktree: {e}")))?;
+    if !tree.success {
+        return Err(HankError::Tool(format!(
+            "git mktree failed: {}",
+            tree.stderr.trim()
+        )));
+    }
+    let tree = tree.stdout.trim().to_string();
+    let message = format!("hank state {} saved by {}", bundle.name, bundle.saved_by);
+    let mut args = vec![
+        "-c",
+        "user.name=hank",
+        "-c",
+        "user.email=hank@localhost",
+        "commit-tree",
+        &tree,
+        "-m",
+        &message,
+    ];
+    if let Some(p) = expected {
+        args.extend(["-p", p]);
+    }
+    let commit = git_ok(dir, &args)?;
+    let lease = format!("--force-with-lease={r}:{}", expected.unwrap_or(""));
+    let refspec = format!("{commit}:{r}");
+    let pushed = git(
+        dir,
+        &[
+            "push",
+            "--no-verify",
+            "--porcelain",
+            &lease,
+            "--",
+            remote,
+            &refspec,
+        ],
+    )?;
+    if pushed.success {
+        let _ = git(dir, &["update-ref", &r, &commit]);
+        return Ok(Pushed::Done(commit));
+    }
+    let said = format!("{}\n{}", pushed.stdout, pushed.stderr);
+    // Refused because the ref moved: by our lease check ("stale info"), by the remote's
+    // fast-forward rule, or by the remote's own ref lock when two pushes meet there.
+    let moved = [
+        "stale info",
+        "[rejected]",
+        "fetch first",
+        "cannot lock ref",
+        "reference already exists",
+        "but expected",
+    ];
+    if moved.iter().any(|m| said.contains(m)) {
+        return Ok(Pushed::Lost(said.trim().to_string()));
+    }
+    Err(HankError::Tool(format!(
+        "git push {remote} {r} failed: {}",
+        said.trim()
+    )))
+}
