@@ -23,8 +23,8 @@ const HTTP_TIMEOUT: Duration = Duration::from_secs(20);
 /// `poll --watch`: time between two polls.
 const WATCH_EVERY: Duration = Duration::from_secs(15);
 
-/// What the loop does with ctl commands today (said after each one is recorded).
-const NOT_WIRED: &str = "note: this version of hank run records ctl commands but does not act on them yet (README: Notifications and control)";
+/// When the loop takes a command (said after each one is recorded).
+const WHEN_TAKEN: &str = "the loop takes it before its next call, or within a second while it waits; hank ctl status shows the acknowledgement";
 
 pub(crate) fn run(args: &cli::CtlArgs) -> Result<u8> {
     let words: Vec<&str> = args.words.iter().map(String::as_str).collect();
@@ -98,7 +98,7 @@ pub(crate) fn run(args: &cli::CtlArgs) -> Result<u8> {
                 "no loop is running now"
             };
             eprintln!(
-                "hank: recorded `{}` as {id} ({running})\nhank: {NOT_WIRED}",
+                "hank: recorded `{}` as {id} ({running})\nhank: {WHEN_TAKEN}",
                 cmd.to_text()
             );
             Ok(exit::OK)

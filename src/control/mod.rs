@@ -152,6 +152,144 @@ impl ControlInbox {
     }
 }
 
+/// What the loop did with one journaled command (an event in `events.jsonl`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Taken {
+    pub id: String,
+    /// The command as typed (`pause`, `set MAX_LOOPS=3`).
+    pub command: String,
+    /// What the journal's acknowledgement says (`applied`, `refused: why`).
+    pub outcome: String,
+}
+
+/// The journal's size, change time and inode: it is read again only when one moved.
+type Stamp = (u64, Option<std::time::SystemTime>, u64);
+
+/// The running loop's control source: the journal, read only when it changed (one `stat`
+/// per poll otherwise). Each command is acknowledged as it is handed to the loop, so it is
+/// never applied twice; one without an acknowledgement comes again after a restart. A
+/// pause the loop took before a restart (and no resume after it) holds again at start.
+pub struct LiveControl {
+    inbox: ControlInbox,
+    path: PathBuf,
+    seen: Option<Stamp>,
+    /// Facts to hand out at the first poll (a pause from before a restart).
+    replay: Vec<crate::policy::run::Control>,
+    taken: Vec<Taken>,
+    /// The last read error, warned about once.
+    failed: Option<String>,
+    warnings: Vec<String>,
+}
+
+impl LiveControl {
+    /// The control source of the project `store` belongs to.
+    #[must_use]
+    pub fn open(store: Store) -> Self {
+        let path = store.control_path();
+        let mut replay = Vec::new();
+        let mut taken = Vec::new();
+        let mut warnings = Vec::new();
+        match read_journal(&store) {
+            Ok(journal) => {
+                if let Some(j) = last_pause_or_resume(&journal)
+                    && j.pending.command == Command::Pause
+                {
+                    replay.push(crate::policy::run::Control::Pause);
+                    taken.push(Taken {
+                        id: j.pending.id.clone(),
+                        command: j.pending.command.to_text(),
+                        outcome: "applied again: paused before the restart".into(),
+                    });
+                }
+            }
+            Err(e) => warnings.push(format!("the control journal: {e}")),
+        }
+        Self {
+            inbox: ControlInbox::new(store),
+            path,
+            seen: None,
+            replay,
+            taken,
+            failed: None,
+            warnings,
+        }
+    }
+
+    fn stamp(&self) -> Option<Stamp> {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::symlink_metadata(&self.path)
+            .ok()
+            .map(|m| (m.len(), m.modified().ok(), m.ino()))
+    }
+
+    /// The commands that came since the last poll, as the loop's control facts, each
+    /// acknowledged in the journal (`set` checked again: a bad one is refused, not applied).
+    pub fn poll(&mut self, now: Timestamp) -> Vec<crate::policy::run::Control> {
+        let mut out = std::mem::take(&mut self.replay);
+        let stamp = self.stamp();
+        if stamp.is_none() || stamp == self.seen {
+            return out;
+        }
+        let pending = match self.inbox.poll() {
+            Ok(p) => {
+                self.failed = None;
+                p
+            }
+            Err(e) => {
+                let e = e.to_string();
+                if self.failed.as_ref() != Some(&e) {
+                    self.warnings
+                        .push(format!("hank ctl commands cannot be read: {e}"));
+                    self.failed = Some(e);
+                }
+                return out;
+            }
+        };
+        for p in pending {
+            let check = |k: &str, v: &str| crate::settings::resolve::check_live_value(k, v);
+            let (control, outcome) = match control::to_control(&p.command, &check) {
+                Ok(c) => (Some(c), "applied".to_string()),
+                Err(why) => (None, format!("refused: {why}")),
+            };
+            if let Err(e) = self.inbox.ack(&p.id, &outcome, now) {
+                // Not acknowledged: not applied either (it comes again after a restart).
+                self.warnings.push(format!(
+                    "hank ctl {} not taken: its acknowledgement could not be written: {e}",
+                    p.command.to_text()
+                ));
+                continue;
+            }
+            out.extend(control);
+            self.taken.push(Taken {
+                id: p.id,
+                command: p.command.to_text(),
+                outcome,
+            });
+        }
+        // Our own acknowledgements moved the journal: read it again only when someone else does.
+        self.seen = self.stamp();
+        out
+    }
+
+    /// What was taken since the last call, and warnings (a journal that cannot be read).
+    pub fn take_log(&mut self) -> (Vec<Taken>, Vec<String>) {
+        (
+            std::mem::take(&mut self.taken),
+            std::mem::take(&mut self.warnings),
+        )
+    }
+}
+
+/// The last `pause` or `resume` the loop applied.
+fn last_pause_or_resume(journal: &[Journaled]) -> Option<&Journaled> {
+    journal.iter().rev().find(|j| {
+        matches!(j.pending.command, Command::Pause | Command::Resume)
+            && j.ack
+                .as_ref()
+                .is_some_and(|(_, o)| o.starts_with("applied"))
+    })
+}
+
 /// The per-project secret's file (in the per-user folder).
 pub fn secret_path(project_root: &Path) -> Result<PathBuf> {
     Ok(userdir::project_dir(project_root)?.join("control.key"))
@@ -377,6 +515,64 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn the_live_source_acknowledges_refuses_and_replays_a_pause() {
+        use crate::policy::run::Control;
+        let (_d, store) = store();
+        let now = t("2026-11-26T10:00:00Z");
+        let mut live = LiveControl::open(store.clone());
+        assert!(live.poll(now).is_empty(), "no journal: nothing");
+        let pause = submit(&store, Command::Pause, ControlSource::Local, now).unwrap();
+        // A `set` written by hand, not through `hank ctl`: refused when taken.
+        let bad = submit(
+            &store,
+            Command::Set {
+                key: "AGENT".into(),
+                value: "codex".into(),
+            },
+            ControlSource::Local,
+            now,
+        )
+        .unwrap();
+        assert_eq!(live.poll(now), [Control::Pause]);
+        assert!(
+            live.poll(now).is_empty(),
+            "unchanged journal: nothing again"
+        );
+        let (taken, warnings) = live.take_log();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(taken.len(), 2);
+        assert_eq!(
+            (taken[0].id.as_str(), taken[0].outcome.as_str()),
+            (pause.as_str(), "applied")
+        );
+        assert_eq!(taken[1].id, bad);
+        assert!(
+            taken[1].outcome.starts_with("refused: AGENT cannot be set"),
+            "{}",
+            taken[1].outcome
+        );
+        let journal = read_journal(&store).unwrap();
+        assert!(journal.iter().all(|j| j.ack.is_some()));
+
+        // A restart: the applied pause holds again, nothing is acknowledged twice.
+        let mut again = LiveControl::open(store.clone());
+        assert_eq!(again.poll(now), [Control::Pause]);
+        assert!(again.poll(now).is_empty());
+        let (taken, _) = again.take_log();
+        assert_eq!(taken.len(), 1);
+        assert!(taken[0].outcome.starts_with("applied again"));
+        let resume = submit(&store, Command::Resume, ControlSource::Local, now).unwrap();
+        assert_eq!(again.poll(now), [Control::Resume]);
+        assert_eq!(again.take_log().0[0].id, resume);
+        // After a resume, a restart is not paused.
+        let mut third = LiveControl::open(store.clone());
+        assert!(third.poll(now).is_empty());
+        let acks = read_journal(&store).unwrap();
+        assert_eq!(acks.len(), 3);
+        assert!(acks.iter().all(|j| j.ack.is_some()));
     }
 
     #[test]

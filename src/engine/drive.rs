@@ -31,11 +31,19 @@ pub(crate) trait Effects: Clock {
     /// a note for the next context, a setting, a sibling's window reading
     /// (`policy::run::Control`). Polled before each call and during every wait.
     fn poll_control(&mut self) -> Vec<Control>;
+    /// The commands taken since the last call (each an event) and warnings of the control
+    /// source.
+    fn control_log(&mut self) -> (Vec<crate::control::Taken>, Vec<String>) {
+        (Vec::new(), Vec::new())
+    }
 }
 
-/// The real effects: a clock (`SystemClock`, or `HANK_NOW`'s), tokio's timer, no outside
-/// control yet (live control and the fleet plug their command source in here).
-pub(crate) struct Real(pub(crate) Box<dyn Clock>);
+/// The real effects: a clock (`SystemClock`, or `HANK_NOW`'s), tokio's timer, and the
+/// project's `hank ctl` journal ([`crate::control::LiveControl`]).
+pub(crate) struct Real(
+    pub(crate) Box<dyn Clock>,
+    pub(crate) Option<crate::control::LiveControl>,
+);
 
 impl Clock for Real {
     fn now(&self) -> Timestamp {
@@ -49,7 +57,12 @@ impl Effects for Real {
     }
 
     fn poll_control(&mut self) -> Vec<Control> {
-        Vec::new()
+        let now = self.0.now();
+        self.1.as_mut().map(|c| c.poll(now)).unwrap_or_default()
+    }
+
+    fn control_log(&mut self) -> (Vec<crate::control::Taken>, Vec<String>) {
+        self.1.as_mut().map(|c| c.take_log()).unwrap_or_default()
     }
 }
 
@@ -74,7 +87,49 @@ impl Engine {
         for c in commands {
             self.run.on(Fact::Control(c), self.clock.now());
         }
+        self.log_control();
+        if any {
+            self.apply_settings();
+        }
         any
+    }
+
+    /// Each command taken is an event and a line on the terminal.
+    fn log_control(&mut self) {
+        let (taken, warnings) = self.clock.control_log();
+        for w in warnings {
+            self.warn(&w);
+        }
+        for t in taken {
+            self.reporter
+                .info(&format!("hank ctl {}: {}", t.command, t.outcome));
+            if let Err(e) = self.emit(crate::store::EventKind::Control {
+                id: t.id,
+                command: t.command,
+                outcome: t.outcome,
+            }) {
+                self.reporter
+                    .warn(&format!("could not record a control event: {e}"));
+            }
+        }
+    }
+
+    /// `hank ctl set`: the new limits hold from the next gate on (the run's caps, its
+    /// deadline, the call cap and the window limits are read from the settings again).
+    fn apply_settings(&mut self) {
+        let settings = self.run.take_settings();
+        if settings.is_empty() {
+            return;
+        }
+        for (key, value) in settings {
+            match crate::settings::resolve::apply_live_value(&mut self.s, &key, &value) {
+                Ok(shown) => self.reporter.info(&format!("{key} is now {shown}")),
+                Err(why) => self.warn(&format!("hank ctl set {key}={value} not applied: {why}")),
+            }
+        }
+        let started = self.run_started;
+        self.run.retune(self.run_config(started));
+        self.run_deadline = RunConfig::deadline_of(started, self.s.max_runtime.value);
     }
 
     /// Executes one step; `Some` ends the run with that reason.

@@ -100,6 +100,8 @@ struct Engine {
     verify: verify::Verify,
     /// When MAX_RUNTIME ends the run (`None`: unlimited).
     run_deadline: Option<Timestamp>,
+    /// When this run started (MAX_RUNTIME counts from it, also after `hank ctl set`).
+    run_started: Timestamp,
     /// LOG_RETENTION: the first loop and check whose logs are kept (`None` before the first
     /// pruning of the run).
     logs_kept_from: Option<(u64, u64)>,
@@ -165,6 +167,7 @@ impl Engine {
         }
         self.state.agents.on_run_start(now);
         self.run = Run::new(self.run_config(now));
+        self.run_started = now;
         self.run_deadline =
             crate::policy::run::RunConfig::deadline_of(now, self.s.max_runtime.value);
         self.save()?;

@@ -40,7 +40,8 @@ pub(crate) fn start(
     runtime.block_on(async move {
         let cancel = crate::agent::signals::install()?;
         let signals = cancel.clone();
-        let fx = Box::new(super::drive::Real(clock));
+        let control = crate::control::LiveControl::open(store.clone());
+        let fx = Box::new(super::drive::Real(clock, Some(control)));
         let mut engine = Engine::new(settings, agents, store, cancel, lock, fx)?;
         for note in notes {
             engine.warn(&note);
@@ -95,6 +96,7 @@ impl Engine {
             run_loops: Vec::new(),
             verify: super::verify::Verify::default(),
             run_deadline: None,
+            run_started: now,
             logs_kept_from: None,
             clock,
             marker,

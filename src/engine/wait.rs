@@ -156,8 +156,16 @@ impl Engine {
     /// Paused by a control command: `state: waiting` until a resume or a stop comes (polled
     /// each second); Ctrl-C ends it.
     pub(super) async fn paused(&mut self) -> Result<Waited> {
+        self.wait = Some((WaitReason::Paused, self.clock.now()));
         self.write_status(RunState::Waiting)?;
-        self.reporter.info("paused: no call before a resume");
+        self.reporter
+            .info("paused: no call before a resume (hank ctl resume)");
+        let waited = self.paused_loop().await;
+        self.wait = None;
+        waited
+    }
+
+    async fn paused_loop(&mut self) -> Result<Waited> {
         loop {
             tokio::select! {
                 () = self.clock.sleep(Duration::from_secs(1)) => {}

@@ -133,6 +133,7 @@ fn wait_label(reason: &str) -> &str {
         "usage_limit" => "usage limit",
         "usage_window" => "usage window at its limit",
         "backoff" => "backoff after a failed call",
+        "paused" => "paused (hank ctl resume goes on)",
         other => other,
     }
 }

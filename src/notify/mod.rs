@@ -58,6 +58,7 @@ fn happening(event: &Event) -> Happening<'_> {
         EventKind::LoopStarted { .. }
         | EventKind::AgentFinished(_)
         | EventKind::Warning { .. }
+        | EventKind::Control { .. }
         | EventKind::Delivery(_)
         | EventKind::FleetTask { .. } => Happening::Other,
     }

@@ -89,6 +89,8 @@ pub enum WaitReason {
     UsageWindow,
     /// Backing off after a transient failure.
     Backoff,
+    /// Paused by `hank ctl pause`, until `hank ctl resume` (no end time).
+    Paused,
 }
 
 impl WaitReason {
@@ -101,6 +103,7 @@ impl WaitReason {
             Self::UsageLimit => "usage_limit",
             Self::UsageWindow => "usage_window",
             Self::Backoff => "backoff",
+            Self::Paused => "paused",
         }
     }
 }

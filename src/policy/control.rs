@@ -21,6 +21,8 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
+use crate::policy::run::{ContextNote, Control, NoteKind};
+
 /// Longest `note`/`answer` text (characters).
 pub const MAX_TEXT_CHARS: usize = 4000;
 
@@ -135,6 +137,36 @@ pub fn parse(
             "`{other}` is not a command (expected pause, resume, stop, retry-now, note TEXT, answer TEXT or set KEY=VALUE)"
         )),
     }
+}
+
+/// The loop's control fact for `command`; `check_set(key, value)` checks a `set` again
+/// (the journal is a file: a line may not have come through `hank ctl`).
+pub fn to_control(
+    command: &Command,
+    check_set: &dyn Fn(&str, &str) -> Result<(), String>,
+) -> Result<Control, String> {
+    Ok(match command {
+        Command::Pause => Control::Pause,
+        Command::Resume => Control::Resume,
+        Command::Stop => Control::Stop,
+        Command::RetryNow => Control::RetryNow,
+        Command::Note { text } | Command::Answer { text } => {
+            let kind = if matches!(command, Command::Note { .. }) {
+                NoteKind::Note
+            } else {
+                NoteKind::Answer
+            };
+            let text: String = text.chars().take(MAX_TEXT_CHARS).collect();
+            Control::Note(ContextNote { kind, text })
+        }
+        Command::Set { key, value } => {
+            check_set(key, value)?;
+            Control::Set {
+                key: key.clone(),
+                value: value.clone(),
+            }
+        }
+    })
 }
 
 /// The bytes the signature covers.
@@ -296,6 +328,61 @@ mod tests {
 
     fn now() -> Timestamp {
         "2026-11-26T10:00:00Z".parse().unwrap()
+    }
+
+    #[test]
+    fn commands_become_the_loops_control_facts() {
+        let note = |kind, text: &str| {
+            Ok(Control::Note(ContextNote {
+                kind,
+                text: text.into(),
+            }))
+        };
+        let refuse = |_: &str, _: &str| Err::<(), String>("no".into());
+        type Taken = Result<Control, String>;
+        let cases: Vec<(Command, Taken, Taken)> = vec![
+            (Command::Pause, Ok(Control::Pause), Ok(Control::Pause)),
+            (Command::Resume, Ok(Control::Resume), Ok(Control::Resume)),
+            (Command::Stop, Ok(Control::Stop), Ok(Control::Stop)),
+            (
+                Command::RetryNow,
+                Ok(Control::RetryNow),
+                Ok(Control::RetryNow),
+            ),
+            (
+                Command::Note { text: "v2".into() },
+                note(NoteKind::Note, "v2"),
+                note(NoteKind::Note, "v2"),
+            ),
+            (
+                Command::Answer { text: "yes".into() },
+                note(NoteKind::Answer, "yes"),
+                note(NoteKind::Answer, "yes"),
+            ),
+            (
+                Command::Set {
+                    key: "MAX_LOOPS".into(),
+                    value: "3".into(),
+                },
+                Ok(Control::Set {
+                    key: "MAX_LOOPS".into(),
+                    value: "3".into(),
+                }),
+                Err("no".into()),
+            ),
+        ];
+        for (command, accepted, refused) in cases {
+            assert_eq!(to_control(&command, &ok), accepted, "{command:?}");
+            assert_eq!(to_control(&command, &refuse), refused, "{command:?}");
+        }
+        // A note written into the journal by hand is still bounded.
+        let long = Command::Note {
+            text: "x".repeat(MAX_TEXT_CHARS + 10),
+        };
+        let Ok(Control::Note(n)) = to_control(&long, &ok) else {
+            panic!("a note")
+        };
+        assert_eq!(n.text.chars().count(), MAX_TEXT_CHARS);
     }
 
     #[test]

@@ -477,6 +477,56 @@ pub fn check_live_value(name: &str, raw: &str) -> std::result::Result<(), String
     }
 }
 
+/// Applies `hank ctl set KEY=VALUE` to the run's settings (checked first with
+/// [`check_live_value`]); the value shown afterwards. No I/O: the loop reads the settings
+/// again at its next gate.
+pub fn apply_live_value(
+    s: &mut Settings,
+    name: &str,
+    raw: &str,
+) -> std::result::Result<String, String> {
+    check_live_value(name, raw)?;
+    let from = Source::Flag("hank ctl set");
+    let bad = || format!("invalid value `{raw}` for {name}");
+    match name {
+        "MAX_LOOPS" => {
+            s.max_loops.value = parse_u64(raw).ok_or_else(bad)?;
+            s.max_loops.source = from;
+            Ok(s.max_loops.value.to_string())
+        }
+        "MAX_CALLS_PER_HOUR" => {
+            s.max_calls_per_hour.value = parse_u32_min(1)(raw).ok_or_else(bad)?;
+            s.max_calls_per_hour.source = from;
+            Ok(s.max_calls_per_hour.value.to_string())
+        }
+        "MAX_COST_USD" => {
+            s.max_cost_usd.value = raw
+                .trim()
+                .trim_start_matches('$')
+                .parse::<f64>()
+                .map_err(|_| bad())?;
+            s.max_cost_usd.source = from;
+            Ok(format!("{:.2}", s.max_cost_usd.value))
+        }
+        "MAX_RUNTIME" => {
+            s.max_runtime.value = if raw.trim() == "0" {
+                Duration::ZERO
+            } else {
+                parse_timeout(raw).ok_or_else(bad)?
+            };
+            s.max_runtime.source = from;
+            Ok(format!("{}s", s.max_runtime.value.as_secs()))
+        }
+        "MAX_WINDOW_PERCENT" => {
+            s.max_window_percent.value =
+                crate::policy::windows::WindowLimits::parse(raw).ok_or_else(bad)?;
+            s.max_window_percent.source = from;
+            Ok(raw.trim().to_string())
+        }
+        _ => Err(format!("{name} cannot be set in a running loop")),
+    }
+}
+
 /// How a resolved value is shown by `--dry-run` and `hank doctor`.
 pub(super) trait Show {
     fn show(&self) -> String;
@@ -824,6 +874,52 @@ mod tests {
                 rc_path: Path::new("/p/.hankrc"),
             },
         )
+    }
+
+    #[test]
+    fn live_values_apply_to_the_run_settings() {
+        let base = resolve_with(&Flags::default(), &[], "MAX_LOOPS=50\n").unwrap();
+        type Read = fn(&Settings) -> String;
+        let cases: &[(&str, &str, &str, Read)] = &[
+            ("MAX_LOOPS", "3", "3", |s| s.max_loops.value.to_string()),
+            ("MAX_LOOPS", "0", "0", |s| s.max_loops.value.to_string()),
+            ("MAX_COST_USD", "$12.5", "12.50", |s| {
+                s.max_cost_usd.value.to_string()
+            }),
+            ("MAX_RUNTIME", "1h30m", "5400s", |s| {
+                s.max_runtime.value.as_secs().to_string()
+            }),
+            ("MAX_RUNTIME", "0", "0s", |s| {
+                s.max_runtime.value.as_secs().to_string()
+            }),
+            ("MAX_CALLS_PER_HOUR", "7", "7", |s| {
+                s.max_calls_per_hour.value.to_string()
+            }),
+            ("MAX_WINDOW_PERCENT", "five_hour=80", "five_hour=80", |s| {
+                format!("{}", !s.max_window_percent.value.is_empty())
+            }),
+        ];
+        let wants = ["3", "0", "12.5", "5400", "0", "7", "true"];
+        for ((key, raw, shown, read), want) in cases.iter().zip(wants) {
+            let mut s = base.clone();
+            assert_eq!(
+                apply_live_value(&mut s, key, raw).as_deref(),
+                Ok(*shown),
+                "{key}={raw}"
+            );
+            assert_eq!(read(&s), want, "{key}={raw}");
+        }
+        // Refused: nothing changes.
+        for (key, raw) in [
+            ("MAX_LOOPS", "-1"),
+            ("AGENT", "codex"),
+            ("MAX_CALLS_PER_HOUR", "0"),
+        ] {
+            let mut s = base.clone();
+            assert!(apply_live_value(&mut s, key, raw).is_err(), "{key}={raw}");
+            assert_eq!(s.max_loops.value, 50);
+            assert_eq!(s.max_calls_per_hour.value, 100);
+        }
     }
 
     #[test]

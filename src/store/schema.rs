@@ -374,6 +374,13 @@ pub enum EventKind {
     Verification(Box<CheckResult>),
     /// Something the user should know.
     Warning { message: String },
+    /// A `hank ctl` command the loop took (or refused): its journal id, the command as
+    /// typed, and the outcome written to the journal (`applied`, `refused: why`).
+    Control {
+        id: String,
+        command: String,
+        outcome: String,
+    },
     /// `hank fleet`: a task changed state (in the main checkout's `events.jsonl`).
     FleetTask {
         task: String,
@@ -619,7 +626,8 @@ impl Status {
             tokens_in_window: st.ledger.tokens_in_window(p.now),
             max_tokens_per_hour: p.limits.max_tokens_per_hour,
             wait_reason: p.wait.map(|w| w.0),
-            waiting_until: p.wait.map(|w| w.1),
+            // A pause has no end time.
+            waiting_until: p.wait.filter(|w| w.0 != WaitReason::Paused).map(|w| w.1),
             circuit_state: st.breaker.state,
             circuit_reason: st.breaker.reason.clone(),
             session_id: st.session.as_ref().map(|s| s.id.clone()),

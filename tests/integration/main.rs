@@ -9,6 +9,7 @@ mod agents;
 mod analyze;
 mod architecture;
 mod cli;
+mod ctl_loop;
 mod deliver;
 mod fake_github;
 mod faults;

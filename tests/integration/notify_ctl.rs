@@ -256,7 +256,7 @@ fn ctl_records_commands_and_refuses_what_it_cannot_set() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let id = stdout(&o).trim().to_string();
     assert!(id.starts_with('c'), "{id}");
-    assert!(stderr(&o).contains("does not act on them yet"));
+    assert!(stderr(&o).contains("the loop takes it before its next call"));
     let o = p.run(&["ctl", "set", "MAX_LOOPS=20"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     for (args, want) in [

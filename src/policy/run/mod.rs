@@ -558,6 +558,12 @@ impl Run {
         }
     }
 
+    /// New settings for the rest of the run (`hank ctl set`): the loops, cost and time so
+    /// far are kept, the next gate checks them against `cfg`.
+    pub fn retune(&mut self, cfg: RunConfig) {
+        self.cfg = cfg;
+    }
+
     /// Before a call (a stop returned now comes from a gate, not from an answer).
     #[must_use]
     pub fn at_gates(&self) -> bool {

@@ -669,6 +669,46 @@ fn live_control() {
     assert_eq!(gate(&mut run, clear(), t0()), Step::Call { agent: 0 });
 }
 
+/// `hank ctl set`: new limits hold from the next gate; the loops, cost and time so far stay.
+#[test]
+fn retuned_limits_hold_from_the_next_gate() {
+    let with = |max_loops: u64, max_cost_usd: f64, deadline: Option<Timestamp>| RunConfig {
+        deadline,
+        decide: DecideConfig {
+            max_loops,
+            max_cost_usd,
+            ..DecideConfig::default()
+        },
+        ..cfg()
+    };
+    // (new limits after 2 loops costing $0.20 each at t0+1h, what the next gate does)
+    let cases = [
+        (with(0, 0.0, None), Step::Call { agent: 0 }),
+        (with(2, 0.0, None), Step::Stop(ExitReason::MaxLoops)),
+        (with(3, 0.0, None), Step::Call { agent: 0 }),
+        (with(0, 0.4, None), Step::Stop(ExitReason::CostBudget)),
+        (with(0, 1.0, None), Step::Call { agent: 0 }),
+        (
+            with(0, 0.0, Some(t0() + hours(1))),
+            Step::Stop(ExitReason::MaxRuntime),
+        ),
+        (with(0, 0.0, Some(t0() + hours(2))), Step::Call { agent: 0 }),
+    ];
+    for (new, want) in cases {
+        let mut run = Run::new(with(0, 0.0, None));
+        for _ in 0..2 {
+            assert_eq!(gate(&mut run, clear(), t0()), Step::Call { agent: 0 });
+            run.on(Fact::Calling, t0());
+            run.on(Fact::Spent(0.2), t0());
+            run.on(Fact::Answered(answer(Decision::Continue)), t0());
+            assert_eq!(run.next(t0()), Step::Observe);
+        }
+        run.retune(new.clone());
+        assert_eq!(run.loops(), 2);
+        assert_eq!(gate(&mut run, clear(), t0() + hours(1)), want, "{new:?}");
+    }
+}
+
 #[test]
 fn cost_budget_counts_answers() {
     let mut run = Run::new(RunConfig {

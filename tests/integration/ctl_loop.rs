@@ -1,0 +1,213 @@
+//! `hank ctl` commands taken by a running loop (the journal `.hank/control.jsonl`): pause
+//! across a restart, resume, `set MAX_LOOPS`, `note` in the next call's stdin, `stop`,
+//! `retry-now` ending a usage-limit wait. Each taken command is acknowledged in the journal
+//! and is an event.
+
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use serde_json::Value;
+
+use crate::support::{Project, TICK_ONE, error_json, signal, stderr, stdout, wait_with_timeout};
+
+const LONG: Duration = Duration::from_secs(30);
+
+/// A running `hank`, killed if the test fails before it is waited for (a paused loop would
+/// otherwise wait forever).
+struct Running(Option<std::process::Child>);
+
+impl Running {
+    fn child(&self) -> &std::process::Child {
+        self.0.as_ref().unwrap()
+    }
+
+    fn wait(mut self) -> std::process::Output {
+        wait_with_timeout(self.0.take().unwrap(), LONG)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn ctl(p: &Project, args: &[&str]) -> String {
+    let mut all = vec!["ctl"];
+    all.extend_from_slice(args);
+    let o = p.run(&all);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    stdout(&o).trim().to_string()
+}
+
+/// The journal's commands as `hank ctl status --json` shows them.
+fn journal(p: &Project) -> Vec<Value> {
+    let v: Value = serde_json::from_str(&ctl(p, &["status", "--json"])).unwrap();
+    v["commands"].as_array().unwrap().clone()
+}
+
+/// Polls until command `id` is acknowledged; its acknowledgement.
+fn wait_ack(p: &Project, id: &str, within: Duration) -> Value {
+    let start = Instant::now();
+    loop {
+        if let Some(c) = journal(p).into_iter().find(|c| c["id"] == id)
+            && !c["acknowledged"].is_null()
+        {
+            return c;
+        }
+        assert!(
+            start.elapsed() < within,
+            "{id} not acknowledged in {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn control_events(p: &Project) -> Vec<(String, String)> {
+    p.events()
+        .into_iter()
+        .filter(|e| e["type"] == "control")
+        .map(|e| {
+            (
+                e["command"].as_str().unwrap().to_string(),
+                e["outcome"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn paused(v: &Value) -> bool {
+    v["state"] == "waiting" && v["wait_reason"] == "paused"
+}
+
+/// pause → the loop waits, visibly, without calling; killed and started again it is still
+/// paused; resume → it goes on and finishes.
+#[test]
+fn a_pause_survives_a_restart_until_resume() {
+    let p = Project::new(&["a", "b"]);
+    p.fake("effect.sh", TICK_ONE);
+    let pause = ctl(&p, &["pause"]);
+    let child = Running(Some(p.spawn(&[])));
+    let st = p.wait_status(LONG, paused);
+    assert!(st["waiting_until"].is_null(), "{st}");
+    let ack = wait_ack(&p, &pause, LONG);
+    assert_eq!(ack["acknowledged"]["outcome"], "applied", "{ack}");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(p.calls(), 0, "no call while paused");
+    signal(child.child(), Signal::SIGTERM);
+    let o = child.wait();
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+
+    // Started again: the pause holds (it was acknowledged, not taken a second time).
+    let child = Running(Some(p.spawn(&[])));
+    p.wait_status(LONG, |v| {
+        paused(v) && v["pid"].as_u64() == Some(u64::from(child.child().id()))
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(p.calls(), 0, "still paused after the restart");
+    let resume = ctl(&p, &["resume"]);
+    wait_ack(&p, &resume, Duration::from_secs(5));
+    let o = child.wait();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(p.status()["exit_reason"], "plan_complete");
+    assert_eq!(p.calls(), 2);
+    let events = control_events(&p);
+    assert_eq!(
+        events,
+        [
+            ("pause".to_string(), "applied".to_string()),
+            (
+                "pause".to_string(),
+                "applied again: paused before the restart".to_string()
+            ),
+            ("resume".to_string(), "applied".to_string()),
+        ]
+    );
+    // Each command acknowledged once.
+    let acked: Vec<Value> = journal(&p);
+    assert_eq!(acked.len(), 2);
+    assert!(acked.iter().all(|c| !c["acknowledged"].is_null()));
+}
+
+/// `set MAX_LOOPS=2` during loop 1 of a 5-item plan: the run stops after loop 2.
+#[test]
+fn set_max_loops_takes_effect_at_the_next_loop() {
+    let p = Project::new(&["a", "b", "c", "d", "e"]);
+    p.fake("effect.sh", TICK_ONE).fake("sleep-1", "2");
+    let child = Running(Some(p.spawn(&[])));
+    p.wait_calls(1, LONG);
+    let id = ctl(&p, &["set", "MAX_LOOPS=2"]);
+    let o = child.wait();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert_eq!(p.status()["exit_reason"], "max_loops");
+    assert_eq!(p.calls(), 2);
+    let c = wait_ack(&p, &id, Duration::from_secs(1));
+    assert_eq!(c["acknowledged"]["outcome"], "applied");
+    assert!(stderr(&o).contains("MAX_LOOPS is now 2"), "{}", stderr(&o));
+    assert_eq!(
+        control_events(&p),
+        [("set MAX_LOOPS=2".to_string(), "applied".to_string())]
+    );
+}
+
+/// A note given during loop 1 is in loop 2's stdin, and only there.
+#[test]
+fn a_note_reaches_the_next_call() {
+    let p = Project::new(&["a", "b", "c"]);
+    p.fake("effect.sh", TICK_ONE).fake("sleep-1", "2");
+    let child = Running(Some(p.spawn(&[])));
+    p.wait_calls(1, LONG);
+    ctl(&p, &["note", "use", "the", "v2", "API"]);
+    let o = child.wait();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let has = |n: u32| String::from_utf8_lossy(&p.stdin(n)).contains("use the v2 API");
+    assert!(!has(1));
+    assert!(has(2), "{}", String::from_utf8_lossy(&p.stdin(2)));
+    assert!(!has(3));
+}
+
+/// `stop` ends the run as Ctrl-C does: exit 130, `interrupted`, no further call.
+#[test]
+fn stop_ends_the_run_as_interrupted() {
+    let p = Project::new(&["a", "b", "c"]);
+    p.fake("effect.sh", TICK_ONE).fake("sleep-1", "2");
+    let child = Running(Some(p.spawn(&[])));
+    p.wait_calls(1, LONG);
+    let id = ctl(&p, &["stop"]);
+    let o = child.wait();
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert_eq!(p.status()["exit_reason"], "interrupted");
+    assert_eq!(p.calls(), 1);
+    assert_eq!(
+        wait_ack(&p, &id, Duration::from_secs(1))["acknowledged"]["outcome"],
+        "applied"
+    );
+}
+
+/// A usage limit an hour away: the loop waits; `retry-now` ends the wait at once and the
+/// next call is made.
+#[test]
+fn retry_now_ends_a_usage_limit_wait() {
+    let p = Project::new(&["a"]);
+    let reset = jiff::Timestamp::now().as_second() + 3600;
+    p.fake(
+        "response-1",
+        &error_json(&format!("Claude AI usage limit reached|{reset}"), Some(429)),
+    )
+    .fake("exit-1", "1")
+    .fake("effect-2.sh", TICK_ONE);
+    let child = Running(Some(p.spawn(&[])));
+    p.wait_status(LONG, |v| {
+        v["state"] == "waiting" && v["wait_reason"] == "usage_limit"
+    });
+    let id = ctl(&p, &["retry-now"]);
+    // Taken within 2 s while the loop waits.
+    wait_ack(&p, &id, Duration::from_secs(2));
+    p.wait_calls(2, Duration::from_secs(10));
+    let o = child.wait();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(p.status()["exit_reason"], "plan_complete");
+}
