@@ -29,7 +29,9 @@ const WHEN_TAKEN: &str = "the loop takes it before its next call, or within a se
 pub(crate) fn run(args: &cli::CtlArgs) -> Result<u8> {
     let words: Vec<&str> = args.words.iter().map(String::as_str).collect();
     let dir = project_dir()?;
-    let store = require_hank_dir(&dir)?;
+    // The journal lives in the per-user folder: the agent, which can write `.hank/`, cannot
+    // give the loop commands.
+    let store = require_hank_dir(&dir)?.with_user_control()?;
     let now = crate::clock::SystemClock::from_env()?.now();
     match words.first().copied() {
         Some("status") => status(&store, args.json),

@@ -1,7 +1,8 @@
 //! The control channel of a running loop (`hank ctl`).
 //!
-//! - **Journal**: `.hank/control.jsonl`, append-only, 0600, never through a symlink, refused
-//!   when another user owns it. `hank ctl CMD` appends a command with an id; the loop reads
+//! - **Journal**: `control.jsonl` in the project's per-user folder
+//!   (`Store::with_user_control`; never `.hank/`, which the agent can write), append-only,
+//!   0600, never through a symlink, refused when another user owns it. `hank ctl CMD` appends a command with an id; the loop reads
 //!   them through [`ControlInbox`] and appends an acknowledgement per id. A command without
 //!   an acknowledgement is pending (delivered again after a restart: never lost); one with is
 //!   never delivered again (never applied twice).

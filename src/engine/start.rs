@@ -28,7 +28,8 @@ pub(crate) fn start(
 ) -> Result<u8> {
     // The call ledger has a copy in the per-user state directory (outside the agent's reach).
     let store = Store::new(&settings.project_dir)
-        .with_ledger_copy(crate::store::userdir::project_dir(&settings.project_dir)?.join("calls"));
+        .with_ledger_copy(crate::store::userdir::project_dir(&settings.project_dir)?.join("calls"))
+        .with_user_control()?;
     store.ensure_dirs()?;
     let lock = store.lock()?;
     // The agent's descendants that leave its group are re-parented to hank (and stopped with

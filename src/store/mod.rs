@@ -161,6 +161,8 @@ pub struct Store {
     journal: Arc<Mutex<Option<Journal>>>,
     /// The copy of the call log outside the project ([`Store::with_ledger_copy`]).
     copy: Option<PathBuf>,
+    /// Where the `hank ctl` journal lives ([`Store::with_control_journal`]).
+    control: Option<PathBuf>,
     /// What the store repaired on its own (a link among its files replaced), for the loop to
     /// report as warnings.
     notes: Arc<Mutex<Vec<String>>>,
@@ -334,6 +336,7 @@ impl Store {
             dir: project_dir.join(".hank"),
             journal: Arc::new(Mutex::new(None)),
             copy: None,
+            control: None,
             notes: Arc::new(Mutex::new(Vec::new())),
             hank_dir_was_link: Arc::new(std::sync::OnceLock::new()),
         }
@@ -825,10 +828,34 @@ impl Store {
         Ok(())
     }
 
-    /// `.hank/control.jsonl`: the `hank ctl` command journal.
+    /// The `hank ctl` journal is kept at `path` — in `hank run` and `hank ctl`, the per-user
+    /// state directory ([`Store::with_user_control`]), out of the agent's reach: a command
+    /// the loop acts on (a raised limit, a stop) must come from the user, never from a file
+    /// the agent can write.
+    #[must_use]
+    pub fn with_control_journal(mut self, path: PathBuf) -> Self {
+        self.control = Some(path);
+        self
+    }
+
+    /// [`Store::with_control_journal`] at `control.jsonl` in the project's per-user folder.
+    ///
+    /// # Errors
+    /// The per-user folder cannot be found or created.
+    pub fn with_user_control(self) -> Result<Self> {
+        let project = self.dir.parent().unwrap_or(&self.dir).to_path_buf();
+        let path = userdir::project_dir(&project)?.join("control.jsonl");
+        Ok(self.with_control_journal(path))
+    }
+
+    /// The `hank ctl` command journal: the path set by [`Store::with_control_journal`]
+    /// (`hank run` and `hank ctl` put it in the per-user folder), else `.hank/control.jsonl`
+    /// (unit tests).
     #[must_use]
     pub fn control_path(&self) -> PathBuf {
-        self.dir.join("control.jsonl")
+        self.control
+            .clone()
+            .unwrap_or_else(|| self.dir.join("control.jsonl"))
     }
 
     /// Appends one line to the control journal (`O_APPEND`, `O_NOFOLLOW`, 0600). A journal

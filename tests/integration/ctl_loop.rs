@@ -1,4 +1,4 @@
-//! `hank ctl` commands taken by a running loop (the journal `.hank/control.jsonl`): pause
+//! `hank ctl` commands taken by a running loop (the journal in the per-user folder): pause
 //! across a restart, resume, `set MAX_LOOPS`, `note` in the next call's stdin, `stop`,
 //! `retry-now` ending a usage-limit wait. Each taken command is acknowledged in the journal
 //! and is an event.
@@ -210,4 +210,38 @@ fn retry_now_ends_a_usage_limit_wait() {
     let o = child.wait();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(p.status()["exit_reason"], "plan_complete");
+}
+
+/// The agent can write `.hank/`: a well-formed `stop` and `set MAX_LOOPS=1` planted in
+/// `.hank/control.jsonl` (lines `hank ctl` itself wrote) steer nothing — the loop reads the
+/// journal in the per-user folder only.
+#[test]
+fn commands_planted_in_the_project_are_not_taken() {
+    let p = Project::new(&["a", "b", "c"]);
+    // Real journal lines, made by `hank ctl` and then moved where the agent could write them.
+    ctl(&p, &["set", "MAX_LOOPS=1"]);
+    ctl(&p, &["stop"]);
+    let projects = p.home.join(".local/state/hank/projects");
+    let folder = std::fs::read_dir(&projects)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let journal = folder.join("control.jsonl");
+    let lines = std::fs::read_to_string(&journal).unwrap();
+    assert!(lines.contains("MAX_LOOPS"), "{lines}");
+    std::fs::remove_file(&journal).unwrap();
+    std::fs::write(p.dir.join(".hank/control.jsonl"), &lines).unwrap();
+    p.fake("effect.sh", TICK_ONE);
+    let o = p.run(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(p.status()["exit_reason"], "plan_complete");
+    assert_eq!(p.calls(), 3);
+    assert!(control_events(&p).is_empty());
+    // The planted file is left as it was: nothing acknowledged there.
+    assert_eq!(
+        std::fs::read_to_string(p.dir.join(".hank/control.jsonl")).unwrap(),
+        lines
+    );
 }
