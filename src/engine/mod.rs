@@ -48,6 +48,14 @@ use crate::settings::Settings;
 use crate::store::schema::{AgentFinished, Fold};
 use crate::store::{EventKind, LastLoop, LockGuard, RunState, State, Store};
 
+/// What the agent's environment never carries: the client settings that fight the loop
+/// ([`crate::agent::client::ENV_REMOVED`]) and, in a fleet, where the fleet-wide call ledger is
+/// (an agent that knew it could empty the ledger and lift every task's call cap).
+pub(crate) const AGENT_ENV_REMOVED: &[&str] = &[
+    "CLAUDE_CODE_RETRY_WATCHDOG",
+    crate::store::fleet_ledger::ENV,
+];
+
 /// Time between SIGTERM and SIGKILL when stopping the agent.
 pub(crate) const GRACE: Duration = Duration::from_secs(5);
 
@@ -415,7 +423,7 @@ impl Engine {
             timeout: self.s.timeout.value,
             grace: GRACE,
             live: self.s.live.value,
-            env_remove: crate::agent::client::ENV_REMOVED,
+            env_remove: AGENT_ENV_REMOVED,
             env_set: &env_set,
             stop_after_result: matches!(agent.profile.parser, Parser::Claude),
             marker: Some(&self.marker),

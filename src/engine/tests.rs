@@ -233,3 +233,11 @@ fn a_siblings_window_reading_is_folded_before_the_gates() {
         Step::Stop(crate::exit::ExitReason::IntegrityFailure)
     );
 }
+
+#[test]
+fn the_agent_never_sees_the_fleet_ledger_or_the_removed_client_settings() {
+    for key in crate::agent::client::ENV_REMOVED {
+        assert!(super::AGENT_ENV_REMOVED.contains(key), "{key}");
+    }
+    assert!(super::AGENT_ENV_REMOVED.contains(&crate::store::fleet_ledger::ENV));
+}
