@@ -212,6 +212,7 @@ pub(crate) fn run_task(root: &Path, a: &FleetRunTaskArgs) -> Result<u8> {
         return Ok(exit::OK);
     };
     ci::require_clean(root)?;
+    ci::require_identity(root)?;
     let remote = remote_of(root, &a.remote)?;
     let owner = a
         .owner
@@ -271,9 +272,9 @@ fn run_claimed(
     }
     // The plan on the task branch (an earlier job may have ticked some of its items).
     let path = plan_path(root);
-    let full = s.read_fix_plan().ok_or_else(|| {
-        HankError::usage(format!("cannot read {} on {branch}", path.display()))
-    })?;
+    let full = s
+        .read_fix_plan()
+        .ok_or_else(|| HankError::usage(format!("cannot read {} on {branch}", path.display())))?;
     let here = rules::plan_view(&full, &s.optional_sections.value)
         .map_err(|e| HankError::usage(format!("{} on {branch}: {e}", path.display())))?;
     let code = match here.find(&spec.name).cloned() {
@@ -336,7 +337,9 @@ fn deliver(
         keep_work(root, remote, branch, &format!("hank: task {name}"))?;
         errln!(
             "hank: task {name} finished{}; DELIVER=none: no pull request (set DELIVER=pr for one)",
-            remote.map_or_else(String::new, |r| format!(", its work pushed to {r} {branch}"))
+            remote.map_or_else(String::new, |r| format!(
+                ", its work pushed to {r} {branch}"
+            ))
         );
         return Ok(exit::OK);
     }

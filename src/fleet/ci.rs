@@ -100,11 +100,21 @@ pub fn remote_standing(
                 format!("+refs/heads/{b}:refs/remotes/{remote}/{b}")
             })
             .collect();
-        let mut args = vec!["fetch", "-q", "--no-tags", "--no-write-fetch-head", "--", remote];
+        let mut args = vec![
+            "fetch",
+            "-q",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--",
+            remote,
+        ];
         args.extend(specs.iter().map(String::as_str));
         git_ok(dir, &args)?;
         for (t, oid) in branches {
-            let plan = git(dir, &["cat-file", "blob", &format!("{oid}:.hank/fix_plan.md")])?;
+            let plan = git(
+                dir,
+                &["cat-file", "blob", &format!("{oid}:.hank/fix_plan.md")],
+            )?;
             if plan.success && rules::task_finished_in(&plan.stdout, &t.name, optional_sections) {
                 delivered.insert(t.name.clone());
             }
@@ -164,6 +174,27 @@ pub fn require_clean(dir: &Path) -> Result<()> {
         ),
         "commit or stash them first (in CI the checkout is a fresh clone)",
     ))
+}
+
+/// git has an identity to commit with in `dir` (`user.name` and `user.email`): a task's work
+/// is committed on its branch, and a run is not started that could not keep its work.
+///
+/// # Errors
+/// One is missing (the error says how to set it), or git fails.
+pub fn require_identity(dir: &Path) -> Result<()> {
+    for key in ["user.name", "user.email"] {
+        let r = git(dir, &["config", "--get", key])?;
+        if !r.success || r.stdout.trim().is_empty() {
+            return Err(HankError::usage_hint(
+                format!(
+                    "git has no {key} in {}: hank fleet run-task commits the task's work on its branch",
+                    dir.display()
+                ),
+                "set one (`git config user.name NAME`, `git config user.email ADDRESS`); the hank action sets github-actions[bot] when none is set",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Puts the checkout on the task's branch: the local branch when there is one, else the

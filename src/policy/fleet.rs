@@ -729,7 +729,10 @@ mod tests {
         for (plan, want) in [
             ("## A (after: Z)\n- [ ] x\n", "not a section"),
             ("## A (after: A)\n- [ ] x\n", "after itself"),
-            ("## A (after: B)\n- [ ] x\n## B (after: A)\n- [ ] y\n", "cycle"),
+            (
+                "## A (after: B)\n- [ ] x\n## B (after: A)\n- [ ] y\n",
+                "cycle",
+            ),
             ("## A b\n- [ ] x\n## a-B\n- [x] y\n", "same task"),
             ("## A\n- [x] x\n## A\n- [ ] y\n", "same task"),
         ] {

@@ -28,6 +28,7 @@ mod profile_opencode;
 mod progress;
 mod project;
 mod reach;
+mod runners;
 mod startup;
 mod state;
 mod support;
