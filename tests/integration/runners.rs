@@ -161,6 +161,9 @@ fn done(o: &Output, code: i32) {
 /// listed and run only once Alpha is merged.
 #[test]
 fn three_runners_plan_run_continue_and_respect_the_order() {
+    if !crate::support::slow("runners::three_runners_plan_run_continue_and_respect_the_order") {
+        return;
+    }
     let (_origin, remote) = origin("RETRY_BACKOFF_SECONDS=0\nDELIVER=branch\n");
     let r1 = runner(&remote);
 
