@@ -285,7 +285,18 @@ fn run_claimed(
             );
             exit::OK
         }
-        Some(task) => run_loop(root, run, &task, &full)?,
+        Some(task) => match run_loop(root, run, &task, &full) {
+            Ok(code) => code,
+            Err(e) => {
+                // What the agent did before the error is kept for the next job all the same.
+                let name = crate::sanitize::line(&spec.name);
+                let wip = format!("hank: work in progress on task {name} (stopped by an error)");
+                if let Err(k) = keep_work(root, remote, branch, &wip) {
+                    errln!("hank: warning: the work on {branch} was not kept: {k}");
+                }
+                return Err(e);
+            }
+        },
     };
     let name = crate::sanitize::line(&spec.name);
     if code == exit::OK {
