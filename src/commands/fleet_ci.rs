@@ -199,7 +199,7 @@ pub(crate) fn run_task(root: &Path, a: &FleetRunTaskArgs) -> Result<u8> {
             "`hank fleet plan` shows what can run; `hank monitor` watches a running task",
         ));
     }
-    let store = super::require_hank_dir(root)?;
+    super::require_hank_dir(root)?;
     crate::approval::require(root, run.accept_config, "hank fleet run-task")?;
     let s = settings::load(&(&run).into(), root)?;
     let (_, view) = read_view(root, &s)?;
@@ -248,7 +248,6 @@ pub(crate) fn run_task(root: &Path, a: &FleetRunTaskArgs) -> Result<u8> {
         }
         None => Ok(exit::OK),
     };
-    drop(store);
     let code = outcome?;
     match saved? {
         exit::OK => Ok(code),

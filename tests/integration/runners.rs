@@ -360,3 +360,102 @@ fn run_task_outside_ci_and_an_unknown_task() {
     assert_eq!(plan, PLAN.replace("- [ ] b1", "- [x] b1"));
     assert_eq!(git(&p.dir, &["status", "--porcelain"]), "");
 }
+
+/// A run-task job as the action runs it (`DELIVER=pr`, `CI_WAIT=false`): the finished task's
+/// pull request is opened from `hank/<slug>` into the branch the job started on, through the
+/// fake GitHub API; the state ref records the delivery in its receipts.
+#[test]
+fn a_finished_task_is_delivered_as_a_pull_request() {
+    let (_origin, remote) = origin("RETRY_BACKOFF_SECONDS=0\n");
+    let gh = crate::fake_github::FakeGitHub::start();
+    let r = runner(&remote);
+    let o = r
+        .cmd()
+        .args(["fleet", "run-task", "Beta"])
+        .env("DELIVER", "pr")
+        .env("CI_WAIT", "false")
+        .env("GH_REPO", "o/r")
+        .env("GH_TOKEN", "ghs-fake-token-for-runners")
+        .env("GITHUB_API_URL", gh.url())
+        .output()
+        .unwrap();
+    done(&o, 0);
+    let e = stderr(&o);
+    assert!(e.contains("pull request #1"), "{e}");
+    let reqs = gh.requests();
+    let create = reqs
+        .iter()
+        .find(|q| q.method == "POST" && q.path == "/repos/o/r/pulls")
+        .expect("a PR was created");
+    let pr = create.json();
+    assert_eq!(pr["head"], "hank/beta");
+    assert_eq!(pr["base"], "main");
+    assert!(
+        pr["body"].as_str().unwrap_or_default().contains("b1"),
+        "{pr}"
+    );
+    // The branch carries the whole plan with Beta's item ticked, and the work.
+    let plan = remote_file(&remote, "hank/beta", ".hank/fix_plan.md");
+    assert_eq!(plan, PLAN.replace("- [ ] b1", "- [x] b1").trim_end());
+    assert!(remote_file(&remote, "hank/beta", "src/Beta.txt").contains("Beta"));
+    assert_eq!(
+        r.read_json(".hank/delivery.json")["pr_url"],
+        "https://github.com/o/r/pull/1"
+    );
+    let bundle = remote_file(&remote, "refs/hank/state/beta", "hank-state.json");
+    assert!(bundle.contains("\"delivery\""), "{bundle}");
+    assert!(!bundle.contains("ghs-fake-token-for-runners"));
+}
+
+/// The generated workflow's plan step consumes `hank fleet plan --json` as written: its jq
+/// program, taken from the workflow, keeps every task for an empty `tasks` input, the tasks
+/// named (by name or slug) otherwise, and gives `[]` for an unknown name.
+#[test]
+fn the_workflow_plan_step_filters_the_plan_output() {
+    if !crate::support::cmd_exists("jq") {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "jq is required under CI=true"
+        );
+        eprintln!("note: jq not installed; test skipped");
+        return;
+    }
+    let (p, _remote) = origin("RETRY_BACKOFF_SECONDS=0\n");
+    let o = p.run(&["enable-ci", "--github-actions", "--action", "o/hank@v1"]);
+    done(&o, 0);
+    let wf = std::fs::read_to_string(p.dir.join(".github/workflows/hank.yml")).unwrap();
+    let start = wf
+        .find("jq -c --arg only \"${TASKS:-}\" \\\n")
+        .expect("the jq call");
+    let rest = &wf[start..];
+    let open = rest.find('\'').unwrap() + 1;
+    let close = rest[open..].find('\'').unwrap() + open;
+    let program = &rest[open..close];
+    let o = p.run(&["fleet", "plan", "--json"]);
+    done(&o, 0);
+    let plan_json = stdout(&o);
+    let filter = |only: &str| -> Value {
+        let mut c = Command::new("jq")
+            .args(["-c", "--arg", "only", only, program])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        c.stdin
+            .take()
+            .unwrap()
+            .write_all(plan_json.as_bytes())
+            .unwrap();
+        let out = c.wait_with_output().unwrap();
+        assert!(out.status.success(), "jq failed on {only:?}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let all = filter("");
+    assert_eq!(names(all.as_array().unwrap()), ["Alpha", "Beta"]);
+    assert_eq!(all[1]["slug"], "beta");
+    let some = filter(" beta , Gamma");
+    assert_eq!(names(some.as_array().unwrap()), ["Beta"]);
+    assert_eq!(names(filter("Alpha").as_array().unwrap()), ["Alpha"]);
+    assert_eq!(filter("nope"), serde_json::json!([]));
+}
