@@ -185,9 +185,15 @@ fn three_runners_plan_run_continue_and_respect_the_order() {
     // Two run-task jobs at once; Alpha's agent is slow, so its run stops at --max-runtime
     // after its first call.
     r1.fake("sleep", "1.5");
+    // Beta is started by two jobs at the same moment (a re-run racing the scheduled one): one
+    // claim wins, the other job stops with exit 2 before any agent call.
     let r2 = runner(&remote);
+    let r2b = runner(&remote);
+    r2.fake("sleep", "1.5");
+    r2b.fake("sleep", "1.5");
     let alpha = r1.spawn(&["fleet", "run-task", "Alpha", "--max-runtime", "1s"]);
     let beta = r2.spawn(&["fleet", "run-task", "beta"]);
+    let beta_twin = r2b.spawn(&["fleet", "run-task", "Beta"]);
     // A third job of Alpha while the first holds it: refused, no agent call.
     wait_for_claim(&remote, "alpha");
     let r3 = runner(&remote);
@@ -197,9 +203,21 @@ fn three_runners_plan_run_continue_and_respect_the_order() {
     assert!(calls(&r3).is_empty());
     let alpha = alpha.wait_with_output().unwrap();
     let beta = beta.wait_with_output().unwrap();
+    let beta_twin = beta_twin.wait_with_output().unwrap();
     done(&alpha, 3);
-    done(&beta, 0);
     assert_eq!(calls(&r1), ["Alpha"], "{}", stderr(&alpha));
+    let (beta, r2, lost) = match (beta.status.code(), beta_twin.status.code()) {
+        (Some(0), Some(2)) => (beta, r2, (beta_twin, r2b)),
+        (Some(2), Some(0)) => (beta_twin, r2b, (beta, r2)),
+        other => panic!("{other:?}\nA: {}\nB: {}", stderr(&beta), stderr(&beta_twin)),
+    };
+    let said = stderr(&lost.0);
+    assert!(
+        said.contains("is claimed by")
+            || said.contains("first (the push's compare-and-swap failed)"),
+        "{said}"
+    );
+    assert!(calls(&lost.1).is_empty(), "{said}");
     assert_eq!(calls(&r2), ["Beta"], "{}", stderr(&beta));
     assert!(
         stderr(&beta).contains("pushed hank/beta"),
