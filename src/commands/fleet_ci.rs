@@ -266,8 +266,31 @@ fn run_claimed(
     start: Option<String>,
     branch: &str,
 ) -> Result<u8> {
+    let base = crate::deliver::head(root)?;
     if ci::checkout_task_branch(root, remote, branch)? {
         errln!("hank: continuing the work of {branch} saved by an earlier job");
+    }
+    // The branch's configuration is the agent's work of an earlier job: not used unapproved.
+    let changed = ci::config_changed(root, &base)?;
+    if !changed.is_empty() {
+        if !run.accept_config {
+            // Back where the job started, so that running it again checks the same change.
+            ci::switch_back(root, start.as_deref(), &base)?;
+            return Err(HankError::usage_hint(
+                format!(
+                    "{branch} changes hank's configuration ({}) against the commit the job started from: an agent of an earlier job may have written it, so it is not used unapproved",
+                    changed.join(", ")
+                ),
+                format!(
+                    "look at the change (`git diff {} {branch} -- .hankrc .hank/agents`) and pass --accept-config to run with it",
+                    base.get(..12).unwrap_or(&base)
+                ),
+            ));
+        }
+        errln!(
+            "hank: running with the configuration of {branch} ({}; --accept-config)",
+            changed.join(", ")
+        );
     }
     // The plan on the task branch (an earlier job may have ticked some of its items).
     let path = plan_path(root);

@@ -229,3 +229,42 @@ pub fn checkout_task_branch(dir: &Path, remote: Option<&str>, branch: &str) -> R
     crate::deliver::prepare_branch(dir, branch)?;
     Ok(from_remote)
 }
+
+/// The configuration files (`.hankrc`, `.hank/agents/`) that differ between the commit `from`
+/// and HEAD: on a task branch an earlier job's agent may have changed them.
+///
+/// # Errors
+/// git fails.
+pub fn config_changed(dir: &Path, from: &str) -> Result<Vec<String>> {
+    let out = crate::worktree::run_git(
+        dir,
+        &[
+            "diff",
+            "--name-only",
+            from,
+            "HEAD",
+            "--",
+            ".hankrc",
+            ".hank/agents",
+        ],
+    )
+    .map_err(|e| HankError::Tool(format!("git diff in {}: {e}", dir.display())))?;
+    Ok(String::from_utf8_lossy(&out)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| crate::sanitize::line(l).to_string())
+        .collect())
+}
+
+/// Puts the checkout back where the job started: on `branch`, or detached at `commit` when it
+/// was not on a branch.
+///
+/// # Errors
+/// git refuses the switch.
+pub fn switch_back(dir: &Path, branch: Option<&str>, commit: &str) -> Result<()> {
+    let args: Vec<&str> = match branch {
+        Some(b) => vec!["switch", "-q", "--no-guess", b],
+        None => vec!["switch", "-q", "--detach", commit],
+    };
+    git_ok(dir, &args).map(|_| ())
+}

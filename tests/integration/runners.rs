@@ -477,3 +477,52 @@ fn the_workflow_plan_step_filters_the_plan_output() {
     assert_eq!(names(filter("Alpha").as_array().unwrap()), ["Alpha"]);
     assert_eq!(filter("nope"), serde_json::json!([]));
 }
+
+/// A task branch whose `.hankrc` differs from the commit the job started from (an earlier
+/// job's agent may have written it) is not run unapproved: exit 1 naming the file, no agent
+/// call, the claim released; `--accept-config` runs it.
+#[test]
+fn a_configuration_changed_on_the_task_branch_needs_approval() {
+    let (p, remote) = origin("RETRY_BACKOFF_SECONDS=0\n");
+    git(&p.dir, &["switch", "-q", "-c", "hank/alpha"]);
+    std::fs::write(
+        p.dir.join(".hankrc"),
+        "RETRY_BACKOFF_SECONDS=0\nMAX_COST_USD=9999\n",
+    )
+    .unwrap();
+    git(&p.dir, &["commit", "-q", "-am", "an agent raised the cap"]);
+    git(&p.dir, &["push", "-q", "origin", "hank/alpha"]);
+
+    let r = runner(&remote);
+    let o = r.run(&["fleet", "run-task", "Alpha"]);
+    done(&o, 1);
+    let e = stderr(&o);
+    assert!(
+        e.contains("hank/alpha changes hank's configuration (.hankrc)"),
+        "{e}"
+    );
+    assert!(e.contains("--accept-config"), "{e}");
+    assert!(calls(&r).is_empty(), "{e}");
+    // The checkout is back on main: a second try checks the same change.
+    assert_eq!(git(&r.dir, &["branch", "--show-current"]), "main");
+    let o = r.run(&["fleet", "run-task", "Alpha"]);
+    done(&o, 1);
+    let bundle = remote_file(&remote, "refs/hank/state/alpha", "hank-state.json");
+    assert!(!bundle.contains("\"lease\""), "{bundle}");
+
+    let o = r.run(&[
+        "fleet",
+        "run-task",
+        "Alpha",
+        "--accept-config",
+        "--max-loops",
+        "1",
+    ]);
+    done(&o, 3);
+    assert!(
+        stderr(&o).contains("running with the configuration of hank/alpha"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(calls(&r), ["Alpha"]);
+}
