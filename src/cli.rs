@@ -90,7 +90,8 @@ pub(crate) enum Command {
     /// whether each is installed.
     Agents(AgentsArgs),
     /// Run the plan's `##` sections as parallel tasks, each in its own worktree, under one
-    /// budget, merged into one integration branch.
+    /// budget, merged into one integration branch (or one task per CI job: `plan`,
+    /// `run-task`).
     Fleet(FleetArgs),
     /// Print shell completions.
     Completions(CompletionsArgs),
@@ -105,7 +106,8 @@ pub(crate) enum Command {
     WithEnv(WithEnvArgs),
 }
 
-/// `hank fleet [OPTIONS] [RUN FLAGS…]` and `hank fleet status [--json]`.
+/// `hank fleet [OPTIONS] [RUN FLAGS…]`, `hank fleet status [--json]`, `hank fleet plan
+/// [--json]` and `hank fleet run-task NAME [RUN FLAGS…]`.
 #[derive(Debug, Clone, Args)]
 #[command(args_conflicts_with_subcommands = true)]
 pub(crate) struct FleetArgs {

@@ -526,3 +526,45 @@ fn a_configuration_changed_on_the_task_branch_needs_approval() {
     );
     assert_eq!(calls(&r), ["Alpha"]);
 }
+
+/// Inside Actions, a task whose agent hits a usage limit that resets after the job's end stops
+/// at once (exit 3) with the wait saved in its state ref; the next job restores the wait and
+/// ends at once too, without calling the agent, until the reset.
+#[test]
+fn a_usage_limit_wait_past_the_job_is_carried_to_the_next_job() {
+    let (_origin, remote) = origin("RETRY_BACKOFF_SECONDS=0\n");
+    let reset = jiff::Timestamp::now().as_second() + 3 * 3600;
+    let limited =
+        crate::support::error_json(&format!("Claude AI usage limit reached|{reset}"), Some(429));
+    let in_actions = |p: &Project| {
+        let mut c = p.cmd();
+        c.args(["fleet", "run-task", "Beta"])
+            .env("GITHUB_ACTIONS", "true")
+            .env("HANK_JOB_TIMEOUT_MINUTES", "60")
+            .env("GITHUB_STEP_SUMMARY", p.home.join("summary.md"));
+        c.output().unwrap()
+    };
+    let r1 = runner(&remote);
+    // The limited call does no work.
+    r1.fake("response", &limited)
+        .fake("exit", "1")
+        .fake("effect.sh", "");
+    let o = in_actions(&r1);
+    done(&o, 3);
+    assert_eq!(r1.calls(), 1, "{}", stderr(&o));
+    let bundle: Value = serde_json::from_str(&remote_file(
+        &remote,
+        "refs/hank/state/beta",
+        "hank-state.json",
+    ))
+    .unwrap();
+    assert!(bundle["state"]["wait"]["until"].is_string(), "{bundle}");
+    assert!(bundle.get("lease").is_none(), "{bundle}");
+
+    let r2 = runner(&remote);
+    let o = in_actions(&r2);
+    done(&o, 3);
+    assert_eq!(r2.calls(), 0, "{}", stderr(&o));
+    let summary = std::fs::read_to_string(r2.home.join("summary.md")).unwrap_or_default();
+    assert!(summary.contains("hank continues after "), "{summary}");
+}
