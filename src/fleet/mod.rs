@@ -14,6 +14,8 @@
 //! workers' output in `fleet-logs/<slug>.log`, and the fleet-wide call ledger
 //! ([`fleet_ledger`]) beside them, named to each worker in [`fleet_ledger::ENV`].
 
+pub mod ci;
+
 use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};

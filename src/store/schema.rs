@@ -1402,6 +1402,23 @@ pub struct FleetTask {
     pub exit_code: Option<u8>,
 }
 
+/// One element of `hank fleet plan --json` (an array of them on stdout, in plan order): a task
+/// that can start now, ready to be a GitHub Actions matrix entry (`matrix.task.name`, …).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PlannedTask {
+    /// The `##` heading text without its `(after: …)` clause (`hank fleet run-task NAME`).
+    pub name: String,
+    /// The branch- and ref-safe form of the name (`refs/hank/state/<slug>`).
+    pub slug: String,
+    /// `hank/<slug>`: where its work goes.
+    pub branch: String,
+    /// The tasks it comes after (all merged, or it would not be listed).
+    pub after: Vec<String>,
+    /// Its open required items.
+    pub items: Vec<String>,
+}
+
 /// `.hank/fleet.json`: the fleet's own state (the tasks' states live in their worktrees).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default)]

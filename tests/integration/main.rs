@@ -4,6 +4,7 @@
 // Test helpers outside #[test] functions may panic on setup failures: that is a test failure.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod action_install;
 mod actions;
 mod agents;
 mod analyze;
@@ -28,6 +29,7 @@ mod profile_opencode;
 mod progress;
 mod project;
 mod reach;
+mod runners;
 mod startup;
 mod state;
 mod support;
