@@ -114,6 +114,7 @@ pub(crate) fn run(a: &FleetArgs) -> Result<u8> {
         verify,
         limits: s.budget_limits(),
     };
+    let _notify = crate::notify::install(&s, jiff::Timestamp::now());
     fleet::run(&root, tasks, &opts)
 }
 

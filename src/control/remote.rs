@@ -96,13 +96,7 @@ impl RemotePoller {
             .map_err(|e| {
                 HankError::Internal(format!("cannot start the CONTROL_TOPIC reader: {e}"))
             })?;
-        Ok((
-            Some(Self {
-                acks: tx,
-                warnings,
-            }),
-            None,
-        ))
+        Ok((Some(Self { acks: tx, warnings }), None))
     }
 
     /// Queues an acknowledgement for the topic (dropped when the queue is full).

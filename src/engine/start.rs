@@ -37,17 +37,15 @@ pub(crate) fn start(
     process::become_subreaper();
     process::protect_self();
     // CONTROL_TOPIC: signed remote commands, read on a thread of their own into the journal.
-    let (remote, remote_note) = crate::control::remote::topic(&settings)?.map_or(
-        Ok((None, None)),
-        |topic| {
+    let (remote, remote_note) =
+        crate::control::remote::topic(&settings)?.map_or(Ok((None, None)), |topic| {
             crate::control::remote::RemotePoller::start(
                 settings.project_dir.clone(),
                 store.clone(),
                 topic,
                 crate::control::remote::POLL_EVERY,
             )
-        },
-    )?;
+        })?;
     let notes: Vec<String> = notes.into_iter().chain(remote_note).collect();
     let runtime = crate::proc::runtime()
         .map_err(|e| HankError::Internal(format!("failed to start the async runtime: {e}")))?;

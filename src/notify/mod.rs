@@ -53,14 +53,22 @@ fn happening(event: &Event) -> Happening<'_> {
             exit_code: *exit_code,
             message,
         },
-        // Delivery events come from `hank deliver`, fleet events from `hank fleet`; neither
-        // has a notifier yet.
+        EventKind::FleetTask {
+            task,
+            state,
+            branch,
+            message,
+        } => Happening::FleetTask {
+            task,
+            state: *state,
+            branch,
+            message,
+        },
+        EventKind::Delivery(d) => Happening::Delivery(d),
         EventKind::LoopStarted { .. }
         | EventKind::AgentFinished(_)
         | EventKind::Warning { .. }
-        | EventKind::Control { .. }
-        | EventKind::Delivery(_)
-        | EventKind::FleetTask { .. } => Happening::Other,
+        | EventKind::Control { .. } => Happening::Other,
     }
 }
 
@@ -379,6 +387,16 @@ impl Hook {
         }
     }
 
+    /// The last loop's questions (`status.json` shows them while the loop waits for an
+    /// answer).
+    #[must_use]
+    pub fn asked(&self) -> Vec<String> {
+        self.questions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     /// Remembers the last loop's questions (sent with `needs_answers`).
     pub fn questions(&self, q: &[String]) {
         *self
@@ -408,6 +426,41 @@ impl Hook {
         };
         n.event(event, &facts);
         n.take_warnings()
+    }
+}
+
+/// The notifier of a command outside the loop (`hank fleet`, `hank deliver`), installed
+/// once per process; their events are offered to it with [`offer`].
+static GLOBAL: Mutex<Option<Hook>> = Mutex::new(None);
+
+/// Holds the process's notifier; dropping it sends what is queued (at most
+/// [`SendConfig::flush`]) and prints the senders' warnings.
+pub struct Installed(());
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        let hook = GLOBAL.lock().unwrap_or_else(PoisonError::into_inner).take();
+        drop(hook);
+    }
+}
+
+/// Starts the process's notifier when `NOTIFY` names targets (`hank fleet`, `hank deliver`).
+#[must_use]
+pub fn install(s: &crate::settings::Settings, now: jiff::Timestamp) -> Installed {
+    if s.notify_targets.value.is_some() {
+        *GLOBAL.lock().unwrap_or_else(PoisonError::into_inner) = Some(Hook::new(s, now));
+    }
+    Installed(())
+}
+
+/// Offers `event` to the process's notifier, if one is installed (never blocks: the
+/// message is queued); a failing target is one warning on stderr.
+pub fn offer(event: &Event) {
+    let guard = GLOBAL.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(hook) = guard.as_ref() {
+        for w in hook.event(event, 0.0, (0, 0)) {
+            eprintln!("hank: warning: {}", crate::sanitize::line(&w));
+        }
     }
 }
 
