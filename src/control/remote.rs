@@ -9,6 +9,7 @@
 //! queue to the same thread.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -54,9 +55,14 @@ pub fn topic(s: &crate::settings::Settings) -> Result<Option<String>> {
 /// The reader thread's handle, kept by [`super::LiveControl`]. Dropping it ends the thread
 /// at its next wake-up (a request in flight is not waited for).
 pub struct RemotePoller {
-    acks: SyncSender<String>,
+    acks: Option<SyncSender<String>>,
     warnings: Arc<Mutex<Vec<String>>>,
+    /// Acknowledgements queued and not yet published.
+    unsent: Arc<AtomicUsize>,
 }
+
+/// How long the end of the run waits for queued acknowledgements to leave.
+const ACK_FLUSH: Duration = Duration::from_secs(3);
 
 impl RemotePoller {
     /// Starts reading `topic` for the project at `root` every `every`; the first poll is
@@ -79,6 +85,8 @@ impl RemotePoller {
         let (tx, rx) = mpsc::sync_channel::<String>(ACK_QUEUE);
         let warnings = Arc::new(Mutex::new(Vec::new()));
         let shared = Arc::clone(&warnings);
+        let unsent = Arc::new(AtomicUsize::new(0));
+        let sent = Arc::clone(&unsent);
         std::thread::Builder::new()
             .name("hank-control-topic".into())
             .spawn(move || {
@@ -90,23 +98,46 @@ impl RemotePoller {
                     clock,
                     warnings: shared,
                     failed: None,
+                    unsent: sent,
                 };
                 reader.run(&rx);
             })
             .map_err(|e| {
                 HankError::Internal(format!("cannot start the CONTROL_TOPIC reader: {e}"))
             })?;
-        Ok((Some(Self { acks: tx, warnings }), None))
+        Ok((
+            Some(Self {
+                acks: Some(tx),
+                warnings,
+                unsent,
+            }),
+            None,
+        ))
     }
 
     /// Queues an acknowledgement for the topic (dropped when the queue is full).
     pub fn ack(&self, text: String) {
-        let _ = self.acks.try_send(text);
+        if let Some(tx) = &self.acks
+            && tx.try_send(text).is_ok()
+        {
+            self.unsent.fetch_add(1, Ordering::SeqCst);
+        }
     }
 
     /// The reader's warnings since the last call (refused messages, a failing server once).
     pub fn take_warnings(&self) -> Vec<String> {
         std::mem::take(&mut *self.warnings.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+impl Drop for RemotePoller {
+    /// Ends the reader; acknowledgements still queued get at most [`ACK_FLUSH`] to leave.
+    fn drop(&mut self) {
+        self.acks = None;
+        let start = Instant::now();
+        while self.unsent.load(Ordering::SeqCst) > 0 && start.elapsed() < ACK_FLUSH {
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 
@@ -119,6 +150,7 @@ struct Reader {
     warnings: Arc<Mutex<Vec<String>>>,
     /// The last poll error, warned about once until a poll succeeds.
     failed: Option<String>,
+    unsent: Arc<AtomicUsize>,
 }
 
 impl Reader {
@@ -132,7 +164,10 @@ impl Reader {
                     break;
                 }
                 match acks.recv_timeout(left) {
-                    Ok(text) => self.publish_ack(&text),
+                    Ok(text) => {
+                        self.publish_ack(&text);
+                        self.unsent.fetch_sub(1, Ordering::SeqCst);
+                    }
                     Err(RecvTimeoutError::Timeout) => break,
                     // The loop ended.
                     Err(RecvTimeoutError::Disconnected) => return,

@@ -30,6 +30,7 @@ mod project;
 mod reach;
 mod startup;
 mod state;
+mod steer;
 mod support;
 mod verify;
 mod windows;
