@@ -476,9 +476,11 @@ fn fleet_task(
     message: &str,
 ) -> Option<Described> {
     use crate::policy::fleet::TaskState;
-    let detail = (!message.trim().is_empty())
-        .then(|| vec![message.to_string()])
-        .unwrap_or_default();
+    let detail: Vec<String> = if message.trim().is_empty() {
+        Vec::new()
+    } else {
+        vec![message.to_string()]
+    };
     Some(match state {
         TaskState::Merged => (
             EventClass::FleetTask,
