@@ -64,7 +64,16 @@ fn happening(event: &Event) -> Happening<'_> {
             branch,
             message,
         },
-        EventKind::Delivery(d) => Happening::Delivery(d),
+        EventKind::Delivery(d) => Happening::Delivery(crate::policy::notify::Delivered {
+            branch: &d.branch,
+            base: &d.base,
+            remote: &d.remote,
+            pushed: d.head.is_some(),
+            pr_url: d.pr_url.as_deref(),
+            pr_number: d.pr_number,
+            checks: &d.checks,
+            check_names: &d.check_names,
+        }),
         EventKind::LoopStarted { .. }
         | EventKind::AgentFinished(_)
         | EventKind::Warning { .. }

@@ -48,9 +48,25 @@ pub enum Happening<'a> {
         message: &'a str,
     },
     /// A delivery step ended: the branch pushed, the pull request, its checks.
-    Delivery(&'a crate::store::schema::Delivery),
+    Delivery(Delivered<'a>),
     /// Any other event (loop started, agent finished, warning): no message.
     Other,
+}
+
+/// A delivery as the rules see it (the `delivery` event's fields).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delivered<'a> {
+    pub branch: &'a str,
+    pub base: &'a str,
+    pub remote: &'a str,
+    /// The push happened (a head commit is known).
+    pub pushed: bool,
+    pub pr_url: Option<&'a str>,
+    pub pr_number: Option<u64>,
+    /// `not_waited`, `green`, `failed`, `missing`, `timed_out`.
+    pub checks: &'a str,
+    /// The failing (or still pending) checks' names.
+    pub check_names: &'a [String],
 }
 
 /// What a `NOTIFY` value looks like (the end of "expected …").
@@ -463,7 +479,7 @@ fn describe(at: Timestamp, event: &Happening<'_>, f: &RunFacts) -> Option<Descri
             branch,
             message,
         } => fleet_task(task, state, branch, message)?,
-        Happening::Delivery(d) => delivery(d)?,
+        Happening::Delivery(d) => delivery(&d)?,
         _ => return None,
     })
 }
@@ -501,18 +517,18 @@ fn fleet_task(
 }
 
 /// A delivery: the push, the pull request opened, its CI green or red.
-fn delivery(d: &crate::store::schema::Delivery) -> Option<Described> {
-    let pr = match (d.pr_number, d.pr_url.as_deref()) {
+fn delivery(d: &Delivered<'_>) -> Option<Described> {
+    let pr = match (d.pr_number, d.pr_url) {
         (Some(n), _) => format!("PR #{n}"),
         (None, Some(_)) => "the pull request".to_string(),
         (None, None) => format!("branch {}", d.branch),
     };
-    let mut detail: Vec<String> = d.pr_url.iter().cloned().collect();
+    let mut detail: Vec<String> = d.pr_url.iter().map(|u| (*u).to_string()).collect();
     if !d.check_names.is_empty() {
         detail.push(format!("checks: {}", d.check_names.join(", ")));
     }
     let status = "hank status".to_string();
-    if d.head.is_none() {
+    if !d.pushed {
         return Some((
             EventClass::Delivery,
             format!("push of {} to {} rejected", d.branch, d.remote),
@@ -521,7 +537,8 @@ fn delivery(d: &crate::store::schema::Delivery) -> Option<Described> {
             4,
         ));
     }
-    Some(match d.checks.as_str() {
+    let pr_url = d.pr_url.map(str::to_string);
+    Some(match d.checks {
         "failed" => (
             EventClass::Delivery,
             format!("CI failed on {pr}"),
@@ -533,7 +550,7 @@ fn delivery(d: &crate::store::schema::Delivery) -> Option<Described> {
             EventClass::Delivery,
             format!("CI green on {pr}"),
             detail,
-            d.pr_url.clone().unwrap_or(status),
+            pr_url.clone().unwrap_or(status),
             3,
         ),
         "missing" => (
@@ -554,7 +571,7 @@ fn delivery(d: &crate::store::schema::Delivery) -> Option<Described> {
             EventClass::Delivery,
             format!("{pr} opened from {} into {}", d.branch, d.base),
             detail,
-            d.pr_url.clone().unwrap_or(status),
+            pr_url.clone().unwrap_or(status),
             3,
         ),
         _ => (
@@ -903,62 +920,50 @@ mod tests {
 
     #[test]
     fn deliveries_pr_opened_ci_green_and_red() {
-        use crate::store::schema::Delivery;
-        let pr = Delivery {
-            mode: "pr".into(),
-            branch: "hank/work".into(),
-            base: "main".into(),
-            remote: "origin".into(),
-            head: Some("abc".into()),
-            pr_url: Some("https://github.com/o/r/pull/7".into()),
+        let failing = vec!["test (linux)".to_string()];
+        let pr = Delivered {
+            branch: "hank/work",
+            base: "main",
+            remote: "origin",
+            pushed: true,
+            pr_url: Some("https://github.com/o/r/pull/7"),
             pr_number: Some(7),
-            checks: "not_waited".into(),
-            ..Delivery::default()
+            checks: "not_waited",
+            check_names: &[],
         };
-        let with = |checks: &str, names: &[&str]| Delivery {
-            checks: checks.into(),
-            check_names: names.iter().map(|s| (*s).to_string()).collect(),
-            ..pr.clone()
+        let with = |checks, check_names| Delivered {
+            checks,
+            check_names,
+            ..pr
         };
-        let branch = Delivery {
-            mode: "branch".into(),
+        let branch = Delivered {
             pr_url: None,
             pr_number: None,
-            ..pr.clone()
+            ..pr
         };
-        let rejected = Delivery {
-            head: None,
-            ..branch.clone()
+        let rejected = Delivered {
+            pushed: false,
+            ..branch
         };
         // (delivery, title fragment, priority)
         let cases = [
-            (pr.clone(), "PR #7 opened from hank/work into main", 3),
+            (pr, "PR #7 opened from hank/work into main", 3),
             (with("green", &[]), "CI green on PR #7", 3),
-            (with("failed", &["test (linux)"]), "CI failed on PR #7", 4),
+            (with("failed", &failing), "CI failed on PR #7", 4),
             (with("missing", &[]), "no CI check appeared on PR #7", 4),
-            (
-                with("timed_out", &["build"]),
-                "CI did not finish on PR #7",
-                4,
-            ),
+            (with("timed_out", &failing), "CI did not finish on PR #7", 4),
             (branch, "branch hank/work pushed to origin", 3),
             (rejected, "push of hank/work to origin rejected", 4),
         ];
         for (d, title, priority) in cases {
-            let m = message(now(), &Happening::Delivery(&d), &facts(), &EventClass::ALL)
+            let m = message(now(), &Happening::Delivery(d), &facts(), &EventClass::ALL)
                 .unwrap_or_else(|| panic!("{title}"));
             assert_eq!(m.class, EventClass::Delivery);
             assert!(m.title.contains(title), "{title}: {}", m.title);
             assert_eq!(m.priority, priority, "{title}");
         }
-        let red = with("failed", &["test (linux)"]);
-        let m = message(
-            now(),
-            &Happening::Delivery(&red),
-            &facts(),
-            &EventClass::ALL,
-        )
-        .unwrap();
+        let red = with("failed", &failing);
+        let m = message(now(), &Happening::Delivery(red), &facts(), &EventClass::ALL).unwrap();
         assert!(m.body.contains("checks: test (linux)"), "{}", m.body);
         assert!(
             m.body.contains("https://github.com/o/r/pull/7"),
