@@ -317,7 +317,11 @@ pub fn message(
     wanted: &[EventClass],
 ) -> Option<Message> {
     let (class, what, detail, next, priority) = describe(at, event, facts)?;
-    let class = if class == EventClass::NeedsAnswers && !wanted.contains(&class) {
+    // A run that ended at `needs_answers` is still a run end for who asked only for those.
+    let class = if class == EventClass::NeedsAnswers
+        && !wanted.contains(&class)
+        && matches!(event, Happening::Exit { .. })
+    {
         EventClass::RunEnd
     } else {
         class
@@ -866,8 +870,9 @@ mod tests {
         assert!(m.body.contains("? Use Postgres or SQLite?"), "{}", m.body);
         assert!(m.body.contains("until 19:00"), "{}", m.body);
         assert!(m.next.starts_with("hank ctl answer TEXT"), "{}", m.next);
-        // Not asked for: nothing (a wait for answers is not a plain `wait`).
+        // Not asked for: nothing (a wait for answers is neither a plain `wait` nor a run end).
         assert!(message(now(), &e, &facts(), &[EventClass::Wait]).is_none());
+        assert!(message(now(), &e, &facts(), &[EventClass::RunEnd]).is_none());
     }
 
     #[test]
