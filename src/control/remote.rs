@@ -131,7 +131,7 @@ impl RemotePoller {
 }
 
 impl Drop for RemotePoller {
-    /// Ends the reader; acknowledgements still queued get at most [`ACK_FLUSH`] to leave.
+    /// Ends the reader; acknowledgements still queued get at most 3 s to leave.
     fn drop(&mut self) {
         self.acks = None;
         let start = Instant::now();
