@@ -453,7 +453,7 @@ fn describe(at: Timestamp, event: &Happening<'_>, f: &RunFacts) -> Option<Descri
             }
             let next = match exit_reason {
                 Some(ExitReason::NeedsAnswers) => {
-                    "answer in .hank/PROMPT.md, then hank run".to_string()
+                    "answer in .hank/PROMPT.md, then hank run (NEEDS_ANSWERS=wait: answer with hank ctl answer while it waits)".to_string()
                 }
                 Some(r) if r.is_completion() => "hank report".into(),
                 Some(ExitReason::MaxLoops) => "hank run --max-loops N (a higher N)".into(),
