@@ -447,9 +447,30 @@ static GLOBAL: Mutex<Option<Hook>> = Mutex::new(None);
 pub struct Installed(());
 
 impl Drop for Installed {
+    /// The flush runs on a thread of its own; a SIGINT/SIGTERM/SIGHUP from now on ends the
+    /// wait for it (as at the end of `hank run`).
     fn drop(&mut self) {
-        let hook = GLOBAL.lock().unwrap_or_else(PoisonError::into_inner).take();
-        drop(hook);
+        let Some(hook) = GLOBAL.lock().unwrap_or_else(PoisonError::into_inner).take() else {
+            return;
+        };
+        let before = crate::proc::signals::received();
+        let (tx, rx) = mpsc::channel::<()>();
+        let spawned = std::thread::Builder::new()
+            .name("hank-notify-flush".into())
+            .spawn(move || {
+                drop(hook);
+                let _ = tx.send(());
+            });
+        if spawned.is_err() {
+            return;
+        }
+        loop {
+            match rx.recv_timeout(Duration::from_millis(100)) {
+                Err(mpsc::RecvTimeoutError::Timeout)
+                    if crate::proc::signals::received() == before => {}
+                _ => return,
+            }
+        }
     }
 }
 
