@@ -118,6 +118,10 @@ pub(crate) fn run(a: &FleetArgs) -> Result<u8> {
         verify,
         limits: s.budget_limits(),
     };
+    let _notify = crate::notify::install(
+        &s,
+        crate::policy::time::Clock::now(&crate::clock::SystemClock::from_env()?),
+    );
     fleet::run(&root, tasks, &opts)
 }
 

@@ -66,6 +66,12 @@ impl Engine {
             pid: std::process::id(),
         });
         status.verification = self.verify.status();
+        if matches!(
+            self.wait,
+            Some((crate::policy::budget::WaitReason::NeedsAnswers, _))
+        ) {
+            status.questions = self.notify.asked();
+        }
         status
     }
 

@@ -146,6 +146,7 @@ fn tell_changes(paths: &Paths, file: &FleetFile, now: Timestamp) {
             },
         );
         let _ = store.append_event(&event.to_line());
+        crate::notify::offer(&event);
     }
 }
 

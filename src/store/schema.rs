@@ -269,6 +269,10 @@ pub struct Status {
     /// checks (as `.hank/delivery.json`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery: Option<Delivery>,
+    /// The agent's questions while the loop waits for an answer (`NEEDS_ANSWERS=wait`,
+    /// `wait_reason: needs_answers`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub questions: Vec<String>,
 }
 
 impl Default for Status {
@@ -301,6 +305,7 @@ impl Default for Status {
             verification: None,
             usage_windows: BTreeMap::new(),
             delivery: None,
+            questions: Vec::new(),
         }
     }
 }
@@ -648,6 +653,7 @@ impl Status {
             verification: None,
             usage_windows: windows::status_windows(&st.windows, p.window_limits, p.now),
             delivery: None,
+            questions: Vec::new(),
         }
     }
 }

@@ -32,6 +32,7 @@ mod reach;
 mod runners;
 mod startup;
 mod state;
+mod steer;
 mod support;
 mod verify;
 mod windows;
