@@ -16,6 +16,7 @@ mod agent_codex;
 mod agent_gemini;
 mod agent_opencode;
 mod agents;
+mod bash_rules;
 mod cases;
 mod fake_api;
 mod fake_gemini;
@@ -110,6 +111,10 @@ const CASES: &[(&str, Case)] = &[
     (
         "json_answers_stream_and_read_strictly_without_live",
         cases::json_answers_stream_and_read_strictly_without_live,
+    ),
+    (
+        "bash_rules_agree_with_the_real_client",
+        bash_rules::bash_rules_agree_with_the_real_client,
     ),
 ];
 
