@@ -144,32 +144,7 @@ impl Setup {
         let api = FakeOpenAi::start(script, Some(&root.path().join("api.log")));
         std::fs::write(home.join(".codex/config.toml"), codex_config(&api.url())).expect("write");
         std::fs::write(proj.join("README.md"), "# demo\n").expect("write");
-        for args in [
-            &["init", "-q", "-b", "main"][..],
-            &["add", "-A"],
-            &[
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@t",
-                "commit",
-                "-q",
-                "-m",
-                "init",
-            ],
-        ] {
-            let ok = Command::new("git")
-                .args(args)
-                .current_dir(&proj)
-                .env("HOME", &home)
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .expect("git")
-                .success();
-            assert!(ok, "git {args:?}");
-        }
+        crate::support::git_commit_all(&proj, &home);
         Self {
             _root: root,
             home,

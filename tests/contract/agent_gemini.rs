@@ -208,9 +208,7 @@ impl Gem {
             "# Demo\n\nA project for the contract cases.\n",
         )
         .expect("readme");
-        git(&dir, &home, &["init", "-q"]);
-        git(&dir, &home, &["add", "-A"]);
-        git(&dir, &home, &["commit", "-q", "-m", "init"]);
+        crate::support::git_commit_all(&dir, &home);
         let api = FakeGemini::start(script(&dir), Some(&root.join("api.log")));
         Self {
             _root: root_dir,
@@ -316,28 +314,6 @@ impl Gem {
         out.sort();
         out
     }
-}
-
-fn git(dir: &Path, home: &Path, args: &[&str]) {
-    let ok = Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .env("HOME", home)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("git")
-        .success();
-    assert!(ok, "git {args:?}");
 }
 
 /// Waits for the child, killing it after `limit`.

@@ -197,32 +197,7 @@ impl Setup {
         let api = FakeOpenAiChat::start(script(&proj), Some(&root.path().join("api.log")));
         write_config(&home, &api);
         std::fs::write(proj.join("README.md"), "# demo\n").expect("write");
-        for args in [
-            &["init", "-q", "-b", "main"][..],
-            &["add", "-A"],
-            &[
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@t",
-                "commit",
-                "-q",
-                "-m",
-                "init",
-            ],
-        ] {
-            let ok = Command::new("git")
-                .args(args)
-                .current_dir(&proj)
-                .env("HOME", &home)
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .expect("git")
-                .success();
-            assert!(ok, "git {args:?}");
-        }
+        crate::support::git_commit_all(&proj, &home);
         Self {
             _root: root,
             home,

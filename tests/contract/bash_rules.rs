@@ -21,72 +21,72 @@ use crate::fake_api::{FakeApi, Reply};
 /// A command that must never run: it only reaches a closed port on 127.0.0.1.
 const FETCH: &str = "curl -s http://127.0.0.1:9/x";
 
+/// The rows: `RULE => COMMAND`, RULE the content of `Bash(…)` (`Bash` alone: a bare `Bash`),
+/// COMMAND the line the model asks to run (`FETCH` stands for [`FETCH`]).
+const TABLE: &str = r#"
+Bash => npm test | tee out.txt
+Bash => npm test > out.txt
+Bash => npm test $(FETCH)
+Bash => (npm test)
+git diff:* => git diff
+git diff:* => git diff HEAD~1 -- src
+git diff:* => git diff-tree HEAD
+git diff:* => git push origin main
+git diff:* => git diff && FETCH
+npm * => npm test
+npm * => npm
+npm * => npmx test
+npm * => npm run build -- --watch
+npm * => npm test && npm run build
+npm * => npm test && FETCH
+npm * => npm test; FETCH
+npm * => npm test || FETCH
+npm * => npm test | tee out.txt
+npm * => npm test | FETCH
+npm * => npm test -- 'a && b'
+npm * => npm test $(FETCH)
+npm * => npm test `FETCH`
+npm * => npm test '$(FETCH)'
+npm * => npm test "$(FETCH)"
+npm * => npm test <(FETCH)
+npm * => (npm test)
+npm * => (npm test; FETCH)
+npm * => npm test > out.txt
+npm * => npm test 2>&1
+npm * => npm test 2>/dev/null
+npm * => npm test > /dev/null
+npm * => npm test >> out.txt
+npm * => npm test < in.txt
+npm * => NODE_ENV=test npm test
+npm * => CI=1 NODE_ENV=test npm test
+npm * => env CI=1 npm test
+npm * => timeout 60 npm test
+npm * => timeout -s KILL 60 npm test
+npm * => nice npm test
+npm * => nice -n 5 npm test
+npm * => nohup npm test
+npm * => time npm test
+npm run build => npm run build --prod
+npm test => npm test
+npm test => npm test --watch
+npm test => npm testx
+npm test => npm test > out.txt 2>/dev/null
+npm test => CI=1 npm test
+npm:* => npm test
+npm:* => npmx test
+"#;
+
 /// (rule content of `Bash(…)`, command line the model asks to run); an empty rule is a bare
 /// `Bash`.
 fn rows() -> Vec<(&'static str, String)> {
-    let f = FETCH;
-    let mut rows: Vec<(&'static str, String)> = vec![
-        // exact rules
-        ("npm test", "npm test".into()),
-        ("npm test", "npm test --watch".into()),
-        ("npm test", "npm testx".into()),
-        ("npm run build", "npm run build --prod".into()),
-        // wildcard rules
-        ("npm *", "npm test".into()),
-        ("npm *", "npm".into()),
-        ("npm *", "npmx test".into()),
-        ("npm *", "npm run build -- --watch".into()),
-        // legacy prefix rules
-        ("git diff:*", "git diff".into()),
-        ("git diff:*", "git diff HEAD~1 -- src".into()),
-        ("git diff:*", "git diff-tree HEAD".into()),
-        ("git diff:*", "git push origin main".into()),
-        ("npm:*", "npm test".into()),
-        ("npm:*", "npmx test".into()),
-        // compound lines: every part must be allowed
-        ("npm *", "npm test && npm run build".into()),
-        ("npm *", format!("npm test && {f}")),
-        ("npm *", format!("npm test; {f}")),
-        ("npm *", format!("npm test || {f}")),
-        ("npm *", "npm test | tee out.txt".into()),
-        ("npm *", format!("npm test | {f}")),
-        ("git diff:*", format!("git diff && {f}")),
-        ("npm *", "npm test -- 'a && b'".into()),
-        // subshells and substitutions
-        ("npm *", format!("npm test $({f})")),
-        ("npm *", format!("npm test `{f}`")),
-        ("npm *", format!("npm test '$({f})'")),
-        ("npm *", format!("npm test \"$({f})\"")),
-        ("npm *", format!("npm test <({f})")),
-        ("npm *", "(npm test)".into()),
-        ("npm *", format!("(npm test; {f})")),
-        // redirects
-        ("npm *", "npm test > out.txt".into()),
-        ("npm *", "npm test 2>&1".into()),
-        ("npm test", "npm test > out.txt 2>/dev/null".into()),
-        ("npm *", "npm test 2>/dev/null".into()),
-        ("npm *", "npm test > /dev/null".into()),
-        ("npm *", "npm test >> out.txt".into()),
-        ("npm *", "npm test < in.txt".into()),
-        // environment prefixes and wrappers
-        ("npm *", "NODE_ENV=test npm test".into()),
-        ("npm test", "CI=1 npm test".into()),
-        ("npm *", "CI=1 NODE_ENV=test npm test".into()),
-        ("npm *", "env CI=1 npm test".into()),
-        ("npm *", "timeout 60 npm test".into()),
-        // a bare `Bash` (the empty rule here)
-        ("", "npm test | tee out.txt".into()),
-        ("", "npm test > out.txt".into()),
-        ("", format!("npm test $({f})")),
-        ("", "(npm test)".into()),
-        ("npm *", "timeout -s KILL 60 npm test".into()),
-        ("npm *", "nice npm test".into()),
-        ("npm *", "nice -n 5 npm test".into()),
-        ("npm *", "nohup npm test".into()),
-        ("npm *", "time npm test".into()),
-    ];
-    rows.sort_by(|a, b| a.0.cmp(b.0));
-    rows
+    TABLE
+        .lines()
+        .filter_map(|l| l.split_once(" => "))
+        .map(|(rule, cmd)| {
+            let rule = if rule == "Bash" { "" } else { rule };
+            (rule, cmd.replace("FETCH", FETCH))
+        })
+        .collect()
 }
 
 /// The `--allowedTools` entry of a rule: `Bash(RULE)`, or `Bash` for the empty rule.

@@ -118,6 +118,18 @@ const CASES: &[(&str, Case)] = &[
     ),
 ];
 
+/// Runs a case; its panic (a failed assertion) is the trial's failure, with its message.
+pub(crate) fn run_caught(case: impl FnOnce() + std::panic::UnwindSafe) -> Result<(), Failed> {
+    std::panic::catch_unwind(case).map_err(|p| {
+        let msg = p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| (*s).to_string()))
+            .unwrap_or_else(|| "panicked".to_string());
+        Failed::from(msg)
+    })
+}
+
 /// The clients named by `HANK_REAL_CLAUDE` (colon-separated paths), each with its version;
 /// an entry that is not a working client is an error.
 fn clients() -> Result<Vec<Client>, String> {
@@ -180,15 +192,7 @@ fn main() -> std::process::ExitCode {
                     let case = *case;
                     trials.push(Trial::test(format!("{}::{name}", c.version), move || {
                         CLIENT.with(|slot| *slot.borrow_mut() = Some(client.clone()));
-                        let r = std::panic::catch_unwind(case);
-                        r.map_err(|p| {
-                            let msg = p
-                                .downcast_ref::<String>()
-                                .cloned()
-                                .or_else(|| p.downcast_ref::<&str>().map(|s| (*s).to_string()))
-                                .unwrap_or_else(|| "panicked".to_string());
-                            Failed::from(msg)
-                        })
+                        run_caught(case)
                     }));
                 }
             }

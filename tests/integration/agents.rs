@@ -89,9 +89,11 @@ fn a_project_profile_drives_its_cli_through_jsonpath() {
         result_json("IN_PROGRESS", "IMPLEMENTATION", false, "did one"),
     )
     .unwrap();
-    let o = p.run(&["--agent", "demo", "--agent-models", "demo=m-7"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "plan_complete");
+    p.run_to(
+        &["--agent", "demo", "--agent-models", "demo=m-7"],
+        0,
+        "plan_complete",
+    );
     assert_eq!(p.status()["agent"], "demo");
     assert_eq!(p.calls(), 0, "claude was never called");
     // Loop 1: fresh; the prompt (context + PROMPT.md) is the last argument, stdin is empty.
@@ -165,9 +167,7 @@ fn failover_to_the_next_agent_and_back_after_the_reset() {
     .fake("effect.sh", TICK_ONE);
     std::fs::write(demo.join("effect.sh"), TICK_ONE).unwrap();
     std::fs::write(demo.join("sleep"), "1").unwrap();
-    let o = p.run(&["--agents", "claude,demo"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "plan_complete");
+    p.run_to(&["--agents", "claude,demo"], 0, "plan_complete");
     let f = finished(&p);
     let agents: Vec<&str> = f.iter().map(|e| e["agent"].as_str().unwrap()).collect();
     assert_eq!(agents[0], "claude");

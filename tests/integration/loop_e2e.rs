@@ -284,9 +284,7 @@ fn usage_limit_with_exit_policy_stops_with_3() {
         ),
     )
     .fake("exit", "1");
-    let o = p.run(&["--on-usage-limit", "exit"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "usage_limit");
+    p.run_to(&["--on-usage-limit", "exit"], 3, "usage_limit");
 }
 
 #[test]
@@ -316,9 +314,7 @@ fn an_always_failing_agent_opens_the_circuit_after_the_failure_threshold() {
     );
     p.fake("exit", "1");
     p.fake("effect.sh", "date +%s%N >> changing.txt\n");
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "circuit_open");
+    p.run_to(&[], 2, "circuit_open");
     assert_eq!(p.calls(), 5);
 }
 
@@ -447,9 +443,7 @@ fn status_complete_with_exit_signal_false_keeps_going() {
         "response",
         &result_json("COMPLETE", "IMPLEMENTATION", false, "All tasks complete."),
     );
-    let o = p.run(&["--max-loops", "3"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "max_loops");
+    p.run_to(&["--max-loops", "3"], 3, "max_loops");
 }
 
 #[test]
@@ -463,9 +457,7 @@ fn test_only_loops_saturate() {
         "effect.sh",
         "mkdir -p tests && date +%s%N >> tests/test_a.py\n",
     );
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "test_saturation");
+    p.run_to(&[], 0, "test_saturation");
     assert_eq!(p.calls(), 3);
 }
 
@@ -473,9 +465,7 @@ fn test_only_loops_saturate() {
 fn deleting_fix_plan_is_an_integrity_failure() {
     let p = Project::new(&["a"]);
     p.fake("effect.sh", "rm .hank/fix_plan.md\n");
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "integrity_failure");
+    p.run_to(&[], 2, "integrity_failure");
     assert_eq!(p.calls(), 1);
 }
 
@@ -483,9 +473,7 @@ fn deleting_fix_plan_is_an_integrity_failure() {
 fn cost_budget_stops_with_3() {
     let p = Project::new(&["a"]);
     p.fake("effect.sh", "date +%s%N >> progress.txt\n");
-    let o = p.run(&["--max-cost", "0.015"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "cost_budget");
+    p.run_to(&["--max-cost", "0.015"], 3, "cost_budget");
     assert_eq!(p.calls(), 2);
 }
 
@@ -569,18 +557,14 @@ fn billing_and_cli_usage_errors_are_agent_fatal() {
         &error_json("Credit balance is too low", Some(400)),
     )
     .fake("exit", "1");
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "agent_fatal");
+    p.run_to(&[], 2, "agent_fatal");
     assert_eq!(p.status()["last_loop"]["error_kind"], "billing");
 
     let p = Project::new(&["a"]);
     p.fake("response", "")
         .fake("stderr", "error: option '--permission-mode <mode>' argument 'yolo' is invalid. Allowed choices are acceptEdits, auto, bypassPermissions, default, dontAsk, plan.\n")
         .fake("exit", "1");
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "agent_fatal");
+    p.run_to(&[], 2, "agent_fatal");
     assert_eq!(p.status()["last_loop"]["error_kind"], "cli_usage");
     assert_eq!(p.calls(), 1);
 }
@@ -605,9 +589,7 @@ fn sigint_shaped_result_with_exit_0_is_not_success() {
 fn removing_the_whole_hank_dir_is_an_integrity_failure() {
     let p = Project::new(&["a"]);
     p.fake("effect.sh", "rm -rf .hank\n");
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "integrity_failure");
+    p.run_to(&[], 2, "integrity_failure");
 }
 
 #[test]

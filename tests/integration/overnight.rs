@@ -47,9 +47,7 @@ fn a_restart_during_a_usage_limit_wait_resumes_it_without_calling() {
     assert!(stderr(&o).contains("hank reset wait"), "{}", stderr(&o));
 
     // With ON_USAGE_LIMIT=exit the restart stops at once, still without a call.
-    let o = p.run(&["--on-usage-limit", "exit"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "usage_limit");
+    p.run_to(&["--on-usage-limit", "exit"], 3, "usage_limit");
     assert_eq!(p.calls(), 1);
 
     // `hank reset wait` lets the next start call at once.

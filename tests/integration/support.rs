@@ -9,6 +9,31 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// `git ARGS` in `dir` with `HOME` at `home`: a test identity, `main` as the first branch,
+/// no system configuration, quiet; a failure fails the test.
+pub(crate) fn git_in(dir: &Path, home: &Path, args: &[&str]) {
+    let ok = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(["-c", "init.defaultBranch=main"])
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("git")
+        .success();
+    assert!(ok, "git {args:?}");
+}
+
+/// Makes `dir` a git repository with one commit of what it holds.
+pub(crate) fn git_commit_all(dir: &Path, home: &Path) {
+    git_in(dir, home, &["init", "-q"]);
+    git_in(dir, home, &["add", "-A"]);
+    git_in(dir, home, &["commit", "-q", "-m", "init"]);
+}
+
 /// Path of the built `hank` binary.
 pub(crate) fn hank_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_hank"))
@@ -118,30 +143,7 @@ impl Project {
 
     /// Makes the project a git repository with one commit.
     pub(crate) fn git_init(&self) -> &Self {
-        let git = |args: &[&str]| {
-            let ok = Command::new("git")
-                .args([
-                    "-c",
-                    "user.name=t",
-                    "-c",
-                    "user.email=t@t",
-                    "-c",
-                    "init.defaultBranch=main",
-                ])
-                .args(args)
-                .current_dir(&self.dir)
-                .env("HOME", &self.home)
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .expect("git")
-                .success();
-            assert!(ok, "git {args:?}");
-        };
-        git(&["init", "-q"]);
-        git(&["add", "-A"]);
-        git(&["commit", "-q", "-m", "init"]);
+        git_commit_all(&self.dir, &self.home);
         self
     }
 
@@ -183,6 +185,15 @@ impl Project {
     }
 
     /// Starts `hank ARGS` in the background (stdout/stderr piped).
+    /// `hank ARGS` run to its end, which must be exit code `code` with `reason` as
+    /// status.json's `exit_reason` (hank's stderr in the failure message).
+    pub(crate) fn run_to(&self, args: &[&str], code: i32, reason: &str) -> Output {
+        let o = self.run(args);
+        assert_eq!(o.status.code(), Some(code), "{}", stderr(&o));
+        assert_eq!(self.status()["exit_reason"], reason, "{}", stderr(&o));
+        o
+    }
+
     pub(crate) fn spawn(&self, args: &[&str]) -> Child {
         self.cmd()
             .args(args)

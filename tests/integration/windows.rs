@@ -251,20 +251,24 @@ fn a_restart_during_a_window_wait_resumes_it() {
         stderr(&o)
     );
 
-    let o = p.run(&[
-        "--max-window-percent",
-        "five_hour=80",
-        "--on-usage-limit",
-        "exit",
-    ]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "usage_window");
+    p.run_to(
+        &[
+            "--max-window-percent",
+            "five_hour=80",
+            "--on-usage-limit",
+            "exit",
+        ],
+        3,
+        "usage_window",
+    );
     assert_eq!(p.calls(), 1);
 
     // A higher limit: the saved wait is judged again with it, and the loop calls.
-    let o = p.run(&["--max-window-percent", "five_hour=90", "--max-loops", "1"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "max_loops");
+    p.run_to(
+        &["--max-window-percent", "five_hour=90", "--max-loops", "1"],
+        3,
+        "max_loops",
+    );
     assert_eq!(p.calls(), 2);
     // Without the setting, a saved window wait is dropped.
     let child = p.spawn(&args);
