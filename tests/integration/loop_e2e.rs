@@ -123,9 +123,7 @@ fn call_cap_waits_and_a_restart_still_waits() {
     assert_eq!(s["calls_in_window"], 2);
     assert!(s["waiting_until"].is_string());
     assert_eq!(p.calls(), 2);
-    signal(&child, Signal::SIGINT);
-    let o = wait_with_timeout(child, Duration::from_secs(10));
-    assert_eq!(o.status.code(), Some(130));
+    let _o = crate::support::interrupt(child);
     assert_eq!(p.status()["state"], "stopped");
 
     let child = p.spawn(&["--calls", "2"]);
@@ -230,18 +228,10 @@ fn corrupt_state_is_moved_aside_with_a_warning() {
     let o = p.run(&["--max-loops", "1"]);
     assert_eq!(o.status.code(), Some(3));
     assert!(stderr(&o).contains("moved it aside"), "{}", stderr(&o));
-    let aside: Vec<_> = std::fs::read_dir(p.dir.join(".hank"))
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .starts_with("state.json.corrupt-")
-        })
-        .collect();
+    let aside = p.corrupt_state_files();
     assert_eq!(aside.len(), 1);
     assert_eq!(
-        std::fs::read_to_string(aside[0].path()).unwrap(),
+        std::fs::read_to_string(&aside[0]).unwrap(),
         "{\"ledger\": {\"entries\": ["
     );
 }
@@ -250,10 +240,7 @@ fn corrupt_state_is_moved_aside_with_a_warning() {
 fn usage_limit_waits_until_the_parsed_reset() {
     let p = Project::new(&["a"]);
     let reset = jiff::Timestamp::now().as_second() + 5;
-    p.fake(
-        "response",
-        &error_json(&format!("Claude AI usage limit reached|{reset}"), Some(429)),
-    );
+    p.fake("response", &crate::support::usage_limit_json(reset));
     p.fake("exit", "1");
     let child = p.spawn(&[]);
     let s = p.wait_status(Duration::from_secs(20), |s| s["state"] == "waiting");
@@ -264,13 +251,7 @@ fn usage_limit_waits_until_the_parsed_reset() {
         "until {until} reset {reset}"
     );
     assert!(until.as_second() >= reset);
-    signal(&child, Signal::SIGINT);
-    assert_eq!(
-        wait_with_timeout(child, Duration::from_secs(10))
-            .status
-            .code(),
-        Some(130)
-    );
+    crate::support::interrupt(child);
 }
 
 #[test]

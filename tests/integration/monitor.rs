@@ -1,6 +1,6 @@
 //! hank monitor / hank --monitor end to end
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -90,7 +90,8 @@ fn once_prints_text_and_json_snapshots() {
     // The alias name and --dir from elsewhere.
     let alias = p.home.join("hank-monitor");
     std::os::unix::fs::symlink(crate::support::hank_bin(), &alias).unwrap();
-    let out = with_program(&p.cmd(), &alias)
+    let out = p
+        .cmd_of(&alias)
         .current_dir(&p.home)
         .args(["--once", "--dir"])
         .arg(&p.dir)
@@ -98,19 +99,6 @@ fn once_prints_text_and_json_snapshots() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stdout(&out).contains("WAITING · loop 4"));
-}
-
-/// `base` (the hermetic `Project::cmd`) with another program, e.g. an alias name.
-fn with_program(base: &Command, program: &Path) -> Command {
-    let mut c = Command::new(program);
-    c.env_clear();
-    for (k, v) in base.get_envs() {
-        if let Some(v) = v {
-            c.env(k, v);
-        }
-    }
-    c.stdin(Stdio::null());
-    c
 }
 
 #[test]

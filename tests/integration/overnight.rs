@@ -10,21 +10,12 @@ use crate::support::{Project, TICK_ONE, error_json, signal, stderr, wait_with_ti
 fn a_restart_during_a_usage_limit_wait_resumes_it_without_calling() {
     let p = Project::new(&["a"]);
     let reset = jiff::Timestamp::now().as_second() + 3600;
-    p.fake(
-        "response-1",
-        &error_json(&format!("Claude AI usage limit reached|{reset}"), Some(429)),
-    );
+    p.fake("response-1", &crate::support::usage_limit_json(reset));
     p.fake("exit-1", "1");
     let child = p.spawn(&[]);
     let first = p.wait_status(Duration::from_secs(20), |s| s["state"] == "waiting");
     assert_eq!(first["wait_reason"], "usage_limit");
-    signal(&child, Signal::SIGINT);
-    assert_eq!(
-        wait_with_timeout(child, Duration::from_secs(10))
-            .status
-            .code(),
-        Some(130)
-    );
+    crate::support::interrupt(child);
     assert_eq!(p.state()["wait"]["reason"], "usage_limit");
 
     // The restart waits for the same reset and calls nobody.
@@ -36,9 +27,7 @@ fn a_restart_during_a_usage_limit_wait_resumes_it_without_calling() {
     assert_eq!(again["waiting_until"], first["waiting_until"]);
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(p.calls(), 1);
-    signal(&child, Signal::SIGINT);
-    let o = wait_with_timeout(child, Duration::from_secs(10));
-    assert_eq!(o.status.code(), Some(130));
+    let o = crate::support::interrupt(child);
     assert!(
         stderr(&o).contains("resuming the usage_limit wait"),
         "{}",
@@ -218,10 +207,7 @@ fn status_says_why_the_run_ended() {
 fn max_runtime_ends_the_run_during_a_wait() {
     let p = Project::new(&["a"]);
     let reset = jiff::Timestamp::now().as_second() + 3600;
-    p.fake(
-        "response",
-        &error_json(&format!("Claude AI usage limit reached|{reset}"), Some(429)),
-    );
+    p.fake("response", &crate::support::usage_limit_json(reset));
     p.fake("exit", "1");
     let child = p.spawn(&["--max-runtime", "2s"]);
     let o = wait_with_timeout(child, Duration::from_secs(60));

@@ -591,23 +591,10 @@ fn on_a_terminal_hank_asks_before_using_changed_configuration() {
     let on_terminal = |answer: &str| {
         use std::io::Write;
         let cmd = format!("{} agents", crate::support::hank_bin().display());
-        let mut child = std::process::Command::new("script")
+        let mut child = p
+            .cmd_of("script")
             .args(["-qec", &cmd, "/dev/null"])
-            .current_dir(&p.dir)
-            .env_clear()
-            .env(
-                "PATH",
-                format!(
-                    "{}:/usr/local/bin:/usr/bin:/bin",
-                    crate::support::fixtures().join("bin").display()
-                ),
-            )
-            .env("HOME", &p.home)
-            .env("FAKE_CLAUDE_DIR", &p.fake)
-            .env("NO_COLOR", "1")
             .env("TERM", "dumb")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())

@@ -34,6 +34,20 @@ pub(crate) fn git_commit_all(dir: &Path, home: &Path) {
     git_in(dir, home, &["commit", "-q", "-m", "init"]);
 }
 
+/// The fake agent's answer to a call that hit the subscription's usage limit, resetting at
+/// `reset` (epoch seconds).
+pub(crate) fn usage_limit_json(reset: i64) -> String {
+    error_json(&format!("Claude AI usage limit reached|{reset}"), Some(429))
+}
+
+/// Ctrl-C to a running `hank`: it must end with 130 within 10 s.
+pub(crate) fn interrupt(child: Child) -> Output {
+    signal(&child, nix::sys::signal::Signal::SIGINT);
+    let o = wait_with_timeout(child, Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    o
+}
+
 /// Path of the built `hank` binary.
 pub(crate) fn hank_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_hank"))
@@ -161,7 +175,13 @@ impl Project {
 
     /// `hank` with a hermetic environment, run in the project.
     pub(crate) fn cmd(&self) -> Command {
-        let mut c = Command::new(hank_bin());
+        self.cmd_of(hank_bin())
+    }
+
+    /// `program` (an alias of hank, `script`, …) with hank's hermetic environment, run in the
+    /// project.
+    pub(crate) fn cmd_of(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut c = Command::new(program);
         let path = format!(
             "{}:/usr/local/bin:/usr/bin:/bin",
             fixtures().join("bin").display()
@@ -177,6 +197,20 @@ impl Project {
             .env("LANG", "C.UTF-8")
             .stdin(Stdio::null());
         c
+    }
+
+    /// The files a corrupt `state.json` was moved aside to (`.hank/state.json.corrupt-*`).
+    pub(crate) fn corrupt_state_files(&self) -> Vec<PathBuf> {
+        std::fs::read_dir(self.dir.join(".hank"))
+            .expect("read .hank")
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with("state.json.corrupt-")
+            })
+            .map(|e| e.path())
+            .collect()
     }
 
     /// Runs `hank ARGS` to completion.

@@ -4,10 +4,9 @@
 
 use std::time::Duration;
 
-use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
-use crate::support::{Project, TICK_ONE, signal, stderr, stdout, wait_with_timeout};
+use crate::support::{Project, TICK_ONE, stderr, stdout, wait_with_timeout};
 
 fn now() -> i64 {
     jiff::Timestamp::now().as_second()
@@ -212,13 +211,7 @@ fn a_restart_during_a_window_wait_resumes_it() {
     let child = p.spawn(&args);
     let first = p.wait_status(Duration::from_secs(30), |s| s["state"] == "waiting");
     assert_eq!(first["wait_reason"], "usage_window");
-    signal(&child, Signal::SIGINT);
-    assert_eq!(
-        wait_with_timeout(child, Duration::from_secs(10))
-            .status
-            .code(),
-        Some(130)
-    );
+    crate::support::interrupt(child);
     let st = p.state();
     assert_eq!(st["wait"]["reason"], "usage_window", "{st}");
     assert_eq!(st["windows"]["five_hour"]["utilization"], 0.85, "{st}");
@@ -242,9 +235,7 @@ fn a_restart_during_a_window_wait_resumes_it() {
     assert_eq!(again["wait_reason"], "usage_window");
     assert_eq!(again["waiting_until"], first["waiting_until"]);
     assert_eq!(p.calls(), 1);
-    signal(&child, Signal::SIGINT);
-    let o = wait_with_timeout(child, Duration::from_secs(10));
-    assert_eq!(o.status.code(), Some(130));
+    let o = crate::support::interrupt(child);
     assert!(
         stderr(&o).contains("resuming the usage_window wait"),
         "{}",
@@ -275,13 +266,7 @@ fn a_restart_during_a_window_wait_resumes_it() {
     p.wait_status(Duration::from_secs(20), |s| {
         s["state"] == "waiting" && s["wait_reason"] == "usage_window"
     });
-    signal(&child, Signal::SIGINT);
-    assert_eq!(
-        wait_with_timeout(child, Duration::from_secs(10))
-            .status
-            .code(),
-        Some(130)
-    );
+    crate::support::interrupt(child);
     let o = p.run(&["--max-loops", "1"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert_eq!(p.calls(), 3);
@@ -339,9 +324,7 @@ fn a_typed_usage_limit_names_its_window() {
     assert_eq!(w["wait_reason"], "usage_limit");
     let until: jiff::Timestamp = w["waiting_until"].as_str().unwrap().parse().unwrap();
     assert_eq!(until.as_second(), reset + 60);
-    signal(&child, Signal::SIGINT);
-    let o = wait_with_timeout(child, Duration::from_secs(10));
-    assert_eq!(o.status.code(), Some(130));
+    let o = crate::support::interrupt(child);
     assert!(
         stderr(&o).contains(&format!("usage limit: {want}")),
         "{}",
