@@ -74,11 +74,7 @@ fn enable_ci_writes_a_workflow_that_passes_actionlint() {
     // Never over an existing workflow.
     let o = p.run(&["enable-ci", "--github-actions"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("hank.yml exists already"),
-        "{}",
-        stderr(&o)
-    );
+    crate::support::assert_contains(&stderr(&o), "hank.yml exists already");
     // A bad --action is refused naming the flag, nothing written.
     let q = Project::new(&["a"]);
     let o = q.run(&["enable-ci", "--github-actions", "--action", "nope"]);

@@ -102,10 +102,7 @@ fn a_project_profile_drives_its_cli_through_jsonpath() {
     assert!(prompt.starts_with("<hank-loop-context>"), "{prompt}");
     assert!(prompt.contains("Do the next task."), "{prompt}");
     // Its CLI takes no tool list: the context carries it instead.
-    assert!(
-        prompt.contains("Use only these tools and commands: Write, Read"),
-        "{prompt}"
-    );
+    crate::support::assert_contains(&prompt, "Use only these tools and commands: Write, Read");
     assert_eq!(std::fs::read(demo.join("stdin-1")).unwrap(), b"");
     // Loop 2 resumes the session the JSONPath found.
     let (a2, _) = argv_of(&demo, 2);
@@ -201,10 +198,7 @@ fn failover_to_the_next_agent_and_back_after_the_reset() {
     );
     // The agent that took over was told so.
     let (_, first_demo) = argv_of(&demo, 1);
-    assert!(
-        first_demo.contains("You continue work the agent `claude` started"),
-        "{first_demo}"
-    );
+    crate::support::assert_contains(&first_demo, "You continue work the agent `claude` started");
     // Claude's return (its second call): its context says the demo agent worked before it;
     // it resumes no session of the other CLI.
     let back = 2;
@@ -277,11 +271,7 @@ fn a_bad_profile_is_refused_with_its_file_and_key() {
     assert_eq!(p.calls(), 0);
     let o = p.run(&["--agent", "nope"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        stderr(&o).contains("unknown agent \"nope\""),
-        "{}",
-        stderr(&o)
-    );
+    crate::support::assert_contains(&stderr(&o), "unknown agent \"nope\"");
 }
 
 #[test]

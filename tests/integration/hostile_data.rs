@@ -130,11 +130,7 @@ fn a_session_id_planted_in_state_json_is_dropped() {
     let argv = p.argv(2);
     assert!(!argv.iter().any(|a| a.contains("dangerously")), "{argv:?}");
     assert!(!argv.iter().any(|a| a == "--resume"), "{argv:?}");
-    assert!(
-        stderr(&out).contains("stored session id"),
-        "{}",
-        stderr(&out)
-    );
+    crate::support::assert_contains(&stderr(&out), "stored session id");
 }
 
 /// Every file under `dir`, recursively (without following links).

@@ -603,9 +603,5 @@ fn an_agent_orphaned_by_kill_9_is_stopped_at_the_next_start() {
         gone(pid),
         "the orphaned agent group survived the next start"
     );
-    assert!(
-        stderr(&o).contains("left running by a hank that was killed"),
-        "{}",
-        stderr(&o)
-    );
+    crate::support::assert_contains(&stderr(&o), "left running by a hank that was killed");
 }

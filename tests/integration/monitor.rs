@@ -137,11 +137,7 @@ fn outside_a_project_is_a_usage_error() {
     let p = Project::new(&[]);
     let out = p.run(&["monitor", "--once", "--dir", "/nonexistent/dir"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("--dir /nonexistent/dir"),
-        "{}",
-        stderr(&out)
-    );
+    crate::support::assert_contains(&stderr(&out), "--dir /nonexistent/dir");
     let out = p
         .cmd()
         .current_dir(&p.home)
@@ -389,11 +385,7 @@ fn monitor_flag_validates_first() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("unknown key MAX_LOOPZ"),
-        "{}",
-        stderr(&out)
-    );
+    crate::support::assert_contains(&stderr(&out), "unknown key MAX_LOOPZ");
     assert!(!tmux.has_session("proj"));
     assert_eq!(p.calls(), 0);
 }

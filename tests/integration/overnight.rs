@@ -28,11 +28,7 @@ fn a_restart_during_a_usage_limit_wait_resumes_it_without_calling() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(p.calls(), 1);
     let o = crate::support::interrupt(child);
-    assert!(
-        stderr(&o).contains("resuming the usage_limit wait"),
-        "{}",
-        stderr(&o)
-    );
+    crate::support::assert_contains(&stderr(&o), "resuming the usage_limit wait");
     assert!(stderr(&o).contains("hank reset wait"), "{}", stderr(&o));
 
     // With ON_USAGE_LIMIT=exit the restart stops at once, still without a call.
@@ -192,14 +188,8 @@ fn status_says_why_the_run_ended() {
     let o = p.run(&[]);
     assert_eq!(o.status.code(), Some(2));
     let text = crate::support::stdout(&p.run(&["status"]));
-    assert!(
-        text.contains("why:          the agent cannot work (auth)"),
-        "{text}"
-    );
-    assert!(
-        text.contains("last error:   auth — Invalid API key"),
-        "{text}"
-    );
+    crate::support::assert_contains(&text, "why:          the agent cannot work (auth)");
+    crate::support::assert_contains(&text, "last error:   auth — Invalid API key");
 }
 
 /// MAX_RUNTIME bounds a run in time, during a wait too.
@@ -275,11 +265,7 @@ fn a_nested_start_asks_for_force() {
     p.fake("effect.sh", TICK_ONE);
     let o = p.cmd().env("CLAUDECODE", "1").output().unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("inside a Claude Code session"),
-        "{}",
-        stderr(&o)
-    );
+    crate::support::assert_contains(&stderr(&o), "inside a Claude Code session");
     assert!(stderr(&o).contains("--force"), "{}", stderr(&o));
     assert_eq!(p.calls(), 0);
     let o = p
@@ -289,11 +275,7 @@ fn a_nested_start_asks_for_force() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("share that session's usage limits"),
-        "{}",
-        stderr(&o)
-    );
+    crate::support::assert_contains(&stderr(&o), "share that session's usage limits");
 }
 
 /// LOG_RETENTION keeps the logs of the newest loops only.

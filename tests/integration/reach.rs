@@ -148,10 +148,7 @@ fn configuration_the_agent_changed_needs_approval() {
     let out = p.run(&["--max-loops", "1"]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(3), "{err}");
-    assert!(
-        err.contains("configuration changed during this run"),
-        "{err}"
-    );
+    crate::support::assert_contains(&err, "configuration changed during this run");
     assert!(!marker.exists(), "the edit took effect within the run");
 
     for args in [

@@ -48,6 +48,12 @@ pub(crate) fn interrupt(child: Child) -> Output {
     o
 }
 
+/// Fails the test unless `text` contains `want` (the whole text in the message).
+#[track_caller]
+pub(crate) fn assert_contains(text: &str, want: &str) {
+    assert!(text.contains(want), "missing {want:?} in:\n{text}");
+}
+
 /// Path of the built `hank` binary.
 pub(crate) fn hank_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_hank"))

@@ -219,10 +219,7 @@ fn a_restart_during_a_window_wait_resumes_it() {
     // `hank status` and the monitor show the window with its limit.
     let o = p.run(&["status"]);
     let text = stdout(&o);
-    assert!(
-        text.contains("windows:      five_hour 85% (limit 80%) · resets"),
-        "{text}"
-    );
+    crate::support::assert_contains(&text, "windows:      five_hour 85% (limit 80%) · resets");
     let o = p.run(&["monitor", "--once"]);
     let text = stdout(&o);
     assert!(text.contains("usage windows"), "{text}");
@@ -236,11 +233,7 @@ fn a_restart_during_a_window_wait_resumes_it() {
     assert_eq!(again["waiting_until"], first["waiting_until"]);
     assert_eq!(p.calls(), 1);
     let o = crate::support::interrupt(child);
-    assert!(
-        stderr(&o).contains("resuming the usage_window wait"),
-        "{}",
-        stderr(&o)
-    );
+    crate::support::assert_contains(&stderr(&o), "resuming the usage_window wait");
 
     p.run_to(
         &[
@@ -325,11 +318,7 @@ fn a_typed_usage_limit_names_its_window() {
     let until: jiff::Timestamp = w["waiting_until"].as_str().unwrap().parse().unwrap();
     assert_eq!(until.as_second(), reset + 60);
     let o = crate::support::interrupt(child);
-    assert!(
-        stderr(&o).contains(&format!("usage limit: {want}")),
-        "{}",
-        stderr(&o)
-    );
+    crate::support::assert_contains(&stderr(&o), &format!("usage limit: {want}"));
 }
 
 /// Replaces the wall-time column (measured, so it varies) and the dates of the header.
@@ -438,16 +427,8 @@ fn report_attributes_each_loop_to_the_items_it_ticked() {
         "{v}"
     );
     let o = p.run(&["report", "--since", "2999-01-01"]);
-    assert!(
-        stdout(&o).contains("no loop finished in this range"),
-        "{}",
-        stdout(&o)
-    );
+    crate::support::assert_contains(&stdout(&o), "no loop finished in this range");
     let o = p.run(&["report", "--since", "last tuesday"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        stderr(&o).contains("--since: expected a run number"),
-        "{}",
-        stderr(&o)
-    );
+    crate::support::assert_contains(&stderr(&o), "--since: expected a run number");
 }
