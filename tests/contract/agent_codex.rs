@@ -258,32 +258,16 @@ impl Setup {
     }
 }
 
-/// Waits for `child` with a time limit; past it, kills its process group and returns what it
-/// printed (`kill`) or fails the case.
-fn wait_output(mut child: std::process::Child, limit: Duration, kill: bool) -> Output {
-    let start = Instant::now();
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            return child.wait_with_output().expect("output");
-        }
-        if start.elapsed() > limit {
-            // The whole group: the node launcher and the native binary it started.
-            let pid = i32::try_from(child.id()).expect("pid");
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-            let o = child.wait_with_output().expect("output");
-            if kill {
-                return o;
-            }
-            panic!(
-                "codex still running after {limit:?}\n--- stdout\n{}\n--- stderr\n{}",
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
+/// Waits for the child; after `limit` its whole group is killed, and that is a failure unless
+/// `kill` (then the output so far is returned).
+fn wait_output(child: std::process::Child, limit: Duration, kill: bool) -> Output {
+    match crate::support::wait_or_kill(child, limit, true) {
+        Ok(o) => o,
+        Err(o) if kill => o,
+        Err(o) => panic!(
+            "codex still running after {limit:?}{}",
+            crate::support::outputs(&o)
+        ),
     }
 }
 

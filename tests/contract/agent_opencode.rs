@@ -313,24 +313,14 @@ fn analyze(profile: &Profile, stdout: &str, stderr: &str, code: Option<i32>) -> 
     )
 }
 
-/// Waits for `child` with a time limit (kills it and panics when exceeded).
-fn wait_output(mut child: std::process::Child, limit: Duration) -> Output {
-    let start = Instant::now();
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            return child.wait_with_output().expect("output");
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let o = child.wait_with_output().expect("output");
-            panic!(
-                "opencode still running after {limit:?}\n--- stdout\n{}\n--- stderr\n{}",
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+/// Waits for the child, killing it after `limit` (a failure).
+fn wait_output(child: std::process::Child, limit: Duration) -> Output {
+    crate::support::wait_or_kill(child, limit, false).unwrap_or_else(|o| {
+        panic!(
+            "opencode still running after {limit:?}{}",
+            crate::support::outputs(&o)
+        )
+    })
 }
 
 fn clip(s: &str, n: usize) -> &str {

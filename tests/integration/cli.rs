@@ -62,7 +62,7 @@ fn invalid_flag_and_env_values_name_their_origin() {
     let o = p.run(&["-t", "soon"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("--timeout"), "{}", stderr(&o));
-    let o = p.cmd().env("MAX_LOOPS", "x").output().unwrap();
+    let o = p.run_env(&[("MAX_LOOPS", "x")], &[]);
     assert_eq!(o.status.code(), Some(1));
     crate::support::assert_contains(&stderr(&o), "environment variable MAX_LOOPS");
 }
@@ -190,21 +190,11 @@ fn verbose_prints_the_agent_command_and_the_analysis() {
     );
     assert!(!err.contains("analysis: "), "{err}");
 
-    let o = p
-        .cmd()
-        .env("VERBOSE", "2")
-        .args(["--max-loops", "1"])
-        .output()
-        .unwrap();
+    let o = p.run_env(&[("VERBOSE", "2")], &["--max-loops", "1"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(stderr(&o).contains("analysis: shape="), "{}", stderr(&o));
 
-    let o = p
-        .cmd()
-        .env("VERBOSE", "debug")
-        .args(["--max-loops", "1"])
-        .output()
-        .unwrap();
+    let o = p.run_env(&[("VERBOSE", "debug")], &["--max-loops", "1"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let err = stderr(&o);
     crate::support::assert_contains(&err, "environment variable VERBOSE=`debug` ignored");
@@ -307,12 +297,10 @@ fn client_version_range_and_environment() {
         "effect.sh",
         "env > \"$FAKE_CLAUDE_DIR/env-$(cat \"$FAKE_CLAUDE_DIR/calls\")\"\n",
     );
-    let o = p
-        .cmd()
-        .env("CLAUDE_CODE_RETRY_WATCHDOG", "1")
-        .args(["--max-loops", "1"])
-        .output()
-        .unwrap();
+    let o = p.run_env(
+        &[("CLAUDE_CODE_RETRY_WATCHDOG", "1")],
+        &["--max-loops", "1"],
+    );
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let err = stderr(&o);
     crate::support::assert_contains(&err, "newer than the newest tested release");

@@ -100,15 +100,10 @@ fn flag_beats_env_beats_hankrc_beats_default() {
     p.hankrc("RETRY_BACKOFF_SECONDS=0\nMAX_LOOPS=\"1\"\n");
     assert_eq!(p.run(&[]).status.code(), Some(3));
     assert_eq!(p.calls(), 1, ".hankrc");
-    let o = p.cmd().env("MAX_LOOPS", "2").output().unwrap();
+    let o = p.run_env(&[("MAX_LOOPS", "2")], &[]);
     assert_eq!(o.status.code(), Some(3));
     assert_eq!(p.calls(), 3, "env beats .hankrc");
-    let o = p
-        .cmd()
-        .env("MAX_LOOPS", "2")
-        .args(["--max-loops", "3"])
-        .output()
-        .unwrap();
+    let o = p.run_env(&[("MAX_LOOPS", "2")], &["--max-loops", "3"]);
     assert_eq!(o.status.code(), Some(3));
     assert_eq!(p.calls(), 6, "flag beats env");
     assert_eq!(p.status()["exit_reason"], "max_loops");
@@ -341,7 +336,7 @@ fn cooldown_passes_on_a_later_start_without_sleeping() {
         "{at}"
     );
     // A bad HANK_NOW is named.
-    let o = p.cmd().env("HANK_NOW", "yesterday").output().unwrap();
+    let o = p.run_env(&[("HANK_NOW", "yesterday")], &[]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("invalid HANK_NOW"), "{}", stderr(&o));
 }

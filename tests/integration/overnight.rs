@@ -263,7 +263,7 @@ fn commands_find_the_project_from_a_subfolder() {
 fn a_nested_start_asks_for_force() {
     let p = Project::new(&["one"]);
     p.fake("effect.sh", TICK_ONE);
-    let o = p.cmd().env("CLAUDECODE", "1").output().unwrap();
+    let o = p.run_env(&[("CLAUDECODE", "1")], &[]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     crate::support::assert_contains(&stderr(&o), "inside a Claude Code session");
     assert!(stderr(&o).contains("--force"), "{}", stderr(&o));

@@ -219,6 +219,15 @@ impl Project {
             .collect()
     }
 
+    /// Runs `hank ARGS` to completion with `env` added to its environment.
+    pub(crate) fn run_env(&self, env: &[(&str, &str)], args: &[&str]) -> Output {
+        let mut c = self.cmd();
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.args(args).output().expect("run hank")
+    }
+
     /// Runs `hank ARGS` to completion.
     pub(crate) fn run(&self, args: &[&str]) -> Output {
         self.cmd().args(args).output().expect("run hank")
@@ -328,18 +337,45 @@ pub(crate) fn signal(child: &Child, sig: nix::sys::signal::Signal) {
 }
 
 /// Waits for a child with a deadline; returns its output.
-pub(crate) fn wait_with_timeout(mut child: Child, timeout: Duration) -> Output {
+pub(crate) fn wait_with_timeout(child: Child, timeout: Duration) -> Output {
+    wait_or_kill(child, timeout, false)
+        .unwrap_or_else(|_| panic!("hank did not exit within {timeout:?}"))
+}
+
+/// Waits for `child` up to `limit`: its output, or `Err` with what it wrote once it is killed
+/// at the limit — its whole process group with `group` (a child started as a group leader).
+pub(crate) fn wait_or_kill(
+    mut child: Child,
+    limit: Duration,
+    group: bool,
+) -> Result<Output, Output> {
     let start = Instant::now();
     loop {
         if child.try_wait().expect("try_wait").is_some() {
-            return child.wait_with_output().expect("output");
+            return Ok(child.wait_with_output().expect("output"));
         }
-        if start.elapsed() > timeout {
+        if start.elapsed() > limit {
+            if group {
+                let pid = i32::try_from(child.id()).expect("pid");
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
             let _ = child.kill();
-            panic!("hank did not exit within {timeout:?}");
+            return Err(child.wait_with_output().expect("output"));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// A process's stdout and stderr, labelled, for a failure message.
+pub(crate) fn outputs(o: &Output) -> String {
+    format!(
+        "\n--- stdout\n{}\n--- stderr\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 /// Alive and not a zombie (the container's PID 1 may not reap orphans).

@@ -279,12 +279,7 @@ fn a_typed_usage_limit_names_its_window() {
         "total_cost_usd": 0, "num_turns": 1
     });
     p.fake("response", &format!("{result}\n")).fake("exit", "1");
-    let o = p
-        .cmd()
-        .env("TZ", "UTC")
-        .args(["--on-usage-limit", "exit"])
-        .output()
-        .unwrap();
+    let o = p.run_env(&[("TZ", "UTC")], &["--on-usage-limit", "exit"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let want = jiff::Timestamp::from_second(reset)
         .unwrap()
