@@ -68,7 +68,7 @@ pub fn bash_rule_matches(spec: &str, command: &str) -> bool {
 }
 
 /// The parts of a compound command line (`&&`, `||`, `;`, `|` outside quotes), as the client
-/// matches them (see [`simple_command`]); empty parts are left out, and a line the client
+/// matches them (see the module docs); empty parts are left out, and a line the client
 /// refuses whatever the rules (not valid shell, a substitution, output into a file) has none.
 #[must_use]
 pub fn split_compound(line: &str) -> Vec<String> {
