@@ -224,12 +224,7 @@ fn doctor_reports_checks_and_sources() {
     let o = p.run(&["doctor", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(o.status.code(), Some(0), "{v}");
-    let claude = v["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "claude")
-        .unwrap();
+    let claude = crate::support::doctor_check(&v, "claude");
     let detail = claude["detail"].as_str().unwrap();
     assert!(
         detail.contains("2.1.332") && detail.contains("inside the tested range"),
@@ -254,13 +249,7 @@ fn client_version_range_and_environment() {
     let claude_check = |p: &Project| {
         let o = p.run(&["doctor", "--json"]);
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        let c = v["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == "claude")
-            .unwrap()
-            .clone();
+        let c = crate::support::doctor_check(&v, "claude");
         (o.status.code(), c)
     };
 

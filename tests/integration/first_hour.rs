@@ -370,12 +370,7 @@ fn repair_recreates_exactly_the_missing_files() {
     crate::support::assert_contains(&stderr(&o), "missing: .hank/AGENT.md, .hankrc");
     let o = ws.hank(&["doctor", "--json"]);
     let v = json_line(&o);
-    let project = v["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "project")
-        .unwrap();
+    let project = crate::support::doctor_check(&v, "project");
     assert_eq!(project["fix"], "hank enable --repair");
     assert_eq!(ws.tree(), before, "nothing was changed so far");
 
@@ -460,15 +455,7 @@ fn doctor_honours_the_agent_command_and_reports_the_login() {
     let o = ws.hank_in(&ws.work(), &["doctor", "--json"], Some(no_claude));
     let v = json_line(&o);
     assert_eq!(o.status.code(), Some(1));
-    let check = |v: &Value, name: &str| -> Value {
-        v["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == name)
-            .cloned()
-            .unwrap_or(Value::Null)
-    };
+    let check = crate::support::doctor_check;
     assert_eq!(check(&v, "claude")["ok"], false);
     assert!(
         check(&v, "claude")["fix"]

@@ -48,6 +48,15 @@ pub(crate) fn interrupt(child: Child) -> Output {
     o
 }
 
+/// The check named `name` in `hank doctor --json`'s `checks` (null when absent).
+pub(crate) fn doctor_check(v: &Value, name: &str) -> Value {
+    v["checks"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == name))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
 /// Fails the test unless `text` contains `want` (the whole text in the message).
 #[track_caller]
 pub(crate) fn assert_contains(text: &str, want: &str) {
