@@ -155,10 +155,8 @@ fn failover_to_the_next_agent_and_back_after_the_reset() {
     let items = ["a", "b", "c", "d", "e", "f", "g", "h"];
     let p = Project::new(&items);
     let demo = with_demo(&p);
-    let reset = jiff::Timestamp::now().as_second() + 4;
-    p.fake("response-1", &crate::support::usage_limit_json(reset))
-        .fake("exit-1", "1")
-        .fake("effect.sh", TICK_ONE);
+    p.fake_usage_limit(Some(1), 4);
+    p.fake("effect.sh", TICK_ONE);
     std::fs::write(demo.join("effect.sh"), TICK_ONE).unwrap();
     std::fs::write(demo.join("sleep"), "1").unwrap();
     p.run_to(&["--agents", "claude,demo"], 0, "plan_complete");
@@ -361,9 +359,7 @@ fn failover_from_claude_to_the_codex_fake() {
     let fake = p.dir.parent().unwrap().join("fake-codex");
     std::fs::create_dir_all(&fake).unwrap();
     std::fs::write(fake.join("effect.sh"), TICK_ONE).unwrap();
-    let reset = jiff::Timestamp::now().as_second() + 3600;
-    p.fake("response", &crate::support::usage_limit_json(reset))
-        .fake("exit", "1");
+    p.fake_usage_limit(None, 3600);
     let o = p
         .cmd()
         .env("FAKE_CODEX_DIR", &fake)

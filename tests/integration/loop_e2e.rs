@@ -234,9 +234,7 @@ fn corrupt_state_is_moved_aside_with_a_warning() {
 #[test]
 fn usage_limit_waits_until_the_parsed_reset() {
     let p = Project::new(&["a"]);
-    let reset = jiff::Timestamp::now().as_second() + 5;
-    p.fake("response", &crate::support::usage_limit_json(reset));
-    p.fake("exit", "1");
+    let reset = p.fake_usage_limit(None, 5);
     let child = p.spawn(&[]);
     let s = p.wait_status(Duration::from_secs(20), |s| s["state"] == "waiting");
     assert_eq!(s["wait_reason"], "usage_limit");

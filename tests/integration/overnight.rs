@@ -9,9 +9,7 @@ use crate::support::{Project, TICK_ONE, error_json, signal, stderr, wait_with_ti
 #[test]
 fn a_restart_during_a_usage_limit_wait_resumes_it_without_calling() {
     let p = Project::new(&["a"]);
-    let reset = jiff::Timestamp::now().as_second() + 3600;
-    p.fake("response-1", &crate::support::usage_limit_json(reset));
-    p.fake("exit-1", "1");
+    p.fake_usage_limit(Some(1), 3600);
     let child = p.spawn(&[]);
     let first = p.wait_status(Duration::from_secs(20), |s| s["state"] == "waiting");
     assert_eq!(first["wait_reason"], "usage_limit");
@@ -196,9 +194,7 @@ fn status_says_why_the_run_ended() {
 #[test]
 fn max_runtime_ends_the_run_during_a_wait() {
     let p = Project::new(&["a"]);
-    let reset = jiff::Timestamp::now().as_second() + 3600;
-    p.fake("response", &crate::support::usage_limit_json(reset));
-    p.fake("exit", "1");
+    p.fake_usage_limit(None, 3600);
     let child = p.spawn(&["--max-runtime", "2s"]);
     let o = wait_with_timeout(child, Duration::from_secs(60));
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));

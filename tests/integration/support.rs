@@ -237,6 +237,16 @@ impl Project {
         c.args(args).output().expect("run hank")
     }
 
+    /// The fake agent hits the usage limit, reset `secs` from now (epoch seconds returned): at
+    /// every call, or at call `call` only.
+    pub(crate) fn fake_usage_limit(&self, call: Option<u32>, secs: i64) -> i64 {
+        let reset = jiff::Timestamp::now().as_second() + secs;
+        let suffix = call.map(|n| format!("-{n}")).unwrap_or_default();
+        self.fake(&format!("response{suffix}"), &usage_limit_json(reset))
+            .fake(&format!("exit{suffix}"), "1");
+        reset
+    }
+
     /// Runs `hank ARGS` to completion.
     pub(crate) fn run(&self, args: &[&str]) -> Output {
         self.cmd().args(args).output().expect("run hank")
