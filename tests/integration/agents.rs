@@ -360,12 +360,7 @@ fn failover_from_claude_to_the_codex_fake() {
     std::fs::create_dir_all(&fake).unwrap();
     std::fs::write(fake.join("effect.sh"), TICK_ONE).unwrap();
     p.fake_usage_limit(None, 3600);
-    let o = p
-        .cmd()
-        .env("FAKE_CODEX_DIR", &fake)
-        .args(["--agents", "claude,codex"])
-        .output()
-        .unwrap();
+    let o = p.run_env(&[("FAKE_CODEX_DIR", &fake)], &["--agents", "claude,codex"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(p.calls(), 1, "claude once, then limited for an hour");
     let agents: Vec<String> = finished(&p)

@@ -369,21 +369,14 @@ fn monitor_flag_validates_first() {
     let p = Project::new(&["a"]);
     let tmux = Tmux::for_project(&p);
     let tmpdir = tmux.tmpdir.clone();
-    let out = p
-        .cmd()
-        .env("TMUX_TMPDIR", &tmpdir)
-        .args(["--monitor", "--max-loops", "many"])
-        .output()
-        .unwrap();
+    let out = p.run_env(
+        &[("TMUX_TMPDIR", &tmpdir)],
+        &["--monitor", "--max-loops", "many"],
+    );
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("--max-loops"), "{}", stderr(&out));
     p.hankrc("MAX_LOOPZ=3\n");
-    let out = p
-        .cmd()
-        .env("TMUX_TMPDIR", &tmpdir)
-        .args(["--monitor"])
-        .output()
-        .unwrap();
+    let out = p.run_env(&[("TMUX_TMPDIR", &tmpdir)], &["--monitor"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     crate::support::assert_contains(&stderr(&out), "unknown key MAX_LOOPZ");
     assert!(!tmux.has_session("proj"));
@@ -456,12 +449,10 @@ fn monitor_flag_keeps_the_final_screen_until_a_key() {
     let p = Project::new(&["a"]);
     let tmux = Tmux::for_project(&p);
     let tmpdir = tmux.tmpdir.clone();
-    let out = p
-        .cmd()
-        .env("TMUX_TMPDIR", &tmpdir)
-        .args(["--monitor", "--max-loops", "1"])
-        .output()
-        .unwrap();
+    let out = p.run_env(
+        &[("TMUX_TMPDIR", &tmpdir)],
+        &["--monitor", "--max-loops", "1"],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let mut screen = String::new();
     wait_until("the exit screen", Duration::from_secs(60), || {

@@ -504,12 +504,10 @@ fn the_monitor_exit_code_file_is_written_by_hank_not_through_a_link() {
             .output()
             .unwrap()
     };
-    let out = p
-        .cmd()
-        .env("TMUX_TMPDIR", &tmpdir)
-        .args(["--monitor", "--monitor-exit", "--max-loops", "1"])
-        .output()
-        .unwrap();
+    let out = p.run_env(
+        &[("TMUX_TMPDIR", &tmpdir)],
+        &["--monitor", "--monitor-exit", "--max-loops", "1"],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let start = std::time::Instant::now();
     while tmux(&["has-session", "-t", "=proj"]).status.success() {

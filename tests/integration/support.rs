@@ -229,7 +229,11 @@ impl Project {
     }
 
     /// Runs `hank ARGS` to completion with `env` added to its environment.
-    pub(crate) fn run_env(&self, env: &[(&str, &str)], args: &[&str]) -> Output {
+    pub(crate) fn run_env<K, V>(&self, env: &[(K, V)], args: &[&str]) -> Output
+    where
+        K: AsRef<std::ffi::OsStr>,
+        V: AsRef<std::ffi::OsStr>,
+    {
         let mut c = self.cmd();
         for (k, v) in env {
             c.env(k, v);
