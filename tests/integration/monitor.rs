@@ -168,7 +168,24 @@ struct Tmux {
     home: PathBuf,
 }
 
+/// A project with `items` and a private tmux server for test `name`; `None` (with a note)
+/// when tmux is not installed.
+fn with_tmux(name: &str, items: &[&str]) -> Option<(Project, Tmux)> {
+    if !cmd_exists("tmux") {
+        eprintln!("SKIP {name}: tmux not installed");
+        return None;
+    }
+    let p = Project::new(items);
+    let tmux = Tmux::for_project(&p);
+    Some((p, tmux))
+}
+
 impl Tmux {
+    /// `hank ARGS` in the project, its tmux commands on this server.
+    fn hank(&self, p: &Project, args: &[&str]) -> Output {
+        p.run_env(&[("TMUX_TMPDIR", &self.tmpdir)], args)
+    }
+
     /// A private server for the project's test (its socket folder under the test's HOME).
     fn for_project(p: &Project) -> Tmux {
         let tmpdir = p.home.join("tmux");
@@ -362,21 +379,14 @@ fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
 /// terminal, and no tmux session is started.
 #[test]
 fn monitor_flag_validates_first() {
-    if !cmd_exists("tmux") {
-        eprintln!("SKIP monitor_flag_validates_first: tmux not installed");
+    let Some((p, tmux)) = with_tmux("monitor_flag_validates_first", &["a"]) else {
         return;
-    }
-    let p = Project::new(&["a"]);
-    let tmux = Tmux::for_project(&p);
-    let tmpdir = tmux.tmpdir.clone();
-    let out = p.run_env(
-        &[("TMUX_TMPDIR", &tmpdir)],
-        &["--monitor", "--max-loops", "many"],
-    );
+    };
+    let out = tmux.hank(&p, &["--monitor", "--max-loops", "many"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("--max-loops"), "{}", stderr(&out));
     p.hankrc("MAX_LOOPZ=3\n");
-    let out = p.run_env(&[("TMUX_TMPDIR", &tmpdir)], &["--monitor"]);
+    let out = tmux.hank(&p, &["--monitor"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     crate::support::assert_contains(&stderr(&out), "unknown key MAX_LOOPZ");
     assert!(!tmux.has_session("proj"));
@@ -442,17 +452,11 @@ fn monitor_flag_passes_the_callers_environment_to_an_old_server() {
 /// Without `--monitor-exit` the final screen stays until a key is pressed.
 #[test]
 fn monitor_flag_keeps_the_final_screen_until_a_key() {
-    if !cmd_exists("tmux") {
-        eprintln!("SKIP monitor_flag_keeps_the_final_screen_until_a_key");
+    let Some((p, tmux)) = with_tmux("monitor_flag_keeps_the_final_screen_until_a_key", &["a"])
+    else {
         return;
-    }
-    let p = Project::new(&["a"]);
-    let tmux = Tmux::for_project(&p);
-    let tmpdir = tmux.tmpdir.clone();
-    let out = p.run_env(
-        &[("TMUX_TMPDIR", &tmpdir)],
-        &["--monitor", "--max-loops", "1"],
-    );
+    };
+    let out = tmux.hank(&p, &["--monitor", "--max-loops", "1"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let mut screen = String::new();
     wait_until("the exit screen", Duration::from_secs(60), || {
@@ -476,12 +480,12 @@ fn monitor_flag_keeps_the_final_screen_until_a_key() {
 /// exit code when it ends.
 #[test]
 fn monitor_flag_inside_tmux_opens_a_window_and_returns_the_code() {
-    if !cmd_exists("tmux") {
-        eprintln!("SKIP monitor_flag_inside_tmux_opens_a_window_and_returns_the_code");
+    let Some((p, tmux)) = with_tmux(
+        "monitor_flag_inside_tmux_opens_a_window_and_returns_the_code",
+        &["a"],
+    ) else {
         return;
-    }
-    let p = Project::new(&["a"]);
-    let tmux = Tmux::for_project(&p);
+    };
     let tmpdir = tmux.tmpdir.clone();
     p.fake(
         "effect.sh",
