@@ -5,6 +5,7 @@
 //! |---|---|
 //! | [`snapshot`] | reads `.hank/` tolerantly into a [`snapshot::Snapshot`] |
 //! | [`view`] | pure render of a snapshot: ratatui frame, or plain text **\[pure\]** |
+//! | [`status_text`] | the one text rendering of a status (`hank status`, the `run` section of `--once`) **\[pure\]** |
 //! | [`args`] | the options of `hank monitor` (one definition, with its clap attributes) |
 //! | [`app`] | the terminal app loop (poll files, redraw, keys) |
 //! | [`tmux`] | the tmux command builder **\[pure\]** and the launcher |
@@ -12,6 +13,7 @@
 pub(crate) mod app;
 pub(crate) mod args;
 pub(crate) mod snapshot;
+pub(crate) mod status_text;
 pub(crate) mod tmux;
 pub(crate) mod view;
 

@@ -413,10 +413,23 @@ pub(crate) fn is_active(state: Option<&str>) -> bool {
 /// The note for a status whose loop is gone (killed, crashed, machine restarted).
 #[must_use]
 pub(crate) fn stale_note(updated_at: Option<Timestamp>) -> String {
-    format!(
-        "not running — the loop ended without a final status (last update {})",
-        updated_at.map_or_else(|| "unknown".to_string(), crate::report::local_time)
-    )
+    stale_note_in(updated_at, &jiff::tz::TimeZone::system())
+}
+
+/// [`stale_note`] with the last update shown in `tz` (pure).
+#[must_use]
+pub(crate) fn stale_note_in(updated_at: Option<Timestamp>, tz: &jiff::tz::TimeZone) -> String {
+    let last = updated_at.map_or_else(
+        || "unknown".to_string(),
+        |t| {
+            format!(
+                "{} ({})",
+                t.to_zoned(tz.clone()).strftime("%a %H:%M %Z"),
+                t.to_zoned(jiff::tz::TimeZone::UTC).strftime("%H:%M UTC")
+            )
+        },
+    );
+    format!("not running — the loop ended without a final status (last update {last})")
 }
 
 /// Sizes and modification times of the watched files: when it changes, reload.

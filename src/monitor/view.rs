@@ -126,18 +126,6 @@ fn circuit_tone(state: &str) -> Tone {
     }
 }
 
-fn wait_label(reason: &str) -> &str {
-    match reason {
-        "rate_limit" => "call cap reached",
-        "token_limit" => "token budget reached",
-        "usage_limit" => "usage limit",
-        "usage_window" => "usage window at its limit",
-        "backoff" => "backoff after a failed call",
-        "paused" => "paused (hank ctl resume goes on)",
-        other => other,
-    }
-}
-
 fn wait_row(snap: &Snapshot, now: Timestamp, tz: &TimeZone) -> Row {
     let (reason, until) = snap.wait();
     let waiting = snap.state().as_deref() == Some("waiting") || reason.is_some();
@@ -145,7 +133,7 @@ fn wait_row(snap: &Snapshot, now: Timestamp, tz: &TimeZone) -> Row {
         return row("wait", "—", Tone::Dim);
     }
     let reason = reason.unwrap_or_else(|| "unknown".to_string());
-    let label = wait_label(&reason);
+    let label = super::status_text::wait_label(&reason);
     let value = match until {
         None => label.to_string(),
         Some(until) => {
@@ -492,7 +480,7 @@ fn event_text_raw(e: &EventLine, now: Timestamp, tz: &TimeZone) -> String {
             )
         }
         "waiting" => {
-            let reason = wait_label(e.str("reason").unwrap_or("?")).to_string();
+            let reason = super::status_text::wait_label(e.str("reason").unwrap_or("?")).to_string();
             match e.time("until") {
                 Some(until) => format!("waiting: {reason} until {}", fmt_clock(until, now, tz)),
                 None => format!("waiting: {reason}"),
@@ -793,22 +781,60 @@ pub(crate) const TEXT_LIVE_LINES: usize = 10;
 /// Events included in the plain-text snapshot.
 pub(crate) const TEXT_EVENTS: usize = 10;
 
-/// The plain-text snapshot of `hank monitor --once`.
+/// The plain-text snapshot of `hank monitor --once`: a title with the state, the fleet, the
+/// run's status as `hank status` prints it ([`super::status_text`], indented), the fix plan
+/// and the usage-window gauges, the newest events and live output, the notes.
 #[must_use]
 pub(crate) fn render_text(snap: &Snapshot, now: Timestamp, tz: &TimeZone) -> String {
+    let state = snap.state().map_or_else(
+        || "no status yet".to_string(),
+        |s| {
+            let mut head = s.to_uppercase();
+            if let Some(n) = snap
+                .status
+                .as_ref()
+                .and_then(|st| st.get("loop_count", |s| s.loop_count))
+            {
+                head.push_str(&format!(" · loop {n}"));
+            }
+            head
+        },
+    );
     let mut out = format!(
-        "hank monitor · {} · {}\n",
+        "hank monitor · {} · {} · {}\n",
         crate::sanitize::line(&snap.project),
+        crate::sanitize::line(&state),
         fmt_clock(now, now, tz)
     );
-    let push_rows = |out: &mut String, rows: &[Row]| {
-        for r in rows {
+    let fleet = fleet_rows(snap);
+    if !fleet.is_empty() {
+        out.push_str("fleet\n");
+        for r in &fleet {
             out.push_str(&format!("  {:<12} {}\n", r.label, r.value));
         }
-    };
+    }
     out.push_str("run\n");
-    push_rows(&mut out, &rows(snap, now, tz));
-    out.push_str(&format!("  {:<12} {}\n", "fix plan", plan_label(snap).1));
+    match &snap.status {
+        Some(st) => {
+            let view = super::status_text::View {
+                stale: snap.stale,
+                events: &snap.events,
+                now,
+                tz,
+            };
+            for line in super::status_text::lines(st, &view) {
+                out.push_str(&format!("  {line}\n"));
+            }
+        }
+        None if fleet.is_empty() => {
+            for r in rows(snap, now, tz) {
+                out.push_str(&format!("  {:<14}{}\n", format!("{}:", r.label), r.value));
+            }
+        }
+        None => {}
+    }
+    // The plan file as it is now (status.json's `fix_plan:` is as of the last loop).
+    out.push_str(&format!("  {:<14}{}\n", "plan file:", plan_label(snap).1));
     let windows = window_lines(snap, now, tz);
     if !windows.is_empty() {
         out.push_str("usage windows\n");
@@ -816,8 +842,6 @@ pub(crate) fn render_text(snap: &Snapshot, now: Timestamp, tz: &TimeZone) -> Str
             out.push_str(&format!("  {name:<12} {text}\n"));
         }
     }
-    out.push_str("last loop\n");
-    push_rows(&mut out, &last_loop_rows(snap));
     out.push_str("events\n");
     if snap.events.is_empty() {
         out.push_str("  no events yet\n");

@@ -144,32 +144,7 @@ impl Setup {
         let api = FakeOpenAi::start(script, Some(&root.path().join("api.log")));
         std::fs::write(home.join(".codex/config.toml"), codex_config(&api.url())).expect("write");
         std::fs::write(proj.join("README.md"), "# demo\n").expect("write");
-        for args in [
-            &["init", "-q", "-b", "main"][..],
-            &["add", "-A"],
-            &[
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@t",
-                "commit",
-                "-q",
-                "-m",
-                "init",
-            ],
-        ] {
-            let ok = Command::new("git")
-                .args(args)
-                .current_dir(&proj)
-                .env("HOME", &home)
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .expect("git")
-                .success();
-            assert!(ok, "git {args:?}");
-        }
+        crate::support::git_commit_all(&proj, &home);
         Self {
             _root: root,
             home,
@@ -283,32 +258,16 @@ impl Setup {
     }
 }
 
-/// Waits for `child` with a time limit; past it, kills its process group and returns what it
-/// printed (`kill`) or fails the case.
-fn wait_output(mut child: std::process::Child, limit: Duration, kill: bool) -> Output {
-    let start = Instant::now();
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            return child.wait_with_output().expect("output");
-        }
-        if start.elapsed() > limit {
-            // The whole group: the node launcher and the native binary it started.
-            let pid = i32::try_from(child.id()).expect("pid");
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-            let o = child.wait_with_output().expect("output");
-            if kill {
-                return o;
-            }
-            panic!(
-                "codex still running after {limit:?}\n--- stdout\n{}\n--- stderr\n{}",
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
+/// Waits for the child; after `limit` its whole group is killed, and that is a failure unless
+/// `kill` (then the output so far is returned).
+fn wait_output(child: std::process::Child, limit: Duration, kill: bool) -> Output {
+    match crate::support::wait_or_kill(child, limit, true) {
+        Ok(o) => o,
+        Err(o) if kill => o,
+        Err(o) => panic!(
+            "codex still running after {limit:?}{}",
+            crate::support::outputs(&o)
+        ),
     }
 }
 

@@ -208,9 +208,7 @@ impl Gem {
             "# Demo\n\nA project for the contract cases.\n",
         )
         .expect("readme");
-        git(&dir, &home, &["init", "-q"]);
-        git(&dir, &home, &["add", "-A"]);
-        git(&dir, &home, &["commit", "-q", "-m", "init"]);
+        crate::support::git_commit_all(&dir, &home);
         let api = FakeGemini::start(script(&dir), Some(&root.join("api.log")));
         Self {
             _root: root_dir,
@@ -318,46 +316,14 @@ impl Gem {
     }
 }
 
-fn git(dir: &Path, home: &Path, args: &[&str]) {
-    let ok = Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .env("HOME", home)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("git")
-        .success();
-    assert!(ok, "git {args:?}");
-}
-
-/// Waits for the child, killing it after `limit`.
-fn wait_output(mut child: std::process::Child, limit: Duration) -> Output {
-    let start = Instant::now();
-    loop {
-        if child.try_wait().expect("try_wait").is_some() {
-            return child.wait_with_output().expect("output");
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let o = child.wait_with_output().expect("output");
-            panic!(
-                "gemini still running after {limit:?}\n--- stdout\n{}\n--- stderr\n{}",
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// Waits for the child, killing it after `limit` (a failure).
+fn wait_output(child: std::process::Child, limit: Duration) -> Output {
+    crate::support::wait_or_kill(child, limit, false).unwrap_or_else(|o| {
+        panic!(
+            "gemini still running after {limit:?}{}",
+            crate::support::outputs(&o)
+        )
+    })
 }
 
 /// With `HANK_CAPTURE_FIXTURES=<dir>`, writes the call's output there as `<name>.*`.

@@ -197,32 +197,7 @@ impl Setup {
         let api = FakeOpenAiChat::start(script(&proj), Some(&root.path().join("api.log")));
         write_config(&home, &api);
         std::fs::write(proj.join("README.md"), "# demo\n").expect("write");
-        for args in [
-            &["init", "-q", "-b", "main"][..],
-            &["add", "-A"],
-            &[
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@t",
-                "commit",
-                "-q",
-                "-m",
-                "init",
-            ],
-        ] {
-            let ok = Command::new("git")
-                .args(args)
-                .current_dir(&proj)
-                .env("HOME", &home)
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .expect("git")
-                .success();
-            assert!(ok, "git {args:?}");
-        }
+        crate::support::git_commit_all(&proj, &home);
         Self {
             _root: root,
             home,
@@ -338,24 +313,14 @@ fn analyze(profile: &Profile, stdout: &str, stderr: &str, code: Option<i32>) -> 
     )
 }
 
-/// Waits for `child` with a time limit (kills it and panics when exceeded).
-fn wait_output(mut child: std::process::Child, limit: Duration) -> Output {
-    let start = Instant::now();
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            return child.wait_with_output().expect("output");
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let o = child.wait_with_output().expect("output");
-            panic!(
-                "opencode still running after {limit:?}\n--- stdout\n{}\n--- stderr\n{}",
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+/// Waits for the child, killing it after `limit` (a failure).
+fn wait_output(child: std::process::Child, limit: Duration) -> Output {
+    crate::support::wait_or_kill(child, limit, false).unwrap_or_else(|o| {
+        panic!(
+            "opencode still running after {limit:?}{}",
+            crate::support::outputs(&o)
+        )
+    })
 }
 
 fn clip(s: &str, n: usize) -> &str {

@@ -125,14 +125,7 @@ pub(crate) fn trials(ci: bool, trials: &mut Vec<Trial>) -> Vec<String> {
             let trial_name = format!("{name}-{}::{case}", agent.version);
             trials.push(Trial::test(trial_name, move || {
                 AGENT.with(|slot| *slot.borrow_mut() = Some(agent.clone()));
-                std::panic::catch_unwind(run).map_err(|p| {
-                    let msg = p
-                        .downcast_ref::<String>()
-                        .cloned()
-                        .or_else(|| p.downcast_ref::<&str>().map(|s| (*s).to_string()))
-                        .unwrap_or_else(|| "panicked".to_string());
-                    Failed::from(msg)
-                })
+                crate::run_caught(run)
             }));
         }
     }

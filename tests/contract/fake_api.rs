@@ -12,11 +12,8 @@
 
 #![allow(dead_code)]
 
-use std::collections::VecDeque;
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::path::Path;
 use std::time::Duration;
 
 use crate::http;
@@ -222,99 +219,51 @@ impl Request {
     }
 }
 
-struct Shared {
-    script: Mutex<VecDeque<Reply>>,
-    log: Mutex<Vec<Request>>,
-    log_file: Option<PathBuf>,
-    ids: AtomicU64,
-}
-
 /// The running fake; stops accepting when dropped.
 pub(crate) struct FakeApi {
-    server: http::Server,
-    shared: Arc<Shared>,
+    fake: http::Fake<Reply, Request>,
 }
+
+impl std::ops::Deref for FakeApi {
+    type Target = http::Fake<Reply, Request>;
+    fn deref(&self) -> &Self::Target {
+        &self.fake
+    }
+}
+
+impl http::Turn for Request {
+    fn is_turn(&self) -> bool {
+        Request::is_turn(self)
+    }
+}
+
+type Shared = http::Scripted<Reply, Request>;
 
 impl FakeApi {
     /// Starts on 127.0.0.1 (a free port) with `script`; logs requests to `log_file` too.
     pub(crate) fn start(script: Vec<Reply>, log_file: Option<&Path>) -> Self {
-        let shared = Arc::new(Shared {
-            script: Mutex::new(script.into()),
-            log: Mutex::new(Vec::new()),
-            log_file: log_file.map(Path::to_path_buf),
-            ids: AtomicU64::new(1),
-        });
-        let s = Arc::clone(&shared);
-        let server = http::Server::start("the fake API", move |inc, out| {
-            http::append_log(s.log_file.as_deref(), &inc);
-            let req = Request {
-                method: inc.method,
-                path: inc.path,
-                headers: inc.headers,
-                body: inc.body,
-            };
-            log(&s, &req);
-            out.write_all(&respond(&s, &req))
-        });
-        Self { server, shared }
+        let read = |i: http::Incoming| Request {
+            method: i.method,
+            path: i.path,
+            headers: i.headers,
+            body: i.body,
+        };
+        Self {
+            fake: http::Fake::start("the fake API", script, log_file, read, |s, req, out| {
+                out.write_all(&respond(s, req))
+            }),
+        }
     }
 
     /// The value for `ANTHROPIC_BASE_URL`.
     pub(crate) fn url(&self) -> String {
-        format!("http://{}", self.server.addr())
-    }
-
-    /// Every request so far.
-    pub(crate) fn requests(&self) -> Vec<Request> {
-        self.shared
-            .log
-            .lock()
-            .map(|l| l.clone())
-            .unwrap_or_default()
-    }
-
-    /// The conversation turns so far (streaming message requests).
-    pub(crate) fn turns(&self) -> Vec<Request> {
-        self.requests()
-            .into_iter()
-            .filter(Request::is_turn)
-            .collect()
-    }
-
-    /// Scripted replies not used yet.
-    pub(crate) fn left(&self) -> usize {
-        self.shared.script.lock().map(|s| s.len()).unwrap_or(0)
-    }
-}
-
-fn log(s: &Shared, req: &Request) {
-    if let Ok(mut l) = s.log.lock() {
-        l.push(req.clone());
+        format!("http://{}", self.fake.addr())
     }
 }
 
 fn http(status: u16, content_type: &str, extra: &[(String, String)], body: &[u8]) -> Vec<u8> {
-    let reason = match status {
-        200 => "OK",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        404 => "Not Found",
-        429 => "Too Many Requests",
-        500 => "Internal Server Error",
-        529 => "Overloaded",
-        _ => "Error",
-    };
-    let mut head = format!(
-        "HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nrequest-id: req_fake\r\nconnection: keep-alive\r\n",
-        body.len()
-    );
-    for (k, v) in extra {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    let mut out = head.into_bytes();
-    out.extend_from_slice(body);
-    out
+    let headers = format!("content-type: {content_type}\r\nrequest-id: req_fake\r\n");
+    http::response(status, &headers, extra, body)
 }
 
 fn respond(s: &Shared, req: &Request) -> Vec<u8> {
@@ -329,7 +278,7 @@ fn respond(s: &Shared, req: &Request) -> Vec<u8> {
         let body = json!({"type": "error", "error": {"type": "not_found_error", "message": format!("no route {}", req.path)}});
         return http(404, "application/json", &[], body.to_string().as_bytes());
     }
-    let id = s.ids.fetch_add(1, Ordering::SeqCst);
+    let id = s.next_id();
     if !req.is_turn() {
         let body = json!({
             "id": format!("msg_fake{id}"), "type": "message", "role": "assistant", "model": model,
@@ -339,10 +288,7 @@ fn respond(s: &Shared, req: &Request) -> Vec<u8> {
         return http(200, "application/json", &[], body.to_string().as_bytes());
     }
     let reply = s
-        .script
-        .lock()
-        .ok()
-        .and_then(|mut q| q.pop_front())
+        .next_reply()
         .unwrap_or_else(|| Reply::Text(status_text("IN_PROGRESS", false, "unscripted turn")));
     answer(id, &model, reply, &[])
 }

@@ -23,12 +23,9 @@
 
 #![allow(dead_code)]
 
-use std::collections::VecDeque;
 use std::io::Write;
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::path::Path;
 use std::time::Duration;
 
 use crate::http;
@@ -309,105 +306,52 @@ impl Request {
     }
 }
 
-struct Shared {
-    script: Mutex<VecDeque<Reply>>,
-    log: Mutex<Vec<Request>>,
-    log_file: Option<PathBuf>,
-    ids: AtomicU64,
-}
-
 /// The running fake; stops accepting when dropped.
 pub(crate) struct FakeGemini {
-    server: http::Server,
-    shared: Arc<Shared>,
+    fake: http::Fake<Reply, Request>,
 }
+
+impl std::ops::Deref for FakeGemini {
+    type Target = http::Fake<Reply, Request>;
+    fn deref(&self) -> &Self::Target {
+        &self.fake
+    }
+}
+
+impl http::Turn for Request {
+    fn is_turn(&self) -> bool {
+        Request::is_turn(self)
+    }
+}
+
+type Shared = http::Scripted<Reply, Request>;
 
 impl FakeGemini {
     /// Starts on 127.0.0.1 (a free port) with `script`; logs requests to `log_file` too.
     pub(crate) fn start(script: Vec<Reply>, log_file: Option<&Path>) -> Self {
-        let shared = Arc::new(Shared {
-            script: Mutex::new(script.into()),
-            log: Mutex::new(Vec::new()),
-            log_file: log_file.map(Path::to_path_buf),
-            ids: AtomicU64::new(1),
-        });
-        let s = Arc::clone(&shared);
-        let server = http::Server::start("the fake Gemini API", move |inc, out| {
-            http::append_log(s.log_file.as_deref(), &inc);
-            let req = Request {
-                method: inc.method,
-                path: inc.path,
-                headers: inc.headers,
-                body: inc.body,
-            };
-            log(&s, &req);
-            respond(&s, &req, out)
-        });
-        Self { server, shared }
+        let read = |i: http::Incoming| Request {
+            method: i.method,
+            path: i.path,
+            headers: i.headers,
+            body: i.body,
+        };
+        Self {
+            fake: http::Fake::start("the fake Gemini API", script, log_file, read, respond),
+        }
     }
 
     /// The value for `GOOGLE_GEMINI_BASE_URL`.
     pub(crate) fn url(&self) -> String {
-        format!("http://{}", self.server.addr())
-    }
-
-    /// Every request so far.
-    pub(crate) fn requests(&self) -> Vec<Request> {
-        self.shared
-            .log
-            .lock()
-            .map(|l| l.clone())
-            .unwrap_or_default()
-    }
-
-    /// The conversation turns so far (streaming requests).
-    pub(crate) fn turns(&self) -> Vec<Request> {
-        self.requests()
-            .into_iter()
-            .filter(Request::is_turn)
-            .collect()
-    }
-
-    /// Scripted replies not used yet.
-    pub(crate) fn left(&self) -> usize {
-        self.shared.script.lock().map(|s| s.len()).unwrap_or(0)
-    }
-}
-
-fn log(s: &Shared, req: &Request) {
-    if let Ok(mut l) = s.log.lock() {
-        l.push(req.clone());
-    }
-}
-
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not Found",
-        429 => "Too Many Requests",
-        500 => "Internal Server Error",
-        503 => "Service Unavailable",
-        _ => "Error",
+        format!("http://{}", self.fake.addr())
     }
 }
 
 /// A whole response with a body of known length.
 fn http(status: u16, content_type: &str, extra: &[(String, String)], body: &[u8]) -> Vec<u8> {
-    let mut head = format!(
-        "HTTP/1.1 {status} {}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nvary: Origin, X-Origin, Referer\r\nserver: scaffolding on HTTPServer2\r\nconnection: keep-alive\r\n",
-        reason(status),
-        body.len()
+    let headers = format!(
+        "content-type: {content_type}\r\nvary: Origin, X-Origin, Referer\r\nserver: scaffolding on HTTPServer2\r\n"
     );
-    for (k, v) in extra {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    let mut out = head.into_bytes();
-    out.extend_from_slice(body);
-    out
+    http::response(status, &headers, extra, body)
 }
 
 fn json_response(status: u16, body: &Value) -> Vec<u8> {
@@ -429,7 +373,7 @@ fn respond(s: &Shared, req: &Request, out: &mut TcpStream) -> std::io::Result<()
         let body = json!({"error": {"code": 404, "message": format!("Requested entity was not found: {}", req.path), "status": "NOT_FOUND"}});
         return send(out, json_response(404, &body));
     }
-    let id = s.ids.fetch_add(1, Ordering::SeqCst);
+    let id = s.next_id();
     match req.rpc() {
         "countTokens" => {
             let n = req.text().len() / 4;
@@ -437,14 +381,9 @@ fn respond(s: &Shared, req: &Request, out: &mut TcpStream) -> std::io::Result<()
         }
         "generateContent" => send(out, json_response(200, &side_answer(req, &model, id))),
         "streamGenerateContent" => {
-            let reply = s
-                .script
-                .lock()
-                .ok()
-                .and_then(|mut q| q.pop_front())
-                .unwrap_or_else(|| {
-                    Reply::Text(status_text("IN_PROGRESS", false, "unscripted turn"))
-                });
+            let reply = s.next_reply().unwrap_or_else(|| {
+                Reply::Text(status_text("IN_PROGRESS", false, "unscripted turn"))
+            });
             match reply {
                 Reply::Error {
                     status,

@@ -20,12 +20,9 @@
 
 #![allow(dead_code)]
 
-use std::collections::VecDeque;
 use std::io::Write;
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::path::Path;
 use std::time::Duration;
 
 use crate::http;
@@ -254,106 +251,49 @@ fn content_text(item: &Value) -> String {
     }
 }
 
-struct Shared {
-    script: Mutex<VecDeque<Reply>>,
-    log: Mutex<Vec<Request>>,
-    log_file: Option<PathBuf>,
-    ids: AtomicU64,
-}
-
 /// The running fake; stops accepting when dropped.
 pub(crate) struct FakeOpenAi {
-    server: http::Server,
-    shared: Arc<Shared>,
+    fake: http::Fake<Reply, Request>,
 }
+
+impl std::ops::Deref for FakeOpenAi {
+    type Target = http::Fake<Reply, Request>;
+    fn deref(&self) -> &Self::Target {
+        &self.fake
+    }
+}
+
+impl http::Turn for Request {
+    fn is_turn(&self) -> bool {
+        Request::is_turn(self)
+    }
+}
+
+type Shared = http::Scripted<Reply, Request>;
 
 impl FakeOpenAi {
     /// Starts on 127.0.0.1 (a free port) with `script`; logs requests to `log_file` too.
     pub(crate) fn start(script: Vec<Reply>, log_file: Option<&Path>) -> Self {
-        let shared = Arc::new(Shared {
-            script: Mutex::new(script.into()),
-            log: Mutex::new(Vec::new()),
-            log_file: log_file.map(Path::to_path_buf),
-            ids: AtomicU64::new(1),
-        });
-        let s = Arc::clone(&shared);
-        let server = http::Server::start("the fake OpenAI API", move |inc, out| {
-            http::append_log(s.log_file.as_deref(), &inc);
-            let req = Request {
-                method: inc.method,
-                path: inc.path,
-                headers: inc.headers,
-                body: inc.body,
-            };
-            log(&s, &req);
-            respond(&s, &req, out)
-        });
-        Self { server, shared }
+        let read = |i: http::Incoming| Request {
+            method: i.method,
+            path: i.path,
+            headers: i.headers,
+            body: i.body,
+        };
+        Self {
+            fake: http::Fake::start("the fake OpenAI API", script, log_file, read, respond),
+        }
     }
 
     /// The provider's `base_url` (with `/v1`, as codex expects).
     pub(crate) fn url(&self) -> String {
-        format!("http://{}/v1", self.server.addr())
-    }
-
-    /// Every request so far.
-    pub(crate) fn requests(&self) -> Vec<Request> {
-        self.shared
-            .log
-            .lock()
-            .map(|l| l.clone())
-            .unwrap_or_default()
-    }
-
-    /// The model calls so far (streaming `POST …/responses`).
-    pub(crate) fn turns(&self) -> Vec<Request> {
-        self.requests()
-            .into_iter()
-            .filter(Request::is_turn)
-            .collect()
-    }
-
-    /// Scripted replies not used yet.
-    pub(crate) fn left(&self) -> usize {
-        self.shared.script.lock().map(|s| s.len()).unwrap_or(0)
-    }
-}
-
-fn log(s: &Shared, req: &Request) {
-    if let Ok(mut l) = s.log.lock() {
-        l.push(req.clone());
-    }
-}
-
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not Found",
-        429 => "Too Many Requests",
-        500 => "Internal Server Error",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        _ => "Error",
+        format!("http://{}/v1", self.fake.addr())
     }
 }
 
 fn http_json(status: u16, extra: &[(String, String)], body: &Value) -> Vec<u8> {
-    let body = body.to_string();
-    let mut head = format!(
-        "HTTP/1.1 {status} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nx-request-id: req_fake\r\nconnection: keep-alive\r\n",
-        reason(status),
-        body.len()
-    );
-    for (k, v) in extra {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    let mut out = head.into_bytes();
-    out.extend_from_slice(body.as_bytes());
-    out
+    let headers = "content-type: application/json\r\nx-request-id: req_fake\r\n";
+    http::response(status, headers, extra, body.to_string().as_bytes())
 }
 
 fn respond(s: &Shared, req: &Request, out: &mut TcpStream) -> std::io::Result<()> {
@@ -362,12 +302,9 @@ fn respond(s: &Shared, req: &Request, out: &mut TcpStream) -> std::io::Result<()
         out.write_all(&http_json(404, &[], &body))?;
         return out.flush();
     }
-    let id = s.ids.fetch_add(1, Ordering::SeqCst);
+    let id = s.next_id();
     let reply = s
-        .script
-        .lock()
-        .ok()
-        .and_then(|mut q| q.pop_front())
+        .next_reply()
         .unwrap_or_else(|| Reply::Text(status_text("IN_PROGRESS", false, "unscripted turn")));
     let item = match reply {
         Reply::Error {

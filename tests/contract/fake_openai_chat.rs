@@ -18,11 +18,8 @@
 
 #![allow(dead_code)]
 
-use std::collections::VecDeque;
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::path::Path;
 use std::time::Duration;
 
 use crate::http;
@@ -232,107 +229,50 @@ impl Request {
     }
 }
 
-struct Shared {
-    script: Mutex<VecDeque<Reply>>,
-    log: Mutex<Vec<Request>>,
-    log_file: Option<PathBuf>,
-    ids: AtomicU64,
-}
-
 /// The running fake; stops accepting when dropped.
 pub(crate) struct FakeOpenAiChat {
-    server: http::Server,
-    shared: Arc<Shared>,
+    fake: http::Fake<Reply, Request>,
 }
+
+impl std::ops::Deref for FakeOpenAiChat {
+    type Target = http::Fake<Reply, Request>;
+    fn deref(&self) -> &Self::Target {
+        &self.fake
+    }
+}
+
+impl http::Turn for Request {
+    fn is_turn(&self) -> bool {
+        Request::is_turn(self)
+    }
+}
+
+type Shared = http::Scripted<Reply, Request>;
 
 impl FakeOpenAiChat {
     /// Starts on 127.0.0.1 (a free port) with `script`; logs requests to `log_file` too.
     pub(crate) fn start(script: Vec<Reply>, log_file: Option<&Path>) -> Self {
-        let shared = Arc::new(Shared {
-            script: Mutex::new(script.into()),
-            log: Mutex::new(Vec::new()),
-            log_file: log_file.map(Path::to_path_buf),
-            ids: AtomicU64::new(1),
-        });
-        let s = Arc::clone(&shared);
-        let server = http::Server::start("the fake API", move |inc, out| {
-            http::append_log(s.log_file.as_deref(), &inc);
-            let req = Request {
-                method: inc.method,
-                path: inc.path,
-                headers: inc.headers,
-                body: inc.body,
-            };
-            log(&s, &req);
-            respond(&s, &req, out)
-        });
-        Self { server, shared }
+        let read = |i: http::Incoming| Request {
+            method: i.method,
+            path: i.path,
+            headers: i.headers,
+            body: i.body,
+        };
+        Self {
+            fake: http::Fake::start("the fake API", script, log_file, read, respond),
+        }
     }
 
     /// The base URL clients take (`…/v1`).
     pub(crate) fn base_url(&self) -> String {
-        format!("http://{}/v1", self.server.addr())
-    }
-
-    /// Every request so far.
-    pub(crate) fn requests(&self) -> Vec<Request> {
-        self.shared
-            .log
-            .lock()
-            .map(|l| l.clone())
-            .unwrap_or_default()
-    }
-
-    /// The conversation turns so far (chat completions with tools).
-    pub(crate) fn turns(&self) -> Vec<Request> {
-        self.requests()
-            .into_iter()
-            .filter(Request::is_turn)
-            .collect()
-    }
-
-    /// Scripted replies not used yet.
-    pub(crate) fn left(&self) -> usize {
-        self.shared.script.lock().map(|s| s.len()).unwrap_or(0)
-    }
-}
-
-fn log(s: &Shared, req: &Request) {
-    if let Ok(mut l) = s.log.lock() {
-        l.push(req.clone());
-    }
-}
-
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not Found",
-        429 => "Too Many Requests",
-        500 => "Internal Server Error",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        _ => "Error",
+        format!("http://{}/v1", self.fake.addr())
     }
 }
 
 /// A whole response with a `content-length`.
 fn http(status: u16, extra: &[(String, String)], body: &Value) -> Vec<u8> {
-    let body = body.to_string();
-    let mut head = format!(
-        "HTTP/1.1 {status} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nx-request-id: req_fake\r\nconnection: keep-alive\r\n",
-        reason(status),
-        body.len()
-    );
-    for (k, v) in extra {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    let mut out = head.into_bytes();
-    out.extend_from_slice(body.as_bytes());
-    out
+    let headers = "content-type: application/json\r\nx-request-id: req_fake\r\n";
+    http::response(status, headers, extra, body.to_string().as_bytes())
 }
 
 fn respond(s: &Shared, req: &Request, out: &mut impl Write) -> std::io::Result<()> {
@@ -350,13 +290,10 @@ fn respond(s: &Shared, req: &Request, out: &mut impl Write) -> std::io::Result<(
         let body = json!({"error": {"message": format!("Unknown request URL: {} {}", req.method, req.path), "type": "invalid_request_error", "param": null, "code": "unknown_url"}});
         return write_all(out, &http(404, &[], &body));
     }
-    let id = s.ids.fetch_add(1, Ordering::SeqCst);
+    let id = s.next_id();
     let stream = req.body["stream"] == true;
     let reply = if req.is_turn() {
-        s.script
-            .lock()
-            .ok()
-            .and_then(|mut q| q.pop_front())
+        s.next_reply()
             .unwrap_or_else(|| Reply::Text(status_text("IN_PROGRESS", false, "unscripted turn")))
     } else {
         Reply::text("Fake session title")

@@ -3,11 +3,12 @@
 //! secret header values redacted, and an optional request log file. What to answer is each
 //! fake's own business (`fake_api.rs`, `fake_openai.rs`, `fake_gemini.rs`, `fake_openai_chat.rs`).
 
+use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -194,5 +195,132 @@ pub(crate) fn append_log(file: Option<&Path>, req: &Incoming) {
             headers.join("\n"),
             req.body
         );
+    }
+}
+
+/// The reason phrase of a status line.
+pub(crate) fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        529 => "Overloaded",
+        _ => "Error",
+    }
+}
+
+/// A whole response with a `content-length`: `headers` are the provider's own lines (each
+/// ended by `\r\n`, the content type first), then `extra`.
+pub(crate) fn response(
+    status: u16,
+    headers: &str,
+    extra: &[(String, String)],
+    body: &[u8],
+) -> Vec<u8> {
+    let mut head = format!(
+        "HTTP/1.1 {status} {}\r\n{headers}content-length: {}\r\nconnection: keep-alive\r\n",
+        reason(status),
+        body.len()
+    );
+    for (k, v) in extra {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    let mut out = head.into_bytes();
+    out.extend_from_slice(body);
+    out
+}
+
+/// A request type a fake can tell model turns by.
+pub(crate) trait Turn {
+    /// A model call (what a scripted reply answers).
+    fn is_turn(&self) -> bool;
+}
+
+/// What every scripted fake keeps: the replies not used yet, every request in order (also
+/// appended to the log file), and the ids its answers are numbered with.
+pub(crate) struct Scripted<R, Q> {
+    script: Mutex<VecDeque<R>>,
+    log: Mutex<Vec<Q>>,
+    log_file: Option<PathBuf>,
+    ids: AtomicU64,
+}
+
+impl<R, Q: Clone> Scripted<R, Q> {
+    /// The next scripted reply, if any is left.
+    pub(crate) fn next_reply(&self) -> Option<R> {
+        self.script.lock().ok().and_then(|mut q| q.pop_front())
+    }
+
+    /// A new id for an answer (1, 2, …).
+    pub(crate) fn next_id(&self) -> u64 {
+        self.ids.fetch_add(1, Ordering::SeqCst)
+    }
+}
+
+/// A scripted fake provider on 127.0.0.1: the server and what it keeps. The provider's fake
+/// wraps it and says how to read a request and how to answer it.
+pub(crate) struct Fake<R, Q> {
+    server: Server,
+    shared: Arc<Scripted<R, Q>>,
+}
+
+impl<R: Send + 'static, Q: Clone + Send + 'static> Fake<R, Q> {
+    /// Starts on a free port with `script`; every request is logged (to `log_file` too), read
+    /// into a `Q` by `read`, and answered by `respond`. `what` names the fake in errors.
+    pub(crate) fn start<F, A>(
+        what: &str,
+        script: Vec<R>,
+        log_file: Option<&Path>,
+        read: F,
+        respond: A,
+    ) -> Self
+    where
+        F: Fn(Incoming) -> Q + Send + Sync + 'static,
+        A: Fn(&Scripted<R, Q>, &Q, &mut TcpStream) -> std::io::Result<()> + Send + Sync + 'static,
+    {
+        let shared = Arc::new(Scripted {
+            script: Mutex::new(script.into()),
+            log: Mutex::new(Vec::new()),
+            log_file: log_file.map(Path::to_path_buf),
+            ids: AtomicU64::new(1),
+        });
+        let s = Arc::clone(&shared);
+        let server = Server::start(what, move |inc, out| {
+            append_log(s.log_file.as_deref(), &inc);
+            let req = read(inc);
+            if let Ok(mut l) = s.log.lock() {
+                l.push(req.clone());
+            }
+            respond(&s, &req, out)
+        });
+        Self { server, shared }
+    }
+
+    /// Where it listens.
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.server.addr()
+    }
+
+    /// Every request so far.
+    pub(crate) fn requests(&self) -> Vec<Q> {
+        self.shared
+            .log
+            .lock()
+            .map(|l| l.clone())
+            .unwrap_or_default()
+    }
+}
+
+impl<R: Send + 'static, Q: Turn + Clone + Send + 'static> Fake<R, Q> {
+    /// The model calls so far.
+    pub(crate) fn turns(&self) -> Vec<Q> {
+        self.requests().into_iter().filter(Q::is_turn).collect()
     }
 }

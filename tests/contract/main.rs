@@ -16,6 +16,7 @@ mod agent_codex;
 mod agent_gemini;
 mod agent_opencode;
 mod agents;
+mod bash_rules;
 mod cases;
 mod fake_api;
 mod fake_gemini;
@@ -111,7 +112,23 @@ const CASES: &[(&str, Case)] = &[
         "json_answers_stream_and_read_strictly_without_live",
         cases::json_answers_stream_and_read_strictly_without_live,
     ),
+    (
+        "bash_rules_agree_with_the_real_client",
+        bash_rules::bash_rules_agree_with_the_real_client,
+    ),
 ];
+
+/// Runs a case; its panic (a failed assertion) is the trial's failure, with its message.
+pub(crate) fn run_caught(case: impl FnOnce() + std::panic::UnwindSafe) -> Result<(), Failed> {
+    std::panic::catch_unwind(case).map_err(|p| {
+        let msg = p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| (*s).to_string()))
+            .unwrap_or_else(|| "panicked".to_string());
+        Failed::from(msg)
+    })
+}
 
 /// The clients named by `HANK_REAL_CLAUDE` (colon-separated paths), each with its version;
 /// an entry that is not a working client is an error.
@@ -175,15 +192,7 @@ fn main() -> std::process::ExitCode {
                     let case = *case;
                     trials.push(Trial::test(format!("{}::{name}", c.version), move || {
                         CLIENT.with(|slot| *slot.borrow_mut() = Some(client.clone()));
-                        let r = std::panic::catch_unwind(case);
-                        r.map_err(|p| {
-                            let msg = p
-                                .downcast_ref::<String>()
-                                .cloned()
-                                .or_else(|| p.downcast_ref::<&str>().map(|s| (*s).to_string()))
-                                .unwrap_or_else(|| "panicked".to_string());
-                            Failed::from(msg)
-                        })
+                        run_caught(case)
                     }));
                 }
             }

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::support::{Project, cmd_exists, error_json, stderr, stdout, wait_with_timeout};
+use crate::support::{Project, cmd_exists, stderr, stdout, wait_with_timeout};
 
 /// Whether actionlint can run here; under `CI=true` its absence fails the test.
 fn actionlint() -> bool {
@@ -97,11 +97,7 @@ fn enable_ci_writes_a_workflow_that_passes_actionlint() {
         "example/hank@v1",
     ]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("hank.yml exists already"),
-        "{}",
-        stderr(&o)
-    );
+    crate::support::assert_contains(&stderr(&o), "hank.yml exists already");
     // A bad --action is refused naming the flag, nothing written.
     let q = Project::new(&["a"]);
     let o = q.run(&["enable-ci", "--github-actions", "--action", "nope"]);
@@ -197,11 +193,8 @@ fn the_action_is_a_valid_composite_action() {
 fn a_wait_longer_than_the_job_ends_it_with_a_summary() {
     let p = Project::new(&["a"]);
     let reset = jiff::Timestamp::now().as_second() + 3 * 3600;
-    p.fake(
-        "response",
-        &error_json(&format!("Claude AI usage limit reached|{reset}"), Some(429)),
-    )
-    .fake("exit", "1");
+    p.fake("response", &crate::support::usage_limit_json(reset))
+        .fake("exit", "1");
     let summary = p.home.join("summary.md");
     let child = p
         .cmd()

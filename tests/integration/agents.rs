@@ -89,9 +89,11 @@ fn a_project_profile_drives_its_cli_through_jsonpath() {
         result_json("IN_PROGRESS", "IMPLEMENTATION", false, "did one"),
     )
     .unwrap();
-    let o = p.run(&["--agent", "demo", "--agent-models", "demo=m-7"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "plan_complete");
+    p.run_to(
+        &["--agent", "demo", "--agent-models", "demo=m-7"],
+        0,
+        "plan_complete",
+    );
     assert_eq!(p.status()["agent"], "demo");
     assert_eq!(p.calls(), 0, "claude was never called");
     // Loop 1: fresh; the prompt (context + PROMPT.md) is the last argument, stdin is empty.
@@ -100,10 +102,7 @@ fn a_project_profile_drives_its_cli_through_jsonpath() {
     assert!(prompt.starts_with("<hank-loop-context>"), "{prompt}");
     assert!(prompt.contains("Do the next task."), "{prompt}");
     // Its CLI takes no tool list: the context carries it instead.
-    assert!(
-        prompt.contains("Use only these tools and commands: Write, Read"),
-        "{prompt}"
-    );
+    crate::support::assert_contains(&prompt, "Use only these tools and commands: Write, Read");
     assert_eq!(std::fs::read(demo.join("stdin-1")).unwrap(), b"");
     // Loop 2 resumes the session the JSONPath found.
     let (a2, _) = argv_of(&demo, 2);
@@ -156,18 +155,11 @@ fn failover_to_the_next_agent_and_back_after_the_reset() {
     let items = ["a", "b", "c", "d", "e", "f", "g", "h"];
     let p = Project::new(&items);
     let demo = with_demo(&p);
-    let reset = jiff::Timestamp::now().as_second() + 4;
-    p.fake(
-        "response-1",
-        &error_json(&format!("Claude AI usage limit reached|{reset}"), Some(429)),
-    )
-    .fake("exit-1", "1")
-    .fake("effect.sh", TICK_ONE);
+    p.fake_usage_limit(Some(1), 4);
+    p.fake("effect.sh", TICK_ONE);
     std::fs::write(demo.join("effect.sh"), TICK_ONE).unwrap();
     std::fs::write(demo.join("sleep"), "1").unwrap();
-    let o = p.run(&["--agents", "claude,demo"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "plan_complete");
+    p.run_to(&["--agents", "claude,demo"], 0, "plan_complete");
     let f = finished(&p);
     let agents: Vec<&str> = f.iter().map(|e| e["agent"].as_str().unwrap()).collect();
     assert_eq!(agents[0], "claude");
@@ -204,10 +196,7 @@ fn failover_to_the_next_agent_and_back_after_the_reset() {
     );
     // The agent that took over was told so.
     let (_, first_demo) = argv_of(&demo, 1);
-    assert!(
-        first_demo.contains("You continue work the agent `claude` started"),
-        "{first_demo}"
-    );
+    crate::support::assert_contains(&first_demo, "You continue work the agent `claude` started");
     // Claude's return (its second call): its context says the demo agent worked before it;
     // it resumes no session of the other CLI.
     let back = 2;
@@ -280,11 +269,7 @@ fn a_bad_profile_is_refused_with_its_file_and_key() {
     assert_eq!(p.calls(), 0);
     let o = p.run(&["--agent", "nope"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        stderr(&o).contains("unknown agent \"nope\""),
-        "{}",
-        stderr(&o)
-    );
+    crate::support::assert_contains(&stderr(&o), "unknown agent \"nope\"");
 }
 
 #[test]
@@ -374,18 +359,8 @@ fn failover_from_claude_to_the_codex_fake() {
     let fake = p.dir.parent().unwrap().join("fake-codex");
     std::fs::create_dir_all(&fake).unwrap();
     std::fs::write(fake.join("effect.sh"), TICK_ONE).unwrap();
-    let reset = jiff::Timestamp::now().as_second() + 3600;
-    p.fake(
-        "response",
-        &error_json(&format!("Claude AI usage limit reached|{reset}"), Some(429)),
-    )
-    .fake("exit", "1");
-    let o = p
-        .cmd()
-        .env("FAKE_CODEX_DIR", &fake)
-        .args(["--agents", "claude,codex"])
-        .output()
-        .unwrap();
+    p.fake_usage_limit(None, 3600);
+    let o = p.run_env(&[("FAKE_CODEX_DIR", &fake)], &["--agents", "claude,codex"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(p.calls(), 1, "claude once, then limited for an hour");
     let agents: Vec<String> = finished(&p)

@@ -62,13 +62,9 @@ fn invalid_flag_and_env_values_name_their_origin() {
     let o = p.run(&["-t", "soon"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("--timeout"), "{}", stderr(&o));
-    let o = p.cmd().env("MAX_LOOPS", "x").output().unwrap();
+    let o = p.run_env(&[("MAX_LOOPS", "x")], &[]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        stderr(&o).contains("environment variable MAX_LOOPS"),
-        "{}",
-        stderr(&o)
-    );
+    crate::support::assert_contains(&stderr(&o), "environment variable MAX_LOOPS");
 }
 
 #[test]
@@ -77,10 +73,7 @@ fn missing_agent_is_a_clear_error_before_any_loop() {
     let o = p.run(&["--claude-cmd", "no-such-claude-binary"]);
     assert_eq!(o.status.code(), Some(1));
     let err = stderr(&o);
-    assert!(
-        err.contains("`no-such-claude-binary` not found on PATH"),
-        "{err}"
-    );
+    crate::support::assert_contains(&err, "`no-such-claude-binary` not found on PATH");
     assert!(!p.dir.join(".hank/status.json").exists());
     let o = p.run(&["--claude-cmd", "./bin/claude"]);
     assert_eq!(o.status.code(), Some(1));
@@ -125,10 +118,7 @@ fn dry_run_prints_the_command_and_prompt_and_calls_nothing() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
     // The stream is asked for whatever --live says (FIRST_OUTPUT_TIMEOUT, IDLE_TIMEOUT).
-    assert!(
-        out.contains("-p --output-format stream-json --verbose"),
-        "{out}"
-    );
+    crate::support::assert_contains(&out, "-p --output-format stream-json --verbose");
     assert!(out.contains("--model opus"), "{out}");
     assert!(out.contains("Do the next task."), "{out}");
     assert!(out.contains("MAX_CALLS_PER_HOUR"), "{out}");
@@ -174,10 +164,7 @@ fn verbose_prints_the_agent_command_and_the_analysis() {
         agent.ends_with(&quoted.join(" ")),
         "{agent}\nargv: {quoted:?}"
     );
-    assert!(
-        agent.contains(" -p --output-format stream-json --verbose"),
-        "{agent}"
-    );
+    crate::support::assert_contains(&agent, " -p --output-format stream-json --verbose");
     assert!(agent.contains(" '--allowedTools=Write,Read,"), "{agent}");
     let (context, prompt) = p.context_and_prompt(1);
     assert_eq!(
@@ -203,27 +190,14 @@ fn verbose_prints_the_agent_command_and_the_analysis() {
     );
     assert!(!err.contains("analysis: "), "{err}");
 
-    let o = p
-        .cmd()
-        .env("VERBOSE", "2")
-        .args(["--max-loops", "1"])
-        .output()
-        .unwrap();
+    let o = p.run_env(&[("VERBOSE", "2")], &["--max-loops", "1"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(stderr(&o).contains("analysis: shape="), "{}", stderr(&o));
 
-    let o = p
-        .cmd()
-        .env("VERBOSE", "debug")
-        .args(["--max-loops", "1"])
-        .output()
-        .unwrap();
+    let o = p.run_env(&[("VERBOSE", "debug")], &["--max-loops", "1"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let err = stderr(&o);
-    assert!(
-        err.contains("environment variable VERBOSE=`debug` ignored"),
-        "{err}"
-    );
+    crate::support::assert_contains(&err, "environment variable VERBOSE=`debug` ignored");
     assert!(!err.contains("analysis: "), "{err}");
 }
 
@@ -250,12 +224,7 @@ fn doctor_reports_checks_and_sources() {
     let o = p.run(&["doctor", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(o.status.code(), Some(0), "{v}");
-    let claude = v["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "claude")
-        .unwrap();
+    let claude = crate::support::doctor_check(&v, "claude");
     let detail = claude["detail"].as_str().unwrap();
     assert!(
         detail.contains("2.1.332") && detail.contains("inside the tested range"),
@@ -280,13 +249,7 @@ fn client_version_range_and_environment() {
     let claude_check = |p: &Project| {
         let o = p.run(&["doctor", "--json"]);
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        let c = v["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == "claude")
-            .unwrap()
-            .clone();
+        let c = crate::support::doctor_check(&v, "claude");
         (o.status.code(), c)
     };
 
@@ -305,10 +268,7 @@ fn client_version_range_and_environment() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(err.contains("2.0.77") && err.contains("2.1.197"), "{err}");
-    assert!(
-        err.contains("npm install -g @anthropic-ai/claude-code@latest"),
-        "{err}"
-    );
+    crate::support::assert_contains(&err, "npm install -g @anthropic-ai/claude-code@latest");
     assert_eq!(p.calls(), 0);
 
     p.fake("version", "9.0.1 (Claude Code)\n");
@@ -326,22 +286,14 @@ fn client_version_range_and_environment() {
         "effect.sh",
         "env > \"$FAKE_CLAUDE_DIR/env-$(cat \"$FAKE_CLAUDE_DIR/calls\")\"\n",
     );
-    let o = p
-        .cmd()
-        .env("CLAUDE_CODE_RETRY_WATCHDOG", "1")
-        .args(["--max-loops", "1"])
-        .output()
-        .unwrap();
+    let o = p.run_env(
+        &[("CLAUDE_CODE_RETRY_WATCHDOG", "1")],
+        &["--max-loops", "1"],
+    );
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let err = stderr(&o);
-    assert!(
-        err.contains("newer than the newest tested release"),
-        "{err}"
-    );
-    assert!(
-        err.contains("CLAUDE_CODE_RETRY_WATCHDOG is set: removed"),
-        "{err}"
-    );
+    crate::support::assert_contains(&err, "newer than the newest tested release");
+    crate::support::assert_contains(&err, "CLAUDE_CODE_RETRY_WATCHDOG is set: removed");
     let env = std::fs::read_to_string(p.fake.join("env-1")).unwrap();
     assert!(
         env.contains("FAKE_CLAUDE_DIR="),

@@ -300,11 +300,7 @@ fn setup_with_a_project_type_allows_its_commands() {
     let ws = Ws::new();
     let o = ws.hank(&["setup", "app", "--project-type", "rsut"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        stderr(&o).contains("unknown project type `rsut`"),
-        "{}",
-        stderr(&o)
-    );
+    crate::support::assert_contains(&stderr(&o), "unknown project type `rsut`");
     assert!(!ws.work().join("app").exists());
     // Without a type: the project is made, and the user is told what the agent cannot do.
     let o = ws.hank(&["setup", "plain"]);
@@ -367,31 +363,14 @@ fn repair_recreates_exactly_the_missing_files() {
 
     let o = ws.hank(&["--max-loops", "1"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        stderr(&o).contains("hank enable --repair"),
-        "{}",
-        stderr(&o)
-    );
+    crate::support::assert_contains(&stderr(&o), "hank enable --repair");
     let o = ws.hank(&["enable-ci"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr(&o).contains("hank enable --repair"),
-        "{}",
-        stderr(&o)
-    );
-    assert!(
-        stderr(&o).contains("missing: .hank/AGENT.md, .hankrc"),
-        "{}",
-        stderr(&o)
-    );
+    crate::support::assert_contains(&stderr(&o), "hank enable --repair");
+    crate::support::assert_contains(&stderr(&o), "missing: .hank/AGENT.md, .hankrc");
     let o = ws.hank(&["doctor", "--json"]);
     let v = json_line(&o);
-    let project = v["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "project")
-        .unwrap();
+    let project = crate::support::doctor_check(&v, "project");
     assert_eq!(project["fix"], "hank enable --repair");
     assert_eq!(ws.tree(), before, "nothing was changed so far");
 
@@ -476,15 +455,7 @@ fn doctor_honours_the_agent_command_and_reports_the_login() {
     let o = ws.hank_in(&ws.work(), &["doctor", "--json"], Some(no_claude));
     let v = json_line(&o);
     assert_eq!(o.status.code(), Some(1));
-    let check = |v: &Value, name: &str| -> Value {
-        v["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == name)
-            .cloned()
-            .unwrap_or(Value::Null)
-    };
+    let check = crate::support::doctor_check;
     assert_eq!(check(&v, "claude")["ok"], false);
     assert!(
         check(&v, "claude")["fix"]
@@ -539,13 +510,10 @@ fn doctor_honours_the_agent_command_and_reports_the_login() {
     assert_eq!(o.status.code(), Some(1));
     let text = stdout(&o);
     assert!(text.contains("(from environment)"), "{text}");
-    assert!(
-        text.contains("FAIL login    the client is not logged in"),
-        "{text}"
-    );
-    assert!(
-        text.contains("fix: run `claude` once and log in (/login), or set ANTHROPIC_API_KEY"),
-        "{text}"
+    crate::support::assert_contains(&text, "FAIL login    the client is not logged in");
+    crate::support::assert_contains(
+        &text,
+        "fix: run `claude` once and log in (/login), or set ANTHROPIC_API_KEY",
     );
     // Too old: the fix is the upgrade command.
     ws.fake("version", "1.0.0 (Claude Code)\n");
@@ -554,10 +522,9 @@ fn doctor_honours_the_agent_command_and_reports_the_login() {
         &["doctor", "--claude-cmd", &fake],
         Some(no_claude),
     );
-    assert!(
-        stdout(&o).contains("fix: npm install -g @anthropic-ai/claude-code@latest"),
-        "{}",
-        stdout(&o)
+    crate::support::assert_contains(
+        &stdout(&o),
+        "fix: npm install -g @anthropic-ai/claude-code@latest",
     );
 }
 
@@ -574,21 +541,10 @@ fn dry_run_without_the_client_and_environment_values() {
         Some("/usr/local/bin:/usr/bin:/bin"),
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("`claude` not found on PATH"),
-        "{}",
-        stderr(&o)
-    );
-    assert!(
-        stderr(&o).contains("nothing is called in a dry run"),
-        "{}",
-        stderr(&o)
-    );
+    crate::support::assert_contains(&stderr(&o), "`claude` not found on PATH");
+    crate::support::assert_contains(&stderr(&o), "nothing is called in a dry run");
     let out = stdout(&o);
-    assert!(
-        out.contains("\nclaude -p --output-format stream-json --verbose"),
-        "{out}"
-    );
+    crate::support::assert_contains(&out, "\nclaude -p --output-format stream-json --verbose");
     let row = |key: &str| {
         out.lines()
             .find(|l| l.starts_with(&format!("{key} ")))
@@ -642,17 +598,12 @@ fn dry_run_without_the_client_and_environment_values() {
     }
     let o = with_env("MAX_LOOPS", "many");
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        stderr(&o).contains("environment variable MAX_LOOPS"),
-        "{}",
-        stderr(&o)
-    );
+    crate::support::assert_contains(&stderr(&o), "environment variable MAX_LOOPS");
     let o = with_env("CLAUDE_OUTPUT_FORMAT", "yaml");
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        stderr(&o).contains("environment variable CLAUDE_OUTPUT_FORMAT: expected json or text"),
-        "{}",
-        stderr(&o)
+    crate::support::assert_contains(
+        &stderr(&o),
+        "environment variable CLAUDE_OUTPUT_FORMAT: expected json or text",
     );
 }
 

@@ -194,10 +194,9 @@ fn a_check_left_by_a_killed_hank_verify_is_stopped_by_the_next_start() {
     kill(check_pid);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(stopped, "the leftover check is still running");
-    assert!(
-        stderr(&o).contains("VERIFY_COMMAND left running by a hank that was killed"),
-        "{}",
-        stderr(&o)
+    crate::support::assert_contains(
+        &stderr(&o),
+        "VERIFY_COMMAND left running by a hank that was killed",
     );
     let lock = std::fs::read_to_string(p.dir.join(".hank/hank.lock")).unwrap();
     assert!(!lock.contains("verify "), "{lock}");
@@ -225,11 +224,7 @@ fn emptying_the_call_log_does_not_forget_the_call_cap() {
     let out = again.wait_with_output().unwrap();
     assert_eq!(s["wait_reason"], "rate_limit", "{s}: {}", stderr(&out));
     assert_eq!(p.calls(), 3, "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("its copy outside the project holds"),
-        "{}",
-        stderr(&out)
-    );
+    crate::support::assert_contains(&stderr(&out), "its copy outside the project holds");
 }
 
 /// In text mode, one non-JSON line over the line cap (256 MiB; the attack used 2 GB) is
@@ -293,10 +288,9 @@ fn answers_without_a_readable_cost_are_charged_an_estimate() {
         .map(|e| e["cost_estimated"].as_bool().unwrap_or(false))
         .collect();
     assert_eq!(flags, [false, true, true]);
-    assert!(
-        stderr(&o).contains("held no readable cost; charged an estimate of $2.00"),
-        "{}",
-        stderr(&o)
+    crate::support::assert_contains(
+        &stderr(&o),
+        "held no readable cost; charged an estimate of $2.00",
     );
     let st = p.run(&["status"]);
     let shown = format!("{}{}", String::from_utf8_lossy(&st.stdout), stderr(&st));
@@ -401,11 +395,7 @@ fn an_agent_without_costs_or_prices_is_named_at_start() {
         "1",
     ]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("MAX_COST_USD cannot bind costless"),
-        "{}",
-        stderr(&o)
-    );
+    crate::support::assert_contains(&stderr(&o), "MAX_COST_USD cannot bind costless");
     let bad = Project::new(&["a"]);
     costless_profile(&bad, "\n[prices]\ninput = -1\n");
     let o = bad.run(&["--agent", "costless", "--max-loops", "1"]);
@@ -469,11 +459,7 @@ fn an_env_i_daemon_left_by_a_killed_hank_is_stopped_by_the_next_start() {
     kill(daemon);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(stopped, "the env -i daemon survived the next start");
-    assert!(
-        stderr(&o).contains("left running by a hank that was killed"),
-        "{}",
-        stderr(&o)
-    );
+    crate::support::assert_contains(&stderr(&o), "left running by a hank that was killed");
     let lock = std::fs::read_to_string(&lock_path).unwrap();
     assert!(!lock.contains("proc "), "{lock}");
 }

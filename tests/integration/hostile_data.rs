@@ -130,11 +130,7 @@ fn a_session_id_planted_in_state_json_is_dropped() {
     let argv = p.argv(2);
     assert!(!argv.iter().any(|a| a.contains("dangerously")), "{argv:?}");
     assert!(!argv.iter().any(|a| a == "--resume"), "{argv:?}");
-    assert!(
-        stderr(&out).contains("stored session id"),
-        "{}",
-        stderr(&out)
-    );
+    crate::support::assert_contains(&stderr(&out), "stored session id");
 }
 
 /// Every file under `dir`, recursively (without following links).
@@ -382,15 +378,7 @@ fn a_damaged_state_keeps_an_open_breaker() {
     assert_eq!(p.calls(), 0);
     assert!(err.contains("state.json.corrupt-"), "{err}");
     assert!(err.contains("stays OPEN"), "{err}");
-    let aside: Vec<_> = std::fs::read_dir(p.dir.join(".hank"))
-        .unwrap()
-        .flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .starts_with("state.json.corrupt-")
-        })
-        .collect();
+    let aside = p.corrupt_state_files();
     assert_eq!(aside.len(), 1);
     let state = p.state();
     assert_eq!(state["breaker"]["state"], "OPEN");

@@ -100,15 +100,10 @@ fn flag_beats_env_beats_hankrc_beats_default() {
     p.hankrc("RETRY_BACKOFF_SECONDS=0\nMAX_LOOPS=\"1\"\n");
     assert_eq!(p.run(&[]).status.code(), Some(3));
     assert_eq!(p.calls(), 1, ".hankrc");
-    let o = p.cmd().env("MAX_LOOPS", "2").output().unwrap();
+    let o = p.run_env(&[("MAX_LOOPS", "2")], &[]);
     assert_eq!(o.status.code(), Some(3));
     assert_eq!(p.calls(), 3, "env beats .hankrc");
-    let o = p
-        .cmd()
-        .env("MAX_LOOPS", "2")
-        .args(["--max-loops", "3"])
-        .output()
-        .unwrap();
+    let o = p.run_env(&[("MAX_LOOPS", "2")], &["--max-loops", "3"]);
     assert_eq!(o.status.code(), Some(3));
     assert_eq!(p.calls(), 6, "flag beats env");
     assert_eq!(p.status()["exit_reason"], "max_loops");
@@ -123,9 +118,7 @@ fn call_cap_waits_and_a_restart_still_waits() {
     assert_eq!(s["calls_in_window"], 2);
     assert!(s["waiting_until"].is_string());
     assert_eq!(p.calls(), 2);
-    signal(&child, Signal::SIGINT);
-    let o = wait_with_timeout(child, Duration::from_secs(10));
-    assert_eq!(o.status.code(), Some(130));
+    let _o = crate::support::interrupt(child);
     assert_eq!(p.status()["state"], "stopped");
 
     let child = p.spawn(&["--calls", "2"]);
@@ -230,18 +223,10 @@ fn corrupt_state_is_moved_aside_with_a_warning() {
     let o = p.run(&["--max-loops", "1"]);
     assert_eq!(o.status.code(), Some(3));
     assert!(stderr(&o).contains("moved it aside"), "{}", stderr(&o));
-    let aside: Vec<_> = std::fs::read_dir(p.dir.join(".hank"))
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .starts_with("state.json.corrupt-")
-        })
-        .collect();
+    let aside = p.corrupt_state_files();
     assert_eq!(aside.len(), 1);
     assert_eq!(
-        std::fs::read_to_string(aside[0].path()).unwrap(),
+        std::fs::read_to_string(&aside[0]).unwrap(),
         "{\"ledger\": {\"entries\": ["
     );
 }
@@ -249,12 +234,7 @@ fn corrupt_state_is_moved_aside_with_a_warning() {
 #[test]
 fn usage_limit_waits_until_the_parsed_reset() {
     let p = Project::new(&["a"]);
-    let reset = jiff::Timestamp::now().as_second() + 5;
-    p.fake(
-        "response",
-        &error_json(&format!("Claude AI usage limit reached|{reset}"), Some(429)),
-    );
-    p.fake("exit", "1");
+    let reset = p.fake_usage_limit(None, 5);
     let child = p.spawn(&[]);
     let s = p.wait_status(Duration::from_secs(20), |s| s["state"] == "waiting");
     assert_eq!(s["wait_reason"], "usage_limit");
@@ -264,13 +244,7 @@ fn usage_limit_waits_until_the_parsed_reset() {
         "until {until} reset {reset}"
     );
     assert!(until.as_second() >= reset);
-    signal(&child, Signal::SIGINT);
-    assert_eq!(
-        wait_with_timeout(child, Duration::from_secs(10))
-            .status
-            .code(),
-        Some(130)
-    );
+    crate::support::interrupt(child);
 }
 
 #[test]
@@ -284,9 +258,7 @@ fn usage_limit_with_exit_policy_stops_with_3() {
         ),
     )
     .fake("exit", "1");
-    let o = p.run(&["--on-usage-limit", "exit"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "usage_limit");
+    p.run_to(&["--on-usage-limit", "exit"], 3, "usage_limit");
 }
 
 #[test]
@@ -316,9 +288,7 @@ fn an_always_failing_agent_opens_the_circuit_after_the_failure_threshold() {
     );
     p.fake("exit", "1");
     p.fake("effect.sh", "date +%s%N >> changing.txt\n");
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "circuit_open");
+    p.run_to(&[], 2, "circuit_open");
     assert_eq!(p.calls(), 5);
 }
 
@@ -364,7 +334,7 @@ fn cooldown_passes_on_a_later_start_without_sleeping() {
         "{at}"
     );
     // A bad HANK_NOW is named.
-    let o = p.cmd().env("HANK_NOW", "yesterday").output().unwrap();
+    let o = p.run_env(&[("HANK_NOW", "yesterday")], &[]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("invalid HANK_NOW"), "{}", stderr(&o));
 }
@@ -447,9 +417,7 @@ fn status_complete_with_exit_signal_false_keeps_going() {
         "response",
         &result_json("COMPLETE", "IMPLEMENTATION", false, "All tasks complete."),
     );
-    let o = p.run(&["--max-loops", "3"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "max_loops");
+    p.run_to(&["--max-loops", "3"], 3, "max_loops");
 }
 
 #[test]
@@ -463,9 +431,7 @@ fn test_only_loops_saturate() {
         "effect.sh",
         "mkdir -p tests && date +%s%N >> tests/test_a.py\n",
     );
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "test_saturation");
+    p.run_to(&[], 0, "test_saturation");
     assert_eq!(p.calls(), 3);
 }
 
@@ -473,9 +439,7 @@ fn test_only_loops_saturate() {
 fn deleting_fix_plan_is_an_integrity_failure() {
     let p = Project::new(&["a"]);
     p.fake("effect.sh", "rm .hank/fix_plan.md\n");
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "integrity_failure");
+    p.run_to(&[], 2, "integrity_failure");
     assert_eq!(p.calls(), 1);
 }
 
@@ -483,9 +447,7 @@ fn deleting_fix_plan_is_an_integrity_failure() {
 fn cost_budget_stops_with_3() {
     let p = Project::new(&["a"]);
     p.fake("effect.sh", "date +%s%N >> progress.txt\n");
-    let o = p.run(&["--max-cost", "0.015"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "cost_budget");
+    p.run_to(&["--max-cost", "0.015"], 3, "cost_budget");
     assert_eq!(p.calls(), 2);
 }
 
@@ -569,18 +531,14 @@ fn billing_and_cli_usage_errors_are_agent_fatal() {
         &error_json("Credit balance is too low", Some(400)),
     )
     .fake("exit", "1");
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "agent_fatal");
+    p.run_to(&[], 2, "agent_fatal");
     assert_eq!(p.status()["last_loop"]["error_kind"], "billing");
 
     let p = Project::new(&["a"]);
     p.fake("response", "")
         .fake("stderr", "error: option '--permission-mode <mode>' argument 'yolo' is invalid. Allowed choices are acceptEdits, auto, bypassPermissions, default, dontAsk, plan.\n")
         .fake("exit", "1");
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "agent_fatal");
+    p.run_to(&[], 2, "agent_fatal");
     assert_eq!(p.status()["last_loop"]["error_kind"], "cli_usage");
     assert_eq!(p.calls(), 1);
 }
@@ -605,9 +563,7 @@ fn sigint_shaped_result_with_exit_0_is_not_success() {
 fn removing_the_whole_hank_dir_is_an_integrity_failure() {
     let p = Project::new(&["a"]);
     p.fake("effect.sh", "rm -rf .hank\n");
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "integrity_failure");
+    p.run_to(&[], 2, "integrity_failure");
 }
 
 #[test]
@@ -640,9 +596,5 @@ fn an_agent_orphaned_by_kill_9_is_stopped_at_the_next_start() {
         gone(pid),
         "the orphaned agent group survived the next start"
     );
-    assert!(
-        stderr(&o).contains("left running by a hank that was killed"),
-        "{}",
-        stderr(&o)
-    );
+    crate::support::assert_contains(&stderr(&o), "left running by a hank that was killed");
 }

@@ -1,6 +1,6 @@
 //! hank monitor / hank --monitor end to end
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -90,7 +90,8 @@ fn once_prints_text_and_json_snapshots() {
     // The alias name and --dir from elsewhere.
     let alias = p.home.join("hank-monitor");
     std::os::unix::fs::symlink(crate::support::hank_bin(), &alias).unwrap();
-    let out = with_program(&p.cmd(), &alias)
+    let out = p
+        .cmd_of(&alias)
         .current_dir(&p.home)
         .args(["--once", "--dir"])
         .arg(&p.dir)
@@ -98,19 +99,6 @@ fn once_prints_text_and_json_snapshots() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stdout(&out).contains("WAITING · loop 4"));
-}
-
-/// `base` (the hermetic `Project::cmd`) with another program, e.g. an alias name.
-fn with_program(base: &Command, program: &Path) -> Command {
-    let mut c = Command::new(program);
-    c.env_clear();
-    for (k, v) in base.get_envs() {
-        if let Some(v) = v {
-            c.env(k, v);
-        }
-    }
-    c.stdin(Stdio::null());
-    c
 }
 
 #[test]
@@ -149,11 +137,7 @@ fn outside_a_project_is_a_usage_error() {
     let p = Project::new(&[]);
     let out = p.run(&["monitor", "--once", "--dir", "/nonexistent/dir"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("--dir /nonexistent/dir"),
-        "{}",
-        stderr(&out)
-    );
+    crate::support::assert_contains(&stderr(&out), "--dir /nonexistent/dir");
     let out = p
         .cmd()
         .current_dir(&p.home)
@@ -184,7 +168,24 @@ struct Tmux {
     home: PathBuf,
 }
 
+/// A project with `items` and a private tmux server for test `name`; `None` (with a note)
+/// when tmux is not installed.
+fn with_tmux(name: &str, items: &[&str]) -> Option<(Project, Tmux)> {
+    if !cmd_exists("tmux") {
+        eprintln!("SKIP {name}: tmux not installed");
+        return None;
+    }
+    let p = Project::new(items);
+    let tmux = Tmux::for_project(&p);
+    Some((p, tmux))
+}
+
 impl Tmux {
+    /// `hank ARGS` in the project, its tmux commands on this server.
+    fn hank(&self, p: &Project, args: &[&str]) -> Output {
+        p.run_env(&[("TMUX_TMPDIR", &self.tmpdir)], args)
+    }
+
     /// A private server for the project's test (its socket folder under the test's HOME).
     fn for_project(p: &Project) -> Tmux {
         let tmpdir = p.home.join("tmux");
@@ -378,34 +379,16 @@ fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
 /// terminal, and no tmux session is started.
 #[test]
 fn monitor_flag_validates_first() {
-    if !cmd_exists("tmux") {
-        eprintln!("SKIP monitor_flag_validates_first: tmux not installed");
+    let Some((p, tmux)) = with_tmux("monitor_flag_validates_first", &["a"]) else {
         return;
-    }
-    let p = Project::new(&["a"]);
-    let tmux = Tmux::for_project(&p);
-    let tmpdir = tmux.tmpdir.clone();
-    let out = p
-        .cmd()
-        .env("TMUX_TMPDIR", &tmpdir)
-        .args(["--monitor", "--max-loops", "many"])
-        .output()
-        .unwrap();
+    };
+    let out = tmux.hank(&p, &["--monitor", "--max-loops", "many"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("--max-loops"), "{}", stderr(&out));
     p.hankrc("MAX_LOOPZ=3\n");
-    let out = p
-        .cmd()
-        .env("TMUX_TMPDIR", &tmpdir)
-        .args(["--monitor"])
-        .output()
-        .unwrap();
+    let out = tmux.hank(&p, &["--monitor"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("unknown key MAX_LOOPZ"),
-        "{}",
-        stderr(&out)
-    );
+    crate::support::assert_contains(&stderr(&out), "unknown key MAX_LOOPZ");
     assert!(!tmux.has_session("proj"));
     assert_eq!(p.calls(), 0);
 }
@@ -469,19 +452,11 @@ fn monitor_flag_passes_the_callers_environment_to_an_old_server() {
 /// Without `--monitor-exit` the final screen stays until a key is pressed.
 #[test]
 fn monitor_flag_keeps_the_final_screen_until_a_key() {
-    if !cmd_exists("tmux") {
-        eprintln!("SKIP monitor_flag_keeps_the_final_screen_until_a_key");
+    let Some((p, tmux)) = with_tmux("monitor_flag_keeps_the_final_screen_until_a_key", &["a"])
+    else {
         return;
-    }
-    let p = Project::new(&["a"]);
-    let tmux = Tmux::for_project(&p);
-    let tmpdir = tmux.tmpdir.clone();
-    let out = p
-        .cmd()
-        .env("TMUX_TMPDIR", &tmpdir)
-        .args(["--monitor", "--max-loops", "1"])
-        .output()
-        .unwrap();
+    };
+    let out = tmux.hank(&p, &["--monitor", "--max-loops", "1"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let mut screen = String::new();
     wait_until("the exit screen", Duration::from_secs(60), || {
@@ -505,12 +480,12 @@ fn monitor_flag_keeps_the_final_screen_until_a_key() {
 /// exit code when it ends.
 #[test]
 fn monitor_flag_inside_tmux_opens_a_window_and_returns_the_code() {
-    if !cmd_exists("tmux") {
-        eprintln!("SKIP monitor_flag_inside_tmux_opens_a_window_and_returns_the_code");
+    let Some((p, tmux)) = with_tmux(
+        "monitor_flag_inside_tmux_opens_a_window_and_returns_the_code",
+        &["a"],
+    ) else {
         return;
-    }
-    let p = Project::new(&["a"]);
-    let tmux = Tmux::for_project(&p);
+    };
     let tmpdir = tmux.tmpdir.clone();
     p.fake(
         "effect.sh",

@@ -9,22 +9,11 @@ use crate::support::{Project, TICK_ONE, error_json, signal, stderr, wait_with_ti
 #[test]
 fn a_restart_during_a_usage_limit_wait_resumes_it_without_calling() {
     let p = Project::new(&["a"]);
-    let reset = jiff::Timestamp::now().as_second() + 3600;
-    p.fake(
-        "response-1",
-        &error_json(&format!("Claude AI usage limit reached|{reset}"), Some(429)),
-    );
-    p.fake("exit-1", "1");
+    p.fake_usage_limit(Some(1), 3600);
     let child = p.spawn(&[]);
     let first = p.wait_status(Duration::from_secs(20), |s| s["state"] == "waiting");
     assert_eq!(first["wait_reason"], "usage_limit");
-    signal(&child, Signal::SIGINT);
-    assert_eq!(
-        wait_with_timeout(child, Duration::from_secs(10))
-            .status
-            .code(),
-        Some(130)
-    );
+    crate::support::interrupt(child);
     assert_eq!(p.state()["wait"]["reason"], "usage_limit");
 
     // The restart waits for the same reset and calls nobody.
@@ -36,20 +25,12 @@ fn a_restart_during_a_usage_limit_wait_resumes_it_without_calling() {
     assert_eq!(again["waiting_until"], first["waiting_until"]);
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(p.calls(), 1);
-    signal(&child, Signal::SIGINT);
-    let o = wait_with_timeout(child, Duration::from_secs(10));
-    assert_eq!(o.status.code(), Some(130));
-    assert!(
-        stderr(&o).contains("resuming the usage_limit wait"),
-        "{}",
-        stderr(&o)
-    );
+    let o = crate::support::interrupt(child);
+    crate::support::assert_contains(&stderr(&o), "resuming the usage_limit wait");
     assert!(stderr(&o).contains("hank reset wait"), "{}", stderr(&o));
 
     // With ON_USAGE_LIMIT=exit the restart stops at once, still without a call.
-    let o = p.run(&["--on-usage-limit", "exit"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "usage_limit");
+    p.run_to(&["--on-usage-limit", "exit"], 3, "usage_limit");
     assert_eq!(p.calls(), 1);
 
     // `hank reset wait` lets the next start call at once.
@@ -205,26 +186,15 @@ fn status_says_why_the_run_ended() {
     let o = p.run(&[]);
     assert_eq!(o.status.code(), Some(2));
     let text = crate::support::stdout(&p.run(&["status"]));
-    assert!(
-        text.contains("why:          the agent cannot work (auth)"),
-        "{text}"
-    );
-    assert!(
-        text.contains("last error:   auth — Invalid API key"),
-        "{text}"
-    );
+    crate::support::assert_contains(&text, "why:          the agent cannot work (auth)");
+    crate::support::assert_contains(&text, "last error:   auth — Invalid API key");
 }
 
 /// MAX_RUNTIME bounds a run in time, during a wait too.
 #[test]
 fn max_runtime_ends_the_run_during_a_wait() {
     let p = Project::new(&["a"]);
-    let reset = jiff::Timestamp::now().as_second() + 3600;
-    p.fake(
-        "response",
-        &error_json(&format!("Claude AI usage limit reached|{reset}"), Some(429)),
-    );
-    p.fake("exit", "1");
+    p.fake_usage_limit(None, 3600);
     let child = p.spawn(&["--max-runtime", "2s"]);
     let o = wait_with_timeout(child, Duration::from_secs(60));
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
@@ -289,13 +259,9 @@ fn commands_find_the_project_from_a_subfolder() {
 fn a_nested_start_asks_for_force() {
     let p = Project::new(&["one"]);
     p.fake("effect.sh", TICK_ONE);
-    let o = p.cmd().env("CLAUDECODE", "1").output().unwrap();
+    let o = p.run_env(&[("CLAUDECODE", "1")], &[]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("inside a Claude Code session"),
-        "{}",
-        stderr(&o)
-    );
+    crate::support::assert_contains(&stderr(&o), "inside a Claude Code session");
     assert!(stderr(&o).contains("--force"), "{}", stderr(&o));
     assert_eq!(p.calls(), 0);
     let o = p
@@ -305,11 +271,7 @@ fn a_nested_start_asks_for_force() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("share that session's usage limits"),
-        "{}",
-        stderr(&o)
-    );
+    crate::support::assert_contains(&stderr(&o), "share that session's usage limits");
 }
 
 /// LOG_RETENTION keeps the logs of the newest loops only.

@@ -159,12 +159,10 @@ fn hank_drives_the_fake_gemini_cli() {
     let p = Project::new(&["a", "b"]);
     let fake = with_gemini(&p);
     std::fs::write(fake.join("effect.sh"), TICK_ONE).unwrap();
-    let o = p
-        .cmd()
-        .env("FAKE_GEMINI_DIR", &fake)
-        .args(["--agent", "gemini", "--max-loops", "2"])
-        .output()
-        .unwrap();
+    let o = p.run_env(
+        &[("FAKE_GEMINI_DIR", &fake)],
+        &["--agent", "gemini", "--max-loops", "2"],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(p.status()["exit_reason"], "plan_complete", "{}", stderr(&o));
     assert_eq!(p.status()["agent"], "gemini");
@@ -212,12 +210,10 @@ fn fake_gemini_quota_is_a_usage_limit() {
     std::fs::copy(captured.join("quota.stderr"), fake.join("stderr")).unwrap();
     std::fs::write(fake.join("response"), "").unwrap();
     std::fs::write(fake.join("exit"), "173").unwrap();
-    let o = p
-        .cmd()
-        .env("FAKE_GEMINI_DIR", &fake)
-        .args(["--agent", "gemini", "--on-usage-limit", "exit"])
-        .output()
-        .unwrap();
+    let o = p.run_env(
+        &[("FAKE_GEMINI_DIR", &fake)],
+        &["--agent", "gemini", "--on-usage-limit", "exit"],
+    );
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert_eq!(p.status()["exit_reason"], "usage_limit");
     assert_eq!(p.status()["last_loop"]["error_kind"], "usage_limit");

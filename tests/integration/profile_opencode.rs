@@ -209,12 +209,10 @@ fn hank_drives_the_fake_opencode_cli() {
     let p = Project::new(&["a", "b"]);
     let fake = with_opencode(&p);
     std::fs::write(fake.join("effect.sh"), TICK_ONE).unwrap();
-    let o = p
-        .cmd()
-        .env("FAKE_OPENCODE_DIR", &fake)
-        .args(["--agent", "opencode", "--max-loops", "2"])
-        .output()
-        .unwrap();
+    let o = p.run_env(
+        &[("FAKE_OPENCODE_DIR", &fake)],
+        &["--agent", "opencode", "--max-loops", "2"],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(p.status()["exit_reason"], "plan_complete", "{}", stderr(&o));
     assert_eq!(p.status()["agent"], "opencode");
@@ -260,12 +258,7 @@ fn fake_opencode_quota_is_a_spend_limit() {
     let dir = fixtures().join("agents/opencode");
     std::fs::copy(dir.join("quota.stdout"), fake.join("response")).unwrap();
     std::fs::write(fake.join("exit"), "1").unwrap();
-    let o = p
-        .cmd()
-        .env("FAKE_OPENCODE_DIR", &fake)
-        .args(["--agent", "opencode"])
-        .output()
-        .unwrap();
+    let o = p.run_env(&[("FAKE_OPENCODE_DIR", &fake)], &["--agent", "opencode"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert_eq!(p.status()["exit_reason"], "spend_limit", "{}", stderr(&o));
     assert_eq!(p.status()["last_loop"]["error_kind"], "spend_limit");

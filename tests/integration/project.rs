@@ -269,10 +269,7 @@ fn enable_ci_imports_github_issues_with_label_and_limit() {
     assert_eq!(out.status.code(), Some(0), "{v}");
     assert_eq!(v["tasks_imported"], 2);
     let plan = env.read(".hank/fix_plan.md");
-    assert!(
-        plan.contains("- [ ] [#17] Dark mode for the dashboard"),
-        "{plan}"
-    );
+    crate::support::assert_contains(&plan, "- [ ] [#17] Dark mode for the dashboard");
     assert!(plan.contains("- [ ] [#12] Crash on empty search"), "{plan}");
     let argv = std::fs::read_to_string(argv).unwrap();
     assert!(

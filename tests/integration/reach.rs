@@ -148,10 +148,7 @@ fn configuration_the_agent_changed_needs_approval() {
     let out = p.run(&["--max-loops", "1"]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(3), "{err}");
-    assert!(
-        err.contains("configuration changed during this run"),
-        "{err}"
-    );
+    crate::support::assert_contains(&err, "configuration changed during this run");
     assert!(!marker.exists(), "the edit took effect within the run");
 
     for args in [
@@ -507,12 +504,10 @@ fn the_monitor_exit_code_file_is_written_by_hank_not_through_a_link() {
             .output()
             .unwrap()
     };
-    let out = p
-        .cmd()
-        .env("TMUX_TMPDIR", &tmpdir)
-        .args(["--monitor", "--monitor-exit", "--max-loops", "1"])
-        .output()
-        .unwrap();
+    let out = p.run_env(
+        &[("TMUX_TMPDIR", &tmpdir)],
+        &["--monitor", "--monitor-exit", "--max-loops", "1"],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let start = std::time::Instant::now();
     while tmux(&["has-session", "-t", "=proj"]).status.success() {
@@ -591,23 +586,10 @@ fn on_a_terminal_hank_asks_before_using_changed_configuration() {
     let on_terminal = |answer: &str| {
         use std::io::Write;
         let cmd = format!("{} agents", crate::support::hank_bin().display());
-        let mut child = std::process::Command::new("script")
+        let mut child = p
+            .cmd_of("script")
             .args(["-qec", &cmd, "/dev/null"])
-            .current_dir(&p.dir)
-            .env_clear()
-            .env(
-                "PATH",
-                format!(
-                    "{}:/usr/local/bin:/usr/bin:/bin",
-                    crate::support::fixtures().join("bin").display()
-                ),
-            )
-            .env("HOME", &p.home)
-            .env("FAKE_CLAUDE_DIR", &p.fake)
-            .env("NO_COLOR", "1")
             .env("TERM", "dumb")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())

@@ -36,9 +36,9 @@ fn startup_hangs_are_retried_at_once_uncounted_and_the_third_counts() {
         "{err}"
     );
     assert!(err.contains("retrying at once (hang 2 of 2"), "{err}");
-    assert!(
-        err.contains("loop 3: no output within FIRST_OUTPUT_TIMEOUT (1s): startup hang 3 in a row, counted as a timeout"),
-        "{err}"
+    crate::support::assert_contains(
+        &err,
+        "loop 3: no output within FIRST_OUTPUT_TIMEOUT (1s): startup hang 3 in a row, counted as a timeout",
     );
     assert_eq!(kinds(&p), ["startup_hang"; 3], "{err}");
     for e in finished(&p) {
@@ -98,10 +98,7 @@ fn an_agent_that_prints_then_goes_silent_is_stopped_by_idle_timeout_without_live
     assert_ne!(f[0]["error_kind"], "startup_hang", "{err}");
     // hank asked for the stream although --live was not given.
     let argv = p.argv(1).join(" ");
-    assert!(
-        argv.contains("--output-format stream-json --verbose"),
-        "{argv}"
-    );
+    crate::support::assert_contains(&argv, "--output-format stream-json --verbose");
 }
 
 #[test]
@@ -178,9 +175,9 @@ fn error_results_that_tick_the_plan_are_productive_and_the_run_completes() {
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert_eq!(p.calls(), 6, "{err}");
-    assert!(
-        err.contains("loop 5: the agent reported interrupted but checked a fix_plan item: counted as productive"),
-        "{err}"
+    crate::support::assert_contains(
+        &err,
+        "loop 5: the agent reported interrupted but checked a fix_plan item: counted as productive",
     );
     let state = p.state();
     assert_eq!(state["breaker"]["state"], "CLOSED", "{state}");
@@ -397,9 +394,9 @@ fn an_error_result_whose_loop_turned_the_failing_check_green_is_productive() {
     let o = p.run(&["run"]);
     let err = stderr(&o);
     assert_eq!(p.calls(), 2, "{err}");
-    assert!(
-        err.contains("loop 2: the agent reported interrupted but turned the failing check green: counted as productive"),
-        "{err}"
+    crate::support::assert_contains(
+        &err,
+        "loop 2: the agent reported interrupted but turned the failing check green: counted as productive",
     );
     let state = p.state();
     assert_eq!(state["breaker"]["failure_streak"], 0, "{state}");

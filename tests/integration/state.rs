@@ -164,11 +164,7 @@ fn a_second_claim_of_a_task_is_refused() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains(&format!("claimed by {winner_name}")),
-        "{}",
-        stderr(&o)
-    );
+    crate::support::assert_contains(&stderr(&o), &format!("claimed by {winner_name}"));
     let o = loser
         .cmd()
         .args([

@@ -9,6 +9,60 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// `git ARGS` in `dir` with `HOME` at `home`: a test identity, `main` as the first branch,
+/// no system configuration, quiet; a failure fails the test.
+pub(crate) fn git_in(dir: &Path, home: &Path, args: &[&str]) {
+    let ok = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(["-c", "init.defaultBranch=main"])
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("git")
+        .success();
+    assert!(ok, "git {args:?}");
+}
+
+/// Makes `dir` a git repository with one commit of what it holds.
+pub(crate) fn git_commit_all(dir: &Path, home: &Path) {
+    git_in(dir, home, &["init", "-q"]);
+    git_in(dir, home, &["add", "-A"]);
+    git_in(dir, home, &["commit", "-q", "-m", "init"]);
+}
+
+/// The fake agent's answer to a call that hit the subscription's usage limit, resetting at
+/// `reset` (epoch seconds).
+pub(crate) fn usage_limit_json(reset: i64) -> String {
+    error_json(&format!("Claude AI usage limit reached|{reset}"), Some(429))
+}
+
+/// Ctrl-C to a running `hank`: it must end with 130 within 10 s.
+pub(crate) fn interrupt(child: Child) -> Output {
+    signal(&child, nix::sys::signal::Signal::SIGINT);
+    let o = wait_with_timeout(child, Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    o
+}
+
+/// The check named `name` in `hank doctor --json`'s `checks` (null when absent).
+pub(crate) fn doctor_check(v: &Value, name: &str) -> Value {
+    v["checks"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == name))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// Fails the test unless `text` contains `want` (the whole text in the message).
+#[track_caller]
+pub(crate) fn assert_contains(text: &str, want: &str) {
+    assert!(text.contains(want), "missing {want:?} in:\n{text}");
+}
+
 /// Path of the built `hank` binary.
 pub(crate) fn hank_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_hank"))
@@ -119,30 +173,7 @@ impl Project {
 
     /// Makes the project a git repository with one commit.
     pub(crate) fn git_init(&self) -> &Self {
-        let git = |args: &[&str]| {
-            let ok = Command::new("git")
-                .args([
-                    "-c",
-                    "user.name=t",
-                    "-c",
-                    "user.email=t@t",
-                    "-c",
-                    "init.defaultBranch=main",
-                ])
-                .args(args)
-                .current_dir(&self.dir)
-                .env("HOME", &self.home)
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .expect("git")
-                .success();
-            assert!(ok, "git {args:?}");
-        };
-        git(&["init", "-q"]);
-        git(&["add", "-A"]);
-        git(&["commit", "-q", "-m", "init"]);
+        git_commit_all(&self.dir, &self.home);
         self
     }
 
@@ -160,7 +191,13 @@ impl Project {
 
     /// `hank` with a hermetic environment, run in the project.
     pub(crate) fn cmd(&self) -> Command {
-        let mut c = Command::new(hank_bin());
+        self.cmd_of(hank_bin())
+    }
+
+    /// `program` (an alias of hank, `script`, …) with hank's hermetic environment, run in the
+    /// project.
+    pub(crate) fn cmd_of(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut c = Command::new(program);
         let path = format!(
             "{}:/usr/local/bin:/usr/bin:/bin",
             fixtures().join("bin").display()
@@ -178,12 +215,58 @@ impl Project {
         c
     }
 
+    /// The files a corrupt `state.json` was moved aside to (`.hank/state.json.corrupt-*`).
+    pub(crate) fn corrupt_state_files(&self) -> Vec<PathBuf> {
+        std::fs::read_dir(self.dir.join(".hank"))
+            .expect("read .hank")
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with("state.json.corrupt-")
+            })
+            .map(|e| e.path())
+            .collect()
+    }
+
+    /// Runs `hank ARGS` to completion with `env` added to its environment.
+    pub(crate) fn run_env<K, V>(&self, env: &[(K, V)], args: &[&str]) -> Output
+    where
+        K: AsRef<std::ffi::OsStr>,
+        V: AsRef<std::ffi::OsStr>,
+    {
+        let mut c = self.cmd();
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.args(args).output().expect("run hank")
+    }
+
+    /// The fake agent hits the usage limit, reset `secs` from now (epoch seconds returned): at
+    /// every call, or at call `call` only.
+    pub(crate) fn fake_usage_limit(&self, call: Option<u32>, secs: i64) -> i64 {
+        let reset = jiff::Timestamp::now().as_second() + secs;
+        let suffix = call.map(|n| format!("-{n}")).unwrap_or_default();
+        self.fake(&format!("response{suffix}"), &usage_limit_json(reset))
+            .fake(&format!("exit{suffix}"), "1");
+        reset
+    }
+
     /// Runs `hank ARGS` to completion.
     pub(crate) fn run(&self, args: &[&str]) -> Output {
         self.cmd().args(args).output().expect("run hank")
     }
 
     /// Starts `hank ARGS` in the background (stdout/stderr piped).
+    /// `hank ARGS` run to its end, which must be exit code `code` with `reason` as
+    /// status.json's `exit_reason` (hank's stderr in the failure message).
+    pub(crate) fn run_to(&self, args: &[&str], code: i32, reason: &str) -> Output {
+        let o = self.run(args);
+        assert_eq!(o.status.code(), Some(code), "{}", stderr(&o));
+        assert_eq!(self.status()["exit_reason"], reason, "{}", stderr(&o));
+        o
+    }
+
     pub(crate) fn spawn(&self, args: &[&str]) -> Child {
         self.cmd()
             .args(args)
@@ -278,18 +361,45 @@ pub(crate) fn signal(child: &Child, sig: nix::sys::signal::Signal) {
 }
 
 /// Waits for a child with a deadline; returns its output.
-pub(crate) fn wait_with_timeout(mut child: Child, timeout: Duration) -> Output {
+pub(crate) fn wait_with_timeout(child: Child, timeout: Duration) -> Output {
+    wait_or_kill(child, timeout, false)
+        .unwrap_or_else(|_| panic!("hank did not exit within {timeout:?}"))
+}
+
+/// Waits for `child` up to `limit`: its output, or `Err` with what it wrote once it is killed
+/// at the limit — its whole process group with `group` (a child started as a group leader).
+pub(crate) fn wait_or_kill(
+    mut child: Child,
+    limit: Duration,
+    group: bool,
+) -> Result<Output, Output> {
     let start = Instant::now();
     loop {
         if child.try_wait().expect("try_wait").is_some() {
-            return child.wait_with_output().expect("output");
+            return Ok(child.wait_with_output().expect("output"));
         }
-        if start.elapsed() > timeout {
+        if start.elapsed() > limit {
+            if group {
+                let pid = i32::try_from(child.id()).expect("pid");
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
             let _ = child.kill();
-            panic!("hank did not exit within {timeout:?}");
+            return Err(child.wait_with_output().expect("output"));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// A process's stdout and stderr, labelled, for a failure message.
+pub(crate) fn outputs(o: &Output) -> String {
+    format!(
+        "\n--- stdout\n{}\n--- stderr\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 /// Alive and not a zombie (the container's PID 1 may not reap orphans).

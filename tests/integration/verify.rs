@@ -165,9 +165,7 @@ fn a_claim_that_contradicts_itself_is_not_completion() {
     blocked = blocked.replace("TESTS_STATUS: PASSING", "TESTS_STATUS: FAILING");
     p.fake("response", &blocked);
     p.fake("effect.sh", TOUCH);
-    let o = p.run(&["--max-loops", "3"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "max_loops");
+    p.run_to(&["--max-loops", "3"], 3, "max_loops");
     let (ctx2, _) = p.context_and_prompt(2);
     assert!(ctx2.contains("Resolve it"), "{ctx2}");
     assert!(ctx2.contains("EXIT_SIGNAL: true"), "{ctx2}");
@@ -277,9 +275,7 @@ fn per_loop_checks_are_the_tests_state_and_a_regression_is_no_progress() {
     // Loop 1 works; loop 2 changes files but breaks the check.
     p.fake("effect-1.sh", TOUCH);
     p.fake("effect-2.sh", &format!("{TOUCH}touch src/broken\n"));
-    let o = p.run(&["--max-loops", "5"]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "circuit_open");
+    p.run_to(&["--max-loops", "5"], 2, "circuit_open");
     assert_eq!(p.calls(), 2);
     let events = p.events();
     let finished = of_type(&events, "agent_finished");

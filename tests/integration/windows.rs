@@ -4,10 +4,9 @@
 
 use std::time::Duration;
 
-use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
-use crate::support::{Project, TICK_ONE, signal, stderr, stdout, wait_with_timeout};
+use crate::support::{Project, TICK_ONE, stderr, stdout, wait_with_timeout};
 
 fn now() -> i64 {
     jiff::Timestamp::now().as_second()
@@ -212,13 +211,7 @@ fn a_restart_during_a_window_wait_resumes_it() {
     let child = p.spawn(&args);
     let first = p.wait_status(Duration::from_secs(30), |s| s["state"] == "waiting");
     assert_eq!(first["wait_reason"], "usage_window");
-    signal(&child, Signal::SIGINT);
-    assert_eq!(
-        wait_with_timeout(child, Duration::from_secs(10))
-            .status
-            .code(),
-        Some(130)
-    );
+    crate::support::interrupt(child);
     let st = p.state();
     assert_eq!(st["wait"]["reason"], "usage_window", "{st}");
     assert_eq!(st["windows"]["five_hour"]["utilization"], 0.85, "{st}");
@@ -226,10 +219,7 @@ fn a_restart_during_a_window_wait_resumes_it() {
     // `hank status` and the monitor show the window with its limit.
     let o = p.run(&["status"]);
     let text = stdout(&o);
-    assert!(
-        text.contains("windows:      five_hour 85% (limit 80%) · resets"),
-        "{text}"
-    );
+    crate::support::assert_contains(&text, "windows:      five_hour 85% (limit 80%) · resets");
     let o = p.run(&["monitor", "--once"]);
     let text = stdout(&o);
     assert!(text.contains("usage windows"), "{text}");
@@ -242,42 +232,34 @@ fn a_restart_during_a_window_wait_resumes_it() {
     assert_eq!(again["wait_reason"], "usage_window");
     assert_eq!(again["waiting_until"], first["waiting_until"]);
     assert_eq!(p.calls(), 1);
-    signal(&child, Signal::SIGINT);
-    let o = wait_with_timeout(child, Duration::from_secs(10));
-    assert_eq!(o.status.code(), Some(130));
-    assert!(
-        stderr(&o).contains("resuming the usage_window wait"),
-        "{}",
-        stderr(&o)
-    );
+    let o = crate::support::interrupt(child);
+    crate::support::assert_contains(&stderr(&o), "resuming the usage_window wait");
 
-    let o = p.run(&[
-        "--max-window-percent",
-        "five_hour=80",
-        "--on-usage-limit",
-        "exit",
-    ]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "usage_window");
+    p.run_to(
+        &[
+            "--max-window-percent",
+            "five_hour=80",
+            "--on-usage-limit",
+            "exit",
+        ],
+        3,
+        "usage_window",
+    );
     assert_eq!(p.calls(), 1);
 
     // A higher limit: the saved wait is judged again with it, and the loop calls.
-    let o = p.run(&["--max-window-percent", "five_hour=90", "--max-loops", "1"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "max_loops");
+    p.run_to(
+        &["--max-window-percent", "five_hour=90", "--max-loops", "1"],
+        3,
+        "max_loops",
+    );
     assert_eq!(p.calls(), 2);
     // Without the setting, a saved window wait is dropped.
     let child = p.spawn(&args);
     p.wait_status(Duration::from_secs(20), |s| {
         s["state"] == "waiting" && s["wait_reason"] == "usage_window"
     });
-    signal(&child, Signal::SIGINT);
-    assert_eq!(
-        wait_with_timeout(child, Duration::from_secs(10))
-            .status
-            .code(),
-        Some(130)
-    );
+    crate::support::interrupt(child);
     let o = p.run(&["--max-loops", "1"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert_eq!(p.calls(), 3);
@@ -297,12 +279,7 @@ fn a_typed_usage_limit_names_its_window() {
         "total_cost_usd": 0, "num_turns": 1
     });
     p.fake("response", &format!("{result}\n")).fake("exit", "1");
-    let o = p
-        .cmd()
-        .env("TZ", "UTC")
-        .args(["--on-usage-limit", "exit"])
-        .output()
-        .unwrap();
+    let o = p.run_env(&[("TZ", "UTC")], &["--on-usage-limit", "exit"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let want = jiff::Timestamp::from_second(reset)
         .unwrap()
@@ -335,14 +312,8 @@ fn a_typed_usage_limit_names_its_window() {
     assert_eq!(w["wait_reason"], "usage_limit");
     let until: jiff::Timestamp = w["waiting_until"].as_str().unwrap().parse().unwrap();
     assert_eq!(until.as_second(), reset + 60);
-    signal(&child, Signal::SIGINT);
-    let o = wait_with_timeout(child, Duration::from_secs(10));
-    assert_eq!(o.status.code(), Some(130));
-    assert!(
-        stderr(&o).contains(&format!("usage limit: {want}")),
-        "{}",
-        stderr(&o)
-    );
+    let o = crate::support::interrupt(child);
+    crate::support::assert_contains(&stderr(&o), &format!("usage limit: {want}"));
 }
 
 /// Replaces the wall-time column (measured, so it varies) and the dates of the header.
@@ -451,16 +422,8 @@ fn report_attributes_each_loop_to_the_items_it_ticked() {
         "{v}"
     );
     let o = p.run(&["report", "--since", "2999-01-01"]);
-    assert!(
-        stdout(&o).contains("no loop finished in this range"),
-        "{}",
-        stdout(&o)
-    );
+    crate::support::assert_contains(&stdout(&o), "no loop finished in this range");
     let o = p.run(&["report", "--since", "last tuesday"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        stderr(&o).contains("--since: expected a run number"),
-        "{}",
-        stderr(&o)
-    );
+    crate::support::assert_contains(&stderr(&o), "--since: expected a run number");
 }
