@@ -28,6 +28,7 @@ mod profile_opencode;
 mod progress;
 mod project;
 mod reach;
+mod reach_git;
 mod startup;
 mod state;
 mod support;
