@@ -258,6 +258,17 @@ pub enum GitError {
     Output(String),
 }
 
+impl From<crate::proc::RunError> for GitError {
+    fn from(e: crate::proc::RunError) -> Self {
+        match e {
+            crate::proc::RunError::Spawn(e) => GitError::Spawn(e),
+            crate::proc::RunError::Timeout => GitError::Timeout,
+            crate::proc::RunError::Interrupted => GitError::Interrupted,
+            crate::proc::RunError::Io(e) => GitError::Output(e.to_string()),
+        }
+    }
+}
+
 impl std::fmt::Display for GitError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -469,12 +480,7 @@ fn git_plain(
         .held_pipe(HELD_PIPE_GRACE)
         .interruptible()
         .run()
-        .map_err(|e| match e {
-            crate::proc::RunError::Spawn(e) => GitError::Spawn(e),
-            crate::proc::RunError::Timeout => GitError::Timeout,
-            crate::proc::RunError::Interrupted => GitError::Interrupted,
-            crate::proc::RunError::Io(e) => GitError::Output(e.to_string()),
-        })?;
+        .map_err(GitError::from)?;
     if done.held_open {
         return Err(GitError::Output(
             "stdout held open after git exited".to_string(),
@@ -578,12 +584,7 @@ fn git_run_with(
         .timeout(timeout)
         .interruptible()
         .run()
-        .map_err(|e| match e {
-            crate::proc::RunError::Spawn(e) => GitError::Spawn(e),
-            crate::proc::RunError::Timeout => GitError::Timeout,
-            crate::proc::RunError::Interrupted => GitError::Interrupted,
-            crate::proc::RunError::Io(e) => GitError::Output(e.to_string()),
-        })?;
+        .map_err(GitError::from)?;
     Ok(GitRun {
         success: done.status.success(),
         code: done.status.code(),
@@ -1198,6 +1199,30 @@ pub fn changes_since(project: &Path, base: &State) -> Changes {
     }
 }
 
+/// Runs the user's own git (an identity, local submodules allowed, no system or global
+/// configuration) in `dir`, for tests that build repositories.
+#[cfg(test)]
+pub(crate) fn git_in(dir: &Path, args: &[&str]) {
+    let ok = crate::proc::Cmd::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "protocol.file.allow=always",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .cwd(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .run()
+        .is_ok_and(|r| r.status.success());
+    assert!(ok, "git {args:?}");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1421,28 +1446,7 @@ mod tests {
     #[test]
     fn a_filter_in_a_submodules_own_config_never_runs() {
         let tmp = tempfile::tempdir().unwrap();
-        let run = |dir: &Path, args: &[&str]| {
-            let ok = crate::proc::Cmd::new("git")
-                .args([
-                    "-c",
-                    "user.name=t",
-                    "-c",
-                    "user.email=t@t",
-                    "-c",
-                    "protocol.file.allow=always",
-                    "-c",
-                    "init.defaultBranch=main",
-                ])
-                .args(args)
-                .cwd(dir)
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .run()
-                .unwrap()
-                .status
-                .success();
-            assert!(ok, "git {args:?}");
-        };
+        let run = git_in;
         let sub_src = tmp.path().join("sub-src");
         let top = tmp.path().join("top");
         std::fs::create_dir_all(&sub_src).unwrap();

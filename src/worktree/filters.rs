@@ -534,6 +534,7 @@ fn include_target(value: &[u8], origin: &Path, home: Option<&Path>) -> Option<Pa
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::worktree::git_in;
 
     #[test]
     fn listings_are_parsed() {
@@ -578,27 +579,6 @@ mod tests {
         assert!(is_include(b"includeif.gitdir:~/w/.path"));
         assert!(!is_include(b"include.other"));
         assert_eq!(normal(Path::new("/r/.git/./../y")), PathBuf::from("/r/y"));
-    }
-
-    fn git_in(dir: &Path, args: &[&str]) {
-        let ok = crate::proc::Cmd::new("git")
-            .args([
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@t",
-                "-c",
-                "init.defaultBranch=main",
-            ])
-            .args(args)
-            .cwd(dir)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .run()
-            .unwrap()
-            .status
-            .success();
-        assert!(ok, "git {args:?}");
     }
 
     fn append(path: &Path, text: &str) {
