@@ -22,9 +22,10 @@
 //!   discovery), and the list of submodule configuration files. A stamp is device, inode,
 //!   type, mode, size, mtime and ctime of the path and, for a link, of its target.
 //! - **Racy stamps**: a file whose ctime is within [`RACY`] of the listing could be rewritten
-//!   in place within the same clock tick, leaving its stamp as it was; such a listing is used
-//!   once and not kept (git's own "racy git" rule for its index). ctime cannot be set back by a
-//!   user, so a rewrite that restores size and mtime is still seen.
+//!   in place within the same clock tick, leaving its stamp as it was (git's "racy git"
+//!   problem for its index); its bytes (at most [`MAX_RACY_BYTES`]) are kept with the stamp
+//!   and compared at each use. ctime cannot be set back by a user, so a rewrite that restores
+//!   size and mtime is still seen.
 //! - **Anything unusual** — an include written `~user/…`, `%(prefix)/…` or `:(…)…`, a
 //!   configuration file that is not a regular file (a FIFO), more than [`MAX_FILES`] files,
 //!   `git rev-parse` failing (not a repository, a broken config) — falls back to the listing of
@@ -145,8 +146,52 @@ struct Entry {
     ceiling: Option<PathBuf>,
     env: Vec<Option<OsString>>,
     subs: Vec<PathBuf>,
-    watched: Vec<(PathBuf, Stamp)>,
+    watched: Vec<Watched>,
     names: Vec<String>,
+}
+
+/// One watched path: its stamp and, when the stamp was racy at the listing, the bytes it
+/// held then (a configuration file is small), compared on each use instead.
+#[derive(Debug)]
+struct Watched {
+    path: PathBuf,
+    stamp: Stamp,
+    content: Option<Vec<u8>>,
+}
+
+/// Largest racy file whose bytes are kept for comparison; a larger one is not kept at all.
+const MAX_RACY_BYTES: u64 = 64 * 1024;
+
+impl Watched {
+    /// The path's stamp now; for a stamp changed since `since`, its bytes too (`None` when
+    /// they cannot be kept: the listing is then used once).
+    fn take(path: &Path, since: (i64, i64)) -> Option<Watched> {
+        let stamp = stamp(path);
+        let racy =
+            stamp.link.changed_since(since) || stamp.target.is_some_and(|t| t.changed_since(since));
+        let content = if racy {
+            let meta = std::fs::metadata(path).ok()?;
+            if !meta.is_file() || meta.len() > MAX_RACY_BYTES {
+                return None;
+            }
+            Some(std::fs::read(path).ok()?)
+        } else {
+            None
+        };
+        Some(Watched {
+            path: path.to_path_buf(),
+            stamp,
+            content,
+        })
+    }
+
+    fn unchanged(&self) -> bool {
+        stamp(&self.path) == self.stamp
+            && self
+                .content
+                .as_ref()
+                .is_none_or(|c| std::fs::read(&self.path).is_ok_and(|now| now == *c))
+    }
 }
 
 static CACHE: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
@@ -162,15 +207,10 @@ pub(super) fn names(
     if let Some(names) = cached(dir, ceiling, &env, &subs) {
         return Ok(names);
     }
-    let started = SystemTime::now();
     let Some((names, watched)) = fill(dir, timeout, ceiling, &subs)? else {
         return active_listing(dir, timeout, ceiling, &subs);
     };
-    let since = since_epoch(started.checked_sub(RACY).unwrap_or(started));
-    let racy = watched.iter().any(|(_, s)| {
-        s.link.changed_since(since) || s.target.is_some_and(|t| t.changed_since(since))
-    });
-    if !racy {
+    if let Some(watched) = watched {
         let mut cache = CACHE
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -213,21 +253,23 @@ fn cached(
     let e = cache
         .iter()
         .find(|e| e.dir == dir && e.ceiling.as_deref() == ceiling)?;
-    let same =
-        e.env == env && e.subs == subs && e.watched.iter().all(|(path, s)| stamp(path) == *s);
+    let same = e.env == env && e.subs == subs && e.watched.iter().all(Watched::unchanged);
     same.then(|| e.names.clone())
 }
 
-/// Lists the names with every file they may come from; `None` when something is unusual
-/// (the caller then lists the old way). The stamps are taken before the listing, so a change
-/// made while it runs is seen at the next call.
+/// Lists the names with every file they may come from (`None` for the files when the listing
+/// cannot be kept); `None` when something is unusual (the caller then lists the old way).
+/// The stamps (and racy files' bytes) are taken before the listing, so a change made while
+/// it runs is seen at the next call.
 #[allow(clippy::type_complexity)]
 fn fill(
     dir: &Path,
     timeout: Duration,
     ceiling: Option<&Path>,
     subs: &[PathBuf],
-) -> Result<Option<(Vec<String>, Vec<(PathBuf, Stamp)>)>, GitError> {
+) -> Result<Option<(Vec<String>, Option<Vec<Watched>>)>, GitError> {
+    let started = SystemTime::now();
+    let since = since_epoch(started.checked_sub(RACY).unwrap_or(started));
     let args = [
         "rev-parse",
         "--absolute-git-dir",
@@ -244,7 +286,7 @@ fn fill(
     };
     watch.extend(subs.iter().map(|p| normal(p)));
     for _ in 0..4 {
-        let stamps: Vec<(PathBuf, Stamp)> = watch.iter().map(|p| (p.clone(), stamp(p))).collect();
+        let stamps: Option<Vec<Watched>> = watch.iter().map(|p| Watched::take(p, since)).collect();
         let Some((names, files)) = list_all(dir, timeout, ceiling, subs)? else {
             return Ok(None);
         };
@@ -596,9 +638,34 @@ mod tests {
         let t = crate::worktree::GIT_TIMEOUT;
         let subs = submodule_configs(&dir);
         let env = env_key();
-        // Just written: racy, used once and not kept.
+        // Just written (racy): kept with the bytes of the racy files.
         assert_eq!(names(&dir, t, None).unwrap(), Vec::<String>::new());
+        assert_eq!(cached(&dir, None, &env, &subs), Some(vec![]));
+        {
+            let cache = CACHE.lock().unwrap();
+            let e = cache.iter().find(|e| e.dir == dir).unwrap();
+            let config = e.watched.iter().find(|w| w.path.ends_with(".git/config"));
+            assert!(config.unwrap().content.is_some(), "{:?}", e.watched);
+        }
+        // Rewritten in place at once, same size, mtime put back: stat may not tell (same
+        // clock tick), the bytes do.
+        let config = dir.join(".git/config");
+        let mtime = std::fs::metadata(&config).unwrap().modified().unwrap();
+        let text = std::fs::read_to_string(&config).unwrap();
+        let evil = text.replacen("[core]", "[filt]", 1);
+        assert_eq!(evil.len(), text.len());
+        {
+            use std::io::{Seek, Write};
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&config)
+                .unwrap();
+            f.seek(std::io::SeekFrom::Start(0)).unwrap();
+            f.write_all(evil.as_bytes()).unwrap();
+            f.set_modified(mtime).unwrap();
+        }
         assert_eq!(cached(&dir, None, &env, &subs), None);
+        std::fs::write(&config, &text).unwrap();
         std::thread::sleep(RACY + Duration::from_millis(100));
         assert!(names(&dir, t, None).unwrap().is_empty());
         assert_eq!(cached(&dir, None, &env, &subs), Some(vec![]));
