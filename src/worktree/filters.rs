@@ -169,15 +169,7 @@ impl Watched {
         let stamp = stamp(path);
         let racy =
             stamp.link.changed_since(since) || stamp.target.is_some_and(|t| t.changed_since(since));
-        let content = if racy {
-            let meta = std::fs::metadata(path).ok()?;
-            if !meta.is_file() || meta.len() > MAX_RACY_BYTES {
-                return None;
-            }
-            Some(std::fs::read(path).ok()?)
-        } else {
-            None
-        };
+        let content = if racy { Some(read_small(path)?) } else { None };
         Some(Watched {
             path: path.to_path_buf(),
             stamp,
@@ -190,8 +182,14 @@ impl Watched {
             && self
                 .content
                 .as_ref()
-                .is_none_or(|c| std::fs::read(&self.path).is_ok_and(|now| now == *c))
+                .is_none_or(|c| read_small(&self.path).is_some_and(|now| now == *c))
     }
+}
+
+/// The bytes of a regular file of at most [`MAX_RACY_BYTES`] (a link followed, as git does);
+/// `None` for anything else (a FIFO planted in its place is not waited on: `fsread`).
+fn read_small(path: &Path) -> Option<Vec<u8>> {
+    crate::fsread::read(path, MAX_RACY_BYTES, crate::fsread::Follow::Yes).ok()
 }
 
 static CACHE: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
