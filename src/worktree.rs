@@ -5,7 +5,7 @@
 //! "What changed" is exactly what `git status --porcelain=v2 -z` reports, so this module asks
 //! git itself — through one private `git` function, which runs nothing the repository configures (the
 //! filter drivers to switch off come from a `git config` listing kept while no configuration
-//! file changes, see [`filters`]). Each snapshot is one `git status` spawn (`--branch` for HEAD's id in the same
+//! file changes, see `worktree/filters.rs`). Each snapshot is one `git status` spawn (`--branch` for HEAD's id in the same
 //! call, `--untracked-files=all`, `--ignore-submodules=none`, `.hank/` and `.hankrc` excluded
 //! by pathspec); the `-z` output is read by the pure parser [`Porcelain`]. Git then decides
 //! everything that is hard to get right: every ignore source (`.gitignore`, `info/exclude`,
