@@ -3,9 +3,9 @@
 //! # Design: the git CLI, not a re-implementation
 //!
 //! "What changed" is exactly what `git status --porcelain=v2 -z` reports, so this module asks
-//! git itself — through one private `git` function, which runs nothing the repository configures (each
-//! git command is preceded by a `git config` listing of the filter drivers to switch off, a
-//! second spawn of ~1–4 ms). Each snapshot is one `git status` spawn (`--branch` for HEAD's id in the same
+//! git itself — through one private `git` function, which runs nothing the repository configures (the
+//! filter drivers to switch off come from a `git config` listing kept while no configuration
+//! file changes, see `worktree/filters.rs`). Each snapshot is one `git status` spawn (`--branch` for HEAD's id in the same
 //! call, `--untracked-files=all`, `--ignore-submodules=none`, `.hank/` and `.hankrc` excluded
 //! by pathspec); the `-z` output is read by the pure parser [`Porcelain`]. Git then decides
 //! everything that is hard to get right: every ignore source (`.gitignore`, `info/exclude`,
@@ -52,6 +52,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
+
+mod filters;
 
 /// Longest a git command may run before it is killed (with its process group) and the
 /// answer falls back to the walk.
@@ -256,6 +258,17 @@ pub enum GitError {
     Output(String),
 }
 
+impl From<crate::proc::RunError> for GitError {
+    fn from(e: crate::proc::RunError) -> Self {
+        match e {
+            crate::proc::RunError::Spawn(e) => GitError::Spawn(e),
+            crate::proc::RunError::Timeout => GitError::Timeout,
+            crate::proc::RunError::Interrupted => GitError::Interrupted,
+            crate::proc::RunError::Io(e) => GitError::Output(e.to_string()),
+        }
+    }
+}
+
 impl std::fmt::Display for GitError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -305,51 +318,18 @@ const GIT_SAFE_CONFIG: [&str; 14] = [
 ];
 
 /// Runs `git ARGS` in `dir` with nothing of the repository's configuration that runs a
-/// program: first `git config --get-regexp '^filter\.'` (which runs no filter) names the
-/// filter drivers configured, then the command runs with each one's `clean`, `smudge` and
-/// `process` emptied and `required=false` on its command line (so a file under a filter is
-/// compared as it is on disk), plus [`GIT_SAFE_CONFIG`]. See [`git_plain`] for the rest.
+/// program: each filter driver the configuration defines (listed by `git config`, which runs
+/// no filter, and kept while no configuration file changes: [`filters`]) runs with its
+/// `clean`, `smudge` and `process` emptied and `required=false` on the command line (so a
+/// file under a filter is compared as it is on disk), plus [`GIT_SAFE_CONFIG`]. See
+/// [`git_plain`] for the rest.
 fn git(
     dir: &Path,
     args: &[&str],
     timeout: Duration,
     ceiling: Option<&Path>,
 ) -> Result<Vec<u8>, GitError> {
-    let listing = git_plain(
-        dir,
-        &[],
-        &["config", "-z", "--name-only", "--get-regexp", "^filter\\."],
-        timeout,
-        ceiling,
-    );
-    let mut names = match listing {
-        Ok(out) => filter_names(&out),
-        // `git config --get-regexp` exits 1 when nothing matches.
-        Err(GitError::Failed(s)) if s.code() == Some(1) => Vec::new(),
-        Err(e) => return Err(e),
-    };
-    // `git status` enters submodules itself, where their own configuration applies (the
-    // overrides reach those git processes too, through the environment git passes on).
-    for file in submodule_configs(dir) {
-        let file_arg = file.to_string_lossy().into_owned();
-        let args = [
-            "config",
-            "--file",
-            file_arg.as_str(),
-            "--includes",
-            "-z",
-            "--name-only",
-            "--get-regexp",
-            "^filter\\.",
-        ];
-        match git_plain(dir, &[], &args, timeout, ceiling) {
-            Ok(out) => names.extend(filter_names(&out)),
-            Err(GitError::Failed(s)) if s.code() == Some(1) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    names.sort();
-    names.dedup();
+    let names = filters::names(dir, timeout, ceiling)?;
     let overrides = filter_overrides(&names);
     git_plain(dir, &overrides, args, timeout, ceiling)
 }
@@ -425,18 +405,24 @@ fn submodule_configs(dir: &Path) -> Vec<PathBuf> {
     found
 }
 
-/// The driver names of `filter.<name>.<key>` configuration names (NUL-separated, pure).
-fn filter_names(out: &[u8]) -> Vec<String> {
-    let mut names: Vec<String> = nul_separated(out)
-        .filter_map(|key| {
-            let rest = key.strip_prefix("filter.")?;
-            let (name, _) = rest.rsplit_once('.')?;
-            Some(name.to_string())
-        })
-        .collect();
-    names.sort();
-    names.dedup();
-    names
+/// The driver name of a `filter.<name>.<key>` configuration name, `None` for another key; an
+/// error for a name that cannot be switched off on git's command line (`-c` splits at the
+/// first `=`, and a name that is not UTF-8 would not survive) (pure).
+fn filter_driver(key: &[u8]) -> Result<Option<String>, GitError> {
+    let Some(rest) = key.strip_prefix(b"filter.") else {
+        return Ok(None);
+    };
+    let Some(dot) = rest.iter().rposition(|&b| b == b'.') else {
+        return Ok(None);
+    };
+    let name = &rest[..dot];
+    match std::str::from_utf8(name) {
+        Ok(n) if !n.contains('=') => Ok(Some(n.to_string())),
+        _ => Err(GitError::Output(format!(
+            "the filter driver {:?} cannot be switched off on git's command line",
+            String::from_utf8_lossy(name)
+        ))),
+    }
 }
 
 /// `-c` arguments switching each named filter driver off (pure).
@@ -494,12 +480,7 @@ fn git_plain(
         .held_pipe(HELD_PIPE_GRACE)
         .interruptible()
         .run()
-        .map_err(|e| match e {
-            crate::proc::RunError::Spawn(e) => GitError::Spawn(e),
-            crate::proc::RunError::Timeout => GitError::Timeout,
-            crate::proc::RunError::Interrupted => GitError::Interrupted,
-            crate::proc::RunError::Io(e) => GitError::Output(e.to_string()),
-        })?;
+        .map_err(GitError::from)?;
     if done.held_open {
         return Err(GitError::Output(
             "stdout held open after git exited".to_string(),
@@ -603,12 +584,7 @@ fn git_run_with(
         .timeout(timeout)
         .interruptible()
         .run()
-        .map_err(|e| match e {
-            crate::proc::RunError::Spawn(e) => GitError::Spawn(e),
-            crate::proc::RunError::Timeout => GitError::Timeout,
-            crate::proc::RunError::Interrupted => GitError::Interrupted,
-            crate::proc::RunError::Io(e) => GitError::Output(e.to_string()),
-        })?;
+        .map_err(GitError::from)?;
     Ok(GitRun {
         success: done.status.success(),
         code: done.status.code(),
@@ -1223,6 +1199,30 @@ pub fn changes_since(project: &Path, base: &State) -> Changes {
     }
 }
 
+/// Runs the user's own git (an identity, local submodules allowed, no system or global
+/// configuration) in `dir`, for tests that build repositories.
+#[cfg(test)]
+pub(crate) fn git_in(dir: &Path, args: &[&str]) {
+    let ok = crate::proc::Cmd::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "protocol.file.allow=always",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .cwd(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .run()
+        .is_ok_and(|r| r.status.success());
+    assert!(ok, "git {args:?}");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1410,8 +1410,20 @@ mod tests {
 
     #[test]
     fn filter_names_and_their_overrides() {
-        let names = filter_names(b"filter.x.clean\0filter.a.b.smudge\0filter.x.required\0");
+        let names = |out: &[u8]| -> Vec<String> {
+            let mut v: Vec<String> = out
+                .split(|&b| b == 0)
+                .filter_map(|k| filter_driver(k).unwrap())
+                .collect();
+            v.sort();
+            v.dedup();
+            v
+        };
+        let names = names(b"filter.x.clean\0filter.a.b.smudge\0filter.x.required\0");
         assert_eq!(names, vec!["a.b".to_string(), "x".to_string()]);
+        // `-c filter.a=b.clean=` would set `filter.a`: such a name is refused, not missed.
+        assert!(filter_driver(b"filter.a=b.clean").is_err());
+        assert!(filter_driver(b"filter.\xff.clean").is_err());
         let o = filter_overrides(&["x".to_string()]);
         assert_eq!(
             o,
@@ -1426,35 +1438,15 @@ mod tests {
                 "filter.x.required=false"
             ]
         );
-        assert!(filter_names(b"").is_empty());
-        assert!(filter_names(b"filter\0core.x\0").is_empty());
+        assert_eq!(filter_driver(b"").unwrap(), None);
+        assert_eq!(filter_driver(b"filter").unwrap(), None);
+        assert_eq!(filter_driver(b"core.x").unwrap(), None);
     }
 
     #[test]
     fn a_filter_in_a_submodules_own_config_never_runs() {
         let tmp = tempfile::tempdir().unwrap();
-        let run = |dir: &Path, args: &[&str]| {
-            let ok = crate::proc::Cmd::new("git")
-                .args([
-                    "-c",
-                    "user.name=t",
-                    "-c",
-                    "user.email=t@t",
-                    "-c",
-                    "protocol.file.allow=always",
-                    "-c",
-                    "init.defaultBranch=main",
-                ])
-                .args(args)
-                .cwd(dir)
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .run()
-                .unwrap()
-                .status
-                .success();
-            assert!(ok, "git {args:?}");
-        };
+        let run = git_in;
         let sub_src = tmp.path().join("sub-src");
         let top = tmp.path().join("top");
         std::fs::create_dir_all(&sub_src).unwrap();

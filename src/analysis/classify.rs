@@ -591,6 +591,23 @@ fn broken_json(
 }
 
 /// Decides the outcome of a call from what was gathered, stderr and the run facts.
+/// What a failed call that gave no answer is: no output at all, or output hank cannot read.
+pub(crate) fn no_answer_kind(shape: OutputShape) -> ErrorKind {
+    match shape {
+        OutputShape::Empty => ErrorKind::NoOutput,
+        _ => ErrorKind::Malformed,
+    }
+}
+
+/// How the agent's process ended, for messages ("killed by signal 9", "exited with code 1").
+pub(crate) fn how_it_ended(facts: &RunFacts) -> String {
+    match (facts.signal, facts.exit_code) {
+        (Some(sig), _) => format!("killed by signal {sig}"),
+        (None, Some(code)) => format!("exited with code {code}"),
+        (None, None) => "ended".to_owned(),
+    }
+}
+
 pub(crate) fn verdict(g: &Gathered, stderr: &str, facts: &RunFacts, clock: &Clock) -> Verdict {
     let unknown_session = UNKNOWN_SESSION.is_match(stderr);
     let content = match &g.result {
@@ -699,15 +716,8 @@ pub(crate) fn verdict(g: &Gathered, stderr: &str, facts: &RunFacts, clock: &Cloc
             unknown_session,
         };
     }
-    let kind = match g.shape {
-        OutputShape::Empty => ErrorKind::NoOutput,
-        _ => ErrorKind::Malformed,
-    };
-    let how = match (facts.signal, facts.exit_code) {
-        (Some(sig), _) => format!("killed by signal {sig}"),
-        (None, Some(code)) => format!("exited with code {code}"),
-        (None, None) => "ended".to_owned(),
-    };
+    let kind = no_answer_kind(g.shape);
+    let how = how_it_ended(facts);
     let what = match g.shape {
         OutputShape::Empty => "with no output".to_owned(),
         OutputShape::Truncated => "with truncated JSON output".to_owned(),

@@ -707,15 +707,8 @@ fn finish(
             )
         }));
     } else if failed_exit && !answered {
-        let kind = match shape {
-            OutputShape::Empty => ErrorKind::NoOutput,
-            _ => ErrorKind::Malformed,
-        };
-        let how = match (facts.signal, facts.exit_code) {
-            (Some(sig), _) => format!("killed by signal {sig}"),
-            (None, Some(code)) => format!("exited with code {code}"),
-            (None, None) => "ended".to_owned(),
-        };
+        let kind = super::classify::no_answer_kind(shape);
+        let how = super::classify::how_it_ended(facts);
         let mut msg = format!("the agent {how} without an answer");
         if let Some(line) = message.filter(|l| !l.is_empty()) {
             msg.push_str(": ");

@@ -326,28 +326,7 @@ impl Required {
 /// Duplicated texts are matched as a multiset.
 #[must_use]
 pub fn newly_checked(before: &str, after: &str) -> u32 {
-    let no_optional: Vec<String> = Vec::new();
-    let b = parse(before, &no_optional);
-    let a = parse(after, &no_optional);
-    // text → (open before, done before, done after)
-    let mut counts: HashMap<String, (u32, u32, u32)> = HashMap::new();
-    for item in &b.items {
-        let e = counts.entry(normalize(&item.text)).or_default();
-        if item.done {
-            e.1 = e.1.saturating_add(1);
-        } else {
-            e.0 = e.0.saturating_add(1);
-        }
-    }
-    for item in a.items.iter().filter(|i| i.done) {
-        if let Some(e) = counts.get_mut(&normalize(&item.text)) {
-            e.2 = e.2.saturating_add(1);
-        }
-    }
-    counts
-        .values()
-        .map(|&(open, done_before, done_after)| open.min(done_after.saturating_sub(done_before)))
-        .fold(0u32, u32::saturating_add)
+    u32::try_from(newly_checked_items(before, after).len()).unwrap_or(u32::MAX)
 }
 
 /// The items [`newly_checked`] counts, by their (whitespace-normalized) text, in the order

@@ -29,6 +29,7 @@ mod profile_opencode;
 mod progress;
 mod project;
 mod reach;
+mod reach_git;
 mod runners;
 mod startup;
 mod state;
