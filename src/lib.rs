@@ -54,6 +54,7 @@ pub(crate) mod clock;
 pub(crate) mod commands;
 pub mod control;
 pub mod deliver;
+pub(crate) mod effects;
 pub(crate) mod engine;
 pub mod error;
 pub mod exit;

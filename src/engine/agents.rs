@@ -3,11 +3,10 @@
 //! applies them and reports every switch (event, status, terminal); what a limited chain means
 //! for the loop is [`crate::policy::run`]'s.
 
-use jiff::Timestamp;
-
 use super::Engine;
 use crate::agent::profile::{Agent, DEFAULT_AGENT};
 use crate::analysis::Analysis;
+use crate::effects::Say;
 use crate::error::Result;
 use crate::policy::failover::Pick;
 use crate::policy::run::FailoverPick;
@@ -27,7 +26,6 @@ impl Engine {
     /// Step 4b: agent `i` (the first of the chain that may be called now, see
     /// [`crate::policy::failover::Agents::pick`]) becomes the agent of the call.
     pub(super) fn use_agent(&mut self, i: usize) -> Result<()> {
-        let now = self.clock.now();
         let name = self.agents[i].name().to_owned();
         // A limit that has passed is forgotten.
         if self.state.agents.limited.remove(&name).is_some() {
@@ -35,7 +33,7 @@ impl Engine {
         }
         let current = self.state.agents.current_or(DEFAULT_AGENT).to_owned();
         if name != current {
-            self.switch_to(i, &current, now)?;
+            self.switch_to(i, &current)?;
         }
         self.current = i;
         Ok(())
@@ -43,7 +41,7 @@ impl Engine {
 
     /// Makes agent `i` current: its parked session comes back, `from`'s is parked; an
     /// `agent_switched` event and a line on the terminal say why.
-    fn switch_to(&mut self, i: usize, from: &str, now: Timestamp) -> Result<()> {
+    fn switch_to(&mut self, i: usize, from: &str) -> Result<()> {
         let to = self.agents[i].name().to_owned();
         let session = self.state.session.take();
         self.state.session = self.state.agents.switch(DEFAULT_AGENT, &to, session);
@@ -59,15 +57,14 @@ impl Engine {
             (None, true) => format!("{to} comes first in AGENTS and may work again"),
             (None, false) => format!("this run uses {to} (the last one used {from})"),
         };
-        self.store
-            .log(now, &format!("agent {from} → {to}: {reason}"));
+        self.fx.log(&format!("agent {from} → {to}: {reason}"));
         // Handing over work matters to the agent only when another agent did some.
         if self.state.loop_count > 0 {
             self.handover = Some(from.to_owned());
         }
         if in_chain || self.state.loop_count > 0 {
-            self.reporter
-                .info(&format!("agent {from} → {to}: {reason}"));
+            self.fx
+                .say(Say::Info(&format!("agent {from} → {to}: {reason}")));
             self.emit(EventKind::AgentSwitched {
                 from: from.to_owned(),
                 to,
@@ -85,7 +82,7 @@ impl Engine {
         let Some(err) = a.error.as_ref() else {
             return FailoverPick::Unchanged;
         };
-        let now = self.clock.now();
+        let now = self.fx.now();
         let name = self.agent().name().to_owned();
         if !self
             .state
@@ -97,10 +94,10 @@ impl Engine {
         match self.state.agents.pick(&self.chain(), now) {
             Pick::Use(j) if j != self.current => {
                 let next = self.agents[j].name().to_owned();
-                self.reporter.info(&format!(
+                self.fx.say(Say::Info(&format!(
                     "{name} answered {}; the next loop uses {next}",
                     err.kind.as_str()
-                ));
+                )));
                 FailoverPick::Other
             }
             Pick::WaitUntil(until) => FailoverPick::AllLimitedUntil(until),

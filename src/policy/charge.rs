@@ -146,6 +146,36 @@ where
     }
 }
 
+/// The warning when loop `number`'s answer of `agent` held no readable cost and `usd` was
+/// charged as an estimate (`None`: the cost was reported, or estimated from tokens).
+#[must_use]
+pub fn estimate_warning(
+    number: u64,
+    agent: &str,
+    usd: f64,
+    estimate: Option<Estimate>,
+) -> Option<String> {
+    let basis = match estimate? {
+        Estimate::Tokens => return None,
+        Estimate::RecentHighest => "the highest cost of a call in the last 24 h",
+        Estimate::UnknownCallCost => "UNKNOWN_CALL_COST",
+    };
+    Some(format!(
+        "loop {number}: the answer of {agent} held no readable cost; charged an estimate of ${usd:.2} ({basis})"
+    ))
+}
+
+/// At start, with MAX_COST_USD set: the agents of the run whose cost hank cannot know
+/// (`blind`: no cost reported and no `[prices]`; `text`: CLAUDE_OUTPUT_FORMAT=text).
+#[must_use]
+pub fn blind_agents_warning(blind: &[String], text: bool) -> Option<String> {
+    (!blind.is_empty()).then(|| format!(
+        "MAX_COST_USD cannot bind {}: no cost is reported{} and the profile gives no [prices] (add them to .hank/agents/NAME.toml to have hank estimate the cost from tokens)",
+        blind.join(", "),
+        if text { " (CLAUDE_OUTPUT_FORMAT=text holds none)" } else { "" }
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -207,6 +207,35 @@ impl Receipts {
     }
 }
 
+/// The exit summary's lines on the three most expensive items of a run's `loops` (none when
+/// no loop ticked an item).
+#[must_use]
+pub fn summary_lines(loops: &[LoopCost]) -> Vec<String> {
+    let r = attribute(loops);
+    let top = r.most_expensive(3);
+    if top.is_empty() {
+        return Vec::new();
+    }
+    let plural = |n: u64| if n == 1 { "" } else { "s" };
+    let mut out = vec![format!(
+        "most expensive items of this run (of ${:.2} in {} loop{}; `hank report` for all):",
+        r.totals.cost_usd,
+        r.totals.loops,
+        plural(r.totals.loops)
+    )];
+    for (i, item) in top.iter().enumerate() {
+        out.push(format!(
+            "  {}. ${:.2}  {} loop{}  {}",
+            i + 1,
+            item.cost_usd,
+            item.loops,
+            plural(item.loops),
+            item.item
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

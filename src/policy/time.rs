@@ -37,6 +37,30 @@ impl Clock for FixedClock {
     }
 }
 
+/// `1h02m03s`-style remaining time.
+#[must_use]
+pub fn format_secs(s: u64) -> String {
+    let (h, m, sec) = (s / 3600, (s % 3600) / 60, s % 60);
+    if h > 0 {
+        format!("{h}h{m:02}m{sec:02}s")
+    } else if m > 0 {
+        format!("{m}m{sec:02}s")
+    } else {
+        format!("{sec}s")
+    }
+}
+
+/// The next sleep of a countdown at `now` towards `end`: at most `max`, never negative (a
+/// tenth of a second when the span cannot be a `Duration`).
+#[must_use]
+pub fn tick(now: Timestamp, end: Timestamp, max: jiff::SignedDuration) -> std::time::Duration {
+    let step = end
+        .duration_since(now)
+        .min(max)
+        .max(jiff::SignedDuration::ZERO);
+    std::time::Duration::try_from(step).unwrap_or(std::time::Duration::from_millis(100))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -281,6 +281,61 @@ pub fn describe_limit(window: Option<&str>, resets_at: Option<Timestamp>, tz: &T
     }
 }
 
+/// The window at or above its MAX_WINDOW_PERCENT limit, named for the user (`None`: none is).
+#[must_use]
+pub fn over_limit_note(check: &WindowCheck, tz: &TimeZone) -> Option<String> {
+    let WindowCheck::Wait { over, .. } = check else {
+        return None;
+    };
+    let what = describe_limit(Some(&over.window), over.resets_at, tz);
+    Some(format!(
+        "{} at {:.0}% of its {}% limit (MAX_WINDOW_PERCENT): {what}",
+        over.window, over.percent, over.limit
+    ))
+}
+
+/// After a loop's decision: a usage limit that stops the run or makes it wait, named with
+/// its window and reset time (from the typed `rate_limit_info` when the client gave it), and
+/// the end of the wait (`None`: the run stops). `None` for any other answer or decision.
+#[must_use]
+pub fn usage_limit_note(
+    a: &crate::analysis::Analysis,
+    decision: &crate::policy::decide::Decision,
+    tz: &TimeZone,
+) -> Option<(String, Option<Timestamp>)> {
+    use crate::analysis::ErrorKind;
+    use crate::policy::budget::WaitReason;
+    use crate::policy::decide::Decision;
+    let e = a
+        .error
+        .as_ref()
+        .filter(|e| e.kind == ErrorKind::UsageLimit)?;
+    let until = match decision {
+        Decision::Stop(crate::exit::ExitReason::UsageLimit) => None,
+        Decision::Wait {
+            reason: WaitReason::UsageLimit,
+            until,
+        } => Some(*until),
+        _ => return None,
+    };
+    let what = describe_limit(e.window.as_deref(), e.reset_at, tz);
+    Some((format!("usage limit: {what}"), until))
+}
+
+/// Whether a saved wait still stands at a restart: a usage-window wait only while a window
+/// is still at this run's limit (MAX_WINDOW_PERCENT may have been raised or turned off since);
+/// every other wait always.
+#[must_use]
+pub fn saved_wait_stands(
+    w: &crate::policy::budget::SavedWait,
+    windows: &Windows,
+    limits: &WindowLimits,
+    now: Timestamp,
+) -> bool {
+    w.reason != crate::policy::budget::WaitReason::UsageWindow
+        || matches!(check(windows, limits, now), WindowCheck::Wait { .. })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
