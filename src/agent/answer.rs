@@ -12,9 +12,9 @@ use crate::analysis::Analysis;
 use crate::policy::breaker::{Transition, is_failed_call};
 use crate::policy::charge::{self, ChargeInput};
 use crate::policy::decide::{self, AfterLoop, DecideConfig};
+use crate::policy::progress::Progress;
 use crate::policy::run::Answer;
 use crate::policy::startup::{self, HangVerdict};
-use crate::progress::Progress;
 use crate::store::State;
 use crate::store::schema::Fold;
 

@@ -8,7 +8,7 @@ use crate::agent::profile::{Agent, DEFAULT_AGENT};
 use crate::analysis::Analysis;
 use crate::effects::Say;
 use crate::error::Result;
-use crate::policy::failover::Pick;
+use crate::policy::failover::{self, Pick};
 use crate::policy::run::FailoverPick;
 use crate::report::local_time;
 use crate::store::EventKind;
@@ -47,16 +47,7 @@ impl Engine {
         self.state.session = self.state.agents.switch(DEFAULT_AGENT, &to, session);
         let limited = self.state.agents.limited.get(from).cloned();
         let in_chain = self.agents.iter().any(|a| a.name() == from);
-        let reason = match (&limited, in_chain) {
-            (Some(l), _) => match l.until {
-                Some(until) => {
-                    format!("{from} is limited ({}) until {}", l.kind, local_time(until))
-                }
-                None => format!("{from} cannot work for the rest of this run ({})", l.kind),
-            },
-            (None, true) => format!("{to} comes first in AGENTS and may work again"),
-            (None, false) => format!("this run uses {to} (the last one used {from})"),
-        };
+        let reason = failover::switch_reason((from, &to), limited.as_ref(), in_chain, local_time);
         self.fx.log(&format!("agent {from} → {to}: {reason}"));
         // Handing over work matters to the agent only when another agent did some.
         if self.state.loop_count > 0 {

@@ -17,15 +17,7 @@ use crate::policy::windows::{self, WindowCheck};
 impl Engine {
     /// The state machine's settings for a run started at `now`.
     pub(super) fn run_config(&self, now: Timestamp) -> RunConfig {
-        RunConfig {
-            deadline: RunConfig::deadline_of(now, self.s.max_runtime.value),
-            loop_delay: jiff::SignedDuration::from_secs(
-                i64::try_from(self.s.loop_delay_seconds.value).unwrap_or(i64::MAX),
-            ),
-            on_usage_limit: self.s.on_usage_limit.value,
-            failover: self.agents.len() > 1,
-            decide: self.s.decide_config(),
-        }
+        self.s.run_config(now, self.agents.len() > 1)
     }
 
     /// Hands what the control source sent to the state machine; whether anything came.
@@ -241,17 +233,8 @@ impl Engine {
         match reason {
             ExitReason::UsageWindow => self.window_note(None),
             ExitReason::AgentFatal => {
-                let why: Vec<String> = self
-                    .state
-                    .agents
-                    .limited
-                    .iter()
-                    .map(|(n, l)| format!("{n}: {} ({})", l.kind, l.message))
-                    .collect();
-                self.warn(&format!(
-                    "no agent can work for the rest of this run: {}",
-                    why.join("; ")
-                ));
+                let note = crate::policy::failover::none_can_work(&self.state.agents);
+                self.warn(&note);
             }
             _ => {}
         }

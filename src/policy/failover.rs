@@ -191,6 +191,37 @@ impl Agents {
     }
 }
 
+/// Why the run switches from agent `from` to `to` (`limited`: `from`'s limit, if any;
+/// `in_chain`: `from` is in this run's AGENTS; `local`: a time as the user reads it).
+#[must_use]
+pub fn switch_reason(
+    (from, to): (&str, &str),
+    limited: Option<&Limited>,
+    in_chain: bool,
+    local: impl Fn(Timestamp) -> String,
+) -> String {
+    match (limited, in_chain) {
+        (Some(l), _) => match l.until {
+            Some(until) => format!("{from} is limited ({}) until {}", l.kind, local(until)),
+            None => format!("{from} cannot work for the rest of this run ({})", l.kind),
+        },
+        (None, true) => format!("{to} comes first in AGENTS and may work again"),
+        (None, false) => format!("this run uses {to} (the last one used {from})"),
+    }
+}
+
+/// What a stop because no agent can work says: each agent and why.
+#[must_use]
+pub fn none_can_work(agents: &Agents) -> String {
+    let why: Vec<String> = (agents.limited.iter())
+        .map(|(n, l)| format!("{n}: {} ({})", l.kind, l.message))
+        .collect();
+    format!(
+        "no agent can work for the rest of this run: {}",
+        why.join("; ")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
