@@ -11,7 +11,7 @@
 //! |---|---|
 //! | `cli` | the parser: every clap definition but the options of setup/enable/enable-ci/import and monitor, defined once next to their commands (`project::args`, `monitor::args`) |
 //! | `commands` | one file per subcommand: resolve inputs, call the library, map to an exit code |
-//! | `engine` | the loop's driver: executes `policy::run`'s steps through `effects::Effects` (no I/O of its own) |
+//! | `engine` | the loop's driver: executes `policy::run`'s steps through `effects::Effects` (reads hank's own files through `Settings`; every other effect is an `Effects` method) |
 //! | `effects` | what the loop does to the world: the agent call, VERIFY_COMMAND, state/status/events/log/terminal, sleeping (`Real`) |
 //! | [`settings`] | `.hankrc` + environment + flags → validated [`settings::Settings`], each value with its source |
 //! | [`agent`] | the agent call: argv and loop context **\[pure\]**, an answer folded and judged (`agent::answer`) **\[pure\]**, client version, process groups, signals, secret redaction |

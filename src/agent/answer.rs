@@ -182,3 +182,140 @@ pub fn judge(
         resumed,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::{AgentError, ErrorKind};
+    use crate::policy::breaker::BreakerConfig;
+    use crate::policy::decide::Decision;
+    use crate::policy::progress::ProgressSource;
+
+    fn now() -> Timestamp {
+        Timestamp::from_second(1_800_000_000).unwrap()
+    }
+
+    fn failed() -> Analysis {
+        Analysis {
+            error: Some(AgentError {
+                kind: ErrorKind::MaxTurns,
+                message: "timed out".into(),
+                api_status: None,
+                reset_at: None,
+                window: None,
+            }),
+            ..Analysis::default()
+        }
+    }
+
+    fn fold_one(state: &mut State, a: &Analysis, p: &Progress, ended: Ended) -> Folded {
+        let (decide, breaker) = (DecideConfig::default(), BreakerConfig::default());
+        let f = Fold {
+            number: 1,
+            now: now(),
+            resumed: None,
+            analysis: a,
+            progress: p,
+            regressed: false,
+            decide: &decide,
+            breaker: &breaker,
+            interrupted_by_hank: false,
+            free_retry: false,
+        };
+        fold(state, f, "claude", ended, "2m")
+    }
+
+    #[test]
+    fn a_fold_counts_hangs_failures_and_productive_errors() {
+        let idle = Progress::from_paths(ProgressSource::Git, Vec::<String>::new());
+        let mut ticked = idle.clone();
+        ticked.plan_items_checked = 1;
+        let hang = Ended {
+            startup_hang: true,
+            ..Ended::default()
+        };
+        // (answer, progress, how it ended) → (free retry, failures after, warned about)
+        type Row<'a> = (Analysis, &'a Progress, Ended, bool, u32, Option<&'a str>);
+        let table: [Row<'_>; 4] = [
+            (
+                Analysis::default(),
+                &idle,
+                hang,
+                true,
+                0,
+                Some("a startup hang; retrying at once"),
+            ),
+            (failed(), &idle, Ended::default(), false, 1, None),
+            (
+                failed(),
+                &ticked,
+                Ended::default(),
+                false,
+                0,
+                Some("counted as productive"),
+            ),
+            (
+                failed(),
+                &ticked,
+                Ended {
+                    interrupted: true,
+                    ..Ended::default()
+                },
+                false,
+                0,
+                None,
+            ),
+        ];
+        for (a, p, ended, free, failures, warned) in table {
+            let mut state = State::default();
+            let folded = fold_one(&mut state, &a, p, ended);
+            assert_eq!(folded.free_retry, free, "{ended:?}");
+            assert_eq!(
+                state.consecutive_failures, failures,
+                "{ended:?} {:?}",
+                a.error
+            );
+            match warned {
+                Some(w) => assert!(
+                    folded.warnings.iter().any(|x| x.contains(w)),
+                    "{:?}",
+                    folded.warnings
+                ),
+                None => assert!(folded.warnings.is_empty(), "{:?}", folded.warnings),
+            }
+            assert_eq!(state.agents.usage["claude"].calls, 1);
+        }
+    }
+
+    #[test]
+    fn a_judged_answer_carries_both_decisions_and_the_facts() {
+        let state = State::default();
+        let p = Progress::from_paths(ProgressSource::Git, vec!["src/a.rs".to_owned()]);
+        let run = RunSoFar {
+            loops: 1,
+            cost_usd: 0.0,
+            plan_complete: true,
+            now: now(),
+        };
+        let folded = Folded::default();
+        let ended = Ended {
+            interrupted: true,
+            ..Ended::default()
+        };
+        let cfg = DecideConfig::default();
+        let a = judge(
+            &Analysis::default(),
+            &state,
+            run,
+            &cfg,
+            (&folded, ended, true),
+            &p,
+        );
+        assert_eq!(
+            a.decision,
+            Decision::Stop(crate::exit::ExitReason::PlanComplete)
+        );
+        assert_ne!(a.without_claims, a.decision);
+        assert!(a.interrupted && a.resumed && !a.error && !a.free_retry);
+    }
+}

@@ -198,7 +198,7 @@ impl Real {
         let lock = &mut self.lock;
         let ran = run_command_with_hook(
             c.command,
-            &root,
+            root,
             &log,
             c.timeout,
             self.cancel.clone(),

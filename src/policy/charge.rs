@@ -293,4 +293,30 @@ mod tests {
             assert_eq!(c.estimate, estimate, "{name}");
         }
     }
+
+    #[test]
+    fn what_an_estimate_and_a_blind_agent_say() {
+        let table = [
+            (None, None),
+            (Some(Estimate::Tokens), None),
+            (
+                Some(Estimate::RecentHighest),
+                Some("(the highest cost of a call in the last 24 h)"),
+            ),
+            (Some(Estimate::UnknownCallCost), Some("(UNKNOWN_CALL_COST)")),
+        ];
+        for (estimate, basis) in table {
+            let w = estimate_warning(3, "codex", 1.5, estimate);
+            assert_eq!(
+                w.as_deref().map(|w| w.ends_with(basis.unwrap_or(""))),
+                basis.map(|_| true)
+            );
+            if let Some(w) = w {
+                assert!(w.starts_with("loop 3: the answer of codex held no readable cost; charged an estimate of $1.50"), "{w}");
+            }
+        }
+        assert_eq!(blind_agents_warning(&[], false), None);
+        let w = blind_agents_warning(&["gemini".into(), "opencode".into()], true).unwrap();
+        assert!(w.starts_with("MAX_COST_USD cannot bind gemini, opencode: no cost is reported (CLAUDE_OUTPUT_FORMAT=text holds none)"), "{w}");
+    }
 }

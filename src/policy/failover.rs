@@ -403,4 +403,52 @@ mod tests {
         assert_eq!(a.usage["claude"].tokens, 101);
         assert_eq!(a.usage["codex"].calls, 1);
     }
+
+    #[test]
+    fn why_the_run_switches_agents() {
+        let local = |t: Timestamp| t.to_string();
+        let until = t("2026-11-24T05:00:00Z");
+        let limited = Limited {
+            kind: "usage_limit".into(),
+            until: Some(until),
+            since: t("2026-11-24T00:00:00Z"),
+            message: "limit".into(),
+        };
+        let forever = Limited {
+            until: None,
+            kind: "auth".into(),
+            ..limited.clone()
+        };
+        let table = [
+            (
+                Some(&limited),
+                true,
+                format!("claude is limited (usage_limit) until {until}"),
+            ),
+            (
+                Some(&forever),
+                false,
+                "claude cannot work for the rest of this run (auth)".to_owned(),
+            ),
+            (
+                None,
+                true,
+                "codex comes first in AGENTS and may work again".to_owned(),
+            ),
+            (
+                None,
+                false,
+                "this run uses codex (the last one used claude)".to_owned(),
+            ),
+        ];
+        for (l, in_chain, want) in table {
+            assert_eq!(switch_reason(("claude", "codex"), l, in_chain, local), want);
+        }
+        let mut agents = Agents::default();
+        agents.limited.insert("claude".into(), forever);
+        assert_eq!(
+            none_can_work(&agents),
+            "no agent can work for the rest of this run: claude: auth (limit)"
+        );
+    }
 }

@@ -345,4 +345,21 @@ mod tests {
         assert_eq!((seven.first, seven.last), (Some(0.10), Some(0.12)));
         assert!(!seven.reset_between);
     }
+
+    #[test]
+    fn the_exit_summary_names_the_most_expensive_items() {
+        assert!(summary_lines(&[l(1.0, 10, 1000, None, &[], "x")]).is_empty());
+        let loops = [
+            l(2.0, 10, 1000, None, &["a"], "x"),
+            l(1.0, 10, 1000, None, &["b"], "x"),
+            l(3.0, 10, 1000, None, &["a"], "x"),
+        ];
+        let lines = summary_lines(&loops);
+        assert_eq!(
+            lines[0],
+            "most expensive items of this run (of $6.00 in 3 loops; `hank report` for all):"
+        );
+        assert_eq!(lines[1], "  1. $5.00  2 loops  a");
+        assert_eq!(lines[2], "  2. $1.00  1 loop  b");
+    }
 }

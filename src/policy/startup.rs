@@ -104,4 +104,30 @@ mod tests {
             ]
         );
     }
+
+    #[test]
+    fn what_a_hang_says() {
+        let table = [
+            (HangVerdict::NotAHang, None),
+            (
+                HangVerdict::RetryNow { nth: 1 },
+                Some("retrying at once (hang 1 of 2 in a row not counted)"),
+            ),
+            (
+                HangVerdict::CountAsTimeout { nth: 3 },
+                Some("startup hang 3 in a row, counted as a timeout"),
+            ),
+        ];
+        for (hang, said) in table {
+            let w = hang_warning(7, hang, "2m");
+            assert_eq!(w.is_some(), said.is_some(), "{hang:?}");
+            if let (Some(w), Some(said)) = (w, said) {
+                assert!(
+                    w.starts_with("loop 7: no output within FIRST_OUTPUT_TIMEOUT (2m)"),
+                    "{w}"
+                );
+                assert!(w.ends_with(said), "{w}");
+            }
+        }
+    }
 }

@@ -73,4 +73,22 @@ mod tests {
         c.advance(SignedDuration::from_mins(31));
         assert_eq!(c.now().duration_since(start), SignedDuration::from_mins(31));
     }
+
+    #[test]
+    fn a_countdown_ticks_at_most_a_second_and_never_below_zero() {
+        let t: Timestamp = "2026-11-24T00:00:00Z".parse().unwrap();
+        let s = SignedDuration::from_secs(1);
+        let ms = std::time::Duration::from_millis;
+        let table = [(0, 5_000, 1_000), (0, 400, 400), (0, 0, 0), (5_000, 0, 0)];
+        for (now, end, want) in table {
+            let (now, end) = (
+                t + SignedDuration::from_millis(now),
+                t + SignedDuration::from_millis(end),
+            );
+            assert_eq!(tick(now, end, s), ms(want), "{now} → {end}");
+        }
+        assert_eq!(format_secs(3723), "1h02m03s");
+        assert_eq!(format_secs(63), "1m03s");
+        assert_eq!(format_secs(5), "5s");
+    }
 }
