@@ -186,6 +186,28 @@ pub(crate) fn rc_verify_command(project_dir: &Path) -> Option<String> {
         .map(|e| e.value)
 }
 
+/// The run's verification at its start: VERIFY_COMMAND as resolved, the project's test files
+/// and `.hankrc`'s VERIFY_COMMAND line as written (an edit during the run is noticed).
+pub(crate) fn verification_at_start(
+    s: &crate::settings::Settings,
+    plan: &crate::policy::fixplan::Plan,
+) -> crate::policy::verification::Verification {
+    use crate::policy::verification::{Verification, VerifyConfig};
+    let command = s.verify_command.value.clone();
+    let tests = if command.is_some() {
+        test_files(&s.project_dir)
+    } else {
+        Vec::new()
+    };
+    let cfg = VerifyConfig {
+        command,
+        timeout: s.verify_timeout.value,
+        max_rejected: s.max_rejected_completions.value,
+        every_loop: s.verify_every_loop.value,
+    };
+    Verification::at_start(cfg, tests, rc_verify_command(&s.project_dir), plan)
+}
+
 impl Real {
     /// Runs the check of `c` and records it (the log relative to the project).
     pub(super) async fn check(&mut self, c: CheckCall<'_>) -> Result<Checked> {

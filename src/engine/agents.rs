@@ -8,7 +8,7 @@ use crate::agent::profile::{Agent, DEFAULT_AGENT};
 use crate::analysis::Analysis;
 use crate::effects::Say;
 use crate::error::Result;
-use crate::policy::failover::{self, Pick};
+use crate::policy::failover;
 use crate::policy::run::FailoverPick;
 use crate::report::local_time;
 use crate::store::EventKind;
@@ -66,33 +66,18 @@ impl Engine {
         self.save()
     }
 
-    /// After an answer with an error (failover chains only): an answer that says the agent
-    /// cannot work for a while limits it; what the chain can do then (another agent at once,
-    /// or every one limited until a time) goes to the state machine, which decides.
+    /// After an answer with an error (failover chains only): what the chain can do now
+    /// ([`failover::after_error`]) goes to the state machine, which decides.
     pub(super) fn failover_pick(&mut self, a: &Analysis) -> FailoverPick {
         let Some(err) = a.error.as_ref() else {
             return FailoverPick::Unchanged;
         };
-        let now = self.fx.now();
-        let name = self.agent().name().to_owned();
-        if !self
-            .state
-            .agents
-            .on_error(&name, err.kind, err.reset_at, &err.message, now)
-        {
-            return FailoverPick::Unchanged;
+        let (chain, now) = (self.chain(), self.fx.now());
+        let (pick, line) =
+            failover::after_error(&mut self.state.agents, &chain, self.current, err, now);
+        if let Some(line) = line {
+            self.fx.say(Say::Info(&line));
         }
-        match self.state.agents.pick(&self.chain(), now) {
-            Pick::Use(j) if j != self.current => {
-                let next = self.agents[j].name().to_owned();
-                self.fx.say(Say::Info(&format!(
-                    "{name} answered {}; the next loop uses {next}",
-                    err.kind.as_str()
-                )));
-                FailoverPick::Other
-            }
-            Pick::WaitUntil(until) => FailoverPick::AllLimitedUntil(until),
-            _ => FailoverPick::Unchanged,
-        }
+        pick
     }
 }

@@ -114,7 +114,7 @@ impl Engine {
             crate::policy::run::RunConfig::deadline_of(now, self.s.max_runtime.value);
         self.save()?;
         self.refresh_plan();
-        self.verify = verify::at_start(&self.s, &self.plan);
+        self.verify = crate::effects::check::verification_at_start(&self.s, &self.plan);
         self.warn_uncharged_agents();
         self.prune_logs();
         self.write_status(RunState::Starting)?;

@@ -11,28 +11,9 @@ use super::Engine;
 use crate::effects::{CheckCall, Checked, Say};
 use crate::error::Result;
 use crate::exit::ExitReason;
-use crate::policy::verification::{Verification, VerifyConfig};
-use crate::policy::verify::{CheckKind, CheckResult};
-use crate::settings::Settings;
+use crate::policy::verification::Verification;
+use crate::policy::verify::CheckKind;
 use crate::store::EventKind;
-
-/// The run's verification: the command taken at the start and the project's facts then.
-pub(super) fn at_start(s: &Settings, plan: &crate::policy::fixplan::Plan) -> Verification {
-    let command = s.verify_command.value.clone();
-    let tests = if command.is_some() {
-        test_files(&s.project_dir)
-    } else {
-        Vec::new()
-    };
-    let cfg = VerifyConfig {
-        command,
-        timeout: s.verify_timeout.value,
-        max_rejected: s.max_rejected_completions.value,
-        every_loop: s.verify_every_loop.value,
-    };
-    let rc = crate::effects::check::rc_verify_command(&s.project_dir);
-    Verification::at_start(cfg, tests, rc, plan)
-}
 
 impl Engine {
     /// Runs the check now; records it (state, event, log line, terminal).
@@ -70,7 +51,7 @@ impl Engine {
                 "test files deleted or emptied during this run: {list}"
             ));
         }
-        self.verify.last = Some(r.clone());
+        self.verify.record(r.clone(), &checked.tail);
         self.state.last_verification = Some(r.clone());
         self.emit(EventKind::Verification(Box::new(r.clone())))?;
         Ok(checked)
@@ -119,10 +100,7 @@ impl Engine {
         let number = self.state.loop_count;
         let checked = match self.verify.claim_needs(reason, number) {
             Ok(exit) => return Ok(exit),
-            Err(Some(result)) => {
-                let tail = self.check_tail(&result);
-                Checked { result, tail }
-            }
+            Err(Some((result, tail))) => Checked { result, tail },
             Err(None) => self.run_check(CheckKind::Completion).await?,
         };
         let judged = self
@@ -132,17 +110,6 @@ impl Engine {
             self.warn(&w);
         }
         Ok(judged.exit)
-    }
-
-    /// The end of the output of an earlier check (its log, read again).
-    fn check_tail(&self, r: &CheckResult) -> String {
-        if r.passed {
-            return String::new();
-        }
-        read_tail(
-            &self.s.project_dir.join(&r.log),
-            crate::effects::check::TAIL_READ,
-        )
     }
 
     /// Whether the plan is complete, counting required items that left it during the run as

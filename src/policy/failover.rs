@@ -222,6 +222,36 @@ pub fn none_can_work(agents: &Agents) -> String {
     )
 }
 
+/// After an answer with the error `err` from agent `current` of `chain` (failover chains
+/// only): an error that says the agent cannot work for a while limits it; what the chain can do
+/// then goes to the state machine, which decides — another agent at once (with the line that
+/// says so), every one limited until a time, or nothing changed.
+pub fn after_error(
+    agents: &mut Agents,
+    chain: &[String],
+    current: usize,
+    err: &crate::analysis::AgentError,
+    now: Timestamp,
+) -> (crate::policy::run::FailoverPick, Option<String>) {
+    use crate::policy::run::FailoverPick;
+    let name = chain.get(current).cloned().unwrap_or_default();
+    if !agents.on_error(&name, err.kind, err.reset_at, &err.message, now) {
+        return (FailoverPick::Unchanged, None);
+    }
+    match agents.pick(chain, now) {
+        Pick::Use(j) if j != current => {
+            let next = chain.get(j).map_or("", String::as_str);
+            let line = format!(
+                "{name} answered {}; the next loop uses {next}",
+                err.kind.as_str()
+            );
+            (FailoverPick::Other, Some(line))
+        }
+        Pick::WaitUntil(until) => (FailoverPick::AllLimitedUntil(until), None),
+        Pick::Use(_) | Pick::NoneLeft => (FailoverPick::Unchanged, None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,8 +20,9 @@ pub struct Verification {
     pub every_loop: bool,
     rejected_in_a_row: u32,
     baseline: Option<CheckResult>,
-    /// The last check's record.
+    /// The last check's record, and the end of its output when it failed.
     pub last: Option<CheckResult>,
+    last_tail: String,
     /// Said once in the next loop's context: a rejected claim, a red baseline, a red check.
     pub feedback: Option<String>,
     /// The loop after which the last check ran, and after which a claim was last judged.
@@ -119,6 +120,12 @@ impl Verification {
         )
     }
 
+    /// Keeps a check's record (`tail`: the end of its output when it failed).
+    pub fn record(&mut self, r: CheckResult, tail: &str) {
+        self.last = Some(r);
+        tail.clone_into(&mut self.last_tail);
+    }
+
     /// The baseline's result (`tail`: the end of its output). A red baseline is told to the
     /// first loop.
     pub fn on_baseline(&mut self, r: CheckResult, tail: &str, loop_count: u64) {
@@ -151,13 +158,13 @@ impl Verification {
 
     /// What a "done" claim (`reason`) after loop `number` needs: `Ok(exit)` when no check
     /// is run for it (`None`: already rejected and the agent has not worked since), or
-    /// `Err(Some(result))` to judge the per-loop check of that loop again, `Err(None)` to
-    /// run a completion check.
+    /// `Err(Some((result, tail)))` to judge the per-loop check of that loop again, `Err(None)`
+    /// to run a completion check.
     pub fn claim_needs(
         &self,
         reason: ExitReason,
         number: u64,
-    ) -> Result<Option<ExitReason>, Option<CheckResult>> {
+    ) -> Result<Option<ExitReason>, Option<(CheckResult, String)>> {
         if self.command.is_none() || !reason.is_completion() {
             return Ok(Some(reason));
         }
@@ -165,7 +172,7 @@ impl Verification {
             return Ok(None);
         }
         match self.loop_result(number) {
-            Some(r) if r.kind == CheckKind::Loop => Err(Some(r.clone())),
+            Some(r) if r.kind == CheckKind::Loop => Err(Some((r.clone(), self.last_tail.clone()))),
             _ => Err(None),
         }
     }
@@ -380,13 +387,13 @@ mod tests {
         );
         // The per-loop check of the same loop is judged again, not run twice.
         let red = result(CheckKind::Loop, false);
-        v.last = Some(red.clone());
+        v.record(red.clone(), "FAILED");
         assert!(!v.on_loop_check(4, None, &red, "FAILED"));
         let green = result(CheckKind::Loop, true);
         assert!(v.on_loop_check(4, Some(&green), &red, "FAILED"));
         assert_eq!(
             v.claim_needs(ExitReason::PlanComplete, 4),
-            Err(Some(red.clone()))
+            Err(Some((red.clone(), "FAILED".to_owned())))
         );
         // Rejected once after loop 4: not judged again before the agent works.
         let j = v.judge(ExitReason::PlanComplete, 4, &red, "FAILED");
