@@ -216,6 +216,8 @@ impl Real {
             .logs_dir()
             .join(format!("verify-{:05}.log", c.number));
         self.store.ensure_dirs()?;
+        let what = format!("verifying ({}): {}", c.kind.as_str(), c.command);
+        self.reporter.info(&what);
         let root = c.project;
         let lock = &mut self.lock;
         let ran = run_command_with_hook(
@@ -252,6 +254,13 @@ impl Real {
             c.after_loop,
         );
         result.removed_tests = removed;
+        let line = crate::policy::verification::Verification::result_line(&result);
+        self.store.log(self.clock.now(), &line);
+        if result.passed {
+            self.reporter.info(&line);
+        } else if !result.interrupted {
+            self.reporter.warn(&line);
+        }
         let tail = if result.passed {
             String::new()
         } else {

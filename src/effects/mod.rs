@@ -133,7 +133,7 @@ pub(crate) trait Effects: Clock {
         base: Baseline,
         plan_after: String,
     ) -> Fut<'_, Progress>;
-    /// Runs VERIFY_COMMAND once.
+    /// Runs VERIFY_COMMAND once (its start and its result said on the terminal and logged).
     fn run_check<'a>(&'a mut self, check: CheckCall<'a>) -> Fut<'a, Result<Checked>>;
     /// Saves state.json (`durable`: fdatasync too).
     fn persist(&mut self, state: &State, durable: bool) -> Result<()>;

@@ -234,7 +234,7 @@ impl Engine {
             finished.tests_status = Some(if check.passed { "PASSING" } else { "FAILING" }.into());
         }
         self.last_loop = Some(LastLoop::of(&finished));
-        self.keep_receipt(&finished);
+        self.run_loops.push(finished.receipt(self.fx.now()));
         if write_status {
             self.write_status(RunState::Running)?;
         }

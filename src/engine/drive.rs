@@ -12,7 +12,7 @@ use crate::error::{HankError, Result};
 use crate::exit::ExitReason;
 use crate::policy::budget::{BudgetCheck, WaitReason};
 use crate::policy::run::{Fact, Observation, RunConfig, Step, WaitFor};
-use crate::policy::windows::{self, WindowCheck};
+use crate::policy::windows;
 
 impl Engine {
     /// The state machine's settings for a run started at `now`.
@@ -140,36 +140,25 @@ impl Engine {
             self.plan_complete()
         };
         let now = self.fx.now();
-        let limits = &self.s.max_window_percent.value;
-        let window = if limits.is_empty() {
-            WindowCheck::Allow
-        } else {
-            windows::check(&self.state.windows, limits, now)
+        let limits = self.s.budget_limits();
+        let mut o = Observation {
+            missing_files,
+            plan_complete,
+            breaker_open: self.state.breaker.is_open(),
+            budget: self.state.ledger.check(now, &limits),
+            window: windows::check(&self.state.windows, &self.s.max_window_percent.value, now),
+            pick: self.state.agents.pick(&self.chain(), now),
         };
-        let breaker_open = self.state.breaker.is_open();
-        let mut budget = self.state.ledger.check(now, &self.s.budget_limits());
         // In a fleet, the fleet-wide ledger (locked) takes the call once every gate hank can
         // see here lets it through: the budget holds for every task together. A later gate
         // (a pause, an exhausted agent chain) can leave the reservation unused: the fleet's
         // cap then errs on the side of fewer calls, never more.
-        let ready = !missing_files
-            && !plan_complete
-            && !breaker_open
-            && matches!(budget, BudgetCheck::Allow)
-            && matches!(window, WindowCheck::Allow);
-        if ready
-            && let Some((until, reason)) = self.fx.reserve_call(now, &self.s.budget_limits())?
+        if o.gates_open()
+            && let Some((until, reason)) = self.fx.reserve_call(now, &limits)?
         {
-            budget = BudgetCheck::Wait { until, reason };
+            o.budget = BudgetCheck::Wait { until, reason };
         }
-        Ok(Observation {
-            missing_files,
-            plan_complete,
-            breaker_open,
-            budget,
-            window,
-            pick: self.state.agents.pick(&self.chain(), now),
-        })
+        Ok(o)
     }
 
     /// The effects that finish a decision: the check of a "done" claim, failover, dropping

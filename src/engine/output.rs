@@ -13,7 +13,7 @@ use crate::policy::breaker::Transition;
 use crate::policy::charge;
 use crate::policy::decide::Decision;
 use crate::policy::windows;
-use crate::store::schema::{AgentFinished, StatusParts};
+use crate::store::schema::StatusParts;
 use crate::store::{Event, EventKind, PlanCounts, RunState, Status};
 
 impl Engine {
@@ -126,21 +126,5 @@ impl Engine {
                 .say(Say::Info(&format!("{note}; no call before {at}")));
         }
         self.limit_note = Some(note);
-    }
-
-    /// Keeps a finished loop for the receipts of this run.
-    pub(super) fn keep_receipt(&mut self, f: &AgentFinished) {
-        self.run_loops.push(crate::policy::receipts::LoopCost {
-            number: f.number,
-            at: Some(self.fx.now()),
-            cost_usd: f.cost_usd,
-            cost_estimated: f.cost_estimated,
-            tokens: f.tokens.sum(),
-            duration_ms: f.duration_ms,
-            calls: f.num_turns,
-            items: f.plan_items.clone(),
-            recommendation: f.recommendation.clone(),
-            windows: f.usage_windows.clone(),
-        });
     }
 }

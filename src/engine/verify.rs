@@ -8,10 +8,9 @@
 pub(crate) use crate::effects::check::{Ran, read_tail, run_command_with_hook, test_files};
 
 use super::Engine;
-use crate::effects::{CheckCall, Checked, Say};
+use crate::effects::{CheckCall, Checked};
 use crate::error::Result;
 use crate::exit::ExitReason;
-use crate::policy::verification::Verification;
 use crate::policy::verify::CheckKind;
 use crate::store::EventKind;
 
@@ -20,8 +19,6 @@ impl Engine {
     async fn run_check(&mut self, kind: CheckKind) -> Result<Checked> {
         let command = self.verify.command.clone().unwrap_or_default();
         self.state.verify_count += 1;
-        let line = format!("verifying ({}): {command}", kind.as_str());
-        self.fx.say(Say::Info(&line));
         let tests = std::mem::take(&mut self.verify.tests_at_start);
         let checked = self
             .fx
@@ -38,13 +35,6 @@ impl Engine {
         self.verify.tests_at_start = tests;
         let checked = checked?;
         let r = &checked.result;
-        let line = Verification::result_line(r);
-        self.fx.log(&line);
-        if r.passed {
-            self.fx.say(Say::Info(&line));
-        } else if !r.interrupted {
-            self.fx.say(Say::Warn(&line));
-        }
         if !r.removed_tests.is_empty() {
             let list = r.removed_tests.join(", ");
             self.warn(&format!(
