@@ -11,6 +11,7 @@ use super::Engine;
 use crate::effects::{CheckCall, Checked};
 use crate::error::Result;
 use crate::exit::ExitReason;
+use crate::policy::verification::ClaimCheck;
 use crate::policy::verify::CheckKind;
 use crate::store::EventKind;
 
@@ -89,9 +90,9 @@ impl Engine {
     pub(super) async fn verify_claim(&mut self, reason: ExitReason) -> Result<Option<ExitReason>> {
         let number = self.state.loop_count;
         let checked = match self.verify.claim_needs(reason, number) {
-            Ok(exit) => return Ok(exit),
-            Err(Some((result, tail))) => Checked { result, tail },
-            Err(None) => self.run_check(CheckKind::Completion).await?,
+            ClaimCheck::Settled(exit) => return Ok(exit),
+            ClaimCheck::Again(result, tail) => Checked { result, tail },
+            ClaimCheck::Run => self.run_check(CheckKind::Completion).await?,
         };
         let judged = self
             .verify

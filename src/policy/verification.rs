@@ -50,6 +50,18 @@ pub struct VerifyConfig {
     pub every_loop: bool,
 }
 
+/// What a "done" claim needs before it is judged.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClaimCheck {
+    /// No check for this claim: the exit to take (`None`: already rejected and the agent has
+    /// not worked since: work on).
+    Settled(Option<ExitReason>),
+    /// Judge the per-loop check of the same loop again: its record and the end of its output.
+    Again(CheckResult, String),
+    /// Run a completion check.
+    Run,
+}
+
 /// What a judged "done" claim leaves: the exit to take (`None`: work on) and what to warn.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Judged {
@@ -156,24 +168,20 @@ impl Verification {
         regressed
     }
 
-    /// What a "done" claim (`reason`) after loop `number` needs: `Ok(exit)` when no check
-    /// is run for it (`None`: already rejected and the agent has not worked since), or
-    /// `Err(Some((result, tail)))` to judge the per-loop check of that loop again, `Err(None)`
-    /// to run a completion check.
-    pub fn claim_needs(
-        &self,
-        reason: ExitReason,
-        number: u64,
-    ) -> Result<Option<ExitReason>, Option<(CheckResult, String)>> {
+    /// What a "done" claim (`reason`) after loop `number` needs.
+    #[must_use]
+    pub fn claim_needs(&self, reason: ExitReason, number: u64) -> ClaimCheck {
         if self.command.is_none() || !reason.is_completion() {
-            return Ok(Some(reason));
+            return ClaimCheck::Settled(Some(reason));
         }
         if self.judged_after == Some(number) {
-            return Ok(None);
+            return ClaimCheck::Settled(None);
         }
         match self.loop_result(number) {
-            Some(r) if r.kind == CheckKind::Loop => Err(Some((r.clone(), self.last_tail.clone()))),
-            _ => Err(None),
+            Some(r) if r.kind == CheckKind::Loop => {
+                ClaimCheck::Again(r.clone(), self.last_tail.clone())
+            }
+            _ => ClaimCheck::Run,
         }
     }
 
@@ -346,7 +354,7 @@ mod tests {
         ];
         let mut v = with_check(false, 2);
         for (number, (passed, exit, warned)) in (1u64..).zip(table) {
-            assert_eq!(v.claim_needs(done, number), Err(None));
+            assert_eq!(v.claim_needs(done, number), ClaimCheck::Run);
             let j = v.judge(
                 done,
                 number,
@@ -378,12 +386,12 @@ mod tests {
         // Not a completion, or no command: no check.
         assert_eq!(
             v.claim_needs(ExitReason::MaxLoops, 1),
-            Ok(Some(ExitReason::MaxLoops))
+            ClaimCheck::Settled(Some(ExitReason::MaxLoops))
         );
         let none = Verification::default();
         assert_eq!(
             none.claim_needs(ExitReason::PlanComplete, 1),
-            Ok(Some(ExitReason::PlanComplete))
+            ClaimCheck::Settled(Some(ExitReason::PlanComplete))
         );
         // The per-loop check of the same loop is judged again, not run twice.
         let red = result(CheckKind::Loop, false);
@@ -393,13 +401,16 @@ mod tests {
         assert!(v.on_loop_check(4, Some(&green), &red, "FAILED"));
         assert_eq!(
             v.claim_needs(ExitReason::PlanComplete, 4),
-            Err(Some((red.clone(), "FAILED".to_owned())))
+            ClaimCheck::Again(red.clone(), "FAILED".to_owned())
         );
         // Rejected once after loop 4: not judged again before the agent works.
         let j = v.judge(ExitReason::PlanComplete, 4, &red, "FAILED");
         assert_eq!(j.exit, None);
-        assert_eq!(v.claim_needs(ExitReason::PlanComplete, 4), Ok(None));
-        assert_eq!(v.claim_needs(ExitReason::PlanComplete, 5), Err(None));
+        assert_eq!(
+            v.claim_needs(ExitReason::PlanComplete, 4),
+            ClaimCheck::Settled(None)
+        );
+        assert_eq!(v.claim_needs(ExitReason::PlanComplete, 5), ClaimCheck::Run);
         assert!(v.feedback.is_some());
     }
 
@@ -411,7 +422,7 @@ mod tests {
         let j = v.judge(ExitReason::PlanComplete, 1, &r, "");
         assert_eq!(j.exit, Some(ExitReason::Interrupted));
         assert_eq!(v.verified, None);
-        assert_eq!(v.claim_needs(ExitReason::PlanComplete, 1), Err(None));
+        assert_eq!(v.claim_needs(ExitReason::PlanComplete, 1), ClaimCheck::Run);
     }
 
     #[test]
