@@ -11,9 +11,10 @@
 //! |---|---|
 //! | `cli` | the parser: every clap definition but the options of setup/enable/enable-ci/import and monitor, defined once next to their commands (`project::args`, `monitor::args`) |
 //! | `commands` | one file per subcommand: resolve inputs, call the library, map to an exit code |
-//! | `engine` | the loop: sequencing only (no thresholds, no wall clock: a [`policy::time::Clock`] is injected) |
+//! | `engine` | the loop's driver: executes `policy::run`'s steps through `effects::Effects` (reads hank's own files through `Settings`; every other effect is an `Effects` method) |
+//! | `effects` | what the loop does to the world: the agent call, VERIFY_COMMAND, state/status/events/log/terminal, sleeping (`Real`) |
 //! | [`settings`] | `.hankrc` + environment + flags → validated [`settings::Settings`], each value with its source |
-//! | [`agent`] | the agent call: argv and loop context **\[pure\]**, client version, process groups, signals, secret redaction |
+//! | [`agent`] | the agent call: argv and loop context **\[pure\]**, an answer folded and judged (`agent::answer`) **\[pure\]**, client version, process groups, signals, secret redaction |
 //! | [`analysis`] | agent output → [`analysis::Analysis`] **\[pure\]** |
 //! | [`policy`] | breaker, budget, exit decision, fix_plan, session rules, progress facts, time **\[pure\]** |
 //! | [`progress`] | measures a loop's progress: files (via [`worktree`]) and fix_plan items checked |
@@ -54,6 +55,7 @@ pub(crate) mod clock;
 pub(crate) mod commands;
 pub mod control;
 pub mod deliver;
+pub(crate) mod effects;
 pub(crate) mod engine;
 pub mod error;
 pub mod exit;

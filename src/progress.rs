@@ -20,7 +20,20 @@ pub use crate::policy::progress::{
 #[derive(Debug, Clone)]
 pub struct Baseline {
     plan_text: String,
-    files: worktree::State,
+    /// `None`: the plan alone is compared ([`Baseline::plan_only`]).
+    files: Option<worktree::State>,
+}
+
+impl Baseline {
+    /// A baseline of the plan alone, no file snapshot: what a driver whose effects do not
+    /// look at the project's files measures (the engine's unit tests).
+    #[must_use]
+    pub fn plan_only(plan_text: &str) -> Self {
+        Self {
+            plan_text: plan_text.to_string(),
+            files: None,
+        }
+    }
 }
 
 /// How long after a loop's [`measure`] its snapshot still stands for the project at the next
@@ -54,7 +67,7 @@ fn keep_recent(project: &Path, state: worktree::State) {
 pub fn baseline(project: &Path, plan_text: &str) -> Baseline {
     Baseline {
         plan_text: plan_text.to_string(),
-        files: take_recent(project).unwrap_or_else(|| worktree::State::capture(project)),
+        files: Some(take_recent(project).unwrap_or_else(|| worktree::State::capture(project))),
     }
 }
 
@@ -89,7 +102,18 @@ pub async fn measure_off_thread(
 /// and `.hankrc` never count; fix_plan ticks come through [`Progress::plan_items_checked`].
 #[must_use]
 pub fn measure(project: &Path, base: &Baseline, plan_text_after: &str) -> Progress {
-    let changes = worktree::changes_since(project, &base.files);
+    let mut progress = match &base.files {
+        Some(files) => files_changed(project, files),
+        None => Progress::from_paths(ProgressSource::Mtime, Vec::new()),
+    };
+    progress.checked_items = fixplan::newly_checked_items(&base.plan_text, plan_text_after);
+    progress.plan_items_checked = fixplan::newly_checked(&base.plan_text, plan_text_after);
+    progress
+}
+
+/// The files changed since `files` (see [`measure`]).
+fn files_changed(project: &Path, files: &worktree::State) -> Progress {
+    let changes = worktree::changes_since(project, files);
     if let Some(now) = changes.now.filter(|s| s.source() == worktree::Source::Git) {
         keep_recent(project, now);
     }
@@ -97,10 +121,7 @@ pub fn measure(project: &Path, base: &Baseline, plan_text_after: &str) -> Progre
         worktree::Source::Git => ProgressSource::Git,
         worktree::Source::Walk => ProgressSource::Mtime,
     };
-    let mut progress = Progress::from_paths(source, changes.paths);
-    progress.checked_items = fixplan::newly_checked_items(&base.plan_text, plan_text_after);
-    progress.plan_items_checked = fixplan::newly_checked(&base.plan_text, plan_text_after);
-    progress
+    Progress::from_paths(source, changes.paths)
 }
 
 #[cfg(test)]
@@ -270,7 +291,11 @@ mod tests {
             let d = dir.path();
             before(d, home.path());
             let base = baseline(d, "");
-            assert_eq!(base.files.source(), worktree::Source::Git, "{name}");
+            assert_eq!(
+                base.files.as_ref().unwrap().source(),
+                worktree::Source::Git,
+                "{name}"
+            );
             during(d, home.path());
             let p = measure(d, &base, "");
             assert_eq!(p.source, ProgressSource::Git, "{name}");
@@ -366,7 +391,11 @@ mod tests {
             write(d, "gone.rs", "g");
             write(d, ".hank/fix_plan.md", "- [ ] a\n");
             let base = baseline(d, "- [ ] a\n");
-            assert_eq!(base.files.source(), worktree::Source::Walk, "{name}");
+            assert_eq!(
+                base.files.as_ref().unwrap().source(),
+                worktree::Source::Walk,
+                "{name}"
+            );
             during(d);
             let p = measure(d, &base, "- [ ] a\n");
             assert_eq!(p.source, ProgressSource::Mtime, "{name}");
@@ -421,14 +450,17 @@ mod tests {
         let (_home, dir) = repo();
         let d = dir.path();
         let base = baseline(d, "");
-        assert_eq!(base.files.source(), worktree::Source::Git);
+        assert_eq!(base.files.as_ref().unwrap().source(), worktree::Source::Git);
         fs::remove_dir_all(d.join(".git")).unwrap();
         write(d, "src/new.rs", "n");
         let p = measure(d, &base, "");
         assert_eq!(p.source, ProgressSource::Mtime);
         assert_eq!(p.changed_paths, vec!["src/new.rs"]);
         // Nothing was kept from the failed measure: the next baseline is a walk.
-        assert_eq!(baseline(d, "").files.source(), worktree::Source::Walk);
+        assert_eq!(
+            baseline(d, "").files.unwrap().source(),
+            worktree::Source::Walk
+        );
     }
 
     #[test]

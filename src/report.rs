@@ -432,18 +432,7 @@ impl Reporter {
     }
 }
 
-/// `1h02m03s`-style remaining time.
-#[must_use]
-pub fn format_secs(s: u64) -> String {
-    let (h, m, sec) = (s / 3600, (s % 3600) / 60, s % 60);
-    if h > 0 {
-        format!("{h}h{m:02}m{sec:02}s")
-    } else if m > 0 {
-        format!("{m}m{sec:02}s")
-    } else {
-        format!("{sec}s")
-    }
-}
+pub use crate::policy::time::format_secs;
 
 /// A time as the user reads it: local day and time with the zone, then UTC
 /// (`Tue 14:00 CET (13:00 UTC)`).

@@ -3,6 +3,7 @@
 //! ([`process`]): no shell, own process group, concurrent draining to the loop logs,
 //! timeout and interrupt handling that never leaves a survivor.
 
+pub mod answer;
 pub mod argv;
 pub mod call;
 pub mod client;

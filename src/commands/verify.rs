@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 use crate::cli::VerifyArgs;
 use crate::clock::SystemClock;
-use crate::engine::verify::{read_tail, run_command_with_hook};
+use crate::effects::check::{read_tail, run_command_with_hook};
 use crate::error::{HankError, Result};
 use crate::exit;
 use crate::policy::time::Clock;

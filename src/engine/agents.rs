@@ -3,13 +3,12 @@
 //! applies them and reports every switch (event, status, terminal); what a limited chain means
 //! for the loop is [`crate::policy::run`]'s.
 
-use jiff::Timestamp;
-
 use super::Engine;
 use crate::agent::profile::{Agent, DEFAULT_AGENT};
 use crate::analysis::Analysis;
+use crate::effects::Say;
 use crate::error::Result;
-use crate::policy::failover::Pick;
+use crate::policy::failover;
 use crate::policy::run::FailoverPick;
 use crate::report::local_time;
 use crate::store::EventKind;
@@ -27,7 +26,6 @@ impl Engine {
     /// Step 4b: agent `i` (the first of the chain that may be called now, see
     /// [`crate::policy::failover::Agents::pick`]) becomes the agent of the call.
     pub(super) fn use_agent(&mut self, i: usize) -> Result<()> {
-        let now = self.clock.now();
         let name = self.agents[i].name().to_owned();
         // A limit that has passed is forgotten.
         if self.state.agents.limited.remove(&name).is_some() {
@@ -35,7 +33,7 @@ impl Engine {
         }
         let current = self.state.agents.current_or(DEFAULT_AGENT).to_owned();
         if name != current {
-            self.switch_to(i, &current, now)?;
+            self.switch_to(i, &current)?;
         }
         self.current = i;
         Ok(())
@@ -43,31 +41,21 @@ impl Engine {
 
     /// Makes agent `i` current: its parked session comes back, `from`'s is parked; an
     /// `agent_switched` event and a line on the terminal say why.
-    fn switch_to(&mut self, i: usize, from: &str, now: Timestamp) -> Result<()> {
+    fn switch_to(&mut self, i: usize, from: &str) -> Result<()> {
         let to = self.agents[i].name().to_owned();
         let session = self.state.session.take();
         self.state.session = self.state.agents.switch(DEFAULT_AGENT, &to, session);
         let limited = self.state.agents.limited.get(from).cloned();
         let in_chain = self.agents.iter().any(|a| a.name() == from);
-        let reason = match (&limited, in_chain) {
-            (Some(l), _) => match l.until {
-                Some(until) => {
-                    format!("{from} is limited ({}) until {}", l.kind, local_time(until))
-                }
-                None => format!("{from} cannot work for the rest of this run ({})", l.kind),
-            },
-            (None, true) => format!("{to} comes first in AGENTS and may work again"),
-            (None, false) => format!("this run uses {to} (the last one used {from})"),
-        };
-        self.store
-            .log(now, &format!("agent {from} → {to}: {reason}"));
+        let reason = failover::switch_reason((from, &to), limited.as_ref(), in_chain, local_time);
+        self.fx.log(&format!("agent {from} → {to}: {reason}"));
         // Handing over work matters to the agent only when another agent did some.
         if self.state.loop_count > 0 {
             self.handover = Some(from.to_owned());
         }
         if in_chain || self.state.loop_count > 0 {
-            self.reporter
-                .info(&format!("agent {from} → {to}: {reason}"));
+            self.fx
+                .say(Say::Info(&format!("agent {from} → {to}: {reason}")));
             self.emit(EventKind::AgentSwitched {
                 from: from.to_owned(),
                 to,
@@ -78,33 +66,18 @@ impl Engine {
         self.save()
     }
 
-    /// After an answer with an error (failover chains only): an answer that says the agent
-    /// cannot work for a while limits it; what the chain can do then (another agent at once,
-    /// or every one limited until a time) goes to the state machine, which decides.
+    /// After an answer with an error (failover chains only): what the chain can do now
+    /// ([`failover::after_error`]) goes to the state machine, which decides.
     pub(super) fn failover_pick(&mut self, a: &Analysis) -> FailoverPick {
         let Some(err) = a.error.as_ref() else {
             return FailoverPick::Unchanged;
         };
-        let now = self.clock.now();
-        let name = self.agent().name().to_owned();
-        if !self
-            .state
-            .agents
-            .on_error(&name, err.kind, err.reset_at, &err.message, now)
-        {
-            return FailoverPick::Unchanged;
+        let (chain, now) = (self.chain(), self.fx.now());
+        let (pick, line) =
+            failover::after_error(&mut self.state.agents, &chain, self.current, err, now);
+        if let Some(line) = line {
+            self.fx.say(Say::Info(&line));
         }
-        match self.state.agents.pick(&self.chain(), now) {
-            Pick::Use(j) if j != self.current => {
-                let next = self.agents[j].name().to_owned();
-                self.reporter.info(&format!(
-                    "{name} answered {}; the next loop uses {next}",
-                    err.kind.as_str()
-                ));
-                FailoverPick::Other
-            }
-            Pick::WaitUntil(until) => FailoverPick::AllLimitedUntil(until),
-            _ => FailoverPick::Unchanged,
-        }
+        pick
     }
 }

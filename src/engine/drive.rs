@@ -1,95 +1,31 @@
 //! The driver: executes the state machine's steps ([`crate::policy::run`]) — looks at the
 //! project and the limits, calls the agent, runs the check, waits, stops — and reports each
-//! fact back. No ordering rule lives here.
-//!
-//! Time, sleeping and facts from outside the run (live control, the fleet, delivery) come
-//! through [`Effects`]: [`Real`] in `hank run`, a test implementation in the unit tests.
-
-use std::future::Future;
-use std::pin::Pin;
-use std::time::Duration;
+//! fact back. No ordering rule lives here; every effect goes through [`crate::effects::Effects`].
 
 use jiff::Timestamp;
 
 use super::Engine;
 use super::wait::Waited;
 use crate::analysis::Analysis;
+use crate::effects::Say;
 use crate::error::{HankError, Result};
 use crate::exit::ExitReason;
 use crate::policy::budget::{BudgetCheck, WaitReason};
-use crate::policy::run::{Control, Fact, Observation, RunConfig, Step, WaitFor};
-use crate::policy::time::Clock;
-use crate::policy::windows::{self, WindowCheck};
-
-/// The driver's effects that time and the outside world decide: the clock, sleeping, facts
-/// from outside the run. Every wait of the loop goes through [`Effects::sleep`] and reads
-/// [`Clock::now`], so a test implementation runs a 5-hour wait at once.
-pub(crate) trait Effects: Clock {
-    /// Sleeps `d` (the real one: tokio's timer; a test one: moves its clock).
-    fn sleep(&self, d: Duration) -> Pin<Box<dyn Future<Output = ()> + '_>>;
-    /// Facts from outside the run that arrived since the last poll, oldest first: a pause,
-    /// a note for the next context, a setting, a sibling's window reading
-    /// (`policy::run::Control`). Polled before each call and during every wait.
-    fn poll_control(&mut self) -> Vec<Control>;
-    /// The commands taken since the last call (each an event) and warnings of the control
-    /// source.
-    fn control_log(&mut self) -> (Vec<crate::control::Taken>, Vec<String>) {
-        (Vec::new(), Vec::new())
-    }
-}
-
-/// The real effects: a clock (`SystemClock`, or `HANK_NOW`'s), tokio's timer, and the
-/// project's `hank ctl` journal ([`crate::control::LiveControl`]).
-pub(crate) struct Real(
-    pub(crate) Box<dyn Clock>,
-    pub(crate) Option<crate::control::LiveControl>,
-);
-
-impl Clock for Real {
-    fn now(&self) -> Timestamp {
-        self.0.now()
-    }
-}
-
-impl Effects for Real {
-    fn sleep(&self, d: Duration) -> Pin<Box<dyn Future<Output = ()> + '_>> {
-        Box::pin(tokio::time::sleep(d))
-    }
-
-    fn poll_control(&mut self) -> Vec<Control> {
-        let now = self.0.now();
-        self.1.as_mut().map(|c| c.poll(now)).unwrap_or_default()
-    }
-
-    fn control_log(&mut self) -> (Vec<crate::control::Taken>, Vec<String>) {
-        self.1.as_mut().map(|c| c.take_log()).unwrap_or_default()
-    }
-}
+use crate::policy::run::{Fact, Observation, RunConfig, Step, WaitFor};
+use crate::policy::windows;
 
 impl Engine {
     /// The state machine's settings for a run started at `now`.
     pub(super) fn run_config(&self, now: Timestamp) -> RunConfig {
-        RunConfig {
-            deadline: RunConfig::deadline_of(now, self.s.max_runtime.value),
-            loop_delay: jiff::SignedDuration::from_secs(
-                i64::try_from(self.s.loop_delay_seconds.value).unwrap_or(i64::MAX),
-            ),
-            on_usage_limit: self.s.on_usage_limit.value,
-            failover: self.agents.len() > 1,
-            decide: self.s.decide_config(),
-            answer_wait: self.s.needs_answers_wait.value.then(|| {
-                jiff::SignedDuration::try_from(self.s.answer_timeout.value)
-                    .unwrap_or(jiff::SignedDuration::MAX)
-            }),
-        }
+        self.s.run_config(now, self.agents.len() > 1)
     }
 
     /// Hands what the control source sent to the state machine; whether anything came.
     pub(super) fn poll_control(&mut self) -> bool {
-        let commands = self.clock.poll_control();
+        let commands = self.fx.poll_control();
         let any = !commands.is_empty();
         for c in commands {
-            self.run.on(Fact::Control(c), self.clock.now());
+            self.run.on(Fact::Control(c), self.fx.now());
         }
         self.log_control();
         if any {
@@ -100,20 +36,20 @@ impl Engine {
 
     /// Each command taken is an event and a line on the terminal.
     fn log_control(&mut self) {
-        let (taken, warnings) = self.clock.control_log();
+        let (taken, warnings) = self.fx.control_log();
         for w in warnings {
             self.warn(&w);
         }
         for t in taken {
-            self.reporter
-                .info(&format!("hank ctl {}: {}", t.command, t.outcome));
+            let line = format!("hank ctl {}: {}", t.command, t.outcome);
+            self.fx.say(Say::Info(&line));
             if let Err(e) = self.emit(crate::store::EventKind::Control {
                 id: t.id,
                 command: t.command,
                 outcome: t.outcome,
             }) {
-                self.reporter
-                    .warn(&format!("could not record a control event: {e}"));
+                let line = format!("could not record a control event: {e}");
+                self.fx.say(Say::Warn(&line));
             }
         }
     }
@@ -127,7 +63,7 @@ impl Engine {
         }
         for (key, value) in settings {
             match crate::settings::resolve::apply_live_value(&mut self.s, &key, &value) {
-                Ok(shown) => self.reporter.info(&format!("{key} is now {shown}")),
+                Ok(shown) => self.fx.say(Say::Info(&format!("{key} is now {shown}"))),
                 Err(why) => self.warn(&format!("hank ctl set {key}={value} not applied: {why}")),
             }
         }
@@ -165,19 +101,19 @@ impl Engine {
         for _ in 0..2 {
             tokio::task::yield_now().await;
         }
-        if self.interrupted() {
-            self.run.on(Fact::Interrupted, self.clock.now());
+        if self.fx.interrupted() {
+            self.run.on(Fact::Interrupted, self.fx.now());
             return Ok(());
         }
         self.poll_control();
         // A sibling's usage-window readings count like the run's own.
         let readings = self.run.take_readings();
         if !readings.is_empty() {
-            windows::observe(&mut self.state.windows, &readings, self.clock.now());
+            windows::observe(&mut self.state.windows, &readings, self.fx.now());
         }
         let o = self.observe()?;
         self.seen = Some(o.clone());
-        self.run.on(Fact::Observed(o), self.clock.now());
+        self.run.on(Fact::Observed(o), self.fx.now());
         Ok(())
     }
 
@@ -203,38 +139,26 @@ impl Engine {
             self.watch_verify_edit();
             self.plan_complete()
         };
-        let now = self.clock.now();
-        let limits = &self.s.max_window_percent.value;
-        let window = if limits.is_empty() {
-            WindowCheck::Allow
-        } else {
-            windows::check(&self.state.windows, limits, now)
+        let now = self.fx.now();
+        let limits = self.s.budget_limits();
+        let mut o = Observation {
+            missing_files,
+            plan_complete,
+            breaker_open: self.state.breaker.is_open(),
+            budget: self.state.ledger.check(now, &limits),
+            window: windows::check(&self.state.windows, &self.s.max_window_percent.value, now),
+            pick: self.state.agents.pick(&self.chain(), now),
         };
-        let breaker_open = self.state.breaker.is_open();
-        let mut budget = self.state.ledger.check(now, &self.s.budget_limits());
         // In a fleet, the fleet-wide ledger (locked) takes the call once every gate hank can
         // see here lets it through: the budget holds for every task together. A later gate
         // (a pause, an exhausted agent chain) can leave the reservation unused: the fleet's
         // cap then errs on the side of fewer calls, never more.
-        let ready = !missing_files
-            && !plan_complete
-            && !breaker_open
-            && matches!(budget, BudgetCheck::Allow)
-            && matches!(window, WindowCheck::Allow);
-        if ready
-            && let Some((until, reason)) =
-                crate::store::fleet_ledger::reserve_from_env(now, &self.s.budget_limits())?
+        if o.gates_open()
+            && let Some((until, reason)) = self.fx.reserve_call(now, &limits)?
         {
-            budget = BudgetCheck::Wait { until, reason };
+            o.budget = BudgetCheck::Wait { until, reason };
         }
-        Ok(Observation {
-            missing_files,
-            plan_complete,
-            breaker_open,
-            budget,
-            window,
-            pick: self.state.agents.pick(&self.chain(), now),
-        })
+        Ok(o)
     }
 
     /// The effects that finish a decision: the check of a "done" claim, failover, dropping
@@ -243,18 +167,18 @@ impl Engine {
         match step {
             Step::Check(reason) => {
                 let verdict = self.verify_claim(reason).await?;
-                self.run.on(Fact::Checked(verdict), self.clock.now());
+                self.run.on(Fact::Checked(verdict), self.fx.now());
             }
             Step::Failover => {
                 let pick = self.failover_pick(analysis);
-                self.run.on(Fact::FailedOver(pick), self.clock.now());
+                self.run.on(Fact::FailedOver(pick), self.fx.now());
             }
             Step::FreshSession => {
-                self.reporter
-                    .info("the agent no longer knows the session; retrying without it");
+                let line = "the agent no longer knows the session; retrying without it";
+                self.fx.say(Say::Info(line));
                 self.state.session = None;
                 self.save()?;
-                self.run.on(Fact::SessionDropped, self.clock.now());
+                self.run.on(Fact::SessionDropped, self.fx.now());
             }
             _ => {}
         }
@@ -276,9 +200,9 @@ impl Engine {
             (WaitFor::LoopDelay, Some(until)) => self.sleep_until(until).await,
             (WaitFor::Paused, _) => self.paused().await?,
             (WaitFor::UserAnswer, Some(until)) => {
-                self.reporter.info(
+                self.fx.say(Say::Info(
                     "the agent needs answers (NEEDS_ANSWERS=wait): hank ctl answer TEXT (hank status shows the questions)",
-                );
+                ));
                 self.wait_until(WaitReason::NeedsAnswers, until).await?
             }
             _ => {
@@ -289,7 +213,7 @@ impl Engine {
         };
         match waited {
             Waited::Done => {
-                self.run.on(Fact::WokeUp, self.clock.now());
+                self.run.on(Fact::WokeUp, self.fx.now());
                 Ok(None)
             }
             Waited::Stop(r) => Ok(Some(r)),
@@ -304,17 +228,8 @@ impl Engine {
         match reason {
             ExitReason::UsageWindow => self.window_note(None),
             ExitReason::AgentFatal => {
-                let why: Vec<String> = self
-                    .state
-                    .agents
-                    .limited
-                    .iter()
-                    .map(|(n, l)| format!("{n}: {} ({})", l.kind, l.message))
-                    .collect();
-                self.warn(&format!(
-                    "no agent can work for the rest of this run: {}",
-                    why.join("; ")
-                ));
+                let note = crate::policy::failover::none_can_work(&self.state.agents);
+                self.warn(&note);
             }
             _ => {}
         }

@@ -1,47 +1,42 @@
-//! What the loop writes besides the agent's logs: status.json, state.json, the event stream
-//! (events.jsonl and `--json` stdout), warnings.
+//! What the driver reports, through [`crate::effects::Effects`]: status.json, state.json,
+//! events, warnings, the charge of a call, the limit named in messages, receipts.
 
-use std::io::Write;
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
 
 use super::Engine;
+use crate::analysis::Analysis;
+use crate::effects::Say;
 use crate::error::Result;
 use crate::exit::ExitReason;
 use crate::policy::breaker::Transition;
+use crate::policy::charge;
+use crate::policy::decide::Decision;
+use crate::policy::windows;
 use crate::store::schema::StatusParts;
 use crate::store::{Event, EventKind, PlanCounts, RunState, Status};
 
 impl Engine {
     pub(super) fn warn(&mut self, msg: &str) {
-        self.reporter.warn(msg);
-        self.store.log(self.clock.now(), &format!("warning: {msg}"));
+        self.fx.say(Say::Warn(msg));
+        self.fx.log(&format!("warning: {msg}"));
         let _ = self.emit(EventKind::Warning {
             message: msg.to_string(),
         });
     }
 
-    /// Writes an event to events.jsonl, and to stdout with `--json`.
-    pub(super) fn emit(&self, kind: EventKind) -> Result<()> {
-        let event = Event::new(self.clock.now(), kind);
-        let line = event.to_line();
-        self.store.append_event(&line)?;
+    /// An event: events.jsonl, stdout with `--json`, NOTIFY.
+    pub(super) fn emit(&mut self, kind: EventKind) -> Result<()> {
+        let event = Event::new(self.fx.now(), kind);
         let items = (self.plan.done(), self.plan.total());
-        for w in self.notify.event(&event, self.run.cost(), items) {
-            self.reporter.warn(&w);
-            self.store.log(self.clock.now(), &format!("warning: {w}"));
-        }
-        if self.s.json {
-            let mut out = std::io::stdout().lock();
-            // A closed stdout (e.g. `| head`) must not stop the loop.
-            let _ = writeln!(out, "{line}").and_then(|()| out.flush());
-        }
-        Ok(())
+        self.fx.emit(&event, self.run.cost(), items)
     }
 
-    pub(super) fn emit_transition(&self, t: &Transition) -> Result<()> {
-        self.store.log(
-            t.at,
-            &format!("circuit {} → {}: {}", t.from, t.to, t.reason),
-        );
+    /// A breaker transition: the terminal, the log, the `circuit_changed` event.
+    pub(super) fn transition(&mut self, t: &Transition) -> Result<()> {
+        let line = format!("circuit {} → {}: {}", t.from, t.to, t.reason);
+        self.fx.say(Say::Info(&line));
+        self.fx.log(&line);
         self.emit(EventKind::CircuitChanged {
             from: t.from,
             to: t.to,
@@ -62,7 +57,7 @@ impl Engine {
             limits: &self.s.budget_limits(),
             window_limits: &self.s.max_window_percent.value,
             exit,
-            now: self.clock.now(),
+            now: self.fx.now(),
             pid: std::process::id(),
         });
         status.verification = self.verify.status();
@@ -70,75 +65,72 @@ impl Engine {
             self.wait,
             Some((crate::policy::budget::WaitReason::NeedsAnswers, _))
         ) {
-            status.questions = self.notify.asked();
+            status.questions.clone_from(&self.questions);
         }
         status
     }
 
-    pub(super) fn write_status(&self, run_state: RunState) -> Result<()> {
-        self.store.write_status(&self.status(run_state, None))
+    pub(super) fn write_status(&mut self, run_state: RunState) -> Result<()> {
+        let status = self.status(run_state, None);
+        self.fx.publish(&status)
     }
 
-    pub(super) fn save(&self) -> Result<()> {
-        self.store.save_state(&self.state)
+    /// Saves state.json durably.
+    pub(super) fn save(&mut self) -> Result<()> {
+        self.fx.persist(&self.state, true)
     }
 
-    /// Charges the call (see [`crate::policy::charge`]): the cost its answer reported, or an
-    /// estimate, marked as such, with a warning when the answer should have held one.
-    pub(super) fn charge(
-        &mut self,
-        agent: &crate::agent::profile::Agent,
-        number: u64,
-        analysis: &mut crate::analysis::Analysis,
-        now: jiff::Timestamp,
-    ) {
-        use crate::policy::charge::{self, ChargeInput, Estimate};
-        let text = self.s.output_format.value == crate::settings::OutputFormat::Text;
-        let c = charge::charge(ChargeInput {
-            reported: analysis.cost_reported.then_some(analysis.cost_usd),
-            tokens: &analysis.tokens,
-            source: agent.profile.cost_source(text),
-            recent: self
-                .state
-                .history
-                .iter()
-                .map(|h| (h.at, h.cost_usd, h.cost_estimated)),
-            now,
-            unknown_call_cost: self.s.unknown_call_cost.value,
-        });
-        analysis.cost_usd = c.usd;
-        analysis.cost_estimated = c.estimate.is_some();
-        let basis = match c.estimate {
-            None | Some(Estimate::Tokens) => return,
-            Some(Estimate::RecentHighest) => "the highest cost of a call in the last 24 h",
-            Some(Estimate::UnknownCallCost) => "UNKNOWN_CALL_COST",
-        };
-        self.warn(&format!(
-            "loop {number}: the answer of {} held no readable cost; charged an estimate of ${:.2} ({basis})",
-            agent.name(),
-            c.usd
-        ));
-    }
-
-    /// At start: an agent of the run whose cost hank cannot know (it reports none and its
-    /// profile gives no `[prices]`) is named when MAX_COST_USD is set.
+    /// At start: an agent of the run whose cost hank cannot know is named when MAX_COST_USD
+    /// is set.
     pub(super) fn warn_uncharged_agents(&mut self) {
         if self.s.max_cost_usd.value <= 0.0 {
             return;
         }
         let text = self.s.output_format.value == crate::settings::OutputFormat::Text;
-        let blind: Vec<String> = self
-            .agents
-            .iter()
-            .filter(|a| a.profile.cost_source(text) == crate::policy::charge::CostSource::Unknown)
+        let blind: Vec<String> = (self.agents.iter())
+            .filter(|a| a.profile.cost_source(text) == charge::CostSource::Unknown)
             .map(|a| a.name().to_owned())
             .collect();
-        if !blind.is_empty() {
-            self.warn(&format!(
-                "MAX_COST_USD cannot bind {}: no cost is reported{} and the profile gives no [prices] (add them to .hank/agents/NAME.toml to have hank estimate the cost from tokens)",
-                blind.join(", "),
-                if text { " (CLAUDE_OUTPUT_FORMAT=text holds none)" } else { "" }
-            ));
+        if let Some(w) = charge::blind_agents_warning(&blind, text) {
+            self.warn(&w);
         }
+    }
+
+    /// LOG_RETENTION: keeps the logs of the newest loops (and as many check outputs); the
+    /// folder is scanned once, then only the logs that fell out of the window are removed.
+    pub(super) fn prune_logs(&mut self) {
+        let keep = self.s.log_retention.value;
+        if keep == 0 {
+            return;
+        }
+        let from = |newest: u64| newest.saturating_sub(keep).saturating_add(1);
+        let now = (from(self.state.loop_count), from(self.state.verify_count));
+        self.fx.prune_logs(now, self.logs_kept_from);
+        self.logs_kept_from = Some(now);
+    }
+
+    /// The window at or above its MAX_WINDOW_PERCENT limit, named for the exit message; with
+    /// the wait's end (`until`), said on the terminal too.
+    pub(super) fn window_note(&mut self, until: Option<Timestamp>) {
+        let seen = self.seen.as_ref().map(|o| &o.window);
+        if let Some(note) = seen.and_then(|w| windows::over_limit_note(w, &TimeZone::system())) {
+            self.limit_note(note, until);
+        }
+    }
+
+    /// After a loop's decision: a usage limit named on the terminal and in the exit message.
+    pub(super) fn note_usage_limit(&mut self, a: &Analysis, decision: &Decision) {
+        if let Some((note, until)) = windows::usage_limit_note(a, decision, &TimeZone::system()) {
+            self.limit_note(note, until);
+        }
+    }
+
+    fn limit_note(&mut self, note: String, until: Option<Timestamp>) {
+        if let Some(until) = until {
+            let at = crate::report::local_time(until);
+            self.fx
+                .say(Say::Info(&format!("{note}; no call before {at}")));
+        }
+        self.limit_note = Some(note);
     }
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 
 use super::Engine;
+use crate::effects::{Say, Slept};
 use crate::error::Result;
 use crate::exit::ExitReason;
 use crate::policy::budget::{Resume, SavedWait, WaitReason, resume_wait};
@@ -40,24 +41,23 @@ impl Engine {
         self.save()?;
         self.write_status(RunState::Waiting)?;
         self.emit(EventKind::Waiting { reason, until })?;
-        self.store.log(
-            self.clock.now(),
-            &format!("waiting ({}) until {until}", reason.as_str()),
-        );
+        self.fx
+            .log(&format!("waiting ({}) until {until}", reason.as_str()));
         // Issue 28 hook (bounded for CI): inside Actions, a wait that outlasts the job ends
         // the job now — the state with its wait is saved above — instead of sleeping on a
         // paid runner; the step summary says when the next job continues.
-        let waited =
-            match crate::policy::ci::wait_in_job(until, self.run_deadline, self.clock.now()) {
-                crate::policy::ci::JobWait::StopAndContinue { after } if in_actions() => {
-                    crate::store::portable::append_step_summary(
-                        &crate::policy::ci::continues_line(after),
-                    );
-                    Waited::Stop(ExitReason::MaxRuntime)
-                }
-                _ => self.sleep_until_with_ticks(reason, until).await,
-            };
-        self.reporter.wait_done();
+        let in_job = crate::policy::ci::wait_in_job(until, self.run_deadline, self.fx.now());
+        let waited = match in_job {
+            crate::policy::ci::JobWait::StopAndContinue { after }
+                if self
+                    .fx
+                    .suspend_job(&crate::policy::ci::continues_line(after)) =>
+            {
+                Waited::Stop(ExitReason::MaxRuntime)
+            }
+            _ => self.sleep_until_with_ticks(reason, until).await,
+        };
+        self.fx.say(Say::WaitDone);
         self.wait = None;
         if let Waited::Done = waited {
             if saved {
@@ -73,21 +73,11 @@ impl Engine {
     /// countdown (no call before it ends), or `usage_limit` with ON_USAGE_LIMIT=exit.
     pub(super) async fn resume_saved_wait(&mut self) -> Result<Option<ExitReason>> {
         let exit = self.s.on_usage_limit.value == UsageLimitPolicy::Exit;
-        // A usage-window wait stands only while a window is still at this run's limit
-        // (MAX_WINDOW_PERCENT may have been raised or turned off since).
-        let now = self.clock.now();
-        let saved = self.state.wait.filter(|w| {
-            w.reason != WaitReason::UsageWindow
-                || matches!(
-                    crate::policy::windows::check(
-                        &self.state.windows,
-                        &self.s.max_window_percent.value,
-                        now,
-                    ),
-                    crate::policy::windows::WindowCheck::Wait { .. }
-                )
+        let (now, limits) = (self.fx.now(), &self.s.max_window_percent.value);
+        let saved = (self.state.wait).filter(|w| {
+            crate::policy::windows::saved_wait_stands(w, &self.state.windows, limits, now)
         });
-        match resume_wait(saved, self.clock.now(), exit) {
+        match resume_wait(saved, now, exit) {
             Resume::Call => {
                 if self.state.wait.take().is_some() {
                     self.save()?;
@@ -97,11 +87,11 @@ impl Engine {
             Resume::ExitUsageLimit => Ok(Some(ExitReason::UsageLimit)),
             Resume::ExitUsageWindow => Ok(Some(ExitReason::UsageWindow)),
             Resume::Wait(w) => {
-                self.reporter.info(&format!(
+                self.fx.say(Say::Info(&format!(
                     "resuming the {} wait of the last run: no call before {} (`hank reset wait` to call at once)",
                     w.reason.as_str(),
                     crate::report::local_time(w.until)
-                ));
+                )));
                 match self.wait_until(w.reason, w.until).await? {
                     Waited::Done => Ok(None),
                     Waited::Stop(r) => Ok(Some(r)),
@@ -110,45 +100,43 @@ impl Engine {
         }
     }
 
-    pub(super) async fn sleep_until_with_ticks(
-        &mut self,
-        reason: WaitReason,
-        until: Timestamp,
-    ) -> Waited {
+    /// A command that came during a wait: `Some` when it ends the wait (a stop, or a retry
+    /// now: the gates are checked again).
+    fn control_cut(&mut self) -> Option<Waited> {
+        if !self.poll_control() {
+            return None;
+        }
+        match self.run.next(self.fx.now()) {
+            Step::Wait { .. } => None,
+            Step::Stop(r) => Some(Waited::Stop(r)),
+            _ => Some(Waited::Done),
+        }
+    }
+
+    /// Sleeps until `until` in ticks of a second (the countdown, commands polled), MAX_RUNTIME
+    /// and Ctrl-C ending it.
+    async fn sleep_until_with_ticks(&mut self, reason: WaitReason, until: Timestamp) -> Waited {
         loop {
-            let now = self.clock.now();
+            let now = self.fx.now();
             if now >= until {
                 return Waited::Done;
             }
             if self.run_deadline.is_some_and(|d| now >= d) {
                 return Waited::Stop(ExitReason::MaxRuntime);
             }
-            if self.poll_control() {
-                match self.run.next(now) {
-                    Step::Wait { .. } => {}
-                    Step::Stop(r) => return Waited::Stop(r),
-                    // Cut short (retry now): the gates are checked again.
-                    _ => return Waited::Done,
-                }
+            if let Some(cut) = self.control_cut() {
+                return cut;
             }
-            self.reporter.wait_tick(reason.as_str(), until, now);
+            let reason = reason.as_str();
+            self.fx.say(Say::WaitTick { reason, until, now });
             // Someone deleted status.json during a long wait: put it back.
-            if !self.store.status_path().exists() {
+            if self.fx.status_missing() {
                 let _ = self.write_status(RunState::Waiting);
             }
             let end = self.run_deadline.map_or(until, |d| d.min(until));
-            let left = end.duration_since(now);
-            let step = left
-                .min(SignedDuration::from_secs(1))
-                .max(SignedDuration::ZERO);
-            let step = Duration::try_from(step).unwrap_or(Duration::from_millis(100));
-            tokio::select! {
-                () = self.clock.sleep(step) => {}
-                changed = self.cancel.changed() => {
-                    if changed.is_err() || self.interrupted() {
-                        return Waited::Stop(ExitReason::Interrupted);
-                    }
-                }
+            let step = crate::policy::time::tick(now, end, SignedDuration::from_secs(1));
+            if self.fx.sleep(step).await == Slept::Interrupted {
+                return Waited::Stop(ExitReason::Interrupted);
             }
         }
     }
@@ -156,41 +144,28 @@ impl Engine {
     /// Paused by a control command: `state: waiting` until a resume or a stop comes (polled
     /// each second); Ctrl-C ends it.
     pub(super) async fn paused(&mut self) -> Result<Waited> {
-        self.wait = Some((WaitReason::Paused, self.clock.now()));
+        self.wait = Some((WaitReason::Paused, self.fx.now()));
         self.write_status(RunState::Waiting)?;
-        self.reporter
-            .info("paused: no call before a resume (hank ctl resume)");
-        let waited = self.paused_loop().await;
+        let line = "paused: no call before a resume (hank ctl resume)";
+        self.fx.say(Say::Info(line));
+        let waited = loop {
+            if self.fx.sleep(Duration::from_secs(1)).await == Slept::Interrupted {
+                break Waited::Stop(ExitReason::Interrupted);
+            }
+            if let Some(cut) = self.control_cut() {
+                break cut;
+            }
+        };
         self.wait = None;
-        waited
-    }
-
-    async fn paused_loop(&mut self) -> Result<Waited> {
-        loop {
-            tokio::select! {
-                () = self.clock.sleep(Duration::from_secs(1)) => {}
-                changed = self.cancel.changed() => {
-                    if changed.is_err() || self.interrupted() {
-                        return Ok(Waited::Stop(ExitReason::Interrupted));
-                    }
-                }
-            }
-            if self.poll_control() {
-                match self.run.next(self.clock.now()) {
-                    Step::Wait { .. } => {}
-                    Step::Stop(r) => return Ok(Waited::Stop(r)),
-                    _ => return Ok(Waited::Done),
-                }
-            }
-        }
+        Ok(waited)
     }
 
     /// The silent loop delay; control commands are taken about once a second meanwhile (a
-    /// `retry-now` ends it, a `stop` or a pause is taken at once).
+    /// `retry-now` ends it, a `stop` or a pause is taken at once); MAX_RUNTIME cuts it.
     pub(super) async fn sleep_until(&mut self, until: Timestamp) -> Waited {
         let end = self.run_deadline.map_or(until, |d| d.min(until));
         loop {
-            let now = self.clock.now();
+            let now = self.fx.now();
             if now >= end {
                 return if end < until {
                     Waited::Stop(ExitReason::MaxRuntime)
@@ -198,33 +173,14 @@ impl Engine {
                     Waited::Done
                 };
             }
-            if let Some(waited) = self.control_during_wait(now) {
-                return waited;
+            if let Some(cut) = self.control_cut() {
+                return cut;
             }
             let left = end.duration_since(now).min(SignedDuration::from_secs(1));
             let step = Duration::try_from(left).unwrap_or(Duration::ZERO);
-            tokio::select! {
-                () = self.clock.sleep(step) => {}
-                _ = self.cancel.changed() => return Waited::Stop(ExitReason::Interrupted),
+            if self.fx.sleep(step).await == Slept::Interrupted {
+                return Waited::Stop(ExitReason::Interrupted);
             }
         }
     }
-
-    /// Control commands during a wait: `None` while the state machine still waits, else how
-    /// the wait ends (a stop, or cut short: the gates again).
-    fn control_during_wait(&mut self, now: Timestamp) -> Option<Waited> {
-        if !self.poll_control() {
-            return None;
-        }
-        match self.run.next(now) {
-            Step::Wait { .. } => None,
-            Step::Stop(r) => Some(Waited::Stop(r)),
-            _ => Some(Waited::Done),
-        }
-    }
-}
-
-/// Whether hank runs inside GitHub Actions (`GITHUB_ACTIONS=true`).
-fn in_actions() -> bool {
-    std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v.trim() == "true")
 }

@@ -146,6 +146,36 @@ where
     }
 }
 
+/// The warning when loop `number`'s answer of `agent` held no readable cost and `usd` was
+/// charged as an estimate (`None`: the cost was reported, or estimated from tokens).
+#[must_use]
+pub fn estimate_warning(
+    number: u64,
+    agent: &str,
+    usd: f64,
+    estimate: Option<Estimate>,
+) -> Option<String> {
+    let basis = match estimate? {
+        Estimate::Tokens => return None,
+        Estimate::RecentHighest => "the highest cost of a call in the last 24 h",
+        Estimate::UnknownCallCost => "UNKNOWN_CALL_COST",
+    };
+    Some(format!(
+        "loop {number}: the answer of {agent} held no readable cost; charged an estimate of ${usd:.2} ({basis})"
+    ))
+}
+
+/// At start, with MAX_COST_USD set: the agents of the run whose cost hank cannot know
+/// (`blind`: no cost reported and no `[prices]`; `text`: CLAUDE_OUTPUT_FORMAT=text).
+#[must_use]
+pub fn blind_agents_warning(blind: &[String], text: bool) -> Option<String> {
+    (!blind.is_empty()).then(|| format!(
+        "MAX_COST_USD cannot bind {}: no cost is reported{} and the profile gives no [prices] (add them to .hank/agents/NAME.toml to have hank estimate the cost from tokens)",
+        blind.join(", "),
+        if text { " (CLAUDE_OUTPUT_FORMAT=text holds none)" } else { "" }
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -262,5 +292,31 @@ mod tests {
             assert!((c.usd - usd).abs() < 1e-9, "{name}: {c:?}");
             assert_eq!(c.estimate, estimate, "{name}");
         }
+    }
+
+    #[test]
+    fn what_an_estimate_and_a_blind_agent_say() {
+        let table = [
+            (None, None),
+            (Some(Estimate::Tokens), None),
+            (
+                Some(Estimate::RecentHighest),
+                Some("(the highest cost of a call in the last 24 h)"),
+            ),
+            (Some(Estimate::UnknownCallCost), Some("(UNKNOWN_CALL_COST)")),
+        ];
+        for (estimate, basis) in table {
+            let w = estimate_warning(3, "codex", 1.5, estimate);
+            assert_eq!(
+                w.as_deref().map(|w| w.ends_with(basis.unwrap_or(""))),
+                basis.map(|_| true)
+            );
+            if let Some(w) = w {
+                assert!(w.starts_with("loop 3: the answer of codex held no readable cost; charged an estimate of $1.50"), "{w}");
+            }
+        }
+        assert_eq!(blind_agents_warning(&[], false), None);
+        let w = blind_agents_warning(&["gemini".into(), "opencode".into()], true).unwrap();
+        assert!(w.starts_with("MAX_COST_USD cannot bind gemini, opencode: no cost is reported (CLAUDE_OUTPUT_FORMAT=text holds none)"), "{w}");
     }
 }

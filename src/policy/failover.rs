@@ -191,6 +191,67 @@ impl Agents {
     }
 }
 
+/// Why the run switches from agent `from` to `to` (`limited`: `from`'s limit, if any;
+/// `in_chain`: `from` is in this run's AGENTS; `local`: a time as the user reads it).
+#[must_use]
+pub fn switch_reason(
+    (from, to): (&str, &str),
+    limited: Option<&Limited>,
+    in_chain: bool,
+    local: impl Fn(Timestamp) -> String,
+) -> String {
+    match (limited, in_chain) {
+        (Some(l), _) => match l.until {
+            Some(until) => format!("{from} is limited ({}) until {}", l.kind, local(until)),
+            None => format!("{from} cannot work for the rest of this run ({})", l.kind),
+        },
+        (None, true) => format!("{to} comes first in AGENTS and may work again"),
+        (None, false) => format!("this run uses {to} (the last one used {from})"),
+    }
+}
+
+/// What a stop because no agent can work says: each agent and why.
+#[must_use]
+pub fn none_can_work(agents: &Agents) -> String {
+    let why: Vec<String> = (agents.limited.iter())
+        .map(|(n, l)| format!("{n}: {} ({})", l.kind, l.message))
+        .collect();
+    format!(
+        "no agent can work for the rest of this run: {}",
+        why.join("; ")
+    )
+}
+
+/// After an answer with the error `err` from agent `current` of `chain` (failover chains
+/// only): an error that says the agent cannot work for a while limits it; what the chain can do
+/// then goes to the state machine, which decides — another agent at once (with the line that
+/// says so), every one limited until a time, or nothing changed.
+pub fn after_error(
+    agents: &mut Agents,
+    chain: &[String],
+    current: usize,
+    err: &crate::analysis::AgentError,
+    now: Timestamp,
+) -> (crate::policy::run::FailoverPick, Option<String>) {
+    use crate::policy::run::FailoverPick;
+    let name = chain.get(current).cloned().unwrap_or_default();
+    if !agents.on_error(&name, err.kind, err.reset_at, &err.message, now) {
+        return (FailoverPick::Unchanged, None);
+    }
+    match agents.pick(chain, now) {
+        Pick::Use(j) if j != current => {
+            let next = chain.get(j).map_or("", String::as_str);
+            let line = format!(
+                "{name} answered {}; the next loop uses {next}",
+                err.kind.as_str()
+            );
+            (FailoverPick::Other, Some(line))
+        }
+        Pick::WaitUntil(until) => (FailoverPick::AllLimitedUntil(until), None),
+        Pick::Use(_) | Pick::NoneLeft => (FailoverPick::Unchanged, None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -371,5 +432,53 @@ mod tests {
         assert!((a.usage["claude"].cost_usd - 0.5).abs() < 1e-9);
         assert_eq!(a.usage["claude"].tokens, 101);
         assert_eq!(a.usage["codex"].calls, 1);
+    }
+
+    #[test]
+    fn why_the_run_switches_agents() {
+        let local = |t: Timestamp| t.to_string();
+        let until = t("2026-11-24T05:00:00Z");
+        let limited = Limited {
+            kind: "usage_limit".into(),
+            until: Some(until),
+            since: t("2026-11-24T00:00:00Z"),
+            message: "limit".into(),
+        };
+        let forever = Limited {
+            until: None,
+            kind: "auth".into(),
+            ..limited.clone()
+        };
+        let table = [
+            (
+                Some(&limited),
+                true,
+                format!("claude is limited (usage_limit) until {until}"),
+            ),
+            (
+                Some(&forever),
+                false,
+                "claude cannot work for the rest of this run (auth)".to_owned(),
+            ),
+            (
+                None,
+                true,
+                "codex comes first in AGENTS and may work again".to_owned(),
+            ),
+            (
+                None,
+                false,
+                "this run uses codex (the last one used claude)".to_owned(),
+            ),
+        ];
+        for (l, in_chain, want) in table {
+            assert_eq!(switch_reason(("claude", "codex"), l, in_chain, local), want);
+        }
+        let mut agents = Agents::default();
+        agents.limited.insert("claude".into(), forever);
+        assert_eq!(
+            none_can_work(&agents),
+            "no agent can work for the rest of this run: claude: auth (limit)"
+        );
     }
 }

@@ -24,5 +24,6 @@ pub mod run;
 pub mod session;
 pub mod startup;
 pub mod time;
+pub mod verification;
 pub mod verify;
 pub mod windows;

@@ -207,6 +207,35 @@ impl Receipts {
     }
 }
 
+/// The exit summary's lines on the three most expensive items of a run's `loops` (none when
+/// no loop ticked an item).
+#[must_use]
+pub fn summary_lines(loops: &[LoopCost]) -> Vec<String> {
+    let r = attribute(loops);
+    let top = r.most_expensive(3);
+    if top.is_empty() {
+        return Vec::new();
+    }
+    let plural = |n: u64| if n == 1 { "" } else { "s" };
+    let mut out = vec![format!(
+        "most expensive items of this run (of ${:.2} in {} loop{}; `hank report` for all):",
+        r.totals.cost_usd,
+        r.totals.loops,
+        plural(r.totals.loops)
+    )];
+    for (i, item) in top.iter().enumerate() {
+        out.push(format!(
+            "  {}. ${:.2}  {} loop{}  {}",
+            i + 1,
+            item.cost_usd,
+            item.loops,
+            plural(item.loops),
+            item.item
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,5 +344,22 @@ mod tests {
         let seven = &r.windows[1];
         assert_eq!((seven.first, seven.last), (Some(0.10), Some(0.12)));
         assert!(!seven.reset_between);
+    }
+
+    #[test]
+    fn the_exit_summary_names_the_most_expensive_items() {
+        assert!(summary_lines(&[l(1.0, 10, 1000, None, &[], "x")]).is_empty());
+        let loops = [
+            l(2.0, 10, 1000, None, &["a"], "x"),
+            l(1.0, 10, 1000, None, &["b"], "x"),
+            l(3.0, 10, 1000, None, &["a"], "x"),
+        ];
+        let lines = summary_lines(&loops);
+        assert_eq!(
+            lines[0],
+            "most expensive items of this run (of $6.00 in 3 loops; `hank report` for all):"
+        );
+        assert_eq!(lines[1], "  1. $5.00  2 loops  a");
+        assert_eq!(lines[2], "  2. $1.00  1 loop  b");
     }
 }

@@ -39,6 +39,21 @@ pub fn after_call(streak: u32, hang: bool) -> (HangVerdict, u32) {
     (verdict, nth)
 }
 
+/// What a startup hang of loop `number` means for the run, said once (`None` for other
+/// calls); `limit` is FIRST_OUTPUT_TIMEOUT as the user wrote it.
+#[must_use]
+pub fn hang_warning(number: u64, hang: HangVerdict, limit: &str) -> Option<String> {
+    match hang {
+        HangVerdict::NotAHang => None,
+        HangVerdict::RetryNow { nth } => Some(format!(
+            "loop {number}: no output within FIRST_OUTPUT_TIMEOUT ({limit}): a startup hang; retrying at once (hang {nth} of {FREE_RETRIES} in a row not counted)"
+        )),
+        HangVerdict::CountAsTimeout { nth } => Some(format!(
+            "loop {number}: no output within FIRST_OUTPUT_TIMEOUT ({limit}): startup hang {nth} in a row, counted as a timeout"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,5 +103,31 @@ mod tests {
                 HangVerdict::RetryNow { nth: 1 },
             ]
         );
+    }
+
+    #[test]
+    fn what_a_hang_says() {
+        let table = [
+            (HangVerdict::NotAHang, None),
+            (
+                HangVerdict::RetryNow { nth: 1 },
+                Some("retrying at once (hang 1 of 2 in a row not counted)"),
+            ),
+            (
+                HangVerdict::CountAsTimeout { nth: 3 },
+                Some("startup hang 3 in a row, counted as a timeout"),
+            ),
+        ];
+        for (hang, said) in table {
+            let w = hang_warning(7, hang, "2m");
+            assert_eq!(w.is_some(), said.is_some(), "{hang:?}");
+            if let (Some(w), Some(said)) = (w, said) {
+                assert!(
+                    w.starts_with("loop 7: no output within FIRST_OUTPUT_TIMEOUT (2m)"),
+                    "{w}"
+                );
+                assert!(w.ends_with(said), "{w}");
+            }
+        }
     }
 }

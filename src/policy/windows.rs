@@ -281,6 +281,61 @@ pub fn describe_limit(window: Option<&str>, resets_at: Option<Timestamp>, tz: &T
     }
 }
 
+/// The window at or above its MAX_WINDOW_PERCENT limit, named for the user (`None`: none is).
+#[must_use]
+pub fn over_limit_note(check: &WindowCheck, tz: &TimeZone) -> Option<String> {
+    let WindowCheck::Wait { over, .. } = check else {
+        return None;
+    };
+    let what = describe_limit(Some(&over.window), over.resets_at, tz);
+    Some(format!(
+        "{} at {:.0}% of its {}% limit (MAX_WINDOW_PERCENT): {what}",
+        over.window, over.percent, over.limit
+    ))
+}
+
+/// After a loop's decision: a usage limit that stops the run or makes it wait, named with
+/// its window and reset time (from the typed `rate_limit_info` when the client gave it), and
+/// the end of the wait (`None`: the run stops). `None` for any other answer or decision.
+#[must_use]
+pub fn usage_limit_note(
+    a: &crate::analysis::Analysis,
+    decision: &crate::policy::decide::Decision,
+    tz: &TimeZone,
+) -> Option<(String, Option<Timestamp>)> {
+    use crate::analysis::ErrorKind;
+    use crate::policy::budget::WaitReason;
+    use crate::policy::decide::Decision;
+    let e = a
+        .error
+        .as_ref()
+        .filter(|e| e.kind == ErrorKind::UsageLimit)?;
+    let until = match decision {
+        Decision::Stop(crate::exit::ExitReason::UsageLimit) => None,
+        Decision::Wait {
+            reason: WaitReason::UsageLimit,
+            until,
+        } => Some(*until),
+        _ => return None,
+    };
+    let what = describe_limit(e.window.as_deref(), e.reset_at, tz);
+    Some((format!("usage limit: {what}"), until))
+}
+
+/// Whether a saved wait still stands at a restart: a usage-window wait only while a window
+/// is still at this run's limit (MAX_WINDOW_PERCENT may have been raised or turned off since);
+/// every other wait always.
+#[must_use]
+pub fn saved_wait_stands(
+    w: &crate::policy::budget::SavedWait,
+    windows: &Windows,
+    limits: &WindowLimits,
+    now: Timestamp,
+) -> bool {
+    w.reason != crate::policy::budget::WaitReason::UsageWindow
+        || matches!(check(windows, limits, now), WindowCheck::Wait { .. })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -566,5 +621,90 @@ mod tests {
             "resets Mon 08:00 local"
         );
         assert_eq!(window_label("future_thing"), "future thing window");
+    }
+
+    #[test]
+    fn limit_notes_name_the_window_and_the_wait() {
+        use crate::analysis::{AgentError, Analysis, ErrorKind};
+        use crate::policy::budget::WaitReason;
+        use crate::policy::decide::Decision;
+        let tz = TimeZone::UTC;
+        assert_eq!(over_limit_note(&WindowCheck::Allow, &tz), None);
+        let over = OverLimit {
+            window: "five_hour".into(),
+            percent: 96.4,
+            limit: 90,
+            resets_at: None,
+        };
+        let note = over_limit_note(
+            &WindowCheck::Wait {
+                until: ts(60),
+                over,
+            },
+            &tz,
+        )
+        .unwrap();
+        assert!(
+            note.starts_with("five_hour at 96% of its 90% limit (MAX_WINDOW_PERCENT): "),
+            "{note}"
+        );
+        let limited = Analysis {
+            error: Some(AgentError {
+                kind: ErrorKind::UsageLimit,
+                message: "limit".into(),
+                api_status: None,
+                reset_at: Some(ts(3600)),
+                window: Some("seven_day".into()),
+            }),
+            ..Analysis::default()
+        };
+        let wait = Decision::Wait {
+            until: ts(3700),
+            reason: WaitReason::UsageLimit,
+        };
+        let stop = Decision::Stop(crate::exit::ExitReason::UsageLimit);
+        let backoff = Decision::Wait {
+            until: ts(30),
+            reason: WaitReason::Backoff,
+        };
+        let table = [
+            (&limited, &wait, Some(Some(ts(3700)))),
+            (&limited, &stop, Some(None)),
+            (&limited, &backoff, None),
+            (&Analysis::default(), &wait, None),
+        ];
+        for (a, d, until) in table {
+            let got = usage_limit_note(a, d, &tz);
+            assert_eq!(got.as_ref().map(|g| g.1), until, "{d:?}");
+            if let Some((note, _)) = got {
+                assert!(note.starts_with("usage limit: "), "{note}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_saved_window_wait_stands_only_while_a_window_is_over_its_limit() {
+        use crate::policy::budget::{SavedWait, WaitReason};
+        let mut windows = Windows::default();
+        let mut limits = WindowLimits::default();
+        limits.0.insert("five_hour".into(), 90);
+        let window_wait = SavedWait {
+            reason: WaitReason::UsageWindow,
+            until: ts(3600),
+        };
+        let limit_wait = SavedWait {
+            reason: WaitReason::UsageLimit,
+            until: ts(3600),
+        };
+        assert!(!saved_wait_stands(&window_wait, &windows, &limits, ts(0)));
+        assert!(saved_wait_stands(&limit_wait, &windows, &limits, ts(0)));
+        let reading = crate::analysis::WindowReading {
+            name: "five_hour".into(),
+            utilization: Some(0.95),
+            resets_at: Some(ts(3600)),
+            status: None,
+        };
+        observe(&mut windows, &[reading], ts(0));
+        assert!(saved_wait_stands(&window_wait, &windows, &limits, ts(10)));
     }
 }

@@ -362,6 +362,29 @@ impl Settings {
         }
     }
 
+    /// The loop state machine's settings for a run started at `now` (`failover`: AGENTS
+    /// names more than one agent).
+    #[must_use]
+    pub fn run_config(
+        &self,
+        now: jiff::Timestamp,
+        failover: bool,
+    ) -> crate::policy::run::RunConfig {
+        crate::policy::run::RunConfig {
+            deadline: crate::policy::run::RunConfig::deadline_of(now, self.max_runtime.value),
+            loop_delay: jiff::SignedDuration::from_secs(
+                i64::try_from(self.loop_delay_seconds.value).unwrap_or(i64::MAX),
+            ),
+            on_usage_limit: self.on_usage_limit.value,
+            failover,
+            decide: self.decide_config(),
+            answer_wait: self.needs_answers_wait.value.then(|| {
+                jiff::SignedDuration::try_from(self.answer_timeout.value)
+                    .unwrap_or(jiff::SignedDuration::MAX)
+            }),
+        }
+    }
+
     /// The call/token budget.
     #[must_use]
     pub fn budget_limits(&self) -> BudgetLimits {

@@ -666,6 +666,23 @@ fn json_name<T: Serialize>(v: &T) -> Option<String> {
 }
 
 impl AgentFinished {
+    /// This loop as the receipts count it (finished at `at`).
+    #[must_use]
+    pub fn receipt(&self, at: Timestamp) -> crate::policy::receipts::LoopCost {
+        crate::policy::receipts::LoopCost {
+            number: self.number,
+            at: Some(at),
+            cost_usd: self.cost_usd,
+            cost_estimated: self.cost_estimated,
+            tokens: self.tokens.sum(),
+            duration_ms: self.duration_ms,
+            calls: self.num_turns,
+            items: self.plan_items.clone(),
+            recommendation: self.recommendation.clone(),
+            windows: self.usage_windows.clone(),
+        }
+    }
+
     /// The event for loop `number` from its analysis and progress.
     #[must_use]
     pub fn of(number: u64, a: &Analysis, p: &Progress, duration: std::time::Duration) -> Self {

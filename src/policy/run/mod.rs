@@ -116,6 +116,19 @@ pub struct Observation {
     pub pick: Pick,
 }
 
+impl Observation {
+    /// Whether every gate of the project's own state lets a call through (files, plan,
+    /// breaker, caps, windows): only then is the fleet-wide ledger asked for the call.
+    #[must_use]
+    pub fn gates_open(&self) -> bool {
+        !self.missing_files
+            && !self.plan_complete
+            && !self.breaker_open
+            && matches!(self.budget, BudgetCheck::Allow)
+            && matches!(self.window, WindowCheck::Allow)
+    }
+}
+
 /// One answer, judged by the driver with the pure rules.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Answer {

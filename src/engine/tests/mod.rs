@@ -1,83 +1,67 @@
-//! The driver with test effects: waits on a clock that moves when slept on (a 5-hour wait
-//! runs at once), control facts fed in order. No agent is spawned.
+//! The driver with test effects ([`effects::TestEffects`]): waits on a clock that moves when
+//! slept on (a 5-hour wait runs at once), control facts fed in order, the agent's answers and
+//! the check's results scripted. No process is spawned, nothing sleeps.
 
-use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
 use std::future::Future;
 use std::path::Path;
-use std::pin::Pin;
-use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 
 use super::Engine;
-use super::drive::Effects;
 use crate::policy::budget::{SavedWait, WaitReason};
 use crate::policy::decide::Decision;
 use crate::policy::run::{Answer, Control, Fact, Step, WaitFor};
-use crate::policy::time::Clock;
 
-/// A clock that moves only when slept on; control commands handed out one batch per poll.
-struct TestEffects {
-    now: Cell<Timestamp>,
-    slept: Cell<u32>,
-    controls: RefCell<VecDeque<Vec<Control>>>,
-}
+mod effects;
+mod loops;
 
-impl Clock for TestEffects {
-    fn now(&self) -> Timestamp {
-        self.now.get()
-    }
-}
-
-impl Effects for TestEffects {
-    fn sleep(&self, d: Duration) -> Pin<Box<dyn Future<Output = ()> + '_>> {
-        let d = SignedDuration::try_from(d).unwrap();
-        self.now.set(self.now.get() + d);
-        self.slept.set(self.slept.get() + 1);
-        Box::pin(std::future::ready(()))
-    }
-
-    fn poll_control(&mut self) -> Vec<Control> {
-        self.controls.borrow_mut().pop_front().unwrap_or_default()
-    }
-}
+use effects::TestEffects;
 
 fn t0() -> Timestamp {
     Timestamp::from_second(1_800_000_000).unwrap()
 }
 
-fn engine(dir: &Path, controls: Vec<Vec<Control>>) -> (Engine, tokio::sync::watch::Sender<u32>) {
-    engine_rc(dir, controls, "")
-}
-
-/// [`engine`] with these `.hankrc` lines.
-fn engine_rc(
-    dir: &Path,
-    controls: Vec<Vec<Control>>,
-    rc_text: &str,
-) -> (Engine, tokio::sync::watch::Sender<u32>) {
+/// Settings of a project in `dir` with `rc` as its `.hankrc`.
+fn settings(dir: &Path, rc: &str) -> crate::settings::Settings {
     std::fs::create_dir_all(dir.join(".hank")).unwrap();
     let env = |_: &str| None;
     let rc_path = dir.join(".hankrc");
     let layers = crate::settings::resolve::Layers {
         env: &env,
-        rc_text,
+        rc_text: rc,
         rc_path: &rc_path,
     };
-    let s =
-        crate::settings::resolve::resolve(&crate::settings::Flags::default(), dir, layers).unwrap();
-    let store = crate::store::Store::new(dir);
-    store.ensure_dirs().unwrap();
-    let lock = store.lock().unwrap();
-    let (tx, rx) = tokio::sync::watch::channel(0);
-    let fx = TestEffects {
-        now: Cell::new(t0()),
-        slept: Cell::new(0),
-        controls: RefCell::new(controls.into()),
-    };
-    let e = Engine::new(s, Vec::new(), store, rx, lock, Box::new(fx)).unwrap();
-    (e, tx)
+    crate::settings::resolve::resolve(&crate::settings::Flags::default(), dir, layers).unwrap()
+}
+
+/// An engine over `fx` for a project in `dir` without hank's files and without agents.
+fn engine_with(dir: &Path, fx: &TestEffects) -> Engine {
+    engine_rc_with(dir, fx, "")
+}
+
+/// [`engine_with`] with these `.hankrc` lines.
+fn engine_rc_with(dir: &Path, fx: &TestEffects, rc: &str) -> Engine {
+    fx.fx().project = dir.to_path_buf();
+    let s = settings(dir, rc);
+    Engine::new(
+        s,
+        Vec::new(),
+        crate::store::State::default(),
+        Box::new(fx.clone()),
+    )
+}
+
+fn engine(dir: &Path, controls: Vec<Vec<Control>>) -> (Engine, TestEffects) {
+    let fx = TestEffects::default();
+    fx.fx().controls = controls.into();
+    (engine_with(dir, &fx), fx)
+}
+
+/// [`engine`] with these `.hankrc` lines.
+fn engine_rc(dir: &Path, controls: Vec<Vec<Control>>, rc: &str) -> (Engine, TestEffects) {
+    let fx = TestEffects::default();
+    fx.fx().controls = controls.into();
+    (engine_rc_with(dir, &fx, rc), fx)
 }
 
 fn block_on<F: Future>(f: F) -> F::Output {
@@ -86,7 +70,7 @@ fn block_on<F: Future>(f: F) -> F::Output {
 
 /// The run in the wait a decision of `d` leads to.
 fn waiting_after(e: &mut Engine, d: Decision) -> Step {
-    let now = e.clock.now();
+    let now = e.fx.now();
     e.run = crate::policy::run::Run::new(e.run_config(now));
     e.run.on(Fact::Calling, now);
     e.run.on(
@@ -107,7 +91,7 @@ fn waiting_after(e: &mut Engine, d: Decision) -> Step {
 #[test]
 fn a_saved_five_hour_usage_limit_wait_resumes_on_the_injected_clock() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut e, _tx) = engine(dir.path(), Vec::new());
+    let (mut e, fx) = engine(dir.path(), Vec::new());
     let until = t0() + SignedDuration::from_hours(5);
     e.state.wait = Some(SavedWait {
         reason: WaitReason::UsageLimit,
@@ -115,17 +99,17 @@ fn a_saved_five_hour_usage_limit_wait_resumes_on_the_injected_clock() {
     });
     let stopped = block_on(e.resume_saved_wait()).unwrap();
     assert_eq!(stopped, None);
-    assert!(e.clock.now() >= until);
+    assert!(e.fx.now() >= until);
     // The wait is over and no longer saved (a restart calls at once).
     assert_eq!(e.state.wait, None);
-    let saved = std::fs::read_to_string(dir.path().join(".hank/state.json")).unwrap();
-    assert!(!saved.contains("\"usage_limit\""), "{saved}");
+    let saved = fx.fx().saved.last().cloned().unwrap();
+    assert_eq!(saved.wait, None, "{saved:?}");
 }
 
 #[test]
 fn a_limit_wait_then_the_gates_again() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut e, _tx) = engine(dir.path(), Vec::new());
+    let (mut e, _fx) = engine(dir.path(), Vec::new());
     let until = t0() + SignedDuration::from_hours(2);
     let step = waiting_after(
         &mut e,
@@ -142,14 +126,14 @@ fn a_limit_wait_then_the_gates_again() {
         }
     );
     assert_eq!(block_on(e.execute(step)).unwrap(), None);
-    assert!(e.clock.now() >= until);
-    assert_eq!(e.run.next(e.clock.now()), Step::Observe);
+    assert!(e.fx.now() >= until);
+    assert_eq!(e.run.next(e.fx.now()), Step::Observe);
 }
 
 #[test]
 fn retry_now_cuts_a_wait_short_and_stop_ends_the_run() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut e, _tx) = engine(dir.path(), vec![vec![], vec![Control::RetryNow]]);
+    let (mut e, _fx) = engine(dir.path(), vec![vec![], vec![Control::RetryNow]]);
     let until = t0() + SignedDuration::from_hours(5);
     let step = waiting_after(
         &mut e,
@@ -160,12 +144,12 @@ fn retry_now_cuts_a_wait_short_and_stop_ends_the_run() {
     );
     assert_eq!(block_on(e.execute(step)).unwrap(), None);
     // Polled before each tick of a second: one tick, not five hours.
-    assert_eq!(e.clock.now(), t0() + SignedDuration::from_secs(1));
-    assert_eq!(e.run.next(e.clock.now()), Step::Observe);
+    assert_eq!(e.fx.now(), t0() + SignedDuration::from_secs(1));
+    assert_eq!(e.run.next(e.fx.now()), Step::Observe);
 
     drop(e);
     let dir = tempfile::tempdir().unwrap();
-    let (mut e, _tx) = engine(dir.path(), vec![vec![Control::Stop]]);
+    let (mut e, _fx) = engine(dir.path(), vec![vec![Control::Stop]]);
     let step = waiting_after(
         &mut e,
         Decision::Wait {
@@ -182,8 +166,8 @@ fn retry_now_cuts_a_wait_short_and_stop_ends_the_run() {
 #[test]
 fn a_pause_holds_until_resume() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut e, _tx) = engine(dir.path(), vec![vec![], vec![], vec![Control::Resume]]);
-    let now = e.clock.now();
+    let (mut e, _fx) = engine(dir.path(), vec![vec![], vec![], vec![Control::Resume]]);
+    let now = e.fx.now();
     e.run.on(Fact::Control(Control::Pause), now);
     e.run.on(Fact::Observed(observation()), now);
     let step = e.run.next(now);
@@ -195,21 +179,21 @@ fn a_pause_holds_until_resume() {
         }
     );
     assert_eq!(block_on(e.execute(step)).unwrap(), None);
-    assert_eq!(e.clock.now(), t0() + SignedDuration::from_secs(3));
-    assert_eq!(e.run.next(e.clock.now()), Step::Observe);
+    assert_eq!(e.fx.now(), t0() + SignedDuration::from_secs(3));
+    assert_eq!(e.run.next(e.fx.now()), Step::Observe);
 }
 
 #[test]
 fn the_loop_delay_sleeps_on_the_injected_clock() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut e, _tx) = engine(dir.path(), Vec::new());
+    let (mut e, _fx) = engine(dir.path(), Vec::new());
     let until = t0() + SignedDuration::from_secs(90);
     let step = Step::Wait {
         until: Some(until),
         reason: WaitFor::LoopDelay,
     };
     assert_eq!(block_on(e.execute(step)).unwrap(), None);
-    assert_eq!(e.clock.now(), until);
+    assert_eq!(e.fx.now(), until);
 }
 
 fn observation() -> crate::policy::run::Observation {
@@ -232,13 +216,13 @@ fn a_siblings_window_reading_is_folded_before_the_gates() {
         resets_at: Some(t0() + SignedDuration::from_hours(2)),
         status: None,
     };
-    let (mut e, _tx) = engine(dir.path(), vec![vec![Control::Window(reading)]]);
+    let (mut e, _fx) = engine(dir.path(), vec![vec![Control::Window(reading)]]);
     assert_eq!(block_on(e.execute(Step::Observe)).unwrap(), None);
     let w = e.state.windows.get("five_hour").unwrap();
-    assert_eq!(w.utilization_at(e.clock.now()), Some(0.97));
+    assert_eq!(w.utilization_at(e.fx.now()), Some(0.97));
     // The project has none of hank's files: the gates stop the run.
     assert_eq!(
-        e.run.next(e.clock.now()),
+        e.run.next(e.fx.now()),
         Step::Stop(crate::exit::ExitReason::IntegrityFailure)
     );
 }
@@ -246,9 +230,12 @@ fn a_siblings_window_reading_is_folded_before_the_gates() {
 #[test]
 fn the_agent_never_sees_the_fleet_ledger_or_the_removed_client_settings() {
     for key in crate::agent::client::ENV_REMOVED {
-        assert!(super::AGENT_ENV_REMOVED.contains(key), "{key}");
+        assert!(
+            crate::effects::agent::AGENT_ENV_REMOVED.contains(key),
+            "{key}"
+        );
     }
-    assert!(super::AGENT_ENV_REMOVED.contains(&crate::store::fleet_ledger::ENV));
+    assert!(crate::effects::agent::AGENT_ENV_REMOVED.contains(&crate::store::fleet_ledger::ENV));
 }
 
 /// `NEEDS_ANSWERS=wait`: the 8-hour wait for an answer runs on the injected clock and ends
@@ -261,7 +248,7 @@ fn a_wait_for_an_answer_times_out_or_is_answered() {
     let rc = "NEEDS_ANSWERS=wait\nANSWER_TIMEOUT=8h\n";
     let until = t0() + SignedDuration::from_hours(8);
     let dir = tempfile::tempdir().unwrap();
-    let (mut e, _tx) = engine_rc(dir.path(), Vec::new(), rc);
+    let (mut e, _fx) = engine_rc(dir.path(), Vec::new(), rc);
     let step = waiting_after(&mut e, needs);
     assert_eq!(
         step,
@@ -271,11 +258,8 @@ fn a_wait_for_an_answer_times_out_or_is_answered() {
         }
     );
     assert_eq!(block_on(e.execute(step)).unwrap(), None);
-    assert!(e.clock.now() >= until);
-    assert_eq!(
-        e.run.next(e.clock.now()),
-        Step::Stop(ExitReason::NeedsAnswers)
-    );
+    assert!(e.fx.now() >= until);
+    assert_eq!(e.run.next(e.fx.now()), Step::Stop(ExitReason::NeedsAnswers));
     drop(e);
 
     let answer = ContextNote {
@@ -283,21 +267,21 @@ fn a_wait_for_an_answer_times_out_or_is_answered() {
         text: "SQLite".into(),
     };
     let dir = tempfile::tempdir().unwrap();
-    let (mut e, _tx) = engine_rc(
+    let (mut e, _fx) = engine_rc(
         dir.path(),
         vec![vec![], vec![Control::Note(answer.clone())]],
         rc,
     );
     let step = waiting_after(&mut e, needs);
     assert_eq!(block_on(e.execute(step)).unwrap(), None);
-    assert!(e.clock.now() < t0() + SignedDuration::from_secs(3));
-    assert_eq!(e.run.next(e.clock.now()), Step::Observe);
+    assert!(e.fx.now() < t0() + SignedDuration::from_secs(3));
+    assert_eq!(e.run.next(e.fx.now()), Step::Observe);
     assert_eq!(e.run.take_notes(), [answer]);
     drop(e);
 
     // NEEDS_ANSWERS=exit (the default): no wait.
     let dir = tempfile::tempdir().unwrap();
-    let (mut e, _tx) = engine(dir.path(), Vec::new());
+    let (mut e, _fx) = engine(dir.path(), Vec::new());
     assert_eq!(
         waiting_after(&mut e, needs),
         Step::Stop(ExitReason::NeedsAnswers)
@@ -308,7 +292,7 @@ fn a_wait_for_an_answer_times_out_or_is_answered() {
 #[test]
 fn the_loop_delay_takes_commands() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut e, _tx) = engine_rc(
+    let (mut e, _fx) = engine_rc(
         dir.path(),
         vec![vec![], vec![Control::Stop]],
         "LOOP_DELAY_SECONDS=600\n",
@@ -325,5 +309,5 @@ fn the_loop_delay_takes_commands() {
         block_on(e.execute(step)).unwrap(),
         Some(crate::exit::ExitReason::Interrupted)
     );
-    assert_eq!(e.clock.now(), t0() + SignedDuration::from_secs(1));
+    assert_eq!(e.fx.now(), t0() + SignedDuration::from_secs(1));
 }

@@ -1,0 +1,321 @@
+//! What one answer means for the run's state, as pure steps the driver calls in order
+//! (`engine/call.rs`): the answer completed (session tokens, the charge, vetting, the login
+//! expiry), folded (startup hangs, productive errors, [`State::fold`], the agent's counters,
+//! the failure streak) and judged ([`decide::after_loop`] with and without "done" claims, as
+//! the state machine's [`Answer`]). No clock, no files, no processes: `now` and the facts are
+//! arguments; what is to be said comes back as warnings.
+
+use jiff::Timestamp;
+
+use crate::agent::profile::{Agent, Parser};
+use crate::analysis::Analysis;
+use crate::policy::breaker::{Transition, is_failed_call};
+use crate::policy::charge::{self, ChargeInput};
+use crate::policy::decide::{self, AfterLoop, DecideConfig};
+use crate::policy::progress::Progress;
+use crate::policy::run::Answer;
+use crate::policy::startup::{self, HangVerdict};
+use crate::store::State;
+use crate::store::schema::Fold;
+
+/// How the call's cost is known: CLAUDE_OUTPUT_FORMAT=text (no cost in the answer) and
+/// UNKNOWN_CALL_COST.
+#[derive(Debug, Clone, Copy)]
+pub struct Pricing {
+    pub text: bool,
+    pub unknown_call_cost: f64,
+}
+
+/// Completes the answer of loop `number` by `agent`: total-token sessions turned into the
+/// call's tokens, the call charged (an estimate when the answer should hold a cost and does
+/// not), the answer vetted, the login expiry due (once per expiry: `warned`). Returns the
+/// warnings, in order.
+pub fn complete(
+    a: &mut Analysis,
+    (agent, number): (&Agent, u64),
+    state: &mut State,
+    pricing: Pricing,
+    (now, warned): (Timestamp, &mut Option<Timestamp>),
+) -> Vec<String> {
+    if let Parser::Mapped(m) = &agent.profile.parser
+        && m.session_total_tokens
+    {
+        let session = a.session_id.as_deref();
+        a.tokens = state.agents.tokens_of_call(agent.name(), session, a.tokens);
+    }
+    let history = state.history.iter();
+    let c = charge::charge(ChargeInput {
+        reported: a.cost_reported.then_some(a.cost_usd),
+        tokens: &a.tokens,
+        source: agent.profile.cost_source(pricing.text),
+        recent: history.map(|h| (h.at, h.cost_usd, h.cost_estimated)),
+        now,
+        unknown_call_cost: pricing.unknown_call_cost,
+    });
+    a.cost_usd = c.usd;
+    a.cost_estimated = c.estimate.is_some();
+    let mut warnings: Vec<String> =
+        charge::estimate_warning(number, agent.name(), c.usd, c.estimate)
+            .into_iter()
+            .collect();
+    warnings.extend(crate::agent::vet::vet(a, agent.profile.session_ids()));
+    let expires = a.credential_expires_at;
+    if let Some(left) = decide::credential_expiry_due(expires, *warned, now) {
+        *warned = expires;
+        let msg = expires.map(|at| crate::report::credential_warning(at, left));
+        warnings.push(msg.unwrap_or_default());
+    }
+    warnings
+}
+
+/// How the call ended, besides its answer.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Ended {
+    /// No output within FIRST_OUTPUT_TIMEOUT.
+    pub startup_hang: bool,
+    /// hank stopped the agent or the user interrupted the run.
+    pub interrupted: bool,
+    /// With VERIFY_EVERY_LOOP: the loop turned a passing check red.
+    pub regressed: bool,
+}
+
+/// What folding one answer found.
+#[derive(Debug, Default)]
+pub struct Folded {
+    /// A startup hang retried at once, uncounted.
+    pub free_retry: bool,
+    pub warnings: Vec<String>,
+    pub transition: Option<Transition>,
+}
+
+/// Folds loop `f.number`'s answer into `state` (the fields of `f` that the call's end decides
+/// — `free_retry`, `interrupted_by_hank`, `regressed` — are set from `ended`); `agent` is
+/// charged with it; `hang_limit` is FIRST_OUTPUT_TIMEOUT as written.
+pub fn fold(
+    state: &mut State,
+    mut f: Fold<'_>,
+    agent: &str,
+    ended: Ended,
+    hang_limit: &str,
+) -> Folded {
+    let (number, a, progress) = (f.number, f.analysis, f.progress);
+    // A startup hang is retried at once, uncounted, up to 2 in a row (policy::startup).
+    let hung = ended.startup_hang && !ended.interrupted;
+    let (hang, streak) = startup::after_call(state.startup_hangs, hung);
+    state.startup_hangs = streak;
+    let mut warnings: Vec<String> = startup::hang_warning(number, hang, hang_limit)
+        .into_iter()
+        .collect();
+    if is_failed_call(a) && progress.did_the_work() && !ended.interrupted {
+        let what = a.error.as_ref().map(|e| e.kind.as_str());
+        let work = if progress.plan_items_checked > 0 {
+            "checked a fix_plan item"
+        } else {
+            "turned the failing check green"
+        };
+        warnings.push(format!(
+            "loop {number}: the agent reported {} but {work}: counted as productive, not as a failed call",
+            what.unwrap_or("an error")
+        ));
+    }
+    f.free_retry = matches!(hang, HangVerdict::RetryNow { .. });
+    f.interrupted_by_hank = ended.interrupted;
+    f.regressed = ended.regressed;
+    let folded = state.fold(&f);
+    warnings.extend(crate::report::denial_warnings(
+        &folded.denied,
+        &folded.denial_warnings,
+    ));
+    state.agents.count(agent, a.cost_usd, a.tokens.sum());
+    // The backoff grows with failures of either kind (an outage does not raise
+    // failure_streak: it is judged by time).
+    let b = &state.breaker;
+    state.consecutive_failures = b.failure_streak.saturating_add(b.transient_streak);
+    Folded {
+        free_retry: f.free_retry,
+        warnings,
+        transition: folded.transition,
+    }
+}
+
+/// The run so far, for the decision.
+#[derive(Debug, Clone, Copy)]
+pub struct RunSoFar {
+    pub loops: u64,
+    pub cost_usd: f64,
+    pub plan_complete: bool,
+    pub now: Timestamp,
+}
+
+/// The answer judged by [`decide::after_loop`] with and without its "done" claims (the check
+/// may reject one), for the state machine.
+#[must_use]
+pub fn judge(
+    a: &Analysis,
+    state: &State,
+    run: RunSoFar,
+    cfg: &DecideConfig,
+    (folded, ended, resumed): (&Folded, Ended, bool),
+    progress: &Progress,
+) -> Answer {
+    let decide = |claims: bool| {
+        decide::after_loop(&AfterLoop {
+            analysis: a,
+            history: &state.history,
+            breaker: &state.breaker,
+            plan_complete: run.plan_complete,
+            claims,
+            loops_this_run: run.loops,
+            cost_this_run: run.cost_usd,
+            consecutive_failures: state.consecutive_failures,
+            now: run.now,
+            cfg,
+        })
+    };
+    Answer {
+        decision: decide(true),
+        without_claims: decide(false),
+        free_retry: folded.free_retry,
+        productive_error: is_failed_call(a) && progress.did_the_work(),
+        interrupted: ended.interrupted,
+        error: a.error.is_some(),
+        resumed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::{AgentError, ErrorKind};
+    use crate::policy::breaker::BreakerConfig;
+    use crate::policy::decide::Decision;
+    use crate::policy::progress::ProgressSource;
+
+    fn now() -> Timestamp {
+        Timestamp::from_second(1_800_000_000).unwrap()
+    }
+
+    fn failed() -> Analysis {
+        Analysis {
+            error: Some(AgentError {
+                kind: ErrorKind::MaxTurns,
+                message: "timed out".into(),
+                api_status: None,
+                reset_at: None,
+                window: None,
+            }),
+            ..Analysis::default()
+        }
+    }
+
+    fn fold_one(state: &mut State, a: &Analysis, p: &Progress, ended: Ended) -> Folded {
+        let (decide, breaker) = (DecideConfig::default(), BreakerConfig::default());
+        let f = Fold {
+            number: 1,
+            now: now(),
+            resumed: None,
+            analysis: a,
+            progress: p,
+            regressed: false,
+            decide: &decide,
+            breaker: &breaker,
+            interrupted_by_hank: false,
+            free_retry: false,
+        };
+        fold(state, f, "claude", ended, "2m")
+    }
+
+    #[test]
+    fn a_fold_counts_hangs_failures_and_productive_errors() {
+        let idle = Progress::from_paths(ProgressSource::Git, Vec::<String>::new());
+        let mut ticked = idle.clone();
+        ticked.plan_items_checked = 1;
+        let hang = Ended {
+            startup_hang: true,
+            ..Ended::default()
+        };
+        // (answer, progress, how it ended) → (free retry, failures after, warned about)
+        type Row<'a> = (Analysis, &'a Progress, Ended, bool, u32, Option<&'a str>);
+        let table: [Row<'_>; 4] = [
+            (
+                Analysis::default(),
+                &idle,
+                hang,
+                true,
+                0,
+                Some("a startup hang; retrying at once"),
+            ),
+            (failed(), &idle, Ended::default(), false, 1, None),
+            (
+                failed(),
+                &ticked,
+                Ended::default(),
+                false,
+                0,
+                Some("counted as productive"),
+            ),
+            (
+                failed(),
+                &ticked,
+                Ended {
+                    interrupted: true,
+                    ..Ended::default()
+                },
+                false,
+                0,
+                None,
+            ),
+        ];
+        for (a, p, ended, free, failures, warned) in table {
+            let mut state = State::default();
+            let folded = fold_one(&mut state, &a, p, ended);
+            assert_eq!(folded.free_retry, free, "{ended:?}");
+            assert_eq!(
+                state.consecutive_failures, failures,
+                "{ended:?} {:?}",
+                a.error
+            );
+            match warned {
+                Some(w) => assert!(
+                    folded.warnings.iter().any(|x| x.contains(w)),
+                    "{:?}",
+                    folded.warnings
+                ),
+                None => assert!(folded.warnings.is_empty(), "{:?}", folded.warnings),
+            }
+            assert_eq!(state.agents.usage["claude"].calls, 1);
+        }
+    }
+
+    #[test]
+    fn a_judged_answer_carries_both_decisions_and_the_facts() {
+        let state = State::default();
+        let p = Progress::from_paths(ProgressSource::Git, vec!["src/a.rs".to_owned()]);
+        let run = RunSoFar {
+            loops: 1,
+            cost_usd: 0.0,
+            plan_complete: true,
+            now: now(),
+        };
+        let folded = Folded::default();
+        let ended = Ended {
+            interrupted: true,
+            ..Ended::default()
+        };
+        let cfg = DecideConfig::default();
+        let a = judge(
+            &Analysis::default(),
+            &state,
+            run,
+            &cfg,
+            (&folded, ended, true),
+            &p,
+        );
+        assert_eq!(
+            a.decision,
+            Decision::Stop(crate::exit::ExitReason::PlanComplete)
+        );
+        assert_ne!(a.without_claims, a.decision);
+        assert!(a.interrupted && a.resumed && !a.error && !a.free_retry);
+    }
+}

@@ -1,0 +1,109 @@
+//! The agent called for real (step 5): its group tracked in the lock, live lines to the
+//! terminal and `live.log`, the answer analyzed in the format asked, secrets redacted.
+
+use std::io::Write;
+use std::time::Duration;
+
+use super::{AgentAnswer, AgentCall, Real};
+use crate::agent::argv;
+use crate::agent::call;
+use crate::agent::process::{self, Spawn};
+use crate::agent::profile::Parser;
+use crate::analysis;
+use crate::error::{HankError, Result};
+
+/// What the agent's environment never carries: the client settings that fight the loop
+/// ([`crate::agent::client::ENV_REMOVED`]) and, in a fleet, where the fleet-wide call ledger is
+/// (an agent that knew it could empty the ledger and lift every task's call cap).
+pub(crate) const AGENT_ENV_REMOVED: &[&str] = &[
+    "CLAUDE_CODE_RETRY_WATCHDOG",
+    crate::store::fleet_ledger::ENV,
+];
+
+/// Time between SIGTERM and SIGKILL when stopping the agent or the check.
+pub(crate) const GRACE: Duration = Duration::from_secs(5);
+
+impl Real {
+    /// Runs the agent of `c` and analyzes its answer.
+    pub(super) async fn call(&mut self, c: AgentCall<'_>) -> Result<AgentAnswer> {
+        let (agent, s, number) = (c.agent, c.settings, c.number);
+        self.reporter.agent_started(number, c.resume);
+        self.reporter.call_detail(
+            &agent.command.program,
+            &crate::agent::redact::redacted(c.args, &self.secrets),
+            c.sizes.0,
+            c.sizes.1,
+        );
+        let mut live_file = if s.live.value {
+            process::create_log(&self.store.live_path()).ok()
+        } else {
+            None
+        };
+        let env_set = agent.env();
+        // Only an answer that streams shows life while the agent works: FIRST_OUTPUT_TIMEOUT
+        // and IDLE_TIMEOUT watch it (hank asks for stream-json whenever the profile has it).
+        let streaming = argv::output_streams(agent, s);
+        let watch = |d: Duration| (streaming && !d.is_zero()).then_some(d);
+        let spawn = Spawn {
+            program: &agent.command.program,
+            args: c.args,
+            cwd: &s.project_dir,
+            stdin: c.stdin,
+            stdout_log: self.store.loop_log(number, "out"),
+            stderr_log: self.store.loop_log(number, "err"),
+            timeout: s.timeout.value,
+            grace: GRACE,
+            live: s.live.value,
+            env_remove: AGENT_ENV_REMOVED,
+            env_set: &env_set,
+            stop_after_result: matches!(agent.profile.parser, Parser::Claude),
+            marker: Some(&self.marker),
+            idle_timeout: watch(s.idle_timeout.value),
+            first_output_timeout: watch(s.first_output_timeout.value),
+        };
+        let (reporter, lock) = (&self.reporter, &mut self.lock);
+        let on_spawn = |t: process::Tracked<'_>| match t {
+            process::Tracked::Spawned(pgid) => {
+                if let Some(ticks) = process::start_ticks(pgid) {
+                    lock.record_agent(Some((pgid, ticks)));
+                }
+            }
+            process::Tracked::Outside(procs) => lock.record_procs(procs),
+        };
+        let (wall, parser, secrets) = (&self.clock, &agent.profile.parser, &self.secrets);
+        let called = call::call(
+            spawn,
+            parser,
+            argv::asked_format(agent, s),
+            self.cancel.clone(),
+            on_spawn,
+            |line| {
+                let items = match parser {
+                    Parser::Claude => analysis::live_items(line),
+                    Parser::Mapped(m) => analysis::mapped_live_items(m, line),
+                };
+                for mut item in items {
+                    crate::agent::redact::redact_live(&mut item, secrets);
+                    if let Some(f) = live_file.as_mut() {
+                        let _ = f.write_all(crate::report::live_log_line(&item).as_bytes());
+                    }
+                    reporter.live(&item);
+                }
+            },
+            // Reset times printed without a zone ("resets 7pm") are in the local zone.
+            || analysis::Clock::new(wall.now(), jiff::tz::TimeZone::system()),
+        )
+        .await
+        .map_err(HankError::usage)?;
+        self.reporter.agent_finished();
+        self.lock.record_agent(None);
+        let mut analysis = called.analysis;
+        crate::agent::redact::redact_analysis(&mut analysis, &self.secrets);
+        Ok(AgentAnswer {
+            analysis,
+            duration: called.outcome.duration,
+            startup_hang: called.outcome.startup_hang,
+            interrupted: called.outcome.interrupted,
+        })
+    }
+}

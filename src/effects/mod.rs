@@ -1,0 +1,177 @@
+//! What the loop does to the world, behind one trait: the driver (`engine/`) executes the
+//! state machine's steps ([`crate::policy::run`]) only through [`Effects`], so that its unit
+//! tests run a whole loop — a call, a check, a 5-hour wait — with no process and no sleep.
+//!
+//! [`Real`] is `hank run`'s implementation, one job per file: `agent.rs` (spawn, stream,
+//! answer), `check.rs` (VERIFY_COMMAND), `output.rs` (state.json, status.json, events, the
+//! log, the terminal), `open.rs` (the state loaded, leftovers of a killed hank stopped). The
+//! test implementation is next to the engine's tests (`engine/tests/effects.rs`).
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use crate::agent::profile::Agent;
+use crate::analysis::Analysis;
+use crate::error::Result;
+use crate::policy::budget::{BudgetLimits, WaitReason};
+use crate::policy::run::Control;
+use crate::policy::time::Clock;
+use crate::policy::verify::{CheckKind, CheckResult};
+use crate::progress::{Baseline, Progress};
+use crate::report::LoopSummary;
+use crate::settings::Settings;
+use crate::store::{Event, State, Status};
+
+pub(crate) mod agent;
+pub(crate) mod check;
+mod open;
+mod output;
+
+pub(crate) use open::Real;
+
+/// A future an effect returns (boxed: the trait is used as `dyn Effects`).
+pub(crate) type Fut<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+
+/// How a sleep ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Slept {
+    /// The time passed (or the sleep was cut short for a reason that is not an interrupt).
+    Done,
+    /// Ctrl-C, SIGTERM or SIGHUP came.
+    Interrupted,
+}
+
+/// One call of the agent, as the driver prepared it (argv and stdin built, status published).
+pub(crate) struct AgentCall<'a> {
+    pub number: u64,
+    pub agent: &'a Agent,
+    pub settings: &'a Settings,
+    pub args: &'a [String],
+    pub stdin: Vec<u8>,
+    pub resume: bool,
+    /// Bytes of the loop context and of the prompt (the terminal's call line).
+    pub sizes: (usize, usize),
+}
+
+/// What a call came back with: the answer (secrets already redacted) and how the process ended.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct AgentAnswer {
+    pub analysis: Analysis,
+    pub duration: Duration,
+    /// No output within FIRST_OUTPUT_TIMEOUT.
+    pub startup_hang: bool,
+    /// hank stopped the agent (Ctrl-C, SIGTERM, SIGHUP).
+    pub interrupted: bool,
+}
+
+/// One run of VERIFY_COMMAND.
+pub(crate) struct CheckCall<'a> {
+    pub kind: CheckKind,
+    pub command: &'a str,
+    pub project: &'a std::path::Path,
+    /// The run's count of checks, this one included (names the log `verify-NNNNN.log`).
+    pub number: u64,
+    /// The loop after which it runs.
+    pub after_loop: u64,
+    pub timeout: Duration,
+    /// The project's test files when the run started (relative path, size).
+    pub tests_at_start: &'a [(String, u64)],
+}
+
+/// A check's record and, when it failed, the end of its output (for the agent's feedback).
+#[derive(Debug, Clone)]
+pub(crate) struct Checked {
+    pub result: CheckResult,
+    pub tail: String,
+}
+
+/// A line or view for the terminal.
+pub(crate) enum Say<'a> {
+    Info(&'a str),
+    Warn(&'a str),
+    /// The analysis of an answer (verbose only).
+    Analysis(&'a Analysis),
+    Summary(&'a LoopSummary),
+    WaitTick {
+        reason: &'a str,
+        until: Timestamp,
+        now: Timestamp,
+    },
+    WaitDone,
+}
+
+/// Everything the driver does to the world. Every wait of the loop goes through
+/// [`Effects::sleep`] and reads [`Clock::now`]; facts from outside the run (live control, the
+/// fleet, delivery) come through [`Effects::poll_control`].
+pub(crate) trait Effects: Clock {
+    /// Sleeps `d`, or less when the user interrupts (the real one: tokio's timer raced with
+    /// the signal counter; a test one: moves its clock).
+    fn sleep(&mut self, d: Duration) -> Fut<'_, Slept>;
+    /// Whether the user interrupted the run (Ctrl-C, SIGTERM, SIGHUP).
+    fn interrupted(&self) -> bool;
+    /// Facts from outside the run that arrived since the last poll, oldest first: a pause,
+    /// a note for the next context, a setting, a sibling's window reading
+    /// (`policy::run::Control`). Polled before each call and during every wait.
+    fn poll_control(&mut self) -> Vec<Control>;
+    /// The commands taken since the last call (each an event) and warnings of the control
+    /// source.
+    fn control_log(&mut self) -> (Vec<crate::control::Taken>, Vec<String>) {
+        (Vec::new(), Vec::new())
+    }
+    /// Runs the agent and analyzes its answer.
+    fn call_agent<'a>(&'a mut self, call: AgentCall<'a>) -> Fut<'a, Result<AgentAnswer>>;
+    /// The project before a call (what `git status` shows, the plan), for its progress.
+    fn baseline(&mut self, project: PathBuf, plan: String) -> Fut<'_, Baseline>;
+    /// What a call changed since `base` (`plan_after`: fix_plan.md as it is now).
+    fn measure(
+        &mut self,
+        project: PathBuf,
+        base: Baseline,
+        plan_after: String,
+    ) -> Fut<'_, Progress>;
+    /// Runs VERIFY_COMMAND once (its start and its result said on the terminal and logged).
+    fn run_check<'a>(&'a mut self, check: CheckCall<'a>) -> Fut<'a, Result<Checked>>;
+    /// Saves state.json (`durable`: fdatasync too).
+    fn persist(&mut self, state: &State, durable: bool) -> Result<()>;
+    /// Publishes status.json.
+    fn publish(&mut self, status: &Status) -> Result<()>;
+    /// Whether status.json went missing (someone deleted it during a wait).
+    fn status_missing(&self) -> bool;
+    /// An event: `events.jsonl`, stdout with `--json`, NOTIFY (`cost_usd` of the run and the
+    /// plan's `items` done/total for its message).
+    fn emit(&mut self, event: &Event, cost_usd: f64, items: (u32, u32)) -> Result<()>;
+    /// A line of `.hank/logs/hank.log`.
+    fn log(&mut self, line: &str);
+    /// The terminal.
+    fn say(&mut self, what: Say<'_>);
+    /// The last loop's questions (sent with NOTIFY's `needs_answers`).
+    fn questions(&mut self, questions: &[String]);
+    /// Where the prompt file of call `number` goes (profiles that take one).
+    fn prompt_file(&mut self, number: u64) -> PathBuf;
+    /// Writes `bytes` to `path` atomically (0600).
+    fn write_file(&mut self, path: &std::path::Path, bytes: &[u8]) -> Result<()>;
+    /// `.hank/` recreated if the agent removed it; the store's notes since the last look.
+    fn ensure_dirs(&mut self) -> Result<Vec<String>>;
+    /// LOG_RETENTION: keeps the logs of loops from `.0` and checks from `.1` on; `before` is
+    /// the last call's window (`None`: scan the folder once).
+    fn prune_logs(&mut self, from: (u64, u64), before: Option<(u64, u64)>);
+    /// In a fleet: takes the call on the fleet-wide ledger, or says until when to wait.
+    fn reserve_call(
+        &mut self,
+        now: Timestamp,
+        limits: &BudgetLimits,
+    ) -> Result<Option<(Timestamp, WaitReason)>>;
+    /// Inside GitHub Actions: writes `line` to the step summary and returns `true` (the job
+    /// stops and the next one continues); elsewhere `false`.
+    fn suspend_job(&mut self, line: &str) -> bool;
+    /// NOTIFY=true's desktop notification at the end.
+    fn desktop_notify(&mut self, title: &str, body: &str);
+    /// The end of the run: queued notifications delivered (bounded).
+    fn close(&mut self) -> Fut<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
+}

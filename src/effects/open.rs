@@ -1,0 +1,259 @@
+//! [`Real`]: `hank run`'s effects. Opening them loads the stored state (moved aside when
+//! unreadable) and stops what a hank killed with SIGKILL left running.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use tokio::sync::watch;
+
+use super::{AgentAnswer, AgentCall, CheckCall, Checked, Effects, Fut, Say, Slept};
+use crate::agent::process;
+use crate::error::Result;
+use crate::policy::budget::{BudgetLimits, WaitReason};
+use crate::policy::run::Control;
+use crate::policy::time::Clock;
+use crate::progress::{Baseline, Progress};
+use crate::report::{DisplayMode, Reporter};
+use crate::settings::Settings;
+use crate::store::{Event, LockGuard, State, Status, Store};
+
+/// SIGTERM to SIGKILL for what a killed hank left running (its agent's call is over: only
+/// its cleanup is waited for).
+const ORPHAN_GRACE: Duration = Duration::from_secs(2);
+
+/// The real effects: the clock (`SystemClock`, or `HANK_NOW`'s), tokio's timer, the
+/// project's store and lock, the terminal, NOTIFY, the `hank ctl` journal
+/// ([`crate::control::LiveControl`]) and the signal counter.
+pub(crate) struct Real {
+    pub(super) clock: Box<dyn Clock>,
+    pub(super) control: Option<crate::control::LiveControl>,
+    pub(super) store: Store,
+    pub(super) lock: LockGuard,
+    pub(super) reporter: Reporter,
+    pub(super) cancel: watch::Receiver<u32>,
+    /// The tag in every agent's environment (descendants and orphans are found by it).
+    pub(super) marker: process::Marker,
+    pub(super) secrets: Vec<String>,
+    pub(super) notify: crate::notify::Hook,
+    /// `--json`: events on stdout too.
+    pub(super) json: bool,
+}
+
+impl Real {
+    /// Opens the effects of a run in `s.project_dir` (`lock` held) and loads its state. The
+    /// warnings found on the way (a state moved aside, leftovers stopped) come back with it.
+    pub(crate) fn open(
+        s: &Settings,
+        store: Store,
+        lock: LockGuard,
+        cancel: watch::Receiver<u32>,
+        clock: Box<dyn Clock>,
+        remote: Option<crate::control::remote::RemotePoller>,
+    ) -> Result<(Self, State, Vec<String>)> {
+        let now = clock.now();
+        let mut loaded = store.load_state(now)?;
+        loaded.state.ledger.prune(now);
+        let control = crate::control::LiveControl::open(store.clone()).with_remote(remote);
+        let mut real = Self {
+            clock,
+            control: Some(control),
+            reporter: Reporter::new(DisplayMode::detect(), s.verbose.value),
+            marker: process::Marker::new(&s.project_dir),
+            notify: crate::notify::Hook::new(s, now),
+            secrets: crate::agent::redact::secret_values(),
+            json: s.json,
+            store,
+            lock,
+            cancel,
+        };
+        let mut warnings = real.stop_leftovers();
+        if let Some(aside) = loaded.moved_aside {
+            warnings.push(format!(
+                "state.json {}; moved it aside to {} and started a fresh state",
+                loaded.problem,
+                aside.display()
+            ));
+        }
+        if !loaded.clamped.is_empty() {
+            warnings.push(format!(
+                "state.json held times in the future (the clock went back?): {} set to now",
+                loaded.clamped.join(", ")
+            ));
+        }
+        warnings.extend(real.store.take_notes());
+        Ok((real, loaded.state, warnings))
+    }
+
+    /// A hank of this project killed with SIGKILL may have left its agent running (its
+    /// group, and anything carrying the project's marker) or its VERIFY_COMMAND: we hold the
+    /// lock, so no loop of the project runs and all of it is left over.
+    fn stop_leftovers(&mut self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        let recorded = self.lock.orphaned_agent();
+        // Descendants that left the agent's group (and maybe dropped the marker) were
+        // recorded while it ran.
+        let procs = self.lock.orphaned_procs();
+        let stopped = process::stop_recorded(&procs, ORPHAN_GRACE)
+            + process::stop_orphans(&self.marker.project, recorded, ORPHAN_GRACE);
+        if stopped > 0 {
+            warnings.push(format!(
+                "stopped {stopped} agent process(es) left running by a hank that was killed{}",
+                recorded.map_or_else(String::new, |(pgid, _)| format!(" (process group {pgid})"))
+            ));
+        }
+        if recorded.is_some() || !procs.is_empty() {
+            self.lock.record_agent(None);
+        }
+        if let Some((pgid, ticks)) = self.lock.orphaned_verify() {
+            if process::stop_orphan_group(pgid, ticks) {
+                warnings.push(format!(
+                    "stopped the VERIFY_COMMAND left running by a hank that was killed (process group {pgid})"
+                ));
+            }
+            self.lock.record_verify(None);
+        }
+        warnings
+    }
+}
+
+impl Clock for Real {
+    fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+}
+
+impl Effects for Real {
+    fn sleep(&mut self, d: Duration) -> Fut<'_, Slept> {
+        Box::pin(async move {
+            tokio::select! {
+                () = tokio::time::sleep(d) => Slept::Done,
+                changed = self.cancel.changed() => {
+                    if changed.is_err() || *self.cancel.borrow() > 0 {
+                        Slept::Interrupted
+                    } else {
+                        Slept::Done
+                    }
+                }
+            }
+        })
+    }
+
+    fn interrupted(&self) -> bool {
+        *self.cancel.borrow() > 0
+    }
+
+    fn poll_control(&mut self) -> Vec<Control> {
+        let now = self.clock.now();
+        self.control
+            .as_mut()
+            .map(|c| c.poll(now))
+            .unwrap_or_default()
+    }
+
+    fn control_log(&mut self) -> (Vec<crate::control::Taken>, Vec<String>) {
+        self.control
+            .as_mut()
+            .map(crate::control::LiveControl::take_log)
+            .unwrap_or_default()
+    }
+
+    fn call_agent<'a>(&'a mut self, call: AgentCall<'a>) -> Fut<'a, Result<AgentAnswer>> {
+        Box::pin(self.call(call))
+    }
+
+    fn baseline(&mut self, project: PathBuf, plan: String) -> Fut<'_, Baseline> {
+        Box::pin(crate::progress::baseline_off_thread(project, plan))
+    }
+
+    fn measure(
+        &mut self,
+        project: PathBuf,
+        base: Baseline,
+        plan_after: String,
+    ) -> Fut<'_, Progress> {
+        Box::pin(crate::progress::measure_off_thread(
+            project, base, plan_after,
+        ))
+    }
+
+    fn run_check<'a>(&'a mut self, check: CheckCall<'a>) -> Fut<'a, Result<Checked>> {
+        Box::pin(self.check(check))
+    }
+
+    fn persist(&mut self, state: &State, durable: bool) -> Result<()> {
+        self.store.save_state_with(state, durable)
+    }
+
+    fn publish(&mut self, status: &Status) -> Result<()> {
+        self.store.write_status(status)
+    }
+
+    fn status_missing(&self) -> bool {
+        !self.store.status_path().exists()
+    }
+
+    fn emit(&mut self, event: &Event, cost_usd: f64, items: (u32, u32)) -> Result<()> {
+        self.write_event(event, cost_usd, items)
+    }
+
+    fn log(&mut self, line: &str) {
+        self.store.log(self.clock.now(), line);
+    }
+
+    fn say(&mut self, what: Say<'_>) {
+        self.show(what);
+    }
+
+    fn questions(&mut self, questions: &[String]) {
+        self.notify.questions(questions);
+    }
+
+    fn prompt_file(&mut self, number: u64) -> PathBuf {
+        self.store.loop_log(number, "prompt")
+    }
+
+    fn write_file(&mut self, path: &Path, bytes: &[u8]) -> Result<()> {
+        crate::store::write_atomic(path, bytes, false)
+            .map_err(|e| crate::error::HankError::io("failed to write", path, e))
+    }
+
+    fn ensure_dirs(&mut self) -> Result<Vec<String>> {
+        self.store.ensure_dirs()?;
+        Ok(self.store.take_notes())
+    }
+
+    fn prune_logs(&mut self, from: (u64, u64), before: Option<(u64, u64)>) {
+        match before {
+            None => {
+                self.store.prune_logs(from.0, from.1);
+            }
+            Some(before) => self.store.remove_logs(before.0..from.0, before.1..from.1),
+        }
+    }
+
+    fn reserve_call(
+        &mut self,
+        now: Timestamp,
+        limits: &BudgetLimits,
+    ) -> Result<Option<(Timestamp, WaitReason)>> {
+        crate::store::fleet_ledger::reserve_from_env(now, limits)
+    }
+
+    fn suspend_job(&mut self, line: &str) -> bool {
+        let in_actions = std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v.trim() == "true");
+        if in_actions {
+            crate::store::portable::append_step_summary(line);
+        }
+        in_actions
+    }
+
+    fn desktop_notify(&mut self, title: &str, body: &str) {
+        crate::report::notify(title, body);
+    }
+
+    fn close(&mut self) -> Fut<'_, ()> {
+        let cancel = self.cancel.clone();
+        Box::pin(self.notify.finish(cancel))
+    }
+}

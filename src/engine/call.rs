@@ -1,0 +1,254 @@
+//! One call of the agent as a step: on the ledger and saved before the spawn, the context
+//! and argv, the call ([`crate::effects::Effects::call_agent`]), the answer made complete,
+//! progress (and the per-loop check), the fold, the decision and what it leaves to do, the
+//! report.
+
+use jiff::Timestamp;
+
+use super::Engine;
+use crate::agent::answer::{self, Ended, Pricing, RunSoFar};
+use crate::agent::argv;
+use crate::agent::profile::Agent;
+use crate::analysis::Analysis;
+use crate::effects::{AgentAnswer, AgentCall, Say};
+use crate::error::Result;
+use crate::policy::decide::Decision;
+use crate::policy::run::Fact;
+use crate::progress::Progress;
+use crate::report::LoopSummary;
+use crate::store::schema::{AgentFinished, Fold};
+use crate::store::{EventKind, LastLoop, RunState};
+
+impl Engine {
+    /// One loop from the call to the report; its decision is the state machine's.
+    pub(super) async fn one_loop(&mut self, plan_before: String) -> Result<()> {
+        let now = self.fx.now();
+        self.state.loop_count += 1;
+        let number = self.state.loop_count;
+        self.run.on(Fact::Calling, now);
+        self.state.totals.loops += 1;
+        // The call is on the ledger before the agent exists: no crash of hank (kill -9
+        // included) can under-count it. The rename is atomic; no fdatasync (it costs ms per
+        // loop on ext4 and only matters if the whole machine goes down mid-write).
+        self.state.ledger.record_call(now);
+        self.fx.persist(&self.state, false)?;
+        let agent = self.agent().clone();
+        let resume = self.resume_id(&agent, now);
+        let baseline = self.fx.baseline(self.s.project_dir.clone(), plan_before);
+        let baseline = baseline.await;
+        let mut got = self.call(&agent, number, resume.as_deref()).await?;
+        self.take_answer(&agent, number, &mut got.analysis)?;
+        let (progress, regressed) = self.measure(number, baseline).await?;
+        let now = self.fx.now();
+        let ended = Ended {
+            startup_hang: got.startup_hang,
+            interrupted: got.interrupted || self.fx.interrupted(),
+            regressed,
+        };
+        let folded = self.fold(number, now, resume.as_deref(), &got, &progress, ended)?;
+        let so_far = RunSoFar {
+            loops: self.run.loops(),
+            cost_usd: self.run.cost(),
+            plan_complete: self.plan_complete(),
+            now,
+        };
+        let facts = (&folded, ended, resume.is_some());
+        let dcfg = self.s.decide_config();
+        let a = &got.analysis;
+        let answered = answer::judge(a, &self.state, so_far, &dcfg, facts, &progress);
+        // The decision, a "done" claim checked, failover, a fresh session (policy::run).
+        self.run.on(Fact::Answered(answered), now);
+        while let Some(step) = self.run.pending() {
+            self.settle(step, &got.analysis).await?;
+        }
+        let decision = self.run.decision().unwrap_or(Decision::Continue);
+        self.note_usage_limit(&got.analysis, &decision);
+        self.prune_logs();
+        // When the next loop starts at once, its "running" status and its save before the
+        // spawn carry this loop's results: no redundant writes here. Every other way out of
+        // the loop (stop, wait, error) saves first.
+        let next_now = decision == Decision::Continue && self.s.loop_delay_seconds.value == 0;
+        if !next_now {
+            self.fx.persist(&self.state, false)?;
+        }
+        self.report_loop(number, &got, &progress, !next_now)
+    }
+
+    /// The context, argv and stdin of call `number`, announced (status `running`, the
+    /// `loop_started` event, the log line), then the call.
+    async fn call(
+        &mut self,
+        agent: &Agent,
+        number: u64,
+        resume: Option<&str>,
+    ) -> Result<AgentAnswer> {
+        let prompt = self.s.read_prompt()?;
+        let context = self.context_for(agent, number);
+        let prompt_file = self.fx.prompt_file(number);
+        let prepared = argv::prepare(agent, &self.s, resume, &context, &prompt, &prompt_file);
+        if let Some(bytes) = &prepared.prompt_file {
+            self.fx.write_file(&prompt_file, bytes)?;
+        }
+        self.wait = None;
+        self.write_status(RunState::Running)?;
+        self.emit(EventKind::LoopStarted {
+            number,
+            resume: resume.is_some(),
+            context_bytes: context.len() as u64,
+            agent: Some(agent.name().to_owned()),
+        })?;
+        let format = argv::asked_format(agent, &self.s).as_str();
+        self.fx.log(&format!(
+            "loop {number} started (agent: {}, resume: {}, format: {format})",
+            agent.name(),
+            resume.is_some(),
+        ));
+        let call = AgentCall {
+            number,
+            agent,
+            settings: &self.s,
+            args: &prepared.args,
+            stdin: prepared.stdin,
+            resume: resume.is_some(),
+            sizes: (context.len(), prompt.len()),
+        };
+        self.fx.call_agent(call).await
+    }
+
+    /// The session to resume, when the profile resumes and the stored id is one the CLI
+    /// makes (state.json is in the agent's reach: an id goes back only in the CLI's alphabet).
+    fn resume_id(&mut self, agent: &Agent, now: Timestamp) -> Option<String> {
+        let session = self.state.session.as_ref();
+        let id = self.s.resumable(session, now).map(|x| x.id.clone());
+        let id = id.filter(|_| agent.profile.resume)?;
+        match crate::policy::session::check_id(&id, agent.profile.session_ids()) {
+            Ok(()) => Some(id),
+            Err(why) => {
+                self.warn(&format!(
+                    "the stored session id is not one {} makes ({why}); starting a fresh session",
+                    agent.name()
+                ));
+                self.state.session = None;
+                None
+            }
+        }
+    }
+
+    /// The loop context of call `number`; notes from outside the run (live control, the
+    /// fleet, delivery) go into one context.
+    fn context_for(&mut self, agent: &Agent, number: u64) -> String {
+        let handover = self.handover.take();
+        let feedback = self.verify.feedback.take();
+        let mut input = argv::context_input(&self.state, &self.plan, number);
+        input.handover_from = handover.as_deref();
+        input.verification = feedback.as_deref();
+        if !agent.profile.allowed_tools {
+            input.tools_by_choice = Some(&self.s.allowed_tools.value);
+        }
+        argv::build_context(&input) + &argv::outside_notes(&self.run.take_notes())
+    }
+
+    /// The answer made complete ([`answer::complete`]); `.hank/` recreated if the agent
+    /// removed it (the next integrity check then stops the run).
+    fn take_answer(&mut self, agent: &Agent, number: u64, a: &mut Analysis) -> Result<()> {
+        let pricing = Pricing {
+            text: self.s.output_format.value == crate::settings::OutputFormat::Text,
+            unknown_call_cost: self.s.unknown_call_cost.value,
+        };
+        let when = (self.fx.now(), &mut self.credential_warned);
+        let warnings = answer::complete(a, (agent, number), &mut self.state, pricing, when);
+        self.fx.say(Say::Analysis(a));
+        for w in warnings.into_iter().chain(self.fx.ensure_dirs()?) {
+            self.warn(&w);
+        }
+        Ok(())
+    }
+
+    /// What loop `number` changed (the plan re-read) and, with VERIFY_EVERY_LOOP, whether
+    /// the project's check turned red (`true`: regressed).
+    async fn measure(
+        &mut self,
+        number: u64,
+        base: crate::progress::Baseline,
+    ) -> Result<(Progress, bool)> {
+        let after = self.s.read_fix_plan().unwrap_or_default();
+        self.plan = crate::policy::fixplan::parse(&after, &self.s.optional_sections.value);
+        let mut progress = self
+            .fx
+            .measure(self.s.project_dir.clone(), base, after)
+            .await;
+        // VERIFY_EVERY_LOOP: the project's check, not the agent's word, is the tests' state.
+        let regressed = self.verify_loop(number).await?.unwrap_or(false);
+        progress.check_fixed = self.verify.fixed_after == Some(number);
+        Ok((progress, regressed))
+    }
+
+    /// Folds the answer into the state ([`answer::fold`]) and reports what the fold found.
+    fn fold(
+        &mut self,
+        number: u64,
+        now: Timestamp,
+        resumed: Option<&str>,
+        a: &AgentAnswer,
+        progress: &Progress,
+        ended: Ended,
+    ) -> Result<answer::Folded> {
+        self.run.on(Fact::Spent(a.analysis.cost_usd), now);
+        let (decide, breaker) = (self.s.decide_config(), self.s.breaker_config());
+        let fold = Fold {
+            number,
+            now,
+            resumed,
+            analysis: &a.analysis,
+            progress,
+            regressed: ended.regressed,
+            decide: &decide,
+            breaker: &breaker,
+            interrupted_by_hank: ended.interrupted,
+            free_retry: false,
+        };
+        let limit = crate::settings::resolve::format_duration(self.s.first_output_timeout.value);
+        let name = self.agent().name().to_owned();
+        let mut folded = answer::fold(&mut self.state, fold, &name, ended, &limit);
+        for w in std::mem::take(&mut folded.warnings) {
+            self.warn(&w);
+        }
+        if let Some(t) = folded.transition.take() {
+            self.transition(&t)?;
+        }
+        Ok(folded)
+    }
+
+    /// status.json, the `agent_finished` event, the log line and the summary block.
+    fn report_loop(
+        &mut self,
+        number: u64,
+        a: &AgentAnswer,
+        p: &Progress,
+        write_status: bool,
+    ) -> Result<()> {
+        self.fx.questions(&a.analysis.questions);
+        self.questions.clone_from(&a.analysis.questions);
+        let mut finished = AgentFinished::of(number, &a.analysis, p, a.duration);
+        finished.agent = Some(self.agent().name().to_owned());
+        if let Some(check) = self.verify.loop_result(number) {
+            finished.tests_status = Some(if check.passed { "PASSING" } else { "FAILING" }.into());
+        }
+        self.last_loop = Some(LastLoop::of(&finished));
+        self.run_loops.push(finished.receipt(self.fx.now()));
+        if write_status {
+            self.write_status(RunState::Running)?;
+        }
+        self.fx.log(&crate::report::loop_log_line(&finished));
+        let summary = LoopSummary::of(
+            &finished,
+            &a.analysis,
+            (self.plan.done(), self.plan.total()),
+            self.state.totals.cost_usd,
+            a.duration,
+            self.state.breaker.state,
+        );
+        self.fx.say(Say::Summary(&summary));
+        self.emit(EventKind::AgentFinished(Box::new(finished)))
+    }
+}
