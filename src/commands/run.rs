@@ -49,13 +49,6 @@ fn run_checked(run: &RunArgs, args: &[OsString]) -> Result<u8> {
     let settings = settings::load(&run.into(), &project_dir)?;
     check_required_files(&settings)?;
     let mut notes = settings.warnings.clone();
-    if settings.deliver.value != settings::DeliverMode::None {
-        notes.push(format!(
-            "DELIVER={} ({}) is not wired into `hank run` yet: the work stays in the working tree; run `hank deliver` after the run",
-            settings.deliver.value.as_str(),
-            settings.deliver.source
-        ));
-    }
     if settings.dry_run && !run.monitor {
         let agent = dry_run_agent(&settings, &mut notes)?;
         for w in &notes {

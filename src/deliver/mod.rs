@@ -14,6 +14,8 @@ use crate::error::{HankError, Result};
 use crate::exit::ExitReason;
 use crate::forge::{Forge, PullRequest};
 use crate::policy::deliver::{self as rules, CiLimits, CiVerdict, Evidence};
+
+pub mod in_run;
 use crate::policy::receipts;
 use crate::policy::verify::CheckKind;
 use crate::store::schema::EventLine;
@@ -143,13 +145,24 @@ fn runtime_paths() -> Vec<String> {
         .collect()
 }
 
+/// What [`commit_all`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Committed {
+    /// A commit was made (`false`: nothing to commit).
+    pub made: bool,
+    /// Files left out because they look like secrets
+    /// ([`rules::looks_like_secret`]); they stay in the working tree, uncommitted.
+    pub secrets_skipped: Vec<String>,
+}
+
 /// Commits everything the agent left (new, changed and deleted files; hank's runtime files
-/// excepted, even where `.gitignore` does not list them) with `message`. `false` when there
-/// was nothing to commit.
+/// excepted, even where `.gitignore` does not list them; files that look like secrets —
+/// `.env`, private keys… — never, even when nothing ignores them: they stay in the working
+/// tree) with `message`.
 ///
 /// # Errors
 /// git refused (a failing pre-commit hook: its output is in the message).
-pub fn commit_all(dir: &Path, message: &str) -> Result<bool> {
+pub fn commit_all(dir: &Path, message: &str) -> Result<Committed> {
     let r = git(dir, &["add", "--all", "--", "."], GIT_QUICK)?;
     if !r.success {
         return Err(HankError::Tool(format!(
@@ -165,8 +178,12 @@ pub fn commit_all(dir: &Path, message: &str) -> Result<bool> {
         .collect();
     reset.extend(globs.iter().map(String::as_str));
     let _ = git(dir, &reset, GIT_QUICK)?;
+    let secrets_skipped = unstage_secrets(dir)?;
     if git(dir, &["diff", "--cached", "--quiet"], GIT_QUICK)?.success {
-        return Ok(false);
+        return Ok(Committed {
+            made: false,
+            secrets_skipped,
+        });
     }
     let r = git(
         dir,
@@ -174,7 +191,10 @@ pub fn commit_all(dir: &Path, message: &str) -> Result<bool> {
         GIT_DELIVER_TIMEOUT,
     )?;
     if r.success {
-        Ok(true)
+        Ok(Committed {
+            made: true,
+            secrets_skipped,
+        })
     } else {
         Err(HankError::Tool(format!(
             "`git commit` failed: {}{}",
@@ -182,6 +202,43 @@ pub fn commit_all(dir: &Path, message: &str) -> Result<bool> {
             crate::sanitize::line(r.stdout.trim())
         )))
     }
+}
+
+/// Takes the staged files that look like secrets out of the index (added or changed; a
+/// deletion leaks nothing and stays); their names.
+fn unstage_secrets(dir: &Path) -> Result<Vec<String>> {
+    let staged = git_ok(
+        dir,
+        &[
+            "diff",
+            "--cached",
+            "--name-only",
+            "--no-renames",
+            "--diff-filter=d",
+            "-z",
+        ],
+    )?;
+    let secrets: Vec<String> = staged
+        .split('\0')
+        .filter(|p| !p.is_empty() && rules::looks_like_secret(p))
+        .map(str::to_string)
+        .collect();
+    if secrets.is_empty() {
+        return Ok(secrets);
+    }
+    let specs: Vec<String> = secrets.iter().map(|p| format!(":(literal){p}")).collect();
+    let mut args = vec!["reset", "--quiet", "--"];
+    args.extend(specs.iter().map(String::as_str));
+    let r = git(dir, &args, GIT_QUICK)?;
+    if !r.success {
+        // Without the reset a secret would be committed: refuse the commit instead.
+        return Err(HankError::Tool(format!(
+            "could not leave {} out of the delivery commit: {}",
+            secrets.join(", "),
+            crate::sanitize::line(r.stderr.trim())
+        )));
+    }
+    Ok(secrets)
 }
 
 /// How a push ended.
@@ -222,6 +279,70 @@ pub fn push(dir: &Path, remote: &str, branch: &str) -> Result<Push> {
     Ok(Push::Rejected { output })
 }
 
+/// The branch a pull request targets: `explicit` (`hank deliver --base`), else the branch the
+/// work started from when it is not the delivery branch, else the base of the last delivery
+/// of this branch (`.hank/delivery.json`), else the remote's default branch.
+///
+/// # Errors
+/// None of them is known (the message says how to name it), or git cannot run.
+pub fn base_branch(
+    dir: &Path,
+    explicit: Option<&str>,
+    start: Option<&str>,
+    branch: &str,
+    remote: &str,
+) -> Result<String> {
+    if let Some(b) = explicit {
+        if !rules::valid_branch_name(b) {
+            return Err(HankError::usage(format!(
+                "invalid value `{b}` for --base: expected a git branch name"
+            )));
+        }
+        return Ok(b.to_string());
+    }
+    if let Some(s) = start.filter(|s| *s != branch) {
+        return Ok(s.to_string());
+    }
+    // Delivering again from the delivery branch: the base of the last delivery of it.
+    if let Ok(bytes) = crate::fsread::read(
+        &dir.join(".hank").join(DELIVERY_FILE),
+        crate::fsread::CONFIG_LIMIT,
+        crate::fsread::Follow::No,
+    ) && let Ok(last) = serde_json::from_slice::<crate::store::schema::Delivery>(&bytes)
+        && last.branch == branch
+        && rules::valid_branch_name(&last.base)
+    {
+        return Ok(last.base);
+    }
+    let r = git(
+        dir,
+        &[
+            "symbolic-ref",
+            "--quiet",
+            "--short",
+            &format!("refs/remotes/{remote}/HEAD"),
+        ],
+        GIT_QUICK,
+    )?;
+    let prefix = format!("{remote}/");
+    r.stdout
+        .trim()
+        .strip_prefix(&prefix)
+        .filter(|b| r.success && !b.is_empty())
+        .map(str::to_string)
+        .ok_or_else(|| {
+            HankError::usage_hint(
+                format!(
+                    "the work is already on `{branch}` and the branch it came from is not known"
+                ),
+                "start from the branch the pull request should target, or name it (`hank deliver --base NAME`)",
+            )
+        })
+}
+
+/// `.hank/delivery.json`: the last delivery.
+pub const DELIVERY_FILE: &str = "delivery.json";
+
 /// hank's records of the last finished run (`events.jsonl` up to its last `exit` event):
 /// the evidence for the PR body, and whether the run ended verified (a completion whose check
 /// passed: `Some(true)`; no check: `None`).
@@ -236,7 +357,29 @@ pub fn evidence(events: &str) -> (Evidence, Option<bool>, bool) {
         .iter()
         .rposition(|l| l.kind() == "exit")
         .map_or(0, |i| i + 1);
-    let run = &lines[start..=end];
+    let (ev, verified) = evidence_of(&lines[start..=end]);
+    let completed = ev.exit_reason.is_some_and(ExitReason::is_completion);
+    (ev, verified, completed)
+}
+
+/// hank's records of the run under way (`events.jsonl` after its last `exit` event), for a
+/// delivery inside the loop: the run has not ended, so its stop reason is the completion
+/// being delivered.
+#[must_use]
+pub fn evidence_of_current(events: &str, reason: ExitReason, message: &str) -> Evidence {
+    let lines = EventLine::parse_all(events);
+    let start = lines
+        .iter()
+        .rposition(|l| l.kind() == "exit")
+        .map_or(0, |i| i + 1);
+    let (mut ev, _) = evidence_of(&lines[start..]);
+    ev.exit_reason = Some(reason);
+    ev.exit_message = Some(message.to_string());
+    ev
+}
+
+/// The evidence in these event lines (one run's), and the verdict of its `exit` event.
+fn evidence_of(run: &[EventLine]) -> (Evidence, Option<bool>) {
     let mut ev = Evidence::default();
     let mut loops = Vec::new();
     let mut verified = None;
@@ -291,8 +434,7 @@ pub fn evidence(events: &str) -> (Evidence, Option<bool>, bool) {
         }
     }
     ev.receipts = receipts::attribute(&loops);
-    let completed = ev.exit_reason.is_some_and(ExitReason::is_completion);
-    (ev, verified, completed)
+    (ev, verified)
 }
 
 /// Timing of the CI wait.
@@ -319,6 +461,50 @@ impl CiWaitSettings {
 /// A failed check's name and the end of its log, when the forge had one.
 pub type CheckLog = (String, Option<String>);
 
+/// One look at the checks of `sha`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CiPoll {
+    /// Not final yet: look again after this long.
+    Wait(Duration),
+    /// The verdict, with the failing checks' log tails (raw; [`rules::ci_feedback`] cleans
+    /// them).
+    Final(CiVerdict, Vec<CheckLog>),
+}
+
+/// Asks the forge for the checks of exactly `sha` once and judges them at `now`.
+///
+/// # Errors
+/// The forge cannot be asked.
+pub fn ci_poll(
+    forge: &dyn Forge,
+    sha: &str,
+    pushed_at: Timestamp,
+    limits: CiLimits,
+    now: Timestamp,
+) -> Result<CiPoll> {
+    let checks = forge.checks(sha)?;
+    Ok(match rules::ci_verdict(&checks, pushed_at, now, limits) {
+        CiVerdict::Wait { next } => {
+            let ms = u64::try_from(next.duration_since(now).as_millis()).unwrap_or(0);
+            CiPoll::Wait(Duration::from_millis(ms))
+        }
+        v @ CiVerdict::Failed { .. } => {
+            let mut logs: Vec<CheckLog> = Vec::new();
+            for c in checks
+                .iter()
+                .filter(|c| c.state == rules::CheckState::Failed)
+            {
+                if logs.iter().any(|(n, _)| *n == c.name) {
+                    continue;
+                }
+                logs.push((c.name.clone(), forge.check_log(c).unwrap_or(None)));
+            }
+            CiPoll::Final(v, logs)
+        }
+        v => CiPoll::Final(v, Vec::new()),
+    })
+}
+
 /// Waits for the checks of exactly `sha` until the verdict is final; returns it with the
 /// failing checks' log tails (raw; [`rules::ci_feedback`] cleans them). `now` is the clock;
 /// `interrupted` ends the wait early (`Ok(None)`).
@@ -335,12 +521,8 @@ pub fn wait_for_ci(
 ) -> Result<Option<(CiVerdict, Vec<CheckLog>)>> {
     let limits = w.limits();
     loop {
-        let checks = forge.checks(sha)?;
-        let t = now();
-        match rules::ci_verdict(&checks, pushed_at, t, limits) {
-            CiVerdict::Wait { next } => {
-                let ms = u64::try_from(next.duration_since(t).as_millis()).unwrap_or(0);
-                let mut left = Duration::from_millis(ms);
+        match ci_poll(forge, sha, pushed_at, limits, now())? {
+            CiPoll::Wait(mut left) => {
                 while !left.is_zero() {
                     if interrupted() {
                         return Ok(None);
@@ -350,23 +532,7 @@ pub fn wait_for_ci(
                     left -= step;
                 }
             }
-            v @ CiVerdict::Failed { .. } => {
-                let mut logs = Vec::new();
-                for c in checks
-                    .iter()
-                    .filter(|c| c.state == rules::CheckState::Failed)
-                {
-                    if logs
-                        .iter()
-                        .any(|(n, _): &(String, Option<String>)| *n == c.name)
-                    {
-                        continue;
-                    }
-                    logs.push((c.name.clone(), forge.check_log(c).unwrap_or(None)));
-                }
-                return Ok(Some((v, logs)));
-            }
-            v => return Ok(Some((v, Vec::new()))),
+            CiPoll::Final(v, logs) => return Ok(Some((v, logs))),
         }
     }
 }

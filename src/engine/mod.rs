@@ -60,6 +60,7 @@ pub(crate) const AGENT_ENV_REMOVED: &[&str] = &[
 pub(crate) const GRACE: Duration = Duration::from_secs(5);
 
 mod agents;
+mod deliver;
 mod drive;
 mod output;
 mod start;
@@ -123,6 +124,8 @@ struct Engine {
     run_loops: Vec<crate::policy::receipts::LoopCost>,
     /// NOTIFY: every emitted event is offered to it (`output.rs`).
     notify: crate::notify::Hook,
+    /// DELIVER=branch|pr: the run's delivery (`deliver.rs`, [`crate::deliver::in_run`]).
+    delivery: Option<crate::deliver::in_run::InRun>,
 }
 
 impl Engine {
@@ -175,6 +178,10 @@ impl Engine {
         }
         self.state.agents.on_run_start(now);
         self.run = Run::new(self.run_config(now));
+        if self.delivery.is_some() {
+            let rounds = crate::deliver::in_run::InRun::rounds(&self.s);
+            self.run = Run::new(self.run_config(now)).delivering(rounds);
+        }
         self.run_started = now;
         self.run_deadline =
             crate::policy::run::RunConfig::deadline_of(now, self.s.max_runtime.value);

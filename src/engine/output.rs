@@ -66,6 +66,7 @@ impl Engine {
             pid: std::process::id(),
         });
         status.verification = self.verify.status();
+        status.delivery = self.delivery.as_ref().and_then(|d| d.last().cloned());
         status
     }
 

@@ -44,6 +44,8 @@ pub(crate) fn start(
         let control = crate::control::LiveControl::open(store.clone());
         let fx = Box::new(super::drive::Real(clock, Some(control)));
         let mut engine = Engine::new(settings, agents, store, cancel, lock, fx)?;
+        // DELIVER=branch|pr: checked, and the work put on its branch, before any call.
+        engine.delivery = crate::deliver::in_run::InRun::start(&engine.s)?;
         for note in notes {
             engine.warn(&note);
         }
@@ -101,6 +103,7 @@ impl Engine {
             logs_kept_from: None,
             clock,
             marker,
+            delivery: None,
         };
         // A hank of this project killed with SIGKILL may have left its agent running (its
         // group, and anything carrying the project's marker): we hold the lock, so no loop of

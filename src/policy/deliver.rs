@@ -654,6 +654,86 @@ pub fn push_feedback(remote: &str, branch: &str, output: &str, secrets: &[String
     )
 }
 
+// ---------------------------------------------------------------------------------------------
+// What a delivery never commits, and how a failed push is read
+
+/// Names of files that hold credentials by convention.
+const SECRET_NAMES: &[&str] = &[
+    ".env",
+    ".envrc",
+    ".netrc",
+    "_netrc",
+    ".git-credentials",
+    ".pgpass",
+    ".pypirc",
+    ".htpasswd",
+    "credentials.json",
+];
+/// `.env.*` files that are templates, not secrets.
+const ENV_TEMPLATES: &[&str] = &["example", "sample", "template", "dist", "defaults"];
+/// Extensions of private keys and key stores.
+const SECRET_EXTENSIONS: &[&str] = &["pem", "key", "p12", "pfx", "jks", "keystore", "kdbx", "ppk"];
+/// SSH private keys (their `.pub` halves are public).
+const SSH_KEY_PREFIXES: &[&str] = &["id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"];
+
+/// A path (relative, `/`-separated, as git prints it) that looks like it holds a secret:
+/// `.env` and `.env.*` (not `.env.example`, `.sample`, `.template`, `.dist`, `.defaults`),
+/// `.envrc`, `.netrc`, `.git-credentials`, `.pgpass`, `.pypirc`, `.htpasswd`,
+/// `credentials.json`, `.aws/credentials`, private keys and key stores (`*.pem`, `*.key`,
+/// `*.p12`, `*.pfx`, `*.jks`, `*.keystore`, `*.kdbx`, `*.ppk`) and SSH keys (`id_rsa*`,
+/// `id_dsa*`, `id_ecdsa*`, `id_ed25519*`, not `*.pub`). A delivery never commits them.
+#[must_use]
+pub fn looks_like_secret(path: &str) -> bool {
+    let lower = path.to_ascii_lowercase();
+    let name = lower.rsplit('/').next().unwrap_or(&lower);
+    if SECRET_NAMES.contains(&name)
+        || lower == ".aws/credentials"
+        || lower.ends_with("/.aws/credentials")
+    {
+        return true;
+    }
+    if let Some(rest) = name.strip_prefix(".env.") {
+        return !ENV_TEMPLATES.contains(&rest);
+    }
+    if SSH_KEY_PREFIXES.iter().any(|p| name.starts_with(p)) && !name.ends_with(".pub") {
+        return true;
+    }
+    name.rsplit_once('.')
+        .is_some_and(|(stem, ext)| !stem.is_empty() && SECRET_EXTENSIONS.contains(&ext))
+}
+
+/// A push that failed for a reason the agent cannot fix and that may pass on a retry (the
+/// network, the remote hanging up) — not a hook's or the remote's refusal.
+#[must_use]
+pub fn push_failure_is_transient(output: &str) -> bool {
+    let o = output.to_ascii_lowercase();
+    let refused = [
+        "hook declined",
+        "[rejected]",
+        "[remote rejected]",
+        "pre-push",
+        "denied",
+    ];
+    if refused.iter().any(|r| o.contains(r)) {
+        return false;
+    }
+    [
+        "could not resolve host",
+        "connection timed out",
+        "connection refused",
+        "connection reset",
+        "operation timed out",
+        "the remote end hung up unexpectedly",
+        "early eof",
+        "temporary failure",
+        "http 5",
+        "error: rpc failed",
+        "could not read from remote repository",
+    ]
+    .iter()
+    .any(|t| o.contains(t))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -991,5 +1071,63 @@ mod tests {
 
         let p = push_feedback("origin", "hank/main", &"x".repeat(10_000), &[]);
         assert!(p.chars().count() < MAX_HOOK_OUTPUT_CHARS + 300);
+    }
+
+    #[test]
+    fn secret_looking_files() {
+        for secret in [
+            ".env",
+            "app/.env",
+            ".env.local",
+            ".env.production",
+            ".envrc",
+            ".netrc",
+            ".git-credentials",
+            "deploy/server.pem",
+            "tls.KEY",
+            "certs/store.p12",
+            "id_rsa",
+            "home/.ssh/id_ed25519",
+            "id_ecdsa_old",
+            ".aws/credentials",
+            "x/.aws/credentials",
+            "credentials.json",
+        ] {
+            assert!(looks_like_secret(secret), "{secret}");
+        }
+        for ok in [
+            ".env.example",
+            "app/.env.sample",
+            ".env.template",
+            "id_rsa.pub",
+            "src/keys.rs",
+            "docs/key.md",
+            "environment.ts",
+            ".pem",
+            "README.md",
+            "src/credentials.rs",
+            "monkey",
+        ] {
+            assert!(!looks_like_secret(ok), "{ok}");
+        }
+    }
+
+    #[test]
+    fn transient_push_failures() {
+        for t in [
+            "fatal: unable to access 'https://x/': Could not resolve host: x",
+            "error: RPC failed; HTTP 502\nfatal: the remote end hung up unexpectedly",
+            "ssh: connect to host x port 22: Connection timed out\nfatal: Could not read from remote repository.",
+        ] {
+            assert!(push_failure_is_transient(t), "{t}");
+        }
+        for r in [
+            "lint failed\nerror: failed to push some refs to '/r.git'",
+            " ! [remote rejected] hank/main -> hank/main (pre-receive hook declined)",
+            " ! [rejected]        hank/main -> hank/main (non-fast-forward)",
+            "ERROR: Permission to o/r.git denied to bot.\nfatal: Could not read from remote repository.",
+        ] {
+            assert!(!push_failure_is_transient(r), "{r}");
+        }
     }
 }

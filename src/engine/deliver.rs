@@ -1,0 +1,45 @@
+//! The delivery step (`DELIVER=branch|pr`): [`crate::deliver::in_run`] does the work; this
+//! hands it the run's records and reports each step (the terminal, status.json, the
+//! `delivery` event) and how it ended ([`Fact::Delivered`]).
+
+use super::Engine;
+use crate::error::Result;
+use crate::exit::ExitReason;
+use crate::policy::run::{Delivered, Fact};
+use crate::store::schema::Delivery;
+use crate::store::{EventKind, RunState};
+
+impl Engine {
+    /// Delivers the verified completion `reason`, then reports [`Fact::Delivered`].
+    pub(super) async fn deliver_step(&mut self, reason: ExitReason) -> Result<()> {
+        let Some(mut d) = self.delivery.take() else {
+            self.run
+                .on(Fact::Delivered(Delivered::Final(reason)), self.clock.now());
+            return Ok(());
+        };
+        self.reporter
+            .info(&format!("delivering the verified work on {}", d.branch()));
+        let (dir, store) = (self.s.project_dir.clone(), self.store.clone());
+        let (secrets, cancel) = (self.secrets.clone(), self.cancel.clone());
+        let outcome = d
+            .deliver(&dir, &store, reason, &secrets, cancel, &mut |rec| {
+                self.delivery_recorded(rec)
+            })
+            .await;
+        let warnings = d.take_warnings();
+        self.delivery = Some(d);
+        for w in warnings {
+            self.warn(&w);
+        }
+        self.run.on(Fact::Delivered(outcome?), self.clock.now());
+        Ok(())
+    }
+
+    fn delivery_recorded(&mut self, d: &Delivery) -> Result<()> {
+        self.reporter.info(&d.line());
+        let mut status = self.status(RunState::Running, None);
+        status.delivery = Some(d.clone());
+        self.store.write_status(&status)?;
+        self.emit(EventKind::Delivery(Box::new(d.clone())))
+    }
+}
