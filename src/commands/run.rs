@@ -49,6 +49,9 @@ fn run_checked(run: &RunArgs, args: &[OsString]) -> Result<u8> {
     let settings = settings::load(&run.into(), &project_dir)?;
     check_required_files(&settings)?;
     let mut notes = settings.warnings.clone();
+    if settings.dry_run && !run.monitor && settings.deliver.value != settings::DeliverMode::None {
+        notes.push(crate::deliver::in_run::dry_run_note(&settings));
+    }
     if settings.dry_run && !run.monitor {
         let agent = dry_run_agent(&settings, &mut notes)?;
         for w in &notes {

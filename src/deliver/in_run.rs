@@ -441,6 +441,23 @@ impl InRun {
     }
 }
 
+/// What `hank run --dry-run` says about `DELIVER=branch|pr` (nothing is switched or pushed).
+#[must_use]
+pub fn dry_run_note(s: &Settings) -> String {
+    let start = super::current_branch(&s.project_dir).ok().flatten();
+    let branch = rules::branch_for(s.deliver_branch.value.as_deref(), start.as_deref());
+    let what = match s.deliver.value {
+        DeliverMode::Pr => "push, a pull request, its checks",
+        _ => "push",
+    };
+    format!(
+        "DELIVER={} ({}): the loop would work on branch `{branch}` and deliver a verified completion to `{}` ({what})",
+        s.deliver.value.as_str(),
+        s.deliver.source,
+        s.deliver_remote.value
+    )
+}
+
 /// Runs blocking git off the runtime's thread (the signal handler keeps running, so a
 /// Ctrl-C stops git's process group through `proc::Cmd`).
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
