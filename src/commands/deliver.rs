@@ -76,6 +76,7 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
     let flags = Flags {
         deliver: a.deliver.clone(),
         branch: a.branch.clone(),
+        base: a.base.clone(),
         ..Flags::default()
     };
     let s = settings::load(&flags, &dir)?;
@@ -133,7 +134,13 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
     let branch = rules::branch_for(s.deliver_branch.value.as_deref(), start.as_deref());
     let remote = s.deliver_remote.value.clone();
     let url = deliver::remote_url(&dir, &remote)?;
-    let base = deliver::base_branch(&dir, a.base.as_deref(), start.as_deref(), &branch, &remote)?;
+    let base = deliver::base_branch(
+        &dir,
+        s.deliver_base.value.as_deref(),
+        start.as_deref(),
+        &branch,
+        &remote,
+    )?;
     let wait = s.ci_wait.value.applies(mode) && !a.no_wait;
     let forge: Option<Box<dyn Forge>> = if mode == DeliverMode::Pr || wait {
         Some(forge::detect(&dir, &url, &forge::Env::from_process())?)

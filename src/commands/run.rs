@@ -355,6 +355,7 @@ impl From<&RunArgs> for settings::Flags {
             auto_reset_circuit: a.auto_reset_circuit,
             deliver: a.deliver.clone(),
             branch: a.branch.clone(),
+            base: a.base.clone(),
             dry_run: a.dry_run,
             notify: a.notify,
             json: a.json,

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::{CiPoll, CiWaitSettings, DELIVERY_FILE, Push};
+use super::{CiWaitSettings, DELIVERY_FILE, Push};
 use crate::clock::SystemClock;
 use crate::error::{HankError, Result};
 use crate::exit::ExitReason;
@@ -72,9 +72,12 @@ impl InRun {
         let branch = rules::branch_for(s.deliver_branch.value.as_deref(), start.as_deref());
         let remote = s.deliver_remote.value.clone();
         let url = super::remote_url(dir, &remote)?;
+        let explicit = s.deliver_base.value.as_deref();
         let base = match mode {
-            DeliverMode::Pr => super::base_branch(dir, None, start.as_deref(), &branch, &remote)?,
-            _ => super::base_branch(dir, None, start.as_deref(), &branch, &remote)
+            DeliverMode::Pr => {
+                super::base_branch(dir, explicit, start.as_deref(), &branch, &remote)?
+            }
+            _ => super::base_branch(dir, explicit, start.as_deref(), &branch, &remote)
                 .unwrap_or_default(),
         };
         let wait = s.ci_wait.value.applies(mode).then_some(CiWaitSettings {
@@ -261,7 +264,7 @@ impl InRun {
                     rules::clean(output.lines().last().unwrap_or_default(), secrets, 200),
                     wait.as_secs()
                 ));
-                if sleep_or_cancel(*wait, cancel).await {
+                if super::sleep_or_cancel(*wait, cancel).await {
                     d.exit_reason = Some(ExitReason::Interrupted);
                     return Ok(Pushed::No(Delivered::Final(ExitReason::Interrupted)));
                 }
@@ -341,17 +344,7 @@ impl InRun {
         let Some(f) = self.forge.as_deref() else {
             return Ok(None);
         };
-        let limits = w.limits();
-        loop {
-            match super::ci_poll(f, sha, pushed_at, limits, self.clock.now())? {
-                CiPoll::Final(v, logs) => return Ok(Some((v, logs))),
-                CiPoll::Wait(d) => {
-                    if sleep_or_cancel(d, cancel).await {
-                        return Ok(None);
-                    }
-                }
-            }
-        }
+        super::wait_for_ci_async(f, sha, pushed_at, w, &|| self.clock.now(), cancel).await
     }
 
     /// The verdict in the record, and what it means for the run: green (then auto-merge,
@@ -464,15 +457,4 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| HankError::Internal(format!("a delivery step failed: {e}")))?
-}
-
-/// Sleeps `d`; `true` when a signal came first.
-async fn sleep_or_cancel(d: Duration, cancel: &mut watch::Receiver<u32>) -> bool {
-    if *cancel.borrow() > 0 {
-        return true;
-    }
-    tokio::select! {
-        () = tokio::time::sleep(d) => false,
-        changed = cancel.changed() => changed.is_err() || *cancel.borrow() > 0,
-    }
 }

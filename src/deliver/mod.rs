@@ -206,7 +206,10 @@ pub fn commit_all(dir: &Path, message: &str) -> Result<Committed> {
 
 /// Takes the staged files that look like secrets out of the index (added or changed; a
 /// deletion leaks nothing and stays); their names.
-fn unstage_secrets(dir: &Path) -> Result<Vec<String>> {
+///
+/// # Errors
+/// git cannot run, or the files could not be taken out (then nothing may be committed).
+pub fn unstage_secrets(dir: &Path) -> Result<Vec<String>> {
     let staged = git_ok(
         dir,
         &[
@@ -257,10 +260,13 @@ pub enum Push {
 /// # Errors
 /// git cannot run, or ran past [`GIT_DELIVER_TIMEOUT`].
 pub fn push(dir: &Path, remote: &str, branch: &str) -> Result<Push> {
-    let refspec = format!("HEAD:refs/heads/{branch}");
+    push_refspec(dir, remote, &format!("HEAD:refs/heads/{branch}"))
+}
+
+fn push_refspec(dir: &Path, remote: &str, refspec: &str) -> Result<Push> {
     let r = git(
         dir,
-        &["push", "--set-upstream", "--", remote, &refspec],
+        &["push", "--set-upstream", "--", remote, refspec],
         GIT_DELIVER_TIMEOUT,
     )?;
     if r.success {
@@ -295,7 +301,7 @@ pub fn base_branch(
     if let Some(b) = explicit {
         if !rules::valid_branch_name(b) {
             return Err(HankError::usage(format!(
-                "invalid value `{b}` for --base: expected a git branch name"
+                "invalid value `{b}` for --base / DELIVER_BASE: expected a git branch name"
             )));
         }
         return Ok(b.to_string());
@@ -438,7 +444,7 @@ fn evidence_of(run: &[EventLine]) -> (Evidence, Option<bool>) {
 }
 
 /// Timing of the CI wait.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CiWaitSettings {
     pub appear: Duration,
     pub total: Duration,
@@ -535,6 +541,56 @@ pub fn wait_for_ci(
             CiPoll::Final(v, logs) => return Ok(Some((v, logs))),
         }
     }
+}
+
+/// [`wait_for_ci`] inside an async driver: the waits are the runtime's timer, so the signal
+/// handler keeps counting; `cancel` (the signal counter) ends the wait (`Ok(None)`).
+///
+/// # Errors
+/// The forge cannot be asked.
+pub async fn wait_for_ci_async(
+    forge: &dyn Forge,
+    sha: &str,
+    pushed_at: Timestamp,
+    w: CiWaitSettings,
+    now: &dyn Fn() -> Timestamp,
+    cancel: &mut tokio::sync::watch::Receiver<u32>,
+) -> Result<Option<(CiVerdict, Vec<CheckLog>)>> {
+    let limits = w.limits();
+    loop {
+        match ci_poll(forge, sha, pushed_at, limits, now())? {
+            CiPoll::Final(v, logs) => return Ok(Some((v, logs))),
+            CiPoll::Wait(d) => {
+                if sleep_or_cancel(d, cancel).await {
+                    return Ok(None);
+                }
+            }
+        }
+    }
+}
+
+/// Sleeps `d` on the runtime's timer; `true` when a signal came first (or had come).
+pub async fn sleep_or_cancel(d: Duration, cancel: &mut tokio::sync::watch::Receiver<u32>) -> bool {
+    if *cancel.borrow() > 0 {
+        return true;
+    }
+    tokio::select! {
+        () = tokio::time::sleep(d) => false,
+        changed = cancel.changed() => changed.is_err() || *cancel.borrow() > 0,
+    }
+}
+
+/// Pushes the local branch `branch` (not HEAD) to the same name on `remote` (upstream set):
+/// the fleet's integration branch, which is checked out in no worktree hank keeps.
+///
+/// # Errors
+/// git cannot run, or ran past [`GIT_DELIVER_TIMEOUT`].
+pub fn push_branch(dir: &Path, remote: &str, branch: &str) -> Result<Push> {
+    push_refspec(
+        dir,
+        remote,
+        &format!("refs/heads/{branch}:refs/heads/{branch}"),
+    )
 }
 
 /// The comment an issue closed by the pull request gets.

@@ -734,6 +734,91 @@ pub fn push_failure_is_transient(output: &str) -> bool {
     .any(|t| o.contains(t))
 }
 
+// ---------------------------------------------------------------------------------------------
+// The fleet (`hank fleet --deliver`)
+
+/// The pull request base of a fleet task delivered on its own (`hank fleet --deliver pr`):
+/// the branch of the last task it comes after — its work starts from that task's merged work,
+/// so against that branch its PR shows only its own changes until that one merges (GitHub
+/// then retargets it to the branch the merged one went into) — else the fleet's base.
+#[must_use]
+pub fn fleet_task_base(after_slugs: &[&str], fleet_base: &str) -> String {
+    after_slugs
+        .last()
+        .map_or_else(|| fleet_base.to_string(), |slug| format!("hank/{slug}"))
+}
+
+/// The `hank run` flags of a fleet task's worker: the user's flags without their own
+/// `--deliver` / `--base` (the fleet decides them), then `--deliver MODE` and, when given,
+/// `--base BASE`.
+#[must_use]
+pub fn fleet_worker_flags(user: &[String], mode: &str, base: Option<&str>) -> Vec<String> {
+    let mut out = Vec::with_capacity(user.len() + 4);
+    let mut skip_value = false;
+    for f in user {
+        if std::mem::take(&mut skip_value) {
+            continue;
+        }
+        if f == "--deliver" || f == "--base" {
+            skip_value = true;
+            continue;
+        }
+        if f.starts_with("--deliver=") || f.starts_with("--base=") {
+            continue;
+        }
+        out.push(f.clone());
+    }
+    out.extend(["--deliver".to_string(), mode.to_string()]);
+    if let Some(b) = base {
+        out.extend(["--base".to_string(), b.to_string()]);
+    }
+    out
+}
+
+/// One task of a fleet, for the integration branch's pull request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FleetTaskLine {
+    pub name: String,
+    pub state: String,
+    pub loops: u64,
+    pub cost_usd: f64,
+    pub message: String,
+}
+
+/// The body of the one pull request of a fleet's integration branch (`hank fleet --deliver
+/// pr --into X`): each task as hank's fleet records it (state, loops, cost, what happened),
+/// sanitized, redacted and bounded like every body.
+#[must_use]
+pub fn fleet_pr_body(
+    into: &str,
+    base: &str,
+    tasks: &[FleetTaskLine],
+    secrets: &[String],
+) -> String {
+    let mut s = format!(
+        "Delivered by `hank fleet` from `{}` onto `{}`: every task below was verified in its own worktree and merged one at a time, with the check run on each merge result. Everything below comes from hank's fleet records (`.hank/fleet.json`), not from an agent's text.\n\n| task | state | loops | cost | what happened |\n|---|---|---|---|---|\n",
+        inline(base, secrets, 200),
+        inline(into, secrets, 200)
+    );
+    let mut loops = 0;
+    let mut cost = 0.0;
+    for t in tasks {
+        loops += t.loops;
+        cost += t.cost_usd;
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | ${:.2} | {} |",
+            inline(&t.name, secrets, 200).replace('|', "\\|"),
+            inline(&t.state, secrets, 40),
+            t.loops,
+            t.cost_usd,
+            inline(&t.message, secrets, 300).replace('|', "\\|")
+        );
+    }
+    let _ = writeln!(s, "| **total** | | {loops} | ${cost:.2} | |");
+    bounded(&s, MAX_BODY_CHARS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1129,5 +1214,49 @@ mod tests {
         ] {
             assert!(!push_failure_is_transient(r), "{r}");
         }
+    }
+
+    #[test]
+    fn fleet_bases_and_worker_flags() {
+        assert_eq!(fleet_task_base(&[], "main"), "main");
+        assert_eq!(fleet_task_base(&["schema"], "main"), "hank/schema");
+        assert_eq!(fleet_task_base(&["a", "b"], "main"), "hank/b");
+        let user: Vec<String> = ["--calls", "3", "--deliver", "branch", "--base=x", "-v"]
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            fleet_worker_flags(&user, "pr", Some("hank/a")),
+            ["--calls", "3", "-v", "--deliver", "pr", "--base", "hank/a"]
+        );
+        assert_eq!(
+            fleet_worker_flags(&["--deliver=pr".to_string()], "none", None),
+            ["--deliver", "none"]
+        );
+    }
+
+    #[test]
+    fn the_fleet_pr_body_is_hanks_records() {
+        let tasks = vec![
+            FleetTaskLine {
+                name: "API | v2".into(),
+                state: "merged".into(),
+                loops: 3,
+                cost_usd: 0.5,
+                message: "merged into hank/fleet".into(),
+            },
+            FleetTaskLine {
+                name: "Docs".into(),
+                state: "merged".into(),
+                loops: 1,
+                cost_usd: 0.25,
+                message: "token sk-ant-api03-AAAAAAAAAAAAAAAAAAAAAAAA".into(),
+            },
+        ];
+        let b = fleet_pr_body("hank/fleet", "main", &tasks, &[]);
+        assert!(b.contains("from `main` onto `hank/fleet`"), "{b}");
+        assert!(b.contains("| API \\| v2 | merged | 3 | $0.50 |"), "{b}");
+        assert!(b.contains("| **total** | | 4 | $0.75 | |"), "{b}");
+        assert!(!b.contains("AAAAAAAAAAAAAAAAAAAAAAAA"), "{b}");
     }
 }

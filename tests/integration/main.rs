@@ -11,6 +11,7 @@ mod architecture;
 mod cli;
 mod ctl_loop;
 mod deliver;
+mod deliver_fleet;
 mod deliver_loop;
 mod fake_github;
 mod faults;
