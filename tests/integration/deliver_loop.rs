@@ -295,6 +295,16 @@ fn red_ci_goes_to_the_next_loop_and_green_delivers() {
     assert!(err.contains("PR #1 hank/main → main"), "{err}");
     assert!(err.contains("checks red (test (ubuntu))"), "{err}");
     assert_eq!(s.p.status()["exit_reason"], "delivered");
+    // The monitor shows the PR and its checks, and each delivery step in the events.
+    let o = s.p.run(&["monitor", "--once"]);
+    let text = crate::support::stdout(&o);
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("deliver "))
+        .unwrap_or_else(|| panic!("no deliver row in:\n{text}"));
+    assert!(row.contains("PR #1 hank/main → main"), "{row}");
+    assert!(row.ends_with(": checks green"), "{row}");
+    assert!(text.contains("delivery: PR #1 hank/main → main"), "{text}");
 }
 
 #[test]
