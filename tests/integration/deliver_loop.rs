@@ -368,3 +368,91 @@ fn a_missing_remote_is_refused_before_any_call() {
         "main"
     );
 }
+
+#[test]
+fn ctrl_c_during_the_ci_wait_ends_the_run_interrupted() {
+    let s = setup("Fix login");
+    let gh = FakeGitHub::start();
+    s.p.hankrc("RETRY_BACKOFF_SECONDS=0\nDELIVER=pr\nCI_APPEAR_TIMEOUT=10m\n");
+    let mut c = s.p.cmd();
+    c.env("GH_REPO", "o/r")
+        .env("GH_TOKEN", TOKEN)
+        .env("GITHUB_API_URL", gh.url())
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = c.spawn().expect("hank run");
+    // No check ever appears: the run waits (up to CI_APPEAR_TIMEOUT) with checks pending.
+    s.p.wait_status(std::time::Duration::from_secs(30), |st| {
+        st["delivery"]["checks"] == "pending"
+    });
+    crate::support::signal(&child, nix::sys::signal::Signal::SIGINT);
+    let out = crate::support::wait_with_timeout(child, std::time::Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let st = s.p.status();
+    assert_eq!(st["exit_reason"], "interrupted");
+    assert_eq!(st["delivery"]["exit_reason"], "interrupted");
+    // The push had happened; the PR is open.
+    assert_eq!(pulls_created(&gh), 1);
+}
+
+/// The real `gh` (Debian's package) against the fake, as its HTTP proxy: the loop's red round
+/// and green round go through `gh api`.
+#[test]
+fn the_real_gh_carries_a_red_then_green_round() {
+    let Some(real_gh) = ["/usr/bin/gh", "/usr/local/bin/gh"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+    else {
+        assert!(
+            std::env::var_os("HANK_REQUIRE_GH").is_none(),
+            "HANK_REQUIRE_GH is set (CI) but gh is not installed"
+        );
+        eprintln!("the_real_gh_carries_a_red_then_green_round: skipped (gh is not installed)");
+        return;
+    };
+    let s = setup("Fix login");
+    let gh = FakeGitHub::start();
+    gh.set(|w| w.check_runs_per_commit = vec![vec![red_check()], vec![green_check()]]);
+    let bin = s.p.home.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(&real_gh, bin.join("gh")).unwrap();
+    s.p.hankrc("RETRY_BACKOFF_SECONDS=0\nDELIVER=pr\n");
+    let mut c = s.p.cmd();
+    c.env(
+        "PATH",
+        format!(
+            "{}:{}/fixtures/bin:/usr/local/bin:/usr/bin:/bin",
+            bin.display(),
+            env!("CARGO_MANIFEST_DIR")
+        ),
+    )
+    .env("GH_HOST", "github.localhost")
+    .env("GH_TOKEN", "x-real-gh-token")
+    .env("GH_REPO", "o/r")
+    .env("GH_CONFIG_DIR", s.p.home.join("gh-config"))
+    .env("HTTP_PROXY", gh.url())
+    .env("GIT_AUTHOR_NAME", "t")
+    .env("GIT_AUTHOR_EMAIL", "t@t")
+    .env("GIT_COMMITTER_NAME", "t")
+    .env("GIT_COMMITTER_EMAIL", "t@t");
+    let out = c.output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(s.p.calls(), 2);
+    assert!(s.context(2).contains("assertion failed at login.rs:7"));
+    let reqs = gh.requests();
+    // gh sends absolute-form requests to its proxy, at api.<GH_HOST>.
+    assert!(
+        reqs.iter().any(|r| r
+            .target
+            .starts_with("http://api.github.localhost/repos/o/r/commits/")),
+        "{reqs:?}"
+    );
+    assert_eq!(pulls_created(&gh), 1);
+    assert_eq!(gh.world.lock().unwrap().commits_asked.len(), 2);
+    assert_eq!(s.p.status()["exit_reason"], "delivered");
+}
