@@ -553,7 +553,7 @@ pub fn outside_notes(notes: &[crate::policy::run::ContextNote]) -> String {
             NoteKind::Answer => "The operator's answer",
             NoteKind::CiFailure => "CI failed on the pushed branch",
             NoteKind::MergeResult => "The merge of this branch",
-            NoteKind::PushRejected => "The push of the delivery branch was refused",
+            NoteKind::PushRejected => "The delivery was refused by a git hook or the remote",
             NoteKind::Review => "A review of the pull request",
         };
         let clean: String = n

@@ -167,6 +167,12 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
             crate::sanitize::line(f)
         );
     }
+    if let Some(out) = &committed.refused {
+        return Err(HankError::Tool(format!(
+            "`git commit` failed: {}",
+            rules::clean(out, &secrets, rules::MAX_HOOK_OUTPUT_CHARS).replace('\n', " ")
+        )));
+    }
     if committed.made {
         errln!("hank: committed the work on {branch}");
     }

@@ -242,6 +242,18 @@ impl InRun {
             ));
         }
         d.secrets_skipped = committed.secrets_skipped;
+        if let Some(output) = committed.refused {
+            // A hook on the way out (pre-commit, commit-msg): back to the agent like a
+            // refused push, in the same rounds.
+            let text = rules::commit_feedback(&self.branch, &output, secrets);
+            d.exit_reason = Some(ExitReason::PushRejected);
+            d.feedback = Some(text.clone());
+            return Ok(Pushed::No(Delivered::Feedback {
+                round: Round::Push,
+                text,
+                otherwise: ExitReason::PushRejected,
+            }));
+        }
         let sha = super::head(&dir)?;
         let mut attempt = 0;
         loop {

@@ -153,6 +153,9 @@ pub struct Committed {
     /// Files left out because they look like secrets
     /// ([`rules::looks_like_secret`]); they stay in the working tree, uncommitted.
     pub secrets_skipped: Vec<String>,
+    /// git refused the commit (a pre-commit or commit-msg hook): its output, bounded like a
+    /// pre-push hook's. Nothing was committed.
+    pub refused: Option<String>,
 }
 
 /// Commits everything the agent left (new, changed and deleted files; hank's runtime files
@@ -160,8 +163,10 @@ pub struct Committed {
 /// `.env`, private keys… — never, even when nothing ignores them: they stay in the working
 /// tree) with `message`.
 ///
+/// A commit a hook refused is [`Committed::refused`] with the hook's output, for the agent.
+///
 /// # Errors
-/// git refused (a failing pre-commit hook: its output is in the message).
+/// git cannot run, or `git add` failed.
 pub fn commit_all(dir: &Path, message: &str) -> Result<Committed> {
     let r = git(dir, &["add", "--all", "--", "."], GIT_QUICK)?;
     if !r.success {
@@ -183,6 +188,7 @@ pub fn commit_all(dir: &Path, message: &str) -> Result<Committed> {
         return Ok(Committed {
             made: false,
             secrets_skipped,
+            refused: None,
         });
     }
     let r = git(
@@ -190,17 +196,22 @@ pub fn commit_all(dir: &Path, message: &str) -> Result<Committed> {
         &["commit", "--quiet", "-m", message],
         GIT_DELIVER_TIMEOUT,
     )?;
-    if r.success {
-        Ok(Committed {
-            made: true,
-            secrets_skipped,
-        })
+    let refused = (!r.success).then(|| tail_chars(&format!("{}\n{}", r.stderr, r.stdout)));
+    Ok(Committed {
+        made: r.success,
+        secrets_skipped,
+        refused,
+    })
+}
+
+/// The end of a hook's output kept for the agent (cleaned later by the rules).
+fn tail_chars(output: &str) -> String {
+    let keep = rules::MAX_HOOK_OUTPUT_CHARS * 4;
+    let n = output.chars().count();
+    if n > keep {
+        output.chars().skip(n - keep).collect()
     } else {
-        Err(HankError::Tool(format!(
-            "`git commit` failed: {}{}",
-            crate::sanitize::line(r.stderr.trim()),
-            crate::sanitize::line(r.stdout.trim())
-        )))
+        output.to_string()
     }
 }
 
@@ -277,12 +288,9 @@ fn push_refspec(dir: &Path, remote: &str, refspec: &str) -> Result<Push> {
         output.push('\n');
         output.push_str(&r.stdout);
     }
-    let keep = rules::MAX_HOOK_OUTPUT_CHARS * 4;
-    let n = output.chars().count();
-    if n > keep {
-        output = output.chars().skip(n - keep).collect();
-    }
-    Ok(Push::Rejected { output })
+    Ok(Push::Rejected {
+        output: tail_chars(&output),
+    })
 }
 
 /// The branch a pull request targets: `explicit` (`hank deliver --base`), else the branch the

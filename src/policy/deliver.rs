@@ -643,6 +643,17 @@ pub fn last_review_id(reviews: &[Review], comments: &[ReviewComment]) -> u64 {
         .unwrap_or(0)
 }
 
+/// What goes back to the agent when a pre-commit (or commit-msg) hook refused the delivery's
+/// commit.
+#[must_use]
+pub fn commit_feedback(branch: &str, output: &str, secrets: &[String]) -> String {
+    format!(
+        "The delivery commit on {} was refused by a git hook (pre-commit or commit-msg). Fix what it reports; hank commits and pushes again.\nIts output (end):\n```\n{}\n```\n",
+        inline(branch, secrets, 200),
+        tail(&clean(output, secrets, usize::MAX), MAX_HOOK_OUTPUT_CHARS).replace("```", "'''")
+    )
+}
+
 /// What goes back to the agent when a pre-push hook rejected the push.
 #[must_use]
 pub fn push_feedback(remote: &str, branch: &str, output: &str, secrets: &[String]) -> String {

@@ -230,7 +230,7 @@ fn a_pre_push_hook_rejection_goes_to_the_agent_and_the_fix_is_delivered() {
     // Loop 2 was told why the push was refused, with the hook's output.
     let ctx = s.context(2);
     assert!(
-        ctx.contains("The push of the delivery branch was refused"),
+        ctx.contains("The delivery was refused by a git hook or the remote"),
         "{ctx}"
     );
     assert!(ctx.contains("lint: docs/missing.md: no LINT_OK"), "{ctx}");
@@ -454,5 +454,31 @@ fn the_real_gh_carries_a_red_then_green_round() {
     );
     assert_eq!(pulls_created(&gh), 1);
     assert_eq!(gh.world.lock().unwrap().commits_asked.len(), 2);
+    assert_eq!(s.p.status()["exit_reason"], "delivered");
+}
+
+#[test]
+fn a_pre_commit_hook_refusal_goes_to_the_agent_in_the_push_rounds() {
+    let s = setup("Write the docs");
+    let hook = s.p.dir.join(".git/hooks/pre-commit");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\ngit diff --cached --name-only | grep -qx LINT_OK || { echo 'pre-commit: stage LINT_OK first' >&2; exit 1; }\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    s.p.fake("effect-2.sh", "touch LINT_OK\n");
+    let gh = FakeGitHub::start();
+    let out = s.run(&gh, "DELIVER=branch\n");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(s.p.calls(), 2);
+    let ctx = s.context(2);
+    assert!(
+        ctx.contains("was refused by a git hook (pre-commit"),
+        "{ctx}"
+    );
+    assert!(ctx.contains("pre-commit: stage LINT_OK first"), "{ctx}");
+    let files = git(&s.remote, &["ls-tree", "-r", "--name-only", "hank/main"]);
+    assert!(files.lines().any(|f| f == "LINT_OK"), "{files}");
     assert_eq!(s.p.status()["exit_reason"], "delivered");
 }

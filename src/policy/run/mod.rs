@@ -227,7 +227,7 @@ pub enum NoteKind {
     Answer,
     CiFailure,
     MergeResult,
-    /// A push of the delivery branch was refused (a pre-push hook's output).
+    /// The delivery commit or push was refused (a hook's output, the remote's answer).
     PushRejected,
     /// A reviewer asked for changes on the pull request.
     Review,
