@@ -1270,4 +1270,23 @@ mod tests {
         assert!(b.contains("| **total** | | 4 | $0.75 | |"), "{b}");
         assert!(!b.contains("AAAAAAAAAAAAAAAAAAAAAAAA"), "{b}");
     }
+
+    #[test]
+    fn a_refused_commit_goes_back_bounded_and_redacted() {
+        let out = format!(
+            "{}\nlint: bad ```x``` token ghp_AAAAAAAAAAAAAAAAAAAAAAAAAAAA\n",
+            "x".repeat(9000)
+        );
+        let fb = commit_feedback("hank/main", &out, &[]);
+        assert!(
+            fb.starts_with("The delivery commit on hank/main was refused by a git hook"),
+            "{fb}"
+        );
+        assert!(fb.contains("lint: bad '''x''' token [REDACTED]"), "{fb}");
+        assert!(
+            fb.chars().count() < MAX_HOOK_OUTPUT_CHARS + 300,
+            "{}",
+            fb.len()
+        );
+    }
 }
