@@ -724,6 +724,8 @@ pub fn push_failure_is_transient(output: &str) -> bool {
         "[remote rejected]",
         "pre-push",
         "denied",
+        "does not appear to be a git repository",
+        "repository not found",
     ];
     if refused.iter().any(|r| o.contains(r)) {
         return false;
@@ -1222,6 +1224,7 @@ mod tests {
             " ! [remote rejected] hank/main -> hank/main (pre-receive hook declined)",
             " ! [rejected]        hank/main -> hank/main (non-fast-forward)",
             "ERROR: Permission to o/r.git denied to bot.\nfatal: Could not read from remote repository.",
+            "fatal: '/gone.git' does not appear to be a git repository\nfatal: Could not read from remote repository.",
         ] {
             assert!(!push_failure_is_transient(r), "{r}");
         }
