@@ -46,6 +46,18 @@ pub struct InRun {
     warnings: Vec<String>,
 }
 
+/// What the driver of a delivery provides: where each step is recorded (the `delivery` event,
+/// status.json), and whether the run was asked to stop meanwhile (`hank ctl stop`).
+pub trait Host {
+    /// A step of the delivery happened (pushed, checks pending, the verdict).
+    ///
+    /// # Errors
+    /// The record cannot be written.
+    fn record(&mut self, d: &Delivery) -> Result<()>;
+    /// Asked about once a second during the waits: `true` ends the delivery `interrupted`.
+    fn stop_requested(&mut self) -> bool;
+}
+
 /// How a step of a delivery ended, inside [`InRun::deliver`].
 enum Pushed {
     Yes(String),
@@ -144,7 +156,7 @@ impl InRun {
 
     /// Delivers the verified completion `reason` of the run in `dir` whose records are in
     /// `store`.
-    /// `record` gets the delivery record at each step (pushed, checks pending, the verdict);
+    /// `host` records each step (pushed, checks pending, the verdict) and may ask to stop;
     /// `cancel` (the signal counter) ends a push retry wait or the CI wait with `interrupted`.
     ///
     /// # Errors
@@ -156,7 +168,7 @@ impl InRun {
         reason: ExitReason,
         secrets: &[String],
         mut cancel: watch::Receiver<u32>,
-        record: &mut dyn FnMut(&Delivery) -> Result<()>,
+        host: &mut dyn Host,
     ) -> Result<Delivered> {
         self.round += 1;
         let mut d = Delivery {
@@ -176,7 +188,7 @@ impl InRun {
         {
             Pushed::Yes(sha) => sha,
             Pushed::No(outcome) => {
-                self.keep(store, &d, record)?;
+                self.keep(store, &d, host)?;
                 return Ok(outcome);
             }
         };
@@ -186,18 +198,19 @@ impl InRun {
         }
         let (Some(w), Some(_)) = (self.wait, self.forge.as_ref()) else {
             d.exit_reason = Some(ExitReason::Delivered);
-            self.keep(store, &d, record)?;
+            self.keep(store, &d, host)?;
             return Ok(Delivered::Final(ExitReason::Delivered));
         };
         d.checks = "pending".into();
-        self.keep(store, &d, record)?;
-        let Some((verdict, logs)) = self.wait_ci(&sha, pushed_at, w, &mut cancel).await? else {
+        self.keep(store, &d, host)?;
+        let Some((verdict, logs)) = self.wait_ci(&sha, pushed_at, w, &mut cancel, host).await?
+        else {
             d.exit_reason = Some(ExitReason::Interrupted);
-            self.keep(store, &d, record)?;
+            self.keep(store, &d, host)?;
             return Ok(Delivered::Final(ExitReason::Interrupted));
         };
         let outcome = self.judge(&verdict, &logs, &sha, secrets, &mut d)?;
-        self.keep(store, &d, record)?;
+        self.keep(store, &d, host)?;
         Ok(outcome)
     }
 
@@ -352,11 +365,22 @@ impl InRun {
         pushed_at: jiff::Timestamp,
         w: CiWaitSettings,
         cancel: &mut watch::Receiver<u32>,
+        host: &mut dyn Host,
     ) -> Result<Option<(CiVerdict, Vec<super::CheckLog>)>> {
         let Some(f) = self.forge.as_deref() else {
             return Ok(None);
         };
-        super::wait_for_ci_async(f, sha, pushed_at, w, &|| self.clock.now(), cancel).await
+        let mut stop = || host.stop_requested();
+        super::wait_for_ci_async(
+            f,
+            sha,
+            pushed_at,
+            w,
+            &|| self.clock.now(),
+            cancel,
+            &mut stop,
+        )
+        .await
     }
 
     /// The verdict in the record, and what it means for the run: green (then auto-merge,
@@ -431,18 +455,13 @@ impl InRun {
         Ok(Delivered::Final(ExitReason::Delivered))
     }
 
-    /// `.hank/delivery.json`, then the caller's record (the event, status.json).
-    fn keep(
-        &mut self,
-        store: &Store,
-        d: &Delivery,
-        record: &mut dyn FnMut(&Delivery) -> Result<()>,
-    ) -> Result<()> {
+    /// `.hank/delivery.json`, then the host's record (the event, status.json).
+    fn keep(&mut self, store: &Store, d: &Delivery, host: &mut dyn Host) -> Result<()> {
         let path = store.dir().join(DELIVERY_FILE);
         let json = serde_json::to_vec_pretty(d).map_err(|e| HankError::Internal(e.to_string()))?;
         write_atomic(&path, &json, true).map_err(|e| HankError::io("failed to write", &path, e))?;
         self.last = Some(d.clone());
-        record(d)
+        host.record(d)
     }
 }
 

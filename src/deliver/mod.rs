@@ -552,7 +552,8 @@ pub fn wait_for_ci(
 }
 
 /// [`wait_for_ci`] inside an async driver: the waits are the runtime's timer, so the signal
-/// handler keeps counting; `cancel` (the signal counter) ends the wait (`Ok(None)`).
+/// handler keeps counting; `cancel` (the signal counter) ends the wait (`Ok(None)`), and so
+/// does `stop` (asked about once a second: a `hank ctl stop`).
 ///
 /// # Errors
 /// The forge cannot be asked.
@@ -563,14 +564,19 @@ pub async fn wait_for_ci_async(
     w: CiWaitSettings,
     now: &dyn Fn() -> Timestamp,
     cancel: &mut tokio::sync::watch::Receiver<u32>,
+    stop: &mut dyn FnMut() -> bool,
 ) -> Result<Option<(CiVerdict, Vec<CheckLog>)>> {
     let limits = w.limits();
     loop {
         match ci_poll(forge, sha, pushed_at, limits, now())? {
             CiPoll::Final(v, logs) => return Ok(Some((v, logs))),
-            CiPoll::Wait(d) => {
-                if sleep_or_cancel(d, cancel).await {
-                    return Ok(None);
+            CiPoll::Wait(mut left) => {
+                while !left.is_zero() {
+                    let step = left.min(Duration::from_secs(1));
+                    if sleep_or_cancel(step, cancel).await || stop() {
+                        return Ok(None);
+                    }
+                    left -= step;
                 }
             }
         }

@@ -3,9 +3,10 @@
 //! `delivery` event) and how it ended ([`Fact::Delivered`]).
 
 use super::Engine;
+use crate::deliver::in_run::Host;
 use crate::error::Result;
 use crate::exit::ExitReason;
-use crate::policy::run::{Delivered, Fact};
+use crate::policy::run::{Delivered, Fact, Step};
 use crate::store::schema::Delivery;
 use crate::store::{EventKind, RunState};
 
@@ -22,9 +23,7 @@ impl Engine {
         let (dir, store) = (self.s.project_dir.clone(), self.store.clone());
         let (secrets, cancel) = (self.secrets.clone(), self.cancel.clone());
         let outcome = d
-            .deliver(&dir, &store, reason, &secrets, cancel, &mut |rec| {
-                self.delivery_recorded(rec)
-            })
+            .deliver(&dir, &store, reason, &secrets, cancel, self)
             .await;
         let warnings = d.take_warnings();
         self.delivery = Some(d);
@@ -34,12 +33,20 @@ impl Engine {
         self.run.on(Fact::Delivered(outcome?), self.clock.now());
         Ok(())
     }
+}
 
-    fn delivery_recorded(&mut self, d: &Delivery) -> Result<()> {
+impl Host for Engine {
+    fn record(&mut self, d: &Delivery) -> Result<()> {
         self.reporter.info(&d.line());
         let mut status = self.status(RunState::Running, None);
         status.delivery = Some(d.clone());
         self.store.write_status(&status)?;
         self.emit(EventKind::Delivery(Box::new(d.clone())))
+    }
+
+    /// `hank ctl stop` (the control source is polled as in every wait).
+    fn stop_requested(&mut self) -> bool {
+        self.poll_control();
+        self.run.next(self.clock.now()) == Step::Stop(ExitReason::Interrupted)
     }
 }

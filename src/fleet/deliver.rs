@@ -188,9 +188,16 @@ pub async fn integration(
     };
     d.checks = "pending".into();
     errln!("hank: fleet: {}", d.line());
-    let Some((verdict, _logs)) =
-        deliver::wait_for_ci_async(forge.as_ref(), &sha, pushed_at, *w, &|| clock.now(), cancel)
-            .await?
+    let Some((verdict, _logs)) = deliver::wait_for_ci_async(
+        forge.as_ref(),
+        &sha,
+        pushed_at,
+        *w,
+        &|| clock.now(),
+        cancel,
+        &mut || false,
+    )
+    .await?
     else {
         d.exit_reason = Some(ExitReason::Interrupted);
         return finish(root, &d);

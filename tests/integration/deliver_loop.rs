@@ -482,3 +482,35 @@ fn a_pre_commit_hook_refusal_goes_to_the_agent_in_the_push_rounds() {
     assert!(files.lines().any(|f| f == "LINT_OK"), "{files}");
     assert_eq!(s.p.status()["exit_reason"], "delivered");
 }
+
+#[test]
+fn hank_ctl_stop_during_the_ci_wait_ends_the_run() {
+    let s = setup("Fix login");
+    let gh = FakeGitHub::start();
+    s.p.hankrc("RETRY_BACKOFF_SECONDS=0\nDELIVER=pr\nCI_APPEAR_TIMEOUT=10m\n");
+    let mut c = s.p.cmd();
+    c.env("GH_REPO", "o/r")
+        .env("GH_TOKEN", TOKEN)
+        .env("GITHUB_API_URL", gh.url())
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = c.spawn().expect("hank run");
+    s.p.wait_status(std::time::Duration::from_secs(30), |st| {
+        st["delivery"]["checks"] == "pending"
+    });
+    let o = s.p.run(&["ctl", "stop"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = crate::support::wait_with_timeout(child, std::time::Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert_eq!(s.p.status()["delivery"]["exit_reason"], "interrupted");
+    assert!(
+        s.p.events()
+            .iter()
+            .any(|e| e["type"] == "control" && e["command"] == "stop"),
+        "the stop was taken and recorded"
+    );
+}
