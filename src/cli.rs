@@ -90,7 +90,8 @@ pub(crate) enum Command {
     /// whether each is installed.
     Agents(AgentsArgs),
     /// Run the plan's `##` sections as parallel tasks, each in its own worktree, under one
-    /// budget, merged into one integration branch.
+    /// budget, merged into one integration branch (or one task per CI job: `plan`,
+    /// `run-task`).
     Fleet(FleetArgs),
     /// Print shell completions.
     Completions(CompletionsArgs),
@@ -105,7 +106,8 @@ pub(crate) enum Command {
     WithEnv(WithEnvArgs),
 }
 
-/// `hank fleet [OPTIONS] [RUN FLAGS…]` and `hank fleet status [--json]`.
+/// `hank fleet [OPTIONS] [RUN FLAGS…]`, `hank fleet status [--json]`, `hank fleet plan
+/// [--json]` and `hank fleet run-task NAME [RUN FLAGS…]`.
 #[derive(Debug, Clone, Args)]
 #[command(args_conflicts_with_subcommands = true)]
 pub(crate) struct FleetArgs {
@@ -154,6 +156,47 @@ pub(crate) enum FleetAction {
         #[arg(long)]
         json: bool,
     },
+    /// The tasks that can start now (their `after` merged, not delivered, not claimed by
+    /// another job): one per line, or with --json an array for a CI matrix.
+    Plan(FleetPlanArgs),
+    /// Run exactly one task in this checkout on its branch hank/<slug>: claim and restore its
+    /// state (refs/hank/state/<slug>), run its items, save the state, deliver per DELIVER.
+    RunTask(FleetRunTaskArgs),
+}
+
+/// `hank fleet plan [--json]`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct FleetPlanArgs {
+    /// As a JSON array on stdout (name, slug, branch, after, items of each task).
+    #[arg(long)]
+    pub json: bool,
+    /// The remote holding the task branches and state refs (`none`: look at nothing remote).
+    #[arg(long, value_name = "NAME", default_value = "origin")]
+    pub remote: String,
+}
+
+/// `hank fleet run-task NAME [RUN FLAGS…]`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct FleetRunTaskArgs {
+    /// The task: its `##` heading text or its slug.
+    pub name: String,
+    /// The remote holding the task branch and its state ref (`none`: keep everything local).
+    #[arg(long, value_name = "NAME", default_value = "origin")]
+    pub remote: String,
+    /// Who this job is, for the claim [default: HANK_STATE_OWNER, else the Actions
+    /// run/attempt/job, else host:pid].
+    #[arg(long, value_name = "ID")]
+    pub owner: Option<String>,
+    /// How long the claim holds, in minutes.
+    #[arg(long, value_name = "MINUTES", default_value_t = 360)]
+    pub ttl: u32,
+    /// Flags of `hank run` for the task's loop (`--max-runtime 5h`, `--calls 3`, …).
+    #[arg(
+        value_name = "RUN FLAGS",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub run_flags: Vec<String>,
 }
 
 /// `hank run`'s flags alone (a fleet checks the flags it passes on to its tasks).

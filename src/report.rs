@@ -559,7 +559,7 @@ pub fn exit_message(reason: ExitReason, state: &State, plan: &Plan) -> String {
             format!("the agent cannot work ({last}); retrying cannot help — see the last loop log")
         }
         ExitReason::NeedsAnswers => format!(
-            "the agent only asked questions, without progress, in the last {} loops: answer them in .hank/PROMPT.md or .hank/fix_plan.md, then run hank again",
+            "the agent only asked questions, without progress, in the last {} loops: answer them in .hank/PROMPT.md or .hank/fix_plan.md, then run hank again (with NEEDS_ANSWERS=wait hank waits for `hank ctl answer` instead)",
             crate::policy::decide::MAX_QUESTION_LOOPS
         ),
         ExitReason::IntegrityFailure => "a required hank file disappeared (PROMPT.md, fix_plan.md, AGENT.md or .hankrc)".into(),

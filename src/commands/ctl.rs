@@ -115,21 +115,7 @@ fn parse(words: &[&str]) -> Result<Command> {
 
 fn control_topic(dir: &std::path::Path) -> Result<String> {
     let s = settings::load(&Flags::default(), dir)?;
-    let same_as_notify = |topic: &str| {
-        s.notify_targets
-            .value
-            .iter()
-            .flatten()
-            .any(|t| t.url.trim_end_matches('/') == topic.trim_end_matches('/'))
-    };
-    if let Some(topic) = s.control_topic.value.as_deref()
-        && same_as_notify(topic)
-    {
-        return Err(HankError::usage(
-            "CONTROL_TOPIC is also a NOTIFY target: hank would read its own notifications as (unsigned) commands; use another topic",
-        ));
-    }
-    s.control_topic.value.clone().ok_or_else(|| {
+    control::remote::topic(&s)?.ok_or_else(|| {
         HankError::usage_hint(
             "CONTROL_TOPIC is not set",
             "set CONTROL_TOPIC=https://ntfy.sh/SOME-LONG-RANDOM-TOPIC in .hankrc (or the environment), and run hank ctl init once",

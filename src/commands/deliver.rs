@@ -54,6 +54,7 @@ fn record(store: &Store, clock: &SystemClock, d: &Delivery) -> Result<()> {
         store.write_status(&status)?;
     }
     let event = Event::new(clock.now(), EventKind::Delivery(Box::new(d.clone())));
+    crate::notify::offer(&event);
     store.append_event(&event.to_line())
 }
 
@@ -80,6 +81,7 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
         ..Flags::default()
     };
     let s = settings::load(&flags, &dir)?;
+    let _notify = crate::notify::install(&s, crate::clock::SystemClock::from_env()?.now());
     let mode = match s.deliver.value {
         DeliverMode::None => DeliverMode::Pr,
         m => m,

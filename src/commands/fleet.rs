@@ -1,5 +1,6 @@
 //! `hank fleet`: the plan's tasks in parallel ([`crate::fleet`]); `--dry-run` prints the tasks
-//! and their waves; `hank fleet status [--json]` prints `.hank/fleet.json`.
+//! and their waves; `hank fleet status [--json]` prints `.hank/fleet.json`; `hank fleet plan`
+//! and `hank fleet run-task` (the fleet as CI jobs) are in [`super::fleet_ci`].
 
 use std::io::Write;
 use std::path::Path;
@@ -17,8 +18,11 @@ const DEFAULT_INTO: &str = "hank/fleet";
 
 pub(crate) fn run(a: &FleetArgs) -> Result<u8> {
     let root = super::project_dir()?;
-    if let Some(FleetAction::Status { json }) = &a.action {
-        return status(&root, *json);
+    match &a.action {
+        Some(FleetAction::Status { json }) => return status(&root, *json),
+        Some(FleetAction::Plan(p)) => return super::fleet_ci::plan(&root, p),
+        Some(FleetAction::RunTask(t)) => return super::fleet_ci::run_task(&root, t),
+        None => {}
     }
     let agents = match a.agents.trim().parse::<usize>() {
         Ok(n) if n >= 1 => n,
@@ -120,6 +124,10 @@ pub(crate) fn run(a: &FleetArgs) -> Result<u8> {
         verify,
         limits: s.budget_limits(),
     };
+    let _notify = crate::notify::install(
+        &s,
+        crate::policy::time::Clock::now(&crate::clock::SystemClock::from_env()?),
+    );
     fleet::run(&root, tasks, &opts)
 }
 

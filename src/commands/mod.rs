@@ -24,6 +24,7 @@ pub(crate) mod doctor;
 pub(crate) mod enable;
 pub(crate) mod enable_ci;
 pub(crate) mod fleet;
+pub(crate) mod fleet_ci;
 pub(crate) mod import;
 pub(crate) mod migrate;
 pub(crate) mod monitor;

@@ -58,7 +58,7 @@ fn lost(name: &str, what: &str, said: &str) -> u8 {
     exit::HALTED
 }
 
-fn save(dir: &Path, a: &StateSaveArgs, now: Timestamp) -> Result<u8> {
+pub(crate) fn save(dir: &Path, a: &StateSaveArgs, now: Timestamp) -> Result<u8> {
     let (name, owner) = name_and_owner(&a.common)?;
     let store = p::store_of(dir)?;
     if let Some(to) = &a.to_dir {
@@ -106,7 +106,7 @@ fn save(dir: &Path, a: &StateSaveArgs, now: Timestamp) -> Result<u8> {
     }
 }
 
-fn restore(dir: &Path, a: &StateRestoreArgs, now: Timestamp) -> Result<u8> {
+pub(crate) fn restore(dir: &Path, a: &StateRestoreArgs, now: Timestamp) -> Result<u8> {
     let (name, owner) = name_and_owner(&a.common)?;
     let found = match &a.from_dir {
         Some(from) => p::read_from_dir(from, &name)?.map(|b| (None, b)),

@@ -12,8 +12,13 @@
 //! - **Remote**: [`poll_remote`] reads the ntfy `CONTROL_TOPIC` by outbound HTTP (ntfy's
 //!   JSON poll: `GET TOPIC/json?poll=1&since=ID`), verifies each message
 //!   ([`crate::policy::control::verify`]: signature, time, nonce) and journals the good ones.
-//!   Nonces and the last message id are kept in the per-user folder. Hank never listens on
-//!   a socket.
+//!   Nonces and the last message id are kept in the per-user folder, under a lock (the
+//!   loop's reader and `hank ctl poll --watch` may run at once). Hank never listens on a
+//!   socket.
+//! - **The loop's reader** (`remote.rs`): `hank run` polls `CONTROL_TOPIC` itself on a thread
+//!   of its own and acknowledges each remote command it takes back on the topic.
+
+pub mod remote;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -180,6 +185,8 @@ pub struct LiveControl {
     /// The last read error, warned about once.
     failed: Option<String>,
     warnings: Vec<String>,
+    /// The reader of `CONTROL_TOPIC`, when the loop reads it ([`remote::RemotePoller`]).
+    remote: Option<remote::RemotePoller>,
 }
 
 impl LiveControl {
@@ -213,7 +220,16 @@ impl LiveControl {
             taken,
             failed: None,
             warnings,
+            remote: None,
         }
+    }
+
+    /// Also reads `CONTROL_TOPIC` (its commands come through the journal; each one taken is
+    /// acknowledged back on the topic).
+    #[must_use]
+    pub fn with_remote(mut self, remote: Option<remote::RemotePoller>) -> Self {
+        self.remote = remote;
+        self
     }
 
     fn stamp(&self) -> Option<Stamp> {
@@ -227,6 +243,9 @@ impl LiveControl {
     /// acknowledged in the journal (`set` checked again: a bad one is refused, not applied).
     pub fn poll(&mut self, now: Timestamp) -> Vec<crate::policy::run::Control> {
         let mut out = std::mem::take(&mut self.replay);
+        if let Some(r) = &self.remote {
+            self.warnings.extend(r.take_warnings());
+        }
         let stamp = self.stamp();
         if stamp.is_none() || stamp == self.seen {
             return out;
@@ -261,6 +280,11 @@ impl LiveControl {
                 continue;
             }
             out.extend(control);
+            if p.source == ControlSource::Remote
+                && let Some(r) = &self.remote
+            {
+                r.ack(format!("{} {}: {outcome}", p.id, p.command.to_text()));
+            }
             self.taken.push(Taken {
                 id: p.id,
                 command: p.command.to_text(),
@@ -369,6 +393,8 @@ struct NtfyLine {
     event: String,
     #[serde(default)]
     message: String,
+    #[serde(default)]
+    tags: Vec<String>,
 }
 
 /// Reads the control topic once (`GET TOPIC/json?poll=1&since=…`), verifies each message
@@ -382,6 +408,9 @@ pub fn poll_remote(
 ) -> Result<RemoteReport> {
     let secret = load_secret(project_root)?;
     let state_path = remote_state_path(project_root)?;
+    // One reader at a time (the loop's and `hank ctl poll --watch`): the nonces and `since`
+    // are read, checked and written under this lock, so no command is journaled twice.
+    let _lock = lock_remote_state(&state_path)?;
     let mut state: RemoteControlState =
         crate::fsread::read_if_exists(&state_path, 1 << 20, crate::fsread::Follow::No)
             .ok()
@@ -419,6 +448,10 @@ pub fn poll_remote(
         if !m.id.is_empty() {
             state.since = Some(m.id.clone());
         }
+        // hank's own acknowledgements on the topic are never commands.
+        if m.tags.iter().any(|t| t == remote::ACK_TAG) {
+            continue;
+        }
         let seen = |n: &str| state.nonces.contains_key(n);
         match control::verify(&m.message, &secret, now, &seen, &check) {
             Ok((command, nonce)) => {
@@ -442,6 +475,24 @@ pub fn poll_remote(
     write_atomic(&state_path, &bytes, true)
         .map_err(|e| HankError::io("failed to write", &state_path, e))?;
     Ok(report)
+}
+
+/// An exclusive lock beside the remote state file, released when the file closes.
+fn lock_remote_state(state_path: &Path) -> Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = state_path.with_extension("lock");
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(&path)
+        .map_err(|e| HankError::io("failed to open", &path, e))?;
+    file.lock()
+        .map_err(|e| HankError::io("failed to lock", &path, e))?;
+    Ok(file)
 }
 
 /// Publishes a signed `command` to the control topic (ntfy: the message is the body).

@@ -136,7 +136,8 @@ pub fn prepare_branch(dir: &Path, branch: &str) -> Result<()> {
 }
 
 /// hank's runtime files (the `.gitignore` entries hank writes): never committed.
-fn runtime_paths() -> Vec<String> {
+#[must_use]
+pub fn runtime_paths() -> Vec<String> {
     include_str!("../../templates/gitignore")
         .lines()
         .map(str::trim)

@@ -77,6 +77,10 @@ impl Engine {
             on_usage_limit: self.s.on_usage_limit.value,
             failover: self.agents.len() > 1,
             decide: self.s.decide_config(),
+            answer_wait: self.s.needs_answers_wait.value.then(|| {
+                jiff::SignedDuration::try_from(self.s.answer_timeout.value)
+                    .unwrap_or(jiff::SignedDuration::MAX)
+            }),
         }
     }
 
@@ -272,6 +276,12 @@ impl Engine {
             }
             (WaitFor::LoopDelay, Some(until)) => self.sleep_until(until).await,
             (WaitFor::Paused, _) => self.paused().await?,
+            (WaitFor::UserAnswer, Some(until)) => {
+                self.reporter.info(
+                    "the agent needs answers (NEEDS_ANSWERS=wait): hank ctl answer TEXT (hank status shows the questions)",
+                );
+                self.wait_until(WaitReason::NeedsAnswers, until).await?
+            }
             _ => {
                 return Err(HankError::usage(format!(
                     "internal: the loop cannot wait for {reason:?} until {until:?}"

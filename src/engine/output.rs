@@ -67,6 +67,12 @@ impl Engine {
         });
         status.verification = self.verify.status();
         status.delivery = self.delivery.as_ref().and_then(|d| d.last().cloned());
+        if matches!(
+            self.wait,
+            Some((crate::policy::budget::WaitReason::NeedsAnswers, _))
+        ) {
+            status.questions = self.notify.asked();
+        }
         status
     }
 

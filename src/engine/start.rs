@@ -36,12 +36,23 @@ pub(crate) fn start(
     // it); the agent cannot reach hank's memory or open files (its answer) through /proc.
     process::become_subreaper();
     process::protect_self();
+    // CONTROL_TOPIC: signed remote commands, read on a thread of their own into the journal.
+    let (remote, remote_note) =
+        crate::control::remote::topic(&settings)?.map_or(Ok((None, None)), |topic| {
+            crate::control::remote::RemotePoller::start(
+                settings.project_dir.clone(),
+                store.clone(),
+                topic,
+                crate::control::remote::POLL_EVERY,
+            )
+        })?;
+    let notes: Vec<String> = notes.into_iter().chain(remote_note).collect();
     let runtime = crate::proc::runtime()
         .map_err(|e| HankError::Internal(format!("failed to start the async runtime: {e}")))?;
     runtime.block_on(async move {
         let cancel = crate::agent::signals::install()?;
         let signals = cancel.clone();
-        let control = crate::control::LiveControl::open(store.clone());
+        let control = crate::control::LiveControl::open(store.clone()).with_remote(remote);
         let fx = Box::new(super::drive::Real(clock, Some(control)));
         let mut engine = Engine::new(settings, agents, store, cancel, lock, fx)?;
         // DELIVER=branch|pr: checked, and the work put on its branch, before any call.
@@ -86,6 +97,7 @@ impl Engine {
                 on_usage_limit: crate::policy::decide::UsageLimitPolicy::Wait,
                 failover: false,
                 decide: crate::policy::decide::DecideConfig::default(),
+                answer_wait: None,
             }),
             seen: None,
             plan_text: String::new(),

@@ -48,12 +48,21 @@ fn t0() -> Timestamp {
 }
 
 fn engine(dir: &Path, controls: Vec<Vec<Control>>) -> (Engine, tokio::sync::watch::Sender<u32>) {
+    engine_rc(dir, controls, "")
+}
+
+/// [`engine`] with these `.hankrc` lines.
+fn engine_rc(
+    dir: &Path,
+    controls: Vec<Vec<Control>>,
+    rc_text: &str,
+) -> (Engine, tokio::sync::watch::Sender<u32>) {
     std::fs::create_dir_all(dir.join(".hank")).unwrap();
     let env = |_: &str| None;
     let rc_path = dir.join(".hankrc");
     let layers = crate::settings::resolve::Layers {
         env: &env,
-        rc_text: "",
+        rc_text,
         rc_path: &rc_path,
     };
     let s =
@@ -240,4 +249,81 @@ fn the_agent_never_sees_the_fleet_ledger_or_the_removed_client_settings() {
         assert!(super::AGENT_ENV_REMOVED.contains(key), "{key}");
     }
     assert!(super::AGENT_ENV_REMOVED.contains(&crate::store::fleet_ledger::ENV));
+}
+
+/// `NEEDS_ANSWERS=wait`: the 8-hour wait for an answer runs on the injected clock and ends
+/// the run with `needs_answers`; an answer ends it at once, and goes to the next context.
+#[test]
+fn a_wait_for_an_answer_times_out_or_is_answered() {
+    use crate::exit::ExitReason;
+    use crate::policy::run::{ContextNote, NoteKind};
+    let needs = Decision::Stop(ExitReason::NeedsAnswers);
+    let rc = "NEEDS_ANSWERS=wait\nANSWER_TIMEOUT=8h\n";
+    let until = t0() + SignedDuration::from_hours(8);
+    let dir = tempfile::tempdir().unwrap();
+    let (mut e, _tx) = engine_rc(dir.path(), Vec::new(), rc);
+    let step = waiting_after(&mut e, needs);
+    assert_eq!(
+        step,
+        Step::Wait {
+            until: Some(until),
+            reason: WaitFor::UserAnswer
+        }
+    );
+    assert_eq!(block_on(e.execute(step)).unwrap(), None);
+    assert!(e.clock.now() >= until);
+    assert_eq!(
+        e.run.next(e.clock.now()),
+        Step::Stop(ExitReason::NeedsAnswers)
+    );
+    drop(e);
+
+    let answer = ContextNote {
+        kind: NoteKind::Answer,
+        text: "SQLite".into(),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (mut e, _tx) = engine_rc(
+        dir.path(),
+        vec![vec![], vec![Control::Note(answer.clone())]],
+        rc,
+    );
+    let step = waiting_after(&mut e, needs);
+    assert_eq!(block_on(e.execute(step)).unwrap(), None);
+    assert!(e.clock.now() < t0() + SignedDuration::from_secs(3));
+    assert_eq!(e.run.next(e.clock.now()), Step::Observe);
+    assert_eq!(e.run.take_notes(), [answer]);
+    drop(e);
+
+    // NEEDS_ANSWERS=exit (the default): no wait.
+    let dir = tempfile::tempdir().unwrap();
+    let (mut e, _tx) = engine(dir.path(), Vec::new());
+    assert_eq!(
+        waiting_after(&mut e, needs),
+        Step::Stop(ExitReason::NeedsAnswers)
+    );
+}
+
+/// A `stop` during a 10-minute loop delay ends the run at the next tick, not at its end.
+#[test]
+fn the_loop_delay_takes_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut e, _tx) = engine_rc(
+        dir.path(),
+        vec![vec![], vec![Control::Stop]],
+        "LOOP_DELAY_SECONDS=600\n",
+    );
+    let step = waiting_after(&mut e, Decision::Continue);
+    assert_eq!(
+        step,
+        Step::Wait {
+            until: Some(t0() + SignedDuration::from_secs(600)),
+            reason: WaitFor::LoopDelay
+        }
+    );
+    assert_eq!(
+        block_on(e.execute(step)).unwrap(),
+        Some(crate::exit::ExitReason::Interrupted)
+    );
+    assert_eq!(e.clock.now(), t0() + SignedDuration::from_secs(1));
 }

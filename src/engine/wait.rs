@@ -185,19 +185,41 @@ impl Engine {
         }
     }
 
+    /// The silent loop delay; control commands are taken about once a second meanwhile (a
+    /// `retry-now` ends it, a `stop` or a pause is taken at once).
     pub(super) async fn sleep_until(&mut self, until: Timestamp) -> Waited {
         let end = self.run_deadline.map_or(until, |d| d.min(until));
-        let left = end.duration_since(self.clock.now());
-        let step = Duration::try_from(left).unwrap_or(Duration::ZERO);
-        tokio::select! {
-            () = self.clock.sleep(step) => {
-                if end < until {
+        loop {
+            let now = self.clock.now();
+            if now >= end {
+                return if end < until {
                     Waited::Stop(ExitReason::MaxRuntime)
                 } else {
                     Waited::Done
-                }
+                };
             }
-            _ = self.cancel.changed() => Waited::Stop(ExitReason::Interrupted),
+            if let Some(waited) = self.control_during_wait(now) {
+                return waited;
+            }
+            let left = end.duration_since(now).min(SignedDuration::from_secs(1));
+            let step = Duration::try_from(left).unwrap_or(Duration::ZERO);
+            tokio::select! {
+                () = self.clock.sleep(step) => {}
+                _ = self.cancel.changed() => return Waited::Stop(ExitReason::Interrupted),
+            }
+        }
+    }
+
+    /// Control commands during a wait: `None` while the state machine still waits, else how
+    /// the wait ends (a stop, or cut short: the gates again).
+    fn control_during_wait(&mut self, now: Timestamp) -> Option<Waited> {
+        if !self.poll_control() {
+            return None;
+        }
+        match self.run.next(now) {
+            Step::Wait { .. } => None,
+            Step::Stop(r) => Some(Waited::Stop(r)),
+            _ => Some(Waited::Done),
         }
     }
 }

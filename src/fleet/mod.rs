@@ -14,6 +14,7 @@
 //! workers' output in `fleet-logs/<slug>.log`, and the fleet-wide call ledger
 //! ([`fleet_ledger`]) beside them, named to each worker in [`fleet_ledger::ENV`].
 
+pub mod ci;
 pub mod deliver;
 
 use std::collections::BTreeMap;
@@ -149,6 +150,7 @@ fn tell_changes(paths: &Paths, file: &FleetFile, now: Timestamp) {
             },
         );
         let _ = store.append_event(&event.to_line());
+        crate::notify::offer(&event);
     }
 }
 

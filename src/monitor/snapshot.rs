@@ -840,6 +840,7 @@ mod tests {
             )]
             .into(),
             delivery: None,
+            questions: vec!["Which database?".into()],
         };
         let text = serde_json::to_string(&written).unwrap();
         let (r, note) = schema::read_status(&text).unwrap();
@@ -945,6 +946,10 @@ mod tests {
         assert_eq!(
             r.get("usage_windows", |s| s.usage_windows.clone()),
             Some(written.usage_windows.clone())
+        );
+        assert_eq!(
+            r.get("questions", |s| s.questions.clone()),
+            Some(written.questions.clone())
         );
 
         // Every event kind the loop writes is read with its type, time and fields.

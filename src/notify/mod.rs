@@ -53,14 +53,31 @@ fn happening(event: &Event) -> Happening<'_> {
             exit_code: *exit_code,
             message,
         },
-        // Delivery events come from `hank deliver`, fleet events from `hank fleet`; neither
-        // has a notifier yet.
+        EventKind::FleetTask {
+            task,
+            state,
+            branch,
+            message,
+        } => Happening::FleetTask {
+            task,
+            state: *state,
+            branch,
+            message,
+        },
+        EventKind::Delivery(d) => Happening::Delivery(crate::policy::notify::Delivered {
+            branch: &d.branch,
+            base: &d.base,
+            remote: &d.remote,
+            pushed: d.head.is_some(),
+            pr_url: d.pr_url.as_deref(),
+            pr_number: d.pr_number,
+            checks: &d.checks,
+            check_names: &d.check_names,
+        }),
         EventKind::LoopStarted { .. }
         | EventKind::AgentFinished(_)
         | EventKind::Warning { .. }
-        | EventKind::Control { .. }
-        | EventKind::Delivery(_)
-        | EventKind::FleetTask { .. } => Happening::Other,
+        | EventKind::Control { .. } => Happening::Other,
     }
 }
 
@@ -379,6 +396,16 @@ impl Hook {
         }
     }
 
+    /// The last loop's questions (`status.json` shows them while the loop waits for an
+    /// answer).
+    #[must_use]
+    pub fn asked(&self) -> Vec<String> {
+        self.questions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     /// Remembers the last loop's questions (sent with `needs_answers`).
     pub fn questions(&self, q: &[String]) {
         *self
@@ -408,6 +435,62 @@ impl Hook {
         };
         n.event(event, &facts);
         n.take_warnings()
+    }
+}
+
+/// The notifier of a command outside the loop (`hank fleet`, `hank deliver`), installed
+/// once per process; their events are offered to it with [`offer`].
+static GLOBAL: Mutex<Option<Hook>> = Mutex::new(None);
+
+/// Holds the process's notifier; dropping it sends what is queued (at most
+/// [`SendConfig::flush`]) and prints the senders' warnings.
+pub struct Installed(());
+
+impl Drop for Installed {
+    /// The flush runs on a thread of its own; a SIGINT/SIGTERM/SIGHUP from now on ends the
+    /// wait for it (as at the end of `hank run`).
+    fn drop(&mut self) {
+        let Some(hook) = GLOBAL.lock().unwrap_or_else(PoisonError::into_inner).take() else {
+            return;
+        };
+        let before = crate::proc::signals::received();
+        let (tx, rx) = mpsc::channel::<()>();
+        let spawned = std::thread::Builder::new()
+            .name("hank-notify-flush".into())
+            .spawn(move || {
+                drop(hook);
+                let _ = tx.send(());
+            });
+        if spawned.is_err() {
+            return;
+        }
+        loop {
+            match rx.recv_timeout(Duration::from_millis(100)) {
+                Err(mpsc::RecvTimeoutError::Timeout)
+                    if crate::proc::signals::received() == before => {}
+                _ => return,
+            }
+        }
+    }
+}
+
+/// Starts the process's notifier when `NOTIFY` names targets (`hank fleet`, `hank deliver`).
+#[must_use]
+pub fn install(s: &crate::settings::Settings, now: jiff::Timestamp) -> Installed {
+    if s.notify_targets.value.is_some() {
+        *GLOBAL.lock().unwrap_or_else(PoisonError::into_inner) = Some(Hook::new(s, now));
+    }
+    Installed(())
+}
+
+/// Offers `event` to the process's notifier, if one is installed (never blocks: the
+/// message is queued); a failing target is one warning on stderr.
+pub fn offer(event: &Event) {
+    let guard = GLOBAL.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(hook) = guard.as_ref() {
+        for w in hook.event(event, 0.0, (0, 0)) {
+            eprintln!("hank: warning: {}", crate::sanitize::line(&w));
+        }
     }
 }
 

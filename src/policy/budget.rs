@@ -91,6 +91,9 @@ pub enum WaitReason {
     Backoff,
     /// Paused by `hank ctl pause`, until `hank ctl resume` (no end time).
     Paused,
+    /// `NEEDS_ANSWERS=wait`: the agent asked questions; waiting for `hank ctl answer` (at
+    /// most `ANSWER_TIMEOUT`).
+    NeedsAnswers,
 }
 
 impl WaitReason {
@@ -104,6 +107,7 @@ impl WaitReason {
             Self::UsageWindow => "usage_window",
             Self::Backoff => "backoff",
             Self::Paused => "paused",
+            Self::NeedsAnswers => "needs_answers",
         }
     }
 }

@@ -168,9 +168,9 @@ pub fn slug(name: &str) -> String {
     }
 }
 
-/// The tasks of a plan, checked: names unique (also as slugs), every `after` names a task,
-/// no cycle. The error names the problem.
-pub fn tasks_from_plan(plan: &str, optional_sections: &[String]) -> Result<Vec<TaskSpec>, String> {
+/// The `##` sections of a plan: (heading text, the section as written with its heading);
+/// a top-level `#` heading ends a section (an empty heading marks it); fenced code is text.
+fn split_sections(plan: &str) -> Vec<(String, String)> {
     let mut sections: Vec<(String, String)> = Vec::new();
     let mut fence = false;
     for line in plan.lines() {
@@ -192,6 +192,13 @@ pub fn tasks_from_plan(plan: &str, optional_sections: &[String]) -> Result<Vec<T
             body.push('\n');
         }
     }
+    sections
+}
+
+/// The tasks of a plan, checked: names unique (also as slugs), every `after` names a task,
+/// no cycle. The error names the problem.
+pub fn tasks_from_plan(plan: &str, optional_sections: &[String]) -> Result<Vec<TaskSpec>, String> {
+    let sections = split_sections(plan);
     let mut tasks: Vec<TaskSpec> = Vec::new();
     for (heading, body) in sections {
         if heading.is_empty() {
@@ -381,6 +388,192 @@ pub fn tick_items(plan: &str, task: &str, done: &[String]) -> String {
     out
 }
 
+/// A plan as a CI job sees it (`hank fleet plan`, `hank fleet run-task`): the tasks with open
+/// required items, and the sections whose required items are all ticked — tasks merged into
+/// the checked-out branch, which satisfy an `(after: …)`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PlanView {
+    /// Tasks with open required items, in plan order.
+    pub open: Vec<TaskSpec>,
+    /// Names of the sections whose required items are all ticked.
+    pub done: Vec<String>,
+}
+
+impl PlanView {
+    /// The open task named `name` (its heading text, or its slug).
+    #[must_use]
+    pub fn find(&self, name: &str) -> Option<&TaskSpec> {
+        let name = name.trim();
+        self.open
+            .iter()
+            .find(|t| t.name == name)
+            .or_else(|| self.open.iter().find(|t| t.slug == name))
+    }
+
+    /// Whether `name` (heading text or slug) is a section whose items are all ticked.
+    #[must_use]
+    pub fn is_done(&self, name: &str) -> bool {
+        let name = name.trim();
+        self.done.iter().any(|d| d == name || slug(d) == name)
+    }
+
+    /// Every task name of the plan, open ones first (for an error naming the known tasks).
+    #[must_use]
+    pub fn known(&self) -> Vec<String> {
+        self.open
+            .iter()
+            .map(|t| t.name.clone())
+            .chain(self.done.iter().cloned())
+            .collect()
+    }
+}
+
+/// The plan's tasks for a CI job: like [`tasks_from_plan`], but a section whose required
+/// items are all ticked is a merged task, and an `(after: …)` may name it (it is satisfied).
+/// An `after` naming no section, a duplicate name or slug, or a cycle among the open tasks is
+/// an error naming the problem.
+pub fn plan_view(plan: &str, optional_sections: &[String]) -> Result<PlanView, String> {
+    let mut view = PlanView::default();
+    for (heading, body) in split_sections(plan) {
+        if heading.is_empty() {
+            continue;
+        }
+        let parsed = fixplan::parse(&body, optional_sections);
+        let required: Vec<_> = parsed.items.iter().filter(|i| !i.optional).collect();
+        if required.is_empty() {
+            continue;
+        }
+        let (name, after) = split_heading(&heading);
+        let slug = slug(&name);
+        let clash = view
+            .open
+            .iter()
+            .map(|t| t.name.as_str())
+            .chain(view.done.iter().map(String::as_str))
+            .find(|n| *n == name || self::slug(n) == slug);
+        if let Some(other) = clash {
+            return Err(format!(
+                "two sections make the same task {other:?} (branch hank/{slug}): rename one"
+            ));
+        }
+        let open_items: Vec<String> = required
+            .iter()
+            .filter(|i| !i.done)
+            .map(|i| i.text.clone())
+            .collect();
+        if open_items.is_empty() {
+            view.done.push(name);
+            continue;
+        }
+        view.open.push(TaskSpec {
+            name,
+            slug,
+            after,
+            section: body,
+            open_items,
+        });
+    }
+    for t in &view.open {
+        for a in &t.after {
+            if a == &t.name {
+                return Err(format!("task {:?} comes after itself", t.name));
+            }
+            if !view.done.contains(a) && !view.open.iter().any(|o| &o.name == a) {
+                return Err(format!(
+                    "task {:?} comes after {a:?}, which is not a section of the plan with required items",
+                    t.name
+                ));
+            }
+        }
+    }
+    let pending: Vec<TaskSpec> = view
+        .open
+        .iter()
+        .map(|t| TaskSpec {
+            after: t
+                .after
+                .iter()
+                .filter(|a| !view.done.contains(a))
+                .cloned()
+                .collect(),
+            ..t.clone()
+        })
+        .collect();
+    waves(&pending)?;
+    Ok(view)
+}
+
+/// Where an open task stands for `hank fleet plan`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Standing {
+    /// It can start now.
+    Ready,
+    /// It waits until these tasks are merged (their items ticked on the checked-out branch).
+    After(Vec<String>),
+    /// Its branch on the remote holds its finished work (every item ticked): it waits for
+    /// its pull request to be merged, not for another run.
+    Delivered,
+    /// A job holds its claim (the owner), until the lease ends.
+    Running(String),
+}
+
+/// Each open task of `view` with its standing. `delivered`: tasks whose remote branch has
+/// all their items ticked; `running`: tasks claimed by a job now, with its owner. A live
+/// claim comes first, then a delivery, then the `after` not yet merged.
+#[must_use]
+pub fn standings<'a>(
+    view: &'a PlanView,
+    delivered: &BTreeSet<String>,
+    running: &BTreeMap<String, String>,
+) -> Vec<(&'a TaskSpec, Standing)> {
+    view.open
+        .iter()
+        .map(|t| {
+            let standing = if let Some(owner) = running.get(&t.name) {
+                Standing::Running(owner.clone())
+            } else if delivered.contains(&t.name) {
+                Standing::Delivered
+            } else {
+                let missing: Vec<String> = t
+                    .after
+                    .iter()
+                    .filter(|a| !view.done.contains(a))
+                    .cloned()
+                    .collect();
+                if missing.is_empty() {
+                    Standing::Ready
+                } else {
+                    Standing::After(missing)
+                }
+            };
+            (t, standing)
+        })
+        .collect()
+}
+
+/// Whether the task `task` of `plan` has required items and all of them are ticked (the
+/// plan of a task's branch: its work is finished there).
+#[must_use]
+pub fn task_finished_in(plan: &str, task: &str, optional_sections: &[String]) -> bool {
+    split_sections(plan).iter().any(|(heading, body)| {
+        !heading.is_empty() && split_heading(heading).0 == task && {
+            let parsed = fixplan::parse(body, optional_sections);
+            let mut required = parsed.items.iter().filter(|i| !i.optional).peekable();
+            required.peek().is_some() && required.all(|i| i.done)
+        }
+    })
+}
+
+/// The plan of a task run on its own: the task's section under a top-level heading (the
+/// loop's `.hank/fix_plan.md` while `hank fleet run-task` runs it).
+#[must_use]
+pub fn task_plan(spec: &TaskSpec) -> String {
+    format!(
+        "# Fix plan — task {:?} (hank fleet run-task)\n\n{}",
+        spec.name, spec.section
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -512,5 +705,84 @@ mod tests {
             tick_items(plan, "A", &["x".to_string()]),
             "## A\n- [x] x\n- [ ] y\n## B\n- [ ] x\n"
         );
+    }
+
+    #[test]
+    fn a_ci_plan_counts_ticked_sections_as_merged() {
+        let plan = "# Plan\n\n## Parser\n- [x] lex\n### Optional\n- [ ] polish\n\n\
+                    ## API (after: Parser)\n- [ ] routes\n\n## Docs (after: API)\n- [ ] readme\n\n\
+                    ## Notes\nno items\n";
+        let view = plan_view(plan, &opt()).unwrap();
+        let open: Vec<&str> = view.open.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(open, ["API", "Docs"]);
+        assert_eq!(view.done, ["Parser"]);
+        assert_eq!(view.find("api").map(|t| t.name.as_str()), Some("API"));
+        assert_eq!(view.find("Docs").map(|t| t.slug.as_str()), Some("docs"));
+        assert!(view.find("Parser").is_none() && view.is_done("parser"));
+        assert_eq!(view.known(), ["API", "Docs", "Parser"]);
+        // tasks_from_plan refuses the same plan (its `after` names no open task).
+        assert!(tasks_from_plan(plan, &opt()).is_err());
+    }
+
+    #[test]
+    fn a_ci_plan_refuses_what_cannot_run() {
+        for (plan, want) in [
+            ("## A (after: Z)\n- [ ] x\n", "not a section"),
+            ("## A (after: A)\n- [ ] x\n", "after itself"),
+            (
+                "## A (after: B)\n- [ ] x\n## B (after: A)\n- [ ] y\n",
+                "cycle",
+            ),
+            ("## A b\n- [ ] x\n## a-B\n- [x] y\n", "same task"),
+            ("## A\n- [x] x\n## A\n- [ ] y\n", "same task"),
+        ] {
+            let e = plan_view(plan, &opt()).unwrap_err();
+            assert!(e.contains(want), "{plan:?}: {e}");
+        }
+        assert_eq!(plan_view("# empty\n", &opt()).unwrap(), PlanView::default());
+    }
+
+    #[test]
+    fn standings_of_a_ci_plan() {
+        let plan = "## A\n- [ ] x\n## B (after: A)\n- [ ] y\n## C (after: Done)\n- [ ] z\n\
+                    ## D (after: A, Done)\n- [ ] w\n## Done\n- [x] v\n";
+        let view = plan_view(plan, &opt()).unwrap();
+        let names = |l: &[&str]| l.iter().map(ToString::to_string).collect::<Vec<_>>();
+        let delivered: BTreeSet<String> = BTreeSet::new();
+        let mut running = BTreeMap::new();
+        let got = |d: &BTreeSet<String>, r: &BTreeMap<String, String>| {
+            standings(&view, d, r)
+                .into_iter()
+                .map(|(t, s)| (t.name.clone(), s))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            got(&delivered, &running),
+            vec![
+                ("A".to_string(), Standing::Ready),
+                ("B".to_string(), Standing::After(names(&["A"]))),
+                ("C".to_string(), Standing::Ready),
+                ("D".to_string(), Standing::After(names(&["A"]))),
+            ]
+        );
+        running.insert("A".to_string(), "job-1".to_string());
+        let delivered: BTreeSet<String> = ["C".to_string(), "A".to_string()].into();
+        let s = got(&delivered, &running);
+        assert_eq!(s[0].1, Standing::Running("job-1".into()));
+        assert_eq!(s[2].1, Standing::Delivered);
+        assert_eq!(s[1].1, Standing::After(names(&["A"])));
+    }
+
+    #[test]
+    fn a_task_is_finished_when_its_required_items_are_ticked() {
+        let plan = "## A\n- [x] x\n### Optional\n- [ ] maybe\n## B\n- [x] y\n- [ ] z\n## C\ntext\n";
+        assert!(task_finished_in(plan, "A", &opt()));
+        assert!(!task_finished_in(plan, "B", &opt()));
+        assert!(!task_finished_in(plan, "C", &opt()));
+        assert!(!task_finished_in(plan, "Z", &opt()));
+        let view = plan_view("## B\n- [x] y\n- [ ] z\n", &opt()).unwrap();
+        let own = task_plan(&view.open[0]);
+        assert!(own.starts_with("# Fix plan — task \"B\""), "{own}");
+        assert!(own.ends_with("## B\n- [x] y\n- [ ] z\n"), "{own}");
     }
 }

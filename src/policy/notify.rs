@@ -40,15 +40,40 @@ pub enum Happening<'a> {
         exit_code: u8,
         message: &'a str,
     },
+    /// `hank fleet`: a task changed state (merged and failed become messages).
+    FleetTask {
+        task: &'a str,
+        state: crate::policy::fleet::TaskState,
+        branch: &'a str,
+        message: &'a str,
+    },
+    /// A delivery step ended: the branch pushed, the pull request, its checks.
+    Delivery(Delivered<'a>),
     /// Any other event (loop started, agent finished, warning): no message.
     Other,
+}
+
+/// A delivery as the rules see it (the `delivery` event's fields).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delivered<'a> {
+    pub branch: &'a str,
+    pub base: &'a str,
+    pub remote: &'a str,
+    /// The push happened (a head commit is known).
+    pub pushed: bool,
+    pub pr_url: Option<&'a str>,
+    pub pr_number: Option<u64>,
+    /// `not_waited`, `green`, `failed`, `missing`, `timed_out`.
+    pub checks: &'a str,
+    /// The failing (or still pending) checks' names.
+    pub check_names: &'a [String],
 }
 
 /// What a `NOTIFY` value looks like (the end of "expected …").
 pub const TARGETS_EXPECTED: &str = "comma-separated KIND:URL targets, KIND one of ntfy, webhook, slack; each URL https:// (http:// only to 127.0.0.1, ::1 or localhost), e.g. ntfy:https://ntfy.sh/my-topic";
 
 /// What a `NOTIFY_EVENTS` value looks like.
-pub const EVENTS_EXPECTED: &str = "all, or a comma-separated list of wait, circuit_open, verification_rejected, needs_answers, agent_switch, run_end";
+pub const EVENTS_EXPECTED: &str = "all, or a comma-separated list of wait, circuit_open, verification_rejected, needs_answers, agent_switch, fleet_task, delivery, run_end";
 
 /// Longest message body sent (characters); the agent's questions are cut to fit.
 pub const MAX_BODY_CHARS: usize = 1500;
@@ -197,16 +222,22 @@ pub enum EventClass {
     VerificationRejected,
     NeedsAnswers,
     AgentSwitch,
+    /// A fleet task merged or failed.
+    FleetTask,
+    /// Work delivered: a branch pushed, a pull request opened, its CI green or red.
+    Delivery,
     RunEnd,
 }
 
 impl EventClass {
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 8] = [
         Self::Wait,
         Self::CircuitOpen,
         Self::VerificationRejected,
         Self::NeedsAnswers,
         Self::AgentSwitch,
+        Self::FleetTask,
+        Self::Delivery,
         Self::RunEnd,
     ];
 
@@ -218,6 +249,8 @@ impl EventClass {
             Self::VerificationRejected => "verification_rejected",
             Self::NeedsAnswers => "needs_answers",
             Self::AgentSwitch => "agent_switch",
+            Self::FleetTask => "fleet_task",
+            Self::Delivery => "delivery",
             Self::RunEnd => "run_end",
         }
     }
@@ -284,7 +317,11 @@ pub fn message(
     wanted: &[EventClass],
 ) -> Option<Message> {
     let (class, what, detail, next, priority) = describe(at, event, facts)?;
-    let class = if class == EventClass::NeedsAnswers && !wanted.contains(&class) {
+    // A run that ended at `needs_answers` is still a run end for who asked only for those.
+    let class = if class == EventClass::NeedsAnswers
+        && !wanted.contains(&class)
+        && matches!(event, Happening::Exit { .. })
+    {
         EventClass::RunEnd
     } else {
         class
@@ -324,6 +361,28 @@ type Described = (EventClass, String, Vec<String>, String, u8);
 fn describe(at: Timestamp, event: &Happening<'_>, f: &RunFacts) -> Option<Described> {
     let local = |t: Timestamp| local_time(t, &f.tz);
     Some(match *event {
+        Happening::Waiting {
+            reason: WaitReason::NeedsAnswers,
+            until,
+        } => {
+            let mut detail: Vec<String> = f
+                .questions
+                .iter()
+                .take(10)
+                .map(|q| format!("? {}", one_line(q, 300)))
+                .collect();
+            detail.push(format!(
+                "waiting for an answer until {} (ANSWER_TIMEOUT); then the run stops (needs_answers)",
+                local(until)
+            ));
+            (
+                EventClass::NeedsAnswers,
+                "the agent needs answers: the loop waits for yours".into(),
+                detail,
+                "hank ctl answer TEXT (or hank ctl --remote answer TEXT)".into(),
+                4,
+            )
+        }
         Happening::Waiting { reason, until } => (
             EventClass::Wait,
             format!("waiting ({}) until {}", reason.as_str(), local(until)),
@@ -394,7 +453,7 @@ fn describe(at: Timestamp, event: &Happening<'_>, f: &RunFacts) -> Option<Descri
             }
             let next = match exit_reason {
                 Some(ExitReason::NeedsAnswers) => {
-                    "answer in .hank/PROMPT.md, then hank run".to_string()
+                    "answer in .hank/PROMPT.md, then hank run (NEEDS_ANSWERS=wait: answer with hank ctl answer while it waits)".to_string()
                 }
                 Some(r) if r.is_completion() => "hank report".into(),
                 Some(ExitReason::MaxLoops) => "hank run --max-loops N (a higher N)".into(),
@@ -418,7 +477,114 @@ fn describe(at: Timestamp, event: &Happening<'_>, f: &RunFacts) -> Option<Descri
                 if exit_code == 0 { 3 } else { 4 },
             )
         }
+        Happening::FleetTask {
+            task,
+            state,
+            branch,
+            message,
+        } => fleet_task(task, state, branch, message)?,
+        Happening::Delivery(d) => delivery(&d)?,
         _ => return None,
+    })
+}
+
+/// A fleet task merged or failed (other states send nothing).
+fn fleet_task(
+    task: &str,
+    state: crate::policy::fleet::TaskState,
+    branch: &str,
+    message: &str,
+) -> Option<Described> {
+    use crate::policy::fleet::TaskState;
+    let detail: Vec<String> = if message.trim().is_empty() {
+        Vec::new()
+    } else {
+        vec![message.to_string()]
+    };
+    Some(match state {
+        TaskState::Merged => (
+            EventClass::FleetTask,
+            format!("fleet task {task} merged"),
+            detail,
+            "hank fleet status".into(),
+            3,
+        ),
+        TaskState::Failed => (
+            EventClass::FleetTask,
+            format!("fleet task {task} failed; its work is kept on branch {branch}"),
+            detail,
+            format!("hank fleet status · git log {branch}"),
+            4,
+        ),
+        _ => return None,
+    })
+}
+
+/// A delivery: the push, the pull request opened, its CI green or red.
+fn delivery(d: &Delivered<'_>) -> Option<Described> {
+    let pr = match (d.pr_number, d.pr_url) {
+        (Some(n), _) => format!("PR #{n}"),
+        (None, Some(_)) => "the pull request".to_string(),
+        (None, None) => format!("branch {}", d.branch),
+    };
+    let mut detail: Vec<String> = d.pr_url.iter().map(|u| (*u).to_string()).collect();
+    if !d.check_names.is_empty() {
+        detail.push(format!("checks: {}", d.check_names.join(", ")));
+    }
+    let status = "hank status".to_string();
+    if !d.pushed {
+        return Some((
+            EventClass::Delivery,
+            format!("push of {} to {} rejected", d.branch, d.remote),
+            detail,
+            "hank status (the hook's output goes to the next loop) · hank deliver".into(),
+            4,
+        ));
+    }
+    let pr_url = d.pr_url.map(str::to_string);
+    Some(match d.checks {
+        "failed" => (
+            EventClass::Delivery,
+            format!("CI failed on {pr}"),
+            detail,
+            "hank status (the failure goes to the next loop) · hank deliver after a fix".into(),
+            4,
+        ),
+        "green" => (
+            EventClass::Delivery,
+            format!("CI green on {pr}"),
+            detail,
+            pr_url.clone().unwrap_or(status),
+            3,
+        ),
+        "missing" => (
+            EventClass::Delivery,
+            format!("no CI check appeared on {pr}"),
+            detail,
+            "hank deliver (CI_APPEAR_TIMEOUT) · check the repository's workflows".into(),
+            4,
+        ),
+        "timed_out" => (
+            EventClass::Delivery,
+            format!("CI did not finish on {pr} within CI_TIMEOUT"),
+            detail,
+            "hank deliver (it waits again)".into(),
+            4,
+        ),
+        _ if d.pr_url.is_some() || d.pr_number.is_some() => (
+            EventClass::Delivery,
+            format!("{pr} opened from {} into {}", d.branch, d.base),
+            detail,
+            pr_url.clone().unwrap_or(status),
+            3,
+        ),
+        _ => (
+            EventClass::Delivery,
+            format!("branch {} pushed to {}", d.branch, d.remote),
+            detail,
+            status,
+            3,
+        ),
     })
 }
 
@@ -510,7 +676,7 @@ mod tests {
 
     #[test]
     fn event_filter() {
-        assert_eq!(parse_events("all").unwrap().len(), 6);
+        assert_eq!(parse_events("all").unwrap().len(), 8);
         assert_eq!(
             parse_events("wait, run_end,wait").unwrap(),
             vec![EventClass::Wait, EventClass::RunEnd]
@@ -688,5 +854,131 @@ mod tests {
         assert!(!m.title.contains('\n') && !m.title.contains('\u{1b}'));
         assert!(m.body.contains("m  x"));
         assert!(m.body.chars().count() <= MAX_BODY_CHARS);
+    }
+
+    /// `NEEDS_ANSWERS=wait`: the wait for an answer is a `needs_answers` message with the
+    /// questions, until when, and `hank ctl answer` as the next step.
+    #[test]
+    fn a_wait_for_answers_carries_the_questions() {
+        let e = Happening::Waiting {
+            reason: WaitReason::NeedsAnswers,
+            until: at("2026-11-26T18:00:00Z"),
+        };
+        let m = message(now(), &e, &facts(), &EventClass::ALL).unwrap();
+        assert_eq!(m.class, EventClass::NeedsAnswers);
+        assert_eq!(m.priority, 4);
+        assert!(m.body.contains("? Use Postgres or SQLite?"), "{}", m.body);
+        assert!(m.body.contains("until 19:00"), "{}", m.body);
+        assert!(m.next.starts_with("hank ctl answer TEXT"), "{}", m.next);
+        // Not asked for: nothing (a wait for answers is neither a plain `wait` nor a run end).
+        assert!(message(now(), &e, &facts(), &[EventClass::Wait]).is_none());
+        assert!(message(now(), &e, &facts(), &[EventClass::RunEnd]).is_none());
+    }
+
+    #[test]
+    fn fleet_tasks_merged_and_failed() {
+        use crate::policy::fleet::TaskState;
+        let task = |state| Happening::FleetTask {
+            task: "api",
+            state,
+            branch: "hank/api",
+            message: "merge conflict in src/a.rs",
+        };
+        // (state, class and title fragment, next step fragment, priority); others: nothing.
+        let cases = [
+            (
+                TaskState::Merged,
+                Some(("fleet task api merged", "hank fleet status", 3)),
+            ),
+            (
+                TaskState::Failed,
+                Some(("fleet task api failed", "git log hank/api", 4)),
+            ),
+            (TaskState::Running, None),
+            (TaskState::Merging, None),
+            (TaskState::Blocked, None),
+        ];
+        for (state, want) in cases {
+            let got = message(now(), &task(state), &facts(), &EventClass::ALL);
+            match want {
+                None => assert!(got.is_none(), "{state:?}"),
+                Some((title, next, priority)) => {
+                    let m = got.unwrap();
+                    assert_eq!(m.class, EventClass::FleetTask);
+                    assert!(m.title.contains(title), "{}", m.title);
+                    assert!(m.next.contains(next), "{}", m.next);
+                    assert_eq!(m.priority, priority);
+                    assert!(m.body.contains("project shop"), "{}", m.body);
+                }
+            }
+        }
+        assert!(
+            message(
+                now(),
+                &task(TaskState::Merged),
+                &facts(),
+                &[EventClass::RunEnd]
+            )
+            .is_none()
+        );
+    }
+
+    #[test]
+    fn deliveries_pr_opened_ci_green_and_red() {
+        let failing = vec!["test (linux)".to_string()];
+        let pr = Delivered {
+            branch: "hank/work",
+            base: "main",
+            remote: "origin",
+            pushed: true,
+            pr_url: Some("https://github.com/o/r/pull/7"),
+            pr_number: Some(7),
+            checks: "not_waited",
+            check_names: &[],
+        };
+        let with = |checks, check_names| Delivered {
+            checks,
+            check_names,
+            ..pr
+        };
+        let branch = Delivered {
+            pr_url: None,
+            pr_number: None,
+            ..pr
+        };
+        let rejected = Delivered {
+            pushed: false,
+            ..branch
+        };
+        // (delivery, title fragment, priority)
+        let cases = [
+            (pr, "PR #7 opened from hank/work into main", 3),
+            (with("green", &[]), "CI green on PR #7", 3),
+            (with("failed", &failing), "CI failed on PR #7", 4),
+            (with("missing", &[]), "no CI check appeared on PR #7", 4),
+            (with("timed_out", &failing), "CI did not finish on PR #7", 4),
+            (branch, "branch hank/work pushed to origin", 3),
+            (rejected, "push of hank/work to origin rejected", 4),
+        ];
+        for (d, title, priority) in cases {
+            let m = message(now(), &Happening::Delivery(d), &facts(), &EventClass::ALL)
+                .unwrap_or_else(|| panic!("{title}"));
+            assert_eq!(m.class, EventClass::Delivery);
+            assert!(m.title.contains(title), "{title}: {}", m.title);
+            assert_eq!(m.priority, priority, "{title}");
+        }
+        let red = with("failed", &failing);
+        let m = message(now(), &Happening::Delivery(red), &facts(), &EventClass::ALL).unwrap();
+        assert!(m.body.contains("checks: test (linux)"), "{}", m.body);
+        assert!(
+            m.body.contains("https://github.com/o/r/pull/7"),
+            "{}",
+            m.body
+        );
+        assert!(
+            m.next.contains("the failure goes to the next loop"),
+            "{}",
+            m.next
+        );
     }
 }

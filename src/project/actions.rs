@@ -11,8 +11,10 @@ use crate::store::{AtomicWrite, write_file_atomic};
 pub(crate) const WORKFLOW_TEMPLATE: &str = include_str!("../../templates/github/hank.yml");
 /// Where the workflow goes in the project.
 pub(crate) const WORKFLOW_PATH: &str = ".github/workflows/hank.yml";
-/// The action the workflow uses unless `--action` names another (`OWNER/REPO@REF`).
-pub(crate) const DEFAULT_ACTION: &str = "hank-cli/hank@main";
+/// An example of `--action` for the messages. hank names no published repository (no
+/// `repository` in Cargo.toml, none in README or install.sh), so the workflow has no default
+/// action: `--action` is required with `--github-actions`.
+pub(crate) const EXAMPLE_ACTION: &str = "OWNER/hank@v0.1.0";
 /// Tasks run at once unless `--agents-parallel` says otherwise.
 pub(crate) const DEFAULT_PARALLEL: u32 = 2;
 /// The run-task job's limit in minutes (hank's `--max-runtime` defaults to it minus a margin).
@@ -28,6 +30,22 @@ pub(crate) fn render(action: &str, parallel: u32, timeout_minutes: u32) -> Strin
         .replace("__AGENTS__", &parallel.to_string())
         .replace("__TIMEOUT__", &timeout_minutes.to_string())
         .replace("__CRON__", DEFAULT_CRON)
+}
+
+/// `--action` as given; its absence is an error naming the flag (there is no default: hank is
+/// published nowhere that this program knows of).
+///
+/// # Errors
+/// `--action` was not given.
+pub(crate) fn required_action(action: Option<&str>) -> Result<&str> {
+    action.ok_or_else(|| {
+        HankError::usage_hint(
+            "--github-actions needs --action OWNER/REPO@REF: the repository (and tag or branch) the workflow takes hank's action from",
+            format!(
+                "name the fork or mirror of hank you install from, e.g. --action {EXAMPLE_ACTION}, or --action ./PATH for a copy inside the project"
+            ),
+        )
+    })
 }
 
 /// Checks `--action`: `OWNER/REPO@REF` or `./PATH` (a local action).
@@ -51,7 +69,7 @@ pub(crate) fn check_action(action: &str) -> Result<()> {
         Ok(())
     } else {
         Err(HankError::usage(format!(
-            "--action {action:?}: expected OWNER/REPO@REF (e.g. {DEFAULT_ACTION}) or ./PATH"
+            "--action {action:?}: expected OWNER/REPO@REF (e.g. {EXAMPLE_ACTION}) or ./PATH"
         )))
     }
 }

@@ -94,11 +94,13 @@ pub(crate) struct EnableCiArgs {
     /// No human output on stderr (errors still go there without --json).
     #[arg(short, long)]
     pub quiet: bool,
-    /// Also write .github/workflows/hank.yml (a plan job, then one job per task; needs
-    /// `hank fleet`). In a project hank already enables, writes only the workflow.
+    /// Also write .github/workflows/hank.yml (a plan job, then one job per task: `hank fleet
+    /// plan` / `hank fleet run-task`; needs --action). In a project hank already enables,
+    /// writes only the workflow.
     #[arg(long)]
     pub github_actions: bool,
-    /// The hank action the workflow uses: OWNER/REPO@REF or ./PATH.
+    /// The hank action the workflow uses: OWNER/REPO@REF or ./PATH (required with
+    /// --github-actions: hank names no published repository).
     #[arg(long, value_name = "REF", requires = "github_actions")]
     pub action: Option<String>,
 }

@@ -144,10 +144,7 @@ fn enable(dir: &Path, args: &EnableCiArgs) -> Result<CiReport> {
 /// `--github-actions`: the workflow, after enabling hank unless the project has it already
 /// (then the workflow alone). The workflow is checked before anything is written.
 fn with_workflow(dir: &Path, args: &EnableCiArgs) -> Result<CiReport> {
-    let action = args
-        .action
-        .as_deref()
-        .unwrap_or(super::actions::DEFAULT_ACTION);
+    let action = super::actions::required_action(args.action.as_deref())?;
     super::actions::check_action(action)?;
     let workflow = dir.join(super::actions::WORKFLOW_PATH);
     if workflow.symlink_metadata().is_ok() {

@@ -389,11 +389,25 @@ pub const KEYS: &[Key] = &[
         "Which events NOTIFY sends",
     ),
     key(
+        "NEEDS_ANSWERS",
+        None,
+        DefaultValue::Text("exit"),
+        "exit or wait",
+        "When the agent only asks questions: exit 2 (needs_answers), or wait for `hank ctl answer` (at most ANSWER_TIMEOUT)",
+    ),
+    key(
+        "ANSWER_TIMEOUT",
+        None,
+        DefaultValue::Text("8h"),
+        "a duration like 8h, 90m, or a bare number of minutes",
+        "With NEEDS_ANSWERS=wait: how long to wait for an answer before stopping with needs_answers",
+    ),
+    key(
         "CONTROL_TOPIC",
         None,
         DefaultValue::Unset,
         "an ntfy topic URL, https://SERVER/TOPIC (http:// only to loopback)",
-        "ntfy topic `hank ctl poll` reads signed remote commands from (`hank ctl init` makes the key)",
+        "ntfy topic the running loop (and `hank ctl poll`) reads signed remote commands from (`hank ctl init` makes the key)",
     ),
     key(
         "CB_NO_PROGRESS_THRESHOLD",

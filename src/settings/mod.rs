@@ -205,6 +205,10 @@ pub struct Settings {
     pub notify_targets: Sourced<Option<Vec<crate::policy::notify::Target>>>,
     /// NOTIFY_EVENTS: which events become messages.
     pub notify_events: Sourced<Vec<crate::policy::notify::EventClass>>,
+    /// NEEDS_ANSWERS=wait (`true`): at `needs_answers` the loop waits for `hank ctl answer`.
+    pub needs_answers_wait: Sourced<bool>,
+    /// ANSWER_TIMEOUT: the longest such a wait lasts.
+    pub answer_timeout: Sourced<Duration>,
     /// CONTROL_TOPIC: the ntfy topic URL signed remote commands are read from.
     pub control_topic: Sourced<Option<String>>,
     /// `--dry-run` (flag only).

@@ -421,6 +421,14 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
             crate::policy::notify::parse_targets(s).ok()
         })?,
         notify_events: r.get("NOTIFY_EVENTS", None, crate::policy::notify::parse_events)?,
+        needs_answers_wait: r.get("NEEDS_ANSWERS", None, |s| {
+            match s.trim().to_ascii_lowercase().as_str() {
+                "exit" => Some(false),
+                "wait" => Some(true),
+                _ => None,
+            }
+        })?,
+        answer_timeout: r.get("ANSWER_TIMEOUT", None, parse_timeout)?,
         control_topic: r.get_opt("CONTROL_TOPIC", None, |s| {
             let s = s.trim();
             (crate::policy::notify::url_allowed(s)

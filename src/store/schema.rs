@@ -269,6 +269,10 @@ pub struct Status {
     /// checks (as `.hank/delivery.json`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery: Option<Delivery>,
+    /// The agent's questions while the loop waits for an answer (`NEEDS_ANSWERS=wait`,
+    /// `wait_reason: needs_answers`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub questions: Vec<String>,
 }
 
 impl Default for Status {
@@ -301,6 +305,7 @@ impl Default for Status {
             verification: None,
             usage_windows: BTreeMap::new(),
             delivery: None,
+            questions: Vec::new(),
         }
     }
 }
@@ -683,6 +688,7 @@ impl Status {
             verification: None,
             usage_windows: windows::status_windows(&st.windows, p.window_limits, p.now),
             delivery: None,
+            questions: Vec::new(),
         }
     }
 }
@@ -1435,6 +1441,23 @@ pub struct FleetTask {
     pub merge_attempts: u32,
     /// The last exit code of its worker.
     pub exit_code: Option<u8>,
+}
+
+/// One element of `hank fleet plan --json` (an array of them on stdout, in plan order): a task
+/// that can start now, ready to be a GitHub Actions matrix entry (`matrix.task.name`, …).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PlannedTask {
+    /// The `##` heading text without its `(after: …)` clause (`hank fleet run-task NAME`).
+    pub name: String,
+    /// The branch- and ref-safe form of the name (`refs/hank/state/<slug>`).
+    pub slug: String,
+    /// `hank/<slug>`: where its work goes.
+    pub branch: String,
+    /// The tasks it comes after (all merged, or it would not be listed).
+    pub after: Vec<String>,
+    /// Its open required items.
+    pub items: Vec<String>,
 }
 
 /// `.hank/fleet.json`: the fleet's own state (the tasks' states live in their worktrees).

@@ -42,8 +42,24 @@ fn lint(file: &Path, cwd: &Path) {
 #[test]
 fn enable_ci_writes_a_workflow_that_passes_actionlint() {
     let p = Project::new(&["a"]);
-    // Already enabled: only the workflow is written, and --json reports it.
+    // No default action (hank names no published repository): --action is required.
     let o = p.run(&["enable-ci", "--github-actions", "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    // With --json the refusal is the report on stdout.
+    assert!(
+        stdout(&o).contains("--github-actions needs --action OWNER/REPO@REF"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(!p.dir.join(".github").exists());
+    // Already enabled: only the workflow is written, and --json reports it.
+    let o = p.run(&[
+        "enable-ci",
+        "--github-actions",
+        "--action",
+        "example/hank@v1",
+        "--json",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let report: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
     let files = report["files_created"].as_array().unwrap();
@@ -61,7 +77,9 @@ fn enable_ci_writes_a_workflow_that_passes_actionlint() {
         "types: [labeled]",
         "github.event.label.name == 'hank'",
         "max-parallel:",
-        "group: hank-task-${{ matrix.task }}",
+        "uses: example/hank@v1",
+        "group: hank-task-${{ matrix.task.slug }}",
+        "task: ${{ matrix.task.name }}",
         "timeout-minutes: 330",
         "HANK_JOB_TIMEOUT_MINUTES: \"330\"",
         "hank fleet plan --json",
@@ -72,7 +90,12 @@ fn enable_ci_writes_a_workflow_that_passes_actionlint() {
         assert!(text.contains(needle), "{needle} missing:\n{text}");
     }
     // Never over an existing workflow.
-    let o = p.run(&["enable-ci", "--github-actions"]);
+    let o = p.run(&[
+        "enable-ci",
+        "--github-actions",
+        "--action",
+        "example/hank@v1",
+    ]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("hank.yml exists already"),

@@ -46,12 +46,12 @@ fn git(dir: &Path, args: &[&str]) -> String {
 
 /// A git project with hank's files, a finished verified run, work left by the agent, and a
 /// bare repository as `origin`.
-struct Setup {
-    p: Project,
+pub(crate) struct Setup {
+    pub(crate) p: Project,
     remote: PathBuf,
 }
 
-fn setup() -> Setup {
+pub(crate) fn setup() -> Setup {
     let p = Project::new(&["[#12] Fix login"]);
     std::fs::write(
         p.dir.join(".gitignore"),
@@ -84,7 +84,7 @@ fn setup() -> Setup {
 impl Setup {
     /// `hank deliver ARGS` with the REST path at the fake (the fake `gh` of fixtures/bin
     /// cannot answer `gh api`, so hank falls back to the token).
-    fn deliver_rest(&self, gh: &FakeGitHub, rc: &str, args: &[&str]) -> Output {
+    pub(crate) fn deliver_rest(&self, gh: &FakeGitHub, rc: &str, args: &[&str]) -> Output {
         self.p.hankrc(&format!("RETRY_BACKOFF_SECONDS=0\n{rc}"));
         let mut c = self.p.cmd();
         c.arg("deliver")
@@ -108,7 +108,7 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-fn green_check() -> Value {
+pub(crate) fn green_check() -> Value {
     json!({"id": 11, "name": "build", "status": "completed", "conclusion": "success", "html_url": "https://ci/11"})
 }
 

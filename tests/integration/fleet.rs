@@ -16,7 +16,7 @@ n=$(basename "$PWD"); echo "$n" >> "$n.txt"; ls > "$FAKE_CLAUDE_DIR/seen-$n"
 echo "$n" >> "$FAKE_CLAUDE_DIR/log"
 "#;
 
-fn project(plan: &str) -> Project {
+pub(crate) fn project(plan: &str) -> Project {
     let p = Project::new(&[]);
     std::fs::write(p.dir.join(".hank/fix_plan.md"), plan).unwrap();
     std::fs::write(p.dir.join(".gitignore"), ".hank/logs/\n.hank/status.json\n.hank/state.json*\n.hank/events.jsonl\n.hank/live.log\n.hank/hank.lock\n.hank/fleet.json\n").unwrap();

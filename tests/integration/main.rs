@@ -4,6 +4,7 @@
 // Test helpers outside #[test] functions may panic on setup failures: that is a test failure.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod action_install;
 mod actions;
 mod agents;
 mod analyze;
@@ -30,8 +31,10 @@ mod profile_opencode;
 mod progress;
 mod project;
 mod reach;
+mod runners;
 mod startup;
 mod state;
+mod steer;
 mod support;
 mod verify;
 mod windows;

@@ -14,21 +14,38 @@ use crate::support::{Project, TICK_ONE, error_json, stderr, stdout};
 
 /// One request the server received.
 #[derive(Debug, Clone)]
-struct Req {
-    method: String,
-    path: String,
-    body: String,
+pub(crate) struct Req {
+    pub(crate) method: String,
+    pub(crate) path: String,
+    pub(crate) body: String,
 }
 
-/// A loopback HTTP server: records every request; answers GETs with `poll_body`.
-struct Server {
+/// A loopback HTTP server: records every request; answers GETs with `poll_body` (as ntfy
+/// does, only the lines after the one whose `id` is the request's `since`).
+pub(crate) struct Server {
     port: u16,
-    reqs: Arc<Mutex<Vec<Req>>>,
-    poll_body: Arc<Mutex<String>>,
+    pub(crate) reqs: Arc<Mutex<Vec<Req>>>,
+    pub(crate) poll_body: Arc<Mutex<String>>,
+}
+
+/// The lines of `body` after the message `since=ID` of `path` names (all when none does).
+fn after_since(body: &str, path: &str) -> String {
+    let since = path
+        .split(['?', '&'])
+        .find_map(|kv| kv.strip_prefix("since="))
+        .unwrap_or("");
+    let lines: Vec<&str> = body.lines().collect();
+    let from = lines
+        .iter()
+        .position(|l| {
+            serde_json::from_str::<Value>(l).is_ok_and(|v| v["id"].as_str() == Some(since))
+        })
+        .map_or(0, |i| i + 1);
+    lines[from..].iter().map(|l| format!("{l}\n")).collect()
 }
 
 impl Server {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let reqs = Arc::new(Mutex::new(Vec::new()));
@@ -41,7 +58,7 @@ impl Server {
                     continue;
                 };
                 let answer = if req.method == "GET" {
-                    b.lock().unwrap().clone()
+                    after_since(&b.lock().unwrap(), &req.path)
                 } else {
                     String::new()
                 };
@@ -62,11 +79,11 @@ impl Server {
         }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 
-    fn posts(&self) -> Vec<Req> {
+    pub(crate) fn posts(&self) -> Vec<Req> {
         self.reqs
             .lock()
             .unwrap()
@@ -110,7 +127,7 @@ fn read_request(conn: &mut std::net::TcpStream) -> Option<Req> {
 }
 
 /// The webhook bodies received, by class.
-fn webhook_classes(server: &Server) -> Vec<Value> {
+pub(crate) fn webhook_classes(server: &Server) -> Vec<Value> {
     server
         .posts()
         .iter()
@@ -302,7 +319,7 @@ fn sign(key: &str, time: i64, nonce: &str, command: &str) -> String {
     format!("hank1 {time} {nonce} {sig} {command}")
 }
 
-fn ntfy_line(id: &str, message: &str) -> String {
+pub(crate) fn ntfy_line(id: &str, message: &str) -> String {
     serde_json::json!({"id": id, "time": 1, "event": "message", "topic": "ctl", "message": message})
         .to_string()
 }

@@ -40,6 +40,9 @@ pub struct RunConfig {
     pub failover: bool,
     /// `MAX_LOOPS`, `MAX_COST_USD` and the rest of the decision's settings.
     pub decide: DecideConfig,
+    /// `NEEDS_ANSWERS=wait`: at `needs_answers`, wait this long (`ANSWER_TIMEOUT`) for an
+    /// answer from outside instead of stopping (`None`: `NEEDS_ANSWERS=exit`, stop at once).
+    pub answer_wait: Option<SignedDuration>,
 }
 
 impl RunConfig {
@@ -64,6 +67,10 @@ pub enum WaitFor {
     LoopDelay,
     /// Paused by a control command, until a resume (`until: None`).
     Paused,
+    /// `NEEDS_ANSWERS=wait`: the agent asked questions; until an answer
+    /// ([`NoteKind::Answer`]) comes or `ANSWER_TIMEOUT` ends (then the run stops with
+    /// `needs_answers`). Status `waiting`, `wait_reason: needs_answers`.
+    UserAnswer,
     /// The agent's call is running: nothing to decide before its answer.
     Answer,
 }
@@ -283,8 +290,8 @@ enum Phase {
     Calling,
     /// The verified completion of this reason is being delivered.
     Delivering(ExitReason),
-    /// The run ends with this reason (after a delivery).
-    Stopping(ExitReason),
+    /// The run ends with this reason (an answer that did not come in time).
+    Ended(ExitReason),
 }
 
 /// The loop's state between facts.
@@ -401,7 +408,7 @@ impl Run {
                 reason: WaitFor::Answer,
             },
             Phase::Delivering(r) => Step::Deliver(r),
-            Phase::Stopping(r) => Step::Stop(r),
+            Phase::Ended(r) => Step::Stop(r),
         }
     }
 
@@ -429,7 +436,7 @@ impl Run {
                     self.phase = Phase::Decided(Decision::Continue);
                 }
             }
-            Fact::WokeUp => self.back_to_gates(),
+            Fact::WokeUp => self.woke_up(),
             Fact::Interrupted => self.interrupted = true,
             Fact::Control(c) => self.control(c, now),
             Fact::Delivered(d) => self.delivered(d),
@@ -444,7 +451,7 @@ impl Run {
             return;
         };
         match d {
-            Delivered::Final(r) => self.phase = Phase::Stopping(r),
+            Delivered::Final(r) => self.phase = Phase::Ended(r),
             Delivered::Feedback {
                 round,
                 text,
@@ -466,9 +473,23 @@ impl Run {
                         claim_rejected: true,
                     };
                 } else {
-                    self.phase = Phase::Stopping(otherwise);
+                    self.phase = Phase::Ended(otherwise);
                 }
             }
+        }
+    }
+
+    /// A wait's time came: the gates again, except that an answer that did not come within
+    /// `ANSWER_TIMEOUT` ends the run as `NEEDS_ANSWERS=exit` would have.
+    fn woke_up(&mut self) {
+        if let Phase::Waiting {
+            reason: WaitFor::UserAnswer,
+            ..
+        } = self.phase
+        {
+            self.phase = Phase::Ended(ExitReason::NeedsAnswers);
+        } else {
+            self.back_to_gates();
         }
     }
 
@@ -636,8 +657,23 @@ impl Run {
                 self.phase = Phase::Delivering(r);
                 Step::Deliver(r)
             }
+            Decision::Stop(ExitReason::NeedsAnswers) if self.cfg.answer_wait.is_some() => {
+                self.await_answer(now)
+            }
             Decision::Stop(r) => Step::Stop(r),
         }
+    }
+
+    /// `NEEDS_ANSWERS=wait` at `needs_answers`: an answer already taken goes to the next call
+    /// at once (after the loop delay); otherwise the loop waits for one, at most
+    /// `ANSWER_TIMEOUT`.
+    fn await_answer(&mut self, now: Timestamp) -> Step {
+        if self.notes.iter().any(|n| n.kind == NoteKind::Answer) {
+            self.phase = Phase::Decided(Decision::Continue);
+            return self.next(now);
+        }
+        let timeout = self.cfg.answer_wait.unwrap_or(SignedDuration::ZERO);
+        self.wait(add_duration(now, timeout), WaitFor::UserAnswer)
     }
 
     fn control(&mut self, c: Control, _now: Timestamp) {
@@ -654,15 +690,28 @@ impl Run {
                 }
             }
             Control::Stop => self.interrupted = true,
-            // Ends a limit wait or the loop delay, not a pause.
+            // Ends a limit wait or the loop delay, not a pause nor a wait for an answer.
             Control::RetryNow => {
                 if let Phase::Waiting { reason, .. } = self.phase
                     && reason != WaitFor::Paused
+                    && reason != WaitFor::UserAnswer
                 {
                     self.back_to_gates();
                 }
             }
-            Control::Note(n) => self.notes.push(n),
+            // An answer ends the wait for one (it goes into the next call's context).
+            Control::Note(n) => {
+                let answer = n.kind == NoteKind::Answer;
+                self.notes.push(n);
+                if answer
+                    && let Phase::Waiting {
+                        reason: WaitFor::UserAnswer,
+                        ..
+                    } = self.phase
+                {
+                    self.back_to_gates();
+                }
+            }
             Control::Set { key, value } => self.settings.push((key, value)),
             Control::Window(r) => self.readings.push(r),
         }

@@ -17,6 +17,7 @@ fn cfg() -> RunConfig {
         on_usage_limit: UsageLimitPolicy::Wait,
         failover: false,
         decide: DecideConfig::default(),
+        answer_wait: None,
     }
 }
 
@@ -963,5 +964,148 @@ fn delivery_rounds_go_back_to_the_agent_then_stop() {
     assert_eq!(
         gate(&mut run, complete(), t0()),
         Step::Stop(ExitReason::MaxLoops)
+    );
+}
+
+/// `NEEDS_ANSWERS=wait`: at `needs_answers` the loop waits for `hank ctl answer` (at most
+/// `ANSWER_TIMEOUT`), then goes on with the answer in the next context, or stops as
+/// `NEEDS_ANSWERS=exit` does when none came.
+#[test]
+fn needs_answers_waits_for_an_answer() {
+    let waiting = RunConfig {
+        answer_wait: Some(hours(8)),
+        loop_delay: SignedDuration::from_secs(10),
+        ..cfg()
+    };
+    let asked = answer(Decision::Stop(ExitReason::NeedsAnswers));
+    let wait = Step::Wait {
+        until: Some(t0() + hours(8)),
+        reason: WaitFor::UserAnswer,
+    };
+    let answer_note = || {
+        Control::Note(ContextNote {
+            kind: NoteKind::Answer,
+            text: "use the v2 API".into(),
+        })
+    };
+    let note = || {
+        Control::Note(ContextNote {
+            kind: NoteKind::Note,
+            text: "fyi".into(),
+        })
+    };
+    // (name, NEEDS_ANSWERS=wait, facts during the wait, the step after them)
+    type Case = (&'static str, bool, Vec<Fact>, Step);
+    let cases: Vec<Case> = vec![
+        (
+            "exit: stops at once",
+            false,
+            vec![],
+            Step::Stop(ExitReason::NeedsAnswers),
+        ),
+        ("wait: waits for the answer", true, vec![], wait),
+        (
+            "an answer ends the wait: the gates again",
+            true,
+            vec![Fact::Control(answer_note())],
+            Step::Observe,
+        ),
+        (
+            "a plain note does not end it",
+            true,
+            vec![Fact::Control(note())],
+            wait,
+        ),
+        (
+            "retry-now does not end it",
+            true,
+            vec![Fact::Control(Control::RetryNow)],
+            wait,
+        ),
+        (
+            "a resume does not end it",
+            true,
+            vec![Fact::Control(Control::Resume)],
+            wait,
+        ),
+        (
+            "no answer within ANSWER_TIMEOUT: needs_answers",
+            true,
+            vec![Fact::WokeUp],
+            Step::Stop(ExitReason::NeedsAnswers),
+        ),
+        (
+            "stop ends it",
+            true,
+            vec![Fact::Control(Control::Stop)],
+            Step::Stop(ExitReason::Interrupted),
+        ),
+        (
+            "Ctrl-C ends it",
+            true,
+            vec![Fact::Interrupted],
+            Step::Stop(ExitReason::Interrupted),
+        ),
+    ];
+    for (name, wait_on, facts, want) in cases {
+        let mut run = Run::new(RunConfig {
+            answer_wait: wait_on.then(|| hours(8)),
+            ..waiting.clone()
+        });
+        let first = call(&mut run, asked, t0());
+        assert_eq!(
+            first,
+            if wait_on {
+                wait
+            } else {
+                Step::Stop(ExitReason::NeedsAnswers)
+            },
+            "{name}"
+        );
+        for f in facts {
+            run.on(f, t0() + hours(1));
+        }
+        assert_eq!(run.next(t0() + hours(1)), want, "{name}");
+    }
+
+    // The answer goes to the next call's context, once, and the call is made.
+    let mut run = Run::new(waiting.clone());
+    assert_eq!(call(&mut run, asked, t0()), wait);
+    run.on(Fact::Control(answer_note()), t0() + hours(1));
+    assert_eq!(
+        gate(&mut run, clear(), t0() + hours(1)),
+        Step::Call { agent: 0 }
+    );
+    let notes = run.take_notes();
+    assert_eq!(notes.len(), 1);
+    assert_eq!(notes[0].kind, NoteKind::Answer);
+    assert!(run.take_notes().is_empty());
+
+    // An answer taken during the call: no wait, the loop delay and the next call.
+    let mut run = Run::new(waiting.clone());
+    assert_eq!(gate(&mut run, clear(), t0()), Step::Call { agent: 0 });
+    run.on(Fact::Calling, t0());
+    run.on(Fact::Control(answer_note()), t0());
+    run.on(Fact::Answered(asked), t0());
+    assert_eq!(
+        run.next(t0()),
+        Step::Wait {
+            until: Some(t0() + SignedDuration::from_secs(10)),
+            reason: WaitFor::LoopDelay,
+        }
+    );
+
+    // A pause taken during the wait holds after the answer.
+    let mut run = Run::new(waiting);
+    assert_eq!(call(&mut run, asked, t0()), wait);
+    run.on(Fact::Control(Control::Pause), t0());
+    assert_eq!(run.next(t0()), wait);
+    run.on(Fact::Control(answer_note()), t0());
+    assert_eq!(
+        gate(&mut run, clear(), t0()),
+        Step::Wait {
+            until: None,
+            reason: WaitFor::Paused,
+        }
     );
 }
