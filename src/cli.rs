@@ -116,9 +116,10 @@ pub(crate) struct FleetArgs {
     /// Tasks running at once.
     #[arg(long, value_name = "N", default_value = "2")]
     pub agents: String,
-    /// The integration branch the finished tasks are merged into (created from HEAD).
-    #[arg(long, value_name = "BRANCH", default_value = "hank/fleet")]
-    pub into: String,
+    /// The integration branch the finished tasks are merged into (created from HEAD)
+    /// [default: hank/fleet]; with `--deliver pr`, one pull request of this branch.
+    #[arg(long, value_name = "BRANCH")]
+    pub into: Option<String>,
     /// A task starts only while this much memory is available (e.g. 2G, 512M).
     #[arg(
         long,
@@ -368,6 +369,8 @@ pub struct RunArgs {
     pub deliver: Option<String>,
     #[arg(long, value_name = "NAME", help = keys::flag_help("DELIVER_BRANCH"))]
     pub branch: Option<String>,
+    #[arg(long, value_name = "NAME", help = keys::flag_help("DELIVER_BASE"))]
+    pub base: Option<String>,
     /// Print the agent command and prompt for one loop, call nothing, exit 0.
     #[arg(long)]
     pub dry_run: bool,

@@ -541,7 +541,8 @@ pub const NOTE_BUDGET: usize = 2000;
 
 /// Notes from outside the run for the next context (live control, the fleet, delivery): each
 /// on its own lines after what it is, control characters dropped, hank's delimiters escaped,
-/// at most [`NOTE_BUDGET`] bytes each. Empty when there are none.
+/// at most [`NOTE_BUDGET`] bytes each (delivery's feedback: its own bound, `policy::deliver`).
+/// Empty when there are none.
 #[must_use]
 pub fn outside_notes(notes: &[crate::policy::run::ContextNote]) -> String {
     use crate::policy::run::NoteKind;
@@ -552,13 +553,23 @@ pub fn outside_notes(notes: &[crate::policy::run::ContextNote]) -> String {
             NoteKind::Answer => "The operator's answer",
             NoteKind::CiFailure => "CI failed on the pushed branch",
             NoteKind::MergeResult => "The merge of this branch",
+            NoteKind::PushRejected => "The delivery was refused by a git hook or the remote",
+            NoteKind::Review => "A review of the pull request",
         };
         let clean: String = n
             .text
             .chars()
             .filter(|c| !c.is_control() || matches!(c, '\n' | '\t'))
             .collect();
-        let mut cut = clean.len().min(NOTE_BUDGET);
+        // Delivery's feedback is bounded where it is made (a hook's output, failing checks'
+        // log tails, review requests: `policy::deliver`), with room for the log's end.
+        let budget = match n.kind {
+            NoteKind::CiFailure | NoteKind::PushRejected | NoteKind::Review => {
+                crate::policy::deliver::MAX_FEEDBACK_CHARS * 4
+            }
+            _ => NOTE_BUDGET,
+        };
+        let mut cut = clean.len().min(budget);
         while !clean.is_char_boundary(cut) {
             cut -= 1;
         }

@@ -6,7 +6,6 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use crate::cli::DeliverArgs;
 use crate::clock::SystemClock;
@@ -22,8 +21,7 @@ use crate::store::{Store, write_atomic};
 
 use super::{out, project_dir, require_hank_dir};
 
-/// `.hank/delivery.json`.
-pub(crate) const DELIVERY_FILE: &str = "delivery.json";
+pub(crate) use crate::deliver::DELIVERY_FILE;
 
 /// A flag that turns true at the first SIGINT/SIGTERM/SIGHUP (a thread with its own
 /// runtime watches the shared handler).
@@ -69,64 +67,6 @@ fn finish(store: &Store, clock: &SystemClock, a: &DeliverArgs, d: &Delivery) -> 
     Ok(d.exit_reason.map_or(exit::HALTED, ExitReason::code))
 }
 
-/// The branch the pull request targets: `--base`, else the branch the work started from when
-/// it is not the delivery branch, else the remote's default branch.
-fn base_branch(
-    dir: &std::path::Path,
-    a: &DeliverArgs,
-    start: Option<&str>,
-    branch: &str,
-    remote: &str,
-) -> Result<String> {
-    if let Some(b) = &a.base {
-        if !rules::valid_branch_name(b) {
-            return Err(HankError::usage(format!(
-                "invalid value `{b}` for --base: expected a git branch name"
-            )));
-        }
-        return Ok(b.clone());
-    }
-    if let Some(s) = start.filter(|s| *s != branch) {
-        return Ok(s.to_string());
-    }
-    // Delivering again from the delivery branch: the base of the last delivery of it.
-    if let Ok(bytes) = crate::fsread::read(
-        &dir.join(".hank").join(DELIVERY_FILE),
-        crate::fsread::CONFIG_LIMIT,
-        crate::fsread::Follow::No,
-    ) && let Ok(last) = serde_json::from_slice::<Delivery>(&bytes)
-        && last.branch == branch
-        && rules::valid_branch_name(&last.base)
-    {
-        return Ok(last.base);
-    }
-    let r = crate::worktree::git_run(
-        dir,
-        &[
-            "symbolic-ref",
-            "--quiet",
-            "--short",
-            &format!("refs/remotes/{remote}/HEAD"),
-        ],
-        Duration::from_secs(30),
-    )
-    .map_err(|e| HankError::Tool(e.to_string()))?;
-    let prefix = format!("{remote}/");
-    r.stdout
-        .trim()
-        .strip_prefix(&prefix)
-        .filter(|b| r.success && !b.is_empty())
-        .map(str::to_string)
-        .ok_or_else(|| {
-            HankError::usage_hint(
-                format!(
-                    "the work is already on `{branch}` and the branch it came from is not known"
-                ),
-                "name the branch the pull request targets with --base NAME",
-            )
-        })
-}
-
 /// `hank deliver`.
 pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
     let dir = project_dir()?;
@@ -137,6 +77,7 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
     let flags = Flags {
         deliver: a.deliver.clone(),
         branch: a.branch.clone(),
+        base: a.base.clone(),
         ..Flags::default()
     };
     let s = settings::load(&flags, &dir)?;
@@ -195,7 +136,13 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
     let branch = rules::branch_for(s.deliver_branch.value.as_deref(), start.as_deref());
     let remote = s.deliver_remote.value.clone();
     let url = deliver::remote_url(&dir, &remote)?;
-    let base = base_branch(&dir, a, start.as_deref(), &branch, &remote)?;
+    let base = deliver::base_branch(
+        &dir,
+        s.deliver_base.value.as_deref(),
+        start.as_deref(),
+        &branch,
+        &remote,
+    )?;
     let wait = s.ci_wait.value.applies(mode) && !a.no_wait;
     let forge: Option<Box<dyn Forge>> = if mode == DeliverMode::Pr || wait {
         Some(forge::detect(&dir, &url, &forge::Env::from_process())?)
@@ -215,9 +162,23 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
 
     deliver::prepare_branch(&dir, &branch)?;
     let title = rules::pr_title(&ev, &secrets);
-    if deliver::commit_all(&dir, &format!("{title}\n\nDelivered by hank."))? {
+    let committed = deliver::commit_all(&dir, &format!("{title}\n\nDelivered by hank."))?;
+    for f in &committed.secrets_skipped {
+        errln!(
+            "hank: warning: {} looks like a secret and is not ignored: left out of the commit (still in the working tree; add it to .gitignore)",
+            crate::sanitize::line(f)
+        );
+    }
+    if let Some(out) = &committed.refused {
+        return Err(HankError::Tool(format!(
+            "`git commit` failed: {}",
+            rules::clean(out, &secrets, rules::MAX_HOOK_OUTPUT_CHARS).replace('\n', " ")
+        )));
+    }
+    if committed.made {
         errln!("hank: committed the work on {branch}");
     }
+    d.secrets_skipped = committed.secrets_skipped;
     let sha = deliver::head(&dir)?;
     match deliver::push(&dir, &remote, &branch)? {
         Push::Pushed => errln!(

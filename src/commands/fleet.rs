@@ -13,6 +13,9 @@ use crate::fleet::{self, Options};
 use crate::policy::fleet as rules;
 use crate::settings;
 
+/// The integration branch when `--into` is not given.
+const DEFAULT_INTO: &str = "hank/fleet";
+
 pub(crate) fn run(a: &FleetArgs) -> Result<u8> {
     let root = super::project_dir()?;
     match &a.action {
@@ -88,6 +91,7 @@ pub(crate) fn run(a: &FleetArgs) -> Result<u8> {
         ));
     }
     let waves = rules::waves(&tasks).map_err(HankError::usage)?;
+    let into = a.into.clone().unwrap_or_else(|| DEFAULT_INTO.to_string());
     let verify = if run.no_verify {
         None
     } else {
@@ -98,7 +102,7 @@ pub(crate) fn run(a: &FleetArgs) -> Result<u8> {
             &tasks,
             &waves,
             agents,
-            &a.into,
+            &into,
             verify.as_deref(),
             &a.run_flags,
         );
@@ -109,9 +113,11 @@ pub(crate) fn run(a: &FleetArgs) -> Result<u8> {
             "hank fleet runs each task in a git worktree: `git init` and commit first",
         ));
     }
+    let deliver = fleet::deliver::FleetDelivery::of(&s, &root, a.into.is_some())?;
     let opts = Options {
+        deliver,
         agents,
-        into: a.into.clone(),
+        into,
         min_free_memory,
         max_merge_attempts,
         run_flags: a.run_flags.clone(),

@@ -388,7 +388,20 @@ fn deliver(
 /// Commits what the run left on the task branch (hank's runtime files excepted) and pushes
 /// the branch, so that the next job continues from it.
 fn keep_work(root: &Path, remote: Option<&str>, branch: &str, message: &str) -> Result<()> {
-    if crate::deliver::commit_all(root, message)? {
+    let committed = crate::deliver::commit_all(root, message)?;
+    for f in &committed.secrets_skipped {
+        errln!(
+            "hank: warning: {} looks like a secret and is not ignored: left out of the commit (still in the working tree; add it to .gitignore)",
+            crate::sanitize::line(f)
+        );
+    }
+    if let Some(out) = &committed.refused {
+        return Err(HankError::Tool(format!(
+            "`git commit` on {branch} failed: {}",
+            crate::sanitize::line(out.trim())
+        )));
+    }
+    if committed.made {
         errln!("hank: committed the work on {branch}");
     }
     let Some(r) = remote else { return Ok(()) };

@@ -49,12 +49,8 @@ fn run_checked(run: &RunArgs, args: &[OsString]) -> Result<u8> {
     let settings = settings::load(&run.into(), &project_dir)?;
     check_required_files(&settings)?;
     let mut notes = settings.warnings.clone();
-    if settings.deliver.value != settings::DeliverMode::None {
-        notes.push(format!(
-            "DELIVER={} ({}) is not wired into `hank run` yet: the work stays in the working tree; run `hank deliver` after the run",
-            settings.deliver.value.as_str(),
-            settings.deliver.source
-        ));
+    if settings.dry_run && !run.monitor && settings.deliver.value != settings::DeliverMode::None {
+        notes.push(crate::deliver::in_run::dry_run_note(&settings));
     }
     if settings.dry_run && !run.monitor {
         let agent = dry_run_agent(&settings, &mut notes)?;
@@ -359,6 +355,7 @@ impl From<&RunArgs> for settings::Flags {
             auto_reset_circuit: a.auto_reset_circuit,
             deliver: a.deliver.clone(),
             branch: a.branch.clone(),
+            base: a.base.clone(),
             dry_run: a.dry_run,
             notify: a.notify,
             json: a.json,

@@ -14,6 +14,8 @@ use crate::error::{HankError, Result};
 use crate::exit::ExitReason;
 use crate::forge::{Forge, PullRequest};
 use crate::policy::deliver::{self as rules, CiLimits, CiVerdict, Evidence};
+
+pub mod in_run;
 use crate::policy::receipts;
 use crate::policy::verify::CheckKind;
 use crate::store::schema::EventLine;
@@ -144,13 +146,29 @@ pub fn runtime_paths() -> Vec<String> {
         .collect()
 }
 
+/// What [`commit_all`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Committed {
+    /// A commit was made (`false`: nothing to commit).
+    pub made: bool,
+    /// Files left out because they look like secrets
+    /// ([`rules::looks_like_secret`]); they stay in the working tree, uncommitted.
+    pub secrets_skipped: Vec<String>,
+    /// git refused the commit (a pre-commit or commit-msg hook): its output, bounded like a
+    /// pre-push hook's. Nothing was committed.
+    pub refused: Option<String>,
+}
+
 /// Commits everything the agent left (new, changed and deleted files; hank's runtime files
-/// excepted, even where `.gitignore` does not list them) with `message`. `false` when there
-/// was nothing to commit.
+/// excepted, even where `.gitignore` does not list them; files that look like secrets —
+/// `.env`, private keys… — never, even when nothing ignores them: they stay in the working
+/// tree) with `message`.
+///
+/// A commit a hook refused is [`Committed::refused`] with the hook's output, for the agent.
 ///
 /// # Errors
-/// git refused (a failing pre-commit hook: its output is in the message).
-pub fn commit_all(dir: &Path, message: &str) -> Result<bool> {
+/// git cannot run, or `git add` failed.
+pub fn commit_all(dir: &Path, message: &str) -> Result<Committed> {
     let r = git(dir, &["add", "--all", "--", "."], GIT_QUICK)?;
     if !r.success {
         return Err(HankError::Tool(format!(
@@ -166,23 +184,76 @@ pub fn commit_all(dir: &Path, message: &str) -> Result<bool> {
         .collect();
     reset.extend(globs.iter().map(String::as_str));
     let _ = git(dir, &reset, GIT_QUICK)?;
+    let secrets_skipped = unstage_secrets(dir)?;
     if git(dir, &["diff", "--cached", "--quiet"], GIT_QUICK)?.success {
-        return Ok(false);
+        return Ok(Committed {
+            made: false,
+            secrets_skipped,
+            refused: None,
+        });
     }
     let r = git(
         dir,
         &["commit", "--quiet", "-m", message],
         GIT_DELIVER_TIMEOUT,
     )?;
-    if r.success {
-        Ok(true)
+    let refused = (!r.success).then(|| tail_chars(&format!("{}\n{}", r.stderr, r.stdout)));
+    Ok(Committed {
+        made: r.success,
+        secrets_skipped,
+        refused,
+    })
+}
+
+/// The end of a hook's output kept for the agent (cleaned later by the rules).
+fn tail_chars(output: &str) -> String {
+    let keep = rules::MAX_HOOK_OUTPUT_CHARS * 4;
+    let n = output.chars().count();
+    if n > keep {
+        output.chars().skip(n - keep).collect()
     } else {
-        Err(HankError::Tool(format!(
-            "`git commit` failed: {}{}",
-            crate::sanitize::line(r.stderr.trim()),
-            crate::sanitize::line(r.stdout.trim())
-        )))
+        output.to_string()
     }
+}
+
+/// Takes the staged files that look like secrets out of the index (added or changed; a
+/// deletion leaks nothing and stays); their names.
+///
+/// # Errors
+/// git cannot run, or the files could not be taken out (then nothing may be committed).
+pub fn unstage_secrets(dir: &Path) -> Result<Vec<String>> {
+    let staged = git_ok(
+        dir,
+        &[
+            "diff",
+            "--cached",
+            "--name-only",
+            "--no-renames",
+            "--diff-filter=d",
+            "-z",
+        ],
+    )?;
+    let secrets: Vec<String> = staged
+        .split('\0')
+        .filter(|p| !p.is_empty() && rules::looks_like_secret(p))
+        .map(str::to_string)
+        .collect();
+    if secrets.is_empty() {
+        return Ok(secrets);
+    }
+    let specs: Vec<String> = secrets.iter().map(|p| format!(":(literal){p}")).collect();
+    let mut args = vec!["reset", "--quiet", "--"];
+    args.extend(specs.iter().map(String::as_str));
+    let r = git(dir, &args, GIT_QUICK)?;
+    if !r.success {
+        // Without the reset a secret would be committed: refuse the commit instead.
+        return Err(HankError::Tool(format!(
+            "could not leave {} out of the delivery commit: {}",
+            secrets.join(", "),
+            crate::sanitize::line(r.stderr.trim())
+        )));
+    }
+    Ok(secrets)
 }
 
 /// How a push ended.
@@ -201,10 +272,13 @@ pub enum Push {
 /// # Errors
 /// git cannot run, or ran past [`GIT_DELIVER_TIMEOUT`].
 pub fn push(dir: &Path, remote: &str, branch: &str) -> Result<Push> {
-    let refspec = format!("HEAD:refs/heads/{branch}");
+    push_refspec(dir, remote, &format!("HEAD:refs/heads/{branch}"))
+}
+
+fn push_refspec(dir: &Path, remote: &str, refspec: &str) -> Result<Push> {
     let r = git(
         dir,
-        &["push", "--set-upstream", "--", remote, &refspec],
+        &["push", "--set-upstream", "--", remote, refspec],
         GIT_DELIVER_TIMEOUT,
     )?;
     if r.success {
@@ -215,13 +289,74 @@ pub fn push(dir: &Path, remote: &str, branch: &str) -> Result<Push> {
         output.push('\n');
         output.push_str(&r.stdout);
     }
-    let keep = rules::MAX_HOOK_OUTPUT_CHARS * 4;
-    let n = output.chars().count();
-    if n > keep {
-        output = output.chars().skip(n - keep).collect();
-    }
-    Ok(Push::Rejected { output })
+    Ok(Push::Rejected {
+        output: tail_chars(&output),
+    })
 }
+
+/// The branch a pull request targets: `explicit` (`hank deliver --base`), else the branch the
+/// work started from when it is not the delivery branch, else the base of the last delivery
+/// of this branch (`.hank/delivery.json`), else the remote's default branch.
+///
+/// # Errors
+/// None of them is known (the message says how to name it), or git cannot run.
+pub fn base_branch(
+    dir: &Path,
+    explicit: Option<&str>,
+    start: Option<&str>,
+    branch: &str,
+    remote: &str,
+) -> Result<String> {
+    if let Some(b) = explicit {
+        if !rules::valid_branch_name(b) {
+            return Err(HankError::usage(format!(
+                "invalid value `{b}` for --base / DELIVER_BASE: expected a git branch name"
+            )));
+        }
+        return Ok(b.to_string());
+    }
+    if let Some(s) = start.filter(|s| *s != branch) {
+        return Ok(s.to_string());
+    }
+    // Delivering again from the delivery branch: the base of the last delivery of it.
+    if let Ok(bytes) = crate::fsread::read(
+        &dir.join(".hank").join(DELIVERY_FILE),
+        crate::fsread::CONFIG_LIMIT,
+        crate::fsread::Follow::No,
+    ) && let Ok(last) = serde_json::from_slice::<crate::store::schema::Delivery>(&bytes)
+        && last.branch == branch
+        && rules::valid_branch_name(&last.base)
+    {
+        return Ok(last.base);
+    }
+    let r = git(
+        dir,
+        &[
+            "symbolic-ref",
+            "--quiet",
+            "--short",
+            &format!("refs/remotes/{remote}/HEAD"),
+        ],
+        GIT_QUICK,
+    )?;
+    let prefix = format!("{remote}/");
+    r.stdout
+        .trim()
+        .strip_prefix(&prefix)
+        .filter(|b| r.success && !b.is_empty())
+        .map(str::to_string)
+        .ok_or_else(|| {
+            HankError::usage_hint(
+                format!(
+                    "the work is already on `{branch}` and the branch it came from is not known"
+                ),
+                "start from the branch the pull request should target, or name it (`hank deliver --base NAME`)",
+            )
+        })
+}
+
+/// `.hank/delivery.json`: the last delivery.
+pub const DELIVERY_FILE: &str = "delivery.json";
 
 /// hank's records of the last finished run (`events.jsonl` up to its last `exit` event):
 /// the evidence for the PR body, and whether the run ended verified (a completion whose check
@@ -237,7 +372,29 @@ pub fn evidence(events: &str) -> (Evidence, Option<bool>, bool) {
         .iter()
         .rposition(|l| l.kind() == "exit")
         .map_or(0, |i| i + 1);
-    let run = &lines[start..=end];
+    let (ev, verified) = evidence_of(&lines[start..=end]);
+    let completed = ev.exit_reason.is_some_and(ExitReason::is_completion);
+    (ev, verified, completed)
+}
+
+/// hank's records of the run under way (`events.jsonl` after its last `exit` event), for a
+/// delivery inside the loop: the run has not ended, so its stop reason is the completion
+/// being delivered.
+#[must_use]
+pub fn evidence_of_current(events: &str, reason: ExitReason, message: &str) -> Evidence {
+    let lines = EventLine::parse_all(events);
+    let start = lines
+        .iter()
+        .rposition(|l| l.kind() == "exit")
+        .map_or(0, |i| i + 1);
+    let (mut ev, _) = evidence_of(&lines[start..]);
+    ev.exit_reason = Some(reason);
+    ev.exit_message = Some(message.to_string());
+    ev
+}
+
+/// The evidence in these event lines (one run's), and the verdict of its `exit` event.
+fn evidence_of(run: &[EventLine]) -> (Evidence, Option<bool>) {
     let mut ev = Evidence::default();
     let mut loops = Vec::new();
     let mut verified = None;
@@ -292,12 +449,11 @@ pub fn evidence(events: &str) -> (Evidence, Option<bool>, bool) {
         }
     }
     ev.receipts = receipts::attribute(&loops);
-    let completed = ev.exit_reason.is_some_and(ExitReason::is_completion);
-    (ev, verified, completed)
+    (ev, verified)
 }
 
 /// Timing of the CI wait.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CiWaitSettings {
     pub appear: Duration,
     pub total: Duration,
@@ -320,6 +476,50 @@ impl CiWaitSettings {
 /// A failed check's name and the end of its log, when the forge had one.
 pub type CheckLog = (String, Option<String>);
 
+/// One look at the checks of `sha`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CiPoll {
+    /// Not final yet: look again after this long.
+    Wait(Duration),
+    /// The verdict, with the failing checks' log tails (raw; [`rules::ci_feedback`] cleans
+    /// them).
+    Final(CiVerdict, Vec<CheckLog>),
+}
+
+/// Asks the forge for the checks of exactly `sha` once and judges them at `now`.
+///
+/// # Errors
+/// The forge cannot be asked.
+pub fn ci_poll(
+    forge: &dyn Forge,
+    sha: &str,
+    pushed_at: Timestamp,
+    limits: CiLimits,
+    now: Timestamp,
+) -> Result<CiPoll> {
+    let checks = forge.checks(sha)?;
+    Ok(match rules::ci_verdict(&checks, pushed_at, now, limits) {
+        CiVerdict::Wait { next } => {
+            let ms = u64::try_from(next.duration_since(now).as_millis()).unwrap_or(0);
+            CiPoll::Wait(Duration::from_millis(ms))
+        }
+        v @ CiVerdict::Failed { .. } => {
+            let mut logs: Vec<CheckLog> = Vec::new();
+            for c in checks
+                .iter()
+                .filter(|c| c.state == rules::CheckState::Failed)
+            {
+                if logs.iter().any(|(n, _)| *n == c.name) {
+                    continue;
+                }
+                logs.push((c.name.clone(), forge.check_log(c).unwrap_or(None)));
+            }
+            CiPoll::Final(v, logs)
+        }
+        v => CiPoll::Final(v, Vec::new()),
+    })
+}
+
 /// Waits for the checks of exactly `sha` until the verdict is final; returns it with the
 /// failing checks' log tails (raw; [`rules::ci_feedback`] cleans them). `now` is the clock;
 /// `interrupted` ends the wait early (`Ok(None)`).
@@ -336,12 +536,8 @@ pub fn wait_for_ci(
 ) -> Result<Option<(CiVerdict, Vec<CheckLog>)>> {
     let limits = w.limits();
     loop {
-        let checks = forge.checks(sha)?;
-        let t = now();
-        match rules::ci_verdict(&checks, pushed_at, t, limits) {
-            CiVerdict::Wait { next } => {
-                let ms = u64::try_from(next.duration_since(t).as_millis()).unwrap_or(0);
-                let mut left = Duration::from_millis(ms);
+        match ci_poll(forge, sha, pushed_at, limits, now())? {
+            CiPoll::Wait(mut left) => {
                 while !left.is_zero() {
                     if interrupted() {
                         return Ok(None);
@@ -351,25 +547,65 @@ pub fn wait_for_ci(
                     left -= step;
                 }
             }
-            v @ CiVerdict::Failed { .. } => {
-                let mut logs = Vec::new();
-                for c in checks
-                    .iter()
-                    .filter(|c| c.state == rules::CheckState::Failed)
-                {
-                    if logs
-                        .iter()
-                        .any(|(n, _): &(String, Option<String>)| *n == c.name)
-                    {
-                        continue;
-                    }
-                    logs.push((c.name.clone(), forge.check_log(c).unwrap_or(None)));
-                }
-                return Ok(Some((v, logs)));
-            }
-            v => return Ok(Some((v, Vec::new()))),
+            CiPoll::Final(v, logs) => return Ok(Some((v, logs))),
         }
     }
+}
+
+/// [`wait_for_ci`] inside an async driver: the waits are the runtime's timer, so the signal
+/// handler keeps counting; `cancel` (the signal counter) ends the wait (`Ok(None)`), and so
+/// does `stop` (asked about once a second: a `hank ctl stop`).
+///
+/// # Errors
+/// The forge cannot be asked.
+pub async fn wait_for_ci_async(
+    forge: &dyn Forge,
+    sha: &str,
+    pushed_at: Timestamp,
+    w: CiWaitSettings,
+    now: &dyn Fn() -> Timestamp,
+    cancel: &mut tokio::sync::watch::Receiver<u32>,
+    stop: &mut dyn FnMut() -> bool,
+) -> Result<Option<(CiVerdict, Vec<CheckLog>)>> {
+    let limits = w.limits();
+    loop {
+        match ci_poll(forge, sha, pushed_at, limits, now())? {
+            CiPoll::Final(v, logs) => return Ok(Some((v, logs))),
+            CiPoll::Wait(mut left) => {
+                while !left.is_zero() {
+                    let step = left.min(Duration::from_secs(1));
+                    if sleep_or_cancel(step, cancel).await || stop() {
+                        return Ok(None);
+                    }
+                    left -= step;
+                }
+            }
+        }
+    }
+}
+
+/// Sleeps `d` on the runtime's timer; `true` when a signal came first (or had come).
+pub async fn sleep_or_cancel(d: Duration, cancel: &mut tokio::sync::watch::Receiver<u32>) -> bool {
+    if *cancel.borrow() > 0 {
+        return true;
+    }
+    tokio::select! {
+        () = tokio::time::sleep(d) => false,
+        changed = cancel.changed() => changed.is_err() || *cancel.borrow() > 0,
+    }
+}
+
+/// Pushes the local branch `branch` (not HEAD) to the same name on `remote` (upstream set):
+/// the fleet's integration branch, which is checked out in no worktree hank keeps.
+///
+/// # Errors
+/// git cannot run, or ran past [`GIT_DELIVER_TIMEOUT`].
+pub fn push_branch(dir: &Path, remote: &str, branch: &str) -> Result<Push> {
+    push_refspec(
+        dir,
+        remote,
+        &format!("refs/heads/{branch}:refs/heads/{branch}"),
+    )
 }
 
 /// The comment an issue closed by the pull request gets.

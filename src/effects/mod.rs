@@ -107,6 +107,15 @@ pub(crate) enum Say<'a> {
 /// Everything the driver does to the world. Every wait of the loop goes through
 /// [`Effects::sleep`] and reads [`Clock::now`]; facts from outside the run (live control, the
 /// fleet, delivery) come through [`Effects::poll_control`].
+/// What the real effects lend a delivery: the run's store (its records: the PR body's
+/// evidence, `.hank/delivery.json`), the secret values to redact, and the signal counter
+/// (Ctrl-C ends a push retry or the CI wait).
+pub(crate) struct DeliveryEnv {
+    pub store: crate::store::Store,
+    pub secrets: Vec<String>,
+    pub cancel: tokio::sync::watch::Receiver<u32>,
+}
+
 pub(crate) trait Effects: Clock {
     /// Sleeps `d`, or less when the user interrupts (the real one: tokio's timer raced with
     /// the signal counter; a test one: moves its clock).
@@ -170,6 +179,12 @@ pub(crate) trait Effects: Clock {
     fn suspend_job(&mut self, line: &str) -> bool;
     /// NOTIFY=true's desktop notification at the end.
     fn desktop_notify(&mut self, title: &str, body: &str);
+    /// What a delivery (`DELIVER=branch|pr`, [`crate::deliver::in_run`]) works with; `None`
+    /// where nothing is delivered (the test effects: a delivery step then ends the run with
+    /// its verified reason).
+    fn delivery_env(&self) -> Option<DeliveryEnv> {
+        None
+    }
     /// The end of the run: queued notifications delivered (bounded).
     fn close(&mut self) -> Fut<'_, ()> {
         Box::pin(std::future::ready(()))

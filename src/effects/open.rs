@@ -124,6 +124,14 @@ impl Clock for Real {
 }
 
 impl Effects for Real {
+    fn delivery_env(&self) -> Option<super::DeliveryEnv> {
+        Some(super::DeliveryEnv {
+            store: self.store.clone(),
+            secrets: self.secrets.clone(),
+            cancel: self.cancel.clone(),
+        })
+    }
+
     fn sleep(&mut self, d: Duration) -> Fut<'_, Slept> {
         Box::pin(async move {
             tokio::select! {

@@ -26,6 +26,7 @@ use crate::store::{EventKind, LastLoop, RunState, State};
 
 mod agents;
 mod call;
+mod deliver;
 mod drive;
 mod output;
 mod start;
@@ -70,6 +71,8 @@ struct Engine {
     run_loops: Vec<crate::policy::receipts::LoopCost>,
     /// The last loop's questions (status.json shows them while the loop waits for an answer).
     questions: Vec<String>,
+    /// DELIVER=branch|pr: the run's delivery (`deliver.rs`, [`crate::deliver::in_run`]).
+    delivery: Option<crate::deliver::in_run::InRun>,
 }
 
 impl Engine {
@@ -111,6 +114,10 @@ impl Engine {
         }
         self.state.agents.on_run_start(now);
         self.run = Run::new(self.run_config(now));
+        if self.delivery.is_some() {
+            let rounds = crate::deliver::in_run::InRun::rounds(&self.s);
+            self.run = Run::new(self.run_config(now)).delivering(rounds);
+        }
         self.run_started = now;
         self.run_deadline =
             crate::policy::run::RunConfig::deadline_of(now, self.s.max_runtime.value);

@@ -61,6 +61,7 @@ impl Engine {
             pid: std::process::id(),
         });
         status.verification = self.verify.status();
+        status.delivery = self.delivery.as_ref().and_then(|d| d.last().cloned());
         if matches!(
             self.wait,
             Some((crate::policy::budget::WaitReason::NeedsAnswers, _))

@@ -48,6 +48,8 @@ pub(crate) fn start(
         let cancel = crate::agent::signals::install()?;
         let (fx, state, warnings) = Real::open(&settings, store, lock, cancel, clock, remote)?;
         let mut engine = Engine::new(settings, agents, state, Box::new(fx));
+        // DELIVER=branch|pr: checked, and the work put on its branch, before any call.
+        engine.delivery = crate::deliver::in_run::InRun::start(&engine.s)?;
         for note in warnings.into_iter().chain(notes) {
             engine.warn(&note);
         }
@@ -90,6 +92,7 @@ impl Engine {
             limit_note: None,
             run_loops: Vec::new(),
             questions: Vec::new(),
+            delivery: None,
         }
     }
 }

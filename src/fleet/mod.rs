@@ -15,6 +15,7 @@
 //! ([`fleet_ledger`]) beside them, named to each worker in [`fleet_ledger::ENV`].
 
 pub mod ci;
+pub mod deliver;
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -58,6 +59,9 @@ pub struct Options {
     pub verify: Option<String>,
     /// The fleet-wide budget.
     pub limits: BudgetLimits,
+    /// `--deliver`: per task, or one pull request of the integration branch
+    /// ([`deliver::FleetDelivery`]).
+    pub deliver: deliver::FleetDelivery,
 }
 
 /// The folders of a fleet.
@@ -275,6 +279,14 @@ fn commit_all(dir: &Path, message: &str) -> Result<bool> {
             ".hank/delivery.json",
         ],
     )?;
+    // Never a file that looks like a secret (it stays in the worktree, uncommitted).
+    for f in crate::deliver::unstage_secrets(dir)? {
+        errln!(
+            "hank: fleet: warning: {} looks like a secret and is not ignored: left out of the commit in {}",
+            crate::sanitize::line(&f),
+            dir.display()
+        );
+    }
     let merging = git_ok(dir, &["rev-parse", "-q", "--verify", "MERGE_HEAD"])?;
     if !merging && git_ok(dir, &["diff", "--cached", "--quiet"])? {
         return Ok(false);
@@ -913,7 +925,8 @@ async fn supervise(
                     }
                     Admission::Start => {
                         let wt = ensure_worktree(paths, spec, &opts.into)?;
-                        let child = spawn_worker(paths, &wt, &spec.slug, &opts.run_flags)?;
+                        let flags = opts.deliver.worker_flags(&opts.run_flags, spec, tasks);
+                        let child = spawn_worker(paths, &wt, &spec.slug, &flags)?;
                         t.pid = Some(child.id());
                         t.pid_start = i32::try_from(child.id())
                             .ok()
@@ -971,11 +984,19 @@ async fn supervise(
             t.state = TaskState::Pending;
         }
     }
-    let code = if interrupted_at.is_some() {
+    let mut code = if interrupted_at.is_some() {
         crate::exit::INTERRUPTED
     } else {
         exit_code(&file)
     };
+    if code == crate::exit::OK {
+        let mut cancel = cancel.clone();
+        if let Some(c) =
+            deliver::integration(&paths.root, &opts.into, &opts.deliver, &file, &mut cancel).await?
+        {
+            code = c;
+        }
+    }
     file.pid = None;
     file.state = match code {
         crate::exit::OK => "done",

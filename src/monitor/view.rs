@@ -254,6 +254,18 @@ pub(crate) fn rows(snap: &Snapshot, now: Timestamp, tz: &TimeZone) -> Vec<Row> {
         out.push(row("verify", value, tone));
     }
 
+    // DELIVER=branch|pr: the PR and its checks ("PR #3 hank/main → main: checks pending").
+    if let Some(d) = s.get("delivery", |s| s.delivery.clone()).flatten() {
+        let tone = match d.checks.as_str() {
+            "green" => Tone::Good,
+            "pending" => Tone::Warn,
+            "failed" | "missing" | "timed_out" => Tone::Bad,
+            _ if d.head.is_none() => Tone::Bad,
+            _ => Tone::Normal,
+        };
+        out.push(row("deliver", d.line(), tone));
+    }
+
     let mut calls = match (
         s.get("calls_in_window", |s| s.calls_in_window),
         s.get("max_calls_per_hour", |s| s.max_calls_per_hour),
@@ -503,6 +515,10 @@ fn event_text_raw(e: &EventLine, now: Timestamp, tz: &TimeZone) -> String {
             e.str("command").unwrap_or("")
         ),
         "warning" => format!("warning: {}", e.str("message").unwrap_or("")),
+        "delivery" => match e.event.as_ref().map(|ev| &ev.kind) {
+            Some(crate::store::schema::EventKind::Delivery(d)) => format!("delivery: {}", d.line()),
+            _ => "delivery".to_string(),
+        },
         "exit" => {
             let code = e.u64("exit_code");
             let code = code.map_or_else(String::new, |c| format!(" (code {c})"));

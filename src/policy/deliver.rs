@@ -643,6 +643,17 @@ pub fn last_review_id(reviews: &[Review], comments: &[ReviewComment]) -> u64 {
         .unwrap_or(0)
 }
 
+/// What goes back to the agent when a pre-commit (or commit-msg) hook refused the delivery's
+/// commit.
+#[must_use]
+pub fn commit_feedback(branch: &str, output: &str, secrets: &[String]) -> String {
+    format!(
+        "The delivery commit on {} was refused by a git hook (pre-commit or commit-msg). Fix what it reports; hank commits and pushes again.\nIts output (end):\n```\n{}\n```\n",
+        inline(branch, secrets, 200),
+        tail(&clean(output, secrets, usize::MAX), MAX_HOOK_OUTPUT_CHARS).replace("```", "'''")
+    )
+}
+
 /// What goes back to the agent when a pre-push hook rejected the push.
 #[must_use]
 pub fn push_feedback(remote: &str, branch: &str, output: &str, secrets: &[String]) -> String {
@@ -652,6 +663,173 @@ pub fn push_feedback(remote: &str, branch: &str, output: &str, secrets: &[String
         inline(branch, secrets, 200),
         tail(&clean(output, secrets, usize::MAX), MAX_HOOK_OUTPUT_CHARS).replace("```", "'''")
     )
+}
+
+// ---------------------------------------------------------------------------------------------
+// What a delivery never commits, and how a failed push is read
+
+/// Names of files that hold credentials by convention.
+const SECRET_NAMES: &[&str] = &[
+    ".env",
+    ".envrc",
+    ".netrc",
+    "_netrc",
+    ".git-credentials",
+    ".pgpass",
+    ".pypirc",
+    ".htpasswd",
+    "credentials.json",
+];
+/// `.env.*` files that are templates, not secrets.
+const ENV_TEMPLATES: &[&str] = &["example", "sample", "template", "dist", "defaults"];
+/// Extensions of private keys and key stores.
+const SECRET_EXTENSIONS: &[&str] = &["pem", "key", "p12", "pfx", "jks", "keystore", "kdbx", "ppk"];
+/// SSH private keys (their `.pub` halves are public).
+const SSH_KEY_PREFIXES: &[&str] = &["id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"];
+
+/// A path (relative, `/`-separated, as git prints it) that looks like it holds a secret:
+/// `.env` and `.env.*` (not `.env.example`, `.sample`, `.template`, `.dist`, `.defaults`),
+/// `.envrc`, `.netrc`, `.git-credentials`, `.pgpass`, `.pypirc`, `.htpasswd`,
+/// `credentials.json`, `.aws/credentials`, private keys and key stores (`*.pem`, `*.key`,
+/// `*.p12`, `*.pfx`, `*.jks`, `*.keystore`, `*.kdbx`, `*.ppk`) and SSH keys (`id_rsa*`,
+/// `id_dsa*`, `id_ecdsa*`, `id_ed25519*`, not `*.pub`). A delivery never commits them.
+#[must_use]
+pub fn looks_like_secret(path: &str) -> bool {
+    let lower = path.to_ascii_lowercase();
+    let name = lower.rsplit('/').next().unwrap_or(&lower);
+    if SECRET_NAMES.contains(&name)
+        || lower == ".aws/credentials"
+        || lower.ends_with("/.aws/credentials")
+    {
+        return true;
+    }
+    if let Some(rest) = name.strip_prefix(".env.") {
+        return !ENV_TEMPLATES.contains(&rest);
+    }
+    if SSH_KEY_PREFIXES.iter().any(|p| name.starts_with(p)) && !name.ends_with(".pub") {
+        return true;
+    }
+    name.rsplit_once('.')
+        .is_some_and(|(stem, ext)| !stem.is_empty() && SECRET_EXTENSIONS.contains(&ext))
+}
+
+/// A push that failed for a reason the agent cannot fix and that may pass on a retry (the
+/// network, the remote hanging up) — not a hook's or the remote's refusal.
+#[must_use]
+pub fn push_failure_is_transient(output: &str) -> bool {
+    let o = output.to_ascii_lowercase();
+    let refused = [
+        "hook declined",
+        "[rejected]",
+        "[remote rejected]",
+        "pre-push",
+        "denied",
+        "does not appear to be a git repository",
+        "repository not found",
+    ];
+    if refused.iter().any(|r| o.contains(r)) {
+        return false;
+    }
+    [
+        "could not resolve host",
+        "connection timed out",
+        "connection refused",
+        "connection reset",
+        "operation timed out",
+        "the remote end hung up unexpectedly",
+        "early eof",
+        "temporary failure",
+        "http 5",
+        "error: rpc failed",
+        "could not read from remote repository",
+    ]
+    .iter()
+    .any(|t| o.contains(t))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fleet (`hank fleet --deliver`)
+
+/// The pull request base of a fleet task delivered on its own (`hank fleet --deliver pr`):
+/// the branch of the last task it comes after — its work starts from that task's merged work,
+/// so against that branch its PR shows only its own changes until that one merges (GitHub
+/// then retargets it to the branch the merged one went into) — else the fleet's base.
+#[must_use]
+pub fn fleet_task_base(after_slugs: &[&str], fleet_base: &str) -> String {
+    after_slugs
+        .last()
+        .map_or_else(|| fleet_base.to_string(), |slug| format!("hank/{slug}"))
+}
+
+/// The `hank run` flags of a fleet task's worker: the user's flags without their own
+/// `--deliver` / `--base` (the fleet decides them), then `--deliver MODE` and, when given,
+/// `--base BASE`.
+#[must_use]
+pub fn fleet_worker_flags(user: &[String], mode: &str, base: Option<&str>) -> Vec<String> {
+    let mut out = Vec::with_capacity(user.len() + 4);
+    let mut skip_value = false;
+    for f in user {
+        if std::mem::take(&mut skip_value) {
+            continue;
+        }
+        if f == "--deliver" || f == "--base" {
+            skip_value = true;
+            continue;
+        }
+        if f.starts_with("--deliver=") || f.starts_with("--base=") {
+            continue;
+        }
+        out.push(f.clone());
+    }
+    out.extend(["--deliver".to_string(), mode.to_string()]);
+    if let Some(b) = base {
+        out.extend(["--base".to_string(), b.to_string()]);
+    }
+    out
+}
+
+/// One task of a fleet, for the integration branch's pull request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FleetTaskLine {
+    pub name: String,
+    pub state: String,
+    pub loops: u64,
+    pub cost_usd: f64,
+    pub message: String,
+}
+
+/// The body of the one pull request of a fleet's integration branch (`hank fleet --deliver
+/// pr --into X`): each task as hank's fleet records it (state, loops, cost, what happened),
+/// sanitized, redacted and bounded like every body.
+#[must_use]
+pub fn fleet_pr_body(
+    into: &str,
+    base: &str,
+    tasks: &[FleetTaskLine],
+    secrets: &[String],
+) -> String {
+    let mut s = format!(
+        "Delivered by `hank fleet` from `{}` onto `{}`: every task below was verified in its own worktree and merged one at a time, with the check run on each merge result. Everything below comes from hank's fleet records (`.hank/fleet.json`), not from an agent's text.\n\n| task | state | loops | cost | what happened |\n|---|---|---|---|---|\n",
+        inline(base, secrets, 200),
+        inline(into, secrets, 200)
+    );
+    let mut loops = 0;
+    let mut cost = 0.0;
+    for t in tasks {
+        loops += t.loops;
+        cost += t.cost_usd;
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | ${:.2} | {} |",
+            inline(&t.name, secrets, 200).replace('|', "\\|"),
+            inline(&t.state, secrets, 40),
+            t.loops,
+            t.cost_usd,
+            inline(&t.message, secrets, 300).replace('|', "\\|")
+        );
+    }
+    let _ = writeln!(s, "| **total** | | {loops} | ${cost:.2} | |");
+    bounded(&s, MAX_BODY_CHARS)
 }
 
 #[cfg(test)]
@@ -991,5 +1169,127 @@ mod tests {
 
         let p = push_feedback("origin", "hank/main", &"x".repeat(10_000), &[]);
         assert!(p.chars().count() < MAX_HOOK_OUTPUT_CHARS + 300);
+    }
+
+    #[test]
+    fn secret_looking_files() {
+        for secret in [
+            ".env",
+            "app/.env",
+            ".env.local",
+            ".env.production",
+            ".envrc",
+            ".netrc",
+            ".git-credentials",
+            "deploy/server.pem",
+            "tls.KEY",
+            "certs/store.p12",
+            "id_rsa",
+            "home/.ssh/id_ed25519",
+            "id_ecdsa_old",
+            ".aws/credentials",
+            "x/.aws/credentials",
+            "credentials.json",
+        ] {
+            assert!(looks_like_secret(secret), "{secret}");
+        }
+        for ok in [
+            ".env.example",
+            "app/.env.sample",
+            ".env.template",
+            "id_rsa.pub",
+            "src/keys.rs",
+            "docs/key.md",
+            "environment.ts",
+            ".pem",
+            "README.md",
+            "src/credentials.rs",
+            "monkey",
+        ] {
+            assert!(!looks_like_secret(ok), "{ok}");
+        }
+    }
+
+    #[test]
+    fn transient_push_failures() {
+        for t in [
+            "fatal: unable to access 'https://x/': Could not resolve host: x",
+            "error: RPC failed; HTTP 502\nfatal: the remote end hung up unexpectedly",
+            "ssh: connect to host x port 22: Connection timed out\nfatal: Could not read from remote repository.",
+        ] {
+            assert!(push_failure_is_transient(t), "{t}");
+        }
+        for r in [
+            "lint failed\nerror: failed to push some refs to '/r.git'",
+            " ! [remote rejected] hank/main -> hank/main (pre-receive hook declined)",
+            " ! [rejected]        hank/main -> hank/main (non-fast-forward)",
+            "ERROR: Permission to o/r.git denied to bot.\nfatal: Could not read from remote repository.",
+            "fatal: '/gone.git' does not appear to be a git repository\nfatal: Could not read from remote repository.",
+        ] {
+            assert!(!push_failure_is_transient(r), "{r}");
+        }
+    }
+
+    #[test]
+    fn fleet_bases_and_worker_flags() {
+        assert_eq!(fleet_task_base(&[], "main"), "main");
+        assert_eq!(fleet_task_base(&["schema"], "main"), "hank/schema");
+        assert_eq!(fleet_task_base(&["a", "b"], "main"), "hank/b");
+        let user: Vec<String> = ["--calls", "3", "--deliver", "branch", "--base=x", "-v"]
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            fleet_worker_flags(&user, "pr", Some("hank/a")),
+            ["--calls", "3", "-v", "--deliver", "pr", "--base", "hank/a"]
+        );
+        assert_eq!(
+            fleet_worker_flags(&["--deliver=pr".to_string()], "none", None),
+            ["--deliver", "none"]
+        );
+    }
+
+    #[test]
+    fn the_fleet_pr_body_is_hanks_records() {
+        let tasks = vec![
+            FleetTaskLine {
+                name: "API | v2".into(),
+                state: "merged".into(),
+                loops: 3,
+                cost_usd: 0.5,
+                message: "merged into hank/fleet".into(),
+            },
+            FleetTaskLine {
+                name: "Docs".into(),
+                state: "merged".into(),
+                loops: 1,
+                cost_usd: 0.25,
+                message: "token sk-ant-api03-AAAAAAAAAAAAAAAAAAAAAAAA".into(),
+            },
+        ];
+        let b = fleet_pr_body("hank/fleet", "main", &tasks, &[]);
+        assert!(b.contains("from `main` onto `hank/fleet`"), "{b}");
+        assert!(b.contains("| API \\| v2 | merged | 3 | $0.50 |"), "{b}");
+        assert!(b.contains("| **total** | | 4 | $0.75 | |"), "{b}");
+        assert!(!b.contains("AAAAAAAAAAAAAAAAAAAAAAAA"), "{b}");
+    }
+
+    #[test]
+    fn a_refused_commit_goes_back_bounded_and_redacted() {
+        let out = format!(
+            "{}\nlint: bad ```x``` token ghp_AAAAAAAAAAAAAAAAAAAAAAAAAAAA\n",
+            "x".repeat(9000)
+        );
+        let fb = commit_feedback("hank/main", &out, &[]);
+        assert!(
+            fb.starts_with("The delivery commit on hank/main was refused by a git hook"),
+            "{fb}"
+        );
+        assert!(fb.contains("lint: bad '''x''' token [REDACTED]"), "{fb}");
+        assert!(
+            fb.chars().count() < MAX_HOOK_OUTPUT_CHARS + 300,
+            "{}",
+            fb.len()
+        );
     }
 }

@@ -69,6 +69,8 @@ pub struct Flags {
     pub deliver: Option<String>,
     /// `--branch` (DELIVER_BRANCH).
     pub branch: Option<String>,
+    /// `--base` (DELIVER_BASE).
+    pub base: Option<String>,
     /// `--dry-run`: print the agent command and prompt for one loop, call nothing (flag only).
     pub dry_run: bool,
     /// `--notify` (ENABLE_NOTIFICATIONS).

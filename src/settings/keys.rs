@@ -498,7 +498,7 @@ pub const KEYS: &[Key] = &[
         Some("--deliver"),
         DefaultValue::Text("none"),
         "none, branch or pr",
-        "How the work is delivered: none (left in the working tree), branch (pushed to hank/<branch>) or pr (and a pull request); `hank deliver` does it now",
+        "How the work is delivered: none (left in the working tree), branch (pushed to hank/<branch>) or pr (and a pull request); `hank run` delivers a verified completion, `hank deliver` the last finished run",
     ),
     key(
         "DELIVER_BRANCH",
@@ -506,6 +506,13 @@ pub const KEYS: &[Key] = &[
         DefaultValue::Unset,
         "a git branch name, e.g. hank/login-form",
         "The branch the work is delivered on (default hank/<the branch you started from>)",
+    ),
+    key(
+        "DELIVER_BASE",
+        Some("--base"),
+        DefaultValue::Unset,
+        "a git branch name, e.g. main",
+        "The branch the pull request targets (default: the branch you started from, else the remote's default branch)",
     ),
     key(
         "DELIVER_REMOTE",

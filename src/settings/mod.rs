@@ -186,6 +186,9 @@ pub struct Settings {
     pub deliver_branch: Sourced<Option<String>>,
     /// DELIVER_REMOTE.
     pub deliver_remote: Sourced<String>,
+    /// DELIVER_BASE (`--base`): the pull request's target; unset = the branch the run started
+    /// from, else the remote's default branch.
+    pub deliver_base: Sourced<Option<String>>,
     /// CI_WAIT.
     pub ci_wait: Sourced<CiWait>,
     /// CI_TIMEOUT.

@@ -398,6 +398,10 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
             let s = s.trim();
             crate::policy::deliver::valid_branch_name(s).then(|| s.to_string())
         })?,
+        deliver_base: r.get_opt("DELIVER_BASE", flags.base.as_deref(), |s| {
+            let s = s.trim();
+            crate::policy::deliver::valid_branch_name(s).then(|| s.to_string())
+        })?,
         deliver_remote: r.get("DELIVER_REMOTE", None, |s| {
             let s = s.trim();
             crate::policy::deliver::valid_remote_name(s).then(|| s.to_string())

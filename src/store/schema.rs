@@ -443,6 +443,41 @@ pub struct Delivery {
     /// The highest review / review comment id already fed back (REVIEW_LOOP).
     #[serde(skip_serializing_if = "is_zero")]
     pub reviews_seen: u64,
+    /// Files left out of the commit because they look like secrets (still in the working
+    /// tree, uncommitted).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub secrets_skipped: Vec<String>,
+    /// Inside `hank run`: which delivery of the run this is (1, 2, …; 0 for `hank deliver`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub round: u64,
+}
+
+impl Delivery {
+    /// One line for people (the loop's output, `hank status`, the monitor):
+    /// `PR #3 hank/main → main: checks pending` or `hank/main pushed to origin (abc123def456)`.
+    #[must_use]
+    pub fn line(&self) -> String {
+        let checks = match self.checks.as_str() {
+            "pending" => "checks pending".to_string(),
+            "green" => "checks green".to_string(),
+            "failed" if self.check_names.is_empty() => "checks red".to_string(),
+            "failed" => format!("checks red ({})", self.check_names.join(", ")),
+            "missing" => "no checks (no CI is not green)".to_string(),
+            "timed_out" => "checks still running at CI_TIMEOUT".to_string(),
+            _ if self.head.is_none() => "not pushed".to_string(),
+            _ => "pushed".to_string(),
+        };
+        let head = self
+            .head
+            .as_deref()
+            .map(|h| format!(" ({})", h.get(..12).unwrap_or(h)))
+            .unwrap_or_default();
+        let line = match self.pr_number {
+            Some(n) => format!("PR #{n} {} → {}{head}: {checks}", self.branch, self.base),
+            None => format!("{} on {}{head}: {checks}", self.branch, self.remote),
+        };
+        crate::sanitize::line(&line)
+    }
 }
 
 /// The `agent_finished` event.

@@ -519,14 +519,21 @@ fn doctor_checks_the_remote_the_login_and_the_push_permission() {
 }
 
 #[test]
-fn hank_run_says_delivery_is_not_wired_yet() {
+fn hank_run_dry_run_says_where_it_would_deliver() {
     let s = setup();
     s.p.hankrc("DELIVER=pr\n");
     let out = s.p.run(&["--dry-run"]);
     assert!(
-        stderr(&out).contains("DELIVER=pr (.hankrc line 1) is not wired into `hank run` yet"),
+        stderr(&out).contains(
+            "DELIVER=pr (.hankrc line 1): the loop would work on branch `hank/main` and deliver a verified completion to `origin`"
+        ),
         "{}",
         stderr(&out)
+    );
+    // Nothing switched.
+    assert_eq!(
+        git(&s.p.dir, &["rev-parse", "--abbrev-ref", "HEAD"]),
+        "main"
     );
 }
 

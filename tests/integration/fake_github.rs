@@ -40,6 +40,11 @@ pub(crate) struct World {
     pub requests: Vec<Recorded>,
     /// Check runs of every commit.
     pub check_runs: Vec<Value>,
+    /// When not empty: the check runs of the n-th distinct commit asked about (the last entry
+    /// for every later one), instead of `check_runs` (a red CI, then green after a fix).
+    pub check_runs_per_commit: Vec<Vec<Value>>,
+    /// The commits whose check runs were asked for, in order.
+    pub commits_asked: Vec<String>,
     /// Commit statuses of every commit.
     pub statuses: Vec<Value>,
     pub reviews: Vec<Value>,
@@ -208,10 +213,19 @@ fn answer(w: &mut World, r: &Recorded) -> (u16, Value) {
             (201, pr)
         }
         ("GET", ["repos", _, _, "pulls"]) => (200, Value::Array(w.pulls.clone())),
-        ("GET", ["repos", _, _, "commits", _, "check-runs"]) => (
-            200,
-            json!({"total_count": w.check_runs.len(), "check_runs": w.check_runs}),
-        ),
+        ("GET", ["repos", _, _, "commits", sha, "check-runs"]) => {
+            if !w.commits_asked.iter().any(|s| s == sha) {
+                w.commits_asked.push((*sha).to_string());
+            }
+            let runs = if w.check_runs_per_commit.is_empty() {
+                w.check_runs.clone()
+            } else {
+                let n = w.commits_asked.iter().position(|s| s == sha).unwrap_or(0);
+                let last = w.check_runs_per_commit.len() - 1;
+                w.check_runs_per_commit[n.min(last)].clone()
+            };
+            (200, json!({"total_count": runs.len(), "check_runs": runs}))
+        }
         ("GET", ["repos", _, _, "commits", sha, "status"]) => (
             200,
             json!({"state": "pending", "sha": sha, "total_count": w.statuses.len(), "statuses": w.statuses}),
@@ -220,6 +234,7 @@ fn answer(w: &mut World, r: &Recorded) -> (u16, Value) {
             let found = w
                 .check_runs
                 .iter()
+                .chain(w.check_runs_per_commit.iter().flatten())
                 .find(|c| c["id"].as_u64().is_some_and(|n| id.parse() == Ok(n)))
                 .cloned();
             found.map_or((404, json!({"message": "Not Found"})), |c| (200, c))

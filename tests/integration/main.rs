@@ -12,6 +12,8 @@ mod architecture;
 mod cli;
 mod ctl_loop;
 mod deliver;
+mod deliver_fleet;
+mod deliver_loop;
 mod fake_github;
 mod faults;
 mod first_hour;

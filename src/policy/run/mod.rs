@@ -94,8 +94,60 @@ pub enum Step {
         until: Option<Timestamp>,
         reason: WaitFor,
     },
+    /// Deliver the verified work of this completion (`DELIVER=branch|pr`: commit, push, the
+    /// pull request, its checks), then report [`Fact::Delivered`].
+    Deliver(ExitReason),
     /// End the run.
     Stop(ExitReason),
+}
+
+/// Delivery inside the loop (`DELIVER=branch|pr`): how many rounds of each kind go back to the
+/// agent before the run stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeliverRounds {
+    /// Pushes refused by a pre-push hook (or the remote) fed back
+    /// ([`crate::policy::deliver::MAX_PUSH_RETRIES`]).
+    pub push: u32,
+    /// Red CI rounds fed back (`MAX_CI_ROUNDS`).
+    pub ci: u32,
+    /// "Changes requested" review rounds fed back (`REVIEW_LOOP`; `MAX_CI_ROUNDS` as well).
+    pub review: u32,
+}
+
+/// The kind of a delivery round that went back to the agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Round {
+    Push,
+    Ci,
+    Review,
+}
+
+impl Round {
+    /// The note the agent's next context carries.
+    #[must_use]
+    pub fn note_kind(self) -> NoteKind {
+        match self {
+            Self::Push => NoteKind::PushRejected,
+            Self::Ci => NoteKind::CiFailure,
+            Self::Review => NoteKind::Review,
+        }
+    }
+}
+
+/// How a delivery ([`Step::Deliver`]) ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivered {
+    /// The delivery is over: the run stops with this reason (`delivered`, `ci_missing`,
+    /// `ci_timeout`, `interrupted`, …).
+    Final(ExitReason),
+    /// Something for the agent to fix (a hook's output, failing checks, review requests):
+    /// the next loop gets `text` while rounds of this kind are left; then the run stops with
+    /// `otherwise`.
+    Feedback {
+        round: Round,
+        text: String,
+        otherwise: ExitReason,
+    },
 }
 
 /// What the driver saw before a call: the verdicts of the pure checks over its state, all at
@@ -195,6 +247,10 @@ pub enum NoteKind {
     Answer,
     CiFailure,
     MergeResult,
+    /// The delivery commit or push was refused (a hook's output, the remote's answer).
+    PushRejected,
+    /// A reviewer asked for changes on the pull request.
+    Review,
 }
 
 /// What happened.
@@ -219,6 +275,8 @@ pub enum Fact {
     /// Ctrl-C, SIGTERM or SIGHUP.
     Interrupted,
     Control(Control),
+    /// The delivery of [`Step::Deliver`] ended.
+    Delivered(Delivered),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -243,6 +301,8 @@ enum Phase {
     },
     /// A call is running.
     Calling,
+    /// The verified completion of this reason is being delivered.
+    Delivering(ExitReason),
     /// The run ends with this reason (an answer that did not come in time).
     Ended(ExitReason),
 }
@@ -263,6 +323,10 @@ pub struct Run {
     notes: Vec<ContextNote>,
     settings: Vec<(String, String)>,
     readings: Vec<WindowReading>,
+    /// `DELIVER=branch|pr`: the rounds allowed (`None`: a completion just stops).
+    deliver: Option<DeliverRounds>,
+    /// The delivery rounds fed back so far (push, CI, review).
+    rounds: (u32, u32, u32),
 }
 
 impl Run {
@@ -284,7 +348,22 @@ impl Run {
             notes: Vec::new(),
             settings: Vec::new(),
             readings: Vec::new(),
+            deliver: None,
+            rounds: (0, 0, 0),
         }
+    }
+
+    /// A run that delivers its verified completion (`DELIVER=branch|pr`) with these rounds.
+    #[must_use]
+    pub fn delivering(mut self, rounds: DeliverRounds) -> Self {
+        self.deliver = Some(rounds);
+        self
+    }
+
+    /// The delivery rounds fed back to the agent so far: (push, CI, review).
+    #[must_use]
+    pub fn rounds(&self) -> (u32, u32, u32) {
+        self.rounds
     }
 
     /// Calls made by this run.
@@ -341,6 +420,7 @@ impl Run {
                 until: None,
                 reason: WaitFor::Answer,
             },
+            Phase::Delivering(r) => Step::Deliver(r),
             Phase::Ended(r) => Step::Stop(r),
         }
     }
@@ -372,6 +452,43 @@ impl Run {
             Fact::WokeUp => self.woke_up(),
             Fact::Interrupted => self.interrupted = true,
             Fact::Control(c) => self.control(c, now),
+            Fact::Delivered(d) => self.delivered(d),
+        }
+    }
+
+    /// After a delivery: the end of the run, or the feedback for the next loop while rounds
+    /// of its kind are left. The plan is still complete then: the next gates skip its claim
+    /// (the agent is called first), and the agent's next verified "done" delivers again.
+    fn delivered(&mut self, d: Delivered) {
+        let (Phase::Delivering(_), Some(max)) = (self.phase, self.deliver) else {
+            return;
+        };
+        match d {
+            Delivered::Final(r) => self.phase = Phase::Ended(r),
+            Delivered::Feedback {
+                round,
+                text,
+                otherwise,
+            } => {
+                let (used, limit) = match round {
+                    Round::Push => (&mut self.rounds.0, max.push),
+                    Round::Ci => (&mut self.rounds.1, max.ci),
+                    Round::Review => (&mut self.rounds.2, max.review),
+                };
+                if *used < limit {
+                    *used += 1;
+                    self.notes.push(ContextNote {
+                        kind: round.note_kind(),
+                        text,
+                    });
+                    self.seen = None;
+                    self.phase = Phase::Gates {
+                        claim_rejected: true,
+                    };
+                } else {
+                    self.phase = Phase::Ended(otherwise);
+                }
+            }
         }
     }
 
@@ -548,6 +665,11 @@ impl Run {
                 }
             }
             Decision::Wait { until, reason } => self.wait(until, WaitFor::Limit(reason)),
+            // A verified completion is delivered first (DELIVER=branch|pr).
+            Decision::Stop(r) if r.is_completion() && self.deliver.is_some() => {
+                self.phase = Phase::Delivering(r);
+                Step::Deliver(r)
+            }
             Decision::Stop(ExitReason::NeedsAnswers) if self.cfg.answer_wait.is_some() => {
                 self.await_answer(now)
             }

@@ -763,6 +763,210 @@ fn steps_are_stable_until_a_fact_and_pending_effects_show() {
     assert_eq!(run.next(t0()), Step::Stop(ExitReason::ProjectComplete));
 }
 
+fn rounds() -> DeliverRounds {
+    DeliverRounds {
+        push: 2,
+        ci: 2,
+        review: 1,
+    }
+}
+
+fn complete() -> Observation {
+    Observation {
+        plan_complete: true,
+        ..clear()
+    }
+}
+
+/// A "done" answer whose check passes: the step after it. After the first call the plan is
+/// complete at the gates (the feedback of a delivery round did not reopen it).
+fn verified_done(run: &mut Run, now: Timestamp) -> Step {
+    let o = if run.loops() == 0 {
+        clear()
+    } else {
+        complete()
+    };
+    assert_eq!(gate(run, o, now), Step::Call { agent: 0 });
+    run.on(Fact::Calling, now);
+    run.on(
+        Fact::Answered(answer(Decision::Stop(ExitReason::PlanComplete))),
+        now,
+    );
+    assert_eq!(run.next(now), Step::Check(ExitReason::PlanComplete));
+    run.on(Fact::Checked(Some(ExitReason::PlanComplete)), now);
+    run.next(now)
+}
+
+fn feedback(round: Round, text: &str, otherwise: ExitReason) -> Fact {
+    Fact::Delivered(Delivered::Feedback {
+        round,
+        text: text.into(),
+        otherwise,
+    })
+}
+
+#[test]
+fn a_verified_completion_is_delivered_before_the_run_stops() {
+    // Without DELIVER a verified completion stops the run.
+    let mut run = Run::new(cfg());
+    let s = call(
+        &mut run,
+        answer(Decision::Stop(ExitReason::PlanComplete)),
+        t0(),
+    );
+    assert_eq!(s, Step::Check(ExitReason::PlanComplete));
+    run.on(Fact::Checked(Some(ExitReason::PlanComplete)), t0());
+    assert_eq!(run.next(t0()), Step::Stop(ExitReason::PlanComplete));
+
+    // With it: the answer's claim, checked, is delivered; the step is stable until the fact.
+    let mut run = Run::new(cfg()).delivering(rounds());
+    let s = call(
+        &mut run,
+        answer(Decision::Stop(ExitReason::PlanComplete)),
+        t0(),
+    );
+    assert_eq!(s, Step::Check(ExitReason::PlanComplete));
+    run.on(Fact::Checked(Some(ExitReason::PlanComplete)), t0());
+    assert_eq!(run.next(t0()), Step::Deliver(ExitReason::PlanComplete));
+    assert_eq!(run.next(t0()), Step::Deliver(ExitReason::PlanComplete));
+    assert_eq!(
+        run.pending(),
+        None,
+        "delivery comes after the loop's report"
+    );
+    run.on(
+        Fact::Delivered(Delivered::Final(ExitReason::Delivered)),
+        t0(),
+    );
+    assert_eq!(run.next(t0()), Step::Stop(ExitReason::Delivered));
+
+    // A complete plan at the gates, checked, is delivered too.
+    let mut run = Run::new(cfg()).delivering(rounds());
+    assert_eq!(
+        gate(&mut run, complete(), t0()),
+        Step::Check(ExitReason::PlanComplete)
+    );
+    run.on(Fact::Checked(Some(ExitReason::PlanComplete)), t0());
+    assert_eq!(run.next(t0()), Step::Deliver(ExitReason::PlanComplete));
+
+    // A rejected claim is not delivered; neither is a stop that is not a completion.
+    let mut run = Run::new(cfg()).delivering(rounds());
+    assert_eq!(
+        gate(&mut run, complete(), t0()),
+        Step::Check(ExitReason::PlanComplete)
+    );
+    run.on(Fact::Checked(None), t0());
+    assert_eq!(run.next(t0()), Step::Call { agent: 0 });
+    let mut run = Run::new(cfg()).delivering(rounds());
+    assert_eq!(
+        call(
+            &mut run,
+            answer(Decision::Stop(ExitReason::CircuitOpen)),
+            t0()
+        ),
+        Step::Stop(ExitReason::CircuitOpen)
+    );
+
+    // Ctrl-C during a delivery stops the run.
+    let mut run = Run::new(cfg()).delivering(rounds());
+    assert_eq!(
+        verified_done(&mut run, t0()),
+        Step::Deliver(ExitReason::PlanComplete)
+    );
+    run.on(Fact::Interrupted, t0());
+    assert_eq!(run.next(t0()), Step::Stop(ExitReason::Interrupted));
+    // A delivery fact outside a delivery changes nothing.
+    let mut run = Run::new(cfg()).delivering(rounds());
+    run.on(
+        Fact::Delivered(Delivered::Final(ExitReason::Delivered)),
+        t0(),
+    );
+    assert_eq!(run.next(t0()), Step::Observe);
+}
+
+#[test]
+fn delivery_rounds_go_back_to_the_agent_then_stop() {
+    // (round, limit, the stop once no round is left)
+    let cases = [
+        (Round::Push, 2, ExitReason::PushRejected),
+        (Round::Ci, 2, ExitReason::CiFailed),
+        (Round::Review, 1, ExitReason::Delivered),
+    ];
+    for (round, limit, otherwise) in cases {
+        let mut run = Run::new(cfg()).delivering(rounds());
+        for n in 0..limit {
+            assert_eq!(
+                verified_done(&mut run, t0()),
+                Step::Deliver(ExitReason::PlanComplete),
+                "{round:?} round {n}"
+            );
+            run.on(feedback(round, &format!("fix {n}"), otherwise), t0());
+            // The plan is still complete: the agent is called before the next claim, with
+            // the feedback in its context once.
+            assert_eq!(run.next(t0()), Step::Observe, "{round:?} round {n}");
+            assert_eq!(
+                run.take_notes(),
+                vec![ContextNote {
+                    kind: round.note_kind(),
+                    text: format!("fix {n}"),
+                }]
+            );
+        }
+        assert_eq!(
+            verified_done(&mut run, t0()),
+            Step::Deliver(ExitReason::PlanComplete)
+        );
+        run.on(feedback(round, "again", otherwise), t0());
+        assert_eq!(run.next(t0()), Step::Stop(otherwise), "{round:?}");
+        assert!(run.take_notes().is_empty());
+    }
+
+    // Each kind counts on its own: two rejected pushes, then two red CI rounds, then green.
+    let mut run = Run::new(cfg()).delivering(rounds());
+    for (round, otherwise) in [
+        (Round::Push, ExitReason::PushRejected),
+        (Round::Push, ExitReason::PushRejected),
+        (Round::Ci, ExitReason::CiFailed),
+        (Round::Ci, ExitReason::CiFailed),
+    ] {
+        assert_eq!(
+            verified_done(&mut run, t0()),
+            Step::Deliver(ExitReason::PlanComplete)
+        );
+        run.on(feedback(round, "x", otherwise), t0());
+    }
+    assert_eq!(run.rounds(), (2, 2, 0));
+    assert_eq!(
+        verified_done(&mut run, t0()),
+        Step::Deliver(ExitReason::PlanComplete)
+    );
+    run.on(
+        Fact::Delivered(Delivered::Final(ExitReason::Delivered)),
+        t0(),
+    );
+    assert_eq!(run.next(t0()), Step::Stop(ExitReason::Delivered));
+    assert_eq!(run.loops(), 5);
+
+    // The other gates still hold after feedback: MAX_LOOPS stops the run.
+    let mut run = Run::new(RunConfig {
+        decide: DecideConfig {
+            max_loops: 1,
+            ..DecideConfig::default()
+        },
+        ..cfg()
+    })
+    .delivering(rounds());
+    assert_eq!(
+        verified_done(&mut run, t0()),
+        Step::Deliver(ExitReason::PlanComplete)
+    );
+    run.on(feedback(Round::Ci, "red", ExitReason::CiFailed), t0());
+    assert_eq!(
+        gate(&mut run, complete(), t0()),
+        Step::Stop(ExitReason::MaxLoops)
+    );
+}
+
 /// `NEEDS_ANSWERS=wait`: at `needs_answers` the loop waits for `hank ctl answer` (at most
 /// `ANSWER_TIMEOUT`), then goes on with the answer in the next context, or stops as
 /// `NEEDS_ANSWERS=exit` does when none came.

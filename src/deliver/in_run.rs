@@ -1,0 +1,491 @@
+//! Delivery inside `hank run` (`DELIVER=branch|pr`): the loop works on the delivery branch
+//! from its start ([`InRun::start`]); at each verified completion the state machine asks for
+//! a delivery ([`crate::policy::run::Step::Deliver`]) and [`InRun::deliver`] commits what the
+//! agent left (files that look like secrets never), pushes (transient network failures
+//! retried), opens the pull request once (`pr`), waits for the checks of exactly the pushed
+//! commit (`CI_WAIT`), and says how it ended as a [`Delivered`]: final, or feedback for the
+//! next loop (a pre-push hook's output, the failing checks, review requests). The state
+//! machine counts the rounds; every step is recorded (`.hank/delivery.json`, through the
+//! caller's `record`: the `delivery` event and status.json).
+
+use std::path::Path;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::{CiWaitSettings, DELIVERY_FILE, Push};
+use crate::clock::SystemClock;
+use crate::error::{HankError, Result};
+use crate::exit::ExitReason;
+use crate::forge::{self, Forge, NewPullRequest, PullRequest};
+use crate::policy::deliver::{self as rules, CiVerdict};
+use crate::policy::run::{DeliverRounds, Delivered, Round};
+use crate::policy::time::Clock;
+use crate::settings::{DeliverMode, Settings};
+use crate::store::schema::Delivery;
+use crate::store::{Store, write_atomic};
+
+/// Waits between attempts of a push that failed for a transient reason (the network).
+const PUSH_RETRY_WAITS: [Duration; 2] = [Duration::from_secs(5), Duration::from_secs(15)];
+
+/// A run's delivery: where it goes and what it has done so far.
+pub struct InRun {
+    mode: DeliverMode,
+    branch: String,
+    base: String,
+    remote: String,
+    forge: Option<Box<dyn Forge>>,
+    wait: Option<CiWaitSettings>,
+    auto_merge: bool,
+    review_loop: bool,
+    pr: Option<PullRequest>,
+    reviews_seen: u64,
+    round: u64,
+    clock: SystemClock,
+    last: Option<Delivery>,
+    warnings: Vec<String>,
+}
+
+/// What the driver of a delivery provides: where each step is recorded (the `delivery` event,
+/// status.json), and whether the run was asked to stop meanwhile (`hank ctl stop`).
+pub trait Host {
+    /// A step of the delivery happened (pushed, checks pending, the verdict).
+    ///
+    /// # Errors
+    /// The record cannot be written.
+    fn record(&mut self, d: &Delivery) -> Result<()>;
+    /// Asked about once a second during the waits: `true` ends the delivery `interrupted`.
+    fn stop_requested(&mut self) -> bool;
+}
+
+/// How a step of a delivery ended, inside [`InRun::deliver`].
+enum Pushed {
+    Yes(String),
+    No(Delivered),
+}
+
+impl InRun {
+    /// `DELIVER=branch|pr` at the start of `hank run` (`None` with `none`): everything that
+    /// can be refused is checked before the loop starts — a git repository, the remote
+    /// (`DELIVER_REMOTE`), the base of the pull request, the forge — then the working tree is
+    /// put on the delivery branch (`hank/<branch you are on>` or `DELIVER_BRANCH`), where the
+    /// agent works.
+    ///
+    /// # Errors
+    /// Not a repository, no such remote, no known base, no forge login, or git refused the
+    /// switch (each message says how to fix it).
+    pub fn start(s: &Settings) -> Result<Option<Self>> {
+        let mode = s.deliver.value;
+        if mode == DeliverMode::None {
+            return Ok(None);
+        }
+        let dir = &s.project_dir;
+        let start = super::current_branch(dir)?;
+        let branch = rules::branch_for(s.deliver_branch.value.as_deref(), start.as_deref());
+        let remote = s.deliver_remote.value.clone();
+        let url = super::remote_url(dir, &remote)?;
+        let explicit = s.deliver_base.value.as_deref();
+        let base = match mode {
+            DeliverMode::Pr => {
+                super::base_branch(dir, explicit, start.as_deref(), &branch, &remote)?
+            }
+            _ => super::base_branch(dir, explicit, start.as_deref(), &branch, &remote)
+                .unwrap_or_default(),
+        };
+        let wait = s.ci_wait.value.applies(mode).then_some(CiWaitSettings {
+            appear: s.ci_appear_timeout.value,
+            total: s.ci_timeout.value,
+        });
+        let forge = if mode == DeliverMode::Pr || wait.is_some() {
+            Some(forge::detect(dir, &url, &forge::Env::from_process())?)
+        } else {
+            None
+        };
+        super::prepare_branch(dir, &branch)?;
+        Ok(Some(Self {
+            mode,
+            branch,
+            base,
+            remote,
+            forge,
+            wait,
+            auto_merge: s.auto_merge.value,
+            review_loop: s.review_loop.value,
+            pr: None,
+            reviews_seen: 0,
+            round: 0,
+            clock: SystemClock::from_env()?,
+            last: None,
+            warnings: Vec::new(),
+        }))
+    }
+
+    /// The rounds that go back to the agent: 2 rejected pushes
+    /// ([`rules::MAX_PUSH_RETRIES`]), `MAX_CI_ROUNDS` red CI rounds, and as many review rounds
+    /// with `REVIEW_LOOP` (none without).
+    #[must_use]
+    pub fn rounds(s: &Settings) -> DeliverRounds {
+        DeliverRounds {
+            push: rules::MAX_PUSH_RETRIES,
+            ci: s.max_ci_rounds.value,
+            review: if s.review_loop.value {
+                s.max_ci_rounds.value
+            } else {
+                0
+            },
+        }
+    }
+
+    /// The delivery branch (where the loop works).
+    #[must_use]
+    pub fn branch(&self) -> &str {
+        &self.branch
+    }
+
+    /// The last delivery's record (status.json `delivery`).
+    #[must_use]
+    pub fn last(&self) -> Option<&Delivery> {
+        self.last.as_ref()
+    }
+
+    /// Warnings of the last delivery (a secret-looking file left out, a forge call that
+    /// failed without stopping it), taken.
+    pub fn take_warnings(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.warnings)
+    }
+
+    /// Delivers the verified completion `reason` of the run in `dir` whose records are in
+    /// `store`.
+    /// `host` records each step (pushed, checks pending, the verdict) and may ask to stop;
+    /// `cancel` (the signal counter) ends a push retry wait or the CI wait with `interrupted`.
+    ///
+    /// # Errors
+    /// git cannot run or refused the commit (a pre-commit hook), the forge cannot be asked.
+    pub async fn deliver(
+        &mut self,
+        dir: &Path,
+        store: &Store,
+        reason: ExitReason,
+        secrets: &[String],
+        mut cancel: watch::Receiver<u32>,
+        host: &mut dyn Host,
+    ) -> Result<Delivered> {
+        self.round += 1;
+        let mut d = Delivery {
+            mode: self.mode.as_str().to_string(),
+            branch: self.branch.clone(),
+            base: self.base.clone(),
+            remote: self.remote.clone(),
+            checks: "not_waited".into(),
+            round: self.round,
+            pr_url: self.pr.as_ref().map(|p| p.url.clone()),
+            pr_number: self.pr.as_ref().map(|p| p.number),
+            ..Delivery::default()
+        };
+        let sha = match self
+            .commit_and_push(dir, store, reason, secrets, &mut cancel, &mut d)
+            .await?
+        {
+            Pushed::Yes(sha) => sha,
+            Pushed::No(outcome) => {
+                self.keep(store, &d, host)?;
+                return Ok(outcome);
+            }
+        };
+        let pushed_at = self.clock.now();
+        if self.mode == DeliverMode::Pr {
+            self.open_pr(store, reason, secrets, &mut d)?;
+        }
+        let (Some(w), Some(_)) = (self.wait, self.forge.as_ref()) else {
+            d.exit_reason = Some(ExitReason::Delivered);
+            self.keep(store, &d, host)?;
+            return Ok(Delivered::Final(ExitReason::Delivered));
+        };
+        d.checks = "pending".into();
+        self.keep(store, &d, host)?;
+        let Some((verdict, logs)) = self.wait_ci(&sha, pushed_at, w, &mut cancel, host).await?
+        else {
+            d.exit_reason = Some(ExitReason::Interrupted);
+            self.keep(store, &d, host)?;
+            return Ok(Delivered::Final(ExitReason::Interrupted));
+        };
+        let outcome = self.judge(&verdict, &logs, &sha, secrets, &mut d)?;
+        self.keep(store, &d, host)?;
+        Ok(outcome)
+    }
+
+    /// The commit of what the agent left and the push; `No` when the push did not happen
+    /// (a refusal for the agent, or a transient failure that outlasted the retries).
+    async fn commit_and_push(
+        &mut self,
+        dir: &Path,
+        store: &Store,
+        reason: ExitReason,
+        secrets: &[String],
+        cancel: &mut watch::Receiver<u32>,
+        d: &mut Delivery,
+    ) -> Result<Pushed> {
+        let dir = dir.to_path_buf();
+        let events = crate::fsread::read(
+            &store.events_path(),
+            crate::fsread::STATE_LIMIT,
+            crate::fsread::Follow::No,
+        )
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+        let ev = super::evidence_of_current(&events, reason, "a verified completion");
+        let title = rules::pr_title(&ev, secrets);
+        let message = if self.round == 1 {
+            format!("{title}\n\nDelivered by hank.")
+        } else {
+            format!(
+                "{title} (delivery round {})\n\nDelivered by hank.",
+                self.round
+            )
+        };
+        let committed = blocking({
+            let dir = dir.clone();
+            move || super::commit_all(&dir, &message)
+        })
+        .await?;
+        for f in &committed.secrets_skipped {
+            self.warnings.push(format!(
+                "{} looks like a secret and is not ignored: left out of the delivery commit (still in the working tree; add it to .gitignore)",
+                crate::sanitize::line(f)
+            ));
+        }
+        d.secrets_skipped = committed.secrets_skipped;
+        if let Some(output) = committed.refused {
+            // A hook on the way out (pre-commit, commit-msg): back to the agent like a
+            // refused push, in the same rounds.
+            let text = rules::commit_feedback(&self.branch, &output, secrets);
+            d.exit_reason = Some(ExitReason::PushRejected);
+            d.feedback = Some(text.clone());
+            return Ok(Pushed::No(Delivered::Feedback {
+                round: Round::Push,
+                text,
+                otherwise: ExitReason::PushRejected,
+            }));
+        }
+        let sha = super::head(&dir)?;
+        let mut attempt = 0;
+        loop {
+            let pushed = blocking({
+                let (dir, remote, branch) = (dir.clone(), self.remote.clone(), self.branch.clone());
+                move || super::push(&dir, &remote, &branch)
+            })
+            .await?;
+            let Push::Rejected { output } = pushed else {
+                d.head = Some(sha.clone());
+                return Ok(Pushed::Yes(sha));
+            };
+            if rules::push_failure_is_transient(&output)
+                && let Some(wait) = PUSH_RETRY_WAITS.get(attempt)
+            {
+                attempt += 1;
+                self.warnings.push(format!(
+                    "the push to {} failed ({}); trying again in {}s",
+                    self.remote,
+                    rules::clean(output.lines().last().unwrap_or_default(), secrets, 200),
+                    wait.as_secs()
+                ));
+                if super::sleep_or_cancel(*wait, cancel).await {
+                    d.exit_reason = Some(ExitReason::Interrupted);
+                    return Ok(Pushed::No(Delivered::Final(ExitReason::Interrupted)));
+                }
+                continue;
+            }
+            let text = rules::push_feedback(&self.remote, &self.branch, &output, secrets);
+            d.exit_reason = Some(ExitReason::PushRejected);
+            d.feedback = Some(text.clone());
+            if rules::push_failure_is_transient(&output) {
+                // The network, not the work: nothing for the agent to fix.
+                return Ok(Pushed::No(Delivered::Final(ExitReason::PushRejected)));
+            }
+            return Ok(Pushed::No(Delivered::Feedback {
+                round: Round::Push,
+                text,
+                otherwise: ExitReason::PushRejected,
+            }));
+        }
+    }
+
+    /// Opens the pull request (once per run; an open one of the branch is reused) with hank's
+    /// evidence as its body, and comments on the issues it closes.
+    fn open_pr(
+        &mut self,
+        store: &Store,
+        reason: ExitReason,
+        secrets: &[String],
+        d: &mut Delivery,
+    ) -> Result<()> {
+        let Some(f) = self.forge.as_deref() else {
+            return Ok(());
+        };
+        if self.pr.is_none() {
+            let events = crate::fsread::read(
+                &store.events_path(),
+                crate::fsread::STATE_LIMIT,
+                crate::fsread::Follow::No,
+            )
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
+            let mut ev = super::evidence_of_current(
+                &events,
+                reason,
+                "a verified completion, delivered by the loop",
+            );
+            ev.base = self.base.clone();
+            ev.head = self.branch.clone();
+            let opened = f.create_pr(&NewPullRequest {
+                title: rules::pr_title(&ev, secrets),
+                body: rules::pr_body(&ev, secrets),
+                base: self.base.clone(),
+                head: self.branch.clone(),
+            })?;
+            for issue in rules::closed_issues(&ev.items_done) {
+                if let Err(e) = f.comment_issue(issue, &super::issue_comment(&opened)) {
+                    self.warnings
+                        .push(format!("could not comment on issue #{issue}: {e}"));
+                }
+            }
+            self.pr = Some(opened);
+        }
+        if let Some(p) = &self.pr {
+            d.pr_url = Some(p.url.clone());
+            d.pr_number = Some(p.number);
+        }
+        Ok(())
+    }
+
+    /// Polls the checks of `sha` until the verdict is final; `None` when interrupted.
+    async fn wait_ci(
+        &self,
+        sha: &str,
+        pushed_at: jiff::Timestamp,
+        w: CiWaitSettings,
+        cancel: &mut watch::Receiver<u32>,
+        host: &mut dyn Host,
+    ) -> Result<Option<(CiVerdict, Vec<super::CheckLog>)>> {
+        let Some(f) = self.forge.as_deref() else {
+            return Ok(None);
+        };
+        let mut stop = || host.stop_requested();
+        super::wait_for_ci_async(
+            f,
+            sha,
+            pushed_at,
+            w,
+            &|| self.clock.now(),
+            cancel,
+            &mut stop,
+        )
+        .await
+    }
+
+    /// The verdict in the record, and what it means for the run: green (then auto-merge,
+    /// reviews), red (feedback), no CI, a timeout.
+    fn judge(
+        &mut self,
+        verdict: &CiVerdict,
+        logs: &[super::CheckLog],
+        sha: &str,
+        secrets: &[String],
+        d: &mut Delivery,
+    ) -> Result<Delivered> {
+        d.exit_reason = rules::exit_of(verdict);
+        Ok(match verdict {
+            CiVerdict::Green => {
+                d.checks = "green".into();
+                self.after_green(secrets, d)?
+            }
+            CiVerdict::Failed { names } => {
+                d.checks = "failed".into();
+                d.check_names.clone_from(names);
+                let text = rules::ci_feedback(sha, logs, secrets);
+                d.feedback = Some(text.clone());
+                Delivered::Feedback {
+                    round: Round::Ci,
+                    text,
+                    otherwise: ExitReason::CiFailed,
+                }
+            }
+            CiVerdict::Missing => {
+                d.checks = "missing".into();
+                Delivered::Final(ExitReason::CiMissing)
+            }
+            CiVerdict::TimedOut { pending } => {
+                d.checks = "timed_out".into();
+                d.check_names.clone_from(pending);
+                Delivered::Final(ExitReason::CiTimeout)
+            }
+            CiVerdict::Wait { .. } => Delivered::Final(ExitReason::CiTimeout),
+        })
+    }
+
+    /// Green: new review requests go back to the agent (REVIEW_LOOP); else auto-merge is
+    /// armed (AUTO_MERGE) and the delivery is over.
+    fn after_green(&mut self, secrets: &[String], d: &mut Delivery) -> Result<Delivered> {
+        let (Some(f), Some(p)) = (self.forge.as_deref(), self.pr.as_ref()) else {
+            return Ok(Delivered::Final(ExitReason::Delivered));
+        };
+        if self.review_loop {
+            let reviews = f.reviews(p)?;
+            let comments = f.review_comments(p)?;
+            let asks = rules::review_feedback(&reviews, &comments, self.reviews_seen, secrets);
+            self.reviews_seen = self
+                .reviews_seen
+                .max(rules::last_review_id(&reviews, &comments));
+            d.reviews_seen = self.reviews_seen;
+            if let Some(text) = asks {
+                d.feedback = Some(text.clone());
+                return Ok(Delivered::Feedback {
+                    round: Round::Review,
+                    text,
+                    otherwise: ExitReason::Delivered,
+                });
+            }
+        }
+        if self.auto_merge {
+            match f.arm_auto_merge(p) {
+                Ok(()) => d.auto_merge_armed = true,
+                Err(e) => self.warnings.push(e.to_string()),
+            }
+        }
+        Ok(Delivered::Final(ExitReason::Delivered))
+    }
+
+    /// `.hank/delivery.json`, then the host's record (the event, status.json).
+    fn keep(&mut self, store: &Store, d: &Delivery, host: &mut dyn Host) -> Result<()> {
+        let path = store.dir().join(DELIVERY_FILE);
+        let json = serde_json::to_vec_pretty(d).map_err(|e| HankError::Internal(e.to_string()))?;
+        write_atomic(&path, &json, true).map_err(|e| HankError::io("failed to write", &path, e))?;
+        self.last = Some(d.clone());
+        host.record(d)
+    }
+}
+
+/// What `hank run --dry-run` says about `DELIVER=branch|pr` (nothing is switched or pushed).
+#[must_use]
+pub fn dry_run_note(s: &Settings) -> String {
+    let start = super::current_branch(&s.project_dir).ok().flatten();
+    let branch = rules::branch_for(s.deliver_branch.value.as_deref(), start.as_deref());
+    let what = match s.deliver.value {
+        DeliverMode::Pr => "push, a pull request, its checks",
+        _ => "push",
+    };
+    format!(
+        "DELIVER={} ({}): the loop would work on branch `{branch}` and deliver a verified completion to `{}` ({what})",
+        s.deliver.value.as_str(),
+        s.deliver.source,
+        s.deliver_remote.value
+    )
+}
+
+/// Runs blocking git off the runtime's thread (the signal handler keeps running, so a
+/// Ctrl-C stops git's process group through `proc::Cmd`).
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| HankError::Internal(format!("a delivery step failed: {e}")))?
+}

@@ -1,0 +1,195 @@
+//! `hank fleet --deliver pr`: one pull request per task (a task that comes after another
+//! targets that task's branch), or with `--into X` one pull request of the integration
+//! branch. A bare repository on disk as `origin`, the fake GitHub API on loopback.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::fake_github::FakeGitHub;
+use crate::support::{Project, stderr};
+
+const TOKEN: &str = "ghp_faketoken0123456789abcdefghijklmnop";
+
+/// Ticks the task's item and writes `<worktree name>.txt`; leaves an un-ignored `.env`.
+const WORK: &str = r#"sed -i '0,/- \[ \]/s//- [x]/' .hank/fix_plan.md
+n=$(basename "$PWD"); echo "$n" >> "$n.txt"; echo "TOKEN=s3cr3t-value-123" > .env
+"#;
+
+const PLAN: &str = "# Fix plan\n\n## Alpha\n- [ ] a1\n\n## Beta (after: Alpha)\n- [ ] b1\n";
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .stderr(Stdio::piped())
+        .output()
+        .expect("git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn setup() -> (Project, PathBuf) {
+    let p = Project::new(&[]);
+    std::fs::write(p.dir.join(".hank/fix_plan.md"), PLAN).unwrap();
+    std::fs::write(
+        p.dir.join(".gitignore"),
+        include_str!("../../templates/gitignore"),
+    )
+    .unwrap();
+    p.git_init();
+    p.fake("effect.sh", WORK);
+    let remote = p.home.join("remote.git");
+    git(
+        &p.home,
+        &[
+            "init",
+            "-q",
+            "--bare",
+            "-b",
+            "main",
+            remote.to_str().unwrap(),
+        ],
+    );
+    git(
+        &p.dir,
+        &["remote", "add", "origin", remote.to_str().unwrap()],
+    );
+    git(&p.dir, &["push", "-q", "origin", "main"]);
+    (p, remote)
+}
+
+fn fleet(p: &Project, gh: &FakeGitHub, args: &[&str]) -> Output {
+    let mut c = p.cmd();
+    c.arg("fleet")
+        .args(args)
+        .env("GH_REPO", "o/r")
+        .env("GH_TOKEN", TOKEN)
+        .env("GITHUB_API_URL", gh.url())
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t");
+    c.output().expect("hank fleet")
+}
+
+/// (head, base) of every pull request created, in order.
+fn prs(gh: &FakeGitHub) -> Vec<(String, String, Value)> {
+    gh.requests()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path == "/repos/o/r/pulls")
+        .map(|r| {
+            let j = r.json();
+            (
+                j["head"].as_str().unwrap().to_string(),
+                j["base"].as_str().unwrap().to_string(),
+                j,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn fleet_deliver_pr_opens_one_pr_per_task_stacked_on_what_it_comes_after() {
+    let (p, remote) = setup();
+    let gh = FakeGitHub::start();
+    gh.set(|w| {
+        w.check_runs.push(
+            json!({"id": 11, "name": "build", "status": "completed", "conclusion": "success"}),
+        );
+    });
+    let o = fleet(&p, &gh, &["--deliver", "pr"]);
+    let mut err = stderr(&o);
+    for e in walk(&p.home) {
+        if e.extension().is_some_and(|x| x == "log") && e.to_string_lossy().contains("fleet-logs") {
+            err.push_str(&std::fs::read_to_string(&e).unwrap_or_default());
+        }
+    }
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let prs = prs(&gh);
+    let pairs: Vec<(&str, &str)> = prs
+        .iter()
+        .map(|(h, b, _)| (h.as_str(), b.as_str()))
+        .collect();
+    assert_eq!(pairs, [("hank/alpha", "main"), ("hank/beta", "hank/alpha")]);
+    // Each body is that task's own evidence.
+    assert!(prs[0].2["body"].as_str().unwrap().contains("- [x] a1"));
+    assert!(prs[1].2["body"].as_str().unwrap().contains("- [x] b1"));
+    // Both branches are on the remote with their work, never the .env.
+    for (branch, file) in [("hank/alpha", "alpha.txt"), ("hank/beta", "beta.txt")] {
+        let files = git(&remote, &["ls-tree", "-r", "--name-only", branch]);
+        assert!(files.lines().any(|f| f == file), "{branch}: {files}");
+        assert!(!files.lines().any(|f| f == ".env"), "{branch}: {files}");
+    }
+    // The fleet still merged both into its (local) integration branch — without the .env.
+    let files = git(&p.dir, &["ls-tree", "-r", "--name-only", "hank/fleet"]);
+    assert!(
+        files.contains("alpha.txt") && files.contains("beta.txt"),
+        "{files}"
+    );
+    assert!(!files.lines().any(|f| f == ".env"), "{files}");
+    // The user's main is untouched, here and on the remote.
+    assert_eq!(git(&p.dir, &["branch", "--show-current"]), "main");
+    let main_files = git(&remote, &["ls-tree", "-r", "--name-only", "main"]);
+    assert!(!main_files.contains("alpha.txt"), "{main_files}");
+}
+
+#[test]
+fn fleet_deliver_pr_into_a_branch_opens_one_pr_for_it() {
+    let (p, remote) = setup();
+    let gh = FakeGitHub::start();
+    gh.set(|w| {
+        w.check_runs.push(
+            json!({"id": 11, "name": "build", "status": "completed", "conclusion": "success"}),
+        );
+    });
+    let o = fleet(&p, &gh, &["--into", "release", "--deliver", "pr"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let prs = prs(&gh);
+    assert_eq!(prs.len(), 1, "{prs:?}");
+    assert_eq!((prs[0].0.as_str(), prs[0].1.as_str()), ("release", "main"));
+    let body = prs[0].2["body"].as_str().unwrap();
+    assert!(body.contains("| Alpha | merged | 1 |"), "{body}");
+    assert!(body.contains("| Beta | merged | 1 |"), "{body}");
+    // The tasks did not push their own branches; the integration branch is on the remote,
+    // at the commit whose checks were read.
+    let refs = git(&remote, &["for-each-ref", "--format=%(refname)"]);
+    assert!(!refs.contains("hank/alpha"), "{refs}");
+    let sha = git(&remote, &["rev-parse", "release"]);
+    assert_eq!(gh.world.lock().unwrap().commits_asked, vec![sha.clone()]);
+    let files = git(&remote, &["ls-tree", "-r", "--name-only", "release"]);
+    assert!(
+        files.contains("alpha.txt") && files.contains("beta.txt"),
+        "{files}"
+    );
+    assert!(!files.lines().any(|f| f == ".env"), "{files}");
+    let d = p.read_json(".hank/delivery.json");
+    assert_eq!(d["exit_reason"], "delivered");
+    assert_eq!(d["checks"], "green");
+    assert_eq!(d["head"], sha.as_str());
+    assert!(err.contains("PR #1 release → main"), "{err}");
+}
+
+fn walk(d: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(d) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
