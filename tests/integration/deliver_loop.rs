@@ -298,12 +298,13 @@ fn red_ci_goes_to_the_next_loop_and_green_delivers() {
     // The monitor shows the PR and its checks, and each delivery step in the events.
     let o = s.p.run(&["monitor", "--once"]);
     let text = crate::support::stdout(&o);
+    // (`monitor --once` prints the status renderer's `delivery:` line; the TUI has a row.)
     let row = text
         .lines()
-        .find(|l| l.trim_start().starts_with("deliver "))
-        .unwrap_or_else(|| panic!("no deliver row in:\n{text}"));
-    assert!(row.contains("PR #1 hank/main → main"), "{row}");
-    assert!(row.ends_with(": checks green"), "{row}");
+        .find(|l| l.trim_start().starts_with("delivery: "))
+        .unwrap_or_else(|| panic!("no delivery line in:\n{text}"));
+    assert!(row.contains("→ https://github.com/o/r/pull/1"), "{row}");
+    assert!(row.contains("checks green (delivered)"), "{row}");
     assert!(text.contains("delivery: PR #1 hank/main → main"), "{text}");
 }
 
