@@ -1,13 +1,13 @@
 //! `hank deliver`: a real bare-repository remote for every push, the fake GitHub API on
 //! loopback for the REST path, and the real `gh` (when installed) against the same fake.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::PathBuf;
+use std::process::{Output, Stdio};
 
 use serde_json::{Value, json};
 
 use crate::fake_github::FakeGitHub;
-use crate::support::Project;
+use crate::support::{Project, git};
 
 const TOKEN: &str = "ghp_faketoken0123456789abcdefghijklmnop";
 
@@ -26,24 +26,6 @@ fn finished_run_events() -> String {
         + "\n"
 }
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .stderr(Stdio::piped())
-        .output()
-        .expect("git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
 /// A git project with hank's files, a finished verified run, work left by the agent, and a
 /// bare repository as `origin`.
 pub(crate) struct Setup {
@@ -53,29 +35,7 @@ pub(crate) struct Setup {
 
 pub(crate) fn setup() -> Setup {
     let p = Project::new(&["[#12] Fix login"]);
-    std::fs::write(
-        p.dir.join(".gitignore"),
-        include_str!("../../templates/gitignore"),
-    )
-    .unwrap();
-    p.git_init();
-    let remote = p.home.join("remote.git");
-    git(
-        &p.home,
-        &[
-            "init",
-            "-q",
-            "--bare",
-            "-b",
-            "main",
-            remote.to_str().unwrap(),
-        ],
-    );
-    git(
-        &p.dir,
-        &["remote", "add", "origin", remote.to_str().unwrap()],
-    );
-    git(&p.dir, &["push", "-q", "origin", "main"]);
+    let remote = p.git_pushed_to_origin();
     std::fs::write(p.dir.join(".hank/events.jsonl"), finished_run_events()).unwrap();
     std::fs::write(p.dir.join("login.rs"), "fn login() {}\n").unwrap();
     Setup { p, remote }
@@ -620,28 +580,7 @@ fn gitlab_merge_requests_go_through_glab_api() {
 #[test]
 fn a_real_run_then_deliver_puts_its_records_in_the_pr() {
     let p = Project::new(&["[#12] make src/x"]);
-    std::fs::write(
-        p.dir.join(".gitignore"),
-        include_str!("../../templates/gitignore"),
-    )
-    .unwrap();
-    p.git_init();
-    let remote = p.home.join("remote.git");
-    git(
-        &p.home,
-        &[
-            "init",
-            "-q",
-            "--bare",
-            "-b",
-            "main",
-            remote.to_str().unwrap(),
-        ],
-    );
-    git(
-        &p.dir,
-        &["remote", "add", "origin", remote.to_str().unwrap()],
-    );
+    let remote = p.git_with_origin();
     p.hankrc("RETRY_BACKOFF_SECONDS=0\nVERIFY_COMMAND=\"test -f src/x\"\nVERIFY_AT_START=true\n");
     p.fake(
         "effect.sh",

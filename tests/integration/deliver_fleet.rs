@@ -3,12 +3,12 @@
 //! branch. A bare repository on disk as `origin`, the fake GitHub API on loopback.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use serde_json::{Value, json};
 
 use crate::fake_github::FakeGitHub;
-use crate::support::{Project, stderr};
+use crate::support::{Project, git, stderr};
 
 const TOKEN: &str = "ghp_faketoken0123456789abcdefghijklmnop";
 
@@ -19,51 +19,11 @@ n=$(basename "$PWD"); echo "$n" >> "$n.txt"; echo "TOKEN=s3cr3t-value-123" > .en
 
 const PLAN: &str = "# Fix plan\n\n## Alpha\n- [ ] a1\n\n## Beta (after: Alpha)\n- [ ] b1\n";
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .stderr(Stdio::piped())
-        .output()
-        .expect("git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
 fn setup() -> (Project, PathBuf) {
     let p = Project::new(&[]);
     std::fs::write(p.dir.join(".hank/fix_plan.md"), PLAN).unwrap();
-    std::fs::write(
-        p.dir.join(".gitignore"),
-        include_str!("../../templates/gitignore"),
-    )
-    .unwrap();
-    p.git_init();
     p.fake("effect.sh", WORK);
-    let remote = p.home.join("remote.git");
-    git(
-        &p.home,
-        &[
-            "init",
-            "-q",
-            "--bare",
-            "-b",
-            "main",
-            remote.to_str().unwrap(),
-        ],
-    );
-    git(
-        &p.dir,
-        &["remote", "add", "origin", remote.to_str().unwrap()],
-    );
-    git(&p.dir, &["push", "-q", "origin", "main"]);
+    let remote = p.git_pushed_to_origin();
     (p, remote)
 }
 

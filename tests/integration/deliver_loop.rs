@@ -4,33 +4,15 @@
 //! pre-push hook's refusal, a red CI and a review request go back to the next loop, which
 //! fixes, and the next verified completion delivers again.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::PathBuf;
+use std::process::{Output, Stdio};
 
 use serde_json::{Value, json};
 
 use crate::fake_github::FakeGitHub;
-use crate::support::{Project, TICK_ONE, split_context, stderr};
+use crate::support::{Project, TICK_ONE, git, split_context, stderr};
 
 const TOKEN: &str = "ghp_faketoken0123456789abcdefghijklmnop";
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .stderr(Stdio::piped())
-        .output()
-        .expect("git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
 
 /// A git project on `main` with hank's `.gitignore`, one open item, a bare `origin`, and a
 /// fake agent that does the item (and touches `src/work.txt` at every call).
@@ -41,29 +23,7 @@ struct Setup {
 
 fn setup(item: &str) -> Setup {
     let p = Project::new(&[item]);
-    std::fs::write(
-        p.dir.join(".gitignore"),
-        include_str!("../../templates/gitignore"),
-    )
-    .unwrap();
-    p.git_init();
-    let remote = p.home.join("remote.git");
-    git(
-        &p.home,
-        &[
-            "init",
-            "-q",
-            "--bare",
-            "-b",
-            "main",
-            remote.to_str().unwrap(),
-        ],
-    );
-    git(
-        &p.dir,
-        &["remote", "add", "origin", remote.to_str().unwrap()],
-    );
-    git(&p.dir, &["push", "-q", "origin", "main"]);
+    let remote = p.git_pushed_to_origin();
     p.fake("effect.sh", TICK_ONE);
     Setup { p, remote }
 }

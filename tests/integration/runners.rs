@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{Project, stderr, stdout};
+use crate::support::{Project, git, stderr, stdout};
 
 /// The fake agent: ticks the first open item of the plan it is given and appends to
 /// `src/<task>.txt` (the task named by the plan's `##` heading), so that tasks never touch
@@ -23,52 +23,12 @@ echo "$t" >> "$FAKE_CLAUDE_DIR/log"
 const PLAN: &str = "# Fix plan\n\n## Alpha\n- [ ] a1\n- [ ] a2\n\n## Beta\n- [ ] b1\n\n\
                     ## Gamma (after: Alpha)\n- [ ] g1\n";
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .stderr(Stdio::piped())
-        .output()
-        .expect("git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
 /// The project pushed to a bare `origin` (its `main`), with `hankrc`.
 fn origin(hankrc: &str) -> (Project, PathBuf) {
     let p = Project::new(&[]);
     std::fs::write(p.dir.join(".hank/fix_plan.md"), PLAN).unwrap();
-    std::fs::write(
-        p.dir.join(".gitignore"),
-        include_str!("../../templates/gitignore"),
-    )
-    .unwrap();
     p.hankrc(hankrc);
-    p.git_init();
-    let remote = p.home.join("remote.git");
-    git(
-        &p.home,
-        &[
-            "init",
-            "-q",
-            "--bare",
-            "-b",
-            "main",
-            remote.to_str().unwrap(),
-        ],
-    );
-    git(
-        &p.dir,
-        &["remote", "add", "origin", remote.to_str().unwrap()],
-    );
-    git(&p.dir, &["push", "-q", "origin", "main"]);
+    let remote = p.git_pushed_to_origin();
     identity(&p.dir);
     (p, remote)
 }

@@ -2,55 +2,15 @@
 //! remote (refs/hank/state/…) or a folder, from one "job" (clone, HOME) to another.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
-use crate::support::{Project, TICK_ONE, stderr};
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .stderr(Stdio::piped())
-        .output()
-        .expect("git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
+use crate::support::{Project, TICK_ONE, git, stderr};
 
 /// The first job's project: a git repository pushed to a bare `origin`.
 fn first_job() -> (Project, PathBuf) {
     let p = Project::new(&["a", "b", "c", "d", "e", "f"]);
-    std::fs::write(
-        p.dir.join(".gitignore"),
-        include_str!("../../templates/gitignore"),
-    )
-    .unwrap();
-    p.git_init();
-    let remote = p.home.join("remote.git");
-    git(
-        &p.home,
-        &[
-            "init",
-            "-q",
-            "--bare",
-            "-b",
-            "main",
-            remote.to_str().unwrap(),
-        ],
-    );
-    git(
-        &p.dir,
-        &["remote", "add", "origin", remote.to_str().unwrap()],
-    );
-    git(&p.dir, &["push", "-q", "origin", "main"]);
+    let remote = p.git_pushed_to_origin();
     (p, remote)
 }
 

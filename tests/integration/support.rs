@@ -9,6 +9,26 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// `git ARGS` in `dir` with a test identity and no system or global configuration; its
+/// trimmed stdout (a failure fails the test, with git's stderr).
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .stderr(Stdio::piped())
+        .output()
+        .expect("git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 /// `git ARGS` in `dir` with `HOME` at `home`: a test identity, `main` as the first branch,
 /// no system configuration, quiet; a failure fails the test.
 pub(crate) fn git_in(dir: &Path, home: &Path, args: &[&str]) {
@@ -141,6 +161,29 @@ pub(crate) fn error_json(text: &str, api_status: Option<u16>) -> String {
 pub(crate) const TICK_ONE: &str = "sed -i '0,/- \\[ \\]/s//- [x]/' .hank/fix_plan.md\nmkdir -p src && date +%s%N >> src/work.txt\n";
 
 impl Project {
+    /// Hank's `.gitignore`, the first commit, and a bare repository `$HOME/remote.git`
+    /// (branch `main`) as `origin`, not pushed to yet; its path.
+    pub(crate) fn git_with_origin(&self) -> PathBuf {
+        std::fs::write(
+            self.dir.join(".gitignore"),
+            include_str!("../../templates/gitignore"),
+        )
+        .expect("write");
+        self.git_init();
+        let remote = self.home.join("remote.git");
+        let path = remote.to_str().expect("utf-8 path");
+        git(&self.home, &["init", "-q", "--bare", "-b", "main", path]);
+        git(&self.dir, &["remote", "add", "origin", path]);
+        remote
+    }
+
+    /// [`Project::git_with_origin`], `main` pushed.
+    pub(crate) fn git_pushed_to_origin(&self) -> PathBuf {
+        let remote = self.git_with_origin();
+        git(&self.dir, &["push", "-q", "origin", "main"]);
+        remote
+    }
+
     /// A project whose fix_plan has `items` open.
     pub(crate) fn new(items: &[&str]) -> Self {
         let root = tempfile::tempdir().expect("tempdir");
