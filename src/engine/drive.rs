@@ -171,6 +171,8 @@ impl Engine {
         if !readings.is_empty() {
             windows::observe(&mut self.state.windows, &readings, self.clock.now());
         }
+        // So do the newer readings of every other run of this user (the shared file).
+        crate::store::shared_windows::adopt(&mut self.state.windows);
         let o = self.observe()?;
         self.seen = Some(o.clone());
         self.run.on(Fact::Observed(o), self.clock.now());
@@ -217,11 +219,20 @@ impl Engine {
             && !breaker_open
             && matches!(budget, BudgetCheck::Allow)
             && matches!(window, WindowCheck::Allow);
-        if ready
-            && let Some((until, reason)) =
-                crate::store::fleet_ledger::reserve_from_env(now, &self.s.budget_limits())?
-        {
-            budget = BudgetCheck::Wait { until, reason };
+        if ready {
+            let limits = crate::policy::fleet::FleetLimits {
+                budget: self.s.budget_limits(),
+                max_cost_usd: self.s.max_cost_usd.value,
+            };
+            match crate::store::fleet_ledger::reserve_from_env(now, &limits)? {
+                crate::policy::fleet::FleetVerdict::Go => {}
+                crate::policy::fleet::FleetVerdict::Wait { until, reason } => {
+                    budget = BudgetCheck::Wait { until, reason };
+                }
+                crate::policy::fleet::FleetVerdict::Stop(r) => {
+                    self.run.on(Fact::FleetLimit(r), now);
+                }
+            }
         }
         Ok(Observation {
             missing_files,

@@ -667,7 +667,17 @@ impl Engine {
     /// what the fold found (denial warnings, a breaker transition).
     fn fold(&mut self, fold: &Fold<'_>) -> Result<()> {
         self.run.on(Fact::Spent(fold.analysis.cost_usd), fold.now);
+        // In a fleet, what the call spent goes on the fleet-wide ledger too.
+        crate::store::fleet_ledger::settle_from_env(
+            fold.now,
+            fold.analysis.tokens.sum(),
+            fold.analysis.cost_usd,
+        )?;
         let folded = self.state.fold(fold);
+        if !fold.analysis.usage_windows.is_empty() {
+            // Best effort: a run that cannot share its readings still applies them itself.
+            let _ = crate::store::shared_windows::publish(&self.state.windows);
+        }
         for w in crate::report::denial_warnings(&folded.denied, &folded.denial_warnings) {
             self.warn(&w);
         }

@@ -93,6 +93,24 @@ pub fn observe(windows: &mut Windows, readings: &[WindowReading], now: Timestamp
     }
 }
 
+/// Takes from `other` (what another run of the same user saw: the per-user shared readings)
+/// every window seen later than this run's own reading of it, whole; returns whether anything
+/// changed. The one rule both ways: a run adopts the shared readings before its gates, and
+/// the shared file adopts a run's windows after each answer that brought readings.
+pub fn adopt_newer(windows: &mut Windows, other: &Windows) -> bool {
+    let mut changed = false;
+    for (name, theirs) in other {
+        let newer = windows
+            .get(name)
+            .is_none_or(|ours| theirs.seen_at > ours.seen_at);
+        if newer {
+            windows.insert(name.clone(), theirs.clone());
+            changed = true;
+        }
+    }
+    changed
+}
+
 /// MAX_WINDOW_PERCENT: window name → limit in percent (1–100). Empty: off.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WindowLimits(pub BTreeMap<String, u32>);
@@ -284,6 +302,31 @@ pub fn describe_limit(window: Option<&str>, resets_at: Option<Timestamp>, tz: &T
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn adopt_newer_takes_only_later_readings() {
+        let at = |s: i64| Timestamp::from_second(1_800_000_000 + s).unwrap();
+        let w = |u: f64, seen: i64| WindowState {
+            utilization: Some(u),
+            resets_at: Some(at(18_000)),
+            status: None,
+            seen_at: at(seen),
+        };
+        let mut ours: Windows = [("five_hour".to_string(), w(0.2, 10))].into();
+        for (name, theirs, changed, want) in [
+            ("older reading: kept ours", w(0.9, 5), false, 0.2),
+            ("same time: kept ours", w(0.9, 10), false, 0.2),
+            ("later reading: taken", w(0.85, 20), true, 0.85),
+        ] {
+            let other: Windows = [("five_hour".to_string(), theirs)].into();
+            let mut mine = ours.clone();
+            assert_eq!(adopt_newer(&mut mine, &other), changed, "{name}");
+            assert_eq!(mine["five_hour"].utilization, Some(want), "{name}");
+        }
+        let other: Windows = [("seven_day".to_string(), w(0.5, 1))].into();
+        assert!(adopt_newer(&mut ours, &other));
+        assert_eq!(ours.len(), 2, "a window only the other run saw is taken");
+    }
 
     fn ts(s: i64) -> Timestamp {
         Timestamp::from_second(1_800_000_000 + s).unwrap()

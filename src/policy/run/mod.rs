@@ -199,6 +199,9 @@ pub enum Fact {
     /// Ctrl-C, SIGTERM or SIGHUP.
     Interrupted,
     Control(Control),
+    /// The fleet's shared budget (`MAX_COST_USD` over every task) is used up: the run stops
+    /// at its next gates with this reason, as at its own cap.
+    FleetLimit(ExitReason),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -241,6 +244,8 @@ pub struct Run {
     notes: Vec<ContextNote>,
     settings: Vec<(String, String)>,
     readings: Vec<WindowReading>,
+    /// [`Fact::FleetLimit`]: the fleet's budget is spent.
+    fleet_stop: Option<ExitReason>,
 }
 
 impl Run {
@@ -262,6 +267,7 @@ impl Run {
             notes: Vec::new(),
             settings: Vec::new(),
             readings: Vec::new(),
+            fleet_stop: None,
         }
     }
 
@@ -349,6 +355,7 @@ impl Run {
             Fact::WokeUp => self.back_to_gates(),
             Fact::Interrupted => self.interrupted = true,
             Fact::Control(c) => self.control(c, now),
+            Fact::FleetLimit(r) => self.fleet_stop = Some(r),
         }
     }
 
@@ -377,6 +384,9 @@ impl Run {
             return Step::Check(ExitReason::PlanComplete);
         }
         if let Some(r) = decide::before_call(false, self.loops, self.cost, &self.cfg.decide) {
+            return Step::Stop(r);
+        }
+        if let Some(r) = self.fleet_stop {
             return Step::Stop(r);
         }
         if o.breaker_open {
