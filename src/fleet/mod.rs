@@ -30,6 +30,8 @@ use crate::store::schema::{FLEET_SCHEMA, FleetFile, FleetTask};
 use crate::store::{self, Store, fleet_ledger, userdir};
 use crate::worktree::{GitError, run_git};
 
+pub mod events;
+
 /// How often the supervisor looks at its workers.
 const POLL: Duration = Duration::from_millis(100);
 /// After Ctrl-C, how long the workers get to stop (their own grace included) before SIGKILL.
@@ -56,6 +58,15 @@ pub struct Options {
     pub verify: Option<String>,
     /// The fleet-wide budget.
     pub limits: BudgetLimits,
+    /// MAX_COST_USD over every task's calls (0 = unlimited).
+    pub max_cost_usd: f64,
+    /// MAX_RUNTIME from the fleet's start (zero = unlimited): each task's run gets what is
+    /// left of it as its `--max-runtime`.
+    pub max_runtime: Duration,
+    /// MAX_WINDOW_PERCENT (admission's forecast).
+    pub window_limits: crate::policy::windows::WindowLimits,
+    /// `--json`: events on stdout.
+    pub json: bool,
 }
 
 /// The folders of a fleet.
@@ -143,9 +154,16 @@ fn tell_changes(paths: &Paths, file: &FleetFile, now: Timestamp) {
                 message: t.message.clone(),
             },
         );
-        let _ = store.append_event(&event.to_line());
+        let line = event.to_line();
+        let _ = store.append_event(&line);
+        if JSON.load(std::sync::atomic::Ordering::Relaxed) {
+            outln!("{line}");
+        }
     }
 }
+
+/// `hank fleet --json`: the fleet's own events go to stdout too.
+static JSON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Tasks already in `fleet.json` when a fleet starts are not told again.
 fn told_already(file: &FleetFile) {
@@ -160,13 +178,10 @@ fn save(paths: &Paths, file: &mut FleetFile, now: Timestamp) -> Result<()> {
     tell_changes(paths, file, now);
     file.schema_version = FLEET_SCHEMA;
     file.updated_at = Some(now);
-    file.calls_in_window = u32::try_from(
-        fleet_ledger::calls(&paths.ledger())
-            .iter()
-            .filter(|t| t.duration_until(now).as_secs() < 3600)
-            .count(),
-    )
-    .unwrap_or(u32::MAX);
+    let sum = fleet_ledger::summary(&paths.ledger(), now);
+    file.calls_in_window = sum.calls_in_window;
+    file.tokens_in_window = sum.tokens_in_window;
+    file.cost_usd = sum.cost_usd;
     let bytes = serde_json::to_vec_pretty(file)
         .map_err(|e| HankError::Internal(format!("cannot encode fleet.json: {e}")))?;
     let path = paths.fleet_file();
@@ -405,7 +420,13 @@ fn remove_worktree(paths: &Paths, wt: &Path) {
 
 /// Starts a task's worker: `hank run FLAGS` in its worktree, in a process group of its own,
 /// output to its log, told where the fleet-wide ledger is. (The one spawn of the fleet.)
-fn spawn_worker(paths: &Paths, wt: &Path, slug: &str, flags: &[String]) -> Result<Child> {
+fn spawn_worker(
+    paths: &Paths,
+    wt: &Path,
+    slug: &str,
+    flags: &[String],
+    left: Option<Duration>,
+) -> Result<Child> {
     let exe = std::env::current_exe()
         .map_err(|e| HankError::Internal(format!("cannot find hank's own program: {e}")))?;
     let log_path = paths.log(slug);
@@ -417,9 +438,14 @@ fn spawn_worker(paths: &Paths, wt: &Path, slug: &str, flags: &[String]) -> Resul
         .append(true)
         .open(&log_path)
         .map_err(|e| HankError::io("open", &log_path, e))?;
-    let args: Vec<std::ffi::OsString> = std::iter::once("run".into())
-        .chain(flags.iter().map(Into::into))
+    let mut args: Vec<std::ffi::OsString> = std::iter::once("run".into())
+        .chain(with_runtime(flags, left).into_iter().map(Into::into))
         .collect();
+    if JSON.load(std::sync::atomic::Ordering::Relaxed) {
+        // The task's own `--json` would go to its log: its events reach stdout through the
+        // supervisor (`events::Tail`).
+        args.retain(|a| a != "--json");
+    }
     let ledger = paths.ledger();
     crate::proc::spawn_to_log(
         exe.as_os_str(),
@@ -429,6 +455,35 @@ fn spawn_worker(paths: &Paths, wt: &Path, slug: &str, flags: &[String]) -> Resul
         log,
     )
     .map_err(|e| HankError::Internal(format!("cannot start hank run for a task: {e}")))
+}
+
+/// The task's `hank run` flags with MAX_RUNTIME set to what is left of the fleet's (the
+/// user's own `--max-runtime` replaced): the runtime cap holds from the fleet's start.
+fn with_runtime(flags: &[String], left: Option<Duration>) -> Vec<String> {
+    let Some(left) = left else {
+        return flags.to_vec();
+    };
+    let mut out = Vec::with_capacity(flags.len() + 2);
+    let mut skip = false;
+    for f in flags {
+        if skip {
+            skip = false;
+            continue;
+        }
+        if f == "--max-runtime" {
+            skip = true;
+            continue;
+        }
+        if f.starts_with("--max-runtime=") {
+            continue;
+        }
+        out.push(f.clone());
+    }
+    // Whole seconds, at least one (a zero would mean unlimited).
+    let secs = left.as_secs() + u64::from(left.subsec_nanos() > 0);
+    out.push("--max-runtime".into());
+    out.push(format!("{}s", secs.max(1)));
+    out
 }
 
 /// Runs VERIFY_COMMAND in `dir` (through `sh -c`: the user's own command line), in its own
@@ -741,6 +796,7 @@ pub fn run(root: &Path, tasks: Vec<TaskSpec>, opts: &Options) -> Result<u8> {
         .map_err(|e| HankError::Internal(format!("failed to start the async runtime: {e}")))?;
     let started = Instant::now();
     let count = tasks.len();
+    JSON.store(opts.json, std::sync::atomic::Ordering::Relaxed);
     let code = runtime.block_on(async move {
         let cancel = crate::agent::signals::install()?;
         supervise(&paths, &tasks, opts, &cancel).await
@@ -771,6 +827,20 @@ async fn supervise(
     file.max_calls_per_hour = opts.limits.max_calls_per_hour;
     reconcile(&mut file, tasks, paths);
     ensure_integration(paths, &opts.into)?;
+    // The fleet's budget: its cost counts from here, its runtime from now.
+    let started_at = Timestamp::now();
+    let started = Instant::now();
+    fleet_ledger::begin(&paths.ledger(), started_at)?;
+    file.started_at = Some(started_at);
+    file.deadline = crate::policy::run::RunConfig::deadline_of(started_at, opts.max_runtime);
+    file.max_cost_usd = opts.max_cost_usd;
+    file.max_tokens_per_hour = opts.limits.max_tokens_per_hour;
+    file.held = None;
+    let mut tail = events::Tail::new(opts.json);
+    let mut forecast = Forecast::default();
+    // The merge running off the supervisor's thread (git and the check), one at a time.
+    let mut merging: Option<(String, tokio::task::JoinHandle<Result<Option<MergeProblem>>>)> =
+        None;
     let mut workers: BTreeMap<String, Worker> = BTreeMap::new();
     // Workers of a fleet that was killed: adopted when still running, else resumed below.
     for t in &mut file.tasks {
@@ -835,6 +905,7 @@ async fn supervise(
                 continue;
             };
             let wt = paths.worktree(&spec.slug);
+            tail.follow(paths, &name, &spec.slug, &wt);
             let status = Store::new(&wt).read_status();
             let code = code
                 .or_else(|| status.as_ref().and_then(|s| s.exit_code))
@@ -891,8 +962,19 @@ async fn supervise(
                 states.insert(name, t.state);
             }
         }
+        // The fleet's own limits: nothing more starts once its runtime or its cost is spent
+        // (the running tasks stop at their own next gate).
+        if interrupted_at.is_none()
+            && !stopped_at_limit
+            && let Some(why) = budget_spent(paths, opts, started, now)
+        {
+            stopped_at_limit = true;
+            errln!("hank: fleet: {why}; no task starts any more");
+            file.held = Some(why);
+        }
         // Admission.
         if interrupted_at.is_none() && !stopped_at_limit {
+            let mut held: Option<String> = None;
             for spec in fleet::ready(tasks, &states) {
                 let facts = AdmissionFacts {
                     running: workers.len(),
@@ -903,14 +985,24 @@ async fn supervise(
                 let Some(t) = file.tasks.iter_mut().find(|t| t.name == spec.name) else {
                     continue;
                 };
-                match fleet::admit(&facts) {
+                let admission = match fleet::admit(&facts) {
+                    Admission::Start => forecast
+                        .hold(&opts.window_limits, workers.len(), now)
+                        .map_or(Admission::Start, Admission::Hold),
+                    hold @ Admission::Hold(_) => hold,
+                };
+                match admission {
                     Admission::Hold(why) => {
                         t.state = fleet::next_state(t.state, TaskEvent::Held, 0, 0);
                         t.message = format!("waiting: {why}");
+                        held = Some(why);
                     }
                     Admission::Start => {
                         let wt = ensure_worktree(paths, spec, &opts.into)?;
-                        let child = spawn_worker(paths, &wt, &spec.slug, &opts.run_flags)?;
+                        let left = (!opts.max_runtime.is_zero())
+                            .then(|| opts.max_runtime.saturating_sub(started.elapsed()));
+                        let child = spawn_worker(paths, &wt, &spec.slug, &opts.run_flags, left)?;
+                        forecast.started += 1;
                         t.pid = Some(child.id());
                         t.pid_start = i32::try_from(child.id())
                             .ok()
@@ -923,35 +1015,61 @@ async fn supervise(
                     }
                 }
             }
+            file.held = held;
             save(paths, &mut file, now)?;
         }
-        // One merge at a time.
-        if interrupted_at.is_none() && !merge_queue.is_empty() {
-            let name = merge_queue.remove(0);
-            if let Some(spec) = tasks.iter().find(|s| s.name == name) {
-                let wt = paths.worktree(&spec.slug);
-                if let Some(t) = file.tasks.iter_mut().find(|t| t.name == name) {
-                    t.state = TaskState::Merging;
-                    t.message = "merging".into();
-                }
-                save(paths, &mut file, now)?;
-                t_merge(paths, spec, &wt, opts, &mut file)?;
-                save(paths, &mut file, now)?;
+        // One merge at a time, off this thread: supervision goes on while git and the
+        // check run.
+        if let Some((name, handle)) = merging.take() {
+            if handle.is_finished() {
+                let problem = handle
+                    .await
+                    .map_err(|e| HankError::Internal(format!("the merge of a task: {e}")))??;
+                merged(&name, problem, opts, &mut file);
+                save(paths, &mut file, Timestamp::now())?;
+            } else {
+                merging = Some((name, handle));
             }
-            continue;
+        }
+        if merging.is_none() && interrupted_at.is_none() && !merge_queue.is_empty() {
+            let name = merge_queue.remove(0);
+            if let Some(spec) = tasks.iter().find(|s| s.name == name)
+                && let Some(t) = file.tasks.iter_mut().find(|t| t.name == name)
+            {
+                t.state = TaskState::Merging;
+                t.message = "merging".into();
+                let last = fleet::next_state(
+                    TaskState::Merging,
+                    TaskEvent::MergeFailed,
+                    t.merge_attempts,
+                    opts.max_merge_attempts,
+                ) == TaskState::Failed;
+                save(paths, &mut file, now)?;
+                let (p, sp, o) = (paths.clone(), spec.clone(), opts.clone());
+                let handle =
+                    tokio::task::spawn_blocking(move || merge_off_thread(&p, &sp, &o, last));
+                merging = Some((name, handle));
+            }
         }
         // Live figures of the running tasks.
         for t in &mut file.tasks {
             if workers.contains_key(&t.name)
                 && let Some(wt) = &t.worktree
-                && let Some(s) = Store::new(Path::new(wt)).read_status()
             {
-                t.loops = s.loop_count;
-                t.cost_usd = s.total_cost_usd;
-                t.agent = s.agent;
+                if let Some(spec) = tasks.iter().find(|s| s.name == t.name) {
+                    tail.follow(paths, &t.name, &spec.slug, Path::new(wt));
+                }
+                if let Some(s) = Store::new(Path::new(wt)).read_status() {
+                    t.loops = s.loop_count;
+                    t.cost_usd = s.total_cost_usd;
+                    t.agent = s.agent;
+                }
             }
         }
-        if workers.is_empty() && (merge_queue.is_empty() || interrupted_at.is_some()) {
+        if workers.is_empty()
+            && merging.is_none()
+            && (merge_queue.is_empty() || interrupted_at.is_some())
+        {
             let startable = interrupted_at.is_none()
                 && !stopped_at_limit
                 && !fleet::ready(tasks, &states).is_empty();
@@ -996,28 +1114,46 @@ async fn supervise(
     Ok(code)
 }
 
-/// The merge of a finished task, its outcome recorded in `file`.
-fn t_merge(
+/// The merge of a finished task and what follows it in git (the worktree removed once merged
+/// or failed for good, else the problem handed back to its agent), on a blocking thread;
+/// `Some(problem)` when it did not land. `last`: this failure would be the task's last.
+fn merge_off_thread(
     paths: &Paths,
     spec: &TaskSpec,
-    wt: &Path,
     opts: &Options,
-    file: &mut FleetFile,
-) -> Result<()> {
-    let outcome = merge_task(paths, spec, wt, opts)?;
-    let Some(t) = file.tasks.iter_mut().find(|t| t.name == spec.name) else {
-        return Ok(());
+    last: bool,
+) -> Result<Option<MergeProblem>> {
+    let wt = paths.worktree(&spec.slug);
+    match merge_task(paths, spec, &wt, opts)? {
+        Ok(()) => {
+            remove_worktree(paths, &wt);
+            Ok(None)
+        }
+        Err(problem) => {
+            if last {
+                remove_worktree(paths, &wt);
+            } else {
+                return_to_agent(paths, &wt, &problem, &opts.into)?;
+            }
+            Ok(Some(problem))
+        }
+    }
+}
+
+/// The outcome of a task's merge recorded in `file`.
+fn merged(name: &str, problem: Option<MergeProblem>, opts: &Options, file: &mut FleetFile) {
+    let Some(t) = file.tasks.iter_mut().find(|t| t.name == name) else {
+        return;
     };
     t.state = TaskState::Merging;
-    match outcome {
-        Ok(()) => {
+    match problem {
+        None => {
             t.state = fleet::next_state(t.state, TaskEvent::Merged, t.merge_attempts, 0);
             t.message = format!("merged into {}", opts.into);
-            remove_worktree(paths, wt);
             t.worktree = None;
             errln!("hank: fleet: task {:?} merged into {}", t.name, opts.into);
         }
-        Err(problem) => {
+        Some(problem) => {
             let next = fleet::next_state(
                 t.state,
                 TaskEvent::MergeFailed,
@@ -1032,12 +1168,10 @@ fn t_merge(
                     "{what} (after {} merge attempt(s)); its work is kept on {}",
                     t.merge_attempts, t.branch
                 );
-                remove_worktree(paths, wt);
                 t.worktree = None;
             } else {
                 // Back to an agent in the task's worktree: `Pending` with its worktree kept,
                 // so the next admission resumes it there.
-                return_to_agent(paths, wt, &problem, &opts.into)?;
                 t.state = TaskState::Pending;
                 t.message = format!(
                     "merge attempt {} failed, back to the agent: {what}",
@@ -1047,5 +1181,70 @@ fn t_merge(
             errln!("hank: fleet: task {:?}: {}", t.name, t.message);
         }
     }
-    Ok(())
+}
+
+/// The fleet's runtime or cost used up: why (`None`: neither).
+fn budget_spent(paths: &Paths, opts: &Options, started: Instant, now: Timestamp) -> Option<String> {
+    if !opts.max_runtime.is_zero() && started.elapsed() >= opts.max_runtime {
+        return Some(format!(
+            "MAX_RUNTIME {}s reached",
+            opts.max_runtime.as_secs()
+        ));
+    }
+    if opts.max_cost_usd > 0.0 {
+        let spent = fleet_ledger::summary(&paths.ledger(), now).cost_usd;
+        if spent + 1e-9 >= opts.max_cost_usd {
+            return Some(format!(
+                "MAX_COST_USD reached: the tasks spent ${spent:.2} of ${:.2}",
+                opts.max_cost_usd
+            ));
+        }
+    }
+    None
+}
+
+/// What admission knows of the usage windows: each limited window's utilization when the
+/// fleet first saw it, and the tasks started since (how far a window moves per task).
+#[derive(Debug, Default)]
+struct Forecast {
+    first: BTreeMap<String, f64>,
+    started: usize,
+}
+
+impl Forecast {
+    /// Why one more task may not start under MAX_WINDOW_PERCENT, from the readings every run
+    /// of the user shares ([`crate::store::shared_windows`]).
+    fn hold(
+        &mut self,
+        limits: &crate::policy::windows::WindowLimits,
+        running: usize,
+        now: Timestamp,
+    ) -> Option<String> {
+        if limits.is_empty() {
+            return None;
+        }
+        let shared = crate::store::shared_windows::read();
+        let mut facts = Vec::new();
+        for (name, &limit) in &limits.0 {
+            let Some(percent) = shared
+                .get(name)
+                .and_then(|w| w.utilization_at(now))
+                .map(|u| u * 100.0)
+            else {
+                continue;
+            };
+            let first = self.first.entry(name.clone()).or_insert(percent);
+            if percent < *first {
+                // A reset in between: the movement is measured from here.
+                *first = percent;
+            }
+            facts.push(fleet::WindowFacts {
+                name: name.clone(),
+                percent,
+                limit,
+                per_task: fleet::rise_per_task(*first, percent, self.started),
+            });
+        }
+        fleet::window_admission(&facts, running)
+    }
 }
