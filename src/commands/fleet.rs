@@ -56,7 +56,7 @@ pub(crate) fn run(a: &FleetArgs) -> Result<u8> {
             Ok(n) if n >= 1 => n,
             _ => {
                 return Err(HankError::usage(format!(
-                    "--max-merge-attempts expects a whole number ≥ 1, got {v:?}"
+                    "--max-merge-attempts (MAX_MERGE_ATTEMPTS) expects a whole number ≥ 1, got {v:?}"
                 )));
             }
         },
@@ -65,7 +65,7 @@ pub(crate) fn run(a: &FleetArgs) -> Result<u8> {
         None => s.fleet_min_free_memory.value,
         Some(v) => settings::resolve::parse_size(v).ok_or_else(|| {
             HankError::usage(format!(
-                "--min-free-memory expects a size such as 2G, 512M or a number of bytes, got {v:?}"
+                "--min-free-memory (FLEET_MIN_FREE_MEMORY) expects a size such as 2G, 512M or a number of bytes, got {v:?}"
             ))
         })?,
     };

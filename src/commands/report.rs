@@ -204,7 +204,10 @@ fn chosen_loops(path: &std::path::Path, since: Since) -> Result<(Vec<LoopCost>, 
 fn fleet_report(dir: &std::path::Path, json: bool, since: Since) -> Result<u8> {
     let Some(file) = crate::fleet::read(dir)? else {
         return Err(HankError::usage_hint(
-            format!("no fleet has run in {} (no .hank/fleet.json)", dir.display()),
+            format!(
+                "no fleet has run in {} (no .hank/fleet.json)",
+                dir.display()
+            ),
             "`hank report` without --fleet reports this checkout's own runs",
         ));
     };

@@ -87,7 +87,8 @@ impl Tail {
         if written.is_err() {
             return;
         }
-        self.offsets.insert(task.to_string(), offset + chunk.len() as u64);
+        self.offsets
+            .insert(task.to_string(), offset + chunk.len() as u64);
         if self.json {
             for line in chunk.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
                 if let Some(text) = with_task(line, task) {
@@ -137,7 +138,11 @@ mod tests {
             "{\"event\":\"a\"}\n{\"event\":\"b\"}\n"
         );
         t.follow(&paths, "Alpha", "alpha", &wt);
-        fs::write(&ev, "{\"event\":\"a\"}\n{\"event\":\"b\"}\n{\"event\":\"c\"}\n").unwrap();
+        fs::write(
+            &ev,
+            "{\"event\":\"a\"}\n{\"event\":\"b\"}\n{\"event\":\"c\"}\n",
+        )
+        .unwrap();
         // A new supervisor (a restart) goes on from the copy.
         let mut again = Tail::new(false);
         again.follow(&paths, "Alpha", "alpha", &wt);

@@ -839,8 +839,10 @@ async fn supervise(
     let mut tail = events::Tail::new(opts.json);
     let mut forecast = Forecast::default();
     // The merge running off the supervisor's thread (git and the check), one at a time.
-    let mut merging: Option<(String, tokio::task::JoinHandle<Result<Option<MergeProblem>>>)> =
-        None;
+    let mut merging: Option<(
+        String,
+        tokio::task::JoinHandle<Result<Option<MergeProblem>>>,
+    )> = None;
     let mut workers: BTreeMap<String, Worker> = BTreeMap::new();
     // Workers of a fleet that was killed: adopted when still running, else resumed below.
     for t in &mut file.tasks {
@@ -1070,9 +1072,15 @@ async fn supervise(
             && merging.is_none()
             && (merge_queue.is_empty() || interrupted_at.is_some())
         {
+            // The states as they are now (a merge may have landed since they were read).
+            let now_states: BTreeMap<String, TaskState> = file
+                .tasks
+                .iter()
+                .map(|t| (t.name.clone(), t.state))
+                .collect();
             let startable = interrupted_at.is_none()
                 && !stopped_at_limit
-                && !fleet::ready(tasks, &states).is_empty();
+                && !fleet::ready(tasks, &now_states).is_empty();
             if !startable {
                 break;
             }

@@ -344,7 +344,10 @@ pub enum FleetVerdict {
     /// The call fits: it is recorded.
     Go,
     /// The rolling-hour caps: wait until then.
-    Wait { until: Timestamp, reason: WaitReason },
+    Wait {
+        until: Timestamp,
+        reason: WaitReason,
+    },
     /// A cap the fleet cannot wait out (MAX_COST_USD): the task's run stops.
     Stop(ExitReason),
 }
@@ -568,7 +571,10 @@ mod tests {
             ),
             (
                 "two settled $1 calls, nothing in flight: one more",
-                vec![call(0, Some((10, 1.0)), false), call(1, Some((10, 1.0)), false)],
+                vec![
+                    call(0, Some((10, 1.0)), false),
+                    call(1, Some((10, 1.0)), false),
+                ],
                 cost(3.0),
                 FleetVerdict::Go,
             ),
@@ -601,7 +607,12 @@ mod tests {
                 cost(0.3),
                 stop,
             ),
-            ("no cost cap", vec![call(0, Some((0, 99.0)), false)], cost(0.0), FleetVerdict::Go),
+            (
+                "no cost cap",
+                vec![call(0, Some((0, 99.0)), false)],
+                cost(0.0),
+                FleetVerdict::Go,
+            ),
             (
                 "an earlier fleet's spending is not this fleet's",
                 vec![FleetCall {
@@ -613,7 +624,10 @@ mod tests {
             ),
             (
                 "tokens of every task in the hour",
-                vec![call(0, Some((600, 0.0)), false), call(10, Some((400, 0.0)), false)],
+                vec![
+                    call(0, Some((600, 0.0)), false),
+                    call(10, Some((400, 0.0)), false),
+                ],
                 tokens,
                 FleetVerdict::Wait {
                     until: at(3600),
@@ -622,7 +636,11 @@ mod tests {
             ),
             (
                 "calls of every task in the hour",
-                vec![call(5, None, true), call(0, None, true), call(9, None, false)],
+                vec![
+                    call(5, None, true),
+                    call(0, None, true),
+                    call(9, None, false),
+                ],
                 calls3,
                 FleetVerdict::Wait {
                     until: at(3600),
@@ -648,9 +666,19 @@ mod tests {
             ("far below", vec![w(10.0, 5.0)], 1, false),
             ("at the limit: drains", vec![w(80.0, 0.0)], 0, true),
             ("over the limit", vec![w(93.0, 1.0)], 2, true),
-            ("forecast crosses with one running", vec![w(60.0, 10.0)], 1, true),
+            (
+                "forecast crosses with one running",
+                vec![w(60.0, 10.0)],
+                1,
+                true,
+            ),
             ("forecast just under", vec![w(60.0, 9.0)], 1, false),
-            ("forecast crosses, nothing running: one starts", vec![w(75.0, 10.0)], 0, false),
+            (
+                "forecast crosses, nothing running: one starts",
+                vec![w(75.0, 10.0)],
+                0,
+                false,
+            ),
             (
                 "the worst window decides",
                 vec![w(10.0, 0.0), w(79.5, 0.0)],
@@ -658,7 +686,11 @@ mod tests {
                 false,
             ),
         ] {
-            assert_eq!(window_admission(&windows, running).is_some(), held, "{name}");
+            assert_eq!(
+                window_admission(&windows, running).is_some(),
+                held,
+                "{name}"
+            );
         }
         let why = window_admission(&[w(60.0, 10.0)], 1).unwrap();
         assert!(why.contains("five_hour") && why.contains("80%"), "{why}");

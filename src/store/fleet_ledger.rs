@@ -70,9 +70,8 @@ fn parse_line(line: &str) -> Option<Line> {
 
 /// The process `pid` exists (an in-flight call of a worker that died is not in flight).
 fn pid_alive(pid: u32) -> bool {
-    i32::try_from(pid).is_ok_and(|p| {
-        p > 0 && nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), None).is_ok()
-    })
+    i32::try_from(pid)
+        .is_ok_and(|p| p > 0 && nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), None).is_ok())
 }
 
 /// The calls of the file, each settled by its worker's next `spent` line (lines that do not
@@ -155,16 +154,22 @@ pub fn reserve(
         budget: *limits,
         max_cost_usd: 0.0,
     };
-    Ok(match reserve_call(path, now, &limits, std::process::id())? {
-        FleetVerdict::Wait { until, reason } => Some((until, reason)),
-        FleetVerdict::Go | FleetVerdict::Stop(_) => None,
-    })
+    Ok(
+        match reserve_call(path, now, &limits, std::process::id())? {
+            FleetVerdict::Wait { until, reason } => Some((until, reason)),
+            FleetVerdict::Go | FleetVerdict::Stop(_) => None,
+        },
+    )
 }
 
 /// Records what the last call of the worker `pid` spent (appended under the lock).
 pub fn settle(path: &Path, now: Timestamp, pid: u32, tokens: u64, usd: f64) -> Result<()> {
     let (mut file, _) = locked(path)?;
-    let usd = if usd.is_finite() && usd >= 0.0 { usd } else { 0.0 };
+    let usd = if usd.is_finite() && usd >= 0.0 {
+        usd
+    } else {
+        0.0
+    };
     file.write_all(format!("{now} spent {pid} {tokens} {usd}\n").as_bytes())
         .map_err(|e| HankError::io("write the fleet call ledger", path, e))
 }
@@ -275,8 +280,14 @@ mod tests {
             max_cost_usd: 2.0,
         };
         // Two workers (pids that never ran: their unsettled calls are not in flight).
-        assert_eq!(reserve_call(&path, ts(0), &limits, 0).unwrap(), FleetVerdict::Go);
-        assert_eq!(reserve_call(&path, ts(1), &limits, 1).unwrap(), FleetVerdict::Go);
+        assert_eq!(
+            reserve_call(&path, ts(0), &limits, 0).unwrap(),
+            FleetVerdict::Go
+        );
+        assert_eq!(
+            reserve_call(&path, ts(1), &limits, 1).unwrap(),
+            FleetVerdict::Go
+        );
         settle(&path, ts(2), 1, 70, 1.25).unwrap();
         settle(&path, ts(3), 0, 30, 0.75).unwrap();
         assert_eq!(
@@ -288,7 +299,10 @@ mod tests {
         assert!((sum.cost_usd - 2.0).abs() < 1e-9);
         // A new fleet starts counting its cost afresh; the hour still counts every call.
         begin(&path, ts(6)).unwrap();
-        assert_eq!(reserve_call(&path, ts(7), &limits, 0).unwrap(), FleetVerdict::Go);
+        assert_eq!(
+            reserve_call(&path, ts(7), &limits, 0).unwrap(),
+            FleetVerdict::Go
+        );
         assert_eq!(summary(&path, ts(8)).calls_in_window, 3);
         assert!(summary(&path, ts(8)).cost_usd.abs() < 1e-9);
         // An older writer's bare time lines still count as calls.
