@@ -34,9 +34,12 @@ pub(crate) fn run(a: &FleetArgs) -> Result<u8> {
     })?;
     let run = flags.run;
     if run.monitor {
-        return Err(HankError::usage(
-            "--monitor is not available with hank fleet: run `hank monitor` in the checkout, or \
-             `hank fleet status`",
+        return Err(HankError::usage_hint(
+            "--monitor is not available with hank fleet: the fleet runs one loop per task, \
+             each with its own dashboard",
+            "start the fleet, then watch one task's live output with `hank monitor --dir \
+             WORKTREE` (`hank fleet status` prints the command for each running task); \
+             `hank monitor` in this checkout shows a row per task and the shared budget",
         ));
     }
     // Each task's run has no terminal to warn in: refused there, so refused here first.
@@ -220,6 +223,14 @@ fn status(root: &Path, json: bool) -> Result<u8> {
                 t.cost_usd,
                 crate::sanitize::line(&t.message)
             ));
+            if t.state.is_active()
+                && let Some(wt) = &t.worktree
+            {
+                s.push_str(&format!(
+                    "    watch: hank monitor --dir {}\n",
+                    crate::report::shell_quote(wt)
+                ));
+            }
         }
         s
     };

@@ -843,6 +843,8 @@ async fn supervise(
         String,
         tokio::task::JoinHandle<Result<Option<MergeProblem>>>,
     )> = None;
+    // Task worktrees being made off this thread (their workers start when they are there).
+    let mut preparing: BTreeMap<String, tokio::task::JoinHandle<Result<PathBuf>>> = BTreeMap::new();
     let mut workers: BTreeMap<String, Worker> = BTreeMap::new();
     // Workers of a fleet that was killed: adopted when still running, else resumed below.
     for t in &mut file.tasks {
@@ -964,6 +966,43 @@ async fn supervise(
                 states.insert(name, t.state);
             }
         }
+        // Worktrees made off this thread: their workers start (none after an interrupt).
+        let made: Vec<String> = preparing
+            .iter()
+            .filter(|(_, h)| h.is_finished())
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in made {
+            let Some(handle) = preparing.remove(&name) else {
+                continue;
+            };
+            let wt = handle
+                .await
+                .map_err(|e| HankError::Internal(format!("making a task's worktree: {e}")))??;
+            let (Some(spec), Some(t)) = (
+                tasks.iter().find(|s| s.name == name),
+                file.tasks.iter_mut().find(|t| t.name == name),
+            ) else {
+                continue;
+            };
+            t.worktree = Some(wt.display().to_string());
+            if interrupted_at.is_some() {
+                t.state = TaskState::Pending;
+                t.message = "interrupted before it started".into();
+                continue;
+            }
+            let left = (!opts.max_runtime.is_zero())
+                .then(|| opts.max_runtime.saturating_sub(started.elapsed()));
+            let child = spawn_worker(paths, &wt, &spec.slug, &opts.run_flags, left)?;
+            t.pid = Some(child.id());
+            t.pid_start = i32::try_from(child.id())
+                .ok()
+                .and_then(crate::agent::process::start_ticks);
+            t.message = "running".into();
+            errln!("hank: fleet: task {:?} started on {}", t.name, t.branch);
+            workers.insert(name, Worker::Own(child));
+            save(paths, &mut file, now)?;
+        }
         // The fleet's own limits: nothing more starts once its runtime or its cost is spent
         // (the running tasks stop at their own next gate).
         if interrupted_at.is_none()
@@ -979,7 +1018,7 @@ async fn supervise(
             let mut held: Option<String> = None;
             for spec in fleet::ready(tasks, &states) {
                 let facts = AdmissionFacts {
-                    running: workers.len(),
+                    running: workers.len() + preparing.len(),
                     max_agents: opts.agents,
                     free_memory: free_memory(),
                     min_free_memory: opts.min_free_memory,
@@ -989,7 +1028,7 @@ async fn supervise(
                 };
                 let admission = match fleet::admit(&facts) {
                     Admission::Start => forecast
-                        .hold(&opts.window_limits, workers.len(), now)
+                        .hold(&opts.window_limits, workers.len() + preparing.len(), now)
                         .map_or(Admission::Start, Admission::Hold),
                     hold @ Admission::Hold(_) => hold,
                 };
@@ -1000,20 +1039,16 @@ async fn supervise(
                         held = Some(why);
                     }
                     Admission::Start => {
-                        let wt = ensure_worktree(paths, spec, &opts.into)?;
-                        let left = (!opts.max_runtime.is_zero())
-                            .then(|| opts.max_runtime.saturating_sub(started.elapsed()));
-                        let child = spawn_worker(paths, &wt, &spec.slug, &opts.run_flags, left)?;
+                        // Its worktree is made off this thread (a checkout of the whole
+                        // tree); its worker starts once it is there.
                         forecast.started += 1;
-                        t.pid = Some(child.id());
-                        t.pid_start = i32::try_from(child.id())
-                            .ok()
-                            .and_then(crate::agent::process::start_ticks);
-                        t.worktree = Some(wt.display().to_string());
                         t.state = fleet::next_state(t.state, TaskEvent::Started, 0, 0);
-                        t.message = "running".into();
-                        errln!("hank: fleet: task {:?} started on {}", t.name, t.branch);
-                        workers.insert(spec.name.clone(), Worker::Own(child));
+                        t.message = "starting: making its worktree".into();
+                        let (p, sp, into) = (paths.clone(), spec.clone(), opts.into.clone());
+                        preparing.insert(
+                            spec.name.clone(),
+                            tokio::task::spawn_blocking(move || ensure_worktree(&p, &sp, &into)),
+                        );
                     }
                 }
             }
@@ -1069,6 +1104,7 @@ async fn supervise(
             }
         }
         if workers.is_empty()
+            && preparing.is_empty()
             && merging.is_none()
             && (merge_queue.is_empty() || interrupted_at.is_some())
         {
