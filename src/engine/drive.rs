@@ -172,7 +172,7 @@ impl Engine {
             windows::observe(&mut self.state.windows, &readings, self.clock.now());
         }
         // So do the newer readings of every other run of this user (the shared file).
-        crate::store::shared_windows::adopt(&mut self.state.windows);
+        crate::store::shared_windows::adopt(&mut self.state.windows, self.clock.now());
         let o = self.observe()?;
         self.seen = Some(o.clone());
         self.run.on(Fact::Observed(o), self.clock.now());

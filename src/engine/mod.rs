@@ -676,7 +676,7 @@ impl Engine {
         let folded = self.state.fold(fold);
         if !fold.analysis.usage_windows.is_empty() {
             // Best effort: a run that cannot share its readings still applies them itself.
-            let _ = crate::store::shared_windows::publish(&self.state.windows);
+            let _ = crate::store::shared_windows::publish(&self.state.windows, fold.now);
         }
         for w in crate::report::denial_warnings(&folded.denied, &folded.denial_warnings) {
             self.warn(&w);

@@ -15,6 +15,8 @@ use std::fs::{self, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
+use jiff::Timestamp;
+
 use crate::error::{HankError, Result};
 use crate::policy::windows::{self, Windows};
 use crate::store::schema::SharedWindowsFile;
@@ -47,14 +49,15 @@ pub fn read() -> Windows {
         .unwrap_or_default()
 }
 
-/// Takes into `own` the shared windows seen later than its own readings; whether any was.
-pub fn adopt(own: &mut Windows) -> bool {
+/// Takes into `own` the shared windows seen later than its own readings (by `now`); whether
+/// any was.
+pub fn adopt(own: &mut Windows, now: Timestamp) -> bool {
     let shared = read();
-    !shared.is_empty() && windows::adopt_newer(own, &shared)
+    !shared.is_empty() && windows::adopt_newer(own, &shared, now)
 }
 
 /// Adds `own`'s newer windows to the shared file (under its lock).
-pub fn publish(own: &Windows) -> Result<()> {
+pub fn publish(own: &Windows, now: Timestamp) -> Result<()> {
     if own.is_empty() {
         return Ok(());
     }
@@ -72,7 +75,7 @@ pub fn publish(own: &Windows) -> Result<()> {
         .map_err(|e| HankError::io("lock", &lock_path, e))?;
     let path = dir.join("windows.json");
     let mut shared = read();
-    if !windows::adopt_newer(&mut shared, own) {
+    if !windows::adopt_newer(&mut shared, own, now) {
         return Ok(());
     }
     let file = SharedWindowsFile {
