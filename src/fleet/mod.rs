@@ -1292,3 +1292,30 @@ impl Forecast {
         fleet::window_admission(&facts, running)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::with_runtime;
+    use std::time::Duration;
+
+    #[test]
+    fn each_task_gets_what_is_left_of_the_fleets_runtime() {
+        let flags = |v: &[&str]| v.iter().map(ToString::to_string).collect::<Vec<_>>();
+        assert_eq!(
+            with_runtime(&flags(&["--calls", "3"]), None),
+            flags(&["--calls", "3"])
+        );
+        assert_eq!(
+            with_runtime(
+                &flags(&["--max-runtime", "8h", "--calls", "3", "--max-runtime=2h"]),
+                Some(Duration::from_millis(90_500))
+            ),
+            flags(&["--calls", "3", "--max-runtime", "91s"])
+        );
+        assert_eq!(
+            with_runtime(&[], Some(Duration::ZERO)),
+            flags(&["--max-runtime", "1s"]),
+            "never zero (unlimited)"
+        );
+    }
+}

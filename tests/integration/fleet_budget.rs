@@ -275,3 +275,63 @@ fn the_fleets_hankrc_keys_are_read_and_checked() {
     let o = p.run(&["fleet", "--dry-run"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
+
+/// Supervision goes on while a merge runs: A's merge check takes 3 s (only in the integration
+/// worktree); B's run ends meanwhile and the fleet records it (`verifying`, waiting for its
+/// merge) while A is still `merging` — the supervisor was not stuck in git or the check.
+#[test]
+fn a_slow_merge_does_not_stall_the_supervision_of_other_tasks() {
+    if !crate::support::slow(
+        "fleet_budget::a_slow_merge_does_not_stall_the_supervision_of_other_tasks",
+    ) {
+        return;
+    }
+    let p = project("## A\n- [ ] a\n## B\n- [ ] b\n");
+    // The call of the second task (whichever starts second) takes a second.
+    p.fake("sleep-2", "1");
+    let check = r#"case "$PWD" in *_integration*) sleep 3;; esac"#;
+    let child = p
+        .cmd()
+        .args(["fleet", "--agents", "2", "--verify", check])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let fleet_file = p.dir.join(".hank/fleet.json");
+    let started = Instant::now();
+    let mut overlap = None;
+    while started.elapsed() < Duration::from_secs(40) && overlap.is_none() {
+        if let Ok(b) = std::fs::read(&fleet_file)
+            && let Ok(v) = serde_json::from_slice::<Value>(&b)
+        {
+            let states: Vec<String> = v["tasks"]
+                .as_array()
+                .map(|t| {
+                    t.iter()
+                        .map(|t| t["state"].as_str().unwrap_or_default().to_string())
+                        .collect()
+                })
+                .unwrap_or_default();
+            if states.iter().any(|s| s == "merging") && states.iter().any(|s| s == "verifying") {
+                overlap = Some(v);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = crate::support::wait_with_timeout(child, Duration::from_secs(60));
+    assert!(
+        overlap.is_some(),
+        "a task's end was not seen during a merge: {}",
+        stderr(&o)
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let st = fleet_status(&p);
+    assert!(
+        st["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["state"] == "merged"),
+        "{st}"
+    );
+}
