@@ -99,10 +99,7 @@ fn the_cost_cap_holds_for_the_whole_fleet_at_the_cap_exactly() {
         .flat_map(|t| t["items"].as_array().unwrap())
         .map(|i| i["item"].as_str().unwrap())
         .collect();
-    assert!(
-        items.iter().any(|i| *i == "l1") && items.iter().any(|i| *i == "r1"),
-        "{r}"
-    );
+    assert!(items.contains(&"l1") && items.contains(&"r1"), "{r}");
     let text = stdout(&p.run(&["report", "--fleet"]));
     assert!(
         text.contains("── task Left") && text.contains("── the whole fleet"),
