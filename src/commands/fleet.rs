@@ -124,6 +124,8 @@ pub(crate) fn run(a: &FleetArgs) -> Result<u8> {
         max_runtime: s.max_runtime.value,
         window_limits: s.max_window_percent.value.clone(),
         json: a.json || run.json,
+        exit_at_usage_limit: s.on_usage_limit.value
+            == crate::policy::decide::UsageLimitPolicy::Exit,
     };
     fleet::run(&root, tasks, &opts)
 }

@@ -67,6 +67,9 @@ pub struct Options {
     pub window_limits: crate::policy::windows::WindowLimits,
     /// `--json`: events on stdout.
     pub json: bool,
+    /// ON_USAGE_LIMIT=exit: a window that holds every start with no task running stops the
+    /// fleet (exit 3) instead of waiting for its reset.
+    pub exit_at_usage_limit: bool,
 }
 
 /// The folders of a fleet.
@@ -1027,9 +1030,19 @@ async fn supervise(
                     continue;
                 };
                 let admission = match fleet::admit(&facts) {
-                    Admission::Start => forecast
-                        .hold(&opts.window_limits, workers.len() + preparing.len(), now)
-                        .map_or(Admission::Start, Admission::Hold),
+                    Admission::Start => {
+                        let busy = workers.len() + preparing.len();
+                        match forecast.hold(&opts.window_limits, busy, now) {
+                            Some(why) if busy == 0 && opts.exit_at_usage_limit => {
+                                // Nothing runs and nothing may start: ON_USAGE_LIMIT=exit.
+                                stopped_at_limit = true;
+                                errln!("hank: fleet: {why}; ON_USAGE_LIMIT=exit");
+                                Admission::Hold(why)
+                            }
+                            Some(why) => Admission::Hold(why),
+                            None => Admission::Start,
+                        }
+                    }
                     hold @ Admission::Hold(_) => hold,
                 };
                 match admission {
@@ -1270,11 +1283,10 @@ impl Forecast {
         let shared = crate::store::shared_windows::read();
         let mut facts = Vec::new();
         for (name, &limit) in &limits.0 {
-            let Some(percent) = shared
-                .get(name)
-                .and_then(|w| w.utilization_at(now))
-                .map(|u| u * 100.0)
-            else {
+            let Some(window) = shared.get(name) else {
+                continue;
+            };
+            let Some(percent) = window.utilization_at(now).map(|u| u * 100.0) else {
                 continue;
             };
             let first = self.first.entry(name.clone()).or_insert(percent);
@@ -1287,6 +1299,7 @@ impl Forecast {
                 percent,
                 limit,
                 per_task: fleet::rise_per_task(*first, percent, self.started),
+                resets_at: window.resets_at,
             });
         }
         fleet::window_admission(&facts, running)

@@ -404,6 +404,8 @@ pub struct WindowFacts {
     /// How far it rose per task started so far, in percent points (the forecast of one more
     /// task; see [`rise_per_task`]).
     pub per_task: f64,
+    /// When it resets, if known (how long a drain lasts).
+    pub resets_at: Option<Timestamp>,
 }
 
 /// How far a window moved per task: its rise since the fleet first saw it, divided by the
@@ -429,8 +431,11 @@ pub fn window_admission(windows: &[WindowFacts], running: usize) -> Option<Strin
     for w in windows {
         let limit = f64::from(w.limit);
         if w.percent + USD_EPSILON >= limit {
+            let until = w
+                .resets_at
+                .map_or_else(|| "its reset".to_string(), |r| r.to_string());
             return Some(format!(
-                "usage window {} at {:.0}% (MAX_WINDOW_PERCENT {}%): draining until it resets",
+                "usage window {} at {:.0}% (MAX_WINDOW_PERCENT {}%): draining until {until}",
                 w.name, w.percent, w.limit
             ));
         }
@@ -660,6 +665,7 @@ mod tests {
             percent,
             limit: 80,
             per_task,
+            resets_at: None,
         };
         for (name, windows, running, held) in [
             ("no window", vec![], 3, false),
@@ -694,6 +700,15 @@ mod tests {
         }
         let why = window_admission(&[w(60.0, 10.0)], 1).unwrap();
         assert!(why.contains("five_hour") && why.contains("80%"), "{why}");
+        let drain = WindowFacts {
+            resets_at: Some(at(18_000)),
+            ..w(85.0, 0.0)
+        };
+        let why = window_admission(&[drain], 0).unwrap();
+        assert!(
+            why.ends_with(&format!("draining until {}", at(18_000))),
+            "{why}"
+        );
         assert_eq!(rise_per_task(20.0, 50.0, 3), 10.0);
         assert_eq!(rise_per_task(20.0, 10.0, 3), 0.0);
         assert_eq!(rise_per_task(20.0, 50.0, 0), 0.0);

@@ -79,7 +79,10 @@ fn the_cost_cap_holds_for_the_whole_fleet_at_the_cap_exactly() {
     let text = stdout(&p.run(&["fleet", "status"]));
     assert!(text.contains("cost $3.00 of $3.00"), "{text}");
     let text = stdout(&p.run(&["monitor", "--once"]));
-    assert!(text.contains("$3.00 of $3.00 · 360 token(s) this hour"), "{text}");
+    assert!(
+        text.contains("$3.00 of $3.00 · 360 token(s) this hour"),
+        "{text}"
+    );
 
     // The report across the fleet: per task, per item, and the fleet's total.
     let o = p.run(&["report", "--fleet", "--json"]);
