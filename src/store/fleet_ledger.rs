@@ -80,15 +80,24 @@ fn parse_calls(text: &str, alive: &dyn Fn(u32) -> bool) -> Vec<FleetCall> {
     let mut calls: Vec<(FleetCall, Option<u32>)> = Vec::new();
     for line in text.lines() {
         match parse_line(line) {
-            Some(Line::Call(at, pid)) => calls.push((
-                FleetCall {
-                    at,
-                    spent: None,
-                    live: pid.is_some_and(alive),
-                    this_fleet: true,
-                },
-                pid,
-            )),
+            Some(Line::Call(at, pid)) => {
+                // A worker makes one call at a time: its earlier unsettled call (one whose
+                // answer was never folded, e.g. a spawn that failed) is not in flight.
+                for (c, p) in &mut calls {
+                    if pid.is_some() && *p == pid {
+                        c.live = false;
+                    }
+                }
+                calls.push((
+                    FleetCall {
+                        at,
+                        spent: None,
+                        live: pid.is_some_and(alive),
+                        this_fleet: true,
+                    },
+                    pid,
+                ));
+            }
             Some(Line::Spent(pid, tokens, usd)) => {
                 if let Some((c, _)) = calls
                     .iter_mut()
@@ -305,6 +314,14 @@ mod tests {
         );
         assert_eq!(summary(&path, ts(8)).calls_in_window, 3);
         assert!(summary(&path, ts(8)).cost_usd.abs() < 1e-9);
+        // A worker's unsettled call is no longer in flight once it reserves its next one.
+        let me = std::process::id();
+        let text = format!("{} call {me}\n{} call {me}\n", ts(0), ts(1));
+        let live: Vec<bool> = parse_calls(&text, &pid_alive)
+            .iter()
+            .map(|c| c.live)
+            .collect();
+        assert_eq!(live, [false, true]);
         // An older writer's bare time lines still count as calls.
         std::fs::write(&path, format!("{}\n", ts(0))).unwrap();
         assert_eq!(calls(&path), vec![ts(0)]);
