@@ -185,11 +185,25 @@ fn save(paths: &Paths, file: &mut FleetFile, now: Timestamp) -> Result<()> {
     file.calls_in_window = sum.calls_in_window;
     file.tokens_in_window = sum.tokens_in_window;
     file.cost_usd = sum.cost_usd;
+    // Written only when something but the time changed (the supervisor saves on every turn
+    // of its loop; most turns change nothing).
+    let stamp = file.updated_at.take();
+    let unchanged = serde_json::to_vec(file).ok();
+    file.updated_at = stamp;
+    if let (Some(now_bytes), Ok(mut last)) = (unchanged, LAST_SAVED.lock()) {
+        if *last == now_bytes && paths.fleet_file().exists() {
+            return Ok(());
+        }
+        *last = now_bytes;
+    }
     let bytes = serde_json::to_vec_pretty(file)
         .map_err(|e| HankError::Internal(format!("cannot encode fleet.json: {e}")))?;
     let path = paths.fleet_file();
     store::write_atomic(&path, &bytes, false).map_err(|e| HankError::io("write", path, e))
 }
+
+/// `fleet.json` as last written, without its time.
+static LAST_SAVED: std::sync::Mutex<Vec<u8>> = std::sync::Mutex::new(Vec::new());
 
 /// Wall time spent in git commands by this fleet, and how many (for `HANK_FLEET_TIMING`).
 static GIT_NANOS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -375,6 +389,7 @@ fn copy_missing_config(root: &Path, wt: &Path) -> Result<()> {
 /// The task's worktree on `hank/<slug>`: made from the integration branch as it stands now
 /// (or from the task's branch when it exists: a resumed task), with the task's plan.
 fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Result<PathBuf> {
+    let _admin = admin_lock();
     let wt = paths.worktree(&spec.slug);
     if wt.join(".git").exists() {
         return Ok(wt);
@@ -413,12 +428,25 @@ fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Result<PathBuf
 }
 
 fn remove_worktree(paths: &Paths, wt: &Path) {
+    let _admin = admin_lock();
     let wt_s = wt.to_string_lossy().into_owned();
     if git_ok(&paths.root, &["worktree", "remove", "--force", &wt_s]).unwrap_or(false) {
         return;
     }
     let _ = fs::remove_dir_all(wt);
     let _ = git_ok(&paths.root, &["worktree", "prune"]);
+}
+
+/// Held while a worktree is added, removed or pruned: git reads every worktree's admin folder
+/// in those commands, and one being written by a concurrent `git worktree add` makes them fail
+/// ("failed to read .git/worktrees/X/commondir"). Only these are serialized; merges, commits
+/// and checks in the worktrees run concurrently.
+static WORKTREE_ADMIN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn admin_lock() -> std::sync::MutexGuard<'static, ()> {
+    WORKTREE_ADMIN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Starts a task's worker: `hank run FLAGS` in its worktree, in a process group of its own,
