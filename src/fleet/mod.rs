@@ -34,6 +34,8 @@ pub mod events;
 
 /// How often the supervisor looks at its workers.
 const POLL: Duration = Duration::from_millis(100);
+/// Turns of [`POLL`] between two reads of the running tasks' status and events.
+const LIVE_EVERY: u64 = 10;
 /// After Ctrl-C, how long the workers get to stop (their own grace included) before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(20);
 /// Bytes of a failed check's output kept in a task's message and an agent's context.
@@ -907,7 +909,9 @@ async fn supervise(
     let mut merge_queue: Vec<String> = Vec::new();
     let mut interrupted_at: Option<Instant> = None;
     save(paths, &mut file, Timestamp::now())?;
+    let mut turn: u64 = 0;
     loop {
+        turn = turn.wrapping_add(1);
         let now = Timestamp::now();
         // Ctrl-C / SIGTERM: every worker is asked to stop (each applies hank run's grace).
         let signals = *cancel.borrow();
@@ -1051,7 +1055,10 @@ async fn supervise(
                 let facts = AdmissionFacts {
                     running: workers.len() + preparing.len(),
                     max_agents: opts.agents,
-                    free_memory: free_memory(),
+                    // Read only when a slot is free (`/proc/meminfo` costs the kernel a walk).
+                    free_memory: (workers.len() + preparing.len() < opts.agents)
+                        .then(free_memory)
+                        .flatten(),
                     min_free_memory: opts.min_free_memory,
                 };
                 let Some(t) = file.tasks.iter_mut().find(|t| t.name == spec.name) else {
@@ -1129,8 +1136,9 @@ async fn supervise(
                 merging = Some((name, handle));
             }
         }
-        // Live figures of the running tasks.
-        for t in &mut file.tasks {
+        // Live figures of the running tasks, once a second (a worker's end is seen every turn;
+        // its final figures and events are read then).
+        for t in file.tasks.iter_mut().filter(|_| turn % LIVE_EVERY == 0) {
             if workers.contains_key(&t.name)
                 && let Some(wt) = &t.worktree
             {
