@@ -1138,7 +1138,11 @@ async fn supervise(
         }
         // Live figures of the running tasks, once a second (a worker's end is seen every turn;
         // its final figures and events are read then).
-        for t in file.tasks.iter_mut().filter(|_| turn % LIVE_EVERY == 0) {
+        for t in file
+            .tasks
+            .iter_mut()
+            .filter(|_| turn.is_multiple_of(LIVE_EVERY))
+        {
             if workers.contains_key(&t.name)
                 && let Some(wt) = &t.worktree
             {
