@@ -213,14 +213,22 @@ static GIT_COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::n
 
 /// Every git command of the fleet goes through here (timed).
 fn run_git_timed(dir: &Path, args: &[&str]) -> std::result::Result<Vec<u8>, GitError> {
+    timed(|| run_git(dir, args))
+}
+
+/// A git command counted in the fleet's git time.
+fn timed<T>(f: impl FnOnce() -> T) -> T {
     use std::sync::atomic::Ordering;
     let start = Instant::now();
-    let out = run_git(dir, args);
+    let out = f();
     let nanos = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
     GIT_NANOS.fetch_add(nanos, Ordering::Relaxed);
     GIT_COUNT.fetch_add(1, Ordering::Relaxed);
     out
 }
+
+/// The bound of a git command that touches every file of the tree (a worktree's removal).
+const TREE_GIT_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// CPU time (user + system) of this process so far, from `/proc/self/stat` (clock ticks of
 /// 10 ms on Linux).
@@ -410,14 +418,19 @@ fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Result<PathBuf
             &format!("refs/heads/{branch}"),
         ],
     )?;
-    if exists {
-        git(&paths.root, &["worktree", "add", "-q", &wt_s, &branch])?;
+    let add: Vec<&str> = if exists {
+        vec!["worktree", "add", "-q", &wt_s, &branch]
     } else {
-        git(
-            &paths.root,
-            &["worktree", "add", "-q", "-b", &branch, &wt_s, into],
-        )?;
-    }
+        vec!["worktree", "add", "-q", "-b", &branch, &wt_s, into]
+    };
+    // A checkout of every file: bounded by [`TREE_GIT_TIMEOUT`].
+    timed(|| crate::worktree::run_git_for(&paths.root, &add, TREE_GIT_TIMEOUT)).map_err(|e| {
+        HankError::Internal(format!(
+            "git {} in {}: {e}",
+            add.join(" "),
+            paths.root.display()
+        ))
+    })?;
     copy_missing_config(&paths.root, &wt)?;
     let plan = format!(
         "# Fix plan — task {:?} of a hank fleet\n\n{}",
@@ -432,7 +445,18 @@ fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Result<PathBuf
 fn remove_worktree(paths: &Paths, wt: &Path) {
     let _admin = admin_lock();
     let wt_s = wt.to_string_lossy().into_owned();
-    if git_ok(&paths.root, &["worktree", "remove", "--force", &wt_s]).unwrap_or(false) {
+    // A deletion of every file: bounded by [`TREE_GIT_TIMEOUT`], not the usual minute (at
+    // 100,000 files on a loaded machine it took longer, and the fallback below then deleted
+    // the tree in hank's own process).
+    if timed(|| {
+        crate::worktree::run_git_for(
+            &paths.root,
+            &["worktree", "remove", "--force", &wt_s],
+            TREE_GIT_TIMEOUT,
+        )
+    })
+    .is_ok()
+    {
         return;
     }
     let _ = fs::remove_dir_all(wt);
