@@ -120,22 +120,17 @@ pub(crate) struct FleetArgs {
     /// [default: hank/fleet]; with `--deliver pr`, one pull request of this branch.
     #[arg(long, value_name = "BRANCH")]
     pub into: Option<String>,
-    /// A task starts only while this much memory is available (e.g. 2G, 512M).
-    #[arg(
-        long,
-        value_name = "SIZE",
-        env = "FLEET_MIN_FREE_MEMORY",
-        default_value = "2G"
-    )]
-    pub min_free_memory: String,
-    /// Merges of a task that conflict or turn the check red before it fails.
-    #[arg(
-        long,
-        value_name = "N",
-        env = "MAX_MERGE_ATTEMPTS",
-        default_value = "2"
-    )]
-    pub max_merge_attempts: String,
+    /// A task starts only while this much memory is available (e.g. 2G, 512M)
+    /// [FLEET_MIN_FREE_MEMORY, default 2G].
+    #[arg(long, value_name = "SIZE")]
+    pub min_free_memory: Option<String>,
+    /// Merges of a task that conflict or turn the check red before it fails
+    /// [MAX_MERGE_ATTEMPTS, default 2].
+    #[arg(long, value_name = "N")]
+    pub max_merge_attempts: Option<String>,
+    /// JSON events on stdout, one per line (the fleet's and every task's, each with its task).
+    #[arg(long)]
+    pub json: bool,
     /// Print the tasks, their waves and what would run; run nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -413,6 +408,10 @@ pub(crate) struct ReportArgs {
     /// (2026-11-24, local midnight) or an RFC 3339 time.
     #[arg(long, value_name = "RUN|DATE")]
     pub since: Option<String>,
+    /// Per task and per item across the last `hank fleet` (each task's runs, kept by the
+    /// fleet in the per-user folder).
+    #[arg(long)]
+    pub fleet: bool,
 }
 
 #[derive(Debug, Clone, Args)]

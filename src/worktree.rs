@@ -341,6 +341,13 @@ pub fn run_git(dir: &Path, args: &[&str]) -> Result<Vec<u8>, GitError> {
     git(dir, args, GIT_TIMEOUT, None)
 }
 
+/// [`run_git`] bounded by `timeout` instead of [`GIT_TIMEOUT`]: for the commands whose work
+/// grows with the tree (`hank fleet`'s `git worktree add` / `remove`: a checkout or a deletion
+/// of every file).
+pub fn run_git_for(dir: &Path, args: &[&str], timeout: Duration) -> Result<Vec<u8>, GitError> {
+    git(dir, args, timeout, None)
+}
+
 /// Most submodule configuration files looked at (a bound on a planted tree).
 const MAX_SUBMODULE_CONFIGS: usize = 256;
 

@@ -33,22 +33,6 @@ pub(crate) fn run(a: &FleetArgs) -> Result<u8> {
             )));
         }
     };
-    let max_merge_attempts = match a.max_merge_attempts.trim().parse::<u32>() {
-        Ok(n) if n >= 1 => n,
-        _ => {
-            return Err(HankError::usage(format!(
-                "--max-merge-attempts / MAX_MERGE_ATTEMPTS expects a whole number ≥ 1, got {:?}",
-                a.max_merge_attempts
-            )));
-        }
-    };
-    let min_free_memory = parse_size(&a.min_free_memory).ok_or_else(|| {
-        HankError::usage(format!(
-            "--min-free-memory / FLEET_MIN_FREE_MEMORY expects a size such as 2G, 512M or a \
-             number of bytes, got {:?}",
-            a.min_free_memory
-        ))
-    })?;
     let flags = RunFlagsOnly::try_parse_from(&a.run_flags).map_err(|e| {
         HankError::usage(format!(
             "a `hank run` flag given to hank fleet is not valid: {}",
@@ -57,9 +41,12 @@ pub(crate) fn run(a: &FleetArgs) -> Result<u8> {
     })?;
     let run = flags.run;
     if run.monitor {
-        return Err(HankError::usage(
-            "--monitor is not available with hank fleet: run `hank monitor` in the checkout, or \
-             `hank fleet status`",
+        return Err(HankError::usage_hint(
+            "--monitor is not available with hank fleet: the fleet runs one loop per task, \
+             each with its own dashboard",
+            "start the fleet, then watch one task's live output with `hank monitor --dir \
+             WORKTREE` (`hank fleet status` prints the command for each running task); \
+             `hank monitor` in this checkout shows a row per task and the shared budget",
         ));
     }
     // Each task's run has no terminal to warn in: refused there, so refused here first.
@@ -72,6 +59,26 @@ pub(crate) fn run(a: &FleetArgs) -> Result<u8> {
     }
     crate::approval::require(&root, run.accept_config, "hank fleet")?;
     let s = settings::load(&(&run).into(), &root)?;
+    // Flag > environment > .hankrc > default (the settings resolve the last three).
+    let max_merge_attempts = match a.max_merge_attempts.as_deref() {
+        None => s.max_merge_attempts.value,
+        Some(v) => match v.trim().parse::<u32>() {
+            Ok(n) if n >= 1 => n,
+            _ => {
+                return Err(HankError::usage(format!(
+                    "--max-merge-attempts (MAX_MERGE_ATTEMPTS) expects a whole number ≥ 1, got {v:?}"
+                )));
+            }
+        },
+    };
+    let min_free_memory = match a.min_free_memory.as_deref() {
+        None => s.fleet_min_free_memory.value,
+        Some(v) => settings::resolve::parse_size(v).ok_or_else(|| {
+            HankError::usage(format!(
+                "--min-free-memory (FLEET_MIN_FREE_MEMORY) expects a size such as 2G, 512M or a number of bytes, got {v:?}"
+            ))
+        })?,
+    };
     let plan_path = root.join(".hank/fix_plan.md");
     let text = s.read_fix_plan().ok_or_else(|| {
         HankError::usage(format!(
@@ -123,24 +130,18 @@ pub(crate) fn run(a: &FleetArgs) -> Result<u8> {
         run_flags: a.run_flags.clone(),
         verify,
         limits: s.budget_limits(),
+        max_cost_usd: s.max_cost_usd.value,
+        max_runtime: s.max_runtime.value,
+        window_limits: s.max_window_percent.value.clone(),
+        json: a.json || run.json,
+        exit_at_usage_limit: s.on_usage_limit.value
+            == crate::policy::decide::UsageLimitPolicy::Exit,
     };
     let _notify = crate::notify::install(
         &s,
         crate::policy::time::Clock::now(&crate::clock::SystemClock::from_env()?),
     );
     fleet::run(&root, tasks, &opts)
-}
-
-/// `2G`, `512M`, `64K`, `1048576` → bytes.
-fn parse_size(text: &str) -> Option<u64> {
-    let t = text.trim();
-    let (num, mult) = match t.char_indices().last()? {
-        (i, 'G' | 'g') => (&t[..i], 1u64 << 30),
-        (i, 'M' | 'm') => (&t[..i], 1 << 20),
-        (i, 'K' | 'k') => (&t[..i], 1 << 10),
-        _ => (t, 1),
-    };
-    num.trim().parse::<u64>().ok()?.checked_mul(mult)
 }
 
 fn dry_run(
@@ -227,6 +228,7 @@ fn status(root: &Path, json: bool) -> Result<u8> {
                 String::new()
             }
         );
+        s.push_str(&budget_line(&file));
         for t in &file.tasks {
             s.push_str(&format!(
                 "  {:<24} {:<10} {:<24} loops {:<4} ${:<8.2} {}\n",
@@ -237,6 +239,14 @@ fn status(root: &Path, json: bool) -> Result<u8> {
                 t.cost_usd,
                 crate::sanitize::line(&t.message)
             ));
+            if t.state.is_active()
+                && let Some(wt) = &t.worktree
+            {
+                s.push_str(&format!(
+                    "    watch: hank monitor --dir {}\n",
+                    crate::report::shell_quote(wt)
+                ));
+            }
         }
         s
     };
@@ -247,9 +257,30 @@ fn status(root: &Path, json: bool) -> Result<u8> {
     Ok(crate::exit::OK)
 }
 
+/// The fleet's shared budget: cost, tokens, runtime, and why nothing starts.
+fn budget_line(file: &crate::store::schema::FleetFile) -> String {
+    let mut parts = vec![format!("cost ${:.2}", file.cost_usd)];
+    if file.max_cost_usd > 0.0 {
+        parts[0].push_str(&format!(" of ${:.2}", file.max_cost_usd));
+    }
+    let mut tokens = format!("{} token(s) in the last hour", file.tokens_in_window);
+    if file.max_tokens_per_hour > 0 {
+        tokens.push_str(&format!(" of {}", file.max_tokens_per_hour));
+    }
+    parts.push(tokens);
+    if let Some(d) = file.deadline {
+        parts.push(format!("MAX_RUNTIME ends {}", crate::report::short_time(d)));
+    }
+    let mut s = format!("budget: {}\n", parts.join(", "));
+    if let Some(why) = &file.held {
+        s.push_str(&format!("held: {}\n", crate::sanitize::line(why)));
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
-    use super::parse_size;
+    use crate::settings::resolve::parse_size;
 
     #[test]
     fn sizes() {

@@ -3,7 +3,8 @@
 //! [`crate::policy::receipts`]).
 //!
 //! Runs are numbered from 1 in the order of the event file: a run ends with its `exit`
-//! event, and the next event starts the next run.
+//! event, and the next event starts the next run. `--fleet`: the same per task of the last
+//! `hank fleet`, then for the whole fleet.
 
 use std::io::BufRead;
 
@@ -110,6 +111,9 @@ pub(crate) fn run(args: &cli::ReportArgs) -> Result<u8> {
         Some(s) => parse_since(s, &tz)?,
         None => Since::All,
     };
+    if args.fleet {
+        return fleet_report(&dir, args.json, since);
+    }
     let path = store.events_path();
     // Only a regular file is read: a FIFO or device planted there is an error naming it.
     let (loops, runs) = match crate::fsread::open_regular(&path, crate::fsread::Follow::No) {
@@ -150,6 +154,116 @@ pub(crate) fn run(args: &cli::ReportArgs) -> Result<u8> {
         return Ok(exit::OK);
     }
     out(&render(&r, runs, since, first, last))?;
+    Ok(exit::OK)
+}
+
+/// One task of `hank report --fleet --json`.
+#[derive(Debug, Serialize)]
+struct FleetTaskReport {
+    name: String,
+    state: &'static str,
+    branch: String,
+    /// Runs of the task (its `hank run`s: a resumed task has several).
+    runs: u64,
+    #[serde(flatten)]
+    receipts: Receipts,
+}
+
+/// `hank report --fleet --json`.
+#[derive(Debug, Serialize)]
+struct FleetReport {
+    into: String,
+    tasks: Vec<FleetTaskReport>,
+    /// Every task's loops together.
+    fleet: Receipts,
+}
+
+/// The loops of one event file chosen by `since` (a missing file has none; anything but a
+/// regular file is an error naming it).
+fn chosen_loops(path: &std::path::Path, since: Since) -> Result<(Vec<LoopCost>, u64)> {
+    let (loops, runs) = match crate::fsread::open_regular(path, crate::fsread::Follow::No) {
+        Ok(f) => read_loops(std::io::BufReader::new(f)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Vec::new(), 0),
+        Err(e) => return Err(HankError::io("failed to read", path, e)),
+    };
+    let chosen = loops
+        .into_iter()
+        .filter(|(run, l)| match since {
+            Since::All => true,
+            Since::Run(n) => *run >= n,
+            Since::Time(t) => l.at.is_some_and(|at| at >= t),
+        })
+        .map(|(_, l)| l)
+        .collect();
+    Ok((chosen, runs))
+}
+
+/// `hank report --fleet`: each task of the fleet (`.hank/fleet.json`) from the events its
+/// runs wrote, which the fleet keeps in the per-user folder
+/// ([`crate::fleet::events::kept`]); then the fleet as a whole.
+fn fleet_report(dir: &std::path::Path, json: bool, since: Since) -> Result<u8> {
+    let Some(file) = crate::fleet::read(dir)? else {
+        return Err(HankError::usage_hint(
+            format!(
+                "no fleet has run in {} (no .hank/fleet.json)",
+                dir.display()
+            ),
+            "`hank report` without --fleet reports this checkout's own runs",
+        ));
+    };
+    let paths = crate::fleet::Paths::of(dir)?;
+    let mut all: Vec<LoopCost> = Vec::new();
+    let mut tasks = Vec::new();
+    for t in &file.tasks {
+        let slug = t
+            .branch
+            .strip_prefix("hank/")
+            .map_or_else(|| crate::policy::fleet::slug(&t.name), ToString::to_string);
+        let (loops, runs) = chosen_loops(&crate::fleet::events::kept(&paths, &slug), since)?;
+        all.extend(loops.iter().cloned());
+        tasks.push(FleetTaskReport {
+            name: t.name.clone(),
+            state: t.state.as_str(),
+            branch: t.branch.clone(),
+            runs,
+            receipts: receipts::attribute(&loops),
+        });
+    }
+    all.sort_by_key(|l| l.at);
+    let fleet = receipts::attribute(&all);
+    if json {
+        let report = FleetReport {
+            into: file.into.clone(),
+            tasks,
+            fleet,
+        };
+        let text = serde_json::to_string_pretty(&report)
+            .map_err(|e| HankError::Internal(format!("report JSON: {e}")))?;
+        out(&format!("{text}\n"))?;
+        return Ok(exit::OK);
+    }
+    let mut text = format!(
+        "hank report · fleet into {} · {} task(s)\n",
+        crate::sanitize::line(&file.into),
+        tasks.len()
+    );
+    for t in &tasks {
+        text.push_str(&format!(
+            "\n── task {} · {} · {}\n",
+            crate::sanitize::line(&t.name),
+            t.state,
+            crate::sanitize::line(&t.branch)
+        ));
+        let first = None;
+        let last = None;
+        text.push_str(&render(&t.receipts, t.runs, since, first, last));
+    }
+    text.push_str("\n── the whole fleet\n");
+    let first = all.iter().filter_map(|l| l.at).min();
+    let last = all.iter().filter_map(|l| l.at).max();
+    let runs = tasks.iter().map(|t| t.runs).sum();
+    text.push_str(&render(&fleet, runs, since, first, last));
+    out(&text)?;
     Ok(exit::OK)
 }
 

@@ -17,7 +17,6 @@ use jiff::Timestamp;
 use crate::agent::profile::Agent;
 use crate::analysis::Analysis;
 use crate::error::Result;
-use crate::policy::budget::{BudgetLimits, WaitReason};
 use crate::policy::run::Control;
 use crate::policy::time::Clock;
 use crate::policy::verify::{CheckKind, CheckResult};
@@ -172,8 +171,15 @@ pub(crate) trait Effects: Clock {
     fn reserve_call(
         &mut self,
         now: Timestamp,
-        limits: &BudgetLimits,
-    ) -> Result<Option<(Timestamp, WaitReason)>>;
+        limits: &crate::policy::fleet::FleetLimits,
+    ) -> Result<crate::policy::fleet::FleetVerdict>;
+    /// In a fleet: what a call spent (tokens, dollars) on the fleet-wide ledger.
+    fn settle_call(&mut self, now: Timestamp, tokens: u64, usd: f64) -> Result<()>;
+    /// Newer usage-window readings of every other hank run of this user (the per-user
+    /// shared file) folded into `own`.
+    fn adopt_windows(&mut self, own: &mut crate::policy::windows::Windows, now: Timestamp);
+    /// This run's readings offered to every other run of this user (best effort).
+    fn publish_windows(&mut self, own: &crate::policy::windows::Windows, now: Timestamp);
     /// Inside GitHub Actions: writes `line` to the step summary and returns `true` (the job
     /// stops and the next one continues); elsewhere `false`.
     fn suspend_job(&mut self, line: &str) -> bool;

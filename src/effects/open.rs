@@ -10,7 +10,6 @@ use tokio::sync::watch;
 use super::{AgentAnswer, AgentCall, CheckCall, Checked, Effects, Fut, Say, Slept};
 use crate::agent::process;
 use crate::error::Result;
-use crate::policy::budget::{BudgetLimits, WaitReason};
 use crate::policy::run::Control;
 use crate::policy::time::Clock;
 use crate::progress::{Baseline, Progress};
@@ -243,9 +242,22 @@ impl Effects for Real {
     fn reserve_call(
         &mut self,
         now: Timestamp,
-        limits: &BudgetLimits,
-    ) -> Result<Option<(Timestamp, WaitReason)>> {
+        limits: &crate::policy::fleet::FleetLimits,
+    ) -> Result<crate::policy::fleet::FleetVerdict> {
         crate::store::fleet_ledger::reserve_from_env(now, limits)
+    }
+
+    fn settle_call(&mut self, now: Timestamp, tokens: u64, usd: f64) -> Result<()> {
+        crate::store::fleet_ledger::settle_from_env(now, tokens, usd)
+    }
+
+    fn adopt_windows(&mut self, own: &mut crate::policy::windows::Windows, now: Timestamp) {
+        crate::store::shared_windows::adopt(own, now);
+    }
+
+    fn publish_windows(&mut self, own: &crate::policy::windows::Windows, now: Timestamp) {
+        // A run that cannot share its readings still applies them itself.
+        let _ = crate::store::shared_windows::publish(own, now);
     }
 
     fn suspend_job(&mut self, line: &str) -> bool {

@@ -194,6 +194,9 @@ impl Engine {
         ended: Ended,
     ) -> Result<answer::Folded> {
         self.run.on(Fact::Spent(a.analysis.cost_usd), now);
+        // In a fleet, what the call spent goes on the fleet-wide ledger too.
+        self.fx
+            .settle_call(now, a.analysis.tokens.sum(), a.analysis.cost_usd)?;
         let (decide, breaker) = (self.s.decide_config(), self.s.breaker_config());
         let fold = Fold {
             number,
@@ -210,6 +213,10 @@ impl Engine {
         let limit = crate::settings::resolve::format_duration(self.s.first_output_timeout.value);
         let name = self.agent().name().to_owned();
         let mut folded = answer::fold(&mut self.state, fold, &name, ended, &limit);
+        if !a.analysis.usage_windows.is_empty() {
+            // Every other hank run of this user sees the readings (best effort).
+            self.fx.publish_windows(&self.state.windows, now);
+        }
         for w in std::mem::take(&mut folded.warnings) {
             self.warn(&w);
         }

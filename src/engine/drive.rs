@@ -11,6 +11,7 @@ use crate::effects::Say;
 use crate::error::{HankError, Result};
 use crate::exit::ExitReason;
 use crate::policy::budget::{BudgetCheck, WaitReason};
+use crate::policy::fleet::FleetVerdict;
 use crate::policy::run::{Fact, Observation, RunConfig, Step, WaitFor};
 use crate::policy::windows;
 
@@ -112,6 +113,9 @@ impl Engine {
         if !readings.is_empty() {
             windows::observe(&mut self.state.windows, &readings, self.fx.now());
         }
+        // So do the newer readings of every other run of this user (the shared file).
+        let now = self.fx.now();
+        self.fx.adopt_windows(&mut self.state.windows, now);
         let o = self.observe()?;
         self.seen = Some(o.clone());
         self.run.on(Fact::Observed(o), self.fx.now());
@@ -154,10 +158,18 @@ impl Engine {
         // see here lets it through: the budget holds for every task together. A later gate
         // (a pause, an exhausted agent chain) can leave the reservation unused: the fleet's
         // cap then errs on the side of fewer calls, never more.
-        if o.gates_open()
-            && let Some((until, reason)) = self.fx.reserve_call(now, &limits)?
-        {
-            o.budget = BudgetCheck::Wait { until, reason };
+        if o.gates_open() {
+            let limits = crate::policy::fleet::FleetLimits {
+                budget: limits,
+                max_cost_usd: self.s.max_cost_usd.value,
+            };
+            match self.fx.reserve_call(now, &limits)? {
+                FleetVerdict::Go => {}
+                FleetVerdict::Wait { until, reason } => {
+                    o.budget = BudgetCheck::Wait { until, reason };
+                }
+                FleetVerdict::Stop(r) => self.run.on(Fact::FleetLimit(r), now),
+            }
         }
         Ok(o)
     }

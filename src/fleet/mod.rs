@@ -33,8 +33,12 @@ use crate::store::schema::{FLEET_SCHEMA, FleetFile, FleetTask};
 use crate::store::{self, Store, fleet_ledger, userdir};
 use crate::worktree::{GitError, run_git};
 
+pub mod events;
+
 /// How often the supervisor looks at its workers.
 const POLL: Duration = Duration::from_millis(100);
+/// Turns of [`POLL`] between two reads of the running tasks' status and events.
+const LIVE_EVERY: u64 = 10;
 /// After Ctrl-C, how long the workers get to stop (their own grace included) before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(20);
 /// Bytes of a failed check's output kept in a task's message and an agent's context.
@@ -62,6 +66,18 @@ pub struct Options {
     /// `--deliver`: per task, or one pull request of the integration branch
     /// ([`deliver::FleetDelivery`]).
     pub deliver: deliver::FleetDelivery,
+    /// MAX_COST_USD over every task's calls (0 = unlimited).
+    pub max_cost_usd: f64,
+    /// MAX_RUNTIME from the fleet's start (zero = unlimited): each task's run gets what is
+    /// left of it as its `--max-runtime`.
+    pub max_runtime: Duration,
+    /// MAX_WINDOW_PERCENT (admission's forecast).
+    pub window_limits: crate::policy::windows::WindowLimits,
+    /// `--json`: events on stdout.
+    pub json: bool,
+    /// ON_USAGE_LIMIT=exit: a window that holds every start with no task running stops the
+    /// fleet (exit 3) instead of waiting for its reset.
+    pub exit_at_usage_limit: bool,
 }
 
 /// The folders of a fleet.
@@ -149,10 +165,17 @@ fn tell_changes(paths: &Paths, file: &FleetFile, now: Timestamp) {
                 message: t.message.clone(),
             },
         );
-        let _ = store.append_event(&event.to_line());
+        let line = event.to_line();
+        let _ = store.append_event(&line);
+        if JSON.load(std::sync::atomic::Ordering::Relaxed) {
+            outln!("{line}");
+        }
         crate::notify::offer(&event);
     }
 }
+
+/// `hank fleet --json`: the fleet's own events go to stdout too.
+static JSON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Tasks already in `fleet.json` when a fleet starts are not told again.
 fn told_already(file: &FleetFile) {
@@ -167,18 +190,29 @@ fn save(paths: &Paths, file: &mut FleetFile, now: Timestamp) -> Result<()> {
     tell_changes(paths, file, now);
     file.schema_version = FLEET_SCHEMA;
     file.updated_at = Some(now);
-    file.calls_in_window = u32::try_from(
-        fleet_ledger::calls(&paths.ledger())
-            .iter()
-            .filter(|t| t.duration_until(now).as_secs() < 3600)
-            .count(),
-    )
-    .unwrap_or(u32::MAX);
+    let sum = fleet_ledger::summary(&paths.ledger(), now);
+    file.calls_in_window = sum.calls_in_window;
+    file.tokens_in_window = sum.tokens_in_window;
+    file.cost_usd = sum.cost_usd;
+    // Written only when something but the time changed (the supervisor saves on every turn
+    // of its loop; most turns change nothing).
+    let stamp = file.updated_at.take();
+    let unchanged = serde_json::to_vec(file).ok();
+    file.updated_at = stamp;
+    if let (Some(now_bytes), Ok(mut last)) = (unchanged, LAST_SAVED.lock()) {
+        if *last == now_bytes && paths.fleet_file().exists() {
+            return Ok(());
+        }
+        *last = now_bytes;
+    }
     let bytes = serde_json::to_vec_pretty(file)
         .map_err(|e| HankError::Internal(format!("cannot encode fleet.json: {e}")))?;
     let path = paths.fleet_file();
     store::write_atomic(&path, &bytes, false).map_err(|e| HankError::io("write", path, e))
 }
+
+/// `fleet.json` as last written, without its time.
+static LAST_SAVED: std::sync::Mutex<Vec<u8>> = std::sync::Mutex::new(Vec::new());
 
 /// Wall time spent in git commands by this fleet, and how many (for `HANK_FLEET_TIMING`).
 static GIT_NANOS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -186,14 +220,22 @@ static GIT_COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::n
 
 /// Every git command of the fleet goes through here (timed).
 fn run_git_timed(dir: &Path, args: &[&str]) -> std::result::Result<Vec<u8>, GitError> {
+    timed(|| run_git(dir, args))
+}
+
+/// A git command counted in the fleet's git time.
+fn timed<T>(f: impl FnOnce() -> T) -> T {
     use std::sync::atomic::Ordering;
     let start = Instant::now();
-    let out = run_git(dir, args);
+    let out = f();
     let nanos = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
     GIT_NANOS.fetch_add(nanos, Ordering::Relaxed);
     GIT_COUNT.fetch_add(1, Ordering::Relaxed);
     out
 }
+
+/// The bound of a git command that touches every file of the tree (a worktree's removal).
+const TREE_GIT_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// CPU time (user + system) of this process so far, from `/proc/self/stat` (clock ticks of
 /// 10 ms on Linux).
@@ -372,6 +414,7 @@ fn copy_missing_config(root: &Path, wt: &Path) -> Result<()> {
 /// The task's worktree on `hank/<slug>`: made from the integration branch as it stands now
 /// (or from the task's branch when it exists: a resumed task), with the task's plan.
 fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Result<PathBuf> {
+    let _admin = admin_lock();
     let wt = paths.worktree(&spec.slug);
     if wt.join(".git").exists() {
         return Ok(wt);
@@ -390,14 +433,19 @@ fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Result<PathBuf
             &format!("refs/heads/{branch}"),
         ],
     )?;
-    if exists {
-        git(&paths.root, &["worktree", "add", "-q", &wt_s, &branch])?;
+    let add: Vec<&str> = if exists {
+        vec!["worktree", "add", "-q", &wt_s, &branch]
     } else {
-        git(
-            &paths.root,
-            &["worktree", "add", "-q", "-b", &branch, &wt_s, into],
-        )?;
-    }
+        vec!["worktree", "add", "-q", "-b", &branch, &wt_s, into]
+    };
+    // A checkout of every file: bounded by [`TREE_GIT_TIMEOUT`].
+    timed(|| crate::worktree::run_git_for(&paths.root, &add, TREE_GIT_TIMEOUT)).map_err(|e| {
+        HankError::Internal(format!(
+            "git {} in {}: {e}",
+            add.join(" "),
+            paths.root.display()
+        ))
+    })?;
     copy_missing_config(&paths.root, &wt)?;
     let plan = format!(
         "# Fix plan — task {:?} of a hank fleet\n\n{}",
@@ -410,17 +458,47 @@ fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Result<PathBuf
 }
 
 fn remove_worktree(paths: &Paths, wt: &Path) {
+    let _admin = admin_lock();
     let wt_s = wt.to_string_lossy().into_owned();
-    if git_ok(&paths.root, &["worktree", "remove", "--force", &wt_s]).unwrap_or(false) {
+    // A deletion of every file: bounded by [`TREE_GIT_TIMEOUT`], not the usual minute (at
+    // 100,000 files on a loaded machine it took longer, and the fallback below then deleted
+    // the tree in hank's own process).
+    if timed(|| {
+        crate::worktree::run_git_for(
+            &paths.root,
+            &["worktree", "remove", "--force", &wt_s],
+            TREE_GIT_TIMEOUT,
+        )
+    })
+    .is_ok()
+    {
         return;
     }
     let _ = fs::remove_dir_all(wt);
     let _ = git_ok(&paths.root, &["worktree", "prune"]);
 }
 
+/// Held while a worktree is added, removed or pruned: git reads every worktree's admin folder
+/// in those commands, and one being written by a concurrent `git worktree add` makes them fail
+/// ("failed to read .git/worktrees/X/commondir"). Only these are serialized; merges, commits
+/// and checks in the worktrees run concurrently.
+static WORKTREE_ADMIN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn admin_lock() -> std::sync::MutexGuard<'static, ()> {
+    WORKTREE_ADMIN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Starts a task's worker: `hank run FLAGS` in its worktree, in a process group of its own,
 /// output to its log, told where the fleet-wide ledger is. (The one spawn of the fleet.)
-fn spawn_worker(paths: &Paths, wt: &Path, slug: &str, flags: &[String]) -> Result<Child> {
+fn spawn_worker(
+    paths: &Paths,
+    wt: &Path,
+    slug: &str,
+    flags: &[String],
+    left: Option<Duration>,
+) -> Result<Child> {
     let exe = std::env::current_exe()
         .map_err(|e| HankError::Internal(format!("cannot find hank's own program: {e}")))?;
     let log_path = paths.log(slug);
@@ -432,9 +510,14 @@ fn spawn_worker(paths: &Paths, wt: &Path, slug: &str, flags: &[String]) -> Resul
         .append(true)
         .open(&log_path)
         .map_err(|e| HankError::io("open", &log_path, e))?;
-    let args: Vec<std::ffi::OsString> = std::iter::once("run".into())
-        .chain(flags.iter().map(Into::into))
+    let mut args: Vec<std::ffi::OsString> = std::iter::once("run".into())
+        .chain(with_runtime(flags, left).into_iter().map(Into::into))
         .collect();
+    if JSON.load(std::sync::atomic::Ordering::Relaxed) {
+        // The task's own `--json` would go to its log: its events reach stdout through the
+        // supervisor (`events::Tail`).
+        args.retain(|a| a != "--json");
+    }
     let ledger = paths.ledger();
     crate::proc::spawn_to_log(
         exe.as_os_str(),
@@ -444,6 +527,35 @@ fn spawn_worker(paths: &Paths, wt: &Path, slug: &str, flags: &[String]) -> Resul
         log,
     )
     .map_err(|e| HankError::Internal(format!("cannot start hank run for a task: {e}")))
+}
+
+/// The task's `hank run` flags with MAX_RUNTIME set to what is left of the fleet's (the
+/// user's own `--max-runtime` replaced): the runtime cap holds from the fleet's start.
+fn with_runtime(flags: &[String], left: Option<Duration>) -> Vec<String> {
+    let Some(left) = left else {
+        return flags.to_vec();
+    };
+    let mut out = Vec::with_capacity(flags.len() + 2);
+    let mut skip = false;
+    for f in flags {
+        if skip {
+            skip = false;
+            continue;
+        }
+        if f == "--max-runtime" {
+            skip = true;
+            continue;
+        }
+        if f.starts_with("--max-runtime=") {
+            continue;
+        }
+        out.push(f.clone());
+    }
+    // Whole seconds, at least one (a zero would mean unlimited).
+    let secs = left.as_secs() + u64::from(left.subsec_nanos() > 0);
+    out.push("--max-runtime".into());
+    out.push(format!("{}s", secs.max(1)));
+    out
 }
 
 /// Runs VERIFY_COMMAND in `dir` (through `sh -c`: the user's own command line), in its own
@@ -756,6 +868,7 @@ pub fn run(root: &Path, tasks: Vec<TaskSpec>, opts: &Options) -> Result<u8> {
         .map_err(|e| HankError::Internal(format!("failed to start the async runtime: {e}")))?;
     let started = Instant::now();
     let count = tasks.len();
+    JSON.store(opts.json, std::sync::atomic::Ordering::Relaxed);
     let code = runtime.block_on(async move {
         let cancel = crate::agent::signals::install()?;
         supervise(&paths, &tasks, opts, &cancel).await
@@ -786,6 +899,24 @@ async fn supervise(
     file.max_calls_per_hour = opts.limits.max_calls_per_hour;
     reconcile(&mut file, tasks, paths);
     ensure_integration(paths, &opts.into)?;
+    // The fleet's budget: its cost counts from here, its runtime from now.
+    let started_at = Timestamp::now();
+    let started = Instant::now();
+    fleet_ledger::begin(&paths.ledger(), started_at)?;
+    file.started_at = Some(started_at);
+    file.deadline = crate::policy::run::RunConfig::deadline_of(started_at, opts.max_runtime);
+    file.max_cost_usd = opts.max_cost_usd;
+    file.max_tokens_per_hour = opts.limits.max_tokens_per_hour;
+    file.held = None;
+    let mut tail = events::Tail::new(opts.json);
+    let mut forecast = Forecast::default();
+    // The merge running off the supervisor's thread (git and the check), one at a time.
+    let mut merging: Option<(
+        String,
+        tokio::task::JoinHandle<Result<Option<MergeProblem>>>,
+    )> = None;
+    // Task worktrees being made off this thread (their workers start when they are there).
+    let mut preparing: BTreeMap<String, tokio::task::JoinHandle<Result<PathBuf>>> = BTreeMap::new();
     let mut workers: BTreeMap<String, Worker> = BTreeMap::new();
     // Workers of a fleet that was killed: adopted when still running, else resumed below.
     for t in &mut file.tasks {
@@ -817,7 +948,9 @@ async fn supervise(
     let mut merge_queue: Vec<String> = Vec::new();
     let mut interrupted_at: Option<Instant> = None;
     save(paths, &mut file, Timestamp::now())?;
+    let mut turn: u64 = 0;
     loop {
+        turn = turn.wrapping_add(1);
         let now = Timestamp::now();
         // Ctrl-C / SIGTERM: every worker is asked to stop (each applies hank run's grace).
         let signals = *cancel.borrow();
@@ -850,6 +983,7 @@ async fn supervise(
                 continue;
             };
             let wt = paths.worktree(&spec.slug);
+            tail.follow(paths, &name, &spec.slug, &wt);
             let status = Store::new(&wt).read_status();
             let code = code
                 .or_else(|| status.as_ref().and_then(|s| s.exit_code))
@@ -906,71 +1040,176 @@ async fn supervise(
                 states.insert(name, t.state);
             }
         }
+        // Worktrees made off this thread: their workers start (none after an interrupt).
+        let made: Vec<String> = preparing
+            .iter()
+            .filter(|(_, h)| h.is_finished())
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in made {
+            let Some(handle) = preparing.remove(&name) else {
+                continue;
+            };
+            let wt = handle
+                .await
+                .map_err(|e| HankError::Internal(format!("making a task's worktree: {e}")))??;
+            let (Some(spec), Some(t)) = (
+                tasks.iter().find(|s| s.name == name),
+                file.tasks.iter_mut().find(|t| t.name == name),
+            ) else {
+                continue;
+            };
+            t.worktree = Some(wt.display().to_string());
+            if interrupted_at.is_some() {
+                t.state = TaskState::Pending;
+                t.message = "interrupted before it started".into();
+                continue;
+            }
+            let left = (!opts.max_runtime.is_zero())
+                .then(|| opts.max_runtime.saturating_sub(started.elapsed()));
+            let flags = opts.deliver.worker_flags(&opts.run_flags, spec, tasks);
+            let child = spawn_worker(paths, &wt, &spec.slug, &flags, left)?;
+            t.pid = Some(child.id());
+            t.pid_start = i32::try_from(child.id())
+                .ok()
+                .and_then(crate::agent::process::start_ticks);
+            t.message = "running".into();
+            errln!("hank: fleet: task {:?} started on {}", t.name, t.branch);
+            workers.insert(name, Worker::Own(child));
+            save(paths, &mut file, now)?;
+        }
+        // The fleet's own limits: nothing more starts once its runtime or its cost is spent
+        // (the running tasks stop at their own next gate).
+        if interrupted_at.is_none()
+            && !stopped_at_limit
+            && let Some(why) = budget_spent(paths, opts, started, now)
+        {
+            stopped_at_limit = true;
+            errln!("hank: fleet: {why}; no task starts any more");
+            file.held = Some(why);
+        }
         // Admission.
         if interrupted_at.is_none() && !stopped_at_limit {
+            let mut held: Option<String> = None;
             for spec in fleet::ready(tasks, &states) {
                 let facts = AdmissionFacts {
-                    running: workers.len(),
+                    running: workers.len() + preparing.len(),
                     max_agents: opts.agents,
-                    free_memory: free_memory(),
+                    // Read only when a slot is free (`/proc/meminfo` costs the kernel a walk).
+                    free_memory: (workers.len() + preparing.len() < opts.agents)
+                        .then(free_memory)
+                        .flatten(),
                     min_free_memory: opts.min_free_memory,
                 };
                 let Some(t) = file.tasks.iter_mut().find(|t| t.name == spec.name) else {
                     continue;
                 };
-                match fleet::admit(&facts) {
+                let admission = match fleet::admit(&facts) {
+                    Admission::Start => {
+                        let busy = workers.len() + preparing.len();
+                        match forecast.hold(&opts.window_limits, busy, now) {
+                            Some(why) if busy == 0 && opts.exit_at_usage_limit => {
+                                // Nothing runs and nothing may start: ON_USAGE_LIMIT=exit.
+                                stopped_at_limit = true;
+                                errln!("hank: fleet: {why}; ON_USAGE_LIMIT=exit");
+                                Admission::Hold(why)
+                            }
+                            Some(why) => Admission::Hold(why),
+                            None => Admission::Start,
+                        }
+                    }
+                    hold @ Admission::Hold(_) => hold,
+                };
+                match admission {
                     Admission::Hold(why) => {
                         t.state = fleet::next_state(t.state, TaskEvent::Held, 0, 0);
                         t.message = format!("waiting: {why}");
+                        held = Some(why);
                     }
                     Admission::Start => {
-                        let wt = ensure_worktree(paths, spec, &opts.into)?;
-                        let flags = opts.deliver.worker_flags(&opts.run_flags, spec, tasks);
-                        let child = spawn_worker(paths, &wt, &spec.slug, &flags)?;
-                        t.pid = Some(child.id());
-                        t.pid_start = i32::try_from(child.id())
-                            .ok()
-                            .and_then(crate::agent::process::start_ticks);
-                        t.worktree = Some(wt.display().to_string());
+                        // Its worktree is made off this thread (a checkout of the whole
+                        // tree); its worker starts once it is there.
+                        forecast.started += 1;
                         t.state = fleet::next_state(t.state, TaskEvent::Started, 0, 0);
-                        t.message = "running".into();
-                        errln!("hank: fleet: task {:?} started on {}", t.name, t.branch);
-                        workers.insert(spec.name.clone(), Worker::Own(child));
+                        t.message = "starting: making its worktree".into();
+                        let (p, sp, into) = (paths.clone(), spec.clone(), opts.into.clone());
+                        preparing.insert(
+                            spec.name.clone(),
+                            tokio::task::spawn_blocking(move || ensure_worktree(&p, &sp, &into)),
+                        );
                     }
                 }
             }
+            file.held = held;
             save(paths, &mut file, now)?;
         }
-        // One merge at a time.
-        if interrupted_at.is_none() && !merge_queue.is_empty() {
-            let name = merge_queue.remove(0);
-            if let Some(spec) = tasks.iter().find(|s| s.name == name) {
-                let wt = paths.worktree(&spec.slug);
-                if let Some(t) = file.tasks.iter_mut().find(|t| t.name == name) {
-                    t.state = TaskState::Merging;
-                    t.message = "merging".into();
-                }
-                save(paths, &mut file, now)?;
-                t_merge(paths, spec, &wt, opts, &mut file)?;
-                save(paths, &mut file, now)?;
+        // One merge at a time, off this thread: supervision goes on while git and the
+        // check run.
+        if let Some((name, handle)) = merging.take() {
+            if handle.is_finished() {
+                let problem = handle
+                    .await
+                    .map_err(|e| HankError::Internal(format!("the merge of a task: {e}")))??;
+                merged(&name, problem, opts, &mut file);
+                save(paths, &mut file, Timestamp::now())?;
+            } else {
+                merging = Some((name, handle));
             }
-            continue;
         }
-        // Live figures of the running tasks.
-        for t in &mut file.tasks {
+        if merging.is_none() && interrupted_at.is_none() && !merge_queue.is_empty() {
+            let name = merge_queue.remove(0);
+            if let Some(spec) = tasks.iter().find(|s| s.name == name)
+                && let Some(t) = file.tasks.iter_mut().find(|t| t.name == name)
+            {
+                t.state = TaskState::Merging;
+                t.message = "merging".into();
+                let last = fleet::next_state(
+                    TaskState::Merging,
+                    TaskEvent::MergeFailed,
+                    t.merge_attempts,
+                    opts.max_merge_attempts,
+                ) == TaskState::Failed;
+                save(paths, &mut file, now)?;
+                let (p, sp, o) = (paths.clone(), spec.clone(), opts.clone());
+                let handle =
+                    tokio::task::spawn_blocking(move || merge_off_thread(&p, &sp, &o, last));
+                merging = Some((name, handle));
+            }
+        }
+        // Live figures of the running tasks, once a second (a worker's end is seen every turn;
+        // its final figures and events are read then).
+        for t in file
+            .tasks
+            .iter_mut()
+            .filter(|_| turn.is_multiple_of(LIVE_EVERY))
+        {
             if workers.contains_key(&t.name)
                 && let Some(wt) = &t.worktree
-                && let Some(s) = Store::new(Path::new(wt)).read_status()
             {
-                t.loops = s.loop_count;
-                t.cost_usd = s.total_cost_usd;
-                t.agent = s.agent;
+                if let Some(spec) = tasks.iter().find(|s| s.name == t.name) {
+                    tail.follow(paths, &t.name, &spec.slug, Path::new(wt));
+                }
+                if let Some(s) = Store::new(Path::new(wt)).read_status() {
+                    t.loops = s.loop_count;
+                    t.cost_usd = s.total_cost_usd;
+                    t.agent = s.agent;
+                }
             }
         }
-        if workers.is_empty() && (merge_queue.is_empty() || interrupted_at.is_some()) {
+        if workers.is_empty()
+            && preparing.is_empty()
+            && merging.is_none()
+            && (merge_queue.is_empty() || interrupted_at.is_some())
+        {
+            // The states as they are now (a merge may have landed since they were read).
+            let now_states: BTreeMap<String, TaskState> = file
+                .tasks
+                .iter()
+                .map(|t| (t.name.clone(), t.state))
+                .collect();
             let startable = interrupted_at.is_none()
                 && !stopped_at_limit
-                && !fleet::ready(tasks, &states).is_empty();
+                && !fleet::ready(tasks, &now_states).is_empty();
             if !startable {
                 break;
             }
@@ -1020,28 +1259,46 @@ async fn supervise(
     Ok(code)
 }
 
-/// The merge of a finished task, its outcome recorded in `file`.
-fn t_merge(
+/// The merge of a finished task and what follows it in git (the worktree removed once merged
+/// or failed for good, else the problem handed back to its agent), on a blocking thread;
+/// `Some(problem)` when it did not land. `last`: this failure would be the task's last.
+fn merge_off_thread(
     paths: &Paths,
     spec: &TaskSpec,
-    wt: &Path,
     opts: &Options,
-    file: &mut FleetFile,
-) -> Result<()> {
-    let outcome = merge_task(paths, spec, wt, opts)?;
-    let Some(t) = file.tasks.iter_mut().find(|t| t.name == spec.name) else {
-        return Ok(());
+    last: bool,
+) -> Result<Option<MergeProblem>> {
+    let wt = paths.worktree(&spec.slug);
+    match merge_task(paths, spec, &wt, opts)? {
+        Ok(()) => {
+            remove_worktree(paths, &wt);
+            Ok(None)
+        }
+        Err(problem) => {
+            if last {
+                remove_worktree(paths, &wt);
+            } else {
+                return_to_agent(paths, &wt, &problem, &opts.into)?;
+            }
+            Ok(Some(problem))
+        }
+    }
+}
+
+/// The outcome of a task's merge recorded in `file`.
+fn merged(name: &str, problem: Option<MergeProblem>, opts: &Options, file: &mut FleetFile) {
+    let Some(t) = file.tasks.iter_mut().find(|t| t.name == name) else {
+        return;
     };
     t.state = TaskState::Merging;
-    match outcome {
-        Ok(()) => {
+    match problem {
+        None => {
             t.state = fleet::next_state(t.state, TaskEvent::Merged, t.merge_attempts, 0);
             t.message = format!("merged into {}", opts.into);
-            remove_worktree(paths, wt);
             t.worktree = None;
             errln!("hank: fleet: task {:?} merged into {}", t.name, opts.into);
         }
-        Err(problem) => {
+        Some(problem) => {
             let next = fleet::next_state(
                 t.state,
                 TaskEvent::MergeFailed,
@@ -1056,12 +1313,10 @@ fn t_merge(
                     "{what} (after {} merge attempt(s)); its work is kept on {}",
                     t.merge_attempts, t.branch
                 );
-                remove_worktree(paths, wt);
                 t.worktree = None;
             } else {
                 // Back to an agent in the task's worktree: `Pending` with its worktree kept,
                 // so the next admission resumes it there.
-                return_to_agent(paths, wt, &problem, &opts.into)?;
                 t.state = TaskState::Pending;
                 t.message = format!(
                     "merge attempt {} failed, back to the agent: {what}",
@@ -1071,5 +1326,97 @@ fn t_merge(
             errln!("hank: fleet: task {:?}: {}", t.name, t.message);
         }
     }
-    Ok(())
+}
+
+/// The fleet's runtime or cost used up: why (`None`: neither).
+fn budget_spent(paths: &Paths, opts: &Options, started: Instant, now: Timestamp) -> Option<String> {
+    if !opts.max_runtime.is_zero() && started.elapsed() >= opts.max_runtime {
+        return Some(format!(
+            "MAX_RUNTIME {}s reached",
+            opts.max_runtime.as_secs()
+        ));
+    }
+    if opts.max_cost_usd > 0.0 {
+        let spent = fleet_ledger::summary(&paths.ledger(), now).cost_usd;
+        if spent + 1e-9 >= opts.max_cost_usd {
+            return Some(format!(
+                "MAX_COST_USD reached: the tasks spent ${spent:.2} of ${:.2}",
+                opts.max_cost_usd
+            ));
+        }
+    }
+    None
+}
+
+/// What admission knows of the usage windows: each limited window's utilization when the
+/// fleet first saw it, and the tasks started since (how far a window moves per task).
+#[derive(Debug, Default)]
+struct Forecast {
+    first: BTreeMap<String, f64>,
+    started: usize,
+}
+
+impl Forecast {
+    /// Why one more task may not start under MAX_WINDOW_PERCENT, from the readings every run
+    /// of the user shares ([`crate::store::shared_windows`]).
+    fn hold(
+        &mut self,
+        limits: &crate::policy::windows::WindowLimits,
+        running: usize,
+        now: Timestamp,
+    ) -> Option<String> {
+        if limits.is_empty() {
+            return None;
+        }
+        let shared = crate::store::shared_windows::read();
+        let mut facts = Vec::new();
+        for (name, &limit) in &limits.0 {
+            let Some(window) = shared.get(name) else {
+                continue;
+            };
+            let Some(percent) = window.utilization_at(now).map(|u| u * 100.0) else {
+                continue;
+            };
+            let first = self.first.entry(name.clone()).or_insert(percent);
+            if percent < *first {
+                // A reset in between: the movement is measured from here.
+                *first = percent;
+            }
+            facts.push(fleet::WindowFacts {
+                name: name.clone(),
+                percent,
+                limit,
+                per_task: fleet::rise_per_task(*first, percent, self.started),
+                resets_at: window.resets_at,
+            });
+        }
+        fleet::window_admission(&facts, running)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_runtime;
+    use std::time::Duration;
+
+    #[test]
+    fn each_task_gets_what_is_left_of_the_fleets_runtime() {
+        let flags = |v: &[&str]| v.iter().map(ToString::to_string).collect::<Vec<_>>();
+        assert_eq!(
+            with_runtime(&flags(&["--calls", "3"]), None),
+            flags(&["--calls", "3"])
+        );
+        assert_eq!(
+            with_runtime(
+                &flags(&["--max-runtime", "8h", "--calls", "3", "--max-runtime=2h"]),
+                Some(Duration::from_millis(90_500))
+            ),
+            flags(&["--calls", "3", "--max-runtime", "91s"])
+        );
+        assert_eq!(
+            with_runtime(&[], Some(Duration::ZERO)),
+            flags(&["--max-runtime", "1s"]),
+            "never zero (unlimited)"
+        );
+    }
 }

@@ -355,6 +355,7 @@ pub(crate) fn fleet_rows(snap: &Snapshot) -> Vec<Row> {
         ),
         Tone::Normal,
     )];
+    out.push(fleet_budget_row(f));
     for t in &f.tasks {
         let tone = match t.state {
             TaskState::Merged => Tone::Good,
@@ -377,6 +378,26 @@ pub(crate) fn fleet_rows(snap: &Snapshot) -> Vec<Row> {
         ));
     }
     out
+}
+
+/// The fleet's shared budget beyond calls: its cost, its tokens this hour, why nothing starts.
+fn fleet_budget_row(f: &crate::store::schema::FleetFile) -> Row {
+    let mut text = format!("${:.2}", f.cost_usd);
+    if f.max_cost_usd > 0.0 {
+        text.push_str(&format!(" of ${:.2}", f.max_cost_usd));
+    }
+    text.push_str(&format!(" · {} token(s) this hour", f.tokens_in_window));
+    if f.max_tokens_per_hour > 0 {
+        text.push_str(&format!(" of {}", f.max_tokens_per_hour));
+    }
+    let tone = match &f.held {
+        Some(why) => {
+            text.push_str(&format!(" · held: {}", crate::sanitize::line(why)));
+            Tone::Warn
+        }
+        None => Tone::Normal,
+    };
+    row("budget", text, tone)
 }
 
 /// The last loop's outcome and HANK_STATUS fields.

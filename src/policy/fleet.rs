@@ -10,7 +10,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use jiff::Timestamp;
+
+use super::budget::{BudgetCheck, BudgetLimits, Ledger, LedgerEntry, WaitReason};
 use super::fixplan;
+use crate::exit::ExitReason;
 
 /// One task of the fleet, as the plan defines it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -318,6 +322,142 @@ pub fn admit(f: &AdmissionFacts) -> Admission {
     Admission::Start
 }
 
+/// One call on the fleet-wide ledger (`store::fleet_ledger`), as its lines tell it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FleetCall {
+    /// When it was reserved (before its spawn).
+    pub at: Timestamp,
+    /// Tokens and USD once its answer was folded (`None`: in flight, or its worker died).
+    pub spent: Option<(u64, f64)>,
+    /// Its worker is still running (an unsettled call of a live worker is in flight).
+    pub live: bool,
+    /// Made since this fleet started (MAX_COST_USD counts this fleet's calls, as a run's
+    /// counts the run's; the rolling hour counts every call).
+    pub this_fleet: bool,
+}
+
+/// The fleet-wide limits checked before every spawn of every task.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FleetLimits {
+    /// MAX_CALLS_PER_HOUR and MAX_TOKENS_PER_HOUR over every task's calls.
+    pub budget: BudgetLimits,
+    /// MAX_COST_USD over every task's calls (0 = unlimited).
+    pub max_cost_usd: f64,
+}
+
+/// What the fleet-wide ledger says about one more call.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FleetVerdict {
+    /// The call fits: it is recorded.
+    Go,
+    /// The rolling-hour caps: wait until then.
+    Wait {
+        until: Timestamp,
+        reason: WaitReason,
+    },
+    /// A cap the fleet cannot wait out (MAX_COST_USD): the task's run stops.
+    Stop(ExitReason),
+}
+
+/// Slack when comparing USD sums (0.1 + 0.2 is 0.30000000000000004).
+const USD_EPSILON: f64 = 1e-9;
+
+/// May one more call start, given every call of the fleet so far? **The budget of the whole
+/// fleet**: the rolling-hour caps over all tasks' calls (tokens counted once their answers are
+/// in), and `MAX_COST_USD` over what the calls cost, counting each call still in flight at the
+/// largest cost one call of this fleet has had so far — so two tasks reaching their spawn
+/// while a third call runs cannot carry the fleet past its cap: a call starts only while the
+/// settled cost plus the calls in flight stay under the cap, the rule a single run applies
+/// between its calls. (With no settled call yet, calls in flight count nothing: the first
+/// calls of a fleet start together.)
+#[must_use]
+pub fn fleet_budget(calls: &[FleetCall], now: Timestamp, limits: &FleetLimits) -> FleetVerdict {
+    if limits.max_cost_usd > 0.0 {
+        let ours = || calls.iter().filter(|c| c.this_fleet);
+        let settled: f64 = ours().filter_map(|c| c.spent.map(|s| s.1)).sum();
+        let largest = ours()
+            .filter_map(|c| c.spent.map(|s| s.1))
+            .fold(0.0_f64, f64::max);
+        let in_flight = ours().filter(|c| c.spent.is_none() && c.live).count();
+        let committed = settled + largest * in_flight as f64;
+        if committed + USD_EPSILON >= limits.max_cost_usd {
+            return FleetVerdict::Stop(ExitReason::CostBudget);
+        }
+    }
+    let mut ledger = Ledger::default();
+    let mut sorted: Vec<&FleetCall> = calls.iter().collect();
+    sorted.sort_by_key(|c| c.at);
+    for c in sorted {
+        ledger.entries.push(LedgerEntry {
+            at: c.at.min(now),
+            tokens: c.spent.map_or(0, |s| s.0),
+        });
+    }
+    match ledger.check(now, &limits.budget) {
+        BudgetCheck::Allow => FleetVerdict::Go,
+        BudgetCheck::Wait { until, reason } => FleetVerdict::Wait { until, reason },
+    }
+}
+
+/// A usage window as the fleet's admission sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowFacts {
+    /// `five_hour`, `seven_day`, …
+    pub name: String,
+    /// Used now, in percent (the shared reading; 0 after its reset).
+    pub percent: f64,
+    /// Its MAX_WINDOW_PERCENT.
+    pub limit: u32,
+    /// How far it rose per task started so far, in percent points (the forecast of one more
+    /// task; see [`rise_per_task`]).
+    pub per_task: f64,
+    /// When it resets, if known (how long a drain lasts).
+    pub resets_at: Option<Timestamp>,
+}
+
+/// How far a window moved per task: its rise since the fleet first saw it, divided by the
+/// tasks started since (0 when it did not rise or no task started).
+#[must_use]
+pub fn rise_per_task(first_percent: f64, now_percent: f64, tasks_started: usize) -> f64 {
+    if tasks_started == 0 || now_percent <= first_percent {
+        return 0.0;
+    }
+    (now_percent - first_percent) / tasks_started as f64
+}
+
+/// May one more task start under MAX_WINDOW_PERCENT? `None` when yes, else why not.
+///
+/// A window at or over its limit holds every start (the fleet drains: running tasks go on,
+/// their own gate stops each at the limit). Below it, the forecast is the window now plus one
+/// more share for each running task and the new one (`percent + per_task × (running + 1)`);
+/// a start that the forecast puts at or past the limit is held while tasks run. With nothing
+/// running a task starts anyway: its own run stops at the limit exactly, and holding it would
+/// leave the fleet idle under its limit until the window resets.
+#[must_use]
+pub fn window_admission(windows: &[WindowFacts], running: usize) -> Option<String> {
+    for w in windows {
+        let limit = f64::from(w.limit);
+        if w.percent + USD_EPSILON >= limit {
+            let until = w
+                .resets_at
+                .map_or_else(|| "its reset".to_string(), |r| r.to_string());
+            return Some(format!(
+                "usage window {} at {:.0}% (MAX_WINDOW_PERCENT {}%): draining until {until}",
+                w.name, w.percent, w.limit
+            ));
+        }
+        let forecast = w.percent + w.per_task * (running as f64 + 1.0);
+        if running > 0 && forecast + USD_EPSILON >= limit {
+            return Some(format!(
+                "usage window {} at {:.0}%, {:.1} points per task: one more task would take it \
+                 to {:.0}% (MAX_WINDOW_PERCENT {}%)",
+                w.name, w.percent, w.per_task, forecast, w.limit
+            ));
+        }
+    }
+    None
+}
+
 /// The task whose `after` are all merged, in plan order, that has not started: the next to
 /// admit. `states` maps each task to its state.
 #[must_use]
@@ -580,6 +720,191 @@ mod tests {
 
     fn opt() -> Vec<String> {
         fixplan::default_optional_sections()
+    }
+
+    fn at(secs: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + secs).unwrap()
+    }
+
+    fn call(secs: i64, spent: Option<(u64, f64)>, live: bool) -> FleetCall {
+        FleetCall {
+            at: at(secs),
+            spent,
+            live,
+            this_fleet: true,
+        }
+    }
+
+    #[test]
+    fn the_fleet_budget_table() {
+        let cost = |max_cost_usd: f64| FleetLimits {
+            budget: BudgetLimits {
+                max_calls_per_hour: 0,
+                max_tokens_per_hour: 0,
+            },
+            max_cost_usd,
+        };
+        let tokens = FleetLimits {
+            budget: BudgetLimits {
+                max_calls_per_hour: 0,
+                max_tokens_per_hour: 1000,
+            },
+            max_cost_usd: 0.0,
+        };
+        let calls3 = FleetLimits {
+            budget: BudgetLimits {
+                max_calls_per_hour: 3,
+                max_tokens_per_hour: 0,
+            },
+            max_cost_usd: 0.0,
+        };
+        let stop = FleetVerdict::Stop(ExitReason::CostBudget);
+        let rows: Vec<(&str, Vec<FleetCall>, FleetLimits, FleetVerdict)> = vec![
+            ("empty ledger", vec![], cost(3.0), FleetVerdict::Go),
+            (
+                "first calls start together (nothing settled)",
+                vec![call(0, None, true), call(1, None, true)],
+                cost(3.0),
+                FleetVerdict::Go,
+            ),
+            (
+                "two settled $1 calls, nothing in flight: one more",
+                vec![
+                    call(0, Some((10, 1.0)), false),
+                    call(1, Some((10, 1.0)), false),
+                ],
+                cost(3.0),
+                FleetVerdict::Go,
+            ),
+            (
+                "two settled, one in flight at the largest cost: the cap is committed",
+                vec![
+                    call(0, Some((10, 1.0)), true),
+                    call(1, Some((10, 1.0)), true),
+                    call(2, None, true),
+                ],
+                cost(3.0),
+                stop,
+            ),
+            (
+                "a dead worker's unsettled call is not in flight",
+                vec![
+                    call(0, Some((10, 1.0)), false),
+                    call(1, Some((10, 1.0)), false),
+                    call(2, None, false),
+                ],
+                cost(3.0),
+                FleetVerdict::Go,
+            ),
+            (
+                "at the cap exactly (float sums)",
+                vec![
+                    call(0, Some((0, 0.1)), false),
+                    call(1, Some((0, 0.2)), false),
+                ],
+                cost(0.3),
+                stop,
+            ),
+            (
+                "no cost cap",
+                vec![call(0, Some((0, 99.0)), false)],
+                cost(0.0),
+                FleetVerdict::Go,
+            ),
+            (
+                "an earlier fleet's spending is not this fleet's",
+                vec![FleetCall {
+                    this_fleet: false,
+                    ..call(0, Some((0, 99.0)), false)
+                }],
+                cost(3.0),
+                FleetVerdict::Go,
+            ),
+            (
+                "tokens of every task in the hour",
+                vec![
+                    call(0, Some((600, 0.0)), false),
+                    call(10, Some((400, 0.0)), false),
+                ],
+                tokens,
+                FleetVerdict::Wait {
+                    until: at(3600),
+                    reason: WaitReason::TokenLimit,
+                },
+            ),
+            (
+                "calls of every task in the hour",
+                vec![
+                    call(5, None, true),
+                    call(0, None, true),
+                    call(9, None, false),
+                ],
+                calls3,
+                FleetVerdict::Wait {
+                    until: at(3600),
+                    reason: WaitReason::RateLimit,
+                },
+            ),
+        ];
+        for (name, calls, limits, want) in rows {
+            assert_eq!(fleet_budget(&calls, at(20), &limits), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn window_admission_table() {
+        let w = |percent: f64, per_task: f64| WindowFacts {
+            name: "five_hour".into(),
+            percent,
+            limit: 80,
+            per_task,
+            resets_at: None,
+        };
+        for (name, windows, running, held) in [
+            ("no window", vec![], 3, false),
+            ("far below", vec![w(10.0, 5.0)], 1, false),
+            ("at the limit: drains", vec![w(80.0, 0.0)], 0, true),
+            ("over the limit", vec![w(93.0, 1.0)], 2, true),
+            (
+                "forecast crosses with one running",
+                vec![w(60.0, 10.0)],
+                1,
+                true,
+            ),
+            ("forecast just under", vec![w(60.0, 9.0)], 1, false),
+            (
+                "forecast crosses, nothing running: one starts",
+                vec![w(75.0, 10.0)],
+                0,
+                false,
+            ),
+            (
+                "the worst window decides",
+                vec![w(10.0, 0.0), w(79.5, 0.0)],
+                0,
+                false,
+            ),
+        ] {
+            assert_eq!(
+                window_admission(&windows, running).is_some(),
+                held,
+                "{name}"
+            );
+        }
+        let why = window_admission(&[w(60.0, 10.0)], 1).unwrap();
+        assert!(why.contains("five_hour") && why.contains("80%"), "{why}");
+        let drain = WindowFacts {
+            resets_at: Some(at(18_000)),
+            ..w(85.0, 0.0)
+        };
+        let why = window_admission(&[drain], 0).unwrap();
+        assert!(
+            why.ends_with(&format!("draining until {}", at(18_000))),
+            "{why}"
+        );
+        assert_eq!(rise_per_task(20.0, 50.0, 3), 10.0);
+        assert_eq!(rise_per_task(20.0, 10.0, 3), 0.0);
+        assert_eq!(rise_per_task(20.0, 50.0, 0), 0.0);
     }
 
     const PLAN: &str = "# Fix plan\n\n## Parser\n- [ ] lex\n- [x] done already\n\n\

@@ -93,6 +93,52 @@ pub fn observe(windows: &mut Windows, readings: &[WindowReading], now: Timestamp
     }
 }
 
+/// Takes from `other` (what another run of the same user saw: the per-user shared readings)
+/// every window seen later than this run's own reading of it; returns whether anything
+/// changed. The one rule both ways: a run adopts the shared readings before its gates, and
+/// the shared file adopts a run's windows after each answer that brought readings.
+///
+/// A shared file can only make a run stricter within a window's period: a reading dated after
+/// `now` is ignored (a planted future date cannot outrank the run's next own reading), and for
+/// the same reset time the higher utilization is kept (a window only fills until it resets);
+/// a later reading with another reset time replaces the window whole.
+pub fn adopt_newer(windows: &mut Windows, other: &Windows, now: Timestamp) -> bool {
+    let mut changed = false;
+    for (name, theirs) in other {
+        if theirs.seen_at > now {
+            continue;
+        }
+        let Some(ours) = windows.get_mut(name) else {
+            windows.insert(name.clone(), theirs.clone());
+            changed = true;
+            continue;
+        };
+        if theirs.seen_at <= ours.seen_at {
+            continue;
+        }
+        if ours.resets_at.is_some() && ours.resets_at == theirs.resets_at {
+            let higher = match (ours.utilization, theirs.utilization) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
+            let merged = WindowState {
+                utilization: higher,
+                resets_at: ours.resets_at,
+                status: theirs.status.clone().or_else(|| ours.status.clone()),
+                seen_at: theirs.seen_at,
+            };
+            if merged != *ours {
+                *ours = merged;
+                changed = true;
+            }
+        } else {
+            *ours = theirs.clone();
+            changed = true;
+        }
+    }
+    changed
+}
+
 /// MAX_WINDOW_PERCENT: window name → limit in percent (1–100). Empty: off.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WindowLimits(pub BTreeMap<String, u32>);
@@ -339,6 +385,50 @@ pub fn saved_wait_stands(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn adopt_newer_takes_only_later_readings_and_never_empties_a_window() {
+        let at = |s: i64| Timestamp::from_second(1_800_000_000 + s).unwrap();
+        let w = |u: f64, seen: i64, reset: i64| WindowState {
+            utilization: Some(u),
+            resets_at: Some(at(reset)),
+            status: None,
+            seen_at: at(seen),
+        };
+        let ours: Windows = [("five_hour".to_string(), w(0.2, 10, 18_000))].into();
+        for (name, theirs, changed, want) in [
+            ("older reading: kept ours", w(0.9, 5, 18_000), false, 0.2),
+            ("same time: kept ours", w(0.9, 10, 18_000), false, 0.2),
+            (
+                "later, same period: the higher",
+                w(0.85, 20, 18_000),
+                true,
+                0.85,
+            ),
+            (
+                "later, same period, lower: ours stays",
+                w(0.05, 20, 18_000),
+                true,
+                0.2,
+            ),
+            (
+                "later, another period: taken whole",
+                w(0.05, 20, 36_000),
+                true,
+                0.05,
+            ),
+            ("dated after now: ignored", w(0.0, 500, 36_000), false, 0.2),
+        ] {
+            let other: Windows = [("five_hour".to_string(), theirs)].into();
+            let mut mine = ours.clone();
+            assert_eq!(adopt_newer(&mut mine, &other, at(100)), changed, "{name}");
+            assert_eq!(mine["five_hour"].utilization, Some(want), "{name}");
+        }
+        let mut mine = ours.clone();
+        let other: Windows = [("seven_day".to_string(), w(0.5, 1, 9))].into();
+        assert!(adopt_newer(&mut mine, &other, at(100)));
+        assert_eq!(mine.len(), 2, "a window only the other run saw is taken");
+    }
 
     fn ts(s: i64) -> Timestamp {
         Timestamp::from_second(1_800_000_000 + s).unwrap()

@@ -277,6 +277,20 @@ pub const KEYS: &[Key] = &[
         "Stop when this run has cost this many USD, 0 = unlimited",
     ),
     key(
+        "FLEET_MIN_FREE_MEMORY",
+        None,
+        DefaultValue::Text("2G"),
+        "a size such as 2G, 512M, 64K or a number of bytes",
+        "`hank fleet` starts a task only while this much memory is available (`--min-free-memory`)",
+    ),
+    key(
+        "MAX_MERGE_ATTEMPTS",
+        None,
+        DefaultValue::Text("2"),
+        "a whole number ≥ 1",
+        "`hank fleet`: merges of a task that conflict or turn the check red before the task fails (`--max-merge-attempts`)",
+    ),
+    key(
         "UNKNOWN_CALL_COST",
         None,
         DefaultValue::Text("1.00"),

@@ -151,6 +151,10 @@ pub struct Settings {
     /// MAX_RUNTIME (zero: unlimited).
     pub max_runtime: Sourced<Duration>,
     pub max_cost_usd: Sourced<f64>,
+    /// FLEET_MIN_FREE_MEMORY in bytes (`hank fleet`'s admission).
+    pub fleet_min_free_memory: Sourced<u64>,
+    /// MAX_MERGE_ATTEMPTS (`hank fleet`).
+    pub max_merge_attempts: Sourced<u32>,
     /// UNKNOWN_CALL_COST: charged for a call whose cost could not be read.
     pub unknown_call_cost: Sourced<f64>,
     pub on_usage_limit: Sourced<UsageLimitPolicy>,

@@ -198,6 +198,19 @@ fn default_of<T>(key: &Key, parse: &dyn Fn(&str) -> Option<T>) -> Result<T> {
 }
 
 /// Resolves every setting from the flags and the layers.
+/// `2G`, `512M`, `64K`, `1048576` → bytes (FLEET_MIN_FREE_MEMORY, `--min-free-memory`).
+#[must_use]
+pub fn parse_size(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let (num, mult) = match t.char_indices().last()? {
+        (i, 'G' | 'g') => (&t[..i], 1u64 << 30),
+        (i, 'M' | 'm') => (&t[..i], 1 << 20),
+        (i, 'K' | 'k') => (&t[..i], 1 << 10),
+        _ => (t, 1),
+    };
+    num.trim().parse::<u64>().ok()?.checked_mul(mult)
+}
+
 pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<Settings> {
     let mut r = Resolver {
         env: layers.env,
@@ -313,6 +326,8 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
                 .ok()
                 .filter(|v| v.is_finite() && *v >= 0.0)
         })?,
+        fleet_min_free_memory: r.get("FLEET_MIN_FREE_MEMORY", None, parse_size)?,
+        max_merge_attempts: r.get("MAX_MERGE_ATTEMPTS", None, parse_u32_min(1))?,
         unknown_call_cost: r.get("UNKNOWN_CALL_COST", None, |s| {
             s.trim()
                 .trim_start_matches('$')

@@ -53,6 +53,7 @@ use crate::policy::budget::{Ledger, LedgerEntry};
 pub mod fleet_ledger;
 pub mod portable;
 pub mod schema;
+pub mod shared_windows;
 pub mod userdir;
 
 pub use schema::{

@@ -1477,6 +1477,16 @@ pub struct PlannedTask {
     pub items: Vec<String>,
 }
 
+/// The usage windows every hank run of this user has seen (`windows/windows.json` under the
+/// per-user state folder, [`crate::store::shared_windows`]): window name → the latest
+/// reading, as a run keeps them in `state.json`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SharedWindowsFile {
+    pub schema_version: u32,
+    pub windows: crate::policy::windows::Windows,
+}
+
 /// `.hank/fleet.json`: the fleet's own state (the tasks' states live in their worktrees).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default)]
@@ -1493,4 +1503,17 @@ pub struct FleetFile {
     pub calls_in_window: u32,
     pub max_calls_per_hour: u32,
     pub tasks: Vec<FleetTask>,
+    /// What every task's calls cost together (the fleet-wide ledger), and the cap
+    /// (MAX_COST_USD, 0 = none).
+    pub cost_usd: f64,
+    pub max_cost_usd: f64,
+    /// Tokens of every task's calls in the last hour, and the cap (MAX_TOKENS_PER_HOUR).
+    pub tokens_in_window: u64,
+    pub max_tokens_per_hour: u64,
+    /// When this fleet started, and when MAX_RUNTIME ends it (none: unlimited).
+    pub started_at: Option<Timestamp>,
+    pub deadline: Option<Timestamp>,
+    /// Why no task starts now, when one is ready but held (agents, memory, a usage window,
+    /// the runtime), and until when if known.
+    pub held: Option<String>,
 }

@@ -18,6 +18,7 @@ mod fake_github;
 mod faults;
 mod first_hour;
 mod fleet;
+mod fleet_budget;
 mod hostile_cost;
 mod hostile_data;
 mod hostile_process;

@@ -103,13 +103,15 @@ pub(crate) fn cmd_exists(program: &str) -> bool {
 /// `if !slow(..) { return; }`. They run under `cargo nextest run` (in their own group, one at a
 /// time), under `HANK_SLOW_TESTS=1 cargo test` (what `.ci/run` does), and are skipped, with a
 /// line on stderr, by a plain `cargo test`.
-pub(crate) const SLOW_TESTS: [&str; 6] = [
+pub(crate) const SLOW_TESTS: [&str; 8] = [
     "progress::an_edit_in_a_300000_file_tree_is_seen",
     "hostile_process::kill_9_sweep_leaves_no_survivor_and_no_uncounted_call",
     "faults::kill_9_at_spread_points_keeps_state_ledger_cap_and_lock",
     "faults::a_500_mb_flood_keeps_memory_bounded",
     "faults::garbage_outputs_are_analyzed_without_crashing",
     "runners::three_runners_plan_run_continue_and_respect_the_order",
+    "fleet_budget::a_window_reading_from_one_task_defers_the_next_until_its_reset",
+    "fleet_budget::a_slow_merge_does_not_stall_the_supervision_of_other_tasks",
 ];
 
 /// Should the slow test `name` (one of [`SLOW_TESTS`]) run now? See [`SLOW_TESTS`].

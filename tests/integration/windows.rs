@@ -14,7 +14,7 @@ fn now() -> i64 {
 
 /// A stream-json answer: init, a `rate_limit_event` with `windows` (name, utilization,
 /// resetsAt), the result (with a HANK_STATUS block).
-fn stream(windows: &[(&str, f64, i64)], cost: f64, recommendation: &str) -> String {
+pub(crate) fn stream(windows: &[(&str, f64, i64)], cost: f64, recommendation: &str) -> String {
     let mut unified = serde_json::Map::new();
     for (name, u, reset) in windows {
         let status = if *u >= 0.8 {

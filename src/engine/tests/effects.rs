@@ -13,7 +13,6 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::effects::{AgentAnswer, AgentCall, CheckCall, Checked, Effects, Fut, Say, Slept};
 use crate::error::Result;
-use crate::policy::budget::{BudgetLimits, WaitReason};
 use crate::policy::run::Control;
 use crate::policy::time::Clock;
 use crate::policy::verify::CheckResult;
@@ -227,10 +226,18 @@ impl Effects for TestEffects {
     fn reserve_call(
         &mut self,
         _now: Timestamp,
-        _limits: &BudgetLimits,
-    ) -> Result<Option<(Timestamp, WaitReason)>> {
-        Ok(None)
+        _limits: &crate::policy::fleet::FleetLimits,
+    ) -> Result<crate::policy::fleet::FleetVerdict> {
+        Ok(crate::policy::fleet::FleetVerdict::Go)
     }
+
+    fn settle_call(&mut self, _now: Timestamp, _tokens: u64, _usd: f64) -> Result<()> {
+        Ok(())
+    }
+
+    fn adopt_windows(&mut self, _own: &mut crate::policy::windows::Windows, _now: Timestamp) {}
+
+    fn publish_windows(&mut self, _own: &crate::policy::windows::Windows, _now: Timestamp) {}
 
     fn suspend_job(&mut self, _line: &str) -> bool {
         false

@@ -277,6 +277,9 @@ pub enum Fact {
     Control(Control),
     /// The delivery of [`Step::Deliver`] ended.
     Delivered(Delivered),
+    /// The fleet's shared budget (`MAX_COST_USD` over every task) is used up: the run stops
+    /// at its next gates with this reason, as at its own cap.
+    FleetLimit(ExitReason),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -327,6 +330,8 @@ pub struct Run {
     deliver: Option<DeliverRounds>,
     /// The delivery rounds fed back so far (push, CI, review).
     rounds: (u32, u32, u32),
+    /// [`Fact::FleetLimit`]: the fleet's budget is spent.
+    fleet_stop: Option<ExitReason>,
 }
 
 impl Run {
@@ -350,6 +355,7 @@ impl Run {
             readings: Vec::new(),
             deliver: None,
             rounds: (0, 0, 0),
+            fleet_stop: None,
         }
     }
 
@@ -453,6 +459,7 @@ impl Run {
             Fact::Interrupted => self.interrupted = true,
             Fact::Control(c) => self.control(c, now),
             Fact::Delivered(d) => self.delivered(d),
+            Fact::FleetLimit(r) => self.fleet_stop = Some(r),
         }
     }
 
@@ -531,6 +538,9 @@ impl Run {
             return Step::Check(ExitReason::PlanComplete);
         }
         if let Some(r) = decide::before_call(false, self.loops, self.cost, &self.cfg.decide) {
+            return Step::Stop(r);
+        }
+        if let Some(r) = self.fleet_stop {
             return Step::Stop(r);
         }
         if o.breaker_open {

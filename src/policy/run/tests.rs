@@ -732,6 +732,31 @@ fn cost_budget_counts_answers() {
 }
 
 #[test]
+fn the_fleets_spent_budget_stops_at_the_next_gates_but_a_done_plan_is_checked_first() {
+    // In a fleet the shared ledger reports MAX_COST_USD used up by every task together.
+    let mut run = Run::new(cfg());
+    assert_eq!(run.next(t0()), Step::Observe);
+    run.on(Fact::FleetLimit(ExitReason::CostBudget), t0());
+    run.on(Fact::Observed(clear()), t0());
+    assert_eq!(run.next(t0()), Step::Stop(ExitReason::CostBudget));
+
+    let mut done = Run::new(cfg());
+    assert_eq!(done.next(t0()), Step::Observe);
+    done.on(Fact::FleetLimit(ExitReason::CostBudget), t0());
+    done.on(
+        Fact::Observed(Observation {
+            plan_complete: true,
+            ..clear()
+        }),
+        t0(),
+    );
+    assert_eq!(done.next(t0()), Step::Check(ExitReason::PlanComplete));
+    // A rejected claim: the stop holds (no call).
+    done.on(Fact::Checked(None), t0());
+    assert_eq!(done.next(t0()), Step::Stop(ExitReason::CostBudget));
+}
+
+#[test]
 fn steps_are_stable_until_a_fact_and_pending_effects_show() {
     let mut run = Run::new(RunConfig {
         loop_delay: SignedDuration::from_secs(5),
