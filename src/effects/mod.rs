@@ -31,7 +31,7 @@ pub(crate) mod check;
 mod open;
 mod output;
 
-pub(crate) use open::Real;
+pub(crate) use open::{Real, claim};
 
 /// A future an effect returns (boxed: the trait is used as `dyn Effects`).
 pub(crate) type Fut<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;

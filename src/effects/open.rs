@@ -40,17 +40,59 @@ pub(crate) struct Real {
     pub(super) json: bool,
 }
 
+/// What a run holds before its async runtime starts: the project's store (its call ledger
+/// copied in the per-user state directory, outside the agent's reach), the project's lock,
+/// and CONTROL_TOPIC's poller with its note.
+pub(crate) struct Claimed {
+    store: Store,
+    lock: LockGuard,
+    remote: Option<crate::control::remote::RemotePoller>,
+    pub(crate) note: Option<String>,
+}
+
+/// Claims the project of a run: the store and its lock; hank made the subreaper of the
+/// agent's descendants that leave its group (stopped with it), out of the agent's reach
+/// through /proc; CONTROL_TOPIC's signed remote commands read on a thread of their own.
+pub(crate) fn claim(s: &Settings) -> Result<Claimed> {
+    let copy = crate::store::userdir::project_dir(&s.project_dir)?.join("calls");
+    let store = Store::new(&s.project_dir)
+        .with_ledger_copy(copy)
+        .with_user_control()?;
+    store.ensure_dirs()?;
+    let lock = store.lock()?;
+    process::become_subreaper();
+    process::protect_self();
+    let (remote, note) = crate::control::remote::topic(s)?.map_or(Ok((None, None)), |topic| {
+        crate::control::remote::RemotePoller::start(
+            s.project_dir.clone(),
+            store.clone(),
+            topic,
+            crate::control::remote::POLL_EVERY,
+        )
+    })?;
+    Ok(Claimed {
+        store,
+        lock,
+        remote,
+        note,
+    })
+}
+
 impl Real {
-    /// Opens the effects of a run in `s.project_dir` (`lock` held) and loads its state. The
+    /// Opens the effects of a run in the `claimed` project and loads its state. The
     /// warnings found on the way (a state moved aside, leftovers stopped) come back with it.
     pub(crate) fn open(
         s: &Settings,
-        store: Store,
-        lock: LockGuard,
+        claimed: Claimed,
         cancel: watch::Receiver<u32>,
         clock: Box<dyn Clock>,
-        remote: Option<crate::control::remote::RemotePoller>,
     ) -> Result<(Self, State, Vec<String>)> {
+        let Claimed {
+            store,
+            lock,
+            remote,
+            ..
+        } = claimed;
         let now = clock.now();
         let mut loaded = store.load_state(now)?;
         loaded.state.ledger.prune(now);

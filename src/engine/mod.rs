@@ -30,7 +30,7 @@ mod deliver;
 mod drive;
 mod output;
 mod start;
-pub(crate) mod verify;
+mod verify;
 mod wait;
 
 pub(crate) use start::start;

@@ -2,11 +2,6 @@
 //! a "done" claim. The check runs through [`crate::effects::Effects::run_check`]
 //! (`effects/check.rs`); what each result means is [`Verification`]'s (pure).
 
-// The check's runner lives in `effects/check.rs`; its names stay reachable here for the
-// callers of `engine::verify` (`hank verify`, delivery).
-#[allow(unused_imports)]
-pub(crate) use crate::effects::check::{Ran, read_tail, run_command_with_hook, test_files};
-
 use super::Engine;
 use crate::effects::{CheckCall, Checked};
 use crate::error::Result;
