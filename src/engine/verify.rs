@@ -31,13 +31,9 @@ impl Engine {
         self.verify.tests_at_start = tests;
         let checked = checked?;
         let r = &checked.result;
-        if !r.removed_tests.is_empty() {
-            let list = r.removed_tests.join(", ");
-            self.warn(&format!(
-                "test files deleted or emptied during this run: {list}"
-            ));
+        if let Some(w) = self.verify.record(r.clone(), &checked.tail) {
+            self.warn(&w);
         }
-        self.verify.record(r.clone(), &checked.tail);
         self.state.last_verification = Some(r.clone());
         self.emit(EventKind::Verification(Box::new(r.clone())))?;
         Ok(checked)
