@@ -38,6 +38,9 @@ pub(crate) struct Real {
     pub(super) notify: crate::notify::Hook,
     /// `--json`: events on stdout too.
     pub(super) json: bool,
+    /// LOG_RETENTION: the first loop and check whose logs are kept (`None` before the first
+    /// pruning of the run).
+    pub(super) logs_kept_from: Option<(u64, u64)>,
 }
 
 /// What a run holds before its async runtime starts: the project's store (its call ledger
@@ -105,6 +108,7 @@ impl Real {
             notify: crate::notify::Hook::new(s, now),
             secrets: crate::agent::redact::secret_values(),
             json: s.json,
+            logs_kept_from: None,
             store,
             lock,
             cancel,
@@ -273,8 +277,14 @@ impl Effects for Real {
         Ok(self.store.take_notes())
     }
 
-    fn prune_logs(&mut self, from: (u64, u64), before: Option<(u64, u64)>) {
-        match before {
+    fn prune_logs(&mut self, keep: u64, newest: (u64, u64)) {
+        if keep == 0 {
+            return;
+        }
+        let from = |n: u64| n.saturating_sub(keep).saturating_add(1);
+        let from = (from(newest.0), from(newest.1));
+        // The folder is scanned once, then only the logs that fell out of the window go.
+        match self.logs_kept_from.replace(from) {
             None => {
                 self.store.prune_logs(from.0, from.1);
             }

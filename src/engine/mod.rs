@@ -62,9 +62,6 @@ struct Engine {
     /// When MAX_RUNTIME ends the run (`None`: unlimited), and when the run started.
     run_deadline: Option<Timestamp>,
     run_started: Timestamp,
-    /// LOG_RETENTION: the first loop and check whose logs are kept (`None` before the first
-    /// pruning of the run).
-    logs_kept_from: Option<(u64, u64)>,
     /// The usage limit or window the run waits for or stopped at, named for the user.
     limit_note: Option<String>,
     /// This run's loops, for the receipts in the exit summary.

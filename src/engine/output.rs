@@ -97,17 +97,10 @@ impl Engine {
         }
     }
 
-    /// LOG_RETENTION: keeps the logs of the newest loops (and as many check outputs); the
-    /// folder is scanned once, then only the logs that fell out of the window are removed.
+    /// LOG_RETENTION: keeps the logs of the newest loops (and as many check outputs).
     pub(super) fn prune_logs(&mut self) {
-        let keep = self.s.log_retention.value;
-        if keep == 0 {
-            return;
-        }
-        let from = |newest: u64| newest.saturating_sub(keep).saturating_add(1);
-        let now = (from(self.state.loop_count), from(self.state.verify_count));
-        self.fx.prune_logs(now, self.logs_kept_from);
-        self.logs_kept_from = Some(now);
+        let newest = (self.state.loop_count, self.state.verify_count);
+        self.fx.prune_logs(self.s.log_retention.value, newest);
     }
 
     /// The window at or above its MAX_WINDOW_PERCENT limit, named for the exit message; with

@@ -60,7 +60,6 @@ impl Engine {
             credential_warned: None,
             verify: crate::policy::verification::Verification::default(),
             run_deadline: None,
-            logs_kept_from: None,
             limit_note: None,
             run_loops: Vec::new(),
             questions: Vec::new(),
