@@ -118,16 +118,13 @@ impl Engine {
     /// The session to resume, when the profile resumes and the stored id is one the CLI
     /// makes (state.json is in the agent's reach: an id goes back only in the CLI's alphabet).
     fn resume_id(&mut self, agent: &Agent, now: Timestamp) -> Option<String> {
-        let session = self.state.session.as_ref();
-        let id = self.s.resumable(session, now).map(|x| x.id.clone());
-        let id = id.filter(|_| agent.profile.resume)?;
-        match crate::policy::session::check_id(&id, agent.profile.session_ids()) {
-            Ok(()) => Some(id),
-            Err(why) => {
-                self.warn(&format!(
-                    "the stored session id is not one {} makes ({why}); starting a fresh session",
-                    agent.name()
-                ));
+        let stored = self.s.resumable(self.state.session.as_ref(), now);
+        let (p, name) = (&agent.profile, agent.name());
+        let id = stored.map(|x| x.id.as_str());
+        match crate::policy::session::resume_id(id, p.resume, p.session_ids(), name) {
+            Ok(id) => id,
+            Err(warning) => {
+                self.warn(&warning);
                 self.state.session = None;
                 None
             }
