@@ -14,6 +14,7 @@ use crate::effects::{AgentAnswer, AgentCall, Say};
 use crate::error::Result;
 use crate::policy::decide::Decision;
 use crate::policy::run::Fact;
+use crate::policy::windows;
 use crate::progress::Progress;
 use crate::report::LoopSummary;
 use crate::store::schema::{AgentFinished, Fold};
@@ -62,7 +63,8 @@ impl Engine {
             self.settle(step, &got.analysis).await?;
         }
         let decision = self.run.decision().unwrap_or(Decision::Continue);
-        self.note_usage_limit(&got.analysis, &decision);
+        let tz = jiff::tz::TimeZone::system();
+        self.limit_note(windows::usage_limit_note(&got.analysis, &decision, &tz));
         self.prune_logs();
         // When the next loop starts at once, its "running" status and its save before the
         // spawn carry this loop's results: no redundant writes here. Every other way out of
