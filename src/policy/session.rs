@@ -281,7 +281,13 @@ mod tests {
         let uuid = "4b7c2e1a-9d3f-4e8b-a6c5-1f2e3d4c5b6a";
         let bad = "the stored session id is not one claude makes (it starts with '-'); starting a fresh session";
         // (stored, the profile resumes, alphabet, result)
-        let cases: &[(Option<&str>, bool, IdAlphabet, Result<Option<&str>, &str>)] = &[
+        type Case<'a> = (
+            Option<&'a str>,
+            bool,
+            IdAlphabet,
+            Result<Option<&'a str>, &'a str>,
+        );
+        let cases: &[Case] = &[
             (None, true, U, Ok(None)),
             (Some(uuid), false, U, Ok(None)),
             (Some("--x"), false, U, Ok(None)),
