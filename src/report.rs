@@ -575,6 +575,56 @@ pub fn exit_message(reason: ExitReason, state: &State, plan: &Plan) -> String {
     }
 }
 
+/// What a run's end adds to [`exit_message`]: the usage limit or window it stopped at, the
+/// verification's summary, and the breaker's cooldown end (with `now`, for "in 5m").
+pub struct ExitNotes<'a> {
+    pub limit: Option<&'a str>,
+    pub verified: &'a str,
+    pub cooldown_ends: Option<Timestamp>,
+    pub now: Timestamp,
+}
+
+/// The exit summary of a run: [`exit_message`], the limit named (usage exits only), the
+/// verification's summary, the cooldown's end (an open circuit only).
+pub fn exit_summary(reason: ExitReason, state: &State, plan: &Plan, n: &ExitNotes<'_>) -> String {
+    let mut message = exit_message(reason, state, plan);
+    if let (ExitReason::UsageLimit | ExitReason::UsageWindow, Some(note)) = (reason, n.limit) {
+        message.push_str(&format!(" — {note}"));
+    }
+    message.push_str(n.verified);
+    if let (ExitReason::CircuitOpen, Some(end)) = (reason, n.cooldown_ends) {
+        message.push_str(&cooldown_note(end, n.now));
+    }
+    message
+}
+
+/// The run's last line on the terminal (`true`: a warning, the run did not succeed), and the
+/// `state` status.json ends with.
+pub fn exit_line(reason: ExitReason, message: &str) -> (bool, String, crate::store::RunState) {
+    use crate::store::RunState;
+    let (name, code) = (reason.as_str(), reason.code());
+    match code {
+        crate::exit::OK => (
+            false,
+            format!("done: {message} [{name}]"),
+            RunState::Completed,
+        ),
+        _ => {
+            let line = format!("stopped: {message} [{name}, exit {code}]");
+            let halted = code == crate::exit::HALTED;
+            (
+                true,
+                line,
+                if halted {
+                    RunState::Halted
+                } else {
+                    RunState::Stopped
+                },
+            )
+        }
+    }
+}
+
 /// How long a desktop notification may take before it is given up (and its group killed).
 const NOTIFY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -607,6 +657,86 @@ fn apple_quote(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exit_summary_table() {
+        let now: Timestamp = "2026-01-01T10:00:00Z".parse().unwrap();
+        let end: Timestamp = "2026-01-01T10:05:00Z".parse().unwrap();
+        let (state, plan) = (State::default(), Plan::default());
+        let notes = |limit, cooldown_ends| ExitNotes {
+            limit,
+            verified: "; verified",
+            cooldown_ends,
+            now,
+        };
+        let cooldown = cooldown_note(end, now);
+        let table = [
+            (
+                ExitReason::UsageLimit,
+                Some("5h window"),
+                None,
+                " — 5h window; verified",
+            ),
+            (
+                ExitReason::UsageWindow,
+                Some("7d at 90%"),
+                None,
+                " — 7d at 90%; verified",
+            ),
+            (
+                ExitReason::MaxLoops,
+                Some("5h window"),
+                Some(end),
+                "; verified",
+            ),
+            (ExitReason::UsageLimit, None, None, "; verified"),
+        ];
+        for (reason, limit, ends, tail) in table {
+            let got = exit_summary(reason, &state, &plan, &notes(limit, ends));
+            let want = exit_message(reason, &state, &plan) + tail;
+            assert_eq!(got, want, "{reason:?}");
+        }
+        let open = exit_summary(
+            ExitReason::CircuitOpen,
+            &state,
+            &plan,
+            &notes(None, Some(end)),
+        );
+        let want = exit_message(ExitReason::CircuitOpen, &state, &plan) + "; verified" + &cooldown;
+        assert_eq!(open, want);
+    }
+
+    #[test]
+    fn exit_line_table() {
+        use crate::store::RunState;
+        let table = [
+            (
+                ExitReason::PlanComplete,
+                false,
+                "done: m [plan_complete]",
+                RunState::Completed,
+            ),
+            (
+                ExitReason::MaxLoops,
+                true,
+                "stopped: m [max_loops, exit 3]",
+                RunState::Stopped,
+            ),
+            (
+                ExitReason::CircuitOpen,
+                true,
+                "stopped: m [circuit_open, exit 2]",
+                RunState::Halted,
+            ),
+        ];
+        for (reason, warn, line, state) in table {
+            assert_eq!(
+                exit_line(reason, "m"),
+                (warn, line.to_owned(), state),
+                "{reason:?}"
+            );
+        }
+    }
 
     #[test]
     fn display_mode_table() {

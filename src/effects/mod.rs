@@ -30,7 +30,7 @@ pub(crate) mod check;
 mod open;
 mod output;
 
-pub(crate) use open::Real;
+pub(crate) use open::{Real, claim};
 
 /// A future an effect returns (boxed: the trait is used as `dyn Effects`).
 pub(crate) type Fut<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
@@ -164,9 +164,9 @@ pub(crate) trait Effects: Clock {
     fn write_file(&mut self, path: &std::path::Path, bytes: &[u8]) -> Result<()>;
     /// `.hank/` recreated if the agent removed it; the store's notes since the last look.
     fn ensure_dirs(&mut self) -> Result<Vec<String>>;
-    /// LOG_RETENTION: keeps the logs of loops from `.0` and checks from `.1` on; `before` is
-    /// the last call's window (`None`: scan the folder once).
-    fn prune_logs(&mut self, from: (u64, u64), before: Option<(u64, u64)>);
+    /// LOG_RETENTION: keeps the logs of the `keep` newest loops and checks (`newest`: the
+    /// last loop's and check's numbers; `keep` 0: all).
+    fn prune_logs(&mut self, keep: u64, newest: (u64, u64));
     /// In a fleet: takes the call on the fleet-wide ledger, or says until when to wait.
     fn reserve_call(
         &mut self,

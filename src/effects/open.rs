@@ -37,19 +37,64 @@ pub(crate) struct Real {
     pub(super) notify: crate::notify::Hook,
     /// `--json`: events on stdout too.
     pub(super) json: bool,
+    /// LOG_RETENTION: the first loop and check whose logs are kept (`None` before the first
+    /// pruning of the run).
+    pub(super) logs_kept_from: Option<(u64, u64)>,
+}
+
+/// What a run holds before its async runtime starts: the project's store (its call ledger
+/// copied in the per-user state directory, outside the agent's reach), the project's lock,
+/// and CONTROL_TOPIC's poller with its note.
+pub(crate) struct Claimed {
+    store: Store,
+    lock: LockGuard,
+    remote: Option<crate::control::remote::RemotePoller>,
+    pub(crate) note: Option<String>,
+}
+
+/// Claims the project of a run: the store and its lock; hank made the subreaper of the
+/// agent's descendants that leave its group (stopped with it), out of the agent's reach
+/// through /proc; CONTROL_TOPIC's signed remote commands read on a thread of their own.
+pub(crate) fn claim(s: &Settings) -> Result<Claimed> {
+    let copy = crate::store::userdir::project_dir(&s.project_dir)?.join("calls");
+    let store = Store::new(&s.project_dir)
+        .with_ledger_copy(copy)
+        .with_user_control()?;
+    store.ensure_dirs()?;
+    let lock = store.lock()?;
+    process::become_subreaper();
+    process::protect_self();
+    let (remote, note) = crate::control::remote::topic(s)?.map_or(Ok((None, None)), |topic| {
+        crate::control::remote::RemotePoller::start(
+            s.project_dir.clone(),
+            store.clone(),
+            topic,
+            crate::control::remote::POLL_EVERY,
+        )
+    })?;
+    Ok(Claimed {
+        store,
+        lock,
+        remote,
+        note,
+    })
 }
 
 impl Real {
-    /// Opens the effects of a run in `s.project_dir` (`lock` held) and loads its state. The
+    /// Opens the effects of a run in the `claimed` project and loads its state. The
     /// warnings found on the way (a state moved aside, leftovers stopped) come back with it.
     pub(crate) fn open(
         s: &Settings,
-        store: Store,
-        lock: LockGuard,
+        claimed: Claimed,
         cancel: watch::Receiver<u32>,
         clock: Box<dyn Clock>,
-        remote: Option<crate::control::remote::RemotePoller>,
     ) -> Result<(Self, State, Vec<String>)> {
+        let Claimed {
+            store,
+            lock,
+            remote,
+            ..
+        } = claimed;
         let now = clock.now();
         let mut loaded = store.load_state(now)?;
         loaded.state.ledger.prune(now);
@@ -62,6 +107,7 @@ impl Real {
             notify: crate::notify::Hook::new(s, now),
             secrets: crate::agent::redact::secret_values(),
             json: s.json,
+            logs_kept_from: None,
             store,
             lock,
             cancel,
@@ -230,8 +276,14 @@ impl Effects for Real {
         Ok(self.store.take_notes())
     }
 
-    fn prune_logs(&mut self, from: (u64, u64), before: Option<(u64, u64)>) {
-        match before {
+    fn prune_logs(&mut self, keep: u64, newest: (u64, u64)) {
+        if keep == 0 {
+            return;
+        }
+        let from = |n: u64| n.saturating_sub(keep).saturating_add(1);
+        let from = (from(newest.0), from(newest.1));
+        // The folder is scanned once, then only the logs that fell out of the window go.
+        match self.logs_kept_from.replace(from) {
             None => {
                 self.store.prune_logs(from.0, from.1);
             }

@@ -14,6 +14,7 @@ use crate::effects::{AgentAnswer, AgentCall, Say};
 use crate::error::Result;
 use crate::policy::decide::Decision;
 use crate::policy::run::Fact;
+use crate::policy::windows;
 use crate::progress::Progress;
 use crate::report::LoopSummary;
 use crate::store::schema::{AgentFinished, Fold};
@@ -62,7 +63,8 @@ impl Engine {
             self.settle(step, &got.analysis).await?;
         }
         let decision = self.run.decision().unwrap_or(Decision::Continue);
-        self.note_usage_limit(&got.analysis, &decision);
+        let tz = jiff::tz::TimeZone::system();
+        self.limit_note(windows::usage_limit_note(&got.analysis, &decision, &tz));
         self.prune_logs();
         // When the next loop starts at once, its "running" status and its save before the
         // spawn carry this loop's results: no redundant writes here. Every other way out of
@@ -118,16 +120,13 @@ impl Engine {
     /// The session to resume, when the profile resumes and the stored id is one the CLI
     /// makes (state.json is in the agent's reach: an id goes back only in the CLI's alphabet).
     fn resume_id(&mut self, agent: &Agent, now: Timestamp) -> Option<String> {
-        let session = self.state.session.as_ref();
-        let id = self.s.resumable(session, now).map(|x| x.id.clone());
-        let id = id.filter(|_| agent.profile.resume)?;
-        match crate::policy::session::check_id(&id, agent.profile.session_ids()) {
-            Ok(()) => Some(id),
-            Err(why) => {
-                self.warn(&format!(
-                    "the stored session id is not one {} makes ({why}); starting a fresh session",
-                    agent.name()
-                ));
+        let stored = self.s.resumable(self.state.session.as_ref(), now);
+        let (p, name) = (&agent.profile, agent.name());
+        let id = stored.map(|x| x.id.as_str());
+        match crate::policy::session::resume_id(id, p.resume, p.session_ids(), name) {
+            Ok(id) => id,
+            Err(warning) => {
+                self.warn(&warning);
                 self.state.session = None;
                 None
             }

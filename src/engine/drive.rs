@@ -210,7 +210,7 @@ impl Engine {
                 }
                 self.wait_until(r, until).await?
             }
-            (WaitFor::LoopDelay, Some(until)) => self.sleep_until(until).await,
+            (WaitFor::LoopDelay, Some(until)) => self.sleep_until(None, until).await,
             (WaitFor::Paused, _) => self.paused().await?,
             (WaitFor::UserAnswer, Some(until)) => {
                 self.fx.say(Say::Info(

@@ -30,7 +30,7 @@ mod deliver;
 mod drive;
 mod output;
 mod start;
-pub(crate) mod verify;
+mod verify;
 mod wait;
 
 pub(crate) use start::start;
@@ -62,9 +62,6 @@ struct Engine {
     /// When MAX_RUNTIME ends the run (`None`: unlimited), and when the run started.
     run_deadline: Option<Timestamp>,
     run_started: Timestamp,
-    /// LOG_RETENTION: the first loop and check whose logs are kept (`None` before the first
-    /// pruning of the run).
-    logs_kept_from: Option<(u64, u64)>,
     /// The usage limit or window the run waits for or stopped at, named for the user.
     limit_note: Option<String>,
     /// This run's loops, for the receipts in the exit summary.
@@ -146,26 +143,17 @@ impl Engine {
             self.state.session = None;
         }
         self.save()?;
-        let run_state = match reason.code() {
-            crate::exit::OK => RunState::Completed,
-            crate::exit::HALTED => RunState::Halted,
-            _ => RunState::Stopped,
-        };
         self.wait = None;
         self.refresh_plan();
-        let mut message = crate::report::exit_message(reason, &self.state, &self.plan);
-        if let (ExitReason::UsageLimit | ExitReason::UsageWindow, Some(note)) =
-            (reason, &self.limit_note)
-        {
-            message.push_str(&format!(" — {note}"));
-        }
-        message.push_str(&self.verify.summary(reason));
         let bcfg = self.s.breaker_config();
-        if reason == ExitReason::CircuitOpen
-            && let Some(end) = self.state.breaker.cooldown_ends_at(&bcfg)
-        {
-            message.push_str(&crate::report::cooldown_note(end, self.fx.now()));
-        }
+        let notes = crate::report::ExitNotes {
+            limit: self.limit_note.as_deref(),
+            verified: &self.verify.summary(reason),
+            cooldown_ends: self.state.breaker.cooldown_ends_at(&bcfg),
+            now: self.fx.now(),
+        };
+        let message = crate::report::exit_summary(reason, &self.state, &self.plan, &notes);
+        let (warn, line, run_state) = crate::report::exit_line(reason, &message);
         let status = self.status(run_state, Some(reason));
         self.fx.publish(&status)?;
         self.emit(EventKind::Exit {
@@ -176,12 +164,11 @@ impl Engine {
         })?;
         let (name, code) = (reason.as_str(), reason.code());
         self.fx.log(&format!("exit {name} ({code}): {message}"));
-        if code == crate::exit::OK {
-            self.fx.say(Say::Info(&format!("done: {message} [{name}]")));
+        self.fx.say(if warn {
+            Say::Warn(&line)
         } else {
-            let line = format!("stopped: {message} [{name}, exit {code}]");
-            self.fx.say(Say::Warn(&line));
-        }
+            Say::Info(&line)
+        });
         for line in crate::policy::receipts::summary_lines(&self.run_loops) {
             self.fx.say(Say::Info(&line));
         }

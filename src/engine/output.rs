@@ -5,13 +5,11 @@ use jiff::Timestamp;
 use jiff::tz::TimeZone;
 
 use super::Engine;
-use crate::analysis::Analysis;
 use crate::effects::Say;
 use crate::error::Result;
 use crate::exit::ExitReason;
 use crate::policy::breaker::Transition;
 use crate::policy::charge;
-use crate::policy::decide::Decision;
 use crate::policy::windows;
 use crate::store::schema::StatusParts;
 use crate::store::{Event, EventKind, PlanCounts, RunState, Status};
@@ -97,36 +95,26 @@ impl Engine {
         }
     }
 
-    /// LOG_RETENTION: keeps the logs of the newest loops (and as many check outputs); the
-    /// folder is scanned once, then only the logs that fell out of the window are removed.
+    /// LOG_RETENTION: keeps the logs of the newest loops (and as many check outputs).
     pub(super) fn prune_logs(&mut self) {
-        let keep = self.s.log_retention.value;
-        if keep == 0 {
-            return;
-        }
-        let from = |newest: u64| newest.saturating_sub(keep).saturating_add(1);
-        let now = (from(self.state.loop_count), from(self.state.verify_count));
-        self.fx.prune_logs(now, self.logs_kept_from);
-        self.logs_kept_from = Some(now);
+        let newest = (self.state.loop_count, self.state.verify_count);
+        self.fx.prune_logs(self.s.log_retention.value, newest);
     }
 
     /// The window at or above its MAX_WINDOW_PERCENT limit, named for the exit message; with
     /// the wait's end (`until`), said on the terminal too.
     pub(super) fn window_note(&mut self, until: Option<Timestamp>) {
         let seen = self.seen.as_ref().map(|o| &o.window);
-        if let Some(note) = seen.and_then(|w| windows::over_limit_note(w, &TimeZone::system())) {
-            self.limit_note(note, until);
-        }
+        let note = seen.and_then(|w| windows::over_limit_note(w, &TimeZone::system()));
+        self.limit_note(note.map(|n| (n, until)));
     }
 
-    /// After a loop's decision: a usage limit named on the terminal and in the exit message.
-    pub(super) fn note_usage_limit(&mut self, a: &Analysis, decision: &Decision) {
-        if let Some((note, until)) = windows::usage_limit_note(a, decision, &TimeZone::system()) {
-            self.limit_note(note, until);
-        }
-    }
-
-    fn limit_note(&mut self, note: String, until: Option<Timestamp>) {
+    /// A usage limit (after a loop's decision, [`windows::usage_limit_note`]) or window
+    /// named in the exit message; with the wait's end, on the terminal too.
+    pub(super) fn limit_note(&mut self, found: Option<(String, Option<Timestamp>)>) {
+        let Some((note, until)) = found else {
+            return;
+        };
         if let Some(until) = until {
             let at = crate::report::local_time(until);
             self.fx

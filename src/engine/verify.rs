@@ -2,11 +2,6 @@
 //! a "done" claim. The check runs through [`crate::effects::Effects::run_check`]
 //! (`effects/check.rs`); what each result means is [`Verification`]'s (pure).
 
-// The check's runner lives in `effects/check.rs`; its names stay reachable here for the
-// callers of `engine::verify` (`hank verify`, delivery).
-#[allow(unused_imports)]
-pub(crate) use crate::effects::check::{Ran, read_tail, run_command_with_hook, test_files};
-
 use super::Engine;
 use crate::effects::{CheckCall, Checked};
 use crate::error::Result;
@@ -36,13 +31,9 @@ impl Engine {
         self.verify.tests_at_start = tests;
         let checked = checked?;
         let r = &checked.result;
-        if !r.removed_tests.is_empty() {
-            let list = r.removed_tests.join(", ");
-            self.warn(&format!(
-                "test files deleted or emptied during this run: {list}"
-            ));
+        if let Some(w) = self.verify.record(r.clone(), &checked.tail) {
+            self.warn(&w);
         }
-        self.verify.record(r.clone(), &checked.tail);
         self.state.last_verification = Some(r.clone());
         self.emit(EventKind::Verification(Box::new(r.clone())))?;
         Ok(checked)

@@ -55,7 +55,7 @@ impl Engine {
             {
                 Waited::Stop(ExitReason::MaxRuntime)
             }
-            _ => self.sleep_until_with_ticks(reason, until).await,
+            _ => self.sleep_until(Some(reason), until).await,
         };
         self.fx.say(Say::WaitDone);
         self.wait = None;
@@ -113,27 +113,35 @@ impl Engine {
         }
     }
 
-    /// Sleeps until `until` in ticks of a second (the countdown, commands polled), MAX_RUNTIME
-    /// and Ctrl-C ending it.
-    async fn sleep_until_with_ticks(&mut self, reason: WaitReason, until: Timestamp) -> Waited {
+    /// Sleeps until `until` in steps of at most a second (commands polled), MAX_RUNTIME and
+    /// Ctrl-C ending it; a wait for `reason` shows its countdown (`None`: the silent loop
+    /// delay, which a `retry-now` ends too).
+    pub(super) async fn sleep_until(
+        &mut self,
+        reason: Option<WaitReason>,
+        until: Timestamp,
+    ) -> Waited {
+        let end = self.run_deadline.map_or(until, |d| d.min(until));
         loop {
             let now = self.fx.now();
-            if now >= until {
-                return Waited::Done;
-            }
-            if self.run_deadline.is_some_and(|d| now >= d) {
-                return Waited::Stop(ExitReason::MaxRuntime);
+            if now >= end {
+                let cut = end < until && (reason.is_none() || now < until);
+                return if cut {
+                    Waited::Stop(ExitReason::MaxRuntime)
+                } else {
+                    Waited::Done
+                };
             }
             if let Some(cut) = self.control_cut() {
                 return cut;
             }
-            let reason = reason.as_str();
-            self.fx.say(Say::WaitTick { reason, until, now });
-            // Someone deleted status.json during a long wait: put it back.
-            if self.fx.status_missing() {
-                let _ = self.write_status(RunState::Waiting);
+            if let Some(reason) = reason.map(WaitReason::as_str) {
+                self.fx.say(Say::WaitTick { reason, until, now });
+                // Someone deleted status.json during a long wait: put it back.
+                if self.fx.status_missing() {
+                    let _ = self.write_status(RunState::Waiting);
+                }
             }
-            let end = self.run_deadline.map_or(until, |d| d.min(until));
             let step = crate::policy::time::tick(now, end, SignedDuration::from_secs(1));
             if self.fx.sleep(step).await == Slept::Interrupted {
                 return Waited::Stop(ExitReason::Interrupted);
@@ -158,29 +166,5 @@ impl Engine {
         };
         self.wait = None;
         Ok(waited)
-    }
-
-    /// The silent loop delay; control commands are taken about once a second meanwhile (a
-    /// `retry-now` ends it, a `stop` or a pause is taken at once); MAX_RUNTIME cuts it.
-    pub(super) async fn sleep_until(&mut self, until: Timestamp) -> Waited {
-        let end = self.run_deadline.map_or(until, |d| d.min(until));
-        loop {
-            let now = self.fx.now();
-            if now >= end {
-                return if end < until {
-                    Waited::Stop(ExitReason::MaxRuntime)
-                } else {
-                    Waited::Done
-                };
-            }
-            if let Some(cut) = self.control_cut() {
-                return cut;
-            }
-            let left = end.duration_since(now).min(SignedDuration::from_secs(1));
-            let step = Duration::try_from(left).unwrap_or(Duration::ZERO);
-            if self.fx.sleep(step).await == Slept::Interrupted {
-                return Waited::Stop(ExitReason::Interrupted);
-            }
-        }
     }
 }

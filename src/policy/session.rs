@@ -80,6 +80,29 @@ pub enum IdAlphabet {
 /// Longest session id hank passes back.
 pub const MAX_SESSION_ID_LEN: usize = 128;
 
+/// The session a call resumes: the `stored` id (one the settings let resume) when the
+/// profile `resumes` and the id is one its CLI makes (state.json is in the agent's reach).
+///
+/// # Errors
+/// The stored id is not one `agent` makes: the warning to show; the session is dropped.
+pub fn resume_id(
+    stored: Option<&str>,
+    resumes: bool,
+    alphabet: IdAlphabet,
+    agent: &str,
+) -> Result<Option<String>, String> {
+    let Some(id) = stored.filter(|_| resumes) else {
+        return Ok(None);
+    };
+    check_id(id, alphabet)
+        .map(|()| Some(id.to_owned()))
+        .map_err(|why| {
+            format!(
+                "the stored session id is not one {agent} makes ({why}); starting a fresh session"
+            )
+        })
+}
+
 /// Checks a session id against `alphabet`; the error says what is wrong (without quoting the
 /// id, which may be long or hostile).
 ///
@@ -250,6 +273,33 @@ mod tests {
             ),
             None
         );
+    }
+
+    #[test]
+    fn resume_id_table() {
+        use IdAlphabet::{Conservative as C, Uuid as U};
+        let uuid = "4b7c2e1a-9d3f-4e8b-a6c5-1f2e3d4c5b6a";
+        let bad = "the stored session id is not one claude makes (it starts with '-'); starting a fresh session";
+        // (stored, the profile resumes, alphabet, result)
+        type Case<'a> = (
+            Option<&'a str>,
+            bool,
+            IdAlphabet,
+            Result<Option<&'a str>, &'a str>,
+        );
+        let cases: &[Case] = &[
+            (None, true, U, Ok(None)),
+            (Some(uuid), false, U, Ok(None)),
+            (Some("--x"), false, U, Ok(None)),
+            (Some(uuid), true, U, Ok(Some(uuid))),
+            (Some("ses_1"), true, C, Ok(Some("ses_1"))),
+            (Some("--x"), true, U, Err(bad)),
+        ];
+        for (stored, resumes, alphabet, want) in cases {
+            let got = resume_id(*stored, *resumes, *alphabet, "claude");
+            let got = got.as_ref().map(Option::as_deref).map_err(String::as_str);
+            assert_eq!(got, *want, "{stored:?} {resumes} {alphabet:?}");
+        }
     }
 
     #[test]

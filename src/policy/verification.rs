@@ -132,10 +132,16 @@ impl Verification {
         )
     }
 
-    /// Keeps a check's record (`tail`: the end of its output when it failed).
-    pub fn record(&mut self, r: CheckResult, tail: &str) {
+    /// Keeps a check's record (`tail`: the end of its output when it failed); the warning
+    /// when the check found test files deleted or emptied since the run started.
+    pub fn record(&mut self, r: CheckResult, tail: &str) -> Option<String> {
+        let removed = (!r.removed_tests.is_empty()).then(|| {
+            let list = r.removed_tests.join(", ");
+            format!("test files deleted or emptied during this run: {list}")
+        });
         self.last = Some(r);
         tail.clone_into(&mut self.last_tail);
+        removed
     }
 
     /// The baseline's result (`tail`: the end of its output). A red baseline is told to the
@@ -395,7 +401,12 @@ mod tests {
         );
         // The per-loop check of the same loop is judged again, not run twice.
         let red = result(CheckKind::Loop, false);
-        v.record(red.clone(), "FAILED");
+        let mut gone = red.clone();
+        gone.removed_tests = vec!["tests/a.rs".into(), "tests/b.rs".into()];
+        let warning = "test files deleted or emptied during this run: tests/a.rs, tests/b.rs";
+        let recorded = Verification::default().record(gone, "FAILED");
+        assert_eq!(recorded.as_deref(), Some(warning));
+        assert_eq!(v.record(red.clone(), "FAILED"), None);
         assert!(!v.on_loop_check(4, None, &red, "FAILED"));
         let green = result(CheckKind::Loop, true);
         assert!(v.on_loop_check(4, Some(&green), &red, "FAILED"));

@@ -221,7 +221,7 @@ impl Effects for TestEffects {
         Ok(Vec::new())
     }
 
-    fn prune_logs(&mut self, _from: (u64, u64), _before: Option<(u64, u64)>) {}
+    fn prune_logs(&mut self, _keep: u64, _newest: (u64, u64)) {}
 
     fn reserve_call(
         &mut self,

@@ -27,8 +27,9 @@ use crate::policy::windows::WindowCheck;
 #[cfg(test)]
 mod tests;
 
-/// The settings the state machine needs, fixed for the run.
-#[derive(Debug, Clone, PartialEq)]
+/// The settings the state machine needs, fixed for the run (the default: no deadline, no
+/// delay, waits at a usage limit, one agent, the default decision settings, no answer wait).
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct RunConfig {
     /// When `MAX_RUNTIME` ends the run (`None`: unlimited).
     pub deadline: Option<Timestamp>,
