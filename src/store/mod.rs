@@ -122,6 +122,11 @@ pub fn write_file_atomic(path: &Path, bytes: &[u8], how: &AtomicWrite) -> io::Re
 /// a FIFO planted there (`O_NONBLOCK`), and anything but a regular file is an error naming
 /// what it is.
 fn open_append(path: &Path) -> io::Result<File> {
+    open_append_len(path).map(|(file, _)| file)
+}
+
+/// [`open_append`], with the file's length (from the same `fstat`).
+fn open_append_len(path: &Path) -> io::Result<(File, u64)> {
     let file = OpenOptions::new()
         .create(true)
         .append(true)
@@ -131,11 +136,11 @@ fn open_append(path: &Path) -> io::Result<File> {
     regular_only(file)
 }
 
-/// `file` if it is a regular file, else an error saying what it is.
-fn regular_only(file: File) -> io::Result<File> {
+/// `file` if it is a regular file (with its length), else an error saying what it is.
+fn regular_only(file: File) -> io::Result<(File, u64)> {
     let meta = file.metadata()?;
     if meta.file_type().is_file() {
-        return Ok(file);
+        return Ok((file, meta.len()));
     }
     let what = if meta.file_type().is_fifo() {
         "a FIFO (named pipe)"
@@ -421,6 +426,21 @@ impl Store {
         }
     }
 
+    /// Opens `path`, one of hank's own append-only files, for appending ([`open_append`]),
+    /// with its length. Nothing is looked at before the open (`O_NOFOLLOW` refuses a link
+    /// and `O_NONBLOCK` a FIFO by itself): only when the open fails or finds something other
+    /// than a regular file is it replaced ([`Store::own_file`]) and opened again — one
+    /// `lstat` fewer per append than checking first, the same files refused.
+    fn open_own(&self, path: &Path) -> io::Result<(File, u64)> {
+        match open_append_len(path) {
+            Ok(opened) => Ok(opened),
+            Err(_) => {
+                self.own_file(path);
+                open_append_len(path)
+            }
+        }
+    }
+
     /// The `.hank/` directory.
     #[must_use]
     pub fn dir(&self) -> &Path {
@@ -523,12 +543,17 @@ impl Store {
     /// Removes the logs of the loops and checks numbered in these ranges, by name (the
     /// per-loop step of LOG_RETENTION; [`Store::prune_logs`] scans the folder once per run).
     pub fn remove_logs(&self, loops: std::ops::Range<u64>, checks: std::ops::Range<u64>) {
+        if loops.is_empty() && checks.is_empty() {
+            return;
+        }
+        // One check of the folders for the whole batch (an unlink never follows a link in
+        // its last component, and this one is hank's own, just made sure of).
+        let logs = self.real_logs_dir();
         for n in loops {
             for ext in ["out", "err", "prompt"] {
-                let _ = fs::remove_file(self.loop_log(n, ext));
+                let _ = fs::remove_file(logs.join(format!("loop-{n:05}.{ext}")));
             }
         }
-        let logs = self.real_logs_dir();
         for n in checks {
             let _ = fs::remove_file(logs.join(format!("verify-{n:05}.log")));
         }
@@ -814,12 +839,16 @@ impl Store {
     /// Appends one event line to `events.jsonl`, trimming the file past [`EVENTS_CAP`].
     pub fn append_event(&self, line: &str) -> Result<()> {
         let path = self.events_path();
-        self.own_file(&path);
-        let mut f = open_append(&path).map_err(|e| HankError::io("failed to open", &path, e))?;
-        f.write_all(line.as_bytes())
-            .and_then(|()| f.write_all(b"\n"))
+        let (mut f, before) = self
+            .open_own(&path)
+            .map_err(|e| HankError::io("failed to open", &path, e))?;
+        // One write of the whole line (O_APPEND keeps it whole beside another writer).
+        let mut bytes = Vec::with_capacity(line.len() + 1);
+        bytes.extend_from_slice(line.as_bytes());
+        bytes.push(b'\n');
+        f.write_all(&bytes)
             .map_err(|e| HankError::io("failed to append to", &path, e))?;
-        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        let len = before + bytes.len() as u64;
         drop(f);
         if len > EVENTS_CAP {
             trim_to_tail(&path, EVENTS_CAP / 2)
@@ -906,9 +935,9 @@ impl Store {
     pub fn log(&self, now: Timestamp, line: &str) {
         let logs = self.real_logs_dir();
         let path = logs.join("hank.log");
-        self.own_file(&path);
-        if let Ok(meta) = fs::symlink_metadata(&path)
-            && meta.len() > LOG_CAP
+        let mut opened = self.open_own(&path);
+        if let Ok((_, len)) = &opened
+            && *len > LOG_CAP
         {
             for i in (1..3).rev() {
                 let _ = fs::rename(
@@ -917,9 +946,11 @@ impl Store {
                 );
             }
             let _ = fs::rename(&path, logs.join("hank.log.1"));
+            opened = self.open_own(&path);
         }
-        if let Ok(mut f) = open_append(&path) {
-            let _ = writeln!(f, "{} {line}", now.round(jiff::Unit::Second).unwrap_or(now));
+        if let Ok((mut f, _)) = opened {
+            let text = format!("{} {line}\n", now.round(jiff::Unit::Second).unwrap_or(now));
+            let _ = f.write_all(text.as_bytes());
         }
     }
 
@@ -1022,7 +1053,7 @@ fn open_lock_file(path: &Path) -> io::Result<File> {
         .mode(0o600)
         .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits() | nix::fcntl::OFlag::O_NONBLOCK.bits())
         .open(path)?;
-    regular_only(file)
+    regular_only(file).map(|(file, _)| file)
 }
 
 /// The PID written in the lock file, if it can be read.
