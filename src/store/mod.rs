@@ -484,6 +484,16 @@ impl Store {
         self.real_logs_dir().join(format!("loop-{number:05}.{ext}"))
     }
 
+    /// `logs/loop-NNNNN.out` and `.err`, the folders made sure of once for both.
+    #[must_use]
+    pub fn loop_logs(&self, number: u64) -> (PathBuf, PathBuf) {
+        let logs = self.real_logs_dir();
+        (
+            logs.join(format!("loop-{number:05}.out")),
+            logs.join(format!("loop-{number:05}.err")),
+        )
+    }
+
     /// [`Store::logs_dir`] for a write, rotation or removal: a symbolic link planted there at
     /// any time (not only before the run) is replaced by a real directory first, with a note
     /// — the link is removed, never what it points to.
@@ -595,6 +605,11 @@ impl Store {
                 "{} was a symbolic link; hank never writes outside the project: removed the link (not its target) and made a real directory",
                 logs.display()
             ));
+        } else if let Ok(meta) = fs::symlink_metadata(&logs)
+            && meta.is_dir()
+        {
+            // Already a real folder (the per-loop case): nothing to create.
+            return Ok(());
         }
         fs::create_dir_all(&logs).map_err(|e| HankError::io("failed to create", &logs, e))
     }
@@ -1788,6 +1803,45 @@ mod tests {
             notes[0].contains("events.jsonl was a symbolic link"),
             "{notes:?}"
         );
+    }
+
+    #[test]
+    fn links_planted_between_the_writes_of_one_loop_are_never_followed() {
+        // Each write of a loop opens first and checks only when the open fails: a link or a
+        // FIFO planted between two writes (after ensure_dirs) is still refused and replaced.
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("target");
+        fs::write(&target, b"keep").unwrap();
+        let store = Store::new(dir.path());
+        store.ensure_dirs().unwrap();
+        store.log(now(), "first");
+        store.append_event("{}").unwrap();
+        let log = store.logs_dir().join("hank.log");
+        // A link at hank.log between two log lines.
+        fs::remove_file(&log).unwrap();
+        std::os::unix::fs::symlink(&target, &log).unwrap();
+        store.log(now(), "second");
+        assert!(fs::symlink_metadata(&log).unwrap().is_file());
+        assert!(fs::read_to_string(&log).unwrap().contains("second"));
+        // A FIFO at events.jsonl between two events: an error never, a hang never.
+        fs::remove_file(store.events_path()).unwrap();
+        nix::unistd::mkfifo(&store.events_path(), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        store.append_event("{\"n\":2}").unwrap();
+        assert_eq!(fs::read(store.events_path()).unwrap(), b"{\"n\":2}\n");
+        // `logs` itself replaced by a link after ensure_dirs: the loop's logs and the next
+        // log line land in a real folder of the project.
+        fs::remove_dir_all(store.logs_dir()).unwrap();
+        std::os::unix::fs::symlink(outside.path(), store.logs_dir()).unwrap();
+        let (out, err) = store.loop_logs(7);
+        assert!(out.starts_with(store.logs_dir()) && err.starts_with(store.logs_dir()));
+        assert!(fs::symlink_metadata(store.logs_dir()).unwrap().is_dir());
+        store.log(now(), "third");
+        assert_eq!(fs::read(&target).unwrap(), b"keep");
+        let names: Vec<_> = fs::read_dir(outside.path()).unwrap().flatten().collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+        let notes = store.take_notes();
+        assert_eq!(notes.len(), 3, "{notes:?}");
     }
 
     #[test]
