@@ -44,13 +44,14 @@ impl Real {
         // and IDLE_TIMEOUT watch it (hank asks for stream-json whenever the profile has it).
         let streaming = argv::output_streams(agent, s);
         let watch = |d: Duration| (streaming && !d.is_zero()).then_some(d);
+        let (stdout_log, stderr_log) = self.store.loop_logs(number);
         let spawn = Spawn {
             program: &agent.command.program,
             args: c.args,
             cwd: &s.project_dir,
             stdin: c.stdin,
-            stdout_log: self.store.loop_log(number, "out"),
-            stderr_log: self.store.loop_log(number, "err"),
+            stdout_log,
+            stderr_log,
             timeout: s.timeout.value,
             grace: GRACE,
             live: s.live.value,

@@ -335,12 +335,27 @@ pub fn marked_processes(wanted: &[(&str, &str)]) -> Vec<(i32, u64)> {
 /// child subreaper ([`become_subreaper`]: every orphan of the agent is re-parented to hank,
 /// whatever its environment or session), else by a scan of the machine for group `pgid` or
 /// `marker`.
-fn survivors(pgid: i32, marker: Option<&Marker>) -> Vec<(i32, u64)> {
+fn survivors(pgid: i32, marker: Option<&Marker>) -> Walk {
     if SUBREAPER.load(Ordering::Relaxed) {
-        tree_survivors(pgid)
+        tree_walk(pgid)
     } else {
-        scan_survivors(pgid, marker)
+        Walk {
+            live: scan_survivors(pgid, marker),
+            childless: false,
+        }
     }
+}
+
+/// One walk of the agent's tree ([`survivors`]).
+#[derive(Debug, Default)]
+struct Walk {
+    /// The live processes found, with their start times.
+    live: Vec<(i32, u64)>,
+    /// Hank had no child at all in the walked set (not even a zombie): with hank the child
+    /// subreaper, no descendant exists then, and none can appear later (only a descendant, or
+    /// hank itself, creates one; hank's own spawns are other calls), so a later walk of the
+    /// same call would find nothing either.
+    childless: bool,
 }
 
 /// Whether hank is the child subreaper of its descendants.
@@ -378,11 +393,18 @@ impl Drop for OwnSpawn {
 /// The children of `pid` (every thread's: a multi-threaded process forks from any thread),
 /// from `/proc/PID/task/TID/children`.
 fn children_of(pid: i32) -> Vec<i32> {
+    children_and_tasks(pid).0
+}
+
+/// [`children_of`], and the thread ids whose `children` were read.
+fn children_and_tasks(pid: i32) -> (Vec<i32>, Vec<std::ffi::OsString>) {
     let mut out = Vec::new();
+    let mut ids = Vec::new();
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return out;
+        return (out, ids);
     };
     for task in tasks.flatten() {
+        ids.push(task.file_name());
         let mut path = task.path();
         path.push("children");
         if let Ok(text) = std::fs::read_to_string(&path) {
@@ -392,7 +414,14 @@ fn children_of(pid: i32) -> Vec<i32> {
             );
         }
     }
-    out
+    (out, ids)
+}
+
+/// Thread ids of `pid` (as [`children_and_tasks`] lists them).
+fn task_ids(pid: i32) -> Vec<std::ffi::OsString> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| d.flatten().map(|t| t.file_name()).collect())
+        .unwrap_or_default()
 }
 
 /// What [`run_with_hook`] tells its caller while the agent runs.
@@ -452,14 +481,23 @@ pub fn stop_recorded(procs: &[(i32, u64)], grace: Duration) -> usize {
 /// them that are orphans re-parented to hank are reaped on the way (never a child a caller
 /// waits for).
 fn tree_survivors(pgid: i32) -> Vec<(i32, u64)> {
+    tree_walk(pgid).live
+}
+
+/// [`tree_survivors`], saying also whether hank had no child to walk ([`Walk::childless`]).
+fn tree_walk(pgid: i32) -> Walk {
     use nix::sys::wait::{WaitPidFlag, waitpid};
     let me = i32::try_from(std::process::id()).unwrap_or(0);
     let spawned = own_spawns().clone();
     let mut out = Vec::new();
-    let mut queue: Vec<i32> = children_of(me)
+    let (children, tasks) = children_and_tasks(me);
+    let mut queue: Vec<i32> = children
         .into_iter()
         .filter(|c| *c == pgid || !spawned.contains(c))
         .collect();
+    // A thread of hank that exits hands its children to another thread, whose list may have
+    // been read already: "no child" is only trusted when the threads did not change meanwhile.
+    let childless = queue.is_empty() && task_ids(me) == tasks;
     let mut seen = HashSet::new();
     while let Some(pid) = queue.pop() {
         if seen.len() >= MAX_TREE || !seen.insert(pid) {
@@ -475,7 +513,10 @@ fn tree_survivors(pgid: i32) -> Vec<(i32, u64)> {
         out.push((pid, st.ticks));
         queue.extend(children_of(pid));
     }
-    out
+    Walk {
+        live: out,
+        childless,
+    }
 }
 
 /// The live descendants of `root` (not `root` itself), with their start times.
@@ -883,6 +924,10 @@ struct Stopping<'a> {
     /// Every process hank signalled (reaped if it was re-parented to hank).
     seen: HashSet<i32>,
     any_signalled: bool,
+    /// A walk found hank without a child ([`Walk::childless`]): nothing of the agent is left
+    /// and nothing can appear, so the later steps do not walk hank's tree again (one walk per
+    /// call on the happy path instead of three).
+    gone: bool,
 }
 
 impl<'a> Stopping<'a> {
@@ -895,11 +940,23 @@ impl<'a> Stopping<'a> {
             kill_at: None,
             seen: HashSet::new(),
             any_signalled: false,
+            gone: false,
         }
     }
 
+    /// The agent's live processes now ([`survivors`]); none without a walk once a walk found
+    /// hank childless.
+    fn survivors(&mut self) -> Vec<(i32, u64)> {
+        if self.gone {
+            return Vec::new();
+        }
+        let walk = survivors(self.pgid, self.marker);
+        self.gone = walk.childless;
+        walk.live
+    }
+
     fn signal(&mut self, sig: Signal) -> bool {
-        let procs = survivors(self.pgid, self.marker);
+        let procs = self.survivors();
         if self.pgid > 0 {
             signal_group(self.pgid, sig);
         }
@@ -925,7 +982,7 @@ impl<'a> Stopping<'a> {
     /// Reaps, sends SIGKILL once the grace is over; whether anything is still alive.
     fn poll(&mut self) -> bool {
         reap(&self.seen);
-        let procs = survivors(self.pgid, self.marker);
+        let procs = self.survivors();
         if procs.is_empty() {
             return false;
         }
@@ -950,7 +1007,7 @@ impl<'a> Stopping<'a> {
     }
 
     fn finish(&mut self) {
-        if !survivors(self.pgid, self.marker).is_empty() {
+        if !self.survivors().is_empty() {
             self.kill_now();
         }
         reap(&self.seen);

@@ -123,6 +123,11 @@ pub fn write_file_atomic(path: &Path, bytes: &[u8], how: &AtomicWrite) -> io::Re
 /// a FIFO planted there (`O_NONBLOCK`), and anything but a regular file is an error naming
 /// what it is.
 fn open_append(path: &Path) -> io::Result<File> {
+    open_append_len(path).map(|(file, _)| file)
+}
+
+/// [`open_append`], with the file's length (from the same `fstat`).
+fn open_append_len(path: &Path) -> io::Result<(File, u64)> {
     let file = OpenOptions::new()
         .create(true)
         .append(true)
@@ -132,11 +137,11 @@ fn open_append(path: &Path) -> io::Result<File> {
     regular_only(file)
 }
 
-/// `file` if it is a regular file, else an error saying what it is.
-fn regular_only(file: File) -> io::Result<File> {
+/// `file` if it is a regular file (with its length), else an error saying what it is.
+fn regular_only(file: File) -> io::Result<(File, u64)> {
     let meta = file.metadata()?;
     if meta.file_type().is_file() {
-        return Ok(file);
+        return Ok((file, meta.len()));
     }
     let what = if meta.file_type().is_fifo() {
         "a FIFO (named pipe)"
@@ -422,6 +427,21 @@ impl Store {
         }
     }
 
+    /// Opens `path`, one of hank's own append-only files, for appending ([`open_append`]),
+    /// with its length. Nothing is looked at before the open (`O_NOFOLLOW` refuses a link
+    /// and `O_NONBLOCK` a FIFO by itself): only when the open fails or finds something other
+    /// than a regular file is it replaced ([`Store::own_file`]) and opened again — one
+    /// `lstat` fewer per append than checking first, the same files refused.
+    fn open_own(&self, path: &Path) -> io::Result<(File, u64)> {
+        match open_append_len(path) {
+            Ok(opened) => Ok(opened),
+            Err(_) => {
+                self.own_file(path);
+                open_append_len(path)
+            }
+        }
+    }
+
     /// The `.hank/` directory.
     #[must_use]
     pub fn dir(&self) -> &Path {
@@ -463,6 +483,16 @@ impl Store {
     #[must_use]
     pub fn loop_log(&self, number: u64, ext: &str) -> PathBuf {
         self.real_logs_dir().join(format!("loop-{number:05}.{ext}"))
+    }
+
+    /// `logs/loop-NNNNN.out` and `.err`, the folders made sure of once for both.
+    #[must_use]
+    pub fn loop_logs(&self, number: u64) -> (PathBuf, PathBuf) {
+        let logs = self.real_logs_dir();
+        (
+            logs.join(format!("loop-{number:05}.out")),
+            logs.join(format!("loop-{number:05}.err")),
+        )
     }
 
     /// [`Store::logs_dir`] for a write, rotation or removal: a symbolic link planted there at
@@ -524,12 +554,17 @@ impl Store {
     /// Removes the logs of the loops and checks numbered in these ranges, by name (the
     /// per-loop step of LOG_RETENTION; [`Store::prune_logs`] scans the folder once per run).
     pub fn remove_logs(&self, loops: std::ops::Range<u64>, checks: std::ops::Range<u64>) {
+        if loops.is_empty() && checks.is_empty() {
+            return;
+        }
+        // One check of the folders for the whole batch (an unlink never follows a link in
+        // its last component, and this one is hank's own, just made sure of).
+        let logs = self.real_logs_dir();
         for n in loops {
             for ext in ["out", "err", "prompt"] {
-                let _ = fs::remove_file(self.loop_log(n, ext));
+                let _ = fs::remove_file(logs.join(format!("loop-{n:05}.{ext}")));
             }
         }
-        let logs = self.real_logs_dir();
         for n in checks {
             let _ = fs::remove_file(logs.join(format!("verify-{n:05}.log")));
         }
@@ -571,6 +606,11 @@ impl Store {
                 "{} was a symbolic link; hank never writes outside the project: removed the link (not its target) and made a real directory",
                 logs.display()
             ));
+        } else if let Ok(meta) = fs::symlink_metadata(&logs)
+            && meta.is_dir()
+        {
+            // Already a real folder (the per-loop case): nothing to create.
+            return Ok(());
         }
         fs::create_dir_all(&logs).map_err(|e| HankError::io("failed to create", &logs, e))
     }
@@ -815,12 +855,16 @@ impl Store {
     /// Appends one event line to `events.jsonl`, trimming the file past [`EVENTS_CAP`].
     pub fn append_event(&self, line: &str) -> Result<()> {
         let path = self.events_path();
-        self.own_file(&path);
-        let mut f = open_append(&path).map_err(|e| HankError::io("failed to open", &path, e))?;
-        f.write_all(line.as_bytes())
-            .and_then(|()| f.write_all(b"\n"))
+        let (mut f, before) = self
+            .open_own(&path)
+            .map_err(|e| HankError::io("failed to open", &path, e))?;
+        // One write of the whole line (O_APPEND keeps it whole beside another writer).
+        let mut bytes = Vec::with_capacity(line.len() + 1);
+        bytes.extend_from_slice(line.as_bytes());
+        bytes.push(b'\n');
+        f.write_all(&bytes)
             .map_err(|e| HankError::io("failed to append to", &path, e))?;
-        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        let len = before + bytes.len() as u64;
         drop(f);
         if len > EVENTS_CAP {
             trim_to_tail(&path, EVENTS_CAP / 2)
@@ -907,9 +951,9 @@ impl Store {
     pub fn log(&self, now: Timestamp, line: &str) {
         let logs = self.real_logs_dir();
         let path = logs.join("hank.log");
-        self.own_file(&path);
-        if let Ok(meta) = fs::symlink_metadata(&path)
-            && meta.len() > LOG_CAP
+        let mut opened = self.open_own(&path);
+        if let Ok((_, len)) = &opened
+            && *len > LOG_CAP
         {
             for i in (1..3).rev() {
                 let _ = fs::rename(
@@ -918,9 +962,11 @@ impl Store {
                 );
             }
             let _ = fs::rename(&path, logs.join("hank.log.1"));
+            opened = self.open_own(&path);
         }
-        if let Ok(mut f) = open_append(&path) {
-            let _ = writeln!(f, "{} {line}", now.round(jiff::Unit::Second).unwrap_or(now));
+        if let Ok((mut f, _)) = opened {
+            let text = format!("{} {line}\n", now.round(jiff::Unit::Second).unwrap_or(now));
+            let _ = f.write_all(text.as_bytes());
         }
     }
 
@@ -1023,7 +1069,7 @@ fn open_lock_file(path: &Path) -> io::Result<File> {
         .mode(0o600)
         .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits() | nix::fcntl::OFlag::O_NONBLOCK.bits())
         .open(path)?;
-    regular_only(file)
+    regular_only(file).map(|(file, _)| file)
 }
 
 /// The PID written in the lock file, if it can be read.
@@ -1758,6 +1804,45 @@ mod tests {
             notes[0].contains("events.jsonl was a symbolic link"),
             "{notes:?}"
         );
+    }
+
+    #[test]
+    fn links_planted_between_the_writes_of_one_loop_are_never_followed() {
+        // Each write of a loop opens first and checks only when the open fails: a link or a
+        // FIFO planted between two writes (after ensure_dirs) is still refused and replaced.
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("target");
+        fs::write(&target, b"keep").unwrap();
+        let store = Store::new(dir.path());
+        store.ensure_dirs().unwrap();
+        store.log(now(), "first");
+        store.append_event("{}").unwrap();
+        let log = store.logs_dir().join("hank.log");
+        // A link at hank.log between two log lines.
+        fs::remove_file(&log).unwrap();
+        std::os::unix::fs::symlink(&target, &log).unwrap();
+        store.log(now(), "second");
+        assert!(fs::symlink_metadata(&log).unwrap().is_file());
+        assert!(fs::read_to_string(&log).unwrap().contains("second"));
+        // A FIFO at events.jsonl between two events: an error never, a hang never.
+        fs::remove_file(store.events_path()).unwrap();
+        nix::unistd::mkfifo(&store.events_path(), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        store.append_event("{\"n\":2}").unwrap();
+        assert_eq!(fs::read(store.events_path()).unwrap(), b"{\"n\":2}\n");
+        // `logs` itself replaced by a link after ensure_dirs: the loop's logs and the next
+        // log line land in a real folder of the project.
+        fs::remove_dir_all(store.logs_dir()).unwrap();
+        std::os::unix::fs::symlink(outside.path(), store.logs_dir()).unwrap();
+        let (out, err) = store.loop_logs(7);
+        assert!(out.starts_with(store.logs_dir()) && err.starts_with(store.logs_dir()));
+        assert!(fs::symlink_metadata(store.logs_dir()).unwrap().is_dir());
+        store.log(now(), "third");
+        assert_eq!(fs::read(&target).unwrap(), b"keep");
+        let names: Vec<_> = fs::read_dir(outside.path()).unwrap().flatten().collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+        let notes = store.take_notes();
+        assert_eq!(notes.len(), 3, "{notes:?}");
     }
 
     #[test]
