@@ -34,7 +34,7 @@ pub enum Follow {
 }
 
 /// What a file that is not a regular file is, in words.
-fn kind_of(ft: std::fs::FileType) -> &'static str {
+pub(crate) fn kind_of(ft: std::fs::FileType) -> &'static str {
     if ft.is_dir() {
         "a directory"
     } else if ft.is_fifo() {

@@ -125,8 +125,7 @@ impl Engine {
     fn observe(&mut self) -> Result<Observation> {
         // A required file turned into a FIFO or a device is an error naming it, not a hang
         // and not "disappeared".
-        self.s.check_special_files()?;
-        let missing = self.s.missing_files();
+        let missing = self.s.required_files_now()?;
         let mut missing_files = !missing.is_empty();
         if missing_files {
             let list: Vec<String> = missing.iter().map(|p| p.display().to_string()).collect();

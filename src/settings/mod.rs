@@ -223,6 +223,9 @@ pub struct Settings {
     pub warnings: Vec<String>,
     /// Every key's value as shown, in resolution order.
     shown: Vec<resolve::Shown>,
+    /// The project folder with every link resolved, found once (the prompt file's check of
+    /// every loop compares with it; a project moved during a run then fails closed).
+    real_root: std::sync::OnceLock<PathBuf>,
 }
 
 impl Settings {
@@ -265,6 +268,32 @@ impl Settings {
         Ok(())
     }
 
+    /// Both checks of the required files with one `stat` each (the loop makes them before
+    /// every call): the missing ones, or an error naming the first that is there but is not a
+    /// regular file.
+    ///
+    /// # Errors
+    /// A required file is a FIFO, a device, a directory or a link to one.
+    pub fn required_files_now(&self) -> Result<Vec<PathBuf>> {
+        let mut missing = Vec::new();
+        for p in self.required_files() {
+            match std::fs::metadata(&p) {
+                Ok(m) if m.file_type().is_file() => {}
+                Ok(m) => {
+                    return Err(HankError::Unreadable {
+                        problem: format!(
+                            "is {}; expected a regular file",
+                            crate::fsread::kind_of(m.file_type())
+                        ),
+                        path: p,
+                    });
+                }
+                Err(_) => missing.push(p),
+            }
+        }
+        Ok(missing)
+    }
+
     /// `.hank/fix_plan.md` as text (invalid UTF-8 replaced), if it can be read (a regular
     /// file of at most [`crate::fsread::DOCUMENT_LIMIT`] bytes).
     #[must_use]
@@ -290,9 +319,15 @@ impl Settings {
         let path = self.prompt_path();
         let real =
             std::fs::canonicalize(&path).map_err(|e| HankError::io("failed to read", &path, e))?;
-        let root = std::fs::canonicalize(&self.project_dir)
-            .map_err(|e| HankError::io("failed to resolve", &self.project_dir, e))?;
-        if !real.starts_with(&root) {
+        let root = match self.real_root.get() {
+            Some(root) => root,
+            None => {
+                let root = std::fs::canonicalize(&self.project_dir)
+                    .map_err(|e| HankError::io("failed to resolve", &self.project_dir, e))?;
+                self.real_root.get_or_init(|| root)
+            }
+        };
+        if !real.starts_with(root) {
             return Err(HankError::Unreadable {
                 path,
                 problem: format!(
@@ -539,6 +574,57 @@ pub fn resolve_program(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The loop's one-stat check agrees with the two checks it replaces: present files pass,
+    /// missing ones are listed, a FIFO (or a link to one) or a folder is an error naming it,
+    /// and the prompt's project root, found once, still refuses a prompt leading outside.
+    #[test]
+    fn required_files_with_one_stat_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir_all(d.join(".hank")).unwrap();
+        let env = |_: &str| None;
+        let rc_path = d.join(".hankrc");
+        let layers = resolve::Layers {
+            env: &env,
+            rc_text: "",
+            rc_path: &rc_path,
+        };
+        let s = resolve::resolve(&Flags::default(), d, layers).unwrap();
+        let all = s.required_files();
+        assert_eq!(s.required_files_now().unwrap(), all);
+        assert_eq!(s.missing_files(), all);
+        for p in &all {
+            std::fs::write(p, "x").unwrap();
+        }
+        assert!(s.required_files_now().unwrap().is_empty());
+        assert!(s.check_special_files().is_ok());
+        assert_eq!(s.read_prompt().unwrap(), b"x");
+        // A link within the project is followed; a folder or a FIFO is named.
+        let agent = d.join(".hank/AGENT.md");
+        std::fs::remove_file(&agent).unwrap();
+        std::fs::create_dir(&agent).unwrap();
+        let err = s.required_files_now().unwrap_err().to_string();
+        assert!(
+            err.contains("AGENT.md") && err.contains("directory"),
+            "{err}"
+        );
+        assert!(s.check_special_files().is_err());
+        std::fs::remove_dir(&agent).unwrap();
+        nix::unistd::mkfifo(&agent, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let err = s.required_files_now().unwrap_err().to_string();
+        assert!(err.contains("AGENT.md"), "{err}");
+        std::fs::remove_file(&agent).unwrap();
+        assert_eq!(s.required_files_now().unwrap(), [agent]);
+        // The prompt swapped for a link out of the project after the root was found.
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), "s").unwrap();
+        let prompt = s.prompt_path();
+        std::fs::remove_file(&prompt).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret"), &prompt).unwrap();
+        let err = s.read_prompt().unwrap_err().to_string();
+        assert!(err.contains("outside the project"), "{err}");
+    }
 
     /// The agent command's default lives in the key table only: an empty command is an
     /// error, never a silent `claude`.

@@ -454,6 +454,7 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
         json: flags.json,
         warnings: Vec::new(),
         shown: Vec::new(),
+        real_root: std::sync::OnceLock::new(),
     };
     settings.warnings = r.warnings;
     settings.shown = r.shown;
