@@ -479,6 +479,10 @@ pub(crate) struct CtlArgs {
     /// `poll`: read the topic again every 15 s until interrupted.
     #[arg(long)]
     pub watch: bool,
+    /// With a running `hank fleet`: `note`, `answer`, `set` or `retry-now` for this task only
+    /// (its name in `hank fleet status`).
+    #[arg(long, value_name = "NAME")]
+    pub task: Option<String>,
     /// pause | resume | stop | retry-now | note TEXT | answer TEXT | set KEY=VALUE |
     /// status | init | poll | sign COMMAND…
     #[arg(required = true, num_args = 1.., value_name = "COMMAND")]
