@@ -1143,10 +1143,14 @@ async fn supervise(
         // Admission (none while paused or stopping by `hank ctl`).
         if ctl.steer.paused && !ctl.steer.stopping && interrupted_at.is_none() {
             let why = "paused by hank ctl pause (hank ctl resume goes on)".to_string();
-            if file.held.as_ref() != Some(&why) {
-                file.held = Some(why);
-                save(paths, &mut file, now)?;
+            for spec in fleet::ready(tasks, &states) {
+                if let Some(t) = file.tasks.iter_mut().find(|t| t.name == spec.name) {
+                    t.state = fleet::next_state(t.state, TaskEvent::Held, 0, 0);
+                    t.message = format!("waiting: {why}");
+                }
             }
+            file.held = Some(why);
+            save(paths, &mut file, now)?;
         }
         if interrupted_at.is_none() && !stopped_at_limit && !ctl.steer.paused && !ctl.steer.stopping
         {
@@ -1278,6 +1282,10 @@ async fn supervise(
         tokio::time::sleep(POLL).await;
     }
     for t in &mut file.tasks {
+        if ctl.steer.stopping && t.state == TaskState::Waiting {
+            t.state = TaskState::Pending;
+            t.message = "not started: hank ctl stop".into();
+        }
         if matches!(t.state, TaskState::Verifying | TaskState::Merging) {
             // Interrupted before its merge: the next fleet runs it again (its plan is done,
             // so its run calls no agent) and merges it.
@@ -1299,6 +1307,9 @@ async fn supervise(
         }
     }
     file.pid = None;
+    if ctl.steer.stopping {
+        file.held = Some("stopped by hank ctl stop; hank fleet goes on with the rest".into());
+    }
     file.state = match code {
         crate::exit::OK => "done",
         crate::exit::HALTED => "failed",
