@@ -256,3 +256,73 @@ fn note_with_task_reaches_only_that_tasks_next_call_and_a_bad_task_is_refused() 
         )]
     );
 }
+
+/// The journal lines of the worktree `slug`'s own `hank ctl` journal (in the per-user folder).
+fn task_journal(p: &Project, slug: &str) -> Vec<Value> {
+    let projects = p.home.join(".local/state/hank/projects");
+    let mut lines = Vec::new();
+    for e in std::fs::read_dir(&projects).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with(&format!("{slug}-")) {
+            let text = std::fs::read_to_string(e.path().join("control.jsonl")).unwrap_or_default();
+            lines.extend(
+                text.lines()
+                    .map(|l| serde_json::from_str::<Value>(l).unwrap()),
+            );
+        }
+    }
+    lines
+}
+
+fn commands_named(journal: &[Value], needle: &str) -> usize {
+    journal
+        .iter()
+        .filter(|l| l["type"] == "command" && l["command"].to_string().contains(needle))
+        .count()
+}
+
+/// `set` reaches the running task and the tasks started later; a kill -9 of the fleet and a
+/// restart: the acknowledged `set` is not forwarded again, the command written while no
+/// fleet ran is forwarded once (to the adopted task, into its next call).
+#[test]
+fn set_reaches_later_tasks_and_a_restart_forwards_only_what_is_pending() {
+    let p = project("## Alpha\n- [ ] a1\n- [ ] a2\n## Beta\n- [ ] b\n");
+    p.fake("stdin-by-dir", "")
+        .fake("sleep-1", "3")
+        .fake("sleep-2", "2");
+    let mut child = p.spawn(&["fleet", "--agents", "1"]);
+    p.wait_calls(1, LONG);
+    let set = ctl(&p, &["set", "MAX_LOOPS=9"]);
+    assert_eq!(
+        wait_ack(&p, &set),
+        "forwarded to 1 task: Alpha; tasks started later get it too"
+    );
+    crate::support::signal(&child, nix::sys::signal::Signal::SIGKILL);
+    let _ = child.wait();
+    let note = ctl(&p, &["note", "NOTE-AFTER-KILL"]);
+    let o = p.run(&["fleet", "--agents", "1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("adopted"), "{}", stderr(&o));
+    assert_eq!(wait_ack(&p, &note), "forwarded to 1 task: Alpha");
+    // Each main command acknowledged and told once.
+    let events = control_events(&p);
+    assert_eq!(
+        events.iter().map(|(c, _)| c.as_str()).collect::<Vec<_>>(),
+        ["set MAX_LOOPS=9", "note NOTE-AFTER-KILL"]
+    );
+    let alpha = task_journal(&p, "alpha");
+    assert_eq!(commands_named(&alpha, "MAX_LOOPS"), 1, "{alpha:?}");
+    assert_eq!(commands_named(&alpha, "NOTE-AFTER-KILL"), 1, "{alpha:?}");
+    // Beta started after the set: its worker got it (and took it); the note was for the
+    // tasks running then.
+    let beta = task_journal(&p, "beta");
+    assert_eq!(commands_named(&beta, "MAX_LOOPS"), 1, "{beta:?}");
+    assert_eq!(commands_named(&beta, "NOTE-AFTER-KILL"), 0, "{beta:?}");
+    assert!(
+        beta.iter()
+            .any(|l| l["type"] == "ack" && l["outcome"] == "applied"),
+        "{beta:?}"
+    );
+    let alpha_in = std::fs::read_to_string(p.fake.join("stdin-of-alpha")).unwrap();
+    assert_eq!(alpha_in.matches("NOTE-AFTER-KILL").count(), 1);
+}
