@@ -74,7 +74,7 @@ pub(crate) enum Command {
     Reset(ResetArgs),
     /// Show the circuit breaker state and its recent transitions.
     Circuit(CircuitArgs),
-    /// Steer the running loop: pause, resume, stop, retry-now, note, answer, set; status;
+    /// Steer the running loop or fleet: pause, resume, stop, retry-now, note, answer, set; status;
     /// init (the key of signed remote commands); poll (read CONTROL_TOPIC); sign.
     Ctl(CtlArgs),
     /// Run the project's check (VERIFY_COMMAND) now and print the result.
