@@ -311,9 +311,14 @@ impl LiveControl {
         };
         for p in pending {
             let check = |k: &str, v: &str| crate::settings::resolve::check_live_value(k, v);
-            let (control, outcome) = match control::to_control(&p.command, &check) {
-                Ok(c) => (Some(c), "applied".to_string()),
-                Err(why) => (None, format!("refused: {why}")),
+            let (control, outcome) = match (&p.task, control::to_control(&p.command, &check)) {
+                // `hank ctl --task` was for a fleet's task; no fleet took it.
+                (Some(task), _) => (
+                    None,
+                    format!("refused: it was for the fleet's task {task:?}, and no fleet took it"),
+                ),
+                (None, Ok(c)) => (Some(c), "applied".to_string()),
+                (None, Err(why)) => (None, format!("refused: {why}")),
             };
             if let Err(e) = self.inbox.ack(&p.id, &outcome, now) {
                 // Not acknowledged: not applied either (it comes again after a restart).
@@ -676,6 +681,35 @@ mod tests {
         let acks = read_journal(&store).unwrap();
         assert_eq!(acks.len(), 3);
         assert!(acks.iter().all(|j| j.ack.is_some()));
+    }
+
+    #[test]
+    fn a_command_for_a_fleet_task_is_refused_by_a_plain_loop() {
+        let (_d, store) = store();
+        let now = t("2026-11-26T10:00:00Z");
+        let id = submit_to(
+            &store,
+            Command::Note { text: "hi".into() },
+            ControlSource::Local,
+            Some("Beta".into()),
+            now,
+        )
+        .unwrap();
+        let mut live = LiveControl::open(store.clone());
+        assert!(live.poll(now).is_empty());
+        let (taken, _) = live.take_log();
+        assert_eq!(taken[0].id, id);
+        assert!(
+            taken[0]
+                .outcome
+                .starts_with("refused: it was for the fleet's task \"Beta\""),
+            "{}",
+            taken[0].outcome
+        );
+        // Forwarded copies are written once per id.
+        assert!(submit_once(&store, "x.beta", Command::Stop, ControlSource::Local, now).unwrap());
+        assert!(!submit_once(&store, "x.beta", Command::Stop, ControlSource::Local, now).unwrap());
+        assert_eq!(read_journal(&store).unwrap().len(), 2);
     }
 
     #[test]
