@@ -125,7 +125,7 @@ fn control_events(p: &Project) -> Vec<(String, String)> {
 #[test]
 fn pause_holds_new_starts_and_pauses_the_running_task_and_resume_goes_on() {
     let p = project("## Alpha\n- [ ] a1\n- [ ] a2\n## Beta\n- [ ] b\n");
-    p.fake("sleep-1", "2");
+    p.fake("sleep-1", "3");
     let child = Running(Some(p.spawn(&["fleet", "--agents", "1"])));
     p.wait_calls(1, LONG);
     let pause = ctl(&p, &["pause"]);
@@ -182,7 +182,7 @@ fn pause_holds_new_starts_and_pauses_the_running_task_and_resume_goes_on() {
 #[test]
 fn stop_ends_the_fleet_as_a_run_stops() {
     let p = project("## Alpha\n- [ ] a1\n- [ ] a2\n- [ ] a3\n## Beta\n- [ ] b\n");
-    p.fake("sleep-1", "2");
+    p.fake("sleep-1", "3");
     let child = Running(Some(p.spawn(&["fleet", "--agents", "1"])));
     p.wait_calls(1, LONG);
     let stop = ctl(&p, &["stop"]);
@@ -202,7 +202,9 @@ fn stop_ends_the_fleet_as_a_run_stops() {
 
 #[test]
 fn note_with_task_reaches_only_that_tasks_next_call_and_a_bad_task_is_refused() {
-    let p = project("## Alpha\n- [ ] a1\n- [ ] a2\n## Beta\n- [ ] b1\n- [ ] b2\n");
+    // Beta has three items: the note reaches one of its later calls (its next one, or the
+    // one after when the forwarding came just after that call's gate).
+    let p = project("## Alpha\n- [ ] a1\n- [ ] a2\n## Beta\n- [ ] b1\n- [ ] b2\n- [ ] b3\n");
     // No fleet: --task is refused.
     let o = p.run(&["ctl", "--task", "Beta", "note", "hi"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
@@ -212,7 +214,7 @@ fn note_with_task_reaches_only_that_tasks_next_call_and_a_bad_task_is_refused() 
         stderr(&o)
     );
 
-    p.fake("stdin-by-dir", "").fake("sleep", "2");
+    p.fake("stdin-by-dir", "").fake("sleep", "3");
     let child = Running(Some(p.spawn(&["fleet", "--agents", "2"])));
     wait_fleet(&p, "both tasks running", |v| {
         ["Alpha", "Beta"]
@@ -245,7 +247,7 @@ fn note_with_task_reaches_only_that_tasks_next_call_and_a_bad_task_is_refused() 
     assert_eq!(
         beta.matches("NOTE-FOR-BETA").count(),
         1,
-        "in Beta's next call only"
+        "in one later call of Beta"
     );
     assert!(!seen("alpha").contains("NOTE-FOR-BETA"));
     assert_eq!(
@@ -286,7 +288,7 @@ fn commands_named(journal: &[Value], needle: &str) -> usize {
 /// fleet ran is forwarded once (to the adopted task, into its next call).
 #[test]
 fn set_reaches_later_tasks_and_a_restart_forwards_only_what_is_pending() {
-    let p = project("## Alpha\n- [ ] a1\n- [ ] a2\n## Beta\n- [ ] b\n");
+    let p = project("## Alpha\n- [ ] a1\n- [ ] a2\n- [ ] a3\n## Beta\n- [ ] b\n");
     p.fake("stdin-by-dir", "")
         .fake("sleep-1", "3")
         .fake("sleep-2", "2");
