@@ -74,7 +74,7 @@ pub(crate) enum Command {
     Reset(ResetArgs),
     /// Show the circuit breaker state and its recent transitions.
     Circuit(CircuitArgs),
-    /// Steer the running loop: pause, resume, stop, retry-now, note, answer, set; status;
+    /// Steer the running loop or fleet: pause, resume, stop, retry-now, note, answer, set; status;
     /// init (the key of signed remote commands); poll (read CONTROL_TOPIC); sign.
     Ctl(CtlArgs),
     /// Run the project's check (VERIFY_COMMAND) now and print the result.
@@ -479,6 +479,10 @@ pub(crate) struct CtlArgs {
     /// `poll`: read the topic again every 15 s until interrupted.
     #[arg(long)]
     pub watch: bool,
+    /// With a running `hank fleet`: `note`, `answer`, `set` or `retry-now` for this task only
+    /// (its name in `hank fleet status`).
+    #[arg(long, value_name = "NAME")]
+    pub task: Option<String>,
     /// pause | resume | stop | retry-now | note TEXT | answer TEXT | set KEY=VALUE |
     /// status | init | poll | sign COMMAND…
     #[arg(required = true, num_args = 1.., value_name = "COMMAND")]

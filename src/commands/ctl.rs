@@ -23,6 +23,10 @@ const HTTP_TIMEOUT: Duration = Duration::from_secs(20);
 /// `poll --watch`: time between two polls.
 const WATCH_EVERY: Duration = Duration::from_secs(15);
 
+/// When a running fleet takes a command.
+const WHEN_FLEET: &str =
+    "the fleet takes it within a second and forwards it; hank ctl status shows the acknowledgement";
+
 /// When the loop takes a command (said after each one is recorded).
 const WHEN_TAKEN: &str = "the loop takes it before its next call, or within a second while it waits; hank ctl status shows the acknowledgement";
 
@@ -33,6 +37,13 @@ pub(crate) fn run(args: &cli::CtlArgs) -> Result<u8> {
     // give the loop commands.
     let store = require_hank_dir(&dir)?.with_user_control()?;
     let now = crate::clock::SystemClock::from_env()?.now();
+    if args.task.is_some()
+        && let Some(w @ ("status" | "init" | "poll" | "sign")) = words.first().copied()
+    {
+        return Err(HankError::usage(format!(
+            "hank ctl {w}: --task goes with note, answer, set and retry-now"
+        )));
+    }
     match words.first().copied() {
         Some("status") => status(&store, args.json),
         Some("init") => {
@@ -87,13 +98,38 @@ pub(crate) fn run(args: &cli::CtlArgs) -> Result<u8> {
         _ => {
             let cmd = parse(&words)?;
             if args.remote {
+                if args.task.is_some() {
+                    return Err(HankError::usage(
+                        "hank ctl: --task goes with a command for this machine's running fleet, not with --remote",
+                    ));
+                }
                 let topic = control_topic(&dir)?;
                 control::send_remote(&dir, &topic, &cmd, now, HTTP_TIMEOUT)?;
                 eprintln!("hank: sent `{}` signed to CONTROL_TOPIC", cmd.to_text());
                 return Ok(exit::OK);
             }
-            let id = control::submit(&store, cmd.clone(), ControlSource::Local, now)?;
+            if let Some(task) = &args.task {
+                check_task(&dir, &cmd, task)?;
+            }
+            let id = control::submit_to(
+                &store,
+                cmd.clone(),
+                ControlSource::Local,
+                args.task.clone(),
+                now,
+            )?;
             out(&format!("{id}\n"))?;
+            if crate::fleet::control::fleet_running(&dir) {
+                let to = args.task.as_ref().map_or_else(
+                    || "every running task".to_string(),
+                    |t| format!("task {t:?}"),
+                );
+                eprintln!(
+                    "hank: recorded `{}` as {id} (a fleet is running: it forwards it to {to})\nhank: {WHEN_FLEET}",
+                    cmd.to_text()
+                );
+                return Ok(exit::OK);
+            }
             let running = if store.loop_running() {
                 "a loop is running"
             } else {
@@ -106,6 +142,37 @@ pub(crate) fn run(args: &cli::CtlArgs) -> Result<u8> {
             Ok(exit::OK)
         }
     }
+}
+
+/// `--task NAME` needs a running fleet that has a task of that name, and a command that
+/// can go to one task.
+fn check_task(dir: &std::path::Path, cmd: &Command, task: &str) -> Result<()> {
+    if !rules::takes_task(cmd) {
+        return Err(HankError::usage(format!(
+            "hank ctl --task {task}: {} steers the whole fleet; --task goes with note, answer, set and retry-now",
+            cmd.name()
+        )));
+    }
+    if !crate::fleet::control::fleet_running(dir) {
+        return Err(HankError::usage_hint(
+            format!("hank ctl --task {task}: no hank fleet is running for this project"),
+            "--task names a task of a running fleet; without a fleet, leave it out",
+        ));
+    }
+    let known: Vec<String> = crate::fleet::read(dir)?
+        .map(|f| f.tasks.into_iter().map(|t| t.name).collect())
+        .unwrap_or_default();
+    if !known.iter().any(|k| k == task) {
+        return Err(HankError::usage(format!(
+            "hank ctl --task: the fleet has no task {task:?} (its tasks: {})",
+            if known.is_empty() {
+                "none yet".to_string()
+            } else {
+                known.join(", ")
+            }
+        )));
+    }
+    Ok(())
 }
 
 fn parse(words: &[&str]) -> Result<Command> {

@@ -272,6 +272,9 @@ fn budget_line(file: &crate::store::schema::FleetFile) -> String {
         parts.push(format!("MAX_RUNTIME ends {}", crate::report::short_time(d)));
     }
     let mut s = format!("budget: {}\n", parts.join(", "));
+    if file.paused {
+        s.push_str("paused: by hank ctl pause; no task starts until hank ctl resume\n");
+    }
     if let Some(why) = &file.held {
         s.push_str(&format!("held: {}\n", crate::sanitize::line(why)));
     }

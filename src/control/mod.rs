@@ -38,6 +38,8 @@ pub struct Pending {
     pub at: Timestamp,
     pub source: ControlSource,
     pub command: Command,
+    /// `hank ctl --task NAME`: for that task of the running fleet only.
+    pub task: Option<String>,
 }
 
 /// A command and, when the loop took it, its acknowledgement.
@@ -59,6 +61,7 @@ pub fn read_journal(store: &Store) -> Result<Vec<Journaled>> {
                 at,
                 source,
                 command,
+                task,
             }) => {
                 if out.iter().all(|j| j.pending.id != id) {
                     out.push(Journaled {
@@ -67,6 +70,7 @@ pub fn read_journal(store: &Store) -> Result<Vec<Journaled>> {
                             at,
                             source,
                             command,
+                            task,
                         },
                         ack: None,
                     });
@@ -106,16 +110,56 @@ pub fn submit(
     source: ControlSource,
     now: Timestamp,
 ) -> Result<String> {
+    submit_to(store, command, source, None, now)
+}
+
+/// Appends `command` to the journal, for the fleet's task `task` only when given; its id.
+pub fn submit_to(
+    store: &Store,
+    command: Command,
+    source: ControlSource,
+    task: Option<String>,
+    now: Timestamp,
+) -> Result<String> {
     let id = new_id(now)?;
+    append_command(store, &id, command, source, task, now)?;
+    Ok(id)
+}
+
+/// Appends `command` under the id `id` unless the journal already holds that id (`false`
+/// then): the fleet forwards each command once, even when it forwards it again after a
+/// restart.
+pub fn submit_once(
+    store: &Store,
+    id: &str,
+    command: Command,
+    source: ControlSource,
+    now: Timestamp,
+) -> Result<bool> {
+    if read_journal(store)?.iter().any(|j| j.pending.id == id) {
+        return Ok(false);
+    }
+    append_command(store, id, command, source, None, now)?;
+    Ok(true)
+}
+
+fn append_command(
+    store: &Store,
+    id: &str,
+    command: Command,
+    source: ControlSource,
+    task: Option<String>,
+    now: Timestamp,
+) -> Result<()> {
     let line = serde_json::to_string(&ControlEntry::Command {
-        id: id.clone(),
+        id: id.to_string(),
         at: now,
         source,
         command,
+        task,
     })
     .map_err(|e| HankError::Internal(format!("control entry: {e}")))?;
-    store.append_control(&line)?;
-    Ok(id)
+    store.append_control(&line)
 }
 
 /// The loop's side of the journal.
@@ -267,9 +311,14 @@ impl LiveControl {
         };
         for p in pending {
             let check = |k: &str, v: &str| crate::settings::resolve::check_live_value(k, v);
-            let (control, outcome) = match control::to_control(&p.command, &check) {
-                Ok(c) => (Some(c), "applied".to_string()),
-                Err(why) => (None, format!("refused: {why}")),
+            let (control, outcome) = match (&p.task, control::to_control(&p.command, &check)) {
+                // `hank ctl --task` was for a fleet's task; no fleet took it.
+                (Some(task), _) => (
+                    None,
+                    format!("refused: it was for the fleet's task {task:?}, and no fleet took it"),
+                ),
+                (None, Ok(c)) => (Some(c), "applied".to_string()),
+                (None, Err(why)) => (None, format!("refused: {why}")),
             };
             if let Err(e) = self.inbox.ack(&p.id, &outcome, now) {
                 // Not acknowledged: not applied either (it comes again after a restart).
@@ -305,14 +354,21 @@ impl LiveControl {
     }
 }
 
-/// The last `pause` or `resume` the loop applied.
-fn last_pause_or_resume(journal: &[Journaled]) -> Option<&Journaled> {
-    journal.iter().rev().find(|j| {
-        matches!(j.pending.command, Command::Pause | Command::Resume)
-            && j.ack
-                .as_ref()
-                .is_some_and(|(_, o)| o.starts_with("applied"))
-    })
+/// The last `pause` or `resume` the loop (or the fleet) applied: acknowledged and not
+/// refused.
+pub fn last_pause_or_resume(journal: &[Journaled]) -> Option<&Journaled> {
+    journal
+        .iter()
+        .rev()
+        .find(|j| matches!(j.pending.command, Command::Pause | Command::Resume) && taken(j))
+}
+
+/// The command was acknowledged and not refused.
+#[must_use]
+pub fn taken(j: &Journaled) -> bool {
+    j.ack
+        .as_ref()
+        .is_some_and(|(_, o)| !o.starts_with("refused"))
 }
 
 /// The per-project secret's file (in the per-user folder).
@@ -625,6 +681,35 @@ mod tests {
         let acks = read_journal(&store).unwrap();
         assert_eq!(acks.len(), 3);
         assert!(acks.iter().all(|j| j.ack.is_some()));
+    }
+
+    #[test]
+    fn a_command_for_a_fleet_task_is_refused_by_a_plain_loop() {
+        let (_d, store) = store();
+        let now = t("2026-11-26T10:00:00Z");
+        let id = submit_to(
+            &store,
+            Command::Note { text: "hi".into() },
+            ControlSource::Local,
+            Some("Beta".into()),
+            now,
+        )
+        .unwrap();
+        let mut live = LiveControl::open(store.clone());
+        assert!(live.poll(now).is_empty());
+        let (taken, _) = live.take_log();
+        assert_eq!(taken[0].id, id);
+        assert!(
+            taken[0]
+                .outcome
+                .starts_with("refused: it was for the fleet's task \"Beta\""),
+            "{}",
+            taken[0].outcome
+        );
+        // Forwarded copies are written once per id.
+        assert!(submit_once(&store, "x.beta", Command::Stop, ControlSource::Local, now).unwrap());
+        assert!(!submit_once(&store, "x.beta", Command::Stop, ControlSource::Local, now).unwrap());
+        assert_eq!(read_journal(&store).unwrap().len(), 2);
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //! ([`fleet_ledger`]) beside them, named to each worker in [`fleet_ledger::ENV`].
 
 pub mod ci;
+pub mod control;
 pub mod deliver;
 
 use std::collections::BTreeMap;
@@ -947,6 +948,14 @@ async fn supervise(
     // Finished tasks waiting for their merge (one merge per turn of the loop).
     let mut merge_queue: Vec<String> = Vec::new();
     let mut interrupted_at: Option<Instant> = None;
+    // `hank ctl` typed in the main checkout: taken here and applied to the fleet.
+    let mut ctl = control::FleetControl::open(&paths.root)?;
+    if ctl.steer.paused {
+        errln!(
+            "hank: fleet: paused by hank ctl pause before the restart (hank ctl resume goes on)"
+        );
+    }
+    file.paused = ctl.steer.paused;
     save(paths, &mut file, Timestamp::now())?;
     let mut turn: u64 = 0;
     loop {
@@ -969,6 +978,31 @@ async fn supervise(
         {
             for w in workers.values() {
                 kill_group(w.pid(), nix::sys::signal::Signal::SIGKILL);
+            }
+        }
+        // `hank ctl` commands, about once a second.
+        if turn.is_multiple_of(LIVE_EVERY) {
+            let running: Vec<(String, String, PathBuf)> = workers
+                .keys()
+                .filter_map(|name| {
+                    let spec = tasks.iter().find(|s| &s.name == name)?;
+                    Some((name.clone(), spec.slug.clone(), paths.worktree(&spec.slug)))
+                })
+                .collect();
+            let running: Vec<control::RunningTask<'_>> = running
+                .iter()
+                .map(|(name, slug, wt)| control::RunningTask {
+                    name,
+                    slug,
+                    worktree: wt,
+                })
+                .collect();
+            for line in ctl.poll(&running, now) {
+                errln!("hank: fleet: {line}");
+            }
+            if file.paused != ctl.steer.paused {
+                file.paused = ctl.steer.paused;
+                save(paths, &mut file, now)?;
             }
         }
         // Workers that ended.
@@ -1060,10 +1094,28 @@ async fn supervise(
                 continue;
             };
             t.worktree = Some(wt.display().to_string());
-            if interrupted_at.is_some() {
+            if interrupted_at.is_some() || ctl.steer.paused || ctl.steer.stopping {
                 t.state = TaskState::Pending;
-                t.message = "interrupted before it started".into();
+                t.message = if interrupted_at.is_some() {
+                    "interrupted before it started"
+                } else if ctl.steer.stopping {
+                    "stopped by hank ctl stop before it started"
+                } else {
+                    "paused by hank ctl pause before it started"
+                }
+                .into();
                 continue;
+            }
+            let task = control::RunningTask {
+                name: &spec.name,
+                slug: &spec.slug,
+                worktree: &wt,
+            };
+            if let Err(e) = ctl.give_sets(&task, now) {
+                errln!(
+                    "hank: fleet: warning: task {:?}: the hank ctl set values could not be given to it: {e}",
+                    spec.name
+                );
             }
             let left = (!opts.max_runtime.is_zero())
                 .then(|| opts.max_runtime.saturating_sub(started.elapsed()));
@@ -1088,8 +1140,20 @@ async fn supervise(
             errln!("hank: fleet: {why}; no task starts any more");
             file.held = Some(why);
         }
-        // Admission.
-        if interrupted_at.is_none() && !stopped_at_limit {
+        // Admission (none while paused or stopping by `hank ctl`).
+        if ctl.steer.paused && !ctl.steer.stopping && interrupted_at.is_none() {
+            let why = "paused by hank ctl pause (hank ctl resume goes on)".to_string();
+            for spec in fleet::ready(tasks, &states) {
+                if let Some(t) = file.tasks.iter_mut().find(|t| t.name == spec.name) {
+                    t.state = fleet::next_state(t.state, TaskEvent::Held, 0, 0);
+                    t.message = format!("waiting: {why}");
+                }
+            }
+            file.held = Some(why);
+            save(paths, &mut file, now)?;
+        }
+        if interrupted_at.is_none() && !stopped_at_limit && !ctl.steer.paused && !ctl.steer.stopping
+        {
             let mut held: Option<String> = None;
             for spec in fleet::ready(tasks, &states) {
                 let facts = AdmissionFacts {
@@ -1209,6 +1273,7 @@ async fn supervise(
                 .collect();
             let startable = interrupted_at.is_none()
                 && !stopped_at_limit
+                && !ctl.steer.stopping
                 && !fleet::ready(tasks, &now_states).is_empty();
             if !startable {
                 break;
@@ -1217,13 +1282,18 @@ async fn supervise(
         tokio::time::sleep(POLL).await;
     }
     for t in &mut file.tasks {
+        if ctl.steer.stopping && t.state == TaskState::Waiting {
+            t.state = TaskState::Pending;
+            t.message = "not started: hank ctl stop".into();
+        }
         if matches!(t.state, TaskState::Verifying | TaskState::Merging) {
             // Interrupted before its merge: the next fleet runs it again (its plan is done,
             // so its run calls no agent) and merges it.
             t.state = TaskState::Pending;
         }
     }
-    let mut code = if interrupted_at.is_some() {
+    // `hank ctl stop` ends the fleet as it ends `hank run`: exit 130.
+    let mut code = if interrupted_at.is_some() || ctl.steer.stopping {
         crate::exit::INTERRUPTED
     } else {
         exit_code(&file)
@@ -1237,6 +1307,9 @@ async fn supervise(
         }
     }
     file.pid = None;
+    if ctl.steer.stopping {
+        file.held = Some("stopped by hank ctl stop; hank fleet goes on with the rest".into());
+    }
     file.state = match code {
         crate::exit::OK => "done",
         crate::exit::HALTED => "failed",

@@ -315,6 +315,105 @@ pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// What `hank ctl` has done to a running fleet so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FleetSteer {
+    /// `pause` taken and no `resume` since: no task starts.
+    pub paused: bool,
+    /// `stop` taken: no task starts, the fleet ends once its running tasks stopped.
+    pub stopping: bool,
+    /// `set KEY=VALUE` taken for every task, in order (one per key, the last one): given to
+    /// each task started later.
+    pub sets: Vec<(String, String)>,
+}
+
+/// What the fleet does with one command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Steered {
+    /// The running tasks the command is forwarded to (none when refused).
+    pub forward_to: Vec<String>,
+    /// The acknowledgement, before the forwarding's own result (`refused: why` when refused).
+    pub outcome: String,
+    pub refused: bool,
+}
+
+/// The commands that may name one task of the fleet (`hank ctl --task NAME`); `pause`,
+/// `resume` and `stop` steer the whole fleet.
+#[must_use]
+pub fn takes_task(command: &Command) -> bool {
+    !matches!(command, Command::Pause | Command::Resume | Command::Stop)
+}
+
+/// The fleet's rule for `command` (for the task `task` only, when given), with the tasks
+/// running now: `state` is updated and the tasks to forward it to are named. A `set` is
+/// checked before (a bad one never comes here).
+pub fn steer_fleet(
+    state: &mut FleetSteer,
+    command: &Command,
+    task: Option<&str>,
+    running: &[String],
+) -> Steered {
+    let refuse = |why: String| Steered {
+        forward_to: Vec::new(),
+        outcome: format!("refused: {why}"),
+        refused: true,
+    };
+    if let Some(name) = task {
+        if !takes_task(command) {
+            return refuse(format!(
+                "{} steers the whole fleet; --task goes with note, answer, set and retry-now",
+                command.name()
+            ));
+        }
+        if !running.iter().any(|r| r == name) {
+            return refuse(format!("task {name:?} is not running now"));
+        }
+        return Steered {
+            forward_to: vec![name.to_string()],
+            outcome: format!("forwarded to task {name}"),
+            refused: false,
+        };
+    }
+    let after = match command {
+        Command::Pause => {
+            state.paused = true;
+            "; no task starts until resume"
+        }
+        Command::Resume => {
+            state.paused = false;
+            "; tasks start again"
+        }
+        Command::Stop => {
+            state.stopping = true;
+            "; no task starts, the fleet ends when they stopped (exit 130)"
+        }
+        Command::Set { key, value } => {
+            state.sets.retain(|(k, _)| k != key);
+            state.sets.push((key.clone(), value.clone()));
+            "; tasks started later get it too"
+        }
+        Command::Note { .. } | Command::Answer { .. } if running.is_empty() => {
+            return refuse(format!("no task is running to take the {}", command.name()));
+        }
+        Command::RetryNow | Command::Note { .. } | Command::Answer { .. } => "",
+    };
+    let to = if running.is_empty() {
+        "no task is running".to_string()
+    } else {
+        format!(
+            "forwarded to {} task{}: {}",
+            running.len(),
+            if running.len() == 1 { "" } else { "s" },
+            running.join(", ")
+        )
+    };
+    Steered {
+        forward_to: running.to_vec(),
+        outcome: format!("{to}{after}"),
+        refused: false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -507,5 +606,160 @@ mod tests {
             signature(b"Jefe", "what do ya want for nothing?"),
             "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
         );
+    }
+    #[test]
+    fn fleet_steering_rules() {
+        let running = vec!["Alpha".to_string(), "Beta".to_string()];
+        let note = Command::Note { text: "hi".into() };
+        let set = |v: &str| Command::Set {
+            key: "MAX_LOOPS".into(),
+            value: v.into(),
+        };
+        // (state before, command, --task, running, forwarded to, outcome starts with, state after)
+        type Case<'a> = (
+            FleetSteer,
+            Command,
+            Option<&'a str>,
+            &'a [String],
+            &'a [&'a str],
+            &'a str,
+            FleetSteer,
+        );
+        let paused = FleetSteer {
+            paused: true,
+            ..FleetSteer::default()
+        };
+        let stopping = FleetSteer {
+            stopping: true,
+            ..FleetSteer::default()
+        };
+        let with_set = |v: &str| FleetSteer {
+            sets: vec![("MAX_LOOPS".into(), v.into())],
+            ..FleetSteer::default()
+        };
+        let none: &[String] = &[];
+        let cases: Vec<Case> = vec![
+            (
+                FleetSteer::default(),
+                Command::Pause,
+                None,
+                &running,
+                &["Alpha", "Beta"],
+                "forwarded to 2 tasks: Alpha, Beta; no task starts until resume",
+                paused.clone(),
+            ),
+            (
+                paused.clone(),
+                Command::Resume,
+                None,
+                &running,
+                &["Alpha", "Beta"],
+                "forwarded to 2 tasks: Alpha, Beta; tasks start again",
+                FleetSteer::default(),
+            ),
+            (
+                FleetSteer::default(),
+                Command::Pause,
+                None,
+                none,
+                &[],
+                "no task is running; no task starts until resume",
+                paused.clone(),
+            ),
+            (
+                FleetSteer::default(),
+                Command::Stop,
+                None,
+                &running[..1],
+                &["Alpha"],
+                "forwarded to 1 task: Alpha; no task starts",
+                stopping.clone(),
+            ),
+            (
+                FleetSteer::default(),
+                note.clone(),
+                None,
+                &running,
+                &["Alpha", "Beta"],
+                "forwarded to 2 tasks",
+                FleetSteer::default(),
+            ),
+            (
+                FleetSteer::default(),
+                note.clone(),
+                None,
+                none,
+                &[],
+                "refused: no task is running to take the note",
+                FleetSteer::default(),
+            ),
+            (
+                FleetSteer::default(),
+                note.clone(),
+                Some("Beta"),
+                &running,
+                &["Beta"],
+                "forwarded to task Beta",
+                FleetSteer::default(),
+            ),
+            (
+                FleetSteer::default(),
+                note.clone(),
+                Some("Gamma"),
+                &running,
+                &[],
+                "refused: task \"Gamma\" is not running now",
+                FleetSteer::default(),
+            ),
+            (
+                FleetSteer::default(),
+                Command::Pause,
+                Some("Alpha"),
+                &running,
+                &[],
+                "refused: pause steers the whole fleet",
+                FleetSteer::default(),
+            ),
+            (
+                FleetSteer::default(),
+                Command::RetryNow,
+                None,
+                none,
+                &[],
+                "no task is running",
+                FleetSteer::default(),
+            ),
+            (
+                with_set("3"),
+                set("7"),
+                None,
+                &running,
+                &["Alpha", "Beta"],
+                "forwarded to 2 tasks: Alpha, Beta; tasks started later get it too",
+                with_set("7"),
+            ),
+            // A --task set is for that task only: later tasks do not get it.
+            (
+                FleetSteer::default(),
+                set("7"),
+                Some("Alpha"),
+                &running,
+                &["Alpha"],
+                "forwarded to task Alpha",
+                FleetSteer::default(),
+            ),
+        ];
+        for (before, command, task, running, to, outcome, after) in cases {
+            let mut state = before;
+            let got = steer_fleet(&mut state, &command, task, running);
+            assert_eq!(got.forward_to, to, "{command:?} {task:?}");
+            assert!(
+                got.outcome.starts_with(outcome),
+                "{command:?} {task:?}: {}",
+                got.outcome
+            );
+            assert_eq!(got.refused, got.outcome.starts_with("refused"));
+            assert_eq!(state, after, "{command:?} {task:?}");
+        }
     }
 }

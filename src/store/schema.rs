@@ -1192,6 +1192,10 @@ pub enum ControlEntry {
         at: Timestamp,
         source: ControlSource,
         command: crate::policy::control::Command,
+        /// `hank ctl --task NAME`: for that task of the running fleet only (absent: the
+        /// loop, or every running task of the fleet).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
     },
     Ack {
         id: String,
@@ -1516,4 +1520,6 @@ pub struct FleetFile {
     /// Why no task starts now, when one is ready but held (agents, memory, a usage window,
     /// the runtime), and until when if known.
     pub held: Option<String>,
+    /// `hank ctl pause` holds every start (and paused the running tasks) until `resume`.
+    pub paused: bool,
 }

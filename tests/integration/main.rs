@@ -19,6 +19,7 @@ mod faults;
 mod first_hour;
 mod fleet;
 mod fleet_budget;
+mod fleet_ctl;
 mod hostile_cost;
 mod hostile_data;
 mod hostile_process;
