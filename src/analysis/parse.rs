@@ -9,6 +9,7 @@
 
 use std::cell::Cell;
 use std::io::{BufRead, Read};
+use std::marker::PhantomData;
 use std::sync::LazyLock;
 
 use jiff::Timestamp;
@@ -75,51 +76,87 @@ impl Scalar {
     }
 }
 
-impl<'de> Deserialize<'de> for Scalar {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(ScalarVisitor)
+/// A value read from whatever JSON stands where it is expected, without ever failing on
+/// the value's type: each kind of value either makes something or reads as the default (arrays
+/// and objects are then skipped whole). One visitor ([`lenient`]) serves every such type.
+pub(crate) trait Lenient: Default {
+    /// What a number, bool or null makes.
+    fn from_scalar(_: Scalar) -> Self {
+        Self::default()
+    }
+    /// What a string makes (kept apart so that a type that drops strings copies nothing).
+    fn from_str(_: &str) -> Self {
+        Self::default()
+    }
+    /// What an array makes.
+    fn from_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<Self, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Self::default())
+    }
+    /// What an object makes.
+    fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Self::default())
     }
 }
 
-struct ScalarVisitor;
+/// Deserializes a [`Lenient`] type from any JSON value.
+pub(crate) fn lenient<'de, T: Lenient, D: Deserializer<'de>>(d: D) -> Result<T, D::Error> {
+    d.deserialize_any(LenientVisitor(PhantomData))
+}
 
-impl<'de> Visitor<'de> for ScalarVisitor {
-    type Value = Scalar;
+struct LenientVisitor<T>(PhantomData<T>);
+
+impl<'de, T: Lenient> Visitor<'de> for LenientVisitor<T> {
+    type Value = T;
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("any JSON value")
     }
-    fn visit_bool<E>(self, v: bool) -> Result<Scalar, E> {
-        Ok(Scalar::Bool(v))
+    fn visit_bool<E>(self, v: bool) -> Result<T, E> {
+        Ok(T::from_scalar(Scalar::Bool(v)))
     }
-    fn visit_u64<E>(self, v: u64) -> Result<Scalar, E> {
-        Ok(Scalar::Unsigned(v))
+    fn visit_u64<E>(self, v: u64) -> Result<T, E> {
+        Ok(T::from_scalar(Scalar::Unsigned(v)))
     }
-    fn visit_i64<E>(self, v: i64) -> Result<Scalar, E> {
-        Ok(Scalar::Signed(v))
+    fn visit_i64<E>(self, v: i64) -> Result<T, E> {
+        Ok(T::from_scalar(Scalar::Signed(v)))
     }
-    fn visit_f64<E>(self, v: f64) -> Result<Scalar, E> {
-        Ok(Scalar::Float(v))
+    fn visit_f64<E>(self, v: f64) -> Result<T, E> {
+        Ok(T::from_scalar(Scalar::Float(v)))
     }
-    fn visit_str<E>(self, v: &str) -> Result<Scalar, E> {
-        Ok(Scalar::Text(v.to_owned()))
+    fn visit_str<E>(self, v: &str) -> Result<T, E> {
+        Ok(T::from_str(v))
     }
-    fn visit_string<E>(self, v: String) -> Result<Scalar, E> {
-        Ok(Scalar::Text(v))
+    fn visit_string<E>(self, v: String) -> Result<T, E> {
+        Ok(T::from_scalar(Scalar::Text(v)))
     }
-    fn visit_unit<E>(self) -> Result<Scalar, E> {
-        Ok(Scalar::Absent)
+    fn visit_unit<E>(self) -> Result<T, E> {
+        Ok(T::from_scalar(Scalar::Absent))
     }
-    fn visit_none<E>(self) -> Result<Scalar, E> {
-        Ok(Scalar::Absent)
+    fn visit_none<E>(self) -> Result<T, E> {
+        Ok(T::from_scalar(Scalar::Absent))
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Scalar, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Scalar::Absent)
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<T, A::Error> {
+        T::from_seq(seq)
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scalar, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(Scalar::Absent)
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+        T::from_map(map)
+    }
+}
+
+impl Lenient for Scalar {
+    fn from_scalar(s: Scalar) -> Self {
+        s
+    }
+    fn from_str(s: &str) -> Self {
+        Scalar::Text(s.to_owned())
+    }
+}
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        lenient(d)
     }
 }
 
@@ -127,48 +164,19 @@ impl<'de> Visitor<'de> for ScalarVisitor {
 #[derive(Debug, Default)]
 pub(crate) struct Content(pub Vec<Block>);
 
-impl<'de> Deserialize<'de> for Content {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(ContentVisitor)
-    }
-}
-
-struct ContentVisitor;
-
-impl<'de> Visitor<'de> for ContentVisitor {
-    type Value = Content;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("message content")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Content, A::Error> {
+impl Lenient for Content {
+    fn from_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<Self, A::Error> {
         let mut blocks = Vec::new();
         while let Some(block) = seq.next_element::<Block>()? {
             blocks.push(block);
         }
         Ok(Content(blocks))
     }
-    fn visit_str<E>(self, _: &str) -> Result<Content, E> {
-        Ok(Content::default())
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Content, E> {
-        Ok(Content::default())
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Content, E> {
-        Ok(Content::default())
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Content, E> {
-        Ok(Content::default())
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Content, E> {
-        Ok(Content::default())
-    }
-    fn visit_unit<E>(self) -> Result<Content, E> {
-        Ok(Content::default())
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Content, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(Content::default())
+}
+
+impl<'de> Deserialize<'de> for Content {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        lenient(d)
     }
 }
 
