@@ -510,13 +510,8 @@ pub(crate) fn is_edit_tool(name: &str) -> bool {
 }
 
 fn truncate_bytes(s: &mut String, max: usize) {
-    if s.len() > max {
-        let mut cut = max;
-        while cut > 0 && !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
-    }
+    let keep = super::cut_bytes(s, max).len();
+    s.truncate(keep);
 }
 
 impl Gathered {
@@ -840,6 +835,20 @@ impl<R: BufRead> BufRead for Counting<R> {
     }
 }
 
+/// The reader's buffered bytes, filled when empty (an interrupted read is tried again);
+/// `None` at the end of input or on a read error (read errors end the input).
+pub(crate) fn fill<R: BufRead>(r: &mut R) -> Option<&[u8]> {
+    loop {
+        match r.fill_buf() {
+            Ok(_) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return None,
+        }
+    }
+    // Filled: this call hands the same bytes back without reading.
+    r.fill_buf().ok().filter(|a| !a.is_empty())
+}
+
 /// Reads one line (without its `\n`) into `buf`, keeping at most `MAX_LINE` bytes.
 /// Returns `None` at the end of input, else whether the line was cut.
 /// Read errors end the input (what was read so far is kept).
@@ -849,14 +858,9 @@ fn read_line_capped<R: BufRead>(r: &mut R, buf: &mut Vec<u8>) -> Option<bool> {
     let mut any = false;
     loop {
         let (done, used) = {
-            let available = match r.fill_buf() {
-                Ok(a) => a,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(_) => return if any { Some(cut) } else { None },
-            };
-            if available.is_empty() {
+            let Some(available) = fill(r) else {
                 return if any { Some(cut) } else { None };
-            }
+            };
             any = true;
             let (chunk, done, used) = match memchr::memchr(b'\n', available) {
                 Some(i) => (&available[..i], true, i + 1),
@@ -893,14 +897,7 @@ fn with_line<R: BufRead, T>(
     let mut cut = false;
     let mut any = false;
     loop {
-        let available = match r.fill_buf() {
-            Ok(a) => a,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => break,
-        };
-        if available.is_empty() {
-            break;
-        }
+        let Some(available) = fill(r) else { break };
         any = true;
         match memchr::memchr(b'\n', available) {
             Some(i) if carry.is_empty() && !cut => {
@@ -931,14 +928,7 @@ fn trim_ascii(b: &[u8]) -> &[u8] {
 fn first_byte<R: BufRead>(r: &mut R) -> Option<u8> {
     let mut at_start = true;
     loop {
-        let available = match r.fill_buf() {
-            Ok(a) => a,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => return None,
-        };
-        if available.is_empty() {
-            return None;
-        }
+        let available = fill(r)?;
         if at_start && available.starts_with(&[0xEF, 0xBB, 0xBF]) {
             r.consume(3);
             at_start = false;
@@ -999,15 +989,9 @@ pub(crate) fn gather_as<R: BufRead>(stdout: R, asked: super::AskedFormat) -> Gat
 /// Reads the rest of `r` into `cap` (a read error ends it: what was read is kept).
 fn drain_into<R: BufRead>(r: &mut R, cap: &mut TextCapture) {
     loop {
-        let n = match r.fill_buf() {
-            Ok([]) => break,
-            Ok(a) => {
-                cap.push(a);
-                a.len()
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => break,
-        };
+        let Some(a) = fill(r) else { break };
+        cap.push(a);
+        let n = a.len();
         r.consume(n);
     }
 }
@@ -1253,14 +1237,7 @@ fn stray_line<R: BufRead>(r: &mut R, cap: &mut TextCapture) -> Option<StrayLine>
     let mut streamed: Option<u64> = None;
     loop {
         let (done, used) = {
-            let available = match r.fill_buf() {
-                Ok(a) => a,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(_) => break,
-            };
-            if available.is_empty() {
-                break;
-            }
+            let Some(available) = fill(r) else { break };
             any = true;
             let (chunk, done, used) = match memchr::memchr(b'\n', available) {
                 Some(i) => (&available[..i], true, i + 1),
@@ -1396,12 +1373,9 @@ fn gather_array<R: BufRead>(r: &mut R, g: &mut Gathered) {
     // `[1/3]` or `[ ] todo` is text.
     let mut prefix = Vec::new();
     loop {
-        let available = match r.fill_buf() {
-            Ok(a) => a,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => &[],
+        let Some(&b) = fill(r).and_then(|a| a.first()) else {
+            break;
         };
-        let Some(&b) = available.first() else { break };
         if prefix.is_empty() || (b.is_ascii_whitespace() && prefix.len() < 4096) {
             prefix.push(b);
             r.consume(1);
