@@ -48,6 +48,29 @@ fn hours(h: i64) -> SignedDuration {
     SignedDuration::from_hours(h)
 }
 
+/// An answer whose decision is to wait until `until` for `reason`.
+fn told_to_wait(until: Timestamp, reason: WaitReason) -> Answer {
+    answer(Decision::Wait { until, reason })
+}
+
+/// The step of a limit wait until `until`.
+fn limit_wait(until: Timestamp, reason: WaitReason) -> Step {
+    Step::Wait {
+        until: Some(until),
+        reason: WaitFor::Limit(reason),
+    }
+}
+
+/// One failed call told to back off until `until`: the run waits until then, the clock is
+/// moved there and the run woken up.
+fn back_off(run: &mut Run, clock: &FixedClock, until: Timestamp) {
+    let a = told_to_wait(until, WaitReason::Backoff);
+    let step = call(run, a, clock.now());
+    assert_eq!(step, limit_wait(until, WaitReason::Backoff));
+    clock.advance(until.duration_since(clock.now()));
+    run.on(Fact::WokeUp, clock.now());
+}
+
 /// Observes `o` and returns the gate's step.
 fn gate(run: &mut Run, o: Observation, now: Timestamp) -> Step {
     assert_eq!(run.next(now), Step::Observe);
@@ -118,10 +141,7 @@ fn gates_in_order() {
                 },
                 ..clear()
             },
-            Step::Wait {
-                until: Some(later),
-                reason: WaitFor::Limit(WaitReason::TokenLimit),
-            },
+            limit_wait(later, WaitReason::TokenLimit),
         ),
         (
             "window before the agent chain",
@@ -133,10 +153,7 @@ fn gates_in_order() {
                 pick: Pick::NoneLeft,
                 ..clear()
             },
-            Step::Wait {
-                until: Some(later),
-                reason: WaitFor::Limit(WaitReason::UsageWindow),
-            },
+            limit_wait(later, WaitReason::UsageWindow),
         ),
         (
             "every agent limited",
@@ -144,10 +161,7 @@ fn gates_in_order() {
                 pick: Pick::WaitUntil(later),
                 ..clear()
             },
-            Step::Wait {
-                until: Some(later),
-                reason: WaitFor::Limit(WaitReason::UsageLimit),
-            },
+            limit_wait(later, WaitReason::UsageLimit),
         ),
         (
             "no agent left",
@@ -460,10 +474,7 @@ fn the_loop_delay_and_free_retries() {
     // A startup hang retried at once: no delay, even after a backoff decision.
     let a = Answer {
         free_retry: true,
-        ..answer(Decision::Wait {
-            until: t0() + hours(1),
-            reason: WaitReason::Backoff,
-        })
+        ..told_to_wait(t0() + hours(1), WaitReason::Backoff)
     };
     assert_eq!(call(&mut run, a, t0() + delay), Step::Observe);
     // The next ordinary loop has the delay again.
@@ -485,23 +496,7 @@ fn the_backoff_streak_and_productive_errors() {
     // continues at once.
     for streak in 1..=4u32 {
         let until = clock.now() + decide::backoff(10, streak);
-        let step = call(
-            &mut run,
-            answer(Decision::Wait {
-                until,
-                reason: WaitReason::Backoff,
-            }),
-            clock.now(),
-        );
-        assert_eq!(
-            step,
-            Step::Wait {
-                until: Some(until),
-                reason: WaitFor::Limit(WaitReason::Backoff)
-            }
-        );
-        clock.advance(until.duration_since(clock.now()));
-        run.on(Fact::WokeUp, clock.now());
+        back_off(&mut run, &clock, until);
     }
     assert_eq!(
         clock.now(),
@@ -509,10 +504,7 @@ fn the_backoff_streak_and_productive_errors() {
     );
     let a = Answer {
         productive_error: true,
-        ..answer(Decision::Wait {
-            until: clock.now() + hours(1),
-            reason: WaitReason::Backoff,
-        })
+        ..told_to_wait(clock.now() + hours(1), WaitReason::Backoff)
     };
     assert_eq!(call(&mut run, a, clock.now()), Step::Observe);
 }
@@ -522,16 +514,10 @@ fn a_five_hour_usage_limit_wait_runs_at_once() {
     let clock = FixedClock::new(t0());
     let mut run = Run::new(cfg());
     let reset = t0() + hours(5);
-    let a = answer(Decision::Wait {
-        until: reset,
-        reason: WaitReason::UsageLimit,
-    });
+    let a = told_to_wait(reset, WaitReason::UsageLimit);
     assert_eq!(
         call(&mut run, a, clock.now()),
-        Step::Wait {
-            until: Some(reset),
-            reason: WaitFor::Limit(WaitReason::UsageLimit)
-        }
+        limit_wait(reset, WaitReason::UsageLimit)
     );
     clock.advance(hours(5));
     run.on(Fact::WokeUp, clock.now());
@@ -550,23 +536,7 @@ fn an_outage_of_two_hours() {
     let mut waits = 0;
     while clock.now() < t0() + hours(2) {
         let until = clock.now() + decide::backoff_capped(30, waits + 1, 600);
-        let step = call(
-            &mut run,
-            answer(Decision::Wait {
-                until,
-                reason: WaitReason::Backoff,
-            }),
-            clock.now(),
-        );
-        assert_eq!(
-            step,
-            Step::Wait {
-                until: Some(until),
-                reason: WaitFor::Limit(WaitReason::Backoff)
-            }
-        );
-        clock.advance(until.duration_since(clock.now()));
-        run.on(Fact::WokeUp, clock.now());
+        back_off(&mut run, &clock, until);
         waits += 1;
     }
     assert!(waits > 10 && waits < 20, "{waits}");
@@ -596,10 +566,7 @@ fn a_window_reset_lets_the_run_call_again() {
     };
     assert_eq!(
         gate(&mut run, o, clock.now()),
-        Step::Wait {
-            until: Some(reset),
-            reason: WaitFor::Limit(WaitReason::UsageWindow)
-        }
+        limit_wait(reset, WaitReason::UsageWindow)
     );
     clock.advance(hours(3));
     run.on(Fact::WokeUp, clock.now());
@@ -631,10 +598,7 @@ fn live_control() {
 
     // Retry now ends a wait; stop ends the run.
     let mut run = Run::new(cfg());
-    let a = answer(Decision::Wait {
-        until: t0() + hours(5),
-        reason: WaitReason::UsageLimit,
-    });
+    let a = told_to_wait(t0() + hours(5), WaitReason::UsageLimit);
     assert!(matches!(call(&mut run, a, t0()), Step::Wait { .. }));
     run.on(Fact::Control(Control::RetryNow), t0());
     assert_eq!(gate(&mut run, clear(), t0()), Step::Call { agent: 0 });
