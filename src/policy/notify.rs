@@ -800,32 +800,17 @@ mod tests {
 
     #[test]
     fn run_end_carries_cost_items_and_questions() {
-        let m = message(
-            now(),
-            &Happening::Exit {
-                reason: Some(ExitReason::NeedsAnswers),
-                exit_code: 2,
-                message: "asked",
-            },
-            &facts(),
-            &EventClass::ALL,
-        )
-        .unwrap();
+        let asked = Happening::Exit {
+            reason: Some(ExitReason::NeedsAnswers),
+            exit_code: 2,
+            message: "asked",
+        };
+        let m = message(now(), &asked, &facts(), &EventClass::ALL).unwrap();
         assert!(m.body.contains("exit code 2 · cost $1.50 · items done 3/5"));
         assert!(m.body.contains("? Use Postgres or SQLite?"), "{}", m.body);
         assert_eq!(m.priority, 4);
         // needs_answers not asked for, run_end is: delivered as a run end.
-        let m = message(
-            now(),
-            &Happening::Exit {
-                reason: Some(ExitReason::NeedsAnswers),
-                exit_code: 2,
-                message: "asked",
-            },
-            &facts(),
-            &[EventClass::RunEnd],
-        )
-        .unwrap();
+        let m = message(now(), &asked, &facts(), &[EventClass::RunEnd]).unwrap();
         assert_eq!(m.class, EventClass::RunEnd);
         // Filtered out.
         let wait = Happening::Waiting {
