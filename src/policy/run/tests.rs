@@ -5,6 +5,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use super::*;
 use crate::policy::time::{Clock, FixedClock};
+use crate::policy::windows::OverLimit;
 
 fn t0() -> Timestamp {
     Timestamp::from_second(1_800_000_000).unwrap()
@@ -61,6 +62,31 @@ fn limit_wait(until: Timestamp, reason: WaitReason) -> Step {
     }
 }
 
+/// `window` at `percent` of its `limit`.
+fn over(window: &str, percent: f64, limit: u32, resets_at: Option<Timestamp>) -> OverLimit {
+    OverLimit {
+        window: window.into(),
+        percent,
+        limit,
+        resets_at,
+    }
+}
+
+/// A clear observation but for a window over its limit until `until`.
+fn window_wait(until: Timestamp, over: OverLimit) -> Observation {
+    Observation {
+        window: WindowCheck::Wait { until, over },
+        ..clear()
+    }
+}
+
+/// The wait ends after `waited`: woken up then, the run calls the agent.
+fn wakes_and_calls(run: &mut Run, clock: &FixedClock, waited: SignedDuration) {
+    clock.advance(waited);
+    run.on(Fact::WokeUp, clock.now());
+    assert_eq!(gate(run, clear(), clock.now()), Step::Call { agent: 0 });
+}
+
 /// One failed call told to back off until `until`: the run waits until then, the clock is
 /// moved there and the run woken up.
 fn back_off(run: &mut Run, clock: &FixedClock, until: Timestamp) {
@@ -88,12 +114,7 @@ fn call(run: &mut Run, a: Answer, now: Timestamp) -> Step {
 
 #[test]
 fn gates_in_order() {
-    let over = crate::policy::windows::OverLimit {
-        window: "five_hour".into(),
-        percent: 95.0,
-        limit: 90,
-        resets_at: None,
-    };
+    let over = over("five_hour", 95.0, 90, None);
     let later = t0() + hours(1);
     let cases: Vec<(&str, Observation, Step)> = vec![
         ("clear", clear(), Step::Call { agent: 0 }),
@@ -135,23 +156,15 @@ fn gates_in_order() {
                     until: later,
                     reason: WaitReason::TokenLimit,
                 },
-                window: WindowCheck::Wait {
-                    until: later,
-                    over: over.clone(),
-                },
-                ..clear()
+                ..window_wait(later, over.clone())
             },
             limit_wait(later, WaitReason::TokenLimit),
         ),
         (
             "window before the agent chain",
             Observation {
-                window: WindowCheck::Wait {
-                    until: later,
-                    over: over.clone(),
-                },
                 pick: Pick::NoneLeft,
-                ..clear()
+                ..window_wait(later, over.clone())
             },
             limit_wait(later, WaitReason::UsageWindow),
         ),
@@ -192,18 +205,7 @@ fn window_gate_exits_with_on_usage_limit_exit() {
         on_usage_limit: UsageLimitPolicy::Exit,
         ..cfg()
     });
-    let o = Observation {
-        window: WindowCheck::Wait {
-            until: t0() + hours(2),
-            over: crate::policy::windows::OverLimit {
-                window: "seven_day".into(),
-                percent: 100.0,
-                limit: 80,
-                resets_at: None,
-            },
-        },
-        ..clear()
-    };
+    let o = window_wait(t0() + hours(2), over("seven_day", 100.0, 80, None));
     assert_eq!(gate(&mut run, o, t0()), Step::Stop(ExitReason::UsageWindow));
 }
 
@@ -519,12 +521,7 @@ fn a_five_hour_usage_limit_wait_runs_at_once() {
         call(&mut run, a, clock.now()),
         limit_wait(reset, WaitReason::UsageLimit)
     );
-    clock.advance(hours(5));
-    run.on(Fact::WokeUp, clock.now());
-    assert_eq!(
-        gate(&mut run, clear(), clock.now()),
-        Step::Call { agent: 0 }
-    );
+    wakes_and_calls(&mut run, &clock, hours(5));
 }
 
 #[test]
@@ -552,28 +549,12 @@ fn a_window_reset_lets_the_run_call_again() {
     let clock = FixedClock::new(t0());
     let mut run = Run::new(cfg());
     let reset = t0() + hours(3);
-    let o = Observation {
-        window: WindowCheck::Wait {
-            until: reset,
-            over: crate::policy::windows::OverLimit {
-                window: "five_hour".into(),
-                percent: 97.0,
-                limit: 90,
-                resets_at: Some(reset),
-            },
-        },
-        ..clear()
-    };
+    let o = window_wait(reset, over("five_hour", 97.0, 90, Some(reset)));
     assert_eq!(
         gate(&mut run, o, clock.now()),
         limit_wait(reset, WaitReason::UsageWindow)
     );
-    clock.advance(hours(3));
-    run.on(Fact::WokeUp, clock.now());
-    assert_eq!(
-        gate(&mut run, clear(), clock.now()),
-        Step::Call { agent: 0 }
-    );
+    wakes_and_calls(&mut run, &clock, hours(3));
 }
 
 #[test]
