@@ -62,6 +62,12 @@ fn limit_wait(until: Timestamp, reason: WaitReason) -> Step {
     }
 }
 
+/// One call answered "continue": the run goes on to the next observation.
+fn continues(run: &mut Run, now: Timestamp) {
+    let step = call(run, answer(Decision::Continue), now);
+    assert_eq!(step, Step::Observe);
+}
+
 /// `window` at `percent` of its `limit`.
 fn over(window: &str, percent: f64, limit: u32, resets_at: Option<Timestamp>) -> OverLimit {
     OverLimit {
@@ -243,14 +249,8 @@ fn max_loops_counts_this_runs_calls() {
         },
         ..cfg()
     });
-    assert_eq!(
-        call(&mut run, answer(Decision::Continue), t0()),
-        Step::Observe
-    );
-    assert_eq!(
-        call(&mut run, answer(Decision::Continue), t0()),
-        Step::Observe
-    );
+    continues(&mut run, t0());
+    continues(&mut run, t0());
     assert_eq!(run.loops(), 2);
     assert_eq!(
         gate(&mut run, clear(), t0()),
@@ -537,10 +537,7 @@ fn an_outage_of_two_hours() {
         waits += 1;
     }
     assert!(waits > 10 && waits < 20, "{waits}");
-    assert_eq!(
-        call(&mut run, answer(Decision::Continue), clock.now()),
-        Step::Observe
-    );
+    continues(&mut run, clock.now());
     assert_eq!(run.loops(), u64::from(waits) + 1);
 }
 
