@@ -255,7 +255,7 @@ fn first_line(text: &str) -> String {
     if line.len() <= MAX_MESSAGE {
         return line.to_owned();
     }
-    format!("{}…", super::cut_bytes(line, MAX_MESSAGE))
+    format!("{}…", crate::sanitize::cut_bytes(line, MAX_MESSAGE))
 }
 
 fn error(

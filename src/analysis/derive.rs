@@ -8,7 +8,8 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::{StatusBlock, WorkStatus, cut_bytes, re};
+use super::{StatusBlock, WorkStatus, re};
+use crate::sanitize::cut_bytes;
 
 /// At most this many error signatures per call.
 pub(super) const MAX_SIGNATURES: usize = 10;

@@ -569,11 +569,14 @@ fn push_capped(s: &mut String, text: &str) {
     if !s.is_empty() {
         s.push('\n');
     }
-    s.push_str(super::cut_bytes(text, MAX_TEXT - s.len().min(MAX_TEXT)));
+    s.push_str(crate::sanitize::cut_bytes(
+        text,
+        MAX_TEXT - s.len().min(MAX_TEXT),
+    ));
 }
 
 fn first_line(text: &str) -> String {
-    super::cut_bytes(super::first_text_line(text), MAX_MESSAGE).to_owned()
+    crate::sanitize::cut_bytes(super::first_text_line(text), MAX_MESSAGE).to_owned()
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -408,19 +408,7 @@ fn cut_summary(text: &str) -> String {
     if text.len() <= SUMMARY_BYTES {
         return text.to_owned();
     }
-    format!("{}…", cut_bytes(text, SUMMARY_BYTES))
-}
-
-/// `s` cut to at most `max` bytes, on a char boundary.
-pub(crate) fn cut_bytes(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut cut = max;
-    while !s.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    &s[..cut]
+    format!("{}…", crate::sanitize::cut_bytes(text, SUMMARY_BYTES))
 }
 
 /// The first line of `text` with something on it, trimmed ("" when there is none).

@@ -510,7 +510,7 @@ pub(crate) fn is_edit_tool(name: &str) -> bool {
 }
 
 fn truncate_bytes(s: &mut String, max: usize) {
-    let keep = super::cut_bytes(s, max).len();
+    let keep = crate::sanitize::cut_bytes(s, max).len();
     s.truncate(keep);
 }
 

@@ -21,7 +21,7 @@ enum Marker {
 const STATUS_LINE_MAX: usize = 64 * 1024;
 
 fn cut_line(line: &str) -> &str {
-    super::cut_bytes(line, STATUS_LINE_MAX)
+    crate::sanitize::cut_bytes(line, STATUS_LINE_MAX)
 }
 
 /// Removes markdown decoration and bullets from a line: `**`, `__`, backticks, `>` quotes,

@@ -15,6 +15,7 @@ use crate::exit::ExitReason;
 use crate::policy::breaker::CircuitState;
 use crate::policy::budget::WaitReason;
 use crate::policy::verify::{CheckKind, CheckResult};
+use crate::sanitize::cut_chars;
 
 /// An event of the loop as the rules see it (the sender maps each `events.jsonl` event
 /// kind to one, field for field).
@@ -341,7 +342,7 @@ pub fn message(
         .map(|t| format!(", task {}", one_line(t, 80)))
         .unwrap_or_default();
     // The facts are cut so that the run and the next step always fit.
-    let mut body = cut(&body, MAX_BODY_CHARS - 400);
+    let mut body = cut_chars(&body, MAX_BODY_CHARS - 400);
     body.push_str(&format!(
         "\nproject {project} · run {}{task}",
         one_line(&facts.run, 80)
@@ -605,16 +606,7 @@ fn one_line(text: &str, max: usize) -> String {
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
-    cut(flat.trim(), max)
-}
-
-fn cut(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut s: String = text.chars().take(max.saturating_sub(1)).collect();
-    s.push('…');
-    s
+    cut_chars(flat.trim(), max)
 }
 
 #[cfg(test)]
