@@ -157,7 +157,22 @@ mod tests {
         dir
     }
 
+    /// Something done to the project before or during a loop.
     type Step = fn(&Path);
+
+    /// The baseline of `d` (read from `source`), then `during`, then what changed.
+    fn around(
+        d: &Path,
+        plan: &str,
+        source: worktree::Source,
+        during: Step,
+        name: &str,
+    ) -> Progress {
+        let base = baseline(d, plan);
+        assert_eq!(base.files.as_ref().unwrap().source(), source, "{name}");
+        during(d);
+        measure(d, &base, plan)
+    }
 
     #[test]
     fn git_cases() {
@@ -264,14 +279,7 @@ mod tests {
             let dir = repo();
             let d = dir.path();
             before(d);
-            let base = baseline(d, "");
-            assert_eq!(
-                base.files.as_ref().unwrap().source(),
-                worktree::Source::Git,
-                "{name}"
-            );
-            during(d);
-            let p = measure(d, &base, "");
+            let p = around(d, "", worktree::Source::Git, during, name);
             assert_eq!(p.source, ProgressSource::Git, "{name}");
             assert_eq!(p.changed_paths, expected, "{name}");
             assert_eq!(p.files_changed as usize, expected.len(), "{name}");
@@ -322,9 +330,8 @@ mod tests {
 
     #[test]
     fn mtime_cases() {
-        type MStep = fn(&Path);
         // (name, during the loop, expected)
-        let cases: Vec<(&str, MStep, Vec<&str>)> = vec![
+        let cases: Vec<(&str, Step, Vec<&str>)> = vec![
             ("nothing", |_| {}, vec![]),
             (
                 "new file",
@@ -363,14 +370,7 @@ mod tests {
             set_mtime(&d.join("src/lib.rs"), 1_000_000_000);
             write(d, "gone.rs", "g");
             write(d, ".hank/fix_plan.md", "- [ ] a\n");
-            let base = baseline(d, "- [ ] a\n");
-            assert_eq!(
-                base.files.as_ref().unwrap().source(),
-                worktree::Source::Walk,
-                "{name}"
-            );
-            during(d);
-            let p = measure(d, &base, "- [ ] a\n");
+            let p = around(d, "- [ ] a\n", worktree::Source::Walk, during, name);
             assert_eq!(p.source, ProgressSource::Mtime, "{name}");
             assert_eq!(p.changed_paths, expected, "{name}");
         }
