@@ -547,6 +547,23 @@ mod tests {
         }
     }
 
+    /// An answer with an error of `kind` stops the run as fatal.
+    fn fatal(name: &'static str, kind: ErrorKind) -> Case {
+        case(name, err(kind), Decision::Stop(ExitReason::AgentFatal))
+    }
+
+    /// After `failures` failed calls in a row, `analysis` backs off until `ts(secs)`.
+    fn backs_off(name: &'static str, analysis: Analysis, failures: u32, secs: i64) -> Case {
+        let wait = Decision::Wait {
+            until: ts(secs),
+            reason: WaitReason::Backoff,
+        };
+        Case {
+            failures,
+            ..case(name, analysis, wait)
+        }
+    }
+
     /// The records of the history for `analysis` + earlier records (this loop appended).
     fn with_history(mut c: Case, earlier: Vec<LoopRecord>) -> Case {
         let this = record_loop(9, ts(0), &c.analysis, &Progress::default(), &c.cfg);
@@ -645,10 +662,6 @@ mod tests {
             ..Analysis::default()
         };
         let asked = rec(|r| r.questions = true);
-        let backoff_wait = |secs| Decision::Wait {
-            until: ts(secs),
-            reason: WaitReason::Backoff,
-        };
 
         let cases = vec![
             case("plain success continues", Analysis::default(), Continue),
@@ -657,21 +670,9 @@ mod tests {
                 unknown_session,
                 Decision::RetryWithoutSession,
             ),
-            case(
-                "auth is fatal",
-                err(ErrorKind::Auth),
-                Stop(ExitReason::AgentFatal),
-            ),
-            case(
-                "billing is fatal",
-                err(ErrorKind::Billing),
-                Stop(ExitReason::AgentFatal),
-            ),
-            case(
-                "cli usage is fatal",
-                err(ErrorKind::CliUsage),
-                Stop(ExitReason::AgentFatal),
-            ),
+            fatal("auth is fatal", ErrorKind::Auth),
+            fatal("billing is fatal", ErrorKind::Billing),
+            fatal("cli usage is fatal", ErrorKind::CliUsage),
             case(
                 "spend limit stops at once, no wait",
                 err(ErrorKind::SpendLimit),
@@ -904,66 +905,35 @@ mod tests {
                     Stop(ExitReason::UsageLimit),
                 )
             },
-            Case {
-                failures: 1,
-                ..case(
-                    "overloaded backs off",
-                    err(ErrorKind::Overloaded),
-                    backoff_wait(30),
-                )
-            },
-            Case {
-                failures: 3,
-                ..case(
-                    "rate limit backs off more",
-                    err(ErrorKind::RateLimit),
-                    backoff_wait(120),
-                )
-            },
-            Case {
-                failures: 0,
-                ..case(
-                    "server backs off at least base",
-                    err(ErrorKind::Server),
-                    backoff_wait(30),
-                )
-            },
-            Case {
-                failures: 2,
-                ..case("network", err(ErrorKind::Network), backoff_wait(60))
-            },
-            Case {
-                failures: 1,
-                ..case("malformed", err(ErrorKind::Malformed), backoff_wait(30))
-            },
-            Case {
-                failures: 1,
-                ..case("no output", err(ErrorKind::NoOutput), backoff_wait(30))
-            },
-            Case {
-                failures: 1,
-                ..case("crash", crashed, backoff_wait(30))
-            },
-            with_history(
-                Case {
-                    failures: 1,
-                    ..case("timeout", timeout.clone(), backoff_wait(30))
-                },
-                vec![],
+            backs_off("overloaded backs off", err(ErrorKind::Overloaded), 1, 30),
+            backs_off(
+                "rate limit backs off more",
+                err(ErrorKind::RateLimit),
+                3,
+                120,
             ),
+            backs_off(
+                "server backs off at least base",
+                err(ErrorKind::Server),
+                0,
+                30,
+            ),
+            backs_off("network", err(ErrorKind::Network), 2, 60),
+            backs_off("malformed", err(ErrorKind::Malformed), 1, 30),
+            backs_off("no output", err(ErrorKind::NoOutput), 1, 30),
+            backs_off("crash", crashed, 1, 30),
+            with_history(backs_off("timeout", timeout.clone(), 1, 30), vec![]),
             Case {
                 history: vec![rec(|r| r.files_changed = 2)],
                 ..case("productive timeout continues", timeout, Continue)
             },
             case("max turns continues", err(ErrorKind::MaxTurns), Continue),
-            Case {
-                failures: 1,
-                ..case(
-                    "an interrupted answer hank did not cause backs off",
-                    err(ErrorKind::Interrupted),
-                    backoff_wait(30),
-                )
-            },
+            backs_off(
+                "an interrupted answer hank did not cause backs off",
+                err(ErrorKind::Interrupted),
+                1,
+                30,
+            ),
             Case {
                 loops: 5,
                 ..with_history(
