@@ -547,6 +547,22 @@ mod tests {
         }
     }
 
+    /// An answer whose one denial is the Bash command `cmd`.
+    fn denying(cmd: &str) -> Analysis {
+        Analysis {
+            permission_denials: vec![bash(cmd)],
+            ..Analysis::default()
+        }
+    }
+
+    /// The default configuration with `tools` as ALLOWED_TOOLS.
+    fn allowing(tools: &[&str]) -> DecideConfig {
+        DecideConfig {
+            allowed_tools: tools.iter().map(|t| (*t).to_string()).collect(),
+            ..DecideConfig::default()
+        }
+    }
+
     /// An answer with an error of `kind` stops the run as fatal.
     fn fatal(name: &'static str, kind: ErrorKind) -> Case {
         case(name, err(kind), Decision::Stop(ExitReason::AgentFatal))
@@ -781,10 +797,7 @@ mod tests {
             with_history(
                 case(
                     "trap: first denial only warns",
-                    Analysis {
-                        permission_denials: vec![bash("npm install")],
-                        ..Analysis::default()
-                    },
+                    denying("npm install"),
                     Continue,
                 ),
                 vec![LoopRecord::default()],
@@ -792,26 +805,17 @@ mod tests {
             with_history(
                 case(
                     "second consecutive denial stops",
-                    Analysis {
-                        permission_denials: vec![bash("npm install")],
-                        ..Analysis::default()
-                    },
+                    denying("npm install"),
                     Stop(ExitReason::PermissionDenied),
                 ),
                 vec![denied.clone()],
             ),
             with_history(
                 Case {
-                    cfg: DecideConfig {
-                        allowed_tools: vec!["Bash(npm *)".into(), "Bash(tail *)".into()],
-                        ..DecideConfig::default()
-                    },
+                    cfg: allowing(&["Bash(npm *)", "Bash(tail *)"]),
                     ..case(
                         "trap: a compound command the rules allow is a warning",
-                        Analysis {
-                            permission_denials: vec![bash("npm test 2>&1 | tail -5")],
-                            ..Analysis::default()
-                        },
+                        denying("npm test 2>&1 | tail -5"),
                         Continue,
                     )
                 },
@@ -819,16 +823,10 @@ mod tests {
             ),
             with_history(
                 Case {
-                    cfg: DecideConfig {
-                        allowed_tools: vec!["Bash(npm *)".into()],
-                        ..DecideConfig::default()
-                    },
+                    cfg: allowing(&["Bash(npm *)"]),
                     ..case(
                         "a pipeline into a command the rules do not allow is a real denial",
-                        Analysis {
-                            permission_denials: vec![bash("npm test 2>&1 | tail -5")],
-                            ..Analysis::default()
-                        },
+                        denying("npm test 2>&1 | tail -5"),
                         Stop(ExitReason::PermissionDenied),
                     )
                 },
@@ -1254,10 +1252,7 @@ mod tests {
 
     #[test]
     fn record_loop_fields() {
-        let cfg = DecideConfig {
-            allowed_tools: vec!["Bash(npm *)".into()],
-            ..DecideConfig::default()
-        };
+        let cfg = allowing(&["Bash(npm *)"]);
         let mut a = status(WorkStatus::Complete, true);
         a.permission_denials = vec![
             bash("npm test | tail"),
