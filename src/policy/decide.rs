@@ -563,6 +563,31 @@ mod tests {
         }
     }
 
+    /// In loop `loops` of the run, after `earlier`, an answer that only asks a question.
+    fn only_asks(
+        name: &'static str,
+        loops: u64,
+        earlier: Vec<LoopRecord>,
+        expected: Decision,
+    ) -> Case {
+        let asking = Analysis {
+            questions: vec!["Should I use A or B?".into()],
+            ..Analysis::default()
+        };
+        Case {
+            loops,
+            ..with_history(case(name, asking, expected), earlier)
+        }
+    }
+
+    /// Five loops of questions but for the second, changed by `f`.
+    fn asked_but(f: impl FnOnce(&mut LoopRecord)) -> Vec<LoopRecord> {
+        let asked = rec(|r| r.questions = true);
+        let mut other = asked.clone();
+        f(&mut other);
+        vec![asked.clone(), other, asked.clone(), asked.clone(), asked]
+    }
+
     /// An answer with an error of `kind` stops the run as fatal.
     fn fatal(name: &'static str, kind: ErrorKind) -> Case {
         case(name, err(kind), Decision::Stop(ExitReason::AgentFatal))
@@ -671,10 +696,6 @@ mod tests {
         };
         let crashed = Analysis {
             outcome: Outcome::Crashed,
-            ..Analysis::default()
-        };
-        let asking = Analysis {
-            questions: vec!["Should I use A or B?".into()],
             ..Analysis::default()
         };
         let asked = rec(|r| r.questions = true);
@@ -932,75 +953,36 @@ mod tests {
                 1,
                 30,
             ),
-            Case {
-                loops: 5,
-                ..with_history(
-                    case(
-                        "5 loops of questions only stop: needs_answers",
-                        asking.clone(),
-                        Stop(ExitReason::NeedsAnswers),
-                    ),
-                    vec![asked.clone(); 4],
-                )
-            },
-            Case {
-                loops: 4,
-                ..with_history(
-                    case(
-                        "questions from an earlier run do not count",
-                        asking.clone(),
-                        Continue,
-                    ),
-                    vec![asked.clone(); 6],
-                )
-            },
-            Case {
-                loops: 5,
-                ..with_history(
-                    case("4 loops of questions continue", asking.clone(), Continue),
-                    vec![asked.clone(); 3],
-                )
-            },
-            Case {
-                loops: 9,
-                ..with_history(
-                    case(
-                        "a loop that checked a plan item breaks the run of questions",
-                        asking.clone(),
-                        Continue,
-                    ),
-                    vec![
-                        asked.clone(),
-                        rec(|r| {
-                            r.questions = true;
-                            r.plan_items_checked = 1;
-                        }),
-                        asked.clone(),
-                        asked.clone(),
-                        asked.clone(),
-                    ],
-                )
-            },
-            Case {
-                loops: 9,
-                ..with_history(
-                    case(
-                        "a failed call breaks the run of questions",
-                        asking.clone(),
-                        Continue,
-                    ),
-                    vec![
-                        asked.clone(),
-                        rec(|r| {
-                            r.questions = true;
-                            r.outcome = Outcome::AgentError;
-                        }),
-                        asked.clone(),
-                        asked.clone(),
-                        asked.clone(),
-                    ],
-                )
-            },
+            only_asks(
+                "5 loops of questions only stop: needs_answers",
+                5,
+                vec![asked.clone(); 4],
+                Stop(ExitReason::NeedsAnswers),
+            ),
+            only_asks(
+                "questions from an earlier run do not count",
+                4,
+                vec![asked.clone(); 6],
+                Continue,
+            ),
+            only_asks(
+                "4 loops of questions continue",
+                5,
+                vec![asked.clone(); 3],
+                Continue,
+            ),
+            only_asks(
+                "a loop that checked a plan item breaks the run of questions",
+                9,
+                asked_but(|r| r.plan_items_checked = 1),
+                Continue,
+            ),
+            only_asks(
+                "a failed call breaks the run of questions",
+                9,
+                asked_but(|r| r.outcome = Outcome::AgentError),
+                Continue,
+            ),
         ];
         for c in &cases {
             assert_eq!(decide(c), c.expected, "{}", c.name);
