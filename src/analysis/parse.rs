@@ -85,7 +85,7 @@ pub(crate) trait Lenient: Default {
         Self::default()
     }
     /// What a string makes (kept apart so that a type that drops strings copies nothing).
-    fn from_str(_: &str) -> Self {
+    fn from_text(_: &str) -> Self {
         Self::default()
     }
     /// What an array makes.
@@ -126,7 +126,7 @@ impl<'de, T: Lenient> Visitor<'de> for LenientVisitor<T> {
         Ok(T::from_scalar(Scalar::Float(v)))
     }
     fn visit_str<E>(self, v: &str) -> Result<T, E> {
-        Ok(T::from_str(v))
+        Ok(T::from_text(v))
     }
     fn visit_string<E>(self, v: String) -> Result<T, E> {
         Ok(T::from_scalar(Scalar::Text(v)))
@@ -149,7 +149,7 @@ impl Lenient for Scalar {
     fn from_scalar(s: Scalar) -> Self {
         s
     }
-    fn from_str(s: &str) -> Self {
+    fn from_text(s: &str) -> Self {
         Scalar::Text(s.to_owned())
     }
 }
@@ -896,8 +896,7 @@ fn with_line<R: BufRead, T>(
     carry.clear();
     let mut cut = false;
     let mut any = false;
-    loop {
-        let Some(available) = fill(r) else { break };
+    while let Some(available) = fill(r) {
         any = true;
         match memchr::memchr(b'\n', available) {
             Some(i) if carry.is_empty() && !cut => {
@@ -988,8 +987,7 @@ pub(crate) fn gather_as<R: BufRead>(stdout: R, asked: super::AskedFormat) -> Gat
 /// Plain text: `prefix` (already read) then the rest of `r`.
 /// Reads the rest of `r` into `cap` (a read error ends it: what was read is kept).
 fn drain_into<R: BufRead>(r: &mut R, cap: &mut TextCapture) {
-    loop {
-        let Some(a) = fill(r) else { break };
+    while let Some(a) = fill(r) {
         cap.push(a);
         let n = a.len();
         r.consume(n);
@@ -1372,10 +1370,7 @@ fn gather_array<R: BufRead>(r: &mut R, g: &mut Gathered) {
     // `[` then blanks: an array of objects (`[{` or `[]`) may be the client's; `[BUILD] ok`,
     // `[1/3]` or `[ ] todo` is text.
     let mut prefix = Vec::new();
-    loop {
-        let Some(&b) = fill(r).and_then(|a| a.first()) else {
-            break;
-        };
+    while let Some(&b) = fill(r).and_then(|a| a.first()) {
         if prefix.is_empty() || (b.is_ascii_whitespace() && prefix.len() < 4096) {
             prefix.push(b);
             r.consume(1);
