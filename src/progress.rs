@@ -127,33 +127,8 @@ fn files_changed(project: &Path, files: &worktree::State) -> Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proc::Cmd;
+    use crate::worktree::git_in;
     use std::fs;
-
-    fn run_git(dir: &Path, home: &Path, args: &[&str]) {
-        let out = Cmd::new("git")
-            .args(["-c", "user.name=Test", "-c", "user.email=test@example.com"])
-            .args([
-                "-c",
-                "init.defaultBranch=main",
-                "-c",
-                "commit.gpgsign=false",
-            ])
-            .arg("-C")
-            .arg(dir)
-            .args(args)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("HOME", home)
-            .stderr_max(1 << 20)
-            .run()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
 
     fn write(dir: &Path, rel: &str, content: &str) {
         let p = dir.join(rel);
@@ -163,11 +138,10 @@ mod tests {
 
     /// A repo with a first commit holding `src/lib.rs`, `old_name.rs`, `gone.rs`, `dirty.rs`,
     /// `README.md`, `.hank/fix_plan.md`.
-    fn repo() -> (tempfile::TempDir, tempfile::TempDir) {
-        let home = tempfile::tempdir().unwrap();
+    fn repo() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
-        run_git(d, home.path(), &["init", "-q"]);
+        git_in(d, &["init", "-q"]);
         for (rel, content) in [
             ("src/lib.rs", "fn a() {}\n"),
             ("old_name.rs", "// old\n"),
@@ -178,79 +152,94 @@ mod tests {
         ] {
             write(d, rel, content);
         }
-        run_git(d, home.path(), &["add", "-A"]);
-        run_git(d, home.path(), &["commit", "-q", "-m", "init"]);
-        (home, dir)
+        git_in(d, &["add", "-A"]);
+        git_in(d, &["commit", "-q", "-m", "init"]);
+        dir
     }
 
-    type Step = fn(&Path, &Path);
+    /// Something done to the project before or during a loop.
+    type Step = fn(&Path);
+
+    /// The baseline of `d` (read from `source`), then `during`, then what changed.
+    fn around(
+        d: &Path,
+        plan: &str,
+        source: worktree::Source,
+        during: Step,
+        name: &str,
+    ) -> Progress {
+        let base = baseline(d, plan);
+        assert_eq!(base.files.as_ref().unwrap().source(), source, "{name}");
+        during(d);
+        measure(d, &base, plan)
+    }
 
     #[test]
     fn git_cases() {
         // (name, before the baseline, during the loop, expected changed paths)
         let cases: Vec<(&str, Step, Step, Vec<&str>)> = vec![
-            ("nothing", |_, _| {}, |_, _| {}, vec![]),
+            ("nothing", |_| {}, |_| {}, vec![]),
             (
                 "new file",
-                |_, _| {},
-                |d, _| write(d, "src/new.rs", "x"),
+                |_| {},
+                |d| write(d, "src/new.rs", "x"),
                 vec!["src/new.rs"],
             ),
             (
                 "modified file",
-                |_, _| {},
-                |d, _| write(d, "src/lib.rs", "fn b() {}\n"),
+                |_| {},
+                |d| write(d, "src/lib.rs", "fn b() {}\n"),
                 vec!["src/lib.rs"],
             ),
             (
                 "committed change (HEAD moved)",
-                |_, _| {},
-                |d, h| {
+                |_| {},
+                |d| {
                     write(d, "src/lib.rs", "fn c() {}\n");
-                    run_git(d, h, &["commit", "-q", "-am", "c"]);
+                    git_in(d, &["commit", "-q", "-am", "c"]);
                 },
                 vec!["src/lib.rs"],
             ),
             (
                 "dirty before, unchanged",
-                |d, _| write(d, "dirty.rs", "// v2 local edit\n"),
-                |_, _| {},
+                |d| write(d, "dirty.rs", "// v2 local edit\n"),
+                |_| {},
                 vec![],
             ),
             (
                 "untracked before, unchanged",
-                |d, _| write(d, "notes.txt", "n"),
-                |_, _| {},
+                |d| write(d, "notes.txt", "n"),
+                |_| {},
                 vec![],
             ),
             (
                 "dirty before, changed again",
-                |d, _| write(d, "dirty.rs", "// v2\n"),
-                |d, _| write(d, "dirty.rs", "// v3 longer\n"),
+                |d| write(d, "dirty.rs", "// v2\n"),
+                |d| write(d, "dirty.rs", "// v3 longer\n"),
                 vec!["dirty.rs"],
             ),
             (
                 "dirty before, committed",
-                |d, _| write(d, "dirty.rs", "// v2\n"),
-                |d, h| run_git(d, h, &["commit", "-q", "-am", "dirty"]),
+                |d| write(d, "dirty.rs", "// v2\n"),
+                |d| git_in(d, &["commit", "-q", "-am", "dirty"]),
                 vec!["dirty.rs"],
             ),
             (
                 "dirty before, reverted",
-                |d, _| write(d, "dirty.rs", "// v2\n"),
-                |d, h| run_git(d, h, &["checkout", "-q", "--", "dirty.rs"]),
+                |d| write(d, "dirty.rs", "// v2\n"),
+                |d| git_in(d, &["checkout", "-q", "--", "dirty.rs"]),
                 vec!["dirty.rs"],
             ),
             (
                 "deleted file",
-                |_, _| {},
-                |d, _| fs::remove_file(d.join("gone.rs")).unwrap(),
+                |_| {},
+                |d| fs::remove_file(d.join("gone.rs")).unwrap(),
                 vec!["gone.rs"],
             ),
             (
                 ".hank changes ignored",
-                |_, _| {},
-                |d, _| {
+                |_| {},
+                |d| {
                     write(d, ".hank/fix_plan.md", "- [x] a\n");
                     write(d, ".hank/logs/loop-00001.out", "log");
                     write(d, ".hankrc", "MAX_LOOPS=1\n");
@@ -259,45 +248,38 @@ mod tests {
             ),
             (
                 "rename",
-                |_, _| {},
-                |d, h| run_git(d, h, &["mv", "old_name.rs", "new_name.rs"]),
+                |_| {},
+                |d| git_in(d, &["mv", "old_name.rs", "new_name.rs"]),
                 vec!["new_name.rs", "old_name.rs"],
             ),
             (
                 "staged new file",
-                |_, _| {},
-                |d, h| {
+                |_| {},
+                |d| {
                     write(d, "a b.rs", "x");
-                    run_git(d, h, &["add", "a b.rs"]);
+                    git_in(d, &["add", "a b.rs"]);
                 },
                 vec!["a b.rs"],
             ),
             (
                 "two commits",
-                |_, _| {},
-                |d, h| {
+                |_| {},
+                |d| {
                     write(d, "one.rs", "1");
-                    run_git(d, h, &["add", "one.rs"]);
-                    run_git(d, h, &["commit", "-q", "-m", "1"]);
+                    git_in(d, &["add", "one.rs"]);
+                    git_in(d, &["commit", "-q", "-m", "1"]);
                     write(d, "two.rs", "2");
-                    run_git(d, h, &["add", "two.rs"]);
-                    run_git(d, h, &["commit", "-q", "-m", "2"]);
+                    git_in(d, &["add", "two.rs"]);
+                    git_in(d, &["commit", "-q", "-m", "2"]);
                 },
                 vec!["one.rs", "two.rs"],
             ),
         ];
         for (name, before, during, expected) in cases {
-            let (home, dir) = repo();
+            let dir = repo();
             let d = dir.path();
-            before(d, home.path());
-            let base = baseline(d, "");
-            assert_eq!(
-                base.files.as_ref().unwrap().source(),
-                worktree::Source::Git,
-                "{name}"
-            );
-            during(d, home.path());
-            let p = measure(d, &base, "");
+            before(d);
+            let p = around(d, "", worktree::Source::Git, during, name);
             assert_eq!(p.source, ProgressSource::Git, "{name}");
             assert_eq!(p.changed_paths, expected, "{name}");
             assert_eq!(p.files_changed as usize, expected.len(), "{name}");
@@ -307,21 +289,20 @@ mod tests {
 
     #[test]
     fn git_initial_commit_and_subdirectory_project() {
-        let home = tempfile::tempdir().unwrap();
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
-        run_git(d, home.path(), &["init", "-q"]);
+        git_in(d, &["init", "-q"]);
         let base = baseline(d, "");
         write(d, "first.rs", "1");
-        run_git(d, home.path(), &["add", "-A"]);
-        run_git(d, home.path(), &["commit", "-q", "-m", "first"]);
+        git_in(d, &["add", "-A"]);
+        git_in(d, &["commit", "-q", "-m", "first"]);
         assert_eq!(measure(d, &base, "").changed_paths, vec!["first.rs"]);
 
         // The project is a subdirectory of the repository: only its files count, relative.
         let project = d.join("app");
         write(&project, "src/main.rs", "fn main() {}\n");
-        run_git(d, home.path(), &["add", "-A"]);
-        run_git(d, home.path(), &["commit", "-q", "-m", "app"]);
+        git_in(d, &["add", "-A"]);
+        git_in(d, &["commit", "-q", "-m", "app"]);
         let base = baseline(&project, "");
         write(d, "outside.rs", "o");
         write(&project, "src/main.rs", "fn main() { x }\n");
@@ -334,7 +315,7 @@ mod tests {
 
     #[test]
     fn plan_ticks_count_as_progress() {
-        let (_home, dir) = repo();
+        let dir = repo();
         let base = baseline(dir.path(), "- [ ] a\n- [ ] b\n");
         let p = measure(dir.path(), &base, "- [x] a\n- [ ] b\n");
         assert_eq!((p.files_changed, p.plan_items_checked), (0, 1));
@@ -349,9 +330,8 @@ mod tests {
 
     #[test]
     fn mtime_cases() {
-        type MStep = fn(&Path);
         // (name, during the loop, expected)
-        let cases: Vec<(&str, MStep, Vec<&str>)> = vec![
+        let cases: Vec<(&str, Step, Vec<&str>)> = vec![
             ("nothing", |_| {}, vec![]),
             (
                 "new file",
@@ -390,14 +370,7 @@ mod tests {
             set_mtime(&d.join("src/lib.rs"), 1_000_000_000);
             write(d, "gone.rs", "g");
             write(d, ".hank/fix_plan.md", "- [ ] a\n");
-            let base = baseline(d, "- [ ] a\n");
-            assert_eq!(
-                base.files.as_ref().unwrap().source(),
-                worktree::Source::Walk,
-                "{name}"
-            );
-            during(d);
-            let p = measure(d, &base, "- [ ] a\n");
+            let p = around(d, "- [ ] a\n", worktree::Source::Walk, during, name);
             assert_eq!(p.source, ProgressSource::Mtime, "{name}");
             assert_eq!(p.changed_paths, expected, "{name}");
         }
@@ -411,16 +384,12 @@ mod tests {
 
     #[test]
     fn git_decides_what_is_ignored() {
-        let (home, dir) = repo();
+        let dir = repo();
         let d = dir.path();
         write(d, "forced/kept.bin", "k");
         write(d, ".gitignore", "*.log\nbuild/\nforced/\n");
-        run_git(
-            d,
-            home.path(),
-            &["add", "-f", ".gitignore", "forced/kept.bin"],
-        );
-        run_git(d, home.path(), &["commit", "-q", "-m", "ignore"]);
+        git_in(d, &["add", "-f", ".gitignore", "forced/kept.bin"]);
+        git_in(d, &["commit", "-q", "-m", "ignore"]);
         write(d, "pkg/.gitignore", "local.txt\n");
         write(d, "nested/.git/HEAD", "ref: refs/heads/main\n");
         write(d, "nested/inner.rs", "n");
@@ -447,7 +416,7 @@ mod tests {
 
     #[test]
     fn git_failing_at_measure_falls_back_to_modification_times() {
-        let (_home, dir) = repo();
+        let dir = repo();
         let d = dir.path();
         let base = baseline(d, "");
         assert_eq!(base.files.as_ref().unwrap().source(), worktree::Source::Git);
@@ -465,7 +434,7 @@ mod tests {
 
     #[test]
     fn racy_same_size_rewrite_is_seen() {
-        let (_home, dir) = repo();
+        let dir = repo();
         let d = dir.path();
         write(d, "src/lib.rs", "fn x() {}\n");
         let f = d.join("src/lib.rs");
@@ -484,12 +453,12 @@ mod tests {
 
     #[test]
     fn staged_before_then_committed_falls_back_to_git() {
-        let (home, dir) = repo();
+        let dir = repo();
         let d = dir.path();
         write(d, "dirty.rs", "// v2\n");
-        run_git(d, home.path(), &["add", "dirty.rs"]);
+        git_in(d, &["add", "dirty.rs"]);
         let base = baseline(d, "");
-        run_git(d, home.path(), &["commit", "-q", "-m", "staged earlier"]);
+        git_in(d, &["commit", "-q", "-m", "staged earlier"]);
         assert_eq!(measure(d, &base, "").changed_paths, vec!["dirty.rs"]);
     }
 

@@ -15,6 +15,9 @@
 //!   space; `\r\n` is a newline.
 //!
 //! Data outputs (`--json`, status.json) are JSON: serde escapes control characters there.
+//!
+//! The two cuts every bounded text uses are here too: [`cut_bytes`] (a byte budget, on a
+//! character boundary) and [`cut_chars`] (a character budget, the cut marked with `…`).
 
 use std::borrow::Cow;
 
@@ -101,6 +104,30 @@ fn skip_string(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
     }
 }
 
+/// `s` cut to at most `max` bytes, on a character boundary.
+#[must_use]
+pub fn cut_bytes(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// At most `max` characters of `s`; a cut is marked with `…` (one of the `max`).
+#[must_use]
+pub fn cut_chars(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
 /// [`for_terminal`] as an owned one-line string.
 #[must_use]
 pub fn line(text: &str) -> String {
@@ -154,6 +181,25 @@ mod tests {
         ];
         for (input, mode, want) in cases {
             assert_eq!(for_terminal(input, *mode), *want, "{input:?} {mode:?}");
+        }
+    }
+
+    #[test]
+    fn cuts_keep_characters_whole() {
+        // (text, max, cut_bytes, cut_chars)
+        let cases = [
+            ("", 0, "", ""),
+            ("abc", 3, "abc", "abc"),
+            ("abcd", 3, "abc", "ab…"),
+            ("héllo", 2, "h", "h…"),
+            ("héllo", 3, "hé", "hé…"),
+            ("日本語", 4, "日", "日本語"),
+            ("日本語", 2, "", "日…"),
+            ("ab", 0, "", "…"),
+        ];
+        for (text, max, bytes, chars) in cases {
+            assert_eq!(cut_bytes(text, max), bytes, "bytes {text:?} {max}");
+            assert_eq!(cut_chars(text, max), chars, "chars {text:?} {max}");
         }
     }
 

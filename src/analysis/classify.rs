@@ -251,26 +251,11 @@ fn text_kind(text: &str) -> Option<ErrorKind> {
 
 /// The first non-empty line of `text`, trimmed and cut.
 fn first_line(text: &str) -> String {
-    let line = text
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("");
-    // Cut before copying: the line may be hundreds of MiB.
-    let mut end = line.len().min(MAX_MESSAGE + 4);
-    while !line.is_char_boundary(end) {
-        end -= 1;
+    let line = super::first_text_line(text);
+    if line.len() <= MAX_MESSAGE {
+        return line.to_owned();
     }
-    let mut s = line[..end].to_owned();
-    if s.len() > MAX_MESSAGE {
-        let mut cut = MAX_MESSAGE;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
-        s.push('…');
-    }
-    s
+    format!("{}…", crate::sanitize::cut_bytes(line, MAX_MESSAGE))
 }
 
 fn error(

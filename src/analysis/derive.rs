@@ -9,6 +9,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::{StatusBlock, WorkStatus, re};
+use crate::sanitize::cut_bytes;
 
 /// At most this many error signatures per call.
 pub(super) const MAX_SIGNATURES: usize = 10;
@@ -239,18 +240,6 @@ pub fn normalize_signature(line: &str) -> String {
 
 /// Bytes of an error line looked at to make its signature.
 const SIGNATURE_INPUT_BYTES: usize = 16 * 1024;
-
-/// `s` cut to at most `max` bytes, on a char boundary.
-fn cut_bytes(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut cut = max;
-    while !s.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    &s[..cut]
-}
 
 /// A line of JSON (an object, a string, an array of values), not a log line like
 /// `[build]: error …`.

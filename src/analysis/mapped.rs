@@ -21,7 +21,7 @@ use regex::Regex;
 use serde_json::Value;
 
 use super::classify::classify_text_in;
-use super::parse::{MAX_CALL_COST_USD, Scalar, timestamp_of};
+use super::parse::{MAX_CALL_COST_USD, Scalar, fill, timestamp_of};
 use super::{
     AgentError, Analysis, Clock, ErrorKind, Outcome, OutputShape, RunFacts, WorkType, cut_summary,
     derive, parse_status_block,
@@ -394,18 +394,10 @@ fn next_line<R: BufRead>(r: &mut R, buf: &mut Vec<u8>, total: &mut u64) -> Optio
     buf.clear();
     let mut cut = false;
     loop {
-        let chunk = match r.fill_buf() {
-            Ok(c) => c,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => return if buf.is_empty() { None } else { Some(cut) },
+        // The end or a read error: the line so far (a cut line is never empty).
+        let Some(chunk) = fill(r) else {
+            return if buf.is_empty() { None } else { Some(cut) };
         };
-        if chunk.is_empty() {
-            return if buf.is_empty() && !cut {
-                None
-            } else {
-                Some(cut)
-            };
-        }
         let (take, done) = match memchr::memchr(b'\n', chunk) {
             Some(i) => (i + 1, true),
             None => (chunk.len(), false),
@@ -577,24 +569,14 @@ fn push_capped(s: &mut String, text: &str) {
     if !s.is_empty() {
         s.push('\n');
     }
-    let mut end = text.len().min(MAX_TEXT - s.len().min(MAX_TEXT));
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    s.push_str(&text[..end]);
+    s.push_str(crate::sanitize::cut_bytes(
+        text,
+        MAX_TEXT - s.len().min(MAX_TEXT),
+    ));
 }
 
 fn first_line(text: &str) -> String {
-    let line = text
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("");
-    let mut end = line.len().min(MAX_MESSAGE);
-    while !line.is_char_boundary(end) {
-        end -= 1;
-    }
-    line[..end].to_owned()
+    crate::sanitize::cut_bytes(super::first_text_line(text), MAX_MESSAGE).to_owned()
 }
 
 #[allow(clippy::too_many_arguments)]

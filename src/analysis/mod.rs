@@ -408,11 +408,15 @@ fn cut_summary(text: &str) -> String {
     if text.len() <= SUMMARY_BYTES {
         return text.to_owned();
     }
-    let mut cut = SUMMARY_BYTES;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}…", &text[..cut])
+    format!("{}…", crate::sanitize::cut_bytes(text, SUMMARY_BYTES))
+}
+
+/// The first line of `text` with something on it, trimmed ("" when there is none).
+pub(crate) fn first_text_line(text: &str) -> &str {
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("")
 }
 
 /// The time facts the analyzer needs: the current time, and the machine's local time zone

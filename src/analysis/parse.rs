@@ -9,6 +9,7 @@
 
 use std::cell::Cell;
 use std::io::{BufRead, Read};
+use std::marker::PhantomData;
 use std::sync::LazyLock;
 
 use jiff::Timestamp;
@@ -75,51 +76,87 @@ impl Scalar {
     }
 }
 
-impl<'de> Deserialize<'de> for Scalar {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(ScalarVisitor)
+/// A value read from whatever JSON stands where it is expected, without ever failing on
+/// the value's type: each kind of value either makes something or reads as the default (arrays
+/// and objects are then skipped whole). One visitor ([`lenient`]) serves every such type.
+pub(crate) trait Lenient: Default {
+    /// What a number, bool or null makes.
+    fn from_scalar(_: Scalar) -> Self {
+        Self::default()
+    }
+    /// What a string makes (kept apart so that a type that drops strings copies nothing).
+    fn from_text(_: &str) -> Self {
+        Self::default()
+    }
+    /// What an array makes.
+    fn from_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<Self, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Self::default())
+    }
+    /// What an object makes.
+    fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Self::default())
     }
 }
 
-struct ScalarVisitor;
+/// Deserializes a [`Lenient`] type from any JSON value.
+pub(crate) fn lenient<'de, T: Lenient, D: Deserializer<'de>>(d: D) -> Result<T, D::Error> {
+    d.deserialize_any(LenientVisitor(PhantomData))
+}
 
-impl<'de> Visitor<'de> for ScalarVisitor {
-    type Value = Scalar;
+struct LenientVisitor<T>(PhantomData<T>);
+
+impl<'de, T: Lenient> Visitor<'de> for LenientVisitor<T> {
+    type Value = T;
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("any JSON value")
     }
-    fn visit_bool<E>(self, v: bool) -> Result<Scalar, E> {
-        Ok(Scalar::Bool(v))
+    fn visit_bool<E>(self, v: bool) -> Result<T, E> {
+        Ok(T::from_scalar(Scalar::Bool(v)))
     }
-    fn visit_u64<E>(self, v: u64) -> Result<Scalar, E> {
-        Ok(Scalar::Unsigned(v))
+    fn visit_u64<E>(self, v: u64) -> Result<T, E> {
+        Ok(T::from_scalar(Scalar::Unsigned(v)))
     }
-    fn visit_i64<E>(self, v: i64) -> Result<Scalar, E> {
-        Ok(Scalar::Signed(v))
+    fn visit_i64<E>(self, v: i64) -> Result<T, E> {
+        Ok(T::from_scalar(Scalar::Signed(v)))
     }
-    fn visit_f64<E>(self, v: f64) -> Result<Scalar, E> {
-        Ok(Scalar::Float(v))
+    fn visit_f64<E>(self, v: f64) -> Result<T, E> {
+        Ok(T::from_scalar(Scalar::Float(v)))
     }
-    fn visit_str<E>(self, v: &str) -> Result<Scalar, E> {
-        Ok(Scalar::Text(v.to_owned()))
+    fn visit_str<E>(self, v: &str) -> Result<T, E> {
+        Ok(T::from_text(v))
     }
-    fn visit_string<E>(self, v: String) -> Result<Scalar, E> {
-        Ok(Scalar::Text(v))
+    fn visit_string<E>(self, v: String) -> Result<T, E> {
+        Ok(T::from_scalar(Scalar::Text(v)))
     }
-    fn visit_unit<E>(self) -> Result<Scalar, E> {
-        Ok(Scalar::Absent)
+    fn visit_unit<E>(self) -> Result<T, E> {
+        Ok(T::from_scalar(Scalar::Absent))
     }
-    fn visit_none<E>(self) -> Result<Scalar, E> {
-        Ok(Scalar::Absent)
+    fn visit_none<E>(self) -> Result<T, E> {
+        Ok(T::from_scalar(Scalar::Absent))
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Scalar, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Scalar::Absent)
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<T, A::Error> {
+        T::from_seq(seq)
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scalar, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(Scalar::Absent)
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+        T::from_map(map)
+    }
+}
+
+impl Lenient for Scalar {
+    fn from_scalar(s: Scalar) -> Self {
+        s
+    }
+    fn from_text(s: &str) -> Self {
+        Scalar::Text(s.to_owned())
+    }
+}
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        lenient(d)
     }
 }
 
@@ -127,48 +164,19 @@ impl<'de> Visitor<'de> for ScalarVisitor {
 #[derive(Debug, Default)]
 pub(crate) struct Content(pub Vec<Block>);
 
-impl<'de> Deserialize<'de> for Content {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(ContentVisitor)
-    }
-}
-
-struct ContentVisitor;
-
-impl<'de> Visitor<'de> for ContentVisitor {
-    type Value = Content;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("message content")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Content, A::Error> {
+impl Lenient for Content {
+    fn from_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<Self, A::Error> {
         let mut blocks = Vec::new();
         while let Some(block) = seq.next_element::<Block>()? {
             blocks.push(block);
         }
         Ok(Content(blocks))
     }
-    fn visit_str<E>(self, _: &str) -> Result<Content, E> {
-        Ok(Content::default())
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Content, E> {
-        Ok(Content::default())
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Content, E> {
-        Ok(Content::default())
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Content, E> {
-        Ok(Content::default())
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Content, E> {
-        Ok(Content::default())
-    }
-    fn visit_unit<E>(self) -> Result<Content, E> {
-        Ok(Content::default())
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Content, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(Content::default())
+}
+
+impl<'de> Deserialize<'de> for Content {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        lenient(d)
     }
 }
 
@@ -502,13 +510,8 @@ pub(crate) fn is_edit_tool(name: &str) -> bool {
 }
 
 fn truncate_bytes(s: &mut String, max: usize) {
-    if s.len() > max {
-        let mut cut = max;
-        while cut > 0 && !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
-    }
+    let keep = crate::sanitize::cut_bytes(s, max).len();
+    s.truncate(keep);
 }
 
 impl Gathered {
@@ -832,6 +835,20 @@ impl<R: BufRead> BufRead for Counting<R> {
     }
 }
 
+/// The reader's buffered bytes, filled when empty (an interrupted read is tried again);
+/// `None` at the end of input or on a read error (read errors end the input).
+pub(crate) fn fill<R: BufRead>(r: &mut R) -> Option<&[u8]> {
+    loop {
+        match r.fill_buf() {
+            Ok(_) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return None,
+        }
+    }
+    // Filled: this call hands the same bytes back without reading.
+    r.fill_buf().ok().filter(|a| !a.is_empty())
+}
+
 /// Reads one line (without its `\n`) into `buf`, keeping at most `MAX_LINE` bytes.
 /// Returns `None` at the end of input, else whether the line was cut.
 /// Read errors end the input (what was read so far is kept).
@@ -841,14 +858,9 @@ fn read_line_capped<R: BufRead>(r: &mut R, buf: &mut Vec<u8>) -> Option<bool> {
     let mut any = false;
     loop {
         let (done, used) = {
-            let available = match r.fill_buf() {
-                Ok(a) => a,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(_) => return if any { Some(cut) } else { None },
-            };
-            if available.is_empty() {
+            let Some(available) = fill(r) else {
                 return if any { Some(cut) } else { None };
-            }
+            };
             any = true;
             let (chunk, done, used) = match memchr::memchr(b'\n', available) {
                 Some(i) => (&available[..i], true, i + 1),
@@ -884,15 +896,7 @@ fn with_line<R: BufRead, T>(
     carry.clear();
     let mut cut = false;
     let mut any = false;
-    loop {
-        let available = match r.fill_buf() {
-            Ok(a) => a,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => break,
-        };
-        if available.is_empty() {
-            break;
-        }
+    while let Some(available) = fill(r) {
         any = true;
         match memchr::memchr(b'\n', available) {
             Some(i) if carry.is_empty() && !cut => {
@@ -923,14 +927,7 @@ fn trim_ascii(b: &[u8]) -> &[u8] {
 fn first_byte<R: BufRead>(r: &mut R) -> Option<u8> {
     let mut at_start = true;
     loop {
-        let available = match r.fill_buf() {
-            Ok(a) => a,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => return None,
-        };
-        if available.is_empty() {
-            return None;
-        }
+        let available = fill(r)?;
         if at_start && available.starts_with(&[0xEF, 0xBB, 0xBF]) {
             r.consume(3);
             at_start = false;
@@ -990,16 +987,9 @@ pub(crate) fn gather_as<R: BufRead>(stdout: R, asked: super::AskedFormat) -> Gat
 /// Plain text: `prefix` (already read) then the rest of `r`.
 /// Reads the rest of `r` into `cap` (a read error ends it: what was read is kept).
 fn drain_into<R: BufRead>(r: &mut R, cap: &mut TextCapture) {
-    loop {
-        let n = match r.fill_buf() {
-            Ok([]) => break,
-            Ok(a) => {
-                cap.push(a);
-                a.len()
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => break,
-        };
+    while let Some(a) = fill(r) {
+        cap.push(a);
+        let n = a.len();
         r.consume(n);
     }
 }
@@ -1245,14 +1235,7 @@ fn stray_line<R: BufRead>(r: &mut R, cap: &mut TextCapture) -> Option<StrayLine>
     let mut streamed: Option<u64> = None;
     loop {
         let (done, used) = {
-            let available = match r.fill_buf() {
-                Ok(a) => a,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(_) => break,
-            };
-            if available.is_empty() {
-                break;
-            }
+            let Some(available) = fill(r) else { break };
             any = true;
             let (chunk, done, used) = match memchr::memchr(b'\n', available) {
                 Some(i) => (&available[..i], true, i + 1),
@@ -1387,13 +1370,7 @@ fn gather_array<R: BufRead>(r: &mut R, g: &mut Gathered) {
     // `[` then blanks: an array of objects (`[{` or `[]`) may be the client's; `[BUILD] ok`,
     // `[1/3]` or `[ ] todo` is text.
     let mut prefix = Vec::new();
-    loop {
-        let available = match r.fill_buf() {
-            Ok(a) => a,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => &[],
-        };
-        let Some(&b) = available.first() else { break };
+    while let Some(&b) = fill(r).and_then(|a| a.first()) {
         if prefix.is_empty() || (b.is_ascii_whitespace() && prefix.len() < 4096) {
             prefix.push(b);
             r.consume(1);

@@ -21,14 +21,7 @@ enum Marker {
 const STATUS_LINE_MAX: usize = 64 * 1024;
 
 fn cut_line(line: &str) -> &str {
-    if line.len() <= STATUS_LINE_MAX {
-        return line;
-    }
-    let mut cut = STATUS_LINE_MAX;
-    while !line.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    &line[..cut]
+    crate::sanitize::cut_bytes(line, STATUS_LINE_MAX)
 }
 
 /// Removes markdown decoration and bullets from a line: `**`, `__`, backticks, `>` quotes,

@@ -36,310 +36,155 @@ fn run(stdout: &str, stderr: Option<&str>, facts: RunFacts) -> Analysis {
     analyze_bytes(&out, &err, &facts, now())
 }
 
+/// One row of `every_fixture_is_classified`: what the analyzer must make of a fixture.
+struct Case {
+    /// The stdout fixture ("" for none).
+    out: &'static str,
+    /// The stderr fixture.
+    err: Option<&'static str>,
+    facts: RunFacts,
+    shape: OutputShape,
+    outcome: Outcome,
+    kind: Option<ErrorKind>,
+    /// Whether the session id `SID` is read from it.
+    session: bool,
+}
+
+/// A whole answer of `shape` in which the session id is known or not: no error kind is a
+/// success, an error kind an agent error.
+fn answer(
+    shape: OutputShape,
+    session: bool,
+    out: &'static str,
+    code: i32,
+    kind: Option<ErrorKind>,
+) -> Case {
+    let outcome = match kind {
+        None => Outcome::Success,
+        Some(_) => Outcome::AgentError,
+    };
+    Case {
+        out,
+        err: None,
+        facts: exit(code),
+        shape,
+        outcome,
+        kind,
+        session,
+    }
+}
+
+/// `--output-format json`: one result object, session id known.
+fn object(out: &'static str, code: i32, kind: Option<ErrorKind>) -> Case {
+    answer(OutputShape::ResultObject, true, out, code, kind)
+}
+
+/// `--output-format stream-json`, session id known.
+fn stream(out: &'static str, code: i32, kind: Option<ErrorKind>) -> Case {
+    answer(OutputShape::StreamJson, true, out, code, kind)
+}
+
+/// Plain text: no session id.
+fn text(out: &'static str, code: i32, kind: Option<ErrorKind>) -> Case {
+    answer(OutputShape::Text, false, out, code, kind)
+}
+
+/// Nothing on stdout, `err` on stderr, exit 1.
+fn stderr_only(err: &'static str, outcome: Outcome, kind: ErrorKind) -> Case {
+    Case {
+        out: "",
+        err: Some(err),
+        facts: exit(1),
+        shape: OutputShape::Empty,
+        outcome,
+        kind: Some(kind),
+        session: false,
+    }
+}
+
+/// Nothing on stdout, a refusal of the command line on stderr.
+fn cli_usage(err: &'static str) -> Case {
+    stderr_only(err, Outcome::AgentError, ErrorKind::CliUsage)
+}
+
+/// A fixture that did not end as an answer (killed, timed out, cut short).
+fn ended(
+    out: &'static str,
+    facts: RunFacts,
+    shape: OutputShape,
+    outcome: Outcome,
+    kind: Option<ErrorKind>,
+    session: bool,
+) -> Case {
+    Case {
+        out,
+        err: None,
+        facts,
+        shape,
+        outcome,
+        kind,
+        session,
+    }
+}
+
+/// `name` on stdout, nothing on stderr, exit `code`.
+fn exited(name: &str, code: i32) -> Analysis {
+    run(name, None, exit(code))
+}
+
 #[test]
 fn every_fixture_is_classified() {
     use ErrorKind as K;
     use Outcome as O;
     use OutputShape as S;
-    // (stdout fixture, stderr fixture, facts, shape, outcome, error kind, session id known)
-    type Case<'a> = (&'a str, Option<&'a str>, RunFacts, S, O, Option<K>, bool);
-    let cases: &[Case<'_>] = &[
-        (
-            "success.json",
-            None,
-            exit(0),
-            S::ResultObject,
-            O::Success,
-            None,
-            true,
-        ),
-        (
-            "success_complete.json",
-            None,
-            exit(0),
-            S::ResultObject,
-            O::Success,
-            None,
-            true,
-        ),
-        (
-            "success_complete_no_exit.json",
-            None,
-            exit(0),
-            S::ResultObject,
-            O::Success,
-            None,
-            true,
-        ),
-        (
-            "success_questions.json",
-            None,
-            exit(0),
-            S::ResultObject,
-            O::Success,
-            None,
-            true,
-        ),
-        (
-            "success_testing.json",
-            None,
-            exit(0),
-            S::ResultObject,
-            O::Success,
-            None,
-            true,
-        ),
-        (
-            "success_build_errors.json",
-            None,
-            exit(0),
-            S::ResultObject,
-            O::Success,
-            None,
-            true,
-        ),
-        (
-            "permission_denied.json",
-            None,
-            exit(0),
-            S::ResultObject,
-            O::Success,
-            None,
-            true,
-        ),
-        (
-            "api_error_401.json",
-            None,
-            exit(1),
-            S::ResultObject,
-            O::AgentError,
-            Some(K::Auth),
-            true,
-        ),
-        (
-            "not_logged_in.json",
-            None,
-            exit(1),
-            S::ResultObject,
-            O::AgentError,
-            Some(K::Auth),
-            true,
-        ),
+    let killed = RunFacts {
+        signal: Some(9),
+        ..RunFacts::default()
+    };
+    let cases = [
+        object("success.json", 0, None),
+        object("success_complete.json", 0, None),
+        object("success_complete_no_exit.json", 0, None),
+        object("success_questions.json", 0, None),
+        object("success_testing.json", 0, None),
+        object("success_build_errors.json", 0, None),
+        object("permission_denied.json", 0, None),
+        object("api_error_401.json", 1, Some(K::Auth)),
+        object("not_logged_in.json", 1, Some(K::Auth)),
         // is_error:true is a failure even with exit 0.
-        (
-            "not_logged_in.json",
-            None,
-            exit(0),
-            S::ResultObject,
-            O::AgentError,
-            Some(K::Auth),
-            true,
-        ),
-        (
-            "credit_low.json",
-            None,
-            exit(1),
-            S::ResultObject,
-            O::AgentError,
-            Some(K::Billing),
-            true,
-        ),
-        (
-            "usage_limit_session.json",
-            None,
-            exit(1),
-            S::ResultObject,
-            O::AgentError,
-            Some(K::UsageLimit),
-            true,
-        ),
-        (
-            "usage_limit_weekly.json",
-            None,
-            exit(1),
-            S::ResultObject,
-            O::AgentError,
-            Some(K::UsageLimit),
-            true,
-        ),
-        (
-            "usage_limit_at.json",
-            None,
-            exit(1),
-            S::ResultObject,
-            O::AgentError,
-            Some(K::UsageLimit),
-            true,
-        ),
-        (
-            "usage_limit_legacy.json",
-            None,
-            exit(1),
-            S::ResultObject,
-            O::AgentError,
-            Some(K::UsageLimit),
-            true,
-        ),
-        (
-            "rate_limit_429.json",
-            None,
-            exit(1),
-            S::ResultObject,
-            O::AgentError,
-            Some(K::RateLimit),
-            true,
-        ),
-        (
-            "overloaded_529.json",
-            None,
-            exit(1),
-            S::ResultObject,
-            O::AgentError,
-            Some(K::Overloaded),
-            true,
-        ),
-        (
-            "overloaded_repeated.json",
-            None,
-            exit(1),
-            S::ResultObject,
-            O::AgentError,
-            Some(K::Overloaded),
-            true,
-        ),
-        (
-            "server_500.json",
-            None,
-            exit(1),
-            S::ResultObject,
-            O::AgentError,
-            Some(K::Server),
-            true,
-        ),
-        (
-            "network_refused.json",
-            None,
-            exit(1),
-            S::ResultObject,
-            O::AgentError,
-            Some(K::Network),
-            true,
-        ),
-        (
-            "max_turns.json",
-            None,
-            exit(1),
-            S::ResultObject,
-            O::AgentError,
-            Some(K::MaxTurns),
-            true,
-        ),
-        (
-            "max_budget.json",
-            None,
-            exit(1),
-            S::ResultObject,
-            O::AgentError,
-            Some(K::Budget),
-            true,
-        ),
+        object("not_logged_in.json", 0, Some(K::Auth)),
+        object("credit_low.json", 1, Some(K::Billing)),
+        object("usage_limit_session.json", 1, Some(K::UsageLimit)),
+        object("usage_limit_weekly.json", 1, Some(K::UsageLimit)),
+        object("usage_limit_at.json", 1, Some(K::UsageLimit)),
+        object("usage_limit_legacy.json", 1, Some(K::UsageLimit)),
+        object("rate_limit_429.json", 1, Some(K::RateLimit)),
+        object("overloaded_529.json", 1, Some(K::Overloaded)),
+        object("overloaded_repeated.json", 1, Some(K::Overloaded)),
+        object("server_500.json", 1, Some(K::Server)),
+        object("network_refused.json", 1, Some(K::Network)),
+        object("max_turns.json", 1, Some(K::MaxTurns)),
+        object("max_budget.json", 1, Some(K::Budget)),
         // SIGINT: exit 0 and error_during_execution — not a success.
-        (
-            "sigint.json",
-            None,
-            exit(0),
-            S::ResultObject,
-            O::AgentError,
-            Some(K::Interrupted),
-            true,
-        ),
-        (
-            "array_verbose.json",
-            None,
-            exit(0),
-            S::MessageArray,
-            O::Success,
-            None,
-            true,
-        ),
-        (
-            "stream_success.jsonl",
-            None,
-            exit(0),
-            S::StreamJson,
-            O::Success,
-            None,
-            true,
-        ),
-        (
-            "stream_testing_only.jsonl",
-            None,
-            exit(0),
-            S::StreamJson,
-            O::Success,
-            None,
-            true,
-        ),
-        (
-            "stream_auth_error.jsonl",
-            None,
-            exit(1),
-            S::StreamJson,
-            O::AgentError,
-            Some(K::Auth),
-            true,
-        ),
-        (
-            "stream_usage_limit.jsonl",
-            None,
-            exit(1),
-            S::StreamJson,
-            O::AgentError,
-            Some(K::UsageLimit),
-            true,
-        ),
-        (
-            "stream_quoted_limit.jsonl",
-            None,
-            exit(0),
-            S::StreamJson,
-            O::Success,
-            None,
-            true,
-        ),
-        (
-            "stream_network_retries.jsonl",
-            None,
-            exit(1),
-            S::StreamJson,
-            O::AgentError,
-            Some(K::Network),
-            true,
-        ),
-        (
-            "stream_sigint.jsonl",
-            None,
-            exit(0),
-            S::StreamJson,
-            O::AgentError,
-            Some(K::Interrupted),
-            true,
-        ),
-        (
+        object("sigint.json", 0, Some(K::Interrupted)),
+        answer(S::MessageArray, true, "array_verbose.json", 0, None),
+        stream("stream_success.jsonl", 0, None),
+        stream("stream_testing_only.jsonl", 0, None),
+        stream("stream_auth_error.jsonl", 1, Some(K::Auth)),
+        stream("stream_usage_limit.jsonl", 1, Some(K::UsageLimit)),
+        stream("stream_quoted_limit.jsonl", 0, None),
+        stream("stream_network_retries.jsonl", 1, Some(K::Network)),
+        stream("stream_sigint.jsonl", 0, Some(K::Interrupted)),
+        ended(
             "stream_truncated.jsonl",
-            None,
-            RunFacts {
-                signal: Some(9),
-                ..RunFacts::default()
-            },
+            killed,
             S::Truncated,
             O::Crashed,
             Some(K::Malformed),
             true,
         ),
-        (
+        ended(
             "stream_truncated.jsonl",
-            None,
             RunFacts {
                 timed_out: true,
                 signal: Some(15),
@@ -350,186 +195,54 @@ fn every_fixture_is_classified() {
             None,
             true,
         ),
-        (
+        ended(
             "truncated.json",
-            None,
             exit(1),
             S::Truncated,
             O::Crashed,
             Some(K::Malformed),
             false,
         ),
-        (
-            "text_success.txt",
-            None,
-            exit(0),
-            S::Text,
-            O::Success,
-            None,
-            false,
-        ),
-        (
-            "text_success.txt",
-            None,
-            RunFacts::default(),
-            S::Text,
-            O::Success,
-            None,
-            false,
-        ),
-        (
-            "text_not_logged_in.txt",
-            None,
-            exit(1),
-            S::Text,
-            O::AgentError,
-            Some(K::Auth),
-            false,
-        ),
-        (
-            "text_not_logged_in.txt",
-            None,
-            RunFacts::default(),
-            S::Text,
-            O::AgentError,
-            Some(K::Auth),
-            false,
-        ),
-        (
-            "text_max_turns.txt",
-            None,
-            exit(1),
-            S::Text,
-            O::AgentError,
-            Some(K::MaxTurns),
-            false,
-        ),
-        (
-            "text_network.txt",
-            None,
-            exit(1),
-            S::Text,
-            O::AgentError,
-            Some(K::Network),
-            false,
-        ),
-        (
-            "text_usage_limit.txt",
-            None,
-            exit(1),
-            S::Text,
-            O::AgentError,
-            Some(K::UsageLimit),
-            false,
-        ),
-        (
-            "text_legacy_limit.txt",
-            None,
-            exit(1),
-            S::Text,
-            O::AgentError,
-            Some(K::UsageLimit),
-            false,
-        ),
-        (
-            "text_old_limit.txt",
-            None,
-            exit(1),
-            S::Text,
-            O::AgentError,
-            Some(K::UsageLimit),
-            false,
-        ),
-        (
-            "",
-            Some("stderr_unknown_session.txt"),
-            exit(1),
-            S::Empty,
-            O::AgentError,
-            Some(K::CliUsage),
-            false,
-        ),
-        (
-            "",
-            Some("stderr_bad_permission_mode.txt"),
-            exit(1),
-            S::Empty,
-            O::AgentError,
-            Some(K::CliUsage),
-            false,
-        ),
-        (
-            "",
-            Some("stderr_no_prompt.txt"),
-            exit(1),
-            S::Empty,
-            O::AgentError,
-            Some(K::CliUsage),
-            false,
-        ),
-        (
-            "",
-            Some("stderr_stream_needs_verbose.txt"),
-            exit(1),
-            S::Empty,
-            O::AgentError,
-            Some(K::CliUsage),
-            false,
-        ),
-        (
-            "",
-            Some("stderr_root_bypass.txt"),
-            exit(1),
-            S::Empty,
-            O::AgentError,
-            Some(K::CliUsage),
-            false,
-        ),
-        (
-            "",
-            Some("stderr_invalid_session_id.txt"),
-            exit(1),
-            S::Empty,
-            O::AgentError,
-            Some(K::CliUsage),
-            false,
-        ),
-        (
-            "",
-            Some("stderr_stdin_warning.txt"),
-            exit(1),
+        text("text_success.txt", 0, None),
+        Case {
+            facts: RunFacts::default(),
+            ..text("text_success.txt", 0, None)
+        },
+        text("text_not_logged_in.txt", 1, Some(K::Auth)),
+        Case {
+            facts: RunFacts::default(),
+            ..text("text_not_logged_in.txt", 1, Some(K::Auth))
+        },
+        text("text_max_turns.txt", 1, Some(K::MaxTurns)),
+        text("text_network.txt", 1, Some(K::Network)),
+        text("text_usage_limit.txt", 1, Some(K::UsageLimit)),
+        text("text_legacy_limit.txt", 1, Some(K::UsageLimit)),
+        text("text_old_limit.txt", 1, Some(K::UsageLimit)),
+        cli_usage("stderr_unknown_session.txt"),
+        cli_usage("stderr_bad_permission_mode.txt"),
+        cli_usage("stderr_no_prompt.txt"),
+        cli_usage("stderr_stream_needs_verbose.txt"),
+        cli_usage("stderr_root_bypass.txt"),
+        cli_usage("stderr_invalid_session_id.txt"),
+        stderr_only("stderr_stdin_warning.txt", O::Crashed, K::NoOutput),
+        ended(
+            "empty.out",
+            exit(143),
             S::Empty,
             O::Crashed,
             Some(K::NoOutput),
             false,
         ),
-        (
+        ended(
             "empty.out",
-            None,
-            RunFacts {
-                exit_code: Some(143),
-                ..RunFacts::default()
-            },
+            killed,
             S::Empty,
             O::Crashed,
             Some(K::NoOutput),
             false,
         ),
-        (
+        ended(
             "empty.out",
-            None,
-            RunFacts {
-                signal: Some(9),
-                ..RunFacts::default()
-            },
-            S::Empty,
-            O::Crashed,
-            Some(K::NoOutput),
-            false,
-        ),
-        (
-            "empty.out",
-            None,
             RunFacts {
                 timed_out: true,
                 ..RunFacts::default()
@@ -539,26 +252,24 @@ fn every_fixture_is_classified() {
             None,
             false,
         ),
-        (
-            "success.json",
-            None,
-            RunFacts {
+        Case {
+            facts: RunFacts {
                 interrupted: true,
                 ..exit(0)
             },
-            S::ResultObject,
-            O::AgentError,
-            Some(K::Interrupted),
-            true,
-        ),
+            outcome: O::AgentError,
+            kind: Some(K::Interrupted),
+            ..object("success.json", 0, None)
+        },
     ];
-    for (out, err, facts, shape, outcome, kind, session) in cases {
-        let a = run(out, *err, *facts);
+    for c in cases {
+        let (out, err, facts) = (c.out, c.err, c.facts);
+        let a = run(out, err, facts);
         let label = format!("{out} / {err:?} / {facts:?}");
-        assert_eq!(a.shape, *shape, "{label}");
-        assert_eq!(a.outcome, *outcome, "{label}: {:?}", a.error);
-        assert_eq!(a.error_kind(), *kind, "{label}: {:?}", a.error);
-        assert_eq!(a.session_id.as_deref() == Some(SID), *session, "{label}");
+        assert_eq!(a.shape, c.shape, "{label}");
+        assert_eq!(a.outcome, c.outcome, "{label}: {:?}", a.error);
+        assert_eq!(a.error_kind(), c.kind, "{label}: {:?}", a.error);
+        assert_eq!(a.session_id.as_deref() == Some(SID), c.session, "{label}");
         if a.outcome != Outcome::Success && a.outcome != Outcome::Timeout {
             let e = a.error.as_ref().unwrap();
             assert!(!e.message.is_empty(), "{label}");
@@ -594,7 +305,7 @@ fn timeout_during_retries_names_what_was_retried() {
 
 #[test]
 fn success_extracts_everything() {
-    let a = run("success.json", None, exit(0));
+    let a = exited("success.json", 0);
     assert_eq!(a.cost_usd, 0.1123);
     assert_eq!(
         a.tokens,
@@ -630,7 +341,7 @@ fn success_extracts_everything() {
 
 #[test]
 fn completion_fixtures() {
-    let a = run("success_complete.json", None, exit(0));
+    let a = exited("success_complete.json", 0);
     assert!(a.exit_signal());
     assert_eq!(
         a.completion_indicators,
@@ -641,14 +352,14 @@ fn completion_fixtures() {
         ]
     );
     // STATUS COMPLETE with EXIT_SIGNAL false: exit_signal() is false, the indicator still fires.
-    let a = run("success_complete_no_exit.json", None, exit(0));
+    let a = exited("success_complete_no_exit.json", 0);
     assert!(!a.exit_signal());
     assert_eq!(a.completion_indicators, vec!["status_complete"]);
 }
 
 #[test]
 fn questions_testing_and_signatures_from_fixtures() {
-    let a = run("success_questions.json", None, exit(0));
+    let a = exited("success_questions.json", 0);
     assert_eq!(
         a.questions,
         vec![
@@ -656,17 +367,17 @@ fn questions_testing_and_signatures_from_fixtures() {
             "Would you like me to add a schema version first?"
         ]
     );
-    assert!(run("success_testing.json", None, exit(0)).testing_only);
-    assert!(run("stream_testing_only.jsonl", None, exit(0)).testing_only);
+    assert!(exited("success_testing.json", 0).testing_only);
+    assert!(exited("stream_testing_only.jsonl", 0).testing_only);
     // Edits happened: not test-only even though cargo test ran.
-    assert!(!run("stream_success.jsonl", None, exit(0)).testing_only);
-    let a = run("success_build_errors.json", None, exit(0));
+    assert!(!exited("stream_success.jsonl", 0).testing_only);
+    let a = exited("success_build_errors.json", 0);
     assert_eq!(a.error_signatures, vec!["error[EN]: mismatched types"]);
 }
 
 #[test]
 fn denials_are_extracted() {
-    let a = run("permission_denied.json", None, exit(0));
+    let a = exited("permission_denied.json", 0);
     assert_eq!(
         a.permission_denials,
         vec![
@@ -695,12 +406,12 @@ fn usage_limit_reset_times_from_fixtures() {
         ("text_old_limit.txt", "2026-11-23T02:00:00Z"),
     ];
     for (name, want) in cases {
-        let a = run(name, None, exit(1));
+        let a = exited(name, 1);
         let e = a.error.unwrap();
         assert_eq!(e.kind, ErrorKind::UsageLimit, "{name}");
         assert_eq!(e.reset_at, Some(want.parse().unwrap()), "{name}");
     }
-    let a = run("usage_limit_session.json", None, exit(1));
+    let a = exited("usage_limit_session.json", 1);
     assert_eq!(a.error.unwrap().api_status, Some(429));
 }
 
@@ -721,7 +432,7 @@ fn unknown_session_is_flagged() {
 
 #[test]
 fn quoted_errors_are_never_read() {
-    let a = run("stream_quoted_limit.jsonl", None, exit(0));
+    let a = exited("stream_quoted_limit.jsonl", 0);
     assert_eq!(a.outcome, Outcome::Success);
     assert!(a.error.is_none());
     assert!(a.error_signatures.is_empty(), "{:?}", a.error_signatures);
@@ -747,7 +458,7 @@ fn result_json_with_is_error_field_text_gives_no_signature() {
 
 #[test]
 fn failed_calls_have_signatures_from_their_message_and_stderr() {
-    let a = run("rate_limit_429.json", None, exit(1));
+    let a = exited("rate_limit_429.json", 1);
     assert_eq!(a.error_signatures.len(), 1);
     assert!(
         a.error_signatures[0].starts_with("API Error: Request rejected (N)"),
@@ -779,7 +490,7 @@ fn text_quoting_an_error_with_exit_zero_is_success() {
 
 #[test]
 fn analysis_serializes_with_stable_names() {
-    let a = run("usage_limit_session.json", None, exit(1));
+    let a = exited("usage_limit_session.json", 1);
     let v = serde_json::to_value(&a).unwrap();
     assert_eq!(v["shape"], "result_object");
     assert_eq!(v["outcome"], "agent_error");

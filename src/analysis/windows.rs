@@ -10,10 +10,10 @@
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
-use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{Deserializer, MapAccess};
 use serde::{Deserialize, Serialize};
 
-use super::parse::Scalar;
+use super::parse::{Lenient, Scalar, lenient};
 
 /// Largest utilization believed (a fraction; 10 = 1000 %). Anything above, negative or not
 /// finite is a broken value and is dropped.
@@ -50,46 +50,8 @@ pub(crate) struct RawWindow {
 #[derive(Debug, Default)]
 pub(crate) struct UnifiedWindows(pub Vec<(String, RawWindow)>);
 
-impl<'de> Deserialize<'de> for UnifiedWindows {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(UnifiedVisitor)
-    }
-}
-
-struct UnifiedVisitor;
-
-impl<'de> Visitor<'de> for UnifiedVisitor {
-    type Value = UnifiedWindows;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("any JSON value")
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<UnifiedWindows, E> {
-        Ok(UnifiedWindows::default())
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<UnifiedWindows, E> {
-        Ok(UnifiedWindows::default())
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<UnifiedWindows, E> {
-        Ok(UnifiedWindows::default())
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<UnifiedWindows, E> {
-        Ok(UnifiedWindows::default())
-    }
-    fn visit_str<E>(self, _: &str) -> Result<UnifiedWindows, E> {
-        Ok(UnifiedWindows::default())
-    }
-    fn visit_unit<E>(self) -> Result<UnifiedWindows, E> {
-        Ok(UnifiedWindows::default())
-    }
-    fn visit_none<E>(self) -> Result<UnifiedWindows, E> {
-        Ok(UnifiedWindows::default())
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<UnifiedWindows, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(UnifiedWindows::default())
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<UnifiedWindows, A::Error> {
+impl Lenient for UnifiedWindows {
+    fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
         let mut out = Vec::new();
         while let Some(name) = map.next_key::<String>()? {
             if let Some(w) = map.next_value::<MaybeWindow>()?.0 {
@@ -100,49 +62,18 @@ impl<'de> Visitor<'de> for UnifiedVisitor {
     }
 }
 
-/// A window entry: an object, or nothing.
-struct MaybeWindow(Option<RawWindow>);
-
-impl<'de> Deserialize<'de> for MaybeWindow {
+impl<'de> Deserialize<'de> for UnifiedWindows {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(MaybeWindowVisitor)
+        lenient(d)
     }
 }
 
-struct MaybeWindowVisitor;
+/// A window entry: an object, or nothing.
+#[derive(Default)]
+struct MaybeWindow(Option<RawWindow>);
 
-impl<'de> Visitor<'de> for MaybeWindowVisitor {
-    type Value = MaybeWindow;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("any JSON value")
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<MaybeWindow, E> {
-        Ok(MaybeWindow(None))
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<MaybeWindow, E> {
-        Ok(MaybeWindow(None))
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<MaybeWindow, E> {
-        Ok(MaybeWindow(None))
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<MaybeWindow, E> {
-        Ok(MaybeWindow(None))
-    }
-    fn visit_str<E>(self, _: &str) -> Result<MaybeWindow, E> {
-        Ok(MaybeWindow(None))
-    }
-    fn visit_unit<E>(self) -> Result<MaybeWindow, E> {
-        Ok(MaybeWindow(None))
-    }
-    fn visit_none<E>(self) -> Result<MaybeWindow, E> {
-        Ok(MaybeWindow(None))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<MaybeWindow, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(MaybeWindow(None))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<MaybeWindow, A::Error> {
+impl Lenient for MaybeWindow {
+    fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
         let mut w = RawWindow::default();
         while let Some(key) = map.next_key::<String>()? {
             let value = map.next_value::<Scalar>()?;
@@ -154,6 +85,12 @@ impl<'de> Visitor<'de> for MaybeWindowVisitor {
             }
         }
         Ok(MaybeWindow(Some(w)))
+    }
+}
+
+impl<'de> Deserialize<'de> for MaybeWindow {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        lenient(d)
     }
 }
 

@@ -547,6 +547,64 @@ mod tests {
         }
     }
 
+    /// An answer whose one denial is the Bash command `cmd`.
+    fn denying(cmd: &str) -> Analysis {
+        Analysis {
+            permission_denials: vec![bash(cmd)],
+            ..Analysis::default()
+        }
+    }
+
+    /// The default configuration with `tools` as ALLOWED_TOOLS.
+    fn allowing(tools: &[&str]) -> DecideConfig {
+        DecideConfig {
+            allowed_tools: tools.iter().map(|t| (*t).to_string()).collect(),
+            ..DecideConfig::default()
+        }
+    }
+
+    /// In loop `loops` of the run, after `earlier`, an answer that only asks a question.
+    fn only_asks(
+        name: &'static str,
+        loops: u64,
+        earlier: Vec<LoopRecord>,
+        expected: Decision,
+    ) -> Case {
+        let asking = Analysis {
+            questions: vec!["Should I use A or B?".into()],
+            ..Analysis::default()
+        };
+        Case {
+            loops,
+            ..with_history(case(name, asking, expected), earlier)
+        }
+    }
+
+    /// Five loops of questions but for the second, changed by `f`.
+    fn asked_but(f: impl FnOnce(&mut LoopRecord)) -> Vec<LoopRecord> {
+        let asked = rec(|r| r.questions = true);
+        let mut other = asked.clone();
+        f(&mut other);
+        vec![asked.clone(), other, asked.clone(), asked.clone(), asked]
+    }
+
+    /// An answer with an error of `kind` stops the run as fatal.
+    fn fatal(name: &'static str, kind: ErrorKind) -> Case {
+        case(name, err(kind), Decision::Stop(ExitReason::AgentFatal))
+    }
+
+    /// After `failures` failed calls in a row, `analysis` backs off until `ts(secs)`.
+    fn backs_off(name: &'static str, analysis: Analysis, failures: u32, secs: i64) -> Case {
+        let wait = Decision::Wait {
+            until: ts(secs),
+            reason: WaitReason::Backoff,
+        };
+        Case {
+            failures,
+            ..case(name, analysis, wait)
+        }
+    }
+
     /// The records of the history for `analysis` + earlier records (this loop appended).
     fn with_history(mut c: Case, earlier: Vec<LoopRecord>) -> Case {
         let this = record_loop(9, ts(0), &c.analysis, &Progress::default(), &c.cfg);
@@ -640,15 +698,7 @@ mod tests {
             outcome: Outcome::Crashed,
             ..Analysis::default()
         };
-        let asking = Analysis {
-            questions: vec!["Should I use A or B?".into()],
-            ..Analysis::default()
-        };
         let asked = rec(|r| r.questions = true);
-        let backoff_wait = |secs| Decision::Wait {
-            until: ts(secs),
-            reason: WaitReason::Backoff,
-        };
 
         let cases = vec![
             case("plain success continues", Analysis::default(), Continue),
@@ -657,21 +707,9 @@ mod tests {
                 unknown_session,
                 Decision::RetryWithoutSession,
             ),
-            case(
-                "auth is fatal",
-                err(ErrorKind::Auth),
-                Stop(ExitReason::AgentFatal),
-            ),
-            case(
-                "billing is fatal",
-                err(ErrorKind::Billing),
-                Stop(ExitReason::AgentFatal),
-            ),
-            case(
-                "cli usage is fatal",
-                err(ErrorKind::CliUsage),
-                Stop(ExitReason::AgentFatal),
-            ),
+            fatal("auth is fatal", ErrorKind::Auth),
+            fatal("billing is fatal", ErrorKind::Billing),
+            fatal("cli usage is fatal", ErrorKind::CliUsage),
             case(
                 "spend limit stops at once, no wait",
                 err(ErrorKind::SpendLimit),
@@ -780,10 +818,7 @@ mod tests {
             with_history(
                 case(
                     "trap: first denial only warns",
-                    Analysis {
-                        permission_denials: vec![bash("npm install")],
-                        ..Analysis::default()
-                    },
+                    denying("npm install"),
                     Continue,
                 ),
                 vec![LoopRecord::default()],
@@ -791,26 +826,17 @@ mod tests {
             with_history(
                 case(
                     "second consecutive denial stops",
-                    Analysis {
-                        permission_denials: vec![bash("npm install")],
-                        ..Analysis::default()
-                    },
+                    denying("npm install"),
                     Stop(ExitReason::PermissionDenied),
                 ),
                 vec![denied.clone()],
             ),
             with_history(
                 Case {
-                    cfg: DecideConfig {
-                        allowed_tools: vec!["Bash(npm *)".into(), "Bash(tail *)".into()],
-                        ..DecideConfig::default()
-                    },
+                    cfg: allowing(&["Bash(npm *)", "Bash(tail *)"]),
                     ..case(
                         "trap: a compound command the rules allow is a warning",
-                        Analysis {
-                            permission_denials: vec![bash("npm test 2>&1 | tail -5")],
-                            ..Analysis::default()
-                        },
+                        denying("npm test 2>&1 | tail -5"),
                         Continue,
                     )
                 },
@@ -818,16 +844,10 @@ mod tests {
             ),
             with_history(
                 Case {
-                    cfg: DecideConfig {
-                        allowed_tools: vec!["Bash(npm *)".into()],
-                        ..DecideConfig::default()
-                    },
+                    cfg: allowing(&["Bash(npm *)"]),
                     ..case(
                         "a pipeline into a command the rules do not allow is a real denial",
-                        Analysis {
-                            permission_denials: vec![bash("npm test 2>&1 | tail -5")],
-                            ..Analysis::default()
-                        },
+                        denying("npm test 2>&1 | tail -5"),
                         Stop(ExitReason::PermissionDenied),
                     )
                 },
@@ -904,135 +924,65 @@ mod tests {
                     Stop(ExitReason::UsageLimit),
                 )
             },
-            Case {
-                failures: 1,
-                ..case(
-                    "overloaded backs off",
-                    err(ErrorKind::Overloaded),
-                    backoff_wait(30),
-                )
-            },
-            Case {
-                failures: 3,
-                ..case(
-                    "rate limit backs off more",
-                    err(ErrorKind::RateLimit),
-                    backoff_wait(120),
-                )
-            },
-            Case {
-                failures: 0,
-                ..case(
-                    "server backs off at least base",
-                    err(ErrorKind::Server),
-                    backoff_wait(30),
-                )
-            },
-            Case {
-                failures: 2,
-                ..case("network", err(ErrorKind::Network), backoff_wait(60))
-            },
-            Case {
-                failures: 1,
-                ..case("malformed", err(ErrorKind::Malformed), backoff_wait(30))
-            },
-            Case {
-                failures: 1,
-                ..case("no output", err(ErrorKind::NoOutput), backoff_wait(30))
-            },
-            Case {
-                failures: 1,
-                ..case("crash", crashed, backoff_wait(30))
-            },
-            with_history(
-                Case {
-                    failures: 1,
-                    ..case("timeout", timeout.clone(), backoff_wait(30))
-                },
-                vec![],
+            backs_off("overloaded backs off", err(ErrorKind::Overloaded), 1, 30),
+            backs_off(
+                "rate limit backs off more",
+                err(ErrorKind::RateLimit),
+                3,
+                120,
             ),
+            backs_off(
+                "server backs off at least base",
+                err(ErrorKind::Server),
+                0,
+                30,
+            ),
+            backs_off("network", err(ErrorKind::Network), 2, 60),
+            backs_off("malformed", err(ErrorKind::Malformed), 1, 30),
+            backs_off("no output", err(ErrorKind::NoOutput), 1, 30),
+            backs_off("crash", crashed, 1, 30),
+            with_history(backs_off("timeout", timeout.clone(), 1, 30), vec![]),
             Case {
                 history: vec![rec(|r| r.files_changed = 2)],
                 ..case("productive timeout continues", timeout, Continue)
             },
             case("max turns continues", err(ErrorKind::MaxTurns), Continue),
-            Case {
-                failures: 1,
-                ..case(
-                    "an interrupted answer hank did not cause backs off",
-                    err(ErrorKind::Interrupted),
-                    backoff_wait(30),
-                )
-            },
-            Case {
-                loops: 5,
-                ..with_history(
-                    case(
-                        "5 loops of questions only stop: needs_answers",
-                        asking.clone(),
-                        Stop(ExitReason::NeedsAnswers),
-                    ),
-                    vec![asked.clone(); 4],
-                )
-            },
-            Case {
-                loops: 4,
-                ..with_history(
-                    case(
-                        "questions from an earlier run do not count",
-                        asking.clone(),
-                        Continue,
-                    ),
-                    vec![asked.clone(); 6],
-                )
-            },
-            Case {
-                loops: 5,
-                ..with_history(
-                    case("4 loops of questions continue", asking.clone(), Continue),
-                    vec![asked.clone(); 3],
-                )
-            },
-            Case {
-                loops: 9,
-                ..with_history(
-                    case(
-                        "a loop that checked a plan item breaks the run of questions",
-                        asking.clone(),
-                        Continue,
-                    ),
-                    vec![
-                        asked.clone(),
-                        rec(|r| {
-                            r.questions = true;
-                            r.plan_items_checked = 1;
-                        }),
-                        asked.clone(),
-                        asked.clone(),
-                        asked.clone(),
-                    ],
-                )
-            },
-            Case {
-                loops: 9,
-                ..with_history(
-                    case(
-                        "a failed call breaks the run of questions",
-                        asking.clone(),
-                        Continue,
-                    ),
-                    vec![
-                        asked.clone(),
-                        rec(|r| {
-                            r.questions = true;
-                            r.outcome = Outcome::AgentError;
-                        }),
-                        asked.clone(),
-                        asked.clone(),
-                        asked.clone(),
-                    ],
-                )
-            },
+            backs_off(
+                "an interrupted answer hank did not cause backs off",
+                err(ErrorKind::Interrupted),
+                1,
+                30,
+            ),
+            only_asks(
+                "5 loops of questions only stop: needs_answers",
+                5,
+                vec![asked.clone(); 4],
+                Stop(ExitReason::NeedsAnswers),
+            ),
+            only_asks(
+                "questions from an earlier run do not count",
+                4,
+                vec![asked.clone(); 6],
+                Continue,
+            ),
+            only_asks(
+                "4 loops of questions continue",
+                5,
+                vec![asked.clone(); 3],
+                Continue,
+            ),
+            only_asks(
+                "a loop that checked a plan item breaks the run of questions",
+                9,
+                asked_but(|r| r.plan_items_checked = 1),
+                Continue,
+            ),
+            only_asks(
+                "a failed call breaks the run of questions",
+                9,
+                asked_but(|r| r.outcome = Outcome::AgentError),
+                Continue,
+            ),
         ];
         for c in &cases {
             assert_eq!(decide(c), c.expected, "{}", c.name);
@@ -1284,10 +1234,7 @@ mod tests {
 
     #[test]
     fn record_loop_fields() {
-        let cfg = DecideConfig {
-            allowed_tools: vec!["Bash(npm *)".into()],
-            ..DecideConfig::default()
-        };
+        let cfg = allowing(&["Bash(npm *)"]);
         let mut a = status(WorkStatus::Complete, true);
         a.permission_denials = vec![
             bash("npm test | tail"),

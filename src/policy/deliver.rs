@@ -18,6 +18,7 @@ use crate::exit::ExitReason;
 use crate::policy::breaker::Transition;
 use crate::policy::receipts::Receipts;
 use crate::policy::verify::CheckResult;
+use crate::sanitize::cut_chars;
 
 /// The PR body's size bound (GitHub refuses bodies over 65 536 characters).
 pub const MAX_BODY_CHARS: usize = 60_000;
@@ -166,17 +167,7 @@ pub fn clean(text: &str, secrets: &[String], max: usize) -> String {
     if let Some(re) = TOKENS.as_ref() {
         s = re.replace_all(&s, REDACTED).into_owned();
     }
-    bounded(&s, max)
-}
-
-/// At most `max` characters of `s`; a cut is marked with `…`.
-fn bounded(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s.to_string();
-    }
-    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
+    cut_chars(&s, max)
 }
 
 /// The last `max` characters of `s` (a cut is marked at the start).
@@ -406,7 +397,7 @@ pub fn pr_body(ev: &Evidence, secrets: &[String]) -> String {
             let _ = writeln!(b, "Closes #{n}");
         }
     }
-    bounded(&b, MAX_BODY_CHARS)
+    cut_chars(&b, MAX_BODY_CHARS)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -567,7 +558,7 @@ pub fn ci_feedback(head: &str, failed: &[(String, Option<String>)], secrets: &[S
             _ => s.push_str("(no log available)\n"),
         }
     }
-    bounded(&s, MAX_FEEDBACK_CHARS)
+    cut_chars(&s, MAX_FEEDBACK_CHARS)
 }
 
 /// A review of the pull request.
@@ -629,7 +620,7 @@ pub fn review_feedback(
             clean(&c.body, secrets, MAX_LOG_TAIL_CHARS)
         );
     }
-    Some(bounded(&s, MAX_FEEDBACK_CHARS))
+    Some(cut_chars(&s, MAX_FEEDBACK_CHARS))
 }
 
 /// The highest review / comment id in these answers (what [`review_feedback`] has seen).
@@ -829,7 +820,7 @@ pub fn fleet_pr_body(
         );
     }
     let _ = writeln!(s, "| **total** | | {loops} | ${cost:.2} | |");
-    bounded(&s, MAX_BODY_CHARS)
+    cut_chars(&s, MAX_BODY_CHARS)
 }
 
 #[cfg(test)]

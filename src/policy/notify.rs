@@ -15,6 +15,7 @@ use crate::exit::ExitReason;
 use crate::policy::breaker::CircuitState;
 use crate::policy::budget::WaitReason;
 use crate::policy::verify::{CheckKind, CheckResult};
+use crate::sanitize::cut_chars;
 
 /// An event of the loop as the rules see it (the sender maps each `events.jsonl` event
 /// kind to one, field for field).
@@ -341,7 +342,7 @@ pub fn message(
         .map(|t| format!(", task {}", one_line(t, 80)))
         .unwrap_or_default();
     // The facts are cut so that the run and the next step always fit.
-    let mut body = cut(&body, MAX_BODY_CHARS - 400);
+    let mut body = cut_chars(&body, MAX_BODY_CHARS - 400);
     body.push_str(&format!(
         "\nproject {project} · run {}{task}",
         one_line(&facts.run, 80)
@@ -605,16 +606,7 @@ fn one_line(text: &str, max: usize) -> String {
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
-    cut(flat.trim(), max)
-}
-
-fn cut(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut s: String = text.chars().take(max.saturating_sub(1)).collect();
-    s.push('…');
-    s
+    cut_chars(flat.trim(), max)
 }
 
 #[cfg(test)]
@@ -800,32 +792,17 @@ mod tests {
 
     #[test]
     fn run_end_carries_cost_items_and_questions() {
-        let m = message(
-            now(),
-            &Happening::Exit {
-                reason: Some(ExitReason::NeedsAnswers),
-                exit_code: 2,
-                message: "asked",
-            },
-            &facts(),
-            &EventClass::ALL,
-        )
-        .unwrap();
+        let asked = Happening::Exit {
+            reason: Some(ExitReason::NeedsAnswers),
+            exit_code: 2,
+            message: "asked",
+        };
+        let m = message(now(), &asked, &facts(), &EventClass::ALL).unwrap();
         assert!(m.body.contains("exit code 2 · cost $1.50 · items done 3/5"));
         assert!(m.body.contains("? Use Postgres or SQLite?"), "{}", m.body);
         assert_eq!(m.priority, 4);
         // needs_answers not asked for, run_end is: delivered as a run end.
-        let m = message(
-            now(),
-            &Happening::Exit {
-                reason: Some(ExitReason::NeedsAnswers),
-                exit_code: 2,
-                message: "asked",
-            },
-            &facts(),
-            &[EventClass::RunEnd],
-        )
-        .unwrap();
+        let m = message(now(), &asked, &facts(), &[EventClass::RunEnd]).unwrap();
         assert_eq!(m.class, EventClass::RunEnd);
         // Filtered out.
         let wait = Happening::Waiting {

@@ -87,17 +87,29 @@ fn is_hank_path(path: &str) -> bool {
     p == ".hank" || p.starts_with(".hank/") || p == ".hankrc"
 }
 
+/// `path` in lower case with `/` for every `\\`, for matching by name.
+fn lower_slashed(path: &str) -> String {
+    path.replace('\\', "/").to_lowercase()
+}
+
+/// The directories of a `/`-separated path (empty components skipped) and its last
+/// component; `None` when there is no component.
+fn dirs_and_file(p: &str) -> Option<(impl Iterator<Item = &str>, &str)> {
+    let mut parts = p.split('/').filter(|s| !s.is_empty());
+    let file = parts.next_back()?;
+    Some((parts, file))
+}
+
 /// Whether a path looks like a test file or lives in a test directory.
 #[must_use]
 pub fn is_test_path(path: &str) -> bool {
-    let p = path.replace('\\', "/").to_lowercase();
-    let mut parts: Vec<&str> = p.split('/').filter(|s| !s.is_empty()).collect();
-    let Some(file) = parts.pop() else {
+    let p = lower_slashed(path);
+    let Some((mut dirs, file)) = dirs_and_file(&p) else {
         return false;
     };
-    if parts.iter().any(|d| {
+    if dirs.any(|d| {
         matches!(
-            *d,
+            d,
             "test" | "tests" | "__tests__" | "spec" | "specs" | "testdata" | "e2e"
         )
     }) {
@@ -122,15 +134,11 @@ pub fn is_test_path(path: &str) -> bool {
 /// Whether a path is documentation.
 #[must_use]
 pub fn is_doc_path(path: &str) -> bool {
-    let p = path.replace('\\', "/").to_lowercase();
-    let mut parts: Vec<&str> = p.split('/').filter(|s| !s.is_empty()).collect();
-    let Some(file) = parts.pop() else {
+    let p = lower_slashed(path);
+    let Some((mut dirs, file)) = dirs_and_file(&p) else {
         return false;
     };
-    if parts
-        .iter()
-        .any(|d| matches!(*d, "doc" | "docs" | "documentation"))
-    {
+    if dirs.any(|d| matches!(d, "doc" | "docs" | "documentation")) {
         return true;
     }
     let ext = file.rsplit_once('.').map_or("", |(_, e)| e);

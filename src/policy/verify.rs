@@ -14,6 +14,8 @@
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
+use crate::sanitize::{cut_bytes, cut_chars};
+
 /// Bytes of the rejection text in the loop context, hank's own words included.
 pub const FEEDBACK_BUDGET: usize = 1500;
 /// Failing test names listed at most.
@@ -230,7 +232,7 @@ pub fn tail_lines(output: &str, budget: usize) -> String {
         if line.trim().is_empty() {
             continue;
         }
-        let line = cut(line, 200);
+        let line = cut_chars(line, 200);
         if used + line.len() + 1 > budget {
             break;
         }
@@ -239,27 +241,6 @@ pub fn tail_lines(output: &str, budget: usize) -> String {
     }
     kept.reverse();
     kept.join("\n")
-}
-
-fn cut(s: &str, max_chars: usize) -> String {
-    if s.chars().count() <= max_chars {
-        return s.to_string();
-    }
-    let mut out: String = s.chars().take(max_chars.saturating_sub(1)).collect();
-    out.push('…');
-    out
-}
-
-/// Cuts `s` to at most `max` bytes on a character boundary.
-fn cut_bytes(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while end > 0 && !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
 }
 
 /// The context text after a rejected claim: the command, how it ended, the failing tests, the
@@ -272,7 +253,7 @@ pub fn rejection_feedback(r: &CheckResult, output: &str, in_a_row: u32, max: u32
         "Your \"done\" was REJECTED: hank ran the project's check and it failed \
          (rejection {in_a_row} of {max}; {left} more and the run stops).\n\
          Command: {}\nResult: {} after {:.1} s (full output: {})",
-        cut(&r.command, 200),
+        cut_chars(&r.command, 200),
         r.how_it_ended(),
         r.duration_ms as f64 / 1000.0,
         r.log
@@ -292,7 +273,7 @@ pub fn baseline_feedback(r: &CheckResult, output: &str) -> String {
     let head = format!(
         "Before this run the project's check already failed: the tests were red before you started.\n\
          Command: {}\nResult: {} after {:.1} s (full output: {})",
-        cut(&r.command, 200),
+        cut_chars(&r.command, 200),
         r.how_it_ended(),
         r.duration_ms as f64 / 1000.0,
         r.log
@@ -310,7 +291,7 @@ pub fn loop_feedback(r: &CheckResult, output: &str, regressed: bool) -> String {
     };
     let head = format!(
         "{what} ({}, {}; full output: {}).",
-        cut(&r.command, 200),
+        cut_chars(&r.command, 200),
         r.how_it_ended(),
         r.log
     );
@@ -320,7 +301,12 @@ pub fn loop_feedback(r: &CheckResult, output: &str, regressed: bool) -> String {
 fn feedback_with(head: String, r: &CheckResult, output: &str, close: &str) -> String {
     let mut out = cut_bytes(&head, FEEDBACK_BUDGET / 2).to_string();
     if !r.removed_tests.is_empty() {
-        let list: Vec<String> = r.removed_tests.iter().take(5).map(|p| cut(p, 80)).collect();
+        let list: Vec<String> = r
+            .removed_tests
+            .iter()
+            .take(5)
+            .map(|p| cut_chars(p, 80))
+            .collect();
         let more = r.removed_tests.len().saturating_sub(5);
         out.push_str(&format!(
             "\nTest files deleted or emptied during this run: {}{}.",
@@ -337,7 +323,7 @@ fn feedback_with(head: String, r: &CheckResult, output: &str, close: &str) -> St
     if !names.is_empty() {
         let mut line = String::from("\nFailing tests:");
         for n in &names {
-            let item = format!(" {},", cut(n, 120));
+            let item = format!(" {},", cut_chars(n, 120));
             // Keep room for the tail and the closing line.
             if out.len() + line.len() + item.len() > FEEDBACK_BUDGET * 2 / 3 {
                 break;

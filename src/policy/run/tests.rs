@@ -5,6 +5,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use super::*;
 use crate::policy::time::{Clock, FixedClock};
+use crate::policy::windows::OverLimit;
 
 fn t0() -> Timestamp {
     Timestamp::from_second(1_800_000_000).unwrap()
@@ -48,6 +49,60 @@ fn hours(h: i64) -> SignedDuration {
     SignedDuration::from_hours(h)
 }
 
+/// An answer whose decision is to wait until `until` for `reason`.
+fn told_to_wait(until: Timestamp, reason: WaitReason) -> Answer {
+    answer(Decision::Wait { until, reason })
+}
+
+/// The step of a limit wait until `until`.
+fn limit_wait(until: Timestamp, reason: WaitReason) -> Step {
+    Step::Wait {
+        until: Some(until),
+        reason: WaitFor::Limit(reason),
+    }
+}
+
+/// One call answered "continue": the run goes on to the next observation.
+fn continues(run: &mut Run, now: Timestamp) {
+    let step = call(run, answer(Decision::Continue), now);
+    assert_eq!(step, Step::Observe);
+}
+
+/// `window` at `percent` of its `limit`.
+fn over(window: &str, percent: f64, limit: u32, resets_at: Option<Timestamp>) -> OverLimit {
+    OverLimit {
+        window: window.into(),
+        percent,
+        limit,
+        resets_at,
+    }
+}
+
+/// A clear observation but for a window over its limit until `until`.
+fn window_wait(until: Timestamp, over: OverLimit) -> Observation {
+    Observation {
+        window: WindowCheck::Wait { until, over },
+        ..clear()
+    }
+}
+
+/// The wait ends after `waited`: woken up then, the run calls the agent.
+fn wakes_and_calls(run: &mut Run, clock: &FixedClock, waited: SignedDuration) {
+    clock.advance(waited);
+    run.on(Fact::WokeUp, clock.now());
+    assert_eq!(gate(run, clear(), clock.now()), Step::Call { agent: 0 });
+}
+
+/// One failed call told to back off until `until`: the run waits until then, the clock is
+/// moved there and the run woken up.
+fn back_off(run: &mut Run, clock: &FixedClock, until: Timestamp) {
+    let a = told_to_wait(until, WaitReason::Backoff);
+    let step = call(run, a, clock.now());
+    assert_eq!(step, limit_wait(until, WaitReason::Backoff));
+    clock.advance(until.duration_since(clock.now()));
+    run.on(Fact::WokeUp, clock.now());
+}
+
 /// Observes `o` and returns the gate's step.
 fn gate(run: &mut Run, o: Observation, now: Timestamp) -> Step {
     assert_eq!(run.next(now), Step::Observe);
@@ -65,12 +120,7 @@ fn call(run: &mut Run, a: Answer, now: Timestamp) -> Step {
 
 #[test]
 fn gates_in_order() {
-    let over = crate::policy::windows::OverLimit {
-        window: "five_hour".into(),
-        percent: 95.0,
-        limit: 90,
-        resets_at: None,
-    };
+    let over = over("five_hour", 95.0, 90, None);
     let later = t0() + hours(1);
     let cases: Vec<(&str, Observation, Step)> = vec![
         ("clear", clear(), Step::Call { agent: 0 }),
@@ -112,31 +162,17 @@ fn gates_in_order() {
                     until: later,
                     reason: WaitReason::TokenLimit,
                 },
-                window: WindowCheck::Wait {
-                    until: later,
-                    over: over.clone(),
-                },
-                ..clear()
+                ..window_wait(later, over.clone())
             },
-            Step::Wait {
-                until: Some(later),
-                reason: WaitFor::Limit(WaitReason::TokenLimit),
-            },
+            limit_wait(later, WaitReason::TokenLimit),
         ),
         (
             "window before the agent chain",
             Observation {
-                window: WindowCheck::Wait {
-                    until: later,
-                    over: over.clone(),
-                },
                 pick: Pick::NoneLeft,
-                ..clear()
+                ..window_wait(later, over.clone())
             },
-            Step::Wait {
-                until: Some(later),
-                reason: WaitFor::Limit(WaitReason::UsageWindow),
-            },
+            limit_wait(later, WaitReason::UsageWindow),
         ),
         (
             "every agent limited",
@@ -144,10 +180,7 @@ fn gates_in_order() {
                 pick: Pick::WaitUntil(later),
                 ..clear()
             },
-            Step::Wait {
-                until: Some(later),
-                reason: WaitFor::Limit(WaitReason::UsageLimit),
-            },
+            limit_wait(later, WaitReason::UsageLimit),
         ),
         (
             "no agent left",
@@ -178,18 +211,7 @@ fn window_gate_exits_with_on_usage_limit_exit() {
         on_usage_limit: UsageLimitPolicy::Exit,
         ..cfg()
     });
-    let o = Observation {
-        window: WindowCheck::Wait {
-            until: t0() + hours(2),
-            over: crate::policy::windows::OverLimit {
-                window: "seven_day".into(),
-                percent: 100.0,
-                limit: 80,
-                resets_at: None,
-            },
-        },
-        ..clear()
-    };
+    let o = window_wait(t0() + hours(2), over("seven_day", 100.0, 80, None));
     assert_eq!(gate(&mut run, o, t0()), Step::Stop(ExitReason::UsageWindow));
 }
 
@@ -227,14 +249,8 @@ fn max_loops_counts_this_runs_calls() {
         },
         ..cfg()
     });
-    assert_eq!(
-        call(&mut run, answer(Decision::Continue), t0()),
-        Step::Observe
-    );
-    assert_eq!(
-        call(&mut run, answer(Decision::Continue), t0()),
-        Step::Observe
-    );
+    continues(&mut run, t0());
+    continues(&mut run, t0());
     assert_eq!(run.loops(), 2);
     assert_eq!(
         gate(&mut run, clear(), t0()),
@@ -460,10 +476,7 @@ fn the_loop_delay_and_free_retries() {
     // A startup hang retried at once: no delay, even after a backoff decision.
     let a = Answer {
         free_retry: true,
-        ..answer(Decision::Wait {
-            until: t0() + hours(1),
-            reason: WaitReason::Backoff,
-        })
+        ..told_to_wait(t0() + hours(1), WaitReason::Backoff)
     };
     assert_eq!(call(&mut run, a, t0() + delay), Step::Observe);
     // The next ordinary loop has the delay again.
@@ -485,23 +498,7 @@ fn the_backoff_streak_and_productive_errors() {
     // continues at once.
     for streak in 1..=4u32 {
         let until = clock.now() + decide::backoff(10, streak);
-        let step = call(
-            &mut run,
-            answer(Decision::Wait {
-                until,
-                reason: WaitReason::Backoff,
-            }),
-            clock.now(),
-        );
-        assert_eq!(
-            step,
-            Step::Wait {
-                until: Some(until),
-                reason: WaitFor::Limit(WaitReason::Backoff)
-            }
-        );
-        clock.advance(until.duration_since(clock.now()));
-        run.on(Fact::WokeUp, clock.now());
+        back_off(&mut run, &clock, until);
     }
     assert_eq!(
         clock.now(),
@@ -509,10 +506,7 @@ fn the_backoff_streak_and_productive_errors() {
     );
     let a = Answer {
         productive_error: true,
-        ..answer(Decision::Wait {
-            until: clock.now() + hours(1),
-            reason: WaitReason::Backoff,
-        })
+        ..told_to_wait(clock.now() + hours(1), WaitReason::Backoff)
     };
     assert_eq!(call(&mut run, a, clock.now()), Step::Observe);
 }
@@ -522,23 +516,12 @@ fn a_five_hour_usage_limit_wait_runs_at_once() {
     let clock = FixedClock::new(t0());
     let mut run = Run::new(cfg());
     let reset = t0() + hours(5);
-    let a = answer(Decision::Wait {
-        until: reset,
-        reason: WaitReason::UsageLimit,
-    });
+    let a = told_to_wait(reset, WaitReason::UsageLimit);
     assert_eq!(
         call(&mut run, a, clock.now()),
-        Step::Wait {
-            until: Some(reset),
-            reason: WaitFor::Limit(WaitReason::UsageLimit)
-        }
+        limit_wait(reset, WaitReason::UsageLimit)
     );
-    clock.advance(hours(5));
-    run.on(Fact::WokeUp, clock.now());
-    assert_eq!(
-        gate(&mut run, clear(), clock.now()),
-        Step::Call { agent: 0 }
-    );
+    wakes_and_calls(&mut run, &clock, hours(5));
 }
 
 #[test]
@@ -550,30 +533,11 @@ fn an_outage_of_two_hours() {
     let mut waits = 0;
     while clock.now() < t0() + hours(2) {
         let until = clock.now() + decide::backoff_capped(30, waits + 1, 600);
-        let step = call(
-            &mut run,
-            answer(Decision::Wait {
-                until,
-                reason: WaitReason::Backoff,
-            }),
-            clock.now(),
-        );
-        assert_eq!(
-            step,
-            Step::Wait {
-                until: Some(until),
-                reason: WaitFor::Limit(WaitReason::Backoff)
-            }
-        );
-        clock.advance(until.duration_since(clock.now()));
-        run.on(Fact::WokeUp, clock.now());
+        back_off(&mut run, &clock, until);
         waits += 1;
     }
     assert!(waits > 10 && waits < 20, "{waits}");
-    assert_eq!(
-        call(&mut run, answer(Decision::Continue), clock.now()),
-        Step::Observe
-    );
+    continues(&mut run, clock.now());
     assert_eq!(run.loops(), u64::from(waits) + 1);
 }
 
@@ -582,31 +546,12 @@ fn a_window_reset_lets_the_run_call_again() {
     let clock = FixedClock::new(t0());
     let mut run = Run::new(cfg());
     let reset = t0() + hours(3);
-    let o = Observation {
-        window: WindowCheck::Wait {
-            until: reset,
-            over: crate::policy::windows::OverLimit {
-                window: "five_hour".into(),
-                percent: 97.0,
-                limit: 90,
-                resets_at: Some(reset),
-            },
-        },
-        ..clear()
-    };
+    let o = window_wait(reset, over("five_hour", 97.0, 90, Some(reset)));
     assert_eq!(
         gate(&mut run, o, clock.now()),
-        Step::Wait {
-            until: Some(reset),
-            reason: WaitFor::Limit(WaitReason::UsageWindow)
-        }
+        limit_wait(reset, WaitReason::UsageWindow)
     );
-    clock.advance(hours(3));
-    run.on(Fact::WokeUp, clock.now());
-    assert_eq!(
-        gate(&mut run, clear(), clock.now()),
-        Step::Call { agent: 0 }
-    );
+    wakes_and_calls(&mut run, &clock, hours(3));
 }
 
 #[test]
@@ -631,10 +576,7 @@ fn live_control() {
 
     // Retry now ends a wait; stop ends the run.
     let mut run = Run::new(cfg());
-    let a = answer(Decision::Wait {
-        until: t0() + hours(5),
-        reason: WaitReason::UsageLimit,
-    });
+    let a = told_to_wait(t0() + hours(5), WaitReason::UsageLimit);
     assert!(matches!(call(&mut run, a, t0()), Step::Wait { .. }));
     run.on(Fact::Control(Control::RetryNow), t0());
     assert_eq!(gate(&mut run, clear(), t0()), Step::Call { agent: 0 });
