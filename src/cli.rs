@@ -134,6 +134,10 @@ pub(crate) struct FleetArgs {
     /// Print the tasks, their waves and what would run; run nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Internal (the `hank fleet --monitor` loop pane): record the exit code in
+    /// `.hank/logs/tmux-exit-code`.
+    #[arg(long, hide = true)]
+    pub record_exit_code: bool,
     /// Flags of `hank run` given to every task (`--calls 3`, `--verify CMD`, `--agent NAME`…).
     #[arg(
         value_name = "RUN FLAGS",

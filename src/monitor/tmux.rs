@@ -16,6 +16,12 @@
 //! deletes and passes on, so no value ever appears on a command line. The dashboard panes get
 //! `PATH`, `CLAUDE_CODE_CMD` (made absolute) and the hank settings with `-e`.
 //!
+//! `hank fleet --monitor` ([`Layout::Fleet`]) is the same layout around the fleet's supervisor:
+//! `hank fleet --record-exit-code … --live` in the loop pane (`--live` is a `hank run` flag
+//! given to every task, so each task writes its `.hank/live.log`), `hank monitor --live` (every
+//! running task's live output, tasks picked up as they start) in place of `tail -F`, and
+//! `hank monitor` in the checkout (a row per task and the shared budget).
+//!
 //! The argv builders are pure; [`launch`] runs them.
 
 use std::ffi::OsString;
@@ -37,6 +43,26 @@ pub(crate) const RECORD_EXIT_CODE: &str = "--record-exit-code";
 pub(crate) const MIN_VERSION: (u32, u32) = (3, 2);
 /// Size of a detached session (an attaching client resizes it).
 pub(crate) const DETACHED_SIZE: (u16, u16) = (200, 50);
+
+/// What runs in the loop pane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// `hank --monitor`: one loop (`hank run`), its `live.log` followed by `tail -F`.
+    Run,
+    /// `hank fleet --monitor`: the supervisor (`hank fleet`), its tasks' live output followed
+    /// by `hank monitor --live`.
+    Fleet,
+}
+
+impl Layout {
+    /// The subcommand of the loop pane.
+    fn command(self) -> &'static str {
+        match self {
+            Self::Run => "run",
+            Self::Fleet => "fleet",
+        }
+    }
+}
 
 /// Everything the tmux commands are built from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +87,8 @@ pub(crate) struct LaunchSpec {
     pub inside_tmux: bool,
     /// Keep the layout after the loop ends until a key is pressed (not `--monitor-exit`).
     pub keep_open: bool,
+    /// One loop or a fleet.
+    pub layout: Layout,
 }
 
 /// A tmux session name from a folder name: letters, digits, `-` and `_` kept, every other
@@ -144,13 +172,18 @@ pub(crate) fn loop_script(spec: &LaunchSpec) -> String {
     }
     run.extend([
         shell_quote(&path_str(&spec.hank)),
-        shell_quote("run"),
+        shell_quote(spec.layout.command()),
         shell_quote(RECORD_EXIT_CODE),
     ]);
-    if !spec.forwarded.iter().any(|a| a == "--live") {
+    let live = !spec.forwarded.iter().any(|a| a == "--live");
+    if live && spec.layout == Layout::Run {
         run.push(shell_quote("--live"));
     }
     run.extend(spec.forwarded.iter().map(|a| shell_quote(a)));
+    // `hank fleet`'s `hank run` flags come last: `--live` there goes to every task.
+    if live && spec.layout == Layout::Fleet {
+        run.push(shell_quote("--live"));
+    }
     [
         // Ctrl-C goes to hank (which stops gracefully); the script survives to clean up.
         "trap : INT".to_string(),
@@ -158,7 +191,10 @@ pub(crate) fn loop_script(spec: &LaunchSpec) -> String {
         // through a path under `.hank/` that the agent could have replaced by a link.
         run.join(" "),
         "code=$?".to_string(),
-        "printf '\\nhank run exited with code %s\\n' \"$code\"".to_string(),
+        format!(
+            "printf '\\nhank {} exited with code %s\\n' \"$code\"",
+            spec.layout.command()
+        ),
     ]
     .into_iter()
     .chain(spec.keep_open.then(|| {
@@ -352,13 +388,22 @@ pub(crate) fn live_pane_argv(spec: &LaunchSpec, loop_pane: &str) -> Vec<OsString
         os("#{pane_id}"),
     ];
     argv.extend(env_args(spec));
-    argv.extend([
-        path_arg(&spec.tail),
-        os("-n"),
-        os("200"),
-        os("-F"),
-        path_arg(&spec.project.join(".hank").join("live.log")),
-    ]);
+    match spec.layout {
+        Layout::Run => argv.extend([
+            path_arg(&spec.tail),
+            os("-n"),
+            os("200"),
+            os("-F"),
+            path_arg(&spec.project.join(".hank").join("live.log")),
+        ]),
+        Layout::Fleet => argv.extend([
+            path_arg(&spec.hank),
+            os("monitor"),
+            os("--live"),
+            os("--dir"),
+            path_arg(&spec.project),
+        ]),
+    }
     argv
 }
 
@@ -518,8 +563,13 @@ fn ended_early(spec: &LaunchSpec) -> u8 {
 /// `project` is the validated project root; `keep_open` keeps the layout after the loop ends
 /// until a key is pressed. Returns the loop's exit code when the loop ended while attached
 /// (or, inside tmux, when it ends); 0 after a detach.
-pub(crate) fn launch(forwarded: &[OsString], project: &Path, keep_open: bool) -> Result<u8> {
-    let tmux = require_tmux()?;
+pub(crate) fn launch(
+    forwarded: &[OsString],
+    project: &Path,
+    keep_open: bool,
+    layout: Layout,
+) -> Result<u8> {
+    let tmux = require_tmux_for(layout)?;
     let version = run_capture(&[path_arg(&tmux), os("-V")])?;
     let version_text = String::from_utf8_lossy(&version.stdout).trim().to_string();
     if let Some(v) = parse_version(&version_text).filter(|v| *v < MIN_VERSION) {
@@ -559,6 +609,7 @@ pub(crate) fn launch(forwarded: &[OsString], project: &Path, keep_open: bool) ->
         env_file: Some(env_file.clone()),
         inside_tmux,
         keep_open,
+        layout,
     };
     let result = start_panes(&spec);
     if !matches!(result, Ok(Started::Panes(_))) {
@@ -574,11 +625,21 @@ pub(crate) fn launch(forwarded: &[OsString], project: &Path, keep_open: bool) ->
 
 /// The tmux binary, or the error that says how to do without it.
 pub(crate) fn require_tmux() -> Result<PathBuf> {
-    which::which("tmux").map_err(|_| {
-        HankError::usage_hint(
+    require_tmux_for(Layout::Run)
+}
+
+/// [`require_tmux`] for `layout`'s command.
+pub(crate) fn require_tmux_for(layout: Layout) -> Result<PathBuf> {
+    which::which("tmux").map_err(|_| match layout {
+        Layout::Run => HankError::usage_hint(
             "tmux is not installed (`hank --monitor` runs the loop in a tmux session)",
             "install tmux, or run `hank` and `hank monitor` in two terminals",
-        )
+        ),
+        Layout::Fleet => HankError::usage_hint(
+            "tmux is not installed (`hank fleet --monitor` runs the fleet in a tmux session)",
+            "install tmux, or run `hank fleet`, `hank monitor --live` (the tasks' live output) \
+             and `hank monitor` in three terminals",
+        ),
     })
 }
 
@@ -733,6 +794,7 @@ mod tests {
             env_file: None,
             inside_tmux: false,
             keep_open: false,
+            layout: Layout::Run,
         }
     }
 
@@ -889,6 +951,46 @@ mod tests {
         );
     }
 
+    /// `hank fleet --monitor`: the supervisor in the loop pane with `--live` among the tasks'
+    /// flags (last), the follower in place of `tail -F`, the dashboard as for one loop.
+    #[test]
+    fn the_fleet_layout() {
+        let mut s = spec(&["--agents", "3", "--max-loops", "2"]);
+        s.layout = Layout::Fleet;
+        let script = loop_script(&s);
+        assert!(
+            script.contains(
+                "'/opt/hank bin/hank' fleet --record-exit-code --agents 3 --max-loops 2 --live\ncode=$?"
+            ),
+            "{script}"
+        );
+        assert!(script.contains("hank fleet exited with code"), "{script}");
+        let mut given = spec(&["--live", "--max-loops", "2"]);
+        given.layout = Layout::Fleet;
+        assert_eq!(loop_script(&given).matches(" --live").count(), 1);
+        assert_eq!(
+            strs(&live_pane_argv(&s, "%3"))[13..],
+            [
+                "-e",
+                "PATH=/bin:/usr/bin",
+                "/opt/hank bin/hank",
+                "monitor",
+                "--live",
+                "--dir",
+                "/home/u/my project"
+            ]
+        );
+        assert_eq!(
+            strs(&monitor_pane_argv(&s, "%4"))[12..],
+            [
+                "/opt/hank bin/hank",
+                "monitor",
+                "--dir",
+                "/home/u/my project"
+            ]
+        );
+    }
+
     #[test]
     fn live_is_not_added_twice() {
         let script = loop_script(&spec(&["--live", "--max-loops", "1"]));
@@ -1034,6 +1136,7 @@ mod tests {
             env_file: None,
             inside_tmux: false,
             keep_open: false,
+            layout: Layout::Run,
         };
         assert!(forwarded.iter().all(|a| a.is_empty()
             || needs_quoting(std::ffi::OsStr::new(a))
