@@ -121,6 +121,9 @@ impl Follower {
                     &mut text,
                     "hank: waiting for a fleet to start here (no .hank/fleet.json yet)",
                 );
+                // A look at an empty fleet: every task that comes is new, shown from its
+                // first line.
+                self.watch.update(&FleetFile::default());
                 return text;
             }
             Err(e) => {

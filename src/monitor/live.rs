@@ -586,6 +586,29 @@ mod tests {
         );
     }
 
+    /// The follower started before the fleet (no `fleet.json`: a look at an empty fleet):
+    /// the tasks that come are new, and said as started.
+    #[test]
+    fn tasks_after_an_empty_look_are_started() {
+        let mut w = Watch::default();
+        assert!(w.update(&FleetFile::default()).is_empty());
+        assert!(w.has_looked());
+        let n = w.update(&fleet(
+            "running",
+            vec![task("a", TaskState::Running, Some("/a"))],
+        ));
+        assert_eq!(
+            n,
+            [
+                Notice::FleetStarted { tasks: 1 },
+                Notice::Started {
+                    task: "a".into(),
+                    branch: "hank/a".into()
+                }
+            ]
+        );
+    }
+
     #[test]
     fn notice_texts() {
         let ended = |state, message: &str| Notice::Ended {
