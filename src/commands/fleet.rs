@@ -137,7 +137,12 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
     if run.monitor {
         // Everything `hank fleet` would refuse was refused above, in the user's terminal,
         // before any tmux session exists; so is a fleet already running here.
-        fleet::ensure_free(&root)?;
+        if fleet::control::fleet_running(&root) {
+            return Err(HankError::usage_hint(
+                format!("another hank fleet runs for {}", root.display()),
+                "watch it with `hank monitor --live` (its tasks' live output) and `hank monitor`",
+            ));
+        }
         return crate::monitor::launch_fleet_tmux(&monitor_forwarded(a), &root, !run.monitor_exit);
     }
     let opts = Options {

@@ -847,9 +847,10 @@ fn exit_code(file: &FleetFile) -> u8 {
     }
 }
 
-/// One fleet per project at a time: the lock, held until the returned file is dropped
-/// (released by the OS even on kill -9).
-fn take_lock(paths: &Paths) -> Result<File> {
+/// Runs the fleet until every task is merged, failed or stopped at a limit.
+pub fn run(root: &Path, tasks: Vec<TaskSpec>, opts: &Options) -> Result<u8> {
+    let paths = Paths::of(root)?;
+    // One fleet per project at a time (released by the OS even on kill -9).
     let lock_path = paths.user.join("fleet.lock");
     let lock = fs::OpenOptions::new()
         .create(true)
@@ -860,23 +861,10 @@ fn take_lock(paths: &Paths) -> Result<File> {
     if lock.try_lock().is_err() {
         return Err(HankError::usage(format!(
             "another hank fleet runs for {} (its lock {} is held)",
-            paths.root.display(),
+            root.display(),
             lock_path.display()
         )));
     }
-    Ok(lock)
-}
-
-/// Fails as [`run`] would when another fleet runs for the project (`hank fleet --monitor`
-/// asks before it starts tmux).
-pub fn ensure_free(root: &Path) -> Result<()> {
-    take_lock(&Paths::of(root)?).map(drop)
-}
-
-/// Runs the fleet until every task is merged, failed or stopped at a limit.
-pub fn run(root: &Path, tasks: Vec<TaskSpec>, opts: &Options) -> Result<u8> {
-    let paths = Paths::of(root)?;
-    let lock = take_lock(&paths)?;
     let runtime = crate::proc::runtime()
         .map_err(|e| HankError::Internal(format!("failed to start the async runtime: {e}")))?;
     let started = Instant::now();
