@@ -106,6 +106,16 @@ impl Lines {
     }
 }
 
+impl Lines {
+    /// A line containing `want` printed already, or the next one.
+    fn saw(&mut self, want: &str) -> String {
+        match self.seen.iter().find(|l| l.contains(want)) {
+            Some(l) => l.clone(),
+            None => self.expect(want),
+        }
+    }
+}
+
 impl Drop for Lines {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -391,4 +401,63 @@ fn fleet_monitor_without_tmux_is_a_usage_error() {
     crate::support::assert_contains(&stderr(&out), "hank monitor --live");
     assert_eq!(p.calls(), 0);
     assert!(!p.dir.join(".hank/fleet.json").exists());
+}
+
+/// Against a real fleet (`--agents 1`, so the second task starts while the follower
+/// watches): each task's live line prefixed, its start and merge said, the fleet's end; while
+/// the fleet runs, `hank fleet --monitor` is refused in the terminal (no tmux session).
+#[test]
+fn the_follower_follows_a_real_fleet_and_a_second_fleet_monitor_is_refused() {
+    let p = crate::fleet::project("# Plan\n\n## Alpha\n- [ ] one\n\n## Beta\n- [ ] two\n");
+    // Each task's agent says where it works, then waits for its own release file.
+    let said = json!({"type": "assistant", "message": {"role": "assistant", "content": [
+        {"type": "text", "text": "working in WT"}]},
+        "session_id": "5b1c0e0a-1111-2222-3333-444444444444"});
+    p.fake(
+        "effect.sh",
+        &format!(
+            "wt=$(basename \"$PWD\")\n\
+             printf '%s\\n' '{said}' | sed \"s/WT/$wt/\"\n\
+             for _ in $(seq 600); do [ -e \"$FAKE_CLAUDE_DIR/release-$wt\" ] && break; sleep 0.05; done\n\
+             sed -i '0,/- \\[ \\]/s//- [x]/' .hank/fix_plan.md\n\
+             echo done > \"$wt.txt\"\n"
+        ),
+    );
+    let mut out = Lines::start(&p);
+    out.expect("waiting for a fleet to start here");
+    let fleet = p.spawn(&["fleet", "--agents", "1", "--live"]);
+    out.expect("[Alpha] ▶ started on hank/alpha");
+    out.expect("[Alpha] working in alpha");
+
+    let tmpdir = p.home.join("tmux");
+    std::fs::create_dir_all(&tmpdir).unwrap();
+    let o = p.run_env(&[("TMUX_TMPDIR", &tmpdir)], &["fleet", "--monitor"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    crate::support::assert_contains(&stderr(&o), "another hank fleet runs");
+    if cmd_exists("tmux") {
+        let tmux = Tmux {
+            tmpdir,
+            home: p.home.clone(),
+        };
+        assert!(!tmux.has_session("proj"));
+    }
+
+    // Alpha's worker ends; Beta may start while Alpha is merged (the two are said in the
+    // order they happen).
+    p.fake("release-alpha", "");
+    out.saw("[Alpha] ■ merged into hank/fleet");
+    out.saw("[Beta] ▶ started on hank/beta");
+    out.saw("[Beta] working in beta");
+    p.fake("release-beta", "");
+    out.saw("[Beta] ■ merged into hank/fleet");
+    out.saw("fleet: done");
+    let o = crate::support::wait_with_timeout(fleet, Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // The order a reader needs: a task's lines come between its start and its end.
+    let at = |want: &str| out.seen.iter().position(|l| l.contains(want)).unwrap();
+    assert!(at("[Alpha] ▶") < at("working in alpha"));
+    assert!(at("working in alpha") < at("[Alpha] ■"));
+    assert!(at("[Beta] ▶") < at("working in beta"));
+    assert!(at("working in beta") < at("[Beta] ■"));
+    assert!(at("[Beta] ■") < at("fleet: done"));
 }
