@@ -59,7 +59,15 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
         ))
     })?;
     let run = flags.run;
-    if run.monitor {
+    // `--monitor` is a fleet flag and a `hank run` flag: either place works.
+    let monitor = a.monitor || run.monitor;
+    let monitor_exit = a.monitor_exit || run.monitor_exit;
+    if monitor_exit && !monitor {
+        return Err(HankError::usage(
+            "--monitor-exit goes with --monitor (it closes the tmux layout when the fleet ends)",
+        ));
+    }
+    if monitor {
         crate::monitor::tmux::require_tmux_for(crate::monitor::tmux::Layout::Fleet)?;
     }
     // Each task's run has no terminal to warn in: refused there, so refused here first.
@@ -134,7 +142,7 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
         ));
     }
     let deliver = fleet::deliver::FleetDelivery::of(&s, &root, a.into.is_some())?;
-    if run.monitor {
+    if monitor {
         // Everything `hank fleet` would refuse was refused above, in the user's terminal,
         // before any tmux session exists; so is a fleet already running here.
         if fleet::control::fleet_running(&root) {
@@ -143,7 +151,7 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
                 "watch it with `hank monitor --live` (its tasks' live output) and `hank monitor`",
             ));
         }
-        return crate::monitor::launch_fleet_tmux(&monitor_forwarded(a), &root, !run.monitor_exit);
+        return crate::monitor::launch_fleet_tmux(&monitor_forwarded(a), &root, !monitor_exit);
     }
     let opts = Options {
         deliver,
@@ -357,8 +365,19 @@ mod tests {
                 other => panic!("not a fleet command: {other:?}"),
             }
         };
-        let cases: [(&[&str], &[&str]); 3] = [
+        let cases: [(&[&str], &[&str]); 4] = [
             (&["--monitor"], &["--agents", "2"]),
+            (
+                &[
+                    "--monitor",
+                    "--monitor-exit",
+                    "--agents",
+                    "3",
+                    "--calls",
+                    "4",
+                ],
+                &["--agents", "3", "--calls", "4"],
+            ),
             (
                 &[
                     "--agents",

@@ -399,6 +399,9 @@ fn fleet_monitor_without_tmux_is_a_usage_error() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     crate::support::assert_contains(&stderr(&out), "hank monitor --live");
+    let out = p.run(&["fleet", "--monitor-exit", "--agents", "1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    crate::support::assert_contains(&stderr(&out), "--monitor-exit goes with --monitor");
     assert_eq!(p.calls(), 0);
     assert!(!p.dir.join(".hank/fleet.json").exists());
 }
