@@ -62,6 +62,14 @@ impl Layout {
             Self::Fleet => "fleet",
         }
     }
+
+    /// What runs in the loop pane, in words, and where its details are.
+    fn what(self) -> (&'static str, &'static str) {
+        match self {
+            Self::Run => ("the loop", "`hank status`"),
+            Self::Fleet => ("the fleet", "`hank fleet status`"),
+        }
+    }
 }
 
 /// Everything the tmux commands are built from.
@@ -551,11 +559,12 @@ pub(crate) fn record_exit_code(project: &Path, code: u8) {
 
 fn ended_early(spec: &LaunchSpec) -> u8 {
     let code = recorded_exit_code(&spec.project);
+    let (what, details) = spec.layout.what();
     match code {
-        Some(c) => errln!("hank: the loop ended before the panes were set up (exit code {c})"),
+        Some(c) => errln!("hank: {what} ended before the panes were set up (exit code {c})"),
         None => errln!("hank: the tmux session ended before the panes were set up"),
     }
-    errln!("hint: see .hank/logs/ and `hank status`");
+    errln!("hint: see .hank/logs/ and {details}");
     code.unwrap_or(exit::ERROR)
 }
 
@@ -711,19 +720,20 @@ fn pane_exists(tmux: &Path, pane: &str) -> bool {
 /// Inside tmux: the loop runs in a new window of this session (tmux shows it); this pane
 /// waits for the loop's exit code and returns it. Ctrl-C here stops only the waiting.
 fn wait_in_window(spec: &LaunchSpec, loop_pane: &str) -> u8 {
+    let (what, details) = spec.layout.what();
     errln!(
-        "hank: the loop runs in window '{}' of this tmux session; waiting here for its exit code (Ctrl-C stops waiting, not the loop)",
+        "hank: {what} runs in window '{}' of this tmux session; waiting here for its exit code (Ctrl-C stops waiting, not {what})",
         spec.session
     );
     loop {
         if let Some(code) = recorded_exit_code(&spec.project) {
-            errln!("hank: the loop exited with code {code} (details: `hank status`)");
+            errln!("hank: {what} exited with code {code} (details: {details})");
             return code;
         }
         if !pane_exists(&spec.tmux, loop_pane) {
             // Closed before it recorded a code (the window was killed).
             return recorded_exit_code(&spec.project).unwrap_or_else(|| {
-                errln!("hank: the loop's window was closed (details: `hank status`)");
+                errln!("hank: {what}'s window was closed (details: {details})");
                 exit::ERROR
             });
         }
@@ -735,10 +745,11 @@ fn wait_in_window(spec: &LaunchSpec, loop_pane: &str) -> u8 {
 /// ends; without a terminal, print how to attach.
 fn attach(spec: &LaunchSpec) -> Result<u8> {
     let attach_cmd = format!("tmux attach -t {}", shell_quote(&spec.session));
+    let (what, details) = spec.layout.what();
     let terminal = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     if !terminal {
         errln!(
-            "hank: the loop runs in tmux session '{}' (no terminal here, so it stays detached)",
+            "hank: {what} runs in tmux session '{}' (no terminal here, so it stays detached)",
             spec.session
         );
         super::print_stdout(&format!("{attach_cmd}\n"))?;
@@ -753,17 +764,17 @@ fn attach(spec: &LaunchSpec) -> Result<u8> {
         .interactive()
         .map_err(|e| HankError::io("run", PathBuf::from(program), e))?;
     if session_exists(&spec.tmux, &spec.session) {
-        errln!("hank: detached; the loop keeps running. Reattach with: {attach_cmd}");
+        errln!("hank: detached; {what} keeps running. Reattach with: {attach_cmd}");
         return Ok(exit::OK);
     }
     match recorded_exit_code(&spec.project) {
         Some(code) => {
-            errln!("hank: the loop exited with code {code} (details: `hank status`)");
+            errln!("hank: {what} exited with code {code} (details: {details})");
             Ok(code)
         }
         None => {
             errln!(
-                "hank: the tmux session ended before the loop recorded an exit code (details: `hank status`)"
+                "hank: the tmux session ended before {what} recorded an exit code (details: {details})"
             );
             Ok(exit::ERROR)
         }

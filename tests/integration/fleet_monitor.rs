@@ -346,6 +346,7 @@ fn fleet_monitor_shows_the_supervisor_the_dashboard_and_the_tasks_live_output() 
         "{}",
         stderr(&out)
     );
+    crate::support::assert_contains(&stderr(&out), "the fleet runs in tmux session 'proj'");
 
     let start = Instant::now();
     let mut screen = String::new();
