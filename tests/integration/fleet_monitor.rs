@@ -183,6 +183,13 @@ fn the_follower_picks_up_tasks_survives_truncation_fifos_and_links() {
     std::fs::remove_file(&lb).unwrap();
     std::os::unix::fs::symlink(&secret, &lb).unwrap();
     out.expect("[beta] live.log is a symbolic link");
+    // Its whole `.hank` becomes a link to a folder outside: refused too, never read.
+    let outside = p.home.join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("live.log"), "OUTSIDE-CONTENT\n").unwrap();
+    std::fs::remove_dir_all(wb.join(".hank")).unwrap();
+    std::os::unix::fs::symlink(&outside, wb.join(".hank")).unwrap();
+    out.expect("[beta] live.log is under a .hank that is a symbolic link");
 
     // A regular file again: read from its start.
     std::fs::remove_file(&la).unwrap();
@@ -206,7 +213,9 @@ fn the_follower_picks_up_tasks_survives_truncation_fifos_and_links() {
     );
     out.expect("fleet: failed");
     assert!(
-        out.seen.iter().all(|l| !l.contains("SECRET-CONTENT")),
+        out.seen
+            .iter()
+            .all(|l| !l.contains("SECRET-CONTENT") && !l.contains("OUTSIDE-CONTENT")),
         "the link was followed:\n{}",
         out.seen.join("\n")
     );
