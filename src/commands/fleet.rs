@@ -67,7 +67,8 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
             "--monitor-exit goes with --monitor (it closes the tmux layout when the fleet ends)",
         ));
     }
-    if monitor {
+    // (A dry run runs nothing, so there is nothing to watch: it is printed without tmux.)
+    if monitor && !(a.dry_run || run.dry_run) {
         crate::monitor::tmux::require_tmux_for(crate::monitor::tmux::Layout::Fleet)?;
     }
     // Each task's run has no terminal to warn in: refused there, so refused here first.

@@ -409,6 +409,14 @@ fn fleet_monitor_without_tmux_is_a_usage_error() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     crate::support::assert_contains(&stderr(&out), "hank monitor --live");
+    let out = p
+        .cmd()
+        .env("PATH", p.home.as_os_str())
+        .args(["fleet", "--monitor", "--dry-run"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    crate::support::assert_contains(&stdout(&out), "wave 1:");
     let out = p.run(&["fleet", "--monitor-exit", "--agents", "1"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     crate::support::assert_contains(&stderr(&out), "--monitor-exit goes with --monitor");
