@@ -134,6 +134,17 @@ pub(crate) struct FleetArgs {
     /// Print the tasks, their waves and what would run; run nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Run the fleet in tmux: the supervisor, every running task's live output
+    /// (`hank monitor --live`) and the dashboard.
+    #[arg(long)]
+    pub monitor: bool,
+    /// With --monitor: close the layout as soon as the fleet ends (default: wait for a key).
+    #[arg(long)]
+    pub monitor_exit: bool,
+    /// Internal (the `hank fleet --monitor` loop pane): record the exit code in
+    /// `.hank/logs/tmux-exit-code`.
+    #[arg(long, hide = true)]
+    pub record_exit_code: bool,
     /// Flags of `hank run` given to every task (`--calls 3`, `--verify CMD`, `--agent NAME`…).
     #[arg(
         value_name = "RUN FLAGS",

@@ -1,7 +1,10 @@
 //! `hank fleet`: the plan's tasks in parallel ([`crate::fleet`]); `--dry-run` prints the tasks
-//! and their waves; `hank fleet status [--json]` prints `.hank/fleet.json`; `hank fleet plan`
-//! and `hank fleet run-task` (the fleet as CI jobs) are in [`super::fleet_ci`].
+//! and their waves; `--monitor` runs the supervisor in tmux with every running task's live
+//! output and the dashboard ([`crate::monitor::tmux`]); `hank fleet status [--json]` prints
+//! `.hank/fleet.json`; `hank fleet plan` and `hank fleet run-task` (the fleet as CI jobs) are
+//! in [`super::fleet_ci`].
 
+use std::ffi::OsString;
 use std::io::Write;
 use std::path::Path;
 
@@ -17,6 +20,22 @@ use crate::settings;
 const DEFAULT_INTO: &str = "hank/fleet";
 
 pub(crate) fn run(a: &FleetArgs) -> Result<u8> {
+    if !a.record_exit_code {
+        return run_checked(a);
+    }
+    // The `--monitor` loop pane: hank writes its exit code itself (see monitor::tmux).
+    let result = run_checked(a);
+    if let Ok(dir) = super::project_dir() {
+        let code = match &result {
+            Ok(c) => *c,
+            Err(e) => e.exit_code(),
+        };
+        crate::monitor::tmux::record_exit_code(&dir, code);
+    }
+    result
+}
+
+fn run_checked(a: &FleetArgs) -> Result<u8> {
     let root = super::project_dir()?;
     match &a.action {
         Some(FleetAction::Status { json }) => return status(&root, *json),
@@ -40,14 +59,17 @@ pub(crate) fn run(a: &FleetArgs) -> Result<u8> {
         ))
     })?;
     let run = flags.run;
-    if run.monitor {
-        return Err(HankError::usage_hint(
-            "--monitor is not available with hank fleet: the fleet runs one loop per task, \
-             each with its own dashboard",
-            "start the fleet, then watch one task's live output with `hank monitor --dir \
-             WORKTREE` (`hank fleet status` prints the command for each running task); \
-             `hank monitor` in this checkout shows a row per task and the shared budget",
+    // `--monitor` is a fleet flag and a `hank run` flag: either place works.
+    let monitor = a.monitor || run.monitor;
+    let monitor_exit = a.monitor_exit || run.monitor_exit;
+    if monitor_exit && !monitor {
+        return Err(HankError::usage(
+            "--monitor-exit goes with --monitor (it closes the tmux layout when the fleet ends)",
         ));
+    }
+    // (A dry run runs nothing, so there is nothing to watch: it is printed without tmux.)
+    if monitor && !(a.dry_run || run.dry_run) {
+        crate::monitor::tmux::require_tmux_for(crate::monitor::tmux::Layout::Fleet)?;
     }
     // Each task's run has no terminal to warn in: refused there, so refused here first.
     if std::env::var("CLAUDECODE").ok().as_deref().map(str::trim) == Some("1") && !run.force {
@@ -121,6 +143,17 @@ pub(crate) fn run(a: &FleetArgs) -> Result<u8> {
         ));
     }
     let deliver = fleet::deliver::FleetDelivery::of(&s, &root, a.into.is_some())?;
+    if monitor {
+        // Everything `hank fleet` would refuse was refused above, in the user's terminal,
+        // before any tmux session exists; so is a fleet already running here.
+        if fleet::control::fleet_running(&root) {
+            return Err(HankError::usage_hint(
+                format!("another hank fleet runs for {}", root.display()),
+                "watch it with `hank monitor --live` (its tasks' live output) and `hank monitor`",
+            ));
+        }
+        return crate::monitor::launch_fleet_tmux(&monitor_forwarded(a), &root, !monitor_exit);
+    }
     let opts = Options {
         deliver,
         agents,
@@ -142,6 +175,37 @@ pub(crate) fn run(a: &FleetArgs) -> Result<u8> {
         crate::policy::time::Clock::now(&crate::clock::SystemClock::from_env()?),
     );
     fleet::run(&root, tasks, &opts)
+}
+
+/// The `hank fleet` arguments of the `--monitor` loop pane: the fleet's own flags, then the
+/// `hank run` flags for the tasks, without `--monitor` and `--monitor-exit`.
+fn monitor_forwarded(a: &FleetArgs) -> Vec<OsString> {
+    let mut out: Vec<OsString> = vec!["--agents".into(), a.agents.clone().into()];
+    for (flag, value) in [
+        ("--into", &a.into),
+        ("--min-free-memory", &a.min_free_memory),
+        ("--max-merge-attempts", &a.max_merge_attempts),
+    ] {
+        if let Some(v) = value {
+            out.push(flag.into());
+            out.push(v.clone().into());
+        }
+    }
+    if a.json {
+        out.push("--json".into());
+    }
+    out.extend(
+        a.run_flags
+            .iter()
+            .filter(|f| {
+                !matches!(
+                    f.as_str(),
+                    "--monitor" | "--monitor-exit" | "--record-exit-code"
+                )
+            })
+            .map(Into::into),
+    );
+    out
 }
 
 fn dry_run(
@@ -284,6 +348,91 @@ fn budget_line(file: &crate::store::schema::FleetFile) -> String {
 #[cfg(test)]
 mod tests {
     use crate::settings::resolve::parse_size;
+
+    /// The loop pane's `hank fleet` gets the fleet's flags first, then the tasks' `hank run`
+    /// flags, without the monitor's own.
+    #[test]
+    fn monitor_forwards_the_fleet_and_run_flags() {
+        use clap::Parser;
+        let parse = |args: &[&str]| {
+            let cli = crate::cli::Cli::try_parse_from(
+                std::iter::once("hank")
+                    .chain(std::iter::once("fleet"))
+                    .chain(args.iter().copied()),
+            )
+            .unwrap();
+            match cli.command {
+                Some(crate::cli::Command::Fleet(a)) => a,
+                other => panic!("not a fleet command: {other:?}"),
+            }
+        };
+        let cases: [(&[&str], &[&str]); 4] = [
+            (&["--monitor"], &["--agents", "2"]),
+            (
+                &[
+                    "--monitor",
+                    "--monitor-exit",
+                    "--agents",
+                    "3",
+                    "--calls",
+                    "4",
+                ],
+                &["--agents", "3", "--calls", "4"],
+            ),
+            (
+                &[
+                    "--agents",
+                    "3",
+                    "--into",
+                    "int",
+                    "--json",
+                    "--monitor",
+                    "--max-loops",
+                    "2",
+                    "--monitor-exit",
+                    "--model",
+                    "it's",
+                ],
+                &[
+                    "--agents",
+                    "3",
+                    "--into",
+                    "int",
+                    "--json",
+                    "--max-loops",
+                    "2",
+                    "--model",
+                    "it's",
+                ],
+            ),
+            (
+                &[
+                    "--min-free-memory",
+                    "1G",
+                    "--max-merge-attempts",
+                    "4",
+                    "--monitor",
+                    "--live",
+                ],
+                &[
+                    "--agents",
+                    "2",
+                    "--min-free-memory",
+                    "1G",
+                    "--max-merge-attempts",
+                    "4",
+                    "--live",
+                ],
+            ),
+        ];
+        for (given, want) in cases {
+            let got: Vec<String> = super::monitor_forwarded(&parse(given))
+                .into_iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            assert_eq!(got, want, "{given:?}");
+        }
+    }
 
     #[test]
     fn sizes() {

@@ -1,5 +1,6 @@
-//! `hank monitor` (dashboard of a running or finished loop) and `hank --monitor` (the loop in
-//! a tmux session with a live output pane and the dashboard).
+//! `hank monitor` (dashboard of a running or finished loop), `hank monitor --live` (the live
+//! output of a fleet's running tasks), `hank --monitor` (the loop in a tmux session with a
+//! live output pane and the dashboard) and `hank fleet --monitor` (the same for a fleet).
 //!
 //! | module | role |
 //! |---|---|
@@ -8,10 +9,14 @@
 //! | [`status_text`] | the one text rendering of a status (`hank status`, the `run` section of `--once`) **\[pure\]** |
 //! | [`args`] | the options of `hank monitor` (one definition, with its clap attributes) |
 //! | [`app`] | the terminal app loop (poll files, redraw, keys) |
-//! | [`tmux`] | the tmux command builder **\[pure\]** and the launcher |
+//! | [`live`] | `--live`: the fleet's tasks to follow, their notices, offsets, framing, prefixes **\[pure\]** |
+//! | [`follow`] | `--live`: the loop that reads `fleet.json` and each running task's `live.log` |
+//! | [`tmux`] | the tmux command builder **\[pure\]** and the launcher (`hank --monitor`, `hank fleet --monitor`) |
 
 pub(crate) mod app;
 pub(crate) mod args;
+pub(crate) mod follow;
+pub(crate) mod live;
 pub(crate) mod snapshot;
 pub(crate) mod status_text;
 pub(crate) mod tmux;
@@ -64,6 +69,9 @@ fn project_root(dir: Option<&PathBuf>) -> Result<PathBuf> {
 /// `hank monitor`.
 pub(crate) fn run(args: &MonitorArgs) -> Result<u8> {
     let root = project_root(args.dir.as_ref())?;
+    if args.live {
+        return follow::run(&root, args.once);
+    }
     let paths = snapshot::Paths::new(&root);
     let terminal = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     if !args.once && !args.json && terminal {
@@ -93,5 +101,16 @@ pub(crate) fn launch_tmux(
     project: &std::path::Path,
     keep_open: bool,
 ) -> Result<u8> {
-    tmux::launch(forwarded, project, keep_open)
+    tmux::launch(forwarded, project, keep_open, tmux::Layout::Run)
+}
+
+/// `hank fleet --monitor`: starts the fleet's supervisor in tmux, with the live output of its
+/// running tasks (`hank monitor --live`) and the dashboard. `forwarded` are the `hank fleet`
+/// arguments to give it (without `--monitor`).
+pub(crate) fn launch_fleet_tmux(
+    forwarded: &[OsString],
+    project: &std::path::Path,
+    keep_open: bool,
+) -> Result<u8> {
+    tmux::launch(forwarded, project, keep_open, tmux::Layout::Fleet)
 }

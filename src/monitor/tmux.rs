@@ -16,6 +16,12 @@
 //! deletes and passes on, so no value ever appears on a command line. The dashboard panes get
 //! `PATH`, `CLAUDE_CODE_CMD` (made absolute) and the hank settings with `-e`.
 //!
+//! `hank fleet --monitor` ([`Layout::Fleet`]) is the same layout around the fleet's supervisor:
+//! `hank fleet --record-exit-code … --live` in the loop pane (`--live` is a `hank run` flag
+//! given to every task, so each task writes its `.hank/live.log`), `hank monitor --live` (every
+//! running task's live output, tasks picked up as they start) in place of `tail -F`, and
+//! `hank monitor` in the checkout (a row per task and the shared budget).
+//!
 //! The argv builders are pure; [`launch`] runs them.
 
 use std::ffi::OsString;
@@ -37,6 +43,34 @@ pub(crate) const RECORD_EXIT_CODE: &str = "--record-exit-code";
 pub(crate) const MIN_VERSION: (u32, u32) = (3, 2);
 /// Size of a detached session (an attaching client resizes it).
 pub(crate) const DETACHED_SIZE: (u16, u16) = (200, 50);
+
+/// What runs in the loop pane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// `hank --monitor`: one loop (`hank run`), its `live.log` followed by `tail -F`.
+    Run,
+    /// `hank fleet --monitor`: the supervisor (`hank fleet`), its tasks' live output followed
+    /// by `hank monitor --live`.
+    Fleet,
+}
+
+impl Layout {
+    /// The subcommand of the loop pane.
+    fn command(self) -> &'static str {
+        match self {
+            Self::Run => "run",
+            Self::Fleet => "fleet",
+        }
+    }
+
+    /// What runs in the loop pane, in words, and where its details are.
+    fn what(self) -> (&'static str, &'static str) {
+        match self {
+            Self::Run => ("the loop", "`hank status`"),
+            Self::Fleet => ("the fleet", "`hank fleet status`"),
+        }
+    }
+}
 
 /// Everything the tmux commands are built from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +95,8 @@ pub(crate) struct LaunchSpec {
     pub inside_tmux: bool,
     /// Keep the layout after the loop ends until a key is pressed (not `--monitor-exit`).
     pub keep_open: bool,
+    /// One loop or a fleet.
+    pub layout: Layout,
 }
 
 /// A tmux session name from a folder name: letters, digits, `-` and `_` kept, every other
@@ -144,13 +180,18 @@ pub(crate) fn loop_script(spec: &LaunchSpec) -> String {
     }
     run.extend([
         shell_quote(&path_str(&spec.hank)),
-        shell_quote("run"),
+        shell_quote(spec.layout.command()),
         shell_quote(RECORD_EXIT_CODE),
     ]);
-    if !spec.forwarded.iter().any(|a| a == "--live") {
+    let live = !spec.forwarded.iter().any(|a| a == "--live");
+    if live && spec.layout == Layout::Run {
         run.push(shell_quote("--live"));
     }
     run.extend(spec.forwarded.iter().map(|a| shell_quote(a)));
+    // `hank fleet`'s `hank run` flags come last: `--live` there goes to every task.
+    if live && spec.layout == Layout::Fleet {
+        run.push(shell_quote("--live"));
+    }
     [
         // Ctrl-C goes to hank (which stops gracefully); the script survives to clean up.
         "trap : INT".to_string(),
@@ -158,7 +199,10 @@ pub(crate) fn loop_script(spec: &LaunchSpec) -> String {
         // through a path under `.hank/` that the agent could have replaced by a link.
         run.join(" "),
         "code=$?".to_string(),
-        "printf '\\nhank run exited with code %s\\n' \"$code\"".to_string(),
+        format!(
+            "printf '\\nhank {} exited with code %s\\n' \"$code\"",
+            spec.layout.command()
+        ),
     ]
     .into_iter()
     .chain(spec.keep_open.then(|| {
@@ -352,13 +396,22 @@ pub(crate) fn live_pane_argv(spec: &LaunchSpec, loop_pane: &str) -> Vec<OsString
         os("#{pane_id}"),
     ];
     argv.extend(env_args(spec));
-    argv.extend([
-        path_arg(&spec.tail),
-        os("-n"),
-        os("200"),
-        os("-F"),
-        path_arg(&spec.project.join(".hank").join("live.log")),
-    ]);
+    match spec.layout {
+        Layout::Run => argv.extend([
+            path_arg(&spec.tail),
+            os("-n"),
+            os("200"),
+            os("-F"),
+            path_arg(&spec.project.join(".hank").join("live.log")),
+        ]),
+        Layout::Fleet => argv.extend([
+            path_arg(&spec.hank),
+            os("monitor"),
+            os("--live"),
+            os("--dir"),
+            path_arg(&spec.project),
+        ]),
+    }
     argv
 }
 
@@ -506,11 +559,12 @@ pub(crate) fn record_exit_code(project: &Path, code: u8) {
 
 fn ended_early(spec: &LaunchSpec) -> u8 {
     let code = recorded_exit_code(&spec.project);
+    let (what, details) = spec.layout.what();
     match code {
-        Some(c) => errln!("hank: the loop ended before the panes were set up (exit code {c})"),
+        Some(c) => errln!("hank: {what} ended before the panes were set up (exit code {c})"),
         None => errln!("hank: the tmux session ended before the panes were set up"),
     }
-    errln!("hint: see .hank/logs/ and `hank status`");
+    errln!("hint: see .hank/logs/ and {details}");
     code.unwrap_or(exit::ERROR)
 }
 
@@ -518,8 +572,13 @@ fn ended_early(spec: &LaunchSpec) -> u8 {
 /// `project` is the validated project root; `keep_open` keeps the layout after the loop ends
 /// until a key is pressed. Returns the loop's exit code when the loop ended while attached
 /// (or, inside tmux, when it ends); 0 after a detach.
-pub(crate) fn launch(forwarded: &[OsString], project: &Path, keep_open: bool) -> Result<u8> {
-    let tmux = require_tmux()?;
+pub(crate) fn launch(
+    forwarded: &[OsString],
+    project: &Path,
+    keep_open: bool,
+    layout: Layout,
+) -> Result<u8> {
+    let tmux = require_tmux_for(layout)?;
     let version = run_capture(&[path_arg(&tmux), os("-V")])?;
     let version_text = String::from_utf8_lossy(&version.stdout).trim().to_string();
     if let Some(v) = parse_version(&version_text).filter(|v| *v < MIN_VERSION) {
@@ -559,6 +618,7 @@ pub(crate) fn launch(forwarded: &[OsString], project: &Path, keep_open: bool) ->
         env_file: Some(env_file.clone()),
         inside_tmux,
         keep_open,
+        layout,
     };
     let result = start_panes(&spec);
     if !matches!(result, Ok(Started::Panes(_))) {
@@ -574,11 +634,21 @@ pub(crate) fn launch(forwarded: &[OsString], project: &Path, keep_open: bool) ->
 
 /// The tmux binary, or the error that says how to do without it.
 pub(crate) fn require_tmux() -> Result<PathBuf> {
-    which::which("tmux").map_err(|_| {
-        HankError::usage_hint(
+    require_tmux_for(Layout::Run)
+}
+
+/// [`require_tmux`] for `layout`'s command.
+pub(crate) fn require_tmux_for(layout: Layout) -> Result<PathBuf> {
+    which::which("tmux").map_err(|_| match layout {
+        Layout::Run => HankError::usage_hint(
             "tmux is not installed (`hank --monitor` runs the loop in a tmux session)",
             "install tmux, or run `hank` and `hank monitor` in two terminals",
-        )
+        ),
+        Layout::Fleet => HankError::usage_hint(
+            "tmux is not installed (`hank fleet --monitor` runs the fleet in a tmux session)",
+            "install tmux, or run `hank fleet`, `hank monitor --live` (the tasks' live output) \
+             and `hank monitor` in three terminals",
+        ),
     })
 }
 
@@ -650,19 +720,20 @@ fn pane_exists(tmux: &Path, pane: &str) -> bool {
 /// Inside tmux: the loop runs in a new window of this session (tmux shows it); this pane
 /// waits for the loop's exit code and returns it. Ctrl-C here stops only the waiting.
 fn wait_in_window(spec: &LaunchSpec, loop_pane: &str) -> u8 {
+    let (what, details) = spec.layout.what();
     errln!(
-        "hank: the loop runs in window '{}' of this tmux session; waiting here for its exit code (Ctrl-C stops waiting, not the loop)",
+        "hank: {what} runs in window '{}' of this tmux session; waiting here for its exit code (Ctrl-C stops waiting, not {what})",
         spec.session
     );
     loop {
         if let Some(code) = recorded_exit_code(&spec.project) {
-            errln!("hank: the loop exited with code {code} (details: `hank status`)");
+            errln!("hank: {what} exited with code {code} (details: {details})");
             return code;
         }
         if !pane_exists(&spec.tmux, loop_pane) {
             // Closed before it recorded a code (the window was killed).
             return recorded_exit_code(&spec.project).unwrap_or_else(|| {
-                errln!("hank: the loop's window was closed (details: `hank status`)");
+                errln!("hank: {what}'s window was closed (details: {details})");
                 exit::ERROR
             });
         }
@@ -674,10 +745,11 @@ fn wait_in_window(spec: &LaunchSpec, loop_pane: &str) -> u8 {
 /// ends; without a terminal, print how to attach.
 fn attach(spec: &LaunchSpec) -> Result<u8> {
     let attach_cmd = format!("tmux attach -t {}", shell_quote(&spec.session));
+    let (what, details) = spec.layout.what();
     let terminal = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     if !terminal {
         errln!(
-            "hank: the loop runs in tmux session '{}' (no terminal here, so it stays detached)",
+            "hank: {what} runs in tmux session '{}' (no terminal here, so it stays detached)",
             spec.session
         );
         super::print_stdout(&format!("{attach_cmd}\n"))?;
@@ -692,17 +764,17 @@ fn attach(spec: &LaunchSpec) -> Result<u8> {
         .interactive()
         .map_err(|e| HankError::io("run", PathBuf::from(program), e))?;
     if session_exists(&spec.tmux, &spec.session) {
-        errln!("hank: detached; the loop keeps running. Reattach with: {attach_cmd}");
+        errln!("hank: detached; {what} keeps running. Reattach with: {attach_cmd}");
         return Ok(exit::OK);
     }
     match recorded_exit_code(&spec.project) {
         Some(code) => {
-            errln!("hank: the loop exited with code {code} (details: `hank status`)");
+            errln!("hank: {what} exited with code {code} (details: {details})");
             Ok(code)
         }
         None => {
             errln!(
-                "hank: the tmux session ended before the loop recorded an exit code (details: `hank status`)"
+                "hank: the tmux session ended before {what} recorded an exit code (details: {details})"
             );
             Ok(exit::ERROR)
         }
@@ -733,6 +805,7 @@ mod tests {
             env_file: None,
             inside_tmux: false,
             keep_open: false,
+            layout: Layout::Run,
         }
     }
 
@@ -889,6 +962,46 @@ mod tests {
         );
     }
 
+    /// `hank fleet --monitor`: the supervisor in the loop pane with `--live` among the tasks'
+    /// flags (last), the follower in place of `tail -F`, the dashboard as for one loop.
+    #[test]
+    fn the_fleet_layout() {
+        let mut s = spec(&["--agents", "3", "--max-loops", "2"]);
+        s.layout = Layout::Fleet;
+        let script = loop_script(&s);
+        assert!(
+            script.contains(
+                "'/opt/hank bin/hank' fleet --record-exit-code --agents 3 --max-loops 2 --live\ncode=$?"
+            ),
+            "{script}"
+        );
+        assert!(script.contains("hank fleet exited with code"), "{script}");
+        let mut given = spec(&["--live", "--max-loops", "2"]);
+        given.layout = Layout::Fleet;
+        assert_eq!(loop_script(&given).matches(" --live").count(), 1);
+        assert_eq!(
+            strs(&live_pane_argv(&s, "%3"))[13..],
+            [
+                "-e",
+                "PATH=/bin:/usr/bin",
+                "/opt/hank bin/hank",
+                "monitor",
+                "--live",
+                "--dir",
+                "/home/u/my project"
+            ]
+        );
+        assert_eq!(
+            strs(&monitor_pane_argv(&s, "%4"))[12..],
+            [
+                "/opt/hank bin/hank",
+                "monitor",
+                "--dir",
+                "/home/u/my project"
+            ]
+        );
+    }
+
     #[test]
     fn live_is_not_added_twice() {
         let script = loop_script(&spec(&["--live", "--max-loops", "1"]));
@@ -1034,6 +1147,7 @@ mod tests {
             env_file: None,
             inside_tmux: false,
             keep_open: false,
+            layout: Layout::Run,
         };
         assert!(forwarded.iter().all(|a| a.is_empty()
             || needs_quoting(std::ffi::OsStr::new(a))

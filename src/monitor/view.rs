@@ -803,10 +803,13 @@ fn render_live(frame: &mut Frame, snap: &Snapshot, area: Rect) {
         .map(|l| Line::raw(l.clone()))
         .collect();
     let widget = if lines.is_empty() {
-        Paragraph::new(Line::styled(
-            "no live output (run with --live)",
-            Tone::Dim.style(),
-        ))
+        // A fleet's checkout runs no agent: its tasks' output is in their worktrees.
+        let hint = if snap.fleet.is_some() {
+            "the fleet's tasks: `hank monitor --live` follows each running task's live output"
+        } else {
+            "no live output (run with --live)"
+        };
+        Paragraph::new(Line::styled(hint, Tone::Dim.style()))
     } else {
         Paragraph::new(lines)
     };

@@ -20,6 +20,7 @@ mod first_hour;
 mod fleet;
 mod fleet_budget;
 mod fleet_ctl;
+mod fleet_monitor;
 mod hostile_cost;
 mod hostile_data;
 mod hostile_process;
