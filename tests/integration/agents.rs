@@ -9,27 +9,21 @@ use serde_json::Value;
 
 use crate::support::{Project, TICK_ONE, error_json, fixtures, result_json, stderr, stdout};
 
-/// A profile named `demo` for a CLI that prints Claude Code's result object, read through
-/// JSONPath (not the native analyzer), with the prompt as an argument and `--session ID` to
-/// resume. It runs the fake agent with its own control folder `fake_dir`.
-fn demo_profile(fake_dir: &Path) -> String {
+/// A profile `name` for a CLI that prints Claude Code's result object, read through JSONPath
+/// (not the native analyzer): the fake agent with its own control folder `fake_dir`. `keys` go
+/// after `program` (top-level keys, then `[[args]]` tables), `fields` after the text, session
+/// and token fields, `rest` at the end (`[[errors]]`, `[prices]`).
+pub(crate) fn json_profile(
+    name: &str,
+    fake_dir: &Path,
+    keys: &str,
+    fields: &str,
+    rest: &str,
+) -> String {
     format!(
-        r#"name = "demo"
-description = "a fake CLI read through JSONPath"
+        r#"name = "{name}"
 program = "{program}"
-prompt = "argument"
-resume = true
-allowed_tools = false
-
-[[args]]
-values = ["run", "--json"]
-[[args]]
-values = ["--session", "{{session}}"]
-[[args]]
-values = ["--model", "{{model}}"]
-[[args]]
-values = ["--", "{{prompt}}"]
-
+{keys}
 [env]
 FAKE_CLAUDE_DIR = "{fake}"
 
@@ -39,17 +33,40 @@ format = "json"
 [output.fields]
 text = "$.result"
 session_id = "$.session_id"
-is_error = "$.is_error"
-cost_usd = "$.total_cost_usd"
 input_tokens = "$.usage.input_tokens"
 output_tokens = "$.usage.output_tokens"
+{fields}{rest}"#,
+        program = fixtures().join("bin/claude").display(),
+        fake = fake_dir.display(),
+    )
+}
 
+/// A profile named `demo` (see [`json_profile`]) with the prompt as an argument, `--session
+/// ID` to resume, its costs reported and a usage-limit rule of its own.
+fn demo_profile(fake_dir: &Path) -> String {
+    json_profile(
+        "demo",
+        fake_dir,
+        r#"description = "a fake CLI read through JSONPath"
+prompt = "argument"
+resume = true
+allowed_tools = false
+
+[[args]]
+values = ["run", "--json"]
+[[args]]
+values = ["--session", "{session}"]
+[[args]]
+values = ["--model", "{model}"]
+[[args]]
+values = ["--", "{prompt}"]
+"#,
+        "is_error = \"$.is_error\"\ncost_usd = \"$.total_cost_usd\"\n",
+        r#"
 [[errors]]
 regex = "(?i)quota exhausted"
 kind = "usage_limit"
 "#,
-        program = fixtures().join("bin/claude").display(),
-        fake = fake_dir.display(),
     )
 }
 
@@ -60,6 +77,12 @@ pub(crate) fn with_demo(p: &Project) -> PathBuf {
     std::fs::create_dir_all(p.dir.join(".hank/agents")).unwrap();
     std::fs::write(p.dir.join(".hank/agents/demo.toml"), demo_profile(&fake)).unwrap();
     fake
+}
+
+/// Every call of the demo CLI (control folder `demo`) fails with `message` (exit 1).
+fn demo_fails(demo: &Path, message: &str) {
+    std::fs::write(demo.join("response"), error_json(message, None)).unwrap();
+    std::fs::write(demo.join("exit"), "1").unwrap();
 }
 
 fn finished(p: &Project) -> Vec<Value> {
@@ -134,12 +157,7 @@ fn a_project_profile_drives_its_cli_through_jsonpath() {
 fn a_profile_error_rule_classifies_the_answer() {
     let p = Project::new(&["a"]);
     let demo = with_demo(&p);
-    std::fs::write(
-        demo.join("response"),
-        error_json("Quota exhausted for today", None),
-    )
-    .unwrap();
-    std::fs::write(demo.join("exit"), "1").unwrap();
+    demo_fails(&demo, "Quota exhausted for today");
     let o = p.run(&["--agent", "demo", "--on-usage-limit", "exit"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let f = finished(&p);
@@ -223,12 +241,7 @@ fn every_agent_limited_waits_for_the_first_reset() {
         ),
     )
     .fake("exit", "1");
-    std::fs::write(
-        demo.join("response"),
-        error_json("Quota exhausted, resets in 2 hours", None),
-    )
-    .unwrap();
-    std::fs::write(demo.join("exit"), "1").unwrap();
+    demo_fails(&demo, "Quota exhausted, resets in 2 hours");
     let o = p.run(&["--agents", "claude,demo", "--on-usage-limit", "exit"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let limited = &p.status()["agents_limited"];
