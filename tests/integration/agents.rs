@@ -85,13 +85,6 @@ fn demo_fails(demo: &Path, message: &str) {
     std::fs::write(demo.join("exit"), "1").unwrap();
 }
 
-fn finished(p: &Project) -> Vec<Value> {
-    p.events()
-        .into_iter()
-        .filter(|e| e["type"] == "agent_finished")
-        .collect()
-}
-
 /// The argv of call `n` of the demo CLI: the options, and the prompt (the argument after
 /// `--`; the fake writes one argument per line, so the prompt's lines are joined back).
 fn argv_of(fake: &Path, n: u32) -> (Vec<String>, String) {
@@ -140,7 +133,7 @@ fn a_project_profile_drives_its_cli_through_jsonpath() {
             "m-7"
         ]
     );
-    let f = finished(&p);
+    let f = p.events_of("agent_finished");
     assert_eq!(f.len(), 2);
     for e in &f {
         assert_eq!(e["agent"], "demo", "{e}");
@@ -160,7 +153,7 @@ fn a_profile_error_rule_classifies_the_answer() {
     demo_fails(&demo, "Quota exhausted for today");
     let o = p.run(&["--agent", "demo", "--on-usage-limit", "exit"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    let f = finished(&p);
+    let f = p.events_of("agent_finished");
     assert_eq!(f[0]["error_kind"], "usage_limit", "{}", f[0]);
     assert_eq!(p.status()["exit_reason"], "usage_limit");
 }
@@ -178,7 +171,7 @@ fn failover_to_the_next_agent_and_back_after_the_reset() {
     std::fs::write(demo.join("effect.sh"), TICK_ONE).unwrap();
     std::fs::write(demo.join("sleep"), "1").unwrap();
     p.run_to(&["--agents", "claude,demo"], 0, "plan_complete");
-    let f = finished(&p);
+    let f = p.events_of("agent_finished");
     let agents: Vec<&str> = f.iter().map(|e| e["agent"].as_str().unwrap()).collect();
     assert_eq!(agents[0], "claude");
     assert_eq!(f[0]["error_kind"], "usage_limit");
@@ -328,7 +321,7 @@ fn builtin_agent_runs_two_loops(name: &str, resume_flag: &[&str]) -> (Project, P
     assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
     assert_eq!(p.status()["exit_reason"], "plan_complete", "{name}");
     assert_eq!(p.calls(), 0, "{name}: claude was never called");
-    let f = finished(&p);
+    let f = p.events_of("agent_finished");
     assert_eq!(f.len(), 2, "{name}");
     for e in &f {
         assert_eq!(e["agent"], name, "{e}");
@@ -376,7 +369,8 @@ fn failover_from_claude_to_the_codex_fake() {
     let o = p.run_env(&[("FAKE_CODEX_DIR", &fake)], &["--agents", "claude,codex"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(p.calls(), 1, "claude once, then limited for an hour");
-    let agents: Vec<String> = finished(&p)
+    let agents: Vec<String> = p
+        .events_of("agent_finished")
         .iter()
         .map(|e| e["agent"].as_str().unwrap().to_owned())
         .collect();

@@ -300,11 +300,7 @@ fn client_version_range_and_environment() {
         "the agent inherits the rest: {env}"
     );
     assert!(!env.contains("CLAUDE_CODE_RETRY_WATCHDOG"), "{env}");
-    let warnings: Vec<serde_json::Value> = p
-        .events()
-        .into_iter()
-        .filter(|e| e["type"] == "warning")
-        .collect();
+    let warnings = p.events_of("warning");
     assert_eq!(warnings.len(), 2, "{warnings:?}");
 }
 

@@ -242,13 +242,6 @@ fn a_text_line_over_the_cap_is_output_too_large_in_text_mode() {
     assert_eq!(p.state()["breaker"]["failure_streak"], 1);
 }
 
-fn finished(p: &Project) -> Vec<Value> {
-    p.events()
-        .into_iter()
-        .filter(|e| e["type"] == "agent_finished")
-        .collect()
-}
-
 /// Claude Code always reports a cost: answers whose cost cannot be read (a broken
 /// `total_cost_usd`, no answer at all) are charged the highest cost of the last 24 h, shown as
 /// estimated (status, events, log, `hank report`), and `--max-cost` binds on them.
@@ -270,7 +263,7 @@ fn answers_without_a_readable_cost_are_charged_an_estimate() {
     assert_usd(&status, "total_cost_usd", 6.0);
     assert_usd(&status, "estimated_cost_usd", 4.0);
     assert_eq!(status["last_loop"]["cost_estimated"], true, "{status}");
-    let f = finished(&p);
+    let f = p.events_of("agent_finished");
     let flags: Vec<bool> = f
         .iter()
         .map(|e| e["cost_estimated"].as_bool().unwrap_or(false))

@@ -381,11 +381,7 @@ fn an_answer_line_over_the_cap_is_output_too_large() {
         status["last_loop"]["error_kind"], "output_too_large",
         "{status}"
     );
-    let finished: Vec<Value> = p
-        .events()
-        .into_iter()
-        .filter(|e| e["type"] == "agent_finished")
-        .collect();
+    let finished = p.events_of("agent_finished");
     assert_eq!(finished.len(), 1);
     assert_eq!(
         p.state()["breaker"]["failure_streak"],

@@ -319,11 +319,7 @@ fn cooldown_passes_on_a_later_start_without_sleeping() {
     assert_eq!(p.calls(), 4);
     let err = stderr(&o);
     assert!(err.contains("OPEN → HALF_OPEN"), "{err}");
-    let transitions: Vec<serde_json::Value> = p
-        .events()
-        .into_iter()
-        .filter(|e| e["type"] == "circuit_changed")
-        .collect();
+    let transitions = p.events_of("circuit_changed");
     let at: jiff::Timestamp = transitions.last().unwrap()["at"]
         .as_str()
         .unwrap()

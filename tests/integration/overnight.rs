@@ -316,10 +316,6 @@ fn an_agent_silent_past_the_idle_timeout_is_stopped() {
     let child = p.spawn(&["--live", "--idle-timeout", "2s", "--max-loops", "1"]);
     let o = wait_with_timeout(child, Duration::from_secs(60));
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    let finished: Vec<serde_json::Value> = p
-        .events()
-        .into_iter()
-        .filter(|e| e["type"] == "agent_finished")
-        .collect();
+    let finished = p.events_of("agent_finished");
     assert_eq!(finished[0]["outcome"], "timeout", "{finished:?}");
 }

@@ -6,16 +6,8 @@ use serde_json::Value;
 
 use crate::support::{Project, TICK_ONE, stderr};
 
-/// The `agent_finished` events of a run.
-fn finished(p: &Project) -> Vec<Value> {
-    p.events()
-        .into_iter()
-        .filter(|e| e["type"] == "agent_finished")
-        .collect()
-}
-
 fn kinds(p: &Project) -> Vec<String> {
-    finished(p)
+    p.events_of("agent_finished")
         .iter()
         .map(|e| e["error_kind"].as_str().unwrap_or("-").to_owned())
         .collect()
@@ -41,7 +33,7 @@ fn startup_hangs_are_retried_at_once_uncounted_and_the_third_counts() {
         "loop 3: no output within FIRST_OUTPUT_TIMEOUT (1s): startup hang 3 in a row, counted as a timeout",
     );
     assert_eq!(kinds(&p), ["startup_hang"; 3], "{err}");
-    for e in finished(&p) {
+    for e in p.events_of("agent_finished") {
         assert_eq!(e["outcome"], "timeout", "{e}");
     }
     let state = p.state();
@@ -91,7 +83,7 @@ fn an_agent_that_prints_then_goes_silent_is_stopped_by_idle_timeout_without_live
     let o = p.run(&["run"]);
     let err = stderr(&o);
     assert_eq!(p.calls(), 1, "{err}");
-    let f = finished(&p);
+    let f = p.events_of("agent_finished");
     assert_eq!(f.len(), 1, "{err}");
     assert_eq!(f[0]["outcome"], "timeout", "{err}");
     // It printed: an idle timeout, not a startup hang.
@@ -114,7 +106,7 @@ fn a_stream_without_a_result_is_malformed_in_json_mode() {
     );
     let o = p.run(&["run"]);
     let err = stderr(&o);
-    let f = finished(&p);
+    let f = p.events_of("agent_finished");
     assert_eq!(f[0]["outcome"], "crashed", "{err}");
     assert_eq!(f[0]["error_kind"], "malformed", "{err}");
 }
@@ -136,7 +128,7 @@ fn invalid_json_every_loop_while_changing_a_file_opens_the_breaker() {
         "{:?}",
         kinds(&p)
     );
-    for e in finished(&p) {
+    for e in p.events_of("agent_finished") {
         assert_eq!(e["outcome"], "crashed", "{e}");
     }
 }

@@ -560,3 +560,15 @@ pub(crate) fn split_context(stdin: &[u8]) -> (String, Vec<u8>) {
     let ctx = String::from_utf8_lossy(&stdin[open.len()..end]).into_owned();
     (ctx, stdin[end + close.len()..].to_vec())
 }
+
+// ---- helpers added by issue-25do ----
+
+impl Project {
+    /// The events of type `kind` in `.hank/events.jsonl`, in order.
+    pub(crate) fn events_of(&self, kind: &str) -> Vec<Value> {
+        self.events()
+            .into_iter()
+            .filter(|e| e["type"] == kind)
+            .collect()
+    }
+}

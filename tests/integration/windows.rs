@@ -103,11 +103,7 @@ fn a_window_at_its_limit_pauses_until_its_reset_then_resumes() {
         err.contains("five_hour at 85% of its 80% limit") && err.contains("5-hour window, resets"),
         "{err}"
     );
-    let waits: Vec<Value> = p
-        .events()
-        .into_iter()
-        .filter(|e| e["type"] == "waiting")
-        .collect();
+    let waits = p.events_of("waiting");
     assert_eq!(waits.len(), 1, "{waits:?}");
     assert_eq!(waits[0]["reason"], "usage_window");
     let done = p.status();
@@ -137,11 +133,7 @@ fn a_window_at_its_limit_exits_3_with_the_exit_policy() {
     let s = p.status();
     assert_eq!(s["exit_reason"], "usage_window");
     assert_eq!(s["exit_code"], 3);
-    let exit = p
-        .events()
-        .into_iter()
-        .find(|e| e["type"] == "exit")
-        .unwrap();
+    let exit = p.events_of("exit").remove(0);
     let msg = exit["message"].as_str().unwrap();
     assert!(msg.contains("seven_day at 93% of its 90% limit"), "{msg}");
     assert!(msg.contains("weekly window, resets"), "{msg}");
@@ -286,11 +278,7 @@ fn a_typed_usage_limit_names_its_window() {
         .to_zoned(jiff::tz::TimeZone::UTC)
         .strftime("weekly window, resets %a %H:%M local")
         .to_string();
-    let exit = p
-        .events()
-        .into_iter()
-        .find(|e| e["type"] == "exit")
-        .unwrap();
+    let exit = p.events_of("exit").remove(0);
     assert!(
         exit["message"].as_str().unwrap().contains(&want),
         "{exit} / {want}"
@@ -338,26 +326,19 @@ fn report_attributes_each_loop_to_the_items_it_ticked() {
     let reset = now() + 3600;
     let untick = "true\n";
     let tick_two = "sed -i '0,/- \\[ \\]/s//- [x]/' .hank/fix_plan.md\nsed -i '0,/- \\[ \\]/s//- [x]/' .hank/fix_plan.md\n";
-    p.fake(
-        "response-1",
-        &stream(&[("five_hour", 0.10, reset)], 0.05, "read the code first"),
-    )
-    .fake("effect-1.sh", untick)
-    .fake(
-        "response-2",
-        &stream(&[("five_hour", 0.20, reset)], 0.40, "go on"),
-    )
-    .fake("effect-2.sh", TICK_ONE)
-    .fake(
-        "response-3",
-        &stream(&[("five_hour", 0.35, reset)], 0.30, "go on"),
-    )
-    .fake("effect-3.sh", tick_two)
-    .fake(
-        "response-4",
-        &stream(&[("five_hour", 0.38, reset)], 0.10, "go on"),
-    )
-    .fake("effect-4.sh", TICK_ONE);
+    // Per call: the five-hour window's utilization after it, its cost, the recommendation,
+    // and what it does to the plan.
+    let calls = [
+        (0.10, 0.05, "read the code first", untick),
+        (0.20, 0.40, "go on", TICK_ONE),
+        (0.35, 0.30, "go on", tick_two),
+        (0.38, 0.10, "go on", TICK_ONE),
+    ];
+    for (n, (used, cost, recommendation, effect)) in calls.into_iter().enumerate() {
+        let answer = stream(&[("five_hour", used, reset)], cost, recommendation);
+        p.fake(&format!("response-{}", n + 1), &answer)
+            .fake(&format!("effect-{}.sh", n + 1), effect);
+    }
     let o = p.run(&["--max-window-percent", "five_hour=80"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(p.calls(), 4);
