@@ -9,43 +9,17 @@ use std::time::{Duration, Instant};
 use assert_cmd::Command;
 use serde_json::Value;
 
-fn fixtures_bin() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/bin")
-}
+use crate::support::{Workspace, fixtures};
 
-/// A temp workspace: `root/home` is HOME, `root/work` the cwd, `root/empty-bin` an empty
-/// folder for PATHs without tools.
-struct Env {
-    root: tempfile::TempDir,
-}
+/// `Env`: the shared temp workspace, with the fake `bd`/`gh` on PATH for `hank` here.
+type Env = Workspace;
 
-impl Env {
-    fn new() -> Self {
-        let root = tempfile::tempdir().unwrap();
-        for d in ["home", "work", "empty-bin"] {
-            std::fs::create_dir(root.path().join(d)).unwrap();
-        }
-        Self { root }
-    }
-    fn work(&self) -> PathBuf {
-        self.root.path().join("work")
-    }
-    fn home(&self) -> PathBuf {
-        self.root.path().join("home")
-    }
-    fn write(&self, rel: &str, content: &str) {
-        let p = self.work().join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, content).unwrap();
-    }
-    fn read(&self, rel: &str) -> String {
-        std::fs::read_to_string(self.work().join(rel)).unwrap_or_default()
-    }
+impl Workspace {
     /// PATH with the fake tools first.
     fn path_with_fakes(&self) -> String {
         format!(
             "{}:{}",
-            fixtures_bin().display(),
+            fixtures().join("bin").display(),
             std::env::var("PATH").unwrap_or_default()
         )
     }
@@ -69,28 +43,6 @@ impl Env {
             .env("NO_COLOR", "1")
             .env("PATH", self.path_with_fakes());
         cmd
-    }
-    /// Every file under work/ with its content (for "nothing changed" checks).
-    fn tree(&self) -> Vec<(String, String)> {
-        fn walk(base: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
-            for e in std::fs::read_dir(dir).unwrap() {
-                let p = e.unwrap().path();
-                let rel = p.strip_prefix(base).unwrap().display().to_string();
-                if rel == ".git" || rel.starts_with(".git/") {
-                    continue;
-                }
-                if p.is_dir() {
-                    out.push((format!("{rel}/"), String::new()));
-                    walk(base, &p, out);
-                } else {
-                    out.push((rel, std::fs::read_to_string(&p).unwrap_or_default()));
-                }
-            }
-        }
-        let mut out = Vec::new();
-        walk(&self.work(), &self.work(), &mut out);
-        out.sort();
-        out
     }
 }
 

@@ -572,3 +572,59 @@ impl Project {
             .collect()
     }
 }
+
+/// A temp workspace for the commands that make a project (`setup`, `enable`, `migrate`) and
+/// for projects written by hand: `work` is the cwd, `home` HOME, `fake` the fake agent's folder,
+/// `empty-bin` an empty folder for PATHs without tools, all under `root`.
+pub(crate) struct Workspace {
+    pub(crate) root: tempfile::TempDir,
+}
+
+impl Workspace {
+    pub(crate) fn new() -> Self {
+        let root = tempfile::tempdir().unwrap();
+        for d in ["home", "work", "fake", "empty-bin"] {
+            std::fs::create_dir(root.path().join(d)).unwrap();
+        }
+        Self { root }
+    }
+    pub(crate) fn work(&self) -> PathBuf {
+        self.root.path().join("work")
+    }
+    pub(crate) fn home(&self) -> PathBuf {
+        self.root.path().join("home")
+    }
+    /// Writes `content` to `rel` under `work`, making its folders.
+    pub(crate) fn write(&self, rel: &str, content: &str) {
+        let p = self.work().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+    /// The file `rel` under `work` (empty when missing).
+    pub(crate) fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.work().join(rel)).unwrap_or_default()
+    }
+    /// Every folder (as `dir/`) and file under `work` except `.git/`, with its content, sorted
+    /// (for "nothing changed" checks).
+    pub(crate) fn tree(&self) -> Vec<(String, String)> {
+        fn walk(base: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
+            for e in std::fs::read_dir(dir).unwrap() {
+                let p = e.unwrap().path();
+                let rel = p.strip_prefix(base).unwrap().display().to_string();
+                if rel == ".git" || rel.starts_with(".git/") {
+                    continue;
+                }
+                if p.is_dir() {
+                    out.push((format!("{rel}/"), String::new()));
+                    walk(base, &p, out);
+                } else {
+                    out.push((rel, std::fs::read_to_string(&p).unwrap_or_default()));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.work(), &self.work(), &mut out);
+        out.sort();
+        out
+    }
+}
