@@ -376,7 +376,7 @@ fn enable_from_prd_imports_like_import_no_ai() {
             .map(|t| t.trim_start_matches("[prd] ").to_string())
             .collect()
     };
-    let enabled = tasks(&ws.read(".hank/fix_plan.md"));
+    let enabled = tasks(&ws.plan());
 
     let o = ws.run_in(
         &ws.work().join("docs"),

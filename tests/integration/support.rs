@@ -604,6 +604,10 @@ impl Workspace {
     pub(crate) fn read(&self, rel: &str) -> String {
         std::fs::read_to_string(self.work().join(rel)).unwrap_or_default()
     }
+    /// The project's `.hank/fix_plan.md` under `work` (empty when missing).
+    pub(crate) fn plan(&self) -> String {
+        self.read(".hank/fix_plan.md")
+    }
     /// Every folder (as `dir/`) and file under `work` except `.git/`, with its content, sorted
     /// (for "nothing changed" checks).
     pub(crate) fn tree(&self) -> Vec<(String, String)> {
