@@ -226,14 +226,10 @@ fn every_agent_limited_waits_for_the_first_reset() {
     let p = Project::new(&["a"]);
     let demo = with_demo(&p);
     let now = jiff::Timestamp::now().as_second();
-    p.fake(
-        "response",
-        &error_json(
-            &format!("Claude AI usage limit reached|{}", now + 3600),
-            Some(429),
-        ),
-    )
-    .fake("exit", "1");
+    p.fail_calls(
+        &format!("Claude AI usage limit reached|{}", now + 3600),
+        Some(429),
+    );
     demo_fails(&demo, "Quota exhausted, resets in 2 hours");
     let o = p.run(&["--agents", "claude,demo", "--on-usage-limit", "exit"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use crate::support::{
-    Project, TICK_ONE, alive, error_json, gone, result_json, signal, stderr, stdout,
+    Project, TICK_ONE, alive, gone, result_json, signal, stderr, stdout, terminate,
     wait_with_timeout,
 };
 
@@ -127,13 +127,7 @@ fn call_cap_waits_and_a_restart_still_waits() {
     });
     assert_eq!(s["wait_reason"], "rate_limit");
     assert_eq!(p.calls(), 2, "the ledger survived the restart");
-    signal(&child, Signal::SIGTERM);
-    assert_eq!(
-        wait_with_timeout(child, Duration::from_secs(10))
-            .status
-            .code(),
-        Some(130)
-    );
+    terminate(child);
 }
 
 #[test]
@@ -145,12 +139,8 @@ fn hung_agent_and_grandchild_are_killed_on_timeout() {
     assert!(start.elapsed() < Duration::from_secs(30));
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert_eq!(p.status()["last_loop"]["outcome"], "timeout");
-    let pid: i32 = std::fs::read_to_string(p.fake.join("grandchild.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(200));
+    let pid = p.grandchild_pid();
+    std::thread::sleep(Duration::from_millis(100));
     assert!(gone(pid), "grandchild {pid} survived");
 }
 
@@ -161,13 +151,7 @@ fn sigint_during_a_call_exits_130_quickly_with_no_survivor() {
     let child = p.spawn(&[]);
     p.wait_status(Duration::from_secs(20), |s| s["state"] == "running");
     p.wait_calls(1, Duration::from_secs(10));
-    let pidfile = p.fake.join("grandchild.pid");
-    let t = Instant::now();
-    while !pidfile.exists() {
-        assert!(t.elapsed() < Duration::from_secs(10));
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(100));
+    let pid = p.grandchild_pid();
     let start = Instant::now();
     signal(&child, Signal::SIGINT);
     let o = wait_with_timeout(child, Duration::from_secs(10));
@@ -180,11 +164,6 @@ fn sigint_during_a_call_exits_130_quickly_with_no_survivor() {
     let s = p.status();
     assert_eq!(s["state"], "stopped");
     assert_eq!(s["exit_reason"], "interrupted");
-    let pid: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
     assert!(gone(pid), "grandchild survived");
     let state = hank::store::Store::new(&p.dir).read_state().unwrap();
     assert_eq!(state.ledger.entries.len(), 1);
@@ -203,13 +182,7 @@ fn a_second_instance_is_refused() {
         "{}",
         stderr(&o)
     );
-    signal(&child, Signal::SIGTERM);
-    assert_eq!(
-        wait_with_timeout(child, Duration::from_secs(10))
-            .status
-            .code(),
-        Some(130)
-    );
+    terminate(child);
 }
 
 #[test]
@@ -250,25 +223,17 @@ fn usage_limit_waits_until_the_parsed_reset() {
 #[test]
 fn usage_limit_with_exit_policy_stops_with_3() {
     let p = Project::new(&["a"]);
-    p.fake(
-        "response",
-        &error_json(
-            "You've hit your session limit · resets 5:09am (UTC)",
-            Some(429),
-        ),
-    )
-    .fake("exit", "1");
+    p.fail_calls(
+        "You've hit your session limit · resets 5:09am (UTC)",
+        Some(429),
+    );
     p.run_to(&["--on-usage-limit", "exit"], 3, "usage_limit");
 }
 
 #[test]
 fn auth_error_is_agent_fatal() {
     let p = Project::new(&["a"]);
-    p.fake(
-        "response",
-        &error_json("Invalid API key · Fix external API key", Some(401)),
-    )
-    .fake("exit", "1");
+    p.fail_calls("Invalid API key · Fix external API key", Some(401));
     let o = p.run(&[]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert_eq!(p.calls(), 1);
@@ -279,14 +244,10 @@ fn auth_error_is_agent_fatal() {
 #[test]
 fn an_always_failing_agent_opens_the_circuit_after_the_failure_threshold() {
     let p = Project::new(&["a"]);
-    p.fake(
-        "response",
-        &error_json(
-            "API Error: 500 Internal server error. This is a server-side issue",
-            Some(500),
-        ),
+    p.fail_calls(
+        "API Error: 500 Internal server error. This is a server-side issue",
+        Some(500),
     );
-    p.fake("exit", "1");
     p.fake("effect.sh", "date +%s%N >> changing.txt\n");
     p.run_to(&[], 2, "circuit_open");
     assert_eq!(p.calls(), 5);
@@ -522,11 +483,7 @@ fn live_mode_uses_stream_json_and_writes_the_live_log() {
 #[test]
 fn billing_and_cli_usage_errors_are_agent_fatal() {
     let p = Project::new(&["a"]);
-    p.fake(
-        "response",
-        &error_json("Credit balance is too low", Some(400)),
-    )
-    .fake("exit", "1");
+    p.fail_calls("Credit balance is too low", Some(400));
     p.run_to(&[], 2, "agent_fatal");
     assert_eq!(p.status()["last_loop"]["error_kind"], "billing");
 
@@ -568,20 +525,10 @@ fn an_agent_orphaned_by_kill_9_is_stopped_at_the_next_start() {
     p.fake("sleep-1", "300").fake("grandchild-1", "");
     let child = p.spawn(&[]);
     p.wait_calls(1, Duration::from_secs(20));
-    let pidfile = p.fake.join("grandchild.pid");
-    let t = Instant::now();
-    while !pidfile.exists() {
-        assert!(t.elapsed() < Duration::from_secs(10));
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(200));
+    let pid = p.grandchild_pid();
+    std::thread::sleep(Duration::from_millis(100));
     signal(&child, Signal::SIGKILL);
     let _ = wait_with_timeout(child, Duration::from_secs(10));
-    let pid: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
     assert!(
         alive(pid),
         "kill -9 of hank cannot stop the agent's own process group"

@@ -75,11 +75,7 @@ fn an_outage_of_eight_overloaded_answers_is_ridden_out() {
 fn an_open_circuit_says_when_it_cools_down() {
     let p = Project::new(&["a"]);
     p.hankrc("RETRY_BACKOFF_SECONDS=0\nMAX_OUTAGE_MINUTES=0\n");
-    p.fake(
-        "response",
-        &error_json("API Error: 529 {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}", Some(529)),
-    );
-    p.fake("exit", "1");
+    p.fail_calls("API Error: 529 {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}", Some(529));
     let o = p.run(&[]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert_eq!(p.calls(), 5);
@@ -178,11 +174,7 @@ fn a_stale_running_status_is_shown_as_not_running() {
 #[test]
 fn status_says_why_the_run_ended() {
     let p = Project::new(&["a"]);
-    p.fake(
-        "response",
-        &error_json("Invalid API key · Fix external API key", Some(401)),
-    )
-    .fake("exit", "1");
+    p.fail_calls("Invalid API key · Fix external API key", Some(401));
     let o = p.run(&[]);
     assert_eq!(o.status.code(), Some(2));
     let text = crate::support::stdout(&p.run(&["status"]));

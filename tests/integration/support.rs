@@ -632,3 +632,37 @@ impl Workspace {
         out
     }
 }
+
+impl Project {
+    /// Every call of the fake agent answers Claude Code's error result `message` (with the
+    /// API's HTTP `status`, if any) and exits 1.
+    pub(crate) fn fail_calls(&self, message: &str, status: Option<u16>) -> &Self {
+        self.fake("response", &error_json(message, status))
+            .fake("exit", "1")
+    }
+
+    /// Waits (up to 10 s) until the fake agent's grandchild recorded its PID, then 100 ms
+    /// more (for it to be settled in its group); the PID.
+    pub(crate) fn grandchild_pid(&self) -> i32 {
+        let file = self.fake.join("grandchild.pid");
+        let start = Instant::now();
+        while !file.exists() {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "no grandchild.pid"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let text = std::fs::read_to_string(&file).unwrap();
+        text.trim().parse().unwrap()
+    }
+}
+
+/// Sends SIGTERM to a running `hank`; asserts that it ends with 130 within 10 s.
+pub(crate) fn terminate(child: Child) -> Output {
+    signal(&child, nix::sys::signal::Signal::SIGTERM);
+    let o = wait_with_timeout(child, Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    o
+}
