@@ -5,26 +5,17 @@
 use std::path::Path;
 use std::time::Duration;
 
+use crate::reach_git::{
+    ENDS_WITHIN, append, every_loop_counted, filter_driver, with_filtered_notes,
+};
 use crate::support::{Project, TICK_ONE, signal, stderr, wait_with_timeout};
-
-/// A generous bound for runs that must end by themselves (a hang would take forever).
-const ENDS_WITHIN: Duration = Duration::from_secs(90);
-
-fn append(path: &Path, text: &str) {
-    use std::io::Write;
-    let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
-    f.write_all(text.as_bytes()).unwrap();
-}
 
 /// Item 2: a clean/smudge/process filter configured in `.git/config` for the project's files
 /// never runs in hank's own `git status`, even when the agent touches a filtered file; and
 /// had it run, it would have seen no secret of hank's environment.
 #[test]
 fn a_filter_configured_in_the_repository_never_runs() {
-    let p = Project::new(&["a", "b", "c"]);
-    std::fs::write(p.dir.join("notes.txt"), "tracked\n").unwrap();
-    std::fs::write(p.dir.join(".gitattributes"), "*.txt filter=x\n").unwrap();
-    p.git_init();
+    let p = with_filtered_notes(&["a", "b", "c"], "filter=x");
     let marker = p.fake.join("filter-ran");
     let env_dump = p.fake.join("filter-env");
     let script = p.fake.join("filter.sh");
@@ -37,26 +28,18 @@ fn a_filter_configured_in_the_repository_never_runs() {
         ),
     )
     .unwrap();
-    append(
-        &p.dir.join(".git/config"),
-        &format!(
-            "[filter \"x\"]\n\tclean = sh '{s}'\n\tsmudge = sh '{s}'\n\tprocess = sh '{s}'\n\trequired = true\n",
-            s = script.display()
-        ),
-    );
+    let driver = filter_driver("filter \"x\"", &script);
+    let process = format!("\tprocess = sh '{}'\n", script.display());
+    append(&p.dir.join(".git/config"), &format!("{driver}{process}"));
     // The agent touches the filtered file (and does some work) in every call.
     p.fake(
         "effect.sh",
         &format!("sleep 1.1; touch notes.txt\n{TICK_ONE}"),
     );
-    let child = p
-        .cmd()
-        .env("ANTHROPIC_API_KEY", "sk-ant-api03-filtersecret-0123456789")
-        .args(["--max-loops", "2"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = p.spawn_env(
+        &[("ANTHROPIC_API_KEY", "sk-ant-api03-filtersecret-0123456789")],
+        &["--max-loops", "2"],
+    );
     let out = wait_with_timeout(child, ENDS_WITHIN);
     let err = stderr(&out);
     assert_eq!(p.calls(), 2, "{err}");
@@ -66,14 +49,7 @@ fn a_filter_configured_in_the_repository_never_runs() {
         std::fs::read_to_string(&env_dump).unwrap_or_default()
     );
     // Progress was still measured (the work file counts).
-    let events = p.events();
-    assert!(
-        events
-            .iter()
-            .filter(|e| e["type"] == "agent_finished")
-            .all(|e| e["files_changed"].as_u64() >= Some(1)),
-        "{events:?}"
-    );
+    every_loop_counted(&p);
 }
 
 /// Item 2: a git call that never ends (the agent replaced `.git/config` with a FIFO, so git
@@ -277,14 +253,10 @@ fn a_secret_split_by_escape_codes_is_redacted() {
             &format!("RECOMMENDATION: use {split}"),
         ),
     );
-    let child = p
-        .cmd()
-        .env("MY_SERVICE_TOKEN", secret)
-        .args(["--max-loops", "2", "--verbose"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = p.spawn_env(
+        &[("MY_SERVICE_TOKEN", secret)],
+        &["--max-loops", "2", "--verbose"],
+    );
     let out = wait_with_timeout(child, ENDS_WITHIN);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(3), "{err}");

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use crate::support::{Project, TICK_ONE, stderr, wait_with_timeout};
 
-const ENDS_WITHIN: Duration = Duration::from_secs(90);
+/// A generous bound for runs that must end by themselves (a hang would take forever).
+pub(crate) const ENDS_WITHIN: Duration = Duration::from_secs(90);
 
 /// A filter script that leaves a marker when it runs, and passes the content through.
 fn filter_script(p: &Project) -> (std::path::PathBuf, std::path::PathBuf) {
@@ -17,28 +18,42 @@ fn filter_script(p: &Project) -> (std::path::PathBuf, std::path::PathBuf) {
     (marker, script)
 }
 
-fn append(path: &Path, text: &str) {
+/// Appends `text` to the file at `path`.
+pub(crate) fn append(path: &Path, text: &str) {
     use std::io::Write;
     let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
     f.write_all(text.as_bytes()).unwrap();
 }
 
+/// A project with `items` whose tracked `notes.txt` has the attribute `attribute` (e.g.
+/// `filter=x`) from `.gitattributes`.
+pub(crate) fn with_filtered_notes(items: &[&str], attribute: &str) -> Project {
+    let p = Project::new(items);
+    std::fs::write(p.dir.join("notes.txt"), "tracked\n").unwrap();
+    std::fs::write(p.dir.join(".gitattributes"), format!("*.txt {attribute}\n")).unwrap();
+    p.git_init();
+    p
+}
+
+/// A git configuration section `[SECTION]` (e.g. `filter "x"`) that makes `script` the
+/// required clean and smudge filter.
+pub(crate) fn filter_driver(section: &str, script: &Path) -> String {
+    format!(
+        "[{section}]\n\tclean = sh '{s}'\n\tsmudge = sh '{s}'\n\trequired = true\n",
+        s = script.display()
+    )
+}
+
 /// Runs `hank --max-loops N` to its end and returns its stderr; the agent was called N times.
 fn run(p: &Project, loops: u32) -> String {
-    let child = p
-        .cmd()
-        .args(["--max-loops", &loops.to_string()])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = wait_with_timeout(child, ENDS_WITHIN);
+    let out = wait_with_timeout(p.spawn(&["--max-loops", &loops.to_string()]), ENDS_WITHIN);
     let err = stderr(&out);
     assert_eq!(p.calls(), loops, "{err}");
     err
 }
 
-fn every_loop_counted(p: &Project) {
+/// Every call so far changed at least one file (progress was measured).
+pub(crate) fn every_loop_counted(p: &Project) {
     let events = p.events();
     let finished: Vec<_> = events
         .iter()
@@ -59,10 +74,7 @@ fn every_loop_counted(p: &Project) {
 /// filter never runs.
 #[test]
 fn an_include_written_mid_run_adds_no_filter_that_runs() {
-    let p = Project::new(&["a", "b", "c", "d", "e"]);
-    std::fs::write(p.dir.join("notes.txt"), "tracked\n").unwrap();
-    std::fs::write(p.dir.join(".gitattributes"), "*.txt filter=x\n").unwrap();
-    p.git_init();
+    let p = with_filtered_notes(&["a", "b", "c", "d", "e"], "filter=x");
     let (marker, script) = filter_script(&p);
     append(
         &p.dir.join(".git/config"),
@@ -76,10 +88,7 @@ fn an_include_written_mid_run_adds_no_filter_that_runs() {
     // filtered file.
     std::fs::write(
         p.fake.join("evil.cfg"),
-        format!(
-            "[filtex \"x\"]\n\tclean = sh '{s}'\n\tsmudge = sh '{s}'\n\trequired = true\n",
-            s = script.display()
-        ),
+        filter_driver("filtex \"x\"", &script),
     )
     .unwrap();
     let effect = format!(
@@ -121,10 +130,7 @@ fn filters_from_info_attributes_and_a_conditional_include_never_run() {
     std::fs::write(&attrs, "*.md filter=x\n").unwrap();
     std::fs::write(
         p.dir.join(".git/on-work.cfg"),
-        format!(
-            "[filter \"x\"]\n\tclean = sh '{s}'\n\tsmudge = sh '{s}'\n\trequired = true\n",
-            s = script.display()
-        ),
+        filter_driver("filter \"x\"", &script),
     )
     .unwrap();
     append(
@@ -156,17 +162,11 @@ fn filters_from_info_attributes_and_a_conditional_include_never_run() {
 /// Hank does not run git with such a configuration (progress comes from the file walk).
 #[test]
 fn a_filter_named_with_an_equals_sign_never_runs() {
-    let p = Project::new(&["a", "b", "c"]);
-    std::fs::write(p.dir.join("notes.txt"), "tracked\n").unwrap();
-    std::fs::write(p.dir.join(".gitattributes"), "*.txt filter=a=b\n").unwrap();
-    p.git_init();
+    let p = with_filtered_notes(&["a", "b", "c"], "filter=a=b");
     let (marker, script) = filter_script(&p);
     append(
         &p.dir.join(".git/config"),
-        &format!(
-            "[filter \"a=b\"]\n\tclean = sh '{s}'\n\tsmudge = sh '{s}'\n\trequired = true\n",
-            s = script.display()
-        ),
+        &filter_driver("filter \"a=b\"", &script),
     );
     p.fake(
         "effect.sh",

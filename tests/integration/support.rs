@@ -666,3 +666,16 @@ pub(crate) fn terminate(child: Child) -> Output {
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     o
 }
+
+impl Project {
+    /// [`Project::spawn`] with the variables `env` added.
+    pub(crate) fn spawn_env(&self, env: &[(&str, &str)], args: &[&str]) -> Child {
+        self.cmd()
+            .envs(env.iter().copied())
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn hank")
+    }
+}
