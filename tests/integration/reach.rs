@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::reach_git::{
-    ENDS_WITHIN, append, every_loop_counted, filter_driver, with_filtered_notes,
+    ENDS_WITHIN, append, every_loop_counted, filter_driver, filter_script, with_filtered_notes,
 };
 use crate::support::{Project, TICK_ONE, signal, stderr, wait_with_timeout};
 
@@ -16,18 +16,11 @@ use crate::support::{Project, TICK_ONE, signal, stderr, wait_with_timeout};
 #[test]
 fn a_filter_configured_in_the_repository_never_runs() {
     let p = with_filtered_notes(&["a", "b", "c"], "filter=x");
-    let marker = p.fake.join("filter-ran");
     let env_dump = p.fake.join("filter-env");
-    let script = p.fake.join("filter.sh");
-    std::fs::write(
-        &script,
-        format!(
-            "touch '{}'\nenv > '{}'\nsetsid sleep 300 >&2 &\ncat\n",
-            marker.display(),
-            env_dump.display()
-        ),
-    )
-    .unwrap();
+    let (marker, script) = filter_script(
+        &p,
+        &format!("env > '{}'\nsetsid sleep 300 >&2 &\n", env_dump.display()),
+    );
     let driver = filter_driver("filter \"x\"", &script);
     let process = format!("\tprocess = sh '{}'\n", script.display());
     append(&p.dir.join(".git/config"), &format!("{driver}{process}"));
@@ -75,6 +68,18 @@ fn ctrl_c_ends_a_git_call_that_hangs() {
     // git's own timeout is 60 s: ending well before it means the signal ended the call.
     assert!(waited < Duration::from_secs(30), "{waited:?}");
     assert_eq!(p.calls(), 1);
+}
+
+/// Runs `hank ARGS` in `p`, which must end within [`ENDS_WITHIN`] with exit `code` and a stderr
+/// that says each of `says`; its stderr.
+fn ends_with(p: &Project, args: &[&str], code: i32, says: &[&str]) -> String {
+    let out = wait_with_timeout(p.spawn(args), ENDS_WITHIN);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(code), "{err}");
+    for text in says {
+        assert!(err.contains(text), "{text:?} missing: {err}");
+    }
+    err
 }
 
 /// A program the agent points hank at: it leaves a marker whenever it is run (even for
@@ -385,12 +390,11 @@ fn a_prompt_file_outside_the_project_is_an_error() {
             secret.display()
         ),
     );
-    let out = p.run(&["--max-loops", "3"]);
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("PROMPT.md") && err.contains("outside the project"),
-        "{err}"
+    ends_with(
+        &p,
+        &["--max-loops", "3"],
+        1,
+        &["PROMPT.md", "outside the project"],
     );
     assert_eq!(p.calls(), 1);
     assert!(!String::from_utf8_lossy(&p.stdin(2)).contains("OUTSIDE-CONTENT-42"));
@@ -400,12 +404,11 @@ fn a_prompt_file_outside_the_project_is_an_error() {
         "RETRY_BACKOFF_SECONDS=0\nPROMPT_FILE=\"{}\"\n",
         secret.display()
     ));
-    let out = p.run(&["--max-loops", "1"]);
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("notes.md") && err.contains("outside the project"),
-        "{err}"
+    ends_with(
+        &p,
+        &["--max-loops", "1"],
+        1,
+        &["notes.md", "outside the project"],
     );
     assert_eq!(p.calls(), 0);
 }
@@ -420,28 +423,13 @@ fn fifos_at_hanks_files_are_errors_not_hangs() {
     };
     let p = Project::new(&["a", "b"]);
     fifo(&p.dir.join(".hank/hank.lock"));
-    let out = wait_with_timeout(p.spawn(&["--max-loops", "1"]), ENDS_WITHIN);
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("hank.lock") && err.contains("FIFO"), "{err}");
+    ends_with(&p, &["--max-loops", "1"], 1, &["hank.lock", "FIFO"]);
     assert_eq!(p.calls(), 0);
 
     let p = Project::new(&["a", "b"]);
     fifo(&p.dir.join(".hank/events.jsonl"));
-    let out = wait_with_timeout(p.spawn(&["report"]), ENDS_WITHIN);
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("events.jsonl") && err.contains("FIFO"),
-        "{err}"
-    );
-    let out = wait_with_timeout(p.spawn(&["--max-loops", "1"]), ENDS_WITHIN);
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(3), "{err}");
-    assert!(
-        err.contains("events.jsonl") && err.contains("FIFO"),
-        "{err}"
-    );
+    ends_with(&p, &["report"], 1, &["events.jsonl", "FIFO"]);
+    ends_with(&p, &["--max-loops", "1"], 3, &["events.jsonl", "FIFO"]);
 }
 
 /// Item 4: `.hank/logs/tmux-exit-code` planted as a link during `hank --monitor`: hank

@@ -2,7 +2,7 @@
 //! between git calls (issue 24, per-loop cost): each test is the attack, planted where the
 //! kept listing could miss it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::support::{Project, TICK_ONE, stderr, wait_with_timeout};
@@ -10,11 +10,13 @@ use crate::support::{Project, TICK_ONE, stderr, wait_with_timeout};
 /// A generous bound for runs that must end by themselves (a hang would take forever).
 pub(crate) const ENDS_WITHIN: Duration = Duration::from_secs(90);
 
-/// A filter script that leaves a marker when it runs, and passes the content through.
-fn filter_script(p: &Project) -> (std::path::PathBuf, std::path::PathBuf) {
+/// A filter script that leaves a marker when it runs, runs the shell lines `then`, and passes
+/// the content through; (the marker, the script).
+pub(crate) fn filter_script(p: &Project, then: &str) -> (PathBuf, PathBuf) {
     let marker = p.fake.join("filter-ran");
     let script = p.fake.join("filter.sh");
-    std::fs::write(&script, format!("touch '{}'\ncat\n", marker.display())).unwrap();
+    let body = format!("touch '{}'\n{then}cat\n", marker.display());
+    std::fs::write(&script, body).unwrap();
     (marker, script)
 }
 
@@ -44,8 +46,10 @@ pub(crate) fn filter_driver(section: &str, script: &Path) -> String {
     )
 }
 
-/// Runs `hank --max-loops N` to its end and returns its stderr; the agent was called N times.
-fn run(p: &Project, loops: u32) -> String {
+/// Runs `hank --max-loops N` to its end with `effect` as the agent's effect, and returns its
+/// stderr; the agent was called N times.
+fn run(p: &Project, effect: &str, loops: u32) -> String {
+    p.fake("effect.sh", effect);
     let out = wait_with_timeout(p.spawn(&["--max-loops", &loops.to_string()]), ENDS_WITHIN);
     let err = stderr(&out);
     assert_eq!(p.calls(), loops, "{err}");
@@ -75,7 +79,7 @@ pub(crate) fn every_loop_counted(p: &Project) {
 #[test]
 fn an_include_written_mid_run_adds_no_filter_that_runs() {
     let p = with_filtered_notes(&["a", "b", "c", "d", "e"], "filter=x");
-    let (marker, script) = filter_script(&p);
+    let (marker, script) = filter_script(&p, "");
     append(
         &p.dir.join(".git/config"),
         "[include]\n\tpath = extra.cfg\n",
@@ -100,8 +104,7 @@ fn an_include_written_mid_run_adds_no_filter_that_runs() {
          printf '[filter' 1<> .git/extra.cfg; touch -r \"$FAKE_CLAUDE_DIR/ref\" .git/extra.cfg; fi\n\
          {TICK_ONE}"
     );
-    p.fake("effect.sh", &effect);
-    let err = run(&p, 5);
+    let err = run(&p, &effect, 5);
     let text = std::fs::read_to_string(p.dir.join(".git/extra.cfg")).unwrap();
     assert!(
         text.starts_with("[filter \"x\"]"),
@@ -123,7 +126,7 @@ fn filters_from_info_attributes_and_a_conditional_include_never_run() {
     std::fs::write(p.dir.join("notes.txt"), "tracked\n").unwrap();
     std::fs::write(p.dir.join("data.md"), "tracked\n").unwrap();
     p.git_init();
-    let (marker, script) = filter_script(&p);
+    let (marker, script) = filter_script(&p, "");
     std::fs::create_dir_all(p.dir.join(".git/info")).unwrap();
     std::fs::write(p.dir.join(".git/info/attributes"), "*.txt filter=x\n").unwrap();
     let attrs = p.fake.join("attributes");
@@ -147,8 +150,7 @@ fn filters_from_info_attributes_and_a_conditional_include_never_run() {
         "sleep 1.1; touch notes.txt data.md\n\
          git branch -f work 2>/dev/null; git symbolic-ref HEAD refs/heads/work\n{TICK_ONE}"
     );
-    p.fake("effect.sh", &effect);
-    let err = run(&p, 2);
+    let err = run(&p, &effect, 2);
     let head = std::fs::read_to_string(p.dir.join(".git/HEAD")).unwrap();
     assert!(
         head.contains("refs/heads/work"),
@@ -163,16 +165,12 @@ fn filters_from_info_attributes_and_a_conditional_include_never_run() {
 #[test]
 fn a_filter_named_with_an_equals_sign_never_runs() {
     let p = with_filtered_notes(&["a", "b", "c"], "filter=a=b");
-    let (marker, script) = filter_script(&p);
+    let (marker, script) = filter_script(&p, "");
     append(
         &p.dir.join(".git/config"),
         &filter_driver("filter \"a=b\"", &script),
     );
-    p.fake(
-        "effect.sh",
-        &format!("sleep 1.1; touch notes.txt\n{TICK_ONE}"),
-    );
-    let err = run(&p, 2);
+    let err = run(&p, &format!("sleep 1.1; touch notes.txt\n{TICK_ONE}"), 2);
     assert!(
         !marker.exists(),
         "the filter `a=b` ran as hank's child\n{err}"
