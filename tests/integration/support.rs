@@ -679,3 +679,13 @@ impl Project {
             .expect("spawn hank")
     }
 }
+
+impl Project {
+    /// `hank ARGS` run to its end, which must be exit code `code` (hank's stderr in the
+    /// failure message).
+    pub(crate) fn run_code(&self, args: &[&str], code: i32) -> Output {
+        let o = self.run(args);
+        assert_eq!(o.status.code(), Some(code), "{}", stderr(&o));
+        o
+    }
+}
