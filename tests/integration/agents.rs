@@ -151,8 +151,7 @@ fn a_profile_error_rule_classifies_the_answer() {
     let p = Project::new(&["a"]);
     let demo = with_demo(&p);
     demo_fails(&demo, "Quota exhausted for today");
-    let o = p.run(&["--agent", "demo", "--on-usage-limit", "exit"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    p.run_code(&["--agent", "demo", "--on-usage-limit", "exit"], 3);
     let f = p.events_of("agent_finished");
     assert_eq!(f[0]["error_kind"], "usage_limit", "{}", f[0]);
     assert_eq!(p.status()["exit_reason"], "usage_limit");
@@ -231,8 +230,7 @@ fn every_agent_limited_waits_for_the_first_reset() {
         Some(429),
     );
     demo_fails(&demo, "Quota exhausted, resets in 2 hours");
-    let o = p.run(&["--agents", "claude,demo", "--on-usage-limit", "exit"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    p.run_code(&["--agents", "claude,demo", "--on-usage-limit", "exit"], 3);
     let limited = &p.status()["agents_limited"];
     assert_eq!(limited["claude"]["kind"], "usage_limit", "{limited}");
     assert_eq!(limited["demo"]["kind"], "usage_limit", "{limited}");
@@ -279,8 +277,7 @@ fn hank_agents_lists_builtins_and_project_profiles() {
     let p = Project::new(&["a"]);
     with_demo(&p);
     p.hankrc("AGENTS=claude,demo\n");
-    let o = p.run(&["agents", "--json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = p.run_code(&["agents", "--json"], 0);
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["chain"], serde_json::json!(["claude", "demo"]));
     let list = v["agents"].as_array().unwrap();

@@ -114,8 +114,7 @@ fn not_a_project_and_flat_layout_get_hints() {
 fn dry_run_prints_the_command_and_prompt_and_calls_nothing() {
     let p = Project::new(&["first task"]);
     p.hankrc("CLAUDE_MODEL=\"opus\"\n");
-    let o = p.run(&["--dry-run", "--calls", "7"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = p.run_code(&["--dry-run", "--calls", "7"], 0);
     let out = stdout(&o);
     // The stream is asked for whatever --live says (FIRST_OUTPUT_TIMEOUT, IDLE_TIMEOUT).
     crate::support::assert_contains(&out, "-p --output-format stream-json --verbose");
@@ -144,8 +143,7 @@ fn verbose_prints_the_agent_command_and_the_analysis() {
         &result_json("IN_PROGRESS", "IMPLEMENTATION", false, "did a"),
     )
     .fake("effect.sh", TICK_ONE);
-    let o = p.run(&["--max-loops", "1", "-v"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let o = p.run_code(&["--max-loops", "1", "-v"], 3);
     let err = stderr(&o);
     let line = |prefix: &str| {
         err.lines()
@@ -181,8 +179,7 @@ fn verbose_prints_the_agent_command_and_the_analysis() {
          tokens=120 denials=0 signatures=0"
     );
 
-    let o = p.run(&["--max-loops", "1"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let o = p.run_code(&["--max-loops", "1"], 3);
     let err = stderr(&o);
     assert!(
         !err.contains("agent: ") && !err.contains("stdin: loop context"),
@@ -264,8 +261,7 @@ fn client_version_range_and_environment() {
             .contains("older than the oldest supported"),
         "{c}"
     );
-    let o = p.run(&["--max-loops", "1"]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let o = p.run_code(&["--max-loops", "1"], 1);
     let err = stderr(&o);
     assert!(err.contains("2.0.77") && err.contains("2.1.197"), "{err}");
     crate::support::assert_contains(&err, "npm install -g @anthropic-ai/claude-code@latest");
@@ -321,8 +317,7 @@ fn credential_expiring_overnight_is_warned_once() {
     };
     p.fake("response-1", &answer(soon, 1));
     p.fake("response-2", &answer(soon, 2));
-    let o = p.run(&["--max-loops", "2"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let o = p.run_code(&["--max-loops", "2"], 3);
     let err = stderr(&o);
     assert_eq!(
         err.matches("the client's login expires at").count(),

@@ -205,8 +205,7 @@ fn emptying_the_call_log_does_not_forget_the_call_cap() {
         "effect.sh",
         &format!("{TICK_ONE}: > .hank/state.json.calls\n"),
     );
-    let o = p.run(&["-c", "3", "--max-loops", "3"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    p.run_code(&["-c", "3", "--max-loops", "3"], 3);
     assert_eq!(p.calls(), 3);
     std::fs::write(p.dir.join(".hank/state.json.calls"), b"").unwrap();
     let mut again = p.spawn(&["-c", "3", "--max-loops", "3"]);
@@ -356,8 +355,7 @@ fn an_agent_without_costs_or_prices_is_named_at_start() {
     crate::support::assert_contains(&stderr(&o), "MAX_COST_USD cannot bind costless");
     let bad = Project::new(&["a"]);
     costless_profile(&bad, "\n[prices]\ninput = -1\n");
-    let o = bad.run(&["--agent", "costless", "--max-loops", "1"]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let o = bad.run_code(&["--agent", "costless", "--max-loops", "1"], 1);
     assert!(stderr(&o).contains("prices.input"), "{}", stderr(&o));
 }
 

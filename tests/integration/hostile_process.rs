@@ -136,8 +136,7 @@ fn a_rewritten_loop_log_does_not_change_what_hank_records() {
              (trap '' TERM; sleep 0.5; printf '%s\\n' '{forged}' > \"$log\") &\n"
         ),
     );
-    let o = p.run(&["--max-loops", "2", "--max-cost", "5"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    p.run_code(&["--max-loops", "2", "--max-cost", "5"], 3);
     assert_eq!(p.calls(), 2);
     let log = std::fs::read_to_string(p.dir.join(".hank/logs/loop-00001.out")).unwrap();
     assert!(
@@ -183,8 +182,7 @@ fn start_wiping_run(p: &Project, wipe: &str) -> Child {
 /// The second `hank run` is refused while the first one runs, then the first finishes and
 /// its state has the call, cost and tokens of the answer it read.
 fn second_run_refused_and_first_counts(p: &Project, first: Child) {
-    let o = p.run(&["--max-loops", "1"]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let o = p.run_code(&["--max-loops", "1"], 1);
     assert!(
         stderr(&o).contains("already running"),
         "the second run must say a loop is running: {}",
@@ -273,8 +271,7 @@ fn an_agent_that_keeps_running_after_its_result_is_stopped_and_its_answer_kept()
 fn a_setsid_daemon_ignoring_sigterm_does_not_outlive_a_normal_loop() {
     let p = Project::new(&["a", "b"]);
     p.fake("effect.sh", &format!("{TICK_ONE}{}", daemon("daemon")));
-    let o = p.run(&["--max-loops", "1"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    p.run_code(&["--max-loops", "1"], 3);
     let pid = read_pid(&p, "daemon");
     let left = marked_after(&p, Duration::from_secs(5));
     kill_all(&left);
@@ -342,8 +339,7 @@ fn what_a_killed_hank_left_is_stopped_by_the_next_start_even_after_reset() {
     );
     let lock = std::fs::read_to_string(p.dir.join(".hank/hank.lock")).unwrap();
     assert!(lock.contains("\nagent "), "{lock}");
-    let o = p.run(&["reset", "session"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    p.run_code(&["reset", "session"], 0);
     let lock = std::fs::read_to_string(p.dir.join(".hank/hank.lock")).unwrap();
     assert!(
         lock.contains("\nagent "),
@@ -374,8 +370,7 @@ fn an_answer_line_over_the_cap_is_output_too_large() {
          head -c 270000000 /dev/zero | tr '\\0' x\nprintf '\"}\\n'\nexit 0\n",
     );
     p.fake("response", "");
-    let o = p.run(&["--max-loops", "1"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    p.run_code(&["--max-loops", "1"], 3);
     let status = p.status();
     assert_eq!(
         status["last_loop"]["error_kind"], "output_too_large",

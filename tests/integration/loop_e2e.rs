@@ -15,8 +15,7 @@ fn n_open_tasks_take_n_calls_then_plan_complete() {
     let p = Project::new(&["one", "two", "three"]);
     p.git_init();
     p.fake("effect.sh", TICK_ONE);
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    p.run_code(&[], 0);
     assert_eq!(p.calls(), 3);
     let s = p.status();
     assert_eq!(s["state"], "completed");
@@ -52,8 +51,7 @@ fn argv_prompt_on_stdin_resume_and_allowed_tools() {
         "Prompt with $(rm -rf /) `x` 'q' \"d\" ; | & *\n",
     )
     .unwrap();
-    let o = p.run(&["--model", "sonnet"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    p.run_code(&["--model", "sonnet"], 0);
     let (ctx1, prompt1) = p.context_and_prompt(1);
     assert_eq!(prompt1, b"Prompt with $(rm -rf /) `x` 'q' \"d\" ; | & *\n");
     assert!(ctx1.starts_with("Hank loop 1."), "{ctx1}");
@@ -234,8 +232,7 @@ fn usage_limit_with_exit_policy_stops_with_3() {
 fn auth_error_is_agent_fatal() {
     let p = Project::new(&["a"]);
     p.fail_calls("Invalid API key · Fix external API key", Some(401));
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    p.run_code(&[], 2);
     assert_eq!(p.calls(), 1);
     assert_eq!(p.status()["exit_reason"], "agent_fatal");
     assert_eq!(p.status()["state"], "halted");
@@ -300,8 +297,7 @@ fn cooldown_passes_on_a_later_start_without_sleeping() {
 fn no_progress_opens_the_circuit_after_three_loops() {
     let p = Project::new(&["a"]);
     p.git_init();
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    p.run_code(&[], 2);
     assert_eq!(p.calls(), 3);
     let s = p.status();
     assert_eq!(s["exit_reason"], "circuit_open");
@@ -331,8 +327,7 @@ fn two_loops_with_denials_stop_with_permission_denied() {
         "permission_denials": [{"tool_name": "Bash", "tool_use_id": "t1", "tool_input": {"command": "npm install left-pad"}}]
     });
     p.fake("response", &denied.to_string());
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = p.run_code(&[], 2);
     assert_eq!(p.calls(), 2, "the first denial only warns");
     assert_eq!(p.status()["exit_reason"], "permission_denied");
     assert!(stderr(&o).contains("npm install left-pad"));
@@ -360,8 +355,7 @@ fn exit_signal_with_confirming_indicators_is_project_complete() {
         "response-2",
         &result_json("COMPLETE", "IMPLEMENTATION", true, "All tasks complete."),
     );
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    p.run_code(&[], 0);
     assert_eq!(p.calls(), 2);
     assert_eq!(p.status()["exit_reason"], "project_complete");
 }
@@ -419,8 +413,7 @@ fn unknown_session_is_dropped_and_retried_at_once() {
     );
     p.fake("exit-2", "1");
     p.fake("effect-2.sh", "true\n");
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    p.run_code(&[], 0);
     assert!(p.argv(2).iter().any(|a| a == "--resume"));
     assert!(
         !p.argv(3).iter().any(|a| a == "--resume"),
@@ -465,8 +458,7 @@ fn live_mode_uses_stream_json_and_writes_the_live_log() {
     ];
     let text: String = stream.iter().map(|l| format!("{l}\n")).collect();
     p.fake("response", &text);
-    let o = p.run(&["--live"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = p.run_code(&["--live"], 0);
     let argv = p.argv(1);
     assert!(
         argv.windows(2)
@@ -506,8 +498,7 @@ fn sigint_shaped_result_with_exit_0_is_not_success() {
         "total_cost_usd": 0.001
     });
     p.fake("response", &r.to_string());
-    let o = p.run(&["--max-loops", "1"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    p.run_code(&["--max-loops", "1"], 3);
     assert_eq!(p.status()["last_loop"]["outcome"], "agent_error");
     assert_eq!(p.status()["last_loop"]["error_kind"], "interrupted");
 }
@@ -533,8 +524,7 @@ fn an_agent_orphaned_by_kill_9_is_stopped_at_the_next_start() {
         alive(pid),
         "kill -9 of hank cannot stop the agent's own process group"
     );
-    let o = p.run(&["--max-loops", "1"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let o = p.run_code(&["--max-loops", "1"], 3);
     assert!(
         gone(pid),
         "the orphaned agent group survived the next start"

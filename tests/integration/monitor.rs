@@ -54,8 +54,7 @@ fn once_prints_text_and_json_snapshots() {
     )
     .unwrap();
 
-    let out = p.run(&["monitor", "--once"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = p.run_code(&["monitor", "--once"], 0);
     let text = stdout(&out);
     for want in [
         "WAITING · loop 4",
@@ -74,12 +73,10 @@ fn once_prints_text_and_json_snapshots() {
     assert!(!text.contains('\u{1b}'), "escape sequences leak:\n{text}");
 
     // No terminal and no --once: one snapshot, exit 0.
-    let out = p.run(&["monitor"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = p.run_code(&["monitor"], 0);
     assert!(stdout(&out).contains("WAITING · loop 4"));
 
-    let out = p.run(&["monitor", "--once", "--json"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = p.run_code(&["monitor", "--once", "--json"], 0);
     let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(v["project"], "proj");
     assert_eq!(v["status"]["loop_count"], 4);
@@ -106,8 +103,7 @@ fn once_prints_text_and_json_snapshots() {
 fn missing_and_broken_files_are_survived() {
     let p = Project::new(&["one"]);
     let _lock = hold_lock(&p);
-    let out = p.run(&["monitor", "--once"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = p.run_code(&["monitor", "--once"], 0);
     assert!(stdout(&out).contains("no status yet"), "{}", stdout(&out));
 
     std::fs::write(
@@ -117,8 +113,7 @@ fn missing_and_broken_files_are_survived() {
     .unwrap();
     std::fs::write(p.dir.join(".hank/events.jsonl"), "not json\n{\"type\":").unwrap();
     std::fs::write(p.dir.join(".hank/state.json"), "[]").unwrap();
-    let out = p.run(&["monitor", "--once"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = p.run_code(&["monitor", "--once"], 0);
     assert!(stdout(&out).contains("not valid JSON"), "{}", stdout(&out));
 
     std::fs::write(
@@ -126,8 +121,7 @@ fn missing_and_broken_files_are_survived() {
         r#"{"schema_version":7,"state":"running"}"#,
     )
     .unwrap();
-    let out = p.run(&["monitor", "--once", "--json"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = p.run_code(&["monitor", "--once", "--json"], 0);
     let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(v["status"]["state"], "running");
     assert!(v["notes"][0].as_str().unwrap().contains("schema_version 7"));

@@ -34,11 +34,9 @@ fn a_restart_during_a_usage_limit_wait_resumes_it_without_calling() {
     assert_eq!(p.calls(), 1);
 
     // `hank reset wait` lets the next start call at once.
-    let o = p.run(&["reset", "wait"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    p.run_code(&["reset", "wait"], 0);
     p.fake("effect.sh", TICK_ONE);
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    p.run_code(&[], 0);
     assert_eq!(p.calls(), 2);
     assert!(p.state().get("wait").is_none());
 }
@@ -56,8 +54,7 @@ fn an_outage_of_eight_overloaded_answers_is_ridden_out() {
         p.fake(&format!("exit-{n}"), "1");
     }
     p.fake("effect-9.sh", TICK_ONE);
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    p.run_code(&[], 0);
     assert_eq!(p.calls(), 9);
     assert_eq!(p.status()["exit_reason"], "plan_complete");
     assert_eq!(p.status()["circuit_state"], "CLOSED");
@@ -76,16 +73,14 @@ fn an_open_circuit_says_when_it_cools_down() {
     let p = Project::new(&["a"]);
     p.hankrc("RETRY_BACKOFF_SECONDS=0\nMAX_OUTAGE_MINUTES=0\n");
     p.fail_calls("API Error: 529 {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}", Some(529));
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = p.run_code(&[], 2);
     assert_eq!(p.calls(), 5);
     assert_eq!(p.status()["exit_reason"], "circuit_open");
     let msg = stderr(&o);
     assert!(msg.contains("the cooldown ends"), "{msg}");
     assert!(msg.contains("UTC"), "{msg}");
     assert!(msg.contains("hank reset circuit"), "{msg}");
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = p.run_code(&[], 2);
     assert_eq!(p.calls(), 5);
     assert!(stderr(&o).contains("the cooldown ends"), "{}", stderr(&o));
 }
@@ -275,8 +270,7 @@ fn old_loop_logs_are_deleted() {
     std::fs::write(p.dir.join(".hank/logs/notes.txt"), "mine").unwrap();
     p.fake("effect.sh", TICK_ONE);
     p.fake("stderr", "a warning\n");
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    p.run_code(&[], 0);
     assert_eq!(p.calls(), 5);
     let mut names: Vec<String> = std::fs::read_dir(p.dir.join(".hank/logs"))
         .unwrap()

@@ -122,13 +122,15 @@ fn a_window_at_its_limit_exits_3_with_the_exit_policy() {
         &stream(&[("seven_day", 0.93, now() + 3 * 86_400)], 0.02, "go on"),
     )
     .fake("effect.sh", TICK_ONE);
-    let o = p.run(&[
-        "--max-window-percent",
-        "seven_day=90",
-        "--on-usage-limit",
-        "exit",
-    ]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    p.run_code(
+        &[
+            "--max-window-percent",
+            "seven_day=90",
+            "--on-usage-limit",
+            "exit",
+        ],
+        3,
+    );
     assert_eq!(p.calls(), 1);
     let s = p.status();
     assert_eq!(s["exit_reason"], "usage_window");
@@ -157,8 +159,7 @@ fn runs_below_the_limits_are_untouched() {
         ),
     )
     .fake("effect.sh", TICK_ONE);
-    let o = p.run(&["--max-window-percent", "five_hour=80,seven_day=90"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    p.run_code(&["--max-window-percent", "five_hour=80,seven_day=90"], 0);
     assert_eq!(p.calls(), 3);
     assert!(!p.events().iter().any(|e| e["type"] == "waiting"));
     assert_eq!(
@@ -168,8 +169,7 @@ fn runs_below_the_limits_are_untouched() {
 
     let q = Project::new(&["a"]);
     q.fake("effect.sh", TICK_ONE);
-    let o = q.run(&[]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    q.run_code(&[], 0);
     let argv = q.argv(1);
     assert!(
         argv.windows(2)
@@ -252,8 +252,7 @@ fn a_restart_during_a_window_wait_resumes_it() {
         s["state"] == "waiting" && s["wait_reason"] == "usage_window"
     });
     crate::support::interrupt(child);
-    let o = p.run(&["--max-loops", "1"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    p.run_code(&["--max-loops", "1"], 3);
     assert_eq!(p.calls(), 3);
 }
 
@@ -339,8 +338,7 @@ fn report_attributes_each_loop_to_the_items_it_ticked() {
         p.fake(&format!("response-{}", n + 1), &answer)
             .fake(&format!("effect-{}.sh", n + 1), effect);
     }
-    let o = p.run(&["--max-window-percent", "five_hour=80"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = p.run_code(&["--max-window-percent", "five_hour=80"], 0);
     assert_eq!(p.calls(), 4);
     let err = stderr(&o);
     let top = err
@@ -357,8 +355,7 @@ fn report_attributes_each_loop_to_the_items_it_ticked() {
         "{lines:?}"
     );
 
-    let o = p.run(&["report"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = p.run_code(&["report"], 0);
     insta::assert_snapshot!("report_multi_item_run", stable(&stdout(&o)));
 
     let o = p.run(&["report", "--json"]);
@@ -393,8 +390,7 @@ fn report_attributes_each_loop_to_the_items_it_ticked() {
     assert_eq!(v["windows"][0]["last"], 0.38);
 
     // A second run; --since 2 reports it alone, --since with a date in the future nothing.
-    let o = p.run(&["--max-loops", "1"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    p.run_code(&["--max-loops", "1"], 0);
     let o = p.run(&["report", "--json", "--since", "2"]);
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(
