@@ -9,7 +9,7 @@ use std::process::{Command, Output, Stdio};
 use hank::policy::bash_rules::allows;
 use serde_json::Value;
 
-use crate::support::{Workspace, fixtures, hank_bin, result_json, stderr, stdout};
+use crate::support::{Workspace, assert_contains, fixtures, hank_bin, result_json, stderr, stdout};
 
 /// The shared temp workspace; `hank` here runs with the fake agent in `fake`.
 type Ws = Workspace;
@@ -49,6 +49,14 @@ impl Workspace {
             .map(ToString::to_string)
             .collect()
     }
+}
+
+/// A workspace holding a Go module (`go.mod` with `module`), enabled by `hank enable-ci`.
+fn enabled_go(module: &str) -> Ws {
+    let ws = Ws::new();
+    ws.write("go.mod", module);
+    assert_eq!(ws.run(&["enable-ci", "--quiet"]).status.code(), Some(0));
+    ws
 }
 
 fn json_line(o: &Output) -> Value {
@@ -258,7 +266,7 @@ fn setup_with_a_project_type_allows_its_commands() {
     let ws = Ws::new();
     let o = ws.run(&["setup", "app", "--project-type", "rsut"]);
     assert_eq!(o.status.code(), Some(1));
-    crate::support::assert_contains(&stderr(&o), "unknown project type `rsut`");
+    assert_contains(&stderr(&o), "unknown project type `rsut`");
     assert!(!ws.work().join("app").exists());
     // Without a type: the project is made, and the user is told what the agent cannot do.
     let o = ws.run(&["setup", "plain"]);
@@ -310,9 +318,7 @@ fn force_keeps_a_backup_of_what_it_replaces() {
 /// `enable` is no dead end, and `--repair` recreates exactly the missing files.
 #[test]
 fn repair_recreates_exactly_the_missing_files() {
-    let ws = Ws::new();
-    ws.write("go.mod", "module example.com/tool\n");
-    assert_eq!(ws.run(&["enable-ci", "--quiet"]).status.code(), Some(0));
+    let ws = enabled_go("module example.com/tool\n");
     ws.write(".hank/fix_plan.md", "- [ ] keep me\n");
     ws.write(".gitignore", "bin/\n");
     std::fs::remove_file(ws.work().join(".hankrc")).unwrap();
@@ -321,11 +327,11 @@ fn repair_recreates_exactly_the_missing_files() {
 
     let o = ws.run(&["--max-loops", "1"]);
     assert_eq!(o.status.code(), Some(1));
-    crate::support::assert_contains(&stderr(&o), "hank enable --repair");
+    assert_contains(&stderr(&o), "hank enable --repair");
     let o = ws.run(&["enable-ci"]);
     assert_eq!(o.status.code(), Some(2));
-    crate::support::assert_contains(&stderr(&o), "hank enable --repair");
-    crate::support::assert_contains(&stderr(&o), "missing: .hank/AGENT.md, .hankrc");
+    assert_contains(&stderr(&o), "hank enable --repair");
+    assert_contains(&stderr(&o), "missing: .hank/AGENT.md, .hankrc");
     let o = ws.run(&["doctor", "--json"]);
     let v = json_line(&o);
     let project = crate::support::doctor_check(&v, "project");
@@ -429,20 +435,13 @@ fn doctor_honours_the_agent_command_and_reports_the_login() {
     );
     let v = json_line(&o);
     assert_eq!(o.status.code(), Some(0), "{v}");
-    assert!(
-        check(&v, "claude")["detail"]
-            .as_str()
-            .unwrap()
-            .contains("2.1.332"),
-        "{v}"
-    );
-    assert!(
-        check(&v, "claude")["detail"]
-            .as_str()
-            .unwrap()
-            .contains("flag --claude-cmd"),
-        "{v}"
-    );
+    let detail = check(&v, "claude")["detail"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    for want in ["2.1.332", "flag --claude-cmd"] {
+        assert!(detail.contains(want), "{want} missing: {v}");
+    }
     assert_eq!(check(&v, "login")["detail"], "logged in (claude.ai)");
     assert!(
         !ws.root.path().join("fake/calls").exists(),
@@ -468,8 +467,8 @@ fn doctor_honours_the_agent_command_and_reports_the_login() {
     assert_eq!(o.status.code(), Some(1));
     let text = stdout(&o);
     assert!(text.contains("(from environment)"), "{text}");
-    crate::support::assert_contains(&text, "FAIL login    the client is not logged in");
-    crate::support::assert_contains(
+    assert_contains(&text, "FAIL login    the client is not logged in");
+    assert_contains(
         &text,
         "fix: run `claude` once and log in (/login), or set ANTHROPIC_API_KEY",
     );
@@ -480,7 +479,7 @@ fn doctor_honours_the_agent_command_and_reports_the_login() {
         &["doctor", "--claude-cmd", &fake],
         Some(no_claude),
     );
-    crate::support::assert_contains(
+    assert_contains(
         &stdout(&o),
         "fix: npm install -g @anthropic-ai/claude-code@latest",
     );
@@ -490,19 +489,17 @@ fn doctor_honours_the_agent_command_and_reports_the_login() {
 /// as they are written; environment values are checked like `.hankrc` ones.
 #[test]
 fn dry_run_without_the_client_and_environment_values() {
-    let ws = Ws::new();
-    ws.write("go.mod", "module x\n");
-    assert_eq!(ws.run(&["enable-ci", "--quiet"]).status.code(), Some(0));
+    let ws = enabled_go("module x\n");
     let o = ws.run_in(
         &ws.work(),
         &["--dry-run"],
         Some("/usr/local/bin:/usr/bin:/bin"),
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    crate::support::assert_contains(&stderr(&o), "`claude` not found on PATH");
-    crate::support::assert_contains(&stderr(&o), "nothing is called in a dry run");
+    assert_contains(&stderr(&o), "`claude` not found on PATH");
+    assert_contains(&stderr(&o), "nothing is called in a dry run");
     let out = stdout(&o);
-    crate::support::assert_contains(&out, "\nclaude -p --output-format stream-json --verbose");
+    assert_contains(&out, "\nclaude -p --output-format stream-json --verbose");
     let row = |key: &str| {
         out.lines()
             .find(|l| l.starts_with(&format!("{key} ")))
@@ -556,10 +553,10 @@ fn dry_run_without_the_client_and_environment_values() {
     }
     let o = with_env("MAX_LOOPS", "many");
     assert_eq!(o.status.code(), Some(1));
-    crate::support::assert_contains(&stderr(&o), "environment variable MAX_LOOPS");
+    assert_contains(&stderr(&o), "environment variable MAX_LOOPS");
     let o = with_env("CLAUDE_OUTPUT_FORMAT", "yaml");
     assert_eq!(o.status.code(), Some(1));
-    crate::support::assert_contains(
+    assert_contains(
         &stderr(&o),
         "environment variable CLAUDE_OUTPUT_FORMAT: expected json or text",
     );
@@ -568,9 +565,7 @@ fn dry_run_without_the_client_and_environment_values() {
 /// `hank status` and `hank --status` print the same words for the same state.
 #[test]
 fn status_and_the_status_flag_agree() {
-    let ws = Ws::new();
-    ws.write("go.mod", "module x\n");
-    assert_eq!(ws.run(&["enable-ci", "--quiet"]).status.code(), Some(0));
+    let ws = enabled_go("module x\n");
     assert_eq!(stdout(&ws.run(&["status"])), stdout(&ws.run(&["--status"])));
     ws.fake(
         "response",
