@@ -257,8 +257,7 @@ fn a_bad_profile_is_refused_with_its_file_and_key() {
     let fake = with_demo(&p);
     let text = demo_profile(&fake).replace("format = \"json\"", "format = \"xml\"");
     std::fs::write(p.dir.join(".hank/agents/demo.toml"), text).unwrap();
-    let o = p.run(&["--agent", "demo"]);
-    assert_eq!(o.status.code(), Some(1));
+    let o = p.run_code(&["--agent", "demo"], 1);
     let err = stderr(&o);
     assert!(
         err.contains(
@@ -267,8 +266,7 @@ fn a_bad_profile_is_refused_with_its_file_and_key() {
         "{err}"
     );
     assert_eq!(p.calls(), 0);
-    let o = p.run(&["--agent", "nope"]);
-    assert_eq!(o.status.code(), Some(1));
+    let o = p.run_code(&["--agent", "nope"], 1);
     crate::support::assert_contains(&stderr(&o), "unknown agent \"nope\"");
 }
 

@@ -7,8 +7,7 @@ use crate::support::{Project, TICK_ONE, hank_bin, result_json, stderr, stdout};
 fn help_and_version_exit_0_and_usage_errors_exit_1() {
     let p = Project::new(&["a"]);
     assert_eq!(p.run(&["--help"]).status.code(), Some(0));
-    let v = p.run(&["--version"]);
-    assert_eq!(v.status.code(), Some(0));
+    let v = p.run_code(&["--version"], 0);
     assert!(stdout(&v).starts_with("hank "));
     let bad = p.run(&["--no-such-flag"]);
     assert_eq!(
@@ -16,8 +15,7 @@ fn help_and_version_exit_0_and_usage_errors_exit_1() {
         Some(1),
         "clap's usage error must map to 1"
     );
-    let bad = p.run(&["reset", "everything"]);
-    assert_eq!(bad.status.code(), Some(1));
+    p.run_code(&["reset", "everything"], 1);
 }
 
 #[test]
@@ -37,8 +35,7 @@ fn alias_names_dispatch_to_subcommands() {
 fn invalid_hankrc_value_names_the_line() {
     let p = Project::new(&["a"]);
     p.hankrc("# comment\n\nMAX_CALLS_PER_HOUR=\"many\"\n");
-    let o = p.run(&["run"]);
-    assert_eq!(o.status.code(), Some(1));
+    let o = p.run_code(&["run"], 1);
     let err = stderr(&o);
     assert!(err.contains(".hankrc line 3"), "{err}");
     assert!(err.contains("MAX_CALLS_PER_HOUR"), "{err}");
@@ -49,8 +46,7 @@ fn invalid_hankrc_value_names_the_line() {
 fn unknown_hankrc_key_is_an_error_with_a_suggestion() {
     let p = Project::new(&["a"]);
     p.hankrc("MAX_LOOP=3\n");
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(1));
+    let o = p.run_code(&[], 1);
     let err = stderr(&o);
     assert!(err.contains("line 1: unknown key MAX_LOOP"), "{err}");
     assert!(err.contains("did you mean MAX_LOOPS?"), "{err}");
@@ -59,8 +55,7 @@ fn unknown_hankrc_key_is_an_error_with_a_suggestion() {
 #[test]
 fn invalid_flag_and_env_values_name_their_origin() {
     let p = Project::new(&["a"]);
-    let o = p.run(&["-t", "soon"]);
-    assert_eq!(o.status.code(), Some(1));
+    let o = p.run_code(&["-t", "soon"], 1);
     assert!(stderr(&o).contains("--timeout"), "{}", stderr(&o));
     let o = p.run_env(&[("MAX_LOOPS", "x")], &[]);
     assert_eq!(o.status.code(), Some(1));
@@ -70,13 +65,11 @@ fn invalid_flag_and_env_values_name_their_origin() {
 #[test]
 fn missing_agent_is_a_clear_error_before_any_loop() {
     let p = Project::new(&["a"]);
-    let o = p.run(&["--claude-cmd", "no-such-claude-binary"]);
-    assert_eq!(o.status.code(), Some(1));
+    let o = p.run_code(&["--claude-cmd", "no-such-claude-binary"], 1);
     let err = stderr(&o);
     crate::support::assert_contains(&err, "`no-such-claude-binary` not found on PATH");
     assert!(!p.dir.join(".hank/status.json").exists());
-    let o = p.run(&["--claude-cmd", "./bin/claude"]);
-    assert_eq!(o.status.code(), Some(1));
+    let o = p.run_code(&["--claude-cmd", "./bin/claude"], 1);
     assert!(stderr(&o).contains("not found at"), "{}", stderr(&o));
 }
 
@@ -201,8 +194,7 @@ fn verbose_prints_the_agent_command_and_the_analysis() {
 #[test]
 fn status_before_and_after_a_run() {
     let p = Project::new(&["a"]);
-    let o = p.run(&["status"]);
-    assert_eq!(o.status.code(), Some(0));
+    let o = p.run_code(&["status"], 0);
     assert!(stdout(&o).contains("no status yet"));
     assert_eq!(p.run(&["--max-loops", "1"]).status.code(), Some(3));
     let o = p.run(&["status"]);
@@ -333,8 +325,7 @@ fn credential_expiring_overnight_is_warned_once() {
 #[test]
 fn completions_for_bash() {
     let p = Project::new(&["a"]);
-    let o = p.run(&["completions", "bash"]);
-    assert_eq!(o.status.code(), Some(0));
+    let o = p.run_code(&["completions", "bash"], 0);
     assert!(stdout(&o).contains("_hank"));
 }
 
@@ -355,8 +346,7 @@ fn reset_circuit_and_session() {
 #[test]
 fn enable_ci_json_reports_usage_errors_as_json() {
     let p = Project::new(&["a"]);
-    let o = p.run(&["enable-ci", "--json", "--from", "bogus"]);
-    assert_eq!(o.status.code(), Some(1));
+    let o = p.run_code(&["enable-ci", "--json", "--from", "bogus"], 1);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["success"], false);
     assert_eq!(v["code"], 1);

@@ -173,8 +173,7 @@ fn a_second_instance_is_refused() {
     p.fake("sleep", "300");
     let child = p.spawn(&[]);
     p.wait_calls(1, Duration::from_secs(20));
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(1));
+    let o = p.run_code(&[], 1);
     assert!(
         stderr(&o).contains(&format!("PID {}", child.id())),
         "{}",
@@ -191,8 +190,7 @@ fn corrupt_state_is_moved_aside_with_a_warning() {
         "{\"ledger\": {\"entries\": [",
     )
     .unwrap();
-    let o = p.run(&["--max-loops", "1"]);
-    assert_eq!(o.status.code(), Some(3));
+    let o = p.run_code(&["--max-loops", "1"], 3);
     assert!(stderr(&o).contains("moved it aside"), "{}", stderr(&o));
     let aside = p.corrupt_state_files();
     assert_eq!(aside.len(), 1);
@@ -427,8 +425,7 @@ fn unknown_session_is_dropped_and_retried_at_once() {
 fn json_events_on_stdout() {
     let p = Project::new(&["a"]);
     p.fake("effect.sh", TICK_ONE);
-    let o = p.run(&["--json"]);
-    assert_eq!(o.status.code(), Some(0));
+    let o = p.run_code(&["--json"], 0);
     let lines: Vec<serde_json::Value> = stdout(&o)
         .lines()
         .map(|l| serde_json::from_str(l).expect("JSON line"))

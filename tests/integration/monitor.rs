@@ -130,8 +130,7 @@ fn missing_and_broken_files_are_survived() {
 #[test]
 fn outside_a_project_is_a_usage_error() {
     let p = Project::new(&[]);
-    let out = p.run(&["monitor", "--once", "--dir", "/nonexistent/dir"]);
-    assert_eq!(out.status.code(), Some(1));
+    let out = p.run_code(&["monitor", "--once", "--dir", "/nonexistent/dir"], 1);
     crate::support::assert_contains(&stderr(&out), "--dir /nonexistent/dir");
     let out = p
         .cmd()

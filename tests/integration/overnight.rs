@@ -170,8 +170,7 @@ fn a_stale_running_status_is_shown_as_not_running() {
 fn status_says_why_the_run_ended() {
     let p = Project::new(&["a"]);
     p.fail_calls("Invalid API key · Fix external API key", Some(401));
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(2));
+    p.run_code(&[], 2);
     let text = crate::support::stdout(&p.run(&["status"]));
     crate::support::assert_contains(&text, "why:          the agent cannot work (auth)");
     crate::support::assert_contains(&text, "last error:   auth — Invalid API key");
@@ -188,8 +187,7 @@ fn max_runtime_ends_the_run_during_a_wait() {
     assert_eq!(p.status()["exit_reason"], "max_runtime");
     assert_eq!(p.calls(), 1);
     // Checked before a call too: a bare number is minutes, 0 is unlimited.
-    let o = p.run(&["--max-runtime", "soon"]);
-    assert_eq!(o.status.code(), Some(1));
+    let o = p.run_code(&["--max-runtime", "soon"], 1);
     assert!(
         stderr(&o).contains("MAX_RUNTIME") || stderr(&o).contains("--max-runtime"),
         "{}",

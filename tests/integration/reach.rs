@@ -154,8 +154,7 @@ fn configuration_the_agent_changed_needs_approval() {
     }
     assert_eq!(p.calls(), 1);
 
-    let status = p.run(&["config", "status"]);
-    assert_eq!(status.status.code(), Some(0));
+    let status = p.run_code(&["config", "status"], 0);
     assert!(crate::support::stdout(&status).contains("CLAUDE_CODE_CMD added"));
 
     // The user approves: the configuration is used as it is.

@@ -203,8 +203,7 @@ fn client_settings_project_passes_setting_sources() {
     // A bad value names the key and what was expected.
     let r = Project::new(&["a"]);
     r.hankrc("CLIENT_SETTINGS=user\n");
-    let o = r.run(&["run"]);
-    assert_eq!(o.status.code(), Some(1));
+    let o = r.run_code(&["run"], 1);
     let err = stderr(&o);
     assert!(
         err.contains("CLIENT_SETTINGS") && err.contains("project or all"),
@@ -251,8 +250,7 @@ fn doctor_reports_the_api_from_the_clients_own_connectivity_check() {
         "doctor",
         "Claude Code doctor\n\nAPI connectivity\n- API (custom host): failed after 14 ms: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)\n- ANTHROPIC_BASE_URL: set to a custom host\n\nRemote Control\n",
     );
-    let o = p.run(&["doctor", "--json"]);
-    assert_eq!(o.status.code(), Some(1));
+    let o = p.run_code(&["doctor", "--json"], 1);
     let api = doctor_check(&o, "api");
     assert_eq!(api["ok"], false, "{api}");
     assert_says(&api, "detail", "ECONNREFUSED");

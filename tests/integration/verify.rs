@@ -330,12 +330,10 @@ fn hank_verify_runs_the_check_now() {
     assert_eq!(v["log"], ".hank/logs/verify-00002.log");
     assert_eq!(p.state()["last_verification"]["passed"], true);
     // --command overrides; no command at all is a usage error naming the key.
-    let o = p.run(&["verify", "--command", "exit 7"]);
-    assert_eq!(o.status.code(), Some(2));
+    let o = p.run_code(&["verify", "--command", "exit 7"], 2);
     assert!(stdout(&o).contains("exit 7"), "{}", stdout(&o));
     p.hankrc("RETRY_BACKOFF_SECONDS=0\n");
-    let o = p.run(&["verify"]);
-    assert_eq!(o.status.code(), Some(1));
+    let o = p.run_code(&["verify"], 1);
     assert!(stderr(&o).contains("VERIFY_COMMAND"), "{}", stderr(&o));
 }
 
