@@ -1,7 +1,7 @@
 //! The command line outside the loop itself: parsing, exit codes, aliases, config errors,
 //! dry-run, status, doctor, completions.
 
-use crate::support::{Project, TICK_ONE, hank_bin, result_json, stderr, stdout};
+use crate::support::{Project, TICK_ONE, exits, hank_bin, result_json, stderr, stdout};
 
 #[test]
 fn help_and_version_exit_0_and_usage_errors_exit_1() {
@@ -35,8 +35,7 @@ fn alias_names_dispatch_to_subcommands() {
 fn invalid_hankrc_value_names_the_line() {
     let p = Project::new(&["a"]);
     p.hankrc("# comment\n\nMAX_CALLS_PER_HOUR=\"many\"\n");
-    let o = p.run_code(&["run"], 1);
-    let err = stderr(&o);
+    let err = stderr(&p.run_code(&["run"], 1));
     assert!(err.contains(".hankrc line 3"), "{err}");
     assert!(err.contains("MAX_CALLS_PER_HOUR"), "{err}");
     assert_eq!(p.calls(), 0);
@@ -46,8 +45,7 @@ fn invalid_hankrc_value_names_the_line() {
 fn unknown_hankrc_key_is_an_error_with_a_suggestion() {
     let p = Project::new(&["a"]);
     p.hankrc("MAX_LOOP=3\n");
-    let o = p.run_code(&[], 1);
-    let err = stderr(&o);
+    let err = stderr(&p.run_code(&[], 1));
     assert!(err.contains("line 1: unknown key MAX_LOOP"), "{err}");
     assert!(err.contains("did you mean MAX_LOOPS?"), "{err}");
 }
@@ -58,15 +56,13 @@ fn invalid_flag_and_env_values_name_their_origin() {
     let o = p.run_code(&["-t", "soon"], 1);
     assert!(stderr(&o).contains("--timeout"), "{}", stderr(&o));
     let o = p.run_env(&[("MAX_LOOPS", "x")], &[]);
-    assert_eq!(o.status.code(), Some(1));
-    crate::support::assert_contains(&stderr(&o), "environment variable MAX_LOOPS");
+    crate::support::assert_contains(&exits(&o, 1), "environment variable MAX_LOOPS");
 }
 
 #[test]
 fn missing_agent_is_a_clear_error_before_any_loop() {
     let p = Project::new(&["a"]);
-    let o = p.run_code(&["--claude-cmd", "no-such-claude-binary"], 1);
-    let err = stderr(&o);
+    let err = stderr(&p.run_code(&["--claude-cmd", "no-such-claude-binary"], 1));
     crate::support::assert_contains(&err, "`no-such-claude-binary` not found on PATH");
     assert!(!p.dir.join(".hank/status.json").exists());
     let o = p.run_code(&["--claude-cmd", "./bin/claude"], 1);
@@ -94,13 +90,11 @@ fn not_a_project_and_flat_layout_get_hints() {
     let empty = p.home.join("empty");
     std::fs::create_dir_all(&empty).unwrap();
     let o = p.cmd().current_dir(&empty).output().unwrap();
-    assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("hank enable"), "{}", stderr(&o));
+    crate::support::assert_contains(&exits(&o, 1), "hank enable");
     std::fs::write(empty.join("PROMPT.md"), "x").unwrap();
     std::fs::write(empty.join("@fix_plan.md"), "- [ ] a").unwrap();
     let o = p.cmd().current_dir(&empty).output().unwrap();
-    assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("hank migrate"), "{}", stderr(&o));
+    crate::support::assert_contains(&exits(&o, 1), "hank migrate");
 }
 
 #[test]
@@ -136,8 +130,7 @@ fn verbose_prints_the_agent_command_and_the_analysis() {
         &result_json("IN_PROGRESS", "IMPLEMENTATION", false, "did a"),
     )
     .fake("effect.sh", TICK_ONE);
-    let o = p.run_code(&["--max-loops", "1", "-v"], 3);
-    let err = stderr(&o);
+    let err = stderr(&p.run_code(&["--max-loops", "1", "-v"], 3));
     let line = |prefix: &str| {
         err.lines()
             .map(str::trim)
@@ -172,8 +165,7 @@ fn verbose_prints_the_agent_command_and_the_analysis() {
          tokens=120 denials=0 signatures=0"
     );
 
-    let o = p.run_code(&["--max-loops", "1"], 3);
-    let err = stderr(&o);
+    let err = stderr(&p.run_code(&["--max-loops", "1"], 3));
     assert!(
         !err.contains("agent: ") && !err.contains("stdin: loop context"),
         "{err}"
@@ -181,8 +173,7 @@ fn verbose_prints_the_agent_command_and_the_analysis() {
     assert!(!err.contains("analysis: "), "{err}");
 
     let o = p.run_env(&[("VERBOSE", "2")], &["--max-loops", "1"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert!(stderr(&o).contains("analysis: shape="), "{}", stderr(&o));
+    crate::support::assert_contains(&exits(&o, 3), "analysis: shape=");
 
     let o = p.run_env(&[("VERBOSE", "debug")], &["--max-loops", "1"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
@@ -253,8 +244,7 @@ fn client_version_range_and_environment() {
             .contains("older than the oldest supported"),
         "{c}"
     );
-    let o = p.run_code(&["--max-loops", "1"], 1);
-    let err = stderr(&o);
+    let err = stderr(&p.run_code(&["--max-loops", "1"], 1));
     assert!(err.contains("2.0.77") && err.contains("2.1.197"), "{err}");
     crate::support::assert_contains(&err, "npm install -g @anthropic-ai/claude-code@latest");
     assert_eq!(p.calls(), 0);
@@ -309,8 +299,7 @@ fn credential_expiring_overnight_is_warned_once() {
     };
     p.fake("response-1", &answer(soon, 1));
     p.fake("response-2", &answer(soon, 2));
-    let o = p.run_code(&["--max-loops", "2"], 3);
-    let err = stderr(&o);
+    let err = stderr(&p.run_code(&["--max-loops", "2"], 3));
     assert_eq!(
         err.matches("the client's login expires at").count(),
         1,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{Project, cmd_exists, stderr, stdout};
+use crate::support::{Project, cmd_exists, exits, stderr, stdout};
 
 const STATUS: &str = r#"{
   "schema_version": 1, "updated_at": "2026-11-22T10:00:00Z", "state": "waiting",
@@ -138,8 +138,7 @@ fn outside_a_project_is_a_usage_error() {
         .args(["monitor", "--once"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains(".hank/"), "{}", stderr(&out));
+    crate::support::assert_contains(&exits(&out, 1), ".hank/");
 }
 
 #[test]
@@ -151,8 +150,7 @@ fn monitor_flag_without_tmux_is_a_usage_error() {
         .args(["--monitor"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains("tmux"), "{}", stderr(&out));
+    crate::support::assert_contains(&exits(&out, 1), "tmux");
     assert_eq!(p.calls(), 0);
 }
 

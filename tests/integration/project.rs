@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use assert_cmd::Command;
 use serde_json::Value;
 
-use crate::support::{Workspace, assert_contains, fixtures};
+use crate::support::{Workspace, assert_contains, exits, fixtures};
 
 /// `Env`: the shared temp workspace, with the fake `bd`/`gh` on PATH for `hank` here.
 type Env = Workspace;
@@ -64,13 +64,6 @@ fn json_of(output: &Output) -> Value {
         "exactly one JSON line expected, got {stdout:?}"
     );
     serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
-}
-
-/// Asserts that `out` exited with `code` (its stderr shown when not); returns its stderr.
-fn exits(out: &Output, code: i32) -> String {
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(code), "{err}");
-    err
 }
 
 /// A workspace holding a small Rust project (clap as a dependency).

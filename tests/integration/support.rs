@@ -689,3 +689,11 @@ impl Project {
         o
     }
 }
+
+/// Asserts that the finished `hank` exited with `code` (its stderr shown when not); returns
+/// its stderr.
+pub(crate) fn exits(o: &Output, code: i32) -> String {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(code), "{err}");
+    err
+}
