@@ -142,14 +142,21 @@ fn hung_agent_and_grandchild_are_killed_on_timeout() {
     assert!(gone(pid), "grandchild {pid} survived");
 }
 
+/// Starts `hank` over a one-item plan with an agent that starts a grandchild and sleeps 300 s
+/// (in every call, or with `calls` = `-1` in the first only); the project, hank and the
+/// grandchild's PID.
+fn start_hung_call(calls: &str) -> (Project, std::process::Child, i32) {
+    let p = Project::new(&["a"]);
+    p.fake(&format!("sleep{calls}"), "300")
+        .fake(&format!("grandchild{calls}"), "");
+    let child = p.start_call(&[]);
+    let pid = p.grandchild_pid();
+    (p, child, pid)
+}
+
 #[test]
 fn sigint_during_a_call_exits_130_quickly_with_no_survivor() {
-    let p = Project::new(&["a"]);
-    p.fake("sleep", "300").fake("grandchild", "");
-    let child = p.spawn(&[]);
-    p.wait_status(Duration::from_secs(20), |s| s["state"] == "running");
-    p.wait_calls(1, Duration::from_secs(10));
-    let pid = p.grandchild_pid();
+    let (p, child, pid) = start_hung_call("");
     let start = Instant::now();
     signal(&child, Signal::SIGINT);
     let o = wait_with_timeout(child, Duration::from_secs(10));
@@ -171,8 +178,7 @@ fn sigint_during_a_call_exits_130_quickly_with_no_survivor() {
 fn a_second_instance_is_refused() {
     let p = Project::new(&["a"]);
     p.fake("sleep", "300");
-    let child = p.spawn(&[]);
-    p.wait_calls(1, Duration::from_secs(20));
+    let child = p.start_call(&[]);
     let o = p.run_code(&[], 1);
     assert!(
         stderr(&o).contains(&format!("PID {}", child.id())),
@@ -508,11 +514,7 @@ fn removing_the_whole_hank_dir_is_an_integrity_failure() {
 
 #[test]
 fn an_agent_orphaned_by_kill_9_is_stopped_at_the_next_start() {
-    let p = Project::new(&["a"]);
-    p.fake("sleep-1", "300").fake("grandchild-1", "");
-    let child = p.spawn(&[]);
-    p.wait_calls(1, Duration::from_secs(20));
-    let pid = p.grandchild_pid();
+    let (p, child, pid) = start_hung_call("-1");
     std::thread::sleep(Duration::from_millis(100));
     signal(&child, Signal::SIGKILL);
     let _ = wait_with_timeout(child, Duration::from_secs(10));

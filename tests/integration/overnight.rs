@@ -115,9 +115,7 @@ fn a_closed_stderr_does_not_stop_the_run() {
 fn sighup_stops_cleanly_with_a_final_status() {
     let p = Project::new(&["a"]);
     p.fake("sleep", "30");
-    let child = p.spawn(&[]);
-    p.wait_calls(1, Duration::from_secs(20));
-    p.wait_status(Duration::from_secs(20), |s| s["state"] == "running");
+    let child = p.start_call(&[]);
     signal(&child, Signal::SIGHUP);
     let o = wait_with_timeout(child, Duration::from_secs(20));
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
@@ -132,8 +130,7 @@ fn sighup_stops_cleanly_with_a_final_status() {
 fn a_stale_running_status_is_shown_as_not_running() {
     let p = Project::new(&["a"]);
     p.fake("sleep", "30");
-    let child = p.spawn(&[]);
-    p.wait_status(Duration::from_secs(20), |s| s["state"] == "running");
+    let child = p.start_call(&[]);
     let o = p.run(&["status"]);
     assert!(
         crate::support::stdout(&o).starts_with("state:        running"),

@@ -697,3 +697,14 @@ pub(crate) fn exits(o: &Output, code: i32) -> String {
     assert_eq!(o.status.code(), Some(code), "{err}");
     err
 }
+
+impl Project {
+    /// Starts `hank ARGS` in the background and waits (up to 20 s each) until the agent was
+    /// called once and `status.json` says `running`.
+    pub(crate) fn start_call(&self, args: &[&str]) -> Child {
+        let child = self.spawn(args);
+        self.wait_calls(1, Duration::from_secs(20));
+        self.wait_status(Duration::from_secs(20), |s| s["state"] == "running");
+        child
+    }
+}
