@@ -179,12 +179,11 @@ fn with_tmux(items: &[&str]) -> Option<(Project, Tmux)> {
 }
 
 impl Tmux {
-    /// `hank ARGS` in the project, its tmux commands on this server; asserts its exit `code`
-    /// and returns its stderr.
-    fn hank(&self, p: &Project, args: &[&str], code: i32) -> String {
+    /// `hank ARGS` in the project, its tmux commands on this server; asserts its exit `code`.
+    fn hank(&self, p: &Project, args: &[&str], code: i32) -> Output {
         let out = p.run_env(&[("TMUX_TMPDIR", &self.tmpdir)], args);
-        assert_eq!(out.status.code(), Some(code), "{}", stderr(&out));
-        stderr(&out)
+        exits(&out, code);
+        out
     }
 
     /// A private server for the project's test (its socket folder under the test's HOME).
@@ -258,22 +257,18 @@ fn monitor_flag_runs_the_loop_in_tmux_and_ends_with_it() {
     };
     // The agent runs until the test has seen the dashboard show the running loop.
     p.fake("effect.sh", UNTIL_RELEASED);
-    let tmpdir = tmux.tmpdir.clone();
-
-    let out = p
-        .cmd()
-        .env("TMUX_TMPDIR", &tmpdir)
-        .args([
+    let out = tmux.hank(
+        &p,
+        &[
             "--monitor",
             "--monitor-exit",
             "--max-loops",
             "1",
             "--model",
             "it's $HOME",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        ],
+        0,
+    );
     assert_eq!(
         stdout(&out).trim(),
         "tmux attach -t proj",
@@ -374,10 +369,10 @@ fn monitor_flag_validates_first() {
     let Some((p, tmux)) = with_tmux(&["a"]) else {
         return;
     };
-    let err = tmux.hank(&p, &["--monitor", "--max-loops", "many"], 1);
+    let err = stderr(&tmux.hank(&p, &["--monitor", "--max-loops", "many"], 1));
     assert!(err.contains("--max-loops"), "{err}");
     p.hankrc("MAX_LOOPZ=3\n");
-    let err = tmux.hank(&p, &["--monitor"], 1);
+    let err = stderr(&tmux.hank(&p, &["--monitor"], 1));
     crate::support::assert_contains(&err, "unknown key MAX_LOOPZ");
     assert!(!tmux.has_session("proj"));
     assert_eq!(p.calls(), 0);
