@@ -74,8 +74,7 @@ kind = "usage_limit"
 pub(crate) fn with_demo(p: &Project) -> PathBuf {
     let fake = p.dir.parent().unwrap().join("fake-demo");
     std::fs::create_dir_all(&fake).unwrap();
-    std::fs::create_dir_all(p.dir.join(".hank/agents")).unwrap();
-    std::fs::write(p.dir.join(".hank/agents/demo.toml"), demo_profile(&fake)).unwrap();
+    crate::support::write_new(&p.dir.join(".hank/agents/demo.toml"), demo_profile(&fake));
     fake
 }
 

@@ -308,8 +308,7 @@ fn costless_profile(p: &Project, prices: &str) {
         "cache_read_tokens = \"$.usage.cache_read_input_tokens\"\n",
         prices,
     );
-    std::fs::create_dir_all(p.dir.join(".hank/agents")).unwrap();
-    std::fs::write(p.dir.join(".hank/agents/costless.toml"), text).unwrap();
+    crate::support::write_new(&p.dir.join(".hank/agents/costless.toml"), text);
 }
 
 /// `hank run --agent costless --max-cost 0.6 --max-loops LOOPS` in `p`.

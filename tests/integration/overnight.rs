@@ -259,8 +259,7 @@ fn a_nested_start_asks_for_force() {
 fn old_loop_logs_are_deleted() {
     let p = Project::new(&["a", "b", "c", "d", "e"]);
     p.hankrc("RETRY_BACKOFF_SECONDS=0\nLOG_RETENTION=2\n");
-    std::fs::create_dir_all(p.dir.join(".hank/logs")).unwrap();
-    std::fs::write(p.dir.join(".hank/logs/notes.txt"), "mine").unwrap();
+    crate::support::write_new(&p.dir.join(".hank/logs/notes.txt"), "mine");
     p.fake("effect.sh", TICK_ONE);
     p.fake("stderr", "a warning\n");
     p.run_code(&[], 0);

@@ -127,8 +127,7 @@ fn filters_from_info_attributes_and_a_conditional_include_never_run() {
     std::fs::write(p.dir.join("data.md"), "tracked\n").unwrap();
     p.git_init();
     let (marker, script) = filter_script(&p, "");
-    std::fs::create_dir_all(p.dir.join(".git/info")).unwrap();
-    std::fs::write(p.dir.join(".git/info/attributes"), "*.txt filter=x\n").unwrap();
+    crate::support::write_new(&p.dir.join(".git/info/attributes"), "*.txt filter=x\n");
     let attrs = p.fake.join("attributes");
     std::fs::write(&attrs, "*.md filter=x\n").unwrap();
     std::fs::write(

@@ -299,12 +299,10 @@ fn doctor_without_a_connectivity_check_makes_a_bounded_request_to_the_base_url()
 #[test]
 fn doctor_warns_about_user_stop_hooks_and_plugins_and_names_client_settings() {
     let p = Project::new(&["a"]);
-    std::fs::create_dir_all(p.home.join(".claude")).unwrap();
-    std::fs::write(
-        p.home.join(".claude/settings.json"),
+    crate::support::write_new(
+        &p.home.join(".claude/settings.json"),
         r#"{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"notify-send done"}]}]},"enabledPlugins":{"wedger@market":true,"off@market":false}}"#,
-    )
-    .unwrap();
+    );
     let o = p.run(&["doctor", "--json"]);
     assert_eq!(o.status.code(), Some(0), "a warning does not fail doctor");
     let s = doctor_check(&o, "settings");

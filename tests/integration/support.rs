@@ -708,3 +708,11 @@ impl Project {
         child
     }
 }
+
+/// Writes `content` to the file `path`, making its folders first.
+pub(crate) fn write_new(path: &Path, content: impl AsRef<[u8]>) {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::write(path, content).unwrap();
+}

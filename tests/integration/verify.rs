@@ -216,12 +216,10 @@ fn required_items_cannot_be_deleted_or_moved_to_optional() {
 #[test]
 fn deleted_test_files_are_listed_at_the_exit() {
     let p = Project::new(&["one"]);
-    std::fs::create_dir_all(p.dir.join("tests")).unwrap();
-    std::fs::write(
-        p.dir.join("tests/test_calc.py"),
+    crate::support::write_new(
+        &p.dir.join("tests/test_calc.py"),
         "def test_add():\n    assert 1 + 1 == 2\n",
-    )
-    .unwrap();
+    );
     std::fs::write(
         p.dir.join("tests/test_keep.py"),
         "def test_keep():\n    pass\n",
@@ -321,8 +319,7 @@ fn hank_verify_runs_the_check_now() {
         "{}",
         stdout(&o)
     );
-    std::fs::create_dir_all(p.dir.join("src")).unwrap();
-    std::fs::write(p.dir.join("src/x"), "x").unwrap();
+    crate::support::write_new(&p.dir.join("src/x"), "x");
     let o = p.run_code(&["verify", "--json"], 0);
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["passed"], true);
