@@ -361,8 +361,7 @@ fn an_agent_without_costs_or_prices_is_named_at_start() {
 /// server is a daemon in its own session): it does not survive the loop.
 #[test]
 fn a_private_tmux_server_started_with_env_i_does_not_outlive_the_loop() {
-    if !crate::support::cmd_exists("tmux") {
-        eprintln!("skipped: tmux is not installed");
+    if crate::support::missing("tmux") {
         return;
     }
     let p = Project::new(&["a", "b"]);

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{Project, cmd_exists, exits, stderr, stdout};
+use crate::support::{Project, exits, stderr, stdout};
 
 const STATUS: &str = r#"{
   "schema_version": 1, "updated_at": "2026-11-22T10:00:00Z", "state": "waiting",
@@ -165,12 +165,10 @@ struct Tmux {
     home: PathBuf,
 }
 
-/// A project with `items` and a private tmux server for the calling test; `None` (with a note
-/// naming the test: libtest names each test's thread after it) when tmux is not installed.
+/// A project with `items` and a private tmux server for the calling test; `None` (with a note)
+/// when tmux is not installed.
 fn with_tmux(items: &[&str]) -> Option<(Project, Tmux)> {
-    if !cmd_exists("tmux") {
-        let test = std::thread::current().name().unwrap_or("?").to_string();
-        eprintln!("SKIP {test}: tmux not installed");
+    if crate::support::missing("tmux") {
         return None;
     }
     let p = Project::new(items);

@@ -449,12 +449,6 @@ struct Tmux {
 }
 
 impl Tmux {
-    fn available() -> bool {
-        std::process::Command::new("tmux")
-            .arg("-V")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    }
     fn new(tag: &str) -> Self {
         Self {
             socket: format!("hank-test-{tag}-{}", std::process::id()),
@@ -526,8 +520,7 @@ fn wizard_command(env: &Env, exit_file: &Path) -> String {
 /// of a private tmux server `tag`; the server and the file that gets the exit code, or `None`
 /// (with a note) when tmux is not installed.
 fn start_wizard(tag: &str, env: &Env) -> Option<(Tmux, PathBuf)> {
-    if !Tmux::available() {
-        eprintln!("skipped: tmux is not installed");
+    if crate::support::missing("tmux") {
         return None;
     }
     let exit_file = env.root.path().join("exit");

@@ -430,8 +430,7 @@ fn fifos_at_hanks_files_are_errors_not_hangs() {
 /// the link's target is untouched.
 #[test]
 fn the_monitor_exit_code_file_is_written_by_hank_not_through_a_link() {
-    if !crate::support::cmd_exists("tmux") {
-        eprintln!("skipping: tmux is not installed");
+    if crate::support::missing("tmux") {
         return;
     }
     let p = Project::new(&["a", "b"]);
@@ -525,8 +524,7 @@ fn a_hank_dir_link_planted_mid_run_is_never_followed() {
 /// nothing run), "y" approves. (`script` gives hank a terminal.)
 #[test]
 fn on_a_terminal_hank_asks_before_using_changed_configuration() {
-    if !crate::support::cmd_exists("script") {
-        eprintln!("skipping: util-linux `script` is not installed");
+    if crate::support::missing("script") {
         return;
     }
     let p = Project::new(&["a", "b", "c"]);

@@ -716,3 +716,14 @@ pub(crate) fn write_new(path: &Path, content: impl AsRef<[u8]>) {
     }
     std::fs::write(path, content).unwrap();
 }
+
+/// Is `program` missing from PATH? Then a note naming the calling test (libtest names each
+/// test's thread after it) says that it is skipped.
+pub(crate) fn missing(program: &str) -> bool {
+    if cmd_exists(program) {
+        return false;
+    }
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    eprintln!("SKIP {test}: {program} is not installed");
+    true
+}
