@@ -20,23 +20,21 @@ fn with_session(mut v: serde_json::Value, id: &str) -> String {
     v.to_string()
 }
 
+/// A success answer saying `text`, the work in progress.
+fn in_progress(text: &str) -> String {
+    result_json("IN_PROGRESS", "IMPLEMENTATION", false, text)
+}
+
 fn result_value(text: &str) -> serde_json::Value {
-    serde_json::from_str(&result_json("IN_PROGRESS", "IMPLEMENTATION", false, text)).unwrap()
+    serde_json::from_str(&in_progress(text)).unwrap()
 }
 
 /// Item 3: an agent that only asks questions ends the run after at most 5 loops.
 #[test]
 fn an_agent_that_only_asks_questions_stops_with_needs_answers() {
     let p = Project::new(&["task"]);
-    p.fake(
-        "response",
-        &result_json(
-            "IN_PROGRESS",
-            "IMPLEMENTATION",
-            false,
-            "Should I use PostgreSQL or SQLite for the storage layer?",
-        ),
-    );
+    let question = "Should I use PostgreSQL or SQLite for the storage layer?";
+    p.fake("response", &in_progress(question));
     let out = wait_with_timeout(p.spawn(&["--calls", "100"]), ENDS_WITHIN);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(p.calls() <= 5, "{} calls", p.calls());
