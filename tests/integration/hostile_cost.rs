@@ -208,14 +208,7 @@ fn emptying_the_call_log_does_not_forget_the_call_cap() {
     p.run_code(&["-c", "3", "--max-loops", "3"], 3);
     assert_eq!(p.calls(), 3);
     std::fs::write(p.dir.join(".hank/state.json.calls"), b"").unwrap();
-    let mut again = p.spawn(&["-c", "3", "--max-loops", "3"]);
-    let pid = again.id();
-    let s = p.wait_status(Duration::from_secs(30), |s| {
-        s["pid"] == pid && (s["state"] == "waiting" || s["state"] == "stopped")
-    });
-    again.kill().unwrap();
-    let out = again.wait_with_output().unwrap();
-    assert_eq!(s["wait_reason"], "rate_limit", "{s}: {}", stderr(&out));
+    let out = p.waits_at_the_call_cap(&["-c", "3", "--max-loops", "3"]);
     assert_eq!(p.calls(), 3, "{}", stderr(&out));
     crate::support::assert_contains(&stderr(&out), "its copy outside the project holds");
 }

@@ -727,3 +727,19 @@ pub(crate) fn missing(program: &str) -> bool {
     eprintln!("SKIP {test}: {program} is not installed");
     true
 }
+
+impl Project {
+    /// Starts `hank ARGS`, waits (up to 30 s) until that run is `waiting` or `stopped`, kills
+    /// it and asserts that it was waiting at the call cap (`rate_limit`); its output.
+    pub(crate) fn waits_at_the_call_cap(&self, args: &[&str]) -> Output {
+        let mut run = self.spawn(args);
+        let pid = run.id();
+        let s = self.wait_status(Duration::from_secs(30), |s| {
+            s["pid"] == pid && (s["state"] == "waiting" || s["state"] == "stopped")
+        });
+        run.kill().unwrap();
+        let out = run.wait_with_output().unwrap();
+        assert_eq!(s["wait_reason"], "rate_limit", "{s}: {}", stderr(&out));
+        out
+    }
+}
