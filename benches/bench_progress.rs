@@ -41,18 +41,6 @@ fn git_status(dir: &Path, args: &[&str]) -> usize {
 }
 
 const PLAIN: [&str; 2] = ["status", "--porcelain"];
-const AS_HANK: [&str; 10] = [
-    "status",
-    "--porcelain=v2",
-    "-z",
-    "--branch",
-    "--untracked-files=all",
-    "--ignore-submodules=none",
-    "--",
-    ".",
-    ":(exclude).hank",
-    ":(exclude).hankrc",
-];
 
 fn vm_hwm_kb() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -114,6 +102,8 @@ fn main() -> common::Res<()> {
         .map(|s| s.trim().parse::<usize>())
         .collect::<Result<_, _>>()
         .map_err(|_| "SIZES must be comma-separated numbers")?;
+    // The exact `git status` of a snapshot (`worktree::State::capture`).
+    let as_hank = [&worktree::STATUS_ARGS[..], &worktree::PATHSPEC[..]].concat();
     let tmp = tempfile::tempdir()?;
     println!("## progress facts, per loop (one file rewritten per loop)\n");
     println!(
@@ -160,7 +150,7 @@ fn main() -> common::Res<()> {
         // Interleaved, so that the load of a shared machine weighs on all four alike.
         let mut samples: [Vec<Duration>; 4] = Default::default();
         for round in 0..=runs {
-            let s = [steady(), cold(round as u64), git(&PLAIN), git(&AS_HANK)];
+            let s = [steady(), cold(round as u64), git(&PLAIN), git(&as_hank)];
             if round > 0 {
                 for (v, d) in samples.iter_mut().zip(s) {
                     v.push(d);

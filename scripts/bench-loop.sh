@@ -33,22 +33,13 @@ done
 [ "$N" -ge 2 ] || { echo "bench-loop.sh: -n must be at least 2" >&2; exit 1; }
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-TARGET=${CARGO_TARGET_DIR:-/tmp/hank-bench-target}
-if [ "$BUILD" = 1 ]; then
-  (cd "$ROOT" && CARGO_TARGET_DIR=$TARGET cargo build --release --quiet --bin hank \
-    --example instant_claude --example gen_inputs)
-fi
-HANK=$TARGET/release/hank
-AGENT=$TARGET/release/examples/instant_claude
-GEN=$TARGET/release/examples/gen_inputs
-for b in "$HANK" "$AGENT" "$GEN"; do
-  [ -x "$b" ] || { echo "bench-loop.sh: $b is missing (run without --no-build)" >&2; exit 1; }
-done
-
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/hank-bench.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
-export HOME=$WORK/home GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1
-mkdir -p "$HOME"
+# shellcheck source=scripts/bench-lib.sh
+. "$ROOT/scripts/bench-lib.sh"
+bench_build bench-loop.sh release "$BUILD" instant_claude gen_inputs
+HANK=$BIN/hank
+AGENT=$BIN/examples/instant_claude
+GEN=$BIN/examples/gen_inputs
+bench_work hank-bench
 unset HANK_LOG CLAUDE_CODE_CMD MAX_LOOPS MAX_CALLS_PER_HOUR 2>/dev/null || true
 
 # --- helpers (python3: wall time, rusage of children, pty) ------------------------------

@@ -32,21 +32,12 @@ done
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 ANSWER=${ANSWER:-$ROOT/fixtures/claude/v2332_stream_success.jsonl}
 [ -f "$ANSWER" ] || { echo "bench-stream.sh: $ANSWER is not a file" >&2; exit 1; }
-TARGET=${CARGO_TARGET_DIR:-/tmp/hank-bench-target}
-flag=(); [ "$PROFILE" = release ] && flag=(--release)
-if [ "$BUILD" = 1 ]; then
-  (cd "$ROOT" && CARGO_TARGET_DIR=$TARGET cargo build "${flag[@]}" --quiet --bin hank --example instant_claude)
-fi
-HANK=$TARGET/$PROFILE/hank
-AGENT=$TARGET/$PROFILE/examples/instant_claude
-for b in "$HANK" "$AGENT"; do
-  [ -x "$b" ] || { echo "bench-stream.sh: $b is missing (run without --no-build)" >&2; exit 1; }
-done
-
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/hank-bench-stream.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
-export HOME=$WORK/home GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1
-mkdir -p "$HOME"
+# shellcheck source=scripts/bench-lib.sh
+. "$ROOT/scripts/bench-lib.sh"
+bench_build bench-stream.sh "$PROFILE" "$BUILD" instant_claude
+HANK=$BIN/hank
+AGENT=$BIN/examples/instant_claude
+bench_work hank-bench-stream
 unset CLAUDE_CODE_CMD MAX_LOOPS LIVE_OUTPUT IDLE_TIMEOUT FIRST_OUTPUT_TIMEOUT 2>/dev/null || true
 
 # The answer, with K working turns before its result line.

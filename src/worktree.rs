@@ -71,7 +71,7 @@ const MAX_NESTING: u8 = 3;
 const RACY_WINDOW: Duration = Duration::from_secs(2);
 
 /// Pathspecs limiting every git command to the project without hank's own files.
-const PATHSPEC: [&str; 4] = ["--", ".", ":(exclude).hank", ":(exclude).hankrc"];
+pub const PATHSPEC: [&str; 4] = ["--", ".", ":(exclude).hank", ":(exclude).hankrc"];
 
 // ---------------------------------------------------------------------------------------------
 // `git status --porcelain=v2 -z` (pure)
@@ -765,7 +765,8 @@ fn nested_repo_hash(dir: &Path, hashing: &mut Hashing, depth: u8) -> Option<u64>
 // ---------------------------------------------------------------------------------------------
 // Snapshots
 
-const STATUS_ARGS: [&str; 6] = [
+/// The arguments of the `git status` of a snapshot (its pathspec, [`PATHSPEC`], follows).
+pub const STATUS_ARGS: [&str; 6] = [
     "status",
     "--porcelain=v2",
     "-z",

@@ -43,8 +43,7 @@ fn lint(file: &Path, cwd: &Path) {
 fn enable_ci_writes_a_workflow_that_passes_actionlint() {
     let p = Project::new(&["a"]);
     // No default action (hank names no published repository): --action is required.
-    let o = p.run(&["enable-ci", "--github-actions", "--json"]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let o = p.run_code(&["enable-ci", "--github-actions", "--json"], 1);
     // With --json the refusal is the report on stdout.
     assert!(
         stdout(&o).contains("--github-actions needs --action OWNER/REPO@REF"),
@@ -53,14 +52,16 @@ fn enable_ci_writes_a_workflow_that_passes_actionlint() {
     );
     assert!(!p.dir.join(".github").exists());
     // Already enabled: only the workflow is written, and --json reports it.
-    let o = p.run(&[
-        "enable-ci",
-        "--github-actions",
-        "--action",
-        "example/hank@v1",
-        "--json",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = p.run_code(
+        &[
+            "enable-ci",
+            "--github-actions",
+            "--action",
+            "example/hank@v1",
+            "--json",
+        ],
+        0,
+    );
     let report: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
     let files = report["files_created"].as_array().unwrap();
     assert!(
@@ -90,18 +91,19 @@ fn enable_ci_writes_a_workflow_that_passes_actionlint() {
         assert!(text.contains(needle), "{needle} missing:\n{text}");
     }
     // Never over an existing workflow.
-    let o = p.run(&[
-        "enable-ci",
-        "--github-actions",
-        "--action",
-        "example/hank@v1",
-    ]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let o = p.run_code(
+        &[
+            "enable-ci",
+            "--github-actions",
+            "--action",
+            "example/hank@v1",
+        ],
+        1,
+    );
     crate::support::assert_contains(&stderr(&o), "hank.yml exists already");
     // A bad --action is refused naming the flag, nothing written.
     let q = Project::new(&["a"]);
-    let o = q.run(&["enable-ci", "--github-actions", "--action", "nope"]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let o = q.run_code(&["enable-ci", "--github-actions", "--action", "nope"], 1);
     assert!(stderr(&o).contains("--action"), "{}", stderr(&o));
     assert!(!q.dir.join(".github").exists());
     if actionlint() {
@@ -212,8 +214,7 @@ fn a_wait_longer_than_the_job_ends_it_with_a_summary() {
     assert!(text.contains("hank continues after "), "{text}");
     // The wait is in the state: the next job (after a restore) resumes it.
     assert!(p.state()["wait"]["until"].is_string(), "{}", p.state());
-    let o = p.run(&["state", "summary"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = p.run_code(&["state", "summary"], 0);
     let md = stdout(&o);
     assert!(md.contains("exit reason: `max_runtime`"), "{md}");
     assert!(md.contains("continues after"), "{md}");

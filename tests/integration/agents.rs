@@ -9,27 +9,21 @@ use serde_json::Value;
 
 use crate::support::{Project, TICK_ONE, error_json, fixtures, result_json, stderr, stdout};
 
-/// A profile named `demo` for a CLI that prints Claude Code's result object, read through
-/// JSONPath (not the native analyzer), with the prompt as an argument and `--session ID` to
-/// resume. It runs the fake agent with its own control folder `fake_dir`.
-fn demo_profile(fake_dir: &Path) -> String {
+/// A profile `name` for a CLI that prints Claude Code's result object, read through JSONPath
+/// (not the native analyzer): the fake agent with its own control folder `fake_dir`. `keys` go
+/// after `program` (top-level keys, then `[[args]]` tables), `fields` after the text, session
+/// and token fields, `rest` at the end (`[[errors]]`, `[prices]`).
+pub(crate) fn json_profile(
+    name: &str,
+    fake_dir: &Path,
+    keys: &str,
+    fields: &str,
+    rest: &str,
+) -> String {
     format!(
-        r#"name = "demo"
-description = "a fake CLI read through JSONPath"
+        r#"name = "{name}"
 program = "{program}"
-prompt = "argument"
-resume = true
-allowed_tools = false
-
-[[args]]
-values = ["run", "--json"]
-[[args]]
-values = ["--session", "{{session}}"]
-[[args]]
-values = ["--model", "{{model}}"]
-[[args]]
-values = ["--", "{{prompt}}"]
-
+{keys}
 [env]
 FAKE_CLAUDE_DIR = "{fake}"
 
@@ -39,17 +33,40 @@ format = "json"
 [output.fields]
 text = "$.result"
 session_id = "$.session_id"
-is_error = "$.is_error"
-cost_usd = "$.total_cost_usd"
 input_tokens = "$.usage.input_tokens"
 output_tokens = "$.usage.output_tokens"
+{fields}{rest}"#,
+        program = fixtures().join("bin/claude").display(),
+        fake = fake_dir.display(),
+    )
+}
 
+/// A profile named `demo` (see [`json_profile`]) with the prompt as an argument, `--session
+/// ID` to resume, its costs reported and a usage-limit rule of its own.
+fn demo_profile(fake_dir: &Path) -> String {
+    json_profile(
+        "demo",
+        fake_dir,
+        r#"description = "a fake CLI read through JSONPath"
+prompt = "argument"
+resume = true
+allowed_tools = false
+
+[[args]]
+values = ["run", "--json"]
+[[args]]
+values = ["--session", "{session}"]
+[[args]]
+values = ["--model", "{model}"]
+[[args]]
+values = ["--", "{prompt}"]
+"#,
+        "is_error = \"$.is_error\"\ncost_usd = \"$.total_cost_usd\"\n",
+        r#"
 [[errors]]
 regex = "(?i)quota exhausted"
 kind = "usage_limit"
 "#,
-        program = fixtures().join("bin/claude").display(),
-        fake = fake_dir.display(),
     )
 }
 
@@ -57,16 +74,14 @@ kind = "usage_limit"
 pub(crate) fn with_demo(p: &Project) -> PathBuf {
     let fake = p.dir.parent().unwrap().join("fake-demo");
     std::fs::create_dir_all(&fake).unwrap();
-    std::fs::create_dir_all(p.dir.join(".hank/agents")).unwrap();
-    std::fs::write(p.dir.join(".hank/agents/demo.toml"), demo_profile(&fake)).unwrap();
+    crate::support::write_new(&p.dir.join(".hank/agents/demo.toml"), demo_profile(&fake));
     fake
 }
 
-fn finished(p: &Project) -> Vec<Value> {
-    p.events()
-        .into_iter()
-        .filter(|e| e["type"] == "agent_finished")
-        .collect()
+/// Every call of the demo CLI (control folder `demo`) fails with `message` (exit 1).
+fn demo_fails(demo: &Path, message: &str) {
+    std::fs::write(demo.join("response"), error_json(message, None)).unwrap();
+    std::fs::write(demo.join("exit"), "1").unwrap();
 }
 
 /// The argv of call `n` of the demo CLI: the options, and the prompt (the argument after
@@ -117,7 +132,7 @@ fn a_project_profile_drives_its_cli_through_jsonpath() {
             "m-7"
         ]
     );
-    let f = finished(&p);
+    let f = p.events_of("agent_finished");
     assert_eq!(f.len(), 2);
     for e in &f {
         assert_eq!(e["agent"], "demo", "{e}");
@@ -134,15 +149,9 @@ fn a_project_profile_drives_its_cli_through_jsonpath() {
 fn a_profile_error_rule_classifies_the_answer() {
     let p = Project::new(&["a"]);
     let demo = with_demo(&p);
-    std::fs::write(
-        demo.join("response"),
-        error_json("Quota exhausted for today", None),
-    )
-    .unwrap();
-    std::fs::write(demo.join("exit"), "1").unwrap();
-    let o = p.run(&["--agent", "demo", "--on-usage-limit", "exit"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    let f = finished(&p);
+    demo_fails(&demo, "Quota exhausted for today");
+    p.run_code(&["--agent", "demo", "--on-usage-limit", "exit"], 3);
+    let f = p.events_of("agent_finished");
     assert_eq!(f[0]["error_kind"], "usage_limit", "{}", f[0]);
     assert_eq!(p.status()["exit_reason"], "usage_limit");
 }
@@ -160,7 +169,7 @@ fn failover_to_the_next_agent_and_back_after_the_reset() {
     std::fs::write(demo.join("effect.sh"), TICK_ONE).unwrap();
     std::fs::write(demo.join("sleep"), "1").unwrap();
     p.run_to(&["--agents", "claude,demo"], 0, "plan_complete");
-    let f = finished(&p);
+    let f = p.events_of("agent_finished");
     let agents: Vec<&str> = f.iter().map(|e| e["agent"].as_str().unwrap()).collect();
     assert_eq!(agents[0], "claude");
     assert_eq!(f[0]["error_kind"], "usage_limit");
@@ -215,22 +224,12 @@ fn every_agent_limited_waits_for_the_first_reset() {
     let p = Project::new(&["a"]);
     let demo = with_demo(&p);
     let now = jiff::Timestamp::now().as_second();
-    p.fake(
-        "response",
-        &error_json(
-            &format!("Claude AI usage limit reached|{}", now + 3600),
-            Some(429),
-        ),
-    )
-    .fake("exit", "1");
-    std::fs::write(
-        demo.join("response"),
-        error_json("Quota exhausted, resets in 2 hours", None),
-    )
-    .unwrap();
-    std::fs::write(demo.join("exit"), "1").unwrap();
-    let o = p.run(&["--agents", "claude,demo", "--on-usage-limit", "exit"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    p.fail_calls(
+        &format!("Claude AI usage limit reached|{}", now + 3600),
+        Some(429),
+    );
+    demo_fails(&demo, "Quota exhausted, resets in 2 hours");
+    p.run_code(&["--agents", "claude,demo", "--on-usage-limit", "exit"], 3);
     let limited = &p.status()["agents_limited"];
     assert_eq!(limited["claude"]["kind"], "usage_limit", "{limited}");
     assert_eq!(limited["demo"]["kind"], "usage_limit", "{limited}");
@@ -257,8 +256,7 @@ fn a_bad_profile_is_refused_with_its_file_and_key() {
     let fake = with_demo(&p);
     let text = demo_profile(&fake).replace("format = \"json\"", "format = \"xml\"");
     std::fs::write(p.dir.join(".hank/agents/demo.toml"), text).unwrap();
-    let o = p.run(&["--agent", "demo"]);
-    assert_eq!(o.status.code(), Some(1));
+    let o = p.run_code(&["--agent", "demo"], 1);
     let err = stderr(&o);
     assert!(
         err.contains(
@@ -267,8 +265,7 @@ fn a_bad_profile_is_refused_with_its_file_and_key() {
         "{err}"
     );
     assert_eq!(p.calls(), 0);
-    let o = p.run(&["--agent", "nope"]);
-    assert_eq!(o.status.code(), Some(1));
+    let o = p.run_code(&["--agent", "nope"], 1);
     crate::support::assert_contains(&stderr(&o), "unknown agent \"nope\"");
 }
 
@@ -277,8 +274,7 @@ fn hank_agents_lists_builtins_and_project_profiles() {
     let p = Project::new(&["a"]);
     with_demo(&p);
     p.hankrc("AGENTS=claude,demo\n");
-    let o = p.run(&["agents", "--json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = p.run_code(&["agents", "--json"], 0);
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["chain"], serde_json::json!(["claude", "demo"]));
     let list = v["agents"].as_array().unwrap();
@@ -315,7 +311,7 @@ fn builtin_agent_runs_two_loops(name: &str, resume_flag: &[&str]) -> (Project, P
     assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
     assert_eq!(p.status()["exit_reason"], "plan_complete", "{name}");
     assert_eq!(p.calls(), 0, "{name}: claude was never called");
-    let f = finished(&p);
+    let f = p.events_of("agent_finished");
     assert_eq!(f.len(), 2, "{name}");
     for e in &f {
         assert_eq!(e["agent"], name, "{e}");
@@ -363,7 +359,8 @@ fn failover_from_claude_to_the_codex_fake() {
     let o = p.run_env(&[("FAKE_CODEX_DIR", &fake)], &["--agents", "claude,codex"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(p.calls(), 1, "claude once, then limited for an hour");
-    let agents: Vec<String> = finished(&p)
+    let agents: Vec<String> = p
+        .events_of("agent_finished")
         .iter()
         .map(|e| e["agent"].as_str().unwrap().to_owned())
         .collect();

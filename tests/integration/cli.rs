@@ -1,14 +1,13 @@
 //! The command line outside the loop itself: parsing, exit codes, aliases, config errors,
 //! dry-run, status, doctor, completions.
 
-use crate::support::{Project, TICK_ONE, hank_bin, result_json, stderr, stdout};
+use crate::support::{Project, TICK_ONE, exits, hank_bin, result_json, stderr, stdout};
 
 #[test]
 fn help_and_version_exit_0_and_usage_errors_exit_1() {
     let p = Project::new(&["a"]);
     assert_eq!(p.run(&["--help"]).status.code(), Some(0));
-    let v = p.run(&["--version"]);
-    assert_eq!(v.status.code(), Some(0));
+    let v = p.run_code(&["--version"], 0);
     assert!(stdout(&v).starts_with("hank "));
     let bad = p.run(&["--no-such-flag"]);
     assert_eq!(
@@ -16,8 +15,7 @@ fn help_and_version_exit_0_and_usage_errors_exit_1() {
         Some(1),
         "clap's usage error must map to 1"
     );
-    let bad = p.run(&["reset", "everything"]);
-    assert_eq!(bad.status.code(), Some(1));
+    p.run_code(&["reset", "everything"], 1);
 }
 
 #[test]
@@ -37,9 +35,7 @@ fn alias_names_dispatch_to_subcommands() {
 fn invalid_hankrc_value_names_the_line() {
     let p = Project::new(&["a"]);
     p.hankrc("# comment\n\nMAX_CALLS_PER_HOUR=\"many\"\n");
-    let o = p.run(&["run"]);
-    assert_eq!(o.status.code(), Some(1));
-    let err = stderr(&o);
+    let err = stderr(&p.run_code(&["run"], 1));
     assert!(err.contains(".hankrc line 3"), "{err}");
     assert!(err.contains("MAX_CALLS_PER_HOUR"), "{err}");
     assert_eq!(p.calls(), 0);
@@ -49,9 +45,7 @@ fn invalid_hankrc_value_names_the_line() {
 fn unknown_hankrc_key_is_an_error_with_a_suggestion() {
     let p = Project::new(&["a"]);
     p.hankrc("MAX_LOOP=3\n");
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(1));
-    let err = stderr(&o);
+    let err = stderr(&p.run_code(&[], 1));
     assert!(err.contains("line 1: unknown key MAX_LOOP"), "{err}");
     assert!(err.contains("did you mean MAX_LOOPS?"), "{err}");
 }
@@ -59,24 +53,19 @@ fn unknown_hankrc_key_is_an_error_with_a_suggestion() {
 #[test]
 fn invalid_flag_and_env_values_name_their_origin() {
     let p = Project::new(&["a"]);
-    let o = p.run(&["-t", "soon"]);
-    assert_eq!(o.status.code(), Some(1));
+    let o = p.run_code(&["-t", "soon"], 1);
     assert!(stderr(&o).contains("--timeout"), "{}", stderr(&o));
     let o = p.run_env(&[("MAX_LOOPS", "x")], &[]);
-    assert_eq!(o.status.code(), Some(1));
-    crate::support::assert_contains(&stderr(&o), "environment variable MAX_LOOPS");
+    crate::support::assert_contains(&exits(&o, 1), "environment variable MAX_LOOPS");
 }
 
 #[test]
 fn missing_agent_is_a_clear_error_before_any_loop() {
     let p = Project::new(&["a"]);
-    let o = p.run(&["--claude-cmd", "no-such-claude-binary"]);
-    assert_eq!(o.status.code(), Some(1));
-    let err = stderr(&o);
+    let err = stderr(&p.run_code(&["--claude-cmd", "no-such-claude-binary"], 1));
     crate::support::assert_contains(&err, "`no-such-claude-binary` not found on PATH");
     assert!(!p.dir.join(".hank/status.json").exists());
-    let o = p.run(&["--claude-cmd", "./bin/claude"]);
-    assert_eq!(o.status.code(), Some(1));
+    let o = p.run_code(&["--claude-cmd", "./bin/claude"], 1);
     assert!(stderr(&o).contains("not found at"), "{}", stderr(&o));
 }
 
@@ -101,21 +90,18 @@ fn not_a_project_and_flat_layout_get_hints() {
     let empty = p.home.join("empty");
     std::fs::create_dir_all(&empty).unwrap();
     let o = p.cmd().current_dir(&empty).output().unwrap();
-    assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("hank enable"), "{}", stderr(&o));
+    crate::support::assert_contains(&exits(&o, 1), "hank enable");
     std::fs::write(empty.join("PROMPT.md"), "x").unwrap();
     std::fs::write(empty.join("@fix_plan.md"), "- [ ] a").unwrap();
     let o = p.cmd().current_dir(&empty).output().unwrap();
-    assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("hank migrate"), "{}", stderr(&o));
+    crate::support::assert_contains(&exits(&o, 1), "hank migrate");
 }
 
 #[test]
 fn dry_run_prints_the_command_and_prompt_and_calls_nothing() {
     let p = Project::new(&["first task"]);
     p.hankrc("CLAUDE_MODEL=\"opus\"\n");
-    let o = p.run(&["--dry-run", "--calls", "7"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = p.run_code(&["--dry-run", "--calls", "7"], 0);
     let out = stdout(&o);
     // The stream is asked for whatever --live says (FIRST_OUTPUT_TIMEOUT, IDLE_TIMEOUT).
     crate::support::assert_contains(&out, "-p --output-format stream-json --verbose");
@@ -144,9 +130,7 @@ fn verbose_prints_the_agent_command_and_the_analysis() {
         &result_json("IN_PROGRESS", "IMPLEMENTATION", false, "did a"),
     )
     .fake("effect.sh", TICK_ONE);
-    let o = p.run(&["--max-loops", "1", "-v"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    let err = stderr(&o);
+    let err = stderr(&p.run_code(&["--max-loops", "1", "-v"], 3));
     let line = |prefix: &str| {
         err.lines()
             .map(str::trim)
@@ -181,9 +165,7 @@ fn verbose_prints_the_agent_command_and_the_analysis() {
          tokens=120 denials=0 signatures=0"
     );
 
-    let o = p.run(&["--max-loops", "1"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    let err = stderr(&o);
+    let err = stderr(&p.run_code(&["--max-loops", "1"], 3));
     assert!(
         !err.contains("agent: ") && !err.contains("stdin: loop context"),
         "{err}"
@@ -191,8 +173,7 @@ fn verbose_prints_the_agent_command_and_the_analysis() {
     assert!(!err.contains("analysis: "), "{err}");
 
     let o = p.run_env(&[("VERBOSE", "2")], &["--max-loops", "1"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert!(stderr(&o).contains("analysis: shape="), "{}", stderr(&o));
+    crate::support::assert_contains(&exits(&o, 3), "analysis: shape=");
 
     let o = p.run_env(&[("VERBOSE", "debug")], &["--max-loops", "1"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
@@ -204,8 +185,7 @@ fn verbose_prints_the_agent_command_and_the_analysis() {
 #[test]
 fn status_before_and_after_a_run() {
     let p = Project::new(&["a"]);
-    let o = p.run(&["status"]);
-    assert_eq!(o.status.code(), Some(0));
+    let o = p.run_code(&["status"], 0);
     assert!(stdout(&o).contains("no status yet"));
     assert_eq!(p.run(&["--max-loops", "1"]).status.code(), Some(3));
     let o = p.run(&["status"]);
@@ -264,9 +244,7 @@ fn client_version_range_and_environment() {
             .contains("older than the oldest supported"),
         "{c}"
     );
-    let o = p.run(&["--max-loops", "1"]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    let err = stderr(&o);
+    let err = stderr(&p.run_code(&["--max-loops", "1"], 1));
     assert!(err.contains("2.0.77") && err.contains("2.1.197"), "{err}");
     crate::support::assert_contains(&err, "npm install -g @anthropic-ai/claude-code@latest");
     assert_eq!(p.calls(), 0);
@@ -300,11 +278,7 @@ fn client_version_range_and_environment() {
         "the agent inherits the rest: {env}"
     );
     assert!(!env.contains("CLAUDE_CODE_RETRY_WATCHDOG"), "{env}");
-    let warnings: Vec<serde_json::Value> = p
-        .events()
-        .into_iter()
-        .filter(|e| e["type"] == "warning")
-        .collect();
+    let warnings = p.events_of("warning");
     assert_eq!(warnings.len(), 2, "{warnings:?}");
 }
 
@@ -325,9 +299,7 @@ fn credential_expiring_overnight_is_warned_once() {
     };
     p.fake("response-1", &answer(soon, 1));
     p.fake("response-2", &answer(soon, 2));
-    let o = p.run(&["--max-loops", "2"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    let err = stderr(&o);
+    let err = stderr(&p.run_code(&["--max-loops", "2"], 3));
     assert_eq!(
         err.matches("the client's login expires at").count(),
         1,
@@ -342,8 +314,7 @@ fn credential_expiring_overnight_is_warned_once() {
 #[test]
 fn completions_for_bash() {
     let p = Project::new(&["a"]);
-    let o = p.run(&["completions", "bash"]);
-    assert_eq!(o.status.code(), Some(0));
+    let o = p.run_code(&["completions", "bash"], 0);
     assert!(stdout(&o).contains("_hank"));
 }
 
@@ -364,8 +335,7 @@ fn reset_circuit_and_session() {
 #[test]
 fn enable_ci_json_reports_usage_errors_as_json() {
     let p = Project::new(&["a"]);
-    let o = p.run(&["enable-ci", "--json", "--from", "bogus"]);
-    assert_eq!(o.status.code(), Some(1));
+    let o = p.run_code(&["enable-ci", "--json", "--from", "bogus"], 1);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["success"], false);
     assert_eq!(v["code"], 1);

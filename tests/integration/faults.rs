@@ -117,6 +117,16 @@ fn agent_script(p: &Project, name: &str, body: &str) -> String {
     path.display().to_string()
 }
 
+/// One loop over a one-item plan with `args` and the agent [`agent_script`] `name` running
+/// `body`; the project, hank's output and how long the run took.
+fn run_with_agent(name: &str, body: &str, args: &[&str]) -> (Project, Output, Duration) {
+    let p = Project::new(&["a"]);
+    let cmd = agent_script(&p, name, body);
+    let start = Instant::now();
+    let o = p.run(&[&["--claude-cmd", &cmd, "--max-loops", "1"], args].concat());
+    (p, o, start.elapsed())
+}
+
 /// `state.json` and `status.json` parse when present; returns (state, status).
 fn parsed_files(p: &Project) -> (Option<Value>, Option<Value>) {
     let read = |name: &str| {
@@ -147,6 +157,15 @@ fn no_panic(o: &Output) {
         !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
         "hank panicked: {err}"
     );
+}
+
+/// Asserts that hank did not panic and exited with `code` (its stderr shown when not); returns
+/// its stderr.
+fn exits(o: &Output, code: i32) -> String {
+    no_panic(o);
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(code), "{err}");
+    err
 }
 
 fn is_root() -> bool {
@@ -357,8 +376,8 @@ fn signal_case(sig: Signal, phase: Phase) {
     let (state, status) = parsed_files(&p);
     let (state, status) = (state.unwrap(), status.unwrap());
     assert_eq!(status["state"], "stopped", "{sig:?} {phase:?}");
-    assert_eq!(status["exit_reason"], "interrupted");
-    assert_eq!(status["exit_code"], 130);
+    assert_eq!(status["exit_reason"], "interrupted", "{sig:?} {phase:?}");
+    assert_eq!(status["exit_code"], 130, "{sig:?} {phase:?}");
     assert_eq!(
         ledger_len(&p, &state),
         1,
@@ -368,7 +387,7 @@ fn signal_case(sig: Signal, phase: Phase) {
         assert_eq!(
             state["history"].as_array().map_or(0, Vec::len),
             1,
-            "the analyzed loop was folded and saved before stopping"
+            "{sig:?}: the analyzed loop was folded and saved before stopping"
         );
     }
     let left = group_after(agent, Duration::from_secs(2));
@@ -378,39 +397,26 @@ fn signal_case(sig: Signal, phase: Phase) {
     );
     if let Ok(gc) = std::fs::read_to_string(p.fake.join("grandchild.pid")) {
         let gc: i32 = gc.trim().parse().unwrap();
-        assert!(!alive(gc), "grandchild {gc} survived");
+        assert!(!alive(gc), "{sig:?} {phase:?}: grandchild {gc} survived");
     }
     eprintln!("{sig:?} during {phase:?}: exit 130 after {took:?}");
 }
 
-#[test]
-fn sigint_during_a_call() {
-    signal_case(Signal::SIGINT, Phase::Call);
+/// `sig` in each phase in turn (a fresh project each time).
+fn in_every_phase(sig: Signal) {
+    for phase in [Phase::Call, Phase::Wait, Phase::Analysis] {
+        signal_case(sig, phase);
+    }
 }
 
 #[test]
-fn sigterm_during_a_call() {
-    signal_case(Signal::SIGTERM, Phase::Call);
+fn sigint_in_every_phase() {
+    in_every_phase(Signal::SIGINT);
 }
 
 #[test]
-fn sigint_during_a_rate_limit_wait() {
-    signal_case(Signal::SIGINT, Phase::Wait);
-}
-
-#[test]
-fn sigterm_during_a_rate_limit_wait() {
-    signal_case(Signal::SIGTERM, Phase::Wait);
-}
-
-#[test]
-fn sigint_during_analysis() {
-    signal_case(Signal::SIGINT, Phase::Analysis);
-}
-
-#[test]
-fn sigterm_during_analysis() {
-    signal_case(Signal::SIGTERM, Phase::Analysis);
+fn sigterm_in_every_phase() {
+    in_every_phase(Signal::SIGTERM);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -419,18 +425,13 @@ fn sigterm_during_analysis() {
 /// An agent (and its grandchild) that ignores SIGTERM is SIGKILLed after the grace period.
 #[test]
 fn agent_ignoring_sigterm_is_killed_after_the_grace() {
-    let p = Project::new(&["a"]);
-    let cmd = agent_script(
-        &p,
+    let (p, o, took) = run_with_agent(
         "stubborn.sh",
         "cat > /dev/null\ntrap '' TERM\necho $$ > \"$FAKE_CLAUDE_DIR/agent.pid\"\n\
          sleep 300 &\necho $! > \"$FAKE_CLAUDE_DIR/grandchild.pid\"\nwait\nwait\n",
+        &["-t", "2s"],
     );
-    let start = Instant::now();
-    let o = p.run(&["--claude-cmd", &cmd, "-t", "2s", "--max-loops", "1"]);
-    let took = start.elapsed();
-    no_panic(&o);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    exits(&o, 3);
     assert!(took < Duration::from_secs(25), "took {took:?}");
     assert_eq!(p.status()["last_loop"]["outcome"], "timeout");
     for f in ["agent.pid", "grandchild.pid"] {
@@ -469,8 +470,7 @@ fn a_500_mb_flood_keeps_memory_bounded() {
     let child = p.spawn(&["--max-loops", "1"]);
     let (o, peak_kib) = wait_measuring(child, Duration::from_secs(300));
     let took = start.elapsed();
-    no_panic(&o);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    exits(&o, 3);
     let logged = std::fs::metadata(p.dir.join(".hank/logs/loop-00001.out"))
         .unwrap()
         .len();
@@ -559,25 +559,20 @@ fn agent_exiting_before_reading_stdin() {
     std::fs::write(p.dir.join(".hank/PROMPT.md"), "x".repeat(1 << 20)).unwrap();
     p.fake("nostdin", "");
     let o = p.run(&["--max-loops", "1"]);
-    no_panic(&o);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    exits(&o, 3);
     assert_eq!(p.status()["last_loop"]["outcome"], "success");
 }
 
 /// The agent closes stdout at once and lingers: hank waits for the exit, not for EOF only.
 #[test]
 fn agent_closing_stdout_early() {
-    let p = Project::new(&["a"]);
-    let cmd = agent_script(
-        &p,
+    let (p, o, took) = run_with_agent(
         "closer.sh",
         "exec 1>&-\ncat > /dev/null\nsleep 1\necho 'went away' >&2\nexit 0\n",
+        &[],
     );
-    let start = Instant::now();
-    let o = p.run(&["--claude-cmd", &cmd, "--max-loops", "1"]);
-    no_panic(&o);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert!(start.elapsed() >= Duration::from_secs(1));
+    exits(&o, 3);
+    assert!(took >= Duration::from_secs(1));
     let s = p.status();
     assert_ne!(s["last_loop"]["outcome"], "success");
     eprintln!(
@@ -593,8 +588,7 @@ fn agent_deleting_hank_files() {
     let p = Project::new(&["a", "b"]);
     p.fake("effect.sh", "rm -f .hank/fix_plan.md\n");
     let o = p.run(&[]);
-    no_panic(&o);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    exits(&o, 2);
     assert_eq!(p.status()["exit_reason"], "integrity_failure");
     assert_eq!(p.calls(), 1);
 
@@ -693,15 +687,8 @@ fn read_only_hank_dir_is_a_clear_error() {
         }
         None
     };
-    let o = p.run(&["--max-loops", "1"]);
-    no_panic(&o);
-    let err = stderr(&o);
-    eprintln!(
-        "read-only .hank/: exit {:?}: {}",
-        o.status.code(),
-        err.trim()
-    );
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let err = exits(&p.run(&["--max-loops", "1"]), 1);
+    eprintln!("read-only .hank/: exit 1: {}", err.trim());
     assert!(err.contains(".hank/"), "the error names the file: {err}");
     assert_eq!(
         p.calls(),
@@ -757,16 +744,12 @@ fn full_disk_is_a_clear_error_and_keeps_the_last_state() {
                 .status();
         }
         let before = std::fs::read(hank.join("state.json")).unwrap();
-        let o = p.run(&["--max-loops", "1"]);
-        no_panic(&o);
-        let err = stderr(&o);
+        let err = exits(&p.run(&["--max-loops", "1"]), 1);
         eprintln!(
-            "full disk (during call: {during_call}): exit {:?}, calls {}: {}",
-            o.status.code(),
+            "full disk (during call: {during_call}): exit 1, calls {}: {}",
             p.calls(),
             err.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("")
         );
-        assert_eq!(o.status.code(), Some(1), "{err}");
         assert!(
             err.contains("No space left") || err.contains(".hank/"),
             "{err}"
@@ -789,8 +772,7 @@ fn logs_being_a_file_is_a_clear_error() {
     let p = Project::new(&["a"]);
     std::fs::write(p.dir.join(".hank/logs"), "not a dir").unwrap();
     let o = p.run(&[]);
-    no_panic(&o);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    exits(&o, 1);
     assert!(stderr(&o).contains(".hank/logs"), "{}", stderr(&o));
     assert_eq!(p.calls(), 0);
 }
@@ -989,6 +971,20 @@ fn metacharacters_in_fix_plan_reach_the_agent_verbatim() {
     assert!(!marker.exists(), "a metacharacter was interpreted");
 }
 
+/// One loop with `.hank/NAME` a symlink to a file outside the project that holds `ORIGINAL`;
+/// hank's output and what the file holds afterwards.
+fn run_with_link_at(name: &str) -> (Output, String) {
+    let p = Project::new(&["a"]);
+    std::fs::create_dir_all(p.dir.join(".hank/logs")).unwrap();
+    p.fake("stderr", "agent stderr\n");
+    let outside = p.dir.parent().unwrap().join("outside.txt");
+    std::fs::write(&outside, "ORIGINAL").unwrap();
+    std::os::unix::fs::symlink(&outside, p.dir.join(".hank").join(name)).unwrap();
+    let o = p.run(&["--max-loops", "1"]);
+    no_panic(&o);
+    (o, std::fs::read_to_string(&outside).unwrap())
+}
+
 /// Symlinked `.hank/` files pointing outside the project are never written through.
 #[test]
 fn symlinked_hank_files_are_not_followed() {
@@ -999,15 +995,7 @@ fn symlinked_hank_files_are_not_followed() {
         "logs/hank.log",
         "hank.lock",
     ] {
-        let p = Project::new(&["a"]);
-        std::fs::create_dir_all(p.dir.join(".hank/logs")).unwrap();
-        p.fake("stderr", "agent stderr\n");
-        let outside = p.dir.parent().unwrap().join("outside.txt");
-        std::fs::write(&outside, "ORIGINAL").unwrap();
-        std::os::unix::fs::symlink(&outside, p.dir.join(".hank").join(name)).unwrap();
-        let o = p.run(&["--max-loops", "1"]);
-        no_panic(&o);
-        let after = std::fs::read_to_string(&outside).unwrap();
+        let (o, after) = run_with_link_at(name);
         eprintln!(
             "symlinked {name}: exit {:?}, target {}",
             o.status.code(),
@@ -1026,18 +1014,12 @@ fn symlinked_hank_files_are_not_followed() {
 #[test]
 fn symlinked_loop_logs_are_not_followed() {
     for name in ["logs/loop-00001.out", "logs/loop-00001.err"] {
-        let p = Project::new(&["a"]);
-        std::fs::create_dir_all(p.dir.join(".hank/logs")).unwrap();
-        p.fake("stderr", "agent stderr\n");
-        let outside = p.dir.parent().unwrap().join("outside.txt");
-        std::fs::write(&outside, "ORIGINAL").unwrap();
-        std::os::unix::fs::symlink(&outside, p.dir.join(".hank").join(name)).unwrap();
-        let o = p.run(&["--max-loops", "1"]);
-        no_panic(&o);
+        let (o, after) = run_with_link_at(name);
         assert_eq!(
-            std::fs::read_to_string(&outside).unwrap(),
+            after,
             "ORIGINAL",
-            "{name}: wrote through the symlink"
+            "{name}: wrote through the symlink: {}",
+            stderr(&o)
         );
     }
 }

@@ -3,41 +3,20 @@
 //! Rust, a Go and a uv project, `enable --from prd` imports like `import --no-ai`, `doctor`
 //! honours `--claude-cmd` and reports the login, `--dry-run` works without the client.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use hank::policy::bash_rules::allows;
 use serde_json::Value;
 
-use crate::support::{fixtures, hank_bin, result_json, stderr, stdout};
+use crate::support::{Workspace, assert_contains, fixtures, hank_bin, result_json, stderr, stdout};
 
-/// A temp workspace: `work` is the cwd (the project), `home` HOME, `fake` the fake agent's
-/// folder.
-struct Ws {
-    root: tempfile::TempDir,
-}
+/// The shared temp workspace; `hank` here runs with the fake agent in `fake`.
+type Ws = Workspace;
 
-impl Ws {
-    fn new() -> Self {
-        let root = tempfile::tempdir().unwrap();
-        for d in ["home", "work", "fake"] {
-            std::fs::create_dir(root.path().join(d)).unwrap();
-        }
-        Self { root }
-    }
-    fn work(&self) -> PathBuf {
-        self.root.path().join("work")
-    }
-    fn write(&self, rel: &str, content: &str) {
-        let p = self.work().join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, content).unwrap();
-    }
-    fn read(&self, rel: &str) -> String {
-        std::fs::read_to_string(self.work().join(rel)).unwrap_or_default()
-    }
+impl Workspace {
     /// `hank` in `work` with the fake agent first on PATH (or `path` instead).
-    fn hank_in(&self, dir: &Path, args: &[&str], path: Option<&str>) -> Output {
+    fn run_in(&self, dir: &Path, args: &[&str], path: Option<&str>) -> Output {
         let default_path = format!(
             "{}:/usr/local/bin:/usr/bin:/bin",
             fixtures().join("bin").display()
@@ -57,8 +36,8 @@ impl Ws {
             .output()
             .unwrap()
     }
-    fn hank(&self, args: &[&str]) -> Output {
-        self.hank_in(&self.work(), args, None)
+    fn run(&self, args: &[&str]) -> Output {
+        self.run_in(&self.work(), args, None)
     }
     fn fake(&self, name: &str, content: &str) {
         std::fs::write(self.root.path().join("fake").join(name), content).unwrap();
@@ -70,27 +49,14 @@ impl Ws {
             .map(ToString::to_string)
             .collect()
     }
-    /// Every file under `work/` (not `.git/`) with its content.
-    fn tree(&self) -> Vec<(String, String)> {
-        fn walk(base: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
-            for e in std::fs::read_dir(dir).unwrap() {
-                let p = e.unwrap().path();
-                let rel = p.strip_prefix(base).unwrap().display().to_string();
-                if rel == ".git" || rel.starts_with(".git/") {
-                    continue;
-                }
-                if p.is_dir() {
-                    walk(base, &p, out);
-                } else {
-                    out.push((rel, std::fs::read_to_string(&p).unwrap_or_default()));
-                }
-            }
-        }
-        let mut out = Vec::new();
-        walk(&self.work(), &self.work(), &mut out);
-        out.sort();
-        out
-    }
+}
+
+/// A workspace holding a Go module (`go.mod` with `module`), enabled by `hank enable-ci`.
+fn enabled_go(module: &str) -> Ws {
+    let ws = Ws::new();
+    ws.write("go.mod", module);
+    assert_eq!(ws.run(&["enable-ci", "--quiet"]).status.code(), Some(0));
+    ws
 }
 
 fn json_line(o: &Output) -> Value {
@@ -203,7 +169,7 @@ fn first_loop_may_build_and_test_each_kind_of_project() {
         for (path, content) in kind.files {
             ws.write(path, content);
         }
-        let o = ws.hank(&["enable-ci", "--json"]);
+        let o = ws.run(&["enable-ci", "--json"]);
         assert_eq!(o.status.code(), Some(0), "{}: {}", kind.name, stderr(&o));
         let rc = ws.read(".hankrc");
         assert_eq!(
@@ -217,7 +183,7 @@ fn first_loop_may_build_and_test_each_kind_of_project() {
             "response",
             &result_json("IN_PROGRESS", "IMPLEMENTATION", false, "set up"),
         );
-        let o = ws.hank(&["--max-loops", "1", "--no-verify"]);
+        let o = ws.run(&["--max-loops", "1", "--no-verify"]);
         assert_eq!(o.status.code(), Some(3), "{}: {}", kind.name, stderr(&o));
         let argv = ws.argv(1);
         let list = argv
@@ -272,7 +238,7 @@ fn setup_with_a_project_type_allows_its_commands() {
     ];
     for (ty, verify, commands) in cases {
         let ws = Ws::new();
-        let o = ws.hank(&["setup", "app", "--project-type", ty, "--json"]);
+        let o = ws.run(&["setup", "app", "--project-type", ty, "--json"]);
         assert_eq!(o.status.code(), Some(0), "{ty}: {}", stderr(&o));
         assert_eq!(json_line(&o)["project_type"], *ty);
         let rc = ws.read("app/.hankrc");
@@ -298,12 +264,12 @@ fn setup_with_a_project_type_allows_its_commands() {
         }
     }
     let ws = Ws::new();
-    let o = ws.hank(&["setup", "app", "--project-type", "rsut"]);
+    let o = ws.run(&["setup", "app", "--project-type", "rsut"]);
     assert_eq!(o.status.code(), Some(1));
-    crate::support::assert_contains(&stderr(&o), "unknown project type `rsut`");
+    assert_contains(&stderr(&o), "unknown project type `rsut`");
     assert!(!ws.work().join("app").exists());
     // Without a type: the project is made, and the user is told what the agent cannot do.
-    let o = ws.hank(&["setup", "plain"]);
+    let o = ws.run(&["setup", "plain"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stderr(&o).contains("--project-type"), "{}", stderr(&o));
     assert!(ws.read("plain/.hankrc").contains("#VERIFY_COMMAND="));
@@ -315,13 +281,13 @@ fn setup_with_a_project_type_allows_its_commands() {
 fn force_keeps_a_backup_of_what_it_replaces() {
     let ws = Ws::new();
     ws.write("Cargo.toml", "[package]\nname = \"reports\"\n");
-    assert_eq!(ws.hank(&["enable-ci", "--quiet"]).status.code(), Some(0));
+    assert_eq!(ws.run(&["enable-ci", "--quiet"]).status.code(), Some(0));
     ws.write(
         ".hank/fix_plan.md",
         "# My plan\n- [ ] the thing only I know about\n",
     );
     ws.write(".hankrc", "MAX_LOOPS=\"7\"\n# my notes\n");
-    let o = ws.hank(&["enable-ci", "--force", "--json"]);
+    let o = ws.run(&["enable-ci", "--force", "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v = json_line(&o);
     let backup = v["backup"]
@@ -343,7 +309,7 @@ fn force_keeps_a_backup_of_what_it_replaces() {
     assert!(ws.read(".gitignore").lines().any(|l| l == ".hank/backup/"));
     // `hank enable --force --yes` says so on stderr too.
     ws.write(".hank/fix_plan.md", "- [ ] mine again\n");
-    let o = ws.hank(&["enable", "--yes", "--force", "--from", "none"]);
+    let o = ws.run(&["enable", "--yes", "--force", "--from", "none"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stderr(&o).contains("backed up 1 file(s)"), "{}", stderr(&o));
 }
@@ -352,30 +318,28 @@ fn force_keeps_a_backup_of_what_it_replaces() {
 /// `enable` is no dead end, and `--repair` recreates exactly the missing files.
 #[test]
 fn repair_recreates_exactly_the_missing_files() {
-    let ws = Ws::new();
-    ws.write("go.mod", "module example.com/tool\n");
-    assert_eq!(ws.hank(&["enable-ci", "--quiet"]).status.code(), Some(0));
+    let ws = enabled_go("module example.com/tool\n");
     ws.write(".hank/fix_plan.md", "- [ ] keep me\n");
     ws.write(".gitignore", "bin/\n");
     std::fs::remove_file(ws.work().join(".hankrc")).unwrap();
     std::fs::remove_file(ws.work().join(".hank/AGENT.md")).unwrap();
     let before = ws.tree();
 
-    let o = ws.hank(&["--max-loops", "1"]);
+    let o = ws.run(&["--max-loops", "1"]);
     assert_eq!(o.status.code(), Some(1));
-    crate::support::assert_contains(&stderr(&o), "hank enable --repair");
-    let o = ws.hank(&["enable-ci"]);
+    assert_contains(&stderr(&o), "hank enable --repair");
+    let o = ws.run(&["enable-ci"]);
     assert_eq!(o.status.code(), Some(2));
-    crate::support::assert_contains(&stderr(&o), "hank enable --repair");
-    crate::support::assert_contains(&stderr(&o), "missing: .hank/AGENT.md, .hankrc");
-    let o = ws.hank(&["doctor", "--json"]);
+    assert_contains(&stderr(&o), "hank enable --repair");
+    assert_contains(&stderr(&o), "missing: .hank/AGENT.md, .hankrc");
+    let o = ws.run(&["doctor", "--json"]);
     let v = json_line(&o);
     let project = crate::support::doctor_check(&v, "project");
     assert_eq!(project["fix"], "hank enable --repair");
     assert_eq!(ws.tree(), before, "nothing was changed so far");
 
     // No terminal needed: --repair asks nothing.
-    let o = ws.hank(&["enable", "--repair"]);
+    let o = ws.run(&["enable", "--repair"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let after = ws.tree();
     let added: Vec<&str> = after
@@ -390,12 +354,12 @@ fn repair_recreates_exactly_the_missing_files() {
     );
     assert!(ws.read(".hankrc").contains("Bash(go test *)"));
     // Nothing missing: nothing written.
-    let o = ws.hank(&["enable-ci", "--repair", "--json"]);
+    let o = ws.run(&["enable-ci", "--repair", "--json"]);
     assert_eq!(json_line(&o)["files_created"], serde_json::json!([]));
     assert_eq!(ws.tree(), after);
     // --force and --repair exclude each other.
     assert_eq!(
-        ws.hank(&["enable-ci", "--repair", "--force"]).status.code(),
+        ws.run(&["enable-ci", "--repair", "--force"]).status.code(),
         Some(1)
     );
 }
@@ -410,7 +374,7 @@ fn enable_from_prd_imports_like_import_no_ai() {
     let ws = Ws::new();
     ws.write("docs/prd.md", prd);
     ws.write("package.json", r#"{"name":"shop"}"#);
-    let o = ws.hank(&["enable-ci", "--prd", "docs/prd.md", "--json"]);
+    let o = ws.run(&["enable-ci", "--prd", "docs/prd.md", "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let tasks = |plan: &str| -> Vec<String> {
         plan.lines()
@@ -418,9 +382,9 @@ fn enable_from_prd_imports_like_import_no_ai() {
             .map(|t| t.trim_start_matches("[prd] ").to_string())
             .collect()
     };
-    let enabled = tasks(&ws.read(".hank/fix_plan.md"));
+    let enabled = tasks(&ws.plan());
 
-    let o = ws.hank_in(
+    let o = ws.run_in(
         &ws.work().join("docs"),
         &["import", "prd.md", "imported", "--no-ai"],
         None,
@@ -448,11 +412,11 @@ fn enable_from_prd_imports_like_import_no_ai() {
 fn doctor_honours_the_agent_command_and_reports_the_login() {
     let ws = Ws::new();
     ws.write("Cargo.toml", "[package]\nname = \"r\"\n");
-    assert_eq!(ws.hank(&["enable-ci", "--quiet"]).status.code(), Some(0));
+    assert_eq!(ws.run(&["enable-ci", "--quiet"]).status.code(), Some(0));
     let fake = fixtures().join("bin/claude").display().to_string();
     let no_claude = "/usr/local/bin:/usr/bin:/bin";
 
-    let o = ws.hank_in(&ws.work(), &["doctor", "--json"], Some(no_claude));
+    let o = ws.run_in(&ws.work(), &["doctor", "--json"], Some(no_claude));
     let v = json_line(&o);
     assert_eq!(o.status.code(), Some(1));
     let check = crate::support::doctor_check;
@@ -464,27 +428,20 @@ fn doctor_honours_the_agent_command_and_reports_the_login() {
             .contains("npm install -g @anthropic-ai/claude-code")
     );
 
-    let o = ws.hank_in(
+    let o = ws.run_in(
         &ws.work(),
         &["doctor", "--json", "--claude-cmd", &fake],
         Some(no_claude),
     );
     let v = json_line(&o);
     assert_eq!(o.status.code(), Some(0), "{v}");
-    assert!(
-        check(&v, "claude")["detail"]
-            .as_str()
-            .unwrap()
-            .contains("2.1.332"),
-        "{v}"
-    );
-    assert!(
-        check(&v, "claude")["detail"]
-            .as_str()
-            .unwrap()
-            .contains("flag --claude-cmd"),
-        "{v}"
-    );
+    let detail = check(&v, "claude")["detail"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    for want in ["2.1.332", "flag --claude-cmd"] {
+        assert!(detail.contains(want), "{want} missing: {v}");
+    }
     assert_eq!(check(&v, "login")["detail"], "logged in (claude.ai)");
     assert!(
         !ws.root.path().join("fake/calls").exists(),
@@ -510,19 +467,19 @@ fn doctor_honours_the_agent_command_and_reports_the_login() {
     assert_eq!(o.status.code(), Some(1));
     let text = stdout(&o);
     assert!(text.contains("(from environment)"), "{text}");
-    crate::support::assert_contains(&text, "FAIL login    the client is not logged in");
-    crate::support::assert_contains(
+    assert_contains(&text, "FAIL login    the client is not logged in");
+    assert_contains(
         &text,
         "fix: run `claude` once and log in (/login), or set ANTHROPIC_API_KEY",
     );
     // Too old: the fix is the upgrade command.
     ws.fake("version", "1.0.0 (Claude Code)\n");
-    let o = ws.hank_in(
+    let o = ws.run_in(
         &ws.work(),
         &["doctor", "--claude-cmd", &fake],
         Some(no_claude),
     );
-    crate::support::assert_contains(
+    assert_contains(
         &stdout(&o),
         "fix: npm install -g @anthropic-ai/claude-code@latest",
     );
@@ -532,19 +489,17 @@ fn doctor_honours_the_agent_command_and_reports_the_login() {
 /// as they are written; environment values are checked like `.hankrc` ones.
 #[test]
 fn dry_run_without_the_client_and_environment_values() {
-    let ws = Ws::new();
-    ws.write("go.mod", "module x\n");
-    assert_eq!(ws.hank(&["enable-ci", "--quiet"]).status.code(), Some(0));
-    let o = ws.hank_in(
+    let ws = enabled_go("module x\n");
+    let o = ws.run_in(
         &ws.work(),
         &["--dry-run"],
         Some("/usr/local/bin:/usr/bin:/bin"),
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    crate::support::assert_contains(&stderr(&o), "`claude` not found on PATH");
-    crate::support::assert_contains(&stderr(&o), "nothing is called in a dry run");
+    assert_contains(&stderr(&o), "`claude` not found on PATH");
+    assert_contains(&stderr(&o), "nothing is called in a dry run");
     let out = stdout(&o);
-    crate::support::assert_contains(&out, "\nclaude -p --output-format stream-json --verbose");
+    assert_contains(&out, "\nclaude -p --output-format stream-json --verbose");
     let row = |key: &str| {
         out.lines()
             .find(|l| l.starts_with(&format!("{key} ")))
@@ -598,10 +553,10 @@ fn dry_run_without_the_client_and_environment_values() {
     }
     let o = with_env("MAX_LOOPS", "many");
     assert_eq!(o.status.code(), Some(1));
-    crate::support::assert_contains(&stderr(&o), "environment variable MAX_LOOPS");
+    assert_contains(&stderr(&o), "environment variable MAX_LOOPS");
     let o = with_env("CLAUDE_OUTPUT_FORMAT", "yaml");
     assert_eq!(o.status.code(), Some(1));
-    crate::support::assert_contains(
+    assert_contains(
         &stderr(&o),
         "environment variable CLAUDE_OUTPUT_FORMAT: expected json or text",
     );
@@ -610,22 +565,17 @@ fn dry_run_without_the_client_and_environment_values() {
 /// `hank status` and `hank --status` print the same words for the same state.
 #[test]
 fn status_and_the_status_flag_agree() {
-    let ws = Ws::new();
-    ws.write("go.mod", "module x\n");
-    assert_eq!(ws.hank(&["enable-ci", "--quiet"]).status.code(), Some(0));
-    assert_eq!(
-        stdout(&ws.hank(&["status"])),
-        stdout(&ws.hank(&["--status"]))
-    );
+    let ws = enabled_go("module x\n");
+    assert_eq!(stdout(&ws.run(&["status"])), stdout(&ws.run(&["--status"])));
     ws.fake(
         "response",
         &result_json("IN_PROGRESS", "IMPLEMENTATION", false, "x"),
     );
     assert_eq!(
-        ws.hank(&["--max-loops", "1", "--no-verify"]).status.code(),
+        ws.run(&["--max-loops", "1", "--no-verify"]).status.code(),
         Some(3)
     );
-    let a = stdout(&ws.hank(&["status"]));
+    let a = stdout(&ws.run(&["status"]));
     assert!(a.contains("max_loops"), "{a}");
-    assert_eq!(a, stdout(&ws.hank(&["--status"])));
+    assert_eq!(a, stdout(&ws.run(&["--status"])));
 }

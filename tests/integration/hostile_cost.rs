@@ -3,13 +3,13 @@
 //! hank killed with SIGKILL during a wait or a check. Each test is the attack.
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
-use crate::support::{Project, TICK_ONE, alive, gone_within, stderr};
+use crate::support::{Project, TICK_ONE, alive, exits, gone_within, stderr};
 
 fn wait_file(path: &Path, within: Duration) {
     let start = Instant::now();
@@ -35,8 +35,10 @@ fn kill(pid: i32) {
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL);
 }
 
-fn cost(v: &Value) -> f64 {
-    v.as_f64().unwrap_or(f64::NAN)
+/// Asserts that `object[field]` is the dollar amount `usd` (to 1e-9).
+fn assert_usd(object: &Value, field: &str, usd: f64) {
+    let got = object[field].as_f64().unwrap_or(f64::NAN);
+    assert!((got - usd).abs() < 1e-9, "{field} is not {usd}: {object}");
 }
 
 /// A success answer that costs `usd`.
@@ -71,11 +73,7 @@ fn a_pipe_held_by_an_env_i_setsid_process_does_not_hide_the_cost() {
     assert_eq!(status["exit_reason"], "cost_budget", "{}", stderr(&o));
     assert_eq!(p.calls(), 3, "{}", stderr(&o));
     let state = p.state();
-    assert!(
-        (cost(&state["totals"]["cost_usd"]) - 3.0).abs() < 1e-9,
-        "{}",
-        state["totals"]
-    );
+    assert_usd(&state["totals"], "cost_usd", 3.0);
     assert_eq!(status["last_loop"]["outcome"], "success", "{status}");
     assert!(survivors.is_empty(), "holders outlived hank: {survivors:?}");
 }
@@ -129,11 +127,7 @@ fn a_kill_9_during_a_rate_wait_loses_neither_the_loop_nor_its_tokens() {
     child.wait().unwrap();
     let state = p.state();
     assert_eq!(state["totals"]["loops"], 1, "{state}");
-    assert!(
-        (cost(&state["totals"]["cost_usd"]) - 0.01).abs() < 1e-9,
-        "{}",
-        state["totals"]
-    );
+    assert_usd(&state["totals"], "cost_usd", 0.01);
     let ledger = hank::store::Store::new(&p.dir)
         .read_state()
         .unwrap()
@@ -211,18 +205,10 @@ fn emptying_the_call_log_does_not_forget_the_call_cap() {
         "effect.sh",
         &format!("{TICK_ONE}: > .hank/state.json.calls\n"),
     );
-    let o = p.run(&["-c", "3", "--max-loops", "3"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    p.run_code(&["-c", "3", "--max-loops", "3"], 3);
     assert_eq!(p.calls(), 3);
     std::fs::write(p.dir.join(".hank/state.json.calls"), b"").unwrap();
-    let mut again = p.spawn(&["-c", "3", "--max-loops", "3"]);
-    let pid = again.id();
-    let s = p.wait_status(Duration::from_secs(30), |s| {
-        s["pid"] == pid && (s["state"] == "waiting" || s["state"] == "stopped")
-    });
-    again.kill().unwrap();
-    let out = again.wait_with_output().unwrap();
-    assert_eq!(s["wait_reason"], "rate_limit", "{s}: {}", stderr(&out));
+    let out = p.waits_at_the_call_cap(&["-c", "3", "--max-loops", "3"]);
     assert_eq!(p.calls(), 3, "{}", stderr(&out));
     crate::support::assert_contains(&stderr(&out), "its copy outside the project holds");
 }
@@ -248,13 +234,6 @@ fn a_text_line_over_the_cap_is_output_too_large_in_text_mode() {
     assert_eq!(p.state()["breaker"]["failure_streak"], 1);
 }
 
-fn finished(p: &Project) -> Vec<Value> {
-    p.events()
-        .into_iter()
-        .filter(|e| e["type"] == "agent_finished")
-        .collect()
-}
-
 /// Claude Code always reports a cost: answers whose cost cannot be read (a broken
 /// `total_cost_usd`, no answer at all) are charged the highest cost of the last 24 h, shown as
 /// estimated (status, events, log, `hank report`), and `--max-cost` binds on them.
@@ -273,16 +252,10 @@ fn answers_without_a_readable_cost_are_charged_an_estimate() {
     assert_eq!(p.status()["exit_reason"], "cost_budget", "{}", stderr(&o));
     assert_eq!(p.calls(), 3, "{}", stderr(&o));
     let status = p.status();
-    assert!(
-        (cost(&status["total_cost_usd"]) - 6.0).abs() < 1e-9,
-        "{status}"
-    );
-    assert!(
-        (cost(&status["estimated_cost_usd"]) - 4.0).abs() < 1e-9,
-        "{status}"
-    );
+    assert_usd(&status, "total_cost_usd", 6.0);
+    assert_usd(&status, "estimated_cost_usd", 4.0);
     assert_eq!(status["last_loop"]["cost_estimated"], true, "{status}");
-    let f = finished(&p);
+    let f = p.events_of("agent_finished");
     let flags: Vec<bool> = f
         .iter()
         .map(|e| e["cost_estimated"].as_bool().unwrap_or(false))
@@ -315,39 +288,32 @@ fn without_recent_costs_the_estimate_is_unknown_call_cost() {
     let o = p.run(&["--max-cost", "4", "--max-loops", "3"]);
     assert_eq!(p.status()["exit_reason"], "cost_budget", "{}", stderr(&o));
     assert_eq!(p.calls(), 2);
-    assert!(
-        (cost(&p.status()["total_cost_usd"]) - 5.0).abs() < 1e-9,
-        "{}",
-        p.status()
-    );
+    assert_usd(&p.status(), "total_cost_usd", 5.0);
 }
 
 /// A profile for an agent that never reports a cost (the fake prints Claude's result, read
 /// through JSONPath without `cost_usd`), with or without `[prices]`.
 fn costless_profile(p: &Project, prices: &str) {
-    let text = format!(
-        r#"name = "costless"
-program = "{program}"
-resume = false
-
-[env]
-FAKE_CLAUDE_DIR = "{fake}"
-
-[output]
-format = "json"
-
-[output.fields]
-text = "$.result"
-session_id = "$.session_id"
-input_tokens = "$.usage.input_tokens"
-output_tokens = "$.usage.output_tokens"
-cache_read_tokens = "$.usage.cache_read_input_tokens"
-{prices}"#,
-        program = crate::support::fixtures().join("bin/claude").display(),
-        fake = p.fake.display(),
+    let text = crate::agents::json_profile(
+        "costless",
+        &p.fake,
+        "resume = false\n",
+        "cache_read_tokens = \"$.usage.cache_read_input_tokens\"\n",
+        prices,
     );
-    std::fs::create_dir_all(p.dir.join(".hank/agents")).unwrap();
-    std::fs::write(p.dir.join(".hank/agents/costless.toml"), text).unwrap();
+    crate::support::write_new(&p.dir.join(".hank/agents/costless.toml"), text);
+}
+
+/// `hank run --agent costless --max-cost 0.6 --max-loops LOOPS` in `p`.
+fn run_costless(p: &Project, loops: &str) -> Output {
+    p.run(&[
+        "--agent",
+        "costless",
+        "--max-cost",
+        "0.6",
+        "--max-loops",
+        loops,
+    ])
 }
 
 /// An agent that reports no cost is charged its tokens at the profile's prices (shown as
@@ -361,21 +327,11 @@ fn an_agent_without_costs_is_charged_its_tokens_at_the_profile_prices() {
         &p,
         "\n[prices]\ninput = 1000.0\noutput = 10000.0\ncache_read = 1000.0\n",
     );
-    let o = p.run(&[
-        "--agent",
-        "costless",
-        "--max-cost",
-        "0.6",
-        "--max-loops",
-        "4",
-    ]);
+    let o = run_costless(&p, "4");
     assert_eq!(p.status()["exit_reason"], "cost_budget", "{}", stderr(&o));
     assert_eq!(p.calls(), 2, "{}", stderr(&o));
     let status = p.status();
-    assert!(
-        (cost(&status["total_cost_usd"]) - 0.7).abs() < 1e-9,
-        "{status}"
-    );
+    assert_usd(&status, "total_cost_usd", 0.7);
     assert_eq!(status["last_loop"]["cost_estimated"], true, "{status}");
     assert!(!stderr(&o).contains("cannot bind"), "{}", stderr(&o));
 }
@@ -386,20 +342,11 @@ fn an_agent_without_costs_or_prices_is_named_at_start() {
     let p = Project::new(&["a", "b"]);
     p.fake("effect.sh", TICK_ONE);
     costless_profile(&p, "");
-    let o = p.run(&[
-        "--agent",
-        "costless",
-        "--max-cost",
-        "0.6",
-        "--max-loops",
-        "1",
-    ]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    crate::support::assert_contains(&stderr(&o), "MAX_COST_USD cannot bind costless");
+    let o = run_costless(&p, "1");
+    crate::support::assert_contains(&exits(&o, 3), "MAX_COST_USD cannot bind costless");
     let bad = Project::new(&["a"]);
     costless_profile(&bad, "\n[prices]\ninput = -1\n");
-    let o = bad.run(&["--agent", "costless", "--max-loops", "1"]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let o = bad.run_code(&["--agent", "costless", "--max-loops", "1"], 1);
     assert!(stderr(&o).contains("prices.input"), "{}", stderr(&o));
 }
 
@@ -407,8 +354,7 @@ fn an_agent_without_costs_or_prices_is_named_at_start() {
 /// server is a daemon in its own session): it does not survive the loop.
 #[test]
 fn a_private_tmux_server_started_with_env_i_does_not_outlive_the_loop() {
-    if !crate::support::cmd_exists("tmux") {
-        eprintln!("skipped: tmux is not installed");
+    if crate::support::missing("tmux") {
         return;
     }
     let p = Project::new(&["a", "b"]);

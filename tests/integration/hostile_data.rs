@@ -20,23 +20,21 @@ fn with_session(mut v: serde_json::Value, id: &str) -> String {
     v.to_string()
 }
 
+/// A success answer saying `text`, the work in progress.
+fn in_progress(text: &str) -> String {
+    result_json("IN_PROGRESS", "IMPLEMENTATION", false, text)
+}
+
 fn result_value(text: &str) -> serde_json::Value {
-    serde_json::from_str(&result_json("IN_PROGRESS", "IMPLEMENTATION", false, text)).unwrap()
+    serde_json::from_str(&in_progress(text)).unwrap()
 }
 
 /// Item 3: an agent that only asks questions ends the run after at most 5 loops.
 #[test]
 fn an_agent_that_only_asks_questions_stops_with_needs_answers() {
     let p = Project::new(&["task"]);
-    p.fake(
-        "response",
-        &result_json(
-            "IN_PROGRESS",
-            "IMPLEMENTATION",
-            false,
-            "Should I use PostgreSQL or SQLite for the storage layer?",
-        ),
-    );
+    let question = "Should I use PostgreSQL or SQLite for the storage layer?";
+    p.fake("response", &in_progress(question));
     let out = wait_with_timeout(p.spawn(&["--calls", "100"]), ENDS_WITHIN);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(p.calls() <= 5, "{} calls", p.calls());
@@ -91,8 +89,7 @@ fn forged_session_ids_never_reach_argv() {
             &with_session(result_value("Worked."), id),
         );
     }
-    let out = p.run(&["--max-loops", "4"]);
-    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let out = p.run_code(&["--max-loops", "4"], 3);
     for n in 2..=4 {
         let argv = p.argv(n);
         assert!(!argv.iter().any(|a| a == "--resume"), "call {n}: {argv:?}");
@@ -118,15 +115,13 @@ fn forged_session_ids_never_reach_argv() {
 #[test]
 fn a_session_id_planted_in_state_json_is_dropped() {
     let p = Project::new(&["a", "b"]);
-    let out = p.run(&["--max-loops", "1"]);
-    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    p.run_code(&["--max-loops", "1"], 3);
     let path = p.dir.join(".hank/state.json");
     let mut state: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     state["session"]["id"] = json!("--dangerously-skip-permissions");
     std::fs::write(&path, state.to_string()).unwrap();
-    let out = p.run(&["--max-loops", "1"]);
-    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let out = p.run_code(&["--max-loops", "1"], 3);
     let argv = p.argv(2);
     assert!(!argv.iter().any(|a| a.contains("dangerously")), "{argv:?}");
     assert!(!argv.iter().any(|a| a == "--resume"), "{argv:?}");
@@ -258,8 +253,7 @@ fn escape_sequences_never_reach_the_terminal() {
         "response-2",
         &error_json(&format!("API Error: {HOSTILE}"), Some(500)),
     );
-    let out = p.run(&["--max-loops", "2", "--verbose"]);
-    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let out = p.run_code(&["--max-loops", "2", "--verbose"], 3);
     let err = stderr(&out);
     assert!(err.contains("RED"), "{err}");
     assert_clean("run stderr", &err);
@@ -286,8 +280,7 @@ fn the_live_view_is_sanitized() {
     ];
     let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
     p.fake("response", &body);
-    let out = p.run(&["--max-loops", "1", "--live"]);
-    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let out = p.run_code(&["--max-loops", "1", "--live"], 3);
     let err = stderr(&out);
     assert!(err.contains("RED"), "{err}");
     assert_clean("live stderr", &err);
@@ -452,8 +445,7 @@ fn symlinked_logs_and_events_are_replaced_not_followed() {
             outside_file.display()
         ),
     );
-    let out = p.run(&["--max-loops", "1"]);
-    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    p.run_code(&["--max-loops", "1"], 3);
     assert_eq!(std::fs::read_to_string(&outside_file).unwrap(), "keep\n");
 }
 
@@ -469,8 +461,7 @@ fn a_huge_recommendation_is_cut_not_emptying_the_event_log() {
     );
     v["result"] = json!(text);
     p.fake("response", &v.to_string());
-    let out = p.run(&["--max-loops", "2"]);
-    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    p.run_code(&["--max-loops", "2"], 3);
     let events = p.events();
     let finished: Vec<_> = events
         .iter()

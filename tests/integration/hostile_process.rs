@@ -99,6 +99,13 @@ fn cost(v: &Value) -> f64 {
     v.as_f64().unwrap_or(f64::NAN)
 }
 
+/// Asserts that the state's totals are `usd` spent and `input` input tokens.
+fn assert_spent(state: &Value, usd: f64, input: u64) {
+    let totals = &state["totals"];
+    assert!((cost(&totals["cost_usd"]) - usd).abs() < 1e-9, "{totals}");
+    assert_eq!(totals["tokens"]["input"], input, "{totals}");
+}
+
 fn calls_in_log(p: &Project) -> usize {
     let text = std::fs::read_to_string(p.dir.join(".hank/state.json.calls")).unwrap_or_default();
     let mut ids: Vec<u64> = text
@@ -136,8 +143,7 @@ fn a_rewritten_loop_log_does_not_change_what_hank_records() {
              (trap '' TERM; sleep 0.5; printf '%s\\n' '{forged}' > \"$log\") &\n"
         ),
     );
-    let o = p.run(&["--max-loops", "2", "--max-cost", "5"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    p.run_code(&["--max-loops", "2", "--max-cost", "5"], 3);
     assert_eq!(p.calls(), 2);
     let log = std::fs::read_to_string(p.dir.join(".hank/logs/loop-00001.out")).unwrap();
     assert!(
@@ -145,16 +151,7 @@ fn a_rewritten_loop_log_does_not_change_what_hank_records() {
         "the agent did rewrite its log: {log}"
     );
     let state = p.state();
-    assert!(
-        (cost(&state["totals"]["cost_usd"]) - 0.02).abs() < 1e-9,
-        "{}",
-        state["totals"]
-    );
-    assert_eq!(
-        state["totals"]["tokens"]["input"], 200,
-        "{}",
-        state["totals"]
-    );
+    assert_spent(&state, 0.02, 200);
     assert_eq!(
         state["session"]["id"], "11111111-2222-3333-4444-555555555552",
         "{}",
@@ -183,8 +180,7 @@ fn start_wiping_run(p: &Project, wipe: &str) -> Child {
 /// The second `hank run` is refused while the first one runs, then the first finishes and
 /// its state has the call, cost and tokens of the answer it read.
 fn second_run_refused_and_first_counts(p: &Project, first: Child) {
-    let o = p.run(&["--max-loops", "1"]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let o = p.run_code(&["--max-loops", "1"], 1);
     assert!(
         stderr(&o).contains("already running"),
         "the second run must say a loop is running: {}",
@@ -201,16 +197,7 @@ fn second_run_refused_and_first_counts(p: &Project, first: Child) {
         stderr(&o),
         state["totals"]
     );
-    assert!(
-        (cost(&state["totals"]["cost_usd"]) - 0.01).abs() < 1e-9,
-        "{}",
-        state["totals"]
-    );
-    assert_eq!(
-        state["totals"]["tokens"]["input"], 100,
-        "{}",
-        state["totals"]
-    );
+    assert_spent(&state, 0.01, 100);
     assert_eq!(calls_in_log(p), 1, "the call log was written again");
 }
 
@@ -273,8 +260,7 @@ fn an_agent_that_keeps_running_after_its_result_is_stopped_and_its_answer_kept()
 fn a_setsid_daemon_ignoring_sigterm_does_not_outlive_a_normal_loop() {
     let p = Project::new(&["a", "b"]);
     p.fake("effect.sh", &format!("{TICK_ONE}{}", daemon("daemon")));
-    let o = p.run(&["--max-loops", "1"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    p.run_code(&["--max-loops", "1"], 3);
     let pid = read_pid(&p, "daemon");
     let left = marked_after(&p, Duration::from_secs(5));
     kill_all(&left);
@@ -282,15 +268,22 @@ fn a_setsid_daemon_ignoring_sigterm_does_not_outlive_a_normal_loop() {
     assert!(left.is_empty(), "survivors: {left:?}");
 }
 
-#[test]
-fn a_setsid_daemon_does_not_survive_ctrl_c_and_a_second_ctrl_c_skips_the_grace() {
-    let p = Project::new(&["a", "b"]);
+/// Starts `hank` with an agent whose effect `effect` (every call's, or one call's) starts a
+/// `setsid` daemon, then ignores SIGTERM and sleeps; returns once the daemon runs.
+fn start_stubborn(p: &Project, effect: &str) -> Child {
     p.fake(
-        "effect.sh",
+        effect,
         &format!("{}trap '' TERM\nsleep 300\n", daemon("daemon")),
     );
     let child = p.spawn(&[]);
     wait_file(&p.fake.join("daemon.pid"), Duration::from_secs(30));
+    child
+}
+
+#[test]
+fn a_setsid_daemon_does_not_survive_ctrl_c_and_a_second_ctrl_c_skips_the_grace() {
+    let p = Project::new(&["a", "b"]);
+    let child = start_stubborn(&p, "effect.sh");
     let sent = Instant::now();
     signal(&child, Signal::SIGINT);
     std::thread::sleep(Duration::from_millis(200));
@@ -327,12 +320,7 @@ fn a_setsid_daemon_does_not_survive_a_timeout() {
 #[test]
 fn what_a_killed_hank_left_is_stopped_by_the_next_start_even_after_reset() {
     let p = Project::new(&["a", "b"]);
-    p.fake(
-        "effect-1.sh",
-        &format!("{}trap '' TERM\nsleep 300\n", daemon("daemon")),
-    );
-    let mut child = p.spawn(&[]);
-    wait_file(&p.fake.join("daemon.pid"), Duration::from_secs(30));
+    let mut child = start_stubborn(&p, "effect-1.sh");
     child.kill().unwrap();
     child.wait().unwrap();
     std::thread::sleep(Duration::from_millis(200));
@@ -342,8 +330,7 @@ fn what_a_killed_hank_left_is_stopped_by_the_next_start_even_after_reset() {
     );
     let lock = std::fs::read_to_string(p.dir.join(".hank/hank.lock")).unwrap();
     assert!(lock.contains("\nagent "), "{lock}");
-    let o = p.run(&["reset", "session"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    p.run_code(&["reset", "session"], 0);
     let lock = std::fs::read_to_string(p.dir.join(".hank/hank.lock")).unwrap();
     assert!(
         lock.contains("\nagent "),
@@ -374,18 +361,13 @@ fn an_answer_line_over_the_cap_is_output_too_large() {
          head -c 270000000 /dev/zero | tr '\\0' x\nprintf '\"}\\n'\nexit 0\n",
     );
     p.fake("response", "");
-    let o = p.run(&["--max-loops", "1"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    p.run_code(&["--max-loops", "1"], 3);
     let status = p.status();
     assert_eq!(
         status["last_loop"]["error_kind"], "output_too_large",
         "{status}"
     );
-    let finished: Vec<Value> = p
-        .events()
-        .into_iter()
-        .filter(|e| e["type"] == "agent_finished")
-        .collect();
+    let finished = p.events_of("agent_finished");
     assert_eq!(finished.len(), 1);
     assert_eq!(
         p.state()["breaker"]["failure_streak"],

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use crate::support::{
-    Project, TICK_ONE, alive, error_json, gone, result_json, signal, stderr, stdout,
+    Project, TICK_ONE, alive, exits, gone, result_json, signal, stderr, stdout, terminate,
     wait_with_timeout,
 };
 
@@ -15,8 +15,7 @@ fn n_open_tasks_take_n_calls_then_plan_complete() {
     let p = Project::new(&["one", "two", "three"]);
     p.git_init();
     p.fake("effect.sh", TICK_ONE);
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    p.run_code(&[], 0);
     assert_eq!(p.calls(), 3);
     let s = p.status();
     assert_eq!(s["state"], "completed");
@@ -52,8 +51,7 @@ fn argv_prompt_on_stdin_resume_and_allowed_tools() {
         "Prompt with $(rm -rf /) `x` 'q' \"d\" ; | & *\n",
     )
     .unwrap();
-    let o = p.run(&["--model", "sonnet"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    p.run_code(&["--model", "sonnet"], 0);
     let (ctx1, prompt1) = p.context_and_prompt(1);
     assert_eq!(prompt1, b"Prompt with $(rm -rf /) `x` 'q' \"d\" ; | & *\n");
     assert!(ctx1.starts_with("Hank loop 1."), "{ctx1}");
@@ -127,13 +125,7 @@ fn call_cap_waits_and_a_restart_still_waits() {
     });
     assert_eq!(s["wait_reason"], "rate_limit");
     assert_eq!(p.calls(), 2, "the ledger survived the restart");
-    signal(&child, Signal::SIGTERM);
-    assert_eq!(
-        wait_with_timeout(child, Duration::from_secs(10))
-            .status
-            .code(),
-        Some(130)
-    );
+    terminate(child);
 }
 
 #[test]
@@ -145,29 +137,26 @@ fn hung_agent_and_grandchild_are_killed_on_timeout() {
     assert!(start.elapsed() < Duration::from_secs(30));
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert_eq!(p.status()["last_loop"]["outcome"], "timeout");
-    let pid: i32 = std::fs::read_to_string(p.fake.join("grandchild.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(200));
+    let pid = p.grandchild_pid();
+    std::thread::sleep(Duration::from_millis(100));
     assert!(gone(pid), "grandchild {pid} survived");
+}
+
+/// Starts `hank` over a one-item plan with an agent that starts a grandchild and sleeps 300 s
+/// (in every call, or with `calls` = `-1` in the first only); the project, hank and the
+/// grandchild's PID.
+fn start_hung_call(calls: &str) -> (Project, std::process::Child, i32) {
+    let p = Project::new(&["a"]);
+    p.fake(&format!("sleep{calls}"), "300")
+        .fake(&format!("grandchild{calls}"), "");
+    let child = p.start_call(&[]);
+    let pid = p.grandchild_pid();
+    (p, child, pid)
 }
 
 #[test]
 fn sigint_during_a_call_exits_130_quickly_with_no_survivor() {
-    let p = Project::new(&["a"]);
-    p.fake("sleep", "300").fake("grandchild", "");
-    let child = p.spawn(&[]);
-    p.wait_status(Duration::from_secs(20), |s| s["state"] == "running");
-    p.wait_calls(1, Duration::from_secs(10));
-    let pidfile = p.fake.join("grandchild.pid");
-    let t = Instant::now();
-    while !pidfile.exists() {
-        assert!(t.elapsed() < Duration::from_secs(10));
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(100));
+    let (p, child, pid) = start_hung_call("");
     let start = Instant::now();
     signal(&child, Signal::SIGINT);
     let o = wait_with_timeout(child, Duration::from_secs(10));
@@ -180,11 +169,6 @@ fn sigint_during_a_call_exits_130_quickly_with_no_survivor() {
     let s = p.status();
     assert_eq!(s["state"], "stopped");
     assert_eq!(s["exit_reason"], "interrupted");
-    let pid: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
     assert!(gone(pid), "grandchild survived");
     let state = hank::store::Store::new(&p.dir).read_state().unwrap();
     assert_eq!(state.ledger.entries.len(), 1);
@@ -194,22 +178,14 @@ fn sigint_during_a_call_exits_130_quickly_with_no_survivor() {
 fn a_second_instance_is_refused() {
     let p = Project::new(&["a"]);
     p.fake("sleep", "300");
-    let child = p.spawn(&[]);
-    p.wait_calls(1, Duration::from_secs(20));
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(1));
+    let child = p.start_call(&[]);
+    let o = p.run_code(&[], 1);
     assert!(
         stderr(&o).contains(&format!("PID {}", child.id())),
         "{}",
         stderr(&o)
     );
-    signal(&child, Signal::SIGTERM);
-    assert_eq!(
-        wait_with_timeout(child, Duration::from_secs(10))
-            .status
-            .code(),
-        Some(130)
-    );
+    terminate(child);
 }
 
 #[test]
@@ -220,8 +196,7 @@ fn corrupt_state_is_moved_aside_with_a_warning() {
         "{\"ledger\": {\"entries\": [",
     )
     .unwrap();
-    let o = p.run(&["--max-loops", "1"]);
-    assert_eq!(o.status.code(), Some(3));
+    let o = p.run_code(&["--max-loops", "1"], 3);
     assert!(stderr(&o).contains("moved it aside"), "{}", stderr(&o));
     let aside = p.corrupt_state_files();
     assert_eq!(aside.len(), 1);
@@ -250,27 +225,18 @@ fn usage_limit_waits_until_the_parsed_reset() {
 #[test]
 fn usage_limit_with_exit_policy_stops_with_3() {
     let p = Project::new(&["a"]);
-    p.fake(
-        "response",
-        &error_json(
-            "You've hit your session limit · resets 5:09am (UTC)",
-            Some(429),
-        ),
-    )
-    .fake("exit", "1");
+    p.fail_calls(
+        "You've hit your session limit · resets 5:09am (UTC)",
+        Some(429),
+    );
     p.run_to(&["--on-usage-limit", "exit"], 3, "usage_limit");
 }
 
 #[test]
 fn auth_error_is_agent_fatal() {
     let p = Project::new(&["a"]);
-    p.fake(
-        "response",
-        &error_json("Invalid API key · Fix external API key", Some(401)),
-    )
-    .fake("exit", "1");
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    p.fail_calls("Invalid API key · Fix external API key", Some(401));
+    p.run_code(&[], 2);
     assert_eq!(p.calls(), 1);
     assert_eq!(p.status()["exit_reason"], "agent_fatal");
     assert_eq!(p.status()["state"], "halted");
@@ -279,14 +245,10 @@ fn auth_error_is_agent_fatal() {
 #[test]
 fn an_always_failing_agent_opens_the_circuit_after_the_failure_threshold() {
     let p = Project::new(&["a"]);
-    p.fake(
-        "response",
-        &error_json(
-            "API Error: 500 Internal server error. This is a server-side issue",
-            Some(500),
-        ),
+    p.fail_calls(
+        "API Error: 500 Internal server error. This is a server-side issue",
+        Some(500),
     );
-    p.fake("exit", "1");
     p.fake("effect.sh", "date +%s%N >> changing.txt\n");
     p.run_to(&[], 2, "circuit_open");
     assert_eq!(p.calls(), 5);
@@ -319,11 +281,7 @@ fn cooldown_passes_on_a_later_start_without_sleeping() {
     assert_eq!(p.calls(), 4);
     let err = stderr(&o);
     assert!(err.contains("OPEN → HALF_OPEN"), "{err}");
-    let transitions: Vec<serde_json::Value> = p
-        .events()
-        .into_iter()
-        .filter(|e| e["type"] == "circuit_changed")
-        .collect();
+    let transitions = p.events_of("circuit_changed");
     let at: jiff::Timestamp = transitions.last().unwrap()["at"]
         .as_str()
         .unwrap()
@@ -335,16 +293,14 @@ fn cooldown_passes_on_a_later_start_without_sleeping() {
     );
     // A bad HANK_NOW is named.
     let o = p.run_env(&[("HANK_NOW", "yesterday")], &[]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("invalid HANK_NOW"), "{}", stderr(&o));
+    crate::support::assert_contains(&exits(&o, 1), "invalid HANK_NOW");
 }
 
 #[test]
 fn no_progress_opens_the_circuit_after_three_loops() {
     let p = Project::new(&["a"]);
     p.git_init();
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    p.run_code(&[], 2);
     assert_eq!(p.calls(), 3);
     let s = p.status();
     assert_eq!(s["exit_reason"], "circuit_open");
@@ -374,8 +330,7 @@ fn two_loops_with_denials_stop_with_permission_denied() {
         "permission_denials": [{"tool_name": "Bash", "tool_use_id": "t1", "tool_input": {"command": "npm install left-pad"}}]
     });
     p.fake("response", &denied.to_string());
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = p.run_code(&[], 2);
     assert_eq!(p.calls(), 2, "the first denial only warns");
     assert_eq!(p.status()["exit_reason"], "permission_denied");
     assert!(stderr(&o).contains("npm install left-pad"));
@@ -403,8 +358,7 @@ fn exit_signal_with_confirming_indicators_is_project_complete() {
         "response-2",
         &result_json("COMPLETE", "IMPLEMENTATION", true, "All tasks complete."),
     );
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    p.run_code(&[], 0);
     assert_eq!(p.calls(), 2);
     assert_eq!(p.status()["exit_reason"], "project_complete");
 }
@@ -462,8 +416,7 @@ fn unknown_session_is_dropped_and_retried_at_once() {
     );
     p.fake("exit-2", "1");
     p.fake("effect-2.sh", "true\n");
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    p.run_code(&[], 0);
     assert!(p.argv(2).iter().any(|a| a == "--resume"));
     assert!(
         !p.argv(3).iter().any(|a| a == "--resume"),
@@ -477,8 +430,7 @@ fn unknown_session_is_dropped_and_retried_at_once() {
 fn json_events_on_stdout() {
     let p = Project::new(&["a"]);
     p.fake("effect.sh", TICK_ONE);
-    let o = p.run(&["--json"]);
-    assert_eq!(o.status.code(), Some(0));
+    let o = p.run_code(&["--json"], 0);
     let lines: Vec<serde_json::Value> = stdout(&o)
         .lines()
         .map(|l| serde_json::from_str(l).expect("JSON line"))
@@ -508,8 +460,7 @@ fn live_mode_uses_stream_json_and_writes_the_live_log() {
     ];
     let text: String = stream.iter().map(|l| format!("{l}\n")).collect();
     p.fake("response", &text);
-    let o = p.run(&["--live"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = p.run_code(&["--live"], 0);
     let argv = p.argv(1);
     assert!(
         argv.windows(2)
@@ -526,11 +477,7 @@ fn live_mode_uses_stream_json_and_writes_the_live_log() {
 #[test]
 fn billing_and_cli_usage_errors_are_agent_fatal() {
     let p = Project::new(&["a"]);
-    p.fake(
-        "response",
-        &error_json("Credit balance is too low", Some(400)),
-    )
-    .fake("exit", "1");
+    p.fail_calls("Credit balance is too low", Some(400));
     p.run_to(&[], 2, "agent_fatal");
     assert_eq!(p.status()["last_loop"]["error_kind"], "billing");
 
@@ -553,8 +500,7 @@ fn sigint_shaped_result_with_exit_0_is_not_success() {
         "total_cost_usd": 0.001
     });
     p.fake("response", &r.to_string());
-    let o = p.run(&["--max-loops", "1"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    p.run_code(&["--max-loops", "1"], 3);
     assert_eq!(p.status()["last_loop"]["outcome"], "agent_error");
     assert_eq!(p.status()["last_loop"]["error_kind"], "interrupted");
 }
@@ -568,30 +514,15 @@ fn removing_the_whole_hank_dir_is_an_integrity_failure() {
 
 #[test]
 fn an_agent_orphaned_by_kill_9_is_stopped_at_the_next_start() {
-    let p = Project::new(&["a"]);
-    p.fake("sleep-1", "300").fake("grandchild-1", "");
-    let child = p.spawn(&[]);
-    p.wait_calls(1, Duration::from_secs(20));
-    let pidfile = p.fake.join("grandchild.pid");
-    let t = Instant::now();
-    while !pidfile.exists() {
-        assert!(t.elapsed() < Duration::from_secs(10));
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(200));
+    let (p, child, pid) = start_hung_call("-1");
+    std::thread::sleep(Duration::from_millis(100));
     signal(&child, Signal::SIGKILL);
     let _ = wait_with_timeout(child, Duration::from_secs(10));
-    let pid: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
     assert!(
         alive(pid),
         "kill -9 of hank cannot stop the agent's own process group"
     );
-    let o = p.run(&["--max-loops", "1"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let o = p.run_code(&["--max-loops", "1"], 3);
     assert!(
         gone(pid),
         "the orphaned agent group survived the next start"

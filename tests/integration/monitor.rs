@@ -1,12 +1,13 @@
 //! hank monitor / hank --monitor end to end
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{Project, cmd_exists, stderr, stdout};
+use crate::support::{Project, exits, stderr, stdout};
 
 const STATUS: &str = r#"{
   "schema_version": 1, "updated_at": "2026-11-22T10:00:00Z", "state": "waiting",
@@ -53,8 +54,7 @@ fn once_prints_text_and_json_snapshots() {
     )
     .unwrap();
 
-    let out = p.run(&["monitor", "--once"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = p.run_code(&["monitor", "--once"], 0);
     let text = stdout(&out);
     for want in [
         "WAITING · loop 4",
@@ -73,12 +73,10 @@ fn once_prints_text_and_json_snapshots() {
     assert!(!text.contains('\u{1b}'), "escape sequences leak:\n{text}");
 
     // No terminal and no --once: one snapshot, exit 0.
-    let out = p.run(&["monitor"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = p.run_code(&["monitor"], 0);
     assert!(stdout(&out).contains("WAITING · loop 4"));
 
-    let out = p.run(&["monitor", "--once", "--json"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = p.run_code(&["monitor", "--once", "--json"], 0);
     let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(v["project"], "proj");
     assert_eq!(v["status"]["loop_count"], 4);
@@ -105,8 +103,7 @@ fn once_prints_text_and_json_snapshots() {
 fn missing_and_broken_files_are_survived() {
     let p = Project::new(&["one"]);
     let _lock = hold_lock(&p);
-    let out = p.run(&["monitor", "--once"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = p.run_code(&["monitor", "--once"], 0);
     assert!(stdout(&out).contains("no status yet"), "{}", stdout(&out));
 
     std::fs::write(
@@ -116,8 +113,7 @@ fn missing_and_broken_files_are_survived() {
     .unwrap();
     std::fs::write(p.dir.join(".hank/events.jsonl"), "not json\n{\"type\":").unwrap();
     std::fs::write(p.dir.join(".hank/state.json"), "[]").unwrap();
-    let out = p.run(&["monitor", "--once"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = p.run_code(&["monitor", "--once"], 0);
     assert!(stdout(&out).contains("not valid JSON"), "{}", stdout(&out));
 
     std::fs::write(
@@ -125,8 +121,7 @@ fn missing_and_broken_files_are_survived() {
         r#"{"schema_version":7,"state":"running"}"#,
     )
     .unwrap();
-    let out = p.run(&["monitor", "--once", "--json"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = p.run_code(&["monitor", "--once", "--json"], 0);
     let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(v["status"]["state"], "running");
     assert!(v["notes"][0].as_str().unwrap().contains("schema_version 7"));
@@ -135,8 +130,7 @@ fn missing_and_broken_files_are_survived() {
 #[test]
 fn outside_a_project_is_a_usage_error() {
     let p = Project::new(&[]);
-    let out = p.run(&["monitor", "--once", "--dir", "/nonexistent/dir"]);
-    assert_eq!(out.status.code(), Some(1));
+    let out = p.run_code(&["monitor", "--once", "--dir", "/nonexistent/dir"], 1);
     crate::support::assert_contains(&stderr(&out), "--dir /nonexistent/dir");
     let out = p
         .cmd()
@@ -144,8 +138,7 @@ fn outside_a_project_is_a_usage_error() {
         .args(["monitor", "--once"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains(".hank/"), "{}", stderr(&out));
+    crate::support::assert_contains(&exits(&out, 1), ".hank/");
 }
 
 #[test]
@@ -157,10 +150,14 @@ fn monitor_flag_without_tmux_is_a_usage_error() {
         .args(["--monitor"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains("tmux"), "{}", stderr(&out));
+    crate::support::assert_contains(&exits(&out, 1), "tmux");
     assert_eq!(p.calls(), 0);
 }
+
+/// The fake agent's effect that keeps a call running until the test creates `release` in the
+/// fake's folder (at most 30 s).
+const UNTIL_RELEASED: &str =
+    "for _ in $(seq 600); do [ -e \"$FAKE_CLAUDE_DIR/release\" ] && break; sleep 0.05; done\n";
 
 /// A private tmux server (its own socket directory); killed on drop.
 struct Tmux {
@@ -168,11 +165,10 @@ struct Tmux {
     home: PathBuf,
 }
 
-/// A project with `items` and a private tmux server for test `name`; `None` (with a note)
+/// A project with `items` and a private tmux server for the calling test; `None` (with a note)
 /// when tmux is not installed.
-fn with_tmux(name: &str, items: &[&str]) -> Option<(Project, Tmux)> {
-    if !cmd_exists("tmux") {
-        eprintln!("SKIP {name}: tmux not installed");
+fn with_tmux(items: &[&str]) -> Option<(Project, Tmux)> {
+    if crate::support::missing("tmux") {
         return None;
     }
     let p = Project::new(items);
@@ -181,9 +177,11 @@ fn with_tmux(name: &str, items: &[&str]) -> Option<(Project, Tmux)> {
 }
 
 impl Tmux {
-    /// `hank ARGS` in the project, its tmux commands on this server.
-    fn hank(&self, p: &Project, args: &[&str]) -> Output {
-        p.run_env(&[("TMUX_TMPDIR", &self.tmpdir)], args)
+    /// `hank ARGS` in the project, its tmux commands on this server; asserts its exit `code`.
+    fn hank(&self, p: &Project, args: &[&str], code: i32) -> Output {
+        let out = p.run_env(&[("TMUX_TMPDIR", &self.tmpdir)], args);
+        exits(&out, code);
+        out
     }
 
     /// A private server for the project's test (its socket folder under the test's HOME).
@@ -205,6 +203,20 @@ impl Tmux {
             .stdin(Stdio::null())
             .output()
             .unwrap()
+    }
+
+    /// Runs tmux on this server with only the environment `env` (a server started by someone
+    /// else, without the caller's variables); asserts that it succeeded.
+    fn start_clean(&self, env: &[(&str, OsString)], args: &[&str]) {
+        let o = Command::new("tmux")
+            .args(args)
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .env("TMUX_TMPDIR", &self.tmpdir)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
     }
 
     fn has_session(&self, name: &str) -> bool {
@@ -238,36 +250,23 @@ impl Drop for Tmux {
 
 #[test]
 fn monitor_flag_runs_the_loop_in_tmux_and_ends_with_it() {
-    if !cmd_exists("tmux") {
-        eprintln!(
-            "skipping monitor_flag_runs_the_loop_in_tmux_and_ends_with_it: tmux is not installed"
-        );
+    let Some((p, tmux)) = with_tmux(&["one", "two", "three"]) else {
         return;
-    }
-    let p = Project::new(&["one", "two", "three"]);
-    // The agent runs until the test has seen the dashboard show the running loop (it creates
-    // `release`), at most 30 s.
-    p.fake(
-        "effect.sh",
-        "for _ in $(seq 600); do [ -e \"$FAKE_CLAUDE_DIR/release\" ] && break; sleep 0.05; done\n",
-    );
-    let tmux = Tmux::for_project(&p);
-    let tmpdir = tmux.tmpdir.clone();
-
-    let out = p
-        .cmd()
-        .env("TMUX_TMPDIR", &tmpdir)
-        .args([
+    };
+    // The agent runs until the test has seen the dashboard show the running loop.
+    p.fake("effect.sh", UNTIL_RELEASED);
+    let out = tmux.hank(
+        &p,
+        &[
             "--monitor",
             "--monitor-exit",
             "--max-loops",
             "1",
             "--model",
             "it's $HOME",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        ],
+        0,
+    );
     assert_eq!(
         stdout(&out).trim(),
         "tmux attach -t proj",
@@ -319,24 +318,10 @@ fn monitor_flag_runs_the_loop_in_tmux_and_ends_with_it() {
 /// not stay behind spinning on the dead terminal.
 #[test]
 fn monitor_exits_when_its_terminal_goes_away() {
-    if !cmd_exists("tmux") {
-        eprintln!("SKIP monitor_exits_when_its_terminal_goes_away: tmux not installed");
+    let Some((p, server)) = with_tmux(&["a"]) else {
         return;
-    }
-    let p = Project::new(&["a"]);
-    let tmpdir = p.home.join("tmux");
-    std::fs::create_dir_all(&tmpdir).unwrap();
-    let tmux = |args: &[&str]| {
-        Command::new("tmux")
-            .args(["-L", "hank-hup-test"])
-            .args(args)
-            .env("TMUX_TMPDIR", &tmpdir)
-            .env_remove("TMUX")
-            .env("HOME", &p.home)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
     };
+    let tmux = |args: &[&str]| server.cmd(args);
     let cmd = format!(
         "cd '{}' && exec '{}' monitor",
         p.dir.display(),
@@ -379,16 +364,14 @@ fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
 /// terminal, and no tmux session is started.
 #[test]
 fn monitor_flag_validates_first() {
-    let Some((p, tmux)) = with_tmux("monitor_flag_validates_first", &["a"]) else {
+    let Some((p, tmux)) = with_tmux(&["a"]) else {
         return;
     };
-    let out = tmux.hank(&p, &["--monitor", "--max-loops", "many"]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains("--max-loops"), "{}", stderr(&out));
+    let err = stderr(&tmux.hank(&p, &["--monitor", "--max-loops", "many"], 1));
+    assert!(err.contains("--max-loops"), "{err}");
     p.hankrc("MAX_LOOPZ=3\n");
-    let out = tmux.hank(&p, &["--monitor"]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    crate::support::assert_contains(&stderr(&out), "unknown key MAX_LOOPZ");
+    let err = stderr(&tmux.hank(&p, &["--monitor"], 1));
+    crate::support::assert_contains(&err, "unknown key MAX_LOOPZ");
     assert!(!tmux.has_session("proj"));
     assert_eq!(p.calls(), 0);
 }
@@ -397,37 +380,26 @@ fn monitor_flag_validates_first() {
 /// caller's environment (keys, HOME, the fake agent's settings), and no env file stays behind.
 #[test]
 fn monitor_flag_passes_the_callers_environment_to_an_old_server() {
-    if !cmd_exists("tmux") {
-        eprintln!("SKIP monitor_flag_passes_the_callers_environment_to_an_old_server");
+    let Some((p, tmux)) = with_tmux(&["a"]) else {
         return;
-    }
-    let p = Project::new(&["a"]);
-    let tmpdir = p.home.join("tmux");
-    let private_tmp = p.home.join("tmp");
-    std::fs::create_dir_all(&tmpdir).unwrap();
-    std::fs::create_dir_all(&private_tmp).unwrap();
-    let tmux = Tmux {
-        tmpdir: tmpdir.clone(),
-        home: p.home.clone(),
     };
+    let private_tmp = p.home.join("tmp");
+    std::fs::create_dir_all(&private_tmp).unwrap();
     // The server starts without the caller's variables.
-    let o = Command::new("tmux")
-        .args(["new-session", "-d", "-s", "other", "sleep 600"])
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("TMUX_TMPDIR", &tmpdir)
-        .env("HOME", "/nonexistent")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
+    tmux.start_clean(
+        &[
+            ("PATH", "/usr/bin:/bin".into()),
+            ("HOME", "/nonexistent".into()),
+        ],
+        &["new-session", "-d", "-s", "other", "sleep 600"],
+    );
     p.fake(
         "effect.sh",
         "printf '%s|%s' \"$ANTHROPIC_API_KEY\" \"$HOME\" > \"$FAKE_CLAUDE_DIR/seen\"\n",
     );
     let out = p
         .cmd()
-        .env("TMUX_TMPDIR", &tmpdir)
+        .env("TMUX_TMPDIR", &tmux.tmpdir)
         .env("TMPDIR", &private_tmp)
         .env("ANTHROPIC_API_KEY", "sk-ant-api03-caller-only-value")
         .args(["--monitor", "--monitor-exit", "--max-loops", "1"])
@@ -452,12 +424,10 @@ fn monitor_flag_passes_the_callers_environment_to_an_old_server() {
 /// Without `--monitor-exit` the final screen stays until a key is pressed.
 #[test]
 fn monitor_flag_keeps_the_final_screen_until_a_key() {
-    let Some((p, tmux)) = with_tmux("monitor_flag_keeps_the_final_screen_until_a_key", &["a"])
-    else {
+    let Some((p, tmux)) = with_tmux(&["a"]) else {
         return;
     };
-    let out = tmux.hank(&p, &["--monitor", "--max-loops", "1"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    tmux.hank(&p, &["--monitor", "--max-loops", "1"], 0);
     let mut screen = String::new();
     wait_until("the exit screen", Duration::from_secs(60), || {
         screen = tmux.capture_all("proj");
@@ -480,17 +450,10 @@ fn monitor_flag_keeps_the_final_screen_until_a_key() {
 /// exit code when it ends.
 #[test]
 fn monitor_flag_inside_tmux_opens_a_window_and_returns_the_code() {
-    let Some((p, tmux)) = with_tmux(
-        "monitor_flag_inside_tmux_opens_a_window_and_returns_the_code",
-        &["a"],
-    ) else {
+    let Some((p, tmux)) = with_tmux(&["a"]) else {
         return;
     };
-    let tmpdir = tmux.tmpdir.clone();
-    p.fake(
-        "effect.sh",
-        "for _ in $(seq 600); do [ -e \"$FAKE_CLAUDE_DIR/release\" ] && break; sleep 0.05; done\n",
-    );
+    p.fake("effect.sh", UNTIL_RELEASED);
     let result = p.home.join("result");
     let script = format!(
         "cd '{}' && '{}' --monitor --monitor-exit --max-loops 1; echo $? > '{}'; sleep 600",
@@ -498,8 +461,18 @@ fn monitor_flag_inside_tmux_opens_a_window_and_returns_the_code() {
         crate::support::hank_bin().display(),
         result.display()
     );
-    let o = Command::new("tmux")
-        .args([
+    let path = format!(
+        "{}:/usr/bin:/bin",
+        crate::support::fixtures().join("bin").display()
+    );
+    tmux.start_clean(
+        &[
+            ("PATH", path.into()),
+            ("HOME", p.home.clone().into()),
+            ("FAKE_CLAUDE_DIR", p.fake.clone().into()),
+            ("NO_COLOR", "1".into()),
+        ],
+        &[
             "new-session",
             "-d",
             "-s",
@@ -509,23 +482,8 @@ fn monitor_flag_inside_tmux_opens_a_window_and_returns_the_code() {
             "-y",
             "50",
             &script,
-        ])
-        .env_clear()
-        .env(
-            "PATH",
-            format!(
-                "{}:/usr/bin:/bin",
-                crate::support::fixtures().join("bin").display()
-            ),
-        )
-        .env("TMUX_TMPDIR", &tmpdir)
-        .env("HOME", &p.home)
-        .env("FAKE_CLAUDE_DIR", &p.fake)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
+        ],
+    );
     wait_until("the loop's window opens", Duration::from_secs(30), || {
         let w = tmux.cmd(&["list-windows", "-t", "=outer", "-F", "#{window_name}"]);
         stdout(&w).lines().any(|n| n == "proj")

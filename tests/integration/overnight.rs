@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
-use crate::support::{Project, TICK_ONE, error_json, signal, stderr, wait_with_timeout};
+use crate::support::{Project, TICK_ONE, error_json, exits, signal, stderr, wait_with_timeout};
 
 #[test]
 fn a_restart_during_a_usage_limit_wait_resumes_it_without_calling() {
@@ -34,11 +34,9 @@ fn a_restart_during_a_usage_limit_wait_resumes_it_without_calling() {
     assert_eq!(p.calls(), 1);
 
     // `hank reset wait` lets the next start call at once.
-    let o = p.run(&["reset", "wait"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    p.run_code(&["reset", "wait"], 0);
     p.fake("effect.sh", TICK_ONE);
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    p.run_code(&[], 0);
     assert_eq!(p.calls(), 2);
     assert!(p.state().get("wait").is_none());
 }
@@ -56,8 +54,7 @@ fn an_outage_of_eight_overloaded_answers_is_ridden_out() {
         p.fake(&format!("exit-{n}"), "1");
     }
     p.fake("effect-9.sh", TICK_ONE);
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    p.run_code(&[], 0);
     assert_eq!(p.calls(), 9);
     assert_eq!(p.status()["exit_reason"], "plan_complete");
     assert_eq!(p.status()["circuit_state"], "CLOSED");
@@ -75,21 +72,15 @@ fn an_outage_of_eight_overloaded_answers_is_ridden_out() {
 fn an_open_circuit_says_when_it_cools_down() {
     let p = Project::new(&["a"]);
     p.hankrc("RETRY_BACKOFF_SECONDS=0\nMAX_OUTAGE_MINUTES=0\n");
-    p.fake(
-        "response",
-        &error_json("API Error: 529 {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}", Some(529)),
-    );
-    p.fake("exit", "1");
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    p.fail_calls("API Error: 529 {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}", Some(529));
+    let o = p.run_code(&[], 2);
     assert_eq!(p.calls(), 5);
     assert_eq!(p.status()["exit_reason"], "circuit_open");
     let msg = stderr(&o);
     assert!(msg.contains("the cooldown ends"), "{msg}");
     assert!(msg.contains("UTC"), "{msg}");
     assert!(msg.contains("hank reset circuit"), "{msg}");
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = p.run_code(&[], 2);
     assert_eq!(p.calls(), 5);
     assert!(stderr(&o).contains("the cooldown ends"), "{}", stderr(&o));
 }
@@ -124,9 +115,7 @@ fn a_closed_stderr_does_not_stop_the_run() {
 fn sighup_stops_cleanly_with_a_final_status() {
     let p = Project::new(&["a"]);
     p.fake("sleep", "30");
-    let child = p.spawn(&[]);
-    p.wait_calls(1, Duration::from_secs(20));
-    p.wait_status(Duration::from_secs(20), |s| s["state"] == "running");
+    let child = p.start_call(&[]);
     signal(&child, Signal::SIGHUP);
     let o = wait_with_timeout(child, Duration::from_secs(20));
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
@@ -141,8 +130,7 @@ fn sighup_stops_cleanly_with_a_final_status() {
 fn a_stale_running_status_is_shown_as_not_running() {
     let p = Project::new(&["a"]);
     p.fake("sleep", "30");
-    let child = p.spawn(&[]);
-    p.wait_status(Duration::from_secs(20), |s| s["state"] == "running");
+    let child = p.start_call(&[]);
     let o = p.run(&["status"]);
     assert!(
         crate::support::stdout(&o).starts_with("state:        running"),
@@ -178,13 +166,8 @@ fn a_stale_running_status_is_shown_as_not_running() {
 #[test]
 fn status_says_why_the_run_ended() {
     let p = Project::new(&["a"]);
-    p.fake(
-        "response",
-        &error_json("Invalid API key · Fix external API key", Some(401)),
-    )
-    .fake("exit", "1");
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(2));
+    p.fail_calls("Invalid API key · Fix external API key", Some(401));
+    p.run_code(&[], 2);
     let text = crate::support::stdout(&p.run(&["status"]));
     crate::support::assert_contains(&text, "why:          the agent cannot work (auth)");
     crate::support::assert_contains(&text, "last error:   auth — Invalid API key");
@@ -201,8 +184,7 @@ fn max_runtime_ends_the_run_during_a_wait() {
     assert_eq!(p.status()["exit_reason"], "max_runtime");
     assert_eq!(p.calls(), 1);
     // Checked before a call too: a bare number is minutes, 0 is unlimited.
-    let o = p.run(&["--max-runtime", "soon"]);
-    assert_eq!(o.status.code(), Some(1));
+    let o = p.run_code(&["--max-runtime", "soon"], 1);
     assert!(
         stderr(&o).contains("MAX_RUNTIME") || stderr(&o).contains("--max-runtime"),
         "{}",
@@ -260,8 +242,7 @@ fn a_nested_start_asks_for_force() {
     let p = Project::new(&["one"]);
     p.fake("effect.sh", TICK_ONE);
     let o = p.run_env(&[("CLAUDECODE", "1")], &[]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    crate::support::assert_contains(&stderr(&o), "inside a Claude Code session");
+    crate::support::assert_contains(&exits(&o, 1), "inside a Claude Code session");
     assert!(stderr(&o).contains("--force"), "{}", stderr(&o));
     assert_eq!(p.calls(), 0);
     let o = p
@@ -270,8 +251,7 @@ fn a_nested_start_asks_for_force() {
         .arg("--force")
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    crate::support::assert_contains(&stderr(&o), "share that session's usage limits");
+    crate::support::assert_contains(&exits(&o, 0), "share that session's usage limits");
 }
 
 /// LOG_RETENTION keeps the logs of the newest loops only.
@@ -279,12 +259,10 @@ fn a_nested_start_asks_for_force() {
 fn old_loop_logs_are_deleted() {
     let p = Project::new(&["a", "b", "c", "d", "e"]);
     p.hankrc("RETRY_BACKOFF_SECONDS=0\nLOG_RETENTION=2\n");
-    std::fs::create_dir_all(p.dir.join(".hank/logs")).unwrap();
-    std::fs::write(p.dir.join(".hank/logs/notes.txt"), "mine").unwrap();
+    crate::support::write_new(&p.dir.join(".hank/logs/notes.txt"), "mine");
     p.fake("effect.sh", TICK_ONE);
     p.fake("stderr", "a warning\n");
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    p.run_code(&[], 0);
     assert_eq!(p.calls(), 5);
     let mut names: Vec<String> = std::fs::read_dir(p.dir.join(".hank/logs"))
         .unwrap()
@@ -316,10 +294,6 @@ fn an_agent_silent_past_the_idle_timeout_is_stopped() {
     let child = p.spawn(&["--live", "--idle-timeout", "2s", "--max-loops", "1"]);
     let o = wait_with_timeout(child, Duration::from_secs(60));
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    let finished: Vec<serde_json::Value> = p
-        .events()
-        .into_iter()
-        .filter(|e| e["type"] == "agent_finished")
-        .collect();
+    let finished = p.events_of("agent_finished");
     assert_eq!(finished[0]["outcome"], "timeout", "{finished:?}");
 }

@@ -20,6 +20,15 @@ const CHILD: &str = "HANK_PROGRESS_TEST_CHILD";
 /// Runs `case` in a child test process with a hermetic environment and `HOME` = a temp dir
 /// prepared by `home`.
 fn in_child(case: &str, home: impl FnOnce(&Path)) {
+    run_child(case, home, None);
+}
+
+/// [`in_child`] with `PATH` replaced by `path` (to hide git), its `HOME` empty.
+fn in_child_with_path(case: &str, path: &Path) {
+    run_child(case, |_| {}, Some(path));
+}
+
+fn run_child(case: &str, home: impl FnOnce(&Path), path: Option<&Path>) {
     let tmp = tempfile::tempdir().unwrap();
     let home_dir = tmp.path().join("home");
     fs::create_dir_all(&home_dir).unwrap();
@@ -35,6 +44,9 @@ fn in_child(case: &str, home: impl FnOnce(&Path)) {
         if k.to_string_lossy().starts_with("GIT_") {
             cmd.env_remove(k);
         }
+    }
+    if let Some(path) = path {
+        cmd.env("PATH", path);
     }
     let out = cmd
         .env_remove("XDG_CONFIG_HOME")
@@ -90,32 +102,6 @@ fn an_edit_in_a_300000_file_tree_is_seen() {
 fn without_git_on_path_the_walk_answers() {
     let bin = tempfile::tempdir().unwrap();
     in_child_with_path("no_git", bin.path());
-}
-
-/// [`in_child`] with `PATH` replaced (to hide git).
-fn in_child_with_path(case: &str, path: &Path) {
-    let tmp = tempfile::tempdir().unwrap();
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "progress::child",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("PATH", path)
-        .env("HOME", tmp.path())
-        .env("TMPDIR", tmp.path())
-        .env(CHILD, case)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "case {case} failed:\n{text}");
-    assert!(text.contains("1 passed"), "no test ran for {case}:\n{text}");
 }
 
 /// The child side: runs the case named in [`CHILD`], does nothing in a normal test run.

@@ -4,48 +4,23 @@
 //! system git config, and the fake `bd`/`gh` of `fixtures/bin` first on PATH when wanted.
 
 use std::path::{Path, PathBuf};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
 use serde_json::Value;
 
-fn fixtures_bin() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/bin")
-}
+use crate::support::{Workspace, assert_contains, exits, fixtures};
 
-/// A temp workspace: `root/home` is HOME, `root/work` the cwd, `root/empty-bin` an empty
-/// folder for PATHs without tools.
-struct Env {
-    root: tempfile::TempDir,
-}
+/// `Env`: the shared temp workspace, with the fake `bd`/`gh` on PATH for `hank` here.
+type Env = Workspace;
 
-impl Env {
-    fn new() -> Self {
-        let root = tempfile::tempdir().unwrap();
-        for d in ["home", "work", "empty-bin"] {
-            std::fs::create_dir(root.path().join(d)).unwrap();
-        }
-        Self { root }
-    }
-    fn work(&self) -> PathBuf {
-        self.root.path().join("work")
-    }
-    fn home(&self) -> PathBuf {
-        self.root.path().join("home")
-    }
-    fn write(&self, rel: &str, content: &str) {
-        let p = self.work().join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, content).unwrap();
-    }
-    fn read(&self, rel: &str) -> String {
-        std::fs::read_to_string(self.work().join(rel)).unwrap_or_default()
-    }
+impl Workspace {
     /// PATH with the fake tools first.
     fn path_with_fakes(&self) -> String {
         format!(
             "{}:{}",
-            fixtures_bin().display(),
+            fixtures().join("bin").display(),
             std::env::var("PATH").unwrap_or_default()
         )
     }
@@ -70,28 +45,6 @@ impl Env {
             .env("PATH", self.path_with_fakes());
         cmd
     }
-    /// Every file under work/ with its content (for "nothing changed" checks).
-    fn tree(&self) -> Vec<(String, String)> {
-        fn walk(base: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
-            for e in std::fs::read_dir(dir).unwrap() {
-                let p = e.unwrap().path();
-                let rel = p.strip_prefix(base).unwrap().display().to_string();
-                if rel == ".git" || rel.starts_with(".git/") {
-                    continue;
-                }
-                if p.is_dir() {
-                    out.push((format!("{rel}/"), String::new()));
-                    walk(base, &p, out);
-                } else {
-                    out.push((rel, std::fs::read_to_string(&p).unwrap_or_default()));
-                }
-            }
-        }
-        let mut out = Vec::new();
-        walk(&self.work(), &self.work(), &mut out);
-        out.sort();
-        out
-    }
 }
 
 fn which_git() -> Result<PathBuf, ()> {
@@ -102,7 +55,7 @@ fn which_git() -> Result<PathBuf, ()> {
         .ok_or(())
 }
 
-fn json_of(output: &std::process::Output) -> Value {
+fn json_of(output: &Output) -> Value {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let lines: Vec<&str> = stdout.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(
@@ -113,12 +66,15 @@ fn json_of(output: &std::process::Output) -> Value {
     serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
 }
 
-fn rust_project(env: &Env) {
+/// A workspace holding a small Rust project (clap as a dependency).
+fn rust_project() -> Env {
+    let env = Env::new();
     env.write(
         "Cargo.toml",
         "[package]\nname = \"reports\"\nversion = \"0.1.0\"\n\n[dependencies]\nclap = \"4\"\n",
     );
     env.write("src/main.rs", "fn main() {}\n");
+    env
 }
 
 #[test]
@@ -177,21 +133,14 @@ fn setup_without_git_warns_and_still_creates() {
         .args(["setup", "nogit"])
         .output()
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(String::from_utf8_lossy(&out.stderr).contains("git is not on PATH"));
+    assert_contains(&exits(&out, 0), "git is not on PATH");
     assert!(env.work().join("nogit/.hank/PROMPT.md").is_file());
     assert!(!env.work().join("nogit/.git").exists());
 }
 
 #[test]
 fn enable_ci_json_then_already_enabled_changes_nothing() {
-    let env = Env::new();
-    rust_project(&env);
+    let env = rust_project();
     let out = env.hank().args(["enable-ci", "--json"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     let v = json_of(&out);
@@ -247,8 +196,7 @@ fn enable_ci_json_then_already_enabled_changes_nothing() {
 
 #[test]
 fn enable_ci_imports_github_issues_with_label_and_limit() {
-    let env = Env::new();
-    rust_project(&env);
+    let env = rust_project();
     let argv = env.root.path().join("gh-argv");
     let out = env
         .hank()
@@ -268,8 +216,8 @@ fn enable_ci_imports_github_issues_with_label_and_limit() {
     let v = json_of(&out);
     assert_eq!(out.status.code(), Some(0), "{v}");
     assert_eq!(v["tasks_imported"], 2);
-    let plan = env.read(".hank/fix_plan.md");
-    crate::support::assert_contains(&plan, "- [ ] [#17] Dark mode for the dashboard");
+    let plan = env.plan();
+    assert_contains(&plan, "- [ ] [#17] Dark mode for the dashboard");
     assert!(plan.contains("- [ ] [#12] Crash on empty search"), "{plan}");
     let argv = std::fs::read_to_string(argv).unwrap();
     assert!(
@@ -332,8 +280,7 @@ fn enable_ci_failing_sources_are_clear_and_write_nothing() {
         },
     ];
     for case in cases {
-        let env = Env::new();
-        rust_project(&env);
+        let env = rust_project();
         let before = env.tree();
         let mut cmd = env.hank();
         cmd.args(["enable-ci", "--json"]).args(case.args);
@@ -357,8 +304,7 @@ fn enable_ci_failing_sources_are_clear_and_write_nothing() {
 #[test]
 fn enable_ci_imports_beads_json_and_text_and_prd() {
     for (mode, first) in [("ok", "[bd-a3f8]"), ("nojson", "[bd-7]")] {
-        let env = Env::new();
-        rust_project(&env);
+        let env = rust_project();
         env.write(".beads/issues.jsonl", "");
         let out = env
             .hank()
@@ -368,7 +314,7 @@ fn enable_ci_imports_beads_json_and_text_and_prd() {
             .unwrap();
         let v = json_of(&out);
         assert_eq!(v["tasks_imported"], 3, "{mode}: {v}");
-        let plan = env.read(".hank/fix_plan.md");
+        let plan = env.plan();
         let first_item = plan.lines().find(|l| l.starts_with("- [ ]")).unwrap();
         assert!(first_item.contains(first), "{mode}: {plan}");
         assert!(!plan.contains("skeleton"), "closed issues are skipped");
@@ -383,19 +329,14 @@ fn enable_ci_imports_beads_json_and_text_and_prd() {
     let v = json_of(&out);
     assert_eq!(v["tasks_imported"], 6, "{v}");
     assert_eq!(v["project_type"], "unknown");
-    assert!(
-        env.read(".hank/fix_plan.md")
-            .contains("- [ ] [prd] Export the report as CSV")
-    );
+    assert_contains(&env.plan(), "- [ ] [prd] Export the report as CSV");
 }
 
 #[test]
 fn enable_needs_a_terminal_unless_yes() {
-    let env = Env::new();
-    rust_project(&env);
+    let env = rust_project();
     let out = env.hank().arg("enable").output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("enable-ci"));
+    assert_contains(&exits(&out, 1), "enable-ci");
     assert!(!env.work().join(".hank").exists());
 
     let out = env
@@ -403,12 +344,7 @@ fn enable_needs_a_terminal_unless_yes() {
         .args(["enable", "--yes", "--from", "none"])
         .output()
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    exits(&out, 0);
     assert!(out.stdout.is_empty(), "human output goes to stderr");
     assert!(env.work().join(".hank/PROMPT.md").is_file());
     let before = env.tree();
@@ -422,8 +358,7 @@ fn enable_refuses_a_flat_layout() {
     env.write("PROMPT.md", "p");
     env.write("fix_plan.md", "- [ ] x");
     let out = env.hank().args(["enable-ci"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("hank migrate"));
+    assert_contains(&exits(&out, 1), "hank migrate");
 }
 
 #[test]
@@ -434,14 +369,9 @@ fn migrate_moves_flat_layout_with_backup() {
     env.write("@AGENT.md", "notes");
     env.write("specs/a.md", "spec");
     let out = env.hank().arg("migrate").output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    exits(&out, 0);
     assert_eq!(env.read(".hank/PROMPT.md"), "my prompt");
-    assert_eq!(env.read(".hank/fix_plan.md"), "- [ ] one\n");
+    assert_eq!(env.plan(), "- [ ] one\n");
     assert_eq!(env.read(".hank/AGENT.md"), "notes");
     assert_eq!(env.read(".hank/specs/a.md"), "spec");
     assert!(env.work().join(".hankrc").is_file());
@@ -470,8 +400,7 @@ fn migrate_moves_flat_layout_with_backup() {
 
     let empty = Env::new();
     let out = empty.hank().arg("migrate").output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to migrate"));
+    assert_contains(&exits(&out, 1), "nothing to migrate");
     // DIR argument.
     let other = Env::new();
     other.write("proj/PROMPT.md", "p");
@@ -481,32 +410,33 @@ fn migrate_moves_flat_layout_with_backup() {
     assert!(other.work().join("proj/.hank/PROMPT.md").is_file());
 }
 
+/// A link `name` to hank in the workspace's root, as a command run in `work` with the
+/// workspace's HOME and stdin closed.
+fn alias(env: &Env, name: &str) -> std::process::Command {
+    let link = env.root.path().join(name);
+    std::os::unix::fs::symlink(assert_cmd::cargo::cargo_bin("hank"), &link).unwrap();
+    let mut cmd = std::process::Command::new(&link);
+    cmd.current_dir(env.work())
+        .env("HOME", env.home())
+        .stdin(std::process::Stdio::null());
+    cmd
+}
+
 #[test]
 fn alias_names_dispatch() {
-    let env = Env::new();
-    rust_project(&env);
-    let link = env.root.path().join("hank-enable-ci");
-    std::os::unix::fs::symlink(assert_cmd::cargo::cargo_bin("hank"), &link).unwrap();
-    let out = std::process::Command::new(&link)
+    let env = rust_project();
+    let out = alias(&env, "hank-enable-ci")
         .arg("--json")
-        .current_dir(env.work())
-        .env("HOME", env.home())
         .env("PATH", env.path_with_fakes())
-        .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(json_of(&out)["success"], true);
 
-    let setup = env.root.path().join("hank-setup");
-    std::os::unix::fs::symlink(assert_cmd::cargo::cargo_bin("hank"), &setup).unwrap();
-    let status = std::process::Command::new(&setup)
+    let status = alias(&env, "hank-setup")
         .arg("aliased")
-        .current_dir(env.work())
-        .env("HOME", env.home())
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .env("GIT_CONFIG_NOSYSTEM", "1")
-        .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
     assert_eq!(status.status.code(), Some(0));
@@ -519,12 +449,6 @@ struct Tmux {
 }
 
 impl Tmux {
-    fn available() -> bool {
-        std::process::Command::new("tmux")
-            .arg("-V")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    }
     fn new(tag: &str) -> Self {
         Self {
             socket: format!("hank-test-{tag}-{}", std::process::id()),
@@ -592,17 +516,15 @@ fn wizard_command(env: &Env, exit_file: &Path) -> String {
     )
 }
 
-#[test]
-fn wizard_under_tmux() {
-    if !Tmux::available() {
-        eprintln!("skipped: tmux is not installed");
-        return;
+/// Starts `hank enable`'s wizard over the project in `env` in a detached 120×40 session `w`
+/// of a private tmux server `tag`; the server and the file that gets the exit code, or `None`
+/// (with a note) when tmux is not installed.
+fn start_wizard(tag: &str, env: &Env) -> Option<(Tmux, PathBuf)> {
+    if crate::support::missing("tmux") {
+        return None;
     }
-    let env = Env::new();
-    rust_project(&env);
-    env.write("docs/requirements.md", "- [ ] Ship the first report\n");
     let exit_file = env.root.path().join("exit");
-    let tmux = Tmux::new("wizard");
+    let tmux = Tmux::new(tag);
     tmux.run(&[
         "new-session",
         "-d",
@@ -612,8 +534,18 @@ fn wizard_under_tmux() {
         "40",
         "-s",
         "w",
-        &wizard_command(&env, &exit_file),
+        &wizard_command(env, &exit_file),
     ]);
+    Some((tmux, exit_file))
+}
+
+#[test]
+fn wizard_under_tmux() {
+    let env = rust_project();
+    env.write("docs/requirements.md", "- [ ] Ship the first report\n");
+    let Some((tmux, exit_file)) = start_wizard("wizard", &env) else {
+        return;
+    };
     let screen = tmux.wait_for("Import tasks from");
     assert!(screen.contains("docs/requirements.md"), "{screen}");
     tmux.run(&["send-keys", "-t", "w", "Enter"]); // keep the pre-checked PRD source
@@ -641,38 +573,16 @@ fn wizard_under_tmux() {
     let rc = env.read(".hankrc");
     assert!(rc.contains("\nAGENT=\"claude\"\n"), "{rc}");
     assert!(rc.contains("\nAGENTS=\"claude,codex\"\n"), "{rc}");
-    assert!(
-        env.read(".hankrc").contains("MAX_CALLS_PER_HOUR=\"25\""),
-        "{}",
-        env.read(".hankrc")
-    );
-    assert!(
-        env.read(".hank/fix_plan.md")
-            .contains("- [ ] [prd] Ship the first report")
-    );
+    assert!(rc.contains("MAX_CALLS_PER_HOUR=\"25\""), "{rc}");
+    assert_contains(&env.plan(), "- [ ] [prd] Ship the first report");
 }
 
 #[test]
 fn wizard_ctrl_c_exits_130_and_writes_nothing() {
-    if !Tmux::available() {
-        eprintln!("skipped: tmux is not installed");
+    let env = rust_project();
+    let Some((tmux, exit_file)) = start_wizard("ctrlc", &env) else {
         return;
-    }
-    let env = Env::new();
-    rust_project(&env);
-    let exit_file = env.root.path().join("exit");
-    let tmux = Tmux::new("ctrlc");
-    tmux.run(&[
-        "new-session",
-        "-d",
-        "-x",
-        "120",
-        "-y",
-        "40",
-        "-s",
-        "w",
-        &wizard_command(&env, &exit_file),
-    ]);
+    };
     tmux.wait_for("Import tasks from");
     tmux.run(&["send-keys", "-t", "w", "C-c"]);
     assert_eq!(wait_for_file(&exit_file).trim(), "130", "{}", tmux.screen());
@@ -681,8 +591,7 @@ fn wizard_ctrl_c_exits_130_and_writes_nothing() {
 
 #[test]
 fn enable_ci_writes_the_agents_and_refuses_unknown_ones() {
-    let env = Env::new();
-    rust_project(&env);
+    let env = rust_project();
     let bad = env
         .hank()
         .args(["enable-ci", "--json", "--agents", "claude,nope"])

@@ -2,43 +2,62 @@
 //! between git calls (issue 24, per-loop cost): each test is the attack, planted where the
 //! kept listing could miss it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::support::{Project, TICK_ONE, stderr, wait_with_timeout};
 
-const ENDS_WITHIN: Duration = Duration::from_secs(90);
+/// A generous bound for runs that must end by themselves (a hang would take forever).
+pub(crate) const ENDS_WITHIN: Duration = Duration::from_secs(90);
 
-/// A filter script that leaves a marker when it runs, and passes the content through.
-fn filter_script(p: &Project) -> (std::path::PathBuf, std::path::PathBuf) {
+/// A filter script that leaves a marker when it runs, runs the shell lines `then`, and passes
+/// the content through; (the marker, the script).
+pub(crate) fn filter_script(p: &Project, then: &str) -> (PathBuf, PathBuf) {
     let marker = p.fake.join("filter-ran");
     let script = p.fake.join("filter.sh");
-    std::fs::write(&script, format!("touch '{}'\ncat\n", marker.display())).unwrap();
+    let body = format!("touch '{}'\n{then}cat\n", marker.display());
+    std::fs::write(&script, body).unwrap();
     (marker, script)
 }
 
-fn append(path: &Path, text: &str) {
+/// Appends `text` to the file at `path`.
+pub(crate) fn append(path: &Path, text: &str) {
     use std::io::Write;
     let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
     f.write_all(text.as_bytes()).unwrap();
 }
 
-/// Runs `hank --max-loops N` to its end and returns its stderr; the agent was called N times.
-fn run(p: &Project, loops: u32) -> String {
-    let child = p
-        .cmd()
-        .args(["--max-loops", &loops.to_string()])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = wait_with_timeout(child, ENDS_WITHIN);
+/// A project with `items` whose tracked `notes.txt` has the attribute `attribute` (e.g.
+/// `filter=x`) from `.gitattributes`.
+pub(crate) fn with_filtered_notes(items: &[&str], attribute: &str) -> Project {
+    let p = Project::new(items);
+    std::fs::write(p.dir.join("notes.txt"), "tracked\n").unwrap();
+    std::fs::write(p.dir.join(".gitattributes"), format!("*.txt {attribute}\n")).unwrap();
+    p.git_init();
+    p
+}
+
+/// A git configuration section `[SECTION]` (e.g. `filter "x"`) that makes `script` the
+/// required clean and smudge filter.
+pub(crate) fn filter_driver(section: &str, script: &Path) -> String {
+    format!(
+        "[{section}]\n\tclean = sh '{s}'\n\tsmudge = sh '{s}'\n\trequired = true\n",
+        s = script.display()
+    )
+}
+
+/// Runs `hank --max-loops N` to its end with `effect` as the agent's effect, and returns its
+/// stderr; the agent was called N times.
+fn run(p: &Project, effect: &str, loops: u32) -> String {
+    p.fake("effect.sh", effect);
+    let out = wait_with_timeout(p.spawn(&["--max-loops", &loops.to_string()]), ENDS_WITHIN);
     let err = stderr(&out);
     assert_eq!(p.calls(), loops, "{err}");
     err
 }
 
-fn every_loop_counted(p: &Project) {
+/// Every call so far changed at least one file (progress was measured).
+pub(crate) fn every_loop_counted(p: &Project) {
     let events = p.events();
     let finished: Vec<_> = events
         .iter()
@@ -59,11 +78,8 @@ fn every_loop_counted(p: &Project) {
 /// filter never runs.
 #[test]
 fn an_include_written_mid_run_adds_no_filter_that_runs() {
-    let p = Project::new(&["a", "b", "c", "d", "e"]);
-    std::fs::write(p.dir.join("notes.txt"), "tracked\n").unwrap();
-    std::fs::write(p.dir.join(".gitattributes"), "*.txt filter=x\n").unwrap();
-    p.git_init();
-    let (marker, script) = filter_script(&p);
+    let p = with_filtered_notes(&["a", "b", "c", "d", "e"], "filter=x");
+    let (marker, script) = filter_script(&p, "");
     append(
         &p.dir.join(".git/config"),
         "[include]\n\tpath = extra.cfg\n",
@@ -76,10 +92,7 @@ fn an_include_written_mid_run_adds_no_filter_that_runs() {
     // filtered file.
     std::fs::write(
         p.fake.join("evil.cfg"),
-        format!(
-            "[filtex \"x\"]\n\tclean = sh '{s}'\n\tsmudge = sh '{s}'\n\trequired = true\n",
-            s = script.display()
-        ),
+        filter_driver("filtex \"x\"", &script),
     )
     .unwrap();
     let effect = format!(
@@ -91,8 +104,7 @@ fn an_include_written_mid_run_adds_no_filter_that_runs() {
          printf '[filter' 1<> .git/extra.cfg; touch -r \"$FAKE_CLAUDE_DIR/ref\" .git/extra.cfg; fi\n\
          {TICK_ONE}"
     );
-    p.fake("effect.sh", &effect);
-    let err = run(&p, 5);
+    let err = run(&p, &effect, 5);
     let text = std::fs::read_to_string(p.dir.join(".git/extra.cfg")).unwrap();
     assert!(
         text.starts_with("[filter \"x\"]"),
@@ -114,17 +126,13 @@ fn filters_from_info_attributes_and_a_conditional_include_never_run() {
     std::fs::write(p.dir.join("notes.txt"), "tracked\n").unwrap();
     std::fs::write(p.dir.join("data.md"), "tracked\n").unwrap();
     p.git_init();
-    let (marker, script) = filter_script(&p);
-    std::fs::create_dir_all(p.dir.join(".git/info")).unwrap();
-    std::fs::write(p.dir.join(".git/info/attributes"), "*.txt filter=x\n").unwrap();
+    let (marker, script) = filter_script(&p, "");
+    crate::support::write_new(&p.dir.join(".git/info/attributes"), "*.txt filter=x\n");
     let attrs = p.fake.join("attributes");
     std::fs::write(&attrs, "*.md filter=x\n").unwrap();
     std::fs::write(
         p.dir.join(".git/on-work.cfg"),
-        format!(
-            "[filter \"x\"]\n\tclean = sh '{s}'\n\tsmudge = sh '{s}'\n\trequired = true\n",
-            s = script.display()
-        ),
+        filter_driver("filter \"x\"", &script),
     )
     .unwrap();
     append(
@@ -141,8 +149,7 @@ fn filters_from_info_attributes_and_a_conditional_include_never_run() {
         "sleep 1.1; touch notes.txt data.md\n\
          git branch -f work 2>/dev/null; git symbolic-ref HEAD refs/heads/work\n{TICK_ONE}"
     );
-    p.fake("effect.sh", &effect);
-    let err = run(&p, 2);
+    let err = run(&p, &effect, 2);
     let head = std::fs::read_to_string(p.dir.join(".git/HEAD")).unwrap();
     assert!(
         head.contains("refs/heads/work"),
@@ -156,23 +163,13 @@ fn filters_from_info_attributes_and_a_conditional_include_never_run() {
 /// Hank does not run git with such a configuration (progress comes from the file walk).
 #[test]
 fn a_filter_named_with_an_equals_sign_never_runs() {
-    let p = Project::new(&["a", "b", "c"]);
-    std::fs::write(p.dir.join("notes.txt"), "tracked\n").unwrap();
-    std::fs::write(p.dir.join(".gitattributes"), "*.txt filter=a=b\n").unwrap();
-    p.git_init();
-    let (marker, script) = filter_script(&p);
+    let p = with_filtered_notes(&["a", "b", "c"], "filter=a=b");
+    let (marker, script) = filter_script(&p, "");
     append(
         &p.dir.join(".git/config"),
-        &format!(
-            "[filter \"a=b\"]\n\tclean = sh '{s}'\n\tsmudge = sh '{s}'\n\trequired = true\n",
-            s = script.display()
-        ),
+        &filter_driver("filter \"a=b\"", &script),
     );
-    p.fake(
-        "effect.sh",
-        &format!("sleep 1.1; touch notes.txt\n{TICK_ONE}"),
-    );
-    let err = run(&p, 2);
+    let err = run(&p, &format!("sleep 1.1; touch notes.txt\n{TICK_ONE}"), 2);
     assert!(
         !marker.exists(),
         "the filter `a=b` ran as hank's child\n{err}"

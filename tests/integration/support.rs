@@ -560,3 +560,186 @@ pub(crate) fn split_context(stdin: &[u8]) -> (String, Vec<u8>) {
     let ctx = String::from_utf8_lossy(&stdin[open.len()..end]).into_owned();
     (ctx, stdin[end + close.len()..].to_vec())
 }
+
+// ---- helpers added by issue-25do ----
+
+impl Project {
+    /// The events of type `kind` in `.hank/events.jsonl`, in order.
+    pub(crate) fn events_of(&self, kind: &str) -> Vec<Value> {
+        self.events()
+            .into_iter()
+            .filter(|e| e["type"] == kind)
+            .collect()
+    }
+}
+
+/// A temp workspace for the commands that make a project (`setup`, `enable`, `migrate`) and
+/// for projects written by hand: `work` is the cwd, `home` HOME, `fake` the fake agent's folder,
+/// `empty-bin` an empty folder for PATHs without tools, all under `root`.
+pub(crate) struct Workspace {
+    pub(crate) root: tempfile::TempDir,
+}
+
+impl Workspace {
+    pub(crate) fn new() -> Self {
+        let root = tempfile::tempdir().unwrap();
+        for d in ["home", "work", "fake", "empty-bin"] {
+            std::fs::create_dir(root.path().join(d)).unwrap();
+        }
+        Self { root }
+    }
+    pub(crate) fn work(&self) -> PathBuf {
+        self.root.path().join("work")
+    }
+    pub(crate) fn home(&self) -> PathBuf {
+        self.root.path().join("home")
+    }
+    /// Writes `content` to `rel` under `work`, making its folders.
+    pub(crate) fn write(&self, rel: &str, content: &str) {
+        let p = self.work().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+    /// The file `rel` under `work` (empty when missing).
+    pub(crate) fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.work().join(rel)).unwrap_or_default()
+    }
+    /// The project's `.hank/fix_plan.md` under `work` (empty when missing).
+    pub(crate) fn plan(&self) -> String {
+        self.read(".hank/fix_plan.md")
+    }
+    /// Every folder (as `dir/`) and file under `work` except `.git/`, with its content, sorted
+    /// (for "nothing changed" checks).
+    pub(crate) fn tree(&self) -> Vec<(String, String)> {
+        fn walk(base: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
+            for e in std::fs::read_dir(dir).unwrap() {
+                let p = e.unwrap().path();
+                let rel = p.strip_prefix(base).unwrap().display().to_string();
+                if rel == ".git" || rel.starts_with(".git/") {
+                    continue;
+                }
+                if p.is_dir() {
+                    out.push((format!("{rel}/"), String::new()));
+                    walk(base, &p, out);
+                } else {
+                    out.push((rel, std::fs::read_to_string(&p).unwrap_or_default()));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.work(), &self.work(), &mut out);
+        out.sort();
+        out
+    }
+}
+
+impl Project {
+    /// Every call of the fake agent answers Claude Code's error result `message` (with the
+    /// API's HTTP `status`, if any) and exits 1.
+    pub(crate) fn fail_calls(&self, message: &str, status: Option<u16>) -> &Self {
+        self.fake("response", &error_json(message, status))
+            .fake("exit", "1")
+    }
+
+    /// Waits (up to 10 s) until the fake agent's grandchild recorded its PID, then 100 ms
+    /// more (for it to be settled in its group); the PID.
+    pub(crate) fn grandchild_pid(&self) -> i32 {
+        let file = self.fake.join("grandchild.pid");
+        let start = Instant::now();
+        while !file.exists() {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "no grandchild.pid"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let text = std::fs::read_to_string(&file).unwrap();
+        text.trim().parse().unwrap()
+    }
+}
+
+/// Sends SIGTERM to a running `hank`; asserts that it ends with 130 within 10 s.
+pub(crate) fn terminate(child: Child) -> Output {
+    signal(&child, nix::sys::signal::Signal::SIGTERM);
+    let o = wait_with_timeout(child, Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    o
+}
+
+impl Project {
+    /// [`Project::spawn`] with the variables `env` added.
+    pub(crate) fn spawn_env(&self, env: &[(&str, &str)], args: &[&str]) -> Child {
+        self.cmd()
+            .envs(env.iter().copied())
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn hank")
+    }
+}
+
+impl Project {
+    /// `hank ARGS` run to its end, which must be exit code `code` (hank's stderr in the
+    /// failure message).
+    pub(crate) fn run_code(&self, args: &[&str], code: i32) -> Output {
+        let o = self.run(args);
+        assert_eq!(o.status.code(), Some(code), "{}", stderr(&o));
+        o
+    }
+}
+
+/// Asserts that the finished `hank` exited with `code` (its stderr shown when not); returns
+/// its stderr.
+pub(crate) fn exits(o: &Output, code: i32) -> String {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(code), "{err}");
+    err
+}
+
+impl Project {
+    /// Starts `hank ARGS` in the background and waits (up to 20 s each) until the agent was
+    /// called once and `status.json` says `running`.
+    pub(crate) fn start_call(&self, args: &[&str]) -> Child {
+        let child = self.spawn(args);
+        self.wait_calls(1, Duration::from_secs(20));
+        self.wait_status(Duration::from_secs(20), |s| s["state"] == "running");
+        child
+    }
+}
+
+/// Writes `content` to the file `path`, making its folders first.
+pub(crate) fn write_new(path: &Path, content: impl AsRef<[u8]>) {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::write(path, content).unwrap();
+}
+
+/// Is `program` missing from PATH? Then a note naming the calling test (libtest names each
+/// test's thread after it) says that it is skipped.
+pub(crate) fn missing(program: &str) -> bool {
+    if cmd_exists(program) {
+        return false;
+    }
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    eprintln!("SKIP {test}: {program} is not installed");
+    true
+}
+
+impl Project {
+    /// Starts `hank ARGS`, waits (up to 30 s) until that run is `waiting` or `stopped`, kills
+    /// it and asserts that it was waiting at the call cap (`rate_limit`); its output.
+    pub(crate) fn waits_at_the_call_cap(&self, args: &[&str]) -> Output {
+        let mut run = self.spawn(args);
+        let pid = run.id();
+        let s = self.wait_status(Duration::from_secs(30), |s| {
+            s["pid"] == pid && (s["state"] == "waiting" || s["state"] == "stopped")
+        });
+        run.kill().unwrap();
+        let out = run.wait_with_output().unwrap();
+        assert_eq!(s["wait_reason"], "rate_limit", "{s}: {}", stderr(&out));
+        out
+    }
+}

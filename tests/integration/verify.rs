@@ -17,8 +17,19 @@ const TOUCH: &str = "mkdir -p src && date +%s%N >> src/work.txt\n";
 /// The real fix the check looks for.
 const FIX: &str = "mkdir -p src && echo fixed > src/x\n";
 
-fn hankrc(extra: &str) -> String {
-    format!("RETRY_BACKOFF_SECONDS=0\n{extra}")
+/// A project with `items` checked by `VERIFY_COMMAND=command`, with `RETRY_BACKOFF_SECONDS=0`
+/// and `hankrc` in its `.hankrc`.
+fn checked(items: &[&str], command: &str, hankrc: &str) -> Project {
+    let p = Project::new(items);
+    p.hankrc(&format!(
+        "RETRY_BACKOFF_SECONDS=0\nVERIFY_COMMAND=\"{command}\"\n{hankrc}"
+    ));
+    p
+}
+
+/// The agent's "done" with some work: the plan ticked and a source change.
+fn claim() -> String {
+    format!("{TICK_ALL}{TOUCH}")
 }
 
 fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
@@ -27,15 +38,15 @@ fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
 
 #[test]
 fn a_rejected_claim_followed_by_a_real_fix_ends_with_exit_0() {
-    let p = Project::new(&["make src/x"]);
-    p.hankrc(&hankrc(
-        "VERIFY_COMMAND=\"echo 'test parse::bad_input ... FAILED'; test -f src/x\"\n",
-    ));
+    let p = checked(
+        &["make src/x"],
+        "echo 'test parse::bad_input ... FAILED'; test -f src/x",
+        "",
+    );
     // Loop 1 ticks the plan without doing the work; loop 2 does the work.
-    p.fake("effect-1.sh", &format!("{TICK_ALL}{TOUCH}"));
+    p.fake("effect-1.sh", &claim());
     p.fake("effect-2.sh", FIX);
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = p.run_code(&[], 0);
     assert_eq!(p.calls(), 2);
     let s = p.status();
     assert_eq!(s["exit_reason"], "plan_complete");
@@ -84,15 +95,13 @@ fn a_rejected_claim_followed_by_a_real_fix_ends_with_exit_0() {
 
 #[test]
 fn three_rejected_claims_halt_with_verification_failed() {
-    let p = Project::new(&["the impossible"]);
-    p.hankrc(&hankrc("VERIFY_COMMAND=\"test -f src/never\"\n"));
+    let p = checked(&["the impossible"], "test -f src/never", "");
     p.fake(
         "response",
         &result_json("COMPLETE", "IMPLEMENTATION", true, "All done."),
     );
     p.fake("effect.sh", TOUCH);
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = p.run_code(&[], 2);
     let s = p.status();
     assert_eq!(s["exit_reason"], "verification_failed");
     assert_eq!(s["verification"]["rejected_in_a_row"], 3);
@@ -114,32 +123,27 @@ fn three_rejected_claims_halt_with_verification_failed() {
 #[test]
 fn without_a_check_done_is_as_before() {
     let p = Project::new(&["one"]);
-    p.fake("effect.sh", &format!("{TICK_ALL}{TOUCH}"));
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    p.fake("effect.sh", &claim());
+    p.run_code(&[], 0);
     assert_eq!(p.calls(), 1);
     assert!(p.status().get("verification").is_none());
     assert!(of_type(&p.events(), "verification").is_empty());
     // --no-verify turns a configured check off for one run.
-    let q = Project::new(&["one"]);
-    q.hankrc(&hankrc("VERIFY_COMMAND=\"false\"\n"));
-    q.fake("effect.sh", &format!("{TICK_ALL}{TOUCH}"));
-    let o = q.run(&["--no-verify"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let q = checked(&["one"], "false", "");
+    q.fake("effect.sh", &claim());
+    q.run_code(&["--no-verify"], 0);
     assert!(of_type(&q.events(), "verification").is_empty());
 }
 
 #[test]
 fn the_agent_editing_verify_command_is_ignored() {
-    let p = Project::new(&["make src/x"]);
-    p.hankrc(&hankrc("VERIFY_COMMAND=\"test -f src/x\"\n"));
+    let p = checked(&["make src/x"], "test -f src/x", "");
     p.fake(
         "effect-1.sh",
         &format!("{TICK_ALL}{TOUCH}printf 'RETRY_BACKOFF_SECONDS=0\\nVERIFY_COMMAND=\"true\"\\n' > .hankrc\n"),
     );
     p.fake("effect-2.sh", FIX);
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    p.run_code(&[], 0);
     assert_eq!(
         p.calls(),
         2,
@@ -212,25 +216,22 @@ fn required_items_cannot_be_deleted_or_moved_to_optional() {
 #[test]
 fn deleted_test_files_are_listed_at_the_exit() {
     let p = Project::new(&["one"]);
-    std::fs::create_dir_all(p.dir.join("tests")).unwrap();
-    std::fs::write(
-        p.dir.join("tests/test_calc.py"),
+    crate::support::write_new(
+        &p.dir.join("tests/test_calc.py"),
         "def test_add():\n    assert 1 + 1 == 2\n",
-    )
-    .unwrap();
+    );
     std::fs::write(
         p.dir.join("tests/test_keep.py"),
         "def test_keep():\n    pass\n",
     )
     .unwrap();
     std::fs::write(p.dir.join("calc_test.go"), "package calc\n").unwrap();
-    p.hankrc(&hankrc("VERIFY_COMMAND=\"true\"\n"));
+    p.hankrc("RETRY_BACKOFF_SECONDS=0\nVERIFY_COMMAND=\"true\"\n");
     p.fake(
         "effect.sh",
         &format!("{TICK_ALL}{TOUCH}rm tests/test_calc.py\n: > calc_test.go\n"),
     );
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    p.run_code(&[], 0);
     let last = &p.status()["verification"]["last"];
     assert_eq!(
         last["removed_tests"],
@@ -248,13 +249,9 @@ fn deleted_test_files_are_listed_at_the_exit() {
 
 #[test]
 fn a_red_baseline_is_told_to_the_first_loop() {
-    let p = Project::new(&["make src/x"]);
-    p.hankrc(&hankrc(
-        "VERIFY_COMMAND=\"test -f src/x\"\nVERIFY_AT_START=true\n",
-    ));
+    let p = checked(&["make src/x"], "test -f src/x", "VERIFY_AT_START=true\n");
     p.fake("effect.sh", &format!("{FIX}{TICK_ALL}"));
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    p.run_code(&[], 0);
     assert_eq!(p.calls(), 1);
     let (ctx1, _) = p.context_and_prompt(1);
     assert!(ctx1.contains("already failed"), "{ctx1}");
@@ -268,10 +265,11 @@ fn a_red_baseline_is_told_to_the_first_loop() {
 
 #[test]
 fn per_loop_checks_are_the_tests_state_and_a_regression_is_no_progress() {
-    let p = Project::new(&["one", "two", "three"]);
-    p.hankrc(&hankrc(
-        "VERIFY_COMMAND=\"test ! -f src/broken\"\nVERIFY_EVERY_LOOP=true\nCB_NO_PROGRESS_THRESHOLD=1\n",
-    ));
+    let p = checked(
+        &["one", "two", "three"],
+        "test ! -f src/broken",
+        "VERIFY_EVERY_LOOP=true\nCB_NO_PROGRESS_THRESHOLD=1\n",
+    );
     // Loop 1 works; loop 2 changes files but breaks the check.
     p.fake("effect-1.sh", TOUCH);
     p.fake("effect-2.sh", &format!("{TOUCH}touch src/broken\n"));
@@ -291,17 +289,17 @@ fn per_loop_checks_are_the_tests_state_and_a_regression_is_no_progress() {
 
 #[test]
 fn the_rejection_context_stays_within_its_budget() {
-    let p = Project::new(&["one"]);
-    p.hankrc(&hankrc(
-        "VERIFY_COMMAND=\"seq 1 20000; for i in $(seq 1 300); do echo test m$i::t ... FAILED; done; false\"\n",
-    ));
-    p.fake("effect-1.sh", &format!("{TICK_ALL}{TOUCH}"));
+    let p = checked(
+        &["one"],
+        "seq 1 20000; for i in $(seq 1 300); do echo test m$i::t ... FAILED; done; false",
+        "",
+    );
+    p.fake("effect-1.sh", &claim());
     p.fake(
         "effect-2.sh",
         "sed -i 's/- \\[x\\]/- [ ]/' .hank/fix_plan.md\n",
     );
-    let o = p.run(&["--max-loops", "2"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    p.run_code(&["--max-loops", "2"], 3);
     let (ctx2, _) = p.context_and_prompt(2);
     let start = ctx2
         .find("Your \"done\" was REJECTED")
@@ -314,42 +312,34 @@ fn the_rejection_context_stays_within_its_budget() {
 
 #[test]
 fn hank_verify_runs_the_check_now() {
-    let p = Project::new(&["one"]);
-    p.hankrc(&hankrc("VERIFY_COMMAND=\"test -f src/x\"\n"));
-    let o = p.run(&["verify"]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let p = checked(&["one"], "test -f src/x", "");
+    let o = p.run_code(&["verify"], 2);
     assert!(
         stdout(&o).starts_with("FAILED: test -f src/x (exit 1"),
         "{}",
         stdout(&o)
     );
-    std::fs::create_dir_all(p.dir.join("src")).unwrap();
-    std::fs::write(p.dir.join("src/x"), "x").unwrap();
-    let o = p.run(&["verify", "--json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    crate::support::write_new(&p.dir.join("src/x"), "x");
+    let o = p.run_code(&["verify", "--json"], 0);
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["passed"], true);
     assert_eq!(v["kind"], "manual");
     assert_eq!(v["log"], ".hank/logs/verify-00002.log");
     assert_eq!(p.state()["last_verification"]["passed"], true);
     // --command overrides; no command at all is a usage error naming the key.
-    let o = p.run(&["verify", "--command", "exit 7"]);
-    assert_eq!(o.status.code(), Some(2));
+    let o = p.run_code(&["verify", "--command", "exit 7"], 2);
     assert!(stdout(&o).contains("exit 7"), "{}", stdout(&o));
     p.hankrc("RETRY_BACKOFF_SECONDS=0\n");
-    let o = p.run(&["verify"]);
-    assert_eq!(o.status.code(), Some(1));
+    let o = p.run_code(&["verify"], 1);
     assert!(stderr(&o).contains("VERIFY_COMMAND"), "{}", stderr(&o));
 }
 
 #[test]
 fn status_shows_the_last_verification() {
-    let p = Project::new(&["make src/x"]);
-    p.hankrc(&hankrc("VERIFY_COMMAND=\"test -f src/x\"\n"));
-    p.fake("effect-1.sh", &format!("{TICK_ALL}{TOUCH}"));
+    let p = checked(&["make src/x"], "test -f src/x", "");
+    p.fake("effect-1.sh", &claim());
     p.fake("effect-2.sh", FIX);
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    p.run_code(&[], 0);
     let o = p.run(&["status"]);
     let text = stdout(&o);
     assert!(text.contains("verify:       test -f src/x"), "{text}");
@@ -361,11 +351,12 @@ fn status_shows_the_last_verification() {
 
 #[test]
 fn a_check_past_verify_timeout_is_a_failed_check() {
-    let p = Project::new(&["one"]);
-    p.hankrc(&hankrc(
-        "VERIFY_COMMAND=\"sleep 120\"\nVERIFY_TIMEOUT=1s\nMAX_REJECTED_COMPLETIONS=1\n",
-    ));
-    p.fake("effect.sh", &format!("{TICK_ALL}{TOUCH}"));
+    let p = checked(
+        &["one"],
+        "sleep 120",
+        "VERIFY_TIMEOUT=1s\nMAX_REJECTED_COMPLETIONS=1\n",
+    );
+    p.fake("effect.sh", &claim());
     let child = p.spawn(&[]);
     let o = wait_with_timeout(child, Duration::from_secs(60));
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
@@ -377,11 +368,8 @@ fn a_check_past_verify_timeout_is_a_failed_check() {
 
 #[test]
 fn ctrl_c_during_a_check_stops_it_and_its_children() {
-    let p = Project::new(&["one"]);
-    p.hankrc(&hankrc(
-        "VERIFY_COMMAND=\"sleep 300 & echo $! > check.pid; wait\"\n",
-    ));
-    p.fake("effect.sh", &format!("{TICK_ALL}{TOUCH}"));
+    let p = checked(&["one"], "sleep 300 & echo $! > check.pid; wait", "");
+    p.fake("effect.sh", &claim());
     let child = p.spawn(&[]);
     let pid_file = p.dir.join("check.pid");
     let start = Instant::now();

@@ -103,11 +103,7 @@ fn a_window_at_its_limit_pauses_until_its_reset_then_resumes() {
         err.contains("five_hour at 85% of its 80% limit") && err.contains("5-hour window, resets"),
         "{err}"
     );
-    let waits: Vec<Value> = p
-        .events()
-        .into_iter()
-        .filter(|e| e["type"] == "waiting")
-        .collect();
+    let waits = p.events_of("waiting");
     assert_eq!(waits.len(), 1, "{waits:?}");
     assert_eq!(waits[0]["reason"], "usage_window");
     let done = p.status();
@@ -126,22 +122,20 @@ fn a_window_at_its_limit_exits_3_with_the_exit_policy() {
         &stream(&[("seven_day", 0.93, now() + 3 * 86_400)], 0.02, "go on"),
     )
     .fake("effect.sh", TICK_ONE);
-    let o = p.run(&[
-        "--max-window-percent",
-        "seven_day=90",
-        "--on-usage-limit",
-        "exit",
-    ]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    p.run_code(
+        &[
+            "--max-window-percent",
+            "seven_day=90",
+            "--on-usage-limit",
+            "exit",
+        ],
+        3,
+    );
     assert_eq!(p.calls(), 1);
     let s = p.status();
     assert_eq!(s["exit_reason"], "usage_window");
     assert_eq!(s["exit_code"], 3);
-    let exit = p
-        .events()
-        .into_iter()
-        .find(|e| e["type"] == "exit")
-        .unwrap();
+    let exit = p.events_of("exit").remove(0);
     let msg = exit["message"].as_str().unwrap();
     assert!(msg.contains("seven_day at 93% of its 90% limit"), "{msg}");
     assert!(msg.contains("weekly window, resets"), "{msg}");
@@ -165,8 +159,7 @@ fn runs_below_the_limits_are_untouched() {
         ),
     )
     .fake("effect.sh", TICK_ONE);
-    let o = p.run(&["--max-window-percent", "five_hour=80,seven_day=90"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    p.run_code(&["--max-window-percent", "five_hour=80,seven_day=90"], 0);
     assert_eq!(p.calls(), 3);
     assert!(!p.events().iter().any(|e| e["type"] == "waiting"));
     assert_eq!(
@@ -176,8 +169,7 @@ fn runs_below_the_limits_are_untouched() {
 
     let q = Project::new(&["a"]);
     q.fake("effect.sh", TICK_ONE);
-    let o = q.run(&[]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    q.run_code(&[], 0);
     let argv = q.argv(1);
     assert!(
         argv.windows(2)
@@ -260,8 +252,7 @@ fn a_restart_during_a_window_wait_resumes_it() {
         s["state"] == "waiting" && s["wait_reason"] == "usage_window"
     });
     crate::support::interrupt(child);
-    let o = p.run(&["--max-loops", "1"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    p.run_code(&["--max-loops", "1"], 3);
     assert_eq!(p.calls(), 3);
 }
 
@@ -286,11 +277,7 @@ fn a_typed_usage_limit_names_its_window() {
         .to_zoned(jiff::tz::TimeZone::UTC)
         .strftime("weekly window, resets %a %H:%M local")
         .to_string();
-    let exit = p
-        .events()
-        .into_iter()
-        .find(|e| e["type"] == "exit")
-        .unwrap();
+    let exit = p.events_of("exit").remove(0);
     assert!(
         exit["message"].as_str().unwrap().contains(&want),
         "{exit} / {want}"
@@ -338,28 +325,20 @@ fn report_attributes_each_loop_to_the_items_it_ticked() {
     let reset = now() + 3600;
     let untick = "true\n";
     let tick_two = "sed -i '0,/- \\[ \\]/s//- [x]/' .hank/fix_plan.md\nsed -i '0,/- \\[ \\]/s//- [x]/' .hank/fix_plan.md\n";
-    p.fake(
-        "response-1",
-        &stream(&[("five_hour", 0.10, reset)], 0.05, "read the code first"),
-    )
-    .fake("effect-1.sh", untick)
-    .fake(
-        "response-2",
-        &stream(&[("five_hour", 0.20, reset)], 0.40, "go on"),
-    )
-    .fake("effect-2.sh", TICK_ONE)
-    .fake(
-        "response-3",
-        &stream(&[("five_hour", 0.35, reset)], 0.30, "go on"),
-    )
-    .fake("effect-3.sh", tick_two)
-    .fake(
-        "response-4",
-        &stream(&[("five_hour", 0.38, reset)], 0.10, "go on"),
-    )
-    .fake("effect-4.sh", TICK_ONE);
-    let o = p.run(&["--max-window-percent", "five_hour=80"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // Per call: the five-hour window's utilization after it, its cost, the recommendation,
+    // and what it does to the plan.
+    let calls = [
+        (0.10, 0.05, "read the code first", untick),
+        (0.20, 0.40, "go on", TICK_ONE),
+        (0.35, 0.30, "go on", tick_two),
+        (0.38, 0.10, "go on", TICK_ONE),
+    ];
+    for (n, (used, cost, recommendation, effect)) in calls.into_iter().enumerate() {
+        let answer = stream(&[("five_hour", used, reset)], cost, recommendation);
+        p.fake(&format!("response-{}", n + 1), &answer)
+            .fake(&format!("effect-{}.sh", n + 1), effect);
+    }
+    let o = p.run_code(&["--max-window-percent", "five_hour=80"], 0);
     assert_eq!(p.calls(), 4);
     let err = stderr(&o);
     let top = err
@@ -376,8 +355,7 @@ fn report_attributes_each_loop_to_the_items_it_ticked() {
         "{lines:?}"
     );
 
-    let o = p.run(&["report"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = p.run_code(&["report"], 0);
     insta::assert_snapshot!("report_multi_item_run", stable(&stdout(&o)));
 
     let o = p.run(&["report", "--json"]);
@@ -412,8 +390,7 @@ fn report_attributes_each_loop_to_the_items_it_ticked() {
     assert_eq!(v["windows"][0]["last"], 0.38);
 
     // A second run; --since 2 reports it alone, --since with a date in the future nothing.
-    let o = p.run(&["--max-loops", "1"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    p.run_code(&["--max-loops", "1"], 0);
     let o = p.run(&["report", "--json", "--since", "2"]);
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(
@@ -423,7 +400,6 @@ fn report_attributes_each_loop_to_the_items_it_ticked() {
     );
     let o = p.run(&["report", "--since", "2999-01-01"]);
     crate::support::assert_contains(&stdout(&o), "no loop finished in this range");
-    let o = p.run(&["report", "--since", "last tuesday"]);
-    assert_eq!(o.status.code(), Some(1));
+    let o = p.run_code(&["report", "--since", "last tuesday"], 1);
     crate::support::assert_contains(&stderr(&o), "--since: expected a run number");
 }
