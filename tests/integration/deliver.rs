@@ -1,15 +1,150 @@
 //! `hank deliver`: a real bare-repository remote for every push, the fake GitHub API on
 //! loopback for the REST path, and the real `gh` (when installed) against the same fake.
 
-use std::path::PathBuf;
-use std::process::{Output, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::fake_github::FakeGitHub;
-use crate::support::{Project, git};
+use crate::fake_github::{FakeGitHub, Recorded};
+use crate::support::{
+    Project, assert_contains, doctor_check, fixtures, git, signal, stderr, wait_with_timeout,
+};
 
-const TOKEN: &str = "ghp_faketoken0123456789abcdefghijklmnop";
+/// The token every delivery test gives hank (it must never show up in what hank writes).
+pub(crate) const TOKEN: &str = "ghp_faketoken0123456789abcdefghijklmnop";
+
+/// `c` with the git identity of the commits a delivery makes.
+pub(crate) fn git_identity(c: &mut Command) -> &mut Command {
+    c.env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+}
+
+/// `c` with GitHub's REST path at the fake (repository `o/r`, [`TOKEN`]) and a git identity.
+pub(crate) fn at_fake_github<'c>(c: &'c mut Command, gh: &FakeGitHub) -> &'c mut Command {
+    git_identity(
+        c.env("GH_REPO", "o/r")
+            .env("GH_TOKEN", TOKEN)
+            .env("GITHUB_API_URL", gh.url()),
+    )
+}
+
+/// A `PATH` of `bins` first, then the system's folders.
+pub(crate) fn path_with(bins: &[&Path]) -> String {
+    let mut dirs: Vec<String> = bins.iter().map(|b| b.display().to_string()).collect();
+    dirs.push("/usr/local/bin:/usr/bin:/bin".to_string());
+    dirs.join(":")
+}
+
+/// Writes `text` to `path` as an executable (a git hook, a fake program).
+pub(crate) fn write_executable(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
+
+/// Installs the git hook `name` of the project `p` running `script`.
+pub(crate) fn git_hook(p: &Project, name: &str, script: &str) -> PathBuf {
+    let hook = p.dir.join(".git/hooks").join(name);
+    write_executable(&hook, script);
+    hook
+}
+
+/// A folder `$HOME/<name>-bin` holding the program `name` that runs `script` (to put first on
+/// `PATH`).
+fn fake_program(p: &Project, name: &str, script: &str) -> PathBuf {
+    let bin = p.home.join(format!("{name}-bin"));
+    std::fs::create_dir_all(&bin).unwrap();
+    write_executable(&bin.join(name), script);
+    bin
+}
+
+/// The real `gh` (Debian's package; `.ci/run` installs it), or `None` when it is not
+/// installed: then the test `test` is skipped with a note, or fails under HANK_REQUIRE_GH (CI).
+pub(crate) fn real_gh(test: &str) -> Option<PathBuf> {
+    let found = ["/usr/bin/gh", "/usr/local/bin/gh"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("HANK_REQUIRE_GH").is_none(),
+            "HANK_REQUIRE_GH is set (CI) but gh is not installed"
+        );
+        eprintln!("{test}: skipped (gh is not installed)");
+    }
+    found
+}
+
+/// `hank` in `p` with the real `gh` (`real_gh`) first on `PATH` and the fake as its HTTP proxy
+/// (gh then asks `api.github.localhost`), a git identity.
+pub(crate) fn through_real_gh(p: &Project, real_gh: &Path, gh: &FakeGitHub) -> Command {
+    let bin = p.home.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(real_gh, bin.join("gh")).unwrap();
+    let mut c = p.cmd();
+    c.env("PATH", path_with(&[&bin, &fixtures().join("bin")]))
+        .env("GH_HOST", "github.localhost")
+        .env("GH_TOKEN", "x-real-gh-token")
+        .env("GH_REPO", "o/r")
+        .env("GH_CONFIG_DIR", p.home.join("gh-config"))
+        .env("HTTP_PROXY", gh.url());
+    git_identity(&mut c);
+    c
+}
+
+/// The pull requests created at the fake (`POST /repos/o/r/pulls`), in order.
+pub(crate) fn pulls(gh: &FakeGitHub) -> Vec<Recorded> {
+    gh.requests()
+        .into_iter()
+        .filter(|r| r.method == "POST" && r.path == "/repos/o/r/pulls")
+        .collect()
+}
+
+/// The request that created the first pull request.
+pub(crate) fn created_pr(gh: &FakeGitHub) -> Recorded {
+    pulls(gh).into_iter().next().expect("a PR was created")
+}
+
+/// Fails unless `text` contains each of `wants`.
+#[track_caller]
+pub(crate) fn assert_contains_all(text: &str, wants: &[&str]) {
+    for want in wants {
+        assert_contains(text, want);
+    }
+}
+
+/// The branch checked out in `p`.
+pub(crate) fn head_branch(p: &Project) -> String {
+    git(&p.dir, &["rev-parse", "--abbrev-ref", "HEAD"])
+}
+
+/// The files of `branch` in the repository `repo`, a line each.
+pub(crate) fn files_of(repo: &Path, branch: &str) -> String {
+    git(repo, &["ls-tree", "-r", "--name-only", branch])
+}
+
+/// Fails if one of `files` that hank wrote in `p` carries [`TOKEN`].
+#[track_caller]
+pub(crate) fn assert_no_token(p: &Project, files: &[&str]) {
+    for f in files {
+        let text = std::fs::read_to_string(p.dir.join(f)).unwrap();
+        assert!(!text.contains(TOKEN), "{f}");
+    }
+}
+
+/// Waits until the fake was asked for check runs (hank is in its CI wait).
+pub(crate) fn wait_for_ci_poll(gh: &FakeGitHub) {
+    let start = std::time::Instant::now();
+    while !gh.requests().iter().any(|r| r.path.contains("/check-runs")) {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "no CI wait"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
 
 /// The events of a run that completed with its check passing, item `[#12] Fix login` done.
 fn finished_run_events() -> String {
@@ -46,26 +181,14 @@ impl Setup {
     /// cannot answer `gh api`, so hank falls back to the token).
     pub(crate) fn deliver_rest(&self, gh: &FakeGitHub, rc: &str, args: &[&str]) -> Output {
         self.p.hankrc(&format!("RETRY_BACKOFF_SECONDS=0\n{rc}"));
-        let mut c = self.p.cmd();
-        c.arg("deliver")
-            .args(args)
-            .env("GH_REPO", "o/r")
-            .env("GH_TOKEN", TOKEN)
-            .env("GITHUB_API_URL", gh.url())
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@t")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@t");
-        c.output().expect("hank deliver")
+        at_fake_github(self.p.cmd().arg("deliver").args(args), gh)
+            .output()
+            .expect("hank deliver")
     }
 
     fn delivery(&self) -> Value {
         self.p.read_json(".hank/delivery.json")
     }
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 pub(crate) fn green_check() -> Value {
@@ -81,38 +204,32 @@ fn a_pr_is_opened_with_the_evidence_body_and_green_checks_deliver() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 
     // The branch is on the remote, with the agent's work committed and hank's runtime files not.
-    let files = git(&s.remote, &["ls-tree", "-r", "--name-only", "hank/main"]);
+    let files = files_of(&s.remote, "hank/main");
     assert!(files.lines().any(|f| f == "login.rs"), "{files}");
     assert!(!files.contains("events.jsonl"), "{files}");
-    assert_eq!(
-        git(&s.p.dir, &["rev-parse", "--abbrev-ref", "HEAD"]),
-        "hank/main"
-    );
+    assert_eq!(head_branch(&s.p), "hank/main");
     // The user's main is untouched on the remote.
-    let main_files = git(&s.remote, &["ls-tree", "-r", "--name-only", "main"]);
+    let main_files = files_of(&s.remote, "main");
     assert!(!main_files.contains("login.rs"), "{main_files}");
 
     let reqs = gh.requests();
-    let create = reqs
-        .iter()
-        .find(|r| r.method == "POST" && r.path == "/repos/o/r/pulls")
-        .expect("a PR was created");
+    let create = created_pr(&gh);
     let pr = create.json();
     assert_eq!(pr["head"], "hank/main");
     assert_eq!(pr["base"], "main");
     assert_eq!(pr["title"], "[#12] Fix login");
-    let body = pr["body"].as_str().unwrap();
-    for want in [
-        "- [x] [#12] Fix login",
-        "| baseline | `make test` | failed (exit 2) | 1.5s |",
-        "| end | `make test` | passed (exit 0) | 1.8s |",
-        "| [#12] Fix login | 1 | 3 | $0.42 | 1200 | 1m05s |",
-        "Stop reason: `plan_complete`",
-        "> Login fixed, please merge",
-        "Closes #12",
-    ] {
-        assert!(body.contains(want), "missing {want:?} in:\n{body}");
-    }
+    assert_contains_all(
+        pr["body"].as_str().unwrap(),
+        &[
+            "- [x] [#12] Fix login",
+            "| baseline | `make test` | failed (exit 2) | 1.5s |",
+            "| end | `make test` | passed (exit 0) | 1.8s |",
+            "| [#12] Fix login | 1 | 3 | $0.42 | 1200 | 1m05s |",
+            "Stop reason: `plan_complete`",
+            "> Login fixed, please merge",
+            "Closes #12",
+        ],
+    );
     // The token travels in the header only.
     assert_eq!(
         create.header("authorization"),
@@ -152,10 +269,7 @@ fn a_pr_is_opened_with_the_evidence_body_and_green_checks_deliver() {
     assert_eq!(last["type"], "delivery");
     assert_eq!(last["pr_number"], 1);
     // Nothing hank wrote carries the token.
-    for f in [".hank/delivery.json", ".hank/events.jsonl"] {
-        let text = std::fs::read_to_string(s.p.dir.join(f)).unwrap();
-        assert!(!text.contains(TOKEN), "{f}");
-    }
+    assert_no_token(&s.p, &[".hank/delivery.json", ".hank/events.jsonl"]);
     assert!(!stderr(&out).contains(TOKEN));
 }
 
@@ -201,13 +315,11 @@ fn red_checks_are_ci_failed_with_their_log_tails_for_the_agent() {
 #[test]
 fn a_pre_push_hook_rejection_is_captured_for_the_agent() {
     let s = setup();
-    let hook = s.p.dir.join(".git/hooks/pre-push");
-    std::fs::write(
-        &hook,
+    let hook = git_hook(
+        &s.p,
+        "pre-push",
         "#!/bin/sh\necho 'lint: login.rs:1 missing docs' >&2\nexit 1\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    );
     let gh = FakeGitHub::start();
     let out = s.deliver_rest(&gh, "", &[]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
@@ -245,10 +357,7 @@ fn branch_mode_pushes_without_a_forge_and_refuses_unverified_work() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(s.delivery()["exit_reason"], "delivered");
     assert_eq!(s.delivery()["checks"], "not_waited");
-    let files = git(
-        &s.remote,
-        &["ls-tree", "-r", "--name-only", "feature/login"],
-    );
+    let files = files_of(&s.remote, "feature/login");
     assert!(files.contains("login.rs"), "{files}");
     assert!(gh.requests().is_empty());
 
@@ -263,10 +372,7 @@ fn branch_mode_pushes_without_a_forge_and_refuses_unverified_work() {
         "{}",
         stderr(&out)
     );
-    assert_eq!(
-        git(&s.p.dir, &["rev-parse", "--abbrev-ref", "HEAD"]),
-        "main"
-    );
+    assert_eq!(head_branch(&s.p), "main");
 
     // A bad setting names itself.
     let out = s.deliver_rest(&gh, "DELIVER=sometimes\n", &[]);
@@ -330,45 +436,17 @@ fn review_requests_are_kept_for_the_agent_and_auto_merge_waits_for_green() {
 /// The real `gh` (Debian's package; `.ci/run` installs it) against the fake, as its proxy.
 #[test]
 fn the_real_gh_opens_the_pr_and_reads_the_checks() {
-    let Some(real_gh) = ["/usr/bin/gh", "/usr/local/bin/gh"]
-        .into_iter()
-        .map(PathBuf::from)
-        .find(|p| p.is_file())
-    else {
-        assert!(
-            std::env::var_os("HANK_REQUIRE_GH").is_none(),
-            "HANK_REQUIRE_GH is set (CI) but gh is not installed"
-        );
-        eprintln!("the_real_gh_opens_the_pr_and_reads_the_checks: skipped (gh is not installed)");
+    let Some(real_gh) = real_gh("the_real_gh_opens_the_pr_and_reads_the_checks") else {
         return;
     };
     let s = setup();
     let gh = FakeGitHub::start();
     gh.set(|w| w.check_runs.push(green_check()));
-    let bin = s.p.home.join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::os::unix::fs::symlink(&real_gh, bin.join("gh")).unwrap();
     s.p.hankrc("AUTO_MERGE=true\n");
-    let mut c = s.p.cmd();
-    c.arg("deliver")
-        .env(
-            "PATH",
-            format!(
-                "{}:{}/fixtures/bin:/usr/local/bin:/usr/bin:/bin",
-                bin.display(),
-                env!("CARGO_MANIFEST_DIR")
-            ),
-        )
-        .env("GH_HOST", "github.localhost")
-        .env("GH_TOKEN", "x-real-gh-token")
-        .env("GH_REPO", "o/r")
-        .env("GH_CONFIG_DIR", s.p.home.join("gh-config"))
-        .env("HTTP_PROXY", gh.url())
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t");
-    let out = c.output().unwrap();
+    let out = through_real_gh(&s.p, &real_gh, &gh)
+        .arg("deliver")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let reqs = gh.requests();
     let seen: Vec<String> = reqs
@@ -380,10 +458,7 @@ fn the_real_gh_opens_the_pr_and_reads_the_checks() {
         seen.contains(&"GET http://api.github.localhost/user".to_string()),
         "{seen:?}"
     );
-    let create = reqs
-        .iter()
-        .find(|r| r.method == "POST" && r.path == "/repos/o/r/pulls")
-        .expect("PR created through gh");
+    let create = created_pr(&gh);
     assert_eq!(create.json()["head"], "hank/main");
     assert!(
         create.json()["body"]
@@ -428,26 +503,13 @@ fn doctor_checks_the_remote_the_login_and_the_push_permission() {
     s.p.hankrc("DELIVER=pr\n");
     let doctor = |gh: &FakeGitHub, remote: &str| -> Value {
         s.p.hankrc(&format!("DELIVER=pr\nDELIVER_REMOTE={remote}\n"));
-        let out =
-            s.p.cmd()
-                .args(["doctor", "--json"])
-                .env("GH_REPO", "o/r")
-                .env("GH_TOKEN", TOKEN)
-                .env("GITHUB_API_URL", gh.url())
-                .output()
-                .unwrap();
+        let out = at_fake_github(s.p.cmd().args(["doctor", "--json"]), gh)
+            .output()
+            .unwrap();
         assert!(!String::from_utf8_lossy(&out.stdout).contains(TOKEN));
         serde_json::from_slice(&out.stdout).unwrap()
     };
-    let find = |v: &Value, name: &str| -> Value {
-        v["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == name)
-            .cloned()
-            .unwrap_or(Value::Null)
-    };
+    let find = doctor_check;
     let v = doctor(&gh, "origin");
     assert_eq!(find(&v, "remote")["ok"], true, "{v}");
     assert_eq!(find(&v, "forge")["ok"], true, "{v}");
@@ -491,10 +553,7 @@ fn hank_run_dry_run_says_where_it_would_deliver() {
         stderr(&out)
     );
     // Nothing switched.
-    assert_eq!(
-        git(&s.p.dir, &["rev-parse", "--abbrev-ref", "HEAD"]),
-        "main"
-    );
+    assert_eq!(head_branch(&s.p), "main");
 }
 
 /// GitLab at the argv boundary: a fake `glab` records what hank runs and answers like
@@ -516,8 +575,6 @@ fn gitlab_merge_requests_go_through_glab_api() {
             s.remote.to_str().unwrap(),
         ],
     );
-    let bin = s.p.home.join("glab-bin");
-    std::fs::create_dir_all(&bin).unwrap();
     let log = s.p.home.join("glab.log");
     let script = format!(
         "#!/bin/sh\necho \"argv: $*\" >> '{log}'\necho \"stdin: $(cat)\" >> '{log}'\n\
@@ -527,27 +584,16 @@ fn gitlab_merge_requests_go_through_glab_api() {
          esac\n",
         log = log.display()
     );
-    std::fs::write(bin.join("glab"), script).unwrap();
-    std::fs::set_permissions(
-        bin.join("glab"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    let bin = fake_program(&s.p, "glab", &script);
     s.p.hankrc("CI_WAIT=false\n");
-    let out =
+    let out = git_identity(
         s.p.cmd()
             .arg("deliver")
-            .env(
-                "PATH",
-                format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display()),
-            )
-            .env("GITLAB_TOKEN", TOKEN)
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@t")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@t")
-            .output()
-            .unwrap();
+            .env("PATH", path_with(&[&bin]))
+            .env("GITLAB_TOKEN", TOKEN),
+    )
+    .output()
+    .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let calls = std::fs::read_to_string(&log).unwrap();
     assert!(
@@ -597,23 +643,18 @@ fn a_real_run_then_deliver_puts_its_records_in_the_pr() {
         &[],
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let reqs = gh.requests();
-    let pr = reqs
-        .iter()
-        .find(|r| r.method == "POST" && r.path == "/repos/o/r/pulls")
-        .unwrap()
-        .json();
-    let body = pr["body"].as_str().unwrap();
-    for want in [
-        "- [x] [#12] make src/x",
-        "| baseline | `test -f src/x` | failed (exit 1) |",
-        "| end | `test -f src/x` | passed (exit 0) |",
-        "Stop reason: `plan_complete`",
-        "Closes #12",
-    ] {
-        assert!(body.contains(want), "missing {want:?} in:\n{body}");
-    }
-    let files = git(&s.remote, &["ls-tree", "-r", "--name-only", "hank/main"]);
+    let pr = created_pr(&gh).json();
+    assert_contains_all(
+        pr["body"].as_str().unwrap(),
+        &[
+            "- [x] [#12] make src/x",
+            "| baseline | `test -f src/x` | failed (exit 1) |",
+            "| end | `test -f src/x` | passed (exit 0) |",
+            "Stop reason: `plan_complete`",
+            "Closes #12",
+        ],
+    );
+    let files = files_of(&s.remote, "hank/main");
     assert!(files.lines().any(|f| f == "src/x"), "{files}");
     // status.json carries the delivery; `hank status` shows it.
     let st = s.p.status();
@@ -657,8 +698,6 @@ fn a_delivery_setting_the_agent_changed_needs_approval() {
 #[test]
 fn https_rest_runs_curl_with_the_token_on_stdin_only() {
     let s = setup();
-    let bin = s.p.home.join("curl-bin");
-    std::fs::create_dir_all(&bin).unwrap();
     let log = s.p.home.join("curl.log");
     let script = format!(
         "#!/bin/sh\necho \"argv: $*\" >> '{log}'\ncfg=$(cat)\necho \"$cfg\" >> '{log}'\n\
@@ -669,33 +708,18 @@ fn https_rest_runs_curl_with_the_token_on_stdin_only() {
          esac\n",
         log = log.display()
     );
-    std::fs::write(bin.join("curl"), script).unwrap();
-    std::fs::set_permissions(
-        bin.join("curl"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    let bin = fake_program(&s.p, "curl", &script);
     s.p.hankrc("CI_WAIT=false\n");
-    let out =
+    let out = git_identity(
         s.p.cmd()
             .arg("deliver")
-            .env(
-                "PATH",
-                format!(
-                    "{}:{}/fixtures/bin:/usr/local/bin:/usr/bin:/bin",
-                    bin.display(),
-                    env!("CARGO_MANIFEST_DIR")
-                ),
-            )
+            .env("PATH", path_with(&[&bin, &fixtures().join("bin")]))
             .env("GH_REPO", "o/r")
             .env("GITHUB_TOKEN", TOKEN)
-            .env("GITHUB_API_URL", "https://api.github.example")
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@t")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@t")
-            .output()
-            .unwrap();
+            .env("GITHUB_API_URL", "https://api.github.example"),
+    )
+    .output()
+    .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(s.delivery()["pr_url"], "https://github.com/o/r/pull/8");
     let calls = std::fs::read_to_string(&log).unwrap();
@@ -725,31 +749,15 @@ fn ctrl_c_ends_the_ci_wait_with_130() {
     let s = setup();
     let gh = FakeGitHub::start();
     s.p.hankrc("RETRY_BACKOFF_SECONDS=0\nCI_APPEAR_TIMEOUT=10m\n");
-    let child =
-        s.p.cmd()
-            .arg("deliver")
-            .env("GH_REPO", "o/r")
-            .env("GH_TOKEN", TOKEN)
-            .env("GITHUB_API_URL", gh.url())
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@t")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@t")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-    let start = std::time::Instant::now();
-    while !gh.requests().iter().any(|r| r.path.contains("/check-runs")) {
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(30),
-            "no CI wait"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let child: Child = at_fake_github(s.p.cmd().arg("deliver"), &gh)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_ci_poll(&gh);
     std::thread::sleep(std::time::Duration::from_millis(300));
-    crate::support::signal(&child, nix::sys::signal::Signal::SIGINT);
-    let out = crate::support::wait_with_timeout(child, std::time::Duration::from_secs(10));
+    signal(&child, nix::sys::signal::Signal::SIGINT);
+    let out = wait_with_timeout(child, std::time::Duration::from_secs(10));
     assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
     let d = s.delivery();
     assert_eq!(d["exit_reason"], "interrupted");
