@@ -3,54 +3,101 @@
 //! `retry-now` ending a usage-limit wait. Each taken command is acknowledged in the journal
 //! and is an event.
 
+use std::path::PathBuf;
+use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
-use crate::support::{Project, TICK_ONE, error_json, signal, stderr, stdout, wait_with_timeout};
+use crate::support::{
+    Project, TICK_ONE, assert_contains, error_json, signal, stderr, stdout, wait_with_timeout,
+};
 
 const LONG: Duration = Duration::from_secs(30);
 
-/// A running `hank`, killed if the test fails before it is waited for (a paused loop would
+/// A running `hank`, stopped if the test fails before it is waited for (a paused loop would
 /// otherwise wait forever).
-struct Running(Option<std::process::Child>);
+pub(crate) struct Running {
+    child: Option<Child>,
+    /// How long [`Running::wait`] waits for its end.
+    limit: Duration,
+    /// A `hank fleet`: stopped with SIGINT and given time to stop its workers (their groups
+    /// are left to their own timeouts) before it is killed.
+    fleet: bool,
+}
 
 impl Running {
-    fn child(&self) -> &std::process::Child {
-        self.0.as_ref().unwrap()
+    /// `hank ARGS` started in `p`, to end within `limit`.
+    pub(crate) fn start(p: &Project, args: &[&str], limit: Duration) -> Self {
+        Self {
+            child: Some(p.spawn(args)),
+            limit,
+            fleet: args.first() == Some(&"fleet"),
+        }
     }
 
-    fn wait(mut self) -> std::process::Output {
-        wait_with_timeout(self.0.take().unwrap(), LONG)
+    pub(crate) fn child(&self) -> &Child {
+        self.child.as_ref().unwrap()
+    }
+
+    pub(crate) fn wait(mut self) -> Output {
+        wait_with_timeout(self.child.take().unwrap(), self.limit)
     }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
+        let Some(mut c) = self.child.take() else {
+            return;
+        };
+        if self.fleet {
+            signal(&c, Signal::SIGINT);
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(25) {
+                if let Ok(Some(_)) = c.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
         }
+        let _ = c.kill();
+        let _ = c.wait();
     }
 }
 
-fn ctl(p: &Project, args: &[&str]) -> String {
+/// `hank ctl ARGS` in `p`.
+pub(crate) fn ctl_output(p: &Project, args: &[&str]) -> Output {
     let mut all = vec!["ctl"];
     all.extend_from_slice(args);
-    let o = p.run(&all);
+    p.run(&all)
+}
+
+/// `hank ctl ARGS` in `p`, which must succeed: its stdout, trimmed (a command's id).
+pub(crate) fn ctl(p: &Project, args: &[&str]) -> String {
+    let o = ctl_output(p, args);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     stdout(&o).trim().to_string()
 }
 
 /// The journal's commands as `hank ctl status --json` shows them.
-fn journal(p: &Project) -> Vec<Value> {
+pub(crate) fn journal(p: &Project) -> Vec<Value> {
     let v: Value = serde_json::from_str(&ctl(p, &["status", "--json"])).unwrap();
     v["commands"].as_array().unwrap().clone()
 }
 
+/// The per-user folder of the project `p` (the only project under `$HOME`).
+pub(crate) fn user_dir(p: &Project) -> PathBuf {
+    std::fs::read_dir(p.home.join(".local/state/hank/projects"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+}
+
 /// Polls until command `id` is acknowledged; its acknowledgement.
-fn wait_ack(p: &Project, id: &str, within: Duration) -> Value {
+pub(crate) fn wait_ack(p: &Project, id: &str, within: Duration) -> Value {
     let start = Instant::now();
     loop {
         if let Some(c) = journal(p).into_iter().find(|c| c["id"] == id)
@@ -66,7 +113,8 @@ fn wait_ack(p: &Project, id: &str, within: Duration) -> Value {
     }
 }
 
-fn control_events(p: &Project) -> Vec<(String, String)> {
+/// The `control` events of `p`: (command, outcome).
+pub(crate) fn control_events(p: &Project) -> Vec<(String, String)> {
     p.events()
         .into_iter()
         .filter(|e| e["type"] == "control")
@@ -90,7 +138,7 @@ fn a_pause_survives_a_restart_until_resume() {
     let p = Project::new(&["a", "b"]);
     p.fake("effect.sh", TICK_ONE);
     let pause = ctl(&p, &["pause"]);
-    let child = Running(Some(p.spawn(&[])));
+    let child = Running::start(&p, &[], LONG);
     let st = p.wait_status(LONG, paused);
     assert!(st["waiting_until"].is_null(), "{st}");
     let ack = wait_ack(&p, &pause, LONG);
@@ -102,7 +150,7 @@ fn a_pause_survives_a_restart_until_resume() {
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
 
     // Started again: the pause holds (it was acknowledged, not taken a second time).
-    let child = Running(Some(p.spawn(&[])));
+    let child = Running::start(&p, &[], LONG);
     p.wait_status(LONG, |v| {
         paused(v) && v["pid"].as_u64() == Some(u64::from(child.child().id()))
     });
@@ -137,7 +185,7 @@ fn a_pause_survives_a_restart_until_resume() {
 fn set_max_loops_takes_effect_at_the_next_loop() {
     let p = Project::new(&["a", "b", "c", "d", "e"]);
     p.fake("effect.sh", TICK_ONE).fake("sleep-1", "2");
-    let child = Running(Some(p.spawn(&[])));
+    let child = Running::start(&p, &[], LONG);
     p.wait_calls(1, LONG);
     let id = ctl(&p, &["set", "MAX_LOOPS=2"]);
     let o = child.wait();
@@ -146,7 +194,7 @@ fn set_max_loops_takes_effect_at_the_next_loop() {
     assert_eq!(p.calls(), 2);
     let c = wait_ack(&p, &id, Duration::from_secs(1));
     assert_eq!(c["acknowledged"]["outcome"], "applied");
-    assert!(stderr(&o).contains("MAX_LOOPS is now 2"), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "MAX_LOOPS is now 2");
     assert_eq!(
         control_events(&p),
         [("set MAX_LOOPS=2".to_string(), "applied".to_string())]
@@ -158,7 +206,7 @@ fn set_max_loops_takes_effect_at_the_next_loop() {
 fn a_note_reaches_the_next_call() {
     let p = Project::new(&["a", "b", "c"]);
     p.fake("effect.sh", TICK_ONE).fake("sleep-1", "2");
-    let child = Running(Some(p.spawn(&[])));
+    let child = Running::start(&p, &[], LONG);
     p.wait_calls(1, LONG);
     ctl(&p, &["note", "use", "the", "v2", "API"]);
     let o = child.wait();
@@ -174,7 +222,7 @@ fn a_note_reaches_the_next_call() {
 fn stop_ends_the_run_as_interrupted() {
     let p = Project::new(&["a", "b", "c"]);
     p.fake("effect.sh", TICK_ONE).fake("sleep-1", "2");
-    let child = Running(Some(p.spawn(&[])));
+    let child = Running::start(&p, &[], LONG);
     p.wait_calls(1, LONG);
     let id = ctl(&p, &["stop"]);
     let o = child.wait();
@@ -199,7 +247,7 @@ fn retry_now_ends_a_usage_limit_wait() {
     )
     .fake("exit-1", "1")
     .fake("effect-2.sh", TICK_ONE);
-    let child = Running(Some(p.spawn(&[])));
+    let child = Running::start(&p, &[], LONG);
     p.wait_status(LONG, |v| {
         v["state"] == "waiting" && v["wait_reason"] == "usage_limit"
     });
@@ -221,14 +269,7 @@ fn commands_planted_in_the_project_are_not_taken() {
     // Real journal lines, made by `hank ctl` and then moved where the agent could write them.
     ctl(&p, &["set", "MAX_LOOPS=1"]);
     ctl(&p, &["stop"]);
-    let projects = p.home.join(".local/state/hank/projects");
-    let folder = std::fs::read_dir(&projects)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    let journal = folder.join("control.jsonl");
+    let journal = user_dir(&p).join("control.jsonl");
     let lines = std::fs::read_to_string(&journal).unwrap();
     assert!(lines.contains("MAX_LOOPS"), "{lines}");
     std::fs::remove_file(&journal).unwrap();

@@ -279,11 +279,7 @@ fn no_checks_within_the_appear_timeout_is_ci_missing() {
     let gh = FakeGitHub::start();
     let out = s.deliver_rest(&gh, "CI_APPEAR_TIMEOUT=1s\n", &[]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("no CI is not green"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(&stderr(&out), "no CI is not green");
     let d = s.delivery();
     assert_eq!(d["exit_reason"], "ci_missing");
     assert_eq!(d["checks"], "missing");
@@ -323,11 +319,7 @@ fn a_pre_push_hook_rejection_is_captured_for_the_agent() {
     let gh = FakeGitHub::start();
     let out = s.deliver_rest(&gh, "", &[]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("lint: login.rs:1 missing docs"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(&stderr(&out), "lint: login.rs:1 missing docs");
     let d = s.delivery();
     assert_eq!(d["exit_reason"], "push_rejected");
     assert!(
@@ -367,21 +359,13 @@ fn branch_mode_pushes_without_a_forge_and_refuses_unverified_work() {
     std::fs::write(s.p.dir.join(".hank/events.jsonl"), events).unwrap();
     let out = s.deliver_rest(&gh, "", &[]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("ended with `max_loops`"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(&stderr(&out), "ended with `max_loops`");
     assert_eq!(head_branch(&s.p), "main");
 
     // A bad setting names itself.
     let out = s.deliver_rest(&gh, "DELIVER=sometimes\n", &[]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("DELIVER: expected none, branch or pr"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(&stderr(&out), "DELIVER: expected none, branch or pr");
 }
 
 #[test]
@@ -545,12 +529,9 @@ fn hank_run_dry_run_says_where_it_would_deliver() {
     let s = setup();
     s.p.hankrc("DELIVER=pr\n");
     let out = s.p.run(&["--dry-run"]);
-    assert!(
-        stderr(&out).contains(
-            "DELIVER=pr (.hankrc line 1): the loop would work on branch `hank/main` and deliver a verified completion to `origin`"
-        ),
-        "{}",
-        stderr(&out)
+    assert_contains(
+        &stderr(&out),
+        "DELIVER=pr (.hankrc line 1): the loop would work on branch `hank/main` and deliver a verified completion to `origin`",
     );
     // Nothing switched.
     assert_eq!(head_branch(&s.p), "main");
@@ -685,11 +666,7 @@ fn a_delivery_setting_the_agent_changed_needs_approval() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = p.run(&["deliver", "--deliver", "branch"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("hank config accept"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(&stderr(&out), "hank config accept");
     assert!(!p.dir.join(".hank/delivery.json").exists());
 }
 

@@ -15,7 +15,9 @@ use crate::deliver::{
     head_branch, pulls, real_gh, through_real_gh,
 };
 use crate::fake_github::FakeGitHub;
-use crate::support::{Project, TICK_ONE, git, signal, split_context, stderr, wait_with_timeout};
+use crate::support::{
+    Project, TICK_ONE, assert_contains, git, signal, split_context, stderr, wait_with_timeout,
+};
 
 /// A git project on `main` with hank's `.gitignore`, one open item, a bare `origin`, and a
 /// fake agent that does the item (and touches `src/work.txt` at every call).
@@ -173,21 +175,29 @@ fn a_verified_completion_opens_a_pr_with_hanks_evidence_and_never_pushes_a_secre
     assert!(!err.contains(TOKEN));
 }
 
-#[test]
-fn a_pre_push_hook_rejection_goes_to_the_agent_and_the_fix_is_delivered() {
+/// `DELIVER=branch` with the git hook `hook` running `script`, which refuses until the work has
+/// a LINT_OK file; the agent's second call adds it. The run delivers after two calls, LINT_OK on
+/// the remote's `hank/main`.
+fn refused_until_lint_ok(hook: &str, script: &str) -> (Setup, FakeGitHub) {
     let s = setup("Write the docs");
-    // The hook refuses until the work has a LINT_OK file.
-    git_hook(
-        &s.p,
-        "pre-push",
-        "#!/bin/sh\nif ! git ls-tree -r --name-only HEAD | grep -qx LINT_OK; then echo 'lint: docs/missing.md: no LINT_OK' >&2; exit 1; fi\n",
-    );
+    git_hook(&s.p, hook, script);
     s.p.fake("effect-2.sh", "touch LINT_OK\n");
     let gh = FakeGitHub::start();
     let out = s.run(&gh, "DELIVER=branch\n");
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(s.p.calls(), 2);
+    let files = files_of(&s.remote, "hank/main");
+    assert!(files.lines().any(|f| f == "LINT_OK"), "{files}");
+    assert_eq!(s.p.status()["exit_reason"], "delivered");
+    (s, gh)
+}
+
+#[test]
+fn a_pre_push_hook_rejection_goes_to_the_agent_and_the_fix_is_delivered() {
+    let (s, gh) = refused_until_lint_ok(
+        "pre-push",
+        "#!/bin/sh\nif ! git ls-tree -r --name-only HEAD | grep -qx LINT_OK; then echo 'lint: docs/missing.md: no LINT_OK' >&2; exit 1; fi\n",
+    );
     // Loop 2 was told why the push was refused, with the hook's output.
     let ctx = s.context(2);
     assert!(
@@ -203,9 +213,6 @@ fn a_pre_push_hook_rejection_goes_to_the_agent_and_the_fix_is_delivered() {
         .collect();
     assert_eq!(reasons, ["push_rejected", "delivered"]);
     assert_eq!(d[1]["round"], 2);
-    let files = files_of(&s.remote, "hank/main");
-    assert!(files.lines().any(|f| f == "LINT_OK"), "{files}");
-    assert_eq!(s.p.status()["exit_reason"], "delivered");
     // No forge in branch mode.
     assert!(gh.requests().is_empty());
 }
@@ -317,10 +324,9 @@ fn a_missing_remote_is_refused_before_any_call() {
     let gh = FakeGitHub::start();
     let out = s.run(&gh, "DELIVER=branch\n");
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("git remote `origin` (DELIVER_REMOTE) does not exist"),
-        "{}",
-        stderr(&out)
+    assert_contains(
+        &stderr(&out),
+        "git remote `origin` (DELIVER_REMOTE) does not exist",
     );
     assert_eq!(s.p.calls(), 0);
     assert_eq!(head_branch(&s.p), "main");
@@ -372,26 +378,16 @@ fn the_real_gh_carries_a_red_then_green_round() {
 
 #[test]
 fn a_pre_commit_hook_refusal_goes_to_the_agent_in_the_push_rounds() {
-    let s = setup("Write the docs");
-    git_hook(
-        &s.p,
+    let (s, _gh) = refused_until_lint_ok(
         "pre-commit",
         "#!/bin/sh\ngit diff --cached --name-only | grep -qx LINT_OK || { echo 'pre-commit: stage LINT_OK first' >&2; exit 1; }\n",
     );
-    s.p.fake("effect-2.sh", "touch LINT_OK\n");
-    let gh = FakeGitHub::start();
-    let out = s.run(&gh, "DELIVER=branch\n");
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(s.p.calls(), 2);
     let ctx = s.context(2);
     assert!(
         ctx.contains("was refused by a git hook (pre-commit"),
         "{ctx}"
     );
     assert!(ctx.contains("pre-commit: stage LINT_OK first"), "{ctx}");
-    let files = files_of(&s.remote, "hank/main");
-    assert!(files.lines().any(|f| f == "LINT_OK"), "{files}");
-    assert_eq!(s.p.status()["exit_reason"], "delivered");
 }
 
 #[test]

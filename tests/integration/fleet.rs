@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{Project, alive, signal, stderr, stdout, wait_with_timeout};
+use crate::support::{Project, alive, assert_contains, signal, stderr, stdout, wait_with_timeout};
 
 /// The fake agent's work in a task worktree: tick the first open item, write `<slug>.txt`,
 /// note the call (one appended line per call: safe with parallel agents).
@@ -132,7 +132,7 @@ fn unknown_names_cycles_and_bad_flags_are_refused_before_anything_runs() {
         let o = p.run(&["fleet"]);
         assert_eq!(o.status.code(), Some(1), "{plan}: {}", stderr(&o));
         assert!(stderr(&o).contains(want), "{plan}: {}", stderr(&o));
-        assert!(stderr(&o).contains("fix_plan.md"), "{}", stderr(&o));
+        assert_contains(&stderr(&o), "fix_plan.md");
         assert!(calls(&p).is_empty());
         assert!(!p.dir.join(".hank/fleet.json").exists());
         assert_eq!(git(&p, &["branch", "--list", "hank/*"]), "");
@@ -159,7 +159,7 @@ fn unknown_names_cycles_and_bad_flags_are_refused_before_anything_runs() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains("CLAUDECODE=1"), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "CLAUDECODE=1");
     assert!(calls(&p).is_empty());
 }
 
@@ -292,7 +292,7 @@ fn two_tasks_editing_the_same_file_are_merged_through_the_agent() {
     let before = checkout(&p);
     let o = p.run(&["fleet", "--agents", "2"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(stderr(&o).contains("back to the agent"), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "back to the agent");
     let shared = git(&p, &["show", "hank/fleet:shared.txt"]);
     assert!(
         shared.contains("left") && shared.contains("right"),
@@ -343,7 +343,7 @@ fn a_conflict_the_agent_cannot_solve_fails_the_task_and_keeps_its_branch() {
         .collect();
     assert_eq!(failed.len(), 1, "{st}");
     let branch = failed[0]["branch"].as_str().unwrap();
-    assert!(stderr(&o).contains(branch), "{}", stderr(&o));
+    assert_contains(&stderr(&o), branch);
     assert!(
         !git(&p, &["branch", "--list", branch]).is_empty(),
         "the branch is kept"
@@ -353,7 +353,8 @@ fn a_conflict_the_agent_cannot_solve_fails_the_task_and_keeps_its_branch() {
     assert_no_worktree_left(&p);
 }
 
-fn fleet_json(p: &Project) -> Value {
+/// `.hank/fleet.json` as it is now (null while it is missing or being replaced).
+pub(crate) fn fleet_json(p: &Project) -> Value {
     std::fs::read(p.dir.join(".hank/fleet.json"))
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
@@ -395,7 +396,7 @@ fn kill_9_of_the_fleet_then_a_restart_runs_no_task_twice() {
     assert!(workers.iter().all(|w| alive(*w)));
     let o = p.run(&["fleet", "--agents", "2"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(stderr(&o).contains("adopted"), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "adopted");
     let mut log = calls(&p);
     log.sort();
     assert_eq!(log, ["a", "b", "c"], "no task ran twice");
@@ -442,7 +443,7 @@ fn fleet_status_without_a_fleet_says_so() {
     let p = project(DAG);
     let o = p.run(&["fleet", "status"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("no fleet has run"), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "no fleet has run");
     let _ = Path::new(".");
 }
 
@@ -471,10 +472,6 @@ fn a_merge_that_turns_the_check_red_never_moves_the_integration_branch() {
         "{files}"
     );
     assert!(git(&p, &["ls-tree", "--name-only", "hank/b"]).contains("b.txt"));
-    assert!(
-        stderr(&o).contains("VERIFY_COMMAND failed on the merge result"),
-        "{}",
-        stderr(&o)
-    );
+    assert_contains(&stderr(&o), "VERIFY_COMMAND failed on the merge result");
     assert_no_worktree_left(&p);
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{Project, stderr, stdout};
+use crate::support::{Project, assert_contains, stderr, stdout};
 
 /// The fake agent's work in a task worktree: tick the first open item, write `<slug>.txt`,
 /// note the call (one appended line per call: safe with parallel agents).
@@ -259,21 +259,13 @@ fn the_fleets_hankrc_keys_are_read_and_checked() {
     p.hankrc("RETRY_BACKOFF_SECONDS=0\nFLEET_MIN_FREE_MEMORY=lots\n");
     let o = p.run(&["fleet", "--dry-run"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("FLEET_MIN_FREE_MEMORY"),
-        "{}",
-        stderr(&o)
-    );
+    assert_contains(&stderr(&o), "FLEET_MIN_FREE_MEMORY");
 
     // Valid keys are taken; a bad flag is refused naming the flag.
     p.hankrc("RETRY_BACKOFF_SECONDS=0\nFLEET_MIN_FREE_MEMORY=2G\nMAX_MERGE_ATTEMPTS=3\n");
     let o = p.run(&["fleet", "--max-merge-attempts", "zero", "--dry-run"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("--max-merge-attempts"),
-        "{}",
-        stderr(&o)
-    );
+    assert_contains(&stderr(&o), "--max-merge-attempts");
     let o = p.run(&["fleet", "--dry-run"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }

@@ -7,77 +7,16 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::fleet::project;
-use crate::support::{Project, stderr, stdout, wait_with_timeout};
+use crate::ctl_loop::{Running, control_events, ctl, ctl_output, journal};
+use crate::fleet::{fleet_json, project};
+use crate::support::{Project, assert_contains, stderr, stdout};
 
 const LONG: Duration = Duration::from_secs(40);
 
-/// A running `hank fleet`, killed (with its workers' groups left to their own timeouts) if
-/// the test fails before it is waited for.
-struct Running(Option<std::process::Child>);
-
-impl Running {
-    fn wait(mut self) -> std::process::Output {
-        wait_with_timeout(self.0.take().unwrap(), LONG)
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(i32::try_from(c.id()).unwrap()),
-                nix::sys::signal::Signal::SIGINT,
-            );
-            let _ = wait_with_timeout_quiet(&mut c);
-        }
-    }
-}
-
-fn wait_with_timeout_quiet(c: &mut std::process::Child) -> Option<std::process::ExitStatus> {
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(25) {
-        if let Ok(Some(s)) = c.try_wait() {
-            return Some(s);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = c.kill();
-    c.wait().ok()
-}
-
-fn ctl(p: &Project, args: &[&str]) -> String {
-    let mut all = vec!["ctl"];
-    all.extend_from_slice(args);
-    let o = p.run(&all);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    stdout(&o).trim().to_string()
-}
-
-fn journal(p: &Project) -> Vec<Value> {
-    let v: Value = serde_json::from_str(&ctl(p, &["status", "--json"])).unwrap();
-    v["commands"].as_array().unwrap().clone()
-}
-
 /// Polls until command `id` of the main journal is acknowledged; its outcome.
 fn wait_ack(p: &Project, id: &str) -> String {
-    let start = Instant::now();
-    loop {
-        if let Some(c) = journal(p).into_iter().find(|c| c["id"] == id)
-            && let Some(o) = c["acknowledged"]["outcome"].as_str()
-        {
-            return o.to_string();
-        }
-        assert!(start.elapsed() < LONG, "{id} not acknowledged");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn fleet_json(p: &Project) -> Value {
-    std::fs::read(p.dir.join(".hank/fleet.json"))
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or(Value::Null)
+    let c = crate::ctl_loop::wait_ack(p, id, LONG);
+    c["acknowledged"]["outcome"].as_str().unwrap().to_string()
 }
 
 fn task<'a>(v: &'a Value, name: &str) -> &'a Value {
@@ -109,24 +48,11 @@ fn task_status(v: &Value, name: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
-fn control_events(p: &Project) -> Vec<(String, String)> {
-    p.events()
-        .into_iter()
-        .filter(|e| e["type"] == "control")
-        .map(|e| {
-            (
-                e["command"].as_str().unwrap().to_string(),
-                e["outcome"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
-}
-
 #[test]
 fn pause_holds_new_starts_and_pauses_the_running_task_and_resume_goes_on() {
     let p = project("## Alpha\n- [ ] a1\n- [ ] a2\n## Beta\n- [ ] b\n");
     p.fake("sleep-1", "3");
-    let child = Running(Some(p.spawn(&["fleet", "--agents", "1"])));
+    let child = Running::start(&p, &["fleet", "--agents", "1"], LONG);
     p.wait_calls(1, LONG);
     let pause = ctl(&p, &["pause"]);
     assert_eq!(
@@ -154,11 +80,7 @@ fn pause_holds_new_starts_and_pauses_the_running_task_and_resume_goes_on() {
     assert!(task(&v, "Beta")["pid"].is_null(), "{v}");
     assert_eq!(task(&v, "Alpha")["state"], "running", "{v}");
     let o = p.run(&["fleet", "status"]);
-    assert!(
-        stdout(&o).contains("paused: by hank ctl pause"),
-        "{}",
-        stdout(&o)
-    );
+    assert_contains(&stdout(&o), "paused: by hank ctl pause");
 
     let resume = ctl(&p, &["resume"]);
     assert!(
@@ -183,7 +105,7 @@ fn pause_holds_new_starts_and_pauses_the_running_task_and_resume_goes_on() {
 fn stop_ends_the_fleet_as_a_run_stops() {
     let p = project("## Alpha\n- [ ] a1\n- [ ] a2\n- [ ] a3\n## Beta\n- [ ] b\n");
     p.fake("sleep-1", "3");
-    let child = Running(Some(p.spawn(&["fleet", "--agents", "1"])));
+    let child = Running::start(&p, &["fleet", "--agents", "1"], LONG);
     p.wait_calls(1, LONG);
     let stop = ctl(&p, &["stop"]);
     let o = child.wait();
@@ -206,16 +128,12 @@ fn note_with_task_reaches_only_that_tasks_next_call_and_a_bad_task_is_refused() 
     // one after when the forwarding came just after that call's gate).
     let p = project("## Alpha\n- [ ] a1\n- [ ] a2\n## Beta\n- [ ] b1\n- [ ] b2\n- [ ] b3\n");
     // No fleet: --task is refused.
-    let o = p.run(&["ctl", "--task", "Beta", "note", "hi"]);
+    let o = ctl_output(&p, &["--task", "Beta", "note", "hi"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("no hank fleet is running"),
-        "{}",
-        stderr(&o)
-    );
+    assert_contains(&stderr(&o), "no hank fleet is running");
 
     p.fake("stdin-by-dir", "").fake("sleep", "3");
-    let child = Running(Some(p.spawn(&["fleet", "--agents", "2"])));
+    let child = Running::start(&p, &["fleet", "--agents", "2"], LONG);
     wait_fleet(&p, "both tasks running", |v| {
         ["Alpha", "Beta"]
             .iter()
@@ -232,9 +150,7 @@ fn note_with_task_reaches_only_that_tasks_next_call_and_a_bad_task_is_refused() 
             "pause steers the whole fleet",
         ),
     ] {
-        let mut all = vec!["ctl"];
-        all.extend_from_slice(args);
-        let o = p.run(&all);
+        let o = ctl_output(&p, args);
         assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
         assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
     }
@@ -304,7 +220,7 @@ fn set_reaches_later_tasks_and_a_restart_forwards_only_what_is_pending() {
     let note = ctl(&p, &["note", "NOTE-AFTER-KILL"]);
     let o = p.run(&["fleet", "--agents", "1"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(stderr(&o).contains("adopted"), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "adopted");
     assert_eq!(wait_ack(&p, &note), "forwarded to 1 task: Alpha");
     // Each main command acknowledged and told once.
     let events = control_events(&p);

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{Project, git, stderr, stdout};
+use crate::support::{Project, assert_contains, git, stderr, stdout};
 
 /// The fake agent: ticks the first open item of the plan it is given and appends to
 /// `src/<task>.txt` (the task named by the plan's `##` heading), so that tasks never touch
@@ -130,11 +130,7 @@ fn three_runners_plan_run_continue_and_respect_the_order() {
     // The plan job: Alpha and Beta can start; Gamma waits for Alpha.
     let o = r1.run(&["fleet", "plan", "--json"]);
     done(&o, 0);
-    assert!(
-        stderr(&o).contains("Gamma waits for Alpha to be merged"),
-        "{}",
-        stderr(&o)
-    );
+    assert_contains(&stderr(&o), "Gamma waits for Alpha to be merged");
     let tasks: Vec<Value> = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(names(&tasks), ["Alpha", "Beta"]);
     assert_eq!(tasks[0]["slug"], "alpha");
@@ -159,7 +155,7 @@ fn three_runners_plan_run_continue_and_respect_the_order() {
     let r3 = runner(&remote);
     let o = r3.run(&["fleet", "run-task", "Alpha"]);
     done(&o, 2);
-    assert!(stderr(&o).contains("is claimed by"), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "is claimed by");
     assert!(calls(&r3).is_empty());
     let alpha = alpha.wait_with_output().unwrap();
     let beta = beta.wait_with_output().unwrap();
@@ -179,11 +175,7 @@ fn three_runners_plan_run_continue_and_respect_the_order() {
     );
     assert!(calls(&lost.1).is_empty(), "{said}");
     assert_eq!(calls(&r2), ["Beta"], "{}", stderr(&beta));
-    assert!(
-        stderr(&beta).contains("pushed hank/beta"),
-        "{}",
-        stderr(&beta)
-    );
+    assert_contains(&stderr(&beta), "pushed hank/beta");
     // The stopped task's work and state went to the remote; the claim was released.
     let wip = remote_file(&remote, "hank/alpha", ".hank/fix_plan.md");
     assert!(wip.contains("- [x] a1\n- [ ] a2"), "{wip}");
@@ -202,21 +194,13 @@ fn three_runners_plan_run_continue_and_respect_the_order() {
     let r4 = runner(&remote);
     let o = r4.run(&["fleet", "plan", "--json"]);
     done(&o, 0);
-    assert!(
-        stderr(&o).contains("Beta is finished on hank/beta"),
-        "{}",
-        stderr(&o)
-    );
+    assert_contains(&stderr(&o), "Beta is finished on hank/beta");
     let tasks: Vec<Value> = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(names(&tasks), ["Alpha"]);
     // Gamma cannot start yet.
     let o = r4.run(&["fleet", "run-task", "Gamma"]);
     done(&o, 1);
-    assert!(
-        stderr(&o).contains("comes after Alpha, not merged yet"),
-        "{}",
-        stderr(&o)
-    );
+    assert_contains(&stderr(&o), "comes after Alpha, not merged yet");
     // Alpha continues in the new runner: the first job's call is in its ledger, its work
     // continues from a1 ticked (one more call, not two).
     let o = r4.run(&["fleet", "run-task", "Alpha"]);
@@ -280,7 +264,7 @@ fn three_runners_plan_run_continue_and_respect_the_order() {
     assert!(plan(&r6).is_empty());
     let o = r6.run(&["fleet", "run-task", "Gamma"]);
     done(&o, 0);
-    assert!(stderr(&o).contains("merged already"), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "merged already");
     assert!(calls(&r6).is_empty());
 }
 
@@ -301,18 +285,14 @@ fn run_task_outside_ci_and_an_unknown_task() {
     std::fs::write(p.dir.join("notes.txt"), "mine\n").unwrap();
     let o = p.run(&["fleet", "run-task", "Beta", "--remote", "none"]);
     done(&o, 1);
-    assert!(stderr(&o).contains("notes.txt"), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "notes.txt");
     std::fs::remove_file(p.dir.join("notes.txt")).unwrap();
 
     // Without a git identity nothing runs (its work could not be committed).
     git(&p.dir, &["config", "--unset", "user.email"]);
     let o = p.run(&["fleet", "run-task", "Beta", "--remote", "none"]);
     done(&o, 1);
-    assert!(
-        stderr(&o).contains("git has no user.email"),
-        "{}",
-        stderr(&o)
-    );
+    assert_contains(&stderr(&o), "git has no user.email");
     assert!(p.calls() == 0);
     identity(&p.dir);
 
@@ -324,11 +304,7 @@ fn run_task_outside_ci_and_an_unknown_task() {
     );
     let o = p.run(&["fleet", "plan", "--remote", "upstream"]);
     done(&o, 1);
-    assert!(
-        stderr(&o).contains("no git remote \"upstream\""),
-        "{}",
-        stderr(&o)
-    );
+    assert_contains(&stderr(&o), "no git remote \"upstream\"");
 
     let o = p.run(&["fleet", "run-task", "Beta", "--remote", "none"]);
     done(&o, 0);
@@ -479,11 +455,7 @@ fn a_configuration_changed_on_the_task_branch_needs_approval() {
         "1",
     ]);
     done(&o, 3);
-    assert!(
-        stderr(&o).contains("running with the configuration of hank/alpha"),
-        "{}",
-        stderr(&o)
-    );
+    assert_contains(&stderr(&o), "running with the configuration of hank/alpha");
     assert_eq!(calls(&r), ["Alpha"]);
 }
 

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use crate::support::{Project, TICK_ONE, git, stderr};
+use crate::support::{Project, TICK_ONE, assert_contains, git, stderr};
 
 /// The first job's project: a git repository pushed to a bare `origin`.
 fn first_job() -> (Project, PathBuf) {
@@ -48,13 +48,13 @@ fn a_saved_state_carries_the_hourly_cap_to_another_clone() {
     assert_eq!(a.calls(), 3);
     let o = a.run(&["state", "save"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(stderr(&o).contains("refs/hank/state/run"), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "refs/hank/state/run");
     assert!(!git(&remote, &["rev-parse", "refs/hank/state/run"]).is_empty());
 
     let b = next_job(&remote);
     let o = b.run(&["state", "restore"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(stderr(&o).contains("3 call(s)"), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "3 call(s)");
     assert_eq!(calls_in(&b), 3);
     // The receipts came along: the first job's events are in the second's events.jsonl.
     let events = b.events();
@@ -203,10 +203,10 @@ fn the_state_goes_through_a_folder_too() {
         art.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains("hank-state-t2.json"), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "hank-state-t2.json");
     assert_eq!(calls_in(&b), 2);
     // A bad task name is a usage error.
     let o = b.run(&["state", "save", "--task", "../x"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains("--task"), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "--task");
 }
