@@ -5,13 +5,13 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
 use crate::support::{
-    Project, TICK_ONE, assert_contains, error_json, signal, stderr, stdout, wait_with_timeout,
+    Project, TICK_ONE, assert_contains, error_json, poll, signal, stderr, stdout, wait_with_timeout,
 };
 
 const LONG: Duration = Duration::from_secs(30);
@@ -53,12 +53,8 @@ impl Drop for Running {
         };
         if self.fleet {
             signal(&c, Signal::SIGINT);
-            let start = Instant::now();
-            while start.elapsed() < Duration::from_secs(25) {
-                if let Ok(Some(_)) = c.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
+            if poll(Duration::from_secs(25), || c.try_wait().ok().flatten()).is_some() {
+                return;
             }
         }
         let _ = c.kill();
@@ -98,19 +94,12 @@ pub(crate) fn user_dir(p: &Project) -> PathBuf {
 
 /// Polls until command `id` is acknowledged; its acknowledgement.
 pub(crate) fn wait_ack(p: &Project, id: &str, within: Duration) -> Value {
-    let start = Instant::now();
-    loop {
-        if let Some(c) = journal(p).into_iter().find(|c| c["id"] == id)
-            && !c["acknowledged"].is_null()
-        {
-            return c;
-        }
-        assert!(
-            start.elapsed() < within,
-            "{id} not acknowledged in {within:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    poll(within, || {
+        journal(p)
+            .into_iter()
+            .find(|c| c["id"] == id && !c["acknowledged"].is_null())
+    })
+    .unwrap_or_else(|| panic!("{id} not acknowledged in {within:?}"))
 }
 
 /// The `control` events of `p`: (command, outcome).

@@ -3,12 +3,13 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::fake_github::{FakeGitHub, Recorded};
 use crate::support::{
-    Project, assert_contains, doctor_check, fixtures, git, signal, stderr, wait_with_timeout,
+    Project, assert_contains, doctor_check, fixtures, git, poll, signal, stderr, wait_with_timeout,
 };
 
 /// The token every delivery test gives hank (it must never show up in what hank writes).
@@ -136,14 +137,13 @@ pub(crate) fn assert_no_token(p: &Project, files: &[&str]) {
 
 /// Waits until the fake was asked for check runs (hank is in its CI wait).
 pub(crate) fn wait_for_ci_poll(gh: &FakeGitHub) {
-    let start = std::time::Instant::now();
-    while !gh.requests().iter().any(|r| r.path.contains("/check-runs")) {
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(30),
-            "no CI wait"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    poll(Duration::from_secs(30), || {
+        gh.requests()
+            .iter()
+            .any(|r| r.path.contains("/check-runs"))
+            .then_some(())
+    })
+    .expect("no CI wait");
 }
 
 /// The events of a run that completed with its check passing, item `[#12] Fix login` done.

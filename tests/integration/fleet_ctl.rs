@@ -3,13 +3,13 @@
 //! new starts and pauses the running task, resume goes on; stop ends the fleet (exit 130);
 //! `note --task NAME` reaches that task's next call only; a bad `--task` is refused.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::ctl_loop::{Running, control_events, ctl, ctl_output, journal};
 use crate::fleet::{fleet_json, project};
-use crate::support::{Project, assert_contains, stderr, stdout};
+use crate::support::{Project, assert_contains, poll, stderr, stdout};
 
 const LONG: Duration = Duration::from_secs(40);
 
@@ -28,15 +28,8 @@ fn task<'a>(v: &'a Value, name: &str) -> &'a Value {
 
 /// Waits until `cond` holds for fleet.json.
 fn wait_fleet(p: &Project, what: &str, cond: impl Fn(&Value) -> bool) -> Value {
-    let start = Instant::now();
-    loop {
-        let v = fleet_json(p);
-        if cond(&v) {
-            return v;
-        }
-        assert!(start.elapsed() < LONG, "{what}: {v}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    poll(LONG, || Some(fleet_json(p)).filter(&cond))
+        .unwrap_or_else(|| panic!("{what}: {}", fleet_json(p)))
 }
 
 /// The status.json of a task's worktree.
@@ -61,11 +54,10 @@ fn pause_holds_new_starts_and_pauses_the_running_task_and_resume_goes_on() {
     );
     let v = wait_fleet(&p, "the fleet paused", |v| v["paused"] == true);
     // The running task takes the pause at its next gate: it waits, visibly.
-    let start = Instant::now();
-    while !(task_status(&v, "Alpha")["wait_reason"] == "paused") {
-        assert!(start.elapsed() < LONG, "{}", task_status(&v, "Alpha"));
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    poll(LONG, || {
+        (task_status(&v, "Alpha")["wait_reason"] == "paused").then_some(())
+    })
+    .unwrap_or_else(|| panic!("{}", task_status(&v, "Alpha")));
     std::thread::sleep(Duration::from_millis(2500));
     assert_eq!(p.calls(), 1, "no call while paused");
     let v = fleet_json(&p);

@@ -5,11 +5,13 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::{Project, assert_contains, git, stderr, stdout};
+use crate::fleet::calls;
+use crate::state::{calls_in, next_job};
+use crate::support::{Project, assert_contains, git, poll, stderr, stdout};
 
 /// The fake agent: ticks the first open item of the plan it is given and appends to
 /// `src/<task>.txt` (the task named by the plan's `##` heading), so that tasks never touch
@@ -33,20 +35,10 @@ fn origin(hankrc: &str) -> (Project, PathBuf) {
     (p, remote)
 }
 
-/// A runner: a fresh clone of `remote` with a HOME (per-user state) and a fake agent of its
-/// own.
+/// A runner: a fresh clone of `remote` with a HOME (per-user state), a git identity and a
+/// fake agent of its own.
 fn runner(remote: &Path) -> Project {
-    let q = Project::new(&[]);
-    std::fs::remove_dir_all(&q.dir).unwrap();
-    git(
-        &q.home,
-        &[
-            "clone",
-            "-q",
-            remote.to_str().unwrap(),
-            q.dir.to_str().unwrap(),
-        ],
-    );
+    let q = next_job(remote);
     identity(&q.dir);
     q.fake("effect.sh", WORK);
     q
@@ -59,10 +51,15 @@ fn identity(dir: &Path) {
 }
 
 fn plan(p: &Project) -> Vec<Value> {
+    plan_saying(p).0
+}
+
+/// `hank fleet plan --json` in `p`: the tasks listed, and what it said on stderr.
+fn plan_saying(p: &Project) -> (Vec<Value>, String) {
     let o = p.run(&["fleet", "plan", "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).expect("plan --json is JSON");
-    v.as_array().expect("an array").clone()
+    (v.as_array().expect("an array").clone(), stderr(&o))
 }
 
 fn names(tasks: &[Value]) -> Vec<String> {
@@ -72,31 +69,14 @@ fn names(tasks: &[Value]) -> Vec<String> {
         .collect()
 }
 
-/// The agent calls a runner made, by task.
-fn calls(p: &Project) -> Vec<String> {
-    std::fs::read_to_string(p.fake.join("log"))
-        .unwrap_or_default()
-        .lines()
-        .map(ToString::to_string)
-        .collect()
-}
-
-fn ledger(p: &Project) -> usize {
-    std::fs::read_to_string(p.dir.join(".hank/state.json.calls"))
-        .unwrap_or_default()
-        .lines()
-        .count()
-}
-
 /// A file of the remote's `branch`.
 fn remote_file(remote: &Path, branch: &str, path: &str) -> String {
     git(remote, &["show", &format!("{branch}:{path}")])
 }
 
 fn wait_for_claim(remote: &Path, name: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
     let r = format!("refs/hank/state/{name}");
-    while Instant::now() < deadline {
+    poll(Duration::from_secs(30), || {
         let out = Command::new("git")
             .args(["show", &format!("{r}:hank-state.json")])
             .current_dir(remote)
@@ -104,12 +84,10 @@ fn wait_for_claim(remote: &Path, name: &str) {
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .output()
             .expect("git");
-        if out.status.success() && String::from_utf8_lossy(&out.stdout).contains("\"lease\"") {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("no claim of {name} appeared on the remote");
+        (out.status.success() && String::from_utf8_lossy(&out.stdout).contains("\"lease\""))
+            .then_some(())
+    })
+    .unwrap_or_else(|| panic!("no claim of {name} appeared on the remote"));
 }
 
 fn done(o: &Output, code: i32) {
@@ -128,10 +106,8 @@ fn three_runners_plan_run_continue_and_respect_the_order() {
     let r1 = runner(&remote);
 
     // The plan job: Alpha and Beta can start; Gamma waits for Alpha.
-    let o = r1.run(&["fleet", "plan", "--json"]);
-    done(&o, 0);
-    assert_contains(&stderr(&o), "Gamma waits for Alpha to be merged");
-    let tasks: Vec<Value> = serde_json::from_str(&stdout(&o)).unwrap();
+    let (tasks, said) = plan_saying(&r1);
+    assert_contains(&said, "Gamma waits for Alpha to be merged");
     assert_eq!(names(&tasks), ["Alpha", "Beta"]);
     assert_eq!(tasks[0]["slug"], "alpha");
     assert_eq!(tasks[0]["branch"], "hank/alpha");
@@ -192,10 +168,8 @@ fn three_runners_plan_run_continue_and_respect_the_order() {
 
     // The next scheduled plan: Alpha only (Beta waits for its merge, Gamma for Alpha).
     let r4 = runner(&remote);
-    let o = r4.run(&["fleet", "plan", "--json"]);
-    done(&o, 0);
-    assert_contains(&stderr(&o), "Beta is finished on hank/beta");
-    let tasks: Vec<Value> = serde_json::from_str(&stdout(&o)).unwrap();
+    let (tasks, said) = plan_saying(&r4);
+    assert_contains(&said, "Beta is finished on hank/beta");
     assert_eq!(names(&tasks), ["Alpha"]);
     // Gamma cannot start yet.
     let o = r4.run(&["fleet", "run-task", "Gamma"]);
@@ -215,7 +189,7 @@ fn three_runners_plan_run_continue_and_respect_the_order() {
     );
     assert!(e.contains("continuing the work of hank/alpha"), "{e}");
     assert_eq!(calls(&r4), ["Alpha"], "{e}");
-    assert!(ledger(&r4) >= 2, "{e}");
+    assert!(calls_in(&r4) >= 2, "{e}");
     let fin = remote_file(&remote, "hank/alpha", ".hank/fix_plan.md");
     assert!(fin.contains("- [x] a1\n- [x] a2"), "{fin}");
     assert_eq!(
@@ -336,12 +310,7 @@ fn a_finished_task_is_delivered_as_a_pull_request() {
     done(&o, 0);
     let e = stderr(&o);
     assert!(e.contains("pull request #1"), "{e}");
-    let reqs = gh.requests();
-    let create = reqs
-        .iter()
-        .find(|q| q.method == "POST" && q.path == "/repos/o/r/pulls")
-        .expect("a PR was created");
-    let pr = create.json();
+    let pr = crate::deliver::created_pr(&gh).json();
     assert_eq!(pr["head"], "hank/beta");
     assert_eq!(pr["base"], "main");
     assert!(

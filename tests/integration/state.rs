@@ -15,7 +15,7 @@ fn first_job() -> (Project, PathBuf) {
 }
 
 /// Another job: a fresh clone of `remote` with a HOME (per-user state) of its own.
-fn next_job(remote: &Path) -> Project {
+pub(crate) fn next_job(remote: &Path) -> Project {
     let q = Project::new(&[]);
     std::fs::remove_dir_all(&q.dir).unwrap();
     git(
@@ -30,7 +30,8 @@ fn next_job(remote: &Path) -> Project {
     q
 }
 
-fn calls_in(p: &Project) -> usize {
+/// The calls in `p`'s call ledger (`.hank/state.json.calls`).
+pub(crate) fn calls_in(p: &Project) -> usize {
     std::fs::read_to_string(p.dir.join(".hank/state.json.calls"))
         .unwrap_or_default()
         .lines()
@@ -85,14 +86,14 @@ fn a_saved_state_carries_the_hourly_cap_to_another_clone() {
 fn a_second_claim_of_a_task_is_refused() {
     let (a, remote) = first_job();
     let b = next_job(&remote);
-    let mut ca = a.cmd();
-    ca.args(["state", "claim", "--task", "t1", "--owner", "job-a"])
-        .stderr(Stdio::piped());
-    let mut cb = b.cmd();
-    cb.args(["state", "claim", "--task", "t1", "--owner", "job-b"])
-        .stderr(Stdio::piped());
-    let ha = ca.spawn().unwrap();
-    let hb = cb.spawn().unwrap();
+    // `hank state claim` of task t1 by `owner`, in `p`.
+    let claim = |p: &Project, owner: &str| {
+        let mut c = p.cmd();
+        c.args(["state", "claim", "--task", "t1", "--owner", owner]);
+        c
+    };
+    let ha = claim(&a, "job-a").stderr(Stdio::piped()).spawn().unwrap();
+    let hb = claim(&b, "job-b").stderr(Stdio::piped()).spawn().unwrap();
     let oa = ha.wait_with_output().unwrap();
     let ob = hb.wait_with_output().unwrap();
     let codes = [oa.status.code(), ob.status.code()];
@@ -102,27 +103,13 @@ fn a_second_claim_of_a_task_is_refused() {
         stderr(&oa),
         stderr(&ob)
     );
-    let (winner, loser) = if codes[0] == Some(0) {
-        (&a, &b)
+    let ((winner, winner_name), (loser, loser_name)) = if codes[0] == Some(0) {
+        ((&a, "job-a"), (&b, "job-b"))
     } else {
-        (&b, &a)
-    };
-    let loser_name = if codes[0] == Some(0) {
-        "job-b"
-    } else {
-        "job-a"
-    };
-    let winner_name = if codes[0] == Some(0) {
-        "job-a"
-    } else {
-        "job-b"
+        ((&b, "job-b"), (&a, "job-a"))
     };
     // The loser tries again: refused, naming the holder.
-    let o = loser
-        .cmd()
-        .args(["state", "claim", "--task", "t1", "--owner", loser_name])
-        .output()
-        .unwrap();
+    let o = claim(loser, loser_name).output().unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     crate::support::assert_contains(&stderr(&o), &format!("claimed by {winner_name}"));
     let o = loser
@@ -148,11 +135,7 @@ fn a_second_claim_of_a_task_is_refused() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let o = loser
-        .cmd()
-        .args(["state", "claim", "--task", "t1", "--owner", loser_name])
-        .output()
-        .unwrap();
+    let o = claim(loser, loser_name).output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
 
@@ -180,28 +163,24 @@ fn the_state_goes_through_a_folder_too() {
         0o600
     );
     let b = next_job(&remote);
-    let o = b.run(&[
-        "state",
-        "restore",
-        "--task",
-        "t2",
-        "--from-dir",
-        art.to_str().unwrap(),
-    ]);
+    let restore = || {
+        b.run(&[
+            "state",
+            "restore",
+            "--task",
+            "t2",
+            "--from-dir",
+            art.to_str().unwrap(),
+        ])
+    };
+    let o = restore();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(calls_in(&b), 2);
     // Nothing was pushed.
     assert!(git(&remote, &["for-each-ref", "refs/hank"]).is_empty());
     // A damaged bundle is refused, naming the file, and the local state is left alone.
     std::fs::write(&file, "{not json").unwrap();
-    let o = b.run(&[
-        "state",
-        "restore",
-        "--task",
-        "t2",
-        "--from-dir",
-        art.to_str().unwrap(),
-    ]);
+    let o = restore();
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert_contains(&stderr(&o), "hank-state-t2.json");
     assert_eq!(calls_in(&b), 2);

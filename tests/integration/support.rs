@@ -560,3 +560,20 @@ pub(crate) fn split_context(stdin: &[u8]) -> (String, Vec<u8>) {
     let ctx = String::from_utf8_lossy(&stdin[open.len()..end]).into_owned();
     (ctx, stdin[end + close.len()..].to_vec())
 }
+
+// ---- helpers added by issue-25dn ----
+
+/// Asks `probe` every 50 ms until it gives a value, which it returns; `None` once `within`
+/// has passed without one.
+pub(crate) fn poll<T>(within: Duration, mut probe: impl FnMut() -> Option<T>) -> Option<T> {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = probe() {
+            return Some(v);
+        }
+        if start.elapsed() > within {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
