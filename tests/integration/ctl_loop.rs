@@ -120,6 +120,18 @@ fn paused(v: &Value) -> bool {
     v["state"] == "waiting" && v["wait_reason"] == "paused"
 }
 
+/// `hank ctl ARGS` given during loop 1 (a call of 2 s) of a run over `items`, each call
+/// ticking one: the project, the command's id and the run's output.
+fn ctl_during_loop_1(items: &[&str], args: &[&str]) -> (Project, String, Output) {
+    let p = Project::new(items);
+    p.fake("effect.sh", TICK_ONE).fake("sleep-1", "2");
+    let child = Running::start(&p, &[], LONG);
+    p.wait_calls(1, LONG);
+    let id = ctl(&p, args);
+    let o = child.wait();
+    (p, id, o)
+}
+
 /// pause → the loop waits, visibly, without calling; killed and started again it is still
 /// paused; resume → it goes on and finishes.
 #[test]
@@ -172,12 +184,7 @@ fn a_pause_survives_a_restart_until_resume() {
 /// `set MAX_LOOPS=2` during loop 1 of a 5-item plan: the run stops after loop 2.
 #[test]
 fn set_max_loops_takes_effect_at_the_next_loop() {
-    let p = Project::new(&["a", "b", "c", "d", "e"]);
-    p.fake("effect.sh", TICK_ONE).fake("sleep-1", "2");
-    let child = Running::start(&p, &[], LONG);
-    p.wait_calls(1, LONG);
-    let id = ctl(&p, &["set", "MAX_LOOPS=2"]);
-    let o = child.wait();
+    let (p, id, o) = ctl_during_loop_1(&["a", "b", "c", "d", "e"], &["set", "MAX_LOOPS=2"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert_eq!(p.status()["exit_reason"], "max_loops");
     assert_eq!(p.calls(), 2);
@@ -193,12 +200,7 @@ fn set_max_loops_takes_effect_at_the_next_loop() {
 /// A note given during loop 1 is in loop 2's stdin, and only there.
 #[test]
 fn a_note_reaches_the_next_call() {
-    let p = Project::new(&["a", "b", "c"]);
-    p.fake("effect.sh", TICK_ONE).fake("sleep-1", "2");
-    let child = Running::start(&p, &[], LONG);
-    p.wait_calls(1, LONG);
-    ctl(&p, &["note", "use", "the", "v2", "API"]);
-    let o = child.wait();
+    let (p, _, o) = ctl_during_loop_1(&["a", "b", "c"], &["note", "use", "the", "v2", "API"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let has = |n: u32| String::from_utf8_lossy(&p.stdin(n)).contains("use the v2 API");
     assert!(!has(1));
@@ -209,12 +211,7 @@ fn a_note_reaches_the_next_call() {
 /// `stop` ends the run as Ctrl-C does: exit 130, `interrupted`, no further call.
 #[test]
 fn stop_ends_the_run_as_interrupted() {
-    let p = Project::new(&["a", "b", "c"]);
-    p.fake("effect.sh", TICK_ONE).fake("sleep-1", "2");
-    let child = Running::start(&p, &[], LONG);
-    p.wait_calls(1, LONG);
-    let id = ctl(&p, &["stop"]);
-    let o = child.wait();
+    let (p, id, o) = ctl_during_loop_1(&["a", "b", "c"], &["stop"]);
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     assert_eq!(p.status()["exit_reason"], "interrupted");
     assert_eq!(p.calls(), 1);

@@ -186,6 +186,32 @@ impl Setup {
             .expect("hank deliver")
     }
 
+    /// `hank deliver` (`CI_WAIT=false`, a git identity, `env` added) with a fake `program`
+    /// first on `PATH` (then `path`): a script that logs its argv to `$log` and runs `script`.
+    /// The delivery must succeed; the log.
+    fn deliver_through(
+        &self,
+        program: &str,
+        script: &str,
+        path: &[&Path],
+        env: &[(&str, &str)],
+    ) -> String {
+        let log = self.p.home.join(format!("{program}.log"));
+        let script = format!(
+            "#!/bin/sh\nlog='{}'\necho \"argv: $*\" >> \"$log\"\n{script}",
+            log.display()
+        );
+        let bin = fake_program(&self.p, program, &script);
+        self.p.hankrc("CI_WAIT=false\n");
+        let mut c = self.p.cmd();
+        c.arg("deliver")
+            .env("PATH", path_with(&[&[bin.as_path()], path].concat()))
+            .envs(env.iter().copied());
+        let out = git_identity(&mut c).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        std::fs::read_to_string(&log).unwrap()
+    }
+
     fn delivery(&self) -> Value {
         self.p.read_json(".hank/delivery.json")
     }
@@ -556,27 +582,17 @@ fn gitlab_merge_requests_go_through_glab_api() {
             s.remote.to_str().unwrap(),
         ],
     );
-    let log = s.p.home.join("glab.log");
-    let script = format!(
-        "#!/bin/sh\necho \"argv: $*\" >> '{log}'\necho \"stdin: $(cat)\" >> '{log}'\n\
-         case \"$*\" in\n\
-         *merge_requests) printf 'HTTP/1.1 201 Created\\r\\nContent-Type: application/json\\r\\n\\r\\n{{\"iid\":4,\"web_url\":\"https://gitlab.com/g/p/-/merge_requests/4\",\"sha\":\"abc\"}}' ;;\n\
-         *) printf 'HTTP/1.1 201 Created\\r\\n\\r\\n{{\"id\":1}}' ;;\n\
-         esac\n",
-        log = log.display()
+    let calls = s.deliver_through(
+        "glab",
+        r#"echo "stdin: $(cat)" >> "$log"
+case "$*" in
+*merge_requests) printf 'HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n\r\n{"iid":4,"web_url":"https://gitlab.com/g/p/-/merge_requests/4","sha":"abc"}' ;;
+*) printf 'HTTP/1.1 201 Created\r\n\r\n{"id":1}' ;;
+esac
+"#,
+        &[],
+        &[("GITLAB_TOKEN", TOKEN)],
     );
-    let bin = fake_program(&s.p, "glab", &script);
-    s.p.hankrc("CI_WAIT=false\n");
-    let out = git_identity(
-        s.p.cmd()
-            .arg("deliver")
-            .env("PATH", path_with(&[&bin]))
-            .env("GITLAB_TOKEN", TOKEN),
-    )
-    .output()
-    .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let calls = std::fs::read_to_string(&log).unwrap();
     assert!(
         calls.contains(
             "argv: api --include --method POST --input - projects/g%2Fp/merge_requests\n"
@@ -675,31 +691,24 @@ fn a_delivery_setting_the_agent_changed_needs_approval() {
 #[test]
 fn https_rest_runs_curl_with_the_token_on_stdin_only() {
     let s = setup();
-    let log = s.p.home.join("curl.log");
-    let script = format!(
-        "#!/bin/sh\necho \"argv: $*\" >> '{log}'\ncfg=$(cat)\necho \"$cfg\" >> '{log}'\n\
-         printf 'HTTP/1.1 200 Connection established\\r\\n\\r\\n'\n\
-         case \"$cfg\" in\n\
-         *'/pulls\"'*) printf 'HTTP/2 201 \\r\\ncontent-type: application/json\\r\\n\\r\\n{{\"number\":8,\"html_url\":\"https://github.com/o/r/pull/8\",\"node_id\":\"PR_8\"}}' ;;\n\
-         *) printf 'HTTP/2 201 \\r\\n\\r\\n{{\"id\":1}}' ;;\n\
-         esac\n",
-        log = log.display()
+    let calls = s.deliver_through(
+        "curl",
+        r#"cfg=$(cat)
+echo "$cfg" >> "$log"
+printf 'HTTP/1.1 200 Connection established\r\n\r\n'
+case "$cfg" in
+*'/pulls"'*) printf 'HTTP/2 201 \r\ncontent-type: application/json\r\n\r\n{"number":8,"html_url":"https://github.com/o/r/pull/8","node_id":"PR_8"}' ;;
+*) printf 'HTTP/2 201 \r\n\r\n{"id":1}' ;;
+esac
+"#,
+        &[&fixtures().join("bin")],
+        &[
+            ("GH_REPO", "o/r"),
+            ("GITHUB_TOKEN", TOKEN),
+            ("GITHUB_API_URL", "https://api.github.example"),
+        ],
     );
-    let bin = fake_program(&s.p, "curl", &script);
-    s.p.hankrc("CI_WAIT=false\n");
-    let out = git_identity(
-        s.p.cmd()
-            .arg("deliver")
-            .env("PATH", path_with(&[&bin, &fixtures().join("bin")]))
-            .env("GH_REPO", "o/r")
-            .env("GITHUB_TOKEN", TOKEN)
-            .env("GITHUB_API_URL", "https://api.github.example"),
-    )
-    .output()
-    .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(s.delivery()["pr_url"], "https://github.com/o/r/pull/8");
-    let calls = std::fs::read_to_string(&log).unwrap();
     for line in calls.lines().filter(|l| l.starts_with("argv: ")) {
         assert_eq!(
             line,

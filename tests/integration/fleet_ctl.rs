@@ -41,12 +41,18 @@ fn task_status(v: &Value, name: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
-#[test]
-fn pause_holds_new_starts_and_pauses_the_running_task_and_resume_goes_on() {
-    let p = project("## Alpha\n- [ ] a1\n- [ ] a2\n## Beta\n- [ ] b\n");
+/// `hank fleet --agents 1` over `plan` started, its first call (of 3 s) under way.
+fn fleet_in_its_first_call(plan: &str) -> (Project, Running) {
+    let p = project(plan);
     p.fake("sleep-1", "3");
     let child = Running::start(&p, &["fleet", "--agents", "1"], LONG);
     p.wait_calls(1, LONG);
+    (p, child)
+}
+
+#[test]
+fn pause_holds_new_starts_and_pauses_the_running_task_and_resume_goes_on() {
+    let (p, child) = fleet_in_its_first_call("## Alpha\n- [ ] a1\n- [ ] a2\n## Beta\n- [ ] b\n");
     let pause = ctl(&p, &["pause"]);
     assert_eq!(
         wait_ack(&p, &pause),
@@ -95,10 +101,8 @@ fn pause_holds_new_starts_and_pauses_the_running_task_and_resume_goes_on() {
 
 #[test]
 fn stop_ends_the_fleet_as_a_run_stops() {
-    let p = project("## Alpha\n- [ ] a1\n- [ ] a2\n- [ ] a3\n## Beta\n- [ ] b\n");
-    p.fake("sleep-1", "3");
-    let child = Running::start(&p, &["fleet", "--agents", "1"], LONG);
-    p.wait_calls(1, LONG);
+    let (p, child) =
+        fleet_in_its_first_call("## Alpha\n- [ ] a1\n- [ ] a2\n- [ ] a3\n## Beta\n- [ ] b\n");
     let stop = ctl(&p, &["stop"]);
     let o = child.wait();
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));

@@ -444,13 +444,8 @@ fn remote_commands_signed_unsigned_replayed_tampered_and_stale() {
     assert!(posted.body.ends_with(" note use the v2 API"));
 }
 
-/// `needs_answers`: the run's end carries the agent's questions and says where to answer.
-#[test]
-fn needs_answers_is_delivered_with_the_questions() {
-    let (server, p) = served_project(
-        &["task"],
-        "RETRY_BACKOFF_SECONDS=0\nNOTIFY=\"webhook:$SERVER/hook\"\n",
-    );
+/// The fake agent answers every call with a question (the run ends at `needs_answers`).
+pub(crate) fn asking(p: &Project) {
     p.fake(
         "response",
         &crate::support::result_json(
@@ -460,6 +455,16 @@ fn needs_answers_is_delivered_with_the_questions() {
             "Should I use PostgreSQL or SQLite for the storage layer?",
         ),
     );
+}
+
+/// `needs_answers`: the run's end carries the agent's questions and says where to answer.
+#[test]
+fn needs_answers_is_delivered_with_the_questions() {
+    let (server, p) = served_project(
+        &["task"],
+        "RETRY_BACKOFF_SECONDS=0\nNOTIFY=\"webhook:$SERVER/hook\"\n",
+    );
+    asking(&p);
     let o = p.run(&[]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let hooks = webhook_classes(&server);

@@ -14,6 +14,17 @@ fn first_job() -> (Project, PathBuf) {
     (p, remote)
 }
 
+/// [`first_job`] after a run of `n` calls (its hourly cap), which stopped at `--max-loops`.
+fn first_job_after(n: u32) -> (Project, PathBuf) {
+    let (a, remote) = first_job();
+    a.fake("effect.sh", TICK_ONE);
+    let n_text = n.to_string();
+    let o = a.run(&["-c", &n_text, "--max-loops", &n_text]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert_eq!(a.calls(), n);
+    (a, remote)
+}
+
 /// Another job: a fresh clone of `remote` with a HOME (per-user state) of its own.
 pub(crate) fn next_job(remote: &Path) -> Project {
     let q = Project::new(&[]);
@@ -42,11 +53,7 @@ pub(crate) fn calls_in(p: &Project) -> usize {
 /// restores and must wait for the hourly cap instead of calling again.
 #[test]
 fn a_saved_state_carries_the_hourly_cap_to_another_clone() {
-    let (a, remote) = first_job();
-    a.fake("effect.sh", TICK_ONE);
-    let o = a.run(&["-c", "3", "--max-loops", "3"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert_eq!(a.calls(), 3);
+    let (a, remote) = first_job_after(3);
     let o = a.run(&["state", "save"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_contains(&stderr(&o), "refs/hank/state/run");
@@ -142,10 +149,7 @@ fn a_second_claim_of_a_task_is_refused() {
 /// Without a push: the same bundle as a file in a folder (an Actions artifact).
 #[test]
 fn the_state_goes_through_a_folder_too() {
-    let (a, remote) = first_job();
-    a.fake("effect.sh", TICK_ONE);
-    let o = a.run(&["-c", "2", "--max-loops", "2"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let (a, remote) = first_job_after(2);
     let art = a.home.join("artifact");
     let o = a.run(&[
         "state",

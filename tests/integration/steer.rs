@@ -8,8 +8,8 @@ use std::process::Output;
 use std::time::Duration;
 
 use crate::ctl_loop::{Running, control_events, ctl, journal};
-use crate::notify_ctl::{Server, ntfy_line, served_project, webhook_classes};
-use crate::support::{Project, TICK_ONE, assert_contains, result_json, stderr};
+use crate::notify_ctl::{Server, asking, ntfy_line, served_project, webhook_classes};
+use crate::support::{Project, TICK_ONE, assert_contains, stderr};
 
 /// A run must end well within this (a loop delay or a wait of 600 s that a command did not
 /// end would go past it).
@@ -106,18 +106,6 @@ fn a_control_topic_without_a_key_warns_and_one_shared_with_notify_is_refused() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert_contains(&stderr(&o), "CONTROL_TOPIC is also a NOTIFY target");
     assert_eq!(p.calls(), 0);
-}
-
-fn asking(p: &Project) {
-    p.fake(
-        "response",
-        &result_json(
-            "IN_PROGRESS",
-            "IMPLEMENTATION",
-            false,
-            "Should I use PostgreSQL or SQLite for the storage layer?",
-        ),
-    );
 }
 
 /// `NEEDS_ANSWERS=wait`: at `needs_answers` the loop waits (status `waiting`,
