@@ -11,7 +11,7 @@ use nix::sys::signal::Signal;
 use serde_json::Value;
 
 use crate::support::{
-    Project, TICK_ONE, assert_contains, error_json, poll, signal, stderr, stdout, wait_with_timeout,
+    Project, TICK_ONE, assert_contains, poll, signal, stderr, stdout, wait_with_timeout,
 };
 
 const LONG: Duration = Duration::from_secs(30);
@@ -226,13 +226,8 @@ fn stop_ends_the_run_as_interrupted() {
 #[test]
 fn retry_now_ends_a_usage_limit_wait() {
     let p = Project::new(&["a"]);
-    let reset = jiff::Timestamp::now().as_second() + 3600;
-    p.fake(
-        "response-1",
-        &error_json(&format!("Claude AI usage limit reached|{reset}"), Some(429)),
-    )
-    .fake("exit-1", "1")
-    .fake("effect-2.sh", TICK_ONE);
+    p.fake_usage_limit(Some(1), 3600);
+    p.fake("effect-2.sh", TICK_ONE);
     let child = Running::start(&p, &[], LONG);
     p.wait_status(LONG, |v| {
         v["state"] == "waiting" && v["wait_reason"] == "usage_limit"

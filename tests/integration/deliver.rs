@@ -618,19 +618,29 @@ esac
     );
 }
 
+/// Runs `hank` in `p` to a verified completion: VERIFY_COMMAND (with `rc` after it in the
+/// `.hankrc`) checks `src/x`, which the agent makes while it ticks the item, then runs `more`.
+fn run_making_src_x(p: &Project, rc: &str, more: &str) {
+    p.hankrc(&format!(
+        "RETRY_BACKOFF_SECONDS=0\nVERIFY_COMMAND=\"test -f src/x\"\n{rc}"
+    ));
+    p.fake(
+        "effect.sh",
+        &format!(
+            "mkdir -p src && echo fixed > src/x\nsed -i 's/- \\[ \\]/- [x]/' .hank/fix_plan.md\n{more}"
+        ),
+    );
+    let o = p.run(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
 /// The whole path on hank's real records: a `hank run` with the fake agent that completes
 /// with its check passing, then `hank deliver`.
 #[test]
 fn a_real_run_then_deliver_puts_its_records_in_the_pr() {
     let p = Project::new(&["[#12] make src/x"]);
     let remote = p.git_with_origin();
-    p.hankrc("RETRY_BACKOFF_SECONDS=0\nVERIFY_COMMAND=\"test -f src/x\"\nVERIFY_AT_START=true\n");
-    p.fake(
-        "effect.sh",
-        "mkdir -p src && echo fixed > src/x\nsed -i 's/- \\[ \\]/- [x]/' .hank/fix_plan.md\n",
-    );
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    run_making_src_x(&p, "VERIFY_AT_START=true\n", "");
     let s = Setup { p, remote };
     let gh = FakeGitHub::start();
     gh.set(|w| w.check_runs.push(green_check()));
@@ -673,13 +683,7 @@ fn a_real_run_then_deliver_puts_its_records_in_the_pr() {
 fn a_delivery_setting_the_agent_changed_needs_approval() {
     let p = Project::new(&["make src/x"]);
     p.git_init();
-    p.hankrc("RETRY_BACKOFF_SECONDS=0\nVERIFY_COMMAND=\"test -f src/x\"\n");
-    p.fake(
-        "effect.sh",
-        "mkdir -p src && echo fixed > src/x\nsed -i 's/- \\[ \\]/- [x]/' .hank/fix_plan.md\necho 'DELIVER_REMOTE=evil' >> .hankrc\n",
-    );
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    run_making_src_x(&p, "", "echo 'DELIVER_REMOTE=evil' >> .hankrc\n");
     let out = p.run(&["deliver", "--deliver", "branch"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert_contains(&stderr(&out), "hank config accept");

@@ -444,17 +444,25 @@ fn remote_commands_signed_unsigned_replayed_tampered_and_stale() {
     assert!(posted.body.ends_with(" note use the v2 API"));
 }
 
-/// The fake agent answers every call with a question (the run ends at `needs_answers`).
+/// The question [`asking`] makes the agent ask.
+pub(crate) const QUESTION: &str = "Should I use PostgreSQL or SQLite for the storage layer?";
+
+/// The fake agent answers every call with [`QUESTION`] (the run ends at `needs_answers`).
 pub(crate) fn asking(p: &Project) {
     p.fake(
         "response",
-        &crate::support::result_json(
-            "IN_PROGRESS",
-            "IMPLEMENTATION",
-            false,
-            "Should I use PostgreSQL or SQLite for the storage layer?",
-        ),
+        &crate::support::result_json("IN_PROGRESS", "IMPLEMENTATION", false, QUESTION),
     );
+}
+
+/// The first webhook body of `class` the server received.
+pub(crate) fn webhook_of(server: &Server, class: &str) -> Value {
+    let hooks = webhook_classes(server);
+    hooks
+        .iter()
+        .find(|h| h["class"] == class)
+        .cloned()
+        .unwrap_or_else(|| panic!("no {class} in {hooks:?}"))
 }
 
 /// `needs_answers`: the run's end carries the agent's questions and says where to answer.
@@ -467,16 +475,9 @@ fn needs_answers_is_delivered_with_the_questions() {
     asking(&p);
     let o = p.run(&[]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    let hooks = webhook_classes(&server);
-    let h = hooks
-        .iter()
-        .find(|h| h["class"] == "needs_answers")
-        .unwrap_or_else(|| panic!("{hooks:?}"));
+    let h = webhook_of(&server, "needs_answers");
     let msg = h["message"].as_str().unwrap();
-    assert!(
-        msg.contains("? Should I use PostgreSQL or SQLite for the storage layer?"),
-        "{msg}"
-    );
+    assert_contains(msg, &format!("? {QUESTION}"));
     assert!(msg.contains("run ended: needs_answers (exit 2)"), "{msg}");
     assert!(h["next"].as_str().unwrap().contains(".hank/PROMPT.md"));
 }
@@ -490,12 +491,7 @@ fn an_agent_switch_is_delivered() {
         "RETRY_BACKOFF_SECONDS=0\nNOTIFY=\"webhook:$SERVER/hook\"\nNOTIFY_EVENTS=agent_switch\n",
     );
     let demo = crate::agents::with_demo(&p);
-    let reset = jiff::Timestamp::now().as_second() + 3600;
-    p.fake(
-        "response",
-        &error_json(&format!("Claude AI usage limit reached|{reset}"), Some(429)),
-    )
-    .fake("exit", "1");
+    p.fake_usage_limit(None, 3600);
     std::fs::write(demo.join("effect.sh"), TICK_ONE).unwrap();
     let o = p.run(&["--agents", "claude,demo"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

@@ -434,9 +434,6 @@ fn a_configuration_changed_on_the_task_branch_needs_approval() {
 #[test]
 fn a_usage_limit_wait_past_the_job_is_carried_to_the_next_job() {
     let (_origin, remote) = origin("RETRY_BACKOFF_SECONDS=0\n");
-    let reset = jiff::Timestamp::now().as_second() + 3 * 3600;
-    let limited =
-        crate::support::error_json(&format!("Claude AI usage limit reached|{reset}"), Some(429));
     let in_actions = |p: &Project| {
         let mut c = p.cmd();
         c.args(["fleet", "run-task", "Beta"])
@@ -447,9 +444,8 @@ fn a_usage_limit_wait_past_the_job_is_carried_to_the_next_job() {
     };
     let r1 = runner(&remote);
     // The limited call does no work.
-    r1.fake("response", &limited)
-        .fake("exit", "1")
-        .fake("effect.sh", "");
+    r1.fake_usage_limit(None, 3 * 3600);
+    r1.fake("effect.sh", "");
     let o = in_actions(&r1);
     done(&o, 3);
     assert_eq!(r1.calls(), 1, "{}", stderr(&o));

@@ -8,7 +8,9 @@ use std::process::Output;
 use std::time::Duration;
 
 use crate::ctl_loop::{Running, control_events, ctl, journal};
-use crate::notify_ctl::{Server, asking, ntfy_line, served_project, webhook_classes};
+use crate::notify_ctl::{
+    QUESTION, Server, asking, ntfy_line, served_project, webhook_classes, webhook_of,
+};
 use crate::support::{Project, TICK_ONE, assert_contains, stderr};
 
 /// A run must end well within this (a loop delay or a wait of 600 s that a command did not
@@ -124,11 +126,7 @@ fn needs_answers_waits_for_an_answer_then_goes_on_with_it() {
         v["state"] == "waiting" && v["wait_reason"] == "needs_answers"
     });
     assert!(!st["waiting_until"].is_null(), "{st}");
-    assert_eq!(
-        st["questions"],
-        serde_json::json!(["Should I use PostgreSQL or SQLite for the storage layer?"]),
-        "{st}"
-    );
+    assert_eq!(st["questions"], serde_json::json!([QUESTION]), "{st}");
     assert_eq!(p.calls(), 5);
     let id = ctl(&p, &["answer", "SQLite, in data/app.db"]);
     let o = child.wait();
@@ -154,16 +152,9 @@ fn needs_answers_waits_for_an_answer_then_goes_on_with_it() {
     assert!(p.events().iter().any(|e| e["type"] == "waiting"
         && e["reason"] == "needs_answers"
         && !e["until"].is_null()));
-    let hooks = webhook_classes(&server);
-    let asked = hooks
-        .iter()
-        .find(|h| h["class"] == "needs_answers")
-        .unwrap_or_else(|| panic!("{hooks:?}"));
+    let asked = webhook_of(&server, "needs_answers");
     let msg = asked["message"].as_str().unwrap();
-    assert!(
-        msg.contains("? Should I use PostgreSQL or SQLite for the storage layer?"),
-        "{msg}"
-    );
+    assert_contains(msg, &format!("? {QUESTION}"));
     assert!(
         asked["next"]
             .as_str()
