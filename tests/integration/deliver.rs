@@ -108,6 +108,17 @@ pub(crate) fn created_pr(gh: &FakeGitHub) -> Recorded {
     pulls(gh).into_iter().next().expect("a PR was created")
 }
 
+/// The first pull request created at the fake, which must be from `hank/main` into `main` with
+/// each of `evidence` in its body; its JSON.
+#[track_caller]
+pub(crate) fn assert_pr_from_hank_main(gh: &FakeGitHub, evidence: &[&str]) -> Value {
+    let pr = created_pr(gh).json();
+    assert_eq!(pr["head"], "hank/main");
+    assert_eq!(pr["base"], "main");
+    assert_contains_all(pr["body"].as_str().unwrap(), evidence);
+    pr
+}
+
 /// Fails unless `text` contains each of `wants`.
 #[track_caller]
 pub(crate) fn assert_contains_all(text: &str, wants: &[&str]) {
@@ -212,6 +223,19 @@ impl Setup {
         std::fs::read_to_string(&log).unwrap()
     }
 
+    /// [`Setup::deliver_rest`], which must end with exit code `code`.
+    pub(crate) fn deliver_ending(
+        &self,
+        gh: &FakeGitHub,
+        rc: &str,
+        args: &[&str],
+        code: i32,
+    ) -> Output {
+        let out = self.deliver_rest(gh, rc, args);
+        assert_eq!(out.status.code(), Some(code), "{}", stderr(&out));
+        out
+    }
+
     fn delivery(&self) -> Value {
         self.p.read_json(".hank/delivery.json")
     }
@@ -226,8 +250,7 @@ fn a_pr_is_opened_with_the_evidence_body_and_green_checks_deliver() {
     let s = setup();
     let gh = FakeGitHub::start();
     gh.set(|w| w.check_runs.push(green_check()));
-    let out = s.deliver_rest(&gh, "", &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = s.deliver_ending(&gh, "", &[], 0);
 
     // The branch is on the remote, with the agent's work committed and hank's runtime files not.
     let files = files_of(&s.remote, "hank/main");
@@ -240,12 +263,8 @@ fn a_pr_is_opened_with_the_evidence_body_and_green_checks_deliver() {
 
     let reqs = gh.requests();
     let create = created_pr(&gh);
-    let pr = create.json();
-    assert_eq!(pr["head"], "hank/main");
-    assert_eq!(pr["base"], "main");
-    assert_eq!(pr["title"], "[#12] Fix login");
-    assert_contains_all(
-        pr["body"].as_str().unwrap(),
+    let pr = assert_pr_from_hank_main(
+        &gh,
         &[
             "- [x] [#12] Fix login",
             "| baseline | `make test` | failed (exit 2) | 1.5s |",
@@ -256,6 +275,7 @@ fn a_pr_is_opened_with_the_evidence_body_and_green_checks_deliver() {
             "Closes #12",
         ],
     );
+    assert_eq!(pr["title"], "[#12] Fix login");
     // The token travels in the header only.
     assert_eq!(
         create.header("authorization"),
@@ -303,8 +323,7 @@ fn a_pr_is_opened_with_the_evidence_body_and_green_checks_deliver() {
 fn no_checks_within_the_appear_timeout_is_ci_missing() {
     let s = setup();
     let gh = FakeGitHub::start();
-    let out = s.deliver_rest(&gh, "CI_APPEAR_TIMEOUT=1s\n", &[]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let out = s.deliver_ending(&gh, "CI_APPEAR_TIMEOUT=1s\n", &[], 2);
     assert_contains(&stderr(&out), "no CI is not green");
     let d = s.delivery();
     assert_eq!(d["exit_reason"], "ci_missing");
@@ -323,8 +342,7 @@ fn red_checks_are_ci_failed_with_their_log_tails_for_the_agent() {
         }));
         w.statuses.push(json!({"context": "ci/lint", "state": "pending"}));
     });
-    let out = s.deliver_rest(&gh, "", &[]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    s.deliver_ending(&gh, "", &[], 2);
     let d = s.delivery();
     assert_eq!(d["exit_reason"], "ci_failed");
     assert_eq!(d["check_names"], json!(["test (ubuntu)"]));
@@ -343,8 +361,7 @@ fn a_pre_push_hook_rejection_is_captured_for_the_agent() {
         "#!/bin/sh\necho 'lint: login.rs:1 missing docs' >&2\nexit 1\n",
     );
     let gh = FakeGitHub::start();
-    let out = s.deliver_rest(&gh, "", &[]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let out = s.deliver_ending(&gh, "", &[], 2);
     assert_contains(&stderr(&out), "lint: login.rs:1 missing docs");
     let d = s.delivery();
     assert_eq!(d["exit_reason"], "push_rejected");
@@ -362,8 +379,7 @@ fn a_pre_push_hook_rejection_is_captured_for_the_agent() {
     // Once the hook passes, the same delivery goes through.
     std::fs::write(&hook, "#!/bin/sh\nexit 0\n").unwrap();
     gh.set(|w| w.check_runs.push(green_check()));
-    let out = s.deliver_rest(&gh, "", &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    s.deliver_ending(&gh, "", &[], 0);
     assert_eq!(s.delivery()["exit_reason"], "delivered");
 }
 
@@ -371,8 +387,7 @@ fn a_pre_push_hook_rejection_is_captured_for_the_agent() {
 fn branch_mode_pushes_without_a_forge_and_refuses_unverified_work() {
     let s = setup();
     let gh = FakeGitHub::start();
-    let out = s.deliver_rest(&gh, "DELIVER=branch\n", &["--branch", "feature/login"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    s.deliver_ending(&gh, "DELIVER=branch\n", &["--branch", "feature/login"], 0);
     assert_eq!(s.delivery()["exit_reason"], "delivered");
     assert_eq!(s.delivery()["checks"], "not_waited");
     let files = files_of(&s.remote, "feature/login");
@@ -383,14 +398,12 @@ fn branch_mode_pushes_without_a_forge_and_refuses_unverified_work() {
     let s = setup();
     let events = finished_run_events().replace("\"plan_complete\"", "\"max_loops\"");
     std::fs::write(s.p.dir.join(".hank/events.jsonl"), events).unwrap();
-    let out = s.deliver_rest(&gh, "", &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let out = s.deliver_ending(&gh, "", &[], 1);
     assert_contains(&stderr(&out), "ended with `max_loops`");
     assert_eq!(head_branch(&s.p), "main");
 
     // A bad setting names itself.
-    let out = s.deliver_rest(&gh, "DELIVER=sometimes\n", &[]);
-    assert_eq!(out.status.code(), Some(1));
+    let out = s.deliver_ending(&gh, "DELIVER=sometimes\n", &[], 1);
     assert_contains(&stderr(&out), "DELIVER: expected none, branch or pr");
 }
 
@@ -403,8 +416,7 @@ fn review_requests_are_kept_for_the_agent_and_auto_merge_waits_for_green() {
         w.reviews.push(json!({"id": 5, "user": {"login": "ann"}, "state": "CHANGES_REQUESTED", "body": "Please rename login()"}));
         w.review_comments.push(json!({"id": 9, "user": {"login": "ann"}, "path": "login.rs", "line": 1, "body": "typo here"}));
     });
-    let out = s.deliver_rest(&gh, "REVIEW_LOOP=true\nAUTO_MERGE=true\n", &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    s.deliver_ending(&gh, "REVIEW_LOOP=true\nAUTO_MERGE=true\n", &[], 0);
     let d = s.delivery();
     assert_eq!(d["auto_merge_armed"], true);
     assert_eq!(d["reviews_seen"], 9);
@@ -438,8 +450,7 @@ fn review_requests_are_kept_for_the_agent_and_auto_merge_waits_for_green() {
             json!({"id": 3, "name": "build", "status": "completed", "conclusion": "cancelled"}),
         )
     });
-    let out = s.deliver_rest(&gh, "AUTO_MERGE=true\n", &[]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    s.deliver_ending(&gh, "AUTO_MERGE=true\n", &[], 2);
     assert!(!gh.requests().iter().any(|r| r.path == "/graphql"));
 }
 
@@ -523,12 +534,9 @@ fn doctor_checks_the_remote_the_login_and_the_push_permission() {
     let v = doctor(&gh, "origin");
     assert_eq!(find(&v, "remote")["ok"], true, "{v}");
     assert_eq!(find(&v, "forge")["ok"], true, "{v}");
-    assert!(
-        find(&v, "forge")["detail"]
-            .as_str()
-            .unwrap()
-            .contains("as hank-bot for o/r"),
-        "{v}"
+    assert_contains(
+        find(&v, "forge")["detail"].as_str().unwrap(),
+        "as hank-bot for o/r",
     );
     let push = find(&v, "push");
     assert_eq!(push["ok"], false, "{v}");
@@ -644,15 +652,14 @@ fn a_real_run_then_deliver_puts_its_records_in_the_pr() {
     let s = Setup { p, remote };
     let gh = FakeGitHub::start();
     gh.set(|w| w.check_runs.push(green_check()));
-    let out = s.deliver_rest(
+    s.deliver_ending(
         &gh,
         "VERIFY_COMMAND=\"test -f src/x\"\nVERIFY_AT_START=true\n",
         &[],
+        0,
     );
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let pr = created_pr(&gh).json();
-    assert_contains_all(
-        pr["body"].as_str().unwrap(),
+    assert_pr_from_hank_main(
+        &gh,
         &[
             "- [x] [#12] make src/x",
             "| baseline | `test -f src/x` | failed (exit 1) |",

@@ -11,8 +11,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::deliver::{
-    TOKEN, assert_contains_all, assert_no_token, at_fake_github, created_pr, files_of, git_hook,
-    head_branch, pulls, real_gh, through_real_gh,
+    TOKEN, assert_contains_all, assert_no_token, assert_pr_from_hank_main, at_fake_github,
+    files_of, git_hook, head_branch, pulls, real_gh, through_real_gh,
 };
 use crate::fake_github::FakeGitHub;
 use crate::support::{
@@ -135,11 +135,8 @@ fn a_verified_completion_opens_a_pr_with_hanks_evidence_and_never_pushes_a_secre
     assert!(!main_files.contains("login.rs"), "{main_files}");
 
     // The PR: against main, hank's evidence as its body.
-    let pr = created_pr(&gh).json();
-    assert_eq!(pr["head"], "hank/main");
-    assert_eq!(pr["base"], "main");
-    assert_contains_all(
-        pr["body"].as_str().unwrap(),
+    assert_pr_from_hank_main(
+        &gh,
         &[
             "- [x] [#12] Fix login",
             "`test -f login.rs` | failed (exit 1)",

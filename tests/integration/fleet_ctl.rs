@@ -68,12 +68,9 @@ fn pause_holds_new_starts_and_pauses_the_running_task_and_resume_goes_on() {
     assert_eq!(p.calls(), 1, "no call while paused");
     let v = fleet_json(&p);
     assert_eq!(task(&v, "Beta")["state"], "waiting", "{v}");
-    assert!(
-        task(&v, "Beta")["message"]
-            .as_str()
-            .unwrap()
-            .contains("paused by hank ctl pause"),
-        "{v}"
+    assert_contains(
+        task(&v, "Beta")["message"].as_str().unwrap(),
+        "paused by hank ctl pause",
     );
     assert!(task(&v, "Beta")["pid"].is_null(), "{v}");
     assert_eq!(task(&v, "Alpha")["state"], "running", "{v}");
