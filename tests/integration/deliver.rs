@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::fake_github::{FakeGitHub, Recorded};
+use crate::fake_github::{FakeGitHub, Recorded, World};
 use crate::support::{
-    Project, assert_contains, doctor_check, fixtures, git, poll, signal, stderr, wait_with_timeout,
+    Project, assert_contains, assert_contains_all, doctor_check, fixtures, git, poll, signal,
+    stderr, wait_with_timeout,
 };
 
 /// The token every delivery test gives hank (it must never show up in what hank writes).
@@ -119,14 +120,6 @@ pub(crate) fn assert_pr_from_hank_main(gh: &FakeGitHub, evidence: &[&str]) -> Va
     pr
 }
 
-/// Fails unless `text` contains each of `wants`.
-#[track_caller]
-pub(crate) fn assert_contains_all(text: &str, wants: &[&str]) {
-    for want in wants {
-        assert_contains(text, want);
-    }
-}
-
 /// The branch checked out in `p`.
 pub(crate) fn head_branch(p: &Project) -> String {
     git(&p.dir, &["rev-parse", "--abbrev-ref", "HEAD"])
@@ -177,6 +170,14 @@ fn finished_run_events() -> String {
 pub(crate) struct Setup {
     pub(crate) p: Project,
     remote: PathBuf,
+}
+
+/// [`setup`] and the fake GitHub, its world set by `world`.
+pub(crate) fn setup_at(world: impl FnOnce(&mut World)) -> (Setup, FakeGitHub) {
+    let s = setup();
+    let gh = FakeGitHub::start();
+    gh.set(world);
+    (s, gh)
 }
 
 pub(crate) fn setup() -> Setup {
@@ -247,9 +248,7 @@ pub(crate) fn green_check() -> Value {
 
 #[test]
 fn a_pr_is_opened_with_the_evidence_body_and_green_checks_deliver() {
-    let s = setup();
-    let gh = FakeGitHub::start();
-    gh.set(|w| w.check_runs.push(green_check()));
+    let (s, gh) = setup_at(|w| w.check_runs.push(green_check()));
     let out = s.deliver_ending(&gh, "", &[], 0);
 
     // The branch is on the remote, with the agent's work committed and hank's runtime files not.
@@ -321,8 +320,7 @@ fn a_pr_is_opened_with_the_evidence_body_and_green_checks_deliver() {
 
 #[test]
 fn no_checks_within_the_appear_timeout_is_ci_missing() {
-    let s = setup();
-    let gh = FakeGitHub::start();
+    let (s, gh) = setup_at(|_| {});
     let out = s.deliver_ending(&gh, "CI_APPEAR_TIMEOUT=1s\n", &[], 2);
     assert_contains(&stderr(&out), "no CI is not green");
     let d = s.delivery();
@@ -332,15 +330,14 @@ fn no_checks_within_the_appear_timeout_is_ci_missing() {
 
 #[test]
 fn red_checks_are_ci_failed_with_their_log_tails_for_the_agent() {
-    let s = setup();
-    let gh = FakeGitHub::start();
-    gh.set(|w| {
+    let (s, gh) = setup_at(|w| {
         w.check_runs.push(green_check());
         w.check_runs.push(json!({
             "id": 12, "name": "test (ubuntu)", "status": "completed", "conclusion": "failure",
             "output": {"title": "2 tests failed", "summary": "login_test failed", "text": format!("assertion failed at login.rs:1\ntoken {TOKEN}")}
         }));
-        w.statuses.push(json!({"context": "ci/lint", "state": "pending"}));
+        w.statuses
+            .push(json!({"context": "ci/lint", "state": "pending"}));
     });
     s.deliver_ending(&gh, "", &[], 2);
     let d = s.delivery();
@@ -385,8 +382,7 @@ fn a_pre_push_hook_rejection_is_captured_for_the_agent() {
 
 #[test]
 fn branch_mode_pushes_without_a_forge_and_refuses_unverified_work() {
-    let s = setup();
-    let gh = FakeGitHub::start();
+    let (s, gh) = setup_at(|_| {});
     s.deliver_ending(&gh, "DELIVER=branch\n", &["--branch", "feature/login"], 0);
     assert_eq!(s.delivery()["exit_reason"], "delivered");
     assert_eq!(s.delivery()["checks"], "not_waited");
@@ -409,9 +405,7 @@ fn branch_mode_pushes_without_a_forge_and_refuses_unverified_work() {
 
 #[test]
 fn review_requests_are_kept_for_the_agent_and_auto_merge_waits_for_green() {
-    let s = setup();
-    let gh = FakeGitHub::start();
-    gh.set(|w| {
+    let (s, gh) = setup_at(|w| {
         w.check_runs.push(green_check());
         w.reviews.push(json!({"id": 5, "user": {"login": "ann"}, "state": "CHANGES_REQUESTED", "body": "Please rename login()"}));
         w.review_comments.push(json!({"id": 9, "user": {"login": "ann"}, "path": "login.rs", "line": 1, "body": "typo here"}));
@@ -443,9 +437,7 @@ fn review_requests_are_kept_for_the_agent_and_auto_merge_waits_for_green() {
     assert!(reqs.iter().position(|r| r.path == "/graphql").unwrap() > checks_at);
 
     // Red checks never arm it.
-    let s = setup();
-    let gh = FakeGitHub::start();
-    gh.set(|w| {
+    let (s, gh) = setup_at(|w| {
         w.check_runs.push(
             json!({"id": 3, "name": "build", "status": "completed", "conclusion": "cancelled"}),
         )
@@ -460,9 +452,7 @@ fn the_real_gh_opens_the_pr_and_reads_the_checks() {
     let Some(real_gh) = real_gh("the_real_gh_opens_the_pr_and_reads_the_checks") else {
         return;
     };
-    let s = setup();
-    let gh = FakeGitHub::start();
-    gh.set(|w| w.check_runs.push(green_check()));
+    let (s, gh) = setup_at(|w| w.check_runs.push(green_check()));
     s.p.hankrc("AUTO_MERGE=true\n");
     let out = through_real_gh(&s.p, &real_gh, &gh)
         .arg("deliver")
@@ -518,9 +508,7 @@ fn the_real_gh_opens_the_pr_and_reads_the_checks() {
 
 #[test]
 fn doctor_checks_the_remote_the_login_and_the_push_permission() {
-    let s = setup();
-    let gh = FakeGitHub::start();
-    gh.set(|w| w.can_push = false);
+    let (s, gh) = setup_at(|w| w.can_push = false);
     s.p.hankrc("DELIVER=pr\n");
     let doctor = |gh: &FakeGitHub, remote: &str| -> Value {
         s.p.hankrc(&format!("DELIVER=pr\nDELIVER_REMOTE={remote}\n"));
@@ -743,8 +731,7 @@ esac
 /// Ctrl-C ends the CI wait at once: exit 130, the delivery recorded with its checks pending.
 #[test]
 fn ctrl_c_ends_the_ci_wait_with_130() {
-    let s = setup();
-    let gh = FakeGitHub::start();
+    let (s, gh) = setup_at(|_| {});
     s.p.hankrc("RETRY_BACKOFF_SECONDS=0\nCI_APPEAR_TIMEOUT=10m\n");
     let child: Child = at_fake_github(s.p.cmd().arg("deliver"), &gh)
         .stdout(Stdio::piped())

@@ -11,12 +11,13 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::deliver::{
-    TOKEN, assert_contains_all, assert_no_token, assert_pr_from_hank_main, at_fake_github,
-    files_of, git_hook, head_branch, pulls, real_gh, through_real_gh,
+    TOKEN, assert_no_token, assert_pr_from_hank_main, at_fake_github, files_of, git_hook,
+    head_branch, pulls, real_gh, through_real_gh,
 };
 use crate::fake_github::FakeGitHub;
 use crate::support::{
-    Project, TICK_ONE, assert_contains, git, signal, split_context, stderr, wait_with_timeout,
+    Project, TICK_ONE, assert_contains, assert_contains_all, git, signal, split_context, stderr,
+    wait_with_timeout,
 };
 
 /// A git project on `main` with hank's `.gitignore`, one open item, a bare `origin`, and a
@@ -173,9 +174,9 @@ fn a_verified_completion_opens_a_pr_with_hanks_evidence_and_never_pushes_a_secre
 }
 
 /// `DELIVER=branch` with the git hook `hook` running `script`, which refuses until the work has
-/// a LINT_OK file; the agent's second call adds it. The run delivers after two calls, LINT_OK on
-/// the remote's `hank/main`.
-fn refused_until_lint_ok(hook: &str, script: &str) -> (Setup, FakeGitHub) {
+/// a LINT_OK file; the agent's second call, told each of `told`, adds it. The run delivers after
+/// two calls, LINT_OK on the remote's `hank/main`.
+fn refused_until_lint_ok(hook: &str, script: &str, told: &[&str]) -> (Setup, FakeGitHub) {
     let s = setup("Write the docs");
     git_hook(&s.p, hook, script);
     s.p.fake("effect-2.sh", "touch LINT_OK\n");
@@ -183,6 +184,7 @@ fn refused_until_lint_ok(hook: &str, script: &str) -> (Setup, FakeGitHub) {
     let out = s.run(&gh, "DELIVER=branch\n");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(s.p.calls(), 2);
+    assert_contains_all(&s.context(2), told);
     let files = files_of(&s.remote, "hank/main");
     assert!(files.lines().any(|f| f == "LINT_OK"), "{files}");
     assert_eq!(s.p.status()["exit_reason"], "delivered");
@@ -194,10 +196,7 @@ fn a_pre_push_hook_rejection_goes_to_the_agent_and_the_fix_is_delivered() {
     let (s, gh) = refused_until_lint_ok(
         "pre-push",
         "#!/bin/sh\nif ! git ls-tree -r --name-only HEAD | grep -qx LINT_OK; then echo 'lint: docs/missing.md: no LINT_OK' >&2; exit 1; fi\n",
-    );
-    // Loop 2 was told why the push was refused, with the hook's output.
-    assert_contains_all(
-        &s.context(2),
+        // Loop 2 is told why the push was refused, with the hook's output.
         &[
             "The delivery was refused by a git hook or the remote",
             "lint: docs/missing.md: no LINT_OK",
@@ -376,12 +375,9 @@ fn the_real_gh_carries_a_red_then_green_round() {
 
 #[test]
 fn a_pre_commit_hook_refusal_goes_to_the_agent_in_the_push_rounds() {
-    let (s, _gh) = refused_until_lint_ok(
+    refused_until_lint_ok(
         "pre-commit",
         "#!/bin/sh\ngit diff --cached --name-only | grep -qx LINT_OK || { echo 'pre-commit: stage LINT_OK first' >&2; exit 1; }\n",
-    );
-    assert_contains_all(
-        &s.context(2),
         &[
             "was refused by a git hook (pre-commit",
             "pre-commit: stage LINT_OK first",

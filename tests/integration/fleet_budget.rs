@@ -7,7 +7,9 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::fleet::{fleet_json, fleet_status, project_doing};
-use crate::support::{Project, assert_contains, poll, stderr, stdout, wait_with_timeout};
+use crate::support::{
+    Project, assert_contains, assert_contains_all, poll, stderr, stdout, wait_with_timeout,
+};
 
 /// The fake agent's work in a task worktree: tick the first open item, write `<slug>.txt`,
 /// note the call (one appended line per call: safe with parallel agents).
@@ -103,10 +105,7 @@ fn the_cost_cap_holds_for_the_whole_fleet_at_the_cap_exactly() {
         .collect();
     assert!(items.contains(&"l1") && items.contains(&"r1"), "{r}");
     let text = stdout(&p.run(&["report", "--fleet"]));
-    assert!(
-        text.contains("── task Left") && text.contains("── the whole fleet"),
-        "{text}"
-    );
+    assert_contains_all(&text, &["── task Left", "── the whole fleet"]);
 }
 
 /// A usage-window reading one run saw is known to every other run of the same user: a plain

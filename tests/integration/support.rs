@@ -577,3 +577,11 @@ pub(crate) fn poll<T>(within: Duration, mut probe: impl FnMut() -> Option<T>) ->
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Fails unless `text` contains each of `wants` (the whole text in the message).
+#[track_caller]
+pub(crate) fn assert_contains_all(text: &str, wants: &[&str]) {
+    for want in wants {
+        assert_contains(text, want);
+    }
+}
