@@ -11,7 +11,7 @@ use nix::sys::signal::Signal;
 use serde_json::Value;
 
 use crate::support::{
-    Project, TICK_ONE, assert_contains, poll, signal, stderr, stdout, wait_with_timeout,
+    Project, TICK_ONE, assert_contains, events_of, poll, signal, stderr, stdout, wait_with_timeout,
 };
 
 const LONG: Duration = Duration::from_secs(30);
@@ -104,9 +104,8 @@ pub(crate) fn wait_ack(p: &Project, id: &str, within: Duration) -> Value {
 
 /// The `control` events of `p`: (command, outcome).
 pub(crate) fn control_events(p: &Project) -> Vec<(String, String)> {
-    p.events()
+    events_of(p, "control")
         .into_iter()
-        .filter(|e| e["type"] == "control")
         .map(|e| {
             (
                 e["command"].as_str().unwrap().to_string(),

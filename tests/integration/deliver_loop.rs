@@ -16,8 +16,8 @@ use crate::deliver::{
 };
 use crate::fake_github::FakeGitHub;
 use crate::support::{
-    Project, TICK_ONE, assert_contains, assert_contains_all, git, signal, split_context, stderr,
-    wait_with_timeout,
+    Project, TICK_ONE, assert_contains, assert_contains_all, events_of, git, signal, split_context,
+    stderr, wait_with_timeout,
 };
 
 /// A git project on `main` with hank's `.gitignore`, one open item, a bare `origin`, and a
@@ -60,11 +60,7 @@ impl Setup {
     }
 
     fn deliveries(&self) -> Vec<Value> {
-        self.p
-            .events()
-            .into_iter()
-            .filter(|e| e["type"] == "delivery")
-            .collect()
+        events_of(&self.p, "delivery")
     }
 
     /// The context (before the prompt) hank gave call `n`.

@@ -585,3 +585,11 @@ pub(crate) fn assert_contains_all(text: &str, wants: &[&str]) {
         assert_contains(text, want);
     }
 }
+
+/// The events of `p` (`.hank/events.jsonl`) whose `type` is `kind`, in order.
+pub(crate) fn events_of(p: &Project, kind: &str) -> Vec<Value> {
+    p.events()
+        .into_iter()
+        .filter(|e| e["type"] == kind)
+        .collect()
+}
