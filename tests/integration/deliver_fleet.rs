@@ -2,7 +2,7 @@
 //! targets that task's branch), or with `--into X` one pull request of the integration
 //! branch. A bare repository on disk as `origin`, the fake GitHub API on loopback.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Output;
 
 use serde_json::Value;
@@ -55,12 +55,7 @@ fn fleet_deliver_pr_opens_one_pr_per_task_stacked_on_what_it_comes_after() {
     let (p, remote) = setup();
     let gh = FakeGitHub::start();
     let o = fleet(&p, &gh, &["--deliver", "pr"]);
-    let mut err = stderr(&o);
-    for e in walk(&p.home) {
-        if e.extension().is_some_and(|x| x == "log") && e.to_string_lossy().contains("fleet-logs") {
-            err.push_str(&std::fs::read_to_string(&e).unwrap_or_default());
-        }
-    }
+    let err = stderr(&o) + &workers_logs(&p);
     assert_eq!(o.status.code(), Some(0), "{err}");
     let prs = prs(&gh);
     let pairs: Vec<(&str, &str)> = prs
@@ -122,17 +117,18 @@ fn fleet_deliver_pr_into_a_branch_opens_one_pr_for_it() {
     assert!(err.contains("PR #1 release → main"), "{err}");
 }
 
-fn walk(d: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(d) {
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                out.extend(walk(&p));
-            } else {
-                out.push(p);
+/// What the fleet's workers wrote (`fleet-logs/*.log` in the per-user folders), for a failure
+/// message.
+fn workers_logs(p: &Project) -> String {
+    let mut text = String::new();
+    let projects = std::fs::read_dir(p.home.join(".local/state/hank/projects"));
+    for project in projects.into_iter().flatten().flatten() {
+        let logs = std::fs::read_dir(project.path().join("fleet-logs"));
+        for log in logs.into_iter().flatten().flatten() {
+            if log.path().extension().is_some_and(|x| x == "log") {
+                text.push_str(&std::fs::read_to_string(log.path()).unwrap_or_default());
             }
         }
     }
-    out
+    text
 }
