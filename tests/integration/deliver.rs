@@ -17,7 +17,7 @@ use crate::support::{
 pub(crate) const TOKEN: &str = "ghp_faketoken0123456789abcdefghijklmnop";
 
 /// `c` with the git identity of the commits a delivery makes.
-pub(crate) fn git_identity(c: &mut Command) -> &mut Command {
+fn git_identity(c: &mut Command) -> &mut Command {
     c.env("GIT_AUTHOR_NAME", "t")
         .env("GIT_AUTHOR_EMAIL", "t@t")
         .env("GIT_COMMITTER_NAME", "t")
@@ -34,14 +34,14 @@ pub(crate) fn at_fake_github<'c>(c: &'c mut Command, gh: &FakeGitHub) -> &'c mut
 }
 
 /// A `PATH` of `bins` first, then the system's folders.
-pub(crate) fn path_with(bins: &[&Path]) -> String {
+fn path_with(bins: &[&Path]) -> String {
     let mut dirs: Vec<String> = bins.iter().map(|b| b.display().to_string()).collect();
     dirs.push("/usr/local/bin:/usr/bin:/bin".to_string());
     dirs.join(":")
 }
 
 /// Writes `text` to `path` as an executable (a git hook, a fake program).
-pub(crate) fn write_executable(path: &Path, text: &str) {
+fn write_executable(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
     std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
 }
@@ -140,7 +140,7 @@ pub(crate) fn assert_no_token(p: &Project, files: &[&str]) {
 }
 
 /// Waits until the fake was asked for check runs (hank is in its CI wait).
-pub(crate) fn wait_for_ci_poll(gh: &FakeGitHub) {
+fn wait_for_ci_poll(gh: &FakeGitHub) {
     poll(Duration::from_secs(30), || {
         gh.requests()
             .iter()
