@@ -3,9 +3,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::Duration;
 
-use crate::support::{Project, TICK_ONE, assert_contains, git, stderr};
+use crate::support::{Project, TICK_ONE, assert_contains, git, status_once_it_waits, stderr};
 
 /// The first job's project: a git repository pushed to a bare `origin`.
 fn first_job() -> (Project, PathBuf) {
@@ -71,13 +70,7 @@ fn a_saved_state_carries_the_hourly_cap_to_another_clone() {
         "{events:?}"
     );
 
-    let mut again = b.spawn(&["-c", "3", "--max-loops", "3"]);
-    let pid = again.id();
-    let s = b.wait_status(Duration::from_secs(30), |s| {
-        s["pid"] == pid && (s["state"] == "waiting" || s["state"] == "stopped")
-    });
-    again.kill().unwrap();
-    let out = again.wait_with_output().unwrap();
+    let (s, out) = status_once_it_waits(&b, &["-c", "3", "--max-loops", "3"]);
     assert_eq!(s["wait_reason"], "rate_limit", "{s}: {}", stderr(&out));
     assert_eq!(b.calls(), 0, "{}", stderr(&out));
 

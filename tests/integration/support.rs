@@ -593,3 +593,15 @@ pub(crate) fn events_of(p: &Project, kind: &str) -> Vec<Value> {
         .filter(|e| e["type"] == kind)
         .collect()
 }
+
+/// Starts `hank ARGS` in `p` and waits (up to 30 s) until that run waits or has stopped; then
+/// kills it. Its status.json then, and its output.
+pub(crate) fn status_once_it_waits(p: &Project, args: &[&str]) -> (Value, Output) {
+    let mut child = p.spawn(args);
+    let pid = child.id();
+    let status = p.wait_status(Duration::from_secs(30), |s| {
+        s["pid"] == pid && (s["state"] == "waiting" || s["state"] == "stopped")
+    });
+    child.kill().expect("kill hank");
+    (status, child.wait_with_output().expect("output"))
+}
