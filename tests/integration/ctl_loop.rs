@@ -3,73 +3,109 @@
 //! `retry-now` ending a usage-limit wait. Each taken command is acknowledged in the journal
 //! and is an event.
 
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::process::{Child, Output};
+use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
-use crate::support::{Project, TICK_ONE, error_json, signal, stderr, stdout, wait_with_timeout};
+use crate::support::{
+    Project, TICK_ONE, assert_contains, poll, signal, stderr, stdout, wait_with_timeout,
+};
 
 const LONG: Duration = Duration::from_secs(30);
 
-/// A running `hank`, killed if the test fails before it is waited for (a paused loop would
+/// A running `hank`, stopped if the test fails before it is waited for (a paused loop would
 /// otherwise wait forever).
-struct Running(Option<std::process::Child>);
+pub(crate) struct Running {
+    child: Option<Child>,
+    /// How long [`Running::wait`] waits for its end.
+    limit: Duration,
+    /// A `hank fleet`: stopped with SIGINT and given time to stop its workers (their groups
+    /// are left to their own timeouts) before it is killed.
+    fleet: bool,
+}
 
 impl Running {
-    fn child(&self) -> &std::process::Child {
-        self.0.as_ref().unwrap()
+    /// `hank ARGS` started in `p`, to end within `limit`.
+    pub(crate) fn start(p: &Project, args: &[&str], limit: Duration) -> Self {
+        Self {
+            child: Some(p.spawn(args)),
+            limit,
+            fleet: args.first() == Some(&"fleet"),
+        }
     }
 
-    fn wait(mut self) -> std::process::Output {
-        wait_with_timeout(self.0.take().unwrap(), LONG)
+    pub(crate) fn child(&self) -> &Child {
+        self.child.as_ref().unwrap()
+    }
+
+    pub(crate) fn wait(mut self) -> Output {
+        wait_with_timeout(self.child.take().unwrap(), self.limit)
     }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
+        let Some(mut c) = self.child.take() else {
+            return;
+        };
+        if self.fleet {
+            signal(&c, Signal::SIGINT);
+            if poll(Duration::from_secs(25), || c.try_wait().ok().flatten()).is_some() {
+                return;
+            }
         }
+        let _ = c.kill();
+        let _ = c.wait();
     }
 }
 
-fn ctl(p: &Project, args: &[&str]) -> String {
+/// `hank ctl ARGS` in `p`.
+pub(crate) fn ctl_output(p: &Project, args: &[&str]) -> Output {
     let mut all = vec!["ctl"];
     all.extend_from_slice(args);
-    let o = p.run(&all);
+    p.run(&all)
+}
+
+/// `hank ctl ARGS` in `p`, which must succeed: its stdout, trimmed (a command's id).
+pub(crate) fn ctl(p: &Project, args: &[&str]) -> String {
+    let o = ctl_output(p, args);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     stdout(&o).trim().to_string()
 }
 
 /// The journal's commands as `hank ctl status --json` shows them.
-fn journal(p: &Project) -> Vec<Value> {
+pub(crate) fn journal(p: &Project) -> Vec<Value> {
     let v: Value = serde_json::from_str(&ctl(p, &["status", "--json"])).unwrap();
     v["commands"].as_array().unwrap().clone()
 }
 
-/// Polls until command `id` is acknowledged; its acknowledgement.
-fn wait_ack(p: &Project, id: &str, within: Duration) -> Value {
-    let start = Instant::now();
-    loop {
-        if let Some(c) = journal(p).into_iter().find(|c| c["id"] == id)
-            && !c["acknowledged"].is_null()
-        {
-            return c;
-        }
-        assert!(
-            start.elapsed() < within,
-            "{id} not acknowledged in {within:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// The per-user folder of the project `p` (the only project under `$HOME`).
+pub(crate) fn user_dir(p: &Project) -> PathBuf {
+    std::fs::read_dir(p.home.join(".local/state/hank/projects"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
 }
 
-fn control_events(p: &Project) -> Vec<(String, String)> {
-    p.events()
+/// Polls until command `id` is acknowledged; its acknowledgement.
+pub(crate) fn wait_ack(p: &Project, id: &str, within: Duration) -> Value {
+    poll(within, || {
+        journal(p)
+            .into_iter()
+            .find(|c| c["id"] == id && !c["acknowledged"].is_null())
+    })
+    .unwrap_or_else(|| panic!("{id} not acknowledged in {within:?}"))
+}
+
+/// The `control` events of `p`: (command, outcome).
+pub(crate) fn control_events(p: &Project) -> Vec<(String, String)> {
+    p.events_of("control")
         .into_iter()
-        .filter(|e| e["type"] == "control")
         .map(|e| {
             (
                 e["command"].as_str().unwrap().to_string(),
@@ -83,6 +119,18 @@ fn paused(v: &Value) -> bool {
     v["state"] == "waiting" && v["wait_reason"] == "paused"
 }
 
+/// `hank ctl ARGS` given during loop 1 (a call of 2 s) of a run over `items`, each call
+/// ticking one: the project, the command's id and the run's output.
+fn ctl_during_loop_1(items: &[&str], args: &[&str]) -> (Project, String, Output) {
+    let p = Project::new(items);
+    p.fake("effect.sh", TICK_ONE).fake("sleep-1", "2");
+    let child = Running::start(&p, &[], LONG);
+    p.wait_calls(1, LONG);
+    let id = ctl(&p, args);
+    let o = child.wait();
+    (p, id, o)
+}
+
 /// pause → the loop waits, visibly, without calling; killed and started again it is still
 /// paused; resume → it goes on and finishes.
 #[test]
@@ -90,7 +138,7 @@ fn a_pause_survives_a_restart_until_resume() {
     let p = Project::new(&["a", "b"]);
     p.fake("effect.sh", TICK_ONE);
     let pause = ctl(&p, &["pause"]);
-    let child = Running(Some(p.spawn(&[])));
+    let child = Running::start(&p, &[], LONG);
     let st = p.wait_status(LONG, paused);
     assert!(st["waiting_until"].is_null(), "{st}");
     let ack = wait_ack(&p, &pause, LONG);
@@ -102,7 +150,7 @@ fn a_pause_survives_a_restart_until_resume() {
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
 
     // Started again: the pause holds (it was acknowledged, not taken a second time).
-    let child = Running(Some(p.spawn(&[])));
+    let child = Running::start(&p, &[], LONG);
     p.wait_status(LONG, |v| {
         paused(v) && v["pid"].as_u64() == Some(u64::from(child.child().id()))
     });
@@ -135,18 +183,13 @@ fn a_pause_survives_a_restart_until_resume() {
 /// `set MAX_LOOPS=2` during loop 1 of a 5-item plan: the run stops after loop 2.
 #[test]
 fn set_max_loops_takes_effect_at_the_next_loop() {
-    let p = Project::new(&["a", "b", "c", "d", "e"]);
-    p.fake("effect.sh", TICK_ONE).fake("sleep-1", "2");
-    let child = Running(Some(p.spawn(&[])));
-    p.wait_calls(1, LONG);
-    let id = ctl(&p, &["set", "MAX_LOOPS=2"]);
-    let o = child.wait();
+    let (p, id, o) = ctl_during_loop_1(&["a", "b", "c", "d", "e"], &["set", "MAX_LOOPS=2"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert_eq!(p.status()["exit_reason"], "max_loops");
     assert_eq!(p.calls(), 2);
     let c = wait_ack(&p, &id, Duration::from_secs(1));
     assert_eq!(c["acknowledged"]["outcome"], "applied");
-    assert!(stderr(&o).contains("MAX_LOOPS is now 2"), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "MAX_LOOPS is now 2");
     assert_eq!(
         control_events(&p),
         [("set MAX_LOOPS=2".to_string(), "applied".to_string())]
@@ -156,12 +199,7 @@ fn set_max_loops_takes_effect_at_the_next_loop() {
 /// A note given during loop 1 is in loop 2's stdin, and only there.
 #[test]
 fn a_note_reaches_the_next_call() {
-    let p = Project::new(&["a", "b", "c"]);
-    p.fake("effect.sh", TICK_ONE).fake("sleep-1", "2");
-    let child = Running(Some(p.spawn(&[])));
-    p.wait_calls(1, LONG);
-    ctl(&p, &["note", "use", "the", "v2", "API"]);
-    let o = child.wait();
+    let (p, _, o) = ctl_during_loop_1(&["a", "b", "c"], &["note", "use", "the", "v2", "API"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let has = |n: u32| String::from_utf8_lossy(&p.stdin(n)).contains("use the v2 API");
     assert!(!has(1));
@@ -172,12 +210,7 @@ fn a_note_reaches_the_next_call() {
 /// `stop` ends the run as Ctrl-C does: exit 130, `interrupted`, no further call.
 #[test]
 fn stop_ends_the_run_as_interrupted() {
-    let p = Project::new(&["a", "b", "c"]);
-    p.fake("effect.sh", TICK_ONE).fake("sleep-1", "2");
-    let child = Running(Some(p.spawn(&[])));
-    p.wait_calls(1, LONG);
-    let id = ctl(&p, &["stop"]);
-    let o = child.wait();
+    let (p, id, o) = ctl_during_loop_1(&["a", "b", "c"], &["stop"]);
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     assert_eq!(p.status()["exit_reason"], "interrupted");
     assert_eq!(p.calls(), 1);
@@ -192,14 +225,9 @@ fn stop_ends_the_run_as_interrupted() {
 #[test]
 fn retry_now_ends_a_usage_limit_wait() {
     let p = Project::new(&["a"]);
-    let reset = jiff::Timestamp::now().as_second() + 3600;
-    p.fake(
-        "response-1",
-        &error_json(&format!("Claude AI usage limit reached|{reset}"), Some(429)),
-    )
-    .fake("exit-1", "1")
-    .fake("effect-2.sh", TICK_ONE);
-    let child = Running(Some(p.spawn(&[])));
+    p.fake_usage_limit(Some(1), 3600);
+    p.fake("effect-2.sh", TICK_ONE);
+    let child = Running::start(&p, &[], LONG);
     p.wait_status(LONG, |v| {
         v["state"] == "waiting" && v["wait_reason"] == "usage_limit"
     });
@@ -221,14 +249,7 @@ fn commands_planted_in_the_project_are_not_taken() {
     // Real journal lines, made by `hank ctl` and then moved where the agent could write them.
     ctl(&p, &["set", "MAX_LOOPS=1"]);
     ctl(&p, &["stop"]);
-    let projects = p.home.join(".local/state/hank/projects");
-    let folder = std::fs::read_dir(&projects)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    let journal = folder.join("control.jsonl");
+    let journal = user_dir(&p).join("control.jsonl");
     let lines = std::fs::read_to_string(&journal).unwrap();
     assert!(lines.contains("MAX_LOOPS"), "{lines}");
     std::fs::remove_file(&journal).unwrap();

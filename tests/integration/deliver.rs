@@ -1,15 +1,154 @@
 //! `hank deliver`: a real bare-repository remote for every push, the fake GitHub API on
 //! loopback for the REST path, and the real `gh` (when installed) against the same fake.
 
-use std::path::PathBuf;
-use std::process::{Output, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::fake_github::FakeGitHub;
-use crate::support::{Project, git};
+use crate::fake_github::{FakeGitHub, Recorded, World};
+use crate::support::{
+    Project, assert_contains, assert_contains_all, doctor_check, fixtures, git, poll, signal,
+    stderr, wait_with_timeout,
+};
 
-const TOKEN: &str = "ghp_faketoken0123456789abcdefghijklmnop";
+/// The token every delivery test gives hank (it must never show up in what hank writes).
+pub(crate) const TOKEN: &str = "ghp_faketoken0123456789abcdefghijklmnop";
+
+/// `c` with the git identity of the commits a delivery makes.
+fn git_identity(c: &mut Command) -> &mut Command {
+    c.env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+}
+
+/// `c` with GitHub's REST path at the fake (repository `o/r`, [`TOKEN`]) and a git identity.
+pub(crate) fn at_fake_github<'c>(c: &'c mut Command, gh: &FakeGitHub) -> &'c mut Command {
+    git_identity(
+        c.env("GH_REPO", "o/r")
+            .env("GH_TOKEN", TOKEN)
+            .env("GITHUB_API_URL", gh.url()),
+    )
+}
+
+/// A `PATH` of `bins` first, then the system's folders.
+fn path_with(bins: &[&Path]) -> String {
+    let mut dirs: Vec<String> = bins.iter().map(|b| b.display().to_string()).collect();
+    dirs.push("/usr/local/bin:/usr/bin:/bin".to_string());
+    dirs.join(":")
+}
+
+/// Writes `text` to `path` as an executable (a git hook, a fake program).
+fn write_executable(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
+
+/// Installs the git hook `name` of the project `p` running `script`.
+pub(crate) fn git_hook(p: &Project, name: &str, script: &str) -> PathBuf {
+    let hook = p.dir.join(".git/hooks").join(name);
+    write_executable(&hook, script);
+    hook
+}
+
+/// A folder `$HOME/<name>-bin` holding the program `name` that runs `script` (to put first on
+/// `PATH`).
+fn fake_program(p: &Project, name: &str, script: &str) -> PathBuf {
+    let bin = p.home.join(format!("{name}-bin"));
+    std::fs::create_dir_all(&bin).unwrap();
+    write_executable(&bin.join(name), script);
+    bin
+}
+
+/// The real `gh` (Debian's package; `.ci/run` installs it), or `None` when it is not
+/// installed: then the test `test` is skipped with a note, or fails under HANK_REQUIRE_GH (CI).
+pub(crate) fn real_gh(test: &str) -> Option<PathBuf> {
+    let found = ["/usr/bin/gh", "/usr/local/bin/gh"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("HANK_REQUIRE_GH").is_none(),
+            "HANK_REQUIRE_GH is set (CI) but gh is not installed"
+        );
+        eprintln!("{test}: skipped (gh is not installed)");
+    }
+    found
+}
+
+/// `hank` in `p` with the real `gh` (`real_gh`) first on `PATH` and the fake as its HTTP proxy
+/// (gh then asks `api.github.localhost`), a git identity.
+pub(crate) fn through_real_gh(p: &Project, real_gh: &Path, gh: &FakeGitHub) -> Command {
+    let bin = p.home.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(real_gh, bin.join("gh")).unwrap();
+    let mut c = p.cmd();
+    c.env("PATH", path_with(&[&bin, &fixtures().join("bin")]))
+        .env("GH_HOST", "github.localhost")
+        .env("GH_TOKEN", "x-real-gh-token")
+        .env("GH_REPO", "o/r")
+        .env("GH_CONFIG_DIR", p.home.join("gh-config"))
+        .env("HTTP_PROXY", gh.url());
+    git_identity(&mut c);
+    c
+}
+
+/// The pull requests created at the fake (`POST /repos/o/r/pulls`), in order.
+pub(crate) fn pulls(gh: &FakeGitHub) -> Vec<Recorded> {
+    gh.requests()
+        .into_iter()
+        .filter(|r| r.method == "POST" && r.path == "/repos/o/r/pulls")
+        .collect()
+}
+
+/// The request that created the first pull request.
+pub(crate) fn created_pr(gh: &FakeGitHub) -> Recorded {
+    pulls(gh).into_iter().next().expect("a PR was created")
+}
+
+/// The first pull request created at the fake, which must be from `hank/main` into `main` with
+/// each of `evidence` in its body; its JSON.
+#[track_caller]
+pub(crate) fn assert_pr_from_hank_main(gh: &FakeGitHub, evidence: &[&str]) -> Value {
+    let pr = created_pr(gh).json();
+    assert_eq!(pr["head"], "hank/main");
+    assert_eq!(pr["base"], "main");
+    assert_contains_all(pr["body"].as_str().unwrap(), evidence);
+    pr
+}
+
+/// The branch checked out in `p`.
+pub(crate) fn head_branch(p: &Project) -> String {
+    git(&p.dir, &["rev-parse", "--abbrev-ref", "HEAD"])
+}
+
+/// The files of `branch` in the repository `repo`, a line each.
+pub(crate) fn files_of(repo: &Path, branch: &str) -> String {
+    git(repo, &["ls-tree", "-r", "--name-only", branch])
+}
+
+/// Fails if one of `files` that hank wrote in `p` carries [`TOKEN`].
+#[track_caller]
+pub(crate) fn assert_no_token(p: &Project, files: &[&str]) {
+    for f in files {
+        let text = std::fs::read_to_string(p.dir.join(f)).unwrap();
+        assert!(!text.contains(TOKEN), "{f}");
+    }
+}
+
+/// Waits until the fake was asked for check runs (hank is in its CI wait).
+fn wait_for_ci_poll(gh: &FakeGitHub) {
+    poll(Duration::from_secs(30), || {
+        gh.requests()
+            .iter()
+            .any(|r| r.path.contains("/check-runs"))
+            .then_some(())
+    })
+    .expect("no CI wait");
+}
 
 /// The events of a run that completed with its check passing, item `[#12] Fix login` done.
 fn finished_run_events() -> String {
@@ -33,6 +172,14 @@ pub(crate) struct Setup {
     remote: PathBuf,
 }
 
+/// [`setup`] and the fake GitHub, its world set by `world`.
+pub(crate) fn setup_at(world: impl FnOnce(&mut World)) -> (Setup, FakeGitHub) {
+    let s = setup();
+    let gh = FakeGitHub::start();
+    gh.set(world);
+    (s, gh)
+}
+
 pub(crate) fn setup() -> Setup {
     let p = Project::new(&["[#12] Fix login"]);
     let remote = p.git_pushed_to_origin();
@@ -46,26 +193,53 @@ impl Setup {
     /// cannot answer `gh api`, so hank falls back to the token).
     pub(crate) fn deliver_rest(&self, gh: &FakeGitHub, rc: &str, args: &[&str]) -> Output {
         self.p.hankrc(&format!("RETRY_BACKOFF_SECONDS=0\n{rc}"));
+        at_fake_github(self.p.cmd().arg("deliver").args(args), gh)
+            .output()
+            .expect("hank deliver")
+    }
+
+    /// `hank deliver` (`CI_WAIT=false`, a git identity, `env` added) with a fake `program`
+    /// first on `PATH` (then `path`): a script that logs its argv to `$log` and runs `script`.
+    /// The delivery must succeed; the log.
+    fn deliver_through(
+        &self,
+        program: &str,
+        script: &str,
+        path: &[&Path],
+        env: &[(&str, &str)],
+    ) -> String {
+        let log = self.p.home.join(format!("{program}.log"));
+        let script = format!(
+            "#!/bin/sh\nlog='{}'\necho \"argv: $*\" >> \"$log\"\n{script}",
+            log.display()
+        );
+        let bin = fake_program(&self.p, program, &script);
+        self.p.hankrc("CI_WAIT=false\n");
         let mut c = self.p.cmd();
         c.arg("deliver")
-            .args(args)
-            .env("GH_REPO", "o/r")
-            .env("GH_TOKEN", TOKEN)
-            .env("GITHUB_API_URL", gh.url())
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@t")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@t");
-        c.output().expect("hank deliver")
+            .env("PATH", path_with(&[&[bin.as_path()], path].concat()))
+            .envs(env.iter().copied());
+        let out = git_identity(&mut c).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        std::fs::read_to_string(&log).unwrap()
+    }
+
+    /// [`Setup::deliver_rest`], which must end with exit code `code`.
+    pub(crate) fn deliver_ending(
+        &self,
+        gh: &FakeGitHub,
+        rc: &str,
+        args: &[&str],
+        code: i32,
+    ) -> Output {
+        let out = self.deliver_rest(gh, rc, args);
+        assert_eq!(out.status.code(), Some(code), "{}", stderr(&out));
+        out
     }
 
     fn delivery(&self) -> Value {
         self.p.read_json(".hank/delivery.json")
     }
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 pub(crate) fn green_check() -> Value {
@@ -74,45 +248,33 @@ pub(crate) fn green_check() -> Value {
 
 #[test]
 fn a_pr_is_opened_with_the_evidence_body_and_green_checks_deliver() {
-    let s = setup();
-    let gh = FakeGitHub::start();
-    gh.set(|w| w.check_runs.push(green_check()));
-    let out = s.deliver_rest(&gh, "", &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (s, gh) = setup_at(|w| w.check_runs.push(green_check()));
+    let out = s.deliver_ending(&gh, "", &[], 0);
 
     // The branch is on the remote, with the agent's work committed and hank's runtime files not.
-    let files = git(&s.remote, &["ls-tree", "-r", "--name-only", "hank/main"]);
+    let files = files_of(&s.remote, "hank/main");
     assert!(files.lines().any(|f| f == "login.rs"), "{files}");
     assert!(!files.contains("events.jsonl"), "{files}");
-    assert_eq!(
-        git(&s.p.dir, &["rev-parse", "--abbrev-ref", "HEAD"]),
-        "hank/main"
-    );
+    assert_eq!(head_branch(&s.p), "hank/main");
     // The user's main is untouched on the remote.
-    let main_files = git(&s.remote, &["ls-tree", "-r", "--name-only", "main"]);
+    let main_files = files_of(&s.remote, "main");
     assert!(!main_files.contains("login.rs"), "{main_files}");
 
     let reqs = gh.requests();
-    let create = reqs
-        .iter()
-        .find(|r| r.method == "POST" && r.path == "/repos/o/r/pulls")
-        .expect("a PR was created");
-    let pr = create.json();
-    assert_eq!(pr["head"], "hank/main");
-    assert_eq!(pr["base"], "main");
+    let create = created_pr(&gh);
+    let pr = assert_pr_from_hank_main(
+        &gh,
+        &[
+            "- [x] [#12] Fix login",
+            "| baseline | `make test` | failed (exit 2) | 1.5s |",
+            "| end | `make test` | passed (exit 0) | 1.8s |",
+            "| [#12] Fix login | 1 | 3 | $0.42 | 1200 | 1m05s |",
+            "Stop reason: `plan_complete`",
+            "> Login fixed, please merge",
+            "Closes #12",
+        ],
+    );
     assert_eq!(pr["title"], "[#12] Fix login");
-    let body = pr["body"].as_str().unwrap();
-    for want in [
-        "- [x] [#12] Fix login",
-        "| baseline | `make test` | failed (exit 2) | 1.5s |",
-        "| end | `make test` | passed (exit 0) | 1.8s |",
-        "| [#12] Fix login | 1 | 3 | $0.42 | 1200 | 1m05s |",
-        "Stop reason: `plan_complete`",
-        "> Login fixed, please merge",
-        "Closes #12",
-    ] {
-        assert!(body.contains(want), "missing {want:?} in:\n{body}");
-    }
     // The token travels in the header only.
     assert_eq!(
         create.header("authorization"),
@@ -152,24 +314,15 @@ fn a_pr_is_opened_with_the_evidence_body_and_green_checks_deliver() {
     assert_eq!(last["type"], "delivery");
     assert_eq!(last["pr_number"], 1);
     // Nothing hank wrote carries the token.
-    for f in [".hank/delivery.json", ".hank/events.jsonl"] {
-        let text = std::fs::read_to_string(s.p.dir.join(f)).unwrap();
-        assert!(!text.contains(TOKEN), "{f}");
-    }
+    assert_no_token(&s.p, &[".hank/delivery.json", ".hank/events.jsonl"]);
     assert!(!stderr(&out).contains(TOKEN));
 }
 
 #[test]
 fn no_checks_within_the_appear_timeout_is_ci_missing() {
-    let s = setup();
-    let gh = FakeGitHub::start();
-    let out = s.deliver_rest(&gh, "CI_APPEAR_TIMEOUT=1s\n", &[]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("no CI is not green"),
-        "{}",
-        stderr(&out)
-    );
+    let (s, gh) = setup_at(|_| {});
+    let out = s.deliver_ending(&gh, "CI_APPEAR_TIMEOUT=1s\n", &[], 2);
+    assert_contains(&stderr(&out), "no CI is not green");
     let d = s.delivery();
     assert_eq!(d["exit_reason"], "ci_missing");
     assert_eq!(d["checks"], "missing");
@@ -177,18 +330,16 @@ fn no_checks_within_the_appear_timeout_is_ci_missing() {
 
 #[test]
 fn red_checks_are_ci_failed_with_their_log_tails_for_the_agent() {
-    let s = setup();
-    let gh = FakeGitHub::start();
-    gh.set(|w| {
+    let (s, gh) = setup_at(|w| {
         w.check_runs.push(green_check());
         w.check_runs.push(json!({
             "id": 12, "name": "test (ubuntu)", "status": "completed", "conclusion": "failure",
             "output": {"title": "2 tests failed", "summary": "login_test failed", "text": format!("assertion failed at login.rs:1\ntoken {TOKEN}")}
         }));
-        w.statuses.push(json!({"context": "ci/lint", "state": "pending"}));
+        w.statuses
+            .push(json!({"context": "ci/lint", "state": "pending"}));
     });
-    let out = s.deliver_rest(&gh, "", &[]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    s.deliver_ending(&gh, "", &[], 2);
     let d = s.delivery();
     assert_eq!(d["exit_reason"], "ci_failed");
     assert_eq!(d["check_names"], json!(["test (ubuntu)"]));
@@ -201,21 +352,14 @@ fn red_checks_are_ci_failed_with_their_log_tails_for_the_agent() {
 #[test]
 fn a_pre_push_hook_rejection_is_captured_for_the_agent() {
     let s = setup();
-    let hook = s.p.dir.join(".git/hooks/pre-push");
-    std::fs::write(
-        &hook,
+    let hook = git_hook(
+        &s.p,
+        "pre-push",
         "#!/bin/sh\necho 'lint: login.rs:1 missing docs' >&2\nexit 1\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let gh = FakeGitHub::start();
-    let out = s.deliver_rest(&gh, "", &[]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("lint: login.rs:1 missing docs"),
-        "{}",
-        stderr(&out)
     );
+    let gh = FakeGitHub::start();
+    let out = s.deliver_ending(&gh, "", &[], 2);
+    assert_contains(&stderr(&out), "lint: login.rs:1 missing docs");
     let d = s.delivery();
     assert_eq!(d["exit_reason"], "push_rejected");
     assert!(
@@ -232,23 +376,17 @@ fn a_pre_push_hook_rejection_is_captured_for_the_agent() {
     // Once the hook passes, the same delivery goes through.
     std::fs::write(&hook, "#!/bin/sh\nexit 0\n").unwrap();
     gh.set(|w| w.check_runs.push(green_check()));
-    let out = s.deliver_rest(&gh, "", &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    s.deliver_ending(&gh, "", &[], 0);
     assert_eq!(s.delivery()["exit_reason"], "delivered");
 }
 
 #[test]
 fn branch_mode_pushes_without_a_forge_and_refuses_unverified_work() {
-    let s = setup();
-    let gh = FakeGitHub::start();
-    let out = s.deliver_rest(&gh, "DELIVER=branch\n", &["--branch", "feature/login"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (s, gh) = setup_at(|_| {});
+    s.deliver_ending(&gh, "DELIVER=branch\n", &["--branch", "feature/login"], 0);
     assert_eq!(s.delivery()["exit_reason"], "delivered");
     assert_eq!(s.delivery()["checks"], "not_waited");
-    let files = git(
-        &s.remote,
-        &["ls-tree", "-r", "--name-only", "feature/login"],
-    );
+    let files = files_of(&s.remote, "feature/login");
     assert!(files.contains("login.rs"), "{files}");
     assert!(gh.requests().is_empty());
 
@@ -256,39 +394,23 @@ fn branch_mode_pushes_without_a_forge_and_refuses_unverified_work() {
     let s = setup();
     let events = finished_run_events().replace("\"plan_complete\"", "\"max_loops\"");
     std::fs::write(s.p.dir.join(".hank/events.jsonl"), events).unwrap();
-    let out = s.deliver_rest(&gh, "", &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("ended with `max_loops`"),
-        "{}",
-        stderr(&out)
-    );
-    assert_eq!(
-        git(&s.p.dir, &["rev-parse", "--abbrev-ref", "HEAD"]),
-        "main"
-    );
+    let out = s.deliver_ending(&gh, "", &[], 1);
+    assert_contains(&stderr(&out), "ended with `max_loops`");
+    assert_eq!(head_branch(&s.p), "main");
 
     // A bad setting names itself.
-    let out = s.deliver_rest(&gh, "DELIVER=sometimes\n", &[]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("DELIVER: expected none, branch or pr"),
-        "{}",
-        stderr(&out)
-    );
+    let out = s.deliver_ending(&gh, "DELIVER=sometimes\n", &[], 1);
+    assert_contains(&stderr(&out), "DELIVER: expected none, branch or pr");
 }
 
 #[test]
 fn review_requests_are_kept_for_the_agent_and_auto_merge_waits_for_green() {
-    let s = setup();
-    let gh = FakeGitHub::start();
-    gh.set(|w| {
+    let (s, gh) = setup_at(|w| {
         w.check_runs.push(green_check());
         w.reviews.push(json!({"id": 5, "user": {"login": "ann"}, "state": "CHANGES_REQUESTED", "body": "Please rename login()"}));
         w.review_comments.push(json!({"id": 9, "user": {"login": "ann"}, "path": "login.rs", "line": 1, "body": "typo here"}));
     });
-    let out = s.deliver_rest(&gh, "REVIEW_LOOP=true\nAUTO_MERGE=true\n", &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    s.deliver_ending(&gh, "REVIEW_LOOP=true\nAUTO_MERGE=true\n", &[], 0);
     let d = s.delivery();
     assert_eq!(d["auto_merge_armed"], true);
     assert_eq!(d["reviews_seen"], 9);
@@ -315,60 +437,27 @@ fn review_requests_are_kept_for_the_agent_and_auto_merge_waits_for_green() {
     assert!(reqs.iter().position(|r| r.path == "/graphql").unwrap() > checks_at);
 
     // Red checks never arm it.
-    let s = setup();
-    let gh = FakeGitHub::start();
-    gh.set(|w| {
+    let (s, gh) = setup_at(|w| {
         w.check_runs.push(
             json!({"id": 3, "name": "build", "status": "completed", "conclusion": "cancelled"}),
         )
     });
-    let out = s.deliver_rest(&gh, "AUTO_MERGE=true\n", &[]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    s.deliver_ending(&gh, "AUTO_MERGE=true\n", &[], 2);
     assert!(!gh.requests().iter().any(|r| r.path == "/graphql"));
 }
 
 /// The real `gh` (Debian's package; `.ci/run` installs it) against the fake, as its proxy.
 #[test]
 fn the_real_gh_opens_the_pr_and_reads_the_checks() {
-    let Some(real_gh) = ["/usr/bin/gh", "/usr/local/bin/gh"]
-        .into_iter()
-        .map(PathBuf::from)
-        .find(|p| p.is_file())
-    else {
-        assert!(
-            std::env::var_os("HANK_REQUIRE_GH").is_none(),
-            "HANK_REQUIRE_GH is set (CI) but gh is not installed"
-        );
-        eprintln!("the_real_gh_opens_the_pr_and_reads_the_checks: skipped (gh is not installed)");
+    let Some(real_gh) = real_gh("the_real_gh_opens_the_pr_and_reads_the_checks") else {
         return;
     };
-    let s = setup();
-    let gh = FakeGitHub::start();
-    gh.set(|w| w.check_runs.push(green_check()));
-    let bin = s.p.home.join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::os::unix::fs::symlink(&real_gh, bin.join("gh")).unwrap();
+    let (s, gh) = setup_at(|w| w.check_runs.push(green_check()));
     s.p.hankrc("AUTO_MERGE=true\n");
-    let mut c = s.p.cmd();
-    c.arg("deliver")
-        .env(
-            "PATH",
-            format!(
-                "{}:{}/fixtures/bin:/usr/local/bin:/usr/bin:/bin",
-                bin.display(),
-                env!("CARGO_MANIFEST_DIR")
-            ),
-        )
-        .env("GH_HOST", "github.localhost")
-        .env("GH_TOKEN", "x-real-gh-token")
-        .env("GH_REPO", "o/r")
-        .env("GH_CONFIG_DIR", s.p.home.join("gh-config"))
-        .env("HTTP_PROXY", gh.url())
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t");
-    let out = c.output().unwrap();
+    let out = through_real_gh(&s.p, &real_gh, &gh)
+        .arg("deliver")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let reqs = gh.requests();
     let seen: Vec<String> = reqs
@@ -380,10 +469,7 @@ fn the_real_gh_opens_the_pr_and_reads_the_checks() {
         seen.contains(&"GET http://api.github.localhost/user".to_string()),
         "{seen:?}"
     );
-    let create = reqs
-        .iter()
-        .find(|r| r.method == "POST" && r.path == "/repos/o/r/pulls")
-        .expect("PR created through gh");
+    let create = created_pr(&gh);
     assert_eq!(create.json()["head"], "hank/main");
     assert!(
         create.json()["body"]
@@ -422,41 +508,23 @@ fn the_real_gh_opens_the_pr_and_reads_the_checks() {
 
 #[test]
 fn doctor_checks_the_remote_the_login_and_the_push_permission() {
-    let s = setup();
-    let gh = FakeGitHub::start();
-    gh.set(|w| w.can_push = false);
+    let (s, gh) = setup_at(|w| w.can_push = false);
     s.p.hankrc("DELIVER=pr\n");
     let doctor = |gh: &FakeGitHub, remote: &str| -> Value {
         s.p.hankrc(&format!("DELIVER=pr\nDELIVER_REMOTE={remote}\n"));
-        let out =
-            s.p.cmd()
-                .args(["doctor", "--json"])
-                .env("GH_REPO", "o/r")
-                .env("GH_TOKEN", TOKEN)
-                .env("GITHUB_API_URL", gh.url())
-                .output()
-                .unwrap();
+        let out = at_fake_github(s.p.cmd().args(["doctor", "--json"]), gh)
+            .output()
+            .unwrap();
         assert!(!String::from_utf8_lossy(&out.stdout).contains(TOKEN));
         serde_json::from_slice(&out.stdout).unwrap()
     };
-    let find = |v: &Value, name: &str| -> Value {
-        v["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == name)
-            .cloned()
-            .unwrap_or(Value::Null)
-    };
+    let find = doctor_check;
     let v = doctor(&gh, "origin");
     assert_eq!(find(&v, "remote")["ok"], true, "{v}");
     assert_eq!(find(&v, "forge")["ok"], true, "{v}");
-    assert!(
-        find(&v, "forge")["detail"]
-            .as_str()
-            .unwrap()
-            .contains("as hank-bot for o/r"),
-        "{v}"
+    assert_contains(
+        find(&v, "forge")["detail"].as_str().unwrap(),
+        "as hank-bot for o/r",
     );
     let push = find(&v, "push");
     assert_eq!(push["ok"], false, "{v}");
@@ -483,18 +551,12 @@ fn hank_run_dry_run_says_where_it_would_deliver() {
     let s = setup();
     s.p.hankrc("DELIVER=pr\n");
     let out = s.p.run(&["--dry-run"]);
-    assert!(
-        stderr(&out).contains(
-            "DELIVER=pr (.hankrc line 1): the loop would work on branch `hank/main` and deliver a verified completion to `origin`"
-        ),
-        "{}",
-        stderr(&out)
+    assert_contains(
+        &stderr(&out),
+        "DELIVER=pr (.hankrc line 1): the loop would work on branch `hank/main` and deliver a verified completion to `origin`",
     );
     // Nothing switched.
-    assert_eq!(
-        git(&s.p.dir, &["rev-parse", "--abbrev-ref", "HEAD"]),
-        "main"
-    );
+    assert_eq!(head_branch(&s.p), "main");
 }
 
 /// GitLab at the argv boundary: a fake `glab` records what hank runs and answers like
@@ -516,40 +578,17 @@ fn gitlab_merge_requests_go_through_glab_api() {
             s.remote.to_str().unwrap(),
         ],
     );
-    let bin = s.p.home.join("glab-bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let log = s.p.home.join("glab.log");
-    let script = format!(
-        "#!/bin/sh\necho \"argv: $*\" >> '{log}'\necho \"stdin: $(cat)\" >> '{log}'\n\
-         case \"$*\" in\n\
-         *merge_requests) printf 'HTTP/1.1 201 Created\\r\\nContent-Type: application/json\\r\\n\\r\\n{{\"iid\":4,\"web_url\":\"https://gitlab.com/g/p/-/merge_requests/4\",\"sha\":\"abc\"}}' ;;\n\
-         *) printf 'HTTP/1.1 201 Created\\r\\n\\r\\n{{\"id\":1}}' ;;\n\
-         esac\n",
-        log = log.display()
+    let calls = s.deliver_through(
+        "glab",
+        r#"echo "stdin: $(cat)" >> "$log"
+case "$*" in
+*merge_requests) printf 'HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n\r\n{"iid":4,"web_url":"https://gitlab.com/g/p/-/merge_requests/4","sha":"abc"}' ;;
+*) printf 'HTTP/1.1 201 Created\r\n\r\n{"id":1}' ;;
+esac
+"#,
+        &[],
+        &[("GITLAB_TOKEN", TOKEN)],
     );
-    std::fs::write(bin.join("glab"), script).unwrap();
-    std::fs::set_permissions(
-        bin.join("glab"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    s.p.hankrc("CI_WAIT=false\n");
-    let out =
-        s.p.cmd()
-            .arg("deliver")
-            .env(
-                "PATH",
-                format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display()),
-            )
-            .env("GITLAB_TOKEN", TOKEN)
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@t")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@t")
-            .output()
-            .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let calls = std::fs::read_to_string(&log).unwrap();
     assert!(
         calls.contains(
             "argv: api --include --method POST --input - projects/g%2Fp/merge_requests\n"
@@ -575,45 +614,49 @@ fn gitlab_merge_requests_go_through_glab_api() {
     );
 }
 
+/// Runs `hank` in `p` to a verified completion: VERIFY_COMMAND (with `rc` after it in the
+/// `.hankrc`) checks `src/x`, which the agent makes while it ticks the item, then runs `more`.
+fn run_making_src_x(p: &Project, rc: &str, more: &str) {
+    p.hankrc(&format!(
+        "RETRY_BACKOFF_SECONDS=0\nVERIFY_COMMAND=\"test -f src/x\"\n{rc}"
+    ));
+    p.fake(
+        "effect.sh",
+        &format!(
+            "mkdir -p src && echo fixed > src/x\nsed -i 's/- \\[ \\]/- [x]/' .hank/fix_plan.md\n{more}"
+        ),
+    );
+    let o = p.run(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
 /// The whole path on hank's real records: a `hank run` with the fake agent that completes
 /// with its check passing, then `hank deliver`.
 #[test]
 fn a_real_run_then_deliver_puts_its_records_in_the_pr() {
     let p = Project::new(&["[#12] make src/x"]);
     let remote = p.git_with_origin();
-    p.hankrc("RETRY_BACKOFF_SECONDS=0\nVERIFY_COMMAND=\"test -f src/x\"\nVERIFY_AT_START=true\n");
-    p.fake(
-        "effect.sh",
-        "mkdir -p src && echo fixed > src/x\nsed -i 's/- \\[ \\]/- [x]/' .hank/fix_plan.md\n",
-    );
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    run_making_src_x(&p, "VERIFY_AT_START=true\n", "");
     let s = Setup { p, remote };
     let gh = FakeGitHub::start();
     gh.set(|w| w.check_runs.push(green_check()));
-    let out = s.deliver_rest(
+    s.deliver_ending(
         &gh,
         "VERIFY_COMMAND=\"test -f src/x\"\nVERIFY_AT_START=true\n",
         &[],
+        0,
     );
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let reqs = gh.requests();
-    let pr = reqs
-        .iter()
-        .find(|r| r.method == "POST" && r.path == "/repos/o/r/pulls")
-        .unwrap()
-        .json();
-    let body = pr["body"].as_str().unwrap();
-    for want in [
-        "- [x] [#12] make src/x",
-        "| baseline | `test -f src/x` | failed (exit 1) |",
-        "| end | `test -f src/x` | passed (exit 0) |",
-        "Stop reason: `plan_complete`",
-        "Closes #12",
-    ] {
-        assert!(body.contains(want), "missing {want:?} in:\n{body}");
-    }
-    let files = git(&s.remote, &["ls-tree", "-r", "--name-only", "hank/main"]);
+    assert_pr_from_hank_main(
+        &gh,
+        &[
+            "- [x] [#12] make src/x",
+            "| baseline | `test -f src/x` | failed (exit 1) |",
+            "| end | `test -f src/x` | passed (exit 0) |",
+            "Stop reason: `plan_complete`",
+            "Closes #12",
+        ],
+    );
+    let files = files_of(&s.remote, "hank/main");
     assert!(files.lines().any(|f| f == "src/x"), "{files}");
     // status.json carries the delivery; `hank status` shows it.
     let st = s.p.status();
@@ -635,20 +678,10 @@ fn a_real_run_then_deliver_puts_its_records_in_the_pr() {
 fn a_delivery_setting_the_agent_changed_needs_approval() {
     let p = Project::new(&["make src/x"]);
     p.git_init();
-    p.hankrc("RETRY_BACKOFF_SECONDS=0\nVERIFY_COMMAND=\"test -f src/x\"\n");
-    p.fake(
-        "effect.sh",
-        "mkdir -p src && echo fixed > src/x\nsed -i 's/- \\[ \\]/- [x]/' .hank/fix_plan.md\necho 'DELIVER_REMOTE=evil' >> .hankrc\n",
-    );
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    run_making_src_x(&p, "", "echo 'DELIVER_REMOTE=evil' >> .hankrc\n");
     let out = p.run(&["deliver", "--deliver", "branch"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("hank config accept"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(&stderr(&out), "hank config accept");
     assert!(!p.dir.join(".hank/delivery.json").exists());
 }
 
@@ -657,48 +690,24 @@ fn a_delivery_setting_the_agent_changed_needs_approval() {
 #[test]
 fn https_rest_runs_curl_with_the_token_on_stdin_only() {
     let s = setup();
-    let bin = s.p.home.join("curl-bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let log = s.p.home.join("curl.log");
-    let script = format!(
-        "#!/bin/sh\necho \"argv: $*\" >> '{log}'\ncfg=$(cat)\necho \"$cfg\" >> '{log}'\n\
-         printf 'HTTP/1.1 200 Connection established\\r\\n\\r\\n'\n\
-         case \"$cfg\" in\n\
-         *'/pulls\"'*) printf 'HTTP/2 201 \\r\\ncontent-type: application/json\\r\\n\\r\\n{{\"number\":8,\"html_url\":\"https://github.com/o/r/pull/8\",\"node_id\":\"PR_8\"}}' ;;\n\
-         *) printf 'HTTP/2 201 \\r\\n\\r\\n{{\"id\":1}}' ;;\n\
-         esac\n",
-        log = log.display()
+    let calls = s.deliver_through(
+        "curl",
+        r#"cfg=$(cat)
+echo "$cfg" >> "$log"
+printf 'HTTP/1.1 200 Connection established\r\n\r\n'
+case "$cfg" in
+*'/pulls"'*) printf 'HTTP/2 201 \r\ncontent-type: application/json\r\n\r\n{"number":8,"html_url":"https://github.com/o/r/pull/8","node_id":"PR_8"}' ;;
+*) printf 'HTTP/2 201 \r\n\r\n{"id":1}' ;;
+esac
+"#,
+        &[&fixtures().join("bin")],
+        &[
+            ("GH_REPO", "o/r"),
+            ("GITHUB_TOKEN", TOKEN),
+            ("GITHUB_API_URL", "https://api.github.example"),
+        ],
     );
-    std::fs::write(bin.join("curl"), script).unwrap();
-    std::fs::set_permissions(
-        bin.join("curl"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    s.p.hankrc("CI_WAIT=false\n");
-    let out =
-        s.p.cmd()
-            .arg("deliver")
-            .env(
-                "PATH",
-                format!(
-                    "{}:{}/fixtures/bin:/usr/local/bin:/usr/bin:/bin",
-                    bin.display(),
-                    env!("CARGO_MANIFEST_DIR")
-                ),
-            )
-            .env("GH_REPO", "o/r")
-            .env("GITHUB_TOKEN", TOKEN)
-            .env("GITHUB_API_URL", "https://api.github.example")
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@t")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@t")
-            .output()
-            .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(s.delivery()["pr_url"], "https://github.com/o/r/pull/8");
-    let calls = std::fs::read_to_string(&log).unwrap();
     for line in calls.lines().filter(|l| l.starts_with("argv: ")) {
         assert_eq!(
             line,
@@ -722,34 +731,17 @@ fn https_rest_runs_curl_with_the_token_on_stdin_only() {
 /// Ctrl-C ends the CI wait at once: exit 130, the delivery recorded with its checks pending.
 #[test]
 fn ctrl_c_ends_the_ci_wait_with_130() {
-    let s = setup();
-    let gh = FakeGitHub::start();
+    let (s, gh) = setup_at(|_| {});
     s.p.hankrc("RETRY_BACKOFF_SECONDS=0\nCI_APPEAR_TIMEOUT=10m\n");
-    let child =
-        s.p.cmd()
-            .arg("deliver")
-            .env("GH_REPO", "o/r")
-            .env("GH_TOKEN", TOKEN)
-            .env("GITHUB_API_URL", gh.url())
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@t")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@t")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-    let start = std::time::Instant::now();
-    while !gh.requests().iter().any(|r| r.path.contains("/check-runs")) {
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(30),
-            "no CI wait"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let child: Child = at_fake_github(s.p.cmd().arg("deliver"), &gh)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_ci_poll(&gh);
     std::thread::sleep(std::time::Duration::from_millis(300));
-    crate::support::signal(&child, nix::sys::signal::Signal::SIGINT);
-    let out = crate::support::wait_with_timeout(child, std::time::Duration::from_secs(10));
+    signal(&child, nix::sys::signal::Signal::SIGINT);
+    let out = wait_with_timeout(child, std::time::Duration::from_secs(10));
     assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
     let d = s.delivery();
     assert_eq!(d["exit_reason"], "interrupted");

@@ -2,15 +2,15 @@
 //! targets that task's branch), or with `--into X` one pull request of the integration
 //! branch. A bare repository on disk as `origin`, the fake GitHub API on loopback.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Output;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use crate::deliver::{at_fake_github, files_of, pulls};
+use crate::deliver_loop::green_check;
 use crate::fake_github::FakeGitHub;
 use crate::support::{Project, git, stderr};
-
-const TOKEN: &str = "ghp_faketoken0123456789abcdefghijklmnop";
 
 /// Ticks the task's item and writes `<worktree name>.txt`; leaves an un-ignored `.env`.
 const WORK: &str = r#"sed -i '0,/- \[ \]/s//- [x]/' .hank/fix_plan.md
@@ -27,25 +27,18 @@ fn setup() -> (Project, PathBuf) {
     (p, remote)
 }
 
+/// `hank fleet ARGS` with green checks at the fake GitHub.
 fn fleet(p: &Project, gh: &FakeGitHub, args: &[&str]) -> Output {
-    let mut c = p.cmd();
-    c.arg("fleet")
-        .args(args)
-        .env("GH_REPO", "o/r")
-        .env("GH_TOKEN", TOKEN)
-        .env("GITHUB_API_URL", gh.url())
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t");
-    c.output().expect("hank fleet")
+    gh.set(|w| w.check_runs.push(green_check()));
+    at_fake_github(p.cmd().arg("fleet").args(args), gh)
+        .output()
+        .expect("hank fleet")
 }
 
-/// (head, base) of every pull request created, in order.
+/// (head, base, request) of every pull request created, in order.
 fn prs(gh: &FakeGitHub) -> Vec<(String, String, Value)> {
-    gh.requests()
+    pulls(gh)
         .iter()
-        .filter(|r| r.method == "POST" && r.path == "/repos/o/r/pulls")
         .map(|r| {
             let j = r.json();
             (
@@ -61,18 +54,8 @@ fn prs(gh: &FakeGitHub) -> Vec<(String, String, Value)> {
 fn fleet_deliver_pr_opens_one_pr_per_task_stacked_on_what_it_comes_after() {
     let (p, remote) = setup();
     let gh = FakeGitHub::start();
-    gh.set(|w| {
-        w.check_runs.push(
-            json!({"id": 11, "name": "build", "status": "completed", "conclusion": "success"}),
-        );
-    });
     let o = fleet(&p, &gh, &["--deliver", "pr"]);
-    let mut err = stderr(&o);
-    for e in walk(&p.home) {
-        if e.extension().is_some_and(|x| x == "log") && e.to_string_lossy().contains("fleet-logs") {
-            err.push_str(&std::fs::read_to_string(&e).unwrap_or_default());
-        }
-    }
+    let err = stderr(&o) + &workers_logs(&p);
     assert_eq!(o.status.code(), Some(0), "{err}");
     let prs = prs(&gh);
     let pairs: Vec<(&str, &str)> = prs
@@ -85,12 +68,12 @@ fn fleet_deliver_pr_opens_one_pr_per_task_stacked_on_what_it_comes_after() {
     assert!(prs[1].2["body"].as_str().unwrap().contains("- [x] b1"));
     // Both branches are on the remote with their work, never the .env.
     for (branch, file) in [("hank/alpha", "alpha.txt"), ("hank/beta", "beta.txt")] {
-        let files = git(&remote, &["ls-tree", "-r", "--name-only", branch]);
+        let files = files_of(&remote, branch);
         assert!(files.lines().any(|f| f == file), "{branch}: {files}");
         assert!(!files.lines().any(|f| f == ".env"), "{branch}: {files}");
     }
     // The fleet still merged both into its (local) integration branch — without the .env.
-    let files = git(&p.dir, &["ls-tree", "-r", "--name-only", "hank/fleet"]);
+    let files = files_of(&p.dir, "hank/fleet");
     assert!(
         files.contains("alpha.txt") && files.contains("beta.txt"),
         "{files}"
@@ -98,7 +81,7 @@ fn fleet_deliver_pr_opens_one_pr_per_task_stacked_on_what_it_comes_after() {
     assert!(!files.lines().any(|f| f == ".env"), "{files}");
     // The user's main is untouched, here and on the remote.
     assert_eq!(git(&p.dir, &["branch", "--show-current"]), "main");
-    let main_files = git(&remote, &["ls-tree", "-r", "--name-only", "main"]);
+    let main_files = files_of(&remote, "main");
     assert!(!main_files.contains("alpha.txt"), "{main_files}");
 }
 
@@ -106,11 +89,6 @@ fn fleet_deliver_pr_opens_one_pr_per_task_stacked_on_what_it_comes_after() {
 fn fleet_deliver_pr_into_a_branch_opens_one_pr_for_it() {
     let (p, remote) = setup();
     let gh = FakeGitHub::start();
-    gh.set(|w| {
-        w.check_runs.push(
-            json!({"id": 11, "name": "build", "status": "completed", "conclusion": "success"}),
-        );
-    });
     let o = fleet(&p, &gh, &["--into", "release", "--deliver", "pr"]);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(0), "{err}");
@@ -126,7 +104,7 @@ fn fleet_deliver_pr_into_a_branch_opens_one_pr_for_it() {
     assert!(!refs.contains("hank/alpha"), "{refs}");
     let sha = git(&remote, &["rev-parse", "release"]);
     assert_eq!(gh.world.lock().unwrap().commits_asked, vec![sha.clone()]);
-    let files = git(&remote, &["ls-tree", "-r", "--name-only", "release"]);
+    let files = files_of(&remote, "release");
     assert!(
         files.contains("alpha.txt") && files.contains("beta.txt"),
         "{files}"
@@ -139,17 +117,18 @@ fn fleet_deliver_pr_into_a_branch_opens_one_pr_for_it() {
     assert!(err.contains("PR #1 release → main"), "{err}");
 }
 
-fn walk(d: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(d) {
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                out.extend(walk(&p));
-            } else {
-                out.push(p);
+/// What the fleet's workers wrote (`fleet-logs/*.log` in the per-user folders), for a failure
+/// message.
+fn workers_logs(p: &Project) -> String {
+    let mut text = String::new();
+    let projects = std::fs::read_dir(p.home.join(".local/state/hank/projects"));
+    for project in projects.into_iter().flatten().flatten() {
+        let logs = std::fs::read_dir(project.path().join("fleet-logs"));
+        for log in logs.into_iter().flatten().flatten() {
+            if log.path().extension().is_some_and(|x| x == "log") {
+                text.push_str(&std::fs::read_to_string(log.path()).unwrap_or_default());
             }
         }
     }
-    out
+    text
 }

@@ -5,14 +5,20 @@
 //! fixes, and the next verified completion delivers again.
 
 use std::path::PathBuf;
-use std::process::{Output, Stdio};
+use std::process::{Child, Output, Stdio};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::deliver::{
+    TOKEN, assert_no_token, assert_pr_from_hank_main, at_fake_github, files_of, git_hook,
+    head_branch, pulls, real_gh, through_real_gh,
+};
 use crate::fake_github::FakeGitHub;
-use crate::support::{Project, TICK_ONE, git, split_context, stderr};
-
-const TOKEN: &str = "ghp_faketoken0123456789abcdefghijklmnop";
+use crate::support::{
+    Project, TICK_ONE, assert_contains, assert_contains_all, git, signal, split_context, stderr,
+    wait_with_timeout,
+};
 
 /// A git project on `main` with hank's `.gitignore`, one open item, a bare `origin`, and a
 /// fake agent that does the item (and touches `src/work.txt` at every call).
@@ -32,23 +38,29 @@ impl Setup {
     /// `hank run` with `rc` as `.hankrc`, the REST path at the fake.
     fn run(&self, gh: &FakeGitHub, rc: &str) -> Output {
         self.p.hankrc(&format!("RETRY_BACKOFF_SECONDS=0\n{rc}"));
-        let mut c = self.p.cmd();
-        c.env("GH_REPO", "o/r")
-            .env("GH_TOKEN", TOKEN)
-            .env("GITHUB_API_URL", gh.url())
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@t")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@t");
-        c.output().expect("hank run")
+        at_fake_github(&mut self.p.cmd(), gh)
+            .output()
+            .expect("hank run")
+    }
+
+    /// `hank run` with `DELIVER=pr` started and waiting for checks that never appear (up to
+    /// CI_APPEAR_TIMEOUT, 10 minutes).
+    fn spawn_waiting_for_ci(&self, gh: &FakeGitHub) -> Child {
+        self.p
+            .hankrc("RETRY_BACKOFF_SECONDS=0\nDELIVER=pr\nCI_APPEAR_TIMEOUT=10m\n");
+        let child = at_fake_github(&mut self.p.cmd(), gh)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("hank run");
+        self.p.wait_status(Duration::from_secs(30), |st| {
+            st["delivery"]["checks"] == "pending"
+        });
+        child
     }
 
     fn deliveries(&self) -> Vec<Value> {
-        self.p
-            .events()
-            .into_iter()
-            .filter(|e| e["type"] == "delivery")
-            .collect()
+        self.p.events_of("delivery")
     }
 
     /// The context (before the prompt) hank gave call `n`.
@@ -57,7 +69,7 @@ impl Setup {
     }
 }
 
-fn green_check() -> Value {
+pub(crate) fn green_check() -> Value {
     json!({"id": 11, "name": "build", "status": "completed", "conclusion": "success"})
 }
 
@@ -70,10 +82,7 @@ fn red_check() -> Value {
 }
 
 fn pulls_created(gh: &FakeGitHub) -> usize {
-    gh.requests()
-        .iter()
-        .filter(|r| r.method == "POST" && r.path == "/repos/o/r/pulls")
-        .count()
+    pulls(gh).len()
 }
 
 #[test]
@@ -99,11 +108,8 @@ fn a_verified_completion_opens_a_pr_with_hanks_evidence_and_never_pushes_a_secre
     assert_eq!(st["delivery"]["checks"], "green");
 
     // The loop worked on hank/main; the remote has the work, not the secret, not hank's files.
-    assert_eq!(
-        git(&s.p.dir, &["rev-parse", "--abbrev-ref", "HEAD"]),
-        "hank/main"
-    );
-    let files = git(&s.remote, &["ls-tree", "-r", "--name-only", "hank/main"]);
+    assert_eq!(head_branch(&s.p), "hank/main");
+    let files = files_of(&s.remote, "hank/main");
     assert!(files.lines().any(|f| f == "login.rs"), "{files}");
     assert!(!files.lines().any(|f| f == ".env"), "{files}");
     assert!(!files.contains("events.jsonl"), "{files}");
@@ -122,30 +128,23 @@ fn a_verified_completion_opens_a_pr_with_hanks_evidence_and_never_pushes_a_secre
         "{d:?}"
     );
     // The user's main is untouched.
-    let main_files = git(&s.remote, &["ls-tree", "-r", "--name-only", "main"]);
+    let main_files = files_of(&s.remote, "main");
     assert!(!main_files.contains("login.rs"), "{main_files}");
 
     // The PR: against main, hank's evidence as its body.
-    let reqs = gh.requests();
-    let create = reqs
-        .iter()
-        .find(|r| r.method == "POST" && r.path == "/repos/o/r/pulls")
-        .expect("a PR was created");
-    let pr = create.json();
-    assert_eq!(pr["head"], "hank/main");
-    assert_eq!(pr["base"], "main");
-    let body = pr["body"].as_str().unwrap();
-    for want in [
-        "- [x] [#12] Fix login",
-        "`test -f login.rs` | failed (exit 1)",
-        "`test -f login.rs` | passed (exit 0)",
-        "Stop reason: `plan_complete`",
-        "Closes #12",
-    ] {
-        assert!(body.contains(want), "missing {want:?} in:\n{body}");
-    }
+    assert_pr_from_hank_main(
+        &gh,
+        &[
+            "- [x] [#12] Fix login",
+            "`test -f login.rs` | failed (exit 1)",
+            "`test -f login.rs` | passed (exit 0)",
+            "Stop reason: `plan_complete`",
+            "Closes #12",
+        ],
+    );
     assert!(
-        reqs.iter()
+        gh.requests()
+            .iter()
             .any(|r| r.method == "POST" && r.path == "/repos/o/r/issues/12/comments")
     );
     // The checks of exactly the pushed commit.
@@ -159,41 +158,46 @@ fn a_verified_completion_opens_a_pr_with_hanks_evidence_and_never_pushes_a_secre
     assert_eq!(events.last().unwrap()["type"], "exit");
     assert_eq!(events.last().unwrap()["exit_reason"], "delivered");
     // No token anywhere hank wrote.
-    for f in [
-        ".hank/delivery.json",
-        ".hank/events.jsonl",
-        ".hank/status.json",
-    ] {
-        let text = std::fs::read_to_string(s.p.dir.join(f)).unwrap();
-        assert!(!text.contains(TOKEN), "{f}");
-    }
+    assert_no_token(
+        &s.p,
+        &[
+            ".hank/delivery.json",
+            ".hank/events.jsonl",
+            ".hank/status.json",
+        ],
+    );
     assert!(!err.contains(TOKEN));
+}
+
+/// `DELIVER=branch` with the git hook `hook` running `script`, which refuses until the work has
+/// a LINT_OK file; the agent's second call, told each of `told`, adds it. The run delivers after
+/// two calls, LINT_OK on the remote's `hank/main`.
+fn refused_until_lint_ok(hook: &str, script: &str, told: &[&str]) -> (Setup, FakeGitHub) {
+    let s = setup("Write the docs");
+    git_hook(&s.p, hook, script);
+    s.p.fake("effect-2.sh", "touch LINT_OK\n");
+    let gh = FakeGitHub::start();
+    let out = s.run(&gh, "DELIVER=branch\n");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(s.p.calls(), 2);
+    assert_contains_all(&s.context(2), told);
+    let files = files_of(&s.remote, "hank/main");
+    assert!(files.lines().any(|f| f == "LINT_OK"), "{files}");
+    assert_eq!(s.p.status()["exit_reason"], "delivered");
+    (s, gh)
 }
 
 #[test]
 fn a_pre_push_hook_rejection_goes_to_the_agent_and_the_fix_is_delivered() {
-    let s = setup("Write the docs");
-    // The hook refuses until the work has a LINT_OK file.
-    let hook = s.p.dir.join(".git/hooks/pre-push");
-    std::fs::write(
-        &hook,
+    let (s, gh) = refused_until_lint_ok(
+        "pre-push",
         "#!/bin/sh\nif ! git ls-tree -r --name-only HEAD | grep -qx LINT_OK; then echo 'lint: docs/missing.md: no LINT_OK' >&2; exit 1; fi\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    s.p.fake("effect-2.sh", "touch LINT_OK\n");
-    let gh = FakeGitHub::start();
-    let out = s.run(&gh, "DELIVER=branch\n");
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
-    assert_eq!(s.p.calls(), 2);
-    // Loop 2 was told why the push was refused, with the hook's output.
-    let ctx = s.context(2);
-    assert!(
-        ctx.contains("The delivery was refused by a git hook or the remote"),
-        "{ctx}"
+        // Loop 2 is told why the push was refused, with the hook's output.
+        &[
+            "The delivery was refused by a git hook or the remote",
+            "lint: docs/missing.md: no LINT_OK",
+        ],
     );
-    assert!(ctx.contains("lint: docs/missing.md: no LINT_OK"), "{ctx}");
     assert!(!s.context(1).contains("refused"));
     let d = s.deliveries();
     let reasons: Vec<&str> = d
@@ -202,9 +206,6 @@ fn a_pre_push_hook_rejection_goes_to_the_agent_and_the_fix_is_delivered() {
         .collect();
     assert_eq!(reasons, ["push_rejected", "delivered"]);
     assert_eq!(d[1]["round"], 2);
-    let files = git(&s.remote, &["ls-tree", "-r", "--name-only", "hank/main"]);
-    assert!(files.lines().any(|f| f == "LINT_OK"), "{files}");
-    assert_eq!(s.p.status()["exit_reason"], "delivered");
     // No forge in branch mode.
     assert!(gh.requests().is_empty());
 }
@@ -212,9 +213,7 @@ fn a_pre_push_hook_rejection_goes_to_the_agent_and_the_fix_is_delivered() {
 #[test]
 fn a_hook_that_keeps_refusing_stops_the_run_after_two_rounds() {
     let s = setup("Write the docs");
-    let hook = s.p.dir.join(".git/hooks/pre-push");
-    std::fs::write(&hook, "#!/bin/sh\necho 'never' >&2\nexit 1\n").unwrap();
-    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    git_hook(&s.p, "pre-push", "#!/bin/sh\necho 'never' >&2\nexit 1\n");
     let gh = FakeGitHub::start();
     let out = s.run(&gh, "DELIVER=branch\n");
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
@@ -318,40 +317,22 @@ fn a_missing_remote_is_refused_before_any_call() {
     let gh = FakeGitHub::start();
     let out = s.run(&gh, "DELIVER=branch\n");
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("git remote `origin` (DELIVER_REMOTE) does not exist"),
-        "{}",
-        stderr(&out)
+    assert_contains(
+        &stderr(&out),
+        "git remote `origin` (DELIVER_REMOTE) does not exist",
     );
     assert_eq!(s.p.calls(), 0);
-    assert_eq!(
-        git(&s.p.dir, &["rev-parse", "--abbrev-ref", "HEAD"]),
-        "main"
-    );
+    assert_eq!(head_branch(&s.p), "main");
 }
 
 #[test]
 fn ctrl_c_during_the_ci_wait_ends_the_run_interrupted() {
     let s = setup("Fix login");
     let gh = FakeGitHub::start();
-    s.p.hankrc("RETRY_BACKOFF_SECONDS=0\nDELIVER=pr\nCI_APPEAR_TIMEOUT=10m\n");
-    let mut c = s.p.cmd();
-    c.env("GH_REPO", "o/r")
-        .env("GH_TOKEN", TOKEN)
-        .env("GITHUB_API_URL", gh.url())
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let child = c.spawn().expect("hank run");
     // No check ever appears: the run waits (up to CI_APPEAR_TIMEOUT) with checks pending.
-    s.p.wait_status(std::time::Duration::from_secs(30), |st| {
-        st["delivery"]["checks"] == "pending"
-    });
-    crate::support::signal(&child, nix::sys::signal::Signal::SIGINT);
-    let out = crate::support::wait_with_timeout(child, std::time::Duration::from_secs(20));
+    let child = s.spawn_waiting_for_ci(&gh);
+    signal(&child, nix::sys::signal::Signal::SIGINT);
+    let out = wait_with_timeout(child, Duration::from_secs(20));
     assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
     let st = s.p.status();
     assert_eq!(st["exit_reason"], "interrupted");
@@ -364,44 +345,14 @@ fn ctrl_c_during_the_ci_wait_ends_the_run_interrupted() {
 /// and green round go through `gh api`.
 #[test]
 fn the_real_gh_carries_a_red_then_green_round() {
-    let Some(real_gh) = ["/usr/bin/gh", "/usr/local/bin/gh"]
-        .into_iter()
-        .map(PathBuf::from)
-        .find(|p| p.is_file())
-    else {
-        assert!(
-            std::env::var_os("HANK_REQUIRE_GH").is_none(),
-            "HANK_REQUIRE_GH is set (CI) but gh is not installed"
-        );
-        eprintln!("the_real_gh_carries_a_red_then_green_round: skipped (gh is not installed)");
+    let Some(real_gh) = real_gh("the_real_gh_carries_a_red_then_green_round") else {
         return;
     };
     let s = setup("Fix login");
     let gh = FakeGitHub::start();
     gh.set(|w| w.check_runs_per_commit = vec![vec![red_check()], vec![green_check()]]);
-    let bin = s.p.home.join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::os::unix::fs::symlink(&real_gh, bin.join("gh")).unwrap();
     s.p.hankrc("RETRY_BACKOFF_SECONDS=0\nDELIVER=pr\n");
-    let mut c = s.p.cmd();
-    c.env(
-        "PATH",
-        format!(
-            "{}:{}/fixtures/bin:/usr/local/bin:/usr/bin:/bin",
-            bin.display(),
-            env!("CARGO_MANIFEST_DIR")
-        ),
-    )
-    .env("GH_HOST", "github.localhost")
-    .env("GH_TOKEN", "x-real-gh-token")
-    .env("GH_REPO", "o/r")
-    .env("GH_CONFIG_DIR", s.p.home.join("gh-config"))
-    .env("HTTP_PROXY", gh.url())
-    .env("GIT_AUTHOR_NAME", "t")
-    .env("GIT_AUTHOR_EMAIL", "t@t")
-    .env("GIT_COMMITTER_NAME", "t")
-    .env("GIT_COMMITTER_EMAIL", "t@t");
-    let out = c.output().unwrap();
+    let out = through_real_gh(&s.p, &real_gh, &gh).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(s.p.calls(), 2);
     assert!(s.context(2).contains("assertion failed at login.rs:7"));
@@ -420,52 +371,24 @@ fn the_real_gh_carries_a_red_then_green_round() {
 
 #[test]
 fn a_pre_commit_hook_refusal_goes_to_the_agent_in_the_push_rounds() {
-    let s = setup("Write the docs");
-    let hook = s.p.dir.join(".git/hooks/pre-commit");
-    std::fs::write(
-        &hook,
+    refused_until_lint_ok(
+        "pre-commit",
         "#!/bin/sh\ngit diff --cached --name-only | grep -qx LINT_OK || { echo 'pre-commit: stage LINT_OK first' >&2; exit 1; }\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    s.p.fake("effect-2.sh", "touch LINT_OK\n");
-    let gh = FakeGitHub::start();
-    let out = s.run(&gh, "DELIVER=branch\n");
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(s.p.calls(), 2);
-    let ctx = s.context(2);
-    assert!(
-        ctx.contains("was refused by a git hook (pre-commit"),
-        "{ctx}"
+        &[
+            "was refused by a git hook (pre-commit",
+            "pre-commit: stage LINT_OK first",
+        ],
     );
-    assert!(ctx.contains("pre-commit: stage LINT_OK first"), "{ctx}");
-    let files = git(&s.remote, &["ls-tree", "-r", "--name-only", "hank/main"]);
-    assert!(files.lines().any(|f| f == "LINT_OK"), "{files}");
-    assert_eq!(s.p.status()["exit_reason"], "delivered");
 }
 
 #[test]
 fn hank_ctl_stop_during_the_ci_wait_ends_the_run() {
     let s = setup("Fix login");
     let gh = FakeGitHub::start();
-    s.p.hankrc("RETRY_BACKOFF_SECONDS=0\nDELIVER=pr\nCI_APPEAR_TIMEOUT=10m\n");
-    let mut c = s.p.cmd();
-    c.env("GH_REPO", "o/r")
-        .env("GH_TOKEN", TOKEN)
-        .env("GITHUB_API_URL", gh.url())
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let child = c.spawn().expect("hank run");
-    s.p.wait_status(std::time::Duration::from_secs(30), |st| {
-        st["delivery"]["checks"] == "pending"
-    });
+    let child = s.spawn_waiting_for_ci(&gh);
     let o = s.p.run(&["ctl", "stop"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let out = crate::support::wait_with_timeout(child, std::time::Duration::from_secs(20));
+    let out = wait_with_timeout(child, Duration::from_secs(20));
     assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
     assert_eq!(s.p.status()["delivery"]["exit_reason"], "interrupted");
     assert!(

@@ -3,11 +3,13 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::{Project, alive, signal, stderr, stdout, wait_with_timeout};
+use crate::support::{
+    Project, alive, assert_contains, poll, signal, stderr, stdout, wait_with_timeout,
+};
 
 /// The fake agent's work in a task worktree: tick the first open item, write `<slug>.txt`,
 /// note the call (one appended line per call: safe with parallel agents).
@@ -16,12 +18,19 @@ n=$(basename "$PWD"); echo "$n" >> "$n.txt"; ls > "$FAKE_CLAUDE_DIR/seen-$n"
 echo "$n" >> "$FAKE_CLAUDE_DIR/log"
 "#;
 
+/// A git project with `plan` as its fix_plan and the fake agent doing [`WORK`].
 pub(crate) fn project(plan: &str) -> Project {
+    project_doing(plan, WORK)
+}
+
+/// A git project with `plan` as its fix_plan (hank's runtime files ignored) and `work` as the
+/// fake agent's effect.
+pub(crate) fn project_doing(plan: &str, work: &str) -> Project {
     let p = Project::new(&[]);
     std::fs::write(p.dir.join(".hank/fix_plan.md"), plan).unwrap();
     std::fs::write(p.dir.join(".gitignore"), ".hank/logs/\n.hank/status.json\n.hank/state.json*\n.hank/events.jsonl\n.hank/live.log\n.hank/hank.lock\n.hank/fleet.json\n").unwrap();
     p.git_init();
-    p.fake("effect.sh", WORK);
+    p.fake("effect.sh", work);
     p
 }
 
@@ -37,8 +46,9 @@ fn git(p: &Project, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-/// Calls the agent received (lines of the call log).
-fn calls(p: &Project) -> Vec<String> {
+/// Calls the agent received (lines of the call log `$FAKE_CLAUDE_DIR/log` that the fake
+/// agent's work appends to).
+pub(crate) fn calls(p: &Project) -> Vec<String> {
     std::fs::read_to_string(p.fake.join("log"))
         .unwrap_or_default()
         .lines()
@@ -46,7 +56,8 @@ fn calls(p: &Project) -> Vec<String> {
         .collect()
 }
 
-fn fleet_status(p: &Project) -> Value {
+/// `hank fleet status --json`.
+pub(crate) fn fleet_status(p: &Project) -> Value {
     let o = p.run(&["fleet", "status", "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     serde_json::from_str(&stdout(&o)).unwrap()
@@ -132,7 +143,7 @@ fn unknown_names_cycles_and_bad_flags_are_refused_before_anything_runs() {
         let o = p.run(&["fleet"]);
         assert_eq!(o.status.code(), Some(1), "{plan}: {}", stderr(&o));
         assert!(stderr(&o).contains(want), "{plan}: {}", stderr(&o));
-        assert!(stderr(&o).contains("fix_plan.md"), "{}", stderr(&o));
+        assert_contains(&stderr(&o), "fix_plan.md");
         assert!(calls(&p).is_empty());
         assert!(!p.dir.join(".hank/fleet.json").exists());
         assert_eq!(git(&p, &["branch", "--list", "hank/*"]), "");
@@ -159,7 +170,7 @@ fn unknown_names_cycles_and_bad_flags_are_refused_before_anything_runs() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains("CLAUDECODE=1"), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "CLAUDECODE=1");
     assert!(calls(&p).is_empty());
 }
 
@@ -263,36 +274,34 @@ fn the_call_cap_holds_for_the_whole_fleet() {
     );
 }
 
-#[test]
-fn two_tasks_editing_the_same_file_are_merged_through_the_agent() {
+/// Tasks Left and Right over a committed `shared.txt`; the agent does [`WORK`], then `edit`
+/// (each task rewrites shared.txt), then ticks the merge item a conflict gives it.
+fn both_editing_shared_txt(edit: &str) -> Project {
     let p = project("## Left\n- [ ] l\n## Right\n- [ ] r\n");
     std::fs::write(p.dir.join("shared.txt"), "base\n").unwrap();
-    git(&p, &["add", "shared.txt"]);
-    git(
-        &p,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "shared",
-        ],
-    );
-    // Each task rewrites the same line; when a merge comes back, the agent keeps both sides.
+    crate::support::git(&p.dir, &["add", "shared.txt"]);
+    crate::support::git(&p.dir, &["commit", "-qm", "shared"]);
     p.fake(
         "effect.sh",
         &format!(
-            "{WORK}if grep -q '^<<<<<<<' shared.txt; then sed -i '/^<<<<<<<\\|^=======\\|^>>>>>>>/d' shared.txt; \
-             else echo \"$(basename $PWD)\" > shared.txt; fi\n\
+            "{WORK}{edit}\
              sed -i 's/- \\[ \\] Make this branch/- [x] Make this branch/' .hank/fix_plan.md\n"
         ),
+    );
+    p
+}
+
+#[test]
+fn two_tasks_editing_the_same_file_are_merged_through_the_agent() {
+    // Each task rewrites the same line; when a merge comes back, the agent keeps both sides.
+    let p = both_editing_shared_txt(
+        "if grep -q '^<<<<<<<' shared.txt; then sed -i '/^<<<<<<<\\|^=======\\|^>>>>>>>/d' shared.txt; \
+         else echo \"$(basename $PWD)\" > shared.txt; fi\n",
     );
     let before = checkout(&p);
     let o = p.run(&["fleet", "--agents", "2"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(stderr(&o).contains("back to the agent"), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "back to the agent");
     let shared = git(&p, &["show", "hank/fleet:shared.txt"]);
     assert!(
         shared.contains("left") && shared.contains("right"),
@@ -309,28 +318,9 @@ fn two_tasks_editing_the_same_file_are_merged_through_the_agent() {
 
 #[test]
 fn a_conflict_the_agent_cannot_solve_fails_the_task_and_keeps_its_branch() {
-    let p = project("## Left\n- [ ] l\n## Right\n- [ ] r\n");
-    std::fs::write(p.dir.join("shared.txt"), "base\n").unwrap();
-    git(&p, &["add", "shared.txt"]);
-    git(
-        &p,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "shared",
-        ],
-    );
     // The agent leaves the conflict markers in place and claims it is done.
-    p.fake(
-        "effect.sh",
-        &format!(
-            "{WORK}grep -q '^<<<<<<<' shared.txt || echo \"$(basename $PWD)\" > shared.txt\n\
-             sed -i 's/- \\[ \\] Make this branch/- [x] Make this branch/' .hank/fix_plan.md\n"
-        ),
+    let p = both_editing_shared_txt(
+        "grep -q '^<<<<<<<' shared.txt || echo \"$(basename $PWD)\" > shared.txt\n",
     );
     let o = p.run(&["fleet", "--agents", "2"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
@@ -343,7 +333,7 @@ fn a_conflict_the_agent_cannot_solve_fails_the_task_and_keeps_its_branch() {
         .collect();
     assert_eq!(failed.len(), 1, "{st}");
     let branch = failed[0]["branch"].as_str().unwrap();
-    assert!(stderr(&o).contains(branch), "{}", stderr(&o));
+    assert_contains(&stderr(&o), branch);
     assert!(
         !git(&p, &["branch", "--list", branch]).is_empty(),
         "the branch is kept"
@@ -353,18 +343,18 @@ fn a_conflict_the_agent_cannot_solve_fails_the_task_and_keeps_its_branch() {
     assert_no_worktree_left(&p);
 }
 
-fn fleet_json(p: &Project) -> Value {
+/// `.hank/fleet.json` as it is now (null while it is missing or being replaced).
+pub(crate) fn fleet_json(p: &Project) -> Value {
     std::fs::read(p.dir.join(".hank/fleet.json"))
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or(Value::Null)
 }
 
+/// Waits until `n` tasks run and called the agent; their workers' pids.
 fn wait_running(p: &Project, n: usize) -> Vec<i32> {
-    let start = Instant::now();
-    loop {
-        let v = fleet_json(p);
-        let pids: Vec<i32> = v["tasks"]
+    poll(Duration::from_secs(20), || {
+        let pids: Vec<i32> = fleet_json(p)["tasks"]
             .as_array()
             .map(|ts| {
                 ts.iter()
@@ -374,12 +364,9 @@ fn wait_running(p: &Project, n: usize) -> Vec<i32> {
                     .collect()
             })
             .unwrap_or_default();
-        if pids.len() >= n && calls(p).len() >= n {
-            return pids;
-        }
-        assert!(start.elapsed() < Duration::from_secs(20), "{v}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        (pids.len() >= n && calls(p).len() >= n).then_some(pids)
+    })
+    .unwrap_or_else(|| panic!("{}", fleet_json(p)))
 }
 
 #[test]
@@ -395,7 +382,7 @@ fn kill_9_of_the_fleet_then_a_restart_runs_no_task_twice() {
     assert!(workers.iter().all(|w| alive(*w)));
     let o = p.run(&["fleet", "--agents", "2"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(stderr(&o).contains("adopted"), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "adopted");
     let mut log = calls(&p);
     log.sort();
     assert_eq!(log, ["a", "b", "c"], "no task ran twice");
@@ -442,7 +429,7 @@ fn fleet_status_without_a_fleet_says_so() {
     let p = project(DAG);
     let o = p.run(&["fleet", "status"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("no fleet has run"), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "no fleet has run");
     let _ = Path::new(".");
 }
 
@@ -471,10 +458,6 @@ fn a_merge_that_turns_the_check_red_never_moves_the_integration_branch() {
         "{files}"
     );
     assert!(git(&p, &["ls-tree", "--name-only", "hank/b"]).contains("b.txt"));
-    assert!(
-        stderr(&o).contains("VERIFY_COMMAND failed on the merge result"),
-        "{}",
-        stderr(&o)
-    );
+    assert_contains(&stderr(&o), "VERIFY_COMMAND failed on the merge result");
     assert_no_worktree_left(&p);
 }

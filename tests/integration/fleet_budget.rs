@@ -2,11 +2,14 @@
 //! readings shared by every run of the user (a reading one task saw defers the next task),
 //! `hank report --fleet`, `hank fleet --json`, the fleet's `.hankrc` keys.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::{Project, stderr, stdout};
+use crate::fleet::{fleet_json, fleet_status, project_doing};
+use crate::support::{
+    Project, assert_contains, assert_contains_all, poll, stderr, stdout, wait_with_timeout,
+};
 
 /// The fake agent's work in a task worktree: tick the first open item, write `<slug>.txt`,
 /// note the call (one appended line per call: safe with parallel agents).
@@ -16,29 +19,25 @@ echo "$n" >> "$FAKE_CLAUDE_DIR/log"
 "#;
 
 fn project(plan: &str) -> Project {
-    let p = Project::new(&[]);
-    std::fs::write(p.dir.join(".hank/fix_plan.md"), plan).unwrap();
-    std::fs::write(
-        p.dir.join(".gitignore"),
-        ".hank/logs/\n.hank/status.json\n.hank/state.json*\n.hank/events.jsonl\n.hank/live.log\n.hank/hank.lock\n.hank/fleet.json\n",
-    )
-    .unwrap();
-    p.git_init();
-    p.fake("effect.sh", WORK);
-    p
+    project_doing(plan, WORK)
 }
 
 fn calls(p: &Project) -> usize {
-    std::fs::read_to_string(p.fake.join("log"))
-        .unwrap_or_default()
-        .lines()
-        .count()
+    crate::fleet::calls(p).len()
 }
 
-fn fleet_status(p: &Project) -> Value {
-    let o = p.run(&["fleet", "status", "--json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    serde_json::from_str(&stdout(&o)).unwrap()
+/// Every task of `hank fleet status --json` is merged.
+#[track_caller]
+fn assert_all_merged(p: &Project) {
+    let st = fleet_status(p);
+    assert!(
+        st["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["state"] == "merged"),
+        "{st}"
+    );
 }
 
 /// A plain answer (json) that costs `usd`.
@@ -106,10 +105,7 @@ fn the_cost_cap_holds_for_the_whole_fleet_at_the_cap_exactly() {
         .collect();
     assert!(items.contains(&"l1") && items.contains(&"r1"), "{r}");
     let text = stdout(&p.run(&["report", "--fleet"]));
-    assert!(
-        text.contains("── task Left") && text.contains("── the whole fleet"),
-        "{text}"
-    );
+    assert_contains_all(&text, &["── task Left", "── the whole fleet"]);
 }
 
 /// A usage-window reading one run saw is known to every other run of the same user: a plain
@@ -164,37 +160,22 @@ fn a_window_reading_from_one_task_defers_the_next_until_its_reset() {
         "response-2",
         &crate::windows::stream(&[("five_hour", 0.05, reset + 18_000)], 0.01, "go on"),
     );
-    let child = p
-        .cmd()
-        .args([
-            "fleet",
-            "--json",
-            "--agents",
-            "2",
-            "--max-window-percent",
-            "five_hour=80",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let fleet_file = p.dir.join(".hank/fleet.json");
-    let started = Instant::now();
-    let mut seen_held = None;
-    while started.elapsed() < Duration::from_secs(30) {
-        if let Ok(b) = std::fs::read(&fleet_file)
-            && let Ok(v) = serde_json::from_slice::<Value>(&b)
-            && let Some(beta) = v["tasks"]
-                .as_array()
-                .and_then(|t| t.iter().find(|t| t["name"] == "Beta"))
-            && beta["state"] == "waiting"
-        {
-            seen_held = Some(v.clone());
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let o = crate::support::wait_with_timeout(child, Duration::from_secs(60));
+    let child = p.spawn(&[
+        "fleet",
+        "--json",
+        "--agents",
+        "2",
+        "--max-window-percent",
+        "five_hour=80",
+    ]);
+    let seen_held = poll(Duration::from_secs(30), || {
+        let v = fleet_json(&p);
+        let beta = v["tasks"]
+            .as_array()
+            .and_then(|t| t.iter().find(|t| t["name"] == "Beta"))?;
+        (beta["state"] == "waiting").then(|| v.clone())
+    });
+    let o = wait_with_timeout(child, Duration::from_secs(60));
     let held = seen_held.unwrap_or_else(|| panic!("Beta never waited: {}", stderr(&o)));
     let beta = held["tasks"]
         .as_array()
@@ -210,15 +191,7 @@ fn a_window_reading_from_one_task_defers_the_next_until_its_reset() {
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(calls(&p), 2);
-    let st = fleet_status(&p);
-    assert!(
-        st["tasks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|t| t["state"] == "merged"),
-        "{st}"
-    );
+    assert_all_merged(&p);
     // `--json`: fleet events and the tasks' own events, each with its task.
     let lines: Vec<Value> = stdout(&o)
         .lines()
@@ -259,21 +232,13 @@ fn the_fleets_hankrc_keys_are_read_and_checked() {
     p.hankrc("RETRY_BACKOFF_SECONDS=0\nFLEET_MIN_FREE_MEMORY=lots\n");
     let o = p.run(&["fleet", "--dry-run"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("FLEET_MIN_FREE_MEMORY"),
-        "{}",
-        stderr(&o)
-    );
+    assert_contains(&stderr(&o), "FLEET_MIN_FREE_MEMORY");
 
     // Valid keys are taken; a bad flag is refused naming the flag.
     p.hankrc("RETRY_BACKOFF_SECONDS=0\nFLEET_MIN_FREE_MEMORY=2G\nMAX_MERGE_ATTEMPTS=3\n");
     let o = p.run(&["fleet", "--max-merge-attempts", "zero", "--dry-run"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("--max-merge-attempts"),
-        "{}",
-        stderr(&o)
-    );
+    assert_contains(&stderr(&o), "--max-merge-attempts");
     let o = p.run(&["fleet", "--dry-run"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
@@ -292,48 +257,26 @@ fn a_slow_merge_does_not_stall_the_supervision_of_other_tasks() {
     // The call of the second task (whichever starts second) takes a second.
     p.fake("sleep-2", "1");
     let check = r#"case "$PWD" in *_integration*) sleep 3;; esac"#;
-    let child = p
-        .cmd()
-        .args(["fleet", "--agents", "2", "--verify", check])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let fleet_file = p.dir.join(".hank/fleet.json");
-    let started = Instant::now();
-    let mut overlap = None;
-    while started.elapsed() < Duration::from_secs(40) && overlap.is_none() {
-        if let Ok(b) = std::fs::read(&fleet_file)
-            && let Ok(v) = serde_json::from_slice::<Value>(&b)
-        {
-            let states: Vec<String> = v["tasks"]
-                .as_array()
-                .map(|t| {
-                    t.iter()
-                        .map(|t| t["state"].as_str().unwrap_or_default().to_string())
-                        .collect()
-                })
-                .unwrap_or_default();
-            if states.iter().any(|s| s == "merging") && states.iter().any(|s| s == "verifying") {
-                overlap = Some(v);
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let o = crate::support::wait_with_timeout(child, Duration::from_secs(60));
+    let child = p.spawn(&["fleet", "--agents", "2", "--verify", check]);
+    let overlap = poll(Duration::from_secs(40), || {
+        let v = fleet_json(&p);
+        let states: Vec<String> = v["tasks"]
+            .as_array()
+            .map(|t| {
+                t.iter()
+                    .map(|t| t["state"].as_str().unwrap_or_default().to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let both = states.iter().any(|s| s == "merging") && states.iter().any(|s| s == "verifying");
+        both.then_some(v)
+    });
+    let o = wait_with_timeout(child, Duration::from_secs(60));
     assert!(
         overlap.is_some(),
         "a task's end was not seen during a merge: {}",
         stderr(&o)
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let st = fleet_status(&p);
-    assert!(
-        st["tasks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|t| t["state"] == "merged"),
-        "{st}"
-    );
+    assert_all_merged(&p);
 }

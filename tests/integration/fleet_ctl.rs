@@ -3,81 +3,20 @@
 //! new starts and pauses the running task, resume goes on; stop ends the fleet (exit 130);
 //! `note --task NAME` reaches that task's next call only; a bad `--task` is refused.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::fleet::project;
-use crate::support::{Project, stderr, stdout, wait_with_timeout};
+use crate::ctl_loop::{Running, control_events, ctl, ctl_output, journal};
+use crate::fleet::{fleet_json, project};
+use crate::support::{Project, assert_contains, poll, stderr, stdout};
 
 const LONG: Duration = Duration::from_secs(40);
 
-/// A running `hank fleet`, killed (with its workers' groups left to their own timeouts) if
-/// the test fails before it is waited for.
-struct Running(Option<std::process::Child>);
-
-impl Running {
-    fn wait(mut self) -> std::process::Output {
-        wait_with_timeout(self.0.take().unwrap(), LONG)
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(i32::try_from(c.id()).unwrap()),
-                nix::sys::signal::Signal::SIGINT,
-            );
-            let _ = wait_with_timeout_quiet(&mut c);
-        }
-    }
-}
-
-fn wait_with_timeout_quiet(c: &mut std::process::Child) -> Option<std::process::ExitStatus> {
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(25) {
-        if let Ok(Some(s)) = c.try_wait() {
-            return Some(s);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = c.kill();
-    c.wait().ok()
-}
-
-fn ctl(p: &Project, args: &[&str]) -> String {
-    let mut all = vec!["ctl"];
-    all.extend_from_slice(args);
-    let o = p.run(&all);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    stdout(&o).trim().to_string()
-}
-
-fn journal(p: &Project) -> Vec<Value> {
-    let v: Value = serde_json::from_str(&ctl(p, &["status", "--json"])).unwrap();
-    v["commands"].as_array().unwrap().clone()
-}
-
 /// Polls until command `id` of the main journal is acknowledged; its outcome.
 fn wait_ack(p: &Project, id: &str) -> String {
-    let start = Instant::now();
-    loop {
-        if let Some(c) = journal(p).into_iter().find(|c| c["id"] == id)
-            && let Some(o) = c["acknowledged"]["outcome"].as_str()
-        {
-            return o.to_string();
-        }
-        assert!(start.elapsed() < LONG, "{id} not acknowledged");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn fleet_json(p: &Project) -> Value {
-    std::fs::read(p.dir.join(".hank/fleet.json"))
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or(Value::Null)
+    let c = crate::ctl_loop::wait_ack(p, id, LONG);
+    c["acknowledged"]["outcome"].as_str().unwrap().to_string()
 }
 
 fn task<'a>(v: &'a Value, name: &str) -> &'a Value {
@@ -89,15 +28,8 @@ fn task<'a>(v: &'a Value, name: &str) -> &'a Value {
 
 /// Waits until `cond` holds for fleet.json.
 fn wait_fleet(p: &Project, what: &str, cond: impl Fn(&Value) -> bool) -> Value {
-    let start = Instant::now();
-    loop {
-        let v = fleet_json(p);
-        if cond(&v) {
-            return v;
-        }
-        assert!(start.elapsed() < LONG, "{what}: {v}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    poll(LONG, || Some(fleet_json(p)).filter(&cond))
+        .unwrap_or_else(|| panic!("{what}: {}", fleet_json(p)))
 }
 
 /// The status.json of a task's worktree.
@@ -109,25 +41,18 @@ fn task_status(v: &Value, name: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
-fn control_events(p: &Project) -> Vec<(String, String)> {
-    p.events()
-        .into_iter()
-        .filter(|e| e["type"] == "control")
-        .map(|e| {
-            (
-                e["command"].as_str().unwrap().to_string(),
-                e["outcome"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
+/// `hank fleet --agents 1` over `plan` started, its first call (of 3 s) under way.
+fn fleet_in_its_first_call(plan: &str) -> (Project, Running) {
+    let p = project(plan);
+    p.fake("sleep-1", "3");
+    let child = Running::start(&p, &["fleet", "--agents", "1"], LONG);
+    p.wait_calls(1, LONG);
+    (p, child)
 }
 
 #[test]
 fn pause_holds_new_starts_and_pauses_the_running_task_and_resume_goes_on() {
-    let p = project("## Alpha\n- [ ] a1\n- [ ] a2\n## Beta\n- [ ] b\n");
-    p.fake("sleep-1", "3");
-    let child = Running(Some(p.spawn(&["fleet", "--agents", "1"])));
-    p.wait_calls(1, LONG);
+    let (p, child) = fleet_in_its_first_call("## Alpha\n- [ ] a1\n- [ ] a2\n## Beta\n- [ ] b\n");
     let pause = ctl(&p, &["pause"]);
     assert_eq!(
         wait_ack(&p, &pause),
@@ -135,30 +60,22 @@ fn pause_holds_new_starts_and_pauses_the_running_task_and_resume_goes_on() {
     );
     let v = wait_fleet(&p, "the fleet paused", |v| v["paused"] == true);
     // The running task takes the pause at its next gate: it waits, visibly.
-    let start = Instant::now();
-    while !(task_status(&v, "Alpha")["wait_reason"] == "paused") {
-        assert!(start.elapsed() < LONG, "{}", task_status(&v, "Alpha"));
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    poll(LONG, || {
+        (task_status(&v, "Alpha")["wait_reason"] == "paused").then_some(())
+    })
+    .unwrap_or_else(|| panic!("{}", task_status(&v, "Alpha")));
     std::thread::sleep(Duration::from_millis(2500));
     assert_eq!(p.calls(), 1, "no call while paused");
     let v = fleet_json(&p);
     assert_eq!(task(&v, "Beta")["state"], "waiting", "{v}");
-    assert!(
-        task(&v, "Beta")["message"]
-            .as_str()
-            .unwrap()
-            .contains("paused by hank ctl pause"),
-        "{v}"
+    assert_contains(
+        task(&v, "Beta")["message"].as_str().unwrap(),
+        "paused by hank ctl pause",
     );
     assert!(task(&v, "Beta")["pid"].is_null(), "{v}");
     assert_eq!(task(&v, "Alpha")["state"], "running", "{v}");
     let o = p.run(&["fleet", "status"]);
-    assert!(
-        stdout(&o).contains("paused: by hank ctl pause"),
-        "{}",
-        stdout(&o)
-    );
+    assert_contains(&stdout(&o), "paused: by hank ctl pause");
 
     let resume = ctl(&p, &["resume"]);
     assert!(
@@ -181,10 +98,8 @@ fn pause_holds_new_starts_and_pauses_the_running_task_and_resume_goes_on() {
 
 #[test]
 fn stop_ends_the_fleet_as_a_run_stops() {
-    let p = project("## Alpha\n- [ ] a1\n- [ ] a2\n- [ ] a3\n## Beta\n- [ ] b\n");
-    p.fake("sleep-1", "3");
-    let child = Running(Some(p.spawn(&["fleet", "--agents", "1"])));
-    p.wait_calls(1, LONG);
+    let (p, child) =
+        fleet_in_its_first_call("## Alpha\n- [ ] a1\n- [ ] a2\n- [ ] a3\n## Beta\n- [ ] b\n");
     let stop = ctl(&p, &["stop"]);
     let o = child.wait();
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
@@ -206,16 +121,12 @@ fn note_with_task_reaches_only_that_tasks_next_call_and_a_bad_task_is_refused() 
     // one after when the forwarding came just after that call's gate).
     let p = project("## Alpha\n- [ ] a1\n- [ ] a2\n## Beta\n- [ ] b1\n- [ ] b2\n- [ ] b3\n");
     // No fleet: --task is refused.
-    let o = p.run(&["ctl", "--task", "Beta", "note", "hi"]);
+    let o = ctl_output(&p, &["--task", "Beta", "note", "hi"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("no hank fleet is running"),
-        "{}",
-        stderr(&o)
-    );
+    assert_contains(&stderr(&o), "no hank fleet is running");
 
     p.fake("stdin-by-dir", "").fake("sleep", "3");
-    let child = Running(Some(p.spawn(&["fleet", "--agents", "2"])));
+    let child = Running::start(&p, &["fleet", "--agents", "2"], LONG);
     wait_fleet(&p, "both tasks running", |v| {
         ["Alpha", "Beta"]
             .iter()
@@ -232,9 +143,7 @@ fn note_with_task_reaches_only_that_tasks_next_call_and_a_bad_task_is_refused() 
             "pause steers the whole fleet",
         ),
     ] {
-        let mut all = vec!["ctl"];
-        all.extend_from_slice(args);
-        let o = p.run(&all);
+        let o = ctl_output(&p, args);
         assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
         assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
     }
@@ -304,7 +213,7 @@ fn set_reaches_later_tasks_and_a_restart_forwards_only_what_is_pending() {
     let note = ctl(&p, &["note", "NOTE-AFTER-KILL"]);
     let o = p.run(&["fleet", "--agents", "1"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(stderr(&o).contains("adopted"), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "adopted");
     assert_eq!(wait_ack(&p, &note), "forwarded to 1 task: Alpha");
     // Each main command acknowledged and told once.
     let events = control_events(&p);

@@ -10,7 +10,10 @@ use hmac::{Hmac, Mac};
 use serde_json::Value;
 use sha2::Sha256;
 
-use crate::support::{Project, TICK_ONE, error_json, stderr, stdout};
+use crate::ctl_loop::{journal, user_dir};
+use crate::support::{
+    Project, TICK_ONE, assert_contains, assert_contains_all, error_json, stderr, stdout,
+};
 
 /// One request the server received.
 #[derive(Debug, Clone)]
@@ -83,15 +86,51 @@ impl Server {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 
-    pub(crate) fn posts(&self) -> Vec<Req> {
+    /// The requests received with `method`, in order.
+    fn with_method(&self, method: &str) -> Vec<Req> {
         self.reqs
             .lock()
             .unwrap()
             .iter()
-            .filter(|r| r.method == "POST")
+            .filter(|r| r.method == method)
             .cloned()
             .collect()
     }
+
+    pub(crate) fn posts(&self) -> Vec<Req> {
+        self.with_method("POST")
+    }
+
+    /// The paths of the GET requests (the polls), in order.
+    pub(crate) fn gets(&self) -> Vec<String> {
+        self.with_method("GET")
+            .into_iter()
+            .map(|r| r.path)
+            .collect()
+    }
+
+    /// The JSON bodies POSTed to `path`, in order.
+    pub(crate) fn posted_json(&self, path: &str) -> Vec<Value> {
+        self.posts()
+            .iter()
+            .filter(|r| r.path == path)
+            .map(|r| serde_json::from_str(&r.body).unwrap())
+            .collect()
+    }
+
+    /// The lines ntfy answers to the next polls (each a message, [`ntfy_line`]).
+    pub(crate) fn serve_lines(&self, lines: &[String]) {
+        *self.poll_body.lock().unwrap() = lines.join("\n") + "\n";
+    }
+}
+
+/// A server and a project of `items` whose `.hankrc` is `hankrc` with `$SERVER` standing for
+/// the server's URL.
+pub(crate) fn served_project(items: &[&str], hankrc: &str) -> (Server, Project) {
+    let server = Server::start();
+    let p = Project::new(items);
+    p.hankrc(&hankrc.replace("$SERVER", &server.url("")));
+    (server, p)
 }
 
 fn read_request(conn: &mut std::net::TcpStream) -> Option<Req> {
@@ -128,25 +167,17 @@ fn read_request(conn: &mut std::net::TcpStream) -> Option<Req> {
 
 /// The webhook bodies received, by class.
 pub(crate) fn webhook_classes(server: &Server) -> Vec<Value> {
-    server
-        .posts()
-        .iter()
-        .filter(|r| r.path == "/hook")
-        .map(|r| serde_json::from_str(&r.body).unwrap())
-        .collect()
+    server.posted_json("/hook")
 }
 
 /// An always-failing agent: a backoff wait, the circuit opening, the run's end — each
 /// delivered to ntfy and to the webhook with project, run, reason and next step.
 #[test]
 fn wait_circuit_open_and_run_end_are_delivered_to_each_target() {
-    let server = Server::start();
-    let p = Project::new(&["a"]);
-    p.hankrc(&format!(
-        "RETRY_BACKOFF_SECONDS=0\nNOTIFY=\"ntfy:{},webhook:{}\"\n",
-        server.url("/alerts"),
-        server.url("/hook")
-    ));
+    let (server, p) = served_project(
+        &["a"],
+        "RETRY_BACKOFF_SECONDS=0\nNOTIFY=\"ntfy:$SERVER/alerts,webhook:$SERVER/hook\"\n",
+    );
     p.fake(
         "response",
         &error_json(
@@ -179,12 +210,7 @@ fn wait_circuit_open_and_run_end_are_delivered_to_each_target() {
     );
     assert!(end["next"].as_str().unwrap().contains("hank reset circuit"));
     // The same messages through ntfy's JSON publish: POST / with the topic in the body.
-    let ntfy: Vec<Value> = server
-        .posts()
-        .iter()
-        .filter(|r| r.path == "/")
-        .map(|r| serde_json::from_str(&r.body).unwrap())
-        .collect();
+    let ntfy = server.posted_json("/");
     assert_eq!(ntfy.len(), hooks.len());
     assert!(ntfy.iter().all(|n| n["topic"] == "alerts"));
     assert!(
@@ -196,12 +222,10 @@ fn wait_circuit_open_and_run_end_are_delivered_to_each_target() {
 /// A "done" rejected by VERIFY_COMMAND, with NOTIFY_EVENTS filtering the rest out.
 #[test]
 fn a_rejected_done_is_delivered_and_the_filter_holds() {
-    let server = Server::start();
-    let p = Project::new(&["a"]);
-    p.hankrc(&format!(
-        "RETRY_BACKOFF_SECONDS=0\nVERIFY_COMMAND=\"false\"\nMAX_REJECTED_COMPLETIONS=1\nNOTIFY=\"webhook:{}\"\nNOTIFY_EVENTS=verification_rejected\n",
-        server.url("/hook")
-    ));
+    let (server, p) = served_project(
+        &["a"],
+        "RETRY_BACKOFF_SECONDS=0\nVERIFY_COMMAND=\"false\"\nMAX_REJECTED_COMPLETIONS=1\nNOTIFY=\"webhook:$SERVER/hook\"\nNOTIFY_EVENTS=verification_rejected\n",
+    );
     p.fake("effect.sh", TICK_ONE);
     let o = p.run(&["--max-loops", "3"]);
     assert_ne!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -254,16 +278,19 @@ fn a_dead_endpoint_changes_nothing_but_one_warning() {
 #[test]
 fn bad_notify_settings_are_refused_naming_the_key() {
     let p = Project::new(&["a"]);
-    p.hankrc("NOTIFY=\"webhook:http://example.com/x\"\n");
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(1));
-    let err = stderr(&o);
-    assert!(err.contains("NOTIFY") && err.contains("https://"), "{err}");
-    assert_eq!(p.calls(), 0);
-    p.hankrc("NOTIFY_EVENTS=\"wait,everything\"\n");
-    let o = p.run(&[]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("NOTIFY_EVENTS"), "{}", stderr(&o));
+    for (hankrc, says) in [
+        (
+            "NOTIFY=\"webhook:http://example.com/x\"\n",
+            &["NOTIFY", "https://"][..],
+        ),
+        ("NOTIFY_EVENTS=\"wait,everything\"\n", &["NOTIFY_EVENTS"]),
+    ] {
+        p.hankrc(hankrc);
+        let o = p.run(&[]);
+        assert_eq!(o.status.code(), Some(1), "{hankrc}");
+        assert_contains_all(&stderr(&o), says);
+        assert_eq!(p.calls(), 0);
+    }
 }
 
 #[test]
@@ -292,9 +319,7 @@ fn ctl_records_commands_and_refuses_what_it_cannot_set() {
         assert_eq!(o.status.code(), Some(1), "{args:?}");
         assert!(stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
     }
-    let o = p.run(&["ctl", "status", "--json"]);
-    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    let cmds = v["commands"].as_array().unwrap();
+    let cmds = journal(&p);
     assert_eq!(cmds.len(), 2);
     assert_eq!(cmds[0]["id"], id.as_str());
     assert_eq!(cmds[0]["command"], "pause");
@@ -328,23 +353,15 @@ pub(crate) fn ntfy_line(id: &str, message: &str) -> String {
 /// journals only the signed, fresh, unused command; every other is a warning saying why.
 #[test]
 fn remote_commands_signed_unsigned_replayed_tampered_and_stale() {
-    let server = Server::start();
-    let p = Project::new(&["a"]);
-    p.hankrc(&format!(
-        "RETRY_BACKOFF_SECONDS=0\nCONTROL_TOPIC=\"{}\"\n",
-        server.url("/ctl")
-    ));
+    let (server, p) = served_project(
+        &["a"],
+        "RETRY_BACKOFF_SECONDS=0\nCONTROL_TOPIC=\"$SERVER/ctl\"\n",
+    );
     let o = p.run(&["ctl", "init"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let key = stdout(&o).trim().to_string();
     assert_eq!(key.len(), 64);
-    let key_file = std::fs::read_dir(p.home.join(".local/state/hank/projects"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path()
-        .join("control.key");
+    let key_file = user_dir(&p).join("control.key");
     let mode = std::os::unix::fs::PermissionsExt::mode(
         &std::fs::metadata(&key_file).unwrap().permissions(),
     );
@@ -356,7 +373,7 @@ fn remote_commands_signed_unsigned_replayed_tampered_and_stale() {
     let now = "2026-11-26T10:00:00Z".parse::<jiff::Timestamp>().unwrap();
     let t = now.as_second();
     let good = sign(&key, t - 10, "nonce-good-000001", "set MAX_LOOPS=7");
-    let lines = [
+    server.serve_lines(&[
         ntfy_line("m1", &good),
         ntfy_line("m2", "pause"),
         ntfy_line("m3", &good.replace("MAX_LOOPS=7", "MAX_LOOPS=9")),
@@ -367,17 +384,20 @@ fn remote_commands_signed_unsigned_replayed_tampered_and_stale() {
         ),
         ntfy_line("m6", &good),
         serde_json::json!({"id": "k", "time": 1, "event": "keepalive", "topic": "ctl"}).to_string(),
-    ];
-    *server.poll_body.lock().unwrap() = lines.join("\n") + "\n";
-    let o = p
-        .cmd()
-        .env("HANK_NOW", now.to_string())
-        .args(["ctl", "poll"])
-        .output()
-        .unwrap();
+    ]);
+    // `hank ctl ARGS` at `now`.
+    let ctl_now = |args: &[&str]| {
+        p.cmd()
+            .env("HANK_NOW", now.to_string())
+            .arg("ctl")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let o = ctl_now(&["poll"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let err = stderr(&o);
-    assert!(stdout(&o).contains(" set MAX_LOOPS=7"), "{}", stdout(&o));
+    assert_contains(&stdout(&o), " set MAX_LOOPS=7");
     for (id, why) in [
         ("m2", "unsigned"),
         ("m3", "tampered"),
@@ -395,59 +415,27 @@ fn remote_commands_signed_unsigned_replayed_tampered_and_stale() {
         err.contains("1 remote command(s) recorded, 5 refused"),
         "{err}"
     );
-    let get = server
-        .reqs
-        .lock()
-        .unwrap()
-        .iter()
-        .find(|r| r.method == "GET")
-        .cloned()
-        .unwrap();
-    assert_eq!(get.path, "/ctl/json?poll=1&since=300s");
+    assert_eq!(server.gets()[0], "/ctl/json?poll=1&since=300s");
 
     // The next poll asks from the last message on; the same message again is a replay.
-    *server.poll_body.lock().unwrap() = ntfy_line("m7", &good) + "\n";
-    let o = p
-        .cmd()
-        .env("HANK_NOW", now.to_string())
-        .args(["ctl", "poll"])
-        .output()
-        .unwrap();
-    assert!(stderr(&o).contains("refused, replayed"), "{}", stderr(&o));
-    let last_get = server
-        .reqs
-        .lock()
-        .unwrap()
-        .iter()
-        .rfind(|r| r.method == "GET")
-        .cloned()
-        .unwrap();
-    assert_eq!(last_get.path, "/ctl/json?poll=1&since=m6");
+    server.serve_lines(&[ntfy_line("m7", &good)]);
+    let o = ctl_now(&["poll"]);
+    assert_contains(&stderr(&o), "refused, replayed");
+    assert_eq!(server.gets().last().unwrap(), "/ctl/json?poll=1&since=m6");
 
-    let v: Value = serde_json::from_str(&stdout(&p.run(&["ctl", "status", "--json"]))).unwrap();
-    let cmds = v["commands"].as_array().unwrap();
+    let cmds = journal(&p);
     assert_eq!(cmds.len(), 1);
     assert_eq!(cmds[0]["source"], "remote");
     assert!(cmds[0]["acknowledged"].is_null());
     assert_eq!(cmds[0]["command"], "set MAX_LOOPS=7");
 
     // `hank ctl sign` prints what a phone would publish; polled, it is taken.
-    let o = p
-        .cmd()
-        .env("HANK_NOW", now.to_string())
-        .args(["ctl", "sign", "retry-now"])
-        .output()
-        .unwrap();
+    let o = ctl_now(&["sign", "retry-now"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let signed = stdout(&o).trim().to_string();
-    *server.poll_body.lock().unwrap() = ntfy_line("m8", &signed) + "\n";
-    let o = p
-        .cmd()
-        .env("HANK_NOW", now.to_string())
-        .args(["ctl", "poll"])
-        .output()
-        .unwrap();
-    assert!(stdout(&o).contains(" retry-now"), "{}", stderr(&o));
+    server.serve_lines(&[ntfy_line("m8", &signed)]);
+    let o = ctl_now(&["poll"]);
+    assert_contains(&stdout(&o), " retry-now");
 
     // `--remote` publishes a signed command to the topic (the message is the body).
     let o = p.run(&["ctl", "--remote", "note", "use", "the", "v2", "API"]);
@@ -461,36 +449,40 @@ fn remote_commands_signed_unsigned_replayed_tampered_and_stale() {
     assert!(posted.body.ends_with(" note use the v2 API"));
 }
 
+/// The question [`asking`] makes the agent ask.
+pub(crate) const QUESTION: &str = "Should I use PostgreSQL or SQLite for the storage layer?";
+
+/// The fake agent answers every call with [`QUESTION`] (the run ends at `needs_answers`).
+pub(crate) fn asking(p: &Project) {
+    p.fake(
+        "response",
+        &crate::support::result_json("IN_PROGRESS", "IMPLEMENTATION", false, QUESTION),
+    );
+}
+
+/// The first webhook body of `class` the server received.
+pub(crate) fn webhook_of(server: &Server, class: &str) -> Value {
+    let hooks = webhook_classes(server);
+    hooks
+        .iter()
+        .find(|h| h["class"] == class)
+        .cloned()
+        .unwrap_or_else(|| panic!("no {class} in {hooks:?}"))
+}
+
 /// `needs_answers`: the run's end carries the agent's questions and says where to answer.
 #[test]
 fn needs_answers_is_delivered_with_the_questions() {
-    let server = Server::start();
-    let p = Project::new(&["task"]);
-    p.hankrc(&format!(
-        "RETRY_BACKOFF_SECONDS=0\nNOTIFY=\"webhook:{}\"\n",
-        server.url("/hook")
-    ));
-    p.fake(
-        "response",
-        &crate::support::result_json(
-            "IN_PROGRESS",
-            "IMPLEMENTATION",
-            false,
-            "Should I use PostgreSQL or SQLite for the storage layer?",
-        ),
+    let (server, p) = served_project(
+        &["task"],
+        "RETRY_BACKOFF_SECONDS=0\nNOTIFY=\"webhook:$SERVER/hook\"\n",
     );
+    asking(&p);
     let o = p.run(&[]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    let hooks = webhook_classes(&server);
-    let h = hooks
-        .iter()
-        .find(|h| h["class"] == "needs_answers")
-        .unwrap_or_else(|| panic!("{hooks:?}"));
+    let h = webhook_of(&server, "needs_answers");
     let msg = h["message"].as_str().unwrap();
-    assert!(
-        msg.contains("? Should I use PostgreSQL or SQLite for the storage layer?"),
-        "{msg}"
-    );
+    assert_contains(msg, &format!("? {QUESTION}"));
     assert!(msg.contains("run ended: needs_answers (exit 2)"), "{msg}");
     assert!(h["next"].as_str().unwrap().contains(".hank/PROMPT.md"));
 }
@@ -499,19 +491,12 @@ fn needs_answers_is_delivered_with_the_questions() {
 /// time claude may be called again.
 #[test]
 fn an_agent_switch_is_delivered() {
-    let server = Server::start();
-    let p = Project::new(&["a", "b"]);
+    let (server, p) = served_project(
+        &["a", "b"],
+        "RETRY_BACKOFF_SECONDS=0\nNOTIFY=\"webhook:$SERVER/hook\"\nNOTIFY_EVENTS=agent_switch\n",
+    );
     let demo = crate::agents::with_demo(&p);
-    p.hankrc(&format!(
-        "RETRY_BACKOFF_SECONDS=0\nNOTIFY=\"webhook:{}\"\nNOTIFY_EVENTS=agent_switch\n",
-        server.url("/hook")
-    ));
-    let reset = jiff::Timestamp::now().as_second() + 3600;
-    p.fake(
-        "response",
-        &error_json(&format!("Claude AI usage limit reached|{reset}"), Some(429)),
-    )
-    .fake("exit", "1");
+    p.fake_usage_limit(None, 3600);
     std::fs::write(demo.join("effect.sh"), TICK_ONE).unwrap();
     let o = p.run(&["--agents", "claude,demo"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

@@ -5,11 +5,13 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::{Project, git, stderr, stdout};
+use crate::fleet::calls;
+use crate::state::{calls_in, next_job};
+use crate::support::{Project, assert_contains, git, poll, stderr, stdout};
 
 /// The fake agent: ticks the first open item of the plan it is given and appends to
 /// `src/<task>.txt` (the task named by the plan's `##` heading), so that tasks never touch
@@ -33,20 +35,10 @@ fn origin(hankrc: &str) -> (Project, PathBuf) {
     (p, remote)
 }
 
-/// A runner: a fresh clone of `remote` with a HOME (per-user state) and a fake agent of its
-/// own.
+/// A runner: a fresh clone of `remote` with a HOME (per-user state), a git identity and a
+/// fake agent of its own.
 fn runner(remote: &Path) -> Project {
-    let q = Project::new(&[]);
-    std::fs::remove_dir_all(&q.dir).unwrap();
-    git(
-        &q.home,
-        &[
-            "clone",
-            "-q",
-            remote.to_str().unwrap(),
-            q.dir.to_str().unwrap(),
-        ],
-    );
+    let q = next_job(remote);
     identity(&q.dir);
     q.fake("effect.sh", WORK);
     q
@@ -59,10 +51,15 @@ fn identity(dir: &Path) {
 }
 
 fn plan(p: &Project) -> Vec<Value> {
+    plan_saying(p).0
+}
+
+/// `hank fleet plan --json` in `p`: the tasks listed, and what it said on stderr.
+fn plan_saying(p: &Project) -> (Vec<Value>, String) {
     let o = p.run(&["fleet", "plan", "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).expect("plan --json is JSON");
-    v.as_array().expect("an array").clone()
+    (v.as_array().expect("an array").clone(), stderr(&o))
 }
 
 fn names(tasks: &[Value]) -> Vec<String> {
@@ -72,31 +69,14 @@ fn names(tasks: &[Value]) -> Vec<String> {
         .collect()
 }
 
-/// The agent calls a runner made, by task.
-fn calls(p: &Project) -> Vec<String> {
-    std::fs::read_to_string(p.fake.join("log"))
-        .unwrap_or_default()
-        .lines()
-        .map(ToString::to_string)
-        .collect()
-}
-
-fn ledger(p: &Project) -> usize {
-    std::fs::read_to_string(p.dir.join(".hank/state.json.calls"))
-        .unwrap_or_default()
-        .lines()
-        .count()
-}
-
 /// A file of the remote's `branch`.
 fn remote_file(remote: &Path, branch: &str, path: &str) -> String {
     git(remote, &["show", &format!("{branch}:{path}")])
 }
 
 fn wait_for_claim(remote: &Path, name: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
     let r = format!("refs/hank/state/{name}");
-    while Instant::now() < deadline {
+    poll(Duration::from_secs(30), || {
         let out = Command::new("git")
             .args(["show", &format!("{r}:hank-state.json")])
             .current_dir(remote)
@@ -104,12 +84,10 @@ fn wait_for_claim(remote: &Path, name: &str) {
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .output()
             .expect("git");
-        if out.status.success() && String::from_utf8_lossy(&out.stdout).contains("\"lease\"") {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("no claim of {name} appeared on the remote");
+        (out.status.success() && String::from_utf8_lossy(&out.stdout).contains("\"lease\""))
+            .then_some(())
+    })
+    .unwrap_or_else(|| panic!("no claim of {name} appeared on the remote"));
 }
 
 fn done(o: &Output, code: i32) {
@@ -128,14 +106,8 @@ fn three_runners_plan_run_continue_and_respect_the_order() {
     let r1 = runner(&remote);
 
     // The plan job: Alpha and Beta can start; Gamma waits for Alpha.
-    let o = r1.run(&["fleet", "plan", "--json"]);
-    done(&o, 0);
-    assert!(
-        stderr(&o).contains("Gamma waits for Alpha to be merged"),
-        "{}",
-        stderr(&o)
-    );
-    let tasks: Vec<Value> = serde_json::from_str(&stdout(&o)).unwrap();
+    let (tasks, said) = plan_saying(&r1);
+    assert_contains(&said, "Gamma waits for Alpha to be merged");
     assert_eq!(names(&tasks), ["Alpha", "Beta"]);
     assert_eq!(tasks[0]["slug"], "alpha");
     assert_eq!(tasks[0]["branch"], "hank/alpha");
@@ -159,7 +131,7 @@ fn three_runners_plan_run_continue_and_respect_the_order() {
     let r3 = runner(&remote);
     let o = r3.run(&["fleet", "run-task", "Alpha"]);
     done(&o, 2);
-    assert!(stderr(&o).contains("is claimed by"), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "is claimed by");
     assert!(calls(&r3).is_empty());
     let alpha = alpha.wait_with_output().unwrap();
     let beta = beta.wait_with_output().unwrap();
@@ -179,11 +151,7 @@ fn three_runners_plan_run_continue_and_respect_the_order() {
     );
     assert!(calls(&lost.1).is_empty(), "{said}");
     assert_eq!(calls(&r2), ["Beta"], "{}", stderr(&beta));
-    assert!(
-        stderr(&beta).contains("pushed hank/beta"),
-        "{}",
-        stderr(&beta)
-    );
+    assert_contains(&stderr(&beta), "pushed hank/beta");
     // The stopped task's work and state went to the remote; the claim was released.
     let wip = remote_file(&remote, "hank/alpha", ".hank/fix_plan.md");
     assert!(wip.contains("- [x] a1\n- [ ] a2"), "{wip}");
@@ -200,23 +168,13 @@ fn three_runners_plan_run_continue_and_respect_the_order() {
 
     // The next scheduled plan: Alpha only (Beta waits for its merge, Gamma for Alpha).
     let r4 = runner(&remote);
-    let o = r4.run(&["fleet", "plan", "--json"]);
-    done(&o, 0);
-    assert!(
-        stderr(&o).contains("Beta is finished on hank/beta"),
-        "{}",
-        stderr(&o)
-    );
-    let tasks: Vec<Value> = serde_json::from_str(&stdout(&o)).unwrap();
+    let (tasks, said) = plan_saying(&r4);
+    assert_contains(&said, "Beta is finished on hank/beta");
     assert_eq!(names(&tasks), ["Alpha"]);
     // Gamma cannot start yet.
     let o = r4.run(&["fleet", "run-task", "Gamma"]);
     done(&o, 1);
-    assert!(
-        stderr(&o).contains("comes after Alpha, not merged yet"),
-        "{}",
-        stderr(&o)
-    );
+    assert_contains(&stderr(&o), "comes after Alpha, not merged yet");
     // Alpha continues in the new runner: the first job's call is in its ledger, its work
     // continues from a1 ticked (one more call, not two).
     let o = r4.run(&["fleet", "run-task", "Alpha"]);
@@ -231,7 +189,7 @@ fn three_runners_plan_run_continue_and_respect_the_order() {
     );
     assert!(e.contains("continuing the work of hank/alpha"), "{e}");
     assert_eq!(calls(&r4), ["Alpha"], "{e}");
-    assert!(ledger(&r4) >= 2, "{e}");
+    assert!(calls_in(&r4) >= 2, "{e}");
     let fin = remote_file(&remote, "hank/alpha", ".hank/fix_plan.md");
     assert!(fin.contains("- [x] a1\n- [x] a2"), "{fin}");
     assert_eq!(
@@ -280,7 +238,7 @@ fn three_runners_plan_run_continue_and_respect_the_order() {
     assert!(plan(&r6).is_empty());
     let o = r6.run(&["fleet", "run-task", "Gamma"]);
     done(&o, 0);
-    assert!(stderr(&o).contains("merged already"), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "merged already");
     assert!(calls(&r6).is_empty());
 }
 
@@ -301,18 +259,14 @@ fn run_task_outside_ci_and_an_unknown_task() {
     std::fs::write(p.dir.join("notes.txt"), "mine\n").unwrap();
     let o = p.run(&["fleet", "run-task", "Beta", "--remote", "none"]);
     done(&o, 1);
-    assert!(stderr(&o).contains("notes.txt"), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "notes.txt");
     std::fs::remove_file(p.dir.join("notes.txt")).unwrap();
 
     // Without a git identity nothing runs (its work could not be committed).
     git(&p.dir, &["config", "--unset", "user.email"]);
     let o = p.run(&["fleet", "run-task", "Beta", "--remote", "none"]);
     done(&o, 1);
-    assert!(
-        stderr(&o).contains("git has no user.email"),
-        "{}",
-        stderr(&o)
-    );
+    assert_contains(&stderr(&o), "git has no user.email");
     assert!(p.calls() == 0);
     identity(&p.dir);
 
@@ -324,11 +278,7 @@ fn run_task_outside_ci_and_an_unknown_task() {
     );
     let o = p.run(&["fleet", "plan", "--remote", "upstream"]);
     done(&o, 1);
-    assert!(
-        stderr(&o).contains("no git remote \"upstream\""),
-        "{}",
-        stderr(&o)
-    );
+    assert_contains(&stderr(&o), "no git remote \"upstream\"");
 
     let o = p.run(&["fleet", "run-task", "Beta", "--remote", "none"]);
     done(&o, 0);
@@ -360,12 +310,7 @@ fn a_finished_task_is_delivered_as_a_pull_request() {
     done(&o, 0);
     let e = stderr(&o);
     assert!(e.contains("pull request #1"), "{e}");
-    let reqs = gh.requests();
-    let create = reqs
-        .iter()
-        .find(|q| q.method == "POST" && q.path == "/repos/o/r/pulls")
-        .expect("a PR was created");
-    let pr = create.json();
+    let pr = crate::deliver::created_pr(&gh).json();
     assert_eq!(pr["head"], "hank/beta");
     assert_eq!(pr["base"], "main");
     assert!(
@@ -479,11 +424,7 @@ fn a_configuration_changed_on_the_task_branch_needs_approval() {
         "1",
     ]);
     done(&o, 3);
-    assert!(
-        stderr(&o).contains("running with the configuration of hank/alpha"),
-        "{}",
-        stderr(&o)
-    );
+    assert_contains(&stderr(&o), "running with the configuration of hank/alpha");
     assert_eq!(calls(&r), ["Alpha"]);
 }
 
@@ -493,9 +434,6 @@ fn a_configuration_changed_on_the_task_branch_needs_approval() {
 #[test]
 fn a_usage_limit_wait_past_the_job_is_carried_to_the_next_job() {
     let (_origin, remote) = origin("RETRY_BACKOFF_SECONDS=0\n");
-    let reset = jiff::Timestamp::now().as_second() + 3 * 3600;
-    let limited =
-        crate::support::error_json(&format!("Claude AI usage limit reached|{reset}"), Some(429));
     let in_actions = |p: &Project| {
         let mut c = p.cmd();
         c.args(["fleet", "run-task", "Beta"])
@@ -506,9 +444,8 @@ fn a_usage_limit_wait_past_the_job_is_carried_to_the_next_job() {
     };
     let r1 = runner(&remote);
     // The limited call does no work.
-    r1.fake("response", &limited)
-        .fake("exit", "1")
-        .fake("effect.sh", "");
+    r1.fake_usage_limit(None, 3 * 3600);
+    r1.fake("effect.sh", "");
     let o = in_actions(&r1);
     done(&o, 3);
     assert_eq!(r1.calls(), 1, "{}", stderr(&o));

@@ -3,9 +3,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::Duration;
 
-use crate::support::{Project, TICK_ONE, git, stderr};
+use crate::support::{Project, TICK_ONE, assert_contains, git, status_once_it_waits, stderr};
 
 /// The first job's project: a git repository pushed to a bare `origin`.
 fn first_job() -> (Project, PathBuf) {
@@ -14,8 +13,19 @@ fn first_job() -> (Project, PathBuf) {
     (p, remote)
 }
 
+/// [`first_job`] after a run of `n` calls (its hourly cap), which stopped at `--max-loops`.
+fn first_job_after(n: u32) -> (Project, PathBuf) {
+    let (a, remote) = first_job();
+    a.fake("effect.sh", TICK_ONE);
+    let n_text = n.to_string();
+    let o = a.run(&["-c", &n_text, "--max-loops", &n_text]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert_eq!(a.calls(), n);
+    (a, remote)
+}
+
 /// Another job: a fresh clone of `remote` with a HOME (per-user state) of its own.
-fn next_job(remote: &Path) -> Project {
+pub(crate) fn next_job(remote: &Path) -> Project {
     let q = Project::new(&[]);
     std::fs::remove_dir_all(&q.dir).unwrap();
     git(
@@ -30,7 +40,8 @@ fn next_job(remote: &Path) -> Project {
     q
 }
 
-fn calls_in(p: &Project) -> usize {
+/// The calls in `p`'s call ledger (`.hank/state.json.calls`).
+pub(crate) fn calls_in(p: &Project) -> usize {
     std::fs::read_to_string(p.dir.join(".hank/state.json.calls"))
         .unwrap_or_default()
         .lines()
@@ -41,20 +52,16 @@ fn calls_in(p: &Project) -> usize {
 /// restores and must wait for the hourly cap instead of calling again.
 #[test]
 fn a_saved_state_carries_the_hourly_cap_to_another_clone() {
-    let (a, remote) = first_job();
-    a.fake("effect.sh", TICK_ONE);
-    let o = a.run(&["-c", "3", "--max-loops", "3"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert_eq!(a.calls(), 3);
+    let (a, remote) = first_job_after(3);
     let o = a.run(&["state", "save"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(stderr(&o).contains("refs/hank/state/run"), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "refs/hank/state/run");
     assert!(!git(&remote, &["rev-parse", "refs/hank/state/run"]).is_empty());
 
     let b = next_job(&remote);
     let o = b.run(&["state", "restore"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(stderr(&o).contains("3 call(s)"), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "3 call(s)");
     assert_eq!(calls_in(&b), 3);
     // The receipts came along: the first job's events are in the second's events.jsonl.
     let events = b.events();
@@ -63,13 +70,7 @@ fn a_saved_state_carries_the_hourly_cap_to_another_clone() {
         "{events:?}"
     );
 
-    let mut again = b.spawn(&["-c", "3", "--max-loops", "3"]);
-    let pid = again.id();
-    let s = b.wait_status(Duration::from_secs(30), |s| {
-        s["pid"] == pid && (s["state"] == "waiting" || s["state"] == "stopped")
-    });
-    again.kill().unwrap();
-    let out = again.wait_with_output().unwrap();
+    let (s, out) = status_once_it_waits(&b, &["-c", "3", "--max-loops", "3"]);
     assert_eq!(s["wait_reason"], "rate_limit", "{s}: {}", stderr(&out));
     assert_eq!(b.calls(), 0, "{}", stderr(&out));
 
@@ -85,14 +86,14 @@ fn a_saved_state_carries_the_hourly_cap_to_another_clone() {
 fn a_second_claim_of_a_task_is_refused() {
     let (a, remote) = first_job();
     let b = next_job(&remote);
-    let mut ca = a.cmd();
-    ca.args(["state", "claim", "--task", "t1", "--owner", "job-a"])
-        .stderr(Stdio::piped());
-    let mut cb = b.cmd();
-    cb.args(["state", "claim", "--task", "t1", "--owner", "job-b"])
-        .stderr(Stdio::piped());
-    let ha = ca.spawn().unwrap();
-    let hb = cb.spawn().unwrap();
+    // `hank state claim` of task t1 by `owner`, in `p`.
+    let claim = |p: &Project, owner: &str| {
+        let mut c = p.cmd();
+        c.args(["state", "claim", "--task", "t1", "--owner", owner]);
+        c
+    };
+    let ha = claim(&a, "job-a").stderr(Stdio::piped()).spawn().unwrap();
+    let hb = claim(&b, "job-b").stderr(Stdio::piped()).spawn().unwrap();
     let oa = ha.wait_with_output().unwrap();
     let ob = hb.wait_with_output().unwrap();
     let codes = [oa.status.code(), ob.status.code()];
@@ -102,27 +103,13 @@ fn a_second_claim_of_a_task_is_refused() {
         stderr(&oa),
         stderr(&ob)
     );
-    let (winner, loser) = if codes[0] == Some(0) {
-        (&a, &b)
+    let ((winner, winner_name), (loser, loser_name)) = if codes[0] == Some(0) {
+        ((&a, "job-a"), (&b, "job-b"))
     } else {
-        (&b, &a)
-    };
-    let loser_name = if codes[0] == Some(0) {
-        "job-b"
-    } else {
-        "job-a"
-    };
-    let winner_name = if codes[0] == Some(0) {
-        "job-a"
-    } else {
-        "job-b"
+        ((&b, "job-b"), (&a, "job-a"))
     };
     // The loser tries again: refused, naming the holder.
-    let o = loser
-        .cmd()
-        .args(["state", "claim", "--task", "t1", "--owner", loser_name])
-        .output()
-        .unwrap();
+    let o = claim(loser, loser_name).output().unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     crate::support::assert_contains(&stderr(&o), &format!("claimed by {winner_name}"));
     let o = loser
@@ -148,21 +135,14 @@ fn a_second_claim_of_a_task_is_refused() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let o = loser
-        .cmd()
-        .args(["state", "claim", "--task", "t1", "--owner", loser_name])
-        .output()
-        .unwrap();
+    let o = claim(loser, loser_name).output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
 
 /// Without a push: the same bundle as a file in a folder (an Actions artifact).
 #[test]
 fn the_state_goes_through_a_folder_too() {
-    let (a, remote) = first_job();
-    a.fake("effect.sh", TICK_ONE);
-    let o = a.run(&["-c", "2", "--max-loops", "2"]);
-    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let (a, remote) = first_job_after(2);
     let art = a.home.join("artifact");
     let o = a.run(&[
         "state",
@@ -180,33 +160,29 @@ fn the_state_goes_through_a_folder_too() {
         0o600
     );
     let b = next_job(&remote);
-    let o = b.run(&[
-        "state",
-        "restore",
-        "--task",
-        "t2",
-        "--from-dir",
-        art.to_str().unwrap(),
-    ]);
+    let restore = || {
+        b.run(&[
+            "state",
+            "restore",
+            "--task",
+            "t2",
+            "--from-dir",
+            art.to_str().unwrap(),
+        ])
+    };
+    let o = restore();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(calls_in(&b), 2);
     // Nothing was pushed.
     assert!(git(&remote, &["for-each-ref", "refs/hank"]).is_empty());
     // A damaged bundle is refused, naming the file, and the local state is left alone.
     std::fs::write(&file, "{not json").unwrap();
-    let o = b.run(&[
-        "state",
-        "restore",
-        "--task",
-        "t2",
-        "--from-dir",
-        art.to_str().unwrap(),
-    ]);
+    let o = restore();
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains("hank-state-t2.json"), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "hank-state-t2.json");
     assert_eq!(calls_in(&b), 2);
     // A bad task name is a usage error.
     let o = b.run(&["state", "save", "--task", "../x"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains("--task"), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "--task");
 }

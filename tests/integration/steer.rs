@@ -4,55 +4,18 @@
 //! fleet task merged and of a delivery (branch pushed, CI red). The ntfy server and the
 //! webhook receiver are `notify_ctl`'s loopback fake.
 
+use std::process::Output;
 use std::time::Duration;
 
-use serde_json::Value;
-
-use crate::notify_ctl::{Server, ntfy_line, webhook_classes};
-use crate::support::{Project, TICK_ONE, result_json, stderr, stdout, wait_with_timeout};
+use crate::ctl_loop::{Running, control_events, ctl, journal};
+use crate::notify_ctl::{
+    QUESTION, Server, asking, ntfy_line, served_project, webhook_classes, webhook_of,
+};
+use crate::support::{Project, TICK_ONE, assert_contains, stderr};
 
 /// A run must end well within this (a loop delay or a wait of 600 s that a command did not
 /// end would go past it).
 const LONG: Duration = Duration::from_secs(30);
-
-/// A running `hank`, killed if the test fails before it is waited for.
-struct Running(Option<std::process::Child>);
-
-impl Running {
-    fn wait(mut self) -> std::process::Output {
-        wait_with_timeout(self.0.take().unwrap(), LONG)
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn ctl(p: &Project, args: &[&str]) -> String {
-    let mut all = vec!["ctl"];
-    all.extend_from_slice(args);
-    let o = p.run(&all);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    stdout(&o).trim().to_string()
-}
-
-fn control_events(p: &Project) -> Vec<(String, String)> {
-    p.events()
-        .into_iter()
-        .filter(|e| e["type"] == "control")
-        .map(|e| {
-            (
-                e["command"].as_str().unwrap().to_string(),
-                e["outcome"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
-}
 
 /// `hank run` with `CONTROL_TOPIC` polls the topic on its own: the signed note reaches a
 /// call's stdin once, the tampered command is a warning saying so, hank's own
@@ -60,13 +23,11 @@ fn control_events(p: &Project) -> Vec<(String, String)> {
 /// the topic (ntfy JSON publish, tagged `hank-ack`) and in the journal.
 #[test]
 fn the_loop_reads_the_control_topic_and_acknowledges_there() {
-    let server = Server::start();
-    let p = Project::new(&["a", "b"]);
+    let (server, p) = served_project(
+        &["a", "b"],
+        "RETRY_BACKOFF_SECONDS=0\nCONTROL_TOPIC=\"$SERVER/ctl\"\n",
+    );
     p.fake("effect.sh", TICK_ONE).fake("sleep-1", "2");
-    p.hankrc(&format!(
-        "RETRY_BACKOFF_SECONDS=0\nCONTROL_TOPIC=\"{}\"\n",
-        server.url("/ctl")
-    ));
     ctl(&p, &["init"]);
     let note = ctl(&p, &["sign", "note", "use", "the", "v2", "API"]);
     let stop = ctl(&p, &["sign", "stop"]);
@@ -75,13 +36,11 @@ fn the_loop_reads_the_control_topic_and_acknowledges_there() {
         "id": "m3", "time": 1, "event": "message", "topic": "ctl",
         "message": "c1-x pause: applied", "tags": ["hank-ack"],
     });
-    *server.poll_body.lock().unwrap() = [
+    server.serve_lines(&[
         ntfy_line("m1", &tampered),
         ntfy_line("m2", &note),
         ack_of_ours.to_string(),
-    ]
-    .join("\n")
-        + "\n";
+    ]);
     let o = p.run(&[]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let err = stderr(&o);
@@ -103,18 +62,12 @@ fn the_loop_reads_the_control_topic_and_acknowledges_there() {
         control_events(&p),
         [("note use the v2 API".to_string(), "applied".to_string())]
     );
-    let v: Value = serde_json::from_str(&ctl(&p, &["status", "--json"])).unwrap();
-    let cmds = v["commands"].as_array().unwrap();
-    assert_eq!(cmds.len(), 1, "{v}");
+    let cmds = journal(&p);
+    assert_eq!(cmds.len(), 1, "{cmds:?}");
     assert_eq!(cmds[0]["source"], "remote");
     assert_eq!(cmds[0]["acknowledged"]["outcome"], "applied");
     // The acknowledgement, on the control topic.
-    let acks: Vec<Value> = server
-        .posts()
-        .iter()
-        .filter(|r| r.path == "/")
-        .map(|r| serde_json::from_str(&r.body).unwrap())
-        .collect();
+    let acks = server.posted_json("/");
     assert_eq!(acks.len(), 1, "{acks:?}");
     assert_eq!(acks[0]["topic"], "ctl");
     assert_eq!(acks[0]["tags"], serde_json::json!(["hank-ack"]));
@@ -122,14 +75,7 @@ fn the_loop_reads_the_control_topic_and_acknowledges_there() {
     assert!(text.ends_with(" note use the v2 API: applied"), "{text}");
     assert!(text.starts_with(cmds[0]["id"].as_str().unwrap()), "{text}");
     // The topic was read from the first poll on without a stored position, then from m3.
-    let gets: Vec<String> = server
-        .reqs
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|r| r.method == "GET")
-        .map(|r| r.path.clone())
-        .collect();
+    let gets = server.gets();
     assert_eq!(gets[0], "/ctl/json?poll=1&since=300s", "{gets:?}");
     assert!(
         gets[1..].iter().all(|g| g.ends_with("since=m3")),
@@ -147,10 +93,9 @@ fn a_control_topic_without_a_key_warns_and_one_shared_with_notify_is_refused() {
     p.hankrc(&format!("CONTROL_TOPIC=\"{}\"\n", server.url("/ctl")));
     let o = p.run(&[]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("CONTROL_TOPIC is set but remote commands are not read"),
-        "{}",
-        stderr(&o)
+    assert_contains(
+        &stderr(&o),
+        "CONTROL_TOPIC is set but remote commands are not read",
     );
     assert!(server.reqs.lock().unwrap().is_empty());
 
@@ -161,24 +106,8 @@ fn a_control_topic_without_a_key_warns_and_one_shared_with_notify_is_refused() {
     ));
     let o = p.run(&[]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("CONTROL_TOPIC is also a NOTIFY target"),
-        "{}",
-        stderr(&o)
-    );
+    assert_contains(&stderr(&o), "CONTROL_TOPIC is also a NOTIFY target");
     assert_eq!(p.calls(), 0);
-}
-
-fn asking(p: &Project) {
-    p.fake(
-        "response",
-        &result_json(
-            "IN_PROGRESS",
-            "IMPLEMENTATION",
-            false,
-            "Should I use PostgreSQL or SQLite for the storage layer?",
-        ),
-    );
 }
 
 /// `NEEDS_ANSWERS=wait`: at `needs_answers` the loop waits (status `waiting`,
@@ -186,24 +115,18 @@ fn asking(p: &Project) {
 /// answer`; the answer ends the wait and is in the next call's stdin, labelled.
 #[test]
 fn needs_answers_waits_for_an_answer_then_goes_on_with_it() {
-    let server = Server::start();
-    let p = Project::new(&["task"]);
+    let (server, p) = served_project(
+        &["task"],
+        "RETRY_BACKOFF_SECONDS=0\nNEEDS_ANSWERS=wait\nNOTIFY=\"webhook:$SERVER/hook\"\n",
+    );
     asking(&p);
     p.fake("effect-6.sh", TICK_ONE);
-    p.hankrc(&format!(
-        "RETRY_BACKOFF_SECONDS=0\nNEEDS_ANSWERS=wait\nNOTIFY=\"webhook:{}\"\n",
-        server.url("/hook")
-    ));
-    let child = Running(Some(p.spawn(&[])));
+    let child = Running::start(&p, &[], LONG);
     let st = p.wait_status(LONG, |v| {
         v["state"] == "waiting" && v["wait_reason"] == "needs_answers"
     });
     assert!(!st["waiting_until"].is_null(), "{st}");
-    assert_eq!(
-        st["questions"],
-        serde_json::json!(["Should I use PostgreSQL or SQLite for the storage layer?"]),
-        "{st}"
-    );
+    assert_eq!(st["questions"], serde_json::json!([QUESTION]), "{st}");
     assert_eq!(p.calls(), 5);
     let id = ctl(&p, &["answer", "SQLite, in data/app.db"]);
     let o = child.wait();
@@ -225,24 +148,13 @@ fn needs_answers_waits_for_an_answer_then_goes_on_with_it() {
         control_events(&p)
     );
     assert!(!id.is_empty());
-    assert!(
-        stderr(&o).contains("hank ctl answer TEXT"),
-        "{}",
-        stderr(&o)
-    );
+    assert_contains(&stderr(&o), "hank ctl answer TEXT");
     assert!(p.events().iter().any(|e| e["type"] == "waiting"
         && e["reason"] == "needs_answers"
         && !e["until"].is_null()));
-    let hooks = webhook_classes(&server);
-    let asked = hooks
-        .iter()
-        .find(|h| h["class"] == "needs_answers")
-        .unwrap_or_else(|| panic!("{hooks:?}"));
+    let asked = webhook_of(&server, "needs_answers");
     let msg = asked["message"].as_str().unwrap();
-    assert!(
-        msg.contains("? Should I use PostgreSQL or SQLite for the storage layer?"),
-        "{msg}"
-    );
+    assert_contains(msg, &format!("? {QUESTION}"));
     assert!(
         asked["next"]
             .as_str()
@@ -271,24 +183,30 @@ fn no_answer_within_the_timeout_stops_with_needs_answers() {
     p.hankrc("NEEDS_ANSWERS=maybe\n");
     let o = p.run(&[]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        stderr(&o).contains("invalid value `maybe` for NEEDS_ANSWERS: expected exit or wait"),
-        "{}",
-        stderr(&o)
+    assert_contains(
+        &stderr(&o),
+        "invalid value `maybe` for NEEDS_ANSWERS: expected exit or wait",
     );
+}
+
+/// `hank ctl COMMAND` given to a run of a two-item plan during its 600 s loop delay after
+/// loop 1: the project and the run's output (it ends within LONG).
+fn ctl_during_the_loop_delay(command: &str) -> (Project, Output) {
+    let p = Project::new(&["a", "b"]);
+    p.fake("effect.sh", TICK_ONE);
+    p.hankrc("LOOP_DELAY_SECONDS=600\n");
+    let child = Running::start(&p, &[], LONG);
+    p.wait_status(LONG, |v| v["loop_count"] == 1 && v["state"] == "running");
+    ctl(&p, &[command]);
+    let o = child.wait();
+    (p, o)
 }
 
 /// Commands are taken during `LOOP_DELAY_SECONDS`: `retry-now` ends a 600 s delay and the
 /// next call is made; `stop` ends the run during one (the run ends within LONG, not 600 s).
 #[test]
 fn commands_are_taken_during_the_loop_delay() {
-    let p = Project::new(&["a", "b"]);
-    p.fake("effect.sh", TICK_ONE);
-    p.hankrc("LOOP_DELAY_SECONDS=600\n");
-    let child = Running(Some(p.spawn(&[])));
-    p.wait_status(LONG, |v| v["loop_count"] == 1 && v["state"] == "running");
-    ctl(&p, &["retry-now"]);
-    let o = child.wait();
+    let (p, o) = ctl_during_the_loop_delay("retry-now");
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(p.calls(), 2);
     assert_eq!(
@@ -296,13 +214,7 @@ fn commands_are_taken_during_the_loop_delay() {
         [("retry-now".to_string(), "applied".to_string())]
     );
 
-    let p = Project::new(&["a", "b"]);
-    p.fake("effect.sh", TICK_ONE);
-    p.hankrc("LOOP_DELAY_SECONDS=600\n");
-    let child = Running(Some(p.spawn(&[])));
-    p.wait_status(LONG, |v| v["loop_count"] == 1 && v["state"] == "running");
-    ctl(&p, &["stop"]);
-    let o = child.wait();
+    let (p, o) = ctl_during_the_loop_delay("stop");
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     assert_eq!(p.status()["exit_reason"], "interrupted");
     assert_eq!(p.calls(), 1);
@@ -313,14 +225,10 @@ fn commands_are_taken_during_the_loop_delay() {
 fn a_merged_fleet_task_is_notified() {
     let server = Server::start();
     let p = crate::fleet::project("## Alpha\n- [ ] a1\n");
-    std::fs::write(
-        p.dir.join(".hankrc"),
-        format!(
-            "NOTIFY=\"webhook:{}\"\nNOTIFY_EVENTS=fleet_task\n",
-            server.url("/hook")
-        ),
-    )
-    .unwrap();
+    p.hankrc(&format!(
+        "NOTIFY=\"webhook:{}\"\nNOTIFY_EVENTS=fleet_task\n",
+        server.url("/hook")
+    ));
     let o = p.run(&["fleet"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let hooks = webhook_classes(&server);

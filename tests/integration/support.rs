@@ -732,14 +732,45 @@ impl Project {
     /// Starts `hank ARGS`, waits (up to 30 s) until that run is `waiting` or `stopped`, kills
     /// it and asserts that it was waiting at the call cap (`rate_limit`); its output.
     pub(crate) fn waits_at_the_call_cap(&self, args: &[&str]) -> Output {
-        let mut run = self.spawn(args);
-        let pid = run.id();
-        let s = self.wait_status(Duration::from_secs(30), |s| {
-            s["pid"] == pid && (s["state"] == "waiting" || s["state"] == "stopped")
-        });
-        run.kill().unwrap();
-        let out = run.wait_with_output().unwrap();
+        let (s, out) = status_once_it_waits(self, args);
         assert_eq!(s["wait_reason"], "rate_limit", "{s}: {}", stderr(&out));
         out
     }
+}
+
+// ---- helpers added by issue-25dn ----
+
+/// Asks `probe` every 50 ms until it gives a value, which it returns; `None` once `within`
+/// has passed without one.
+pub(crate) fn poll<T>(within: Duration, mut probe: impl FnMut() -> Option<T>) -> Option<T> {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = probe() {
+            return Some(v);
+        }
+        if start.elapsed() > within {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Fails unless `text` contains each of `wants` (the whole text in the message).
+#[track_caller]
+pub(crate) fn assert_contains_all(text: &str, wants: &[&str]) {
+    for want in wants {
+        assert_contains(text, want);
+    }
+}
+
+/// Starts `hank ARGS` in `p` and waits (up to 30 s) until that run waits or has stopped; then
+/// kills it. Its status.json then, and its output.
+pub(crate) fn status_once_it_waits(p: &Project, args: &[&str]) -> (Value, Output) {
+    let mut child = p.spawn(args);
+    let pid = child.id();
+    let status = p.wait_status(Duration::from_secs(30), |s| {
+        s["pid"] == pid && (s["state"] == "waiting" || s["state"] == "stopped")
+    });
+    child.kill().expect("kill hank");
+    (status, child.wait_with_output().expect("output"))
 }
