@@ -29,8 +29,10 @@ pub(crate) mod agent;
 pub(crate) mod check;
 mod open;
 mod output;
+mod wait;
 
 pub(crate) use open::{Real, claim};
+pub(crate) use wait::{WaitSpec, Woke};
 
 /// A future an effect returns (boxed: the trait is used as `dyn Effects`).
 pub(crate) type Fut<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
@@ -147,8 +149,18 @@ pub(crate) trait Effects: Clock {
     fn persist(&mut self, state: &State, durable: bool) -> Result<()>;
     /// Publishes status.json.
     fn publish(&mut self, status: &Status) -> Result<()>;
-    /// Whether status.json went missing (someone deleted it during a wait).
-    fn status_missing(&self) -> bool;
+    /// status.json put back (the last one published) if someone deleted it.
+    fn restore_status(&mut self) {}
+    /// Waits as `spec` says, in ticks of at most a second: until its end, an interrupt, or
+    /// commands from outside ([`Woke`]; `wait.rs`).
+    fn wait_until(&mut self, spec: WaitSpec) -> Fut<'_, Woke> {
+        Box::pin(wait::ticks(self, spec))
+    }
+    /// Inside GitHub Actions, a wait until `until` that outlasts the job (`deadline`) ends
+    /// the job instead (the step summary says when the next one continues): `true`.
+    fn suspend_wait(&mut self, until: Timestamp, deadline: Option<Timestamp>) -> bool {
+        wait::suspend(self, until, deadline)
+    }
     /// An event: `events.jsonl`, stdout with `--json`, NOTIFY (`cost_usd` of the run and the
     /// plan's `items` done/total for its message).
     fn emit(&mut self, event: &Event, cost_usd: f64, items: (u32, u32)) -> Result<()>;

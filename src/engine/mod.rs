@@ -59,8 +59,7 @@ struct Engine {
     credential_warned: Option<Timestamp>,
     /// VERIFY_COMMAND as the run started, and what its checks found.
     verify: Verification,
-    /// When MAX_RUNTIME ends the run (`None`: unlimited), and when the run started.
-    run_deadline: Option<Timestamp>,
+    /// When the run started (MAX_RUNTIME counts from it).
     run_started: Timestamp,
     /// The usage limit or window the run waits for or stopped at, named for the user.
     limit_note: Option<String>,
@@ -116,8 +115,6 @@ impl Engine {
             self.run = Run::new(self.run_config(now)).delivering(rounds);
         }
         self.run_started = now;
-        self.run_deadline =
-            crate::policy::run::RunConfig::deadline_of(now, self.s.max_runtime.value);
         self.save()?;
         self.refresh_plan();
         self.verify = crate::effects::check::verification_at_start(&self.s, &self.plan);
