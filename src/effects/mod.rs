@@ -27,10 +27,12 @@ use crate::store::{Event, State, Status};
 
 pub(crate) mod agent;
 pub(crate) mod check;
+mod news;
 mod open;
 mod output;
 mod wait;
 
+pub(crate) use news::{News, RunView};
 pub(crate) use open::{Real, claim};
 pub(crate) use wait::{WaitSpec, Woke};
 
@@ -145,6 +147,34 @@ pub(crate) trait Effects: Clock {
     ) -> Fut<'_, Progress>;
     /// Runs VERIFY_COMMAND once (its start and its result said on the terminal and logged).
     fn run_check<'a>(&'a mut self, check: CheckCall<'a>) -> Fut<'a, Result<Checked>>;
+    /// Tells `news` as the run looks in `view`: status.json (when it changed), then the
+    /// terminal line, the log line and the event it implies ([`News::told`], `news.rs`).
+    fn tell(&mut self, view: RunView<'_>, news: News<'_>) -> Result<()> {
+        let published = view.status.map_or(Ok(()), |s| self.publish(s));
+        let told = news.told();
+        if let Some((warn, line)) = &told.say {
+            self.say(if *warn {
+                Say::Warn(line)
+            } else {
+                Say::Info(line)
+            });
+        }
+        if let News::Finished {
+            summary, questions, ..
+        } = &news
+        {
+            self.questions(questions);
+            self.say(Say::Summary(summary));
+        }
+        if let Some(line) = &told.log {
+            self.log(line);
+        }
+        let emitted = told.event.map_or(Ok(()), |kind| {
+            let event = Event::new(self.now(), kind);
+            self.emit(&event, view.cost_usd, view.items)
+        });
+        published.and(emitted)
+    }
     /// Saves state.json (`durable`: fdatasync too).
     fn persist(&mut self, state: &State, durable: bool) -> Result<()>;
     /// Publishes status.json.

@@ -10,15 +10,15 @@ use crate::agent::answer::{self, Ended, Pricing, RunSoFar};
 use crate::agent::argv;
 use crate::agent::profile::Agent;
 use crate::analysis::Analysis;
-use crate::effects::{AgentAnswer, AgentCall, Say};
+use crate::effects::{AgentAnswer, AgentCall, News, Say};
 use crate::error::Result;
 use crate::policy::decide::Decision;
 use crate::policy::run::Fact;
 use crate::policy::windows;
 use crate::progress::Progress;
 use crate::report::LoopSummary;
+use crate::store::LastLoop;
 use crate::store::schema::{AgentFinished, Fold};
-use crate::store::{EventKind, LastLoop, RunState};
 
 impl Engine {
     /// One loop from the call to the report; its decision is the state machine's.
@@ -92,19 +92,13 @@ impl Engine {
             self.fx.write_file(&prompt_file, bytes)?;
         }
         self.wait = None;
-        self.write_status(RunState::Running)?;
-        self.emit(EventKind::LoopStarted {
+        self.tell(News::LoopStarted {
             number,
             resume: resume.is_some(),
             context_bytes: context.len() as u64,
-            agent: Some(agent.name().to_owned()),
+            agent: agent.name(),
+            format: argv::asked_format(agent, &self.s).as_str(),
         })?;
-        let format = argv::asked_format(agent, &self.s).as_str();
-        self.fx.log(&format!(
-            "loop {number} started (agent: {}, resume: {}, format: {format})",
-            agent.name(),
-            resume.is_some(),
-        ));
         let call = AgentCall {
             number,
             agent,
@@ -220,7 +214,7 @@ impl Engine {
             self.warn(&w);
         }
         if let Some(t) = folded.transition.take() {
-            self.transition(&t)?;
+            self.tell(News::Transition(&t))?;
         }
         Ok(folded)
     }
@@ -233,7 +227,6 @@ impl Engine {
         p: &Progress,
         write_status: bool,
     ) -> Result<()> {
-        self.fx.questions(&a.analysis.questions);
         self.questions.clone_from(&a.analysis.questions);
         let mut finished = AgentFinished::of(number, &a.analysis, p, a.duration);
         finished.agent = Some(self.agent().name().to_owned());
@@ -242,10 +235,6 @@ impl Engine {
         }
         self.last_loop = Some(LastLoop::of(&finished));
         self.run_loops.push(finished.receipt(self.fx.now()));
-        if write_status {
-            self.write_status(RunState::Running)?;
-        }
-        self.fx.log(&crate::report::loop_log_line(&finished));
         let summary = LoopSummary::of(
             &finished,
             &a.analysis,
@@ -254,7 +243,11 @@ impl Engine {
             a.duration,
             self.state.breaker.state,
         );
-        self.fx.say(Say::Summary(&summary));
-        self.emit(EventKind::AgentFinished(Box::new(finished)))
+        self.tell(News::Finished {
+            finished: &finished,
+            summary: &summary,
+            questions: &a.analysis.questions,
+            status: write_status,
+        })
     }
 }

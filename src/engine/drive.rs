@@ -45,13 +45,7 @@ impl Engine {
             self.warn(&w);
         }
         for t in taken {
-            let line = format!("hank ctl {}: {}", t.command, t.outcome);
-            self.fx.say(Say::Info(&line));
-            if let Err(e) = self.emit(crate::store::EventKind::Control {
-                id: t.id,
-                command: t.command,
-                outcome: t.outcome,
-            }) {
+            if let Err(e) = self.tell(crate::effects::News::Control(t)) {
                 let line = format!("could not record a control event: {e}");
                 self.fx.say(Say::Warn(&line));
             }

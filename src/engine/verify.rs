@@ -8,7 +8,6 @@ use crate::error::Result;
 use crate::exit::ExitReason;
 use crate::policy::verification::ClaimCheck;
 use crate::policy::verify::CheckKind;
-use crate::store::EventKind;
 
 impl Engine {
     /// Runs the check now; records it (state, event, log line, terminal).
@@ -35,7 +34,7 @@ impl Engine {
             self.warn(&w);
         }
         self.state.last_verification = Some(r.clone());
-        self.emit(EventKind::Verification(Box::new(r.clone())))?;
+        self.tell(crate::effects::News::Checked(r))?;
         Ok(checked)
     }
 

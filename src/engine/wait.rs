@@ -6,13 +6,13 @@
 use jiff::Timestamp;
 
 use super::Engine;
-use crate::effects::{Say, WaitSpec, Woke};
+use crate::effects::{News, Say, WaitSpec, Woke};
 use crate::error::Result;
 use crate::exit::ExitReason;
 use crate::policy::budget::{Resume, SavedWait, WaitReason, resume_wait};
 use crate::policy::decide::UsageLimitPolicy;
 use crate::policy::run::Waited;
-use crate::store::{EventKind, RunState};
+use crate::store::RunState;
 
 impl Engine {
     /// Waits for a limit (rate limit, token limit, usage limit, backoff, an answer) with a
@@ -32,10 +32,7 @@ impl Engine {
             self.state.wait = Some(SavedWait { reason, until });
         }
         self.save()?;
-        self.write_status(RunState::Waiting)?;
-        self.emit(EventKind::Waiting { reason, until })?;
-        self.fx
-            .log(&format!("waiting ({}) until {until}", reason.as_str()));
+        self.tell(News::Waiting { reason, until })?;
         // Inside Actions, a wait that outlasts the job ends the job now (its wait is saved).
         let waited = if self.fx.suspend_wait(until, self.run.deadline()) {
             Waited::Stop(ExitReason::MaxRuntime)
@@ -49,7 +46,7 @@ impl Engine {
                 self.state.wait = None;
                 self.save()?;
             }
-            self.write_status(RunState::Running)?;
+            self.tell(News::Status(RunState::Running))?;
         }
         Ok(waited)
     }
@@ -118,7 +115,7 @@ impl Engine {
     /// each second); Ctrl-C ends it.
     pub(super) async fn paused(&mut self) -> Result<Waited> {
         self.wait = Some((WaitReason::Paused, self.fx.now()));
-        self.write_status(RunState::Waiting)?;
+        self.tell(News::Status(RunState::Waiting))?;
         let line = "paused: no call before a resume (hank ctl resume)";
         self.fx.say(Say::Info(line));
         let waited = self.sleep_until(None, None).await;

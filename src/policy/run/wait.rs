@@ -125,7 +125,10 @@ mod tests {
             t0(),
         );
         // The loop is in the wait.
-        assert!(matches!(r.next(t0()), crate::policy::run::Step::Wait { .. }));
+        assert!(matches!(
+            r.next(t0()),
+            crate::policy::run::Step::Wait { .. }
+        ));
         r
     }
 
