@@ -15,8 +15,11 @@ use crate::policy::decide::{self, AfterLoop, DecideConfig};
 use crate::policy::progress::Progress;
 use crate::policy::run::Answer;
 use crate::policy::startup::{self, HangVerdict};
+use crate::policy::verify::CheckResult;
+use crate::report::LoopSummary;
+use crate::settings::Settings;
 use crate::store::State;
-use crate::store::schema::Fold;
+use crate::store::schema::{AgentFinished, Fold};
 
 /// How the call's cost is known: CLAUDE_OUTPUT_FORMAT=text (no cost in the answer) and
 /// UNKNOWN_CALL_COST.
@@ -136,6 +139,71 @@ pub fn fold(
         warnings,
         transition: folded.transition,
     }
+}
+
+/// One call as the loop saw it: the facts the fold, the judgment and the report take.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'a> {
+    pub number: u64,
+    /// When the call (and the per-loop check) ended.
+    pub now: Timestamp,
+    /// The session the call resumed.
+    pub resumed: Option<&'a str>,
+    /// The agent called (its counters, the event).
+    pub agent: &'a str,
+    pub analysis: &'a Analysis,
+    pub progress: &'a Progress,
+    pub duration: std::time::Duration,
+    pub ended: Ended,
+}
+
+impl Pricing {
+    /// The pricing `s` sets (CLAUDE_OUTPUT_FORMAT, UNKNOWN_CALL_COST).
+    #[must_use]
+    pub fn of(s: &Settings) -> Self {
+        Self {
+            text: s.output_format.value == crate::settings::OutputFormat::Text,
+            unknown_call_cost: s.unknown_call_cost.value,
+        }
+    }
+}
+
+/// [`fold`] with the decision's and the breaker's settings of `s` and its FIRST_OUTPUT_TIMEOUT.
+pub fn fold_call(state: &mut State, s: &Settings, c: &Call<'_>) -> Folded {
+    let (decide, breaker) = (s.decide_config(), s.breaker_config());
+    let fold_in = Fold {
+        number: c.number,
+        now: c.now,
+        resumed: c.resumed,
+        analysis: c.analysis,
+        progress: c.progress,
+        regressed: c.ended.regressed,
+        decide: &decide,
+        breaker: &breaker,
+        interrupted_by_hank: c.ended.interrupted,
+        free_retry: false,
+    };
+    let limit = crate::settings::resolve::format_duration(s.first_output_timeout.value);
+    fold(state, fold_in, c.agent, c.ended, &limit)
+}
+
+/// The loop's report: its `agent_finished` event (the agent named; `check`: the per-loop
+/// check's verdict as its tests' state) and the summary block (`plan`: items done/total).
+#[must_use]
+pub fn report(
+    c: &Call<'_>,
+    check: Option<&CheckResult>,
+    plan: (u32, u32),
+    state: &State,
+) -> (AgentFinished, LoopSummary) {
+    let mut finished = AgentFinished::of(c.number, c.analysis, c.progress, c.duration);
+    finished.agent = Some(c.agent.to_owned());
+    if let Some(check) = check {
+        finished.tests_status = Some(if check.passed { "PASSING" } else { "FAILING" }.into());
+    }
+    let (cost, circuit) = (state.totals.cost_usd, state.breaker.state);
+    let summary = LoopSummary::of(&finished, c.analysis, plan, cost, c.duration, circuit);
+    (finished, summary)
 }
 
 /// The run so far, for the decision.
@@ -284,6 +352,49 @@ mod tests {
                 None => assert!(folded.warnings.is_empty(), "{:?}", folded.warnings),
             }
             assert_eq!(state.agents.usage["claude"].calls, 1);
+        }
+    }
+
+    /// The report names the agent and takes the per-loop check's verdict as the tests' state.
+    #[test]
+    fn a_loops_report_names_the_agent_and_the_checks_verdict() {
+        let (a, p) = (Analysis::default(), Progress::default());
+        let check = |passed| crate::policy::verify::CheckResult {
+            kind: crate::policy::verify::CheckKind::Loop,
+            passed,
+            command: "make test".into(),
+            exit_code: Some(i32::from(!passed)),
+            timed_out: false,
+            interrupted: false,
+            duration_ms: 1,
+            at: now(),
+            log: String::new(),
+            number: 4,
+            removed_tests: Vec::new(),
+        };
+        let (pass, fail) = (check(true), check(false));
+        // (the loop's check) → (tests_status).
+        let table = [
+            (None, None),
+            (Some(&pass), Some("PASSING")),
+            (Some(&fail), Some("FAILING")),
+        ];
+        for (check, tests) in table {
+            let c = Call {
+                number: 4,
+                now: now(),
+                resumed: None,
+                agent: "codex",
+                analysis: &a,
+                progress: &p,
+                duration: std::time::Duration::from_secs(3),
+                ended: Ended::default(),
+            };
+            let (finished, summary) = report(&c, check, (2, 5), &State::default());
+            assert_eq!(finished.agent.as_deref(), Some("codex"));
+            assert_eq!(finished.tests_status.as_deref(), tests);
+            assert_eq!((finished.number, summary.number), (4, 4));
+            assert_eq!(finished.duration_ms, 3000);
         }
     }
 

@@ -13,6 +13,7 @@ use super::agent::GRACE;
 use super::{CheckCall, Checked, Real};
 use crate::error::{HankError, Result};
 use crate::policy::progress::is_test_path;
+use crate::policy::verification::Verification;
 use crate::policy::verify::{self, CheckKind, CheckResult};
 
 /// Bytes of the end of the output read for the agent's feedback.
@@ -206,6 +207,44 @@ pub(crate) fn verification_at_start(
         every_loop: s.verify_every_loop.value,
     };
     Verification::at_start(cfg, tests, rc_verify_command(&s.project_dir), plan)
+}
+
+/// A check of the run ([`super::Effects::run_check`] of `kind`), numbered in `state` and
+/// recorded in `verify` and `state`; with the warning the record raises (test files deleted
+/// or emptied during the run). The driver reports it.
+pub(crate) async fn recorded(
+    fx: &mut dyn super::Effects,
+    kind: CheckKind,
+    (verify, state): (&mut Verification, &mut crate::store::State),
+    project: &Path,
+) -> Result<(Checked, Option<String>)> {
+    let command = verify.command.clone().unwrap_or_default();
+    state.verify_count += 1;
+    let tests = std::mem::take(&mut verify.tests_at_start);
+    let call = CheckCall {
+        kind,
+        command: &command,
+        project,
+        number: state.verify_count,
+        after_loop: state.loop_count,
+        timeout: verify.timeout,
+        tests_at_start: &tests,
+    };
+    let checked = fx.run_check(call).await;
+    verify.tests_at_start = tests;
+    let checked = checked?;
+    let warning = verify.record(checked.result.clone(), &checked.tail);
+    state.last_verification = Some(checked.result.clone());
+    Ok((checked, warning))
+}
+
+/// The warning (once) when `.hankrc`'s VERIFY_COMMAND line changed since the run started:
+/// the run keeps the command it started with.
+pub(crate) fn rc_edit(verify: &mut Verification, project: &Path) -> Option<String> {
+    if !verify.watches_rc() {
+        return None;
+    }
+    verify.rc_edited(rc_verify_command(project).as_deref())
 }
 
 impl Real {

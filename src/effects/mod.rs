@@ -27,10 +27,14 @@ use crate::store::{Event, State, Status};
 
 pub(crate) mod agent;
 pub(crate) mod check;
+mod news;
 mod open;
 mod output;
+mod wait;
 
+pub(crate) use news::{News, RunView};
 pub(crate) use open::{Real, claim};
+pub(crate) use wait::{WaitSpec, Woke};
 
 /// A future an effect returns (boxed: the trait is used as `dyn Effects`).
 pub(crate) type Fut<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
@@ -143,12 +147,50 @@ pub(crate) trait Effects: Clock {
     ) -> Fut<'_, Progress>;
     /// Runs VERIFY_COMMAND once (its start and its result said on the terminal and logged).
     fn run_check<'a>(&'a mut self, check: CheckCall<'a>) -> Fut<'a, Result<Checked>>;
+    /// Tells `news` as the run looks in `view`: status.json (when it changed), then the
+    /// terminal line, the log line and the event it implies ([`News::told`], `news.rs`).
+    fn tell(&mut self, view: RunView<'_>, news: News<'_>) -> Result<()> {
+        let published = view.status.map_or(Ok(()), |s| self.publish(s));
+        let told = news.told();
+        if let Some((warn, line)) = &told.say {
+            self.say(if *warn {
+                Say::Warn(line)
+            } else {
+                Say::Info(line)
+            });
+        }
+        if let News::Finished {
+            summary, questions, ..
+        } = &news
+        {
+            self.questions(questions);
+            self.say(Say::Summary(summary));
+        }
+        if let Some(line) = &told.log {
+            self.log(line);
+        }
+        let emitted = told.event.map_or(Ok(()), |kind| {
+            let event = Event::new(self.now(), kind);
+            self.emit(&event, view.cost_usd, view.items)
+        });
+        published.and(emitted)
+    }
     /// Saves state.json (`durable`: fdatasync too).
     fn persist(&mut self, state: &State, durable: bool) -> Result<()>;
     /// Publishes status.json.
     fn publish(&mut self, status: &Status) -> Result<()>;
-    /// Whether status.json went missing (someone deleted it during a wait).
-    fn status_missing(&self) -> bool;
+    /// status.json put back (the last one published) if someone deleted it.
+    fn restore_status(&mut self) {}
+    /// Waits as `spec` says, in ticks of at most a second: until its end, an interrupt, or
+    /// commands from outside ([`Woke`]; `wait.rs`).
+    fn wait_until(&mut self, spec: WaitSpec) -> Fut<'_, Woke> {
+        Box::pin(wait::ticks(self, spec))
+    }
+    /// Inside GitHub Actions, a wait until `until` that outlasts the job (`deadline`) ends
+    /// the job instead (the step summary says when the next one continues): `true`.
+    fn suspend_wait(&mut self, until: Timestamp, deadline: Option<Timestamp>) -> bool {
+        wait::suspend(self, until, deadline)
+    }
     /// An event: `events.jsonl`, stdout with `--json`, NOTIFY (`cost_usd` of the run and the
     /// plan's `items` done/total for its message).
     fn emit(&mut self, event: &Event, cost_usd: f64, items: (u32, u32)) -> Result<()>;

@@ -40,6 +40,8 @@ pub(crate) struct Real {
     /// LOG_RETENTION: the first loop and check whose logs are kept (`None` before the first
     /// pruning of the run).
     pub(super) logs_kept_from: Option<(u64, u64)>,
+    /// The last status.json published (put back if someone deletes it during a wait).
+    pub(super) last_status: Option<Status>,
 }
 
 /// What a run holds before its async runtime starts: the project's store (its call ledger
@@ -108,6 +110,7 @@ impl Real {
             secrets: crate::agent::redact::secret_values(),
             json: s.json,
             logs_kept_from: None,
+            last_status: None,
             store,
             lock,
             cancel,
@@ -239,11 +242,17 @@ impl Effects for Real {
     }
 
     fn publish(&mut self, status: &Status) -> Result<()> {
-        self.store.write_status(status)
+        self.store.write_status(status)?;
+        self.last_status = Some(status.clone());
+        Ok(())
     }
 
-    fn status_missing(&self) -> bool {
-        !self.store.status_path().exists()
+    fn restore_status(&mut self) {
+        if let Some(status) = &self.last_status
+            && !self.store.status_path().exists()
+        {
+            let _ = self.store.write_status(status);
+        }
     }
 
     fn emit(&mut self, event: &Event, cost_usd: f64, items: (u32, u32)) -> Result<()> {

@@ -6,12 +6,11 @@
 use super::Engine;
 use crate::agent::profile::{Agent, DEFAULT_AGENT};
 use crate::analysis::Analysis;
-use crate::effects::Say;
+use crate::effects::{News, Say};
 use crate::error::Result;
 use crate::policy::failover;
 use crate::policy::run::FailoverPick;
 use crate::report::local_time;
-use crate::store::EventKind;
 
 impl Engine {
     /// The agent of the next call.
@@ -48,21 +47,17 @@ impl Engine {
         let limited = self.state.agents.limited.get(from).cloned();
         let in_chain = self.agents.iter().any(|a| a.name() == from);
         let reason = failover::switch_reason((from, &to), limited.as_ref(), in_chain, local_time);
-        self.fx.log(&format!("agent {from} → {to}: {reason}"));
         // Handing over work matters to the agent only when another agent did some.
         if self.state.loop_count > 0 {
             self.handover = Some(from.to_owned());
         }
-        if in_chain || self.state.loop_count > 0 {
-            self.fx
-                .say(Say::Info(&format!("agent {from} → {to}: {reason}")));
-            self.emit(EventKind::AgentSwitched {
-                from: from.to_owned(),
-                to,
-                reason,
-                until: limited.and_then(|l| l.until),
-            })?;
-        }
+        self.tell(News::Switched {
+            from,
+            to: &to,
+            reason: &reason,
+            until: limited.and_then(|l| l.until),
+            shown: in_chain || self.state.loop_count > 0,
+        })?;
         self.save()
     }
 

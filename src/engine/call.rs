@@ -6,19 +6,17 @@
 use jiff::Timestamp;
 
 use super::Engine;
-use crate::agent::answer::{self, Ended, Pricing, RunSoFar};
+use crate::agent::answer::{self, Call, Ended, Pricing, RunSoFar};
 use crate::agent::argv;
 use crate::agent::profile::Agent;
 use crate::analysis::Analysis;
-use crate::effects::{AgentAnswer, AgentCall, Say};
+use crate::effects::{AgentAnswer, AgentCall, News, Say};
 use crate::error::Result;
 use crate::policy::decide::Decision;
 use crate::policy::run::Fact;
 use crate::policy::windows;
 use crate::progress::Progress;
-use crate::report::LoopSummary;
-use crate::store::schema::{AgentFinished, Fold};
-use crate::store::{EventKind, LastLoop, RunState};
+use crate::store::LastLoop;
 
 impl Engine {
     /// One loop from the call to the report; its decision is the state machine's.
@@ -40,31 +38,41 @@ impl Engine {
         let mut got = self.call(&agent, number, resume.as_deref()).await?;
         self.take_answer(&agent, number, &mut got.analysis)?;
         let (progress, regressed) = self.measure(number, baseline).await?;
-        let now = self.fx.now();
-        let ended = Ended {
-            startup_hang: got.startup_hang,
-            interrupted: got.interrupted || self.fx.interrupted(),
-            regressed,
+        let interrupted = got.interrupted || self.fx.interrupted();
+        let c = Call {
+            number,
+            now: self.fx.now(),
+            resumed: resume.as_deref(),
+            agent: agent.name(),
+            analysis: &got.analysis,
+            progress: &progress,
+            duration: got.duration,
+            ended: Ended {
+                startup_hang: got.startup_hang,
+                interrupted,
+                regressed,
+            },
         };
-        let folded = self.fold(number, now, resume.as_deref(), &got, &progress, ended)?;
+        let folded = self.fold(&c)?;
         let so_far = RunSoFar {
             loops: self.run.loops(),
             cost_usd: self.run.cost(),
             plan_complete: self.plan_complete(),
-            now,
+            now: c.now,
         };
-        let facts = (&folded, ended, resume.is_some());
-        let dcfg = self.s.decide_config();
-        let a = &got.analysis;
-        let answered = answer::judge(a, &self.state, so_far, &dcfg, facts, &progress);
+        let (facts, dcfg) = (
+            (&folded, c.ended, c.resumed.is_some()),
+            self.s.decide_config(),
+        );
+        let answered = answer::judge(c.analysis, &self.state, so_far, &dcfg, facts, &progress);
         // The decision, a "done" claim checked, failover, a fresh session (policy::run).
-        self.run.on(Fact::Answered(answered), now);
+        self.run.on(Fact::Answered(answered), c.now);
         while let Some(step) = self.run.pending() {
-            self.settle(step, &got.analysis).await?;
+            self.settle(step, c.analysis).await?;
         }
         let decision = self.run.decision().unwrap_or(Decision::Continue);
         let tz = jiff::tz::TimeZone::system();
-        self.limit_note(windows::usage_limit_note(&got.analysis, &decision, &tz));
+        self.limit_note(windows::usage_limit_note(c.analysis, &decision, &tz));
         self.prune_logs();
         // When the next loop starts at once, its "running" status and its save before the
         // spawn carry this loop's results: no redundant writes here. Every other way out of
@@ -73,7 +81,7 @@ impl Engine {
         if !next_now {
             self.fx.persist(&self.state, false)?;
         }
-        self.report_loop(number, &got, &progress, !next_now)
+        self.report_loop(&c, !next_now)
     }
 
     /// The context, argv and stdin of call `number`, announced (status `running`, the
@@ -92,19 +100,13 @@ impl Engine {
             self.fx.write_file(&prompt_file, bytes)?;
         }
         self.wait = None;
-        self.write_status(RunState::Running)?;
-        self.emit(EventKind::LoopStarted {
+        self.tell(News::LoopStarted {
             number,
             resume: resume.is_some(),
             context_bytes: context.len() as u64,
-            agent: Some(agent.name().to_owned()),
+            agent: agent.name(),
+            format: argv::asked_format(agent, &self.s).as_str(),
         })?;
-        let format = argv::asked_format(agent, &self.s).as_str();
-        self.fx.log(&format!(
-            "loop {number} started (agent: {}, resume: {}, format: {format})",
-            agent.name(),
-            resume.is_some(),
-        ));
         let call = AgentCall {
             number,
             agent,
@@ -150,11 +152,10 @@ impl Engine {
     /// The answer made complete ([`answer::complete`]); `.hank/` recreated if the agent
     /// removed it (the next integrity check then stops the run).
     fn take_answer(&mut self, agent: &Agent, number: u64, a: &mut Analysis) -> Result<()> {
-        let pricing = Pricing {
-            text: self.s.output_format.value == crate::settings::OutputFormat::Text,
-            unknown_call_cost: self.s.unknown_call_cost.value,
-        };
-        let when = (self.fx.now(), &mut self.credential_warned);
+        let (pricing, when) = (
+            Pricing::of(&self.s),
+            (self.fx.now(), &mut self.credential_warned),
+        );
         let warnings = answer::complete(a, (agent, number), &mut self.state, pricing, when);
         self.fx.say(Say::Analysis(a));
         for w in warnings.into_iter().chain(self.fx.ensure_dirs()?) {
@@ -182,79 +183,43 @@ impl Engine {
         Ok((progress, regressed))
     }
 
-    /// Folds the answer into the state ([`answer::fold`]) and reports what the fold found.
-    fn fold(
-        &mut self,
-        number: u64,
-        now: Timestamp,
-        resumed: Option<&str>,
-        a: &AgentAnswer,
-        progress: &Progress,
-        ended: Ended,
-    ) -> Result<answer::Folded> {
-        self.run.on(Fact::Spent(a.analysis.cost_usd), now);
+    /// Folds the call into the state ([`answer::fold_call`]), on the fleet's ledger too, and
+    /// reports what the fold found.
+    fn fold(&mut self, c: &Call<'_>) -> Result<answer::Folded> {
+        let a = c.analysis;
+        self.run.on(Fact::Spent(a.cost_usd), c.now);
         // In a fleet, what the call spent goes on the fleet-wide ledger too.
-        self.fx
-            .settle_call(now, a.analysis.tokens.sum(), a.analysis.cost_usd)?;
-        let (decide, breaker) = (self.s.decide_config(), self.s.breaker_config());
-        let fold = Fold {
-            number,
-            now,
-            resumed,
-            analysis: &a.analysis,
-            progress,
-            regressed: ended.regressed,
-            decide: &decide,
-            breaker: &breaker,
-            interrupted_by_hank: ended.interrupted,
-            free_retry: false,
-        };
-        let limit = crate::settings::resolve::format_duration(self.s.first_output_timeout.value);
-        let name = self.agent().name().to_owned();
-        let mut folded = answer::fold(&mut self.state, fold, &name, ended, &limit);
-        if !a.analysis.usage_windows.is_empty() {
+        self.fx.settle_call(c.now, a.tokens.sum(), a.cost_usd)?;
+        let mut folded = answer::fold_call(&mut self.state, &self.s, c);
+        if !a.usage_windows.is_empty() {
             // Every other hank run of this user sees the readings (best effort).
-            self.fx.publish_windows(&self.state.windows, now);
+            self.fx.publish_windows(&self.state.windows, c.now);
         }
         for w in std::mem::take(&mut folded.warnings) {
             self.warn(&w);
         }
         if let Some(t) = folded.transition.take() {
-            self.transition(&t)?;
+            self.tell(News::Transition(&t))?;
         }
         Ok(folded)
     }
 
-    /// status.json, the `agent_finished` event, the log line and the summary block.
-    fn report_loop(
-        &mut self,
-        number: u64,
-        a: &AgentAnswer,
-        p: &Progress,
-        write_status: bool,
-    ) -> Result<()> {
-        self.fx.questions(&a.analysis.questions);
-        self.questions.clone_from(&a.analysis.questions);
-        let mut finished = AgentFinished::of(number, &a.analysis, p, a.duration);
-        finished.agent = Some(self.agent().name().to_owned());
-        if let Some(check) = self.verify.loop_result(number) {
-            finished.tests_status = Some(if check.passed { "PASSING" } else { "FAILING" }.into());
-        }
+    /// The report ([`answer::report`]): status.json (`write_status`), the `agent_finished`
+    /// event, the log line and the summary block.
+    fn report_loop(&mut self, c: &Call<'_>, write_status: bool) -> Result<()> {
+        self.questions.clone_from(&c.analysis.questions);
+        let (check, plan) = (
+            self.verify.loop_result(c.number),
+            (self.plan.done(), self.plan.total()),
+        );
+        let (finished, summary) = answer::report(c, check, plan, &self.state);
         self.last_loop = Some(LastLoop::of(&finished));
         self.run_loops.push(finished.receipt(self.fx.now()));
-        if write_status {
-            self.write_status(RunState::Running)?;
-        }
-        self.fx.log(&crate::report::loop_log_line(&finished));
-        let summary = LoopSummary::of(
-            &finished,
-            &a.analysis,
-            (self.plan.done(), self.plan.total()),
-            self.state.totals.cost_usd,
-            a.duration,
-            self.state.breaker.state,
-        );
-        self.fx.say(Say::Summary(&summary));
-        self.emit(EventKind::AgentFinished(Box::new(finished)))
+        self.tell(News::Finished {
+            finished: &finished,
+            summary: &summary,
+            questions: &c.analysis.questions,
+            status: write_status,
+        })
     }
 }

@@ -5,12 +5,11 @@
 
 use super::Engine;
 use crate::deliver::in_run::Host;
-use crate::effects::Say;
+use crate::effects::{News, Say};
 use crate::error::Result;
 use crate::exit::ExitReason;
 use crate::policy::run::{Delivered, Fact, Step};
 use crate::store::schema::Delivery;
-use crate::store::{EventKind, RunState};
 
 impl Engine {
     /// Delivers the verified completion `reason`, then reports [`Fact::Delivered`].
@@ -38,11 +37,7 @@ impl Engine {
 
 impl Host for Engine {
     fn record(&mut self, d: &Delivery) -> Result<()> {
-        self.fx.say(Say::Info(&d.line()));
-        let mut status = self.status(RunState::Running, None);
-        status.delivery = Some(d.clone());
-        self.fx.publish(&status)?;
-        self.emit(EventKind::Delivery(Box::new(d.clone())))
+        self.tell(News::Delivery(d))
     }
 
     /// `hank ctl stop` (the control source is polled as in every wait).

@@ -5,14 +5,13 @@
 use jiff::Timestamp;
 
 use super::Engine;
-use super::wait::Waited;
 use crate::analysis::Analysis;
 use crate::effects::Say;
 use crate::error::{HankError, Result};
 use crate::exit::ExitReason;
 use crate::policy::budget::{BudgetCheck, WaitReason};
 use crate::policy::fleet::FleetVerdict;
-use crate::policy::run::{Fact, Observation, RunConfig, Step, WaitFor};
+use crate::policy::run::{Fact, Observation, RunConfig, Step, WaitFor, Waited};
 use crate::policy::windows;
 
 impl Engine {
@@ -21,9 +20,14 @@ impl Engine {
         self.s.run_config(now, self.agents.len() > 1)
     }
 
-    /// Hands what the control source sent to the state machine; whether anything came.
-    pub(super) fn poll_control(&mut self) -> bool {
+    /// Hands what the control source sent to the state machine.
+    pub(super) fn poll_control(&mut self) {
         let commands = self.fx.poll_control();
+        self.take_control(commands);
+    }
+
+    /// Hands `commands` (from the control source) to the state machine.
+    pub(super) fn take_control(&mut self, commands: Vec<crate::policy::run::Control>) {
         let any = !commands.is_empty();
         for c in commands {
             self.run.on(Fact::Control(c), self.fx.now());
@@ -32,7 +36,6 @@ impl Engine {
         if any {
             self.apply_settings();
         }
-        any
     }
 
     /// Each command taken is an event and a line on the terminal.
@@ -42,13 +45,7 @@ impl Engine {
             self.warn(&w);
         }
         for t in taken {
-            let line = format!("hank ctl {}: {}", t.command, t.outcome);
-            self.fx.say(Say::Info(&line));
-            if let Err(e) = self.emit(crate::store::EventKind::Control {
-                id: t.id,
-                command: t.command,
-                outcome: t.outcome,
-            }) {
+            if let Err(e) = self.tell(crate::effects::News::Control(t)) {
                 let line = format!("could not record a control event: {e}");
                 self.fx.say(Say::Warn(&line));
             }
@@ -68,9 +65,7 @@ impl Engine {
                 Err(why) => self.warn(&format!("hank ctl set {key}={value} not applied: {why}")),
             }
         }
-        let started = self.run_started;
-        self.run.retune(self.run_config(started));
-        self.run_deadline = RunConfig::deadline_of(started, self.s.max_runtime.value);
+        self.run.retune(self.run_config(self.run_started));
     }
 
     /// Executes one step; `Some` ends the run with that reason.
@@ -209,7 +204,7 @@ impl Engine {
                 }
                 self.wait_until(r, until).await?
             }
-            (WaitFor::LoopDelay, Some(until)) => self.sleep_until(None, until).await,
+            (WaitFor::LoopDelay, Some(until)) => self.sleep_until(None, Some(until)).await,
             (WaitFor::Paused, _) => self.paused().await?,
             (WaitFor::UserAnswer, Some(until)) => {
                 self.fx.say(Say::Info(

@@ -13,7 +13,7 @@
 use jiff::Timestamp;
 
 use crate::agent::profile::Agent;
-use crate::effects::{Effects, Say};
+use crate::effects::{Effects, News, Say};
 use crate::error::Result;
 use crate::exit::ExitReason;
 use crate::policy::budget::WaitReason;
@@ -22,7 +22,7 @@ use crate::policy::run::{Observation, Run};
 use crate::policy::session;
 use crate::policy::verification::Verification;
 use crate::settings::Settings;
-use crate::store::{EventKind, LastLoop, RunState, State};
+use crate::store::{LastLoop, RunState, State};
 
 mod agents;
 mod call;
@@ -59,8 +59,7 @@ struct Engine {
     credential_warned: Option<Timestamp>,
     /// VERIFY_COMMAND as the run started, and what its checks found.
     verify: Verification,
-    /// When MAX_RUNTIME ends the run (`None`: unlimited), and when the run started.
-    run_deadline: Option<Timestamp>,
+    /// When the run started (MAX_RUNTIME counts from it).
     run_started: Timestamp,
     /// The usage limit or window the run waits for or stopped at, named for the user.
     limit_note: Option<String>,
@@ -85,16 +84,7 @@ impl Engine {
             Err(err) => {
                 // Leave an honest status behind: the run failed, and why.
                 let _ = self.fx.persist(&self.state, false);
-                let mut status = self.status(RunState::Failed, None);
-                status.exit_code = Some(crate::exit::ERROR);
-                let _ = self.fx.publish(&status);
-                let _ = self.emit(EventKind::Exit {
-                    exit_reason: None,
-                    exit_code: crate::exit::ERROR,
-                    message: err.to_string(),
-                    verified: None,
-                });
-                self.fx.log(&format!("failed: {err}"));
+                let _ = self.tell(News::Failed(&err.to_string()));
                 Err(err)
             }
         }
@@ -107,7 +97,7 @@ impl Engine {
         let bcfg = self.s.breaker_config();
         let auto = self.s.auto_reset_circuit.value;
         if let Some(t) = self.state.breaker.on_run_start(now, &bcfg, auto) {
-            self.transition(&t)?;
+            self.tell(News::Transition(&t))?;
         }
         self.state.agents.on_run_start(now);
         self.run = Run::new(self.run_config(now));
@@ -116,14 +106,12 @@ impl Engine {
             self.run = Run::new(self.run_config(now)).delivering(rounds);
         }
         self.run_started = now;
-        self.run_deadline =
-            crate::policy::run::RunConfig::deadline_of(now, self.s.max_runtime.value);
         self.save()?;
         self.refresh_plan();
         self.verify = crate::effects::check::verification_at_start(&self.s, &self.plan);
         self.warn_uncharged_agents();
         self.prune_logs();
-        self.write_status(RunState::Starting)?;
+        self.tell(News::Status(RunState::Starting))?;
         if let Some(reason) = self.resume_saved_wait().await? {
             return Ok(reason);
         }
@@ -154,28 +142,22 @@ impl Engine {
         };
         let message = crate::report::exit_summary(reason, &self.state, &self.plan, &notes);
         let (warn, line, run_state) = crate::report::exit_line(reason, &message);
-        let status = self.status(run_state, Some(reason));
-        self.fx.publish(&status)?;
-        self.emit(EventKind::Exit {
-            exit_reason: Some(reason),
-            exit_code: reason.code(),
-            message: message.clone(),
+        self.tell(News::Exit {
+            reason,
+            message: &message,
+            line: &line,
+            warn,
+            run_state,
             verified: self.verify.verified,
         })?;
-        let (name, code) = (reason.as_str(), reason.code());
-        self.fx.log(&format!("exit {name} ({code}): {message}"));
-        self.fx.say(if warn {
-            Say::Warn(&line)
-        } else {
-            Say::Info(&line)
-        });
         for line in crate::policy::receipts::summary_lines(&self.run_loops) {
             self.fx.say(Say::Info(&line));
         }
         if self.s.notify.value {
-            self.fx.desktop_notify(&format!("hank: {name}"), &message);
+            let title = format!("hank: {}", reason.as_str());
+            self.fx.desktop_notify(&title, &message);
         }
-        Ok(code)
+        Ok(reason.code())
     }
 }
 

@@ -1,49 +1,42 @@
-//! What the driver reports, through [`crate::effects::Effects`]: status.json, state.json,
-//! events, warnings, the charge of a call, the limit named in messages, receipts.
+//! What the driver tells, through one effect ([`crate::effects::Effects::tell`]): a piece of
+//! [`News`] with the run as it looks (status.json from [`Status::of`], the run's cost, the
+//! plan's items); state.json; the warnings at start; the limit named in messages.
 
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 
 use super::Engine;
-use crate::effects::Say;
+use crate::effects::{News, RunView, Say};
 use crate::error::Result;
 use crate::exit::ExitReason;
-use crate::policy::breaker::Transition;
 use crate::policy::charge;
 use crate::policy::windows;
 use crate::store::schema::StatusParts;
-use crate::store::{Event, EventKind, PlanCounts, RunState, Status};
+use crate::store::{PlanCounts, RunState, Status};
 
 impl Engine {
+    /// Tells `news`; status.json too when the news implies a run state ([`News::run_state`]).
+    pub(super) fn tell(&mut self, news: News<'_>) -> Result<()> {
+        let status = (news.run_state()).map(|s| self.status(s, news.exit(), &news));
+        let view = RunView {
+            status: status.as_ref(),
+            cost_usd: self.run.cost(),
+            items: (self.plan.done(), self.plan.total()),
+        };
+        self.fx.tell(view, news)
+    }
+
     pub(super) fn warn(&mut self, msg: &str) {
-        self.fx.say(Say::Warn(msg));
-        self.fx.log(&format!("warning: {msg}"));
-        let _ = self.emit(EventKind::Warning {
-            message: msg.to_string(),
-        });
+        let _ = self.tell(News::Warning(msg));
     }
 
-    /// An event: events.jsonl, stdout with `--json`, NOTIFY.
-    pub(super) fn emit(&mut self, kind: EventKind) -> Result<()> {
-        let event = Event::new(self.fx.now(), kind);
-        let items = (self.plan.done(), self.plan.total());
-        self.fx.emit(&event, self.run.cost(), items)
-    }
-
-    /// A breaker transition: the terminal, the log, the `circuit_changed` event.
-    pub(super) fn transition(&mut self, t: &Transition) -> Result<()> {
-        let line = format!("circuit {} → {}: {}", t.from, t.to, t.reason);
-        self.fx.say(Say::Info(&line));
-        self.fx.log(&line);
-        self.emit(EventKind::CircuitChanged {
-            from: t.from,
-            to: t.to,
-            reason: t.reason.clone(),
-        })
-    }
-
-    pub(super) fn status(&self, run_state: RunState, exit: Option<ExitReason>) -> Status {
-        let mut status = Status::of(&StatusParts {
+    fn status(&self, run_state: RunState, exit: Option<ExitReason>, news: &News<'_>) -> Status {
+        // A delivery step is shown while the delivery is out of the engine's hands.
+        let delivery = match news {
+            News::Delivery(d) => Some(*d),
+            _ => self.delivery.as_ref().and_then(|d| d.last()),
+        };
+        Status::of(&StatusParts {
             state: &self.state,
             run_state,
             plan: PlanCounts {
@@ -57,21 +50,10 @@ impl Engine {
             exit,
             now: self.fx.now(),
             pid: std::process::id(),
-        });
-        status.verification = self.verify.status();
-        status.delivery = self.delivery.as_ref().and_then(|d| d.last().cloned());
-        if matches!(
-            self.wait,
-            Some((crate::policy::budget::WaitReason::NeedsAnswers, _))
-        ) {
-            status.questions.clone_from(&self.questions);
-        }
-        status
-    }
-
-    pub(super) fn write_status(&mut self, run_state: RunState) -> Result<()> {
-        let status = self.status(run_state, None);
-        self.fx.publish(&status)
+            verification: self.verify.status(),
+            delivery,
+            questions: &self.questions,
+        })
     }
 
     /// Saves state.json durably.

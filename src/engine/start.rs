@@ -59,7 +59,6 @@ impl Engine {
             wait: None,
             credential_warned: None,
             verify: crate::policy::verification::Verification::default(),
-            run_deadline: None,
             limit_note: None,
             run_loops: Vec::new(),
             questions: Vec::new(),

@@ -3,39 +3,23 @@
 //! (`effects/check.rs`); what each result means is [`Verification`]'s (pure).
 
 use super::Engine;
-use crate::effects::{CheckCall, Checked};
+use crate::effects::check;
+use crate::effects::{Checked, News};
 use crate::error::Result;
 use crate::exit::ExitReason;
 use crate::policy::verification::ClaimCheck;
 use crate::policy::verify::CheckKind;
-use crate::store::EventKind;
 
 impl Engine {
-    /// Runs the check now; records it (state, event, log line, terminal).
+    /// Runs the check now ([`check::recorded`]); reports it (warning, event).
     async fn run_check(&mut self, kind: CheckKind) -> Result<Checked> {
-        let command = self.verify.command.clone().unwrap_or_default();
-        self.state.verify_count += 1;
-        let tests = std::mem::take(&mut self.verify.tests_at_start);
-        let checked = self
-            .fx
-            .run_check(CheckCall {
-                kind,
-                command: &command,
-                project: &self.s.project_dir,
-                number: self.state.verify_count,
-                after_loop: self.state.loop_count,
-                timeout: self.verify.timeout,
-                tests_at_start: &tests,
-            })
-            .await;
-        self.verify.tests_at_start = tests;
-        let checked = checked?;
-        let r = &checked.result;
-        if let Some(w) = self.verify.record(r.clone(), &checked.tail) {
+        let records = (&mut self.verify, &mut self.state);
+        let run = check::recorded(self.fx.as_mut(), kind, records, &self.s.project_dir);
+        let (checked, warning) = run.await?;
+        if let Some(w) = warning {
             self.warn(&w);
         }
-        self.state.last_verification = Some(r.clone());
-        self.emit(EventKind::Verification(Box::new(r.clone())))?;
+        self.tell(News::Checked(&checked.result))?;
         Ok(checked)
     }
 
@@ -104,14 +88,9 @@ impl Engine {
         complete
     }
 
-    /// Warns once when `.hankrc`'s VERIFY_COMMAND changed since the run started: the run
-    /// keeps the command it started with.
+    /// Warns once when `.hankrc`'s VERIFY_COMMAND changed since the run started.
     pub(super) fn watch_verify_edit(&mut self) {
-        if !self.verify.watches_rc() {
-            return;
-        }
-        let rc = crate::effects::check::rc_verify_command(&self.s.project_dir);
-        if let Some(w) = self.verify.rc_edited(rc.as_deref()) {
+        if let Some(w) = check::rc_edit(&mut self.verify, &self.s.project_dir) {
             self.warn(&w);
         }
     }

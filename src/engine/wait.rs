@@ -1,29 +1,22 @@
-//! The loop's waits: rate and token caps, usage limits, backoff, the loop delay — each with
-//! `state: waiting` in status.json, an event, a countdown, and Ctrl-C ending it at once.
+//! The loop's waits, driven: a limit wait (rate and token caps, usage limits and windows,
+//! backoff, an answer) saved and shown (status `waiting`, an event, a countdown), the silent
+//! loop delay, a pause. The waiting is one effect ([`crate::effects::Effects::wait_until`]);
+//! what ends a wait is the state machine's ([`crate::policy::run::Run::wait_cut`], `woke`).
 
-use std::time::Duration;
-
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 
 use super::Engine;
-use crate::effects::{Say, Slept};
+use crate::effects::{News, Say, WaitSpec, Woke};
 use crate::error::Result;
 use crate::exit::ExitReason;
 use crate::policy::budget::{Resume, SavedWait, WaitReason, resume_wait};
 use crate::policy::decide::UsageLimitPolicy;
-use crate::policy::run::Step;
-use crate::store::{EventKind, RunState};
-
-/// How a wait ended.
-pub(super) enum Waited {
-    Done,
-    /// The run must stop: Ctrl-C/SIGTERM/SIGHUP (`interrupted`) or MAX_RUNTIME reached during
-    /// the wait (`max_runtime`).
-    Stop(ExitReason),
-}
+use crate::policy::run::Waited;
+use crate::store::RunState;
 
 impl Engine {
-    /// Waits (rate limit, token limit, usage limit, backoff) with a countdown; Ctrl-C ends it.
+    /// Waits for a limit (rate limit, token limit, usage limit, backoff, an answer) with a
+    /// countdown; Ctrl-C ends it.
     pub(super) async fn wait_until(
         &mut self,
         reason: WaitReason,
@@ -39,23 +32,12 @@ impl Engine {
             self.state.wait = Some(SavedWait { reason, until });
         }
         self.save()?;
-        self.write_status(RunState::Waiting)?;
-        self.emit(EventKind::Waiting { reason, until })?;
-        self.fx
-            .log(&format!("waiting ({}) until {until}", reason.as_str()));
-        // Issue 28 hook (bounded for CI): inside Actions, a wait that outlasts the job ends
-        // the job now — the state with its wait is saved above — instead of sleeping on a
-        // paid runner; the step summary says when the next job continues.
-        let in_job = crate::policy::ci::wait_in_job(until, self.run_deadline, self.fx.now());
-        let waited = match in_job {
-            crate::policy::ci::JobWait::StopAndContinue { after }
-                if self
-                    .fx
-                    .suspend_job(&crate::policy::ci::continues_line(after)) =>
-            {
-                Waited::Stop(ExitReason::MaxRuntime)
-            }
-            _ => self.sleep_until(Some(reason), until).await,
+        self.tell(News::Waiting { reason, until })?;
+        // Inside Actions, a wait that outlasts the job ends the job now (its wait is saved).
+        let waited = if self.fx.suspend_wait(until, self.run.deadline()) {
+            Waited::Stop(ExitReason::MaxRuntime)
+        } else {
+            self.sleep_until(Some(reason), Some(until)).await
         };
         self.fx.say(Say::WaitDone);
         self.wait = None;
@@ -64,7 +46,7 @@ impl Engine {
                 self.state.wait = None;
                 self.save()?;
             }
-            self.write_status(RunState::Running)?;
+            self.tell(News::Status(RunState::Running))?;
         }
         Ok(waited)
     }
@@ -100,51 +82,31 @@ impl Engine {
         }
     }
 
-    /// A command that came during a wait: `Some` when it ends the wait (a stop, or a retry
-    /// now: the gates are checked again).
-    fn control_cut(&mut self) -> Option<Waited> {
-        if !self.poll_control() {
-            return None;
-        }
-        match self.run.next(self.fx.now()) {
-            Step::Wait { .. } => None,
-            Step::Stop(r) => Some(Waited::Stop(r)),
-            _ => Some(Waited::Done),
-        }
-    }
-
-    /// Sleeps until `until` in steps of at most a second (commands polled), MAX_RUNTIME and
-    /// Ctrl-C ending it; a wait for `reason` shows its countdown (`None`: the silent loop
-    /// delay, which a `retry-now` ends too).
+    /// Sleeps until `until` (`None`: until a command ends it), MAX_RUNTIME, Ctrl-C and the
+    /// commands that end a wait ending it earlier; a wait for `reason` shows its countdown
+    /// (`None`: the silent loop delay or a pause).
     pub(super) async fn sleep_until(
         &mut self,
         reason: Option<WaitReason>,
-        until: Timestamp,
+        until: Option<Timestamp>,
     ) -> Waited {
-        let end = self.run_deadline.map_or(until, |d| d.min(until));
+        let spec = WaitSpec {
+            end: until.map(|u| self.run.wait_end(u)),
+            countdown: reason.zip(until),
+        };
         loop {
-            let now = self.fx.now();
-            if now >= end {
-                let cut = end < until && (reason.is_none() || now < until);
-                return if cut {
-                    Waited::Stop(ExitReason::MaxRuntime)
-                } else {
-                    Waited::Done
-                };
-            }
-            if let Some(cut) = self.control_cut() {
-                return cut;
-            }
-            if let Some(reason) = reason.map(WaitReason::as_str) {
-                self.fx.say(Say::WaitTick { reason, until, now });
-                // Someone deleted status.json during a long wait: put it back.
-                if self.fx.status_missing() {
-                    let _ = self.write_status(RunState::Waiting);
+            match self.fx.wait_until(spec).await {
+                Woke::Interrupted => return Waited::Stop(ExitReason::Interrupted),
+                Woke::Elapsed(now) => {
+                    let shown = reason.is_some();
+                    return until.map_or(Waited::Done, |u| self.run.woke(now, u, shown));
                 }
-            }
-            let step = crate::policy::time::tick(now, end, SignedDuration::from_secs(1));
-            if self.fx.sleep(step).await == Slept::Interrupted {
-                return Waited::Stop(ExitReason::Interrupted);
+                Woke::Control(commands) => {
+                    self.take_control(commands);
+                    if let Some(waited) = self.run.wait_cut(self.fx.now()) {
+                        return waited;
+                    }
+                }
             }
         }
     }
@@ -153,17 +115,10 @@ impl Engine {
     /// each second); Ctrl-C ends it.
     pub(super) async fn paused(&mut self) -> Result<Waited> {
         self.wait = Some((WaitReason::Paused, self.fx.now()));
-        self.write_status(RunState::Waiting)?;
+        self.tell(News::Status(RunState::Waiting))?;
         let line = "paused: no call before a resume (hank ctl resume)";
         self.fx.say(Say::Info(line));
-        let waited = loop {
-            if self.fx.sleep(Duration::from_secs(1)).await == Slept::Interrupted {
-                break Waited::Stop(ExitReason::Interrupted);
-            }
-            if let Some(cut) = self.control_cut() {
-                break cut;
-            }
-        };
+        let waited = self.sleep_until(None, None).await;
         self.wait = None;
         Ok(waited)
     }

@@ -635,7 +635,7 @@ impl State {
 }
 
 /// What `status.json` is made of besides the stored state.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct StatusParts<'a> {
     pub state: &'a State,
     pub run_state: RunState,
@@ -648,10 +648,17 @@ pub struct StatusParts<'a> {
     pub exit: Option<ExitReason>,
     pub now: Timestamp,
     pub pid: u32,
+    /// VERIFY_COMMAND's state (`None`: none configured).
+    pub verification: Option<VerificationStatus>,
+    /// The delivery's last step.
+    pub delivery: Option<&'a Delivery>,
+    /// The last loop's questions (shown while the run waits for an answer).
+    pub questions: &'a [String],
 }
 
 impl Status {
-    /// The live status of a run (pure).
+    /// The live status of a run (pure). What a state implies: the questions only while the
+    /// run waits for an answer, no end time for a pause, exit code 1 for a failed run.
     #[must_use]
     pub fn of(p: &StatusParts<'_>) -> Self {
         let st = p.state;
@@ -677,7 +684,8 @@ impl Status {
             fix_plan: p.plan,
             last_loop: p.last_loop.cloned(),
             exit_reason: p.exit,
-            exit_code: p.exit.map(ExitReason::code),
+            exit_code: (p.exit.map(ExitReason::code))
+                .or((p.run_state == RunState::Failed).then_some(crate::exit::ERROR)),
             pid: p.pid,
             agent: Some(
                 st.agents
@@ -685,10 +693,13 @@ impl Status {
                     .to_owned(),
             ),
             agents_limited: st.agents.limited.clone(),
-            verification: None,
+            verification: p.verification.clone(),
             usage_windows: windows::status_windows(&st.windows, p.window_limits, p.now),
-            delivery: None,
-            questions: Vec::new(),
+            delivery: p.delivery.cloned(),
+            questions: match p.wait {
+                Some((WaitReason::NeedsAnswers, _)) => p.questions.to_vec(),
+                _ => Vec::new(),
+            },
         }
     }
 }
@@ -1222,6 +1233,50 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// What a run state implies in status.json: the questions only while the run waits for
+    /// an answer, no end time for a pause, exit code 1 for a failed run, the exit's own code.
+    #[test]
+    fn which_status_fields_a_state_implies() {
+        let now: Timestamp = "2026-11-24T10:00:00Z".parse().unwrap();
+        let (state, limits) = (State::default(), BudgetLimits::default());
+        let (windows, questions) = (WindowLimits::default(), ["which database?".to_owned()]);
+        let answer = Some((WaitReason::NeedsAnswers, now));
+        let usage = Some((WaitReason::UsageLimit, now));
+        let paused = Some((WaitReason::Paused, now));
+        let done = Some(ExitReason::PlanComplete);
+        // (run state, wait, exit) → (questions shown, waiting_until, exit_code).
+        let table = [
+            (RunState::Waiting, answer, None, 1, Some(now), None),
+            (RunState::Waiting, usage, None, 0, Some(now), None),
+            (RunState::Waiting, paused, None, 0, None, None),
+            (RunState::Running, None, None, 0, None, None),
+            (RunState::Failed, None, None, 0, None, Some(1)),
+            (RunState::Completed, None, done, 0, None, Some(0)),
+        ];
+        for (run_state, wait, exit, shown, until, code) in table {
+            let status = Status::of(&StatusParts {
+                state: &state,
+                run_state,
+                plan: PlanCounts::default(),
+                last_loop: None,
+                wait,
+                limits: &limits,
+                window_limits: &windows,
+                exit,
+                now,
+                pid: 7,
+                verification: None,
+                delivery: None,
+                questions: &questions,
+            });
+            let what = format!("{run_state:?} {wait:?} {exit:?}");
+            assert_eq!(status.questions.len(), shown, "{what}");
+            assert_eq!(status.waiting_until, until, "{what}");
+            assert_eq!(status.exit_code, code, "{what}");
+            assert_eq!(status.wait_reason, wait.map(|w| w.0), "{what}");
+        }
+    }
 
     #[test]
     fn events_serialize_to_the_documented_lines() {

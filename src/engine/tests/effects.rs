@@ -187,10 +187,6 @@ impl Effects for TestEffects {
         Ok(())
     }
 
-    fn status_missing(&self) -> bool {
-        false
-    }
-
     fn emit(&mut self, event: &Event, _cost_usd: f64, _items: (u32, u32)) -> Result<()> {
         self.fx().events.push(event.clone());
         Ok(())

@@ -26,6 +26,9 @@ use crate::policy::windows::WindowCheck;
 
 #[cfg(test)]
 mod tests;
+mod wait;
+
+pub use wait::Waited;
 
 /// The settings the state machine needs, fixed for the run (the default: no deadline, no
 /// delay, waits at a usage limit, one agent, the default decision settings, no answer wait).

@@ -1,0 +1,155 @@
+//! What ends a wait (pure): its time, MAX_RUNTIME, or a command from outside. The waiting
+//! itself is one effect (`Effects::wait_until`: ticks of a second, commands polled, the
+//! countdown); the driver hands each batch of commands to [`Run::on`] and asks
+//! [`Run::wait_cut`] whether the wait is over, and [`Run::woke`] how it ended when its time
+//! came.
+
+use jiff::Timestamp;
+
+use super::{Run, Step};
+use crate::exit::ExitReason;
+
+/// How a wait ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waited {
+    /// Its time came, or a command ended it (`retry-now`, `resume`, an answer): the gates
+    /// are checked again.
+    Done,
+    /// The run stops: Ctrl-C/SIGTERM/SIGHUP or `hank ctl stop` (`interrupted`), MAX_RUNTIME
+    /// reached during the wait (`max_runtime`).
+    Stop(ExitReason),
+}
+
+impl Run {
+    /// When MAX_RUNTIME ends the run (`None`: unlimited).
+    #[must_use]
+    pub fn deadline(&self) -> Option<Timestamp> {
+        self.cfg.deadline
+    }
+
+    /// How a wait until `until` that slept to its end ([`Run::wait_end`]) is over at `now`:
+    /// MAX_RUNTIME cut it short, or it is done. A shown wait (a limit, `shown`) that MAX_RUNTIME
+    /// would cut is done when its own end came too; the silent loop delay is cut either way.
+    #[must_use]
+    pub fn woke(&self, now: Timestamp, until: Timestamp, shown: bool) -> Waited {
+        let end = self.wait_end(until);
+        if end < until && (!shown || now < until) {
+            Waited::Stop(ExitReason::MaxRuntime)
+        } else {
+            Waited::Done
+        }
+    }
+
+    /// After the commands that came during a wait ([`Run::on`]): `Some` when they end it (a
+    /// stop, or a retry-now, a resume, an answer: the gates are checked again), `None` when
+    /// the loop still waits.
+    #[must_use]
+    pub fn wait_cut(&mut self, now: Timestamp) -> Option<Waited> {
+        match self.next(now) {
+            Step::Wait { .. } => None,
+            Step::Stop(r) => Some(Waited::Stop(r)),
+            _ => Some(Waited::Done),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use jiff::{SignedDuration, Timestamp};
+
+    use super::Waited;
+    use crate::exit::ExitReason;
+    use crate::policy::budget::WaitReason;
+    use crate::policy::decide::Decision;
+    use crate::policy::run::{Answer, Control, Fact, Run, RunConfig};
+
+    fn t0() -> Timestamp {
+        Timestamp::from_second(1_800_000_000).unwrap()
+    }
+
+    fn mins(n: i64) -> Timestamp {
+        t0() + SignedDuration::from_mins(n)
+    }
+
+    fn run(deadline: Option<Timestamp>) -> Run {
+        Run::new(RunConfig {
+            deadline,
+            ..RunConfig::default()
+        })
+    }
+
+    #[test]
+    fn the_clock_ends_a_wait_or_max_runtime_cuts_it() {
+        let max = Waited::Stop(ExitReason::MaxRuntime);
+        // (deadline, until, now, shown) → how the wait ended.
+        let table = [
+            (None, mins(60), mins(60), true, Waited::Done),
+            (None, mins(10), mins(10), false, Waited::Done),
+            (Some(mins(90)), mins(60), mins(60), true, Waited::Done),
+            (Some(mins(30)), mins(60), mins(30), true, max),
+            (Some(mins(30)), mins(60), mins(30), false, max),
+            // A shown wait whose own end came with the deadline's is done.
+            (Some(mins(30)), mins(60), mins(60), true, Waited::Done),
+            // The loop delay cut by MAX_RUNTIME stops the run.
+            (Some(mins(30)), mins(60), mins(60), false, max),
+            (Some(mins(60)), mins(60), mins(60), false, Waited::Done),
+        ];
+        for (deadline, until, now, shown, want) in table {
+            let r = run(deadline);
+            assert_eq!(r.deadline(), deadline);
+            assert_eq!(
+                r.woke(now, until, shown),
+                want,
+                "{deadline:?} {until} {now} {shown}"
+            );
+        }
+    }
+
+    fn waiting(cfg: RunConfig) -> Run {
+        let mut r = Run::new(cfg);
+        r.on(Fact::Calling, t0());
+        let wait = Decision::Wait {
+            until: mins(300),
+            reason: WaitReason::UsageLimit,
+        };
+        r.on(
+            Fact::Answered(Answer {
+                decision: wait,
+                without_claims: wait,
+                free_retry: false,
+                productive_error: false,
+                interrupted: false,
+                error: false,
+                resumed: false,
+            }),
+            t0(),
+        );
+        // The loop is in the wait.
+        assert!(matches!(
+            r.next(t0()),
+            crate::policy::run::Step::Wait { .. }
+        ));
+        r
+    }
+
+    #[test]
+    fn commands_end_a_wait_or_leave_it() {
+        // (command, how the usage-limit wait goes on).
+        let table = [
+            (None, None),
+            (Some(Control::Pause), None),
+            (Some(Control::RetryNow), Some(Waited::Done)),
+            (
+                Some(Control::Stop),
+                Some(Waited::Stop(ExitReason::Interrupted)),
+            ),
+        ];
+        for (command, want) in table {
+            let mut r = waiting(RunConfig::default());
+            if let Some(c) = command.clone() {
+                r.on(Fact::Control(c), mins(1));
+            }
+            assert_eq!(r.wait_cut(mins(1)), want, "{command:?}");
+        }
+    }
+}
