@@ -1282,9 +1282,18 @@ async fn supervise(
         tokio::time::sleep(POLL).await;
     }
     for t in &mut file.tasks {
-        if ctl.steer.stopping && t.state == TaskState::Waiting {
+        if t.state == TaskState::Waiting {
+            // Held by admission and never started (whatever ended the fleet: a stop, a limit,
+            // an interruption): the next `hank fleet` starts it.
             t.state = TaskState::Pending;
-            t.message = "not started: hank ctl stop".into();
+            t.message = if ctl.steer.stopping {
+                "not started: hank ctl stop"
+            } else if interrupted_at.is_some() {
+                "not started: interrupted"
+            } else {
+                "not started before the fleet stopped"
+            }
+            .into();
         }
         if matches!(t.state, TaskState::Verifying | TaskState::Merging) {
             // Interrupted before its merge: the next fleet runs it again (its plan is done,
