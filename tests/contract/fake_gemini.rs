@@ -23,9 +23,9 @@
 
 #![allow(dead_code)]
 
+use std::io;
 use std::io::Write;
 use std::net::TcpStream;
-use std::path::Path;
 use std::time::Duration;
 
 use crate::http;
@@ -195,26 +195,81 @@ impl Reply {
     }
 }
 
-/// A request as the fake received it.
-#[derive(Debug, Clone)]
-pub(crate) struct Request {
-    pub method: String,
-    /// Path and query, e.g. `/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse`.
-    pub path: String,
-    /// Lower-case names; `x-goog-api-key` / `authorization` values are redacted.
-    pub headers: Vec<(String, String)>,
-    /// The JSON body (`Value::Null` when absent or not JSON).
-    pub body: Value,
-}
+/// The Gemini API ([`http::Provider`]).
+pub(crate) enum Gemini {}
 
-impl Request {
-    pub(crate) fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
+/// The running fake; stops accepting when dropped. `url()` is the value for
+/// `GOOGLE_GEMINI_BASE_URL`.
+pub(crate) type FakeGemini = http::Fake<Gemini>;
+
+impl http::Provider for Gemini {
+    type Reply = Reply;
+    const BASE_PATH: &'static str = "";
+
+    /// A streaming conversation turn.
+    fn is_turn(req: &http::Request<Gemini>) -> bool {
+        req.method == "POST" && req.rpc() == "streamGenerateContent"
     }
 
+    /// The text of the newest user message (its text parts joined). A user message holding
+    /// only function responses has no text.
+    fn last_user_text(req: &http::Request<Gemini>) -> String {
+        match req.conversation().last() {
+            Some((role, text)) if role == "user" => text.clone(),
+            _ => String::new(),
+        }
+    }
+
+    fn unscripted() -> Reply {
+        Reply::Text(status_text("IN_PROGRESS", false, "unscripted turn"))
+    }
+
+    fn respond(s: &Shared, req: &http::Request<Self>, out: &mut TcpStream) -> io::Result<()> {
+        let model = req.model().to_string();
+        let send = |out: &mut TcpStream, bytes: Vec<u8>| http::send(out, &bytes);
+        if req.method != "POST" || !req.path.starts_with("/v1beta/models/") {
+            let body = json!({"error": {"code": 404, "message": format!("Requested entity was not found: {}", req.path), "status": "NOT_FOUND"}});
+            return send(out, json_response(404, &body));
+        }
+        let id = s.next_id();
+        match req.rpc() {
+            "countTokens" => {
+                let n = req.text().len() / 4;
+                send(out, json_response(200, &json!({"totalTokens": n})))
+            }
+            "generateContent" => send(out, json_response(200, &side_answer(req, &model, id))),
+            "streamGenerateContent" => match s.next_reply() {
+                Reply::Error {
+                    status,
+                    body,
+                    headers,
+                } => send(
+                    out,
+                    http(
+                        status,
+                        "application/json; charset=UTF-8",
+                        &headers,
+                        body.to_string().as_bytes(),
+                    ),
+                ),
+                Reply::Hang(d) => {
+                    std::thread::sleep(d);
+                    stream(out, &model, id, Some("late"), None)
+                }
+                Reply::Text(text) => stream(out, &model, id, Some(&text), None),
+                Reply::Tool { text, name, args } => {
+                    stream(out, &model, id, text.as_deref(), Some((&name, &args)))
+                }
+            },
+            other => {
+                let body = json!({"error": {"code": 404, "message": format!("Method not found: {other}"), "status": "NOT_FOUND"}});
+                send(out, json_response(404, &body))
+            }
+        }
+    }
+}
+
+impl http::Request<Gemini> {
     /// The model named in the path (`models/<model>:<method>`).
     pub(crate) fn model(&self) -> &str {
         self.path
@@ -233,16 +288,6 @@ impl Request {
             .map_or("", |m| m.split('?').next().unwrap_or(""))
     }
 
-    /// A streaming conversation turn.
-    pub(crate) fn is_turn(&self) -> bool {
-        self.method == "POST" && self.rpc() == "streamGenerateContent"
-    }
-
-    /// The whole body as text (for `contains` checks).
-    pub(crate) fn text(&self) -> String {
-        self.body.to_string()
-    }
-
     /// The conversation (`contents`) as `(role, text of every text part)`.
     pub(crate) fn conversation(&self) -> Vec<(String, String)> {
         self.body["contents"]
@@ -250,38 +295,12 @@ impl Request {
             .map(|c| {
                 c.iter()
                     .map(|m| {
-                        let text = m["parts"]
-                            .as_array()
-                            .map(|p| {
-                                p.iter()
-                                    .filter_map(|part| part["text"].as_str())
-                                    .collect::<Vec<_>>()
-                                    .join("\n")
-                            })
-                            .unwrap_or_default();
-                        (m["role"].as_str().unwrap_or("").to_string(), text)
+                        let role = m["role"].as_str().unwrap_or("").to_string();
+                        (role, http::parts_text(&m["parts"]))
                     })
                     .collect()
             })
             .unwrap_or_default()
-    }
-
-    /// The text of the newest user message (its text parts joined): what this turn added to
-    /// the conversation. A user message holding only function responses has no text.
-    pub(crate) fn last_user_text(&self) -> String {
-        match self.conversation().last() {
-            Some((role, text)) if role == "user" => text.clone(),
-            _ => String::new(),
-        }
-    }
-
-    /// The `<hank-loop-context>` block this turn's newest user message starts a loop with,
-    /// if it does (the first request of each hank loop).
-    pub(crate) fn loop_context(&self) -> Option<String> {
-        let text = self.last_user_text();
-        let start = text.find("<hank-loop-context>")? + "<hank-loop-context>".len();
-        let end = text[start..].find("</hank-loop-context>")? + start;
-        Some(text[start..end].trim().to_string())
     }
 
     /// The function responses in the newest message (`(name, response)`).
@@ -306,45 +325,7 @@ impl Request {
     }
 }
 
-/// The running fake; stops accepting when dropped.
-pub(crate) struct FakeGemini {
-    fake: http::Fake<Reply, Request>,
-}
-
-impl std::ops::Deref for FakeGemini {
-    type Target = http::Fake<Reply, Request>;
-    fn deref(&self) -> &Self::Target {
-        &self.fake
-    }
-}
-
-impl http::Turn for Request {
-    fn is_turn(&self) -> bool {
-        Request::is_turn(self)
-    }
-}
-
-type Shared = http::Scripted<Reply, Request>;
-
-impl FakeGemini {
-    /// Starts on 127.0.0.1 (a free port) with `script`; logs requests to `log_file` too.
-    pub(crate) fn start(script: Vec<Reply>, log_file: Option<&Path>) -> Self {
-        let read = |i: http::Incoming| Request {
-            method: i.method,
-            path: i.path,
-            headers: i.headers,
-            body: i.body,
-        };
-        Self {
-            fake: http::Fake::start("the fake Gemini API", script, log_file, read, respond),
-        }
-    }
-
-    /// The value for `GOOGLE_GEMINI_BASE_URL`.
-    pub(crate) fn url(&self) -> String {
-        format!("http://{}", self.fake.addr())
-    }
-}
+type Shared = http::Scripted<Gemini>;
 
 /// A whole response with a body of known length.
 fn http(status: u16, content_type: &str, extra: &[(String, String)], body: &[u8]) -> Vec<u8> {
@@ -363,62 +344,10 @@ fn json_response(status: u16, body: &Value) -> Vec<u8> {
     )
 }
 
-fn respond(s: &Shared, req: &Request, out: &mut TcpStream) -> std::io::Result<()> {
-    let model = req.model().to_string();
-    let send = |out: &mut TcpStream, bytes: Vec<u8>| {
-        out.write_all(&bytes)?;
-        out.flush()
-    };
-    if req.method != "POST" || !req.path.starts_with("/v1beta/models/") {
-        let body = json!({"error": {"code": 404, "message": format!("Requested entity was not found: {}", req.path), "status": "NOT_FOUND"}});
-        return send(out, json_response(404, &body));
-    }
-    let id = s.next_id();
-    match req.rpc() {
-        "countTokens" => {
-            let n = req.text().len() / 4;
-            send(out, json_response(200, &json!({"totalTokens": n})))
-        }
-        "generateContent" => send(out, json_response(200, &side_answer(req, &model, id))),
-        "streamGenerateContent" => {
-            let reply = s.next_reply().unwrap_or_else(|| {
-                Reply::Text(status_text("IN_PROGRESS", false, "unscripted turn"))
-            });
-            match reply {
-                Reply::Error {
-                    status,
-                    body,
-                    headers,
-                } => send(
-                    out,
-                    http(
-                        status,
-                        "application/json; charset=UTF-8",
-                        &headers,
-                        body.to_string().as_bytes(),
-                    ),
-                ),
-                Reply::Hang(d) => {
-                    std::thread::sleep(d);
-                    stream(out, &model, id, Some("late"), None)
-                }
-                Reply::Text(text) => stream(out, &model, id, Some(&text), None),
-                Reply::Tool { text, name, args } => {
-                    stream(out, &model, id, text.as_deref(), Some((&name, &args)))
-                }
-            }
-        }
-        other => {
-            let body = json!({"error": {"code": 404, "message": format!("Method not found: {other}"), "status": "NOT_FOUND"}});
-            send(out, json_response(404, &body))
-        }
-    }
-}
-
 /// The answer to a non-streaming `generateContent`: gemini-cli's model router asks for a
 /// `{complexity_reasoning, complexity_score}` object, other JSON checks for the fields their
 /// schema requires; anything else gets a short text.
-fn side_answer(req: &Request, model: &str, id: u64) -> Value {
+fn side_answer(req: &http::Request<Gemini>, model: &str, id: u64) -> Value {
     let body = req.text();
     let text = if body.contains("complexity_score") {
         json!({"complexity_reasoning": "A routine, single-step change.", "complexity_score": 25})
@@ -492,12 +421,9 @@ fn stream(
             "modelVersion": model,
             "responseId": format!("fakeResp{id}")
         });
-        let data = format!("data: {event}\r\n\r\n");
-        out.write_all(format!("{:x}\r\n{data}\r\n", data.len()).as_bytes())?;
-        out.flush()?;
+        http::send_chunk(out, format!("data: {event}\r\n\r\n").as_bytes())?;
     }
-    out.write_all(b"0\r\n\r\n")?;
-    out.flush()
+    http::send(out, b"0\r\n\r\n")
 }
 
 /// Splits on char boundaries into up to three pieces (so the client must join them).
@@ -520,7 +446,11 @@ fn split_in_three(s: &str) -> Vec<String> {
 
 /// An answer ending with a HANK_STATUS block.
 pub(crate) fn status_text(status: &str, exit_signal: bool, recommendation: &str) -> String {
-    format!(
-        "Done with this step.\n\n---HANK_STATUS---\nSTATUS: {status}\nTASKS_COMPLETED_THIS_LOOP: 1\nFILES_MODIFIED: 1\nTESTS_STATUS: PASSING\nWORK_TYPE: IMPLEMENTATION\nEXIT_SIGNAL: {exit_signal}\nRECOMMENDATION: {recommendation}\n---END_HANK_STATUS---"
+    http::status_block(
+        "Done with this step.",
+        "PASSING",
+        status,
+        exit_signal,
+        recommendation,
     )
 }

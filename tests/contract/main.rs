@@ -22,6 +22,7 @@ mod fake_api;
 mod fake_gemini;
 mod fake_openai;
 mod fake_openai_chat;
+mod harness;
 mod http;
 #[path = "../integration/support.rs"]
 mod support;
