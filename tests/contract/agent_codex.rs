@@ -12,68 +12,36 @@
 //! `DIR/<scenario>.stdout|.stderr|.exit` (how `fixtures/agents/codex/` was made).
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use hank::analysis::{Analysis, ErrorKind, Outcome};
 use serde_json::{Value, json};
 
-use crate::fake_openai::{CACHED_TOKENS, INPUT_TOKENS, OUTPUT_TOKENS, OpenAi, Reply, status_text};
+use crate::fake_openai::{CACHED_TOKENS, INPUT_TOKENS, OUTPUT_TOKENS, OpenAi, Reply};
 use crate::harness::{self, Call, Direct, HankRun, capture, events};
+use crate::http::status_text;
 use crate::support::{self, Project};
 
 type Case = fn();
 
 /// Every codex case, by name.
-pub(crate) const CASES: &[(&str, Case)] = &[
-    (
-        "plain_answer_is_read_by_the_profile",
-        plain_answer_is_read_by_the_profile,
-    ),
-    (
-        "resume_sends_the_earlier_conversation",
-        resume_sends_the_earlier_conversation,
-    ),
-    (
-        "edits_and_commands_run_without_approval",
-        edits_and_commands_run_without_approval,
-    ),
-    ("quota_is_a_spend_limit", quota_is_a_spend_limit),
-    ("rate_limit_is_classified", rate_limit_is_classified),
-    ("usage_limit_is_classified", usage_limit_is_classified),
-    (
-        "auth_and_server_errors_are_classified",
-        auth_and_server_errors_are_classified,
-    ),
-    (
-        "unknown_session_is_recognised",
-        unknown_session_is_recognised,
-    ),
-    (
-        "unreachable_api_is_a_network_error",
-        unreachable_api_is_a_network_error,
-    ),
-    (
-        "hank_plain_answer_with_status",
-        hank_plain_answer_with_status,
-    ),
-    (
-        "hank_second_loop_resumes_the_session",
-        hank_second_loop_resumes_the_session,
-    ),
-    ("hank_edit_is_progress", hank_edit_is_progress),
-    (
-        "hank_quota_stops_with_spend_limit",
-        hank_quota_stops_with_spend_limit,
-    ),
-    (
-        "hank_transient_errors_back_off_then_recover",
-        hank_transient_errors_back_off_then_recover,
-    ),
-    (
-        "hank_usage_limit_waits_or_exits",
-        hank_usage_limit_waits_or_exits,
-    ),
+pub(crate) const CASES: &[(&str, Case)] = cases![
+    plain_answer_is_read_by_the_profile,
+    resume_sends_the_earlier_conversation,
+    edits_and_commands_run_without_approval,
+    quota_is_a_spend_limit,
+    rate_limit_is_classified,
+    usage_limit_is_classified,
+    auth_and_server_errors_are_classified,
+    unknown_session_is_recognised,
+    unreachable_api_is_a_network_error,
+    hank_plain_answer_with_status,
+    hank_second_loop_resumes_the_session,
+    hank_edit_is_progress,
+    hank_quota_stops_with_spend_limit,
+    hank_transient_errors_back_off_then_recover,
+    hank_usage_limit_waits_or_exits,
 ];
 
 /// `$HOME/.codex/config.toml` that points codex at the fake.
@@ -274,20 +242,11 @@ fn edits_and_commands_run_without_approval() {
     capture("edit", &call);
     assert_eq!(call.code, Some(0), "{ctx}");
     assert_eq!(
-        std::fs::read_to_string(s.proj.join("src/feature.txt")).unwrap_or_default(),
+        s.read("src/feature.txt"),
         "feature done\nsecond line\n",
         "{ctx}"
     );
-    let log = Command::new("git")
-        .args(["log", "--format=%s", "-1"])
-        .current_dir(&s.proj)
-        .output()
-        .expect("git log");
-    assert_eq!(
-        String::from_utf8_lossy(&log.stdout).trim(),
-        "feat: feature",
-        "{ctx}"
-    );
+    assert_eq!(s.last_commit(), "feat: feature", "{ctx}");
     let a = s.analyze(&call);
     assert_eq!(a.outcome, Outcome::Success, "{ctx}");
     assert!(a.status.is_some(), "{a:#?}");

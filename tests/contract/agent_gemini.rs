@@ -22,66 +22,28 @@ use std::time::Duration;
 use hank::analysis::{ErrorKind, Outcome};
 use serde_json::{Value, json};
 
-use crate::fake_gemini::{self, Gemini, Reply, status_text};
+use crate::fake_gemini::{self, Gemini, Reply};
 use crate::harness::{self, Call, Direct, HankRun, capture};
+use crate::http::status_text;
 use crate::support::{Project, signal, wait_with_timeout};
 
 /// Every gemini case, by name (registered in `main.rs`).
-pub(crate) const CASES: &[(&str, fn())] = &[
-    (
-        "plain_answer_is_read_by_the_profile",
-        plain_answer_is_read_by_the_profile,
-    ),
-    (
-        "resume_sends_the_earlier_conversation",
-        resume_sends_the_earlier_conversation,
-    ),
-    (
-        "yolo_edits_the_project_without_approval",
-        yolo_edits_the_project_without_approval,
-    ),
-    ("daily_quota_is_a_usage_limit", daily_quota_is_a_usage_limit),
-    (
-        "zero_quota_is_a_billing_error",
-        zero_quota_is_a_billing_error,
-    ),
-    (
-        "per_minute_limit_is_retried_then_a_rate_limit",
-        per_minute_limit_is_retried_then_a_rate_limit,
-    ),
-    (
-        "invalid_api_key_is_an_auth_error",
-        invalid_api_key_is_an_auth_error,
-    ),
-    (
-        "overloaded_model_is_overloaded",
-        overloaded_model_is_overloaded,
-    ),
-    ("unknown_session_is_reported", unknown_session_is_reported),
-    (
-        "stream_json_events_for_the_record",
-        stream_json_events_for_the_record,
-    ),
-    (
-        "hank_edits_resumes_and_completes_the_plan",
-        hank_edits_resumes_and_completes_the_plan,
-    ),
-    (
-        "hank_daily_quota_is_a_usage_limit",
-        hank_daily_quota_is_a_usage_limit,
-    ),
-    (
-        "hank_rate_limit_backs_off_then_recovers",
-        hank_rate_limit_backs_off_then_recovers,
-    ),
-    (
-        "hank_invalid_key_is_agent_fatal",
-        hank_invalid_key_is_agent_fatal,
-    ),
-    (
-        "hank_unknown_session_starts_fresh",
-        hank_unknown_session_starts_fresh,
-    ),
+pub(crate) const CASES: &[(&str, fn())] = cases![
+    plain_answer_is_read_by_the_profile,
+    resume_sends_the_earlier_conversation,
+    yolo_edits_the_project_without_approval,
+    daily_quota_is_a_usage_limit,
+    zero_quota_is_a_billing_error,
+    per_minute_limit_is_retried_then_a_rate_limit,
+    invalid_api_key_is_an_auth_error,
+    overloaded_model_is_overloaded,
+    unknown_session_is_reported,
+    stream_json_events_for_the_record,
+    hank_edits_resumes_and_completes_the_plan,
+    hank_daily_quota_is_a_usage_limit,
+    hank_rate_limit_backs_off_then_recovers,
+    hank_invalid_key_is_agent_fatal,
+    hank_unknown_session_starts_fresh,
 ];
 
 /// `~/.gemini/settings.json` of the temp HOME: API-key auth (needed with

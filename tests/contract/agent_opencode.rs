@@ -17,66 +17,37 @@
 //! integration test `profile_opencode.rs` reads them with the profile).
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use hank::analysis::{Analysis, ErrorKind, Outcome};
 use serde_json::{Value, json};
 
-use crate::fake_openai::{CACHED_TOKENS, INPUT_TOKENS, OUTPUT_TOKENS, Reply, status_text};
-use crate::fake_openai_chat::{FakeOpenAiChat, OpenAiChat};
+use crate::fake_openai::{CACHED_TOKENS, INPUT_TOKENS, OUTPUT_TOKENS, Reply};
+use crate::fake_openai_chat::OpenAiChat;
 use crate::harness::{self, Call, Direct, HankRun, capture, events};
+use crate::http::Fake;
+use crate::http::status_text;
 use crate::support::Project;
 
 type Case = fn();
 
 /// Every opencode case, by name.
-pub(crate) const CASES: &[(&str, Case)] = &[
-    (
-        "plain_answer_is_read_by_the_profile",
-        plain_answer_is_read_by_the_profile,
-    ),
-    (
-        "resume_sends_the_earlier_conversation",
-        resume_sends_the_earlier_conversation,
-    ),
-    (
-        "edits_and_commands_run_without_approval",
-        edits_and_commands_run_without_approval,
-    ),
-    ("quota_is_a_spend_limit", quota_is_a_spend_limit),
-    ("rate_limit_is_classified", rate_limit_is_classified),
-    (
-        "auth_and_server_errors_are_classified",
-        auth_and_server_errors_are_classified,
-    ),
-    (
-        "unknown_session_is_recognised",
-        unknown_session_is_recognised,
-    ),
-    ("unknown_model_is_fatal", unknown_model_is_fatal),
-    ("bad_flag_is_a_usage_error", bad_flag_is_a_usage_error),
-    (
-        "ask_rules_are_rejected_unless_bypass_permissions",
-        ask_rules_are_rejected_unless_bypass_permissions,
-    ),
-    ("hank_reads_a_plain_answer", hank_reads_a_plain_answer),
-    (
-        "hank_resumes_the_session_in_the_next_loop",
-        hank_resumes_the_session_in_the_next_loop,
-    ),
-    (
-        "hank_counts_the_agents_edit_as_progress",
-        hank_counts_the_agents_edit_as_progress,
-    ),
-    (
-        "hank_stops_on_quota_with_spend_limit",
-        hank_stops_on_quota_with_spend_limit,
-    ),
-    (
-        "hank_backs_off_after_a_rate_limit",
-        hank_backs_off_after_a_rate_limit,
-    ),
+pub(crate) const CASES: &[(&str, Case)] = cases![
+    plain_answer_is_read_by_the_profile,
+    resume_sends_the_earlier_conversation,
+    edits_and_commands_run_without_approval,
+    quota_is_a_spend_limit,
+    rate_limit_is_classified,
+    auth_and_server_errors_are_classified,
+    unknown_session_is_recognised,
+    unknown_model_is_fatal,
+    bad_flag_is_a_usage_error,
+    ask_rules_are_rejected_unless_bypass_permissions,
+    hank_reads_a_plain_answer,
+    hank_resumes_the_session_in_the_next_loop,
+    hank_counts_the_agents_edit_as_progress,
+    hank_stops_on_quota_with_spend_limit,
+    hank_backs_off_after_a_rate_limit,
 ];
 
 /// The model the fake provider offers, as opencode names it (`provider/model`).
@@ -132,7 +103,7 @@ fn opencode_env() -> Vec<(&'static str, &'static str)> {
     ]
 }
 
-fn write_config(home: &Path, api: &FakeOpenAiChat) {
+fn write_config(home: &Path, api: &Fake<OpenAiChat>) {
     let dir = home.join(".config/opencode");
     std::fs::create_dir_all(&dir).expect("mkdir");
     std::fs::write(dir.join("opencode.json"), opencode_config(&api.url())).expect("write");
@@ -314,25 +285,16 @@ fn edits_and_commands_run_without_approval() {
     capture("edit", &call);
     assert_eq!(call.code, Some(0), "{ctx}");
     assert_eq!(
-        std::fs::read_to_string(s.proj.join("README.md")).unwrap_or_default(),
+        s.read("README.md"),
         "# demo\n\nEdited by the agent.\n",
         "{ctx}"
     );
     assert_eq!(
-        std::fs::read_to_string(s.proj.join("src/feature.txt")).unwrap_or_default(),
+        s.read("src/feature.txt"),
         "feature done\nsecond line\n",
         "{ctx}"
     );
-    let log = Command::new("git")
-        .args(["log", "--format=%s", "-1"])
-        .current_dir(&s.proj)
-        .output()
-        .expect("git log");
-    assert_eq!(
-        String::from_utf8_lossy(&log.stdout).trim(),
-        "feat: feature",
-        "{ctx}"
-    );
+    assert_eq!(s.last_commit(), "feat: feature", "{ctx}");
     assert!(!call.stderr.contains("permission requested"), "{ctx}");
     let a = s.analyze(&call);
     assert_eq!(a.outcome, Outcome::Success, "{ctx}");

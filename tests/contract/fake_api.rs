@@ -152,12 +152,9 @@ pub(crate) fn unified_windows(windows: &[(&str, f64, i64)]) -> Vec<(String, Stri
     h
 }
 
-/// The Anthropic Messages API ([`http::Provider`]).
+/// The Anthropic Messages API ([`http::Provider`]); `http::Fake<Anthropic>` is the running
+/// fake, its `url()` the value for `ANTHROPIC_BASE_URL`.
 pub(crate) enum Anthropic {}
-
-/// The running fake; stops accepting when dropped. `url()` is the value for
-/// `ANTHROPIC_BASE_URL`.
-pub(crate) type FakeApi = http::Fake<Anthropic>;
 
 impl http::Provider for Anthropic {
     type Reply = Reply;

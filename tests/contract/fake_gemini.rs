@@ -45,12 +45,8 @@ pub(crate) enum Reply {
     },
     /// Sleeps this long before answering a plain text (a hung API).
     Hang(Duration),
-    /// An HTTP error with a `google.rpc.Status` body (`{"error": …}`) and extra headers.
-    Error {
-        status: u16,
-        body: Value,
-        headers: Vec<(String, String)>,
-    },
+    /// An HTTP error with a `google.rpc.Status` body (`{"error": …}`).
+    Error(http::ApiError),
 }
 
 /// The real API's `RetryInfo` detail.
@@ -88,11 +84,8 @@ impl Reply {
 
     /// An error with `status`, the `google.rpc.Code` name `code` and `message`.
     pub(crate) fn error(status: u16, code: &str, message: &str) -> Self {
-        Self::Error {
-            status,
-            body: json!({"error": {"code": status, "message": message, "status": code}}),
-            headers: Vec::new(),
-        }
+        let body = json!({"error": {"code": status, "message": message, "status": code}});
+        Self::Error(http::ApiError::new(status, body))
     }
 
     /// The free tier's daily request quota is used up: 429 `RESOURCE_EXHAUSTED`, a
@@ -151,19 +144,15 @@ impl Reply {
                 retry_info(retry_secs)
             ]
         }});
-        Self::Error {
-            status: 429,
-            body,
-            headers: Vec::new(),
-        }
+        Self::Error(http::ApiError::new(429, body))
     }
 
     /// A wrong API key: 400 `INVALID_ARGUMENT` with `ErrorInfo { reason: API_KEY_INVALID }`.
     pub(crate) fn invalid_api_key() -> Self {
         let message = "API key not valid. Please pass a valid API key.";
-        Self::Error {
-            status: 400,
-            body: json!({"error": {
+        Self::Error(http::ApiError::new(
+            400,
+            json!({"error": {
                 "code": 400,
                 "message": message,
                 "status": "INVALID_ARGUMENT",
@@ -181,8 +170,7 @@ impl Reply {
                     }
                 ]
             }}),
-            headers: Vec::new(),
-        }
+        ))
     }
 
     /// The model is overloaded: 503 `UNAVAILABLE`.
@@ -195,12 +183,9 @@ impl Reply {
     }
 }
 
-/// The Gemini API ([`http::Provider`]).
+/// The Gemini API ([`http::Provider`]); `http::Fake<Gemini>` is the running fake, its
+/// `url()` the value for `GOOGLE_GEMINI_BASE_URL`.
 pub(crate) enum Gemini {}
-
-/// The running fake; stops accepting when dropped. `url()` is the value for
-/// `GOOGLE_GEMINI_BASE_URL`.
-pub(crate) type FakeGemini = http::Fake<Gemini>;
 
 impl http::Provider for Gemini {
     type Reply = Reply;
@@ -221,7 +206,7 @@ impl http::Provider for Gemini {
     }
 
     fn unscripted() -> Reply {
-        Reply::Text(status_text("IN_PROGRESS", false, "unscripted turn"))
+        Reply::Text(http::status_text("IN_PROGRESS", false, "unscripted turn"))
     }
 
     fn respond(s: &Shared, req: &http::Request<Self>, out: &mut TcpStream) -> io::Result<()> {
@@ -239,19 +224,7 @@ impl http::Provider for Gemini {
             }
             "generateContent" => send(out, json_response(200, &side_answer(req, &model, id))),
             "streamGenerateContent" => match s.next_reply() {
-                Reply::Error {
-                    status,
-                    body,
-                    headers,
-                } => send(
-                    out,
-                    http(
-                        status,
-                        "application/json; charset=UTF-8",
-                        &headers,
-                        body.to_string().as_bytes(),
-                    ),
-                ),
+                Reply::Error(e) => send(out, e.response(JSON_HEADERS)),
                 Reply::Hang(d) => {
                     std::thread::sleep(d);
                     stream(out, &model, id, Some("late"), None)
@@ -327,21 +300,11 @@ impl http::Request<Gemini> {
 
 type Shared = http::Scripted<Gemini>;
 
-/// A whole response with a body of known length.
-fn http(status: u16, content_type: &str, extra: &[(String, String)], body: &[u8]) -> Vec<u8> {
-    let headers = format!(
-        "content-type: {content_type}\r\nvary: Origin, X-Origin, Referer\r\nserver: scaffolding on HTTPServer2\r\n"
-    );
-    http::response(status, &headers, extra, body)
-}
+/// The headers of a JSON answer (an error's too).
+const JSON_HEADERS: &str = "content-type: application/json; charset=UTF-8\r\nvary: Origin, X-Origin, Referer\r\nserver: scaffolding on HTTPServer2\r\n";
 
 fn json_response(status: u16, body: &Value) -> Vec<u8> {
-    http(
-        status,
-        "application/json; charset=UTF-8",
-        &[],
-        body.to_string().as_bytes(),
-    )
+    http::response(status, JSON_HEADERS, &[], body.to_string().as_bytes())
 }
 
 /// The answer to a non-streaming `generateContent`: gemini-cli's model router asks for a
@@ -442,15 +405,4 @@ fn split_in_three(s: &str) -> Vec<String> {
         .map(|w| s[w[0]..w[1]].to_string())
         .filter(|p| !p.is_empty())
         .collect()
-}
-
-/// An answer ending with a HANK_STATUS block.
-pub(crate) fn status_text(status: &str, exit_signal: bool, recommendation: &str) -> String {
-    http::status_block(
-        "Done with this step.",
-        "PASSING",
-        status,
-        exit_signal,
-        recommendation,
-    )
 }

@@ -146,12 +146,9 @@ impl Reply {
 pub(crate) const JSON_HEADERS: &str =
     "content-type: application/json\r\nx-request-id: req_fake\r\n";
 
-/// The OpenAI Responses API ([`http::Provider`]).
+/// The OpenAI Responses API ([`http::Provider`]); `http::Fake<OpenAi>` is the running fake,
+/// its `url()` the provider's `base_url` (with `/v1`, as codex expects).
 pub(crate) enum OpenAi {}
-
-/// The running fake; stops accepting when dropped. `url()` is the provider's `base_url`
-/// (with `/v1`, as codex expects).
-pub(crate) type FakeOpenAi = http::Fake<OpenAi>;
 
 impl http::Provider for OpenAi {
     type Reply = Reply;
@@ -174,7 +171,7 @@ impl http::Provider for OpenAi {
     }
 
     fn unscripted() -> Reply {
-        Reply::Text(status_text("IN_PROGRESS", false, "unscripted turn"))
+        Reply::Text(http::status_text("IN_PROGRESS", false, "unscripted turn"))
     }
 
     fn respond(s: &Shared, req: &http::Request<Self>, out: &mut TcpStream) -> io::Result<()> {
@@ -466,15 +463,4 @@ fn stream(out: &mut TcpStream, id: u64, model: &Value, item: &Item) -> std::io::
         json!({"type": "response.completed", "response": response("completed", json!([done]), usage)}),
     )?;
     http::send(out, b"0\r\n\r\n")
-}
-
-/// An answer ending with a HANK_STATUS block.
-pub(crate) fn status_text(status: &str, exit_signal: bool, recommendation: &str) -> String {
-    http::status_block(
-        "Done with this step.",
-        "PASSING",
-        status,
-        exit_signal,
-        recommendation,
-    )
 }

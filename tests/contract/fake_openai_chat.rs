@@ -22,18 +22,13 @@ use std::io;
 use std::io::Write;
 use std::net::TcpStream;
 
-use crate::fake_openai::{
-    CACHED_TOKENS, INPUT_TOKENS, JSON_HEADERS, OUTPUT_TOKENS, Reply, status_text,
-};
+use crate::fake_openai::{CACHED_TOKENS, INPUT_TOKENS, JSON_HEADERS, OUTPUT_TOKENS, Reply};
 use crate::http;
 use serde_json::{Value, json};
 
-/// The OpenAI Chat Completions API ([`http::Provider`]).
+/// The OpenAI Chat Completions API ([`http::Provider`]); `http::Fake<OpenAiChat>` is the
+/// running fake, its `url()` the base URL clients take (`…/v1`).
 pub(crate) enum OpenAiChat {}
-
-/// The running fake; stops accepting when dropped. `url()` is the base URL clients take
-/// (`…/v1`).
-pub(crate) type FakeOpenAiChat = http::Fake<OpenAiChat>;
 
 impl http::Provider for OpenAiChat {
     type Reply = Reply;
@@ -54,7 +49,7 @@ impl http::Provider for OpenAiChat {
     }
 
     fn unscripted() -> Reply {
-        Reply::Text(status_text("IN_PROGRESS", false, "unscripted turn"))
+        Reply::Text(http::status_text("IN_PROGRESS", false, "unscripted turn"))
     }
 
     fn respond(s: &Shared, req: &http::Request<Self>, out: &mut TcpStream) -> io::Result<()> {

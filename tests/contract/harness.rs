@@ -232,6 +232,16 @@ impl<P: Provider> Direct<P> {
         }
     }
 
+    /// The project's file `rel` ("" when it is missing).
+    pub(crate) fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.proj.join(rel)).unwrap_or_default()
+    }
+
+    /// The subject of the project's newest commit.
+    pub(crate) fn last_commit(&self) -> String {
+        support::git(&self.proj, &["log", "--format=%s", "-1"])
+    }
+
     /// What hank's analyzer reads from `call` with the profile.
     pub(crate) fn analyze(&self, call: &Call) -> Analysis {
         analyze(
