@@ -345,15 +345,35 @@ fn yolo_edits_the_project_without_approval() {
     );
 }
 
+/// One failing call of `gemini-2.5-pro` with at most `attempts` tries and `replies`: gemini
+/// exits with `code` and the profile reads an agent error of `kind`. Returns the call, its
+/// context and how many turns the fake answered.
+fn failing_call(
+    name: &str,
+    attempts: u32,
+    replies: Vec<Reply>,
+    code: i32,
+    kind: ErrorKind,
+) -> (Call, String, usize) {
+    let g = gem(attempts, replies);
+    let call = g.call(PROMPT, None, Some("gemini-2.5-pro"));
+    let ctx = g.context(&call);
+    save(name, &call);
+    assert_eq!(call.code, Some(code), "{ctx}");
+    let a = g.analyze(&call);
+    assert_eq!(a.outcome, Outcome::AgentError, "{a:?}\n{ctx}");
+    let e = a.error.expect("an error");
+    assert_eq!(e.kind, kind, "{e:?}");
+    let turns = g.api.turns().len();
+    (call, ctx, turns)
+}
+
 /// A per-day quota: 429 RESOURCE_EXHAUSTED, no retry, exit 173 (429 & 0xff), the error on
 /// stderr only; the profile reads a usage limit.
 fn daily_quota_is_a_usage_limit() {
     // Ten tries allowed: a daily quota is not retried whatever the setting.
-    let g = gem(10, vec![Reply::daily_quota("gemini-2.5-pro", 23)]);
-    let call = g.call(PROMPT, None, Some("gemini-2.5-pro"));
-    let ctx = g.context(&call);
-    save("quota", &call);
-    assert_eq!(call.code, Some(173), "{ctx}");
+    let quota = vec![Reply::daily_quota("gemini-2.5-pro", 23)];
+    let (call, ctx, turns) = failing_call("quota", 10, quota, 173, ErrorKind::UsageLimit);
     assert!(
         call.stdout.is_empty(),
         "json mode prints errors on stderr: {ctx}"
@@ -363,70 +383,46 @@ fn daily_quota_is_a_usage_limit() {
             .contains("You have exhausted your daily quota on this model."),
         "{ctx}"
     );
-    assert_eq!(g.api.turns().len(), 1, "no retry: {ctx}");
+    assert_eq!(turns, 1, "no retry: {ctx}");
     assert!(call.took < Duration::from_secs(30), "{ctx}");
-    let a = g.analyze(&call);
-    assert_eq!(a.outcome, Outcome::AgentError, "{a:?}\n{ctx}");
-    let e = a.error.expect("an error");
-    assert_eq!(e.kind, ErrorKind::UsageLimit, "{e:?}");
 }
 
 /// `limit: 0` (no quota at all for this model on the key's tier): terminal, exit 173, the
 /// API's own message; the profile reads a billing error (a paid plan or another model is
 /// needed, waiting does not help).
 fn zero_quota_is_a_billing_error() {
-    let g = gem(10, vec![Reply::zero_quota("gemini-2.5-pro")]);
-    let call = g.call(PROMPT, None, Some("gemini-2.5-pro"));
-    let ctx = g.context(&call);
-    save("zero_quota", &call);
-    assert_eq!(call.code, Some(173), "{ctx}");
-    assert_eq!(g.api.turns().len(), 1, "no retry: {ctx}");
+    let zero = vec![Reply::zero_quota("gemini-2.5-pro")];
+    let (call, ctx, turns) = failing_call("zero_quota", 10, zero, 173, ErrorKind::Billing);
+    assert_eq!(turns, 1, "no retry: {ctx}");
     assert!(call.stderr.contains("limit: 0"), "{ctx}");
-    let a = g.analyze(&call);
-    assert_eq!(a.outcome, Outcome::AgentError, "{a:?}\n{ctx}");
-    assert_eq!(a.error.expect("an error").kind, ErrorKind::Billing);
 }
 
 /// A per-minute limit is retried by gemini itself (here `maxAttempts = 2`: one retry after
 /// its 5 s initial backoff), then fails with exit 173; the profile reads a rate limit.
 fn per_minute_limit_is_retried_then_a_rate_limit() {
     let limit = Reply::per_minute_limit("gemini-2.5-pro", 1);
-    let g = gem(2, vec![limit.clone(), limit]);
-    let call = g.call(PROMPT, None, Some("gemini-2.5-pro"));
-    let ctx = g.context(&call);
-    save("rate_limit", &call);
-    assert_eq!(call.code, Some(173), "{ctx}");
-    assert_eq!(g.api.turns().len(), 2, "one retry: {ctx}");
+    let replies = vec![limit.clone(), limit];
+    let (call, ctx, turns) = failing_call("rate_limit", 2, replies, 173, ErrorKind::RateLimit);
+    assert_eq!(turns, 2, "one retry: {ctx}");
     assert!(call.took >= Duration::from_secs(4), "{ctx}");
     assert!(call.stderr.contains("Retrying after"), "{ctx}");
-    let a = g.analyze(&call);
-    assert_eq!(a.outcome, Outcome::AgentError, "{a:?}\n{ctx}");
-    let e = a.error.expect("an error");
-    assert_eq!(e.kind, ErrorKind::RateLimit, "{e:?}");
 }
 
 /// 400 API_KEY_INVALID: exit 144 (400 & 0xff); the profile reads an auth error.
 fn invalid_api_key_is_an_auth_error() {
-    let g = gem(1, vec![Reply::invalid_api_key()]);
-    let call = g.call(PROMPT, None, Some("gemini-2.5-pro"));
-    let ctx = g.context(&call);
-    save("auth", &call);
-    assert_eq!(call.code, Some(144), "{ctx}");
-    let a = g.analyze(&call);
-    assert_eq!(a.outcome, Outcome::AgentError, "{a:?}\n{ctx}");
-    assert_eq!(a.error.expect("an error").kind, ErrorKind::Auth);
+    failing_call(
+        "auth",
+        1,
+        vec![Reply::invalid_api_key()],
+        144,
+        ErrorKind::Auth,
+    );
 }
 
 /// 503 UNAVAILABLE with one attempt allowed: exit 247 (503 & 0xff); overloaded.
 fn overloaded_model_is_overloaded() {
-    let g = gem(1, vec![Reply::overloaded()]);
-    let call = g.call(PROMPT, None, Some("gemini-2.5-pro"));
-    let ctx = g.context(&call);
-    save("overloaded", &call);
-    assert_eq!(call.code, Some(247), "{ctx}");
-    let a = g.analyze(&call);
-    assert_eq!(a.outcome, Outcome::AgentError, "{a:?}\n{ctx}");
-    assert_eq!(a.error.expect("an error").kind, ErrorKind::Overloaded);
+    let overloaded = vec![Reply::overloaded()];
+    failing_call("overloaded", 1, overloaded, 247, ErrorKind::Overloaded);
 }
 
 /// `--resume` with an id gemini does not know: exit 42, a message on stderr, no request.

@@ -589,14 +589,8 @@ pub(crate) fn live_mode_with_the_real_client() {
 pub(crate) fn usage_windows_are_read_into_status() {
     let now = jiff::Timestamp::now().as_second();
     let (five, seven) = (now + 3 * 3600, now + 4 * 86_400);
-    let windows = fake_api::unified_windows(&[("5h", 0.42, five), ("7d", 0.86, seven)]);
-    let script = vec![Reply::Headed {
-        headers: windows,
-        reply: Box::new(Reply::Text(status_text("IN_PROGRESS", false, "go on"))),
-    }];
-    let real = Real::new(&["a", "b"], script);
-    let o = real.run(
-        Auth::OAuth,
+    let (real, o, out) = with_windows(
+        &[("5h", 0.42, five), ("7d", 0.86, seven)],
         &[
             "--max-window-percent",
             "five_hour=80,seven_day=85",
@@ -605,12 +599,9 @@ pub(crate) fn usage_windows_are_read_into_status() {
             "--max-loops",
             "3",
         ],
+        "",
     );
     let ctx = real.context(&o);
-    let out = std::fs::read_to_string(real.p.dir.join(".hank/logs/loop-00001.out")).unwrap();
-    for line in out.lines().filter(|l| l.contains("rate_limit_event")) {
-        eprintln!("{} rate_limit_event: {line}", crate::client().version);
-    }
     assert!(out.contains(r#""type":"rate_limit_event""#), "{ctx}");
     assert_eq!(o.status.code(), Some(3), "{ctx}");
     let s = real.p.status();
@@ -639,28 +630,40 @@ pub(crate) fn usage_windows_are_read_into_status() {
     }
 
     // Below the limits (every window `allowed`): the loop goes on; the event still comes.
-    let windows = fake_api::unified_windows(&[("5h", 0.12, five), ("7d", 0.30, seven)]);
-    let script = vec![Reply::Headed {
-        headers: windows,
-        reply: Box::new(Reply::Text(status_text("IN_PROGRESS", false, "go on"))),
-    }];
-    let real = Real::new(&["a", "b"], script);
-    let o = real.run(
-        Auth::OAuth,
+    let (real, o, _) = with_windows(
+        &[("5h", 0.12, five), ("7d", 0.30, seven)],
         &["--max-window-percent", "five_hour=80", "--max-loops", "1"],
+        " (allowed)",
     );
     let ctx = real.context(&o);
-    let out = std::fs::read_to_string(real.p.dir.join(".hank/logs/loop-00001.out")).unwrap();
-    for line in out.lines().filter(|l| l.contains("rate_limit_event")) {
-        eprintln!(
-            "{} rate_limit_event (allowed): {line}",
-            crate::client().version
-        );
-    }
     assert_eq!(o.status.code(), Some(3), "{ctx}");
     let s = real.p.status();
     assert_eq!(s["exit_reason"], "max_loops", "{s}");
     assert!(s["usage_windows"].is_object(), "{s}");
+}
+
+/// One answer with the unified headers of `windows` (`(abbr, utilization, reset)`), hank run
+/// with OAuth auth and `args`: the run, its output and loop 1's stdout, whose
+/// `rate_limit_event` lines are printed (with `label`).
+fn with_windows(
+    windows: &[(&str, f64, i64)],
+    args: &[&str],
+    label: &str,
+) -> (Real, Output, String) {
+    let script = vec![Reply::Headed {
+        headers: fake_api::unified_windows(windows),
+        reply: Box::new(Reply::Text(status_text("IN_PROGRESS", false, "go on"))),
+    }];
+    let real = Real::new(&["a", "b"], script);
+    let o = real.run(Auth::OAuth, args);
+    let out = std::fs::read_to_string(real.p.dir.join(".hank/logs/loop-00001.out")).unwrap();
+    for line in out.lines().filter(|l| l.contains("rate_limit_event")) {
+        eprintln!(
+            "{} rate_limit_event{label}: {line}",
+            crate::client().version
+        );
+    }
+    (real, o, out)
 }
 
 /// `version` (`2.1.330`) is at least `min`.
