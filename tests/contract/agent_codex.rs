@@ -19,7 +19,7 @@ use hank::analysis::{Analysis, ErrorKind, Outcome};
 use serde_json::{Value, json};
 
 use crate::fake_openai::{CACHED_TOKENS, INPUT_TOKENS, OUTPUT_TOKENS, OpenAi, Reply};
-use crate::harness::{self, Call, Direct, HankRun, capture, events};
+use crate::harness::{self, Call, Direct, HankRun, PROMPT_ONE, PROMPT_TWO, events};
 use crate::http::status_text;
 use crate::support::{self, Project};
 
@@ -110,17 +110,12 @@ fn thread_id(stdout: &str) -> String {
         .to_string()
 }
 
-const PROMPT_ONE: &str = "Implement the first task (prompt ALPHA).\n";
-const PROMPT_TWO: &str = "Now the second task (prompt BETA).\n";
-
 /// One answer with a HANK_STATUS block: the profile finds the text, the status block, the
 /// session id and the tokens; the argv is `exec --json … -` with the prompt on stdin.
 fn plain_answer_is_read_by_the_profile() {
     let answer = status_text("IN_PROGRESS", false, "continue with the next item");
     let s = setup(vec![Reply::Text(answer.clone())]);
-    let call = s.call(None, PROMPT_ONE);
-    let ctx = s.context(&call);
-    capture("plain", &call);
+    let (call, ctx) = s.captured("plain", s.call(None, PROMPT_ONE));
     assert_eq!(call.code, Some(0), "{ctx}");
     assert_eq!(
         call.argv,
@@ -193,9 +188,7 @@ fn resume_sends_the_earlier_conversation() {
     let first = s.call(None, PROMPT_ONE);
     assert_eq!(first.code, Some(0), "{}", s.context(&first));
     let id = thread_id(&first.stdout);
-    let second = s.call(Some(&id), PROMPT_TWO);
-    let ctx = s.context(&second);
-    capture("resume", &second);
+    let (second, ctx) = s.captured("resume", s.call(Some(&id), PROMPT_TWO));
     assert_eq!(second.code, Some(0), "{ctx}");
     assert_eq!(
         second.argv,
@@ -237,9 +230,7 @@ fn edits_and_commands_run_without_approval() {
         ),
         Reply::Text(status_text("IN_PROGRESS", false, "next item")),
     ]);
-    let call = s.call(None, PROMPT_ONE);
-    let ctx = s.context(&call);
-    capture("edit", &call);
+    let (call, ctx) = s.captured("edit", s.call(None, PROMPT_ONE));
     assert_eq!(call.code, Some(0), "{ctx}");
     assert_eq!(
         s.read("src/feature.txt"),
@@ -278,7 +269,7 @@ fn failing_call(name: &str, reply: Reply) -> (Call, Analysis, String, usize) {
     let s = setup(vec![reply]);
     let call = s.call(None, PROMPT_ONE);
     let ctx = s.context(&call);
-    capture(name, &call);
+    s.capture(name, &call);
     let a = s.analyze(&call);
     (call, a, ctx, s.api.turns().len())
 }
@@ -344,9 +335,10 @@ fn auth_and_server_errors_are_classified() {
 /// Resuming a session id codex does not have: stderr only, exit 1, hank's unknown session.
 fn unknown_session_is_recognised() {
     let s = setup(vec![]);
-    let call = s.call(Some("01a20b35-0000-7000-8000-000000000000"), PROMPT_TWO);
-    let ctx = s.context(&call);
-    capture("unknown_session", &call);
+    let (call, ctx) = s.captured(
+        "unknown_session",
+        s.call(Some("01a20b35-0000-7000-8000-000000000000"), PROMPT_TWO),
+    );
     assert_eq!(call.code, Some(1), "{ctx}");
     assert!(call.stdout.trim().is_empty(), "{ctx}");
     assert!(s.api.turns().is_empty(), "{ctx}");
@@ -368,9 +360,10 @@ fn unreachable_api_is_a_network_error() {
         codex_config(&format!("http://{closed}/v1")),
     )
     .expect("write");
-    let call = s.call_within(None, PROMPT_ONE, Duration::from_secs(8), true);
-    let ctx = s.context(&call);
-    capture("network", &call);
+    let (call, ctx) = s.captured(
+        "network",
+        s.call_within(None, PROMPT_ONE, Duration::from_secs(8), true),
+    );
     assert_eq!(call.code, None, "still running after 8 s: {ctx}");
     assert!(call.stdout.contains("waiting for network"), "{ctx}");
     let a = s.analyze(&call);

@@ -23,7 +23,7 @@ use hank::analysis::{ErrorKind, Outcome};
 use serde_json::{Value, json};
 
 use crate::fake_gemini::{self, Gemini, Reply};
-use crate::harness::{self, Call, Direct, HankRun, capture};
+use crate::harness::{self, Call, Direct, HankRun};
 use crate::http::status_text;
 use crate::support::{Project, signal, wait_with_timeout};
 
@@ -130,21 +130,6 @@ impl Direct<Gemini> {
     }
 }
 
-/// With `HANK_CAPTURE_FIXTURES=<dir>`, writes the call's output there as `<name>.*`, with
-/// its argv (`<name>.argv`).
-fn save(name: &str, call: &Call) {
-    capture(name, call);
-    let Some(dir) = std::env::var_os("HANK_CAPTURE_FIXTURES") else {
-        return;
-    };
-    let mut argv = String::from("gemini\n");
-    for a in &call.argv {
-        argv.push_str(a);
-        argv.push('\n');
-    }
-    std::fs::write(PathBuf::from(dir).join(format!("{name}.argv")), argv).expect("write");
-}
-
 fn is_uuid(s: &str) -> bool {
     s.len() == 36
         && s.chars().enumerate().all(|(i, c)| {
@@ -167,9 +152,7 @@ const PROMPT: &str =
 fn plain_answer_is_read_by_the_profile() {
     let answer = status_text("IN_PROGRESS", false, "continue with the next item");
     let g = gem(1, vec![Reply::text(&answer)]);
-    let call = g.call(PROMPT, None, None);
-    let ctx = g.context(&call);
-    save("plain", &call);
+    let (call, ctx) = g.captured("plain", g.call(PROMPT, None, None));
     assert_eq!(call.code, Some(0), "{ctx}");
     assert!(
         !call.argv.iter().any(|a| a == "--resume" || a == "--model"),
@@ -237,12 +220,13 @@ fn resume_sends_the_earlier_conversation() {
     );
     let model = Some("gemini-2.5-pro");
     let first = g.call("First loop prompt: read the plan.\n", None, model);
-    save("resume-first", &first);
+    g.capture("resume-first", &first);
     assert_eq!(first.code, Some(0), "{}", g.context(&first));
     let session = g.analyze(&first).session_id.expect("session id");
-    let second = g.call("Second loop prompt: go on.\n", Some(&session), model);
-    let ctx = g.context(&second);
-    save("resume", &second);
+    let (second, ctx) = g.captured(
+        "resume",
+        g.call("Second loop prompt: go on.\n", Some(&session), model),
+    );
     assert_eq!(second.code, Some(0), "{ctx}");
     let i = second
         .argv
@@ -308,9 +292,7 @@ fn yolo_edits_the_project_without_approval() {
     });
     let notes = g.proj.join("src/notes.txt");
     let readme = g.proj.join("README.md");
-    let call = g.call(PROMPT, None, Some("gemini-2.5-pro"));
-    let ctx = g.context(&call);
-    save("edit", &call);
+    let (call, ctx) = g.captured("edit", g.call(PROMPT, None, Some("gemini-2.5-pro")));
     assert_eq!(call.code, Some(0), "{ctx}");
     assert_eq!(
         std::fs::read_to_string(&notes).unwrap_or_default(),
@@ -358,7 +340,7 @@ fn failing_call(
     let g = gem(attempts, replies);
     let call = g.call(PROMPT, None, Some("gemini-2.5-pro"));
     let ctx = g.context(&call);
-    save(name, &call);
+    g.capture(name, &call);
     assert_eq!(call.code, Some(code), "{ctx}");
     let a = g.analyze(&call);
     assert_eq!(a.outcome, Outcome::AgentError, "{a:?}\n{ctx}");
@@ -428,9 +410,10 @@ fn overloaded_model_is_overloaded() {
 /// `--resume` with an id gemini does not know: exit 42, a message on stderr, no request.
 fn unknown_session_is_reported() {
     let g = gem(1, Vec::new());
-    let call = g.call(PROMPT, Some("0b5e1a52-7f7e-4a4c-9d7c-3b1d2f0e9a11"), None);
-    let ctx = g.context(&call);
-    save("unknown_session", &call);
+    let (call, ctx) = g.captured(
+        "unknown_session",
+        g.call(PROMPT, Some("0b5e1a52-7f7e-4a4c-9d7c-3b1d2f0e9a11"), None),
+    );
     assert_eq!(call.code, Some(42), "{ctx}");
     assert!(g.api.turns().is_empty(), "{ctx}");
     let a = g.analyze(&call);
@@ -465,7 +448,7 @@ fn stream_json_events_for_the_record() {
     };
     let call = g.run_args(stream_argv(None), PROMPT);
     let ctx = g.context(&call);
-    save("plain.stream-json", &call);
+    g.capture("plain.stream-json", &call);
     assert_eq!(call.code, Some(0), "{ctx}");
     let events: Vec<Value> = call
         .stdout
@@ -492,7 +475,7 @@ fn stream_json_events_for_the_record() {
         .expect("session_id")
         .to_string();
     let quota = g.run_args(stream_argv(Some(&session)), PROMPT);
-    save("quota.stream-json", &quota);
+    g.capture("quota.stream-json", &quota);
     assert_eq!(quota.code, Some(173), "{}", g.context(&quota));
     let last: Value =
         serde_json::from_str(quota.stdout.lines().last().unwrap_or("{}")).expect("a result event");

@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 
 use crate::fake_openai::{CACHED_TOKENS, INPUT_TOKENS, OUTPUT_TOKENS, Reply};
 use crate::fake_openai_chat::OpenAiChat;
-use crate::harness::{self, Call, Direct, HankRun, capture, events};
+use crate::harness::{self, Call, Direct, HankRun, PROMPT_ONE, PROMPT_TWO, events};
 use crate::http::Fake;
 use crate::http::status_text;
 use crate::support::Project;
@@ -157,18 +157,13 @@ fn session_of(stdout: &str) -> String {
         .to_string()
 }
 
-const PROMPT_ONE: &str = "Implement the first task (prompt ALPHA).\n";
-const PROMPT_TWO: &str = "Now the second task (prompt BETA).\n";
-
 /// One answer with a HANK_STATUS block: the profile finds the text, the status block, the
 /// session id, the tokens and the cost; the argv is `run --format json --title "" --model M`
 /// with the prompt on stdin, and the new session asks the model for no title.
 fn plain_answer_is_read_by_the_profile() {
     let answer = status_text("IN_PROGRESS", false, "continue with the next item");
     let s = setup(vec![Reply::Text(answer.clone())]);
-    let call = s.call(None, Some(MODEL), PROMPT_ONE);
-    let ctx = s.context(&call);
-    capture("plain", &call);
+    let (call, ctx) = s.captured("plain", s.call(None, Some(MODEL), PROMPT_ONE));
     assert_eq!(call.code, Some(0), "{ctx}");
     assert_eq!(
         call.argv,
@@ -230,9 +225,7 @@ fn resume_sends_the_earlier_conversation() {
     let first = s.call(None, None, PROMPT_ONE);
     assert_eq!(first.code, Some(0), "{}", s.context(&first));
     let id = session_of(&first.stdout);
-    let second = s.call(Some(&id), None, PROMPT_TWO);
-    let ctx = s.context(&second);
-    capture("resume", &second);
+    let (second, ctx) = s.captured("resume", s.call(Some(&id), None, PROMPT_TWO));
     assert_eq!(second.code, Some(0), "{ctx}");
     assert_eq!(
         second.argv,
@@ -280,9 +273,7 @@ fn edits_and_commands_run_without_approval() {
             Reply::Text(status_text("IN_PROGRESS", false, "next item")),
         ]
     });
-    let call = s.call(None, None, PROMPT_ONE);
-    let ctx = s.context(&call);
-    capture("edit", &call);
+    let (call, ctx) = s.captured("edit", s.call(None, None, PROMPT_ONE));
     assert_eq!(call.code, Some(0), "{ctx}");
     assert_eq!(
         s.read("README.md"),
@@ -342,7 +333,7 @@ fn failing_call(name: &str, replies: Vec<Reply>) -> (Call, Analysis, String, usi
     let s = setup(replies);
     let call = s.call(None, None, PROMPT_ONE);
     let ctx = s.context(&call);
-    capture(name, &call);
+    s.capture(name, &call);
     let a = s.analyze(&call);
     (call, a, ctx, s.api.turns().len())
 }
@@ -422,9 +413,10 @@ fn auth_and_server_errors_are_classified() {
 /// stdout, exit 1, no request; hank's unknown session.
 fn unknown_session_is_recognised() {
     let s = setup(vec![]);
-    let call = s.call(Some("ses_0123456789abcdefghijklmnop"), None, PROMPT_TWO);
-    let ctx = s.context(&call);
-    capture("unknown_session", &call);
+    let (call, ctx) = s.captured(
+        "unknown_session",
+        s.call(Some("ses_0123456789abcdefghijklmnop"), None, PROMPT_TWO),
+    );
     assert_eq!(call.code, Some(1), "{ctx}");
     assert!(call.stdout.trim().is_empty(), "{ctx}");
     assert!(call.stderr.contains("Session not found"), "{ctx}");
@@ -438,9 +430,10 @@ fn unknown_session_is_recognised() {
 /// it a usage error (hank stops instead of retrying).
 fn unknown_model_is_fatal() {
     let s = setup(vec![]);
-    let call = s.call(None, Some("hank-fake/no-such-model"), PROMPT_ONE);
-    let ctx = s.context(&call);
-    capture("unknown_model", &call);
+    let (call, ctx) = s.captured(
+        "unknown_model",
+        s.call(None, Some("hank-fake/no-such-model"), PROMPT_ONE),
+    );
     assert_eq!(call.code, Some(1), "{ctx}");
     assert!(s.api.requests().is_empty(), "{ctx}");
     assert_eq!(
@@ -458,9 +451,7 @@ fn unknown_model_is_fatal() {
 fn bad_flag_is_a_usage_error() {
     let s = setup(vec![]);
     let argv = ["run", "--format", "json", "--no-such-flag"].map(String::from);
-    let call = s.run_argv(argv.to_vec(), PROMPT_ONE);
-    let ctx = s.context(&call);
-    capture("bad_flag", &call);
+    let (call, ctx) = s.captured("bad_flag", s.run_argv(argv.to_vec(), PROMPT_ONE));
     assert_eq!(call.code, Some(1), "{ctx}");
     assert!(call.stdout.is_empty(), "{ctx}");
     assert!(call.stderr.starts_with("opencode run [message..]"), "{ctx}");
@@ -486,9 +477,7 @@ fn ask_rules_are_rejected_unless_bypass_permissions() {
             Reply::Text(status_text("IN_PROGRESS", false, "wrote outside")),
         ]
     });
-    let call = s.call(None, None, PROMPT_ONE);
-    let ctx = s.context(&call);
-    capture("denied", &call);
+    let (call, ctx) = s.captured("denied", s.call(None, None, PROMPT_ONE));
     assert_eq!(call.code, Some(0), "{ctx}");
     assert!(!outside(&s.proj).exists(), "{ctx}");
     assert!(

@@ -100,6 +100,10 @@ pub(crate) fn events(stdout: &str) -> Vec<Value> {
         .collect()
 }
 
+/// The prompts of a direct call and of the one that resumes it.
+pub(crate) const PROMPT_ONE: &str = "Implement the first task (prompt ALPHA).\n";
+pub(crate) const PROMPT_TWO: &str = "Now the second task (prompt BETA).\n";
+
 /// What one CLI call printed.
 pub(crate) struct Call {
     pub(crate) argv: Vec<String>,
@@ -108,22 +112,6 @@ pub(crate) struct Call {
     /// None when the CLI was killed at its time limit.
     pub(crate) code: Option<i32>,
     pub(crate) took: Duration,
-}
-
-/// With `HANK_CAPTURE_FIXTURES=DIR`, saves what the call printed as `DIR/<name>.stdout`,
-/// `.stderr` and `.exit` (how `fixtures/agents/*/` were made).
-pub(crate) fn capture(name: &str, call: &Call) {
-    let Some(dir) = std::env::var_os("HANK_CAPTURE_FIXTURES") else {
-        return;
-    };
-    let dir = PathBuf::from(dir);
-    std::fs::create_dir_all(&dir).expect("mkdir capture dir");
-    std::fs::write(dir.join(format!("{name}.stdout")), &call.stdout).expect("write");
-    std::fs::write(dir.join(format!("{name}.stderr")), &call.stderr).expect("write");
-    let exit = call
-        .code
-        .map_or_else(|| "signal".to_string(), |c| c.to_string());
-    std::fs::write(dir.join(format!("{name}.exit")), format!("{exit}\n")).expect("write");
 }
 
 /// A direct call's world: a temp HOME, a git project, the fake API of provider `P`, and the
@@ -230,6 +218,41 @@ impl<P: Provider> Direct<P> {
             code: o.status.code(),
             took: start.elapsed(),
         }
+    }
+
+    /// With `HANK_CAPTURE_FIXTURES=DIR`, saves what the call printed as `DIR/<name>.stdout`,
+    /// `.stderr`, `.exit` and its argv as `.argv` (the program, then one argument a line): how
+    /// `fixtures/agents/*/` were made.
+    pub(crate) fn capture(&self, name: &str, call: &Call) {
+        let Some(dir) = std::env::var_os("HANK_CAPTURE_FIXTURES") else {
+            return;
+        };
+        let dir = PathBuf::from(dir);
+        std::fs::create_dir_all(&dir).expect("mkdir capture dir");
+        let exit = call
+            .code
+            .map_or_else(|| "signal".to_string(), |c| c.to_string());
+        let mut argv = format!("{}\n", self.profile.name);
+        for a in &call.argv {
+            argv.push_str(a);
+            argv.push('\n');
+        }
+        for (ext, text) in [
+            ("stdout", call.stdout.clone()),
+            ("stderr", call.stderr.clone()),
+            ("exit", format!("{exit}\n")),
+            ("argv", argv),
+        ] {
+            std::fs::write(dir.join(format!("{name}.{ext}")), text).expect("write");
+        }
+    }
+
+    /// Keeps `call`'s output as the fixture `name` ([`Direct::capture`]); the call and its
+    /// context.
+    pub(crate) fn captured(&self, name: &str, call: Call) -> (Call, String) {
+        self.capture(name, &call);
+        let ctx = self.context(&call);
+        (call, ctx)
     }
 
     /// The project's file `rel` ("" when it is missing).
