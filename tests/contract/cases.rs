@@ -137,7 +137,7 @@ pub(crate) fn real_client_writes_files_resumes_and_completes_the_plan() {
         assert!(f["cost_usd"].as_f64().unwrap() > 0.0, "{f}");
     }
     // Continuity: loop 2 was started with --resume and the client kept the session.
-    assert_eq!(real.resumed()[1], true);
+    assert!(real.resumed()[1], "loop 2 was started with --resume");
     assert_eq!(finished[0]["session_id"], finished[1]["session_id"]);
     let turns = real.api.turns();
     assert_eq!(turns.len(), 8, "4 turns per loop");
