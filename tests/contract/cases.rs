@@ -347,8 +347,7 @@ pub(crate) fn usage_limit_waits_for_the_reported_reset() {
         let mut cmd = real.cmd(Auth::OAuth, &args);
         cmd.env("TZ", "Europe/Oslo");
         if mode == "exit policy" {
-            let o = cmd.output().unwrap();
-            let ctx = real.context(&o);
+            let (o, ctx) = real.output(&mut cmd);
             assert_eq!(o.status.code(), Some(3), "{ctx}");
             assert_eq!(real.p.status()["exit_reason"], "usage_limit");
             continue;
@@ -385,11 +384,7 @@ pub(crate) fn max_turns_is_classified() {
     ];
     let real = Real::new(&["a"], script);
     let cmd = format!("{} --max-turns 1", real.claude);
-    let o = real
-        .cmd_with(&cmd, Auth::ApiKey, &["--max-loops", "1"])
-        .output()
-        .unwrap();
-    let ctx = real.context(&o);
+    let (o, ctx) = real.output(&mut real.cmd_with(&cmd, Auth::ApiKey, &["--max-loops", "1"]));
     assert_eq!(o.status.code(), Some(3), "{ctx}");
     let s = real.p.status();
     assert_eq!(s["last_loop"]["error_kind"], "max_turns", "{ctx}");
@@ -440,29 +435,19 @@ pub(crate) fn allowed_git_commands_run_and_committed_work_is_progress() {
             Reply::Text(status_text("IN_PROGRESS", false, "next: b")),
         ]
     });
-    let o = real
-        .cmd(Auth::ApiKey, &["--max-loops", "1"])
-        .env("GIT_AUTHOR_NAME", "agent")
-        .env("GIT_AUTHOR_EMAIL", "agent@example.com")
-        .env("GIT_COMMITTER_NAME", "agent")
-        .env("GIT_COMMITTER_EMAIL", "agent@example.com")
-        .output()
-        .unwrap();
-    let ctx = real.context(&o);
+    let (o, ctx) = real.output(
+        real.cmd(Auth::ApiKey, &["--max-loops", "1"])
+            .env("GIT_AUTHOR_NAME", "agent")
+            .env("GIT_AUTHOR_EMAIL", "agent@example.com")
+            .env("GIT_COMMITTER_NAME", "agent")
+            .env("GIT_COMMITTER_EMAIL", "agent@example.com"),
+    );
     assert_eq!(o.status.code(), Some(3), "{ctx}");
-    let log = Command::new("git")
-        .args(["log", "--format=%s"])
-        .current_dir(&real.p.dir)
-        .output()
-        .unwrap();
-    assert_eq!(stdout_of(&log), "feat: f\ninit\n", "{ctx}");
+    let log = crate::support::git(&real.p.dir, &["log", "--format=%s"]);
+    assert_eq!(log, "feat: f\ninit", "{ctx}");
     let f = &real.finished()[0];
     assert_eq!(f["permission_denials"], 0, "{ctx}");
     assert!(f["files_changed"].as_u64().unwrap() >= 1, "{f}");
-}
-
-fn stdout_of(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 /// The client process hank spawned (its process-group leader), once it exists.
@@ -536,12 +521,10 @@ pub(crate) fn unreachable_api_is_a_network_error_with_backoff() {
         .local_addr()
         .unwrap()
         .port();
-    let o = real
-        .cmd(Auth::ApiKey, &["--max-loops", "1"])
-        .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
-        .output()
-        .unwrap();
-    let ctx = real.context(&o);
+    let (o, ctx) = real.output(
+        real.cmd(Auth::ApiKey, &["--max-loops", "1"])
+            .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}")),
+    );
     assert_eq!(o.status.code(), Some(3), "{ctx}");
     let s = real.p.status();
     assert_eq!(s["last_loop"]["error_kind"], "network", "{ctx}");

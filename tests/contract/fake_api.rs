@@ -186,10 +186,7 @@ impl http::Provider for Anthropic {
     }
 
     fn respond(s: &Shared, req: &http::Request<Self>, out: &mut TcpStream) -> io::Result<()> {
-        let model = req.body["model"]
-            .as_str()
-            .unwrap_or("claude-fake")
-            .to_string();
+        let model = req.body_model("claude-fake");
         if req.method == "POST" && req.path.starts_with("/v1/messages/count_tokens") {
             return http::send(
                 out,

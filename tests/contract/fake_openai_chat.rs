@@ -53,10 +53,7 @@ impl http::Provider for OpenAiChat {
     }
 
     fn respond(s: &Shared, req: &http::Request<Self>, out: &mut TcpStream) -> io::Result<()> {
-        let model = req.body["model"]
-            .as_str()
-            .unwrap_or("fake-model")
-            .to_string();
+        let model = req.body_model("fake-model");
         if req.method == "GET" && req.path.ends_with("/models") {
             let body = json!({"object": "list", "data": [
                 {"id": "fake-model", "object": "model", "created": 1_700_000_000, "owned_by": "hank-contract"}

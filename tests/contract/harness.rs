@@ -346,6 +346,13 @@ impl<P: Provider> HankRun<P> {
         self.cmd(args).output().expect("run hank")
     }
 
+    /// Runs `cmd` (one of [`HankRun::cmd`]'s): its output and [`HankRun::context`].
+    pub(crate) fn output(&self, cmd: &mut Command) -> (Output, String) {
+        let o = cmd.output().expect("run hank");
+        let ctx = self.context(&o);
+        (o, ctx)
+    }
+
     /// The events of type `kind`.
     pub(crate) fn of_type(&self, kind: &str) -> Vec<Value> {
         self.p

@@ -308,6 +308,11 @@ impl<P: Provider> Request<P> {
             .map(|(_, v)| v.as_str())
     }
 
+    /// The model the body names, else `default`.
+    pub(crate) fn body_model(&self, default: &str) -> String {
+        self.body["model"].as_str().unwrap_or(default).to_string()
+    }
+
     /// The whole body as text (for `contains` checks).
     pub(crate) fn text(&self) -> String {
         self.body.to_string()
