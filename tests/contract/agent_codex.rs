@@ -11,90 +11,38 @@
 //! With `HANK_CAPTURE_FIXTURES=DIR`, the direct cases write what the CLI printed to
 //! `DIR/<scenario>.stdout|.stderr|.exit` (how `fixtures/agents/codex/` was made).
 
-use std::io::Write;
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
 
-use hank::agent::profile::{self, CallInput, Origin, Parser, Profile};
-use hank::analysis::{Analysis, Clock, ErrorKind, Mapping, Outcome, RunFacts, analyze_mapped};
-use hank::settings::OutputFormat;
+use hank::analysis::{Analysis, ErrorKind, Outcome};
 use serde_json::{Value, json};
 
-use crate::fake_openai::{
-    CACHED_TOKENS, FakeOpenAi, INPUT_TOKENS, OUTPUT_TOKENS, Reply, status_text,
-};
+use crate::fake_openai::{CACHED_TOKENS, INPUT_TOKENS, OUTPUT_TOKENS, OpenAi, Reply};
+use crate::harness::{self, Call, Direct, HankRun, PROMPT_ONE, PROMPT_TWO, events};
+use crate::http::status_text;
 use crate::support::{self, Project};
 
 type Case = fn();
 
 /// Every codex case, by name.
-pub(crate) const CASES: &[(&str, Case)] = &[
-    (
-        "plain_answer_is_read_by_the_profile",
-        plain_answer_is_read_by_the_profile,
-    ),
-    (
-        "resume_sends_the_earlier_conversation",
-        resume_sends_the_earlier_conversation,
-    ),
-    (
-        "edits_and_commands_run_without_approval",
-        edits_and_commands_run_without_approval,
-    ),
-    ("quota_is_a_spend_limit", quota_is_a_spend_limit),
-    ("rate_limit_is_classified", rate_limit_is_classified),
-    ("usage_limit_is_classified", usage_limit_is_classified),
-    (
-        "auth_and_server_errors_are_classified",
-        auth_and_server_errors_are_classified,
-    ),
-    (
-        "unknown_session_is_recognised",
-        unknown_session_is_recognised,
-    ),
-    (
-        "unreachable_api_is_a_network_error",
-        unreachable_api_is_a_network_error,
-    ),
-    (
-        "hank_plain_answer_with_status",
-        hank_plain_answer_with_status,
-    ),
-    (
-        "hank_second_loop_resumes_the_session",
-        hank_second_loop_resumes_the_session,
-    ),
-    ("hank_edit_is_progress", hank_edit_is_progress),
-    (
-        "hank_quota_stops_with_spend_limit",
-        hank_quota_stops_with_spend_limit,
-    ),
-    (
-        "hank_transient_errors_back_off_then_recover",
-        hank_transient_errors_back_off_then_recover,
-    ),
-    (
-        "hank_usage_limit_waits_or_exits",
-        hank_usage_limit_waits_or_exits,
-    ),
+pub(crate) const CASES: &[(&str, Case)] = cases![
+    plain_answer_is_read_by_the_profile,
+    resume_sends_the_earlier_conversation,
+    edits_and_commands_run_without_approval,
+    quota_is_a_spend_limit,
+    rate_limit_is_classified,
+    usage_limit_is_classified,
+    auth_and_server_errors_are_classified,
+    unknown_session_is_recognised,
+    unreachable_api_is_a_network_error,
+    hank_plain_answer_with_status,
+    hank_second_loop_resumes_the_session,
+    hank_edit_is_progress,
+    hank_quota_stops_with_spend_limit,
+    hank_transient_errors_back_off_then_recover,
+    hank_usage_limit_waits_or_exits,
 ];
-
-/// The built-in profile, parsed by hank's own parser.
-pub(crate) fn codex_profile() -> Profile {
-    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("templates/agents/codex.toml");
-    let text = std::fs::read_to_string(&file).expect("read templates/agents/codex.toml");
-    profile::parse(&text, &file.display().to_string(), "codex", Origin::Builtin)
-        .unwrap_or_else(|e| panic!("the codex profile does not parse: {e}"))
-}
-
-fn mapping(p: &Profile) -> Mapping {
-    match &p.parser {
-        Parser::Mapped(m) => (**m).clone(),
-        Parser::Claude => panic!("the codex profile must use JSONPath fields"),
-    }
-}
 
 /// `$HOME/.codex/config.toml` that points codex at the fake.
 pub(crate) fn codex_config(api_url: &str) -> String {
@@ -117,50 +65,27 @@ pub(crate) fn codex_config(api_url: &str) -> String {
 pub(crate) const API_KEY: &str = "sk-proj-fake-contract-key";
 
 /// A temp HOME with the codex config, a git project, and the fake API.
-struct Setup {
-    _root: tempfile::TempDir,
-    home: PathBuf,
-    proj: PathBuf,
-    api: FakeOpenAi,
-    profile: Profile,
+type Setup = Direct<OpenAi>;
+
+fn setup(script: Vec<Reply>) -> Setup {
+    let s = Direct::new("codex", "# demo\n", |_| script);
+    std::fs::create_dir_all(s.home.join(".codex")).expect("mkdir");
+    std::fs::write(
+        s.home.join(".codex/config.toml"),
+        codex_config(&s.api.url()),
+    )
+    .expect("write");
+    s
 }
 
-/// What one CLI call printed.
-struct Call {
-    argv: Vec<String>,
-    stdout: String,
-    stderr: String,
-    code: Option<i32>,
-    took: Duration,
-}
-
-impl Setup {
-    fn new(script: Vec<Reply>) -> Self {
-        let root = tempfile::tempdir().expect("tempdir");
-        let home = root.path().join("home");
-        let proj = root.path().join("proj");
-        std::fs::create_dir_all(home.join(".codex")).expect("mkdir");
-        std::fs::create_dir_all(&proj).expect("mkdir");
-        let api = FakeOpenAi::start(script, Some(&root.path().join("api.log")));
-        std::fs::write(home.join(".codex/config.toml"), codex_config(&api.url())).expect("write");
-        std::fs::write(proj.join("README.md"), "# demo\n").expect("write");
-        crate::support::git_commit_all(&proj, &home);
-        Self {
-            _root: root,
-            home,
-            proj,
-            api,
-            profile: codex_profile(),
-        }
-    }
-
+impl Direct<OpenAi> {
     /// Runs the real CLI with the profile's argv (resuming `session` when set), `prompt` on
     /// stdin, in the project.
     fn call(&self, session: Option<&str>, prompt: &str) -> Call {
         self.call_within(session, prompt, Duration::from_secs(120), false)
     }
 
-    /// [`Setup::call`] with a time limit; past it the CLI is killed (as hank's timeout would)
+    /// [`Direct::call`] with a time limit; past it the CLI is killed (as hank's timeout would)
     /// when `kill_at_limit`, else the case fails.
     fn call_within(
         &self,
@@ -169,137 +94,11 @@ impl Setup {
         limit: Duration,
         kill_at_limit: bool,
     ) -> Call {
-        let argv = self.profile.argv(&CallInput {
-            live: false,
-            output_format: OutputFormat::Json,
-            session,
-            model: None,
-            permission_mode: None,
-            allowed_tools: &[],
-            prompt: None,
-            prompt_file: None,
-        });
-        let bin = crate::agents::agent().path;
-        let path = format!(
-            "{}:/usr/local/bin:/usr/bin:/bin",
-            bin.parent()
-                .map(Path::display)
-                .map(|d| d.to_string())
-                .unwrap_or_default()
-        );
-        let start = Instant::now();
-        let mut child = Command::new(&bin)
-            .args(&argv)
-            .current_dir(&self.proj)
-            .env_clear()
-            .env("PATH", path)
-            .env("HOME", &self.home)
-            .env("OPENAI_API_KEY", API_KEY)
-            .env("TZ", "UTC")
-            .env("LANG", "C.UTF-8")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .envs(self.profile.env.iter())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .spawn()
-            .expect("spawn codex");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(prompt.as_bytes())
-            .expect("write the prompt");
-        let o = wait_output(child, limit, kill_at_limit);
-        Call {
-            argv,
-            stdout: String::from_utf8_lossy(&o.stdout).to_string(),
-            stderr: String::from_utf8_lossy(&o.stderr).to_string(),
-            code: o.status.code(),
-            took: start.elapsed(),
-        }
+        let argv = harness::argv(&self.profile, session, None, None);
+        let mut cmd = self.command(&argv);
+        cmd.env("OPENAI_API_KEY", API_KEY).env("TZ", "UTC");
+        self.run(cmd, argv, prompt, limit, kill_at_limit)
     }
-
-    /// What hank's analyzer reads from `call` with the profile's mapping.
-    fn analyze(&self, call: &Call) -> Analysis {
-        let facts = RunFacts {
-            exit_code: call.code,
-            signal: None,
-            timed_out: call.code.is_none(),
-            interrupted: false,
-            stdout_cut: false,
-            startup_hang: false,
-        };
-        analyze_mapped(
-            call.stdout.as_bytes(),
-            call.stderr.as_bytes(),
-            &facts,
-            &Clock::utc(jiff::Timestamp::now()),
-            &mapping(&self.profile),
-        )
-    }
-
-    /// The API requests, for assertion messages.
-    fn context(&self, call: &Call) -> String {
-        let mut s = format!(
-            "argv: {:?}\nexit: {:?} after {:?}\n--- stdout\n{}\n--- stderr\n{}\n--- requests\n",
-            call.argv, call.code, call.took, call.stdout, call.stderr
-        );
-        for r in self.api.requests() {
-            s.push_str(&format!(
-                "{} {} {}\n",
-                r.method,
-                r.path,
-                clip(&r.text(), 400)
-            ));
-        }
-        s
-    }
-}
-
-/// Waits for the child; after `limit` its whole group is killed, and that is a failure unless
-/// `kill` (then the output so far is returned).
-fn wait_output(child: std::process::Child, limit: Duration, kill: bool) -> Output {
-    match crate::support::wait_or_kill(child, limit, true) {
-        Ok(o) => o,
-        Err(o) if kill => o,
-        Err(o) => panic!(
-            "codex still running after {limit:?}{}",
-            crate::support::outputs(&o)
-        ),
-    }
-}
-
-fn clip(s: &str, n: usize) -> &str {
-    let mut end = s.len().min(n);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
-
-/// Saves a scenario's output under `$HANK_CAPTURE_FIXTURES` when set.
-fn capture(name: &str, call: &Call) {
-    let Some(dir) = std::env::var_os("HANK_CAPTURE_FIXTURES") else {
-        return;
-    };
-    let dir = PathBuf::from(dir);
-    std::fs::create_dir_all(&dir).expect("mkdir capture dir");
-    std::fs::write(dir.join(format!("{name}.stdout")), &call.stdout).expect("write");
-    std::fs::write(dir.join(format!("{name}.stderr")), &call.stderr).expect("write");
-    let exit = call
-        .code
-        .map_or_else(|| "signal".to_string(), |c| c.to_string());
-    std::fs::write(dir.join(format!("{name}.exit")), format!("{exit}\n")).expect("write");
-}
-
-fn events(stdout: &str) -> Vec<Value> {
-    stdout
-        .lines()
-        .filter(|l| l.trim_start().starts_with('{'))
-        .map(|l| serde_json::from_str(l).expect("every JSON line parses"))
-        .collect()
 }
 
 fn thread_id(stdout: &str) -> String {
@@ -311,17 +110,12 @@ fn thread_id(stdout: &str) -> String {
         .to_string()
 }
 
-const PROMPT_ONE: &str = "Implement the first task (prompt ALPHA).\n";
-const PROMPT_TWO: &str = "Now the second task (prompt BETA).\n";
-
 /// One answer with a HANK_STATUS block: the profile finds the text, the status block, the
 /// session id and the tokens; the argv is `exec --json … -` with the prompt on stdin.
 fn plain_answer_is_read_by_the_profile() {
     let answer = status_text("IN_PROGRESS", false, "continue with the next item");
-    let s = Setup::new(vec![Reply::Text(answer.clone())]);
-    let call = s.call(None, PROMPT_ONE);
-    let ctx = s.context(&call);
-    capture("plain", &call);
+    let s = setup(vec![Reply::Text(answer.clone())]);
+    let (call, ctx) = s.captured("plain", s.call(None, PROMPT_ONE));
     assert_eq!(call.code, Some(0), "{ctx}");
     assert_eq!(
         call.argv,
@@ -387,16 +181,14 @@ fn rollout_files(dir: &Path) -> Vec<String> {
 /// first call's prompt and answer before the new prompt. The usage codex prints on the resumed
 /// run counts the whole thread (both calls).
 fn resume_sends_the_earlier_conversation() {
-    let s = Setup::new(vec![
+    let s = setup(vec![
         Reply::text("First answer: ALPHA handled."),
         Reply::Text(status_text("IN_PROGRESS", false, "go on with BETA")),
     ]);
     let first = s.call(None, PROMPT_ONE);
     assert_eq!(first.code, Some(0), "{}", s.context(&first));
     let id = thread_id(&first.stdout);
-    let second = s.call(Some(&id), PROMPT_TWO);
-    let ctx = s.context(&second);
-    capture("resume", &second);
+    let (second, ctx) = s.captured("resume", s.call(Some(&id), PROMPT_TWO));
     assert_eq!(second.code, Some(0), "{ctx}");
     assert_eq!(
         second.argv,
@@ -431,32 +223,21 @@ fn resume_sends_the_earlier_conversation() {
 /// The model writes a file (apply_patch) and commits it (a shell command): codex does both
 /// with no approval prompt, and the profile counts the edit and reads the command.
 fn edits_and_commands_run_without_approval() {
-    let s = Setup::new(vec![
+    let s = setup(vec![
         Reply::write_file("src/feature.txt", "feature done\nsecond line\n"),
         Reply::shell(
             "git add -A && git -c user.name=codex -c user.email=codex@example.invalid commit -q -m 'feat: feature' && git log --oneline -1",
         ),
         Reply::Text(status_text("IN_PROGRESS", false, "next item")),
     ]);
-    let call = s.call(None, PROMPT_ONE);
-    let ctx = s.context(&call);
-    capture("edit", &call);
+    let (call, ctx) = s.captured("edit", s.call(None, PROMPT_ONE));
     assert_eq!(call.code, Some(0), "{ctx}");
     assert_eq!(
-        std::fs::read_to_string(s.proj.join("src/feature.txt")).unwrap_or_default(),
+        s.read("src/feature.txt"),
         "feature done\nsecond line\n",
         "{ctx}"
     );
-    let log = Command::new("git")
-        .args(["log", "--format=%s", "-1"])
-        .current_dir(&s.proj)
-        .output()
-        .expect("git log");
-    assert_eq!(
-        String::from_utf8_lossy(&log.stdout).trim(),
-        "feat: feature",
-        "{ctx}"
-    );
+    assert_eq!(s.last_commit(), "feat: feature", "{ctx}");
     let a = s.analyze(&call);
     assert_eq!(a.outcome, Outcome::Success, "{ctx}");
     assert!(a.status.is_some(), "{a:#?}");
@@ -485,10 +266,10 @@ fn edits_and_commands_run_without_approval() {
 
 /// One failing call: exit code, the error kind the profile's rules give, and no retries.
 fn failing_call(name: &str, reply: Reply) -> (Call, Analysis, String, usize) {
-    let s = Setup::new(vec![reply]);
+    let s = setup(vec![reply]);
     let call = s.call(None, PROMPT_ONE);
     let ctx = s.context(&call);
-    capture(name, &call);
+    s.capture(name, &call);
     let a = s.analyze(&call);
     (call, a, ctx, s.api.turns().len())
 }
@@ -553,10 +334,11 @@ fn auth_and_server_errors_are_classified() {
 
 /// Resuming a session id codex does not have: stderr only, exit 1, hank's unknown session.
 fn unknown_session_is_recognised() {
-    let s = Setup::new(vec![]);
-    let call = s.call(Some("01a20b35-0000-7000-8000-000000000000"), PROMPT_TWO);
-    let ctx = s.context(&call);
-    capture("unknown_session", &call);
+    let s = setup(vec![]);
+    let (call, ctx) = s.captured(
+        "unknown_session",
+        s.call(Some("01a20b35-0000-7000-8000-000000000000"), PROMPT_TWO),
+    );
     assert_eq!(call.code, Some(1), "{ctx}");
     assert!(call.stdout.trim().is_empty(), "{ctx}");
     assert!(s.api.turns().is_empty(), "{ctx}");
@@ -568,7 +350,7 @@ fn unknown_session_is_recognised() {
 /// ends by itself (its retry keys do not apply); killed like hank's timeout does, the output
 /// reads as a network error.
 fn unreachable_api_is_a_network_error() {
-    let s = Setup::new(vec![]);
+    let s = setup(vec![]);
     let closed = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         l.local_addr().expect("addr")
@@ -578,9 +360,10 @@ fn unreachable_api_is_a_network_error() {
         codex_config(&format!("http://{closed}/v1")),
     )
     .expect("write");
-    let call = s.call_within(None, PROMPT_ONE, Duration::from_secs(8), true);
-    let ctx = s.context(&call);
-    capture("network", &call);
+    let (call, ctx) = s.captured(
+        "network",
+        s.call_within(None, PROMPT_ONE, Duration::from_secs(8), true),
+    );
     assert_eq!(call.code, None, "still running after 8 s: {ctx}");
     assert!(call.stdout.contains("waiting for network"), "{ctx}");
     let a = s.analyze(&call);
@@ -592,75 +375,19 @@ fn unreachable_api_is_a_network_error() {
 
 /// A git project run with hank's built-in codex profile, `$HOME/.codex/config.toml` pointing
 /// at the fake, and the real CLI as `CODEX_CMD`.
-struct HankRun {
-    p: Project,
-    api: FakeOpenAi,
-}
-
-impl HankRun {
-    fn new(items: &[&str], script: impl FnOnce(&Project) -> Vec<Reply>) -> Self {
-        let p = Project::new(items);
-        p.git_init();
-        let log = p.dir.parent().expect("parent").join("api.log");
-        let api = FakeOpenAi::start(script(&p), Some(&log));
-        std::fs::create_dir_all(p.home.join(".codex")).expect("mkdir");
-        std::fs::write(p.home.join(".codex/config.toml"), codex_config(&api.url())).expect("write");
-        Self { p, api }
-    }
-
-    /// `hank --agent codex ARGS` with the real CLI.
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = self.p.cmd();
-        c.env("CODEX_CMD", crate::agents::agent().path)
-            .env("OPENAI_API_KEY", API_KEY)
-            .env("TZ", "UTC")
-            .args(["--agent", "codex"])
-            .args(args);
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.cmd(args).output().expect("run hank")
-    }
-
-    fn finished(&self) -> Vec<Value> {
-        self.p
-            .events()
-            .into_iter()
-            .filter(|e| e["type"] == "agent_finished")
-            .collect()
-    }
-
-    fn of_type(&self, kind: &str) -> Vec<Value> {
-        self.p
-            .events()
-            .into_iter()
-            .filter(|e| e["type"] == kind)
-            .collect()
-    }
-
-    /// hank's stderr, the loop logs and the API requests: for assertion messages.
-    fn context(&self, o: &Output) -> String {
-        let mut s = format!("--- hank stderr\n{}\n", support::stderr(o));
-        for n in 1..=4 {
-            for ext in ["out", "err"] {
-                let f = self.p.dir.join(format!(".hank/logs/loop-{n:05}.{ext}"));
-                if let Ok(t) = std::fs::read_to_string(&f) {
-                    s.push_str(&format!("--- loop {n} {ext}\n{}\n", clip(&t, 3000)));
-                }
-            }
-        }
-        s.push_str("--- API requests\n");
-        for r in self.api.requests() {
-            let body = r.text();
-            let mut from = body.len().saturating_sub(600);
-            while !body.is_char_boundary(from) {
-                from += 1;
-            }
-            s.push_str(&format!("{} {} …{}\n", r.method, r.path, &body[from..]));
-        }
-        s
-    }
+fn hank_run(items: &[&str], script: impl FnOnce(&Project) -> Vec<Reply>) -> HankRun<OpenAi> {
+    let run = HankRun::new(items, script)
+        .env("CODEX_CMD", crate::agents::agent().path)
+        .env("OPENAI_API_KEY", API_KEY)
+        .env("TZ", "UTC")
+        .args(&["--agent", "codex"]);
+    std::fs::create_dir_all(run.p.home.join(".codex")).expect("mkdir");
+    std::fs::write(
+        run.p.home.join(".codex/config.toml"),
+        codex_config(&run.api.url()),
+    )
+    .expect("write");
+    run
 }
 
 /// Ticks the first open fix_plan item.
@@ -669,7 +396,7 @@ const TICK: &str = "sed -i '0,/- \\[ \\]/s//- [x]/' .hank/fix_plan.md";
 /// One loop: hank sends the prompt on stdin, codex answers with a status block, hank reads
 /// the outcome, status, session id and tokens through the profile.
 fn hank_plain_answer_with_status() {
-    let run = HankRun::new(&["a", "b"], |_| {
+    let run = hank_run(&["a", "b"], |_| {
         vec![Reply::Text(status_text("IN_PROGRESS", false, "do b next"))]
     });
     let o = run.run(&["--max-loops", "1"]);
@@ -705,7 +432,7 @@ fn hank_plain_answer_with_status() {
 /// Two loops: loop 2 runs `codex exec resume <loop 1's thread id>`; codex sends loop 1's
 /// conversation and loop 2's own context; both loops report the same session.
 fn hank_second_loop_resumes_the_session() {
-    let run = HankRun::new(&["a", "b", "c"], |_| {
+    let run = hank_run(&["a", "b", "c"], |_| {
         vec![
             Reply::Text(status_text("IN_PROGRESS", false, "loop one answer")),
             Reply::Text(status_text("IN_PROGRESS", false, "loop two answer")),
@@ -714,12 +441,7 @@ fn hank_second_loop_resumes_the_session() {
     let o = run.run(&["--max-loops", "2"]);
     let ctx = run.context(&o);
     assert_eq!(o.status.code(), Some(3), "{ctx}");
-    let started: Vec<bool> = run
-        .of_type("loop_started")
-        .iter()
-        .map(|e| e["resume"] == true)
-        .collect();
-    assert_eq!(started, [false, true], "{ctx}");
+    assert_eq!(run.resumed(), [false, true], "{ctx}");
     let f = run.finished();
     assert_eq!(f.len(), 2, "{ctx}");
     assert_eq!(f[0]["outcome"], "success", "{ctx}");
@@ -749,7 +471,7 @@ fn hank_second_loop_resumes_the_session() {
 /// The model writes a file and ticks the plan through a shell command; codex runs both with
 /// no approval, and hank counts the file and the checked item as progress.
 fn hank_edit_is_progress() {
-    let run = HankRun::new(&["one", "two"], |_| {
+    let run = hank_run(&["one", "two"], |_| {
         vec![
             Reply::write_file("src/one.txt", "one done\n"),
             Reply::shell(TICK),
@@ -774,7 +496,7 @@ fn hank_edit_is_progress() {
 /// 429 `insufficient_quota`: the loop is an agent error of kind spend_limit and hank stops
 /// at once (waiting does not lift a spend cap).
 fn hank_quota_stops_with_spend_limit() {
-    let run = HankRun::new(&["a"], |_| vec![Reply::quota()]);
+    let run = hank_run(&["a"], |_| vec![Reply::quota()]);
     let o = run.run(&["--max-loops", "3"]);
     let ctx = run.context(&o);
     assert_eq!(o.status.code(), Some(3), "{ctx}");
@@ -789,7 +511,7 @@ fn hank_quota_stops_with_spend_limit() {
 /// A per-minute rate limit, then a 500, then an answer: hank backs off after each failure
 /// (codex's own retries are off) and recovers.
 fn hank_transient_errors_back_off_then_recover() {
-    let run = HankRun::new(&["a", "b"], |_| {
+    let run = hank_run(&["a", "b"], |_| {
         vec![
             Reply::rate_limit(1),
             Reply::error(
@@ -805,22 +527,16 @@ fn hank_transient_errors_back_off_then_recover() {
     let o = run.run(&["--max-loops", "3"]);
     let ctx = run.context(&o);
     assert_eq!(o.status.code(), Some(3), "{ctx}");
-    let kinds: Vec<Value> = run
-        .finished()
-        .iter()
-        .map(|f| f["error_kind"].clone())
-        .collect();
     assert_eq!(
-        kinds,
+        run.error_kinds(),
         [json!("rate_limit"), json!("server"), Value::Null],
         "{ctx}"
     );
-    let waits: Vec<Value> = run
-        .of_type("waiting")
-        .iter()
-        .map(|e| e["reason"].clone())
-        .collect();
-    assert_eq!(waits, [json!("backoff"), json!("backoff")], "{ctx}");
+    assert_eq!(
+        run.wait_reasons(),
+        [json!("backoff"), json!("backoff")],
+        "{ctx}"
+    );
     assert_eq!(run.p.status()["last_loop"]["outcome"], "success", "{ctx}");
     assert_eq!(run.api.turns().len(), 3, "{ctx}");
 }
@@ -831,14 +547,14 @@ fn hank_transient_errors_back_off_then_recover() {
 fn hank_usage_limit_waits_or_exits() {
     let now = jiff::Timestamp::now().as_second();
     let reset = (now / 60 + 3) * 60;
-    let run = HankRun::new(&["a"], |_| vec![Reply::usage_limit(reset)]);
+    let run = hank_run(&["a"], |_| vec![Reply::usage_limit(reset)]);
     let o = run.run(&["--on-usage-limit", "exit"]);
     let ctx = run.context(&o);
     assert_eq!(o.status.code(), Some(3), "{ctx}");
     assert_eq!(run.p.status()["exit_reason"], "usage_limit", "{ctx}");
     assert_eq!(run.finished()[0]["error_kind"], "usage_limit", "{ctx}");
 
-    let run = HankRun::new(&["a"], |_| vec![Reply::usage_limit(reset)]);
+    let run = hank_run(&["a"], |_| vec![Reply::usage_limit(reset)]);
     let child = run
         .cmd(&[])
         .stdout(Stdio::piped())

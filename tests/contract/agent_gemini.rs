@@ -16,95 +16,35 @@
 //! (`<name>.stdout`, `.stderr`, `.exit`, `.argv`), which is how `fixtures/agents/gemini/` was made.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
+use std::time::Duration;
 
-use hank::agent::profile::{self, CallInput, Origin, Parser, Profile};
-use hank::analysis::{Analysis, Clock, ErrorKind, Mapping, Outcome, RunFacts, analyze_mapped};
-use hank::settings::OutputFormat;
+use hank::analysis::{ErrorKind, Outcome};
 use serde_json::{Value, json};
 
-use crate::agents::{Agent as AgentCli, agent};
-use crate::fake_gemini::{self, FakeGemini, Reply, status_text};
-use crate::support::{Project, signal, stderr, wait_with_timeout};
+use crate::fake_gemini::{self, Gemini, Reply};
+use crate::harness::{self, Call, Direct, HankRun};
+use crate::http::status_text;
+use crate::support::{Project, signal, wait_with_timeout};
 
 /// Every gemini case, by name (registered in `main.rs`).
-pub(crate) const CASES: &[(&str, fn())] = &[
-    (
-        "plain_answer_is_read_by_the_profile",
-        plain_answer_is_read_by_the_profile,
-    ),
-    (
-        "resume_sends_the_earlier_conversation",
-        resume_sends_the_earlier_conversation,
-    ),
-    (
-        "yolo_edits_the_project_without_approval",
-        yolo_edits_the_project_without_approval,
-    ),
-    ("daily_quota_is_a_usage_limit", daily_quota_is_a_usage_limit),
-    (
-        "zero_quota_is_a_billing_error",
-        zero_quota_is_a_billing_error,
-    ),
-    (
-        "per_minute_limit_is_retried_then_a_rate_limit",
-        per_minute_limit_is_retried_then_a_rate_limit,
-    ),
-    (
-        "invalid_api_key_is_an_auth_error",
-        invalid_api_key_is_an_auth_error,
-    ),
-    (
-        "overloaded_model_is_overloaded",
-        overloaded_model_is_overloaded,
-    ),
-    ("unknown_session_is_reported", unknown_session_is_reported),
-    (
-        "stream_json_events_for_the_record",
-        stream_json_events_for_the_record,
-    ),
-    (
-        "hank_edits_resumes_and_completes_the_plan",
-        hank_edits_resumes_and_completes_the_plan,
-    ),
-    (
-        "hank_daily_quota_is_a_usage_limit",
-        hank_daily_quota_is_a_usage_limit,
-    ),
-    (
-        "hank_rate_limit_backs_off_then_recovers",
-        hank_rate_limit_backs_off_then_recovers,
-    ),
-    (
-        "hank_invalid_key_is_agent_fatal",
-        hank_invalid_key_is_agent_fatal,
-    ),
-    (
-        "hank_unknown_session_starts_fresh",
-        hank_unknown_session_starts_fresh,
-    ),
+pub(crate) const CASES: &[(&str, fn())] = cases![
+    plain_answer_is_read_by_the_profile,
+    resume_sends_the_earlier_conversation,
+    yolo_edits_the_project_without_approval,
+    daily_quota_is_a_usage_limit,
+    zero_quota_is_a_billing_error,
+    per_minute_limit_is_retried_then_a_rate_limit,
+    invalid_api_key_is_an_auth_error,
+    overloaded_model_is_overloaded,
+    unknown_session_is_reported,
+    stream_json_events_for_the_record,
+    hank_edits_resumes_and_completes_the_plan,
+    hank_daily_quota_is_a_usage_limit,
+    hank_rate_limit_backs_off_then_recovers,
+    hank_invalid_key_is_agent_fatal,
+    hank_unknown_session_starts_fresh,
 ];
-
-/// The profile under test, as hank embeds it.
-pub(crate) const PROFILE: &str = include_str!("../../templates/agents/gemini.toml");
-
-pub(crate) fn profile() -> Profile {
-    profile::parse(
-        PROFILE,
-        "templates/agents/gemini.toml",
-        "gemini",
-        Origin::Builtin,
-    )
-    .unwrap_or_else(|e| panic!("the gemini profile does not parse: {e}"))
-}
-
-fn mapping(p: &Profile) -> Mapping {
-    match &p.parser {
-        Parser::Mapped(m) => (**m).clone(),
-        Parser::Claude => panic!("the gemini profile must use JSONPath fields"),
-    }
-}
 
 /// `~/.gemini/settings.json` of the temp HOME: API-key auth (needed with
 /// `GOOGLE_GEMINI_BASE_URL`, which alone selects the unsupported "gateway" auth), no usage
@@ -124,182 +64,56 @@ pub(crate) fn settings_json(attempts: u32) -> String {
     .unwrap()
 }
 
+/// Writes `settings_json(attempts)` into `home` and makes the temp folder `tmp` (gemini writes
+/// error reports, gemini-client-error-*.json, there).
+fn set_up_home(home: &Path, tmp: &Path, attempts: u32) {
+    std::fs::create_dir_all(home.join(".gemini")).expect("mkdir");
+    std::fs::write(home.join(".gemini/settings.json"), settings_json(attempts)).expect("settings");
+    std::fs::create_dir_all(tmp).expect("mkdir");
+}
+
 /// A fake API key (never a real one; the fake redacts it in its log anyway).
 pub(crate) const API_KEY: &str = "AIzaSyFAKE-contract-key-000000000000000";
 
-/// One call of the CLI.
-pub(crate) struct Call {
-    pub argv: Vec<String>,
-    pub out: Output,
-    pub elapsed: Duration,
-}
-
-impl Call {
-    pub(crate) fn stdout(&self) -> String {
-        String::from_utf8_lossy(&self.out.stdout).into_owned()
-    }
-
-    pub(crate) fn stderr(&self) -> String {
-        String::from_utf8_lossy(&self.out.stderr).into_owned()
-    }
-
-    pub(crate) fn code(&self) -> Option<i32> {
-        self.out.status.code()
-    }
-
-    /// Everything to show when an assertion fails.
-    pub(crate) fn context(&self, api: &FakeGemini) -> String {
-        let mut s = format!(
-            "argv: {:?}\nexit: {:?} after {:?}\n--- stdout\n{}\n--- stderr\n{}\n--- API requests\n",
-            self.argv,
-            self.code(),
-            self.elapsed,
-            clip(&self.stdout()),
-            clip(&self.stderr())
-        );
-        for r in api.requests() {
-            s.push_str(&format!("{} {} {}\n", r.method, r.path, clip(&r.text())));
-        }
-        s
-    }
-}
-
-fn clip(s: &str) -> &str {
-    let mut end = s.len().min(3000);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
-
 /// A git project, a temp HOME set up for the fake, and the fake API.
-pub(crate) struct Gem {
-    _root: tempfile::TempDir,
-    pub root: PathBuf,
-    pub home: PathBuf,
-    pub dir: PathBuf,
-    pub api: FakeGemini,
-    pub cli: AgentCli,
-    pub profile: Profile,
+type Gem = Direct<Gemini>;
+
+fn gem(attempts: u32, script: Vec<Reply>) -> Gem {
+    gem_scripted(attempts, |_| script)
 }
 
-impl Gem {
-    pub(crate) fn new(cli: &AgentCli, attempts: u32, script: Vec<Reply>) -> Self {
-        Self::scripted(cli, attempts, |_| script)
-    }
+/// Like [`gem`], the script built from the project directory.
+fn gem_scripted(attempts: u32, script: impl FnOnce(&Path) -> Vec<Reply>) -> Gem {
+    let g = Direct::new(
+        "gemini",
+        "# Demo\n\nA project for the contract cases.\n",
+        script,
+    );
+    set_up_home(&g.home, &g.root.join("tmp"), attempts);
+    g
+}
 
-    /// Like [`Gem::new`], the script built from the project directory.
-    pub(crate) fn scripted(
-        cli: &AgentCli,
-        attempts: u32,
-        script: impl FnOnce(&Path) -> Vec<Reply>,
-    ) -> Self {
-        let root_dir = tempfile::tempdir().expect("tempdir");
-        let root = root_dir.path().to_path_buf();
-        let home = root.join("home");
-        let dir = root.join("proj");
-        for d in [home.join(".gemini"), dir.clone(), root.join("tmp")] {
-            std::fs::create_dir_all(d).expect("mkdir");
-        }
-        std::fs::write(home.join(".gemini/settings.json"), settings_json(attempts))
-            .expect("settings");
-        std::fs::write(
-            dir.join("README.md"),
-            "# Demo\n\nA project for the contract cases.\n",
-        )
-        .expect("readme");
-        crate::support::git_commit_all(&dir, &home);
-        let api = FakeGemini::start(script(&dir), Some(&root.join("api.log")));
-        Self {
-            _root: root_dir,
-            root,
-            home,
-            dir,
-            api,
-            cli: cli.clone(),
-            profile: profile(),
-        }
-    }
-
+impl Direct<Gemini> {
     /// The profile's argv for a call (json output, not live).
-    pub(crate) fn argv(&self, session: Option<&str>, model: Option<&str>) -> Vec<String> {
-        self.profile.argv(&CallInput {
-            live: false,
-            output_format: OutputFormat::Json,
-            session,
-            model,
-            permission_mode: None,
-            allowed_tools: &[],
-            prompt: None,
-            prompt_file: None,
-        })
-    }
-
-    /// The CLI with a hermetic environment, in the project.
-    pub(crate) fn command(&self, args: &[String]) -> Command {
-        let mut c = Command::new(&self.cli.path);
-        c.args(args)
-            .current_dir(&self.dir)
-            .env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", &self.home)
-            .env("LANG", "C.UTF-8")
-            // gemini writes error reports (gemini-client-error-*.json) to the temp dir.
-            .env("TMPDIR", self.root.join("tmp"))
-            .env("GEMINI_API_KEY", API_KEY)
-            .env("GOOGLE_GEMINI_BASE_URL", self.api.url());
-        for (k, v) in &self.profile.env {
-            c.env(k, v);
-        }
-        c
+    fn argv(&self, session: Option<&str>, model: Option<&str>) -> Vec<String> {
+        harness::argv(&self.profile, session, model, None)
     }
 
     /// Runs `args` with `prompt` on stdin, as hank does (prompt = "stdin").
-    pub(crate) fn run_args(&self, args: Vec<String>, prompt: &str) -> Call {
-        let start = Instant::now();
-        let mut child = self
-            .command(&args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn gemini");
-        {
-            use std::io::Write;
-            let mut stdin = child.stdin.take().expect("stdin");
-            stdin
-                .write_all(prompt.as_bytes())
-                .expect("write the prompt");
-        }
-        let out = wait_output(child, Duration::from_secs(180));
-        Call {
-            argv: args,
-            out,
-            elapsed: start.elapsed(),
-        }
+    fn run_args(&self, args: Vec<String>, prompt: &str) -> Call {
+        let mut cmd = self.command(&args);
+        cmd.env("TMPDIR", self.root.join("tmp"))
+            .env("GEMINI_API_KEY", API_KEY)
+            .env("GOOGLE_GEMINI_BASE_URL", self.api.url());
+        self.run(cmd, args, prompt, Duration::from_secs(180), false)
     }
 
-    pub(crate) fn call(&self, prompt: &str, session: Option<&str>, model: Option<&str>) -> Call {
+    fn call(&self, prompt: &str, session: Option<&str>, model: Option<&str>) -> Call {
         self.run_args(self.argv(session, model), prompt)
     }
 
-    /// What hank reads from the call with this profile.
-    pub(crate) fn analyze(&self, call: &Call) -> Analysis {
-        let facts = RunFacts {
-            exit_code: call.code(),
-            ..RunFacts::default()
-        };
-        analyze_mapped(
-            call.out.stdout.as_slice(),
-            &call.out.stderr,
-            &facts,
-            &Clock::utc(jiff::Timestamp::now()),
-            &mapping(&self.profile),
-        )
-    }
-
     /// The chat files gemini keeps for this project (`~/.gemini/tmp/<project>/chats/`).
-    pub(crate) fn chat_files(&self) -> Vec<PathBuf> {
+    fn chat_files(&self) -> Vec<PathBuf> {
         let mut out = Vec::new();
         let tmp = self.home.join(".gemini/tmp");
         for project in std::fs::read_dir(&tmp).into_iter().flatten().flatten() {
@@ -314,35 +128,6 @@ impl Gem {
         out.sort();
         out
     }
-}
-
-/// Waits for the child, killing it after `limit` (a failure).
-fn wait_output(child: std::process::Child, limit: Duration) -> Output {
-    crate::support::wait_or_kill(child, limit, false).unwrap_or_else(|o| {
-        panic!(
-            "gemini still running after {limit:?}{}",
-            crate::support::outputs(&o)
-        )
-    })
-}
-
-/// With `HANK_CAPTURE_FIXTURES=<dir>`, writes the call's output there as `<name>.*`.
-pub(crate) fn save(name: &str, call: &Call) {
-    let Some(dir) = std::env::var_os("HANK_CAPTURE_FIXTURES") else {
-        return;
-    };
-    let dir = PathBuf::from(dir);
-    std::fs::create_dir_all(&dir).expect("fixtures dir");
-    std::fs::write(dir.join(format!("{name}.stdout")), &call.out.stdout).expect("write");
-    std::fs::write(dir.join(format!("{name}.stderr")), &call.out.stderr).expect("write");
-    let code = call.code().map_or("signal".to_string(), |c| c.to_string());
-    std::fs::write(dir.join(format!("{name}.exit")), format!("{code}\n")).expect("write");
-    let mut argv = String::from("gemini\n");
-    for a in &call.argv {
-        argv.push_str(a);
-        argv.push('\n');
-    }
-    std::fs::write(dir.join(format!("{name}.argv")), argv).expect("write");
 }
 
 fn is_uuid(s: &str) -> bool {
@@ -365,13 +150,10 @@ const PROMPT: &str =
 /// flash-lite model to rate the prompt, then the chosen model answers): the profile finds the
 /// text, the session id, tokens of both models.
 fn plain_answer_is_read_by_the_profile() {
-    let cli = &agent();
     let answer = status_text("IN_PROGRESS", false, "continue with the next item");
-    let g = Gem::new(cli, 1, vec![Reply::text(&answer)]);
-    let call = g.call(PROMPT, None, None);
-    let ctx = call.context(&g.api);
-    save("plain", &call);
-    assert_eq!(call.code(), Some(0), "{ctx}");
+    let g = gem(1, vec![Reply::text(&answer)]);
+    let (call, ctx) = g.captured("plain", g.call(PROMPT, None, None));
+    assert_eq!(call.code, Some(0), "{ctx}");
     assert!(
         !call.argv.iter().any(|a| a == "--resume" || a == "--model"),
         "{ctx}"
@@ -383,7 +165,7 @@ fn plain_answer_is_read_by_the_profile() {
     let session = a.session_id.clone().expect("a session id");
     assert!(is_uuid(&session), "{session}");
     // The text is the whole answer, joined from the streamed pieces, without the thought.
-    let doc: Value = serde_json::from_slice(&call.out.stdout).expect("one JSON document");
+    let doc: Value = serde_json::from_str(&call.stdout).expect("one JSON document");
     assert_eq!(doc["response"], answer.as_str(), "{ctx}");
     // Tokens: the main model's usage (prompt less cached, answer + thoughts, cached) plus the
     // router's classifier call.
@@ -429,9 +211,7 @@ fn plain_answer_is_read_by_the_profile() {
 /// A second call with the first call's session id resumes it: the request carries the first
 /// prompt and answer, the session id stays the same.
 fn resume_sends_the_earlier_conversation() {
-    let cli = &agent();
-    let g = Gem::new(
-        cli,
+    let g = gem(
         1,
         vec![
             Reply::text("First loop: I read the plan. The magic word is PERSIMMON."),
@@ -440,13 +220,14 @@ fn resume_sends_the_earlier_conversation() {
     );
     let model = Some("gemini-2.5-pro");
     let first = g.call("First loop prompt: read the plan.\n", None, model);
-    save("resume-first", &first);
-    assert_eq!(first.code(), Some(0), "{}", first.context(&g.api));
+    g.capture("resume-first", &first);
+    assert_eq!(first.code, Some(0), "{}", g.context(&first));
     let session = g.analyze(&first).session_id.expect("session id");
-    let second = g.call("Second loop prompt: go on.\n", Some(&session), model);
-    let ctx = second.context(&g.api);
-    save("resume", &second);
-    assert_eq!(second.code(), Some(0), "{ctx}");
+    let (second, ctx) = g.captured(
+        "resume",
+        g.call("Second loop prompt: go on.\n", Some(&session), model),
+    );
+    assert_eq!(second.code, Some(0), "{ctx}");
     let i = second
         .argv
         .iter()
@@ -490,8 +271,7 @@ fn resume_sends_the_earlier_conversation() {
 /// The model asks for `write_file` and `replace`; gemini runs both without asking (yolo), sends
 /// the results back, and the profile counts edits.
 fn yolo_edits_the_project_without_approval() {
-    let cli = &agent();
-    let g = Gem::scripted(cli, 1, |dir| {
+    let g = gem_scripted(1, |dir| {
         vec![
             Reply::tool_after(
                 "I will write the notes file first.",
@@ -510,12 +290,10 @@ fn yolo_edits_the_project_without_approval() {
             Reply::text(&status_text("IN_PROGRESS", false, "continue with step two")),
         ]
     });
-    let notes = g.dir.join("src/notes.txt");
-    let readme = g.dir.join("README.md");
-    let call = g.call(PROMPT, None, Some("gemini-2.5-pro"));
-    let ctx = call.context(&g.api);
-    save("edit", &call);
-    assert_eq!(call.code(), Some(0), "{ctx}");
+    let notes = g.proj.join("src/notes.txt");
+    let readme = g.proj.join("README.md");
+    let (call, ctx) = g.captured("edit", g.call(PROMPT, None, Some("gemini-2.5-pro")));
+    assert_eq!(call.code, Some(0), "{ctx}");
     assert_eq!(
         std::fs::read_to_string(&notes).unwrap_or_default(),
         "step one done\n",
@@ -539,7 +317,7 @@ fn yolo_edits_the_project_without_approval() {
     assert_eq!(a.outcome, Outcome::Success, "{a:?}\n{ctx}");
     assert!(a.status.is_some(), "{a:?}");
     assert_eq!(a.num_turns, Some(3), "{a:?}");
-    let doc: Value = serde_json::from_slice(&call.out.stdout).expect("json");
+    let doc: Value = serde_json::from_str(&call.stdout).expect("json");
     assert_eq!(doc["stats"]["tools"]["totalCalls"], 2, "{ctx}");
     assert_eq!(
         doc["stats"]["files"]["totalLinesAdded"]
@@ -549,103 +327,94 @@ fn yolo_edits_the_project_without_approval() {
     );
 }
 
-/// A per-day quota: 429 RESOURCE_EXHAUSTED, no retry, exit 173 (429 & 0xff), the error on
-/// stderr only; the profile reads a usage limit.
-fn daily_quota_is_a_usage_limit() {
-    let cli = &agent();
-    // Ten tries allowed: a daily quota is not retried whatever the setting.
-    let g = Gem::new(cli, 10, vec![Reply::daily_quota("gemini-2.5-pro", 23)]);
+/// One failing call of `gemini-2.5-pro` with at most `attempts` tries and `replies`: gemini
+/// exits with `code` and the profile reads an agent error of `kind`. Returns the call, its
+/// context and how many turns the fake answered.
+fn failing_call(
+    name: &str,
+    attempts: u32,
+    replies: Vec<Reply>,
+    code: i32,
+    kind: ErrorKind,
+) -> (Call, String, usize) {
+    let g = gem(attempts, replies);
     let call = g.call(PROMPT, None, Some("gemini-2.5-pro"));
-    let ctx = call.context(&g.api);
-    save("quota", &call);
-    assert_eq!(call.code(), Some(173), "{ctx}");
-    assert!(
-        call.out.stdout.is_empty(),
-        "json mode prints errors on stderr: {ctx}"
-    );
-    assert!(
-        call.stderr()
-            .contains("You have exhausted your daily quota on this model."),
-        "{ctx}"
-    );
-    assert_eq!(g.api.turns().len(), 1, "no retry: {ctx}");
-    assert!(call.elapsed < Duration::from_secs(30), "{ctx}");
+    let ctx = g.context(&call);
+    g.capture(name, &call);
+    assert_eq!(call.code, Some(code), "{ctx}");
     let a = g.analyze(&call);
     assert_eq!(a.outcome, Outcome::AgentError, "{a:?}\n{ctx}");
     let e = a.error.expect("an error");
-    assert_eq!(e.kind, ErrorKind::UsageLimit, "{e:?}");
+    assert_eq!(e.kind, kind, "{e:?}");
+    let turns = g.api.turns().len();
+    (call, ctx, turns)
+}
+
+/// A per-day quota: 429 RESOURCE_EXHAUSTED, no retry, exit 173 (429 & 0xff), the error on
+/// stderr only; the profile reads a usage limit.
+fn daily_quota_is_a_usage_limit() {
+    // Ten tries allowed: a daily quota is not retried whatever the setting.
+    let quota = vec![Reply::daily_quota("gemini-2.5-pro", 23)];
+    let (call, ctx, turns) = failing_call("quota", 10, quota, 173, ErrorKind::UsageLimit);
+    assert!(
+        call.stdout.is_empty(),
+        "json mode prints errors on stderr: {ctx}"
+    );
+    assert!(
+        call.stderr
+            .contains("You have exhausted your daily quota on this model."),
+        "{ctx}"
+    );
+    assert_eq!(turns, 1, "no retry: {ctx}");
+    assert!(call.took < Duration::from_secs(30), "{ctx}");
 }
 
 /// `limit: 0` (no quota at all for this model on the key's tier): terminal, exit 173, the
 /// API's own message; the profile reads a billing error (a paid plan or another model is
 /// needed, waiting does not help).
 fn zero_quota_is_a_billing_error() {
-    let cli = &agent();
-    let g = Gem::new(cli, 10, vec![Reply::zero_quota("gemini-2.5-pro")]);
-    let call = g.call(PROMPT, None, Some("gemini-2.5-pro"));
-    let ctx = call.context(&g.api);
-    save("zero_quota", &call);
-    assert_eq!(call.code(), Some(173), "{ctx}");
-    assert_eq!(g.api.turns().len(), 1, "no retry: {ctx}");
-    assert!(call.stderr().contains("limit: 0"), "{ctx}");
-    let a = g.analyze(&call);
-    assert_eq!(a.outcome, Outcome::AgentError, "{a:?}\n{ctx}");
-    assert_eq!(a.error.expect("an error").kind, ErrorKind::Billing);
+    let zero = vec![Reply::zero_quota("gemini-2.5-pro")];
+    let (call, ctx, turns) = failing_call("zero_quota", 10, zero, 173, ErrorKind::Billing);
+    assert_eq!(turns, 1, "no retry: {ctx}");
+    assert!(call.stderr.contains("limit: 0"), "{ctx}");
 }
 
 /// A per-minute limit is retried by gemini itself (here `maxAttempts = 2`: one retry after
 /// its 5 s initial backoff), then fails with exit 173; the profile reads a rate limit.
 fn per_minute_limit_is_retried_then_a_rate_limit() {
-    let cli = &agent();
     let limit = Reply::per_minute_limit("gemini-2.5-pro", 1);
-    let g = Gem::new(cli, 2, vec![limit.clone(), limit]);
-    let call = g.call(PROMPT, None, Some("gemini-2.5-pro"));
-    let ctx = call.context(&g.api);
-    save("rate_limit", &call);
-    assert_eq!(call.code(), Some(173), "{ctx}");
-    assert_eq!(g.api.turns().len(), 2, "one retry: {ctx}");
-    assert!(call.elapsed >= Duration::from_secs(4), "{ctx}");
-    assert!(call.stderr().contains("Retrying after"), "{ctx}");
-    let a = g.analyze(&call);
-    assert_eq!(a.outcome, Outcome::AgentError, "{a:?}\n{ctx}");
-    let e = a.error.expect("an error");
-    assert_eq!(e.kind, ErrorKind::RateLimit, "{e:?}");
+    let replies = vec![limit.clone(), limit];
+    let (call, ctx, turns) = failing_call("rate_limit", 2, replies, 173, ErrorKind::RateLimit);
+    assert_eq!(turns, 2, "one retry: {ctx}");
+    assert!(call.took >= Duration::from_secs(4), "{ctx}");
+    assert!(call.stderr.contains("Retrying after"), "{ctx}");
 }
 
 /// 400 API_KEY_INVALID: exit 144 (400 & 0xff); the profile reads an auth error.
 fn invalid_api_key_is_an_auth_error() {
-    let cli = &agent();
-    let g = Gem::new(cli, 1, vec![Reply::invalid_api_key()]);
-    let call = g.call(PROMPT, None, Some("gemini-2.5-pro"));
-    let ctx = call.context(&g.api);
-    save("auth", &call);
-    assert_eq!(call.code(), Some(144), "{ctx}");
-    let a = g.analyze(&call);
-    assert_eq!(a.outcome, Outcome::AgentError, "{a:?}\n{ctx}");
-    assert_eq!(a.error.expect("an error").kind, ErrorKind::Auth);
+    failing_call(
+        "auth",
+        1,
+        vec![Reply::invalid_api_key()],
+        144,
+        ErrorKind::Auth,
+    );
 }
 
 /// 503 UNAVAILABLE with one attempt allowed: exit 247 (503 & 0xff); overloaded.
 fn overloaded_model_is_overloaded() {
-    let cli = &agent();
-    let g = Gem::new(cli, 1, vec![Reply::overloaded()]);
-    let call = g.call(PROMPT, None, Some("gemini-2.5-pro"));
-    let ctx = call.context(&g.api);
-    save("overloaded", &call);
-    assert_eq!(call.code(), Some(247), "{ctx}");
-    let a = g.analyze(&call);
-    assert_eq!(a.outcome, Outcome::AgentError, "{a:?}\n{ctx}");
-    assert_eq!(a.error.expect("an error").kind, ErrorKind::Overloaded);
+    let overloaded = vec![Reply::overloaded()];
+    failing_call("overloaded", 1, overloaded, 247, ErrorKind::Overloaded);
 }
 
 /// `--resume` with an id gemini does not know: exit 42, a message on stderr, no request.
 fn unknown_session_is_reported() {
-    let cli = &agent();
-    let g = Gem::new(cli, 1, Vec::new());
-    let call = g.call(PROMPT, Some("0b5e1a52-7f7e-4a4c-9d7c-3b1d2f0e9a11"), None);
-    let ctx = call.context(&g.api);
-    save("unknown_session", &call);
-    assert_eq!(call.code(), Some(42), "{ctx}");
+    let g = gem(1, Vec::new());
+    let (call, ctx) = g.captured(
+        "unknown_session",
+        g.call(PROMPT, Some("0b5e1a52-7f7e-4a4c-9d7c-3b1d2f0e9a11"), None),
+    );
+    assert_eq!(call.code, Some(42), "{ctx}");
     assert!(g.api.turns().is_empty(), "{ctx}");
     let a = g.analyze(&call);
     assert!(a.unknown_session, "{a:?}\n{ctx}");
@@ -654,8 +423,7 @@ fn unknown_session_is_reported() {
 /// `--output-format stream-json` (not used by the profile): the events gemini prints, kept as
 /// fixtures for a future jsonl profile (live mode).
 fn stream_json_events_for_the_record() {
-    let cli = &agent();
-    let g = Gem::scripted(cli, 1, |dir| {
+    let g = gem_scripted(1, |dir| {
         vec![
             Reply::tool_after(
                 "Writing the notes.",
@@ -679,11 +447,11 @@ fn stream_json_events_for_the_record() {
             .collect()
     };
     let call = g.run_args(stream_argv(None), PROMPT);
-    let ctx = call.context(&g.api);
-    save("plain.stream-json", &call);
-    assert_eq!(call.code(), Some(0), "{ctx}");
+    let ctx = g.context(&call);
+    g.capture("plain.stream-json", &call);
+    assert_eq!(call.code, Some(0), "{ctx}");
     let events: Vec<Value> = call
-        .stdout()
+        .stdout
         .lines()
         .map(|l| serde_json::from_str(l).expect("one JSON event per line"))
         .collect();
@@ -707,10 +475,10 @@ fn stream_json_events_for_the_record() {
         .expect("session_id")
         .to_string();
     let quota = g.run_args(stream_argv(Some(&session)), PROMPT);
-    save("quota.stream-json", &quota);
-    assert_eq!(quota.code(), Some(173), "{}", quota.context(&g.api));
-    let last: Value = serde_json::from_str(quota.stdout().lines().last().unwrap_or("{}"))
-        .expect("a result event");
+    g.capture("quota.stream-json", &quota);
+    assert_eq!(quota.code, Some(173), "{}", g.context(&quota));
+    let last: Value =
+        serde_json::from_str(quota.stdout.lines().last().unwrap_or("{}")).expect("a result event");
     assert_eq!(last["status"], "error", "{last}");
 }
 
@@ -718,82 +486,20 @@ fn stream_json_events_for_the_record() {
 
 /// `hank --agent gemini` in a git project with the real CLI (`GEMINI_CMD`), the fake API and
 /// a temp HOME set up as for the direct cases.
-struct Hank {
-    p: Project,
-    api: FakeGemini,
-    gemini: PathBuf,
-}
-
-impl Hank {
-    fn scripted(
-        cli: &AgentCli,
-        items: &[&str],
-        attempts: u32,
-        script: impl FnOnce(&Project) -> Vec<Reply>,
-    ) -> Self {
-        let p = Project::new(items);
-        std::fs::create_dir_all(p.home.join(".gemini")).unwrap();
-        std::fs::write(
-            p.home.join(".gemini/settings.json"),
-            settings_json(attempts),
-        )
-        .unwrap();
-        p.git_init();
-        std::fs::create_dir_all(p.dir.parent().unwrap().join("tmp")).unwrap();
-        let log = p.dir.parent().unwrap().join("api.log");
-        let api = FakeGemini::start(script(&p), Some(&log));
-        Self {
-            p,
-            api,
-            gemini: cli.path.clone(),
-        }
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = self.p.cmd();
-        c.env("GEMINI_CMD", &self.gemini)
-            .env("GEMINI_API_KEY", API_KEY)
-            .env("GOOGLE_GEMINI_BASE_URL", self.api.url())
-            .env("TMPDIR", self.p.dir.parent().unwrap().join("tmp"))
-            .args(["--agent", "gemini"])
-            .args(args);
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.cmd(args).output().expect("run hank")
-    }
-
-    fn finished(&self) -> Vec<Value> {
-        self.p
-            .events()
-            .into_iter()
-            .filter(|e| e["type"] == "agent_finished")
-            .collect()
-    }
-
-    /// hank's stderr, the loop logs and the API requests: for assertion messages.
-    fn context(&self, o: &Output) -> String {
-        let mut s = format!("--- hank stderr\n{}\n", stderr(o));
-        for n in 1..=4 {
-            for ext in ["out", "err"] {
-                let f = self.p.dir.join(format!(".hank/logs/loop-{n:05}.{ext}"));
-                if let Ok(t) = std::fs::read_to_string(&f) {
-                    s.push_str(&format!("--- loop {n} {ext}\n{}\n", clip(&t)));
-                }
-            }
-        }
-        s.push_str("--- API requests\n");
-        for r in self.api.requests() {
-            let body = r.text();
-            let mut from = body.len().saturating_sub(400);
-            while !body.is_char_boundary(from) {
-                from += 1;
-            }
-            s.push_str(&format!("{} {} …{}\n", r.method, r.path, &body[from..]));
-        }
-        s
-    }
+fn hank(
+    items: &[&str],
+    attempts: u32,
+    script: impl FnOnce(&Project) -> Vec<Reply>,
+) -> HankRun<Gemini> {
+    let h = HankRun::new(items, script);
+    let tmp = h.p.dir.parent().expect("parent").join("tmp");
+    set_up_home(&h.p.home, &tmp, attempts);
+    let url = h.api.url();
+    h.env("GEMINI_CMD", crate::agents::agent().path)
+        .env("GEMINI_API_KEY", API_KEY)
+        .env("GOOGLE_GEMINI_BASE_URL", url)
+        .env("TMPDIR", tmp)
+        .args(&["--agent", "gemini"])
 }
 
 /// Tick `item` in fix_plan.md (`replace`), write `src/<item>.txt` (`write_file`), answer with
@@ -827,8 +533,7 @@ fn work_on(p: &Project, item: &str, status: &str) -> Vec<Reply> {
 /// resumes loop 1's session with loop 1's conversation and its own loop context, the plan is
 /// complete after loop 2; tokens are recorded.
 fn hank_edits_resumes_and_completes_the_plan() {
-    let cli = &agent();
-    let h = Hank::scripted(cli, &["one", "two"], 1, |p| {
+    let h = hank(&["one", "two"], 1, |p| {
         let mut s = work_on(p, "one", "IN_PROGRESS");
         s.extend(work_on(p, "two", "COMPLETE"));
         s
@@ -869,13 +574,7 @@ fn hank_edits_resumes_and_completes_the_plan() {
             "{f}"
         );
     }
-    let started: Vec<bool> =
-        h.p.events()
-            .iter()
-            .filter(|e| e["type"] == "loop_started")
-            .map(|e| e["resume"] == true)
-            .collect();
-    assert_eq!(started, [false, true], "{ctx}");
+    assert_eq!(h.resumed(), [false, true], "{ctx}");
     let session = finished[0]["session_id"].as_str().expect("session id");
     assert!(is_uuid(session), "{session}");
     assert_eq!(finished[1]["session_id"], session, "one session: {ctx}");
@@ -898,8 +597,7 @@ fn hank_edits_resumes_and_completes_the_plan() {
 /// A daily quota: with `--on-usage-limit exit` hank stops with usage_limit (exit 3); by
 /// default it waits (gemini gives no reset time) until interrupted.
 fn hank_daily_quota_is_a_usage_limit() {
-    let cli = &agent();
-    let h = Hank::scripted(cli, &["a"], 1, |_| {
+    let h = hank(&["a"], 1, |_| {
         vec![Reply::daily_quota("gemini-2.5-pro", 23)]
     });
     let o = h.run(&["--max-loops", "2", "--on-usage-limit", "exit"]);
@@ -918,7 +616,7 @@ fn hank_daily_quota_is_a_usage_limit() {
         "{f}"
     );
 
-    let h = Hank::scripted(cli, &["a"], 1, |_| {
+    let h = hank(&["a"], 1, |_| {
         vec![Reply::daily_quota("gemini-2.5-pro", 23)]
     });
     let child = h
@@ -943,8 +641,7 @@ fn hank_daily_quota_is_a_usage_limit() {
 /// A per-minute limit that gemini does not retry (`maxAttempts = 1`): hank reads rate_limit,
 /// backs off, and the next loop succeeds.
 fn hank_rate_limit_backs_off_then_recovers() {
-    let cli = &agent();
-    let h = Hank::scripted(cli, &["a", "b"], 1, |_| {
+    let h = hank(&["a", "b"], 1, |_| {
         vec![
             Reply::per_minute_limit("gemini-2.5-pro", 1),
             Reply::Text(status_text("IN_PROGRESS", false, "recovered")),
@@ -954,26 +651,17 @@ fn hank_rate_limit_backs_off_then_recovers() {
     let o = h.run(&["--max-loops", "2"]);
     let ctx = h.context(&o);
     assert_eq!(o.status.code(), Some(3), "max loops: {ctx}");
-    let kinds: Vec<Value> = h
-        .finished()
-        .iter()
-        .map(|f| f["error_kind"].clone())
-        .collect();
-    assert_eq!(kinds, [json!("rate_limit"), Value::Null], "{ctx}");
-    let waits: Vec<Value> =
-        h.p.events()
-            .into_iter()
-            .filter(|e| e["type"] == "waiting")
-            .map(|e| e["reason"].clone())
-            .collect();
-    assert!(!waits.is_empty(), "a wait after the rate limit: {ctx}");
+    assert_eq!(h.error_kinds(), [json!("rate_limit"), Value::Null], "{ctx}");
+    assert!(
+        !h.wait_reasons().is_empty(),
+        "a wait after the rate limit: {ctx}"
+    );
     assert_eq!(h.p.status()["last_loop"]["outcome"], "success", "{ctx}");
 }
 
 /// A wrong API key stops the run: auth is agent_fatal (exit 2), one request only.
 fn hank_invalid_key_is_agent_fatal() {
-    let cli = &agent();
-    let h = Hank::scripted(cli, &["a"], 1, |_| vec![Reply::invalid_api_key()]);
+    let h = hank(&["a"], 1, |_| vec![Reply::invalid_api_key()]);
     let o = h.run(&["--max-loops", "3"]);
     let ctx = h.context(&o);
     assert_eq!(o.status.code(), Some(2), "{ctx}");
@@ -986,8 +674,7 @@ fn hank_invalid_key_is_agent_fatal() {
 /// A session gemini does not know (state.json from elsewhere): gemini exits 42, hank drops
 /// the session and the retry without it succeeds.
 fn hank_unknown_session_starts_fresh() {
-    let cli = &agent();
-    let h = Hank::scripted(cli, &["a", "b"], 1, |_| {
+    let h = hank(&["a", "b"], 1, |_| {
         vec![Reply::Text(status_text(
             "IN_PROGRESS",
             false,

@@ -16,70 +16,38 @@
 //! `DIR/<scenario>.stdout|.stderr|.exit` (how `fixtures/agents/opencode/` was made; the
 //! integration test `profile_opencode.rs` reads them with the profile).
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
 
-use hank::agent::profile::{self, CallInput, Origin, Parser, Profile};
-use hank::analysis::{Analysis, Clock, ErrorKind, Mapping, Outcome, RunFacts, analyze_mapped};
-use hank::settings::OutputFormat;
+use hank::analysis::{Analysis, ErrorKind, Outcome};
 use serde_json::{Value, json};
 
-use crate::fake_openai_chat::{
-    CACHED_TOKENS, COMPLETION_TOKENS, FakeOpenAiChat, PROMPT_TOKENS, Reply, status_text,
-};
-use crate::support::{Project, stderr};
+use crate::fake_openai::{CACHED_TOKENS, INPUT_TOKENS, OUTPUT_TOKENS, Reply};
+use crate::fake_openai_chat::OpenAiChat;
+use crate::harness::{self, Call, Direct, HankRun, PROMPT_ONE, PROMPT_TWO, events};
+use crate::http::Fake;
+use crate::http::status_text;
+use crate::support::Project;
 
 type Case = fn();
 
 /// Every opencode case, by name.
-pub(crate) const CASES: &[(&str, Case)] = &[
-    (
-        "plain_answer_is_read_by_the_profile",
-        plain_answer_is_read_by_the_profile,
-    ),
-    (
-        "resume_sends_the_earlier_conversation",
-        resume_sends_the_earlier_conversation,
-    ),
-    (
-        "edits_and_commands_run_without_approval",
-        edits_and_commands_run_without_approval,
-    ),
-    ("quota_is_a_spend_limit", quota_is_a_spend_limit),
-    ("rate_limit_is_classified", rate_limit_is_classified),
-    (
-        "auth_and_server_errors_are_classified",
-        auth_and_server_errors_are_classified,
-    ),
-    (
-        "unknown_session_is_recognised",
-        unknown_session_is_recognised,
-    ),
-    ("unknown_model_is_fatal", unknown_model_is_fatal),
-    ("bad_flag_is_a_usage_error", bad_flag_is_a_usage_error),
-    (
-        "ask_rules_are_rejected_unless_bypass_permissions",
-        ask_rules_are_rejected_unless_bypass_permissions,
-    ),
-    ("hank_reads_a_plain_answer", hank_reads_a_plain_answer),
-    (
-        "hank_resumes_the_session_in_the_next_loop",
-        hank_resumes_the_session_in_the_next_loop,
-    ),
-    (
-        "hank_counts_the_agents_edit_as_progress",
-        hank_counts_the_agents_edit_as_progress,
-    ),
-    (
-        "hank_stops_on_quota_with_spend_limit",
-        hank_stops_on_quota_with_spend_limit,
-    ),
-    (
-        "hank_backs_off_after_a_rate_limit",
-        hank_backs_off_after_a_rate_limit,
-    ),
+pub(crate) const CASES: &[(&str, Case)] = cases![
+    plain_answer_is_read_by_the_profile,
+    resume_sends_the_earlier_conversation,
+    edits_and_commands_run_without_approval,
+    quota_is_a_spend_limit,
+    rate_limit_is_classified,
+    auth_and_server_errors_are_classified,
+    unknown_session_is_recognised,
+    unknown_model_is_fatal,
+    bad_flag_is_a_usage_error,
+    ask_rules_are_rejected_unless_bypass_permissions,
+    hank_reads_a_plain_answer,
+    hank_resumes_the_session_in_the_next_loop,
+    hank_counts_the_agents_edit_as_progress,
+    hank_stops_on_quota_with_spend_limit,
+    hank_backs_off_after_a_rate_limit,
 ];
 
 /// The model the fake provider offers, as opencode names it (`provider/model`).
@@ -90,29 +58,6 @@ const API_KEY: &str = "sk-hank-fake-contract-key";
 const RETRY_AFTER_MS: &str = "20";
 /// opencode's retries of a failed request (fixed in 1.18.33: `RETRY_MAX_RETRIES`).
 const RETRIES: usize = 5;
-
-/// The template profile, parsed by hank's own parser.
-fn opencode_profile() -> Profile {
-    let text = std::fs::read_to_string(template()).expect("read templates/agents/opencode.toml");
-    profile::parse(
-        &text,
-        &template().display().to_string(),
-        "opencode",
-        Origin::Builtin,
-    )
-    .unwrap_or_else(|e| panic!("the opencode profile does not parse: {e}"))
-}
-
-fn template() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("templates/agents/opencode.toml")
-}
-
-fn mapping(p: &Profile) -> Mapping {
-    match &p.parser {
-        Parser::Mapped(m) => (**m).clone(),
-        Parser::Claude => panic!("the opencode profile must use JSONPath fields"),
-    }
-}
 
 /// `$HOME/.config/opencode/opencode.json`: a provider `hank-fake` on the fake API, its one
 /// model with a price (so opencode reports a cost), no update check, no sharing.
@@ -144,8 +89,8 @@ fn opencode_config(base_url: &str) -> String {
 
 /// The cost opencode computes for one request of the fake (per-million prices above).
 fn cost_of_one_request() -> f64 {
-    let uncached = (PROMPT_TOKENS - CACHED_TOKENS) as f64;
-    (uncached * 3.0 + COMPLETION_TOKENS as f64 * 15.0 + CACHED_TOKENS as f64 * 0.3) / 1e6
+    let uncached = (INPUT_TOKENS - CACHED_TOKENS) as f64;
+    (uncached * 3.0 + OUTPUT_TOKENS as f64 * 15.0 + CACHED_TOKENS as f64 * 0.3) / 1e6
 }
 
 /// The environment opencode needs here besides HOME and PATH.
@@ -158,62 +103,34 @@ fn opencode_env() -> Vec<(&'static str, &'static str)> {
     ]
 }
 
-fn write_config(home: &Path, api: &FakeOpenAiChat) {
+fn write_config(home: &Path, api: &Fake<OpenAiChat>) {
     let dir = home.join(".config/opencode");
     std::fs::create_dir_all(&dir).expect("mkdir");
-    std::fs::write(dir.join("opencode.json"), opencode_config(&api.base_url())).expect("write");
+    std::fs::write(dir.join("opencode.json"), opencode_config(&api.url())).expect("write");
 }
 
 /// A temp HOME with the opencode config, a git project, and the fake API.
-struct Setup {
-    _root: tempfile::TempDir,
-    home: PathBuf,
-    proj: PathBuf,
-    api: FakeOpenAiChat,
-    profile: Profile,
+type Setup = Direct<OpenAiChat>;
+
+/// The fake API plays the script built from the project's path.
+fn scripted(script: impl FnOnce(&Path) -> Vec<Reply>) -> Setup {
+    let s = Direct::new("opencode", "# demo\n", script);
+    write_config(&s.home, &s.api);
+    s
 }
 
-/// What one CLI call printed.
-struct Call {
-    argv: Vec<String>,
-    stdout: String,
-    stderr: String,
-    code: Option<i32>,
-    took: Duration,
+fn setup(script: Vec<Reply>) -> Setup {
+    scripted(|_| script)
 }
 
-impl Setup {
-    fn new(script: Vec<Reply>) -> Self {
-        Self::scripted(|_| script)
-    }
-
-    /// The fake API plays the script built from the project's path.
-    fn scripted(script: impl FnOnce(&Path) -> Vec<Reply>) -> Self {
-        let root = tempfile::tempdir().expect("tempdir");
-        let home = root.path().join("home");
-        let proj = root.path().join("proj");
-        std::fs::create_dir_all(&home).expect("mkdir");
-        std::fs::create_dir_all(&proj).expect("mkdir");
-        let api = FakeOpenAiChat::start(script(&proj), Some(&root.path().join("api.log")));
-        write_config(&home, &api);
-        std::fs::write(proj.join("README.md"), "# demo\n").expect("write");
-        crate::support::git_commit_all(&proj, &home);
-        Self {
-            _root: root,
-            home,
-            proj,
-            api,
-            profile: opencode_profile(),
-        }
-    }
-
+impl Direct<OpenAiChat> {
     /// Runs the real CLI with the profile's argv (resuming `session`, with `model` when set),
     /// `prompt` on stdin, in the project.
     fn call(&self, session: Option<&str>, model: Option<&str>, prompt: &str) -> Call {
         self.call_in_mode(session, model, None, prompt)
     }
 
-    /// [`Setup::call`] with hank's PERMISSION_MODE `mode`.
+    /// [`Direct::call`] with hank's PERMISSION_MODE `mode`.
     fn call_in_mode(
         &self,
         session: Option<&str>,
@@ -221,137 +138,15 @@ impl Setup {
         mode: Option<&str>,
         prompt: &str,
     ) -> Call {
-        let argv = self.profile.argv(&CallInput {
-            live: false,
-            output_format: OutputFormat::Json,
-            session,
-            model,
-            permission_mode: mode,
-            allowed_tools: &[],
-            prompt: None,
-            prompt_file: None,
-        });
-        self.run_argv(argv, prompt)
+        self.run_argv(harness::argv(&self.profile, session, model, mode), prompt)
     }
 
     /// Runs the real CLI with `argv`, `prompt` on stdin, in the project.
     fn run_argv(&self, argv: Vec<String>, prompt: &str) -> Call {
-        let bin = crate::agents::agent().path;
-        let path = format!(
-            "{}:/usr/local/bin:/usr/bin:/bin",
-            bin.parent()
-                .map(Path::display)
-                .map(|d| d.to_string())
-                .unwrap_or_default()
-        );
-        let start = Instant::now();
-        let mut child = Command::new(&bin)
-            .args(&argv)
-            .current_dir(&self.proj)
-            .env_clear()
-            .env("PATH", path)
-            .env("HOME", &self.home)
-            .env("LANG", "C.UTF-8")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .envs(opencode_env())
-            .envs(self.profile.env.iter())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn opencode");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(prompt.as_bytes())
-            .expect("write the prompt");
-        let o = wait_output(child, Duration::from_secs(180));
-        Call {
-            argv,
-            stdout: String::from_utf8_lossy(&o.stdout).to_string(),
-            stderr: String::from_utf8_lossy(&o.stderr).to_string(),
-            code: o.status.code(),
-            took: start.elapsed(),
-        }
+        let mut cmd = self.command(&argv);
+        cmd.envs(opencode_env());
+        self.run(cmd, argv, prompt, Duration::from_secs(180), false)
     }
-
-    fn analyze(&self, call: &Call) -> Analysis {
-        analyze(&self.profile, &call.stdout, &call.stderr, call.code)
-    }
-
-    /// The call and the API requests, for assertion messages.
-    fn context(&self, call: &Call) -> String {
-        let mut s = format!(
-            "argv: {:?}\nexit: {:?} after {:?}\n--- stdout\n{}\n--- stderr\n{}\n--- requests\n",
-            call.argv, call.code, call.took, call.stdout, call.stderr
-        );
-        for r in self.api.requests() {
-            s.push_str(&format!(
-                "{} {} {}\n",
-                r.method,
-                r.path,
-                clip(&r.text(), 400)
-            ));
-        }
-        s
-    }
-}
-
-/// What hank's analyzer reads from one answer with the profile's mapping.
-fn analyze(profile: &Profile, stdout: &str, stderr: &str, code: Option<i32>) -> Analysis {
-    let facts = RunFacts {
-        exit_code: code,
-        ..RunFacts::default()
-    };
-    analyze_mapped(
-        stdout.as_bytes(),
-        stderr.as_bytes(),
-        &facts,
-        &Clock::utc(jiff::Timestamp::now()),
-        &mapping(profile),
-    )
-}
-
-/// Waits for the child, killing it after `limit` (a failure).
-fn wait_output(child: std::process::Child, limit: Duration) -> Output {
-    crate::support::wait_or_kill(child, limit, false).unwrap_or_else(|o| {
-        panic!(
-            "opencode still running after {limit:?}{}",
-            crate::support::outputs(&o)
-        )
-    })
-}
-
-fn clip(s: &str, n: usize) -> &str {
-    let mut end = s.len().min(n);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
-
-/// Saves a scenario's output under `$HANK_CAPTURE_FIXTURES` when set.
-fn capture(name: &str, call: &Call) {
-    let Some(dir) = std::env::var_os("HANK_CAPTURE_FIXTURES") else {
-        return;
-    };
-    let dir = PathBuf::from(dir);
-    std::fs::create_dir_all(&dir).expect("mkdir capture dir");
-    std::fs::write(dir.join(format!("{name}.stdout")), &call.stdout).expect("write");
-    std::fs::write(dir.join(format!("{name}.stderr")), &call.stderr).expect("write");
-    let exit = call
-        .code
-        .map_or_else(|| "signal".to_string(), |c| c.to_string());
-    std::fs::write(dir.join(format!("{name}.exit")), format!("{exit}\n")).expect("write");
-}
-
-fn events(stdout: &str) -> Vec<Value> {
-    stdout
-        .lines()
-        .filter(|l| l.trim_start().starts_with('{'))
-        .map(|l| serde_json::from_str(l).expect("every JSON line parses"))
-        .collect()
 }
 
 fn session_of(stdout: &str) -> String {
@@ -362,18 +157,13 @@ fn session_of(stdout: &str) -> String {
         .to_string()
 }
 
-const PROMPT_ONE: &str = "Implement the first task (prompt ALPHA).\n";
-const PROMPT_TWO: &str = "Now the second task (prompt BETA).\n";
-
 /// One answer with a HANK_STATUS block: the profile finds the text, the status block, the
 /// session id, the tokens and the cost; the argv is `run --format json --title "" --model M`
 /// with the prompt on stdin, and the new session asks the model for no title.
 fn plain_answer_is_read_by_the_profile() {
     let answer = status_text("IN_PROGRESS", false, "continue with the next item");
-    let s = Setup::new(vec![Reply::Text(answer.clone())]);
-    let call = s.call(None, Some(MODEL), PROMPT_ONE);
-    let ctx = s.context(&call);
-    capture("plain", &call);
+    let s = setup(vec![Reply::Text(answer.clone())]);
+    let (call, ctx) = s.captured("plain", s.call(None, Some(MODEL), PROMPT_ONE));
     assert_eq!(call.code, Some(0), "{ctx}");
     assert_eq!(
         call.argv,
@@ -393,8 +183,8 @@ fn plain_answer_is_read_by_the_profile() {
     let id = session_of(&call.stdout);
     assert!(id.starts_with("ses_"), "{id}");
     assert_eq!(a.session_id.as_deref(), Some(id.as_str()));
-    assert_eq!(a.tokens.input, PROMPT_TOKENS - CACHED_TOKENS, "{a:#?}");
-    assert_eq!(a.tokens.output, COMPLETION_TOKENS, "{a:#?}");
+    assert_eq!(a.tokens.input, INPUT_TOKENS - CACHED_TOKENS, "{a:#?}");
+    assert_eq!(a.tokens.output, OUTPUT_TOKENS, "{a:#?}");
     assert_eq!(a.tokens.cache_read, CACHED_TOKENS, "{a:#?}");
     assert_eq!(a.tokens.cache_creation, 0, "{a:#?}");
     assert_eq!(a.num_turns, Some(1), "{a:#?}");
@@ -428,16 +218,14 @@ fn plain_answer_is_read_by_the_profile() {
 /// prompt and answer before the new prompt. Usage is per call (the resumed call reports its
 /// own request only).
 fn resume_sends_the_earlier_conversation() {
-    let s = Setup::new(vec![
+    let s = setup(vec![
         Reply::text("First answer: ALPHA handled."),
         Reply::Text(status_text("IN_PROGRESS", false, "go on with BETA")),
     ]);
     let first = s.call(None, None, PROMPT_ONE);
     assert_eq!(first.code, Some(0), "{}", s.context(&first));
     let id = session_of(&first.stdout);
-    let second = s.call(Some(&id), None, PROMPT_TWO);
-    let ctx = s.context(&second);
-    capture("resume", &second);
+    let (second, ctx) = s.captured("resume", s.call(Some(&id), None, PROMPT_TWO));
     assert_eq!(second.code, Some(0), "{ctx}");
     assert_eq!(
         second.argv,
@@ -458,14 +246,14 @@ fn resume_sends_the_earlier_conversation() {
     );
     assert_eq!(turns[1].last_user_text(), PROMPT_TWO, "{ctx}");
     assert_eq!(turns[1].header("x-session-id"), Some(id.as_str()), "{ctx}");
-    assert_eq!(a.tokens.input, PROMPT_TOKENS - CACHED_TOKENS, "{a:#?}");
+    assert_eq!(a.tokens.input, INPUT_TOKENS - CACHED_TOKENS, "{a:#?}");
 }
 
 /// The model reads and edits README.md, writes a new file and commits with a shell command:
 /// opencode does all of it with no approval prompt, and the profile counts two edits and
 /// reads the command.
 fn edits_and_commands_run_without_approval() {
-    let s = Setup::scripted(|proj| {
+    let s = scripted(|proj| {
         let readme = proj.join("README.md").display().to_string();
         let feature = proj.join("src/feature.txt").display().to_string();
         vec![
@@ -485,40 +273,25 @@ fn edits_and_commands_run_without_approval() {
             Reply::Text(status_text("IN_PROGRESS", false, "next item")),
         ]
     });
-    let call = s.call(None, None, PROMPT_ONE);
-    let ctx = s.context(&call);
-    capture("edit", &call);
+    let (call, ctx) = s.captured("edit", s.call(None, None, PROMPT_ONE));
     assert_eq!(call.code, Some(0), "{ctx}");
     assert_eq!(
-        std::fs::read_to_string(s.proj.join("README.md")).unwrap_or_default(),
+        s.read("README.md"),
         "# demo\n\nEdited by the agent.\n",
         "{ctx}"
     );
     assert_eq!(
-        std::fs::read_to_string(s.proj.join("src/feature.txt")).unwrap_or_default(),
+        s.read("src/feature.txt"),
         "feature done\nsecond line\n",
         "{ctx}"
     );
-    let log = Command::new("git")
-        .args(["log", "--format=%s", "-1"])
-        .current_dir(&s.proj)
-        .output()
-        .expect("git log");
-    assert_eq!(
-        String::from_utf8_lossy(&log.stdout).trim(),
-        "feat: feature",
-        "{ctx}"
-    );
+    assert_eq!(s.last_commit(), "feat: feature", "{ctx}");
     assert!(!call.stderr.contains("permission requested"), "{ctx}");
     let a = s.analyze(&call);
     assert_eq!(a.outcome, Outcome::Success, "{ctx}");
     assert!(a.status.is_some(), "{a:#?}");
     assert_eq!(a.num_turns, Some(5), "{a:#?}");
-    assert_eq!(
-        a.tokens.input,
-        5 * (PROMPT_TOKENS - CACHED_TOKENS),
-        "{a:#?}"
-    );
+    assert_eq!(a.tokens.input, 5 * (INPUT_TOKENS - CACHED_TOKENS), "{a:#?}");
     let tools: Vec<(String, String)> = events(&call.stdout)
         .iter()
         .filter(|e| e["type"] == "tool_use")
@@ -557,10 +330,10 @@ fn edits_and_commands_run_without_approval() {
 /// One failing call: what it printed, the analysis, the context and how many turns the fake
 /// answered.
 fn failing_call(name: &str, replies: Vec<Reply>) -> (Call, Analysis, String, usize) {
-    let s = Setup::new(replies);
+    let s = setup(replies);
     let call = s.call(None, None, PROMPT_ONE);
     let ctx = s.context(&call);
-    capture(name, &call);
+    s.capture(name, &call);
     let a = s.analyze(&call);
     (call, a, ctx, s.api.turns().len())
 }
@@ -639,10 +412,11 @@ fn auth_and_server_errors_are_classified() {
 /// `--session` with an id opencode does not have: `Error: Session not found` on stderr, no
 /// stdout, exit 1, no request; hank's unknown session.
 fn unknown_session_is_recognised() {
-    let s = Setup::new(vec![]);
-    let call = s.call(Some("ses_0123456789abcdefghijklmnop"), None, PROMPT_TWO);
-    let ctx = s.context(&call);
-    capture("unknown_session", &call);
+    let s = setup(vec![]);
+    let (call, ctx) = s.captured(
+        "unknown_session",
+        s.call(Some("ses_0123456789abcdefghijklmnop"), None, PROMPT_TWO),
+    );
     assert_eq!(call.code, Some(1), "{ctx}");
     assert!(call.stdout.trim().is_empty(), "{ctx}");
     assert!(call.stderr.contains("Session not found"), "{ctx}");
@@ -655,10 +429,11 @@ fn unknown_session_is_recognised() {
 /// server error…"; only `--print-logs` names the model), exit 1, no request; the profile makes
 /// it a usage error (hank stops instead of retrying).
 fn unknown_model_is_fatal() {
-    let s = Setup::new(vec![]);
-    let call = s.call(None, Some("hank-fake/no-such-model"), PROMPT_ONE);
-    let ctx = s.context(&call);
-    capture("unknown_model", &call);
+    let s = setup(vec![]);
+    let (call, ctx) = s.captured(
+        "unknown_model",
+        s.call(None, Some("hank-fake/no-such-model"), PROMPT_ONE),
+    );
     assert_eq!(call.code, Some(1), "{ctx}");
     assert!(s.api.requests().is_empty(), "{ctx}");
     assert_eq!(
@@ -674,11 +449,9 @@ fn unknown_model_is_fatal() {
 /// An option `run` does not know: its help on stderr, nothing on stdout, exit 1; the profile
 /// calls it a usage error.
 fn bad_flag_is_a_usage_error() {
-    let s = Setup::new(vec![]);
+    let s = setup(vec![]);
     let argv = ["run", "--format", "json", "--no-such-flag"].map(String::from);
-    let call = s.run_argv(argv.to_vec(), PROMPT_ONE);
-    let ctx = s.context(&call);
-    capture("bad_flag", &call);
+    let (call, ctx) = s.captured("bad_flag", s.run_argv(argv.to_vec(), PROMPT_ONE));
     assert_eq!(call.code, Some(1), "{ctx}");
     assert!(call.stdout.is_empty(), "{ctx}");
     assert!(call.stderr.starts_with("opencode run [message..]"), "{ctx}");
@@ -697,16 +470,14 @@ fn ask_rules_are_rejected_unless_bypass_permissions() {
             json!({"filePath": outside(proj).display().to_string(), "content": "outside\n"}),
         )
     };
-    let s = Setup::scripted(|proj| {
+    let s = scripted(|proj| {
         vec![
             write(proj),
             write(proj),
             Reply::Text(status_text("IN_PROGRESS", false, "wrote outside")),
         ]
     });
-    let call = s.call(None, None, PROMPT_ONE);
-    let ctx = s.context(&call);
-    capture("denied", &call);
+    let (call, ctx) = s.captured("denied", s.call(None, None, PROMPT_ONE));
     assert_eq!(call.code, Some(0), "{ctx}");
     assert!(!outside(&s.proj).exists(), "{ctx}");
     assert!(
@@ -753,68 +524,24 @@ fn ask_rules_are_rejected_unless_bypass_permissions() {
 
 // ---- through hank ----------------------------------------------------------------------------
 
-/// A hank project run with the real opencode (OPENCODE_CMD) and the fake API.
-struct Hank {
-    p: Project,
-    api: FakeOpenAiChat,
-}
-
-impl Hank {
-    /// A git project with `items`, the template profile in `.hank/agents/`, the opencode config
-    /// in the project's HOME, and the fake API playing the script built from the project.
-    fn new(items: &[&str], script: impl FnOnce(&Project) -> Vec<Reply>) -> Self {
-        let p = Project::new(items);
-        p.git_init();
-        let api = FakeOpenAiChat::start(script(&p), Some(&p.dir.parent().unwrap().join("api.log")));
-        write_config(&p.home, &api);
-        Self { p, api }
+/// A hank project run with the real opencode (OPENCODE_CMD) and the fake API: a git project
+/// with `items`, the opencode config in the project's HOME, and the fake API playing the
+/// script built from the project.
+fn hank(items: &[&str], script: impl FnOnce(&Project) -> Vec<Reply>) -> HankRun<OpenAiChat> {
+    let mut h = HankRun::new(items, script)
+        .env("OPENCODE_CMD", crate::agents::agent().path)
+        .args(&["--agent", "opencode"]);
+    for (k, v) in opencode_env() {
+        h = h.env(k, v);
     }
-
-    fn run(&self, args: &[&str]) -> Output {
-        let mut c = self.p.cmd();
-        c.env("OPENCODE_CMD", crate::agents::agent().path)
-            .envs(opencode_env())
-            .args(["--agent", "opencode"])
-            .args(args);
-        c.output().expect("run hank")
-    }
-
-    /// hank's stderr, the loop logs and the API requests: for assertion messages.
-    fn context(&self, o: &Output) -> String {
-        let mut s = format!("--- hank stderr\n{}\n", stderr(o));
-        for n in 1..=4 {
-            for ext in ["out", "err"] {
-                let f = self.p.dir.join(format!(".hank/logs/loop-{n:05}.{ext}"));
-                if let Ok(t) = std::fs::read_to_string(&f) {
-                    s.push_str(&format!("--- loop {n} {ext}\n{}\n", clip(&t, 3000)));
-                }
-            }
-        }
-        s.push_str("--- API requests\n");
-        for r in self.api.requests() {
-            let body = r.body.to_string();
-            let mut from = body.len().saturating_sub(600);
-            while !body.is_char_boundary(from) {
-                from += 1;
-            }
-            s.push_str(&format!("{} {} …{}\n", r.method, r.path, &body[from..]));
-        }
-        s
-    }
-
-    fn finished(&self) -> Vec<Value> {
-        self.p
-            .events()
-            .into_iter()
-            .filter(|e| e["type"] == "agent_finished")
-            .collect()
-    }
+    write_config(&h.p.home, &h.api);
+    h
 }
 
 /// One loop, one plain answer with a status block: success, the session id, tokens and cost
 /// recorded; the prompt (with hank's loop context) went to opencode on stdin.
 fn hank_reads_a_plain_answer() {
-    let h = Hank::new(&["one", "two"], |_| {
+    let h = hank(&["one", "two"], |_| {
         vec![Reply::Text(status_text(
             "IN_PROGRESS",
             false,
@@ -853,7 +580,7 @@ fn hank_reads_a_plain_answer() {
 /// Two loops: the second resumes the first loop's session (`--session <id>`) and its first
 /// request carries loop 1's conversation and loop 2's own context.
 fn hank_resumes_the_session_in_the_next_loop() {
-    let h = Hank::new(&["one", "two", "three"], |_| {
+    let h = hank(&["one", "two", "three"], |_| {
         vec![
             Reply::Text(status_text("IN_PROGRESS", false, "loop one done")),
             Reply::Text(status_text("IN_PROGRESS", false, "loop two done")),
@@ -868,13 +595,7 @@ fn hank_resumes_the_session_in_the_next_loop() {
     }
     let session = finished[0]["session_id"].as_str().unwrap_or_default();
     assert_eq!(finished[1]["session_id"], session, "{ctx}");
-    let started: Vec<bool> =
-        h.p.events()
-            .iter()
-            .filter(|e| e["type"] == "loop_started")
-            .map(|e| e["resume"] == true)
-            .collect();
-    assert_eq!(started, [false, true], "{ctx}");
+    assert_eq!(h.resumed(), [false, true], "{ctx}");
     let turns = h.api.turns();
     assert_eq!(turns.len(), 2, "{ctx}");
     assert_eq!(turns[1].header("x-session-id"), Some(session), "{ctx}");
@@ -892,7 +613,7 @@ fn hank_resumes_the_session_in_the_next_loop() {
 /// The agent edits fix_plan.md and writes a source file through opencode's tools: hank counts
 /// the checked item and the changed file.
 fn hank_counts_the_agents_edit_as_progress() {
-    let h = Hank::new(&["one", "two"], |p| {
+    let h = hank(&["one", "two"], |p| {
         let plan = p.dir.join(".hank/fix_plan.md").display().to_string();
         let file = p.dir.join("src/one.txt").display().to_string();
         vec![
@@ -923,7 +644,7 @@ fn hank_counts_the_agents_edit_as_progress() {
 /// A quota 429: hank stops with spend_limit (waiting cannot help).
 fn hank_stops_on_quota_with_spend_limit() {
     let reply = Reply::quota().with_header("retry-after-ms", RETRY_AFTER_MS);
-    let h = Hank::new(&["one"], |_| times(1 + RETRIES, &reply));
+    let h = hank(&["one"], |_| times(1 + RETRIES, &reply));
     let o = h.run(&["--max-loops", "3"]);
     let ctx = h.context(&o);
     let finished = h.finished();
@@ -939,7 +660,7 @@ fn hank_stops_on_quota_with_spend_limit() {
 /// same session.
 fn hank_backs_off_after_a_rate_limit() {
     let limited = Reply::rate_limit(1).with_header("retry-after-ms", RETRY_AFTER_MS);
-    let h = Hank::new(&["one", "two"], |_| {
+    let h = hank(&["one", "two"], |_| {
         let mut script = times(1 + RETRIES, &limited);
         script.push(Reply::Text(status_text("IN_PROGRESS", false, "recovered")));
         script
@@ -947,17 +668,8 @@ fn hank_backs_off_after_a_rate_limit() {
     h.p.hankrc("RETRY_BACKOFF_SECONDS=1\n");
     let o = h.run(&["--max-loops", "2"]);
     let ctx = h.context(&o);
-    let kinds: Vec<Value> = h
-        .finished()
-        .iter()
-        .map(|f| f["error_kind"].clone())
-        .collect();
-    assert_eq!(kinds, [json!("rate_limit"), Value::Null], "{ctx}");
-    let waits =
-        h.p.events()
-            .into_iter()
-            .filter(|e| e["type"] == "waiting")
-            .count();
+    assert_eq!(h.error_kinds(), [json!("rate_limit"), Value::Null], "{ctx}");
+    let waits = h.of_type("waiting").len();
     assert!(waits >= 1, "{ctx}");
     assert_eq!(h.p.status()["last_loop"]["outcome"], "success", "{ctx}");
 }

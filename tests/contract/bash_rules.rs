@@ -16,7 +16,8 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::fake_api::{FakeApi, Reply};
+use crate::fake_api::{Anthropic, Reply};
+use crate::http::Fake;
 
 /// A command that must never run: it only reaches a closed port on 127.0.0.1.
 const FETCH: &str = "curl -s http://127.0.0.1:9/x";
@@ -128,7 +129,7 @@ fn observe(claude: &Path, rule: &str, command: &str) -> Result<Seen, String> {
         ),
         Reply::text("done"),
     ];
-    let api = FakeApi::start(script, Some(&tmp.path().join("api.log")));
+    let api = Fake::<Anthropic>::start(script, Some(&tmp.path().join("api.log")));
     let path = format!(
         "{}:{}",
         bin.display(),

@@ -14,8 +14,10 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
-use crate::fake_api::{self, FakeApi, Reply, status_text};
-use crate::support::{Project, children_of, group_after, signal, stderr, wait_with_timeout};
+use crate::fake_api::{self, Anthropic, Reply, status_text};
+use crate::harness::{HankRun, clip};
+use crate::http;
+use crate::support::{Project, children_of, group_after, signal, wait_with_timeout};
 
 /// How the client authenticates.
 #[derive(Clone, Copy)]
@@ -25,26 +27,39 @@ enum Auth {
     OAuth,
 }
 
+/// `hank` with the real client of this trial against the fake API.
 struct Real {
-    p: Project,
-    api: FakeApi,
+    hank: HankRun<Anthropic>,
     claude: String,
 }
 
+impl std::ops::Deref for Real {
+    type Target = HankRun<Anthropic>;
+    fn deref(&self) -> &Self::Target {
+        &self.hank
+    }
+}
+
 impl Real {
-    fn new(test: &str, items: &[&str], script: Vec<Reply>) -> Self {
-        Self::scripted(test, items, |_| script)
+    fn new(items: &[&str], script: Vec<Reply>) -> Self {
+        Self::scripted(items, |_| script)
     }
 
-    /// A git project with `items`, and the fake API playing the script built from it.
-    fn scripted(test: &str, items: &[&str], script: impl FnOnce(&Project) -> Vec<Reply>) -> Self {
-        let _ = test;
+    /// A git project with `items`, and the fake API playing the script built from it; the
+    /// client's environment: the fake's URL, its own retries, telemetry and updates off.
+    fn scripted(items: &[&str], script: impl FnOnce(&Project) -> Vec<Reply>) -> Self {
         let claude = crate::client().path.display().to_string();
-        let p = Project::new(items);
-        p.git_init();
-        let log = p.dir.parent().unwrap().join("api.log");
-        let api = FakeApi::start(script(&p), Some(&log));
-        Self { p, api, claude }
+        let hank = HankRun::new(items, script);
+        let url = hank.api.url();
+        let hank = hank
+            .env("ANTHROPIC_BASE_URL", url)
+            .env("CLAUDE_CODE_MAX_RETRIES", "0")
+            .env("DISABLE_TELEMETRY", "1")
+            .env("DISABLE_AUTOUPDATER", "1")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .env("IS_SANDBOX", "1")
+            .env("TZ", "UTC");
+        Self { hank, claude }
     }
 
     fn cmd(&self, auth: Auth, args: &[&str]) -> Command {
@@ -53,14 +68,7 @@ impl Real {
 
     /// `hank ARGS` with `claude_cmd` as CLAUDE_CODE_CMD and the client's environment.
     fn cmd_with(&self, claude_cmd: &str, auth: Auth, args: &[&str]) -> Command {
-        let mut c = self.p.cmd();
-        c.env("ANTHROPIC_BASE_URL", self.api.url())
-            .env("CLAUDE_CODE_MAX_RETRIES", "0")
-            .env("DISABLE_TELEMETRY", "1")
-            .env("DISABLE_AUTOUPDATER", "1")
-            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-            .env("IS_SANDBOX", "1")
-            .env("TZ", "UTC");
+        let mut c = self.hank.cmd(&["--claude-cmd", claude_cmd]);
         match auth {
             Auth::ApiKey => c.env("ANTHROPIC_API_KEY", "sk-ant-api03-fake-contract-key"),
             Auth::OAuth => c.env(
@@ -68,52 +76,13 @@ impl Real {
                 "sk-ant-oat01-fake-contract-token",
             ),
         };
-        c.arg("--claude-cmd").arg(claude_cmd).args(args);
+        c.args(args);
         c
     }
 
     fn run(&self, auth: Auth, args: &[&str]) -> Output {
         self.cmd(auth, args).output().expect("run hank")
     }
-
-    /// hank's stderr, the loop logs and where the API log is: for assertion messages.
-    fn context(&self, o: &Output) -> String {
-        let mut s = format!("--- hank stderr\n{}\n", stderr(o));
-        for n in 1..=4 {
-            for ext in ["out", "err"] {
-                let f = self.p.dir.join(format!(".hank/logs/loop-{n:05}.{ext}"));
-                if let Ok(t) = std::fs::read_to_string(&f) {
-                    s.push_str(&format!("--- loop {n} {ext}\n{}\n", clip(&t)));
-                }
-            }
-        }
-        s.push_str("--- API requests\n");
-        for r in self.api.requests() {
-            let body = r.body.to_string();
-            let mut from = body.len().saturating_sub(600);
-            while !body.is_char_boundary(from) {
-                from += 1;
-            }
-            s.push_str(&format!("{} {} …{}\n", r.method, r.path, &body[from..]));
-        }
-        s
-    }
-
-    fn finished(&self) -> Vec<Value> {
-        self.p
-            .events()
-            .into_iter()
-            .filter(|e| e["type"] == "agent_finished")
-            .collect()
-    }
-}
-
-fn clip(s: &str) -> &str {
-    let mut end = s.len().min(3000);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
 }
 
 /// Read the plan, tick `item`, write `src/<item>.txt`, answer with a status block.
@@ -139,16 +108,12 @@ fn work_on(real_plan: &str, dir: &Path, item: &str, status: &str) -> Vec<Reply> 
 /// Two loops: the client really edits fix_plan.md and writes files (progress from git), the
 /// second loop resumes the first loop's session and the client accepts it.
 pub(crate) fn real_client_writes_files_resumes_and_completes_the_plan() {
-    let real = Real::scripted(
-        "real_client_writes_files_resumes_and_completes_the_plan",
-        &["one", "two"],
-        |p| {
-            let plan = p.dir.join(".hank/fix_plan.md").display().to_string();
-            let mut script = work_on(&plan, &p.dir, "one", "IN_PROGRESS");
-            script.extend(work_on(&plan, &p.dir, "two", "COMPLETE"));
-            script
-        },
-    );
+    let real = Real::scripted(&["one", "two"], |p| {
+        let plan = p.dir.join(".hank/fix_plan.md").display().to_string();
+        let mut script = work_on(&plan, &p.dir, "one", "IN_PROGRESS");
+        script.extend(work_on(&plan, &p.dir, "two", "COMPLETE"));
+        script
+    });
     let o = real.run(Auth::ApiKey, &["--max-loops", "3"]);
     let ctx = real.context(&o);
     assert_eq!(o.status.code(), Some(0), "{ctx}");
@@ -172,13 +137,7 @@ pub(crate) fn real_client_writes_files_resumes_and_completes_the_plan() {
         assert!(f["cost_usd"].as_f64().unwrap() > 0.0, "{f}");
     }
     // Continuity: loop 2 was started with --resume and the client kept the session.
-    let started: Vec<Value> = real
-        .p
-        .events()
-        .into_iter()
-        .filter(|e| e["type"] == "loop_started")
-        .collect();
-    assert_eq!(started[1]["resume"], true);
+    assert!(real.resumed()[1], "loop 2 was started with --resume");
     assert_eq!(finished[0]["session_id"], finished[1]["session_id"]);
     let turns = real.api.turns();
     assert_eq!(turns.len(), 8, "4 turns per loop");
@@ -203,7 +162,7 @@ pub(crate) fn real_client_writes_files_resumes_and_completes_the_plan() {
 /// the first `--append-system-prompt` on `--resume`; hank's context rides on stdin instead.
 pub(crate) fn every_resumed_loop_receives_its_own_context() {
     let items = ["one", "two", "three", "four"];
-    let real = Real::scripted("every_resumed_loop_receives_its_own_context", &items, |p| {
+    let real = Real::scripted(&items, |p| {
         let plan = p.dir.join(".hank/fix_plan.md").display().to_string();
         let mut script = vec![Reply::tool(
             "Bash",
@@ -224,26 +183,19 @@ pub(crate) fn every_resumed_loop_receives_its_own_context() {
         assert_eq!(f["outcome"], "success", "{ctx}");
         assert_eq!(f["session_id"], session, "one resumed session: {ctx}");
     }
-    let started: Vec<bool> = real
-        .p
-        .events()
-        .iter()
-        .filter(|e| e["type"] == "loop_started")
-        .map(|e| e["resume"] == true)
-        .collect();
-    assert_eq!(started, [false, true, true], "{ctx}");
+    assert_eq!(real.resumed(), [false, true, true], "{ctx}");
     // The first request of each loop is the one whose newest message carries a context.
     let contexts: Vec<String> = real
         .api
         .turns()
         .iter()
-        .filter_map(fake_api::Request::loop_context)
+        .filter_map(http::Request::loop_context)
         .collect();
     let newest: Vec<String> = real
         .api
         .turns()
         .iter()
-        .map(|t| clip(&t.last_user_text()).to_string())
+        .map(|t| clip(&t.last_user_text(), 3000).to_string())
         .collect();
     assert_eq!(
         contexts.len(),
@@ -295,11 +247,7 @@ pub(crate) fn denied_bash_is_relayed_then_stops_with_permission_denied() {
         bash(),
         Reply::Text(status_text("BLOCKED", false, "still need curl")),
     ];
-    let real = Real::new(
-        "denied_bash_is_relayed_then_stops_with_permission_denied",
-        &["a", "b"],
-        script,
-    );
+    let real = Real::new(&["a", "b"], script);
     let o = real.run(Auth::ApiKey, &["--max-loops", "4"]);
     let ctx = real.context(&o);
     assert_eq!(o.status.code(), Some(2), "{ctx}");
@@ -335,11 +283,7 @@ pub(crate) fn auth_and_billing_errors_are_agent_fatal() {
         ),
     ];
     for (reply, kind) in cases {
-        let real = Real::new(
-            "auth_and_billing_errors_are_agent_fatal",
-            &["a"],
-            vec![reply],
-        );
+        let real = Real::new(&["a"], vec![reply]);
         let o = real.run(Auth::ApiKey, &[]);
         let ctx = real.context(&o);
         assert_eq!(o.status.code(), Some(2), "{kind}: {ctx}");
@@ -363,22 +307,13 @@ pub(crate) fn transient_errors_back_off_then_recover() {
         Reply::error(500, "api_error", "Internal server error"),
         Reply::Text(status_text("IN_PROGRESS", false, "recovered")),
     ];
-    let real = Real::new(
-        "transient_errors_back_off_then_recover",
-        &["a", "b"],
-        script,
-    );
+    let real = Real::new(&["a", "b"], script);
     real.p.hankrc("RETRY_BACKOFF_SECONDS=1\n");
     let o = real.run(Auth::ApiKey, &["--max-loops", "4"]);
     let ctx = real.context(&o);
     assert_eq!(o.status.code(), Some(3), "{ctx}");
-    let kinds: Vec<Value> = real
-        .finished()
-        .iter()
-        .map(|f| f["error_kind"].clone())
-        .collect();
     assert_eq!(
-        kinds,
+        real.error_kinds(),
         vec![
             json!("overloaded"),
             json!("rate_limit"),
@@ -387,14 +322,7 @@ pub(crate) fn transient_errors_back_off_then_recover() {
         ],
         "{ctx}"
     );
-    let waits: Vec<Value> = real
-        .p
-        .events()
-        .into_iter()
-        .filter(|e| e["type"] == "waiting")
-        .map(|e| e["reason"].clone())
-        .collect();
-    assert_eq!(waits, vec![json!("backoff"); 3], "{ctx}");
+    assert_eq!(real.wait_reasons(), vec![json!("backoff"); 3], "{ctx}");
     assert_eq!(real.p.status()["last_loop"]["outcome"], "success");
     assert_eq!(
         real.api.turns().len(),
@@ -415,12 +343,11 @@ pub(crate) fn usage_limit_waits_for_the_reported_reset() {
         let now = jiff::Timestamp::now().as_second();
         let reset = (now / 60 + 3) * 60;
         let script = vec![Reply::usage_limit(reset, "five_hour")];
-        let real = Real::new("usage_limit_waits_for_the_reported_reset", &["a"], script);
+        let real = Real::new(&["a"], script);
         let mut cmd = real.cmd(Auth::OAuth, &args);
         cmd.env("TZ", "Europe/Oslo");
         if mode == "exit policy" {
-            let o = cmd.output().unwrap();
-            let ctx = real.context(&o);
+            let (o, ctx) = real.output(&mut cmd);
             assert_eq!(o.status.code(), Some(3), "{ctx}");
             assert_eq!(real.p.status()["exit_reason"], "usage_limit");
             continue;
@@ -455,13 +382,9 @@ pub(crate) fn max_turns_is_classified() {
         Reply::tool("Glob", json!({"pattern": "*.md"})),
         Reply::Text(status_text("IN_PROGRESS", false, "never reached")),
     ];
-    let real = Real::new("max_turns_is_classified", &["a"], script);
+    let real = Real::new(&["a"], script);
     let cmd = format!("{} --max-turns 1", real.claude);
-    let o = real
-        .cmd_with(&cmd, Auth::ApiKey, &["--max-loops", "1"])
-        .output()
-        .unwrap();
-    let ctx = real.context(&o);
+    let (o, ctx) = real.output(&mut real.cmd_with(&cmd, Auth::ApiKey, &["--max-loops", "1"]));
     assert_eq!(o.status.code(), Some(3), "{ctx}");
     let s = real.p.status();
     assert_eq!(s["last_loop"]["error_kind"], "max_turns", "{ctx}");
@@ -474,11 +397,7 @@ pub(crate) fn unknown_session_is_dropped_and_the_client_starts_fresh() {
         false,
         "fresh start",
     ))];
-    let real = Real::new(
-        "unknown_session_is_dropped_and_the_client_starts_fresh",
-        &["a", "b"],
-        script,
-    );
+    let real = Real::new(&["a", "b"], script);
     let stale = "0b7c6a52-9d7e-4c1f-8f3a-1e2d3c4b5a69";
     let now = jiff::Timestamp::now().to_string();
     let state = json!({"schema_version": 1, "session": {"id": stale, "started_at": now, "last_used_at": now}});
@@ -498,51 +417,37 @@ pub(crate) fn unknown_session_is_dropped_and_the_client_starts_fresh() {
 /// Bash commands the default ALLOWED_TOOLS permit (`git add`, `git commit`) really run: the
 /// client commits its work, HEAD moves, and hank still counts the committed files as progress.
 pub(crate) fn allowed_git_commands_run_and_committed_work_is_progress() {
-    let real = Real::scripted(
-        "allowed_git_commands_run_and_committed_work_is_progress",
-        &["a", "b"],
-        |p| {
-            let file = p.dir.join("src/feature.rs").display().to_string();
-            vec![
-                Reply::tool(
-                    "Write",
-                    json!({"file_path": file, "content": "pub fn f() {}\n"}),
-                ),
-                Reply::tool(
-                    "Bash",
-                    json!({"command": "git add -A", "description": "stage"}),
-                ),
-                Reply::tool(
-                    "Bash",
-                    json!({"command": "git commit -q -m 'feat: f'", "description": "commit"}),
-                ),
-                Reply::Text(status_text("IN_PROGRESS", false, "next: b")),
-            ]
-        },
+    let real = Real::scripted(&["a", "b"], |p| {
+        let file = p.dir.join("src/feature.rs").display().to_string();
+        vec![
+            Reply::tool(
+                "Write",
+                json!({"file_path": file, "content": "pub fn f() {}\n"}),
+            ),
+            Reply::tool(
+                "Bash",
+                json!({"command": "git add -A", "description": "stage"}),
+            ),
+            Reply::tool(
+                "Bash",
+                json!({"command": "git commit -q -m 'feat: f'", "description": "commit"}),
+            ),
+            Reply::Text(status_text("IN_PROGRESS", false, "next: b")),
+        ]
+    });
+    let (o, ctx) = real.output(
+        real.cmd(Auth::ApiKey, &["--max-loops", "1"])
+            .env("GIT_AUTHOR_NAME", "agent")
+            .env("GIT_AUTHOR_EMAIL", "agent@example.com")
+            .env("GIT_COMMITTER_NAME", "agent")
+            .env("GIT_COMMITTER_EMAIL", "agent@example.com"),
     );
-    let o = real
-        .cmd(Auth::ApiKey, &["--max-loops", "1"])
-        .env("GIT_AUTHOR_NAME", "agent")
-        .env("GIT_AUTHOR_EMAIL", "agent@example.com")
-        .env("GIT_COMMITTER_NAME", "agent")
-        .env("GIT_COMMITTER_EMAIL", "agent@example.com")
-        .output()
-        .unwrap();
-    let ctx = real.context(&o);
     assert_eq!(o.status.code(), Some(3), "{ctx}");
-    let log = Command::new("git")
-        .args(["log", "--format=%s"])
-        .current_dir(&real.p.dir)
-        .output()
-        .unwrap();
-    assert_eq!(stdout_of(&log), "feat: f\ninit\n", "{ctx}");
+    let log = crate::support::git(&real.p.dir, &["log", "--format=%s"]);
+    assert_eq!(log, "feat: f\ninit", "{ctx}");
     let f = &real.finished()[0];
     assert_eq!(f["permission_denials"], 0, "{ctx}");
     assert!(f["files_changed"].as_u64().unwrap() >= 1, "{f}");
-}
-
-fn stdout_of(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 /// The client process hank spawned (its process-group leader), once it exists.
@@ -566,11 +471,7 @@ fn client_pid(hank: &std::process::Child) -> i32 {
 pub(crate) fn hung_request_timeout_and_signals_leave_no_client_process() {
     for how in ["timeout", "SIGINT", "SIGTERM"] {
         let script = vec![Reply::Hang(Duration::from_secs(120))];
-        let real = Real::new(
-            "hung_request_timeout_and_signals_leave_no_client_process",
-            &["a"],
-            script,
-        );
+        let real = Real::new(&["a"], script);
         // Under load the client may need seconds to start: only the timeout case uses a short
         // timeout (and does not need the request to have been made).
         let timeout = if how == "timeout" { "3s" } else { "120s" };
@@ -613,23 +514,17 @@ pub(crate) fn hung_request_timeout_and_signals_leave_no_client_process() {
 
 /// No API at all (connection refused): a network error, a backoff wait, not a fatal stop.
 pub(crate) fn unreachable_api_is_a_network_error_with_backoff() {
-    let real = Real::new(
-        "unreachable_api_is_a_network_error_with_backoff",
-        &["a"],
-        Vec::new(),
-    );
+    let real = Real::new(&["a"], Vec::new());
     // A port nothing listens on: bind, read the port, close.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let o = real
-        .cmd(Auth::ApiKey, &["--max-loops", "1"])
-        .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
-        .output()
-        .unwrap();
-    let ctx = real.context(&o);
+    let (o, ctx) = real.output(
+        real.cmd(Auth::ApiKey, &["--max-loops", "1"])
+            .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}")),
+    );
     assert_eq!(o.status.code(), Some(3), "{ctx}");
     let s = real.p.status();
     assert_eq!(s["last_loop"]["error_kind"], "network", "{ctx}");
@@ -646,7 +541,7 @@ pub(crate) fn unreachable_api_is_a_network_error_with_backoff() {
 /// `--live` (stream-json) with the real client: the live log shows the tool call and the
 /// text as they stream, and the result is still analyzed (session, cost, status block).
 pub(crate) fn live_mode_with_the_real_client() {
-    let real = Real::scripted("live_mode_with_the_real_client", &["a", "b"], |p| {
+    let real = Real::scripted(&["a", "b"], |p| {
         let file = p.dir.join("notes.txt").display().to_string();
         vec![
             Reply::tool("Write", json!({"file_path": file, "content": "live\n"})),
@@ -677,14 +572,8 @@ pub(crate) fn live_mode_with_the_real_client() {
 pub(crate) fn usage_windows_are_read_into_status() {
     let now = jiff::Timestamp::now().as_second();
     let (five, seven) = (now + 3 * 3600, now + 4 * 86_400);
-    let windows = fake_api::unified_windows(&[("5h", 0.42, five), ("7d", 0.86, seven)]);
-    let script = vec![Reply::Headed {
-        headers: windows,
-        reply: Box::new(Reply::Text(status_text("IN_PROGRESS", false, "go on"))),
-    }];
-    let real = Real::new("usage_windows_are_read_into_status", &["a", "b"], script);
-    let o = real.run(
-        Auth::OAuth,
+    let (real, o, out) = with_windows(
+        &[("5h", 0.42, five), ("7d", 0.86, seven)],
         &[
             "--max-window-percent",
             "five_hour=80,seven_day=85",
@@ -693,12 +582,9 @@ pub(crate) fn usage_windows_are_read_into_status() {
             "--max-loops",
             "3",
         ],
+        "",
     );
     let ctx = real.context(&o);
-    let out = std::fs::read_to_string(real.p.dir.join(".hank/logs/loop-00001.out")).unwrap();
-    for line in out.lines().filter(|l| l.contains("rate_limit_event")) {
-        eprintln!("{} rate_limit_event: {line}", crate::client().version);
-    }
     assert!(out.contains(r#""type":"rate_limit_event""#), "{ctx}");
     assert_eq!(o.status.code(), Some(3), "{ctx}");
     let s = real.p.status();
@@ -727,28 +613,40 @@ pub(crate) fn usage_windows_are_read_into_status() {
     }
 
     // Below the limits (every window `allowed`): the loop goes on; the event still comes.
-    let windows = fake_api::unified_windows(&[("5h", 0.12, five), ("7d", 0.30, seven)]);
-    let script = vec![Reply::Headed {
-        headers: windows,
-        reply: Box::new(Reply::Text(status_text("IN_PROGRESS", false, "go on"))),
-    }];
-    let real = Real::new("usage_windows_below_the_limit", &["a", "b"], script);
-    let o = real.run(
-        Auth::OAuth,
+    let (real, o, _) = with_windows(
+        &[("5h", 0.12, five), ("7d", 0.30, seven)],
         &["--max-window-percent", "five_hour=80", "--max-loops", "1"],
+        " (allowed)",
     );
     let ctx = real.context(&o);
-    let out = std::fs::read_to_string(real.p.dir.join(".hank/logs/loop-00001.out")).unwrap();
-    for line in out.lines().filter(|l| l.contains("rate_limit_event")) {
-        eprintln!(
-            "{} rate_limit_event (allowed): {line}",
-            crate::client().version
-        );
-    }
     assert_eq!(o.status.code(), Some(3), "{ctx}");
     let s = real.p.status();
     assert_eq!(s["exit_reason"], "max_loops", "{s}");
     assert!(s["usage_windows"].is_object(), "{s}");
+}
+
+/// One answer with the unified headers of `windows` (`(abbr, utilization, reset)`), hank run
+/// with OAuth auth and `args`: the run, its output and loop 1's stdout, whose
+/// `rate_limit_event` lines are printed (with `label`).
+fn with_windows(
+    windows: &[(&str, f64, i64)],
+    args: &[&str],
+    label: &str,
+) -> (Real, Output, String) {
+    let script = vec![Reply::Headed {
+        headers: fake_api::unified_windows(windows),
+        reply: Box::new(Reply::Text(status_text("IN_PROGRESS", false, "go on"))),
+    }];
+    let real = Real::new(&["a", "b"], script);
+    let o = real.run(Auth::OAuth, args);
+    let out = std::fs::read_to_string(real.p.dir.join(".hank/logs/loop-00001.out")).unwrap();
+    for line in out.lines().filter(|l| l.contains("rate_limit_event")) {
+        eprintln!(
+            "{} rate_limit_event{label}: {line}",
+            crate::client().version
+        );
+    }
+    (real, o, out)
 }
 
 /// `version` (`2.1.330`) is at least `min`.
@@ -768,7 +666,6 @@ fn at_least(version: &str, min: (u32, u32, u32)) -> bool {
 pub(crate) fn client_settings_project_skips_the_users_stop_hook() {
     let run = |setting: &str| {
         let real = Real::new(
-            "client_settings_project_skips_the_users_stop_hook",
             &["a", "b"],
             vec![Reply::Text(status_text("IN_PROGRESS", false, "settings"))],
         );
@@ -805,7 +702,6 @@ pub(crate) fn client_settings_project_skips_the_users_stop_hook() {
 /// and status block; the first byte comes well inside FIRST_OUTPUT_TIMEOUT.
 pub(crate) fn json_answers_stream_and_read_strictly_without_live() {
     let real = Real::new(
-        "json_answers_stream_and_read_strictly_without_live",
         &["a", "b"],
         vec![Reply::Text(status_text("IN_PROGRESS", false, "streamed"))],
     );

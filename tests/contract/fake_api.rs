@@ -12,8 +12,8 @@
 
 #![allow(dead_code)]
 
-use std::io::Write;
-use std::path::Path;
+use std::io;
+use std::net::TcpStream;
 use std::time::Duration;
 
 use crate::http;
@@ -152,145 +152,75 @@ pub(crate) fn unified_windows(windows: &[(&str, f64, i64)]) -> Vec<(String, Stri
     h
 }
 
-/// A request as the fake received it.
-#[derive(Debug, Clone)]
-pub(crate) struct Request {
-    pub method: String,
-    pub path: String,
-    /// Lower-case names; `authorization` / `x-api-key` values are redacted.
-    pub headers: Vec<(String, String)>,
-    /// The JSON body (`Value::Null` when absent or not JSON).
-    pub body: Value,
-}
+/// The Anthropic Messages API ([`http::Provider`]); `http::Fake<Anthropic>` is the running
+/// fake, its `url()` the value for `ANTHROPIC_BASE_URL`.
+pub(crate) enum Anthropic {}
 
-impl Request {
-    pub(crate) fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
+impl http::Provider for Anthropic {
+    type Reply = Reply;
+    const BASE_PATH: &'static str = "";
 
     /// A streaming `POST /v1/messages` (the conversation turns).
-    pub(crate) fn is_turn(&self) -> bool {
-        self.method == "POST"
-            && self.path.starts_with("/v1/messages")
-            && !self.path.contains("count_tokens")
-            && self.body["stream"] == true
+    fn is_turn(req: &http::Request<Anthropic>) -> bool {
+        req.method == "POST"
+            && req.path.starts_with("/v1/messages")
+            && !req.path.contains("count_tokens")
+            && req.body["stream"] == true
     }
 
-    /// The whole body as text (for `contains` checks).
-    pub(crate) fn text(&self) -> String {
-        self.body.to_string()
-    }
-
-    /// The text of the newest user message (every text block, joined): what this turn added
-    /// to the conversation. Messages after it with another role that the client adds itself
-    /// (2.1.330 appends a `role: system` message with skills and the date) are skipped; a
-    /// user message holding only tool results has no text.
-    pub(crate) fn last_user_text(&self) -> String {
-        let last = self.body["messages"]
+    /// Every text block of the newest user message, joined. Messages after it with another
+    /// role that the client adds itself (2.1.330 appends a `role: system` message with skills
+    /// and the date) are skipped.
+    fn last_user_text(req: &http::Request<Anthropic>) -> String {
+        let last = req.body["messages"]
             .as_array()
             .and_then(|m| m.iter().rev().find(|m| m["role"] != "system"));
-        let Some(last) = last else {
-            return String::new();
-        };
-        if last["role"] != "user" {
-            return String::new();
-        }
-        match &last["content"] {
-            Value::String(s) => s.clone(),
-            Value::Array(blocks) => blocks
-                .iter()
-                .filter_map(|b| b["text"].as_str())
-                .collect::<Vec<_>>()
-                .join("\n"),
+        match last {
+            Some(m) if m["role"] == "user" => http::parts_text(&m["content"]),
             _ => String::new(),
         }
     }
 
-    /// The `<hank-loop-context>` block this turn's newest user message starts a loop with,
-    /// if it does (the first request of each hank loop).
-    pub(crate) fn loop_context(&self) -> Option<String> {
-        let text = self.last_user_text();
-        let start = text.find("<hank-loop-context>")? + "<hank-loop-context>".len();
-        let end = text[start..].find("</hank-loop-context>")? + start;
-        Some(text[start..end].trim().to_string())
+    fn unscripted() -> Reply {
+        Reply::Text(status_text("IN_PROGRESS", false, "unscripted turn"))
     }
-}
 
-/// The running fake; stops accepting when dropped.
-pub(crate) struct FakeApi {
-    fake: http::Fake<Reply, Request>,
-}
-
-impl std::ops::Deref for FakeApi {
-    type Target = http::Fake<Reply, Request>;
-    fn deref(&self) -> &Self::Target {
-        &self.fake
-    }
-}
-
-impl http::Turn for Request {
-    fn is_turn(&self) -> bool {
-        Request::is_turn(self)
-    }
-}
-
-type Shared = http::Scripted<Reply, Request>;
-
-impl FakeApi {
-    /// Starts on 127.0.0.1 (a free port) with `script`; logs requests to `log_file` too.
-    pub(crate) fn start(script: Vec<Reply>, log_file: Option<&Path>) -> Self {
-        let read = |i: http::Incoming| Request {
-            method: i.method,
-            path: i.path,
-            headers: i.headers,
-            body: i.body,
-        };
-        Self {
-            fake: http::Fake::start("the fake API", script, log_file, read, |s, req, out| {
-                out.write_all(&respond(s, req))
-            }),
+    fn respond(s: &Shared, req: &http::Request<Self>, out: &mut TcpStream) -> io::Result<()> {
+        let model = req.body_model("claude-fake");
+        if req.method == "POST" && req.path.starts_with("/v1/messages/count_tokens") {
+            return http::send(
+                out,
+                &http(200, "application/json", &[], br#"{"input_tokens":100}"#),
+            );
         }
-    }
-
-    /// The value for `ANTHROPIC_BASE_URL`.
-    pub(crate) fn url(&self) -> String {
-        format!("http://{}", self.fake.addr())
+        if req.method != "POST" || !req.path.starts_with("/v1/messages") {
+            let body = json!({"type": "error", "error": {"type": "not_found_error", "message": format!("no route {}", req.path)}});
+            return http::send(
+                out,
+                &http(404, "application/json", &[], body.to_string().as_bytes()),
+            );
+        }
+        let id = s.next_id();
+        if !req.is_turn() {
+            let body = json!({
+                "id": format!("msg_fake{id}"), "type": "message", "role": "assistant", "model": model,
+                "content": [{"type": "text", "text": "Fake title"}], "stop_reason": "end_turn",
+                "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 3}
+            });
+            return http::send(
+                out,
+                &http(200, "application/json", &[], body.to_string().as_bytes()),
+            );
+        }
+        http::send(out, &answer(id, &model, s.next_reply(), &[]))
     }
 }
+
+type Shared = http::Scripted<Anthropic>;
 
 fn http(status: u16, content_type: &str, extra: &[(String, String)], body: &[u8]) -> Vec<u8> {
     let headers = format!("content-type: {content_type}\r\nrequest-id: req_fake\r\n");
     http::response(status, &headers, extra, body)
-}
-
-fn respond(s: &Shared, req: &Request) -> Vec<u8> {
-    let model = req.body["model"]
-        .as_str()
-        .unwrap_or("claude-fake")
-        .to_string();
-    if req.method == "POST" && req.path.starts_with("/v1/messages/count_tokens") {
-        return http(200, "application/json", &[], br#"{"input_tokens":100}"#);
-    }
-    if req.method != "POST" || !req.path.starts_with("/v1/messages") {
-        let body = json!({"type": "error", "error": {"type": "not_found_error", "message": format!("no route {}", req.path)}});
-        return http(404, "application/json", &[], body.to_string().as_bytes());
-    }
-    let id = s.next_id();
-    if !req.is_turn() {
-        let body = json!({
-            "id": format!("msg_fake{id}"), "type": "message", "role": "assistant", "model": model,
-            "content": [{"type": "text", "text": "Fake title"}], "stop_reason": "end_turn",
-            "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 3}
-        });
-        return http(200, "application/json", &[], body.to_string().as_bytes());
-    }
-    let reply = s
-        .next_reply()
-        .unwrap_or_else(|| Reply::Text(status_text("IN_PROGRESS", false, "unscripted turn")));
-    answer(id, &model, reply, &[])
 }
 
 fn answer(id: u64, model: &str, reply: Reply, extra: &[(String, String)]) -> Vec<u8> {
@@ -324,7 +254,7 @@ fn answer(id: u64, model: &str, reply: Reply, extra: &[(String, String)]) -> Vec
         }
         Reply::Text(text) => {
             let block = json!({"type": "text", "text": ""});
-            let deltas = split_in_two(&text)
+            let deltas = http::split_in_two(&text)
                 .into_iter()
                 .map(|t| json!({"type": "text_delta", "text": t}))
                 .collect();
@@ -332,22 +262,13 @@ fn answer(id: u64, model: &str, reply: Reply, extra: &[(String, String)]) -> Vec
         }
         Reply::Tool { name, input } => {
             let block = json!({"type": "tool_use", "id": format!("toolu_fake{id}"), "name": name, "input": {}});
-            let deltas = split_in_two(&input.to_string())
+            let deltas = http::split_in_two(&input.to_string())
                 .into_iter()
                 .map(|t| json!({"type": "input_json_delta", "partial_json": t}))
                 .collect();
             sse(id, model, block, deltas, "tool_use", extra)
         }
     }
-}
-
-/// Splits on a char boundary near the middle (so the client must join deltas).
-fn split_in_two(s: &str) -> Vec<String> {
-    let mut mid = s.len() / 2;
-    while !s.is_char_boundary(mid) {
-        mid -= 1;
-    }
-    vec![s[..mid].to_string(), s[mid..].to_string()]
 }
 
 fn sse(
@@ -404,7 +325,11 @@ fn sse(
 
 /// An answer ending with a HANK_STATUS block.
 pub(crate) fn status_text(status: &str, exit_signal: bool, recommendation: &str) -> String {
-    format!(
-        "Done with this step.\n\n---HANK_STATUS---\nSTATUS: {status}\nTASKS_COMPLETED_THIS_LOOP: 1\nFILES_MODIFIED: 1\nTESTS_STATUS: NOT_RUN\nWORK_TYPE: IMPLEMENTATION\nEXIT_SIGNAL: {exit_signal}\nRECOMMENDATION: {recommendation}\n---END_HANK_STATUS---"
+    http::status_block(
+        "Done with this step.",
+        "NOT_RUN",
+        status,
+        exit_signal,
+        recommendation,
     )
 }

@@ -23,9 +23,9 @@
 
 #![allow(dead_code)]
 
+use std::io;
 use std::io::Write;
 use std::net::TcpStream;
-use std::path::Path;
 use std::time::Duration;
 
 use crate::http;
@@ -45,12 +45,8 @@ pub(crate) enum Reply {
     },
     /// Sleeps this long before answering a plain text (a hung API).
     Hang(Duration),
-    /// An HTTP error with a `google.rpc.Status` body (`{"error": …}`) and extra headers.
-    Error {
-        status: u16,
-        body: Value,
-        headers: Vec<(String, String)>,
-    },
+    /// An HTTP error with a `google.rpc.Status` body (`{"error": …}`).
+    Error(http::ApiError),
 }
 
 /// The real API's `RetryInfo` detail.
@@ -88,11 +84,8 @@ impl Reply {
 
     /// An error with `status`, the `google.rpc.Code` name `code` and `message`.
     pub(crate) fn error(status: u16, code: &str, message: &str) -> Self {
-        Self::Error {
-            status,
-            body: json!({"error": {"code": status, "message": message, "status": code}}),
-            headers: Vec::new(),
-        }
+        let body = json!({"error": {"code": status, "message": message, "status": code}});
+        Self::Error(http::ApiError::new(status, body))
     }
 
     /// The free tier's daily request quota is used up: 429 `RESOURCE_EXHAUSTED`, a
@@ -151,19 +144,15 @@ impl Reply {
                 retry_info(retry_secs)
             ]
         }});
-        Self::Error {
-            status: 429,
-            body,
-            headers: Vec::new(),
-        }
+        Self::Error(http::ApiError::new(429, body))
     }
 
     /// A wrong API key: 400 `INVALID_ARGUMENT` with `ErrorInfo { reason: API_KEY_INVALID }`.
     pub(crate) fn invalid_api_key() -> Self {
         let message = "API key not valid. Please pass a valid API key.";
-        Self::Error {
-            status: 400,
-            body: json!({"error": {
+        Self::Error(http::ApiError::new(
+            400,
+            json!({"error": {
                 "code": 400,
                 "message": message,
                 "status": "INVALID_ARGUMENT",
@@ -181,8 +170,7 @@ impl Reply {
                     }
                 ]
             }}),
-            headers: Vec::new(),
-        }
+        ))
     }
 
     /// The model is overloaded: 503 `UNAVAILABLE`.
@@ -195,26 +183,66 @@ impl Reply {
     }
 }
 
-/// A request as the fake received it.
-#[derive(Debug, Clone)]
-pub(crate) struct Request {
-    pub method: String,
-    /// Path and query, e.g. `/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse`.
-    pub path: String,
-    /// Lower-case names; `x-goog-api-key` / `authorization` values are redacted.
-    pub headers: Vec<(String, String)>,
-    /// The JSON body (`Value::Null` when absent or not JSON).
-    pub body: Value,
-}
+/// The Gemini API ([`http::Provider`]); `http::Fake<Gemini>` is the running fake, its
+/// `url()` the value for `GOOGLE_GEMINI_BASE_URL`.
+pub(crate) enum Gemini {}
 
-impl Request {
-    pub(crate) fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
+impl http::Provider for Gemini {
+    type Reply = Reply;
+    const BASE_PATH: &'static str = "";
+
+    /// A streaming conversation turn.
+    fn is_turn(req: &http::Request<Gemini>) -> bool {
+        req.method == "POST" && req.rpc() == "streamGenerateContent"
     }
 
+    /// The text of the newest user message (its text parts joined). A user message holding
+    /// only function responses has no text.
+    fn last_user_text(req: &http::Request<Gemini>) -> String {
+        match req.conversation().last() {
+            Some((role, text)) if role == "user" => text.clone(),
+            _ => String::new(),
+        }
+    }
+
+    fn unscripted() -> Reply {
+        Reply::Text(http::status_text("IN_PROGRESS", false, "unscripted turn"))
+    }
+
+    fn respond(s: &Shared, req: &http::Request<Self>, out: &mut TcpStream) -> io::Result<()> {
+        let model = req.model().to_string();
+        let send = |out: &mut TcpStream, bytes: Vec<u8>| http::send(out, &bytes);
+        if req.method != "POST" || !req.path.starts_with("/v1beta/models/") {
+            let body = json!({"error": {"code": 404, "message": format!("Requested entity was not found: {}", req.path), "status": "NOT_FOUND"}});
+            return send(out, json_response(404, &body));
+        }
+        let id = s.next_id();
+        match req.rpc() {
+            "countTokens" => {
+                let n = req.text().len() / 4;
+                send(out, json_response(200, &json!({"totalTokens": n})))
+            }
+            "generateContent" => send(out, json_response(200, &side_answer(req, &model, id))),
+            "streamGenerateContent" => match s.next_reply() {
+                Reply::Error(e) => send(out, e.response(JSON_HEADERS)),
+                Reply::Hang(d) => {
+                    std::thread::sleep(d);
+                    stream(out, &model, id, Some("late"), None)
+                }
+                Reply::Text(text) => stream(out, &model, id, Some(&text), None),
+                Reply::Tool { text, name, args } => {
+                    stream(out, &model, id, text.as_deref(), Some((&name, &args)))
+                }
+            },
+            other => {
+                let body = json!({"error": {"code": 404, "message": format!("Method not found: {other}"), "status": "NOT_FOUND"}});
+                send(out, json_response(404, &body))
+            }
+        }
+    }
+}
+
+impl http::Request<Gemini> {
     /// The model named in the path (`models/<model>:<method>`).
     pub(crate) fn model(&self) -> &str {
         self.path
@@ -233,16 +261,6 @@ impl Request {
             .map_or("", |m| m.split('?').next().unwrap_or(""))
     }
 
-    /// A streaming conversation turn.
-    pub(crate) fn is_turn(&self) -> bool {
-        self.method == "POST" && self.rpc() == "streamGenerateContent"
-    }
-
-    /// The whole body as text (for `contains` checks).
-    pub(crate) fn text(&self) -> String {
-        self.body.to_string()
-    }
-
     /// The conversation (`contents`) as `(role, text of every text part)`.
     pub(crate) fn conversation(&self) -> Vec<(String, String)> {
         self.body["contents"]
@@ -250,38 +268,12 @@ impl Request {
             .map(|c| {
                 c.iter()
                     .map(|m| {
-                        let text = m["parts"]
-                            .as_array()
-                            .map(|p| {
-                                p.iter()
-                                    .filter_map(|part| part["text"].as_str())
-                                    .collect::<Vec<_>>()
-                                    .join("\n")
-                            })
-                            .unwrap_or_default();
-                        (m["role"].as_str().unwrap_or("").to_string(), text)
+                        let role = m["role"].as_str().unwrap_or("").to_string();
+                        (role, http::parts_text(&m["parts"]))
                     })
                     .collect()
             })
             .unwrap_or_default()
-    }
-
-    /// The text of the newest user message (its text parts joined): what this turn added to
-    /// the conversation. A user message holding only function responses has no text.
-    pub(crate) fn last_user_text(&self) -> String {
-        match self.conversation().last() {
-            Some((role, text)) if role == "user" => text.clone(),
-            _ => String::new(),
-        }
-    }
-
-    /// The `<hank-loop-context>` block this turn's newest user message starts a loop with,
-    /// if it does (the first request of each hank loop).
-    pub(crate) fn loop_context(&self) -> Option<String> {
-        let text = self.last_user_text();
-        let start = text.find("<hank-loop-context>")? + "<hank-loop-context>".len();
-        let end = text[start..].find("</hank-loop-context>")? + start;
-        Some(text[start..end].trim().to_string())
     }
 
     /// The function responses in the newest message (`(name, response)`).
@@ -306,119 +298,19 @@ impl Request {
     }
 }
 
-/// The running fake; stops accepting when dropped.
-pub(crate) struct FakeGemini {
-    fake: http::Fake<Reply, Request>,
-}
+type Shared = http::Scripted<Gemini>;
 
-impl std::ops::Deref for FakeGemini {
-    type Target = http::Fake<Reply, Request>;
-    fn deref(&self) -> &Self::Target {
-        &self.fake
-    }
-}
-
-impl http::Turn for Request {
-    fn is_turn(&self) -> bool {
-        Request::is_turn(self)
-    }
-}
-
-type Shared = http::Scripted<Reply, Request>;
-
-impl FakeGemini {
-    /// Starts on 127.0.0.1 (a free port) with `script`; logs requests to `log_file` too.
-    pub(crate) fn start(script: Vec<Reply>, log_file: Option<&Path>) -> Self {
-        let read = |i: http::Incoming| Request {
-            method: i.method,
-            path: i.path,
-            headers: i.headers,
-            body: i.body,
-        };
-        Self {
-            fake: http::Fake::start("the fake Gemini API", script, log_file, read, respond),
-        }
-    }
-
-    /// The value for `GOOGLE_GEMINI_BASE_URL`.
-    pub(crate) fn url(&self) -> String {
-        format!("http://{}", self.fake.addr())
-    }
-}
-
-/// A whole response with a body of known length.
-fn http(status: u16, content_type: &str, extra: &[(String, String)], body: &[u8]) -> Vec<u8> {
-    let headers = format!(
-        "content-type: {content_type}\r\nvary: Origin, X-Origin, Referer\r\nserver: scaffolding on HTTPServer2\r\n"
-    );
-    http::response(status, &headers, extra, body)
-}
+/// The headers of a JSON answer (an error's too).
+const JSON_HEADERS: &str = "content-type: application/json; charset=UTF-8\r\nvary: Origin, X-Origin, Referer\r\nserver: scaffolding on HTTPServer2\r\n";
 
 fn json_response(status: u16, body: &Value) -> Vec<u8> {
-    http(
-        status,
-        "application/json; charset=UTF-8",
-        &[],
-        body.to_string().as_bytes(),
-    )
-}
-
-fn respond(s: &Shared, req: &Request, out: &mut TcpStream) -> std::io::Result<()> {
-    let model = req.model().to_string();
-    let send = |out: &mut TcpStream, bytes: Vec<u8>| {
-        out.write_all(&bytes)?;
-        out.flush()
-    };
-    if req.method != "POST" || !req.path.starts_with("/v1beta/models/") {
-        let body = json!({"error": {"code": 404, "message": format!("Requested entity was not found: {}", req.path), "status": "NOT_FOUND"}});
-        return send(out, json_response(404, &body));
-    }
-    let id = s.next_id();
-    match req.rpc() {
-        "countTokens" => {
-            let n = req.text().len() / 4;
-            send(out, json_response(200, &json!({"totalTokens": n})))
-        }
-        "generateContent" => send(out, json_response(200, &side_answer(req, &model, id))),
-        "streamGenerateContent" => {
-            let reply = s.next_reply().unwrap_or_else(|| {
-                Reply::Text(status_text("IN_PROGRESS", false, "unscripted turn"))
-            });
-            match reply {
-                Reply::Error {
-                    status,
-                    body,
-                    headers,
-                } => send(
-                    out,
-                    http(
-                        status,
-                        "application/json; charset=UTF-8",
-                        &headers,
-                        body.to_string().as_bytes(),
-                    ),
-                ),
-                Reply::Hang(d) => {
-                    std::thread::sleep(d);
-                    stream(out, &model, id, Some("late"), None)
-                }
-                Reply::Text(text) => stream(out, &model, id, Some(&text), None),
-                Reply::Tool { text, name, args } => {
-                    stream(out, &model, id, text.as_deref(), Some((&name, &args)))
-                }
-            }
-        }
-        other => {
-            let body = json!({"error": {"code": 404, "message": format!("Method not found: {other}"), "status": "NOT_FOUND"}});
-            send(out, json_response(404, &body))
-        }
-    }
+    http::response(status, JSON_HEADERS, &[], body.to_string().as_bytes())
 }
 
 /// The answer to a non-streaming `generateContent`: gemini-cli's model router asks for a
 /// `{complexity_reasoning, complexity_score}` object, other JSON checks for the fields their
 /// schema requires; anything else gets a short text.
-fn side_answer(req: &Request, model: &str, id: u64) -> Value {
+fn side_answer(req: &http::Request<Gemini>, model: &str, id: u64) -> Value {
     let body = req.text();
     let text = if body.contains("complexity_score") {
         json!({"complexity_reasoning": "A routine, single-step change.", "complexity_score": 25})
@@ -492,12 +384,9 @@ fn stream(
             "modelVersion": model,
             "responseId": format!("fakeResp{id}")
         });
-        let data = format!("data: {event}\r\n\r\n");
-        out.write_all(format!("{:x}\r\n{data}\r\n", data.len()).as_bytes())?;
-        out.flush()?;
+        http::send_chunk(out, format!("data: {event}\r\n\r\n").as_bytes())?;
     }
-    out.write_all(b"0\r\n\r\n")?;
-    out.flush()
+    http::send(out, b"0\r\n\r\n")
 }
 
 /// Splits on char boundaries into up to three pieces (so the client must join them).
@@ -516,11 +405,4 @@ fn split_in_three(s: &str) -> Vec<String> {
         .map(|w| s[w[0]..w[1]].to_string())
         .filter(|p| !p.is_empty())
         .collect()
-}
-
-/// An answer ending with a HANK_STATUS block.
-pub(crate) fn status_text(status: &str, exit_signal: bool, recommendation: &str) -> String {
-    format!(
-        "Done with this step.\n\n---HANK_STATUS---\nSTATUS: {status}\nTASKS_COMPLETED_THIS_LOOP: 1\nFILES_MODIFIED: 1\nTESTS_STATUS: PASSING\nWORK_TYPE: IMPLEMENTATION\nEXIT_SIGNAL: {exit_signal}\nRECOMMENDATION: {recommendation}\n---END_HANK_STATUS---"
-    )
 }

@@ -20,46 +20,54 @@
 
 #![allow(dead_code)]
 
+use std::io;
 use std::io::Write;
 use std::net::TcpStream;
-use std::path::Path;
 use std::time::Duration;
 
 use crate::http;
 use serde_json::{Value, json};
 
-/// The usage every answer reports (`response.completed.response.usage`).
+/// The usage every answer reports (`response.completed.response.usage`; a chat completion's
+/// `usage`, where `prompt_tokens` counts the cached ones too, as the API does).
 pub(crate) const INPUT_TOKENS: u64 = 1200;
 pub(crate) const CACHED_TOKENS: u64 = 200;
 pub(crate) const OUTPUT_TOKENS: u64 = 40;
 
-/// One scripted answer to a streaming `POST /v1/responses`.
+/// One scripted answer to a conversation turn, of either API (this fake's Responses API or the
+/// Chat Completions API of `fake_openai_chat.rs`).
 #[derive(Debug, Clone)]
 pub(crate) enum Reply {
     /// An assistant message with this text.
     Text(String),
-    /// A `function_call` output item (`arguments` is sent as a JSON string).
+    /// A function call (`arguments` is sent as a JSON string); a `function_call` output item,
+    /// or a chat completion's `tool_calls`.
     Function { name: String, arguments: Value },
-    /// A `custom_tool_call` output item (a freeform tool such as `apply_patch` or `exec`).
+    /// A `custom_tool_call` output item (a freeform tool such as `apply_patch` or `exec`;
+    /// Responses API only).
     Custom { name: String, input: String },
     /// Creates or overwrites `path` (relative to the project, or absolute) with `content`,
-    /// through the edit tool the request offers.
+    /// through the edit tool the request offers (Responses API only).
     WriteFile { path: String, content: String },
-    /// Runs a shell command through the command tool the request offers.
+    /// Runs a shell command through the command tool the request offers (Responses API only).
     Shell(String),
     /// Sleeps this long, then answers a plain text (a hung API).
     Hang(Duration),
-    /// An HTTP error with this JSON body and extra response headers.
-    Error {
-        status: u16,
-        body: Value,
-        headers: Vec<(String, String)>,
-    },
+    /// An HTTP error.
+    Error(http::ApiError),
 }
 
 impl Reply {
     pub(crate) fn text(t: &str) -> Self {
         Self::Text(t.to_string())
+    }
+
+    /// A function call with `input` as its arguments.
+    pub(crate) fn tool(name: &str, input: Value) -> Self {
+        Self::Function {
+            name: name.to_string(),
+            arguments: input,
+        }
     }
 
     pub(crate) fn write_file(path: &str, content: &str) -> Self {
@@ -75,14 +83,12 @@ impl Reply {
 
     /// An API error body as OpenAI sends it: `{"error":{message,type,param,code}}`.
     pub(crate) fn error(status: u16, kind: &str, code: Option<&str>, message: &str) -> Self {
-        Self::Error {
-            status,
-            body: json!({"error": {"message": message, "type": kind, "param": null, "code": code}}),
-            headers: Vec::new(),
-        }
+        let body =
+            json!({"error": {"message": message, "type": kind, "param": null, "code": code}});
+        Self::Error(http::ApiError::new(status, body))
     }
 
-    /// 429 `insufficient_quota`: the API key's account is out of credits.
+    /// 429 `insufficient_quota`: the account's credits or monthly budget are used up.
     pub(crate) fn quota() -> Self {
         Self::error(
             429,
@@ -92,24 +98,22 @@ impl Reply {
         )
     }
 
-    /// 429 `rate_limit_exceeded`: a per-minute token limit, with `retry-after`.
-    pub(crate) fn rate_limit(retry_after_secs: u32) -> Self {
-        let mut r = Self::error(
+    /// 429 `rate_limit_exceeded` (tokens per minute), with the API's rate-limit headers and
+    /// `retry-after`.
+    pub(crate) fn rate_limit(retry_after_secs: u64) -> Self {
+        let secs = retry_after_secs.to_string();
+        Self::error(
             429,
             "tokens",
             Some("rate_limit_exceeded"),
             &format!(
-                "Rate limit reached for gpt-fake in organization org-fake on tokens per min (TPM): Limit 30000, Used 30000, Requested 1200. Please try again in {retry_after_secs}s. Visit https://platform.openai.com/account/rate-limits to learn more."
+                "Rate limit reached for fake-model in organization org-fake on tokens per min (TPM): Limit 30000, Used 29800, Requested 1200. Please try again in {secs}s. Visit https://platform.openai.com/account/rate-limits to learn more."
             ),
-        );
-        if let Self::Error { headers, .. } = &mut r {
-            headers.push(("retry-after".into(), retry_after_secs.to_string()));
-            headers.push((
-                "x-ratelimit-reset-tokens".into(),
-                format!("{retry_after_secs}s"),
-            ));
-        }
-        r
+        )
+        .with_header("retry-after", &secs)
+        .with_header("x-ratelimit-limit-tokens", "30000")
+        .with_header("x-ratelimit-remaining-tokens", "200")
+        .with_header("x-ratelimit-reset-tokens", &format!("{secs}s"))
     }
 
     /// 429 `usage_limit_reached`: a ChatGPT plan's usage window, ending at `resets_at`.
@@ -118,52 +122,100 @@ impl Reply {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| i64::try_from(d.as_secs()).unwrap_or(0))
             .unwrap_or(0);
-        Self::Error {
-            status: 429,
-            body: json!({"error": {
-                "type": "usage_limit_reached",
-                "message": "The usage limit has been reached",
-                "plan_type": "plus",
-                "resets_at": resets_at,
-                "resets_in_seconds": (resets_at - now).max(0),
-            }}),
-            headers: Vec::new(),
+        let body = json!({"error": {
+            "type": "usage_limit_reached",
+            "message": "The usage limit has been reached",
+            "plan_type": "plus",
+            "resets_at": resets_at,
+            "resets_in_seconds": (resets_at - now).max(0),
+        }});
+        Self::Error(http::ApiError::new(429, body))
+    }
+
+    /// Adds a response header to an [`Reply::Error`] (e.g. `retry-after-ms`, which opencode
+    /// waits for between its retries).
+    pub(crate) fn with_header(self, name: &str, value: &str) -> Self {
+        match self {
+            Self::Error(e) => Self::Error(e.with_header(name, value)),
+            other => other,
         }
     }
 }
 
-/// A request as the fake received it.
-#[derive(Debug, Clone)]
-pub(crate) struct Request {
-    pub method: String,
-    pub path: String,
-    /// Lower-case names; secret values are redacted.
-    pub headers: Vec<(String, String)>,
-    /// The JSON body (`Value::Null` when absent or not JSON).
-    pub body: Value,
-}
+/// The headers of a JSON answer (an error's too).
+pub(crate) const JSON_HEADERS: &str =
+    "content-type: application/json\r\nx-request-id: req_fake\r\n";
 
-impl Request {
-    pub(crate) fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
+/// The OpenAI Responses API ([`http::Provider`]); `http::Fake<OpenAi>` is the running fake,
+/// its `url()` the provider's `base_url` (with `/v1`, as codex expects).
+pub(crate) enum OpenAi {}
+
+impl http::Provider for OpenAi {
+    type Reply = Reply;
+    const BASE_PATH: &'static str = "/v1";
 
     /// A streaming `POST …/responses` (one model call of a turn).
-    pub(crate) fn is_turn(&self) -> bool {
-        self.method == "POST" && self.path.ends_with("/responses") && self.body["stream"] == true
+    fn is_turn(req: &http::Request<OpenAi>) -> bool {
+        req.method == "POST" && req.path.ends_with("/responses") && req.body["stream"] == true
     }
 
+    /// The text the newest input item adds when it is a user message (the prompt of a
+    /// turn); empty when the newest item is a tool output.
+    fn last_user_text(req: &http::Request<OpenAi>) -> String {
+        match req.input().last() {
+            Some(i) if i["type"] == "message" && i["role"] == "user" => {
+                http::parts_text(&i["content"])
+            }
+            _ => String::new(),
+        }
+    }
+
+    fn unscripted() -> Reply {
+        Reply::Text(http::status_text("IN_PROGRESS", false, "unscripted turn"))
+    }
+
+    fn respond(s: &Shared, req: &http::Request<Self>, out: &mut TcpStream) -> io::Result<()> {
+        if !req.is_turn() {
+            let body = json!({"error": {"message": format!("no route {} {}", req.method, req.path), "type": "invalid_request_error", "param": null, "code": null}});
+            return http::send(out, &http::ApiError::new(404, body).response(JSON_HEADERS));
+        }
+        let id = s.next_id();
+        let item = match s.next_reply() {
+            Reply::Error(e) => return http::send(out, &e.response(JSON_HEADERS)),
+            Reply::Hang(d) => {
+                std::thread::sleep(d);
+                Item::Message("late".into())
+            }
+            Reply::Text(t) => Item::Message(t),
+            Reply::Function { name, arguments } => {
+                Item::call(CallKind::Function, &name, arguments.to_string())
+            }
+            Reply::Custom { name, input } => Item::call(CallKind::Custom, &name, input),
+            Reply::WriteFile { path, content } => {
+                let patch = add_file_patch(&path, &content);
+                if req.code_mode() {
+                    Item::code_mode("apply_patch", &Value::String(patch).to_string())
+                } else {
+                    Item::call(CallKind::Custom, "apply_patch", patch)
+                }
+            }
+            Reply::Shell(cmd) => {
+                let args = json!({"cmd": cmd}).to_string();
+                if req.code_mode() {
+                    Item::code_mode("exec_command", &args)
+                } else {
+                    Item::call(CallKind::Function, "exec_command", args)
+                }
+            }
+        };
+        stream(out, id, &req.body["model"], &item)
+    }
+}
+
+impl http::Request<OpenAi> {
     /// The input items (the whole conversation codex sends).
     pub(crate) fn input(&self) -> Vec<Value> {
         self.body["input"].as_array().cloned().unwrap_or_default()
-    }
-
-    /// The whole body as text (for `contains` checks).
-    pub(crate) fn text(&self) -> String {
-        self.body.to_string()
     }
 
     /// Does the request offer code mode's freeform `exec` tool (codex 0.169's default model)?
@@ -198,17 +250,8 @@ impl Request {
         self.input()
             .iter()
             .filter(|i| i["type"] == "message" && i["role"] == role)
-            .map(content_text)
+            .map(|i| http::parts_text(&i["content"]))
             .collect()
-    }
-
-    /// The text the newest input item adds when it is a user message (the prompt of a turn);
-    /// empty when the newest item is a tool output.
-    pub(crate) fn last_user_text(&self) -> String {
-        match self.input().last() {
-            Some(i) if i["type"] == "message" && i["role"] == "user" => content_text(i),
-            _ => String::new(),
-        }
     }
 
     /// The outputs of the tool calls codex sent back, in order.
@@ -219,148 +262,14 @@ impl Request {
                 i["type"] == "function_call_output" || i["type"] == "custom_tool_call_output"
             })
             .map(|i| match &i["output"] {
-                Value::String(s) => s.clone(),
-                Value::Array(parts) => parts
-                    .iter()
-                    .filter_map(|p| p["text"].as_str())
-                    .collect::<Vec<_>>()
-                    .join("\n"),
+                out @ (Value::String(_) | Value::Array(_)) => http::parts_text(out),
                 other => other.to_string(),
             })
             .collect()
     }
-
-    /// The `<hank-loop-context>` block the newest user message starts with, if any.
-    pub(crate) fn loop_context(&self) -> Option<String> {
-        let text = self.last_user_text();
-        let start = text.find("<hank-loop-context>")? + "<hank-loop-context>".len();
-        let end = text[start..].find("</hank-loop-context>")? + start;
-        Some(text[start..end].trim().to_string())
-    }
 }
 
-fn content_text(item: &Value) -> String {
-    match &item["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
-}
-
-/// The running fake; stops accepting when dropped.
-pub(crate) struct FakeOpenAi {
-    fake: http::Fake<Reply, Request>,
-}
-
-impl std::ops::Deref for FakeOpenAi {
-    type Target = http::Fake<Reply, Request>;
-    fn deref(&self) -> &Self::Target {
-        &self.fake
-    }
-}
-
-impl http::Turn for Request {
-    fn is_turn(&self) -> bool {
-        Request::is_turn(self)
-    }
-}
-
-type Shared = http::Scripted<Reply, Request>;
-
-impl FakeOpenAi {
-    /// Starts on 127.0.0.1 (a free port) with `script`; logs requests to `log_file` too.
-    pub(crate) fn start(script: Vec<Reply>, log_file: Option<&Path>) -> Self {
-        let read = |i: http::Incoming| Request {
-            method: i.method,
-            path: i.path,
-            headers: i.headers,
-            body: i.body,
-        };
-        Self {
-            fake: http::Fake::start("the fake OpenAI API", script, log_file, read, respond),
-        }
-    }
-
-    /// The provider's `base_url` (with `/v1`, as codex expects).
-    pub(crate) fn url(&self) -> String {
-        format!("http://{}/v1", self.fake.addr())
-    }
-}
-
-fn http_json(status: u16, extra: &[(String, String)], body: &Value) -> Vec<u8> {
-    let headers = "content-type: application/json\r\nx-request-id: req_fake\r\n";
-    http::response(status, headers, extra, body.to_string().as_bytes())
-}
-
-fn respond(s: &Shared, req: &Request, out: &mut TcpStream) -> std::io::Result<()> {
-    if !req.is_turn() {
-        let body = json!({"error": {"message": format!("no route {} {}", req.method, req.path), "type": "invalid_request_error", "param": null, "code": null}});
-        out.write_all(&http_json(404, &[], &body))?;
-        return out.flush();
-    }
-    let id = s.next_id();
-    let reply = s
-        .next_reply()
-        .unwrap_or_else(|| Reply::Text(status_text("IN_PROGRESS", false, "unscripted turn")));
-    let item = match reply {
-        Reply::Error {
-            status,
-            body,
-            headers,
-        } => {
-            out.write_all(&http_json(status, &headers, &body))?;
-            return out.flush();
-        }
-        Reply::Hang(d) => {
-            std::thread::sleep(d);
-            Item::Message("late".into())
-        }
-        Reply::Text(t) => Item::Message(t),
-        Reply::Function { name, arguments } => Item::Function {
-            name,
-            arguments: arguments.to_string(),
-        },
-        Reply::Custom { name, input } => Item::Custom { name, input },
-        Reply::WriteFile { path, content } => {
-            let patch = add_file_patch(&path, &content);
-            if req.code_mode() {
-                Item::Custom {
-                    name: "exec".into(),
-                    input: format!(
-                        "const r = await tools.apply_patch({});\ntext(JSON.stringify(r));\n",
-                        Value::String(patch)
-                    ),
-                }
-            } else {
-                Item::Custom {
-                    name: "apply_patch".into(),
-                    input: patch,
-                }
-            }
-        }
-        Reply::Shell(cmd) => {
-            if req.code_mode() {
-                Item::Custom {
-                    name: "exec".into(),
-                    input: format!(
-                        "const r = await tools.exec_command({});\ntext(JSON.stringify(r));\n",
-                        json!({"cmd": cmd})
-                    ),
-                }
-            } else {
-                Item::Function {
-                    name: "exec_command".into(),
-                    arguments: json!({"cmd": cmd}).to_string(),
-                }
-            }
-        }
-    };
-    stream(out, id, &req.body["model"], &item)
-}
+type Shared = http::Scripted<OpenAi>;
 
 /// A patch that adds `path` with `content` (every line prefixed with `+`).
 fn add_file_patch(path: &str, content: &str) -> String {
@@ -377,17 +286,62 @@ fn add_file_patch(path: &str, content: &str) -> String {
 /// The output item of a streamed answer.
 enum Item {
     Message(String),
-    Function { name: String, arguments: String },
-    Custom { name: String, input: String },
+    /// A tool call; `payload` is a function's arguments (a JSON string) or a freeform tool's
+    /// input.
+    Call {
+        kind: CallKind,
+        name: String,
+        payload: String,
+    },
 }
 
-/// Splits on a char boundary near the middle (so the client must join deltas).
-fn split_in_two(s: &str) -> Vec<String> {
-    let mut mid = s.len() / 2;
-    while !s.is_char_boundary(mid) {
-        mid -= 1;
+/// The two kinds of tool call output items.
+#[derive(Clone, Copy)]
+enum CallKind {
+    /// `function_call` (`arguments`).
+    Function,
+    /// `custom_tool_call` (`input`), a freeform tool such as `apply_patch` or `exec`.
+    Custom,
+}
+
+impl CallKind {
+    /// The item id's prefix, the item type, the payload's field and the prefix of its delta
+    /// and done events.
+    fn shape(self) -> (&'static str, &'static str, &'static str, &'static str) {
+        match self {
+            Self::Function => (
+                "fc",
+                "function_call",
+                "arguments",
+                "response.function_call_arguments",
+            ),
+            Self::Custom => (
+                "ctc",
+                "custom_tool_call",
+                "input",
+                "response.custom_tool_call_input",
+            ),
+        }
     }
-    vec![s[..mid].to_string(), s[mid..].to_string()]
+}
+
+impl Item {
+    fn call(kind: CallKind, name: &str, payload: String) -> Self {
+        Self::Call {
+            kind,
+            name: name.to_string(),
+            payload,
+        }
+    }
+
+    /// Code mode's freeform `exec` tool running `tools.<tool>(<arg>)` and printing its result.
+    fn code_mode(tool: &str, arg: &str) -> Self {
+        Self::call(
+            CallKind::Custom,
+            "exec",
+            format!("const r = await tools.{tool}({arg});\ntext(JSON.stringify(r));\n"),
+        )
+    }
 }
 
 /// Writes one SSE event as one chunk of the chunked body.
@@ -396,8 +350,7 @@ fn event(out: &mut TcpStream, seq: &mut u64, mut data: Value) -> std::io::Result
     *seq += 1;
     let kind = data["type"].as_str().unwrap_or("message").to_string();
     let payload = format!("event: {kind}\ndata: {data}\n\n");
-    write!(out, "{:x}\r\n{payload}\r\n", payload.len())?;
-    out.flush()
+    http::send_chunk(out, payload.as_bytes())
 }
 
 fn stream(out: &mut TcpStream, id: u64, model: &Value, item: &Item) -> std::io::Result<()> {
@@ -443,7 +396,7 @@ fn stream(out: &mut TcpStream, id: u64, model: &Value, item: &Item) -> std::io::
                 json!({"type": "response.content_part.added", "item_id": item_id, "output_index": 0, "content_index": 0,
                        "part": {"type": "output_text", "text": "", "annotations": []}}),
             )?;
-            for d in split_in_two(text) {
+            for d in http::split_in_two(text) {
                 event(
                     out,
                     &mut seq,
@@ -463,51 +416,33 @@ fn stream(out: &mut TcpStream, id: u64, model: &Value, item: &Item) -> std::io::
             )?;
             json!({"id": item_id, "type": "message", "status": "completed", "role": "assistant", "content": [part]})
         }
-        Item::Function { name, arguments } => {
-            let item_id = format!("fc_fake{id}");
+        Item::Call {
+            kind,
+            name,
+            payload,
+        } => {
+            let (prefix, item_type, field, events) = kind.shape();
+            let item_id = format!("{prefix}_fake{id}");
             let call_id = format!("call_fake{id}");
             event(
                 out,
                 &mut seq,
                 json!({"type": "response.output_item.added", "output_index": 0,
-                       "item": {"id": item_id, "type": "function_call", "status": "in_progress", "call_id": call_id, "name": name, "arguments": ""}}),
+                       "item": {"id": item_id, "type": item_type, "status": "in_progress", "call_id": call_id, "name": name, field: ""}}),
             )?;
-            for d in split_in_two(arguments) {
+            for d in http::split_in_two(payload) {
                 event(
                     out,
                     &mut seq,
-                    json!({"type": "response.function_call_arguments.delta", "item_id": item_id, "output_index": 0, "delta": d}),
+                    json!({"type": format!("{events}.delta"), "item_id": item_id, "output_index": 0, "delta": d}),
                 )?;
             }
             event(
                 out,
                 &mut seq,
-                json!({"type": "response.function_call_arguments.done", "item_id": item_id, "output_index": 0, "arguments": arguments}),
+                json!({"type": format!("{events}.done"), "item_id": item_id, "output_index": 0, field: payload}),
             )?;
-            json!({"id": item_id, "type": "function_call", "status": "completed", "call_id": call_id, "name": name, "arguments": arguments})
-        }
-        Item::Custom { name, input } => {
-            let item_id = format!("ctc_fake{id}");
-            let call_id = format!("call_fake{id}");
-            event(
-                out,
-                &mut seq,
-                json!({"type": "response.output_item.added", "output_index": 0,
-                       "item": {"id": item_id, "type": "custom_tool_call", "status": "in_progress", "call_id": call_id, "name": name, "input": ""}}),
-            )?;
-            for d in split_in_two(input) {
-                event(
-                    out,
-                    &mut seq,
-                    json!({"type": "response.custom_tool_call_input.delta", "item_id": item_id, "output_index": 0, "delta": d}),
-                )?;
-            }
-            event(
-                out,
-                &mut seq,
-                json!({"type": "response.custom_tool_call_input.done", "item_id": item_id, "output_index": 0, "input": input}),
-            )?;
-            json!({"id": item_id, "type": "custom_tool_call", "status": "completed", "call_id": call_id, "name": name, "input": input})
+            json!({"id": item_id, "type": item_type, "status": "completed", "call_id": call_id, "name": name, field: payload})
         }
     };
     event(
@@ -527,13 +462,5 @@ fn stream(out: &mut TcpStream, id: u64, model: &Value, item: &Item) -> std::io::
         &mut seq,
         json!({"type": "response.completed", "response": response("completed", json!([done]), usage)}),
     )?;
-    out.write_all(b"0\r\n\r\n")?;
-    out.flush()
-}
-
-/// An answer ending with a HANK_STATUS block.
-pub(crate) fn status_text(status: &str, exit_signal: bool, recommendation: &str) -> String {
-    format!(
-        "Done with this step.\n\n---HANK_STATUS---\nSTATUS: {status}\nTASKS_COMPLETED_THIS_LOOP: 1\nFILES_MODIFIED: 1\nTESTS_STATUS: PASSING\nWORK_TYPE: IMPLEMENTATION\nEXIT_SIGNAL: {exit_signal}\nRECOMMENDATION: {recommendation}\n---END_HANK_STATUS---"
-    )
+    http::send(out, b"0\r\n\r\n")
 }

@@ -5,6 +5,7 @@
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
+use std::marker::PhantomData;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -237,25 +238,221 @@ pub(crate) fn response(
     out
 }
 
-/// A request type a fake can tell model turns by.
-pub(crate) trait Turn {
+/// One provider's API, as a fake plays it: how its requests are told apart, read and
+/// answered. Each `fake_*.rs` implements it on a marker type.
+pub(crate) trait Provider: Sized + Send + Sync + 'static {
+    /// A scripted answer to a conversation turn.
+    type Reply: Send + 'static;
+    /// What the base URL clients are given ends with (`/v1`, or nothing).
+    const BASE_PATH: &'static str;
     /// A model call (what a scripted reply answers).
-    fn is_turn(&self) -> bool;
+    fn is_turn(req: &Request<Self>) -> bool;
+    /// The text the newest message adds when it is the user's (what this turn added to the
+    /// conversation); empty when it holds only tool results.
+    fn last_user_text(req: &Request<Self>) -> String;
+    /// What a turn is answered when the script is used up.
+    fn unscripted() -> Self::Reply;
+    /// Answers `req` on the connection it came on.
+    fn respond(
+        fake: &Scripted<Self>,
+        req: &Request<Self>,
+        out: &mut TcpStream,
+    ) -> std::io::Result<()>;
+}
+
+/// A request as a fake of provider `P` received it.
+pub(crate) struct Request<P> {
+    pub method: String,
+    /// Path and query.
+    pub path: String,
+    /// Lower-case names; secret values redacted ([`redact`]).
+    pub headers: Vec<(String, String)>,
+    /// The JSON body (`Value::Null` when absent or not JSON).
+    pub body: Value,
+    provider: PhantomData<fn() -> P>,
+}
+
+impl<P> Clone for Request<P> {
+    fn clone(&self) -> Self {
+        Self {
+            method: self.method.clone(),
+            path: self.path.clone(),
+            headers: self.headers.clone(),
+            body: self.body.clone(),
+            provider: PhantomData,
+        }
+    }
+}
+
+impl<P> std::fmt::Debug for Request<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} {}", self.method, self.path, self.body)
+    }
+}
+
+impl<P: Provider> Request<P> {
+    fn from_wire(i: Incoming) -> Self {
+        Self {
+            method: i.method,
+            path: i.path,
+            headers: i.headers,
+            body: i.body,
+            provider: PhantomData,
+        }
+    }
+
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The model the body names, else `default`.
+    pub(crate) fn body_model(&self, default: &str) -> String {
+        self.body["model"].as_str().unwrap_or(default).to_string()
+    }
+
+    /// The whole body as text (for `contains` checks).
+    pub(crate) fn text(&self) -> String {
+        self.body.to_string()
+    }
+
+    /// A model call (what a scripted reply answers).
+    pub(crate) fn is_turn(&self) -> bool {
+        P::is_turn(self)
+    }
+
+    /// See [`Provider::last_user_text`].
+    pub(crate) fn last_user_text(&self) -> String {
+        P::last_user_text(self)
+    }
+
+    /// The `<hank-loop-context>` block this turn's newest user message starts a loop with,
+    /// if it does (the first request of each hank loop).
+    pub(crate) fn loop_context(&self) -> Option<String> {
+        let text = self.last_user_text();
+        let start = text.find("<hank-loop-context>")? + "<hank-loop-context>".len();
+        let end = text[start..].find("</hank-loop-context>")? + start;
+        Some(text[start..end].trim().to_string())
+    }
+}
+
+/// The text of a message's content: a string as it is, or the `text` of every part joined
+/// with newlines.
+pub(crate) fn parts_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// Splits on a char boundary near the middle (so the client must join deltas).
+pub(crate) fn split_in_two(s: &str) -> Vec<String> {
+    let mut mid = s.len() / 2;
+    while !s.is_char_boundary(mid) {
+        mid -= 1;
+    }
+    vec![s[..mid].to_string(), s[mid..].to_string()]
+}
+
+/// An answer ending with a HANK_STATUS block: `opening`, then the block with `tests` as its
+/// TESTS_STATUS.
+pub(crate) fn status_block(
+    opening: &str,
+    tests: &str,
+    status: &str,
+    exit_signal: bool,
+    recommendation: &str,
+) -> String {
+    format!(
+        "{opening}\n\n---HANK_STATUS---\nSTATUS: {status}\nTASKS_COMPLETED_THIS_LOOP: 1\nFILES_MODIFIED: 1\nTESTS_STATUS: {tests}\nWORK_TYPE: IMPLEMENTATION\nEXIT_SIGNAL: {exit_signal}\nRECOMMENDATION: {recommendation}\n---END_HANK_STATUS---"
+    )
+}
+
+/// A scripted HTTP error: the status, the JSON body and extra response headers.
+#[derive(Debug, Clone)]
+pub(crate) struct ApiError {
+    pub status: u16,
+    pub body: Value,
+    pub headers: Vec<(String, String)>,
+}
+
+impl ApiError {
+    pub(crate) fn new(status: u16, body: Value) -> Self {
+        Self {
+            status,
+            body,
+            headers: Vec::new(),
+        }
+    }
+
+    /// The response header `name: value` (replacing one of that name).
+    pub(crate) fn with_header(mut self, name: &str, value: &str) -> Self {
+        self.headers.retain(|(k, _)| !k.eq_ignore_ascii_case(name));
+        self.headers.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    /// The whole response: `headers` are the provider's own lines (see [`response`]).
+    pub(crate) fn response(&self, headers: &str) -> Vec<u8> {
+        response(
+            self.status,
+            headers,
+            &self.headers,
+            self.body.to_string().as_bytes(),
+        )
+    }
+}
+
+/// An answer ending with a HANK_STATUS block, tests passing (what the fakes of the other
+/// agents' providers answer).
+pub(crate) fn status_text(status: &str, exit_signal: bool, recommendation: &str) -> String {
+    status_block(
+        "Done with this step.",
+        "PASSING",
+        status,
+        exit_signal,
+        recommendation,
+    )
+}
+
+/// Writes `bytes` and flushes.
+pub(crate) fn send(out: &mut impl Write, bytes: &[u8]) -> std::io::Result<()> {
+    out.write_all(bytes)?;
+    out.flush()
+}
+
+/// Writes one chunk of a chunked body.
+pub(crate) fn send_chunk(out: &mut impl Write, data: &[u8]) -> std::io::Result<()> {
+    let mut bytes = format!("{:x}\r\n", data.len()).into_bytes();
+    bytes.extend_from_slice(data);
+    bytes.extend_from_slice(b"\r\n");
+    send(out, &bytes)
 }
 
 /// What every scripted fake keeps: the replies not used yet, every request in order (also
 /// appended to the log file), and the ids its answers are numbered with.
-pub(crate) struct Scripted<R, Q> {
-    script: Mutex<VecDeque<R>>,
-    log: Mutex<Vec<Q>>,
+pub(crate) struct Scripted<P: Provider> {
+    script: Mutex<VecDeque<P::Reply>>,
+    log: Mutex<Vec<Request<P>>>,
     log_file: Option<PathBuf>,
     ids: AtomicU64,
 }
 
-impl<R, Q: Clone> Scripted<R, Q> {
-    /// The next scripted reply, if any is left.
-    pub(crate) fn next_reply(&self) -> Option<R> {
-        self.script.lock().ok().and_then(|mut q| q.pop_front())
+impl<P: Provider> Scripted<P> {
+    /// The next scripted reply; [`Provider::unscripted`] once the script is used up.
+    pub(crate) fn next_reply(&self) -> P::Reply {
+        self.script
+            .lock()
+            .ok()
+            .and_then(|mut q| q.pop_front())
+            .unwrap_or_else(P::unscripted)
     }
 
     /// A new id for an answer (1, 2, …).
@@ -264,27 +461,16 @@ impl<R, Q: Clone> Scripted<R, Q> {
     }
 }
 
-/// A scripted fake provider on 127.0.0.1: the server and what it keeps. The provider's fake
-/// wraps it and says how to read a request and how to answer it.
-pub(crate) struct Fake<R, Q> {
+/// A scripted fake of provider `P` on 127.0.0.1: the server and what it keeps.
+pub(crate) struct Fake<P: Provider> {
     server: Server,
-    shared: Arc<Scripted<R, Q>>,
+    shared: Arc<Scripted<P>>,
 }
 
-impl<R: Send + 'static, Q: Clone + Send + 'static> Fake<R, Q> {
-    /// Starts on a free port with `script`; every request is logged (to `log_file` too), read
-    /// into a `Q` by `read`, and answered by `respond`. `what` names the fake in errors.
-    pub(crate) fn start<F, A>(
-        what: &str,
-        script: Vec<R>,
-        log_file: Option<&Path>,
-        read: F,
-        respond: A,
-    ) -> Self
-    where
-        F: Fn(Incoming) -> Q + Send + Sync + 'static,
-        A: Fn(&Scripted<R, Q>, &Q, &mut TcpStream) -> std::io::Result<()> + Send + Sync + 'static,
-    {
+impl<P: Provider> Fake<P> {
+    /// Starts on a free port with `script`; every request is logged (to `log_file` too) and
+    /// answered by [`Provider::respond`].
+    pub(crate) fn start(script: Vec<P::Reply>, log_file: Option<&Path>) -> Self {
         let shared = Arc::new(Scripted {
             script: Mutex::new(script.into()),
             log: Mutex::new(Vec::new()),
@@ -292,13 +478,13 @@ impl<R: Send + 'static, Q: Clone + Send + 'static> Fake<R, Q> {
             ids: AtomicU64::new(1),
         });
         let s = Arc::clone(&shared);
-        let server = Server::start(what, move |inc, out| {
+        let server = Server::start(std::any::type_name::<P>(), move |inc, out| {
             append_log(s.log_file.as_deref(), &inc);
-            let req = read(inc);
+            let req = Request::from_wire(inc);
             if let Ok(mut l) = s.log.lock() {
                 l.push(req.clone());
             }
-            respond(&s, &req, out)
+            P::respond(&s, &req, out)
         });
         Self { server, shared }
     }
@@ -308,19 +494,22 @@ impl<R: Send + 'static, Q: Clone + Send + 'static> Fake<R, Q> {
         self.server.addr()
     }
 
+    /// The base URL clients are given (`http://127.0.0.1:PORT`, then [`Provider::BASE_PATH`]).
+    pub(crate) fn url(&self) -> String {
+        format!("http://{}{}", self.addr(), P::BASE_PATH)
+    }
+
     /// Every request so far.
-    pub(crate) fn requests(&self) -> Vec<Q> {
+    pub(crate) fn requests(&self) -> Vec<Request<P>> {
         self.shared
             .log
             .lock()
             .map(|l| l.clone())
             .unwrap_or_default()
     }
-}
 
-impl<R: Send + 'static, Q: Turn + Clone + Send + 'static> Fake<R, Q> {
     /// The model calls so far.
-    pub(crate) fn turns(&self) -> Vec<Q> {
-        self.requests().into_iter().filter(Q::is_turn).collect()
+    pub(crate) fn turns(&self) -> Vec<Request<P>> {
+        self.requests().into_iter().filter(P::is_turn).collect()
     }
 }

@@ -12,6 +12,17 @@
 // Test helpers outside the trials may panic on setup failures: that is a test failure.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+/// A table of cases by name: `cases![a, m::b]` is `&[("a", a), ("b", m::b)]`, each name
+/// the function's own (the trial names).
+macro_rules! cases {
+    ($($module:ident :: $case:ident),* $(,)?) => {
+        &[$((stringify!($case), $module::$case as fn())),*]
+    };
+    ($($case:ident),* $(,)?) => {
+        &[$((stringify!($case), $case as fn())),*]
+    };
+}
+
 mod agent_codex;
 mod agent_gemini;
 mod agent_opencode;
@@ -22,6 +33,7 @@ mod fake_api;
 mod fake_gemini;
 mod fake_openai;
 mod fake_openai_chat;
+mod harness;
 mod http;
 #[path = "../integration/support.rs"]
 mod support;
@@ -54,68 +66,23 @@ pub fn client() -> Client {
 type Case = fn();
 
 /// Every contract case, by name.
-const CASES: &[(&str, Case)] = &[
-    (
-        "every_resumed_loop_receives_its_own_context",
-        cases::every_resumed_loop_receives_its_own_context,
-    ),
-    (
-        "real_client_writes_files_resumes_and_completes_the_plan",
-        cases::real_client_writes_files_resumes_and_completes_the_plan,
-    ),
-    (
-        "denied_bash_is_relayed_then_stops_with_permission_denied",
-        cases::denied_bash_is_relayed_then_stops_with_permission_denied,
-    ),
-    (
-        "auth_and_billing_errors_are_agent_fatal",
-        cases::auth_and_billing_errors_are_agent_fatal,
-    ),
-    (
-        "transient_errors_back_off_then_recover",
-        cases::transient_errors_back_off_then_recover,
-    ),
-    (
-        "usage_limit_waits_for_the_reported_reset",
-        cases::usage_limit_waits_for_the_reported_reset,
-    ),
-    ("max_turns_is_classified", cases::max_turns_is_classified),
-    (
-        "unknown_session_is_dropped_and_the_client_starts_fresh",
-        cases::unknown_session_is_dropped_and_the_client_starts_fresh,
-    ),
-    (
-        "allowed_git_commands_run_and_committed_work_is_progress",
-        cases::allowed_git_commands_run_and_committed_work_is_progress,
-    ),
-    (
-        "hung_request_timeout_and_signals_leave_no_client_process",
-        cases::hung_request_timeout_and_signals_leave_no_client_process,
-    ),
-    (
-        "unreachable_api_is_a_network_error_with_backoff",
-        cases::unreachable_api_is_a_network_error_with_backoff,
-    ),
-    (
-        "live_mode_with_the_real_client",
-        cases::live_mode_with_the_real_client,
-    ),
-    (
-        "usage_windows_are_read_into_status",
-        cases::usage_windows_are_read_into_status,
-    ),
-    (
-        "client_settings_project_skips_the_users_stop_hook",
-        cases::client_settings_project_skips_the_users_stop_hook,
-    ),
-    (
-        "json_answers_stream_and_read_strictly_without_live",
-        cases::json_answers_stream_and_read_strictly_without_live,
-    ),
-    (
-        "bash_rules_agree_with_the_real_client",
-        bash_rules::bash_rules_agree_with_the_real_client,
-    ),
+const CASES: &[(&str, Case)] = cases![
+    cases::every_resumed_loop_receives_its_own_context,
+    cases::real_client_writes_files_resumes_and_completes_the_plan,
+    cases::denied_bash_is_relayed_then_stops_with_permission_denied,
+    cases::auth_and_billing_errors_are_agent_fatal,
+    cases::transient_errors_back_off_then_recover,
+    cases::usage_limit_waits_for_the_reported_reset,
+    cases::max_turns_is_classified,
+    cases::unknown_session_is_dropped_and_the_client_starts_fresh,
+    cases::allowed_git_commands_run_and_committed_work_is_progress,
+    cases::hung_request_timeout_and_signals_leave_no_client_process,
+    cases::unreachable_api_is_a_network_error_with_backoff,
+    cases::live_mode_with_the_real_client,
+    cases::usage_windows_are_read_into_status,
+    cases::client_settings_project_skips_the_users_stop_hook,
+    cases::json_answers_stream_and_read_strictly_without_live,
+    bash_rules::bash_rules_agree_with_the_real_client,
 ];
 
 /// Runs a case; its panic (a failed assertion) is the trial's failure, with its message.

@@ -3,53 +3,14 @@
 //! Completions API), and hank driving the fake opencode CLI (`fixtures/bin/opencode`) through
 //! the profile.
 
-use std::path::{Path, PathBuf};
-
-use hank::agent::profile::{self, CallInput, Origin, Parser, Profile};
-use hank::analysis::{Analysis, Clock, ErrorKind, Outcome, RunFacts, analyze_mapped};
+use hank::agent::profile::{self, CallInput};
+use hank::analysis::{ErrorKind, Outcome};
 use hank::settings::OutputFormat;
 
-use crate::support::{Project, TICK_ONE, fixtures, stderr};
-
-const PROFILE: &str = include_str!("../../templates/agents/opencode.toml");
-
-fn opencode_profile() -> Profile {
-    profile::parse(
-        PROFILE,
-        "templates/agents/opencode.toml",
-        "opencode",
-        Origin::Builtin,
-    )
-    .unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// What hank reads from the captured call `name` (stdout, stderr, exit code).
-fn captured(p: &Profile, name: &str) -> Analysis {
-    let dir = fixtures().join("agents/opencode");
-    let read = |ext: &str| {
-        std::fs::read(dir.join(format!("{name}.{ext}")))
-            .unwrap_or_else(|e| panic!("{name}.{ext}: {e}"))
-    };
-    let code: i32 = String::from_utf8_lossy(&read("exit"))
-        .trim()
-        .parse()
-        .unwrap_or_else(|_| panic!("{name}.exit"));
-    let Parser::Mapped(m) = &p.parser else {
-        panic!("the opencode profile reads JSONPath fields")
-    };
-    let facts = RunFacts {
-        exit_code: Some(code),
-        ..RunFacts::default()
-    };
-    let clock = Clock::utc("2026-11-24T02:00:00Z".parse().unwrap());
-    analyze_mapped(
-        read("stdout").as_slice(),
-        &read("stderr"),
-        &facts,
-        &clock,
-        m,
-    )
-}
+use crate::support::{
+    Project, TICK_ONE, analyze_captured, analyze_captured_error, builtin_profile, fixtures,
+    lines_of, stderr,
+};
 
 /// The fake API's usage per request: 1200 prompt tokens of which 200 cached, 40 completion
 /// tokens; opencode's `tokens.input` leaves the cached ones out; $3 / $15 / $0.30 per million.
@@ -60,9 +21,9 @@ const COST: f64 = 0.00366;
 
 #[test]
 fn opencode_profile_reads_the_captured_answers() {
-    let p = opencode_profile();
+    let p = builtin_profile("opencode");
     for (name, requests) in [("plain", 1), ("resume", 1), ("edit", 5)] {
-        let a = captured(&p, name);
+        let a = analyze_captured(&p, name);
         assert_eq!(a.outcome, Outcome::Success, "{name}: {a:?}");
         let session = a.session_id.as_deref().unwrap_or("");
         assert!(
@@ -89,7 +50,7 @@ fn opencode_profile_reads_the_captured_answers() {
 
 #[test]
 fn opencode_profile_classifies_the_captured_errors() {
-    let p = opencode_profile();
+    let p = builtin_profile("opencode");
     for (name, kind) in [
         ("quota", ErrorKind::SpendLimit),
         ("rate_limit", ErrorKind::RateLimit),
@@ -98,28 +59,24 @@ fn opencode_profile_classifies_the_captured_errors() {
         ("network", ErrorKind::Network),
         ("unknown_model", ErrorKind::CliUsage),
     ] {
-        let a = captured(&p, name);
-        assert_eq!(a.outcome, Outcome::AgentError, "{name}: {a:?}");
-        let e = a.error.unwrap_or_else(|| panic!("{name}: an error"));
-        assert_eq!(e.kind, kind, "{name}: {e:?}");
-        assert!(!e.message.is_empty(), "{name}: {e:?}");
+        let a = analyze_captured_error(&p, name, kind);
         assert!(
             a.session_id.is_some(),
             "{name}: the error event names the session"
         );
     }
-    let a = captured(&p, "quota");
+    let a = analyze_captured(&p, "quota");
     let e = a.error.unwrap();
     assert!(
         e.message.starts_with("You exceeded your current quota"),
         "{e:?}"
     );
-    let a = captured(&p, "unknown_session");
+    let a = analyze_captured(&p, "unknown_session");
     assert!(a.unknown_session, "{a:?}");
-    let a = captured(&p, "bad_flag");
+    let a = analyze_captured(&p, "bad_flag");
     assert_eq!(a.error_kind(), Some(ErrorKind::CliUsage), "{a:?}");
     // A rejected permission: exit 0, no text, a tool part in error.
-    let a = captured(&p, "denied");
+    let a = analyze_captured(&p, "denied");
     assert_eq!(a.outcome, Outcome::Crashed, "{a:?}");
     assert_eq!(a.error_kind(), Some(ErrorKind::Malformed), "{a:?}");
 }
@@ -127,7 +84,7 @@ fn opencode_profile_classifies_the_captured_errors() {
 /// The argv for each combination hank can ask for.
 #[test]
 fn opencode_profile_argv() {
-    let p = opencode_profile();
+    let p = builtin_profile("opencode");
     let call = |session, model, mode, live| {
         p.argv(&CallInput {
             live,
@@ -187,45 +144,27 @@ fn opencode_profile_argv() {
     );
 }
 
-/// The fake CLI's folder for project `p` (the profile is hank's built-in one).
-fn with_opencode(p: &Project) -> PathBuf {
-    let fake = p.dir.parent().unwrap().join("fake-opencode");
-    std::fs::create_dir_all(&fake).unwrap();
-    fake
-}
-
-fn lines(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(ToOwned::to_owned)
-        .collect()
-}
-
 /// `hank --agent opencode` with the fake CLI (on PATH from fixtures/bin): the prompt goes on
 /// stdin, loop 2 resumes the session the fake printed, the work counts as progress.
 #[test]
 fn hank_drives_the_fake_opencode_cli() {
     let p = Project::new(&["a", "b"]);
-    let fake = with_opencode(&p);
+    let fake = p.fake_agent_dir("opencode");
     std::fs::write(fake.join("effect.sh"), TICK_ONE).unwrap();
-    let o = p.run_env(
-        &[("FAKE_OPENCODE_DIR", &fake)],
-        &["--agent", "opencode", "--max-loops", "2"],
-    );
+    let o = p.run_fake_agent("opencode", &["--max-loops", "2"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(p.status()["exit_reason"], "plan_complete", "{}", stderr(&o));
     assert_eq!(p.status()["agent"], "opencode");
     assert_eq!(p.calls(), 0, "claude was never called");
     assert_eq!(
-        lines(&fake.join("argv-1")),
+        lines_of(&fake.join("argv-1")),
         ["run", "--format", "json", "--title", ""]
     );
     let stdin1 = std::fs::read_to_string(fake.join("stdin-1")).unwrap();
     assert!(stdin1.starts_with("<hank-loop-context>"), "{stdin1}");
     assert!(stdin1.contains("Do the next task."), "{stdin1}");
     assert_eq!(
-        lines(&fake.join("argv-2")),
+        lines_of(&fake.join("argv-2")),
         [
             "run",
             "--format",
@@ -234,11 +173,7 @@ fn hank_drives_the_fake_opencode_cli() {
             "ses_df4b33c3bffeFakeSession00001"
         ]
     );
-    let finished: Vec<serde_json::Value> = p
-        .events()
-        .into_iter()
-        .filter(|e| e["type"] == "agent_finished")
-        .collect();
+    let finished = p.agent_finished();
     assert_eq!(finished.len(), 2);
     for f in &finished {
         assert_eq!(f["outcome"], "success", "{f}");
@@ -254,11 +189,11 @@ fn hank_drives_the_fake_opencode_cli() {
 #[test]
 fn fake_opencode_quota_is_a_spend_limit() {
     let p = Project::new(&["a"]);
-    let fake = with_opencode(&p);
+    let fake = p.fake_agent_dir("opencode");
     let dir = fixtures().join("agents/opencode");
     std::fs::copy(dir.join("quota.stdout"), fake.join("response")).unwrap();
     std::fs::write(fake.join("exit"), "1").unwrap();
-    let o = p.run_env(&[("FAKE_OPENCODE_DIR", &fake)], &["--agent", "opencode"]);
+    let o = p.run_fake_agent("opencode", &[]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert_eq!(p.status()["exit_reason"], "spend_limit", "{}", stderr(&o));
     assert_eq!(p.status()["last_loop"]["error_kind"], "spend_limit");

@@ -774,3 +774,106 @@ pub(crate) fn status_once_it_waits(p: &Project, args: &[&str]) -> (Value, Output
     child.kill().expect("kill hank");
     (status, child.wait_with_output().expect("output"))
 }
+
+// ---- helpers added by issue-25dc ----
+
+/// The built-in agent profile `name` (`templates/agents/<name>.toml`), parsed by hank's own
+/// parser.
+pub(crate) fn builtin_profile(name: &str) -> hank::agent::profile::Profile {
+    let rel = format!("templates/agents/{name}.toml");
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(&rel))
+        .unwrap_or_else(|e| panic!("{rel}: {e}"));
+    hank::agent::profile::parse(&text, &rel, name, hank::agent::profile::Origin::Builtin)
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// What `profile` reads, at a fixed clock, from what its real CLI printed in the contract
+/// suite: `fixtures/agents/<profile>/<name>.stdout`, `.stderr` and `.exit`.
+pub(crate) fn analyze_captured(
+    profile: &hank::agent::profile::Profile,
+    name: &str,
+) -> hank::analysis::Analysis {
+    let dir = fixtures().join("agents").join(&profile.name);
+    let read = |ext: &str| {
+        std::fs::read(dir.join(format!("{name}.{ext}")))
+            .unwrap_or_else(|e| panic!("{name}.{ext}: {e}"))
+    };
+    let code: i32 = String::from_utf8_lossy(&read("exit"))
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{name}.exit"));
+    let hank::agent::profile::Parser::Mapped(m) = &profile.parser else {
+        panic!("the {} profile reads JSONPath fields", profile.name)
+    };
+    let facts = hank::analysis::RunFacts {
+        exit_code: Some(code),
+        ..hank::analysis::RunFacts::default()
+    };
+    let clock = hank::analysis::Clock::utc("2026-11-24T02:00:00Z".parse().expect("time"));
+    hank::analysis::analyze_mapped(
+        read("stdout").as_slice(),
+        &read("stderr"),
+        &facts,
+        &clock,
+        m,
+    )
+}
+
+/// [`analyze_captured`] for an error the profile must classify: an agent error of `kind`
+/// with a message.
+pub(crate) fn analyze_captured_error(
+    profile: &hank::agent::profile::Profile,
+    name: &str,
+    kind: hank::analysis::ErrorKind,
+) -> hank::analysis::Analysis {
+    let a = analyze_captured(profile, name);
+    assert_eq!(
+        a.outcome,
+        hank::analysis::Outcome::AgentError,
+        "{name}: {a:?}"
+    );
+    let e = a
+        .error
+        .as_ref()
+        .unwrap_or_else(|| panic!("{name}: an error"));
+    assert_eq!(e.kind, kind, "{name}: {e:?}");
+    assert!(!e.message.is_empty(), "{name}: {e:?}");
+    a
+}
+
+/// The lines of the file at `path` (none when it is missing).
+pub(crate) fn lines_of(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(ToOwned::to_owned)
+        .collect()
+}
+
+impl Project {
+    /// The folder driving the fake CLI `agent` (`fixtures/bin/<agent>`, its
+    /// `FAKE_<AGENT>_DIR`), created empty.
+    pub(crate) fn fake_agent_dir(&self, agent: &str) -> PathBuf {
+        let dir = self
+            .dir
+            .parent()
+            .expect("parent")
+            .join(format!("fake-{agent}"));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        dir
+    }
+
+    /// `hank --agent AGENT ARGS` with the fake CLI `agent` driven by [`Project::fake_agent_dir`].
+    pub(crate) fn run_fake_agent(&self, agent: &str, args: &[&str]) -> Output {
+        let var = format!("FAKE_{}_DIR", agent.to_uppercase());
+        let dir = self.fake_agent_dir(agent);
+        let mut all = vec!["--agent", agent];
+        all.extend_from_slice(args);
+        self.run_env(&[(var.as_str(), &dir)], &all)
+    }
+
+    /// The `agent_finished` events.
+    pub(crate) fn agent_finished(&self) -> Vec<Value> {
+        self.events_of("agent_finished")
+    }
+}
