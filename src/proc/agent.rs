@@ -704,19 +704,14 @@ pub async fn run_with_hook(
             command.env(key, value);
         }
     }
-    let mut child = command
-        .args(spawn.args)
-        .current_dir(spawn.cwd)
-        .process_group(0)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()?;
-    let pgid = child
-        .id()
-        .and_then(|id| i32::try_from(id).ok())
-        .unwrap_or(0);
+    let (mut child, pgid) = super::spawn_grouped(
+        command
+            .args(spawn.args)
+            .current_dir(spawn.cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    )?;
     let _own = OwnSpawn::new(pgid);
     if pgid > 0 {
         on_track(Tracked::Spawned(pgid));
@@ -1267,6 +1262,33 @@ mod tests {
         crate::proc::runtime().unwrap()
     }
 
+    /// A run of `program` in `dir` with the tests' defaults: nothing on stdin, the logs `out`
+    /// and `err` in `dir`, a 500 ms grace, no marker, no idle or first-output timeout.
+    fn spawn_in<'a>(
+        dir: &'a Path,
+        program: &'a Path,
+        args: &'a [String],
+        timeout: Duration,
+    ) -> Spawn<'a> {
+        Spawn {
+            program,
+            args,
+            cwd: dir,
+            stdin: Vec::new(),
+            stdout_log: dir.join("out"),
+            stderr_log: dir.join("err"),
+            timeout,
+            grace: Duration::from_millis(500),
+            live: false,
+            env_remove: &[],
+            env_set: &[],
+            stop_after_result: false,
+            marker: None,
+            idle_timeout: None,
+            first_output_timeout: None,
+        }
+    }
+
     fn sh(dir: &Path, script: &str, timeout: Duration, live: bool) -> (RunOutcome, Vec<Vec<u8>>) {
         sh_with(dir, script, timeout, live, None, false)
     }
@@ -1281,21 +1303,11 @@ mod tests {
     ) -> (RunOutcome, Vec<Vec<u8>>) {
         let args = vec!["-c".to_string(), script.to_string()];
         let spawn = Spawn {
-            program: Path::new("/bin/sh"),
-            args: &args,
-            cwd: dir,
             stdin: b"hello prompt".to_vec(),
-            stdout_log: dir.join("out"),
-            stderr_log: dir.join("err"),
-            timeout,
-            grace: Duration::from_millis(500),
             live,
-            env_remove: &[],
-            env_set: &[],
             stop_after_result,
             marker,
-            idle_timeout: None,
-            first_output_timeout: None,
+            ..spawn_in(dir, Path::new("/bin/sh"), &args, timeout)
         };
         let (_tx, rx) = watch::channel(0u32);
         let mut lines = Vec::new();
@@ -1359,21 +1371,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let args = vec!["-c".to_string(), "sleep 300".to_string()];
         let spawn = Spawn {
-            program: Path::new("/bin/sh"),
-            args: &args,
-            cwd: dir.path(),
-            stdin: Vec::new(),
-            stdout_log: dir.path().join("out"),
-            stderr_log: dir.path().join("err"),
-            timeout: Duration::from_secs(300),
             grace: Duration::from_secs(5),
-            live: false,
-            env_remove: &[],
-            env_set: &[],
-            stop_after_result: false,
-            marker: None,
-            idle_timeout: None,
-            first_output_timeout: None,
+            ..spawn_in(
+                dir.path(),
+                Path::new("/bin/sh"),
+                &args,
+                Duration::from_secs(300),
+            )
         };
         let (tx, rx) = watch::channel(0u32);
         let o = rt()
@@ -1613,21 +1617,13 @@ mod tests {
     fn missing_program_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
         let spawn = Spawn {
-            program: Path::new("/nonexistent/claude"),
-            args: &[],
-            cwd: dir.path(),
-            stdin: Vec::new(),
-            stdout_log: dir.path().join("out"),
-            stderr_log: dir.path().join("err"),
-            timeout: Duration::from_secs(1),
             grace: Duration::from_secs(1),
-            live: false,
-            env_remove: &[],
-            env_set: &[],
-            stop_after_result: false,
-            marker: None,
-            idle_timeout: None,
-            first_output_timeout: None,
+            ..spawn_in(
+                dir.path(),
+                Path::new("/nonexistent/claude"),
+                &[],
+                Duration::from_secs(1),
+            )
         };
         let (_tx, rx) = watch::channel(0u32);
         assert!(rt().block_on(run(spawn, rx, |_| {})).is_err());
