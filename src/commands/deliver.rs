@@ -43,6 +43,16 @@ fn interrupt_flag() -> Arc<AtomicBool> {
     flag
 }
 
+/// A warning for each file left out of the commit because it looks like a secret.
+pub(super) fn warn_skipped_secrets(committed: &deliver::Committed) {
+    for f in &committed.secrets_skipped {
+        errln!(
+            "hank: warning: {} looks like a secret and is not ignored: left out of the commit (still in the working tree; add it to .gitignore)",
+            crate::sanitize::line(f)
+        );
+    }
+}
+
 fn record(store: &Store, clock: &SystemClock, d: &Delivery) -> Result<()> {
     let path = store.dir().join(DELIVERY_FILE);
     let json = serde_json::to_vec_pretty(d).map_err(|e| HankError::Internal(e.to_string()))?;
@@ -100,13 +110,7 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
     let secrets = crate::agent::redact::secret_values();
 
     // The run's records, and whether its work is verified.
-    let events = crate::fsread::read(
-        &store.events_path(),
-        crate::fsread::STATE_LIMIT,
-        crate::fsread::Follow::No,
-    )
-    .map(|b| String::from_utf8_lossy(&b).into_owned())
-    .unwrap_or_default();
+    let events = deliver::events_text(&store);
     let (mut ev, verified, completed) = deliver::evidence(&events);
     if !a.force {
         if ev.exit_reason.is_none() {
@@ -163,12 +167,7 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
     deliver::prepare_branch(&dir, &branch)?;
     let title = rules::pr_title(&ev, &secrets);
     let committed = deliver::commit_all(&dir, &format!("{title}\n\nDelivered by hank."))?;
-    for f in &committed.secrets_skipped {
-        errln!(
-            "hank: warning: {} looks like a secret and is not ignored: left out of the commit (still in the working tree; add it to .gitignore)",
-            crate::sanitize::line(f)
-        );
-    }
+    warn_skipped_secrets(&committed);
     if let Some(out) = &committed.refused {
         return Err(HankError::Tool(format!(
             "`git commit` failed: {}",
