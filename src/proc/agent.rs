@@ -1400,21 +1400,30 @@ mod tests {
         out
     }
 
+    /// A Claude result line costing `usd`.
+    fn result_line(usd: u32) -> String {
+        format!(r#"{{"type":"result","total_cost_usd":{usd}}}"#)
+    }
+
+    /// The run exited 0 and its answer is exactly `result_line(usd)`.
+    fn assert_answer(o: RunOutcome, usd: u32) {
+        assert_eq!(o.exit_code, Some(0));
+        let answer = read_capture(o.stdout);
+        assert_eq!(answer, format!("{}\n", result_line(usd)).as_bytes());
+    }
+
     #[test]
     fn the_answer_is_what_came_through_the_pipe_not_the_log() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("out");
         let script = format!(
-            "echo '{{\"type\":\"result\",\"total_cost_usd\":5}}'; sleep 0.2; echo forged > {}",
+            "echo '{}'; sleep 0.2; echo forged > {}",
+            result_line(5),
             log.display()
         );
         let (o, _) = sh(dir.path(), &script, Duration::from_secs(30), false);
-        assert_eq!(o.exit_code, Some(0));
         assert_eq!(std::fs::read(&log).unwrap(), b"forged\n");
-        assert_eq!(
-            read_capture(o.stdout),
-            b"{\"type\":\"result\",\"total_cost_usd\":5}\n"
-        );
+        assert_answer(o, 5);
     }
 
     #[test]
@@ -1599,18 +1608,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pidfile = dir.path().join("holder.pid");
         let script = format!(
-            "env -i setsid sleep 60 & echo $! > {}; echo '{{\"type\":\"result\",\"total_cost_usd\":1}}'",
-            pidfile.display()
+            "env -i setsid sleep 60 & echo $! > {}; echo '{}'",
+            pidfile.display(),
+            result_line(1)
         );
         let (o, _) = sh(dir.path(), &script, Duration::from_secs(60), false);
         let holder = read_pid(&pidfile);
         let _ = kill(Pid::from_raw(holder), Signal::SIGKILL);
-        assert_eq!(o.exit_code, Some(0));
         assert!(o.duration < Duration::from_secs(30), "{:?}", o.duration);
-        assert_eq!(
-            read_capture(o.stdout),
-            b"{\"type\":\"result\",\"total_cost_usd\":1}\n"
-        );
+        assert_answer(o, 1);
     }
 
     #[test]
