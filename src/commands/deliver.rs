@@ -96,13 +96,10 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
         DeliverMode::None => DeliverMode::Pr,
         m => m,
     };
-    let _lock = store.lock().map_err(|e| match e {
-        locked @ HankError::Locked { .. } => HankError::usage_hint(
-            locked.to_string(),
-            "deliver after the run ends (the loop itself delivers with DELIVER=branch or pr)",
-        ),
-        other => other,
-    })?;
+    let _lock = super::lock_or_hint(
+        &store,
+        "deliver after the run ends (the loop itself delivers with DELIVER=branch or pr)",
+    )?;
     let clock = SystemClock::from_env()?;
     // From here Ctrl-C stops the git or forge command under way (its process group) and
     // ends with 130; nothing is half-written (each record is written atomically).

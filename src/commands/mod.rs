@@ -99,6 +99,15 @@ pub(crate) fn require_hank_dir(dir: &Path) -> Result<Store> {
     Ok(store)
 }
 
+/// The project's lock for a command that must not run beside a running loop; while one runs,
+/// the error says so with `hint` (what to do instead).
+pub(crate) fn lock_or_hint(store: &Store, hint: &str) -> Result<crate::store::LockGuard> {
+    store.lock().map_err(|e| match e {
+        locked @ HankError::Locked { .. } => HankError::usage_hint(locked.to_string(), hint),
+        other => other,
+    })
+}
+
 fn current_dir() -> Result<PathBuf> {
     std::env::current_dir().map_err(|e| HankError::io("reading", ".", e))
 }

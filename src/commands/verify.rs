@@ -39,13 +39,10 @@ pub(crate) fn run(a: &VerifyArgs) -> Result<u8> {
             "add VERIFY_COMMAND=\"your test command\" to .hankrc (e.g. VERIFY_COMMAND=\"cargo test\"), or pass --command CMD",
         ));
     };
-    let mut lock = store.lock().map_err(|e| match e {
-        locked @ HankError::Locked { .. } => HankError::usage_hint(
-            locked.to_string(),
-            "the loop runs the check itself before it accepts \"done\"; `hank status` shows its last result",
-        ),
-        other => other,
-    })?;
+    let mut lock = super::lock_or_hint(
+        &store,
+        "the loop runs the check itself before it accepts \"done\"; `hank status` shows its last result",
+    )?;
     // A check (or an agent) left running by a hank that was killed: stopped first.
     if let Some((pgid, ticks)) = lock.orphaned_verify() {
         if crate::agent::process::stop_orphan_group(pgid, ticks) {
