@@ -462,18 +462,28 @@ pub fn stop_recorded(procs: &[(i32, u64)], grace: Duration) -> usize {
             .collect()
     };
     let first = live(procs);
+    term_then_kill(&first, grace, live);
+    first.len()
+}
+
+/// SIGTERM to `first`; then, every 50 ms up to `grace`, `alive` says which are left (of the
+/// last ones it said, or found afresh); SIGKILL to those left at the end.
+fn term_then_kill(
+    first: &[(i32, u64)],
+    grace: Duration,
+    mut alive: impl FnMut(&[(i32, u64)]) -> Vec<(i32, u64)>,
+) {
     if first.is_empty() {
-        return 0;
+        return;
     }
-    signal_each(&first, Signal::SIGTERM);
+    signal_each(first, Signal::SIGTERM);
     let start = Instant::now();
-    let mut left = first.clone();
+    let mut left = first.to_vec();
     while !left.is_empty() && start.elapsed() < grace {
         std::thread::sleep(Duration::from_millis(50));
-        left = live(&left);
+        left = alive(&left);
     }
     signal_each(&left, Signal::SIGKILL);
-    first.len()
 }
 
 /// The live descendants of hank, except the trees of other calls running beside the one of
@@ -628,14 +638,7 @@ pub fn stop_orphans(project: &str, agent: Option<(i32, u64)>, grace: Duration) -
     if first.is_empty() {
         return 0;
     }
-    signal_each(&first, Signal::SIGTERM);
-    let start = Instant::now();
-    let mut left = first.clone();
-    while !left.is_empty() && start.elapsed() < grace {
-        std::thread::sleep(Duration::from_millis(50));
-        left = find();
-    }
-    signal_each(&left, Signal::SIGKILL);
+    term_then_kill(&first, grace, |_| find());
     // Whatever the killed ones started meanwhile.
     let mut rounds = 0;
     loop {
