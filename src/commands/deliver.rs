@@ -19,7 +19,7 @@ use crate::settings::{self, DeliverMode, Flags};
 use crate::store::schema::{Delivery, Event, EventKind};
 use crate::store::{Store, write_atomic};
 
-use super::{out, project_dir, require_hank_dir};
+use super::out;
 
 pub(crate) use crate::deliver::DELIVERY_FILE;
 
@@ -79,18 +79,14 @@ fn finish(store: &Store, clock: &SystemClock, a: &DeliverArgs, d: &Delivery) -> 
 
 /// `hank deliver`.
 pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
-    let dir = project_dir()?;
-    // A configuration the agent changed during the run (DELIVER_REMOTE, GH_REPO in .hankrc…)
-    // is not used unapproved.
-    crate::approval::require(&dir, false, "hank deliver")?;
-    let store = require_hank_dir(&dir)?;
     let flags = Flags {
         deliver: a.deliver.clone(),
         branch: a.branch.clone(),
         base: a.base.clone(),
         ..Flags::default()
     };
-    let s = settings::load(&flags, &dir)?;
+    // A configuration the agent changed during the run is not used unapproved.
+    let (dir, store, s) = super::approved_project("hank deliver", &flags)?;
     let _notify = crate::notify::install(&s, crate::clock::SystemClock::from_env()?.now());
     let mode = match s.deliver.value {
         DeliverMode::None => DeliverMode::Pr,

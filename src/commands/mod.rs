@@ -108,6 +108,20 @@ pub(crate) fn lock_or_hint(store: &Store, hint: &str) -> Result<crate::store::Lo
     })
 }
 
+/// The project, its store and its settings (with `flags`) for `command`, which uses the
+/// configuration the agent could have changed during a run (DELIVER_REMOTE, VERIFY_COMMAND,
+/// GH_REPO in `.hankrc`…): refused while a change is not approved.
+pub(crate) fn approved_project(
+    command: &str,
+    flags: &crate::settings::Flags,
+) -> Result<(PathBuf, Store, crate::settings::Settings)> {
+    let dir = project_dir()?;
+    crate::approval::require(&dir, false, command)?;
+    let store = require_hank_dir(&dir)?;
+    let settings = crate::settings::load(flags, &dir)?;
+    Ok((dir, store, settings))
+}
+
 fn current_dir() -> Result<PathBuf> {
     std::env::current_dir().map_err(|e| HankError::io("reading", ".", e))
 }

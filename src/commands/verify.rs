@@ -15,24 +15,21 @@ use crate::error::{HankError, Result};
 use crate::exit;
 use crate::policy::time::Clock;
 use crate::policy::verify::{self, CheckKind, CheckResult, VerificationStatus};
-use crate::settings::{self, Flags};
+use crate::settings::Flags;
 use crate::store::{Event, EventKind};
 
-use super::{out, project_dir, require_hank_dir};
+use super::out;
 
 /// Lines of the output's end printed when the check fails.
 const TAIL_LINES_BYTES: usize = 2000;
 
 pub(crate) fn run(a: &VerifyArgs) -> Result<u8> {
-    let dir = project_dir()?;
-    crate::approval::require(&dir, false, "hank verify")?;
-    let store = require_hank_dir(&dir)?;
     let flags = Flags {
         verify: a.command.clone(),
         verify_timeout: a.timeout.clone(),
         ..Flags::default()
     };
-    let s = settings::load(&flags, &dir)?;
+    let (dir, store, s) = super::approved_project("hank verify", &flags)?;
     let Some(command) = s.verify_command.value.clone() else {
         return Err(HankError::usage_hint(
             "no check to run: VERIFY_COMMAND is not set",
