@@ -539,7 +539,7 @@ pub(crate) fn run(args: &cli::DoctorArgs) -> Result<u8> {
         }
         Err(e) => checks.push(Check::failed(
             "config",
-            &e,
+            e,
             "correct the value named above in .hankrc or the environment",
         )),
     }
