@@ -82,6 +82,15 @@ impl HankError {
         }
     }
 
+    /// The message with its hint in parentheses, for one-line reports (`--json`).
+    #[must_use]
+    pub fn with_hint(&self) -> String {
+        match self.hint() {
+            Some(hint) => format!("{self} ({hint})"),
+            None => self.to_string(),
+        }
+    }
+
     /// A hint to print below the message, if any.
     #[must_use]
     pub fn hint(&self) -> Option<&str> {

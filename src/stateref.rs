@@ -13,25 +13,33 @@ use crate::worktree::{GitRun, git_run, git_run_input};
 
 /// The largest bundle read back from a ref (what hank keeps of a git command's output).
 pub const MAX_BUNDLE_BYTES: u64 = crate::worktree::GIT_OUTPUT_LIMIT;
-/// How long a git command of the state may take (a push over a slow network included).
+/// How long a git command that talks to the remote may take (a push or fetch over a slow
+/// network included): the state ref's, and a CI fleet's (`fleet::ci`).
 const GIT_TIMEOUT: Duration = Duration::from_secs(120);
 
-fn git(dir: &Path, args: &[&str]) -> Result<GitRun> {
+/// git with the user's credentials and [`GIT_TIMEOUT`]; a git that did not run is an error.
+pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<GitRun> {
     git_run(dir, args, GIT_TIMEOUT)
         .map_err(|e| HankError::Tool(format!("git {}: {e}", args.join(" "))))
 }
 
-fn git_ok(dir: &Path, args: &[&str]) -> Result<String> {
+/// [`git`]'s stdout; a failed git is an error with its stderr.
+pub(crate) fn git_stdout(dir: &Path, args: &[&str]) -> Result<String> {
     let r = git(dir, args)?;
     if r.success {
-        Ok(r.stdout.trim().to_string())
+        Ok(r.stdout)
     } else {
         Err(HankError::Tool(format!(
             "git {} failed: {}",
             args.join(" "),
-            r.stderr.trim()
+            crate::sanitize::line(r.stderr.trim())
         )))
     }
+}
+
+/// [`git_stdout`] trimmed (an object id, a size, the bundle).
+fn git_ok(dir: &Path, args: &[&str]) -> Result<String> {
+    Ok(git_stdout(dir, args)?.trim().to_string())
 }
 
 /// What the remote's state ref holds now: its commit and the bundle, or `None` when the ref

@@ -188,26 +188,30 @@ mod tests {
         out
     }
 
-    fn facts() -> RunFacts {
-        RunFacts {
+    /// The analysis of a Claude stream of `lines` text lines and a result, with `interrupts`
+    /// received before it starts.
+    fn analyze_stream(lines: usize, interrupts: u32) -> Analysis {
+        let (tx, rx) = watch::channel(interrupts);
+        let clock = Clock::utc(jiff::Timestamp::UNIX_EPOCH);
+        let facts = RunFacts {
             exit_code: Some(0),
             ..RunFacts::default()
-        }
-    }
-
-    #[test]
-    fn an_interrupt_stops_the_analysis_of_a_large_answer() {
-        let (tx, rx) = watch::channel(1u32);
-        let clock = Clock::utc(jiff::Timestamp::UNIX_EPOCH);
+        };
         let a = analyze_capture(
-            Capture::of(big_stream(20_000)),
+            Capture::of(big_stream(lines)),
             b"",
-            &facts(),
+            &facts,
             &clock,
             (&Parser::Claude, analysis::AskedFormat::Auto),
             rx,
         );
         drop(tx);
+        a
+    }
+
+    #[test]
+    fn an_interrupt_stops_the_analysis_of_a_large_answer() {
+        let a = analyze_stream(20_000, 1);
         assert_eq!(a.error_kind(), Some(ErrorKind::Interrupted), "{a:?}");
         assert_eq!(a.cost_usd, 0.0);
         assert!(a.stdout_bytes < 20_000_000);
@@ -215,16 +219,7 @@ mod tests {
 
     #[test]
     fn without_interrupt_the_whole_answer_is_read() {
-        let (_tx, rx) = watch::channel(0u32);
-        let clock = Clock::utc(jiff::Timestamp::UNIX_EPOCH);
-        let a = analyze_capture(
-            Capture::of(big_stream(20_000)),
-            b"",
-            &facts(),
-            &clock,
-            (&Parser::Claude, analysis::AskedFormat::Auto),
-            rx,
-        );
+        let a = analyze_stream(20_000, 0);
         assert_eq!(a.outcome, Outcome::Success, "{a:?}");
         assert!((a.cost_usd - 0.5).abs() < 1e-9);
         assert_eq!(a.session_id.as_deref(), Some("s1"));
@@ -232,16 +227,7 @@ mod tests {
 
     #[test]
     fn a_small_answer_is_read_whole_even_after_an_interrupt() {
-        let (_tx, rx) = watch::channel(1u32);
-        let clock = Clock::utc(jiff::Timestamp::UNIX_EPOCH);
-        let a = analyze_capture(
-            Capture::of(big_stream(10)),
-            b"",
-            &facts(),
-            &clock,
-            (&Parser::Claude, analysis::AskedFormat::Auto),
-            rx,
-        );
+        let a = analyze_stream(10, 1);
         assert!((a.cost_usd - 0.5).abs() < 1e-9, "{a:?}");
     }
 }

@@ -230,28 +230,31 @@ mod tests {
             p
         };
         let limit = Duration::from_secs(2);
-        let ok = script("ok", "echo '2.1.330 (Claude Code)'; echo extra");
-        assert_eq!(probe(&ok, &[], limit).unwrap(), "2.1.330 (Claude Code)");
-        let fails = script("fails", "echo 'unknown option'; exit 1");
-        assert!(
-            probe(&fails, &[], limit)
-                .unwrap_err()
-                .contains("exited with")
-        );
-        // Exits at once but leaves a child holding stdout: the group is killed at the limit.
-        let holder = script("holder", "echo 2.1.200; sleep 300 &");
-        assert_eq!(probe(&holder, &[], limit).unwrap(), "2.1.200");
-        let hangs = script("hangs", "sleep 300");
-        assert!(
-            probe(&hangs, &[], limit)
-                .unwrap_err()
-                .contains("did not answer")
-        );
-        assert!(
-            probe(&dir.join("missing"), &[], limit)
-                .unwrap_err()
-                .contains("could not be started")
-        );
+        // (the script, its body — none: no such file —, the first line or part of the error)
+        let cases: &[(&str, Option<&str>, std::result::Result<&str, &str>)] = &[
+            (
+                "ok",
+                Some("echo '2.1.330 (Claude Code)'; echo extra"),
+                Ok("2.1.330 (Claude Code)"),
+            ),
+            (
+                "fails",
+                Some("echo 'unknown option'; exit 1"),
+                Err("exited with"),
+            ),
+            // Exits at once but leaves a child holding stdout: the group is killed at the limit.
+            ("holder", Some("echo 2.1.200; sleep 300 &"), Ok("2.1.200")),
+            ("hangs", Some("sleep 300"), Err("did not answer")),
+            ("missing", None, Err("could not be started")),
+        ];
+        for (name, body, want) in cases {
+            let path = body.map_or_else(|| dir.join(name), |b| script(name, b));
+            match (probe(&path, &[], limit), want) {
+                (Ok(line), Ok(w)) => assert_eq!(line, *w, "{name}"),
+                (Err(e), Err(w)) => assert!(e.contains(w), "{name}: {e}"),
+                (got, _) => panic!("{name}: {got:?}, expected {want:?}"),
+            }
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 

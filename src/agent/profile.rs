@@ -140,6 +140,24 @@ pub struct CallInput<'a> {
     pub prompt_file: Option<&'a str>,
 }
 
+impl<'a> CallInput<'a> {
+    /// A call in JSON, not live, of `session` (none: a fresh one), with no model, permission
+    /// mode, allowed tools or prompt given.
+    #[must_use]
+    pub fn json(session: Option<&'a str>) -> Self {
+        Self {
+            live: false,
+            output_format: OutputFormat::Json,
+            session,
+            model: None,
+            permission_mode: None,
+            allowed_tools: &[],
+            prompt: None,
+            prompt_file: None,
+        }
+    }
+}
+
 /// The placeholders an argv value may hold.
 pub const PLACEHOLDERS: &[&str] = &[
     "model",
@@ -1034,14 +1052,8 @@ text = "$.answer"
     fn groups_with_unset_placeholders_are_dropped() {
         let p = parse_demo(MINIMAL).unwrap_or_else(|e| panic!("{e}"));
         let base = CallInput {
-            live: false,
-            output_format: OutputFormat::Json,
-            session: Some("s1"),
-            model: None,
-            permission_mode: None,
-            allowed_tools: &[],
             prompt: Some("do it"),
-            prompt_file: None,
+            ..CallInput::json(Some("s1"))
         };
         assert_eq!(p.argv(&base), ["run", "--json", "do it"]);
         let with_model = CallInput {
@@ -1068,37 +1080,18 @@ text = "$.answer"
         ];
         for name in ["claude", "codex", "gemini", "opencode"] {
             let p = builtin_profile(name);
-            let input = |session| CallInput {
-                live: false,
-                output_format: OutputFormat::Json,
-                session,
-                model: None,
-                permission_mode: None,
-                allowed_tools: &[],
-                prompt: None,
-                prompt_file: None,
-            };
-            let fresh = p.argv(&input(None));
+            let fresh = p.argv(&CallInput::json(None));
             for id in forged {
-                let argv = p.argv(&input(Some(id)));
+                let argv = p.argv(&CallInput::json(Some(id)));
                 assert_eq!(argv, fresh, "{name}: {:?}", &id[..id.len().min(30)]);
             }
             let good = "4b7c2e1a-9d3f-4e8b-a6c5-1f2e3d4c5b6a";
-            let argv = p.argv(&input(Some(good)));
+            let argv = p.argv(&CallInput::json(Some(good)));
             assert!(argv.iter().any(|a| a.contains(good)), "{name}: {argv:?}");
         }
         // Other CLIs: their own (non-UUID) ids go through.
         let p = builtin_profile("opencode");
-        let argv = p.argv(&CallInput {
-            live: false,
-            output_format: OutputFormat::Json,
-            session: Some("ses_3f9a1b2c"),
-            model: None,
-            permission_mode: None,
-            allowed_tools: &[],
-            prompt: None,
-            prompt_file: None,
-        });
+        let argv = p.argv(&CallInput::json(Some("ses_3f9a1b2c")));
         assert!(argv.iter().any(|a| a == "ses_3f9a1b2c"), "{argv:?}");
     }
 

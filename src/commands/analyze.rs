@@ -265,43 +265,24 @@ pub(crate) fn explain(a: &Analysis, now: Timestamp) -> String {
             let _ = writeln!(s, "status block: none");
         }
         Some(b) => {
-            let show = |v: Option<String>| v.unwrap_or_else(|| "?".to_owned());
             let _ = writeln!(s, "status block:");
-            let _ = writeln!(
-                s,
-                "  STATUS:                    {}",
-                show(b.status.map(|v| enum_name(&v)))
-            );
-            let _ = writeln!(
-                s,
-                "  TASKS_COMPLETED_THIS_LOOP: {}",
-                show(b.tasks_completed.map(|v| v.to_string()))
-            );
-            let _ = writeln!(
-                s,
-                "  FILES_MODIFIED:            {}",
-                show(b.files_modified.map(|v| v.to_string()))
-            );
-            let _ = writeln!(
-                s,
-                "  TESTS_STATUS:              {}",
-                show(b.tests_status.map(|v| enum_name(&v)))
-            );
-            let _ = writeln!(
-                s,
-                "  WORK_TYPE:                 {}",
-                show(b.work_type.map(|v| enum_name(&v)))
-            );
-            let _ = writeln!(
-                s,
-                "  EXIT_SIGNAL:               {}",
-                show(b.exit_signal.map(|v| v.to_string()))
-            );
-            let _ = writeln!(
-                s,
-                "  RECOMMENDATION:            {}",
-                show(b.recommendation.clone())
-            );
+            let fields = [
+                ("STATUS", b.status.map(|v| enum_name(&v))),
+                (
+                    "TASKS_COMPLETED_THIS_LOOP",
+                    b.tasks_completed.map(|v| v.to_string()),
+                ),
+                ("FILES_MODIFIED", b.files_modified.map(|v| v.to_string())),
+                ("TESTS_STATUS", b.tests_status.map(|v| enum_name(&v))),
+                ("WORK_TYPE", b.work_type.map(|v| enum_name(&v))),
+                ("EXIT_SIGNAL", b.exit_signal.map(|v| v.to_string())),
+                ("RECOMMENDATION", b.recommendation.clone()),
+            ];
+            for (key, value) in fields {
+                let key = format!("{key}:");
+                let value = value.unwrap_or_else(|| "?".to_owned());
+                let _ = writeln!(s, "  {key:<26} {value}");
+            }
         }
     }
     let list = |s: &mut String, title: &str, items: &[String]| {

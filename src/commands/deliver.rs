@@ -19,7 +19,7 @@ use crate::settings::{self, DeliverMode, Flags};
 use crate::store::schema::{Delivery, Event, EventKind};
 use crate::store::{Store, write_atomic};
 
-use super::{out, project_dir, require_hank_dir};
+use super::out;
 
 pub(crate) use crate::deliver::DELIVERY_FILE;
 
@@ -41,6 +41,16 @@ fn interrupt_flag() -> Arc<AtomicBool> {
         });
     });
     flag
+}
+
+/// A warning for each file left out of the commit because it looks like a secret.
+pub(super) fn warn_skipped_secrets(committed: &deliver::Committed) {
+    for f in &committed.secrets_skipped {
+        errln!(
+            "hank: warning: {} looks like a secret and is not ignored: left out of the commit (still in the working tree; add it to .gitignore)",
+            crate::sanitize::line(f)
+        );
+    }
 }
 
 fn record(store: &Store, clock: &SystemClock, d: &Delivery) -> Result<()> {
@@ -69,30 +79,23 @@ fn finish(store: &Store, clock: &SystemClock, a: &DeliverArgs, d: &Delivery) -> 
 
 /// `hank deliver`.
 pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
-    let dir = project_dir()?;
-    // A configuration the agent changed during the run (DELIVER_REMOTE, GH_REPO in .hankrc…)
-    // is not used unapproved.
-    crate::approval::require(&dir, false, "hank deliver")?;
-    let store = require_hank_dir(&dir)?;
     let flags = Flags {
         deliver: a.deliver.clone(),
         branch: a.branch.clone(),
         base: a.base.clone(),
         ..Flags::default()
     };
-    let s = settings::load(&flags, &dir)?;
+    // A configuration the agent changed during the run is not used unapproved.
+    let (dir, store, s) = super::approved_project("hank deliver", &flags)?;
     let _notify = crate::notify::install(&s, crate::clock::SystemClock::from_env()?.now());
     let mode = match s.deliver.value {
         DeliverMode::None => DeliverMode::Pr,
         m => m,
     };
-    let _lock = store.lock().map_err(|e| match e {
-        locked @ HankError::Locked { .. } => HankError::usage_hint(
-            locked.to_string(),
-            "deliver after the run ends (the loop itself delivers with DELIVER=branch or pr)",
-        ),
-        other => other,
-    })?;
+    let _lock = super::lock_or_hint(
+        &store,
+        "deliver after the run ends (the loop itself delivers with DELIVER=branch or pr)",
+    )?;
     let clock = SystemClock::from_env()?;
     // From here Ctrl-C stops the git or forge command under way (its process group) and
     // ends with 130; nothing is half-written (each record is written atomically).
@@ -100,13 +103,7 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
     let secrets = crate::agent::redact::secret_values();
 
     // The run's records, and whether its work is verified.
-    let events = crate::fsread::read(
-        &store.events_path(),
-        crate::fsread::STATE_LIMIT,
-        crate::fsread::Follow::No,
-    )
-    .map(|b| String::from_utf8_lossy(&b).into_owned())
-    .unwrap_or_default();
+    let events = deliver::events_text(&store);
     let (mut ev, verified, completed) = deliver::evidence(&events);
     if !a.force {
         if ev.exit_reason.is_none() {
@@ -163,12 +160,7 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
     deliver::prepare_branch(&dir, &branch)?;
     let title = rules::pr_title(&ev, &secrets);
     let committed = deliver::commit_all(&dir, &format!("{title}\n\nDelivered by hank."))?;
-    for f in &committed.secrets_skipped {
-        errln!(
-            "hank: warning: {} looks like a secret and is not ignored: left out of the commit (still in the working tree; add it to .gitignore)",
-            crate::sanitize::line(f)
-        );
-    }
+    warn_skipped_secrets(&committed);
     if let Some(out) = &committed.refused {
         return Err(HankError::Tool(format!(
             "`git commit` failed: {}",

@@ -56,6 +56,10 @@ impl Check {
             warning: false,
         }
     }
+    /// A failed check from an error: its message, and its hint as the fix (else `fix`).
+    fn failed(name: &'static str, e: &crate::error::HankError, fix: &str) -> Self {
+        Self::fail(name, e.to_string(), e.hint().unwrap_or(fix))
+    }
     fn warn(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Self {
         Self {
             name,
@@ -446,13 +450,10 @@ fn delivery_checks(s: &settings::Settings, dir: &Path) -> Vec<Check> {
     let url = match crate::deliver::remote_url(dir, remote) {
         Ok(u) => u,
         Err(e) => {
-            return vec![Check::fail(
+            return vec![Check::failed(
                 "remote",
-                e.to_string(),
-                e.hint().map_or_else(
-                    || format!("git remote add {remote} URL"),
-                    ToString::to_string,
-                ),
+                &e,
+                &format!("git remote add {remote} URL"),
             )];
         }
     };
@@ -463,11 +464,11 @@ fn delivery_checks(s: &settings::Settings, dir: &Path) -> Vec<Check> {
     let forge = match crate::forge::detect(dir, &url, &crate::forge::Env::from_process()) {
         Ok(f) => f,
         Err(e) => {
-            let fix = e.hint().map_or_else(
-                || "run `gh auth login`, or set GH_TOKEN".to_string(),
-                ToString::to_string,
-            );
-            checks.push(Check::fail("forge", e.to_string(), fix));
+            checks.push(Check::failed(
+                "forge",
+                &e,
+                "run `gh auth login`, or set GH_TOKEN",
+            ));
             return checks;
         }
     };
@@ -536,13 +537,10 @@ pub(crate) fn run(args: &cli::DoctorArgs) -> Result<u8> {
             }
             checks.extend(delivery_checks(s, &dir));
         }
-        Err(e) => checks.push(Check::fail(
+        Err(e) => checks.push(Check::failed(
             "config",
-            e.to_string(),
-            e.hint().map_or_else(
-                || "correct the value named above in .hankrc or the environment".to_string(),
-                ToString::to_string,
-            ),
+            e,
+            "correct the value named above in .hankrc or the environment",
         )),
     }
     checks.push(

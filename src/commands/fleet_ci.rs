@@ -389,12 +389,7 @@ fn deliver(
 /// the branch, so that the next job continues from it.
 fn keep_work(root: &Path, remote: Option<&str>, branch: &str, message: &str) -> Result<()> {
     let committed = crate::deliver::commit_all(root, message)?;
-    for f in &committed.secrets_skipped {
-        errln!(
-            "hank: warning: {} looks like a secret and is not ignored: left out of the commit (still in the working tree; add it to .gitignore)",
-            crate::sanitize::line(f)
-        );
-    }
+    super::deliver::warn_skipped_secrets(&committed);
     if let Some(out) = &committed.refused {
         return Err(HankError::Tool(format!(
             "`git commit` on {branch} failed: {}",

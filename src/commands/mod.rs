@@ -99,6 +99,29 @@ pub(crate) fn require_hank_dir(dir: &Path) -> Result<Store> {
     Ok(store)
 }
 
+/// The project's lock for a command that must not run beside a running loop; while one runs,
+/// the error says so with `hint` (what to do instead).
+pub(crate) fn lock_or_hint(store: &Store, hint: &str) -> Result<crate::store::LockGuard> {
+    store.lock().map_err(|e| match e {
+        locked @ HankError::Locked { .. } => HankError::usage_hint(locked.to_string(), hint),
+        other => other,
+    })
+}
+
+/// The project, its store and its settings (with `flags`) for `command`, which uses the
+/// configuration the agent could have changed during a run (DELIVER_REMOTE, VERIFY_COMMAND,
+/// GH_REPO in `.hankrc`…): refused while a change is not approved.
+pub(crate) fn approved_project(
+    command: &str,
+    flags: &crate::settings::Flags,
+) -> Result<(PathBuf, Store, crate::settings::Settings)> {
+    let dir = project_dir()?;
+    crate::approval::require(&dir, false, command)?;
+    let store = require_hank_dir(&dir)?;
+    let settings = crate::settings::load(flags, &dir)?;
+    Ok((dir, store, settings))
+}
+
 fn current_dir() -> Result<PathBuf> {
     std::env::current_dir().map_err(|e| HankError::io("reading", ".", e))
 }

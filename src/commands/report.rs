@@ -114,22 +114,8 @@ pub(crate) fn run(args: &cli::ReportArgs) -> Result<u8> {
     if args.fleet {
         return fleet_report(&dir, args.json, since);
     }
-    let path = store.events_path();
     // Only a regular file is read: a FIFO or device planted there is an error naming it.
-    let (loops, runs) = match crate::fsread::open_regular(&path, crate::fsread::Follow::No) {
-        Ok(f) => read_loops(std::io::BufReader::new(f)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Vec::new(), 0),
-        Err(e) => return Err(HankError::io("failed to read", &path, e)),
-    };
-    let chosen: Vec<LoopCost> = loops
-        .into_iter()
-        .filter(|(run, l)| match since {
-            Since::All => true,
-            Since::Run(n) => *run >= n,
-            Since::Time(t) => l.at.is_some_and(|at| at >= t),
-        })
-        .map(|(_, l)| l)
-        .collect();
+    let (chosen, runs) = chosen_loops(&store.events_path(), since)?;
     let r = receipts::attribute(&chosen);
     let first = chosen.iter().filter_map(|l| l.at).min();
     let last = chosen.iter().filter_map(|l| l.at).max();

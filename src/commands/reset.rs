@@ -4,7 +4,7 @@ use crate::clock::SystemClock;
 use crate::policy::time::Clock;
 
 use crate::cli::ResetWhat;
-use crate::error::{HankError, Result};
+use crate::error::Result;
 use crate::exit;
 use crate::store::{Event, EventKind};
 
@@ -16,13 +16,7 @@ pub(crate) fn run(what: ResetWhat) -> Result<u8> {
     let store = require_hank_dir(&dir)?;
     let now = SystemClock::from_env()?.now();
     // A running loop owns state.json: say so, and how to get past it.
-    let _lock = store.lock().map_err(|e| match e {
-        locked @ HankError::Locked { .. } => HankError::usage_hint(
-            locked.to_string(),
-            "stop the running loop first (Ctrl-C), then reset",
-        ),
-        other => other,
-    })?;
+    let _lock = super::lock_or_hint(&store, "stop the running loop first (Ctrl-C), then reset")?;
     let loaded = store.load_state(now)?;
     let mut state = loaded.state;
     let msg = match what {

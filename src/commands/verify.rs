@@ -15,37 +15,31 @@ use crate::error::{HankError, Result};
 use crate::exit;
 use crate::policy::time::Clock;
 use crate::policy::verify::{self, CheckKind, CheckResult, VerificationStatus};
-use crate::settings::{self, Flags};
+use crate::settings::Flags;
 use crate::store::{Event, EventKind};
 
-use super::{out, project_dir, require_hank_dir};
+use super::out;
 
 /// Lines of the output's end printed when the check fails.
 const TAIL_LINES_BYTES: usize = 2000;
 
 pub(crate) fn run(a: &VerifyArgs) -> Result<u8> {
-    let dir = project_dir()?;
-    crate::approval::require(&dir, false, "hank verify")?;
-    let store = require_hank_dir(&dir)?;
     let flags = Flags {
         verify: a.command.clone(),
         verify_timeout: a.timeout.clone(),
         ..Flags::default()
     };
-    let s = settings::load(&flags, &dir)?;
+    let (dir, store, s) = super::approved_project("hank verify", &flags)?;
     let Some(command) = s.verify_command.value.clone() else {
         return Err(HankError::usage_hint(
             "no check to run: VERIFY_COMMAND is not set",
             "add VERIFY_COMMAND=\"your test command\" to .hankrc (e.g. VERIFY_COMMAND=\"cargo test\"), or pass --command CMD",
         ));
     };
-    let mut lock = store.lock().map_err(|e| match e {
-        locked @ HankError::Locked { .. } => HankError::usage_hint(
-            locked.to_string(),
-            "the loop runs the check itself before it accepts \"done\"; `hank status` shows its last result",
-        ),
-        other => other,
-    })?;
+    let mut lock = super::lock_or_hint(
+        &store,
+        "the loop runs the check itself before it accepts \"done\"; `hank status` shows its last result",
+    )?;
     // A check (or an agent) left running by a hank that was killed: stopped first.
     if let Some((pgid, ticks)) = lock.orphaned_verify() {
         if crate::agent::process::stop_orphan_group(pgid, ticks) {

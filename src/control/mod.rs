@@ -535,20 +535,7 @@ pub fn poll_remote(
 
 /// An exclusive lock beside the remote state file, released when the file closes.
 fn lock_remote_state(state_path: &Path) -> Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let path = state_path.with_extension("lock");
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(&path)
-        .map_err(|e| HankError::io("failed to open", &path, e))?;
-    file.lock()
-        .map_err(|e| HankError::io("failed to lock", &path, e))?;
-    Ok(file)
+    userdir::lock_file(&state_path.with_extension("lock"))
 }
 
 /// Publishes a signed `command` to the control topic (ntfy: the message is the body).

@@ -226,13 +226,7 @@ impl InRun {
         d: &mut Delivery,
     ) -> Result<Pushed> {
         let dir = dir.to_path_buf();
-        let events = crate::fsread::read(
-            &store.events_path(),
-            crate::fsread::STATE_LIMIT,
-            crate::fsread::Follow::No,
-        )
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .unwrap_or_default();
+        let events = super::events_text(store);
         let ev = super::evidence_of_current(&events, reason, "a verified completion");
         let title = rules::pr_title(&ev, secrets);
         let message = if self.round == 1 {
@@ -323,13 +317,7 @@ impl InRun {
             return Ok(());
         };
         if self.pr.is_none() {
-            let events = crate::fsread::read(
-                &store.events_path(),
-                crate::fsread::STATE_LIMIT,
-                crate::fsread::Follow::No,
-            )
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default();
+            let events = super::events_text(store);
             let mut ev = super::evidence_of_current(
                 &events,
                 reason,

@@ -159,6 +159,19 @@ pub struct Committed {
     pub refused: Option<String>,
 }
 
+/// The project's `events.jsonl` as text, for the evidence; empty when it cannot be read (no
+/// evidence then).
+#[must_use]
+pub fn events_text(store: &crate::store::Store) -> String {
+    crate::fsread::read(
+        &store.events_path(),
+        crate::fsread::STATE_LIMIT,
+        crate::fsread::Follow::No,
+    )
+    .map(|b| String::from_utf8_lossy(&b).into_owned())
+    .unwrap_or_default()
+}
+
 /// Commits everything the agent left (new, changed and deleted files; hank's runtime files
 /// excepted, even where `.gitignore` does not list them; files that look like secrets —
 /// `.env`, private keys… — never, even when nothing ignores them: they stay in the working

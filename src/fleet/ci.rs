@@ -10,34 +10,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::time::Duration;
 
 use jiff::Timestamp;
 
 use crate::error::{HankError, Result};
 use crate::policy::fleet::{self as rules, PlanView};
-use crate::worktree::{GitRun, git_run};
-
-/// How long a git command of a CI fleet may take (a fetch over a slow network included).
-const GIT_TIMEOUT: Duration = Duration::from_secs(120);
-
-fn git(dir: &Path, args: &[&str]) -> Result<GitRun> {
-    git_run(dir, args, GIT_TIMEOUT)
-        .map_err(|e| HankError::Tool(format!("git {}: {e}", args.join(" "))))
-}
-
-fn git_ok(dir: &Path, args: &[&str]) -> Result<String> {
-    let r = git(dir, args)?;
-    if r.success {
-        Ok(r.stdout)
-    } else {
-        Err(HankError::Tool(format!(
-            "git {} failed: {}",
-            args.join(" "),
-            crate::sanitize::line(r.stderr.trim())
-        )))
-    }
-}
+use crate::stateref::{git, git_stdout as git_ok};
 
 /// The task branch of `slug`.
 #[must_use]

@@ -126,6 +126,59 @@ fn text(v: &Value, key: &str) -> String {
         .to_string()
 }
 
+/// A string field, when there is one.
+fn opt_text(v: &Value, key: &str) -> Option<String> {
+    v.get(key).and_then(Value::as_str).map(str::to_string)
+}
+
+/// The items of a JSON array that `item` reads (none when `v` is not an array).
+fn items<T>(v: &Value, item: impl FnMut(&Value) -> Option<T>) -> Vec<T> {
+    v.as_array()
+        .map(|a| a.iter().filter_map(item).collect())
+        .unwrap_or_default()
+}
+
+/// `GET path` as JSON; an HTTP error is an error saying `what` was refused.
+fn get(api: &impl Api, what: &str, path: &str) -> Result<Value> {
+    let r = api.call("GET", path, None)?;
+    if r.ok() {
+        Ok(r.json())
+    } else {
+        Err(refused(what, &api.describe(), &r))
+    }
+}
+
+/// A request whose answer only has to be a success; an HTTP error says `what` was refused.
+fn send(api: &impl Api, what: &str, method: &str, path: &str, body: &Value) -> Result<()> {
+    let r = api.call(method, path, Some(body))?;
+    if r.ok() {
+        Ok(())
+    } else {
+        Err(refused(what, &api.describe(), &r))
+    }
+}
+
+/// The answer to opening a pull (merge) request: the new one (`read` from the reply), or the
+/// open one of the same head when the forge answered `conflict` (it exists already).
+fn opened<F: Forge + ?Sized>(
+    forge: &F,
+    r: &Reply,
+    read: fn(&Value) -> Option<PullRequest>,
+    conflict: u16,
+    head: &str,
+    missing: &str,
+) -> Result<Option<PullRequest>> {
+    if r.ok() {
+        return read(&r.json())
+            .map(Some)
+            .ok_or_else(|| HankError::Tool(format!("{}: {missing}", forge.describe())));
+    }
+    if r.status == conflict {
+        return forge.find_pr(head);
+    }
+    Ok(None)
+}
+
 fn login(v: &Value) -> String {
     v.pointer("/user/login")
         .or_else(|| v.pointer("/author/username"))
@@ -166,17 +219,8 @@ impl<A: Api> GitHub<A> {
                 .pointer("/head/sha")
                 .and_then(Value::as_str)
                 .map(str::to_string),
-            node_id: v.get("node_id").and_then(Value::as_str).map(str::to_string),
+            node_id: opt_text(v, "node_id"),
         })
-    }
-
-    fn get(&self, what: &str, path: &str) -> Result<Value> {
-        let r = self.api.call("GET", path, None)?;
-        if r.ok() {
-            Ok(r.json())
-        } else {
-            Err(refused(what, &self.api.describe(), &r))
-        }
     }
 }
 
@@ -190,8 +234,9 @@ impl<A: Api> Forge for GitHub<A> {
     }
 
     fn access(&self) -> Result<Access> {
-        let user = self.get("reading the login (GET /user)", "user")?;
-        let repo = self.get(
+        let user = get(&self.api, "reading the login (GET /user)", "user")?;
+        let repo = get(
+            &self.api,
             &format!("reading repository {}", self.repo),
             &format!("repos/{}", self.repo),
         )?;
@@ -206,18 +251,9 @@ impl<A: Api> Forge for GitHub<A> {
         let r = self
             .api
             .call("POST", &format!("repos/{}/pulls", self.repo), Some(&body))?;
-        if r.ok() {
-            return Self::pr_of(&r.json()).ok_or_else(|| {
-                HankError::Tool(format!(
-                    "{}: the new pull request has no number",
-                    self.describe()
-                ))
-            });
-        }
-        if r.status == 422
-            && let Some(existing) = self.find_pr(&pr.head)?
-        {
-            return Ok(existing);
+        let missing = "the new pull request has no number";
+        if let Some(done) = opened(self, &r, Self::pr_of, 422, &pr.head, missing)? {
+            return Ok(done);
         }
         Err(refused(
             &format!("opening a pull request {} → {}", pr.head, pr.base),
@@ -228,7 +264,8 @@ impl<A: Api> Forge for GitHub<A> {
 
     fn find_pr(&self, head: &str) -> Result<Option<PullRequest>> {
         let owner = self.repo.split('/').next().unwrap_or_default();
-        let v = self.get(
+        let v = get(
+            &self.api,
             "finding the branch's pull request",
             &format!(
                 "repos/{}/pulls?state=open&head={}",
@@ -240,7 +277,8 @@ impl<A: Api> Forge for GitHub<A> {
     }
 
     fn checks(&self, sha: &str) -> Result<Vec<Check>> {
-        let runs = self.get(
+        let runs = get(
+            &self.api,
             "reading the check runs",
             &format!(
                 "repos/{}/commits/{}/check-runs?per_page=100",
@@ -248,49 +286,40 @@ impl<A: Api> Forge for GitHub<A> {
                 enc(sha)
             ),
         )?;
-        let mut out: Vec<Check> = runs
-            .get("check_runs")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .map(|c| Check {
-                        name: text(c, "name"),
-                        state: CheckState::of_check_run(
-                            &text(c, "status"),
-                            c.get("conclusion").and_then(Value::as_str),
-                        ),
-                        url: c
-                            .get("html_url")
-                            .and_then(Value::as_str)
-                            .map(str::to_string),
-                        id: c.get("id").and_then(Value::as_u64),
-                    })
-                    .collect()
+        let mut out = items(runs.get("check_runs").unwrap_or(&Value::Null), |c| {
+            Some(Check {
+                name: text(c, "name"),
+                state: CheckState::of_check_run(
+                    &text(c, "status"),
+                    c.get("conclusion").and_then(Value::as_str),
+                ),
+                url: opt_text(c, "html_url"),
+                id: c.get("id").and_then(Value::as_u64),
             })
-            .unwrap_or_default();
-        let statuses = self.get(
+        });
+        let statuses = get(
+            &self.api,
             "reading the commit statuses",
             &format!("repos/{}/commits/{}/status", self.repo, enc(sha)),
         )?;
-        if let Some(a) = statuses.get("statuses").and_then(Value::as_array) {
-            out.extend(a.iter().map(|s| {
-                Check {
+        out.extend(items(
+            statuses.get("statuses").unwrap_or(&Value::Null),
+            |s| {
+                Some(Check {
                     name: text(s, "context"),
                     state: CheckState::of_status(&text(s, "state")),
-                    url: s
-                        .get("target_url")
-                        .and_then(Value::as_str)
-                        .map(str::to_string),
+                    url: opt_text(s, "target_url"),
                     id: None,
-                }
-            }));
-        }
+                })
+            },
+        ));
         Ok(out)
     }
 
     fn check_log(&self, check: &Check) -> Result<Option<String>> {
         let Some(id) = check.id else { return Ok(None) };
-        let v = self.get(
+        let v = get(
+            &self.api,
             "reading a check run",
             &format!("repos/{}/check-runs/{id}", self.repo),
         )?;
@@ -304,69 +333,52 @@ impl<A: Api> Forge for GitHub<A> {
     }
 
     fn reviews(&self, pr: &PullRequest) -> Result<Vec<Review>> {
-        let v = self.get(
+        let v = get(
+            &self.api,
             "reading the reviews",
             &format!(
                 "repos/{}/pulls/{}/reviews?per_page=100",
                 self.repo, pr.number
             ),
         )?;
-        Ok(v.as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|r| {
-                        Some(Review {
-                            id: r.get("id")?.as_u64()?,
-                            author: login(r),
-                            state: text(r, "state"),
-                            body: text(r, "body"),
-                        })
-                    })
-                    .collect()
+        Ok(items(&v, |r| {
+            Some(Review {
+                id: r.get("id")?.as_u64()?,
+                author: login(r),
+                state: text(r, "state"),
+                body: text(r, "body"),
             })
-            .unwrap_or_default())
+        }))
     }
 
     fn review_comments(&self, pr: &PullRequest) -> Result<Vec<ReviewComment>> {
-        let v = self.get(
+        let v = get(
+            &self.api,
             "reading the review comments",
             &format!(
                 "repos/{}/pulls/{}/comments?per_page=100",
                 self.repo, pr.number
             ),
         )?;
-        Ok(v.as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|c| {
-                        Some(ReviewComment {
-                            id: c.get("id")?.as_u64()?,
-                            author: login(c),
-                            path: text(c, "path"),
-                            line: c.get("line").and_then(Value::as_u64),
-                            body: text(c, "body"),
-                        })
-                    })
-                    .collect()
+        Ok(items(&v, |c| {
+            Some(ReviewComment {
+                id: c.get("id")?.as_u64()?,
+                author: login(c),
+                path: text(c, "path"),
+                line: c.get("line").and_then(Value::as_u64),
+                body: text(c, "body"),
             })
-            .unwrap_or_default())
+        }))
     }
 
     fn comment_issue(&self, issue: u64, body: &str) -> Result<()> {
-        let r = self.api.call(
+        send(
+            &self.api,
+            &format!("commenting on issue #{issue}"),
             "POST",
             &format!("repos/{}/issues/{issue}/comments", self.repo),
-            Some(&json!({"body": body})),
-        )?;
-        if r.ok() {
-            Ok(())
-        } else {
-            Err(refused(
-                &format!("commenting on issue #{issue}"),
-                &self.api.describe(),
-                &r,
-            ))
-        }
+            &json!({"body": body}),
+        )
     }
 
     fn arm_auto_merge(&self, pr: &PullRequest) -> Result<()> {
@@ -417,18 +429,9 @@ impl<A: Api> GitLab<A> {
         Some(PullRequest {
             number: v.get("iid")?.as_u64()?,
             url: text(v, "web_url"),
-            head_sha: v.get("sha").and_then(Value::as_str).map(str::to_string),
+            head_sha: opt_text(v, "sha"),
             node_id: None,
         })
-    }
-
-    fn get(&self, what: &str, path: &str) -> Result<Value> {
-        let r = self.api.call("GET", path, None)?;
-        if r.ok() {
-            Ok(r.json())
-        } else {
-            Err(refused(what, &self.api.describe(), &r))
-        }
     }
 }
 
@@ -442,8 +445,12 @@ impl<A: Api> Forge for GitLab<A> {
     }
 
     fn access(&self) -> Result<Access> {
-        let user = self.get("reading the login (GET /user)", "user")?;
-        let p = self.get(&format!("reading project {}", self.repo), &self.project())?;
+        let user = get(&self.api, "reading the login (GET /user)", "user")?;
+        let p = get(
+            &self.api,
+            &format!("reading project {}", self.repo),
+            &self.project(),
+        )?;
         let level = ["project_access", "group_access"]
             .iter()
             .filter_map(|k| {
@@ -465,24 +472,16 @@ impl<A: Api> Forge for GitLab<A> {
             &format!("{}/merge_requests", self.project()),
             Some(&body),
         )?;
-        if r.ok() {
-            return Self::mr_of(&r.json()).ok_or_else(|| {
-                HankError::Tool(format!(
-                    "{}: the new merge request has no iid",
-                    self.describe()
-                ))
-            });
-        }
-        if r.status == 409
-            && let Some(existing) = self.find_pr(&pr.head)?
-        {
-            return Ok(existing);
+        let missing = "the new merge request has no iid";
+        if let Some(done) = opened(self, &r, Self::mr_of, 409, &pr.head, missing)? {
+            return Ok(done);
         }
         Err(refused("opening a merge request", &self.api.describe(), &r))
     }
 
     fn find_pr(&self, head: &str) -> Result<Option<PullRequest>> {
-        let v = self.get(
+        let v = get(
+            &self.api,
             "finding the branch's merge request",
             &format!(
                 "{}/merge_requests?state=opened&source_branch={}",
@@ -494,7 +493,8 @@ impl<A: Api> Forge for GitLab<A> {
     }
 
     fn checks(&self, sha: &str) -> Result<Vec<Check>> {
-        let v = self.get(
+        let v = get(
+            &self.api,
             "reading the commit statuses",
             &format!(
                 "{}/repository/commits/{}/statuses?per_page=100",
@@ -502,31 +502,24 @@ impl<A: Api> Forge for GitLab<A> {
                 enc(sha)
             ),
         )?;
-        Ok(v.as_array()
-            .map(|a| {
-                a.iter()
-                    .map(|s| Check {
-                        name: text(s, "name"),
-                        state: match text(s, "status").as_str() {
-                            "success" | "skipped" => CheckState::Passed,
-                            "created"
-                            | "waiting_for_resource"
-                            | "preparing"
-                            | "pending"
-                            | "running"
-                            | "scheduled"
-                            | "manual" => CheckState::Pending,
-                            _ => CheckState::Failed,
-                        },
-                        url: s
-                            .get("target_url")
-                            .and_then(Value::as_str)
-                            .map(str::to_string),
-                        id: s.get("id").and_then(Value::as_u64),
-                    })
-                    .collect()
+        Ok(items(&v, |s| {
+            Some(Check {
+                name: text(s, "name"),
+                state: match text(s, "status").as_str() {
+                    "success" | "skipped" => CheckState::Passed,
+                    "created"
+                    | "waiting_for_resource"
+                    | "preparing"
+                    | "pending"
+                    | "running"
+                    | "scheduled"
+                    | "manual" => CheckState::Pending,
+                    _ => CheckState::Failed,
+                },
+                url: opt_text(s, "target_url"),
+                id: s.get("id").and_then(Value::as_u64),
             })
-            .unwrap_or_default())
+        }))
     }
 
     fn check_log(&self, check: &Check) -> Result<Option<String>> {
@@ -542,7 +535,8 @@ impl<A: Api> Forge for GitLab<A> {
     }
 
     fn review_comments(&self, pr: &PullRequest) -> Result<Vec<ReviewComment>> {
-        let v = self.get(
+        let v = get(
+            &self.api,
             "reading the merge request's notes",
             &format!(
                 "{}/merge_requests/{}/notes?per_page=100",
@@ -550,60 +544,42 @@ impl<A: Api> Forge for GitLab<A> {
                 pr.number
             ),
         )?;
-        Ok(v.as_array()
-            .map(|a| {
-                a.iter()
-                    .filter(|n| !n.get("system").and_then(Value::as_bool).unwrap_or(false))
-                    .filter_map(|n| {
-                        Some(ReviewComment {
-                            id: n.get("id")?.as_u64()?,
-                            author: login(n),
-                            path: n
-                                .pointer("/position/new_path")
-                                .and_then(Value::as_str)
-                                .unwrap_or("the merge request")
-                                .to_string(),
-                            line: n.pointer("/position/new_line").and_then(Value::as_u64),
-                            body: text(n, "body"),
-                        })
-                    })
-                    .collect()
+        Ok(items(&v, |n| {
+            if n.get("system").and_then(Value::as_bool).unwrap_or(false) {
+                return None;
+            }
+            Some(ReviewComment {
+                id: n.get("id")?.as_u64()?,
+                author: login(n),
+                path: n
+                    .pointer("/position/new_path")
+                    .and_then(Value::as_str)
+                    .unwrap_or("the merge request")
+                    .to_string(),
+                line: n.pointer("/position/new_line").and_then(Value::as_u64),
+                body: text(n, "body"),
             })
-            .unwrap_or_default())
+        }))
     }
 
     fn comment_issue(&self, issue: u64, body: &str) -> Result<()> {
-        let r = self.api.call(
+        send(
+            &self.api,
+            &format!("commenting on issue #{issue}"),
             "POST",
             &format!("{}/issues/{issue}/notes", self.project()),
-            Some(&json!({"body": body})),
-        )?;
-        if r.ok() {
-            Ok(())
-        } else {
-            Err(refused(
-                &format!("commenting on issue #{issue}"),
-                &self.api.describe(),
-                &r,
-            ))
-        }
+            &json!({"body": body}),
+        )
     }
 
     fn arm_auto_merge(&self, pr: &PullRequest) -> Result<()> {
-        let r = self.api.call(
+        send(
+            &self.api,
+            &format!("arming auto-merge of !{}", pr.number),
             "PUT",
             &format!("{}/merge_requests/{}/merge", self.project(), pr.number),
-            Some(&json!({"merge_when_pipeline_succeeds": true})),
-        )?;
-        if r.ok() {
-            Ok(())
-        } else {
-            Err(refused(
-                &format!("arming auto-merge of !{}", pr.number),
-                &self.api.describe(),
-                &r,
-            ))
-        }
+            &json!({"merge_when_pipeline_succeeds": true}),
+        )
     }
 }
 

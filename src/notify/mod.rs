@@ -379,13 +379,9 @@ impl Hook {
             return;
         };
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let spawned = std::thread::Builder::new()
-            .name("hank-notify-flush".into())
-            .spawn(move || {
-                drop(notifier);
-                let _ = tx.send(());
-            });
-        if spawned.is_err() {
+        if !flush_on_thread(notifier, move || {
+            let _ = tx.send(());
+        }) {
             return;
         }
         // Only a signal that comes from now on ends the wait.
@@ -442,6 +438,18 @@ impl Hook {
 /// once per process; their events are offered to it with [`offer`].
 static GLOBAL: Mutex<Option<Hook>> = Mutex::new(None);
 
+/// Drops `sender` (its drop delivers what is queued) on a thread of its own, then calls
+/// `done`; false when the thread could not be started (`sender` was dropped here then).
+fn flush_on_thread<T: Send + 'static>(sender: T, done: impl FnOnce() + Send + 'static) -> bool {
+    std::thread::Builder::new()
+        .name("hank-notify-flush".into())
+        .spawn(move || {
+            drop(sender);
+            done();
+        })
+        .is_ok()
+}
+
 /// Holds the process's notifier; dropping it sends what is queued (at most
 /// [`SendConfig::flush`]) and prints the senders' warnings.
 pub struct Installed(());
@@ -455,13 +463,9 @@ impl Drop for Installed {
         };
         let before = crate::proc::signals::received();
         let (tx, rx) = mpsc::channel::<()>();
-        let spawned = std::thread::Builder::new()
-            .name("hank-notify-flush".into())
-            .spawn(move || {
-                drop(hook);
-                let _ = tx.send(());
-            });
-        if spawned.is_err() {
+        if !flush_on_thread(hook, move || {
+            let _ = tx.send(());
+        }) {
             return;
         }
         loop {

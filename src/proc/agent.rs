@@ -462,18 +462,28 @@ pub fn stop_recorded(procs: &[(i32, u64)], grace: Duration) -> usize {
             .collect()
     };
     let first = live(procs);
+    term_then_kill(&first, grace, live);
+    first.len()
+}
+
+/// SIGTERM to `first`; then, every 50 ms up to `grace`, `alive` says which are left (of the
+/// last ones it said, or found afresh); SIGKILL to those left at the end.
+fn term_then_kill(
+    first: &[(i32, u64)],
+    grace: Duration,
+    mut alive: impl FnMut(&[(i32, u64)]) -> Vec<(i32, u64)>,
+) {
     if first.is_empty() {
-        return 0;
+        return;
     }
-    signal_each(&first, Signal::SIGTERM);
+    signal_each(first, Signal::SIGTERM);
     let start = Instant::now();
-    let mut left = first.clone();
+    let mut left = first.to_vec();
     while !left.is_empty() && start.elapsed() < grace {
         std::thread::sleep(Duration::from_millis(50));
-        left = live(&left);
+        left = alive(&left);
     }
     signal_each(&left, Signal::SIGKILL);
-    first.len()
 }
 
 /// The live descendants of hank, except the trees of other calls running beside the one of
@@ -628,14 +638,7 @@ pub fn stop_orphans(project: &str, agent: Option<(i32, u64)>, grace: Duration) -
     if first.is_empty() {
         return 0;
     }
-    signal_each(&first, Signal::SIGTERM);
-    let start = Instant::now();
-    let mut left = first.clone();
-    while !left.is_empty() && start.elapsed() < grace {
-        std::thread::sleep(Duration::from_millis(50));
-        left = find();
-    }
-    signal_each(&left, Signal::SIGKILL);
+    term_then_kill(&first, grace, |_| find());
     // Whatever the killed ones started meanwhile.
     let mut rounds = 0;
     loop {
@@ -704,19 +707,14 @@ pub async fn run_with_hook(
             command.env(key, value);
         }
     }
-    let mut child = command
-        .args(spawn.args)
-        .current_dir(spawn.cwd)
-        .process_group(0)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()?;
-    let pgid = child
-        .id()
-        .and_then(|id| i32::try_from(id).ok())
-        .unwrap_or(0);
+    let (mut child, pgid) = super::spawn_grouped(
+        command
+            .args(spawn.args)
+            .current_dir(spawn.cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    )?;
     let _own = OwnSpawn::new(pgid);
     if pgid > 0 {
         on_track(Tracked::Spawned(pgid));
@@ -1267,6 +1265,33 @@ mod tests {
         crate::proc::runtime().unwrap()
     }
 
+    /// A run of `program` in `dir` with the tests' defaults: nothing on stdin, the logs `out`
+    /// and `err` in `dir`, a 500 ms grace, no marker, no idle or first-output timeout.
+    fn spawn_in<'a>(
+        dir: &'a Path,
+        program: &'a Path,
+        args: &'a [String],
+        timeout: Duration,
+    ) -> Spawn<'a> {
+        Spawn {
+            program,
+            args,
+            cwd: dir,
+            stdin: Vec::new(),
+            stdout_log: dir.join("out"),
+            stderr_log: dir.join("err"),
+            timeout,
+            grace: Duration::from_millis(500),
+            live: false,
+            env_remove: &[],
+            env_set: &[],
+            stop_after_result: false,
+            marker: None,
+            idle_timeout: None,
+            first_output_timeout: None,
+        }
+    }
+
     fn sh(dir: &Path, script: &str, timeout: Duration, live: bool) -> (RunOutcome, Vec<Vec<u8>>) {
         sh_with(dir, script, timeout, live, None, false)
     }
@@ -1281,21 +1306,11 @@ mod tests {
     ) -> (RunOutcome, Vec<Vec<u8>>) {
         let args = vec!["-c".to_string(), script.to_string()];
         let spawn = Spawn {
-            program: Path::new("/bin/sh"),
-            args: &args,
-            cwd: dir,
             stdin: b"hello prompt".to_vec(),
-            stdout_log: dir.join("out"),
-            stderr_log: dir.join("err"),
-            timeout,
-            grace: Duration::from_millis(500),
             live,
-            env_remove: &[],
-            env_set: &[],
             stop_after_result,
             marker,
-            idle_timeout: None,
-            first_output_timeout: None,
+            ..spawn_in(dir, Path::new("/bin/sh"), &args, timeout)
         };
         let (_tx, rx) = watch::channel(0u32);
         let mut lines = Vec::new();
@@ -1359,21 +1374,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let args = vec!["-c".to_string(), "sleep 300".to_string()];
         let spawn = Spawn {
-            program: Path::new("/bin/sh"),
-            args: &args,
-            cwd: dir.path(),
-            stdin: Vec::new(),
-            stdout_log: dir.path().join("out"),
-            stderr_log: dir.path().join("err"),
-            timeout: Duration::from_secs(300),
             grace: Duration::from_secs(5),
-            live: false,
-            env_remove: &[],
-            env_set: &[],
-            stop_after_result: false,
-            marker: None,
-            idle_timeout: None,
-            first_output_timeout: None,
+            ..spawn_in(
+                dir.path(),
+                Path::new("/bin/sh"),
+                &args,
+                Duration::from_secs(300),
+            )
         };
         let (tx, rx) = watch::channel(0u32);
         let o = rt()
@@ -1396,21 +1403,30 @@ mod tests {
         out
     }
 
+    /// A Claude result line costing `usd`.
+    fn result_line(usd: u32) -> String {
+        format!(r#"{{"type":"result","total_cost_usd":{usd}}}"#)
+    }
+
+    /// The run exited 0 and its answer is exactly `result_line(usd)`.
+    fn assert_answer(o: RunOutcome, usd: u32) {
+        assert_eq!(o.exit_code, Some(0));
+        let answer = read_capture(o.stdout);
+        assert_eq!(answer, format!("{}\n", result_line(usd)).as_bytes());
+    }
+
     #[test]
     fn the_answer_is_what_came_through_the_pipe_not_the_log() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("out");
         let script = format!(
-            "echo '{{\"type\":\"result\",\"total_cost_usd\":5}}'; sleep 0.2; echo forged > {}",
+            "echo '{}'; sleep 0.2; echo forged > {}",
+            result_line(5),
             log.display()
         );
         let (o, _) = sh(dir.path(), &script, Duration::from_secs(30), false);
-        assert_eq!(o.exit_code, Some(0));
         assert_eq!(std::fs::read(&log).unwrap(), b"forged\n");
-        assert_eq!(
-            read_capture(o.stdout),
-            b"{\"type\":\"result\",\"total_cost_usd\":5}\n"
-        );
+        assert_answer(o, 5);
     }
 
     #[test]
@@ -1595,39 +1611,28 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pidfile = dir.path().join("holder.pid");
         let script = format!(
-            "env -i setsid sleep 60 & echo $! > {}; echo '{{\"type\":\"result\",\"total_cost_usd\":1}}'",
-            pidfile.display()
+            "env -i setsid sleep 60 & echo $! > {}; echo '{}'",
+            pidfile.display(),
+            result_line(1)
         );
         let (o, _) = sh(dir.path(), &script, Duration::from_secs(60), false);
         let holder = read_pid(&pidfile);
         let _ = kill(Pid::from_raw(holder), Signal::SIGKILL);
-        assert_eq!(o.exit_code, Some(0));
         assert!(o.duration < Duration::from_secs(30), "{:?}", o.duration);
-        assert_eq!(
-            read_capture(o.stdout),
-            b"{\"type\":\"result\",\"total_cost_usd\":1}\n"
-        );
+        assert_answer(o, 1);
     }
 
     #[test]
     fn missing_program_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
         let spawn = Spawn {
-            program: Path::new("/nonexistent/claude"),
-            args: &[],
-            cwd: dir.path(),
-            stdin: Vec::new(),
-            stdout_log: dir.path().join("out"),
-            stderr_log: dir.path().join("err"),
-            timeout: Duration::from_secs(1),
             grace: Duration::from_secs(1),
-            live: false,
-            env_remove: &[],
-            env_set: &[],
-            stop_after_result: false,
-            marker: None,
-            idle_timeout: None,
-            first_output_timeout: None,
+            ..spawn_in(
+                dir.path(),
+                Path::new("/nonexistent/claude"),
+                &[],
+                Duration::from_secs(1),
+            )
         };
         let (_tx, rx) = watch::channel(0u32);
         assert!(rt().block_on(run(spawn, rx, |_| {})).is_err());

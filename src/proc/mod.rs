@@ -165,6 +165,19 @@ pub struct Logged {
     pub duration: Duration,
 }
 
+/// Starts `command` as the leader of a process group of its own, killed if hank drops it;
+/// with its group id (0 when the id cannot be read: the child is already gone).
+pub(crate) fn spawn_grouped(
+    command: &mut tokio::process::Command,
+) -> io::Result<(tokio::process::Child, i32)> {
+    let child = command.process_group(0).kill_on_drop(true).spawn()?;
+    let pgid = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .unwrap_or(0);
+    Ok((child, pgid))
+}
+
 /// Runs `command` with `/bin/sh -c` in `cwd` (the user's own command line needs the shell),
 /// in its own process group, stdin closed, stdout and stderr both into `log` (an open file).
 /// After `timeout`, or on the user's interrupt (`cancel` above 0), the group is stopped
@@ -185,21 +198,16 @@ pub async fn shell_to_log(
 ) -> io::Result<Logged> {
     let started = Instant::now();
     let err = log.try_clone()?;
-    let mut child = tokio::process::Command::new("/bin/sh")
-        .arg("-c")
-        .arg(command)
-        .current_dir(cwd)
-        .env("PWD", cwd)
-        .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(log))
-        .stderr(Stdio::from(err))
-        .kill_on_drop(true)
-        .spawn()?;
-    let pgid = child
-        .id()
-        .and_then(|id| i32::try_from(id).ok())
-        .unwrap_or(0);
+    let (mut child, pgid) = spawn_grouped(
+        tokio::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(command)
+            .current_dir(cwd)
+            .env("PWD", cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(err)),
+    )?;
     if pgid > 0 {
         on_spawn(pgid);
     }

@@ -35,10 +35,6 @@ impl CiReport {
     /// The report of a failure.
     #[must_use]
     pub(crate) fn failure(err: &HankError) -> Self {
-        let mut message = err.to_string();
-        if let Some(hint) = err.hint() {
-            message = format!("{message} ({hint})");
-        }
         Self {
             success: false,
             code: err.exit_code(),
@@ -47,7 +43,7 @@ impl CiReport {
             files_created: Vec::new(),
             tasks_imported: 0,
             backup: None,
-            message,
+            message: err.with_hint(),
         }
     }
 }

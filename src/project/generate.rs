@@ -450,24 +450,18 @@ mod tests {
             .content
     }
 
+    /// Each generated file against its snapshot (`snapshots/…__<name>.snap`).
     #[test]
-    fn snapshot_prompt() {
-        insta::assert_snapshot!(rendered(".hank/PROMPT.md"));
-    }
-
-    #[test]
-    fn snapshot_fix_plan() {
-        insta::assert_snapshot!(rendered(".hank/fix_plan.md"));
-    }
-
-    #[test]
-    fn snapshot_agent() {
-        insta::assert_snapshot!(rendered(".hank/AGENT.md"));
-    }
-
-    #[test]
-    fn snapshot_hankrc() {
-        insta::assert_snapshot!(rendered(".hankrc"));
+    fn snapshots_of_the_generated_files() {
+        let files = [
+            ("snapshot_prompt", ".hank/PROMPT.md"),
+            ("snapshot_fix_plan", ".hank/fix_plan.md"),
+            ("snapshot_agent", ".hank/AGENT.md"),
+            ("snapshot_hankrc", ".hankrc"),
+        ];
+        for (name, path) in files {
+            insta::assert_snapshot!(name, rendered(path));
+        }
     }
 
     /// The `.hankrc` of a new project of each type (`setup --project-type`, and `enable` on a

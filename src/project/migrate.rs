@@ -238,26 +238,16 @@ mod tests {
                 .any(|l| l == ".hank/backup/"),
             "the backup folder is git-ignored"
         );
-        assert_eq!(
-            std::fs::read_to_string(d.join(".hank/PROMPT.md")).unwrap(),
-            "my prompt"
-        );
-        assert_eq!(
-            std::fs::read_to_string(d.join(".hank/fix_plan.md")).unwrap(),
-            "- [ ] one"
-        );
-        assert_eq!(
-            std::fs::read_to_string(d.join(".hank/specs/api.md")).unwrap(),
-            "api"
-        );
-        assert_eq!(
-            std::fs::read_to_string(backup.join("specs/api.md")).unwrap(),
-            "api"
-        );
-        assert_eq!(
-            std::fs::read_to_string(backup.join("PROMPT.md")).unwrap(),
-            "my prompt"
-        );
+        let contents = [
+            (d.join(".hank/PROMPT.md"), "my prompt"),
+            (d.join(".hank/fix_plan.md"), "- [ ] one"),
+            (d.join(".hank/specs/api.md"), "api"),
+            (backup.join("specs/api.md"), "api"),
+            (backup.join("PROMPT.md"), "my prompt"),
+        ];
+        for (path, want) in contents {
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), want, "{path:?}");
+        }
         assert!(!d.join("PROMPT.md").exists());
         assert!(created.contains(&PathBuf::from(".hankrc")));
         assert!(generate::missing_required(d).is_empty());

@@ -211,6 +211,25 @@ pub(crate) fn parse_github_json(text: &str, label: Option<&str>) -> Result<Vec<T
     Ok(out)
 }
 
+/// Markdown's fenced code blocks (```` ``` ```` or `~~~`), read line by line.
+#[derive(Debug, Default)]
+pub(crate) struct Fence(Option<&'static str>);
+
+impl Fence {
+    /// Whether `line` is code: it opens a fenced block, is inside one, or closes it.
+    pub(crate) fn code(&mut self, line: &str) -> bool {
+        let trimmed = line.trim_start();
+        if let Some(marker) = self.0 {
+            if trimmed.starts_with(marker) {
+                self.0 = None;
+            }
+            return true;
+        }
+        self.0 = ["```", "~~~"].into_iter().find(|m| trimmed.starts_with(m));
+        self.0.is_some()
+    }
+}
+
 /// Extracts tasks from a PRD without AI: unchecked checkbox items (`- [ ] …`) and numbered
 /// items (`1. …`, `2) …`) anywhere; plain bullets only under a heading that names
 /// requirements, features, tasks, stories or a todo list. Fenced code is skipped. Tasks are
@@ -227,22 +246,10 @@ pub(crate) fn extract_prd_tasks(content: &str, cap: usize) -> Vec<Task> {
     };
     let mut seen: HashSet<String> = HashSet::new();
     let mut out = Vec::new();
-    let mut fence: Option<&str> = None;
+    let mut fence = Fence::default();
     let mut task_section = false;
     for line in content.lines() {
-        let trimmed = line.trim_start();
-        if let Some(marker) = fence {
-            if trimmed.starts_with(marker) {
-                fence = None;
-            }
-            continue;
-        }
-        if trimmed.starts_with("```") {
-            fence = Some("```");
-            continue;
-        }
-        if trimmed.starts_with("~~~") {
-            fence = Some("~~~");
+        if fence.code(line) {
             continue;
         }
         if let Some(caps) = heading.captures(line) {
@@ -324,6 +331,28 @@ mod tests {
     const BD_JSON: &str = include_str!("../../fixtures/tasks/bd-list.json");
     const BD_TEXT: &str = include_str!("../../fixtures/tasks/bd-list.txt");
     const GH_JSON: &str = include_str!("../../fixtures/tasks/gh-issues.json");
+
+    /// Fence lines and what they enclose are code; a `~~~` inside a ```` ``` ```` block does
+    /// not close it.
+    #[test]
+    fn fenced_code_is_told_line_by_line() {
+        let lines = [
+            ("text", false),
+            ("  ```rust", true),
+            ("# not a heading", true),
+            ("~~~", true),
+            ("```", true),
+            ("- [ ] a task", false),
+            ("~~~", true),
+            ("```", true),
+            ("~~~ ", true),
+            ("after", false),
+        ];
+        let mut fence = Fence::default();
+        for (i, (line, code)) in lines.into_iter().enumerate() {
+            assert_eq!(fence.code(line), code, "line {i}: {line:?}");
+        }
+    }
     const PRD: &str = include_str!("../../fixtures/tasks/prd.md");
 
     fn lines(tasks: &[Task]) -> Vec<String> {

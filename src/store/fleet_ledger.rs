@@ -258,14 +258,25 @@ mod tests {
         Timestamp::from_second(1_800_000_000 + secs).unwrap()
     }
 
-    #[test]
-    fn the_cap_holds_across_writers_and_frees_after_an_hour() {
+    /// A ledger file in a temp dir (kept while the dir is).
+    fn ledger() -> (tempfile::TempDir, std::path::PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(FILE_NAME);
-        let limits = BudgetLimits {
-            max_calls_per_hour: 3,
+        (dir, path)
+    }
+
+    /// At most `calls` calls an hour, no token cap.
+    fn calls_per_hour(calls: u32) -> BudgetLimits {
+        BudgetLimits {
+            max_calls_per_hour: calls,
             max_tokens_per_hour: 0,
-        };
+        }
+    }
+
+    #[test]
+    fn the_cap_holds_across_writers_and_frees_after_an_hour() {
+        let (_dir, path) = ledger();
+        let limits = calls_per_hour(3);
         for i in 0..3 {
             assert_eq!(reserve(&path, ts(i), &limits).unwrap(), None);
         }
@@ -279,13 +290,9 @@ mod tests {
 
     #[test]
     fn spent_lines_settle_their_workers_call_and_the_cost_cap_stops() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(FILE_NAME);
+        let (_dir, path) = ledger();
         let limits = FleetLimits {
-            budget: BudgetLimits {
-                max_calls_per_hour: 0,
-                max_tokens_per_hour: 0,
-            },
+            budget: calls_per_hour(0),
             max_cost_usd: 2.0,
         };
         // Two workers (pids that never ran: their unsettled calls are not in flight).
@@ -329,12 +336,8 @@ mod tests {
 
     #[test]
     fn parallel_writers_never_overshoot() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(FILE_NAME);
-        let limits = BudgetLimits {
-            max_calls_per_hour: 5,
-            max_tokens_per_hour: 0,
-        };
+        let (_dir, path) = ledger();
+        let limits = calls_per_hour(5);
         let handles: Vec<_> = (0..8)
             .map(|_| {
                 let p = path.clone();

@@ -11,8 +11,7 @@
 //! Windows are keyed by name (`five_hour`, `seven_day`, …): runs of the same user are taken to
 //! share one account.
 
-use std::fs::{self, OpenOptions};
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs;
 use std::path::PathBuf;
 
 use jiff::Timestamp;
@@ -62,17 +61,8 @@ pub fn publish(own: &Windows, now: Timestamp) -> Result<()> {
         return Ok(());
     }
     let dir = dir()?;
-    let lock_path = dir.join("windows.lock");
-    let lock = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(&lock_path)
-        .map_err(|e| HankError::io("open", &lock_path, e))?;
-    lock.lock()
-        .map_err(|e| HankError::io("lock", &lock_path, e))?;
+    // Held until the end (released when `_lock` is closed): read, merge and write are one step.
+    let _lock = userdir::lock_file(&dir.join("windows.lock"))?;
     let path = dir.join("windows.json");
     let mut shared = read();
     if !windows::adopt_newer(&mut shared, own, now) {
@@ -85,5 +75,4 @@ pub fn publish(own: &Windows, now: Timestamp) -> Result<()> {
     let bytes = serde_json::to_vec_pretty(&file)
         .map_err(|e| HankError::Internal(format!("cannot encode the shared windows: {e}")))?;
     write_atomic(&path, &bytes, false).map_err(|e| HankError::io("write", path, e))
-    // The lock is released when `lock` is closed.
 }

@@ -83,6 +83,27 @@ pub fn shared_dir(name: &str) -> Result<PathBuf> {
 }
 
 /// Creates `dir` and its parents with mode 0700; refuses a symlink or a non-directory there.
+/// An exclusive lock on the file `path` (created 0600, never opened through a link), held
+/// until the file is closed.
+///
+/// # Errors
+/// It cannot be opened or locked.
+pub fn lock_file(path: &Path) -> Result<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| HankError::io("failed to open", path, e))?;
+    file.lock()
+        .map_err(|e| HankError::io("failed to lock", path, e))?;
+    Ok(file)
+}
+
 fn ensure_private_dir(dir: &Path) -> Result<()> {
     match fs::symlink_metadata(dir) {
         Ok(m) if m.is_dir() => {

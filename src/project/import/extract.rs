@@ -20,18 +20,11 @@ pub(super) const REQUIREMENT_JA: [&str; 5] =
 pub(super) fn split_sections(text: &str) -> Vec<(Option<String>, String)> {
     let mut out: Vec<(Option<String>, String)> = Vec::new();
     let mut current: (Option<String>, String) = (None, String::new());
-    let mut fence: Option<&str> = None;
+    let mut fence = tasks::Fence::default();
     for line in text.lines() {
-        let trimmed = line.trim_start();
-        if let Some(marker) = fence {
-            if trimmed.starts_with(marker) {
-                fence = None;
-            }
-        } else if trimmed.starts_with("```") {
-            fence = Some("```");
-        } else if trimmed.starts_with("~~~") {
-            fence = Some("~~~");
-        } else if let Some(caps) = HEADING.captures(line) {
+        if !fence.code(line)
+            && let Some(caps) = HEADING.captures(line)
+        {
             let title = tasks::clean_title(caps.get(1).map_or("", |m| m.as_str()));
             if current.0.is_some() || !current.1.trim().is_empty() {
                 out.push(std::mem::take(&mut current));
@@ -108,24 +101,14 @@ pub(super) fn requirement_sentences(section: &str, taken: &HashSet<String>) -> V
         }
         para.clear();
     };
-    let mut fence: Option<&str> = None;
+    let mut fence = tasks::Fence::default();
     for line in section.lines() {
-        let trimmed = line.trim();
-        if let Some(marker) = fence {
-            if trimmed.starts_with(marker) {
-                fence = None;
-            }
-            continue;
-        }
-        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+        if fence.code(line) {
+            // The paragraph before the block ends (inside it nothing is added).
             flush(&mut para, &mut out);
-            fence = Some(if trimmed.starts_with("```") {
-                "```"
-            } else {
-                "~~~"
-            });
             continue;
         }
+        let trimmed = line.trim();
         if trimmed.is_empty() || trimmed.starts_with('|') || HEADING.is_match(line) {
             flush(&mut para, &mut out);
             continue;

@@ -363,25 +363,19 @@ pub(crate) fn run(cwd: &Path, args: &ImportArgs) -> Result<u8> {
                 r.warnings = std::mem::take(&mut ctx.warnings);
                 r
             }
-            Err(e) => {
-                let mut message = e.to_string();
-                if let Some(hint) = e.hint() {
-                    message = format!("{message} ({hint})");
-                }
-                ImportReport {
-                    success: false,
-                    code: e.exit_code(),
-                    project_name: ctx.project_name.clone(),
-                    project_dir: None,
-                    files_created: Vec::new(),
-                    tasks_found: 0,
-                    tasks_dropped: 0,
-                    mode: ctx.mode,
-                    cost_usd: ctx.cost_usd,
-                    message,
-                    warnings: std::mem::take(&mut ctx.warnings),
-                }
-            }
+            Err(e) => ImportReport {
+                success: false,
+                code: e.exit_code(),
+                project_name: ctx.project_name.clone(),
+                project_dir: None,
+                files_created: Vec::new(),
+                tasks_found: 0,
+                tasks_dropped: 0,
+                mode: ctx.mode,
+                cost_usd: ctx.cost_usd,
+                message: e.with_hint(),
+                warnings: std::mem::take(&mut ctx.warnings),
+            },
         };
         let text = serde_json::to_string(&report)
             .map_err(|e| HankError::Internal(format!("encoding the JSON result: {e}")))?;

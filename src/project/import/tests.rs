@@ -94,29 +94,23 @@ fn sentences_and_requirement_words() {
     }
 }
 
+/// Each PRD fixture's plan against its snapshot (`snapshots/…__<name>.snap`).
 #[test]
-fn snapshot_checkbox_prd() {
-    insta::assert_snapshot!(fix_plan("checkbox.md", CHECKBOX.as_bytes(), 100).fix_plan_md);
-}
-
-#[test]
-fn snapshot_numbered_prd() {
-    insta::assert_snapshot!(fix_plan("numbered.md", NUMBERED.as_bytes(), 100).fix_plan_md);
-}
-
-#[test]
-fn snapshot_prose_prd() {
-    insta::assert_snapshot!(fix_plan("prose.md", PROSE.as_bytes(), 100).fix_plan_md);
-}
-
-#[test]
-fn snapshot_mixed_languages_prd() {
-    insta::assert_snapshot!(fix_plan("mixed-languages.md", MIXED.as_bytes(), 100).fix_plan_md);
-}
-
-#[test]
-fn snapshot_crlf_prd() {
-    insta::assert_snapshot!(fix_plan("crlf.txt", CRLF, 100).fix_plan_md);
+fn snapshots_of_the_prd_plans() {
+    let prds: [(&str, &str, &[u8]); 5] = [
+        ("snapshot_checkbox_prd", "checkbox.md", CHECKBOX.as_bytes()),
+        ("snapshot_numbered_prd", "numbered.md", NUMBERED.as_bytes()),
+        ("snapshot_prose_prd", "prose.md", PROSE.as_bytes()),
+        (
+            "snapshot_mixed_languages_prd",
+            "mixed-languages.md",
+            MIXED.as_bytes(),
+        ),
+        ("snapshot_crlf_prd", "crlf.txt", CRLF),
+    ];
+    for (name, file, bytes) in prds {
+        insta::assert_snapshot!(name, fix_plan(file, bytes, 100).fix_plan_md);
+    }
 }
 
 #[test]
