@@ -467,15 +467,21 @@ impl Tmux {
         self.run(&["capture-pane", "-p", "-t", "w"])
     }
     fn wait_for(&self, needle: &str) -> String {
+        self.wait_for_all(&[needle])
+    }
+
+    /// The screen once it shows every one of `needles` (a prompt's header is drawn before its
+    /// options: keys sent in between may be lost).
+    fn wait_for_all(&self, needles: &[&str]) -> String {
         let start = Instant::now();
         loop {
             let screen = self.screen();
-            if screen.contains(needle) {
+            if needles.iter().all(|n| screen.contains(n)) {
                 return screen;
             }
             assert!(
                 start.elapsed() < Duration::from_secs(20),
-                "no {needle:?} on screen:\n{screen}"
+                "no {needles:?} on screen:\n{screen}"
             );
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -546,8 +552,7 @@ fn wizard_under_tmux() {
     let Some((tmux, exit_file)) = start_wizard("wizard", &env) else {
         return;
     };
-    let screen = tmux.wait_for("Import tasks from");
-    assert!(screen.contains("docs/requirements.md"), "{screen}");
+    tmux.wait_for_all(&["Import tasks from", "docs/requirements.md"]);
     tmux.run(&["send-keys", "-t", "w", "Enter"]); // keep the pre-checked PRD source
     tmux.wait_for("Project name");
     tmux.run(&["send-keys", "-t", "w", "Enter"]);
@@ -566,8 +571,7 @@ fn wizard_under_tmux() {
     tmux.run(&["send-keys", "-t", "w", "Enter"]);
     // The fake claude, codex and gemini are all on PATH: the wizard asks which to use, with
     // claude checked.
-    let screen = tmux.wait_for("Agents to use");
-    assert!(screen.contains("codex (installed)"), "{screen}");
+    tmux.wait_for_all(&["Agents to use", "codex (installed)"]);
     tmux.run(&["send-keys", "-t", "w", "Down", "Space", "Enter"]);
     assert_eq!(wait_for_file(&exit_file).trim(), "0", "{}", tmux.screen());
     let rc = env.read(".hankrc");
