@@ -3,12 +3,13 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use crate::monitor::Tmux;
 use crate::support::{Project, cmd_exists, stderr, stdout};
 
 /// The longest any expected line may take to appear (a bound, not a timing assertion).
@@ -268,53 +269,6 @@ fn live_once_and_its_errors() {
     );
 }
 
-/// A private tmux server under the test's HOME; killed on drop.
-struct Tmux {
-    tmpdir: PathBuf,
-    home: PathBuf,
-}
-
-impl Tmux {
-    fn cmd(&self, args: &[&str]) -> Output {
-        Command::new("tmux")
-            .args(args)
-            .env_remove("TMUX")
-            .env("TMUX_TMPDIR", &self.tmpdir)
-            .env("HOME", &self.home)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    }
-
-    fn has_session(&self, name: &str) -> bool {
-        self.cmd(&["has-session", "-t", &format!("={name}")])
-            .status
-            .success()
-    }
-
-    fn screen(&self, name: &str) -> String {
-        let panes = self.cmd(&[
-            "list-panes",
-            "-s",
-            "-t",
-            &format!("={name}"),
-            "-F",
-            "#{pane_id}",
-        ]);
-        stdout(&panes)
-            .lines()
-            .map(|id| stdout(&self.cmd(&["capture-pane", "-p", "-J", "-t", id])))
-            .collect::<Vec<_>>()
-            .join("\n=====\n")
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.cmd(&["kill-server"]);
-    }
-}
-
 /// `hank fleet --monitor --monitor-exit`: the supervisor, the dashboard's task row and the
 /// running task's live line on screen; the layout closes with the fleet, its exit code kept.
 #[test]
@@ -339,11 +293,7 @@ fn fleet_monitor_shows_the_supervisor_the_dashboard_and_the_tasks_live_output() 
              echo done > alpha.txt\n"
         ),
     );
-    let tmux = Tmux {
-        tmpdir: p.home.join("tmux"),
-        home: p.home.clone(),
-    };
-    std::fs::create_dir_all(&tmux.tmpdir).unwrap();
+    let tmux = Tmux::for_project(&p);
     let out = p.run_env(
         &[("TMUX_TMPDIR", &tmux.tmpdir)],
         &["fleet", "--agents", "1", "--monitor", "--monitor-exit"],
@@ -368,7 +318,7 @@ fn fleet_monitor_shows_the_supervisor_the_dashboard_and_the_tasks_live_output() 
         "[Alpha] alpha is working on item one",
     ];
     while start.elapsed() < WAIT && tmux.has_session("proj") {
-        screen = tmux.screen("proj");
+        screen = tmux.capture_all("proj");
         if wanted.iter().all(|w| screen.contains(w)) {
             break;
         }
@@ -385,7 +335,7 @@ fn fleet_monitor_shows_the_supervisor_the_dashboard_and_the_tasks_live_output() 
         assert!(
             start.elapsed() < Duration::from_secs(60),
             "the session outlived the fleet:\n{}",
-            tmux.screen("proj")
+            tmux.capture_all("proj")
         );
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -450,16 +400,11 @@ fn the_follower_follows_a_real_fleet_and_a_second_fleet_monitor_is_refused() {
     out.expect("[Alpha] ▶ started on hank/alpha");
     out.expect("[Alpha] working in alpha");
 
-    let tmpdir = p.home.join("tmux");
-    std::fs::create_dir_all(&tmpdir).unwrap();
-    let o = p.run_env(&[("TMUX_TMPDIR", &tmpdir)], &["fleet", "--monitor"]);
+    let tmux = Tmux::for_project(&p);
+    let o = p.run_env(&[("TMUX_TMPDIR", &tmux.tmpdir)], &["fleet", "--monitor"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     crate::support::assert_contains(&stderr(&o), "another hank fleet runs");
     if cmd_exists("tmux") {
-        let tmux = Tmux {
-            tmpdir,
-            home: p.home.clone(),
-        };
         assert!(!tmux.has_session("proj"));
     }
 

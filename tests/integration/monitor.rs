@@ -160,8 +160,8 @@ const UNTIL_RELEASED: &str =
     "for _ in $(seq 600); do [ -e \"$FAKE_CLAUDE_DIR/release\" ] && break; sleep 0.05; done\n";
 
 /// A private tmux server (its own socket directory); killed on drop.
-struct Tmux {
-    tmpdir: PathBuf,
+pub(crate) struct Tmux {
+    pub(crate) tmpdir: PathBuf,
     home: PathBuf,
 }
 
@@ -185,7 +185,7 @@ impl Tmux {
     }
 
     /// A private server for the project's test (its socket folder under the test's HOME).
-    fn for_project(p: &Project) -> Tmux {
+    pub(crate) fn for_project(p: &Project) -> Tmux {
         let tmpdir = p.home.join("tmux");
         std::fs::create_dir_all(&tmpdir).unwrap();
         Tmux {
@@ -219,13 +219,14 @@ impl Tmux {
         assert!(o.status.success(), "{}", stderr(&o));
     }
 
-    fn has_session(&self, name: &str) -> bool {
+    pub(crate) fn has_session(&self, name: &str) -> bool {
         self.cmd(&["has-session", "-t", &format!("={name}")])
             .status
             .success()
     }
 
-    fn capture_all(&self, name: &str) -> String {
+    /// Every pane of session `name`, wrapped lines joined.
+    pub(crate) fn capture_all(&self, name: &str) -> String {
         let panes = self.cmd(&[
             "list-panes",
             "-s",
@@ -236,7 +237,7 @@ impl Tmux {
         ]);
         stdout(&panes)
             .lines()
-            .map(|id| stdout(&self.cmd(&["capture-pane", "-p", "-t", id])))
+            .map(|id| stdout(&self.cmd(&["capture-pane", "-p", "-J", "-t", id])))
             .collect::<Vec<_>>()
             .join("\n=====\n")
     }
