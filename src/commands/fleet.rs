@@ -20,19 +20,7 @@ use crate::settings;
 const DEFAULT_INTO: &str = "hank/fleet";
 
 pub(crate) fn run(a: &FleetArgs) -> Result<u8> {
-    if !a.record_exit_code {
-        return run_checked(a);
-    }
-    // The `--monitor` loop pane: hank writes its exit code itself (see monitor::tmux).
-    let result = run_checked(a);
-    if let Ok(dir) = super::project_dir() {
-        let code = match &result {
-            Ok(c) => *c,
-            Err(e) => e.exit_code(),
-        };
-        crate::monitor::tmux::record_exit_code(&dir, code);
-    }
-    result
+    super::recording_exit_code(a.record_exit_code, || run_checked(a))
 }
 
 fn run_checked(a: &FleetArgs) -> Result<u8> {

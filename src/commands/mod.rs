@@ -48,6 +48,23 @@ pub(crate) fn project_dir() -> Result<PathBuf> {
     project::locate::discover()
 }
 
+/// Runs `command`; with `record` (`--record-exit-code`: the loop pane of `hank --monitor` and
+/// `hank fleet --monitor`) hank writes the exit code itself (see [`crate::monitor::tmux`]).
+pub(crate) fn recording_exit_code(
+    record: bool,
+    command: impl FnOnce() -> Result<u8>,
+) -> Result<u8> {
+    let result = command();
+    if record && let Ok(dir) = project_dir() {
+        let code = match &result {
+            Ok(c) => *c,
+            Err(e) => e.exit_code(),
+        };
+        crate::monitor::tmux::record_exit_code(&dir, code);
+    }
+    result
+}
+
 /// For `enable`/`setup`/`import`: refuses to create a project inside another one.
 pub(crate) fn refuse_nested(cwd: &Path) -> Result<()> {
     let home = std::env::var_os("HOME").map(PathBuf::from);

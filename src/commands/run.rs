@@ -23,19 +23,7 @@ use crate::store::Store;
 
 /// `hank run` (and bare `hank`); `args` is the whole command line, forwarded by `--monitor`.
 pub(crate) fn run(run: &RunArgs, args: &[OsString]) -> Result<u8> {
-    if !run.record_exit_code {
-        return run_checked(run, args);
-    }
-    // The `--monitor` loop pane: hank writes its exit code itself (see monitor::tmux).
-    let result = run_checked(run, args);
-    if let Ok(dir) = super::project_dir() {
-        let code = match &result {
-            Ok(c) => *c,
-            Err(e) => e.exit_code(),
-        };
-        crate::monitor::tmux::record_exit_code(&dir, code);
-    }
-    result
+    super::recording_exit_code(run.record_exit_code, || run_checked(run, args))
 }
 
 fn run_checked(run: &RunArgs, args: &[OsString]) -> Result<u8> {

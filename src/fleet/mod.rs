@@ -126,11 +126,16 @@ pub fn fleet_file(root: &Path) -> PathBuf {
     root.join(".hank").join("fleet.json")
 }
 
-/// Reads `.hank/fleet.json` (`None` when there is none); an unreadable one is an error
-/// naming it.
+/// The largest `.hank/fleet.json` hank reads (a task's message is bounded, so thousands of
+/// tasks fit).
+const FLEET_FILE_LIMIT: u64 = 16 * 1024 * 1024;
+
+/// Reads `.hank/fleet.json` (`None` when there is none) without following a link and at most
+/// 16 MiB; an unreadable one is an error naming it. The supervisor, the
+/// commands and `hank monitor --live` (four times a second) all read it here.
 pub fn read(root: &Path) -> Result<Option<FleetFile>> {
     let path = fleet_file(root);
-    let bytes = match fs::read(&path) {
+    let bytes = match crate::fsread::read(&path, FLEET_FILE_LIMIT, crate::fsread::Follow::No) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(HankError::io("read", path, e)),

@@ -26,8 +26,6 @@ use crate::store::schema::FleetFile;
 
 /// Time between two turns.
 const TURN: Duration = Duration::from_millis(250);
-/// The most of `fleet.json` read (it holds one short record per task).
-const FLEET_LIMIT: u64 = 4 * 1024 * 1024;
 
 /// A followed task: its worktree and where its `live.log` stands.
 struct Followed {
@@ -77,7 +75,7 @@ pub(crate) fn run(root: &Path, once: bool) -> Result<u8> {
         followed: BTreeMap::new(),
         said: None,
     };
-    if once && read_fleet(root).is_ok_and(|f| f.is_none()) {
+    if once && crate::fleet::read(root).is_ok_and(|f| f.is_none()) {
         return Err(HankError::usage_hint(
             format!(
                 "no fleet has run in {} (no .hank/fleet.json)",
@@ -111,7 +109,7 @@ impl Follower {
     /// One turn: what to print.
     fn turn(&mut self) -> String {
         let mut text = String::new();
-        let file = match read_fleet(&self.root) {
+        let file = match crate::fleet::read(&self.root) {
             Ok(Some(file)) => {
                 self.said = None;
                 file
@@ -184,22 +182,6 @@ impl Follower {
             self.said = Some(what.to_string());
         }
     }
-}
-
-/// `.hank/fleet.json` of the checkout (not a link, at most [`FLEET_LIMIT`]).
-fn read_fleet(root: &Path) -> Result<Option<FleetFile>> {
-    let path = crate::fleet::fleet_file(root);
-    let bytes = match fsread::read(&path, FLEET_LIMIT, Follow::No) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(HankError::io("read", path, e)),
-    };
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|e| HankError::Unreadable {
-            path,
-            problem: format!("is not a fleet state hank can read ({e})"),
-        })
 }
 
 /// The new complete lines of the task's `live.log` (and what to say when it cannot be read).
