@@ -10,11 +10,13 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::agent::GRACE;
-use super::{CheckCall, Checked, Real};
+use super::{CheckCall, Checked, News, Real, RunView};
 use crate::error::{HankError, Result};
+use crate::exit::ExitReason;
 use crate::policy::progress::is_test_path;
-use crate::policy::verification::Verification;
+use crate::policy::verification::{ClaimCheck, Verification};
 use crate::policy::verify::{self, CheckKind, CheckResult};
+use crate::store::State;
 
 /// Bytes of the end of the output read for the agent's feedback.
 pub(crate) const TAIL_READ: u64 = 64 * 1024;
@@ -209,33 +211,89 @@ pub(crate) fn verification_at_start(
     Verification::at_start(cfg, tests, rc_verify_command(&s.project_dir), plan)
 }
 
-/// A check of the run ([`super::Effects::run_check`] of `kind`), numbered in `state` and
-/// recorded in `verify` and `state`; with the warning the record raises (test files deleted
-/// or emptied during the run). The driver reports it.
-pub(crate) async fn recorded(
-    fx: &mut dyn super::Effects,
-    kind: CheckKind,
-    (verify, state): (&mut Verification, &mut crate::store::State),
-    project: &Path,
-) -> Result<(Checked, Option<String>)> {
-    let command = verify.command.clone().unwrap_or_default();
-    state.verify_count += 1;
-    let tests = std::mem::take(&mut verify.tests_at_start);
-    let call = CheckCall {
-        kind,
-        command: &command,
-        project,
-        number: state.verify_count,
-        after_loop: state.loop_count,
-        timeout: verify.timeout,
-        tests_at_start: &tests,
-    };
-    let checked = fx.run_check(call).await;
-    verify.tests_at_start = tests;
-    let checked = checked?;
-    let warning = verify.record(checked.result.clone(), &checked.tail);
-    state.last_verification = Some(checked.result.clone());
-    Ok((checked, warning))
+/// The run's checks, driven: the baseline before loop 1, the per-loop check, the check of a
+/// "done" claim. Each runs through [`super::Effects::run_check`], is numbered in `state`,
+/// recorded in `verify` and `state`, and reported (the warning its record raises, the
+/// `verification` event); what each result means is [`Verification`]'s (pure).
+pub(crate) struct Checks<'a> {
+    pub fx: &'a mut dyn super::Effects,
+    pub verify: &'a mut Verification,
+    pub state: &'a mut State,
+    pub project: &'a Path,
+    /// The run's cost and plan items for the news told (no status change).
+    pub view: RunView<'a>,
+}
+
+impl Checks<'_> {
+    /// Runs the check of `kind` now, recorded and reported.
+    async fn run(&mut self, kind: CheckKind) -> Result<Checked> {
+        let command = self.verify.command.clone().unwrap_or_default();
+        self.state.verify_count += 1;
+        let tests = std::mem::take(&mut self.verify.tests_at_start);
+        let call = CheckCall {
+            kind,
+            command: &command,
+            project: self.project,
+            number: self.state.verify_count,
+            after_loop: self.state.loop_count,
+            timeout: self.verify.timeout,
+            tests_at_start: &tests,
+        };
+        let checked = self.fx.run_check(call).await;
+        self.verify.tests_at_start = tests;
+        let checked = checked?;
+        let warning = self.verify.record(checked.result.clone(), &checked.tail);
+        self.state.last_verification = Some(checked.result.clone());
+        self.warn(warning)?;
+        self.fx.tell(self.view, News::Checked(&checked.result))?;
+        Ok(checked)
+    }
+
+    fn warn(&mut self, warning: Option<String>) -> Result<()> {
+        warning.map_or(Ok(()), |w| self.fx.tell(self.view, News::Warning(&w)))
+    }
+
+    /// VERIFY_AT_START (`at_start`): the check before loop 1, its result saved; a red
+    /// baseline is told to the first loop. Ctrl-C during it is the next gate's to see.
+    pub(crate) async fn baseline(mut self, at_start: bool) -> Result<()> {
+        if self.verify.command.is_none() || !at_start {
+            return Ok(());
+        }
+        let c = self.run(CheckKind::Baseline).await?;
+        if !c.result.interrupted {
+            self.verify
+                .on_baseline(c.result, &c.tail, self.state.loop_count);
+            self.fx.persist(self.state, true)?;
+        }
+        Ok(())
+    }
+
+    /// VERIFY_EVERY_LOOP: the check after loop `number`. Returns whether the loop turned a
+    /// passing check into a failing one (`false` when no check ran, or Ctrl-C stopped it).
+    pub(crate) async fn after_loop(mut self, number: u64) -> Result<bool> {
+        if !self.verify.checks_every_loop(self.fx.interrupted()) {
+            return Ok(false);
+        }
+        let before = self.verify.last.clone();
+        let c = self.run(CheckKind::Loop).await?;
+        let r = &c.result;
+        Ok(!r.interrupted && (self.verify).on_loop_check(number, before.as_ref(), r, &c.tail))
+    }
+
+    /// A "done" claim (`reason` is a completion): with a check configured, it stops the run
+    /// only when the check passes. Returns the exit to take, or `None` to go on working (the
+    /// claim was rejected; the next loop's context says why).
+    pub(crate) async fn claim(mut self, reason: ExitReason) -> Result<Option<ExitReason>> {
+        let number = self.state.loop_count;
+        let checked = match self.verify.claim_needs(reason, number) {
+            ClaimCheck::Settled(exit) => return Ok(exit),
+            ClaimCheck::Again(result, tail) => Checked { result, tail },
+            ClaimCheck::Run => self.run(CheckKind::Completion).await?,
+        };
+        let judged = (self.verify).judge(reason, number, &checked.result, &checked.tail);
+        self.warn(judged.warning)?;
+        Ok(judged.exit)
+    }
 }
 
 /// The warning (once) when `.hankrc`'s VERIFY_COMMAND line changed since the run started:

@@ -9,6 +9,7 @@ use crate::control::Taken;
 use crate::exit::{self, ExitReason};
 use crate::policy::breaker::Transition;
 use crate::policy::budget::WaitReason;
+use crate::policy::failover::Switch;
 use crate::policy::verify::CheckResult;
 use crate::report::LoopSummary;
 use crate::store::schema::{AgentFinished, Delivery};
@@ -46,13 +47,7 @@ pub(crate) enum News<'a> {
     /// A `hank ctl` command was taken.
     Control(Taken),
     /// The next calls go to another agent (`shown`: said and recorded as an event too).
-    Switched {
-        from: &'a str,
-        to: &'a str,
-        reason: &'a str,
-        until: Option<Timestamp>,
-        shown: bool,
-    },
+    Switched(&'a Switch),
     /// VERIFY_COMMAND ran (the effect said and logged it).
     Checked(&'a CheckResult),
     /// A step of the delivery (status `running`, with it).
@@ -180,22 +175,16 @@ impl News<'_> {
                     outcome: t.outcome.clone(),
                 }),
             },
-            Self::Switched {
-                from,
-                to,
-                reason,
-                until,
-                shown,
-            } => {
-                let line = format!("agent {from} → {to}: {reason}");
+            Self::Switched(s) => {
+                let line = format!("agent {} → {}: {}", s.from, s.to, s.reason);
                 Told {
-                    say: shown.then(|| (false, line.clone())),
+                    say: s.shown.then(|| (false, line.clone())),
                     log: Some(line),
-                    event: shown.then(|| EventKind::AgentSwitched {
-                        from: (*from).to_owned(),
-                        to: (*to).to_owned(),
-                        reason: (*reason).to_owned(),
-                        until: *until,
+                    event: s.shown.then(|| EventKind::AgentSwitched {
+                        from: s.from.clone(),
+                        to: s.to.clone(),
+                        reason: s.reason.clone(),
+                        until: s.until,
                     }),
                 }
             }
@@ -261,8 +250,20 @@ mod tests {
         Timestamp::from_second(1_800_000_000).unwrap()
     }
 
+    fn switch(shown: bool) -> Switch {
+        Switch {
+            from: "a".into(),
+            to: "b".into(),
+            reason: "r".into(),
+            until: None,
+            handover: false,
+            shown,
+        }
+    }
+
     #[test]
     fn each_piece_of_news_implies_its_status_lines_and_event() {
+        let (quiet, shown) = (switch(false), switch(true));
         let t = Transition {
             from: CircuitState::Closed,
             to: CircuitState::Open,
@@ -327,26 +328,14 @@ mod tests {
                 Some("control"),
             ),
             (
-                News::Switched {
-                    from: "a",
-                    to: "b",
-                    reason: "r",
-                    until: None,
-                    shown: false,
-                },
+                News::Switched(&quiet),
                 None,
                 None,
                 Some("agent a → b: r"),
                 None,
             ),
             (
-                News::Switched {
-                    from: "a",
-                    to: "b",
-                    reason: "r",
-                    until: None,
-                    shown: true,
-                },
+                News::Switched(&shown),
                 None,
                 Some((false, "agent a → b: r")),
                 Some("agent a → b: r"),

@@ -1,10 +1,9 @@
-//! Which agent the next call goes to: the failover chain (`AGENTS`), the switches between
-//! agents and their sessions. The rules are in [`crate::policy::failover`] (pure); this file
-//! applies them and reports every switch (event, status, terminal); what a limited chain means
-//! for the loop is [`crate::policy::run`]'s.
+//! Which agent the next call goes to: the failover chain (`AGENTS`). The rules are in
+//! [`crate::policy::failover`] (pure); this applies them and reports every switch; what a
+//! limited chain means for the loop is [`crate::policy::run`]'s.
 
 use super::Engine;
-use crate::agent::profile::{Agent, DEFAULT_AGENT};
+use crate::agent::profile::Agent;
 use crate::analysis::Analysis;
 use crate::effects::{News, Say};
 use crate::error::Result;
@@ -22,43 +21,18 @@ impl Engine {
         self.agents.iter().map(|a| a.name().to_owned()).collect()
     }
 
-    /// Step 4b: agent `i` (the first of the chain that may be called now, see
-    /// [`crate::policy::failover::Agents::pick`]) becomes the agent of the call.
+    /// Agent `i` (the state machine's pick) takes the call ([`failover::Agents::take_turn`]).
     pub(super) fn use_agent(&mut self, i: usize) -> Result<()> {
-        let name = self.agents[i].name().to_owned();
-        // A limit that has passed is forgotten.
-        if self.state.agents.limited.remove(&name).is_some() {
-            self.save()?;
-        }
-        let current = self.state.agents.current_or(DEFAULT_AGENT).to_owned();
-        if name != current {
-            self.switch_to(i, &current)?;
-        }
+        let (chain, st) = (self.chain(), &mut self.state);
+        let turn = (st.agents).take_turn((&chain, i), &mut st.session, st.loop_count, local_time);
         self.current = i;
-        Ok(())
-    }
-
-    /// Makes agent `i` current: its parked session comes back, `from`'s is parked; an
-    /// `agent_switched` event and a line on the terminal say why.
-    fn switch_to(&mut self, i: usize, from: &str) -> Result<()> {
-        let to = self.agents[i].name().to_owned();
-        let session = self.state.session.take();
-        self.state.session = self.state.agents.switch(DEFAULT_AGENT, &to, session);
-        let limited = self.state.agents.limited.get(from).cloned();
-        let in_chain = self.agents.iter().any(|a| a.name() == from);
-        let reason = failover::switch_reason((from, &to), limited.as_ref(), in_chain, local_time);
-        // Handing over work matters to the agent only when another agent did some.
-        if self.state.loop_count > 0 {
-            self.handover = Some(from.to_owned());
+        if let Some(s) = &turn.1 {
+            if s.handover {
+                self.handover = Some(s.from.clone());
+            }
+            self.tell(News::Switched(s))?;
         }
-        self.tell(News::Switched {
-            from,
-            to: &to,
-            reason: &reason,
-            until: limited.and_then(|l| l.until),
-            shown: in_chain || self.state.loop_count > 0,
-        })?;
-        self.save()
+        if turn.0 { self.save() } else { Ok(()) }
     }
 
     /// After an answer with an error (failover chains only): what the chain can do now

@@ -178,7 +178,7 @@ impl Engine {
             .measure(self.s.project_dir.clone(), base, after)
             .await;
         // VERIFY_EVERY_LOOP: the project's check, not the agent's word, is the tests' state.
-        let regressed = self.verify_loop(number).await?.unwrap_or(false);
+        let regressed = self.checks().after_loop(number).await?;
         progress.check_fixed = self.verify.fixed_after == Some(number);
         Ok((progress, regressed))
     }

@@ -173,7 +173,7 @@ impl Engine {
     pub(super) async fn settle(&mut self, step: Step, analysis: &Analysis) -> Result<()> {
         match step {
             Step::Check(reason) => {
-                let verdict = self.verify_claim(reason).await?;
+                let verdict = self.checks().claim(reason).await?;
                 self.run.on(Fact::Checked(verdict), self.fx.now());
             }
             Step::Failover => {

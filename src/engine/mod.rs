@@ -115,9 +115,8 @@ impl Engine {
         if let Some(reason) = self.resume_saved_wait().await? {
             return Ok(reason);
         }
-        if let Some(reason) = self.verify_baseline().await? {
-            return Ok(reason);
-        }
+        let at_start = self.s.verify_at_start.value;
+        self.checks().baseline(at_start).await?;
         loop {
             let step = self.run.next(self.fx.now());
             if let Some(reason) = self.execute(step).await? {

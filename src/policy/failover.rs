@@ -18,6 +18,21 @@ use serde::{Deserialize, Serialize};
 use crate::analysis::{ErrorKind, Tokens};
 use crate::policy::session::Session;
 
+/// The next calls go to another agent ([`Agents::take_turn`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Switch {
+    pub from: String,
+    pub to: String,
+    /// Why, for the user ([`switch_reason`]).
+    pub reason: String,
+    /// When `from` may work again, if it is limited until a time.
+    pub until: Option<Timestamp>,
+    /// The next context says who worked before (a loop has run).
+    pub handover: bool,
+    /// Said and recorded as an event (not for the silent first pick of a run).
+    pub shown: bool,
+}
+
 /// The agent when none is named (and the owner of a session stored before profiles existed).
 pub const DEFAULT_AGENT: &str = "claude";
 
@@ -158,6 +173,37 @@ impl Agents {
         }
         self.current = Some(to.to_owned());
         self.sessions.remove(to)
+    }
+
+    /// Agent `i` of `chain` takes the next call: its limit, passed, is forgotten; when it is not
+    /// the current agent, `session` is parked and `to`'s comes back ([`Agents::switch`]).
+    /// Returns whether anything changed (state.json is saved then) and the switch to report.
+    pub fn take_turn(
+        &mut self,
+        (chain, i): (&[String], usize),
+        session: &mut Option<Session>,
+        loops: u64,
+        local: impl Fn(Timestamp) -> String,
+    ) -> (bool, Option<Switch>) {
+        let to = chain.get(i).cloned().unwrap_or_default();
+        let forgot = self.limited.remove(&to).is_some();
+        let from = self.current_or(DEFAULT_AGENT).to_owned();
+        if to == from {
+            return (forgot, None);
+        }
+        *session = self.switch(DEFAULT_AGENT, &to, session.take());
+        let limited = self.limited.get(&from);
+        let in_chain = chain.contains(&from);
+        let switch = Switch {
+            reason: switch_reason((&from, &to), limited, in_chain, local),
+            until: limited.and_then(|l| l.until),
+            // Handing over work matters to the agent only when another agent did some.
+            handover: loops > 0,
+            shown: in_chain || loops > 0,
+            from,
+            to,
+        };
+        (true, Some(switch))
     }
 
     /// This call's tokens from a running session total: the total minus what the same
@@ -479,6 +525,69 @@ mod tests {
         assert_eq!(
             none_can_work(&agents),
             "no agent can work for the rest of this run: claude: auth (limit)"
+        );
+    }
+
+    #[test]
+    fn taking_a_turn_table() {
+        let now = t("2026-11-24T10:00:00Z");
+        let until = t("2026-11-24T12:00:00Z");
+        let chain = chain();
+        let s = |id: &str| Session {
+            id: id.into(),
+            started_at: now,
+            last_used_at: now,
+        };
+        let local = |t: Timestamp| t.to_string();
+        // A limit of the agent taking the turn, passed, is forgotten: saved, no switch.
+        let mut a = Agents::default();
+        a.on_error("claude", ErrorKind::UsageLimit, Some(now), "m", now);
+        let mut session = Some(s("c1"));
+        assert_eq!(
+            a.take_turn((&chain, 0), &mut session, 3, local),
+            (true, None)
+        );
+        assert!(a.limited.is_empty());
+        assert_eq!(session, Some(s("c1")));
+        // Same agent, nothing limited: nothing to save.
+        assert_eq!(
+            a.take_turn((&chain, 0), &mut session, 3, local),
+            (false, None)
+        );
+        // claude limited → codex: claude's session parked, the switch says why and until when.
+        a.on_error("claude", ErrorKind::UsageLimit, Some(until), "m", now);
+        let (changed, switch) = a.take_turn((&chain, 1), &mut session, 3, local);
+        let expected = Switch {
+            from: "claude".into(),
+            to: "codex".into(),
+            reason: format!("claude is limited (usage_limit) until {until}"),
+            until: Some(until),
+            handover: true,
+            shown: true,
+        };
+        assert_eq!((changed, switch), (true, Some(expected)));
+        assert_eq!(session, None);
+        assert_eq!(a.sessions.get("claude"), Some(&s("c1")));
+        // Back to claude (its limit passed): its session returns.
+        let (_, switch) = a.take_turn((&chain, 0), &mut session, 4, local);
+        assert_eq!(session, Some(s("c1")));
+        let switch = switch.unwrap_or_else(|| panic!("a switch back to claude"));
+        assert_eq!(
+            switch.reason,
+            "claude comes first in AGENTS and may work again"
+        );
+        // The first pick of a run, from an agent no longer in the chain, before any loop:
+        // silent, no handover.
+        let mut a = Agents {
+            current: Some("opencode".into()),
+            ..Agents::default()
+        };
+        let (_, switch) = a.take_turn((&chain, 0), &mut session, 0, local);
+        let switch = switch.unwrap_or_else(|| panic!("a switch from opencode"));
+        assert_eq!((switch.shown, switch.handover), (false, false));
+        assert_eq!(
+            switch.reason,
+            "this run uses claude (the last one used opencode)"
         );
     }
 }
