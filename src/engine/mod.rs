@@ -16,7 +16,7 @@ use crate::agent::profile::Agent;
 use crate::effects::{Effects, News, Say};
 use crate::error::Result;
 use crate::exit::ExitReason;
-use crate::policy::budget::WaitReason;
+use crate::policy::budget::{Resume, WaitReason};
 use crate::policy::fixplan::{self, Plan};
 use crate::policy::run::{Observation, Run};
 use crate::policy::session;
@@ -100,11 +100,15 @@ impl Engine {
             self.tell(News::Transition(&t))?;
         }
         self.state.agents.on_run_start(now);
-        self.run = Run::new(self.run_config(now));
-        if self.delivery.is_some() {
-            let rounds = crate::deliver::in_run::InRun::rounds(&self.s);
-            self.run = Run::new(self.run_config(now)).delivering(rounds);
+        let resume = self.saved_wait(now);
+        if resume == Resume::Call && self.state.wait.take().is_some() {
+            self.save()?;
         }
+        let mut run = Run::new(self.run_config(now)).resuming(resume);
+        if self.delivery.is_some() {
+            run = run.delivering(crate::deliver::in_run::InRun::rounds(&self.s));
+        }
+        self.run = run;
         self.run_started = now;
         self.save()?;
         self.refresh_plan();
@@ -112,9 +116,6 @@ impl Engine {
         self.warn_uncharged_agents();
         self.prune_logs();
         self.tell(News::Status(RunState::Starting))?;
-        if let Some(reason) = self.resume_saved_wait().await? {
-            return Ok(reason);
-        }
         let at_start = self.s.verify_at_start.value;
         self.checks().baseline(at_start).await?;
         loop {

@@ -12,6 +12,7 @@ use crate::exit::ExitReason;
 use crate::policy::budget::{Resume, SavedWait, WaitReason, resume_wait};
 use crate::policy::decide::UsageLimitPolicy;
 use crate::policy::run::Waited;
+use crate::policy::windows;
 use crate::store::RunState;
 
 impl Engine {
@@ -51,35 +52,24 @@ impl Engine {
         Ok(waited)
     }
 
-    /// At start: the usage-limit or backoff wait the last run was in, resumed with its
-    /// countdown (no call before it ends), or `usage_limit` with ON_USAGE_LIMIT=exit.
-    pub(super) async fn resume_saved_wait(&mut self) -> Result<Option<ExitReason>> {
-        let exit = self.s.on_usage_limit.value == UsageLimitPolicy::Exit;
-        let (now, limits) = (self.fx.now(), &self.s.max_window_percent.value);
-        let saved = (self.state.wait).filter(|w| {
-            crate::policy::windows::saved_wait_stands(w, &self.state.windows, limits, now)
-        });
-        match resume_wait(saved, now, exit) {
-            Resume::Call => {
-                if self.state.wait.take().is_some() {
-                    self.save()?;
-                }
-                Ok(None)
-            }
-            Resume::ExitUsageLimit => Ok(Some(ExitReason::UsageLimit)),
-            Resume::ExitUsageWindow => Ok(Some(ExitReason::UsageWindow)),
-            Resume::Wait(w) => {
-                self.fx.say(Say::Info(&format!(
-                    "resuming the {} wait of the last run: no call before {} (`hank reset wait` to call at once)",
-                    w.reason.as_str(),
-                    crate::report::local_time(w.until)
-                )));
-                match self.wait_until(w.reason, w.until).await? {
-                    Waited::Done => Ok(None),
-                    Waited::Stop(r) => Ok(Some(r)),
-                }
-            }
+    /// At start: what to do with the usage-limit or backoff wait the last run was in
+    /// ([`resume_wait`]; said when it is resumed).
+    pub(super) fn saved_wait(&mut self, now: Timestamp) -> Resume {
+        let (exit, limits) = (
+            self.s.on_usage_limit.value,
+            &self.s.max_window_percent.value,
+        );
+        let saved = (self.state.wait)
+            .filter(|w| windows::saved_wait_stands(w, &self.state.windows, limits, now));
+        let resume = resume_wait(saved, now, exit == UsageLimitPolicy::Exit);
+        if let Resume::Wait(w) = resume {
+            self.fx.say(Say::Info(&format!(
+                "resuming the {} wait of the last run: no call before {} (`hank reset wait` to call at once)",
+                w.reason.as_str(),
+                crate::report::local_time(w.until)
+            )));
         }
+        resume
     }
 
     /// Sleeps until `until` (`None`: until a command ends it), MAX_RUNTIME, Ctrl-C and the

@@ -97,7 +97,18 @@ fn a_saved_five_hour_usage_limit_wait_resumes_on_the_injected_clock() {
         reason: WaitReason::UsageLimit,
         until,
     });
-    let stopped = block_on(e.resume_saved_wait()).unwrap();
+    let resume = e.saved_wait(t0());
+    e.run = crate::policy::run::Run::new(e.run_config(t0())).resuming(resume);
+    let step = e.run.next(t0());
+    let wait = WaitFor::Limit(WaitReason::UsageLimit);
+    assert_eq!(
+        step,
+        Step::Wait {
+            until: Some(until),
+            reason: wait
+        }
+    );
+    let stopped = block_on(e.execute(step)).unwrap();
     assert_eq!(stopped, None);
     assert!(e.fx.now() >= until);
     // The wait is over and no longer saved (a restart calls at once).

@@ -18,7 +18,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::analysis::WindowReading;
 use crate::exit::ExitReason;
-use crate::policy::budget::{BudgetCheck, WaitReason, add_duration};
+use crate::policy::budget::{BudgetCheck, Resume, WaitReason, add_duration};
 use crate::policy::decide::{self, DecideConfig, Decision, UsageLimitPolicy};
 use crate::policy::failover::Pick;
 use crate::policy::session::{self, UnknownSession};
@@ -361,6 +361,23 @@ impl Run {
             rounds: (0, 0, 0),
             fleet_stop: None,
         }
+    }
+
+    /// A run that starts with the wait the last run was in ([`crate::policy::budget::resume_wait`]):
+    /// no call before it ends (a limit wait, saved and shown again), or the stop it means at
+    /// once (`ON_USAGE_LIMIT=exit`).
+    #[must_use]
+    pub fn resuming(mut self, resume: Resume) -> Self {
+        self.phase = match resume {
+            Resume::Call => return self,
+            Resume::Wait(w) => Phase::Waiting {
+                until: Some(w.until),
+                reason: WaitFor::Limit(w.reason),
+            },
+            Resume::ExitUsageLimit => Phase::Ended(ExitReason::UsageLimit),
+            Resume::ExitUsageWindow => Phase::Ended(ExitReason::UsageWindow),
+        };
+        self
     }
 
     /// A run that delivers its verified completion (`DELIVER=branch|pr`) with these rounds.

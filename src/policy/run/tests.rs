@@ -1076,3 +1076,32 @@ fn needs_answers_waits_for_an_answer() {
         }
     );
 }
+
+#[test]
+fn a_start_resumes_the_last_runs_wait_or_stops() {
+    let now = t0();
+    let until = now + hours(3);
+    let saved = |reason| Resume::Wait(crate::policy::budget::SavedWait { reason, until });
+    let cases = [
+        (Resume::Call, Step::Observe),
+        (
+            saved(WaitReason::UsageLimit),
+            limit_wait(until, WaitReason::UsageLimit),
+        ),
+        (
+            saved(WaitReason::Backoff),
+            limit_wait(until, WaitReason::Backoff),
+        ),
+        (Resume::ExitUsageLimit, Step::Stop(ExitReason::UsageLimit)),
+        (Resume::ExitUsageWindow, Step::Stop(ExitReason::UsageWindow)),
+    ];
+    for (resume, first) in cases {
+        let mut run = Run::new(cfg()).resuming(resume);
+        assert_eq!(run.next(now), first, "{resume:?}");
+    }
+    // The resumed wait ends like any other: woken up, the gates, then the call.
+    let mut run = Run::new(cfg()).resuming(saved(WaitReason::UsageLimit));
+    let clock = FixedClock::new(now);
+    assert_eq!(run.next(now), limit_wait(until, WaitReason::UsageLimit));
+    wakes_and_calls(&mut run, &clock, hours(3));
+}
