@@ -13,7 +13,7 @@ use crate::policy::breaker::{Transition, is_failed_call};
 use crate::policy::charge::{self, ChargeInput};
 use crate::policy::decide::{self, AfterLoop, DecideConfig};
 use crate::policy::progress::Progress;
-use crate::policy::run::Answer;
+use crate::policy::run::{Answer, Run};
 use crate::policy::startup::{self, HangVerdict};
 use crate::policy::verify::CheckResult;
 use crate::report::LoopSummary;
@@ -206,37 +206,29 @@ pub fn report(
     (finished, summary)
 }
 
-/// The run so far, for the decision.
-#[derive(Debug, Clone, Copy)]
-pub struct RunSoFar {
-    pub loops: u64,
-    pub cost_usd: f64,
-    pub plan_complete: bool,
-    pub now: Timestamp,
-}
-
-/// The answer judged by [`decide::after_loop`] with and without its "done" claims (the check
-/// may reject one), for the state machine.
+/// The answer of call `c` judged by [`decide::after_loop`] with and without its "done" claims
+/// (the check may reject one), for the state machine; `run` is the run so far (its loops and
+/// cost) and whether the plan is complete now.
 #[must_use]
 pub fn judge(
-    a: &Analysis,
+    c: &Call<'_>,
     state: &State,
-    run: RunSoFar,
+    (run, plan_complete): (&Run, bool),
     cfg: &DecideConfig,
-    (folded, ended, resumed): (&Folded, Ended, bool),
-    progress: &Progress,
+    folded: &Folded,
 ) -> Answer {
+    let a = c.analysis;
     let decide = |claims: bool| {
         decide::after_loop(&AfterLoop {
             analysis: a,
             history: &state.history,
             breaker: &state.breaker,
-            plan_complete: run.plan_complete,
+            plan_complete,
             claims,
-            loops_this_run: run.loops,
-            cost_this_run: run.cost_usd,
+            loops_this_run: run.loops(),
+            cost_this_run: run.cost(),
             consecutive_failures: state.consecutive_failures,
-            now: run.now,
+            now: c.now,
             cfg,
         })
     };
@@ -244,10 +236,10 @@ pub fn judge(
         decision: decide(true),
         without_claims: decide(false),
         free_retry: folded.free_retry,
-        productive_error: is_failed_call(a) && progress.did_the_work(),
-        interrupted: ended.interrupted,
+        productive_error: is_failed_call(a) && c.progress.did_the_work(),
+        interrupted: c.ended.interrupted,
         error: a.error.is_some(),
-        resumed,
+        resumed: c.resumed.is_some(),
     }
 }
 
@@ -400,28 +392,27 @@ mod tests {
 
     #[test]
     fn a_judged_answer_carries_both_decisions_and_the_facts() {
+        use crate::policy::run::{Fact, RunConfig};
         let state = State::default();
         let p = Progress::from_paths(ProgressSource::Git, vec!["src/a.rs".to_owned()]);
-        let run = RunSoFar {
-            loops: 1,
-            cost_usd: 0.0,
-            plan_complete: true,
-            now: now(),
-        };
+        let mut run = Run::new(RunConfig::default());
+        run.on(Fact::Calling, now());
         let folded = Folded::default();
-        let ended = Ended {
-            interrupted: true,
-            ..Ended::default()
+        let c = Call {
+            number: 1,
+            now: now(),
+            resumed: Some("s1"),
+            agent: "claude",
+            analysis: &Analysis::default(),
+            progress: &p,
+            duration: std::time::Duration::ZERO,
+            ended: Ended {
+                interrupted: true,
+                ..Ended::default()
+            },
         };
         let cfg = DecideConfig::default();
-        let a = judge(
-            &Analysis::default(),
-            &state,
-            run,
-            &cfg,
-            (&folded, ended, true),
-            &p,
-        );
+        let a = judge(&c, &state, (&run, true), &cfg, &folded);
         assert_eq!(
             a.decision,
             Decision::Stop(crate::exit::ExitReason::PlanComplete)

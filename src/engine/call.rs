@@ -6,39 +6,38 @@
 use jiff::Timestamp;
 
 use super::Engine;
-use crate::agent::answer::{self, Call, Ended, Pricing, RunSoFar};
+use crate::agent::answer::{self, Call, Ended, Pricing};
 use crate::agent::argv;
 use crate::agent::profile::Agent;
 use crate::analysis::Analysis;
 use crate::effects::{AgentAnswer, AgentCall, News, Say};
 use crate::error::Result;
 use crate::policy::decide::Decision;
-use crate::policy::run::Fact;
+use crate::policy::failover;
+use crate::policy::run::{Fact, FailoverPick};
 use crate::policy::windows;
 use crate::progress::Progress;
+use crate::report::local_time;
 use crate::store::LastLoop;
 
 impl Engine {
     /// One loop from the call to the report; its decision is the state machine's.
     pub(super) async fn one_loop(&mut self, plan_before: String) -> Result<()> {
         let now = self.fx.now();
-        self.state.loop_count += 1;
-        let number = self.state.loop_count;
         self.run.on(Fact::Calling, now);
-        self.state.totals.loops += 1;
-        // The call is on the ledger before the agent exists: no crash of hank (kill -9
-        // included) can under-count it. The rename is atomic; no fdatasync (it costs ms per
-        // loop on ext4 and only matters if the whole machine goes down mid-write).
-        self.state.ledger.record_call(now);
+        // Saved before the spawn; the rename is atomic, no fdatasync (it costs ms per loop on
+        // ext4 and only matters if the whole machine goes down mid-write).
+        let number = self.state.start_call(now);
         self.fx.persist(&self.state, false)?;
         let agent = self.agent().clone();
         let resume = self.resume_id(&agent, now);
-        let baseline = self.fx.baseline(self.s.project_dir.clone(), plan_before);
-        let baseline = baseline.await;
+        let baseline = self
+            .fx
+            .baseline(self.s.project_dir.clone(), plan_before)
+            .await;
         let mut got = self.call(&agent, number, resume.as_deref()).await?;
         self.take_answer(&agent, number, &mut got.analysis)?;
         let (progress, regressed) = self.measure(number, baseline).await?;
-        let interrupted = got.interrupted || self.fx.interrupted();
         let c = Call {
             number,
             now: self.fx.now(),
@@ -49,22 +48,14 @@ impl Engine {
             duration: got.duration,
             ended: Ended {
                 startup_hang: got.startup_hang,
-                interrupted,
+                interrupted: got.interrupted || self.fx.interrupted(),
                 regressed,
             },
         };
         let folded = self.fold(&c)?;
-        let so_far = RunSoFar {
-            loops: self.run.loops(),
-            cost_usd: self.run.cost(),
-            plan_complete: self.plan_complete(),
-            now: c.now,
-        };
-        let (facts, dcfg) = (
-            (&folded, c.ended, c.resumed.is_some()),
-            self.s.decide_config(),
-        );
-        let answered = answer::judge(c.analysis, &self.state, so_far, &dcfg, facts, &progress);
+        let complete = self.plan_complete();
+        let run = (&self.run, complete);
+        let answered = answer::judge(&c, &self.state, run, &self.s.decide_config(), &folded);
         // The decision, a "done" claim checked, failover, a fresh session (policy::run).
         self.run.on(Fact::Answered(answered), c.now);
         while let Some(step) = self.run.pending() {
@@ -75,8 +66,7 @@ impl Engine {
         self.limit_note(windows::usage_limit_note(c.analysis, &decision, &tz));
         self.prune_logs();
         // When the next loop starts at once, its "running" status and its save before the
-        // spawn carry this loop's results: no redundant writes here. Every other way out of
-        // the loop (stop, wait, error) saves first.
+        // spawn carry this loop's results; every other way out (stop, wait, error) saves here.
         let next_now = decision == Decision::Continue && self.s.loop_delay_seconds.value == 0;
         if !next_now {
             self.fx.persist(&self.state, false)?;
@@ -138,14 +128,12 @@ impl Engine {
     /// The loop context of call `number`; notes from outside the run (live control, the
     /// fleet, delivery) go into one context.
     fn context_for(&mut self, agent: &Agent, number: u64) -> String {
-        let handover = self.handover.take();
-        let feedback = self.verify.feedback.take();
+        let (handover, feedback) = (self.handover.take(), self.verify.feedback.take());
         let mut input = argv::context_input(&self.state, &self.plan, number);
         input.handover_from = handover.as_deref();
         input.verification = feedback.as_deref();
-        if !agent.profile.allowed_tools {
-            input.tools_by_choice = Some(&self.s.allowed_tools.value);
-        }
+        let by_choice = !agent.profile.allowed_tools;
+        input.tools_by_choice = by_choice.then_some(&self.s.allowed_tools.value);
         argv::build_context(&input) + &argv::outside_notes(&self.run.take_notes())
     }
 
@@ -221,5 +209,45 @@ impl Engine {
             questions: &c.analysis.questions,
             status: write_status,
         })
+    }
+}
+
+impl Engine {
+    /// The agent of the next call.
+    pub(super) fn agent(&self) -> &std::sync::Arc<Agent> {
+        &self.agents[self.current]
+    }
+
+    pub(super) fn chain(&self) -> Vec<String> {
+        self.agents.iter().map(|a| a.name().to_owned()).collect()
+    }
+
+    /// Agent `i` (the state machine's pick) takes the call ([`failover::Agents::take_turn`]).
+    pub(super) fn use_agent(&mut self, i: usize) -> Result<()> {
+        let (chain, st) = (self.chain(), &mut self.state);
+        let turn = (st.agents).take_turn((&chain, i), &mut st.session, st.loop_count, local_time);
+        self.current = i;
+        if let Some(s) = &turn.1 {
+            if s.handover {
+                self.handover = Some(s.from.clone());
+            }
+            self.tell(News::Switched(s))?;
+        }
+        if turn.0 { self.save() } else { Ok(()) }
+    }
+
+    /// After an answer with an error (failover chains only): what the chain can do now
+    /// ([`failover::after_error`]) goes to the state machine, which decides.
+    pub(super) fn failover_pick(&mut self, a: &Analysis) -> FailoverPick {
+        let Some(err) = a.error.as_ref() else {
+            return FailoverPick::Unchanged;
+        };
+        let (chain, now) = (self.chain(), self.fx.now());
+        let (pick, line) =
+            failover::after_error(&mut self.state.agents, &chain, self.current, err, now);
+        if let Some(line) = line {
+            self.fx.say(Say::Info(&line));
+        }
+        pick
     }
 }

@@ -6,13 +6,15 @@ use jiff::Timestamp;
 
 use super::Engine;
 use crate::analysis::Analysis;
-use crate::effects::Say;
+use crate::deliver::in_run::Host;
+use crate::effects::{News, Say};
 use crate::error::{HankError, Result};
 use crate::exit::ExitReason;
 use crate::policy::budget::{BudgetCheck, WaitReason};
 use crate::policy::fleet::FleetVerdict;
-use crate::policy::run::{Fact, Observation, RunConfig, Step, WaitFor, Waited};
+use crate::policy::run::{Delivered, Fact, Observation, RunConfig, Step, WaitFor, Waited};
 use crate::policy::windows;
+use crate::store::schema::Delivery;
 
 impl Engine {
     /// The state machine's settings for a run started at `now`.
@@ -240,5 +242,41 @@ impl Engine {
             }
             _ => {}
         }
+    }
+}
+
+impl Engine {
+    /// Delivers the verified completion `reason`, then reports [`Fact::Delivered`].
+    pub(super) async fn deliver_step(&mut self, reason: ExitReason) -> Result<()> {
+        let (Some(mut d), Some(env)) = (self.delivery.take(), self.fx.delivery_env()) else {
+            self.run
+                .on(Fact::Delivered(Delivered::Final(reason)), self.fx.now());
+            return Ok(());
+        };
+        let line = format!("delivering the verified work on {}", d.branch());
+        self.fx.say(Say::Info(&line));
+        let dir = self.s.project_dir.clone();
+        let outcome = d
+            .deliver(&dir, &env.store, reason, &env.secrets, env.cancel, self)
+            .await;
+        let warnings = d.take_warnings();
+        self.delivery = Some(d);
+        for w in warnings {
+            self.warn(&w);
+        }
+        self.run.on(Fact::Delivered(outcome?), self.fx.now());
+        Ok(())
+    }
+}
+
+impl Host for Engine {
+    fn record(&mut self, d: &Delivery) -> Result<()> {
+        self.tell(News::Delivery(d))
+    }
+
+    /// `hank ctl stop` (the control source is polled as in every wait).
+    fn stop_requested(&mut self) -> bool {
+        self.poll_control();
+        self.run.next(self.fx.now()) == Step::Stop(ExitReason::Interrupted)
     }
 }

@@ -554,6 +554,16 @@ pub struct Folded {
 }
 
 impl State {
+    /// A call starts at `now`: counted, and on the rolling-hour ledger before the agent
+    /// exists (no crash of hank, kill -9 included, can under-count it once saved). Returns
+    /// its loop number.
+    pub fn start_call(&mut self, now: Timestamp) -> u64 {
+        self.loop_count += 1;
+        self.totals.loops += 1;
+        self.ledger.record_call(now);
+        self.loop_count
+    }
+
     /// Folds one loop into the state (pure): the ledger's tokens, the totals, the session,
     /// the last recommendation, the bounded history and the breaker.
     pub fn fold(&mut self, f: &Fold<'_>) -> Folded {
