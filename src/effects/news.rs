@@ -52,14 +52,11 @@ pub(crate) enum News<'a> {
     Checked(&'a CheckResult),
     /// A step of the delivery (status `running`, with it).
     Delivery(&'a Delivery),
-    /// The run ends with `reason`: `message` is the exit summary, `line` the terminal's last
-    /// line (`warn`: as a warning), `run_state` the status it leaves.
+    /// The run ends with `reason`: `message` is the exit summary; the terminal's last line
+    /// and the status it leaves are [`crate::report::exit_line`]'s.
     Exit {
         reason: ExitReason,
         message: &'a str,
-        line: &'a str,
-        warn: bool,
-        run_state: RunState,
         verified: Option<bool>,
     },
     /// The run failed with this error (status `failed`).
@@ -95,7 +92,9 @@ impl News<'_> {
             Self::LoopStarted { .. } | Self::Delivery(_) => Some(RunState::Running),
             Self::Finished { status, .. } => status.then_some(RunState::Running),
             Self::Waiting { .. } => Some(RunState::Waiting),
-            Self::Exit { run_state, .. } => Some(*run_state),
+            Self::Exit {
+                reason, message, ..
+            } => Some(crate::report::exit_line(*reason, message).2),
             Self::Failed(_) => Some(RunState::Failed),
             _ => None,
         }
@@ -200,12 +199,12 @@ impl News<'_> {
             Self::Exit {
                 reason,
                 message,
-                line,
-                warn,
                 verified,
-                ..
             } => Told {
-                say: Some((*warn, (*line).to_owned())),
+                say: Some({
+                    let (warn, line, _) = crate::report::exit_line(*reason, message);
+                    (warn, line)
+                }),
                 log: Some(format!(
                     "exit {} ({}): {message}",
                     reason.as_str(),
@@ -345,13 +344,10 @@ mod tests {
                 News::Exit {
                     reason: ExitReason::PlanComplete,
                     message: "all done",
-                    line: "done: all done",
-                    warn: false,
-                    run_state: RunState::Completed,
                     verified: Some(true),
                 },
                 Some(RunState::Completed),
-                Some((false, "done: all done")),
+                Some((false, "done: all done [plan_complete]")),
                 Some("exit plan_complete (0): all done"),
                 Some("exit"),
             ),

@@ -8,11 +8,11 @@ use super::Engine;
 use crate::analysis::Analysis;
 use crate::deliver::in_run::Host;
 use crate::effects::{News, Say};
-use crate::error::{HankError, Result};
+use crate::error::Result;
 use crate::exit::ExitReason;
-use crate::policy::budget::{BudgetCheck, WaitReason};
+use crate::policy::budget::BudgetCheck;
 use crate::policy::fleet::FleetVerdict;
-use crate::policy::run::{Delivered, Fact, Observation, RunConfig, Step, WaitFor, Waited};
+use crate::policy::run::{Delivered, Fact, Observation, RunConfig, Step};
 use crate::policy::windows;
 use crate::store::schema::Delivery;
 
@@ -192,41 +192,6 @@ impl Engine {
             _ => {}
         }
         Ok(())
-    }
-
-    async fn wait_step(
-        &mut self,
-        until: Option<Timestamp>,
-        reason: WaitFor,
-    ) -> Result<Option<ExitReason>> {
-        let waited = match (reason, until) {
-            (WaitFor::Limit(r), Some(until)) => {
-                if r == WaitReason::UsageWindow {
-                    self.window_note(Some(until));
-                }
-                self.wait_until(r, until).await?
-            }
-            (WaitFor::LoopDelay, Some(until)) => self.sleep_until(None, Some(until)).await,
-            (WaitFor::Paused, _) => self.paused().await?,
-            (WaitFor::UserAnswer, Some(until)) => {
-                self.fx.say(Say::Info(
-                    "the agent needs answers (NEEDS_ANSWERS=wait): hank ctl answer TEXT (hank status shows the questions)",
-                ));
-                self.wait_until(WaitReason::NeedsAnswers, until).await?
-            }
-            _ => {
-                return Err(HankError::usage(format!(
-                    "internal: the loop cannot wait for {reason:?} until {until:?}"
-                )));
-            }
-        };
-        match waited {
-            Waited::Done => {
-                self.run.on(Fact::WokeUp, self.fx.now());
-                Ok(None)
-            }
-            Waited::Stop(r) => Ok(Some(r)),
-        }
     }
 
     /// What a stop at a gate says first: the window at its limit, the agents that cannot work.

@@ -136,14 +136,11 @@ impl Engine {
             now: self.fx.now(),
         };
         let message = crate::report::exit_summary(reason, &self.state, &self.plan, &notes);
-        let (warn, line, run_state) = crate::report::exit_line(reason, &message);
+        let verified = self.verify.verified;
         self.tell(News::Exit {
             reason,
             message: &message,
-            line: &line,
-            warn,
-            run_state,
-            verified: self.verify.verified,
+            verified,
         })?;
         for line in crate::policy::receipts::summary_lines(&self.run_loops) {
             self.fx.say(Say::Info(&line));

@@ -7,49 +7,74 @@ use jiff::Timestamp;
 
 use super::Engine;
 use crate::effects::{News, Say, WaitSpec, Woke};
-use crate::error::Result;
+use crate::error::{HankError, Result};
 use crate::exit::ExitReason;
 use crate::policy::budget::{Resume, SavedWait, WaitReason, resume_wait};
 use crate::policy::decide::UsageLimitPolicy;
-use crate::policy::run::Waited;
+use crate::policy::run::{Fact, WaitFor, Waited};
 use crate::policy::windows;
 use crate::store::RunState;
 
 impl Engine {
-    /// Waits for a limit (rate limit, token limit, usage limit, backoff, an answer) with a
-    /// countdown; Ctrl-C ends it.
-    pub(super) async fn wait_until(
+    /// Waits as the state machine said (`until` `None`: a pause). A shown wait (a limit, an
+    /// answer, a pause: [`WaitFor::shown`]) is status `waiting` with its reason, saved first
+    /// (a kill -9 during it loses nothing, the last call's tokens included; a usage-limit,
+    /// window or backoff wait is resumed by a restart) and counted down to its end; the loop
+    /// delay is silent. MAX_RUNTIME, Ctrl-C and commands from outside end it earlier.
+    pub(super) async fn wait_step(
         &mut self,
-        reason: WaitReason,
-        until: Timestamp,
-    ) -> Result<Waited> {
-        self.wait = Some((reason, until));
-        // A usage-limit or backoff wait is saved: a restart resumes it instead of calling.
-        // Every wait saves the state first (the last loop may not be on disk yet when the
-        // next loop was to start at once): a kill -9 during a wait loses nothing, the last
-        // call's tokens included (the token cap on restart).
-        let saved = reason.is_saved();
-        if saved {
-            self.state.wait = Some(SavedWait { reason, until });
+        until: Option<Timestamp>,
+        why: WaitFor,
+    ) -> Result<Option<ExitReason>> {
+        if why == WaitFor::Answer || (until.is_none() && why != WaitFor::Paused) {
+            let what = format!("internal: the loop cannot wait for {why:?} until {until:?}");
+            return Err(HankError::usage(what));
         }
-        self.save()?;
-        self.tell(News::Waiting { reason, until })?;
+        if let Some(line) = why.line() {
+            self.fx.say(Say::Info(line));
+        }
+        if why == WaitFor::Limit(WaitReason::UsageWindow) {
+            self.window_note(until);
+        }
+        let shown = why.shown();
+        let saved = shown.filter(|r| r.is_saved()).zip(until);
+        if let Some(reason) = shown {
+            self.wait = Some((reason, until.unwrap_or_else(|| self.fx.now())));
+            if let Some((reason, until)) = saved {
+                self.state.wait = Some(SavedWait { reason, until });
+            }
+            self.save()?;
+            self.tell(
+                until.map_or(News::Status(RunState::Waiting), |until| News::Waiting {
+                    reason,
+                    until,
+                }),
+            )?;
+        }
+        let countdown = shown.zip(until);
         // Inside Actions, a wait that outlasts the job ends the job now (its wait is saved).
-        let waited = if self.fx.suspend_wait(until, self.run.deadline()) {
+        let deadline = self.run.deadline();
+        let waited = if countdown.is_some_and(|(_, u)| self.fx.suspend_wait(u, deadline)) {
             Waited::Stop(ExitReason::MaxRuntime)
         } else {
-            self.sleep_until(Some(reason), Some(until)).await
+            self.sleep_until(countdown, until).await
         };
-        self.fx.say(Say::WaitDone);
+        if countdown.is_some() {
+            self.fx.say(Say::WaitDone);
+        }
         self.wait = None;
-        if let Waited::Done = waited {
-            if saved {
+        if let Waited::Stop(r) = waited {
+            return Ok(Some(r));
+        }
+        if shown.is_some() {
+            if saved.is_some() {
                 self.state.wait = None;
                 self.save()?;
             }
             self.tell(News::Status(RunState::Running))?;
         }
-        Ok(waited)
+        self.run.on(Fact::WokeUp, self.fx.now());
+        Ok(None)
     }
 
     /// At start: what to do with the usage-limit or backoff wait the last run was in
@@ -75,20 +100,20 @@ impl Engine {
     /// Sleeps until `until` (`None`: until a command ends it), MAX_RUNTIME, Ctrl-C and the
     /// commands that end a wait ending it earlier; a wait for `reason` shows its countdown
     /// (`None`: the silent loop delay or a pause).
-    pub(super) async fn sleep_until(
+    async fn sleep_until(
         &mut self,
-        reason: Option<WaitReason>,
+        countdown: Option<(WaitReason, Timestamp)>,
         until: Option<Timestamp>,
     ) -> Waited {
         let spec = WaitSpec {
             end: until.map(|u| self.run.wait_end(u)),
-            countdown: reason.zip(until),
+            countdown,
         };
         loop {
             match self.fx.wait_until(spec).await {
                 Woke::Interrupted => return Waited::Stop(ExitReason::Interrupted),
                 Woke::Elapsed(now) => {
-                    let shown = reason.is_some();
+                    let shown = countdown.is_some();
                     return until.map_or(Waited::Done, |u| self.run.woke(now, u, shown));
                 }
                 Woke::Control(commands) => {
@@ -99,17 +124,5 @@ impl Engine {
                 }
             }
         }
-    }
-
-    /// Paused by a control command: `state: waiting` until a resume or a stop comes (polled
-    /// each second); Ctrl-C ends it.
-    pub(super) async fn paused(&mut self) -> Result<Waited> {
-        self.wait = Some((WaitReason::Paused, self.fx.now()));
-        self.tell(News::Status(RunState::Waiting))?;
-        let line = "paused: no call before a resume (hank ctl resume)";
-        self.fx.say(Say::Info(line));
-        let waited = self.sleep_until(None, None).await;
-        self.wait = None;
-        Ok(waited)
     }
 }

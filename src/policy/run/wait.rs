@@ -6,8 +6,9 @@
 
 use jiff::Timestamp;
 
-use super::{Run, Step};
+use super::{Run, Step, WaitFor};
 use crate::exit::ExitReason;
+use crate::policy::budget::WaitReason;
 
 /// How a wait ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,6 +19,31 @@ pub enum Waited {
     /// The run stops: Ctrl-C/SIGTERM/SIGHUP or `hank ctl stop` (`interrupted`), MAX_RUNTIME
     /// reached during the wait (`max_runtime`).
     Stop(ExitReason),
+}
+
+impl WaitFor {
+    /// What status.json shows for this wait (`None`: the silent loop delay).
+    #[must_use]
+    pub fn shown(self) -> Option<WaitReason> {
+        match self {
+            Self::Limit(r) => Some(r),
+            Self::UserAnswer => Some(WaitReason::NeedsAnswers),
+            Self::Paused => Some(WaitReason::Paused),
+            Self::LoopDelay | Self::Answer => None,
+        }
+    }
+
+    /// The line the terminal shows as the wait starts (a limit's is its countdown).
+    #[must_use]
+    pub fn line(self) -> Option<&'static str> {
+        match self {
+            Self::UserAnswer => Some(
+                "the agent needs answers (NEEDS_ANSWERS=wait): hank ctl answer TEXT (hank status shows the questions)",
+            ),
+            Self::Paused => Some("paused: no call before a resume (hank ctl resume)"),
+            _ => None,
+        }
+    }
 }
 
 impl Run {
@@ -150,6 +176,23 @@ mod tests {
                 r.on(Fact::Control(c), mins(1));
             }
             assert_eq!(r.wait_cut(mins(1)), want, "{command:?}");
+        }
+    }
+
+    #[test]
+    fn what_each_wait_shows() {
+        use crate::policy::run::WaitFor;
+        let usage = WaitFor::Limit(WaitReason::UsageLimit);
+        let cases = [
+            (usage, Some(WaitReason::UsageLimit), false),
+            (WaitFor::UserAnswer, Some(WaitReason::NeedsAnswers), true),
+            (WaitFor::Paused, Some(WaitReason::Paused), true),
+            (WaitFor::LoopDelay, None, false),
+            (WaitFor::Answer, None, false),
+        ];
+        for (wait, shown, line) in cases {
+            assert_eq!(wait.shown(), shown, "{wait:?}");
+            assert_eq!(wait.line().is_some(), line, "{wait:?}");
         }
     }
 }
