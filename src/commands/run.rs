@@ -13,6 +13,7 @@ use crate::agent::argv;
 use crate::agent::profile::{self, Agent};
 use crate::cli::RunArgs;
 use crate::clock::SystemClock;
+use crate::effects::Real;
 use crate::engine;
 use crate::error::{HankError, Result};
 use crate::policy::fixplan;
@@ -89,7 +90,7 @@ fn run_checked(run: &RunArgs, args: &[OsString]) -> Result<u8> {
         }
     }
     let record = crate::approval::begin_run(&project_dir)?;
-    let result = engine::start(settings, agents, notes, Box::new(clock));
+    let result = start(settings, agents, notes, Box::new(clock));
     match record.end() {
         Ok(changed) if !changed.is_empty() => errln!(
             "hank: warning: the configuration changed during this run; the next run, `hank \
@@ -100,6 +101,27 @@ fn run_checked(run: &RunArgs, args: &[OsString]) -> Result<u8> {
         Err(e) => errln!("hank: warning: cannot record the configuration's approval: {e}"),
     }
     result
+}
+
+/// Runs the loop until it stops: the project claimed, the runtime, the signal handler and
+/// the real effects opened ([`crate::effects::claim`], [`Real::open`]), then the driver
+/// ([`engine::drive`]); `notes` are told once the event log is open.
+fn start(
+    settings: Settings,
+    agents: Vec<Agent>,
+    notes: Vec<String>,
+    clock: Box<dyn Clock>,
+) -> Result<u8> {
+    let claimed = crate::effects::claim(&settings)?;
+    let notes: Vec<String> = notes.into_iter().chain(claimed.note.clone()).collect();
+    let runtime = crate::proc::runtime()
+        .map_err(|e| HankError::Internal(format!("failed to start the async runtime: {e}")))?;
+    runtime.block_on(async move {
+        let cancel = crate::agent::signals::install()?;
+        let (fx, state, warnings) = Real::open(&settings, claimed, cancel, clock)?;
+        let notes = warnings.into_iter().chain(notes).collect();
+        engine::drive(settings, agents, state, Box::new(fx), notes).await
+    })
 }
 
 /// Started from inside a Claude Code session (`CLAUDECODE=1`): the nested agent draws on

@@ -134,6 +134,19 @@ pub(crate) trait Effects: Clock {
     fn control_log(&mut self) -> (Vec<crate::control::Taken>, Vec<String>) {
         (Vec::new(), Vec::new())
     }
+    /// The commands taken since the last call told as the run looks in `view`: each a
+    /// `control` event and a line; the control source's warnings as warnings.
+    fn tell_control(&mut self, view: RunView<'_>) {
+        let (taken, warnings) = self.control_log();
+        for w in warnings {
+            let _ = self.tell(view, News::Warning(&w));
+        }
+        for t in taken {
+            if let Err(e) = self.tell(view, News::Control(t)) {
+                self.say(Say::Warn(&format!("could not record a control event: {e}")));
+            }
+        }
+    }
     /// Runs the agent and analyzes its answer.
     fn call_agent<'a>(&'a mut self, call: AgentCall<'a>) -> Fut<'a, Result<AgentAnswer>>;
     /// The project before a call (what `git status` shows, the plan), for its progress.

@@ -34,23 +34,9 @@ impl Engine {
         for c in commands {
             self.run.on(Fact::Control(c), self.fx.now());
         }
-        self.log_control();
+        self.fx.tell_control(self.view());
         if any {
             self.apply_settings();
-        }
-    }
-
-    /// Each command taken is an event and a line on the terminal.
-    fn log_control(&mut self) {
-        let (taken, warnings) = self.fx.control_log();
-        for w in warnings {
-            self.warn(&w);
-        }
-        for t in taken {
-            if let Err(e) = self.tell(crate::effects::News::Control(t)) {
-                let line = format!("could not record a control event: {e}");
-                self.fx.say(Say::Warn(&line));
-            }
         }
     }
 

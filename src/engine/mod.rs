@@ -13,14 +13,13 @@
 use jiff::Timestamp;
 
 use crate::agent::profile::Agent;
-use crate::effects::{Effects, News, Real, Say};
-use crate::error::{HankError, Result};
+use crate::effects::{Effects, News, Say};
+use crate::error::Result;
 use crate::exit::ExitReason;
 use crate::policy::budget::{Resume, WaitReason};
 use crate::policy::fixplan::{self, Plan};
 use crate::policy::run::{Observation, Run, RunConfig};
 use crate::policy::session;
-use crate::policy::time::Clock;
 use crate::policy::verification::Verification;
 use crate::settings::Settings;
 use crate::store::{LastLoop, RunState, State};
@@ -156,32 +155,25 @@ impl Engine {
 #[cfg(test)]
 mod tests;
 
-/// Runs the loop until it stops: `settings` resolved, `agents` (the failover chain, at least
-/// one) found and checked, `notes` (warnings found before the loop) reported once the event
-/// log is open.
-pub(crate) fn start(
-    settings: Settings,
+/// Drives a run of `s` with `agents` (the failover chain, at least one, found and checked)
+/// over `fx`, from the stored `state`, until it stops; `notes` (warnings found before the
+/// loop) are told first.
+pub(crate) async fn drive(
+    s: Settings,
     agents: Vec<Agent>,
+    state: State,
+    fx: Box<dyn Effects>,
     notes: Vec<String>,
-    clock: Box<dyn Clock>,
 ) -> Result<u8> {
-    let claimed = crate::effects::claim(&settings)?;
-    let notes: Vec<String> = notes.into_iter().chain(claimed.note.clone()).collect();
-    let runtime = crate::proc::runtime()
-        .map_err(|e| HankError::Internal(format!("failed to start the async runtime: {e}")))?;
-    runtime.block_on(async move {
-        let cancel = crate::agent::signals::install()?;
-        let (fx, state, warnings) = Real::open(&settings, claimed, cancel, clock)?;
-        let mut engine = Engine::new(settings, agents, state, Box::new(fx));
-        // DELIVER=branch|pr: checked, and the work put on its branch, before any call.
-        engine.delivery = crate::deliver::in_run::InRun::start(&engine.s)?;
-        for note in warnings.into_iter().chain(notes) {
-            engine.warn(&note);
-        }
-        let code = engine.run().await;
-        engine.fx.close().await;
-        code
-    })
+    let mut engine = Engine::new(s, agents, state, fx);
+    // DELIVER=branch|pr: checked, and the work put on its branch, before any call.
+    engine.delivery = crate::deliver::in_run::InRun::start(&engine.s)?;
+    for note in notes {
+        engine.warn(&note);
+    }
+    let code = engine.run().await;
+    engine.fx.close().await;
+    code
 }
 
 impl Engine {

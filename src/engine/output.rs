@@ -21,10 +21,18 @@ impl Engine {
         let status = (news.run_state()).map(|s| self.status(s, news.exit(), &news));
         let view = RunView {
             status: status.as_ref(),
-            cost_usd: self.run.cost(),
-            items: (self.plan.done(), self.plan.total()),
+            ..self.view()
         };
         self.fx.tell(view, news)
+    }
+
+    /// How the run looks to news that leave status.json as it is: its cost, the plan's items.
+    pub(super) fn view(&self) -> RunView<'static> {
+        RunView {
+            status: None,
+            cost_usd: self.run.cost(),
+            items: (self.plan.done(), self.plan.total()),
+        }
     }
 
     pub(super) fn warn(&mut self, msg: &str) {
@@ -111,11 +119,7 @@ impl Engine {
     /// The run's checks, over its verification and state.
     pub(super) fn checks(&mut self) -> Checks<'_> {
         Checks {
-            view: RunView {
-                status: None,
-                cost_usd: self.run.cost(),
-                items: (self.plan.done(), self.plan.total()),
-            },
+            view: self.view(),
             fx: self.fx.as_mut(),
             verify: &mut self.verify,
             state: &mut self.state,
