@@ -29,6 +29,24 @@ pub struct Pricing {
     pub unknown_call_cost: f64,
 }
 
+/// At start, with MAX_COST_USD set: the warning that names the agents of the run whose cost
+/// hank cannot know ([`charge::blind_agents_warning`]).
+#[must_use]
+pub fn uncharged_warning<'a>(
+    agents: impl Iterator<Item = &'a Agent>,
+    s: &Settings,
+) -> Option<String> {
+    if s.max_cost_usd.value <= 0.0 {
+        return None;
+    }
+    let text = Pricing::of(s).text;
+    let blind: Vec<String> = agents
+        .filter(|a| a.profile.cost_source(text) == charge::CostSource::Unknown)
+        .map(|a| a.name().to_owned())
+        .collect();
+    charge::blind_agents_warning(&blind, text)
+}
+
 /// Completes the answer of loop `number` by `agent`: total-token sessions turned into the
 /// call's tokens, the call charged (an estimate when the answer should hold a cost and does
 /// not), the answer vetted, the login expiry due (once per expiry: `warned`). Returns the

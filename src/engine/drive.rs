@@ -10,8 +10,6 @@ use crate::deliver::in_run::Host;
 use crate::effects::{News, Say};
 use crate::error::Result;
 use crate::exit::ExitReason;
-use crate::policy::budget::BudgetCheck;
-use crate::policy::fleet::FleetVerdict;
 use crate::policy::run::{Delivered, Fact, Observation, RunConfig, Step};
 use crate::policy::windows;
 use crate::store::schema::Delivery;
@@ -145,12 +143,8 @@ impl Engine {
                 budget: limits,
                 max_cost_usd: self.s.max_cost_usd.value,
             };
-            match self.fx.reserve_call(now, &limits)? {
-                FleetVerdict::Go => {}
-                FleetVerdict::Wait { until, reason } => {
-                    o.budget = BudgetCheck::Wait { until, reason };
-                }
-                FleetVerdict::Stop(r) => self.run.on(Fact::FleetLimit(r), now),
+            if let Some(r) = o.reserved(self.fx.reserve_call(now, &limits)?) {
+                self.run.on(Fact::FleetLimit(r), now);
             }
         }
         Ok(o)

@@ -107,7 +107,10 @@ impl Engine {
         self.save()?;
         self.refresh_plan();
         self.verify = crate::effects::check::verification_at_start(&self.s, &self.plan);
-        self.warn_uncharged_agents();
+        let agents = self.agents.iter().map(|a| a.as_ref());
+        if let Some(w) = crate::agent::answer::uncharged_warning(agents, &self.s) {
+            self.warn(&w);
+        }
         self.prune_logs();
         self.tell(News::Status(RunState::Starting))?;
         let at_start = self.s.verify_at_start.value;

@@ -10,7 +10,6 @@ use crate::effects::check::{self, Checks};
 use crate::effects::{News, RunView, Say};
 use crate::error::Result;
 use crate::exit::ExitReason;
-use crate::policy::charge;
 use crate::policy::windows;
 use crate::store::schema::StatusParts;
 use crate::store::{PlanCounts, RunState, Status};
@@ -68,22 +67,6 @@ impl Engine {
     /// Saves state.json durably.
     pub(super) fn save(&mut self) -> Result<()> {
         self.fx.persist(&self.state, true)
-    }
-
-    /// At start: an agent of the run whose cost hank cannot know is named when MAX_COST_USD
-    /// is set.
-    pub(super) fn warn_uncharged_agents(&mut self) {
-        if self.s.max_cost_usd.value <= 0.0 {
-            return;
-        }
-        let text = self.s.output_format.value == crate::settings::OutputFormat::Text;
-        let blind: Vec<String> = (self.agents.iter())
-            .filter(|a| a.profile.cost_source(text) == charge::CostSource::Unknown)
-            .map(|a| a.name().to_owned())
-            .collect();
-        if let Some(w) = charge::blind_agents_warning(&blind, text) {
-            self.warn(&w);
-        }
     }
 
     /// LOG_RETENTION: keeps the logs of the newest loops (and as many check outputs).

@@ -21,6 +21,7 @@ use crate::exit::ExitReason;
 use crate::policy::budget::{BudgetCheck, Resume, WaitReason, add_duration};
 use crate::policy::decide::{self, DecideConfig, Decision, UsageLimitPolicy};
 use crate::policy::failover::Pick;
+use crate::policy::fleet::FleetVerdict;
 use crate::policy::session::{self, UnknownSession};
 use crate::policy::windows::WindowCheck;
 
@@ -173,6 +174,20 @@ pub struct Observation {
 }
 
 impl Observation {
+    /// In a fleet: what the fleet-wide ledger said of the call this observation lets through
+    /// ([`Observation::gates_open`]): a wait is the budget's; a stop (the fleet's budget is
+    /// spent) is returned, for [`Fact::FleetLimit`].
+    pub fn reserved(&mut self, verdict: FleetVerdict) -> Option<ExitReason> {
+        match verdict {
+            FleetVerdict::Go => None,
+            FleetVerdict::Wait { until, reason } => {
+                self.budget = BudgetCheck::Wait { until, reason };
+                None
+            }
+            FleetVerdict::Stop(r) => Some(r),
+        }
+    }
+
     /// Whether every gate of the project's own state lets a call through (files, plan,
     /// breaker, caps, windows): only then is the fleet-wide ledger asked for the call.
     #[must_use]

@@ -1105,3 +1105,25 @@ fn a_start_resumes_the_last_runs_wait_or_stops() {
     assert_eq!(run.next(now), limit_wait(until, WaitReason::UsageLimit));
     wakes_and_calls(&mut run, &clock, hours(3));
 }
+
+#[test]
+fn a_fleets_verdict_on_the_call_is_a_budget_wait_or_a_stop() {
+    use crate::policy::fleet::FleetVerdict;
+    let until = t0() + hours(1);
+    let mut o = clear();
+    assert_eq!(o.reserved(FleetVerdict::Go), None);
+    assert_eq!(o, clear());
+    let wait = FleetVerdict::Wait {
+        until,
+        reason: WaitReason::RateLimit,
+    };
+    assert_eq!(o.reserved(wait), None);
+    let mut run = Run::new(cfg());
+    assert_eq!(
+        gate(&mut run, o, t0()),
+        limit_wait(until, WaitReason::RateLimit)
+    );
+    let mut o = clear();
+    let spent = o.reserved(FleetVerdict::Stop(ExitReason::CostBudget));
+    assert_eq!((spent, o), (Some(ExitReason::CostBudget), clear()));
+}
