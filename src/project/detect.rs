@@ -164,6 +164,16 @@ pub(crate) struct Commands {
     pub lint_cmd: Option<String>,
 }
 
+impl Commands {
+    /// The build, test and lint commands that are known (the ones the agent checks its work
+    /// with, which ALLOWED_TOOLS must allow; not the run command).
+    pub(crate) fn checks(&self) -> impl Iterator<Item = &String> {
+        [&self.build_cmd, &self.test_cmd, &self.lint_cmd]
+            .into_iter()
+            .flatten()
+    }
+}
+
 /// What hank knows about a project before asking anything.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub(crate) struct ProjectFacts {

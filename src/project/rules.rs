@@ -120,14 +120,7 @@ pub(crate) fn project_rules(facts: &ProjectFacts) -> Vec<String> {
         "python" => python_rules(pm.unwrap_or("pip")),
         _ => Vec::new(),
     };
-    for cmd in [
-        &facts.commands.build_cmd,
-        &facts.commands.test_cmd,
-        &facts.commands.lint_cmd,
-    ]
-    .into_iter()
-    .flatten()
-    {
+    for cmd in facts.commands.checks() {
         if !allows(&out, cmd) {
             out.push(rule(cmd));
         }
@@ -273,14 +266,7 @@ mod tests {
         for (files, allowed, denied) in cases {
             let facts = facts_of(files);
             let tools = facts.allowed_tools();
-            for cmd in [
-                &facts.commands.build_cmd,
-                &facts.commands.test_cmd,
-                &facts.commands.lint_cmd,
-            ]
-            .into_iter()
-            .flatten()
-            {
+            for cmd in facts.commands.checks() {
                 assert!(
                     allows(&tools, cmd),
                     "{}: detected {cmd:?} denied",
@@ -311,14 +297,7 @@ mod tests {
         for ty in detect::PROJECT_TYPES {
             let facts = detect::facts_for_type("demo", ty, &Default::default()).unwrap();
             let tools = facts.allowed_tools();
-            for cmd in [
-                &facts.commands.build_cmd,
-                &facts.commands.test_cmd,
-                &facts.commands.lint_cmd,
-            ]
-            .into_iter()
-            .flatten()
-            {
+            for cmd in facts.commands.checks() {
                 assert!(allows(&tools, cmd), "{ty}: {cmd:?} denied");
             }
             if *ty != "unknown" {
