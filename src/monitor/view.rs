@@ -920,29 +920,26 @@ mod tests {
         NOW.parse().unwrap()
     }
 
+    /// The snapshot tests' full status as the events below left it (loop 3 finished five
+    /// seconds ago), with `overrides` (a JSON object) put over it.
     fn status(overrides: &str) -> String {
-        let mut base: serde_json::Value = serde_json::from_str(
-            r#"{
-          "schema_version": 1, "updated_at": "2026-11-22T09:59:55Z", "state": "running",
-          "loop_count": 4, "calls_in_window": 4, "max_calls_per_hour": 100, "next_call_at": null,
-          "tokens_in_window": 12000, "max_tokens_per_hour": 0, "wait_reason": null,
-          "waiting_until": null, "circuit_state": "CLOSED", "circuit_reason": "progress in loop 3",
-          "session_id": "abc", "total_cost_usd": 0.42,
+        let mut status: serde_json::Value =
+            serde_json::from_str(crate::monitor::snapshot::tests::FULL_STATUS).unwrap();
+        let after_loop_3 = r#"{
+          "updated_at": "2026-11-22T09:59:55Z", "circuit_reason": "progress in loop 3",
           "total_tokens": {"input": 1200, "output": 340, "cache_read": 56000, "cache_creation": 780},
-          "fix_plan": {"done": 3, "total": 7},
           "last_loop": {"number": 3, "outcome": "success", "exit_signal": false,
                         "status": "IN_PROGRESS", "work_type": "IMPLEMENTATION", "files_changed": 2,
                         "recommendation": "implement the parser next", "cost_usd": 0.11,
-                        "duration_ms": 61000},
-          "exit_reason": null, "exit_code": null
-        }"#,
-        )
-        .unwrap();
-        let patch: serde_json::Value = serde_json::from_str(overrides).unwrap();
-        for (k, v) in patch.as_object().unwrap() {
-            base[k] = v.clone();
+                        "duration_ms": 61000}
+        }"#;
+        for patch in [after_loop_3, overrides] {
+            let patch: serde_json::Value = serde_json::from_str(patch).unwrap();
+            for (k, v) in patch.as_object().unwrap() {
+                status[k] = v.clone();
+            }
         }
-        base.to_string()
+        status.to_string()
     }
 
     const EVENTS: &str = r#"{"schema_version":1,"type":"loop_started","at":"2026-11-22T09:40:00Z","loop":1}
