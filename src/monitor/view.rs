@@ -755,28 +755,13 @@ pub(crate) fn render(frame: &mut Frame, snap: &Snapshot, now: Timestamp, tz: &Ti
 
     let [events_area, live_area] =
         Layout::vertical([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(bottom);
-    let visible = usize::from(events_area.height.saturating_sub(2));
-    let skip = snap.events.len().saturating_sub(visible);
-    let event_lines: Vec<Line> = snap
-        .events
-        .iter()
-        .skip(skip)
-        .map(|e| {
-            Line::from(vec![
-                Span::styled(format!("{} ", event_time(e, tz)), Tone::Dim.style()),
-                Span::styled(event_text(e, now, tz), event_tone(e).style()),
-            ])
-        })
-        .collect();
-    let events_widget = if event_lines.is_empty() {
-        Paragraph::new(Line::styled("no events yet", Tone::Dim.style()))
-    } else {
-        Paragraph::new(event_lines)
-    };
-    frame.render_widget(
-        events_widget.block(Block::bordered().title(" events ")),
-        events_area,
-    );
+    let event_lines = snap.events.iter().map(|e| {
+        Line::from(vec![
+            Span::styled(format!("{} ", event_time(e, tz)), Tone::Dim.style()),
+            Span::styled(event_text(e, now, tz), event_tone(e).style()),
+        ])
+    });
+    render_tail(frame, events_area, " events ", event_lines, "no events yet");
     render_live(frame, snap, live_area);
 
     let footer_lines: Vec<Line> = if snap.notes.is_empty() {
@@ -794,26 +779,34 @@ pub(crate) fn render(frame: &mut Frame, snap: &Snapshot, now: Timestamp, tz: &Ti
 }
 
 fn render_live(frame: &mut Frame, snap: &Snapshot, area: Rect) {
+    // A fleet's checkout runs no agent: its tasks' output is in their worktrees.
+    let hint = if snap.fleet.is_some() {
+        "the fleet's tasks: `hank monitor --live` follows each running task's live output"
+    } else {
+        "no live output (run with --live)"
+    };
+    let lines = snap.live_tail.iter().map(|l| Line::raw(l.clone()));
+    render_tail(frame, area, " live output ", lines, hint);
+}
+
+/// A bordered panel titled `title` with the last of `lines` that fit in it, or `empty`
+/// (dimmed) when there are none.
+fn render_tail<'a>(
+    frame: &mut Frame,
+    area: Rect,
+    title: &str,
+    lines: impl ExactSizeIterator<Item = Line<'a>>,
+    empty: &'a str,
+) {
     let visible = usize::from(area.height.saturating_sub(2));
-    let skip = snap.live_tail.len().saturating_sub(visible);
-    let lines: Vec<Line> = snap
-        .live_tail
-        .iter()
-        .skip(skip)
-        .map(|l| Line::raw(l.clone()))
-        .collect();
+    let skip = lines.len().saturating_sub(visible);
+    let lines: Vec<Line> = lines.skip(skip).collect();
     let widget = if lines.is_empty() {
-        // A fleet's checkout runs no agent: its tasks' output is in their worktrees.
-        let hint = if snap.fleet.is_some() {
-            "the fleet's tasks: `hank monitor --live` follows each running task's live output"
-        } else {
-            "no live output (run with --live)"
-        };
-        Paragraph::new(Line::styled(hint, Tone::Dim.style()))
+        Paragraph::new(Line::styled(empty, Tone::Dim.style()))
     } else {
         Paragraph::new(lines)
     };
-    frame.render_widget(widget.block(Block::bordered().title(" live output ")), area);
+    frame.render_widget(widget.block(Block::bordered().title(title)), area);
 }
 
 /// Live output lines included in the plain-text snapshot.
