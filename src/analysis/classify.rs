@@ -295,7 +295,7 @@ impl Typed<'_> {
 
 /// Whether a rejected window was reported (in the result or by a `rate_limit_event`).
 fn rejected(g: &Gathered, typed: &Typed<'_>) -> bool {
-    g.limit_rejected || typed.limit.is_some_and(LimitInfo::rejected)
+    g.limit_rejected.is_some() || typed.limit.is_some_and(LimitInfo::rejected)
 }
 
 /// Classifies an error from its texts (best first: the answer, `errors[]`, stderr) with
@@ -361,7 +361,7 @@ fn from_texts(
         e.window = typed
             .limit
             .and_then(|l| l.window.clone())
-            .or_else(|| g.limit_window.clone())
+            .or_else(|| g.limit_rejected.as_ref().and_then(|l| l.window.clone()))
             .or_else(|| from_wording.and_then(|c| c.window).map(str::to_owned));
     }
     e
@@ -369,12 +369,10 @@ fn from_texts(
 
 /// The reset time a stream's `rate_limit_event` gave, when it rejected the call.
 fn event_reset(g: &Gathered) -> Option<Timestamp> {
-    if g.limit_rejected {
-        g.limit_resets_at
-            .and_then(|s| Timestamp::from_second(s).ok())
-    } else {
-        None
-    }
+    g.limit_rejected
+        .as_ref()
+        .and_then(|l| l.resets_at)
+        .and_then(|s| Timestamp::from_second(s).ok())
 }
 
 /// The error a result reports, if it reports one.
@@ -599,14 +597,14 @@ pub(crate) fn verdict(g: &Gathered, stderr: &str, facts: &RunFacts, clock: &Cloc
         Some(r) => result_error(g, r, stderr, clock),
         None => match &g.synthetic {
             Some(s) => Some(from_one_text(g, &s.text, Some(&s.category), clock)),
-            None if g.limit_rejected => {
+            None if let Some(limit) = &g.limit_rejected => {
                 let mut e = error(
                     ErrorKind::UsageLimit,
                     "usage limit reached (rate_limit_event rejected)".to_owned(),
                     None,
                     event_reset(g),
                 );
-                e.window.clone_from(&g.limit_window);
+                e.window.clone_from(&limit.window);
                 Some(e)
             }
             None => text_error(g, facts, clock),
