@@ -597,17 +597,19 @@ pub(crate) fn verdict(g: &Gathered, stderr: &str, facts: &RunFacts, clock: &Cloc
         Some(r) => result_error(g, r, stderr, clock),
         None => match &g.synthetic {
             Some(s) => Some(from_one_text(g, &s.text, Some(&s.category), clock)),
-            None if let Some(limit) = &g.limit_rejected => {
-                let mut e = error(
-                    ErrorKind::UsageLimit,
-                    "usage limit reached (rate_limit_event rejected)".to_owned(),
-                    None,
-                    event_reset(g),
-                );
-                e.window.clone_from(&limit.window);
-                Some(e)
-            }
-            None => text_error(g, facts, clock),
+            None => match &g.limit_rejected {
+                Some(limit) => {
+                    let mut e = error(
+                        ErrorKind::UsageLimit,
+                        "usage limit reached (rate_limit_event rejected)".to_owned(),
+                        None,
+                        event_reset(g),
+                    );
+                    e.window.clone_from(&limit.window);
+                    Some(e)
+                }
+                None => text_error(g, facts, clock),
+            },
         },
     };
     let answered = g.result.is_some() || g.text.is_some();
