@@ -57,25 +57,18 @@ pub struct Reporter {
     last_plain_wait: Option<Timestamp>,
 }
 
-/// The facts of one loop's summary block.
+/// The facts of one loop's summary block: the loop's `agent_finished` event and what the
+/// run adds to it.
 #[derive(Debug, Clone, Default)]
 pub struct LoopSummary {
-    pub number: u64,
-    pub outcome: String,
+    pub finished: AgentFinished,
+    /// The error's kind and full message (the event holds a cut one).
     pub error: Option<String>,
-    pub status: Option<String>,
-    pub work_type: Option<String>,
-    pub exit_signal: bool,
-    pub tests: Option<String>,
-    pub files_changed: u32,
+    /// The fix_plan's items done and in total.
     pub plan: (u32, u32),
-    pub cost_usd: f64,
-    /// `cost_usd` is hank's estimate.
-    pub cost_estimated: bool,
     pub total_cost_usd: f64,
     pub duration: Duration,
     pub circuit: String,
-    pub recommendation: Option<String>,
 }
 
 impl LoopSummary {
@@ -90,24 +83,15 @@ impl LoopSummary {
         circuit: CircuitState,
     ) -> Self {
         Self {
-            number: f.number,
-            outcome: outcome_name(f.outcome),
+            finished: f.clone(),
             error: a
                 .error
                 .as_ref()
                 .map(|e| format!("{}: {}", e.kind.as_str(), e.message)),
-            status: f.status.clone(),
-            work_type: f.work_type.clone(),
-            exit_signal: f.exit_signal,
-            tests: f.tests_status.clone(),
-            files_changed: f.files_changed,
             plan,
-            cost_usd: f.cost_usd,
-            cost_estimated: f.cost_estimated,
             total_cost_usd,
             duration,
             circuit: circuit.as_str().to_string(),
-            recommendation: f.recommendation.clone(),
         }
     }
 }
@@ -357,13 +341,14 @@ impl Reporter {
 
     /// The summary block after each loop.
     pub fn summary(&self, s: &LoopSummary) {
+        let f = &s.finished;
         let head = format!(
             "── loop {} · {} · {:.1}s · ${:.4}{} (total ${:.4}) ──",
-            s.number,
-            s.outcome,
+            f.number,
+            outcome_name(f.outcome),
             s.duration.as_secs_f64(),
-            s.cost_usd,
-            if s.cost_estimated { " estimated" } else { "" },
+            f.cost_usd,
+            if f.cost_estimated { " estimated" } else { "" },
             s.total_cost_usd
         );
         let mut lines = vec![style(head).bold().to_string()];
@@ -372,16 +357,16 @@ impl Reporter {
         }
         lines.push(format!(
             "  status:   {} · {} · tests {} · EXIT_SIGNAL {}",
-            one(s.status.as_deref().unwrap_or("(no status block)")),
-            one(s.work_type.as_deref().unwrap_or("-")),
-            one(s.tests.as_deref().unwrap_or("-")),
-            s.exit_signal
+            one(f.status.as_deref().unwrap_or("(no status block)")),
+            one(f.work_type.as_deref().unwrap_or("-")),
+            one(f.tests_status.as_deref().unwrap_or("-")),
+            f.exit_signal
         ));
         lines.push(format!(
             "  progress: {} file(s) changed · fix_plan {}/{} done · circuit {}",
-            s.files_changed, s.plan.0, s.plan.1, s.circuit
+            f.files_changed, s.plan.0, s.plan.1, s.circuit
         ));
-        if let Some(r) = &s.recommendation {
+        if let Some(r) = &f.recommendation {
             lines.push(format!("  next:     {}", one(r)));
         }
         self.println(&lines.join("\n"));

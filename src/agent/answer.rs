@@ -403,7 +403,7 @@ mod tests {
             let (finished, summary) = report(&c, check, (2, 5), &State::default());
             assert_eq!(finished.agent.as_deref(), Some("codex"));
             assert_eq!(finished.tests_status.as_deref(), tests);
-            assert_eq!((finished.number, summary.number), (4, 4));
+            assert_eq!((finished.number, summary.finished.number), (4, 4));
             assert_eq!(finished.duration_ms, 3000);
         }
     }

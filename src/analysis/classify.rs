@@ -43,35 +43,35 @@ static OLD_LIMIT: LazyLock<Regex> = LazyLock::new(|| {
         r"(?i)\b(?:5-hour|five-hour|session|weekly|opus|sonnet|usage) limit (?:reached|hit|exceeded)|\busage_limit_reached\b|grace_daily_limit_reached",
     )
 });
-static RATE: LazyLock<Regex> = LazyLock::new(|| {
-    re(
-        r"(?i)Request rejected \(429\)|rate_limit_error|API Error:\s*429\b|\b429\b|\brate[ _-]?limit|temporarily limiting requests|too many requests",
-    )
+/// The text rules, in the contract's order: the first pattern that matches names the kind.
+static TEXT_RULES: LazyLock<[(ErrorKind, Regex); 8]> = LazyLock::new(|| {
+    [
+        (
+            ErrorKind::RateLimit,
+            r"(?i)Request rejected \(429\)|rate_limit_error|API Error:\s*429\b|\b429\b|\brate[ _-]?limit|temporarily limiting requests|too many requests",
+        ),
+        (ErrorKind::Overloaded, r"(?i)\b529\b|overloaded"),
+        (
+            ErrorKind::Auth,
+            r"(?i)API Error:\s*401\b|\b401 Unauthorized\b|Not logged in|Please run /login|Invalid API key|invalid x-api-key|authentication_failed|authentication_error|OAuth token (?:has )?(?:been )?(?:expired|revoked)|oauth_org_not_allowed|OAuth authentication is currently not allowed",
+        ),
+        (
+            ErrorKind::Billing,
+            r"(?i)API Error:\s*40[23]\b|\b403 Forbidden\b|permission_error|Credit balance is too low|billing_error|insufficient (?:credit|funds|balance)|payment required",
+        ),
+        (
+            ErrorKind::Network,
+            r"(?i)Unable to connect|ConnectionRefused|Connection (?:refused|reset|error)|ECONNREFUSED|ECONNRESET|ENOTFOUND|ETIMEDOUT|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH|Request timed out|\btimed out\b|socket hang up|fetch failed|getaddrinfo|network error|connection_failed",
+        ),
+        (
+            ErrorKind::Server,
+            r"(?i)API Error:\s*5\d\d\b|\b50[0-4]\b|Internal server error|server_error|\bapi_error\b|empty or malformed response|Bad Gateway|Service Unavailable|Gateway Timeout",
+        ),
+        (ErrorKind::MaxTurns, r"(?i)Reached max(?:imum)? (?:number of )?turns"),
+        (ErrorKind::Budget, r"(?i)Reached maximum budget"),
+    ]
+    .map(|(kind, pattern)| (kind, re(pattern)))
 });
-static OVERLOADED: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\b529\b|overloaded"));
-static AUTH: LazyLock<Regex> = LazyLock::new(|| {
-    re(
-        r"(?i)API Error:\s*401\b|\b401 Unauthorized\b|Not logged in|Please run /login|Invalid API key|invalid x-api-key|authentication_failed|authentication_error|OAuth token (?:has )?(?:been )?(?:expired|revoked)|oauth_org_not_allowed|OAuth authentication is currently not allowed",
-    )
-});
-static BILLING: LazyLock<Regex> = LazyLock::new(|| {
-    re(
-        r"(?i)API Error:\s*40[23]\b|\b403 Forbidden\b|permission_error|Credit balance is too low|billing_error|insufficient (?:credit|funds|balance)|payment required",
-    )
-});
-static NETWORK: LazyLock<Regex> = LazyLock::new(|| {
-    re(
-        r"(?i)Unable to connect|ConnectionRefused|Connection (?:refused|reset|error)|ECONNREFUSED|ECONNRESET|ENOTFOUND|ETIMEDOUT|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH|Request timed out|\btimed out\b|socket hang up|fetch failed|getaddrinfo|network error|connection_failed",
-    )
-});
-static SERVER: LazyLock<Regex> = LazyLock::new(|| {
-    re(
-        r"(?i)API Error:\s*5\d\d\b|\b50[0-4]\b|Internal server error|server_error|\bapi_error\b|empty or malformed response|Bad Gateway|Service Unavailable|Gateway Timeout",
-    )
-});
-static MAX_TURNS: LazyLock<Regex> =
-    LazyLock::new(|| re(r"(?i)Reached max(?:imum)? (?:number of )?turns"));
-static BUDGET: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)Reached maximum budget"));
 static UNKNOWN_SESSION: LazyLock<Regex> =
     LazyLock::new(|| re(r"No conversation found with session ID"));
 static CLI_USAGE: LazyLock<Regex> = LazyLock::new(|| {
@@ -223,7 +223,7 @@ fn status_kind(text: &str, api_status: Option<u16>) -> Option<ErrorKind> {
         401 => ErrorKind::Auth,
         402 => ErrorKind::Billing,
         // A 403 is a billing/permission refusal unless the text says it is a login problem.
-        403 if AUTH.is_match(text) => ErrorKind::Auth,
+        403 if text_rule_matches(ErrorKind::Auth, text) => ErrorKind::Auth,
         403 => ErrorKind::Billing,
         500..=599 => ErrorKind::Server,
         _ => return None,
@@ -233,20 +233,17 @@ fn status_kind(text: &str, api_status: Option<u16>) -> Option<ErrorKind> {
 
 /// The text rules alone (after the limit wordings).
 fn text_kind(text: &str) -> Option<ErrorKind> {
-    let ordered: [(&LazyLock<Regex>, ErrorKind); 8] = [
-        (&RATE, ErrorKind::RateLimit),
-        (&OVERLOADED, ErrorKind::Overloaded),
-        (&AUTH, ErrorKind::Auth),
-        (&BILLING, ErrorKind::Billing),
-        (&NETWORK, ErrorKind::Network),
-        (&SERVER, ErrorKind::Server),
-        (&MAX_TURNS, ErrorKind::MaxTurns),
-        (&BUDGET, ErrorKind::Budget),
-    ];
-    ordered
-        .into_iter()
-        .find(|(pattern, _)| pattern.is_match(text))
-        .map(|(_, kind)| kind)
+    TEXT_RULES
+        .iter()
+        .find(|(_, pattern)| pattern.is_match(text))
+        .map(|(kind, _)| *kind)
+}
+
+/// Whether the text rule of `kind` matches `text`.
+fn text_rule_matches(kind: ErrorKind, text: &str) -> bool {
+    TEXT_RULES
+        .iter()
+        .any(|(k, pattern)| *k == kind && pattern.is_match(text))
 }
 
 /// The first non-empty line of `text`, trimmed and cut.
@@ -295,7 +292,7 @@ impl Typed<'_> {
 
 /// Whether a rejected window was reported (in the result or by a `rate_limit_event`).
 fn rejected(g: &Gathered, typed: &Typed<'_>) -> bool {
-    g.limit_rejected || typed.limit.is_some_and(LimitInfo::rejected)
+    g.limit_rejected.is_some() || typed.limit.is_some_and(LimitInfo::rejected)
 }
 
 /// Classifies an error from its texts (best first: the answer, `errors[]`, stderr) with
@@ -361,7 +358,7 @@ fn from_texts(
         e.window = typed
             .limit
             .and_then(|l| l.window.clone())
-            .or_else(|| g.limit_window.clone())
+            .or_else(|| g.limit_rejected.as_ref().and_then(|l| l.window.clone()))
             .or_else(|| from_wording.and_then(|c| c.window).map(str::to_owned));
     }
     e
@@ -369,12 +366,10 @@ fn from_texts(
 
 /// The reset time a stream's `rate_limit_event` gave, when it rejected the call.
 fn event_reset(g: &Gathered) -> Option<Timestamp> {
-    if g.limit_rejected {
-        g.limit_resets_at
-            .and_then(|s| Timestamp::from_second(s).ok())
-    } else {
-        None
-    }
+    g.limit_rejected
+        .as_ref()
+        .and_then(|l| l.resets_at)
+        .and_then(|s| Timestamp::from_second(s).ok())
 }
 
 /// The error a result reports, if it reports one.
@@ -599,17 +594,19 @@ pub(crate) fn verdict(g: &Gathered, stderr: &str, facts: &RunFacts, clock: &Cloc
         Some(r) => result_error(g, r, stderr, clock),
         None => match &g.synthetic {
             Some(s) => Some(from_one_text(g, &s.text, Some(&s.category), clock)),
-            None if g.limit_rejected => {
-                let mut e = error(
-                    ErrorKind::UsageLimit,
-                    "usage limit reached (rate_limit_event rejected)".to_owned(),
-                    None,
-                    event_reset(g),
-                );
-                e.window.clone_from(&g.limit_window);
-                Some(e)
-            }
-            None => text_error(g, facts, clock),
+            None => match &g.limit_rejected {
+                Some(limit) => {
+                    let mut e = error(
+                        ErrorKind::UsageLimit,
+                        "usage limit reached (rate_limit_event rejected)".to_owned(),
+                        None,
+                        event_reset(g),
+                    );
+                    e.window.clone_from(&limit.window);
+                    Some(e)
+                }
+                None => text_error(g, facts, clock),
+            },
         },
     };
     let answered = g.result.is_some() || g.text.is_some();

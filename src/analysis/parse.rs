@@ -443,12 +443,9 @@ pub(crate) struct Gathered {
     pub session_id: Option<String>,
     pub model: Option<String>,
     pub result: Option<ResultData>,
-    /// A `rate_limit_event` with status `rejected` was seen.
-    pub limit_rejected: bool,
-    /// Its `resetsAt` (epoch seconds), if it gave one.
-    pub limit_resets_at: Option<i64>,
-    /// Its `rateLimitType` (`five_hour`, `seven_day`, …), if it gave one.
-    pub limit_window: Option<String>,
+    /// The `rate_limit_event`s with status `rejected`, when one was seen: the latest
+    /// `resetsAt` and `rateLimitType` any of them gave.
+    pub limit_rejected: Option<LimitInfo>,
     /// `credential_expires_at`, from whichever event gave it last.
     pub credential_expires_at: Option<Timestamp>,
     /// The usage windows reported (`rate_limit_event`, the result's
@@ -557,13 +554,10 @@ impl Gathered {
                 if let Some(info) = raw.map(LimitInfo::from_raw)
                     && info.rejected()
                 {
-                    self.limit_rejected = true;
-                    if info.resets_at.is_some() {
-                        self.limit_resets_at = info.resets_at;
-                    }
-                    if info.window.is_some() {
-                        self.limit_window = info.window;
-                    }
+                    let seen = self.limit_rejected.get_or_insert_with(LimitInfo::default);
+                    seen.status = info.status;
+                    seen.resets_at = info.resets_at.or(seen.resets_at);
+                    seen.window = info.window.or(seen.window.take());
                 }
             }
             "assistant" => self.absorb_assistant(ev),

@@ -548,15 +548,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_fleet_start_and_end_are_said_once() {
-        let mut w = Watch::default();
-        // A finished fleet at the first look: history, nothing said.
-        assert!(
-            w.update(&fleet("done", vec![task("a", TaskState::Merged, None)]))
-                .is_empty()
-        );
-        // A new fleet starts; the old task is a new one's now (pending → running).
+    /// A running fleet of one running task `a`: said as the fleet's start and `a`'s.
+    fn assert_fleet_starts_with_a(w: &mut Watch) {
         let n = w.update(&fleet(
             "running",
             vec![task("a", TaskState::Running, Some("/a"))],
@@ -571,6 +564,18 @@ mod tests {
                 }
             ]
         );
+    }
+
+    #[test]
+    fn the_fleet_start_and_end_are_said_once() {
+        let mut w = Watch::default();
+        // A finished fleet at the first look: history, nothing said.
+        assert!(
+            w.update(&fleet("done", vec![task("a", TaskState::Merged, None)]))
+                .is_empty()
+        );
+        // A new fleet starts; the old task is a new one's now (pending → running).
+        assert_fleet_starts_with_a(&mut w);
         let n = w.update(&fleet("done", vec![task("a", TaskState::Merged, None)]));
         assert_eq!(n.len(), 2);
         assert!(n.iter().all(Notice::after_lines));
@@ -593,20 +598,7 @@ mod tests {
         let mut w = Watch::default();
         assert!(w.update(&FleetFile::default()).is_empty());
         assert!(w.has_looked());
-        let n = w.update(&fleet(
-            "running",
-            vec![task("a", TaskState::Running, Some("/a"))],
-        ));
-        assert_eq!(
-            n,
-            [
-                Notice::FleetStarted { tasks: 1 },
-                Notice::Started {
-                    task: "a".into(),
-                    branch: "hank/a".into()
-                }
-            ]
-        );
+        assert_fleet_starts_with_a(&mut w);
     }
 
     #[test]

@@ -455,7 +455,7 @@ impl Fingerprint {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn ts(s: &str) -> Timestamp {

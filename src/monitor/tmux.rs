@@ -350,10 +350,8 @@ pub(crate) fn new_session_argv(spec: &LaunchSpec) -> Vec<OsString> {
         os(&DETACHED_SIZE.0.to_string()),
         os("-y"),
         os(&DETACHED_SIZE.1.to_string()),
-        os("-P"),
-        os("-F"),
-        os("#{pane_id}"),
     ];
+    argv.extend(print_pane_id());
     argv.extend([os("/bin/sh"), os("-c"), os(&loop_script(spec))]);
     argv
 }
@@ -361,40 +359,46 @@ pub(crate) fn new_session_argv(spec: &LaunchSpec) -> Vec<OsString> {
 /// `tmux new-window` in the current session (inside tmux): the loop pane; prints its pane id.
 #[must_use]
 pub(crate) fn new_window_argv(spec: &LaunchSpec) -> Vec<OsString> {
-    vec![
+    let mut argv = vec![
         path_arg(&spec.tmux),
         os("new-window"),
         os("-n"),
         os(&spec.session),
         os("-c"),
         path_arg(&spec.project),
-        os("-P"),
-        os("-F"),
-        os("#{pane_id}"),
-        os("/bin/sh"),
+    ];
+    argv.extend(print_pane_id());
+    argv.extend([os("/bin/sh"), os("-c"), os(&loop_script(spec))]);
+    argv
+}
+
+/// `tmux split-window` of `target` (`-h` beside it, `-v` below it), the new pane `size` of it,
+/// detached, in the project folder.
+fn split_window_argv(spec: &LaunchSpec, side: &str, size: &str, target: &str) -> Vec<OsString> {
+    vec![
+        path_arg(&spec.tmux),
+        os("split-window"),
+        os(side),
+        os("-d"),
+        os("-l"),
+        os(size),
+        os("-t"),
+        os(target),
         os("-c"),
-        os(&loop_script(spec)),
+        path_arg(&spec.project),
     ]
+}
+
+/// The options that make tmux print the new pane's id.
+fn print_pane_id() -> [OsString; 3] {
+    [os("-P"), os("-F"), os("#{pane_id}")]
 }
 
 /// `tmux split-window`: the live output pane right of `loop_pane`; prints its pane id.
 #[must_use]
 pub(crate) fn live_pane_argv(spec: &LaunchSpec, loop_pane: &str) -> Vec<OsString> {
-    let mut argv = vec![
-        path_arg(&spec.tmux),
-        os("split-window"),
-        os("-h"),
-        os("-d"),
-        os("-l"),
-        os("50%"),
-        os("-t"),
-        os(loop_pane),
-        os("-c"),
-        path_arg(&spec.project),
-        os("-P"),
-        os("-F"),
-        os("#{pane_id}"),
-    ];
+    let mut argv = split_window_argv(spec, "-h", "50%", loop_pane);
+    argv.extend(print_pane_id());
     argv.extend(env_args(spec));
     match spec.layout {
         Layout::Run => argv.extend([
@@ -418,18 +422,7 @@ pub(crate) fn live_pane_argv(spec: &LaunchSpec, loop_pane: &str) -> Vec<OsString
 /// `tmux split-window`: the dashboard below `live_pane`.
 #[must_use]
 pub(crate) fn monitor_pane_argv(spec: &LaunchSpec, live_pane: &str) -> Vec<OsString> {
-    let mut argv = vec![
-        path_arg(&spec.tmux),
-        os("split-window"),
-        os("-v"),
-        os("-d"),
-        os("-l"),
-        os("65%"),
-        os("-t"),
-        os(live_pane),
-        os("-c"),
-        path_arg(&spec.project),
-    ];
+    let mut argv = split_window_argv(spec, "-v", "65%", live_pane);
     argv.extend(env_args(spec));
     argv.extend([
         path_arg(&spec.hank),

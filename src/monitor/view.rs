@@ -755,28 +755,13 @@ pub(crate) fn render(frame: &mut Frame, snap: &Snapshot, now: Timestamp, tz: &Ti
 
     let [events_area, live_area] =
         Layout::vertical([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(bottom);
-    let visible = usize::from(events_area.height.saturating_sub(2));
-    let skip = snap.events.len().saturating_sub(visible);
-    let event_lines: Vec<Line> = snap
-        .events
-        .iter()
-        .skip(skip)
-        .map(|e| {
-            Line::from(vec![
-                Span::styled(format!("{} ", event_time(e, tz)), Tone::Dim.style()),
-                Span::styled(event_text(e, now, tz), event_tone(e).style()),
-            ])
-        })
-        .collect();
-    let events_widget = if event_lines.is_empty() {
-        Paragraph::new(Line::styled("no events yet", Tone::Dim.style()))
-    } else {
-        Paragraph::new(event_lines)
-    };
-    frame.render_widget(
-        events_widget.block(Block::bordered().title(" events ")),
-        events_area,
-    );
+    let event_lines = snap.events.iter().map(|e| {
+        Line::from(vec![
+            Span::styled(format!("{} ", event_time(e, tz)), Tone::Dim.style()),
+            Span::styled(event_text(e, now, tz), event_tone(e).style()),
+        ])
+    });
+    render_tail(frame, events_area, " events ", event_lines, "no events yet");
     render_live(frame, snap, live_area);
 
     let footer_lines: Vec<Line> = if snap.notes.is_empty() {
@@ -794,26 +779,34 @@ pub(crate) fn render(frame: &mut Frame, snap: &Snapshot, now: Timestamp, tz: &Ti
 }
 
 fn render_live(frame: &mut Frame, snap: &Snapshot, area: Rect) {
+    // A fleet's checkout runs no agent: its tasks' output is in their worktrees.
+    let hint = if snap.fleet.is_some() {
+        "the fleet's tasks: `hank monitor --live` follows each running task's live output"
+    } else {
+        "no live output (run with --live)"
+    };
+    let lines = snap.live_tail.iter().map(|l| Line::raw(l.clone()));
+    render_tail(frame, area, " live output ", lines, hint);
+}
+
+/// A bordered panel titled `title` with the last of `lines` that fit in it, or `empty`
+/// (dimmed) when there are none.
+fn render_tail<'a>(
+    frame: &mut Frame,
+    area: Rect,
+    title: &str,
+    lines: impl ExactSizeIterator<Item = Line<'a>>,
+    empty: &'a str,
+) {
     let visible = usize::from(area.height.saturating_sub(2));
-    let skip = snap.live_tail.len().saturating_sub(visible);
-    let lines: Vec<Line> = snap
-        .live_tail
-        .iter()
-        .skip(skip)
-        .map(|l| Line::raw(l.clone()))
-        .collect();
+    let skip = lines.len().saturating_sub(visible);
+    let lines: Vec<Line> = lines.skip(skip).collect();
     let widget = if lines.is_empty() {
-        // A fleet's checkout runs no agent: its tasks' output is in their worktrees.
-        let hint = if snap.fleet.is_some() {
-            "the fleet's tasks: `hank monitor --live` follows each running task's live output"
-        } else {
-            "no live output (run with --live)"
-        };
-        Paragraph::new(Line::styled(hint, Tone::Dim.style()))
+        Paragraph::new(Line::styled(empty, Tone::Dim.style()))
     } else {
         Paragraph::new(lines)
     };
-    frame.render_widget(widget.block(Block::bordered().title(" live output ")), area);
+    frame.render_widget(widget.block(Block::bordered().title(title)), area);
 }
 
 /// Live output lines included in the plain-text snapshot.
@@ -920,29 +913,26 @@ mod tests {
         NOW.parse().unwrap()
     }
 
+    /// The snapshot tests' full status as the events below left it (loop 3 finished five
+    /// seconds ago), with `overrides` (a JSON object) put over it.
     fn status(overrides: &str) -> String {
-        let mut base: serde_json::Value = serde_json::from_str(
-            r#"{
-          "schema_version": 1, "updated_at": "2026-11-22T09:59:55Z", "state": "running",
-          "loop_count": 4, "calls_in_window": 4, "max_calls_per_hour": 100, "next_call_at": null,
-          "tokens_in_window": 12000, "max_tokens_per_hour": 0, "wait_reason": null,
-          "waiting_until": null, "circuit_state": "CLOSED", "circuit_reason": "progress in loop 3",
-          "session_id": "abc", "total_cost_usd": 0.42,
+        let mut status: serde_json::Value =
+            serde_json::from_str(crate::monitor::snapshot::tests::FULL_STATUS).unwrap();
+        let after_loop_3 = r#"{
+          "updated_at": "2026-11-22T09:59:55Z", "circuit_reason": "progress in loop 3",
           "total_tokens": {"input": 1200, "output": 340, "cache_read": 56000, "cache_creation": 780},
-          "fix_plan": {"done": 3, "total": 7},
           "last_loop": {"number": 3, "outcome": "success", "exit_signal": false,
                         "status": "IN_PROGRESS", "work_type": "IMPLEMENTATION", "files_changed": 2,
                         "recommendation": "implement the parser next", "cost_usd": 0.11,
-                        "duration_ms": 61000},
-          "exit_reason": null, "exit_code": null
-        }"#,
-        )
-        .unwrap();
-        let patch: serde_json::Value = serde_json::from_str(overrides).unwrap();
-        for (k, v) in patch.as_object().unwrap() {
-            base[k] = v.clone();
+                        "duration_ms": 61000}
+        }"#;
+        for patch in [after_loop_3, overrides] {
+            let patch: serde_json::Value = serde_json::from_str(patch).unwrap();
+            for (k, v) in patch.as_object().unwrap() {
+                status[k] = v.clone();
+            }
         }
-        base.to_string()
+        status.to_string()
     }
 
     const EVENTS: &str = r#"{"schema_version":1,"type":"loop_started","at":"2026-11-22T09:40:00Z","loop":1}

@@ -124,22 +124,21 @@ pub fn attribute(loops: &[LoopCost]) -> Receipts {
         }
         r.totals.tokens += l.tokens;
         r.totals.duration_ms += l.duration_ms;
+        // The loop's share of `parts` items: whole numbers split, the remainder to the first.
+        let share = |parts: u64, i: u64| ItemCost {
+            loops: 1,
+            calls: split(calls, parts, i),
+            cost_usd: l.cost_usd / parts as f64,
+            tokens: split(l.tokens, parts, i),
+            duration_ms: split(l.duration_ms, parts, i),
+            ..ItemCost::default()
+        };
         if l.items.is_empty() {
             let row = r.unattributed.get_or_insert_with(|| ItemCost {
                 item: UNATTRIBUTED.into(),
                 ..ItemCost::default()
             });
-            add(
-                row,
-                &ItemCost {
-                    loops: 1,
-                    calls,
-                    cost_usd: l.cost_usd,
-                    tokens: l.tokens,
-                    duration_ms: l.duration_ms,
-                    ..ItemCost::default()
-                },
-            );
+            add(row, &share(1, 0));
             if let Some(rec) = l.recommendation.as_deref().map(str::trim)
                 && !rec.is_empty()
                 && !row.recommendations.iter().any(|x| x == rec)
@@ -149,15 +148,6 @@ pub fn attribute(loops: &[LoopCost]) -> Receipts {
         } else {
             let parts = l.items.len() as u64;
             for (i, item) in l.items.iter().enumerate() {
-                let i = i as u64;
-                let share = ItemCost {
-                    loops: 1,
-                    calls: split(calls, parts, i),
-                    cost_usd: l.cost_usd / parts as f64,
-                    tokens: split(l.tokens, parts, i),
-                    duration_ms: split(l.duration_ms, parts, i),
-                    ..ItemCost::default()
-                };
                 let at = *index.entry(item.clone()).or_insert_with(|| {
                     r.items.push(ItemCost {
                         item: item.clone(),
@@ -165,7 +155,7 @@ pub fn attribute(loops: &[LoopCost]) -> Receipts {
                     });
                     r.items.len() - 1
                 });
-                add(&mut r.items[at], &share);
+                add(&mut r.items[at], &share(parts, i as u64));
             }
         }
         for (name, w) in &l.windows {

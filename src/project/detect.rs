@@ -82,7 +82,7 @@ pub(crate) fn facts_for_type(
     files.tools.clone_from(tools);
     let mut facts = detect(&files);
     facts.name = name.to_string();
-    facts.run_cmd = None;
+    facts.commands.run_cmd = None;
     Ok(facts)
 }
 
@@ -153,6 +153,27 @@ impl TaskSourceKind {
     }
 }
 
+/// A project's commands: what detection finds ([`ProjectFacts`]) and what the templates
+/// show (`generate::ProjectSpec`, where the user's choice of project type may replace them).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub(crate) struct Commands {
+    pub build_cmd: Option<String>,
+    pub test_cmd: Option<String>,
+    pub run_cmd: Option<String>,
+    /// The linter or type check, when one is set up (`cargo clippy`, `npm run lint`, …).
+    pub lint_cmd: Option<String>,
+}
+
+impl Commands {
+    /// The build, test and lint commands that are known (the ones the agent checks its work
+    /// with, which ALLOWED_TOOLS must allow; not the run command).
+    pub(crate) fn checks(&self) -> impl Iterator<Item = &String> {
+        [&self.build_cmd, &self.test_cmd, &self.lint_cmd]
+            .into_iter()
+            .flatten()
+    }
+}
+
 /// What hank knows about a project before asking anything.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub(crate) struct ProjectFacts {
@@ -162,11 +183,9 @@ pub(crate) struct ProjectFacts {
     pub project_type: String,
     pub framework: Option<String>,
     pub package_manager: Option<String>,
-    pub build_cmd: Option<String>,
-    pub test_cmd: Option<String>,
-    pub run_cmd: Option<String>,
-    /// The linter or type check, when one is set up (`cargo clippy`, `npm run lint`, …).
-    pub lint_cmd: Option<String>,
+    /// The build, test, run and lint commands found.
+    #[serde(flatten)]
+    pub commands: Commands,
     /// Node: the package.json scripts among [`rules::NODE_SCRIPTS`] (empty elsewhere).
     pub node_scripts: Vec<String>,
     /// Node: the tools among [`rules::NODE_TOOLS`] the project depends on.
@@ -226,7 +245,7 @@ impl ProjectFacts {
     /// The command `VERIFY_COMMAND` gets: the test command.
     #[must_use]
     pub(crate) fn verify_cmd(&self) -> Option<&str> {
-        self.test_cmd.as_deref()
+        self.commands.test_cmd.as_deref()
     }
 }
 
@@ -327,15 +346,15 @@ fn detect_rust(files: &ProjectFiles, cargo: &str, facts: &mut ProjectFacts) {
     .map(str::to_string);
     let workspace = cargo.lines().any(|l| l.trim() == "[workspace]");
     if workspace && !cargo.lines().any(|l| l.trim() == "[package]") {
-        facts.build_cmd = Some("cargo build --workspace".into());
-        facts.test_cmd = Some("cargo test --workspace".into());
+        facts.commands.build_cmd = Some("cargo build --workspace".into());
+        facts.commands.test_cmd = Some("cargo test --workspace".into());
     } else {
-        facts.build_cmd = Some("cargo build".into());
-        facts.test_cmd = Some("cargo test".into());
+        facts.commands.build_cmd = Some("cargo build".into());
+        facts.commands.test_cmd = Some("cargo test".into());
     }
-    facts.lint_cmd = Some("cargo clippy".into());
+    facts.commands.lint_cmd = Some("cargo clippy".into());
     if files.has("src/main.rs") || cargo.contains("[[bin]]") {
-        facts.run_cmd = Some("cargo run".into());
+        facts.commands.run_cmd = Some("cargo run".into());
     }
 }
 
@@ -405,17 +424,17 @@ fn detect_node(files: &ProjectFiles, pkg: &str, facts: &mut ProjectFacts) {
         other => format!("{other} run {s}"),
     };
     if script("build") {
-        facts.build_cmd = Some(run("build"));
+        facts.commands.build_cmd = Some(run("build"));
     }
     if script("test") {
-        facts.test_cmd = Some(match pm {
+        facts.commands.test_cmd = Some(match pm {
             // `bun test` is bun's own runner, not the script.
             "bun" => "bun run test".to_string(),
             other => format!("{other} test"),
         });
     }
     if script("lint") {
-        facts.lint_cmd = Some(run("lint"));
+        facts.commands.lint_cmd = Some(run("lint"));
     }
     facts.node_scripts = rules::NODE_SCRIPTS
         .iter()
@@ -435,9 +454,9 @@ fn detect_node(files: &ProjectFiles, pkg: &str, facts: &mut ProjectFacts) {
         .map(|t| (*t).to_string())
         .collect();
     if script("dev") {
-        facts.run_cmd = Some(run("dev"));
+        facts.commands.run_cmd = Some(run("dev"));
     } else if script("start") {
-        facts.run_cmd = Some(match pm {
+        facts.commands.run_cmd = Some(match pm {
             "bun" => "bun run start".to_string(),
             other => format!("{other} start"),
         });
@@ -486,27 +505,27 @@ fn detect_python(files: &ProjectFiles, facts: &mut ProjectFacts) {
         _ => "",
     };
     let installable = files.has("pyproject.toml") || files.has("setup.py");
-    facts.build_cmd = Some(match pm {
+    facts.commands.build_cmd = Some(match pm {
         "uv" => "uv sync".into(),
         "poetry" => "poetry install".into(),
         _ if installable => "pip install -e .".into(),
         _ => "pip install -r requirements.txt".into(),
     });
     let pytest = text.to_ascii_lowercase().contains("pytest") || files.has("pytest.ini");
-    facts.test_cmd = Some(if pytest {
+    facts.commands.test_cmd = Some(if pytest {
         format!("{prefix}pytest")
     } else {
         format!("{prefix}python -m unittest")
     });
     if text.to_ascii_lowercase().contains("ruff") || files.has("ruff.toml") {
-        facts.lint_cmd = Some(format!("{prefix}ruff check ."));
+        facts.commands.lint_cmd = Some(format!("{prefix}ruff check ."));
     }
     if files.has("manage.py") {
-        facts.run_cmd = Some(format!("{prefix}python manage.py runserver"));
+        facts.commands.run_cmd = Some(format!("{prefix}python manage.py runserver"));
     } else if files.has("main.py") {
-        facts.run_cmd = Some(format!("{prefix}python main.py"));
+        facts.commands.run_cmd = Some(format!("{prefix}python main.py"));
     } else if files.has("app.py") {
-        facts.run_cmd = Some(format!("{prefix}python app.py"));
+        facts.commands.run_cmd = Some(format!("{prefix}python app.py"));
     }
 }
 
@@ -531,11 +550,11 @@ fn detect_go(files: &ProjectFiles, gomod: &str, facts: &mut ProjectFacts) {
     .iter()
     .find(|(path, _)| gomod.contains(path))
     .map(|(_, name)| (*name).to_string());
-    facts.build_cmd = Some("go build ./...".into());
-    facts.test_cmd = Some("go test ./...".into());
-    facts.lint_cmd = Some("go vet ./...".into());
+    facts.commands.build_cmd = Some("go build ./...".into());
+    facts.commands.test_cmd = Some("go test ./...".into());
+    facts.commands.lint_cmd = Some("go vet ./...".into());
     if files.has("main.go") {
-        facts.run_cmd = Some("go run .".into());
+        facts.commands.run_cmd = Some("go run .".into());
     }
 }
 
@@ -634,9 +653,9 @@ mod tests {
                 facts.name.as_str(),
                 facts.framework.as_deref(),
                 facts.package_manager.as_deref(),
-                facts.build_cmd.as_deref(),
-                facts.test_cmd.as_deref(),
-                facts.run_cmd.as_deref(),
+                facts.commands.build_cmd.as_deref(),
+                facts.commands.test_cmd.as_deref(),
+                facts.commands.run_cmd.as_deref(),
             );
             let want = (c.ty, c.name, c.framework, c.pm, c.build, c.test, c.run);
             assert_eq!(got, want, "case {i}: {:?}", c.files);

@@ -389,9 +389,9 @@ fn describe(facts: &ProjectFacts) -> String {
         lines.push(format!("  package manager: {pm}"));
     }
     for (what, cmd) in [
-        ("build", &facts.build_cmd),
-        ("test", &facts.test_cmd),
-        ("run", &facts.run_cmd),
+        ("build", &facts.commands.build_cmd),
+        ("test", &facts.commands.test_cmd),
+        ("run", &facts.commands.run_cmd),
     ] {
         if let Some(c) = cmd {
             lines.push(format!("  {what}: {c}"));

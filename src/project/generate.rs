@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{HankError, Result};
 
-use super::detect::ProjectFacts;
+use super::detect::{Commands, ProjectFacts};
 use super::tasks::{self, Task};
 use super::templates::{self, Vars};
 
@@ -22,10 +22,7 @@ pub(crate) const DEFAULT_MAX_CALLS: u32 = 100;
 pub(crate) struct ProjectSpec {
     pub name: String,
     pub project_type: String,
-    pub build_cmd: Option<String>,
-    pub test_cmd: Option<String>,
-    pub run_cmd: Option<String>,
-    pub lint_cmd: Option<String>,
+    pub commands: Commands,
     /// VERIFY_COMMAND: the project's test command when one is known.
     pub verify_cmd: Option<String>,
     pub allowed_tools: Vec<String>,
@@ -44,10 +41,7 @@ impl ProjectSpec {
         Self {
             name: facts.name.clone(),
             project_type: facts.project_type.clone(),
-            build_cmd: facts.build_cmd.clone(),
-            test_cmd: facts.test_cmd.clone(),
-            run_cmd: facts.run_cmd.clone(),
-            lint_cmd: facts.lint_cmd.clone(),
+            commands: facts.commands.clone(),
             verify_cmd: facts.verify_cmd().map(str::to_owned),
             allowed_tools: facts.allowed_tools(),
             max_calls: DEFAULT_MAX_CALLS,
@@ -89,10 +83,7 @@ impl ProjectSpec {
     /// Takes the commands and rules of `facts` (a project type chosen by the user).
     pub(crate) fn use_commands_of(&mut self, facts: &ProjectFacts) {
         self.project_type.clone_from(&facts.project_type);
-        self.build_cmd.clone_from(&facts.build_cmd);
-        self.test_cmd.clone_from(&facts.test_cmd);
-        self.run_cmd.clone_from(&facts.run_cmd);
-        self.lint_cmd.clone_from(&facts.lint_cmd);
+        self.commands.clone_from(&facts.commands);
         self.verify_cmd = facts.verify_cmd().map(str::to_owned);
         self.allowed_tools = facts.allowed_tools();
     }
@@ -165,10 +156,10 @@ pub(crate) fn plan(spec: &ProjectSpec) -> Result<Vec<PlannedFile>> {
     validate_value("project name", &spec.name)?;
     validate_value("project type", &spec.project_type)?;
     for (what, cmd) in [
-        ("build command", &spec.build_cmd),
-        ("test command", &spec.test_cmd),
-        ("run command", &spec.run_cmd),
-        ("lint command", &spec.lint_cmd),
+        ("build command", &spec.commands.build_cmd),
+        ("test command", &spec.commands.test_cmd),
+        ("run command", &spec.commands.run_cmd),
+        ("lint command", &spec.commands.lint_cmd),
         ("verify command", &spec.verify_cmd),
     ] {
         if let Some(c) = cmd {
@@ -199,10 +190,10 @@ pub(crate) fn plan(spec: &ProjectSpec) -> Result<Vec<PlannedFile>> {
     let mut vars = Vars::new();
     vars.insert("project_name", spec.name.trim().to_string());
     vars.insert("project_type", spec.project_type.trim().to_string());
-    vars.insert("build_cmd", code_or(spec.build_cmd.as_ref()));
-    vars.insert("test_cmd", code_or(spec.test_cmd.as_ref()));
-    vars.insert("run_cmd", code_or(spec.run_cmd.as_ref()));
-    vars.insert("lint_cmd", code_or(spec.lint_cmd.as_ref()));
+    vars.insert("build_cmd", code_or(spec.commands.build_cmd.as_ref()));
+    vars.insert("test_cmd", code_or(spec.commands.test_cmd.as_ref()));
+    vars.insert("run_cmd", code_or(spec.commands.run_cmd.as_ref()));
+    vars.insert("lint_cmd", code_or(spec.commands.lint_cmd.as_ref()));
     vars.insert(
         "verify_line",
         spec.verify_cmd.as_ref().map_or_else(
@@ -419,10 +410,12 @@ mod tests {
         ProjectSpec {
             name: "reports".into(),
             project_type: "rust".into(),
-            build_cmd: Some("cargo build".into()),
-            test_cmd: Some("cargo test".into()),
-            run_cmd: None,
-            lint_cmd: Some("cargo clippy".into()),
+            commands: Commands {
+                build_cmd: Some("cargo build".into()),
+                test_cmd: Some("cargo test".into()),
+                run_cmd: None,
+                lint_cmd: Some("cargo clippy".into()),
+            },
             verify_cmd: Some("cargo test".into()),
             requirements: None,
             allowed_tools: vec!["Read".into(), "Bash(cargo test *)".into()],
@@ -515,7 +508,7 @@ mod tests {
             (Box::new(|s| s.name = "  ".into()), "project name"),
             (Box::new(|s| s.project_type = "x\"".into()), "project type"),
             (
-                Box::new(|s| s.test_cmd = Some("t\r".into())),
+                Box::new(|s| s.commands.test_cmd = Some("t\r".into())),
                 "test command",
             ),
             (

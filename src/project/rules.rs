@@ -120,10 +120,7 @@ pub(crate) fn project_rules(facts: &ProjectFacts) -> Vec<String> {
         "python" => python_rules(pm.unwrap_or("pip")),
         _ => Vec::new(),
     };
-    for cmd in [&facts.build_cmd, &facts.test_cmd, &facts.lint_cmd]
-        .into_iter()
-        .flatten()
-    {
+    for cmd in facts.commands.checks() {
         if !allows(&out, cmd) {
             out.push(rule(cmd));
         }
@@ -269,10 +266,7 @@ mod tests {
         for (files, allowed, denied) in cases {
             let facts = facts_of(files);
             let tools = facts.allowed_tools();
-            for cmd in [&facts.build_cmd, &facts.test_cmd, &facts.lint_cmd]
-                .into_iter()
-                .flatten()
-            {
+            for cmd in facts.commands.checks() {
                 assert!(
                     allows(&tools, cmd),
                     "{}: detected {cmd:?} denied",
@@ -303,19 +297,19 @@ mod tests {
         for ty in detect::PROJECT_TYPES {
             let facts = detect::facts_for_type("demo", ty, &Default::default()).unwrap();
             let tools = facts.allowed_tools();
-            for cmd in [&facts.build_cmd, &facts.test_cmd, &facts.lint_cmd]
-                .into_iter()
-                .flatten()
-            {
+            for cmd in facts.commands.checks() {
                 assert!(allows(&tools, cmd), "{ty}: {cmd:?} denied");
             }
             if *ty != "unknown" {
-                assert!(facts.test_cmd.is_some(), "{ty} has no test command");
+                assert!(
+                    facts.commands.test_cmd.is_some(),
+                    "{ty} has no test command"
+                );
             }
         }
         let uv: std::collections::BTreeSet<String> = ["uv".to_string()].into();
         let facts = detect::facts_for_type("demo", "python", &uv).unwrap();
-        assert_eq!(facts.test_cmd.as_deref(), Some("uv run pytest"));
+        assert_eq!(facts.commands.test_cmd.as_deref(), Some("uv run pytest"));
         assert!(allows(&facts.allowed_tools(), "uv run pytest -k x"));
         assert!(detect::facts_for_type("demo", "cobol", &uv).is_err());
     }
