@@ -193,7 +193,7 @@ pub(crate) fn run_task(root: &Path, a: &FleetRunTaskArgs) -> Result<u8> {
             ))
         })?
         .run;
-    if run.monitor || run.dry_run {
+    if run.monitor || run.flags.dry_run {
         return Err(HankError::usage_hint(
             "--monitor and --dry-run are not taken by hank fleet run-task",
             "`hank fleet plan` shows what can run; `hank monitor` watches a running task",
@@ -201,7 +201,7 @@ pub(crate) fn run_task(root: &Path, a: &FleetRunTaskArgs) -> Result<u8> {
     }
     super::require_hank_dir(root)?;
     crate::approval::require(root, run.accept_config, "hank fleet run-task")?;
-    let s = settings::load(&(&run).into(), root)?;
+    let s = settings::load(&run.flags, root)?;
     let (_, view) = read_view(root, &s)?;
     let Some(spec) = task_to_run(root, &view, &a.name)? else {
         errln!(
@@ -340,7 +340,7 @@ fn run_loop(root: &Path, run: &mut crate::cli::RunArgs, task: &TaskSpec, full: &
     crate::store::write_atomic(&path, rules::task_plan(task).as_bytes(), false)
         .map_err(|e| HankError::io("write", &path, e))?;
     // The delivery comes after the whole plan is back (never a commit of the task's own plan).
-    run.deliver = Some(DeliverMode::None.as_str().to_string());
+    run.flags.deliver = Some(DeliverMode::None.as_str().to_string());
     let result = super::run::run(run, &[]);
     let own = std::fs::read_to_string(&path).unwrap_or_default();
     let done: Vec<String> = fixplan::parse(&own, &fixplan::default_optional_sections())
