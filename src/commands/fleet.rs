@@ -89,15 +89,13 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
             ))
         })?,
     };
+    let tasks = super::fleet_ci::parsed_plan(
+        &root,
+        &s,
+        "the fleet's tasks come from it",
+        rules::tasks_from_plan,
+    )?;
     let plan_path = root.join(".hank/fix_plan.md");
-    let text = s.read_fix_plan().ok_or_else(|| {
-        HankError::usage(format!(
-            "cannot read {}: the fleet's tasks come from it",
-            plan_path.display()
-        ))
-    })?;
-    let tasks = rules::tasks_from_plan(&text, &s.optional_sections.value)
-        .map_err(|e| HankError::usage(format!("{}: {e}", plan_path.display())))?;
     if tasks.is_empty() {
         return Err(HankError::usage_hint(
             format!(
