@@ -91,3 +91,14 @@ pub struct Flags {
     #[arg(long)]
     pub json: bool,
 }
+
+#[cfg(test)]
+impl Flags {
+    /// The settings flags of a `hank run` command line (`["--calls", "7"]`), parsed by this
+    /// definition; a line it refuses fails the test.
+    pub(crate) fn from_command_line(args: &[&str]) -> Self {
+        use clap::{Args, FromArgMatches};
+        let parser = Self::augment_args(clap::Command::new("hank run").no_binary_name(true));
+        Self::from_arg_matches(&parser.try_get_matches_from(args).unwrap()).unwrap()
+    }
+}

@@ -838,6 +838,31 @@ fn ci_max_runtime(v: Sourced<Duration>, env: &dyn Fn(&str) -> Option<String>) ->
     }
 }
 
+/// [`resolve`] for tests: `args` a `hank run` command line, `env` the whole environment and
+/// `rc` the text of `project_dir/.hankrc`.
+#[cfg(test)]
+pub(crate) fn resolve_args(
+    args: &[&str],
+    project_dir: &Path,
+    env: &[(&str, &str)],
+    rc: &str,
+) -> Result<Settings> {
+    let lookup = |k: &str| {
+        env.iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| (*v).to_string())
+    };
+    resolve(
+        &Flags::from_command_line(args),
+        project_dir,
+        Layers {
+            env: &lookup,
+            rc_text: rc,
+            rc_path: &project_dir.join(".hankrc"),
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
 
@@ -887,26 +912,13 @@ mod tests {
     use crate::policy::budget::BudgetLimits;
     use crate::policy::decide::DecideConfig;
 
-    fn resolve_with(flags: &Flags, env: &[(&str, &str)], rc: &str) -> Result<Settings> {
-        let env: Vec<(String, String)> = env
-            .iter()
-            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
-            .collect();
-        let lookup = move |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
-        resolve(
-            flags,
-            Path::new("/p"),
-            Layers {
-                env: &lookup,
-                rc_text: rc,
-                rc_path: Path::new("/p/.hankrc"),
-            },
-        )
+    fn resolve_with(args: &[&str], env: &[(&str, &str)], rc: &str) -> Result<Settings> {
+        resolve_args(args, Path::new("/p"), env, rc)
     }
 
     #[test]
     fn live_values_apply_to_the_run_settings() {
-        let base = resolve_with(&Flags::default(), &[], "MAX_LOOPS=50\n").unwrap();
+        let base = resolve_with(&[], &[], "MAX_LOOPS=50\n").unwrap();
         type Read = fn(&Settings) -> String;
         let cases: &[(&str, &str, &str, Read)] = &[
             ("MAX_LOOPS", "3", "3", |s| s.max_loops.value.to_string()),
@@ -953,44 +965,36 @@ mod tests {
     #[test]
     fn precedence_flag_env_rc_default() {
         let rc = "MAX_CALLS_PER_HOUR=\"10\"\n";
-        let s = resolve_with(&Flags::default(), &[], "").unwrap();
+        let s = resolve_with(&[], &[], "").unwrap();
         assert_eq!(s.max_calls_per_hour.value, 100);
         assert_eq!(s.max_calls_per_hour.source, Source::Default);
-        let s = resolve_with(&Flags::default(), &[], rc).unwrap();
+        let s = resolve_with(&[], &[], rc).unwrap();
         assert_eq!(
             (s.max_calls_per_hour.value, s.max_calls_per_hour.source),
             (10, Source::Hankrc { line: 1 })
         );
-        let s = resolve_with(&Flags::default(), &[("MAX_CALLS_PER_HOUR", "20")], rc).unwrap();
+        let s = resolve_with(&[], &[("MAX_CALLS_PER_HOUR", "20")], rc).unwrap();
         assert_eq!(
             (s.max_calls_per_hour.value, s.max_calls_per_hour.source),
             (20, Source::Env)
         );
-        let flags = Flags {
-            calls: Some("30".into()),
-            ..Flags::default()
-        };
-        let s = resolve_with(&flags, &[("MAX_CALLS_PER_HOUR", "20")], rc).unwrap();
+        let s = resolve_with(&["--calls", "30"], &[("MAX_CALLS_PER_HOUR", "20")], rc).unwrap();
         assert_eq!(
             (s.max_calls_per_hour.value, s.max_calls_per_hour.source),
             (30, Source::Flag("--calls"))
         );
         // A blank environment variable does not hide the layers below it.
-        let s = resolve_with(&Flags::default(), &[("MAX_CALLS_PER_HOUR", " ")], rc).unwrap();
+        let s = resolve_with(&[], &[("MAX_CALLS_PER_HOUR", " ")], rc).unwrap();
         assert_eq!(s.max_calls_per_hour.value, 10);
     }
 
     #[test]
     fn bool_flags_beat_env_and_rc() {
-        let s = resolve_with(&Flags::default(), &[], "CB_AUTO_RESET=yes\n").unwrap();
+        let s = resolve_with(&[], &[], "CB_AUTO_RESET=yes\n").unwrap();
         assert!(s.auto_reset_circuit.value);
-        let s = resolve_with(&Flags::default(), &[("SESSION_CONTINUITY", "false")], "").unwrap();
+        let s = resolve_with(&[], &[("SESSION_CONTINUITY", "false")], "").unwrap();
         assert!(!s.session_continuity.value);
-        let flags = Flags {
-            no_continue: true,
-            live: true,
-            ..Flags::default()
-        };
+        let flags = ["--no-continue", "--live"];
         let s = resolve_with(&flags, &[("SESSION_CONTINUITY", "true")], "").unwrap();
         assert!(!s.session_continuity.value);
         assert_eq!(s.session_continuity.source, Source::Flag("--no-continue"));
@@ -1002,84 +1006,62 @@ mod tests {
 
     #[test]
     fn invalid_values_name_their_origin() {
-        type Case<'a> = (Flags, &'a [(&'a str, &'a str)], &'a str, &'a str);
+        type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str, &'a str);
         let cases: &[Case<'_>] = &[
             (
-                Flags {
-                    calls: Some("lots".into()),
-                    ..Flags::default()
-                },
+                &["--calls", "lots"],
                 &[],
                 "",
                 "invalid value `lots` for --calls: expected a whole number ≥ 1",
             ),
             (
-                Flags::default(),
+                &[],
                 &[("MAX_LOOPS", "-1")],
                 "",
                 "invalid value `-1` in environment variable MAX_LOOPS: expected a whole number",
             ),
             (
-                Flags::default(),
+                &[],
                 &[],
                 "# c\nCLAUDE_TIMEOUT_MINUTES=\"0\"\n",
                 "/p/.hankrc line 2: invalid value `0` for CLAUDE_TIMEOUT_MINUTES: expected",
             ),
+            (&["--timeout", "5x"], &[], "", "--timeout"),
             (
-                Flags {
-                    timeout: Some("5x".into()),
-                    ..Flags::default()
-                },
                 &[],
-                "",
-                "--timeout",
-            ),
-            (
-                Flags::default(),
                 &[],
                 "ON_USAGE_LIMIT=sometimes\n",
                 "line 1: invalid value `sometimes` for ON_USAGE_LIMIT: expected wait or exit",
             ),
             (
-                Flags {
-                    permission_mode: Some("yolo".into()),
-                    ..Flags::default()
-                },
+                &["--permission-mode", "yolo"],
                 &[],
                 "",
                 "for --permission-mode: expected one of acceptEdits, auto, bypassPermissions",
             ),
             (
-                Flags::default(),
+                &[],
                 &[],
                 "\n\nMAX_CALL_PER_HOUR=5\n",
                 "line 3: unknown key MAX_CALL_PER_HOUR",
             ),
-            (Flags::default(), &[], "MAX_LOOPS\n", "line 1: expected KEY"),
-            (Flags::default(), &[], "MAX_LOOPS=\"5\n", "missing closing"),
+            (&[], &[], "MAX_LOOPS\n", "line 1: expected KEY"),
+            (&[], &[], "MAX_LOOPS=\"5\n", "missing closing"),
             (
-                Flags::default(),
+                &[],
                 &[],
                 "CLAUDE_MODEL=$(rm -rf ~)\n",
                 "not expanded by a shell",
             ),
+            (&["--max-cost", "nan"], &[], "", "--max-cost"),
             (
-                Flags {
-                    max_cost: Some("nan".into()),
-                    ..Flags::default()
-                },
                 &[],
-                "",
-                "--max-cost",
-            ),
-            (
-                Flags::default(),
                 &[],
                 "VERBOSE=loud\n",
                 "line 1: invalid value `loud` for VERBOSE",
             ),
             (
-                Flags::default(),
+                &[],
                 &[],
                 "CB_OUTPUT_DECLINE_THRESHOLD=101\n",
                 "expected a percentage from 1 to 100",
@@ -1108,7 +1090,7 @@ mod tests {
             ("0", false),
         ];
         for (value, want) in table {
-            let s = resolve_with(&Flags::default(), &[("VERBOSE", value)], "").unwrap();
+            let s = resolve_with(&[], &[("VERBOSE", value)], "").unwrap();
             assert_eq!(
                 (s.verbose.value, &s.verbose.source),
                 (want, &Source::Env),
@@ -1117,7 +1099,7 @@ mod tests {
             assert!(s.warnings.is_empty(), "{value}: {:?}", s.warnings);
         }
         for value in ["debug", "-1", "1.5"] {
-            let s = resolve_with(&Flags::default(), &[("VERBOSE", value)], "VERBOSE=on\n").unwrap();
+            let s = resolve_with(&[], &[("VERBOSE", value)], "VERBOSE=on\n").unwrap();
             assert_eq!(
                 (s.verbose.value, &s.verbose.source),
                 (true, &Source::Hankrc { line: 1 }),
@@ -1131,11 +1113,7 @@ mod tests {
                 s.warnings
             );
         }
-        let flags = Flags {
-            verbose: true,
-            ..Flags::default()
-        };
-        let s = resolve_with(&flags, &[("VERBOSE", "0")], "").unwrap();
+        let s = resolve_with(&["--verbose"], &[("VERBOSE", "0")], "").unwrap();
         assert_eq!(
             (s.verbose.value, s.verbose.source),
             (true, Source::Flag("--verbose"))
@@ -1179,7 +1157,7 @@ mod tests {
     /// own `Default` impls (used by their tests and by old state files).
     #[test]
     fn defaults_come_from_the_key_table() {
-        let s = resolve_with(&Flags::default(), &[], "").unwrap();
+        let s = resolve_with(&[], &[], "").unwrap();
         assert!(s.warnings.is_empty());
         assert_eq!(s.timeout.value, Duration::from_secs(15 * 60));
         assert_eq!(s.prompt_file.value, PathBuf::from(".hank/PROMPT.md"));
@@ -1208,11 +1186,12 @@ mod tests {
     /// `describe()` lists every key of the table once, in table order, with its source.
     #[test]
     fn describe_follows_the_key_table() {
-        let flags = Flags {
-            calls: Some("7".into()),
-            ..Flags::default()
-        };
-        let s = resolve_with(&flags, &[("CLAUDE_MODEL", "opus")], "MAX_LOOPS=3\n").unwrap();
+        let s = resolve_with(
+            &["--calls", "7"],
+            &[("CLAUDE_MODEL", "opus")],
+            "MAX_LOOPS=3\n",
+        )
+        .unwrap();
         let rows = s.describe();
         let names: Vec<&str> = rows.iter().map(|(k, _, _)| *k).collect();
         let want: Vec<&str> = keys::KEYS.iter().map(|k| k.name).collect();
