@@ -240,33 +240,25 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
             flags.timeout.as_deref(),
             parse_timeout,
         )?,
-        idle_timeout: r.get("IDLE_TIMEOUT", flags.idle_timeout.as_deref(), |s| {
-            if s.trim() == "0" {
-                Some(Duration::ZERO)
-            } else {
-                parse_timeout(s)
-            }
-        })?,
+        idle_timeout: r.get(
+            "IDLE_TIMEOUT",
+            flags.idle_timeout.as_deref(),
+            parse_timeout_or_off,
+        )?,
         first_output_timeout: r.get(
             "FIRST_OUTPUT_TIMEOUT",
             flags.first_output_timeout.as_deref(),
-            |s| {
-                if s.trim() == "0" {
-                    Some(Duration::ZERO)
-                } else {
-                    parse_timeout(s)
-                }
-            },
+            parse_timeout_or_off,
         )?,
-        client_settings: r.get(
-            "CLIENT_SETTINGS",
-            flags.client_settings.as_deref(),
-            |s| match s.trim().to_ascii_lowercase().as_str() {
-                "all" => Some(ClientSettings::All),
-                "project" => Some(ClientSettings::Project),
-                _ => None,
-            },
-        )?,
+        client_settings: r.get("CLIENT_SETTINGS", flags.client_settings.as_deref(), |s| {
+            one_of(
+                s,
+                &[
+                    ("all", ClientSettings::All),
+                    ("project", ClientSettings::Project),
+                ],
+            )
+        })?,
         live: r.get("LIVE_OUTPUT", on(flags.live), parse_bool)?,
         verbose: r.get_with(
             "VERBOSE",
@@ -277,10 +269,11 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
         output_format: r.get(
             "CLAUDE_OUTPUT_FORMAT",
             flags.output_format.as_deref(),
-            |s| match s.trim().to_ascii_lowercase().as_str() {
-                "json" => Some(OutputFormat::Json),
-                "text" => Some(OutputFormat::Text),
-                _ => None,
+            |s| {
+                one_of(
+                    s,
+                    &[("json", OutputFormat::Json), ("text", OutputFormat::Text)],
+                )
             },
         )?,
         allowed_tools: r.get("ALLOWED_TOOLS", flags.allowed_tools.as_deref(), parse_list)?,
@@ -310,48 +303,34 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
         )?,
         max_loops: r.get("MAX_LOOPS", flags.max_loops.as_deref(), parse_u64)?,
         max_runtime: ci_max_runtime(
-            r.get("MAX_RUNTIME", flags.max_runtime.as_deref(), |s| {
-                if s.trim() == "0" {
-                    Some(Duration::ZERO)
-                } else {
-                    parse_timeout(s)
-                }
-            })?,
+            r.get(
+                "MAX_RUNTIME",
+                flags.max_runtime.as_deref(),
+                parse_timeout_or_off,
+            )?,
             &r.env,
         ),
-        max_cost_usd: r.get("MAX_COST_USD", flags.max_cost.as_deref(), |s| {
-            s.trim()
-                .trim_start_matches('$')
-                .parse::<f64>()
-                .ok()
-                .filter(|v| v.is_finite() && *v >= 0.0)
-        })?,
+        max_cost_usd: r.get("MAX_COST_USD", flags.max_cost.as_deref(), parse_usd)?,
         fleet_min_free_memory: r.get("FLEET_MIN_FREE_MEMORY", None, parse_size)?,
         max_merge_attempts: r.get("MAX_MERGE_ATTEMPTS", None, parse_u32_min(1))?,
         unknown_call_cost: r.get("UNKNOWN_CALL_COST", None, |s| {
-            s.trim()
-                .trim_start_matches('$')
-                .parse::<f64>()
-                .ok()
-                .filter(|v| v.is_finite() && (0.0..=100_000.0).contains(v))
+            parse_usd(s).filter(|v| *v <= 100_000.0)
         })?,
-        on_usage_limit: r.get(
-            "ON_USAGE_LIMIT",
-            flags.on_usage_limit.as_deref(),
-            |s| match s.trim().to_ascii_lowercase().as_str() {
-                "wait" => Some(UsageLimitPolicy::Wait),
-                "exit" => Some(UsageLimitPolicy::Exit),
-                _ => None,
-            },
-        )?,
+        on_usage_limit: r.get("ON_USAGE_LIMIT", flags.on_usage_limit.as_deref(), |s| {
+            one_of(
+                s,
+                &[
+                    ("wait", UsageLimitPolicy::Wait),
+                    ("exit", UsageLimitPolicy::Exit),
+                ],
+            )
+        })?,
         max_window_percent: r.get(
             "MAX_WINDOW_PERCENT",
             flags.max_window_percent.as_deref(),
             crate::policy::windows::WindowLimits::parse,
         )?,
-        claude_cmd: r.get("CLAUDE_CODE_CMD", flags.claude_cmd.as_deref(), |s| {
-            (!s.trim().is_empty()).then(|| s.trim().to_string())
-        })?,
+        claude_cmd: r.get("CLAUDE_CODE_CMD", flags.claude_cmd.as_deref(), not_blank)?,
         agent: r.get("AGENT", flags.agent.as_deref(), |s| {
             let s = s.trim();
             crate::policy::failover::valid_name(s).then(|| s.to_string())
@@ -364,9 +343,7 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
         })?,
         agent_models: r.get_opt("AGENT_MODELS", flags.agent_models.as_deref(), parse_pairs)?,
         verify_command: {
-            let v = r.get_opt("VERIFY_COMMAND", flags.verify.as_deref(), |s| {
-                (!s.trim().is_empty()).then(|| s.trim().to_string())
-            })?;
+            let v = r.get_opt("VERIFY_COMMAND", flags.verify.as_deref(), not_blank)?;
             if flags.no_verify {
                 Sourced {
                     value: None,
@@ -402,21 +379,17 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
         loop_delay_seconds: r.get("LOOP_DELAY_SECONDS", None, parse_u64)?,
         optional_sections: r.get("OPTIONAL_SECTIONS", None, parse_list)?,
         deliver: r.get("DELIVER", flags.deliver.as_deref(), |s| {
-            match s.trim().to_ascii_lowercase().as_str() {
-                "none" => Some(DeliverMode::None),
-                "branch" => Some(DeliverMode::Branch),
-                "pr" => Some(DeliverMode::Pr),
-                _ => None,
-            }
+            one_of(
+                s,
+                &[
+                    ("none", DeliverMode::None),
+                    ("branch", DeliverMode::Branch),
+                    ("pr", DeliverMode::Pr),
+                ],
+            )
         })?,
-        deliver_branch: r.get_opt("DELIVER_BRANCH", flags.branch.as_deref(), |s| {
-            let s = s.trim();
-            crate::policy::deliver::valid_branch_name(s).then(|| s.to_string())
-        })?,
-        deliver_base: r.get_opt("DELIVER_BASE", flags.base.as_deref(), |s| {
-            let s = s.trim();
-            crate::policy::deliver::valid_branch_name(s).then(|| s.to_string())
-        })?,
+        deliver_branch: r.get_opt("DELIVER_BRANCH", flags.branch.as_deref(), branch_name)?,
+        deliver_base: r.get_opt("DELIVER_BASE", flags.base.as_deref(), branch_name)?,
         deliver_remote: r.get("DELIVER_REMOTE", None, |s| {
             let s = s.trim();
             crate::policy::deliver::valid_remote_name(s).then(|| s.to_string())
@@ -437,11 +410,7 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
         })?,
         notify_events: r.get("NOTIFY_EVENTS", None, crate::policy::notify::parse_events)?,
         needs_answers_wait: r.get("NEEDS_ANSWERS", None, |s| {
-            match s.trim().to_ascii_lowercase().as_str() {
-                "exit" => Some(false),
-                "wait" => Some(true),
-                _ => None,
-            }
+            one_of(s, &[("exit", false), ("wait", true)])
         })?,
         answer_timeout: r.get("ANSWER_TIMEOUT", None, parse_timeout)?,
         control_topic: r.get_opt("CONTROL_TOPIC", None, |s| {
@@ -487,12 +456,8 @@ pub fn check_live_value(name: &str, raw: &str) -> std::result::Result<(), String
     let ok = match name {
         "MAX_LOOPS" => parse_u64(raw).is_some(),
         "MAX_CALLS_PER_HOUR" => parse_u32_min(1)(raw).is_some(),
-        "MAX_COST_USD" => raw
-            .trim()
-            .trim_start_matches('$')
-            .parse::<f64>()
-            .is_ok_and(|v| v.is_finite() && v >= 0.0),
-        "MAX_RUNTIME" => raw.trim() == "0" || parse_timeout(raw).is_some(),
+        "MAX_COST_USD" => parse_usd(raw).is_some(),
+        "MAX_RUNTIME" => parse_timeout_or_off(raw).is_some(),
         _ => crate::policy::windows::WindowLimits::parse(raw).is_some(),
     };
     if ok {
@@ -528,20 +493,12 @@ pub fn apply_live_value(
             Ok(s.max_calls_per_hour.value.to_string())
         }
         "MAX_COST_USD" => {
-            s.max_cost_usd.value = raw
-                .trim()
-                .trim_start_matches('$')
-                .parse::<f64>()
-                .map_err(|_| bad())?;
+            s.max_cost_usd.value = parse_usd(raw).ok_or_else(bad)?;
             s.max_cost_usd.source = from;
             Ok(format!("{:.2}", s.max_cost_usd.value))
         }
         "MAX_RUNTIME" => {
-            s.max_runtime.value = if raw.trim() == "0" {
-                Duration::ZERO
-            } else {
-                parse_timeout(raw).ok_or_else(bad)?
-            };
+            s.max_runtime.value = parse_timeout_or_off(raw).ok_or_else(bad)?;
             s.max_runtime.source = from;
             Ok(format!("{}s", s.max_runtime.value.as_secs()))
         }
@@ -757,6 +714,42 @@ fn parse_timeout(s: &str) -> Option<Duration> {
         return None;
     }
     Some(Duration::from_secs(total))
+}
+
+/// A timeout, or `0` for off (`Duration::ZERO`).
+fn parse_timeout_or_off(s: &str) -> Option<Duration> {
+    if s.trim() == "0" {
+        Some(Duration::ZERO)
+    } else {
+        parse_timeout(s)
+    }
+}
+
+/// An amount in USD, `$` optional: finite and not negative.
+fn parse_usd(s: &str) -> Option<f64> {
+    s.trim()
+        .trim_start_matches('$')
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v >= 0.0)
+}
+
+/// One of the `choices`' words (any case), as its value.
+fn one_of<T: Copy>(s: &str, choices: &[(&str, T)]) -> Option<T> {
+    let s = s.trim().to_ascii_lowercase();
+    choices.iter().find(|(word, _)| *word == s).map(|(_, v)| *v)
+}
+
+/// The value trimmed, unless it is blank.
+fn not_blank(s: &str) -> Option<String> {
+    let s = s.trim();
+    (!s.is_empty()).then(|| s.to_string())
+}
+
+/// A branch name git accepts (DELIVER_BRANCH, DELIVER_BASE), trimmed.
+fn branch_name(s: &str) -> Option<String> {
+    let s = s.trim();
+    crate::policy::deliver::valid_branch_name(s).then(|| s.to_string())
 }
 
 fn parse_u32_min(min: u32) -> impl Fn(&str) -> Option<u32> {
@@ -1143,6 +1136,30 @@ mod tests {
             let d = Duration::from_secs(secs);
             assert_eq!(parse_timeout(&format_duration(d)), Some(d), "{secs}");
         }
+    }
+
+    /// The value parsers several keys share.
+    #[test]
+    fn shared_value_parsers() {
+        assert_eq!(parse_timeout_or_off(" 0 "), Some(Duration::ZERO));
+        assert_eq!(parse_timeout_or_off("90s"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_timeout_or_off("0s"), None);
+        for (raw, want) in [
+            ("$12.5", Some(12.5)),
+            (" 0 ", Some(0.0)),
+            ("-1", None),
+            ("nan", None),
+            ("inf", None),
+        ] {
+            assert_eq!(parse_usd(raw), want, "{raw}");
+        }
+        let modes = [("branch", DeliverMode::Branch), ("pr", DeliverMode::Pr)];
+        assert_eq!(one_of(" PR ", &modes), Some(DeliverMode::Pr));
+        assert_eq!(one_of("prs", &modes), None);
+        assert_eq!(not_blank(" x "), Some("x".to_string()));
+        assert_eq!(not_blank(" \t"), None);
+        assert_eq!(branch_name(" hank/x "), Some("hank/x".to_string()));
+        assert_eq!(branch_name("a..b"), None);
     }
 
     #[test]
