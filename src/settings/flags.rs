@@ -97,8 +97,12 @@ impl Flags {
     /// The settings flags of a `hank run` command line (`["--calls", "7"]`), parsed by this
     /// definition; a line it refuses fails the test.
     pub(crate) fn from_command_line(args: &[&str]) -> Self {
-        use clap::{Args, FromArgMatches};
-        let parser = Self::augment_args(clap::Command::new("hank run").no_binary_name(true));
-        Self::from_arg_matches(&parser.try_get_matches_from(args).unwrap()).unwrap()
+        #[derive(clap::Parser)]
+        #[command(no_binary_name = true)]
+        struct Line {
+            #[command(flatten)]
+            flags: Flags,
+        }
+        <Line as clap::Parser>::try_parse_from(args).unwrap().flags
     }
 }
