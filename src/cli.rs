@@ -1,7 +1,9 @@
 //! Command-line definitions (clap derive) — nothing else. Values stay raw strings here;
 //! `settings` validates them so errors can name the flag, key or `.hankrc` line. The options
 //! of `setup`, `enable`, `enable-ci`, `import` ([`crate::project::args`]) and `monitor`
-//! ([`crate::monitor::args`]) are defined once, next to the code that runs them, and used here.
+//! ([`crate::monitor::args`]), and the flags of `hank run` that are settings
+//! ([`crate::settings::Flags`]), are defined once, next to the code that reads them, and used
+//! here.
 
 // `[KEY, default …]` in the help texts below is shown by `--help`, not a doc link.
 #![allow(rustdoc::broken_intra_doc_links)]
@@ -12,7 +14,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::monitor::MonitorArgs;
 use crate::project::{EnableArgs, EnableCiArgs, ImportArgs, SetupArgs};
-use crate::settings::keys;
+use crate::settings::{Flags, keys};
 
 /// Runs Claude Code in a loop over your project and stops it at the right moment.
 #[derive(Debug, Parser)]
@@ -305,86 +307,12 @@ pub(crate) struct WithEnvArgs {
     pub command: Vec<std::ffi::OsString>,
 }
 
-/// Flags of `hank run` (each also a `.hankrc` key and an environment variable). The help of
-/// a keyed flag comes from [`keys::KEYS`], with the key's default.
+/// `hank run`'s command line: the flags that are settings ([`Flags`], each also a `.hankrc`
+/// key and an environment variable) and the ones that steer the command itself.
 #[derive(Debug, Clone, Default, Args)]
-pub struct RunArgs {
-    #[arg(short = 'c', long = "calls", value_name = "N", help = keys::flag_help("MAX_CALLS_PER_HOUR"))]
-    pub calls: Option<String>,
-    #[arg(long, value_name = "N", help = keys::flag_help("MAX_TOKENS_PER_HOUR"))]
-    pub max_tokens_per_hour: Option<String>,
-    #[arg(short = 'p', long = "prompt", value_name = "FILE", help = keys::flag_help("PROMPT_FILE"))]
-    pub prompt: Option<String>,
-    #[arg(short = 't', long = "timeout", value_name = "DURATION", help = keys::flag_help("CLAUDE_TIMEOUT_MINUTES"))]
-    pub timeout: Option<String>,
-    #[arg(long, value_name = "DURATION", help = keys::flag_help("IDLE_TIMEOUT"))]
-    pub idle_timeout: Option<String>,
-    #[arg(long, value_name = "DURATION", help = keys::flag_help("FIRST_OUTPUT_TIMEOUT"))]
-    pub first_output_timeout: Option<String>,
-    #[arg(long, value_name = "WHICH", help = keys::flag_help("CLIENT_SETTINGS"))]
-    pub client_settings: Option<String>,
-    #[arg(long, help = keys::flag_help("LIVE_OUTPUT"))]
-    pub live: bool,
-    #[arg(short = 'v', long, help = keys::flag_help("VERBOSE"))]
-    pub verbose: bool,
-    #[arg(long, value_name = "FORMAT", help = keys::flag_help("CLAUDE_OUTPUT_FORMAT"))]
-    pub output_format: Option<String>,
-    #[arg(long, value_name = "LIST", help = keys::flag_help("ALLOWED_TOOLS"))]
-    pub allowed_tools: Option<String>,
-    #[arg(long, value_name = "MODE", help = keys::flag_help("CLAUDE_PERMISSION_MODE"))]
-    pub permission_mode: Option<String>,
-    #[arg(long, value_name = "MODEL", help = keys::flag_help("CLAUDE_MODEL"))]
-    pub model: Option<String>,
-    /// Start a fresh agent session every loop [SESSION_CONTINUITY=false].
-    #[arg(long)]
-    pub no_continue: bool,
-    #[arg(long, value_name = "HOURS", help = keys::flag_help("SESSION_EXPIRY_HOURS"))]
-    pub session_expiry: Option<String>,
-    #[arg(long, value_name = "N", help = keys::flag_help("MAX_LOOPS"))]
-    pub max_loops: Option<String>,
-    #[arg(long, value_name = "DURATION", help = keys::flag_help("MAX_RUNTIME"))]
-    pub max_runtime: Option<String>,
-    #[arg(long, value_name = "USD", help = keys::flag_help("MAX_COST_USD"))]
-    pub max_cost: Option<String>,
-    #[arg(long, value_name = "wait|exit", help = keys::flag_help("ON_USAGE_LIMIT"))]
-    pub on_usage_limit: Option<String>,
-    #[arg(long, value_name = "WINDOW=PERCENT,…", help = keys::flag_help("MAX_WINDOW_PERCENT"))]
-    pub max_window_percent: Option<String>,
-    #[arg(long, value_name = "PATH", help = keys::flag_help("CLAUDE_CODE_CMD"))]
-    pub claude_cmd: Option<String>,
-    #[arg(long, value_name = "NAME", help = keys::flag_help("AGENT"))]
-    pub agent: Option<String>,
-    #[arg(long, value_name = "LIST", help = keys::flag_help("AGENTS"))]
-    pub agents: Option<String>,
-    #[arg(long, value_name = "LIST", help = keys::flag_help("AGENT_MODELS"))]
-    pub agent_models: Option<String>,
-    #[arg(long, value_name = "CMD", help = keys::flag_help("VERIFY_COMMAND"))]
-    pub verify: Option<String>,
-    /// No verification in this run, whatever VERIFY_COMMAND says.
-    #[arg(long, conflicts_with = "verify")]
-    pub no_verify: bool,
-    #[arg(long, value_name = "D", help = keys::flag_help("VERIFY_TIMEOUT"))]
-    pub verify_timeout: Option<String>,
-    #[arg(long, help = keys::flag_help("VERIFY_AT_START"))]
-    pub verify_at_start: bool,
-    #[arg(long, help = keys::flag_help("VERIFY_EVERY_LOOP"))]
-    pub verify_every_loop: bool,
-    #[arg(long, help = keys::flag_help("CB_AUTO_RESET"))]
-    pub auto_reset_circuit: bool,
-    #[arg(long, value_name = "none|branch|pr", help = keys::flag_help("DELIVER"))]
-    pub deliver: Option<String>,
-    #[arg(long, value_name = "NAME", help = keys::flag_help("DELIVER_BRANCH"))]
-    pub branch: Option<String>,
-    #[arg(long, value_name = "NAME", help = keys::flag_help("DELIVER_BASE"))]
-    pub base: Option<String>,
-    /// Print the agent command and prompt for one loop, call nothing, exit 0.
-    #[arg(long)]
-    pub dry_run: bool,
-    #[arg(long, help = keys::flag_help("ENABLE_NOTIFICATIONS"))]
-    pub notify: bool,
-    /// JSON-lines events on stdout (human output stays on stderr).
-    #[arg(long)]
-    pub json: bool,
+pub(crate) struct RunArgs {
+    #[command(flatten)]
+    pub flags: Flags,
     /// Run inside tmux with a live output pane and the dashboard.
     #[arg(long)]
     pub monitor: bool,

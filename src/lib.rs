@@ -3,13 +3,13 @@
 //!
 //! Module map. The layers depend downwards only (checked by `tests/integration/architecture.rs`:
 //! no cycles, clap only in `cli`/`commands` and the options files `project/args.rs`,
-//! `monitor/args.rs`, no I/O names in the pure core; clippy's
+//! `monitor/args.rs`, `settings/flags.rs`, no I/O names in the pure core; clippy's
 //! `disallowed_methods` denies the clock, files and processes inside `policy/` and
 //! `analysis/`).
 //!
 //! | module | role |
 //! |---|---|
-//! | `cli` | the parser: every clap definition but the options of setup/enable/enable-ci/import and monitor, defined once next to their commands (`project::args`, `monitor::args`) |
+//! | `cli` | the parser: every clap definition but the options of setup/enable/enable-ci/import and monitor, defined once next to their commands (`project::args`, `monitor::args`), and `hank run`'s settings flags (`settings::Flags`) |
 //! | `commands` | one file per subcommand: resolve inputs, call the library, map to an exit code |
 //! | `engine` | the loop's driver: executes `policy::run`'s steps through `effects::Effects` (reads hank's own files through `Settings`; every other effect is an `Effects` method) |
 //! | `effects` | what the loop does to the world: the agent call, VERIFY_COMMAND, state/status/events/log/terminal, sleeping (`Real`) |

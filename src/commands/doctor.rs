@@ -626,10 +626,21 @@ mod tests {
             ("", None),
             ("{\"authMethod\":\"none\"}", None),
         ];
+        answers_table(cases, |text| {
+            parse_auth_status(text).map(|l| (l.logged_in, l.method))
+        });
+    }
+
+    /// Each case's client output read by `parse` (a yes or no and its text), compared with the
+    /// case; a failure names the output.
+    fn answers_table(
+        cases: &[(&str, Option<(bool, &str)>)],
+        parse: impl Fn(&str) -> Option<(bool, String)>,
+    ) {
         for (text, want) in cases {
-            let got = parse_auth_status(text);
+            let got = parse(text);
             assert_eq!(
-                got.as_ref().map(|l| (l.logged_in, l.method.as_str())),
+                got.as_ref().map(|(yes, what)| (*yes, what.as_str())),
                 *want,
                 "{text:?}"
             );
@@ -664,14 +675,7 @@ mod tests {
             ),
             ("", None),
         ];
-        for (text, want) in cases {
-            let got = parse_connectivity(text);
-            assert_eq!(
-                got.as_ref().map(|(ok, l)| (*ok, l.as_str())),
-                *want,
-                "{text:?}"
-            );
-        }
+        answers_table(cases, parse_connectivity);
     }
 
     #[test]

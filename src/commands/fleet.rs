@@ -56,7 +56,7 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
         ));
     }
     // (A dry run runs nothing, so there is nothing to watch: it is printed without tmux.)
-    if monitor && !(a.dry_run || run.dry_run) {
+    if monitor && !(a.dry_run || run.flags.dry_run) {
         crate::monitor::tmux::require_tmux_for(crate::monitor::tmux::Layout::Fleet)?;
     }
     // Each task's run has no terminal to warn in: refused there, so refused here first.
@@ -68,7 +68,7 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
         ));
     }
     crate::approval::require(&root, run.accept_config, "hank fleet")?;
-    let s = settings::load(&(&run).into(), &root)?;
+    let s = settings::load(&run.flags, &root)?;
     // Flag > environment > .hankrc > default (the settings resolve the last three).
     let max_merge_attempts = match a.max_merge_attempts.as_deref() {
         None => s.max_merge_attempts.value,
@@ -89,15 +89,13 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
             ))
         })?,
     };
+    let tasks = super::fleet_ci::parsed_plan(
+        &root,
+        &s,
+        "the fleet's tasks come from it",
+        rules::tasks_from_plan,
+    )?;
     let plan_path = root.join(".hank/fix_plan.md");
-    let text = s.read_fix_plan().ok_or_else(|| {
-        HankError::usage(format!(
-            "cannot read {}: the fleet's tasks come from it",
-            plan_path.display()
-        ))
-    })?;
-    let tasks = rules::tasks_from_plan(&text, &s.optional_sections.value)
-        .map_err(|e| HankError::usage(format!("{}: {e}", plan_path.display())))?;
     if tasks.is_empty() {
         return Err(HankError::usage_hint(
             format!(
@@ -109,12 +107,12 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
     }
     let waves = rules::waves(&tasks).map_err(HankError::usage)?;
     let into = a.into.clone().unwrap_or_else(|| DEFAULT_INTO.to_string());
-    let verify = if run.no_verify {
+    let verify = if run.flags.no_verify {
         None
     } else {
         s.verify_command.value.clone()
     };
-    if a.dry_run || run.dry_run {
+    if a.dry_run || run.flags.dry_run {
         return dry_run(
             &tasks,
             &waves,
@@ -154,7 +152,7 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
         max_cost_usd: s.max_cost_usd.value,
         max_runtime: s.max_runtime.value,
         window_limits: s.max_window_percent.value.clone(),
-        json: a.json || run.json,
+        json: a.json || run.flags.json,
         exit_at_usage_limit: s.on_usage_limit.value
             == crate::policy::decide::UsageLimitPolicy::Exit,
     };

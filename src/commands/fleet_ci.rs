@@ -36,19 +36,31 @@ fn plan_path(root: &Path) -> std::path::PathBuf {
     root.join(".hank").join("fix_plan.md")
 }
 
-/// The plan of the checkout as a CI job sees it; an unreadable or invalid plan is an error
-/// naming the file.
-fn read_view(root: &Path, s: &Settings) -> Result<(String, PlanView)> {
+/// The plan read and parsed by `parse` (with OPTIONAL_SECTIONS), for `hank fleet` and its CI
+/// jobs: an unreadable plan is an error naming the file and `why` the command needs it, an
+/// invalid one an error naming the file.
+pub(super) fn parsed_plan<T>(
+    root: &Path,
+    s: &Settings,
+    why: &str,
+    parse: fn(&str, &[String]) -> std::result::Result<T, String>,
+) -> Result<T> {
     let path = plan_path(root);
-    let text = s.read_fix_plan().ok_or_else(|| {
-        HankError::usage(format!(
-            "cannot read {}: the tasks come from its `##` sections",
-            path.display()
-        ))
-    })?;
-    let view = rules::plan_view(&text, &s.optional_sections.value)
-        .map_err(|e| HankError::usage(format!("{}: {e}", path.display())))?;
-    Ok((text, view))
+    let text = s
+        .read_fix_plan()
+        .ok_or_else(|| HankError::usage(format!("cannot read {}: {why}", path.display())))?;
+    parse(&text, &s.optional_sections.value)
+        .map_err(|e| HankError::usage(format!("{}: {e}", path.display())))
+}
+
+/// The plan of the checkout as a CI job sees it.
+fn read_view(root: &Path, s: &Settings) -> Result<PlanView> {
+    parsed_plan(
+        root,
+        s,
+        "the tasks come from its `##` sections",
+        rules::plan_view,
+    )
 }
 
 /// The remote to read and write, `None` with `--remote none`; a remote the repository does
@@ -72,7 +84,7 @@ fn remote_of(root: &Path, remote: &str) -> Result<Option<String>> {
 /// `hank fleet plan [--json]`.
 pub(crate) fn plan(root: &Path, a: &FleetPlanArgs) -> Result<u8> {
     let s = settings::load(&settings::Flags::default(), root)?;
-    let (_, view) = read_view(root, &s)?;
+    let view = read_view(root, &s)?;
     let remote = remote_of(root, &a.remote)?;
     let (delivered, running) = match &remote {
         Some(r) => ci::remote_standing(root, r, &view, &s.optional_sections.value, now()?)?,
@@ -193,7 +205,7 @@ pub(crate) fn run_task(root: &Path, a: &FleetRunTaskArgs) -> Result<u8> {
             ))
         })?
         .run;
-    if run.monitor || run.dry_run {
+    if run.monitor || run.flags.dry_run {
         return Err(HankError::usage_hint(
             "--monitor and --dry-run are not taken by hank fleet run-task",
             "`hank fleet plan` shows what can run; `hank monitor` watches a running task",
@@ -201,8 +213,8 @@ pub(crate) fn run_task(root: &Path, a: &FleetRunTaskArgs) -> Result<u8> {
     }
     super::require_hank_dir(root)?;
     crate::approval::require(root, run.accept_config, "hank fleet run-task")?;
-    let s = settings::load(&(&run).into(), root)?;
-    let (_, view) = read_view(root, &s)?;
+    let s = settings::load(&run.flags, root)?;
+    let view = read_view(root, &s)?;
     let Some(spec) = task_to_run(root, &view, &a.name)? else {
         errln!(
             "hank: task {:?} is merged already (every item ticked in {}): nothing to run",
@@ -340,7 +352,7 @@ fn run_loop(root: &Path, run: &mut crate::cli::RunArgs, task: &TaskSpec, full: &
     crate::store::write_atomic(&path, rules::task_plan(task).as_bytes(), false)
         .map_err(|e| HankError::io("write", &path, e))?;
     // The delivery comes after the whole plan is back (never a commit of the task's own plan).
-    run.deliver = Some(DeliverMode::None.as_str().to_string());
+    run.flags.deliver = Some(DeliverMode::None.as_str().to_string());
     let result = super::run::run(run, &[]);
     let own = std::fs::read_to_string(&path).unwrap_or_default();
     let done: Vec<String> = fixplan::parse(&own, &fixplan::default_optional_sections())

@@ -35,7 +35,7 @@ fn run_checked(run: &RunArgs, args: &[OsString]) -> Result<u8> {
     check_layout(&project_dir)?;
     // Nothing of a configuration changed during a run is used (or executed) unapproved.
     crate::approval::require(&project_dir, run.accept_config, "hank run")?;
-    let settings = settings::load(&run.into(), &project_dir)?;
+    let settings = settings::load(&run.flags, &project_dir)?;
     check_required_files(&settings)?;
     let mut notes = settings.warnings.clone();
     if settings.dry_run && !run.monitor && settings.deliver.value != settings::DeliverMode::None {
@@ -328,47 +328,4 @@ fn dry_run(s: &Settings, agent: &Agent) -> Result<u8> {
     };
     written.map_err(|e| HankError::io("failed to write to", "standard output", e))?;
     Ok(crate::exit::OK)
-}
-
-impl From<&RunArgs> for settings::Flags {
-    fn from(a: &RunArgs) -> Self {
-        Self {
-            calls: a.calls.clone(),
-            max_tokens_per_hour: a.max_tokens_per_hour.clone(),
-            prompt: a.prompt.clone(),
-            timeout: a.timeout.clone(),
-            idle_timeout: a.idle_timeout.clone(),
-            first_output_timeout: a.first_output_timeout.clone(),
-            client_settings: a.client_settings.clone(),
-            live: a.live,
-            verbose: a.verbose,
-            output_format: a.output_format.clone(),
-            allowed_tools: a.allowed_tools.clone(),
-            permission_mode: a.permission_mode.clone(),
-            model: a.model.clone(),
-            no_continue: a.no_continue,
-            session_expiry: a.session_expiry.clone(),
-            max_loops: a.max_loops.clone(),
-            max_runtime: a.max_runtime.clone(),
-            max_cost: a.max_cost.clone(),
-            on_usage_limit: a.on_usage_limit.clone(),
-            max_window_percent: a.max_window_percent.clone(),
-            claude_cmd: a.claude_cmd.clone(),
-            agent: a.agent.clone(),
-            agents: a.agents.clone(),
-            agent_models: a.agent_models.clone(),
-            verify: a.verify.clone(),
-            no_verify: a.no_verify,
-            verify_timeout: a.verify_timeout.clone(),
-            verify_at_start: a.verify_at_start,
-            verify_every_loop: a.verify_every_loop,
-            auto_reset_circuit: a.auto_reset_circuit,
-            deliver: a.deliver.clone(),
-            branch: a.branch.clone(),
-            base: a.base.clone(),
-            dry_run: a.dry_run,
-            notify: a.notify,
-            json: a.json,
-        }
-    }
 }

@@ -1,80 +1,108 @@
-//! The raw flag values the resolver reads first (flag > environment > `.hankrc` > default).
+//! The raw flag values the resolver reads first (flag > environment > `.hankrc` > default),
+//! defined once with their clap attributes: `crate::cli::RunArgs` flattens them into `hank
+//! run` (and bare `hank`, `hank fleet`'s and `hank fleet run-task`'s run flags) and hands them
+//! to [`super::load`] as they are.
 
-/// The command-line values of `hank run`, raw: [`super::resolve`] validates them so that
-/// errors can name the flag. `crate::cli::RunArgs` is their clap definition; each key's flag,
-/// default and meaning are in [`super::keys::KEYS`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+// `[KEY, default …]` in the help texts below is shown by `--help`, not a doc link.
+#![allow(rustdoc::broken_intra_doc_links)]
+
+use super::keys;
+
+/// The command-line values of `hank run` that are settings, raw: [`super::resolve`] validates
+/// them so that errors can name the flag. Each keyed flag is also a `.hankrc` key and an
+/// environment variable; its help (with the key's default) comes from [`keys::KEYS`] through
+/// [`keys::flag_help`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
 pub struct Flags {
-    /// `--calls` (MAX_CALLS_PER_HOUR).
+    #[arg(short = 'c', long = "calls", value_name = "N", help = keys::flag_help("MAX_CALLS_PER_HOUR"))]
     pub calls: Option<String>,
-    /// `--max-tokens-per-hour` (MAX_TOKENS_PER_HOUR).
+    #[arg(long, value_name = "N", help = keys::flag_help("MAX_TOKENS_PER_HOUR"))]
     pub max_tokens_per_hour: Option<String>,
-    /// `--prompt` (PROMPT_FILE).
+    #[arg(short = 'p', long = "prompt", value_name = "FILE", help = keys::flag_help("PROMPT_FILE"))]
     pub prompt: Option<String>,
-    /// `--timeout` (CLAUDE_TIMEOUT_MINUTES).
+    #[arg(short = 't', long = "timeout", value_name = "DURATION", help = keys::flag_help("CLAUDE_TIMEOUT_MINUTES"))]
     pub timeout: Option<String>,
-    /// `--idle-timeout` (IDLE_TIMEOUT).
+    #[arg(long, value_name = "DURATION", help = keys::flag_help("IDLE_TIMEOUT"))]
     pub idle_timeout: Option<String>,
-    /// `--first-output-timeout` (FIRST_OUTPUT_TIMEOUT).
+    #[arg(long, value_name = "DURATION", help = keys::flag_help("FIRST_OUTPUT_TIMEOUT"))]
     pub first_output_timeout: Option<String>,
-    /// `--client-settings` (CLIENT_SETTINGS).
+    #[arg(long, value_name = "WHICH", help = keys::flag_help("CLIENT_SETTINGS"))]
     pub client_settings: Option<String>,
-    /// `--live` (LIVE_OUTPUT).
+    #[arg(long, help = keys::flag_help("LIVE_OUTPUT"))]
     pub live: bool,
-    /// `--verbose` (VERBOSE).
+    #[arg(short = 'v', long, help = keys::flag_help("VERBOSE"))]
     pub verbose: bool,
-    /// `--output-format` (CLAUDE_OUTPUT_FORMAT).
+    #[arg(long, value_name = "FORMAT", help = keys::flag_help("CLAUDE_OUTPUT_FORMAT"))]
     pub output_format: Option<String>,
-    /// `--allowed-tools` (ALLOWED_TOOLS).
+    #[arg(long, value_name = "LIST", help = keys::flag_help("ALLOWED_TOOLS"))]
     pub allowed_tools: Option<String>,
-    /// `--permission-mode` (CLAUDE_PERMISSION_MODE).
+    #[arg(long, value_name = "MODE", help = keys::flag_help("CLAUDE_PERMISSION_MODE"))]
     pub permission_mode: Option<String>,
-    /// `--model` (CLAUDE_MODEL).
+    #[arg(long, value_name = "MODEL", help = keys::flag_help("CLAUDE_MODEL"))]
     pub model: Option<String>,
-    /// `--no-continue` (SESSION_CONTINUITY=false).
+    /// Start a fresh agent session every loop [SESSION_CONTINUITY=false].
+    #[arg(long)]
     pub no_continue: bool,
-    /// `--session-expiry` (SESSION_EXPIRY_HOURS).
+    #[arg(long, value_name = "HOURS", help = keys::flag_help("SESSION_EXPIRY_HOURS"))]
     pub session_expiry: Option<String>,
-    /// `--max-loops` (MAX_LOOPS).
+    #[arg(long, value_name = "N", help = keys::flag_help("MAX_LOOPS"))]
     pub max_loops: Option<String>,
-    /// `--max-runtime` (MAX_RUNTIME).
+    #[arg(long, value_name = "DURATION", help = keys::flag_help("MAX_RUNTIME"))]
     pub max_runtime: Option<String>,
-    /// `--max-cost` (MAX_COST_USD).
+    #[arg(long, value_name = "USD", help = keys::flag_help("MAX_COST_USD"))]
     pub max_cost: Option<String>,
-    /// `--on-usage-limit` (ON_USAGE_LIMIT).
+    #[arg(long, value_name = "wait|exit", help = keys::flag_help("ON_USAGE_LIMIT"))]
     pub on_usage_limit: Option<String>,
-    /// `--max-window-percent` (MAX_WINDOW_PERCENT).
+    #[arg(long, value_name = "WINDOW=PERCENT,…", help = keys::flag_help("MAX_WINDOW_PERCENT"))]
     pub max_window_percent: Option<String>,
-    /// `--claude-cmd` (CLAUDE_CODE_CMD).
+    #[arg(long, value_name = "PATH", help = keys::flag_help("CLAUDE_CODE_CMD"))]
     pub claude_cmd: Option<String>,
-    /// `--agent` (AGENT).
+    #[arg(long, value_name = "NAME", help = keys::flag_help("AGENT"))]
     pub agent: Option<String>,
-    /// `--agents` (AGENTS).
+    #[arg(long, value_name = "LIST", help = keys::flag_help("AGENTS"))]
     pub agents: Option<String>,
-    /// `--agent-models` (AGENT_MODELS).
+    #[arg(long, value_name = "LIST", help = keys::flag_help("AGENT_MODELS"))]
     pub agent_models: Option<String>,
-    /// `--verify` (VERIFY_COMMAND).
+    #[arg(long, value_name = "CMD", help = keys::flag_help("VERIFY_COMMAND"))]
     pub verify: Option<String>,
-    /// `--no-verify`: no verification in this run, whatever VERIFY_COMMAND says.
+    /// No verification in this run, whatever VERIFY_COMMAND says.
+    #[arg(long, conflicts_with = "verify")]
     pub no_verify: bool,
-    /// `--verify-timeout` (VERIFY_TIMEOUT).
+    #[arg(long, value_name = "D", help = keys::flag_help("VERIFY_TIMEOUT"))]
     pub verify_timeout: Option<String>,
-    /// `--verify-at-start` (VERIFY_AT_START).
+    #[arg(long, help = keys::flag_help("VERIFY_AT_START"))]
     pub verify_at_start: bool,
-    /// `--verify-every-loop` (VERIFY_EVERY_LOOP).
+    #[arg(long, help = keys::flag_help("VERIFY_EVERY_LOOP"))]
     pub verify_every_loop: bool,
-    /// `--auto-reset-circuit` (CB_AUTO_RESET).
+    #[arg(long, help = keys::flag_help("CB_AUTO_RESET"))]
     pub auto_reset_circuit: bool,
-    /// `--deliver` (DELIVER).
+    #[arg(long, value_name = "none|branch|pr", help = keys::flag_help("DELIVER"))]
     pub deliver: Option<String>,
-    /// `--branch` (DELIVER_BRANCH).
+    #[arg(long, value_name = "NAME", help = keys::flag_help("DELIVER_BRANCH"))]
     pub branch: Option<String>,
-    /// `--base` (DELIVER_BASE).
+    #[arg(long, value_name = "NAME", help = keys::flag_help("DELIVER_BASE"))]
     pub base: Option<String>,
-    /// `--dry-run`: print the agent command and prompt for one loop, call nothing (flag only).
+    /// Print the agent command and prompt for one loop, call nothing, exit 0.
+    #[arg(long)]
     pub dry_run: bool,
-    /// `--notify` (ENABLE_NOTIFICATIONS).
+    #[arg(long, help = keys::flag_help("ENABLE_NOTIFICATIONS"))]
     pub notify: bool,
-    /// `--json`: JSON-lines events on stdout (flag only).
+    /// JSON-lines events on stdout (human output stays on stderr).
+    #[arg(long)]
     pub json: bool,
+}
+
+#[cfg(test)]
+impl Flags {
+    /// The settings flags of a `hank run` command line (`["--calls", "7"]`), parsed by this
+    /// definition; a line it refuses fails the test.
+    pub(crate) fn from_command_line(args: &[&str]) -> Self {
+        #[derive(clap::Parser)]
+        #[command(no_binary_name = true)]
+        struct Line {
+            #[command(flatten)]
+            flags: Flags,
+        }
+        <Line as clap::Parser>::try_parse_from(args).unwrap().flags
+    }
 }

@@ -583,14 +583,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         std::fs::create_dir_all(d.join(".hank")).unwrap();
-        let env = |_: &str| None;
-        let rc_path = d.join(".hankrc");
-        let layers = resolve::Layers {
-            env: &env,
-            rc_text: "",
-            rc_path: &rc_path,
-        };
-        let s = resolve::resolve(&Flags::default(), d, layers).unwrap();
+        let s = resolve::resolve_args(&[], d, &[], "").unwrap();
         let all = s.required_files();
         assert_eq!(s.required_files_now().unwrap(), all);
         assert_eq!(s.missing_files(), all);

@@ -240,33 +240,25 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
             flags.timeout.as_deref(),
             parse_timeout,
         )?,
-        idle_timeout: r.get("IDLE_TIMEOUT", flags.idle_timeout.as_deref(), |s| {
-            if s.trim() == "0" {
-                Some(Duration::ZERO)
-            } else {
-                parse_timeout(s)
-            }
-        })?,
+        idle_timeout: r.get(
+            "IDLE_TIMEOUT",
+            flags.idle_timeout.as_deref(),
+            parse_timeout_or_off,
+        )?,
         first_output_timeout: r.get(
             "FIRST_OUTPUT_TIMEOUT",
             flags.first_output_timeout.as_deref(),
-            |s| {
-                if s.trim() == "0" {
-                    Some(Duration::ZERO)
-                } else {
-                    parse_timeout(s)
-                }
-            },
+            parse_timeout_or_off,
         )?,
-        client_settings: r.get(
-            "CLIENT_SETTINGS",
-            flags.client_settings.as_deref(),
-            |s| match s.trim().to_ascii_lowercase().as_str() {
-                "all" => Some(ClientSettings::All),
-                "project" => Some(ClientSettings::Project),
-                _ => None,
-            },
-        )?,
+        client_settings: r.get("CLIENT_SETTINGS", flags.client_settings.as_deref(), |s| {
+            one_of(
+                s,
+                &[
+                    ("all", ClientSettings::All),
+                    ("project", ClientSettings::Project),
+                ],
+            )
+        })?,
         live: r.get("LIVE_OUTPUT", on(flags.live), parse_bool)?,
         verbose: r.get_with(
             "VERBOSE",
@@ -277,10 +269,11 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
         output_format: r.get(
             "CLAUDE_OUTPUT_FORMAT",
             flags.output_format.as_deref(),
-            |s| match s.trim().to_ascii_lowercase().as_str() {
-                "json" => Some(OutputFormat::Json),
-                "text" => Some(OutputFormat::Text),
-                _ => None,
+            |s| {
+                one_of(
+                    s,
+                    &[("json", OutputFormat::Json), ("text", OutputFormat::Text)],
+                )
             },
         )?,
         allowed_tools: r.get("ALLOWED_TOOLS", flags.allowed_tools.as_deref(), parse_list)?,
@@ -310,48 +303,34 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
         )?,
         max_loops: r.get("MAX_LOOPS", flags.max_loops.as_deref(), parse_u64)?,
         max_runtime: ci_max_runtime(
-            r.get("MAX_RUNTIME", flags.max_runtime.as_deref(), |s| {
-                if s.trim() == "0" {
-                    Some(Duration::ZERO)
-                } else {
-                    parse_timeout(s)
-                }
-            })?,
+            r.get(
+                "MAX_RUNTIME",
+                flags.max_runtime.as_deref(),
+                parse_timeout_or_off,
+            )?,
             &r.env,
         ),
-        max_cost_usd: r.get("MAX_COST_USD", flags.max_cost.as_deref(), |s| {
-            s.trim()
-                .trim_start_matches('$')
-                .parse::<f64>()
-                .ok()
-                .filter(|v| v.is_finite() && *v >= 0.0)
-        })?,
+        max_cost_usd: r.get("MAX_COST_USD", flags.max_cost.as_deref(), parse_usd)?,
         fleet_min_free_memory: r.get("FLEET_MIN_FREE_MEMORY", None, parse_size)?,
         max_merge_attempts: r.get("MAX_MERGE_ATTEMPTS", None, parse_u32_min(1))?,
         unknown_call_cost: r.get("UNKNOWN_CALL_COST", None, |s| {
-            s.trim()
-                .trim_start_matches('$')
-                .parse::<f64>()
-                .ok()
-                .filter(|v| v.is_finite() && (0.0..=100_000.0).contains(v))
+            parse_usd(s).filter(|v| *v <= 100_000.0)
         })?,
-        on_usage_limit: r.get(
-            "ON_USAGE_LIMIT",
-            flags.on_usage_limit.as_deref(),
-            |s| match s.trim().to_ascii_lowercase().as_str() {
-                "wait" => Some(UsageLimitPolicy::Wait),
-                "exit" => Some(UsageLimitPolicy::Exit),
-                _ => None,
-            },
-        )?,
+        on_usage_limit: r.get("ON_USAGE_LIMIT", flags.on_usage_limit.as_deref(), |s| {
+            one_of(
+                s,
+                &[
+                    ("wait", UsageLimitPolicy::Wait),
+                    ("exit", UsageLimitPolicy::Exit),
+                ],
+            )
+        })?,
         max_window_percent: r.get(
             "MAX_WINDOW_PERCENT",
             flags.max_window_percent.as_deref(),
             crate::policy::windows::WindowLimits::parse,
         )?,
-        claude_cmd: r.get("CLAUDE_CODE_CMD", flags.claude_cmd.as_deref(), |s| {
-            (!s.trim().is_empty()).then(|| s.trim().to_string())
-        })?,
+        claude_cmd: r.get("CLAUDE_CODE_CMD", flags.claude_cmd.as_deref(), not_blank)?,
         agent: r.get("AGENT", flags.agent.as_deref(), |s| {
             let s = s.trim();
             crate::policy::failover::valid_name(s).then(|| s.to_string())
@@ -364,9 +343,7 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
         })?,
         agent_models: r.get_opt("AGENT_MODELS", flags.agent_models.as_deref(), parse_pairs)?,
         verify_command: {
-            let v = r.get_opt("VERIFY_COMMAND", flags.verify.as_deref(), |s| {
-                (!s.trim().is_empty()).then(|| s.trim().to_string())
-            })?;
+            let v = r.get_opt("VERIFY_COMMAND", flags.verify.as_deref(), not_blank)?;
             if flags.no_verify {
                 Sourced {
                     value: None,
@@ -402,21 +379,17 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
         loop_delay_seconds: r.get("LOOP_DELAY_SECONDS", None, parse_u64)?,
         optional_sections: r.get("OPTIONAL_SECTIONS", None, parse_list)?,
         deliver: r.get("DELIVER", flags.deliver.as_deref(), |s| {
-            match s.trim().to_ascii_lowercase().as_str() {
-                "none" => Some(DeliverMode::None),
-                "branch" => Some(DeliverMode::Branch),
-                "pr" => Some(DeliverMode::Pr),
-                _ => None,
-            }
+            one_of(
+                s,
+                &[
+                    ("none", DeliverMode::None),
+                    ("branch", DeliverMode::Branch),
+                    ("pr", DeliverMode::Pr),
+                ],
+            )
         })?,
-        deliver_branch: r.get_opt("DELIVER_BRANCH", flags.branch.as_deref(), |s| {
-            let s = s.trim();
-            crate::policy::deliver::valid_branch_name(s).then(|| s.to_string())
-        })?,
-        deliver_base: r.get_opt("DELIVER_BASE", flags.base.as_deref(), |s| {
-            let s = s.trim();
-            crate::policy::deliver::valid_branch_name(s).then(|| s.to_string())
-        })?,
+        deliver_branch: r.get_opt("DELIVER_BRANCH", flags.branch.as_deref(), branch_name)?,
+        deliver_base: r.get_opt("DELIVER_BASE", flags.base.as_deref(), branch_name)?,
         deliver_remote: r.get("DELIVER_REMOTE", None, |s| {
             let s = s.trim();
             crate::policy::deliver::valid_remote_name(s).then(|| s.to_string())
@@ -437,11 +410,7 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
         })?,
         notify_events: r.get("NOTIFY_EVENTS", None, crate::policy::notify::parse_events)?,
         needs_answers_wait: r.get("NEEDS_ANSWERS", None, |s| {
-            match s.trim().to_ascii_lowercase().as_str() {
-                "exit" => Some(false),
-                "wait" => Some(true),
-                _ => None,
-            }
+            one_of(s, &[("exit", false), ("wait", true)])
         })?,
         answer_timeout: r.get("ANSWER_TIMEOUT", None, parse_timeout)?,
         control_topic: r.get_opt("CONTROL_TOPIC", None, |s| {
@@ -487,12 +456,8 @@ pub fn check_live_value(name: &str, raw: &str) -> std::result::Result<(), String
     let ok = match name {
         "MAX_LOOPS" => parse_u64(raw).is_some(),
         "MAX_CALLS_PER_HOUR" => parse_u32_min(1)(raw).is_some(),
-        "MAX_COST_USD" => raw
-            .trim()
-            .trim_start_matches('$')
-            .parse::<f64>()
-            .is_ok_and(|v| v.is_finite() && v >= 0.0),
-        "MAX_RUNTIME" => raw.trim() == "0" || parse_timeout(raw).is_some(),
+        "MAX_COST_USD" => parse_usd(raw).is_some(),
+        "MAX_RUNTIME" => parse_timeout_or_off(raw).is_some(),
         _ => crate::policy::windows::WindowLimits::parse(raw).is_some(),
     };
     if ok {
@@ -528,20 +493,12 @@ pub fn apply_live_value(
             Ok(s.max_calls_per_hour.value.to_string())
         }
         "MAX_COST_USD" => {
-            s.max_cost_usd.value = raw
-                .trim()
-                .trim_start_matches('$')
-                .parse::<f64>()
-                .map_err(|_| bad())?;
+            s.max_cost_usd.value = parse_usd(raw).ok_or_else(bad)?;
             s.max_cost_usd.source = from;
             Ok(format!("{:.2}", s.max_cost_usd.value))
         }
         "MAX_RUNTIME" => {
-            s.max_runtime.value = if raw.trim() == "0" {
-                Duration::ZERO
-            } else {
-                parse_timeout(raw).ok_or_else(bad)?
-            };
+            s.max_runtime.value = parse_timeout_or_off(raw).ok_or_else(bad)?;
             s.max_runtime.source = from;
             Ok(format!("{}s", s.max_runtime.value.as_secs()))
         }
@@ -759,6 +716,42 @@ fn parse_timeout(s: &str) -> Option<Duration> {
     Some(Duration::from_secs(total))
 }
 
+/// A timeout, or `0` for off (`Duration::ZERO`).
+fn parse_timeout_or_off(s: &str) -> Option<Duration> {
+    if s.trim() == "0" {
+        Some(Duration::ZERO)
+    } else {
+        parse_timeout(s)
+    }
+}
+
+/// An amount in USD, `$` optional: finite and not negative.
+fn parse_usd(s: &str) -> Option<f64> {
+    s.trim()
+        .trim_start_matches('$')
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v >= 0.0)
+}
+
+/// One of the `choices`' words (any case), as its value.
+fn one_of<T: Copy>(s: &str, choices: &[(&str, T)]) -> Option<T> {
+    let s = s.trim().to_ascii_lowercase();
+    choices.iter().find(|(word, _)| *word == s).map(|(_, v)| *v)
+}
+
+/// The value trimmed, unless it is blank.
+fn not_blank(s: &str) -> Option<String> {
+    let s = s.trim();
+    (!s.is_empty()).then(|| s.to_string())
+}
+
+/// A branch name git accepts (DELIVER_BRANCH, DELIVER_BASE), trimmed.
+fn branch_name(s: &str) -> Option<String> {
+    let s = s.trim();
+    crate::policy::deliver::valid_branch_name(s).then(|| s.to_string())
+}
+
 fn parse_u32_min(min: u32) -> impl Fn(&str) -> Option<u32> {
     move |s| s.trim().parse::<u32>().ok().filter(|v| *v >= min)
 }
@@ -838,6 +831,31 @@ fn ci_max_runtime(v: Sourced<Duration>, env: &dyn Fn(&str) -> Option<String>) ->
     }
 }
 
+/// [`resolve`] for tests: `args` a `hank run` command line, `env` the whole environment and
+/// `rc` the text of `project_dir/.hankrc`.
+#[cfg(test)]
+pub(crate) fn resolve_args(
+    args: &[&str],
+    project_dir: &Path,
+    env: &[(&str, &str)],
+    rc: &str,
+) -> Result<Settings> {
+    let lookup = |k: &str| {
+        env.iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| (*v).to_string())
+    };
+    resolve(
+        &Flags::from_command_line(args),
+        project_dir,
+        Layers {
+            env: &lookup,
+            rc_text: rc,
+            rc_path: &project_dir.join(".hankrc"),
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
 
@@ -887,26 +905,13 @@ mod tests {
     use crate::policy::budget::BudgetLimits;
     use crate::policy::decide::DecideConfig;
 
-    fn resolve_with(flags: &Flags, env: &[(&str, &str)], rc: &str) -> Result<Settings> {
-        let env: Vec<(String, String)> = env
-            .iter()
-            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
-            .collect();
-        let lookup = move |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
-        resolve(
-            flags,
-            Path::new("/p"),
-            Layers {
-                env: &lookup,
-                rc_text: rc,
-                rc_path: Path::new("/p/.hankrc"),
-            },
-        )
+    fn resolve_with(args: &[&str], env: &[(&str, &str)], rc: &str) -> Result<Settings> {
+        resolve_args(args, Path::new("/p"), env, rc)
     }
 
     #[test]
     fn live_values_apply_to_the_run_settings() {
-        let base = resolve_with(&Flags::default(), &[], "MAX_LOOPS=50\n").unwrap();
+        let base = resolve_with(&[], &[], "MAX_LOOPS=50\n").unwrap();
         type Read = fn(&Settings) -> String;
         let cases: &[(&str, &str, &str, Read)] = &[
             ("MAX_LOOPS", "3", "3", |s| s.max_loops.value.to_string()),
@@ -953,44 +958,36 @@ mod tests {
     #[test]
     fn precedence_flag_env_rc_default() {
         let rc = "MAX_CALLS_PER_HOUR=\"10\"\n";
-        let s = resolve_with(&Flags::default(), &[], "").unwrap();
+        let s = resolve_with(&[], &[], "").unwrap();
         assert_eq!(s.max_calls_per_hour.value, 100);
         assert_eq!(s.max_calls_per_hour.source, Source::Default);
-        let s = resolve_with(&Flags::default(), &[], rc).unwrap();
+        let s = resolve_with(&[], &[], rc).unwrap();
         assert_eq!(
             (s.max_calls_per_hour.value, s.max_calls_per_hour.source),
             (10, Source::Hankrc { line: 1 })
         );
-        let s = resolve_with(&Flags::default(), &[("MAX_CALLS_PER_HOUR", "20")], rc).unwrap();
+        let s = resolve_with(&[], &[("MAX_CALLS_PER_HOUR", "20")], rc).unwrap();
         assert_eq!(
             (s.max_calls_per_hour.value, s.max_calls_per_hour.source),
             (20, Source::Env)
         );
-        let flags = Flags {
-            calls: Some("30".into()),
-            ..Flags::default()
-        };
-        let s = resolve_with(&flags, &[("MAX_CALLS_PER_HOUR", "20")], rc).unwrap();
+        let s = resolve_with(&["--calls", "30"], &[("MAX_CALLS_PER_HOUR", "20")], rc).unwrap();
         assert_eq!(
             (s.max_calls_per_hour.value, s.max_calls_per_hour.source),
             (30, Source::Flag("--calls"))
         );
         // A blank environment variable does not hide the layers below it.
-        let s = resolve_with(&Flags::default(), &[("MAX_CALLS_PER_HOUR", " ")], rc).unwrap();
+        let s = resolve_with(&[], &[("MAX_CALLS_PER_HOUR", " ")], rc).unwrap();
         assert_eq!(s.max_calls_per_hour.value, 10);
     }
 
     #[test]
     fn bool_flags_beat_env_and_rc() {
-        let s = resolve_with(&Flags::default(), &[], "CB_AUTO_RESET=yes\n").unwrap();
+        let s = resolve_with(&[], &[], "CB_AUTO_RESET=yes\n").unwrap();
         assert!(s.auto_reset_circuit.value);
-        let s = resolve_with(&Flags::default(), &[("SESSION_CONTINUITY", "false")], "").unwrap();
+        let s = resolve_with(&[], &[("SESSION_CONTINUITY", "false")], "").unwrap();
         assert!(!s.session_continuity.value);
-        let flags = Flags {
-            no_continue: true,
-            live: true,
-            ..Flags::default()
-        };
+        let flags = ["--no-continue", "--live"];
         let s = resolve_with(&flags, &[("SESSION_CONTINUITY", "true")], "").unwrap();
         assert!(!s.session_continuity.value);
         assert_eq!(s.session_continuity.source, Source::Flag("--no-continue"));
@@ -1002,84 +999,62 @@ mod tests {
 
     #[test]
     fn invalid_values_name_their_origin() {
-        type Case<'a> = (Flags, &'a [(&'a str, &'a str)], &'a str, &'a str);
+        type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str, &'a str);
         let cases: &[Case<'_>] = &[
             (
-                Flags {
-                    calls: Some("lots".into()),
-                    ..Flags::default()
-                },
+                &["--calls", "lots"],
                 &[],
                 "",
                 "invalid value `lots` for --calls: expected a whole number ≥ 1",
             ),
             (
-                Flags::default(),
+                &[],
                 &[("MAX_LOOPS", "-1")],
                 "",
                 "invalid value `-1` in environment variable MAX_LOOPS: expected a whole number",
             ),
             (
-                Flags::default(),
+                &[],
                 &[],
                 "# c\nCLAUDE_TIMEOUT_MINUTES=\"0\"\n",
                 "/p/.hankrc line 2: invalid value `0` for CLAUDE_TIMEOUT_MINUTES: expected",
             ),
+            (&["--timeout", "5x"], &[], "", "--timeout"),
             (
-                Flags {
-                    timeout: Some("5x".into()),
-                    ..Flags::default()
-                },
                 &[],
-                "",
-                "--timeout",
-            ),
-            (
-                Flags::default(),
                 &[],
                 "ON_USAGE_LIMIT=sometimes\n",
                 "line 1: invalid value `sometimes` for ON_USAGE_LIMIT: expected wait or exit",
             ),
             (
-                Flags {
-                    permission_mode: Some("yolo".into()),
-                    ..Flags::default()
-                },
+                &["--permission-mode", "yolo"],
                 &[],
                 "",
                 "for --permission-mode: expected one of acceptEdits, auto, bypassPermissions",
             ),
             (
-                Flags::default(),
+                &[],
                 &[],
                 "\n\nMAX_CALL_PER_HOUR=5\n",
                 "line 3: unknown key MAX_CALL_PER_HOUR",
             ),
-            (Flags::default(), &[], "MAX_LOOPS\n", "line 1: expected KEY"),
-            (Flags::default(), &[], "MAX_LOOPS=\"5\n", "missing closing"),
+            (&[], &[], "MAX_LOOPS\n", "line 1: expected KEY"),
+            (&[], &[], "MAX_LOOPS=\"5\n", "missing closing"),
             (
-                Flags::default(),
+                &[],
                 &[],
                 "CLAUDE_MODEL=$(rm -rf ~)\n",
                 "not expanded by a shell",
             ),
+            (&["--max-cost", "nan"], &[], "", "--max-cost"),
             (
-                Flags {
-                    max_cost: Some("nan".into()),
-                    ..Flags::default()
-                },
                 &[],
-                "",
-                "--max-cost",
-            ),
-            (
-                Flags::default(),
                 &[],
                 "VERBOSE=loud\n",
                 "line 1: invalid value `loud` for VERBOSE",
             ),
             (
-                Flags::default(),
+                &[],
                 &[],
                 "CB_OUTPUT_DECLINE_THRESHOLD=101\n",
                 "expected a percentage from 1 to 100",
@@ -1108,7 +1083,7 @@ mod tests {
             ("0", false),
         ];
         for (value, want) in table {
-            let s = resolve_with(&Flags::default(), &[("VERBOSE", value)], "").unwrap();
+            let s = resolve_with(&[], &[("VERBOSE", value)], "").unwrap();
             assert_eq!(
                 (s.verbose.value, &s.verbose.source),
                 (want, &Source::Env),
@@ -1117,7 +1092,7 @@ mod tests {
             assert!(s.warnings.is_empty(), "{value}: {:?}", s.warnings);
         }
         for value in ["debug", "-1", "1.5"] {
-            let s = resolve_with(&Flags::default(), &[("VERBOSE", value)], "VERBOSE=on\n").unwrap();
+            let s = resolve_with(&[], &[("VERBOSE", value)], "VERBOSE=on\n").unwrap();
             assert_eq!(
                 (s.verbose.value, &s.verbose.source),
                 (true, &Source::Hankrc { line: 1 }),
@@ -1131,11 +1106,7 @@ mod tests {
                 s.warnings
             );
         }
-        let flags = Flags {
-            verbose: true,
-            ..Flags::default()
-        };
-        let s = resolve_with(&flags, &[("VERBOSE", "0")], "").unwrap();
+        let s = resolve_with(&["--verbose"], &[("VERBOSE", "0")], "").unwrap();
         assert_eq!(
             (s.verbose.value, s.verbose.source),
             (true, Source::Flag("--verbose"))
@@ -1167,6 +1138,30 @@ mod tests {
         }
     }
 
+    /// The value parsers several keys share.
+    #[test]
+    fn shared_value_parsers() {
+        assert_eq!(parse_timeout_or_off(" 0 "), Some(Duration::ZERO));
+        assert_eq!(parse_timeout_or_off("90s"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_timeout_or_off("0s"), None);
+        for (raw, want) in [
+            ("$12.5", Some(12.5)),
+            (" 0 ", Some(0.0)),
+            ("-1", None),
+            ("nan", None),
+            ("inf", None),
+        ] {
+            assert_eq!(parse_usd(raw), want, "{raw}");
+        }
+        let modes = [("branch", DeliverMode::Branch), ("pr", DeliverMode::Pr)];
+        assert_eq!(one_of(" PR ", &modes), Some(DeliverMode::Pr));
+        assert_eq!(one_of("prs", &modes), None);
+        assert_eq!(not_blank(" x "), Some("x".to_string()));
+        assert_eq!(not_blank(" \t"), None);
+        assert_eq!(branch_name(" hank/x "), Some("hank/x".to_string()));
+        assert_eq!(branch_name("a..b"), None);
+    }
+
     #[test]
     fn tool_lists_keep_parenthesised_commas() {
         assert_eq!(
@@ -1179,7 +1174,7 @@ mod tests {
     /// own `Default` impls (used by their tests and by old state files).
     #[test]
     fn defaults_come_from_the_key_table() {
-        let s = resolve_with(&Flags::default(), &[], "").unwrap();
+        let s = resolve_with(&[], &[], "").unwrap();
         assert!(s.warnings.is_empty());
         assert_eq!(s.timeout.value, Duration::from_secs(15 * 60));
         assert_eq!(s.prompt_file.value, PathBuf::from(".hank/PROMPT.md"));
@@ -1208,11 +1203,12 @@ mod tests {
     /// `describe()` lists every key of the table once, in table order, with its source.
     #[test]
     fn describe_follows_the_key_table() {
-        let flags = Flags {
-            calls: Some("7".into()),
-            ..Flags::default()
-        };
-        let s = resolve_with(&flags, &[("CLAUDE_MODEL", "opus")], "MAX_LOOPS=3\n").unwrap();
+        let s = resolve_with(
+            &["--calls", "7"],
+            &[("CLAUDE_MODEL", "opus")],
+            "MAX_LOOPS=3\n",
+        )
+        .unwrap();
         let rows = s.describe();
         let names: Vec<&str> = rows.iter().map(|(k, _, _)| *k).collect();
         let want: Vec<&str> = keys::KEYS.iter().map(|k| k.name).collect();
