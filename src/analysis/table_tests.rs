@@ -2,15 +2,12 @@
 //! pinning the shape, outcome, error kind, reset time, window, session id and cost; and
 //! properties (nothing panics, key order never matters).
 
-use std::path::PathBuf;
-
 use jiff::tz::TimeZone;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
+use super::tests::{SID, exit as code, fixture as fx};
 use super::*;
-
-const SID: &str = "4b7c2e1a-9d3f-4e8b-a6c5-1f2e3d4c5b6a";
 
 /// Sunday 2026-11-22, 11:00 in Amsterdam (UTC+1).
 fn clock() -> Clock {
@@ -18,20 +15,6 @@ fn clock() -> Clock {
         "2026-11-22T10:00:00Z".parse().unwrap(),
         TimeZone::get("Europe/Amsterdam").unwrap(),
     )
-}
-
-fn fx(name: &str) -> Vec<u8> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/claude")
-        .join(name);
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-fn code(c: i32) -> RunFacts {
-    RunFacts {
-        exit_code: Some(c),
-        ..RunFacts::default()
-    }
 }
 
 struct Row {
