@@ -657,24 +657,9 @@ fn hank_unknown_session_starts_fresh() {
             "fresh start",
         ))]
     });
-    let stale = "0b7c6a52-9d7e-4c1f-8f3a-1e2d3c4b5a69";
-    let now = jiff::Timestamp::now().to_string();
     // The session belongs to gemini (`agents.current`), else hank would park it as claude's.
-    let state = json!({
-        "schema_version": 1,
-        "session": {"id": stale, "started_at": now, "last_used_at": now},
-        "agents": {"current": "gemini"}
-    });
-    std::fs::write(h.p.dir.join(".hank/state.json"), state.to_string()).unwrap();
+    h.plant_stale_session(Some("gemini"));
     let o = h.run(&["--max-loops", "2"]);
     let ctx = h.context(&o);
-    assert_eq!(o.status.code(), Some(3), "{ctx}");
-    let err =
-        std::fs::read_to_string(h.p.dir.join(".hank/logs/loop-00001.err")).unwrap_or_default();
-    assert!(err.contains("Error resuming session"), "{ctx}");
-    let finished = h.finished();
-    let last = finished.last().expect("a loop");
-    assert_eq!(last["outcome"], "success", "{ctx}");
-    assert_ne!(last["session_id"], stale, "{ctx}");
-    assert!(!h.api.turns().is_empty(), "{ctx}");
+    h.assert_started_fresh(&o, "Error resuming session", &ctx);
 }

@@ -386,20 +386,10 @@ pub(crate) fn unknown_session_is_dropped_and_the_client_starts_fresh() {
         "fresh start",
     ))];
     let real = Real::new(&["a", "b"], script);
-    let stale = "0b7c6a52-9d7e-4c1f-8f3a-1e2d3c4b5a69";
-    let now = jiff::Timestamp::now().to_string();
-    let state = json!({"schema_version": 1, "session": {"id": stale, "started_at": now, "last_used_at": now}});
-    std::fs::write(real.p.dir.join(".hank/state.json"), state.to_string()).unwrap();
+    real.plant_stale_session(None);
     let o = real.run(Auth::ApiKey, &["--max-loops", "2"]);
     let ctx = real.context(&o);
-    assert_eq!(o.status.code(), Some(3), "{ctx}");
-    let err =
-        std::fs::read_to_string(real.p.dir.join(".hank/logs/loop-00001.err")).unwrap_or_default();
-    assert!(err.contains("No conversation found"), "{ctx}");
-    let finished = real.finished();
-    assert_eq!(finished.last().unwrap()["outcome"], "success", "{ctx}");
-    assert_ne!(finished.last().unwrap()["session_id"], stale);
-    assert!(!real.api.turns().is_empty());
+    real.assert_started_fresh(&o, "No conversation found", &ctx);
 }
 
 /// Bash commands the default ALLOWED_TOOLS permit (`git add`, `git commit`) really run: the

@@ -339,6 +339,9 @@ impl<P: Provider> Direct<P> {
     }
 }
 
+/// A session id no client knows ([`HankRun::plant_stale_session`]).
+pub(crate) const STALE_SESSION: &str = "0b7c6a52-9d7e-4c1f-8f3a-1e2d3c4b5a69";
+
 /// `hank` in a git project against the fake API of provider `P`, with the agent's environment
 /// and first arguments on every command.
 pub(crate) struct HankRun<P: Provider> {
@@ -450,6 +453,35 @@ impl<P: Provider> HankRun<P> {
         assert_eq!(finished.len(), 1, "{ctx}");
         assert_eq!(finished[0]["outcome"], "agent_error", "{ctx}");
         assert_eq!(finished[0]["error_kind"], kind, "{ctx}");
+    }
+
+    /// Writes a `.hank/state.json` from elsewhere: its session [`STALE_SESSION`] (the
+    /// session of `agent` when given, else of claude) is one the client does not know.
+    pub(crate) fn plant_stale_session(&self, agent: Option<&str>) {
+        let now = jiff::Timestamp::now().to_string();
+        let mut state = serde_json::json!({
+            "schema_version": 1,
+            "session": {"id": STALE_SESSION, "started_at": now, "last_used_at": now}
+        });
+        if let Some(agent) = agent {
+            state["agents"] = serde_json::json!({"current": agent});
+        }
+        std::fs::write(self.p.dir.join(".hank/state.json"), state.to_string()).expect("write");
+    }
+
+    /// The run `o` (`--max-loops 2`) began with the stale session of
+    /// [`HankRun::plant_stale_session`]: the client refused it in loop 1 (its stderr says
+    /// `refusal`), hank dropped it and the last loop succeeded in a fresh session; exit 3.
+    pub(crate) fn assert_started_fresh(&self, o: &Output, refusal: &str, ctx: &str) {
+        assert_eq!(o.status.code(), Some(3), "{ctx}");
+        let err = std::fs::read_to_string(self.p.dir.join(".hank/logs/loop-00001.err"))
+            .unwrap_or_default();
+        assert!(err.contains(refusal), "{ctx}");
+        let finished = self.finished();
+        let last = finished.last().expect("a loop");
+        assert_eq!(last["outcome"], "success", "{ctx}");
+        assert_ne!(last["session_id"], STALE_SESSION, "{ctx}");
+        assert!(!self.api.turns().is_empty(), "{ctx}");
     }
 
     /// The reason of each wait.
