@@ -455,6 +455,28 @@ impl<P: Provider> HankRun<P> {
         assert_eq!(finished[0]["error_kind"], kind, "{ctx}");
     }
 
+    /// Loop 2 resumed loop 1's session: both loops succeeded in that one session, the fake
+    /// API answered one turn each, and loop 2's turn carries its own loop context. The
+    /// `agent_finished` events and the session id.
+    pub(crate) fn assert_second_loop_resumed(&self, ctx: &str) -> (Vec<Value>, String) {
+        assert_eq!(self.resumed(), [false, true], "{ctx}");
+        let finished = self.finished();
+        assert_eq!(finished.len(), 2, "{ctx}");
+        for f in &finished {
+            assert_eq!(f["outcome"], "success", "{f}\n{ctx}");
+        }
+        let session = finished[0]["session_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a session id: {ctx}"))
+            .to_string();
+        assert_eq!(finished[1]["session_id"], session, "one session: {ctx}");
+        let turns = self.api.turns();
+        assert_eq!(turns.len(), 2, "{ctx}");
+        let ctx2 = turns[1].loop_context().unwrap_or_default();
+        assert!(ctx2.contains("Hank loop 2"), "{ctx2}");
+        (finished, session)
+    }
+
     /// Writes a `.hank/state.json` from elsewhere: its session [`STALE_SESSION`] (the
     /// session of `agent` when given, else of claude) is one the client does not know.
     pub(crate) fn plant_stale_session(&self, agent: Option<&str>) {
