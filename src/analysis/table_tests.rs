@@ -2,15 +2,12 @@
 //! pinning the shape, outcome, error kind, reset time, window, session id and cost; and
 //! properties (nothing panics, key order never matters).
 
-use std::path::PathBuf;
-
 use jiff::tz::TimeZone;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
+use super::tests::{SID, exit as code, fixture as fx};
 use super::*;
-
-const SID: &str = "4b7c2e1a-9d3f-4e8b-a6c5-1f2e3d4c5b6a";
 
 /// Sunday 2026-11-22, 11:00 in Amsterdam (UTC+1).
 fn clock() -> Clock {
@@ -18,20 +15,6 @@ fn clock() -> Clock {
         "2026-11-22T10:00:00Z".parse().unwrap(),
         TimeZone::get("Europe/Amsterdam").unwrap(),
     )
-}
-
-fn fx(name: &str) -> Vec<u8> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/claude")
-        .join(name);
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-fn code(c: i32) -> RunFacts {
-    RunFacts {
-        exit_code: Some(c),
-        ..RunFacts::default()
-    }
 }
 
 struct Row {
@@ -80,6 +63,11 @@ impl Row {
         self.asked = f;
         self
     }
+}
+
+/// What the analyzer reads from `stdout` alone, exit `exit`, on the fixed clock.
+fn analyzed(stdout: &[u8], exit: i32) -> Analysis {
+    analyze_bytes_in(stdout, b"", &code(exit), &clock())
 }
 
 /// A row over a fixture file.
@@ -519,7 +507,7 @@ fn real_shaped_answers_table() {
 
 #[test]
 fn text_that_starts_like_json_keeps_its_whole_answer() {
-    let a = analyze_bytes_in(&fx("text_bracket_log.txt"), b"", &code(0), &clock());
+    let a = analyzed(&fx("text_bracket_log.txt"), 0);
     assert!(
         a.summary.starts_with("[BUILD] ok\n[TEST] 42 passed"),
         "{}",
@@ -527,9 +515,9 @@ fn text_that_starts_like_json_keeps_its_whole_answer() {
     );
     assert_eq!(a.output_len, fx("text_bracket_log.txt").len() as u64);
     let input = "[{\"id\":1},{\"id\":2}]\nThose are the rows.\n";
-    let a = analyze_bytes_in(input.as_bytes(), b"", &code(0), &clock());
+    let a = analyzed(input.as_bytes(), 0);
     assert_eq!(a.summary, input);
-    let a = analyze_bytes_in(&fx("text_json_snippet.txt"), b"", &code(0), &clock());
+    let a = analyzed(&fx("text_json_snippet.txt"), 0);
     assert!(
         a.summary.starts_with("{\"name\": \"demo\""),
         "{}",
@@ -539,19 +527,13 @@ fn text_that_starts_like_json_keeps_its_whole_answer() {
 
 #[test]
 fn spend_limit_message_and_no_window() {
-    let a = analyze_bytes_in(&fx("v2330_spend_limit.json"), b"", &code(1), &clock());
+    let a = analyzed(&fx("v2330_spend_limit.json"), 1);
     let e = a.error.unwrap();
     assert_eq!(e.kind.as_str(), "spend_limit");
     assert!(e.message.contains("monthly spend limit"), "{}", e.message);
     assert_eq!(e.reset_at, None);
     assert_eq!(e.window, None);
-    let v = serde_json::to_value(analyze_bytes_in(
-        &fx("v2330_usage_limit.json"),
-        b"",
-        &code(1),
-        &clock(),
-    ))
-    .unwrap();
+    let v = serde_json::to_value(analyzed(&fx("v2330_usage_limit.json"), 1)).unwrap();
     assert_eq!(v["error"]["window"], "five_hour");
     assert_eq!(v["credential_expires_at"], "2026-11-22T20:00:00Z");
 }
@@ -587,7 +569,7 @@ fn credential_expiry_in_every_form() {
     ] {
         let obj = json!({"type":"result","subtype":"success","is_error":false,"result":"ok",
                          "session_id":"s","credential_expires_at": value});
-        let a = analyze_bytes_in(obj.to_string().as_bytes(), b"", &code(0), &clock());
+        let a = analyzed(obj.to_string().as_bytes(), 0);
         let want: Option<Timestamp> = want.map(|s| s.parse().unwrap());
         assert_eq!(a.credential_expires_at, want, "{value}");
         assert_eq!(a.session_id.as_deref(), Some("s"), "{value}");
@@ -711,17 +693,17 @@ proptest! {
         prop_assert_eq!(a.shape, OutputShape::ResultObject);
         // A stream or array of the same object parses too.
         let lines = format!("{text}\n{text}\n");
-        let a = analyze_bytes_in(lines.as_bytes(), b"", &code(0), &clock());
+        let a = analyzed(lines.as_bytes(), 0);
         prop_assert!(a.cost_usd.is_finite() && a.cost_usd >= 0.0);
         let array = format!("[{text},{text}]");
-        let a = analyze_bytes_in(array.as_bytes(), b"", &code(0), &clock());
+        let a = analyzed(array.as_bytes(), 0);
         prop_assert_eq!(a.shape, OutputShape::MessageArray);
     }
 
     #[test]
     fn any_json_value_never_panics(v in any_json()) {
         let text = v.to_string();
-        let a = analyze_bytes_in(text.as_bytes(), b"", &code(0), &clock());
+        let a = analyzed(text.as_bytes(), 0);
         prop_assert_eq!(a.stdout_bytes, text.len() as u64);
         prop_assert!(a.cost_usd.is_finite() && a.cost_usd >= 0.0);
     }
@@ -771,7 +753,7 @@ proptest! {
             .map(|&i| format!("{}:{}", json!(pairs[i].0), pairs[i].1))
             .collect();
         let text = format!("{{{}}}", body.join(","));
-        let a = analyze_bytes_in(text.as_bytes(), b"", &code(1), &clock());
+        let a = analyzed(text.as_bytes(), 1);
         prop_assert_eq!(a.shape, OutputShape::ResultObject);
         prop_assert_eq!(a.error_kind(), Some(ErrorKind::UsageLimit));
         let e = a.error.unwrap();

@@ -6,9 +6,11 @@ use proptest::prelude::*;
 
 use super::*;
 
-const SID: &str = "4b7c2e1a-9d3f-4e8b-a6c5-1f2e3d4c5b6a";
+/// The session id of the recorded fixtures.
+pub(super) const SID: &str = "4b7c2e1a-9d3f-4e8b-a6c5-1f2e3d4c5b6a";
 
-fn fixture(name: &str) -> Vec<u8> {
+/// The fixture `fixtures/claude/<name>`.
+pub(super) fn fixture(name: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures/claude")
         .join(name);
@@ -19,7 +21,8 @@ fn now() -> Timestamp {
     "2026-11-22T10:00:00Z".parse().unwrap()
 }
 
-fn exit(code: i32) -> RunFacts {
+/// A call that exited with `code`.
+pub(super) fn exit(code: i32) -> RunFacts {
     RunFacts {
         exit_code: Some(code),
         ..RunFacts::default()
@@ -127,6 +130,11 @@ fn ended(
     }
 }
 
+/// Nothing on stdout or stderr, ended as `facts` say.
+fn silent(facts: RunFacts, outcome: Outcome, kind: Option<ErrorKind>) -> Case {
+    ended("empty.out", facts, OutputShape::Empty, outcome, kind, false)
+}
+
 /// `name` on stdout, nothing on stderr, exit `code`.
 fn exited(name: &str, code: i32) -> Analysis {
     run(name, None, exit(code))
@@ -225,32 +233,15 @@ fn every_fixture_is_classified() {
         cli_usage("stderr_root_bypass.txt"),
         cli_usage("stderr_invalid_session_id.txt"),
         stderr_only("stderr_stdin_warning.txt", O::Crashed, K::NoOutput),
-        ended(
-            "empty.out",
-            exit(143),
-            S::Empty,
-            O::Crashed,
-            Some(K::NoOutput),
-            false,
-        ),
-        ended(
-            "empty.out",
-            killed,
-            S::Empty,
-            O::Crashed,
-            Some(K::NoOutput),
-            false,
-        ),
-        ended(
-            "empty.out",
+        silent(exit(143), O::Crashed, Some(K::NoOutput)),
+        silent(killed, O::Crashed, Some(K::NoOutput)),
+        silent(
             RunFacts {
                 timed_out: true,
                 ..RunFacts::default()
             },
-            S::Empty,
             O::Timeout,
             None,
-            false,
         ),
         Case {
             facts: RunFacts {

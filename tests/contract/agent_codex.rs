@@ -61,6 +61,15 @@ pub(crate) fn codex_config(api_url: &str) -> String {
     )
 }
 
+/// The profile's flags after `exec` (and `resume <id>`): JSON events, no git or sandbox
+/// checks, the prompt on stdin.
+const EXEC_FLAGS: [&str; 4] = [
+    "--json",
+    "--skip-git-repo-check",
+    "--dangerously-bypass-approvals-and-sandbox",
+    "-",
+];
+
 /// A fake API key (the fake never checks it; it is redacted in the request log).
 pub(crate) const API_KEY: &str = "sk-proj-fake-contract-key";
 
@@ -101,13 +110,9 @@ impl Direct<OpenAi> {
     }
 }
 
+/// The thread id of the `thread.started` event.
 fn thread_id(stdout: &str) -> String {
-    events(stdout)
-        .iter()
-        .find(|e| e["type"] == "thread.started")
-        .and_then(|e| e["thread_id"].as_str())
-        .expect("a thread.started event")
-        .to_string()
+    harness::first_string(stdout, |e| e["type"] == "thread.started", "thread_id")
 }
 
 /// One answer with a HANK_STATUS block: the profile finds the text, the status block, the
@@ -117,27 +122,9 @@ fn plain_answer_is_read_by_the_profile() {
     let s = setup(vec![Reply::Text(answer.clone())]);
     let (call, ctx) = s.captured("plain", s.call(None, PROMPT_ONE));
     assert_eq!(call.code, Some(0), "{ctx}");
-    assert_eq!(
-        call.argv,
-        [
-            "exec",
-            "--json",
-            "--skip-git-repo-check",
-            "--dangerously-bypass-approvals-and-sandbox",
-            "-"
-        ],
-        "{ctx}"
-    );
+    assert_eq!(call.argv, [&["exec"][..], &EXEC_FLAGS].concat(), "{ctx}");
     let a = s.analyze(&call);
-    assert_eq!(a.outcome, Outcome::Success, "{ctx}\n{a:#?}");
-    assert_eq!(a.summary, answer, "{ctx}");
-    let status = a.status.as_ref().expect("the status block is read");
-    assert_eq!(status.exit_signal, Some(false));
-    assert_eq!(
-        a.recommendation(),
-        Some("continue with the next item"),
-        "{a:#?}"
-    );
+    harness::assert_status_answer(&a, &answer, "continue with the next item", &ctx);
     assert_eq!(
         a.session_id.as_deref(),
         Some(thread_id(&call.stdout).as_str())
@@ -189,26 +176,13 @@ fn resume_sends_the_earlier_conversation() {
     assert_eq!(first.code, Some(0), "{}", s.context(&first));
     let id = thread_id(&first.stdout);
     let (second, ctx) = s.captured("resume", s.call(Some(&id), PROMPT_TWO));
-    assert_eq!(second.code, Some(0), "{ctx}");
+    let a = s.assert_resumed(&second, &id, &ctx);
     assert_eq!(
         second.argv,
-        [
-            "exec",
-            "resume",
-            id.as_str(),
-            "--json",
-            "--skip-git-repo-check",
-            "--dangerously-bypass-approvals-and-sandbox",
-            "-"
-        ],
+        [&["exec", "resume", id.as_str()][..], &EXEC_FLAGS].concat(),
         "{ctx}"
     );
-    let a = s.analyze(&second);
-    assert_eq!(a.outcome, Outcome::Success, "{ctx}");
-    assert_eq!(a.session_id.as_deref(), Some(id.as_str()), "same session");
-    assert!(a.status.is_some(), "{a:#?}");
     let turns = s.api.turns();
-    assert_eq!(turns.len(), 2, "{ctx}");
     let users = turns[1].message_texts("user");
     let assistants = turns[1].message_texts("assistant");
     assert!(users.iter().any(|t| t == PROMPT_ONE), "{users:#?}");
@@ -267,11 +241,7 @@ fn edits_and_commands_run_without_approval() {
 /// One failing call: exit code, the error kind the profile's rules give, and no retries.
 fn failing_call(name: &str, reply: Reply) -> (Call, Analysis, String, usize) {
     let s = setup(vec![reply]);
-    let call = s.call(None, PROMPT_ONE);
-    let ctx = s.context(&call);
-    s.capture(name, &call);
-    let a = s.analyze(&call);
-    (call, a, ctx, s.api.turns().len())
+    s.outcome(name, s.call(None, PROMPT_ONE))
 }
 
 /// 429 `insufficient_quota` (API credits gone): exit 1, "Quota exceeded…", a spend limit.
@@ -441,15 +411,8 @@ fn hank_second_loop_resumes_the_session() {
     let o = run.run(&["--max-loops", "2"]);
     let ctx = run.context(&o);
     assert_eq!(o.status.code(), Some(3), "{ctx}");
-    assert_eq!(run.resumed(), [false, true], "{ctx}");
-    let f = run.finished();
-    assert_eq!(f.len(), 2, "{ctx}");
-    assert_eq!(f[0]["outcome"], "success", "{ctx}");
-    assert_eq!(f[1]["outcome"], "success", "{ctx}");
-    assert!(f[0]["session_id"].is_string(), "{ctx}");
-    assert_eq!(f[0]["session_id"], f[1]["session_id"], "one session: {ctx}");
+    let (f, _) = run.assert_second_loop_resumed(&ctx);
     let turns = run.api.turns();
-    assert_eq!(turns.len(), 2, "{ctx}");
     let assistants = turns[1].message_texts("assistant");
     assert!(
         assistants.iter().any(|t| t.contains("loop one answer")),
@@ -460,8 +423,6 @@ fn hank_second_loop_resumes_the_session() {
         users.iter().any(|t| t.contains("Hank loop 1")),
         "loop 2 carries loop 1's prompt"
     );
-    let ctx2 = turns[1].loop_context().unwrap_or_default();
-    assert!(ctx2.contains("Hank loop 2"), "{ctx2}");
     // codex prints the thread's usage so far (loop 2's numbers include loop 1's); the profile
     // says so (`tokens = "session_total"`) and hank counts each loop's own tokens.
     assert_eq!(f[1]["tokens"]["input"], INPUT_TOKENS, "{ctx}");
@@ -481,16 +442,7 @@ fn hank_edit_is_progress() {
     let o = run.run(&["--max-loops", "1"]);
     let ctx = run.context(&o);
     assert_eq!(o.status.code(), Some(3), "{ctx}");
-    assert_eq!(
-        std::fs::read_to_string(run.p.dir.join("src/one.txt")).unwrap_or_default(),
-        "one done\n",
-        "{ctx}"
-    );
-    let f = run.finished();
-    assert_eq!(f.len(), 1, "{ctx}");
-    assert_eq!(f[0]["outcome"], "success", "{ctx}");
-    assert_eq!(f[0]["plan_items_checked"], 1, "{ctx}");
-    assert!(f[0]["files_changed"].as_u64().unwrap_or(0) >= 1, "{ctx}");
+    run.assert_items_done(&["one"], &ctx);
 }
 
 /// 429 `insufficient_quota`: the loop is an agent error of kind spend_limit and hank stops
@@ -499,12 +451,7 @@ fn hank_quota_stops_with_spend_limit() {
     let run = hank_run(&["a"], |_| vec![Reply::quota()]);
     let o = run.run(&["--max-loops", "3"]);
     let ctx = run.context(&o);
-    assert_eq!(o.status.code(), Some(3), "{ctx}");
-    assert_eq!(run.p.status()["exit_reason"], "spend_limit", "{ctx}");
-    let f = run.finished();
-    assert_eq!(f.len(), 1, "{ctx}");
-    assert_eq!(f[0]["outcome"], "agent_error", "{ctx}");
-    assert_eq!(f[0]["error_kind"], "spend_limit", "{ctx}");
+    run.assert_stopped_at_once(&o, "spend_limit", &ctx);
     assert_eq!(run.api.turns().len(), 1, "no retry by codex: {ctx}");
 }
 

@@ -227,7 +227,7 @@ fn resume_sends_the_earlier_conversation() {
         "resume",
         g.call("Second loop prompt: go on.\n", Some(&session), model),
     );
-    assert_eq!(second.code, Some(0), "{ctx}");
+    g.assert_resumed(&second, &session, &ctx);
     let i = second
         .argv
         .iter()
@@ -241,16 +241,7 @@ fn resume_sends_the_earlier_conversation() {
             .any(|w| w == ["--model", "gemini-2.5-pro"]),
         "{ctx}"
     );
-    let a = g.analyze(&second);
-    assert_eq!(a.outcome, Outcome::Success, "{a:?}\n{ctx}");
-    assert_eq!(
-        a.session_id.as_deref(),
-        Some(session.as_str()),
-        "same session: {ctx}"
-    );
-    assert!(a.status.is_some(), "{a:?}");
     let turns = g.api.turns();
-    assert_eq!(turns.len(), 2, "{ctx}");
     assert_eq!(turns[1].model(), "gemini-2.5-pro", "{ctx}");
     let convo = turns[1].conversation();
     let roles: Vec<&str> = convo.iter().map(|(r, _)| r.as_str()).collect();
@@ -338,15 +329,11 @@ fn failing_call(
     kind: ErrorKind,
 ) -> (Call, String, usize) {
     let g = gem(attempts, replies);
-    let call = g.call(PROMPT, None, Some("gemini-2.5-pro"));
-    let ctx = g.context(&call);
-    g.capture(name, &call);
+    let (call, a, ctx, turns) = g.outcome(name, g.call(PROMPT, None, Some("gemini-2.5-pro")));
     assert_eq!(call.code, Some(code), "{ctx}");
-    let a = g.analyze(&call);
     assert_eq!(a.outcome, Outcome::AgentError, "{a:?}\n{ctx}");
     let e = a.error.expect("an error");
     assert_eq!(e.kind, kind, "{e:?}");
-    let turns = g.api.turns().len();
     (call, ctx, turns)
 }
 
@@ -546,20 +533,9 @@ fn hank_edits_resumes_and_completes_the_plan() {
     assert_eq!(s["loop_count"], 2, "{ctx}");
     assert_eq!(s["agent"], "gemini", "{ctx}");
     assert_eq!(h.p.calls(), 0, "the fake claude was never called");
-    for item in ["one", "two"] {
-        assert_eq!(
-            std::fs::read_to_string(h.p.dir.join(format!("src/{item}.txt"))).unwrap_or_default(),
-            format!("{item} done\n"),
-            "gemini wrote src/{item}.txt: {ctx}"
-        );
-    }
-    let finished = h.finished();
-    assert_eq!(finished.len(), 2, "{ctx}");
+    let finished = h.assert_items_done(&["one", "two"], &ctx);
     for f in &finished {
-        assert_eq!(f["outcome"], "success", "{f}");
         assert_eq!(f["agent"], "gemini", "{f}");
-        assert_eq!(f["plan_items_checked"], 1, "{f}");
-        assert!(f["files_changed"].as_u64().unwrap_or(0) >= 1, "{f}");
         // Three turns of the main model and one router call per loop.
         use fake_gemini::{ANSWER_TOKENS, CACHED_TOKENS, PROMPT_TOKENS, THOUGHT_TOKENS};
         assert_eq!(f["tokens"]["cache_read"], 3 * CACHED_TOKENS, "{f}");
@@ -681,24 +657,9 @@ fn hank_unknown_session_starts_fresh() {
             "fresh start",
         ))]
     });
-    let stale = "0b7c6a52-9d7e-4c1f-8f3a-1e2d3c4b5a69";
-    let now = jiff::Timestamp::now().to_string();
     // The session belongs to gemini (`agents.current`), else hank would park it as claude's.
-    let state = json!({
-        "schema_version": 1,
-        "session": {"id": stale, "started_at": now, "last_used_at": now},
-        "agents": {"current": "gemini"}
-    });
-    std::fs::write(h.p.dir.join(".hank/state.json"), state.to_string()).unwrap();
+    h.plant_stale_session(Some("gemini"));
     let o = h.run(&["--max-loops", "2"]);
     let ctx = h.context(&o);
-    assert_eq!(o.status.code(), Some(3), "{ctx}");
-    let err =
-        std::fs::read_to_string(h.p.dir.join(".hank/logs/loop-00001.err")).unwrap_or_default();
-    assert!(err.contains("Error resuming session"), "{ctx}");
-    let finished = h.finished();
-    let last = finished.last().expect("a loop");
-    assert_eq!(last["outcome"], "success", "{ctx}");
-    assert_ne!(last["session_id"], stale, "{ctx}");
-    assert!(!h.api.turns().is_empty(), "{ctx}");
+    h.assert_started_fresh(&o, "Error resuming session", &ctx);
 }

@@ -149,12 +149,9 @@ impl Direct<OpenAiChat> {
     }
 }
 
+/// The session id of the first event.
 fn session_of(stdout: &str) -> String {
-    events(stdout)
-        .first()
-        .and_then(|e| e["sessionID"].as_str())
-        .expect("an event with a sessionID")
-        .to_string()
+    harness::first_string(stdout, |_| true, "sessionID")
 }
 
 /// One answer with a HANK_STATUS block: the profile finds the text, the status block, the
@@ -171,15 +168,7 @@ fn plain_answer_is_read_by_the_profile() {
         "{ctx}"
     );
     let a = s.analyze(&call);
-    assert_eq!(a.outcome, Outcome::Success, "{ctx}\n{a:#?}");
-    assert_eq!(a.summary, answer, "{ctx}");
-    let status = a.status.as_ref().expect("the status block is read");
-    assert_eq!(status.exit_signal, Some(false));
-    assert_eq!(
-        a.recommendation(),
-        Some("continue with the next item"),
-        "{a:#?}"
-    );
+    harness::assert_status_answer(&a, &answer, "continue with the next item", &ctx);
     let id = session_of(&call.stdout);
     assert!(id.starts_with("ses_"), "{id}");
     assert_eq!(a.session_id.as_deref(), Some(id.as_str()));
@@ -226,18 +215,13 @@ fn resume_sends_the_earlier_conversation() {
     assert_eq!(first.code, Some(0), "{}", s.context(&first));
     let id = session_of(&first.stdout);
     let (second, ctx) = s.captured("resume", s.call(Some(&id), None, PROMPT_TWO));
-    assert_eq!(second.code, Some(0), "{ctx}");
+    let a = s.assert_resumed(&second, &id, &ctx);
     assert_eq!(
         second.argv,
         ["run", "--format", "json", "--session", id.as_str()],
         "{ctx}"
     );
-    let a = s.analyze(&second);
-    assert_eq!(a.outcome, Outcome::Success, "{ctx}");
-    assert_eq!(a.session_id.as_deref(), Some(id.as_str()), "same session");
-    assert!(a.status.is_some(), "{a:#?}");
     let turns = s.api.turns();
-    assert_eq!(turns.len(), 2, "{ctx}");
     assert_eq!(turns[1].message_texts("user"), [PROMPT_ONE, PROMPT_TWO]);
     assert_eq!(
         turns[1].message_texts("assistant"),
@@ -331,11 +315,7 @@ fn edits_and_commands_run_without_approval() {
 /// answered.
 fn failing_call(name: &str, replies: Vec<Reply>) -> (Call, Analysis, String, usize) {
     let s = setup(replies);
-    let call = s.call(None, None, PROMPT_ONE);
-    let ctx = s.context(&call);
-    s.capture(name, &call);
-    let a = s.analyze(&call);
-    (call, a, ctx, s.api.turns().len())
+    s.outcome(name, s.call(None, None, PROMPT_ONE))
 }
 
 /// `n` copies of `reply` (the first request and opencode's retries).
@@ -588,17 +568,13 @@ fn hank_resumes_the_session_in_the_next_loop() {
     });
     let o = h.run(&["--max-loops", "2"]);
     let ctx = h.context(&o);
-    let finished = h.finished();
-    assert_eq!(finished.len(), 2, "{ctx}");
-    for f in &finished {
-        assert_eq!(f["outcome"], "success", "{f}\n{ctx}");
-    }
-    let session = finished[0]["session_id"].as_str().unwrap_or_default();
-    assert_eq!(finished[1]["session_id"], session, "{ctx}");
-    assert_eq!(h.resumed(), [false, true], "{ctx}");
+    let (_, session) = h.assert_second_loop_resumed(&ctx);
     let turns = h.api.turns();
-    assert_eq!(turns.len(), 2, "{ctx}");
-    assert_eq!(turns[1].header("x-session-id"), Some(session), "{ctx}");
+    assert_eq!(
+        turns[1].header("x-session-id"),
+        Some(session.as_str()),
+        "{ctx}"
+    );
     assert!(
         turns[1]
             .message_texts("assistant")
@@ -606,8 +582,6 @@ fn hank_resumes_the_session_in_the_next_loop() {
             .any(|t| t.contains("loop one done")),
         "loop 2 carries loop 1's answer: {ctx}"
     );
-    let ctx2 = turns[1].loop_context().unwrap_or_default();
-    assert!(ctx2.contains("Hank loop 2"), "{ctx2}");
 }
 
 /// The agent edits fix_plan.md and writes a source file through opencode's tools: hank counts
@@ -628,17 +602,7 @@ fn hank_counts_the_agents_edit_as_progress() {
     });
     let o = h.run(&["--max-loops", "1"]);
     let ctx = h.context(&o);
-    assert_eq!(
-        std::fs::read_to_string(h.p.dir.join("src/one.txt")).unwrap_or_default(),
-        "one done\n",
-        "{ctx}"
-    );
-    let finished = h.finished();
-    assert_eq!(finished.len(), 1, "{ctx}");
-    let f = &finished[0];
-    assert_eq!(f["outcome"], "success", "{f}\n{ctx}");
-    assert_eq!(f["plan_items_checked"], 1, "{f}\n{ctx}");
-    assert!(f["files_changed"].as_u64().unwrap_or(0) >= 1, "{f}\n{ctx}");
+    h.assert_items_done(&["one"], &ctx);
 }
 
 /// A quota 429: hank stops with spend_limit (waiting cannot help).
@@ -647,13 +611,7 @@ fn hank_stops_on_quota_with_spend_limit() {
     let h = hank(&["one"], |_| times(1 + RETRIES, &reply));
     let o = h.run(&["--max-loops", "3"]);
     let ctx = h.context(&o);
-    let finished = h.finished();
-    assert_eq!(finished.len(), 1, "{ctx}");
-    assert_eq!(finished[0]["outcome"], "agent_error", "{ctx}");
-    assert_eq!(finished[0]["error_kind"], "spend_limit", "{ctx}");
-    let s = h.p.status();
-    assert_eq!(s["exit_reason"], "spend_limit", "{s}\n{ctx}");
-    assert_eq!(o.status.code(), Some(3), "{ctx}");
+    h.assert_stopped_at_once(&o, "spend_limit", &ctx);
 }
 
 /// A per-minute rate limit: hank records rate_limit, waits, and the next loop succeeds in the

@@ -120,20 +120,8 @@ pub(crate) fn real_client_writes_files_resumes_and_completes_the_plan() {
     let s = real.p.status();
     assert_eq!(s["exit_reason"], "plan_complete", "{ctx}");
     assert_eq!(s["loop_count"], 2, "{ctx}");
-    for item in ["one", "two"] {
-        assert_eq!(
-            std::fs::read_to_string(real.p.dir.join(format!("src/{item}.txt"))).unwrap(),
-            format!("{item} done\n"),
-            "the client wrote src/{item}.txt"
-        );
-    }
-    let finished = real.finished();
-    assert_eq!(finished.len(), 2, "{ctx}");
+    let finished = real.assert_items_done(&["one", "two"], &ctx);
     for f in &finished {
-        assert_eq!(f["outcome"], "success", "{f}");
-        assert_eq!(f["plan_items_checked"], 1, "{f}");
-        // src/<item>.txt (hank's own .hank/ files are not counted as work).
-        assert!(f["files_changed"].as_u64().unwrap() >= 1, "{f}");
         assert!(f["cost_usd"].as_f64().unwrap() > 0.0, "{f}");
     }
     // Continuity: loop 2 was started with --resume and the client kept the session.
@@ -398,20 +386,10 @@ pub(crate) fn unknown_session_is_dropped_and_the_client_starts_fresh() {
         "fresh start",
     ))];
     let real = Real::new(&["a", "b"], script);
-    let stale = "0b7c6a52-9d7e-4c1f-8f3a-1e2d3c4b5a69";
-    let now = jiff::Timestamp::now().to_string();
-    let state = json!({"schema_version": 1, "session": {"id": stale, "started_at": now, "last_used_at": now}});
-    std::fs::write(real.p.dir.join(".hank/state.json"), state.to_string()).unwrap();
+    real.plant_stale_session(None);
     let o = real.run(Auth::ApiKey, &["--max-loops", "2"]);
     let ctx = real.context(&o);
-    assert_eq!(o.status.code(), Some(3), "{ctx}");
-    let err =
-        std::fs::read_to_string(real.p.dir.join(".hank/logs/loop-00001.err")).unwrap_or_default();
-    assert!(err.contains("No conversation found"), "{ctx}");
-    let finished = real.finished();
-    assert_eq!(finished.last().unwrap()["outcome"], "success", "{ctx}");
-    assert_ne!(finished.last().unwrap()["session_id"], stale);
-    assert!(!real.api.turns().is_empty());
+    real.assert_started_fresh(&o, "No conversation found", &ctx);
 }
 
 /// Bash commands the default ALLOWED_TOOLS permit (`git add`, `git commit`) really run: the

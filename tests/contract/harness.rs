@@ -12,7 +12,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use hank::agent::profile::{self, CallInput, Origin, Parser, Profile};
-use hank::analysis::{Analysis, Clock, RunFacts, analyze_mapped};
+use hank::analysis::{Analysis, Clock, Outcome, RunFacts, analyze_mapped};
 use hank::settings::OutputFormat;
 use serde_json::Value;
 
@@ -98,6 +98,27 @@ pub(crate) fn events(stdout: &str) -> Vec<Value> {
         .filter(|l| l.trim_start().starts_with('{'))
         .map(|l| serde_json::from_str(l).expect("every JSON line parses"))
         .collect()
+}
+
+/// `a` read a plain answer with a status block: a success whose text is `answer`, whose
+/// status block does not ask to exit and recommends `next`.
+pub(crate) fn assert_status_answer(a: &Analysis, answer: &str, next: &str, ctx: &str) {
+    assert_eq!(a.outcome, Outcome::Success, "{ctx}\n{a:#?}");
+    assert_eq!(a.summary, answer, "{ctx}");
+    let status = a.status.as_ref().expect("the status block is read");
+    assert_eq!(status.exit_signal, Some(false));
+    assert_eq!(a.recommendation(), Some(next), "{a:#?}");
+}
+
+/// The string `key` of the first JSON event on `stdout` that `pick` accepts (the session id a
+/// CLI printed).
+pub(crate) fn first_string(stdout: &str, pick: impl Fn(&Value) -> bool, key: &str) -> String {
+    events(stdout)
+        .iter()
+        .find(|e| pick(e))
+        .and_then(|e| e[key].as_str())
+        .unwrap_or_else(|| panic!("an event with a {key}"))
+        .to_string()
 }
 
 /// The prompts of a direct call and of the one that resumes it.
@@ -265,6 +286,27 @@ impl<P: Provider> Direct<P> {
         support::git(&self.proj, &["log", "--format=%s", "-1"])
     }
 
+    /// Keeps `call` as the fixture `name`: the call, what the profile reads from it, its
+    /// context and how many turns the fake API answered (a failing call's facts).
+    pub(crate) fn outcome(&self, name: &str, call: Call) -> (Call, Analysis, String, usize) {
+        let (call, ctx) = self.captured(name, call);
+        let a = self.analyze(&call);
+        (call, a, ctx, self.api.turns().len())
+    }
+
+    /// `second` resumed the session `id`: exit 0, a success with a status block in the same
+    /// session, and the fake API answered two turns (the first call's and this one). What the
+    /// profile reads from it.
+    pub(crate) fn assert_resumed(&self, second: &Call, id: &str, ctx: &str) -> Analysis {
+        assert_eq!(second.code, Some(0), "{ctx}");
+        let a = self.analyze(second);
+        assert_eq!(a.outcome, Outcome::Success, "{ctx}\n{a:#?}");
+        assert_eq!(a.session_id.as_deref(), Some(id), "same session: {ctx}");
+        assert!(a.status.is_some(), "{a:#?}");
+        assert_eq!(self.api.turns().len(), 2, "{ctx}");
+        a
+    }
+
     /// What hank's analyzer reads from `call` with the profile.
     pub(crate) fn analyze(&self, call: &Call) -> Analysis {
         analyze(
@@ -296,6 +338,9 @@ impl<P: Provider> Direct<P> {
         s
     }
 }
+
+/// A session id no client knows ([`HankRun::plant_stale_session`]).
+pub(crate) const STALE_SESSION: &str = "0b7c6a52-9d7e-4c1f-8f3a-1e2d3c4b5a69";
 
 /// `hank` in a git project against the fake API of provider `P`, with the agent's environment
 /// and first arguments on every command.
@@ -373,6 +418,92 @@ impl<P: Provider> HankRun<P> {
             .iter()
             .map(|f| f["error_kind"].clone())
             .collect()
+    }
+
+    /// Each of `items` was done in one loop: `src/<item>.txt` holds `<item> done`, and each
+    /// loop's `agent_finished` is a success that checked one plan item and changed a file.
+    /// The `agent_finished` events.
+    pub(crate) fn assert_items_done(&self, items: &[&str], ctx: &str) -> Vec<Value> {
+        for item in items {
+            assert_eq!(
+                std::fs::read_to_string(self.p.dir.join(format!("src/{item}.txt")))
+                    .unwrap_or_default(),
+                format!("{item} done\n"),
+                "the agent wrote src/{item}.txt: {ctx}"
+            );
+        }
+        let finished = self.finished();
+        assert_eq!(finished.len(), items.len(), "{ctx}");
+        for f in &finished {
+            assert_eq!(f["outcome"], "success", "{f}\n{ctx}");
+            assert_eq!(f["plan_items_checked"], 1, "{f}\n{ctx}");
+            // src/<item>.txt (hank's own .hank/ files are not counted as work).
+            assert!(f["files_changed"].as_u64().unwrap_or(0) >= 1, "{f}\n{ctx}");
+        }
+        finished
+    }
+
+    /// The run `o` stopped after its one loop, an agent error of `kind`: exit 3, exit reason
+    /// `kind` (waiting does not help).
+    pub(crate) fn assert_stopped_at_once(&self, o: &Output, kind: &str, ctx: &str) {
+        assert_eq!(o.status.code(), Some(3), "{ctx}");
+        let s = self.p.status();
+        assert_eq!(s["exit_reason"], kind, "{s}\n{ctx}");
+        let finished = self.finished();
+        assert_eq!(finished.len(), 1, "{ctx}");
+        assert_eq!(finished[0]["outcome"], "agent_error", "{ctx}");
+        assert_eq!(finished[0]["error_kind"], kind, "{ctx}");
+    }
+
+    /// Loop 2 resumed loop 1's session: both loops succeeded in that one session, the fake
+    /// API answered one turn each, and loop 2's turn carries its own loop context. The
+    /// `agent_finished` events and the session id.
+    pub(crate) fn assert_second_loop_resumed(&self, ctx: &str) -> (Vec<Value>, String) {
+        assert_eq!(self.resumed(), [false, true], "{ctx}");
+        let finished = self.finished();
+        assert_eq!(finished.len(), 2, "{ctx}");
+        for f in &finished {
+            assert_eq!(f["outcome"], "success", "{f}\n{ctx}");
+        }
+        let session = finished[0]["session_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a session id: {ctx}"))
+            .to_string();
+        assert_eq!(finished[1]["session_id"], session, "one session: {ctx}");
+        let turns = self.api.turns();
+        assert_eq!(turns.len(), 2, "{ctx}");
+        let ctx2 = turns[1].loop_context().unwrap_or_default();
+        assert!(ctx2.contains("Hank loop 2"), "{ctx2}");
+        (finished, session)
+    }
+
+    /// Writes a `.hank/state.json` from elsewhere: its session [`STALE_SESSION`] (the
+    /// session of `agent` when given, else of claude) is one the client does not know.
+    pub(crate) fn plant_stale_session(&self, agent: Option<&str>) {
+        let now = jiff::Timestamp::now().to_string();
+        let mut state = serde_json::json!({
+            "schema_version": 1,
+            "session": {"id": STALE_SESSION, "started_at": now, "last_used_at": now}
+        });
+        if let Some(agent) = agent {
+            state["agents"] = serde_json::json!({"current": agent});
+        }
+        std::fs::write(self.p.dir.join(".hank/state.json"), state.to_string()).expect("write");
+    }
+
+    /// The run `o` (`--max-loops 2`) began with the stale session of
+    /// [`HankRun::plant_stale_session`]: the client refused it in loop 1 (its stderr says
+    /// `refusal`), hank dropped it and the last loop succeeded in a fresh session; exit 3.
+    pub(crate) fn assert_started_fresh(&self, o: &Output, refusal: &str, ctx: &str) {
+        assert_eq!(o.status.code(), Some(3), "{ctx}");
+        let err = std::fs::read_to_string(self.p.dir.join(".hank/logs/loop-00001.err"))
+            .unwrap_or_default();
+        assert!(err.contains(refusal), "{ctx}");
+        let finished = self.finished();
+        let last = finished.last().expect("a loop");
+        assert_eq!(last["outcome"], "success", "{ctx}");
+        assert_ne!(last["session_id"], STALE_SESSION, "{ctx}");
+        assert!(!self.api.turns().is_empty(), "{ctx}");
     }
 
     /// The reason of each wait.

@@ -281,18 +281,7 @@ fn fleet_monitor_shows_the_supervisor_the_dashboard_and_the_tasks_live_output() 
     }
     let p = crate::fleet::project("# Plan\n\n## Alpha\n- [ ] one\n");
     // The agent says something (a stream-json text), then waits for the test to have seen it.
-    let said = json!({"type": "assistant", "message": {"role": "assistant", "content": [
-        {"type": "text", "text": "alpha is working on item one"}]},
-        "session_id": "5b1c0e0a-1111-2222-3333-444444444444"});
-    p.fake(
-        "effect.sh",
-        &format!(
-            "printf '%s\\n' '{said}'\n\
-             for _ in $(seq 600); do [ -e \"$FAKE_CLAUDE_DIR/release\" ] && break; sleep 0.05; done\n\
-             sed -i '0,/- \\[ \\]/s//- [x]/' .hank/fix_plan.md\n\
-             echo done > alpha.txt\n"
-        ),
-    );
+    says_then_waits(&p, "alpha is working on item one", "release", "alpha.txt");
     let tmux = Tmux::for_project(&p);
     let out = p.run_env(
         &[("TMUX_TMPDIR", &tmux.tmpdir)],
@@ -307,40 +296,21 @@ fn fleet_monitor_shows_the_supervisor_the_dashboard_and_the_tasks_live_output() 
     );
     crate::support::assert_contains(&stderr(&out), "the fleet runs in tmux session 'proj'");
 
-    let start = Instant::now();
-    let mut screen = String::new();
-    let wanted = [
-        // The supervisor's pane.
-        "task \"Alpha\" started on hank/alpha",
-        // The dashboard's task row.
-        "Alpha · running",
-        // The follower: the running task's live line, prefixed.
-        "[Alpha] alpha is working on item one",
-    ];
-    while start.elapsed() < WAIT && tmux.has_session("proj") {
-        screen = tmux.capture_all("proj");
-        if wanted.iter().all(|w| screen.contains(w)) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    for w in wanted {
-        assert!(screen.contains(w), "{w:?} not on screen:\n{screen}");
-    }
+    tmux.showing(
+        "proj",
+        &[
+            // The supervisor's pane.
+            "task \"Alpha\" started on hank/alpha",
+            // The dashboard's task row.
+            "Alpha · running",
+            // The follower: the running task's live line, prefixed.
+            "[Alpha] alpha is working on item one",
+        ],
+    );
     p.fake("release", "");
 
     // The fleet ends (the task merged, exit 0, recorded) and the layout closes with it.
-    let start = Instant::now();
-    while tmux.has_session("proj") {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "the session outlived the fleet:\n{}",
-            tmux.capture_all("proj")
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let code = std::fs::read_to_string(p.dir.join(".hank/logs/tmux-exit-code")).unwrap();
-    assert_eq!(code.trim(), "0");
+    assert_eq!(tmux.closed_with(&p, "proj", "the fleet"), "0");
     let fleet: serde_json::Value =
         serde_json::from_slice(&std::fs::read(p.dir.join(".hank/fleet.json")).unwrap()).unwrap();
     assert_eq!(fleet["tasks"][0]["state"], "merged", "{fleet}");
@@ -374,6 +344,25 @@ fn fleet_monitor_without_tmux_is_a_usage_error() {
     assert!(!p.dir.join(".hank/fleet.json").exists());
 }
 
+/// The fake agent's effect: it says `text` (a stream-json assistant line; `WT` becomes the
+/// name of the folder it works in, `$wt`), waits (at most 30 s) for `$FAKE_CLAUDE_DIR/<release>`,
+/// ticks its item and writes `<done>` (both may name `$wt`).
+fn says_then_waits(p: &Project, text: &str, release: &str, done: &str) {
+    let said = json!({"type": "assistant", "message": {"role": "assistant", "content": [
+        {"type": "text", "text": text}]},
+        "session_id": "5b1c0e0a-1111-2222-3333-444444444444"});
+    p.fake(
+        "effect.sh",
+        &format!(
+            "wt=$(basename \"$PWD\")\n\
+             printf '%s\\n' '{said}' | sed \"s/WT/$wt/\"\n\
+             for _ in $(seq 600); do [ -e \"$FAKE_CLAUDE_DIR/{release}\" ] && break; sleep 0.05; done\n\
+             sed -i '0,/- \\[ \\]/s//- [x]/' .hank/fix_plan.md\n\
+             echo done > \"{done}\"\n"
+        ),
+    );
+}
+
 /// Against a real fleet (`--agents 1`, so the second task starts while the follower
 /// watches): each task's live line prefixed, its start and merge said, the fleet's end; while
 /// the fleet runs, `hank fleet --monitor` is refused in the terminal (no tmux session).
@@ -381,19 +370,7 @@ fn fleet_monitor_without_tmux_is_a_usage_error() {
 fn the_follower_follows_a_real_fleet_and_a_second_fleet_monitor_is_refused() {
     let p = crate::fleet::project("# Plan\n\n## Alpha\n- [ ] one\n\n## Beta\n- [ ] two\n");
     // Each task's agent says where it works, then waits for its own release file.
-    let said = json!({"type": "assistant", "message": {"role": "assistant", "content": [
-        {"type": "text", "text": "working in WT"}]},
-        "session_id": "5b1c0e0a-1111-2222-3333-444444444444"});
-    p.fake(
-        "effect.sh",
-        &format!(
-            "wt=$(basename \"$PWD\")\n\
-             printf '%s\\n' '{said}' | sed \"s/WT/$wt/\"\n\
-             for _ in $(seq 600); do [ -e \"$FAKE_CLAUDE_DIR/release-$wt\" ] && break; sleep 0.05; done\n\
-             sed -i '0,/- \\[ \\]/s//- [x]/' .hank/fix_plan.md\n\
-             echo done > \"$wt.txt\"\n"
-        ),
-    );
+    says_then_waits(&p, "working in WT", "release-$wt", "$wt.txt");
     let mut out = Lines::start(&p);
     out.expect("waiting for a fleet to start here");
     let fleet = p.spawn(&["fleet", "--agents", "1", "--live"]);

@@ -289,6 +289,18 @@ fn the_live_view_is_sanitized() {
     assert_clean("live.log", &live);
 }
 
+/// A FIFO (0600) at `path`.
+fn fifo(path: &Path) {
+    nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+}
+
+/// The file `rel` of the project `d` removed and `make` putting something else at its path.
+fn replaced(d: &Path, rel: &str, make: impl FnOnce(&Path)) {
+    let path = d.join(rel);
+    std::fs::remove_file(&path).unwrap();
+    make(&path);
+}
+
 /// Item 11: special files are clear errors naming the file, never a hang.
 #[test]
 fn special_files_are_clear_errors_not_hangs() {
@@ -298,29 +310,22 @@ fn special_files_are_clear_errors_not_hangs() {
         (
             ".hankrc → /dev/zero",
             |d| {
-                std::fs::remove_file(d.join(".hankrc")).unwrap();
-                std::os::unix::fs::symlink("/dev/zero", d.join(".hankrc")).unwrap();
+                replaced(d, ".hankrc", |p| {
+                    std::os::unix::fs::symlink("/dev/zero", p).unwrap()
+                })
             },
             ".hankrc",
             "character device",
         ),
         (
             "PROMPT.md a FIFO",
-            |d| {
-                let p = d.join(".hank/PROMPT.md");
-                std::fs::remove_file(&p).unwrap();
-                nix::unistd::mkfifo(&p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-            },
+            |d| replaced(d, ".hank/PROMPT.md", fifo),
             "PROMPT.md",
             "FIFO",
         ),
         (
             "fix_plan.md a directory",
-            |d| {
-                let p = d.join(".hank/fix_plan.md");
-                std::fs::remove_file(&p).unwrap();
-                std::fs::create_dir(&p).unwrap();
-            },
+            |d| replaced(d, ".hank/fix_plan.md", |p| std::fs::create_dir(p).unwrap()),
             "fix_plan.md",
             "directory",
         ),
@@ -332,13 +337,7 @@ fn special_files_are_clear_errors_not_hangs() {
         ),
         (
             "state.json a FIFO",
-            |d| {
-                nix::unistd::mkfifo(
-                    &d.join(".hank/state.json"),
-                    nix::sys::stat::Mode::from_bits_truncate(0o600),
-                )
-                .unwrap();
-            },
+            |d| fifo(&d.join(".hank/state.json")),
             "state.json",
             "FIFO",
         ),

@@ -225,6 +225,41 @@ impl Tmux {
             .success()
     }
 
+    /// Waits up to 30 s (while session `name` lives) for its panes to show every one of
+    /// `wanted`; asserts that they did. The last screen.
+    pub(crate) fn showing(&self, name: &str, wanted: &[&str]) -> String {
+        let start = Instant::now();
+        let mut screen = String::new();
+        while start.elapsed() < Duration::from_secs(30) && self.has_session(name) {
+            screen = self.capture_all(name);
+            if wanted.iter().all(|w| screen.contains(w)) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        for w in wanted {
+            assert!(screen.contains(w), "{w:?} not on screen:\n{screen}");
+        }
+        screen
+    }
+
+    /// Waits up to 60 s for session `name` to end with the run it shows (`what`): the exit code
+    /// hank recorded for it (`.hank/logs/tmux-exit-code`).
+    pub(crate) fn closed_with(&self, p: &Project, name: &str, what: &str) -> String {
+        let start = Instant::now();
+        while self.has_session(name) {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "the session outlived {what}:\n{}",
+                self.capture_all(name)
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let code = std::fs::read_to_string(p.dir.join(".hank/logs/tmux-exit-code"))
+            .expect("tmux-exit-code");
+        code.trim().to_string()
+    }
+
     /// Every pane of session `name`, wrapped lines joined.
     pub(crate) fn capture_all(&self, name: &str) -> String {
         let panes = self.cmd(&[
@@ -275,36 +310,12 @@ fn monitor_flag_runs_the_loop_in_tmux_and_ends_with_it() {
         stderr(&out)
     );
 
-    // The dashboard pane shows the project's state.
-    let start = Instant::now();
-    let mut screen = String::new();
-    let mut seen = false;
-    while start.elapsed() < Duration::from_secs(30) && tmux.has_session("proj") {
-        screen = tmux.capture_all("proj");
-        if screen.contains("fix plan") && screen.contains("proj") && screen.contains("RUNNING") {
-            seen = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    assert!(
-        seen,
-        "the monitor pane never showed the running loop:\n{screen}"
-    );
+    // The dashboard pane shows the project's state: the running loop.
+    tmux.showing("proj", &["fix plan", "proj", "RUNNING"]);
     p.fake("release", "");
 
     // The session ends with the loop (--max-loops 1 → exit code 3, recorded).
-    let start = Instant::now();
-    while tmux.has_session("proj") {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "the session outlived the loop:\n{}",
-            tmux.capture_all("proj")
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let code = std::fs::read_to_string(p.dir.join(".hank/logs/tmux-exit-code")).unwrap();
-    assert_eq!(code.trim(), "3");
+    assert_eq!(tmux.closed_with(&p, "proj", "the loop"), "3");
     assert_eq!(p.calls(), 1);
     // The forwarded argument arrived intact.
     let argv = p.argv(1);

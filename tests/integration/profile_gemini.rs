@@ -6,8 +6,8 @@ use hank::agent::profile;
 use hank::analysis::{ErrorKind, Outcome};
 
 use crate::support::{
-    Project, TICK_ONE, analyze_captured, analyze_captured_error, builtin_profile, fixtures,
-    lines_of, stderr,
+    Project, analyze_captured, analyze_captured_error, builtin_profile,
+    fake_agent_completes_the_plan, lines_of, stderr,
 };
 
 #[test]
@@ -101,14 +101,7 @@ fn gemini_profile_argv() {
 /// stdin, loop 2 resumes the session the fake printed, the work counts as progress.
 #[test]
 fn hank_drives_the_fake_gemini_cli() {
-    let p = Project::new(&["a", "b"]);
-    let fake = p.fake_agent_dir("gemini");
-    std::fs::write(fake.join("effect.sh"), TICK_ONE).unwrap();
-    let o = p.run_fake_agent("gemini", &["--max-loops", "2"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "plan_complete", "{}", stderr(&o));
-    assert_eq!(p.status()["agent"], "gemini");
-    assert_eq!(p.calls(), 0, "claude was never called");
+    let (_p, fake, finished) = fake_agent_completes_the_plan("gemini");
     let argv1 = lines_of(&fake.join("argv-1"));
     assert_eq!(
         argv1,
@@ -122,17 +115,10 @@ fn hank_drives_the_fake_gemini_cli() {
             ""
         ]
     );
-    let stdin1 = std::fs::read_to_string(fake.join("stdin-1")).unwrap();
-    assert!(stdin1.starts_with("<hank-loop-context>"), "{stdin1}");
-    assert!(stdin1.contains("Do the next task."), "{stdin1}");
     let argv2 = lines_of(&fake.join("argv-2"));
     let i = argv2.iter().position(|a| a == "--resume").expect("resumed");
     assert_eq!(argv2[i + 1], "00000000-0000-4000-8000-000000000001");
-    let finished = p.agent_finished();
-    assert_eq!(finished.len(), 2);
     for f in &finished {
-        assert_eq!(f["outcome"], "success", "{f}");
-        assert_eq!(f["agent"], "gemini", "{f}");
         assert_eq!(f["tokens"]["cache_read"], 8192, "{f}");
         assert_eq!(f["tokens"]["input"], 10228 + 812, "{f}");
     }
@@ -143,11 +129,7 @@ fn hank_drives_the_fake_gemini_cli() {
 #[test]
 fn fake_gemini_quota_is_a_usage_limit() {
     let p = Project::new(&["a"]);
-    let fake = p.fake_agent_dir("gemini");
-    let captured = fixtures().join("agents/gemini");
-    std::fs::copy(captured.join("quota.stderr"), fake.join("stderr")).unwrap();
-    std::fs::write(fake.join("response"), "").unwrap();
-    std::fs::write(fake.join("exit"), "173").unwrap();
+    p.replay_captured("gemini", "quota");
     let o = p.run_fake_agent("gemini", &["--on-usage-limit", "exit"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert_eq!(p.status()["exit_reason"], "usage_limit");

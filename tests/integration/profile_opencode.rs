@@ -8,8 +8,8 @@ use hank::analysis::{ErrorKind, Outcome};
 use hank::settings::OutputFormat;
 
 use crate::support::{
-    Project, TICK_ONE, analyze_captured, analyze_captured_error, builtin_profile, fixtures,
-    lines_of, stderr,
+    Project, analyze_captured, analyze_captured_error, builtin_profile,
+    fake_agent_completes_the_plan, lines_of, stderr,
 };
 
 /// The fake API's usage per request: 1200 prompt tokens of which 200 cached, 40 completion
@@ -148,21 +148,11 @@ fn opencode_profile_argv() {
 /// stdin, loop 2 resumes the session the fake printed, the work counts as progress.
 #[test]
 fn hank_drives_the_fake_opencode_cli() {
-    let p = Project::new(&["a", "b"]);
-    let fake = p.fake_agent_dir("opencode");
-    std::fs::write(fake.join("effect.sh"), TICK_ONE).unwrap();
-    let o = p.run_fake_agent("opencode", &["--max-loops", "2"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(p.status()["exit_reason"], "plan_complete", "{}", stderr(&o));
-    assert_eq!(p.status()["agent"], "opencode");
-    assert_eq!(p.calls(), 0, "claude was never called");
+    let (_p, fake, finished) = fake_agent_completes_the_plan("opencode");
     assert_eq!(
         lines_of(&fake.join("argv-1")),
         ["run", "--format", "json", "--title", ""]
     );
-    let stdin1 = std::fs::read_to_string(fake.join("stdin-1")).unwrap();
-    assert!(stdin1.starts_with("<hank-loop-context>"), "{stdin1}");
-    assert!(stdin1.contains("Do the next task."), "{stdin1}");
     assert_eq!(
         lines_of(&fake.join("argv-2")),
         [
@@ -173,11 +163,7 @@ fn hank_drives_the_fake_opencode_cli() {
             "ses_df4b33c3bffeFakeSession00001"
         ]
     );
-    let finished = p.agent_finished();
-    assert_eq!(finished.len(), 2);
     for f in &finished {
-        assert_eq!(f["outcome"], "success", "{f}");
-        assert_eq!(f["agent"], "opencode", "{f}");
         assert_eq!(f["session_id"], "ses_df4b33c3bffeFakeSession00001", "{f}");
         assert_eq!(f["tokens"]["input"], INPUT, "{f}");
         assert_eq!(f["tokens"]["cache_read"], CACHED, "{f}");
@@ -189,10 +175,7 @@ fn hank_drives_the_fake_opencode_cli() {
 #[test]
 fn fake_opencode_quota_is_a_spend_limit() {
     let p = Project::new(&["a"]);
-    let fake = p.fake_agent_dir("opencode");
-    let dir = fixtures().join("agents/opencode");
-    std::fs::copy(dir.join("quota.stdout"), fake.join("response")).unwrap();
-    std::fs::write(fake.join("exit"), "1").unwrap();
+    p.replay_captured("opencode", "quota");
     let o = p.run_fake_agent("opencode", &[]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert_eq!(p.status()["exit_reason"], "spend_limit", "{}", stderr(&o));

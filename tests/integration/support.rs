@@ -449,14 +449,7 @@ pub(crate) fn outputs(o: &Output) -> String {
 
 /// Alive and not a zombie (the container's PID 1 may not reap orphans).
 pub(crate) fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rsplit(')')
-                .next()
-                .map(|r| !r.trim_start().starts_with('Z'))
-        })
-        .unwrap_or(false)
+    proc_stat(pid).is_some_and(|s| s.state != 'Z')
 }
 
 /// Waits up to 2 s for `pid` to be gone.
@@ -486,11 +479,7 @@ pub(crate) fn stdout(o: &Output) -> String {
 
 /// Live (non-zombie) members of process group `pgid`, from `/proc`.
 pub(crate) fn group_members(pgid: i32) -> Vec<i32> {
-    proc_stats()
-        .into_iter()
-        .filter(|s| s.pgrp == pgid && s.state != 'Z')
-        .map(|s| s.pid)
-        .collect()
+    live_pids(|s| s.pgrp == pgid)
 }
 
 /// Polls until process group `pgid` is empty or `within` passed; returns what is left.
@@ -507,9 +496,14 @@ pub(crate) fn group_after(pgid: i32, within: Duration) -> Vec<i32> {
 
 /// Live children of `pid`.
 pub(crate) fn children_of(pid: i32) -> Vec<i32> {
+    live_pids(|s| s.ppid == pid)
+}
+
+/// The live (non-zombie) processes `pick` accepts, from `/proc`.
+fn live_pids(pick: impl Fn(&ProcStat) -> bool) -> Vec<i32> {
     proc_stats()
         .into_iter()
-        .filter(|s| s.ppid == pid && s.state != 'Z')
+        .filter(|s| s.state != 'Z' && pick(s))
         .map(|s| s.pid)
         .collect()
 }
@@ -525,22 +519,24 @@ fn proc_stats() -> Vec<ProcStat> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
-    dir.filter_map(|e| {
-        let pid: i32 = e.ok()?.file_name().to_str()?.parse().ok()?;
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let rest = stat.rsplit_once(')')?.1.to_string();
-        let mut f = rest.split_whitespace();
-        let state = f.next()?.chars().next()?;
-        let ppid = f.next()?.parse().ok()?;
-        let pgrp = f.next()?.parse().ok()?;
-        Some(ProcStat {
-            pid,
-            state,
-            ppid,
-            pgrp,
-        })
+    dir.filter_map(|e| proc_stat(e.ok()?.file_name().to_str()?.parse().ok()?))
+        .collect()
+}
+
+/// `/proc/<pid>/stat`: the state, parent and process group of `pid` (None when it is gone).
+fn proc_stat(pid: i32) -> Option<ProcStat> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')')?.1.to_string();
+    let mut f = rest.split_whitespace();
+    let state = f.next()?.chars().next()?;
+    let ppid = f.next()?.parse().ok()?;
+    let pgrp = f.next()?.parse().ok()?;
+    Some(ProcStat {
+        pid,
+        state,
+        ppid,
+        pgrp,
     })
-    .collect()
 }
 
 /// Splits what the agent read on stdin into the `<hank-loop-context>` block's text and the
@@ -876,4 +872,46 @@ impl Project {
     pub(crate) fn agent_finished(&self) -> Vec<Value> {
         self.events_of("agent_finished")
     }
+
+    /// The fake CLI `agent` answers every call with what the real one printed for `answer`
+    /// (`fixtures/agents/<agent>/<answer>.stdout`, `.stderr`, `.exit`, captured by the
+    /// contract suite).
+    pub(crate) fn replay_captured(&self, agent: &str, answer: &str) {
+        let fake = self.fake_agent_dir(agent);
+        let captured = fixtures().join("agents").join(agent);
+        for (ext, file) in [
+            ("stdout", "response"),
+            ("stderr", "stderr"),
+            ("exit", "exit"),
+        ] {
+            std::fs::copy(captured.join(format!("{answer}.{ext}")), fake.join(file))
+                .unwrap_or_else(|e| panic!("{agent}/{answer}.{ext}: {e}"));
+        }
+    }
+}
+
+/// `hank --agent AGENT --max-loops 2` over the items `a` and `b`, the fake CLI `agent` ticking
+/// one item a loop: the plan completes (exit 0) with `agent`, claude is never called, the
+/// prompt (the loop context first) reaches the CLI on stdin, and both loops succeed with
+/// `agent`. The project, the fake's folder (`argv-N`, `stdin-N`) and the `agent_finished`
+/// events.
+pub(crate) fn fake_agent_completes_the_plan(agent: &str) -> (Project, PathBuf, Vec<Value>) {
+    let p = Project::new(&["a", "b"]);
+    let fake = p.fake_agent_dir(agent);
+    std::fs::write(fake.join("effect.sh"), TICK_ONE).expect("write");
+    let o = p.run_fake_agent(agent, &["--max-loops", "2"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(p.status()["exit_reason"], "plan_complete", "{}", stderr(&o));
+    assert_eq!(p.status()["agent"], agent);
+    assert_eq!(p.calls(), 0, "claude was never called");
+    let stdin1 = std::fs::read_to_string(fake.join("stdin-1")).expect("stdin-1");
+    assert!(stdin1.starts_with("<hank-loop-context>"), "{stdin1}");
+    assert!(stdin1.contains("Do the next task."), "{stdin1}");
+    let finished = p.agent_finished();
+    assert_eq!(finished.len(), 2);
+    for f in &finished {
+        assert_eq!(f["outcome"], "success", "{f}");
+        assert_eq!(f["agent"], agent, "{f}");
+    }
+    (p, fake, finished)
 }
