@@ -9,10 +9,9 @@ use jiff::Timestamp;
 
 use crate::agent::profile::{Agent, Parser};
 use crate::analysis::Analysis;
-use crate::policy::breaker::{Transition, is_failed_call};
+use crate::policy::breaker::{BreakerConfig, Transition, is_failed_call};
 use crate::policy::charge::{self, ChargeInput};
 use crate::policy::decide::{self, AfterLoop, DecideConfig};
-use crate::policy::progress::Progress;
 use crate::policy::run::{Answer, Run};
 use crate::policy::startup::{self, HangVerdict};
 use crate::policy::verify::CheckResult;
@@ -20,6 +19,7 @@ use crate::report::LoopSummary;
 use crate::settings::Settings;
 use crate::store::State;
 use crate::store::schema::{AgentFinished, Fold};
+pub use crate::store::schema::{Call, Ended};
 
 /// How the call's cost is known: CLAUDE_OUTPUT_FORMAT=text (no cost in the answer) and
 /// UNKNOWN_CALL_COST.
@@ -89,17 +89,6 @@ pub fn complete(
     warnings
 }
 
-/// How the call ended, besides its answer.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Ended {
-    /// No output within FIRST_OUTPUT_TIMEOUT.
-    pub startup_hang: bool,
-    /// hank stopped the agent or the user interrupted the run.
-    pub interrupted: bool,
-    /// With VERIFY_EVERY_LOOP: the loop turned a passing check red.
-    pub regressed: bool,
-}
-
 /// What folding one answer found.
 #[derive(Debug, Default)]
 pub struct Folded {
@@ -109,17 +98,16 @@ pub struct Folded {
     pub transition: Option<Transition>,
 }
 
-/// Folds loop `f.number`'s answer into `state` (the fields of `f` that the call's end decides
-/// — `free_retry`, `interrupted_by_hank`, `regressed` — are set from `ended`); `agent` is
-/// charged with it; `hang_limit` is FIRST_OUTPUT_TIMEOUT as written.
+/// Folds call `c` into `state` ([`State::fold`]) with the decision's and the breaker's
+/// settings (`cfg`); the agent is charged with it; `hang_limit` is FIRST_OUTPUT_TIMEOUT as
+/// written.
 pub fn fold(
     state: &mut State,
-    mut f: Fold<'_>,
-    agent: &str,
-    ended: Ended,
+    c: &Call<'_>,
+    (decide, breaker): (&DecideConfig, &BreakerConfig),
     hang_limit: &str,
 ) -> Folded {
-    let (number, a, progress) = (f.number, f.analysis, f.progress);
+    let (number, a, progress, ended) = (c.number, c.analysis, c.progress, c.ended);
     // A startup hang is retried at once, uncounted, up to 2 in a row (policy::startup).
     let hung = ended.startup_hang && !ended.interrupted;
     let (hang, streak) = startup::after_call(state.startup_hangs, hung);
@@ -139,40 +127,27 @@ pub fn fold(
             what.unwrap_or("an error")
         ));
     }
-    f.free_retry = matches!(hang, HangVerdict::RetryNow { .. });
-    f.interrupted_by_hank = ended.interrupted;
-    f.regressed = ended.regressed;
-    let folded = state.fold(&f);
+    let free_retry = matches!(hang, HangVerdict::RetryNow { .. });
+    let folded = state.fold(&Fold {
+        call: c,
+        decide,
+        breaker,
+        free_retry,
+    });
     warnings.extend(crate::report::denial_warnings(
         &folded.denied,
         &folded.denial_warnings,
     ));
-    state.agents.count(agent, a.cost_usd, a.tokens.sum());
+    state.agents.count(c.agent, a.cost_usd, a.tokens.sum());
     // The backoff grows with failures of either kind (an outage does not raise
     // failure_streak: it is judged by time).
     let b = &state.breaker;
     state.consecutive_failures = b.failure_streak.saturating_add(b.transient_streak);
     Folded {
-        free_retry: f.free_retry,
+        free_retry,
         warnings,
         transition: folded.transition,
     }
-}
-
-/// One call as the loop saw it: the facts the fold, the judgment and the report take.
-#[derive(Debug, Clone, Copy)]
-pub struct Call<'a> {
-    pub number: u64,
-    /// When the call (and the per-loop check) ended.
-    pub now: Timestamp,
-    /// The session the call resumed.
-    pub resumed: Option<&'a str>,
-    /// The agent called (its counters, the event).
-    pub agent: &'a str,
-    pub analysis: &'a Analysis,
-    pub progress: &'a Progress,
-    pub duration: std::time::Duration,
-    pub ended: Ended,
 }
 
 impl Pricing {
@@ -189,20 +164,8 @@ impl Pricing {
 /// [`fold`] with the decision's and the breaker's settings of `s` and its FIRST_OUTPUT_TIMEOUT.
 pub fn fold_call(state: &mut State, s: &Settings, c: &Call<'_>) -> Folded {
     let (decide, breaker) = (s.decide_config(), s.breaker_config());
-    let fold_in = Fold {
-        number: c.number,
-        now: c.now,
-        resumed: c.resumed,
-        analysis: c.analysis,
-        progress: c.progress,
-        regressed: c.ended.regressed,
-        decide: &decide,
-        breaker: &breaker,
-        interrupted_by_hank: c.ended.interrupted,
-        free_retry: false,
-    };
     let limit = crate::settings::resolve::format_duration(s.first_output_timeout.value);
-    fold(state, fold_in, c.agent, c.ended, &limit)
+    fold(state, c, (&decide, &breaker), &limit)
 }
 
 /// The loop's report: its `agent_finished` event (the agent named; `check`: the per-loop
@@ -267,7 +230,7 @@ mod tests {
     use crate::analysis::{AgentError, ErrorKind};
     use crate::policy::breaker::BreakerConfig;
     use crate::policy::decide::Decision;
-    use crate::policy::progress::ProgressSource;
+    use crate::policy::progress::{Progress, ProgressSource};
 
     fn now() -> Timestamp {
         Timestamp::from_second(1_800_000_000).unwrap()
@@ -288,19 +251,17 @@ mod tests {
 
     fn fold_one(state: &mut State, a: &Analysis, p: &Progress, ended: Ended) -> Folded {
         let (decide, breaker) = (DecideConfig::default(), BreakerConfig::default());
-        let f = Fold {
+        let c = Call {
             number: 1,
             now: now(),
             resumed: None,
+            agent: "claude",
             analysis: a,
             progress: p,
-            regressed: false,
-            decide: &decide,
-            breaker: &breaker,
-            interrupted_by_hank: false,
-            free_retry: false,
+            duration: std::time::Duration::ZERO,
+            ended,
         };
-        fold(state, f, "claude", ended, "2m")
+        fold(state, &c, (&decide, &breaker), "2m")
     }
 
     #[test]

@@ -519,24 +519,43 @@ pub struct AgentFinished {
     pub usage_windows: BTreeMap<String, WindowStatus>,
 }
 
+/// How the call ended, besides its answer.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Ended {
+    /// No output within FIRST_OUTPUT_TIMEOUT.
+    pub startup_hang: bool,
+    /// hank stopped the agent or the user interrupted the run.
+    pub interrupted: bool,
+    /// With VERIFY_EVERY_LOOP: the loop turned a passing check red.
+    pub regressed: bool,
+}
+
+/// One call as the loop saw it: the facts the fold, the judgment and the report take.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'a> {
+    pub number: u64,
+    /// When the call (and the per-loop check) ended.
+    pub now: Timestamp,
+    /// The session the call resumed.
+    pub resumed: Option<&'a str>,
+    /// The agent called (its counters, the event).
+    pub agent: &'a str,
+    pub analysis: &'a Analysis,
+    pub progress: &'a Progress,
+    pub duration: std::time::Duration,
+    pub ended: Ended,
+}
+
 /// One loop's results, to fold into [`State`].
 #[derive(Debug, Clone, Copy)]
 pub struct Fold<'a> {
-    pub number: u64,
-    pub now: Timestamp,
-    /// The session id the call passed with `--resume`.
-    pub resumed: Option<&'a str>,
-    pub analysis: &'a Analysis,
-    pub progress: &'a Progress,
-    /// The loop turned the project's passing check red (VERIFY_EVERY_LOOP): no progress for
-    /// the breaker.
-    pub regressed: bool,
+    /// The call (its `ended.regressed`: the loop turned the project's passing check red, no
+    /// progress for the breaker; `ended.interrupted`: hank itself stopped the agent, the
+    /// answer says nothing about the agent and the breaker does not count it — an
+    /// `interrupted` answer hank did not cause is a failed call like any other).
+    pub call: &'a Call<'a>,
     pub decide: &'a DecideConfig,
     pub breaker: &'a BreakerConfig,
-    /// Hank itself stopped the agent (Ctrl-C, SIGTERM): the answer says nothing about the
-    /// agent, so the breaker does not count it. An `interrupted` answer hank did not cause
-    /// is a failed call like any other.
-    pub interrupted_by_hank: bool,
     /// A startup hang retried at once ([`crate::policy::startup`]): the breaker does not
     /// count it (totals, ledger and history do).
     pub free_retry: bool,
@@ -567,19 +586,19 @@ impl State {
     /// Folds one loop into the state (pure): the ledger's tokens, the totals, the session,
     /// the last recommendation, the bounded history and the breaker.
     pub fn fold(&mut self, f: &Fold<'_>) -> Folded {
-        let a = f.analysis;
-        windows::observe(&mut self.windows, &a.usage_windows, f.now);
+        let (c, a) = (f.call, f.call.analysis);
+        windows::observe(&mut self.windows, &a.usage_windows, c.now);
         self.ledger.add_tokens_to_last(a.tokens.sum());
         self.totals.cost_usd += a.cost_usd;
         if a.cost_estimated {
             self.totals.estimated_cost_usd += a.cost_usd;
         }
         self.totals.tokens.add(&a.tokens);
-        self.session = session::after_answer(self.session.as_ref(), f.resumed, a, f.now);
+        self.session = session::after_answer(self.session.as_ref(), c.resumed, a, c.now);
         if let Some(rec) = a.recommendation() {
             self.last_recommendation = Some(rec.to_string());
         }
-        let record = decide::record_loop(f.number, f.now, a, f.progress, f.decide);
+        let record = decide::record_loop(c.number, c.now, a, c.progress, f.decide);
         let folded = Folded {
             denied: record.denied.clone(),
             denial_warnings: record.denial_warnings.clone(),
@@ -588,15 +607,15 @@ impl State {
         self.history.push(record);
         let excess = self.history.len().saturating_sub(HISTORY_LEN);
         self.history.drain(..excess);
-        if f.interrupted_by_hank || f.free_retry {
+        if c.ended.interrupted || f.free_retry {
             return folded;
         }
         // A loop that turned the project's passing check red made no progress, whatever it
         // changed (VERIFY_EVERY_LOOP).
         let none = Progress::default();
-        let progress = if f.regressed { &none } else { f.progress };
+        let progress = if c.ended.regressed { &none } else { c.progress };
         Folded {
-            transition: self.breaker.record(a, progress, f.now, f.breaker),
+            transition: self.breaker.record(a, progress, c.now, f.breaker),
             ..folded
         }
     }
@@ -1437,16 +1456,20 @@ mod tests {
         let mut transitions = 0;
         for n in 1..=(HISTORY_LEN as u64 + 5) {
             state.ledger.record_call(t0);
-            let folded = state.fold(&Fold {
+            let call = Call {
                 number: n,
                 now: t0,
                 resumed: None,
+                agent: "claude",
                 analysis: &answer,
                 progress: &idle,
-                regressed: false,
+                duration: std::time::Duration::ZERO,
+                ended: Ended::default(),
+            };
+            let folded = state.fold(&Fold {
+                call: &call,
                 decide: &dcfg,
                 breaker: &bcfg,
-                interrupted_by_hank: false,
                 free_retry: false,
             });
             transitions += usize::from(folded.transition.is_some());
