@@ -2,13 +2,15 @@
 //! [`Run::next`] for a step, executes it through [`Effects`] and reports what happened with
 //! [`Run::on`]. Every rule is in the pure modules; every effect (the agent, the check,
 //! state.json, status.json, events, the log, the terminal, sleeping) is an [`Effects`]
-//! method, real in `hank run` ([`crate::effects::Real`]), a test one in `engine/tests/`.
+//! method, real in `hank run` ([`crate::effects::Real`], opened by `commands/run.rs`), a
+//! test one in `engine/tests/`.
 //!
-//! One loop (HANK.md §3), as steps: `Observe` (files, plan, breaker, caps, windows, agents;
-//! `drive.rs`), `Call` (on the ledger and saved before the spawn, then the agent, the answer,
-//! progress, the fold, the decision, the report; `call.rs`), `Check` / `Failover` /
-//! `FreshSession` (what a decision leaves), `Wait` (`wait.rs`) or `Stop`. Beside them:
-//! `start.rs`, `output.rs` (status, events, warnings), `verify.rs` (the checks), `agents.rs`.
+//! One loop (HANK.md §3), as steps: `Observe` (files, plan, breaker, caps, windows, agents)
+//! and `Check` / `Failover` / `FreshSession` (what a decision leaves) and `Deliver` in
+//! `drive.rs`; `Call` (on the ledger and saved before the spawn, then the agent, the answer,
+//! progress, the fold, the decision, the report) and the agent chain in `call.rs`; `Wait` in
+//! `wait.rs`; `Stop` here. `output.rs` tells the news (status, events, warnings) and lends
+//! the checks the run's records.
 
 use jiff::Timestamp;
 

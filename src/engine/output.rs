@@ -1,6 +1,7 @@
 //! What the driver tells, through one effect ([`crate::effects::Effects::tell`]): a piece of
 //! [`News`] with the run as it looks (status.json from [`Status::of`], the run's cost, the
-//! plan's items); state.json; the warnings at start; the limit named in messages.
+//! plan's items); state.json; the limit named in messages; the run's checks
+//! ([`crate::effects::check::Checks`]) over its records and the plan's completeness.
 
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
