@@ -336,9 +336,8 @@ impl LiveControl {
             Polled::New(pending) => pending,
             Polled::Same => return out,
             Polled::Failed(warning) => {
-                self.warnings.extend(
-                    warning.map(|e| format!("hank ctl commands cannot be read: {e}")),
-                );
+                self.warnings
+                    .extend(warning.map(|e| format!("hank ctl commands cannot be read: {e}")));
                 return out;
             }
         };
