@@ -274,6 +274,12 @@ pub fn is_running(pid: i32, ticks: u64) -> bool {
     stat_of(pid).is_some_and(|s| !s.zombie && s.ticks == ticks)
 }
 
+/// `pid` exists and has not exited (a zombie or a dead entry does not count).
+#[must_use]
+pub fn exists(pid: i32) -> bool {
+    stat_of(pid).is_some_and(|s| !s.zombie)
+}
+
 fn stat_of(pid: i32) -> Option<Stat> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let after = stat.rsplit_once(')')?.1;
@@ -1229,22 +1235,10 @@ async fn drain_stderr(
 mod tests {
     use super::*;
 
-    /// Alive and not a zombie (the container's PID 1 may not reap orphans).
-    pub(crate) fn alive(pid: i32) -> bool {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|s| {
-                s.rsplit(')')
-                    .next()
-                    .map(|r| !r.trim_start().starts_with('Z'))
-            })
-            .unwrap_or(false)
-    }
-
     /// Waits up to 2 s for `pid` to be gone (exit is not instantaneous after the pipe closes).
     fn gone(pid: i32) -> bool {
         let start = Instant::now();
-        while alive(pid) {
+        while exists(pid) {
             if start.elapsed() > Duration::from_secs(2) {
                 return false;
             }
@@ -1540,7 +1534,7 @@ mod tests {
             stop_orphans(&other.project, None, Duration::from_millis(200)),
             0
         );
-        assert!(alive(pid));
+        assert!(exists(pid));
         assert!(stop_orphans(&marker.project, None, Duration::from_millis(200)) >= 1);
         let _ = child.wait();
         assert!(marked_processes(&wanted).is_empty());
