@@ -1341,26 +1341,30 @@ mod tests {
         assert!(!dir.path().join("err").exists());
     }
 
-    #[test]
-    fn timeout_kills_the_whole_group() {
+    /// Runs a script that starts a grandchild (`sleep 300`, holding stdout) and then runs
+    /// `then`; the outcome and the grandchild's pid.
+    fn with_grandchild(then: &str, timeout: Duration) -> (RunOutcome, i32) {
         let dir = tempfile::tempdir().unwrap();
         let pidfile = dir.path().join("gc.pid");
-        let script = format!("sleep 300 & echo $! > {}; sleep 300", pidfile.display());
-        let (o, _) = sh(dir.path(), &script, Duration::from_millis(500), false);
+        let script = format!("sleep 300 & echo $! > {}; {then}", pidfile.display());
+        let (o, _) = sh(dir.path(), &script, timeout, false);
+        (o, read_pid(&pidfile))
+    }
+
+    #[test]
+    fn timeout_kills_the_whole_group() {
+        let (o, grandchild) = with_grandchild("sleep 300", Duration::from_millis(500));
         assert!(o.timed_out);
-        assert!(gone(read_pid(&pidfile)), "grandchild survived");
+        assert!(gone(grandchild), "grandchild survived");
     }
 
     #[test]
     fn a_grandchild_holding_stdout_does_not_hang_the_loop() {
-        let dir = tempfile::tempdir().unwrap();
-        let pidfile = dir.path().join("gc.pid");
-        let script = format!("sleep 300 & echo $! > {}; echo done", pidfile.display());
-        let (o, _) = sh(dir.path(), &script, Duration::from_secs(60), false);
+        let (o, grandchild) = with_grandchild("echo done", Duration::from_secs(60));
         assert_eq!(o.exit_code, Some(0));
         assert!(o.leftovers_killed);
         assert!(o.duration < Duration::from_secs(30));
-        assert!(gone(read_pid(&pidfile)), "grandchild survived");
+        assert!(gone(grandchild), "grandchild survived");
     }
 
     #[test]
