@@ -20,8 +20,8 @@ use super::parse::{Lenient, Scalar, lenient};
 const MAX_UTILIZATION: f64 = 10.0;
 
 /// What is said of a window, each field when given: by one event ([`WindowReading`]), or by
-/// the readings so far ([`crate::policy::windows::WindowState`], merged with
-/// [`WindowFields::merge`]).
+/// the readings so far ([`crate::policy::windows::WindowState`]), merged by one rule
+/// (`WindowFields::merge`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct WindowFields {
     /// Fraction used (0–1, can exceed 1).
