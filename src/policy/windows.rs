@@ -377,6 +377,44 @@ pub fn saved_wait_stands(
 mod tests {
     use super::*;
 
+    /// `state.json`'s windows and a reading on the wire keep their flat JSON form: the shared
+    /// fields sit beside `seen_at` and `name`, a field not given is left out.
+    #[test]
+    fn window_json_is_flat() {
+        let at = |s: i64| Timestamp::from_second(1_800_000_000 + s).unwrap();
+        let state = WindowState {
+            fields: WindowFields {
+                utilization: Some(0.5),
+                resets_at: Some(at(3600)),
+                status: Some("allowed".into()),
+            },
+            seen_at: at(0),
+        };
+        let text = r#"{"utilization":0.5,"resets_at":"2027-01-15T09:00:00Z","status":"allowed","seen_at":"2027-01-15T08:00:00Z"}"#;
+        assert_eq!(serde_json::to_string(&state).unwrap(), text);
+        assert_eq!(serde_json::from_str::<WindowState>(text).unwrap(), state);
+        let bare = WindowState {
+            fields: WindowFields::default(),
+            seen_at: at(0),
+        };
+        let text = r#"{"seen_at":"2027-01-15T08:00:00Z"}"#;
+        assert_eq!(serde_json::to_string(&bare).unwrap(), text);
+        assert_eq!(serde_json::from_str::<WindowState>(text).unwrap(), bare);
+        let reading = WindowReading {
+            name: "five_hour".into(),
+            fields: WindowFields {
+                utilization: Some(0.25),
+                ..WindowFields::default()
+            },
+        };
+        let text = r#"{"name":"five_hour","utilization":0.25}"#;
+        assert_eq!(serde_json::to_string(&reading).unwrap(), text);
+        assert_eq!(
+            serde_json::from_str::<WindowReading>(text).unwrap(),
+            reading
+        );
+    }
+
     #[test]
     fn adopt_newer_takes_only_later_readings_and_never_empties_a_window() {
         let at = |s: i64| Timestamp::from_second(1_800_000_000 + s).unwrap();
