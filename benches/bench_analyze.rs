@@ -14,7 +14,8 @@ use std::io::BufReader;
 use std::time::Duration;
 
 use common::{Shape, Stats, generate, header, row, time_runs};
-use hank::agent::argv::{self, ArgvInput, ContextInput};
+use hank::agent::argv::{self, ContextInput};
+use hank::agent::profile::CallInput;
 use hank::analysis::{self, RunFacts};
 use hank::policy::breaker::{Breaker, BreakerConfig};
 use hank::policy::budget::{BudgetLimits, Ledger};
@@ -141,15 +142,13 @@ fn main() -> common::Res<()> {
             verification: None,
             contradiction: false,
         });
-        let args = argv::build_argv(&ArgvInput {
-            leading_args: &[],
-            output_format: hank::settings::OutputFormat::Json,
-            live: false,
-            resume: Some("0b5e4a3c-1d2e-4f60-8a9b-0c1d2e3f4a5b"),
-            model: None,
-            permission_mode: None,
-            allowed_tools: &tools,
-        });
+        let args = argv::build_argv(
+            &[],
+            &CallInput {
+                allowed_tools: &tools,
+                ..CallInput::json(Some("0b5e4a3c-1d2e-4f60-8a9b-0c1d2e3f4a5b"))
+            },
+        );
         let stdin = argv::compose_stdin(&context, b"# Prompt\nDo the next task.\n");
         let record = decide::record_loop(43, now, &analysis, &progress, &dcfg);
         let mut breaker = Breaker::default();

@@ -98,7 +98,7 @@ fn run(size: usize, loops: usize) -> common::Res<()> {
         human(s.min),
         human(s.max),
         human(Stats::of(saves).median),
-        file_kb(&store.state_path()),
+        file_kb(&store.path(hank::store::HankFile::State)),
         file_kb(&store.dir().join("state.json.calls")),
     );
     Ok(())

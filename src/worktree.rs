@@ -1487,17 +1487,18 @@ mod tests {
         assert!(marker.exists(), "the check above proves nothing");
     }
 
+    /// Runs the shell command `script` as a git alias (through [`git`]) in `dir`.
+    fn git_alias(dir: &Path, script: &str, timeout: Duration) -> Result<Vec<u8>, GitError> {
+        let alias = format!("alias.hank-test=!{script}");
+        git(dir, &["-c", &alias, "hank-test"], timeout, None)
+    }
+
     #[test]
     fn a_pipe_held_open_after_git_exits_does_not_block() {
         let dir = tempfile::tempdir().unwrap();
         let t = std::time::Instant::now();
         // The alias starts a process in its own session holding git's stdout, and exits.
-        let r = git(
-            dir.path(),
-            &["-c", "alias.hold=!setsid sleep 5 & echo held", "hold"],
-            GIT_TIMEOUT,
-            None,
-        );
+        let r = git_alias(dir.path(), "setsid sleep 5 & echo held", GIT_TIMEOUT);
         assert!(matches!(r, Err(GitError::Output(_))), "{r:?}");
         assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
     }
@@ -1507,12 +1508,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         // An alias runs a shell: it and its child are killed together.
         let t = std::time::Instant::now();
-        let r = git(
-            dir.path(),
-            &["-c", "alias.hang=!sleep 30 | cat", "hang"],
-            Duration::from_millis(300),
-            None,
-        );
+        let r = git_alias(dir.path(), "sleep 30 | cat", Duration::from_millis(300));
         assert!(matches!(r, Err(GitError::Timeout)), "{r:?}");
         assert!(t.elapsed() < Duration::from_secs(10));
         assert!(matches!(

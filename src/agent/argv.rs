@@ -17,25 +17,14 @@ use crate::policy::fixplan::Plan;
 use crate::settings::{ClientSettings, OutputFormat, Settings};
 use crate::store::State;
 
-/// What the argv depends on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ArgvInput<'a> {
-    /// Arguments that come with the command itself (`npx @anthropic-ai/claude-code`).
-    pub leading_args: &'a [String],
-    pub output_format: OutputFormat,
-    pub live: bool,
-    pub resume: Option<&'a str>,
-    pub model: Option<&'a str>,
-    pub permission_mode: Option<&'a str>,
-    pub allowed_tools: &'a [String],
-}
-
-/// The Claude Code argv as hank built it before profiles (without the program). The `claude`
-/// profile (`templates/agents/claude.toml`) must give exactly this argv for every setting; a
-/// test in [`crate::agent::profile`] checks it, so this function is the reference.
+/// The Claude Code argv as hank built it before profiles (without the program), from the
+/// arguments that come with the command itself (`npx @anthropic-ai/claude-code`) and the
+/// call's facts (`session` is the `--resume` id; the prompt goes on stdin, never here). The
+/// `claude` profile (`templates/agents/claude.toml`) must give exactly this argv for every
+/// setting; a test in [`crate::agent::profile`] checks it, so this function is the reference.
 #[must_use]
-pub fn build_argv(input: &ArgvInput<'_>) -> Vec<String> {
-    let mut argv: Vec<String> = input.leading_args.to_vec();
+pub fn build_argv(leading_args: &[String], input: &CallInput<'_>) -> Vec<String> {
+    let mut argv: Vec<String> = leading_args.to_vec();
     argv.push("-p".into());
     argv.push("--output-format".into());
     if input.live {
@@ -50,7 +39,7 @@ pub fn build_argv(input: &ArgvInput<'_>) -> Vec<String> {
             .into(),
         );
     }
-    if let Some(id) = input.resume {
+    if let Some(id) = input.session {
         argv.push("--resume".into());
         argv.push(id.into());
     }
@@ -388,15 +377,10 @@ pub fn context_input<'a>(state: &'a State, plan: &'a Plan, number: u64) -> Conte
 mod tests {
     use super::*;
 
-    fn base<'a>(tools: &'a [String], lead: &'a [String]) -> ArgvInput<'a> {
-        ArgvInput {
-            leading_args: lead,
-            output_format: OutputFormat::Json,
-            live: false,
-            resume: None,
-            model: None,
-            permission_mode: None,
+    fn base(tools: &[String]) -> CallInput<'_> {
+        CallInput {
             allowed_tools: tools,
+            ..CallInput::json(None)
         }
     }
 
@@ -405,7 +389,7 @@ mod tests {
         let tools = vec!["Read".to_string(), "Bash(git add *)".to_string()];
         let none: Vec<String> = Vec::new();
         assert_eq!(
-            build_argv(&base(&tools, &none)),
+            build_argv(&none, &base(&tools)),
             [
                 "-p",
                 "--output-format",
@@ -413,15 +397,15 @@ mod tests {
                 "--allowedTools=Read,Bash(git add *)",
             ]
         );
-        let live = ArgvInput {
+        let live = CallInput {
             live: true,
-            resume: Some("abc"),
+            session: Some("abc"),
             model: Some("opus"),
             permission_mode: Some("acceptEdits"),
-            ..base(&tools, &none)
+            ..base(&tools)
         };
         assert_eq!(
-            build_argv(&live),
+            build_argv(&none, &live),
             [
                 "-p",
                 "--output-format",
@@ -437,12 +421,12 @@ mod tests {
             ]
         );
         let lead = vec!["@anthropic-ai/claude-code".to_string()];
-        let text = ArgvInput {
+        let text = CallInput {
             output_format: OutputFormat::Text,
-            ..base(&none, &lead)
+            ..base(&none)
         };
         assert_eq!(
-            build_argv(&text),
+            build_argv(&lead, &text),
             ["@anthropic-ai/claude-code", "-p", "--output-format", "text",]
         );
     }
@@ -450,7 +434,7 @@ mod tests {
     #[test]
     fn the_context_leads_the_prompt_and_never_enters_argv() {
         let tools: Vec<String> = Vec::new();
-        let argv = build_argv(&base(&tools, &tools));
+        let argv = build_argv(&tools, &base(&tools));
         assert!(
             argv.iter().all(|a| !a.contains("system-prompt")),
             "{argv:?}"
@@ -490,11 +474,11 @@ mod tests {
     #[test]
     fn manual_permission_mode_is_sent_by_its_old_name() {
         let none: Vec<String> = Vec::new();
-        let input = ArgvInput {
+        let input = CallInput {
             permission_mode: Some("manual"),
-            ..base(&none, &none)
+            ..base(&none)
         };
-        let argv = build_argv(&input);
+        let argv = build_argv(&none, &input);
         assert!(
             argv.windows(2)
                 .any(|w| w == ["--permission-mode", "default"]),

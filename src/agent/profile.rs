@@ -902,7 +902,7 @@ pub fn resolve(name: &str, s: &Settings) -> Result<Agent> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::argv::{ArgvInput, build_argv};
+    use crate::agent::argv::build_argv;
 
     fn builtin_profile(name: &str) -> Profile {
         match load(name, Path::new("/nonexistent")) {
@@ -925,16 +925,7 @@ mod tests {
                     for model in [None, Some("opus")] {
                         for mode in [None, Some("manual"), Some("acceptEdits")] {
                             for allowed in [&none, &tools] {
-                                let native = build_argv(&ArgvInput {
-                                    leading_args: &[],
-                                    output_format: format,
-                                    live,
-                                    resume: session,
-                                    model,
-                                    permission_mode: mode,
-                                    allowed_tools: allowed,
-                                });
-                                let profiled = claude.argv(&CallInput {
+                                let input = CallInput {
                                     live,
                                     output_format: format,
                                     session,
@@ -943,8 +934,9 @@ mod tests {
                                     allowed_tools: allowed,
                                     prompt: None,
                                     prompt_file: None,
-                                });
-                                assert_eq!(profiled, native);
+                                };
+                                let native = build_argv(&[], &input);
+                                assert_eq!(claude.argv(&input), native);
                                 checked += 1;
                             }
                         }

@@ -41,7 +41,7 @@ pub use mapped::{
 };
 pub use reset::{parse_reset, reset_from_line, reset_in_line};
 pub use status::parse_status_block;
-pub use windows::{WindowReading, valid_window_name};
+pub use windows::{WindowFields, WindowReading, valid_window_name};
 
 /// Compiles one of the module's constant patterns (every one is exercised by the tests, so
 /// a failure here is a programming error caught before release, never an input problem).
@@ -550,9 +550,11 @@ fn finish(g: parse::Gathered, stderr: &[u8], facts: &RunFacts, clock: &Clock) ->
     {
         a.usage_windows.push(WindowReading {
             name: name.to_owned(),
-            utilization: None,
-            resets_at: e.reset_at,
-            status: Some("rejected".to_owned()),
+            fields: WindowFields {
+                utilization: None,
+                resets_at: e.reset_at,
+                status: Some("rejected".to_owned()),
+            },
         });
         a.usage_windows.sort_by(|x, y| x.name.cmp(&y.name));
     }

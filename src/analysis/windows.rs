@@ -19,20 +19,29 @@ use super::parse::{Lenient, Scalar, lenient};
 /// finite is a broken value and is dropped.
 const MAX_UTILIZATION: f64 = 10.0;
 
+/// What is said of a window, each field when given: by one event ([`WindowReading`]), or by
+/// the readings so far ([`crate::policy::windows::WindowState`]), merged by one rule
+/// (`WindowFields::merge`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WindowFields {
+    /// Fraction used (0–1, can exceed 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utilization: Option<f64>,
+    /// When the window resets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resets_at: Option<Timestamp>,
+    /// `allowed`, `allowed_warning`, `rejected`, … as the client said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+}
+
 /// What one event said about one window.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WindowReading {
     /// The window as the client names it: `five_hour`, `seven_day`, `seven_day_opus`, …
     pub name: String,
-    /// Fraction used (0–1, can exceed 1), when given.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub utilization: Option<f64>,
-    /// When the window resets, when given.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resets_at: Option<Timestamp>,
-    /// `allowed`, `allowed_warning`, `rejected`, … as given.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
+    #[serde(flatten)]
+    pub fields: WindowFields,
 }
 
 /// One window of `unifiedWindows`, fields read leniently.
@@ -133,9 +142,11 @@ pub(crate) fn readings(
     if let Some(name) = limit_type.map(str::trim).filter(|n| valid_window_name(n)) {
         out.push(WindowReading {
             name: name.to_owned(),
-            utilization: utilization_of(utilization),
-            resets_at: reset_of(resets_at),
-            status: status_of(status.clone()),
+            fields: WindowFields {
+                utilization: utilization_of(utilization),
+                resets_at: reset_of(resets_at),
+                status: status_of(status.clone()),
+            },
         });
     }
     for (name, w) in unified.0 {
@@ -144,48 +155,45 @@ pub(crate) fn readings(
         }
         out.push(WindowReading {
             name,
-            utilization: utilization_of(&w.utilization),
-            resets_at: reset_of(&w.resets_at),
-            status: status_of(w.status),
+            fields: WindowFields {
+                utilization: utilization_of(&w.utilization),
+                resets_at: reset_of(&w.resets_at),
+                status: status_of(w.status),
+            },
         });
     }
     out
 }
 
-/// The one merge rule of window readings, used within an answer ([`fold_readings`]) and
-/// across answers ([`crate::policy::windows::observe`]): a newer reading replaces the fields
-/// it gives and keeps the ones it leaves out, except that a new reset time without a
-/// utilization starts a new period, where the old figure is stale (dropped).
-pub(crate) fn merge_reading(
-    utilization: &mut Option<f64>,
-    resets_at: &mut Option<Timestamp>,
-    status: &mut Option<String>,
-    newer: &WindowReading,
-) {
-    if newer.resets_at.is_some() && newer.resets_at != *resets_at && newer.utilization.is_none() {
-        *utilization = None;
-    }
-    if newer.utilization.is_some() {
-        *utilization = newer.utilization;
-    }
-    if newer.resets_at.is_some() {
-        *resets_at = newer.resets_at;
-    }
-    if newer.status.is_some() {
-        status.clone_from(&newer.status);
+impl WindowFields {
+    /// The one merge rule of window readings, used within an answer ([`fold_readings`]) and
+    /// across answers ([`crate::policy::windows::observe`]): a newer reading replaces the
+    /// fields it gives and keeps the ones it leaves out, except that a new reset time without
+    /// a utilization starts a new period, where the old figure is stale (dropped).
+    pub(crate) fn merge(&mut self, newer: &WindowFields) {
+        if newer.resets_at.is_some()
+            && newer.resets_at != self.resets_at
+            && newer.utilization.is_none()
+        {
+            self.utilization = None;
+        }
+        if newer.utilization.is_some() {
+            self.utilization = newer.utilization;
+        }
+        if newer.resets_at.is_some() {
+            self.resets_at = newer.resets_at;
+        }
+        if newer.status.is_some() {
+            self.status.clone_from(&newer.status);
+        }
     }
 }
 
-/// Folds `new` into `seen` (name → latest reading) with [`merge_reading`].
+/// Folds `new` into `seen` (name → latest reading) with [`WindowFields::merge`].
 pub(crate) fn fold_readings(seen: &mut BTreeMap<String, WindowReading>, new: Vec<WindowReading>) {
     for r in new {
         match seen.get_mut(&r.name) {
-            Some(old) => merge_reading(
-                &mut old.utilization,
-                &mut old.resets_at,
-                &mut old.status,
-                &r,
-            ),
+            Some(old) => old.fields.merge(&r.fields),
             None => {
                 seen.insert(r.name.clone(), r);
             }
@@ -212,12 +220,18 @@ mod tests {
         .usage_windows
     }
 
-    fn w(name: &str, u: Option<f64>, reset: Option<i64>, status: Option<&str>) -> WindowReading {
-        WindowReading {
-            name: name.into(),
+    fn fields(u: Option<f64>, reset: Option<i64>, status: Option<&str>) -> WindowFields {
+        WindowFields {
             utilization: u,
             resets_at: reset.map(at),
             status: status.map(Into::into),
+        }
+    }
+
+    fn w(name: &str, u: Option<f64>, reset: Option<i64>, status: Option<&str>) -> WindowReading {
+        WindowReading {
+            name: name.into(),
+            fields: fields(u, reset, status),
         }
     }
 
@@ -376,10 +390,10 @@ mod tests {
             ),
         ];
         for (name, before, newer, after) in cases {
-            let (mut u, mut r, mut s) = (before.0, before.1.map(at), before.2.map(String::from));
-            merge_reading(&mut u, &mut r, &mut s, &w("x", newer.0, newer.1, newer.2));
+            let mut f = fields(before.0, before.1, before.2);
+            f.merge(&fields(newer.0, newer.1, newer.2));
             assert_eq!(
-                (u, r, s.as_deref()),
+                (f.utilization, f.resets_at, f.status.as_deref()),
                 (after.0, after.1.map(at), after.2),
                 "{name}"
             );
@@ -388,9 +402,7 @@ mod tests {
             known.insert(
                 "x".into(),
                 crate::policy::windows::WindowState {
-                    utilization: before.0,
-                    resets_at: before.1.map(at),
-                    status: before.2.map(String::from),
+                    fields: fields(before.0, before.1, before.2),
                     seen_at: at(0),
                 },
             );
@@ -399,13 +411,13 @@ mod tests {
                 &[w("x", newer.0, newer.1, newer.2)],
                 at(5),
             );
-            let k = &known["x"];
+            let k = &known["x"].fields;
             assert_eq!(
                 (k.utilization, k.resets_at, k.status.as_deref()),
                 (after.0, after.1.map(at), after.2),
                 "observe: {name}"
             );
-            assert_eq!(k.seen_at, at(5));
+            assert_eq!(known["x"].seen_at, at(5));
         }
     }
 

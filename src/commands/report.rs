@@ -115,7 +115,7 @@ pub(crate) fn run(args: &cli::ReportArgs) -> Result<u8> {
         return fleet_report(&dir, args.json, since);
     }
     // Only a regular file is read: a FIFO or device planted there is an error naming it.
-    let (chosen, runs) = chosen_loops(&store.events_path(), since)?;
+    let (chosen, runs) = chosen_loops(&store.path(crate::store::HankFile::Events), since)?;
     let r = receipts::attribute(&chosen);
     let first = chosen.iter().filter_map(|l| l.at).min();
     let last = chosen.iter().filter_map(|l| l.at).max();

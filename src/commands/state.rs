@@ -217,7 +217,7 @@ fn summary(dir: &Path, now: Timestamp) -> Result<String> {
         Some(url) => s.push_str(&format!("- pull request: {}\n", crate::sanitize::line(url))),
         None => s.push_str("- pull request: none\n"),
     }
-    let path = store.events_path();
+    let path = store.path(crate::store::HankFile::Events);
     let (loops, runs) = match crate::fsread::open_regular(&path, crate::fsread::Follow::No) {
         Ok(f) => super::report::read_loops(std::io::BufReader::new(f)),
         Err(_) => (Vec::new(), 0),

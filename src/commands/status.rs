@@ -11,7 +11,7 @@ use super::{out, project_dir, require_hank_dir};
 pub(crate) fn run(args: &cli::StatusArgs) -> Result<u8> {
     let dir = project_dir()?;
     let store = require_hank_dir(&dir)?;
-    let path = store.status_path();
+    let path = store.path(crate::store::HankFile::Status);
     let bytes = match crate::fsread::read(
         &path,
         crate::fsread::DOCUMENT_LIMIT,
@@ -32,7 +32,7 @@ pub(crate) fn run(args: &cli::StatusArgs) -> Result<u8> {
     };
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let events = crate::monitor::snapshot::read_tail(
-        &store.events_path(),
+        &store.path(crate::store::HankFile::Events),
         crate::monitor::snapshot::EVENTS_TAIL_BYTES,
     )
     .unwrap_or_default();

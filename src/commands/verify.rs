@@ -54,7 +54,7 @@ pub(crate) fn run(a: &VerifyArgs) -> Result<u8> {
     store.ensure_dirs()?;
     state.verify_count += 1;
     let log = store
-        .logs_dir()
+        .path(crate::store::HankFile::Logs)
         .join(format!("verify-{:05}.log", state.verify_count));
     let runtime = crate::proc::runtime()
         .map_err(|e| HankError::Internal(format!("failed to start the async runtime: {e}")))?;

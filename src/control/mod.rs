@@ -162,11 +162,29 @@ fn append_command(
     store.append_control(&line)
 }
 
-/// The loop's side of the journal.
+/// The reading side of the journal, for the loop and for a fleet: [`ControlInbox::poll`]
+/// reads it whole; [`ControlInbox::poll_moved`] only when it moved since
+/// [`ControlInbox::settle`] (one `stat` otherwise), with a read error warned about once.
 pub struct ControlInbox {
     store: Store,
     /// Ids already handed out by this process (not acknowledged yet).
     delivered: HashSet<String>,
+    /// The journal's stamp when it was last settled.
+    seen: Option<Stamp>,
+    /// The last read error, warned about once.
+    failed: Option<String>,
+}
+
+/// What [`ControlInbox::poll_moved`] found.
+#[derive(Debug)]
+pub enum Polled {
+    /// The journal did not move (or is missing): nothing was read.
+    Same,
+    /// The commands not handed out yet (maybe none).
+    New(Vec<Pending>),
+    /// The journal could not be read: the error's text the first time it is seen, `None`
+    /// while the same error repeats.
+    Failed(Option<String>),
 }
 
 impl ControlInbox {
@@ -175,6 +193,8 @@ impl ControlInbox {
         Self {
             store,
             delivered: HashSet::new(),
+            seen: None,
+            failed: None,
         }
     }
 
@@ -188,6 +208,43 @@ impl ControlInbox {
             .collect();
         self.delivered.extend(fresh.iter().map(|p| p.id.clone()));
         Ok(fresh)
+    }
+
+    /// [`ControlInbox::poll`], only when the journal moved since the last
+    /// [`ControlInbox::settle`].
+    pub fn poll_moved(&mut self) -> Polled {
+        let stamp = self.stamp();
+        if stamp.is_none() || stamp == self.seen {
+            return Polled::Same;
+        }
+        match self.poll() {
+            Ok(pending) => {
+                self.failed = None;
+                Polled::New(pending)
+            }
+            Err(e) => {
+                let e = e.to_string();
+                if self.failed.as_ref() == Some(&e) {
+                    Polled::Failed(None)
+                } else {
+                    self.failed = Some(e.clone());
+                    Polled::Failed(Some(e))
+                }
+            }
+        }
+    }
+
+    /// After the acknowledgements of a poll: our own acknowledgements moved the journal, so
+    /// it is read again only when someone else moves it.
+    pub fn settle(&mut self) {
+        self.seen = self.stamp();
+    }
+
+    fn stamp(&self) -> Option<Stamp> {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::symlink_metadata(self.store.control_path())
+            .ok()
+            .map(|m| (m.len(), m.modified().ok(), m.ino()))
     }
 
     /// Records what became of command `id` (`applied`, or `refused: why`).
@@ -221,13 +278,9 @@ type Stamp = (u64, Option<std::time::SystemTime>, u64);
 /// pause the loop took before a restart (and no resume after it) holds again at start.
 pub struct LiveControl {
     inbox: ControlInbox,
-    path: PathBuf,
-    seen: Option<Stamp>,
     /// Facts to hand out at the first poll (a pause from before a restart).
     replay: Vec<crate::policy::run::Control>,
     taken: Vec<Taken>,
-    /// The last read error, warned about once.
-    failed: Option<String>,
     warnings: Vec<String>,
     /// The reader of `CONTROL_TOPIC`, when the loop reads it ([`remote::RemotePoller`]).
     remote: Option<remote::RemotePoller>,
@@ -237,7 +290,6 @@ impl LiveControl {
     /// The control source of the project `store` belongs to.
     #[must_use]
     pub fn open(store: Store) -> Self {
-        let path = store.control_path();
         let mut replay = Vec::new();
         let mut taken = Vec::new();
         let mut warnings = Vec::new();
@@ -258,11 +310,8 @@ impl LiveControl {
         }
         Self {
             inbox: ControlInbox::new(store),
-            path,
-            seen: None,
             replay,
             taken,
-            failed: None,
             warnings,
             remote: None,
         }
@@ -276,13 +325,6 @@ impl LiveControl {
         self
     }
 
-    fn stamp(&self) -> Option<Stamp> {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::symlink_metadata(&self.path)
-            .ok()
-            .map(|m| (m.len(), m.modified().ok(), m.ino()))
-    }
-
     /// The commands that came since the last poll, as the loop's control facts, each
     /// acknowledged in the journal (`set` checked again: a bad one is refused, not applied).
     pub fn poll(&mut self, now: Timestamp) -> Vec<crate::policy::run::Control> {
@@ -290,22 +332,12 @@ impl LiveControl {
         if let Some(r) = &self.remote {
             self.warnings.extend(r.take_warnings());
         }
-        let stamp = self.stamp();
-        if stamp.is_none() || stamp == self.seen {
-            return out;
-        }
-        let pending = match self.inbox.poll() {
-            Ok(p) => {
-                self.failed = None;
-                p
-            }
-            Err(e) => {
-                let e = e.to_string();
-                if self.failed.as_ref() != Some(&e) {
-                    self.warnings
-                        .push(format!("hank ctl commands cannot be read: {e}"));
-                    self.failed = Some(e);
-                }
+        let pending = match self.inbox.poll_moved() {
+            Polled::New(pending) => pending,
+            Polled::Same => return out,
+            Polled::Failed(warning) => {
+                self.warnings
+                    .extend(warning.map(|e| format!("hank ctl commands cannot be read: {e}")));
                 return out;
             }
         };
@@ -340,8 +372,7 @@ impl LiveControl {
                 outcome,
             });
         }
-        // Our own acknowledgements moved the journal: read it again only when someone else does.
-        self.seen = self.stamp();
+        self.inbox.settle();
         out
     }
 

@@ -164,7 +164,7 @@ pub struct Committed {
 #[must_use]
 pub fn events_text(store: &crate::store::Store) -> String {
     crate::fsread::read(
-        &store.events_path(),
+        &store.path(crate::store::HankFile::Events),
         crate::fsread::STATE_LIMIT,
         crate::fsread::Follow::No,
     )

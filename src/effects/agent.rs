@@ -35,7 +35,7 @@ impl Real {
             c.sizes.1,
         );
         let mut live_file = if s.live.value {
-            process::create_log(&self.store.live_path()).ok()
+            process::create_log(&self.store.path(crate::store::HankFile::Live)).ok()
         } else {
             None
         };

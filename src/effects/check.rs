@@ -310,7 +310,7 @@ impl Real {
     pub(super) async fn check(&mut self, c: CheckCall<'_>) -> Result<Checked> {
         let log = self
             .store
-            .logs_dir()
+            .path(crate::store::HankFile::Logs)
             .join(format!("verify-{:05}.log", c.number));
         self.store.ensure_dirs()?;
         let what = format!("verifying ({}): {}", c.kind.as_str(), c.command);

@@ -249,7 +249,7 @@ impl Effects for Real {
 
     fn restore_status(&mut self) {
         if let Some(status) = &self.last_status
-            && !self.store.status_path().exists()
+            && !self.store.path(crate::store::HankFile::Status).exists()
         {
             let _ = self.store.write_status(status);
         }

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
 
-use crate::control::{self, ControlInbox, read_journal};
+use crate::control::{self, ControlInbox, Polled, read_journal};
 use crate::error::Result;
 use crate::policy::control::{self as rules, Command, FleetSteer};
 use crate::store::Store;
@@ -34,13 +34,9 @@ pub struct RunningTask<'a> {
 pub struct FleetControl {
     root: PathBuf,
     inbox: ControlInbox,
-    path: PathBuf,
-    seen: Option<(u64, Option<std::time::SystemTime>, u64)>,
     pub steer: FleetSteer,
     /// The main journal's id of each `set` in `steer.sets` (its forwarded copies' ids).
     set_ids: std::collections::BTreeMap<String, String>,
-    /// The last read error, warned about once.
-    failed: Option<String>,
 }
 
 /// A task's own journal (its `hank run` reads it: keyed by its worktree).
@@ -92,20 +88,10 @@ impl FleetControl {
         }
         Ok(Self {
             root: root.to_path_buf(),
-            path: store.control_path(),
             inbox: ControlInbox::new(store),
-            seen: None,
             steer,
             set_ids,
-            failed: None,
         })
-    }
-
-    fn stamp(&self) -> Option<(u64, Option<std::time::SystemTime>, u64)> {
-        use std::os::unix::fs::MetadataExt;
-        fs::symlink_metadata(&self.path)
-            .ok()
-            .map(|m| (m.len(), m.modified().ok(), m.ino()))
     }
 
     /// Takes the commands that came since the last poll and applies them to the fleet with
@@ -113,21 +99,13 @@ impl FleetControl {
     /// be read is a warning (once), never an error of the fleet.
     pub fn poll(&mut self, running: &[RunningTask<'_>], now: Timestamp) -> Vec<String> {
         let mut lines = Vec::new();
-        let stamp = self.stamp();
-        if stamp.is_none() || stamp == self.seen {
-            return lines;
-        }
-        let pending = match self.inbox.poll() {
-            Ok(p) => {
-                self.failed = None;
-                p
-            }
-            Err(e) => {
-                let e = e.to_string();
-                if self.failed.as_ref() != Some(&e) {
-                    lines.push(format!("warning: hank ctl commands cannot be read: {e}"));
-                    self.failed = Some(e);
-                }
+        let pending = match self.inbox.poll_moved() {
+            Polled::New(pending) => pending,
+            Polled::Same => return lines,
+            Polled::Failed(warning) => {
+                lines.extend(
+                    warning.map(|e| format!("warning: hank ctl commands cannot be read: {e}")),
+                );
                 return lines;
             }
         };
@@ -190,8 +168,7 @@ impl FleetControl {
                 crate::sanitize::line(&command)
             ));
         }
-        // Our own acknowledgements moved the journal: read it again only when someone else does.
-        self.seen = self.stamp();
+        self.inbox.settle();
         lines
     }
 

@@ -1474,7 +1474,7 @@ impl Forecast {
                 percent,
                 limit,
                 per_task: fleet::rise_per_task(*first, percent, self.started),
-                resets_at: window.resets_at,
+                resets_at: window.fields.resets_at,
             });
         }
         fleet::window_admission(&facts, running)

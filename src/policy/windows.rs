@@ -16,7 +16,7 @@ use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::WindowReading;
+use crate::analysis::{WindowFields, WindowReading};
 use crate::policy::budget::add_duration;
 
 /// Extra wait after a window's reset time (clock skew between this machine and the API; the
@@ -28,17 +28,11 @@ pub const WINDOW_UNKNOWN_WAIT: SignedDuration = SignedDuration::from_mins(60);
 /// Utilization compared with a limit gets this much slack (0.8 × 100 is 80.00000000000001).
 const EPSILON: f64 = 1e-9;
 
-/// What is known about one window (in `state.json`).
+/// What is known about one window (in `state.json`): its readings merged, and when.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WindowState {
-    /// Fraction used (0–1, can exceed 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub utilization: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resets_at: Option<Timestamp>,
-    /// `allowed`, `allowed_warning`, `rejected`, … as the client said.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
+    #[serde(flatten)]
+    pub fields: WindowFields,
     /// When hank last read something about it.
     pub seen_at: Timestamp,
 }
@@ -47,13 +41,13 @@ impl WindowState {
     /// Its reset time has passed: the window counts as reset.
     #[must_use]
     pub fn is_reset(&self, now: Timestamp) -> bool {
-        self.resets_at.is_some_and(|r| r <= now)
+        self.fields.resets_at.is_some_and(|r| r <= now)
     }
 
     /// No reset time, and seen [`WINDOW_UNKNOWN_WAIT`] ago or more: what is known is stale.
     #[must_use]
     pub fn is_stale(&self, now: Timestamp) -> bool {
-        self.resets_at.is_none() && add_duration(self.seen_at, WINDOW_UNKNOWN_WAIT) <= now
+        self.fields.resets_at.is_none() && add_duration(self.seen_at, WINDOW_UNKNOWN_WAIT) <= now
     }
 
     /// The utilization in force at `now`: 0 after the reset; 1 (100 %) for a window the
@@ -63,8 +57,9 @@ impl WindowState {
         if self.is_reset(now) {
             return Some(0.0);
         }
-        self.utilization
-            .or_else(|| (self.status.as_deref() == Some("rejected")).then_some(1.0))
+        self.fields
+            .utilization
+            .or_else(|| (self.fields.status.as_deref() == Some("rejected")).then_some(1.0))
     }
 }
 
@@ -72,23 +67,16 @@ impl WindowState {
 pub type Windows = BTreeMap<String, WindowState>;
 
 /// Folds one answer's readings into `windows` at `now`, with the one merge rule
-/// (`analysis::windows::merge_reading`).
+/// (`analysis::windows::WindowFields::merge`).
 pub fn observe(windows: &mut Windows, readings: &[WindowReading], now: Timestamp) {
     for r in readings {
         let w = windows
             .entry(r.name.clone())
             .or_insert_with(|| WindowState {
-                utilization: None,
-                resets_at: None,
-                status: None,
+                fields: WindowFields::default(),
                 seen_at: now,
             });
-        crate::analysis::windows::merge_reading(
-            &mut w.utilization,
-            &mut w.resets_at,
-            &mut w.status,
-            r,
-        );
+        w.fields.merge(&r.fields);
         w.seen_at = now;
     }
 }
@@ -116,15 +104,18 @@ pub fn adopt_newer(windows: &mut Windows, other: &Windows, now: Timestamp) -> bo
         if theirs.seen_at <= ours.seen_at {
             continue;
         }
-        if ours.resets_at.is_some() && ours.resets_at == theirs.resets_at {
-            let higher = match (ours.utilization, theirs.utilization) {
+        let (o, t) = (&ours.fields, &theirs.fields);
+        if o.resets_at.is_some() && o.resets_at == t.resets_at {
+            let higher = match (o.utilization, t.utilization) {
                 (Some(a), Some(b)) => Some(a.max(b)),
                 (a, b) => a.or(b),
             };
             let merged = WindowState {
-                utilization: higher,
-                resets_at: ours.resets_at,
-                status: theirs.status.clone().or_else(|| ours.status.clone()),
+                fields: WindowFields {
+                    utilization: higher,
+                    resets_at: o.resets_at,
+                    status: t.status.clone().or_else(|| o.status.clone()),
+                },
                 seen_at: theirs.seen_at,
             };
             if merged != *ours {
@@ -224,7 +215,7 @@ pub fn check(windows: &Windows, limits: &WindowLimits, now: Timestamp) -> Window
         if percent + EPSILON < f64::from(limit) {
             continue;
         }
-        let until = match w.resets_at {
+        let until = match w.fields.resets_at {
             Some(r) => add_duration(r, WINDOW_RESET_MARGIN),
             None => add_duration(w.seen_at, WINDOW_UNKNOWN_WAIT),
         };
@@ -235,7 +226,7 @@ pub fn check(windows: &Windows, limits: &WindowLimits, now: Timestamp) -> Window
             window: name.clone(),
             percent,
             limit,
-            resets_at: w.resets_at,
+            resets_at: w.fields.resets_at,
         };
         if worst.as_ref().is_none_or(|(t, _)| until > *t) {
             worst = Some((until, over));
@@ -281,13 +272,13 @@ pub fn status_windows(
                     utilization: match (reset, stale) {
                         (true, _) => Some(0.0),
                         (_, true) => None,
-                        _ => w.utilization,
+                        _ => w.fields.utilization,
                     },
-                    resets_at: if reset { None } else { w.resets_at },
+                    resets_at: if reset { None } else { w.fields.resets_at },
                     status: if reset || stale {
                         None
                     } else {
-                        w.status.clone()
+                        w.fields.status.clone()
                     },
                     limit_percent: limits.of(name),
                 },
@@ -386,13 +377,53 @@ pub fn saved_wait_stands(
 mod tests {
     use super::*;
 
+    /// `state.json`'s windows and a reading on the wire keep their flat JSON form: the shared
+    /// fields sit beside `seen_at` and `name`, a field not given is left out.
+    #[test]
+    fn window_json_is_flat() {
+        let at = |s: i64| Timestamp::from_second(1_800_000_000 + s).unwrap();
+        let state = WindowState {
+            fields: WindowFields {
+                utilization: Some(0.5),
+                resets_at: Some(at(3600)),
+                status: Some("allowed".into()),
+            },
+            seen_at: at(0),
+        };
+        let text = r#"{"utilization":0.5,"resets_at":"2027-01-15T09:00:00Z","status":"allowed","seen_at":"2027-01-15T08:00:00Z"}"#;
+        assert_eq!(serde_json::to_string(&state).unwrap(), text);
+        assert_eq!(serde_json::from_str::<WindowState>(text).unwrap(), state);
+        let bare = WindowState {
+            fields: WindowFields::default(),
+            seen_at: at(0),
+        };
+        let text = r#"{"seen_at":"2027-01-15T08:00:00Z"}"#;
+        assert_eq!(serde_json::to_string(&bare).unwrap(), text);
+        assert_eq!(serde_json::from_str::<WindowState>(text).unwrap(), bare);
+        let reading = WindowReading {
+            name: "five_hour".into(),
+            fields: WindowFields {
+                utilization: Some(0.25),
+                ..WindowFields::default()
+            },
+        };
+        let text = r#"{"name":"five_hour","utilization":0.25}"#;
+        assert_eq!(serde_json::to_string(&reading).unwrap(), text);
+        assert_eq!(
+            serde_json::from_str::<WindowReading>(text).unwrap(),
+            reading
+        );
+    }
+
     #[test]
     fn adopt_newer_takes_only_later_readings_and_never_empties_a_window() {
         let at = |s: i64| Timestamp::from_second(1_800_000_000 + s).unwrap();
         let w = |u: f64, seen: i64, reset: i64| WindowState {
-            utilization: Some(u),
-            resets_at: Some(at(reset)),
-            status: None,
+            fields: WindowFields {
+                utilization: Some(u),
+                resets_at: Some(at(reset)),
+                status: None,
+            },
             seen_at: at(seen),
         };
         let ours: Windows = [("five_hour".to_string(), w(0.2, 10, 18_000))].into();
@@ -422,7 +453,7 @@ mod tests {
             let other: Windows = [("five_hour".to_string(), theirs)].into();
             let mut mine = ours.clone();
             assert_eq!(adopt_newer(&mut mine, &other, at(100)), changed, "{name}");
-            assert_eq!(mine["five_hour"].utilization, Some(want), "{name}");
+            assert_eq!(mine["five_hour"].fields.utilization, Some(want), "{name}");
         }
         let mut mine = ours.clone();
         let other: Windows = [("seven_day".to_string(), w(0.5, 1, 9))].into();
@@ -442,9 +473,11 @@ mod tests {
     ) -> WindowReading {
         WindowReading {
             name: name.into(),
-            utilization: u,
-            resets_at: reset.map(ts),
-            status: status.map(Into::into),
+            fields: WindowFields {
+                utilization: u,
+                resets_at: reset.map(ts),
+                status: status.map(Into::into),
+            },
         }
     }
 
@@ -635,9 +668,9 @@ mod tests {
             ts(100),
         );
         let five = &w["five_hour"];
-        assert_eq!(five.utilization, Some(0.6));
-        assert_eq!(five.resets_at, Some(ts(3600)));
-        assert_eq!(five.status.as_deref(), Some("allowed"));
+        assert_eq!(five.fields.utilization, Some(0.6));
+        assert_eq!(five.fields.resets_at, Some(ts(3600)));
+        assert_eq!(five.fields.status.as_deref(), Some("allowed"));
         assert_eq!(five.seen_at, ts(100));
         assert_eq!(w.len(), 2);
         // A new period without a figure drops the old figure.
@@ -646,7 +679,7 @@ mod tests {
             &[reading("five_hour", None, Some(21_600), None)],
             ts(200),
         );
-        assert_eq!(w["five_hour"].utilization, None);
+        assert_eq!(w["five_hour"].fields.utilization, None);
     }
 
     #[test]
@@ -788,12 +821,7 @@ mod tests {
         };
         assert!(!saved_wait_stands(&window_wait, &windows, &limits, ts(0)));
         assert!(saved_wait_stands(&limit_wait, &windows, &limits, ts(0)));
-        let reading = crate::analysis::WindowReading {
-            name: "five_hour".into(),
-            utilization: Some(0.95),
-            resets_at: Some(ts(3600)),
-            status: None,
-        };
+        let reading = reading("five_hour", Some(0.95), Some(3600), None);
         observe(&mut windows, &[reading], ts(0));
         assert!(saved_wait_stands(&window_wait, &windows, &limits, ts(10)));
     }

@@ -274,6 +274,12 @@ pub fn is_running(pid: i32, ticks: u64) -> bool {
     stat_of(pid).is_some_and(|s| !s.zombie && s.ticks == ticks)
 }
 
+/// `pid` exists and has not exited (a zombie or a dead entry does not count).
+#[must_use]
+pub fn exists(pid: i32) -> bool {
+    stat_of(pid).is_some_and(|s| !s.zombie)
+}
+
 fn stat_of(pid: i32) -> Option<Stat> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let after = stat.rsplit_once(')')?.1;
@@ -1229,22 +1235,10 @@ async fn drain_stderr(
 mod tests {
     use super::*;
 
-    /// Alive and not a zombie (the container's PID 1 may not reap orphans).
-    pub(crate) fn alive(pid: i32) -> bool {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|s| {
-                s.rsplit(')')
-                    .next()
-                    .map(|r| !r.trim_start().starts_with('Z'))
-            })
-            .unwrap_or(false)
-    }
-
     /// Waits up to 2 s for `pid` to be gone (exit is not instantaneous after the pipe closes).
     fn gone(pid: i32) -> bool {
         let start = Instant::now();
-        while alive(pid) {
+        while exists(pid) {
             if start.elapsed() > Duration::from_secs(2) {
                 return false;
             }
@@ -1347,26 +1341,30 @@ mod tests {
         assert!(!dir.path().join("err").exists());
     }
 
-    #[test]
-    fn timeout_kills_the_whole_group() {
+    /// Runs a script that starts a grandchild (`sleep 300`, holding stdout) and then runs
+    /// `then`; the outcome and the grandchild's pid.
+    fn with_grandchild(then: &str, timeout: Duration) -> (RunOutcome, i32) {
         let dir = tempfile::tempdir().unwrap();
         let pidfile = dir.path().join("gc.pid");
-        let script = format!("sleep 300 & echo $! > {}; sleep 300", pidfile.display());
-        let (o, _) = sh(dir.path(), &script, Duration::from_millis(500), false);
+        let script = format!("sleep 300 & echo $! > {}; {then}", pidfile.display());
+        let (o, _) = sh(dir.path(), &script, timeout, false);
+        (o, read_pid(&pidfile))
+    }
+
+    #[test]
+    fn timeout_kills_the_whole_group() {
+        let (o, grandchild) = with_grandchild("sleep 300", Duration::from_millis(500));
         assert!(o.timed_out);
-        assert!(gone(read_pid(&pidfile)), "grandchild survived");
+        assert!(gone(grandchild), "grandchild survived");
     }
 
     #[test]
     fn a_grandchild_holding_stdout_does_not_hang_the_loop() {
-        let dir = tempfile::tempdir().unwrap();
-        let pidfile = dir.path().join("gc.pid");
-        let script = format!("sleep 300 & echo $! > {}; echo done", pidfile.display());
-        let (o, _) = sh(dir.path(), &script, Duration::from_secs(60), false);
+        let (o, grandchild) = with_grandchild("echo done", Duration::from_secs(60));
         assert_eq!(o.exit_code, Some(0));
         assert!(o.leftovers_killed);
         assert!(o.duration < Duration::from_secs(30));
-        assert!(gone(read_pid(&pidfile)), "grandchild survived");
+        assert!(gone(grandchild), "grandchild survived");
     }
 
     #[test]
@@ -1540,7 +1538,7 @@ mod tests {
             stop_orphans(&other.project, None, Duration::from_millis(200)),
             0
         );
-        assert!(alive(pid));
+        assert!(exists(pid));
         assert!(stop_orphans(&marker.project, None, Duration::from_millis(200)) >= 1);
         let _ = child.wait();
         assert!(marked_processes(&wanted).is_empty());

@@ -765,8 +765,7 @@ mod tests {
             .unwrap();
         // The grandchild was killed with the group (it is reaped by init or the subreaper).
         let gone = (0..100).any(|_| {
-            let alive = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .is_ok_and(|s| !s.contains(") Z "));
+            let alive = agent::exists(pid);
             if alive {
                 std::thread::sleep(Duration::from_millis(20));
             }

@@ -178,6 +178,46 @@ pub struct Store {
     hank_dir_was_link: Arc<std::sync::OnceLock<bool>>,
 }
 
+/// One of hank's files in a project's `.hank/` (each written 0600: atomically, or appended
+/// without following a link).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HankFile {
+    /// `state.json`, the run's state (internal, versioned).
+    State,
+    /// `state.json.calls`, the call log (see the module doc).
+    Calls,
+    /// `status.json`, the public status.
+    Status,
+    /// `events.jsonl`.
+    Events,
+    /// `live.log`, the agent's output as it comes.
+    Live,
+    /// The `logs/` folder (per-loop logs, check outputs, `hank.log`).
+    Logs,
+    /// `hank.lock`, the single-loop lock and its record of the processes started.
+    Lock,
+    /// `control.jsonl`, the `hank ctl` journal: in the per-user folder
+    /// ([`Store::with_user_control`]), in `.hank/` only in unit tests.
+    Control,
+}
+
+impl HankFile {
+    /// The file's name.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::State => "state.json",
+            Self::Calls => "state.json.calls",
+            Self::Status => "status.json",
+            Self::Events => "events.jsonl",
+            Self::Live => "live.log",
+            Self::Logs => "logs",
+            Self::Lock => "hank.lock",
+            Self::Control => "control.jsonl",
+        }
+    }
+}
+
 /// What the call log holds, as far as this store knows.
 #[derive(Debug, Clone, Copy, Default)]
 struct Journal {
@@ -448,35 +488,11 @@ impl Store {
         &self.dir
     }
 
+    /// Where `file` is in `.hank/` (the `hank ctl` journal's place is
+    /// [`Store::control_path`]).
     #[must_use]
-    pub fn state_path(&self) -> PathBuf {
-        self.dir.join("state.json")
-    }
-
-    /// The call log (see the module doc).
-    #[must_use]
-    pub fn calls_path(&self) -> PathBuf {
-        self.dir.join("state.json.calls")
-    }
-
-    #[must_use]
-    pub fn status_path(&self) -> PathBuf {
-        self.dir.join("status.json")
-    }
-
-    #[must_use]
-    pub fn events_path(&self) -> PathBuf {
-        self.dir.join("events.jsonl")
-    }
-
-    #[must_use]
-    pub fn logs_dir(&self) -> PathBuf {
-        self.dir.join("logs")
-    }
-
-    #[must_use]
-    pub fn live_path(&self) -> PathBuf {
-        self.dir.join("live.log")
+    pub fn path(&self, file: HankFile) -> PathBuf {
+        self.dir.join(file.name())
     }
 
     /// `logs/loop-NNNNN.out` / `.err`.
@@ -495,12 +511,12 @@ impl Store {
         )
     }
 
-    /// [`Store::logs_dir`] for a write, rotation or removal: a symbolic link planted there at
+    /// The `logs/` folder ([`HankFile::Logs`]) for a write, rotation or removal: a symbolic link planted there at
     /// any time (not only before the run) is replaced by a real directory first, with a note
     /// — the link is removed, never what it points to.
     fn real_logs_dir(&self) -> PathBuf {
         self.keep_hank_dir_real();
-        let logs = self.logs_dir();
+        let logs = self.path(HankFile::Logs);
         if let Ok(meta) = fs::symlink_metadata(&logs)
             && meta.file_type().is_symlink()
         {
@@ -597,7 +613,7 @@ impl Store {
     /// link itself is removed, never what it points to); a regular file there is an error.
     pub fn ensure_dirs(&self) -> Result<()> {
         self.keep_hank_dir_real();
-        let logs = self.logs_dir();
+        let logs = self.path(HankFile::Logs);
         if let Ok(meta) = fs::symlink_metadata(&logs)
             && meta.file_type().is_symlink()
         {
@@ -620,7 +636,7 @@ impl Store {
     /// fresh state returned (the caller warns); the calls in the log are kept. Never silently
     /// reset. A call log that is a symlink is an error (it is never followed).
     pub fn load_state(&self, now: Timestamp) -> Result<Loaded> {
-        let path = self.state_path();
+        let path = self.path(HankFile::State);
         let mut log = self.read_calls()?;
         // The copy outside the project: a call it holds and the log lost (emptied, deleted,
         // edited by the agent) is counted again, and the next save rewrites both.
@@ -634,7 +650,7 @@ impl Store {
             if restored > 0 {
                 self.note(format!(
                     "{} lacked {restored} call(s) that its copy outside the project holds; they count against the caps again",
-                    self.calls_path().display()
+                    self.path(HankFile::Calls).display()
                 ));
             }
         }
@@ -705,7 +721,7 @@ impl Store {
     /// both (costly on some disks; a crash of hank alone never needs it, only a crash of the
     /// machine does).
     pub fn save_state_with(&self, state: &State, durable: bool) -> Result<()> {
-        let path = self.state_path();
+        let path = self.path(HankFile::State);
         let bytes = serde_json::to_vec_pretty(state)
             .map_err(|e| HankError::Internal(format!("failed to encode state: {e}")))?;
         self.save_calls(&state.ledger, durable)?;
@@ -718,7 +734,7 @@ impl Store {
 
     /// Reads the call log (`O_NOFOLLOW`); missing → empty.
     fn read_calls(&self) -> Result<CallLog> {
-        let path = self.calls_path();
+        let path = self.path(HankFile::Calls);
         match crate::fsread::read_if_exists(&path, crate::fsread::STATE_LIMIT, Follow::No) {
             Ok(Some(bytes)) => Ok(parse_call_log(&bytes)),
             Ok(None) => Ok(CallLog::default()),
@@ -730,7 +746,7 @@ impl Store {
     /// or rewrites it whole when it is unknown, damaged, too long, or `ledger` is not the
     /// continuation of what it holds.
     fn save_calls(&self, ledger: &Ledger, durable: bool) -> Result<()> {
-        let path = self.calls_path();
+        let path = self.path(HankFile::Calls);
         let mut journal = self.journal_lock();
         let entries = &ledger.entries;
         let last_id = ledger.last_id();
@@ -814,7 +830,7 @@ impl Store {
 
     /// Writes `status.json` atomically.
     pub fn write_status(&self, status: &Status) -> Result<()> {
-        let path = self.status_path();
+        let path = self.path(HankFile::Status);
         let mut bytes = serde_json::to_vec_pretty(status)
             .map_err(|e| HankError::Internal(format!("failed to encode status: {e}")))?;
         bytes.push(b'\n');
@@ -825,7 +841,7 @@ impl Store {
     /// only look): a missing file is the default state; an unreadable one is an error that
     /// says the next run will move it aside.
     pub fn read_state(&self) -> Result<State> {
-        let path = self.state_path();
+        let path = self.path(HankFile::State);
         let state = match crate::fsread::read(&path, crate::fsread::STATE_LIMIT, Follow::No) {
             Ok(b) => parse_state(&b).map_err(|why| HankError::Unreadable {
                 path: path.clone(),
@@ -844,7 +860,7 @@ impl Store {
     #[must_use]
     pub fn read_status(&self) -> Option<Status> {
         let bytes = crate::fsread::read(
-            &self.status_path(),
+            &self.path(HankFile::Status),
             crate::fsread::DOCUMENT_LIMIT,
             Follow::No,
         )
@@ -854,7 +870,7 @@ impl Store {
 
     /// Appends one event line to `events.jsonl`, trimming the file past [`EVENTS_CAP`].
     pub fn append_event(&self, line: &str) -> Result<()> {
-        let path = self.events_path();
+        let path = self.path(HankFile::Events);
         let (mut f, before) = self
             .open_own(&path)
             .map_err(|e| HankError::io("failed to open", &path, e))?;
@@ -889,7 +905,7 @@ impl Store {
     /// The per-user folder cannot be found or created.
     pub fn with_user_control(self) -> Result<Self> {
         let project = self.dir.parent().unwrap_or(&self.dir).to_path_buf();
-        let path = userdir::project_dir(&project)?.join("control.jsonl");
+        let path = userdir::project_dir(&project)?.join(HankFile::Control.name());
         Ok(self.with_control_journal(path))
     }
 
@@ -900,7 +916,7 @@ impl Store {
     pub fn control_path(&self) -> PathBuf {
         self.control
             .clone()
-            .unwrap_or_else(|| self.dir.join("control.jsonl"))
+            .unwrap_or_else(|| self.path(HankFile::Control))
     }
 
     /// Appends one line to the control journal (`O_APPEND`, `O_NOFOLLOW`, 0600). A journal
@@ -989,7 +1005,7 @@ impl Store {
             .custom_flags(
                 nix::fcntl::OFlag::O_NOFOLLOW.bits() | nix::fcntl::OFlag::O_NONBLOCK.bits(),
             )
-            .open(self.dir.join("hank.lock"))
+            .open(self.path(HankFile::Lock))
             .is_ok_and(|f| held(&f))
     }
 
@@ -1002,7 +1018,7 @@ impl Store {
     /// by a hank that was killed is kept (also by `hank reset`) until a loop has stopped what
     /// it names ([`LockGuard::orphaned_agent`], [`LockGuard::record_agent`]).
     pub fn lock(&self) -> Result<LockGuard> {
-        let path = self.dir.join("hank.lock");
+        let path = self.path(HankFile::Lock);
         let project = self
             .dir
             .parent()
@@ -1010,32 +1026,10 @@ impl Store {
             .unwrap_or_else(|| Path::new("."));
         let dir_lock =
             File::open(project).map_err(|e| HankError::io("failed to open", project, e))?;
-        match dir_lock.try_lock() {
-            Ok(()) => {}
-            Err(fs::TryLockError::WouldBlock) => {
-                return Err(HankError::Locked {
-                    holder: lock_holder(&path),
-                    path,
-                });
-            }
-            Err(fs::TryLockError::Error(e)) => {
-                return Err(HankError::io("failed to lock", project, e));
-            }
-        }
+        try_lock(&dir_lock, project, &path)?;
         let mut file =
             open_lock_file(&path).map_err(|e| HankError::io("failed to open", &path, e))?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(fs::TryLockError::WouldBlock) => {
-                return Err(HankError::Locked {
-                    holder: lock_holder(&path),
-                    path,
-                });
-            }
-            Err(fs::TryLockError::Error(e)) => {
-                return Err(HankError::io("failed to lock", &path, e));
-            }
-        }
+        try_lock(&file, &path, &path)?;
         let mut previous = String::new();
         let _ = file.read_to_string(&mut previous);
         let mut guard = LockGuard {
@@ -1055,6 +1049,19 @@ impl Store {
             .write_record()
             .map_err(|e| HankError::io("failed to write", &guard.path, e))?;
         Ok(guard)
+    }
+}
+
+/// Takes `file`'s exclusive lock (`file` opened at `at`) without waiting: held by another
+/// hank → [`HankError::Locked`] naming the holder written in the lock file `lock_path`.
+fn try_lock(file: &File, at: &Path, lock_path: &Path) -> Result<()> {
+    match file.try_lock() {
+        Ok(()) => Ok(()),
+        Err(fs::TryLockError::WouldBlock) => Err(HankError::Locked {
+            holder: lock_holder(lock_path),
+            path: lock_path.to_path_buf(),
+        }),
+        Err(fs::TryLockError::Error(e)) => Err(HankError::io("failed to lock", at, e)),
     }
 }
 
@@ -1231,16 +1238,14 @@ mod tests {
 
     #[test]
     fn state_round_trips_with_0600() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::new(dir.path());
-        store.ensure_dirs().unwrap();
+        let (_dir, store) = store();
         let mut state = State {
             loop_count: 7,
             ..State::default()
         };
         state.ledger.record_call(now());
         store.save_state(&state).unwrap();
-        let mode = fs::metadata(store.state_path())
+        let mode = fs::metadata(store.path(HankFile::State))
             .unwrap()
             .permissions()
             .mode()
@@ -1253,10 +1258,12 @@ mod tests {
 
     #[test]
     fn corrupt_state_is_moved_aside_not_lost() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::new(dir.path());
-        store.ensure_dirs().unwrap();
-        fs::write(store.state_path(), b"{\"loop_count\": 3, \"ledger\": [").unwrap();
+        let (_dir, store) = store();
+        fs::write(
+            store.path(HankFile::State),
+            b"{\"loop_count\": 3, \"ledger\": [",
+        )
+        .unwrap();
         let loaded = store.load_state(now()).unwrap();
         let aside = loaded.moved_aside.unwrap();
         assert_eq!(
@@ -1264,29 +1271,25 @@ mod tests {
             b"{\"loop_count\": 3, \"ledger\": ["
         );
         assert_eq!(loaded.state, State::default());
-        assert!(!store.state_path().exists());
+        assert!(!store.path(HankFile::State).exists());
     }
 
     #[test]
     fn newer_schema_is_not_overwritten_silently() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::new(dir.path());
-        store.ensure_dirs().unwrap();
-        fs::write(store.state_path(), b"{\"schema_version\": 99}").unwrap();
+        let (_dir, store) = store();
+        fs::write(store.path(HankFile::State), b"{\"schema_version\": 99}").unwrap();
         assert!(store.load_state(now()).unwrap().moved_aside.is_some());
     }
 
     #[test]
     fn the_lock_holds_when_hank_files_are_deleted() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::new(dir.path());
-        store.ensure_dirs().unwrap();
+        let (_dir, store) = store();
         let mut held = store.lock().unwrap();
         fs::remove_dir_all(store.dir()).unwrap();
         assert!(matches!(store.lock(), Err(HankError::Locked { .. })));
         // The record is written again where it belongs.
         held.record_agent(Some((4242, 7)));
-        let text = fs::read_to_string(store.dir().join("hank.lock")).unwrap();
+        let text = fs::read_to_string(store.path(HankFile::Lock)).unwrap();
         assert_eq!(text, format!("{}\nagent 4242 7\n", std::process::id()));
         drop(held);
         assert!(store.lock().is_ok());
@@ -1294,9 +1297,7 @@ mod tests {
 
     #[test]
     fn an_orphan_record_survives_a_new_lock_until_cleared() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::new(dir.path());
-        store.ensure_dirs().unwrap();
+        let (_dir, store) = store();
         let mut first = store.lock().unwrap();
         first.record_agent(Some((4242, 7)));
         drop(first); // as if killed: the record stays
@@ -1313,9 +1314,7 @@ mod tests {
 
     #[test]
     fn a_deleted_call_log_is_written_again_whole() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::new(dir.path());
-        store.ensure_dirs().unwrap();
+        let (dir, store) = store();
         let mut state = store.load_state(now()).unwrap().state;
         for _ in 0..3 {
             state.ledger.record_call(now());
@@ -1331,13 +1330,11 @@ mod tests {
 
     #[test]
     fn verify_and_agent_records_are_kept_apart_until_cleared() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::new(dir.path());
-        store.ensure_dirs().unwrap();
+        let (_dir, store) = store();
         let mut first = store.lock().unwrap();
         first.record_agent(Some((4242, 7)));
         first.record_verify(Some((5151, 9)));
-        let text = fs::read_to_string(store.dir().join("hank.lock")).unwrap();
+        let text = fs::read_to_string(store.path(HankFile::Lock)).unwrap();
         assert_eq!(
             text,
             format!("{}\nagent 4242 7\nverify 5151 9\n", std::process::id())
@@ -1347,16 +1344,14 @@ mod tests {
         assert_eq!(next.orphaned_agent(), Some((4242, 7)));
         assert_eq!(next.orphaned_verify(), Some((5151, 9)));
         next.record_verify(None);
-        let text = fs::read_to_string(store.dir().join("hank.lock")).unwrap();
+        let text = fs::read_to_string(store.path(HankFile::Lock)).unwrap();
         assert!(!text.contains("verify"), "{text}");
         assert!(text.contains("agent 4242 7"), "{text}");
     }
 
     #[test]
     fn second_lock_names_the_holder() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::new(dir.path());
-        store.ensure_dirs().unwrap();
+        let (_dir, store) = store();
         let _held = store.lock().unwrap();
         let err = store.lock().unwrap_err().to_string();
         assert!(
@@ -1372,11 +1367,11 @@ mod tests {
         fs::write(&outside, b"keep").unwrap();
         let store = Store::new(&dir.path().join("p"));
         store.ensure_dirs().unwrap();
-        std::os::unix::fs::symlink(&outside, store.status_path()).unwrap();
-        write_atomic(&store.status_path(), b"{}", false).unwrap();
+        std::os::unix::fs::symlink(&outside, store.path(HankFile::Status)).unwrap();
+        write_atomic(&store.path(HankFile::Status), b"{}", false).unwrap();
         assert_eq!(fs::read(&outside).unwrap(), b"keep");
         assert!(
-            !fs::symlink_metadata(store.status_path())
+            !fs::symlink_metadata(store.path(HankFile::Status))
                 .unwrap()
                 .file_type()
                 .is_symlink()
@@ -1409,13 +1404,13 @@ mod tests {
         }
         assert_eq!(
             fs::read(&copy).unwrap(),
-            fs::read(store.calls_path()).unwrap()
+            fs::read(store.path(HankFile::Calls)).unwrap()
         );
         for wipe in [
             |p: &Path| fs::write(p, b"").unwrap(),
             |p: &Path| fs::remove_file(p).unwrap(),
         ] {
-            wipe(&store.calls_path());
+            wipe(&store.path(HankFile::Calls));
             let fresh = Store::new(dir.path()).with_ledger_copy(copy.clone());
             let loaded = fresh.load_state(ts(5)).unwrap().state;
             assert_eq!(
@@ -1432,7 +1427,7 @@ mod tests {
             );
         }
         // Without a copy, the log alone is read (commands that only look).
-        fs::write(store.calls_path(), b"").unwrap();
+        write_log(&store, b"");
         assert!(
             Store::new(dir.path())
                 .read_state()
@@ -1444,7 +1439,7 @@ mod tests {
     }
 
     fn log_lines(store: &Store) -> Vec<String> {
-        fs::read_to_string(store.calls_path())
+        fs::read_to_string(store.path(HankFile::Calls))
             .unwrap()
             .lines()
             .map(String::from)
@@ -1459,8 +1454,14 @@ mod tests {
         l.entries.iter().map(|e| (e.at, e.tokens)).collect()
     }
 
-    /// A schema 1 `state.json` as the previous hank wrote it (pretty, ledger inline).
-    fn schema_1_state(calls: &[(i64, u64)]) -> String {
+    /// Writes the store's call log as a previous run left it.
+    fn write_log(store: &Store, text: impl AsRef<[u8]>) {
+        fs::write(store.path(HankFile::Calls), text).unwrap();
+    }
+
+    /// Writes the store's `state.json` as the previous hank wrote it (schema 1: pretty,
+    /// ledger inline).
+    fn write_schema_1_state(store: &Store, calls: &[(i64, u64)]) {
         let mut state = serde_json::to_value(State {
             loop_count: 9,
             ..State::default()
@@ -1473,7 +1474,11 @@ mod tests {
                 .map(|&(s, t)| serde_json::json!({"at": ts(s), "tokens": t}))
                 .collect::<Vec<_>>()
         });
-        serde_json::to_string_pretty(&state).unwrap()
+        fs::write(
+            store.path(HankFile::State),
+            serde_json::to_string_pretty(&state).unwrap(),
+        )
+        .unwrap();
     }
 
     #[test]
@@ -1483,7 +1488,7 @@ mod tests {
         state.ledger.record_call(ts(0));
         store.save_state_with(&state, false).unwrap();
         assert_eq!(log_lines(&store), vec![line(1, 0, 0)]);
-        let json = fs::read_to_string(store.state_path()).unwrap();
+        let json = fs::read_to_string(store.path(HankFile::State)).unwrap();
         assert!(!json.contains("ledger"), "{json}");
         assert!(json.contains("\"schema_version\": 2"), "{json}");
 
@@ -1505,7 +1510,7 @@ mod tests {
                 line(3, 20, 0)
             ]
         );
-        for path in [store.calls_path(), store.state_path()] {
+        for path in [store.path(HankFile::Calls), store.path(HankFile::State)] {
             let mode = fs::metadata(path).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode, 0o600);
         }
@@ -1524,7 +1529,7 @@ mod tests {
         let (_d, store) = store();
         let full = format!("{}\n{}\n", line(1, 0, 100), line(2, 10, 0));
         let cut = &line(2, 10, 12345)[..30];
-        fs::write(store.calls_path(), format!("{full}{cut}")).unwrap();
+        write_log(&store, format!("{full}{cut}"));
         let mut state = store.load_state(ts(20)).unwrap().state;
         assert_eq!(entries(&state.ledger), vec![(ts(0), 100), (ts(10), 0)]);
         assert_eq!(store.read_state().unwrap().ledger, state.ledger);
@@ -1536,11 +1541,10 @@ mod tests {
             vec![line(1, 0, 100), line(2, 10, 0), line(3, 20, 0)]
         );
         // Garbage in the middle (a machine crash) is skipped, the rest is read.
-        fs::write(
-            store.calls_path(),
+        write_log(
+            &store,
             format!("{}\n\0\0\0\n{}\n", line(1, 0, 1), line(3, 20, 3)),
-        )
-        .unwrap();
+        );
         let loaded = Store::new(store.dir().parent().unwrap())
             .load_state(ts(20))
             .unwrap()
@@ -1559,7 +1563,7 @@ mod tests {
         }
         text.push_str(&line(601, -60, 40));
         text.push('\n');
-        fs::write(store.calls_path(), text).unwrap();
+        write_log(&store, text);
         let mut state = store.load_state(now()).unwrap().state;
         assert_eq!(state.ledger.calls_in_window(now()), 1);
         assert_eq!(state.ledger.tokens_in_window(now()), 40);
@@ -1623,8 +1627,8 @@ mod tests {
     #[test]
     fn a_schema_1_state_json_without_a_log_keeps_its_ledger() {
         let (_d, store) = store();
-        fs::write(store.state_path(), schema_1_state(&[(-100, 5), (-50, 0)])).unwrap();
-        assert!(!store.calls_path().exists());
+        write_schema_1_state(&store, &[(-100, 5), (-50, 0)]);
+        assert!(!store.path(HankFile::Calls).exists());
         let loaded = store.load_state(now()).unwrap();
         assert!(loaded.moved_aside.is_none());
         let mut state = loaded.state;
@@ -1636,7 +1640,7 @@ mod tests {
         store.save_state_with(&state, false).unwrap();
         assert_eq!(log_lines(&store), vec![line(1, -100, 5), line(2, -50, 9)]);
         let json: serde_json::Value =
-            serde_json::from_slice(&fs::read(store.state_path()).unwrap()).unwrap();
+            serde_json::from_slice(&fs::read(store.path(HankFile::State)).unwrap()).unwrap();
         assert_eq!(json["schema_version"], 2);
         assert!(json.get("ledger").is_none());
         let again = Store::new(store.dir().parent().unwrap());
@@ -1647,17 +1651,16 @@ mod tests {
     fn a_crash_mid_migration_counts_each_call_once() {
         // The log was written (with one more call since), state.json is still schema 1.
         let (_d, store) = store();
-        fs::write(store.state_path(), schema_1_state(&[(-100, 5), (-50, 0)])).unwrap();
-        fs::write(
-            store.calls_path(),
+        write_schema_1_state(&store, &[(-100, 5), (-50, 0)]);
+        write_log(
+            &store,
             format!(
                 "{}\n{}\n{}\n",
                 line(1, -100, 5),
                 line(2, -50, 8),
                 line(3, -10, 0)
             ),
-        )
-        .unwrap();
+        );
         let state = store.load_state(now()).unwrap().state;
         assert_eq!(
             entries(&state.ledger),
@@ -1665,7 +1668,7 @@ mod tests {
         );
         assert_eq!(state.ledger.last_id(), 3);
         // A log left by an earlier run and a schema 1 file of other calls: all of them count.
-        fs::write(store.state_path(), schema_1_state(&[(-30, 1)])).unwrap();
+        write_schema_1_state(&store, &[(-30, 1)]);
         let state = store.load_state(now()).unwrap().state;
         assert_eq!(state.ledger.calls_in_window(now()), 4);
         store.save_state_with(&state, false).unwrap();
@@ -1675,11 +1678,11 @@ mod tests {
     #[test]
     fn the_log_survives_a_missing_or_corrupt_state_json() {
         let (_d, store) = store();
-        fs::write(store.calls_path(), format!("{}\n", line(7, -10, 3))).unwrap();
+        write_log(&store, format!("{}\n", line(7, -10, 3)));
         let state = store.load_state(now()).unwrap().state;
         assert_eq!(entries(&state.ledger), vec![(ts(-10), 3)]);
         assert_eq!(state.ledger.last_id(), 7);
-        fs::write(store.state_path(), b"{\"loop_count\": 3, \"ledg").unwrap();
+        fs::write(store.path(HankFile::State), b"{\"loop_count\": 3, \"ledg").unwrap();
         let loaded = store.load_state(now()).unwrap();
         assert!(loaded.moved_aside.is_some());
         assert_eq!(entries(&loaded.state.ledger), vec![(ts(-10), 3)]);
@@ -1693,14 +1696,14 @@ mod tests {
         store.ensure_dirs().unwrap();
         let keep = format!("{}\n", line(1, -10, 0));
         fs::write(&outside, &keep).unwrap();
-        std::os::unix::fs::symlink(&outside, store.calls_path()).unwrap();
+        std::os::unix::fs::symlink(&outside, store.path(HankFile::Calls)).unwrap();
         // Reading refuses it (the loop would not start).
         assert!(store.load_state(now()).is_err());
         assert!(store.read_state().is_err());
         // A store that loaded before the link appeared: the append fails.
-        fs::remove_file(store.calls_path()).unwrap();
+        fs::remove_file(store.path(HankFile::Calls)).unwrap();
         let mut state = store.load_state(now()).unwrap().state;
-        std::os::unix::fs::symlink(&outside, store.calls_path()).unwrap();
+        std::os::unix::fs::symlink(&outside, store.path(HankFile::Calls)).unwrap();
         state.ledger.record_call(now());
         let err = store
             .save_state_with(&state, false)
@@ -1711,7 +1714,7 @@ mod tests {
         // A rewrite replaces the link; the file it pointed to is untouched.
         store.save_state_with(&state, false).unwrap();
         assert_eq!(fs::read_to_string(&outside).unwrap(), keep);
-        let meta = fs::symlink_metadata(store.calls_path()).unwrap();
+        let meta = fs::symlink_metadata(store.path(HankFile::Calls)).unwrap();
         assert!(!meta.file_type().is_symlink());
         assert_eq!(meta.permissions().mode() & 0o777, 0o600);
         assert_eq!(log_lines(&store), vec![line(1, 0, 0)]);
@@ -1720,7 +1723,7 @@ mod tests {
     #[test]
     fn a_state_made_from_scratch_replaces_the_log() {
         let (_d, store) = store();
-        fs::write(store.calls_path(), format!("{}\n", line(4, -10, 3))).unwrap();
+        write_log(&store, format!("{}\n", line(4, -10, 3)));
         let mut state = State::default();
         state.ledger.record_call(now());
         store.save_state(&state).unwrap();
@@ -1776,28 +1779,26 @@ mod tests {
 
     #[test]
     fn events_do_not_follow_symlinks_and_are_trimmed() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::new(dir.path());
-        store.ensure_dirs().unwrap();
+        let (dir, store) = store();
         let line = "x".repeat(1000);
         for _ in 0..(EVENTS_CAP / 1000 + 10) {
             store.append_event(&line).unwrap();
         }
-        let len = fs::metadata(store.events_path()).unwrap().len();
+        let len = fs::metadata(store.path(HankFile::Events)).unwrap().len();
         assert!(len <= EVENTS_CAP, "{len}");
-        let text = fs::read_to_string(store.events_path()).unwrap();
+        let text = fs::read_to_string(store.path(HankFile::Events)).unwrap();
         assert!(text.lines().all(|l| l.len() == 1000));
 
         let outside = dir.path().join("outside");
         fs::write(&outside, b"").unwrap();
-        fs::remove_file(store.events_path()).unwrap();
-        std::os::unix::fs::symlink(&outside, store.events_path()).unwrap();
+        fs::remove_file(store.path(HankFile::Events)).unwrap();
+        std::os::unix::fs::symlink(&outside, store.path(HankFile::Events)).unwrap();
         // The link is replaced (not followed), the event written, and a note says so.
         store.append_event("{}").unwrap();
         assert_eq!(fs::read(&outside).unwrap(), b"");
-        let meta = fs::symlink_metadata(store.events_path()).unwrap();
+        let meta = fs::symlink_metadata(store.path(HankFile::Events)).unwrap();
         assert!(meta.file_type().is_file());
-        assert_eq!(fs::read(store.events_path()).unwrap(), b"{}\n");
+        assert_eq!(fs::read(store.path(HankFile::Events)).unwrap(), b"{}\n");
         let notes = store.take_notes();
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert!(
@@ -1810,15 +1811,13 @@ mod tests {
     fn links_planted_between_the_writes_of_one_loop_are_never_followed() {
         // Each write of a loop opens first and checks only when the open fails: a link or a
         // FIFO planted between two writes (after ensure_dirs) is still refused and replaced.
-        let dir = tempfile::tempdir().unwrap();
+        let (_dir, store) = store();
         let outside = tempfile::tempdir().unwrap();
         let target = outside.path().join("target");
         fs::write(&target, b"keep").unwrap();
-        let store = Store::new(dir.path());
-        store.ensure_dirs().unwrap();
         store.log(now(), "first");
         store.append_event("{}").unwrap();
-        let log = store.logs_dir().join("hank.log");
+        let log = store.path(HankFile::Logs).join("hank.log");
         // A link at hank.log between two log lines.
         fs::remove_file(&log).unwrap();
         std::os::unix::fs::symlink(&target, &log).unwrap();
@@ -1826,17 +1825,27 @@ mod tests {
         assert!(fs::symlink_metadata(&log).unwrap().is_file());
         assert!(fs::read_to_string(&log).unwrap().contains("second"));
         // A FIFO at events.jsonl between two events: an error never, a hang never.
-        fs::remove_file(store.events_path()).unwrap();
-        nix::unistd::mkfifo(&store.events_path(), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        fs::remove_file(store.path(HankFile::Events)).unwrap();
+        nix::unistd::mkfifo(&store.path(HankFile::Events), nix::sys::stat::Mode::S_IRWXU).unwrap();
         store.append_event("{\"n\":2}").unwrap();
-        assert_eq!(fs::read(store.events_path()).unwrap(), b"{\"n\":2}\n");
+        assert_eq!(
+            fs::read(store.path(HankFile::Events)).unwrap(),
+            b"{\"n\":2}\n"
+        );
         // `logs` itself replaced by a link after ensure_dirs: the loop's logs and the next
         // log line land in a real folder of the project.
-        fs::remove_dir_all(store.logs_dir()).unwrap();
-        std::os::unix::fs::symlink(outside.path(), store.logs_dir()).unwrap();
+        fs::remove_dir_all(store.path(HankFile::Logs)).unwrap();
+        std::os::unix::fs::symlink(outside.path(), store.path(HankFile::Logs)).unwrap();
         let (out, err) = store.loop_logs(7);
-        assert!(out.starts_with(store.logs_dir()) && err.starts_with(store.logs_dir()));
-        assert!(fs::symlink_metadata(store.logs_dir()).unwrap().is_dir());
+        assert!(
+            out.starts_with(store.path(HankFile::Logs))
+                && err.starts_with(store.path(HankFile::Logs))
+        );
+        assert!(
+            fs::symlink_metadata(store.path(HankFile::Logs))
+                .unwrap()
+                .is_dir()
+        );
         store.log(now(), "third");
         assert_eq!(fs::read(&target).unwrap(), b"keep");
         let names: Vec<_> = fs::read_dir(outside.path()).unwrap().flatten().collect();
@@ -1851,9 +1860,13 @@ mod tests {
         let outside = tempfile::tempdir().unwrap();
         fs::create_dir_all(dir.path().join(".hank")).unwrap();
         let store = Store::new(dir.path());
-        std::os::unix::fs::symlink(outside.path(), store.logs_dir()).unwrap();
+        std::os::unix::fs::symlink(outside.path(), store.path(HankFile::Logs)).unwrap();
         store.ensure_dirs().unwrap();
-        assert!(fs::symlink_metadata(store.logs_dir()).unwrap().is_dir());
+        assert!(
+            fs::symlink_metadata(store.path(HankFile::Logs))
+                .unwrap()
+                .is_dir()
+        );
         store.log(now(), "hello");
         assert!(fs::read_dir(outside.path()).unwrap().next().is_none());
         assert!(
@@ -1880,10 +1893,8 @@ mod tests {
             ("null", false),
         ];
         for (text, open) in cases {
-            let dir = tempfile::tempdir().unwrap();
-            let store = Store::new(dir.path());
-            store.ensure_dirs().unwrap();
-            fs::write(store.state_path(), text).unwrap();
+            let (_dir, store) = store();
+            fs::write(store.path(HankFile::State), text).unwrap();
             let loaded = store.load_state(now()).unwrap();
             let aside = loaded
                 .moved_aside
@@ -1900,25 +1911,23 @@ mod tests {
 
     #[test]
     fn special_state_files_are_errors_or_moved_aside_never_a_hang() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::new(dir.path());
-        store.ensure_dirs().unwrap();
-        fs::create_dir(store.state_path()).unwrap();
+        let (_dir, store) = store();
+        fs::create_dir(store.path(HankFile::State)).unwrap();
         let err = store.load_state(now()).unwrap_err().to_string();
         assert!(
             err.contains("state.json") && err.contains("directory"),
             "{err}"
         );
-        fs::remove_dir(store.state_path()).unwrap();
+        fs::remove_dir(store.path(HankFile::State)).unwrap();
         nix::unistd::mkfifo(
-            &store.state_path(),
+            &store.path(HankFile::State),
             nix::sys::stat::Mode::from_bits_truncate(0o600),
         )
         .unwrap();
         let err = store.load_state(now()).unwrap_err().to_string();
         assert!(err.contains("FIFO"), "{err}");
-        fs::remove_file(store.state_path()).unwrap();
-        std::os::unix::fs::symlink("/dev/zero", store.state_path()).unwrap();
+        fs::remove_file(store.path(HankFile::State)).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", store.path(HankFile::State)).unwrap();
         let loaded = store.load_state(now()).unwrap();
         assert!(loaded.moved_aside.is_some());
         assert!(
@@ -1930,9 +1939,7 @@ mod tests {
 
     #[test]
     fn future_times_are_clamped_at_load() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::new(dir.path());
-        store.ensure_dirs().unwrap();
+        let (dir, store) = store();
         let future: Timestamp = "2030-01-01T00:00:00Z".parse().unwrap();
         let mut state = State::default();
         state.breaker.state = crate::policy::breaker::CircuitState::Open;

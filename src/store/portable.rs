@@ -203,7 +203,7 @@ pub fn store_of(project: &Path) -> Result<Store> {
 
 /// The lines of `events.jsonl` that are JSON objects.
 fn local_events(store: &Store) -> Result<Vec<Map<String, Value>>> {
-    let path = store.events_path();
+    let path = store.path(crate::store::HankFile::Events);
     let bytes =
         crate::fsread::read_if_exists(&path, super::EVENTS_CAP * 2, crate::fsread::Follow::No)
             .map_err(|e| HankError::io("failed to read", &path, e))?

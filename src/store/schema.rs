@@ -793,9 +793,9 @@ impl AgentFinished {
                     (
                         w.name.clone(),
                         WindowStatus {
-                            utilization: w.utilization,
-                            resets_at: w.resets_at,
-                            status: w.status.clone(),
+                            utilization: w.fields.utilization,
+                            resets_at: w.fields.resets_at,
+                            status: w.fields.status.clone(),
                             limit_percent: None,
                         },
                     )

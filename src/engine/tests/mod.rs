@@ -223,9 +223,11 @@ fn a_siblings_window_reading_is_folded_before_the_gates() {
     let dir = tempfile::tempdir().unwrap();
     let reading = crate::analysis::WindowReading {
         name: "five_hour".into(),
-        utilization: Some(0.97),
-        resets_at: Some(t0() + SignedDuration::from_hours(2)),
-        status: None,
+        fields: crate::analysis::WindowFields {
+            utilization: Some(0.97),
+            resets_at: Some(t0() + SignedDuration::from_hours(2)),
+            status: None,
+        },
     };
     let (mut e, _fx) = engine(dir.path(), vec![vec![Control::Window(reading)]]);
     assert_eq!(block_on(e.execute(Step::Observe)).unwrap(), None);

@@ -599,9 +599,10 @@ fn live_control() {
     );
     let reading = WindowReading {
         name: "five_hour".into(),
-        utilization: Some(0.5),
-        resets_at: None,
-        status: None,
+        fields: crate::analysis::WindowFields {
+            utilization: Some(0.5),
+            ..Default::default()
+        },
     };
     run.on(Fact::Control(Control::Window(reading.clone())), t0());
     assert_eq!(run.take_notes(), vec![note]);
