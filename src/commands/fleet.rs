@@ -248,7 +248,7 @@ fn dry_run(
 }
 
 fn status(root: &Path, json: bool) -> Result<u8> {
-    let Some(file) = fleet::read(root)? else {
+    let Some((file, alive)) = fleet::read_live(root)? else {
         return Err(HankError::usage_hint(
             format!(
                 "no fleet has run in {} (no .hank/fleet.json)",
@@ -257,18 +257,25 @@ fn status(root: &Path, json: bool) -> Result<u8> {
             "start one with `hank fleet`",
         ));
     };
+    let stale = file.is_stale(alive);
     let text = if json {
-        let mut s = serde_json::to_string(&file)
+        // As `hank status --json`: `running`, `stale`, and a stale file's state
+        // `not_running` (what it said kept in `last_state`), holding nothing back.
+        let v = serde_json::to_value(&file)
             .map_err(|e| HankError::Internal(format!("cannot encode the fleet status: {e}")))?;
-        s.push('\n');
-        s
+        let mut v = crate::commands::status::json_view(v, alive, stale);
+        if stale && let Some(obj) = v.as_object_mut() {
+            obj.insert("held".into(), serde_json::Value::Null);
+        }
+        format!("{v}\n")
     } else {
+        let file = file.shown(alive);
         let mut s = format!(
             "fleet: {} — into {}, {} call(s) in the last hour{}\n",
             if file.state.is_empty() {
-                "unknown"
+                "unknown".to_owned()
             } else {
-                &file.state
+                file.state.replace('_', " ")
             },
             file.into,
             file.calls_in_window,
@@ -278,6 +285,10 @@ fn status(root: &Path, json: bool) -> Result<u8> {
                 String::new()
             }
         );
+        if stale {
+            let note = file.stale_note(&jiff::tz::TimeZone::system());
+            s.push_str(&format!("  {note}\n"));
+        }
         s.push_str(&budget_line(&file));
         for t in &file.tasks {
             s.push_str(&format!(

@@ -148,6 +148,13 @@ pub fn read(root: &Path) -> Result<Option<FleetFile>> {
         })
 }
 
+/// `.hank/fleet.json` ([`read`]) and whether a supervisor runs it now (one holds the fleet's
+/// lock): what the commands and monitors show ([`FleetFile::shown`]: a fleet killed or
+/// crashed while running is shown not running).
+pub fn read_live(root: &Path) -> Result<Option<(FleetFile, bool)>> {
+    Ok(read(root)?.map(|f| (f, control::fleet_running(root))))
+}
+
 /// The state of each task last told in the checkout's `events.jsonl`.
 static TOLD: std::sync::Mutex<BTreeMap<String, TaskState>> = std::sync::Mutex::new(BTreeMap::new());
 

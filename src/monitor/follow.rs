@@ -112,7 +112,8 @@ impl Follower {
         let file = match crate::fleet::read(&self.root) {
             Ok(Some(file)) => {
                 self.said = None;
-                file
+                // A fleet killed while running is shown ended (not running).
+                file.shown(crate::fleet::control::fleet_running(&self.root))
             }
             Ok(None) => {
                 self.say_once(

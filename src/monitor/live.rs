@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::policy::fleet::TaskState;
-use crate::store::schema::FleetFile;
+use crate::store::schema::{FLEET_NOT_RUNNING, FleetFile};
 
 /// The most bytes read from one `live.log` per turn (the rest waits for the next turn).
 pub(crate) const CHUNK: u64 = 64 * 1024;
@@ -122,6 +122,9 @@ impl Notice {
                 why(message)
             ),
             Self::FleetStarted { tasks } => format!("fleet: running, {tasks} task(s)"),
+            Self::FleetEnded { state } if state == FLEET_NOT_RUNNING => "fleet: not running — \
+                 its supervisor ended without a final state (`hank fleet` resumes it)"
+                .to_owned(),
             Self::FleetEnded { state } => {
                 format!(
                     "fleet: {} (`hank fleet status` for each task)",
@@ -161,6 +164,11 @@ impl Watch {
             if file.state == "running" {
                 out.push(Notice::FleetStarted {
                     tasks: file.tasks.len(),
+                });
+            }
+            if file.state == FLEET_NOT_RUNNING {
+                out.push(Notice::FleetEnded {
+                    state: file.state.clone(),
                 });
             }
             out.extend(file.tasks.iter().filter(|t| t.state.is_active()).map(|t| {
@@ -588,6 +596,28 @@ mod tests {
         assert!(
             w.update(&fleet("done", vec![task("a", TaskState::Merged, None)]))
                 .is_empty()
+        );
+    }
+
+    /// A fleet killed while running (shown [`FLEET_NOT_RUNNING`] by `FleetFile::shown`) has
+    /// ended: said once, whether it ends under the follower's eyes or before its first look.
+    #[test]
+    fn a_killed_fleet_is_said_to_be_not_running() {
+        let ended = Notice::FleetEnded {
+            state: FLEET_NOT_RUNNING.into(),
+        };
+        let running = |w: &mut Watch| w.update(&fleet("running", vec![]));
+        let killed = |w: &mut Watch| w.update(&fleet(FLEET_NOT_RUNNING, vec![]));
+        let mut w = Watch::default();
+        assert_eq!(running(&mut w), [Notice::FleetStarted { tasks: 0 }]);
+        assert_eq!(killed(&mut w), [ended.clone()]);
+        assert!(killed(&mut w).is_empty());
+        let mut w = Watch::default();
+        assert_eq!(killed(&mut w), [ended.clone()]);
+        assert!(killed(&mut w).is_empty());
+        assert_eq!(
+            ended.text("hank/fleet"),
+            "fleet: not running — its supervisor ended without a final state (`hank fleet` resumes it)"
         );
     }
 

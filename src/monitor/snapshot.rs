@@ -167,6 +167,19 @@ impl Snapshot {
             .push(stale_note(s.get("updated_at", |s| s.updated_at)));
     }
 
+    /// `supervisor_alive` false (no supervisor holds the fleet's lock) while `fleet.json`
+    /// says the fleet runs: it was killed or crashed. The fleet is shown not running, with a
+    /// note ([`schema::FleetFile::shown`]).
+    pub(crate) fn mark_fleet(&mut self, supervisor_alive: bool) {
+        let Some(f) = self.fleet.take() else {
+            return;
+        };
+        if f.is_stale(supervisor_alive) {
+            self.notes.push(f.stale_note(&jiff::tz::TimeZone::system()));
+        }
+        self.fleet = Some(f.shown(supervisor_alive));
+    }
+
     /// The run's state as shown: the status's `state` as written, or [`NOT_RUNNING`] for a
     /// stale status.
     #[must_use]
@@ -398,6 +411,7 @@ pub(crate) fn load(paths: &Paths) -> Snapshot {
     };
     let mut snap = Snapshot::from_sources(&src);
     snap.mark_stale(crate::store::Store::new(&paths.root).loop_running());
+    snap.mark_fleet(crate::fleet::control::fleet_running(&paths.root));
     snap
 }
 

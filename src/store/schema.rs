@@ -1486,6 +1486,44 @@ mod tests {
         assert!(transitions >= 2, "{transitions}");
         assert_eq!(state.breaker.state, CircuitState::Open);
     }
+
+    #[test]
+    fn a_fleet_that_says_it_runs_without_its_supervisor_is_shown_not_running() {
+        let t = Timestamp::from_second(1_800_000_000).unwrap();
+        let file = |state: &str, pid: Option<u32>| FleetFile {
+            state: state.into(),
+            pid,
+            updated_at: Some(t),
+            held: Some("2 of 2 agents running".into()),
+            ..FleetFile::default()
+        };
+        // (file, a supervisor holds the lock, stale)
+        let cases = [
+            (file("running", Some(7)), false, true),
+            (file("running", Some(7)), true, false),
+            // A file that names no supervisor (written before it did) is shown as written.
+            (file("running", None), false, false),
+            (file("done", Some(7)), false, false),
+            (file("interrupted", Some(7)), false, false),
+        ];
+        for (f, alive, stale) in cases {
+            assert_eq!(f.is_stale(alive), stale, "{f:?} alive={alive}");
+            let shown = f.clone().shown(alive);
+            if stale {
+                assert_eq!(
+                    (shown.state.as_str(), shown.held),
+                    (FLEET_NOT_RUNNING, None)
+                );
+            } else {
+                assert_eq!(shown, f);
+            }
+        }
+        let note = file("running", Some(7)).stale_note(&jiff::tz::TimeZone::UTC);
+        assert_eq!(
+            note,
+            "the fleet is not running: its supervisor ended without a final state (last update Fri 08:00 UTC); `hank fleet` resumes it"
+        );
+    }
 }
 
 /// Version of the portable run-state bundle ([`StateBundle`]) this hank writes.
@@ -1610,4 +1648,40 @@ pub struct FleetFile {
     pub held: Option<String>,
     /// `hank ctl pause` holds every start (and paused the running tasks) until `resume`.
     pub paused: bool,
+}
+
+/// `state` of a fleet whose file says it runs while no supervisor does ([`FleetFile::is_stale`]).
+pub const FLEET_NOT_RUNNING: &str = "not_running";
+
+impl FleetFile {
+    /// Whether the file says its fleet runs (it names the supervisor's pid) while no
+    /// supervisor holds the fleet's lock (`alive`: one does): it was killed or crashed, and
+    /// the file is what it last wrote (pure).
+    #[must_use]
+    pub fn is_stale(&self, alive: bool) -> bool {
+        !alive && self.state == "running" && self.pid.is_some()
+    }
+
+    /// The file as shown to the user: a stale one ([`FleetFile::is_stale`]) is
+    /// [`FLEET_NOT_RUNNING`], holding nothing back (pure).
+    #[must_use]
+    pub fn shown(mut self, alive: bool) -> Self {
+        if self.is_stale(alive) {
+            self.state = FLEET_NOT_RUNNING.to_owned();
+            self.held = None;
+        }
+        self
+    }
+
+    /// What a stale file says, with its last update in `tz` (pure).
+    #[must_use]
+    pub fn stale_note(&self, tz: &jiff::tz::TimeZone) -> String {
+        let last = self.updated_at.map_or_else(
+            || "unknown".to_owned(),
+            |t| t.to_zoned(tz.clone()).strftime("%a %H:%M %Z").to_string(),
+        );
+        format!(
+            "the fleet is not running: its supervisor ended without a final state (last update {last}); `hank fleet` resumes it"
+        )
+    }
 }

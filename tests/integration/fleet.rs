@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::support::{
     Project, alive, assert_contains, poll, signal, stderr, stdout, wait_with_timeout,
@@ -381,6 +381,26 @@ fn kill_9_of_the_fleet_then_a_restart_runs_no_task_twice() {
     let _ = child.wait();
     // The workers go on (their own process groups); the restarted fleet adopts them.
     assert!(workers.iter().all(|w| alive(*w)));
+    // Until then every view says the fleet is not running: no supervisor holds its lock,
+    // whatever fleet.json last said.
+    assert_eq!(fleet_json(&p)["state"], "running");
+    let text = stdout(&p.run(&["fleet", "status"]));
+    assert_contains(&text, "fleet: not running");
+    assert_contains(&text, "its supervisor ended without a final state");
+    let v: Value = serde_json::from_str(&stdout(&p.run(&["fleet", "status", "--json"]))).unwrap();
+    let seen = (&v["state"], &v["last_state"], &v["running"], &v["stale"]);
+    assert_eq!(
+        seen,
+        (
+            &json!("not_running"),
+            &json!("running"),
+            &json!(false),
+            &json!(true)
+        )
+    );
+    assert_contains(&stdout(&p.run(&["monitor", "--once"])), "NOT_RUNNING");
+    let live = stdout(&p.run(&["monitor", "--live", "--once"]));
+    assert_contains(&live, "fleet: not running");
     let o = p.run(&["fleet", "--agents", "2"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_contains(&stderr(&o), "adopted");
