@@ -610,10 +610,10 @@ mod tests {
         let killed = |w: &mut Watch| w.update(&fleet(FLEET_NOT_RUNNING, vec![]));
         let mut w = Watch::default();
         assert_eq!(running(&mut w), [Notice::FleetStarted { tasks: 0 }]);
-        assert_eq!(killed(&mut w), [ended.clone()]);
+        assert_eq!(killed(&mut w), std::slice::from_ref(&ended));
         assert!(killed(&mut w).is_empty());
         let mut w = Watch::default();
-        assert_eq!(killed(&mut w), [ended.clone()]);
+        assert_eq!(killed(&mut w), std::slice::from_ref(&ended));
         assert!(killed(&mut w).is_empty());
         assert_eq!(
             ended.text("hank/fleet"),
