@@ -16,7 +16,7 @@ use jiff::Timestamp;
 use serde::Deserialize;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::{Denial, OutputShape, Tokens};
+use super::{Analysis, Denial, OutputShape, Tokens};
 
 /// Longest line kept in memory; the rest of a longer line is skipped (and the line unparsed).
 const MAX_LINE: usize = super::MAX_LINE_BYTES;
@@ -338,7 +338,8 @@ impl LimitInfo {
     }
 }
 
-/// The final `result` of a call.
+/// The final `result` of a call: what the verdict reads of it. Its cost, tokens, turns,
+/// duration and denials go straight into [`Gathered::read`].
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct ResultData {
     pub subtype: String,
@@ -353,13 +354,6 @@ pub(crate) struct ResultData {
     /// `api_error_params.rate_limit_info`.
     pub limit: Option<LimitInfo>,
     pub terminal_reason: Option<String>,
-    pub cost_usd: f64,
-    /// `total_cost_usd` was present and believable (`cost_usd` is then what the call cost).
-    pub cost_reported: bool,
-    pub tokens: Tokens,
-    pub num_turns: Option<u32>,
-    pub duration_ms: Option<u64>,
-    pub denials: Vec<Denial>,
 }
 
 /// A synthetic assistant message carrying an error category (`"error":"rate_limit"`, …).
@@ -436,18 +430,18 @@ impl TextCapture {
 /// Everything read from stdout, before classification.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Gathered {
-    pub shape: OutputShape,
-    pub stdout_bytes: u64,
+    /// What the output says outright, in the [`Analysis`] it becomes: its shape and size
+    /// (`stdout_bytes`), the session id and `credential_expires_at` (from whichever event
+    /// gave them last), and the last result's cost, tokens, turns, duration and permission
+    /// denials. The verdict's fields are left at their defaults (`analysis::finish` sets them).
+    pub read: Analysis,
     /// JSON events understood.
     pub events: u64,
-    pub session_id: Option<String>,
     pub model: Option<String>,
     pub result: Option<ResultData>,
     /// The `rate_limit_event`s with status `rejected`, when one was seen: the latest
     /// `resetsAt` and `rateLimitType` any of them gave.
     pub limit_rejected: Option<LimitInfo>,
-    /// `credential_expires_at`, from whichever event gave it last.
-    pub credential_expires_at: Option<Timestamp>,
     /// The usage windows reported (`rate_limit_event`, the result's
     /// `api_error_params.rate_limit_info`), latest reading per window.
     pub windows: std::collections::BTreeMap<String, super::WindowReading>,
@@ -516,12 +510,12 @@ impl Gathered {
     pub(crate) fn absorb(&mut self, ev: Event) {
         self.events += 1;
         if let Some(id) = ev.session_id.as_str().filter(|s| !s.trim().is_empty())
-            && self.session_id.as_deref() != Some(id)
+            && self.read.session_id.as_deref() != Some(id)
         {
-            self.session_id = Some(id.to_owned());
+            self.read.session_id = Some(id.to_owned());
         }
         if let Some(at) = timestamp_of(&ev.credential_expires_at) {
-            self.credential_expires_at = Some(at);
+            self.read.credential_expires_at = Some(at);
         }
         match ev.kind.as_str().unwrap_or("") {
             "system" => match ev.subtype.as_str().unwrap_or("") {
@@ -637,7 +631,7 @@ impl Gathered {
             Scalar::Text(ref s) => s.eq_ignore_ascii_case("true"),
             _ => false,
         };
-        let denials = ev
+        let denials: Vec<Denial> = ev
             .permission_denials
             .unwrap_or_default()
             .into_iter()
@@ -673,13 +667,14 @@ impl Gathered {
                 .and_then(|p| p.rate_limit_info)
                 .map(LimitInfo::from_raw),
             terminal_reason: ev.terminal_reason.into_string(),
-            cost_usd: sane_cost(&ev.total_cost_usd),
-            cost_reported: believable_cost(&ev.total_cost_usd).is_some(),
-            tokens: ev.usage.as_ref().map(Usage::tokens).unwrap_or_default(),
-            num_turns: ev.num_turns.as_u64().and_then(|v| u32::try_from(v).ok()),
-            duration_ms: ev.duration_ms.as_u64(),
-            denials,
         });
+        let read = &mut self.read;
+        read.cost_usd = sane_cost(&ev.total_cost_usd);
+        read.cost_reported = believable_cost(&ev.total_cost_usd).is_some();
+        read.tokens = ev.usage.as_ref().map(Usage::tokens).unwrap_or_default();
+        read.num_turns = ev.num_turns.as_u64().and_then(|v| u32::try_from(v).ok());
+        read.duration_ms = ev.duration_ms.as_u64();
+        read.permission_denials = denials;
     }
 }
 
@@ -966,7 +961,7 @@ pub(crate) fn gather_as<R: BufRead>(stdout: R, asked: super::AskedFormat) -> Gat
         ..Gathered::default()
     };
     match first_byte(&mut r) {
-        None => g.shape = OutputShape::Empty,
+        None => g.read.shape = OutputShape::Empty,
         Some(b'{') => gather_lines(&mut r, &mut g),
         Some(b'[') => gather_array(&mut r, &mut g),
         Some(_) if g.asked_json => gather_after_stray(&mut r, &mut g, &[]),
@@ -974,7 +969,7 @@ pub(crate) fn gather_as<R: BufRead>(stdout: R, asked: super::AskedFormat) -> Gat
     }
     // Drain whatever is left so the byte count is the whole output.
     let _ = std::io::copy(&mut r, &mut std::io::sink());
-    g.stdout_bytes = r.count;
+    g.read.stdout_bytes = r.count;
     g
 }
 
@@ -989,7 +984,7 @@ fn drain_into<R: BufRead>(r: &mut R, cap: &mut TextCapture) {
 }
 
 fn gather_text<R: BufRead>(r: &mut R, g: &mut Gathered, prefix: &[u8]) {
-    g.shape = OutputShape::Text;
+    g.read.shape = OutputShape::Text;
     let mut cap = TextCapture::default();
     cap.push(prefix);
     drain_into(r, &mut cap);
@@ -1036,7 +1031,7 @@ fn gather_lines<R: BufRead>(r: &mut R, g: &mut Gathered) {
     let mut last_failed = false;
     match first {
         None => {
-            g.shape = OutputShape::Empty;
+            g.read.shape = OutputShape::Empty;
             return;
         }
         Some(FirstLine::Event(ev)) => {
@@ -1087,7 +1082,7 @@ fn gather_lines<R: BufRead>(r: &mut R, g: &mut Gathered) {
     })
     .is_some()
     {}
-    g.shape = if last_failed {
+    g.read.shape = if last_failed {
         OutputShape::Truncated
     } else if parsed == 1 && only_result {
         OutputShape::ResultObject
@@ -1127,7 +1122,7 @@ fn gather_whole<R: BufRead>(r: &mut R, g: &mut Gathered, mut buf: Vec<u8>) {
             }
         }
     }
-    g.shape = if failed && values == 0 && !has_client_marker(&buf) {
+    g.read.shape = if failed && values == 0 && !has_client_marker(&buf) {
         // Not the client's JSON at all: text that starts with `{` (in a JSON format: stray
         // lines, perhaps before the client's result).
         if g.asked_json {
@@ -1191,7 +1186,7 @@ fn gather_after_stray<R: BufRead>(r: &mut R, g: &mut Gathered, prefix: &[u8]) {
         }
     }
     if parsed == 0 {
-        g.shape = OutputShape::Text;
+        g.read.shape = OutputShape::Text;
         if cap.tail.len() > TEXT_TAIL {
             let cut = cap.tail.len() - TEXT_TAIL;
             cap.tail.drain(..cut);
@@ -1199,7 +1194,7 @@ fn gather_after_stray<R: BufRead>(r: &mut R, g: &mut Gathered, prefix: &[u8]) {
         g.text = Some(cap);
         return;
     }
-    g.shape = if last_failed && g.result.is_none() {
+    g.read.shape = if last_failed && g.result.is_none() {
         OutputShape::Truncated
     } else if parsed == 1 && only_result {
         OutputShape::ResultObject
@@ -1417,18 +1412,18 @@ fn gather_array<R: BufRead>(r: &mut R, g: &mut Gathered) {
                 .is_some_and(|rest| !rest.trim_ascii().is_empty());
         if ok && !more && cap.complete() {
             // `[]` alone: an empty message array.
-            g.shape = OutputShape::MessageArray;
+            g.read.shape = OutputShape::MessageArray;
             return;
         }
         if cap.tail.len() > TEXT_TAIL {
             let cut = cap.tail.len() - TEXT_TAIL;
             cap.tail.drain(..cut);
         }
-        g.shape = OutputShape::Text;
+        g.read.shape = OutputShape::Text;
         g.text = Some(cap);
         return;
     }
-    g.shape = if ok {
+    g.read.shape = if ok {
         OutputShape::MessageArray
     } else {
         OutputShape::Truncated
@@ -1457,8 +1452,8 @@ mod tests {
         ];
         for (input, shape) in cases {
             let g = gather(*input);
-            assert_eq!(g.shape, *shape, "{:?}", String::from_utf8_lossy(input));
-            assert_eq!(g.stdout_bytes, input.len() as u64);
+            assert_eq!(g.read.shape, *shape, "{:?}", String::from_utf8_lossy(input));
+            assert_eq!(g.read.stdout_bytes, input.len() as u64);
         }
     }
 
@@ -1467,10 +1462,10 @@ mod tests {
         let line = br#"{"type":"result","subtype":"success","is_error":false,"num_turns":"3","total_cost_usd":null,"duration_ms":1.5e3,"usage":{"input_tokens":-4,"output_tokens":{"x":1}},"api_error_status":[1]}"#;
         let g = gather(&line[..]);
         let r = g.result.unwrap();
-        assert_eq!(r.num_turns, Some(3));
-        assert_eq!(r.duration_ms, Some(1500));
-        assert_eq!(r.cost_usd, 0.0);
-        assert_eq!(r.tokens, Tokens::default());
+        assert_eq!(g.read.num_turns, Some(3));
+        assert_eq!(g.read.duration_ms, Some(1500));
+        assert_eq!(g.read.cost_usd, 0.0);
+        assert_eq!(g.read.tokens, Tokens::default());
         assert_eq!(r.api_status, None);
     }
 
