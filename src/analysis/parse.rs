@@ -506,6 +506,28 @@ fn truncate_bytes(s: &mut String, max: usize) {
 }
 
 impl Gathered {
+    /// The answer is text: `cap`, its tail cut to what is kept.
+    fn take_text(&mut self, mut cap: TextCapture) {
+        if cap.tail.len() > TEXT_TAIL {
+            let cut = cap.tail.len() - TEXT_TAIL;
+            cap.tail.drain(..cut);
+        }
+        self.read.shape = OutputShape::Text;
+        self.text = Some(cap);
+    }
+
+    /// The shape of an answer read as the client's events, one by one (every `gather_*`
+    /// starts with none absorbed): cut off, one `result` object alone, or a stream.
+    fn events_shape(&self, cut_off: bool) -> OutputShape {
+        if cut_off {
+            OutputShape::Truncated
+        } else if self.events == 1 && self.result.is_some() {
+            OutputShape::ResultObject
+        } else {
+            OutputShape::StreamJson
+        }
+    }
+
     /// Folds one event into what is known.
     pub(crate) fn absorb(&mut self, ev: Event) {
         self.events += 1;
@@ -964,8 +986,7 @@ pub(crate) fn gather_as<R: BufRead>(stdout: R, asked: super::AskedFormat) -> Gat
         None => g.read.shape = OutputShape::Empty,
         Some(b'{') => gather_lines(&mut r, &mut g),
         Some(b'[') => gather_array(&mut r, &mut g),
-        Some(_) if g.asked_json => gather_after_stray(&mut r, &mut g, &[]),
-        Some(_) => gather_text(&mut r, &mut g, &[]),
+        Some(_) => gather_not_client(&mut r, &mut g, &[]),
     }
     // Drain whatever is left so the byte count is the whole output.
     let _ = std::io::copy(&mut r, &mut std::io::sink());
@@ -984,17 +1005,23 @@ fn drain_into<R: BufRead>(r: &mut R, cap: &mut TextCapture) {
 }
 
 fn gather_text<R: BufRead>(r: &mut R, g: &mut Gathered, prefix: &[u8]) {
-    g.read.shape = OutputShape::Text;
     let mut cap = TextCapture::default();
     cap.push(prefix);
     drain_into(r, &mut cap);
     // A text line over the line cap is too large in every format, not a success.
     g.too_large |= cap.overlong;
-    if cap.tail.len() > TEXT_TAIL {
-        let cut = cap.tail.len() - TEXT_TAIL;
-        cap.tail.drain(..cut);
+    g.take_text(cap);
+}
+
+/// An answer that does not start as the client's JSON: `prefix` (already read), then the rest
+/// of `r`. In a JSON format, lines that may hold the client's events after stray ones; else
+/// text.
+fn gather_not_client<R: BufRead>(r: &mut R, g: &mut Gathered, prefix: &[u8]) {
+    if g.asked_json {
+        gather_after_stray(r, g, prefix);
+    } else {
+        gather_text(r, g, prefix);
     }
-    g.text = Some(cap);
 }
 
 /// What the first line of a `{` output says about the rest.
@@ -1026,19 +1053,13 @@ fn gather_lines<R: BufRead>(r: &mut R, g: &mut Gathered) {
             }
         }
     });
-    let mut parsed = 0u64;
-    let mut only_result = true;
     let mut last_failed = false;
     match first {
         None => {
             g.read.shape = OutputShape::Empty;
             return;
         }
-        Some(FirstLine::Event(ev)) => {
-            only_result &= ev.kind.as_str() == Some("result");
-            g.absorb(*ev);
-            parsed += 1;
-        }
+        Some(FirstLine::Event(ev)) => g.absorb(*ev),
         Some(FirstLine::TooLarge) => {
             g.too_large = true;
             last_failed = true;
@@ -1050,11 +1071,7 @@ fn gather_lines<R: BufRead>(r: &mut R, g: &mut Gathered) {
         }
         Some(FirstLine::Text(line, cut)) => {
             g.too_large |= cut;
-            if g.asked_json {
-                gather_after_stray(r, g, &line);
-            } else {
-                gather_text(r, g, &line);
-            }
+            gather_not_client(r, g, &line);
             return;
         }
     }
@@ -1067,9 +1084,7 @@ fn gather_lines<R: BufRead>(r: &mut R, g: &mut Gathered) {
         g.too_large |= cut;
         match if cut { None } else { parse_event(trimmed) } {
             Some(ev) => {
-                only_result &= ev.kind.as_str() == Some("result");
                 g.absorb(ev);
-                parsed += 1;
                 last_failed = false;
             }
             None => {
@@ -1082,13 +1097,7 @@ fn gather_lines<R: BufRead>(r: &mut R, g: &mut Gathered) {
     })
     .is_some()
     {}
-    g.read.shape = if last_failed {
-        OutputShape::Truncated
-    } else if parsed == 1 && only_result {
-        OutputShape::ResultObject
-    } else {
-        OutputShape::StreamJson
-    };
+    g.read.shape = g.events_shape(last_failed);
 }
 
 fn gather_whole<R: BufRead>(r: &mut R, g: &mut Gathered, mut buf: Vec<u8>) {
@@ -1102,42 +1111,27 @@ fn gather_whole<R: BufRead>(r: &mut R, g: &mut Gathered, mut buf: Vec<u8>) {
         buf.extend_from_slice(&line);
         buf.push(b'\n');
     }
-    let mut values = 0u64;
-    let mut only_result = true;
     let mut failed = false;
     for v in serde_json::Deserializer::from_slice(&buf).into_iter::<serde_json::Value>() {
         let ev = match v {
-            Ok(v) => event_from_value(&v).filter(|ev| values > 0 || is_client_event(ev)),
+            Ok(v) => event_from_value(&v).filter(|ev| g.events > 0 || is_client_event(ev)),
             Err(_) => None,
         };
         match ev {
-            Some(ev) => {
-                only_result &= ev.kind.as_str() == Some("result");
-                g.absorb(ev);
-                values += 1;
-            }
+            Some(ev) => g.absorb(ev),
             None => {
                 failed = true;
                 break;
             }
         }
     }
-    g.read.shape = if failed && values == 0 && !has_client_marker(&buf) {
+    if failed && g.events == 0 && !has_client_marker(&buf) {
         // Not the client's JSON at all: text that starts with `{` (in a JSON format: stray
         // lines, perhaps before the client's result).
-        if g.asked_json {
-            gather_after_stray(r, g, &buf);
-        } else {
-            gather_text(r, g, &buf);
-        }
+        gather_not_client(r, g, &buf);
         return;
-    } else if failed {
-        OutputShape::Truncated
-    } else if values == 1 && only_result {
-        OutputShape::ResultObject
-    } else {
-        OutputShape::StreamJson
-    };
+    }
+    g.read.shape = g.events_shape(failed);
 }
 
 /// In a JSON format, an answer that did not start as the client's JSON: `prefix` (already
@@ -1148,8 +1142,6 @@ fn gather_whole<R: BufRead>(r: &mut R, g: &mut Gathered, mut buf: Vec<u8>) {
 fn gather_after_stray<R: BufRead>(r: &mut R, g: &mut Gathered, prefix: &[u8]) {
     let mut input = prefix.chain(r);
     let mut cap = TextCapture::default();
-    let mut parsed = 0u64;
-    let mut only_result = true;
     let mut last_failed = false;
     while let Some(line) = stray_line(&mut input, &mut cap) {
         let (line, cut) = match line {
@@ -1171,9 +1163,7 @@ fn gather_after_stray<R: BufRead>(r: &mut R, g: &mut Gathered, prefix: &[u8]) {
         let ev = if cut { None } else { event_in_line(trimmed) };
         match ev {
             Some((ev, skipped)) => {
-                only_result &= ev.kind.as_str() == Some("result");
                 g.absorb(ev);
-                parsed += 1;
                 last_failed = false;
                 g.stray_bytes = g.stray_bytes.saturating_add(skipped as u64);
             }
@@ -1185,22 +1175,11 @@ fn gather_after_stray<R: BufRead>(r: &mut R, g: &mut Gathered, prefix: &[u8]) {
             }
         }
     }
-    if parsed == 0 {
-        g.read.shape = OutputShape::Text;
-        if cap.tail.len() > TEXT_TAIL {
-            let cut = cap.tail.len() - TEXT_TAIL;
-            cap.tail.drain(..cut);
-        }
-        g.text = Some(cap);
+    if g.events == 0 {
+        g.take_text(cap);
         return;
     }
-    g.read.shape = if last_failed && g.result.is_none() {
-        OutputShape::Truncated
-    } else if parsed == 1 && only_result {
-        OutputShape::ResultObject
-    } else {
-        OutputShape::StreamJson
-    };
+    g.read.shape = g.events_shape(last_failed && g.result.is_none());
 }
 
 /// Bytes of a line looked at for the start of a JSON object (`{"`) before the line is taken
@@ -1322,7 +1301,6 @@ const NOT_CLIENT: &str = "not an array of client events";
 struct ArrayVisitor<'a> {
     g: &'a mut Gathered,
     tee_on: &'a Cell<bool>,
-    events: &'a mut u64,
     budget: &'a Cell<usize>,
 }
 
@@ -1337,17 +1315,15 @@ impl<'de> Visitor<'de> for ArrayVisitor<'_> {
         while let Some(v) = seq.next_element::<serde_json::Value>()? {
             self.budget.set(MAX_LINE);
             let ev = event_from_value(&v);
-            if *self.events == 0 {
+            if self.g.events == 0 {
                 match ev {
                     Some(ev) if is_client_event(&ev) => {
                         self.tee_on.set(false);
-                        *self.events += 1;
                         self.g.absorb(ev);
                     }
                     _ => return Err(serde::de::Error::custom(NOT_CLIENT)),
                 }
             } else if let Some(ev) = ev {
-                *self.events += 1;
                 self.g.absorb(ev);
             }
         }
@@ -1366,11 +1342,7 @@ fn gather_array<R: BufRead>(r: &mut R, g: &mut Gathered) {
             continue;
         }
         if b != b'{' && b != b']' {
-            if g.asked_json {
-                gather_after_stray(r, g, &prefix);
-            } else {
-                gather_text(r, g, &prefix);
-            }
+            gather_not_client(r, g, &prefix);
             return;
         }
         break;
@@ -1378,7 +1350,6 @@ fn gather_array<R: BufRead>(r: &mut R, g: &mut Gathered) {
     let on = Cell::new(true);
     let budget = Cell::new(MAX_LINE);
     let over = Cell::new(false);
-    let mut events = 0u64;
     let mut tee = Tee {
         inner: (&prefix[..]).chain(&mut *r),
         on: &on,
@@ -1391,7 +1362,6 @@ fn gather_array<R: BufRead>(r: &mut R, g: &mut Gathered) {
         let visitor = ArrayVisitor {
             g: &mut *g,
             tee_on: &on,
-            events: &mut events,
             budget: &budget,
         };
         de.deserialize_seq(visitor).is_ok()
@@ -1400,7 +1370,7 @@ fn gather_array<R: BufRead>(r: &mut R, g: &mut Gathered) {
     let Tee { copy: seen, .. } = tee;
     // `[ ] todo`: an empty array followed by more is text too.
     let not_client = !ok && !has_client_marker(&seen.head);
-    if events == 0 && (ok || not_client) {
+    if g.events == 0 && (ok || not_client) {
         // Everything the deserializer consumed went through the tee: it is all in `seen`.
         let consumed = seen.len;
         let mut cap = seen;
@@ -1415,12 +1385,7 @@ fn gather_array<R: BufRead>(r: &mut R, g: &mut Gathered) {
             g.read.shape = OutputShape::MessageArray;
             return;
         }
-        if cap.tail.len() > TEXT_TAIL {
-            let cut = cap.tail.len() - TEXT_TAIL;
-            cap.tail.drain(..cut);
-        }
-        g.read.shape = OutputShape::Text;
-        g.text = Some(cap);
+        g.take_text(cap);
         return;
     }
     g.read.shape = if ok {
