@@ -534,7 +534,7 @@ fn broken_json(
         return None;
     }
     let stray = g.stray_bytes > 0;
-    let text_only = g.result.is_none() && g.shape == OutputShape::Text;
+    let text_only = g.result.is_none() && g.read.shape == OutputShape::Text;
     if !stray && !text_only {
         return None;
     }
@@ -611,7 +611,7 @@ pub(crate) fn verdict(g: &Gathered, stderr: &str, facts: &RunFacts, clock: &Cloc
     };
     let answered = g.result.is_some() || g.text.is_some();
     let stderr_err = if content.is_none() && (g.result.is_none() || unknown_session) {
-        stderr_error(stderr, g.shape, clock)
+        stderr_error(stderr, g.read.shape, clock)
     } else {
         None
     };
@@ -698,9 +698,9 @@ pub(crate) fn verdict(g: &Gathered, stderr: &str, facts: &RunFacts, clock: &Cloc
             unknown_session,
         };
     }
-    let kind = no_answer_kind(g.shape);
+    let kind = no_answer_kind(g.read.shape);
     let how = how_it_ended(facts);
-    let what = match g.shape {
+    let what = match g.read.shape {
         OutputShape::Empty => "with no output".to_owned(),
         OutputShape::Truncated => "with truncated JSON output".to_owned(),
         _ => "without a result".to_owned(),

@@ -488,23 +488,11 @@ fn finish(g: parse::Gathered, stderr: &[u8], facts: &RunFacts, clock: &Clock) ->
     let stderr = String::from_utf8_lossy(stderr);
     let verdict = classify::verdict(&g, &stderr, facts, clock);
     let mut a = Analysis {
-        shape: g.shape,
         outcome: verdict.outcome,
         unknown_session: verdict.unknown_session,
-        session_id: g.session_id.clone(),
-        stdout_bytes: g.stdout_bytes,
-        credential_expires_at: g.credential_expires_at,
         usage_windows: g.windows.values().cloned().collect(),
-        ..Analysis::default()
+        ..g.read
     };
-    if let Some(r) = &g.result {
-        a.cost_usd = r.cost_usd;
-        a.cost_reported = r.cost_reported;
-        a.tokens = r.tokens;
-        a.num_turns = r.num_turns;
-        a.duration_ms = r.duration_ms;
-        a.permission_denials.clone_from(&r.denials);
-    }
     // The answer text: the result, the plain text, or (no result) the last assistant text.
     let text_mode = g.text.as_ref().map(parse::TextCapture::text);
     let (answer, full_len): (&str, u64) = match (&g.result, &g.text, &text_mode) {

@@ -16,7 +16,7 @@ use jiff::Timestamp;
 use serde::Deserialize;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::{Denial, OutputShape, Tokens};
+use super::{Analysis, Denial, OutputShape, Tokens};
 
 /// Longest line kept in memory; the rest of a longer line is skipped (and the line unparsed).
 const MAX_LINE: usize = super::MAX_LINE_BYTES;
@@ -338,7 +338,8 @@ impl LimitInfo {
     }
 }
 
-/// The final `result` of a call.
+/// The final `result` of a call: what the verdict reads of it. Its cost, tokens, turns,
+/// duration and denials go straight into [`Gathered::read`].
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct ResultData {
     pub subtype: String,
@@ -353,13 +354,6 @@ pub(crate) struct ResultData {
     /// `api_error_params.rate_limit_info`.
     pub limit: Option<LimitInfo>,
     pub terminal_reason: Option<String>,
-    pub cost_usd: f64,
-    /// `total_cost_usd` was present and believable (`cost_usd` is then what the call cost).
-    pub cost_reported: bool,
-    pub tokens: Tokens,
-    pub num_turns: Option<u32>,
-    pub duration_ms: Option<u64>,
-    pub denials: Vec<Denial>,
 }
 
 /// A synthetic assistant message carrying an error category (`"error":"rate_limit"`, …).
@@ -436,18 +430,18 @@ impl TextCapture {
 /// Everything read from stdout, before classification.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Gathered {
-    pub shape: OutputShape,
-    pub stdout_bytes: u64,
+    /// What the output says outright, in the [`Analysis`] it becomes: its shape and size
+    /// (`stdout_bytes`), the session id and `credential_expires_at` (from whichever event
+    /// gave them last), and the last result's cost, tokens, turns, duration and permission
+    /// denials. The verdict's fields are left at their defaults (`analysis::finish` sets them).
+    pub read: Analysis,
     /// JSON events understood.
     pub events: u64,
-    pub session_id: Option<String>,
     pub model: Option<String>,
     pub result: Option<ResultData>,
     /// The `rate_limit_event`s with status `rejected`, when one was seen: the latest
     /// `resetsAt` and `rateLimitType` any of them gave.
     pub limit_rejected: Option<LimitInfo>,
-    /// `credential_expires_at`, from whichever event gave it last.
-    pub credential_expires_at: Option<Timestamp>,
     /// The usage windows reported (`rate_limit_event`, the result's
     /// `api_error_params.rate_limit_info`), latest reading per window.
     pub windows: std::collections::BTreeMap<String, super::WindowReading>,
@@ -512,16 +506,38 @@ fn truncate_bytes(s: &mut String, max: usize) {
 }
 
 impl Gathered {
+    /// The answer is text: `cap`, its tail cut to what is kept.
+    fn take_text(&mut self, mut cap: TextCapture) {
+        if cap.tail.len() > TEXT_TAIL {
+            let cut = cap.tail.len() - TEXT_TAIL;
+            cap.tail.drain(..cut);
+        }
+        self.read.shape = OutputShape::Text;
+        self.text = Some(cap);
+    }
+
+    /// The shape of an answer read as the client's events, one by one (every `gather_*`
+    /// starts with none absorbed): cut off, one `result` object alone, or a stream.
+    fn events_shape(&self, cut_off: bool) -> OutputShape {
+        if cut_off {
+            OutputShape::Truncated
+        } else if self.events == 1 && self.result.is_some() {
+            OutputShape::ResultObject
+        } else {
+            OutputShape::StreamJson
+        }
+    }
+
     /// Folds one event into what is known.
     pub(crate) fn absorb(&mut self, ev: Event) {
         self.events += 1;
         if let Some(id) = ev.session_id.as_str().filter(|s| !s.trim().is_empty())
-            && self.session_id.as_deref() != Some(id)
+            && self.read.session_id.as_deref() != Some(id)
         {
-            self.session_id = Some(id.to_owned());
+            self.read.session_id = Some(id.to_owned());
         }
         if let Some(at) = timestamp_of(&ev.credential_expires_at) {
-            self.credential_expires_at = Some(at);
+            self.read.credential_expires_at = Some(at);
         }
         match ev.kind.as_str().unwrap_or("") {
             "system" => match ev.subtype.as_str().unwrap_or("") {
@@ -637,7 +653,7 @@ impl Gathered {
             Scalar::Text(ref s) => s.eq_ignore_ascii_case("true"),
             _ => false,
         };
-        let denials = ev
+        let denials: Vec<Denial> = ev
             .permission_denials
             .unwrap_or_default()
             .into_iter()
@@ -673,13 +689,14 @@ impl Gathered {
                 .and_then(|p| p.rate_limit_info)
                 .map(LimitInfo::from_raw),
             terminal_reason: ev.terminal_reason.into_string(),
-            cost_usd: sane_cost(&ev.total_cost_usd),
-            cost_reported: believable_cost(&ev.total_cost_usd).is_some(),
-            tokens: ev.usage.as_ref().map(Usage::tokens).unwrap_or_default(),
-            num_turns: ev.num_turns.as_u64().and_then(|v| u32::try_from(v).ok()),
-            duration_ms: ev.duration_ms.as_u64(),
-            denials,
         });
+        let read = &mut self.read;
+        read.cost_usd = sane_cost(&ev.total_cost_usd);
+        read.cost_reported = believable_cost(&ev.total_cost_usd).is_some();
+        read.tokens = ev.usage.as_ref().map(Usage::tokens).unwrap_or_default();
+        read.num_turns = ev.num_turns.as_u64().and_then(|v| u32::try_from(v).ok());
+        read.duration_ms = ev.duration_ms.as_u64();
+        read.permission_denials = denials;
     }
 }
 
@@ -966,15 +983,14 @@ pub(crate) fn gather_as<R: BufRead>(stdout: R, asked: super::AskedFormat) -> Gat
         ..Gathered::default()
     };
     match first_byte(&mut r) {
-        None => g.shape = OutputShape::Empty,
+        None => g.read.shape = OutputShape::Empty,
         Some(b'{') => gather_lines(&mut r, &mut g),
         Some(b'[') => gather_array(&mut r, &mut g),
-        Some(_) if g.asked_json => gather_after_stray(&mut r, &mut g, &[]),
-        Some(_) => gather_text(&mut r, &mut g, &[]),
+        Some(_) => gather_not_client(&mut r, &mut g, &[]),
     }
     // Drain whatever is left so the byte count is the whole output.
     let _ = std::io::copy(&mut r, &mut std::io::sink());
-    g.stdout_bytes = r.count;
+    g.read.stdout_bytes = r.count;
     g
 }
 
@@ -989,17 +1005,23 @@ fn drain_into<R: BufRead>(r: &mut R, cap: &mut TextCapture) {
 }
 
 fn gather_text<R: BufRead>(r: &mut R, g: &mut Gathered, prefix: &[u8]) {
-    g.shape = OutputShape::Text;
     let mut cap = TextCapture::default();
     cap.push(prefix);
     drain_into(r, &mut cap);
     // A text line over the line cap is too large in every format, not a success.
     g.too_large |= cap.overlong;
-    if cap.tail.len() > TEXT_TAIL {
-        let cut = cap.tail.len() - TEXT_TAIL;
-        cap.tail.drain(..cut);
+    g.take_text(cap);
+}
+
+/// An answer that does not start as the client's JSON: `prefix` (already read), then the rest
+/// of `r`. In a JSON format, lines that may hold the client's events after stray ones; else
+/// text.
+fn gather_not_client<R: BufRead>(r: &mut R, g: &mut Gathered, prefix: &[u8]) {
+    if g.asked_json {
+        gather_after_stray(r, g, prefix);
+    } else {
+        gather_text(r, g, prefix);
     }
-    g.text = Some(cap);
 }
 
 /// What the first line of a `{` output says about the rest.
@@ -1031,19 +1053,13 @@ fn gather_lines<R: BufRead>(r: &mut R, g: &mut Gathered) {
             }
         }
     });
-    let mut parsed = 0u64;
-    let mut only_result = true;
     let mut last_failed = false;
     match first {
         None => {
-            g.shape = OutputShape::Empty;
+            g.read.shape = OutputShape::Empty;
             return;
         }
-        Some(FirstLine::Event(ev)) => {
-            only_result &= ev.kind.as_str() == Some("result");
-            g.absorb(*ev);
-            parsed += 1;
-        }
+        Some(FirstLine::Event(ev)) => g.absorb(*ev),
         Some(FirstLine::TooLarge) => {
             g.too_large = true;
             last_failed = true;
@@ -1055,11 +1071,7 @@ fn gather_lines<R: BufRead>(r: &mut R, g: &mut Gathered) {
         }
         Some(FirstLine::Text(line, cut)) => {
             g.too_large |= cut;
-            if g.asked_json {
-                gather_after_stray(r, g, &line);
-            } else {
-                gather_text(r, g, &line);
-            }
+            gather_not_client(r, g, &line);
             return;
         }
     }
@@ -1072,9 +1084,7 @@ fn gather_lines<R: BufRead>(r: &mut R, g: &mut Gathered) {
         g.too_large |= cut;
         match if cut { None } else { parse_event(trimmed) } {
             Some(ev) => {
-                only_result &= ev.kind.as_str() == Some("result");
                 g.absorb(ev);
-                parsed += 1;
                 last_failed = false;
             }
             None => {
@@ -1087,13 +1097,7 @@ fn gather_lines<R: BufRead>(r: &mut R, g: &mut Gathered) {
     })
     .is_some()
     {}
-    g.shape = if last_failed {
-        OutputShape::Truncated
-    } else if parsed == 1 && only_result {
-        OutputShape::ResultObject
-    } else {
-        OutputShape::StreamJson
-    };
+    g.read.shape = g.events_shape(last_failed);
 }
 
 fn gather_whole<R: BufRead>(r: &mut R, g: &mut Gathered, mut buf: Vec<u8>) {
@@ -1107,42 +1111,27 @@ fn gather_whole<R: BufRead>(r: &mut R, g: &mut Gathered, mut buf: Vec<u8>) {
         buf.extend_from_slice(&line);
         buf.push(b'\n');
     }
-    let mut values = 0u64;
-    let mut only_result = true;
     let mut failed = false;
     for v in serde_json::Deserializer::from_slice(&buf).into_iter::<serde_json::Value>() {
         let ev = match v {
-            Ok(v) => event_from_value(&v).filter(|ev| values > 0 || is_client_event(ev)),
+            Ok(v) => event_from_value(&v).filter(|ev| g.events > 0 || is_client_event(ev)),
             Err(_) => None,
         };
         match ev {
-            Some(ev) => {
-                only_result &= ev.kind.as_str() == Some("result");
-                g.absorb(ev);
-                values += 1;
-            }
+            Some(ev) => g.absorb(ev),
             None => {
                 failed = true;
                 break;
             }
         }
     }
-    g.shape = if failed && values == 0 && !has_client_marker(&buf) {
+    if failed && g.events == 0 && !has_client_marker(&buf) {
         // Not the client's JSON at all: text that starts with `{` (in a JSON format: stray
         // lines, perhaps before the client's result).
-        if g.asked_json {
-            gather_after_stray(r, g, &buf);
-        } else {
-            gather_text(r, g, &buf);
-        }
+        gather_not_client(r, g, &buf);
         return;
-    } else if failed {
-        OutputShape::Truncated
-    } else if values == 1 && only_result {
-        OutputShape::ResultObject
-    } else {
-        OutputShape::StreamJson
-    };
+    }
+    g.read.shape = g.events_shape(failed);
 }
 
 /// In a JSON format, an answer that did not start as the client's JSON: `prefix` (already
@@ -1153,8 +1142,6 @@ fn gather_whole<R: BufRead>(r: &mut R, g: &mut Gathered, mut buf: Vec<u8>) {
 fn gather_after_stray<R: BufRead>(r: &mut R, g: &mut Gathered, prefix: &[u8]) {
     let mut input = prefix.chain(r);
     let mut cap = TextCapture::default();
-    let mut parsed = 0u64;
-    let mut only_result = true;
     let mut last_failed = false;
     while let Some(line) = stray_line(&mut input, &mut cap) {
         let (line, cut) = match line {
@@ -1176,9 +1163,7 @@ fn gather_after_stray<R: BufRead>(r: &mut R, g: &mut Gathered, prefix: &[u8]) {
         let ev = if cut { None } else { event_in_line(trimmed) };
         match ev {
             Some((ev, skipped)) => {
-                only_result &= ev.kind.as_str() == Some("result");
                 g.absorb(ev);
-                parsed += 1;
                 last_failed = false;
                 g.stray_bytes = g.stray_bytes.saturating_add(skipped as u64);
             }
@@ -1190,22 +1175,11 @@ fn gather_after_stray<R: BufRead>(r: &mut R, g: &mut Gathered, prefix: &[u8]) {
             }
         }
     }
-    if parsed == 0 {
-        g.shape = OutputShape::Text;
-        if cap.tail.len() > TEXT_TAIL {
-            let cut = cap.tail.len() - TEXT_TAIL;
-            cap.tail.drain(..cut);
-        }
-        g.text = Some(cap);
+    if g.events == 0 {
+        g.take_text(cap);
         return;
     }
-    g.shape = if last_failed && g.result.is_none() {
-        OutputShape::Truncated
-    } else if parsed == 1 && only_result {
-        OutputShape::ResultObject
-    } else {
-        OutputShape::StreamJson
-    };
+    g.read.shape = g.events_shape(last_failed && g.result.is_none());
 }
 
 /// Bytes of a line looked at for the start of a JSON object (`{"`) before the line is taken
@@ -1327,7 +1301,6 @@ const NOT_CLIENT: &str = "not an array of client events";
 struct ArrayVisitor<'a> {
     g: &'a mut Gathered,
     tee_on: &'a Cell<bool>,
-    events: &'a mut u64,
     budget: &'a Cell<usize>,
 }
 
@@ -1342,17 +1315,15 @@ impl<'de> Visitor<'de> for ArrayVisitor<'_> {
         while let Some(v) = seq.next_element::<serde_json::Value>()? {
             self.budget.set(MAX_LINE);
             let ev = event_from_value(&v);
-            if *self.events == 0 {
+            if self.g.events == 0 {
                 match ev {
                     Some(ev) if is_client_event(&ev) => {
                         self.tee_on.set(false);
-                        *self.events += 1;
                         self.g.absorb(ev);
                     }
                     _ => return Err(serde::de::Error::custom(NOT_CLIENT)),
                 }
             } else if let Some(ev) = ev {
-                *self.events += 1;
                 self.g.absorb(ev);
             }
         }
@@ -1371,11 +1342,7 @@ fn gather_array<R: BufRead>(r: &mut R, g: &mut Gathered) {
             continue;
         }
         if b != b'{' && b != b']' {
-            if g.asked_json {
-                gather_after_stray(r, g, &prefix);
-            } else {
-                gather_text(r, g, &prefix);
-            }
+            gather_not_client(r, g, &prefix);
             return;
         }
         break;
@@ -1383,7 +1350,6 @@ fn gather_array<R: BufRead>(r: &mut R, g: &mut Gathered) {
     let on = Cell::new(true);
     let budget = Cell::new(MAX_LINE);
     let over = Cell::new(false);
-    let mut events = 0u64;
     let mut tee = Tee {
         inner: (&prefix[..]).chain(&mut *r),
         on: &on,
@@ -1396,7 +1362,6 @@ fn gather_array<R: BufRead>(r: &mut R, g: &mut Gathered) {
         let visitor = ArrayVisitor {
             g: &mut *g,
             tee_on: &on,
-            events: &mut events,
             budget: &budget,
         };
         de.deserialize_seq(visitor).is_ok()
@@ -1405,7 +1370,7 @@ fn gather_array<R: BufRead>(r: &mut R, g: &mut Gathered) {
     let Tee { copy: seen, .. } = tee;
     // `[ ] todo`: an empty array followed by more is text too.
     let not_client = !ok && !has_client_marker(&seen.head);
-    if events == 0 && (ok || not_client) {
+    if g.events == 0 && (ok || not_client) {
         // Everything the deserializer consumed went through the tee: it is all in `seen`.
         let consumed = seen.len;
         let mut cap = seen;
@@ -1417,18 +1382,13 @@ fn gather_array<R: BufRead>(r: &mut R, g: &mut Gathered) {
                 .is_some_and(|rest| !rest.trim_ascii().is_empty());
         if ok && !more && cap.complete() {
             // `[]` alone: an empty message array.
-            g.shape = OutputShape::MessageArray;
+            g.read.shape = OutputShape::MessageArray;
             return;
         }
-        if cap.tail.len() > TEXT_TAIL {
-            let cut = cap.tail.len() - TEXT_TAIL;
-            cap.tail.drain(..cut);
-        }
-        g.shape = OutputShape::Text;
-        g.text = Some(cap);
+        g.take_text(cap);
         return;
     }
-    g.shape = if ok {
+    g.read.shape = if ok {
         OutputShape::MessageArray
     } else {
         OutputShape::Truncated
@@ -1457,8 +1417,8 @@ mod tests {
         ];
         for (input, shape) in cases {
             let g = gather(*input);
-            assert_eq!(g.shape, *shape, "{:?}", String::from_utf8_lossy(input));
-            assert_eq!(g.stdout_bytes, input.len() as u64);
+            assert_eq!(g.read.shape, *shape, "{:?}", String::from_utf8_lossy(input));
+            assert_eq!(g.read.stdout_bytes, input.len() as u64);
         }
     }
 
@@ -1467,10 +1427,10 @@ mod tests {
         let line = br#"{"type":"result","subtype":"success","is_error":false,"num_turns":"3","total_cost_usd":null,"duration_ms":1.5e3,"usage":{"input_tokens":-4,"output_tokens":{"x":1}},"api_error_status":[1]}"#;
         let g = gather(&line[..]);
         let r = g.result.unwrap();
-        assert_eq!(r.num_turns, Some(3));
-        assert_eq!(r.duration_ms, Some(1500));
-        assert_eq!(r.cost_usd, 0.0);
-        assert_eq!(r.tokens, Tokens::default());
+        assert_eq!(g.read.num_turns, Some(3));
+        assert_eq!(g.read.duration_ms, Some(1500));
+        assert_eq!(g.read.cost_usd, 0.0);
+        assert_eq!(g.read.tokens, Tokens::default());
         assert_eq!(r.api_status, None);
     }
 
