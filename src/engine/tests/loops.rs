@@ -97,6 +97,16 @@ fn scripted(plans: &[Option<&str>], answers: Vec<Analysis>, checks: &[Script]) -
     fx
 }
 
+/// Test effects where the first call hits a usage limit that resets at `reset` and the second
+/// ticks the plan.
+fn limited_then_done(reset: jiff::Timestamp) -> TestEffects {
+    scripted(
+        &[None, Some(DONE)],
+        vec![usage_limit(reset), Analysis::default()],
+        &[],
+    )
+}
+
 /// Runs a project (`rc` as its `.hankrc`, `agents`) over `fx` in a temp folder: the exit code.
 fn run_project(rc: &str, agents: &[&str], fx: &TestEffects) -> u8 {
     let dir = tempfile::tempdir().unwrap();
@@ -156,11 +166,7 @@ fn a_rejected_claim_is_told_to_the_next_loop_and_the_next_check_passes() {
 #[test]
 fn a_usage_limit_wait_ends_at_the_fake_clocks_time() {
     let reset = t0() + SignedDuration::from_hours(5);
-    let fx = scripted(
-        &[None, Some(DONE)],
-        vec![usage_limit(reset), Analysis::default()],
-        &[],
-    );
+    let fx = limited_then_done(reset);
     assert_eq!(run_project(RC, &["claude"], &fx), 0);
     let f = fx.fx();
     assert_eq!(f.calls.len(), 2);
@@ -197,11 +203,7 @@ fn an_interrupt_during_a_check_stops_the_run() {
 #[test]
 fn an_agent_at_its_usage_limit_fails_over_to_the_next() {
     let reset = t0() + SignedDuration::from_hours(5);
-    let fx = scripted(
-        &[None, Some(DONE)],
-        vec![usage_limit(reset), Analysis::default()],
-        &[],
-    );
+    let fx = limited_then_done(reset);
     let rc = format!("{RC}AGENTS=claude,codex\n");
     assert_eq!(run_project(&rc, &["claude", "codex"], &fx), 0);
     let f = fx.fx();
