@@ -27,19 +27,6 @@ pub struct Called {
     pub analysis: Analysis,
 }
 
-/// The run facts the analyzer needs from a process outcome.
-#[must_use]
-pub fn facts_of(outcome: &RunOutcome) -> RunFacts {
-    RunFacts {
-        exit_code: outcome.exit_code,
-        signal: outcome.signal,
-        timed_out: outcome.timed_out,
-        interrupted: outcome.interrupted,
-        stdout_cut: !outcome.stdout.complete(),
-        startup_hang: outcome.startup_hang,
-    }
-}
-
 /// Runs `spawn` and analyzes its output. `on_track` hears of the agent's group right after the
 /// start and of its descendants that left the group while it runs (the loop records them for
 /// orphan cleanup, see [`process::Tracked`]), `on_line` gets stdout lines in live mode, and
@@ -62,7 +49,7 @@ pub async fn call(
     let mut outcome = process::run_with_hook(spawn, cancel.clone(), on_track, on_line)
         .await
         .map_err(|e| format!("failed to start the agent {program}: {e}"))?;
-    let facts = facts_of(&outcome);
+    let facts = outcome.facts;
     let clock = clock();
     let stdout = std::mem::take(&mut outcome.stdout);
     let stderr = outcome.stderr_head.clone();

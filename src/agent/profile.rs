@@ -20,6 +20,7 @@ use crate::analysis::{
     ErrorRule, FieldPath, Fields, MappedFormat, Mapping, Matcher, RuleKind, Take,
 };
 use crate::error::{HankError, Result};
+use crate::policy::charge::Prices;
 use crate::policy::session;
 use crate::settings::{AgentCommand, OutputFormat, Settings, Source, Sourced};
 
@@ -121,7 +122,7 @@ pub struct Profile {
     pub env: BTreeMap<String, String>,
     pub parser: Parser,
     /// `[prices]`: USD per million tokens, to estimate the cost of an agent that reports none.
-    pub prices: Option<crate::policy::charge::Prices>,
+    pub prices: Option<Prices>,
     pub origin: Origin,
 }
 
@@ -320,21 +321,8 @@ struct RawProfile {
     output: RawOutput,
     #[serde(default)]
     errors: Vec<RawRule>,
-    prices: Option<RawPrices>,
-}
-
-/// `[prices]`: USD per million tokens of each kind (a kind left out costs nothing).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawPrices {
-    #[serde(default)]
-    input: f64,
-    #[serde(default)]
-    output: f64,
-    #[serde(default)]
-    cache_read: f64,
-    #[serde(default)]
-    cache_creation: f64,
+    /// `[prices]`: read as [`Prices`] itself (a kind left out costs nothing).
+    prices: Option<Prices>,
 }
 
 /// Highest token price a profile may give (USD per million tokens).
@@ -684,32 +672,23 @@ pub fn parse(
             }))
         }
     };
-    let prices = match raw.prices {
-        None => None,
-        Some(p) => {
-            for (key, v) in [
-                ("prices.input", p.input),
-                ("prices.output", p.output),
-                ("prices.cache_read", p.cache_read),
-                ("prices.cache_creation", p.cache_creation),
-            ] {
-                if !(v.is_finite() && (0.0..=MAX_PRICE_PER_MTOK).contains(&v)) {
-                    return Err(bad(
-                        key,
-                        format!(
-                            "expected USD per million tokens, from 0 to {MAX_PRICE_PER_MTOK}, got {v}"
-                        ),
-                    ));
-                }
+    if let Some(p) = raw.prices {
+        for (key, v) in [
+            ("prices.input", p.input),
+            ("prices.output", p.output),
+            ("prices.cache_read", p.cache_read),
+            ("prices.cache_creation", p.cache_creation),
+        ] {
+            if !(v.is_finite() && (0.0..=MAX_PRICE_PER_MTOK).contains(&v)) {
+                return Err(bad(
+                    key,
+                    format!(
+                        "expected USD per million tokens, from 0 to {MAX_PRICE_PER_MTOK}, got {v}"
+                    ),
+                ));
             }
-            Some(crate::policy::charge::Prices {
-                input: p.input,
-                output: p.output,
-                cache_read: p.cache_read,
-                cache_creation: p.cache_creation,
-            })
         }
-    };
+    }
     Ok(Profile {
         name: raw.name,
         description: raw.description,
@@ -724,7 +703,7 @@ pub fn parse(
         permission_modes: raw.permission_modes,
         env: raw.env,
         parser,
-        prices,
+        prices: raw.prices,
         origin,
     })
 }
@@ -1150,24 +1129,54 @@ text = "$.answer"
                 .unwrap_or_else(|| panic!("{to} was accepted"));
             assert!(err.contains(expected), "{to}: {err}");
         }
-        let rule = format!("{MINIMAL}\n[[errors]]\nregex = \"(\"\nkind = \"usage_limit\"\n");
-        let err = parse_demo(&rule).err().unwrap_or_default();
-        assert!(
-            err.contains("`errors[0].regex`: not a regular expression"),
-            "{err}"
+        // Tables appended to the profile.
+        let appended: &[(&str, &str)] = &[
+            (
+                "[[errors]]\nregex = \"(\"\nkind = \"usage_limit\"\n",
+                "`errors[0].regex`: not a regular expression",
+            ),
+            (
+                "[[errors]]\nregex = \"x\"\nkind = \"quota\"\n",
+                "`errors[0].kind`: expected one of usage_limit",
+            ),
+            (
+                "[[errors]]\nkind = \"auth\"\n",
+                "`errors[0]`: expected exactly one of `regex` and `path`",
+            ),
+            (
+                "[prices]\ninput = 3.0\ncache_write = 1.0\n",
+                "unknown field `cache_write`",
+            ),
+            (
+                "[prices]\ncache_creation = 20000.0\n",
+                "`prices.cache_creation`: expected USD per million tokens",
+            ),
+        ];
+        for (rest, expected) in appended {
+            let err = parse_demo(&format!("{MINIMAL}\n{rest}"))
+                .err()
+                .unwrap_or_else(|| panic!("{rest} was accepted"));
+            assert!(err.contains(expected), "{rest}: {err}");
+        }
+    }
+
+    /// `[prices]` is read as `charge::Prices`: a kind left out costs nothing (an unknown key or
+    /// a price out of range: `bad_profiles_name_the_file_and_key`).
+    #[test]
+    fn prices_left_out_cost_nothing() {
+        let priced = format!("{MINIMAL}\n[prices]\ninput = 3.0\ncache_read = 0.3\n");
+        let p = parse_demo(&priced).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            p.prices,
+            Some(Prices {
+                input: 3.0,
+                output: 0.0,
+                cache_read: 0.3,
+                cache_creation: 0.0,
+            })
         );
-        let rule = format!("{MINIMAL}\n[[errors]]\nregex = \"x\"\nkind = \"quota\"\n");
-        let err = parse_demo(&rule).err().unwrap_or_default();
-        assert!(
-            err.contains("`errors[0].kind`: expected one of usage_limit"),
-            "{err}"
-        );
-        let rule = format!("{MINIMAL}\n[[errors]]\nkind = \"auth\"\n");
-        let err = parse_demo(&rule).err().unwrap_or_default();
-        assert!(
-            err.contains("`errors[0]`: expected exactly one of `regex` and `path`"),
-            "{err}"
-        );
+        let p = parse_demo(MINIMAL).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(p.prices, None);
     }
 
     #[test]

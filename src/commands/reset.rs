@@ -25,14 +25,7 @@ pub(crate) fn run(what: ResetWhat) -> Result<u8> {
                 .breaker
                 .reset(now, "manual reset (`hank reset circuit`)");
             if let Some(t) = &t {
-                let event = Event::new(
-                    t.at,
-                    EventKind::CircuitChanged {
-                        from: t.from,
-                        to: t.to,
-                        reason: t.reason.clone(),
-                    },
-                );
+                let event = Event::new(t.at, EventKind::from(t));
                 store.append_event(&event.to_line())?;
             }
             "circuit breaker reset to CLOSED"

@@ -103,8 +103,8 @@ impl Real {
         Ok(AgentAnswer {
             analysis,
             duration: called.outcome.duration,
-            startup_hang: called.outcome.startup_hang,
-            interrupted: called.outcome.interrupted,
+            startup_hang: called.outcome.facts.startup_hang,
+            interrupted: called.outcome.facts.interrupted,
         })
     }
 }

@@ -127,11 +127,7 @@ impl News<'_> {
                 Told {
                     say: info(line.clone()),
                     log: Some(line),
-                    event: Some(EventKind::CircuitChanged {
-                        from: t.from,
-                        to: t.to,
-                        reason: t.reason.clone(),
-                    }),
+                    event: Some(EventKind::from(*t)),
                 }
             }
             Self::LoopStarted {
@@ -376,5 +372,25 @@ mod tests {
             });
             assert_eq!(event.as_deref(), kind, "{what}");
         }
+    }
+
+    /// A transition's event carries its states and reason (the same conversion as `hank reset
+    /// circuit`'s).
+    #[test]
+    fn a_transition_is_told_with_its_states_and_reason() {
+        let t = Transition {
+            from: CircuitState::HalfOpen,
+            to: CircuitState::Closed,
+            reason: "progress again".into(),
+            at: at(),
+        };
+        assert_eq!(
+            News::Transition(&t).told().event,
+            Some(EventKind::CircuitChanged {
+                from: CircuitState::HalfOpen,
+                to: CircuitState::Closed,
+                reason: "progress again".into(),
+            })
+        );
     }
 }

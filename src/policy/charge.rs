@@ -21,8 +21,10 @@ use crate::analysis::Tokens;
 /// How far back the highest reported per-call cost is looked for.
 pub const ESTIMATE_LOOKBACK: SignedDuration = SignedDuration::from_hours(24);
 
-/// Token prices of an agent, in USD per million tokens (a profile's `[prices]`).
+/// Token prices of an agent, in USD per million tokens (a profile's `[prices]`, read as it is:
+/// a kind left out costs nothing, an unknown key is an error).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Prices {
     pub input: f64,
     pub output: f64,

@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 
 use super::signal_group;
+use crate::analysis::RunFacts;
 use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
@@ -129,17 +130,13 @@ pub struct Spawn<'a> {
 /// What happened to the process.
 #[derive(Debug, Default)]
 pub struct RunOutcome {
-    pub exit_code: Option<i32>,
-    pub signal: Option<i32>,
-    pub timed_out: bool,
-    /// Stopped because hank received SIGINT/SIGTERM.
-    pub interrupted: bool,
+    /// How it ended, as the analyzer reads it: exit code or signal, hank's timeout (and
+    /// whether it was FIRST_OUTPUT_TIMEOUT), an interrupt by SIGINT/SIGTERM, stdout cut.
+    pub facts: RunFacts,
     /// Stopped by hank [`RESULT_GRACE`] after its complete result (the answer is kept).
     pub stopped_after_result: bool,
     /// The timeout was IDLE_TIMEOUT: the agent printed nothing for that long.
     pub idle: bool,
-    /// The timeout was FIRST_OUTPUT_TIMEOUT: not one stdout byte came before it.
-    pub startup_hang: bool,
     pub stdout_bytes: u64,
     /// What the agent printed on stdout, as hank read it from the pipe.
     pub stdout: Capture,
@@ -790,8 +787,8 @@ pub async fn run_with_hook(
             () = &mut first_deadline, if first_armed => {
                 first_armed = false;
                 if activity.load(Ordering::Relaxed) == 0 {
-                    outcome.timed_out = true;
-                    outcome.startup_hang = true;
+                    outcome.facts.timed_out = true;
+                    outcome.facts.startup_hang = true;
                     break stop.terminate(&mut child, &mut cancel).await?;
                 }
             }
@@ -812,17 +809,17 @@ pub async fn run_with_hook(
                 }
             }
             () = &mut idle, if idle_limit.is_some() => {
-                outcome.timed_out = true;
+                outcome.facts.timed_out = true;
                 outcome.idle = true;
                 break stop.terminate(&mut child, &mut cancel).await?;
             }
             () = &mut deadline => {
-                outcome.timed_out = true;
+                outcome.facts.timed_out = true;
                 break stop.terminate(&mut child, &mut cancel).await?;
             }
             changed = cancel.changed() => {
                 if changed.is_ok() && *cancel.borrow() > 0 {
-                    outcome.interrupted = true;
+                    outcome.facts.interrupted = true;
                     break stop.terminate(&mut child, &mut cancel).await?;
                 }
             }
@@ -847,8 +844,8 @@ pub async fn run_with_hook(
             },
         }
     };
-    outcome.exit_code = status.code();
-    outcome.signal = status.signal();
+    outcome.facts.exit_code = status.code();
+    outcome.facts.signal = status.signal();
 
     // Anything left of the agent (a background server, an MCP helper, a daemon that left the
     // group, a grandchild holding stdout) is stopped the same way; never wait forever on its
@@ -910,6 +907,7 @@ pub async fn run_with_hook(
     let (out, (err_head, err_bytes)) = read.unwrap_or_default();
     outcome.stdout_bytes = out.bytes;
     outcome.stdout = out.capture;
+    outcome.facts.stdout_cut = !outcome.stdout.complete();
     outcome.stderr_head = err_head;
     outcome.stderr_bytes = err_bytes;
     outcome.duration = started.elapsed();
@@ -1323,7 +1321,7 @@ mod tests {
             Duration::from_secs(10),
             true,
         );
-        assert_eq!(o.exit_code, Some(3));
+        assert_eq!(o.facts.exit_code, Some(3));
         assert_eq!(
             std::fs::read(dir.path().join("out")).unwrap(),
             b"hello prompt\n"
@@ -1337,7 +1335,7 @@ mod tests {
     fn no_stderr_file_when_stderr_is_empty() {
         let dir = tempfile::tempdir().unwrap();
         let (o, _) = sh(dir.path(), "exit 0", Duration::from_secs(10), false);
-        assert_eq!(o.exit_code, Some(0));
+        assert_eq!(o.facts.exit_code, Some(0));
         assert!(!dir.path().join("err").exists());
     }
 
@@ -1354,14 +1352,14 @@ mod tests {
     #[test]
     fn timeout_kills_the_whole_group() {
         let (o, grandchild) = with_grandchild("sleep 300", Duration::from_millis(500));
-        assert!(o.timed_out);
+        assert!(o.facts.timed_out);
         assert!(gone(grandchild), "grandchild survived");
     }
 
     #[test]
     fn a_grandchild_holding_stdout_does_not_hang_the_loop() {
         let (o, grandchild) = with_grandchild("echo done", Duration::from_secs(60));
-        assert_eq!(o.exit_code, Some(0));
+        assert_eq!(o.facts.exit_code, Some(0));
         assert!(o.leftovers_killed);
         assert!(o.duration < Duration::from_secs(30));
         assert!(gone(grandchild), "grandchild survived");
@@ -1391,7 +1389,7 @@ mod tests {
                 run(spawn, rx, |_| {}).await
             })
             .unwrap();
-        assert!(o.interrupted);
+        assert!(o.facts.interrupted);
         assert!(o.duration < Duration::from_secs(5));
     }
 
@@ -1408,7 +1406,7 @@ mod tests {
 
     /// The run exited 0 and its answer is exactly `result_line(usd)`.
     fn assert_answer(o: RunOutcome, usd: u32) {
-        assert_eq!(o.exit_code, Some(0));
+        assert_eq!(o.facts.exit_code, Some(0));
         let answer = read_capture(o.stdout);
         assert_eq!(answer, format!("{}\n", result_line(usd)).as_bytes());
     }
@@ -1483,7 +1481,7 @@ mod tests {
             true,
         );
         assert!(o.stopped_after_result);
-        assert!(!o.timed_out);
+        assert!(!o.facts.timed_out);
         assert!(o.duration < Duration::from_secs(300), "{:?}", o.duration);
         assert_eq!(
             read_capture(o.stdout),
@@ -1511,7 +1509,7 @@ mod tests {
             Some(&marker),
             false,
         );
-        assert_eq!(o.exit_code, Some(0));
+        assert_eq!(o.facts.exit_code, Some(0));
         let pid = read_pid(&pidfile);
         assert!(gone(pid), "the setsid daemon survived");
         assert!(o.leftovers_killed);

@@ -407,6 +407,17 @@ pub enum EventKind {
     },
 }
 
+/// The `circuit_changed` event of a breaker transition (the run's and `hank reset circuit`'s).
+impl From<&Transition> for EventKind {
+    fn from(t: &Transition) -> Self {
+        Self::CircuitChanged {
+            from: t.from,
+            to: t.to,
+            reason: t.reason.clone(),
+        }
+    }
+}
+
 /// `.hank/delivery.json` and the `delivery` event: where the work was delivered and what its
 /// checks say.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

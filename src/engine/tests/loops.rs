@@ -84,15 +84,40 @@ fn exit_event(fx: &TestEffects) -> (Option<ExitReason>, Option<bool>) {
     }
 }
 
+/// Test effects where the plan reads `plans[i]` after call `i` (`None`: as it was), the agent
+/// answers `answers` in turn and the checks end as `checks` say.
+fn scripted(plans: &[Option<&str>], answers: Vec<Analysis>, checks: &[Script]) -> TestEffects {
+    let fx = TestEffects::default();
+    {
+        let mut f = fx.fx();
+        f.plan_edits = plans.iter().map(|p| p.map(str::to_owned)).collect();
+        f.answers = answers.into_iter().map(answer).collect();
+        f.checks = checks.iter().copied().collect();
+    }
+    fx
+}
+
+/// Test effects where the first call hits a usage limit that resets at `reset` and the second
+/// ticks the plan.
+fn limited_then_done(reset: jiff::Timestamp) -> TestEffects {
+    scripted(
+        &[None, Some(DONE)],
+        vec![usage_limit(reset), Analysis::default()],
+        &[],
+    )
+}
+
+/// Runs a project (`rc` as its `.hankrc`, `agents`) over `fx` in a temp folder: the exit code.
+fn run_project(rc: &str, agents: &[&str], fx: &TestEffects) -> u8 {
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = project(dir.path(), rc, agents, fx);
+    block_on(e.run()).unwrap()
+}
+
 #[test]
 fn a_call_then_a_passing_check_is_a_verified_stop() {
-    let dir = tempfile::tempdir().unwrap();
-    let fx = TestEffects::default();
-    fx.fx().plan_edits = vec![Some(DONE.to_owned())].into();
-    fx.fx().answers = vec![answer(Analysis::default())].into();
-    fx.fx().checks = vec![Script::Pass].into();
-    let mut e = project(dir.path(), RC, &["claude"], &fx);
-    assert_eq!(block_on(e.run()).unwrap(), 0);
+    let fx = scripted(&[Some(DONE)], vec![Analysis::default()], &[Script::Pass]);
+    assert_eq!(run_project(RC, &["claude"], &fx), 0);
     assert_eq!(
         exit_event(&fx),
         (Some(ExitReason::PlanComplete), Some(true))
@@ -112,13 +137,12 @@ fn a_call_then_a_passing_check_is_a_verified_stop() {
 
 #[test]
 fn a_rejected_claim_is_told_to_the_next_loop_and_the_next_check_passes() {
-    let dir = tempfile::tempdir().unwrap();
-    let fx = TestEffects::default();
-    fx.fx().plan_edits = vec![Some(DONE.to_owned()), None].into();
-    fx.fx().answers = vec![answer(Analysis::default()), answer(Analysis::default())].into();
-    fx.fx().checks = vec![Script::Fail, Script::Pass].into();
-    let mut e = project(dir.path(), RC, &["claude"], &fx);
-    assert_eq!(block_on(e.run()).unwrap(), 0);
+    let fx = scripted(
+        &[Some(DONE), None],
+        vec![Analysis::default(), Analysis::default()],
+        &[Script::Fail, Script::Pass],
+    );
+    assert_eq!(run_project(RC, &["claude"], &fx), 0);
     let f = fx.fx();
     assert_eq!(f.calls.len(), 2);
     assert_eq!(
@@ -141,13 +165,9 @@ fn a_rejected_claim_is_told_to_the_next_loop_and_the_next_check_passes() {
 
 #[test]
 fn a_usage_limit_wait_ends_at_the_fake_clocks_time() {
-    let dir = tempfile::tempdir().unwrap();
-    let fx = TestEffects::default();
     let reset = t0() + SignedDuration::from_hours(5);
-    fx.fx().plan_edits = vec![None, Some(DONE.to_owned())].into();
-    fx.fx().answers = vec![answer(usage_limit(reset)), answer(Analysis::default())].into();
-    let mut e = project(dir.path(), RC, &["claude"], &fx);
-    assert_eq!(block_on(e.run()).unwrap(), 0);
+    let fx = limited_then_done(reset);
+    assert_eq!(run_project(RC, &["claude"], &fx), 0);
     let f = fx.fx();
     assert_eq!(f.calls.len(), 2);
     // The second call came after the reset, on the fake clock, and the wait was saved.
@@ -168,13 +188,12 @@ fn a_usage_limit_wait_ends_at_the_fake_clocks_time() {
 
 #[test]
 fn an_interrupt_during_a_check_stops_the_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let fx = TestEffects::default();
-    fx.fx().plan_edits = vec![Some(DONE.to_owned())].into();
-    fx.fx().answers = vec![answer(Analysis::default())].into();
-    fx.fx().checks = vec![Script::Interrupted].into();
-    let mut e = project(dir.path(), RC, &["claude"], &fx);
-    assert_eq!(block_on(e.run()).unwrap(), crate::exit::INTERRUPTED);
+    let fx = scripted(
+        &[Some(DONE)],
+        vec![Analysis::default()],
+        &[Script::Interrupted],
+    );
+    assert_eq!(run_project(RC, &["claude"], &fx), crate::exit::INTERRUPTED);
     assert_eq!(exit_event(&fx), (Some(ExitReason::Interrupted), None));
     let f = fx.fx();
     assert_eq!(f.checks_run, vec![CheckKind::Completion]);
@@ -183,14 +202,10 @@ fn an_interrupt_during_a_check_stops_the_run() {
 
 #[test]
 fn an_agent_at_its_usage_limit_fails_over_to_the_next() {
-    let dir = tempfile::tempdir().unwrap();
-    let fx = TestEffects::default();
     let reset = t0() + SignedDuration::from_hours(5);
-    fx.fx().plan_edits = vec![None, Some(DONE.to_owned())].into();
-    fx.fx().answers = vec![answer(usage_limit(reset)), answer(Analysis::default())].into();
+    let fx = limited_then_done(reset);
     let rc = format!("{RC}AGENTS=claude,codex\n");
-    let mut e = project(dir.path(), &rc, &["claude", "codex"], &fx);
-    assert_eq!(block_on(e.run()).unwrap(), 0);
+    assert_eq!(run_project(&rc, &["claude", "codex"], &fx), 0);
     let f = fx.fx();
     let who: Vec<&str> = f.calls.iter().map(|c| c.1.as_str()).collect();
     assert_eq!(who, ["claude", "codex"]);

@@ -24,14 +24,7 @@ fn t0() -> Timestamp {
 /// Settings of a project in `dir` with `rc` as its `.hankrc`.
 fn settings(dir: &Path, rc: &str) -> crate::settings::Settings {
     std::fs::create_dir_all(dir.join(".hank")).unwrap();
-    let env = |_: &str| None;
-    let rc_path = dir.join(".hankrc");
-    let layers = crate::settings::resolve::Layers {
-        env: &env,
-        rc_text: rc,
-        rc_path: &rc_path,
-    };
-    crate::settings::resolve::resolve(&crate::settings::Flags::default(), dir, layers).unwrap()
+    crate::settings::resolve::resolve_args(&[], dir, &[], rc).unwrap()
 }
 
 /// An engine over `fx` for a project in `dir` without hank's files and without agents.
@@ -88,6 +81,11 @@ fn waiting_after(e: &mut Engine, d: Decision) -> Step {
     e.run.next(now)
 }
 
+/// The run in the wait of a decision to wait until `until` for `reason`.
+fn limit_wait(e: &mut Engine, until: Timestamp, reason: WaitReason) -> Step {
+    waiting_after(e, Decision::Wait { until, reason })
+}
+
 #[test]
 fn a_saved_five_hour_usage_limit_wait_resumes_on_the_injected_clock() {
     let dir = tempfile::tempdir().unwrap();
@@ -122,13 +120,7 @@ fn a_limit_wait_then_the_gates_again() {
     let dir = tempfile::tempdir().unwrap();
     let (mut e, _fx) = engine(dir.path(), Vec::new());
     let until = t0() + SignedDuration::from_hours(2);
-    let step = waiting_after(
-        &mut e,
-        Decision::Wait {
-            until,
-            reason: WaitReason::Backoff,
-        },
-    );
+    let step = limit_wait(&mut e, until, WaitReason::Backoff);
     assert_eq!(
         step,
         Step::Wait {
@@ -146,13 +138,7 @@ fn retry_now_cuts_a_wait_short_and_stop_ends_the_run() {
     let dir = tempfile::tempdir().unwrap();
     let (mut e, _fx) = engine(dir.path(), vec![vec![], vec![Control::RetryNow]]);
     let until = t0() + SignedDuration::from_hours(5);
-    let step = waiting_after(
-        &mut e,
-        Decision::Wait {
-            until,
-            reason: WaitReason::UsageLimit,
-        },
-    );
+    let step = limit_wait(&mut e, until, WaitReason::UsageLimit);
     assert_eq!(block_on(e.execute(step)).unwrap(), None);
     // Polled before each tick of a second: one tick, not five hours.
     assert_eq!(e.fx.now(), t0() + SignedDuration::from_secs(1));
@@ -161,13 +147,7 @@ fn retry_now_cuts_a_wait_short_and_stop_ends_the_run() {
     drop(e);
     let dir = tempfile::tempdir().unwrap();
     let (mut e, _fx) = engine(dir.path(), vec![vec![Control::Stop]]);
-    let step = waiting_after(
-        &mut e,
-        Decision::Wait {
-            until,
-            reason: WaitReason::UsageLimit,
-        },
-    );
+    let step = limit_wait(&mut e, until, WaitReason::UsageLimit);
     assert_eq!(
         block_on(e.execute(step)).unwrap(),
         Some(crate::exit::ExitReason::Interrupted)

@@ -300,7 +300,7 @@ pub(super) fn convert_ai(
     });
     bar.finish_and_clear();
     let call::Called { outcome, analysis } = called?;
-    if outcome.interrupted {
+    if outcome.facts.interrupted {
         return Err(HankError::WithCode {
             code: exit::INTERRUPTED,
             message: "interrupted: the import was stopped and nothing was changed".into(),
