@@ -253,10 +253,10 @@ impl Checks<'_> {
         warning.map_or(Ok(()), |w| self.fx.tell(self.view, News::Warning(&w)))
     }
 
-    /// VERIFY_AT_START (`at_start`): the check before loop 1, its result saved; a red
-    /// baseline is told to the first loop. Ctrl-C during it is the next gate's to see.
-    pub(crate) async fn baseline(mut self, at_start: bool) -> Result<()> {
-        if self.verify.command.is_none() || !at_start {
+    /// VERIFY_AT_START: the check before loop 1, its result saved; a red baseline is told to
+    /// the first loop. Ctrl-C during it is the next gate's to see.
+    pub(crate) async fn baseline(mut self) -> Result<()> {
+        if self.verify.command.is_none() {
             return Ok(());
         }
         let c = self.run(CheckKind::Baseline).await?;

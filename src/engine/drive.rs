@@ -79,6 +79,9 @@ impl Engine {
     /// Steps 1–4 as facts: integrity, the plan, the breaker, the caps, the windows, the
     /// agent chain (the order of the gates is the state machine's).
     async fn observe_step(&mut self) -> Result<()> {
+        if std::mem::take(&mut self.baseline_due) {
+            self.checks().baseline().await?;
+        }
         // Let the signal task run (the driver is polled on the first yield, the handler runs
         // on the second): a signal that came during the synchronous analysis is seen here.
         for _ in 0..2 {

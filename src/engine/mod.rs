@@ -63,6 +63,9 @@ struct Engine {
     run_loops: Vec<crate::policy::receipts::LoopCost>,
     /// The last loop's questions (status.json shows them while the loop waits for an answer).
     questions: Vec<String>,
+    /// VERIFY_AT_START: the baseline runs at the first look (after a resumed wait; never
+    /// before a stop at once).
+    baseline_due: bool,
     /// DELIVER=branch|pr: the run's delivery (`deliver.rs`, [`crate::deliver::in_run`]).
     delivery: Option<crate::deliver::in_run::InRun>,
 }
@@ -115,8 +118,7 @@ impl Engine {
         }
         self.prune_logs();
         self.tell(News::Status(RunState::Starting))?;
-        let at_start = self.s.verify_at_start.value;
-        self.checks().baseline(at_start).await?;
+        self.baseline_due = self.s.verify_at_start.value;
         loop {
             let step = self.run.next(self.fx.now());
             if let Some(reason) = self.execute(step).await? {
@@ -203,6 +205,7 @@ impl Engine {
             limit_note: None,
             run_loops: Vec::new(),
             questions: Vec::new(),
+            baseline_due: false,
             delivery: None,
         }
     }

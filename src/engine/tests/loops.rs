@@ -216,3 +216,35 @@ fn an_agent_at_its_usage_limit_fails_over_to_the_next() {
         EventKind::AgentSwitched { from, to, .. } if from == "claude" && to == "codex"
     )));
 }
+
+#[test]
+fn the_baseline_runs_after_a_resumed_wait_and_never_before_a_stop_at_once() {
+    use crate::policy::budget::{SavedWait, WaitReason};
+    let until = t0() + SignedDuration::from_hours(5);
+    let rc = "VERIFY_COMMAND=make test\nVERIFY_AT_START=true\n";
+    let run_saved = |rc: &str, fx: &TestEffects| {
+        let dir = tempfile::tempdir().unwrap();
+        let mut e = project(dir.path(), rc, &["claude"], fx);
+        e.state.wait = Some(SavedWait {
+            reason: WaitReason::UsageLimit,
+            until,
+        });
+        block_on(e.run()).unwrap()
+    };
+    // The last run's wait first, then the baseline, then the call.
+    let fx = scripted(&[Some(DONE)], vec![Analysis::default()], &[]);
+    assert_eq!(run_saved(rc, &fx), 0);
+    let f = fx.fx();
+    assert_eq!(f.checks_run, [CheckKind::Baseline, CheckKind::Completion]);
+    let baseline = (f.saved.iter())
+        .find_map(|s| s.last_verification.clone())
+        .unwrap();
+    assert_eq!(baseline.kind, CheckKind::Baseline);
+    assert!(baseline.at >= until, "{} < {until}", baseline.at);
+    drop(f);
+    // ON_USAGE_LIMIT=exit: the run stops at once, no check runs.
+    let fx = scripted(&[], vec![], &[]);
+    let code = run_saved(&format!("{rc}ON_USAGE_LIMIT=exit\n"), &fx);
+    assert_eq!(code, ExitReason::UsageLimit.code());
+    assert!(fx.fx().checks_run.is_empty());
+}
