@@ -99,15 +99,6 @@ impl Engine {
             self.tell(News::Transition(&t))?;
         }
         self.state.agents.on_run_start(now);
-        let resume = self.saved_wait(now);
-        if resume == Resume::Call && self.state.wait.take().is_some() {
-            self.save()?;
-        }
-        let mut run = Run::new(self.run_config(now)).resuming(resume);
-        if self.delivery.is_some() {
-            run = run.delivering(crate::deliver::in_run::InRun::rounds(&self.s));
-        }
-        self.run = run;
         self.run_started = now;
         self.save()?;
         self.refresh_plan();
@@ -118,6 +109,15 @@ impl Engine {
         }
         self.prune_logs();
         self.tell(News::Status(RunState::Starting))?;
+        let resume = self.saved_wait(self.fx.now());
+        if resume == Resume::Call && self.state.wait.take().is_some() {
+            self.save()?;
+        }
+        let mut run = Run::new(self.run_config(now)).resuming(resume);
+        if self.delivery.is_some() {
+            run = run.delivering(crate::deliver::in_run::InRun::rounds(&self.s));
+        }
+        self.run = run;
         self.baseline_due = self.s.verify_at_start.value;
         loop {
             let step = self.run.next(self.fx.now());
