@@ -27,6 +27,10 @@ pub(crate) fn run(a: &VerifyArgs) -> Result<u8> {
     let flags = Flags {
         verify: a.command.clone(),
         verify_timeout: a.timeout.clone(),
+        named: &[
+            ("VERIFY_COMMAND", "--command"),
+            ("VERIFY_TIMEOUT", "--timeout"),
+        ],
         ..Flags::default()
     };
     let (dir, store, s) = super::approved_project("hank verify", &flags)?;

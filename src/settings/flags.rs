@@ -90,6 +90,10 @@ pub struct Flags {
     /// JSON-lines events on stdout (human output stays on stderr).
     #[arg(long)]
     pub json: bool,
+    /// The flags a command gives these values under its own names (key, flag): `hank verify
+    /// --timeout` sets VERIFY_TIMEOUT, and an invalid value names `--timeout`, the flag typed.
+    #[arg(skip)]
+    pub named: &'static [(&'static str, &'static str)],
 }
 
 #[cfg(test)]

@@ -45,6 +45,8 @@ enum BadEnv {
 
 struct Resolver<'a> {
     env: &'a dyn Fn(&str) -> Option<String>,
+    /// [`Flags::named`]: the flags given under a command's own names.
+    named: &'static [(&'static str, &'static str)],
     rc: BTreeMap<String, RcEntry>,
     rc_path: &'a Path,
     shown: Vec<Shown>,
@@ -61,7 +63,8 @@ impl Resolver<'_> {
         parse: &dyn Fn(&str) -> Option<T>,
     ) -> Result<Option<Sourced<T>>> {
         if let Some(raw) = flag {
-            let flag_name = key.flag.unwrap_or(key.name);
+            let named = self.named.iter().find(|(k, _)| *k == key.name).map(|n| n.1);
+            let flag_name = named.or(key.flag).unwrap_or(key.name);
             return match parse(raw) {
                 Some(value) => Ok(Some(Sourced {
                     value,
@@ -214,6 +217,7 @@ pub fn parse_size(text: &str) -> Option<u64> {
 pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<Settings> {
     let mut r = Resolver {
         env: layers.env,
+        named: flags.named,
         rc: parse_hankrc(layers.rc_text, layers.rc_path)?,
         rc_path: layers.rc_path,
         shown: Vec::new(),
@@ -995,6 +999,46 @@ mod tests {
             (s.live.value, s.live.source),
             (true, Source::Flag("--live"))
         );
+    }
+
+    /// A command's own flag for a setting (`hank verify --timeout`, `--command`) is named in its
+    /// errors and as the value's source, not the `hank run` flag of the same setting.
+    #[test]
+    fn a_commands_own_flag_names_are_its_errors_and_sources() {
+        let named = |timeout: &str, command: &str| Flags {
+            verify: Some(command.to_owned()),
+            verify_timeout: Some(timeout.to_owned()),
+            named: &[
+                ("VERIFY_COMMAND", "--command"),
+                ("VERIFY_TIMEOUT", "--timeout"),
+            ],
+            ..Flags::default()
+        };
+        let with = |f: &Flags| {
+            let layers = Layers {
+                env: &|_: &str| None,
+                rc_text: "",
+                rc_path: Path::new("/p/.hankrc"),
+            };
+            resolve(f, Path::new("/p"), layers)
+        };
+        let err = with(&named("5x", "make test")).unwrap_err().to_string();
+        assert!(
+            err.contains("invalid value `5x` for --timeout: expected"),
+            "{err}"
+        );
+        let err = with(&named("5m", " ")).unwrap_err().to_string();
+        assert!(err.contains("for --command"), "{err}");
+        let s = with(&named("5m", "make test")).unwrap();
+        assert_eq!(s.verify_timeout.source, Source::Flag("--timeout"));
+        assert_eq!(s.verify_timeout.value, Duration::from_secs(300));
+        // Without names, the run's own flag.
+        let plain = Flags {
+            named: &[],
+            ..named("5x", "make test")
+        };
+        let err = with(&plain).unwrap_err().to_string();
+        assert!(err.contains("for --verify-timeout"), "{err}");
     }
 
     #[test]
