@@ -703,6 +703,24 @@ impl Hashing {
     }
 }
 
+/// Now, read from the clock the kernel stamps files with. Linux stamps a file's mtime and
+/// ctime from its coarse clock, which lags the precise one by up to a scheduler tick: a file
+/// written a few milliseconds after a snapshot taken with `SystemTime::now()` can carry an
+/// older time than the snapshot's and be missed. Times from this clock never run ahead of a
+/// later stamp.
+fn stamp_clock() -> SystemTime {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        use nix::time::{ClockId, clock_gettime};
+        if let Ok(t) = clock_gettime(ClockId::CLOCK_REALTIME_COARSE)
+            && let (Ok(secs), Ok(nanos)) = (u64::try_from(t.tv_sec()), u32::try_from(t.tv_nsec()))
+        {
+            return SystemTime::UNIX_EPOCH + Duration::new(secs, nanos);
+        }
+    }
+    SystemTime::now()
+}
+
 fn ns_since_epoch(t: SystemTime) -> i64 {
     t.duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
@@ -942,7 +960,7 @@ fn git_state(
 ) -> Result<GitState, GitError> {
     let mut args: Vec<&str> = STATUS_ARGS.to_vec();
     args.extend(PATHSPEC);
-    let taken = SystemTime::now();
+    let taken = stamp_clock();
     let out = git(project, &args, GIT_TIMEOUT, None)?;
     let mut head = None;
     let mut dirty = PathTable::default();
@@ -1080,7 +1098,7 @@ fn walk(project: &Path, mut visit: impl FnMut(&str, &Path, &std::fs::Metadata)) 
 }
 
 fn walk_state(project: &Path) -> WalkState {
-    let taken = SystemTime::now();
+    let taken = stamp_clock();
     let racy_after = ns_since_epoch(taken).saturating_sub(RACY_WINDOW.as_nanos() as i64);
     let mut hashing = Hashing::new();
     let mut files = Some(PathTable::default());
@@ -1234,6 +1252,22 @@ pub(crate) fn git_in(dir: &Path, args: &[&str]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn files_written_after_a_snapshot_are_stamped_no_earlier_than_it() {
+        // New files carry the kernel's coarse time unless someone asked for a fine one; a
+        // snapshot read from the precise clock was sometimes ahead of them (a CI run missed
+        // the file written right after its baseline).
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..500 {
+            let taken = ns_since_epoch(stamp_clock());
+            let path = dir.path().join(format!("f{i}"));
+            std::fs::write(&path, "x").unwrap();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            assert!(Fp::of_meta(&meta).mtime_ns >= taken, "file {i}");
+        }
+        assert_eq!(modified_since(dir.path(), SystemTime::now()).len(), 0);
+    }
 
     fn parse(out: &[u8]) -> Result<Vec<Line<'_>>, ParseError> {
         Porcelain::new(out).collect()
