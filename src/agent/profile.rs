@@ -120,6 +120,9 @@ pub struct Profile {
     pub args: Vec<ArgGroup>,
     pub permission_modes: BTreeMap<String, String>,
     pub env: BTreeMap<String, String>,
+    /// `pass_env`: credentials hank otherwise keeps from the agent
+    /// (hank's list of forge, CI and notification credentials) that this profile's agent is given on purpose.
+    pub pass_env: Vec<String>,
     pub parser: Parser,
     /// `[prices]`: USD per million tokens, to estimate the cost of an agent that reports none.
     pub prices: Option<Prices>,
@@ -318,6 +321,8 @@ struct RawProfile {
     permission_modes: BTreeMap<String, String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
+    #[serde(default)]
+    pass_env: Vec<String>,
     output: RawOutput,
     #[serde(default)]
     errors: Vec<RawRule>,
@@ -702,6 +707,7 @@ pub fn parse(
         args,
         permission_modes: raw.permission_modes,
         env: raw.env,
+        pass_env: raw.pass_env,
         parser,
         prices: raw.prices,
         origin,

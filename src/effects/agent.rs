@@ -20,6 +20,37 @@ pub(crate) const AGENT_ENV_REMOVED: &[&str] = &[
     crate::store::fleet_ledger::ENV,
 ];
 
+/// Credentials hank keeps to itself: the forge tokens it pushes and opens pull requests with,
+/// the CI's own tokens, and the settings that carry notification and control material. None
+/// of them reaches an agent's environment unless its profile names it in `pass_env`.
+pub(crate) const CREDENTIALS: &[&str] = &[
+    "GH_TOKEN",
+    "GITHUB_TOKEN",
+    "GH_ENTERPRISE_TOKEN",
+    "GITHUB_ENTERPRISE_TOKEN",
+    "GITLAB_TOKEN",
+    "GITLAB_PRIVATE_TOKEN",
+    "GL_TOKEN",
+    "CI_JOB_TOKEN",
+    "CI_JOB_JWT",
+    "ACTIONS_RUNTIME_TOKEN",
+    "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
+    "ACTIONS_ID_TOKEN_REQUEST_URL",
+    "NOTIFY",
+    "CONTROL_TOPIC",
+];
+
+/// What is removed from an agent's environment: [`AGENT_ENV_REMOVED`] and every credential
+/// of [`CREDENTIALS`] but those the profile passes on purpose (`pass_env`).
+#[must_use]
+pub(crate) fn removed_for<'a>(pass: &[String]) -> Vec<&'a str> {
+    AGENT_ENV_REMOVED
+        .iter()
+        .chain(CREDENTIALS.iter().filter(|c| !pass.iter().any(|p| p == *c)))
+        .copied()
+        .collect()
+}
+
 /// Time between SIGTERM and SIGKILL when stopping the agent or the check.
 pub(crate) const GRACE: Duration = Duration::from_secs(5);
 
@@ -40,6 +71,7 @@ impl Real {
             None
         };
         let env_set = agent.env();
+        let env_remove = removed_for(&agent.profile.pass_env);
         // Only an answer that streams shows life while the agent works: FIRST_OUTPUT_TIMEOUT
         // and IDLE_TIMEOUT watch it (hank asks for stream-json whenever the profile has it).
         let streaming = argv::output_streams(agent, s);
@@ -55,7 +87,7 @@ impl Real {
             timeout: s.timeout.value,
             grace: GRACE,
             live: s.live.value,
-            env_remove: AGENT_ENV_REMOVED,
+            env_remove: &env_remove,
             env_set: &env_set,
             stop_after_result: matches!(agent.profile.parser, Parser::Claude),
             marker: Some(&self.marker),

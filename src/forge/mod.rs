@@ -8,8 +8,10 @@
 //!
 //! Which forge: GitLab when the remote's host names GitLab (`glab`); else GitHub through `gh`
 //! when it is installed and logged in (hank passes the user's `GH_*` and proxy environment
-//! through), else REST with `GH_TOKEN` / `GITHUB_TOKEN` at `GITHUB_API_URL` (default
-//! `https://api.github.com`). The repository is `GH_REPO` (`[HOST/]OWNER/REPO`, as gh reads it)
+//! through), else REST with `GH_TOKEN` / `GITHUB_TOKEN` at `GITHUB_API_URL`, by default the
+//! remote's own host (`https://api.github.com` for github.com, `https://HOST/api/v3` for an
+//! Enterprise server): gh's own error is shown as a warning, and the token never goes to a host
+//! other than the repository's (or the one the user named). The repository is `GH_REPO` (`[HOST/]OWNER/REPO`, as gh reads it)
 //! when set, else the remote's URL. What gh 2.23.0 sends is in `docs/forges.md`.
 
 pub mod exec;
@@ -666,7 +668,7 @@ pub fn detect(dir: &Path, remote_url: &str, env: &Env) -> Result<Box<dyn Forge>>
             repo,
         }));
     }
-    let hostname = host.filter(|h| h != "github.com");
+    let hostname = host.clone().filter(|h| h != "github.com");
     let mut gh_problem = None;
     if let Ok(gh) = which::which("gh") {
         let api = CliApi {
@@ -676,21 +678,22 @@ pub fn detect(dir: &Path, remote_url: &str, env: &Env) -> Result<Box<dyn Forge>>
         };
         match api.call("GET", "user", None) {
             Ok(r) if r.ok() => return Ok(Box::new(GitHub { api, repo })),
-            Ok(r) => {
-                gh_problem = Some(format!(
-                    "gh is not logged in (HTTP {} {})",
-                    r.status,
-                    r.message()
-                ))
+            Ok(r) if r.status == 401 => {
+                gh_problem = Some(format!("gh is not logged in (HTTP 401 {})", r.message()));
             }
+            Ok(r) => gh_problem = Some(format!("gh: HTTP {} {}", r.status, r.message())),
             Err(e) => gh_problem = Some(e.to_string()),
         }
     }
     if let Some(token) = env.gh_token.clone() {
-        let base = env
-            .api_url
-            .clone()
-            .unwrap_or_else(|| DEFAULT_API_URL.to_string());
+        let base = api_url_for(host.as_deref(), env.api_url.as_deref());
+        // gh's own error is shown; the token goes to the repository's own host only.
+        if let Some(problem) = &gh_problem {
+            eprintln!(
+                "hank: warning: {}; using GH_TOKEN at {base}",
+                crate::sanitize::line(problem)
+            );
+        }
         return Ok(Box::new(GitHub {
             api: Http::new(&base, token, dir)?,
             repo,
@@ -707,6 +710,20 @@ pub fn detect(dir: &Path, remote_url: &str, env: &Env) -> Result<Box<dyn Forge>>
     ))
 }
 
+/// The REST root for the repository's host: `GITHUB_API_URL` when the user set it, else
+/// `https://api.github.com` for github.com (or no host named), else the Enterprise server's
+/// own `https://HOST/api/v3`. A token is only ever sent to the remote's own host.
+#[must_use]
+pub fn api_url_for(host: Option<&str>, user_set: Option<&str>) -> String {
+    if let Some(url) = user_set {
+        return url.to_string();
+    }
+    match host {
+        None | Some("github.com") => DEFAULT_API_URL.to_string(),
+        Some(h) => format!("https://{h}/api/v3"),
+    }
+}
+
 /// Where a program is, for doctor's messages.
 #[must_use]
 pub fn installed(name: &str) -> Option<PathBuf> {
@@ -716,6 +733,20 @@ pub fn installed(name: &str) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_token_goes_only_to_the_remotes_host() {
+        assert_eq!(api_url_for(None, None), DEFAULT_API_URL);
+        assert_eq!(api_url_for(Some("github.com"), None), DEFAULT_API_URL);
+        assert_eq!(
+            api_url_for(Some("ghe.example.com"), None),
+            "https://ghe.example.com/api/v3"
+        );
+        assert_eq!(
+            api_url_for(Some("ghe.example.com"), Some("http://127.0.0.1:9/api")),
+            "http://127.0.0.1:9/api"
+        );
+    }
 
     #[test]
     fn repos_from_gh_repo_or_the_remote() {

@@ -398,3 +398,40 @@ fn hank_ctl_stop_during_the_ci_wait_ends_the_run() {
         "the stop was taken and recorded"
     );
 }
+
+/// The agent never holds the forge's token: `hank run --deliver pr` with `GH_TOKEN`,
+/// `GITHUB_TOKEN`, a GitLab token and a NOTIFY target in hank's environment, while the fake
+/// agent writes its own environment out; hank still opens the PR with its token.
+#[test]
+fn the_agent_never_sees_the_forge_token_hank_delivers_with() {
+    let s = setup("Fix login");
+    s.p.fake(
+        "effect.sh",
+        &format!("{TICK_ONE}env > \"$FAKE_CLAUDE_DIR/agent-env\"\n"),
+    );
+    let gh = FakeGitHub::start();
+    gh.set(|w| w.check_runs.push(green_check()));
+    s.p.hankrc("RETRY_BACKOFF_SECONDS=0\nDELIVER=pr\n");
+    let out = at_fake_github(&mut s.p.cmd(), &gh)
+        .env("GITHUB_TOKEN", "ghs-actions-token-0123456789")
+        .env("GITLAB_TOKEN", "glpat-0123456789abcdef")
+        .env("CI_JOB_TOKEN", "ci-job-token-0123456789")
+        .output()
+        .expect("hank run");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(pulls_created(&gh), 1);
+    let env = std::fs::read_to_string(s.p.fake.join("agent-env")).unwrap();
+    for secret in [
+        TOKEN,
+        "ghs-actions-token-0123456789",
+        "glpat-0123456789abcdef",
+        "ci-job-token-0123456789",
+    ] {
+        assert!(!env.contains(secret), "{secret} reached the agent:\n{env}");
+    }
+    for name in ["GH_TOKEN=", "GITHUB_TOKEN=", "GITLAB_TOKEN=", "CI_JOB_TOKEN="] {
+        assert!(!env.lines().any(|l| l.starts_with(name)), "{name}\n{env}");
+    }
+    // Hank's own settings the agent may keep (the repository it works on) are still there.
+    assert!(env.lines().any(|l| l == "GH_REPO=o/r"), "{env}");
+}

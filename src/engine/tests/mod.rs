@@ -231,6 +231,18 @@ fn the_agent_never_sees_the_fleet_ledger_or_the_removed_client_settings() {
     assert!(crate::effects::agent::AGENT_ENV_REMOVED.contains(&crate::store::fleet_ledger::ENV));
 }
 
+#[test]
+fn forge_and_notification_credentials_stay_with_hank_unless_a_profile_passes_one() {
+    let removed = crate::effects::agent::removed_for(&[]);
+    for key in ["GH_TOKEN", "GITHUB_TOKEN", "GITLAB_TOKEN", "CI_JOB_TOKEN", "NOTIFY", "CONTROL_TOPIC"] {
+        assert!(removed.contains(&key), "{key}");
+    }
+    let passed = crate::effects::agent::removed_for(&["GH_TOKEN".to_string()]);
+    assert!(!passed.contains(&"GH_TOKEN"));
+    assert!(passed.contains(&"GITHUB_TOKEN"));
+    assert!(passed.contains(&crate::store::fleet_ledger::ENV));
+}
+
 /// `NEEDS_ANSWERS=wait`: the 8-hour wait for an answer runs on the injected clock and ends
 /// the run with `needs_answers`; an answer ends it at once, and goes to the next context.
 #[test]

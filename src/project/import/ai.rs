@@ -269,6 +269,7 @@ pub(super) fn convert_ai(
     let marker = crate::agent::process::Marker::new(&work);
     let called = runtime.block_on(async {
         let cancel = crate::agent::signals::install()?;
+        let env_remove = crate::effects::agent::removed_for(&[]);
         let spawn = Spawn {
             program: &agent.program,
             args: &args,
@@ -279,7 +280,7 @@ pub(super) fn convert_ai(
             timeout,
             grace: GRACE,
             live: false,
-            env_remove: crate::agent::client::ENV_REMOVED,
+            env_remove: &env_remove,
             env_set: &[],
             stop_after_result: true,
             marker: Some(&marker),
