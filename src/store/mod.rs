@@ -1032,10 +1032,18 @@ impl Store {
         try_lock(&file, &path, &path)?;
         let mut previous = String::new();
         let _ = file.read_to_string(&mut previous);
+        // The records are trusted only under this user's seal (a key outside the project): a
+        // record the agent wrote into `.hank/hank.lock` names no group hank will signal.
+        let key = lock_key(project);
+        let previous = key
+            .as_deref()
+            .and_then(|k| unsealed(&previous, k))
+            .unwrap_or_default();
         let mut guard = LockGuard {
             _dir: dir_lock,
             file,
             path,
+            key,
             previous,
             agent: None,
             verify: None,
@@ -1079,6 +1087,33 @@ fn open_lock_file(path: &Path) -> io::Result<File> {
     regular_only(file).map(|(file, _)| file)
 }
 
+/// The per-user key that seals the lock's records (`lock.key` in the project's per-user dir,
+/// created 0600 with 32 random bytes on first use). `None` when there is no per-user dir or
+/// no randomness: records are then written unsealed and never acted on.
+fn lock_key(project: &Path) -> Option<Vec<u8>> {
+    let path = userdir::project_dir(project).ok()?.join("lock.key");
+    if let Ok(Some(bytes)) = crate::fsread::read_if_exists(&path, 256, Follow::No) {
+        let key = String::from_utf8_lossy(&bytes).trim().to_string();
+        if key.len() >= 32 {
+            return Some(key.into_bytes());
+        }
+    }
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).ok()?;
+    let key = crate::policy::control::hex(&bytes);
+    write_atomic(&path, format!("{key}\n").as_bytes(), true).ok()?;
+    Some(key.into_bytes())
+}
+
+/// The record lines of a lock file's `text` when its last line is `seal HEX`, the HMAC of the
+/// lines before it under `key`; `None` when it is unsealed or the seal does not match.
+fn unsealed(text: &str, key: &[u8]) -> Option<String> {
+    let body_end = text.trim_end_matches('\n').rfind('\n')? + 1;
+    let (body, last) = text.split_at(body_end);
+    let seal = last.trim().strip_prefix("seal ")?;
+    (crate::policy::control::signature(key, body) == seal).then(|| body.to_string())
+}
+
 /// The PID written in the lock file, if it can be read.
 fn lock_holder(path: &Path) -> Option<String> {
     let mut holder = String::new();
@@ -1109,6 +1144,9 @@ pub struct LockGuard {
     _dir: File,
     file: File,
     path: PathBuf,
+    /// The per-user key sealing the records ([`lock_key`]).
+    key: Option<Vec<u8>>,
+    /// The records a previous holder left under a valid seal (empty otherwise).
     previous: String,
     /// The agent group recorded now.
     agent: Option<(i32, u64)>,
@@ -1195,6 +1233,10 @@ impl LockGuard {
             text.push_str(&format!("\nproc {pid} {ticks}"));
         }
         text.push('\n');
+        if let Some(key) = &self.key {
+            let seal = crate::policy::control::signature(key, &text);
+            text.push_str(&format!("seal {seal}\n"));
+        }
         self.file.set_len(0)?;
         self.file.seek(SeekFrom::Start(0))?;
         self.file.write_all(text.as_bytes())

@@ -429,7 +429,12 @@ fn the_agent_never_sees_the_forge_token_hank_delivers_with() {
     ] {
         assert!(!env.contains(secret), "{secret} reached the agent:\n{env}");
     }
-    for name in ["GH_TOKEN=", "GITHUB_TOKEN=", "GITLAB_TOKEN=", "CI_JOB_TOKEN="] {
+    for name in [
+        "GH_TOKEN=",
+        "GITHUB_TOKEN=",
+        "GITLAB_TOKEN=",
+        "CI_JOB_TOKEN=",
+    ] {
         assert!(!env.lines().any(|l| l.starts_with(name)), "{name}\n{env}");
     }
     // Hank's own settings the agent may keep (the repository it works on) are still there.

@@ -114,6 +114,42 @@ fn a_forged_lock_record_does_not_make_hank_signal_a_foreign_group() {
     );
 }
 
+/// The same forgery with the victim's real start time (anyone can read it from
+/// `/proc/PID/stat`) and a copied seal line: the record is not under this user's seal (a key
+/// outside the project), so the next start signals nothing.
+#[test]
+fn a_forged_lock_record_with_the_real_start_time_is_not_acted_on() {
+    let p = Project::new(&["a", "b", "c"]);
+    p.fake("effect.sh", TICK_ONE);
+    // A sealed record exists from an earlier run; the agent copies its seal line.
+    let first = p.run(&["--max-loops", "1"]);
+    assert_eq!(first.status.code(), Some(3), "{}", stderr(&first));
+    let sealed = std::fs::read_to_string(p.dir.join(".hank/hank.lock")).unwrap();
+    let seal = sealed
+        .lines()
+        .find(|l| l.starts_with("seal "))
+        .unwrap_or("seal 00");
+    let mut victim = bystander();
+    let pgid = i32::try_from(victim.id()).unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{pgid}/stat")).unwrap();
+    let after_comm = &stat[stat.rfind(')').unwrap() + 2..];
+    let ticks = after_comm.split_whitespace().nth(19).unwrap();
+    std::fs::write(
+        p.dir.join(".hank/hank.lock"),
+        format!("999999\nagent {pgid} {ticks}\nverify {pgid} {ticks}\n{seal}\n"),
+    )
+    .unwrap();
+    let o = p.run(&["--max-loops", "1"]);
+    let still = alive(pgid);
+    let _ = victim.kill();
+    let _ = victim.wait();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(
+        still,
+        "hank signalled a process group named by a forged record"
+    );
+}
+
 /// hank killed with SIGKILL while it waits at the call cap (`--calls 1`), right after a loop
 /// whose next loop was to start at once: the loop, its cost and its tokens are on disk (the
 /// token cap holds on restart).

@@ -234,7 +234,14 @@ fn the_agent_never_sees_the_fleet_ledger_or_the_removed_client_settings() {
 #[test]
 fn forge_and_notification_credentials_stay_with_hank_unless_a_profile_passes_one() {
     let removed = crate::effects::agent::removed_for(&[]);
-    for key in ["GH_TOKEN", "GITHUB_TOKEN", "GITLAB_TOKEN", "CI_JOB_TOKEN", "NOTIFY", "CONTROL_TOPIC"] {
+    for key in [
+        "GH_TOKEN",
+        "GITHUB_TOKEN",
+        "GITLAB_TOKEN",
+        "CI_JOB_TOKEN",
+        "NOTIFY",
+        "CONTROL_TOPIC",
+    ] {
         assert!(removed.contains(&key), "{key}");
     }
     let passed = crate::effects::agent::removed_for(&["GH_TOKEN".to_string()]);
