@@ -509,49 +509,47 @@ pub fn poll_remote(
         .since
         .clone()
         .unwrap_or_else(|| format!("{}s", MAX_SKEW_SECS));
-    let url = format!(
-        "{}/json?poll=1&since={since}",
-        topic_url.trim_end_matches('/')
-    );
-    let body = crate::notify::http::get(&url, timeout).map_err(|e| {
-        HankError::usage(format!(
-            "could not read the control topic CONTROL_TOPIC ({}): {e}",
-            crate::policy::notify::Target {
-                kind: crate::policy::notify::TargetKind::Ntfy,
-                url: topic_url.to_string()
-            }
-            .shown()
-        ))
-    })?;
     let mut report = RemoteReport::default();
     let check = |k: &str, v: &str| crate::settings::resolve::check_live_value(k, v);
-    for line in body.lines().filter(|l| !l.trim().is_empty()) {
-        let Ok(m) = serde_json::from_str::<NtfyLine>(line) else {
-            continue;
-        };
-        if m.event != "message" {
-            continue;
+    let mut since = since;
+    // A busy or flooded topic is read in bounded pages, each from the last message taken: a
+    // flood costs time, never every poll, and a signed command after it is still read.
+    for _ in 0..REMOTE_PAGES {
+        let url = format!(
+            "{}/json?poll=1&since={since}",
+            topic_url.trim_end_matches('/')
+        );
+        let mut failure = None;
+        let whole = crate::notify::http::get_lines(
+            &url,
+            timeout,
+            REMOTE_LINE_MAX,
+            crate::notify::http::MAX_BODY,
+            |line| {
+                if failure.is_none()
+                    && let Err(e) =
+                        take_remote_line(line, &secret, now, &check, store, &mut state, &mut report)
+                {
+                    failure = Some(e);
+                }
+            },
+        )
+        .map_err(|e| {
+            HankError::usage(format!(
+                "could not read the control topic CONTROL_TOPIC ({}): {e}",
+                crate::policy::notify::Target {
+                    kind: crate::policy::notify::TargetKind::Ntfy,
+                    url: topic_url.to_string()
+                }
+                .shown()
+            ))
+        })?;
+        if let Some(e) = failure {
+            return Err(e);
         }
-        if !m.id.is_empty() {
-            state.since = Some(m.id.clone());
-        }
-        // hank's own acknowledgements on the topic are never commands.
-        if m.tags.iter().any(|t| t == remote::ACK_TAG) {
-            continue;
-        }
-        let seen = |n: &str| state.nonces.contains_key(n);
-        match control::verify(&m.message, &secret, now, &seen, &check) {
-            Ok((command, nonce)) => {
-                let time = control::split(&m.message).map_or(now.as_second(), |s| s.time);
-                state.nonces.insert(nonce, time);
-                let id = submit(store, command.clone(), ControlSource::Remote, now)?;
-                report.accepted.push((id, command));
-            }
-            Err(refusal) => report.refused.push(format!(
-                "remote command refused, {} (ntfy message {})",
-                refusal.describe(),
-                if m.id.is_empty() { "without id" } else { &m.id }
-            )),
+        match &state.since {
+            Some(id) if !whole && *id != since => since = id.clone(),
+            _ => break,
         }
     }
     // Nonces older than twice the allowed skew can no longer pass the time check.
@@ -562,6 +560,56 @@ pub fn poll_remote(
     write_atomic(&state_path, &bytes, true)
         .map_err(|e| HankError::io("failed to write", &state_path, e))?;
     Ok(report)
+}
+
+/// Most pages of the control topic read in one poll ([`crate::notify::http::MAX_BODY`] each).
+const REMOTE_PAGES: usize = 16;
+
+/// Longest line of the topic's JSON kept (ntfy messages are at most 4 KiB of text).
+const REMOTE_LINE_MAX: usize = 64 * 1024;
+
+/// One line of the topic's JSON poll: a message moves `since`; a signed command hank has not
+/// seen is journaled, anything else refused with why.
+fn take_remote_line(
+    line: &str,
+    secret: &[u8],
+    now: Timestamp,
+    check: &dyn Fn(&str, &str) -> std::result::Result<(), String>,
+    store: &Store,
+    state: &mut RemoteControlState,
+    report: &mut RemoteReport,
+) -> Result<()> {
+    if line.trim().is_empty() {
+        return Ok(());
+    }
+    let Ok(m) = serde_json::from_str::<NtfyLine>(line) else {
+        return Ok(());
+    };
+    if m.event != "message" {
+        return Ok(());
+    }
+    if !m.id.is_empty() {
+        state.since = Some(m.id.clone());
+    }
+    // hank's own acknowledgements on the topic are never commands.
+    if m.tags.iter().any(|t| t == remote::ACK_TAG) {
+        return Ok(());
+    }
+    let seen = |n: &str| state.nonces.contains_key(n);
+    match control::verify(&m.message, secret, now, &seen, check) {
+        Ok((command, nonce)) => {
+            let time = control::split(&m.message).map_or(now.as_second(), |s| s.time);
+            state.nonces.insert(nonce, time);
+            let id = submit(store, command.clone(), ControlSource::Remote, now)?;
+            report.accepted.push((id, command));
+        }
+        Err(refusal) => report.refused.push(format!(
+            "remote command refused, {} (ntfy message {})",
+            refusal.describe(),
+            if m.id.is_empty() { "without id" } else { &m.id }
+        )),
+    }
+    Ok(())
 }
 
 /// An exclusive lock beside the remote state file, released when the file closes.

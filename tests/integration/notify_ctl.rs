@@ -509,3 +509,39 @@ fn an_agent_switch_is_delivered() {
     );
     assert!(msg.contains("claude may be called again at "), "{msg}");
 }
+
+/// More than a page (4 MiB) of junk on the control topic before a signed command: the poll
+/// reads the topic in bounded pages from the last message taken, so the flood never makes
+/// every poll fail and the signed `stop` after it is recorded.
+#[test]
+fn a_flood_on_the_control_topic_does_not_hide_a_signed_command() {
+    let (server, p) = served_project(
+        &["a"],
+        "RETRY_BACKOFF_SECONDS=0\nCONTROL_TOPIC=\"$SERVER/ctl\"\n",
+    );
+    let o = p.run(&["ctl", "init"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let key = stdout(&o).trim().to_string();
+    let now = "2026-11-26T10:00:00Z".parse::<jiff::Timestamp>().unwrap();
+    let junk = "x".repeat(4000);
+    let mut lines: Vec<String> = (0..1400)
+        .map(|i| ntfy_line(&format!("j{i}"), &junk))
+        .collect();
+    lines.push(ntfy_line(
+        "signed",
+        &sign(&key, now.as_second() - 5, "nonce-after-flood", "stop"),
+    ));
+    server.serve_lines(&lines);
+    let o = p
+        .cmd()
+        .env("HANK_NOW", now.to_string())
+        .args(["ctl", "poll"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_contains(&stdout(&o), " stop");
+    let cmds = journal(&p);
+    assert_eq!(cmds.len(), 1, "{cmds:?}");
+    assert_eq!(cmds[0]["command"], "stop");
+    assert!(server.gets().len() >= 2, "{:?}", server.gets().len());
+}
