@@ -40,14 +40,20 @@ pub(crate) const CREDENTIALS: &[&str] = &[
     "CONTROL_TOPIC",
 ];
 
-/// What is removed from an agent's environment: [`AGENT_ENV_REMOVED`] and every credential
-/// of [`CREDENTIALS`] but those the profile passes on purpose (`pass_env`).
+/// What is removed from an agent's environment: [`AGENT_ENV_REMOVED`], every credential of
+/// [`CREDENTIALS`] but those the profile passes on purpose (`pass`), and every `GIT_CONFIG_*`
+/// variable of hank's environment (`GIT_CONFIG_PARAMETERS`, `GIT_CONFIG_COUNT`/`KEY_n`/
+/// `VALUE_n`: how hank's own steps in Actions give git the token's header).
 #[must_use]
-pub(crate) fn removed_for<'a>(pass: &[String]) -> Vec<&'a str> {
+pub(crate) fn removed_for(pass: &[String]) -> Vec<String> {
+    let git_config = std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .filter(|k| k.starts_with("GIT_CONFIG_"));
     AGENT_ENV_REMOVED
         .iter()
         .chain(CREDENTIALS.iter().filter(|c| !pass.iter().any(|p| p == *c)))
-        .copied()
+        .map(|k| (*k).to_string())
+        .chain(git_config)
         .collect()
 }
 
@@ -71,7 +77,8 @@ impl Real {
             None
         };
         let env_set = agent.env();
-        let env_remove = removed_for(&agent.profile.pass_env);
+        let removed = removed_for(&agent.profile.pass_env);
+        let env_remove: Vec<&str> = removed.iter().map(String::as_str).collect();
         // Only an answer that streams shows life while the agent works: FIRST_OUTPUT_TIMEOUT
         // and IDLE_TIMEOUT watch it (hank asks for stream-json whenever the profile has it).
         let streaming = argv::output_streams(agent, s);

@@ -29,7 +29,6 @@ pub const DEFAULT_ALLOWED_TOOLS: &[&str] = &[
     "Bash(git diff *)",
     "Bash(git log *)",
     "Bash(git status *)",
-    "Bash(git push *)",
     "Bash(git pull *)",
     "Bash(git fetch *)",
     "Bash(git checkout *)",

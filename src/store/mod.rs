@@ -1091,6 +1091,10 @@ fn open_lock_file(path: &Path) -> io::Result<File> {
 /// created 0600 with 32 random bytes on first use). `None` when there is no per-user dir or
 /// no randomness: records are then written unsealed and never acted on.
 fn lock_key(project: &Path) -> Option<Vec<u8>> {
+    // Unit tests keep the key beside their temporary project, never in the user's own dir.
+    #[cfg(test)]
+    let path = project.join("lock.key");
+    #[cfg(not(test))]
     let path = userdir::project_dir(project).ok()?.join("lock.key");
     if let Ok(Some(bytes)) = crate::fsread::read_if_exists(&path, 256, Follow::No) {
         let key = String::from_utf8_lossy(&bytes).trim().to_string();
@@ -1332,9 +1336,26 @@ mod tests {
         // The record is written again where it belongs.
         held.record_agent(Some((4242, 7)));
         let text = fs::read_to_string(store.path(HankFile::Lock)).unwrap();
-        assert_eq!(text, format!("{}\nagent 4242 7\n", std::process::id()));
+        let body = format!("{}\nagent 4242 7\n", std::process::id());
+        assert!(text.starts_with(&body), "{text}");
+        assert_eq!(unsealed(&text, &lock_key(_dir.path()).unwrap()), Some(body));
         drop(held);
         assert!(store.lock().is_ok());
+    }
+
+    #[test]
+    fn a_record_not_under_the_seal_is_never_acted_on() {
+        let (_dir, store) = store();
+        let mut first = store.lock().unwrap();
+        first.record_agent(Some((4242, 7)));
+        drop(first);
+        let path = store.path(HankFile::Lock);
+        let sealed = fs::read_to_string(&path).unwrap();
+        // The seal kept, the group changed; then no seal at all.
+        fs::write(&path, sealed.replace("agent 4242 7", "agent 999 7")).unwrap();
+        assert_eq!(store.lock().unwrap().orphaned_agent(), None);
+        fs::write(&path, "1\nagent 4242 7\n").unwrap();
+        assert_eq!(store.lock().unwrap().orphaned_agent(), None);
     }
 
     #[test]
@@ -1377,9 +1398,12 @@ mod tests {
         first.record_agent(Some((4242, 7)));
         first.record_verify(Some((5151, 9)));
         let text = fs::read_to_string(store.path(HankFile::Lock)).unwrap();
-        assert_eq!(
-            text,
-            format!("{}\nagent 4242 7\nverify 5151 9\n", std::process::id())
+        assert!(
+            text.starts_with(&format!(
+                "{}\nagent 4242 7\nverify 5151 9\nseal ",
+                std::process::id()
+            )),
+            "{text}"
         );
         drop(first);
         let mut next = store.lock().unwrap();

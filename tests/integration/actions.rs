@@ -252,3 +252,40 @@ fn block(text: &str, head: &str) -> String {
     }
     out
 }
+
+/// The agent's step holds no forge token: in `action.yml` the step that runs `hank run` gets
+/// the token only for run-task (whose hank claims and pushes its own refs), runs with
+/// `--deliver none`, and every step that reaches the remote authenticates through
+/// `scripts/action-git-auth.sh`; the generated workflow's task checkout keeps no credentials.
+#[test]
+fn the_agents_step_holds_no_token_and_checkout_keeps_none() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("action.yml")).unwrap();
+    let run = text
+        .split("\n    - name: ")
+        .find(|s| s.starts_with("Run\n"))
+        .expect("the Run step");
+    assert!(
+        run.contains("GH_TOKEN: ${{ inputs.command == 'run-task' && inputs.github-token || '' }}"),
+        "{run}"
+    );
+    assert!(run.contains("args=(run --deliver none)"), "{run}");
+    assert!(run.contains("unset GITHUB_TOKEN"), "{run}");
+    let deliver = text
+        .split("\n    - name: ")
+        .find(|s| s.starts_with("Deliver\n"))
+        .expect("the Deliver step");
+    assert!(deliver.contains("hank deliver --deliver"), "{deliver}");
+    assert!(deliver.contains("action-git-auth.sh"), "{deliver}");
+    let auth = std::fs::read_to_string(root.join("scripts/action-git-auth.sh")).unwrap();
+    assert!(auth.contains("::add-mask::"), "{auth}");
+    let template = std::fs::read_to_string(root.join("templates/github/hank.yml")).unwrap();
+    let task_job = template
+        .split("\n  run-task:")
+        .nth(1)
+        .expect("the run-task job");
+    assert!(
+        task_job.contains("persist-credentials: false"),
+        "{task_job}"
+    );
+}

@@ -416,6 +416,12 @@ fn the_agent_never_sees_the_forge_token_hank_delivers_with() {
         .env("GITHUB_TOKEN", "ghs-actions-token-0123456789")
         .env("GITLAB_TOKEN", "glpat-0123456789abcdef")
         .env("CI_JOB_TOKEN", "ci-job-token-0123456789")
+        .env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", "http.https://github.com/.extraheader")
+        .env(
+            "GIT_CONFIG_VALUE_0",
+            "AUTHORIZATION: basic eC1hY2Nlc3MtdG9rZW46c2VjcmV0",
+        )
         .output()
         .expect("hank run");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -426,6 +432,7 @@ fn the_agent_never_sees_the_forge_token_hank_delivers_with() {
         "ghs-actions-token-0123456789",
         "glpat-0123456789abcdef",
         "ci-job-token-0123456789",
+        "eC1hY2Nlc3MtdG9rZW46c2VjcmV0",
     ] {
         assert!(!env.contains(secret), "{secret} reached the agent:\n{env}");
     }

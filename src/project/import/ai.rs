@@ -269,7 +269,8 @@ pub(super) fn convert_ai(
     let marker = crate::agent::process::Marker::new(&work);
     let called = runtime.block_on(async {
         let cancel = crate::agent::signals::install()?;
-        let env_remove = crate::effects::agent::removed_for(&[]);
+        let removed = crate::effects::agent::removed_for(&[]);
+        let env_remove: Vec<&str> = removed.iter().map(String::as_str).collect();
         let spawn = Spawn {
             program: &agent.program,
             args: &args,
