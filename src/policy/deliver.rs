@@ -188,13 +188,55 @@ fn inline(text: &str, secrets: &[String], max: usize) -> String {
     neutral_markdown(&one)
 }
 
-/// Removes what would act in Markdown on GitHub: mentions ping people, `#N` links issues,
-/// HTML renders.
+/// Removes what would act in Markdown on GitHub and GitLab: mentions ping people, closing
+/// keywords close issues, `#N` links them, HTML and images render.
 fn neutral_markdown(s: &str) -> String {
-    s.replace('@', "@\u{200b}")
+    defused(s)
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('`', "'")
+        .replace("![", "!\u{200b}[")
+}
+
+/// The agent's words made inert wherever they appear (code blocks included): a zero-width
+/// space after `@` (no mention) and inside every closing keyword (`close`, `fix`, `resolve`
+/// and their forms) followed by `#N`, `owner/repo#N`, `GH-N` or a URL: a keyword no longer,
+/// so nothing closes on merge. Hank's own `Closes #N` is written after this, never through it.
+fn defused(s: &str) -> String {
+    static KEYWORD: LazyLock<Option<Regex>> = LazyLock::new(|| {
+        Regex::new(
+            r"(?i)\b(close[sd]?|fix(?:e[sd])?|resolve[sd]?)(\s*:?\s*)((?:[\w.-]+/[\w.-]+)?#\d|gh-\d|https?://)",
+        )
+        .ok()
+    });
+    let s = s.replace('@', "@\u{200b}");
+    match KEYWORD.as_ref() {
+        Some(re) => re
+            .replace_all(&s, |c: &regex::Captures<'_>| {
+                let word = c.get(1).map_or("", |m| m.as_str());
+                let (first, rest) = word.split_at(word.chars().next().map_or(0, char::len_utf8));
+                format!(
+                    "{first}\u{200b}{rest}{}{}",
+                    c.get(2).map_or("", |m| m.as_str()),
+                    c.get(3).map_or("", |m| m.as_str())
+                )
+            })
+            .into_owned(),
+        None => s,
+    }
+}
+
+/// `text` as a fenced code block whose fence is longer than any run of backticks in it: the
+/// agent's words shown as written, nothing in them rendered or linked.
+fn fenced(text: &str) -> String {
+    let mut longest = 0;
+    let mut run = 0;
+    for ch in text.chars() {
+        run = if ch == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat(longest.max(2) + 1);
+    format!("{fence}text\n{}\n{fence}\n", text.trim_end_matches('\n'))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -385,10 +427,7 @@ pub fn pr_body(ev: &Evidence, secrets: &[String]) -> String {
     }
     if let Some(s) = ev.agent_summary.as_deref().filter(|s| !s.trim().is_empty()) {
         b.push_str("\n### The agent's own summary (its words, not evidence)\n\n");
-        let s = neutral_markdown(&clean(s, secrets, MAX_SUMMARY_CHARS));
-        for line in s.lines() {
-            let _ = writeln!(b, "> {line}");
-        }
+        b.push_str(&fenced(&defused(&clean(s, secrets, MAX_SUMMARY_CHARS))));
     }
     let closes = closed_issues(&ev.items_done);
     if !closes.is_empty() {
@@ -981,8 +1020,7 @@ mod tests {
             "Stop reason: `plan_complete` — every item is done",
             "Closed → HalfOpen: no progress in 2 loops",
             "### The agent's own summary (its words, not evidence)",
-            "> All done! [REDACTED]",
-            "> @\u{200b}everyone look",
+            "```text\nAll done! [REDACTED]\n@\u{200b}everyone look\n```",
             "Closes #12",
             "$1.00 of the cost is hank's estimate",
         ] {
@@ -994,6 +1032,41 @@ mod tests {
             pr_title(&evidence(), &[]),
             "[#12] Fix the login form (+1 more)"
         );
+    }
+
+    /// Text the agent wrote closes, links, mentions and renders nothing; hank's own
+    /// `Closes #N` (from an item imported from issue N) stays.
+    #[test]
+    fn the_agents_words_are_defused_in_the_body() {
+        let ev = Evidence {
+            items_done: vec![
+                "[#12] Fix login".into(),
+                "Fixes #9 and ![x](https://evil.example/p.png)".into(),
+            ],
+            agent_summary: Some(
+                "Closes #9, resolves owner/repo#10, fixed: https://github.com/o/r/issues/11 \
+                 FIX GH-3 @someone <img src=https://evil.example/t.png> ```"
+                    .into(),
+            ),
+            ..Evidence::default()
+        };
+        let body = pr_body(&ev, &[]);
+        let keyword = Regex::new(
+            r"(?i)\b(close[sd]?|fix(e[sd])?|resolve[sd]?)\b:?\s*([\w.-]+/[\w.-]+)?#\d|(?i)\b(close[sd]?|fix(e[sd])?|resolve[sd]?)\b:?\s*https?://",
+        )
+        .unwrap();
+        let own: Vec<&str> = body.lines().filter(|l| keyword.is_match(l)).collect();
+        assert_eq!(own, ["Closes #12"], "{body}");
+        assert!(!body.contains("@someone"), "{body}");
+        assert!(!body.contains("![x]"), "{body}");
+        // The summary is a code block whose fence outlasts the agent's own backticks.
+        assert!(body.contains("````text\n"), "{body}");
+        assert!(
+            body.contains("<img src=https://evil.example/t.png> ```\n````"),
+            "{body}"
+        );
+        assert!(body.contains("- [x] [#12] Fix login"), "{body}");
+        assert!(body.contains("- [x] F\u{200b}ixes #9 and"), "{body}");
     }
 
     #[test]

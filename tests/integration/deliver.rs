@@ -270,7 +270,7 @@ fn a_pr_is_opened_with_the_evidence_body_and_green_checks_deliver() {
             "| end | `make test` | passed (exit 0) | 1.8s |",
             "| [#12] Fix login | 1 | 3 | $0.42 | 1200 | 1m05s |",
             "Stop reason: `plan_complete`",
-            "> Login fixed, please merge",
+            "```text\nLogin fixed, please merge",
             "Closes #12",
         ],
     );

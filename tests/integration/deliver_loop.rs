@@ -447,3 +447,40 @@ fn the_agent_never_sees_the_forge_token_hank_delivers_with() {
     // Hank's own settings the agent may keep (the repository it works on) are still there.
     assert!(env.lines().any(|l| l == "GH_REPO=o/r"), "{env}");
 }
+
+/// The agent's words in the PR body close, mention and render nothing: its recommendation
+/// says `Closes #9`, `resolves owner/repo#10`, an issue URL, `@someone` and an `<img>`; the
+/// body the fake GitHub received keeps hank's own `Closes #12` as the only closing line.
+#[test]
+fn closing_keywords_and_mentions_in_the_agents_words_are_defused_in_the_pr() {
+    let s = setup("[#12] Fix login");
+    let text = "Done.";
+    let answer = crate::support::result_json("COMPLETE", "IMPLEMENTATION", true, text).replace(
+        "RECOMMENDATION: keep going",
+        "RECOMMENDATION: Closes #9, resolves owner/repo#10, fixes https://github.com/o/r/issues/11 @someone <img src=https://evil.example/t.png>",
+    );
+    s.p.fake("response", &answer);
+    let gh = FakeGitHub::start();
+    gh.set(|w| w.check_runs.push(green_check()));
+    let out = s.run(&gh, "DELIVER=pr\n");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let pr = crate::deliver::created_pr(&gh).json();
+    let body = pr["body"].as_str().unwrap();
+    assert!(
+        body.contains("evil.example"),
+        "the words are kept, inert: {body}"
+    );
+    let closing = regex::Regex::new(
+        r"(?i)\b(close[sd]?|fix(e[sd])?|resolve[sd]?)\b:?\s*(([\w.-]+/[\w.-]+)?#\d|https?://)",
+    )
+    .unwrap();
+    let closes: Vec<&str> = closing.find_iter(body).map(|m| m.as_str()).collect();
+    assert_eq!(closes, ["Closes #1"], "{body}");
+    assert!(body.contains("Closes #12"), "{body}");
+    assert!(!body.contains("@someone"), "{body}");
+    let img = body.find("<img").expect("the img kept as text");
+    let fence = body[..img]
+        .rfind("```text")
+        .expect("inside the summary's code block");
+    assert!(!body[fence..img].contains("\n```\n"), "{body}");
+}
