@@ -97,7 +97,8 @@ impl Repo {
             &["rev-parse", "--path-format=absolute", "--git-common-dir"],
         )?;
         let common = PathBuf::from(String::from_utf8_lossy(&out).trim());
-        let want = wt.join(".git");
+        let want = std::fs::canonicalize(wt)
+            .map_err(|e| GitError::Output(format!("cannot resolve {}: {e}", wt.display())))?;
         let admin = common.join("worktrees");
         let entries = std::fs::read_dir(&admin).map_err(|e| {
             GitError::Output(format!("cannot read {}: {e}", admin.display()))
@@ -107,7 +108,12 @@ impl Repo {
             let gitdir = e.path().join("gitdir");
             if std::fs::symlink_metadata(&gitdir).is_ok_and(|m| m.is_file())
                 && let Ok(text) = std::fs::read_to_string(&gitdir)
-                && Path::new(text.trim()) == want
+                && let named = Path::new(text.trim())
+                && named.file_name() == Some(std::ffi::OsStr::new(".git"))
+                && named
+                    .parent()
+                    .and_then(|p| std::fs::canonicalize(p).ok())
+                    .is_some_and(|p| p == want)
             {
                 found = Some(e.path());
                 break;
