@@ -600,3 +600,87 @@ pub(crate) fn git_in(dir: &Path, args: &[&str]) {
         .is_ok_and(|r| r.status.success());
     assert!(ok, "git {args:?}");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A repository in `dir` with a pre-commit hook and a clean filter on `*.txt` that each
+    /// leave a marker file (the attack of a hook or filter planted by the agent).
+    fn planted(dir: &Path) -> (PathBuf, PathBuf) {
+        git_in(dir, &["init", "-q"]);
+        let hook_ran = dir.join("hook-ran");
+        let filter_ran = dir.join("filter-ran");
+        let hook = dir.join(".git/hooks/pre-commit");
+        std::fs::write(&hook, format!("#!/bin/sh\ntouch '{}'\n", hook_ran.display())).unwrap();
+        std::fs::set_permissions(
+            &hook,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        git_in(
+            dir,
+            &[
+                "config",
+                "filter.x.clean",
+                &format!("sh -c 'touch {}; cat'", filter_ran.display()),
+            ],
+        );
+        std::fs::write(dir.join(".gitattributes"), "*.txt filter=x\n").unwrap();
+        std::fs::write(dir.join("a.txt"), "a\n").unwrap();
+        (hook_ran, filter_ran)
+    }
+
+    const IDENT: [&str; 4] = ["-c", "user.name=t", "-c", "user.email=t@t"];
+
+    #[test]
+    fn acting_git_runs_no_hook_or_filter_unless_asked() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let (hook_ran, filter_ran) = planted(dir);
+        let add = git_run(dir, &["add", "-A"], GIT_TIMEOUT).unwrap();
+        assert!(add.success, "{}", add.stderr);
+        let mut commit = IDENT.to_vec();
+        commit.extend(["commit", "-q", "-m", "x"]);
+        let r = git_run(dir, &commit, GIT_TIMEOUT).unwrap();
+        assert!(r.success, "{}", r.stderr);
+        assert!(!hook_ran.exists(), "the pre-commit hook ran");
+        assert!(!filter_ran.exists(), "the clean filter ran");
+        // Approved (Hooks::Run): the user's own hook and filter run, as their git would.
+        std::fs::write(dir.join("b.txt"), "b\n").unwrap();
+        let add = git_run_hooks(dir, &["add", "-A"], GIT_TIMEOUT, Hooks::Run).unwrap();
+        assert!(add.success, "{}", add.stderr);
+        let r = git_run_hooks(dir, &commit, GIT_TIMEOUT, Hooks::Run).unwrap();
+        assert!(r.success, "{}", r.stderr);
+        assert!(hook_ran.exists() && filter_ran.exists(), "the check proves nothing");
+    }
+
+    #[test]
+    fn a_pinned_worktree_ignores_its_rewritten_git_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        let other = tmp.path().join("other");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::create_dir_all(&other).unwrap();
+        git_in(&root, &["init", "-q"]);
+        git_in(&root, &["commit", "-q", "--allow-empty", "-m", "root"]);
+        git_in(&other, &["init", "-q"]);
+        let wt = tmp.path().join("wt");
+        let wt_s = wt.to_string_lossy().into_owned();
+        git_in(&root, &["worktree", "add", "-q", "-b", "hank/t", &wt_s]);
+        let repo = Repo::task_worktree(&root, &wt).unwrap();
+        assert!(repo.git_dir().ends_with("worktrees/wt"), "{:?}", repo.git_dir());
+        // The agent points the `.git` file elsewhere: hank's git still sees the task's branch.
+        std::fs::write(
+            wt.join(".git"),
+            format!("gitdir: {}\n", other.join(".git").display()),
+        )
+        .unwrap();
+        assert_eq!(repo.head_branch().unwrap().as_deref(), Some("hank/t"));
+        assert!(repo.expect_branch("hank/t").is_ok());
+        let e = repo.expect_branch("hank/u").unwrap_err().to_string();
+        assert!(e.contains("on hank/t") && e.contains("hank/u"), "{e}");
+        // A path that is no worktree of the checkout is refused.
+        assert!(Repo::task_worktree(&root, &other).is_err());
+    }
+}
