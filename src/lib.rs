@@ -62,6 +62,7 @@ pub mod exit;
 pub mod fleet;
 pub mod forge;
 pub mod fsread;
+pub mod git;
 pub(crate) mod monitor;
 pub mod notify;
 pub mod policy;

@@ -1,7 +1,7 @@
 //! The portable run state on the remote: `refs/hank/state/<name>`, a commit whose tree holds
 //! the bundle ([`crate::store::portable`]), read with `git ls-remote` / `fetch` and written
 //! with a compare-and-swap push (`--force-with-lease=<ref>:<expected>`). Git runs through
-//! [`crate::worktree::git_run`] (the user's credentials, as `hank deliver` pushes).
+//! [`crate::git::git_run`] (the user's credentials; no hook or filter of the repository).
 
 use std::path::Path;
 use std::time::Duration;
@@ -9,10 +9,10 @@ use std::time::Duration;
 use crate::error::{HankError, Result};
 use crate::store::portable::{BUNDLE_FILE, encode, parse_bundle, ref_name};
 use crate::store::schema::StateBundle;
-use crate::worktree::{GitRun, git_run, git_run_input};
+use crate::git::{GitRun, git_run, git_run_input};
 
 /// The largest bundle read back from a ref (what hank keeps of a git command's output).
-pub const MAX_BUNDLE_BYTES: u64 = crate::worktree::GIT_OUTPUT_LIMIT;
+pub const MAX_BUNDLE_BYTES: u64 = crate::git::GIT_OUTPUT_LIMIT;
 /// How long a git command that talks to the remote may take (a push or fetch over a slow
 /// network included): the state ref's, and a CI fleet's (`fleet::ci`).
 const GIT_TIMEOUT: Duration = Duration::from_secs(120);

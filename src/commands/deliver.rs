@@ -159,7 +159,7 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
 
     deliver::prepare_branch(&dir, &branch)?;
     let title = rules::pr_title(&ev, &secrets);
-    let committed = deliver::commit_all(&dir, &format!("{title}\n\nDelivered by hank."))?;
+    let committed = deliver::commit_all(&dir, &branch, &format!("{title}\n\nDelivered by hank."))?;
     warn_skipped_secrets(&committed);
     if let Some(out) = &committed.refused {
         return Err(HankError::Tool(format!(

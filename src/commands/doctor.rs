@@ -330,23 +330,6 @@ pub(crate) fn login_from_credentials(
     credentials_file.then(|| "~/.claude/.credentials.json exists".to_string())
 }
 
-fn version_of(program: &Path, args: &[String]) -> Option<String> {
-    let output = crate::proc::Cmd::new(program)
-        .args(args)
-        .arg("--version")
-        .timeout(CHECK_TIMEOUT)
-        .run()
-        .ok()?;
-    output.status.success().then(|| {
-        String::from_utf8_lossy(&output.stdout)
-            .lines()
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_string()
-    })
-}
-
 /// The client: found, its version, supported or not.
 fn client_check(
     agent: &AgentCommand,
@@ -544,7 +527,7 @@ pub(crate) fn run(args: &cli::DoctorArgs) -> Result<u8> {
         )),
     }
     checks.push(
-        match which::which("git").ok().and_then(|p| version_of(&p, &[])) {
+        match crate::git::version() {
             Some(v) => Check::ok("git", v),
             None => Check::fail(
                 "git",

@@ -122,7 +122,7 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
             &a.run_flags,
         );
     }
-    if crate::worktree::run_git(&root, &["rev-parse", "--verify", "HEAD"]).is_err() {
+    if crate::git::run_git(&root, &["rev-parse", "--verify", "HEAD"]).is_err() {
         return Err(HankError::usage_hint(
             format!("{} is not a git repository with a commit", root.display()),
             "hank fleet runs each task in a git worktree: `git init` and commit first",

@@ -400,7 +400,7 @@ fn deliver(
 /// Commits what the run left on the task branch (hank's runtime files excepted) and pushes
 /// the branch, so that the next job continues from it.
 fn keep_work(root: &Path, remote: Option<&str>, branch: &str, message: &str) -> Result<()> {
-    let committed = crate::deliver::commit_all(root, message)?;
+    let committed = crate::deliver::commit_all(root, branch, message)?;
     super::deliver::warn_skipped_secrets(&committed);
     if let Some(out) = &committed.refused {
         return Err(HankError::Tool(format!(

@@ -238,8 +238,8 @@ impl InRun {
             )
         };
         let committed = blocking({
-            let dir = dir.clone();
-            move || super::commit_all(&dir, &message)
+            let (dir, branch) = (dir.clone(), self.branch.clone());
+            move || super::commit_all(&dir, &branch, &message)
         })
         .await?;
         for f in &committed.secrets_skipped {

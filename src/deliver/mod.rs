@@ -19,7 +19,7 @@ pub mod in_run;
 use crate::policy::receipts;
 use crate::policy::verify::CheckKind;
 use crate::store::schema::EventLine;
-use crate::worktree::{GitRun, git_run};
+use crate::git::{GitRun, Hooks, git_run, git_run_hooks};
 
 /// How long a git command of delivery may run (a push with a slow pre-push hook).
 pub const GIT_DELIVER_TIMEOUT: Duration = Duration::from_secs(15 * 60);
@@ -34,6 +34,38 @@ fn git(dir: &Path, args: &[&str], timeout: Duration) -> Result<GitRun> {
             dir.display()
         ))
     })
+}
+
+/// [`git`] for the commands that may run the user's own hooks and filters (the commit, the
+/// push): only when the project's configuration is approved ([`Hooks::approved_in`]).
+fn git_hooked(dir: &Path, args: &[&str], timeout: Duration) -> Result<GitRun> {
+    git_run_hooks(dir, args, timeout, Hooks::approved_in(dir)).map_err(|e| {
+        HankError::Tool(format!(
+            "`git {}` in {}: {e}",
+            args.join(" "),
+            dir.display()
+        ))
+    })
+}
+
+/// Refuses, naming both branches, when HEAD is not on `branch` (the agent switched it — to
+/// `main`, say): delivery never commits or pushes anywhere else.
+///
+/// # Errors
+/// HEAD is elsewhere or detached, or git cannot run.
+pub fn expect_branch(dir: &Path, branch: &str) -> Result<()> {
+    match current_branch(dir)? {
+        Some(b) if b == branch => Ok(()),
+        other => Err(HankError::usage_hint(
+            format!(
+                "delivery refused: HEAD is {} in {}, not the delivery branch `{branch}` (the \
+                 agent switched it); nothing was committed or pushed",
+                other.map_or("detached".to_string(), |b| format!("on `{b}`")),
+                dir.display()
+            ),
+            format!("check the work, then `git switch {branch}` and run `hank deliver`"),
+        )),
+    }
 }
 
 fn git_ok(dir: &Path, args: &[&str]) -> Result<String> {
@@ -181,8 +213,9 @@ pub fn events_text(store: &crate::store::Store) -> String {
 ///
 /// # Errors
 /// git cannot run, or `git add` failed.
-pub fn commit_all(dir: &Path, message: &str) -> Result<Committed> {
-    let r = git(dir, &["add", "--all", "--", "."], GIT_QUICK)?;
+pub fn commit_all(dir: &Path, branch: &str, message: &str) -> Result<Committed> {
+    expect_branch(dir, branch)?;
+    let r = git_hooked(dir, &["add", "--all", "--", "."], GIT_QUICK)?;
     if !r.success {
         return Err(HankError::Tool(format!(
             "`git add` failed: {}",
@@ -205,7 +238,7 @@ pub fn commit_all(dir: &Path, message: &str) -> Result<Committed> {
             refused: None,
         });
     }
-    let r = git(
+    let r = git_hooked(
         dir,
         &["commit", "--quiet", "-m", message],
         GIT_DELIVER_TIMEOUT,
@@ -279,17 +312,23 @@ pub enum Push {
     },
 }
 
-/// Pushes HEAD to `branch` on `remote` (upstream set). A refusal is [`Push::Rejected`] with
-/// the output a pre-push hook printed, for the agent.
+/// Pushes the local branch `branch` — hank's own ref, never HEAD — to the same name on
+/// `remote` (upstream set), once HEAD is checked to be on it ([`expect_branch`]). A refusal
+/// is [`Push::Rejected`] with the output a pre-push hook printed, for the agent.
 ///
 /// # Errors
-/// git cannot run, or ran past [`GIT_DELIVER_TIMEOUT`].
+/// HEAD is not on `branch`, git cannot run, or ran past [`GIT_DELIVER_TIMEOUT`].
 pub fn push(dir: &Path, remote: &str, branch: &str) -> Result<Push> {
-    push_refspec(dir, remote, &format!("HEAD:refs/heads/{branch}"))
+    expect_branch(dir, branch)?;
+    push_refspec(
+        dir,
+        remote,
+        &format!("refs/heads/{branch}:refs/heads/{branch}"),
+    )
 }
 
 fn push_refspec(dir: &Path, remote: &str, refspec: &str) -> Result<Push> {
-    let r = git(
+    let r = git_hooked(
         dir,
         &["push", "--set-upstream", "--", remote, refspec],
         GIT_DELIVER_TIMEOUT,

@@ -6,7 +6,7 @@
 //! task's branch `hank/<slug>` (its work; every item of its section ticked there = delivered,
 //! waiting for its merge) and its state ref `refs/hank/state/<slug>` (a live lease = another
 //! job runs it). A task is merged when its items are ticked in the checked-out branch's plan.
-//! Git runs through [`crate::worktree::git_run`] (the user's credentials, as delivery does).
+//! Git runs through [`crate::git::git_run`] (the user's credentials, as delivery does).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -129,7 +129,7 @@ pub fn require_clean(dir: &Path) -> Result<()> {
         .collect();
     let mut args = vec!["status", "--porcelain", "--untracked-files=all", "--", "."];
     args.extend(excludes.iter().map(String::as_str));
-    let out = crate::worktree::run_git(dir, &args)
+    let out = crate::git::run_git(dir, &args)
         .map_err(|e| HankError::Tool(format!("git status in {}: {e}", dir.display())))?;
     let out = String::from_utf8_lossy(&out);
     let changed: Vec<&str> = out.lines().map(|l| l.get(3..).unwrap_or(l)).collect();
@@ -214,7 +214,7 @@ pub fn checkout_task_branch(dir: &Path, remote: Option<&str>, branch: &str) -> R
 /// # Errors
 /// git fails.
 pub fn config_changed(dir: &Path, from: &str) -> Result<Vec<String>> {
-    let out = crate::worktree::run_git(
+    let out = crate::git::run_git(
         dir,
         &[
             "diff",

@@ -150,7 +150,7 @@ pub async fn integration(
         d.exit_reason = Some(ExitReason::PushRejected);
         return finish(root, &d);
     }
-    let sha = crate::worktree::run_git(
+    let sha = crate::git::run_git(
         root,
         &["rev-parse", "--verify", &format!("refs/heads/{into}")],
     )

@@ -32,7 +32,7 @@ use crate::policy::fixplan;
 use crate::policy::fleet::{self, Admission, AdmissionFacts, TaskEvent, TaskSpec, TaskState};
 use crate::store::schema::{FLEET_SCHEMA, FleetFile, FleetTask};
 use crate::store::{self, Store, fleet_ledger, userdir};
-use crate::worktree::{GitError, run_git};
+use crate::git::{GitError, Repo, run_git};
 
 pub mod events;
 
@@ -401,9 +401,13 @@ fn ensure_integration(paths: &Paths, into: &str) -> Result<()> {
 /// Copies the hank files a worktree needs and the branch does not have (untracked in the
 /// user's checkout: `.hankrc`, `.hank/PROMPT.md`, `.hank/AGENT.md`, `.hank/agents/`).
 fn copy_missing_config(root: &Path, wt: &Path) -> Result<()> {
+    no_links(wt, &[".hank", ".hank/agents"])?;
     for rel in [".hankrc", ".hank/PROMPT.md", ".hank/AGENT.md"] {
         let (from, to) = (root.join(rel), wt.join(rel));
-        if from.is_file() && !to.exists() {
+        // Never through a link the branch holds (a dangling `.hank/AGENT.md` pointing
+        // outside the project): refused, not followed.
+        no_links(wt, &[rel])?;
+        if from.is_file() && fs::symlink_metadata(&to).is_err() {
             if let Some(p) = to.parent() {
                 fs::create_dir_all(p).map_err(|e| HankError::io("create", p, e))?;
             }
@@ -414,7 +418,10 @@ fn copy_missing_config(root: &Path, wt: &Path) -> Result<()> {
     if let Ok(entries) = fs::read_dir(&agents) {
         for e in entries.flatten() {
             let to = wt.join(".hank/agents").join(e.file_name());
-            if e.path().is_file() && !to.exists() {
+            if fs::symlink_metadata(&to).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(link_refused(wt, &to));
+            }
+            if e.path().is_file() && fs::symlink_metadata(&to).is_err() {
                 fs::create_dir_all(wt.join(".hank/agents"))
                     .map_err(|err| HankError::io("create", wt.join(".hank/agents"), err))?;
                 fs::copy(e.path(), &to).map_err(|err| HankError::io("copy to", &to, err))?;
@@ -424,12 +431,38 @@ fn copy_missing_config(root: &Path, wt: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Refuses when one of `rels` in `wt` is a symbolic link: hank's files are written and read
+/// only as what they are, never through a link the agent (or a merged branch) planted.
+fn no_links(wt: &Path, rels: &[&str]) -> Result<()> {
+    for rel in rels {
+        let path = wt.join(rel);
+        if fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(link_refused(wt, &path));
+        }
+    }
+    Ok(())
+}
+
+fn link_refused(wt: &Path, path: &Path) -> HankError {
+    HankError::usage_hint(
+        format!(
+            "{} is a symbolic link: hank's files in {} must be regular files (refused, not \
+             followed)",
+            path.display(),
+            wt.display()
+        ),
+        "remove the link (and commit its removal on the task's branch)",
+    )
+}
+
 /// The task's worktree on `hank/<slug>`: made from the integration branch as it stands now
 /// (or from the task's branch when it exists: a resumed task), with the task's plan.
 fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Result<PathBuf> {
     let _admin = admin_lock();
     let wt = paths.worktree(&spec.slug);
-    if wt.join(".git").exists() {
+    if fs::symlink_metadata(wt.join(".git")).is_ok() {
+        // Resumed: git runs there through the git directory hank finds, never its `.git`.
+        pin(paths, &wt)?;
         return Ok(wt);
     }
     let branch = format!("hank/{}", spec.slug);
@@ -452,13 +485,14 @@ fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Result<PathBuf
         vec!["worktree", "add", "-q", "-b", &branch, &wt_s, into]
     };
     // A checkout of every file: bounded by [`TREE_GIT_TIMEOUT`].
-    timed(|| crate::worktree::run_git_for(&paths.root, &add, TREE_GIT_TIMEOUT)).map_err(|e| {
+    timed(|| crate::git::run_git_for(&paths.root, &add, TREE_GIT_TIMEOUT)).map_err(|e| {
         HankError::Internal(format!(
             "git {} in {}: {e}",
             add.join(" "),
             paths.root.display()
         ))
     })?;
+    pin(paths, &wt)?;
     copy_missing_config(&paths.root, &wt)?;
     let plan = format!(
         "# Fix plan — task {:?} of a hank fleet\n\n{}",
@@ -470,6 +504,14 @@ fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Result<PathBuf
     Ok(wt)
 }
 
+/// Opens the task worktree `wt` from the checkout's own records ([`Repo::task_worktree`]):
+/// every later git command of the fleet in `wt` uses that git directory.
+fn pin(paths: &Paths, wt: &Path) -> Result<Repo> {
+    Repo::task_worktree(&paths.root, wt).map_err(|e| {
+        HankError::Internal(format!("the worktree {}: {e}", wt.display()))
+    })
+}
+
 fn remove_worktree(paths: &Paths, wt: &Path) {
     let _admin = admin_lock();
     let wt_s = wt.to_string_lossy().into_owned();
@@ -477,7 +519,7 @@ fn remove_worktree(paths: &Paths, wt: &Path) {
     // 100,000 files on a loaded machine it took longer, and the fallback below then deleted
     // the tree in hank's own process).
     if timed(|| {
-        crate::worktree::run_git_for(
+        crate::git::run_git_for(
             &paths.root,
             &["worktree", "remove", "--force", &wt_s],
             TREE_GIT_TIMEOUT,
@@ -649,6 +691,9 @@ enum MergeProblem {
     Conflict(Vec<String>),
     Markers(String),
     Red(String),
+    /// Refused for good (not handed back to the agent): HEAD is not on the task's branch, or
+    /// the branch holds a symbolic link among hank's files.
+    Refused(String),
 }
 
 impl MergeProblem {
@@ -659,6 +704,7 @@ impl MergeProblem {
             }
             Self::Markers(list) => format!("the branch holds conflict markers: {list}"),
             Self::Red(tail) => format!("VERIFY_COMMAND failed on the merge result:\n{tail}"),
+            Self::Refused(why) => why.clone(),
         }
     }
 }
@@ -672,9 +718,34 @@ fn merge_task(
     wt: &Path,
     opts: &Options,
 ) -> Result<std::result::Result<(), MergeProblem>> {
-    commit_all(wt, &format!("hank fleet: task {}", spec.name))?;
     let branch = format!("hank/{}", spec.slug);
+    // The commit lands on the task's branch or nowhere: through the git directory hank
+    // recorded, with HEAD where hank put it.
+    let repo = pin(paths, wt)?;
+    if let Err(e) = repo.expect_branch(&branch) {
+        return Ok(Err(MergeProblem::Refused(e.to_string())));
+    }
+    commit_all(wt, &format!("hank fleet: task {}", spec.name))?;
     let int = paths.integration();
+    // hank's files on the branch are regular files: a link would have the supervisor read and
+    // write through it after the merge.
+    let tree = git(
+        &paths.root,
+        &["ls-tree", "-r", "-z", &branch, "--", ".hank", ".hankrc"],
+    )?;
+    let links: Vec<String> = tree
+        .split(|&b| b == 0)
+        .filter(|e| e.starts_with(b"120000 "))
+        .filter_map(|e| e.splitn(2, |&b| b == b'\t').nth(1))
+        .map(|p| crate::sanitize::line(&String::from_utf8_lossy(p)))
+        .collect();
+    if !links.is_empty() {
+        return Ok(Err(MergeProblem::Refused(format!(
+            "{branch} holds symbolic links among hank's files ({}): refused, never followed; \
+             hank's files must be regular files",
+            links.join(", ")
+        ))));
+    }
     let ident = identity_args(&int)?;
     // Conflict markers never reach the integration branch.
     if let Ok(out) = run_git_timed(
@@ -724,6 +795,7 @@ fn merge_task(
         }
     }
     let plan_path = int.join(".hank").join("fix_plan.md");
+    no_links(&int, &[".hank", ".hank/fix_plan.md"])?;
     if let Ok(plan) = fs::read_to_string(&plan_path) {
         let ticked = fleet::tick_items(&plan, &spec.name, &done_items(wt));
         if ticked != plan {
@@ -1369,6 +1441,10 @@ fn merge_off_thread(
             Ok(None)
         }
         Err(problem) => {
+            if matches!(problem, MergeProblem::Refused(_)) {
+                // Kept as the agent left it, for the user to look at; never merged.
+                return Ok(Some(problem));
+            }
             if last {
                 remove_worktree(paths, &wt);
             } else {
@@ -1401,7 +1477,7 @@ fn merged(name: &str, problem: Option<MergeProblem>, opts: &Options, file: &mut 
             );
             t.merge_attempts = t.merge_attempts.saturating_add(1);
             let what = problem.describe(&opts.into);
-            if next == TaskState::Failed {
+            if next == TaskState::Failed || matches!(problem, MergeProblem::Refused(_)) {
                 t.state = TaskState::Failed;
                 t.message = format!(
                     "{what} (after {} merge attempt(s)); its work is kept on {}",

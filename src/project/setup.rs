@@ -12,7 +12,6 @@ use crate::error::{HankError, Result};
 use crate::exit;
 
 use super::generate::{self, ProjectSpec};
-use super::sources::run_tool;
 use super::{SetupArgs, detect};
 
 const GIT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -55,24 +54,25 @@ pub(crate) enum GitOutcome {
     Skipped(String),
 }
 
-fn git_value(git: &Path, dir: &Path, key: &str) -> Option<String> {
-    let out = run_tool(git, &["config", "--get", key], dir, GIT_TIMEOUT).ok()?;
+fn git_value(dir: &Path, key: &str) -> Option<String> {
+    let out = crate::git::git_run(dir, &["config", "--get", key], GIT_TIMEOUT).ok()?;
     let v = out.stdout.trim().to_string();
     (out.success && !v.is_empty()).then_some(v)
 }
 
 fn git_init_and_commit(dir: &Path) -> GitOutcome {
-    let Ok(git) = which::which("git") else {
-        return GitOutcome::Skipped("git is not on PATH; no repository was created".into());
-    };
+    // Through the git door: nothing the new repository could configure runs.
     let step = |args: &[&str]| -> std::result::Result<(), String> {
-        match run_tool(&git, args, dir, GIT_TIMEOUT) {
+        match crate::git::git_run(dir, args, GIT_TIMEOUT) {
             Ok(out) if out.success => Ok(()),
             Ok(out) => Err(format!(
                 "`git {}` failed: {}",
                 args.first().copied().unwrap_or(""),
                 out.stderr.lines().next().unwrap_or("").trim()
             )),
+            Err(crate::git::GitError::Spawn(_)) => {
+                Err("git is not on PATH; no repository was created".into())
+            }
             Err(e) => Err(e.to_string()),
         }
     };
@@ -83,7 +83,7 @@ fn git_init_and_commit(dir: &Path) -> GitOutcome {
         return GitOutcome::Skipped(e);
     }
     let has_identity =
-        git_value(&git, dir, "user.name").is_some() && git_value(&git, dir, "user.email").is_some();
+        git_value(dir, "user.name").is_some() && git_value(dir, "user.email").is_some();
     let mut args: Vec<&str> = Vec::new();
     if !has_identity {
         args.extend(["-c", "user.name=hank", "-c", "user.email=hank@localhost"]);

@@ -267,3 +267,43 @@ fn child_processes_start_only_in_the_process_layer() {
     let layer = std::fs::read_to_string(src.join("proc/mod.rs")).unwrap();
     assert!(layer.contains("Command::new"), "the process layer moved?");
 }
+
+/// Every git command hank runs goes through the git door (`src/git/`: hooks, filters,
+/// fsmonitor, external diff and pager off unless approved; the recorded git directory):
+/// nothing else in `src/` — its tests included — starts git or looks it up to run it.
+#[test]
+fn git_starts_only_in_the_git_door() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let forbidden = [
+        "Cmd::new(\"git\")",
+        "Command::new(\"git\")",
+        "which(\"git\")",
+        "Cmd::new(git)",
+        "Cmd::new(&git)",
+    ];
+    let mut checked = 0;
+    for f in files {
+        let rel = f.strip_prefix(&src).unwrap();
+        if rel.starts_with("git") {
+            continue;
+        }
+        let text: String = std::fs::read_to_string(&f)
+            .unwrap()
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
+        for bad in forbidden {
+            assert!(
+                !text.contains(bad),
+                "src/{} names `{bad}`: run git through crate::git (the one door for git)",
+                rel.display()
+            );
+        }
+        checked += 1;
+    }
+    assert!(checked > 50, "only {checked} files read");
+    let door = std::fs::read_to_string(src.join("git/mod.rs")).unwrap();
+    assert!(door.contains("Cmd::new(\"git\")"), "the git door moved?");
+}

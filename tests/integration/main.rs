@@ -21,6 +21,7 @@ mod fleet;
 mod fleet_budget;
 mod fleet_ctl;
 mod fleet_monitor;
+mod git_door;
 mod hostile_cost;
 mod hostile_data;
 mod hostile_process;

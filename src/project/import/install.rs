@@ -59,9 +59,12 @@ pub(super) fn write_scaffold(dir: &Path, spec: &ProjectSpec) -> Result<Vec<Strin
 
 /// `git add -A` and a commit of the import, with hank's identity when the user has none.
 pub(super) fn commit_import(dir: &Path, doc_name: &str) -> std::result::Result<(), String> {
-    let git = which::which("git").map_err(|_| "git is not on PATH".to_string())?;
+    // Through the git door: nothing the repository configures runs.
     let ok = |args: &[&str]| -> std::result::Result<String, String> {
-        let out = run_tool(&git, args, dir, GIT_TIMEOUT).map_err(|e| e.to_string())?;
+        let out = crate::git::git_run(dir, args, GIT_TIMEOUT).map_err(|e| match e {
+            crate::git::GitError::Spawn(_) => "git is not on PATH".to_string(),
+            e => e.to_string(),
+        })?;
         if out.success {
             Ok(out.stdout)
         } else {

@@ -58,7 +58,6 @@ use crate::policy::fixplan;
 use crate::settings::{self, AgentCommand};
 
 use super::generate::{self, ProjectSpec};
-use super::sources::run_tool;
 use super::tasks::{self, Task, TaskOrigin};
 use super::templates::{self, Vars};
 use super::{ImportArgs, detect, scan, setup};

@@ -574,7 +574,7 @@ fn include_target(value: &[u8], origin: &Path, home: Option<&Path>) -> Option<Pa
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::worktree::git_in;
+    use crate::git::git_in;
 
     #[test]
     fn listings_are_parsed() {

@@ -1,0 +1,686 @@
+//! The one door for every git command hank runs: progress's reading of the tree
+//! (`crate::worktree`), the fleet's worktrees, commits and merges, delivery, the state refs,
+//! `hank fleet plan`/`run-task`, `hank import`'s and `setup`'s commits, `doctor`'s version.
+//! Nothing else starts git (`tests/integration/architecture.rs` fails on `Cmd::new("git")` or
+//! `which("git")` anywhere else).
+//!
+//! # The rule: git run by hank runs no program the repository configures
+//!
+//! The repository (`.git/config`, `.git/hooks/`, `.gitattributes`, `info/attributes`) is
+//! writable by the agent, so every git hank starts has, on its command line: hooks off
+//! (`core.hooksPath=/dev/null`), every filter driver's `clean`/`smudge`/`process` emptied
+//! (named from a `git config` listing, `filters`), no fsmonitor, no external diff, no pager;
+//! textconv is never asked for (no `-p` output is read) and aliases never used (hank names
+//! built-in commands only). The one exception is delivery's commit and push ([`Hooks::Run`]):
+//! the user's pre-commit/pre-push hooks and filters (LFS) run only when the project's
+//! configuration is approved (`crate::approval::unapproved` is empty); anything else passes
+//! [`Hooks::Off`].
+//!
+//! # Which repository
+//!
+//! A task worktree of `hank fleet` is opened from paths hank knows ([`Repo::task_worktree`]):
+//! its git directory is found in the checkout's common directory (`worktrees/*/gitdir` naming
+//! the worktree), and every git command in it then runs as `git --git-dir=<that>
+//! --work-tree=<wt>`, never through the worktree's `.git` file, which the agent can rewrite.
+//! Commits check that HEAD is the branch hank expects ([`Repo::expect_branch`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+mod filters;
+
+/// Longest a git command may run before it is killed (with its process group) and the
+/// answer falls back to the walk.
+pub const GIT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Whether the repository's own hooks and filters may run (delivery's commit and push only,
+/// and only when the user approved the project's configuration).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hooks {
+    /// The user's hooks and filters run (the configuration is approved).
+    Run,
+    /// None of them runs.
+    Off,
+}
+
+impl Hooks {
+    /// [`Hooks::Run`] when nothing in `project`'s configuration is unapproved
+    /// (`crate::approval::unapproved` empty), else [`Hooks::Off`] (also when that cannot be
+    /// read).
+    #[must_use]
+    pub fn approved_in(project: &Path) -> Hooks {
+        match crate::approval::unapproved(project) {
+            Ok(list) if list.is_empty() => Hooks::Run,
+            _ => Hooks::Off,
+        }
+    }
+}
+
+/// Work trees whose git directory hank pinned ([`Repo::task_worktree`]): git runs in them
+/// with `--git-dir`/`--work-tree`, never through their `.git` file.
+static PINNED: Mutex<Vec<(PathBuf, PathBuf)>> = Mutex::new(Vec::new());
+
+/// `--git-dir=… --work-tree=…` for a pinned work tree, nothing otherwise.
+fn pinned_args(dir: &Path) -> Vec<String> {
+    let pinned = PINNED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    pinned
+        .iter()
+        .find(|(wt, _)| wt == dir)
+        .map(|(wt, gd)| {
+            vec![
+                format!("--git-dir={}", gd.display()),
+                format!("--work-tree={}", wt.display()),
+            ]
+        })
+        .unwrap_or_default()
+}
+
+/// A repository opened from paths hank recorded itself.
+#[derive(Debug, Clone)]
+pub struct Repo {
+    work_tree: PathBuf,
+    git_dir: PathBuf,
+}
+
+impl Repo {
+    /// The linked worktree `wt` of the checkout `root`: its git directory is the one of
+    /// `<common>/worktrees/*` whose `gitdir` file names `<wt>/.git` (written by `git worktree
+    /// add`, outside the worktree); from now on every git command hank runs in `wt` uses it
+    /// (`--git-dir`, `--work-tree`), whatever the worktree's `.git` file says.
+    ///
+    /// # Errors
+    /// The checkout's common directory cannot be read, or no worktree of it is `wt`.
+    pub fn task_worktree(root: &Path, wt: &Path) -> Result<Repo, GitError> {
+        let out = run_git(
+            root,
+            &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+        )?;
+        let common = PathBuf::from(String::from_utf8_lossy(&out).trim());
+        let want = std::fs::canonicalize(wt)
+            .map_err(|e| GitError::Output(format!("cannot resolve {}: {e}", wt.display())))?;
+        let admin = common.join("worktrees");
+        let entries = std::fs::read_dir(&admin).map_err(|e| {
+            GitError::Output(format!("cannot read {}: {e}", admin.display()))
+        })?;
+        let mut found = None;
+        for e in entries.flatten() {
+            let gitdir = e.path().join("gitdir");
+            if std::fs::symlink_metadata(&gitdir).is_ok_and(|m| m.is_file())
+                && let Ok(text) = std::fs::read_to_string(&gitdir)
+                && let named = Path::new(text.trim())
+                && named.file_name() == Some(std::ffi::OsStr::new(".git"))
+                && named
+                    .parent()
+                    .and_then(|p| std::fs::canonicalize(p).ok())
+                    .is_some_and(|p| p == want)
+            {
+                found = Some(e.path());
+                break;
+            }
+        }
+        let git_dir = found.ok_or_else(|| {
+            GitError::Output(format!(
+                "{} is not a worktree of {} (no {}/*/gitdir names it)",
+                wt.display(),
+                root.display(),
+                admin.display()
+            ))
+        })?;
+        let mut pinned = PINNED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        pinned.retain(|(w, _)| w != wt);
+        pinned.push((wt.to_path_buf(), git_dir.clone()));
+        Ok(Repo {
+            work_tree: wt.to_path_buf(),
+            git_dir,
+        })
+    }
+
+    /// The git directory hank uses for this work tree.
+    #[must_use]
+    pub fn git_dir(&self) -> &Path {
+        &self.git_dir
+    }
+
+    /// The branch HEAD is on (`None` when detached), read from the pinned git directory.
+    ///
+    /// # Errors
+    /// git cannot run.
+    pub fn head_branch(&self) -> Result<Option<String>, GitError> {
+        match run_git(&self.work_tree, &["symbolic-ref", "--quiet", "HEAD"]) {
+            Ok(out) => Ok(Some(String::from_utf8_lossy(&out).trim().to_string())
+                .map(|r| r.strip_prefix("refs/heads/").unwrap_or(&r).to_string())),
+            Err(GitError::Failed(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `Ok` when HEAD is on `branch`; else an error naming both (the agent switched it).
+    ///
+    /// # Errors
+    /// HEAD is on another branch or detached, or git cannot run.
+    pub fn expect_branch(&self, branch: &str) -> Result<(), GitError> {
+        match self.head_branch()? {
+            Some(b) if b == branch => Ok(()),
+            other => Err(GitError::Output(format!(
+                "HEAD of {} is {} instead of the branch hank made for it, {branch}: refused",
+                self.work_tree.display(),
+                other.map_or("detached".to_string(), |b| format!("on {b}")),
+            ))),
+        }
+    }
+}
+
+/// `git --version`'s answer (for `hank doctor`), `None` when git cannot run.
+#[must_use]
+pub fn version() -> Option<String> {
+    let done = crate::proc::Cmd::new("git")
+        .arg("--version")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .timeout(Duration::from_secs(10))
+        .run()
+        .ok()?;
+    let out = String::from_utf8_lossy(&done.stdout);
+    done.status
+        .success()
+        .then(|| out.lines().next().unwrap_or("").trim().to_string())
+}
+
+
+/// Why a git command gave no answer.
+#[derive(Debug)]
+pub enum GitError {
+    /// `git` could not be started (not installed, not on PATH…).
+    Spawn(std::io::Error),
+    /// It ran longer than its timeout and was killed.
+    Timeout,
+    /// Hank received SIGINT, SIGTERM or SIGHUP while it ran; it was killed.
+    Interrupted,
+    /// It exited unsuccessfully (not a repository, a corrupt one…).
+    Failed(std::process::ExitStatus),
+    /// Its output could not be read or is not what was asked for.
+    Output(String),
+}
+
+impl From<crate::proc::RunError> for GitError {
+    fn from(e: crate::proc::RunError) -> Self {
+        match e {
+            crate::proc::RunError::Spawn(e) => GitError::Spawn(e),
+            crate::proc::RunError::Timeout => GitError::Timeout,
+            crate::proc::RunError::Interrupted => GitError::Interrupted,
+            crate::proc::RunError::Io(e) => GitError::Output(e.to_string()),
+        }
+    }
+}
+
+impl std::fmt::Display for GitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GitError::Spawn(e) => write!(f, "cannot run git: {e}"),
+            GitError::Timeout => write!(f, "git ran longer than {GIT_TIMEOUT:?}"),
+            GitError::Interrupted => write!(f, "git was stopped: hank was interrupted"),
+            GitError::Failed(s) => write!(f, "git failed ({s})"),
+            GitError::Output(e) => write!(f, "unexpected git output: {e}"),
+        }
+    }
+}
+
+/// Variables of the user's environment git may see (every other one is dropped, and of
+/// these only those whose name is not secret, see [`crate::agent::redact::is_secret_name`]):
+/// where git and the user's own configuration are, nothing else.
+const GIT_ENV_KEPT: [&str; 9] = [
+    "PATH",
+    "HOME",
+    "XDG_CONFIG_HOME",
+    "TMPDIR",
+    "USER",
+    "LOGNAME",
+    "GIT_CONFIG_NOSYSTEM",
+    "GIT_CONFIG_GLOBAL",
+    "GIT_CONFIG_SYSTEM",
+];
+
+/// Settings on git's command line that beat every configuration file: nothing the repository
+/// (which the agent can write, `.git/config` included) configures is run. No fsmonitor hook
+/// or daemon, no hook, no external diff, no textconv, no pager; quoted paths off. The filter
+/// drivers are switched off by name ([`filter_overrides`]).
+const GIT_SAFE_CONFIG: [&str; 14] = [
+    "-c",
+    "core.quotepath=off",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "diff.external=",
+    "-c",
+    "core.pager=cat",
+    "-c",
+    "core.untrackedCache=false",
+    "-c",
+    "core.attributesFile=/dev/null",
+];
+
+/// Runs `git ARGS` in `dir` with nothing of the repository's configuration that runs a
+/// program: each filter driver the configuration defines (listed by `git config`, which runs
+/// no filter, and kept while no configuration file changes: [`filters`]) runs with its
+/// `clean`, `smudge` and `process` emptied and `required=false` on the command line (so a
+/// file under a filter is compared as it is on disk), plus [`GIT_SAFE_CONFIG`]. See
+/// [`git_plain`] for the rest.
+pub(crate) fn git(
+    dir: &Path,
+    args: &[&str],
+    timeout: Duration,
+    ceiling: Option<&Path>,
+) -> Result<Vec<u8>, GitError> {
+    let names = filters::names(dir, timeout, ceiling)?;
+    let overrides = filter_overrides(&names);
+    git_plain(dir, &overrides, args, timeout, ceiling)
+}
+
+/// Runs `git ARGS` in `dir` the hardened way of the module's private `git` (nothing the repository configures
+/// runs; bounded by [`GIT_TIMEOUT`]; ends on a signal) and returns its stdout: for `hank
+/// fleet`'s worktrees, commits and merges.
+pub fn run_git(dir: &Path, args: &[&str]) -> Result<Vec<u8>, GitError> {
+    git(dir, args, GIT_TIMEOUT, None)
+}
+
+/// [`run_git`] bounded by `timeout` instead of [`GIT_TIMEOUT`]: for the commands whose work
+/// grows with the tree (`hank fleet`'s `git worktree add` / `remove`: a checkout or a deletion
+/// of every file).
+pub fn run_git_for(dir: &Path, args: &[&str], timeout: Duration) -> Result<Vec<u8>, GitError> {
+    git(dir, args, timeout, None)
+}
+
+/// Most submodule configuration files looked at (a bound on a planted tree).
+const MAX_SUBMODULE_CONFIGS: usize = 256;
+
+/// The configuration files of the submodules of the repository `dir` is in: every `config`
+/// and `config.worktree` under its (common) git directory's `modules/`, and the `.git/config`
+/// of each `path` of its `.gitmodules` that has a `.git` directory of its own. Found by
+/// looking at files only (no git spawn); none when the repository has no submodules.
+pub(crate) fn submodule_configs(dir: &Path) -> Vec<PathBuf> {
+    // The repository: the nearest `.git` (a directory, or a file `gitdir: …`) above `dir`.
+    let Some((top, git_dir)) = dir.ancestors().find_map(|d| {
+        let dot = d.join(".git");
+        let meta = std::fs::symlink_metadata(&dot).ok()?;
+        if meta.is_dir() {
+            return Some((d.to_path_buf(), dot));
+        }
+        let text = std::fs::read_to_string(&dot).ok()?;
+        let target = text.trim().strip_prefix("gitdir:")?.trim();
+        Some((d.to_path_buf(), d.join(target)))
+    }) else {
+        return Vec::new();
+    };
+    let common = std::fs::read_to_string(git_dir.join("commondir"))
+        .ok()
+        .map_or_else(|| git_dir.clone(), |c| git_dir.join(c.trim()));
+    let mut found = Vec::new();
+    let mut stack = vec![(common.join("modules"), 0u8)];
+    while let Some((d, depth)) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            if found.len() >= MAX_SUBMODULE_CONFIGS {
+                return found;
+            }
+            let Ok(ft) = e.file_type() else { continue };
+            let name = e.file_name();
+            if ft.is_dir() && depth < 8 && name != "objects" && name != "refs" && name != "logs" {
+                stack.push((e.path(), depth + 1));
+            } else if ft.is_file() && (name == "config" || name == "config.worktree") {
+                found.push(e.path());
+            }
+        }
+    }
+    // Submodules whose repository is inside their folder (older git, `git submodule absorbgitdirs` not run).
+    if let Ok(text) = std::fs::read_to_string(top.join(".gitmodules")) {
+        for line in text.lines() {
+            let Some((key, value)) = line.split_once('=') else {
+                continue;
+            };
+            if !key.trim().eq_ignore_ascii_case("path") {
+                continue;
+            }
+            let config = top
+                .join(value.trim().trim_matches('"'))
+                .join(".git")
+                .join("config");
+            if found.len() < MAX_SUBMODULE_CONFIGS && config.is_file() {
+                found.push(config);
+            }
+        }
+    }
+    found
+}
+
+/// The driver name of a `filter.<name>.<key>` configuration name, `None` for another key; an
+/// error for a name that cannot be switched off on git's command line (`-c` splits at the
+/// first `=`, and a name that is not UTF-8 would not survive) (pure).
+pub(crate) fn filter_driver(key: &[u8]) -> Result<Option<String>, GitError> {
+    let Some(rest) = key.strip_prefix(b"filter.") else {
+        return Ok(None);
+    };
+    let Some(dot) = rest.iter().rposition(|&b| b == b'.') else {
+        return Ok(None);
+    };
+    let name = &rest[..dot];
+    match std::str::from_utf8(name) {
+        Ok(n) if !n.contains('=') => Ok(Some(n.to_string())),
+        _ => Err(GitError::Output(format!(
+            "the filter driver {:?} cannot be switched off on git's command line",
+            String::from_utf8_lossy(name)
+        ))),
+    }
+}
+
+/// `-c` arguments switching each named filter driver off (pure).
+pub(crate) fn filter_overrides(names: &[String]) -> Vec<String> {
+    let mut out = Vec::with_capacity(names.len() * 8);
+    for name in names {
+        for setting in ["clean=", "smudge=", "process=", "required=false"] {
+            out.push("-c".to_string());
+            out.push(format!("filter.{name}.{setting}"));
+        }
+    }
+    out
+}
+
+/// Runs `git [SAFE CONFIG] [EXTRA] ARGS` in `dir` (no shell, stdin closed, stderr discarded,
+/// its own process group, a minimal environment: [`GIT_ENV_KEPT`] minus secret names, C
+/// locale, no optional index write so hank never takes `index.lock` from under the user, no
+/// terminal prompt) and returns its stdout. It ends — the whole process group killed — past
+/// `timeout` ([`GitError::Timeout`]) or once hank has received SIGINT, SIGTERM or SIGHUP
+/// ([`GitError::Interrupted`], see [`crate::agent::signals::received`]); and once git has exited, hank stops reading its stdout even
+/// when another process (one git started in its own session) still holds the pipe open.
+pub(crate) fn git_plain(
+    dir: &Path,
+    extra: &[String],
+    args: &[&str],
+    timeout: Duration,
+    ceiling: Option<&Path>,
+) -> Result<Vec<u8>, GitError> {
+    let mut cmd = crate::proc::Cmd::new("git")
+        .arg("--no-pager")
+        .args(pinned_args(dir))
+        .args(GIT_SAFE_CONFIG)
+        .args(extra)
+        .args(args)
+        .cwd(dir)
+        .env_clear();
+    for var in GIT_ENV_KEPT {
+        if crate::agent::redact::is_secret_name(var) {
+            continue;
+        }
+        if let Some(v) = std::env::var_os(var) {
+            cmd = cmd.env(var, v);
+        }
+    }
+    cmd = cmd
+        .env("LC_ALL", "C")
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .env("GIT_TERMINAL_PROMPT", "0");
+    if let Some(c) = ceiling {
+        cmd = cmd.env("GIT_CEILING_DIRECTORIES", c);
+    }
+    // Hank stops on the first signal: no git call starts or goes on after it.
+    let done = cmd
+        .timeout(timeout)
+        .stdout_max(usize::MAX)
+        .held_pipe(HELD_PIPE_GRACE)
+        .interruptible()
+        .run()
+        .map_err(GitError::from)?;
+    if done.held_open {
+        return Err(GitError::Output(
+            "stdout held open after git exited".to_string(),
+        ));
+    }
+    if !done.status.success() {
+        return Err(GitError::Failed(done.status));
+    }
+    Ok(done.stdout)
+}
+
+/// How long the reading of git's stdout waits past git's exit for the pipe to close.
+const HELD_PIPE_GRACE: Duration = Duration::from_millis(500);
+
+/// What a git command that may change the repository printed (delivery: switch, commit,
+/// push).
+#[derive(Debug, Clone)]
+pub struct GitRun {
+    pub success: bool,
+    pub code: Option<i32>,
+    pub stdout: String,
+    /// Its stderr (and a pre-push hook's output), at most [`GIT_OUTPUT_LIMIT`] bytes.
+    pub stderr: String,
+}
+
+/// Most bytes kept of a delivery git command's stdout and stderr each.
+pub const GIT_OUTPUT_LIMIT: u64 = 1024 * 1024;
+
+/// Runs `git ARGS` in `dir` for delivery and hank's state refs (switch, add, commit, push)
+/// with the user's environment (credentials, SSH agent, identity) but none of the
+/// repository's hooks or filters ([`Hooks::Off`]; [`git_run_hooks`] runs them once approved).
+/// Unlike `git_plain`, which reads the tree, this one exists to act. No shell, stdin closed, no pager, no fsmonitor, C locale, no terminal prompt, none
+/// of the `GIT_*` variables that would point git at another repository; its own process
+/// group killed at `timeout` or at hank's first SIGINT/SIGTERM/SIGHUP; stdout and stderr
+/// captured (bounded), so a pre-push hook's output can go back to the agent. A failing exit
+/// is an answer ([`GitRun::success`]), not an error.
+///
+/// # Errors
+/// git cannot be started or ran past `timeout`.
+pub fn git_run(dir: &Path, args: &[&str], timeout: Duration) -> Result<GitRun, GitError> {
+    git_run_with(dir, args, None, timeout, Hooks::Off)
+}
+
+/// [`git_run`] with the user's hooks and filters run when `hooks` is [`Hooks::Run`]: only
+/// delivery's commit and push, and only when the project's configuration is approved (see
+/// the module's rule).
+///
+/// # Errors
+/// git cannot be started or ran past `timeout`.
+pub fn git_run_hooks(
+    dir: &Path,
+    args: &[&str],
+    timeout: Duration,
+    hooks: Hooks,
+) -> Result<GitRun, GitError> {
+    git_run_with(dir, args, None, timeout, hooks)
+}
+
+/// [`git_run`] with `input` written to git's stdin (then closed): the plumbing that reads
+/// its input there (`git mktree`) when hank writes objects of its own (`hank state save`).
+///
+/// # Errors
+/// git cannot be started or ran past `timeout`.
+pub fn git_run_input(
+    dir: &Path,
+    args: &[&str],
+    input: &[u8],
+    timeout: Duration,
+) -> Result<GitRun, GitError> {
+    git_run_with(dir, args, Some(input), timeout, Hooks::Off)
+}
+
+fn git_run_with(
+    dir: &Path,
+    args: &[&str],
+    input: Option<&[u8]>,
+    timeout: Duration,
+    hooks: Hooks,
+) -> Result<GitRun, GitError> {
+    let limit = usize::try_from(GIT_OUTPUT_LIMIT).unwrap_or(usize::MAX);
+    // Without the user's approval nothing the repository configures runs: no hook, no filter
+    // driver, no external diff (the same switches as the reading git's).
+    let off: Vec<String> = match hooks {
+        Hooks::Run => Vec::new(),
+        Hooks::Off => {
+            let mut off = filter_overrides(&filters::names(dir, timeout, None)?);
+            off.extend(
+                ["core.hooksPath=/dev/null", "diff.external="]
+                    .into_iter()
+                    .flat_map(|s| ["-c".to_string(), s.to_string()]),
+            );
+            off
+        }
+    };
+    let mut cmd = crate::proc::Cmd::new("git")
+        .arg("--no-pager")
+        .args(pinned_args(dir))
+        .args(off)
+        .args([
+            "-c",
+            "core.quotepath=off",
+            "-c",
+            "core.fsmonitor=false",
+            "-c",
+            "core.pager=cat",
+        ])
+        .args(args)
+        .cwd(dir)
+        .env("LC_ALL", "C")
+        .env("GIT_TERMINAL_PROMPT", "0");
+    for var in [
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_COMMON_DIR",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_NAMESPACE",
+        "GIT_PREFIX",
+        "GIT_LITERAL_PATHSPECS",
+        "GIT_GLOB_PATHSPECS",
+        "GIT_NOGLOB_PATHSPECS",
+        "GIT_ICASE_PATHSPECS",
+    ] {
+        cmd = cmd.env_remove(var);
+    }
+    if let Some(bytes) = input {
+        cmd = cmd.stdin(bytes.to_vec());
+    }
+    let done = cmd
+        .stdout_max(limit)
+        .stderr_max(limit)
+        .timeout(timeout)
+        .interruptible()
+        .run()
+        .map_err(GitError::from)?;
+    Ok(GitRun {
+        success: done.status.success(),
+        code: done.status.code(),
+        stdout: String::from_utf8_lossy(&done.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&done.stderr).into_owned(),
+    })
+}
+
+/// Runs the user's own git (an identity, local submodules allowed, no system or global
+/// configuration) in `dir`, for tests that build repositories.
+#[cfg(test)]
+pub(crate) fn git_in(dir: &Path, args: &[&str]) {
+    let ok = crate::proc::Cmd::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "protocol.file.allow=always",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .cwd(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .run()
+        .is_ok_and(|r| r.status.success());
+    assert!(ok, "git {args:?}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A repository in `dir` with a pre-commit hook and a clean filter on `*.txt` that each
+    /// leave a marker file (the attack of a hook or filter planted by the agent).
+    fn planted(dir: &Path) -> (PathBuf, PathBuf) {
+        git_in(dir, &["init", "-q"]);
+        let hook_ran = dir.join("hook-ran");
+        let filter_ran = dir.join("filter-ran");
+        let hook = dir.join(".git/hooks/pre-commit");
+        std::fs::write(&hook, format!("#!/bin/sh\ntouch '{}'\n", hook_ran.display())).unwrap();
+        std::fs::set_permissions(
+            &hook,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        git_in(
+            dir,
+            &[
+                "config",
+                "filter.x.clean",
+                &format!("sh -c 'touch {}; cat'", filter_ran.display()),
+            ],
+        );
+        std::fs::write(dir.join(".gitattributes"), "*.txt filter=x\n").unwrap();
+        std::fs::write(dir.join("a.txt"), "a\n").unwrap();
+        (hook_ran, filter_ran)
+    }
+
+    const IDENT: [&str; 4] = ["-c", "user.name=t", "-c", "user.email=t@t"];
+
+    #[test]
+    fn acting_git_runs_no_hook_or_filter_unless_asked() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let (hook_ran, filter_ran) = planted(dir);
+        let add = git_run(dir, &["add", "-A"], GIT_TIMEOUT).unwrap();
+        assert!(add.success, "{}", add.stderr);
+        let mut commit = IDENT.to_vec();
+        commit.extend(["commit", "-q", "-m", "x"]);
+        let r = git_run(dir, &commit, GIT_TIMEOUT).unwrap();
+        assert!(r.success, "{}", r.stderr);
+        assert!(!hook_ran.exists(), "the pre-commit hook ran");
+        assert!(!filter_ran.exists(), "the clean filter ran");
+        // Approved (Hooks::Run): the user's own hook and filter run, as their git would.
+        std::fs::write(dir.join("b.txt"), "b\n").unwrap();
+        let add = git_run_hooks(dir, &["add", "-A"], GIT_TIMEOUT, Hooks::Run).unwrap();
+        assert!(add.success, "{}", add.stderr);
+        let r = git_run_hooks(dir, &commit, GIT_TIMEOUT, Hooks::Run).unwrap();
+        assert!(r.success, "{}", r.stderr);
+        assert!(hook_ran.exists() && filter_ran.exists(), "the check proves nothing");
+    }
+
+    #[test]
+    fn a_pinned_worktree_ignores_its_rewritten_git_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        let other = tmp.path().join("other");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::create_dir_all(&other).unwrap();
+        git_in(&root, &["init", "-q"]);
+        git_in(&root, &["commit", "-q", "--allow-empty", "-m", "root"]);
+        git_in(&other, &["init", "-q"]);
+        let wt = tmp.path().join("wt");
+        let wt_s = wt.to_string_lossy().into_owned();
+        git_in(&root, &["worktree", "add", "-q", "-b", "hank/t", &wt_s]);
+        let repo = Repo::task_worktree(&root, &wt).unwrap();
+        assert!(repo.git_dir().ends_with("worktrees/wt"), "{:?}", repo.git_dir());
+        // The agent points the `.git` file elsewhere: hank's git still sees the task's branch.
+        std::fs::write(
+            wt.join(".git"),
+            format!("gitdir: {}\n", other.join(".git").display()),
+        )
+        .unwrap();
+        assert_eq!(repo.head_branch().unwrap().as_deref(), Some("hank/t"));
+        assert!(repo.expect_branch("hank/t").is_ok());
+        let e = repo.expect_branch("hank/u").unwrap_err().to_string();
+        assert!(e.contains("on hank/t") && e.contains("hank/u"), "{e}");
+        // A path that is no worktree of the checkout is refused.
+        assert!(Repo::task_worktree(&root, &other).is_err());
+    }
+}
