@@ -16,6 +16,7 @@ use crate::forge::{Forge, PullRequest};
 use crate::policy::deliver::{self as rules, CiLimits, CiVerdict, Evidence};
 
 pub mod in_run;
+pub mod record;
 use crate::policy::receipts;
 use crate::policy::verify::CheckKind;
 use crate::store::schema::EventLine;
@@ -331,7 +332,14 @@ pub fn base_branch(
     if let Some(s) = start.filter(|s| *s != branch) {
         return Ok(s.to_string());
     }
-    // Delivering again from the delivery branch: the base of the last delivery of it.
+    // Delivering again from the delivery branch: the base of the last delivery of it (the
+    // per-user record first, which the agent cannot write).
+    if let Some(rec) = record::load(dir)
+        && rec.branch == branch
+        && rules::valid_branch_name(&rec.base)
+    {
+        return Ok(rec.base);
+    }
     if let Ok(bytes) = crate::fsread::read(
         &dir.join(".hank").join(DELIVERY_FILE),
         crate::fsread::CONFIG_LIMIT,
@@ -363,7 +371,7 @@ pub fn base_branch(
                 format!(
                     "the work is already on `{branch}` and the branch it came from is not known"
                 ),
-                "start from the branch the pull request should target, or name it (`hank deliver --base NAME`)",
+                "start from the branch the pull request should target, or name it (`--base NAME` on `hank run` or `hank deliver`, or DELIVER_BASE in .hankrc)",
             )
         })
 }
