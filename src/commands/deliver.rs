@@ -342,9 +342,28 @@ fn deliver_record(
         appear: s.ci_appear_timeout.value,
         total: s.ci_timeout.value,
     };
-    let waited = deliver::wait_for_ci(f, &sha, pushed_at, w, &|| clock.now(), &|| {
-        stop.load(Ordering::SeqCst)
-    });
+    let mut last_told: Option<jiff::Timestamp> = None;
+    let mut countdown = |until: jiff::Timestamp, now: jiff::Timestamp| {
+        // A line a minute: when the verdict is due and how long is left.
+        if last_told.is_none_or(|t| now.duration_since(t).as_secs() >= 60) {
+            last_told = Some(now);
+            let left = u64::try_from(until.duration_since(now).as_secs().max(0)).unwrap_or(0);
+            errln!(
+                "hank: waiting for the checks until {} — {} left",
+                crate::report::short_time(until),
+                crate::policy::time::format_secs(left)
+            );
+        }
+    };
+    let waited = deliver::wait_for_ci(
+        f,
+        &sha,
+        pushed_at,
+        w,
+        &|| clock.now(),
+        &|| stop.load(Ordering::SeqCst),
+        &mut countdown,
+    );
     let (verdict, logs) = match waited {
         Ok(Some(v)) => v,
         Ok(None) => {

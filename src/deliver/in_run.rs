@@ -58,6 +58,9 @@ pub trait Host {
     fn record(&mut self, d: &Delivery) -> Result<()>;
     /// Asked about once a second during the waits: `true` ends the delivery `interrupted`.
     fn stop_requested(&mut self) -> bool;
+    /// Told about once a second while the checks are waited for: their verdict is due by
+    /// `until` (the countdown).
+    fn waiting_for_checks(&mut self, until: jiff::Timestamp, now: jiff::Timestamp);
 }
 
 /// How a step of a delivery ended, inside [`InRun::deliver`].
@@ -475,17 +478,12 @@ impl InRun {
         let Some(f) = self.forge.as_deref() else {
             return Ok(None);
         };
-        let mut stop = || host.stop_requested();
-        super::wait_for_ci_async(
-            f,
-            sha,
-            pushed_at,
-            w,
-            &|| self.clock.now(),
-            cancel,
-            &mut stop,
-        )
-        .await
+        let now = || self.clock.now();
+        let mut stop = |until| {
+            host.waiting_for_checks(until, now());
+            host.stop_requested()
+        };
+        super::wait_for_ci_counting(f, sha, pushed_at, w, &now, cancel, &mut stop).await
     }
 
     /// The verdict in the record, and what it means for the run: green (then auto-merge,

@@ -517,7 +517,9 @@ fn after_ci_missing_hank_deliver_waits_for_the_checks_again_and_says_the_next_st
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(s.p.status()["exit_reason"], "ci_missing");
-    // The stop says the next step in words.
+    // The wait showed when the checks were due and how long was left; the stop says the
+    // next step in words.
+    assert_contains_all(&err, &["waiting (checks) until", "left"]);
     assert_contains_all(&err, &["CI_WAIT=false", "--deliver branch"]);
     // CI appears; `hank deliver` finishes the delivery: the same pull request, its checks.
     gh.set(|w| w.check_runs.push(green_check()));
