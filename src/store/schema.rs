@@ -1351,6 +1351,11 @@ pub enum ControlEntry {
         /// loop, or every running task of the fleet).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         task: Option<String>,
+        /// The loop it was given to (its pid, from the project's lock): a run that starts
+        /// finds it pending from another run and expires it. Absent: for the next run that
+        /// takes it (a fleet's forward to a task about to start, a remote command).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        run: Option<u32>,
     },
     Ack {
         id: String,
