@@ -713,6 +713,28 @@ mod tests {
     }
 
     #[test]
+    fn a_command_for_another_run_expires_and_one_for_the_next_run_is_taken() {
+        use crate::policy::run::Control;
+        let (_d, store) = store();
+        let now = t("2026-11-26T10:00:00Z");
+        let old = submit_to_run(&store, Command::Stop, ControlSource::Local, 41, now).unwrap();
+        let next = submit(&store, Command::Pause, ControlSource::Remote, now).unwrap();
+        let own = submit_to_run(&store, Command::RetryNow, ControlSource::Local, 42, now).unwrap();
+        let mut live = LiveControl::open_at(store.clone(), Some((42, now)));
+        assert_eq!(live.poll(now), [Control::Pause, Control::RetryNow]);
+        let journal = read_journal(&store).unwrap();
+        let outcome = |id: &str| {
+            let j = journal.iter().find(|j| j.pending.id == id).unwrap();
+            j.ack.as_ref().unwrap().1.clone()
+        };
+        assert!(outcome(&old).starts_with(EXPIRED), "{}", outcome(&old));
+        assert_eq!(outcome(&next), "applied");
+        assert_eq!(outcome(&own), "applied");
+        let (taken, _) = live.take_log();
+        assert!(taken[0].outcome.starts_with(EXPIRED) && taken[0].command == "stop");
+    }
+
+    #[test]
     fn the_live_source_acknowledges_refuses_and_replays_a_pause() {
         use crate::policy::run::Control;
         let (_d, store) = store();
