@@ -505,7 +505,7 @@ pub enum DeliveryStep {
     Pushed,
     /// The pull request is open (`pr_number`); its checks are what is left.
     PrOpened,
-    /// Over: delivered, or a verdict on the work itself (red checks, a refused push, a round
+    /// Over: delivered, or a verdict on the work itself (red checks, a round
     /// handed back to the agent). Nothing to resume.
     Finished,
 }
