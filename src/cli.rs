@@ -136,6 +136,10 @@ pub(crate) struct FleetArgs {
     /// Print the tasks, their waves and what would run; run nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Run with uncommitted changes in the working tree (the tasks start from the last
+    /// commit: what is not committed is left out, and said so).
+    #[arg(long)]
+    pub allow_dirty: bool,
     /// Run the fleet in tmux: the supervisor, every running task's live output
     /// (`hank monitor --live`) and the dashboard.
     #[arg(long)]

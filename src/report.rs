@@ -557,6 +557,7 @@ pub fn exit_message(reason: ExitReason, state: &State, plan: &Plan) -> String {
         ExitReason::CiMissing => "no check appeared for the delivered commit within CI_APPEAR_TIMEOUT: no CI is never green".into(),
         ExitReason::CiTimeout => "checks of the delivered commit were still running at CI_TIMEOUT".into(),
         ExitReason::PushRejected => "the push of the delivery branch was refused (pre-push hook or remote); its output is kept for the agent".into(),
+        ExitReason::ForgeFailed => "a delivery step at the forge failed (the branch is pushed): `hank deliver` finishes the delivery from where it stopped, with this run's evidence".into(),
     }
 }
 

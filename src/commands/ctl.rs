@@ -111,15 +111,33 @@ pub(crate) fn run(args: &cli::CtlArgs) -> Result<u8> {
             if let Some(task) = &args.task {
                 check_task(&dir, &cmd, task)?;
             }
-            let id = control::submit_to(
-                &store,
-                cmd.clone(),
-                ControlSource::Local,
-                args.task.clone(),
-                now,
-            )?;
+            // A command is for the loop running now: with none, it would wait for (and
+            // steer) whichever run starts next.
+            let fleet = crate::fleet::control::fleet_running(&dir);
+            if !fleet && !store.loop_running() && !fleet_task_running(&dir) {
+                return Err(HankError::usage_hint(
+                    format!(
+                        "no loop is running: `hank ctl {}` was not recorded",
+                        cmd.to_text()
+                    ),
+                    "a command applies to the loop (or fleet) running when it is given; start one with `hank run` or `hank fleet`, then give it",
+                ));
+            }
+            // For the loop running now only (a fleet forwards to its tasks itself).
+            let id = match store.loop_pid().filter(|_| !fleet && args.task.is_none()) {
+                Some(pid) => {
+                    control::submit_to_run(&store, cmd.clone(), ControlSource::Local, pid, now)?
+                }
+                None => control::submit_to(
+                    &store,
+                    cmd.clone(),
+                    ControlSource::Local,
+                    args.task.clone(),
+                    now,
+                )?,
+            };
             out(&format!("{id}\n"))?;
-            if crate::fleet::control::fleet_running(&dir) {
+            if fleet {
                 let to = args.task.as_ref().map_or_else(
                     || "every running task".to_string(),
                     |t| format!("task {t:?}"),
@@ -130,18 +148,24 @@ pub(crate) fn run(args: &cli::CtlArgs) -> Result<u8> {
                 );
                 return Ok(exit::OK);
             }
-            let running = if store.loop_running() {
-                "a loop is running"
-            } else {
-                "no loop is running now"
-            };
             eprintln!(
-                "hank: recorded `{}` as {id} ({running})\nhank: {WHEN_TAKEN}",
+                "hank: recorded `{}` as {id} (a loop is running)\nhank: {WHEN_TAKEN}",
                 cmd.to_text()
             );
             Ok(exit::OK)
         }
     }
+}
+
+/// A task of a fleet whose supervisor is gone (killed) still runs its loop: the next `hank
+/// fleet` adopts it and forwards what was given meanwhile.
+fn fleet_task_running(dir: &std::path::Path) -> bool {
+    crate::fleet::read(dir).ok().flatten().is_some_and(|f| {
+        f.tasks
+            .iter()
+            .filter_map(|t| t.worktree.as_deref())
+            .any(|w| crate::store::Store::new(std::path::Path::new(w)).loop_running())
+    })
 }
 
 /// `--task NAME` needs a running fleet that has a task of that name, and a command that
@@ -202,6 +226,7 @@ fn status(store: &crate::store::Store, as_json: bool) -> Result<u8> {
                     "source": j.pending.source,
                     "command": j.pending.command.to_text(),
                     "acknowledged": j.ack.as_ref().map(|(at, outcome)| json!({"at": at.to_string(), "outcome": outcome})),
+                    "expired": j.ack.as_ref().is_some_and(|(_, o)| o.starts_with(control::EXPIRED)),
                 })
             })
             .collect();
@@ -209,11 +234,24 @@ fn status(store: &crate::store::Store, as_json: bool) -> Result<u8> {
         return Ok(exit::OK);
     }
     let pending: Vec<_> = journal.iter().filter(|j| j.ack.is_none()).collect();
+    let expired = journal
+        .iter()
+        .filter(|j| {
+            j.ack
+                .as_ref()
+                .is_some_and(|(_, o)| o.starts_with(control::EXPIRED))
+        })
+        .count();
     let mut text = format!(
-        "commands: {} pending, {} acknowledged\n",
+        "commands: {} pending, {} acknowledged, {expired} expired (given to a run that ended before it took them)\n",
         pending.len(),
-        journal.len() - pending.len()
+        journal.len() - pending.len() - expired
     );
+    if !pending.is_empty() && !store.loop_running() {
+        text.push_str(
+            "  no loop is running: the pending commands expire when the next run starts\n",
+        );
+    }
     for j in journal.iter().rev().take(20).rev() {
         let p = &j.pending;
         let source = match p.source {

@@ -16,7 +16,7 @@ use crate::forge::{self, Forge, NewPullRequest};
 use crate::policy::deliver::{self as rules, CiVerdict};
 use crate::policy::time::Clock;
 use crate::settings::{self, DeliverMode, Flags};
-use crate::store::schema::{Delivery, Event, EventKind};
+use crate::store::schema::{Delivery, DeliveryRecord, DeliveryStep, Event, EventKind};
 use crate::store::{Store, write_atomic};
 
 use super::out;
@@ -68,13 +68,20 @@ fn record(store: &Store, clock: &SystemClock, d: &Delivery) -> Result<()> {
     store.append_event(&event.to_line())
 }
 
-fn finish(store: &Store, clock: &SystemClock, a: &DeliverArgs, d: &Delivery) -> Result<u8> {
+fn finish(store: &Store, clock: &SystemClock, opts: Opts, d: &Delivery) -> Result<u8> {
     record(store, clock, d)?;
-    if a.json {
+    if opts.json {
         let line = serde_json::to_string(d).map_err(|e| HankError::Internal(e.to_string()))?;
         out(&format!("{line}\n"))?;
     }
     Ok(d.exit_reason.map_or(exit::HALTED, ExitReason::code))
+}
+
+/// What a delivery is asked for beyond the settings: the record on stdout, no CI wait.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Opts {
+    pub json: bool,
+    pub no_wait: bool,
 }
 
 /// `hank deliver`.
@@ -96,14 +103,20 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
         &store,
         "deliver after the run ends (the loop itself delivers with DELIVER=branch or pr)",
     )?;
-    let clock = SystemClock::from_env()?;
-    // From here Ctrl-C stops the git or forge command under way (its process group) and
-    // ends with 130; nothing is half-written (each record is written atomically).
-    let stop = interrupt_flag();
+    let opts = Opts {
+        json: a.json,
+        no_wait: a.no_wait,
+    };
     let secrets = crate::agent::redact::secret_values();
 
     // The run's records, and whether its work is verified.
     let events = deliver::events_text(&store);
+    // A delivery of the last run that stopped part-way is finished, with its evidence.
+    if !a.force
+        && let Some(rec) = open_record(&dir, &events)
+    {
+        return resume(&dir, &store, &s, opts, rec);
+    }
     let (mut ev, verified, completed) = deliver::evidence(&events);
     if !a.force {
         if ev.exit_reason.is_none() {
@@ -112,7 +125,14 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
                 "run `hank run` until it completes, or pass --force to deliver the working tree as it is",
             ));
         }
-        if !completed || verified == Some(false) {
+        // A delivery stop after a passed check (no CI, CI too slow, the forge) leaves
+        // verified work.
+        let delivery_stop = ev
+            .exit_reason
+            .is_some_and(|r| deliver::record::stops_resumably(r) && r != ExitReason::Interrupted);
+        let verified_work =
+            (completed && verified != Some(false)) || (delivery_stop && verified == Some(true));
+        if !verified_work {
             return Err(HankError::usage_hint(
                 format!(
                     "the last run ended with `{}`{}: its work is not verified",
@@ -132,7 +152,7 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
     let start = deliver::current_branch(&dir)?;
     let branch = rules::branch_for(s.deliver_branch.value.as_deref(), start.as_deref());
     let remote = s.deliver_remote.value.clone();
-    let url = deliver::remote_url(&dir, &remote)?;
+    deliver::remote_url(&dir, &remote)?;
     let base = deliver::base_branch(
         &dir,
         s.deliver_base.value.as_deref(),
@@ -140,26 +160,110 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
         &branch,
         &remote,
     )?;
-    let wait = s.ci_wait.value.applies(mode) && !a.no_wait;
+    ev.base = base.clone();
+    ev.head = branch.clone();
+    let rec = DeliveryRecord {
+        mode: mode.as_str().to_string(),
+        branch,
+        base,
+        remote,
+        evidence: deliver::record::evidence(&ev, verified, &secrets),
+        ..DeliveryRecord::default()
+    };
+    deliver_record(&dir, &store, &s, opts, rec)
+}
+
+/// The last run's delivery record when it is left to finish (see [`deliver::record`]).
+pub(crate) fn open_record(dir: &std::path::Path, events: &str) -> Option<DeliveryRecord> {
+    deliver::record::load(dir).filter(|r| r.resumable() && deliver::record::of_last_run(r, events))
+}
+
+/// Finishes the open delivery `rec` (`hank deliver`, or `hank run --deliver` after a run that
+/// stopped part-way through its delivery): the same branch, base and evidence.
+pub(crate) fn resume(
+    dir: &std::path::Path,
+    store: &Store,
+    s: &settings::Settings,
+    opts: Opts,
+    rec: DeliveryRecord,
+) -> Result<u8> {
+    errln!(
+        "hank: finishing the last run's delivery ({}{}): {}",
+        rec.stopped.map_or("stopped", ExitReason::as_str),
+        rec.error
+            .as_deref()
+            .map(|e| format!(": {}", crate::sanitize::line(e)))
+            .unwrap_or_default(),
+        rec.reached()
+    );
+    deliver_record(dir, store, s, opts, rec)
+}
+
+/// A forge step that failed: the delivery stops `forge_failed` with the forge's own error;
+/// the record keeps the step reached, for `hank deliver`.
+fn forge_failed(what: &str, e: &HankError, d: &mut Delivery, rec: &mut DeliveryRecord) -> String {
+    let error = format!("{what}: {}", crate::sanitize::line(&e.to_string()));
+    errln!("hank: {error}");
+    errln!(
+        "hank: the delivery stopped at: {}; run `hank deliver` again to finish it",
+        rec.reached()
+    );
+    d.exit_reason = Some(ExitReason::ForgeFailed);
+    d.error = Some(error.clone());
+    error
+}
+
+/// Runs the delivery `rec` from the step it reached: the branch, the commit, the push, the
+/// pull request (`pr`, once), the checks (CI_WAIT); the record is kept at each step.
+fn deliver_record(
+    dir: &std::path::Path,
+    store: &Store,
+    s: &settings::Settings,
+    opts: Opts,
+    mut rec: DeliveryRecord,
+) -> Result<u8> {
+    let clock = SystemClock::from_env()?;
+    // From here Ctrl-C stops the git or forge command under way (its process group) and
+    // ends with 130; nothing is half-written (each record is written atomically).
+    let stop = interrupt_flag();
+    let secrets = crate::agent::redact::secret_values();
+    let mode = if rec.mode == DeliverMode::Branch.as_str() {
+        DeliverMode::Branch
+    } else {
+        DeliverMode::Pr
+    };
+    let (branch, base, remote) = (rec.branch.clone(), rec.base.clone(), rec.remote.clone());
+    let url = deliver::remote_url(dir, &remote)?;
+    let wait = s.ci_wait.value.applies(mode) && !opts.no_wait;
     let forge: Option<Box<dyn Forge>> = if mode == DeliverMode::Pr || wait {
-        Some(forge::detect(&dir, &url, &forge::Env::from_process())?)
+        Some(forge::detect(dir, &url, &forge::Env::from_process())?)
     } else {
         None
     };
-    ev.base = base.clone();
-    ev.head = branch.clone();
     let mut d = Delivery {
         mode: mode.as_str().to_string(),
         branch: branch.clone(),
         base: base.clone(),
         remote: remote.clone(),
         checks: "not_waited".into(),
+        pr_url: rec.pr_url.clone(),
+        pr_number: rec.pr_number,
         ..Delivery::default()
     };
+    let keep = |rec: &mut DeliveryRecord, d: &Delivery, reached: DeliveryStep| -> Result<()> {
+        rec.step = deliver::record::step_after(d.exit_reason, reached);
+        rec.stopped = d.exit_reason;
+        rec.error.clone_from(&d.error);
+        rec.head.clone_from(&d.head);
+        rec.pr_url.clone_from(&d.pr_url);
+        rec.pr_number = d.pr_number;
+        deliver::record::save(dir, rec, clock.now())
+    };
+    deliver::record::save(dir, &mut rec, clock.now())?;
 
-    deliver::prepare_branch(&dir, &branch)?;
-    let title = rules::pr_title(&ev, &secrets);
-    let committed = deliver::commit_all(&dir, &branch, &format!("{title}\n\nDelivered by hank."))?;
+    deliver::prepare_branch(dir, &branch)?;
+    let title = rec.evidence.title.clone();
+    let committed = deliver::commit_all(dir, &branch, &format!("{title}\n\nDelivered by hank."))?;
     warn_skipped_secrets(&committed);
     if let Some(out) = &committed.refused {
         return Err(HankError::Tool(format!(
@@ -171,8 +275,8 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
         errln!("hank: committed the work on {branch}");
     }
     d.secrets_skipped = committed.secrets_skipped;
-    let sha = deliver::head(&dir)?;
-    match deliver::push(&dir, &remote, &branch)? {
+    let sha = deliver::head(dir)?;
+    match deliver::push(dir, &remote, &branch)? {
         Push::Pushed => errln!(
             "hank: pushed {branch} ({}) to {remote}",
             sha.get(..12).unwrap_or(&sha)
@@ -185,35 +289,48 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
             );
             d.exit_reason = Some(ExitReason::PushRejected);
             d.feedback = Some(fb);
-            return finish(&store, &clock, a, &d);
+            let reached = rec.step;
+            keep(&mut rec, &d, reached)?;
+            return finish(store, &clock, opts, &d);
         }
     }
     let pushed_at = clock.now();
     d.head = Some(sha.clone());
+    let mut reached = DeliveryStep::Pushed.max(rec.step);
+    keep(&mut rec, &d, reached)?;
 
     let mut pr = None;
     if let (DeliverMode::Pr, Some(f)) = (mode, forge.as_deref()) {
-        let body = rules::pr_body(&ev, &secrets);
-        let opened = f.create_pr(&NewPullRequest {
-            title: title.clone(),
-            body,
-            base: base.clone(),
-            head: branch.clone(),
-        })?;
-        errln!("hank: pull request #{} {}", opened.number, opened.url);
-        for issue in rules::closed_issues(&ev.items_done) {
-            if let Err(e) = f.comment_issue(issue, &deliver::issue_comment(&opened)) {
-                errln!("hank: warning: could not comment on issue #{issue}: {e}");
+        match open_pr(f, &rec, &branch) {
+            Ok(opened) => {
+                errln!("hank: pull request #{} {}", opened.number, opened.url);
+                d.pr_url = Some(opened.url.clone());
+                d.pr_number = Some(opened.number);
+                pr = Some(opened);
+            }
+            Err(e) => {
+                forge_failed("the pull request could not be opened", &e, &mut d, &mut rec);
+                keep(&mut rec, &d, reached)?;
+                return finish(store, &clock, opts, &d);
             }
         }
-        d.pr_url = Some(opened.url.clone());
-        d.pr_number = Some(opened.number);
-        pr = Some(opened);
+        if rec.step < DeliveryStep::PrOpened
+            && let Some(opened) = &pr
+        {
+            for issue in &rec.evidence.closes {
+                if let Err(e) = f.comment_issue(*issue, &deliver::issue_comment(opened)) {
+                    errln!("hank: warning: could not comment on issue #{issue}: {e}");
+                }
+            }
+        }
+        reached = DeliveryStep::PrOpened;
+        keep(&mut rec, &d, reached)?;
     }
 
     let (Some(f), true) = (forge.as_deref(), wait) else {
         d.exit_reason = Some(ExitReason::Delivered);
-        return finish(&store, &clock, a, &d);
+        keep(&mut rec, &d, reached)?;
+        return finish(store, &clock, opts, &d);
     };
     errln!(
         "hank: waiting for the checks of {} (CI_APPEAR_TIMEOUT {}, CI_TIMEOUT {})",
@@ -225,14 +342,42 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
         appear: s.ci_appear_timeout.value,
         total: s.ci_timeout.value,
     };
-    let Some((verdict, logs)) =
-        deliver::wait_for_ci(f, &sha, pushed_at, w, &|| clock.now(), &|| {
-            stop.load(Ordering::SeqCst)
-        })?
-    else {
-        d.checks = "pending".into();
-        d.exit_reason = Some(ExitReason::Interrupted);
-        return finish(&store, &clock, a, &d);
+    let mut last_told: Option<jiff::Timestamp> = None;
+    let mut countdown = |until: jiff::Timestamp, now: jiff::Timestamp| {
+        // A line a minute: when the verdict is due and how long is left.
+        if last_told.is_none_or(|t| now.duration_since(t).as_secs() >= 60) {
+            last_told = Some(now);
+            let left = u64::try_from(until.duration_since(now).as_secs().max(0)).unwrap_or(0);
+            errln!(
+                "hank: waiting for the checks until {} — {} left",
+                crate::report::short_time(until),
+                crate::policy::time::format_secs(left)
+            );
+        }
+    };
+    let waited = deliver::wait_for_ci(
+        f,
+        &sha,
+        pushed_at,
+        w,
+        &|| clock.now(),
+        &|| stop.load(Ordering::SeqCst),
+        &mut countdown,
+    );
+    let (verdict, logs) = match waited {
+        Ok(Some(v)) => v,
+        Ok(None) => {
+            d.checks = "pending".into();
+            d.exit_reason = Some(ExitReason::Interrupted);
+            keep(&mut rec, &d, reached)?;
+            return finish(store, &clock, opts, &d);
+        }
+        Err(e) => {
+            d.checks = "pending".into();
+            forge_failed("the checks could not be read", &e, &mut d, &mut rec);
+            keep(&mut rec, &d, reached)?;
+            return finish(store, &clock, opts, &d);
+        }
     };
     d.exit_reason = rules::exit_of(&verdict);
     match &verdict {
@@ -277,6 +422,7 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
                 "hank: no check appeared for {} within CI_APPEAR_TIMEOUT: no CI is not green",
                 sha.get(..12).unwrap_or(&sha)
             );
+            errln!("hank: {}", rules::CI_MISSING_NEXT);
         }
         CiVerdict::TimedOut { pending } => {
             d.checks = "timed_out".into();
@@ -288,5 +434,28 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
         }
         CiVerdict::Wait { .. } => {}
     }
-    finish(&store, &clock, a, &d)
+    keep(&mut rec, &d, reached)?;
+    finish(store, &clock, opts, &d)
+}
+
+/// The pull request of the record: the one it opened, or an open one of its branch, or a new
+/// one with the record's evidence.
+fn open_pr(f: &dyn Forge, rec: &DeliveryRecord, branch: &str) -> Result<forge::PullRequest> {
+    if let (Some(number), Some(url)) = (rec.pr_number, rec.pr_url.as_ref()) {
+        let found = f.find_pr(branch).ok().flatten();
+        return Ok(found
+            .filter(|p| p.number == number)
+            .unwrap_or_else(|| forge::PullRequest {
+                number,
+                url: url.clone(),
+                head_sha: None,
+                node_id: None,
+            }));
+    }
+    f.create_pr(&NewPullRequest {
+        title: rec.evidence.title.clone(),
+        body: rec.evidence.body.clone(),
+        base: rec.base.clone(),
+        head: branch.to_string(),
+    })
 }

@@ -69,6 +69,8 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
     }
     crate::approval::require(&root, run.accept_config, "hank fleet")?;
     let s = settings::load(&run.flags, &root)?;
+    // Every task's run would refuse an unknown agent: refused once, here, before any starts.
+    known_agents(&s, &root)?;
     // Flag > environment > .hankrc > default (the settings resolve the last three).
     let max_merge_attempts = match a.max_merge_attempts.as_deref() {
         None => s.max_merge_attempts.value,
@@ -107,6 +109,16 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
     }
     let waves = rules::waves(&tasks).map_err(HankError::usage)?;
     let into = a.into.clone().unwrap_or_else(|| DEFAULT_INTO.to_string());
+    // A fleet that merged every task of this plan is finished: its work (and the plan's
+    // ticks) is on the integration branch, not here yet.
+    if let Some(done) = finished_fleet(&root, &tasks)? {
+        errln!(
+            "hank: the fleet is finished: every task of the plan is merged into {done} (the plan here shows them open until that branch is merged)"
+        );
+        errln!("hank: next: {}", next_step(&root, &done));
+        errln!("hank: to run the plan's tasks again anyway, remove .hank/fleet.json first");
+        return Ok(crate::exit::OK);
+    }
     let verify = if run.flags.no_verify {
         None
     } else {
@@ -128,6 +140,7 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
             "hank fleet runs each task in a git worktree: `git init` and commit first",
         ));
     }
+    dirty_tree(&root, a.allow_dirty)?;
     let deliver = fleet::deliver::FleetDelivery::of(&s, &root, a.into.is_some())?;
     if monitor {
         // Everything `hank fleet` would refuse was refused above, in the user's terminal,
@@ -160,7 +173,118 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
         &s,
         crate::policy::time::Clock::now(&crate::clock::SystemClock::from_env()?),
     );
-    fleet::run(&root, tasks, &opts)
+    let code = fleet::run(&root, tasks, &opts)?;
+    if code == crate::exit::OK {
+        errln!("hank: fleet: next: {}", next_step(&root, &opts.into));
+    }
+    Ok(code)
+}
+
+/// Each agent of the chain (`--agent`, `AGENTS`) has a profile; `--agent 2` is the usual
+/// slip for `--agents 2`.
+fn known_agents(s: &settings::Settings, root: &Path) -> Result<()> {
+    for name in s.agent_chain() {
+        if let Err(e) = crate::agent::profile::load(&name, root) {
+            let hint = if name.trim().parse::<u64>().is_ok() {
+                format!(
+                    "`--agent {name}` names the agent every task uses; the number of tasks at once is `--agents {name}`"
+                )
+            } else {
+                "`hank agents` lists the agents this project knows".to_string()
+            };
+            return Err(HankError::usage_hint(format!("hank fleet: {e}"), hint));
+        }
+    }
+    Ok(())
+}
+
+/// The tasks start from the last commit: uncommitted changes (an edited plan section, a
+/// changed file) would silently be left out. Refused naming the files, unless `allow`
+/// (then said what is left out). hank's runtime files do not count.
+fn dirty_tree(root: &Path, allow: bool) -> Result<()> {
+    let out = crate::worktree::run_git(
+        root,
+        &["status", "--porcelain=v1", "-z", "--untracked-files=all"],
+    )
+    .map_err(|e| HankError::Tool(format!("`git status` in {}: {e}", root.display())))?;
+    let runtime = crate::deliver::runtime_paths();
+    let files: Vec<String> = String::from_utf8_lossy(&out)
+        .split('\0')
+        .filter(|e| e.len() > 3)
+        .map(|e| e[3..].to_string())
+        .filter(|f| {
+            !runtime.iter().any(|r| {
+                f == r
+                    || f.starts_with(&format!("{r}/"))
+                    || r.ends_with('*') && f.starts_with(r.trim_end_matches('*'))
+            })
+        })
+        .collect();
+    if files.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<String> = files
+        .iter()
+        .take(10)
+        .map(|f| crate::sanitize::line(f))
+        .collect();
+    let more = files
+        .len()
+        .checked_sub(10)
+        .filter(|n| *n > 0)
+        .map(|n| format!(" (and {n} more)"))
+        .unwrap_or_default();
+    let list = format!("{}{more}", shown.join(", "));
+    if allow {
+        errln!(
+            "hank: fleet: --allow-dirty: the tasks start from the last commit; left out (not committed): {list}"
+        );
+        return Ok(());
+    }
+    Err(HankError::usage_hint(
+        format!(
+            "the working tree has uncommitted changes, which the fleet's tasks would not see (they start from the last commit): {list}"
+        ),
+        "commit them first (the plan too), or pass --allow-dirty to run without them",
+    ))
+}
+
+/// The integration branch of a finished fleet that merged every one of `tasks`, if any.
+fn finished_fleet(root: &Path, tasks: &[rules::TaskSpec]) -> Result<Option<String>> {
+    let Some(file) = fleet::read(root)? else {
+        return Ok(None);
+    };
+    let merged = |name: &str| {
+        file.tasks
+            .iter()
+            .any(|t| t.name == name && t.state == rules::TaskState::Merged)
+    };
+    let done =
+        file.state == "done" && !file.into.is_empty() && tasks.iter().all(|t| merged(&t.name));
+    Ok(done.then(|| file.into.clone()))
+}
+
+/// What to do with a finished fleet's work: its pull request when one was opened for the
+/// integration branch `into`, else the merge of that branch.
+fn next_step(root: &Path, into: &str) -> String {
+    let pr = crate::fsread::read(
+        &root.join(".hank").join(crate::deliver::DELIVERY_FILE),
+        crate::fsread::CONFIG_LIMIT,
+        crate::fsread::Follow::No,
+    )
+    .ok()
+    .and_then(|b| serde_json::from_slice::<crate::store::schema::Delivery>(&b).ok())
+    .filter(|d| d.branch == into)
+    .and_then(|d| d.pr_url);
+    match pr {
+        Some(url) => format!(
+            "review and merge the pull request {} (the fleet's work on {into})",
+            crate::sanitize::line(&url)
+        ),
+        None => format!(
+            "`git merge {into}` brings the fleet's work (and the plan's ticks) into this branch"
+        ),
+    }
 }
 
 /// The `hank fleet` arguments of the `--monitor` loop pane: the fleet's own flags, then the
@@ -179,6 +303,9 @@ fn monitor_forwarded(a: &FleetArgs) -> Vec<OsString> {
     }
     if a.json {
         out.push("--json".into());
+    }
+    if a.allow_dirty {
+        out.push("--allow-dirty".into());
     }
     out.extend(
         a.run_flags

@@ -37,6 +37,23 @@ fn run_checked(run: &RunArgs, args: &[OsString]) -> Result<u8> {
     crate::approval::require(&project_dir, run.accept_config, "hank run")?;
     let settings = settings::load(&run.flags, &project_dir)?;
     check_required_files(&settings)?;
+    // The last run's delivery stopped part-way (the forge, no CI, Ctrl-C): it is finished with
+    // that run's evidence, no new run.
+    if !settings.dry_run && !run.monitor && settings.deliver.value != settings::DeliverMode::None {
+        let store = Store::new(&project_dir);
+        let events = crate::deliver::events_text(&store);
+        if let Some(rec) = super::deliver::open_record(&project_dir, &events) {
+            let _notify = crate::notify::install(&settings, SystemClock::from_env()?.now());
+            let _lock = super::lock_or_hint(&store, "let the running loop finish first")?;
+            return super::deliver::resume(
+                &project_dir,
+                &store,
+                &settings,
+                super::deliver::Opts::default(),
+                rec,
+            );
+        }
+    }
     let mut notes = settings.warnings.clone();
     if settings.dry_run && !run.monitor && settings.deliver.value != settings::DeliverMode::None {
         notes.push(crate::deliver::in_run::dry_run_note(&settings));

@@ -40,6 +40,8 @@ pub struct Pending {
     pub command: Command,
     /// `hank ctl --task NAME`: for that task of the running fleet only.
     pub task: Option<String>,
+    /// The loop it was given to (its pid); `None`: the next run that takes it.
+    pub run: Option<u32>,
 }
 
 /// A command and, when the loop took it, its acknowledgement.
@@ -62,6 +64,7 @@ pub fn read_journal(store: &Store) -> Result<Vec<Journaled>> {
                 source,
                 command,
                 task,
+                run,
             }) => {
                 if out.iter().all(|j| j.pending.id != id) {
                     out.push(Journaled {
@@ -71,6 +74,7 @@ pub fn read_journal(store: &Store) -> Result<Vec<Journaled>> {
                             source,
                             command,
                             task,
+                            run,
                         },
                         ack: None,
                     });
@@ -122,7 +126,21 @@ pub fn submit_to(
     now: Timestamp,
 ) -> Result<String> {
     let id = new_id(now)?;
-    append_command(store, &id, command, source, task, now)?;
+    append_command(store, &id, command, source, task, None, now)?;
+    Ok(id)
+}
+
+/// Appends `command` for the loop `run` (its pid) only: a run that starts and finds it
+/// pending expires it ([`EXPIRED`]); its id.
+pub fn submit_to_run(
+    store: &Store,
+    command: Command,
+    source: ControlSource,
+    run: u32,
+    now: Timestamp,
+) -> Result<String> {
+    let id = new_id(now)?;
+    append_command(store, &id, command, source, None, Some(run), now)?;
     Ok(id)
 }
 
@@ -139,7 +157,7 @@ pub fn submit_once(
     if read_journal(store)?.iter().any(|j| j.pending.id == id) {
         return Ok(false);
     }
-    append_command(store, id, command, source, None, now)?;
+    append_command(store, id, command, source, None, None, now)?;
     Ok(true)
 }
 
@@ -149,6 +167,7 @@ fn append_command(
     command: Command,
     source: ControlSource,
     task: Option<String>,
+    run: Option<u32>,
     now: Timestamp,
 ) -> Result<()> {
     let line = serde_json::to_string(&ControlEntry::Command {
@@ -157,6 +176,7 @@ fn append_command(
         source,
         command,
         task,
+        run,
     })
     .map_err(|e| HankError::Internal(format!("control entry: {e}")))?;
     store.append_control(&line)
@@ -286,15 +306,64 @@ pub struct LiveControl {
     remote: Option<remote::RemotePoller>,
 }
 
+/// The outcome of a command no loop took before the run it was given to ended: given before
+/// the run that found it started.
+pub const EXPIRED: &str = "expired";
+
+/// Acknowledges as [`EXPIRED`] every pending command of `journal` given to another loop than
+/// `own` (the pid of the run that opens the journal, at `now`): a command applies to the loop
+/// that was running when it was given, never to a later one (a Ctrl-C'd loop's untaken `stop`
+/// must not stop the next run). What was expired, for the run's `control` events.
+fn expire(
+    inbox: &mut ControlInbox,
+    journal: &[Journaled],
+    own: u32,
+    now: Timestamp,
+) -> Result<Vec<Taken>> {
+    let mut out = Vec::new();
+    for j in journal
+        .iter()
+        .filter(|j| j.ack.is_none() && j.pending.run.is_some_and(|r| r != own))
+    {
+        let outcome = format!(
+            "{EXPIRED}: given at {} to a run that ended before it took it",
+            j.pending.at
+        );
+        inbox.ack(&j.pending.id, &outcome, now)?;
+        out.push(Taken {
+            id: j.pending.id.clone(),
+            command: j.pending.command.to_text(),
+            outcome,
+        });
+    }
+    Ok(out)
+}
+
 impl LiveControl {
     /// The control source of the project `store` belongs to.
     #[must_use]
     pub fn open(store: Store) -> Self {
+        Self::open_at(store, None)
+    }
+
+    /// [`LiveControl::open`] for the run `own` (its pid, the lock's holder; `now`): the
+    /// commands still pending for another run expire ([`EXPIRED`]).
+    #[must_use]
+    pub fn open_at(store: Store, own: Option<(u32, Timestamp)>) -> Self {
         let mut replay = Vec::new();
         let mut taken = Vec::new();
         let mut warnings = Vec::new();
+        let mut inbox = ControlInbox::new(store.clone());
         match read_journal(&store) {
             Ok(journal) => {
+                if let Some((pid, now)) = own {
+                    match expire(&mut inbox, &journal, pid, now) {
+                        Ok(expired) => taken.extend(expired),
+                        Err(e) => warnings.push(format!(
+                            "the control journal: commands of an ended run could not be expired: {e}"
+                        )),
+                    }
+                }
                 if let Some(j) = last_pause_or_resume(&journal)
                     && j.pending.command == Command::Pause
                 {
@@ -309,7 +378,7 @@ impl LiveControl {
             Err(e) => warnings.push(format!("the control journal: {e}")),
         }
         Self {
-            inbox: ControlInbox::new(store),
+            inbox,
             replay,
             taken,
             warnings,
@@ -689,6 +758,28 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn a_command_for_another_run_expires_and_one_for_the_next_run_is_taken() {
+        use crate::policy::run::Control;
+        let (_d, store) = store();
+        let now = t("2026-11-26T10:00:00Z");
+        let old = submit_to_run(&store, Command::Stop, ControlSource::Local, 41, now).unwrap();
+        let next = submit(&store, Command::Pause, ControlSource::Remote, now).unwrap();
+        let own = submit_to_run(&store, Command::RetryNow, ControlSource::Local, 42, now).unwrap();
+        let mut live = LiveControl::open_at(store.clone(), Some((42, now)));
+        assert_eq!(live.poll(now), [Control::Pause, Control::RetryNow]);
+        let journal = read_journal(&store).unwrap();
+        let outcome = |id: &str| {
+            let j = journal.iter().find(|j| j.pending.id == id).unwrap();
+            j.ack.as_ref().unwrap().1.clone()
+        };
+        assert!(outcome(&old).starts_with(EXPIRED), "{}", outcome(&old));
+        assert_eq!(outcome(&next), "applied");
+        assert_eq!(outcome(&own), "applied");
+        let (taken, _) = live.take_log();
+        assert!(taken[0].outcome.starts_with(EXPIRED) && taken[0].command == "stop");
     }
 
     #[test]

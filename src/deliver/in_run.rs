@@ -22,7 +22,7 @@ use crate::policy::deliver::{self as rules, CiVerdict};
 use crate::policy::run::{DeliverRounds, Delivered, Round};
 use crate::policy::time::Clock;
 use crate::settings::{DeliverMode, Settings};
-use crate::store::schema::Delivery;
+use crate::store::schema::{Delivery, DeliveryRecord, DeliveryStep};
 use crate::store::{Store, write_atomic};
 
 /// Waits between attempts of a push that failed for a transient reason (the network).
@@ -44,6 +44,8 @@ pub struct InRun {
     clock: SystemClock,
     last: Option<Delivery>,
     warnings: Vec<String>,
+    /// The delivery record of the round under way (per-user folder, [`super::record`]).
+    rec: DeliveryRecord,
 }
 
 /// What the driver of a delivery provides: where each step is recorded (the `delivery` event,
@@ -56,6 +58,9 @@ pub trait Host {
     fn record(&mut self, d: &Delivery) -> Result<()>;
     /// Asked about once a second during the waits: `true` ends the delivery `interrupted`.
     fn stop_requested(&mut self) -> bool;
+    /// Told about once a second while the checks are waited for: their verdict is due by
+    /// `until` (the countdown).
+    fn waiting_for_checks(&mut self, until: jiff::Timestamp, now: jiff::Timestamp);
 }
 
 /// How a step of a delivery ended, inside [`InRun::deliver`].
@@ -117,6 +122,7 @@ impl InRun {
             clock: SystemClock::from_env()?,
             last: None,
             warnings: Vec::new(),
+            rec: DeliveryRecord::default(),
         }))
     }
 
@@ -182,35 +188,166 @@ impl InRun {
             pr_number: self.pr.as_ref().map(|p| p.number),
             ..Delivery::default()
         };
+        self.begin_record(dir, store, reason, secrets)?;
         let sha = match self
-            .commit_and_push(dir, store, reason, secrets, &mut cancel, &mut d)
+            .commit_and_push(dir, secrets, &mut cancel, &mut d)
             .await?
         {
             Pushed::Yes(sha) => sha,
             Pushed::No(outcome) => {
                 self.keep(store, &d, host)?;
+                self.save_record(dir, &d, &outcome, self.rec.step)?;
                 return Ok(outcome);
             }
         };
         let pushed_at = self.clock.now();
+        let mut reached = self.rec.step.max(DeliveryStep::Pushed);
+        d.head = Some(sha.clone());
+        // Kept open at the step reached until the round's verdict.
+        self.save_record(dir, &d, &Delivered::Final(ExitReason::Interrupted), reached)?;
         if self.mode == DeliverMode::Pr {
-            self.open_pr(store, reason, secrets, &mut d)?;
+            if let Err(e) = self.open_pr(&mut d) {
+                return self.forge_failed(
+                    dir,
+                    store,
+                    host,
+                    d,
+                    reached,
+                    "the pull request could not be opened",
+                    &e,
+                );
+            }
+            reached = DeliveryStep::PrOpened;
         }
         let (Some(w), Some(_)) = (self.wait, self.forge.as_ref()) else {
             d.exit_reason = Some(ExitReason::Delivered);
             self.keep(store, &d, host)?;
-            return Ok(Delivered::Final(ExitReason::Delivered));
+            let outcome = Delivered::Final(ExitReason::Delivered);
+            self.save_record(dir, &d, &outcome, reached)?;
+            return Ok(outcome);
         };
         d.checks = "pending".into();
+        self.save_record(dir, &d, &Delivered::Final(ExitReason::Interrupted), reached)?;
         self.keep(store, &d, host)?;
-        let Some((verdict, logs)) = self.wait_ci(&sha, pushed_at, w, &mut cancel, host).await?
-        else {
-            d.exit_reason = Some(ExitReason::Interrupted);
-            self.keep(store, &d, host)?;
-            return Ok(Delivered::Final(ExitReason::Interrupted));
+        let waited = self.wait_ci(&sha, pushed_at, w, &mut cancel, host).await;
+        let (verdict, logs) = match waited {
+            Ok(Some(v)) => v,
+            Ok(None) => {
+                d.exit_reason = Some(ExitReason::Interrupted);
+                self.keep(store, &d, host)?;
+                let outcome = Delivered::Final(ExitReason::Interrupted);
+                self.save_record(dir, &d, &outcome, reached)?;
+                return Ok(outcome);
+            }
+            Err(e) => {
+                return self.forge_failed(
+                    dir,
+                    store,
+                    host,
+                    d,
+                    reached,
+                    "the checks could not be read",
+                    &e,
+                );
+            }
         };
-        let outcome = self.judge(&verdict, &logs, &sha, secrets, &mut d)?;
+        let outcome = match self.judge(&verdict, &logs, &sha, secrets, &mut d) {
+            Ok(o) => o,
+            Err(e) => {
+                return self.forge_failed(
+                    dir,
+                    store,
+                    host,
+                    d,
+                    reached,
+                    "the reviews could not be read",
+                    &e,
+                );
+            }
+        };
         self.keep(store, &d, host)?;
+        self.save_record(dir, &d, &outcome, reached)?;
+        Ok(outcome)
+    }
+
+    /// The record of this round: where it goes and the evidence of the run, kept before
+    /// anything is pushed.
+    fn begin_record(
+        &mut self,
+        dir: &Path,
+        store: &Store,
+        reason: ExitReason,
+        secrets: &[String],
+    ) -> Result<()> {
+        let events = super::events_text(store);
+        let mut ev = super::evidence_of_current(
+            &events,
+            reason,
+            "a verified completion, delivered by the loop",
+        );
+        ev.base = self.base.clone();
+        ev.head = self.branch.clone();
+        let verified = ev.last_check.as_ref().map(|c| c.passed);
+        self.rec = DeliveryRecord {
+            mode: self.mode.as_str().to_string(),
+            branch: self.branch.clone(),
+            base: self.base.clone(),
+            remote: self.remote.clone(),
+            round: self.round,
+            evidence: super::record::evidence(&ev, verified, secrets),
+            step: if self.pr.is_some() {
+                DeliveryStep::PrOpened
+            } else {
+                DeliveryStep::Started
+            },
+            pr_url: self.pr.as_ref().map(|p| p.url.clone()),
+            pr_number: self.pr.as_ref().map(|p| p.number),
+            ..DeliveryRecord::default()
+        };
+        super::record::save(dir, &mut self.rec, self.clock.now())
+    }
+
+    /// The record after a step: `reached`, and how the round went (`outcome`: a round handed
+    /// back to the agent or a final verdict finishes it; a stop that leaves the work unjudged
+    /// keeps it open for `hank deliver`).
+    fn save_record(
+        &mut self,
+        dir: &Path,
+        d: &Delivery,
+        outcome: &Delivered,
+        reached: DeliveryStep,
+    ) -> Result<()> {
+        self.rec.step = match outcome {
+            Delivered::Final(r) => super::record::step_after(Some(*r), reached),
+            Delivered::Feedback { .. } => DeliveryStep::Finished,
+        };
+        self.rec.stopped = d.exit_reason;
+        self.rec.error.clone_from(&d.error);
+        self.rec.head.clone_from(&d.head);
+        self.rec.pr_url.clone_from(&d.pr_url);
+        self.rec.pr_number = d.pr_number;
+        super::record::save(dir, &mut self.rec, self.clock.now())
+    }
+
+    /// A forge step failed: the run stops `forge_failed` with the forge's own error, and the
+    /// record keeps the step reached for `hank deliver`.
+    #[allow(clippy::too_many_arguments)]
+    fn forge_failed(
+        &mut self,
+        dir: &Path,
+        store: &Store,
+        host: &mut dyn Host,
+        mut d: Delivery,
+        reached: DeliveryStep,
+        what: &str,
+        e: &HankError,
+    ) -> Result<Delivered> {
+        let error = format!("{what}: {}", crate::sanitize::line(&e.to_string()));
+        d.exit_reason = Some(ExitReason::ForgeFailed);
+        d.error = Some(error);
+        self.keep(store, &d, host)?;
+        let outcome = Delivered::Final(ExitReason::ForgeFailed);
+        self.save_record(dir, &d, &outcome, reached)?;
         Ok(outcome)
     }
 
@@ -219,16 +356,12 @@ impl InRun {
     async fn commit_and_push(
         &mut self,
         dir: &Path,
-        store: &Store,
-        reason: ExitReason,
         secrets: &[String],
         cancel: &mut watch::Receiver<u32>,
         d: &mut Delivery,
     ) -> Result<Pushed> {
         let dir = dir.to_path_buf();
-        let events = super::events_text(store);
-        let ev = super::evidence_of_current(&events, reason, "a verified completion");
-        let title = rules::pr_title(&ev, secrets);
+        let title = self.rec.evidence.title.clone();
         let message = if self.round == 1 {
             format!("{title}\n\nDelivered by hank.")
         } else {
@@ -305,34 +438,21 @@ impl InRun {
     }
 
     /// Opens the pull request (once per run; an open one of the branch is reused) with hank's
-    /// evidence as its body, and comments on the issues it closes.
-    fn open_pr(
-        &mut self,
-        store: &Store,
-        reason: ExitReason,
-        secrets: &[String],
-        d: &mut Delivery,
-    ) -> Result<()> {
+    /// evidence (the round's record) as its body, and comments on the issues it closes.
+    fn open_pr(&mut self, d: &mut Delivery) -> Result<()> {
         let Some(f) = self.forge.as_deref() else {
             return Ok(());
         };
         if self.pr.is_none() {
-            let events = super::events_text(store);
-            let mut ev = super::evidence_of_current(
-                &events,
-                reason,
-                "a verified completion, delivered by the loop",
-            );
-            ev.base = self.base.clone();
-            ev.head = self.branch.clone();
+            let ev = &self.rec.evidence;
             let opened = f.create_pr(&NewPullRequest {
-                title: rules::pr_title(&ev, secrets),
-                body: rules::pr_body(&ev, secrets),
+                title: ev.title.clone(),
+                body: ev.body.clone(),
                 base: self.base.clone(),
                 head: self.branch.clone(),
             })?;
-            for issue in rules::closed_issues(&ev.items_done) {
-                if let Err(e) = f.comment_issue(issue, &super::issue_comment(&opened)) {
+            for issue in &ev.closes {
+                if let Err(e) = f.comment_issue(*issue, &super::issue_comment(&opened)) {
                     self.warnings
                         .push(format!("could not comment on issue #{issue}: {e}"));
                 }
@@ -358,17 +478,12 @@ impl InRun {
         let Some(f) = self.forge.as_deref() else {
             return Ok(None);
         };
-        let mut stop = || host.stop_requested();
-        super::wait_for_ci_async(
-            f,
-            sha,
-            pushed_at,
-            w,
-            &|| self.clock.now(),
-            cancel,
-            &mut stop,
-        )
-        .await
+        let now = || self.clock.now();
+        let mut stop = |until| {
+            host.waiting_for_checks(until, now());
+            host.stop_requested()
+        };
+        super::wait_for_ci_counting(f, sha, pushed_at, w, &now, cancel, &mut stop).await
     }
 
     /// The verdict in the record, and what it means for the run: green (then auto-merge,

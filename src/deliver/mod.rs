@@ -16,6 +16,7 @@ use crate::forge::{Forge, PullRequest};
 use crate::policy::deliver::{self as rules, CiLimits, CiVerdict, Evidence};
 
 pub mod in_run;
+pub mod record;
 use crate::policy::receipts;
 use crate::policy::verify::CheckKind;
 use crate::store::schema::EventLine;
@@ -370,7 +371,14 @@ pub fn base_branch(
     if let Some(s) = start.filter(|s| *s != branch) {
         return Ok(s.to_string());
     }
-    // Delivering again from the delivery branch: the base of the last delivery of it.
+    // Delivering again from the delivery branch: the base of the last delivery of it (the
+    // per-user record first, which the agent cannot write).
+    if let Some(rec) = record::load(dir)
+        && rec.branch == branch
+        && rules::valid_branch_name(&rec.base)
+    {
+        return Ok(rec.base);
+    }
     if let Ok(bytes) = crate::fsread::read(
         &dir.join(".hank").join(DELIVERY_FILE),
         crate::fsread::CONFIG_LIMIT,
@@ -402,7 +410,7 @@ pub fn base_branch(
                 format!(
                     "the work is already on `{branch}` and the branch it came from is not known"
                 ),
-                "start from the branch the pull request should target, or name it (`hank deliver --base NAME`)",
+                "start from the branch the pull request should target, or name it (`--base NAME` on `hank run` or `hank deliver`, or DELIVER_BASE in .hankrc)",
             )
         })
 }
@@ -531,8 +539,10 @@ pub type CheckLog = (String, Option<String>);
 /// One look at the checks of `sha`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CiPoll {
-    /// Not final yet: look again after this long.
-    Wait(Duration),
+    /// Not final yet: look again after this long; the verdict is due by the time given
+    /// (CI_APPEAR_TIMEOUT after the push while no check is seen, else CI_TIMEOUT), for the
+    /// countdown.
+    Wait(Duration, Timestamp),
     /// The verdict, with the failing checks' log tails (raw; [`rules::ci_feedback`] cleans
     /// them).
     Final(CiVerdict, Vec<CheckLog>),
@@ -553,7 +563,13 @@ pub fn ci_poll(
     Ok(match rules::ci_verdict(&checks, pushed_at, now, limits) {
         CiVerdict::Wait { next } => {
             let ms = u64::try_from(next.duration_since(now).as_millis()).unwrap_or(0);
-            CiPoll::Wait(Duration::from_millis(ms))
+            let limit = if checks.is_empty() {
+                limits.appear
+            } else {
+                limits.total
+            };
+            let due = pushed_at.checked_add(limit).unwrap_or(now);
+            CiPoll::Wait(Duration::from_millis(ms), due)
         }
         v @ CiVerdict::Failed { .. } => {
             let mut logs: Vec<CheckLog> = Vec::new();
@@ -574,7 +590,8 @@ pub fn ci_poll(
 
 /// Waits for the checks of exactly `sha` until the verdict is final; returns it with the
 /// failing checks' log tails (raw; [`rules::ci_feedback`] cleans them). `now` is the clock;
-/// `interrupted` ends the wait early (`Ok(None)`).
+/// `interrupted` ends the wait early (`Ok(None)`); `tick` is told, after each look, when the
+/// verdict is due (the countdown).
 ///
 /// # Errors
 /// The forge cannot be asked.
@@ -585,11 +602,13 @@ pub fn wait_for_ci(
     w: CiWaitSettings,
     now: &dyn Fn() -> Timestamp,
     interrupted: &dyn Fn() -> bool,
+    tick: &mut dyn FnMut(Timestamp, Timestamp),
 ) -> Result<Option<(CiVerdict, Vec<CheckLog>)>> {
     let limits = w.limits();
     loop {
         match ci_poll(forge, sha, pushed_at, limits, now())? {
-            CiPoll::Wait(mut left) => {
+            CiPoll::Wait(mut left, due) => {
+                tick(due, now());
                 while !left.is_zero() {
                     if interrupted() {
                         return Ok(None);
@@ -619,14 +638,32 @@ pub async fn wait_for_ci_async(
     cancel: &mut tokio::sync::watch::Receiver<u32>,
     stop: &mut dyn FnMut() -> bool,
 ) -> Result<Option<(CiVerdict, Vec<CheckLog>)>> {
+    wait_for_ci_counting(forge, sha, pushed_at, w, now, cancel, &mut |_| stop()).await
+}
+
+/// [`wait_for_ci_async`] whose `stop` is given, about once a second, the time the verdict is
+/// due (CI_APPEAR_TIMEOUT after the push while no check is seen, else CI_TIMEOUT): the
+/// countdown of the wait.
+///
+/// # Errors
+/// The forge cannot be asked.
+pub async fn wait_for_ci_counting(
+    forge: &dyn Forge,
+    sha: &str,
+    pushed_at: Timestamp,
+    w: CiWaitSettings,
+    now: &dyn Fn() -> Timestamp,
+    cancel: &mut tokio::sync::watch::Receiver<u32>,
+    stop: &mut dyn FnMut(Timestamp) -> bool,
+) -> Result<Option<(CiVerdict, Vec<CheckLog>)>> {
     let limits = w.limits();
     loop {
         match ci_poll(forge, sha, pushed_at, limits, now())? {
             CiPoll::Final(v, logs) => return Ok(Some((v, logs))),
-            CiPoll::Wait(mut left) => {
+            CiPoll::Wait(mut left, due) => {
                 while !left.is_zero() {
                     let step = left.min(Duration::from_secs(1));
-                    if sleep_or_cancel(step, cancel).await || stop() {
+                    if stop(due) || sleep_or_cancel(step, cancel).await {
                         return Ok(None);
                     }
                     left -= step;

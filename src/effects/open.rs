@@ -100,7 +100,9 @@ impl Real {
         let now = clock.now();
         let mut loaded = store.load_state(now)?;
         loaded.state.ledger.prune(now);
-        let control = crate::control::LiveControl::open(store.clone()).with_remote(remote);
+        let control =
+            crate::control::LiveControl::open_at(store.clone(), Some((std::process::id(), now)))
+                .with_remote(remote);
         let mut real = Self {
             clock,
             control: Some(control),

@@ -227,4 +227,13 @@ impl Host for Engine {
         self.poll_control();
         self.run.next(self.fx.now()) == Step::Stop(ExitReason::Interrupted)
     }
+
+    /// The countdown of the CI wait, like the other waits' (`waiting (checks) until …`).
+    fn waiting_for_checks(&mut self, until: jiff::Timestamp, now: jiff::Timestamp) {
+        self.fx.say(Say::WaitTick {
+            reason: "checks",
+            until,
+            now,
+        });
+    }
 }

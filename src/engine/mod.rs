@@ -141,7 +141,16 @@ impl Engine {
             cooldown_ends: self.state.breaker.cooldown_ends_at(&bcfg),
             now: self.fx.now(),
         };
-        let message = crate::report::exit_summary(reason, &self.state, &self.plan, &notes);
+        let mut message = crate::report::exit_summary(reason, &self.state, &self.plan, &notes);
+        // A delivery stop says what failed (the forge's own error) and what to do next.
+        let delivery = self.delivery.as_ref().and_then(|d| d.last());
+        match (reason, delivery.and_then(|d| d.error.as_deref())) {
+            (ExitReason::ForgeFailed, Some(error)) => message.push_str(&format!(" — {error}")),
+            (ExitReason::CiMissing, _) => {
+                message.push_str(&format!(" — {}", crate::policy::deliver::CI_MISSING_NEXT));
+            }
+            _ => {}
+        }
         let verified = self.verify.verified;
         self.tell(News::Exit {
             reason,

@@ -1012,6 +1012,7 @@ mod tests {
                     | ExitReason::CiMissing
                     | ExitReason::CiTimeout
                     | ExitReason::PushRejected
+                    | ExitReason::ForgeFailed
             ) {
                 assert!(covered.contains(&r), "{r} not covered");
             }

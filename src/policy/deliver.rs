@@ -32,6 +32,8 @@ pub const MAX_FEEDBACK_CHARS: usize = 12_000;
 pub const MAX_HOOK_OUTPUT_CHARS: usize = 4_000;
 /// Pushes rejected by a pre-push hook that go back to the agent before hank gives up.
 pub const MAX_PUSH_RETRIES: u32 = 2;
+/// The next step after a `ci_missing` stop (no check ever appeared for the pushed commit).
+pub const CI_MISSING_NEXT: &str = "no CI runs on this repository's pull requests: set CI_WAIT=false (deliver without waiting for checks) or use --deliver branch (push only); with CI set up, `hank deliver` waits for the checks again";
 
 /// What replaces a secret.
 const REDACTED: &str = "[REDACTED]";

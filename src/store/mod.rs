@@ -1009,6 +1009,16 @@ impl Store {
             .is_ok_and(|f| held(&f))
     }
 
+    /// The pid of the loop that holds the project's lock now (`None`: no loop runs, or the
+    /// lock file does not name one).
+    #[must_use]
+    pub fn loop_pid(&self) -> Option<u32> {
+        if !self.loop_running() {
+            return None;
+        }
+        lock_holder(&self.path(HankFile::Lock)).and_then(|p| p.parse().ok())
+    }
+
     /// Takes the project's loop lock, or says which PID holds it.
     ///
     /// Two locks, both released by the OS when hank dies (even by SIGKILL): an `flock` on the

@@ -461,6 +461,9 @@ pub struct Delivery {
     /// Inside `hank run`: which delivery of the run this is (1, 2, …; 0 for `hank deliver`).
     #[serde(skip_serializing_if = "is_zero")]
     pub round: u64,
+    /// A failed forge step (`forge_failed`): the step and the forge's own error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 impl Delivery {
@@ -488,6 +491,107 @@ impl Delivery {
             None => format!("{} on {}{head}: {checks}", self.branch, self.remote),
         };
         crate::sanitize::line(&line)
+    }
+}
+
+/// How far a delivery got ([`DeliveryRecord::step`]), in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryStep {
+    /// The evidence is kept; nothing pushed yet.
+    #[default]
+    Started,
+    /// The branch is on the remote (`head`).
+    Pushed,
+    /// The pull request is open (`pr_number`); its checks are what is left.
+    PrOpened,
+    /// Over: delivered, or a verdict on the work itself (red checks, a round
+    /// handed back to the agent). Nothing to resume.
+    Finished,
+}
+
+/// What a delivery shows of the run that did the work, kept from that run's records so a
+/// delivery resumed later (`hank deliver`) loses none of it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DeliveryEvidence {
+    /// The pull request's title and body (hank's evidence, redacted as rendered).
+    pub title: String,
+    pub body: String,
+    /// The fix_plan items the run checked off.
+    pub items_done: Vec<String>,
+    /// The issues the pull request closes (`Closes #N`), commented on when it opens.
+    pub closes: Vec<u64>,
+    /// The run's cost (USD).
+    pub cost_usd: f64,
+    /// The run's completion check passed (`true`), failed (`false`), or never ran (absent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verified: Option<bool>,
+    /// The completion the run delivered (`plan_complete`, …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completion: Option<ExitReason>,
+}
+
+/// The delivery record (`delivery-record.json` in the project's per-user folder, not in
+/// `.hank/`: it names the branch that is pushed and the base a pull request targets, which an
+/// agent of a later run must not be able to redirect): where the last delivery goes, the
+/// evidence of the run it delivers, and the step it reached. `hank deliver` and `hank run
+/// --deliver` finish a record whose step is not [`DeliveryStep::Finished`].
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DeliveryRecord {
+    pub schema_version: u32,
+    /// When the record was last written.
+    pub at: Option<Timestamp>,
+    /// `branch` or `pr`.
+    pub mode: String,
+    pub branch: String,
+    pub base: String,
+    pub remote: String,
+    pub step: DeliveryStep,
+    /// The run's delivery round (0: `hank deliver`).
+    pub round: u64,
+    /// The pushed commit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub head: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pr_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pr_number: Option<u64>,
+    pub evidence: DeliveryEvidence,
+    /// How the delivery last stopped (`forge_failed`, `ci_missing`, …), with the forge's error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<ExitReason>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The schema of [`DeliveryRecord`].
+pub const DELIVERY_RECORD_SCHEMA: u32 = 1;
+
+impl DeliveryRecord {
+    /// Whether a delivery is left to finish.
+    #[must_use]
+    pub fn resumable(&self) -> bool {
+        self.step != DeliveryStep::Finished && !self.branch.is_empty()
+    }
+
+    /// Where it stopped, for people: `the branch is pushed; the pull request is not open yet`.
+    #[must_use]
+    pub fn reached(&self) -> String {
+        let what = match self.step {
+            DeliveryStep::Started => "nothing is pushed yet".to_string(),
+            DeliveryStep::Pushed => format!(
+                "{} is pushed to {}; the pull request is not open yet",
+                self.branch, self.remote
+            ),
+            DeliveryStep::PrOpened => format!(
+                "pull request #{} is open; its checks have no verdict yet",
+                self.pr_number.unwrap_or_default()
+            ),
+            DeliveryStep::Finished => "the delivery is finished".to_string(),
+        };
+        crate::sanitize::line(&what)
     }
 }
 
@@ -1247,6 +1351,11 @@ pub enum ControlEntry {
         /// loop, or every running task of the fleet).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         task: Option<String>,
+        /// The loop it was given to (its pid, from the project's lock): a run that starts
+        /// finds it pending from another run and expires it. Absent: for the next run that
+        /// takes it (a fleet's forward to a task about to start, a remote command).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        run: Option<u32>,
     },
     Ack {
         id: String,

@@ -136,15 +136,16 @@ fn ctl_during_loop_1(items: &[&str], args: &[&str]) -> (Project, String, Output)
 #[test]
 fn a_pause_survives_a_restart_until_resume() {
     let p = Project::new(&["a", "b"]);
-    p.fake("effect.sh", TICK_ONE);
-    let pause = ctl(&p, &["pause"]);
+    p.fake("effect.sh", TICK_ONE).fake("sleep-1", "2");
     let child = Running::start(&p, &[], LONG);
+    p.wait_calls(1, LONG);
+    let pause = ctl(&p, &["pause"]);
     let st = p.wait_status(LONG, paused);
     assert!(st["waiting_until"].is_null(), "{st}");
     let ack = wait_ack(&p, &pause, LONG);
     assert_eq!(ack["acknowledged"]["outcome"], "applied", "{ack}");
     std::thread::sleep(Duration::from_millis(1500));
-    assert_eq!(p.calls(), 0, "no call while paused");
+    assert_eq!(p.calls(), 1, "no call while paused");
     signal(child.child(), Signal::SIGTERM);
     let o = child.wait();
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
@@ -155,7 +156,7 @@ fn a_pause_survives_a_restart_until_resume() {
         paused(v) && v["pid"].as_u64() == Some(u64::from(child.child().id()))
     });
     std::thread::sleep(Duration::from_millis(1500));
-    assert_eq!(p.calls(), 0, "still paused after the restart");
+    assert_eq!(p.calls(), 1, "still paused after the restart");
     let resume = ctl(&p, &["resume"]);
     wait_ack(&p, &resume, Duration::from_secs(5));
     let o = child.wait();
@@ -246,13 +247,15 @@ fn retry_now_ends_a_usage_limit_wait() {
 #[test]
 fn commands_planted_in_the_project_are_not_taken() {
     let p = Project::new(&["a", "b", "c"]);
-    // Real journal lines, made by `hank ctl` and then moved where the agent could write them.
-    ctl(&p, &["set", "MAX_LOOPS=1"]);
-    ctl(&p, &["stop"]);
-    let journal = user_dir(&p).join("control.jsonl");
-    let lines = std::fs::read_to_string(&journal).unwrap();
-    assert!(lines.contains("MAX_LOOPS"), "{lines}");
-    std::fs::remove_file(&journal).unwrap();
+    // Well-formed journal lines (as `hank ctl` writes them), planted where the agent could
+    // write them.
+    let at = jiff::Timestamp::now()
+        .checked_add(jiff::SignedDuration::from_hours(1))
+        .unwrap();
+    let lines = format!(
+        "{{\"type\":\"command\",\"id\":\"c1-aa\",\"at\":\"{at}\",\"source\":\"local\",\"command\":{{\"name\":\"set\",\"key\":\"MAX_LOOPS\",\"value\":\"1\"}}}}\n\
+         {{\"type\":\"command\",\"id\":\"c2-bb\",\"at\":\"{at}\",\"source\":\"local\",\"command\":{{\"name\":\"stop\"}}}}\n"
+    );
     std::fs::write(p.dir.join(".hank/control.jsonl"), &lines).unwrap();
     p.fake("effect.sh", TICK_ONE);
     let o = p.run(&[]);
@@ -265,4 +268,53 @@ fn commands_planted_in_the_project_are_not_taken() {
         std::fs::read_to_string(p.dir.join(".hank/control.jsonl")).unwrap(),
         lines
     );
+}
+
+/// A command needs a running loop: with none, `hank ctl stop` is refused and nothing is
+/// recorded (it would otherwise stop whichever run starts next).
+#[test]
+fn a_command_with_no_loop_running_is_refused() {
+    let p = Project::new(&["a"]);
+    let o = ctl_output(&p, &["stop"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "no loop is running");
+    assert!(journal(&p).is_empty());
+    p.fake("effect.sh", TICK_ONE);
+    let o = p.run(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+/// A `stop` given to a loop that was Ctrl-C'd before it took it expires: the next run is not
+/// stopped by it, says so (a `control` event), and `hank ctl status` lists it as expired.
+#[test]
+fn an_untaken_stop_of_an_ended_run_expires_at_the_next_start() {
+    let p = Project::new(&["a"]);
+    p.fake("effect.sh", TICK_ONE).fake("sleep-1", "30");
+    let child = Running::start(&p, &[], LONG);
+    p.wait_calls(1, LONG);
+    let stop = ctl(&p, &["stop"]);
+    signal(child.child(), Signal::SIGINT);
+    let o = child.wait();
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    let pending = journal(&p);
+    assert!(
+        pending
+            .iter()
+            .any(|c| c["id"] == stop.as_str() && c["acknowledged"].is_null()),
+        "{pending:?}"
+    );
+
+    p.fake("sleep-1", "0").fake("sleep-2", "0");
+    let o = p.run(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(p.status()["exit_reason"], "plan_complete");
+    let c = wait_ack(&p, &stop, Duration::from_secs(1));
+    assert_eq!(c["expired"], true, "{c}");
+    assert!(
+        control_events(&p)
+            .iter()
+            .any(|(cmd, outcome)| cmd == "stop" && outcome.starts_with("expired"))
+    );
+    let status = ctl(&p, &["status"]);
+    assert_contains(&status, "1 expired");
 }

@@ -484,3 +484,139 @@ fn closing_keywords_and_mentions_in_the_agents_words_are_defused_in_the_pr() {
         .expect("inside the summary's code block");
     assert!(!body[fence..img].contains("\n```\n"), "{body}");
 }
+
+/// A run whose pull request the forge refused: branch pushed, the run stops `forge_failed`
+/// (exit 1) with the forge's own error. Ends with the run's project and the fake.
+fn stopped_at_the_forge() -> (Setup, FakeGitHub) {
+    let s = setup("[#12] Fix login");
+    s.p.fake(
+        "effect.sh",
+        &format!("{TICK_ONE}echo 'fn login() {{}}' > login.rs\n"),
+    );
+    let gh = FakeGitHub::start();
+    gh.set(|w| {
+        w.check_runs.push(green_check());
+        w.refuse_pulls = 1;
+    });
+    let out = s.run(&gh, "DELIVER=pr\nVERIFY_COMMAND=\"test -f login.rs\"\n");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let st = s.p.status();
+    assert_eq!(st["exit_reason"], "forge_failed", "{st}");
+    let exit = s.p.events_of("exit");
+    let why = exit.last().unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_contains_all(
+        &why,
+        &[
+            "the pull request could not be opened",
+            "Resource not accessible by integration",
+            "hank deliver",
+        ],
+    );
+    assert_eq!(exit.last().unwrap()["exit_reason"], "forge_failed");
+    // The branch is on the remote; no pull request yet.
+    assert!(
+        files_of(&s.remote, "hank/main")
+            .lines()
+            .any(|f| f == "login.rs")
+    );
+    assert_eq!(pulls_created(&gh), 1);
+    assert!(gh.world.lock().unwrap().pulls.is_empty());
+    (s, gh)
+}
+
+/// The pull request a resumed delivery opened carries the evidence of the run that did the
+/// work, and the issue it closes is told.
+#[track_caller]
+fn assert_resumed_with_the_runs_evidence(s: &Setup, gh: &FakeGitHub, out: &Output) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_contains(&err, "finishing the last run's delivery (forge_failed");
+    assert_eq!(s.p.calls(), 1, "no new run");
+    assert_eq!(gh.world.lock().unwrap().pulls.len(), 1);
+    let pr = pulls(gh).last().unwrap().json();
+    assert_eq!(
+        (pr["head"].as_str(), pr["base"].as_str()),
+        (Some("hank/main"), Some("main"))
+    );
+    let body = pr["body"].as_str().unwrap();
+    assert_contains_all(
+        body,
+        &[
+            "- [x] [#12] Fix login",
+            "`test -f login.rs` | passed (exit 0)",
+            "Closes #12",
+        ],
+    );
+    assert!(!body.contains("No fix_plan item was checked off"), "{body}");
+    assert!(
+        gh.requests()
+            .iter()
+            .any(|r| r.method == "POST" && r.path == "/repos/o/r/issues/12/comments")
+    );
+    let d = s.deliveries();
+    assert_eq!(d.last().unwrap()["checks"], "green", "{d:?}");
+    assert_eq!(d.last().unwrap()["exit_reason"], "delivered");
+}
+
+#[test]
+fn a_refused_pull_request_stops_forge_failed_and_hank_deliver_finishes_it() {
+    let (s, gh) = stopped_at_the_forge();
+    let out = at_fake_github(&mut s.p.cmd(), &gh)
+        .arg("deliver")
+        .output()
+        .expect("hank deliver");
+    assert_resumed_with_the_runs_evidence(&s, &gh, &out);
+    // Finished: nothing is left to resume.
+    let again = at_fake_github(&mut s.p.cmd(), &gh)
+        .arg("deliver")
+        .output()
+        .expect("hank deliver");
+    assert!(!stderr(&again).contains("finishing the last run's delivery"));
+}
+
+#[test]
+fn hank_run_deliver_again_finishes_the_stopped_delivery_without_a_new_run() {
+    let (s, gh) = stopped_at_the_forge();
+    let out = at_fake_github(&mut s.p.cmd(), &gh)
+        .args(["run", "--deliver", "pr"])
+        .output()
+        .expect("hank run");
+    assert_resumed_with_the_runs_evidence(&s, &gh, &out);
+}
+
+#[test]
+fn after_ci_missing_hank_deliver_waits_for_the_checks_again_and_says_the_next_step() {
+    let s = setup("[#12] Fix login");
+    s.p.fake(
+        "effect.sh",
+        &format!("{TICK_ONE}echo 'fn login() {{}}' > login.rs\n"),
+    );
+    let gh = FakeGitHub::start();
+    let out = s.run(
+        &gh,
+        "DELIVER=pr\nCI_APPEAR_TIMEOUT=1s\nVERIFY_COMMAND=\"test -f login.rs\"\n",
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(s.p.status()["exit_reason"], "ci_missing");
+    // The wait showed when the checks were due and how long was left; the stop says the
+    // next step in words.
+    assert_contains_all(&err, &["waiting (checks) until", "left"]);
+    assert_contains_all(&err, &["CI_WAIT=false", "--deliver branch"]);
+    // CI appears; `hank deliver` finishes the delivery: the same pull request, its checks.
+    gh.set(|w| w.check_runs.push(green_check()));
+    let out = at_fake_github(&mut s.p.cmd(), &gh)
+        .arg("deliver")
+        .output()
+        .expect("hank deliver");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("not verified"), "{err}");
+    assert_contains(&err, "finishing the last run's delivery (ci_missing");
+    assert_eq!(pulls_created(&gh), 1);
+    assert_eq!(s.deliveries().last().unwrap()["checks"], "green");
+}

@@ -52,6 +52,9 @@ pub(crate) struct World {
     pub pulls: Vec<Value>,
     /// `permissions.push` of the repository.
     pub can_push: bool,
+    /// How many pull request creations are refused (403, GitHub's own message) before one
+    /// is accepted.
+    pub refuse_pulls: u32,
 }
 
 pub(crate) struct FakeGitHub {
@@ -174,6 +177,7 @@ fn serve(stream: TcpStream, world: &Mutex<World>) {
         let reason = match status {
             200 => "OK",
             201 => "Created",
+            403 => "Forbidden",
             404 => "Not Found",
             _ => "Unprocessable Entity",
         };
@@ -197,6 +201,13 @@ fn answer(w: &mut World, r: &Recorded) -> (u16, Value) {
             json!({"full_name": format!("{o}/{n}"), "default_branch": "main",
                    "permissions": {"admin": false, "push": w.can_push, "pull": true}}),
         ),
+        ("POST", ["repos", _, _, "pulls"]) if w.refuse_pulls > 0 => {
+            w.refuse_pulls -= 1;
+            (
+                403,
+                json!({"message": "Resource not accessible by integration", "status": "403"}),
+            )
+        }
         ("POST", ["repos", o, n, "pulls"]) => {
             let req = r.json();
             let number = w.pulls.len() as u64 + 1;

@@ -157,6 +157,11 @@ fn unknown_names_cycles_and_bad_flags_are_refused_before_anything_runs() {
             &["fleet", "--min-free-memory", "much"][..],
             "FLEET_MIN_FREE_MEMORY",
         ),
+        // `--agent 2` for `--agents 2`: an unknown agent, refused before any task (and by a
+        // dry run), the slip named.
+        (&["fleet", "--agent", "2"][..], "`--agents 2`"),
+        (&["fleet", "--dry-run", "--agent", "2"][..], "`--agents 2`"),
+        (&["fleet", "--agent", "nosuch"][..], "nosuch"),
     ] {
         let o = p.run(args);
         assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
@@ -180,6 +185,8 @@ fn a_dag_runs_in_waves_and_merges_into_hank_fleet_leaving_the_checkout_alone() {
     let before = checkout(&p);
     let o = p.run(&["fleet", "--agents", "2"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // It ended with the next step.
+    assert_contains(&stderr(&o), "next: `git merge hank/fleet`");
     // Every task called once; Beta started from the integration branch with Alpha merged.
     let mut log = calls(&p);
     log.sort();
@@ -239,10 +246,41 @@ fn a_dag_runs_in_waves_and_merges_into_hank_fleet_leaving_the_checkout_alone() {
         text.contains("task         Beta · merged · hank/beta · loops 1"),
         "{text}"
     );
-    // Again: nothing left to do, no call.
-    let o = p.run(&["fleet"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // Again: nothing left to do, no call; it says the fleet is finished and what to do (so
+    // does a dry run, rather than listing every task as open).
+    for args in [&["fleet"][..], &["fleet", "--dry-run"]] {
+        let o = p.run(args);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert_contains(&stderr(&o), "the fleet is finished");
+        assert_contains(&stderr(&o), "`git merge hank/fleet`");
+    }
     assert_eq!(calls(&p).len(), 3);
+}
+
+/// Uncommitted changes are left out of every task (they start from the last commit): refused,
+/// naming the files; `--allow-dirty` runs and says what is left out.
+#[test]
+fn a_dirty_tree_is_refused_naming_the_files_unless_allowed() {
+    let p = project("## A\n- [ ] a\n");
+    std::fs::write(
+        p.dir.join(".hank/fix_plan.md"),
+        "## A\n- [ ] a\n## B\n- [ ] b\n",
+    )
+    .unwrap();
+    std::fs::write(p.dir.join("notes.txt"), "draft\n").unwrap();
+    let o = p.run(&["fleet"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    for f in [".hank/fix_plan.md", "notes.txt", "--allow-dirty"] {
+        assert_contains(&stderr(&o), f);
+    }
+    assert!(calls(&p).is_empty());
+    assert!(!p.dir.join(".hank/fleet.json").exists());
+    let o = p.run(&["fleet", "--allow-dirty"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_contains(
+        &stderr(&o),
+        "left out (not committed): .hank/fix_plan.md, notes.txt",
+    );
 }
 
 #[test]

@@ -229,7 +229,8 @@ fn a_merged_fleet_task_is_notified() {
         "NOTIFY=\"webhook:{}\"\nNOTIFY_EVENTS=fleet_task\n",
         server.url("/hook")
     ));
-    let o = p.run(&["fleet"]);
+    // (.hankrc is not committed: the supervisor reads it here.)
+    let o = p.run(&["fleet", "--allow-dirty"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let hooks = webhook_classes(&server);
     assert!(
