@@ -68,6 +68,9 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
         ));
     }
     crate::approval::require(&root, run.accept_config, "hank fleet")?;
+    // Its merges and deliveries run git on the project: a run for the approval model (a hook
+    // planted in the shared git directory meanwhile is pending at its end).
+    let _recorded = crate::approval::record(&root, "hank fleet")?;
     let s = settings::load(&run.flags, &root)?;
     // Flag > environment > .hankrc > default (the settings resolve the last three).
     let max_merge_attempts = match a.max_merge_attempts.as_deref() {
@@ -148,6 +151,7 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
         max_merge_attempts,
         run_flags: a.run_flags.clone(),
         verify,
+        watched: crate::approval::watched_files(&root, &s),
         limits: s.budget_limits(),
         max_cost_usd: s.max_cost_usd.value,
         max_runtime: s.max_runtime.value,
