@@ -606,6 +606,7 @@ mod tests {
                     .collect(),
             ),
             hankrc_unparsed: None,
+            git: BTreeMap::new(),
             profiles: profiles
                 .iter()
                 .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
@@ -650,6 +651,140 @@ mod tests {
         let none = ConfigFingerprint::default();
         assert_eq!(changes(&none, &fp(&[], &[])), vec![".hankrc: created"]);
         assert_eq!(changes(&fp(&[], &[]), &none), vec![".hankrc: deleted"]);
+    }
+
+    #[test]
+    fn config_paths_pick_hanks_configuration_out_of_the_changed_paths() {
+        let changed: Vec<String> = [
+            ".hankrc",
+            "src/main.rs",
+            ".hank/agents/claude.toml",
+            ".hank/PROMPT.md",
+            "scripts/check.sh",
+            "./docs/prompt.md",
+            ".hankrc.bak",
+            "scripts/other.sh",
+        ]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+        let table: [(&str, Option<&str>, &[&str]); 4] = [
+            (
+                ".hank/PROMPT.md",
+                Some("scripts/check.sh"),
+                &[
+                    ".hankrc",
+                    ".hank/agents/claude.toml",
+                    ".hank/PROMPT.md",
+                    "scripts/check.sh",
+                ],
+            ),
+            (
+                "docs/prompt.md",
+                None,
+                &[".hankrc", ".hank/agents/claude.toml", "docs/prompt.md"],
+            ),
+            (
+                "./.hank/PROMPT.md",
+                Some("./scripts/check.sh"),
+                &[
+                    ".hankrc",
+                    ".hank/agents/claude.toml",
+                    ".hank/PROMPT.md",
+                    "scripts/check.sh",
+                ],
+            ),
+            ("", Some(""), &[".hankrc", ".hank/agents/claude.toml"]),
+        ];
+        for (prompt, script, want) in table {
+            assert_eq!(
+                config_paths(&changed, prompt, script),
+                want,
+                "{prompt} {script:?}"
+            );
+        }
+        assert!(config_paths(&["src/x".to_string()], ".hank/PROMPT.md", None).is_empty());
+    }
+
+    #[test]
+    fn the_verify_script_is_a_relative_file_the_command_runs() {
+        let table: [(&str, Option<&str>); 9] = [
+            ("./scripts/check.sh", Some("scripts/check.sh")),
+            ("scripts/check.sh --fast", Some("scripts/check.sh")),
+            ("sh ./ci.sh", Some("ci.sh")),
+            ("bash -e scripts/t.sh", Some("scripts/t.sh")),
+            ("cargo test", None),
+            ("make test", None),
+            ("/usr/bin/check", None),
+            ("../outside.sh", None),
+            ("", None),
+        ];
+        for (cmd, want) in table {
+            assert_eq!(verify_script(cmd).as_deref(), want, "{cmd}");
+        }
+    }
+
+    #[test]
+    fn program_keys_are_those_git_runs_or_reads_more_config_from() {
+        for k in [
+            "core.hookspath",
+            "core.fsmonitor",
+            "filter.x.clean",
+            "filter.x.process",
+            "include.path",
+            "includeif.gitdir:/x.path",
+            "diff.x.textconv",
+            "merge.x.driver",
+            "alias.co",
+        ] {
+            assert!(is_program_key(k), "{k}");
+        }
+        for k in [
+            "user.email",
+            "branch.main.remote",
+            "core.bare",
+            "remote.origin.url",
+        ] {
+            assert!(!is_program_key(k), "{k}");
+        }
+    }
+
+    #[test]
+    fn git_changes_name_hooks_config_keys_and_attributes() {
+        let mut a = fp(&[], &[]);
+        a.git
+            .insert(".git/hooks/pre-commit".into(), "hash:1".into());
+        a.git
+            .insert("git config core.hookspath".into(), "hooks".into());
+        let mut b = a.clone();
+        b.git.insert(".git/hooks/pre-push".into(), "hash:2".into());
+        b.git
+            .insert(".git/hooks/pre-commit".into(), "hash:3".into());
+        b.git
+            .insert("git config filter.x.clean".into(), "evil".into());
+        b.git
+            .insert("git config core.hookspath".into(), "/tmp/h".into());
+        b.git.insert(".gitattributes".into(), "hash:4".into());
+        assert_eq!(
+            changes(&a, &b),
+            vec![
+                ".git/hooks/pre-commit: changed",
+                ".git/hooks/pre-push: added",
+                ".gitattributes: added",
+                "git config core.hookspath changed: \"hooks\" → \"/tmp/h\"",
+                "git config filter.x.clean added: \"evil\"",
+            ]
+        );
+        assert_eq!(
+            changes(&b, &a),
+            vec![
+                ".git/hooks/pre-commit: changed",
+                "git config core.hookspath changed: \"/tmp/h\" → \"hooks\"",
+                ".git/hooks/pre-push: removed",
+                ".gitattributes: removed",
+                "git config filter.x.clean: removed",
+            ]
+        );
     }
 
     #[test]
