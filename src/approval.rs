@@ -90,7 +90,191 @@ pub fn fingerprint(project: &Path) -> ConfigFingerprint {
             fp.profiles.insert(format!(".hank/agents/{name}"), text);
         }
     }
+    fp.git = git_fingerprint(project);
     fp
+}
+
+/// The repository's git directory and common directory for `project` (its `.git` directory,
+/// or the `gitdir:` of a `.git` file and that directory's `commondir`), found by reading files
+/// only; `None` outside a repository.
+fn git_dirs(project: &Path) -> Option<(PathBuf, PathBuf)> {
+    let dot = project.join(".git");
+    let meta = std::fs::symlink_metadata(&dot).ok()?;
+    let git_dir = if meta.is_dir() {
+        dot
+    } else {
+        let bytes = fsread::read(&dot, fsread::CONFIG_LIMIT, Follow::No).ok()?;
+        let text = String::from_utf8(bytes).ok()?;
+        project.join(text.trim().strip_prefix("gitdir:")?.trim())
+    };
+    let common = fsread::read(&git_dir.join("commondir"), fsread::CONFIG_LIMIT, Follow::No)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .map_or_else(|| git_dir.clone(), |c| git_dir.join(c.trim()));
+    Some((git_dir, common))
+}
+
+/// Whether git configuration key `key` (as `git config --list` prints it: section and name
+/// lower case) names a program git may run or another configuration file to read (pure).
+#[must_use]
+pub fn is_program_key(key: &str) -> bool {
+    let lower = key.to_ascii_lowercase();
+    let (section, rest) = lower.split_once('.').unwrap_or((lower.as_str(), ""));
+    let name = rest.rsplit('.').next().unwrap_or("");
+    match section {
+        "filter" | "include" | "includeif" | "alias" => true,
+        "core" => matches!(
+            name,
+            "hookspath" | "fsmonitor" | "pager" | "sshcommand" | "attributesfile" | "editor"
+        ),
+        "diff" => matches!(name, "textconv" | "command" | "external"),
+        "merge" => name == "driver",
+        _ => false,
+    }
+}
+
+/// What git would run from the repository `project` is in: hooks (names and content hashes,
+/// `*.sample` left out), the configuration keys [`is_program_key`] names, `.gitattributes`
+/// and `.git/info/attributes`. The configuration files are read by `git config --file F
+/// --list --no-includes` through the hardened runner ([`crate::git::run_git`]): git's
+/// own parser (a hand-written one could read a tricky file differently from git), which runs
+/// no program of the repository.
+fn git_fingerprint(project: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let Some((git_dir, common)) = git_dirs(project) else {
+        return out;
+    };
+    let hooks = common.join("hooks");
+    if let Ok(entries) = std::fs::read_dir(&hooks) {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".sample") {
+                continue;
+            }
+            let value = match fsread::read(&entry.path(), fsread::CONFIG_LIMIT, Follow::No) {
+                Ok(bytes) => hash(&bytes),
+                Err(e) => format!("unreadable: {e}"),
+            };
+            out.insert(format!(".git/hooks/{name}"), value);
+        }
+    }
+    for (shown_as, path) in [
+        (".gitattributes", project.join(".gitattributes")),
+        (
+            ".git/info/attributes",
+            common.join("info").join("attributes"),
+        ),
+    ] {
+        match fsread::read(&path, fsread::CONFIG_LIMIT, Follow::No) {
+            Ok(bytes) => {
+                out.insert(shown_as.to_string(), hash(&bytes));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                out.insert(shown_as.to_string(), format!("unreadable: {e}"));
+            }
+        }
+    }
+    for config in [common.join("config"), git_dir.join("config.worktree")] {
+        if !config.is_file() {
+            continue;
+        }
+        let file = config.to_string_lossy().into_owned();
+        let listed = crate::git::run_git(
+            project,
+            &["config", "--file", &file, "--no-includes", "--list", "-z"],
+        );
+        match listed {
+            Ok(bytes) => {
+                for entry in bytes.split(|b| *b == 0) {
+                    let text = String::from_utf8_lossy(entry);
+                    let (key, value) = text.split_once('\n').unwrap_or((&text, ""));
+                    if !key.is_empty() && is_program_key(key) {
+                        let k = format!("git config {key}");
+                        // A key set twice keeps every value.
+                        let v = out.remove(&k).map_or_else(
+                            || value.to_string(),
+                            |old: String| format!("{old}\n{value}"),
+                        );
+                        out.insert(k, v);
+                    }
+                }
+            }
+            Err(e) => {
+                out.insert(format!("git config in {file}"), format!("unreadable: {e}"));
+            }
+        }
+    }
+    out
+}
+
+/// The paths among `changed` (repository-relative, as `git diff --name-only` prints them)
+/// that are hank's configuration: `.hankrc`, anything under `.hank/agents/`, the prompt file
+/// `prompt` and the verify command's script `verify_script` (pure).
+#[must_use]
+pub fn config_paths(changed: &[String], prompt: &str, verify_script: Option<&str>) -> Vec<String> {
+    let norm = |p: &str| p.trim().trim_start_matches("./").to_string();
+    let prompt = norm(prompt);
+    let script = verify_script.map(norm);
+    changed
+        .iter()
+        .map(|p| norm(p))
+        .filter(|p| {
+            p == ".hankrc"
+                || p.starts_with(".hank/agents/")
+                || (!prompt.is_empty() && *p == prompt)
+                || script.as_deref().is_some_and(|s| !s.is_empty() && p == s)
+        })
+        .collect()
+}
+
+/// The script file of `verify_command` inside the project, as a repository-relative path:
+/// its first word when that names a file by a relative path (`./scripts/check.sh`,
+/// `scripts/check.sh`), or the first argument of an interpreter (`sh scripts/check.sh`,
+/// `bash -e ./ci.sh`) (pure).
+#[must_use]
+pub fn verify_script(verify_command: &str) -> Option<String> {
+    const INTERPRETERS: [&str; 8] = [
+        "sh", "bash", "zsh", "dash", "python", "python3", "node", "perl",
+    ];
+    let mut words = verify_command.split_whitespace();
+    let first = words.next()?;
+    let candidate = if INTERPRETERS.contains(&first) {
+        words.find(|w| !w.starts_with('-'))?
+    } else {
+        first
+    };
+    let relative = !candidate.starts_with('/') && !candidate.starts_with('~');
+    let names_file = candidate.contains('/') || INTERPRETERS.contains(&first);
+    (relative && names_file && !candidate.contains(".."))
+        .then(|| candidate.trim_start_matches("./").to_string())
+}
+
+/// The files of `root`'s configuration that are not `.hankrc` or a profile, as
+/// repository-relative paths: the prompt file (PROMPT_FILE) and the verify command's script
+/// ([`verify_script`]); what [`config_paths`] takes.
+#[must_use]
+pub fn watched_files(root: &Path, s: &crate::settings::Settings) -> (String, Option<String>) {
+    let prompt = &s.prompt_file.value;
+    let prompt = prompt
+        .strip_prefix(root)
+        .unwrap_or(prompt)
+        .to_string_lossy()
+        .into_owned();
+    let script = s.verify_command.value.as_deref().and_then(verify_script);
+    (prompt, script)
+}
+
+/// The configuration of the task worktree `wt` against the checkout `root`'s approved one:
+/// what differs (empty: the same). The checkout's own pending changes are refused first
+/// (nothing is approved then). A new worktree is not a first run: it gets no approval of its
+/// own.
+pub fn worktree_changes(root: &Path, wt: &Path) -> Result<Vec<String>> {
+    let pending = unapproved(root)?;
+    if !pending.is_empty() {
+        return Err(refusal(&pending, "a fleet task"));
+    }
+    Ok(changes(&fingerprint(root), &fingerprint(wt)))
 }
 
 /// A value for display: secret ones hidden, others on one sanitized line, cut.
@@ -160,6 +344,27 @@ pub fn changes(approved: &ConfigFingerprint, now: &ConfigFingerprint) -> Vec<Str
     }
     for name in approved.profiles.keys() {
         if !now.profiles.contains_key(name) {
+            out.push(format!("{name}: removed"));
+        }
+    }
+    for (name, value) in &now.git {
+        let is_config = name.starts_with("git config ");
+        match approved.git.get(name) {
+            None if is_config => out.push(format!("{name} added: {}", shown(name, value))),
+            None => out.push(format!("{name}: added")),
+            Some(v) if v != value && is_config => {
+                out.push(format!(
+                    "{name} changed: {} → {}",
+                    shown(name, v),
+                    shown(name, value)
+                ));
+            }
+            Some(v) if v != value => out.push(format!("{name}: changed")),
+            Some(_) => {}
+        }
+    }
+    for name in approved.git.keys() {
+        if !now.git.contains_key(name) {
             out.push(format!("{name}: removed"));
         }
     }
@@ -355,6 +560,40 @@ impl RunRecord {
     }
 }
 
+/// A hank command that runs git or the forge on the project, recorded as a run (what changed
+/// while it ran — a hook's side effect — is pending at its end, reported on stderr).
+#[derive(Debug)]
+pub struct Recorded {
+    record: Option<RunRecord>,
+    command: &'static str,
+}
+
+/// Records `command` as a run until the returned guard is dropped (call after [`require`]).
+pub fn record(project: &Path, command: &'static str) -> Result<Recorded> {
+    Ok(Recorded {
+        record: Some(begin_run(project)?),
+        command,
+    })
+}
+
+impl Drop for Recorded {
+    fn drop(&mut self) {
+        let Some(record) = self.record.take() else {
+            return;
+        };
+        match record.end() {
+            Ok(changed) if !changed.is_empty() => errln!(
+                "hank: warning: the configuration changed while {} ran; the next hank command \
+                 needs your approval first (`hank config accept`):\n  - {}",
+                self.command,
+                changed.join("\n  - ")
+            ),
+            Ok(_) => {}
+            Err(e) => errln!("hank: warning: cannot record the configuration's approval: {e}"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -367,6 +606,7 @@ mod tests {
                     .collect(),
             ),
             hankrc_unparsed: None,
+            git: BTreeMap::new(),
             profiles: profiles
                 .iter()
                 .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
@@ -411,6 +651,140 @@ mod tests {
         let none = ConfigFingerprint::default();
         assert_eq!(changes(&none, &fp(&[], &[])), vec![".hankrc: created"]);
         assert_eq!(changes(&fp(&[], &[]), &none), vec![".hankrc: deleted"]);
+    }
+
+    #[test]
+    fn config_paths_pick_hanks_configuration_out_of_the_changed_paths() {
+        let changed: Vec<String> = [
+            ".hankrc",
+            "src/main.rs",
+            ".hank/agents/claude.toml",
+            ".hank/PROMPT.md",
+            "scripts/check.sh",
+            "./docs/prompt.md",
+            ".hankrc.bak",
+            "scripts/other.sh",
+        ]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+        let table: [(&str, Option<&str>, &[&str]); 4] = [
+            (
+                ".hank/PROMPT.md",
+                Some("scripts/check.sh"),
+                &[
+                    ".hankrc",
+                    ".hank/agents/claude.toml",
+                    ".hank/PROMPT.md",
+                    "scripts/check.sh",
+                ],
+            ),
+            (
+                "docs/prompt.md",
+                None,
+                &[".hankrc", ".hank/agents/claude.toml", "docs/prompt.md"],
+            ),
+            (
+                "./.hank/PROMPT.md",
+                Some("./scripts/check.sh"),
+                &[
+                    ".hankrc",
+                    ".hank/agents/claude.toml",
+                    ".hank/PROMPT.md",
+                    "scripts/check.sh",
+                ],
+            ),
+            ("", Some(""), &[".hankrc", ".hank/agents/claude.toml"]),
+        ];
+        for (prompt, script, want) in table {
+            assert_eq!(
+                config_paths(&changed, prompt, script),
+                want,
+                "{prompt} {script:?}"
+            );
+        }
+        assert!(config_paths(&["src/x".to_string()], ".hank/PROMPT.md", None).is_empty());
+    }
+
+    #[test]
+    fn the_verify_script_is_a_relative_file_the_command_runs() {
+        let table: [(&str, Option<&str>); 9] = [
+            ("./scripts/check.sh", Some("scripts/check.sh")),
+            ("scripts/check.sh --fast", Some("scripts/check.sh")),
+            ("sh ./ci.sh", Some("ci.sh")),
+            ("bash -e scripts/t.sh", Some("scripts/t.sh")),
+            ("cargo test", None),
+            ("make test", None),
+            ("/usr/bin/check", None),
+            ("../outside.sh", None),
+            ("", None),
+        ];
+        for (cmd, want) in table {
+            assert_eq!(verify_script(cmd).as_deref(), want, "{cmd}");
+        }
+    }
+
+    #[test]
+    fn program_keys_are_those_git_runs_or_reads_more_config_from() {
+        for k in [
+            "core.hookspath",
+            "core.fsmonitor",
+            "filter.x.clean",
+            "filter.x.process",
+            "include.path",
+            "includeif.gitdir:/x.path",
+            "diff.x.textconv",
+            "merge.x.driver",
+            "alias.co",
+        ] {
+            assert!(is_program_key(k), "{k}");
+        }
+        for k in [
+            "user.email",
+            "branch.main.remote",
+            "core.bare",
+            "remote.origin.url",
+        ] {
+            assert!(!is_program_key(k), "{k}");
+        }
+    }
+
+    #[test]
+    fn git_changes_name_hooks_config_keys_and_attributes() {
+        let mut a = fp(&[], &[]);
+        a.git
+            .insert(".git/hooks/pre-commit".into(), "hash:1".into());
+        a.git
+            .insert("git config core.hookspath".into(), "hooks".into());
+        let mut b = a.clone();
+        b.git.insert(".git/hooks/pre-push".into(), "hash:2".into());
+        b.git
+            .insert(".git/hooks/pre-commit".into(), "hash:3".into());
+        b.git
+            .insert("git config filter.x.clean".into(), "evil".into());
+        b.git
+            .insert("git config core.hookspath".into(), "/tmp/h".into());
+        b.git.insert(".gitattributes".into(), "hash:4".into());
+        assert_eq!(
+            changes(&a, &b),
+            vec![
+                ".git/hooks/pre-commit: changed",
+                ".git/hooks/pre-push: added",
+                ".gitattributes: added",
+                "git config core.hookspath changed: \"hooks\" → \"/tmp/h\"",
+                "git config filter.x.clean added: \"evil\"",
+            ]
+        );
+        assert_eq!(
+            changes(&b, &a),
+            vec![
+                ".git/hooks/pre-commit: changed",
+                "git config core.hookspath changed: \"/tmp/h\" → \"hooks\"",
+                ".git/hooks/pre-push: removed",
+                ".gitattributes: removed",
+                "git config filter.x.clean: removed",
+            ]
+        );
     }
 
     #[test]

@@ -205,6 +205,8 @@ fn parse(words: &[&str]) -> Result<Command> {
 }
 
 fn control_topic(dir: &std::path::Path) -> Result<String> {
+    // CONTROL_TOPIC (and NOTIFY) are approved settings: not one the agent changed.
+    crate::approval::require(dir, false, "hank ctl (CONTROL_TOPIC)")?;
     let s = settings::load(&Flags::default(), dir)?;
     control::remote::topic(&s)?.ok_or_else(|| {
         HankError::usage_hint(

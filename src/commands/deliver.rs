@@ -94,6 +94,8 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
     };
     // A configuration the agent changed during the run is not used unapproved.
     let (dir, store, s) = super::approved_project("hank deliver", &flags)?;
+    // Its git and forge calls are a run: what a hook changes meanwhile is not approved silently.
+    let _recorded = crate::approval::record(&dir, "hank deliver")?;
     let _notify = crate::notify::install(&s, crate::clock::SystemClock::from_env()?.now());
     let mode = match s.deliver.value {
         DeliverMode::None => DeliverMode::Pr,

@@ -68,6 +68,9 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
         ));
     }
     crate::approval::require(&root, run.accept_config, "hank fleet")?;
+    // Its merges and deliveries run git on the project: a run for the approval model (a hook
+    // planted in the shared git directory meanwhile is pending at its end).
+    let _recorded = crate::approval::record(&root, "hank fleet")?;
     let s = settings::load(&run.flags, &root)?;
     // Every task's run would refuse an unknown agent: refused once, here, before any starts.
     known_agents(&s, &root)?;
@@ -161,6 +164,7 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
         max_merge_attempts,
         run_flags: a.run_flags.clone(),
         verify,
+        watched: crate::approval::watched_files(&root, &s),
         limits: s.budget_limits(),
         max_cost_usd: s.max_cost_usd.value,
         max_runtime: s.max_runtime.value,
@@ -202,7 +206,7 @@ fn known_agents(s: &settings::Settings, root: &Path) -> Result<()> {
 /// changed file) would silently be left out. Refused naming the files, unless `allow`
 /// (then said what is left out). hank's runtime files do not count.
 fn dirty_tree(root: &Path, allow: bool) -> Result<()> {
-    let out = crate::worktree::run_git(
+    let out = crate::git::run_git(
         root,
         &["status", "--porcelain=v1", "-z", "--untracked-files=all"],
     )

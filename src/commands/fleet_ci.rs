@@ -213,6 +213,7 @@ pub(crate) fn run_task(root: &Path, a: &FleetRunTaskArgs) -> Result<u8> {
     }
     super::require_hank_dir(root)?;
     crate::approval::require(root, run.accept_config, "hank fleet run-task")?;
+    let _recorded = crate::approval::record(root, "hank fleet run-task")?;
     let s = settings::load(&run.flags, root)?;
     let view = read_view(root, &s)?;
     let Some(spec) = task_to_run(root, &view, &a.name)? else {
@@ -283,7 +284,8 @@ fn run_claimed(
         errln!("hank: continuing the work of {branch} saved by an earlier job");
     }
     // The branch's configuration is the agent's work of an earlier job: not used unapproved.
-    let changed = ci::config_changed(root, &base)?;
+    let (prompt, script) = crate::approval::watched_files(root, s);
+    let changed = ci::config_changed(root, &base, &prompt, script.as_deref())?;
     if !changed.is_empty() {
         if !run.accept_config {
             // Back where the job started, so that running it again checks the same change.
@@ -294,7 +296,7 @@ fn run_claimed(
                     changed.join(", ")
                 ),
                 format!(
-                    "look at the change (`git diff {} {branch} -- .hankrc .hank/agents`) and pass --accept-config to run with it",
+                    "look at the change (`git diff {} {branch} -- FILES`) and pass --accept-config to run with it",
                     base.get(..12).unwrap_or(&base)
                 ),
             ));

@@ -22,6 +22,15 @@ use super::{project_dir, require_hank_dir};
 pub(crate) fn run(action: &StateAction) -> Result<u8> {
     let dir = project_dir()?;
     require_hank_dir(&dir)?;
+    if !matches!(action, StateAction::Summary) {
+        // It runs git on the project (refs, pushes): with an approved configuration only,
+        // and recorded as a run.
+        crate::approval::require(&dir, false, "hank state")?;
+    }
+    let _recorded = match action {
+        StateAction::Summary => None,
+        _ => Some(crate::approval::record(&dir, "hank state")?),
+    };
     let now = SystemClock::from_env()?.now();
     match action {
         StateAction::Save(a) => save(&dir, a, now),

@@ -208,30 +208,32 @@ pub fn checkout_task_branch(dir: &Path, remote: Option<&str>, branch: &str) -> R
     Ok(from_remote)
 }
 
-/// The configuration files (`.hankrc`, `.hank/agents/`) that differ between the commit `from`
-/// and HEAD: on a task branch an earlier job's agent may have changed them.
+/// The configuration files that differ between the commit `from` and HEAD (`.hankrc`,
+/// `.hank/agents/`, the prompt file, the verify command's script:
+/// [`crate::approval::config_paths`]): on a task branch an earlier job's agent may have
+/// changed them.
 ///
 /// # Errors
 /// git fails.
-pub fn config_changed(dir: &Path, from: &str) -> Result<Vec<String>> {
-    let out = crate::git::run_git(
-        dir,
-        &[
-            "diff",
-            "--name-only",
-            from,
-            "HEAD",
-            "--",
-            ".hankrc",
-            ".hank/agents",
-        ],
+pub fn config_changed(
+    dir: &Path,
+    from: &str,
+    prompt: &str,
+    verify_script: Option<&str>,
+) -> Result<Vec<String>> {
+    let out = crate::git::run_git(dir, &["diff", "--name-only", "-z", from, "HEAD"])
+        .map_err(|e| HankError::Tool(format!("git diff in {}: {e}", dir.display())))?;
+    let changed: Vec<String> = out
+        .split(|b| *b == 0)
+        .filter(|l| !l.is_empty())
+        .map(|l| String::from_utf8_lossy(l).into_owned())
+        .collect();
+    Ok(
+        crate::approval::config_paths(&changed, prompt, verify_script)
+            .iter()
+            .map(|l| crate::sanitize::line(l).to_string())
+            .collect(),
     )
-    .map_err(|e| HankError::Tool(format!("git diff in {}: {e}", dir.display())))?;
-    Ok(String::from_utf8_lossy(&out)
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| crate::sanitize::line(l).to_string())
-        .collect())
 }
 
 /// Puts the checkout back where the job started: on `branch`, or detached at `commit` when it

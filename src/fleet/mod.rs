@@ -62,6 +62,9 @@ pub struct Options {
     pub run_flags: Vec<String>,
     /// VERIFY_COMMAND, run on every merge result.
     pub verify: Option<String>,
+    /// The prompt file and the verify command's script, repository-relative
+    /// ([`crate::approval::watched_files`]): a merge that changes them stops.
+    pub watched: (String, Option<String>),
     /// The fleet-wide budget.
     pub limits: BudgetLimits,
     /// `--deliver`: per task, or one pull request of the integration branch
@@ -688,6 +691,9 @@ fn done_items(wt: &Path) -> Vec<String> {
 
 /// Why a merge did not land.
 enum MergeProblem {
+    /// The task changed hank's configuration ([`crate::approval::config_paths`]): it stays on
+    /// the task's branch, for the user to look at.
+    Config(Vec<String>),
     Conflict(Vec<String>),
     Markers(String),
     Red(String),
@@ -699,6 +705,12 @@ enum MergeProblem {
 impl MergeProblem {
     fn describe(&self, into: &str) -> String {
         match self {
+            Self::Config(files) => format!(
+                "the task changed hank's configuration ({}): not merged into {into} without \
+                 your approval; look at it with `git diff {into}...hank/<task> -- FILES` and \
+                 merge it yourself if you want it",
+                files.join(", ")
+            ),
             Self::Conflict(files) => {
                 format!("merging into {into} conflicts in: {}", files.join(", "))
             }
@@ -747,6 +759,24 @@ fn merge_task(
         ))));
     }
     let ident = identity_args(&int)?;
+    // Configuration (what the next task would run) never travels through a merge.
+    let range = format!("{}...{branch}", opts.into);
+    let out = git(&paths.root, &["diff", "--name-only", "-z", &range])?;
+    let changed: Vec<String> = out
+        .split(|b| *b == 0)
+        .filter(|l| !l.is_empty())
+        .map(|l| String::from_utf8_lossy(l).into_owned())
+        .collect();
+    let config =
+        crate::approval::config_paths(&changed, &opts.watched.0, opts.watched.1.as_deref());
+    if !config.is_empty() {
+        return Ok(Err(MergeProblem::Config(
+            config
+                .iter()
+                .map(|f| crate::sanitize::line(f).to_string())
+                .collect(),
+        )));
+    }
     // Conflict markers never reach the integration branch.
     if let Ok(out) = run_git_timed(
         &paths.root,
@@ -1203,6 +1233,20 @@ async fn supervise(
             }
             let left = (!opts.max_runtime.is_zero())
                 .then(|| opts.max_runtime.saturating_sub(started.elapsed()));
+            // The worktree's configuration is the checkout's approved one: a new worktree is
+            // not a first run that approves what it finds.
+            let differs = crate::approval::worktree_changes(&paths.root, &wt)?;
+            if !differs.is_empty() {
+                t.state = TaskState::Failed;
+                t.message = format!(
+                    "its worktree's configuration differs from the approved one of {} (not run): {}",
+                    paths.root.display(),
+                    differs.join("; ")
+                );
+                errln!("hank: fleet: task {:?}: {}", t.name, t.message);
+                save(paths, &mut file, now)?;
+                continue;
+            }
             let flags = opts.deliver.worker_flags(&opts.run_flags, spec, tasks);
             let child = spawn_worker(paths, &wt, &spec.slug, &flags, left)?;
             t.pid = Some(child.id());
@@ -1445,7 +1489,9 @@ fn merge_off_thread(
                 // Kept as the agent left it, for the user to look at; never merged.
                 return Ok(Some(problem));
             }
-            if last {
+            // A configuration change is the user's to look at (it stays on the branch), not
+            // the agent's to redo.
+            if last || matches!(problem, MergeProblem::Config(_)) {
                 remove_worktree(paths, &wt);
             } else {
                 return_to_agent(paths, &wt, &problem, &opts.into)?;
@@ -1477,7 +1523,11 @@ fn merged(name: &str, problem: Option<MergeProblem>, opts: &Options, file: &mut 
             );
             t.merge_attempts = t.merge_attempts.saturating_add(1);
             let what = problem.describe(&opts.into);
-            if next == TaskState::Failed || matches!(problem, MergeProblem::Refused(_)) {
+            if matches!(problem, MergeProblem::Config(_)) {
+                t.state = TaskState::Failed;
+                t.message = format!("{what}; its work is kept on {}", t.branch);
+                t.worktree = None;
+            } else if next == TaskState::Failed || matches!(problem, MergeProblem::Refused(_)) {
                 t.state = TaskState::Failed;
                 t.message = format!(
                     "{what} (after {} merge attempt(s)); its work is kept on {}",

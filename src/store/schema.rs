@@ -1285,6 +1285,12 @@ pub struct ConfigFingerprint {
     pub hankrc_unparsed: Option<String>,
     /// `.hank/agents/NAME.toml` → `hash:<hex>` of its bytes (or `unreadable: …`).
     pub profiles: BTreeMap<String, String>,
+    /// What git runs from the repository: `.git/hooks/NAME` → `hash:<hex>` (`*.sample`
+    /// left out), `git config KEY` → value for the keys that name a program or another
+    /// configuration file (`core.hooksPath`, `filter.*`, `include.*`, `includeIf.*`…),
+    /// `.gitattributes` and `.git/info/attributes` → `hash:<hex>`. Empty outside a repository
+    /// (and in files written before it existed).
+    pub git: BTreeMap<String, String>,
 }
 
 /// A `hank run` in progress: who, and the configuration it started with.

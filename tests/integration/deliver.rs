@@ -747,3 +747,59 @@ fn ctrl_c_ends_the_ci_wait_with_130() {
     assert_eq!(d["exit_reason"], "interrupted");
     assert_eq!(d["checks"], "pending");
 }
+
+/// An agent plants `.git/hooks/pre-push` during a plain `hank run`: the next `hank deliver`
+/// refuses before running it, listing the hook; after `hank config accept` it runs.
+#[test]
+fn a_hook_planted_during_a_run_is_not_run_by_deliver_before_approval() {
+    let p = Project::new(&["[#12] make src/x"]);
+    let remote = p.git_with_origin();
+    run_making_src_x(
+        &p,
+        "",
+        "printf '#!/bin/sh\\ntouch \"%s/hook-ran\"\\n' \"$FAKE_CLAUDE_DIR\" > .git/hooks/pre-push\n\
+         chmod +x .git/hooks/pre-push\n",
+    );
+    let s = Setup { p, remote };
+    let gh = FakeGitHub::start();
+    gh.set(|w| w.check_runs.push(green_check()));
+    let out = s.deliver_ending(&gh, "", &[], 1);
+    let err = stderr(&out);
+    assert_contains(&err, ".git/hooks/pre-push: added");
+    assert_contains(&err, "hank config accept");
+    assert!(!s.p.fake.join("hook-ran").exists(), "{err}");
+    assert!(!s.p.dir.join(".hank/delivery.json").exists());
+    let listed = s.p.run(&["config", "status"]);
+    assert_contains(
+        &crate::support::stdout(&listed),
+        ".git/hooks/pre-push: added",
+    );
+
+    let o = s.p.run(&["config", "accept"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    s.deliver_ending(&gh, "", &[], 0);
+    assert!(s.p.fake.join("hook-ran").exists());
+}
+
+/// A filter driver and the `.gitattributes` that applies it, written by the agent during a
+/// run, are listed by `hank config status` and refused by `hank deliver`.
+#[test]
+fn a_filter_and_gitattributes_planted_during_a_run_are_listed() {
+    let p = Project::new(&["[#12] make src/x"]);
+    let remote = p.git_with_origin();
+    run_making_src_x(
+        &p,
+        "",
+        "git config filter.x.clean \"touch $FAKE_CLAUDE_DIR/filter-ran; cat\"\n\
+         echo '* filter=x' > .gitattributes\n",
+    );
+    let listed = p.run(&["config", "status"]);
+    let text = crate::support::stdout(&listed);
+    assert_contains(&text, "git config filter.x.clean added");
+    assert_contains(&text, ".gitattributes: added");
+    let s = Setup { p, remote };
+    let gh = FakeGitHub::start();
+    let out = s.deliver_ending(&gh, "", &[], 1);
+    assert_contains(&stderr(&out), "git config filter.x.clean added");
+    assert!(!s.p.fake.join("filter-ran").exists());
+}

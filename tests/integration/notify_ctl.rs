@@ -537,3 +537,26 @@ fn a_flood_on_the_control_topic_does_not_hide_a_signed_command() {
     assert_eq!(cmds[0]["command"], "stop");
     assert!(server.gets().len() >= 2, "{:?}", server.gets().len());
 }
+
+/// The agent points CONTROL_TOPIC elsewhere during a run: `hank ctl poll` and `hank ctl
+/// --remote` refuse, listing the change, until `hank config accept`.
+#[test]
+fn a_control_topic_the_agent_changed_is_refused_by_ctl_poll_and_remote() {
+    let p = Project::new(&["a"]);
+    p.hankrc("RETRY_BACKOFF_SECONDS=0\nCONTROL_TOPIC=\"http://127.0.0.1:9/mine\"\n");
+    p.fake(
+        "effect.sh",
+        &format!("{TICK_ONE}\necho 'CONTROL_TOPIC=\"http://127.0.0.1:9/agents\"' >> .hankrc\n"),
+    );
+    let o = p.run(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for args in [&["ctl", "poll"][..], &["ctl", "--remote", "stop"][..]] {
+        let o = p.run(args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert_contains_all(
+            &err,
+            &["CONTROL_TOPIC changed", "/agents", "hank config accept"],
+        );
+    }
+}
