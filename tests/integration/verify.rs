@@ -399,3 +399,40 @@ fn ctrl_c_during_a_check_stops_it_and_its_children() {
     assert_eq!(s["exit_reason"], "interrupted");
     assert_eq!(s["verification"]["last"]["interrupted"], true);
 }
+
+/// A check whose program does not exist could not run: exit 1 naming the program, not a
+/// failed check (exit 2).
+#[test]
+fn a_check_that_could_not_run_is_an_error_naming_the_program() {
+    let p = checked(&["one"], "hank-no-such-runner -q", "");
+    let o = p.run_code(&["verify"], 1);
+    let err = stderr(&o);
+    assert!(err.contains("could not run"), "{err}");
+    assert!(err.contains("`hank-no-such-runner` was not found"), "{err}");
+    crate::support::write_new(&p.dir.join("check.sh"), "#!/bin/sh\nexit 0\n");
+    let o = p.run_code(&["verify", "--command", "./check.sh"], 1);
+    assert!(
+        stderr(&o).contains("`./check.sh` is not executable"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// `hank status` after manual checks shows the last one, with or without a run's status.
+#[test]
+fn status_shows_the_last_manual_verify() {
+    let p = checked(&["one"], "true", "");
+    p.run_code(&["verify"], 0);
+    p.run_code(&["verify"], 0);
+    let text = stdout(&p.run(&["status"]));
+    assert!(text.contains("last:       manual — passed"), "{text}");
+    // A run whose status has no check of its own yet (here: it stopped at MAX_LOOPS before
+    // any claim) still shows the manual one.
+    p.hankrc("RETRY_BACKOFF_SECONDS=0\nVERIFY_COMMAND=\"true\"\nMAX_LOOPS=1\n");
+    p.fake("effect-1.sh", TOUCH);
+    p.run_code(&[], 3);
+    p.run_code(&["verify"], 0);
+    let text = stdout(&p.run(&["status"]));
+    assert!(text.contains("last:       manual — passed"), "{text}");
+    assert!(!text.contains("not run yet"), "{text}");
+}
