@@ -158,15 +158,21 @@ pub(crate) fn with_last_check(
     let Some(ver) = ver.as_object_mut() else {
         return v;
     };
-    let newer = match ver.get("last").and_then(|l| l.get("at")).and_then(Value::as_str) {
-        Some(at) => at
-            .parse::<jiff::Timestamp>()
-            .map_or(true, |at| at < r.at),
+    let newer = match ver
+        .get("last")
+        .and_then(|l| l.get("at"))
+        .and_then(Value::as_str)
+    {
+        Some(at) => at.parse::<jiff::Timestamp>().map_or(true, |at| at < r.at),
         None => true,
     };
     if newer {
         ver.insert("last".into(), record);
-        if ver.get("command").and_then(Value::as_str).is_none_or(str::is_empty) {
+        if ver
+            .get("command")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
             ver.insert("command".into(), Value::from(r.command.clone()));
         }
     }

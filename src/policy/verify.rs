@@ -432,7 +432,11 @@ mod tests {
             ("pytest", "/bin/sh: 1: pytest: not found\n", "pytest"),
             ("cd app && npm test", "sh: 1: npm: not found", "npm"),
             ("make check", "bash: make: command not found", "make"),
-            ("./check.sh", "/bin/sh: 1: ./check.sh: Permission denied", "./check.sh"),
+            (
+                "./check.sh",
+                "/bin/sh: 1: ./check.sh: Permission denied",
+                "./check.sh",
+            ),
             ("CI=1 \"pytest\" -q", "", "pytest"),
             ("env X=1 cargo test", "some output\n", "cargo"),
         ];

@@ -414,7 +414,13 @@ fn doctor_honours_the_agent_command_and_reports_the_login() {
     ws.write("Cargo.toml", "[package]\nname = \"r\"\n");
     assert_eq!(ws.run(&["enable-ci", "--quiet"]).status.code(), Some(0));
     let fake = fixtures().join("bin/claude").display().to_string();
-    let no_claude = "/usr/local/bin:/usr/bin:/bin";
+    // cargo stays reachable: doctor checks VERIFY_COMMAND's program (`cargo test`).
+    let cargo_dir = std::path::Path::new(&std::env::var("CARGO").unwrap())
+        .parent()
+        .unwrap()
+        .display()
+        .to_string();
+    let no_claude = &format!("/usr/local/bin:/usr/bin:/bin:{cargo_dir}");
 
     let o = ws.run_in(&ws.work(), &["doctor", "--json"], Some(no_claude));
     let v = json_line(&o);

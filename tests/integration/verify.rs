@@ -436,3 +436,26 @@ fn status_shows_the_last_manual_verify() {
     assert!(text.contains("last:       manual — passed"), "{text}");
     assert!(!text.contains("not run yet"), "{text}");
 }
+
+/// `hank doctor` checks that VERIFY_COMMAND's program exists: "not ready", naming it.
+#[test]
+fn doctor_names_a_check_program_that_does_not_exist() {
+    let p = checked(&["one"], "hank-no-such-runner -q", "");
+    let o = p.run(&["doctor", "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    let check = crate::support::doctor_check(&v, "verify");
+    assert_eq!(check["ok"], false, "{v}");
+    let detail = check["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("not ready") && detail.contains("`hank-no-such-runner`"),
+        "{detail}"
+    );
+    p.hankrc("RETRY_BACKOFF_SECONDS=0\nVERIFY_COMMAND=\"test -f src/x\"\n");
+    let v: Value = serde_json::from_str(stdout(&p.run(&["doctor", "--json"])).trim()).unwrap();
+    assert_eq!(
+        crate::support::doctor_check(&v, "verify")["ok"],
+        true,
+        "{v}"
+    );
+}
