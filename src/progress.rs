@@ -108,6 +108,8 @@ pub fn measure(project: &Path, base: &Baseline, plan_text_after: &str) -> Progre
     };
     progress.checked_items = fixplan::newly_checked_items(&base.plan_text, plan_text_after);
     progress.plan_items_checked = fixplan::newly_checked(&base.plan_text, plan_text_after);
+    progress.plan_files_changed =
+        crate::policy::progress::named_in_plan(&progress.changed_paths, plan_text_after);
     progress
 }
 

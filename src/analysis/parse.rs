@@ -1112,10 +1112,17 @@ fn gather_whole<R: BufRead>(r: &mut R, g: &mut Gathered, mut buf: Vec<u8>) {
         buf.push(b'\n');
     }
     let mut failed = false;
-    for v in serde_json::Deserializer::from_slice(&buf).into_iter::<serde_json::Value>() {
+    let mut cut_at_eof = false;
+    // Read without the newline that ends the output: a string cut there ends at EOF.
+    for v in
+        serde_json::Deserializer::from_slice(buf.trim_ascii_end()).into_iter::<serde_json::Value>()
+    {
         let ev = match v {
             Ok(v) => event_from_value(&v).filter(|ev| g.events > 0 || is_client_event(ev)),
-            Err(_) => None,
+            Err(e) => {
+                cut_at_eof = e.is_eof();
+                None
+            }
         };
         match ev {
             Some(ev) => g.absorb(ev),
@@ -1124,6 +1131,12 @@ fn gather_whole<R: BufRead>(r: &mut R, g: &mut Gathered, mut buf: Vec<u8>) {
                 break;
             }
         }
+    }
+    if failed && g.events == 0 && cut_at_eof && !g.too_large {
+        // A JSON value the output ended inside (`{"result": "Success but…`): whoever wrote
+        // it, the answer was cut off, never a text success.
+        g.read.shape = OutputShape::Truncated;
+        return;
     }
     if failed && g.events == 0 && !has_client_marker(&buf) {
         // Not the client's JSON at all: text that starts with `{` (in a JSON format: stray
@@ -1411,6 +1424,13 @@ mod tests {
             (b"[{\"type\":\"system\"},{\"type\":\"res", OutputShape::Truncated),
             (b"{\"type\":\"system\",\"subtype\":\"init\"}\n{\"type\":\"assis", OutputShape::Truncated),
             (b"{\"type\":\"result\",\"subtype\":\"succ", OutputShape::Truncated),
+            // A JSON value cut off at the end of the output, without the client's keys.
+            (b"{\"result\": \"Success but json is broken", OutputShape::Truncated),
+            (b"{\n  \"result\": \"done\",\n  \"files\": [1, 2", OutputShape::Truncated),
+            // A whole JSON value that is not the client's, text after it: text.
+            (b"{\"a\": 1}\nall done", OutputShape::Text),
+            (b"{\"note\": \"line\nnext line", OutputShape::Text),
+            (b"{BUILD} ok", OutputShape::Text),
             (b"{\n  \"type\": \"result\",\n  \"subtype\": \"success\",\n  \"is_error\": false\n}\n", OutputShape::ResultObject),
             (b"hello there", OutputShape::Text),
             (b"\x00\xff\xfe", OutputShape::Text),

@@ -423,6 +423,49 @@ fn project_check(dir: &Path) -> Check {
     Check::fail("project", detail, fix)
 }
 
+/// Shell builtins a check may start with (no program to look for).
+const SHELL_BUILTINS: &[&str] = &[
+    "cd", "exit", "test", "[", "true", "false", ":", ".", "source", "set", "export", "if", "for",
+    "while", "case", "{", "(", "!", "eval", "command", "echo", "printf",
+];
+
+/// VERIFY_COMMAND's program exists here (on PATH, or relative to the project when it has a
+/// `/`), so that `hank verify` and the run's check can run: `None` without a check.
+fn verify_check(command: Option<&str>, dir: &Path) -> Option<Check> {
+    let command = command?;
+    let program = crate::policy::verify::first_program(command)?;
+    let shown = format!("VERIFY_COMMAND=\"{}\"", crate::sanitize::line(command));
+    if SHELL_BUILTINS.contains(&program.as_str()) {
+        return Some(Check::ok("verify", shown));
+    }
+    let found = if program.contains('/') {
+        let path = dir.join(&program);
+        std::fs::metadata(&path).is_ok_and(|m| {
+            use std::os::unix::fs::PermissionsExt as _;
+            m.is_file() && m.permissions().mode() & 0o111 != 0
+        })
+    } else {
+        which::which(&program).is_ok()
+    };
+    Some(if found {
+        Check::ok("verify", shown)
+    } else {
+        Check::fail(
+            "verify",
+            format!(
+                "not ready: `{}` (the program of {shown}) was not found{}",
+                crate::sanitize::line(&program),
+                if program.contains('/') {
+                    " or is not executable"
+                } else {
+                    " on PATH"
+                }
+            ),
+            "install it, or set VERIFY_COMMAND in .hankrc to a command that exists here",
+        )
+    })
+}
+
 /// `hank doctor [--json]`: exit 0 when every required check passes, 1 otherwise.
 /// With DELIVER set: the remote, the forge login and the push permission, each with its fix.
 fn delivery_checks(s: &settings::Settings, dir: &Path) -> Vec<Check> {
@@ -516,6 +559,9 @@ pub(crate) fn run(args: &cli::DoctorArgs) -> Result<u8> {
             }
             checks.push(Check::ok("config", detail));
             if let Some(c) = user_settings_check(Some(s.client_settings.value)) {
+                checks.push(c);
+            }
+            if let Some(c) = verify_check(s.verify_command.value.as_deref(), &dir) {
                 checks.push(c);
             }
             checks.extend(delivery_checks(s, &dir));

@@ -19,18 +19,41 @@ pub(crate) fn run(args: &cli::StatusArgs) -> Result<u8> {
     ) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let manual = last_manual_check(&store);
             if args.json {
                 out("null\n")?;
             } else {
-                out(
+                let mut text = String::from(
                     "no status yet: the loop has not run in this project (start it with `hank`)\n",
-                )?;
+                );
+                if let Some(r) = manual {
+                    text.push_str(&format!(
+                        "verify:       {}\n  last:       {} — {} ({}) at {} · {}\n",
+                        r.command,
+                        r.kind.as_str(),
+                        if r.passed { "passed" } else { "FAILED" },
+                        r.how_it_ended(),
+                        r.at,
+                        r.log
+                    ));
+                }
+                out(&text)?;
             }
             return Ok(exit::OK);
         }
         Err(e) => return Err(HankError::io("failed to read", &path, e)),
     };
-    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let mut text = String::from_utf8_lossy(&bytes).into_owned();
+    // A `hank verify` newer than the status's last check (a run that started without one, or
+    // that never ran its check) is the last check: shown, not "not run yet".
+    if let Some(r) = last_manual_check(&store)
+        && let Ok(v) = serde_json::from_str::<serde_json::Value>(&text)
+    {
+        let v = with_last_check(v, &r);
+        if let Ok(t) = serde_json::to_string(&v) {
+            text = t;
+        }
+    }
     let events = crate::monitor::snapshot::read_tail(
         &store.path(crate::store::HankFile::Events),
         crate::monitor::snapshot::EVENTS_TAIL_BYTES,
@@ -103,6 +126,59 @@ pub(crate) fn json_view(mut v: serde_json::Value, running: bool, stale: bool) ->
     v
 }
 
+/// The last `hank verify` recorded in state.json (`None`: none, or the state unreadable).
+fn last_manual_check(store: &crate::store::Store) -> Option<crate::policy::verify::CheckResult> {
+    store
+        .read_state()
+        .ok()?
+        .last_verification
+        .filter(|r| r.kind == crate::policy::verify::CheckKind::Manual)
+}
+
+/// status.json with `verification.last` set to the manual check `r` when the status has no
+/// check or an older one (its `command` set when the status has none). (pure)
+#[must_use]
+pub(crate) fn with_last_check(
+    mut v: serde_json::Value,
+    r: &crate::policy::verify::CheckResult,
+) -> serde_json::Value {
+    use serde_json::Value;
+    let Some(obj) = v.as_object_mut() else {
+        return v;
+    };
+    let Ok(record) = serde_json::to_value(r) else {
+        return v;
+    };
+    let ver = obj
+        .entry("verification")
+        .or_insert_with(|| Value::Object(serde_json::Map::new()));
+    if ver.is_null() {
+        *ver = Value::Object(serde_json::Map::new());
+    }
+    let Some(ver) = ver.as_object_mut() else {
+        return v;
+    };
+    let newer = match ver
+        .get("last")
+        .and_then(|l| l.get("at"))
+        .and_then(Value::as_str)
+    {
+        Some(at) => at.parse::<jiff::Timestamp>().map_or(true, |at| at < r.at),
+        None => true,
+    };
+    if newer {
+        ver.insert("last".into(), record);
+        if ver
+            .get("command")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            ver.insert("command".into(), Value::from(r.command.clone()));
+        }
+    }
+    v
+}
+
 /// `state` of a stale status in `hank status --json`.
 pub(crate) const NOT_RUNNING_JSON: &str = "not_running";
 
@@ -112,6 +188,40 @@ mod tests {
     use serde_json::json;
 
     /// `--json` and the human output agree: a stale status is not running in both.
+    #[test]
+    fn a_manual_check_newer_than_the_status_is_shown() {
+        use crate::policy::verify::{CheckKind, CheckResult};
+        let manual = CheckResult {
+            kind: CheckKind::Manual,
+            passed: true,
+            command: "cargo test".into(),
+            exit_code: Some(0),
+            at: "2026-11-26T10:00:00Z".parse().unwrap(),
+            ..CheckResult::default()
+        };
+        // No check in the status: the manual one, with its command.
+        let got = with_last_check(json!({"state": "running", "verification": null}), &manual);
+        assert_eq!(got["verification"]["last"]["kind"], "manual");
+        assert_eq!(got["verification"]["command"], "cargo test");
+        let got = with_last_check(
+            json!({"verification": {"command": "make", "last": null}}),
+            &manual,
+        );
+        assert_eq!(got["verification"]["last"]["passed"], true);
+        assert_eq!(got["verification"]["command"], "make");
+        // The run's own check, newer: kept.
+        let newer = json!({"verification": {"command": "make",
+            "last": {"kind": "completion", "at": "2026-11-26T11:00:00Z"}}});
+        assert_eq!(with_last_check(newer.clone(), &manual), newer);
+        // An older one: replaced.
+        let older = json!({"verification": {"command": "make",
+            "last": {"kind": "completion", "at": "2026-11-26T09:00:00Z"}}});
+        assert_eq!(
+            with_last_check(older, &manual)["verification"]["last"]["kind"],
+            "manual"
+        );
+    }
+
     #[test]
     fn json_view_table() {
         let live = json!({"schema_version": 2, "state": "waiting", "wait_reason": "backoff",

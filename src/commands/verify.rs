@@ -3,7 +3,8 @@
 //! status.json `verification`, a `verification` event). Refuses while a loop runs: the loop
 //! owns the state, and the check would race the agent's edits.
 //!
-//! Exit codes: 0 the check passed, 2 it failed (or timed out), 1 hank could not run it,
+//! Exit codes: 0 the check passed, 2 it failed (or timed out), 1 hank could not run it (also
+//! when the shell could not: exit 127 / 126, the program named),
 //! 130 interrupted.
 
 use std::fmt::Write as _;
@@ -97,10 +98,29 @@ pub(crate) fn run(a: &VerifyArgs) -> Result<u8> {
                 max_rejected: s.max_rejected_completions.value,
                 ..VerificationStatus::default()
             });
-        v.command = command;
+        v.command = command.clone();
         v.last = Some(result.clone());
         status.verification = Some(v);
         store.write_status(&status)?;
+    }
+    if result.could_not_run() {
+        // Nothing was tested: not a failed check (exit 2) but a check hank could not run.
+        let program = verify::missing_program(&command, &read_tail(&log, 64 * 1024));
+        let what = if result.exit_code == Some(126) {
+            "is not executable"
+        } else {
+            "was not found"
+        };
+        return Err(HankError::usage_hint(
+            format!(
+                "the check could not run: `{program}` {what} (VERIFY_COMMAND {command:?}, {}; output: {})",
+                result.how_it_ended(),
+                result.log
+            ),
+            format!(
+                "install `{program}`, or set VERIFY_COMMAND in .hankrc to a command that exists here (`hank doctor` checks it)"
+            ),
+        ));
     }
     if a.json {
         let text = serde_json::to_string_pretty(&result)

@@ -160,15 +160,24 @@ pub fn require_clean(dir: &Path) -> Result<()> {
 /// # Errors
 /// One is missing (the error says how to set it), or git fails.
 pub fn require_identity(dir: &Path) -> Result<()> {
-    for key in ["user.name", "user.email"] {
-        let r = git(dir, &["config", "--get", key])?;
+    // Git's own answer: `user.name`/`user.email`, or GIT_AUTHOR_*/GIT_COMMITTER_* in the
+    // environment, or whatever else git accepts for a commit.
+    for var in ["GIT_AUTHOR_IDENT", "GIT_COMMITTER_IDENT"] {
+        let r = git(dir, &["var", var])?;
         if !r.success || r.stdout.trim().is_empty() {
+            let said = r
+                .stderr
+                .lines()
+                .map(str::trim)
+                .find(|l| l.starts_with("fatal:"))
+                .map(|l| format!(" (git: {})", crate::sanitize::line(l)))
+                .unwrap_or_default();
             return Err(HankError::usage_hint(
                 format!(
-                    "git has no {key} in {}: hank fleet run-task commits the task's work on its branch",
+                    "git has no identity to commit with in {}{said}: hank fleet run-task commits the task's work on its branch",
                     dir.display()
                 ),
-                "set one (`git config user.name NAME`, `git config user.email ADDRESS`); the hank action sets github-actions[bot] when none is set",
+                "set one (`git config user.name NAME`, `git config user.email ADDRESS`, or GIT_AUTHOR_NAME/GIT_AUTHOR_EMAIL and GIT_COMMITTER_NAME/GIT_COMMITTER_EMAIL); the hank action sets github-actions[bot] when none is set",
             ));
         }
     }

@@ -168,10 +168,14 @@ pub fn record_loop(
             .status
             .as_ref()
             .is_some_and(|s| s.work_type == Some(WorkType::Testing));
+    // A loop that ticks a plan item or changes a file the plan names did the plan's work
+    // (a plan of test work included): not saturation.
     let test_only = testing
         && analysis.outcome == Outcome::Success
         && analysis.error.is_none()
-        && progress.implementation_files_changed == 0;
+        && progress.implementation_files_changed == 0
+        && progress.plan_items_checked == 0
+        && progress.plan_files_changed == 0;
     let (denied, denial_warnings) =
         classify_denials(&analysis.permission_denials, &cfg.allowed_tools);
     let contradiction = contradictory(analysis);
@@ -1289,8 +1293,22 @@ mod tests {
             implementation_files_changed: 1,
             ..Progress::default()
         };
+        // The plan's own work is work: a ticked item, a test file the plan names.
+        let ticked = Progress {
+            files_changed: 1,
+            plan_items_checked: 1,
+            ..Progress::default()
+        };
+        let named = Progress {
+            files_changed: 1,
+            plan_files_changed: 1,
+            ..Progress::default()
+        };
         let cases: &[(&Analysis, &Progress, bool)] = &[
             (&work_type_testing, &tests_only, true),
+            (&work_type_testing, &ticked, false),
+            (&work_type_testing, &named, false),
+            (&flagged, &ticked, false),
             (&flagged, &Progress::default(), true),
             (&flagged, &impl_changed, false),
             (&Analysis::default(), &tests_only, false),

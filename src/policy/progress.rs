@@ -32,6 +32,10 @@ pub struct Progress {
     /// Their texts (whitespace-normalized), for the cost receipts.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub checked_items: Vec<String>,
+    /// Changed files the plan names (by path, or by a file name with an extension): the
+    /// plan's own work, even when they are tests ([`named_in_plan`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub plan_files_changed: u32,
     /// The loop turned the project's failing check green (VERIFY_EVERY_LOOP).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub check_fixed: bool,
@@ -76,9 +80,38 @@ impl Progress {
             implementation_files_changed: u32::try_from(implementation).unwrap_or(u32::MAX),
             plan_items_checked: 0,
             checked_items: Vec::new(),
+            plan_files_changed: 0,
             check_fixed: false,
         }
     }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// How many of `paths` the plan names: the whole relative path, or its file name when that
+/// has an extension (`tests/test_cart.py` or `test_cart.py`), as a word of `plan` (case-
+/// sensitive; a name inside a longer name does not count).
+#[must_use]
+pub fn named_in_plan(paths: &[String], plan: &str) -> u32 {
+    let named = |needle: &str| {
+        !needle.is_empty()
+            && plan.match_indices(needle).any(|(i, _)| {
+                let before = plan[..i].chars().next_back();
+                let after = plan[i + needle.len()..].chars().next();
+                let word = |c: char| c.is_alphanumeric() || matches!(c, '_' | '-' | '/');
+                before.is_none_or(|c| !word(c) && c != '.') && after.is_none_or(|c| !word(c))
+            })
+    };
+    let count = paths
+        .iter()
+        .filter(|p| {
+            let file = p.rsplit('/').next().unwrap_or(p);
+            named(p) || (file.contains('.') && !file.starts_with('.') && named(file))
+        })
+        .count();
+    u32::try_from(count).unwrap_or(u32::MAX)
 }
 
 /// Paths hank itself writes (never count as the agent's progress).
@@ -150,4 +183,26 @@ pub fn is_doc_path(path: &str) -> bool {
         stem,
         "readme" | "changelog" | "license" | "licence" | "authors" | "contributing"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_the_plan_names() {
+        let plan = "- [ ] Write tests/test_cart.py for the cart\n- [ ] cover `checkout.py`.\n- [x] notes in docs/\n";
+        let table: [(&[&str], u32); 6] = [
+            (&["tests/test_cart.py"], 1),
+            (&["other/checkout.py"], 1),
+            (&["tests/test_cart.py", "src/checkout.py", "src/pay.py"], 2),
+            (&["tests/test_cart.pyc"], 0),
+            (&["cart.py"], 0),
+            (&["README"], 0),
+        ];
+        for (paths, n) in table {
+            let paths: Vec<String> = paths.iter().map(|p| (*p).to_string()).collect();
+            assert_eq!(named_in_plan(&paths, plan), n, "{paths:?}");
+        }
+    }
 }

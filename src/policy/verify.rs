@@ -110,6 +110,53 @@ pub struct VerificationStatus {
     pub max_rejected: u32,
 }
 
+impl CheckResult {
+    /// Whether the check could not run at all: the shell's 127 (program not found) or 126
+    /// (found but not executable). Not a failed check: nothing was tested.
+    #[must_use]
+    pub fn could_not_run(&self) -> bool {
+        !self.timed_out && !self.interrupted && matches!(self.exit_code, Some(126 | 127))
+    }
+}
+
+/// The program a check that could not run names: the one the shell's own message names in
+/// `output` (`sh: 1: pytest: not found`, `bash: pytest: command not found`, `…: Permission
+/// denied`), else the command's first word after any `NAME=value` assignments.
+#[must_use]
+pub fn missing_program(command: &str, output: &str) -> String {
+    for line in output.lines().rev() {
+        let t = line.trim();
+        let rest = t
+            .strip_suffix(": command not found")
+            .or_else(|| t.strip_suffix(": not found"))
+            .or_else(|| t.strip_suffix(": Permission denied"))
+            .or_else(|| t.strip_suffix(": No such file or directory"));
+        if let Some(rest) = rest
+            && (t.starts_with("sh:") || t.starts_with("/bin/sh:") || t.contains("sh: "))
+            && let Some(name) = rest.rsplit(": ").next()
+            && !name.trim().is_empty()
+        {
+            return name.trim().to_string();
+        }
+    }
+    first_program(command).unwrap_or_else(|| command.trim().to_string())
+}
+
+/// The first program of a shell command: its first word after `NAME=value` assignments (and
+/// `env`/`exec`), quotes removed; `None` for an empty command.
+#[must_use]
+pub fn first_program(command: &str) -> Option<String> {
+    command
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c| c == '"' || c == '\'').to_string())
+        .find(|w| {
+            let assignment = w.split_once('=').is_some_and(|(name, _)| {
+                !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            });
+            !w.is_empty() && !assignment && w != "env" && w != "exec"
+        })
+}
+
 /// What a check result means for a "done" claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
@@ -377,6 +424,36 @@ pub fn removed_tests(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_check_that_could_not_run_names_its_program() {
+        let table = [
+            // (command, output, program)
+            ("pytest", "/bin/sh: 1: pytest: not found\n", "pytest"),
+            ("cd app && npm test", "sh: 1: npm: not found", "npm"),
+            ("make check", "bash: make: command not found", "make"),
+            (
+                "./check.sh",
+                "/bin/sh: 1: ./check.sh: Permission denied",
+                "./check.sh",
+            ),
+            ("CI=1 \"pytest\" -q", "", "pytest"),
+            ("env X=1 cargo test", "some output\n", "cargo"),
+        ];
+        for (command, output, program) in table {
+            assert_eq!(missing_program(command, output), program, "{command}");
+        }
+        assert_eq!(first_program("   "), None);
+        let mut r = result(false, Some(127));
+        assert!(r.could_not_run());
+        r.exit_code = Some(126);
+        assert!(r.could_not_run());
+        r.exit_code = Some(1);
+        assert!(!r.could_not_run());
+        r.exit_code = Some(127);
+        r.timed_out = true;
+        assert!(!r.could_not_run());
+    }
 
     fn result(passed: bool, code: Option<i32>) -> CheckResult {
         CheckResult {

@@ -137,6 +137,23 @@ fn enable(dir: &Path, args: &EnableCiArgs) -> Result<CiReport> {
     })
 }
 
+/// The name and type of a project hank is enabled in: `.hankrc`'s PROJECT_NAME and
+/// PROJECT_TYPE, else the name detection gives the folder.
+fn enabled_project(dir: &Path) -> (String, Option<String>) {
+    let rc_path = dir.join(".hankrc");
+    let mut rc = std::fs::read_to_string(&rc_path)
+        .ok()
+        .and_then(|text| crate::settings::hankrc::parse_hankrc(&text, &rc_path).ok())
+        .unwrap_or_default();
+    let mut value = |key: &str| {
+        rc.remove(key)
+            .map(|e| e.value)
+            .filter(|v| !v.trim().is_empty())
+    };
+    let name = value("PROJECT_NAME").unwrap_or_else(|| scan::detect_dir(dir).name);
+    (name, value("PROJECT_TYPE"))
+}
+
 /// `--github-actions`: the workflow, after enabling hank unless the project has it already
 /// (then the workflow alone). The workflow is checked before anything is written.
 fn with_workflow(dir: &Path, args: &EnableCiArgs) -> Result<CiReport> {
@@ -150,11 +167,12 @@ fn with_workflow(dir: &Path, args: &EnableCiArgs) -> Result<CiReport> {
         ));
     }
     let mut report = if dir.join(".hank").is_dir() && !args.opts.repair {
+        let (project_name, project_type) = enabled_project(dir);
         CiReport {
             success: true,
             code: exit::OK,
-            project_name: None,
-            project_type: None,
+            project_name: Some(project_name),
+            project_type,
             files_created: Vec::new(),
             tasks_imported: 0,
             backup: None,
@@ -164,7 +182,13 @@ fn with_workflow(dir: &Path, args: &EnableCiArgs) -> Result<CiReport> {
         enable(dir, args)?
     };
     let path = super::actions::write_workflow(dir, action)?;
-    report.files_created.push(path.display().to_string());
+    // Relative to the project, as every other file of the report.
+    report.files_created.push(
+        path.strip_prefix(dir)
+            .unwrap_or(&path)
+            .display()
+            .to_string(),
+    );
     report
         .message
         .push_str("; the workflow runs `hank fleet plan` / `hank fleet run-task` (hank fleet)");

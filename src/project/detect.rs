@@ -83,7 +83,29 @@ pub(crate) fn facts_for_type(
     let mut facts = detect(&files);
     facts.name = name.to_string();
     facts.commands.run_cmd = None;
+    // Without uv nothing installs the dev group: the check is what this machine has —
+    // `pytest` on PATH, else pytest importable by python3, else the standard library's
+    // unittest (`tools`: "pytest", "python3-pytest", "python3"; "python-probed": the caller
+    // looked, as `hank setup` does).
+    if ty == "python" && tools.contains("python-probed") && !tools.contains("uv") {
+        facts.commands.test_cmd = Some(python_check(tools).into());
+    }
     Ok(facts)
+}
+
+/// The test command of a new Python project set up without uv, from what is installed:
+/// `pytest` on PATH, else `python3 -m pytest` when python3 imports it, else `unittest`
+/// (with `python3` when it exists). **\[pure\]**
+pub(crate) fn python_check(tools: &BTreeSet<String>) -> &'static str {
+    if tools.contains("pytest") {
+        "pytest"
+    } else if tools.contains("python3-pytest") {
+        "python3 -m pytest"
+    } else if tools.contains("python3") {
+        "python3 -m unittest"
+    } else {
+        "python -m unittest"
+    }
 }
 
 /// What detection looks at: file names and the contents of a few well-known files.
@@ -626,6 +648,34 @@ fn prd_files(paths: &BTreeSet<String>) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `setup --project-type python` without uv: the check is one this machine can run.
+    #[test]
+    fn a_new_python_project_checks_with_what_is_installed() {
+        let table: [(&[&str], &str); 5] = [
+            (
+                &["python-probed", "pytest", "python3", "python3-pytest"],
+                "pytest",
+            ),
+            (
+                &["python-probed", "python3", "python3-pytest"],
+                "python3 -m pytest",
+            ),
+            (&["python-probed", "python3"], "python3 -m unittest"),
+            (&["python-probed"], "python -m unittest"),
+            (&["python-probed", "uv", "python3"], "uv run pytest"),
+        ];
+        for (tools, check) in table {
+            let tools: BTreeSet<String> = tools.iter().map(|t| (*t).to_string()).collect();
+            let facts = facts_for_type("demo", "python", &tools).unwrap();
+            assert_eq!(facts.commands.test_cmd.as_deref(), Some(check), "{tools:?}");
+            let allowed = facts.allowed_tools();
+            assert!(
+                crate::policy::bash_rules::allows(&allowed, &format!("{check} -q")),
+                "{check} denied by {allowed:?}"
+            );
+        }
+    }
 
     fn files(entries: &[(&str, &str)], tools: &[&str]) -> ProjectFiles {
         ProjectFiles {

@@ -92,6 +92,7 @@ fn python_rules(pm: &str) -> Vec<String> {
             "python -m pytest",
             "python3 -m pytest",
             "python -m unittest",
+            "python3 -m unittest",
             "ruff",
             "mypy",
         ] {
@@ -258,6 +259,8 @@ mod tests {
                     "pytest tests/test_app.py::test_index -x",
                     "python -m pytest",
                     "python3 -m pytest -q",
+                    "python -m unittest",
+                    "python3 -m unittest discover -s tests",
                     "pip install -r requirements.txt",
                 ],
                 &["python app.py", "python -c 'print(1)'"],

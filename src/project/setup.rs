@@ -100,6 +100,29 @@ fn is_empty_dir(path: &Path) -> Result<bool> {
     Ok(entries.next().is_none())
 }
 
+/// What a Python project's check can use here: "pytest" (on PATH), "python3" (on PATH),
+/// "python3-pytest" (python3 imports pytest), and "python-probed" (looked).
+fn python_tools() -> Vec<String> {
+    let mut tools = vec!["python-probed".to_string()];
+    if which::which("pytest").is_ok() {
+        tools.push("pytest".to_string());
+    }
+    if which::which("python3").is_ok() {
+        tools.push("python3".to_string());
+        let imports = crate::proc::Cmd::new("python3")
+            .args(["-c", "import pytest"])
+            .timeout(std::time::Duration::from_secs(20))
+            .stdout_max(4096)
+            .stderr_max(4096)
+            .run()
+            .is_ok_and(|done| done.status.success());
+        if imports {
+            tools.push("python3-pytest".to_string());
+        }
+    }
+    tools
+}
+
 /// Creates the project `name` under `parent`; returns its path, the files written and the
 /// git outcome.
 ///
@@ -114,6 +137,9 @@ pub(crate) fn create(
     let mut tools = std::collections::BTreeSet::new();
     if which::which("uv").is_ok() {
         tools.insert("uv".to_string());
+    }
+    if project_type == Some("python") {
+        tools.extend(python_tools());
     }
     let mut facts = detect::facts_for_type(name, project_type.unwrap_or("unknown"), &tools)
         .map_err(|e| {
@@ -184,6 +210,27 @@ pub(crate) fn run(cwd: &Path, args: &SetupArgs) -> Result<u8> {
     match git {
         GitOutcome::Committed => errln!("  git repository with a first commit"),
         GitOutcome::Skipped(reason) => errln!("warning: {reason}"),
+    }
+    if args.project_type.as_deref() == Some("python") && which::which("uv").is_err() {
+        let check = crate::settings::hankrc::parse_hankrc(
+            &std::fs::read_to_string(dir.join(".hankrc")).unwrap_or_default(),
+            &dir.join(".hankrc"),
+        )
+        .ok()
+        .and_then(|mut rc| rc.remove("VERIFY_COMMAND"))
+        .map(|e| e.value);
+        if let Some(check) = check {
+            let why = if check == "pytest" {
+                "pytest is on PATH"
+            } else if check.contains("pytest") {
+                "python3 imports pytest; no `pytest` on PATH"
+            } else {
+                "pytest is not installed here: the standard library's unittest"
+            };
+            errln!(
+                "note: VERIFY_COMMAND=\"{check}\" ({why}); change it in .hankrc after installing your test runner"
+            );
+        }
     }
     if args.project_type.is_none() {
         errln!(

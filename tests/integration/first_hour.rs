@@ -414,7 +414,13 @@ fn doctor_honours_the_agent_command_and_reports_the_login() {
     ws.write("Cargo.toml", "[package]\nname = \"r\"\n");
     assert_eq!(ws.run(&["enable-ci", "--quiet"]).status.code(), Some(0));
     let fake = fixtures().join("bin/claude").display().to_string();
-    let no_claude = "/usr/local/bin:/usr/bin:/bin";
+    // cargo stays reachable: doctor checks VERIFY_COMMAND's program (`cargo test`).
+    let cargo_dir = std::path::Path::new(&std::env::var("CARGO").unwrap())
+        .parent()
+        .unwrap()
+        .display()
+        .to_string();
+    let no_claude = &format!("/usr/local/bin:/usr/bin:/bin:{cargo_dir}");
 
     let o = ws.run_in(&ws.work(), &["doctor", "--json"], Some(no_claude));
     let v = json_line(&o);
@@ -578,4 +584,37 @@ fn status_and_the_status_flag_agree() {
     let a = stdout(&ws.run(&["status"]));
     assert!(a.contains("max_loops"), "{a}");
     assert_eq!(a, stdout(&ws.run(&["--status"])));
+}
+
+/// The README's two starts compose: `hank setup NAME` then `hank import DOC --into .` in it
+/// replaces the starter PROMPT.md and fix_plan.md (unchanged since setup) without --force;
+/// an edited one is still refused.
+#[test]
+fn setup_then_import_into_it_compose() {
+    let ws = Ws::new();
+    let o = ws.run(&["setup", "shop", "--project-type", "rust"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let shop = ws.work().join("shop");
+    std::fs::copy(fixtures().join("prd/checkbox.md"), shop.join("checkbox.md")).unwrap();
+    let o = ws.run_in(
+        &shop,
+        &["import", "checkbox.md", "--into", ".", "--no-ai"],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("replacing the starter"),
+        "{}",
+        stderr(&o)
+    );
+    let plan = std::fs::read_to_string(shop.join(".hank/fix_plan.md")).unwrap();
+    assert!(plan.contains("Imported from `checkbox.md`"), "{plan}");
+    // Now the plan is the user's: a second import is refused without --force.
+    let o = ws.run_in(
+        &shop,
+        &["import", "checkbox.md", "--into", ".", "--no-ai"],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--force"), "{}", stderr(&o));
 }

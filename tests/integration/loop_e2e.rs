@@ -389,6 +389,30 @@ fn test_only_loops_saturate() {
     assert_eq!(p.calls(), 3);
 }
 
+/// A plan of test work: each loop reports TESTING, writes a test file and ticks one item.
+/// That is the plan's work, not saturation: the run goes on until the plan is done.
+#[test]
+fn a_plan_of_test_work_is_not_test_saturation() {
+    let p = Project::new(&[
+        "cover the cart",
+        "cover the payment",
+        "cover the shipping",
+        "cover the taxes",
+        "cover the users",
+    ]);
+    p.fake(
+        "response",
+        &result_json("IN_PROGRESS", "TESTING", false, "Wrote the next test."),
+    );
+    p.fake(
+        "effect.sh",
+        "mkdir -p tests && date +%s%N >> tests/test_$(grep -c '\\[x\\]' .hank/fix_plan.md).py\n\
+         sed -i '0,/- \\[ \\]/s//- [x]/' .hank/fix_plan.md\n",
+    );
+    p.run_to(&[], 0, "plan_complete");
+    assert_eq!(p.calls(), 5);
+}
+
 #[test]
 fn deleting_fix_plan_is_an_integrity_failure() {
     let p = Project::new(&["a"]);

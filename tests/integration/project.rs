@@ -68,7 +68,7 @@ fn json_of(output: &Output) -> Value {
 
 /// A workspace holding a small Rust project (clap as a dependency).
 fn rust_project() -> Env {
-    let env = Env::new();
+    let env = Workspace::new();
     env.write(
         "Cargo.toml",
         "[package]\nname = \"reports\"\nversion = \"0.1.0\"\n\n[dependencies]\nclap = \"4\"\n",
@@ -79,7 +79,7 @@ fn rust_project() -> Env {
 
 #[test]
 fn setup_creates_a_committed_project() {
-    let env = Env::new();
+    let env = Workspace::new();
     env.hank().args(["setup", "demo"]).assert().success();
     let dir = env.work().join("demo");
     for f in [
@@ -115,7 +115,7 @@ fn setup_creates_a_committed_project() {
 
 #[test]
 fn setup_refuses_bad_names_and_non_empty_folders() {
-    let env = Env::new();
+    let env = Workspace::new();
     env.write("taken/file.txt", "x");
     for name in ["", ".", "..", "a/b", "taken"] {
         env.hank().args(["setup", name]).assert().code(1);
@@ -126,7 +126,7 @@ fn setup_refuses_bad_names_and_non_empty_folders() {
 
 #[test]
 fn setup_without_git_warns_and_still_creates() {
-    let env = Env::new();
+    let env = Workspace::new();
     let out = env
         .hank()
         .env("PATH", env.root.path().join("empty-bin"))
@@ -319,7 +319,7 @@ fn enable_ci_imports_beads_json_and_text_and_prd() {
         assert!(first_item.contains(first), "{mode}: {plan}");
         assert!(!plan.contains("skeleton"), "closed issues are skipped");
     }
-    let env = Env::new();
+    let env = Workspace::new();
     env.write("docs/prd.md", include_str!("../../fixtures/tasks/prd.md"));
     let out = env
         .hank()
@@ -354,7 +354,7 @@ fn enable_needs_a_terminal_unless_yes() {
 
 #[test]
 fn enable_refuses_a_flat_layout() {
-    let env = Env::new();
+    let env = Workspace::new();
     env.write("PROMPT.md", "p");
     env.write("fix_plan.md", "- [ ] x");
     let out = env.hank().args(["enable-ci"]).output().unwrap();
@@ -363,7 +363,7 @@ fn enable_refuses_a_flat_layout() {
 
 #[test]
 fn migrate_moves_flat_layout_with_backup() {
-    let env = Env::new();
+    let env = Workspace::new();
     env.write("PROMPT.md", "my prompt");
     env.write("@fix_plan.md", "- [ ] one\n");
     env.write("@AGENT.md", "notes");
@@ -620,4 +620,38 @@ fn enable_ci_writes_the_agents_and_refuses_unknown_ones() {
     let rc = env.read(".hankrc");
     assert!(rc.contains("\nAGENT=\"claude\"\n"), "{rc}");
     assert!(rc.contains("\nAGENTS=\"claude,codex\"\n"), "{rc}");
+}
+
+/// `enable-ci --json` reports the files it wrote relative to the project on every call, and
+/// the project's real name when it only adds the workflow.
+#[test]
+fn enable_ci_json_reports_relative_files_and_the_name() {
+    let env = Workspace::new();
+    std::fs::write(
+        env.work().join("Cargo.toml"),
+        "[package]\nname = \"shop\"\n",
+    )
+    .unwrap();
+    let args = ["enable-ci", "--json", "--project-name", "shop"];
+    let first = json_of(&env.hank().args(args).output().unwrap());
+    let files = first["files_created"].as_array().unwrap();
+    assert!(!files.is_empty(), "{first}");
+    let workflow = [
+        "enable-ci",
+        "--json",
+        "--github-actions",
+        "--action",
+        "example/hank@v1",
+    ];
+    let second = json_of(&env.hank().args(workflow).output().unwrap());
+    assert_eq!(second["success"], true, "{second}");
+    assert_eq!(
+        second["files_created"],
+        serde_json::json!([".github/workflows/hank.yml"]),
+        "{second}"
+    );
+    assert_eq!(second["project_name"], "shop", "{second}");
+    for f in files {
+        assert!(!Path::new(f.as_str().unwrap()).is_absolute(), "{first}");
+    }
 }

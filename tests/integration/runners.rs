@@ -262,11 +262,14 @@ fn run_task_outside_ci_and_an_unknown_task() {
     assert_contains(&stderr(&o), "notes.txt");
     std::fs::remove_file(p.dir.join("notes.txt")).unwrap();
 
-    // Without a git identity nothing runs (its work could not be committed).
+    // Without a git identity nothing runs (its work could not be committed); git guesses
+    // none here (user.useConfigOnly), as on a machine whose host name has no domain.
     git(&p.dir, &["config", "--unset", "user.email"]);
+    git(&p.dir, &["config", "user.useConfigOnly", "true"]);
     let o = p.run(&["fleet", "run-task", "Beta", "--remote", "none"]);
     done(&o, 1);
-    assert_contains(&stderr(&o), "git has no user.email");
+    assert_contains(&stderr(&o), "git has no identity to commit with");
+    assert_contains(&stderr(&o), "GIT_AUTHOR_EMAIL");
     assert!(p.calls() == 0);
     identity(&p.dir);
 
@@ -287,6 +290,33 @@ fn run_task_outside_ci_and_an_unknown_task() {
     let plan = std::fs::read_to_string(p.dir.join(".hank/fix_plan.md")).unwrap();
     assert_eq!(plan, PLAN.replace("- [ ] b1", "- [x] b1"));
     assert_eq!(git(&p.dir, &["status", "--porcelain"]), "");
+}
+
+/// An identity given only by GIT_AUTHOR_*/GIT_COMMITTER_* is one git accepts: the task runs
+/// and its work is committed with it.
+#[test]
+fn run_task_takes_an_identity_from_the_environment() {
+    let (p, _remote) = origin("RETRY_BACKOFF_SECONDS=0\n");
+    p.fake("effect.sh", WORK);
+    git(&p.dir, &["config", "--unset", "user.email"]);
+    git(&p.dir, &["config", "--unset", "user.name"]);
+    git(&p.dir, &["config", "user.useConfigOnly", "true"]);
+    let env = [
+        ("GIT_AUTHOR_NAME", "Env Author"),
+        ("GIT_AUTHOR_EMAIL", "author@example.test"),
+        ("GIT_COMMITTER_NAME", "Env Committer"),
+        ("GIT_COMMITTER_EMAIL", "committer@example.test"),
+    ];
+    let o = p
+        .spawn_env(&env, &["fleet", "run-task", "Beta", "--remote", "none"])
+        .wait_with_output()
+        .unwrap();
+    done(&o, 0);
+    assert_eq!(calls(&p), ["Beta"], "{}", stderr(&o));
+    assert_eq!(
+        git(&p.dir, &["log", "-1", "--format=%ae %ce", "hank/beta"]),
+        "author@example.test committer@example.test"
+    );
 }
 
 /// A run-task job as the action runs it (`DELIVER=pr`, `CI_WAIT=false`): the finished task's

@@ -399,3 +399,63 @@ fn ctrl_c_during_a_check_stops_it_and_its_children() {
     assert_eq!(s["exit_reason"], "interrupted");
     assert_eq!(s["verification"]["last"]["interrupted"], true);
 }
+
+/// A check whose program does not exist could not run: exit 1 naming the program, not a
+/// failed check (exit 2).
+#[test]
+fn a_check_that_could_not_run_is_an_error_naming_the_program() {
+    let p = checked(&["one"], "hank-no-such-runner -q", "");
+    let o = p.run_code(&["verify"], 1);
+    let err = stderr(&o);
+    assert!(err.contains("could not run"), "{err}");
+    assert!(err.contains("`hank-no-such-runner` was not found"), "{err}");
+    crate::support::write_new(&p.dir.join("check.sh"), "#!/bin/sh\nexit 0\n");
+    let o = p.run_code(&["verify", "--command", "./check.sh"], 1);
+    assert!(
+        stderr(&o).contains("`./check.sh` is not executable"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// `hank status` after manual checks shows the last one, with or without a run's status.
+#[test]
+fn status_shows_the_last_manual_verify() {
+    let p = checked(&["one"], "true", "");
+    p.run_code(&["verify"], 0);
+    p.run_code(&["verify"], 0);
+    let text = stdout(&p.run(&["status"]));
+    assert!(text.contains("last:       manual — passed"), "{text}");
+    // A run whose status has no check of its own yet (here: it stopped at MAX_LOOPS before
+    // any claim) still shows the manual one.
+    p.hankrc("RETRY_BACKOFF_SECONDS=0\nVERIFY_COMMAND=\"true\"\nMAX_LOOPS=1\n");
+    p.fake("effect-1.sh", TOUCH);
+    p.run_code(&[], 3);
+    p.run_code(&["verify"], 0);
+    let text = stdout(&p.run(&["status"]));
+    assert!(text.contains("last:       manual — passed"), "{text}");
+    assert!(!text.contains("not run yet"), "{text}");
+}
+
+/// `hank doctor` checks that VERIFY_COMMAND's program exists: "not ready", naming it.
+#[test]
+fn doctor_names_a_check_program_that_does_not_exist() {
+    let p = checked(&["one"], "hank-no-such-runner -q", "");
+    let o = p.run(&["doctor", "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    let check = crate::support::doctor_check(&v, "verify");
+    assert_eq!(check["ok"], false, "{v}");
+    let detail = check["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("not ready") && detail.contains("`hank-no-such-runner`"),
+        "{detail}"
+    );
+    p.hankrc("RETRY_BACKOFF_SECONDS=0\nVERIFY_COMMAND=\"test -f src/x\"\n");
+    let v: Value = serde_json::from_str(stdout(&p.run(&["doctor", "--json"])).trim()).unwrap();
+    assert_eq!(
+        crate::support::doctor_check(&v, "verify")["ok"],
+        true,
+        "{v}"
+    );
+}

@@ -41,12 +41,28 @@ pub(super) fn split_sections(text: &str) -> Vec<(Option<String>, String)> {
 }
 
 /// Lowercased, trailing punctuation removed: two tasks with the same key are the same task.
+/// Emphasis and code marks (`*`, `` ` ``) do not make another task.
 pub(super) fn task_key(title: &str) -> String {
-    title
-        .trim()
+    let plain: String = title.chars().filter(|c| !matches!(c, '*' | '`')).collect();
+    plain
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
         .trim_end_matches(['.', '。', ':', '：', '!', '！'])
         .trim()
         .to_lowercase()
+}
+
+/// A requirement sentence as a task title: bold marks removed, a sentence wrapped whole in
+/// emphasis (`*…*`, `_…_`) unwrapped, the final full stop dropped.
+fn sentence_title(sentence: &str) -> String {
+    let mut t = sentence.trim().replace("**", "");
+    for mark in ['*', '_'] {
+        if t.len() > 2 && t.starts_with(mark) && t.ends_with(mark) {
+            t = t[1..t.len() - 1].to_string();
+        }
+    }
+    tasks::clean_title(t.trim().trim_end_matches(['.', '。']).trim())
 }
 
 /// Splits prose into sentences after `.`, `!`, `?` followed by a space (or the end), and
@@ -201,12 +217,7 @@ pub(crate) fn extract_tasks(text: &str, cap: usize) -> Extraction {
         let title = title.filter(|t| !t.is_empty());
         push_section(&mut sections, title.as_deref().unwrap_or("Tasks"), kept);
         for sentence in requirement_sentences(&body, &taken) {
-            let title = tasks::clean_title(
-                sentence
-                    .trim_end_matches(['.', '。'])
-                    .trim_start_matches("**")
-                    .trim(),
-            );
+            let title = sentence_title(&sentence);
             if title.chars().count() >= 3 && seen.insert(task_key(&title)) {
                 requirements.push(Task {
                     title,

@@ -179,6 +179,40 @@ fn read_document(path: &Path) -> Result<Document> {
     Ok(doc)
 }
 
+/// Whether the file `rel` of the project `dir` is the starter `hank setup` / `enable`
+/// rendered for it, unchanged (rendered again from `.hankrc`'s PROJECT_NAME and PROJECT_TYPE).
+fn is_starter(dir: &Path, rel: &str) -> bool {
+    let Ok(current) = std::fs::read_to_string(dir.join(rel)) else {
+        return false;
+    };
+    let rc_path = dir.join(".hankrc");
+    let Some(mut rc) = std::fs::read_to_string(&rc_path)
+        .ok()
+        .and_then(|t| crate::settings::hankrc::parse_hankrc(&t, &rc_path).ok())
+    else {
+        return false;
+    };
+    let (Some(name), Some(ty)) = (rc.remove("PROJECT_NAME"), rc.remove("PROJECT_TYPE")) else {
+        return false;
+    };
+    let mut tools = std::collections::BTreeSet::new();
+    if let Some(cmd) = rc.remove("VERIFY_COMMAND")
+        && cmd.value.starts_with("uv ")
+    {
+        tools.insert("uv".to_string());
+    }
+    let facts = if ty.value == "unknown" {
+        super::detect::facts_for_type(&name.value, "unknown", &tools)
+    } else {
+        super::detect::facts_for_type(&name.value, &ty.value, &tools)
+    };
+    let Ok(facts) = facts else { return false };
+    let mut spec = ProjectSpec::from_facts(&facts);
+    spec.name.clone_from(&name.value);
+    generate::plan(&spec)
+        .is_ok_and(|files| files.iter().any(|f| f.path == rel && f.content == current))
+}
+
 /// Checks the target before any work, and the spec its files are rendered from.
 fn prepare_target(cwd: &Path, args: &ImportArgs, ctx: &mut Ctx) -> Result<(Target, ProjectSpec)> {
     if let Some(into) = &args.into {
@@ -203,7 +237,17 @@ fn prepare_target(cwd: &Path, args: &ImportArgs, ctx: &mut Ctx) -> Result<(Targe
             .copied()
             .filter(|f| dir.join(f).exists())
             .collect();
-        if !existing.is_empty() && !args.force {
+        // `hank setup NAME` then `hank import DOC --into NAME` (the README's two starts)
+        // compose: the starter PROMPT.md and fix_plan.md setup wrote, still as written, hold
+        // nothing of the user's and are replaced (backed up like any replaced file).
+        let starter = !existing.is_empty() && existing.iter().all(|f| is_starter(&dir, f));
+        if starter && !args.force {
+            errln!(
+                "hank: replacing the starter {} written by `hank setup` (unchanged since)",
+                existing.join(", ")
+            );
+        }
+        if !existing.is_empty() && !args.force && !starter {
             return Err(HankError::usage_hint(
                 format!(
                     "{} already has {}; nothing was changed",

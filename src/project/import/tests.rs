@@ -355,3 +355,29 @@ proptest::proptest! {
         let _ = is_requirement(&s);
     }
 }
+
+/// A Goals section whose bullets carry emphasis or code marks repeats tasks another section
+/// lists plainly: one task each (`--no-ai`).
+#[test]
+fn goals_with_emphasis_are_not_duplicated() {
+    let doc = "# Shop\n\n## Goals\n\n- **Users must be able to log in.**\n- *The cart should keep items.*\n- `search` must answer fast.\n  - Orders must be emailed\n- **Speed**: pages must load in a second.\n\n## Features\n\n- Users must be able to log in\n- The cart should keep items\n- search must answer fast\n- Orders must be emailed.\n";
+    let ex = extract_tasks(doc, 100);
+    let titles: Vec<String> = ex
+        .sections
+        .iter()
+        .flat_map(|(_, t)| t.iter().map(|t| t.title.clone()))
+        .collect();
+    assert_eq!(
+        titles,
+        [
+            "Users must be able to log in",
+            "The cart should keep items",
+            "`search` must answer fast",
+            "Orders must be emailed",
+            "Speed: pages must load in a second",
+        ],
+        "{:#?}",
+        ex.sections
+    );
+    assert_eq!(ex.found, 5);
+}
