@@ -417,6 +417,27 @@ pub const KEYS: &[Key] = &[
         "With NEEDS_ANSWERS=wait: how long to wait for an answer before stopping with needs_answers",
     ),
     key(
+        "SANDBOX",
+        Some("--sandbox"),
+        DefaultValue::Text("auto"),
+        "auto, landlock or off",
+        "Confine the agent's process tree with Landlock: auto (when the kernel has ABI >= 4, else a warning), landlock (exit 1 when unavailable), off",
+    ),
+    key(
+        "SANDBOX_READ",
+        None,
+        DefaultValue::Text("~/.cargo ~/.rustup ~/.npm ~/.nvm ~/.pyenv"),
+        "paths separated by spaces (~ is HOME)",
+        "Extra paths the sandboxed agent may read (toolchains); missing ones are skipped",
+    ),
+    key(
+        "SANDBOX_ALLOW_HOSTS",
+        None,
+        DefaultValue::Text(""),
+        "host:port or host entries separated by spaces or commas (port 443 when left out)",
+        "Hosts the sandboxed agent may reach through hank's egress proxy besides its API",
+    ),
+    key(
         "CONTROL_TOPIC",
         None,
         DefaultValue::Unset,
