@@ -27,6 +27,7 @@ pub struct Denied {
 
 #[derive(Default)]
 struct Shared {
+    allowed: Mutex<Vec<String>>,
     denied: Mutex<Vec<Denied>>,
     stop: AtomicBool,
 }
@@ -45,8 +46,10 @@ impl Proxy {
     pub fn start(allowed: Vec<String>) -> io::Result<Self> {
         let listener = TcpListener::bind(("127.0.0.1", 0))?;
         let port = listener.local_addr()?.port();
-        let shared = Arc::new(Shared::default());
-        let allowed = Arc::new(allowed);
+        let shared = Arc::new(Shared {
+            allowed: Mutex::new(allowed),
+            ..Shared::default()
+        });
         let serving = Arc::clone(&shared);
         thread::Builder::new()
             .name("hank-egress".into())
@@ -56,10 +59,10 @@ impl Proxy {
                         break;
                     }
                     let Ok(conn) = conn else { continue };
-                    let (shared, allowed) = (Arc::clone(&serving), Arc::clone(&allowed));
+                    let shared = Arc::clone(&serving);
                     let _ = thread::Builder::new()
                         .name("hank-egress-conn".into())
-                        .spawn(move || serve(conn, &allowed, &shared));
+                        .spawn(move || serve(conn, &shared));
                 }
             })?;
         Ok(Self { port, shared })
@@ -69,6 +72,13 @@ impl Proxy {
     #[must_use]
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// Replaces the allowed `host:port` entries (the next call's agent).
+    pub fn set_allowed(&self, allowed: Vec<String>) {
+        if let Ok(mut a) = self.shared.allowed.lock() {
+            *a = allowed;
+        }
     }
 
     /// The refusals since the last take.
@@ -131,7 +141,7 @@ fn target(request_line: &str) -> Option<(bool, String, String)> {
     Some((false, host, format!("{method} {path} {version}")))
 }
 
-fn serve(mut conn: TcpStream, allowed: &[String], shared: &Shared) {
+fn serve(mut conn: TcpStream, shared: &Shared) {
     let _ = conn.set_read_timeout(Some(HEAD_TIMEOUT));
     let Some((head, rest)) = read_head(&mut conn) else {
         return;
@@ -141,7 +151,11 @@ fn serve(mut conn: TcpStream, allowed: &[String], shared: &Shared) {
         let _ = conn.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
         return;
     };
-    if !allowed.iter().any(|a| *a == host) {
+    let allowed = shared
+        .allowed
+        .lock()
+        .is_ok_and(|a| a.iter().any(|h| *h == host));
+    if !allowed {
         if let Ok(mut d) = shared.denied.lock()
             && d.len() < MAX_DENIED
         {

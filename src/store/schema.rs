@@ -379,6 +379,8 @@ pub enum EventKind {
     Verification(Box<CheckResult>),
     /// Something the user should know.
     Warning { message: String },
+    /// The sandbox's egress proxy refused a connection of the agent (`host:port`).
+    EgressDenied { host: String },
     /// A `hank ctl` command the loop took (or refused): its journal id, the command as
     /// typed, and the outcome written to the journal (`applied`, `refused: why`).
     Control {
