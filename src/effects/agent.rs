@@ -190,6 +190,7 @@ impl Sandboxing {
             path: path.as_deref(),
             client_write: &sandbox.write,
             extra_read: &s.sandbox_read.value,
+            extra_write: &s.sandbox_write.value,
             proxy_port: proxy.port(),
         });
         env.extend(sandbox_env(&proxy.url(), tmp.path()));

@@ -270,6 +270,8 @@ pub struct Place<'a> {
     pub client_write: &'a [String],
     /// SANDBOX_READ.
     pub extra_read: &'a [String],
+    /// SANDBOX_WRITE.
+    pub extra_write: &'a [String],
     pub proxy_port: u16,
 }
 
@@ -301,6 +303,12 @@ impl Rules {
         write.extend(
             place
                 .client_write
+                .iter()
+                .filter_map(|e| expand(e, place.home)),
+        );
+        write.extend(
+            place
+                .extra_write
                 .iter()
                 .filter_map(|e| expand(e, place.home)),
         );

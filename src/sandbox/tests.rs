@@ -105,6 +105,7 @@ fn rules_for_an_agent_leave_home_out() {
         path: None,
         client_write: &["~/.claude".into(), "~/.claude.json".into(), "~".into()],
         extra_read: &["~/.cargo".into(), "~/.rustup".into()],
+        extra_write: &[],
         proxy_port: 9,
     };
     let rules = Rules::for_agent(&place);

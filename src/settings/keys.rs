@@ -431,6 +431,13 @@ pub const KEYS: &[Key] = &[
         "Extra paths the sandboxed agent may read (toolchains); missing ones are skipped",
     ),
     key(
+        "SANDBOX_WRITE",
+        None,
+        DefaultValue::Text(""),
+        "absolute paths separated by spaces (~ is HOME)",
+        "Extra paths the sandboxed agent may read and write",
+    ),
+    key(
         "SANDBOX_ALLOW_HOSTS",
         None,
         DefaultValue::Text(""),

@@ -219,6 +219,8 @@ pub struct Settings {
     pub sandbox: Sourced<crate::sandbox::Mode>,
     /// SANDBOX_READ: extra paths the sandboxed agent may read (`~` not yet expanded).
     pub sandbox_read: Sourced<Vec<String>>,
+    /// SANDBOX_WRITE: extra paths the sandboxed agent may write (`~` not yet expanded).
+    pub sandbox_write: Sourced<Vec<String>>,
     /// SANDBOX_ALLOW_HOSTS: `host:port` entries the egress proxy lets through.
     pub sandbox_allow_hosts: Sourced<Vec<String>>,
     /// `--dry-run` (flag only).

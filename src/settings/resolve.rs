@@ -430,6 +430,9 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
         sandbox_read: r.get("SANDBOX_READ", None, |s| {
             Some(s.split_whitespace().map(str::to_string).collect())
         })?,
+        sandbox_write: r.get("SANDBOX_WRITE", None, |s| {
+            Some(s.split_whitespace().map(str::to_string).collect())
+        })?,
         sandbox_allow_hosts: r.get("SANDBOX_ALLOW_HOSTS", None, |s| {
             crate::sandbox::parse_hosts(s)
         })?,
