@@ -119,7 +119,12 @@ pub(crate) struct Sandboxing {
     proxy: Option<crate::sandbox::proxy::Proxy>,
     tmp: Option<tempfile::TempDir>,
     notes: Vec<crate::policy::run::Control>,
+    /// The latest refusals (`host:port at TIME`), for status.json.
+    denied: Vec<String>,
 }
+
+/// Refusals kept for status.json.
+const DENIED_SHOWN: usize = 10;
 
 impl Sandboxing {
     /// The run's confinement (SANDBOX against this kernel), with a warning when `auto` finds no
@@ -153,6 +158,7 @@ impl Sandboxing {
                 proxy,
                 tmp,
                 notes: Vec::new(),
+                denied: Vec::new(),
             },
             warning,
         ))
@@ -195,6 +201,12 @@ impl Sandboxing {
         });
         env.extend(sandbox_env(&proxy.url(), tmp.path()));
         Some(rules)
+    }
+
+    /// status.json's `sandbox` line and latest refusals.
+    pub(crate) fn describe_in(&self, status: &mut crate::store::Status) {
+        status.sandbox = Some(self.confinement.describe());
+        status.egress_denied.clone_from(&self.denied);
     }
 
     /// The refusals for the next loop's context (taken once).
@@ -246,10 +258,13 @@ impl Real {
             self.write_event(&event, 0.0, (0, 0))?;
             self.store
                 .log(now, &format!("sandbox: refused {} at {}", d.host, d.at));
+            self.sandbox.denied.push(format!("{} at {}", d.host, d.at));
             if !hosts.contains(&d.host) {
                 hosts.push(d.host.clone());
             }
         }
+        let over = self.sandbox.denied.len().saturating_sub(DENIED_SHOWN);
+        self.sandbox.denied.drain(..over);
         let list = hosts.join(", ");
         self.reporter
             .warn(&format!("sandbox: the agent was refused {list} (not an allowed host)"));

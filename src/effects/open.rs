@@ -252,8 +252,10 @@ impl Effects for Real {
     }
 
     fn publish(&mut self, status: &Status) -> Result<()> {
-        self.store.write_status(status)?;
-        self.last_status = Some(status.clone());
+        let mut status = status.clone();
+        self.sandbox.describe_in(&mut status);
+        self.store.write_status(&status)?;
+        self.last_status = Some(status);
         Ok(())
     }
 

@@ -45,14 +45,14 @@ if echo t > "$f"; then rm -f "$f"; log tmp; else log no-tmp; fi
 /// A git project, a planted key, a sibling folder, the API and another loopback listener; the
 /// probe run once with `sandbox` (SANDBOX's value); what it logged.
 fn probe(sandbox: &str) -> (Project, Vec<String>) {
-    let p = Project::new(&["task"]);
+    let p = Project::new(&["task", "next task"]);
     p.git_init();
     let ssh = p.home.join(".ssh");
     std::fs::create_dir_all(&ssh).expect("mkdir");
     std::fs::write(ssh.join("id_ed25519"), "PRIVATE KEY\n").expect("write");
     let sibling = p.dir.parent().expect("root").join("sibling");
     std::fs::create_dir_all(&sibling).expect("mkdir");
-    p.fake("effect.sh", &format!("{PROBE}{TICK_ONE}"));
+    p.fake("effect-1.sh", &format!("{PROBE}{TICK_ONE}"));
     let (api, other) = (serve("pong"), serve("other"));
     let fake = p.fake.display().to_string();
     let out = p
@@ -65,7 +65,7 @@ fn probe(sandbox: &str) -> (Project, Vec<String>) {
         .env("GIT_AUTHOR_EMAIL", "t@example.com")
         .env("GIT_COMMITTER_NAME", "t")
         .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .args(["run", "--max-loops", "1"])
+        .args(["run", "--max-loops", "2"])
         .output()
         .expect("run hank");
     let log = std::fs::read_to_string(p.dir.join("probe.log")).unwrap_or_default();
@@ -98,6 +98,38 @@ fn a_sandboxed_agent_is_refused_keys_home_siblings_and_other_hosts_and_still_wor
     );
     let log = crate::support::git(&p.dir, &["log", "--format=%s"]);
     assert!(log.lines().any(|l| l == "work"), "{log}");
+    // Told: status.json, `hank status`, and the next loop's context.
+    let status = p.status();
+    let sandbox = status["sandbox"].as_str().unwrap_or_default();
+    assert!(sandbox.starts_with("landlock:"), "{status}");
+    assert!(sandbox.contains("UDP"), "{sandbox}");
+    assert!(
+        status["egress_denied"][0]
+            .as_str()
+            .is_some_and(|d| d.starts_with("evil.example:80 at ")),
+        "{status}"
+    );
+    let shown = p.run(&["status"]);
+    let text = stderr(&shown) + &String::from_utf8_lossy(&shown.stdout);
+    assert!(text.contains("sandbox:      landlock"), "{text}");
+    assert!(text.contains("refused:    evil.example:80"), "{text}");
+    let next = String::from_utf8_lossy(&p.stdin(2)).into_owned();
+    assert!(next.contains("sandbox refused connections to evil.example:80"), "{next}");
+}
+
+#[test]
+fn doctor_says_what_confinement_the_next_run_gets() {
+    let p = Project::new(&["task"]);
+    for (mode, want) in [("landlock", "landlock:"), ("off", "off: the agent runs unconfined (SANDBOX=off)")] {
+        if mode == "landlock" && !landlock_here() {
+            continue;
+        }
+        let out = p.cmd().env("SANDBOX", mode).args(["doctor", "--json"]).output().expect("doctor");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        let check = crate::support::doctor_check(&v, "sandbox");
+        assert_eq!(check["ok"], true, "{check}");
+        assert!(check["detail"].as_str().is_some_and(|d| d.starts_with(want)), "{check}");
+    }
 }
 
 #[test]
