@@ -148,3 +148,43 @@ fn sandbox_values_are_checked() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("SANDBOX"), "{}", stderr(&out));
 }
+
+/// A fleet task's probe: its own worktree and commit allowed; the user's checkout and the
+/// folder of the other worktrees refused.
+const FLEET_PROBE: &str = r#"n=$(basename "$PWD"); out="$FAKE_CLAUDE_DIR/probe-$n"
+sed -i '0,/- \[ \]/s//- [x]/' .hank/fix_plan.md
+if echo x > "$PROBE_CHECKOUT/intruder-$n" 2>/dev/null; then echo wrote-checkout >> "$out"; else echo no-checkout >> "$out"; fi
+if echo x > "../intruder-$n" 2>/dev/null; then echo wrote-worktrees >> "$out"; else echo no-worktrees >> "$out"; fi
+if echo "$n" > "$n.txt" && git add "$n.txt" && git commit -qm "work $n"; then echo committed >> "$out"; else echo no-commit >> "$out"; fi
+"#;
+
+#[test]
+fn a_fleet_task_writes_only_its_own_worktree() {
+    if !landlock_here() {
+        eprintln!("skipped: this kernel has no Landlock ABI 4");
+        return;
+    }
+    let p = crate::fleet::project_doing("## A\n- [ ] a\n## B\n- [ ] b\n", FLEET_PROBE);
+    let out = p
+        .cmd()
+        .env("SANDBOX", "landlock")
+        .env("SANDBOX_WRITE", p.fake.display().to_string())
+        .env("PROBE_CHECKOUT", &p.dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .args(["fleet", "--agents", "2"])
+        .output()
+        .expect("run hank fleet");
+    for task in ["a", "b"] {
+        let probe = std::fs::read_to_string(p.fake.join(format!("probe-{task}")))
+            .unwrap_or_else(|_| panic!("task {task} did not run: {}", stderr(&out)));
+        assert_eq!(
+            probe.lines().collect::<Vec<_>>(),
+            ["no-checkout", "no-worktrees", "committed"],
+            "task {task}"
+        );
+        assert!(!p.dir.join(format!("intruder-{task}")).exists());
+    }
+}
