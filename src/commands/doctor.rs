@@ -509,7 +509,12 @@ fn sandbox_check(s: &settings::Settings) -> Check {
         ),
         Ok(c) => Check::ok(
             "sandbox",
-            format!("{} (SANDBOX={} from {})", c.describe(), mode.name(), s.sandbox.source),
+            format!(
+                "{} (SANDBOX={} from {})",
+                c.describe(),
+                mode.name(),
+                s.sandbox.source
+            ),
         ),
         Err(e) => Check::fail(
             "sandbox",

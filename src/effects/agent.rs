@@ -142,12 +142,16 @@ impl Sandboxing {
         };
         let (proxy, tmp) = if confinement == Confinement::Landlock {
             let proxy = crate::sandbox::proxy::Proxy::start(Vec::new()).map_err(|e| {
-                HankError::usage(format!("SANDBOX: cannot open the egress proxy on 127.0.0.1: {e}"))
+                HankError::usage(format!(
+                    "SANDBOX: cannot open the egress proxy on 127.0.0.1: {e}"
+                ))
             })?;
             let tmp = tempfile::Builder::new()
                 .prefix("hank-agent-tmp-")
                 .tempdir()
-                .map_err(|e| HankError::usage(format!("SANDBOX: cannot make the agent's TMPDIR: {e}")))?;
+                .map_err(|e| {
+                    HankError::usage(format!("SANDBOX: cannot make the agent's TMPDIR: {e}"))
+                })?;
             (Some(proxy), Some(tmp))
         } else {
             (None, None)
@@ -266,8 +270,9 @@ impl Real {
         let over = self.sandbox.denied.len().saturating_sub(DENIED_SHOWN);
         self.sandbox.denied.drain(..over);
         let list = hosts.join(", ");
-        self.reporter
-            .warn(&format!("sandbox: the agent was refused {list} (not an allowed host)"));
+        self.reporter.warn(&format!(
+            "sandbox: the agent was refused {list} (not an allowed host)"
+        ));
         self.sandbox
             .notes
             .push(crate::policy::run::Control::Note(crate::policy::run::ContextNote {

@@ -385,7 +385,9 @@ impl Rules {
     /// Landlock ABI 4 is not enforced on this kernel, or a rule cannot be added.
     pub fn restrict_self(&self) -> Result<()> {
         let fail = |e: &dyn std::fmt::Display| {
-            HankError::usage(format!("{ENTER}: Landlock could not confine the agent: {e}"))
+            HankError::usage(format!(
+                "{ENTER}: Landlock could not confine the agent: {e}"
+            ))
         };
         let status = Ruleset::default()
             .set_compatibility(CompatLevel::HardRequirement)

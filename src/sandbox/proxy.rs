@@ -161,13 +161,13 @@ fn serve(mut conn: TcpStream, shared: &Shared) {
         {
             d.push(Denied {
                 host: host.clone(),
-                at: jiff::Timestamp::now().round(jiff::Unit::Second).map_or_else(
-                    |_| jiff::Timestamp::now().to_string(),
-                    |t| t.to_string(),
-                ),
+                at: jiff::Timestamp::now()
+                    .round(jiff::Unit::Second)
+                    .map_or_else(|_| jiff::Timestamp::now().to_string(), |t| t.to_string()),
             });
         }
-        let body = format!("hank's sandbox refuses {host} (not an allowed host: SANDBOX_ALLOW_HOSTS)\n");
+        let body =
+            format!("hank's sandbox refuses {host} (not an allowed host: SANDBOX_ALLOW_HOSTS)\n");
         let _ = conn.write_all(
             format!(
                 "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -235,12 +235,18 @@ mod tests {
     #[test]
     fn targets_of_request_lines() {
         let cases = [
-            ("CONNECT api.anthropic.com:443 HTTP/1.1", Some((true, "api.anthropic.com:443", ""))),
+            (
+                "CONNECT api.anthropic.com:443 HTTP/1.1",
+                Some((true, "api.anthropic.com:443", "")),
+            ),
             (
                 "GET http://127.0.0.1:8080/v1/x?y=1 HTTP/1.1",
                 Some((false, "127.0.0.1:8080", "GET /v1/x?y=1 HTTP/1.1")),
             ),
-            ("POST http://Example.com HTTP/1.1", Some((false, "example.com:80", "POST / HTTP/1.1"))),
+            (
+                "POST http://Example.com HTTP/1.1",
+                Some((false, "example.com:80", "POST / HTTP/1.1")),
+            ),
             ("GET /relative HTTP/1.1", None),
             ("garbage", None),
         ];
@@ -275,7 +281,9 @@ mod tests {
         let proxy = Proxy::start(vec![format!("127.0.0.1:{up_port}")]).unwrap();
         let answer = ask(
             proxy.port(),
-            &format!("GET http://127.0.0.1:{up_port}/v1/m HTTP/1.1\r\nHost: x\r\nProxy-Authorization: a\r\n\r\n"),
+            &format!(
+                "GET http://127.0.0.1:{up_port}/v1/m HTTP/1.1\r\nHost: x\r\nProxy-Authorization: a\r\n\r\n"
+            ),
         );
         assert!(answer.ends_with("ok"), "{answer}");
         let seen = server.join().unwrap();

@@ -40,7 +40,10 @@ fn host_entries_become_host_and_port() {
         Some(vec!["a.io:443".into(), "b.io:80".into(), "c.io:443".into()])
     );
     assert_eq!(parse_hosts(""), Some(vec![]));
-    assert_eq!(parse_hosts("ok.io bad/"), Some(vec!["ok.io:443".into(), "bad:443".into()]));
+    assert_eq!(
+        parse_hosts("ok.io bad/"),
+        Some(vec!["ok.io:443".into(), "bad:443".into()])
+    );
 }
 
 #[test]
@@ -94,7 +97,13 @@ fn rules_for_an_agent_leave_home_out() {
     let home = root.path().join("home");
     let project = root.path().join("work/p");
     let tmp = root.path().join("tmp");
-    for d in [&home.join(".ssh"), &home.join(".claude"), &project, &tmp, &home.join(".cargo")] {
+    for d in [
+        &home.join(".ssh"),
+        &home.join(".claude"),
+        &project,
+        &tmp,
+        &home.join(".cargo"),
+    ] {
         std::fs::create_dir_all(d).unwrap();
     }
     let place = Place {
@@ -141,6 +150,10 @@ fn a_linked_worktree_writes_its_own_git_dir_and_the_object_store_only() {
     assert!(write.contains(&common.join("objects")));
     assert!(write.contains(&common.join("refs")));
     assert!(write.contains(&own));
-    assert!(!write.iter().any(|p| p.ends_with("hooks") || p.ends_with("config")));
+    assert!(
+        !write
+            .iter()
+            .any(|p| p.ends_with("hooks") || p.ends_with("config"))
+    );
     assert_eq!(worktree_git(root.path()), (vec![], vec![]));
 }

@@ -87,7 +87,14 @@ fn a_sandboxed_agent_is_refused_keys_home_siblings_and_other_hosts_and_still_wor
     assert_eq!(
         log,
         [
-            "no-key", "no-home", "no-sibling", "no-direct", "no-evil", "api", "committed", "tmp"
+            "no-key",
+            "no-home",
+            "no-sibling",
+            "no-direct",
+            "no-evil",
+            "api",
+            "committed",
+            "tmp"
         ],
     );
     assert!(!p.home.join("x").exists());
@@ -114,21 +121,37 @@ fn a_sandboxed_agent_is_refused_keys_home_siblings_and_other_hosts_and_still_wor
     assert!(text.contains("sandbox:      landlock"), "{text}");
     assert!(text.contains("refused:    evil.example:80"), "{text}");
     let next = String::from_utf8_lossy(&p.stdin(2)).into_owned();
-    assert!(next.contains("sandbox refused connections to evil.example:80"), "{next}");
+    assert!(
+        next.contains("sandbox refused connections to evil.example:80"),
+        "{next}"
+    );
 }
 
 #[test]
 fn doctor_says_what_confinement_the_next_run_gets() {
     let p = Project::new(&["task"]);
-    for (mode, want) in [("landlock", "landlock:"), ("off", "off: the agent runs unconfined (SANDBOX=off)")] {
+    for (mode, want) in [
+        ("landlock", "landlock:"),
+        ("off", "off: the agent runs unconfined (SANDBOX=off)"),
+    ] {
         if mode == "landlock" && !landlock_here() {
             continue;
         }
-        let out = p.cmd().env("SANDBOX", mode).args(["doctor", "--json"]).output().expect("doctor");
+        let out = p
+            .cmd()
+            .env("SANDBOX", mode)
+            .args(["doctor", "--json"])
+            .output()
+            .expect("doctor");
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
         let check = crate::support::doctor_check(&v, "sandbox");
         assert_eq!(check["ok"], true, "{check}");
-        assert!(check["detail"].as_str().is_some_and(|d| d.starts_with(want)), "{check}");
+        assert!(
+            check["detail"]
+                .as_str()
+                .is_some_and(|d| d.starts_with(want)),
+            "{check}"
+        );
     }
 }
 
@@ -137,14 +160,28 @@ fn sandbox_off_leaves_the_agent_unconfined() {
     let (_p, log) = probe("off");
     assert_eq!(
         log,
-        ["read-key", "wrote-home", "wrote-sibling", "direct", "no-evil", "api", "committed", "tmp"],
+        [
+            "read-key",
+            "wrote-home",
+            "wrote-sibling",
+            "direct",
+            "no-evil",
+            "api",
+            "committed",
+            "tmp"
+        ],
     );
 }
 
 #[test]
 fn sandbox_values_are_checked() {
     let p = Project::new(&["task"]);
-    let out = p.cmd().env("SANDBOX", "maybe").args(["run", "--max-loops", "1"]).output().expect("run");
+    let out = p
+        .cmd()
+        .env("SANDBOX", "maybe")
+        .args(["run", "--max-loops", "1"])
+        .output()
+        .expect("run");
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("SANDBOX"), "{}", stderr(&out));
 }
