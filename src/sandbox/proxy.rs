@@ -151,10 +151,7 @@ fn serve(mut conn: TcpStream, shared: &Shared) {
         let _ = conn.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
         return;
     };
-    let allowed = shared
-        .allowed
-        .lock()
-        .is_ok_and(|a| a.iter().any(|h| *h == host));
+    let allowed = shared.allowed.lock().is_ok_and(|a| a.contains(&host));
     if !allowed {
         if let Ok(mut d) = shared.denied.lock()
             && d.len() < MAX_DENIED
