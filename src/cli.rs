@@ -107,7 +107,7 @@ pub(crate) enum Command {
     #[command(name = "__with-env", hide = true)]
     WithEnv(WithEnvArgs),
     /// Internal: the sandboxed agent's start (confines itself with Landlock, then runs the
-    /// agent in place: `crate::sandbox::enter`).
+    /// agent in place: `crate::proc::agent::enter_sandbox`).
     #[command(name = "__sandbox", hide = true)]
     Sandbox(SandboxArgs),
 }

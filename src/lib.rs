@@ -205,6 +205,6 @@ fn dispatch(cli: Cli, args: &[OsString]) -> error::Result<u8> {
         Some(Command::Config(a)) => c::config::run(a.action),
         Some(Command::State(a)) => c::state::run(&a.action),
         Some(Command::WithEnv(a)) => crate::monitor::tmux::with_env(&a.file, &a.command),
-        Some(Command::Sandbox(a)) => crate::sandbox::enter(&a.args),
+        Some(Command::Sandbox(a)) => crate::proc::agent::enter_sandbox(&a.args),
     }
 }

@@ -674,6 +674,29 @@ pub fn stop_orphan_group(pgid: i32, ticks: u64) -> bool {
     true
 }
 
+/// `hank __sandbox RULES -- PROGRAM ARGS…`: confines this process with the rules
+/// ([`crate::sandbox::Rules::restrict_self`]), then becomes the program (never unconfined).
+///
+/// # Errors
+/// Bad arguments, Landlock refused, or the exec failed.
+pub fn enter_sandbox(args: &[std::ffi::OsString]) -> crate::error::Result<u8> {
+    use crate::error::HankError;
+    let (rules, command) = crate::sandbox::Rules::from_args(args)?;
+    rules.restrict_self()?;
+    let (program, rest) = command.split_first().ok_or_else(|| {
+        HankError::usage(format!(
+            "{}: expected `-- PROGRAM ARGS…`",
+            crate::sandbox::ENTER
+        ))
+    })?;
+    let err = super::Cmd::new(program).args(rest).exec();
+    Err(HankError::usage(format!(
+        "{}: cannot start {}: {err}",
+        crate::sandbox::ENTER,
+        Path::new(program).display()
+    )))
+}
+
 /// Runs the agent. `cancel` counts the user's interrupts (1 = stop gracefully, 2 = now);
 /// `on_line` sees each stdout line when `spawn.live` is set.
 pub async fn run(

@@ -1,7 +1,7 @@
 //! SANDBOX: the agent's whole process tree confined with Landlock (no root needed).
 //!
 //! hank never confines itself: the agent starts through `hank __sandbox RULES -- PROGRAM ARGS…`
-//! (the process layer's [`crate::proc::agent`] puts it in front of the agent's argv), a
+//! (the process layer's `crate::proc::agent` puts it in front of the agent's argv), a
 //! short-lived process that restricts itself with the rules (Landlock domains are inherited by
 //! every descendant and cannot be lifted) and then `exec`s the agent in place. hank's git, the
 //! check (`VERIFY_COMMAND`) and every other tool start without it.
@@ -462,23 +462,6 @@ fn worktree_git(cwd: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
         .chain([own])
         .collect();
     (vec![common], write)
-}
-
-/// `hank __sandbox RULES -- PROGRAM ARGS…`: confine this process, then become the program.
-///
-/// # Errors
-/// Bad arguments, Landlock refused (never runs the program unconfined), or the exec failed.
-pub fn enter(args: &[OsString]) -> Result<u8> {
-    let (rules, command) = Rules::from_args(args)?;
-    rules.restrict_self()?;
-    let (program, rest) = command
-        .split_first()
-        .ok_or_else(|| HankError::usage(format!("{ENTER}: expected `-- PROGRAM ARGS…`")))?;
-    let err = crate::proc::Cmd::new(program).args(rest).exec();
-    Err(HankError::usage(format!(
-        "{ENTER}: cannot start {}: {err}",
-        Path::new(program).display()
-    )))
 }
 
 #[cfg(test)]
