@@ -106,6 +106,10 @@ pub(crate) enum Command {
     /// file, then runs the command with that environment).
     #[command(name = "__with-env", hide = true)]
     WithEnv(WithEnvArgs),
+    /// Internal: the sandboxed agent's start (confines itself with Landlock, then runs the
+    /// agent in place: `crate::proc::agent::enter_sandbox`).
+    #[command(name = "__sandbox", hide = true)]
+    Sandbox(SandboxArgs),
 }
 
 /// `hank fleet [OPTIONS] [RUN FLAGS…]`, `hank fleet status [--json]`, `hank fleet plan
@@ -309,6 +313,13 @@ pub(crate) struct WithEnvArgs {
     pub file: PathBuf,
     #[arg(last = true, required = true)]
     pub command: Vec<std::ffi::OsString>,
+}
+
+/// `hank __sandbox --read P… --write P… --port N -- PROGRAM ARGS…` (read as they are).
+#[derive(Debug, Clone, Args)]
+pub(crate) struct SandboxArgs {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+    pub args: Vec<std::ffi::OsString>,
 }
 
 /// `hank run`'s command line: the flags that are settings ([`Flags`], each also a `.hankrc`

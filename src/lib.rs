@@ -70,6 +70,7 @@ pub mod proc;
 pub mod progress;
 pub(crate) mod project;
 pub mod report;
+pub mod sandbox;
 pub mod sanitize;
 pub mod settings;
 pub mod stateref;
@@ -205,5 +206,6 @@ fn dispatch(cli: Cli, args: &[OsString]) -> error::Result<u8> {
         Some(Command::Config(a)) => c::config::run(a.action),
         Some(Command::State(a)) => c::state::run(&a.action),
         Some(Command::WithEnv(a)) => crate::monitor::tmux::with_env(&a.file, &a.command),
+        Some(Command::Sandbox(a)) => crate::proc::agent::enter_sandbox(&a.args),
     }
 }

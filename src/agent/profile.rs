@@ -126,6 +126,8 @@ pub struct Profile {
     pub parser: Parser,
     /// `[prices]`: USD per million tokens, to estimate the cost of an agent that reports none.
     pub prices: Option<Prices>,
+    /// `[sandbox]`: the client's own state paths and API endpoints (`crate::sandbox`).
+    pub sandbox: crate::sandbox::ProfileSandbox,
     pub origin: Origin,
 }
 
@@ -328,6 +330,8 @@ struct RawProfile {
     errors: Vec<RawRule>,
     /// `[prices]`: read as [`Prices`] itself (a kind left out costs nothing).
     prices: Option<Prices>,
+    #[serde(default)]
+    sandbox: crate::sandbox::ProfileSandbox,
 }
 
 /// Highest token price a profile may give (USD per million tokens).
@@ -710,6 +714,7 @@ pub fn parse(
         pass_env: raw.pass_env,
         parser,
         prices: raw.prices,
+        sandbox: raw.sandbox,
         origin,
     })
 }

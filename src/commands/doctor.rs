@@ -524,6 +524,32 @@ fn delivery_checks(s: &settings::Settings, dir: &Path) -> Vec<Check> {
     checks
 }
 
+/// SANDBOX: what confinement the next run's agent gets on this kernel, and why.
+fn sandbox_check(s: &settings::Settings) -> Check {
+    let mode = s.sandbox.value;
+    match crate::sandbox::decide(mode, crate::sandbox::available()) {
+        Ok(c @ crate::sandbox::Confinement::Unconfined { warn: true, .. }) => Check::warn(
+            "sandbox",
+            c.describe(),
+            "a kernel with Landlock ABI 4 (Linux 6.7+) confines it; SANDBOX=off silences this",
+        ),
+        Ok(c) => Check::ok(
+            "sandbox",
+            format!(
+                "{} (SANDBOX={} from {})",
+                c.describe(),
+                mode.name(),
+                s.sandbox.source
+            ),
+        ),
+        Err(e) => Check::fail(
+            "sandbox",
+            e,
+            "run on a kernel with Landlock ABI 4 (Linux 6.7+), or set SANDBOX=auto / off",
+        ),
+    }
+}
+
 pub(crate) fn run(args: &cli::DoctorArgs) -> Result<u8> {
     let dir = project_dir()?;
     crate::approval::require(&dir, args.accept_config, "hank doctor")?;
@@ -564,6 +590,7 @@ pub(crate) fn run(args: &cli::DoctorArgs) -> Result<u8> {
             if let Some(c) = verify_check(s.verify_command.value.as_deref(), &dir) {
                 checks.push(c);
             }
+            checks.push(sandbox_check(s));
             checks.extend(delivery_checks(s, &dir));
         }
         Err(e) => checks.push(Check::failed(

@@ -76,7 +76,8 @@ impl Real {
         } else {
             None
         };
-        let env_set = agent.env();
+        let mut env_set = agent.env();
+        let rules = self.sandbox.prepare(agent, s, &mut env_set);
         let removed = removed_for(&agent.profile.pass_env);
         let env_remove: Vec<&str> = removed.iter().map(String::as_str).collect();
         // Only an answer that streams shows life while the agent works: FIRST_OUTPUT_TIMEOUT
@@ -100,6 +101,7 @@ impl Real {
             marker: Some(&self.marker),
             idle_timeout: watch(s.idle_timeout.value),
             first_output_timeout: watch(s.first_output_timeout.value),
+            sandbox: rules.as_ref(),
         };
         let (reporter, lock) = (&self.reporter, &mut self.lock);
         let on_spawn = |t: process::Tracked<'_>| match t {
@@ -137,6 +139,7 @@ impl Real {
         .map_err(HankError::usage)?;
         self.reporter.agent_finished();
         self.lock.record_agent(None);
+        self.egress_denied()?;
         let mut analysis = called.analysis;
         crate::agent::redact::redact_analysis(&mut analysis, &self.secrets);
         Ok(AgentAnswer {
@@ -145,5 +148,178 @@ impl Real {
             startup_hang: called.outcome.facts.startup_hang,
             interrupted: called.outcome.facts.interrupted,
         })
+    }
+}
+
+/// SANDBOX for one run: the decision, and with Landlock the egress proxy, the private TMPDIR
+/// and the refusals not yet told to the agent.
+pub(crate) struct Sandboxing {
+    pub(crate) confinement: crate::sandbox::Confinement,
+    proxy: Option<crate::sandbox::proxy::Proxy>,
+    tmp: Option<tempfile::TempDir>,
+    notes: Vec<crate::policy::run::Control>,
+    /// The latest refusals (`host:port at TIME`), for status.json.
+    denied: Vec<String>,
+}
+
+/// Refusals kept for status.json.
+const DENIED_SHOWN: usize = 10;
+
+impl Sandboxing {
+    /// The run's confinement (SANDBOX against this kernel), with a warning when `auto` finds no
+    /// Landlock.
+    ///
+    /// # Errors
+    /// `SANDBOX=landlock` without Landlock ABI 4 (exit 1, nothing started), or the proxy or
+    /// TMPDIR cannot be made.
+    pub(crate) fn open(s: &crate::settings::Settings) -> Result<(Self, Option<String>)> {
+        use crate::sandbox::{Confinement, available, decide};
+        let confinement = decide(s.sandbox.value, available()).map_err(HankError::usage)?;
+        let warning = match &confinement {
+            Confinement::Unconfined { warn: true, .. } => Some(confinement.describe()),
+            _ => None,
+        };
+        let (proxy, tmp) = if confinement == Confinement::Landlock {
+            let proxy = crate::sandbox::proxy::Proxy::start(Vec::new()).map_err(|e| {
+                HankError::usage(format!(
+                    "SANDBOX: cannot open the egress proxy on 127.0.0.1: {e}"
+                ))
+            })?;
+            let tmp = tempfile::Builder::new()
+                .prefix("hank-agent-tmp-")
+                .tempdir()
+                .map_err(|e| {
+                    HankError::usage(format!("SANDBOX: cannot make the agent's TMPDIR: {e}"))
+                })?;
+            (Some(proxy), Some(tmp))
+        } else {
+            (None, None)
+        };
+        Ok((
+            Self {
+                confinement,
+                proxy,
+                tmp,
+                notes: Vec::new(),
+                denied: Vec::new(),
+            },
+            warning,
+        ))
+    }
+
+    /// The rules of the next call of `agent` (`None`: unconfined), its allowed hosts given to
+    /// the proxy, and the sandbox's variables added to `env` ([`sandbox_env`]).
+    fn prepare(
+        &self,
+        agent: &super::Agent,
+        s: &crate::settings::Settings,
+        env: &mut Vec<(String, String)>,
+    ) -> Option<crate::sandbox::Rules> {
+        let (proxy, tmp) = (self.proxy.as_ref()?, self.tmp.as_ref()?);
+        let sandbox = &agent.profile.sandbox;
+        let lookup = |key: &str| {
+            env.iter()
+                .rev()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.clone())
+                .or_else(|| std::env::var(key).ok())
+        };
+        proxy.set_allowed(crate::sandbox::allowed_hosts(
+            sandbox,
+            lookup,
+            &s.sandbox_allow_hosts.value,
+        ));
+        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+        let path = std::env::var_os("PATH");
+        let rules = crate::sandbox::Rules::for_agent(&crate::sandbox::Place {
+            cwd: &s.project_dir,
+            home: home.as_deref(),
+            tmp: tmp.path(),
+            program: &agent.command.program,
+            path: path.as_deref(),
+            client_write: &sandbox.write,
+            extra_read: &s.sandbox_read.value,
+            extra_write: &s.sandbox_write.value,
+            proxy_port: proxy.port(),
+        });
+        env.extend(sandbox_env(&proxy.url(), tmp.path()));
+        Some(rules)
+    }
+
+    /// status.json's `sandbox` line and latest refusals.
+    pub(crate) fn describe_in(&self, status: &mut crate::store::Status) {
+        status.sandbox = Some(self.confinement.describe());
+        status.egress_denied.clone_from(&self.denied);
+    }
+
+    /// The refusals for the next loop's context (taken once).
+    pub(crate) fn take_notes(&mut self) -> Vec<crate::policy::run::Control> {
+        std::mem::take(&mut self.notes)
+    }
+}
+
+/// What a sandboxed agent's environment gets: the egress proxy in every proxy variable (and no
+/// host exempt from it) and the private TMPDIR.
+fn sandbox_env(proxy: &str, tmp: &std::path::Path) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = [
+        "HTTPS_PROXY",
+        "HTTP_PROXY",
+        "https_proxy",
+        "http_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ]
+    .iter()
+    .map(|k| ((*k).to_string(), proxy.to_string()))
+    .collect();
+    env.push(("NO_PROXY".into(), String::new()));
+    env.push(("no_proxy".into(), String::new()));
+    env.push(("TMPDIR".into(), tmp.display().to_string()));
+    env
+}
+
+impl Real {
+    /// The egress proxy's refusals of the call: an `egress_denied` event each, a warning, and
+    /// one note for the next loop's context so that the agent stops retrying.
+    fn egress_denied(&mut self) -> Result<()> {
+        let Some(proxy) = self.sandbox.proxy.as_ref() else {
+            return Ok(());
+        };
+        let denied = proxy.take_denied();
+        if denied.is_empty() {
+            return Ok(());
+        }
+        let now = self.clock.now();
+        let mut hosts: Vec<String> = Vec::new();
+        for d in &denied {
+            let event = crate::store::Event::new(
+                now,
+                crate::store::EventKind::EgressDenied {
+                    host: d.host.clone(),
+                },
+            );
+            self.write_event(&event, 0.0, (0, 0))?;
+            self.store
+                .log(now, &format!("sandbox: refused {} at {}", d.host, d.at));
+            self.sandbox.denied.push(format!("{} at {}", d.host, d.at));
+            if !hosts.contains(&d.host) {
+                hosts.push(d.host.clone());
+            }
+        }
+        let over = self.sandbox.denied.len().saturating_sub(DENIED_SHOWN);
+        self.sandbox.denied.drain(..over);
+        let list = hosts.join(", ");
+        self.reporter.warn(&format!(
+            "sandbox: the agent was refused {list} (not an allowed host)"
+        ));
+        self.sandbox
+            .notes
+            .push(crate::policy::run::Control::Note(crate::policy::run::ContextNote {
+                kind: crate::policy::run::NoteKind::Note,
+                text: format!(
+                    "hank's sandbox refused connections to {list}: only the agent's API and SANDBOX_ALLOW_HOSTS are reachable. Do not retry them; say in your answer if the work needs them."
+                ),
+            }));
+        Ok(())
     }
 }

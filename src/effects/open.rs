@@ -42,6 +42,9 @@ pub(crate) struct Real {
     pub(super) logs_kept_from: Option<(u64, u64)>,
     /// The last status.json published (put back if someone deletes it during a wait).
     pub(super) last_status: Option<Status>,
+    /// SANDBOX: the agent's confinement, its egress proxy and private TMPDIR
+    /// (`effects/agent.rs`).
+    pub(super) sandbox: super::agent::Sandboxing,
 }
 
 /// What a run holds before its async runtime starts: the project's store (its call ledger
@@ -103,7 +106,9 @@ impl Real {
         let control =
             crate::control::LiveControl::open_at(store.clone(), Some((std::process::id(), now)))
                 .with_remote(remote);
+        let (sandbox, sandbox_warning) = super::agent::Sandboxing::open(s)?;
         let mut real = Self {
+            sandbox,
             clock,
             control: Some(control),
             reporter: Reporter::new(DisplayMode::detect(), s.verbose.value),
@@ -118,6 +123,7 @@ impl Real {
             cancel,
         };
         let mut warnings = real.stop_leftovers();
+        warnings.extend(sandbox_warning);
         if let Some(aside) = loaded.moved_aside {
             warnings.push(format!(
                 "state.json {}; moved it aside to {} and started a fresh state",
@@ -203,10 +209,14 @@ impl Effects for Real {
 
     fn poll_control(&mut self) -> Vec<Control> {
         let now = self.clock.now();
-        self.control
-            .as_mut()
-            .map(|c| c.poll(now))
-            .unwrap_or_default()
+        let mut taken = self.sandbox.take_notes();
+        taken.extend(
+            self.control
+                .as_mut()
+                .map(|c| c.poll(now))
+                .unwrap_or_default(),
+        );
+        taken
     }
 
     fn control_log(&mut self) -> (Vec<crate::control::Taken>, Vec<String>) {
@@ -244,8 +254,10 @@ impl Effects for Real {
     }
 
     fn publish(&mut self, status: &Status) -> Result<()> {
-        self.store.write_status(status)?;
-        self.last_status = Some(status.clone());
+        let mut status = status.clone();
+        self.sandbox.describe_in(&mut status);
+        self.store.write_status(&status)?;
+        self.last_status = Some(status);
         Ok(())
     }
 

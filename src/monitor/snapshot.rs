@@ -868,6 +868,8 @@ pub(crate) mod tests {
             .into(),
             delivery: None,
             questions: vec!["Which database?".into()],
+            sandbox: Some("landlock: confined".into()),
+            egress_denied: vec!["evil.example:443 at 2026-11-22T10:00:00Z".into()],
         };
         let text = serde_json::to_string(&written).unwrap();
         let (r, note) = schema::read_status(&text).unwrap();

@@ -164,6 +164,12 @@ pub(crate) fn lines(st: &Lenient<Status>, view: &View<'_>) -> Vec<String> {
     if let Some(agent) = &v.agent {
         lines.push(format!("agent:        {agent}"));
     }
+    if let Some(sandbox) = &v.sandbox {
+        lines.push(format!("sandbox:      {}", crate::sanitize::line(sandbox)));
+    }
+    for denied in &v.egress_denied {
+        lines.push(format!("  refused:    {}", crate::sanitize::line(denied)));
+    }
     for (name, l) in &v.agents_limited {
         lines.push(format!(
             "  limited:    {name}: {}{} — {}",

@@ -77,6 +77,7 @@ fn happening(event: &Event) -> Happening<'_> {
         EventKind::LoopStarted { .. }
         | EventKind::AgentFinished(_)
         | EventKind::Warning { .. }
+        | EventKind::EgressDenied { .. }
         | EventKind::Control { .. } => Happening::Other,
     }
 }

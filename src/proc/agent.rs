@@ -125,6 +125,9 @@ pub struct Spawn<'a> {
     /// FIRST_OUTPUT_TIMEOUT, with streaming output only: an agent that has printed not one
     /// stdout byte this long after its start is a startup hang, stopped like at the timeout.
     pub first_output_timeout: Option<Duration>,
+    /// SANDBOX: the agent starts through `hank __sandbox RULES -- PROGRAM ARGS…`, which
+    /// confines itself with Landlock and then becomes the agent (`crate::sandbox`).
+    pub sandbox: Option<&'a crate::sandbox::Rules>,
 }
 
 /// What happened to the process.
@@ -671,6 +674,29 @@ pub fn stop_orphan_group(pgid: i32, ticks: u64) -> bool {
     true
 }
 
+/// `hank __sandbox RULES -- PROGRAM ARGS…`: confines this process with the rules
+/// ([`crate::sandbox::Rules::restrict_self`]), then becomes the program (never unconfined).
+///
+/// # Errors
+/// Bad arguments, Landlock refused, or the exec failed.
+pub fn enter_sandbox(args: &[std::ffi::OsString]) -> crate::error::Result<u8> {
+    use crate::error::HankError;
+    let (rules, command) = crate::sandbox::Rules::from_args(args)?;
+    rules.restrict_self()?;
+    let (program, rest) = command.split_first().ok_or_else(|| {
+        HankError::usage(format!(
+            "{}: expected `-- PROGRAM ARGS…`",
+            crate::sandbox::ENTER
+        ))
+    })?;
+    let err = super::Cmd::new(program).args(rest).exec();
+    Err(HankError::usage(format!(
+        "{}: cannot start {}: {err}",
+        crate::sandbox::ENTER,
+        Path::new(program).display()
+    )))
+}
+
 /// Runs the agent. `cancel` counts the user's interrupts (1 = stop gracefully, 2 = now);
 /// `on_line` sees each stdout line when `spawn.live` is set.
 pub async fn run(
@@ -695,7 +721,22 @@ pub async fn run_with_hook(
     let started = Instant::now();
     // The log is a copy for people: if it cannot be created, the answer is still read.
     let stdout_file = create_log(&spawn.stdout_log).ok();
-    let mut command = tokio::process::Command::new(spawn.program);
+    let mut command = match spawn.sandbox {
+        None => {
+            let mut c = tokio::process::Command::new(spawn.program);
+            c.args(spawn.args);
+            c
+        }
+        Some(rules) => {
+            let mut c = tokio::process::Command::new(std::env::current_exe()?);
+            c.arg(crate::sandbox::ENTER)
+                .args(rules.to_args())
+                .arg("--")
+                .arg(spawn.program)
+                .args(spawn.args);
+            c
+        }
+    };
     // PWD names the folder the agent runs in (some CLIs, e.g. opencode, trust PWD over the
     // process's real working directory).
     command.env("PWD", spawn.cwd);
@@ -712,7 +753,6 @@ pub async fn run_with_hook(
     }
     let (mut child, pgid) = super::spawn_grouped(
         command
-            .args(spawn.args)
             .current_dir(spawn.cwd)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -1281,6 +1321,7 @@ mod tests {
             marker: None,
             idle_timeout: None,
             first_output_timeout: None,
+            sandbox: None,
         }
     }
 

@@ -26,6 +26,8 @@ pub struct Flags {
     pub idle_timeout: Option<String>,
     #[arg(long, value_name = "DURATION", help = keys::flag_help("FIRST_OUTPUT_TIMEOUT"))]
     pub first_output_timeout: Option<String>,
+    #[arg(long, value_name = "MODE", help = keys::flag_help("SANDBOX"))]
+    pub sandbox: Option<String>,
     #[arg(long, value_name = "WHICH", help = keys::flag_help("CLIENT_SETTINGS"))]
     pub client_settings: Option<String>,
     #[arg(long, help = keys::flag_help("LIVE_OUTPUT"))]

@@ -215,6 +215,14 @@ pub struct Settings {
     pub answer_timeout: Sourced<Duration>,
     /// CONTROL_TOPIC: the ntfy topic URL signed remote commands are read from.
     pub control_topic: Sourced<Option<String>>,
+    /// SANDBOX: how the agent's process tree is confined (`crate::sandbox`).
+    pub sandbox: Sourced<crate::sandbox::Mode>,
+    /// SANDBOX_READ: extra paths the sandboxed agent may read (`~` not yet expanded).
+    pub sandbox_read: Sourced<Vec<String>>,
+    /// SANDBOX_WRITE: extra paths the sandboxed agent may write (`~` not yet expanded).
+    pub sandbox_write: Sourced<Vec<String>>,
+    /// SANDBOX_ALLOW_HOSTS: `host:port` entries the egress proxy lets through.
+    pub sandbox_allow_hosts: Sourced<Vec<String>>,
     /// `--dry-run` (flag only).
     pub dry_run: bool,
     /// `--json` (flag only).

@@ -417,6 +417,25 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
             one_of(s, &[("exit", false), ("wait", true)])
         })?,
         answer_timeout: r.get("ANSWER_TIMEOUT", None, parse_timeout)?,
+        sandbox: r.get("SANDBOX", flags.sandbox.as_deref(), |s| {
+            one_of(
+                s,
+                &[
+                    ("auto", crate::sandbox::Mode::Auto),
+                    ("landlock", crate::sandbox::Mode::Landlock),
+                    ("off", crate::sandbox::Mode::Off),
+                ],
+            )
+        })?,
+        sandbox_read: r.get("SANDBOX_READ", None, |s| {
+            Some(s.split_whitespace().map(str::to_string).collect())
+        })?,
+        sandbox_write: r.get("SANDBOX_WRITE", None, |s| {
+            Some(s.split_whitespace().map(str::to_string).collect())
+        })?,
+        sandbox_allow_hosts: r.get("SANDBOX_ALLOW_HOSTS", None, |s| {
+            crate::sandbox::parse_hosts(s)
+        })?,
         control_topic: r.get_opt("CONTROL_TOPIC", None, |s| {
             let s = s.trim();
             (crate::policy::notify::url_allowed(s)
@@ -574,6 +593,12 @@ impl Show for Option<Vec<(String, String)>> {
 impl Show for Option<String> {
     fn show(&self) -> String {
         self.clone().unwrap_or_else(|| "unset".to_string())
+    }
+}
+
+impl Show for crate::sandbox::Mode {
+    fn show(&self) -> String {
+        self.name().to_string()
     }
 }
 

@@ -273,6 +273,12 @@ pub struct Status {
     /// `wait_reason: needs_answers`); absent otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub questions: Vec<String>,
+    /// SANDBOX: the agent's confinement as `hank doctor` says it (absent from older writers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
+    /// The egress proxy's latest refusals of this run, `host:port at TIME`, newest last.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress_denied: Vec<String>,
 }
 
 impl Default for Status {
@@ -306,6 +312,8 @@ impl Default for Status {
             usage_windows: BTreeMap::new(),
             delivery: None,
             questions: Vec::new(),
+            sandbox: None,
+            egress_denied: Vec::new(),
         }
     }
 }
@@ -379,6 +387,8 @@ pub enum EventKind {
     Verification(Box<CheckResult>),
     /// Something the user should know.
     Warning { message: String },
+    /// The sandbox's egress proxy refused a connection of the agent (`host:port`).
+    EgressDenied { host: String },
     /// A `hank ctl` command the loop took (or refused): its journal id, the command as
     /// typed, and the outcome written to the journal (`applied`, `refused: why`).
     Control {
@@ -844,6 +854,9 @@ impl Status {
                 Some((WaitReason::NeedsAnswers, _)) => p.questions.to_vec(),
                 _ => Vec::new(),
             },
+            // The effects that know the run's sandbox fill these in (`effects::agent`).
+            sandbox: None,
+            egress_denied: Vec::new(),
         }
     }
 }

@@ -37,6 +37,7 @@ mod project;
 mod reach;
 mod reach_git;
 mod runners;
+mod sandbox;
 mod startup;
 mod state;
 mod steer;

@@ -252,6 +252,9 @@ impl Project {
             .env("PATH", path)
             .env("HOME", &self.home)
             .env("FAKE_CLAUDE_DIR", &self.fake)
+            // The fake agent writes its call files in FAKE_CLAUDE_DIR, outside the project:
+            // the sandbox's own tests (`sandbox.rs`) turn it on and allow that folder.
+            .env("SANDBOX", "off")
             .env("NO_COLOR", "1")
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("GIT_CONFIG_GLOBAL", "/dev/null")

@@ -287,6 +287,7 @@ pub(super) fn convert_ai(
             marker: Some(&marker),
             idle_timeout: None,
             first_output_timeout: None,
+            sandbox: None,
         };
         call::call(
             spawn,

@@ -1,0 +1,468 @@
+//! SANDBOX: the agent's whole process tree confined with Landlock (no root needed).
+//!
+//! hank never confines itself: the agent starts through `hank __sandbox RULES -- PROGRAM ARGS…`
+//! (the process layer's `crate::proc::agent` puts it in front of the agent's argv), a
+//! short-lived process that restricts itself with the rules (Landlock domains are inherited by
+//! every descendant and cannot be lifted) and then `exec`s the agent in place. hank's git, the
+//! check (`VERIFY_COMMAND`) and every other tool start without it.
+//!
+//! What the agent may do ([`Rules`]): read and write its project (or the task's worktree and its
+//! own git dir and object store), a private `TMPDIR`, the client's own state paths named by its
+//! profile (`[sandbox] write`), `/dev/null` and `/dev/tty`; read the system, the client's install
+//! and the toolchains of SANDBOX_READ; connect by TCP only to hank's egress proxy
+//! ([`proxy::Proxy`]) on 127.0.0.1, which lets through only the profile's API hosts and
+//! SANDBOX_ALLOW_HOSTS.
+
+pub mod proxy;
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetStatus, path_beneath_rules,
+};
+use serde::Deserialize;
+
+use crate::error::{HankError, Result};
+
+/// The hidden subcommand the agent starts through.
+pub const ENTER: &str = "__sandbox";
+
+/// The Landlock ABI hank asks for: TCP connect rules came with ABI 4.
+const NEEDED_ABI: ABI = ABI::V4;
+
+/// SANDBOX.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Landlock when the kernel has it (ABI ≥ 4), else a warning that the agent runs unconfined.
+    #[default]
+    Auto,
+    /// Landlock or exit 1.
+    Landlock,
+    /// Never confined.
+    Off,
+}
+
+impl Mode {
+    /// The setting's value.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Landlock => "landlock",
+            Self::Off => "off",
+        }
+    }
+}
+
+/// What the next run's agent gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Confinement {
+    /// Confined with Landlock (files, TCP connect) behind the egress proxy.
+    Landlock,
+    /// Not confined, and why (`SANDBOX=off`, or no Landlock ABI ≥ 4 with `auto`).
+    Unconfined { why: String, warn: bool },
+}
+
+impl Confinement {
+    /// One line for `hank doctor`, the run's start and `hank status`.
+    #[must_use]
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Landlock => format!(
+                "landlock: the agent writes only its project, TMPDIR and its client's state, reads no other file of HOME, and connects by TCP only to hank's egress proxy; still open: {STILL_OPEN}"
+            ),
+            Self::Unconfined { why, .. } => format!("off: the agent runs unconfined ({why})"),
+        }
+    }
+
+    /// The short name shown in status (`landlock` or `off`).
+    #[must_use]
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Landlock => "landlock",
+            Self::Unconfined { .. } => "off",
+        }
+    }
+}
+
+/// What a Landlock run leaves open (said in `doctor` and `status`, never claimed closed).
+pub const STILL_OPEN: &str = "UDP (DNS included), other hosts on the proxy's own port, abstract Unix sockets, CPU and memory";
+
+/// The decision for `mode` on a kernel where Landlock ABI ≥ 4 is (or is not) `available`
+/// (pure).
+///
+/// # Errors
+/// `SANDBOX=landlock` on a kernel without it: the run must not start.
+pub fn decide(mode: Mode, available: bool) -> std::result::Result<Confinement, String> {
+    match (mode, available) {
+        (Mode::Off, _) => Ok(Confinement::Unconfined {
+            why: "SANDBOX=off".into(),
+            warn: false,
+        }),
+        (Mode::Auto | Mode::Landlock, true) => Ok(Confinement::Landlock),
+        (Mode::Auto, false) => Ok(Confinement::Unconfined {
+            why: "SANDBOX=auto and this kernel has no Landlock ABI 4 or later".into(),
+            warn: true,
+        }),
+        (Mode::Landlock, false) => Err(
+            "SANDBOX=landlock: this kernel has no Landlock ABI 4 or later (filesystem and TCP rules); use SANDBOX=auto or off to run unconfined".into(),
+        ),
+    }
+}
+
+/// Whether this kernel enforces Landlock with TCP connect rules (ABI ≥ 4): a ruleset handling
+/// them is created (and dropped) as a hard requirement.
+#[must_use]
+pub fn available() -> bool {
+    let ruleset = Ruleset::default().set_compatibility(CompatLevel::HardRequirement);
+    ruleset
+        .handle_access(AccessFs::from_all(NEEDED_ABI))
+        .and_then(|r| r.handle_access(AccessNet::ConnectTcp))
+        .and_then(Ruleset::create)
+        .is_ok()
+}
+
+/// The profile's `[sandbox]` table: what the client itself writes and which APIs it calls.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileSandbox {
+    /// Paths under HOME (`~/…`) the client writes its own state to (read and write).
+    #[serde(default)]
+    pub write: Vec<String>,
+    /// The API endpoints the egress proxy lets through.
+    #[serde(default)]
+    pub api: Vec<ApiEndpoint>,
+}
+
+/// One API endpoint: the base URL from `env` when it is set in the agent's environment, else
+/// `default`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiEndpoint {
+    pub env: String,
+    pub default: String,
+}
+
+/// `host:port` of a URL or a host entry (`https://h/…` → `h:443`, `http://h:8080` →
+/// `h:8080`, `h` → `h:443`), lower-cased; `None` when there is no host (pure).
+#[must_use]
+pub fn host_port(entry: &str) -> Option<String> {
+    let entry = entry.trim();
+    let (default_port, rest) = if let Some(r) = entry.strip_prefix("https://") {
+        (443, r)
+    } else if let Some(r) = entry.strip_prefix("http://") {
+        (80, r)
+    } else {
+        (443, entry)
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let authority = authority.rsplit('@').next().unwrap_or("");
+    if authority.is_empty() {
+        return None;
+    }
+    let (host, port) = split_host_port(authority, default_port)?;
+    if host.is_empty()
+        || !host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']' | '_'))
+    {
+        return None;
+    }
+    Some(format!("{}:{port}", host.to_ascii_lowercase()))
+}
+
+/// `host[:port]` (with `[v6]` brackets kept) split, `default` when there is no port.
+fn split_host_port(authority: &str, default: u16) -> Option<(&str, u16)> {
+    if authority.starts_with('[') {
+        let end = authority.find(']')?;
+        let host = &authority[..=end];
+        return match &authority[end + 1..] {
+            "" => Some((host, default)),
+            p => Some((host, p.strip_prefix(':')?.parse().ok()?)),
+        };
+    }
+    match authority.rsplit_once(':') {
+        Some((h, p)) => Some((h, p.parse().ok().filter(|p| *p > 0)?)),
+        None => Some((authority, default)),
+    }
+}
+
+/// SANDBOX_ALLOW_HOSTS: entries separated by spaces or commas, each a host, `host:port` or
+/// URL; `None` when one is not (pure).
+#[must_use]
+pub fn parse_hosts(text: &str) -> Option<Vec<String>> {
+    text.split([' ', ',', '\t', '\n'])
+        .filter(|e| !e.is_empty())
+        .map(host_port)
+        .collect()
+}
+
+/// The hosts the proxy lets through for a profile: each endpoint's URL from the agent's
+/// environment (`env` = the variables the agent gets, `None` = unset) or its default, then
+/// `extra` (pure).
+#[must_use]
+pub fn allowed_hosts(
+    profile: &ProfileSandbox,
+    env: impl Fn(&str) -> Option<String>,
+    extra: &[String],
+) -> Vec<String> {
+    let mut hosts: Vec<String> = profile
+        .api
+        .iter()
+        .filter_map(|a| {
+            let url = env(&a.env).filter(|v| !v.trim().is_empty());
+            host_port(url.as_deref().unwrap_or(&a.default))
+        })
+        .collect();
+    hosts.extend(extra.iter().cloned());
+    hosts.sort();
+    hosts.dedup();
+    hosts
+}
+
+/// The paths and port of one confined agent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rules {
+    /// Read (and execute) only.
+    pub read: Vec<PathBuf>,
+    /// Read and write (create, remove, rename beneath).
+    pub write: Vec<PathBuf>,
+    /// The one TCP port the agent may connect to (the egress proxy's).
+    pub port: u16,
+}
+
+/// The system's read-only part. `/run` is left out but for the resolver's files (it holds
+/// users' agent sockets and keyrings); `/tmp` is replaced by the run's own TMPDIR.
+const SYSTEM_READ: &[&str] = &[
+    "/usr",
+    "/etc",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/opt",
+    "/proc",
+    "/sys",
+    "/dev",
+    "/run/systemd/resolve",
+    "/nix/store",
+];
+
+/// Devices the agent's tools write (git needs `/dev/null` writable).
+const DEVICES_WRITE: &[&str] = &["/dev/null", "/dev/tty", "/dev/zero"];
+
+/// Where the facts for one agent's rules come from.
+#[derive(Debug)]
+pub struct Place<'a> {
+    /// The folder the agent works in (project or task worktree).
+    pub cwd: &'a Path,
+    pub home: Option<&'a Path>,
+    /// The run's private TMPDIR.
+    pub tmp: &'a Path,
+    /// The agent's program as hank will start it (a name is looked up in `path`).
+    pub program: &'a Path,
+    pub path: Option<&'a OsStr>,
+    /// `[sandbox] write` of the profile.
+    pub client_write: &'a [String],
+    /// SANDBOX_READ.
+    pub extra_read: &'a [String],
+    /// SANDBOX_WRITE.
+    pub extra_write: &'a [String],
+    pub proxy_port: u16,
+}
+
+/// `~/x` under `home`, an absolute path as it is; `None` otherwise.
+fn expand(entry: &str, home: Option<&Path>) -> Option<PathBuf> {
+    if entry == "~" {
+        return None; // never the whole HOME
+    }
+    match entry.strip_prefix("~/") {
+        Some(rest) => home.map(|h| h.join(rest)),
+        None => Some(PathBuf::from(entry)).filter(|p| p.is_absolute()),
+    }
+}
+
+impl Rules {
+    /// The rules for an agent at `place`: the files it needs and nothing else of HOME.
+    #[must_use]
+    pub fn for_agent(place: &Place<'_>) -> Self {
+        let mut read: Vec<PathBuf> = SYSTEM_READ.iter().map(PathBuf::from).collect();
+        read.extend(
+            place
+                .extra_read
+                .iter()
+                .filter_map(|e| expand(e, place.home)),
+        );
+        read.extend(install_dirs(place.program, place.path));
+        let mut write: Vec<PathBuf> = vec![place.cwd.to_path_buf(), place.tmp.to_path_buf()];
+        write.extend(DEVICES_WRITE.iter().map(PathBuf::from));
+        write.extend(
+            place
+                .client_write
+                .iter()
+                .filter_map(|e| expand(e, place.home)),
+        );
+        write.extend(
+            place
+                .extra_write
+                .iter()
+                .filter_map(|e| expand(e, place.home)),
+        );
+        let (git_read, git_write) = worktree_git(place.cwd);
+        read.extend(git_read);
+        write.extend(git_write);
+        read.retain(|p| p.exists());
+        write.retain(|p| p.exists());
+        Self {
+            read,
+            write,
+            port: place.proxy_port,
+        }
+    }
+
+    /// `hank __sandbox` arguments before `--`: `--read P`, `--write P`, `--port N`.
+    #[must_use]
+    pub fn to_args(&self) -> Vec<OsString> {
+        let mut out = Vec::new();
+        for p in &self.read {
+            out.push(OsString::from("--read"));
+            out.push(p.clone().into_os_string());
+        }
+        for p in &self.write {
+            out.push(OsString::from("--write"));
+            out.push(p.clone().into_os_string());
+        }
+        out.push(OsString::from("--port"));
+        out.push(OsString::from(self.port.to_string()));
+        out
+    }
+
+    /// The rules and the command (`RULES -- PROGRAM ARGS…`) of `hank __sandbox`.
+    ///
+    /// # Errors
+    /// An argument that is not one of [`Rules::to_args`]'s, or no command.
+    pub fn from_args(args: &[OsString]) -> Result<(Self, &[OsString])> {
+        let bad = |what: &str| HankError::usage(format!("{ENTER}: {what}"));
+        let mut rules = Self::default();
+        let mut port = None;
+        let mut i = 0;
+        while i < args.len() {
+            let flag = args[i].to_str().unwrap_or("");
+            if flag == "--" {
+                let command = &args[i + 1..];
+                if command.is_empty() {
+                    return Err(bad("expected `-- PROGRAM ARGS…`"));
+                }
+                rules.port = port.ok_or_else(|| bad("expected --port N"))?;
+                return Ok((rules, command));
+            }
+            let value = args
+                .get(i + 1)
+                .ok_or_else(|| bad(&format!("{flag}: expected a value")))?;
+            match flag {
+                "--read" => rules.read.push(PathBuf::from(value)),
+                "--write" => rules.write.push(PathBuf::from(value)),
+                "--port" => {
+                    port = value.to_str().and_then(|v| v.parse::<u16>().ok());
+                    if port.is_none() {
+                        return Err(bad("--port: expected a TCP port"));
+                    }
+                }
+                other => return Err(bad(&format!("unknown argument `{other}`"))),
+            }
+            i += 2;
+        }
+        Err(bad("expected `-- PROGRAM ARGS…`"))
+    }
+
+    /// Restricts this process (and everything it starts) to the rules, all or nothing.
+    ///
+    /// # Errors
+    /// Landlock ABI 4 is not enforced on this kernel, or a rule cannot be added.
+    pub fn restrict_self(&self) -> Result<()> {
+        let fail = |e: &dyn std::fmt::Display| {
+            HankError::usage(format!(
+                "{ENTER}: Landlock could not confine the agent: {e}"
+            ))
+        };
+        let status = Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(AccessFs::from_all(NEEDED_ABI))
+            .and_then(|r| r.handle_access(AccessNet::ConnectTcp))
+            .and_then(Ruleset::create)
+            .and_then(|r| {
+                r.add_rules(path_beneath_rules(
+                    &self.read,
+                    AccessFs::from_read(NEEDED_ABI),
+                ))
+            })
+            .and_then(|r| {
+                r.add_rules(path_beneath_rules(
+                    &self.write,
+                    AccessFs::from_all(NEEDED_ABI),
+                ))
+            })
+            .and_then(|r| r.add_rule(NetPort::new(self.port, AccessNet::ConnectTcp)))
+            .and_then(|r| r.restrict_self())
+            .map_err(|e| fail(&e))?;
+        if status.ruleset == RulesetStatus::FullyEnforced {
+            Ok(())
+        } else {
+            Err(fail(&"the ruleset is not fully enforced"))
+        }
+    }
+}
+
+/// The folders of the agent's install: the program's own folder and, when it is a link (npm's
+/// `bin/claude` → `…/node_modules/@anthropic-ai/claude-code/cli.js`), the target's folder.
+fn install_dirs(program: &Path, path: Option<&OsStr>) -> Vec<PathBuf> {
+    let found = if program.components().count() > 1 {
+        Some(program.to_path_buf())
+    } else {
+        path.and_then(|p| {
+            std::env::split_paths(p)
+                .map(|d| d.join(program))
+                .find(|c| c.is_file())
+        })
+    };
+    let Some(found) = found else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<PathBuf> = found.parent().map(Path::to_path_buf).into_iter().collect();
+    if let Ok(real) = std::fs::canonicalize(&found)
+        && let Some(dir) = real.parent()
+    {
+        dirs.push(dir.to_path_buf());
+    }
+    dirs
+}
+
+/// A linked worktree's git dirs (its `.git` is a file `gitdir: <common>/worktrees/<slug>`): read
+/// the common dir (config, hooks), write the worktree's own git dir, the object store, refs
+/// and logs. Nothing for a plain checkout (its `.git` is inside the project).
+fn worktree_git(cwd: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let Ok(text) = std::fs::read_to_string(cwd.join(".git")) else {
+        return (Vec::new(), Vec::new());
+    };
+    let Some(gitdir) = text.trim().strip_prefix("gitdir:").map(str::trim) else {
+        return (Vec::new(), Vec::new());
+    };
+    let own = cwd.join(gitdir);
+    let common = std::fs::read_to_string(own.join("commondir"))
+        .map(|c| own.join(c.trim()))
+        .unwrap_or_else(|_| own.join("../.."));
+    let common = std::fs::canonicalize(&common).unwrap_or(common);
+    let write = ["objects", "refs", "logs", "packed-refs"]
+        .iter()
+        .map(|d| common.join(d))
+        .chain([own])
+        .collect();
+    (vec![common], write)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,227 @@
+//! SANDBOX with the real Landlock of this kernel (no root): a probe agent (the fake `claude`
+//! with an `effect.sh`) tries what a confined agent must not do and what it must still do.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::thread;
+
+use crate::support::{Project, TICK_ONE, stderr};
+
+/// A loopback HTTP server answering every request with `body`, on its own thread.
+fn serve(body: &'static str) -> u16 {
+    let listener = TcpListener::bind(("127.0.0.1", 0)).expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut c) = conn else { continue };
+            let mut buf = [0u8; 4096];
+            let _ = c.read(&mut buf);
+            let _ = c.write_all(
+                format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+                .as_bytes(),
+            );
+        }
+    });
+    port
+}
+
+/// The probe: each attempt appends one word to `probe.log` in the project.
+const PROBE: &str = r#"
+log() { echo "$1" >> probe.log; }
+if cat "$HOME/.ssh/id_ed25519" >/dev/null 2>&1; then log read-key; else log no-key; fi
+if echo x > "$HOME/x" 2>/dev/null; then log wrote-home; else log no-home; fi
+if echo x > ../sibling/x 2>/dev/null; then log wrote-sibling; else log no-sibling; fi
+if curl --noproxy '*' -fsS -m 10 "http://127.0.0.1:$PROBE_OTHER_PORT/" >/dev/null 2>&1; then log direct; else log no-direct; fi
+if curl -fsS -m 10 "http://evil.example/" >/dev/null 2>&1; then log evil; else log no-evil; fi
+if [ "$(curl -fsS -m 10 "$ANTHROPIC_BASE_URL/v1/ping" 2>/dev/null)" = pong ]; then log api; else log no-api; fi
+if echo work > work.txt && git add work.txt && git commit -qm work; then log committed; else log no-commit; fi
+f="${TMPDIR:-/tmp}/hank-probe-$$"
+if echo t > "$f"; then rm -f "$f"; log tmp; else log no-tmp; fi
+"#;
+
+/// A git project, a planted key, a sibling folder, the API and another loopback listener; the
+/// probe run once with `sandbox` (SANDBOX's value); what it logged.
+fn probe(sandbox: &str) -> (Project, Vec<String>) {
+    let p = Project::new(&["task", "next task"]);
+    p.git_init();
+    let ssh = p.home.join(".ssh");
+    std::fs::create_dir_all(&ssh).expect("mkdir");
+    std::fs::write(ssh.join("id_ed25519"), "PRIVATE KEY\n").expect("write");
+    let sibling = p.dir.parent().expect("root").join("sibling");
+    std::fs::create_dir_all(&sibling).expect("mkdir");
+    p.fake("effect-1.sh", &format!("{PROBE}{TICK_ONE}"));
+    let (api, other) = (serve("pong"), serve("other"));
+    let fake = p.fake.display().to_string();
+    let out = p
+        .cmd()
+        .env("SANDBOX", sandbox)
+        .env("SANDBOX_WRITE", &fake)
+        .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{api}"))
+        .env("PROBE_OTHER_PORT", other.to_string())
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .args(["run", "--max-loops", "2"])
+        .output()
+        .expect("run hank");
+    let log = std::fs::read_to_string(p.dir.join("probe.log")).unwrap_or_default();
+    assert!(!log.is_empty(), "the probe did not run: {}", stderr(&out));
+    (p, log.lines().map(str::to_string).collect())
+}
+
+fn landlock_here() -> bool {
+    hank::sandbox::available()
+}
+
+#[test]
+fn a_sandboxed_agent_is_refused_keys_home_siblings_and_other_hosts_and_still_works() {
+    if !landlock_here() {
+        eprintln!("skipped: this kernel has no Landlock ABI 4");
+        return;
+    }
+    let (p, log) = probe("landlock");
+    assert_eq!(
+        log,
+        [
+            "no-key",
+            "no-home",
+            "no-sibling",
+            "no-direct",
+            "no-evil",
+            "api",
+            "committed",
+            "tmp"
+        ],
+    );
+    assert!(!p.home.join("x").exists());
+    let denied = p.events_of("egress_denied");
+    assert!(
+        denied.iter().any(|e| e["host"] == "evil.example:80"),
+        "{denied:?}"
+    );
+    let log = crate::support::git(&p.dir, &["log", "--format=%s"]);
+    assert!(log.lines().any(|l| l == "work"), "{log}");
+    // Told: status.json, `hank status`, and the next loop's context.
+    let status = p.status();
+    let sandbox = status["sandbox"].as_str().unwrap_or_default();
+    assert!(sandbox.starts_with("landlock:"), "{status}");
+    assert!(sandbox.contains("UDP"), "{sandbox}");
+    assert!(
+        status["egress_denied"][0]
+            .as_str()
+            .is_some_and(|d| d.starts_with("evil.example:80 at ")),
+        "{status}"
+    );
+    let shown = p.run(&["status"]);
+    let text = stderr(&shown) + &String::from_utf8_lossy(&shown.stdout);
+    assert!(text.contains("sandbox:      landlock"), "{text}");
+    assert!(text.contains("refused:    evil.example:80"), "{text}");
+    let next = String::from_utf8_lossy(&p.stdin(2)).into_owned();
+    assert!(
+        next.contains("sandbox refused connections to evil.example:80"),
+        "{next}"
+    );
+}
+
+#[test]
+fn doctor_says_what_confinement_the_next_run_gets() {
+    let p = Project::new(&["task"]);
+    for (mode, want) in [
+        ("landlock", "landlock:"),
+        ("off", "off: the agent runs unconfined (SANDBOX=off)"),
+    ] {
+        if mode == "landlock" && !landlock_here() {
+            continue;
+        }
+        let out = p
+            .cmd()
+            .env("SANDBOX", mode)
+            .args(["doctor", "--json"])
+            .output()
+            .expect("doctor");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        let check = crate::support::doctor_check(&v, "sandbox");
+        assert_eq!(check["ok"], true, "{check}");
+        assert!(
+            check["detail"]
+                .as_str()
+                .is_some_and(|d| d.starts_with(want)),
+            "{check}"
+        );
+    }
+}
+
+#[test]
+fn sandbox_off_leaves_the_agent_unconfined() {
+    let (_p, log) = probe("off");
+    assert_eq!(
+        log,
+        [
+            "read-key",
+            "wrote-home",
+            "wrote-sibling",
+            "direct",
+            "no-evil",
+            "api",
+            "committed",
+            "tmp"
+        ],
+    );
+}
+
+#[test]
+fn sandbox_values_are_checked() {
+    let p = Project::new(&["task"]);
+    let out = p
+        .cmd()
+        .env("SANDBOX", "maybe")
+        .args(["run", "--max-loops", "1"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("SANDBOX"), "{}", stderr(&out));
+}
+
+/// A fleet task's probe: its own worktree and commit allowed; the user's checkout and the
+/// folder of the other worktrees refused.
+const FLEET_PROBE: &str = r#"n=$(basename "$PWD"); out="$FAKE_CLAUDE_DIR/probe-$n"
+sed -i '0,/- \[ \]/s//- [x]/' .hank/fix_plan.md
+if echo x > "$PROBE_CHECKOUT/intruder-$n" 2>/dev/null; then echo wrote-checkout >> "$out"; else echo no-checkout >> "$out"; fi
+if echo x > "../intruder-$n" 2>/dev/null; then echo wrote-worktrees >> "$out"; else echo no-worktrees >> "$out"; fi
+if echo "$n" > "$n.txt" && git add "$n.txt" && git commit -qm "work $n"; then echo committed >> "$out"; else echo no-commit >> "$out"; fi
+"#;
+
+#[test]
+fn a_fleet_task_writes_only_its_own_worktree() {
+    if !landlock_here() {
+        eprintln!("skipped: this kernel has no Landlock ABI 4");
+        return;
+    }
+    let p = crate::fleet::project_doing("## A\n- [ ] a\n## B\n- [ ] b\n", FLEET_PROBE);
+    let out = p
+        .cmd()
+        .env("SANDBOX", "landlock")
+        .env("SANDBOX_WRITE", p.fake.display().to_string())
+        .env("PROBE_CHECKOUT", &p.dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .args(["fleet", "--agents", "2"])
+        .output()
+        .expect("run hank fleet");
+    for task in ["a", "b"] {
+        let probe = std::fs::read_to_string(p.fake.join(format!("probe-{task}")))
+            .unwrap_or_else(|_| panic!("task {task} did not run: {}", stderr(&out)));
+        assert_eq!(
+            probe.lines().collect::<Vec<_>>(),
+            ["no-checkout", "no-worktrees", "committed"],
+            "task {task}"
+        );
+        assert!(!p.dir.join(format!("intruder-{task}")).exists());
+    }
+}
