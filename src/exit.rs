@@ -66,11 +66,14 @@ pub enum ExitReason {
     /// The push of the delivery branch was refused (a pre-push hook or the remote); its
     /// output is kept for the agent.
     PushRejected,
+    /// A commit about to be pushed adds a file that looks like a secret (by its name or its
+    /// content) that `DELIVER_ALLOW_FILES` does not allow: nothing was pushed.
+    SecretsInCommits,
 }
 
 impl ExitReason {
     /// Every reason, in table order.
-    pub const ALL: [ExitReason; 21] = [
+    pub const ALL: [ExitReason; 22] = [
         Self::ProjectComplete,
         Self::PlanComplete,
         Self::TestSaturation,
@@ -92,6 +95,7 @@ impl ExitReason {
         Self::CiMissing,
         Self::CiTimeout,
         Self::PushRejected,
+        Self::SecretsInCommits,
     ];
 
     /// A "done" claim: the run ends because the agent's work looks finished. With
@@ -128,6 +132,7 @@ impl ExitReason {
             | Self::SpendLimit
             | Self::CiTimeout => LIMIT,
             Self::Interrupted => INTERRUPTED,
+            Self::SecretsInCommits => ERROR,
         }
     }
 
@@ -156,6 +161,7 @@ impl ExitReason {
             Self::CiMissing => "ci_missing",
             Self::CiTimeout => "ci_timeout",
             Self::PushRejected => "push_rejected",
+            Self::SecretsInCommits => "secrets_in_commits",
         }
     }
 }
@@ -175,7 +181,9 @@ mod tests {
 
     #[test]
     fn codes_follow_the_table() {
-        let expected = [0, 0, 0, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 130, 0, 2, 2, 3];
+        let expected = [
+            0, 0, 0, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 130, 0, 2, 2, 3, 2, 1,
+        ];
         for (reason, code) in ExitReason::ALL.iter().zip(expected) {
             assert_eq!(reason.code(), code, "{reason}");
         }

@@ -659,50 +659,7 @@ pub fn push_feedback(remote: &str, branch: &str, output: &str, secrets: &[String
 // ---------------------------------------------------------------------------------------------
 // What a delivery never commits, and how a failed push is read
 
-/// Names of files that hold credentials by convention.
-const SECRET_NAMES: &[&str] = &[
-    ".env",
-    ".envrc",
-    ".netrc",
-    "_netrc",
-    ".git-credentials",
-    ".pgpass",
-    ".pypirc",
-    ".htpasswd",
-    "credentials.json",
-];
-/// `.env.*` files that are templates, not secrets.
-const ENV_TEMPLATES: &[&str] = &["example", "sample", "template", "dist", "defaults"];
-/// Extensions of private keys and key stores.
-const SECRET_EXTENSIONS: &[&str] = &["pem", "key", "p12", "pfx", "jks", "keystore", "kdbx", "ppk"];
-/// SSH private keys (their `.pub` halves are public).
-const SSH_KEY_PREFIXES: &[&str] = &["id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"];
-
-/// A path (relative, `/`-separated, as git prints it) that looks like it holds a secret:
-/// `.env` and `.env.*` (not `.env.example`, `.sample`, `.template`, `.dist`, `.defaults`),
-/// `.envrc`, `.netrc`, `.git-credentials`, `.pgpass`, `.pypirc`, `.htpasswd`,
-/// `credentials.json`, `.aws/credentials`, private keys and key stores (`*.pem`, `*.key`,
-/// `*.p12`, `*.pfx`, `*.jks`, `*.keystore`, `*.kdbx`, `*.ppk`) and SSH keys (`id_rsa*`,
-/// `id_dsa*`, `id_ecdsa*`, `id_ed25519*`, not `*.pub`). A delivery never commits them.
-#[must_use]
-pub fn looks_like_secret(path: &str) -> bool {
-    let lower = path.to_ascii_lowercase();
-    let name = lower.rsplit('/').next().unwrap_or(&lower);
-    if SECRET_NAMES.contains(&name)
-        || lower == ".aws/credentials"
-        || lower.ends_with("/.aws/credentials")
-    {
-        return true;
-    }
-    if let Some(rest) = name.strip_prefix(".env.") {
-        return !ENV_TEMPLATES.contains(&rest);
-    }
-    if SSH_KEY_PREFIXES.iter().any(|p| name.starts_with(p)) && !name.ends_with(".pub") {
-        return true;
-    }
-    name.rsplit_once('.')
-        .is_some_and(|(stem, ext)| !stem.is_empty() && SECRET_EXTENSIONS.contains(&ext))
-}
+pub use super::secrets::looks_like_secret;
 
 /// A push that failed for a reason the agent cannot fix and that may pass on a retry (the
 /// network, the remote hanging up) — not a hook's or the remote's refusal.
