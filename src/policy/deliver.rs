@@ -188,13 +188,70 @@ fn inline(text: &str, secrets: &[String], max: usize) -> String {
     neutral_markdown(&one)
 }
 
-/// Removes what would act in Markdown on GitHub: mentions ping people, `#N` links issues,
-/// HTML renders.
+/// Removes what would act in Markdown on GitHub: mentions ping people, closing keywords
+/// close issues, HTML and remote images render, backticks open code.
 fn neutral_markdown(s: &str) -> String {
-    s.replace('@', "@\u{200b}")
+    defuse_references(&s.replace("![", "!\u{200b}["))
+        .replace('@', "@\u{200b}")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('`', "'")
+}
+
+/// A closing keyword (`close`, `closes`, `closed`, `fix`, `fixes`, `fixed`, `resolve`,
+/// `resolves`, `resolved`, any case, an optional colon) before an issue reference (`#N`,
+/// `owner/repo#N`, `GH-N`, an issue or pull request URL) made inert: a zero-width joiner
+/// inside the keyword, so neither GitHub nor GitLab reads it as one and nothing is closed
+/// on merge. The text reads the same.
+#[must_use]
+pub fn defuse_references(text: &str) -> String {
+    static KEYWORD: LazyLock<Option<Regex>> = LazyLock::new(|| {
+        Regex::new(
+            r"(?i)\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)",
+        )
+        .ok()
+    });
+    static REFERENCE: LazyLock<Option<Regex>> = LazyLock::new(|| {
+        Regex::new(r"(?i)^[\s*_~]*:?[\s*_~]*(?:#[0-9]|[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#[0-9]|gh-[0-9]|https?://|www\.)").ok()
+    });
+    let (Some(kw), Some(re)) = (KEYWORD.as_ref(), REFERENCE.as_ref()) else {
+        return text.to_string();
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for m in kw.find_iter(text) {
+        let after = &text[m.end()..];
+        // A keyword glued to more letters (`fixture`) is not one.
+        if after.chars().next().is_some_and(char::is_alphanumeric) || !re.is_match(after) {
+            continue;
+        }
+        let word = m.as_str();
+        let mut chars = word.chars();
+        let first = chars.next().map(String::from).unwrap_or_default();
+        out.push_str(&text[at..m.start()]);
+        out.push_str(&first);
+        out.push('\u{200d}');
+        out.push_str(chars.as_str());
+        at = m.end();
+    }
+    out.push_str(&text[at..]);
+    out
+}
+
+/// `text` as a fenced code block (nothing in it renders: no HTML, image, link or mention),
+/// the fence longer than any backtick run inside, closing keywords defused
+/// ([`defuse_references`]).
+#[must_use]
+pub fn fenced(text: &str) -> String {
+    let mut longest = 0;
+    let mut run = 0;
+    for c in text.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat((longest + 1).max(3));
+    let body = defuse_references(text);
+    format!("{fence}text\n{}\n{fence}\n", body.trim_end_matches('\n'))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -385,10 +442,7 @@ pub fn pr_body(ev: &Evidence, secrets: &[String]) -> String {
     }
     if let Some(s) = ev.agent_summary.as_deref().filter(|s| !s.trim().is_empty()) {
         b.push_str("\n### The agent's own summary (its words, not evidence)\n\n");
-        let s = neutral_markdown(&clean(s, secrets, MAX_SUMMARY_CHARS));
-        for line in s.lines() {
-            let _ = writeln!(b, "> {line}");
-        }
+        b.push_str(&fenced(&clean(s, secrets, MAX_SUMMARY_CHARS)));
     }
     let closes = closed_issues(&ev.items_done);
     if !closes.is_empty() {
@@ -791,6 +845,43 @@ mod tests {
     }
 
     #[test]
+    fn closing_keywords_mentions_html_and_images_are_defused() {
+        let zwj = '\u{200d}';
+        // (text, defused: the keyword is split)
+        let cases = [
+            ("Closes #9", true),
+            ("closes: #9", true),
+            ("FIXES #9", true),
+            ("fix #9", true),
+            ("fixed: #9", true),
+            ("Resolves owner/repo#10", true),
+            ("resolved https://github.com/o/r/issues/3", true),
+            ("close GH-4", true),
+            ("Closed **#5**", true),
+            ("This fixes the parser", false),
+            ("closest #1", false),
+            ("fixture #2", false),
+            ("encloses #3", false),
+            ("no keyword #4", false),
+        ];
+        for (text, defused) in cases {
+            let got = defuse_references(text);
+            assert_eq!(got.contains(zwj), defused, "{text:?} → {got:?}");
+            assert_eq!(got.replace(zwj, ""), text, "reads the same: {text:?}");
+        }
+        let inline = neutral_markdown("hi @someone <img src=x> ![a](https://e/x.png) Fixes #1");
+        for bad in ["@someone", "<img", "![", "Fixes #1"] {
+            assert!(!inline.contains(bad), "{bad}: {inline}");
+        }
+        // The fence is longer than any backtick run inside; keywords are defused there too.
+        let f = fenced("text ```` more\nCloses #9\n");
+        assert!(f.starts_with("`````text\n"), "{f}");
+        assert!(f.ends_with("\n`````\n"), "{f}");
+        assert!(!f.contains("Closes #9"), "{f}");
+        assert!(fenced("plain").starts_with("```text\nplain\n```"));
+    }
+
+    #[test]
     fn branch_names() {
         for ok in ["hank/main", "feature/x-1", "a.b", "hank/v1.2"] {
             assert!(valid_branch_name(ok), "{ok}");
@@ -938,8 +1029,7 @@ mod tests {
             "Stop reason: `plan_complete` — every item is done",
             "Closed → HalfOpen: no progress in 2 loops",
             "### The agent's own summary (its words, not evidence)",
-            "> All done! [REDACTED]",
-            "> @\u{200b}everyone look",
+            "```text\nAll done! [REDACTED]\n@everyone look\n```\n",
             "Closes #12",
             "$1.00 of the cost is hank's estimate",
         ] {
