@@ -28,7 +28,13 @@ pub fn scan(dir: &Path, tip: &str, known: &[String], allow: &[String]) -> Result
     for k in known {
         let exists = super::git(
             dir,
-            &["rev-parse", "--verify", "--quiet", "--end-of-options", &format!("{k}^{{commit}}")],
+            &[
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                "--end-of-options",
+                &format!("{k}^{{commit}}"),
+            ],
             super::GIT_QUICK,
         )?
         .success;

@@ -205,12 +205,8 @@ fn neutral_markdown(s: &str) -> String {
 /// on merge. The text reads the same.
 #[must_use]
 pub fn defuse_references(text: &str) -> String {
-    static KEYWORD: LazyLock<Option<Regex>> = LazyLock::new(|| {
-        Regex::new(
-            r"(?i)\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)",
-        )
-        .ok()
-    });
+    static KEYWORD: LazyLock<Option<Regex>> =
+        LazyLock::new(|| Regex::new(r"(?i)\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)").ok());
     static REFERENCE: LazyLock<Option<Regex>> = LazyLock::new(|| {
         Regex::new(r"(?i)^[\s*_~]*:?[\s*_~]*(?:#[0-9]|[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#[0-9]|gh-[0-9]|https?://|www\.)").ok()
     });

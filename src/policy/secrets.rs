@@ -117,7 +117,8 @@ pub fn allowed(path: &str, patterns: &[String]) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
     patterns.iter().map(|p| p.trim()).any(|p| {
         let p = p.strip_prefix("./").unwrap_or(p);
-        glob(p.as_bytes(), path.as_bytes()) || (!p.contains('/') && glob(p.as_bytes(), name.as_bytes()))
+        glob(p.as_bytes(), path.as_bytes())
+            || (!p.contains('/') && glob(p.as_bytes(), name.as_bytes()))
     })
 }
 
