@@ -82,7 +82,7 @@ const TOKEN_KINDS: &[&str] = &[
     "a Slack token",
 ];
 
-/// The first credential-shaped word in `text` (see [`TOKEN_SHAPES`]): what it is, `None`
+/// The first credential-shaped word in `text` (the shapes the redactor replaces): what it is, `None`
 /// when there is none.
 #[must_use]
 pub fn token_shape(text: &str) -> Option<&'static str> {
