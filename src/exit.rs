@@ -69,11 +69,14 @@ pub enum ExitReason {
     /// A delivery step at the forge failed (the pull request, its checks, a review read):
     /// the branch is pushed; `hank deliver` finishes the delivery from its record.
     ForgeFailed,
+    /// A commit about to be pushed adds a file that looks like a secret (by its name or its
+    /// content) that `DELIVER_ALLOW_FILES` does not allow: nothing was pushed.
+    SecretsInCommits,
 }
 
 impl ExitReason {
     /// Every reason, in table order.
-    pub const ALL: [ExitReason; 22] = [
+    pub const ALL: [ExitReason; 23] = [
         Self::ProjectComplete,
         Self::PlanComplete,
         Self::TestSaturation,
@@ -96,6 +99,7 @@ impl ExitReason {
         Self::CiTimeout,
         Self::PushRejected,
         Self::ForgeFailed,
+        Self::SecretsInCommits,
     ];
 
     /// A "done" claim: the run ends because the agent's work looks finished. With
@@ -133,6 +137,7 @@ impl ExitReason {
             | Self::CiTimeout => LIMIT,
             Self::Interrupted => INTERRUPTED,
             Self::ForgeFailed => ERROR,
+            Self::SecretsInCommits => ERROR,
         }
     }
 
@@ -162,6 +167,7 @@ impl ExitReason {
             Self::CiTimeout => "ci_timeout",
             Self::PushRejected => "push_rejected",
             Self::ForgeFailed => "forge_failed",
+            Self::SecretsInCommits => "secrets_in_commits",
         }
     }
 }

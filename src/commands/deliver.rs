@@ -278,6 +278,21 @@ fn deliver_record(
     }
     d.secrets_skipped = committed.secrets_skipped;
     let sha = deliver::head(dir)?;
+    // What is pushed is scanned, not only what hank staged: every commit the remote's base
+    // does not have yet (the whole history when hank knows nothing of the remote).
+    let known = deliver::scan::known_refs(&remote, &base, &branch);
+    let allow = s.deliver_allow_files.value.clone().unwrap_or_default();
+    let found = deliver::scan::scan(dir, &sha, &known, &allow)?;
+    if !found.hits.is_empty() {
+        errln!(
+            "hank: {}",
+            crate::policy::secrets::refusal(&remote, &branch, &found.hits, &found.skipped)
+        );
+        d.exit_reason = Some(ExitReason::SecretsInCommits);
+        let reached = rec.step;
+        keep(&mut rec, &d, reached)?;
+        return finish(store, &clock, opts, &d);
+    }
     match deliver::push(dir, &remote, &branch)? {
         Push::Pushed => errln!(
             "hank: pushed {branch} ({}) to {remote}",

@@ -327,7 +327,7 @@ fn run_claimed(
                 // What the agent did before the error is kept for the next job all the same.
                 let name = crate::sanitize::line(&spec.name);
                 let wip = format!("hank: work in progress on task {name} (stopped by an error)");
-                if let Err(k) = keep_work(root, remote, branch, &wip) {
+                if let Err(k) = keep_work(root, remote, branch, &wip, &pushed_since(s, &base)) {
                     errln!("hank: warning: the work on {branch} was not kept: {k}");
                 }
                 return Err(e);
@@ -336,13 +336,14 @@ fn run_claimed(
     };
     let name = crate::sanitize::line(&spec.name);
     if code == exit::OK {
-        return deliver(root, s, &name, remote, start, branch);
+        return deliver(root, s, &name, remote, start, branch, &base);
     }
     keep_work(
         root,
         remote,
         branch,
         &format!("hank: work in progress on task {name} (stopped, exit {code})"),
+        &pushed_since(s, &base),
     )?;
     Ok(code)
 }
@@ -378,10 +379,17 @@ fn deliver(
     remote: Option<&str>,
     start: Option<String>,
     branch: &str,
+    job_start: &str,
 ) -> Result<u8> {
     let mode = s.deliver.value;
     if mode == DeliverMode::None || remote.is_none() {
-        keep_work(root, remote, branch, &format!("hank: task {name}"))?;
+        keep_work(
+            root,
+            remote,
+            branch,
+            &format!("hank: task {name}"),
+            &pushed_since(s, job_start),
+        )?;
         errln!(
             "hank: task {name} finished{}; DELIVER=none: no pull request (set DELIVER=pr for one)",
             remote.map_or_else(String::new, |r| format!(
@@ -401,7 +409,22 @@ fn deliver(
 
 /// Commits what the run left on the task branch (hank's runtime files excepted) and pushes
 /// the branch, so that the next job continues from it.
-fn keep_work(root: &Path, remote: Option<&str>, branch: &str, message: &str) -> Result<()> {
+/// What the scan of a task branch's push leaves out (the commit the job started from) and
+/// lets through (`DELIVER_ALLOW_FILES`).
+fn pushed_since(s: &Settings, job_start: &str) -> (String, Vec<String>) {
+    (
+        job_start.to_string(),
+        s.deliver_allow_files.value.clone().unwrap_or_default(),
+    )
+}
+
+fn keep_work(
+    root: &Path,
+    remote: Option<&str>,
+    branch: &str,
+    message: &str,
+    (job_start, allow): &(String, Vec<String>),
+) -> Result<()> {
     let committed = crate::deliver::commit_all(root, branch, message)?;
     super::deliver::warn_skipped_secrets(&committed);
     if let Some(out) = &committed.refused {
@@ -414,6 +437,12 @@ fn keep_work(root: &Path, remote: Option<&str>, branch: &str, message: &str) -> 
         errln!("hank: committed the work on {branch}");
     }
     let Some(r) = remote else { return Ok(()) };
+    // What is pushed is scanned: the commits since the job started (and not on the remote's
+    // task branch), by name and content.
+    let mut known = crate::deliver::scan::known_refs(r, "", branch);
+    known.push(job_start.clone());
+    let sha = crate::deliver::head(root)?;
+    crate::deliver::scan::refuse_secrets(root, &sha, &known, allow, r, branch)?;
     match crate::deliver::push(root, r, branch)? {
         crate::deliver::Push::Pushed => {
             errln!("hank: pushed {branch} to {r}");

@@ -38,6 +38,8 @@ pub struct InRun {
     wait: Option<CiWaitSettings>,
     auto_merge: bool,
     review_loop: bool,
+    /// DELIVER_ALLOW_FILES: paths the scan of the pushed commits lets through.
+    allow_files: Vec<String>,
     pr: Option<PullRequest>,
     reviews_seen: u64,
     round: u64,
@@ -116,6 +118,7 @@ impl InRun {
             wait,
             auto_merge: s.auto_merge.value,
             review_loop: s.review_loop.value,
+            allow_files: s.deliver_allow_files.value.clone().unwrap_or_default(),
             pr: None,
             reviews_seen: 0,
             round: 0,
@@ -395,6 +398,25 @@ impl InRun {
             }));
         }
         let sha = super::head(&dir)?;
+        // What is pushed is scanned, not only what hank staged (the agent may have committed
+        // a secret itself): a hit ends the run, nothing pushed.
+        let found = blocking({
+            let (dir, sha) = (dir.clone(), sha.clone());
+            let known = super::scan::known_refs(&self.remote, &self.base, &self.branch);
+            let allow = self.allow_files.clone();
+            move || super::scan::scan(&dir, &sha, &known, &allow)
+        })
+        .await?;
+        if !found.hits.is_empty() {
+            self.warnings.push(crate::policy::secrets::refusal(
+                &self.remote,
+                &self.branch,
+                &found.hits,
+                &found.skipped,
+            ));
+            d.exit_reason = Some(ExitReason::SecretsInCommits);
+            return Ok(Pushed::No(Delivered::Final(ExitReason::SecretsInCommits)));
+        }
         let mut attempt = 0;
         loop {
             let pushed = blocking({

@@ -44,6 +44,8 @@ pub enum FleetDelivery {
         base: String,
         remote: String,
         wait: Option<CiWaitSettings>,
+        /// DELIVER_ALLOW_FILES: paths the scan of the pushed commits lets through.
+        allow_files: Vec<String>,
     },
 }
 
@@ -78,6 +80,7 @@ impl FleetDelivery {
                     appear: s.ci_appear_timeout.value,
                     total: s.ci_timeout.value,
                 }),
+                allow_files: s.deliver_allow_files.value.clone().unwrap_or_default(),
             }
         } else {
             Self::PerTask { mode, base }
@@ -127,7 +130,13 @@ pub async fn integration(
     file: &FleetFile,
     cancel: &mut tokio::sync::watch::Receiver<u32>,
 ) -> Result<Option<u8>> {
-    let FleetDelivery::Integration { base, remote, wait } = delivery else {
+    let FleetDelivery::Integration {
+        base,
+        remote,
+        wait,
+        allow_files,
+    } = delivery
+    else {
         return Ok(None);
     };
     let secrets = crate::agent::redact::secret_values();
@@ -142,6 +151,18 @@ pub async fn integration(
     };
     let url = deliver::remote_url(root, remote)?;
     let forge = forge::detect(root, &url, &forge::Env::from_process())?;
+    // What is pushed is scanned: every commit of `into` the remote's base does not have.
+    let tip = format!("refs/heads/{into}");
+    let known = deliver::scan::known_refs(remote, base, into);
+    let found = deliver::scan::scan(root, &tip, &known, allow_files)?;
+    if !found.hits.is_empty() {
+        errln!(
+            "hank: fleet: {}",
+            crate::policy::secrets::refusal(remote, into, &found.hits, &found.skipped)
+        );
+        d.exit_reason = Some(ExitReason::SecretsInCommits);
+        return finish(root, &d);
+    }
     if let Push::Rejected { output } = deliver::push_branch(root, remote, into)? {
         errln!(
             "hank: fleet: the push of {into} to {remote} was rejected:\n{}",

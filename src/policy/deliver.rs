@@ -201,35 +201,14 @@ fn neutral_markdown(s: &str) -> String {
 }
 
 /// The agent's words made inert wherever they appear (code blocks included): a zero-width
-/// space after `@` (no mention) and inside every closing keyword (`close`, `fix`, `resolve`
-/// and their forms) followed by `#N`, `owner/repo#N`, `GH-N` or a URL: a keyword no longer,
-/// so nothing closes on merge. Hank's own `Closes #N` is written after this, never through it.
+/// space after `@` (no mention) and a zero-width joiner inside every closing keyword before
+/// a reference ([`defuse_references`]): nothing pings and nothing closes on merge. Hank's own `Closes #N` is written after this, never through it.
 fn defused(s: &str) -> String {
-    static KEYWORD: LazyLock<Option<Regex>> = LazyLock::new(|| {
-        Regex::new(
-            r"(?i)\b(close[sd]?|fix(?:e[sd])?|resolve[sd]?)(\s*:?\s*)((?:[\w.-]+/[\w.-]+)?#\d|gh-\d|https?://)",
-        )
-        .ok()
-    });
-    let s = s.replace('@', "@\u{200b}");
-    match KEYWORD.as_ref() {
-        Some(re) => re
-            .replace_all(&s, |c: &regex::Captures<'_>| {
-                let word = c.get(1).map_or("", |m| m.as_str());
-                let (first, rest) = word.split_at(word.chars().next().map_or(0, char::len_utf8));
-                format!(
-                    "{first}\u{200b}{rest}{}{}",
-                    c.get(2).map_or("", |m| m.as_str()),
-                    c.get(3).map_or("", |m| m.as_str())
-                )
-            })
-            .into_owned(),
-        None => s,
-    }
+    defuse_references(&s.replace('@', "@\u{200b}"))
 }
 
-/// `text` as a fenced code block whose fence is longer than any run of backticks in it: the
-/// agent's words shown as written, nothing in them rendered or linked.
+/// `text` as a fenced code block whose fence is longer than any run of backticks in it, its
+/// words [`defused`]: shown as written, nothing in them rendered, linked or closed.
 fn fenced(text: &str) -> String {
     let mut longest = 0;
     let mut run = 0;
@@ -238,7 +217,46 @@ fn fenced(text: &str) -> String {
         longest = longest.max(run);
     }
     let fence = "`".repeat(longest.max(2) + 1);
-    format!("{fence}text\n{}\n{fence}\n", text.trim_end_matches('\n'))
+    format!(
+        "{fence}text\n{}\n{fence}\n",
+        defused(text).trim_end_matches('\n')
+    )
+}
+
+/// A closing keyword (`close`, `closes`, `closed`, `fix`, `fixes`, `fixed`, `resolve`,
+/// `resolves`, `resolved`, any case, an optional colon) before an issue reference (`#N`,
+/// `owner/repo#N`, `GH-N`, an issue or pull request URL) made inert: a zero-width joiner
+/// inside the keyword, so neither GitHub nor GitLab reads it as one and nothing is closed
+/// on merge. The text reads the same.
+#[must_use]
+pub fn defuse_references(text: &str) -> String {
+    static KEYWORD: LazyLock<Option<Regex>> =
+        LazyLock::new(|| Regex::new(r"(?i)\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)").ok());
+    static REFERENCE: LazyLock<Option<Regex>> = LazyLock::new(|| {
+        Regex::new(r"(?i)^[\s*_~]*:?[\s*_~]*(?:#[0-9]|[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#[0-9]|gh-[0-9]|https?://|www\.)").ok()
+    });
+    let (Some(kw), Some(re)) = (KEYWORD.as_ref(), REFERENCE.as_ref()) else {
+        return text.to_string();
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for m in kw.find_iter(text) {
+        let after = &text[m.end()..];
+        // A keyword glued to more letters (`fixture`) is not one.
+        if after.chars().next().is_some_and(char::is_alphanumeric) || !re.is_match(after) {
+            continue;
+        }
+        let word = m.as_str();
+        let mut chars = word.chars();
+        let first = chars.next().map(String::from).unwrap_or_default();
+        out.push_str(&text[at..m.start()]);
+        out.push_str(&first);
+        out.push('\u{200d}');
+        out.push_str(chars.as_str());
+        at = m.end();
+    }
+    out.push_str(&text[at..]);
+    out
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -429,7 +447,7 @@ pub fn pr_body(ev: &Evidence, secrets: &[String]) -> String {
     }
     if let Some(s) = ev.agent_summary.as_deref().filter(|s| !s.trim().is_empty()) {
         b.push_str("\n### The agent's own summary (its words, not evidence)\n\n");
-        b.push_str(&fenced(&defused(&clean(s, secrets, MAX_SUMMARY_CHARS))));
+        b.push_str(&fenced(&clean(s, secrets, MAX_SUMMARY_CHARS)));
     }
     let closes = closed_issues(&ev.items_done);
     if !closes.is_empty() {
@@ -700,50 +718,7 @@ pub fn push_feedback(remote: &str, branch: &str, output: &str, secrets: &[String
 // ---------------------------------------------------------------------------------------------
 // What a delivery never commits, and how a failed push is read
 
-/// Names of files that hold credentials by convention.
-const SECRET_NAMES: &[&str] = &[
-    ".env",
-    ".envrc",
-    ".netrc",
-    "_netrc",
-    ".git-credentials",
-    ".pgpass",
-    ".pypirc",
-    ".htpasswd",
-    "credentials.json",
-];
-/// `.env.*` files that are templates, not secrets.
-const ENV_TEMPLATES: &[&str] = &["example", "sample", "template", "dist", "defaults"];
-/// Extensions of private keys and key stores.
-const SECRET_EXTENSIONS: &[&str] = &["pem", "key", "p12", "pfx", "jks", "keystore", "kdbx", "ppk"];
-/// SSH private keys (their `.pub` halves are public).
-const SSH_KEY_PREFIXES: &[&str] = &["id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"];
-
-/// A path (relative, `/`-separated, as git prints it) that looks like it holds a secret:
-/// `.env` and `.env.*` (not `.env.example`, `.sample`, `.template`, `.dist`, `.defaults`),
-/// `.envrc`, `.netrc`, `.git-credentials`, `.pgpass`, `.pypirc`, `.htpasswd`,
-/// `credentials.json`, `.aws/credentials`, private keys and key stores (`*.pem`, `*.key`,
-/// `*.p12`, `*.pfx`, `*.jks`, `*.keystore`, `*.kdbx`, `*.ppk`) and SSH keys (`id_rsa*`,
-/// `id_dsa*`, `id_ecdsa*`, `id_ed25519*`, not `*.pub`). A delivery never commits them.
-#[must_use]
-pub fn looks_like_secret(path: &str) -> bool {
-    let lower = path.to_ascii_lowercase();
-    let name = lower.rsplit('/').next().unwrap_or(&lower);
-    if SECRET_NAMES.contains(&name)
-        || lower == ".aws/credentials"
-        || lower.ends_with("/.aws/credentials")
-    {
-        return true;
-    }
-    if let Some(rest) = name.strip_prefix(".env.") {
-        return !ENV_TEMPLATES.contains(&rest);
-    }
-    if SSH_KEY_PREFIXES.iter().any(|p| name.starts_with(p)) && !name.ends_with(".pub") {
-        return true;
-    }
-    name.rsplit_once('.')
-        .is_some_and(|(stem, ext)| !stem.is_empty() && SECRET_EXTENSIONS.contains(&ext))
-}
+pub use super::secrets::looks_like_secret;
 
 /// A push that failed for a reason the agent cannot fix and that may pass on a retry (the
 /// network, the remote hanging up) — not a hook's or the remote's refusal.
@@ -872,6 +847,43 @@ mod tests {
 
     fn at(s: &str) -> Timestamp {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn closing_keywords_mentions_html_and_images_are_defused() {
+        let zwj = '\u{200d}';
+        // (text, defused: the keyword is split)
+        let cases = [
+            ("Closes #9", true),
+            ("closes: #9", true),
+            ("FIXES #9", true),
+            ("fix #9", true),
+            ("fixed: #9", true),
+            ("Resolves owner/repo#10", true),
+            ("resolved https://github.com/o/r/issues/3", true),
+            ("close GH-4", true),
+            ("Closed **#5**", true),
+            ("This fixes the parser", false),
+            ("closest #1", false),
+            ("fixture #2", false),
+            ("encloses #3", false),
+            ("no keyword #4", false),
+        ];
+        for (text, defused) in cases {
+            let got = defuse_references(text);
+            assert_eq!(got.contains(zwj), defused, "{text:?} → {got:?}");
+            assert_eq!(got.replace(zwj, ""), text, "reads the same: {text:?}");
+        }
+        let inline = neutral_markdown("hi @someone <img src=x> ![a](https://e/x.png) Fixes #1");
+        for bad in ["@someone", "<img", "![", "Fixes #1"] {
+            assert!(!inline.contains(bad), "{bad}: {inline}");
+        }
+        // The fence is longer than any backtick run inside; keywords are defused there too.
+        let f = fenced("text ```` more\nCloses #9\n");
+        assert!(f.starts_with("`````text\n"), "{f}");
+        assert!(f.ends_with("\n`````\n"), "{f}");
+        assert!(!f.contains("Closes #9"), "{f}");
+        assert!(fenced("plain").starts_with("```text\nplain\n```"));
     }
 
     #[test]

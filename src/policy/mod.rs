@@ -21,6 +21,7 @@ pub mod notify;
 pub mod progress;
 pub mod receipts;
 pub mod run;
+pub mod secrets;
 pub mod session;
 pub mod startup;
 pub mod time;

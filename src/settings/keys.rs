@@ -563,6 +563,13 @@ pub const KEYS: &[Key] = &[
         "The remote the branch is pushed to",
     ),
     key(
+        "DELIVER_ALLOW_FILES",
+        None,
+        DefaultValue::Unset,
+        "a comma-separated list of paths or globs, e.g. config/prod.tfvars,*.pem",
+        "Files a delivery may push although they look like secrets (every pushed commit is scanned by name and content; a hit refuses the push with secrets_in_commits)",
+    ),
+    key(
         "CI_WAIT",
         None,
         DefaultValue::Text("auto"),

@@ -193,6 +193,8 @@ pub struct Settings {
     /// DELIVER_BASE (`--base`): the pull request's target; unset = the branch the run started
     /// from, else the remote's default branch.
     pub deliver_base: Sourced<Option<String>>,
+    /// DELIVER_ALLOW_FILES: paths/globs a delivery may push although they look like secrets.
+    pub deliver_allow_files: Sourced<Option<Vec<String>>>,
     /// CI_WAIT.
     pub ci_wait: Sourced<CiWait>,
     /// CI_TIMEOUT.

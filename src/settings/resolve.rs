@@ -394,6 +394,15 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
         })?,
         deliver_branch: r.get_opt("DELIVER_BRANCH", flags.branch.as_deref(), branch_name)?,
         deliver_base: r.get_opt("DELIVER_BASE", flags.base.as_deref(), branch_name)?,
+        deliver_allow_files: r.get_opt("DELIVER_ALLOW_FILES", None, |s| {
+            let items: Vec<String> = s
+                .split(',')
+                .map(str::trim)
+                .filter(|i| !i.is_empty())
+                .map(str::to_string)
+                .collect();
+            (!items.is_empty()).then_some(items)
+        })?,
         deliver_remote: r.get("DELIVER_REMOTE", None, |s| {
             let s = s.trim();
             crate::policy::deliver::valid_remote_name(s).then(|| s.to_string())

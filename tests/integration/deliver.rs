@@ -803,3 +803,54 @@ fn a_filter_and_gitattributes_planted_during_a_run_are_listed() {
     assert_contains(&stderr(&out), "git config filter.x.clean added");
     assert!(!s.p.fake.join("filter-ran").exists());
 }
+
+#[test]
+fn hank_deliver_refuses_secrets_committed_during_a_run_and_defuses_the_agents_text() {
+    let (s, gh) = setup_at(|w| w.check_runs.push(green_check()));
+    // The agent committed secrets during a plain run.
+    let script = s.p.home.join("commits-secrets.sh");
+    std::fs::write(&script, crate::deliver_loop::COMMITS_SECRETS).unwrap();
+    let o = Command::new("bash")
+        .arg(&script)
+        .current_dir(&s.p.dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = s.deliver_ending(&gh, "", &[], 1);
+    let err = stderr(&out);
+    assert_contains_all(
+        &err,
+        &[
+            ".env",
+            "keys/deploy_key",
+            "credentials.json",
+            ".npmrc",
+            "prod.tfvars",
+        ],
+    );
+    assert_eq!(s.delivery()["exit_reason"], "secrets_in_commits");
+    assert!(!git(&s.remote, &["branch", "--list"]).contains("hank/main"));
+    assert!(pulls(&gh).is_empty());
+
+    // A clean delivery whose agent summary tries to close, ping and render.
+    let (s, gh) = setup_at(|w| w.check_runs.push(green_check()));
+    let events = finished_run_events().replace(
+        "Login fixed, please merge",
+        "Closes #9, resolves owner/repo#10, fixes https://github.com/o/r/issues/11 @someone <img src=https://evil.example/x.png>",
+    );
+    std::fs::write(s.p.dir.join(".hank/events.jsonl"), events).unwrap();
+    s.deliver_ending(&gh, "", &[], 0);
+    let body = created_pr(&gh).json()["body"].as_str().unwrap().to_string();
+    for effective in ["Closes #9", "resolves owner/repo#10", "fixes https://"] {
+        assert!(!body.contains(effective), "{effective}: {body}");
+    }
+    // The mention and the image are inside the fenced block only: inert.
+    let (_, fenced) = body.split_once("```text\n").expect("a fenced summary");
+    let (_, after) = fenced.split_once("\n```\n").expect("the fence closes");
+    assert!(
+        !after.contains("@someone") && !after.contains("<img"),
+        "{body}"
+    );
+    // hank's own closing line (from the plan's issue link) stays.
+    assert!(body.contains("\nCloses #12"), "{body}");
+}

@@ -620,3 +620,72 @@ fn after_ci_missing_hank_deliver_waits_for_the_checks_again_and_says_the_next_st
     assert_eq!(pulls_created(&gh), 1);
     assert_eq!(s.deliveries().last().unwrap()["checks"], "green");
 }
+
+/// The agent commits secrets itself (`git add -f`): what is pushed is scanned, not only what
+/// hank stages.
+pub(crate) const COMMITS_SECRETS: &str = r#"mkdir -p keys notes
+printf 'DATABASE_URL=postgres://app:hunter2@db.internal/prod\nSTRIPE_KEY=sk_live_51Hx\n' > .env
+printf -- '-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n-----END OPENSSH PRIVATE KEY-----\n' > keys/deploy_key
+printf '{"type":"service_account","client_email":"ci@p.iam.gserviceaccount.com"}\n' > credentials.json
+printf '//registry.npmjs.org/:_authToken=npm_Zq8vR2mTx7LpK4nW9bYc3HdF6gJ1sA5eU0oI\n' > .npmrc
+printf 'db_password = "correct-horse-battery"\n' > prod.tfvars
+printf 'export GH_TOKEN=ghp_Zq8vR2mTx7LpK4nW9bYc3HdF6gJ1sA5eU0oIiQw\n' > notes/setup.md
+git add -f .env keys/deploy_key credentials.json .npmrc prod.tfvars notes/setup.md
+git -c user.name=agent -c user.email=agent@example.com commit -q -m 'add config'
+"#;
+
+#[test]
+fn secrets_the_agent_commits_itself_refuse_the_push() {
+    let s = setup("[#12] Fix login");
+    s.p.fake("effect.sh", &format!("{TICK_ONE}{COMMITS_SECRETS}"));
+    let gh = FakeGitHub::start();
+    let out = s.run(&gh, "DELIVER=pr\n");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(s.p.status()["exit_reason"], "secrets_in_commits", "{err}");
+    assert_contains_all(
+        &err,
+        &[
+            "secrets_in_commits",
+            ".env: a credentials file",
+            "keys/deploy_key: a key file",
+            "credentials.json: a credentials file",
+            ".npmrc: a credentials file",
+            "prod.tfvars: a private key, key store or secret variables file",
+            "[secrets_in_commits, exit 1]",
+            "notes/setup.md: contains a GitHub token",
+            "DELIVER_ALLOW_FILES",
+        ],
+    );
+    // Nothing pushed, no pull request.
+    let branches = git(&s.remote, &["branch", "--list"]);
+    assert!(!branches.contains("hank/main"), "{branches}");
+    assert_eq!(pulls_created(&gh), 0);
+}
+
+#[test]
+fn a_file_allowed_on_purpose_is_pushed() {
+    let s = setup("[#12] Fix login");
+    s.p.fake(
+        "effect.sh",
+        &format!(
+            "{TICK_ONE}printf 'region = \"eu-west-1\"\\n' > prod.tfvars\ngit add -f prod.tfvars\ngit -c user.name=a -c user.email=a@example.com commit -q -m vars\n"
+        ),
+    );
+    let gh = FakeGitHub::start();
+    let refused = s.run(&gh, "DELIVER=branch\n");
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    assert_contains(&stderr(&refused), "prod.tfvars");
+
+    let s = setup("[#12] Fix login");
+    s.p.fake(
+        "effect.sh",
+        &format!(
+            "{TICK_ONE}printf 'region = \"eu-west-1\"\\n' > prod.tfvars\ngit add -f prod.tfvars\ngit -c user.name=a -c user.email=a@example.com commit -q -m vars\n"
+        ),
+    );
+    let out = s.run(&gh, "DELIVER=branch\nDELIVER_ALLOW_FILES=prod.tfvars\n");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let files = files_of(&s.remote, "hank/main");
+    assert!(files.lines().any(|f| f == "prod.tfvars"), "{files}");
+}

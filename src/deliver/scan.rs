@@ -1,0 +1,204 @@
+//! The scan of what a delivery pushes: every commit in `<start>..<tip>` (the commits the push
+//! sends that hank does not already know to be the user's or the remote's), each added or
+//! changed file checked by its name and its content ([`crate::policy::secrets`]). Read with
+//! git's plumbing (`rev-list`, `diff-tree`, `cat-file`) through the delivery git runner: no
+//! filter, textconv or hook runs. A file larger than
+//! [`secrets::MAX_SCANNED_BLOB`] is checked by its name only.
+
+use std::path::Path;
+
+use crate::error::{HankError, Result};
+use crate::policy::secrets::{self, Hit};
+
+/// What the scan found: the files that look like secrets (not allowed), and the files too
+/// large to read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scan {
+    pub hits: Vec<Hit>,
+    pub skipped: Vec<String>,
+}
+
+/// Scans the commits reachable from `tip` and from none of `known` (commits, or refs that
+/// exist; a ref that does not exist is left out). `allow`: the `DELIVER_ALLOW_FILES` patterns.
+///
+/// # Errors
+/// git cannot run or cannot read the history.
+pub fn scan(dir: &Path, tip: &str, known: &[String], allow: &[String]) -> Result<Scan> {
+    let mut args: Vec<String> = vec!["rev-list".into(), "--end-of-options".into(), tip.into()];
+    for k in known {
+        let exists = super::git(
+            dir,
+            &[
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                "--end-of-options",
+                &format!("{k}^{{commit}}"),
+            ],
+            super::GIT_QUICK,
+        )?
+        .success;
+        if exists {
+            args.push(format!("^{k}"));
+        }
+    }
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let commits = super::git_ok(dir, &argv)?;
+    let mut out = Scan::default();
+    // Each blob is read once, whatever commits add it.
+    let mut read: std::collections::HashMap<String, Option<String>> =
+        std::collections::HashMap::new();
+    for commit in commits.lines().map(str::trim).filter(|c| !c.is_empty()) {
+        let raw = super::git_ok(
+            dir,
+            &[
+                "diff-tree",
+                "-r",
+                "-c",
+                "--root",
+                "--no-renames",
+                "--no-commit-id",
+                "--no-ext-diff",
+                "--no-textconv",
+                "-z",
+                commit,
+            ],
+        )?;
+        for (blob, path) in changed_blobs(&raw) {
+            if secrets::allowed(&path, allow) {
+                continue;
+            }
+            if let Some(why) = secrets::why_named(&path) {
+                out.hits.push(Hit {
+                    commit: commit.to_string(),
+                    path,
+                    why: why.to_string(),
+                });
+                continue;
+            }
+            if !read.contains_key(&blob) {
+                let why = content_of(dir, &blob)?.map_or_else(
+                    || {
+                        out.skipped.push(path.clone());
+                        None
+                    },
+                    |text| secrets::why_content(&text),
+                );
+                read.insert(blob.clone(), why);
+            }
+            if let Some(Some(why)) = read.get(&blob) {
+                out.hits.push(Hit {
+                    commit: commit.to_string(),
+                    path,
+                    why: why.clone(),
+                });
+            }
+        }
+    }
+    out.skipped.sort();
+    out.skipped.dedup();
+    Ok(out)
+}
+
+/// A blob's content (lossy text), `None` when it is larger than [`secrets::MAX_SCANNED_BLOB`].
+fn content_of(dir: &Path, blob: &str) -> Result<Option<String>> {
+    let size: u64 = super::git_ok(dir, &["cat-file", "-s", blob])?
+        .parse()
+        .map_err(|_| HankError::Tool(format!("`git cat-file -s {blob}` did not print a size")))?;
+    if size > secrets::MAX_SCANNED_BLOB {
+        return Ok(None);
+    }
+    let r = super::git(dir, &["cat-file", "blob", blob], super::GIT_QUICK)?;
+    if !r.success {
+        return Err(HankError::Tool(format!(
+            "`git cat-file blob {blob}` failed: {}",
+            crate::sanitize::line(r.stderr.trim())
+        )));
+    }
+    Ok(Some(r.stdout))
+}
+
+/// The (blob, path) pairs `git diff-tree -r -c -z` reports added or changed in a commit
+/// (its result's side; deletions, submodules and symlinks' targets' absence left out).
+fn changed_blobs(raw: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut fields = raw.split('\0');
+    while let Some(meta) = fields.next() {
+        let meta = meta.trim_start_matches('\n');
+        if meta.is_empty() {
+            continue;
+        }
+        let Some(path) = fields.next() else { break };
+        let parents = meta.chars().take_while(|c| *c == ':').count();
+        let parts: Vec<&str> = meta.trim_start_matches(':').split(' ').collect();
+        // parents + 1 modes, parents + 1 ids, the status.
+        let (Some(mode), Some(id)) = (parts.get(parents), parts.get(2 * parents + 1)) else {
+            continue;
+        };
+        let deleted = id.bytes().all(|b| b == b'0');
+        if deleted || *mode == "160000" || *mode == "000000" {
+            continue;
+        }
+        out.push(((*id).to_string(), path.to_string()));
+    }
+    out
+}
+
+/// What the remote is known to have of a delivery: its remote-tracking refs of the base and
+/// of the delivery branch (those that exist are left out of the scan).
+#[must_use]
+pub fn known_refs(remote: &str, base: &str, branch: &str) -> Vec<String> {
+    [base, branch]
+        .iter()
+        .filter(|b| !b.is_empty())
+        .map(|b| format!("refs/remotes/{remote}/{b}"))
+        .collect()
+}
+
+/// Refuses the push when [`scan`] finds a file: the error names each (commit, path, why) and
+/// ends the command with exit 1; [`crate::exit::ExitReason::SecretsInCommits`] is the reason
+/// a caller records.
+///
+/// # Errors
+/// A hit ([`HankError::WithCode`] 1 with the refusal), or git cannot read the history.
+pub fn refuse_secrets(
+    dir: &Path,
+    tip: &str,
+    known: &[String],
+    allow: &[String],
+    remote: &str,
+    branch: &str,
+) -> Result<()> {
+    let found = scan(dir, tip, known, allow)?;
+    if found.hits.is_empty() {
+        return Ok(());
+    }
+    Err(HankError::WithCode {
+        code: crate::exit::ERROR,
+        message: secrets::refusal(remote, branch, &found.hits, &found.skipped),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn diff_tree_lines() {
+        let z = "0".repeat(40);
+        let a = "a".repeat(40);
+        let b = "b".repeat(40);
+        let c = "c".repeat(40);
+        let raw = format!(
+            ":000000 100644 {z} {a} A\0.env\0:100644 100644 {a} {b} M\0src/x.rs\0:100644 000000 {a} {z} D\0gone.pem\0:000000 160000 {z} {c} A\0sub\0::100644 100644 100644 {a} {b} {c} MM\0merged.txt\0"
+        );
+        assert_eq!(
+            changed_blobs(&raw),
+            vec![
+                (a.clone(), ".env".to_string()),
+                (b, "src/x.rs".to_string()),
+                (c, "merged.txt".to_string()),
+            ]
+        );
+    }
+}
