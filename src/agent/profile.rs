@@ -937,14 +937,14 @@ mod tests {
         assert_eq!(checked, 96);
     }
 
-    /// The README's example profile is a valid profile.
+    /// The example profile of `docs/agent-profiles.md` is a valid profile.
     #[test]
     fn the_readme_example_profile_parses() {
-        let readme = include_str!("../../README.md");
+        let readme = include_str!("../../docs/agent-profiles.md");
         let section = readme
             .split("### The profile format")
             .nth(1)
-            .unwrap_or_else(|| panic!("README has no profile format section"));
+            .unwrap_or_else(|| panic!("docs/agent-profiles.md has no profile format section"));
         let start = section.find("```toml\n").map(|i| i + 8).unwrap_or(0);
         let len = section[start..].find("```").unwrap_or(0);
         let example = &section[start..start + len];

@@ -7,8 +7,14 @@ use std::time::Duration;
 /// Largest response body read (bytes): an ntfy poll of a busy topic stays far below it.
 pub const MAX_BODY: u64 = 4 * 1024 * 1024;
 
-fn agent(timeout: Duration) -> ureq::Agent {
-    let config = ureq::Agent::config_builder()
+/// The client for one request to `url`: a loopback URL (127.0.0.1, localhost, ::1) never
+/// goes through `HTTP_PROXY`/`HTTPS_PROXY` (a proxy cannot reach this machine's loopback).
+fn agent(url: &str, timeout: Duration) -> ureq::Agent {
+    let mut builder = ureq::Agent::config_builder();
+    if crate::policy::notify::is_loopback(url) {
+        builder = builder.proxy(None);
+    }
+    let config = builder
         .timeout_global(Some(timeout))
         .http_status_as_error(false)
         .max_redirects(0)
@@ -19,7 +25,7 @@ fn agent(timeout: Duration) -> ureq::Agent {
 
 /// POSTs `body` to `url`; `Ok` for a 2xx answer, else why not (the status or the error).
 pub fn post(url: &str, content_type: &str, body: &str, timeout: Duration) -> Result<(), String> {
-    let resp = agent(timeout)
+    let resp = agent(url, timeout)
         .post(url)
         .header("Content-Type", content_type)
         .send(body)
@@ -45,7 +51,10 @@ pub fn get_lines(
     mut line: impl FnMut(&str),
 ) -> Result<bool, String> {
     use std::io::BufRead;
-    let mut resp = agent(timeout).get(url).call().map_err(|e| e.to_string())?;
+    let mut resp = agent(url, timeout)
+        .get(url)
+        .call()
+        .map_err(|e| e.to_string())?;
     let status = resp.status().as_u16();
     if !(200..300).contains(&status) {
         return Err(format!("HTTP {status}"));
@@ -84,7 +93,10 @@ pub fn get_lines(
 
 /// GETs `url`: the body of a 2xx answer (at most [`MAX_BODY`] bytes), else why not.
 pub fn get(url: &str, timeout: Duration) -> Result<String, String> {
-    let mut resp = agent(timeout).get(url).call().map_err(|e| e.to_string())?;
+    let mut resp = agent(url, timeout)
+        .get(url)
+        .call()
+        .map_err(|e| e.to_string())?;
     let status = resp.status().as_u16();
     if !(200..300).contains(&status) {
         return Err(format!("HTTP {status}"));

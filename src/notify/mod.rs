@@ -16,9 +16,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::policy::notify::{
-    EventClass, Happening, Message, RunFacts, Target, TargetKind, message,
-};
+use crate::policy::notify::{EventClass, Happening, Message, RunFacts, Seen, Target, TargetKind};
 use crate::store::{Event, EventKind};
 
 /// The rules' view of an event (field for field).
@@ -74,11 +72,13 @@ fn happening(event: &Event) -> Happening<'_> {
             checks: &d.checks,
             check_names: &d.check_names,
         }),
+        EventKind::Control {
+            command, outcome, ..
+        } => Happening::Control { command, outcome },
         EventKind::LoopStarted { .. }
         | EventKind::AgentFinished(_)
         | EventKind::Warning { .. }
-        | EventKind::EgressDenied { .. }
-        | EventKind::Control { .. } => Happening::Other,
+        | EventKind::EgressDenied { .. } => Happening::Other,
     }
 }
 
@@ -127,6 +127,8 @@ pub struct Notifier {
     flush: Duration,
     /// Set when the run ends: what is still queued gets one attempt, no backoff.
     closing: Arc<std::sync::atomic::AtomicBool>,
+    /// What the run told before (one message per event; a stop the user sent).
+    seen: Mutex<Seen>,
 }
 
 impl Notifier {
@@ -178,17 +180,27 @@ impl Notifier {
             dropped_warned: std::sync::atomic::AtomicBool::new(false),
             flush: config.flush,
             closing,
+            seen: Mutex::new(Seen::default()),
         }
     }
 
     /// Queues the message of `event`, if it makes one; returns at once. `false` when the
     /// message was dropped (queue full, or no sender thread).
     pub fn event(&self, event: &Event, facts: &RunFacts) -> bool {
-        let Some(mut m) = message(event.at, &happening(event), facts, &self.events) else {
+        let told = self
+            .seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .message(event.at, &happening(event), facts, &self.events);
+        let Some(mut m) = told else {
             return true;
         };
         crate::agent::redact::redact(&mut m.title, &self.secrets);
         crate::agent::redact::redact(&mut m.body, &self.secrets);
+        crate::agent::redact::redact(&mut m.command, &self.secrets);
+        if let Some(url) = &mut m.click {
+            crate::agent::redact::redact(url, &self.secrets);
+        }
         let mut event = serde_json::to_value(event).unwrap_or_default();
         redact_json(&mut event, &self.secrets);
         let Some(tx) = &self.tx else { return false };
@@ -296,13 +308,17 @@ fn request(target: &Target, job: &Job) -> (String, String) {
     match target.kind {
         TargetKind::Ntfy => {
             let (base, topic) = target.ntfy_parts().unwrap_or_default();
-            let body = json!({
+            let mut body = json!({
                 "topic": topic,
                 "title": m.title,
                 "message": m.body,
                 "priority": m.priority,
                 "tags": ["hank", m.class.as_str()],
             });
+            // ntfy's JSON publish names the tap action `click` (the `Click` header's field).
+            if let Some(url) = &m.click {
+                body["click"] = json!(url);
+            }
             (format!("{base}/"), body.to_string())
         }
         TargetKind::Webhook => {
@@ -312,6 +328,8 @@ fn request(target: &Target, job: &Job) -> (String, String) {
                 "title": m.title,
                 "message": m.body,
                 "next": m.next,
+                "command": m.command,
+                "url": m.click,
             });
             (target.url.clone(), body.to_string())
         }
@@ -357,10 +375,10 @@ impl Hook {
             .project_dir
             .file_name()
             .map_or_else(|| "project".into(), |n| n.to_string_lossy().into_owned());
+        // The run as a reader tells it apart: when it started (no process id).
         let run = format!(
-            "started {} (pid {})",
-            started.to_zoned(tz.clone()).strftime("%Y-%m-%d %H:%M"),
-            std::process::id()
+            "started {}",
+            started.to_zoned(tz.clone()).strftime("%a %-d %b %H:%M")
         );
         Self {
             notifier,
@@ -682,7 +700,7 @@ mod tests {
         let hook: serde_json::Value = serde_json::from_str(&bodies[1].1).unwrap();
         assert_eq!(hook["event"]["type"], "exit");
         assert_eq!(hook["class"], "run_end");
-        assert!(hook["next"].as_str().unwrap().contains("--max-loops"));
+        assert!(hook["command"].as_str().unwrap().contains("--max-loops"));
         assert_eq!(bodies[2].0, "POST /slack HTTP/1.1");
         let slack: serde_json::Value = serde_json::from_str(&bodies[2].1).unwrap();
         assert!(slack["text"].as_str().unwrap().starts_with("*hank · p:"));

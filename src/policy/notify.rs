@@ -50,6 +50,12 @@ pub enum Happening<'a> {
     },
     /// A delivery step ended: the branch pushed, the pull request, its checks.
     Delivery(Delivered<'a>),
+    /// A `hank ctl` command the run took (`command` its name, `outcome` `applied` or why
+    /// not): no message of its own; a stop taken makes the run's end "stopped by you".
+    Control {
+        command: &'a str,
+        outcome: &'a str,
+    },
     /// Any other event (loop started, agent finished, warning): no message.
     Other,
 }
@@ -151,18 +157,30 @@ pub fn ntfy_parts(url: &str) -> Option<(String, String)> {
     valid.then(|| (base.to_string(), topic.to_string()))
 }
 
+/// The host of what follows a URL's `scheme://` (lower case; an IPv6 address without its
+/// brackets).
+fn host_of(rest: &str) -> String {
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = authority.rsplit('@').next().unwrap_or("");
+    if let Some(v6) = host.strip_prefix('[') {
+        v6.split(']').next().unwrap_or("").to_string()
+    } else {
+        host.split(':').next().unwrap_or("").to_ascii_lowercase()
+    }
+}
+
+/// Whether `url` goes to this machine's loopback interface (127.0.0.1, localhost, ::1):
+/// such a request never goes through an `HTTP_PROXY`/`HTTPS_PROXY`, which could not reach it.
+#[must_use]
+pub fn is_loopback(url: &str) -> bool {
+    url.split_once("://").is_some_and(|(_, rest)| {
+        matches!(host_of(rest).as_str(), "127.0.0.1" | "localhost" | "::1")
+    })
+}
+
 /// Whether `url` may be used: `https://HOST…`, or `http://` to the loopback interface.
 #[must_use]
 pub fn url_allowed(url: &str) -> bool {
-    let host_of = |rest: &str| -> String {
-        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-        let host = authority.rsplit('@').next().unwrap_or("");
-        if let Some(v6) = host.strip_prefix('[') {
-            v6.split(']').next().unwrap_or("").to_string()
-        } else {
-            host.split(':').next().unwrap_or("").to_ascii_lowercase()
-        }
-    };
     if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return false;
     }
@@ -301,15 +319,62 @@ pub struct Message {
     pub class: EventClass,
     /// One line: `hank · PROJECT: what happened`.
     pub title: String,
-    /// What happened, the run, and the next step.
+    /// What happened, the run, and what to do next, in words a phone reader understands.
     pub body: String,
-    /// The next step, as a command.
+    /// What to do next, in words (no shell command, no setting name).
     pub next: String,
+    /// The same next step as a command, for who reads it at a terminal (the webhook's
+    /// `command` field; never in the phone's text).
+    pub command: String,
+    /// A link the reader can tap (the pull request): ntfy's `click`, the webhook's `url`.
+    pub click: Option<String>,
     /// ntfy priority 1–5 (4 when the user must act).
     pub priority: u8,
 }
 
-/// The message for what happened at `at`, or `None` when it is not one the user asked for.
+/// What the run's earlier events say about the next one: one message per event (the
+/// circuit opening is not told again as the run's end), and a stop the user sent is told
+/// as theirs. Fed every event of the run in order by the sender.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Seen {
+    /// A `circuit_open` message was sent in this run.
+    circuit_open_told: bool,
+    /// `hank ctl stop` was taken by this run.
+    stopped_by_user: bool,
+}
+
+impl Seen {
+    /// The message for `event`, given what this run told before (see [`message`]).
+    pub fn message(
+        &mut self,
+        at: Timestamp,
+        event: &Happening<'_>,
+        facts: &RunFacts,
+        wanted: &[EventClass],
+    ) -> Option<Message> {
+        match *event {
+            Happening::Control { command, outcome } => {
+                if command == "stop" && outcome == "applied" {
+                    self.stopped_by_user = true;
+                }
+                return None;
+            }
+            Happening::Exit {
+                reason: Some(ExitReason::CircuitOpen),
+                ..
+            } if self.circuit_open_told => return None,
+            _ => {}
+        }
+        let m = build(at, event, facts, wanted, self.stopped_by_user)?;
+        if m.class == EventClass::CircuitOpen {
+            self.circuit_open_told = true;
+        }
+        Some(m)
+    }
+}
+
+/// The message for what happened at `at`, or `None` when it is not one the user asked for
+/// (one event on its own; the sender goes through [`Seen::message`]).
 #[must_use]
 pub fn message(
     at: Timestamp,
@@ -317,24 +382,34 @@ pub fn message(
     facts: &RunFacts,
     wanted: &[EventClass],
 ) -> Option<Message> {
-    let (class, what, detail, next, priority) = describe(at, event, facts)?;
+    build(at, event, facts, wanted, false)
+}
+
+fn build(
+    at: Timestamp,
+    event: &Happening<'_>,
+    facts: &RunFacts,
+    wanted: &[EventClass],
+    stopped_by_user: bool,
+) -> Option<Message> {
+    let d = describe(at, event, facts, stopped_by_user)?;
     // A run that ended at `needs_answers` is still a run end for who asked only for those.
-    let class = if class == EventClass::NeedsAnswers
-        && !wanted.contains(&class)
+    let class = if d.class == EventClass::NeedsAnswers
+        && !wanted.contains(&d.class)
         && matches!(event, Happening::Exit { .. })
     {
         EventClass::RunEnd
     } else {
-        class
+        d.class
     };
     if !wanted.contains(&class) {
         return None;
     }
     let project = one_line(&facts.project, 80);
-    let mut body = one_line(&what, 300);
-    for line in detail {
+    let mut body = one_line(&d.what, 300);
+    for line in &d.detail {
         body.push('\n');
-        body.push_str(&one_line(&line, 400));
+        body.push_str(&one_line(line, 400));
     }
     let task = facts
         .task
@@ -347,19 +422,67 @@ pub fn message(
         "\nproject {project} · run {}{task}",
         one_line(&facts.run, 80)
     ));
-    body.push_str(&format!("\nnext: {next}"));
+    body.push_str(&format!("\nnext: {}", one_line(&d.next, 300)));
     Some(Message {
         class,
-        title: format!("hank · {project}: {}", one_line(&what, 120)),
+        title: format!("hank · {project}: {}", one_line(&d.what, 120)),
         body,
-        next,
-        priority,
+        next: d.next,
+        command: d.command,
+        click: d.click,
+        priority: d.priority,
     })
 }
 
-type Described = (EventClass, String, Vec<String>, String, u8);
+/// An event as words: what happened, its details, what to do next (in words and as a
+/// command), the link to tap.
+struct Described {
+    class: EventClass,
+    what: String,
+    detail: Vec<String>,
+    next: String,
+    command: String,
+    click: Option<String>,
+    priority: u8,
+}
 
-fn describe(at: Timestamp, event: &Happening<'_>, f: &RunFacts) -> Option<Described> {
+fn said(
+    class: EventClass,
+    what: String,
+    detail: Vec<String>,
+    (next, command): (&str, &str),
+    priority: u8,
+) -> Described {
+    Described {
+        class,
+        what,
+        detail,
+        next: next.to_string(),
+        command: command.to_string(),
+        click: None,
+        priority,
+    }
+}
+
+/// A wait's reason in words.
+fn wait_words(reason: WaitReason) -> &'static str {
+    match reason {
+        WaitReason::RateLimit => "the hourly limit of agent calls was reached",
+        WaitReason::TokenLimit => "the hourly limit of tokens was reached",
+        WaitReason::UsageLimit => "the agent's usage limit was reached",
+        WaitReason::UsageWindow => "the agent's usage window is nearly used up",
+        WaitReason::Backoff => "the agent failed; it is tried again after a pause",
+        WaitReason::Paused => "paused by you",
+        WaitReason::NeedsAnswers => "the agent needs answers",
+    }
+}
+
+fn describe(
+    at: Timestamp,
+    event: &Happening<'_>,
+    f: &RunFacts,
+    stopped_by_user: bool,
+) -> Option<Described> {
     let local = |t: Timestamp| local_time(t, &f.tz);
     Some(match *event {
         Happening::Waiting {
@@ -373,49 +496,61 @@ fn describe(at: Timestamp, event: &Happening<'_>, f: &RunFacts) -> Option<Descri
                 .map(|q| format!("? {}", one_line(q, 300)))
                 .collect();
             detail.push(format!(
-                "waiting for an answer until {} (ANSWER_TIMEOUT); then the run stops (needs_answers)",
+                "the loop waits for your answer until {}; without one it stops then",
                 local(until)
             ));
-            (
+            said(
                 EventClass::NeedsAnswers,
                 "the agent needs answers: the loop waits for yours".into(),
                 detail,
-                "hank ctl answer TEXT (or hank ctl --remote answer TEXT)".into(),
+                (
+                    "reply with your answer from the project's terminal or by a remote command",
+                    "hank ctl answer TEXT (or hank ctl --remote answer TEXT)",
+                ),
                 4,
             )
         }
-        Happening::Waiting { reason, until } => (
+        Happening::Waiting { reason, until } => said(
             EventClass::Wait,
-            format!("waiting ({}) until {}", reason.as_str(), local(until)),
+            format!("{}: waiting until {}", wait_words(reason), local(until)),
             vec![],
-            "hank ctl retry-now (end the wait now) · hank status".into(),
+            (
+                "nothing to do: the loop goes on by itself (you can end the wait early)",
+                "hank ctl retry-now (end the wait now) · hank status",
+            ),
             3,
         ),
         Happening::CircuitChanged {
             to: CircuitState::Open,
             reason,
-        } => (
+        } => said(
             EventClass::CircuitOpen,
-            format!("circuit breaker opened: {reason}"),
+            format!("stopped: the agent made no headway ({reason})"),
             vec![format!(
-                "opened {}; it may be tried again after CB_COOLDOWN_MINUTES at a later start",
+                "the safety stop tripped at {}; the run has ended",
                 local(at)
             )],
-            "hank circuit · then hank reset circuit && hank run".into(),
+            (
+                "look at what the agent did, fix what blocks it, then reset the stop and start again",
+                "hank circuit · then hank reset circuit && hank run",
+            ),
             4,
         ),
         Happening::Verification(check)
             if check.kind == CheckKind::Completion && !check.passed && !check.interrupted =>
         {
-            (
+            said(
                 EventClass::VerificationRejected,
                 format!(
-                    "\"done\" rejected: VERIFY_COMMAND failed ({}) after loop {}",
+                    "\"done\" rejected: the project's check failed ({}) after loop {}",
                     check.how_it_ended(),
                     check.number
                 ),
-                vec![format!("log: {}", check.log)],
-                "hank status (the loop goes on with the failure in its context)".into(),
+                vec![],
+                (
+                    "nothing to do: the agent gets the failure and goes on",
+                    "hank status",
+                ),
                 3,
             )
         }
@@ -424,13 +559,13 @@ fn describe(at: Timestamp, event: &Happening<'_>, f: &RunFacts) -> Option<Descri
             to,
             reason,
             until,
-        } => (
+        } => said(
             EventClass::AgentSwitch,
             format!("agent switched from {from} to {to}: {reason}"),
             until
                 .map(|u| vec![format!("{from} may be called again at {}", local(u))])
                 .unwrap_or_default(),
-            "hank status".into(),
+            ("nothing to do: the run goes on", "hank status"),
             3,
         ),
         Happening::Exit {
@@ -438,9 +573,14 @@ fn describe(at: Timestamp, event: &Happening<'_>, f: &RunFacts) -> Option<Descri
             exit_code,
             message,
         } => {
+            let by_user = stopped_by_user && exit_reason == Some(ExitReason::Interrupted);
             let reason = exit_reason.map_or("error", ExitReason::as_str);
             let mut detail = vec![
-                message.to_string(),
+                if by_user {
+                    "you asked it to stop (hank ctl stop)".to_string()
+                } else {
+                    message.to_string()
+                },
                 format!(
                     "exit code {exit_code} · cost ${:.2} · items done {}/{}",
                     f.cost_usd, f.items_done, f.items_total
@@ -452,30 +592,59 @@ fn describe(at: Timestamp, event: &Happening<'_>, f: &RunFacts) -> Option<Descri
                     detail.push(format!("? {}", one_line(q, 300)));
                 }
             }
-            let next = match exit_reason {
-                Some(ExitReason::NeedsAnswers) => {
-                    "answer in .hank/PROMPT.md, then hank run (NEEDS_ANSWERS=wait: answer with hank ctl answer while it waits)".to_string()
-                }
-                Some(r) if r.is_completion() => "hank report".into(),
-                Some(ExitReason::MaxLoops) => "hank run --max-loops N (a higher N)".into(),
-                Some(ExitReason::CostBudget) => "hank run --max-cost USD (a higher amount)".into(),
-                Some(ExitReason::MaxRuntime) => "hank run --max-runtime DURATION".into(),
-                Some(ExitReason::CircuitOpen) => {
-                    "hank circuit · then hank reset circuit && hank run".into()
-                }
-                Some(ExitReason::Interrupted) => "hank run (it resumes)".into(),
-                _ => "hank status · hank doctor".into(),
+            let next: (&str, &str) = match exit_reason {
+                Some(ExitReason::NeedsAnswers) => (
+                    "answer the questions in the project's prompt file, then start the run again",
+                    "answer in .hank/PROMPT.md, then hank run (NEEDS_ANSWERS=wait: answer with hank ctl answer while it waits)",
+                ),
+                Some(r) if r.is_completion() => (
+                    "nothing to do: read the run's report when you are back",
+                    "hank report",
+                ),
+                Some(ExitReason::MaxLoops) => (
+                    "it used all the loops it was allowed: start it again with more to go on",
+                    "hank run --max-loops N (a higher N)",
+                ),
+                Some(ExitReason::CostBudget) => (
+                    "it spent its budget: start it again with a higher one to go on",
+                    "hank run --max-cost USD (a higher amount)",
+                ),
+                Some(ExitReason::MaxRuntime) => (
+                    "its time was up: start it again to go on",
+                    "hank run --max-runtime DURATION",
+                ),
+                Some(ExitReason::CircuitOpen) => (
+                    "look at what the agent did, fix what blocks it, then reset the stop and start again",
+                    "hank circuit · then hank reset circuit && hank run",
+                ),
+                Some(ExitReason::Interrupted) if by_user => (
+                    "nothing to do: start it again when you want, it resumes",
+                    "hank run (it resumes)",
+                ),
+                Some(ExitReason::Interrupted) => (
+                    "start it again when you want: it resumes where it stopped",
+                    "hank run (it resumes)",
+                ),
+                _ => (
+                    "look at the project's status at the terminal",
+                    "hank status · hank doctor",
+                ),
             };
-            (
+            let what = if by_user {
+                format!("run stopped by you (exit {exit_code})")
+            } else {
+                format!("run ended: {reason} (exit {exit_code})")
+            };
+            said(
                 if needs_answers {
                     EventClass::NeedsAnswers
                 } else {
                     EventClass::RunEnd
                 },
-                format!("run ended: {reason} (exit {exit_code})"),
+                what,
                 detail,
                 next,
-                if exit_code == 0 { 3 } else { 4 },
+                if exit_code == 0 || by_user { 3 } else { 4 },
             )
         }
         Happening::FleetTask {
@@ -503,18 +672,24 @@ fn fleet_task(
         vec![message.to_string()]
     };
     Some(match state {
-        TaskState::Merged => (
+        TaskState::Merged => said(
             EventClass::FleetTask,
             format!("fleet task {task} merged"),
             detail,
-            "hank fleet status".into(),
+            (
+                "nothing to do: the fleet goes on with the other tasks",
+                "hank fleet status",
+            ),
             3,
         ),
-        TaskState::Failed => (
+        TaskState::Failed => said(
             EventClass::FleetTask,
             format!("fleet task {task} failed; its work is kept on branch {branch}"),
             detail,
-            format!("hank fleet status · git log {branch}"),
+            (
+                "look at the task's branch when you are back; the other tasks go on",
+                &format!("hank fleet status · git log {branch}"),
+            ),
             4,
         ),
         _ => return None,
@@ -532,61 +707,75 @@ fn delivery(d: &Delivered<'_>) -> Option<Described> {
     if !d.check_names.is_empty() {
         detail.push(format!("checks: {}", d.check_names.join(", ")));
     }
-    let status = "hank status".to_string();
-    if !d.pushed {
-        return Some((
+    let status = "hank status";
+    let mut described = if !d.pushed {
+        said(
             EventClass::Delivery,
             format!("push of {} to {} rejected", d.branch, d.remote),
             detail,
-            "hank status (the hook's output goes to the next loop) · hank deliver".into(),
+            (
+                "nothing to do now: the agent gets the rejection in its next loop",
+                "hank status (the hook's output goes to the next loop) · hank deliver",
+            ),
             4,
-        ));
-    }
-    let pr_url = d.pr_url.map(str::to_string);
-    Some(match d.checks {
-        "failed" => (
-            EventClass::Delivery,
-            format!("CI failed on {pr}"),
-            detail,
-            "hank status (the failure goes to the next loop) · hank deliver after a fix".into(),
-            4,
-        ),
-        "green" => (
-            EventClass::Delivery,
-            format!("CI green on {pr}"),
-            detail,
-            pr_url.clone().unwrap_or(status),
-            3,
-        ),
-        "missing" => (
-            EventClass::Delivery,
-            format!("no CI check appeared on {pr}"),
-            detail,
-            "hank deliver (CI_APPEAR_TIMEOUT) · check the repository's workflows".into(),
-            4,
-        ),
-        "timed_out" => (
-            EventClass::Delivery,
-            format!("CI did not finish on {pr} within CI_TIMEOUT"),
-            detail,
-            "hank deliver (it waits again)".into(),
-            4,
-        ),
-        _ if d.pr_url.is_some() || d.pr_number.is_some() => (
-            EventClass::Delivery,
-            format!("{pr} opened from {} into {}", d.branch, d.base),
-            detail,
-            pr_url.clone().unwrap_or(status),
-            3,
-        ),
-        _ => (
-            EventClass::Delivery,
-            format!("branch {} pushed to {}", d.branch, d.remote),
-            detail,
-            status,
-            3,
-        ),
-    })
+        )
+    } else {
+        match d.checks {
+            "failed" => said(
+                EventClass::Delivery,
+                format!("CI failed on {pr}"),
+                detail,
+                (
+                    "nothing to do now: the agent gets the failure in its next loop",
+                    "hank status (the failure goes to the next loop) · hank deliver after a fix",
+                ),
+                4,
+            ),
+            "green" => said(
+                EventClass::Delivery,
+                format!("CI green on {pr}"),
+                detail,
+                ("review the pull request", d.pr_url.unwrap_or(status)),
+                3,
+            ),
+            "missing" => said(
+                EventClass::Delivery,
+                format!("no CI check appeared on {pr}"),
+                detail,
+                (
+                    "the repository may have no CI for this branch: look at its workflows, then deliver again",
+                    "hank deliver (CI_APPEAR_TIMEOUT) · check the repository's workflows",
+                ),
+                4,
+            ),
+            "timed_out" => said(
+                EventClass::Delivery,
+                format!("CI did not finish on {pr} in the time allowed"),
+                detail,
+                (
+                    "deliver again to wait for it once more",
+                    "hank deliver (it waits again)",
+                ),
+                4,
+            ),
+            _ if d.pr_url.is_some() || d.pr_number.is_some() => said(
+                EventClass::Delivery,
+                format!("{pr} opened from {} into {}", d.branch, d.base),
+                detail,
+                ("review the pull request", d.pr_url.unwrap_or(status)),
+                3,
+            ),
+            _ => said(
+                EventClass::Delivery,
+                format!("branch {} pushed to {}", d.branch, d.remote),
+                detail,
+                ("nothing to do: the branch is on the remote", status),
+                3,
+            ),
+        }
+    };
+    described.click = d.pr_url.map(str::to_string);
+    Some(described)
 }
 
 /// `14:05 (Thu 26 Nov, Europe/Paris)`: a time as the user reads it.
@@ -620,7 +809,7 @@ mod tests {
     fn facts() -> RunFacts {
         RunFacts {
             project: "shop".into(),
-            run: "04:20 (pid 7)".into(),
+            run: "04:20".into(),
             task: None,
             cost_usd: 1.5,
             items_done: 3,
@@ -664,6 +853,18 @@ mod tests {
         assert!(url_allowed("http://localhost:8080/x"));
         assert!(url_allowed("http://[::1]:8080/x"));
         assert!(!url_allowed("http://127.0.0.1.evil.com/x"));
+        for (url, loopback) in [
+            ("http://127.0.0.1:9/h", true),
+            ("http://LOCALHOST/h", true),
+            ("https://[::1]:8443/h", true),
+            ("http://user@localhost:1/h", true),
+            ("http://127.0.0.1.evil.com/x", false),
+            ("https://ntfy.sh/t", false),
+            ("https://evil.com/?u=http://127.0.0.1/", false),
+            ("localhost", false),
+        ] {
+            assert_eq!(is_loopback(url), loopback, "{url}");
+        }
     }
 
     #[test]
@@ -703,7 +904,7 @@ mod tests {
                 },
                 Some((
                     EventClass::Wait,
-                    "waiting (usage_limit) until 14:05 Thu 26 Nov (Europe/Paris)",
+                    "the agent's usage limit was reached: waiting until 14:05 Thu 26 Nov (Europe/Paris)",
                     "hank ctl retry-now",
                 )),
             ),
@@ -714,7 +915,7 @@ mod tests {
                 },
                 Some((
                     EventClass::CircuitOpen,
-                    "circuit breaker opened: no progress in 3 loops",
+                    "stopped: the agent made no headway (no progress in 3 loops)",
                     "hank reset circuit",
                 )),
             ),
@@ -729,7 +930,7 @@ mod tests {
                 Happening::Verification(&failed),
                 Some((
                     EventClass::VerificationRejected,
-                    "\"done\" rejected: VERIFY_COMMAND failed (exit 101) after loop 4",
+                    "\"done\" rejected: the project's check failed (exit 101) after loop 4",
                     "hank status",
                 )),
             ),
@@ -781,9 +982,10 @@ mod tests {
                     assert_eq!(m.class, class, "{kind:?}");
                     assert!(m.body.starts_with(what), "{kind:?}: {}", m.body);
                     assert_eq!(m.title, format!("hank · shop: {what}"));
-                    assert!(m.next.contains(next), "{kind:?}: {}", m.next);
-                    assert!(m.body.contains("project shop · run 04:20 (pid 7)"));
+                    assert!(m.command.contains(next), "{kind:?}: {}", m.command);
+                    assert!(m.body.contains("project shop · run 04:20"));
                     assert!(m.body.contains(&format!("next: {}", m.next)));
+                    assert_words(&m);
                 }
                 (got, want) => panic!("{kind:?}: got {got:?}, want {want:?}"),
             }
@@ -846,7 +1048,12 @@ mod tests {
         assert_eq!(m.priority, 4);
         assert!(m.body.contains("? Use Postgres or SQLite?"), "{}", m.body);
         assert!(m.body.contains("until 19:00"), "{}", m.body);
-        assert!(m.next.starts_with("hank ctl answer TEXT"), "{}", m.next);
+        assert!(
+            m.command.starts_with("hank ctl answer TEXT"),
+            "{}",
+            m.command
+        );
+        assert_words(&m);
         // Not asked for: nothing (a wait for answers is neither a plain `wait` nor a run end).
         assert!(message(now(), &e, &facts(), &[EventClass::Wait]).is_none());
         assert!(message(now(), &e, &facts(), &[EventClass::RunEnd]).is_none());
@@ -883,7 +1090,8 @@ mod tests {
                     let m = got.unwrap();
                     assert_eq!(m.class, EventClass::FleetTask);
                     assert!(m.title.contains(title), "{}", m.title);
-                    assert!(m.next.contains(next), "{}", m.next);
+                    assert!(m.command.contains(next), "{}", m.command);
+                    assert_words(&m);
                     assert_eq!(m.priority, priority);
                     assert!(m.body.contains("project shop"), "{}", m.body);
                 }
@@ -943,6 +1151,9 @@ mod tests {
             assert_eq!(m.class, EventClass::Delivery);
             assert!(m.title.contains(title), "{title}: {}", m.title);
             assert_eq!(m.priority, priority, "{title}");
+            assert_words(&m);
+            // The pull request is a link to tap, wherever there is one.
+            assert_eq!(m.click.as_deref(), d.pr_url, "{title}");
         }
         let red = with("failed", &failing);
         let m = message(now(), &Happening::Delivery(red), &facts(), &EventClass::ALL).unwrap();
@@ -953,9 +1164,102 @@ mod tests {
             m.body
         );
         assert!(
-            m.next.contains("the failure goes to the next loop"),
+            m.command.contains("the failure goes to the next loop"),
             "{}",
-            m.next
+            m.command
         );
+        assert!(m.next.contains("the agent gets the failure"), "{}", m.next);
+    }
+
+    /// What a phone shows is words: no process id, no setting name, no shell command.
+    fn assert_words(m: &Message) {
+        let settings = [
+            "CB_COOLDOWN_MINUTES",
+            "ANSWER_TIMEOUT",
+            "VERIFY_COMMAND",
+            "CI_TIMEOUT",
+            "CI_APPEAR_TIMEOUT",
+            "NEEDS_ANSWERS",
+        ];
+        for text in [&m.title, &m.body, &m.next] {
+            assert!(!text.contains("pid"), "{text}");
+            for s in settings {
+                assert!(!text.contains(s), "{s} in {text}");
+            }
+        }
+        assert!(!m.next.contains("hank "), "a command: {}", m.next);
+        assert!(!m.body.contains("next: hank"), "{}", m.body);
+    }
+
+    /// The circuit opening is one message: the run's end it causes is not told again; a
+    /// run end of another kind still is.
+    #[test]
+    fn one_message_per_event_the_circuit_opening_is_not_told_twice() {
+        let open = Happening::CircuitChanged {
+            to: CircuitState::Open,
+            reason: "no progress in 3 loops",
+        };
+        let end = |reason| Happening::Exit {
+            reason: Some(reason),
+            exit_code: 2,
+            message: "circuit breaker open",
+        };
+        let all = EventClass::ALL;
+        let mut seen = Seen::default();
+        let m = seen.message(now(), &open, &facts(), &all).unwrap();
+        assert_eq!(m.class, EventClass::CircuitOpen);
+        assert_eq!(
+            seen.message(now(), &end(ExitReason::CircuitOpen), &facts(), &all),
+            None
+        );
+        // Who asked only for run ends gets the end (the opening was not sent to them).
+        let mut seen = Seen::default();
+        let wanted = [EventClass::RunEnd];
+        assert_eq!(seen.message(now(), &open, &facts(), &wanted), None);
+        let m = seen
+            .message(now(), &end(ExitReason::CircuitOpen), &facts(), &wanted)
+            .unwrap();
+        assert_eq!(m.class, EventClass::RunEnd);
+        // Without an opening told, a circuit_open end is told.
+        let mut seen = Seen::default();
+        assert!(
+            seen.message(now(), &end(ExitReason::CircuitOpen), &facts(), &all)
+                .is_some()
+        );
+    }
+
+    /// A stop taken from `hank ctl stop` makes the run's end "stopped by you"; a refused
+    /// stop or another command does not, nor does a Ctrl-C.
+    #[test]
+    fn a_stop_you_sent_is_told_as_yours() {
+        let interrupted = Happening::Exit {
+            reason: Some(ExitReason::Interrupted),
+            exit_code: 130,
+            message: "interrupted by the user (Ctrl-C / SIGTERM)",
+        };
+        let control = |command, outcome| Happening::Control { command, outcome };
+        let cases = [
+            (vec![control("stop", "applied")], true),
+            (vec![control("stop", "refused: no loop is running")], false),
+            (vec![control("pause", "applied")], false),
+            (vec![], false),
+        ];
+        for (before, by_user) in cases {
+            let mut seen = Seen::default();
+            for c in &before {
+                assert_eq!(seen.message(now(), c, &facts(), &EventClass::ALL), None);
+            }
+            let m = seen
+                .message(now(), &interrupted, &facts(), &EventClass::ALL)
+                .unwrap();
+            assert_eq!(
+                m.title.ends_with("run stopped by you (exit 130)"),
+                by_user,
+                "{before:?}: {}",
+                m.title
+            );
+            assert_eq!(m.body.contains("interrupted"), !by_user, "{}", m.body);
+            assert_words(&m);
+        }
     }
 }

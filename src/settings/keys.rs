@@ -5,7 +5,7 @@
 //! derived from [`KEYS`]: resolution parses the default text with the key's own parser (so a
 //! default is written only here), `describe()` lists the keys in this order, `.hankrc`
 //! suggestions for unknown keys come from these names, `hank run --help` shows [`flag_help`],
-//! and a test checks the README's configuration table against this table.
+//! and a test checks the configuration table of `docs/settings.md` against this table.
 
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
@@ -759,13 +759,13 @@ mod tests {
         }
     }
 
-    /// One row of the README's configuration table: `| key | flag | default | meaning |`.
+    /// One row of the configuration table of `docs/settings.md`: `| key | flag | default | meaning |`.
     fn readme_rows(readme: &str) -> Vec<(String, String, String)> {
         let section = readme
             .split("\n## Configuration\n")
             .nth(1)
             .and_then(|rest| rest.split("\n## ").next())
-            .unwrap_or_else(|| panic!("README.md has no `## Configuration` section"));
+            .unwrap_or_else(|| panic!("docs/settings.md has no `## Configuration` section"));
         let plain = |cell: &str| cell.replace('`', "").trim().to_string();
         section
             .lines()
@@ -825,17 +825,17 @@ mod tests {
     /// The README's table names every key with its flag and its default, and nothing else.
     #[test]
     fn readme_configuration_table_matches_the_keys() {
-        let problems = readme_problems(include_str!("../../README.md"));
+        let problems = readme_problems(include_str!("../../docs/settings.md"));
         assert!(
             problems.is_empty(),
-            "README.md's configuration table differs from settings::keys::KEYS:\n  {}",
+            "docs/settings.md's configuration table differs from settings::keys::KEYS:\n  {}",
             problems.join("\n  ")
         );
     }
 
     #[test]
     fn readme_check_names_the_row_that_differs() {
-        let readme = include_str!("../../README.md")
+        let readme = include_str!("../../docs/settings.md")
             .replace(
                 "| `MAX_LOOPS` | `--max-loops N` | 0 (unlimited) |",
                 "| `MAX_LOOPS` | `--max-loops N` | 7 |",

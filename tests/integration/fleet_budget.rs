@@ -144,12 +144,8 @@ fn a_window_reading_from_another_run_of_the_user_stops_this_run() {
 /// reason in its message and in `held` — until the window resets, then runs and merges. The
 /// `--json` stream carries the fleet's events and each task's own, with its name.
 #[test]
+#[ignore = "slow: cargo test -- --ignored (.ci/run runs them), or cargo nextest run --run-ignored all"]
 fn a_window_reading_from_one_task_defers_the_next_until_its_reset() {
-    if !crate::support::slow(
-        "fleet_budget::a_window_reading_from_one_task_defers_the_next_until_its_reset",
-    ) {
-        return;
-    }
     let p = project("## Alpha\n- [ ] a1\n## Beta (after: Alpha)\n- [ ] b1\n");
     let reset = jiff::Timestamp::now().as_second() + 6;
     p.fake(
@@ -247,12 +243,8 @@ fn the_fleets_hankrc_keys_are_read_and_checked() {
 /// worktree); B's run ends meanwhile and the fleet records it (`verifying`, waiting for its
 /// merge) while A is still `merging` — the supervisor was not stuck in git or the check.
 #[test]
+#[ignore = "slow: cargo test -- --ignored (.ci/run runs them), or cargo nextest run --run-ignored all"]
 fn a_slow_merge_does_not_stall_the_supervision_of_other_tasks() {
-    if !crate::support::slow(
-        "fleet_budget::a_slow_merge_does_not_stall_the_supervision_of_other_tasks",
-    ) {
-        return;
-    }
     let p = project("## A\n- [ ] a\n## B\n- [ ] b\n");
     // The call of the second task (whichever starts second) takes a second.
     p.fake("sleep-2", "1");

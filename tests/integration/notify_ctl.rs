@@ -5,6 +5,7 @@
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use hmac::{Hmac, Mac};
 use serde_json::Value;
@@ -170,10 +171,12 @@ pub(crate) fn webhook_classes(server: &Server) -> Vec<Value> {
     server.posted_json("/hook")
 }
 
-/// An always-failing agent: a backoff wait, the circuit opening, the run's end — each
-/// delivered to ntfy and to the webhook with project, run, reason and next step.
+/// An always-failing agent: a backoff wait and the circuit opening — each delivered once
+/// to ntfy and to the webhook with project, run, what happened and the next step in words
+/// (no process id, no setting name, no shell command in the text); the run's end at the
+/// open circuit is not a second, near-identical message.
 #[test]
-fn wait_circuit_open_and_run_end_are_delivered_to_each_target() {
+fn wait_and_circuit_open_are_delivered_once_to_each_target_in_words() {
     let (server, p) = served_project(
         &["a"],
         "RETRY_BACKOFF_SECONDS=0\nNOTIFY=\"ntfy:$SERVER/alerts,webhook:$SERVER/hook\"\n",
@@ -189,33 +192,93 @@ fn wait_circuit_open_and_run_end_are_delivered_to_each_target() {
     .fake("effect.sh", "date +%s%N >> changing.txt\n");
     let o = p.run(&[]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(p.status()["exit_reason"], "circuit_open");
     let hooks = webhook_classes(&server);
     let classes: Vec<&str> = hooks.iter().map(|h| h["class"].as_str().unwrap()).collect();
-    for want in ["wait", "circuit_open", "run_end"] {
-        assert!(classes.contains(&want), "{want} not in {classes:?}");
-    }
+    assert!(classes.contains(&"wait"), "{classes:?}");
+    assert_eq!(
+        classes.iter().filter(|c| **c == "circuit_open").count(),
+        1,
+        "{classes:?}"
+    );
+    assert!(!classes.contains(&"run_end"), "told twice: {classes:?}");
     for h in &hooks {
         let msg = h["message"].as_str().unwrap();
         assert!(msg.contains("project proj · run started "), "{msg}");
         assert!(msg.contains(&format!("next: {}", h["next"].as_str().unwrap())));
+        assert!(!msg.contains("pid"), "{msg}");
+        assert!(!msg.contains("next: hank "), "{msg}");
+        for setting in ["CB_COOLDOWN_MINUTES", "RETRY_BACKOFF", "VERIFY_COMMAND"] {
+            assert!(!msg.contains(setting), "{msg}");
+        }
+        assert!(h["command"].as_str().unwrap().contains("hank"), "{h}");
         assert!(h["event"]["type"].is_string());
     }
-    let end = hooks.iter().find(|h| h["class"] == "run_end").unwrap();
-    assert_eq!(end["event"]["exit_reason"], "circuit_open");
+    let open = hooks.iter().find(|h| h["class"] == "circuit_open").unwrap();
     assert!(
-        end["message"]
+        open["command"]
             .as_str()
             .unwrap()
-            .contains("exit code 2 · cost $")
+            .contains("hank reset circuit")
     );
-    assert!(end["next"].as_str().unwrap().contains("hank reset circuit"));
     // The same messages through ntfy's JSON publish: POST / with the topic in the body.
     let ntfy = server.posted_json("/");
     assert_eq!(ntfy.len(), hooks.len());
     assert!(ntfy.iter().all(|n| n["topic"] == "alerts"));
+    assert!(ntfy.iter().any(|n| {
+        n["title"]
+            .as_str()
+            .unwrap()
+            .starts_with("hank · proj: stopped: the agent made no headway")
+    }));
+}
+
+/// `hank ctl stop` during a loop: the run's end arrives as "stopped by you", not as an
+/// interruption the reader has to explain.
+#[test]
+fn a_stop_you_sent_arrives_as_stopped_by_you() {
+    let (server, p) = served_project(&["a", "b", "c"], "NOTIFY=\"webhook:$SERVER/hook\"\n");
+    p.fake("effect.sh", TICK_ONE).fake("sleep-1", "2");
+    let child = crate::ctl_loop::Running::start(&p, &[], Duration::from_secs(60));
+    p.wait_calls(1, Duration::from_secs(60));
+    crate::ctl_loop::ctl(&p, &["stop"]);
+    let o = child.wait();
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    let end = webhook_of(&server, "run_end");
+    let msg = end["message"].as_str().unwrap();
+    assert!(msg.starts_with("run stopped by you (exit 130)"), "{msg}");
+    assert!(!msg.contains("interrupted"), "{msg}");
+}
+
+/// A loopback webhook is reached directly while `HTTP_PROXY`/`HTTPS_PROXY`/`ALL_PROXY`
+/// name a proxy (one that answers nothing: through it, nothing would arrive).
+#[test]
+fn a_loopback_webhook_bypasses_the_proxy() {
+    let dead = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let proxy = format!("http://127.0.0.1:{dead}");
+    let (server, p) = served_project(
+        &["a"],
+        "NOTIFY=\"webhook:$SERVER/hook\"\nNOTIFY_EVENTS=run_end\n",
+    );
+    p.fake("effect.sh", TICK_ONE);
+    let env: Vec<(&str, &str)> = ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy"]
+        .into_iter()
+        .map(|k| (k, proxy.as_str()))
+        .collect();
+    let o = p.run_env(&env, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("notification to"), "{}", stderr(&o));
+    let end = webhook_of(&server, "run_end");
     assert!(
-        ntfy.iter()
-            .any(|n| n["title"] == "hank · proj: run ended: circuit_open (exit 2)")
+        end["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("run ended: plan_complete"),
+        "{end}"
     );
 }
 
@@ -237,7 +300,7 @@ fn a_rejected_done_is_delivered_and_the_filter_holds() {
             h["message"]
                 .as_str()
                 .unwrap()
-                .starts_with("\"done\" rejected: VERIFY_COMMAND failed (exit 1)")
+                .starts_with("\"done\" rejected: the project's check failed (exit 1)")
         );
     }
 }
@@ -476,7 +539,7 @@ fn needs_answers_is_delivered_with_the_questions() {
     let msg = h["message"].as_str().unwrap();
     assert_contains(msg, &format!("? {QUESTION}"));
     assert!(msg.contains("run ended: needs_answers (exit 2)"), "{msg}");
-    assert!(h["next"].as_str().unwrap().contains(".hank/PROMPT.md"));
+    assert!(h["command"].as_str().unwrap().contains(".hank/PROMPT.md"));
 }
 
 /// An agent switch (claude at its usage limit → a project profile) is delivered with the

@@ -91,10 +91,8 @@ fn matches_git_status_with_xdg_ignore() {
 }
 
 #[test]
+#[ignore = "slow: cargo test -- --ignored (.ci/run runs them), or cargo nextest run --run-ignored all"]
 fn an_edit_in_a_300000_file_tree_is_seen() {
-    if !crate::support::slow("progress::an_edit_in_a_300000_file_tree_is_seen") {
-        return;
-    }
     in_child("large", |_| {});
 }
 

@@ -98,10 +98,8 @@ fn done(o: &Output, code: i32) {
 /// Alpha stops at --max-runtime and is continued by a new runner with its ledger → Gamma
 /// listed and run only once Alpha is merged.
 #[test]
+#[ignore = "slow: cargo test -- --ignored (.ci/run runs them), or cargo nextest run --run-ignored all"]
 fn three_runners_plan_run_continue_and_respect_the_order() {
-    if !crate::support::slow("runners::three_runners_plan_run_continue_and_respect_the_order") {
-        return;
-    }
     let (_origin, remote) = origin("RETRY_BACKOFF_SECONDS=0\nDELIVER=branch\n");
     let r1 = runner(&remote);
 

@@ -156,7 +156,7 @@ fn needs_answers_waits_for_an_answer_then_goes_on_with_it() {
     let msg = asked["message"].as_str().unwrap();
     assert_contains(msg, &format!("? {QUESTION}"));
     assert!(
-        asked["next"]
+        asked["command"]
             .as_str()
             .unwrap()
             .starts_with("hank ctl answer TEXT"),
@@ -246,7 +246,7 @@ fn a_merged_fleet_task_is_notified() {
                 .contains("fleet task Alpha merged")
         })
         .unwrap_or_else(|| panic!("{hooks:?}"));
-    assert_eq!(merged["next"], "hank fleet status");
+    assert_eq!(merged["command"], "hank fleet status");
     assert_eq!(merged["event"]["type"], "fleet_task");
     assert_eq!(merged["event"]["state"], "merged");
 }
@@ -298,10 +298,14 @@ fn deliveries_are_notified() {
         "{red}"
     );
     assert!(
-        red["next"]
+        red["command"]
             .as_str()
             .unwrap()
             .contains("the failure goes to the next loop"),
         "{red}"
     );
+    // The pull request is the link to tap.
+    let url = red["url"].as_str().unwrap_or_else(|| panic!("{red}"));
+    assert!(url.contains("/pull/"), "{red}");
+    assert_eq!(red["event"]["pr_url"], url, "{red}");
 }

@@ -99,10 +99,11 @@ pub(crate) fn cmd_exists(program: &str) -> bool {
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
 }
 
-/// The tests of the nextest `slow` group (`.config/nextest.toml`): each starts with
-/// `if !slow(..) { return; }`. They run under `cargo nextest run` (in their own group, one at a
-/// time), under `HANK_SLOW_TESTS=1 cargo test` (what `.ci/run` does), and are skipped, with a
-/// line on stderr, by a plain `cargo test`.
+/// The tests of the nextest `slow` group (`.config/nextest.toml`): each is
+/// `#[ignore = "slow: …"]` ([`SLOW_REASON`]), so a plain `cargo test` reports them as
+/// ignored, with the reason. `cargo test -- --ignored` runs them (`.ci/run` runs the names
+/// of `.config/nextest.toml` that way), `cargo nextest run --run-ignored all` too, in their
+/// own group, one at a time.
 pub(crate) const SLOW_TESTS: [&str; 8] = [
     "progress::an_edit_in_a_300000_file_tree_is_seen",
     "hostile_process::kill_9_sweep_leaves_no_survivor_and_no_uncounted_call",
@@ -114,16 +115,9 @@ pub(crate) const SLOW_TESTS: [&str; 8] = [
     "fleet_budget::a_slow_merge_does_not_stall_the_supervision_of_other_tasks",
 ];
 
-/// Should the slow test `name` (one of [`SLOW_TESTS`]) run now? See [`SLOW_TESTS`].
-pub(crate) fn slow(name: &str) -> bool {
-    assert!(SLOW_TESTS.contains(&name), "{name} is not in SLOW_TESTS");
-    let on = std::env::var_os("HANK_SLOW_TESTS").is_some_and(|v| v != "0")
-        || std::env::var_os("NEXTEST_RUN_ID").is_some();
-    if !on {
-        eprintln!("{name}: skipped (slow; set HANK_SLOW_TESTS=1 or use cargo nextest run)");
-    }
-    on
-}
+/// The reason every slow test is ignored with (`architecture.rs` checks the attribute).
+pub(crate) const SLOW_REASON: &str =
+    "slow: cargo test -- --ignored (.ci/run runs them), or cargo nextest run --run-ignored all";
 
 /// A project with `.hank/` files in a temp dir, plus a fake-agent control dir and a HOME.
 pub(crate) struct Project {
