@@ -1017,6 +1017,7 @@ mod tests {
                     | ExitReason::CiTimeout
                     | ExitReason::PushRejected
                     | ExitReason::ForgeFailed
+                    | ExitReason::SecretsInCommits
             ) {
                 assert!(covered.contains(&r), "{r} not covered");
             }

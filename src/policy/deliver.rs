@@ -1080,7 +1080,7 @@ mod tests {
             "{body}"
         );
         assert!(body.contains("- [x] [#12] Fix login"), "{body}");
-        assert!(body.contains("- [x] F\u{200b}ixes #9 and"), "{body}");
+        assert!(body.contains("- [x] F\u{200d}ixes #9 and"), "{body}");
     }
 
     #[test]
