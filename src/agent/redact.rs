@@ -54,44 +54,6 @@ const VENDOR_PREFIXES: &[&str] = &[
 static ANTHROPIC_KEY: LazyLock<Regex> =
     LazyLock::new(|| crate::analysis::re(r"sk-ant-[A-Za-z0-9_\-]*"));
 
-/// Credentials recognisable by their shape alone (set in the environment or not): Anthropic
-/// keys, GitHub tokens (`ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_`, `github_pat_`), GitLab
-/// (`glpat-`), npm (`npm_`), AWS access key ids (`AKIA…`) and Slack (`xox?-`) tokens. The
-/// redactor replaces them; delivery's scan of pushed commits (`policy::secrets`) refuses
-/// them. Each alternative is one group, in the order of [`TOKEN_KINDS`].
-static TOKEN_SHAPES: LazyLock<Regex> = LazyLock::new(|| {
-    crate::analysis::re(concat!(
-        r"(sk-ant-[A-Za-z0-9_\-]{20,})",
-        r"|\b(gh[pousr]_[A-Za-z0-9]{30,})",
-        r"|\b(github_pat_[A-Za-z0-9_]{30,})",
-        r"|\b(glpat-[A-Za-z0-9_\-]{20,})",
-        r"|\b(npm_[A-Za-z0-9]{36,})",
-        r"|\b((?:AKIA|ASIA)[0-9A-Z]{16})\b",
-        r"|\b(xox[abposr]-[A-Za-z0-9-]{10,})",
-    ))
-});
-
-/// What each group of [`TOKEN_SHAPES`] is.
-const TOKEN_KINDS: &[&str] = &[
-    "an Anthropic API key",
-    "a GitHub token",
-    "a GitHub token",
-    "a GitLab token",
-    "an npm token",
-    "an AWS access key id",
-    "a Slack token",
-];
-
-/// The first credential-shaped word in `text` (the shapes the redactor replaces): what it is, `None`
-/// when there is none.
-#[must_use]
-pub fn token_shape(text: &str) -> Option<&'static str> {
-    let c = TOKEN_SHAPES.captures(text)?;
-    (1..c.len())
-        .find(|i| c.get(*i).is_some())
-        .and_then(|i| TOKEN_KINDS.get(i - 1).copied())
-}
-
 /// Whether an environment variable of this name holds a secret.
 #[must_use]
 pub fn is_secret_name(name: &str) -> bool {
@@ -230,8 +192,10 @@ fn redact_with(text: &mut String, pieces: &Pieces) {
     if text.contains("sk-ant-") {
         *text = ANTHROPIC_KEY.replace_all(text, REDACTED).into_owned();
     }
-    if TOKEN_SHAPES.is_match(text) {
-        *text = TOKEN_SHAPES.replace_all(text, REDACTED).into_owned();
+    if crate::policy::secrets::TOKEN_SHAPES.is_match(text) {
+        *text = crate::policy::secrets::TOKEN_SHAPES
+            .replace_all(text, REDACTED)
+            .into_owned();
     }
     if let Some(r) = pieces.apply(text) {
         *text = r;

@@ -204,7 +204,8 @@ fn known_agents(s: &settings::Settings, root: &Path) -> Result<()> {
 
 /// The tasks start from the last commit: uncommitted changes (an edited plan section, a
 /// changed file) would silently be left out. Refused naming the files, unless `allow`
-/// (then said what is left out). hank's runtime files do not count.
+/// (then said what is left out). hank's runtime files and the untracked configuration the
+/// fleet copies into each worktree do not count.
 fn dirty_tree(root: &Path, allow: bool) -> Result<()> {
     let out = crate::git::run_git(
         root,
@@ -212,9 +213,14 @@ fn dirty_tree(root: &Path, allow: bool) -> Result<()> {
     )
     .map_err(|e| HankError::Tool(format!("`git status` in {}: {e}", root.display())))?;
     let runtime = crate::deliver::runtime_paths();
+    // Untracked configuration the fleet copies into each worktree is not left out.
+    let copied = |e: &str| {
+        e.starts_with("?? ") && matches!(&e[3..], ".hankrc" | ".hank/PROMPT.md" | ".hank/AGENT.md")
+            || e.starts_with("?? .hank/agents/")
+    };
     let files: Vec<String> = String::from_utf8_lossy(&out)
         .split('\0')
-        .filter(|e| e.len() > 3)
+        .filter(|e| e.len() > 3 && !copied(e))
         .map(|e| e[3..].to_string())
         .filter(|f| {
             !runtime.iter().any(|r| {

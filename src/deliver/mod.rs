@@ -38,10 +38,21 @@ fn git(dir: &Path, args: &[&str], timeout: Duration) -> Result<GitRun> {
     })
 }
 
+/// [`Hooks::Run`] when nothing in `project`'s configuration is unapproved
+/// ([`crate::approval::unapproved`] empty: hooks, filters and git's program keys are part of
+/// the fingerprint), else [`Hooks::Off`] (also when that cannot be read).
+#[must_use]
+pub fn hooks_approved_in(project: &Path) -> Hooks {
+    match crate::approval::unapproved(project) {
+        Ok(list) if list.is_empty() => Hooks::Run,
+        _ => Hooks::Off,
+    }
+}
+
 /// [`git`] for the commands that may run the user's own hooks and filters (the commit, the
-/// push): only when the project's configuration is approved ([`Hooks::approved_in`]).
+/// push): only when the project's configuration is approved ([`hooks_approved_in`]).
 fn git_hooked(dir: &Path, args: &[&str], timeout: Duration) -> Result<GitRun> {
-    git_run_hooks(dir, args, timeout, Hooks::approved_in(dir)).map_err(|e| {
+    git_run_hooks(dir, args, timeout, hooks_approved_in(dir)).map_err(|e| {
         HankError::Tool(format!(
             "`git {}` in {}: {e}",
             args.join(" "),

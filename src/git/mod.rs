@@ -44,19 +44,6 @@ pub enum Hooks {
     Off,
 }
 
-impl Hooks {
-    /// [`Hooks::Run`] when nothing in `project`'s configuration is unapproved
-    /// (`crate::approval::unapproved` empty), else [`Hooks::Off`] (also when that cannot be
-    /// read).
-    #[must_use]
-    pub fn approved_in(project: &Path) -> Hooks {
-        match crate::approval::unapproved(project) {
-            Ok(list) if list.is_empty() => Hooks::Run,
-            _ => Hooks::Off,
-        }
-    }
-}
-
 /// Work trees whose git directory hank pinned ([`Repo::task_worktree`]): git runs in them
 /// with `--git-dir`/`--work-tree`, never through their `.git` file.
 static PINNED: Mutex<Vec<(PathBuf, PathBuf)>> = Mutex::new(Vec::new());

@@ -7,6 +7,9 @@
 //! unless `DELIVER_ALLOW_FILES` allows its path ([`allowed`]).
 
 use std::fmt::Write as _;
+use std::sync::LazyLock;
+
+use regex::Regex;
 
 /// Names of files that hold credentials by convention.
 const SECRET_NAMES: &[&str] = &[
@@ -83,7 +86,7 @@ pub fn looks_like_secret(path: &str) -> bool {
 
 /// Why this file's content looks like a secret: a private key's header (`-----BEGIN …
 /// PRIVATE KEY-----`, PGP's `PRIVATE KEY BLOCK` too) or a credential-shaped word the
-/// redactor knows ([`crate::agent::redact::token_shape`]); `None` when neither is in it.
+/// redactor knows ([`token_shape`]); `None` when neither is in it.
 #[must_use]
 pub fn why_content(text: &str) -> Option<String> {
     if let Some(at) = text.find("-----BEGIN ") {
@@ -104,9 +107,9 @@ pub fn why_content(text: &str) -> Option<String> {
         if let Some(why) = why_content(rest) {
             return Some(why);
         }
-        return crate::agent::redact::token_shape(text).map(|k| format!("contains {k}"));
+        return token_shape(text).map(|k| format!("contains {k}"));
     }
-    crate::agent::redact::token_shape(text).map(|k| format!("contains {k}"))
+    token_shape(text).map(|k| format!("contains {k}"))
 }
 
 /// Whether `path` matches one of the `DELIVER_ALLOW_FILES` patterns: a pattern matches the
@@ -186,6 +189,44 @@ pub fn refusal(remote: &str, branch: &str, hits: &[Hit], skipped: &[String]) -> 
 
 /// The largest file whose content is scanned (a larger one is checked by its name only).
 pub const MAX_SCANNED_BLOB: u64 = 1024 * 1024 - 4096;
+
+/// Credentials recognisable by their shape alone (set in the environment or not): Anthropic
+/// keys, GitHub tokens (`ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_`, `github_pat_`), GitLab
+/// (`glpat-`), npm (`npm_`), AWS access key ids (`AKIA…`) and Slack (`xox?-`) tokens. The
+/// redactor replaces them; delivery's scan of pushed commits (`policy::secrets`) refuses
+/// them. Each alternative is one group, in the order of `TOKEN_KINDS`.
+pub static TOKEN_SHAPES: LazyLock<Regex> = LazyLock::new(|| {
+    crate::analysis::re(concat!(
+        r"(sk-ant-[A-Za-z0-9_\-]{20,})",
+        r"|\b(gh[pousr]_[A-Za-z0-9]{30,})",
+        r"|\b(github_pat_[A-Za-z0-9_]{30,})",
+        r"|\b(glpat-[A-Za-z0-9_\-]{20,})",
+        r"|\b(npm_[A-Za-z0-9]{36,})",
+        r"|\b((?:AKIA|ASIA)[0-9A-Z]{16})\b",
+        r"|\b(xox[abposr]-[A-Za-z0-9-]{10,})",
+    ))
+});
+
+/// What each group of [`TOKEN_SHAPES`] is.
+const TOKEN_KINDS: &[&str] = &[
+    "an Anthropic API key",
+    "a GitHub token",
+    "a GitHub token",
+    "a GitLab token",
+    "an npm token",
+    "an AWS access key id",
+    "a Slack token",
+];
+
+/// The first credential-shaped word in `text` (the shapes the redactor replaces): what it is, `None`
+/// when there is none.
+#[must_use]
+pub fn token_shape(text: &str) -> Option<&'static str> {
+    let c = TOKEN_SHAPES.captures(text)?;
+    (1..c.len())
+        .find(|i| c.get(*i).is_some())
+        .and_then(|i| TOKEN_KINDS.get(i - 1).copied())
+}
 
 #[cfg(test)]
 mod tests {

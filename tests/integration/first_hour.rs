@@ -28,6 +28,7 @@ impl Workspace {
             .env("PATH", path.unwrap_or(&default_path))
             .env("HOME", self.root.path().join("home"))
             .env("FAKE_CLAUDE_DIR", self.root.path().join("fake"))
+            .env("SANDBOX", "off")
             .env("NO_COLOR", "1")
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
@@ -244,12 +245,27 @@ fn setup_with_a_project_type_allows_its_commands() {
         let rc = ws.read("app/.hankrc");
         assert_eq!(rc_value(&rc, "PROJECT_TYPE").as_deref(), Some(*ty));
         let got = rc_value(&rc, "VERIFY_COMMAND").unwrap_or_default();
-        // A Python project is set up with uv when uv is installed.
+        // A Python project is set up with uv when uv is installed, else with what this
+        // machine has: pytest, python3 -m pytest, or python3's own unittest.
         let uv = format!("uv run {verify}");
+        let python = [
+            "pytest",
+            "python3 -m pytest",
+            "python3 -m unittest",
+            "python -m unittest",
+        ];
         assert!(
-            got == *verify || (*ty == "python" && got == uv),
+            got == *verify || (*ty == "python" && (got == uv || python.contains(&got.as_str()))),
             "{ty}: {got}"
         );
+        if *ty == "python" {
+            let tools: Vec<String> = rc_value(&rc, "ALLOWED_TOOLS")
+                .unwrap()
+                .split(',')
+                .map(ToString::to_string)
+                .collect();
+            assert!(allows(&tools, &got), "python: `{got}` denied by {tools:?}");
+        }
         let tools: Vec<String> = rc_value(&rc, "ALLOWED_TOOLS")
             .unwrap()
             .split(',')
@@ -467,6 +483,7 @@ fn doctor_honours_the_agent_command_and_reports_the_login() {
         .env("PATH", no_claude)
         .env("HOME", ws.root.path().join("home"))
         .env("FAKE_CLAUDE_DIR", ws.root.path().join("fake"))
+        .env("SANDBOX", "off")
         .env("CLAUDE_CODE_CMD", format!("bash {fake}"))
         .output()
         .unwrap();
@@ -535,6 +552,7 @@ fn dry_run_without_the_client_and_environment_values() {
             )
             .env("HOME", ws.root.path().join("home"))
             .env("FAKE_CLAUDE_DIR", ws.root.path().join("fake"))
+            .env("SANDBOX", "off")
             .env(k, v)
             .output()
             .unwrap()

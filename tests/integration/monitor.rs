@@ -213,6 +213,8 @@ impl Tmux {
             .env_clear()
             .envs(env.iter().map(|(k, v)| (k, v)))
             .env("TMUX_TMPDIR", &self.tmpdir)
+            // The fake agent writes its call files outside the project (see support.rs).
+            .env("SANDBOX", "off")
             .stdin(Stdio::null())
             .output()
             .unwrap();

@@ -229,8 +229,10 @@ fn a_merged_fleet_task_is_notified() {
         "NOTIFY=\"webhook:{}\"\nNOTIFY_EVENTS=fleet_task\n",
         server.url("/hook")
     ));
-    // (.hankrc is not committed: the supervisor reads it here.)
-    let o = p.run(&["fleet", "--allow-dirty"]);
+    // Committed: every task's worktree has the configuration the checkout approved.
+    crate::support::git(&p.dir, &["add", ".hankrc"]);
+    crate::support::git(&p.dir, &["commit", "-q", "-m", "notify"]);
+    let o = p.run(&["fleet"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let hooks = webhook_classes(&server);
     assert!(
