@@ -136,7 +136,7 @@ fn a_dangling_agent_md_link_on_the_branch_is_never_written_through() {
     git(&p.dir, &["checkout", "-q", "main"]);
     // … and the user's checkout has its own (untracked) AGENT.md to copy.
     std::fs::write(p.dir.join(".hank/AGENT.md"), "notes\n").unwrap();
-    let o = p.run(&["fleet"]);
+    let o = p.run(&["fleet", "--allow-dirty"]);
     assert!(!target.exists(), "written through the link: {}", stderr(&o));
     assert!(stderr(&o).contains("symbolic link"), "{}", stderr(&o));
 }
