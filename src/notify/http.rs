@@ -51,14 +51,7 @@ pub fn get_lines(
     mut line: impl FnMut(&str),
 ) -> Result<bool, String> {
     use std::io::BufRead;
-    let mut resp = agent(url, timeout)
-        .get(url)
-        .call()
-        .map_err(|e| e.to_string())?;
-    let status = resp.status().as_u16();
-    if !(200..300).contains(&status) {
-        return Err(format!("HTTP {status}"));
-    }
+    let mut resp = get_ok(url, timeout)?;
     let mut reader = std::io::BufReader::new(resp.body_mut().as_reader());
     let (mut total, mut handed, mut current) = (0u64, 0usize, Vec::new());
     loop {
@@ -91,17 +84,24 @@ pub fn get_lines(
     Ok(true)
 }
 
-/// GETs `url`: the body of a 2xx answer (at most [`MAX_BODY`] bytes), else why not.
-pub fn get(url: &str, timeout: Duration) -> Result<String, String> {
-    let mut resp = agent(url, timeout)
+/// GETs `url`: the answer when it is a 2xx, else why not (the status or the error).
+fn get_ok(url: &str, timeout: Duration) -> Result<ureq::http::Response<ureq::Body>, String> {
+    let resp = agent(url, timeout)
         .get(url)
         .call()
         .map_err(|e| e.to_string())?;
     let status = resp.status().as_u16();
-    if !(200..300).contains(&status) {
-        return Err(format!("HTTP {status}"));
+    if (200..300).contains(&status) {
+        Ok(resp)
+    } else {
+        Err(format!("HTTP {status}"))
     }
-    resp.body_mut()
+}
+
+/// GETs `url`: the body of a 2xx answer (at most [`MAX_BODY`] bytes), else why not.
+pub fn get(url: &str, timeout: Duration) -> Result<String, String> {
+    get_ok(url, timeout)?
+        .body_mut()
         .with_config()
         .limit(MAX_BODY)
         .read_to_string()
