@@ -7,9 +7,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::error::{HankError, Result};
+use crate::git::{GitRun, git_run, git_run_input};
 use crate::store::portable::{BUNDLE_FILE, encode, parse_bundle, ref_name};
 use crate::store::schema::StateBundle;
-use crate::git::{GitRun, git_run, git_run_input};
 
 /// The largest bundle read back from a ref (what hank keeps of a git command's output).
 pub const MAX_BUNDLE_BYTES: u64 = crate::git::GIT_OUTPUT_LIMIT;

@@ -55,11 +55,11 @@ use std::time::{Duration, SystemTime};
 
 use crate::git::git;
 // The runners live in the git door (`crate::git`); their old paths stay.
+#[cfg(test)]
+pub(crate) use crate::git::git_in;
 pub use crate::git::{
     GIT_OUTPUT_LIMIT, GIT_TIMEOUT, GitError, GitRun, git_run, git_run_input, run_git, run_git_for,
 };
-#[cfg(test)]
-pub(crate) use crate::git::git_in;
 /// Files at most this large get a content hash in their fingerprint.
 pub const HASH_FILE_MAX: u64 = 256 * 1024;
 /// Bytes hashed per snapshot at most; past it fingerprints use stat data only.
@@ -241,7 +241,6 @@ fn nul_separated(out: &[u8]) -> impl Iterator<Item = String> + '_ {
         .filter(|p| !p.is_empty())
         .map(|p| String::from_utf8_lossy(p).into_owned())
 }
-
 
 // ---------------------------------------------------------------------------------------------
 // Fingerprints

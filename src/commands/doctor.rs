@@ -526,16 +526,14 @@ pub(crate) fn run(args: &cli::DoctorArgs) -> Result<u8> {
             "correct the value named above in .hankrc or the environment",
         )),
     }
-    checks.push(
-        match crate::git::version() {
-            Some(v) => Check::ok("git", v),
-            None => Check::fail(
-                "git",
-                "not found: progress falls back to file times",
-                "install git (apt install git, brew install git, …)",
-            ),
-        },
-    );
+    checks.push(match crate::git::version() {
+        Some(v) => Check::ok("git", v),
+        None => Check::fail(
+            "git",
+            "not found: progress falls back to file times",
+            "install git (apt install git, brew install git, …)",
+        ),
+    });
     let tmux = which::which("tmux").ok().map(|p| {
         crate::proc::Cmd::new(p)
             .arg("-V")

@@ -16,10 +16,10 @@ use crate::forge::{Forge, PullRequest};
 use crate::policy::deliver::{self as rules, CiLimits, CiVerdict, Evidence};
 
 pub mod in_run;
+use crate::git::{GitRun, Hooks, git_run, git_run_hooks};
 use crate::policy::receipts;
 use crate::policy::verify::CheckKind;
 use crate::store::schema::EventLine;
-use crate::git::{GitRun, Hooks, git_run, git_run_hooks};
 
 /// How long a git command of delivery may run (a push with a slow pre-push hook).
 pub const GIT_DELIVER_TIMEOUT: Duration = Duration::from_secs(15 * 60);

@@ -27,12 +27,12 @@ use std::time::{Duration, Instant};
 use jiff::Timestamp;
 
 use crate::error::{HankError, Result};
+use crate::git::{GitError, Repo, run_git};
 use crate::policy::budget::BudgetLimits;
 use crate::policy::fixplan;
 use crate::policy::fleet::{self, Admission, AdmissionFacts, TaskEvent, TaskSpec, TaskState};
 use crate::store::schema::{FLEET_SCHEMA, FleetFile, FleetTask};
 use crate::store::{self, Store, fleet_ledger, userdir};
-use crate::git::{GitError, Repo, run_git};
 
 pub mod events;
 
@@ -507,9 +507,8 @@ fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Result<PathBuf
 /// Opens the task worktree `wt` from the checkout's own records ([`Repo::task_worktree`]):
 /// every later git command of the fleet in `wt` uses that git directory.
 fn pin(paths: &Paths, wt: &Path) -> Result<Repo> {
-    Repo::task_worktree(&paths.root, wt).map_err(|e| {
-        HankError::Internal(format!("the worktree {}: {e}", wt.display()))
-    })
+    Repo::task_worktree(&paths.root, wt)
+        .map_err(|e| HankError::Internal(format!("the worktree {}: {e}", wt.display())))
 }
 
 fn remove_worktree(paths: &Paths, wt: &Path) {

@@ -63,7 +63,9 @@ static PINNED: Mutex<Vec<(PathBuf, PathBuf)>> = Mutex::new(Vec::new());
 
 /// `--git-dir=… --work-tree=…` for a pinned work tree, nothing otherwise.
 fn pinned_args(dir: &Path) -> Vec<String> {
-    let pinned = PINNED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let pinned = PINNED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     pinned
         .iter()
         .find(|(wt, _)| wt == dir)
@@ -100,9 +102,8 @@ impl Repo {
         let want = std::fs::canonicalize(wt)
             .map_err(|e| GitError::Output(format!("cannot resolve {}: {e}", wt.display())))?;
         let admin = common.join("worktrees");
-        let entries = std::fs::read_dir(&admin).map_err(|e| {
-            GitError::Output(format!("cannot read {}: {e}", admin.display()))
-        })?;
+        let entries = std::fs::read_dir(&admin)
+            .map_err(|e| GitError::Output(format!("cannot read {}: {e}", admin.display())))?;
         let mut found = None;
         for e in entries.flatten() {
             let gitdir = e.path().join("gitdir");
@@ -127,7 +128,9 @@ impl Repo {
                 admin.display()
             ))
         })?;
-        let mut pinned = PINNED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut pinned = PINNED
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         pinned.retain(|(w, _)| w != wt);
         pinned.push((wt.to_path_buf(), git_dir.clone()));
         Ok(Repo {
@@ -186,7 +189,6 @@ pub fn version() -> Option<String> {
         .success()
         .then(|| out.lines().next().unwrap_or("").trim().to_string())
 }
-
 
 /// Why a git command gave no answer.
 #[derive(Debug)]
@@ -612,12 +614,13 @@ mod tests {
         let hook_ran = dir.join("hook-ran");
         let filter_ran = dir.join("filter-ran");
         let hook = dir.join(".git/hooks/pre-commit");
-        std::fs::write(&hook, format!("#!/bin/sh\ntouch '{}'\n", hook_ran.display())).unwrap();
-        std::fs::set_permissions(
+        std::fs::write(
             &hook,
-            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+            format!("#!/bin/sh\ntouch '{}'\n", hook_ran.display()),
         )
         .unwrap();
+        std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
         git_in(
             dir,
             &[
@@ -652,7 +655,10 @@ mod tests {
         assert!(add.success, "{}", add.stderr);
         let r = git_run_hooks(dir, &commit, GIT_TIMEOUT, Hooks::Run).unwrap();
         assert!(r.success, "{}", r.stderr);
-        assert!(hook_ran.exists() && filter_ran.exists(), "the check proves nothing");
+        assert!(
+            hook_ran.exists() && filter_ran.exists(),
+            "the check proves nothing"
+        );
     }
 
     #[test]
@@ -669,7 +675,11 @@ mod tests {
         let wt_s = wt.to_string_lossy().into_owned();
         git_in(&root, &["worktree", "add", "-q", "-b", "hank/t", &wt_s]);
         let repo = Repo::task_worktree(&root, &wt).unwrap();
-        assert!(repo.git_dir().ends_with("worktrees/wt"), "{:?}", repo.git_dir());
+        assert!(
+            repo.git_dir().ends_with("worktrees/wt"),
+            "{:?}",
+            repo.git_dir()
+        );
         // The agent points the `.git` file elsewhere: hank's git still sees the task's branch.
         std::fs::write(
             wt.join(".git"),

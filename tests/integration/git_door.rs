@@ -47,7 +47,10 @@ fn a_task_agent_pointing_its_git_file_at_the_checkout_moves_nothing_of_the_user(
     // The user has staged work in the checkout.
     std::fs::write(p.dir.join("staged.txt"), "mine\n").unwrap();
     git(&p.dir, &["add", "staged.txt"]);
-    let attack = format!("printf 'gitdir: %s\\n' '{}' > .git\n", p.dir.join(".git").display());
+    let attack = format!(
+        "printf 'gitdir: %s\\n' '{}' > .git\n",
+        p.dir.join(".git").display()
+    );
     p.fake("effect.sh", &work_then(&attack));
     let before = checkout(&p);
     let o = p.run(&["fleet"]);
@@ -78,7 +81,10 @@ fn a_task_agent_pointing_its_git_file_at_the_integration_worktree_commits_nothin
     let o = p.run(&["fleet"]);
     // Nothing was committed straight onto hank/fleet: the task's work came in through a merge
     // of its own branch, which holds the task's commit.
-    let first_parent = git(&p.dir, &["log", "--first-parent", "--format=%s", "hank/fleet"]);
+    let first_parent = git(
+        &p.dir,
+        &["log", "--first-parent", "--format=%s", "hank/fleet"],
+    );
     assert!(
         !first_parent.contains("hank fleet: task Alpha"),
         "committed straight onto hank/fleet:\n{first_parent}\n{}",
@@ -87,7 +93,10 @@ fn a_task_agent_pointing_its_git_file_at_the_integration_worktree_commits_nothin
     let (state, _) = task_state(&p);
     if state == "merged" {
         assert!(subjects(&p, "hank/alpha").contains("hank fleet: task Alpha"));
-        assert!(first_parent.contains("hank fleet: merge task Alpha"), "{first_parent}");
+        assert!(
+            first_parent.contains("hank fleet: merge task Alpha"),
+            "{first_parent}"
+        );
     }
 }
 
