@@ -32,6 +32,17 @@ fn run_checked(run: &RunArgs, args: &[OsString]) -> Result<u8> {
         crate::monitor::tmux::require_tmux()?;
     }
     let project_dir = super::project_dir()?;
+    // A fleet task's worker reads its repository from the checkout's records, never through
+    // the worktree's `.git` file (which its agent can rewrite).
+    crate::git::Repo::pin_task_worktree_from_env(&project_dir).map_err(|e| {
+        HankError::usage_hint(
+            format!(
+                "{} is not the fleet task worktree its checkout records: {e}",
+                project_dir.display()
+            ),
+            "the task's worktree was changed under hank; `hank fleet` makes a new one",
+        )
+    })?;
     check_layout(&project_dir)?;
     // Nothing of a configuration changed during a run is used (or executed) unapproved.
     crate::approval::require(&project_dir, run.accept_config, "hank run")?;

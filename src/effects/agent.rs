@@ -18,6 +18,7 @@ use crate::error::{HankError, Result};
 pub(crate) const AGENT_ENV_REMOVED: &[&str] = &[
     "CLAUDE_CODE_RETRY_WATCHDOG",
     crate::store::fleet_ledger::ENV,
+    crate::git::TASK_CHECKOUT_ENV,
 ];
 
 /// Credentials hank keeps to itself: the forge tokens it pushes and opens pull requests with,

@@ -580,7 +580,14 @@ fn spawn_worker(
         exe.as_os_str(),
         &args,
         wt,
-        &[(std::ffi::OsStr::new(fleet_ledger::ENV), ledger.as_os_str())],
+        &[
+            (std::ffi::OsStr::new(fleet_ledger::ENV), ledger.as_os_str()),
+            // The worker pins its worktree's git directory from the checkout's records.
+            (
+                std::ffi::OsStr::new(crate::git::TASK_CHECKOUT_ENV),
+                paths.root.as_os_str(),
+            ),
+        ],
         log,
     )
     .map_err(|e| HankError::Internal(format!("cannot start hank run for a task: {e}")))

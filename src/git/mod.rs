@@ -65,6 +65,10 @@ fn pinned_args(dir: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Set by `hank fleet` on a task's worker: the checkout the task's worktree belongs to
+/// ([`Repo::pin_task_worktree_from_env`]). Removed from the agent's environment.
+pub const TASK_CHECKOUT_ENV: &str = "HANK_TASK_CHECKOUT";
+
 /// A repository opened from paths hank recorded itself.
 #[derive(Debug, Clone)]
 pub struct Repo {
@@ -118,12 +122,32 @@ impl Repo {
         let mut pinned = PINNED
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        pinned.retain(|(w, _)| w != wt);
+        pinned.retain(|(w, _)| w != wt && *w != want);
         pinned.push((wt.to_path_buf(), git_dir.clone()));
+        if want != wt {
+            // The same work tree named by its resolved path (a worker's current directory).
+            pinned.push((want, git_dir.clone()));
+        }
         Ok(Repo {
             work_tree: wt.to_path_buf(),
             git_dir,
         })
+    }
+
+    /// In a fleet task's worker (`hank run` started by the supervisor in the task's worktree,
+    /// told the checkout in [`TASK_CHECKOUT_ENV`]): pins `dir`'s git directory from the
+    /// checkout's records ([`Repo::task_worktree`]) so that progress and every other git call
+    /// of this process read the task's own repository, never through the worktree's `.git`
+    /// file. `Ok(None)` outside a fleet.
+    ///
+    /// # Errors
+    /// `dir` is not a worktree the checkout records (the worktree's `.git` file, or the
+    /// checkout, is not what the fleet made).
+    pub fn pin_task_worktree_from_env(dir: &Path) -> Result<Option<Repo>, GitError> {
+        let Some(checkout) = std::env::var_os(TASK_CHECKOUT_ENV) else {
+            return Ok(None);
+        };
+        Repo::task_worktree(Path::new(&checkout), dir).map(Some)
     }
 
     /// The git directory hank uses for this work tree.

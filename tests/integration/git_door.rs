@@ -166,3 +166,60 @@ fn a_fix_plan_link_merged_from_a_task_is_refused_and_never_followed() {
     let files = git(&p.dir, &["ls-tree", "--name-only", "hank/fleet"]);
     assert!(!files.contains("alpha.txt"), "{files}");
 }
+
+/// A fleet task's worker (`hank run` in the task's worktree, told the checkout in
+/// `HANK_TASK_CHECKOUT`) measures progress in the task's own repository even after its agent
+/// pointed the worktree's `.git` file at the user's checkout: the user's staged file is not
+/// counted as the task's change.
+#[test]
+fn a_task_workers_progress_reads_its_own_repository_after_the_git_file_is_rewritten() {
+    let p = project_doing(ONE_TASK, "");
+    std::fs::write(p.dir.join("staged.txt"), "mine\n").unwrap();
+    git(&p.dir, &["add", "staged.txt"]);
+    let wt = p.home.join("wt");
+    git(
+        &p.dir,
+        &["worktree", "add", "-q", "-b", "hank/alpha", &wt.display().to_string()],
+    );
+    let attack = format!(
+        "printf 'gitdir: %s\\n' '{}' > .git\n",
+        p.dir.join(".git").display()
+    );
+    p.fake("effect.sh", &work_then(&attack));
+    let o = p
+        .cmd()
+        .current_dir(&wt)
+        .env("HANK_TASK_CHECKOUT", &p.dir)
+        .args(["run", "--max-loops", "1"])
+        .output()
+        .unwrap();
+    let status: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(wt.join(".hank/status.json")).unwrap())
+            .unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)));
+    // `wt.txt` (the plan is not counted): nothing of the checkout's index.
+    assert_eq!(
+        status["last_loop"]["files_changed"], 1,
+        "{status}\n{}",
+        stderr(&o)
+    );
+}
+
+/// A worker told a checkout that does not record its worktree refuses to run (exit 1).
+#[test]
+fn a_task_worker_outside_its_checkouts_records_refuses_to_run() {
+    let p = project_doing(ONE_TASK, "");
+    let other = Project::new(&[]);
+    other.git_init();
+    let o = p
+        .cmd()
+        .env("HANK_TASK_CHECKOUT", &other.dir)
+        .args(["run", "--max-loops", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("is not the fleet task worktree its checkout records"),
+        "{}",
+        stderr(&o)
+    );
+}
