@@ -122,13 +122,39 @@ pub fn is_program_key(key: &str) -> bool {
     let (section, rest) = lower.split_once('.').unwrap_or((lower.as_str(), ""));
     let name = rest.rsplit('.').next().unwrap_or("");
     match section {
+        // Programs, or more configuration read from elsewhere.
         "filter" | "include" | "includeif" | "alias" => true,
+        // Credential helpers run with hank's environment on every push; `url.*.insteadOf`
+        // and `remote.*.url`/`pushurl` decide where a push (and its credentials) goes.
+        "credential" | "url" => true,
+        "remote" => matches!(
+            name,
+            "url" | "pushurl" | "receivepack" | "uploadpack" | "proxy" | "vcs"
+        ),
         "core" => matches!(
             name,
-            "hookspath" | "fsmonitor" | "pager" | "sshcommand" | "attributesfile" | "editor"
+            "hookspath"
+                | "fsmonitor"
+                | "pager"
+                | "sshcommand"
+                | "attributesfile"
+                | "editor"
+                | "askpass"
+                | "gitproxy"
         ),
         "diff" => matches!(name, "textconv" | "command" | "external"),
         "merge" => name == "driver",
+        // Signing runs `gpg.program` (or its ssh/x509 twin) on every commit.
+        "gpg" => name == "program",
+        "commit" | "tag" | "push" => name == "gpgsign",
+        "sequence" => name == "editor",
+        "submodule" => name == "update",
+        "uploadpack" => name == "packobjectshook",
+        "protocol" => name == "allow",
+        "http" => matches!(
+            name,
+            "proxy" | "sslverify" | "sslcainfo" | "sslcapath" | "extraheader" | "cookiefile"
+        ),
         _ => false,
     }
 }
@@ -434,7 +460,7 @@ pub fn unapproved(project: &Path) -> Result<Vec<String>> {
     if let Some(run) = a.run.take_if(|r| !run_alive(r)) {
         mark(&mut a, run.fingerprint, &now);
     }
-    let list = match &a.pending {
+    let mut list = match &a.pending {
         Some(p) => changes(&p.approved, &now),
         None => Vec::new(),
     };
@@ -444,7 +470,23 @@ pub fn unapproved(project: &Path) -> Result<Vec<String>> {
     if a != before {
         save(&path, &a)?;
     }
+    // A run in progress (this very command's, say, before its delivery): what its agent
+    // changed since it started is not approved either.
+    if let Some(run) = &a.run {
+        for c in changes(&run.fingerprint, &now) {
+            if !list.contains(&c) {
+                list.push(c);
+            }
+        }
+    }
     Ok(list)
+}
+
+/// Whether a line of [`changes`] is about the repository's git configuration (a key of
+/// [`is_program_key`]) rather than a hook, attributes, `.hankrc` or a profile.
+#[must_use]
+pub fn is_git_config_change(line: &str) -> bool {
+    line.starts_with("git config ")
 }
 
 /// `hank config accept`: approves the configuration as it is now; returns what was pending.
@@ -740,10 +782,28 @@ mod tests {
             assert!(is_program_key(k), "{k}");
         }
         for k in [
+            "credential.helper",
+            "credential.https://github.com.helper",
+            "remote.origin.url",
+            "remote.origin.pushurl",
+            "url.https://evil.example/.insteadof",
+            "gpg.program",
+            "gpg.ssh.program",
+            "commit.gpgsign",
+            "core.askpass",
+            "http.proxy",
+            "http.https://github.com.extraheader",
+            "protocol.ext.allow",
+            "submodule.x.update",
+        ] {
+            assert!(is_program_key(k), "{k}");
+        }
+        for k in [
             "user.email",
             "branch.main.remote",
             "core.bare",
-            "remote.origin.url",
+            "remote.origin.fetch",
+            "http.postbuffer",
         ] {
             assert!(!is_program_key(k), "{k}");
         }

@@ -279,8 +279,8 @@ fn deliver_record(
     d.secrets_skipped = committed.secrets_skipped;
     let sha = deliver::head(dir)?;
     // What is pushed is scanned, not only what hank staged: every commit the remote's base
-    // does not have yet (the whole history when hank knows nothing of the remote).
-    let known = deliver::scan::known_refs(&remote, &base, &branch);
+    // does not have yet, as the remote itself says (the whole history when it has neither).
+    let known = deliver::scan::known_on_remote(dir, &remote, &base, &branch)?;
     let allow = s.deliver_allow_files.value.clone().unwrap_or_default();
     let found = deliver::scan::scan(dir, &sha, &known, &allow)?;
     if !found.hits.is_empty() {

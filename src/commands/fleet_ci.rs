@@ -439,7 +439,7 @@ fn keep_work(
     let Some(r) = remote else { return Ok(()) };
     // What is pushed is scanned: the commits since the job started (and not on the remote's
     // task branch), by name and content.
-    let mut known = crate::deliver::scan::known_refs(r, "", branch);
+    let mut known = crate::deliver::scan::known_on_remote(root, r, "", branch)?;
     known.push(job_start.clone());
     let sha = crate::deliver::head(root)?;
     crate::deliver::scan::refuse_secrets(root, &sha, &known, allow, r, branch)?;

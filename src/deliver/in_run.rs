@@ -402,9 +402,13 @@ impl InRun {
         // a secret itself): a hit ends the run, nothing pushed.
         let found = blocking({
             let (dir, sha) = (dir.clone(), sha.clone());
-            let known = super::scan::known_refs(&self.remote, &self.base, &self.branch);
+            let (remote, base, branch) =
+                (self.remote.clone(), self.base.clone(), self.branch.clone());
             let allow = self.allow_files.clone();
-            move || super::scan::scan(&dir, &sha, &known, &allow)
+            move || {
+                let known = super::scan::known_on_remote(&dir, &remote, &base, &branch)?;
+                super::scan::scan(&dir, &sha, &known, &allow)
+            }
         })
         .await?;
         if !found.hits.is_empty() {

@@ -49,6 +49,36 @@ pub fn hooks_approved_in(project: &Path) -> Hooks {
     }
 }
 
+/// Refuses a push while git configuration that decides where a push goes or what it runs
+/// (credential helpers, remote URLs, `url.*.insteadOf`, proxies, signing programs: the keys of
+/// [`crate::approval::is_program_key`]) changed since the user approved it — during this run,
+/// by its agent, say. Unapproved hooks and filters do not refuse: they simply do not run.
+///
+/// # Errors
+/// Such a change is pending (the refusal lists it), or the approval cannot be read.
+pub fn refuse_unapproved_git_config(dir: &Path, remote: &str) -> Result<()> {
+    let changed: Vec<String> = crate::approval::unapproved(dir)?
+        .into_iter()
+        .filter(|c| crate::approval::is_git_config_change(c))
+        .collect();
+    if changed.is_empty() {
+        return Ok(());
+    }
+    Err(HankError::usage_hint(
+        format!(
+            "push to {remote} refused: the repository's git configuration changed since you \
+             approved it (it decides where a push goes and what it runs):\n  - {}",
+            changed
+                .iter()
+                .map(|c| crate::sanitize::line(c))
+                .collect::<Vec<_>>()
+                .join("\n  - ")
+        ),
+        "review it (`git config --local --list`), then `hank config accept` and deliver again \
+         (`hank deliver`)",
+    ))
+}
+
 /// [`git`] for the commands that may run the user's own hooks and filters (the commit, the
 /// push): only when the project's configuration is approved ([`hooks_approved_in`]).
 fn git_hooked(dir: &Path, args: &[&str], timeout: Duration) -> Result<GitRun> {
@@ -341,6 +371,7 @@ pub fn push(dir: &Path, remote: &str, branch: &str) -> Result<Push> {
 }
 
 fn push_refspec(dir: &Path, remote: &str, refspec: &str) -> Result<Push> {
+    refuse_unapproved_git_config(dir, remote)?;
     let r = git_hooked(
         dir,
         &["push", "--set-upstream", "--", remote, refspec],

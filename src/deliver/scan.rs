@@ -144,14 +144,62 @@ fn changed_blobs(raw: &str) -> Vec<(String, String)> {
     out
 }
 
-/// What the remote is known to have of a delivery: its remote-tracking refs of the base and
-/// of the delivery branch (those that exist are left out of the scan).
-#[must_use]
-pub fn known_refs(remote: &str, base: &str, branch: &str) -> Vec<String> {
-    [base, branch]
+/// What the remote has of a delivery, asked of the remote itself (`git ls-remote` of its push
+/// URL, where the push goes): the
+/// commits its `base` and `branch` point at (the ones present here are left out of the scan).
+/// Remote-tracking refs are not used: the agent can move them (`git update-ref
+/// refs/remotes/origin/main <commit>`) to hide a commit from the scan. The remote's URL and
+/// credential helpers are approved configuration ([`super::refuse_unapproved_git_config`]),
+/// checked first.
+///
+/// # Errors
+/// The configuration is not approved, or the remote cannot be asked (the push would fail the
+/// same way; the message names the remote).
+pub fn known_on_remote(dir: &Path, remote: &str, base: &str, branch: &str) -> Result<Vec<String>> {
+    super::refuse_unapproved_git_config(dir, remote)?;
+    let refs: Vec<String> = [base, branch]
         .iter()
         .filter(|b| !b.is_empty())
-        .map(|b| format!("refs/remotes/{remote}/{b}"))
+        .map(|b| format!("refs/heads/{b}"))
+        .collect();
+    if refs.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Where the push goes (`remote.*.pushurl` when set, as in a fork setup).
+    let push_url = super::git(
+        dir,
+        &["remote", "get-url", "--push", "--end-of-options", remote],
+        super::GIT_QUICK,
+    )?;
+    let target = if push_url.success && !push_url.stdout.trim().is_empty() {
+        push_url.stdout.trim().to_string()
+    } else {
+        remote.to_string()
+    };
+    let mut args = vec!["ls-remote", "--end-of-options", target.as_str()];
+    args.extend(refs.iter().map(String::as_str));
+    let r = super::git(dir, &args, super::GIT_QUICK)?;
+    if !r.success {
+        return Err(HankError::Tool(format!(
+            "cannot ask {remote} what it has of {} (`git ls-remote`): {}",
+            refs.join(", "),
+            crate::sanitize::line(r.stderr.trim())
+        )));
+    }
+    Ok(remote_commits(&r.stdout, &refs))
+}
+
+/// The commits of `git ls-remote` output whose ref is one of `refs` (pure).
+fn remote_commits(listing: &str, refs: &[String]) -> Vec<String> {
+    listing
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .filter(|(sha, name)| {
+            refs.iter().any(|r| r == name.trim())
+                && sha.len() >= 40
+                && sha.bytes().all(|b| b.is_ascii_hexdigit())
+        })
+        .map(|(sha, _)| sha.to_string())
         .collect()
 }
 
@@ -182,6 +230,21 @@ pub fn refuse_secrets(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn remote_commits_keep_only_the_asked_refs() {
+        let a = "a".repeat(40);
+        let b = "b".repeat(40);
+        let listing = format!(
+            "{a}\trefs/heads/main\n{b}\trefs/heads/hank/x\n{b}\trefs/heads/other\nnot a line\nzz\trefs/heads/main\n"
+        );
+        let refs = vec![
+            "refs/heads/main".to_string(),
+            "refs/heads/hank/x".to_string(),
+        ];
+        assert_eq!(remote_commits(&listing, &refs), vec![a, b]);
+        assert!(remote_commits("", &refs).is_empty());
+    }
 
     #[test]
     fn diff_tree_lines() {

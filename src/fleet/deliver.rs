@@ -153,7 +153,7 @@ pub async fn integration(
     let forge = forge::detect(root, &url, &forge::Env::from_process())?;
     // What is pushed is scanned: every commit of `into` the remote's base does not have.
     let tip = format!("refs/heads/{into}");
-    let known = deliver::scan::known_refs(remote, base, into);
+    let known = deliver::scan::known_on_remote(root, remote, base, into)?;
     let found = deliver::scan::scan(root, &tip, &known, allow_files)?;
     if !found.hits.is_empty() {
         errln!(

@@ -689,3 +689,86 @@ fn a_file_allowed_on_purpose_is_pushed() {
     let files = files_of(&s.remote, "hank/main");
     assert!(files.lines().any(|f| f == "prod.tfvars"), "{files}");
 }
+
+/// The agent moves the remote-tracking ref of the base onto its own secret commit, so that a
+/// scan trusting `refs/remotes/origin/main` would think the remote has it: the scan asks the
+/// remote itself, and the push is refused.
+#[test]
+fn a_moved_remote_tracking_ref_hides_no_secret_from_the_scan() {
+    let s = setup("[#12] Fix login");
+    s.p.fake(
+        "effect.sh",
+        &format!(
+            "{TICK_ONE}{COMMITS_SECRETS}git update-ref refs/remotes/origin/main HEAD\ngit update-ref refs/remotes/origin/hank/main HEAD\n"
+        ),
+    );
+    let gh = FakeGitHub::start();
+    let out = s.run(&gh, "DELIVER=branch\n");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(s.p.status()["exit_reason"], "secrets_in_commits", "{err}");
+    assert_contains(&err, "keys/deploy_key: a key file");
+    let branches = git(&s.remote, &["branch", "--list"]);
+    assert!(!branches.contains("hank/main"), "{branches}");
+}
+
+/// During the run the agent points the push somewhere else (another remote URL, a credential
+/// helper of its own): the push is refused and names the keys; nothing reaches either place.
+#[test]
+fn git_configuration_the_agent_changed_refuses_the_push() {
+    let s = setup("[#12] Fix login");
+    let elsewhere = s.p.home.join("elsewhere.git");
+    git(
+        &s.p.home,
+        &["init", "-q", "--bare", &elsewhere.display().to_string()],
+    );
+    let marker = s.p.home.join("helper-ran");
+    s.p.fake(
+        "effect.sh",
+        &format!(
+            "{TICK_ONE}git config remote.origin.pushurl '{}'\ngit config credential.helper '!touch {}; true'\n",
+            elsewhere.display(),
+            marker.display()
+        ),
+    );
+    let gh = FakeGitHub::start();
+    let out = s.run(&gh, "DELIVER=branch\n");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_contains_all(
+        &err,
+        &[
+            "refused",
+            "git config remote.origin.pushurl",
+            "git config credential.helper",
+            "hank config accept",
+        ],
+    );
+    for bare in [&s.remote, &elsewhere] {
+        let branches = git(bare, &["branch", "--list"]);
+        assert!(!branches.contains("hank/main"), "{branches}");
+    }
+    assert!(!marker.exists(), "the agent's credential helper ran");
+}
+
+/// A pre-push hook the agent planted during this very run does not run at its delivery
+/// (the configuration it changed is not approved while the run is still going).
+#[test]
+fn a_hook_planted_during_the_run_does_not_run_at_its_delivery() {
+    let s = setup("[#12] Fix login");
+    let marker = s.p.home.join("hook-ran");
+    s.p.fake(
+        "effect.sh",
+        &format!(
+            "{TICK_ONE}printf '#!/bin/sh\\nenv > {}\\n' > .git/hooks/pre-push\nchmod +x .git/hooks/pre-push\n",
+            marker.display()
+        ),
+    );
+    let gh = FakeGitHub::start();
+    let out = s.run(&gh, "DELIVER=branch\n");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let branches = git(&s.remote, &["branch", "--list"]);
+    assert!(branches.contains("hank/main"), "{branches}");
+    assert!(!marker.exists(), "the agent's hook ran at the push");
+}

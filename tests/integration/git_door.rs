@@ -179,7 +179,14 @@ fn a_task_workers_progress_reads_its_own_repository_after_the_git_file_is_rewrit
     let wt = p.home.join("wt");
     git(
         &p.dir,
-        &["worktree", "add", "-q", "-b", "hank/alpha", &wt.display().to_string()],
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "hank/alpha",
+            &wt.display().to_string(),
+        ],
     );
     let attack = format!(
         "printf 'gitdir: %s\\n' '{}' > .git\n",
@@ -198,7 +205,8 @@ fn a_task_workers_progress_reads_its_own_repository_after_the_git_file_is_rewrit
             .unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)));
     // `wt.txt` (the plan is not counted): nothing of the checkout's index.
     assert_eq!(
-        status["last_loop"]["files_changed"], 1,
+        status["last_loop"]["files_changed"],
+        1,
         "{status}\n{}",
         stderr(&o)
     );
