@@ -42,6 +42,7 @@ mod startup;
 mod state;
 mod steer;
 mod support;
+mod token_reach;
 mod verify;
 mod windows;
 
