@@ -164,6 +164,7 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
         max_merge_attempts,
         run_flags: a.run_flags.clone(),
         verify,
+        verify_timeout: s.verify_timeout.value,
         watched: crate::approval::watched_files(&root, &s),
         limits: s.budget_limits(),
         max_cost_usd: s.max_cost_usd.value,

@@ -62,6 +62,8 @@ pub struct Options {
     pub run_flags: Vec<String>,
     /// VERIFY_COMMAND, run on every merge result.
     pub verify: Option<String>,
+    /// VERIFY_TIMEOUT: a merge check running longer is stopped (its group) and counts red.
+    pub verify_timeout: Duration,
     /// The prompt file and the verify command's script, repository-relative
     /// ([`crate::approval::watched_files`]): a merge that changes them stops.
     pub watched: (String, Option<String>),
@@ -383,8 +385,12 @@ fn ensure_integration(paths: &Paths, into: &str) -> Result<()> {
     }
     let int = paths.integration();
     if int.join(".git").exists() {
-        // A fleet killed mid-merge: the merge is undone, the branch is where it was.
+        // A fleet killed mid-merge (or mid-check): the merge was made on a detached HEAD, so
+        // the branch is where it was; its check, if still running, is stopped; the worktree
+        // goes back to the branch.
+        stop_recorded_check(paths);
         let _ = git_ok(&int, &["merge", "--abort"]);
+        git(&int, &["checkout", "-q", "-f", into])?;
         git(&int, &["reset", "-q", "--hard", "HEAD"])?;
         return Ok(());
     }
@@ -622,9 +628,43 @@ fn with_runtime(flags: &[String], left: Option<Duration>) -> Vec<String> {
     out
 }
 
+/// Where the merge check's process group is recorded while it runs (`{pgid} {start ticks}`),
+/// so that a fleet restarted after a kill -9 stops a check that outlived it.
+fn check_record(paths: &Paths) -> PathBuf {
+    paths.user.join("fleet-check.pid")
+}
+
+/// Stops the merge check a killed fleet left running (its group, when its leader is still the
+/// process recorded), and forgets the record.
+fn stop_recorded_check(paths: &Paths) {
+    let path = check_record(paths);
+    let Ok(text) = fs::read_to_string(&path) else {
+        return;
+    };
+    let mut words = text.split_whitespace().map(str::parse::<u64>);
+    if let (Some(Ok(pgid)), Some(Ok(ticks))) = (words.next(), words.next())
+        && let Ok(pgid) = i32::try_from(pgid)
+        && pgid > 1
+        && crate::proc::agent::start_ticks(pgid) == Some(ticks)
+    {
+        errln!("hank: fleet: stopping the merge check a killed fleet left running (group {pgid})");
+        if let Ok(pid) = u32::try_from(pgid) {
+            kill_group(pid, nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+    let _ = fs::remove_file(&path);
+}
+
 /// Runs VERIFY_COMMAND in `dir` (through `sh -c`: the user's own command line), in its own
-/// process group, bounded; `Err(tail of its output)` when it fails.
-fn run_check(dir: &Path, command: &str, log: &Path) -> Result<std::result::Result<(), String>> {
+/// process group (recorded in [`check_record`] while it runs), bounded by `timeout`
+/// (VERIFY_TIMEOUT); `Err(tail of its output)` when it fails or ran past it.
+fn run_check(
+    paths: &Paths,
+    dir: &Path,
+    command: &str,
+    timeout: Duration,
+    log: &Path,
+) -> Result<std::result::Result<(), String>> {
     let out = File::create(log).map_err(|e| HankError::io("create", log, e))?;
     let mut child = crate::proc::spawn_to_log(
         std::ffi::OsStr::new("/bin/sh"),
@@ -637,7 +677,15 @@ fn run_check(dir: &Path, command: &str, log: &Path) -> Result<std::result::Resul
         out,
     )
     .map_err(|e| HankError::Internal(format!("cannot run VERIFY_COMMAND: {e}")))?;
+    let record = check_record(paths);
+    if let Ok(pid) = i32::try_from(child.id())
+        && let Some(ticks) = crate::proc::agent::start_ticks(pid)
+    {
+        // Best effort: without the record a kill -9 of the fleet leaves the check to finish.
+        let _ = crate::store::write_atomic(&record, format!("{pid} {ticks}\n").as_bytes(), false);
+    }
     let started = Instant::now();
+    let mut timed_out = false;
     let status = loop {
         if let Some(s) = child
             .try_wait()
@@ -645,15 +693,23 @@ fn run_check(dir: &Path, command: &str, log: &Path) -> Result<std::result::Resul
         {
             break Some(s);
         }
-        if started.elapsed() > Duration::from_secs(3600) || crate::agent::signals::received() > 0 {
+        timed_out = started.elapsed() > timeout;
+        if timed_out || crate::agent::signals::received() > 0 {
             kill_group(child.id(), nix::sys::signal::Signal::SIGKILL);
             let _ = child.wait();
             break None;
         }
         std::thread::sleep(Duration::from_millis(20));
     };
+    let _ = fs::remove_file(&record);
     if status.is_some_and(|s| s.success()) {
         return Ok(Ok(()));
+    }
+    if timed_out {
+        return Ok(Err(format!(
+            "VERIFY_COMMAND ran past VERIFY_TIMEOUT ({}s) and was stopped",
+            timeout.as_secs()
+        )));
     }
     let text = fs::read(log).unwrap_or_default();
     let tail = &text[text.len().saturating_sub(TAIL_BYTES)..];
@@ -802,6 +858,53 @@ fn merge_task(
             return Ok(Err(MergeProblem::Markers(list)));
         }
     }
+    // The merge, its check and the plan's ticks are made on a detached HEAD at the branch's
+    // tip; the branch moves (compare-and-swap) only once all of it passed, so a kill at any
+    // point leaves it where it was.
+    let into_ref = format!("refs/heads/{}", opts.into);
+    let old = String::from_utf8_lossy(&git(&int, &["rev-parse", "--verify", &into_ref])?)
+        .trim()
+        .to_string();
+    git(&int, &["checkout", "-q", "--detach", &old])?;
+    let outcome = merge_detached(paths, spec, wt, opts, &int, &ident, &branch);
+    let back = |int: &Path| -> Result<()> {
+        git(int, &["reset", "-q", "--hard", &old])?;
+        git(int, &["checkout", "-q", &opts.into])?;
+        Ok(())
+    };
+    match outcome {
+        Ok(Ok(())) => {
+            let new = String::from_utf8_lossy(&git(&int, &["rev-parse", "HEAD"])?)
+                .trim()
+                .to_string();
+            let message = format!("hank fleet: merge task {}", spec.name);
+            if let Err(e) = git(&int, &["update-ref", "-m", &message, &into_ref, &new, &old]) {
+                back(&int)?;
+                return Err(e);
+            }
+            git(&int, &["checkout", "-q", &opts.into])?;
+            Ok(Ok(()))
+        }
+        other => {
+            back(&int)?;
+            other
+        }
+    }
+}
+
+/// [`merge_task`]'s work on the detached HEAD of the integration worktree `int`: the merge,
+/// the check, the plan's ticks. Leaves the worktree for its caller to reset.
+fn merge_detached(
+    paths: &Paths,
+    spec: &TaskSpec,
+    wt: &Path,
+    opts: &Options,
+    int: &Path,
+    ident: &[&'static str],
+    branch: &str,
+) -> Result<std::result::Result<(), MergeProblem>> {
+    let int = int.to_path_buf();
+    let ident = ident.to_vec();
     let message = format!("hank fleet: merge task {}", spec.name);
     let mut args = ident.clone();
     args.extend([
@@ -811,7 +914,7 @@ fn merge_task(
         "--no-edit",
         "-m",
         &message,
-        &branch,
+        branch,
     ]);
     if !git_ok(&int, &args)? {
         let out = git(&int, &["diff", "--name-only", "--diff-filter=U"]).unwrap_or_default();
@@ -820,13 +923,11 @@ fn merge_task(
             .map(ToString::to_string)
             .collect();
         let _ = git_ok(&int, &["merge", "--abort"]);
-        git(&int, &["reset", "-q", "--hard", "HEAD"])?;
         return Ok(Err(MergeProblem::Conflict(files)));
     }
     if let Some(cmd) = opts.verify.as_deref() {
         let log = paths.log(&format!("{}.verify", spec.slug));
-        if let Err(tail) = run_check(&int, cmd, &log)? {
-            git(&int, &["reset", "-q", "--hard", "HEAD~1"])?;
+        if let Err(tail) = run_check(paths, &int, cmd, opts.verify_timeout, &log)? {
             return Ok(Err(MergeProblem::Red(tail)));
         }
     }

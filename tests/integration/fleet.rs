@@ -611,3 +611,65 @@ fn a_task_that_changes_the_prompt_or_the_verify_script_is_not_merged() {
     let int = git(&p, &["show", "hank/fleet:check.sh"]);
     assert_eq!(int, "#!/bin/sh\nexit 0\n");
 }
+
+/// A merge check that hangs is stopped at VERIFY_TIMEOUT (not after an hour): the task fails
+/// with the reason, the integration branch does not move, the fleet ends.
+#[test]
+fn a_hanging_merge_check_is_stopped_at_verify_timeout() {
+    let p = project("## A\n- [ ] a\n");
+    // hank/fleet starts at the checkout's HEAD.
+    let before = git(&p, &["rev-parse", "HEAD"]);
+    // Green in the task's worktree (its own loop), hanging on the merge result.
+    let check = "if [ \"$(basename \"$PWD\")\" = _integration ]; then sleep 600; fi";
+    let o = p
+        .cmd()
+        .env("VERIFY_TIMEOUT", "3s")
+        .env("MAX_MERGE_ATTEMPTS", "1")
+        .args(["fleet", "--verify", check])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_contains(&err, "ran past VERIFY_TIMEOUT (3s)");
+    let st = fleet_status(&p);
+    assert_eq!(
+        states(&st),
+        [("A".to_string(), "failed".to_string())],
+        "{st}"
+    );
+    assert_eq!(git(&p, &["rev-parse", "hank/fleet"]), before);
+    assert!(!git(&p, &["ls-tree", "--name-only", "hank/fleet"]).contains("a.txt"));
+}
+
+/// A kill -9 of the fleet while its merge check runs: the integration branch never held the
+/// unchecked merge, and the restarted fleet stops the check the kill left running.
+#[test]
+fn kill_9_during_the_merge_check_leaves_the_branch_unmoved_and_the_check_stopped() {
+    let p = project("## A\n- [ ] a\n");
+    let pid_file = p.home.join("check.pid");
+    let check = format!(
+        "if [ \"$(basename \"$PWD\")\" = _integration ] && [ ! -e '{f}.done' ]; then echo $$ > '{f}'; touch '{f}.done'; sleep 600; fi",
+        f = pid_file.display()
+    );
+    let mut child = p.spawn(&["fleet", "--verify", &check]);
+    let check_pid: i32 = poll(Duration::from_secs(60), || {
+        std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok()
+    })
+    .unwrap_or_else(|| panic!("the merge check never started: {}", fleet_json(&p)));
+    signal(&child, nix::sys::signal::Signal::SIGKILL);
+    let _ = child.wait();
+    assert!(
+        alive(check_pid),
+        "the check is expected to outlive the kill"
+    );
+    // The branch holds no merge of A while its check had not passed.
+    let files = git(&p, &["ls-tree", "--name-only", "hank/fleet"]);
+    assert!(!files.contains("a.txt"), "{files}");
+    // The restart stops the old check, checks the merge again (green now), merges.
+    let o = p.run(&["fleet", "--verify", &check]);
+    let err = stderr(&o);
+    assert!(!alive(check_pid), "the old check still runs\n{err}");
+    assert_contains(&err, "stopping the merge check a killed fleet left running");
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(git(&p, &["ls-tree", "--name-only", "hank/fleet"]).contains("a.txt"));
+}
