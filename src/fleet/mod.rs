@@ -1133,10 +1133,7 @@ async fn supervise(
     let mut tail = events::Tail::new(opts.json);
     let mut forecast = Forecast::default();
     // The merge running off the supervisor's thread (git and the check), one at a time.
-    let mut merging: Option<(
-        String,
-        tokio::task::JoinHandle<Result<Option<MergeProblem>>>,
-    )> = None;
+    let mut merging: Option<(String, tokio::task::JoinHandle<Result<Option<Merged>>>)> = None;
     // Task worktrees being made off this thread (their workers start when they are there).
     let mut preparing: BTreeMap<String, tokio::task::JoinHandle<Result<PathBuf>>> = BTreeMap::new();
     let mut workers: BTreeMap<String, Worker> = BTreeMap::new();
@@ -1258,8 +1255,14 @@ async fn supervise(
                 t.verified = Some(true);
                 t.state = fleet::next_state(t.state, TaskEvent::RunDone, 0, 0);
                 t.message = "done; waiting for its merge".into();
-                // Merged below, after admission: its slot is free as soon as its run ended.
-                merge_queue.push(name.clone());
+                // Merged below, after admission: its slot is free as soon as its run ended. A
+                // task whose agent resolved a conflict goes first, before newer work overtakes
+                // its resolution again.
+                if t.handed_back_at.is_some() {
+                    merge_queue.insert(0, name.clone());
+                } else {
+                    merge_queue.push(name.clone());
+                }
             } else {
                 let next = fleet::next_state(t.state, TaskEvent::RunStopped(code), 0, 0);
                 t.state = next;
@@ -1468,10 +1471,12 @@ async fn supervise(
                     t.merge_attempts,
                     opts.max_merge_attempts,
                 ) == TaskState::Failed;
+                let handed_back_at = t.handed_back_at.clone();
                 save(paths, &mut file, now)?;
                 let (p, sp, o) = (paths.clone(), spec.clone(), opts.clone());
-                let handle =
-                    tokio::task::spawn_blocking(move || merge_off_thread(&p, &sp, &o, last));
+                let handle = tokio::task::spawn_blocking(move || {
+                    merge_off_thread(&p, &sp, &o, last, handed_back_at.as_deref())
+                });
                 merging = Some((name, handle));
             }
         }
@@ -1584,17 +1589,39 @@ fn merge_off_thread(
     spec: &TaskSpec,
     opts: &Options,
     last: bool,
-) -> Result<Option<MergeProblem>> {
+    handed_back_at: Option<&str>,
+) -> Result<Option<Merged>> {
     let wt = paths.worktree(&spec.slug);
+    // The integration tip this merge is tried on (only merges move it, one at a time).
+    let tip = String::from_utf8_lossy(&git(
+        &paths.root,
+        &[
+            "rev-parse",
+            "--verify",
+            &format!("refs/heads/{}", opts.into),
+        ],
+    )?)
+    .trim()
+    .to_string();
     match merge_task(paths, spec, &wt, opts)? {
         Ok(()) => {
             remove_worktree(paths, &wt);
             Ok(None)
         }
         Err(problem) => {
+            let counts = fleet::merge_failure_counts(
+                matches!(problem, MergeProblem::Conflict(_)),
+                handed_back_at,
+                &tip,
+            );
+            let last = last && counts;
             if matches!(problem, MergeProblem::Refused(_)) {
                 // Kept as the agent left it, for the user to look at; never merged.
-                return Ok(Some(problem));
+                return Ok(Some(Merged {
+                    problem,
+                    tip,
+                    counts,
+                }));
             }
             // A configuration change is the user's to look at (it stays on the branch), not
             // the agent's to redo.
@@ -1603,32 +1630,56 @@ fn merge_off_thread(
             } else {
                 return_to_agent(paths, &wt, &problem, &opts.into)?;
             }
-            Ok(Some(problem))
+            Ok(Some(Merged {
+                problem,
+                tip,
+                counts,
+            }))
         }
     }
 }
 
+/// A merge that did not land: its problem, the integration tip it was tried on, and whether it
+/// counts against MAX_MERGE_ATTEMPTS ([`fleet::merge_failure_counts`]).
+struct Merged {
+    problem: MergeProblem,
+    tip: String,
+    counts: bool,
+}
+
 /// The outcome of a task's merge recorded in `file`.
-fn merged(name: &str, problem: Option<MergeProblem>, opts: &Options, file: &mut FleetFile) {
+fn merged(name: &str, failed: Option<Merged>, opts: &Options, file: &mut FleetFile) {
     let Some(t) = file.tasks.iter_mut().find(|t| t.name == name) else {
         return;
     };
     t.state = TaskState::Merging;
-    match problem {
+    match failed {
         None => {
+            t.handed_back_at = None;
             t.state = fleet::next_state(t.state, TaskEvent::Merged, t.merge_attempts, 0);
             t.message = format!("merged into {}", opts.into);
             t.worktree = None;
             errln!("hank: fleet: task {:?} merged into {}", t.name, opts.into);
         }
-        Some(problem) => {
-            let next = fleet::next_state(
-                t.state,
-                TaskEvent::MergeFailed,
-                t.merge_attempts,
-                opts.max_merge_attempts,
-            );
-            t.merge_attempts = t.merge_attempts.saturating_add(1);
+        Some(Merged {
+            problem,
+            tip,
+            counts,
+        }) => {
+            let next = if counts {
+                fleet::next_state(
+                    t.state,
+                    TaskEvent::MergeFailed,
+                    t.merge_attempts,
+                    opts.max_merge_attempts,
+                )
+            } else {
+                TaskState::Pending
+            };
+            if counts {
+                t.merge_attempts = t.merge_attempts.saturating_add(1);
+            }
+            t.handed_back_at = matches!(problem, MergeProblem::Conflict(_)).then_some(tip);
             let what = problem.describe(&opts.into);
             if matches!(problem, MergeProblem::Config(_)) {
                 t.state = TaskState::Failed;
@@ -1645,10 +1696,17 @@ fn merged(name: &str, problem: Option<MergeProblem>, opts: &Options, file: &mut 
                 // Back to an agent in the task's worktree: `Pending` with its worktree kept,
                 // so the next admission resumes it there.
                 t.state = TaskState::Pending;
-                t.message = format!(
-                    "merge attempt {} failed, back to the agent: {what}",
-                    t.merge_attempts
-                );
+                t.message = if counts {
+                    format!(
+                        "merge attempt {} failed, back to the agent: {what}",
+                        t.merge_attempts
+                    )
+                } else {
+                    format!(
+                        "its resolution was overtaken by newer merges, back to the agent (not \
+                         counted as a failed attempt): {what}"
+                    )
+                };
             }
             errln!("hank: fleet: task {:?}: {}", t.name, t.message);
         }

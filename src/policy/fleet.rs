@@ -130,6 +130,16 @@ pub fn next_state(
     }
 }
 
+/// Whether a failed merge counts against MAX_MERGE_ATTEMPTS. A conflict after the agent
+/// resolved the previous one (`handed_back_at`: the integration tip it resolved against) on a
+/// tip that has moved since (`tip`) was overtaken by newer merges: the resolution was not
+/// wrong, so it does not count. Everything else counts: a first conflict, a conflict on the
+/// same tip (the agent did not resolve it), markers left, a red check.
+#[must_use]
+pub fn merge_failure_counts(conflict: bool, handed_back_at: Option<&str>, tip: &str) -> bool {
+    !(conflict && handed_back_at.is_some_and(|at| at != tip))
+}
+
 /// `Name (after: A, B)` → ("Name", ["A", "B"]).
 fn split_heading(text: &str) -> (String, Vec<String>) {
     let t = text.trim();
@@ -717,6 +727,27 @@ pub fn task_plan(spec: &TaskSpec) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_wrong_resolution_counts_as_a_failed_merge() {
+        for (conflict, at, tip, counts) in [
+            // A first conflict: the agent has not had a go at it yet.
+            (true, None, "t1", true),
+            // Resolved against t1, overtaken by a merge that moved the branch to t2.
+            (true, Some("t1"), "t2", false),
+            // Conflicting again on the very tip it was handed: not resolved.
+            (true, Some("t1"), "t1", true),
+            // Markers left or the check red: the resolution itself was wrong.
+            (false, Some("t1"), "t2", true),
+            (false, None, "t1", true),
+        ] {
+            assert_eq!(
+                merge_failure_counts(conflict, at, tip),
+                counts,
+                "{conflict} {at:?} {tip}"
+            );
+        }
+    }
 
     fn opt() -> Vec<String> {
         fixplan::default_optional_sections()

@@ -1725,6 +1725,10 @@ pub struct FleetTask {
     pub pid_start: Option<u64>,
     /// Merges of this task that conflicted or turned the check red.
     pub merge_attempts: u32,
+    /// The integration branch's tip when a conflict was handed back to the task's agent: a
+    /// conflict again on another tip was overtaken by newer merges, not a wrong resolution.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub handed_back_at: Option<String>,
     /// The last exit code of its worker.
     pub exit_code: Option<u8>,
 }

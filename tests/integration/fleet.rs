@@ -673,3 +673,36 @@ fn kill_9_during_the_merge_check_leaves_the_branch_unmoved_and_the_check_stopped
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(git(&p, &["ls-tree", "--name-only", "hank/fleet"]).contains("a.txt"));
 }
+
+/// Four tasks each append to one shared file (a changelog); each agent resolves its conflict
+/// correctly (keeps both sides). A resolution overtaken by newer merges is not a failed
+/// attempt, and a resolved task merges first: all four are merged.
+#[test]
+fn four_tasks_appending_to_one_file_are_all_merged() {
+    let p = project("## A\n- [ ] a\n## B\n- [ ] b\n## C\n- [ ] c\n## D\n- [ ] d\n");
+    std::fs::write(p.dir.join("CHANGELOG"), "changes\n").unwrap();
+    crate::support::git(&p.dir, &["add", "CHANGELOG"]);
+    crate::support::git(&p.dir, &["commit", "-qm", "changelog"]);
+    p.fake(
+        "effect.sh",
+        &format!(
+            "{WORK}if grep -q '^<<<<<<<' CHANGELOG; then sed -i '/^<<<<<<<\\|^=======\\|^>>>>>>>/d' CHANGELOG; \
+             else echo \"$(basename $PWD)\" >> CHANGELOG; fi\n\
+             sed -i 's/- \\[ \\] Make this branch/- [x] Make this branch/' .hank/fix_plan.md\n"
+        ),
+    );
+    let o = p.run(&["fleet", "--agents", "4"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let st = fleet_status(&p);
+    assert!(
+        states(&st).iter().all(|(_, s)| s == "merged"),
+        "{st}\n{err}"
+    );
+    let log = git(&p, &["show", "hank/fleet:CHANGELOG"]);
+    for n in ["a", "b", "c", "d"] {
+        assert!(log.lines().any(|l| l == n), "{log}");
+    }
+    assert!(!log.contains("<<<<<<<"), "{log}");
+    assert_no_worktree_left(&p);
+}
