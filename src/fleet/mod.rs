@@ -19,7 +19,7 @@ pub mod control;
 pub mod deliver;
 
 use std::collections::BTreeMap;
-use std::fs::{self, File};
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -628,6 +628,9 @@ fn with_runtime(flags: &[String], left: Option<Duration>) -> Vec<String> {
     out
 }
 
+/// The user's interrupts (1 = stop gracefully, 2 = now), as the supervisor counts them.
+type Cancel = tokio::sync::watch::Receiver<u32>;
+
 /// Where the merge check's process group is recorded while it runs (`{pgid} {start ticks}`),
 /// so that a fleet restarted after a kill -9 stops a check that outlived it.
 fn check_record(paths: &Paths) -> PathBuf {
@@ -655,57 +658,46 @@ fn stop_recorded_check(paths: &Paths) {
     let _ = fs::remove_file(&path);
 }
 
-/// Runs VERIFY_COMMAND in `dir` (through `sh -c`: the user's own command line), in its own
-/// process group (recorded in [`check_record`] while it runs), bounded by `timeout`
-/// (VERIFY_TIMEOUT); `Err(tail of its output)` when it fails or ran past it.
+/// Runs VERIFY_COMMAND on a merge result in `dir` through the one runner of checks
+/// ([`crate::effects::check::run_command_with_hook`]: `sh -c`, its own process group, SIGTERM
+/// then SIGKILL at `timeout` (VERIFY_TIMEOUT) or on Ctrl-C), its group recorded in
+/// [`check_record`] while it runs; `Err(tail of its output)` when it failed or ran past the
+/// timeout. Called on a blocking thread of the supervisor's runtime.
 fn run_check(
     paths: &Paths,
     dir: &Path,
     command: &str,
     timeout: Duration,
     log: &Path,
+    cancel: Cancel,
 ) -> Result<std::result::Result<(), String>> {
-    let out = File::create(log).map_err(|e| HankError::io("create", log, e))?;
-    let mut child = crate::proc::spawn_to_log(
-        std::ffi::OsStr::new("/bin/sh"),
-        &[
-            std::ffi::OsString::from("-c"),
-            std::ffi::OsString::from(command),
-        ],
-        dir,
-        &[],
-        out,
-    )
-    .map_err(|e| HankError::Internal(format!("cannot run VERIFY_COMMAND: {e}")))?;
     let record = check_record(paths);
-    if let Ok(pid) = i32::try_from(child.id())
-        && let Some(ticks) = crate::proc::agent::start_ticks(pid)
-    {
-        // Best effort: without the record a kill -9 of the fleet leaves the check to finish.
-        let _ = crate::store::write_atomic(&record, format!("{pid} {ticks}\n").as_bytes(), false);
-    }
-    let started = Instant::now();
-    let mut timed_out = false;
-    let status = loop {
-        if let Some(s) = child
-            .try_wait()
-            .map_err(|e| HankError::Internal(format!("VERIFY_COMMAND: {e}")))?
-        {
-            break Some(s);
-        }
-        timed_out = started.elapsed() > timeout;
-        if timed_out || crate::agent::signals::received() > 0 {
-            kill_group(child.id(), nix::sys::signal::Signal::SIGKILL);
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let ran = tokio::runtime::Handle::try_current()
+        .map_err(|e| HankError::Internal(format!("the merge check needs the runtime: {e}")))?
+        .block_on(crate::effects::check::run_command_with_hook(
+            command,
+            dir,
+            log,
+            timeout,
+            cancel,
+            |pgid| {
+                // Best effort: without the record a kill -9 of the fleet leaves the check to
+                // finish on its own.
+                if let Some(ticks) = crate::proc::agent::start_ticks(pgid) {
+                    let _ = crate::store::write_atomic(
+                        &record,
+                        format!("{pgid} {ticks}\n").as_bytes(),
+                        false,
+                    );
+                }
+            },
+        ))
+        .map_err(|e| HankError::Internal(format!("cannot run VERIFY_COMMAND: {e}")))?;
     let _ = fs::remove_file(&record);
-    if status.is_some_and(|s| s.success()) {
+    if ran.exit_code == Some(0) && !ran.timed_out && !ran.interrupted {
         return Ok(Ok(()));
     }
-    if timed_out {
+    if ran.timed_out {
         return Ok(Err(format!(
             "VERIFY_COMMAND ran past VERIFY_TIMEOUT ({}s) and was stopped",
             timeout.as_secs()
@@ -791,6 +783,7 @@ fn merge_task(
     spec: &TaskSpec,
     wt: &Path,
     opts: &Options,
+    cancel: Cancel,
 ) -> Result<std::result::Result<(), MergeProblem>> {
     let branch = format!("hank/{}", spec.slug);
     // The commit lands on the task's branch or nowhere: through the git directory hank
@@ -820,7 +813,6 @@ fn merge_task(
             links.join(", ")
         ))));
     }
-    let ident = identity_args(&int)?;
     // Configuration (what the next task would run) never travels through a merge.
     let range = format!("{}...{branch}", opts.into);
     let out = git(&paths.root, &["diff", "--name-only", "-z", &range])?;
@@ -866,7 +858,7 @@ fn merge_task(
         .trim()
         .to_string();
     git(&int, &["checkout", "-q", "--detach", &old])?;
-    let outcome = merge_detached(paths, spec, wt, opts, &int, &ident, &branch);
+    let outcome = merge_detached(paths, spec, wt, opts, cancel);
     let back = |int: &Path| -> Result<()> {
         git(int, &["reset", "-q", "--hard", &old])?;
         git(int, &["checkout", "-q", &opts.into])?;
@@ -892,19 +884,18 @@ fn merge_task(
     }
 }
 
-/// [`merge_task`]'s work on the detached HEAD of the integration worktree `int`: the merge,
+/// [`merge_task`]'s work on the detached HEAD of the integration worktree: the merge,
 /// the check, the plan's ticks. Leaves the worktree for its caller to reset.
 fn merge_detached(
     paths: &Paths,
     spec: &TaskSpec,
     wt: &Path,
     opts: &Options,
-    int: &Path,
-    ident: &[&'static str],
-    branch: &str,
+    cancel: Cancel,
 ) -> Result<std::result::Result<(), MergeProblem>> {
-    let int = int.to_path_buf();
-    let ident = ident.to_vec();
+    let int = paths.integration();
+    let ident = identity_args(&int)?;
+    let branch = format!("hank/{}", spec.slug);
     let message = format!("hank fleet: merge task {}", spec.name);
     let mut args = ident.clone();
     args.extend([
@@ -914,7 +905,7 @@ fn merge_detached(
         "--no-edit",
         "-m",
         &message,
-        branch,
+        &branch,
     ]);
     if !git_ok(&int, &args)? {
         let out = git(&int, &["diff", "--name-only", "--diff-filter=U"]).unwrap_or_default();
@@ -927,7 +918,7 @@ fn merge_detached(
     }
     if let Some(cmd) = opts.verify.as_deref() {
         let log = paths.log(&format!("{}.verify", spec.slug));
-        if let Err(tail) = run_check(paths, &int, cmd, opts.verify_timeout, &log)? {
+        if let Err(tail) = run_check(paths, &int, cmd, opts.verify_timeout, &log, cancel)? {
             return Ok(Err(MergeProblem::Red(tail)));
         }
     }
@@ -1473,9 +1464,9 @@ async fn supervise(
                 ) == TaskState::Failed;
                 let handed_back_at = t.handed_back_at.clone();
                 save(paths, &mut file, now)?;
-                let (p, sp, o) = (paths.clone(), spec.clone(), opts.clone());
+                let (p, sp, o, c) = (paths.clone(), spec.clone(), opts.clone(), cancel.clone());
                 let handle = tokio::task::spawn_blocking(move || {
-                    merge_off_thread(&p, &sp, &o, last, handed_back_at.as_deref())
+                    merge_off_thread(&p, &sp, &o, last, handed_back_at.as_deref(), c)
                 });
                 merging = Some((name, handle));
             }
@@ -1590,6 +1581,7 @@ fn merge_off_thread(
     opts: &Options,
     last: bool,
     handed_back_at: Option<&str>,
+    cancel: Cancel,
 ) -> Result<Option<Merged>> {
     let wt = paths.worktree(&spec.slug);
     // The integration tip this merge is tried on (only merges move it, one at a time).
@@ -1603,7 +1595,7 @@ fn merge_off_thread(
     )?)
     .trim()
     .to_string();
-    match merge_task(paths, spec, &wt, opts)? {
+    match merge_task(paths, spec, &wt, opts, cancel)? {
         Ok(()) => {
             remove_worktree(paths, &wt);
             Ok(None)
