@@ -1658,27 +1658,24 @@ fn merged(name: &str, failed: Option<Merged>, opts: &Options, file: &mut FleetFi
             tip,
             counts,
         }) => {
-            let next = if counts {
-                fleet::next_state(
-                    t.state,
-                    TaskEvent::MergeFailed,
-                    t.merge_attempts,
-                    opts.max_merge_attempts,
-                )
+            let refused = matches!(problem, MergeProblem::Config(_) | MergeProblem::Refused(_));
+            let event = if refused {
+                TaskEvent::MergeRefused
+            } else if counts {
+                TaskEvent::MergeFailed
             } else {
-                TaskState::Pending
+                TaskEvent::MergeOvertaken
             };
+            t.state = fleet::next_state(t.state, event, t.merge_attempts, opts.max_merge_attempts);
             if counts {
                 t.merge_attempts = t.merge_attempts.saturating_add(1);
             }
             t.handed_back_at = matches!(problem, MergeProblem::Conflict(_)).then_some(tip);
             let what = problem.describe(&opts.into);
             if matches!(problem, MergeProblem::Config(_)) {
-                t.state = TaskState::Failed;
                 t.message = format!("{what}; its work is kept on {}", t.branch);
                 t.worktree = None;
-            } else if next == TaskState::Failed || matches!(problem, MergeProblem::Refused(_)) {
-                t.state = TaskState::Failed;
+            } else if t.state == TaskState::Failed {
                 t.message = format!(
                     "{what} (after {} merge attempt(s)); its work is kept on {}",
                     t.merge_attempts, t.branch
@@ -1687,7 +1684,6 @@ fn merged(name: &str, failed: Option<Merged>, opts: &Options, file: &mut FleetFi
             } else {
                 // Back to an agent in the task's worktree: `Pending` with its worktree kept,
                 // so the next admission resumes it there.
-                t.state = TaskState::Pending;
                 t.message = if counts {
                     format!(
                         "merge attempt {} failed, back to the agent: {what}",

@@ -90,8 +90,14 @@ pub enum TaskEvent {
     RunStopped(u8),
     /// The merge result passed VERIFY_COMMAND; the integration branch moved.
     Merged,
-    /// The merge conflicted or turned the check red.
+    /// The merge conflicted or turned the check red (counted against MAX_MERGE_ATTEMPTS).
     MergeFailed,
+    /// The agent's resolution of a conflict was overtaken by newer merges
+    /// ([`merge_failure_counts`]): back to the agent, not counted.
+    MergeOvertaken,
+    /// The merge was refused outright (configuration changed, links among hank's files, HEAD
+    /// moved): the work stays on its branch for the user.
+    MergeRefused,
     /// A task it comes after failed.
     DependencyFailed,
 }
@@ -122,10 +128,13 @@ pub fn next_state(
             if merge_attempts.saturating_add(1) >= max_merge_attempts {
                 S::Failed
             } else {
-                // Back to an agent in the task's worktree with the merge's problem.
-                S::Running
+                // Back to an agent in the task's worktree with the merge's problem: pending
+                // (its worktree kept) until admission starts it again.
+                S::Pending
             }
         }
+        (S::Verifying | S::Merging, E::MergeOvertaken) => S::Pending,
+        (S::Verifying | S::Merging, E::MergeRefused) => S::Failed,
         _ => state,
     }
 }
@@ -1015,8 +1024,11 @@ mod tests {
             (S::Running, E::RunStopped(2), 0, S::Failed),
             (S::Running, E::RunStopped(1), 0, S::Failed),
             (S::Merging, E::Merged, 0, S::Merged),
-            (S::Merging, E::MergeFailed, 0, S::Running),
+            (S::Merging, E::MergeFailed, 0, S::Pending),
             (S::Merging, E::MergeFailed, 1, S::Failed),
+            (S::Merging, E::MergeOvertaken, 1, S::Pending),
+            (S::Merging, E::MergeOvertaken, 5, S::Pending),
+            (S::Merging, E::MergeRefused, 0, S::Failed),
             (S::Pending, E::DependencyFailed, 0, S::Blocked),
             (S::Merged, E::DependencyFailed, 0, S::Merged),
             (S::Failed, E::Started, 0, S::Failed),
