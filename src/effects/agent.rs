@@ -230,6 +230,9 @@ impl Sandboxing {
             &s.sandbox_allow_hosts.value,
         ));
         let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+        // A folder that cannot be made stays out of the rules: the client then reports
+        // what it could not write.
+        let _ = crate::sandbox::make_state_dirs(&sandbox.write, home.as_deref());
         let path = std::env::var_os("PATH");
         let rules = crate::sandbox::Rules::for_agent(&crate::sandbox::Place {
             cwd: &s.project_dir,

@@ -275,15 +275,45 @@ pub struct Place<'a> {
     pub proxy_port: u16,
 }
 
-/// `~/x` under `home`, an absolute path as it is; `None` otherwise.
+/// `~/x` under `home`, an absolute path as it is (a trailing `/` dropped); `None` otherwise.
 fn expand(entry: &str, home: Option<&Path>) -> Option<PathBuf> {
-    if entry == "~" {
-        return None; // never the whole HOME
+    let entry = match entry.trim_end_matches('/') {
+        "" => "/",
+        e => e,
+    };
+    if entry == "~" || entry == "/" {
+        return None; // never the whole HOME, never the whole system
     }
     match entry.strip_prefix("~/") {
         Some(rest) => home.map(|h| h.join(rest)),
         None => Some(PathBuf::from(entry)).filter(|p| p.is_absolute()),
     }
+}
+
+/// The state folders of a profile's `[sandbox] write` (the entries that end in `/`) that do not
+/// exist yet, made with mode 0700 (parents included): Landlock grants only a path that exists,
+/// and a confined client cannot make its own folder in HOME on its first run. Files are never
+/// made (a client's own file format is its business). The folders made.
+///
+/// # Errors
+/// A folder cannot be made.
+pub fn make_state_dirs(entries: &[String], home: Option<&Path>) -> std::io::Result<Vec<PathBuf>> {
+    use std::os::unix::fs::DirBuilderExt;
+    let mut made = Vec::new();
+    for dir in entries
+        .iter()
+        .filter(|e| e.ends_with('/'))
+        .filter_map(|e| expand(e, home))
+    {
+        if std::fs::symlink_metadata(&dir).is_err() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&dir)?;
+            made.push(dir);
+        }
+    }
+    Ok(made)
 }
 
 impl Rules {
@@ -418,7 +448,10 @@ impl Rules {
 }
 
 /// The folders of the agent's install: the program's own folder and, when it is a link (npm's
-/// `bin/claude` → `…/node_modules/@anthropic-ai/claude-code/cli.js`), the target's folder.
+/// `bin/claude` → `…/node_modules/@anthropic-ai/claude-code/bin/claude.exe`), the target's
+/// folder; for a program inside a `node_modules` tree, that whole tree (the outermost
+/// `node_modules` above it: npm's CLIs read their packages' `package.json` and start binaries
+/// of other packages, e.g. codex's `@openai/codex-linux-x64`).
 fn install_dirs(program: &Path, path: Option<&OsStr>) -> Vec<PathBuf> {
     let found = if program.components().count() > 1 {
         Some(program.to_path_buf())
@@ -438,7 +471,17 @@ fn install_dirs(program: &Path, path: Option<&OsStr>) -> Vec<PathBuf> {
     {
         dirs.push(dir.to_path_buf());
     }
+    let trees: Vec<PathBuf> = dirs.iter().filter_map(|d| node_modules_of(d)).collect();
+    dirs.extend(trees);
     dirs
+}
+
+/// The outermost folder named `node_modules` that holds `dir` (or is it), if any (pure).
+fn node_modules_of(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .filter(|a| a.file_name().is_some_and(|n| n == "node_modules"))
+        .last()
+        .map(Path::to_path_buf)
 }
 
 /// A linked worktree's git dirs (its `.git` is a file `gitdir: <common>/worktrees/<slug>`): read

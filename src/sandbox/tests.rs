@@ -157,3 +157,61 @@ fn a_linked_worktree_writes_its_own_git_dir_and_the_object_store_only() {
     );
     assert_eq!(worktree_git(root.path()), (vec![], vec![]));
 }
+
+#[test]
+fn missing_state_folders_are_made_private_and_files_never() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().unwrap();
+    let home = root.path().join("home");
+    std::fs::create_dir_all(home.join(".codex")).unwrap();
+    let entries: Vec<String> = [
+        "~/.claude/",
+        "~/.local/share/opencode/",
+        "~/.codex/",
+        "~/.claude.json",
+        "~/",
+        "/",
+    ]
+    .iter()
+    .map(|e| (*e).to_string())
+    .collect();
+    let made = make_state_dirs(&entries, Some(&home)).unwrap();
+    assert_eq!(
+        made,
+        [home.join(".claude"), home.join(".local/share/opencode")]
+    );
+    for d in &made {
+        let mode = std::fs::metadata(d).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "{}", d.display());
+    }
+    assert!(!home.join(".claude.json").exists());
+    // A made folder is then granted by its `~/x/` entry.
+    assert_eq!(
+        expand("~/.claude/", Some(&home)),
+        Some(home.join(".claude"))
+    );
+    assert_eq!(expand("~/", Some(&home)), None);
+}
+
+#[test]
+fn an_npm_install_is_read_as_its_whole_node_modules_tree() {
+    let cases = [
+        (
+            "/c/codex/node_modules/@openai/codex/bin",
+            Some("/c/codex/node_modules"),
+        ),
+        ("/c/node_modules/.bin", Some("/c/node_modules")),
+        (
+            "/g/lib/node_modules/x/node_modules/y/bin",
+            Some("/g/lib/node_modules"),
+        ),
+        ("/usr/local/bin", None),
+    ];
+    for (dir, want) in cases {
+        assert_eq!(
+            node_modules_of(Path::new(dir)),
+            want.map(PathBuf::from),
+            "{dir}"
+        );
+    }
+}

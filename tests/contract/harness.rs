@@ -372,6 +372,25 @@ impl<P: Provider> HankRun<P> {
         self
     }
 
+    /// Every command runs with `SANDBOX=landlock`: the agent confined by the real Landlock of
+    /// this kernel, its only way out hank's egress proxy (a kernel without it fails the case).
+    pub(crate) fn sandboxed(self) -> Self {
+        self.env("SANDBOX", "landlock")
+    }
+
+    /// The run was confined (status.json's `sandbox` line says landlock) and the egress proxy
+    /// refused only hosts of `background`: the client's own calls that the work does not need
+    /// (feature flags, update checks), never its API.
+    pub(crate) fn assert_confined(&self, background: &[&str], ctx: &str) {
+        let s = self.p.status();
+        let sandbox = s["sandbox"].as_str().unwrap_or_default();
+        assert!(sandbox.starts_with("landlock"), "{s}\n{ctx}");
+        for e in self.of_type("egress_denied") {
+            let host = e["host"].as_str().unwrap_or_default();
+            assert!(background.contains(&host), "refused {host}: {ctx}");
+        }
+    }
+
     /// Every command starts with `args` (`--agent codex`).
     pub(crate) fn args(mut self, args: &[&str]) -> Self {
         self.args.extend(args.iter().map(|a| (*a).to_string()));
