@@ -207,16 +207,35 @@ impl Sandboxing {
         ))
     }
 
-    /// The rules of the next call of `agent` (`None`: unconfined), its allowed hosts given to
-    /// the proxy, and the sandbox's variables added to `env` ([`sandbox_env`]).
+    /// The rules of the next call of `agent` in the project (`None`: unconfined), its allowed
+    /// hosts given to the proxy, and the sandbox's variables added to `env` ([`sandbox_env`]).
     fn prepare(
         &self,
         agent: &super::Agent,
         s: &crate::settings::Settings,
         env: &mut Vec<(String, String)>,
     ) -> Option<crate::sandbox::Rules> {
+        self.rules_for(
+            &agent.profile.sandbox,
+            &agent.command.program,
+            &s.project_dir,
+            s,
+            env,
+        )
+    }
+
+    /// The rules of a call of `program` (whose profile's `[sandbox]` is `sandbox`) working in
+    /// `cwd` (`None`: unconfined); its allowed hosts given to the proxy, the sandbox's
+    /// variables added to `env`. `hank import` confines its conversion call with it.
+    pub(crate) fn rules_for(
+        &self,
+        sandbox: &crate::sandbox::ProfileSandbox,
+        program: &std::path::Path,
+        cwd: &std::path::Path,
+        s: &crate::settings::Settings,
+        env: &mut Vec<(String, String)>,
+    ) -> Option<crate::sandbox::Rules> {
         let (proxy, tmp) = (self.proxy.as_ref()?, self.tmp.as_ref()?);
-        let sandbox = &agent.profile.sandbox;
         let lookup = |key: &str| {
             env.iter()
                 .rev()
@@ -235,10 +254,10 @@ impl Sandboxing {
         let _ = crate::sandbox::make_state_dirs(&sandbox.write, home.as_deref());
         let path = std::env::var_os("PATH");
         let rules = crate::sandbox::Rules::for_agent(&crate::sandbox::Place {
-            cwd: &s.project_dir,
+            cwd,
             home: home.as_deref(),
             tmp: tmp.path(),
-            program: &agent.command.program,
+            program,
             path: path.as_deref(),
             client_write: &sandbox.write,
             extra_read: &s.sandbox_read.value,
@@ -253,6 +272,14 @@ impl Sandboxing {
     pub(crate) fn describe_in(&self, status: &mut crate::store::Status) {
         status.sandbox = Some(self.confinement.describe());
         status.egress_denied.clone_from(&self.denied);
+    }
+
+    /// The egress proxy's refusals since the last take (none when unconfined).
+    pub(crate) fn take_denied(&self) -> Vec<crate::sandbox::proxy::Denied> {
+        self.proxy
+            .as_ref()
+            .map(crate::sandbox::proxy::Proxy::take_denied)
+            .unwrap_or_default()
     }
 
     /// The refusals for the next loop's context (taken once).

@@ -225,3 +225,56 @@ fn a_fleet_task_writes_only_its_own_worktree() {
         assert!(!p.dir.join(format!("intruder-{task}")).exists());
     }
 }
+
+/// `hank import`'s conversion probe: it writes the three files in its own working folder (as
+/// the conversion must) and tries to read the planted key and a file of the folder it was
+/// started from, and to write there and in HOME; each attempt one word in `probe` in the fake
+/// agent's folder (allowed with SANDBOX_WRITE).
+const IMPORT_PROBE: &str = r#"out="$FAKE_CLAUDE_DIR/probe"
+mkdir -p .hank/specs
+printf '## Project\n---HANK_STATUS---\n' > .hank/PROMPT.md
+printf '# Fix plan\n- [ ] a\n' > .hank/fix_plan.md
+printf '# Req\n' > .hank/specs/requirements.md
+if cat "$HOME/.ssh/id_ed25519" >/dev/null 2>&1; then echo read-key >> "$out"; else echo no-key >> "$out"; fi
+if cat "$PROBE_WORK/notes.txt" >/dev/null 2>&1; then echo read-project >> "$out"; else echo no-project-read >> "$out"; fi
+if echo x > "$PROBE_WORK/intruder" 2>/dev/null; then echo wrote-project >> "$out"; else echo no-project-write >> "$out"; fi
+if echo x > "$HOME/x" 2>/dev/null; then echo wrote-home >> "$out"; else echo no-home >> "$out"; fi
+"#;
+
+#[test]
+fn a_sandboxed_import_works_in_its_own_folder_only() {
+    if !landlock_here() {
+        eprintln!("skipped: this kernel has no Landlock ABI 4");
+        return;
+    }
+    let p = Project::new(&[]);
+    let work = p.dir.join("work");
+    std::fs::create_dir(&work).expect("mkdir");
+    std::fs::write(work.join("prd.md"), "# Todo\n\n- [ ] Add a todo\n").expect("write");
+    std::fs::write(work.join("notes.txt"), "private notes\n").expect("write");
+    let ssh = p.home.join(".ssh");
+    std::fs::create_dir_all(&ssh).expect("mkdir");
+    std::fs::write(ssh.join("id_ed25519"), "PRIVATE KEY\n").expect("write");
+    p.fake("effect.sh", IMPORT_PROBE);
+    let out = p
+        .cmd()
+        .current_dir(&work)
+        .env("SANDBOX", "landlock")
+        .env("SANDBOX_WRITE", p.fake.display().to_string())
+        .env("PROBE_WORK", &work)
+        .args(["import", "prd.md", "todo"])
+        .output()
+        .expect("run hank import");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let probe = std::fs::read_to_string(p.fake.join("probe")).unwrap_or_default();
+    assert_eq!(
+        probe.lines().collect::<Vec<_>>(),
+        ["no-key", "no-project-read", "no-project-write", "no-home"],
+        "{}",
+        stderr(&out)
+    );
+    assert!(!work.join("intruder").exists());
+    // The files the confined conversion wrote were moved into the new project.
+    let plan = std::fs::read_to_string(work.join("todo/.hank/fix_plan.md")).unwrap_or_default();
+    assert!(plan.contains("- [ ] a"), "{plan}");
+}
