@@ -157,6 +157,8 @@ pub(crate) struct Sandboxing {
     pub(crate) confinement: crate::sandbox::Confinement,
     proxy: Option<crate::sandbox::proxy::Proxy>,
     tmp: Option<tempfile::TempDir>,
+    /// The folder of the proxy's Unix socket (the agent's network namespace is bridged to it).
+    _bridge: Option<tempfile::TempDir>,
     notes: Vec<crate::policy::run::Control>,
     /// The latest refusals (`host:port at TIME`), for status.json.
     denied: Vec<String>,
@@ -174,32 +176,50 @@ impl Sandboxing {
     /// TMPDIR cannot be made.
     pub(crate) fn open(s: &crate::settings::Settings) -> Result<(Self, Option<String>)> {
         use crate::sandbox::{Confinement, available, decide};
-        let confinement = decide(s.sandbox.value, available()).map_err(HankError::usage)?;
+        let mut confinement = decide(s.sandbox.value, available(), || {
+            crate::proc::agent::netns_probe()
+        })
+        .map_err(HankError::usage)?;
         let warning = match &confinement {
             Confinement::Unconfined { warn: true, .. } => Some(confinement.describe()),
             _ => None,
         };
-        let (proxy, tmp) = if confinement == Confinement::Landlock {
-            let proxy = crate::sandbox::proxy::Proxy::start(Vec::new()).map_err(|e| {
+        let (mut proxy, mut tmp, mut bridge) = (None, None, None);
+        if let Confinement::Landlock { netns } = &mut confinement {
+            let mut p = crate::sandbox::proxy::Proxy::start(Vec::new()).map_err(|e| {
                 HankError::usage(format!(
                     "SANDBOX: cannot open the egress proxy on 127.0.0.1: {e}"
                 ))
             })?;
-            let tmp = tempfile::Builder::new()
-                .prefix("hank-agent-tmp-")
-                .tempdir()
-                .map_err(|e| {
-                    HankError::usage(format!("SANDBOX: cannot make the agent's TMPDIR: {e}"))
-                })?;
-            (Some(proxy), Some(tmp))
-        } else {
-            (None, None)
-        };
+            tmp = Some(
+                tempfile::Builder::new()
+                    .prefix("hank-agent-tmp-")
+                    .tempdir()
+                    .map_err(|e| {
+                        HankError::usage(format!("SANDBOX: cannot make the agent's TMPDIR: {e}"))
+                    })?,
+            );
+            if netns.is_ok() {
+                // The proxy's Unix socket for the namespace's bridge, in a folder of its own
+                // (0700) that the agent can neither read nor write. Without it, no namespace
+                // is claimed.
+                let made = tempfile::Builder::new()
+                    .prefix("hank-egress-")
+                    .tempdir()
+                    .and_then(|d| p.listen_unix(&d.path().join("proxy.sock")).map(|()| d));
+                match made {
+                    Ok(d) => bridge = Some(d),
+                    Err(e) => *netns = Err(format!("the proxy's Unix socket: {e}")),
+                }
+            }
+            proxy = Some(p);
+        }
         Ok((
             Self {
                 confinement,
                 proxy,
                 tmp,
+                _bridge: bridge,
                 notes: Vec::new(),
                 denied: Vec::new(),
             },
@@ -263,6 +283,7 @@ impl Sandboxing {
             extra_read: &s.sandbox_read.value,
             extra_write: &s.sandbox_write.value,
             proxy_port: proxy.port(),
+            netns: proxy.socket().filter(|_| self.confinement.netns()),
         });
         env.extend(sandbox_env(&proxy.url(), tmp.path()));
         Some(rules)

@@ -13,6 +13,7 @@
 //! ([`proxy::Proxy`]) on 127.0.0.1, which lets through only the profile's API hosts and
 //! SANDBOX_ALLOW_HOSTS.
 
+pub mod netns;
 pub mod proxy;
 
 use std::ffi::{OsStr, OsString};
@@ -59,49 +60,75 @@ impl Mode {
 /// What the next run's agent gets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Confinement {
-    /// Confined with Landlock (files, TCP connect) behind the egress proxy.
-    Landlock,
+    /// Confined with Landlock (files, TCP connect) behind the egress proxy; in its own network
+    /// namespace when `netns` is `Ok`, else not, and why.
+    Landlock {
+        netns: std::result::Result<(), String>,
+    },
     /// Not confined, and why (`SANDBOX=off`, or no Landlock ABI ≥ 4 with `auto`).
     Unconfined { why: String, warn: bool },
 }
 
 impl Confinement {
-    /// One line for `hank doctor`, the run's start and `hank status`.
+    /// One line for `hank doctor`, the run's start and `hank status`: the parts the agent gets
+    /// (`landlock-fs`, `landlock-net`, `netns`), what they confine, and what stays open.
     #[must_use]
     pub fn describe(&self) -> String {
         match self {
-            Self::Landlock => format!(
-                "landlock: the agent writes only its project, TMPDIR and its client's state, reads no other file of HOME, and connects by TCP only to hank's egress proxy; still open: {STILL_OPEN}"
+            Self::Landlock { netns: Ok(()) } => format!(
+                "{}: the agent writes only its project, TMPDIR and its client's state, reads no other file of HOME, and reaches the network only through hank's egress proxy (its own network namespace has only loopback); still open: {STILL_OPEN_NETNS}",
+                self.name()
+            ),
+            Self::Landlock { netns: Err(why) } => format!(
+                "{}: the agent writes only its project, TMPDIR and its client's state, reads no other file of HOME, and connects by TCP only to hank's egress proxy; still open: {STILL_OPEN} (no network namespace: {why})",
+                self.name()
             ),
             Self::Unconfined { why, .. } => format!("off: the agent runs unconfined ({why})"),
         }
     }
 
-    /// The short name shown in status (`landlock` or `off`).
+    /// The parts the agent gets, as shown in status: `landlock-fs+landlock-net+netns`,
+    /// `landlock-fs+landlock-net` or `off`.
     #[must_use]
     pub fn name(&self) -> &'static str {
         match self {
-            Self::Landlock => "landlock",
+            Self::Landlock { netns: Ok(()) } => "landlock-fs+landlock-net+netns",
+            Self::Landlock { netns: Err(_) } => "landlock-fs+landlock-net",
             Self::Unconfined { .. } => "off",
         }
     }
+
+    /// Whether the agent gets its own network namespace.
+    #[must_use]
+    pub fn netns(&self) -> bool {
+        matches!(self, Self::Landlock { netns: Ok(()) })
+    }
 }
 
-/// What a Landlock run leaves open (said in `doctor` and `status`, never claimed closed).
+/// What Landlock without a network namespace leaves open (said in `doctor` and `status`,
+/// never claimed closed).
 pub const STILL_OPEN: &str = "UDP (DNS included), other hosts on the proxy's own port, abstract Unix sockets, CPU and memory";
 
-/// The decision for `mode` on a kernel where Landlock ABI ≥ 4 is (or is not) `available`
-/// (pure).
+/// What stays open in the agent's own network namespace too.
+pub const STILL_OPEN_NETNS: &str = "CPU and memory";
+
+/// The decision for `mode` on a kernel where Landlock ABI ≥ 4 is (or is not) `available`;
+/// `netns` is asked only for a confined agent: whether it gets its own network namespace
+/// (`Err`: why not).
 ///
 /// # Errors
 /// `SANDBOX=landlock` on a kernel without it: the run must not start.
-pub fn decide(mode: Mode, available: bool) -> std::result::Result<Confinement, String> {
+pub fn decide(
+    mode: Mode,
+    available: bool,
+    netns: impl FnOnce() -> std::result::Result<(), String>,
+) -> std::result::Result<Confinement, String> {
     match (mode, available) {
         (Mode::Off, _) => Ok(Confinement::Unconfined {
             why: "SANDBOX=off".into(),
             warn: false,
         }),
-        (Mode::Auto | Mode::Landlock, true) => Ok(Confinement::Landlock),
+        (Mode::Auto | Mode::Landlock, true) => Ok(Confinement::Landlock { netns: netns() }),
         (Mode::Auto, false) => Ok(Confinement::Unconfined {
             why: "SANDBOX=auto and this kernel has no Landlock ABI 4 or later".into(),
             warn: true,
@@ -231,6 +258,9 @@ pub struct Rules {
     pub write: Vec<PathBuf>,
     /// The one TCP port the agent may connect to (the egress proxy's).
     pub port: u16,
+    /// The agent's own network namespace, with the port bridged to the proxy's Unix socket
+    /// at this path ([`netns`]); `None`: the host's network.
+    pub netns: Option<PathBuf>,
 }
 
 /// The system's read-only part. `/run` is left out but for the resolver's files (it holds
@@ -273,6 +303,8 @@ pub struct Place<'a> {
     /// SANDBOX_WRITE.
     pub extra_write: &'a [String],
     pub proxy_port: u16,
+    /// The proxy's Unix socket, when the agent gets its own network namespace.
+    pub netns: Option<&'a Path>,
 }
 
 /// `~/x` under `home`, an absolute path as it is (a trailing `/` dropped); `None` otherwise.
@@ -351,10 +383,12 @@ impl Rules {
             read,
             write,
             port: place.proxy_port,
+            netns: place.netns.map(Path::to_path_buf),
         }
     }
 
-    /// `hank __sandbox` arguments before `--`: `--read P`, `--write P`, `--port N`.
+    /// `hank __sandbox` arguments before `--`: `--read P`, `--write P`, `--port N`,
+    /// `--netns SOCKET`.
     #[must_use]
     pub fn to_args(&self) -> Vec<OsString> {
         let mut out = Vec::new();
@@ -368,6 +402,10 @@ impl Rules {
         }
         out.push(OsString::from("--port"));
         out.push(OsString::from(self.port.to_string()));
+        if let Some(socket) = &self.netns {
+            out.push(OsString::from("--netns"));
+            out.push(socket.clone().into_os_string());
+        }
         out
     }
 
@@ -396,6 +434,7 @@ impl Rules {
             match flag {
                 "--read" => rules.read.push(PathBuf::from(value)),
                 "--write" => rules.write.push(PathBuf::from(value)),
+                "--netns" => rules.netns = Some(PathBuf::from(value)),
                 "--port" => {
                     port = value.to_str().and_then(|v| v.parse::<u16>().ok());
                     if port.is_none() {

@@ -4,6 +4,8 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -32,10 +34,44 @@ struct Shared {
     stop: AtomicBool,
 }
 
+/// A connection the proxy serves: TCP on 127.0.0.1, or its Unix socket (the bridge from an
+/// agent's network namespace).
+trait Conn: Read + Write + Send + Sized + 'static {
+    fn try_clone(&self) -> io::Result<Self>;
+    fn shutdown(&self, how: Shutdown) -> io::Result<()>;
+    fn set_read_timeout(&self, limit: Option<Duration>) -> io::Result<()>;
+}
+
+impl Conn for TcpStream {
+    fn try_clone(&self) -> io::Result<Self> {
+        TcpStream::try_clone(self)
+    }
+    fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        TcpStream::shutdown(self, how)
+    }
+    fn set_read_timeout(&self, limit: Option<Duration>) -> io::Result<()> {
+        TcpStream::set_read_timeout(self, limit)
+    }
+}
+
+impl Conn for UnixStream {
+    fn try_clone(&self) -> io::Result<Self> {
+        UnixStream::try_clone(self)
+    }
+    fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        UnixStream::shutdown(self, how)
+    }
+    fn set_read_timeout(&self, limit: Option<Duration>) -> io::Result<()> {
+        UnixStream::set_read_timeout(self, limit)
+    }
+}
+
 /// The running proxy; dropped, it stops accepting.
 pub struct Proxy {
     port: u16,
     shared: Arc<Shared>,
+    /// Its Unix socket, when it listens on one ([`Proxy::listen_unix`]).
+    socket: Option<PathBuf>,
 }
 
 impl Proxy {
@@ -65,7 +101,43 @@ impl Proxy {
                         .spawn(move || serve(conn, &shared));
                 }
             })?;
-        Ok(Self { port, shared })
+        Ok(Self {
+            port,
+            shared,
+            socket: None,
+        })
+    }
+
+    /// Also serves on a Unix socket made at `path` (in a folder only hank may write): what the
+    /// bridge of an agent's network namespace connects to ([`super::netns`]).
+    ///
+    /// # Errors
+    /// The socket cannot be made.
+    pub fn listen_unix(&mut self, path: &Path) -> io::Result<()> {
+        let listener = UnixListener::bind(path)?;
+        let serving = Arc::clone(&self.shared);
+        thread::Builder::new()
+            .name("hank-egress-unix".into())
+            .spawn(move || {
+                for conn in listener.incoming() {
+                    if serving.stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let Ok(conn) = conn else { continue };
+                    let shared = Arc::clone(&serving);
+                    let _ = thread::Builder::new()
+                        .name("hank-egress-conn".into())
+                        .spawn(move || serve(conn, &shared));
+                }
+            })?;
+        self.socket = Some(path.to_path_buf());
+        Ok(())
+    }
+
+    /// Its Unix socket, when it listens on one.
+    #[must_use]
+    pub fn socket(&self) -> Option<&Path> {
+        self.socket.as_deref()
     }
 
     /// The port on 127.0.0.1.
@@ -101,19 +173,22 @@ impl Proxy {
 impl Drop for Proxy {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
-        // Wake the accept loop so that it sees the stop.
+        // Wake the accept loops so that they see the stop.
         let _ = TcpStream::connect(("127.0.0.1", self.port));
+        if let Some(socket) = &self.socket {
+            let _ = UnixStream::connect(socket);
+        }
     }
 }
 
 /// The client side of one proxied connection: the stream and what was read past the last
 /// request head or body.
-struct Client {
-    conn: TcpStream,
+struct Client<C> {
+    conn: C,
     buf: Vec<u8>,
 }
 
-impl Client {
+impl<C: Conn> Client<C> {
     /// More bytes into `buf`; false at the end of the stream or on an error.
     fn fill(&mut self) -> bool {
         let mut chunk = [0u8; 8192];
@@ -270,7 +345,7 @@ impl Shared {
     }
 }
 
-fn serve(conn: TcpStream, shared: &Shared) {
+fn serve<C: Conn>(conn: C, shared: &Shared) {
     let _ = conn.set_read_timeout(Some(HEAD_TIMEOUT));
     let mut client = Client {
         conn,
@@ -329,8 +404,8 @@ fn serve(conn: TcpStream, shared: &Shared) {
 /// Plain HTTP on a kept-alive connection: each request's head is read, checked (the same
 /// allowed host: another one ends the connection) and sent upstream in origin form, its body
 /// copied as framed; the answers flow back as they come.
-fn forward(
-    mut client: Client,
+fn forward<C: Conn>(
+    mut client: Client<C>,
     mut upstream: TcpStream,
     shared: &Shared,
     host: &str,
@@ -382,7 +457,7 @@ fn forward(
 }
 
 /// Copies both ways until either side ends.
-fn relay(conn: TcpStream, upstream: TcpStream) {
+fn relay<C: Conn>(conn: C, upstream: TcpStream) {
     let (Ok(mut c_read), Ok(mut u_write)) = (conn.try_clone(), upstream.try_clone()) else {
         return;
     };

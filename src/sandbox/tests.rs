@@ -2,20 +2,62 @@ use super::*;
 
 #[test]
 fn decisions_per_mode_and_kernel() {
-    assert_eq!(decide(Mode::Auto, true), Ok(Confinement::Landlock));
-    assert_eq!(decide(Mode::Landlock, true), Ok(Confinement::Landlock));
+    let ns = || Ok(());
+    let no_ns = || Err("unshare(CLONE_NEWNET): EPERM".to_string());
+    assert_eq!(
+        decide(Mode::Auto, true, ns),
+        Ok(Confinement::Landlock { netns: Ok(()) })
+    );
+    assert_eq!(
+        decide(Mode::Landlock, true, no_ns),
+        Ok(Confinement::Landlock {
+            netns: Err("unshare(CLONE_NEWNET): EPERM".into())
+        })
+    );
     assert!(matches!(
-        decide(Mode::Auto, false),
+        decide(Mode::Auto, false, ns),
         Ok(Confinement::Unconfined { warn: true, .. })
     ));
     for available in [true, false] {
+        let asked = std::cell::Cell::new(false);
         assert!(matches!(
-            decide(Mode::Off, available),
+            decide(Mode::Off, available, || {
+                asked.set(true);
+                Ok(())
+            }),
             Ok(Confinement::Unconfined { warn: false, .. })
         ));
+        assert!(!asked.get(), "no namespace probe when unconfined");
     }
-    let refused = decide(Mode::Landlock, false).unwrap_err();
+    let refused = decide(Mode::Landlock, false, ns).unwrap_err();
     assert!(refused.contains("SANDBOX=landlock"), "{refused}");
+}
+
+/// Status never claims more than the run got: each part named, and what stays open.
+#[test]
+fn descriptions_name_the_parts_the_agent_gets() {
+    let with = Confinement::Landlock { netns: Ok(()) }.describe();
+    assert!(
+        with.starts_with("landlock-fs+landlock-net+netns: "),
+        "{with}"
+    );
+    assert!(with.ends_with("still open: CPU and memory"), "{with}");
+    let without = Confinement::Landlock {
+        netns: Err("no privilege".into()),
+    }
+    .describe();
+    assert!(
+        without.starts_with("landlock-fs+landlock-net: "),
+        "{without}"
+    );
+    assert!(
+        without.contains("still open: UDP (DNS included), other hosts on the proxy's own port"),
+        "{without}"
+    );
+    assert!(
+        without.ends_with("(no network namespace: no privilege)"),
+        "{without}"
+    );
 }
 
 #[test]
@@ -74,6 +116,7 @@ fn rules_round_trip_through_the_arguments() {
         read: vec!["/usr".into()],
         write: vec!["/work/p".into(), "/tmp/x y".into()],
         port: 4321,
+        netns: Some("/run/h/proxy.sock".into()),
     };
     let mut args = rules.to_args();
     args.extend(["--".into(), "claude".into(), "-p".into()]);
@@ -116,6 +159,7 @@ fn rules_for_an_agent_leave_home_out() {
         extra_read: &["~/.cargo".into(), "~/.rustup".into()],
         extra_write: &[],
         proxy_port: 9,
+        netns: None,
     };
     let rules = Rules::for_agent(&place);
     assert_eq!(rules.port, 9);
