@@ -750,7 +750,12 @@ pub fn netns_probe() -> std::result::Result<(), String> {
         Ok(f) if f.status.success() => Ok(()),
         Ok(f) => {
             let said = String::from_utf8_lossy(&f.stderr);
-            let said = said.trim().trim_start_matches("hank: ").trim();
+            let said = said
+                .trim()
+                .trim_start_matches("hank: ")
+                .trim_start_matches("error: ")
+                .trim_start_matches("network namespace: ")
+                .trim();
             Err(if said.is_empty() {
                 format!("the probe failed ({})", f.status)
             } else {
