@@ -676,7 +676,8 @@ pub fn stop_orphan_group(pgid: i32, ticks: u64) -> bool {
 
 /// `hank __sandbox RULES -- PROGRAM ARGS…`: confines this process with the rules (with
 /// `--netns`, first its own network namespace with the proxy bridged in:
-/// [`crate::sandbox::netns::enter`]; then [`crate::sandbox::Rules::restrict_self`]), then
+/// [`crate::sandbox::netns::unshare_net`], [`start_bridge`]; then
+/// [`crate::sandbox::Rules::restrict_self`]), then
 /// becomes the program (never unconfined). `hank __sandbox --probe-netns` and `--bridge` are
 /// the namespace's probe and bridge ([`crate::sandbox::netns`]).
 ///
@@ -692,7 +693,11 @@ pub fn enter_sandbox(args: &[std::ffi::OsString]) -> crate::error::Result<u8> {
     }
     let (rules, command) = crate::sandbox::Rules::from_args(args)?;
     if let Some(socket) = &rules.netns {
-        netns::enter(rules.port, socket)?;
+        netns::unshare_net()?;
+        let out = start_bridge(rules.port, socket).map_err(|e| {
+            HankError::usage(format!("network namespace: cannot start the bridge: {e}"))
+        })?;
+        netns::ready(out)?;
     }
     rules.restrict_self()?;
     let (program, rest) = command.split_first().ok_or_else(|| {

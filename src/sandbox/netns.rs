@@ -5,7 +5,8 @@
 //! reach; the egress proxy is bridged into it.
 //!
 //! `hank __sandbox --netns SOCKET …` (the agent's own process, single-threaded, before Landlock
-//! and the `exec` of the agent) enters the namespace, brings `lo` up, and starts the bridge,
+//! and the `exec` of the agent: `crate::proc::agent::enter_sandbox`) enters the namespace
+//! ([`unshare_net`]), brings `lo` up, and starts the bridge,
 //! `hank __sandbox --bridge PORT SOCKET PARENT`: a process in the namespace (started before
 //! the Landlock restriction, never running agent code) that listens on 127.0.0.1:PORT there —
 //! the port the agent's proxy variables name — and carries each connection to the proxy's Unix
@@ -176,16 +177,13 @@ fn carry(conn: TcpStream, proxy: UnixStream) {
     let _ = up.join();
 }
 
-/// Enters a new network namespace and starts the bridge to the proxy's `socket` on `port`
-/// there (`crate::proc::agent::start_bridge`), for the agent this process is about to become.
+/// Whether the bridge said `ready` on `out` (its stdout).
 ///
 /// # Errors
-/// No namespace, or the bridge did not start.
-pub fn enter(port: u16, socket: &Path) -> Result<()> {
-    unshare_net()?;
-    let ready = crate::proc::agent::start_bridge(port, socket).map_err(|e| fail("bridge", e))?;
+/// It did not.
+pub fn ready(out: impl io::Read) -> Result<()> {
     let mut line = String::new();
-    io::BufReader::new(ready)
+    io::BufReader::new(out)
         .read_line(&mut line)
         .map_err(|e| fail("bridge", e))?;
     if line.trim() == "ready" {
