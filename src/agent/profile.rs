@@ -737,6 +737,22 @@ fn builtin(name: &str) -> Option<&'static str> {
     BUILTIN.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
 }
 
+/// The built-in profile `name` as hank ships it (no project file consulted).
+///
+/// # Errors
+/// `name` is not a built-in profile.
+pub fn load_builtin(name: &str) -> Result<Profile> {
+    let text =
+        builtin(name).ok_or_else(|| HankError::Internal(format!("no built-in profile {name}")))?;
+    parse(
+        text,
+        &format!("built-in profile {name}"),
+        name,
+        Origin::Builtin,
+    )
+    .map_err(HankError::Internal)
+}
+
 /// The profile called `name`: `.hank/agents/NAME.toml` if the project has one, else the
 /// built-in.
 ///

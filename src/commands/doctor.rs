@@ -527,7 +527,11 @@ fn delivery_checks(s: &settings::Settings, dir: &Path) -> Vec<Check> {
 /// SANDBOX: what confinement the next run's agent gets on this kernel, and why.
 fn sandbox_check(s: &settings::Settings) -> Check {
     let mode = s.sandbox.value;
-    match crate::sandbox::decide(mode, crate::sandbox::available()) {
+    match crate::sandbox::decide(
+        mode,
+        crate::sandbox::available(),
+        crate::proc::agent::netns_probe,
+    ) {
         Ok(c @ crate::sandbox::Confinement::Unconfined { warn: true, .. }) => Check::warn(
             "sandbox",
             c.describe(),

@@ -158,6 +158,8 @@ pub(crate) struct Sandboxing {
     pub(crate) confinement: crate::sandbox::Confinement,
     proxy: Option<crate::sandbox::proxy::Proxy>,
     tmp: Option<tempfile::TempDir>,
+    /// The folder of the proxy's Unix socket (the agent's network namespace is bridged to it).
+    _bridge: Option<tempfile::TempDir>,
     notes: Vec<crate::policy::run::Control>,
     /// The latest refusals (`host:port at TIME`), for status.json.
     denied: Vec<String>,
@@ -175,32 +177,50 @@ impl Sandboxing {
     /// TMPDIR cannot be made.
     pub(crate) fn open(s: &crate::settings::Settings) -> Result<(Self, Option<String>)> {
         use crate::sandbox::{Confinement, available, decide};
-        let confinement = decide(s.sandbox.value, available()).map_err(HankError::usage)?;
+        let mut confinement = decide(s.sandbox.value, available(), || {
+            crate::proc::agent::netns_probe()
+        })
+        .map_err(HankError::usage)?;
         let warning = match &confinement {
             Confinement::Unconfined { warn: true, .. } => Some(confinement.describe()),
             _ => None,
         };
-        let (proxy, tmp) = if confinement == Confinement::Landlock {
-            let proxy = crate::sandbox::proxy::Proxy::start(Vec::new()).map_err(|e| {
+        let (mut proxy, mut tmp, mut bridge) = (None, None, None);
+        if let Confinement::Landlock { netns } = &mut confinement {
+            let mut p = crate::sandbox::proxy::Proxy::start(Vec::new()).map_err(|e| {
                 HankError::usage(format!(
                     "SANDBOX: cannot open the egress proxy on 127.0.0.1: {e}"
                 ))
             })?;
-            let tmp = tempfile::Builder::new()
-                .prefix("hank-agent-tmp-")
-                .tempdir()
-                .map_err(|e| {
-                    HankError::usage(format!("SANDBOX: cannot make the agent's TMPDIR: {e}"))
-                })?;
-            (Some(proxy), Some(tmp))
-        } else {
-            (None, None)
-        };
+            tmp = Some(
+                tempfile::Builder::new()
+                    .prefix("hank-agent-tmp-")
+                    .tempdir()
+                    .map_err(|e| {
+                        HankError::usage(format!("SANDBOX: cannot make the agent's TMPDIR: {e}"))
+                    })?,
+            );
+            if netns.is_ok() {
+                // The proxy's Unix socket for the namespace's bridge, in a folder of its own
+                // (0700) that the agent can neither read nor write. Without it, no namespace
+                // is claimed.
+                let made = tempfile::Builder::new()
+                    .prefix("hank-egress-")
+                    .tempdir()
+                    .and_then(|d| p.listen_unix(&d.path().join("proxy.sock")).map(|()| d));
+                match made {
+                    Ok(d) => bridge = Some(d),
+                    Err(e) => *netns = Err(format!("the proxy's Unix socket: {e}")),
+                }
+            }
+            proxy = Some(p);
+        }
         Ok((
             Self {
                 confinement,
                 proxy,
                 tmp,
+                _bridge: bridge,
                 notes: Vec::new(),
                 denied: Vec::new(),
             },
@@ -208,16 +228,35 @@ impl Sandboxing {
         ))
     }
 
-    /// The rules of the next call of `agent` (`None`: unconfined), its allowed hosts given to
-    /// the proxy, and the sandbox's variables added to `env` ([`sandbox_env`]).
+    /// The rules of the next call of `agent` in the project (`None`: unconfined), its allowed
+    /// hosts given to the proxy, and the sandbox's variables added to `env` ([`sandbox_env`]).
     fn prepare(
         &self,
         agent: &super::Agent,
         s: &crate::settings::Settings,
         env: &mut Vec<(String, String)>,
     ) -> Option<crate::sandbox::Rules> {
+        self.rules_for(
+            &agent.profile.sandbox,
+            &agent.command.program,
+            &s.project_dir,
+            s,
+            env,
+        )
+    }
+
+    /// The rules of a call of `program` (whose profile's `[sandbox]` is `sandbox`) working in
+    /// `cwd` (`None`: unconfined); its allowed hosts given to the proxy, the sandbox's
+    /// variables added to `env`. `hank import` confines its conversion call with it.
+    pub(crate) fn rules_for(
+        &self,
+        sandbox: &crate::sandbox::ProfileSandbox,
+        program: &std::path::Path,
+        cwd: &std::path::Path,
+        s: &crate::settings::Settings,
+        env: &mut Vec<(String, String)>,
+    ) -> Option<crate::sandbox::Rules> {
         let (proxy, tmp) = (self.proxy.as_ref()?, self.tmp.as_ref()?);
-        let sandbox = &agent.profile.sandbox;
         let lookup = |key: &str| {
             env.iter()
                 .rev()
@@ -231,17 +270,21 @@ impl Sandboxing {
             &s.sandbox_allow_hosts.value,
         ));
         let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+        // A folder that cannot be made stays out of the rules: the client then reports
+        // what it could not write.
+        let _ = crate::sandbox::make_state_dirs(&sandbox.write, home.as_deref());
         let path = std::env::var_os("PATH");
         let rules = crate::sandbox::Rules::for_agent(&crate::sandbox::Place {
-            cwd: &s.project_dir,
+            cwd,
             home: home.as_deref(),
             tmp: tmp.path(),
-            program: &agent.command.program,
+            program,
             path: path.as_deref(),
             client_write: &sandbox.write,
             extra_read: &s.sandbox_read.value,
             extra_write: &s.sandbox_write.value,
             proxy_port: proxy.port(),
+            netns: proxy.socket().filter(|_| self.confinement.netns()),
         });
         env.extend(sandbox_env(&proxy.url(), tmp.path()));
         Some(rules)
@@ -251,6 +294,14 @@ impl Sandboxing {
     pub(crate) fn describe_in(&self, status: &mut crate::store::Status) {
         status.sandbox = Some(self.confinement.describe());
         status.egress_denied.clone_from(&self.denied);
+    }
+
+    /// The egress proxy's refusals since the last take (none when unconfined).
+    pub(crate) fn take_denied(&self) -> Vec<crate::sandbox::proxy::Denied> {
+        self.proxy
+            .as_ref()
+            .map(crate::sandbox::proxy::Proxy::take_denied)
+            .unwrap_or_default()
     }
 
     /// The refusals for the next loop's context (taken once).

@@ -674,14 +674,31 @@ pub fn stop_orphan_group(pgid: i32, ticks: u64) -> bool {
     true
 }
 
-/// `hank __sandbox RULES -- PROGRAM ARGS…`: confines this process with the rules
-/// ([`crate::sandbox::Rules::restrict_self`]), then becomes the program (never unconfined).
+/// `hank __sandbox RULES -- PROGRAM ARGS…`: confines this process with the rules (with
+/// `--netns`, first its own network namespace with the proxy bridged in:
+/// [`crate::sandbox::netns::unshare_net`], [`start_bridge`]; then
+/// [`crate::sandbox::Rules::restrict_self`]), then
+/// becomes the program (never unconfined). `hank __sandbox --probe-netns` and `--bridge` are
+/// the namespace's probe and bridge ([`crate::sandbox::netns`]).
 ///
 /// # Errors
-/// Bad arguments, Landlock refused, or the exec failed.
+/// Bad arguments, no namespace, Landlock refused, or the exec failed.
 pub fn enter_sandbox(args: &[std::ffi::OsString]) -> crate::error::Result<u8> {
     use crate::error::HankError;
+    use crate::sandbox::netns;
+    match args.first().and_then(|a| a.to_str()) {
+        Some(netns::PROBE) => return netns::probe_here(),
+        Some(netns::BRIDGE) => return netns::bridge(&args[1..]),
+        _ => {}
+    }
     let (rules, command) = crate::sandbox::Rules::from_args(args)?;
+    if let Some(socket) = &rules.netns {
+        netns::unshare_net()?;
+        let out = start_bridge(rules.port, socket).map_err(|e| {
+            HankError::usage(format!("network namespace: cannot start the bridge: {e}"))
+        })?;
+        netns::ready(out)?;
+    }
     rules.restrict_self()?;
     let (program, rest) = command.split_first().ok_or_else(|| {
         HankError::usage(format!(
@@ -695,6 +712,63 @@ pub fn enter_sandbox(args: &[std::ffi::OsString]) -> crate::error::Result<u8> {
         crate::sandbox::ENTER,
         Path::new(program).display()
     )))
+}
+
+/// Starts `hank __sandbox --bridge PORT SOCKET PID` ([`crate::sandbox::netns::bridge`]) from
+/// the agent's process (PID) in its new network namespace: stdin closed, stderr the agent's;
+/// its stdout, where it says `ready`. It is not waited for: it ends with the agent (its
+/// parent-death signal), and hank, the subreaper, reaps it.
+///
+/// # Errors
+/// It cannot be started.
+#[allow(
+    clippy::zombie_processes,
+    reason = "the bridge outlives this process image: the agent exec'd here is its parent"
+)]
+pub fn start_bridge(port: u16, socket: &Path) -> std::io::Result<std::process::ChildStdout> {
+    let mut child = std::process::Command::new(std::env::current_exe()?)
+        .arg(crate::sandbox::ENTER)
+        .arg(crate::sandbox::netns::BRIDGE)
+        .arg(port.to_string())
+        .arg(socket)
+        .arg(std::process::id().to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()?;
+    child
+        .stdout
+        .take()
+        .ok_or_else(|| std::io::Error::other("no stdout"))
+}
+
+/// Whether a network namespace can be made here for the agent: `hank __sandbox
+/// --probe-netns` run to its end (`Err`: why not, as it said).
+pub fn netns_probe() -> std::result::Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    match super::Cmd::new(exe)
+        .arg(crate::sandbox::ENTER)
+        .arg(crate::sandbox::netns::PROBE)
+        .timeout(Duration::from_secs(10))
+        .stderr_max(4096)
+        .run()
+    {
+        Ok(f) if f.status.success() => Ok(()),
+        Ok(f) => {
+            let said = String::from_utf8_lossy(&f.stderr);
+            let said = said
+                .trim()
+                .trim_start_matches("hank: ")
+                .trim_start_matches("error: ")
+                .trim_start_matches("network namespace: ")
+                .trim();
+            Err(if said.is_empty() {
+                format!("the probe failed ({})", f.status)
+            } else {
+                said.to_string()
+            })
+        }
+        Err(e) => Err(format!("the probe failed: {e:?}")),
+    }
 }
 
 /// Runs the agent. `cancel` counts the user's interrupts (1 = stop gracefully, 2 = now);

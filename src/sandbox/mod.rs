@@ -13,6 +13,7 @@
 //! ([`proxy::Proxy`]) on 127.0.0.1, which lets through only the profile's API hosts and
 //! SANDBOX_ALLOW_HOSTS.
 
+pub mod netns;
 pub mod proxy;
 
 use std::ffi::{OsStr, OsString};
@@ -59,49 +60,75 @@ impl Mode {
 /// What the next run's agent gets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Confinement {
-    /// Confined with Landlock (files, TCP connect) behind the egress proxy.
-    Landlock,
+    /// Confined with Landlock (files, TCP connect) behind the egress proxy; in its own network
+    /// namespace when `netns` is `Ok`, else not, and why.
+    Landlock {
+        netns: std::result::Result<(), String>,
+    },
     /// Not confined, and why (`SANDBOX=off`, or no Landlock ABI ≥ 4 with `auto`).
     Unconfined { why: String, warn: bool },
 }
 
 impl Confinement {
-    /// One line for `hank doctor`, the run's start and `hank status`.
+    /// One line for `hank doctor`, the run's start and `hank status`: the parts the agent gets
+    /// (`landlock-fs`, `landlock-net`, `netns`), what they confine, and what stays open.
     #[must_use]
     pub fn describe(&self) -> String {
         match self {
-            Self::Landlock => format!(
-                "landlock: the agent writes only its project, TMPDIR and its client's state, reads no other file of HOME, and connects by TCP only to hank's egress proxy; still open: {STILL_OPEN}"
+            Self::Landlock { netns: Ok(()) } => format!(
+                "{}: the agent writes only its project, TMPDIR and its client's state, reads no other file of HOME, and reaches the network only through hank's egress proxy (its own network namespace has only loopback); still open: {STILL_OPEN_NETNS}",
+                self.name()
+            ),
+            Self::Landlock { netns: Err(why) } => format!(
+                "{}: the agent writes only its project, TMPDIR and its client's state, reads no other file of HOME, and connects by TCP only to hank's egress proxy; still open: {STILL_OPEN} (no network namespace: {why})",
+                self.name()
             ),
             Self::Unconfined { why, .. } => format!("off: the agent runs unconfined ({why})"),
         }
     }
 
-    /// The short name shown in status (`landlock` or `off`).
+    /// The parts the agent gets, as shown in status: `landlock-fs+landlock-net+netns`,
+    /// `landlock-fs+landlock-net` or `off`.
     #[must_use]
     pub fn name(&self) -> &'static str {
         match self {
-            Self::Landlock => "landlock",
+            Self::Landlock { netns: Ok(()) } => "landlock-fs+landlock-net+netns",
+            Self::Landlock { netns: Err(_) } => "landlock-fs+landlock-net",
             Self::Unconfined { .. } => "off",
         }
     }
+
+    /// Whether the agent gets its own network namespace.
+    #[must_use]
+    pub fn netns(&self) -> bool {
+        matches!(self, Self::Landlock { netns: Ok(()) })
+    }
 }
 
-/// What a Landlock run leaves open (said in `doctor` and `status`, never claimed closed).
+/// What Landlock without a network namespace leaves open (said in `doctor` and `status`,
+/// never claimed closed).
 pub const STILL_OPEN: &str = "UDP (DNS included), other hosts on the proxy's own port, abstract Unix sockets, CPU and memory";
 
-/// The decision for `mode` on a kernel where Landlock ABI ≥ 4 is (or is not) `available`
-/// (pure).
+/// What stays open in the agent's own network namespace too.
+pub const STILL_OPEN_NETNS: &str = "CPU and memory";
+
+/// The decision for `mode` on a kernel where Landlock ABI ≥ 4 is (or is not) `available`;
+/// `netns` is asked only for a confined agent: whether it gets its own network namespace
+/// (`Err`: why not).
 ///
 /// # Errors
 /// `SANDBOX=landlock` on a kernel without it: the run must not start.
-pub fn decide(mode: Mode, available: bool) -> std::result::Result<Confinement, String> {
+pub fn decide(
+    mode: Mode,
+    available: bool,
+    netns: impl FnOnce() -> std::result::Result<(), String>,
+) -> std::result::Result<Confinement, String> {
     match (mode, available) {
         (Mode::Off, _) => Ok(Confinement::Unconfined {
             why: "SANDBOX=off".into(),
             warn: false,
         }),
-        (Mode::Auto | Mode::Landlock, true) => Ok(Confinement::Landlock),
+        (Mode::Auto | Mode::Landlock, true) => Ok(Confinement::Landlock { netns: netns() }),
         (Mode::Auto, false) => Ok(Confinement::Unconfined {
             why: "SANDBOX=auto and this kernel has no Landlock ABI 4 or later".into(),
             warn: true,
@@ -231,6 +258,9 @@ pub struct Rules {
     pub write: Vec<PathBuf>,
     /// The one TCP port the agent may connect to (the egress proxy's).
     pub port: u16,
+    /// The agent's own network namespace, with the port bridged to the proxy's Unix socket
+    /// at this path ([`netns`]); `None`: the host's network.
+    pub netns: Option<PathBuf>,
 }
 
 /// The system's read-only part. `/run` is left out but for the resolver's files (it holds
@@ -273,17 +303,49 @@ pub struct Place<'a> {
     /// SANDBOX_WRITE.
     pub extra_write: &'a [String],
     pub proxy_port: u16,
+    /// The proxy's Unix socket, when the agent gets its own network namespace.
+    pub netns: Option<&'a Path>,
 }
 
-/// `~/x` under `home`, an absolute path as it is; `None` otherwise.
+/// `~/x` under `home`, an absolute path as it is (a trailing `/` dropped); `None` otherwise.
 fn expand(entry: &str, home: Option<&Path>) -> Option<PathBuf> {
-    if entry == "~" {
-        return None; // never the whole HOME
+    let entry = match entry.trim_end_matches('/') {
+        "" => "/",
+        e => e,
+    };
+    if entry == "~" || entry == "/" {
+        return None; // never the whole HOME, never the whole system
     }
     match entry.strip_prefix("~/") {
         Some(rest) => home.map(|h| h.join(rest)),
         None => Some(PathBuf::from(entry)).filter(|p| p.is_absolute()),
     }
+}
+
+/// The state folders of a profile's `[sandbox] write` (the entries that end in `/`) that do not
+/// exist yet, made with mode 0700 (parents included): Landlock grants only a path that exists,
+/// and a confined client cannot make its own folder in HOME on its first run. Files are never
+/// made (a client's own file format is its business). The folders made.
+///
+/// # Errors
+/// A folder cannot be made.
+pub fn make_state_dirs(entries: &[String], home: Option<&Path>) -> std::io::Result<Vec<PathBuf>> {
+    use std::os::unix::fs::DirBuilderExt;
+    let mut made = Vec::new();
+    for dir in entries
+        .iter()
+        .filter(|e| e.ends_with('/'))
+        .filter_map(|e| expand(e, home))
+    {
+        if std::fs::symlink_metadata(&dir).is_err() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&dir)?;
+            made.push(dir);
+        }
+    }
+    Ok(made)
 }
 
 impl Rules {
@@ -321,10 +383,12 @@ impl Rules {
             read,
             write,
             port: place.proxy_port,
+            netns: place.netns.map(Path::to_path_buf),
         }
     }
 
-    /// `hank __sandbox` arguments before `--`: `--read P`, `--write P`, `--port N`.
+    /// `hank __sandbox` arguments before `--`: `--read P`, `--write P`, `--port N`,
+    /// `--netns SOCKET`.
     #[must_use]
     pub fn to_args(&self) -> Vec<OsString> {
         let mut out = Vec::new();
@@ -338,6 +402,10 @@ impl Rules {
         }
         out.push(OsString::from("--port"));
         out.push(OsString::from(self.port.to_string()));
+        if let Some(socket) = &self.netns {
+            out.push(OsString::from("--netns"));
+            out.push(socket.clone().into_os_string());
+        }
         out
     }
 
@@ -366,6 +434,7 @@ impl Rules {
             match flag {
                 "--read" => rules.read.push(PathBuf::from(value)),
                 "--write" => rules.write.push(PathBuf::from(value)),
+                "--netns" => rules.netns = Some(PathBuf::from(value)),
                 "--port" => {
                     port = value.to_str().and_then(|v| v.parse::<u16>().ok());
                     if port.is_none() {
@@ -418,7 +487,10 @@ impl Rules {
 }
 
 /// The folders of the agent's install: the program's own folder and, when it is a link (npm's
-/// `bin/claude` → `…/node_modules/@anthropic-ai/claude-code/cli.js`), the target's folder.
+/// `bin/claude` → `…/node_modules/@anthropic-ai/claude-code/bin/claude.exe`), the target's
+/// folder; for a program inside a `node_modules` tree, that whole tree (the outermost
+/// `node_modules` above it: npm's CLIs read their packages' `package.json` and start binaries
+/// of other packages, e.g. codex's `@openai/codex-linux-x64`).
 fn install_dirs(program: &Path, path: Option<&OsStr>) -> Vec<PathBuf> {
     let found = if program.components().count() > 1 {
         Some(program.to_path_buf())
@@ -438,7 +510,17 @@ fn install_dirs(program: &Path, path: Option<&OsStr>) -> Vec<PathBuf> {
     {
         dirs.push(dir.to_path_buf());
     }
+    let trees: Vec<PathBuf> = dirs.iter().filter_map(|d| node_modules_of(d)).collect();
+    dirs.extend(trees);
     dirs
+}
+
+/// The outermost folder named `node_modules` that holds `dir` (or is it), if any (pure).
+fn node_modules_of(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .filter(|a| a.file_name().is_some_and(|n| n == "node_modules"))
+        .last()
+        .map(Path::to_path_buf)
 }
 
 /// A linked worktree's git dirs (its `.git` is a file `gitdir: <common>/worktrees/<slug>`): read

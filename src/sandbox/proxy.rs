@@ -4,6 +4,8 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -32,10 +34,44 @@ struct Shared {
     stop: AtomicBool,
 }
 
+/// A connection the proxy serves: TCP on 127.0.0.1, or its Unix socket (the bridge from an
+/// agent's network namespace).
+trait Conn: Read + Write + Send + Sized + 'static {
+    fn try_clone(&self) -> io::Result<Self>;
+    fn shutdown(&self, how: Shutdown) -> io::Result<()>;
+    fn set_read_timeout(&self, limit: Option<Duration>) -> io::Result<()>;
+}
+
+impl Conn for TcpStream {
+    fn try_clone(&self) -> io::Result<Self> {
+        TcpStream::try_clone(self)
+    }
+    fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        TcpStream::shutdown(self, how)
+    }
+    fn set_read_timeout(&self, limit: Option<Duration>) -> io::Result<()> {
+        TcpStream::set_read_timeout(self, limit)
+    }
+}
+
+impl Conn for UnixStream {
+    fn try_clone(&self) -> io::Result<Self> {
+        UnixStream::try_clone(self)
+    }
+    fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        UnixStream::shutdown(self, how)
+    }
+    fn set_read_timeout(&self, limit: Option<Duration>) -> io::Result<()> {
+        UnixStream::set_read_timeout(self, limit)
+    }
+}
+
 /// The running proxy; dropped, it stops accepting.
 pub struct Proxy {
     port: u16,
     shared: Arc<Shared>,
+    /// Its Unix socket, when it listens on one ([`Proxy::listen_unix`]).
+    socket: Option<PathBuf>,
 }
 
 impl Proxy {
@@ -65,7 +101,43 @@ impl Proxy {
                         .spawn(move || serve(conn, &shared));
                 }
             })?;
-        Ok(Self { port, shared })
+        Ok(Self {
+            port,
+            shared,
+            socket: None,
+        })
+    }
+
+    /// Also serves on a Unix socket made at `path` (in a folder only hank may write): what the
+    /// bridge of an agent's network namespace connects to ([`super::netns`]).
+    ///
+    /// # Errors
+    /// The socket cannot be made.
+    pub fn listen_unix(&mut self, path: &Path) -> io::Result<()> {
+        let listener = UnixListener::bind(path)?;
+        let serving = Arc::clone(&self.shared);
+        thread::Builder::new()
+            .name("hank-egress-unix".into())
+            .spawn(move || {
+                for conn in listener.incoming() {
+                    if serving.stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let Ok(conn) = conn else { continue };
+                    let shared = Arc::clone(&serving);
+                    let _ = thread::Builder::new()
+                        .name("hank-egress-conn".into())
+                        .spawn(move || serve(conn, &shared));
+                }
+            })?;
+        self.socket = Some(path.to_path_buf());
+        Ok(())
+    }
+
+    /// Its Unix socket, when it listens on one.
+    #[must_use]
+    pub fn socket(&self) -> Option<&Path> {
+        self.socket.as_deref()
     }
 
     /// The port on 127.0.0.1.
@@ -101,28 +173,103 @@ impl Proxy {
 impl Drop for Proxy {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
-        // Wake the accept loop so that it sees the stop.
+        // Wake the accept loops so that they see the stop.
         let _ = TcpStream::connect(("127.0.0.1", self.port));
+        if let Some(socket) = &self.socket {
+            let _ = UnixStream::connect(socket);
+        }
     }
 }
 
-/// The request head: up to the blank line, and what came after it.
-fn read_head(conn: &mut TcpStream) -> Option<(String, Vec<u8>)> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let rest = buf.split_off(end + 4);
-            return Some((String::from_utf8_lossy(&buf).into_owned(), rest));
+/// The client side of one proxied connection: the stream and what was read past the last
+/// request head or body.
+struct Client<C> {
+    conn: C,
+    buf: Vec<u8>,
+}
+
+impl<C: Conn> Client<C> {
+    /// More bytes into `buf`; false at the end of the stream or on an error.
+    fn fill(&mut self) -> bool {
+        let mut chunk = [0u8; 8192];
+        match self.conn.read(&mut chunk) {
+            Ok(0) | Err(_) => false,
+            Ok(n) => {
+                self.buf.extend_from_slice(&chunk[..n]);
+                true
+            }
         }
-        if buf.len() > MAX_HEAD {
-            return None;
+    }
+
+    /// The next request head, up to the blank line (taken from `buf`); `None` at the end of the
+    /// stream, on an error or a head longer than [`MAX_HEAD`].
+    fn head(&mut self) -> Option<String> {
+        loop {
+            if let Some(end) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let rest = self.buf.split_off(end + 4);
+                let head = std::mem::replace(&mut self.buf, rest);
+                return Some(String::from_utf8_lossy(&head).into_owned());
+            }
+            if self.buf.len() > MAX_HEAD || !self.fill() {
+                return None;
+            }
         }
-        let n = conn.read(&mut chunk).ok()?;
-        if n == 0 {
-            return None;
+    }
+
+    /// Copies exactly `n` more bytes of the client's stream to `out`.
+    fn copy_exact(&mut self, mut n: u64, out: &mut impl Write) -> bool {
+        while n > 0 {
+            if self.buf.is_empty() && !self.fill() {
+                return false;
+            }
+            let take = usize::try_from(n).unwrap_or(usize::MAX).min(self.buf.len());
+            if out.write_all(&self.buf[..take]).is_err() {
+                return false;
+            }
+            self.buf.drain(..take);
+            n -= take as u64;
         }
-        buf.extend_from_slice(&chunk[..n]);
+        true
+    }
+
+    /// One CRLF-ended line of the client's stream copied to `out`; the line.
+    fn copy_line(&mut self, out: &mut impl Write) -> Option<String> {
+        loop {
+            if let Some(end) = self.buf.windows(2).position(|w| w == b"\r\n") {
+                let line: Vec<u8> = self.buf.drain(..end + 2).collect();
+                out.write_all(&line).ok()?;
+                return Some(String::from_utf8_lossy(&line).into_owned());
+            }
+            if self.buf.len() > MAX_HEAD || !self.fill() {
+                return None;
+            }
+        }
+    }
+
+    /// A chunked body (chunks, the last one, trailers) copied to `out` as it is.
+    fn copy_chunked(&mut self, out: &mut impl Write) -> bool {
+        loop {
+            let Some(size) = self.copy_line(out) else {
+                return false;
+            };
+            let hex = size.trim().split(';').next().unwrap_or("").trim();
+            let Ok(n) = u64::from_str_radix(hex, 16) else {
+                return false;
+            };
+            if n == 0 {
+                // Trailers up to the blank line.
+                loop {
+                    match self.copy_line(out) {
+                        Some(l) if l == "\r\n" => return true,
+                        Some(_) => {}
+                        None => return false,
+                    }
+                }
+            }
+            if !self.copy_exact(n + 2, out) {
+                return false;
+            }
+        }
     }
 }
 
@@ -141,31 +288,83 @@ fn target(request_line: &str) -> Option<(bool, String, String)> {
     Some((false, host, format!("{method} {path} {version}")))
 }
 
-fn serve(mut conn: TcpStream, shared: &Shared) {
-    let _ = conn.set_read_timeout(Some(HEAD_TIMEOUT));
-    let Some((head, rest)) = read_head(&mut conn) else {
-        return;
-    };
-    let first = head.lines().next().unwrap_or("");
-    let Some((tunnel, host, line)) = target(first) else {
-        let _ = conn.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
-        return;
-    };
-    let allowed = shared.allowed.lock().is_ok_and(|a| a.contains(&host));
-    if !allowed {
-        if let Ok(mut d) = shared.denied.lock()
+/// How the body after a request head is framed (pure): `Some(n)` bytes, or chunked (`None`).
+fn body_framing(head: &str) -> Option<u64> {
+    let mut length = 0;
+    for h in head.lines().skip(1) {
+        let Some((name, value)) = h.split_once(':') else {
+            continue;
+        };
+        let (name, value) = (name.trim(), value.trim());
+        if name.eq_ignore_ascii_case("transfer-encoding")
+            && value.to_ascii_lowercase().contains("chunked")
+        {
+            return None;
+        }
+        if name.eq_ignore_ascii_case("content-length") {
+            length = value.parse().unwrap_or(0);
+        }
+    }
+    Some(length)
+}
+
+/// The request again in origin form (`line`), its proxy headers left out (pure).
+fn origin_form(line: &str, head: &str) -> String {
+    let mut out = format!("{line}\r\n");
+    for h in head.lines().skip(1).filter(|l| !l.is_empty()) {
+        if !h.to_ascii_lowercase().starts_with("proxy-") {
+            out.push_str(h);
+            out.push_str("\r\n");
+        }
+    }
+    out.push_str("\r\n");
+    out
+}
+
+impl Shared {
+    /// Whether `host` may be reached; a refusal is kept with the time.
+    fn admits(&self, host: &str) -> bool {
+        if self
+            .allowed
+            .lock()
+            .is_ok_and(|a| a.iter().any(|h| h == host))
+        {
+            return true;
+        }
+        if let Ok(mut d) = self.denied.lock()
             && d.len() < MAX_DENIED
         {
             d.push(Denied {
-                host: host.clone(),
+                host: host.to_string(),
                 at: jiff::Timestamp::now()
                     .round(jiff::Unit::Second)
                     .map_or_else(|_| jiff::Timestamp::now().to_string(), |t| t.to_string()),
             });
         }
+        false
+    }
+}
+
+fn serve<C: Conn>(conn: C, shared: &Shared) {
+    let _ = conn.set_read_timeout(Some(HEAD_TIMEOUT));
+    let mut client = Client {
+        conn,
+        buf: Vec::new(),
+    };
+    let Some(head) = client.head() else {
+        return;
+    };
+    let first = head.lines().next().unwrap_or("");
+    let Some((tunnel, host, line)) = target(first) else {
+        let _ = client
+            .conn
+            .write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        return;
+    };
+    if !shared.admits(&host) {
         let body =
             format!("hank's sandbox refuses {host} (not an allowed host: SANDBOX_ALLOW_HOSTS)\n");
-        let _ = conn.write_all(
+        let _ = client.conn.write_all(
             format!(
                 "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                 body.len()
@@ -181,33 +380,84 @@ fn serve(mut conn: TcpStream, shared: &Shared) {
         .map_err(io::Error::other)
         .and_then(|p| TcpStream::connect((name, p)))
     else {
-        let _ = conn.write_all(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n");
+        let _ = client
+            .conn
+            .write_all(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n");
         return;
     };
-    let _ = conn.set_read_timeout(None);
-    let sent = if tunnel {
-        conn.write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
-    } else {
-        // The request again in origin form, hop-by-hop proxy headers left out.
-        let mut out = format!("{line}\r\n");
-        for h in head.lines().skip(1).filter(|l| !l.is_empty()) {
-            let lower = h.to_ascii_lowercase();
-            if !lower.starts_with("proxy-") {
-                out.push_str(h);
-                out.push_str("\r\n");
-            }
+    let _ = client.conn.set_read_timeout(None);
+    if tunnel {
+        if client
+            .conn
+            .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+            .is_err()
+            || upstream.write_all(&client.buf).is_err()
+        {
+            return;
         }
-        out.push_str("\r\n");
-        upstream.write_all(out.as_bytes())
-    };
-    if sent.is_err() || upstream.write_all(&rest).is_err() {
+        relay(client.conn, upstream);
         return;
     }
-    relay(conn, upstream);
+    forward(client, upstream, shared, &host, head, line);
+}
+
+/// Plain HTTP on a kept-alive connection: each request's head is read, checked (the same
+/// allowed host: another one ends the connection) and sent upstream in origin form, its body
+/// copied as framed; the answers flow back as they come.
+fn forward<C: Conn>(
+    mut client: Client<C>,
+    mut upstream: TcpStream,
+    shared: &Shared,
+    host: &str,
+    mut head: String,
+    mut line: String,
+) {
+    let (Ok(mut u_read), Ok(mut c_write)) = (upstream.try_clone(), client.conn.try_clone()) else {
+        return;
+    };
+    let down = thread::Builder::new()
+        .name("hank-egress-down".into())
+        .spawn(move || {
+            let _ = io::copy(&mut u_read, &mut c_write);
+            let _ = c_write.shutdown(Shutdown::Both);
+        });
+    loop {
+        let sent = upstream
+            .write_all(origin_form(&line, &head).as_bytes())
+            .is_ok()
+            && match body_framing(&head) {
+                Some(n) => client.copy_exact(n, &mut upstream),
+                None => client.copy_chunked(&mut upstream),
+            };
+        if !sent {
+            break;
+        }
+        let Some(next) = client.head() else { break };
+        match target(next.lines().next().unwrap_or("")) {
+            Some((false, h, l)) if h == host => {
+                if !shared.admits(&h) {
+                    break;
+                }
+                (head, line) = (next, l);
+            }
+            Some((_, h, _)) => {
+                // Another host on this connection: refused when it is not allowed, and the
+                // client opens a new connection for an allowed one.
+                let _ = shared.admits(&h);
+                break;
+            }
+            None => break,
+        }
+    }
+    let _ = upstream.shutdown(Shutdown::Write);
+    if let Ok(down) = down {
+        let _ = down.join();
+    }
+    let _ = client.conn.shutdown(Shutdown::Both);
 }
 
 /// Copies both ways until either side ends.
-fn relay(conn: TcpStream, upstream: TcpStream) {
+fn relay<C: Conn>(conn: C, upstream: TcpStream) {
     let (Ok(mut c_read), Ok(mut u_write)) = (conn.try_clone(), upstream.try_clone()) else {
         return;
     };
@@ -260,6 +510,54 @@ mod tests {
         let mut out = String::new();
         let _ = s.read_to_string(&mut out);
         out
+    }
+
+    #[test]
+    fn body_framing_of_heads() {
+        let cases = [
+            ("POST / HTTP/1.1\r\nContent-Length: 12\r\n", Some(12)),
+            ("POST / HTTP/1.1\r\ntransfer-encoding: Chunked\r\n", None),
+            ("GET / HTTP/1.1\r\nHost: x\r\n", Some(0)),
+        ];
+        for (head, want) in cases {
+            assert_eq!(body_framing(head), want, "{head}");
+        }
+    }
+
+    /// Requests kept alive on one connection (a length-framed body, then a chunked one) each
+    /// reach the upstream in origin form.
+    #[test]
+    fn kept_alive_requests_are_each_rewritten() {
+        let upstream = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let up_port = upstream.local_addr().unwrap().port();
+        let server = thread::spawn(move || {
+            let (mut c, _) = upstream.accept().unwrap();
+            let mut seen = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !String::from_utf8_lossy(&seen).contains("0\r\n\r\n") {
+                let n = c.read(&mut buf).unwrap();
+                assert!(n > 0, "{}", String::from_utf8_lossy(&seen));
+                seen.extend_from_slice(&buf[..n]);
+            }
+            c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+                .unwrap();
+            String::from_utf8_lossy(&seen).into_owned()
+        });
+        let proxy = Proxy::start(vec![format!("127.0.0.1:{up_port}")]).unwrap();
+        let url = format!("http://127.0.0.1:{up_port}");
+        let answer = ask(
+            proxy.port(),
+            &format!(
+                "POST {url}/a HTTP/1.1\r\nContent-Length: 5\r\n\r\nhelloPOST {url}/b HTTP/1.1\r\nTransfer-Encoding: chunked\r\nProxy-Connection: keep-alive\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
+            ),
+        );
+        assert!(answer.ends_with("ok"), "{answer}");
+        let seen = server.join().unwrap();
+        assert_eq!(
+            seen,
+            "POST /a HTTP/1.1\r\nContent-Length: 5\r\n\r\nhelloPOST /b HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
+        );
+        assert!(proxy.take_denied().is_empty());
     }
 
     #[test]

@@ -2,20 +2,62 @@ use super::*;
 
 #[test]
 fn decisions_per_mode_and_kernel() {
-    assert_eq!(decide(Mode::Auto, true), Ok(Confinement::Landlock));
-    assert_eq!(decide(Mode::Landlock, true), Ok(Confinement::Landlock));
+    let ns = || Ok(());
+    let no_ns = || Err("unshare(CLONE_NEWNET): EPERM".to_string());
+    assert_eq!(
+        decide(Mode::Auto, true, ns),
+        Ok(Confinement::Landlock { netns: Ok(()) })
+    );
+    assert_eq!(
+        decide(Mode::Landlock, true, no_ns),
+        Ok(Confinement::Landlock {
+            netns: Err("unshare(CLONE_NEWNET): EPERM".into())
+        })
+    );
     assert!(matches!(
-        decide(Mode::Auto, false),
+        decide(Mode::Auto, false, ns),
         Ok(Confinement::Unconfined { warn: true, .. })
     ));
     for available in [true, false] {
+        let asked = std::cell::Cell::new(false);
         assert!(matches!(
-            decide(Mode::Off, available),
+            decide(Mode::Off, available, || {
+                asked.set(true);
+                Ok(())
+            }),
             Ok(Confinement::Unconfined { warn: false, .. })
         ));
+        assert!(!asked.get(), "no namespace probe when unconfined");
     }
-    let refused = decide(Mode::Landlock, false).unwrap_err();
+    let refused = decide(Mode::Landlock, false, ns).unwrap_err();
     assert!(refused.contains("SANDBOX=landlock"), "{refused}");
+}
+
+/// Status never claims more than the run got: each part named, and what stays open.
+#[test]
+fn descriptions_name_the_parts_the_agent_gets() {
+    let with = Confinement::Landlock { netns: Ok(()) }.describe();
+    assert!(
+        with.starts_with("landlock-fs+landlock-net+netns: "),
+        "{with}"
+    );
+    assert!(with.ends_with("still open: CPU and memory"), "{with}");
+    let without = Confinement::Landlock {
+        netns: Err("no privilege".into()),
+    }
+    .describe();
+    assert!(
+        without.starts_with("landlock-fs+landlock-net: "),
+        "{without}"
+    );
+    assert!(
+        without.contains("still open: UDP (DNS included), other hosts on the proxy's own port"),
+        "{without}"
+    );
+    assert!(
+        without.ends_with("(no network namespace: no privilege)"),
+        "{without}"
+    );
 }
 
 #[test]
@@ -74,6 +116,7 @@ fn rules_round_trip_through_the_arguments() {
         read: vec!["/usr".into()],
         write: vec!["/work/p".into(), "/tmp/x y".into()],
         port: 4321,
+        netns: Some("/run/h/proxy.sock".into()),
     };
     let mut args = rules.to_args();
     args.extend(["--".into(), "claude".into(), "-p".into()]);
@@ -116,6 +159,7 @@ fn rules_for_an_agent_leave_home_out() {
         extra_read: &["~/.cargo".into(), "~/.rustup".into()],
         extra_write: &[],
         proxy_port: 9,
+        netns: None,
     };
     let rules = Rules::for_agent(&place);
     assert_eq!(rules.port, 9);
@@ -156,4 +200,62 @@ fn a_linked_worktree_writes_its_own_git_dir_and_the_object_store_only() {
             .any(|p| p.ends_with("hooks") || p.ends_with("config"))
     );
     assert_eq!(worktree_git(root.path()), (vec![], vec![]));
+}
+
+#[test]
+fn missing_state_folders_are_made_private_and_files_never() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().unwrap();
+    let home = root.path().join("home");
+    std::fs::create_dir_all(home.join(".codex")).unwrap();
+    let entries: Vec<String> = [
+        "~/.claude/",
+        "~/.local/share/opencode/",
+        "~/.codex/",
+        "~/.claude.json",
+        "~/",
+        "/",
+    ]
+    .iter()
+    .map(|e| (*e).to_string())
+    .collect();
+    let made = make_state_dirs(&entries, Some(&home)).unwrap();
+    assert_eq!(
+        made,
+        [home.join(".claude"), home.join(".local/share/opencode")]
+    );
+    for d in &made {
+        let mode = std::fs::metadata(d).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "{}", d.display());
+    }
+    assert!(!home.join(".claude.json").exists());
+    // A made folder is then granted by its `~/x/` entry.
+    assert_eq!(
+        expand("~/.claude/", Some(&home)),
+        Some(home.join(".claude"))
+    );
+    assert_eq!(expand("~/", Some(&home)), None);
+}
+
+#[test]
+fn an_npm_install_is_read_as_its_whole_node_modules_tree() {
+    let cases = [
+        (
+            "/c/codex/node_modules/@openai/codex/bin",
+            Some("/c/codex/node_modules"),
+        ),
+        ("/c/node_modules/.bin", Some("/c/node_modules")),
+        (
+            "/g/lib/node_modules/x/node_modules/y/bin",
+            Some("/g/lib/node_modules"),
+        ),
+        ("/usr/local/bin", None),
+    ];
+    for (dir, want) in cases {
+        assert_eq!(
+            node_modules_of(Path::new(dir)),
+            want.map(PathBuf::from),
+            "{dir}"
+        );
+    }
 }

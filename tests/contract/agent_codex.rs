@@ -39,6 +39,7 @@ pub(crate) const CASES: &[(&str, Case)] = cases![
     hank_plain_answer_with_status,
     hank_second_loop_resumes_the_session,
     hank_edit_is_progress,
+    hank_sandboxed_edits_commit_and_complete_the_plan,
     hank_quota_stops_with_spend_limit,
     hank_transient_errors_back_off_then_recover,
     hank_usage_limit_waits_or_exits,
@@ -360,6 +361,9 @@ fn hank_run(items: &[&str], script: impl FnOnce(&Project) -> Vec<Reply>) -> Hank
     run
 }
 
+/// The hosts codex calls on its own, which the sandbox's proxy refuses (observed with 0.171.0).
+const CODEX_BACKGROUND: &[&str] = &["github.com:443", "api.github.com:443", "ab.chatgpt.com:443"];
+
 /// Ticks the first open fix_plan item.
 const TICK: &str = "sed -i '0,/- \\[ \\]/s//- [x]/' .hank/fix_plan.md";
 
@@ -443,6 +447,46 @@ fn hank_edit_is_progress() {
     let ctx = run.context(&o);
     assert_eq!(o.status.code(), Some(3), "{ctx}");
     run.assert_items_done(&["one"], &ctx);
+}
+
+/// SANDBOX=landlock with the real codex: two loops (the second resumes the first's thread) of
+/// file writes and shell commands (`sed` on the plan, `git add`/`git commit`) complete the plan
+/// with codex confined to the project, its TMPDIR and `~/.codex/` (the profile's
+/// `[sandbox] write`), and the egress proxy as its only way to the fake. The fake is a custom
+/// provider of `~/.codex/config.toml`, not `OPENAI_BASE_URL`: its host is allowed the way a
+/// user allows one, with SANDBOX_ALLOW_HOSTS. What codex wrote outside the project is listed in
+/// `docs/agent-profiles.md` ("What each client writes").
+fn hank_sandboxed_edits_commit_and_complete_the_plan() {
+    let run = hank_run(&["one", "two"], |_| {
+        vec![
+            Reply::write_file("src/one.txt", "one done\n"),
+            Reply::shell(TICK),
+            Reply::shell("git add -A && git commit -q -m 'feat: one'"),
+            Reply::Text(status_text("IN_PROGRESS", false, "two next")),
+            Reply::write_file("src/two.txt", "two done\n"),
+            Reply::shell(TICK),
+            Reply::Text(status_text("COMPLETE", false, "all done")),
+        ]
+    });
+    let url = run.api.url();
+    let run = run
+        .sandboxed()
+        .env("SANDBOX_ALLOW_HOSTS", url)
+        .env("GIT_AUTHOR_NAME", "agent")
+        .env("GIT_AUTHOR_EMAIL", "agent@example.com")
+        .env("GIT_COMMITTER_NAME", "agent")
+        .env("GIT_COMMITTER_EMAIL", "agent@example.com");
+    let o = run.run(&["--max-loops", "3"]);
+    let ctx = run.context(&o);
+    assert_eq!(o.status.code(), Some(0), "{ctx}");
+    assert_eq!(run.p.status()["exit_reason"], "plan_complete", "{ctx}");
+    run.assert_items_done(&["one", "two"], &ctx);
+    // codex 0.171.0 calls GitHub (github.com, api.github.com) and its feature-flag host
+    // (ab.chatgpt.com) on its own at start; the proxy refuses them and the work goes on.
+    run.assert_confined(CODEX_BACKGROUND, &ctx);
+    assert_eq!(run.resumed(), [false, true], "{ctx}");
+    let log = support::git(&run.p.dir, &["log", "--format=%s"]);
+    assert_eq!(log.lines().next(), Some("feat: one"), "{ctx}");
 }
 
 /// 429 `insufficient_quota`: the loop is an agent error of kind spend_limit and hank stops

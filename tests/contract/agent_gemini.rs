@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use crate::fake_gemini::{self, Gemini, Reply};
 use crate::harness::{self, Call, Direct, HankRun};
 use crate::http::status_text;
-use crate::support::{Project, signal, wait_with_timeout};
+use crate::support::{self, Project, signal, wait_with_timeout};
 
 /// Every gemini case, by name (registered in `main.rs`).
 pub(crate) const CASES: &[(&str, fn())] = cases![
@@ -40,6 +40,7 @@ pub(crate) const CASES: &[(&str, fn())] = cases![
     unknown_session_is_reported,
     stream_json_events_for_the_record,
     hank_edits_resumes_and_completes_the_plan,
+    hank_sandboxed_edits_commit_and_complete_the_plan,
     hank_daily_quota_is_a_usage_limit,
     hank_rate_limit_backs_off_then_recovers,
     hank_invalid_key_is_agent_fatal,
@@ -531,6 +532,42 @@ fn work_on(p: &Project, item: &str, status: &str) -> Vec<Reply> {
             &format!("after {item}, continue"),
         )),
     ]
+}
+
+/// SANDBOX=landlock with the real gemini: two loops (the second resumes the first's session)
+/// of `replace`, `write_file` and a `run_shell_command` (`git add`/`git commit`) complete the
+/// plan with gemini confined to the project, its TMPDIR and `~/.gemini/` (the profile's
+/// `[sandbox] write`), and the egress proxy as its only way to the fake
+/// (`GOOGLE_GEMINI_BASE_URL`, the profile's API). What gemini wrote outside the project is
+/// listed in `docs/agent-profiles.md` ("What each client writes").
+fn hank_sandboxed_edits_commit_and_complete_the_plan() {
+    let h = hank(&["one", "two"], 1, |p| {
+        let mut s = work_on(p, "one", "IN_PROGRESS");
+        let answer = s.pop().expect("the answer");
+        s.extend([
+            Reply::tool(
+                "run_shell_command",
+                json!({"command": "git add -A && git commit -q -m 'feat: one'", "description": "Commit the work."}),
+            ),
+            answer,
+        ]);
+        s.extend(work_on(p, "two", "COMPLETE"));
+        s
+    })
+    .sandboxed()
+    .env("GIT_AUTHOR_NAME", "agent")
+    .env("GIT_AUTHOR_EMAIL", "agent@example.com")
+    .env("GIT_COMMITTER_NAME", "agent")
+    .env("GIT_COMMITTER_EMAIL", "agent@example.com");
+    let o = h.run(&["--max-loops", "3"]);
+    let ctx = h.context(&o);
+    assert_eq!(o.status.code(), Some(0), "{ctx}");
+    assert_eq!(h.p.status()["exit_reason"], "plan_complete", "{ctx}");
+    h.assert_items_done(&["one", "two"], &ctx);
+    h.assert_confined(&[], &ctx);
+    assert_eq!(h.resumed(), [false, true], "{ctx}");
+    let log = support::git(&h.p.dir, &["log", "--format=%s"]);
+    assert_eq!(log.lines().next(), Some("feat: one"), "{ctx}");
 }
 
 /// Two loops with gemini: it really edits fix_plan.md and writes files (progress), loop 2

@@ -27,7 +27,7 @@ use crate::fake_openai_chat::OpenAiChat;
 use crate::harness::{self, Call, Direct, HankRun, PROMPT_ONE, PROMPT_TWO, events};
 use crate::http::Fake;
 use crate::http::status_text;
-use crate::support::Project;
+use crate::support::{self, Project};
 
 type Case = fn();
 
@@ -46,6 +46,7 @@ pub(crate) const CASES: &[(&str, Case)] = cases![
     hank_reads_a_plain_answer,
     hank_resumes_the_session_in_the_next_loop,
     hank_counts_the_agents_edit_as_progress,
+    hank_sandboxed_edits_commit_and_complete_the_plan,
     hank_stops_on_quota_with_spend_limit,
     hank_backs_off_after_a_rate_limit,
 ];
@@ -603,6 +604,65 @@ fn hank_counts_the_agents_edit_as_progress() {
     let o = h.run(&["--max-loops", "1"]);
     let ctx = h.context(&o);
     h.assert_items_done(&["one"], &ctx);
+}
+
+/// SANDBOX=landlock with the real opencode: two loops (the second resumes the first's
+/// session) of `read`, `edit`, `write` and `bash` (`git add`/`git commit`) complete the plan
+/// with opencode confined to the project, its TMPDIR and its XDG folders (the profile's
+/// `[sandbox] write`), and the egress proxy as its only way to the fake. The fake is a custom
+/// provider of `opencode.json`: its host is allowed with SANDBOX_ALLOW_HOSTS. What opencode
+/// wrote outside the project is listed in `docs/agent-profiles.md` ("What each client writes").
+fn hank_sandboxed_edits_commit_and_complete_the_plan() {
+    let work_on = |p: &Project, item: &str, status: &str| {
+        let plan = p.dir.join(".hank/fix_plan.md").display().to_string();
+        let file = p.dir.join(format!("src/{item}.txt")).display().to_string();
+        vec![
+            Reply::tool("read", json!({"filePath": plan})),
+            Reply::tool(
+                "edit",
+                json!({"filePath": plan, "oldString": format!("- [ ] {item}"), "newString": format!("- [x] {item}")}),
+            ),
+            Reply::tool(
+                "write",
+                json!({"filePath": file, "content": format!("{item} done\n")}),
+            ),
+            Reply::Text(status_text(
+                status,
+                false,
+                &format!("after {item}, continue"),
+            )),
+        ]
+    };
+    let h = hank(&["one", "two"], |p| {
+        let mut s = work_on(p, "one", "IN_PROGRESS");
+        let answer = s.pop().expect("the answer");
+        s.extend([
+            Reply::tool(
+                "bash",
+                json!({"command": "git add -A && git commit -q -m 'feat: one'", "description": "Commit the work"}),
+            ),
+            answer,
+        ]);
+        s.extend(work_on(p, "two", "COMPLETE"));
+        s
+    });
+    let url = h.api.url();
+    let h = h
+        .sandboxed()
+        .env("SANDBOX_ALLOW_HOSTS", url)
+        .env("GIT_AUTHOR_NAME", "agent")
+        .env("GIT_AUTHOR_EMAIL", "agent@example.com")
+        .env("GIT_COMMITTER_NAME", "agent")
+        .env("GIT_COMMITTER_EMAIL", "agent@example.com");
+    let o = h.run(&["--max-loops", "3"]);
+    let ctx = h.context(&o);
+    assert_eq!(o.status.code(), Some(0), "{ctx}");
+    assert_eq!(h.p.status()["exit_reason"], "plan_complete", "{ctx}");
+    h.assert_items_done(&["one", "two"], &ctx);
+    h.assert_confined(&[], &ctx);
+    assert_eq!(h.resumed(), [false, true], "{ctx}");
+    let log = support::git(&h.p.dir, &["log", "--format=%s"]);
+    assert_eq!(log.lines().next(), Some("feat: one"), "{ctx}");
 }
 
 /// A quota 429: hank stops with spend_limit (waiting cannot help).

@@ -144,6 +144,62 @@ pub(crate) fn real_client_writes_files_resumes_and_completes_the_plan() {
     );
 }
 
+/// SANDBOX=landlock with the real client: two loops of tool-using edits (Read, Edit, Write)
+/// and Bash commands (`git add`, `git commit`: a shell, git and its writes in `.git` and
+/// `/dev/null`) complete the plan with the client confined to the project, its TMPDIR and the
+/// state paths of the claude profile's `[sandbox] write`, and the egress proxy as its only way
+/// to the (fake) API. What the client wrote outside the project is listed in
+/// `docs/agent-profiles.md` ("What each client writes").
+pub(crate) fn sandboxed_client_edits_commits_and_completes_the_plan() {
+    let real = Real::scripted(&["one", "two"], |p| {
+        let plan = p.dir.join(".hank/fix_plan.md").display().to_string();
+        let mut script = work_on(&plan, &p.dir, "one", "IN_PROGRESS");
+        let answer = script.pop().expect("the answer");
+        script.extend([
+            Reply::tool(
+                "Bash",
+                json!({"command": "git add -A", "description": "stage"}),
+            ),
+            Reply::tool(
+                "Bash",
+                json!({"command": "git commit -q -m 'feat: one'", "description": "commit"}),
+            ),
+            answer,
+        ]);
+        script.extend(work_on(&plan, &p.dir, "two", "COMPLETE"));
+        script
+    });
+    // A user's HOME as the first confined run finds it: `~/.claude.json` exists (the client
+    // cannot create it confined: it writes it through a temp file and a rename in HOME, and
+    // falls back to writing it in place), `~/.claude/` not yet (hank makes it).
+    std::fs::write(real.p.home.join(".claude.json"), "{}").unwrap();
+    let real = Real {
+        hank: real.hank.sandboxed(),
+        claude: real.claude,
+    };
+    let (o, ctx) = real.output(
+        real.cmd(Auth::ApiKey, &["--max-loops", "3"])
+            .env("GIT_AUTHOR_NAME", "agent")
+            .env("GIT_AUTHOR_EMAIL", "agent@example.com")
+            .env("GIT_COMMITTER_NAME", "agent")
+            .env("GIT_COMMITTER_EMAIL", "agent@example.com"),
+    );
+    assert_eq!(o.status.code(), Some(0), "{ctx}");
+    assert_eq!(real.p.status()["exit_reason"], "plan_complete", "{ctx}");
+    real.assert_items_done(&["one", "two"], &ctx);
+    real.assert_confined(&[], &ctx);
+    assert_eq!(real.resumed(), [false, true], "{ctx}");
+    let log = crate::support::git(&real.p.dir, &["log", "--format=%s"]);
+    assert_eq!(log.lines().next(), Some("feat: one"), "{ctx}");
+    let f = &real.finished()[0];
+    assert_eq!(f["permission_denials"], 0, "{ctx}");
+    // Its own state was written where the profile lets it: the session (resumed in loop 2)
+    // under `~/.claude/projects/`, `~/.claude.json` in place.
+    assert!(real.p.home.join(".claude/projects").is_dir(), "{ctx}");
+    let config = std::fs::read_to_string(real.p.home.join(".claude.json")).unwrap_or_default();
+    assert_ne!(config.trim(), "{}", "~/.claude.json was updated: {ctx}");
+}
+
 /// The loop context reaches the agent on every loop of a resumed session: on loop N the
 /// request the API receives carries loop N's own context (loop number, next item, and on
 /// loop 2 the denial of loop 1), never a replay of loop 1's. Clients from 2.1.257 on replay
@@ -648,7 +704,10 @@ pub(crate) fn client_settings_project_skips_the_users_stop_hook() {
             vec![Reply::Text(status_text("IN_PROGRESS", false, "settings"))],
         );
         let marker = real.p.home.join("stop-hook-ran");
-        std::fs::create_dir_all(real.p.home.join(".claude")).unwrap();
+        // A user's HOME as the first confined run finds it: `~/.claude.json` exists (the client
+        // cannot create it confined: it writes it through a temp file and a rename in HOME, and
+        // falls back to writing it in place), `~/.claude/` not yet (hank makes it).
+        std::fs::write(real.p.home.join(".claude.json"), "{}").unwrap();
         let hook = json!({"hooks": {"Stop": [{"hooks": [{"type": "command",
             "command": format!("touch {}", marker.display())}]}]}});
         std::fs::write(real.p.home.join(".claude/settings.json"), hook.to_string()).unwrap();

@@ -372,6 +372,37 @@ impl<P: Provider> HankRun<P> {
         self
     }
 
+    /// Every command runs with `SANDBOX=landlock`: the agent confined by the real Landlock of
+    /// this kernel, its only way out hank's egress proxy (a kernel without it fails the case).
+    pub(crate) fn sandboxed(self) -> Self {
+        self.env("SANDBOX", "landlock")
+    }
+
+    /// The run was confined (status.json's `sandbox` line says landlock) and the egress proxy
+    /// refused only hosts of `background`: the client's own calls that the work does not need
+    /// (feature flags, update checks), never its API.
+    /// Where hank can make a network namespace here (root, as in CI, or user namespaces), the
+    /// client ran in one, the proxy its only way out.
+    pub(crate) fn assert_confined(&self, background: &[&str], ctx: &str) {
+        let s = self.p.status();
+        let sandbox = s["sandbox"].as_str().unwrap_or_default();
+        let netns = Command::new(support::hank_bin())
+            .args(["__sandbox", "--probe-netns"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        let parts = if netns {
+            "landlock-fs+landlock-net+netns: "
+        } else {
+            "landlock-fs+landlock-net: "
+        };
+        assert!(sandbox.starts_with(parts), "{s}\n{ctx}");
+        eprintln!("sandbox: {sandbox}");
+        for e in self.of_type("egress_denied") {
+            let host = e["host"].as_str().unwrap_or_default();
+            assert!(background.contains(&host), "refused {host}: {ctx}");
+        }
+    }
+
     /// Every command starts with `args` (`--agent codex`).
     pub(crate) fn args(mut self, args: &[&str]) -> Self {
         self.args.extend(args.iter().map(|a| (*a).to_string()));

@@ -69,6 +69,7 @@ type Case = fn();
 const CASES: &[(&str, Case)] = cases![
     cases::every_resumed_loop_receives_its_own_context,
     cases::real_client_writes_files_resumes_and_completes_the_plan,
+    cases::sandboxed_client_edits_commits_and_completes_the_plan,
     cases::denied_bash_is_relayed_then_stops_with_permission_denied,
     cases::auth_and_billing_errors_are_agent_fatal,
     cases::transient_errors_back_off_then_recover,

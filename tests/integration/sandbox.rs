@@ -40,11 +40,24 @@ if [ "$(curl -fsS -m 10 "$ANTHROPIC_BASE_URL/v1/ping" 2>/dev/null)" = pong ]; th
 if echo work > work.txt && git add work.txt && git commit -qm work; then log committed; else log no-commit; fi
 f="${TMPDIR:-/tmp}/hank-probe-$$"
 if echo t > "$f"; then rm -f "$f"; log tmp; else log no-tmp; fi
+{ echo udp > "/dev/udp/127.0.0.1/$PROBE_UDP_PORT"; } 2>/dev/null
+if { echo x > /dev/udp/192.0.2.1/53; } 2>/dev/null; then log udp-out; else log no-udp-out; fi
+log "netns $(readlink /proc/self/ns/net)"
 "#;
 
-/// A git project, a planted key, a sibling folder, the API and another loopback listener; the
-/// probe run once with `sandbox` (SANDBOX's value); what it logged.
-fn probe(sandbox: &str) -> (Project, Vec<String>) {
+/// What the probe did besides its fixed attempts: whether its datagram reached the UDP
+/// listener outside, whether a datagram to another host could be sent, and its network
+/// namespace.
+struct Network {
+    udp_received: bool,
+    udp_out: bool,
+    netns: String,
+}
+
+/// A git project, a planted key, a sibling folder, the API, another loopback listener and a
+/// UDP one; the probe run once with `sandbox` (SANDBOX's value); what it logged (its fixed
+/// attempts) and what it did on the network.
+fn probe(sandbox: &str) -> (Project, Vec<String>, Network) {
     let p = Project::new(&["task", "next task"]);
     p.git_init();
     let ssh = p.home.join(".ssh");
@@ -54,6 +67,9 @@ fn probe(sandbox: &str) -> (Project, Vec<String>) {
     std::fs::create_dir_all(&sibling).expect("mkdir");
     p.fake("effect-1.sh", &format!("{PROBE}{TICK_ONE}"));
     let (api, other) = (serve("pong"), serve("other"));
+    let udp = std::net::UdpSocket::bind(("127.0.0.1", 0)).expect("udp");
+    udp.set_nonblocking(true).expect("nonblocking");
+    let udp_port = udp.local_addr().expect("addr").port();
     let fake = p.fake.display().to_string();
     let out = p
         .cmd()
@@ -61,6 +77,7 @@ fn probe(sandbox: &str) -> (Project, Vec<String>) {
         .env("SANDBOX_WRITE", &fake)
         .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{api}"))
         .env("PROBE_OTHER_PORT", other.to_string())
+        .env("PROBE_UDP_PORT", udp_port.to_string())
         .env("GIT_AUTHOR_NAME", "t")
         .env("GIT_AUTHOR_EMAIL", "t@example.com")
         .env("GIT_COMMITTER_NAME", "t")
@@ -70,11 +87,45 @@ fn probe(sandbox: &str) -> (Project, Vec<String>) {
         .expect("run hank");
     let log = std::fs::read_to_string(p.dir.join("probe.log")).unwrap_or_default();
     assert!(!log.is_empty(), "the probe did not run: {}", stderr(&out));
-    (p, log.lines().map(str::to_string).collect())
+    let mut lines: Vec<String> = log.lines().map(str::to_string).collect();
+    let netns = lines
+        .iter()
+        .position(|l| l.starts_with("netns "))
+        .map(|i| lines.remove(i))
+        .unwrap_or_default();
+    let udp_out = lines.iter().position(|l| l.ends_with("udp-out"));
+    let udp_out = udp_out.is_some_and(|i| lines.remove(i) == "udp-out");
+    let network = Network {
+        udp_received: udp.recv(&mut [0u8; 16]).is_ok(),
+        udp_out,
+        netns: netns.trim_start_matches("netns ").to_string(),
+    };
+    (p, lines, network)
 }
 
 fn landlock_here() -> bool {
     hank::sandbox::available()
+}
+
+/// Whether hank can make a network namespace on this machine (root, or unprivileged user
+/// namespaces), as a run would find out: `hank __sandbox --probe-netns`; else why not.
+fn netns_here() -> Result<(), String> {
+    let out = std::process::Command::new(crate::support::hank_bin())
+        .args(["__sandbox", "--probe-netns"])
+        .output()
+        .expect("run the probe");
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(stderr(&out))
+    }
+}
+
+/// This process's network namespace (`net:[N]`).
+fn own_netns() -> String {
+    std::fs::read_link("/proc/self/ns/net")
+        .map(|l| l.display().to_string())
+        .unwrap_or_default()
 }
 
 #[test]
@@ -83,7 +134,7 @@ fn a_sandboxed_agent_is_refused_keys_home_siblings_and_other_hosts_and_still_wor
         eprintln!("skipped: this kernel has no Landlock ABI 4");
         return;
     }
-    let (p, log) = probe("landlock");
+    let (p, log, network) = probe("landlock");
     assert_eq!(
         log,
         [
@@ -106,10 +157,32 @@ fn a_sandboxed_agent_is_refused_keys_home_siblings_and_other_hosts_and_still_wor
     let log = crate::support::git(&p.dir, &["log", "--format=%s"]);
     assert!(log.lines().any(|l| l == "work"), "{log}");
     // Told: status.json, `hank status`, and the next loop's context.
+    // The network: in its own namespace (where hank can make one) the agent's datagrams
+    // reach nothing outside and no other host; otherwise status says UDP stays open.
     let status = p.status();
     let sandbox = status["sandbox"].as_str().unwrap_or_default();
-    assert!(sandbox.starts_with("landlock:"), "{status}");
-    assert!(sandbox.contains("UDP"), "{sandbox}");
+    match netns_here() {
+        Ok(()) => {
+            assert!(
+                sandbox.starts_with("landlock-fs+landlock-net+netns: "),
+                "{status}"
+            );
+            assert!(sandbox.ends_with("still open: CPU and memory"), "{sandbox}");
+            assert_ne!(network.netns, own_netns(), "the agent's own namespace");
+            assert!(!network.udp_received, "UDP to the host's loopback");
+            assert!(!network.udp_out, "UDP to another host");
+        }
+        Err(why) => {
+            eprintln!("no network namespace on this machine ({why}): UDP stays open");
+            assert!(
+                sandbox.starts_with("landlock-fs+landlock-net: "),
+                "{status}"
+            );
+            assert!(sandbox.contains("still open: UDP"), "{sandbox}");
+            assert!(sandbox.contains("no network namespace"), "{sandbox}");
+            assert_eq!(network.netns, own_netns());
+        }
+    }
     assert!(
         status["egress_denied"][0]
             .as_str()
@@ -118,7 +191,10 @@ fn a_sandboxed_agent_is_refused_keys_home_siblings_and_other_hosts_and_still_wor
     );
     let shown = p.run(&["status"]);
     let text = stderr(&shown) + &String::from_utf8_lossy(&shown.stdout);
-    assert!(text.contains("sandbox:      landlock"), "{text}");
+    assert!(
+        text.contains("sandbox:      landlock-fs+landlock-net"),
+        "{text}"
+    );
     assert!(text.contains("refused:    evil.example:80"), "{text}");
     let next = String::from_utf8_lossy(&p.stdin(2)).into_owned();
     assert!(
@@ -130,8 +206,13 @@ fn a_sandboxed_agent_is_refused_keys_home_siblings_and_other_hosts_and_still_wor
 #[test]
 fn doctor_says_what_confinement_the_next_run_gets() {
     let p = Project::new(&["task"]);
+    let landlock = if netns_here().is_ok() {
+        "landlock-fs+landlock-net+netns: "
+    } else {
+        "landlock-fs+landlock-net: "
+    };
     for (mode, want) in [
-        ("landlock", "landlock:"),
+        ("landlock", landlock),
         ("off", "off: the agent runs unconfined (SANDBOX=off)"),
     ] {
         if mode == "landlock" && !landlock_here() {
@@ -157,7 +238,12 @@ fn doctor_says_what_confinement_the_next_run_gets() {
 
 #[test]
 fn sandbox_off_leaves_the_agent_unconfined() {
-    let (_p, log) = probe("off");
+    let (_p, log, network) = probe("off");
+    assert!(
+        network.udp_received,
+        "unconfined UDP reaches the host's loopback"
+    );
+    assert_eq!(network.netns, own_netns());
     assert_eq!(
         log,
         [
@@ -224,4 +310,57 @@ fn a_fleet_task_writes_only_its_own_worktree() {
         );
         assert!(!p.dir.join(format!("intruder-{task}")).exists());
     }
+}
+
+/// `hank import`'s conversion probe: it writes the three files in its own working folder (as
+/// the conversion must) and tries to read the planted key and a file of the folder it was
+/// started from, and to write there and in HOME; each attempt one word in `probe` in the fake
+/// agent's folder (allowed with SANDBOX_WRITE).
+const IMPORT_PROBE: &str = r#"out="$FAKE_CLAUDE_DIR/probe"
+mkdir -p .hank/specs
+printf '## Project\n---HANK_STATUS---\n' > .hank/PROMPT.md
+printf '# Fix plan\n- [ ] a\n' > .hank/fix_plan.md
+printf '# Req\n' > .hank/specs/requirements.md
+if cat "$HOME/.ssh/id_ed25519" >/dev/null 2>&1; then echo read-key >> "$out"; else echo no-key >> "$out"; fi
+if cat "$PROBE_WORK/notes.txt" >/dev/null 2>&1; then echo read-project >> "$out"; else echo no-project-read >> "$out"; fi
+if echo x > "$PROBE_WORK/intruder" 2>/dev/null; then echo wrote-project >> "$out"; else echo no-project-write >> "$out"; fi
+if echo x > "$HOME/x" 2>/dev/null; then echo wrote-home >> "$out"; else echo no-home >> "$out"; fi
+"#;
+
+#[test]
+fn a_sandboxed_import_works_in_its_own_folder_only() {
+    if !landlock_here() {
+        eprintln!("skipped: this kernel has no Landlock ABI 4");
+        return;
+    }
+    let p = Project::new(&[]);
+    let work = p.dir.join("work");
+    std::fs::create_dir(&work).expect("mkdir");
+    std::fs::write(work.join("prd.md"), "# Todo\n\n- [ ] Add a todo\n").expect("write");
+    std::fs::write(work.join("notes.txt"), "private notes\n").expect("write");
+    let ssh = p.home.join(".ssh");
+    std::fs::create_dir_all(&ssh).expect("mkdir");
+    std::fs::write(ssh.join("id_ed25519"), "PRIVATE KEY\n").expect("write");
+    p.fake("effect.sh", IMPORT_PROBE);
+    let out = p
+        .cmd()
+        .current_dir(&work)
+        .env("SANDBOX", "landlock")
+        .env("SANDBOX_WRITE", p.fake.display().to_string())
+        .env("PROBE_WORK", &work)
+        .args(["import", "prd.md", "todo"])
+        .output()
+        .expect("run hank import");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let probe = std::fs::read_to_string(p.fake.join("probe")).unwrap_or_default();
+    assert_eq!(
+        probe.lines().collect::<Vec<_>>(),
+        ["no-key", "no-project-read", "no-project-write", "no-home"],
+        "{}",
+        stderr(&out)
+    );
+    assert!(!work.join("intruder").exists());
+    // The files the confined conversion wrote were moved into the new project.
+    let plan = std::fs::read_to_string(work.join("todo/.hank/fix_plan.md")).unwrap_or_default();
+    assert!(plan.contains("- [ ] a"), "{plan}");
 }

@@ -265,6 +265,23 @@ pub(super) fn convert_ai(
     let timeout = settings.timeout.value;
     let runtime = crate::proc::runtime()
         .map_err(|e| HankError::Internal(format!("failed to start the async runtime: {e}")))?;
+    // SANDBOX: the conversion runs confined like a loop's call, in its temp folder: it reads
+    // the document on stdin and writes the three files there, so it is given no access to the
+    // project at all (hank moves the verified files in); Claude Code's own state and its API
+    // as the built-in claude profile names them.
+    let (sandbox, sandbox_warning) = crate::effects::agent::Sandboxing::open(settings)?;
+    if let Some(w) = sandbox_warning {
+        ctx.warn(w);
+    }
+    let mut env_set = Vec::new();
+    let claude = crate::agent::profile::load_builtin("claude")?;
+    let rules = sandbox.rules_for(
+        &claude.sandbox,
+        &agent.program,
+        &work,
+        settings,
+        &mut env_set,
+    );
     let bar = spinner(&doc.file_name);
     let marker = crate::agent::process::Marker::new(&work);
     let called = runtime.block_on(async {
@@ -282,12 +299,12 @@ pub(super) fn convert_ai(
             grace: GRACE,
             live: false,
             env_remove: &env_remove,
-            env_set: &[],
+            env_set: &env_set,
             stop_after_result: true,
             marker: Some(&marker),
             idle_timeout: None,
             first_output_timeout: None,
-            sandbox: None,
+            sandbox: rules.as_ref(),
         };
         call::call(
             spawn,
@@ -302,6 +319,17 @@ pub(super) fn convert_ai(
         .map_err(HankError::usage)
     });
     bar.finish_and_clear();
+    let denied = sandbox.take_denied();
+    if !denied.is_empty() {
+        let hosts: Vec<String> = denied
+            .iter()
+            .map(|d| format!("{} at {}", d.host, d.at))
+            .collect();
+        ctx.warn(format!(
+            "sandbox: the conversion was refused {} (not an allowed host: SANDBOX_ALLOW_HOSTS)",
+            hosts.join(", ")
+        ));
+    }
     let call::Called { outcome, analysis } = called?;
     if outcome.facts.interrupted {
         return Err(HankError::WithCode {
