@@ -360,7 +360,19 @@ fn deliver_record(
         total: s.ci_timeout.value,
     };
     let mut last_told: Option<jiff::Timestamp> = None;
-    let mut countdown = |until: jiff::Timestamp, now: jiff::Timestamp| {
+    let mut shown = d.clone();
+    let mut countdown = |c: deliver::CiCountdown, now: jiff::Timestamp| {
+        // status.json's delivery shows the countdown while it lasts (when it changed).
+        let before = (shown.checks_due, shown.checks_pending);
+        c.show_in(&mut shown);
+        if before != (shown.checks_due, shown.checks_pending)
+            && let Some(mut status) = store.read_status()
+        {
+            status.delivery = Some(shown.clone());
+            status.updated_at = now;
+            let _ = store.write_status(&status);
+        }
+        let until = c.due;
         // A line a minute: when the verdict is due and how long is left.
         if last_told.is_none_or(|t| now.duration_since(t).as_secs() >= 60) {
             last_told = Some(now);

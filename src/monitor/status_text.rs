@@ -217,6 +217,21 @@ pub(crate) fn lines(st: &Lenient<Status>, view: &View<'_>) -> Vec<String> {
             d.exit_reason
                 .map_or_else(String::new, |r| format!(" ({r})"))
         ));
+        if let (true, Some(due), Some(pending)) =
+            (d.checks == "pending", d.checks_due, d.checks_pending)
+        {
+            let left = u64::try_from(due.duration_since(now).as_secs().max(0)).unwrap_or(0);
+            let what = match pending {
+                0 => "no check has appeared yet".to_string(),
+                1 => "1 check pending".to_string(),
+                n => format!("{n} checks pending"),
+            };
+            lines.push(format!(
+                "waiting:      for CI until {} ({} left): {what}",
+                fmt_clock(due, now, tz),
+                crate::policy::time::format_secs(left)
+            ));
+        }
     }
     if st.has("updated_at") {
         lines.push(format!(

@@ -451,6 +451,14 @@ pub struct Delivery {
     /// The failing (or, at a timeout, still pending) checks' names.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub check_names: Vec<String>,
+    /// While the checks are waited for (status.json only): when the verdict is due —
+    /// CI_APPEAR_TIMEOUT after the push while no check has appeared, else CI_TIMEOUT.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checks_due: Option<Timestamp>,
+    /// While the checks are waited for: how many are still pending (0: none has appeared
+    /// yet).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checks_pending: Option<u32>,
     /// How the delivery ended (absent: an error, or the push was rejected).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_reason: Option<ExitReason>,
@@ -482,7 +490,18 @@ impl Delivery {
     #[must_use]
     pub fn line(&self) -> String {
         let checks = match self.checks.as_str() {
-            "pending" => "checks pending".to_string(),
+            "pending" => match (self.checks_due, self.checks_pending) {
+                (Some(due), Some(0)) => format!(
+                    "waiting for CI until {}: no check has appeared yet",
+                    crate::report::short_time(due)
+                ),
+                (Some(due), Some(n)) => format!(
+                    "waiting for CI until {}: {n} check{} pending",
+                    crate::report::short_time(due),
+                    if n == 1 { "" } else { "s" }
+                ),
+                _ => "checks pending".to_string(),
+            },
             "green" => "checks green".to_string(),
             "failed" if self.check_names.is_empty() => "checks red".to_string(),
             "failed" => format!("checks red ({})", self.check_names.join(", ")),
@@ -1404,6 +1423,30 @@ mod tests {
 
     /// What a run state implies in status.json: the questions only while the run waits for
     /// an answer, no end time for a pause, exit code 1 for a failed run, the exit's own code.
+    #[test]
+    fn a_delivery_waiting_for_ci_shows_its_countdown() {
+        let due: Timestamp = "2026-11-24T10:30:00Z".parse().unwrap();
+        let mut d = Delivery {
+            mode: "pr".into(),
+            branch: "hank/main".into(),
+            base: "main".into(),
+            pr_number: Some(3),
+            checks: "pending".into(),
+            ..Delivery::default()
+        };
+        assert_eq!(d.line(), "PR #3 hank/main → main: checks pending");
+        let table = [
+            (0, "waiting for CI until 2026-11-24T10:30:00Z: no check has appeared yet"),
+            (1, "waiting for CI until 2026-11-24T10:30:00Z: 1 check pending"),
+            (3, "waiting for CI until 2026-11-24T10:30:00Z: 3 checks pending"),
+        ];
+        for (pending, want) in table {
+            d.checks_due = Some(due);
+            d.checks_pending = Some(pending);
+            assert_eq!(d.line(), format!("PR #3 hank/main → main: {want}"));
+        }
+    }
+
     #[test]
     fn which_status_fields_a_state_implies() {
         let now: Timestamp = "2026-11-24T10:00:00Z".parse().unwrap();
