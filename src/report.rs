@@ -166,7 +166,7 @@ pub fn live_log_line(item: &crate::analysis::LiveItem) -> String {
     match item {
         LiveItem::Text(t) => format!("{}\n", keep(t.trim_end())),
         LiveItem::Tool { name, detail } => format!("⚙ {} {}\n", one(name), one(detail)),
-        LiveItem::Retry { attempt, error } => format!("API retry {attempt}: {}\n", one(error)),
+        LiveItem::Retry { attempt, error, .. } => format!("API retry {attempt}: {}\n", one(error)),
         LiveItem::Init { .. } | LiveItem::Result { .. } => String::new(),
     }
 }
@@ -322,7 +322,7 @@ impl Reporter {
                     .dim()
                 )
             }
-            LiveItem::Retry { attempt, error } => {
+            LiveItem::Retry { attempt, error, .. } => {
                 format!(
                     "  {}",
                     style(format!("API retry {attempt}: {}", one(error))).yellow()

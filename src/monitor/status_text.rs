@@ -133,6 +133,16 @@ pub(crate) fn lines(st: &Lenient<Status>, view: &View<'_>) -> Vec<String> {
             wait_text(reason.as_str(), v.waiting_until, now, tz)
         ));
     }
+    // Inside a call: the client retrying a failed API call (an overloaded API) is a wait.
+    if !view.stale
+        && let Some(r) = &v.api_retry
+    {
+        lines.push(format!(
+            "waiting:      {} (since {})",
+            r.words(|t| fmt_clock(t, now, tz)),
+            fmt_clock(r.since, now, tz)
+        ));
+    }
     lines.push(format!(
         "circuit:      {}{}",
         if st.has("circuit_state") {
