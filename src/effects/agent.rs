@@ -123,11 +123,22 @@ impl Real {
             json: self.json,
             seen: None,
         };
-        let called = call::call(
+        // The call's stop: the user's signals, and a `hank ctl stop` given while it runs (the
+        // control journal is read about twice a second during the call; what it takes is
+        // handed to the loop at its next poll).
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(*self.cancel.borrow());
+        let watch_stop = watch_stop(
+            self.cancel.clone(),
+            &stop_tx,
+            self.control.as_mut(),
+            &mut self.taken_in_call,
+            &*self.clock,
+        );
+        let call = call::call(
             spawn,
             parser,
             argv::asked_format(agent, s),
-            self.cancel.clone(),
+            stop_rx,
             on_spawn,
             |line| {
                 let items = match parser {
@@ -148,8 +159,11 @@ impl Real {
             },
             // Reset times printed without a zone ("resets 7pm") are in the local zone.
             || analysis::Clock::new(wall.now(), jiff::tz::TimeZone::system()),
-        )
-        .await
+        );
+        let called = tokio::select! {
+            called = call => called,
+            never = watch_stop => match never {},
+        }
         .map_err(HankError::usage)?;
         self.reporter.agent_finished();
         self.lock.record_agent(None);
@@ -162,6 +176,45 @@ impl Real {
             startup_hang: called.outcome.facts.startup_hang,
             interrupted: called.outcome.facts.interrupted,
         })
+    }
+}
+
+/// How often the control journal is read during a call (one `stat` when it did not move).
+const CONTROL_IN_CALL: Duration = Duration::from_millis(500);
+
+/// Watches a call's stop until the call ends (never returns): forwards the user's signals
+/// (`signals`) to `stop`, and reads the control journal every [`CONTROL_IN_CALL`]; a `hank
+/// ctl stop` among its commands stops the call at once (as one Ctrl-C: the agent's process
+/// group is asked to end, killed after [`GRACE`]). The commands taken are kept in `taken`
+/// for the loop's next poll.
+async fn watch_stop(
+    mut signals: tokio::sync::watch::Receiver<u32>,
+    stop: &tokio::sync::watch::Sender<u32>,
+    mut control: Option<&mut crate::control::LiveControl>,
+    taken: &mut Vec<crate::policy::run::Control>,
+    clock: &dyn crate::policy::time::Clock,
+) -> std::convert::Infallible {
+    let mut signals_open = true;
+    loop {
+        tokio::select! {
+            changed = signals.changed(), if signals_open => {
+                if changed.is_err() {
+                    signals_open = false;
+                } else {
+                    let n = *signals.borrow();
+                    stop.send_modify(|v| *v = (*v).max(n));
+                }
+            }
+            () = tokio::time::sleep(CONTROL_IN_CALL) => {
+                if let Some(c) = control.as_deref_mut() {
+                    let commands = c.poll(clock.now());
+                    if commands.contains(&crate::policy::run::Control::Stop) {
+                        stop.send_modify(|v| *v = (*v).max(1));
+                    }
+                    taken.extend(commands);
+                }
+            }
+        }
     }
 }
 
