@@ -177,7 +177,9 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
 
 /// The last run's delivery record when it is left to finish (see [`deliver::record`]).
 pub(crate) fn open_record(dir: &std::path::Path, events: &str) -> Option<DeliveryRecord> {
-    deliver::record::load(dir).filter(|r| r.resumable() && deliver::record::of_last_run(r, events))
+    // A fleet's delivery is the last thing the fleet did (a fleet writes no `exit` event).
+    deliver::record::load(dir)
+        .filter(|r| r.resumable() && (r.fleet || deliver::record::of_last_run(r, events)))
 }
 
 /// Finishes the open delivery `rec` (`hank deliver`, or `hank run --deliver` after a run that
@@ -263,21 +265,28 @@ fn deliver_record(
     };
     deliver::record::save(dir, &mut rec, clock.now())?;
 
-    deliver::prepare_branch(dir, &branch)?;
-    let title = rec.evidence.title.clone();
-    let committed = deliver::commit_all(dir, &branch, &format!("{title}\n\nDelivered by hank."))?;
-    warn_skipped_secrets(&committed);
-    if let Some(out) = &committed.refused {
-        return Err(HankError::Tool(format!(
-            "`git commit` failed: {}",
-            rules::clean(out, &secrets, rules::MAX_HOOK_OUTPUT_CHARS).replace('\n', " ")
-        )));
-    }
-    if committed.made {
-        errln!("hank: committed the work on {branch}");
-    }
-    d.secrets_skipped = committed.secrets_skipped;
-    let sha = deliver::head(dir)?;
+    // A fleet's integration branch is pushed as it is: it is checked out nowhere hank
+    // keeps, and the fleet committed every merge.
+    let sha = if rec.fleet {
+        deliver::branch_head(dir, &branch)?
+    } else {
+        deliver::prepare_branch(dir, &branch)?;
+        let title = rec.evidence.title.clone();
+        let committed =
+            deliver::commit_all(dir, &branch, &format!("{title}\n\nDelivered by hank."))?;
+        warn_skipped_secrets(&committed);
+        if let Some(out) = &committed.refused {
+            return Err(HankError::Tool(format!(
+                "`git commit` failed: {}",
+                rules::clean(out, &secrets, rules::MAX_HOOK_OUTPUT_CHARS).replace('\n', " ")
+            )));
+        }
+        if committed.made {
+            errln!("hank: committed the work on {branch}");
+        }
+        d.secrets_skipped = committed.secrets_skipped;
+        deliver::head(dir)?
+    };
     // What is pushed is scanned, not only what hank staged: every commit the remote's base
     // does not have yet (the whole history when hank knows nothing of the remote).
     let known = deliver::scan::known_refs(&remote, &base, &branch);
@@ -293,7 +302,12 @@ fn deliver_record(
         keep(&mut rec, &d, reached)?;
         return finish(store, &clock, opts, &d);
     }
-    match deliver::push(dir, &remote, &branch)? {
+    let pushed = if rec.fleet {
+        deliver::push_branch(dir, &remote, &branch)?
+    } else {
+        deliver::push(dir, &remote, &branch)?
+    };
+    match pushed {
         Push::Pushed => errln!(
             "hank: pushed {branch} ({}) to {remote}",
             sha.get(..12).unwrap_or(&sha)

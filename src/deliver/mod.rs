@@ -718,6 +718,19 @@ pub async fn sleep_or_cancel(d: Duration, cancel: &mut tokio::sync::watch::Recei
     }
 }
 
+/// The commit the local branch `branch` points at (a fleet's integration branch).
+///
+/// # Errors
+/// git cannot run, or there is no such branch.
+pub fn branch_head(dir: &Path, branch: &str) -> Result<String> {
+    crate::git::run_git(
+        dir,
+        &["rev-parse", "--verify", &format!("refs/heads/{branch}")],
+    )
+    .map(|out| String::from_utf8_lossy(&out).trim().to_string())
+    .map_err(|e| HankError::Tool(e.to_string()))
+}
+
 /// Pushes the local branch `branch` (not HEAD) to the same name on `remote` (upstream set):
 /// the fleet's integration branch, which is checked out in no worktree hank keeps.
 ///

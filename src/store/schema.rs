@@ -644,6 +644,11 @@ pub struct DeliveryRecord {
     pub stopped: Option<ExitReason>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// A fleet's integration branch (`hank fleet --deliver pr --into X`): pushed as the
+    /// local branch it is (no checkout, no commit), its pull request's body the fleet's
+    /// records.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub fleet: bool,
 }
 
 /// The schema of [`DeliveryRecord`].
