@@ -319,6 +319,36 @@ pub(crate) fn transient_errors_back_off_then_recover() {
     );
 }
 
+/// An overloaded API the client retries on its own (529 twice, then an answer, with the
+/// client's retries on): hank shows the retries as a wait — one `api_retry` event for the
+/// call (its attempt, the status, the next try), none left in status.json after the call —
+/// and the call is a success.
+pub(crate) fn client_retries_of_an_overloaded_api_show_as_a_wait() {
+    let script = vec![
+        Reply::error(529, "overloaded_error", "Overloaded"),
+        Reply::error(529, "overloaded_error", "Overloaded"),
+        Reply::Text(status_text("IN_PROGRESS", false, "recovered")),
+    ];
+    let real = Real::new(&["a", "b"], script);
+    let mut cmd = real.cmd(Auth::ApiKey, &["--max-loops", "1"]);
+    cmd.env("CLAUDE_CODE_MAX_RETRIES", "3");
+    let (o, ctx) = real.output(&mut cmd);
+    assert_eq!(o.status.code(), Some(3), "{ctx}");
+    let retries = real.p.events_of("api_retry");
+    assert_eq!(retries.len(), 1, "{ctx}");
+    assert_eq!(retries[0]["attempt"], 1, "{ctx}");
+    assert_eq!(retries[0]["http_status"], 529, "{ctx}");
+    assert!(retries[0]["next_at"].is_string(), "{ctx}");
+    let s = real.p.status();
+    assert_eq!(s["last_loop"]["outcome"], "success", "{ctx}");
+    assert!(s.get("api_retry").is_none(), "{ctx}");
+    assert_eq!(
+        real.api.turns().len(),
+        3,
+        "the client did not retry on its own"
+    );
+}
+
 /// A subscription usage limit (OAuth + unified headers): hank waits until the reset time the
 /// client reports (+60 s), in json and in stream-json (`--live`) mode; `--on-usage-limit exit`
 /// stops with 3.
