@@ -117,7 +117,12 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
     if !a.force
         && let Some(rec) = open_record(&dir, &events)
     {
-        return resume(&dir, &store, &s, opts, rec);
+        let fleet = rec.fleet;
+        let code = resume(&dir, &store, &s, opts, rec)?;
+        if fleet && code == exit::OK {
+            crate::fleet::mark_done(&dir)?;
+        }
+        return Ok(code);
     }
     let (mut ev, verified, completed) = deliver::evidence(&events);
     if !a.force {

@@ -166,6 +166,34 @@ fn a_fleet_delivery_that_failed_at_the_forge_is_finished_by_hank_deliver() {
     assert_eq!(d["exit_reason"], "delivered");
 }
 
+/// `hank fleet` again after its delivery failed at the forge finishes that delivery from its
+/// record (no task runs again, one pull request), and the fleet is then finished.
+#[test]
+fn hank_fleet_again_finishes_a_delivery_that_failed_at_the_forge() {
+    let (p, _remote) = setup();
+    let gh = FakeGitHub::start();
+    gh.set(|w| w.refuse_pulls = 1);
+    let args = ["--into", "release", "--deliver", "pr"];
+    let o = fleet(&p, &gh, &args);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let calls = p.calls();
+    let o = fleet(&p, &gh, &args);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("finishing its delivery"), "{err}");
+    assert_eq!(p.calls(), calls, "no task ran again");
+    assert_eq!(gh.world.lock().unwrap().pulls.len(), 1);
+    assert_eq!(
+        p.read_json(".hank/delivery.json")["exit_reason"],
+        "delivered"
+    );
+    let o = fleet(&p, &gh, &args);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("the fleet is finished"), "{err}");
+    assert_eq!(gh.world.lock().unwrap().pulls.len(), 1);
+}
+
 /// What the fleet's workers wrote (`fleet-logs/*.log` in the per-user folders), for a failure
 /// message.
 fn workers_logs(p: &Project) -> String {
