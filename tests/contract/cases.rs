@@ -520,6 +520,54 @@ pub(crate) fn hung_request_timeout_and_signals_leave_no_client_process() {
     }
 }
 
+/// Ctrl-C during a call whose first request was answered (a tool call) and whose second hangs.
+/// The real clients write no result on a signal (SIGTERM or SIGINT alike, 2.1.197 and
+/// 2.1.332): the call has no reported cost, so it is charged an estimate, and every record
+/// says so (`cost_estimated` in the event and status.json, the warning naming the basis).
+pub(crate) fn an_interrupted_call_is_charged_an_estimate_said_as_such() {
+    let real = Real::scripted(&["a"], |p| {
+        let file = p.dir.join("src/a.txt").display().to_string();
+        vec![
+            Reply::tool("Write", json!({"file_path": file, "content": "a\n"})),
+            Reply::Hang(Duration::from_secs(120)),
+        ]
+    });
+    let child = real
+        .cmd(Auth::ApiKey, &["--max-loops", "1"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while real.api.turns().len() < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no second request"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    signal(&child, Signal::SIGINT);
+    let o = wait_with_timeout(child, Duration::from_secs(30));
+    let ctx = real.context(&o);
+    assert_eq!(o.status.code(), Some(130), "{ctx}");
+    let finished = real.p.events_of("agent_finished");
+    assert_eq!(finished.len(), 1, "{ctx}");
+    let f = &finished[0];
+    // A client that one day writes its result on a signal is charged what it reported.
+    let estimated = f["cost_estimated"].as_bool().unwrap_or(false);
+    let last = &real.p.status()["last_loop"];
+    assert_eq!(
+        last["cost_estimated"].as_bool().unwrap_or(false),
+        estimated,
+        "{ctx}"
+    );
+    if estimated {
+        assert!(ctx.contains("charged an estimate"), "{ctx}");
+    } else {
+        assert!(f["cost_usd"].as_f64().unwrap_or(0.0) > 0.0, "{ctx}");
+    }
+}
+
 /// No API at all (connection refused): a network error, a backoff wait, not a fatal stop.
 pub(crate) fn unreachable_api_is_a_network_error_with_backoff() {
     let real = Real::new(&["a"], Vec::new());
