@@ -544,11 +544,11 @@ impl Delivery {
             "pending" => match (self.checks_due, self.checks_pending) {
                 (Some(due), Some(0)) => format!(
                     "waiting for CI until {}: no check has appeared yet",
-                    crate::report::short_time(due)
+                    due.round(jiff::Unit::Second).unwrap_or(due)
                 ),
                 (Some(due), Some(n)) => format!(
                     "waiting for CI until {}: {n} check{} pending",
-                    crate::report::short_time(due),
+                    due.round(jiff::Unit::Second).unwrap_or(due),
                     if n == 1 { "" } else { "s" }
                 ),
                 _ => "checks pending".to_string(),
