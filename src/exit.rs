@@ -72,11 +72,15 @@ pub enum ExitReason {
     /// A commit about to be pushed adds a file that looks like a secret (by its name or its
     /// content) that `DELIVER_ALLOW_FILES` does not allow: nothing was pushed.
     SecretsInCommits,
+    /// The run's own check (VERIFY_COMMAND, run before a "done" claim is accepted) could not
+    /// run at all: its program was not found (126/127 from the shell). Nothing was tested, so
+    /// the claim is neither accepted nor rejected; the agent is not told to fix it.
+    CheckCouldNotRun,
 }
 
 impl ExitReason {
     /// Every reason, in table order.
-    pub const ALL: [ExitReason; 23] = [
+    pub const ALL: [ExitReason; 24] = [
         Self::ProjectComplete,
         Self::PlanComplete,
         Self::TestSaturation,
@@ -100,6 +104,7 @@ impl ExitReason {
         Self::PushRejected,
         Self::ForgeFailed,
         Self::SecretsInCommits,
+        Self::CheckCouldNotRun,
     ];
 
     /// A "done" claim: the run ends because the agent's work looks finished. With
@@ -137,7 +142,7 @@ impl ExitReason {
             | Self::CiTimeout => LIMIT,
             Self::Interrupted => INTERRUPTED,
             Self::ForgeFailed => ERROR,
-            Self::SecretsInCommits => ERROR,
+            Self::SecretsInCommits | Self::CheckCouldNotRun => ERROR,
         }
     }
 
@@ -168,6 +173,7 @@ impl ExitReason {
             Self::PushRejected => "push_rejected",
             Self::ForgeFailed => "forge_failed",
             Self::SecretsInCommits => "secrets_in_commits",
+            Self::CheckCouldNotRun => "check_could_not_run",
         }
     }
 }
@@ -188,7 +194,7 @@ mod tests {
     #[test]
     fn codes_follow_the_table() {
         let expected = [
-            0, 0, 0, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 130, 0, 2, 2, 3, 2, 1,
+            0, 0, 0, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 130, 0, 2, 2, 3, 2, 1, 1, 1,
         ];
         for (reason, code) in ExitReason::ALL.iter().zip(expected) {
             assert_eq!(reason.code(), code, "{reason}");

@@ -166,7 +166,7 @@ pub fn live_log_line(item: &crate::analysis::LiveItem) -> String {
     match item {
         LiveItem::Text(t) => format!("{}\n", keep(t.trim_end())),
         LiveItem::Tool { name, detail } => format!("⚙ {} {}\n", one(name), one(detail)),
-        LiveItem::Retry { attempt, error } => format!("API retry {attempt}: {}\n", one(error)),
+        LiveItem::Retry { attempt, error, .. } => format!("API retry {attempt}: {}\n", one(error)),
         LiveItem::Init { .. } | LiveItem::Result { .. } => String::new(),
     }
 }
@@ -322,7 +322,7 @@ impl Reporter {
                     .dim()
                 )
             }
-            LiveItem::Retry { attempt, error } => {
+            LiveItem::Retry { attempt, error, .. } => {
                 format!(
                     "  {}",
                     style(format!("API retry {attempt}: {}", one(error))).yellow()
@@ -558,6 +558,7 @@ pub fn exit_message(reason: ExitReason, state: &State, plan: &Plan) -> String {
         ExitReason::CiTimeout => "checks of the delivered commit were still running at CI_TIMEOUT".into(),
         ExitReason::PushRejected => "the push of the delivery branch was refused (pre-push hook or remote); its output is kept for the agent".into(),
         ExitReason::ForgeFailed => "a delivery step at the forge failed (the branch is pushed): `hank deliver` finishes the delivery from where it stopped, with this run's evidence".into(),
+        ExitReason::CheckCouldNotRun => "the agent claimed \"done\" but nothing was tested: the claim was neither accepted nor rejected".into(),
         ExitReason::SecretsInCommits => "a commit to be pushed adds files that look like secrets (named above); nothing was pushed (allow a file on purpose with DELIVER_ALLOW_FILES)".into(),
     }
 }

@@ -433,6 +433,9 @@ mod tests {
             LiveItem::Retry {
                 attempt: 1,
                 error: KEY.to_owned(),
+                max_retries: None,
+                delay_ms: None,
+                status: None,
             },
             LiveItem::Result {
                 is_error: true,

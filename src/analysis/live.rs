@@ -22,8 +22,19 @@ pub enum LiveItem {
         session_id: Option<String>,
         model: Option<String>,
     },
-    /// The CLI is retrying a failed API call.
-    Retry { attempt: u32, error: String },
+    /// The CLI is retrying a failed API call: its attempt, the error with its HTTP status
+    /// (`overloaded (HTTP 529)`), and as given the retries allowed, the delay before the
+    /// next try, the status.
+    Retry {
+        attempt: u32,
+        error: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        max_retries: Option<u32>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        delay_ms: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        status: Option<u16>,
+    },
     /// The final result.
     Result { is_error: bool, summary: String },
 }
@@ -61,10 +72,17 @@ pub fn live_items(line: &[u8]) -> Vec<LiveItem> {
                     .error
                     .into_string()
                     .unwrap_or_else(|| "unknown".to_owned());
-                if let Some(status) = ev.error_status.as_u64() {
+                let status = ev.error_status.as_u64().and_then(|s| u16::try_from(s).ok());
+                if let Some(status) = status {
                     error = format!("{error} (HTTP {status})");
                 }
-                out.push(LiveItem::Retry { attempt, error });
+                out.push(LiveItem::Retry {
+                    attempt,
+                    error,
+                    max_retries: ev.max_retries.as_u64().and_then(|m| u32::try_from(m).ok()),
+                    delay_ms: ev.retry_delay_ms.as_u64(),
+                    status,
+                });
             }
             _ => {}
         },
@@ -118,8 +136,8 @@ mod tests {
                 vec![LiveItem::Init { session_id: Some("abc".into()), model: Some("claude-sonnet-4-5".into()) }],
             ),
             (
-                r#"{"type":"system","subtype":"api_retry","attempt":3,"max_retries":10,"error_status":529,"error":"overloaded"}"#.to_owned(),
-                vec![LiveItem::Retry { attempt: 3, error: "overloaded (HTTP 529)".into() }],
+                r#"{"type":"system","subtype":"api_retry","attempt":3,"max_retries":10,"retry_delay_ms":2210,"error_status":529,"error":"overloaded"}"#.to_owned(),
+                vec![LiveItem::Retry { attempt: 3, error: "overloaded (HTTP 529)".into(), max_retries: Some(10), delay_ms: Some(2210), status: Some(529) }],
             ),
             (
                 r#"{"type":"assistant","message":{"content":[{"type":"tool_use","name":"Read","input":{"file_path":"/p/src/lib.rs"}},{"type":"tool_use","name":"Grep","input":{"pattern":"fn main"}},{"type":"tool_use","name":"Task","input":{"description":"Explore code","prompt":"long"}},{"type":"thinking","thinking":"hmm"}]}}"#.to_owned(),

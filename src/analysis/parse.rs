@@ -292,6 +292,9 @@ pub(crate) struct Event {
     pub error: Scalar,
     pub rate_limit_info: Option<RateLimitInfo>,
     pub attempt: Scalar,
+    /// `api_retry`: the retries the client allows and the delay before the next.
+    pub max_retries: Scalar,
+    pub retry_delay_ms: Scalar,
     pub error_status: Scalar,
     pub uuid: Scalar,
     /// 2.1.330+: a typed error kind (`usage_limit_reached`, `connection_failed`, …).

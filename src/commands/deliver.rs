@@ -117,7 +117,12 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
     if !a.force
         && let Some(rec) = open_record(&dir, &events)
     {
-        return resume(&dir, &store, &s, opts, rec);
+        let fleet = rec.fleet;
+        let code = resume(&dir, &store, &s, opts, rec)?;
+        if fleet && code == exit::OK {
+            crate::fleet::mark_done(&dir)?;
+        }
+        return Ok(code);
     }
     let (mut ev, verified, completed) = deliver::evidence(&events);
     if !a.force {
@@ -177,7 +182,9 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
 
 /// The last run's delivery record when it is left to finish (see [`deliver::record`]).
 pub(crate) fn open_record(dir: &std::path::Path, events: &str) -> Option<DeliveryRecord> {
-    deliver::record::load(dir).filter(|r| r.resumable() && deliver::record::of_last_run(r, events))
+    // A fleet's delivery is the last thing the fleet did (a fleet writes no `exit` event).
+    deliver::record::load(dir)
+        .filter(|r| r.resumable() && (r.fleet || deliver::record::of_last_run(r, events)))
 }
 
 /// Finishes the open delivery `rec` (`hank deliver`, or `hank run --deliver` after a run that
@@ -263,21 +270,28 @@ fn deliver_record(
     };
     deliver::record::save(dir, &mut rec, clock.now())?;
 
-    deliver::prepare_branch(dir, &branch)?;
-    let title = rec.evidence.title.clone();
-    let committed = deliver::commit_all(dir, &branch, &format!("{title}\n\nDelivered by hank."))?;
-    warn_skipped_secrets(&committed);
-    if let Some(out) = &committed.refused {
-        return Err(HankError::Tool(format!(
-            "`git commit` failed: {}",
-            rules::clean(out, &secrets, rules::MAX_HOOK_OUTPUT_CHARS).replace('\n', " ")
-        )));
-    }
-    if committed.made {
-        errln!("hank: committed the work on {branch}");
-    }
-    d.secrets_skipped = committed.secrets_skipped;
-    let sha = deliver::head(dir)?;
+    // A fleet's integration branch is pushed as it is: it is checked out nowhere hank
+    // keeps, and the fleet committed every merge.
+    let sha = if rec.fleet {
+        deliver::branch_head(dir, &branch)?
+    } else {
+        deliver::prepare_branch(dir, &branch)?;
+        let title = rec.evidence.title.clone();
+        let committed =
+            deliver::commit_all(dir, &branch, &format!("{title}\n\nDelivered by hank."))?;
+        warn_skipped_secrets(&committed);
+        if let Some(out) = &committed.refused {
+            return Err(HankError::Tool(format!(
+                "`git commit` failed: {}",
+                rules::clean(out, &secrets, rules::MAX_HOOK_OUTPUT_CHARS).replace('\n', " ")
+            )));
+        }
+        if committed.made {
+            errln!("hank: committed the work on {branch}");
+        }
+        d.secrets_skipped = committed.secrets_skipped;
+        deliver::head(dir)?
+    };
     // What is pushed is scanned, not only what hank staged: every commit the remote's base
     // does not have yet, as the remote itself says (the whole history when it has neither).
     let known = deliver::scan::known_on_remote(dir, &remote, &base, &branch)?;
@@ -293,7 +307,12 @@ fn deliver_record(
         keep(&mut rec, &d, reached)?;
         return finish(store, &clock, opts, &d);
     }
-    match deliver::push(dir, &remote, &branch)? {
+    let pushed = if rec.fleet {
+        deliver::push_branch(dir, &remote, &branch)?
+    } else {
+        deliver::push(dir, &remote, &branch)?
+    };
+    match pushed {
         Push::Pushed => errln!(
             "hank: pushed {branch} ({}) to {remote}",
             sha.get(..12).unwrap_or(&sha)
@@ -360,7 +379,19 @@ fn deliver_record(
         total: s.ci_timeout.value,
     };
     let mut last_told: Option<jiff::Timestamp> = None;
-    let mut countdown = |until: jiff::Timestamp, now: jiff::Timestamp| {
+    let mut shown = d.clone();
+    let mut countdown = |c: deliver::CiCountdown, now: jiff::Timestamp| {
+        // status.json's delivery shows the countdown while it lasts (when it changed).
+        let before = (shown.checks_due, shown.checks_pending);
+        c.show_in(&mut shown);
+        if before != (shown.checks_due, shown.checks_pending)
+            && let Some(mut status) = store.read_status()
+        {
+            status.delivery = Some(shown.clone());
+            status.updated_at = now;
+            let _ = store.write_status(&status);
+        }
+        let until = c.due;
         // A line a minute: when the verdict is due and how long is left.
         if last_told.is_none_or(|t| now.duration_since(t).as_secs() >= 60) {
             last_told = Some(now);

@@ -122,6 +122,19 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
         errln!("hank: to run the plan's tasks again anyway, remove .hank/fleet.json first");
         return Ok(crate::exit::OK);
     }
+    // A fleet that merged every task but whose delivery stopped part-way (the forge refused
+    // the pull request, the checks could not be read, Ctrl-C): that delivery is finished from
+    // its record, as `hank deliver` does, not started again.
+    if let Some(rec) = open_fleet_delivery(&root, &into, &tasks)? {
+        errln!("hank: fleet: every task is merged into {into}; finishing its delivery");
+        let store = crate::store::Store::new(&root);
+        let _lock = super::lock_or_hint(&store, "finish the fleet's delivery")?;
+        let code = super::deliver::resume(&root, &store, &s, super::deliver::Opts::default(), rec)?;
+        if code == crate::exit::OK {
+            fleet::mark_done(&root)?;
+        }
+        return Ok(code);
+    }
     let verify = if run.flags.no_verify {
         None
     } else {
@@ -273,6 +286,26 @@ fn finished_fleet(root: &Path, tasks: &[rules::TaskSpec]) -> Result<Option<Strin
     let done =
         file.state == "done" && !file.into.is_empty() && tasks.iter().all(|t| merged(&t.name));
     Ok(done.then(|| file.into.clone()))
+}
+
+/// The open delivery record of the fleet into `into` whose every one of `tasks` is merged.
+fn open_fleet_delivery(
+    root: &Path,
+    into: &str,
+    tasks: &[rules::TaskSpec],
+) -> Result<Option<crate::store::schema::DeliveryRecord>> {
+    let Some(file) = fleet::read(root)? else {
+        return Ok(None);
+    };
+    let merged = |name: &str| {
+        file.tasks
+            .iter()
+            .any(|t| t.name == name && t.state == rules::TaskState::Merged)
+    };
+    if file.into != into || !tasks.iter().all(|t| merged(&t.name)) {
+        return Ok(None);
+    }
+    Ok(crate::deliver::record::load(root).filter(|r| r.fleet && r.resumable() && r.branch == into))
 }
 
 /// What to do with a finished fleet's work: its pull request when one was opened for the

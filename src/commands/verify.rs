@@ -105,22 +105,8 @@ pub(crate) fn run(a: &VerifyArgs) -> Result<u8> {
     }
     if result.could_not_run() {
         // Nothing was tested: not a failed check (exit 2) but a check hank could not run.
-        let program = verify::missing_program(&command, &read_tail(&log, 64 * 1024));
-        let what = if result.exit_code == Some(126) {
-            "is not executable"
-        } else {
-            "was not found"
-        };
-        return Err(HankError::usage_hint(
-            format!(
-                "the check could not run: `{program}` {what} (VERIFY_COMMAND {command:?}, {}; output: {})",
-                result.how_it_ended(),
-                result.log
-            ),
-            format!(
-                "install `{program}`, or set VERIFY_COMMAND in .hankrc to a command that exists here (`hank doctor` checks it)"
-            ),
-        ));
+        let (message, hint) = verify::could_not_run_text(&result, &read_tail(&log, 64 * 1024));
+        return Err(HankError::usage_hint(message, hint));
     }
     if a.json {
         let text = serde_json::to_string_pretty(&result)

@@ -60,9 +60,9 @@ pub trait Host {
     fn record(&mut self, d: &Delivery) -> Result<()>;
     /// Asked about once a second during the waits: `true` ends the delivery `interrupted`.
     fn stop_requested(&mut self) -> bool;
-    /// Told about once a second while the checks are waited for: their verdict is due by
-    /// `until` (the countdown).
-    fn waiting_for_checks(&mut self, until: jiff::Timestamp, now: jiff::Timestamp);
+    /// Told about once a second while the checks are waited for: the countdown (when their
+    /// verdict is due, how many are pending).
+    fn waiting_for_checks(&mut self, countdown: super::CiCountdown, now: jiff::Timestamp);
 }
 
 /// How a step of a delivery ended, inside [`InRun::deliver`].
@@ -505,8 +505,8 @@ impl InRun {
             return Ok(None);
         };
         let now = || self.clock.now();
-        let mut stop = |until| {
-            host.waiting_for_checks(until, now());
+        let mut stop = |countdown| {
+            host.waiting_for_checks(countdown, now());
             host.stop_requested()
         };
         super::wait_for_ci_counting(f, sha, pushed_at, w, &now, cancel, &mut stop).await

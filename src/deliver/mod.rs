@@ -579,13 +579,28 @@ impl CiWaitSettings {
 /// A failed check's name and the end of its log, when the forge had one.
 pub type CheckLog = (String, Option<String>);
 
+/// Where a wait for the checks stands: when the verdict is due (CI_APPEAR_TIMEOUT after the
+/// push while no check is seen, else CI_TIMEOUT) and how many checks are still pending (0:
+/// none has appeared yet). The countdown of the wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CiCountdown {
+    pub due: Timestamp,
+    pub pending: u32,
+}
+
+impl CiCountdown {
+    /// Shown in the delivery record of status.json while the wait lasts.
+    pub fn show_in(self, d: &mut crate::store::schema::Delivery) {
+        d.checks_due = Some(self.due);
+        d.checks_pending = Some(self.pending);
+    }
+}
+
 /// One look at the checks of `sha`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CiPoll {
-    /// Not final yet: look again after this long; the verdict is due by the time given
-    /// (CI_APPEAR_TIMEOUT after the push while no check is seen, else CI_TIMEOUT), for the
-    /// countdown.
-    Wait(Duration, Timestamp),
+    /// Not final yet: look again after this long; the countdown.
+    Wait(Duration, CiCountdown),
     /// The verdict, with the failing checks' log tails (raw; [`rules::ci_feedback`] cleans
     /// them).
     Final(CiVerdict, Vec<CheckLog>),
@@ -612,7 +627,15 @@ pub fn ci_poll(
                 limits.total
             };
             let due = pushed_at.checked_add(limit).unwrap_or(now);
-            CiPoll::Wait(Duration::from_millis(ms), due)
+            let mut pending: Vec<&str> = checks
+                .iter()
+                .filter(|c| c.state == rules::CheckState::Pending)
+                .map(|c| c.name.as_str())
+                .collect();
+            pending.sort_unstable();
+            pending.dedup();
+            let pending = u32::try_from(pending.len()).unwrap_or(u32::MAX);
+            CiPoll::Wait(Duration::from_millis(ms), CiCountdown { due, pending })
         }
         v @ CiVerdict::Failed { .. } => {
             let mut logs: Vec<CheckLog> = Vec::new();
@@ -633,8 +656,8 @@ pub fn ci_poll(
 
 /// Waits for the checks of exactly `sha` until the verdict is final; returns it with the
 /// failing checks' log tails (raw; [`rules::ci_feedback`] cleans them). `now` is the clock;
-/// `interrupted` ends the wait early (`Ok(None)`); `tick` is told, after each look, when the
-/// verdict is due (the countdown).
+/// `interrupted` ends the wait early (`Ok(None)`); `tick` is told, after each look, the
+/// countdown (when the verdict is due, how many checks are pending).
 ///
 /// # Errors
 /// The forge cannot be asked.
@@ -645,13 +668,13 @@ pub fn wait_for_ci(
     w: CiWaitSettings,
     now: &dyn Fn() -> Timestamp,
     interrupted: &dyn Fn() -> bool,
-    tick: &mut dyn FnMut(Timestamp, Timestamp),
+    tick: &mut dyn FnMut(CiCountdown, Timestamp),
 ) -> Result<Option<(CiVerdict, Vec<CheckLog>)>> {
     let limits = w.limits();
     loop {
         match ci_poll(forge, sha, pushed_at, limits, now())? {
-            CiPoll::Wait(mut left, due) => {
-                tick(due, now());
+            CiPoll::Wait(mut left, countdown) => {
+                tick(countdown, now());
                 while !left.is_zero() {
                     if interrupted() {
                         return Ok(None);
@@ -684,9 +707,8 @@ pub async fn wait_for_ci_async(
     wait_for_ci_counting(forge, sha, pushed_at, w, now, cancel, &mut |_| stop()).await
 }
 
-/// [`wait_for_ci_async`] whose `stop` is given, about once a second, the time the verdict is
-/// due (CI_APPEAR_TIMEOUT after the push while no check is seen, else CI_TIMEOUT): the
-/// countdown of the wait.
+/// [`wait_for_ci_async`] whose `stop` is given, about once a second, the countdown of the
+/// wait ([`CiCountdown`]).
 ///
 /// # Errors
 /// The forge cannot be asked.
@@ -697,16 +719,16 @@ pub async fn wait_for_ci_counting(
     w: CiWaitSettings,
     now: &dyn Fn() -> Timestamp,
     cancel: &mut tokio::sync::watch::Receiver<u32>,
-    stop: &mut dyn FnMut(Timestamp) -> bool,
+    stop: &mut dyn FnMut(CiCountdown) -> bool,
 ) -> Result<Option<(CiVerdict, Vec<CheckLog>)>> {
     let limits = w.limits();
     loop {
         match ci_poll(forge, sha, pushed_at, limits, now())? {
             CiPoll::Final(v, logs) => return Ok(Some((v, logs))),
-            CiPoll::Wait(mut left, due) => {
+            CiPoll::Wait(mut left, countdown) => {
                 while !left.is_zero() {
                     let step = left.min(Duration::from_secs(1));
-                    if stop(due) || sleep_or_cancel(step, cancel).await {
+                    if stop(countdown) || sleep_or_cancel(step, cancel).await {
                         return Ok(None);
                     }
                     left -= step;
@@ -725,6 +747,19 @@ pub async fn sleep_or_cancel(d: Duration, cancel: &mut tokio::sync::watch::Recei
         () = tokio::time::sleep(d) => false,
         changed = cancel.changed() => changed.is_err() || *cancel.borrow() > 0,
     }
+}
+
+/// The commit the local branch `branch` points at (a fleet's integration branch).
+///
+/// # Errors
+/// git cannot run, or there is no such branch.
+pub fn branch_head(dir: &Path, branch: &str) -> Result<String> {
+    crate::git::run_git(
+        dir,
+        &["rev-parse", "--verify", &format!("refs/heads/{branch}")],
+    )
+    .map(|out| String::from_utf8_lossy(&out).trim().to_string())
+    .map_err(|e| HankError::Tool(e.to_string()))
 }
 
 /// Pushes the local branch `branch` (not HEAD) to the same name on `remote` (upstream set):

@@ -95,7 +95,9 @@ impl Real {
             stderr_log,
             timeout: s.timeout.value,
             grace: GRACE,
-            live: s.live.value,
+            // Streamed lines are read whenever the answer streams: the client's retries of an
+            // overloaded API show in status.json with or without --live.
+            live: s.live.value || streaming,
             env_remove: &env_remove,
             env_set: &env_set,
             stop_after_result: matches!(agent.profile.parser, Parser::Claude),
@@ -114,11 +116,30 @@ impl Real {
             process::Tracked::Outside(procs) => lock.record_procs(procs),
         };
         let (wall, parser, secrets) = (&self.clock, &agent.profile.parser, &self.secrets);
-        let called = call::call(
+        let show_live = s.live.value;
+        let mut retries = Retries {
+            store: &self.store,
+            notify: &self.notify,
+            base: self.last_status.as_ref(),
+            json: self.json,
+            seen: None,
+        };
+        // The call's stop: the user's signals, and a `hank ctl stop` given while it runs (the
+        // control journal is read about twice a second during the call; what it takes is
+        // handed to the loop at its next poll).
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(*self.cancel.borrow());
+        let watch_stop = watch_stop(
+            self.cancel.clone(),
+            &stop_tx,
+            self.control.as_mut(),
+            &mut self.taken_in_call,
+            &*self.clock,
+        );
+        let call = call::call(
             spawn,
             parser,
             argv::asked_format(agent, s),
-            self.cancel.clone(),
+            stop_rx,
             on_spawn,
             |line| {
                 let items = match parser {
@@ -127,6 +148,10 @@ impl Real {
                 };
                 for mut item in items {
                     crate::agent::redact::redact_live(&mut item, secrets);
+                    retries.seen(&item, wall.now(), reporter);
+                    if !show_live {
+                        continue;
+                    }
                     if let Some(f) = live_file.as_mut() {
                         let _ = f.write_all(crate::report::live_log_line(&item).as_bytes());
                     }
@@ -135,8 +160,11 @@ impl Real {
             },
             // Reset times printed without a zone ("resets 7pm") are in the local zone.
             || analysis::Clock::new(wall.now(), jiff::tz::TimeZone::system()),
-        )
-        .await
+        );
+        let called = tokio::select! {
+            called = call => called,
+            never = watch_stop => match never {},
+        }
         .map_err(HankError::usage)?;
         self.reporter.agent_finished();
         self.lock.record_agent(None);
@@ -149,6 +177,114 @@ impl Real {
             startup_hang: called.outcome.facts.startup_hang,
             interrupted: called.outcome.facts.interrupted,
         })
+    }
+}
+
+/// How often the control journal is read during a call (one `stat` when it did not move).
+const CONTROL_IN_CALL: Duration = Duration::from_millis(500);
+
+/// Watches a call's stop until the call ends (never returns): forwards the user's signals
+/// (`signals`) to `stop`, and reads the control journal every [`CONTROL_IN_CALL`]; a `hank
+/// ctl stop` among its commands stops the call at once (as one Ctrl-C: the agent's process
+/// group is asked to end, killed after [`GRACE`]). The commands taken are kept in `taken`
+/// for the loop's next poll.
+async fn watch_stop(
+    mut signals: tokio::sync::watch::Receiver<u32>,
+    stop: &tokio::sync::watch::Sender<u32>,
+    mut control: Option<&mut crate::control::LiveControl>,
+    taken: &mut Vec<crate::policy::run::Control>,
+    clock: &dyn crate::policy::time::Clock,
+) -> std::convert::Infallible {
+    let mut signals_open = true;
+    loop {
+        tokio::select! {
+            changed = signals.changed(), if signals_open => {
+                if changed.is_err() {
+                    signals_open = false;
+                } else {
+                    let n = *signals.borrow();
+                    stop.send_modify(|v| *v = (*v).max(n));
+                }
+            }
+            () = tokio::time::sleep(CONTROL_IN_CALL) => {
+                if let Some(c) = control.as_deref_mut() {
+                    let commands = c.poll(clock.now());
+                    if commands.contains(&crate::policy::run::Control::Stop) {
+                        stop.send_modify(|v| *v = (*v).max(1));
+                    }
+                    taken.extend(commands);
+                }
+            }
+        }
+    }
+}
+
+/// The client's retries of a failed API call during one call (Claude Code's `api_retry`
+/// events): each shown in status.json (`api_retry`: attempt, error, next try) while the call
+/// lasts; the first one of the call also said on the terminal, logged, and recorded as the
+/// `api_retry` event (one notification). The next status the run publishes drops it.
+struct Retries<'a> {
+    store: &'a crate::store::Store,
+    notify: &'a crate::notify::Hook,
+    /// status.json as last published (the retry is shown in it).
+    base: Option<&'a crate::store::Status>,
+    json: bool,
+    seen: Option<crate::store::schema::ApiRetry>,
+}
+
+impl Retries<'_> {
+    fn seen(
+        &mut self,
+        item: &analysis::LiveItem,
+        now: jiff::Timestamp,
+        reporter: &crate::report::Reporter,
+    ) {
+        let analysis::LiveItem::Retry {
+            attempt,
+            error,
+            max_retries,
+            delay_ms,
+            status,
+        } = item
+        else {
+            return;
+        };
+        let delay = delay_ms.and_then(|ms| i64::try_from(ms).ok());
+        let retry = crate::store::schema::ApiRetry {
+            attempt: *attempt,
+            max_retries: *max_retries,
+            error: error.split(" (HTTP ").next().unwrap_or(error).to_owned(),
+            http_status: *status,
+            next_at: delay
+                .and_then(|ms| now.checked_add(jiff::SignedDuration::from_millis(ms)).ok()),
+            since: self.seen.as_ref().map_or(now, |r| r.since),
+        };
+        let first = self.seen.is_none();
+        let mut shown = self.base.cloned().unwrap_or_default();
+        shown.api_retry = Some(retry.clone());
+        shown.updated_at = now;
+        let _ = self.store.write_status(&shown);
+        if first {
+            let tz = jiff::tz::TimeZone::system();
+            let words = retry.words(|t| t.to_zoned(tz.clone()).strftime("%H:%M:%S").to_string());
+            reporter.warn(&words);
+            self.store.log(now, &format!("warning: {words}"));
+            let event = crate::store::Event::new(
+                now,
+                crate::store::EventKind::ApiRetry(Box::new(retry.clone())),
+            );
+            let line = event.to_line();
+            let _ = self.store.append_event(&line);
+            let items = (shown.fix_plan.done, shown.fix_plan.total);
+            for w in self.notify.event(&event, shown.total_cost_usd, items) {
+                reporter.warn(&w);
+            }
+            if self.json {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+            }
+        }
+        self.seen = Some(retry);
     }
 }
 

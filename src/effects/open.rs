@@ -45,6 +45,9 @@ pub(crate) struct Real {
     /// SANDBOX: the agent's confinement, its egress proxy and private TMPDIR
     /// (`effects/agent.rs`).
     pub(super) sandbox: super::agent::Sandboxing,
+    /// Control commands read during the last agent call (a `stop` among them ended the
+    /// call), handed to the loop at its next poll.
+    pub(super) taken_in_call: Vec<Control>,
 }
 
 /// What a run holds before its async runtime starts: the project's store (its call ledger
@@ -121,6 +124,7 @@ impl Real {
             store,
             lock,
             cancel,
+            taken_in_call: Vec::new(),
         };
         let mut warnings = real.stop_leftovers();
         warnings.extend(sandbox_warning);
@@ -209,7 +213,8 @@ impl Effects for Real {
 
     fn poll_control(&mut self) -> Vec<Control> {
         let now = self.clock.now();
-        let mut taken = self.sandbox.take_notes();
+        let mut taken = std::mem::take(&mut self.taken_in_call);
+        taken.extend(self.sandbox.take_notes());
         taken.extend(
             self.control
                 .as_mut()

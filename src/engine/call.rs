@@ -36,6 +36,10 @@ impl Engine {
             .baseline(self.s.project_dir.clone(), plan_before)
             .await;
         let mut got = self.call(&agent, number, resume.as_deref()).await?;
+        if got.interrupted {
+            // A `hank ctl stop` taken during the call stopped it: the run takes it now.
+            self.poll_control();
+        }
         self.take_answer(&agent, number, &mut got.analysis)?;
         let (progress, regressed) = self.measure(number, baseline).await?;
         let c = Call {

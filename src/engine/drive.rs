@@ -209,6 +209,7 @@ impl Engine {
             .await;
         let warnings = d.take_warnings();
         self.delivery = Some(d);
+        self.delivering = None;
         for w in warnings {
             self.warn(&w);
         }
@@ -219,6 +220,7 @@ impl Engine {
 
 impl Host for Engine {
     fn record(&mut self, d: &Delivery) -> Result<()> {
+        self.delivering = Some(d.clone());
         self.tell(News::Delivery(d))
     }
 
@@ -228,12 +230,20 @@ impl Host for Engine {
         self.run.next(self.fx.now()) == Step::Stop(ExitReason::Interrupted)
     }
 
-    /// The countdown of the CI wait, like the other waits' (`waiting (checks) until …`).
-    fn waiting_for_checks(&mut self, until: jiff::Timestamp, now: jiff::Timestamp) {
+    /// The countdown of the CI wait, like the other waits' (`waiting (checks) until …`), and
+    /// in status.json's delivery when it changed (when the verdict is due, checks pending).
+    fn waiting_for_checks(&mut self, countdown: crate::deliver::CiCountdown, now: jiff::Timestamp) {
         self.fx.say(Say::WaitTick {
             reason: "checks",
-            until,
+            until: countdown.due,
             now,
         });
+        if let Some(d) = self.delivering.as_mut() {
+            let before = (d.checks_due, d.checks_pending);
+            countdown.show_in(d);
+            if before != (d.checks_due, d.checks_pending) {
+                let _ = self.tell(News::Status(crate::store::RunState::Running));
+            }
+        }
     }
 }

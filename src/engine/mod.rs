@@ -68,6 +68,9 @@ struct Engine {
     baseline_due: bool,
     /// DELIVER=branch|pr: the run's delivery (`deliver.rs`, [`crate::deliver::in_run`]).
     delivery: Option<crate::deliver::in_run::InRun>,
+    /// The delivery step last recorded while the delivery is under way (its CI countdown
+    /// is put in status.json, [`crate::deliver::CiCountdown`]).
+    delivering: Option<crate::store::schema::Delivery>,
 }
 
 impl Engine {
@@ -216,6 +219,7 @@ impl Engine {
             questions: Vec::new(),
             baseline_due: false,
             delivery: None,
+            delivering: None,
         }
     }
 }

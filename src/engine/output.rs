@@ -43,7 +43,7 @@ impl Engine {
         // A delivery step is shown while the delivery is out of the engine's hands.
         let delivery = match news {
             News::Delivery(d) => Some(*d),
-            _ => self.delivery.as_ref().and_then(|d| d.last()),
+            _ => (self.delivery.as_ref().and_then(|d| d.last())).or(self.delivering.as_ref()),
         };
         Status::of(&StatusParts {
             state: &self.state,

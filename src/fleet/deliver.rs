@@ -28,7 +28,7 @@ use crate::policy::deliver::{self as rules, CiVerdict, FleetTaskLine};
 use crate::policy::fleet::TaskSpec;
 use crate::policy::time::Clock;
 use crate::settings::{DeliverMode, Settings};
-use crate::store::schema::{Delivery, FleetFile};
+use crate::store::schema::{Delivery, DeliveryEvidence, DeliveryRecord, DeliveryStep, FleetFile};
 
 /// How a fleet delivers.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -151,34 +151,6 @@ pub async fn integration(
     };
     let url = deliver::remote_url(root, remote)?;
     let forge = forge::detect(root, &url, &forge::Env::from_process())?;
-    // What is pushed is scanned: every commit of `into` the remote's base does not have.
-    let tip = format!("refs/heads/{into}");
-    let known = deliver::scan::known_on_remote(root, remote, base, into)?;
-    let found = deliver::scan::scan(root, &tip, &known, allow_files)?;
-    if !found.hits.is_empty() {
-        errln!(
-            "hank: fleet: {}",
-            crate::policy::secrets::refusal(remote, into, &found.hits, &found.skipped)
-        );
-        d.exit_reason = Some(ExitReason::SecretsInCommits);
-        return finish(root, &d);
-    }
-    if let Push::Rejected { output } = deliver::push_branch(root, remote, into)? {
-        errln!(
-            "hank: fleet: the push of {into} to {remote} was rejected:\n{}",
-            rules::clean(&output, &secrets, rules::MAX_HOOK_OUTPUT_CHARS)
-        );
-        d.exit_reason = Some(ExitReason::PushRejected);
-        return finish(root, &d);
-    }
-    let sha = crate::git::run_git(
-        root,
-        &["rev-parse", "--verify", &format!("refs/heads/{into}")],
-    )
-    .map(|out| String::from_utf8_lossy(&out).trim().to_string())
-    .map_err(|e| HankError::Tool(e.to_string()))?;
-    let pushed_at = clock.now();
-    d.head = Some(sha.clone());
     let tasks: Vec<FleetTaskLine> = file
         .tasks
         .iter()
@@ -190,26 +162,88 @@ pub async fn integration(
             message: t.message.clone(),
         })
         .collect();
-    let pr = forge.create_pr(&NewPullRequest {
-        title: rules::clean(
-            &format!("hank fleet: {} task(s) into {into}", tasks.len()),
-            &secrets,
-            200,
-        ),
-        body: rules::fleet_pr_body(into, base, &tasks, &secrets),
+    // The delivery record (as a single run's, `deliver::record`): a delivery that stops
+    // part-way — the forge refusing the pull request, its checks unreadable, a Ctrl-C — is
+    // finished by `hank deliver` from the step it reached.
+    let mut rec = DeliveryRecord {
+        mode: "pr".into(),
+        branch: into.to_string(),
+        base: base.clone(),
+        remote: remote.clone(),
+        fleet: true,
+        evidence: DeliveryEvidence {
+            title: rules::clean(
+                &format!("hank fleet: {} task(s) into {into}", tasks.len()),
+                &secrets,
+                200,
+            ),
+            body: rules::fleet_pr_body(into, base, &tasks, &secrets),
+            cost_usd: file.tasks.iter().map(|t| t.cost_usd).sum(),
+            ..DeliveryEvidence::default()
+        },
+        ..DeliveryRecord::default()
+    };
+    let keep = |rec: &mut DeliveryRecord, d: &Delivery, reached: DeliveryStep| -> Result<()> {
+        rec.step = deliver::record::step_after(d.exit_reason, reached);
+        rec.stopped = d.exit_reason;
+        rec.error.clone_from(&d.error);
+        rec.head.clone_from(&d.head);
+        rec.pr_url.clone_from(&d.pr_url);
+        rec.pr_number = d.pr_number;
+        deliver::record::save(root, rec, clock.now())
+    };
+    keep(&mut rec, &d, DeliveryStep::Started)?;
+    // What is pushed is scanned: every commit of `into` the remote's base does not have.
+    let tip = format!("refs/heads/{into}");
+    let known = deliver::scan::known_on_remote(root, remote, base, into)?;
+    let found = deliver::scan::scan(root, &tip, &known, allow_files)?;
+    if !found.hits.is_empty() {
+        errln!(
+            "hank: fleet: {}",
+            crate::policy::secrets::refusal(remote, into, &found.hits, &found.skipped)
+        );
+        d.exit_reason = Some(ExitReason::SecretsInCommits);
+        keep(&mut rec, &d, DeliveryStep::Started)?;
+        return finish(root, &d);
+    }
+    if let Push::Rejected { output } = deliver::push_branch(root, remote, into)? {
+        errln!(
+            "hank: fleet: the push of {into} to {remote} was rejected:\n{}",
+            rules::clean(&output, &secrets, rules::MAX_HOOK_OUTPUT_CHARS)
+        );
+        d.exit_reason = Some(ExitReason::PushRejected);
+        keep(&mut rec, &d, DeliveryStep::Started)?;
+        return finish(root, &d);
+    }
+    let sha = deliver::branch_head(root, into)?;
+    let pushed_at = clock.now();
+    d.head = Some(sha.clone());
+    keep(&mut rec, &d, DeliveryStep::Pushed)?;
+    let pr = match forge.create_pr(&NewPullRequest {
+        title: rec.evidence.title.clone(),
+        body: rec.evidence.body.clone(),
         base: base.clone(),
         head: into.to_string(),
-    })?;
+    }) {
+        Ok(pr) => pr,
+        Err(e) => {
+            forge_failed("the pull request could not be opened", &e, &mut d);
+            keep(&mut rec, &d, DeliveryStep::Pushed)?;
+            return finish(root, &d);
+        }
+    };
     d.pr_url = Some(pr.url.clone());
     d.pr_number = Some(pr.number);
     errln!("hank: fleet: pull request #{} {}", pr.number, pr.url);
     let Some(w) = wait else {
         d.exit_reason = Some(ExitReason::Delivered);
+        keep(&mut rec, &d, DeliveryStep::PrOpened)?;
         return finish(root, &d);
     };
     d.checks = "pending".into();
+    keep(&mut rec, &d, DeliveryStep::PrOpened)?;
     errln!("hank: fleet: {}", d.line());
-    let Some((verdict, _logs)) = deliver::wait_for_ci_async(
+    let waited = deliver::wait_for_ci_async(
         forge.as_ref(),
         &sha,
         pushed_at,
@@ -218,10 +252,19 @@ pub async fn integration(
         cancel,
         &mut || false,
     )
-    .await?
-    else {
-        d.exit_reason = Some(ExitReason::Interrupted);
-        return finish(root, &d);
+    .await;
+    let verdict = match waited {
+        Ok(Some((verdict, _logs))) => verdict,
+        Ok(None) => {
+            d.exit_reason = Some(ExitReason::Interrupted);
+            keep(&mut rec, &d, DeliveryStep::PrOpened)?;
+            return finish(root, &d);
+        }
+        Err(e) => {
+            forge_failed("the checks could not be read", &e, &mut d);
+            keep(&mut rec, &d, DeliveryStep::PrOpened)?;
+            return finish(root, &d);
+        }
     };
     d.exit_reason = rules::exit_of(&verdict);
     match &verdict {
@@ -237,7 +280,18 @@ pub async fn integration(
         }
         CiVerdict::Wait { .. } => {}
     }
+    keep(&mut rec, &d, DeliveryStep::PrOpened)?;
     finish(root, &d)
+}
+
+/// A forge step of the fleet's delivery failed: `forge_failed` with the forge's own error;
+/// the record keeps the step reached, for `hank deliver`.
+fn forge_failed(what: &str, e: &HankError, d: &mut Delivery) {
+    let error = format!("{what}: {}", crate::sanitize::line(&e.to_string()));
+    errln!("hank: fleet: {error}");
+    errln!("hank: fleet: the branch is pushed; `hank deliver` finishes the delivery from there");
+    d.exit_reason = Some(ExitReason::ForgeFailed);
+    d.error = Some(error);
 }
 
 fn finish(root: &Path, d: &Delivery) -> Result<Option<u8>> {

@@ -131,6 +131,23 @@ pub fn fleet_file(root: &Path) -> PathBuf {
     root.join(".hank").join("fleet.json")
 }
 
+/// Marks the fleet of `root` `done` (its delivery, resumed and finished by `hank fleet` or
+/// `hank deliver`, was its last step).
+///
+/// # Errors
+/// `fleet.json` cannot be read or written.
+pub fn mark_done(root: &Path) -> Result<()> {
+    let Some(mut file) = read(root)? else {
+        return Ok(());
+    };
+    file.state = "done".into();
+    file.updated_at = Some(Timestamp::now());
+    let bytes = serde_json::to_vec_pretty(&file)
+        .map_err(|e| HankError::Internal(format!("cannot encode fleet.json: {e}")))?;
+    let path = fleet_file(root);
+    store::write_atomic(&path, &bytes, false).map_err(|e| HankError::io("write", path, e))
+}
+
 /// The largest `.hank/fleet.json` hank reads (a task's message is bounded, so thousands of
 /// tasks fit).
 const FLEET_FILE_LIMIT: u64 = 16 * 1024 * 1024;

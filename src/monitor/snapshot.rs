@@ -194,6 +194,12 @@ impl Snapshot {
 
     /// The wait in progress (`wait_reason` as written, `waiting_until`); none when stale.
     #[must_use]
+    /// The client retrying a failed API call inside the running call (`api_retry`).
+    pub(crate) fn api_retry(&self) -> Option<crate::store::schema::ApiRetry> {
+        let s = self.status.as_ref().filter(|_| !self.stale)?;
+        s.get("api_retry", |s| s.api_retry.clone()).flatten()
+    }
+
     pub(crate) fn wait(&self) -> (Option<String>, Option<Timestamp>) {
         match self.status.as_ref().filter(|_| !self.stale) {
             Some(s) => (
@@ -870,6 +876,7 @@ pub(crate) mod tests {
             questions: vec!["Which database?".into()],
             sandbox: Some("landlock: confined".into()),
             egress_denied: vec!["evil.example:443 at 2026-11-22T10:00:00Z".into()],
+            api_retry: None,
         };
         let text = serde_json::to_string(&written).unwrap();
         let (r, note) = schema::read_status(&text).unwrap();

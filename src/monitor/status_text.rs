@@ -133,6 +133,16 @@ pub(crate) fn lines(st: &Lenient<Status>, view: &View<'_>) -> Vec<String> {
             wait_text(reason.as_str(), v.waiting_until, now, tz)
         ));
     }
+    // Inside a call: the client retrying a failed API call (an overloaded API) is a wait.
+    if !view.stale
+        && let Some(r) = &v.api_retry
+    {
+        lines.push(format!(
+            "waiting:      {} (since {})",
+            r.words(|t| fmt_clock(t, now, tz)),
+            fmt_clock(r.since, now, tz)
+        ));
+    }
     lines.push(format!(
         "circuit:      {}{}",
         if st.has("circuit_state") {
@@ -217,6 +227,21 @@ pub(crate) fn lines(st: &Lenient<Status>, view: &View<'_>) -> Vec<String> {
             d.exit_reason
                 .map_or_else(String::new, |r| format!(" ({r})"))
         ));
+        if let (true, Some(due), Some(pending)) =
+            (d.checks == "pending", d.checks_due, d.checks_pending)
+        {
+            let left = u64::try_from(due.duration_since(now).as_secs().max(0)).unwrap_or(0);
+            let what = match pending {
+                0 => "no check has appeared yet".to_string(),
+                1 => "1 check pending".to_string(),
+                n => format!("{n} checks pending"),
+            };
+            lines.push(format!(
+                "waiting:      for CI until {} ({} left): {what}",
+                fmt_clock(due, now, tz),
+                crate::policy::time::format_secs(left)
+            ));
+        }
     }
     if st.has("updated_at") {
         lines.push(format!(

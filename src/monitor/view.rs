@@ -129,6 +129,10 @@ fn circuit_tone(state: &str) -> Tone {
 fn wait_row(snap: &Snapshot, now: Timestamp, tz: &TimeZone) -> Row {
     let (reason, until) = snap.wait();
     let waiting = snap.state().as_deref() == Some("waiting") || reason.is_some();
+    // Inside a call: the client retrying an overloaded API is a wait too.
+    if !waiting && let Some(r) = snap.api_retry() {
+        return row("wait", r.words(|t| fmt_clock(t, now, tz)), Tone::Warn);
+    }
     if !waiting {
         return row("wait", "—", Tone::Dim);
     }

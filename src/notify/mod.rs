@@ -75,6 +75,7 @@ fn happening(event: &Event) -> Happening<'_> {
         EventKind::Control {
             command, outcome, ..
         } => Happening::Control { command, outcome },
+        EventKind::ApiRetry(r) => Happening::ApiRetry(r.retrying()),
         EventKind::LoopStarted { .. }
         | EventKind::AgentFinished(_)
         | EventKind::Warning { .. }

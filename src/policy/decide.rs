@@ -1018,6 +1018,7 @@ mod tests {
                     | ExitReason::PushRejected
                     | ExitReason::ForgeFailed
                     | ExitReason::SecretsInCommits
+                    | ExitReason::CheckCouldNotRun
             ) {
                 assert!(covered.contains(&r), "{r} not covered");
             }

@@ -56,8 +56,56 @@ pub enum Happening<'a> {
         command: &'a str,
         outcome: &'a str,
     },
+    /// The client began retrying a failed API call inside a call (once per call).
+    ApiRetry(Retrying<'a>),
     /// Any other event (loop started, agent finished, warning): no message.
     Other,
+}
+
+/// The client retrying a failed API call (the `api_retry` event's fields).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retrying<'a> {
+    pub attempt: u32,
+    pub max_retries: Option<u32>,
+    /// As the client names it (`overloaded`, `rate_limit`, `unknown`, …).
+    pub error: &'a str,
+    pub http_status: Option<u16>,
+    pub next_at: Option<Timestamp>,
+}
+
+impl Retrying<'_> {
+    /// The API said it is overloaded (HTTP 529, or the client's `overloaded` error).
+    #[must_use]
+    pub fn overloaded(&self) -> bool {
+        self.http_status == Some(529) || self.error.to_ascii_lowercase().contains("overloaded")
+    }
+}
+
+/// A retry in words, with times as `at` shows them: `the API is overloaded; the client is
+/// retrying, attempt 3 of 10, next at 14:05`.
+#[must_use]
+pub fn retry_words(r: &Retrying<'_>, at: impl Fn(Timestamp) -> String) -> String {
+    let what = if r.overloaded() {
+        "the API is overloaded".to_string()
+    } else {
+        let status = r
+            .http_status
+            .map(|s| format!(", HTTP {s}"))
+            .unwrap_or_default();
+        format!("an API request failed ({}{status})", one_line(r.error, 80))
+    };
+    let of = r
+        .max_retries
+        .map(|m| format!(" of {m}"))
+        .unwrap_or_default();
+    let next = r
+        .next_at
+        .map(|t| format!(", next at {}", at(t)))
+        .unwrap_or_default();
+    format!(
+        "{what}; the client is retrying, attempt {}{of}{next}",
+        r.attempt
+    )
 }
 
 /// A delivery as the rules see it (the `delivery` event's fields).
@@ -520,6 +568,16 @@ fn describe(
             ),
             3,
         ),
+        Happening::ApiRetry(r) => said(
+            EventClass::Wait,
+            retry_words(&r, local),
+            vec!["the agent's call waits while the client tries again".into()],
+            (
+                "nothing to do: the client keeps trying (you can stop the run if it lasts)",
+                "hank status · hank ctl stop",
+            ),
+            3,
+        ),
         Happening::CircuitChanged {
             to: CircuitState::Open,
             reason,
@@ -537,7 +595,10 @@ fn describe(
             4,
         ),
         Happening::Verification(check)
-            if check.kind == CheckKind::Completion && !check.passed && !check.interrupted =>
+            if check.kind == CheckKind::Completion
+                && !check.passed
+                && !check.interrupted
+                && !check.could_not_run() =>
         {
             said(
                 EventClass::VerificationRejected,
@@ -1230,6 +1291,46 @@ mod tests {
 
     /// A stop taken from `hank ctl stop` makes the run's end "stopped by you"; a refused
     /// stop or another command does not, nor does a Ctrl-C.
+    #[test]
+    fn a_client_retrying_the_api_is_one_wait_message_in_words() {
+        let at_t = |_: Timestamp| "14:05".to_string();
+        let r = |error, http_status, max_retries, next_at| Retrying {
+            attempt: 3,
+            max_retries,
+            error,
+            http_status,
+            next_at,
+        };
+        let next = Some(at("2026-11-24T14:05:00Z"));
+        let table = [
+            (
+                r("overloaded", Some(529), Some(10), next),
+                "the API is overloaded; the client is retrying, attempt 3 of 10, next at 14:05",
+            ),
+            (
+                r("overloaded_error", None, None, None),
+                "the API is overloaded; the client is retrying, attempt 3",
+            ),
+            (
+                r("unknown", Some(500), Some(10), next),
+                "an API request failed (unknown, HTTP 500); the client is retrying, attempt 3 of 10, next at 14:05",
+            ),
+        ];
+        for (retry, want) in table {
+            assert_eq!(retry_words(&retry, at_t), want);
+        }
+        let m = message(
+            at("2026-11-24T14:04:00Z"),
+            &Happening::ApiRetry(table[0].0),
+            &facts(),
+            &EventClass::ALL,
+        )
+        .unwrap();
+        assert_eq!(m.class, EventClass::Wait);
+        assert!(m.title.contains("the API is overloaded"), "{}", m.title);
+        assert_words(&m);
+    }
+
     #[test]
     fn a_stop_you_sent_is_told_as_yours() {
         let interrupted = Happening::Exit {

@@ -39,6 +39,9 @@ pub struct Verification {
     pub verified: Option<bool>,
     /// The loop whose per-loop check turned a failing check green (VERIFY_EVERY_LOOP).
     pub fixed_after: Option<u64>,
+    /// A claim's check could not run: what to say of it and what to do
+    /// ([`verify::could_not_run_text`]), for the exit message.
+    pub could_not_run: Option<(String, String)>,
 }
 
 /// The settings a run's verification starts from.
@@ -124,7 +127,13 @@ impl Verification {
         format!(
             "verification ({}) {}: {} ({}, {}; output: {})",
             r.kind.as_str(),
-            if r.passed { "passed" } else { "failed" },
+            if r.passed {
+                "passed"
+            } else if r.could_not_run() {
+                "could not run"
+            } else {
+                "failed"
+            },
             r.command,
             r.how_it_ended(),
             crate::policy::time::format_secs(r.duration_ms / 1000),
@@ -208,6 +217,14 @@ impl Verification {
         }
         self.judged_after = Some(number);
         self.checked_after = Some(number);
+        if r.could_not_run() {
+            // Nothing was tested: neither accepted nor rejected, and not the agent's to fix.
+            self.could_not_run = Some(verify::could_not_run_text(r, tail));
+            return Judged {
+                exit: Some(ExitReason::CheckCouldNotRun),
+                warning: None,
+            };
+        }
         let max = self.max_rejected;
         match verify::judge_claim(self.rejected_in_a_row, r.passed, max) {
             Verdict::Accept => {
@@ -290,6 +307,11 @@ impl Verification {
     #[must_use]
     pub fn summary(&self, reason: ExitReason) -> String {
         let mut out = String::new();
+        if reason == ExitReason::CheckCouldNotRun
+            && let Some((message, hint)) = &self.could_not_run
+        {
+            out.push_str(&format!(" — {message}; {hint}"));
+        }
         if reason.is_completion()
             && self.verified == Some(true)
             && let Some(r) = &self.last
@@ -384,6 +406,31 @@ mod tests {
             v.summary(done)
                 .contains("verified: `make test` passed in 1m01s")
         );
+    }
+
+    #[test]
+    fn a_claim_whose_check_could_not_run_stops_without_a_rejection() {
+        for code in [126, 127] {
+            let mut v = with_check(false, 3);
+            let mut r = result(CheckKind::Completion, false);
+            r.command = "pytest -q".into();
+            r.exit_code = Some(code);
+            let j = v.judge(
+                ExitReason::PlanComplete,
+                1,
+                &r,
+                "sh: 1: pytest: not found\n",
+            );
+            assert_eq!(j.exit, Some(ExitReason::CheckCouldNotRun), "{code}");
+            assert_eq!(j.warning, None);
+            assert_eq!(v.feedback, None, "the agent is not told to fix it");
+            assert_eq!(v.status().map(|s| s.rejected_in_a_row), Some(0));
+            assert_eq!(v.verified, None);
+            let summary = v.summary(ExitReason::CheckCouldNotRun);
+            assert!(summary.contains("could not run: `pytest`"), "{summary}");
+            assert!(summary.contains("install `pytest`"), "{summary}");
+            assert!(Verification::result_line(&r).contains("could not run"));
+        }
     }
 
     #[test]

@@ -142,6 +142,30 @@ pub fn missing_program(command: &str, output: &str) -> String {
     first_program(command).unwrap_or_else(|| command.trim().to_string())
 }
 
+/// What to say of a check that [could not run](CheckResult::could_not_run): the message
+/// naming its program (`output`: the end of the check's output, where the shell names it)
+/// and the hint. One text for `hank verify` and the loop's own check.
+#[must_use]
+pub fn could_not_run_text(r: &CheckResult, output: &str) -> (String, String) {
+    let program = missing_program(&r.command, output);
+    let what = if r.exit_code == Some(126) {
+        "is not executable"
+    } else {
+        "was not found"
+    };
+    (
+        format!(
+            "the check could not run: `{program}` {what} (VERIFY_COMMAND {:?}, {}; output: {})",
+            r.command,
+            r.how_it_ended(),
+            r.log
+        ),
+        format!(
+            "install `{program}`, or set VERIFY_COMMAND in .hankrc to a command that exists here (`hank doctor` checks it)"
+        ),
+    )
+}
+
 /// The first program of a shell command: its first word after `NAME=value` assignments (and
 /// `env`/`exec`), quotes removed; `None` for an empty command.
 #[must_use]

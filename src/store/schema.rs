@@ -279,6 +279,54 @@ pub struct Status {
     /// The egress proxy's latest refusals of this run, `host:port at TIME`, newest last.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub egress_denied: Vec<String>,
+    /// While a call lasts: the client is retrying a failed API call (an overloaded API, …);
+    /// absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_retry: Option<ApiRetry>,
+}
+
+/// The client retrying a failed API call inside hank's call (Claude Code's `api_retry`
+/// stream events): in status.json while the call lasts, and the `api_retry` event (once per
+/// call, at its first retry).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ApiRetry {
+    /// The client's attempt number.
+    pub attempt: u32,
+    /// How many retries the client allows, when it says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_retries: Option<u32>,
+    /// The error as the client names it (`overloaded`, `rate_limit`, `unknown`, …).
+    pub error: String,
+    /// The HTTP status of the failed request, when the client gives it (529: overloaded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_status: Option<u16>,
+    /// When the client tries again (when the retry was seen + its delay).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_at: Option<Timestamp>,
+    /// When the first retry of this call was seen.
+    pub since: Timestamp,
+}
+
+impl ApiRetry {
+    /// In words, with times as `at` shows them: `the API is overloaded; the client is
+    /// retrying, attempt 3 of 10, next at 14:05:12` ([`crate::policy::notify::retry_words`]).
+    #[must_use]
+    pub fn words(&self, at: impl Fn(Timestamp) -> String) -> String {
+        crate::policy::notify::retry_words(&self.retrying(), at)
+    }
+
+    /// The rules' view of it.
+    #[must_use]
+    pub fn retrying(&self) -> crate::policy::notify::Retrying<'_> {
+        crate::policy::notify::Retrying {
+            attempt: self.attempt,
+            max_retries: self.max_retries,
+            error: &self.error,
+            http_status: self.http_status,
+            next_at: self.next_at,
+        }
+    }
 }
 
 impl Default for Status {
@@ -314,6 +362,7 @@ impl Default for Status {
             questions: Vec::new(),
             sandbox: None,
             egress_denied: Vec::new(),
+            api_retry: None,
         }
     }
 }
@@ -389,6 +438,8 @@ pub enum EventKind {
     Warning { message: String },
     /// The sandbox's egress proxy refused a connection of the agent (`host:port`).
     EgressDenied { host: String },
+    /// The client began retrying a failed API call (once per call): the call waits.
+    ApiRetry(Box<ApiRetry>),
     /// A `hank ctl` command the loop took (or refused): its journal id, the command as
     /// typed, and the outcome written to the journal (`applied`, `refused: why`).
     Control {
@@ -451,6 +502,14 @@ pub struct Delivery {
     /// The failing (or, at a timeout, still pending) checks' names.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub check_names: Vec<String>,
+    /// While the checks are waited for (status.json only): when the verdict is due —
+    /// CI_APPEAR_TIMEOUT after the push while no check has appeared, else CI_TIMEOUT.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checks_due: Option<Timestamp>,
+    /// While the checks are waited for: how many are still pending (0: none has appeared
+    /// yet).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checks_pending: Option<u32>,
     /// How the delivery ended (absent: an error, or the push was rejected).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_reason: Option<ExitReason>,
@@ -482,7 +541,18 @@ impl Delivery {
     #[must_use]
     pub fn line(&self) -> String {
         let checks = match self.checks.as_str() {
-            "pending" => "checks pending".to_string(),
+            "pending" => match (self.checks_due, self.checks_pending) {
+                (Some(due), Some(0)) => format!(
+                    "waiting for CI until {}: no check has appeared yet",
+                    due.round(jiff::Unit::Second).unwrap_or(due)
+                ),
+                (Some(due), Some(n)) => format!(
+                    "waiting for CI until {}: {n} check{} pending",
+                    due.round(jiff::Unit::Second).unwrap_or(due),
+                    if n == 1 { "" } else { "s" }
+                ),
+                _ => "checks pending".to_string(),
+            },
             "green" => "checks green".to_string(),
             "failed" if self.check_names.is_empty() => "checks red".to_string(),
             "failed" => format!("checks red ({})", self.check_names.join(", ")),
@@ -574,6 +644,11 @@ pub struct DeliveryRecord {
     pub stopped: Option<ExitReason>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// A fleet's integration branch (`hank fleet --deliver pr --into X`): pushed as the
+    /// local branch it is (no checkout, no commit), its pull request's body the fleet's
+    /// records.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub fleet: bool,
 }
 
 /// The schema of [`DeliveryRecord`].
@@ -857,6 +932,7 @@ impl Status {
             // The effects that know the run's sandbox fill these in (`effects::agent`).
             sandbox: None,
             egress_denied: Vec::new(),
+            api_retry: None,
         }
     }
 }
@@ -1404,6 +1480,39 @@ mod tests {
 
     /// What a run state implies in status.json: the questions only while the run waits for
     /// an answer, no end time for a pause, exit code 1 for a failed run, the exit's own code.
+    #[test]
+    fn a_delivery_waiting_for_ci_shows_its_countdown() {
+        let due: Timestamp = "2026-11-24T10:30:00Z".parse().unwrap();
+        let mut d = Delivery {
+            mode: "pr".into(),
+            branch: "hank/main".into(),
+            base: "main".into(),
+            pr_number: Some(3),
+            checks: "pending".into(),
+            ..Delivery::default()
+        };
+        assert_eq!(d.line(), "PR #3 hank/main → main: checks pending");
+        let table = [
+            (
+                0,
+                "waiting for CI until 2026-11-24T10:30:00Z: no check has appeared yet",
+            ),
+            (
+                1,
+                "waiting for CI until 2026-11-24T10:30:00Z: 1 check pending",
+            ),
+            (
+                3,
+                "waiting for CI until 2026-11-24T10:30:00Z: 3 checks pending",
+            ),
+        ];
+        for (pending, want) in table {
+            d.checks_due = Some(due);
+            d.checks_pending = Some(pending);
+            assert_eq!(d.line(), format!("PR #3 hank/main → main: {want}"));
+        }
+    }
+
     #[test]
     fn which_status_fields_a_state_implies() {
         let now: Timestamp = "2026-11-24T10:00:00Z".parse().unwrap();

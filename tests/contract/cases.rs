@@ -375,6 +375,36 @@ pub(crate) fn transient_errors_back_off_then_recover() {
     );
 }
 
+/// An overloaded API the client retries on its own (529 twice, then an answer, with the
+/// client's retries on): hank shows the retries as a wait — one `api_retry` event for the
+/// call (its attempt, the status, the next try), none left in status.json after the call —
+/// and the call is a success.
+pub(crate) fn client_retries_of_an_overloaded_api_show_as_a_wait() {
+    let script = vec![
+        Reply::error(529, "overloaded_error", "Overloaded"),
+        Reply::error(529, "overloaded_error", "Overloaded"),
+        Reply::Text(status_text("IN_PROGRESS", false, "recovered")),
+    ];
+    let real = Real::new(&["a", "b"], script);
+    let mut cmd = real.cmd(Auth::ApiKey, &["--max-loops", "1"]);
+    cmd.env("CLAUDE_CODE_MAX_RETRIES", "3");
+    let (o, ctx) = real.output(&mut cmd);
+    assert_eq!(o.status.code(), Some(3), "{ctx}");
+    let retries = real.p.events_of("api_retry");
+    assert_eq!(retries.len(), 1, "{ctx}");
+    assert_eq!(retries[0]["attempt"], 1, "{ctx}");
+    assert_eq!(retries[0]["http_status"], 529, "{ctx}");
+    assert!(retries[0]["next_at"].is_string(), "{ctx}");
+    let s = real.p.status();
+    assert_eq!(s["last_loop"]["outcome"], "success", "{ctx}");
+    assert!(s.get("api_retry").is_none(), "{ctx}");
+    assert_eq!(
+        real.api.turns().len(),
+        3,
+        "the client did not retry on its own"
+    );
+}
+
 /// A subscription usage limit (OAuth + unified headers): hank waits until the reset time the
 /// client reports (+60 s), in json and in stream-json (`--live`) mode; `--on-usage-limit exit`
 /// stops with 3.
@@ -543,6 +573,54 @@ pub(crate) fn hung_request_timeout_and_signals_leave_no_client_process() {
             o.status.code(),
             start.elapsed()
         );
+    }
+}
+
+/// Ctrl-C during a call whose first request was answered (a tool call) and whose second hangs.
+/// The real clients write no result on a signal (SIGTERM or SIGINT alike, 2.1.197 and
+/// 2.1.332): the call has no reported cost, so it is charged an estimate, and every record
+/// says so (`cost_estimated` in the event and status.json, the warning naming the basis).
+pub(crate) fn an_interrupted_call_is_charged_an_estimate_said_as_such() {
+    let real = Real::scripted(&["a"], |p| {
+        let file = p.dir.join("src/a.txt").display().to_string();
+        vec![
+            Reply::tool("Write", json!({"file_path": file, "content": "a\n"})),
+            Reply::Hang(Duration::from_secs(120)),
+        ]
+    });
+    let child = real
+        .cmd(Auth::ApiKey, &["--max-loops", "1"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while real.api.turns().len() < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no second request"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    signal(&child, Signal::SIGINT);
+    let o = wait_with_timeout(child, Duration::from_secs(30));
+    let ctx = real.context(&o);
+    assert_eq!(o.status.code(), Some(130), "{ctx}");
+    let finished = real.p.events_of("agent_finished");
+    assert_eq!(finished.len(), 1, "{ctx}");
+    let f = &finished[0];
+    // A client that one day writes its result on a signal is charged what it reported.
+    let estimated = f["cost_estimated"].as_bool().unwrap_or(false);
+    let last = &real.p.status()["last_loop"];
+    assert_eq!(
+        last["cost_estimated"].as_bool().unwrap_or(false),
+        estimated,
+        "{ctx}"
+    );
+    if estimated {
+        assert!(ctx.contains("charged an estimate"), "{ctx}");
+    } else {
+        assert!(f["cost_usd"].as_f64().unwrap_or(0.0) > 0.0, "{ctx}");
     }
 }
 

@@ -73,6 +73,8 @@ const CASES: &[(&str, Case)] = cases![
     cases::denied_bash_is_relayed_then_stops_with_permission_denied,
     cases::auth_and_billing_errors_are_agent_fatal,
     cases::transient_errors_back_off_then_recover,
+    cases::client_retries_of_an_overloaded_api_show_as_a_wait,
+    cases::an_interrupted_call_is_charged_an_estimate_said_as_such,
     cases::usage_limit_waits_for_the_reported_reset,
     cases::max_turns_is_classified,
     cases::unknown_session_is_dropped_and_the_client_starts_fresh,

@@ -221,6 +221,36 @@ fn stop_ends_the_run_as_interrupted() {
     );
 }
 
+/// `stop` given during a long agent call stops the call at once (its process group too, a
+/// grandchild included) instead of waiting for the call's end: exit 130, `interrupted`, the
+/// command acknowledged and recorded as a `control` event.
+#[test]
+fn stop_during_a_call_stops_the_call_now() {
+    let p = Project::new(&["a", "b"]);
+    p.fake("sleep", "600").fake("grandchild", "");
+    let child = Running::start(&p, &[], Duration::from_secs(40));
+    p.wait_calls(1, LONG);
+    let grandchild = p.grandchild_pid();
+    let id = ctl(&p, &["stop"]);
+    let o = child.wait();
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert_eq!(p.status()["exit_reason"], "interrupted");
+    assert_eq!(p.calls(), 1);
+    assert!(
+        crate::support::gone(grandchild),
+        "the call's grandchild outlived the stop"
+    );
+    assert_eq!(
+        wait_ack(&p, &id, Duration::from_secs(1))["acknowledged"]["outcome"],
+        "applied"
+    );
+    assert!(
+        control_events(&p).contains(&("stop".to_string(), "applied".to_string())),
+        "{:?}",
+        control_events(&p)
+    );
+}
+
 /// A usage limit an hour away: the loop waits; `retry-now` ends the wait at once and the
 /// next call is made.
 #[test]
@@ -284,18 +314,20 @@ fn a_command_with_no_loop_running_is_refused() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
 
-/// A `stop` given to a loop that was Ctrl-C'd before it took it expires: the next run is not
-/// stopped by it, says so (a `control` event), and `hank ctl status` lists it as expired.
+/// A `stop` given to a loop that ended before it took it (frozen, then killed: a loop takes
+/// a command within a second, even during a call) expires: the next run is not stopped by
+/// it, says so (a `control` event), and `hank ctl status` lists it as expired.
 #[test]
 fn an_untaken_stop_of_an_ended_run_expires_at_the_next_start() {
     let p = Project::new(&["a"]);
     p.fake("effect.sh", TICK_ONE).fake("sleep-1", "30");
     let child = Running::start(&p, &[], LONG);
     p.wait_calls(1, LONG);
+    signal(child.child(), Signal::SIGSTOP);
     let stop = ctl(&p, &["stop"]);
-    signal(child.child(), Signal::SIGINT);
+    signal(child.child(), Signal::SIGKILL);
     let o = child.wait();
-    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert_eq!(o.status.code(), None, "{}", stderr(&o));
     let pending = journal(&p);
     assert!(
         pending

@@ -117,6 +117,83 @@ fn fleet_deliver_pr_into_a_branch_opens_one_pr_for_it() {
     assert!(err.contains("PR #1 release → main"), "{err}");
 }
 
+/// The forge refuses the integration branch's pull request: the fleet stops `forge_failed`
+/// (exit 1) with the forge's error, the branch pushed; `hank deliver` then finishes that
+/// delivery from its record (the same branch, base and fleet records), not a new one.
+#[test]
+fn a_fleet_delivery_that_failed_at_the_forge_is_finished_by_hank_deliver() {
+    let (p, remote) = setup();
+    let gh = FakeGitHub::start();
+    gh.set(|w| w.refuse_pulls = 1);
+    let o = fleet(&p, &gh, &["--into", "release", "--deliver", "pr"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the pull request could not be opened"),
+        "{err}"
+    );
+    assert!(
+        err.contains("Resource not accessible by integration"),
+        "{err}"
+    );
+    assert!(err.contains("`hank deliver` finishes"), "{err}");
+    let d = p.read_json(".hank/delivery.json");
+    assert_eq!(d["exit_reason"], "forge_failed");
+    let sha = git(&remote, &["rev-parse", "release"]);
+    assert!(gh.world.lock().unwrap().pulls.is_empty());
+
+    let o = at_fake_github(p.cmd().arg("deliver"), &gh)
+        .output()
+        .expect("hank deliver");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("finishing the last run's delivery (forge_failed"),
+        "{err}"
+    );
+    // The refused request, then the one `hank deliver` made: the same branch, base and body.
+    let prs = prs(&gh);
+    assert_eq!(prs.len(), 2, "{prs:?}");
+    assert_eq!(gh.world.lock().unwrap().pulls.len(), 1);
+    assert_eq!((prs[1].0.as_str(), prs[1].1.as_str()), ("release", "main"));
+    assert_eq!(prs[1].2["body"], prs[0].2["body"]);
+    let body = prs[1].2["body"].as_str().unwrap();
+    assert!(body.contains("| Alpha | merged | 1 |"), "{body}");
+    // The user's branch stayed checked out; the integration branch was not moved.
+    assert_eq!(git(&p.dir, &["branch", "--show-current"]), "main");
+    assert_eq!(git(&remote, &["rev-parse", "release"]), sha);
+    let d = p.read_json(".hank/delivery.json");
+    assert_eq!(d["exit_reason"], "delivered");
+}
+
+/// `hank fleet` again after its delivery failed at the forge finishes that delivery from its
+/// record (no task runs again, one pull request), and the fleet is then finished.
+#[test]
+fn hank_fleet_again_finishes_a_delivery_that_failed_at_the_forge() {
+    let (p, _remote) = setup();
+    let gh = FakeGitHub::start();
+    gh.set(|w| w.refuse_pulls = 1);
+    let args = ["--into", "release", "--deliver", "pr"];
+    let o = fleet(&p, &gh, &args);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let calls = p.calls();
+    let o = fleet(&p, &gh, &args);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("finishing its delivery"), "{err}");
+    assert_eq!(p.calls(), calls, "no task ran again");
+    assert_eq!(gh.world.lock().unwrap().pulls.len(), 1);
+    assert_eq!(
+        p.read_json(".hank/delivery.json")["exit_reason"],
+        "delivered"
+    );
+    let o = fleet(&p, &gh, &args);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("the fleet is finished"), "{err}");
+    assert_eq!(gh.world.lock().unwrap().pulls.len(), 1);
+}
+
 /// What the fleet's workers wrote (`fleet-logs/*.log` in the per-user folders), for a failure
 /// message.
 fn workers_logs(p: &Project) -> String {

@@ -341,6 +341,47 @@ fn ctrl_c_during_the_ci_wait_ends_the_run_interrupted() {
     assert_eq!(pulls_created(&gh), 1);
 }
 
+/// While the loop waits for CI, status.json's delivery says until when (CI_TIMEOUT after the
+/// push once checks are seen) and how many checks are pending, and `hank status` shows it.
+#[test]
+fn the_ci_countdown_is_in_status_json_and_hank_status() {
+    let s = setup("Fix login");
+    let gh = FakeGitHub::start();
+    let running =
+        |name: &str| json!({"id": 21, "name": name, "status": "in_progress", "conclusion": null});
+    gh.set(|w| w.check_runs = vec![running("build"), running("test")]);
+    s.p.hankrc("RETRY_BACKOFF_SECONDS=0\nDELIVER=pr\nCI_TIMEOUT=30m\n");
+    let child = at_fake_github(&mut s.p.cmd(), &gh)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("hank run");
+    let st = s.p.wait_status(Duration::from_secs(30), |st| {
+        st["delivery"]["checks_pending"] == 2
+    });
+    let due: jiff::Timestamp = st["delivery"]["checks_due"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let left = due.duration_since(jiff::Timestamp::now()).as_secs();
+    assert!((25 * 60..=30 * 60).contains(&left), "{st}");
+    let shown = s.p.run_code(&["status"], 0);
+    assert_contains_all(
+        &crate::support::stdout(&shown),
+        &["waiting:      for CI until", "2 checks pending"],
+    );
+    signal(&child, nix::sys::signal::Signal::SIGINT);
+    let out = wait_with_timeout(child, Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    // The record of the step that ended carries no countdown.
+    let delivered = s.p.status();
+    assert!(
+        delivered["delivery"].get("checks_due").is_none(),
+        "{delivered}"
+    );
+}
+
 /// The real `gh` (Debian's package) against the fake, as its HTTP proxy: the loop's red round
 /// and green round go through `gh api`.
 #[test]

@@ -623,3 +623,47 @@ fn a_control_topic_the_agent_changed_is_refused_by_ctl_poll_and_remote() {
         );
     }
 }
+
+/// The client retrying an overloaded API inside a call (Claude Code's `api_retry` stream
+/// events) is a wait: status.json and `hank status` show it while the call lasts, the first
+/// retry of the call is one `api_retry` event and one notification in words, and the next
+/// status drops it.
+#[test]
+fn an_overloaded_api_retried_by_the_client_shows_as_a_wait() {
+    let (server, p) = served_project(&["a"], "NOTIFY=\"webhook:$SERVER/hook\"\nMAX_LOOPS=1\n");
+    let retry = |n: u32| {
+        format!(
+            r#"{{"type":"system","subtype":"api_retry","attempt":{n},"max_retries":10,"retry_delay_ms":60000,"error_status":529,"error":"overloaded","session_id":"s1"}}"#
+        )
+    };
+    p.fake("early", &format!("{}\n{}\n", retry(1), retry(2)))
+        .fake("sleep", "3");
+    let child = p.spawn(&[]);
+    let st = p.wait_status(Duration::from_secs(30), |s| s["api_retry"]["attempt"] == 2);
+    assert_eq!(st["state"], "running");
+    assert_eq!(st["api_retry"]["http_status"], 529);
+    assert_eq!(st["api_retry"]["max_retries"], 10);
+    assert!(st["api_retry"]["next_at"].is_string(), "{st}");
+    let shown = p.run_code(&["status"], 0);
+    assert_contains_all(
+        &stdout(&shown),
+        &["the API is overloaded; the client is retrying, attempt 2 of 10, next at"],
+    );
+    let out = child.wait_with_output().expect("hank run");
+    assert!(out.status.code().is_some(), "{}", stderr(&out));
+    assert!(p.status().get("api_retry").is_none(), "{}", p.status());
+    let events = p.events_of("api_retry");
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["attempt"], 1);
+    let hooks = webhook_classes(&server);
+    let told: Vec<&Value> = hooks
+        .iter()
+        .filter(|h| h["message"].as_str().unwrap_or("").contains("overloaded"))
+        .collect();
+    assert_eq!(told.len(), 1, "{hooks:?}");
+    assert_eq!(told[0]["class"], "wait");
+    assert_contains(
+        told[0]["message"].as_str().unwrap(),
+        "the API is overloaded; the client is retrying, attempt 1 of 10, next at",
+    );
+}

@@ -418,6 +418,30 @@ fn a_check_that_could_not_run_is_an_error_naming_the_program() {
     );
 }
 
+/// The run's own check of a "done" claim could not run (its program is missing): the run
+/// stops at once with exit 1 `check_could_not_run`, naming the program; the claim is not
+/// rejected and the agent is not called again to fix it.
+#[test]
+fn a_claim_whose_check_could_not_run_stops_naming_the_program() {
+    let p = checked(&["one"], "hank-no-such-runner -q", "");
+    p.fake("effect.sh", &claim());
+    let o = p.run_code(&[], 1);
+    assert_eq!(p.calls(), 1);
+    let s = p.status();
+    assert_eq!(s["exit_reason"], "check_could_not_run");
+    assert_eq!(s["verification"]["rejected_in_a_row"], 0);
+    let err = stderr(&o);
+    assert!(
+        err.contains("could not run: `hank-no-such-runner` was not found"),
+        "{err}"
+    );
+    assert!(!err.contains("rejected: the check failed"), "{err}");
+    let exit = of_type(&p.events(), "exit")[0].clone();
+    assert_eq!(exit["exit_code"], 1);
+    let msg = exit["message"].as_str().unwrap();
+    assert!(msg.contains("install `hank-no-such-runner`"), "{msg}");
+}
+
 /// `hank status` after manual checks shows the last one, with or without a run's status.
 #[test]
 fn status_shows_the_last_manual_verify() {
