@@ -86,21 +86,9 @@ impl Proxy {
             allowed: Mutex::new(allowed),
             ..Shared::default()
         });
-        let serving = Arc::clone(&shared);
-        thread::Builder::new()
-            .name("hank-egress".into())
-            .spawn(move || {
-                for conn in listener.incoming() {
-                    if serving.stop.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    let Ok(conn) = conn else { continue };
-                    let shared = Arc::clone(&serving);
-                    let _ = thread::Builder::new()
-                        .name("hank-egress-conn".into())
-                        .spawn(move || serve(conn, &shared));
-                }
-            })?;
+        accept_all("hank-egress", Arc::clone(&shared), move || {
+            listener.accept().map(|(c, _)| c)
+        })?;
         Ok(Self {
             port,
             shared,
@@ -115,21 +103,9 @@ impl Proxy {
     /// The socket cannot be made.
     pub fn listen_unix(&mut self, path: &Path) -> io::Result<()> {
         let listener = UnixListener::bind(path)?;
-        let serving = Arc::clone(&self.shared);
-        thread::Builder::new()
-            .name("hank-egress-unix".into())
-            .spawn(move || {
-                for conn in listener.incoming() {
-                    if serving.stop.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    let Ok(conn) = conn else { continue };
-                    let shared = Arc::clone(&serving);
-                    let _ = thread::Builder::new()
-                        .name("hank-egress-conn".into())
-                        .spawn(move || serve(conn, &shared));
-                }
-            })?;
+        accept_all("hank-egress-unix", Arc::clone(&self.shared), move || {
+            listener.accept().map(|(c, _)| c)
+        })?;
         self.socket = Some(path.to_path_buf());
         Ok(())
     }
@@ -343,6 +319,29 @@ impl Shared {
         }
         false
     }
+}
+
+/// Takes connections from `accept` on a thread named `name` until the proxy stops, each
+/// served on a thread of its own (the TCP listener and the namespace bridge's Unix socket).
+fn accept_all<C: Conn + Send + 'static>(
+    name: &str,
+    shared: Arc<Shared>,
+    mut accept: impl FnMut() -> io::Result<C> + Send + 'static,
+) -> io::Result<()> {
+    thread::Builder::new().name(name.into()).spawn(move || {
+        loop {
+            let conn = accept();
+            if shared.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let Ok(conn) = conn else { continue };
+            let shared = Arc::clone(&shared);
+            let _ = thread::Builder::new()
+                .name("hank-egress-conn".into())
+                .spawn(move || serve(conn, &shared));
+        }
+    })?;
+    Ok(())
 }
 
 fn serve<C: Conn>(conn: C, shared: &Shared) {
