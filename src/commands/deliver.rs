@@ -260,13 +260,7 @@ fn deliver_record(
         ..Delivery::default()
     };
     let keep = |rec: &mut DeliveryRecord, d: &Delivery, reached: DeliveryStep| -> Result<()> {
-        rec.step = deliver::record::step_after(d.exit_reason, reached);
-        rec.stopped = d.exit_reason;
-        rec.error.clone_from(&d.error);
-        rec.head.clone_from(&d.head);
-        rec.pr_url.clone_from(&d.pr_url);
-        rec.pr_number = d.pr_number;
-        deliver::record::save(dir, rec, clock.now())
+        deliver::record::keep(dir, rec, d, reached, clock.now())
     };
     deliver::record::save(dir, &mut rec, clock.now())?;
 

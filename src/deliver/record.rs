@@ -115,6 +115,27 @@ pub fn step_after(reason: Option<ExitReason>, reached: DeliveryStep) -> Delivery
     }
 }
 
+/// Keeps what the delivery `d` reached in its record `rec` (the step, a stop and its error, the
+/// head pushed, the pull request) and saves it.
+///
+/// # Errors
+/// The record cannot be written.
+pub fn keep(
+    project: &Path,
+    rec: &mut DeliveryRecord,
+    d: &crate::store::schema::Delivery,
+    reached: DeliveryStep,
+    now: Timestamp,
+) -> Result<()> {
+    rec.step = step_after(d.exit_reason, reached);
+    rec.stopped = d.exit_reason;
+    rec.error.clone_from(&d.error);
+    rec.head.clone_from(&d.head);
+    rec.pr_url.clone_from(&d.pr_url);
+    rec.pr_number = d.pr_number;
+    save(project, rec, now)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

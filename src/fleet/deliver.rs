@@ -184,13 +184,7 @@ pub async fn integration(
         ..DeliveryRecord::default()
     };
     let keep = |rec: &mut DeliveryRecord, d: &Delivery, reached: DeliveryStep| -> Result<()> {
-        rec.step = deliver::record::step_after(d.exit_reason, reached);
-        rec.stopped = d.exit_reason;
-        rec.error.clone_from(&d.error);
-        rec.head.clone_from(&d.head);
-        rec.pr_url.clone_from(&d.pr_url);
-        rec.pr_number = d.pr_number;
-        deliver::record::save(root, rec, clock.now())
+        deliver::record::keep(root, rec, d, reached, clock.now())
     };
     keep(&mut rec, &d, DeliveryStep::Started)?;
     // What is pushed is scanned: every commit of `into` the remote's base does not have.
