@@ -29,6 +29,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 mod filters;
+pub mod ignore;
+pub mod index;
+pub mod snapshot;
 
 /// Longest a git command may run before it is killed (with its process group) and the
 /// answer falls back to the walk.
@@ -63,6 +66,19 @@ fn pinned_args(dir: &Path) -> Vec<String> {
             ]
         })
         .unwrap_or_default()
+}
+
+/// The git directory hank pinned for the work tree `dir` ([`Repo::task_worktree`]), if any:
+/// the in-process reader ([`snapshot`]) uses it instead of the worktree's `.git` file.
+#[must_use]
+pub fn pinned_git_dir(dir: &Path) -> Option<PathBuf> {
+    let pinned = PINNED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    pinned
+        .iter()
+        .find(|(wt, _)| wt == dir || std::fs::canonicalize(wt).is_ok_and(|c| c == dir))
+        .map(|(_, gd)| gd.clone())
 }
 
 /// A repository opened from paths hank recorded itself.

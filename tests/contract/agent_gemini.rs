@@ -268,7 +268,9 @@ fn resume_sends_the_earlier_conversation() {
         g.chat_files()
     );
     assert!(
-        holding.iter().any(|(_, t)| t.contains("Second loop prompt")),
+        holding
+            .iter()
+            .any(|(_, t)| t.contains("Second loop prompt")),
         "{:?}",
         g.chat_files()
     );
