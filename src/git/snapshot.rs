@@ -277,6 +277,8 @@ struct Config {
     /// `core.fileMode` (default true): the exec bit counts.
     file_mode: bool,
     worktree_config: bool,
+    /// `core.worktree`, resolved against the git directory.
+    worktree: Option<PathBuf>,
     unsupported: Option<String>,
 }
 
@@ -386,7 +388,7 @@ impl Config {
                 self.autocrlf = value.eq_ignore_ascii_case("input") || truthy(value);
             }
             ("core", "filemode") => self.file_mode = truthy(value),
-            ("core", "worktree") => self.unsupported = Some("core.worktree is set".into()),
+            ("core", "worktree") => self.worktree = Some(PathBuf::from(value)),
             ("core", "bare") if truthy(value) => {
                 self.unsupported = Some("a bare repository".into());
             }
@@ -720,6 +722,14 @@ fn take_at(layout: &Layout, prev: Option<&Snapshot>, depth: u8) -> Result<Snapsh
     let config = Config::read(layout);
     if let Some(why) = &config.unsupported {
         return no(why.clone());
+    }
+    // A submodule's git directory names its work tree (`core.worktree`): read only when that
+    // is the work tree at hand.
+    if let Some(wt) = &config.worktree {
+        let wt = std::fs::canonicalize(layout.git_dir.join(wt)).ok();
+        if wt.is_none() || wt != std::fs::canonicalize(&layout.top).ok() {
+            return no("core.worktree names another work tree");
+        }
     }
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -1136,3 +1146,6 @@ fn read_small(path: &Path) -> Option<Vec<u8>> {
     file.take(1024 * 1024).read_to_end(&mut out).ok()?;
     Some(out)
 }
+
+#[cfg(test)]
+mod tests;
