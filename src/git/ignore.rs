@@ -368,7 +368,7 @@ fn trim_trailing_spaces(line: &[u8]) -> &[u8] {
 /// deepest last) and then the repository-wide lists (`info/exclude`, then
 /// `core.excludesFile`): the deepest list with a matching pattern decides, as in git.
 #[must_use]
-pub fn ignored(dirs: &[&List], global: &[&List], path: &[u8], is_dir: bool) -> bool {
+pub fn ignored(dirs: &[List], global: &[List], path: &[u8], is_dir: bool) -> bool {
     dirs.iter()
         .rev()
         .chain(global.iter())
@@ -511,13 +511,18 @@ mod tests {
             ("src/main.rs", false, false),
         ];
         for (path, is_dir, want) in cases {
-            let dirs: Vec<&List> = if path.starts_with("pkg/") {
-                vec![&root, &sub]
+            let dirs = if path.starts_with("pkg/") {
+                vec![root.clone(), sub.clone()]
             } else {
-                vec![&root]
+                vec![root.clone()]
             };
             assert_eq!(
-                ignored(&dirs, &[&global], path.as_bytes(), *is_dir),
+                ignored(
+                    &dirs,
+                    std::slice::from_ref(&global),
+                    path.as_bytes(),
+                    *is_dir
+                ),
                 *want,
                 "{path}"
             );

@@ -105,6 +105,23 @@ impl Table {
             .map(|r| r.2)
     }
 
+    /// The rows whose names start with `dir` (`""` or ending in `/`).
+    fn range_under(&self, dir: &str) -> (usize, usize) {
+        let lo = self.rows.partition_point(|r| self.name(r) < dir);
+        let hi = lo
+            + self.rows[lo..].partition_point(|r| self.name(r).starts_with(dir) || dir.is_empty());
+        (lo, hi)
+    }
+
+    /// [`Table::get`] among the rows of `range` ([`Table::range_under`]).
+    fn get_in(&self, range: (usize, usize), name: &str) -> Option<u64> {
+        let rows = self.rows.get(range.0..range.1)?;
+        rows.binary_search_by(|r| self.name(r).cmp(name))
+            .ok()
+            .and_then(|i| rows.get(i))
+            .map(|r| r.2)
+    }
+
     /// Whether some name starts with `dir` (which ends in `/`).
     fn has_under(&self, dir: &str) -> bool {
         let i = self.rows.partition_point(|r| self.name(r) < dir);
@@ -547,6 +564,81 @@ const MAX_NESTING: u8 = 3;
 /// Directory depth of the walk (a bound on a planted tree).
 const MAX_DEPTH: usize = 256;
 
+/// The stat data this reader compares, from `std` or from an `fstatat`.
+#[derive(Debug, Clone, Copy)]
+struct St {
+    mode: u32,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+    ino: u64,
+    uid: u32,
+    gid: u32,
+}
+
+impl From<&std::fs::Metadata> for St {
+    fn from(m: &std::fs::Metadata) -> St {
+        St {
+            mode: m.mode(),
+            size: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+            ino: m.ino(),
+            uid: m.uid(),
+            gid: m.gid(),
+        }
+    }
+}
+
+impl From<&nix::sys::stat::FileStat> for St {
+    fn from(s: &nix::sys::stat::FileStat) -> St {
+        St {
+            mode: s.st_mode,
+            size: u64::try_from(s.st_size).unwrap_or(0),
+            mtime: (s.st_mtime, s.st_mtime_nsec),
+            ctime: (s.st_ctime, s.st_ctime_nsec),
+            ino: s.st_ino,
+            uid: s.st_uid,
+            gid: s.st_gid,
+        }
+    }
+}
+
+/// `lstat` of the tracked files of one directory after another: the directory is opened once
+/// (`O_PATH`) and each file is looked up in it (`fstatat`), so the kernel does not resolve the
+/// whole path again for every file.
+#[derive(Default)]
+struct DirStat {
+    dir: Vec<u8>,
+    fd: Option<std::os::fd::OwnedFd>,
+    opened: bool,
+}
+
+impl DirStat {
+    fn lstat(&mut self, top: &Path, repo_path: &[u8]) -> Option<St> {
+        use nix::fcntl::{AtFlags, OFlag, open};
+        let (dir, name) = match repo_path.iter().rposition(|&b| b == b'/') {
+            Some(i) => (&repo_path[..i], &repo_path[i + 1..]),
+            None => (&b""[..], repo_path),
+        };
+        if !self.opened || dir != self.dir.as_slice() {
+            self.opened = true;
+            self.dir = dir.to_vec();
+            let path = top.join(OsStr::from_bytes(dir));
+            self.fd = open(
+                &path,
+                OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+                nix::sys::stat::Mode::empty(),
+            )
+            .ok();
+        }
+        let fd = self.fd.as_ref()?;
+        nix::sys::stat::fstatat(fd, OsStr::from_bytes(name), AtFlags::AT_SYMLINK_NOFOLLOW)
+            .ok()
+            .map(|s| St::from(&s))
+    }
+}
+
 fn key_of(parts: impl Hash) -> u64 {
     let mut h = DefaultHasher::new();
     parts.hash(&mut h);
@@ -554,28 +646,20 @@ fn key_of(parts: impl Hash) -> u64 {
 }
 
 /// A key of a path's stat data (the rule where content cannot be judged).
-fn stat_key(meta: &std::fs::Metadata) -> u64 {
-    key_of((
-        meta.mode(),
-        meta.size(),
-        meta.mtime(),
-        meta.mtime_nsec(),
-        meta.ctime(),
-        meta.ctime_nsec(),
-        meta.ino(),
-    ))
+fn stat_key(st: &St) -> u64 {
+    key_of((st.mode, st.size, st.mtime, st.ctime, st.ino))
 }
 
 /// Whether `meta` equals the stat data the index cached (git's `ie_match_stat`, every field
 /// it may compare; a stricter comparison only costs a content check).
-fn same_stat(s: &index::Stat, meta: &std::fs::Metadata) -> bool {
+fn same_stat(s: &index::Stat, st: &St) -> bool {
     let t = |x: i64| x as u32;
-    s.mtime == (t(meta.mtime()), t(meta.mtime_nsec()))
-        && s.ctime == (t(meta.ctime()), t(meta.ctime_nsec()))
-        && s.ino == meta.ino() as u32
-        && s.size == meta.size() as u32
-        && s.uid == meta.uid()
-        && s.gid == meta.gid()
+    s.mtime == (t(st.mtime.0), t(st.mtime.1))
+        && s.ctime == (t(st.ctime.0), t(st.ctime.1))
+        && s.ino == st.ino as u32
+        && s.size == st.size as u32
+        && s.uid == st.uid
+        && s.gid == st.gid
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -677,6 +761,52 @@ fn row(name: &str, key: u64) -> Row {
         key,
         stat: 0,
         content: 0,
+    }
+}
+
+/// An index this large (bytes) has its stat calls spread over threads.
+const PARALLEL_INDEX_BYTES: u64 = 256 * 1024;
+/// Most threads doing stat calls.
+const MAX_STAT_THREADS: usize = 4;
+/// Index entries handed to a thread at a time.
+const STAT_CHUNK: usize = 2048;
+
+/// What the stat check of an index entry needs (shared by the threads).
+struct Check<'a> {
+    top: &'a Path,
+    plen: usize,
+    index_mtime: (u32, u32),
+    file_mode: bool,
+}
+
+impl Check<'_> {
+    /// `None` when `e`'s stat data shows the file as the index last saw it (the common
+    /// case); else the entry, to judge by content.
+    fn unsettled(&self, dirs: &mut DirStat, e: index::Entry) -> Option<Pending> {
+        if e.stage == 0 && !e.intent_to_add && e.mode & S_IFMT != GITLINK {
+            if let Some(m) = dirs.lstat(self.top, &e.path) {
+                let kind = m.mode & S_IFMT;
+                let exec_same = !self.file_mode
+                    || kind != S_IFREG
+                    || (m.mode & 0o100 != 0) == (e.mode & 0o100 != 0);
+                if kind == e.mode & S_IFMT
+                    && exec_same
+                    && e.stat.mtime < self.index_mtime
+                    && same_stat(&e.stat, &m)
+                {
+                    return None;
+                }
+            }
+        }
+        let name = String::from_utf8_lossy(e.path.get(self.plen..).unwrap_or(&[])).into_owned();
+        Some(Pending {
+            name,
+            mode: e.mode,
+            oid: e.oid,
+            stage: e.stage,
+            ita: e.intent_to_add,
+            stat: e.stat,
+        })
     }
 }
 
@@ -823,57 +953,105 @@ impl Reader<'_> {
         let mut attributes: Vec<Vec<u8>> = Vec::new();
         let mut pending = Vec::new();
         let mut bad_name = false;
-        index::read(std::io::BufReader::with_capacity(256 * 1024, file), |e| {
-            if e.path.ends_with(b".gitattributes")
-                && (e.path.starts_with(prefix.as_bytes())
-                    || prefix.as_bytes().starts_with(dir_of(&e.path)))
-            {
-                attributes.push(e.path.clone());
+        // The stat calls, the bulk of a snapshot, run on up to [`MAX_STAT_THREADS`] threads
+        // for a large index (as git's preloading does), in chunks handed over as they are read.
+        let threads = if meta.len() < PARALLEL_INDEX_BYTES {
+            1
+        } else {
+            std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_STAT_THREADS))
+        };
+        let check = Check {
+            top: &top,
+            plen: prefix.len(),
+            index_mtime,
+            file_mode,
+        };
+        let read = std::thread::scope(|scope| {
+            let (done_tx, done_rx) = std::sync::mpsc::channel::<Vec<Pending>>();
+            let mut workers = Vec::new();
+            for _ in 1..threads {
+                let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<index::Entry>>(2);
+                let done = done_tx.clone();
+                let check = &check;
+                scope.spawn(move || {
+                    let mut dirs = DirStat::default();
+                    for chunk in rx {
+                        let unsettled = chunk
+                            .into_iter()
+                            .filter_map(|e| check.unsettled(&mut dirs, e))
+                            .collect();
+                        if done.send(unsettled).is_err() {
+                            return;
+                        }
+                    }
+                });
+                workers.push(tx);
             }
-            let Some(rel) = e.path.strip_prefix(prefix.as_bytes()) else {
-                return;
-            };
-            let Ok(name) = std::str::from_utf8(rel) else {
-                bad_name = true;
-                return;
-            };
-            if hank_own(name) {
-                return;
-            }
-            table.push(
-                name,
-                key_of((e.mode, e.oid, e.stage, e.intent_to_add, e.skip_worktree)),
-            );
-            if e.skip_worktree {
-                return;
-            }
-            // The common case, settled here: the file is as the index last saw it.
-            if e.stage == 0 && !e.intent_to_add && e.mode & S_IFMT != GITLINK {
-                let path = top.join(OsStr::from_bytes(&e.path));
-                if let Ok(m) = std::fs::symlink_metadata(&path) {
-                    let kind = m.mode() & S_IFMT;
-                    let exec_same = !file_mode
-                        || kind != S_IFREG
-                        || (m.mode() & 0o100 != 0) == (e.mode & 0o100 != 0);
-                    if kind == e.mode & S_IFMT
-                        && exec_same
-                        && e.stat.mtime < index_mtime
-                        && same_stat(&e.stat, &m)
-                    {
-                        return;
+            drop(done_tx);
+            let mut dirs = DirStat::default();
+            let mut chunk = Vec::new();
+            let mut turn = 0usize;
+            let read = index::read(std::io::BufReader::with_capacity(256 * 1024, file), |e| {
+                if e.path.ends_with(b".gitattributes")
+                    && (e.path.starts_with(prefix.as_bytes())
+                        || prefix.as_bytes().starts_with(dir_of(&e.path)))
+                {
+                    attributes.push(e.path.clone());
+                }
+                let Some(rel) = e.path.strip_prefix(prefix.as_bytes()) else {
+                    return;
+                };
+                let Ok(name) = std::str::from_utf8(rel) else {
+                    bad_name = true;
+                    return;
+                };
+                if hank_own(name) {
+                    return;
+                }
+                table.push(
+                    name,
+                    key_of((e.mode, e.oid, e.stage, e.intent_to_add, e.skip_worktree)),
+                );
+                if e.skip_worktree {
+                    return;
+                }
+                if workers.is_empty() {
+                    pending.extend(check.unsettled(&mut dirs, e));
+                    return;
+                }
+                chunk.push(e);
+                if chunk.len() >= STAT_CHUNK {
+                    // Round robin over the workers and this thread.
+                    let t = turn % threads;
+                    turn += 1;
+                    let c = std::mem::take(&mut chunk);
+                    match workers.get(t) {
+                        Some(w) => {
+                            if let Err(back) = w.send(c) {
+                                pending.extend(
+                                    back.0
+                                        .into_iter()
+                                        .filter_map(|e| check.unsettled(&mut dirs, e)),
+                                );
+                            }
+                        }
+                        None => pending
+                            .extend(c.into_iter().filter_map(|e| check.unsettled(&mut dirs, e))),
                     }
                 }
-            }
-            pending.push(Pending {
-                name: name.to_string(),
-                mode: e.mode,
-                oid: e.oid,
-                stage: e.stage,
-                ita: e.intent_to_add,
-                stat: e.stat,
             });
-        })
-        .map_err(|e| Unreadable(e.to_string()))?;
+            pending.extend(
+                std::mem::take(&mut chunk)
+                    .into_iter()
+                    .filter_map(|e| check.unsettled(&mut dirs, e)),
+            );
+            drop(workers);
+            for unsettled in done_rx {
+                pending.extend(unsettled);
+            }
+            read
+        });
+        read.map_err(|e| Unreadable(e.to_string()))?;
         if bad_name {
             return no("a tracked path that is not UTF-8");
         }
@@ -901,8 +1079,9 @@ impl Reader<'_> {
             self.dirty.push(row(name, 1));
             return;
         };
-        let kind = meta.mode() & S_IFMT;
-        let skey = stat_key(&meta);
+        let st = St::from(&meta);
+        let kind = st.mode & S_IFMT;
+        let skey = stat_key(&st);
         if t.stage != 0 {
             self.dirty.push(row(name, key_of((2u8, skey))));
             return;
@@ -922,7 +1101,7 @@ impl Reader<'_> {
         let exec = kind == S_IFREG && meta.mode() & 0o100 != 0;
         let exec_changed =
             self.config.file_mode && kind == S_IFREG && exec != (t.mode & 0o100 != 0);
-        let stat_same = same_stat(&t.stat, &meta);
+        let stat_same = same_stat(&t.stat, &st);
         if self.content_converted(repo_path.as_bytes()) {
             // Content not judged without a filter: changed when the stat data changed.
             if !exec_changed && !t.ita && stat_same {
@@ -1020,9 +1199,12 @@ impl Reader<'_> {
             }
             base.push_str(part);
             base.push('/');
-            let refs: Vec<&List> = lists.iter().collect();
-            let globals: Vec<&List> = self.global.iter().collect();
-            if ignore::ignored(&refs, &globals, base.trim_end_matches('/').as_bytes(), true) {
+            if ignore::ignored(
+                &lists,
+                &self.global,
+                base.trim_end_matches('/').as_bytes(),
+                true,
+            ) {
                 return;
             }
         }
@@ -1047,7 +1229,10 @@ impl Reader<'_> {
             self.converted.add(rel.as_bytes(), &text);
         }
         let plen = self.layout.prefix.len();
+        // The index rows below this directory: each lookup searches only them.
+        let under = self.index.range_under(rel.get(plen..).unwrap_or(""));
         let mut subdirs: Vec<(PathBuf, String)> = Vec::new();
+        let mut repo_rel = String::with_capacity(rel.len() + 64);
         for entry in listing.flatten() {
             let fname = entry.file_name();
             let Some(fname) = fname.to_str() else {
@@ -1056,20 +1241,20 @@ impl Reader<'_> {
             if fname == ".git" {
                 continue;
             }
-            let repo_rel = format!("{rel}{fname}");
+            repo_rel.clear();
+            repo_rel.push_str(rel);
+            repo_rel.push_str(fname);
+            let repo_rel = repo_rel.as_str();
             let name = repo_rel.get(plen..).unwrap_or("");
             if hank_own(name) {
                 continue;
             }
             let Ok(ft) = entry.file_type() else { continue };
-            let is_ignored = |is_dir: bool| {
-                let refs: Vec<&List> = lists.iter().collect();
-                let globals: Vec<&List> = self.global.iter().collect();
-                ignore::ignored(&refs, &globals, repo_rel.as_bytes(), is_dir)
-            };
+            let is_ignored =
+                |is_dir: bool| ignore::ignored(lists, &self.global, repo_rel.as_bytes(), is_dir);
             if ft.is_dir() {
                 // A submodule (or a file turned into a directory): the index side decides.
-                if self.index.get(name).is_some() || is_ignored(true) {
+                if self.index.get_in(under, name).is_some() || is_ignored(true) {
                     continue;
                 }
                 let path = entry.path();
@@ -1083,7 +1268,7 @@ impl Reader<'_> {
                 continue;
             }
             if !(ft.is_file() || ft.is_symlink())
-                || self.index.get(name).is_some()
+                || self.index.get_in(under, name).is_some()
                 || is_ignored(false)
             {
                 continue;
@@ -1092,7 +1277,7 @@ impl Reader<'_> {
             let Ok(meta) = std::fs::symlink_metadata(&path) else {
                 continue;
             };
-            let skey = stat_key(&meta);
+            let skey = stat_key(&St::from(&meta));
             let content = match self.reused(name, skey, &meta) {
                 Some(c) => Some(c),
                 None if ft.is_symlink() => link_blob_id(&path).map(|id| key_of((5u8, id))),
