@@ -313,10 +313,10 @@ fn xdg_config() -> Option<PathBuf> {
 }
 
 fn expand_path(value: &str, base: &Path) -> PathBuf {
-    if let Some(rest) = value.strip_prefix("~/") {
-        if let Some(h) = home() {
-            return h.join(rest);
-        }
+    if let Some(rest) = value.strip_prefix("~/")
+        && let Some(h) = home()
+    {
+        return h.join(rest);
     }
     let p = Path::new(value);
     if p.is_absolute() {
@@ -783,19 +783,21 @@ impl Check<'_> {
     /// `None` when `e`'s stat data shows the file as the index last saw it (the common
     /// case); else the entry, to judge by content.
     fn unsettled(&self, dirs: &mut DirStat, e: index::Entry) -> Option<Pending> {
-        if e.stage == 0 && !e.intent_to_add && e.mode & S_IFMT != GITLINK {
-            if let Some(m) = dirs.lstat(self.top, &e.path) {
-                let kind = m.mode & S_IFMT;
-                let exec_same = !self.file_mode
-                    || kind != S_IFREG
-                    || (m.mode & 0o100 != 0) == (e.mode & 0o100 != 0);
-                if kind == e.mode & S_IFMT
-                    && exec_same
-                    && e.stat.mtime < self.index_mtime
-                    && same_stat(&e.stat, &m)
-                {
-                    return None;
-                }
+        if e.stage == 0
+            && !e.intent_to_add
+            && e.mode & S_IFMT != GITLINK
+            && let Some(m) = dirs.lstat(self.top, &e.path)
+        {
+            let kind = m.mode & S_IFMT;
+            let exec_same = !self.file_mode
+                || kind != S_IFREG
+                || (m.mode & 0o100 != 0) == (e.mode & 0o100 != 0);
+            if kind == e.mode & S_IFMT
+                && exec_same
+                && e.stat.mtime < self.index_mtime
+                && same_stat(&e.stat, &m)
+            {
+                return None;
             }
         }
         let name = String::from_utf8_lossy(e.path.get(self.plen..).unwrap_or(&[])).into_owned();
