@@ -506,7 +506,7 @@ fn blob_id_of(content: &[u8]) -> [u8; 20] {
     h.finalize().into()
 }
 
-/// [`blob_id_of`] in hex (tests).
+/// The blob id git gives `content`, in hex (tests).
 #[must_use]
 pub fn blob_hex(content: &[u8]) -> String {
     blob_id_of(content)
