@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole hank loop for N iterations against an instant fake agent and prints, per
-# iteration: engine overhead (ms, agent's own time subtracted), child processes, peak RSS and
+# iteration: engine overhead (ms, agent's own time subtracted), child processes (execve calls, and
+# processes started: the target is 1, the agent), peak RSS and
 # the bytes hank adds to each agent call. With --cli it also measures `hank --version`,
 # `hank status`, `hank analyze` on large generated transcripts, `hank monitor` idle CPU and
 # the binary size. Method and results: PERFORMANCE.md.
