@@ -576,14 +576,22 @@ fn spawn_worker(
         args.retain(|a| a != "--json");
     }
     let ledger = paths.ledger();
-    crate::proc::spawn_to_log(
-        exe.as_os_str(),
-        &args,
-        wt,
-        &[(std::ffi::OsStr::new(fleet_ledger::ENV), ledger.as_os_str())],
-        log,
-    )
-    .map_err(|e| HankError::Internal(format!("cannot start hank run for a task: {e}")))
+    let mut env = vec![(std::ffi::OsStr::new(fleet_ledger::ENV), ledger.as_os_str())];
+    // The git directory pinned for the worktree: the worker's progress reads it, never the
+    // worktree's `.git` file (which the agent can rewrite).
+    let git_dir = crate::git::pinned_git_dir(wt);
+    if let Some(gd) = &git_dir {
+        env.push((
+            std::ffi::OsStr::new(crate::git::PIN_WORKTREE_ENV),
+            wt.as_os_str(),
+        ));
+        env.push((
+            std::ffi::OsStr::new(crate::git::PIN_GIT_DIR_ENV),
+            gd.as_os_str(),
+        ));
+    }
+    crate::proc::spawn_to_log(exe.as_os_str(), &args, wt, &env, log)
+        .map_err(|e| HankError::Internal(format!("cannot start hank run for a task: {e}")))
 }
 
 /// The task's `hank run` flags with MAX_RUNTIME set to what is left of the fleet's (the

@@ -68,17 +68,43 @@ fn pinned_args(dir: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The git directory hank pinned for the work tree `dir` ([`Repo::task_worktree`]), if any:
-/// the in-process reader ([`snapshot`]) uses it instead of the worktree's `.git` file.
+/// The variables with which `hank fleet` tells a task's worker the worktree it runs in and
+/// the git directory the supervisor pinned for it ([`Repo::task_worktree`]); set by the
+/// supervisor only (`fleet::spawn_worker`), read by the worker's in-process reader.
+pub const PIN_WORKTREE_ENV: &str = "HANK_PINNED_WORKTREE";
+/// See [`PIN_WORKTREE_ENV`].
+pub const PIN_GIT_DIR_ENV: &str = "HANK_PINNED_GIT_DIR";
+
+/// The pin handed down by the fleet supervisor ([`PIN_WORKTREE_ENV`]), read once.
+fn env_pin() -> Option<&'static (PathBuf, PathBuf)> {
+    static PIN: std::sync::OnceLock<Option<(PathBuf, PathBuf)>> = std::sync::OnceLock::new();
+    PIN.get_or_init(|| {
+        let wt = PathBuf::from(std::env::var_os(PIN_WORKTREE_ENV)?);
+        let gd = PathBuf::from(std::env::var_os(PIN_GIT_DIR_ENV)?);
+        let wt = std::fs::canonicalize(&wt).unwrap_or(wt);
+        Some((wt, gd))
+    })
+    .as_ref()
+}
+
+/// The git directory hank pinned for the work tree `dir` ([`Repo::task_worktree`], in this
+/// process or, for a fleet task's worker, in its supervisor), if any: the in-process reader
+/// ([`snapshot`]) uses it instead of the worktree's `.git` file.
 #[must_use]
 pub fn pinned_git_dir(dir: &Path) -> Option<PathBuf> {
+    let same = |wt: &Path| wt == dir || std::fs::canonicalize(wt).is_ok_and(|c| c == dir);
     let pinned = PINNED
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     pinned
         .iter()
-        .find(|(wt, _)| wt == dir || std::fs::canonicalize(wt).is_ok_and(|c| c == dir))
+        .find(|(wt, _)| same(wt))
         .map(|(_, gd)| gd.clone())
+        .or_else(|| {
+            env_pin()
+                .filter(|(wt, _)| same(wt))
+                .map(|(_, gd)| gd.clone())
+        })
 }
 
 /// A repository opened from paths hank recorded itself.
@@ -693,6 +719,12 @@ mod tests {
         assert!(repo.expect_branch("hank/t").is_ok());
         let e = repo.expect_branch("hank/u").unwrap_err().to_string();
         assert!(e.contains("on hank/t") && e.contains("hank/u"), "{e}");
+        // The in-process reader of progress uses the pinned git directory too.
+        let layout = snapshot::layout(&wt).unwrap();
+        assert_eq!(
+            std::fs::canonicalize(&layout.git_dir).unwrap(),
+            std::fs::canonicalize(repo.git_dir()).unwrap()
+        );
         // A path that is no worktree of the checkout is refused.
         assert!(Repo::task_worktree(&root, &other).is_err());
     }
