@@ -39,14 +39,8 @@ impl Rng {
 }
 
 fn git_out(dir: &Path, args: &[&str]) -> Vec<u8> {
-    let out = std::process::Command::new("git")
-        .args(["-c", "core.quotepath=off"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {:?}", out);
-    out.stdout
+    let out = crate::git::git_plain(dir, &[], args, crate::git::GIT_TIMEOUT, None);
+    out.unwrap_or_else(|e| panic!("git {args:?}: {e}"))
 }
 
 fn write(d: &Path, rel: &str, content: &str) {
@@ -81,28 +75,27 @@ fn status(d: &Path) -> (Status, BTreeSet<String>) {
     );
     let mut all = Status::new();
     let mut work = BTreeSet::new();
-    for item in crate::worktree::Porcelain::new(&out) {
-        let crate::worktree::Line::Record(r) = item.unwrap() else {
+    // Without renames every record is one NUL-ended token: `1 XY sub mH mI mW hH hI PATH`,
+    // `u XY sub m1 m2 m3 mW h1 h2 h3 PATH`, `? PATH`.
+    for token in out.split(|&b| b == 0).filter(|t| !t.is_empty()) {
+        let text = String::from_utf8_lossy(token).into_owned();
+        let n = match text.as_bytes().first() {
+            Some(b'1') => 8,
+            Some(b'u') => 10,
+            Some(b'?') => 1,
+            _ => continue,
+        };
+        let parts: Vec<&str> = text.splitn(n + 1, ' ').collect();
+        let (fields, path) = parts.split_at(n.min(parts.len()));
+        let (Some(kind), Some(path)) = (fields.first(), path.first()) else {
             continue;
         };
-        let path = String::from_utf8_lossy(r.path).into_owned();
-        let fields = String::from_utf8_lossy(r.fields).into_owned();
-        let orig = r.orig.map(|o| String::from_utf8_lossy(o).into_owned());
-        let y = fields.as_bytes().get(1).copied().unwrap_or(b'.');
-        let shown = match r.kind {
-            crate::worktree::Kind::Untracked | crate::worktree::Kind::Unmerged => true,
-            _ => y != b'.',
-        };
+        let xy = fields.get(1).copied().unwrap_or("");
+        let shown = *kind != "1" || xy.as_bytes().get(1) != Some(&b'.');
         if shown {
-            work.insert(path.clone());
+            work.insert((*path).to_string());
         }
-        if let Some(o) = &orig {
-            all.insert(o.clone(), ("renamed-from".into(), path.clone()));
-        }
-        all.insert(
-            path,
-            (format!("{:?} {fields}", r.kind), orig.unwrap_or_default()),
-        );
+        all.insert((*path).to_string(), (fields.join(" "), String::new()));
     }
     (all, work)
 }
@@ -132,14 +125,15 @@ fn contents(d: &Path, work: &BTreeSet<String>) -> BTreeMap<String, Vec<u8>> {
 }
 
 fn head_hex(d: &Path) -> Option<String> {
-    let out = std::process::Command::new("git")
-        .args(["rev-parse", "-q", "--verify", "HEAD"])
-        .current_dir(d)
-        .output()
-        .unwrap();
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    let out = crate::git::git_plain(
+        d,
+        &[],
+        &["rev-parse", "-q", "--verify", "HEAD"],
+        crate::git::GIT_TIMEOUT,
+        None,
+    );
+    out.ok()
+        .map(|o| String::from_utf8_lossy(&o).trim().to_string())
 }
 
 fn commit_files(d: &Path, from: Option<&str>) -> BTreeSet<String> {
