@@ -210,8 +210,8 @@ fn is_git_dir(dir: &Path) -> bool {
 }
 
 fn common_of(git_dir: &Path) -> PathBuf {
-    match std::fs::read_to_string(git_dir.join("commondir")) {
-        Ok(c) => {
+    match read_text(&git_dir.join("commondir")) {
+        Some(c) => {
             let c = c.trim_end_matches(['\n', '\r']);
             let p = Path::new(c);
             if p.is_absolute() {
@@ -220,7 +220,7 @@ fn common_of(git_dir: &Path) -> PathBuf {
                 git_dir.join(p)
             }
         }
-        Err(_) => git_dir.to_path_buf(),
+        None => git_dir.to_path_buf(),
     }
 }
 
@@ -232,7 +232,7 @@ fn dot_git(dir: &Path) -> Option<PathBuf> {
     let git_dir = if meta.is_dir() {
         dot
     } else if meta.is_file() && meta.len() < 4096 {
-        let text = std::fs::read_to_string(&dot).ok()?;
+        let text = read_text(&dot)?;
         let target = text.lines().next()?.strip_prefix("gitdir:")?.trim();
         let p = Path::new(target);
         if p.is_absolute() {
@@ -364,7 +364,7 @@ impl Config {
     }
 
     fn file(&mut self, path: &Path, depth: u8) {
-        let Ok(text) = std::fs::read_to_string(path) else {
+        let Some(text) = read_text(path) else {
             return;
         };
         let base = path.parent().unwrap_or(Path::new("/")).to_path_buf();
@@ -462,8 +462,8 @@ fn parse_oid(hex: &str) -> Option<[u8; 20]> {
 
 /// HEAD's commit id; `None` on an unborn branch.
 fn head(layout: &Layout) -> Result<Option<[u8; 20]>, Unreadable> {
-    let text = std::fs::read_to_string(layout.git_dir.join("HEAD"))
-        .map_err(|e| Unreadable(format!("HEAD: {e}")))?;
+    let text = read_text(&layout.git_dir.join("HEAD"))
+        .ok_or_else(|| Unreadable("HEAD cannot be read as a regular file".into()))?;
     let mut target = text.trim().to_string();
     for _ in 0..5 {
         let Some(name) = target.strip_prefix("ref:").map(str::trim) else {
@@ -478,7 +478,7 @@ fn head(layout: &Layout) -> Result<Option<[u8; 20]>, Unreadable> {
         // Per-worktree refs live in the worktree's git directory, the rest in the common one.
         let loose = [layout.git_dir.join(&name), layout.common.join(&name)]
             .into_iter()
-            .find_map(|p| std::fs::read_to_string(p).ok());
+            .find_map(|p| read_text(&p));
         match loose {
             Some(t) => target = t.trim().to_string(),
             None => return Ok(packed_ref(&layout.common, &name)),
@@ -488,7 +488,8 @@ fn head(layout: &Layout) -> Result<Option<[u8; 20]>, Unreadable> {
 }
 
 fn packed_ref(common: &Path, name: &str) -> Option<[u8; 20]> {
-    let text = std::fs::read_to_string(common.join("packed-refs")).ok()?;
+    let text = read_capped(&common.join("packed-refs"), 256 * 1024 * 1024)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())?;
     text.lines().find_map(|l| {
         let (oid, r) = l.split_once(' ')?;
         (r == name).then(|| parse_oid(oid)).flatten()
@@ -937,7 +938,7 @@ impl Reader<'_> {
     /// stat data does not show them clean returned for [`Reader::judge`].
     fn read_index(&mut self) -> Result<Vec<Pending>, Unreadable> {
         let path = self.layout.git_dir.join("index");
-        let file = match std::fs::File::open(&path) {
+        let file = match open_regular(&path) {
             Ok(f) => f,
             // No index yet (a fresh `git init`): nothing is tracked.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -1317,21 +1318,38 @@ fn dir_of(path: &[u8]) -> &[u8] {
     }
 }
 
-/// A small file's bytes (`.gitignore`, excludes, attributes: at most 1 MiB read), opened
-/// non-blocking so a FIFO planted there cannot hang the loop.
-fn read_small(path: &Path) -> Option<Vec<u8>> {
+/// Opens a file of the repository for reading: non-blocking, so a FIFO the agent planted at
+/// `.git/config`, `HEAD` or the index cannot hang the loop, and refused unless it is a
+/// regular file.
+fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::File::options()
         .read(true)
         .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
-        .open(path)
-        .ok()?;
-    if !file.metadata().ok()?.is_file() {
-        return None;
+        .open(path)?;
+    if file.metadata()?.is_file() {
+        Ok(file)
+    } else {
+        Err(std::io::Error::other("not a regular file"))
     }
+}
+
+/// At most `cap` bytes of the regular file at `path` ([`open_regular`]).
+fn read_capped(path: &Path, cap: u64) -> Option<Vec<u8>> {
+    let file = open_regular(path).ok()?;
     let mut out = Vec::new();
-    file.take(1024 * 1024).read_to_end(&mut out).ok()?;
+    file.take(cap).read_to_end(&mut out).ok()?;
     Some(out)
+}
+
+/// A small file's bytes (`.gitignore`, excludes, attributes, configuration: at most 1 MiB).
+fn read_small(path: &Path) -> Option<Vec<u8>> {
+    read_capped(path, 1024 * 1024)
+}
+
+/// [`read_small`] as text.
+fn read_text(path: &Path) -> Option<String> {
+    read_small(path).map(|b| String::from_utf8_lossy(&b).into_owned())
 }
 
 #[cfg(test)]

@@ -483,3 +483,27 @@ fn content_under_a_filter_counts_by_stat() {
     let now = take(&l, Some(&base)).unwrap();
     assert_eq!(base.dirty.changed(&now.dirty), vec!["a.bin"]);
 }
+
+#[test]
+fn a_fifo_planted_in_the_repository_never_blocks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    git_in(d, &["init", "-q"]);
+    write(d, "a", "a");
+    git_in(d, &["add", "a"]);
+    git_in(d, &["commit", "-q", "-m", "a"]);
+    let l = layout(d).unwrap();
+    // The configuration and an ignore file as FIFOs: skipped (not regular files).
+    for f in [".git/config", ".gitignore", ".git/info/exclude"] {
+        let _ = std::fs::remove_file(d.join(f));
+        nix::unistd::mkfifo(&d.join(f), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    }
+    let s = take(&l, None).unwrap();
+    assert_eq!(s.index.len(), 1);
+    // HEAD and the index as FIFOs: unreadable, never a hang.
+    for f in [".git/index", ".git/HEAD"] {
+        std::fs::remove_file(d.join(f)).unwrap();
+        nix::unistd::mkfifo(&d.join(f), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    }
+    assert!(take(&l, None).is_err());
+}
