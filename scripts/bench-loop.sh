@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole hank loop for N iterations against an instant fake agent and prints, per
-# iteration: engine overhead (ms, agent's own time subtracted), child processes, peak RSS and
+# iteration: engine overhead (ms, agent's own time subtracted), child processes (execve calls, and
+# processes started: the target is 1, the agent), peak RSS and
 # the bytes hank adds to each agent call. With --cli it also measures `hank --version`,
 # `hank status`, `hank analyze` on large generated transcripts, `hank monitor` idle CPU and
 # the binary size. Method and results: PERFORMANCE.md.
@@ -178,6 +179,12 @@ if command -v strace >/dev/null; then
   sleeps=$(grep -cE '(clock_)?nanosleep\(' "$WORK/strace" || true)
   expiries=$(grep -cE 'epoll_wait\([0-9]+, \[\], [0-9]+, [1-9][0-9]*\) += 0$' "$WORK/strace" || true)
   echo "| child processes per iteration (execve, hank itself excluded) | $(python3 -c "print(round(($execs - 1) / $N, 3))") ($((execs - 1)) in $N iterations) |"
+  # Processes started: distinct pids that executed a program, hank itself excluded. The
+  # sandbox's `hank __sandbox` re-executes in the agent's process, so one process (the
+  # agent) can show 2 execve calls.
+  procs_started=$(grep -E 'execve\(.*= 0$' "$WORK/strace" | awk '{print $1}' | sort -u | wc -l)
+  procs_started=$((procs_started - 1))
+  echo "| processes started per iteration (distinct pids that ran execve; target 1, the agent) | $(python3 -c "print(round($procs_started / $N, 3))") ($procs_started in $N iterations) |"
   echo "| sleeps (nanosleep) / timer expiries in epoll_wait over the run | $sleeps / $expiries |"
   # hank's own look at processes (the survivor sweep): files opened under /proc, per loop.
   procs=$(grep -cE 'openat\([^,]+, "/proc/' "$WORK/strace" || true)

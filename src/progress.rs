@@ -1,9 +1,10 @@
 //! What changed in the project during one loop: files (what `git status` shows, see
 //! [`crate::worktree`]; modification times outside git) and fix_plan items newly checked.
 //!
-//! Per loop this costs one `git status` in the steady state: the snapshot [`measure`] takes
-//! at the end of a loop is the next loop's baseline when that loop starts within
-//! [`REUSE_WINDOW`] (the engine's usual case); after a wait, [`baseline`] takes a fresh one.
+//! Per loop this costs one in-process snapshot of the repository in the steady state (no git
+//! process: `crate::git::snapshot`): the snapshot [`measure`] takes at the end of a loop is the
+//! next loop's baseline when that loop starts within [`REUSE_WINDOW`] (the engine's usual
+//! case); after a wait, [`baseline`] takes a fresh one.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -59,9 +60,10 @@ fn keep_recent(project: &Path, state: worktree::State) {
 }
 
 /// Records the project state at the start of a loop. Never fails: inside a git work tree it
-/// is HEAD and what `git status` reports, with a fingerprint of each reported file (so a file
-/// already dirty and edited again during the loop still counts); elsewhere, or when git
-/// fails, a walk of the project's files (see [`crate::worktree`]). Reuses the snapshot of
+/// is HEAD, the index and what `git status` would report, with a key of each such file's
+/// content (so a file already dirty and edited again during the loop still counts);
+/// elsewhere, or when the repository cannot be read, a walk of the project's files (see
+/// [`crate::worktree`]). Reuses the snapshot of
 /// the previous loop's [`measure`] when it is recent (see [`REUSE_WINDOW`]).
 #[must_use]
 pub fn baseline(project: &Path, plan_text: &str) -> Baseline {
@@ -72,7 +74,8 @@ pub fn baseline(project: &Path, plan_text: &str) -> Baseline {
 }
 
 /// [`baseline`] on tokio's blocking pool, so the runtime's own thread stays free to count
-/// SIGINT/SIGTERM/SIGHUP while git runs (which then stops git, see [`crate::worktree`]).
+/// SIGINT/SIGTERM/SIGHUP while a large tree is read (or while git runs for a commit's files,
+/// which a signal stops, see [`crate::worktree`]).
 pub async fn baseline_off_thread(project: PathBuf, plan_text: String) -> Baseline {
     let (p, t) = (project.clone(), plan_text.clone());
     match tokio::task::spawn_blocking(move || baseline(&p, &t)).await {

@@ -29,6 +29,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 mod filters;
+pub mod ignore;
+pub mod index;
+pub mod snapshot;
 
 /// Longest a git command may run before it is killed (with its process group) and the
 /// answer falls back to the walk.
@@ -68,6 +71,22 @@ fn pinned_args(dir: &Path) -> Vec<String> {
 /// Set by `hank fleet` on a task's worker: the checkout the task's worktree belongs to
 /// ([`Repo::pin_task_worktree_from_env`]). Removed from the agent's environment.
 pub const TASK_CHECKOUT_ENV: &str = "HANK_TASK_CHECKOUT";
+
+/// The git directory hank pinned for the work tree `dir` in this process
+/// ([`Repo::task_worktree`]; in a fleet task's worker, at its start from the checkout in
+/// [`TASK_CHECKOUT_ENV`]), if any: the in-process reader ([`snapshot`]) uses it instead of the
+/// worktree's `.git` file.
+#[must_use]
+pub fn pinned_git_dir(dir: &Path) -> Option<PathBuf> {
+    let same = |wt: &Path| wt == dir || std::fs::canonicalize(wt).is_ok_and(|c| c == dir);
+    let pinned = PINNED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    pinned
+        .iter()
+        .find(|(wt, _)| same(wt))
+        .map(|(_, gd)| gd.clone())
+}
 
 /// A repository opened from paths hank recorded itself.
 #[derive(Debug, Clone)]
@@ -701,6 +720,12 @@ mod tests {
         assert!(repo.expect_branch("hank/t").is_ok());
         let e = repo.expect_branch("hank/u").unwrap_err().to_string();
         assert!(e.contains("on hank/t") && e.contains("hank/u"), "{e}");
+        // The in-process reader of progress uses the pinned git directory too.
+        let layout = snapshot::layout(&wt).unwrap();
+        assert_eq!(
+            std::fs::canonicalize(&layout.git_dir).unwrap(),
+            std::fs::canonicalize(repo.git_dir()).unwrap()
+        );
         // A path that is no worktree of the checkout is refused.
         assert!(Repo::task_worktree(&root, &other).is_err());
     }

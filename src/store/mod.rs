@@ -1058,6 +1058,7 @@ impl Store {
             agent: None,
             verify: None,
             procs: Vec::new(),
+            written: String::new(),
         };
         // Keep a killed hank's records until a loop stops what they name.
         guard.agent = guard.orphaned_agent();
@@ -1168,6 +1169,8 @@ pub struct LockGuard {
     verify: Option<(i32, u64)>,
     /// The running agent's descendants outside its group (PID, start time).
     procs: Vec<(i32, u64)>,
+    /// The records as last written: a record that did not change is not written again.
+    written: String,
 }
 
 impl LockGuard {
@@ -1251,9 +1254,22 @@ impl LockGuard {
             let seal = crate::policy::control::signature(key, &text);
             text.push_str(&format!("seal {seal}\n"));
         }
+        // Rewritten only when it changed: the walk of the agent's descendants after each call
+        // records the same (often empty) set again.
+        if text == self.written
+            && self
+                .file
+                .metadata()
+                .is_ok_and(|m| m.len() == text.len() as u64)
+        {
+            return Ok(());
+        }
+        self.written.clear();
         self.file.set_len(0)?;
         self.file.seek(SeekFrom::Start(0))?;
-        self.file.write_all(text.as_bytes())
+        self.file.write_all(text.as_bytes())?;
+        self.written = text;
+        Ok(())
     }
 
     /// The open file is still the one at the lock path.

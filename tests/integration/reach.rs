@@ -45,20 +45,24 @@ fn a_filter_configured_in_the_repository_never_runs() {
     every_loop_counted(&p);
 }
 
-/// Item 2: a git call that never ends (the agent replaced `.git/config` with a FIFO, so git
-/// blocks opening it) ends with hank on Ctrl-C: hank exits 130 promptly, not after git's
-/// timeout.
+/// Item 2: a git call that never ends (the agent committed, so progress asks git for the
+/// commit's files, and replaced `.git/config` with a FIFO, so git blocks opening it) ends
+/// with hank on Ctrl-C: hank exits 130 promptly, not after git's timeout. (Hank's own reading
+/// of the repository opens nothing but regular files, so the FIFO cannot block it.)
 #[test]
 fn ctrl_c_ends_a_git_call_that_hangs() {
     let p = Project::new(&["a", "b", "c"]);
     p.git_init();
     p.fake(
         "effect.sh",
-        &format!("{TICK_ONE}rm -f .git/config && mkfifo .git/config\n"),
+        &format!(
+            "{TICK_ONE}git add -A && git -c user.name=a -c user.email=a@a commit -qm x \
+             && rm -f .git/config && mkfifo .git/config\n"
+        ),
     );
     let child = p.spawn(&["--max-loops", "3"]);
     p.wait_calls(1, ENDS_WITHIN);
-    // Hank is now in its `git status` after the call, blocked on the FIFO.
+    // Hank is now in its `git diff` after the call, blocked on the FIFO.
     std::thread::sleep(Duration::from_millis(1500));
     signal(&child, nix::sys::signal::Signal::SIGINT);
     let started = std::time::Instant::now();
