@@ -221,6 +221,16 @@ pub fn runtime_paths() -> Vec<String> {
         .collect()
 }
 
+/// [`runtime_paths`] as git pathspecs that match each path and everything under it, and
+/// match nothing quietly (`git reset -- SPECS` unstages hank's own files).
+#[must_use]
+pub fn runtime_globs() -> Vec<String> {
+    runtime_paths()
+        .iter()
+        .flat_map(|p| [format!(":(glob){p}"), format!(":(glob){p}/**")])
+        .collect()
+}
+
 /// What [`commit_all`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Committed {
@@ -267,10 +277,7 @@ pub fn commit_all(dir: &Path, branch: &str, message: &str) -> Result<Committed> 
     }
     // Unstage hank's own files (a glob pathspec matches nothing quietly).
     let mut reset = vec!["reset", "--quiet", "--"];
-    let globs: Vec<String> = runtime_paths()
-        .iter()
-        .flat_map(|p| [format!(":(glob){p}"), format!(":(glob){p}/**")])
-        .collect();
+    let globs = runtime_globs();
     reset.extend(globs.iter().map(String::as_str));
     let _ = git(dir, &reset, GIT_QUICK)?;
     let secrets_skipped = unstage_secrets(dir)?;

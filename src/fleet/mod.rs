@@ -337,25 +337,12 @@ fn git_ok(dir: &Path, args: &[&str]) -> Result<bool> {
 fn commit_all(dir: &Path, message: &str) -> Result<bool> {
     git(dir, &["add", "-A", "--", "."])?;
     // Unstaged again (an exclude pathspec of an ignored path makes `git add` fail): hank's
-    // runtime files, and the plan back to the branch's version.
-    git(
-        dir,
-        &[
-            "reset",
-            "-q",
-            "--",
-            ".hank/fix_plan.md",
-            ".hank/logs",
-            ".hank/status.json",
-            ":(glob).hank/state.json*",
-            ".hank/events.jsonl",
-            ".hank/live.log",
-            ".hank/hank.lock",
-            ".hank/backup",
-            ".hank/fleet.json",
-            ".hank/delivery.json",
-        ],
-    )?;
+    // runtime files (the one list, `deliver::runtime_paths`), and the plan back to the
+    // branch's version.
+    let globs = crate::deliver::runtime_globs();
+    let mut reset: Vec<&str> = vec!["reset", "-q", "--", ".hank/fix_plan.md"];
+    reset.extend(globs.iter().map(String::as_str));
+    git(dir, &reset)?;
     // Never a file that looks like a secret (it stays in the worktree, uncommitted).
     for f in crate::deliver::unstage_secrets(dir)? {
         errln!(
