@@ -782,12 +782,13 @@ pub(crate) fn client_settings_project_skips_the_users_stop_hook() {
             vec![Reply::Text(status_text("IN_PROGRESS", false, "settings"))],
         );
         let marker = real.p.home.join("stop-hook-ran");
-        // A user's HOME as the first confined run finds it: `~/.claude.json` exists (the client
-        // cannot create it confined: it writes it through a temp file and a rename in HOME, and
-        // falls back to writing it in place), `~/.claude/` not yet (hank makes it).
+        // A user's HOME with `~/.claude.json` (the client cannot create it confined: it writes
+        // it through a temp file and a rename in HOME, and falls back to writing it in place)
+        // and the user's own settings in `~/.claude/settings.json`.
         std::fs::write(real.p.home.join(".claude.json"), "{}").unwrap();
         let hook = json!({"hooks": {"Stop": [{"hooks": [{"type": "command",
             "command": format!("touch {}", marker.display())}]}]}});
+        std::fs::create_dir_all(real.p.home.join(".claude")).unwrap();
         std::fs::write(real.p.home.join(".claude/settings.json"), hook.to_string()).unwrap();
         let o = real.run(
             Auth::ApiKey,
