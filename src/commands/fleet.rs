@@ -273,18 +273,21 @@ fn dirty_tree(root: &Path, allow: bool) -> Result<()> {
     ))
 }
 
+/// Whether the fleet of `file` merged every one of `tasks`.
+fn all_merged(file: &crate::store::schema::FleetFile, tasks: &[rules::TaskSpec]) -> bool {
+    tasks.iter().all(|task| {
+        file.tasks
+            .iter()
+            .any(|t| t.name == task.name && t.state == rules::TaskState::Merged)
+    })
+}
+
 /// The integration branch of a finished fleet that merged every one of `tasks`, if any.
 fn finished_fleet(root: &Path, tasks: &[rules::TaskSpec]) -> Result<Option<String>> {
     let Some(file) = fleet::read(root)? else {
         return Ok(None);
     };
-    let merged = |name: &str| {
-        file.tasks
-            .iter()
-            .any(|t| t.name == name && t.state == rules::TaskState::Merged)
-    };
-    let done =
-        file.state == "done" && !file.into.is_empty() && tasks.iter().all(|t| merged(&t.name));
+    let done = file.state == "done" && !file.into.is_empty() && all_merged(&file, tasks);
     Ok(done.then(|| file.into.clone()))
 }
 
@@ -297,12 +300,7 @@ fn open_fleet_delivery(
     let Some(file) = fleet::read(root)? else {
         return Ok(None);
     };
-    let merged = |name: &str| {
-        file.tasks
-            .iter()
-            .any(|t| t.name == name && t.state == rules::TaskState::Merged)
-    };
-    if file.into != into || !tasks.iter().all(|t| merged(&t.name)) {
+    if file.into != into || !all_merged(&file, tasks) {
         return Ok(None);
     }
     Ok(crate::deliver::record::load(root).filter(|r| r.fleet && r.resumable() && r.branch == into))

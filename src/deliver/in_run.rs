@@ -509,7 +509,7 @@ impl InRun {
             host.waiting_for_checks(countdown, now());
             host.stop_requested()
         };
-        super::wait_for_ci_counting(f, sha, pushed_at, w, &now, cancel, &mut stop).await
+        super::wait_for_ci_async(f, sha, pushed_at, w, &now, cancel, &mut stop).await
     }
 
     /// The verdict in the record, and what it means for the run: green (then auto-merge,

@@ -698,28 +698,12 @@ pub fn wait_for_ci(
 
 /// [`wait_for_ci`] inside an async driver: the waits are the runtime's timer, so the signal
 /// handler keeps counting; `cancel` (the signal counter) ends the wait (`Ok(None)`), and so
-/// does `stop` (asked about once a second: a `hank ctl stop`).
+/// does `stop`, given about once a second the countdown of the wait ([`CiCountdown`]): a
+/// `hank ctl stop`, and the countdown shown in status.json.
 ///
 /// # Errors
 /// The forge cannot be asked.
 pub async fn wait_for_ci_async(
-    forge: &dyn Forge,
-    sha: &str,
-    pushed_at: Timestamp,
-    w: CiWaitSettings,
-    now: &dyn Fn() -> Timestamp,
-    cancel: &mut tokio::sync::watch::Receiver<u32>,
-    stop: &mut dyn FnMut() -> bool,
-) -> Result<Option<(CiVerdict, Vec<CheckLog>)>> {
-    wait_for_ci_counting(forge, sha, pushed_at, w, now, cancel, &mut |_| stop()).await
-}
-
-/// [`wait_for_ci_async`] whose `stop` is given, about once a second, the countdown of the
-/// wait ([`CiCountdown`]).
-///
-/// # Errors
-/// The forge cannot be asked.
-pub async fn wait_for_ci_counting(
     forge: &dyn Forge,
     sha: &str,
     pushed_at: Timestamp,

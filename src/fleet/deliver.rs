@@ -244,7 +244,7 @@ pub async fn integration(
         *w,
         &|| clock.now(),
         cancel,
-        &mut || false,
+        &mut |_| false,
     )
     .await;
     let verdict = match waited {
