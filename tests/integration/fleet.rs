@@ -28,7 +28,7 @@ pub(crate) fn project(plan: &str) -> Project {
 pub(crate) fn project_doing(plan: &str, work: &str) -> Project {
     let p = Project::new(&[]);
     std::fs::write(p.dir.join(".hank/fix_plan.md"), plan).unwrap();
-    std::fs::write(p.dir.join(".gitignore"), ".hank/logs/\n.hank/status.json\n.hank/state.json*\n.hank/events.jsonl\n.hank/live.log\n.hank/hank.lock\n.hank/fleet.json\n").unwrap();
+    std::fs::write(p.dir.join(".gitignore"), ".hank/logs/\n.hank/status.json\n.hank/state.json*\n.hank/events.jsonl\n.hank/live.log\n.hank/hank.lock\n.hank/fleet.json\n.hank/.tmp-*\n").unwrap();
     p.git_init();
     p.fake("effect.sh", work);
     p
