@@ -70,6 +70,8 @@ pub(crate) fn claim(s: &Settings) -> Result<Claimed> {
         .with_user_control()?;
     store.ensure_dirs()?;
     let lock = store.lock()?;
+    // A hank killed mid-write left its temp file: gone now that this run holds the project.
+    store.remove_stale_temps(crate::store::STALE_TEMP_AGE);
     process::become_subreaper();
     process::protect_self();
     let (remote, note) = crate::control::remote::topic(s)?.map_or(Ok((None, None)), |topic| {

@@ -60,6 +60,8 @@ pub use schema::{
     CallRecord, Event, EventKind, LastLoop, PlanCounts, RunState, STATE_SCHEMA, State, Status,
 };
 
+/// A `.hank/.tmp-*` file older than this is a leftover of a killed hank ([`Store::remove_stale_temps`]).
+pub const STALE_TEMP_AGE: std::time::Duration = std::time::Duration::from_secs(600);
 /// `events.jsonl` is trimmed to its newest half past this size.
 pub const EVENTS_CAP: u64 = 4 * 1024 * 1024;
 /// `logs/hank.log` rotates past this size (3 old files kept).
@@ -629,6 +631,33 @@ impl Store {
             return Ok(());
         }
         fs::create_dir_all(&logs).map_err(|e| HankError::io("failed to create", &logs, e))
+    }
+
+    /// Removes `.hank/.tmp-*` files (the atomic writer's temp files, [`write_file_atomic`])
+    /// last modified more than `age` ago: what a hank killed in the middle of a write left.
+    /// A live write lasts milliseconds, so a younger one is left alone (another hank command
+    /// may be writing it). Only regular files are removed; best effort.
+    pub fn remove_stale_temps(&self, age: std::time::Duration) -> usize {
+        let Ok(entries) = fs::read_dir(&self.dir) else {
+            return 0;
+        };
+        let now = std::time::SystemTime::now();
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            if !entry.file_name().as_encoded_bytes().starts_with(b".tmp-") {
+                continue;
+            }
+            let Ok(meta) = entry.metadata() else { continue };
+            let old = meta
+                .modified()
+                .ok()
+                .and_then(|m| now.duration_since(m).ok())
+                .is_some_and(|d| d > age);
+            if meta.file_type().is_file() && old && fs::remove_file(entry.path()).is_ok() {
+                removed += 1;
+            }
+        }
+        removed
     }
 
     /// Loads `state.json` and the call log. Missing → a fresh state (with the log's calls, if
@@ -1367,6 +1396,32 @@ mod tests {
         assert_eq!(unsealed(&text, &lock_key(_dir.path()).unwrap()), Some(body));
         drop(held);
         assert!(store.lock().is_ok());
+    }
+
+    #[test]
+    fn stale_temp_files_are_removed_and_fresh_ones_kept() {
+        let (_dir, store) = store();
+        store.ensure_dirs().unwrap();
+        let old = store.dir.join(".tmp-old");
+        let fresh = store.dir.join(".tmp-fresh");
+        let not_temp = store.dir.join("tmp-notes.md");
+        let folder = store.dir.join(".tmp-folder");
+        for p in [&old, &fresh, &not_temp] {
+            fs::write(p, "x").unwrap();
+        }
+        fs::create_dir(&folder).unwrap();
+        let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        for p in [&old, &not_temp] {
+            fs::File::options()
+                .write(true)
+                .open(p)
+                .unwrap()
+                .set_modified(long_ago)
+                .unwrap();
+        }
+        assert_eq!(store.remove_stale_temps(STALE_TEMP_AGE), 1);
+        assert!(!old.exists());
+        assert!(fresh.exists() && not_temp.exists() && folder.is_dir());
     }
 
     #[test]

@@ -253,6 +253,31 @@ fn kill_9_at_spread_points_keeps_state_ledger_cap_and_lock() {
     );
 }
 
+/// A kill -9 in the middle of an atomic write leaves `.hank/.tmp-*` behind: the next run removes
+/// the old ones once it holds the project (a young one may be another hank command's live write).
+#[test]
+fn temp_files_left_by_a_killed_hank_are_removed_at_the_next_start() {
+    let p = Project::new(&["task"]);
+    let hank = p.dir.join(".hank");
+    let old = hank.join(".tmp-killed");
+    let young = hank.join(".tmp-live");
+    std::fs::write(&old, "half a state file").expect("write");
+    std::fs::write(&young, "a live write").expect("write");
+    let long_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    std::fs::File::options()
+        .write(true)
+        .open(&old)
+        .and_then(|f| f.set_modified(long_ago))
+        .expect("age the temp file");
+    let o = p.run(&["--max-loops", "1"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(!old.exists(), "the killed hank's temp file is still there");
+    assert!(
+        young.exists(),
+        "a temp file younger than 10 minutes was removed"
+    );
+}
+
 /// kill -9 of hank while a hung agent runs: the agent's group is separate, so it survives
 /// hank (nothing in-process can stop that), but the next run is not blocked by it.
 #[test]
