@@ -1,5 +1,5 @@
 //! An instant fake `claude` for hank's loop benchmark (`scripts/bench-loop.sh`): reads the
-//! prompt on stdin to EOF, prints a fixed successful result with a HANK_STATUS block, and
+//! prompt on stdin to EOF (unless stdin is a terminal), prints a fixed successful result with a HANK_STATUS block, and
 //! spawns nothing (the shell fake in `fixtures/bin/claude` runs `cat`, which would count as a
 //! child process of its own).
 //!
@@ -13,7 +13,7 @@
 //!   `--output-format json` prints), instead of the fixed result (`scripts/bench-stream.sh`).
 
 use std::fs::OpenOptions;
-use std::io::{Read, Write};
+use std::io::{IsTerminal, Read, Write};
 
 const RESULT: &str = concat!(
     r#"{"type":"result","subtype":"success","is_error":false,"duration_ms":1,"duration_api_ms":1,"#,
@@ -33,8 +33,12 @@ fn main() -> std::io::Result<()> {
         println!("2.1.197 (Claude Code)");
         return Ok(());
     }
+    // A loop engine that runs its agent under a terminal (a pty) never closes stdin: the
+    // prompt is then in the argv (`-p PROMPT`) and stdin is not read.
     let mut prompt = Vec::new();
-    std::io::stdin().read_to_end(&mut prompt)?;
+    if !std::io::stdin().is_terminal() {
+        std::io::stdin().read_to_end(&mut prompt)?;
+    }
 
     if let Some(path) = std::env::var_os("INSTANT_CLAUDE_TOUCH") {
         let mut f = OpenOptions::new().create(true).append(true).open(path)?;

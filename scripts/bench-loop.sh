@@ -118,7 +118,9 @@ if [ "$GIT" = 1 ]; then
 fi
 
 export CLAUDE_CODE_CMD=$AGENT INSTANT_CLAUDE_TOUCH=src/work.txt
-fresh() { rm -rf "$WORK/p"; cp -a "$TEMPLATE" "$WORK/p"; }
+# A fresh project, and no per-user state of an earlier run (its call ledger copy would be
+# restored into the new project and grow with every run).
+fresh() { rm -rf "$WORK/p" "$HOME/.local/state/hank"; cp -a "$TEMPLATE" "$WORK/p"; }
 run_hank() { # run_hank LOOPS [prefix…] — one fresh run, prints the python 'once' JSON
   local loops=$1; shift
   fresh
