@@ -7,6 +7,7 @@
 # the binary size. Method and results: PERFORMANCE.md.
 #
 # usage: scripts/bench-loop.sh [-n N] [--runs R] [--no-git] [--cli] [--analyze-mb MB] [--no-build]
+#                              [--versus RALPH] [--rounds K]
 #   -n N            iterations per measured run (default 200)
 #   --runs R        repetitions of each timed run; the median is reported (default 5)
 #   --no-git        the project is not a git repository (progress from the stat walk only)
@@ -14,10 +15,14 @@
 #   --cli           also run the CLI measurements
 #   --analyze-mb MB size of the stream-json transcript for `hank analyze` (default 1024)
 #   --no-build      use the binaries already built
+#   --versus RALPH  side by side with another loop engine on the same instant agent: RALPH is
+#                   ralph-orchestrator's `ralph` binary (`cargo install ralph-cli`); hank's own
+#                   CPU per loop (sandbox off and on) against it, in K interleaved rounds
+#   --rounds K      rounds of the side-by-side (default 3; the median is reported)
 # Binaries come from ${CARGO_TARGET_DIR:-/tmp/hank-bench-target}/release (release profile).
 set -euo pipefail
 
-N=200 RUNS=5 GIT=1 CLI=0 ANALYZE_MB=1024 BUILD=1 FILES=0
+N=200 RUNS=5 GIT=1 CLI=0 ANALYZE_MB=1024 BUILD=1 FILES=0 VERSUS='' ROUNDS=3
 while [ $# -gt 0 ]; do
   case "$1" in
     -n) N=$2; shift 2 ;;
@@ -25,9 +30,11 @@ while [ $# -gt 0 ]; do
     --no-git) GIT=0; shift ;;
     --files) FILES=$2; shift 2 ;;
     --cli) CLI=1; shift ;;
+    --versus) VERSUS=$2; shift 2 ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
     --analyze-mb) ANALYZE_MB=$2; shift 2 ;;
     --no-build) BUILD=0; shift ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "bench-loop.sh: unknown argument $1 (see --help)" >&2; exit 1 ;;
   esac
 done
@@ -131,6 +138,7 @@ echo "# hank loop benchmark"
 echo
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(uname -sr)"
 echo "hank:    $("$HANK" --version) ($HANK)"
+echo "sandbox: ${SANDBOX:-auto} (SANDBOX; the side by side runs both)"
 echo "project: git=$GIT, $(find "$TEMPLATE" -type f -not -path '*/.git/*' | wc -l) files; N=$N iterations, $RUNS runs"
 echo
 
@@ -206,10 +214,11 @@ echo "| state.json after $big iterations | $state_kb KB |"
 
 # 4. bytes hank adds to each agent call.
 fresh
-(cd "$WORK/p" && INSTANT_CLAUDE_RECORD=$WORK/record "$HANK" run --max-loops 20 --calls 100000 >/dev/null 2>&1) || true
-ctx=$(cut -d' ' -f1 "$WORK/record" | py stats)
-argvb=$(cut -d' ' -f2 "$WORK/record" | py stats)
-stdinb=$(cut -d' ' -f3 "$WORK/record" | py stats)
+# (The record is kept in the project: a sandboxed agent may write nowhere else.)
+(cd "$WORK/p" && INSTANT_CLAUDE_RECORD=record.txt "$HANK" run --max-loops 20 --calls 100000 >/dev/null 2>&1) || true
+ctx=$(cut -d' ' -f1 "$WORK/p/record.txt" | py stats)
+argvb=$(cut -d' ' -f2 "$WORK/p/record.txt" | py stats)
+stdinb=$(cut -d' ' -f3 "$WORK/p/record.txt" | py stats)
 echo "| bytes added per call (--append-system-prompt), median / max | $(echo "$ctx" | jget '["median"]') / $(echo "$ctx" | jget '["max"]') |"
 echo "| whole argv bytes (incl. --allowedTools), median | $(echo "$argvb" | jget '["median"]') |"
 echo "| stdin = the user's PROMPT.md (not added by hank) | $(echo "$stdinb" | jget '["median"]') |"
@@ -223,6 +232,84 @@ d = json.load(sys.stdin); a = d["args"]
 i = a.index("--append-system-prompt") if "--append-system-prompt" in a else -1
 print("```"); print(a[i + 1] if i >= 0 else "(none)"); print("```")')
 echo
+
+# --- side by side with another loop engine (--versus) -----------------------------------------
+# Own cost = the CPU time (user + system) of the engine's whole process tree, less the agent's:
+# ((CPU(N) − CPU(1)) / (N − 1)) − the agent's CPU per call. Both engines run the same instant
+# agent on copies of the same project, interleaved round by round.
+if [ -n "$VERSUS" ]; then
+  [ -x "$VERSUS" ] || { echo "bench-loop.sh: --versus $VERSUS is not an executable" >&2; exit 1; }
+  case "$("$VERSUS" --version 2>/dev/null)" in
+    ralph\ *) ;;
+    *) echo "bench-loop.sh: --versus expects ralph-orchestrator's ralph binary (ralph --version says 'ralph X.Y.Z')" >&2; exit 1 ;;
+  esac
+  mkdir -p "$WORK/agentbin"
+  ln -sf "$AGENT" "$WORK/agentbin/claude"
+  cp "$WORK/template/.hank/PROMPT.md" "$WORK/template/PROMPT.md"
+  printf 'cli:\n  backend: "claude"\nevent_loop:\n  prompt_file: "PROMPT.md"\n  completion_promise: "LOOP_COMPLETE"\n  max_iterations: 100000\n' \
+    > "$WORK/template/ralph.yml"
+  if [ "$GIT" = 1 ]; then
+    git -C "$WORK/template" add -A
+    git -C "$WORK/template" -c user.name=b -c user.email=b@example.com commit -q -m ralph
+  fi
+  mkdir -p "$WORK/agentcpu/src"
+  agent_cpu=$(cd "$WORK/agentcpu" && python3 - "$AGENT" <<'PY'
+import resource, subprocess, sys
+n = 300
+before = resource.getrusage(resource.RUSAGE_CHILDREN)
+for _ in range(n):
+    subprocess.run([sys.argv[1], "-p", "--output-format", "json"], input=b"prompt",
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+after = resource.getrusage(resource.RUSAGE_CHILDREN)
+print((after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) / n)
+PY
+)
+  engine() { # engine NAME LOOPS — one fresh run; prints the python 'once' JSON
+    local name=$1 loops=$2
+    fresh
+    case "$name" in
+      hank) (cd "$WORK/p" && SANDBOX=off py once "$HANK" run --max-loops "$loops" --calls 100000) ;;
+      hank-sandboxed) (cd "$WORK/p" && SANDBOX=auto py once "$HANK" run --max-loops "$loops" --calls 100000) ;;
+      ralph) (cd "$WORK/p" && PATH="$WORK/agentbin:$PATH" py once "$VERSUS" run -c ralph.yml -a \
+                --max-iterations "$loops" --skip-preflight -q) ;;
+    esac
+    local calls
+    calls=$(grep -c . "$WORK/p/src/work.txt" 2>/dev/null || true)
+    [ "$calls" = "$loops" ] || { echo "bench-loop.sh: $name made $calls calls instead of $loops" >&2; exit 1; }
+  }
+  : > "$WORK/versus"
+  for round in $(seq 1 "$ROUNDS"); do
+    for name in hank hank-sandboxed ralph; do
+      big=$(engine "$name" "$N"); one=$(engine "$name" 1)
+      echo "$round $name $big $one" >> "$WORK/versus"
+    done
+  done
+  echo
+  echo "## side by side: $("$VERSUS" --version) (--versus), $ROUNDS interleaved rounds of $N loops against 1"
+  echo
+  echo "filesystem of the projects: $(stat -f -c %T "$WORK") ($WORK); agent CPU per call: $(python3 -c "print('%.3f ms' % ($agent_cpu * 1000))")"
+  echo
+  python3 - "$WORK/versus" "$N" "$agent_cpu" <<'PY'
+import json, statistics, sys
+rows = [l.split(" ", 2) for l in open(sys.argv[1]) if l.strip()]
+n, agent = int(sys.argv[2]), float(sys.argv[3])
+per = {}
+for rnd, name, rest in rows:
+    big, one = (json.loads(x) for x in rest.replace("} {", "}\n{").splitlines())
+    cpu = (big["cpu"] - one["cpu"]) / (n - 1) - agent
+    wall = (big["wall"] - one["wall"]) / (n - 1)
+    per.setdefault(name, []).append((cpu * 1000, wall * 1000))
+med = {k: (statistics.median(c for c, _ in v), statistics.median(w for _, w in v)) for k, v in per.items()}
+print("| engine | own CPU per loop (median) | rounds | wall per loop (median) | CPU ratio to ralph |")
+print("|---|---|---|---|---|")
+for k in ("hank", "hank-sandboxed", "ralph"):
+    if k in med:
+        cpus = ", ".join("%.2f" % c for c, _ in per[k])
+        ratio = med[k][0] / med["ralph"][0] if med.get("ralph", (0,))[0] > 0 else float("nan")
+        label = {"hank": "hank (SANDBOX=off)", "hank-sandboxed": "hank (SANDBOX=auto)", "ralph": "ralph-orchestrator"}[k]
+        print("| %s | %.2f ms | %s | %.2f ms | %.2f× |" % (label, med[k][0], cpus, med[k][1], ratio))
+PY
+fi
 
 [ "$CLI" = 1 ] || exit 0
 

@@ -116,6 +116,17 @@ pub fn run_with_args(mut args: Vec<OsString>) -> u8 {
         args[0] = OsString::from("hank");
         args.insert(1, OsString::from(sub));
     }
+    // The sandboxed agent's start runs at every call: straight to it, without parsing the
+    // whole command tree (`hank __sandbox` is internal; its arguments are read as they are).
+    if args.get(1).is_some_and(|a| a == "__sandbox") {
+        return match crate::proc::agent::enter_sandbox(&args[2..]) {
+            Ok(code) => code,
+            Err(err) => {
+                report_error(&err);
+                err.exit_code()
+            }
+        };
+    }
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(err) => {

@@ -164,8 +164,9 @@ impl Real {
         let called = tokio::select! {
             called = call => called,
             never = watch_stop => match never {},
-        }
-        .map_err(HankError::usage)?;
+        };
+        self.sandbox.end_call();
+        let called = called.map_err(HankError::usage)?;
         self.reporter.agent_finished();
         self.lock.record_agent(None);
         self.egress_denied()?;
@@ -294,8 +295,9 @@ pub(crate) struct Sandboxing {
     pub(crate) confinement: crate::sandbox::Confinement,
     proxy: Option<crate::sandbox::proxy::Proxy>,
     tmp: Option<tempfile::TempDir>,
-    /// The folder of the proxy's Unix socket (the agent's network namespace is bridged to it).
-    _bridge: Option<tempfile::TempDir>,
+    /// The folder of the proxy's Unix socket (where the agent's network namespace hands over
+    /// its listening socket).
+    _handover: Option<tempfile::TempDir>,
     notes: Vec<crate::policy::run::Control>,
     /// The latest refusals (`host:port at TIME`), for status.json.
     denied: Vec<String>,
@@ -321,7 +323,7 @@ impl Sandboxing {
             Confinement::Unconfined { warn: true, .. } => Some(confinement.describe()),
             _ => None,
         };
-        let (mut proxy, mut tmp, mut bridge) = (None, None, None);
+        let (mut proxy, mut tmp, mut handover) = (None, None, None);
         if let Confinement::Landlock { netns } = &mut confinement {
             let mut p = crate::sandbox::proxy::Proxy::start(Vec::new()).map_err(|e| {
                 HankError::usage(format!(
@@ -337,15 +339,15 @@ impl Sandboxing {
                     })?,
             );
             if netns.is_ok() {
-                // The proxy's Unix socket for the namespace's bridge, in a folder of its own
-                // (0700) that the agent can neither read nor write. Without it, no namespace
-                // is claimed.
+                // The proxy's Unix socket, where the namespace hands over its listening
+                // socket, in a folder of its own (0700) that the agent can neither read nor
+                // write. Without it, no namespace is claimed.
                 let made = tempfile::Builder::new()
                     .prefix("hank-egress-")
                     .tempdir()
                     .and_then(|d| p.listen_unix(&d.path().join("proxy.sock")).map(|()| d));
                 match made {
-                    Ok(d) => bridge = Some(d),
+                    Ok(d) => handover = Some(d),
                     Err(e) => *netns = Err(format!("the proxy's Unix socket: {e}")),
                 }
             }
@@ -356,7 +358,7 @@ impl Sandboxing {
                 confinement,
                 proxy,
                 tmp,
-                _bridge: bridge,
+                _handover: handover,
                 notes: Vec::new(),
                 denied: Vec::new(),
             },
@@ -430,6 +432,13 @@ impl Sandboxing {
     pub(crate) fn describe_in(&self, status: &mut crate::store::Status) {
         status.sandbox = Some(self.confinement.describe());
         status.egress_denied.clone_from(&self.denied);
+    }
+
+    /// The call is over: the listening socket its network namespace handed over is shut.
+    pub(crate) fn end_call(&self) {
+        if let Some(proxy) = &self.proxy {
+            proxy.end_call();
+        }
     }
 
     /// The egress proxy's refusals since the last take (none when unconfined).

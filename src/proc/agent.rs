@@ -675,29 +675,24 @@ pub fn stop_orphan_group(pgid: i32, ticks: u64) -> bool {
 }
 
 /// `hank __sandbox RULES -- PROGRAM ARGS…`: confines this process with the rules (with
-/// `--netns`, first its own network namespace with the proxy bridged in:
-/// [`crate::sandbox::netns::unshare_net`], [`start_bridge`]; then
-/// [`crate::sandbox::Rules::restrict_self`]), then
-/// becomes the program (never unconfined). `hank __sandbox --probe-netns` and `--bridge` are
-/// the namespace's probe and bridge ([`crate::sandbox::netns`]).
+/// `--netns`, first its own network namespace, whose proxy port's listening socket is handed
+/// to hank's proxy: [`crate::sandbox::netns::unshare_net`], [`crate::sandbox::netns::hand_over`];
+/// then [`crate::sandbox::Rules::restrict_self`]), then becomes the program (never
+/// unconfined). `hank __sandbox --probe-netns` is the namespace's probe
+/// ([`crate::sandbox::netns`]).
 ///
 /// # Errors
 /// Bad arguments, no namespace, Landlock refused, or the exec failed.
 pub fn enter_sandbox(args: &[std::ffi::OsString]) -> crate::error::Result<u8> {
     use crate::error::HankError;
     use crate::sandbox::netns;
-    match args.first().and_then(|a| a.to_str()) {
-        Some(netns::PROBE) => return netns::probe_here(),
-        Some(netns::BRIDGE) => return netns::bridge(&args[1..]),
-        _ => {}
+    if args.first().and_then(|a| a.to_str()) == Some(netns::PROBE) {
+        return netns::probe_here();
     }
     let (rules, command) = crate::sandbox::Rules::from_args(args)?;
     if let Some(socket) = &rules.netns {
         netns::unshare_net()?;
-        let out = start_bridge(rules.port, socket).map_err(|e| {
-            HankError::usage(format!("network namespace: cannot start the bridge: {e}"))
-        })?;
-        netns::ready(out)?;
+        netns::hand_over(rules.port, socket)?;
     }
     rules.restrict_self()?;
     let (program, rest) = command.split_first().ok_or_else(|| {
@@ -712,33 +707,6 @@ pub fn enter_sandbox(args: &[std::ffi::OsString]) -> crate::error::Result<u8> {
         crate::sandbox::ENTER,
         Path::new(program).display()
     )))
-}
-
-/// Starts `hank __sandbox --bridge PORT SOCKET PID` ([`crate::sandbox::netns::bridge`]) from
-/// the agent's process (PID) in its new network namespace: stdin closed, stderr the agent's;
-/// its stdout, where it says `ready`. It is not waited for: it ends with the agent (its
-/// parent-death signal), and hank, the subreaper, reaps it.
-///
-/// # Errors
-/// It cannot be started.
-#[allow(
-    clippy::zombie_processes,
-    reason = "the bridge outlives this process image: the agent exec'd here is its parent"
-)]
-pub fn start_bridge(port: u16, socket: &Path) -> std::io::Result<std::process::ChildStdout> {
-    let mut child = std::process::Command::new(std::env::current_exe()?)
-        .arg(crate::sandbox::ENTER)
-        .arg(crate::sandbox::netns::BRIDGE)
-        .arg(port.to_string())
-        .arg(socket)
-        .arg(std::process::id().to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()?;
-    child
-        .stdout
-        .take()
-        .ok_or_else(|| std::io::Error::other("no stdout"))
 }
 
 /// Whether a network namespace can be made here for the agent: `hank __sandbox
@@ -980,9 +948,9 @@ pub async fn run_with_hook(
         (out, err)
     };
     tokio::pin!(readers);
-    // What is left usually ends within a millisecond (the sandbox's bridge dies with the
-    // agent): look again after 1 ms, then twice as long each time, up to every 100 ms — a
-    // fixed 100 ms tick cost every sandboxed call 50 ms on average.
+    // What is left usually ends within a millisecond of the agent: look again after 1 ms,
+    // then twice as long each time, up to every 100 ms (a fixed 100 ms tick cost each call
+    // with a short-lived leftover 50 ms on average).
     let mut step = Duration::from_millis(1);
     let tick = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(tick);

@@ -2,24 +2,22 @@
 //! CI and containers) or through an unprivileged user namespace where the kernel allows it
 //! (`CLONE_NEWUSER | CLONE_NEWNET`, the user mapped to itself). The namespace has only
 //! loopback, so UDP (DNS included), other hosts and the host's abstract Unix sockets are out of
-//! reach; the egress proxy is bridged into it.
+//! reach; the egress proxy is reached in it.
 //!
 //! `hank __sandbox --netns SOCKET …` (the agent's own process, single-threaded, before Landlock
 //! and the `exec` of the agent: `crate::proc::agent::enter_sandbox`) enters the namespace
-//! ([`unshare_net`]), brings `lo` up, and starts the bridge,
-//! `hank __sandbox --bridge PORT SOCKET PARENT`: a process in the namespace (started before
-//! the Landlock restriction, never running agent code) that listens on 127.0.0.1:PORT there —
-//! the port the agent's proxy variables name — and carries each connection to the proxy's Unix
-//! socket `SOCKET` (a path: Unix sockets on paths are not bound to a network namespace). It
-//! dies with the agent (`PR_SET_PDEATHSIG`). `hank __sandbox --probe-netns` tells hank at the
-//! start of a run (and `hank doctor`) whether a namespace can be made here.
+//! ([`unshare_net`]), brings `lo` up, listens on 127.0.0.1:PORT there — the port the agent's
+//! proxy variables name — and hands that listening socket to hank's proxy ([`hand_over`]) over
+//! the proxy's Unix socket `SOCKET` (a path: Unix sockets on paths are not bound to a network
+//! namespace). hank accepts the agent's connections on it from its own namespace and closes it
+//! when the call ends, so nothing but the agent runs per call. `hank __sandbox --probe-netns`
+//! tells hank at the start of a run (and `hank doctor`) whether a namespace can be made here.
 
-use std::io::{self, BufRead, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::io;
+use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::thread;
 
 use nix::sched::{CloneFlags, unshare};
 use nix::sys::socket::{
@@ -30,8 +28,6 @@ use crate::error::{HankError, Result};
 
 /// The first argument of `hank __sandbox` for the probe.
 pub const PROBE: &str = "--probe-netns";
-/// The first argument of `hank __sandbox` for the bridge.
-pub const BRIDGE: &str = "--bridge";
 
 fn fail(what: &str, e: impl std::fmt::Display) -> HankError {
     HankError::usage(format!("network namespace: {what}: {e}"))
@@ -123,72 +119,57 @@ pub fn probe_here() -> Result<u8> {
     Ok(0)
 }
 
-/// `hank __sandbox --bridge PORT SOCKET PARENT`: listens on 127.0.0.1:PORT of the namespace it
-/// was started in, says `ready` on stdout, and carries each connection to the Unix socket
-/// `SOCKET`; ends with its parent (the agent).
+/// In the agent's process, in its new namespace (`hank __sandbox … --netns SOCKET`, before
+/// Landlock and the `exec` of the agent): listens on 127.0.0.1:`port` there — the port the
+/// agent's proxy variables name — and hands the listening socket to hank's proxy over the Unix
+/// socket `socket` (`SCM_RIGHTS`), which accepts the agent's connections on it from hank's own
+/// namespace. Returns once hank has taken it; this process keeps no copy (the agent never
+/// holds the listener). No process of its own: one process per call, the agent.
 ///
 /// # Errors
-/// Bad arguments, or the port cannot be listened on.
-pub fn bridge(args: &[std::ffi::OsString]) -> Result<u8> {
-    let bad = || HankError::usage("__sandbox --bridge: expected PORT SOCKET PARENT");
-    let [port, socket, parent] = args else {
-        return Err(bad());
-    };
-    let port: u16 = port.to_str().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
-    let parent: i32 = parent
-        .to_str()
-        .and_then(|p| p.parse().ok())
-        .ok_or_else(bad)?;
-    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
-        .map_err(|e| fail("bridge", e))?;
-    if nix::unistd::getppid().as_raw() != parent {
-        return Ok(0); // the agent is already gone
-    }
-    let listener = TcpListener::bind(("127.0.0.1", port)).map_err(|e| fail("bridge", e))?;
-    let mut out = io::stdout();
-    let _ = writeln!(out, "ready").and_then(|()| out.flush());
-    let socket = Path::new(socket).to_path_buf();
-    for conn in listener.incoming() {
-        let Ok(conn) = conn else { continue };
-        let socket = socket.clone();
-        let _ = thread::Builder::new()
-            .name("hank-bridge".into())
-            .spawn(move || {
-                if let Ok(proxy) = UnixStream::connect(&socket) {
-                    carry(conn, proxy);
-                }
-            });
-    }
-    Ok(0)
+/// The port cannot be listened on, or hank did not take the socket.
+pub fn hand_over(port: u16, socket: &Path) -> Result<()> {
+    let listener =
+        TcpListener::bind(("127.0.0.1", port)).map_err(|e| fail("the proxy's port", e))?;
+    send_listener(&listener, socket).map_err(|e| fail("handing the port to hank", e))
 }
 
-/// Copies both ways between the agent's connection and the proxy until either side ends.
-fn carry(conn: TcpStream, proxy: UnixStream) {
-    let (Ok(mut c_read), Ok(mut p_write)) = (conn.try_clone(), proxy.try_clone()) else {
-        return;
-    };
-    let up = thread::spawn(move || {
-        let _ = io::copy(&mut c_read, &mut p_write);
-        let _ = p_write.shutdown(Shutdown::Write);
-    });
-    let (mut p_read, mut c_write) = (proxy, conn);
-    let _ = io::copy(&mut p_read, &mut c_write);
-    let _ = c_write.shutdown(Shutdown::Both);
-    let _ = up.join();
-}
-
-/// Whether the bridge said `ready` on `out` (its stdout).
+/// Sends `listener` to hank's proxy on the Unix socket `socket` and waits until the proxy
+/// says it accepts on it ([`HAND_OVER_TIMEOUT`] at most).
 ///
 /// # Errors
-/// It did not.
-pub fn ready(out: impl io::Read) -> Result<()> {
-    let mut line = String::new();
-    io::BufReader::new(out)
-        .read_line(&mut line)
-        .map_err(|e| fail("bridge", e))?;
-    if line.trim() == "ready" {
+/// The proxy cannot be reached, or did not take the socket.
+pub fn send_listener(listener: &TcpListener, socket: &Path) -> io::Result<()> {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg};
+    use std::io::Read;
+    use std::mem::MaybeUninit;
+    use std::os::fd::AsFd;
+    let mut conn = UnixStream::connect(socket)?;
+    conn.set_read_timeout(Some(HAND_OVER_TIMEOUT))?;
+    let fds = [listener.as_fd()];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
+        return Err(io::Error::other("no room for the socket"));
+    }
+    sendmsg(
+        &conn,
+        &[io::IoSlice::new(HAND_OVER)],
+        &mut control,
+        SendFlags::empty(),
+    )?;
+    let mut ack = [0u8; 1];
+    conn.read_exact(&mut ack)?;
+    if ack == *TAKEN {
         Ok(())
     } else {
-        Err(fail("bridge", "it did not start"))
+        Err(io::Error::other("hank refused the socket"))
     }
 }
+
+/// The byte sent with the listening socket.
+pub const HAND_OVER: &[u8; 1] = b"L";
+/// hank's answer once it accepts connections on it.
+pub const TAKEN: &[u8; 1] = b"1";
+/// How long the agent's process waits for hank to take the socket.
+pub const HAND_OVER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);

@@ -32,10 +32,13 @@ struct Shared {
     allowed: Mutex<Vec<String>>,
     denied: Mutex<Vec<Denied>>,
     stop: AtomicBool,
+    /// The listening sockets agents' network namespaces handed over ([`Proxy::listen_unix`]),
+    /// until their call ends ([`Proxy::end_call`]).
+    handed: Mutex<Vec<TcpListener>>,
 }
 
-/// A connection the proxy serves: TCP on 127.0.0.1, or its Unix socket (the bridge from an
-/// agent's network namespace).
+/// A connection the proxy serves: TCP on 127.0.0.1 (its own listener, or one an agent's
+/// network namespace handed over).
 trait Conn: Read + Write + Send + Sized + 'static {
     fn try_clone(&self) -> io::Result<Self>;
     fn shutdown(&self, how: Shutdown) -> io::Result<()>;
@@ -51,18 +54,6 @@ impl Conn for TcpStream {
     }
     fn set_read_timeout(&self, limit: Option<Duration>) -> io::Result<()> {
         TcpStream::set_read_timeout(self, limit)
-    }
-}
-
-impl Conn for UnixStream {
-    fn try_clone(&self) -> io::Result<Self> {
-        UnixStream::try_clone(self)
-    }
-    fn shutdown(&self, how: Shutdown) -> io::Result<()> {
-        UnixStream::shutdown(self, how)
-    }
-    fn set_read_timeout(&self, limit: Option<Duration>) -> io::Result<()> {
-        UnixStream::set_read_timeout(self, limit)
     }
 }
 
@@ -96,18 +87,46 @@ impl Proxy {
         })
     }
 
-    /// Also serves on a Unix socket made at `path` (in a folder only hank may write): what the
-    /// bridge of an agent's network namespace connects to ([`super::netns`]).
+    /// Also takes, on a Unix socket made at `path` (in a folder only hank may write), the
+    /// listening socket an agent's network namespace hands over ([`super::netns::hand_over`]):
+    /// its 127.0.0.1:PORT, on which the proxy then accepts the agent's connections from here,
+    /// until [`Proxy::end_call`].
     ///
     /// # Errors
     /// The socket cannot be made.
     pub fn listen_unix(&mut self, path: &Path) -> io::Result<()> {
         let listener = UnixListener::bind(path)?;
-        accept_all("hank-egress-unix", Arc::clone(&self.shared), move || {
-            listener.accept().map(|(c, _)| c)
-        })?;
+        let shared = Arc::clone(&self.shared);
+        thread::Builder::new()
+            .name("hank-egress-handover".into())
+            .spawn(move || {
+                for conn in listener.incoming() {
+                    if shared.stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    if let Ok(conn) = conn {
+                        // A hand-over that is not a listening loopback socket is refused.
+                        let _ = take_listener(conn, &shared);
+                    }
+                }
+            })?;
         self.socket = Some(path.to_path_buf());
         Ok(())
+    }
+
+    /// The call is over: the listening sockets handed over for it are shut (their accept loops
+    /// end, and the namespace they hold goes with its last process).
+    pub fn end_call(&self) {
+        let handed = self
+            .shared
+            .handed
+            .lock()
+            .map(|mut h| std::mem::take(&mut *h))
+            .unwrap_or_default();
+        for listener in handed {
+            // Shutting a listening socket wakes its blocked accept() (EINVAL on Linux).
+            let _ = rustix::net::shutdown(&listener, rustix::net::Shutdown::Both);
+        }
     }
 
     /// Its Unix socket, when it listens on one.
@@ -149,6 +168,7 @@ impl Proxy {
 impl Drop for Proxy {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
+        self.end_call();
         // Wake the accept loops so that they see the stop.
         let _ = TcpStream::connect(("127.0.0.1", self.port));
         if let Some(socket) = &self.socket {
@@ -321,8 +341,70 @@ impl Shared {
     }
 }
 
+/// Receives the listening socket a namespace hands over on `conn` (one `SCM_RIGHTS` socket
+/// with [`super::netns::HAND_OVER`]), checks that it is a TCP socket listening on loopback,
+/// accepts the agent's connections on it (each served on a thread of its own) until it is
+/// shut, and says [`super::netns::TAKEN`].
+fn take_listener(mut conn: UnixStream, shared: &Arc<Shared>) -> io::Result<()> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, recvmsg};
+    use std::mem::MaybeUninit;
+    conn.set_read_timeout(Some(super::netns::HAND_OVER_TIMEOUT))?;
+    let mut byte = [0u8; 1];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let got = recvmsg(
+        &conn,
+        &mut [io::IoSliceMut::new(&mut byte)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC,
+    )?;
+    let mut fds = Vec::new();
+    for message in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(received) = message {
+            fds.extend(received);
+        }
+    }
+    let refused = |why: &str| io::Error::new(io::ErrorKind::InvalidData, why.to_string());
+    if got.bytes != 1 || byte != *super::netns::HAND_OVER || fds.len() != 1 {
+        return Err(refused("not a hand-over"));
+    }
+    let Some(fd) = fds.pop() else {
+        return Err(refused("no socket"));
+    };
+    if !rustix::net::sockopt::socket_acceptconn(&fd)? {
+        return Err(refused("not a listening socket"));
+    }
+    let listener = TcpListener::from(fd);
+    if !listener.local_addr()?.ip().is_loopback() {
+        return Err(refused("not on loopback"));
+    }
+    let keep = listener.try_clone()?;
+    let serving = Arc::clone(shared);
+    thread::Builder::new()
+        .name("hank-egress-netns".into())
+        .spawn(move || {
+            loop {
+                match listener.accept() {
+                    Ok((c, _)) if !serving.stop.load(Ordering::Relaxed) => {
+                        let serving = Arc::clone(&serving);
+                        let _ = thread::Builder::new()
+                            .name("hank-egress-conn".into())
+                            .spawn(move || serve(c, &serving));
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    // Shut at the call's end ([`Proxy::end_call`]), or the proxy stopped.
+                    _ => break,
+                }
+            }
+        })?;
+    if let Ok(mut handed) = shared.handed.lock() {
+        handed.push(keep);
+    }
+    conn.write_all(super::netns::TAKEN)
+}
+
 /// Takes connections from `accept` on a thread named `name` until the proxy stops, each
-/// served on a thread of its own (the TCP listener and the namespace bridge's Unix socket).
+/// served on a thread of its own (the TCP listener on 127.0.0.1).
 fn accept_all<C: Conn + Send + 'static>(
     name: &str,
     shared: Arc<Shared>,
@@ -509,6 +591,40 @@ mod tests {
         let mut out = String::new();
         let _ = s.read_to_string(&mut out);
         out
+    }
+
+    /// A namespace's listening socket handed over: the proxy serves the agent's connections on
+    /// it (a refusal recorded like any other), refuses anything else sent to its Unix socket,
+    /// and shuts it when the call ends.
+    #[test]
+    fn a_handed_over_listener_is_served_until_the_call_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("proxy.sock");
+        let mut proxy = Proxy::start(Vec::new()).unwrap();
+        proxy.listen_unix(&socket).unwrap();
+        // Not a hand-over: a plain request is dropped unanswered.
+        let mut plain = UnixStream::connect(&socket).unwrap();
+        plain.write_all(b"CONNECT x:1 HTTP/1.1\r\n\r\n").unwrap();
+        let mut answer = Vec::new();
+        let _ = plain.read_to_end(&mut answer);
+        assert!(answer.is_empty(), "{answer:?}");
+        let listener = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        super::super::netns::send_listener(&listener, &socket).unwrap();
+        drop(listener);
+        let answer = ask(port, "CONNECT evil.example:443 HTTP/1.1\r\n\r\n");
+        assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+        assert_eq!(proxy.take_denied()[0].host, "evil.example:443");
+        proxy.end_call();
+        // The port is closed once the accept loop has let go of it.
+        let closed = (0..200).any(|_| {
+            let refused = TcpStream::connect(("127.0.0.1", port)).is_err();
+            if !refused {
+                thread::sleep(Duration::from_millis(10));
+            }
+            refused
+        });
+        assert!(closed, "the handed-over port still accepts after the call");
     }
 
     #[test]

@@ -319,6 +319,7 @@ pub(super) fn convert_ai(
         .map_err(HankError::usage)
     });
     bar.finish_and_clear();
+    sandbox.end_call();
     let denied = sandbox.take_denied();
     if !denied.is_empty() {
         let hosts: Vec<String> = denied
