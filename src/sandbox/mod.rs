@@ -258,8 +258,8 @@ pub struct Rules {
     pub write: Vec<PathBuf>,
     /// The one TCP port the agent may connect to (the egress proxy's).
     pub port: u16,
-    /// The agent's own network namespace, whose proxy port is handed to the proxy over its Unix socket
-    /// at this path ([`netns`]); `None`: the host's network.
+    /// The agent's own network namespace, whose proxy port is handed to the proxy over its
+    /// Unix socket at this path ([`netns`]); `None`: the host's network.
     pub netns: Option<PathBuf>,
 }
 
