@@ -539,6 +539,7 @@ pub fn outside_notes(notes: &[crate::policy::run::ContextNote]) -> String {
             NoteKind::MergeResult => "The merge of this branch",
             NoteKind::PushRejected => "The delivery was refused by a git hook or the remote",
             NoteKind::Review => "A review of the pull request",
+            NoteKind::Reviewer => "The reviewer's findings",
         };
         let clean: String = n
             .text
@@ -551,6 +552,7 @@ pub fn outside_notes(notes: &[crate::policy::run::ContextNote]) -> String {
             NoteKind::CiFailure | NoteKind::PushRejected | NoteKind::Review => {
                 crate::policy::deliver::MAX_FEEDBACK_CHARS * 4
             }
+            NoteKind::Reviewer => crate::policy::review::MAX_NOTE_BYTES,
             _ => NOTE_BUDGET,
         };
         let mut cut = clean.len().min(budget);

@@ -270,6 +270,8 @@ pub enum NoteKind {
     PushRejected,
     /// A reviewer asked for changes on the pull request.
     Review,
+    /// The independent reviewer's blockers (`REVIEW_AGENT`, [`crate::policy::review`]).
+    Reviewer,
 }
 
 /// What happened.
