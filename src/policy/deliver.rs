@@ -285,6 +285,8 @@ pub struct Evidence {
     /// The branch the work was done from and on.
     pub base: String,
     pub head: String,
+    /// The independent reviewer's rounds in this run (`review` events, `REVIEW_AGENT`).
+    pub reviews: Vec<crate::store::schema::ReviewRound>,
 }
 
 /// The PR title: the first item done (or the branch), bounded.
@@ -356,6 +358,10 @@ pub fn pr_body(ev: &Evidence, secrets: &[String]) -> String {
         if let Some(c) = &ev.last_check {
             let _ = writeln!(b, "{}", check_line("end", c, secrets));
         }
+    }
+    let clean_finding = |t: &str| inline(t, secrets, 400);
+    if let Some(section) = crate::policy::review::pr_section(&ev.reviews, &clean_finding) {
+        b.push_str(&section);
     }
     b.push_str("\n### Tests removed during the run\n\n");
     if ev.tests_removed.is_empty() {
@@ -1018,6 +1024,7 @@ mod tests {
             ),
             base: "main".into(),
             head: "hank/main".into(),
+            reviews: Vec::new(),
         }
     }
 

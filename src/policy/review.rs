@@ -13,6 +13,7 @@
 use crate::analysis::review::{Finding, REVIEW_CLOSE, REVIEW_OPEN, Review, Severity, Verdict};
 use crate::exit::ExitReason;
 use crate::sanitize::cut_bytes;
+use crate::store::schema::ReviewRound;
 
 /// `REVIEW_MAX_ROUNDS`' default.
 pub const DEFAULT_MAX_ROUNDS: u32 = 3;
@@ -241,7 +242,24 @@ pub fn cap_diff(stat: &str, patch: &str) -> String {
     )
 }
 
-/// One round as the PR body and `hank report` show it.
+/// What a `review_rejected` exit adds to its message: the last round's blockers (or why it
+/// could not be read), bounded.
+#[must_use]
+pub fn rejected_note(last: &ReviewRound) -> String {
+    let blockers: Vec<String> = (last.findings.iter())
+        .filter(|f| f.severity == Severity::Blocker)
+        .take(5)
+        .map(finding_line)
+        .collect();
+    let text = match (&last.why, blockers.is_empty()) {
+        (Some(why), _) => format!("the last review could not be read: {why}"),
+        (None, true) => "the last review asked for changes without naming one".to_owned(),
+        (None, false) => format!("last blockers: {}", blockers.join("; ")),
+    };
+    crate::sanitize::cut_chars(&text, 600)
+}
+
+/// One round as the engine keeps it (the next round's prompt names its findings).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RoundSeen {
     pub round: u32,
@@ -249,39 +267,49 @@ pub struct RoundSeen {
     pub cost_usd: f64,
 }
 
-/// The PR body's "Review" section: the reviewer, each round's verdict, the last round's minor
-/// findings (blockers of an approved run were fixed; of an unapproved one they are listed).
+/// The PR body's "Review" section over the run's `review` events: the reviewer, each round's
+/// verdict, the blockers still open when the last round did not approve, the last round's
+/// minor findings. `clean` makes the reviewer's text safe for the body (redaction, no
+/// mentions or closing keywords: [`crate::policy::deliver`]).
 #[must_use]
-pub fn pr_section(agent: &str, rounds: &[RoundSeen]) -> Option<String> {
+pub fn pr_section(rounds: &[ReviewRound], clean: &dyn Fn(&str) -> String) -> Option<String> {
     let last = rounds.last()?;
-    let mut out = format!("## Review\n\nIndependent reviewer: `{agent}`.\n\n");
+    let mut out = format!(
+        "\n### Review\n\nIndependent reviewer: `{}` (read-only).\n\n",
+        clean(&last.agent)
+    );
     for r in rounds {
-        let v = match &r.review.verdict {
-            Verdict::Approve => "approved".to_owned(),
-            Verdict::Changes => "changes asked".to_owned(),
-            Verdict::Unreadable { why } => format!("unreadable ({why})"),
-        };
+        let why = r
+            .why
+            .as_deref()
+            .map(|w| format!(" ({})", clean(w)))
+            .unwrap_or_default();
         out.push_str(&format!(
-            "- round {}: {v} — {} blocker(s), {} minor\n",
-            r.round,
-            r.review.count(Severity::Blocker),
-            r.review.count(Severity::Minor)
+            "- round {}: {}{why} — {} blocker(s), {} minor, ${:.2}\n",
+            r.round, r.verdict, r.blockers, r.minors, r.cost_usd
         ));
     }
-    if !last.review.approved() {
-        let blockers: Vec<&Finding> = last.review.of(Severity::Blocker).collect();
-        if !blockers.is_empty() {
+    let line = |f: &Finding| clean(&finding_line(f));
+    if last.verdict != "approve" {
+        let open: Vec<String> = (last.findings.iter())
+            .filter(|f| f.severity == Severity::Blocker)
+            .map(line)
+            .collect();
+        if !open.is_empty() {
             out.push_str("\nBlockers still open:\n\n");
-            for f in blockers {
-                out.push_str(&format!("- {}\n", finding_line(f)));
+            for f in open {
+                out.push_str(&format!("- {f}\n"));
             }
         }
     }
-    let minors: Vec<&Finding> = last.review.of(Severity::Minor).collect();
+    let minors: Vec<String> = (last.findings.iter())
+        .filter(|f| f.severity == Severity::Minor)
+        .map(line)
+        .collect();
     if !minors.is_empty() {
         out.push_str("\nMinor findings (not sent back to the agent):\n\n");
         for f in minors {
-            out.push_str(&format!("- {}\n", finding_line(f)));
+            out.push_str(&format!("- {f}\n"));
         }
     }
     Some(out)
@@ -415,29 +443,56 @@ mod tests {
         assert_eq!(cap_diff("s", "small"), "small");
     }
 
+    fn seen(round: u32, body: &str) -> ReviewRound {
+        let r = review(body);
+        ReviewRound {
+            round,
+            max_rounds: 3,
+            agent: "codex".into(),
+            number: u64::from(round),
+            verdict: match r.verdict {
+                Verdict::Approve => "approve",
+                Verdict::Changes => "changes",
+                Verdict::Unreadable { .. } => "unreadable",
+            }
+            .into(),
+            why: None,
+            blockers: u32::try_from(r.count(Severity::Blocker)).unwrap_or(0),
+            minors: u32::try_from(r.count(Severity::Minor)).unwrap_or(0),
+            findings: r.findings,
+            cost_usd: 0.1,
+            cost_estimated: false,
+            tokens: 10,
+            duration_ms: 5,
+        }
+    }
+
     #[test]
     fn the_pr_section_lists_rounds_and_minors() {
+        let same = |t: &str| t.to_owned();
         let rounds = [
-            RoundSeen {
-                round: 1,
-                review: review("VERDICT: CHANGES\n- [blocker] a.rs: b"),
-                cost_usd: 0.1,
-            },
-            RoundSeen {
-                round: 2,
-                review: review("VERDICT: APPROVE\n- [minor] README.md: typo"),
-                cost_usd: 0.1,
-            },
+            seen(1, "VERDICT: CHANGES\n- [blocker] a.rs: b"),
+            seen(2, "VERDICT: APPROVE\n- [minor] README.md: typo"),
         ];
-        let s = pr_section("codex", &rounds).unwrap_or_default();
-        assert!(s.starts_with("## Review"), "{s}");
+        let s = pr_section(&rounds, &same).unwrap_or_default();
+        assert!(s.contains("### Review"), "{s}");
         assert!(
-            s.contains("round 1: changes asked — 1 blocker(s), 0 minor"),
+            s.contains("round 1: changes — 1 blocker(s), 0 minor"),
             "{s}"
         );
-        assert!(s.contains("round 2: approved"), "{s}");
+        assert!(s.contains("round 2: approve"), "{s}");
         assert!(s.contains("[minor] README.md: typo"), "{s}");
         assert!(!s.contains("Blockers still open"), "{s}");
-        assert_eq!(pr_section("codex", &[]), None);
+        let rejected = [seen(
+            1,
+            "VERDICT: CHANGES\n- [blocker] a.rs: b\n- [minor] c: d",
+        )];
+        let s = pr_section(&rejected, &same).unwrap_or_default();
+        assert!(
+            s.contains("Blockers still open:\n\n- [blocker] a.rs: b"),
+            "{s}"
+        );
+        assert!(s.contains("- [minor] c: d"), "{s}");
+        assert_eq!(pr_section(&[], &same), None);
     }
 }
