@@ -165,6 +165,7 @@ impl Engine {
             cost_usd: seen.cost_usd,
         });
         self.reviewer.last = Some(seen.clone());
+        self.run_loops.push(seen.receipt(self.fx.now()));
         self.fx.persist(&self.state, false)?;
         self.tell(News::Review(&seen))?;
         let fact = if got.interrupted || self.fx.interrupted() {

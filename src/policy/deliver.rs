@@ -1028,6 +1028,42 @@ mod tests {
         }
     }
 
+    /// The reviewer's rounds (REVIEW_AGENT) are the body's Review section: its minor
+    /// findings there (never sent to the agent), its text defused like the agent's.
+    #[test]
+    fn the_body_has_the_reviewers_section() {
+        use crate::analysis::review::{Finding, Severity};
+        let round = crate::store::schema::ReviewRound {
+            round: 2,
+            max_rounds: 3,
+            agent: "codex".into(),
+            number: 4,
+            verdict: "approve".into(),
+            why: None,
+            blockers: 0,
+            minors: 1,
+            findings: vec![Finding {
+                severity: Severity::Minor,
+                path: "README.md".into(),
+                text: "ask @everyone, fixes #12".into(),
+            }],
+            cost_usd: 0.2,
+            cost_estimated: false,
+            tokens: 100,
+            duration_ms: 10,
+        };
+        let ev = Evidence {
+            reviews: vec![round],
+            ..evidence()
+        };
+        let b = pr_body(&ev, &[]);
+        assert!(b.contains("### Review"), "{b}");
+        assert!(b.contains("round 2: approve"), "{b}");
+        assert!(b.contains("[minor] README.md: ask @\u{200b}everyone"), "{b}");
+        assert!(!b.contains("@everyone"), "{b}");
+        assert!(!pr_body(&evidence(), &[]).contains("### Review"));
+    }
+
     #[test]
     fn the_body_carries_the_evidence() {
         let body = pr_body(&evidence(), &[]);

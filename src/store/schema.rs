@@ -985,6 +985,35 @@ fn json_name<T: Serialize>(v: &T) -> Option<String> {
         .and_then(|x| x.as_str().map(ToString::to_string))
 }
 
+impl ReviewRound {
+    /// The name of its row in `hank report` and the receipts: `review round 1 (codex):
+    /// changes`.
+    #[must_use]
+    pub fn row(&self) -> String {
+        format!(
+            "review round {} ({}): {}",
+            self.round, self.agent, self.verdict
+        )
+    }
+
+    /// This review call as the receipts count it (a row of its own, finished at `at`).
+    #[must_use]
+    pub fn receipt(&self, at: Timestamp) -> crate::policy::receipts::LoopCost {
+        crate::policy::receipts::LoopCost {
+            number: self.number,
+            at: Some(at),
+            cost_usd: self.cost_usd,
+            cost_estimated: self.cost_estimated,
+            tokens: self.tokens,
+            duration_ms: self.duration_ms,
+            calls: None,
+            items: vec![self.row()],
+            recommendation: None,
+            windows: BTreeMap::new(),
+        }
+    }
+}
+
 impl AgentFinished {
     /// This loop as the receipts count it (finished at `at`).
     #[must_use]
