@@ -14,20 +14,6 @@ use crate::policy::verify::CheckResult;
 use crate::report::LoopSummary;
 use crate::store::schema::{AgentFinished, Delivery, ReviewRound};
 
-/// A review round as one line: `review round 1/3 (codex): changes — 2 blocker(s), 1 minor,
-/// $0.12`.
-#[must_use]
-pub(crate) fn review_line(r: &ReviewRound) -> String {
-    let why = r
-        .why
-        .as_deref()
-        .map(|w| format!(" ({w})"))
-        .unwrap_or_default();
-    format!(
-        "review round {}/{} ({}): {}{why} — {} blocker(s), {} minor, ${:.2}",
-        r.round, r.max_rounds, r.agent, r.verdict, r.blockers, r.minors, r.cost_usd
-    )
-}
 use crate::store::{EventKind, RunState, Status};
 
 /// What just happened in the run.
@@ -226,7 +212,7 @@ impl News<'_> {
                 }
             }
             Self::Review(r) => {
-                let line = review_line(r);
+                let line = r.line();
                 Told {
                     say: Some((r.verdict != "approve", line.clone())),
                     log: Some(line),

@@ -1059,7 +1059,10 @@ mod tests {
         let b = pr_body(&ev, &[]);
         assert!(b.contains("### Review"), "{b}");
         assert!(b.contains("round 2: approve"), "{b}");
-        assert!(b.contains("[minor] README.md: ask @\u{200b}everyone"), "{b}");
+        assert!(
+            b.contains("[minor] README.md: ask @\u{200b}everyone"),
+            "{b}"
+        );
         assert!(!b.contains("@everyone"), "{b}");
         assert!(!pr_body(&evidence(), &[]).contains("### Review"));
     }

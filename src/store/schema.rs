@@ -986,6 +986,25 @@ fn json_name<T: Serialize>(v: &T) -> Option<String> {
 }
 
 impl ReviewRound {
+    /// The round as one line: `review round 1/3 (codex): changes — 2 blocker(s), 1 minor,
+    /// $0.12` (the terminal, the log, `hank status`, the monitor's events).
+    #[must_use]
+    pub fn line(&self) -> String {
+        let why = (self.why.as_deref())
+            .map(|w| format!(" ({w})"))
+            .unwrap_or_default();
+        format!(
+            "review round {}/{} ({}): {}{why} — {} blocker(s), {} minor, ${:.2}",
+            self.round,
+            self.max_rounds,
+            self.agent,
+            self.verdict,
+            self.blockers,
+            self.minors,
+            self.cost_usd
+        )
+    }
+
     /// The name of its row in `hank report` and the receipts: `review round 1 (codex):
     /// changes`.
     #[must_use]
