@@ -216,3 +216,25 @@ fn each_profile_reviews_read_only() {
         assert_eq!(p.events_of("review").len(), 1, "{agent}");
     }
 }
+
+/// With the sandbox on (real Landlock), the reviewer reads the project and cannot write it;
+/// the worker still can.
+#[test]
+fn the_sandboxed_reviewer_cannot_write_the_project() {
+    let (p, review) = reviewed("");
+    let probe = "if cat .hank/fix_plan.md >/dev/null; then echo read >> \"$FAKE_REVIEW_DIR/probe\"; fi\n\
+        if echo x > reviewer-wrote.txt 2>/dev/null; then echo wrote >> \"$FAKE_REVIEW_DIR/probe\"; \
+        else echo refused >> \"$FAKE_REVIEW_DIR/probe\"; fi\n";
+    std::fs::write(review.join("effect-1.sh"), probe).unwrap();
+    let out = p
+        .cmd()
+        .env("SANDBOX", "landlock")
+        .env("SANDBOX_WRITE", &p.fake)
+        .env("FAKE_REVIEW_DIR", &review)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(read(&review, "probe"), "read\nrefused\n");
+    assert!(!p.dir.join("reviewer-wrote.txt").exists());
+    assert!(p.dir.join("src/work.txt").exists(), "the worker wrote");
+}
