@@ -2,7 +2,7 @@
 //! its answer text. **\[pure\]**
 //!
 //! The answer text is the one the worker's answer is read from (the result of `json` /
-//! `stream-json`, the plain text, a profile's mapped `text`): [`crate::analysis::finish`] and
+//! `stream-json`, the plain text, a profile's mapped `text`): the native analyzer and
 //! the mapped reader fill [`crate::analysis::Analysis::review`] with [`parse_review`] wherever
 //! they read a `HANK_STATUS` block. The block:
 //!

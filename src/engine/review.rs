@@ -73,7 +73,7 @@ impl Engine {
             .collect();
         let check_result = self.verify.last.as_ref().map_or_else(
             || "no check ran in this run".to_owned(),
-            |c| crate::policy::verification::Verification::result_line(c),
+            crate::policy::verification::Verification::result_line,
         );
         let earlier: Vec<(u32, Vec<Finding>)> = (self.reviewer.rounds.iter())
             .map(|r| (r.round, r.review.findings.clone()))

@@ -454,7 +454,7 @@ impl Settings {
         self.review_agent
             .value
             .is_some()
-            .then(|| crate::policy::review::ReviewConfig {
+            .then_some(crate::policy::review::ReviewConfig {
                 max_rounds: self.review_max_rounds.value,
                 max_share: self.review_max_share.value,
             })
