@@ -472,6 +472,65 @@ mod tests {
     }
 
     #[test]
+    fn read_only_args_table() {
+        let v = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<String>>();
+        let cases: [(&[&str], &[&str]); 7] = [
+            (
+                &[
+                    "exec",
+                    "--json",
+                    "--dangerously-bypass-approvals-and-sandbox",
+                    "-",
+                ],
+                &["exec", "--json", "--sandbox", "read-only", "-"],
+            ),
+            (
+                &["exec", "-s", "workspace-write"],
+                &["exec", "--sandbox", "read-only"],
+            ),
+            (
+                &["exec", "--sandbox=danger-full-access"],
+                &["exec", "--sandbox=read-only"],
+            ),
+            (
+                &[
+                    "--output-format",
+                    "json",
+                    "--approval-mode",
+                    "yolo",
+                    "-p",
+                    "",
+                ],
+                &[
+                    "--output-format",
+                    "json",
+                    "--approval-mode",
+                    "plan",
+                    "-p",
+                    "",
+                ],
+            ),
+            (
+                &["--yolo", "--approval-mode=auto_edit"],
+                &["--approval-mode=plan"],
+            ),
+            (&["run", "--auto", "--agent=plan"], &["run", "--agent=plan"]),
+            (
+                &[
+                    "-p",
+                    "--dangerously-skip-permissions",
+                    "--permission-mode",
+                    "plan",
+                ],
+                &["-p", "--permission-mode", "plan"],
+            ),
+        ];
+        for (given, want) in cases {
+            assert_eq!(read_only_args(v(given)), v(want), "{given:?}");
+        }
+    }
+
+    #[test]
     fn argv_shapes() {
         let tools = vec!["Read".to_string(), "Bash(git add *)".to_string()];
         let none: Vec<String> = Vec::new();
