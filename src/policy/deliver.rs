@@ -286,7 +286,7 @@ pub struct Evidence {
     pub base: String,
     pub head: String,
     /// The independent reviewer's rounds in this run (`review` events, `REVIEW_AGENT`).
-    pub reviews: Vec<crate::store::schema::ReviewRound>,
+    pub reviews: Vec<crate::policy::review::ReviewRound>,
 }
 
 /// The PR title: the first item done (or the branch), bounded.
@@ -1033,7 +1033,7 @@ mod tests {
     #[test]
     fn the_body_has_the_reviewers_section() {
         use crate::analysis::review::{Finding, Severity};
-        let round = crate::store::schema::ReviewRound {
+        let round = crate::policy::review::ReviewRound {
             round: 2,
             max_rounds: 3,
             agent: "codex".into(),

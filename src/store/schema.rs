@@ -476,35 +476,7 @@ pub enum EventKind {
     },
 }
 
-/// One round of the independent reviewer (`REVIEW_AGENT`, issue 39): the `review` event and
-/// status.json's `review`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ReviewRound {
-    /// 1, 2, … (of `max_rounds`).
-    pub round: u32,
-    pub max_rounds: u32,
-    /// The reviewer's profile.
-    pub agent: String,
-    /// The call's number (its logs are `logs/loop_N.*`).
-    #[serde(rename = "loop")]
-    pub number: u64,
-    /// `approve`, `changes` or `unreadable` (a missing, unreadable or contradictory verdict,
-    /// or a failed call: counted as changes).
-    pub verdict: String,
-    /// Why the verdict could not be read.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub why: Option<String>,
-    pub blockers: u32,
-    pub minors: u32,
-    /// Every finding, blockers first.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub findings: Vec<crate::analysis::review::Finding>,
-    pub cost_usd: f64,
-    #[serde(default)]
-    pub cost_estimated: bool,
-    pub tokens: u64,
-    pub duration_ms: u64,
-}
+pub use crate::policy::review::ReviewRound;
 
 /// The `circuit_changed` event of a breaker transition (the run's and `hank reset circuit`'s).
 impl From<&Transition> for EventKind {
@@ -983,54 +955,6 @@ fn json_name<T: Serialize>(v: &T) -> Option<String> {
     serde_json::to_value(v)
         .ok()
         .and_then(|x| x.as_str().map(ToString::to_string))
-}
-
-impl ReviewRound {
-    /// The round as one line: `review round 1/3 (codex): changes — 2 blocker(s), 1 minor,
-    /// $0.12` (the terminal, the log, `hank status`, the monitor's events).
-    #[must_use]
-    pub fn line(&self) -> String {
-        let why = (self.why.as_deref())
-            .map(|w| format!(" ({w})"))
-            .unwrap_or_default();
-        format!(
-            "review round {}/{} ({}): {}{why} — {} blocker(s), {} minor, ${:.2}",
-            self.round,
-            self.max_rounds,
-            self.agent,
-            self.verdict,
-            self.blockers,
-            self.minors,
-            self.cost_usd
-        )
-    }
-
-    /// The name of its row in `hank report` and the receipts: `review round 1 (codex):
-    /// changes`.
-    #[must_use]
-    pub fn row(&self) -> String {
-        format!(
-            "review round {} ({}): {}",
-            self.round, self.agent, self.verdict
-        )
-    }
-
-    /// This review call as the receipts count it (a row of its own, finished at `at`).
-    #[must_use]
-    pub fn receipt(&self, at: Timestamp) -> crate::policy::receipts::LoopCost {
-        crate::policy::receipts::LoopCost {
-            number: self.number,
-            at: Some(at),
-            cost_usd: self.cost_usd,
-            cost_estimated: self.cost_estimated,
-            tokens: self.tokens,
-            duration_ms: self.duration_ms,
-            calls: None,
-            items: vec![self.row()],
-            recommendation: None,
-            windows: BTreeMap::new(),
-        }
-    }
 }
 
 impl AgentFinished {
