@@ -912,7 +912,10 @@ pub(crate) fn a_real_reviewer_reads_the_diff_and_its_verdict_is_read() {
     assert_eq!(reviews.len(), 1, "{ctx}");
     assert_eq!(reviews[0]["verdict"], "approve", "{ctx}");
     assert_eq!(reviews[0]["minors"], 1, "{ctx}");
-    assert!(!real.p.dir.join("src/reviewer.txt").exists(), "plan mode refused the write");
+    assert!(
+        !real.p.dir.join("src/reviewer.txt").exists(),
+        "plan mode refused the write"
+    );
     // The reviewer's first request: its prompt with the run's diff, not the worker's session.
     let turns = real.api.turns();
     let first = turns
@@ -921,5 +924,8 @@ pub(crate) fn a_real_reviewer_reads_the_diff_and_its_verdict_is_read() {
         .expect("the reviewer's request");
     let text = first.last_user_text();
     assert!(text.contains("one done"), "the diff: {text}");
-    assert!(first.loop_context().is_none(), "no loop context for the reviewer");
+    assert!(
+        first.loop_context().is_none(),
+        "no loop context for the reviewer"
+    );
 }
