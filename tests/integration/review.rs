@@ -238,3 +238,22 @@ fn the_sandboxed_reviewer_cannot_write_the_project() {
     assert!(!p.dir.join("reviewer-wrote.txt").exists());
     assert!(p.dir.join("src/work.txt").exists(), "the worker wrote");
 }
+
+/// In a fleet each task's worker (a `hank run`, given `--review-agent` and the environment's
+/// REVIEW_AGENT_CMD) is reviewed before its task is merged.
+#[test]
+fn each_fleet_task_is_reviewed_before_its_merge() {
+    let p = crate::fleet::project("# Plan\n\n## Alpha\n- [ ] a1\n\n## Beta\n- [ ] b1\n");
+    let o = p.run_env(
+        &[("REVIEW_AGENT_CMD", "reviewer")],
+        &["fleet", "--agents", "1", "--review-agent", "claude"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let review = p.fake.join("review");
+    assert_eq!(calls(&review), 2, "one review per task: {}", stderr(&o));
+    let files = crate::support::git(&p.dir, &["ls-tree", "--name-only", "hank/fleet"]);
+    assert!(
+        files.contains("alpha.txt") && files.contains("beta.txt"),
+        "{files}"
+    );
+}
