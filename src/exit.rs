@@ -76,11 +76,17 @@ pub enum ExitReason {
     /// run at all: its program was not found (126/127 from the shell). Nothing was tested, so
     /// the claim is neither accepted nor rejected; the agent is not told to fix it.
     CheckCouldNotRun,
+    /// The independent reviewer (`REVIEW_AGENT`) did not approve the work within
+    /// `REVIEW_MAX_ROUNDS` rounds (a missing or unreadable verdict counts as changes asked).
+    ReviewRejected,
+    /// Reviews cost more than `REVIEW_MAX_SHARE` of the run: reviewing stopped, the work kept
+    /// unapproved.
+    ReviewBudget,
 }
 
 impl ExitReason {
     /// Every reason, in table order.
-    pub const ALL: [ExitReason; 24] = [
+    pub const ALL: [ExitReason; 26] = [
         Self::ProjectComplete,
         Self::PlanComplete,
         Self::TestSaturation,
@@ -105,6 +111,8 @@ impl ExitReason {
         Self::ForgeFailed,
         Self::SecretsInCommits,
         Self::CheckCouldNotRun,
+        Self::ReviewRejected,
+        Self::ReviewBudget,
     ];
 
     /// A "done" claim: the run ends because the agent's work looks finished. With
@@ -132,14 +140,16 @@ impl ExitReason {
             | Self::VerificationFailed
             | Self::CiFailed
             | Self::CiMissing
-            | Self::PushRejected => HALTED,
+            | Self::PushRejected
+            | Self::ReviewRejected => HALTED,
             Self::MaxLoops
             | Self::MaxRuntime
             | Self::CostBudget
             | Self::UsageLimit
             | Self::UsageWindow
             | Self::SpendLimit
-            | Self::CiTimeout => LIMIT,
+            | Self::CiTimeout
+            | Self::ReviewBudget => LIMIT,
             Self::Interrupted => INTERRUPTED,
             Self::ForgeFailed => ERROR,
             Self::SecretsInCommits | Self::CheckCouldNotRun => ERROR,
@@ -174,6 +184,8 @@ impl ExitReason {
             Self::ForgeFailed => "forge_failed",
             Self::SecretsInCommits => "secrets_in_commits",
             Self::CheckCouldNotRun => "check_could_not_run",
+            Self::ReviewRejected => "review_rejected",
+            Self::ReviewBudget => "review_budget",
         }
     }
 }
@@ -194,7 +206,7 @@ mod tests {
     #[test]
     fn codes_follow_the_table() {
         let expected = [
-            0, 0, 0, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 130, 0, 2, 2, 3, 2, 1, 1, 1,
+            0, 0, 0, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 130, 0, 2, 2, 3, 2, 1, 1, 1, 2, 3,
         ];
         for (reason, code) in ExitReason::ALL.iter().zip(expected) {
             assert_eq!(reason.code(), code, "{reason}");

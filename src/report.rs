@@ -559,6 +559,8 @@ pub fn exit_message(reason: ExitReason, state: &State, plan: &Plan) -> String {
         ExitReason::PushRejected => "the push of the delivery branch was refused (pre-push hook or remote); its output is kept for the agent".into(),
         ExitReason::ForgeFailed => "a delivery step at the forge failed (the branch is pushed): `hank deliver` finishes the delivery from where it stopped, with this run's evidence".into(),
         ExitReason::CheckCouldNotRun => "the agent claimed \"done\" but nothing was tested: the claim was neither accepted nor rejected".into(),
+        ExitReason::ReviewRejected => "the independent reviewer (REVIEW_AGENT) did not approve the work within REVIEW_MAX_ROUNDS rounds; the work is kept, its last findings are in .hank/status.json (`review`)".into(),
+        ExitReason::ReviewBudget => "reviews cost more than REVIEW_MAX_SHARE of the run: reviewing stopped before an approval; the work is kept".into(),
         ExitReason::SecretsInCommits => "a commit to be pushed adds files that look like secrets (named above); nothing was pushed (allow a file on purpose with DELIVER_ALLOW_FILES)".into(),
     }
 }

@@ -112,6 +112,93 @@ pub fn prepare(
     }
 }
 
+/// The tools the reviewer (`REVIEW_AGENT`) may use where the CLI takes a tool list (Claude
+/// Code): reading only.
+pub const REVIEW_TOOLS: &[&str] = &["Read", "Grep", "Glob"];
+
+/// The reviewer's call (`REVIEW_AGENT`, [`crate::policy::review`]): a fresh session (never
+/// resumed), `REVIEW_MODEL`, the profile's read-only mode, `prompt` delivered the profile's
+/// way. Read-only per profile: the permission mode `plan` (Claude Code `--permission-mode
+/// plan`; opencode's `plan` → `--agent=plan`) with [`REVIEW_TOOLS`], then [`read_only_args`]
+/// (codex `--sandbox read-only`, gemini `--approval-mode plan`).
+#[must_use]
+pub fn prepare_review(
+    agent: &Agent,
+    s: &Settings,
+    prompt: &[u8],
+    prompt_file: &std::path::Path,
+) -> Prepared {
+    let text;
+    let file_arg;
+    let (stdin, prompt_arg, file_path, file_bytes) = match agent.profile.prompt {
+        PromptDelivery::Stdin => (escape_delimiters(prompt), None, None, None),
+        PromptDelivery::Argument => {
+            text = String::from_utf8_lossy(prompt).into_owned();
+            (Vec::new(), Some(text.as_str()), None, None)
+        }
+        PromptDelivery::File => {
+            file_arg = prompt_file.display().to_string();
+            (
+                Vec::new(),
+                None,
+                Some(file_arg.as_str()),
+                Some(prompt.to_vec()),
+            )
+        }
+    };
+    let tools: Vec<String> = REVIEW_TOOLS.iter().map(|t| (*t).to_owned()).collect();
+    let mut args = agent.command.leading_args.clone();
+    args.extend(agent.profile.argv(&CallInput {
+        live: streams(agent, s),
+        output_format: s.output_format.value,
+        session: None,
+        model: s.review_model.value.as_deref(),
+        permission_mode: Some("plan"),
+        allowed_tools: &tools,
+        prompt: prompt_arg,
+        prompt_file: file_path,
+    }));
+    args.extend(client_settings_args(agent, s));
+    Prepared {
+        args: read_only_args(args),
+        stdin,
+        prompt_file: file_bytes,
+    }
+}
+
+/// An argv made read-only, whatever profile built it: codex's
+/// `--dangerously-bypass-approvals-and-sandbox` becomes `--sandbox read-only`, gemini's
+/// `--approval-mode X` becomes `--approval-mode plan` (`--yolo` dropped), opencode's
+/// `--auto` and Claude Code's `--dangerously-skip-permissions` are dropped.
+#[must_use]
+pub fn read_only_args(args: Vec<String>) -> Vec<String> {
+    let mut out = Vec::with_capacity(args.len() + 1);
+    let mut it = args.into_iter().peekable();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--dangerously-bypass-approvals-and-sandbox" => {
+                out.push("--sandbox".to_owned());
+                out.push("read-only".to_owned());
+            }
+            "--sandbox" | "-s" if it.peek().is_some() => {
+                let _ = it.next();
+                out.push("--sandbox".to_owned());
+                out.push("read-only".to_owned());
+            }
+            "--approval-mode" if it.peek().is_some() => {
+                let _ = it.next();
+                out.push(a);
+                out.push("plan".to_owned());
+            }
+            "--yolo" | "-y" | "--auto" | "--auto=true" | "--dangerously-skip-permissions" => {}
+            _ if a.starts_with("--approval-mode=") => out.push("--approval-mode=plan".to_owned()),
+            _ if a.starts_with("--sandbox=") => out.push("--sandbox=read-only".to_owned()),
+            _ => out.push(a),
+        }
+    }
+    out
+}
+
 /// Whether the call asks for the agent's event stream (`when = "live"` in its profile):
 /// with `--live`, and whenever the profile has a streaming variant and the output format is
 /// JSON (the default), so that FIRST_OUTPUT_TIMEOUT and IDLE_TIMEOUT see the agent's output
@@ -385,6 +472,65 @@ mod tests {
     }
 
     #[test]
+    fn read_only_args_table() {
+        let v = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<String>>();
+        let cases: [(&[&str], &[&str]); 7] = [
+            (
+                &[
+                    "exec",
+                    "--json",
+                    "--dangerously-bypass-approvals-and-sandbox",
+                    "-",
+                ],
+                &["exec", "--json", "--sandbox", "read-only", "-"],
+            ),
+            (
+                &["exec", "-s", "workspace-write"],
+                &["exec", "--sandbox", "read-only"],
+            ),
+            (
+                &["exec", "--sandbox=danger-full-access"],
+                &["exec", "--sandbox=read-only"],
+            ),
+            (
+                &[
+                    "--output-format",
+                    "json",
+                    "--approval-mode",
+                    "yolo",
+                    "-p",
+                    "",
+                ],
+                &[
+                    "--output-format",
+                    "json",
+                    "--approval-mode",
+                    "plan",
+                    "-p",
+                    "",
+                ],
+            ),
+            (
+                &["--yolo", "--approval-mode=auto_edit"],
+                &["--approval-mode=plan"],
+            ),
+            (&["run", "--auto", "--agent=plan"], &["run", "--agent=plan"]),
+            (
+                &[
+                    "-p",
+                    "--dangerously-skip-permissions",
+                    "--permission-mode",
+                    "plan",
+                ],
+                &["-p", "--permission-mode", "plan"],
+            ),
+        ];
+        for (given, want) in cases {
+            assert_eq!(read_only_args(v(given)), v(want), "{given:?}");
+        }
+    }
+
+    #[test]
     fn argv_shapes() {
         let tools = vec!["Read".to_string(), "Bash(git add *)".to_string()];
         let none: Vec<String> = Vec::new();
@@ -539,6 +685,7 @@ pub fn outside_notes(notes: &[crate::policy::run::ContextNote]) -> String {
             NoteKind::MergeResult => "The merge of this branch",
             NoteKind::PushRejected => "The delivery was refused by a git hook or the remote",
             NoteKind::Review => "A review of the pull request",
+            NoteKind::Reviewer => "The reviewer's findings",
         };
         let clean: String = n
             .text
@@ -551,6 +698,7 @@ pub fn outside_notes(notes: &[crate::policy::run::ContextNote]) -> String {
             NoteKind::CiFailure | NoteKind::PushRejected | NoteKind::Review => {
                 crate::policy::deliver::MAX_FEEDBACK_CHARS * 4
             }
+            NoteKind::Reviewer => crate::policy::review::MAX_NOTE_BYTES,
             _ => NOTE_BUDGET,
         };
         let mut cut = clean.len().min(budget);

@@ -905,6 +905,38 @@ pub fn resolve(name: &str, s: &Settings) -> Result<Agent> {
     Ok(Agent { profile, command })
 }
 
+/// The independent reviewer (`REVIEW_AGENT`): its profile, and its program from
+/// `REVIEW_AGENT_CMD` when set (else as for [`resolve`]). `None`: no reviewer.
+///
+/// # Errors
+/// As [`resolve`], named as the reviewer's.
+pub fn resolve_reviewer(s: &Settings) -> Result<Option<Agent>> {
+    let Some(name) = s.review_agent.value.as_deref() else {
+        return Ok(None);
+    };
+    let profile = load(name, &s.project_dir)?;
+    let program = match &s.review_agent_cmd.value {
+        Some(cmd) => Sourced {
+            value: cmd.clone(),
+            source: s.review_agent_cmd.source.clone(),
+        },
+        None => program_of(&profile, s),
+    };
+    let hint = format!(
+        "install `{}` or set REVIEW_AGENT_CMD to its path",
+        profile.program
+    );
+    let command =
+        crate::settings::resolve_program(&program, &s.project_dir, &hint).map_err(|e| match e {
+            HankError::Usage { message, hint } => HankError::Usage {
+                message: format!("REVIEW_AGENT {name}: {message}"),
+                hint,
+            },
+            other => other,
+        })?;
+    Ok(Some(Agent { profile, command }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

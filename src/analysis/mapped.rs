@@ -726,6 +726,7 @@ fn finish(
     let mut sig_lines: Vec<&str> = Vec::new();
     if own_words {
         a.status = parse_status_block(answer);
+        a.review = super::review::read_if_present(answer);
         a.completion_indicators = derive::completion_indicators(a.status.as_ref(), answer);
         a.questions = derive::questions(answer);
         sig_lines.extend(derive::error_lines_in_text(answer));

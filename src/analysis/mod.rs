@@ -13,6 +13,7 @@ mod live;
 mod mapped;
 mod parse;
 mod reset;
+pub mod review;
 mod status;
 pub(crate) mod windows;
 // The tests read fixtures and measure time; the code under test does neither.
@@ -374,6 +375,11 @@ pub struct Analysis {
     /// sorted by name. Empty when none was reported.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub usage_windows: Vec<WindowReading>,
+    /// The reviewer's `HANK_REVIEW` block ([`review::parse_review`]), when the answer text
+    /// holds one (a reviewer's call reads a missing one as unreadable, see
+    /// `engine/review.rs`). Not serialized.
+    #[serde(skip)]
+    pub review: Option<review::Review>,
 }
 
 impl Analysis {
@@ -522,6 +528,7 @@ fn finish(g: parse::Gathered, stderr: &[u8], facts: &RunFacts, clock: &Clock) ->
     let mut sig_lines: Vec<&str> = Vec::new();
     if own_words {
         a.status = parse_status_block(answer);
+        a.review = review::read_if_present(answer);
         a.completion_indicators = completion_indicators(a.status.as_ref(), answer);
         a.questions = questions(answer);
         sig_lines.extend(derive::error_lines_in_text(answer));

@@ -75,6 +75,17 @@ pub(crate) fn read_loops<R: BufRead>(events: R) -> (Vec<(u64, LoopCost)>, u64) {
                     loops.push((run, loop_cost(&e, &f)));
                 }
             }
+            // A review call (REVIEW_AGENT) is a row of its own.
+            "review" => {
+                if let Some(crate::store::schema::Event {
+                    at,
+                    kind: crate::store::schema::EventKind::Review(r),
+                    ..
+                }) = &e.event
+                {
+                    loops.push((run, r.receipt(*at)));
+                }
+            }
             "exit" => {
                 run += 1;
                 run_has_events = false;
@@ -426,5 +437,19 @@ not json
         let (_, one) =
             read_loops("{\"type\":\"exit\",\"at\":\"2026-11-24T10:02:00Z\"}\n".as_bytes());
         assert_eq!(one, 1);
+    }
+
+    #[test]
+    fn review_calls_are_rows_of_their_own() {
+        let events = r#"{"schema_version":2,"type":"agent_finished","at":"2026-11-24T10:01:00Z","loop":1,"cost_usd":0.5,"plan_items":["a"]}
+{"schema_version":2,"type":"review","at":"2026-11-24T10:02:00Z","round":1,"max_rounds":3,"agent":"codex","loop":2,"verdict":"changes","blockers":1,"minors":0,"cost_usd":0.125,"tokens":40,"duration_ms":900}
+"#;
+        let (loops, runs) = read_loops(events.as_bytes());
+        assert_eq!(runs, 1);
+        assert_eq!(loops.len(), 2);
+        let review = &loops[1].1;
+        assert_eq!(review.number, 2);
+        assert_eq!(review.items, ["review round 1 (codex): changes"]);
+        assert_eq!((review.cost_usd, review.tokens), (0.125, 40));
     }
 }

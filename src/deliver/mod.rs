@@ -537,6 +537,7 @@ fn evidence_of(run: &[EventLine]) -> (Evidence, Option<bool>) {
                     ev.last_check = Some((**c).clone());
                 }
             }
+            crate::store::schema::EventKind::Review(r) => ev.reviews.push((**r).clone()),
             crate::store::schema::EventKind::CircuitChanged { from, to, reason } => {
                 ev.breaker.push(crate::policy::breaker::Transition {
                     at: e.at,

@@ -78,7 +78,12 @@ impl Real {
             None
         };
         let mut env_set = agent.env();
-        let rules = self.sandbox.prepare(agent, s, &mut env_set);
+        let mut rules = self.sandbox.prepare(agent, s, &mut env_set);
+        if c.read_only
+            && let Some(r) = rules.as_mut()
+        {
+            r.read_only_in(&s.project_dir);
+        }
         let removed = removed_for(&agent.profile.pass_env);
         let env_remove: Vec<&str> = removed.iter().map(String::as_str).collect();
         // Only an answer that streams shows life while the agent works: FIRST_OUTPUT_TIMEOUT

@@ -58,6 +58,8 @@ pub(crate) struct AgentCall<'a> {
     pub resume: bool,
     /// Bytes of the loop context and of the prompt (the terminal's call line).
     pub sizes: (usize, usize),
+    /// The reviewer's call (`REVIEW_AGENT`): in the sandbox, the project is read-only.
+    pub read_only: bool,
 }
 
 /// What a call came back with: the answer (secrets already redacted) and how the process ended.
@@ -244,6 +246,22 @@ pub(crate) trait Effects: Clock {
     /// where nothing is delivered (the test effects: a delivery step then ends the run with
     /// its verified reason).
     fn delivery_env(&self) -> Option<DeliveryEnv> {
+        None
+    }
+    /// The project's whole work tree as a git tree id (tracked and untracked files, the
+    /// user's index untouched: [`crate::git::worktree_tree`]), for the reviewer's diffs;
+    /// `None` outside a git repository (and in the test effects).
+    fn snapshot_tree(&mut self, _project: &std::path::Path) -> Option<String> {
+        None
+    }
+    /// The stat and patch between two trees of [`Effects::snapshot_tree`] (`None`: git could
+    /// not say).
+    fn diff_trees(
+        &mut self,
+        _project: &std::path::Path,
+        _from: &str,
+        _to: &str,
+    ) -> Option<(String, String)> {
         None
     }
     /// The end of the run: queued notifications delivered (bounded).

@@ -12,7 +12,8 @@ use crate::policy::budget::WaitReason;
 use crate::policy::failover::Switch;
 use crate::policy::verify::CheckResult;
 use crate::report::LoopSummary;
-use crate::store::schema::{AgentFinished, Delivery};
+use crate::store::schema::{AgentFinished, Delivery, ReviewRound};
+
 use crate::store::{EventKind, RunState, Status};
 
 /// What just happened in the run.
@@ -52,6 +53,13 @@ pub(crate) enum News<'a> {
     Checked(&'a CheckResult),
     /// A step of the delivery (status `running`, with it).
     Delivery(&'a Delivery),
+    /// The reviewer is called (`REVIEW_AGENT`; status `running`).
+    ReviewStarted {
+        round: u32,
+        agent: &'a str,
+    },
+    /// A review round ended (status `running`, with its verdict).
+    Review(&'a ReviewRound),
     /// The run ends with `reason`: `message` is the exit summary; the terminal's last line
     /// and the status it leaves are [`crate::report::exit_line`]'s.
     Exit {
@@ -89,7 +97,10 @@ impl News<'_> {
     pub(crate) fn run_state(&self) -> Option<RunState> {
         match self {
             Self::Status(s) => Some(*s),
-            Self::LoopStarted { .. } | Self::Delivery(_) => Some(RunState::Running),
+            Self::LoopStarted { .. }
+            | Self::Delivery(_)
+            | Self::ReviewStarted { .. }
+            | Self::Review(_) => Some(RunState::Running),
             Self::Finished { status, .. } => status.then_some(RunState::Running),
             Self::Waiting { .. } => Some(RunState::Waiting),
             Self::Exit {
@@ -192,6 +203,22 @@ impl News<'_> {
                 log: None,
                 event: Some(EventKind::Delivery(Box::new((*d).clone()))),
             },
+            Self::ReviewStarted { round, agent } => {
+                let line = format!("review round {round}: asking {agent} (read-only)");
+                Told {
+                    say: info(line.clone()),
+                    log: Some(line),
+                    event: None,
+                }
+            }
+            Self::Review(r) => {
+                let line = r.line();
+                Told {
+                    say: Some((r.verdict != "approve", line.clone())),
+                    log: Some(line),
+                    event: Some(EventKind::Review(Box::new((*r).clone()))),
+                }
+            }
             Self::Exit {
                 reason,
                 message,

@@ -237,6 +237,24 @@ impl Effects for Real {
         Box::pin(self.call(call))
     }
 
+    fn snapshot_tree(&mut self, project: &std::path::Path) -> Option<String> {
+        let index = std::env::temp_dir().join(format!(
+            "hank-review-index-{}-{}",
+            std::process::id(),
+            self.clock.now().as_nanosecond()
+        ));
+        crate::git::worktree_tree(project, &index).ok()
+    }
+
+    fn diff_trees(
+        &mut self,
+        project: &std::path::Path,
+        from: &str,
+        to: &str,
+    ) -> Option<(String, String)> {
+        crate::git::diff_trees(project, from, to).ok()
+    }
+
     fn baseline(&mut self, project: PathBuf, plan: String) -> Fut<'_, Baseline> {
         Box::pin(crate::progress::baseline_off_thread(project, plan))
     }

@@ -109,6 +109,7 @@ impl Engine {
             stdin: prepared.stdin,
             resume: resume.is_some(),
             sizes: (context.len(), prompt.len()),
+            read_only: false,
         };
         self.fx.call_agent(call).await
     }

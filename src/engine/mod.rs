@@ -29,6 +29,7 @@ use crate::store::{LastLoop, RunState, State};
 mod call;
 mod drive;
 mod output;
+mod review;
 mod wait;
 
 struct Engine {
@@ -71,6 +72,8 @@ struct Engine {
     /// The delivery step last recorded while the delivery is under way (its CI countdown
     /// is put in status.json, [`crate::deliver::CiCountdown`]).
     delivering: Option<crate::store::schema::Delivery>,
+    /// REVIEW_AGENT: the independent reviewer and its rounds (`review.rs`).
+    reviewer: review::Reviewer,
 }
 
 impl Engine {
@@ -106,6 +109,7 @@ impl Engine {
         self.save()?;
         self.refresh_plan();
         self.verify = crate::effects::check::verification_at_start(&self.s, &self.plan);
+        self.review_baseline();
         let agents = self.agents.iter().map(|a| a.as_ref());
         if let Some(w) = crate::agent::answer::uncharged_warning(agents, &self.s) {
             self.warn(&w);
@@ -152,6 +156,14 @@ impl Engine {
             (ExitReason::CiMissing, _) => {
                 message.push_str(&format!(" — {}", crate::policy::deliver::CI_MISSING_NEXT));
             }
+            (ExitReason::ReviewRejected, _) => {
+                if let Some(last) = &self.reviewer.last {
+                    message.push_str(&format!(
+                        " — {}",
+                        crate::policy::review::rejected_note(last)
+                    ));
+                }
+            }
             _ => {}
         }
         let verified = self.verify.verified;
@@ -187,6 +199,9 @@ pub(crate) async fn drive(
     let mut engine = Engine::new(s, agents, state, fx);
     // DELIVER=branch|pr: checked, and the work put on its branch, before any call.
     engine.delivery = crate::deliver::in_run::InRun::start(&engine.s)?;
+    // REVIEW_AGENT: the reviewer's profile and program, found before any call.
+    engine.reviewer.agent =
+        crate::agent::profile::resolve_reviewer(&engine.s)?.map(std::sync::Arc::new);
     for note in notes {
         engine.warn(&note);
     }
@@ -220,6 +235,7 @@ impl Engine {
             baseline_due: false,
             delivery: None,
             delivering: None,
+            reviewer: review::Reviewer::default(),
         }
     }
 }

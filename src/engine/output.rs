@@ -62,6 +62,7 @@ impl Engine {
             verification: self.verify.status(),
             delivery,
             questions: &self.questions,
+            review: self.reviewer.last.as_ref(),
         })
     }
 

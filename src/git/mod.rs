@@ -10,7 +10,8 @@
 //! writable by the agent, so every git hank starts has, on its command line: hooks off
 //! (`core.hooksPath=/dev/null`), every filter driver's `clean`/`smudge`/`process` emptied
 //! (named from a `git config` listing, `filters`), no fsmonitor, no external diff, no pager;
-//! textconv is never asked for (no `-p` output is read) and aliases never used (hank names
+//! textconv is never asked for (the one patch read, the reviewer's [`diff_trees`], passes
+//! `--no-textconv --no-ext-diff`) and aliases never used (hank names
 //! built-in commands only). The one exception is delivery's commit and push ([`Hooks::Run`]):
 //! the user's pre-commit/pre-push hooks and filters (LFS) run only when the project's
 //! configuration is approved (`crate::approval::unapproved` is empty); anything else passes
@@ -325,6 +326,64 @@ pub fn run_git_for(dir: &Path, args: &[&str], timeout: Duration) -> Result<Vec<u
     git(dir, args, timeout, None)
 }
 
+/// The whole work tree of `dir` as a git tree object: what `git add -A` would stage (tracked
+/// and untracked files, ignored ones left out), written through a temporary index at
+/// `tmp_index` (removed after) so that the user's index and HEAD are untouched. The objects
+/// it writes are loose objects `git gc` removes. For the reviewer's diff of a run
+/// (`REVIEW_AGENT`): what changed since the run's start, commits or not. `None`-like errors:
+/// not a repository.
+pub fn worktree_tree(dir: &Path, tmp_index: &Path) -> Result<String, GitError> {
+    let names = filters::names(dir, GIT_TIMEOUT, None)?;
+    let overrides = filter_overrides(&names);
+    let run =
+        |args: &[&str]| git_plain_env(dir, &overrides, args, (GIT_TIMEOUT, None), Some(tmp_index));
+    let _ = std::fs::remove_file(tmp_index);
+    // Start from HEAD's tree (none in a repository without a commit), then the work tree.
+    let out = run(&["read-tree", "HEAD"])
+        .or_else(|_| run(&["read-tree", "--empty"]))
+        .and_then(|_| run(&["add", "-A", "--", "."]))
+        .and_then(|_| run(&["write-tree"]));
+    let _ = std::fs::remove_file(tmp_index);
+    let id = String::from_utf8_lossy(&out?).trim().to_owned();
+    if id.len() >= 40 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(id)
+    } else {
+        Err(GitError::Output(format!("write-tree printed `{id}`")))
+    }
+}
+
+/// The stat and the patch between two trees of `dir` (`git diff --stat`, `git diff`), as
+/// text (invalid UTF-8 replaced).
+pub fn diff_trees(dir: &Path, from: &str, to: &str) -> Result<(String, String), GitError> {
+    let stat = run_git(
+        dir,
+        &[
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--stat=200",
+            from,
+            to,
+        ],
+    )?;
+    let patch = run_git(
+        dir,
+        &[
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            from,
+            to,
+        ],
+    )?;
+    Ok((
+        String::from_utf8_lossy(&stat).into_owned(),
+        String::from_utf8_lossy(&patch).into_owned(),
+    ))
+}
+
 /// Most submodule configuration files looked at (a bound on a planted tree).
 const MAX_SUBMODULE_CONFIGS: usize = 256;
 
@@ -435,6 +494,18 @@ pub(crate) fn git_plain(
     timeout: Duration,
     ceiling: Option<&Path>,
 ) -> Result<Vec<u8>, GitError> {
+    git_plain_env(dir, extra, args, (timeout, ceiling), None)
+}
+
+/// [`git_plain`] with `GIT_INDEX_FILE` set to `index` (a temporary index: the user's is never
+/// touched).
+fn git_plain_env(
+    dir: &Path,
+    extra: &[String],
+    args: &[&str],
+    (timeout, ceiling): (Duration, Option<&Path>),
+    index: Option<&Path>,
+) -> Result<Vec<u8>, GitError> {
     let mut cmd = crate::proc::Cmd::new("git")
         .arg("--no-pager")
         .args(pinned_args(dir))
@@ -457,6 +528,9 @@ pub(crate) fn git_plain(
         .env("GIT_TERMINAL_PROMPT", "0");
     if let Some(c) = ceiling {
         cmd = cmd.env("GIT_CEILING_DIRECTORIES", c);
+    }
+    if let Some(i) = index {
+        cmd = cmd.env("GIT_INDEX_FILE", i);
     }
     // Hank stops on the first signal: no git call starts or goes on after it.
     let done = cmd

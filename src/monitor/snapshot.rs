@@ -874,6 +874,7 @@ pub(crate) mod tests {
             .into(),
             delivery: None,
             questions: vec!["Which database?".into()],
+            review: None,
             sandbox: Some("landlock: confined".into()),
             egress_denied: vec!["evil.example:443 at 2026-11-22T10:00:00Z".into()],
             api_retry: None,

@@ -214,6 +214,16 @@ pub(crate) fn lines(st: &Lenient<Status>, view: &View<'_>) -> Vec<String> {
     if let Some(ver) = &v.verification {
         lines.extend(verification_lines(ver, tz));
     }
+    if let Some(r) = &v.review {
+        lines.push(format!(
+            "review:       {}",
+            crate::sanitize::line(&r.line())
+        ));
+        for f in r.findings.iter().take(5) {
+            let line = crate::policy::review::finding_line(f);
+            lines.push(format!("  finding:    {}", crate::sanitize::line(&line)));
+        }
+    }
     if let Some(d) = &v.delivery {
         lines.push(format!(
             "delivery:     {} on {} ({}) → {}, checks {}{}",

@@ -270,6 +270,24 @@ pub(crate) fn rows(snap: &Snapshot, now: Timestamp, tz: &TimeZone) -> Vec<Row> {
         out.push(row("deliver", d.line(), tone));
     }
 
+    // REVIEW_AGENT: the reviewer's last round ("round 1/3 codex: changes — 2 blocker(s)").
+    if let Some(r) = s.get("review", |s| s.review.clone()).flatten() {
+        let tone = match r.verdict.as_str() {
+            "approve" => Tone::Good,
+            _ => Tone::Warn,
+        };
+        let value = format!(
+            "round {}/{} {}: {} — {} blocker(s), {} minor",
+            r.round,
+            r.max_rounds,
+            crate::sanitize::line(&r.agent),
+            r.verdict,
+            r.blockers,
+            r.minors
+        );
+        out.push(row("review", value, tone));
+    }
+
     let mut calls = match (
         s.get("calls_in_window", |s| s.calls_in_window),
         s.get("max_calls_per_hour", |s| s.max_calls_per_hour),
@@ -540,6 +558,10 @@ fn event_text_raw(e: &EventLine, now: Timestamp, tz: &TimeZone) -> String {
             e.str("command").unwrap_or("")
         ),
         "warning" => format!("warning: {}", e.str("message").unwrap_or("")),
+        "review" => match e.event.as_ref().map(|ev| &ev.kind) {
+            Some(crate::store::schema::EventKind::Review(r)) => r.line(),
+            _ => "review".to_string(),
+        },
         "delivery" => match e.event.as_ref().map(|ev| &ev.kind) {
             Some(crate::store::schema::EventKind::Delivery(d)) => format!("delivery: {}", d.line()),
             _ => "delivery".to_string(),

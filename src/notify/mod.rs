@@ -77,6 +77,7 @@ fn happening(event: &Event) -> Happening<'_> {
         } => Happening::Control { command, outcome },
         EventKind::ApiRetry(r) => Happening::ApiRetry(r.retrying()),
         EventKind::LoopStarted { .. }
+        | EventKind::Review(_)
         | EventKind::AgentFinished(_)
         | EventKind::Warning { .. }
         | EventKind::EgressDenied { .. } => Happening::Other,

@@ -1019,6 +1019,8 @@ mod tests {
                     | ExitReason::ForgeFailed
                     | ExitReason::SecretsInCommits
                     | ExitReason::CheckCouldNotRun
+                    | ExitReason::ReviewRejected
+                    | ExitReason::ReviewBudget
             ) {
                 assert!(covered.contains(&r), "{r} not covered");
             }

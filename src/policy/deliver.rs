@@ -285,6 +285,8 @@ pub struct Evidence {
     /// The branch the work was done from and on.
     pub base: String,
     pub head: String,
+    /// The independent reviewer's rounds in this run (`review` events, `REVIEW_AGENT`).
+    pub reviews: Vec<crate::policy::review::ReviewRound>,
 }
 
 /// The PR title: the first item done (or the branch), bounded.
@@ -356,6 +358,10 @@ pub fn pr_body(ev: &Evidence, secrets: &[String]) -> String {
         if let Some(c) = &ev.last_check {
             let _ = writeln!(b, "{}", check_line("end", c, secrets));
         }
+    }
+    let clean_finding = |t: &str| inline(t, secrets, 400);
+    if let Some(section) = crate::policy::review::pr_section(&ev.reviews, &clean_finding) {
+        b.push_str(&section);
     }
     b.push_str("\n### Tests removed during the run\n\n");
     if ev.tests_removed.is_empty() {
@@ -1018,7 +1024,47 @@ mod tests {
             ),
             base: "main".into(),
             head: "hank/main".into(),
+            reviews: Vec::new(),
         }
+    }
+
+    /// The reviewer's rounds (REVIEW_AGENT) are the body's Review section: its minor
+    /// findings there (never sent to the agent), its text defused like the agent's.
+    #[test]
+    fn the_body_has_the_reviewers_section() {
+        use crate::analysis::review::{Finding, Severity};
+        let round = crate::policy::review::ReviewRound {
+            round: 2,
+            max_rounds: 3,
+            agent: "codex".into(),
+            number: 4,
+            verdict: "approve".into(),
+            why: None,
+            blockers: 0,
+            minors: 1,
+            findings: vec![Finding {
+                severity: Severity::Minor,
+                path: "README.md".into(),
+                text: "ask @everyone, fixes #12".into(),
+            }],
+            cost_usd: 0.2,
+            cost_estimated: false,
+            tokens: 100,
+            duration_ms: 10,
+        };
+        let ev = Evidence {
+            reviews: vec![round],
+            ..evidence()
+        };
+        let b = pr_body(&ev, &[]);
+        assert!(b.contains("### Review"), "{b}");
+        assert!(b.contains("round 2: approve"), "{b}");
+        assert!(
+            b.contains("[minor] README.md: ask @\u{200b}everyone"),
+            "{b}"
+        );
+        assert!(!b.contains("@everyone"), "{b}");
+        assert!(!pr_body(&evidence(), &[]).contains("### Review"));
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod fleet;
 pub mod notify;
 pub mod progress;
 pub mod receipts;
+pub mod review;
 pub mod run;
 pub mod secrets;
 pub mod session;

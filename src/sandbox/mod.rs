@@ -387,6 +387,18 @@ impl Rules {
         }
     }
 
+    /// The same rules with the project read-only (the reviewer's call, `REVIEW_AGENT`): `cwd`
+    /// and every write rule beneath it, and a task worktree's git folders, become read
+    /// rules; the run's TMPDIR, the devices and the client's own state stay writable.
+    pub fn read_only_in(&mut self, cwd: &Path) {
+        let (_, git_write) = worktree_git(cwd);
+        let (project, keep): (Vec<PathBuf>, Vec<PathBuf>) = std::mem::take(&mut self.write)
+            .into_iter()
+            .partition(|p| p.starts_with(cwd) || git_write.contains(p));
+        self.write = keep;
+        self.read.extend(project);
+    }
+
     /// `hank __sandbox` arguments before `--`: `--read P`, `--write P`, `--port N`,
     /// `--netns SOCKET`.
     #[must_use]

@@ -61,6 +61,8 @@ pub struct Flags {
     pub claude_cmd: Option<String>,
     #[arg(long, value_name = "NAME", help = keys::flag_help("AGENT"))]
     pub agent: Option<String>,
+    #[arg(long, value_name = "NAME", help = keys::flag_help("REVIEW_AGENT"))]
+    pub review_agent: Option<String>,
     #[arg(long, value_name = "LIST", help = keys::flag_help("AGENTS"))]
     pub agents: Option<String>,
     #[arg(long, value_name = "LIST", help = keys::flag_help("AGENT_MODELS"))]

@@ -163,6 +163,16 @@ pub struct Settings {
     pub agent: Sourced<String>,
     pub agents: Sourced<Option<Vec<String>>>,
     pub agent_models: Sourced<Option<Vec<(String, String)>>>,
+    /// REVIEW_AGENT (`--review-agent`): the independent reviewer's profile (`None`: no review).
+    pub review_agent: Sourced<Option<String>>,
+    /// REVIEW_MODEL: the reviewer's model.
+    pub review_model: Sourced<Option<String>>,
+    /// REVIEW_AGENT_CMD: the reviewer's program.
+    pub review_agent_cmd: Sourced<Option<String>>,
+    /// REVIEW_MAX_ROUNDS.
+    pub review_max_rounds: Sourced<u32>,
+    /// REVIEW_MAX_SHARE.
+    pub review_max_share: Sourced<f64>,
     pub verify_command: Sourced<Option<String>>,
     pub verify_timeout: Sourced<Duration>,
     pub max_rejected_completions: Sourced<u32>,
@@ -434,7 +444,20 @@ impl Settings {
                 jiff::SignedDuration::try_from(self.answer_timeout.value)
                     .unwrap_or(jiff::SignedDuration::MAX)
             }),
+            review: self.review_config(),
         }
+    }
+
+    /// REVIEW_*: the reviewer's rounds and share (`None`: no REVIEW_AGENT).
+    #[must_use]
+    pub fn review_config(&self) -> Option<crate::policy::review::ReviewConfig> {
+        self.review_agent
+            .value
+            .is_some()
+            .then_some(crate::policy::review::ReviewConfig {
+                max_rounds: self.review_max_rounds.value,
+                max_share: self.review_max_share.value,
+            })
     }
 
     /// The call/token budget.

@@ -346,6 +346,19 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
                 .then_some(list)
         })?,
         agent_models: r.get_opt("AGENT_MODELS", flags.agent_models.as_deref(), parse_pairs)?,
+        review_agent: r.get_opt("REVIEW_AGENT", flags.review_agent.as_deref(), |s| {
+            let s = s.trim();
+            crate::policy::failover::valid_name(s).then(|| s.to_string())
+        })?,
+        review_model: r.get_opt("REVIEW_MODEL", None, not_blank)?,
+        review_agent_cmd: r.get_opt("REVIEW_AGENT_CMD", None, not_blank)?,
+        review_max_rounds: r.get("REVIEW_MAX_ROUNDS", None, parse_u32_min(1))?,
+        review_max_share: r.get("REVIEW_MAX_SHARE", None, |s| {
+            s.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite() && (0.0..=1.0).contains(v))
+        })?,
         verify_command: {
             let v = r.get_opt("VERIFY_COMMAND", flags.verify.as_deref(), not_blank)?;
             if flags.no_verify {

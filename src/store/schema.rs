@@ -273,6 +273,10 @@ pub struct Status {
     /// `wait_reason: needs_answers`); absent otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub questions: Vec<String>,
+    /// `REVIEW_AGENT`: the independent reviewer's last round of this run (its verdict and
+    /// findings); absent without a reviewer or before its first round.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<ReviewRound>,
     /// SANDBOX: the agent's confinement as `hank doctor` says it (absent from older writers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<String>,
@@ -360,6 +364,7 @@ impl Default for Status {
             usage_windows: BTreeMap::new(),
             delivery: None,
             questions: Vec::new(),
+            review: None,
             sandbox: None,
             egress_denied: Vec::new(),
             api_retry: None,
@@ -457,6 +462,9 @@ pub enum EventKind {
     /// A delivery step ended (`hank deliver`): the branch, the head commit, the pull request,
     /// the checks' state. The same object as `.hank/delivery.json`.
     Delivery(Box<Delivery>),
+    /// A review round of the independent reviewer (`REVIEW_AGENT`) ended: its verdict,
+    /// findings and cost.
+    Review(Box<ReviewRound>),
     /// The run ended. `exit_reason` is null when it failed with an error (exit 1).
     Exit {
         exit_reason: Option<ExitReason>,
@@ -467,6 +475,8 @@ pub enum EventKind {
         verified: Option<bool>,
     },
 }
+
+pub use crate::policy::review::ReviewRound;
 
 /// The `circuit_changed` event of a breaker transition (the run's and `hank reset circuit`'s).
 impl From<&Transition> for EventKind {
@@ -883,6 +893,8 @@ pub struct StatusParts<'a> {
     pub delivery: Option<&'a Delivery>,
     /// The last loop's questions (shown while the run waits for an answer).
     pub questions: &'a [String],
+    /// The reviewer's last round (`REVIEW_AGENT`).
+    pub review: Option<&'a ReviewRound>,
 }
 
 impl Status {
@@ -929,6 +941,7 @@ impl Status {
                 Some((WaitReason::NeedsAnswers, _)) => p.questions.to_vec(),
                 _ => Vec::new(),
             },
+            review: p.review.cloned(),
             // The effects that know the run's sandbox fill these in (`effects::agent`).
             sandbox: None,
             egress_denied: Vec::new(),
@@ -1546,6 +1559,7 @@ mod tests {
                 verification: None,
                 delivery: None,
                 questions: &questions,
+                review: None,
             });
             let what = format!("{run_state:?} {wait:?} {exit:?}");
             assert_eq!(status.questions.len(), shown, "{what}");

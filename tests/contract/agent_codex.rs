@@ -43,6 +43,7 @@ pub(crate) const CASES: &[(&str, Case)] = cases![
     hank_quota_stops_with_spend_limit,
     hank_transient_errors_back_off_then_recover,
     hank_usage_limit_waits_or_exits,
+    hank_review_reads_the_diff_read_only,
 ];
 
 /// `$HOME/.codex/config.toml` that points codex at the fake.
@@ -579,4 +580,35 @@ fn hank_usage_limit_waits_or_exits() {
     support::signal(&child, nix::sys::signal::Signal::SIGINT);
     let o = support::wait_with_timeout(child, Duration::from_secs(20));
     assert_eq!(o.status.code(), Some(130), "{}", run.context(&o));
+}
+
+/// REVIEW_AGENT=codex with the real codex as worker and reviewer: after the worker's "done",
+/// the reviewer (`codex exec --sandbox read-only`, a fresh thread) gets the run's diff on
+/// stdin, its attempt to write a file is refused, and its verdict is read.
+fn hank_review_reads_the_diff_read_only() {
+    let run = hank_run(&["one"], |_| {
+        vec![
+            Reply::write_file("src/one.txt", "one done\n"),
+            Reply::shell(TICK),
+            Reply::Text(status_text("COMPLETE", true, "all done")),
+            Reply::write_file("src/reviewer.txt", "no\n"),
+            Reply::Text(
+                "Read it.\n---HANK_REVIEW---\nVERDICT: APPROVE\nFINDINGS:\n- [minor] src/one.txt: fine\n---END_HANK_REVIEW---".into(),
+            ),
+        ]
+    })
+    .env("REVIEW_AGENT", "codex");
+    let o = run.run(&["--max-loops", "2"]);
+    let ctx = run.context(&o);
+    assert_eq!(o.status.code(), Some(0), "{ctx}");
+    let reviews = run.of_type("review");
+    assert_eq!(reviews.len(), 1, "{ctx}");
+    assert_eq!(reviews[0]["verdict"], "approve", "{ctx}");
+    assert!(!run.p.dir.join("src/reviewer.txt").exists(), "{ctx}");
+    let turns = run.api.turns();
+    let review = turns
+        .iter()
+        .find(|t| t.last_user_text().contains("---HANK_REVIEW---"))
+        .expect("the reviewer's request");
+    assert!(review.last_user_text().contains("one done"), "{ctx}");
 }

@@ -45,6 +45,7 @@ pub(crate) const CASES: &[(&str, fn())] = cases![
     hank_rate_limit_backs_off_then_recovers,
     hank_invalid_key_is_agent_fatal,
     hank_unknown_session_starts_fresh,
+    hank_review_in_plan_mode_is_read,
 ];
 
 /// `~/.gemini/settings.json` of the temp HOME: API-key auth (needed with
@@ -716,4 +717,31 @@ fn hank_unknown_session_starts_fresh() {
     let o = h.run(&["--max-loops", "2"]);
     let ctx = h.context(&o);
     h.assert_started_fresh(&o, "Error resuming session", &ctx);
+}
+
+/// REVIEW_AGENT=gemini with the real gemini as worker and reviewer: after the worker's
+/// "done", the reviewer (`--approval-mode plan`, a fresh session) gets the run's diff and its
+/// verdict is read.
+fn hank_review_in_plan_mode_is_read() {
+    let h = hank(&["one"], 1, |p| {
+        let mut s = work_on(p, "one", "COMPLETE");
+        s.push(Reply::Text(
+            "Read it.\n---HANK_REVIEW---\nVERDICT: APPROVE\nFINDINGS:\n- [minor] src/one.txt: fine\n---END_HANK_REVIEW---".into(),
+        ));
+        s
+    })
+    .env("REVIEW_AGENT", "gemini");
+    let o = h.run(&["--max-loops", "2"]);
+    let ctx = h.context(&o);
+    assert_eq!(o.status.code(), Some(0), "{ctx}");
+    let reviews = h.of_type("review");
+    assert_eq!(reviews.len(), 1, "{ctx}");
+    assert_eq!(reviews[0]["verdict"], "approve", "{ctx}");
+    let turns = h.api.turns();
+    assert!(
+        turns
+            .iter()
+            .any(|t| t.text().contains("---HANK_REVIEW---") && t.text().contains("one done")),
+        "the reviewer's request with the diff: {ctx}"
+    );
 }

@@ -49,6 +49,7 @@ pub(crate) const CASES: &[(&str, Case)] = cases![
     hank_sandboxed_edits_commit_and_complete_the_plan,
     hank_stops_on_quota_with_spend_limit,
     hank_backs_off_after_a_rate_limit,
+    hank_review_with_the_plan_agent_is_read,
 ];
 
 /// The model the fake provider offers, as opencode names it (`provider/model`).
@@ -690,4 +691,39 @@ fn hank_backs_off_after_a_rate_limit() {
     let waits = h.of_type("waiting").len();
     assert!(waits >= 1, "{ctx}");
     assert_eq!(h.p.status()["last_loop"]["outcome"], "success", "{ctx}");
+}
+
+/// REVIEW_AGENT=opencode with the real opencode as worker and reviewer: after the worker's
+/// "done", the reviewer (`--agent=plan`, a new session) gets the run's diff and its verdict is
+/// read.
+fn hank_review_with_the_plan_agent_is_read() {
+    let h = hank(&["one"], |p| {
+        let plan = p.dir.join(".hank/fix_plan.md").display().to_string();
+        let file = p.dir.join("src/one.txt").display().to_string();
+        vec![
+            Reply::tool(
+                "edit",
+                json!({"filePath": plan, "oldString": "- [ ] one", "newString": "- [x] one"}),
+            ),
+            Reply::tool("write", json!({"filePath": file, "content": "one done\n"})),
+            Reply::Text(status_text("COMPLETE", false, "all done")),
+            Reply::Text(
+                "Read it.\n---HANK_REVIEW---\nVERDICT: APPROVE\nFINDINGS:\n- [minor] src/one.txt: fine\n---END_HANK_REVIEW---".into(),
+            ),
+        ]
+    })
+    .env("REVIEW_AGENT", "opencode");
+    let o = h.run(&["--max-loops", "2"]);
+    let ctx = h.context(&o);
+    assert_eq!(o.status.code(), Some(0), "{ctx}");
+    let reviews = h.of_type("review");
+    assert_eq!(reviews.len(), 1, "{ctx}");
+    assert_eq!(reviews[0]["verdict"], "approve", "{ctx}");
+    let turns = h.api.turns();
+    assert!(
+        turns
+            .iter()
+            .any(|t| t.text().contains("---HANK_REVIEW---") && t.text().contains("one done")),
+        "the reviewer's request with the diff: {ctx}"
+    );
 }

@@ -878,3 +878,54 @@ pub(crate) fn json_answers_stream_and_read_strictly_without_live() {
     let log = std::fs::read_to_string(real.p.dir.join(".hank/logs/hank.log")).unwrap_or_default();
     assert!(log.contains("format: stream-json"), "{log}");
 }
+
+/// REVIEW_AGENT=claude with the real client as the reviewer too: after the worker's verified
+/// "done", the reviewer (a fresh session, `--permission-mode plan`, read tools only) reads the
+/// run's diff on stdin, tries a write that plan mode refuses, and answers a verdict hank reads.
+pub(crate) fn a_real_reviewer_reads_the_diff_and_its_verdict_is_read() {
+    let real = Real::scripted(&["one"], |p| {
+        let plan = p.dir.join(".hank/fix_plan.md").display().to_string();
+        let mut script = work_on(&plan, &p.dir, "one", "COMPLETE");
+        script.extend([
+            Reply::tool(
+                "Write",
+                json!({"file_path": p.dir.join("src/reviewer.txt").display().to_string(), "content": "no\n"}),
+            ),
+            Reply::Text(
+                "I read the diff.\n---HANK_REVIEW---\nVERDICT: APPROVE\nFINDINGS:\n- [minor] src/one.txt: say what was done\n---END_HANK_REVIEW---".into(),
+            ),
+        ]);
+        script
+    });
+    let claude = real.claude.clone();
+    let real = Real {
+        hank: real
+            .hank
+            .env("REVIEW_AGENT", "claude")
+            .env("REVIEW_AGENT_CMD", &claude),
+        claude,
+    };
+    let o = real.run(Auth::ApiKey, &["--max-loops", "3"]);
+    let ctx = real.context(&o);
+    assert_eq!(o.status.code(), Some(0), "{ctx}");
+    let reviews = real.of_type("review");
+    assert_eq!(reviews.len(), 1, "{ctx}");
+    assert_eq!(reviews[0]["verdict"], "approve", "{ctx}");
+    assert_eq!(reviews[0]["minors"], 1, "{ctx}");
+    assert!(
+        !real.p.dir.join("src/reviewer.txt").exists(),
+        "plan mode refused the write"
+    );
+    // The reviewer's first request: its prompt with the run's diff, not the worker's session.
+    let turns = real.api.turns();
+    let first = turns
+        .iter()
+        .find(|t| t.last_user_text().contains("---HANK_REVIEW---"))
+        .expect("the reviewer's request");
+    let text = first.last_user_text();
+    assert!(text.contains("one done"), "the diff: {text}");
+    assert!(
+        first.loop_context().is_none(),
+        "no loop context for the reviewer"
+    );
+}

@@ -85,6 +85,7 @@ const CASES: &[(&str, Case)] = cases![
     cases::usage_windows_are_read_into_status,
     cases::client_settings_project_skips_the_users_stop_hook,
     cases::json_answers_stream_and_read_strictly_without_live,
+    cases::a_real_reviewer_reads_the_diff_and_its_verdict_is_read,
     bash_rules::bash_rules_agree_with_the_real_client,
 ];
 

@@ -36,6 +36,7 @@ mod progress;
 mod project;
 mod reach;
 mod reach_git;
+mod review;
 mod runners;
 mod sandbox;
 mod startup;

@@ -17,11 +17,13 @@
 use jiff::{SignedDuration, Timestamp};
 
 use crate::analysis::WindowReading;
+use crate::analysis::review::Review;
 use crate::exit::ExitReason;
 use crate::policy::budget::{BudgetCheck, Resume, WaitReason, add_duration};
 use crate::policy::decide::{self, DecideConfig, Decision, UsageLimitPolicy};
 use crate::policy::failover::Pick;
 use crate::policy::fleet::FleetVerdict;
+use crate::policy::review::{self, ReviewConfig, RoundEnd};
 use crate::policy::session::{self, UnknownSession};
 use crate::policy::windows::WindowCheck;
 
@@ -48,6 +50,9 @@ pub struct RunConfig {
     /// `NEEDS_ANSWERS=wait`: at `needs_answers`, wait this long (`ANSWER_TIMEOUT`) for an
     /// answer from outside instead of stopping (`None`: `NEEDS_ANSWERS=exit`, stop at once).
     pub answer_wait: Option<SignedDuration>,
+    /// `REVIEW_AGENT`: a verified completion is reviewed before it stops or is delivered
+    /// ([`crate::policy::review`]; `None`: no reviewer).
+    pub review: Option<ReviewConfig>,
 }
 
 impl RunConfig {
@@ -99,6 +104,9 @@ pub enum Step {
         until: Option<Timestamp>,
         reason: WaitFor,
     },
+    /// Have the independent reviewer look at the verified work of this completion
+    /// (`REVIEW_AGENT`), then report [`Fact::Reviewed`].
+    Review(ExitReason),
     /// Deliver the verified work of this completion (`DELIVER=branch|pr`: commit, push, the
     /// pull request, its checks), then report [`Fact::Delivered`].
     Deliver(ExitReason),
@@ -270,6 +278,25 @@ pub enum NoteKind {
     PushRejected,
     /// A reviewer asked for changes on the pull request.
     Review,
+    /// The independent reviewer's blockers (`REVIEW_AGENT`, [`crate::policy::review`]).
+    Reviewer,
+}
+
+/// How a review round ([`Step::Review`]) ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reviewed {
+    /// The reviewer's verdict (a failed call is an unreadable one): an approval lets the
+    /// completion go on; anything else sends the blockers back while rounds are left.
+    Verdict(Review),
+    /// A limit the call must wait for (the rolling-hour caps, a usage window): the round runs
+    /// after the wait.
+    Wait {
+        until: Timestamp,
+        reason: WaitReason,
+    },
+    /// The run stops before the round (`MAX_COST_USD`, `review_budget`, the fleet's budget, an
+    /// interrupt).
+    Stop(ExitReason),
 }
 
 /// What happened.
@@ -296,6 +323,8 @@ pub enum Fact {
     Control(Control),
     /// The delivery of [`Step::Deliver`] ended.
     Delivered(Delivered),
+    /// The review round of [`Step::Review`] ended.
+    Reviewed(Reviewed),
     /// The fleet's shared budget (`MAX_COST_USD` over every task) is used up: the run stops
     /// at its next gates with this reason, as at its own cap.
     FleetLimit(ExitReason),
@@ -323,6 +352,8 @@ enum Phase {
     },
     /// A call is running.
     Calling,
+    /// The verified completion of this reason is being reviewed.
+    Reviewing(ExitReason),
     /// The verified completion of this reason is being delivered.
     Delivering(ExitReason),
     /// The run ends with this reason (an answer that did not come in time).
@@ -351,6 +382,13 @@ pub struct Run {
     rounds: (u32, u32, u32),
     /// [`Fact::FleetLimit`]: the fleet's budget is spent.
     fleet_stop: Option<ExitReason>,
+    /// Review rounds held so far.
+    review_rounds: u32,
+    /// The reviewer approved: later completions of the run (after delivery feedback) are not
+    /// reviewed again.
+    approved: bool,
+    /// A review round waits for a limit: it runs when the wait ends.
+    review_after_wait: Option<ExitReason>,
 }
 
 impl Run {
@@ -375,7 +413,16 @@ impl Run {
             deliver: None,
             rounds: (0, 0, 0),
             fleet_stop: None,
+            review_rounds: 0,
+            approved: false,
+            review_after_wait: None,
         }
+    }
+
+    /// Review rounds held so far (the next is this + 1).
+    #[must_use]
+    pub fn review_rounds(&self) -> u32 {
+        self.review_rounds
     }
 
     /// A run that starts with the wait the last run was in ([`crate::policy::budget::resume_wait`]):
@@ -462,6 +509,7 @@ impl Run {
                 until: None,
                 reason: WaitFor::Answer,
             },
+            Phase::Reviewing(r) => Step::Review(r),
             Phase::Delivering(r) => Step::Deliver(r),
             Phase::Ended(r) => Step::Stop(r),
         }
@@ -495,6 +543,7 @@ impl Run {
             Fact::Interrupted => self.interrupted = true,
             Fact::Control(c) => self.control(c, now),
             Fact::Delivered(d) => self.delivered(d),
+            Fact::Reviewed(r) => self.reviewed(r),
             Fact::FleetLimit(r) => self.fleet_stop = Some(r),
         }
     }
@@ -535,6 +584,45 @@ impl Run {
         }
     }
 
+    /// After a review round: the completion goes on (approved), the blockers go to the next
+    /// loop while rounds are left (the plan's claim skipped until the agent was called, as
+    /// after delivery feedback), or the run stops.
+    fn reviewed(&mut self, r: Reviewed) {
+        let (Phase::Reviewing(reason), Some(cfg)) = (self.phase, self.cfg.review) else {
+            return;
+        };
+        match r {
+            Reviewed::Verdict(review) => {
+                self.review_rounds += 1;
+                match review::after_verdict(&cfg, self.review_rounds, &review) {
+                    RoundEnd::Approved => {
+                        self.approved = true;
+                        self.phase = Phase::Decided(Decision::Stop(reason));
+                    }
+                    RoundEnd::Rejected => self.phase = Phase::Ended(ExitReason::ReviewRejected),
+                    RoundEnd::BackToWorker => {
+                        self.notes.push(ContextNote {
+                            kind: NoteKind::Reviewer,
+                            text: review::worker_note(&review, self.review_rounds, &cfg),
+                        });
+                        self.seen = None;
+                        self.phase = Phase::Gates {
+                            claim_rejected: true,
+                        };
+                    }
+                }
+            }
+            Reviewed::Wait { until, reason: why } => {
+                self.review_after_wait = Some(reason);
+                self.phase = Phase::Waiting {
+                    until: Some(until),
+                    reason: WaitFor::Limit(why),
+                };
+            }
+            Reviewed::Stop(stop) => self.phase = Phase::Ended(stop),
+        }
+    }
+
     /// A wait's time came: the gates again, except that an answer that did not come within
     /// `ANSWER_TIMEOUT` ends the run as `NEEDS_ANSWERS=exit` would have.
     fn woke_up(&mut self) {
@@ -551,6 +639,11 @@ impl Run {
 
     fn back_to_gates(&mut self) {
         self.seen = None;
+        // A review round that waited for a limit runs now (the gates run before it).
+        if let Some(r) = self.review_after_wait.take() {
+            self.phase = Phase::Reviewing(r);
+            return;
+        }
         self.phase = Phase::Gates {
             claim_rejected: false,
         };
@@ -711,6 +804,14 @@ impl Run {
                 }
             }
             Decision::Wait { until, reason } => self.wait(until, WaitFor::Limit(reason)),
+            // A verified completion is reviewed first (REVIEW_AGENT), once approved never
+            // again in the run.
+            Decision::Stop(r)
+                if r.is_completion() && self.cfg.review.is_some() && !self.approved =>
+            {
+                self.phase = Phase::Reviewing(r);
+                Step::Review(r)
+            }
             // A verified completion is delivered first (DELIVER=branch|pr).
             Decision::Stop(r) if r.is_completion() && self.deliver.is_some() => {
                 self.phase = Phase::Delivering(r);

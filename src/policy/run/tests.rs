@@ -19,6 +19,7 @@ fn cfg() -> RunConfig {
         failover: false,
         decide: DecideConfig::default(),
         answer_wait: None,
+        review: None,
     }
 }
 
@@ -1127,4 +1128,171 @@ fn a_fleets_verdict_on_the_call_is_a_budget_wait_or_a_stop() {
     let mut o = clear();
     let spent = o.reserved(FleetVerdict::Stop(ExitReason::CostBudget));
     assert_eq!((spent, o), (Some(ExitReason::CostBudget), clear()));
+}
+
+fn reviewed_cfg() -> RunConfig {
+    RunConfig {
+        review: Some(crate::policy::review::ReviewConfig::default()),
+        ..cfg()
+    }
+}
+
+fn verdict(body: &str) -> Fact {
+    use crate::analysis::review::{REVIEW_CLOSE, REVIEW_OPEN, parse_review};
+    Fact::Reviewed(Reviewed::Verdict(parse_review(&format!(
+        "{REVIEW_OPEN}\n{body}\n{REVIEW_CLOSE}"
+    ))))
+}
+
+#[test]
+fn a_verified_completion_is_reviewed_before_it_stops_or_is_delivered() {
+    // Approved at once: the stop, or the delivery, comes after the review.
+    let mut run = Run::new(reviewed_cfg());
+    assert_eq!(
+        verified_done(&mut run, t0()),
+        Step::Review(ExitReason::PlanComplete)
+    );
+    assert_eq!(
+        run.next(t0()),
+        Step::Review(ExitReason::PlanComplete),
+        "stable"
+    );
+    run.on(verdict("VERDICT: APPROVE"), t0());
+    assert_eq!(run.next(t0()), Step::Stop(ExitReason::PlanComplete));
+    let mut run = Run::new(reviewed_cfg()).delivering(rounds());
+    assert_eq!(
+        verified_done(&mut run, t0()),
+        Step::Review(ExitReason::PlanComplete)
+    );
+    run.on(verdict("VERDICT: APPROVE"), t0());
+    assert_eq!(run.next(t0()), Step::Deliver(ExitReason::PlanComplete));
+
+    // A complete plan at the gates, checked, is reviewed too; a rejected claim is not.
+    let mut run = Run::new(reviewed_cfg());
+    assert_eq!(
+        gate(&mut run, complete(), t0()),
+        Step::Check(ExitReason::PlanComplete)
+    );
+    run.on(Fact::Checked(Some(ExitReason::PlanComplete)), t0());
+    assert_eq!(run.next(t0()), Step::Review(ExitReason::PlanComplete));
+    let mut run = Run::new(reviewed_cfg());
+    assert_eq!(
+        gate(&mut run, complete(), t0()),
+        Step::Check(ExitReason::PlanComplete)
+    );
+    run.on(Fact::Checked(None), t0());
+    assert_eq!(run.next(t0()), Step::Call { agent: 0 });
+
+    // A review fact outside a review changes nothing.
+    let mut run = Run::new(reviewed_cfg());
+    run.on(verdict("VERDICT: APPROVE"), t0());
+    assert_eq!(run.next(t0()), Step::Observe);
+}
+
+/// The worker's next "done" after a round sent it back: called (the plan's claim skipped
+/// until then), checked, reviewed.
+fn done_again(run: &mut Run, now: Timestamp) {
+    assert_eq!(gate(run, complete(), now), Step::Call { agent: 0 });
+    run.on(Fact::Calling, now);
+    run.on(
+        Fact::Answered(answer(Decision::Stop(ExitReason::PlanComplete))),
+        now,
+    );
+    assert_eq!(run.next(now), Step::Check(ExitReason::PlanComplete));
+    run.on(Fact::Checked(Some(ExitReason::PlanComplete)), now);
+    assert_eq!(run.next(now), Step::Review(ExitReason::PlanComplete));
+}
+
+#[test]
+fn changes_go_back_to_the_worker_then_the_run_stops_review_rejected() {
+    // (verdicts of the rounds, the step after the last)
+    let approve = "VERDICT: APPROVE";
+    let changes = "VERDICT: CHANGES\n- [blocker] src/a.rs: no error handling\n- [minor] a: typo";
+    let cases: [(&[&str], Step); 4] = [
+        (&[changes, approve], Step::Stop(ExitReason::PlanComplete)),
+        (
+            &[changes, changes, approve],
+            Step::Stop(ExitReason::PlanComplete),
+        ),
+        (
+            &[
+                "no block",
+                "VERDICT: ?",
+                "VERDICT: APPROVE\n- [blocker] x: y",
+            ],
+            Step::Stop(ExitReason::ReviewRejected),
+        ),
+        (
+            &[changes, changes, changes],
+            Step::Stop(ExitReason::ReviewRejected),
+        ),
+    ];
+    for (verdicts, last) in cases {
+        let mut run = Run::new(reviewed_cfg());
+        assert_eq!(
+            verified_done(&mut run, t0()),
+            Step::Review(ExitReason::PlanComplete)
+        );
+        for (i, v) in verdicts.iter().enumerate() {
+            if i > 0 {
+                done_again(&mut run, t0());
+            }
+            run.on(verdict(v), t0());
+            if i + 1 < verdicts.len() {
+                // Back to the worker: the blockers in its next context, never the minors.
+                let notes = run.take_notes();
+                assert_eq!(notes.len(), 1, "{verdicts:?}");
+                assert_eq!(notes[0].kind, NoteKind::Reviewer);
+                assert!(!notes[0].text.contains("typo"), "{}", notes[0].text);
+                if *v == changes {
+                    assert!(
+                        notes[0].text.contains("no error handling"),
+                        "{}",
+                        notes[0].text
+                    );
+                }
+            }
+        }
+        assert_eq!(run.next(t0()), last, "{verdicts:?}");
+        assert_eq!(run.review_rounds() as usize, verdicts.len(), "{verdicts:?}");
+    }
+}
+
+#[test]
+fn a_review_waits_for_limits_and_stops_at_budgets() {
+    let clock = FixedClock::new(t0());
+    let mut run = Run::new(reviewed_cfg());
+    assert_eq!(
+        verified_done(&mut run, t0()),
+        Step::Review(ExitReason::PlanComplete)
+    );
+    let until = t0() + hours(1);
+    run.on(
+        Fact::Reviewed(Reviewed::Wait {
+            until,
+            reason: WaitReason::RateLimit,
+        }),
+        t0(),
+    );
+    assert_eq!(run.next(t0()), limit_wait(until, WaitReason::RateLimit));
+    clock.advance(hours(1));
+    run.on(Fact::WokeUp, clock.now());
+    assert_eq!(
+        run.next(clock.now()),
+        Step::Review(ExitReason::PlanComplete)
+    );
+    run.on(
+        Fact::Reviewed(Reviewed::Stop(ExitReason::ReviewBudget)),
+        clock.now(),
+    );
+    assert_eq!(run.next(clock.now()), Step::Stop(ExitReason::ReviewBudget));
+
+    // Ctrl-C during a review stops the run.
+    let mut run = Run::new(reviewed_cfg());
+    assert_eq!(
+        verified_done(&mut run, t0()),
+        Step::Review(ExitReason::PlanComplete)
+    );
+    run.on(Fact::Interrupted, t0());
+    assert_eq!(run.next(t0()), Step::Stop(ExitReason::Interrupted));
 }

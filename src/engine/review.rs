@@ -1,0 +1,279 @@
+//! One round of the independent reviewer (`REVIEW_AGENT`, issue 39) as a step: the gates a
+//! call passes (`MAX_COST_USD`, `REVIEW_MAX_SHARE`, the rolling-hour caps, the usage windows,
+//! the fleet's ledger), the reviewer's input (the items done in the run, the diff since the
+//! run's start or the last round, the check, earlier findings: [`review::prompt`]), the call
+//! through the same effects as the worker's (read-only argv: [`argv::prepare_review`]; a
+//! read-only sandbox; a fresh session), its accounting (the call cap's ledger, tokens, cost,
+//! windows), its verdict ([`review::of_answer`], fail closed) told as a `review` event, and
+//! [`Fact::Reviewed`] for the state machine, which decides the round's end.
+
+use super::Engine;
+use crate::agent::answer::Pricing;
+use crate::agent::argv;
+use crate::analysis::review::{Finding, Review, Severity, Verdict};
+use crate::effects::{AgentCall, News};
+use crate::error::Result;
+use crate::exit::ExitReason;
+use crate::policy::budget::{BudgetCheck, WaitReason};
+use crate::policy::fleet::FleetVerdict;
+use crate::policy::review::{self, PromptInput, RoundSeen, Spend};
+use crate::policy::run::{Fact, Reviewed};
+use crate::policy::windows::{self, WindowCheck};
+use crate::store::schema::ReviewRound;
+
+/// The reviewer of a run and what its rounds saw.
+#[derive(Debug, Default)]
+pub(super) struct Reviewer {
+    pub(super) agent: Option<std::sync::Arc<crate::agent::profile::Agent>>,
+    /// The work tree when the run started, then at each round (the next round's diff base).
+    pub(super) base_tree: Option<String>,
+    /// The fix_plan items done when the run started.
+    pub(super) items_at_start: Vec<String>,
+    /// Every round of this run.
+    pub(super) rounds: Vec<RoundSeen>,
+    /// The last round as status.json shows it.
+    pub(super) last: Option<ReviewRound>,
+    /// What the reviews cost (USD).
+    pub(super) cost: f64,
+    /// The tree of the last round (its diff is "since the last round" after it).
+    pub(super) reviewed_once: bool,
+}
+
+impl Engine {
+    /// At the run's start: the work tree and the done items the first round's diff and list
+    /// start from.
+    pub(super) fn review_baseline(&mut self) {
+        if self.reviewer.agent.is_none() {
+            return;
+        }
+        self.reviewer.base_tree = self.fx.snapshot_tree(&self.s.project_dir);
+        self.reviewer.items_at_start = done_items(&self.plan);
+    }
+
+    /// One review round of the completion `reason`, reported as [`Fact::Reviewed`].
+    pub(super) async fn review_step(&mut self, _reason: ExitReason) -> Result<()> {
+        let now = self.fx.now();
+        let Some(agent) = self.reviewer.agent.clone() else {
+            // No reviewer resolved (cannot happen with REVIEW_AGENT set): fail closed.
+            let unreadable = Review::unreadable("no reviewer could be started");
+            self.run
+                .on(Fact::Reviewed(Reviewed::Verdict(unreadable)), now);
+            return Ok(());
+        };
+        if let Some(gate) = self.review_gate() {
+            self.run.on(Fact::Reviewed(gate), now);
+            return Ok(());
+        }
+        let round = self.run.review_rounds() + 1;
+        let cfg = self.s.review_config().unwrap_or_default();
+        let (diff, since_last) = self.review_diff();
+        let items: Vec<String> = done_items(&self.plan)
+            .into_iter()
+            .filter(|i| !self.reviewer.items_at_start.contains(i))
+            .collect();
+        let check_result = self.verify.last.as_ref().map_or_else(
+            || "no check ran in this run".to_owned(),
+            crate::policy::verification::Verification::result_line,
+        );
+        let earlier: Vec<(u32, Vec<Finding>)> = (self.reviewer.rounds.iter())
+            .map(|r| (r.round, r.review.findings.clone()))
+            .collect();
+        let prompt = review::prompt(&PromptInput {
+            round,
+            max_rounds: cfg.max_rounds,
+            items: &items,
+            diff: &diff,
+            since_last_round: since_last,
+            check: self.verify.command.as_deref(),
+            check_result: &check_result,
+            earlier: &earlier,
+        });
+        // On the call cap's ledger and saved before the spawn, as the worker's call.
+        let number = self.state.start_call(now);
+        self.fx.persist(&self.state, false)?;
+        let prompt_file = self.fx.prompt_file(number);
+        let prepared = argv::prepare_review(&agent, &self.s, prompt.as_bytes(), &prompt_file);
+        if let Some(bytes) = &prepared.prompt_file {
+            self.fx.write_file(&prompt_file, bytes)?;
+        }
+        self.tell(News::ReviewStarted {
+            round,
+            agent: agent.name(),
+        })?;
+        let call = AgentCall {
+            number,
+            agent: &agent,
+            settings: &self.s,
+            args: &prepared.args,
+            stdin: prepared.stdin,
+            resume: false,
+            sizes: (0, prompt.len()),
+            read_only: true,
+        };
+        let mut got = self.fx.call_agent(call).await?;
+        if got.interrupted {
+            self.poll_control();
+        }
+        let a = &mut got.analysis;
+        let warned = (self.fx.now(), &mut self.credential_warned);
+        let pricing = Pricing::of(&self.s);
+        let warnings =
+            crate::agent::answer::complete(a, (&agent, number), &mut self.state, pricing, warned);
+        for w in warnings {
+            self.warn(&w);
+        }
+        // Every cap counts the review: the run's cost, the tokens in the rolling hour, the
+        // totals, the usage windows it reported, the fleet's ledger.
+        let at = self.fx.now();
+        let a = &got.analysis;
+        self.run.on(Fact::Spent(a.cost_usd), at);
+        self.fx.settle_call(at, a.tokens.sum(), a.cost_usd)?;
+        self.state.ledger.add_tokens_to_last(a.tokens.sum());
+        self.state.totals.cost_usd += a.cost_usd;
+        if a.cost_estimated {
+            self.state.totals.estimated_cost_usd += a.cost_usd;
+        }
+        self.state.totals.tokens.add(&a.tokens);
+        if !a.usage_windows.is_empty() {
+            windows::observe(&mut self.state.windows, &a.usage_windows, at);
+            self.fx.publish_windows(&self.state.windows, at);
+        }
+        self.reviewer.cost += a.cost_usd;
+        let failed = call_failure(&got);
+        let verdict = review::of_answer(a.review.as_ref(), failed.as_deref());
+        let seen = ReviewRound {
+            round,
+            max_rounds: cfg.max_rounds,
+            agent: agent.name().to_owned(),
+            number,
+            verdict: verdict_name(&verdict.verdict).to_owned(),
+            why: match &verdict.verdict {
+                Verdict::Unreadable { why } => Some(why.clone()),
+                _ => None,
+            },
+            blockers: count(&verdict, Severity::Blocker),
+            minors: count(&verdict, Severity::Minor),
+            findings: verdict.findings.clone(),
+            cost_usd: a.cost_usd,
+            cost_estimated: a.cost_estimated,
+            tokens: a.tokens.sum(),
+            duration_ms: u64::try_from(got.duration.as_millis()).unwrap_or(u64::MAX),
+        };
+        self.reviewer.rounds.push(RoundSeen {
+            round,
+            review: verdict.clone(),
+            cost_usd: seen.cost_usd,
+        });
+        self.reviewer.last = Some(seen.clone());
+        self.run_loops.push(seen.receipt(self.fx.now()));
+        self.fx.persist(&self.state, false)?;
+        self.tell(News::Review(&seen))?;
+        let fact = if got.interrupted || self.fx.interrupted() {
+            Reviewed::Stop(ExitReason::Interrupted)
+        } else {
+            Reviewed::Verdict(verdict)
+        };
+        self.run.on(Fact::Reviewed(fact), self.fx.now());
+        Ok(())
+    }
+
+    /// What stops or delays a review call: `MAX_COST_USD` and `REVIEW_MAX_SHARE`
+    /// ([`review::before_round`]), the rolling-hour caps and the usage windows (a wait), the
+    /// fleet's ledger.
+    fn review_gate(&mut self) -> Option<Reviewed> {
+        let now = self.fx.now();
+        let cfg = self.s.review_config().unwrap_or_default();
+        let spend = Spend {
+            reviews: self.reviewer.cost,
+            run: self.run.cost(),
+            max_cost: self.s.max_cost_usd.value,
+        };
+        if let Some(stop) = review::before_round(&cfg, spend) {
+            return Some(Reviewed::Stop(stop));
+        }
+        let limits = self.s.budget_limits();
+        if let BudgetCheck::Wait { until, reason } = self.state.ledger.check(now, &limits) {
+            return Some(Reviewed::Wait { until, reason });
+        }
+        let window = windows::check(&self.state.windows, &self.s.max_window_percent.value, now);
+        if let WindowCheck::Wait { until, .. } = window {
+            if self.s.on_usage_limit.value == crate::policy::decide::UsageLimitPolicy::Exit {
+                return Some(Reviewed::Stop(ExitReason::UsageWindow));
+            }
+            return Some(Reviewed::Wait {
+                until,
+                reason: WaitReason::UsageWindow,
+            });
+        }
+        let fleet = crate::policy::fleet::FleetLimits {
+            budget: limits,
+            max_cost_usd: self.s.max_cost_usd.value,
+        };
+        match self.fx.reserve_call(now, &fleet) {
+            Ok(FleetVerdict::Go) | Err(_) => None,
+            Ok(FleetVerdict::Wait { until, reason }) => Some(Reviewed::Wait { until, reason }),
+            Ok(FleetVerdict::Stop(r)) => Some(Reviewed::Stop(r)),
+        }
+    }
+
+    /// The diff the reviewer reads: since the run's start in the first round, since the last
+    /// round after it (`true`); the base moves to the tree now.
+    fn review_diff(&mut self) -> (String, bool) {
+        let dir = self.s.project_dir.clone();
+        let now_tree = self.fx.snapshot_tree(&dir);
+        let since_last = self.reviewer.reviewed_once;
+        let diff = match (&self.reviewer.base_tree, &now_tree) {
+            (Some(from), Some(to)) => self
+                .fx
+                .diff_trees(&dir, from, to)
+                .map(|(stat, patch)| review::cap_diff(&stat, &patch)),
+            _ => None,
+        };
+        if now_tree.is_some() {
+            self.reviewer.base_tree = now_tree;
+        }
+        self.reviewer.reviewed_once = true;
+        let diff = diff.unwrap_or_else(|| {
+            "(no diff: the project is not a git repository, or git could not say; read the files the items name)".to_owned()
+        });
+        (diff, since_last)
+    }
+}
+
+/// The fix_plan items checked in `plan`.
+fn done_items(plan: &crate::policy::fixplan::Plan) -> Vec<String> {
+    plan.items
+        .iter()
+        .filter(|i| i.done)
+        .map(|i| i.text.clone())
+        .collect()
+}
+
+/// Why the reviewer's call gave no answer to read (an error, a timeout, an interrupt).
+fn call_failure(got: &crate::effects::AgentAnswer) -> Option<String> {
+    if got.interrupted {
+        return Some("interrupted".to_owned());
+    }
+    let a = &got.analysis;
+    match (&a.outcome, &a.error) {
+        (crate::analysis::Outcome::Success, _) => None,
+        (_, Some(e)) => Some(format!(
+            "{}: {}",
+            e.kind.as_str(),
+            crate::sanitize::cut_chars(&e.message, 200)
+        )),
+        (o, None) => Some(format!("{o:?}").to_lowercase()),
+    }
+}
+
+fn verdict_name(v: &Verdict) -> &'static str {
+    match v {
+        Verdict::Approve => "approve",
+        Verdict::Changes => "changes",
+        Verdict::Unreadable { .. } => "unreadable",
+    }
+}
+
+fn count(r: &Review, s: Severity) -> u32 {
+    u32::try_from(r.count(s)).unwrap_or(u32::MAX)
+}
