@@ -1840,6 +1840,9 @@ pub struct FleetTask {
     pub handed_back_at: Option<String>,
     /// The last exit code of its worker.
     pub exit_code: Option<u8>,
+    /// The tracker's issue the task was made from (`hank watch`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issue: Option<crate::policy::fleet::IssueRef>,
 }
 
 /// One element of `hank fleet plan --json` (an array of them on stdout, in plan order): a task
