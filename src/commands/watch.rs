@@ -69,10 +69,7 @@ pub(crate) fn run(a: &WatchArgs) -> Result<u8> {
             a.deliver
         )));
     }
-    let flags = RunFlagsOnly::try_parse_from(
-        std::iter::once("hank".to_string()).chain(a.run_flags.iter().cloned()),
-    )
-    .map_err(|e| {
+    let flags = RunFlagsOnly::try_parse_from(&a.run_flags).map_err(|e| {
         HankError::usage(format!(
             "a `hank run` flag given to hank watch is not valid: {}",
             e.to_string().trim()

@@ -257,12 +257,12 @@ fn dechunk(mut s: &str) -> String {
     out
 }
 
-/// Request headers as `Name: value` lines; a header with a line break or a quote in it is
-/// dropped (it would end the header block or curl's config value).
+/// Request headers as `Name: value` lines; a header with a line break in it is dropped (it
+/// would end the header block; curl's config quotes the rest).
 fn header_lines(extra: &[(String, String)]) -> impl Iterator<Item = String> + '_ {
     extra
         .iter()
-        .filter(|(k, v)| !format!("{k}{v}").contains(['\r', '\n', '"', '\\']))
+        .filter(|(k, v)| !format!("{k}{v}").contains(['\r', '\n']))
         .map(|(k, v)| format!("{k}: {v}"))
 }
 

@@ -44,6 +44,7 @@ mod steer;
 mod support;
 mod token_reach;
 mod verify;
+mod watch;
 mod windows;
 
 /// Every `tests/integration/*.rs` file must be a module of this binary.
