@@ -39,6 +39,9 @@ struct Held {
     oid: String,
 }
 
+/// Each labelled issue with what this watch does with it, and the claim refs' commits.
+type Choices = (Vec<(rules::Issue, Choice)>, Vec<(u64, String)>);
+
 struct Watch {
     root: PathBuf,
     remote: String,
@@ -159,7 +162,7 @@ impl Watch {
     }
 
     /// The labelled issues and what this watch does with each.
-    fn choices(&mut self) -> Result<(Vec<(rules::Issue, Choice)>, Vec<(u64, String)>)> {
+    fn choices(&mut self) -> Result<Choices> {
         let issues = self.tracker.issues(&self.label)?;
         let prs = self.tracker.open_prs()?;
         let numbers: Vec<u64> = issues.iter().map(|i| i.number).collect();
