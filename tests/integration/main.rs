@@ -15,6 +15,7 @@ mod deliver;
 mod deliver_fleet;
 mod deliver_loop;
 mod fake_github;
+mod fake_gitlab;
 mod faults;
 mod first_hour;
 mod fleet;

@@ -255,3 +255,94 @@ fn two_watchers_on_two_clones_open_one_pr_per_issue() {
         "{err}"
     );
 }
+
+#[test]
+fn gitlab_issues_are_claimed_labelled_and_answered_with_a_note() {
+    let p = Project::new(&[]);
+    p.fake("effect.sh", WORK);
+    let remote = p.git_pushed_to_origin();
+    let gl = crate::fake_gitlab::FakeGitLab::start();
+    {
+        let mut w = gl.world.lock().unwrap();
+        w.issue(1, "Add the alpha file", &["hank"]);
+        w.issue(2, "Not for hank", &["bug"]);
+    }
+    let o = p
+        .cmd()
+        .args([
+            "watch",
+            "--tracker",
+            "gitlab",
+            "--once",
+            "--deliver",
+            "branch",
+        ])
+        .env("GH_REPO", "o/r")
+        .env("GITLAB_TOKEN", "glpat-test-token-0000")
+        .env("GITLAB_API_URL", gl.url())
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let w = gl.world.lock().unwrap();
+    let notes = w.notes_on(1);
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(notes[0].contains("hank delivered this issue"), "{notes:?}");
+    assert!(notes[0].contains("Branch pushed"), "{notes:?}");
+    let labels = w.labels_of(1);
+    assert!(labels.iter().any(|l| l == "hank:done"), "{labels:?}");
+    assert!(!labels.iter().any(|l| l == "hank:working"), "{labels:?}");
+    assert!(w.notes_on(2).is_empty());
+    assert_eq!(w.labels_of(2), ["bug"]);
+    assert_eq!(claim_refs(&remote), ["refs/hank/claims/gitlab-1"]);
+    let branches = git(&remote, &["branch", "--list", "hank/issue-1-*"]);
+    assert!(
+        branches.contains("hank/issue-1-add-the-alpha-file"),
+        "{branches}\n{err}"
+    );
+}
+
+#[test]
+fn without_once_the_watch_keeps_polling_and_takes_a_new_issue() {
+    let p = Project::new(&[]);
+    p.fake("effect.sh", WORK);
+    let _remote = p.git_pushed_to_origin();
+    let gh = FakeGitHub::start();
+    gh.set(|w| w.check_runs.push(green_check()));
+    let mut child = watch_in(&p, &p.dir, &gh, &["--interval", "1s"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let listed = |gh: &FakeGitHub| {
+        gh.requests()
+            .iter()
+            .filter(|r| r.path.contains("/issues?"))
+            .count()
+    };
+    // It polled once and found nothing; the issue labelled afterwards is taken at a later poll.
+    assert!(
+        crate::support::poll(std::time::Duration::from_secs(20), || (listed(&gh) >= 1)
+            .then_some(()))
+        .is_some()
+    );
+    gh.set(|w| w.issue(1, "Late work", "", &["hank"]));
+    let done = crate::support::poll(std::time::Duration::from_secs(60), || {
+        let w = gh.world.lock().unwrap();
+        w.labels_of(1)
+            .iter()
+            .any(|l| l == "hank:done")
+            .then_some(())
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        done.is_some(),
+        "issue 1 was not delivered by the running watch"
+    );
+    assert!(listed(&gh) >= 2);
+    assert_eq!(gh.world.lock().unwrap().pulls.len(), 1);
+}
