@@ -208,6 +208,12 @@ impl Watch {
     /// One poll: claim what can be taken, run it as a fleet, answer on each issue.
     fn round(&mut self) -> Result<u8> {
         let (choices, oids) = self.choices()?;
+        if choices.iter().any(|(_, c)| c.taken())
+            && let Some(why) = self.windows_hold()?
+        {
+            errln!("hank: watch: no issue taken now: {why}");
+            return Ok(crate::exit::OK);
+        }
         let mut held: Vec<Held> = Vec::new();
         for (issue, c) in choices {
             let expected = match &c {
@@ -272,6 +278,32 @@ impl Watch {
         let code = code?;
         self.settle(&held)?;
         Ok(code)
+    }
+
+    /// Why the usage windows (MAX_WINDOW_PERCENT, the readings every run of the user shares)
+    /// afford no new issue now, if they do not: claimed now, it would only wait.
+    fn windows_hold(&self) -> Result<Option<String>> {
+        let limits = &self.settings.max_window_percent.value;
+        if limits.is_empty() {
+            return Ok(None);
+        }
+        let now = self.now()?;
+        let shared = crate::store::shared_windows::read();
+        let facts: Vec<crate::policy::fleet::WindowFacts> = limits
+            .0
+            .iter()
+            .filter_map(|(name, &limit)| {
+                let w = shared.get(name)?;
+                Some(crate::policy::fleet::WindowFacts {
+                    name: name.clone(),
+                    percent: w.utilization_at(now)? * 100.0,
+                    limit,
+                    per_task: 0.0,
+                    resets_at: w.fields.resets_at,
+                })
+            })
+            .collect();
+        Ok(crate::policy::fleet::window_admission(&facts, 0))
     }
 
     fn budget_text(&self) -> String {

@@ -23,6 +23,9 @@ use crate::error::{HankError, Result};
 use crate::forge::{Api, CliApi, Http, Reply};
 use crate::policy::tracker::{COMMENT_MARKER, Issue, OpenPr, TrackerKind};
 
+/// Attempts of one request that the forge rate-limits.
+const RATE_ATTEMPTS: u32 = 3;
+
 /// What is kept between polls (`watch-cache.json` in the project's per-user folder): the
 /// last answer and `ETag` of each listing, hank's comment id per issue.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -176,10 +179,22 @@ impl Tracker {
         body: Option<&Value>,
         headers: &[(String, String)],
     ) -> Result<Reply> {
-        budget::before(&self.budget_key)?;
-        let r = self.api.call_with(method, path, body, headers)?;
-        budget::after(&self.budget_key, r.status, &r.headers)?;
-        Ok(r)
+        let mut attempt = 0;
+        loop {
+            budget::before(&self.budget_key)?;
+            let r = self.api.call_with(method, path, body, headers)?;
+            budget::after(&self.budget_key, r.status, &r.headers)?;
+            attempt += 1;
+            // A rate limit (429, or a 403 that says so): the budget now holds the time to
+            // wait, which `before` waits for, visibly; then the request again.
+            let limited = r.status == 429
+                || r.status == 403
+                    && (r.header("retry-after").is_some()
+                        || r.header("x-ratelimit-remaining") == Some("0"));
+            if !limited || attempt >= RATE_ATTEMPTS {
+                return Ok(r);
+            }
+        }
     }
 
     /// A listing, conditional on its last `ETag`: a 304 gives the cached body back.
