@@ -62,6 +62,9 @@ pub(crate) struct World {
     pub comments: Vec<Value>,
     /// Listings answered 304 (`If-None-Match` equal to their `ETag`).
     pub not_modified: u32,
+    /// How many issue listings are answered 429 with `Retry-After: 1` (a secondary rate
+    /// limit) before one is served.
+    pub throttle_issues: u32,
 }
 
 impl World {
@@ -213,7 +216,17 @@ fn serve(stream: TcpStream, world: &Mutex<World>) {
             .is_some_and(|c| c.eq_ignore_ascii_case("close"));
         let (status, reply, etag) = {
             let mut w = world.lock().unwrap();
-            let (status, reply) = answer(&mut w, &rec);
+            let throttled =
+                w.throttle_issues > 0 && rec.method == "GET" && rec.path.contains("/issues?");
+            let (status, reply) = if throttled {
+                w.throttle_issues -= 1;
+                (
+                    429,
+                    json!({"message": "You have exceeded a secondary rate limit."}),
+                )
+            } else {
+                answer(&mut w, &rec)
+            };
             // Listings carry an ETag; asked again with it unchanged, they are a 304.
             let listing = rec.method == "GET"
                 && status == 200
@@ -238,11 +251,15 @@ fn serve(stream: TcpStream, world: &Mutex<World>) {
             200 => "OK",
             201 => "Created",
             304 => "Not Modified",
+            429 => "Too Many Requests",
             403 => "Forbidden",
             404 => "Not Found",
             _ => "Unprocessable Entity",
         };
-        let etag = etag.map_or_else(String::new, |e| format!("ETag: {e}\r\n"));
+        let mut etag = etag.map_or_else(String::new, |e| format!("ETag: {e}\r\n"));
+        if status == 429 {
+            etag.push_str("Retry-After: 1\r\n");
+        }
         let out = format!(
             "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: {}\r\nX-GitHub-Media-Type: github.v3\r\nX-RateLimit-Limit: 5000\r\nX-RateLimit-Remaining: 4990\r\n{etag}\r\n{text}",
             text.len()

@@ -346,3 +346,26 @@ fn without_once_the_watch_keeps_polling_and_takes_a_new_issue() {
     assert!(listed(&gh) >= 2);
     assert_eq!(gh.world.lock().unwrap().pulls.len(), 1);
 }
+
+#[test]
+fn a_rate_limited_listing_waits_for_retry_after_visibly_then_goes_on() {
+    let (p, _remote, gh) = setup();
+    gh.set(|w| w.throttle_issues = 1);
+    let o = watch(&p, &gh, &["--dry-run"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("the tracker's rate budget is spent; waiting until"),
+        "{err}"
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("#1 Add the alpha file\twould take"), "{out}");
+    let listings = gh
+        .requests()
+        .iter()
+        .filter(|r| r.path.contains("/issues?"))
+        .count();
+    assert_eq!(listings, 2, "the refused listing, then the one served");
+    let b = budget(&p);
+    assert!(b["retry_at"].is_string(), "{b}");
+}
