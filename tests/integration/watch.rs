@@ -369,3 +369,85 @@ fn a_rate_limited_listing_waits_for_retry_after_visibly_then_goes_on() {
     let b = budget(&p);
     assert!(b["retry_at"].is_string(), "{b}");
 }
+
+/// Writes a claim of issue `n` whose lease ends at `lease_until` straight onto the remote.
+fn plant_claim(remote: &Path, n: u64, owner: &str, lease_until: &str) {
+    let claim = format!(
+        r#"{{"tracker":"github","issue":{n},"owner":"{owner}","state":"working","claimed_at":"2026-01-01T00:00:00Z","heartbeat_at":"2026-01-01T00:00:00Z","lease_until":"{lease_until}"}}"#
+    );
+    let blob = {
+        let mut c = Command::new("git");
+        c.args(["hash-object", "-w", "--stdin"])
+            .current_dir(remote)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(claim.as_bytes())
+            .unwrap();
+        String::from_utf8(child.wait_with_output().unwrap().stdout)
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    let tree = {
+        let mut c = Command::new("git");
+        c.args(["mktree"])
+            .current_dir(remote)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(format!("100644 blob {blob}\tclaim.json\n").as_bytes())
+            .unwrap();
+        String::from_utf8(child.wait_with_output().unwrap().stdout)
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    let commit = git(remote, &["commit-tree", &tree, "-m", "planted claim"]);
+    git(
+        remote,
+        &[
+            "update-ref",
+            &format!("refs/hank/claims/github-{n}"),
+            commit.trim(),
+        ],
+    );
+}
+
+#[test]
+fn a_claim_under_its_lease_holds_and_an_expired_one_is_taken_over() {
+    let (p, remote, gh) = setup();
+    plant_claim(&remote, 1, "other@box pid 7", "2999-01-01T00:00:00Z");
+    plant_claim(&remote, 2, "gone@box pid 8", "2000-01-01T00:00:00Z");
+    let o = watch(&p, &gh, &["--dry-run"]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        out.contains("#1 Add the alpha file\tnot taken: claimed by other@box pid 7"),
+        "{out}"
+    );
+    assert!(
+        out.contains("#2 Beta work\twould take over (the lease of gone@box pid 8 expired)"),
+        "{out}"
+    );
+    let o = watch(&p, &gh, &["--once"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("#2: the lease of gone@box pid 8 expired; taking it over"),
+        "{err}"
+    );
+    let heads: Vec<String> = prs(&gh).into_iter().map(|(h, _)| h).collect();
+    assert_eq!(heads, ["hank/issue-2-beta-work"], "{err}");
+    assert!(gh.world.lock().unwrap().comments_on(1).is_empty());
+}
