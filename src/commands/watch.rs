@@ -208,12 +208,28 @@ impl Watch {
     /// One poll: claim what can be taken, run it as a fleet, answer on each issue.
     fn round(&mut self) -> Result<u8> {
         let (choices, oids) = self.choices()?;
-        if choices.iter().any(|(_, c)| c.taken())
-            && let Some(why) = self.windows_hold()?
-        {
+        if !choices.iter().any(|(_, c)| c.taken()) {
+            for (issue, c) in &choices {
+                if let Choice::Skip(why) = c {
+                    errln!("hank: watch: #{} not taken: {why}", issue.number);
+                }
+            }
+            errln!("hank: watch: nothing to take");
+            return Ok(crate::exit::OK);
+        }
+        if let Some(why) = self.windows_hold()? {
             errln!("hank: watch: no issue taken now: {why}");
             return Ok(crate::exit::OK);
         }
+        // What would stop the fleet from starting is refused before any issue is claimed.
+        if fleet::control::fleet_running(&self.root) {
+            return Err(HankError::usage_hint(
+                format!("another hank fleet runs for {}", self.root.display()),
+                "let it finish (hank fleet status), then watch again",
+            ));
+        }
+        super::fleet::dirty_tree(&self.root, self.allow_dirty)?;
+        let deliver = fleet::deliver::FleetDelivery::of(&self.settings, &self.root, false)?;
         let mut held: Vec<Held> = Vec::new();
         for (issue, c) in choices {
             let expected = match &c {
@@ -271,11 +287,29 @@ impl Watch {
             let (root, remote) = (self.root.clone(), self.remote.clone());
             std::thread::spawn(move || heartbeat(&root, &remote, &shared, &stop))
         };
-        let code = self.run_fleet(specs);
+        let code = self.run_fleet(specs, deliver);
         stop.store(true, Ordering::SeqCst);
         let _ = beat.join();
         let held = shared.lock().map(|h| h.clone()).unwrap_or_default();
-        let code = code?;
+        let code = match code {
+            Ok(code) => code,
+            Err(e) => {
+                // Nothing ran (another fleet in this checkout, a dirty tree…): the issues are
+                // given back at once rather than held until their leases expire.
+                for h in &held {
+                    let n = h.issue.number;
+                    if let Err(e) =
+                        claims::release(&self.root, &self.remote, self.tracker.kind, n, &h.oid)
+                    {
+                        errln!("hank: watch: warning: #{n}: the claim could not be released: {e}");
+                    }
+                    if let Err(e) = self.tracker.labels(n, &[], &[rules::WORKING]) {
+                        errln!("hank: watch: warning: #{n}: {e}");
+                    }
+                }
+                return Err(e);
+            }
+        };
         self.settle(&held)?;
         Ok(code)
     }
@@ -339,10 +373,12 @@ impl Watch {
         }
     }
 
-    fn run_fleet(&self, specs: Vec<crate::policy::fleet::TaskSpec>) -> Result<u8> {
+    fn run_fleet(
+        &self,
+        specs: Vec<crate::policy::fleet::TaskSpec>,
+        deliver: fleet::deliver::FleetDelivery,
+    ) -> Result<u8> {
         let s = &self.settings;
-        super::fleet::dirty_tree(&self.root, self.allow_dirty)?;
-        let deliver = fleet::deliver::FleetDelivery::of(s, &self.root, false)?;
         // This round's tasks only: a task of an earlier round (merged or failed) is not this
         // round's exit.
         if let Some(mut file) = fleet::read(&self.root)? {
