@@ -513,6 +513,42 @@ mod tests {
     }
 
     #[test]
+    fn headers_are_read_and_sent() {
+        let r = parse_response(
+            "HTTP/1.1 304 Not Modified\r\nETag: \"abc\"\r\nX-RateLimit-Remaining: 12\r\n\r\n",
+        )
+        .unwrap();
+        assert_eq!(r.status, 304);
+        assert_eq!(r.header("etag"), Some("\"abc\""));
+        assert_eq!(r.header("X-RATELIMIT-REMAINING"), Some("12"));
+        let api = CliApi {
+            program: "glab".into(),
+            hostname: None,
+            dir: ".".into(),
+        };
+        let h = [("If-None-Match".to_string(), "\"abc\"".to_string())];
+        assert_eq!(
+            api.argv_with("GET", "projects/o%2Fr/issues", false, &h),
+            [
+                "api",
+                "--include",
+                "--method",
+                "GET",
+                "-H",
+                "If-None-Match: \"abc\"",
+                "projects/o%2Fr/issues"
+            ]
+        );
+        // A header that would end the header block is never sent.
+        let bad = [("X".to_string(), "a\r\nInjected: 1".to_string())];
+        assert_eq!(header_lines(&bad).count(), 0);
+        assert_eq!(
+            header_lines(&h).collect::<Vec<_>>(),
+            ["If-None-Match: \"abc\""]
+        );
+    }
+
+    #[test]
     fn a_token_with_a_line_break_is_refused_and_never_printed() {
         let e = Http::new(
             "http://127.0.0.1:1",
