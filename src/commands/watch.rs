@@ -276,7 +276,8 @@ impl Watch {
                     budget: budget.clone(),
                 },
             );
-            self.answer(h.issue.number, &text, &[rules::WORKING], &[rules::FAILED]);
+            // (`hank:failed` is not there: such an issue is never taken.)
+            self.answer(h.issue.number, &text, &[rules::WORKING], &[]);
         }
         let specs: Vec<_> = held.iter().map(|h| rules::task_of(&h.issue)).collect();
         // The claims' heartbeat while the fleet runs.
