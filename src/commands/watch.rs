@@ -165,7 +165,18 @@ impl Watch {
     fn choices(&mut self) -> Result<Choices> {
         let issues = self.tracker.issues(&self.label)?;
         let prs = self.tracker.open_prs()?;
-        let numbers: Vec<u64> = issues.iter().map(|i| i.number).collect();
+        // Only the claims that can change the choice are read (a git fetch each): an issue
+        // labelled done or failed, or closed by an open PR of hank's, is skipped anyway.
+        let numbers: Vec<u64> = issues
+            .iter()
+            .filter(|i| {
+                !i.labels
+                    .iter()
+                    .any(|l| l == rules::DONE || l == rules::FAILED)
+                    && !prs.iter().any(|p| rules::closes(p, i.number))
+            })
+            .map(|i| i.number)
+            .collect();
         let held = claims::read_all(&self.root, &self.remote, self.tracker.kind, &numbers)?;
         let oids: Vec<(u64, String)> = held.iter().map(|(n, (o, _))| (*n, o.clone())).collect();
         let claims = held.into_iter().map(|(n, (_, c))| (n, c)).collect();
