@@ -134,6 +134,11 @@ pub(crate) fn run(a: &WatchArgs) -> Result<u8> {
     if a.dry_run || run.flags.dry_run {
         return w.dry_run();
     }
+    // Each task's run opens its own pull request: a forge it could not reach would fail every
+    // task after its work was done, so it is asked once here, before any issue is claimed.
+    if deliver == "pr" {
+        crate::forge::detect(&w.root, &url, &env)?;
+    }
     let _recorded = crate::approval::record(&w.root, "hank watch")?;
     let _notify = crate::notify::install(&w.settings, crate::clock::SystemClock::from_env()?.now());
     loop {

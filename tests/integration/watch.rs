@@ -451,3 +451,35 @@ fn a_claim_under_its_lease_holds_and_an_expired_one_is_taken_over() {
     assert_eq!(heads, ["hank/issue-2-beta-work"], "{err}");
     assert!(gh.world.lock().unwrap().comments_on(1).is_empty());
 }
+
+#[test]
+fn a_forge_the_tasks_could_not_open_prs_on_is_refused_before_any_claim() {
+    let installed = ["/usr/local/bin", "/usr/bin", "/bin"]
+        .iter()
+        .any(|d| Path::new(d).join("glab").exists());
+    if installed {
+        eprintln!("skipped: glab is installed (the test needs a machine without it)");
+        return;
+    }
+    let p = Project::new(&[]);
+    let remote = p.git_pushed_to_origin();
+    let gl = crate::fake_gitlab::FakeGitLab::start();
+    gl.world
+        .lock()
+        .unwrap()
+        .issue(1, "Add the alpha file", &["hank"]);
+    // GitLab's issues are readable with the token, but no forge login opens pull requests.
+    let o = p
+        .cmd()
+        .args(["watch", "--tracker", "gitlab", "--once"])
+        .env("GH_REPO", "gitlab.example.com/o/r")
+        .env("GITLAB_TOKEN", "glpat-test-token-0000")
+        .env("GITLAB_API_URL", gl.url())
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("glab"), "{err}");
+    assert!(claim_refs(&remote).is_empty(), "{err}");
+    assert!(gl.world.lock().unwrap().notes.is_empty());
+}
