@@ -268,6 +268,12 @@ impl Watch {
             match claims::write(&self.root, &self.remote, &claim, expected.as_deref())? {
                 Pushed::Done(oid) => {
                     errln!("hank: watch: #{} claimed ({})", issue.number, self.owner);
+                    let action = if expected.is_some() {
+                        "taken_over"
+                    } else {
+                        "claimed"
+                    };
+                    self.tell(&issue, action, &self.owner);
                     held.push(Held { issue, claim, oid });
                 }
                 Pushed::Lost(_) => {
@@ -275,6 +281,7 @@ impl Watch {
                         "hank: watch: #{} was claimed by another watcher first",
                         issue.number
                     );
+                    self.tell(&issue, "lost", "claimed by another watcher first");
                 }
             }
         }
@@ -329,6 +336,26 @@ impl Watch {
         };
         self.settle(&held)?;
         Ok(code)
+    }
+
+    /// An `issue` event in the checkout's `events.jsonl` (and to NOTIFY's hook).
+    fn tell(&self, issue: &rules::Issue, action: &str, message: &str) {
+        use crate::store::schema::{Event, EventKind};
+        let Ok(now) = self.now() else { return };
+        let event = Event::new(
+            now,
+            EventKind::Issue {
+                tracker: self.tracker.kind.as_str().to_string(),
+                issue: issue.number,
+                url: issue.url.clone(),
+                action: action.to_string(),
+                message: crate::sanitize::line(message),
+            },
+        );
+        if let Err(e) = crate::store::Store::new(&self.root).append_event(&event.to_line()) {
+            errln!("hank: watch: warning: events.jsonl: {e}");
+        }
+        crate::notify::offer(&event);
     }
 
     /// Why the usage windows (MAX_WINDOW_PERCENT, the readings every run of the user shares)
@@ -468,6 +495,11 @@ impl Watch {
                     errln!("hank: watch: warning: #{n}: the claim moved meanwhile: {why}");
                 }
                 errln!("hank: watch: #{n} delivered");
+                self.tell(
+                    &h.issue,
+                    "delivered",
+                    done.pr_url.as_deref().unwrap_or("branch pushed"),
+                );
                 continue;
             }
             let failed = matches!(state, TaskState::Failed | TaskState::Blocked);
@@ -504,6 +536,7 @@ impl Watch {
                 if failed { "failed" } else { "not finished" },
                 crate::sanitize::line(&why)
             );
+            self.tell(&h.issue, if failed { "failed" } else { "released" }, &why);
         }
         Ok(())
     }

@@ -79,7 +79,8 @@ fn happening(event: &Event) -> Happening<'_> {
         EventKind::LoopStarted { .. }
         | EventKind::AgentFinished(_)
         | EventKind::Warning { .. }
-        | EventKind::EgressDenied { .. } => Happening::Other,
+        | EventKind::EgressDenied { .. }
+        | EventKind::Issue { .. } => Happening::Other,
     }
 }
 

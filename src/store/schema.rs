@@ -454,6 +454,16 @@ pub enum EventKind {
         branch: String,
         message: String,
     },
+    /// `hank watch`: what it did with an issue of the tracker (in the checkout's
+    /// `events.jsonl`): `claimed`, `taken_over`, `lost` (another watcher claimed it first),
+    /// `delivered`, `failed`, `released` (the fleet did not finish it).
+    Issue {
+        tracker: String,
+        issue: u64,
+        url: String,
+        action: String,
+        message: String,
+    },
     /// A delivery step ended (`hank deliver`): the branch, the head commit, the pull request,
     /// the checks' state. The same object as `.hank/delivery.json`.
     Delivery(Box<Delivery>),

@@ -151,6 +151,27 @@ fn two_labelled_issues_give_two_prs_that_close_them_and_nothing_twice() {
         claim_refs(&remote),
         ["refs/hank/claims/github-1", "refs/hank/claims/github-2"]
     );
+    // The checkout's events say what the watch did with each issue.
+    let mut told: Vec<(u64, String)> = p
+        .events_of("issue")
+        .iter()
+        .map(|e| {
+            (
+                e["issue"].as_u64().unwrap(),
+                e["action"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    told.sort();
+    assert_eq!(
+        told,
+        [
+            (1, "claimed".to_string()),
+            (1, "delivered".to_string()),
+            (2, "claimed".to_string()),
+            (2, "delivered".to_string())
+        ]
+    );
     // `hank fleet status` shows each task's issue.
     let st = p.run(&["fleet", "status"]);
     let text = stderr(&st) + &String::from_utf8_lossy(&st.stdout);
@@ -209,6 +230,13 @@ fn a_failed_task_leaves_hank_failed_and_a_comment_with_its_why() {
     // Issue 1 went through; issue 2's claim is released (its label keeps it from being retaken).
     assert!(w.labels_of(1).iter().any(|l| l == "hank:done"));
     assert_eq!(claim_refs(&remote), ["refs/hank/claims/github-1"]);
+    let failed = p.events_of("issue");
+    assert!(
+        failed.iter().any(|e| e["issue"] == 2
+            && e["action"] == "failed"
+            && e["url"] == "https://github.com/o/r/issues/2"),
+        "{failed:?}"
+    );
 }
 
 #[test]
