@@ -95,6 +95,10 @@ pub(crate) enum Command {
     /// budget, merged into one integration branch (or one task per CI job: `plan`,
     /// `run-task`).
     Fleet(FleetArgs),
+    /// The issue tracker as a work queue: each open issue carrying the label becomes a fleet
+    /// task (one claim per issue on origin), delivered as a pull request that closes it, with
+    /// hank's comment and labels on the issue.
+    Watch(WatchArgs),
     /// Print shell completions.
     Completions(CompletionsArgs),
     /// Configuration changed during a run: see it (`status`) or approve it (`accept`).
@@ -155,6 +159,43 @@ pub(crate) struct FleetArgs {
     /// `.hank/logs/tmux-exit-code`.
     #[arg(long, hide = true)]
     pub record_exit_code: bool,
+    /// Flags of `hank run` given to every task (`--calls 3`, `--verify CMD`, `--agent NAME`…).
+    #[arg(
+        value_name = "RUN FLAGS",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub run_flags: Vec<String>,
+}
+
+/// `hank watch [OPTIONS] [RUN FLAGS…]`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct WatchArgs {
+    /// The tracker: github or gitlab [TRACKER; default: from the origin's host].
+    #[arg(long, value_name = "KIND")]
+    pub tracker: Option<String>,
+    /// The label that makes an open issue a task [TRACKER_LABEL, default hank].
+    #[arg(long, value_name = "NAME")]
+    pub label: Option<String>,
+    /// Tasks running at once.
+    #[arg(long, value_name = "N", default_value = "2")]
+    pub agents: String,
+    /// How each issue's work leaves the machine: pr (a pull request that closes it) or
+    /// branch.
+    #[arg(long, value_name = "MODE", default_value = "pr")]
+    pub deliver: String,
+    /// Take what is open now, wait for it to finish, exit with the fleet's exit code.
+    #[arg(long)]
+    pub once: bool,
+    /// Between two polls [WATCH_INTERVAL, default 60s].
+    #[arg(long, value_name = "DURATION")]
+    pub interval: Option<String>,
+    /// List the labelled issues, which would be taken and why the others are not; take none.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Run with uncommitted changes in the working tree (left out of the tasks, said so).
+    #[arg(long)]
+    pub allow_dirty: bool,
     /// Flags of `hank run` given to every task (`--calls 3`, `--verify CMD`, `--agent NAME`…).
     #[arg(
         value_name = "RUN FLAGS",

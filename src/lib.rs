@@ -75,6 +75,7 @@ pub mod sanitize;
 pub mod settings;
 pub mod stateref;
 pub mod store;
+pub mod tracker;
 pub mod worktree;
 
 use std::ffi::OsString;
@@ -213,6 +214,7 @@ fn dispatch(cli: Cli, args: &[OsString]) -> error::Result<u8> {
         Some(Command::Doctor(a)) => c::doctor::run(&a),
         Some(Command::Agents(a)) => c::agents::run(&a),
         Some(Command::Fleet(a)) => c::fleet::run(&a),
+        Some(Command::Watch(a)) => c::watch::run(&a),
         Some(Command::Completions(a)) => c::completions::run(&a),
         Some(Command::Config(a)) => c::config::run(a.action),
         Some(Command::State(a)) => c::state::run(&a.action),

@@ -107,20 +107,42 @@ pub fn push(
     expected: Option<&str>,
 ) -> Result<Pushed> {
     let r = ref_name(&bundle.name);
-    let blob = git_run_input(
+    let message = format!("hank state {} saved by {}", bundle.name, bundle.saved_by);
+    push_file(
         dir,
-        &["hash-object", "-w", "--stdin"],
+        remote,
+        &r,
+        BUNDLE_FILE,
         &encode(bundle)?,
-        GIT_TIMEOUT,
+        &message,
+        expected,
     )
-    .map_err(|e| HankError::Tool(format!("git hash-object: {e}")))?;
+}
+
+/// Writes `bytes` as the one file `file` of a commit (parent: `expected`) and pushes it to
+/// `remote`'s ref `r` only if that ref still is `expected` (`None`: only if it does not exist
+/// — a create-only compare-and-swap). The state refs' and `hank watch`'s claims' write.
+///
+/// # Errors
+/// git fails for another reason than the ref having moved.
+pub fn push_file(
+    dir: &Path,
+    remote: &str,
+    r: &str,
+    file: &str,
+    bytes: &[u8],
+    message: &str,
+    expected: Option<&str>,
+) -> Result<Pushed> {
+    let blob = git_run_input(dir, &["hash-object", "-w", "--stdin"], bytes, GIT_TIMEOUT)
+        .map_err(|e| HankError::Tool(format!("git hash-object: {e}")))?;
     if !blob.success {
         return Err(HankError::Tool(format!(
             "git hash-object failed: {}",
             blob.stderr.trim()
         )));
     }
-    let listing = format!("100644 blob {}\t{BUNDLE_FILE}\n", blob.stdout.trim());
+    let listing = format!("100644 blob {}\t{file}\n", blob.stdout.trim());
     let tree = git_run_input(dir, &["mktree"], listing.as_bytes(), GIT_TIMEOUT)
         .map_err(|e| HankError::Tool(format!("git mktree: {e}")))?;
     if !tree.success {
@@ -130,7 +152,6 @@ pub fn push(
         )));
     }
     let tree = tree.stdout.trim().to_string();
-    let message = format!("hank state {} saved by {}", bundle.name, bundle.saved_by);
     let mut args = vec![
         "-c",
         "user.name=hank",
@@ -139,7 +160,7 @@ pub fn push(
         "commit-tree",
         &tree,
         "-m",
-        &message,
+        message,
     ];
     if let Some(p) = expected {
         args.extend(["-p", p]);
@@ -147,6 +168,7 @@ pub fn push(
     let commit = git_ok(dir, &args)?;
     let lease = format!("--force-with-lease={r}:{}", expected.unwrap_or(""));
     let refspec = format!("{commit}:{r}");
+    let r = r.to_string();
     let pushed = git(
         dir,
         &[

@@ -200,7 +200,7 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
 
 /// Each agent of the chain (`--agent`, `AGENTS`) has a profile; `--agent 2` is the usual
 /// slip for `--agents 2`.
-fn known_agents(s: &settings::Settings, root: &Path) -> Result<()> {
+pub(super) fn known_agents(s: &settings::Settings, root: &Path) -> Result<()> {
     for name in s.agent_chain() {
         if let Err(e) = crate::agent::profile::load(&name, root) {
             let hint = if name.trim().parse::<u64>().is_ok() {
@@ -220,7 +220,7 @@ fn known_agents(s: &settings::Settings, root: &Path) -> Result<()> {
 /// changed file) would silently be left out. Refused naming the files, unless `allow`
 /// (then said what is left out). hank's runtime files and the untracked configuration the
 /// fleet copies into each worktree do not count.
-fn dirty_tree(root: &Path, allow: bool) -> Result<()> {
+pub(super) fn dirty_tree(root: &Path, allow: bool) -> Result<()> {
     let out = crate::git::run_git(
         root,
         &["status", "--porcelain=v1", "-z", "--untracked-files=all"],
@@ -469,6 +469,13 @@ fn status(root: &Path, json: bool) -> Result<u8> {
                 t.cost_usd,
                 crate::sanitize::line(&t.message)
             ));
+            if let Some(i) = &t.issue {
+                s.push_str(&format!(
+                    "    issue: #{} {}\n",
+                    i.number,
+                    crate::sanitize::line(&i.url)
+                ));
+            }
             if t.state.is_active()
                 && let Some(wt) = &t.worktree
             {

@@ -35,6 +35,7 @@ pub(crate) mod setup;
 pub(crate) mod state;
 pub(crate) mod status;
 pub(crate) mod verify;
+pub(crate) mod watch;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

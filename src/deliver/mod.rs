@@ -279,6 +279,11 @@ pub fn commit_all(dir: &Path, branch: &str, message: &str) -> Result<Committed> 
     let mut reset = vec!["reset", "--quiet", "--"];
     let globs = runtime_globs();
     reset.extend(globs.iter().map(String::as_str));
+    // A fleet task's plan is its worktree's own (its one section): the fleet ticks the
+    // integration branch's plan itself, so tasks delivered side by side never conflict there.
+    if std::env::var_os(crate::git::TASK_CHECKOUT_ENV).is_some() {
+        reset.push(":(glob).hank/fix_plan.md");
+    }
     let _ = git(dir, &reset, GIT_QUICK)?;
     let secrets_skipped = unstage_secrets(dir)?;
     if git(dir, &["diff", "--cached", "--quiet"], GIT_QUICK)?.success {

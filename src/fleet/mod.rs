@@ -1035,6 +1035,7 @@ fn reconcile(file: &mut FleetFile, tasks: &[TaskSpec], paths: &Paths) {
             file.tasks.push(FleetTask {
                 name: spec.name.clone(),
                 branch: format!("hank/{}", spec.slug),
+                issue: spec.issue.clone(),
                 ..FleetTask::default()
             });
         }

@@ -24,6 +24,9 @@ const REPLY_LIMIT: u64 = 16 * 1024 * 1024;
 pub struct Reply {
     pub status: u16,
     pub body: String,
+    /// The response's headers as sent (names as written), for `ETag`, `Retry-After` and the
+    /// rate-limit headers.
+    pub headers: Vec<(String, String)>,
 }
 
 impl Reply {
@@ -37,6 +40,15 @@ impl Reply {
     #[must_use]
     pub fn json(&self) -> Value {
         serde_json::from_str(&self.body).unwrap_or(Value::Null)
+    }
+
+    /// A header's value (the name is case-insensitive).
+    #[must_use]
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 
     /// The forge's `message` (GitHub) or `message`/`error` (GitLab), for errors.
@@ -64,6 +76,41 @@ pub trait Api {
     /// The request could not be made (the program failed to start, the connection failed);
     /// an HTTP error status is a [`Reply`], not an error.
     fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Reply>;
+
+    /// [`Api::call`] with request headers added (`If-None-Match` of a conditional request).
+    /// Request headers carry no secret: a carrier that cannot add them sends the request
+    /// without.
+    ///
+    /// # Errors
+    /// As [`Api::call`].
+    fn call_with(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        headers: &[(String, String)],
+    ) -> Result<Reply> {
+        let _ = headers;
+        self.call(method, path, body)
+    }
+}
+
+impl<A: Api + ?Sized> Api for Box<A> {
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Reply> {
+        (**self).call(method, path, body)
+    }
+    fn call_with(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        headers: &[(String, String)],
+    ) -> Result<Reply> {
+        (**self).call_with(method, path, body, headers)
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -82,6 +129,18 @@ impl CliApi {
     /// The argv of a request (the body goes on stdin with `--input -`).
     #[must_use]
     pub fn argv(&self, method: &str, path: &str, has_body: bool) -> Vec<String> {
+        self.argv_with(method, path, has_body, &[])
+    }
+
+    /// [`CliApi::argv`] with request headers (`-H NAME: VALUE`; never a secret).
+    #[must_use]
+    pub fn argv_with(
+        &self,
+        method: &str,
+        path: &str,
+        has_body: bool,
+        headers: &[(String, String)],
+    ) -> Vec<String> {
         let mut a = vec![
             "api".to_string(),
             "--include".to_string(),
@@ -96,6 +155,10 @@ impl CliApi {
             a.push("--input".into());
             a.push("-".into());
         }
+        for (k, v) in headers {
+            a.push("-H".into());
+            a.push(format!("{k}: {v}"));
+        }
         a.push(path.to_string());
         a
     }
@@ -109,7 +172,17 @@ impl Api for CliApi {
     }
 
     fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Reply> {
-        let argv = self.argv(method, path, body.is_some());
+        self.call_with(method, path, body, &[])
+    }
+
+    fn call_with(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        headers: &[(String, String)],
+    ) -> Result<Reply> {
+        let argv = self.argv_with(method, path, body.is_some(), headers);
         let args: Vec<&str> = argv.iter().map(String::as_str).collect();
         let input = body.map(Value::to_string).unwrap_or_default();
         let out = exec::run(
@@ -149,16 +222,23 @@ pub fn parse_response(text: &str) -> Option<Reply> {
         return None;
     }
     let status: u16 = status_line.split_whitespace().nth(1)?.parse().ok()?;
-    let chunked = lines.any(|l| {
-        let l = l.to_ascii_lowercase();
-        l.starts_with("transfer-encoding:") && l.contains("chunked")
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect();
+    let chunked = headers.iter().any(|(k, v)| {
+        k.eq_ignore_ascii_case("transfer-encoding") && v.to_ascii_lowercase().contains("chunked")
     });
     let body = if chunked {
         dechunk(body)
     } else {
         body.to_string()
     };
-    Some(Reply { status, body })
+    Some(Reply {
+        status,
+        body,
+        headers,
+    })
 }
 
 fn dechunk(mut s: &str) -> String {
@@ -175,6 +255,15 @@ fn dechunk(mut s: &str) -> String {
         s = rest.get(n..).unwrap_or("").trim_start_matches("\r\n");
     }
     out
+}
+
+/// Request headers as `Name: value` lines; a header with a line break in it is dropped (it
+/// would end the header block; curl's config quotes the rest).
+fn header_lines(extra: &[(String, String)]) -> impl Iterator<Item = String> + '_ {
+    extra
+        .iter()
+        .filter(|(k, v)| !format!("{k}{v}").contains(['\r', '\n']))
+        .map(|(k, v)| format!("{k}: {v}"))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -232,6 +321,16 @@ impl Http {
         })
     }
 
+    /// A name of the token that is not the token (FNV-1a of it, in hex): the rate budget
+    /// every hank process of the user shares per token is kept under it.
+    #[must_use]
+    pub fn token_key(&self) -> String {
+        format!(
+            "{:016x}",
+            crate::store::userdir::fnv1a(format!("{}\n{}", self.base, self.token).as_bytes())
+        )
+    }
+
     fn url(&self, path: &str) -> String {
         format!("{}/{}", self.base, path.trim_start_matches('/'))
     }
@@ -246,7 +345,13 @@ impl Http {
     }
 
     /// A request over plain HTTP/1.1 (a GitHub Enterprise instance or a fake on loopback).
-    fn plain(&self, method: &str, url: &str, body: Option<&str>) -> Result<Reply> {
+    fn plain(
+        &self,
+        method: &str,
+        url: &str,
+        body: Option<&str>,
+        extra: &[(String, String)],
+    ) -> Result<Reply> {
         let rest = url.strip_prefix("http://").unwrap_or(url);
         let (authority, path) = rest
             .split_once('/')
@@ -266,7 +371,7 @@ impl Http {
             .map_err(fail)?;
         let mut req =
             format!("{method} {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n");
-        for h in self.headers() {
+        for h in self.headers().into_iter().chain(header_lines(extra)) {
             req.push_str(&h);
             req.push_str("\r\n");
         }
@@ -288,12 +393,19 @@ impl Http {
 
     /// A request over HTTPS through `curl`: everything (URL, headers with the token, body) in
     /// the config curl reads on stdin.
-    fn tls(&self, curl: &Path, method: &str, url: &str, body: Option<&str>) -> Result<Reply> {
+    fn tls(
+        &self,
+        curl: &Path,
+        method: &str,
+        url: &str,
+        body: Option<&str>,
+        extra: &[(String, String)],
+    ) -> Result<Reply> {
         let q = |s: &str| format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""));
         let mut cfg = String::new();
         cfg.push_str(&format!("url = {}\n", q(url)));
         cfg.push_str(&format!("request = {}\n", q(method)));
-        for h in self.headers() {
+        for h in self.headers().into_iter().chain(header_lines(extra)) {
             cfg.push_str(&format!("header = {}\n", q(&h)));
         }
         if let Some(b) = body {
@@ -337,11 +449,21 @@ impl Api for Http {
     }
 
     fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Reply> {
+        self.call_with(method, path, body, &[])
+    }
+
+    fn call_with(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        headers: &[(String, String)],
+    ) -> Result<Reply> {
         let url = self.url(path);
         let body = body.map(Value::to_string);
         match &self.curl {
-            Some(curl) => self.tls(curl, method, &url, body.as_deref()),
-            None => self.plain(method, &url, body.as_deref()),
+            Some(curl) => self.tls(curl, method, &url, body.as_deref(), headers),
+            None => self.plain(method, &url, body.as_deref(), headers),
         }
     }
 }
@@ -387,6 +509,42 @@ mod tests {
                 "-",
                 "repos/o/r/pulls"
             ]
+        );
+    }
+
+    #[test]
+    fn headers_are_read_and_sent() {
+        let r = parse_response(
+            "HTTP/1.1 304 Not Modified\r\nETag: \"abc\"\r\nX-RateLimit-Remaining: 12\r\n\r\n",
+        )
+        .unwrap();
+        assert_eq!(r.status, 304);
+        assert_eq!(r.header("etag"), Some("\"abc\""));
+        assert_eq!(r.header("X-RATELIMIT-REMAINING"), Some("12"));
+        let api = CliApi {
+            program: "glab".into(),
+            hostname: None,
+            dir: ".".into(),
+        };
+        let h = [("If-None-Match".to_string(), "\"abc\"".to_string())];
+        assert_eq!(
+            api.argv_with("GET", "projects/o%2Fr/issues", false, &h),
+            [
+                "api",
+                "--include",
+                "--method",
+                "GET",
+                "-H",
+                "If-None-Match: \"abc\"",
+                "projects/o%2Fr/issues"
+            ]
+        );
+        // A header that would end the header block is never sent.
+        let bad = [("X".to_string(), "a\r\nInjected: 1".to_string())];
+        assert_eq!(header_lines(&bad).count(), 0);
+        assert_eq!(
+            header_lines(&h).collect::<Vec<_>>(),
+            ["If-None-Match: \"abc\""]
         );
     }
 

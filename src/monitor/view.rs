@@ -388,10 +388,15 @@ pub(crate) fn fleet_rows(snap: &Snapshot) -> Vec<Row> {
         out.push(row(
             "task",
             format!(
-                "{} · {} · {} · loops {} · ${:.2} · {}",
+                "{} · {} · {}{} · loops {} · ${:.2} · {}",
                 t.name,
                 t.state.as_str(),
                 t.branch,
+                t.issue.as_ref().map_or_else(String::new, |i| format!(
+                    " · issue #{} {}",
+                    i.number,
+                    crate::sanitize::line(&i.url)
+                )),
                 t.loops,
                 t.cost_usd,
                 crate::sanitize::line(&t.message)
@@ -1151,6 +1156,32 @@ mod tests {
                     .unwrap();
             }
         }
+    }
+
+    #[test]
+    fn a_fleet_task_made_from_an_issue_shows_its_link() {
+        use crate::store::schema::{FleetFile, FleetTask};
+        let mut s = snap(None, "", "", None);
+        s.fleet = Some(FleetFile {
+            tasks: vec![FleetTask {
+                name: "#3 Fix".into(),
+                branch: "hank/issue-3-fix".into(),
+                issue: Some(crate::policy::fleet::IssueRef {
+                    number: 3,
+                    url: "https://x/o/r/issues/3".into(),
+                }),
+                ..FleetTask::default()
+            }],
+            ..FleetFile::default()
+        });
+        let rows = fleet_rows(&s);
+        assert!(
+            rows.iter().any(|r| r
+                .value
+                .contains("hank/issue-3-fix · issue #3 https://x/o/r/issues/3")),
+            "{:?}",
+            rows.iter().map(|r| &r.value).collect::<Vec<_>>()
+        );
     }
 
     #[test]

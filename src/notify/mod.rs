@@ -80,7 +80,8 @@ fn happening(event: &Event) -> Happening<'_> {
         | EventKind::Review(_)
         | EventKind::AgentFinished(_)
         | EventKind::Warning { .. }
-        | EventKind::EgressDenied { .. } => Happening::Other,
+        | EventKind::EgressDenied { .. }
+        | EventKind::Issue { .. } => Happening::Other,
     }
 }
 

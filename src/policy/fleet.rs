@@ -29,6 +29,15 @@ pub struct TaskSpec {
     pub section: String,
     /// The open required items' texts.
     pub open_items: Vec<String>,
+    /// The tracker's issue this task was made from (`hank watch`).
+    pub issue: Option<IssueRef>,
+}
+
+/// An issue a task was made from (`hank watch`): its number and link, shown with the task.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct IssueRef {
+    pub number: u64,
+    pub url: String,
 }
 
 /// A task's state (as `hank fleet status` prints it).
@@ -251,6 +260,7 @@ pub fn tasks_from_plan(plan: &str, optional_sections: &[String]) -> Result<Vec<T
             after,
             section: body,
             open_items,
+            issue: None,
         });
     }
     let names: BTreeSet<&str> = tasks.iter().map(|t| t.name.as_str()).collect();
@@ -630,6 +640,7 @@ pub fn plan_view(plan: &str, optional_sections: &[String]) -> Result<PlanView, S
             after,
             section: body,
             open_items,
+            issue: None,
         });
     }
     for t in &view.open {

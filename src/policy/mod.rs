@@ -26,6 +26,7 @@ pub mod secrets;
 pub mod session;
 pub mod startup;
 pub mod time;
+pub mod tracker;
 pub mod verification;
 pub mod verify;
 pub mod windows;

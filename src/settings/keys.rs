@@ -290,6 +290,27 @@ pub const KEYS: &[Key] = &[
         "`hank fleet`: merges of a task that conflict or turn the check red before the task fails (`--max-merge-attempts`)",
     ),
     key(
+        "TRACKER",
+        None,
+        DefaultValue::Unset,
+        "github or gitlab",
+        "`hank watch`: the issue tracker (`--tracker`); unset = GitLab when the origin's host names GitLab, else GitHub",
+    ),
+    key(
+        "TRACKER_LABEL",
+        None,
+        DefaultValue::Text("hank"),
+        "a label name",
+        "`hank watch`: the label that makes an open issue a task (`--label`)",
+    ),
+    key(
+        "WATCH_INTERVAL",
+        None,
+        DefaultValue::Text("60s"),
+        "a duration like 60s, 5m, or a bare number of minutes",
+        "`hank watch`: how long between two polls of the tracker (`--interval`)",
+    ),
+    key(
         "UNKNOWN_CALL_COST",
         None,
         DefaultValue::Text("1.00"),

@@ -155,6 +155,12 @@ pub struct Settings {
     pub fleet_min_free_memory: Sourced<u64>,
     /// MAX_MERGE_ATTEMPTS (`hank fleet`).
     pub max_merge_attempts: Sourced<u32>,
+    /// TRACKER (`hank watch`): `github`, `gitlab`, unset = from the origin's host.
+    pub tracker: Sourced<Option<String>>,
+    /// TRACKER_LABEL (`hank watch`).
+    pub tracker_label: Sourced<String>,
+    /// WATCH_INTERVAL (`hank watch`).
+    pub watch_interval: Sourced<Duration>,
     /// UNKNOWN_CALL_COST: charged for a call whose cost could not be read.
     pub unknown_call_cost: Sourced<f64>,
     pub on_usage_limit: Sourced<UsageLimitPolicy>,

@@ -317,6 +317,14 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
         max_cost_usd: r.get("MAX_COST_USD", flags.max_cost.as_deref(), parse_usd)?,
         fleet_min_free_memory: r.get("FLEET_MIN_FREE_MEMORY", None, parse_size)?,
         max_merge_attempts: r.get("MAX_MERGE_ATTEMPTS", None, parse_u32_min(1))?,
+        tracker: r.get_opt("TRACKER", None, |s| {
+            crate::policy::tracker::TrackerKind::parse(s).map(|k| k.as_str().to_string())
+        })?,
+        tracker_label: r.get("TRACKER_LABEL", None, |s| {
+            let s = s.trim();
+            (!s.is_empty() && !s.contains([',', '\n', '\r'])).then(|| s.to_string())
+        })?,
+        watch_interval: r.get("WATCH_INTERVAL", None, parse_timeout)?,
         unknown_call_cost: r.get("UNKNOWN_CALL_COST", None, |s| {
             parse_usd(s).filter(|v| *v <= 100_000.0)
         })?,
@@ -727,6 +735,13 @@ fn parse_bool(s: &str) -> Option<bool> {
 /// A boolean, or a verbosity level as other tools write it (`VERBOSE=2`): ≥ 1 is on.
 fn parse_verbosity(s: &str) -> Option<bool> {
     parse_bool(s).or_else(|| s.trim().parse::<u64>().ok().map(|n| n >= 1))
+}
+
+/// A duration as WATCH_INTERVAL and `--interval` take it (`60s`, `5m`, a bare number of
+/// minutes; zero refused).
+#[must_use]
+pub fn parse_interval(s: &str) -> Option<Duration> {
+    parse_timeout(s)
 }
 
 /// Parses a timeout: a bare integer is minutes; `90s`, `2m`, `1h`, `1h30m` also work. Zero is

@@ -459,6 +459,16 @@ pub enum EventKind {
         branch: String,
         message: String,
     },
+    /// `hank watch`: what it did with an issue of the tracker (in the checkout's
+    /// `events.jsonl`): `claimed`, `taken_over`, `lost` (another watcher claimed it first),
+    /// `delivered`, `failed`, `released` (the fleet did not finish it).
+    Issue {
+        tracker: String,
+        issue: u64,
+        url: String,
+        action: String,
+        message: String,
+    },
     /// A delivery step ended (`hank deliver`): the branch, the head commit, the pull request,
     /// the checks' state. The same object as `.hank/delivery.json`.
     Delivery(Box<Delivery>),
@@ -1854,6 +1864,9 @@ pub struct FleetTask {
     pub handed_back_at: Option<String>,
     /// The last exit code of its worker.
     pub exit_code: Option<u8>,
+    /// The tracker's issue the task was made from (`hank watch`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issue: Option<crate::policy::fleet::IssueRef>,
 }
 
 /// One element of `hank fleet plan --json` (an array of them on stdout, in plan order): a task

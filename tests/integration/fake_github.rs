@@ -55,6 +55,53 @@ pub(crate) struct World {
     /// How many pull request creations are refused (403, GitHub's own message) before one
     /// is accepted.
     pub refuse_pulls: u32,
+    /// The repository's issues (`number`, `title`, `body`, `html_url`, `labels` as
+    /// `{"name"}`, `state`): listed by label, labelled, commented (`hank watch`).
+    pub issues: Vec<Value>,
+    /// Issue comments: `id`, `issue`, `body` (created, edited in place).
+    pub comments: Vec<Value>,
+    /// Listings answered 304 (`If-None-Match` equal to their `ETag`).
+    pub not_modified: u32,
+    /// How many issue listings are answered 429 with `Retry-After: 1` (a secondary rate
+    /// limit) before one is served.
+    pub throttle_issues: u32,
+}
+
+impl World {
+    /// An open issue `n` titled `title` carrying `labels`.
+    pub(crate) fn issue(&mut self, n: u64, title: &str, body: &str, labels: &[&str]) {
+        let labels: Vec<Value> = labels.iter().map(|l| json!({"name": l})).collect();
+        self.issues.push(json!({
+            "number": n, "title": title, "body": body, "state": "open",
+            "html_url": format!("https://github.com/o/r/issues/{n}"),
+            "labels": labels,
+        }));
+    }
+
+    /// The label names of issue `n`.
+    pub(crate) fn labels_of(&self, n: u64) -> Vec<String> {
+        self.issues
+            .iter()
+            .find(|i| i["number"] == n)
+            .map(|i| {
+                i["labels"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|l| l["name"].as_str().unwrap().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The comments on issue `n`, their bodies.
+    pub(crate) fn comments_on(&self, n: u64) -> Vec<String> {
+        self.comments
+            .iter()
+            .filter(|c| c["issue"] == n)
+            .map(|c| c["body"].as_str().unwrap().to_string())
+            .collect()
+    }
 }
 
 pub(crate) struct FakeGitHub {
@@ -167,22 +214,54 @@ fn serve(stream: TcpStream, world: &Mutex<World>) {
         let close = rec
             .header("connection")
             .is_some_and(|c| c.eq_ignore_ascii_case("close"));
-        let (status, reply) = {
+        let (status, reply, etag) = {
             let mut w = world.lock().unwrap();
-            let r = answer(&mut w, &rec);
+            let throttled =
+                w.throttle_issues > 0 && rec.method == "GET" && rec.path.contains("/issues?");
+            let (status, reply) = if throttled {
+                w.throttle_issues -= 1;
+                (
+                    429,
+                    json!({"message": "You have exceeded a secondary rate limit."}),
+                )
+            } else {
+                answer(&mut w, &rec)
+            };
+            // Listings carry an ETag; asked again with it unchanged, they are a 304.
+            let listing = rec.method == "GET"
+                && status == 200
+                && reply.is_array()
+                && (rec.path.contains("/issues?")
+                    || rec.path.contains("/pulls?state=open&per_page"));
+            let etag = listing.then(|| format!("\"{:x}\"", fnv(reply.to_string().as_bytes())));
+            let mut status = status;
+            if etag.is_some() && rec.header("if-none-match") == etag.as_deref() {
+                status = 304;
+                w.not_modified += 1;
+            }
             w.requests.push(rec);
-            r
+            (status, reply, etag)
         };
-        let text = reply.to_string();
+        let text = if status == 304 {
+            String::new()
+        } else {
+            reply.to_string()
+        };
         let reason = match status {
             200 => "OK",
             201 => "Created",
+            304 => "Not Modified",
+            429 => "Too Many Requests",
             403 => "Forbidden",
             404 => "Not Found",
             _ => "Unprocessable Entity",
         };
+        let mut etag = etag.map_or_else(String::new, |e| format!("ETag: {e}\r\n"));
+        if status == 429 {
+            etag.push_str("Retry-After: 1\r\n");
+        }
         let out = format!(
-            "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: {}\r\nX-GitHub-Media-Type: github.v3\r\n\r\n{text}",
+            "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: {}\r\nX-GitHub-Media-Type: github.v3\r\nX-RateLimit-Limit: 5000\r\nX-RateLimit-Remaining: 4990\r\n{etag}\r\n{text}",
             text.len()
         );
         if stream.write_all(out.as_bytes()).is_err() || close {
@@ -254,7 +333,90 @@ fn answer(w: &mut World, r: &Recorded) -> (u16, Value) {
         ("GET", ["repos", _, _, "pulls", _, "comments"]) => {
             (200, Value::Array(w.review_comments.clone()))
         }
-        ("POST", ["repos", _, _, "issues", _, "comments"]) => (201, json!({"id": 77})),
+        ("GET", ["repos", _, _, "issues"]) => {
+            let query = r.path.split_once('?').map_or("", |(_, q)| q);
+            let label = query
+                .split('&')
+                .find_map(|kv| kv.strip_prefix("labels="))
+                .map(|l| l.replace("%3A", ":"));
+            let listed: Vec<Value> = w
+                .issues
+                .iter()
+                .filter(|i| i["state"] == "open")
+                .filter(|i| {
+                    label.as_ref().is_none_or(|l| {
+                        i["labels"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .any(|x| x["name"] == l.as_str())
+                    })
+                })
+                .cloned()
+                .collect();
+            (200, Value::Array(listed))
+        }
+        ("GET", ["repos", _, _, "issues", n, "comments"]) => {
+            let n: u64 = n.parse().unwrap_or(0);
+            let listed: Vec<Value> = w
+                .comments
+                .iter()
+                .filter(|c| c["issue"] == n)
+                .cloned()
+                .collect();
+            (200, Value::Array(listed))
+        }
+        ("POST", ["repos", _, _, "issues", n, "comments"]) => {
+            let id = 100 + w.comments.len() as u64;
+            let c =
+                json!({"id": id, "issue": n.parse::<u64>().unwrap_or(0), "body": r.json()["body"]});
+            w.comments.push(c.clone());
+            (201, c)
+        }
+        ("PATCH", ["repos", _, _, "issues", "comments", id]) => {
+            let id: u64 = id.parse().unwrap_or(0);
+            let body = r.json()["body"].clone();
+            match w.comments.iter_mut().find(|c| c["id"] == id) {
+                Some(c) => {
+                    c["body"] = body;
+                    (200, c.clone())
+                }
+                None => (404, json!({"message": "Not Found"})),
+            }
+        }
+        ("POST", ["repos", _, _, "issues", n, "labels"]) => {
+            let n: u64 = n.parse().unwrap_or(0);
+            let add: Vec<Value> = r.json()["labels"].as_array().cloned().unwrap_or_default();
+            match w.issues.iter_mut().find(|i| i["number"] == n) {
+                Some(i) => {
+                    let labels = i["labels"].as_array_mut().unwrap();
+                    for l in add {
+                        if !labels.iter().any(|x| x["name"] == l) {
+                            labels.push(json!({"name": l}));
+                        }
+                    }
+                    (200, Value::Array(labels.clone()))
+                }
+                None => (404, json!({"message": "Not Found"})),
+            }
+        }
+        ("DELETE", ["repos", _, _, "issues", n, "labels", name]) => {
+            let n: u64 = n.parse().unwrap_or(0);
+            let name = name.replace("%3A", ":");
+            match w.issues.iter_mut().find(|i| i["number"] == n) {
+                Some(i) => {
+                    let labels = i["labels"].as_array_mut().unwrap();
+                    let before = labels.len();
+                    labels.retain(|x| x["name"] != name.as_str());
+                    if labels.len() == before {
+                        (404, json!({"message": "Label does not exist"}))
+                    } else {
+                        (200, Value::Array(labels.clone()))
+                    }
+                }
+                None => (404, json!({"message": "Not Found"})),
+            }
+        }
         ("POST", ["graphql"]) => (
             200,
             json!({"data": {"enablePullRequestAutoMerge": {"pullRequest": {"number": 1}}}}),
@@ -264,4 +426,13 @@ fn answer(w: &mut World, r: &Recorded) -> (u16, Value) {
             json!({"message": "Not Found", "documentation_url": "https://docs.github.com/rest"}),
         ),
     }
+}
+
+fn fnv(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
 }

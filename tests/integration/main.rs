@@ -15,6 +15,7 @@ mod deliver;
 mod deliver_fleet;
 mod deliver_loop;
 mod fake_github;
+mod fake_gitlab;
 mod faults;
 mod first_hour;
 mod fleet;
@@ -45,6 +46,7 @@ mod steer;
 mod support;
 mod token_reach;
 mod verify;
+mod watch;
 mod windows;
 
 /// Every `tests/integration/*.rs` file must be a module of this binary.

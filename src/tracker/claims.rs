@@ -1,0 +1,143 @@
+//! One claim per issue, across machines: the ref `refs/hank/claims/<tracker>-<N>` on the
+//! `origin` remote, whose commit holds `claim.json` ([`Claim`]: owner, lease, heartbeat).
+//! Created with a create-only compare-and-swap push (`--force-with-lease=<ref>:` with an empty
+//! expected value: only if absent), renewed and taken over with the lease on the commit read
+//! ([`crate::stateref::push_file`]); released (a failed task) by a push that deletes it, with
+//! the same lease. Git runs through the one door ([`crate::git`]).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::error::{HankError, Result};
+use crate::policy::tracker::{Claim, TrackerKind, claim_ref};
+use crate::stateref::{Pushed, git, git_stdout, push_file};
+
+/// The file in a claim's commit.
+pub const CLAIM_FILE: &str = "claim.json";
+
+/// The claim refs on the remote: issue number → the ref's commit.
+///
+/// # Errors
+/// git cannot ask the remote.
+pub fn list(dir: &Path, remote: &str, tracker: TrackerKind) -> Result<BTreeMap<u64, String>> {
+    let prefix = format!("refs/hank/claims/{}-", tracker.as_str());
+    let pattern = format!("{prefix}*");
+    let out = git_stdout(dir, &["ls-remote", "--refs", "--", remote, &pattern])?;
+    Ok(out
+        .lines()
+        .filter_map(|l| {
+            let (oid, name) = l.split_once('\t')?;
+            let n = name.strip_prefix(&prefix)?.parse().ok()?;
+            Some((n, oid.to_string()))
+        })
+        .collect())
+}
+
+/// What the claim at `oid` says (fetched into the local ref of the same name).
+///
+/// # Errors
+/// git cannot fetch it, or it holds no readable claim.
+pub fn read(
+    dir: &Path,
+    remote: &str,
+    tracker: TrackerKind,
+    issue: u64,
+    oid: &str,
+) -> Result<Claim> {
+    let r = claim_ref(tracker, issue);
+    git_stdout(
+        dir,
+        &[
+            "fetch",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--",
+            remote,
+            &format!("+{r}:{r}"),
+        ],
+    )?;
+    let text = git_stdout(dir, &["cat-file", "blob", &format!("{oid}:{CLAIM_FILE}")])?;
+    serde_json::from_str(&text).map_err(|e| HankError::Unreadable {
+        path: format!("{remote} {r}").into(),
+        problem: format!("is not a claim: {e}"),
+    })
+}
+
+/// The claims of `issues` that exist on the remote.
+///
+/// # Errors
+/// git cannot ask the remote; a claim does not read.
+pub fn read_all(
+    dir: &Path,
+    remote: &str,
+    tracker: TrackerKind,
+    issues: &[u64],
+) -> Result<BTreeMap<u64, (String, Claim)>> {
+    let refs = list(dir, remote, tracker)?;
+    let mut out = BTreeMap::new();
+    for n in issues {
+        if let Some(oid) = refs.get(n) {
+            out.insert(*n, (oid.clone(), read(dir, remote, tracker, *n, oid)?));
+        }
+    }
+    Ok(out)
+}
+
+/// Writes `claim` if the remote's ref still is `expected` (`None`: only if there is none).
+///
+/// # Errors
+/// git fails for another reason than the ref having moved.
+pub fn write(dir: &Path, remote: &str, claim: &Claim, expected: Option<&str>) -> Result<Pushed> {
+    let bytes = serde_json::to_vec_pretty(claim)
+        .map_err(|e| HankError::Internal(format!("cannot encode a claim: {e}")))?;
+    let r = claim_ref(claim.tracker, claim.issue);
+    let message = format!(
+        "hank watch: #{} {} by {}",
+        claim.issue, claim.state, claim.owner
+    );
+    push_file(dir, remote, &r, CLAIM_FILE, &bytes, &message, expected)
+}
+
+/// Deletes the claim if the remote's ref still is `expected`; whether it was.
+///
+/// # Errors
+/// git cannot run.
+pub fn release(
+    dir: &Path,
+    remote: &str,
+    tracker: TrackerKind,
+    issue: u64,
+    expected: &str,
+) -> Result<bool> {
+    let r = claim_ref(tracker, issue);
+    let lease = format!("--force-with-lease={r}:{expected}");
+    let refspec = format!(":{r}");
+    let out = git(
+        dir,
+        &[
+            "push",
+            "--no-verify",
+            "--porcelain",
+            &lease,
+            "--",
+            remote,
+            &refspec,
+        ],
+    )?;
+    if out.success {
+        let _ = git(dir, &["update-ref", "-d", &r]);
+    }
+    Ok(out.success)
+}
+
+/// Who this watcher is: `user@host pid N`.
+#[must_use]
+pub fn owner() -> String {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "someone".into());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into());
+    crate::sanitize::line(&format!("{user}@{host} pid {}", std::process::id()))
+}
