@@ -262,6 +262,13 @@ impl Fleet {
         self.workers.len() + self.preparing.len()
     }
 
+    /// Whether a task could be admitted now (a slot free, one ready): when the admission
+    /// facts are worth reading.
+    #[must_use]
+    pub fn may_admit(&self) -> bool {
+        self.busy() < self.cfg.agents.max(1) && !self.ready().is_empty()
+    }
+
     /// The tasks whose worker runs.
     #[must_use]
     pub fn workers(&self) -> &BTreeSet<String> {
