@@ -301,7 +301,12 @@ pub(super) fn merge_detached(
 
 /// Gives a failed merge back to the task's worktree: the integration branch merged into it
 /// (conflicts left for the agent), and one more item in its plan naming the problem.
-pub(super) fn return_to_agent(paths: &Paths, wt: &Path, problem: &MergeProblem, into: &str) -> Result<()> {
+pub(super) fn return_to_agent(
+    paths: &Paths,
+    wt: &Path,
+    problem: &MergeProblem,
+    into: &str,
+) -> Result<()> {
     let _ = paths;
     // The task's plan is the worktree's own (not committed): set aside while the integration
     // branch (whose plan has other tasks' items ticked) is merged in, then put back.

@@ -189,7 +189,6 @@ pub fn read_live(root: &Path) -> Result<Option<(FleetFile, bool)>> {
     Ok(read(root)?.map(|f| (f, control::fleet_running(root))))
 }
 
-
 /// Runs the fleet until every task is merged, failed or stopped at a limit.
 pub fn run(root: &Path, tasks: Vec<TaskSpec>, opts: &Options) -> Result<u8> {
     let paths = Paths::of(root)?;

@@ -3,7 +3,8 @@
 use super::*;
 
 /// The state of each task last told in the checkout's `events.jsonl`.
-pub(super) static TOLD: std::sync::Mutex<BTreeMap<String, TaskState>> = std::sync::Mutex::new(BTreeMap::new());
+pub(super) static TOLD: std::sync::Mutex<BTreeMap<String, TaskState>> =
+    std::sync::Mutex::new(BTreeMap::new());
 
 /// A `fleet_task` event in the main checkout's `events.jsonl` for each task whose state
 /// changed since it was last told (best effort: the fleet's state is `fleet.json`).

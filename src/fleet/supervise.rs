@@ -11,7 +11,7 @@ use std::io::Write as _;
 use std::sync::mpsc;
 
 use crate::policy::fleet::machine::{
-    Command, Config, Event, Fleet, MergeOutcome, MergeProblemKind, WindowReading,
+    Command, Config, Event, Fleet, MergeOutcome, MergeProblemKind, RecordHead, WindowReading,
 };
 
 use super::*;
@@ -232,7 +232,11 @@ impl Driver<'_> {
     /// The task's worktree made off this thread (a checkout of the whole tree).
     fn prepare(&self, task: String) {
         let Some(spec) = self.spec(&task) else { return };
-        let (p, into, tx) = (self.paths.clone(), self.opts.into.clone(), self.jobs.0.clone());
+        let (p, into, tx) = (
+            self.paths.clone(),
+            self.opts.into.clone(),
+            self.jobs.0.clone(),
+        );
         tokio::task::spawn_blocking(move || {
             let _ = tx.send(Done::Ready(task, ensure_worktree(&p, &spec, &into)));
         });
@@ -285,10 +289,10 @@ impl Driver<'_> {
         }
         let left = (!self.opts.max_runtime.is_zero())
             .then(|| self.opts.max_runtime.saturating_sub(self.started.elapsed()));
-        let flags =
-            self.opts
-                .deliver
-                .worker_flags(&self.opts.run_flags, &spec, self.fleet.specs());
+        let flags = self
+            .opts
+            .deliver
+            .worker_flags(&self.opts.run_flags, &spec, self.fleet.specs());
         let child = spawn_worker(self.paths, &wt, &spec.slug, &flags, left)?;
         let pid = child.id();
         self.workers.insert(task.to_string(), Worker::Own(child));
@@ -420,7 +424,8 @@ impl Driver<'_> {
             .collect();
         for (name, wt) in running {
             if let Some(spec) = self.spec(&name) {
-                self.tail.follow(self.paths, &name, &spec.slug, Path::new(&wt));
+                self.tail
+                    .follow(self.paths, &name, &spec.slug, Path::new(&wt));
             }
             if let Some(s) = Store::new(Path::new(&wt)).read_status() {
                 self.feed(Event::Figures {
@@ -452,6 +457,7 @@ impl Driver<'_> {
                 code = c;
             }
         }
+        self.record_end(code);
         self.fleet.close(code);
         if self.fleet.all_final() {
             remove_worktree(self.paths, &self.paths.integration());
@@ -483,13 +489,19 @@ impl Driver<'_> {
         let Ok(mut f) = fs::OpenOptions::new().create(true).append(true).open(path) else {
             return;
         };
-        let plan: String = self.fleet.specs().iter().map(|s| s.section.as_str()).collect();
-        let head = serde_json::json!({
-            "config": config(self.paths, self.opts, self.fleet.file().deadline),
-            "plan": plan,
-            "file": self.fleet.file(),
-        });
-        let _ = writeln!(f, "{head}");
+        let head = RecordHead {
+            config: config(self.paths, self.opts, self.fleet.file().deadline),
+            plan: self
+                .fleet
+                .specs()
+                .iter()
+                .map(|s| s.section.as_str())
+                .collect(),
+            file: self.fleet.file().clone(),
+        };
+        if let Ok(line) = serde_json::to_string(&head) {
+            let _ = writeln!(f, "{line}");
+        }
         self.record = Some(f);
     }
 
@@ -497,6 +509,12 @@ impl Driver<'_> {
         if let Some(f) = &mut self.record {
             let line = serde_json::json!({ "at": now, "event": event });
             let _ = writeln!(f, "{line}");
+        }
+    }
+
+    fn record_end(&mut self, code: u8) {
+        if let Some(f) = &mut self.record {
+            let _ = writeln!(f, "{}", serde_json::json!({ "end": code }));
         }
     }
 }

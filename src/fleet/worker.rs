@@ -77,7 +77,6 @@ pub(super) fn with_runtime(flags: &[String], left: Option<Duration>) -> Vec<Stri
     out
 }
 
-
 pub(super) fn kill_group(pid: u32, sig: nix::sys::signal::Signal) {
     if let Ok(p) = i32::try_from(pid) {
         let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(p), sig);

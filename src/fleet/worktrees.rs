@@ -3,7 +3,6 @@
 
 use super::*;
 
-
 pub(super) fn git(dir: &Path, args: &[&str]) -> Result<Vec<u8>> {
     run_git_timed(dir, args).map_err(|e| {
         HankError::Internal(format!("git {} in {}: {e}", args.join(" "), dir.display()))

@@ -516,7 +516,10 @@ impl Fleet {
                 t.state = super::next_state(t.state, TaskEvent::Merged, t.merge_attempts, 0);
                 t.message = format!("merged into {into}");
                 t.worktree = None;
-                out.push(Command::Say(format!("task {:?} merged into {into}", t.name)));
+                out.push(Command::Say(format!(
+                    "task {:?} merged into {into}",
+                    t.name
+                )));
             }
             MergeOutcome::Failed {
                 kind,
@@ -590,7 +593,10 @@ impl Fleet {
             return;
         }
         let why = if self.cfg.deadline.is_some_and(|d| now >= d) {
-            Some(format!("MAX_RUNTIME {}s reached", self.cfg.max_runtime_secs))
+            Some(format!(
+                "MAX_RUNTIME {}s reached",
+                self.cfg.max_runtime_secs
+            ))
         } else if self.cfg.max_cost_usd > 0.0 && cost_usd + 1e-9 >= self.cfg.max_cost_usd {
             Some(format!(
                 "MAX_COST_USD reached: the tasks spent ${cost_usd:.2} of ${:.2}",
@@ -620,7 +626,9 @@ impl Fleet {
             let facts = AdmissionFacts {
                 running: self.busy(),
                 max_agents: self.cfg.agents,
-                free_memory: (self.busy() < self.cfg.agents).then_some(free_memory).flatten(),
+                free_memory: (self.busy() < self.cfg.agents)
+                    .then_some(free_memory)
+                    .flatten(),
                 min_free_memory: self.cfg.min_free_memory,
             };
             let admission = match super::admit(&facts) {
@@ -772,7 +780,8 @@ impl Fleet {
     pub fn close(&mut self, code: u8) {
         self.file.pid = None;
         if self.stopping {
-            self.file.held = Some("stopped by hank ctl stop; hank fleet goes on with the rest".into());
+            self.file.held =
+                Some("stopped by hank ctl stop; hank fleet goes on with the rest".into());
         }
         self.file.state = match code {
             crate::exit::OK => "done",
@@ -788,6 +797,52 @@ impl Fleet {
     pub fn all_final(&self) -> bool {
         self.file.tasks.iter().all(|t| t.state.is_final())
     }
+}
+
+/// The first line of a recording of the machine's inputs (`HANK_FLEET_RECORD`): its settings,
+/// the plan's task sections, `fleet.json` as the fleet started.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RecordHead {
+    pub config: Config,
+    pub plan: String,
+    pub file: FleetFile,
+}
+
+/// One later line: an event at its time, or the fleet's exit code at its end.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RecordLine {
+    Event { at: Timestamp, event: Event },
+    End { end: u8 },
+}
+
+/// `fleet.json` as a recording of the machine's inputs leaves it: every event fed to a fresh
+/// machine at its time, then its end with the recorded exit code. An unreadable line is an
+/// error naming it.
+pub fn replay(record: &str, optional_sections: &[String]) -> Result<FleetFile, String> {
+    let mut lines = record.lines().filter(|l| !l.trim().is_empty());
+    let head: RecordHead = serde_json::from_str(lines.next().unwrap_or_default())
+        .map_err(|e| format!("line 1 is not a recording's head: {e}"))?;
+    let specs = super::tasks_from_plan(&head.plan, optional_sections)?;
+    let worktrees: BTreeMap<String, String> = head
+        .file
+        .tasks
+        .iter()
+        .filter_map(|t| Some((t.name.clone(), t.worktree.clone()?)))
+        .collect();
+    let mut fleet = Fleet::new(head.config, specs, head.file, &worktrees);
+    for (n, line) in lines.enumerate() {
+        match serde_json::from_str(line).map_err(|e| format!("line {}: {e}", n + 2))? {
+            RecordLine::Event { at, event } => {
+                fleet.on(event, at);
+            }
+            RecordLine::End { end } => {
+                fleet.end();
+                fleet.close(end);
+            }
+        }
+    }
+    Ok(fleet.file)
 }
 
 /// A merge that did not land, recorded in its task.

@@ -75,7 +75,10 @@ fn start(f: &mut Fleet, name: &str) {
         },
         at(1),
     );
-    assert!(cmds.contains(&Command::Start { task: name.into() }), "{cmds:?}");
+    assert!(
+        cmds.contains(&Command::Start { task: name.into() }),
+        "{cmds:?}"
+    );
     f.on(
         Event::WorkerStarted {
             task: name.into(),
@@ -109,11 +112,36 @@ fn failed(kind: MergeProblemKind, tip: &str, counts: bool) -> MergeOutcome {
 #[test]
 fn admission_by_agents_memory_and_after() {
     // (agents, free memory, started, held)
-    let rows: [(&str, usize, Option<u64>, &[&str], TaskState); 4] = [
-        ("two agents: A and B start, C waits for A", 2, Some(8 << 30), &["A", "B"], TaskState::Pending),
-        ("one agent: A starts, B waits", 1, Some(8 << 30), &["A"], TaskState::Waiting),
-        ("memory low: the first starts anyway, the next waits", 3, Some(1 << 20), &["A"], TaskState::Waiting),
-        ("memory unknown is no reason to hold", 3, None, &["A", "B"], TaskState::Pending),
+    type Row<'a> = (&'a str, usize, Option<u64>, &'a [&'a str], TaskState);
+    let rows: [Row<'_>; 4] = [
+        (
+            "two agents: A and B start, C waits for A",
+            2,
+            Some(8 << 30),
+            &["A", "B"],
+            TaskState::Pending,
+        ),
+        (
+            "one agent: A starts, B waits",
+            1,
+            Some(8 << 30),
+            &["A"],
+            TaskState::Waiting,
+        ),
+        (
+            "memory low: the first starts anyway, the next waits",
+            3,
+            Some(1 << 20),
+            &["A"],
+            TaskState::Waiting,
+        ),
+        (
+            "memory unknown is no reason to hold",
+            3,
+            None,
+            &["A", "B"],
+            TaskState::Pending,
+        ),
     ];
     for (name, agents, free, want, b_or_c) in rows {
         let mut f = fleet_of(PLAN, cfg(agents));
@@ -129,7 +157,11 @@ fn admission_by_agents_memory_and_after() {
         assert_eq!(state(&f, "A"), TaskState::Running, "{name}");
         let other = if want.len() == 2 { "C" } else { "B" };
         assert_eq!(state(&f, other), b_or_c, "{name}");
-        assert_eq!(state(&f, "C"), TaskState::Pending, "{name}: C comes after A");
+        assert_eq!(
+            state(&f, "C"),
+            TaskState::Pending,
+            "{name}: C comes after A"
+        );
     }
     let mut f = fleet_of(PLAN, cfg(1));
     f.on(tick(), at(0));
@@ -185,11 +217,7 @@ fn a_run_that_ends_otherwise() {
         let t = f.task("A").unwrap();
         assert_eq!((t.exit_code, t.loops, t.pid), (Some(code), 2, None));
         let next = f.on(tick(), at(6));
-        assert_eq!(
-            prepared(&next).is_empty(),
-            limit,
-            "exit {code}: {next:?}"
-        );
+        assert_eq!(prepared(&next).is_empty(), limit, "exit {code}: {next:?}");
         if discard {
             assert!(!next.contains(&Command::Finish), "waits for the discard");
         }
@@ -225,14 +253,70 @@ fn merge_attempts_table() {
     use MergeProblemKind as K;
     // (attempts so far, handed back at, outcome, state, attempts after, handed back after)
     let rows = [
-        (0, None, failed(K::Conflict, "t1", true), TaskState::Pending, 1, Some("t1")),
-        (1, Some("t1"), failed(K::Conflict, "t2", false), TaskState::Pending, 1, Some("t2")),
-        (1, Some("t1"), failed(K::Conflict, "t1", true), TaskState::Failed, 2, Some("t1")),
-        (1, None, failed(K::Red, "t1", true), TaskState::Failed, 2, None),
-        (0, None, failed(K::Markers, "t1", true), TaskState::Pending, 1, None),
-        (0, None, failed(K::Config, "t1", true), TaskState::Failed, 1, None),
-        (0, None, failed(K::Refused, "t1", true), TaskState::Failed, 1, None),
-        (1, Some("t1"), MergeOutcome::Merged, TaskState::Merged, 1, None),
+        (
+            0,
+            None,
+            failed(K::Conflict, "t1", true),
+            TaskState::Pending,
+            1,
+            Some("t1"),
+        ),
+        (
+            1,
+            Some("t1"),
+            failed(K::Conflict, "t2", false),
+            TaskState::Pending,
+            1,
+            Some("t2"),
+        ),
+        (
+            1,
+            Some("t1"),
+            failed(K::Conflict, "t1", true),
+            TaskState::Failed,
+            2,
+            Some("t1"),
+        ),
+        (
+            1,
+            None,
+            failed(K::Red, "t1", true),
+            TaskState::Failed,
+            2,
+            None,
+        ),
+        (
+            0,
+            None,
+            failed(K::Markers, "t1", true),
+            TaskState::Pending,
+            1,
+            None,
+        ),
+        (
+            0,
+            None,
+            failed(K::Config, "t1", true),
+            TaskState::Failed,
+            1,
+            None,
+        ),
+        (
+            0,
+            None,
+            failed(K::Refused, "t1", true),
+            TaskState::Failed,
+            1,
+            None,
+        ),
+        (
+            1,
+            Some("t1"),
+            MergeOutcome::Merged,
+            TaskState::Merged,
+            1,
+            None,
+        ),
     ];
     for (attempts, handed, outcome, want, after, handed_after) in rows {
         let mut f = fleet_of("## A\n- [ ] a\n", cfg(1));
@@ -244,7 +328,11 @@ fn merge_attempts_table() {
         let m = merges(&f.on(tick(), at(1)));
         assert_eq!(
             m,
-            [("A".to_string(), attempts >= 1, handed.map(ToString::to_string))],
+            [(
+                "A".to_string(),
+                attempts >= 1,
+                handed.map(ToString::to_string)
+            )],
             "last when one more counted failure reaches MAX_MERGE_ATTEMPTS"
         );
         f.on(
@@ -274,7 +362,10 @@ fn a_handed_back_task_merges_before_newer_work() {
     f.on(ended("B", 0), at(1));
     let m = merges(&f.on(tick(), at(1)));
     assert_eq!(m[0].0, "B");
-    assert!(merges(&f.on(tick(), at(2))).is_empty(), "one merge at a time");
+    assert!(
+        merges(&f.on(tick(), at(2))).is_empty(),
+        "one merge at a time"
+    );
 }
 
 #[test]
@@ -307,10 +398,13 @@ fn windows_hold_by_forecast_and_exit_at_the_usage_limit() {
     assert!(prepared(&cmds).is_empty());
     assert_eq!(state(&f, "A"), TaskState::Waiting);
     assert!(!cmds.contains(&Command::Finish), "waits for the reset");
-    let mut f = fleet_of("## A\n- [ ] a\n", Config {
-        exit_at_usage_limit: true,
-        ..cfg(1)
-    });
+    let mut f = fleet_of(
+        "## A\n- [ ] a\n",
+        Config {
+            exit_at_usage_limit: true,
+            ..cfg(1)
+        },
+    );
     let cmds = f.on(tick_w(85.0), at(0));
     assert!(cmds.contains(&Command::Finish), "{cmds:?}");
     assert_eq!(f.end(), crate::exit::LIMIT);
@@ -331,7 +425,16 @@ fn the_fleets_runtime_and_cost_stop_new_starts() {
             at(60),
             Some("MAX_RUNTIME 60s reached"),
         ),
-        ("before the deadline", Config { deadline: Some(at(60)), ..cfg(2) }, 0.0, at(59), None),
+        (
+            "before the deadline",
+            Config {
+                deadline: Some(at(60)),
+                ..cfg(2)
+            },
+            0.0,
+            at(59),
+            None,
+        ),
         (
             "cost at the cap",
             Config {
@@ -399,18 +502,41 @@ fn ctrl_c_terminates_then_kills_after_the_grace() {
 fn hank_ctl_pause_holds_and_stop_ends() {
     let mut f = fleet_of("## A\n- [ ] a\n## B\n- [ ] b\n", cfg(1));
     assert_eq!(
-        f.on(Event::Steer { paused: true, stopping: false }, at(0)),
+        f.on(
+            Event::Steer {
+                paused: true,
+                stopping: false
+            },
+            at(0)
+        ),
         [Command::Save]
     );
     let cmds = f.on(tick(), at(0));
     assert!(prepared(&cmds).is_empty());
     assert_eq!(state(&f, "A"), TaskState::Waiting);
-    assert!(f.task("A").unwrap().message.contains("paused by hank ctl pause"));
+    assert!(
+        f.task("A")
+            .unwrap()
+            .message
+            .contains("paused by hank ctl pause")
+    );
     assert!(!cmds.contains(&Command::Finish), "a pause waits");
-    f.on(Event::Steer { paused: false, stopping: false }, at(1));
+    f.on(
+        Event::Steer {
+            paused: false,
+            stopping: false,
+        },
+        at(1),
+    );
     assert_eq!(prepared(&f.on(tick(), at(1))), ["A"]);
     start(&mut f, "A");
-    f.on(Event::Steer { paused: false, stopping: true }, at(2));
+    f.on(
+        Event::Steer {
+            paused: false,
+            stopping: true,
+        },
+        at(2),
+    );
     assert!(!f.on(tick(), at(2)).contains(&Command::Finish), "A runs");
     f.on(ended("A", 130), at(3));
     assert!(f.on(tick(), at(3)).contains(&Command::Finish));
@@ -453,10 +579,23 @@ fn adoption_after_a_restart() {
         at(0),
     );
     assert!(cmds.contains(&Command::Adopt { task: "A".into() }));
-    assert!(!cmds.contains(&Command::Adopt { task: "C".into() }), "only a running task");
+    assert!(
+        !cmds.contains(&Command::Adopt { task: "C".into() }),
+        "only a running task"
+    );
     assert_eq!(
-        [state(&f, "A"), state(&f, "B"), state(&f, "C"), state(&f, "D")],
-        [TaskState::Running, TaskState::Pending, TaskState::Pending, TaskState::Merged]
+        [
+            state(&f, "A"),
+            state(&f, "B"),
+            state(&f, "C"),
+            state(&f, "D")
+        ],
+        [
+            TaskState::Running,
+            TaskState::Pending,
+            TaskState::Pending,
+            TaskState::Merged
+        ]
     );
     assert_eq!(f.task("B").unwrap().pid, None);
     assert_eq!(f.task("B").unwrap().worktree.as_deref(), Some("/wt/b"));
@@ -481,7 +620,12 @@ fn a_worktree_whose_configuration_differs_fails_its_task() {
     );
     assert!(!cmds.iter().any(|c| matches!(c, Command::Start { .. })));
     assert_eq!(state(&f, "A"), TaskState::Failed);
-    assert!(f.task("A").unwrap().message.contains("/work/p (not run): .hankrc changed"));
+    assert!(
+        f.task("A")
+            .unwrap()
+            .message
+            .contains("/work/p (not run): .hankrc changed")
+    );
     assert!(f.on(tick(), at(1)).contains(&Command::Finish));
     assert_eq!(f.end(), crate::exit::HALTED);
     f.close(crate::exit::HALTED);
@@ -495,7 +639,10 @@ fn a_fleet_with_everything_merged_ends_0() {
     start(&mut f, "A");
     f.on(ended("A", 0), at(1));
     f.on(tick(), at(1));
-    assert!(!f.on(tick(), at(1)).contains(&Command::Finish), "the merge runs");
+    assert!(
+        !f.on(tick(), at(1)).contains(&Command::Finish),
+        "the merge runs"
+    );
     f.on(
         Event::MergeEnded {
             task: "A".into(),
@@ -506,4 +653,22 @@ fn a_fleet_with_everything_merged_ends_0() {
     assert!(f.on(tick(), at(2)).contains(&Command::Finish));
     assert_eq!(f.end(), crate::exit::OK);
     assert!(f.all_final());
+}
+
+#[test]
+fn a_recorded_real_run_replays_to_its_fleet_json() {
+    // Recorded by `HANK_KEEP_FLEET_RECORD=FILE cargo test --test integration --
+    // fleet::two_tasks_editing_the_same_file`: two tasks, one conflict handed back to its agent
+    // and merged on the second attempt.
+    let record = include_str!("replay.jsonl");
+    let real: FleetFile = serde_json::from_str(include_str!("replay.fleet.json")).unwrap();
+    let replayed = replay(record, &fixplan::default_optional_sections()).unwrap();
+    assert_eq!(replayed.tasks, real.tasks);
+    assert_eq!(replayed.state, real.state);
+    assert_eq!(
+        real.tasks[1].merge_attempts, 1,
+        "the fixture holds a conflict"
+    );
+    let broken = format!("{record}not json\n");
+    assert!(replay(&broken, &[]).unwrap_err().starts_with("line 42:"));
 }
