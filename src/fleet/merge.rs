@@ -136,18 +136,11 @@ impl MergeProblem {
 pub(super) fn merge_task(
     paths: &Paths,
     spec: &TaskSpec,
-    wt: &Path,
+    done: &[String],
     opts: &Options,
     cancel: Cancel,
 ) -> Result<std::result::Result<(), MergeProblem>> {
     let branch = format!("hank/{}", spec.slug);
-    // The commit lands on the task's branch or nowhere: through the git directory hank
-    // recorded, with HEAD where hank put it.
-    let repo = pin(paths, wt)?;
-    if let Err(e) = repo.expect_branch(&branch) {
-        return Ok(Err(MergeProblem::Refused(e.to_string())));
-    }
-    commit_all(wt, &format!("hank fleet: task {}", spec.name))?;
     let int = paths.integration();
     // hank's files on the branch are regular files: a link would have the supervisor read and
     // write through it after the merge.
@@ -213,7 +206,7 @@ pub(super) fn merge_task(
         .trim()
         .to_string();
     git(&int, &["checkout", "-q", "--detach", &old])?;
-    let outcome = merge_detached(paths, spec, wt, opts, cancel);
+    let outcome = merge_detached(paths, spec, done, opts, cancel);
     let back = |int: &Path| -> Result<()> {
         git(int, &["reset", "-q", "--hard", &old])?;
         git(int, &["checkout", "-q", &opts.into])?;
@@ -244,7 +237,7 @@ pub(super) fn merge_task(
 pub(super) fn merge_detached(
     paths: &Paths,
     spec: &TaskSpec,
-    wt: &Path,
+    done: &[String],
     opts: &Options,
     cancel: Cancel,
 ) -> Result<std::result::Result<(), MergeProblem>> {
@@ -280,7 +273,7 @@ pub(super) fn merge_detached(
     let plan_path = int.join(".hank").join("fix_plan.md");
     no_links(&int, &[".hank", ".hank/fix_plan.md"])?;
     if let Ok(plan) = fs::read_to_string(&plan_path) {
-        let ticked = fleet::tick_items(&plan, &spec.name, &done_items(wt));
+        let ticked = fleet::tick_items(&plan, &spec.name, done);
         if ticked != plan {
             fs::write(&plan_path, ticked).map_err(|e| HankError::io("write", &plan_path, e))?;
             let mut args = ident;
@@ -349,11 +342,9 @@ pub(super) fn merge_off_thread(
     paths: &Paths,
     spec: &TaskSpec,
     opts: &Options,
-    last: bool,
-    handed_back_at: Option<&str>,
+    job: &MergeJob,
     cancel: Cancel,
 ) -> Result<Option<Merged>> {
-    let wt = paths.worktree(&spec.slug);
     // The integration tip this merge is tried on (only merges move it, one at a time).
     let tip = String::from_utf8_lossy(&git(
         &paths.root,
@@ -365,40 +356,61 @@ pub(super) fn merge_off_thread(
     )?)
     .trim()
     .to_string();
-    match merge_task(paths, spec, &wt, opts, cancel)? {
-        Ok(()) => {
-            remove_worktree(paths, &wt);
-            Ok(None)
+    let Err(problem) = merge_task(paths, spec, &job.done, opts, cancel)? else {
+        return Ok(None);
+    };
+    let counts = fleet::merge_failure_counts(
+        matches!(problem, MergeProblem::Conflict(_)),
+        job.handed_back_at.as_deref(),
+        &tip,
+    );
+    let last = job.last && counts;
+    // Refused for good, the task's last attempt, or a configuration change (the user's to
+    // look at, on the branch): nothing goes back to an agent.
+    if !(last || matches!(problem, MergeProblem::Refused(_) | MergeProblem::Config(_))) {
+        // Back to the agent in a worktree of its own (its run's was freed at its commit):
+        // its plan with the items it ticked, the integration branch merged in.
+        let wt = ensure_worktree(paths, spec, &opts.into)?;
+        let path = wt.join(".hank/fix_plan.md");
+        if let Ok(plan) = fs::read_to_string(&path) {
+            let ticked = fleet::tick_items(&plan, &spec.name, &job.done);
+            store::write_atomic(&path, ticked.as_bytes(), false)
+                .map_err(|e| HankError::io("write", &path, e))?;
         }
-        Err(problem) => {
-            let counts = fleet::merge_failure_counts(
-                matches!(problem, MergeProblem::Conflict(_)),
-                handed_back_at,
-                &tip,
-            );
-            let last = last && counts;
-            if matches!(problem, MergeProblem::Refused(_)) {
-                // Kept as the agent left it, for the user to look at; never merged.
-                return Ok(Some(Merged {
-                    problem,
-                    tip,
-                    counts,
-                }));
-            }
-            // A configuration change is the user's to look at (it stays on the branch), not
-            // the agent's to redo.
-            if last || matches!(problem, MergeProblem::Config(_)) {
-                remove_worktree(paths, &wt);
-            } else {
-                return_to_agent(paths, &wt, &problem, &opts.into)?;
-            }
-            Ok(Some(Merged {
-                problem,
-                tip,
-                counts,
-            }))
-        }
+        return_to_agent(paths, &wt, &problem, &opts.into)?;
     }
+    Ok(Some(Merged {
+        problem,
+        tip,
+        counts,
+    }))
+}
+
+/// What a merge is given: its last attempt or not, the tip a handed-back conflict was
+/// resolved against, the items the task's run ticked.
+pub(super) struct MergeJob {
+    pub(super) last: bool,
+    pub(super) handed_back_at: Option<String>,
+    pub(super) done: Vec<String>,
+}
+
+/// A finished task's work committed on its branch (through the git directory hank recorded,
+/// with HEAD on the task's branch, or refused: `Err(why)`), the items its plan ticks read,
+/// and its worktree retired ([`retire_worktree`]): free for the next task before the merge.
+pub(super) fn commit_task(
+    paths: &Paths,
+    spec: &TaskSpec,
+) -> Result<std::result::Result<Vec<String>, String>> {
+    let wt = paths.worktree(&spec.slug);
+    let repo = pin(paths, &wt)?;
+    if let Err(e) = repo.expect_branch(&format!("hank/{}", spec.slug)) {
+        // Kept as the agent left it, for the user to look at; never merged.
+        return Ok(Err(e.to_string()));
+    }
+    commit_all(&wt, &format!("hank fleet: task {}", spec.name))?;
+    let done = done_items(&wt);
+    retire_worktree(paths, &wt);
+    Ok(Ok(done))
 }
 
 /// A merge that did not land: its problem, the integration tip it was tried on, and whether it

@@ -20,6 +20,7 @@ use super::*;
 enum Done {
     Ready(String, Result<PathBuf>),
     Merged(String, Result<Option<Merged>>),
+    Committed(String, Result<std::result::Result<Vec<String>, String>>),
     Discarded(String),
 }
 
@@ -215,11 +216,20 @@ impl Driver<'_> {
                 }
             }
             Command::Discard { task } => self.discard(task),
+            Command::Commit { task } => self.commit(task),
             Command::Merge {
                 task,
                 last,
                 handed_back_at,
-            } => self.merge(task, last, handed_back_at),
+                done,
+            } => self.merge(
+                task,
+                MergeJob {
+                    last,
+                    handed_back_at,
+                    done,
+                },
+            ),
             Command::Finish => self.finish = true,
         }
         Ok(None)
@@ -250,13 +260,22 @@ impl Driver<'_> {
         tokio::task::spawn_blocking(move || {
             let wt = p.worktree(&spec.slug);
             let _ = commit_all(&wt, &format!("hank fleet: task {} (failed)", spec.name));
-            remove_worktree(&p, &wt);
+            retire_worktree(&p, &wt);
             let _ = tx.send(Done::Discarded(task));
         });
     }
 
+    /// A finished task's commit off this thread (its worktree freed for the next task).
+    fn commit(&self, task: String) {
+        let Some(spec) = self.spec(&task) else { return };
+        let (p, tx) = (self.paths.clone(), self.jobs.0.clone());
+        tokio::task::spawn_blocking(move || {
+            let _ = tx.send(Done::Committed(task, commit_task(&p, &spec)));
+        });
+    }
+
     /// The merge of a finished task off this thread (git and the check).
-    fn merge(&self, task: String, last: bool, handed_back_at: Option<String>) {
+    fn merge(&self, task: String, job: MergeJob) {
         let Some(spec) = self.spec(&task) else { return };
         let (p, o, c, tx) = (
             self.paths.clone(),
@@ -265,7 +284,7 @@ impl Driver<'_> {
             self.jobs.0.clone(),
         );
         tokio::task::spawn_blocking(move || {
-            let result = merge_off_thread(&p, &spec, &o, last, handed_back_at.as_deref(), c);
+            let result = merge_off_thread(&p, &spec, &o, &job, c);
             let _ = tx.send(Done::Merged(task, result));
         });
     }
@@ -385,6 +404,10 @@ impl Driver<'_> {
                     outcome: outcome(result?, &self.opts.into),
                     task,
                 },
+                Done::Committed(task, outcome) => Event::Committed {
+                    outcome: outcome?,
+                    task,
+                },
                 Done::Discarded(task) => Event::Discarded { task },
             };
             self.feed(event)?;
@@ -461,6 +484,7 @@ impl Driver<'_> {
         self.fleet.close(code);
         if self.fleet.all_final() {
             remove_worktree(self.paths, &self.paths.integration());
+            remove_spares(self.paths);
         }
         self.save()?;
         for t in self

@@ -159,20 +159,30 @@ pub(super) fn link_refused(wt: &Path, path: &Path) -> HankError {
 }
 
 /// The task's worktree on `hank/<slug>`: made from the integration branch as it stands now
-/// (or from the task's branch when it exists: a resumed task), with the task's plan.
+/// (or from the task's branch when it exists: a resumed task), with the task's plan. A spare
+/// worktree of an earlier task ([`retire_worktree`]) is reused when there is one: moved to the
+/// task's place, checked out at the task's start and cleaned (`git clean -ffdx`: nothing of
+/// the earlier task is left, hank's runtime files included), which on a large tree is far
+/// cheaper than a new checkout after a removal. A marker (`<slug>.making` beside the
+/// worktrees) is written first and removed last: a worktree found with its marker was
+/// half-made (a kill -9) and is made again, never used as it is.
 pub(super) fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Result<PathBuf> {
-    let _admin = admin_lock();
     let wt = paths.worktree(&spec.slug);
-    if fs::symlink_metadata(wt.join(".git")).is_ok() {
+    let making = paths
+        .user
+        .join("worktrees")
+        .join(format!("{}.making", spec.slug));
+    let half = fs::symlink_metadata(&making).is_ok();
+    if !half && fs::symlink_metadata(wt.join(".git")).is_ok() {
         // Resumed: git runs there through the git directory hank finds, never its `.git`.
         pin(paths, &wt)?;
         return Ok(wt);
     }
-    let branch = format!("hank/{}", spec.slug);
-    let wt_s = wt.to_string_lossy().into_owned();
-    if let Some(parent) = wt.parent() {
+    if let Some(parent) = making.parent() {
         fs::create_dir_all(parent).map_err(|e| HankError::io("create", parent, e))?;
     }
+    store::write_atomic(&making, b"", false).map_err(|e| HankError::io("write", &making, e))?;
+    let branch = format!("hank/{}", spec.slug);
     let exists = git_ok(
         &paths.root,
         &[
@@ -182,20 +192,21 @@ pub(super) fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Res
             &format!("refs/heads/{branch}"),
         ],
     )?;
-    let add: Vec<&str> = if exists {
-        vec!["worktree", "add", "-q", &wt_s, &branch]
+    let half_there =
+        half && fs::symlink_metadata(wt.join(".git")).is_ok() && pin(paths, &wt).is_ok();
+    if half && !half_there && fs::symlink_metadata(&wt).is_ok() {
+        // A half-made add: its folder goes, git forgets it.
+        let _ = fs::remove_dir_all(&wt);
+        let _admin = admin_lock();
+        let _ = git_ok(&paths.root, &["worktree", "prune"]);
+    }
+    if half_there || take_spare(paths, &wt)? {
+        pin(paths, &wt)?;
+        reset_worktree(&wt, &branch, exists, into)?;
     } else {
-        vec!["worktree", "add", "-q", "-b", &branch, &wt_s, into]
-    };
-    // A checkout of every file: bounded by [`TREE_GIT_TIMEOUT`].
-    timed(|| crate::git::run_git_for(&paths.root, &add, TREE_GIT_TIMEOUT)).map_err(|e| {
-        HankError::Internal(format!(
-            "git {} in {}: {e}",
-            add.join(" "),
-            paths.root.display()
-        ))
-    })?;
-    pin(paths, &wt)?;
+        add_worktree(paths, &wt, &branch, exists, into)?;
+        pin(paths, &wt)?;
+    }
     copy_missing_config(&paths.root, &wt)?;
     let plan = format!(
         "# Fix plan — task {:?} of a hank fleet\n\n{}",
@@ -204,7 +215,117 @@ pub(super) fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Res
     let path = wt.join(".hank").join("fix_plan.md");
     store::write_atomic(&path, plan.as_bytes(), false)
         .map_err(|e| HankError::io("write", path, e))?;
+    fs::remove_file(&making).map_err(|e| HankError::io("remove", &making, e))?;
     Ok(wt)
+}
+
+/// A new worktree at `wt` on `branch` (made from `into` when it does not exist yet).
+fn add_worktree(paths: &Paths, wt: &Path, branch: &str, exists: bool, into: &str) -> Result<()> {
+    let wt_s = wt.to_string_lossy().into_owned();
+    if let Some(parent) = wt.parent() {
+        fs::create_dir_all(parent).map_err(|e| HankError::io("create", parent, e))?;
+    }
+    let add: Vec<&str> = if exists {
+        vec!["worktree", "add", "-q", &wt_s, branch]
+    } else {
+        vec!["worktree", "add", "-q", "-b", branch, &wt_s, into]
+    };
+    let _admin = admin_lock();
+    // A checkout of every file: bounded by [`TREE_GIT_TIMEOUT`].
+    timed(|| crate::git::run_git_for(&paths.root, &add, TREE_GIT_TIMEOUT)).map_err(|e| {
+        HankError::Internal(format!(
+            "git {} in {}: {e}",
+            add.join(" "),
+            paths.root.display()
+        ))
+    })?;
+    Ok(())
+}
+
+/// A reused (or half-made) worktree at the task's start: `branch` checked out (made from
+/// `into` when it does not exist), every other file removed.
+fn reset_worktree(wt: &Path, branch: &str, exists: bool, into: &str) -> Result<()> {
+    let checkout: Vec<&str> = if exists {
+        vec!["checkout", "-q", "-f", branch]
+    } else {
+        vec!["checkout", "-q", "-f", "-B", branch, into]
+    };
+    for args in [checkout, vec!["clean", "-q", "-ffdx"]] {
+        timed(|| crate::git::run_git_for(wt, &args, TREE_GIT_TIMEOUT)).map_err(|e| {
+            HankError::Internal(format!("git {} in {}: {e}", args.join(" "), wt.display()))
+        })?;
+    }
+    Ok(())
+}
+
+/// The folder of spare worktrees (finished tasks' worktrees kept for reuse).
+const SPARE: &str = "_spare";
+
+/// Moves a spare worktree to `wt` (`git worktree move`); `false` when there is none.
+fn take_spare(paths: &Paths, wt: &Path) -> Result<bool> {
+    let dir = paths.user.join("worktrees").join(SPARE);
+    let Ok(entries) = fs::read_dir(&dir) else {
+        return Ok(false);
+    };
+    let _admin = admin_lock();
+    for e in entries.flatten() {
+        let (from, to) = (e.path(), wt.to_string_lossy().into_owned());
+        let from_s = from.to_string_lossy().into_owned();
+        if git_ok(&paths.root, &["worktree", "move", &from_s, &to])? {
+            return Ok(true);
+        }
+        // Not a worktree git knows (any more): it goes.
+        let _ = fs::remove_dir_all(&from);
+        let _ = git_ok(&paths.root, &["worktree", "prune"]);
+    }
+    Ok(false)
+}
+
+/// A finished task's worktree (merged, or failed with its work committed) kept as a spare
+/// for the next task: its HEAD detached (the task's branch is free for the user), moved under
+/// [`SPARE`]. Removed instead when that fails.
+pub(super) fn retire_worktree(paths: &Paths, wt: &Path) {
+    let dir = paths.user.join("worktrees").join(SPARE);
+    let name = wt
+        .file_name()
+        .map_or_else(|| "w".to_string(), |n| n.to_string_lossy().into_owned());
+    let mut to = dir.join(&name);
+    let mut n = 1;
+    while fs::symlink_metadata(&to).is_ok() {
+        n += 1;
+        to = dir.join(format!("{name}-{n}"));
+    }
+    let moved = pin(paths, wt).is_ok()
+        && git_ok(wt, &["checkout", "-q", "--detach"]).unwrap_or(false)
+        && fs::create_dir_all(&dir).is_ok()
+        && {
+            let (from, to) = (wt.to_string_lossy(), to.to_string_lossy());
+            let _admin = admin_lock();
+            git_ok(&paths.root, &["worktree", "move", &from, &to]).unwrap_or(false)
+        };
+    if !moved {
+        remove_worktree(paths, wt);
+    }
+}
+
+/// The spare worktrees removed (the fleet is over): their folders deleted side by side,
+/// then git forgets them.
+pub(super) fn remove_spares(paths: &Paths) {
+    let dir = paths.user.join("worktrees").join(SPARE);
+    let Ok(entries) = fs::read_dir(&dir) else {
+        return;
+    };
+    let spares: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    std::thread::scope(|s| {
+        for spare in &spares {
+            s.spawn(move || {
+                let _ = fs::remove_dir_all(spare);
+            });
+        }
+    });
+    let _ = fs::remove_dir(&dir);
+    let _admin = admin_lock();
+    let _ = git_ok(&paths.root, &["worktree", "prune"]);
 }
 
 /// Opens the task worktree `wt` from the checkout's own records ([`Repo::task_worktree`]):

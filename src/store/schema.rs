@@ -1840,6 +1840,10 @@ pub struct FleetTask {
     pub handed_back_at: Option<String>,
     /// The last exit code of its worker.
     pub exit_code: Option<u8>,
+    /// The plan items its finished run ticked, once its work is committed on its branch (its
+    /// worktree is then free for another task): ticked in the integration plan at its merge.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub done_items: Vec<String>,
 }
 
 /// One element of `hank fleet plan --json` (an array of them on stdout, in plan order): a task

@@ -180,6 +180,28 @@ fn unknown_names_cycles_and_bad_flags_are_refused_before_anything_runs() {
 }
 
 #[test]
+fn a_finished_tasks_worktree_is_reused_clean_by_the_next_task() {
+    // One agent, two tasks: the second runs in the first one's worktree (its git admin folder
+    // is the first's), checked out at its own start with nothing of the first left (an ignored
+    // file, hank's runtime files); at the end no worktree, spare or marker is left.
+    let work = format!(
+        "ls -a . .hank > \"$FAKE_CLAUDE_DIR/all-$(basename $PWD)\"\n{WORK}\
+         touch \"junk-$n.tmp\" \".hank/junk-$n.tmp\"\ncat .git > \"$FAKE_CLAUDE_DIR/gitdir-$n\"\n"
+    );
+    let p = project_doing("## One\n- [ ] a\n## Two\n- [ ] b\n", &work);
+    std::fs::write(p.dir.join(".git/info/exclude"), "junk-*\n").unwrap();
+    let o = p.run(&["fleet", "--agents", "1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let gitdir = std::fs::read_to_string(p.fake.join("gitdir-two")).unwrap();
+    assert!(gitdir.trim_end().ends_with("worktrees/one"), "{gitdir}");
+    let seen = std::fs::read_to_string(p.fake.join("all-two")).unwrap();
+    assert!(!seen.contains("junk-one"), "the first task's files: {seen}");
+    assert!(!seen.contains("one.txt"), "the first task's commit: {seen}");
+    assert_eq!(git(&p, &["show", "hank/fleet:two.txt"]).trim(), "two");
+    assert_no_worktree_left(&p);
+}
+
+#[test]
 fn a_dag_runs_in_waves_and_merges_into_hank_fleet_leaving_the_checkout_alone() {
     let p = project(DAG);
     let before = checkout(&p);

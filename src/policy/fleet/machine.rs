@@ -123,8 +123,14 @@ pub enum Event {
         agent: Option<String>,
         reason: Option<String>,
     },
-    /// A failed task's work was committed and its worktree removed.
+    /// A failed task's work was committed and its worktree freed.
     Discarded { task: String },
+    /// A finished task's work was committed on its branch and its worktree freed: the items
+    /// its run ticked, or why the commit was refused (HEAD not on its branch).
+    Committed {
+        task: String,
+        outcome: Result<Vec<String>, String>,
+    },
     /// A merge ended.
     MergeEnded { task: String, outcome: MergeOutcome },
     /// `hank ctl` pause/resume/stop as the fleet's steer now stands.
@@ -151,15 +157,20 @@ pub enum Command {
     Terminate { tasks: Vec<String> },
     /// SIGKILL to these tasks' workers' groups.
     Kill { tasks: Vec<String> },
-    /// Commit a failed task's work on its branch and remove its worktree, off the
+    /// Commit a failed task's work on its branch and free its worktree, off the
     /// supervisor's thread; then [`Event::Discarded`].
     Discard { task: String },
+    /// Commit a finished task's work on its branch, read the items it ticked and free its
+    /// worktree for the next task, off the supervisor's thread; then [`Event::Committed`].
+    Commit { task: String },
     /// Merge a finished task (one at a time); then [`Event::MergeEnded`]. `last`: a failure
-    /// that counts would be its last; `handed_back_at`: the tip its agent resolved against.
+    /// that counts would be its last; `handed_back_at`: the tip its agent resolved against;
+    /// `done`: the items its run ticked.
     Merge {
         task: String,
         last: bool,
         handed_back_at: Option<String>,
+        done: Vec<String>,
     },
     /// Nothing runs and nothing may start: the supervision ends ([`Fleet::end`]).
     Finish,
@@ -186,6 +197,8 @@ pub struct Fleet {
     /// Admission's forecast: each window's utilization when first seen, tasks started since.
     first: BTreeMap<String, f64>,
     started: usize,
+    /// Worktrees freed by this fleet and not taken since (reused by the next starts).
+    spares: usize,
 }
 
 impl Fleet {
@@ -229,6 +242,7 @@ impl Fleet {
             stopped_at_limit: false,
             first: BTreeMap::new(),
             started: 0,
+            spares: 0,
         }
     }
 
@@ -332,7 +346,9 @@ impl Fleet {
             } => self.run_ended(&task, code, (loops, cost_usd, agent), reason, &mut out),
             Event::Discarded { task } => {
                 self.discarding.remove(&task);
+                self.spares += 1;
             }
+            Event::Committed { task, outcome } => self.committed(&task, outcome, &mut out),
             Event::MergeEnded { task, outcome } => self.merge_ended(&task, outcome, &mut out),
             Event::Steer { paused, stopping } => {
                 self.paused = paused;
@@ -388,6 +404,17 @@ impl Fleet {
             }
             t.pid = None;
             t.pid_start = None;
+            if matches!(t.state, TaskState::Verifying | TaskState::Merging)
+                && t.worktree.is_none()
+                && !t.done_items.is_empty()
+            {
+                // Its work was committed (its worktree freed): its merge is tried again
+                // (an unfinished one was undone when the integration worktree was made ready).
+                t.state = TaskState::Verifying;
+                t.message = "done; waiting for its merge".into();
+                self.queue.push(t.name.clone());
+                continue;
+            }
             if matches!(
                 t.state,
                 TaskState::Running | TaskState::Waiting | TaskState::Verifying | TaskState::Merging
@@ -409,7 +436,6 @@ impl Fleet {
         out: &mut Vec<Command>,
     ) {
         self.workers.remove(name);
-        let handed_back = self.task(name).is_some_and(|t| t.handed_back_at.is_some());
         let Some(t) = self.file.tasks.iter_mut().find(|t| t.name == name) else {
             return;
         };
@@ -424,14 +450,12 @@ impl Fleet {
         if code == crate::exit::OK {
             t.verified = Some(true);
             t.state = super::next_state(t.state, TaskEvent::RunDone, 0, 0);
-            t.message = "done; waiting for its merge".into();
-            // Its slot is free at once; a task whose agent resolved a conflict merges first,
-            // before newer work overtakes its resolution again.
-            if handed_back {
-                self.queue.insert(0, name.to_string());
-            } else {
-                self.queue.push(name.to_string());
-            }
+            t.message = "done; committing its work".into();
+            // Its slot is free at once; its worktree once its work is committed.
+            self.discarding.insert(name.to_string());
+            out.push(Command::Commit {
+                task: name.to_string(),
+            });
         } else {
             t.state = super::next_state(t.state, TaskEvent::RunStopped(code), 0, 0);
             let why = reason.map_or_else(
@@ -454,6 +478,39 @@ impl Fleet {
                     self.stopped_at_limit = true;
                 }
                 t.message = format!("stopped: {why}; `hank fleet` resumes it");
+            }
+        }
+        out.push(Command::Save);
+    }
+
+    fn committed(
+        &mut self,
+        name: &str,
+        outcome: Result<Vec<String>, String>,
+        out: &mut Vec<Command>,
+    ) {
+        self.discarding.remove(name);
+        let max = self.cfg.max_merge_attempts;
+        let Some(t) = self.file.tasks.iter_mut().find(|t| t.name == name) else {
+            return;
+        };
+        match outcome {
+            Ok(done) => {
+                self.spares += 1;
+                t.done_items = done;
+                t.worktree = None;
+                t.message = "done; waiting for its merge".into();
+                // A task whose agent resolved a conflict merges first, before newer work
+                // overtakes its resolution again.
+                if t.handed_back_at.is_some() {
+                    self.queue.insert(0, name.to_string());
+                } else {
+                    self.queue.push(name.to_string());
+                }
+            }
+            Err(why) => {
+                failed_merge(t, MergeProblemKind::Refused, &why, String::new(), true, max);
+                out.push(Command::Say(format!("task {:?}: {}", t.name, t.message)));
             }
         }
         out.push(Command::Save);
@@ -623,6 +680,11 @@ impl Fleet {
     ) {
         let mut held: Option<String> = None;
         for name in self.ready() {
+            if self.spares == 0 && !self.discarding.is_empty() {
+                // A finished task's worktree is being freed: the next start reuses it rather
+                // than check out a new one (far cheaper on a large tree).
+                return;
+            }
             let facts = AdmissionFacts {
                 running: self.busy(),
                 max_agents: self.cfg.agents,
@@ -656,6 +718,7 @@ impl Fleet {
                     t.state = super::next_state(t.state, TaskEvent::Started, 0, 0);
                     t.message = "starting: making its worktree".into();
                     self.started += 1;
+                    self.spares = self.spares.saturating_sub(1);
                     self.preparing.insert(name.clone());
                     out.push(Command::Prepare { task: name });
                 }
@@ -705,12 +768,14 @@ impl Fleet {
             max,
         ) == TaskState::Failed;
         let handed_back_at = t.handed_back_at.clone();
+        let done = t.done_items.clone();
         self.merging = Some(name.clone());
         out.push(Command::Save);
         out.push(Command::Merge {
             task: name,
             last,
             handed_back_at,
+            done,
         });
     }
 
@@ -755,7 +820,9 @@ impl Fleet {
                 }
                 .into();
             }
-            if matches!(t.state, TaskState::Verifying | TaskState::Merging) {
+            if matches!(t.state, TaskState::Verifying | TaskState::Merging)
+                && t.done_items.is_empty()
+            {
                 // Its plan is done: the next fleet runs it again (no agent call) and merges.
                 t.state = TaskState::Pending;
             }

@@ -59,7 +59,11 @@ fn merges(cmds: &[Command]) -> Vec<(String, bool, Option<String>)> {
                 task,
                 last,
                 handed_back_at,
-            } => Some((task.clone(), *last, handed_back_at.clone())),
+                done,
+            } => {
+                assert_eq!(done, &["a"], "the items its run ticked");
+                Some((task.clone(), *last, handed_back_at.clone()))
+            }
             _ => None,
         })
         .collect()
@@ -86,6 +90,23 @@ fn start(f: &mut Fleet, name: &str) {
             pid_start: Some(7),
         },
         at(1),
+    );
+}
+
+/// Its run ended 0 and its work was committed (`a` ticked).
+fn finish(f: &mut Fleet, name: &str, now: Timestamp) {
+    let cmds = f.on(ended(name, 0), now);
+    assert!(
+        cmds.contains(&Command::Commit { task: name.into() }),
+        "{cmds:?}"
+    );
+    assert_eq!(state(f, name), TaskState::Verifying);
+    f.on(
+        Event::Committed {
+            task: name.into(),
+            outcome: Ok(vec!["a".into()]),
+        },
+        now,
     );
 }
 
@@ -177,7 +198,7 @@ fn waves_a_task_starts_once_what_it_comes_after_is_merged() {
     let mut f = fleet_of(PLAN, cfg(4));
     assert_eq!(prepared(&f.on(tick(), at(0))), ["A", "B"]);
     start(&mut f, "A");
-    f.on(ended("A", 0), at(2));
+    finish(&mut f, "A", at(2));
     assert_eq!(state(&f, "A"), TaskState::Verifying);
     let cmds = f.on(tick(), at(2));
     assert_eq!(merges(&cmds), [("A".to_string(), false, None)]);
@@ -216,11 +237,14 @@ fn a_run_that_ends_otherwise() {
         );
         let t = f.task("A").unwrap();
         assert_eq!((t.exit_code, t.loops, t.pid), (Some(code), 2, None));
+        if discard {
+            let next = f.on(tick(), at(6));
+            assert!(prepared(&next).is_empty(), "B waits for A's worktree");
+            assert!(!next.contains(&Command::Finish), "waits for the discard");
+            f.on(Event::Discarded { task: "A".into() }, at(6));
+        }
         let next = f.on(tick(), at(6));
         assert_eq!(prepared(&next).is_empty(), limit, "exit {code}: {next:?}");
-        if discard {
-            assert!(!next.contains(&Command::Finish), "waits for the discard");
-        }
     }
 }
 
@@ -235,7 +259,7 @@ fn a_failed_task_blocks_what_comes_after_it() {
     assert_eq!(state(&f, "C"), TaskState::Blocked);
     assert_eq!(f.task("C").unwrap().message, "a task it comes after failed");
     start(&mut f, "B");
-    f.on(ended("B", 0), at(3));
+    finish(&mut f, "B", at(3));
     f.on(tick(), at(3));
     f.on(
         Event::MergeEnded {
@@ -324,7 +348,7 @@ fn merge_attempts_table() {
         f.header().tasks[0].handed_back_at = handed.map(ToString::to_string);
         f.on(tick(), at(0));
         start(&mut f, "A");
-        f.on(ended("A", 0), at(1));
+        finish(&mut f, "A", at(1));
         let m = merges(&f.on(tick(), at(1)));
         assert_eq!(
             m,
@@ -358,8 +382,8 @@ fn a_handed_back_task_merges_before_newer_work() {
     f.on(tick(), at(0));
     start(&mut f, "A");
     start(&mut f, "B");
-    f.on(ended("A", 0), at(1));
-    f.on(ended("B", 0), at(1));
+    finish(&mut f, "A", at(1));
+    finish(&mut f, "B", at(1));
     let m = merges(&f.on(tick(), at(1)));
     assert_eq!(m[0].0, "B");
     assert!(
@@ -388,7 +412,7 @@ fn windows_hold_by_forecast_and_exit_at_the_usage_limit() {
     let mut f = fleet_of("## A\n- [ ] a\n## B\n- [ ] b\n", cfg(1));
     f.on(tick_w(40.0), at(0));
     start(&mut f, "A");
-    f.on(ended("A", 0), at(1));
+    finish(&mut f, "A", at(1));
     // 40 → 70 for one task: one more would take it to 100%, but nothing runs: B starts.
     assert_eq!(prepared(&f.on(tick_w(70.0), at(1))), ["B"]);
 
@@ -602,7 +626,7 @@ fn adoption_after_a_restart() {
     // A counts as a running agent: with 2 agents, one more starts.
     f.cfg.agents = 2;
     assert_eq!(prepared(&f.on(tick(), at(1))), ["B"]);
-    f.on(ended("A", 0), at(2));
+    finish(&mut f, "A", at(2));
     assert_eq!(merges(&f.on(tick(), at(2)))[0].0, "A");
 }
 
@@ -637,7 +661,7 @@ fn a_fleet_with_everything_merged_ends_0() {
     let mut f = fleet_of("## A\n- [ ] a\n", cfg(1));
     f.on(tick(), at(0));
     start(&mut f, "A");
-    f.on(ended("A", 0), at(1));
+    finish(&mut f, "A", at(1));
     f.on(tick(), at(1));
     assert!(
         !f.on(tick(), at(1)).contains(&Command::Finish),
@@ -665,10 +689,95 @@ fn a_recorded_real_run_replays_to_its_fleet_json() {
     let replayed = replay(record, &fixplan::default_optional_sections()).unwrap();
     assert_eq!(replayed.tasks, real.tasks);
     assert_eq!(replayed.state, real.state);
-    assert_eq!(
-        real.tasks[1].merge_attempts, 1,
-        "the fixture holds a conflict"
-    );
+    let attempts: u32 = real.tasks.iter().map(|t| t.merge_attempts).sum();
+    assert_eq!(attempts, 1, "the fixture holds a conflict");
     let broken = format!("{record}not json\n");
     assert!(replay(&broken, &[]).unwrap_err().starts_with("line 42:"));
+}
+
+#[test]
+fn a_finished_tasks_commit_frees_its_worktree_or_refuses_it() {
+    let mut f = fleet_of("## A\n- [ ] a\n## B\n- [ ] b\n", cfg(1));
+    f.on(tick(), at(0));
+    start(&mut f, "A");
+    f.on(ended("A", 0), at(1));
+    // Its slot is free at once, but B waits for A's worktree being freed (to reuse it).
+    let cmds = f.on(tick(), at(1));
+    assert!(prepared(&cmds).is_empty() && !cmds.contains(&Command::Finish));
+    assert_eq!(state(&f, "B"), TaskState::Waiting);
+    let cmds = f.on(
+        Event::Committed {
+            task: "A".into(),
+            outcome: Err("HEAD is not on hank/a".into()),
+        },
+        at(2),
+    );
+    assert!(cmds.contains(&Command::Save));
+    let t = f.task("A").unwrap();
+    assert_eq!(t.state, TaskState::Failed);
+    assert!(t.message.contains("HEAD is not on hank/a"), "{}", t.message);
+    let cmds = f.on(tick(), at(2));
+    assert!(merges(&cmds).is_empty());
+    assert_eq!(
+        prepared(&cmds),
+        ["B"],
+        "no worktree freed: B checks out its own"
+    );
+}
+
+#[test]
+fn finished_tasks_worktrees_are_reused_one_start_each() {
+    let mut f = fleet_of(
+        "## A
+- [ ] a
+## B
+- [ ] b
+## C
+- [ ] c
+## D
+- [ ] d
+",
+        cfg(2),
+    );
+    f.on(tick(), at(0));
+    start(&mut f, "A");
+    start(&mut f, "B");
+    f.on(ended("A", 0), at(1));
+    f.on(ended("B", 1), at(1));
+    assert!(
+        prepared(&f.on(tick(), at(1))).is_empty(),
+        "both worktrees being freed"
+    );
+    f.on(Event::Discarded { task: "B".into() }, at(2));
+    // One spare (B's), A's commit still under way: one start, then wait again.
+    assert_eq!(prepared(&f.on(tick(), at(2))), ["C"]);
+    f.on(
+        Event::Committed {
+            task: "A".into(),
+            outcome: Ok(vec!["a".into()]),
+        },
+        at(3),
+    );
+    assert_eq!(prepared(&f.on(tick(), at(3))), ["D"]);
+}
+
+#[test]
+fn a_committed_task_is_merged_after_a_restart_without_running_again() {
+    let specs = tasks_from_plan("## A\n- [ ] a\n", &fixplan::default_optional_sections()).unwrap();
+    let file = FleetFile {
+        tasks: vec![FleetTask {
+            name: "A".into(),
+            state: TaskState::Merging,
+            branch: "hank/a".into(),
+            done_items: vec!["a".into()],
+            ..FleetTask::default()
+        }],
+        ..FleetFile::default()
+    };
+    let mut f = Fleet::new(cfg(1), specs, file, &BTreeMap::new());
+    f.on(Event::Adopt { alive: vec![] }, at(0));
+    assert_eq!(state(&f, "A"), TaskState::Verifying);
+    let cmds = f.on(tick(), at(0));
+    assert!(prepared(&cmds).is_empty(), "not run again");
+    assert_eq!(merges(&cmds), [("A".to_string(), false, None)]);
 }
