@@ -142,61 +142,8 @@ pub(super) fn merge_task(
 ) -> Result<std::result::Result<(), MergeProblem>> {
     let branch = format!("hank/{}", spec.slug);
     let int = paths.integration();
-    // hank's files on the branch are regular files: a link would have the supervisor read and
-    // write through it after the merge.
-    let tree = git(
-        &paths.root,
-        &["ls-tree", "-r", "-z", &branch, "--", ".hank", ".hankrc"],
-    )?;
-    let links: Vec<String> = tree
-        .split(|&b| b == 0)
-        .filter(|e| e.starts_with(b"120000 "))
-        .filter_map(|e| e.splitn(2, |&b| b == b'\t').nth(1))
-        .map(|p| crate::sanitize::line(&String::from_utf8_lossy(p)))
-        .collect();
-    if !links.is_empty() {
-        return Ok(Err(MergeProblem::Refused(format!(
-            "{branch} holds symbolic links among hank's files ({}): refused, never followed; \
-             hank's files must be regular files",
-            links.join(", ")
-        ))));
-    }
-    // Configuration (what the next task would run) never travels through a merge.
-    let range = format!("{}...{branch}", opts.into);
-    let out = git(&paths.root, &["diff", "--name-only", "-z", &range])?;
-    let changed: Vec<String> = out
-        .split(|b| *b == 0)
-        .filter(|l| !l.is_empty())
-        .map(|l| String::from_utf8_lossy(l).into_owned())
-        .collect();
-    let config =
-        crate::approval::config_paths(&changed, &opts.watched.0, opts.watched.1.as_deref());
-    if !config.is_empty() {
-        return Ok(Err(MergeProblem::Config(
-            config
-                .iter()
-                .map(|f| crate::sanitize::line(f).to_string())
-                .collect(),
-        )));
-    }
-    // Conflict markers never reach the integration branch.
-    if let Ok(out) = run_git_timed(
-        &paths.root,
-        &[
-            "grep",
-            "-l",
-            "-E",
-            "^(<<<<<<<|>>>>>>>) ",
-            &branch,
-            "--",
-            ".",
-            ":(exclude).hank",
-        ],
-    ) {
-        let list = String::from_utf8_lossy(&out).trim().replace('\n', ", ");
-        if !list.is_empty() {
-            return Ok(Err(MergeProblem::Markers(list)));
-        }
+    if let Some(problem) = refused_before_merge(paths, &branch, opts)? {
+        return Ok(Err(problem));
     }
     // The merge, its check and the plan's ticks are made on a detached HEAD at the branch's
     // tip; the branch moves (compare-and-swap) only once all of it passed, so a kill at any
@@ -230,6 +177,72 @@ pub(super) fn merge_task(
             other
         }
     }
+}
+
+/// What refuses a task's branch before any merge is tried: symbolic links among hank's
+/// files, a change of hank's configuration, conflict markers.
+fn refused_before_merge(
+    paths: &Paths,
+    branch: &str,
+    opts: &Options,
+) -> Result<Option<MergeProblem>> {
+    // hank's files on the branch are regular files: a link would have the supervisor read and
+    // write through it after the merge.
+    let tree = git(
+        &paths.root,
+        &["ls-tree", "-r", "-z", branch, "--", ".hank", ".hankrc"],
+    )?;
+    let links: Vec<String> = tree
+        .split(|&b| b == 0)
+        .filter(|e| e.starts_with(b"120000 "))
+        .filter_map(|e| e.splitn(2, |&b| b == b'\t').nth(1))
+        .map(|p| crate::sanitize::line(&String::from_utf8_lossy(p)))
+        .collect();
+    if !links.is_empty() {
+        return Ok(Some(MergeProblem::Refused(format!(
+            "{branch} holds symbolic links among hank's files ({}): refused, never followed; \
+             hank's files must be regular files",
+            links.join(", ")
+        ))));
+    }
+    // Configuration (what the next task would run) never travels through a merge.
+    let range = format!("{}...{branch}", opts.into);
+    let out = git(&paths.root, &["diff", "--name-only", "-z", &range])?;
+    let changed: Vec<String> = out
+        .split(|b| *b == 0)
+        .filter(|l| !l.is_empty())
+        .map(|l| String::from_utf8_lossy(l).into_owned())
+        .collect();
+    let config =
+        crate::approval::config_paths(&changed, &opts.watched.0, opts.watched.1.as_deref());
+    if !config.is_empty() {
+        return Ok(Some(MergeProblem::Config(
+            config
+                .iter()
+                .map(|f| crate::sanitize::line(f).to_string())
+                .collect(),
+        )));
+    }
+    // Conflict markers never reach the integration branch.
+    if let Ok(out) = run_git_timed(
+        &paths.root,
+        &[
+            "grep",
+            "-l",
+            "-E",
+            "^(<<<<<<<|>>>>>>>) ",
+            branch,
+            "--",
+            ".",
+            ":(exclude).hank",
+        ],
+    ) {
+        let list = String::from_utf8_lossy(&out).trim().replace('\n', ", ");
+        if !list.is_empty() {
+            return Ok(Some(MergeProblem::Markers(list)));
+        }
+    }
+    Ok(None)
 }
 
 /// [`merge_task`]'s work on the detached HEAD of the integration worktree: the merge,
