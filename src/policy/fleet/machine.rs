@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
+use super::file::{FleetFile, FleetTask};
 use super::{Admission, AdmissionFacts, TaskEvent, TaskSpec, TaskState, WindowFacts};
-use crate::store::schema::{FleetFile, FleetTask};
 
 /// The fleet's settings as the machine applies them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
