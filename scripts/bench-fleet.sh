@@ -76,7 +76,8 @@ sed -i '0,/- \[ \]/s//- [x]/' .hank/fix_plan.md
 n=$(basename "$PWD"); echo "$n" > "$n.txt"
 SH
 export HOME=$WORK/home PATH="$ROOT/fixtures/bin:$PATH" FAKE_CLAUDE_DIR=$WORK/fake \
-  GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 NO_COLOR=1 HANK_FLEET_TIMING=1
+  GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 NO_COLOR=1 HANK_FLEET_TIMING=1 \
+  SANDBOX=off  # the stand-in agent reads its files in FAKE_CLAUDE_DIR, outside the project
 unset XDG_STATE_HOME
 
 # run_fleet DIR AGENTS → prints wall ms; the timing line goes to $DIR.err

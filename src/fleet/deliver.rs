@@ -151,38 +151,7 @@ pub async fn integration(
     };
     let url = deliver::remote_url(root, remote)?;
     let forge = forge::detect(root, &url, &forge::Env::from_process())?;
-    let tasks: Vec<FleetTaskLine> = file
-        .tasks
-        .iter()
-        .map(|t| FleetTaskLine {
-            name: t.name.clone(),
-            state: format!("{:?}", t.state).to_ascii_lowercase(),
-            loops: t.loops,
-            cost_usd: t.cost_usd,
-            message: t.message.clone(),
-        })
-        .collect();
-    // The delivery record (as a single run's, `deliver::record`): a delivery that stops
-    // part-way — the forge refusing the pull request, its checks unreadable, a Ctrl-C — is
-    // finished by `hank deliver` from the step it reached.
-    let mut rec = DeliveryRecord {
-        mode: "pr".into(),
-        branch: into.to_string(),
-        base: base.clone(),
-        remote: remote.clone(),
-        fleet: true,
-        evidence: DeliveryEvidence {
-            title: rules::clean(
-                &format!("hank fleet: {} task(s) into {into}", tasks.len()),
-                &secrets,
-                200,
-            ),
-            body: rules::fleet_pr_body(into, base, &tasks, &secrets),
-            cost_usd: file.tasks.iter().map(|t| t.cost_usd).sum(),
-            ..DeliveryEvidence::default()
-        },
-        ..DeliveryRecord::default()
-    };
+    let mut rec = record_of(into, base, remote, file, &secrets);
     let keep = |rec: &mut DeliveryRecord, d: &Delivery, reached: DeliveryStep| -> Result<()> {
         deliver::record::keep(root, rec, d, reached, clock.now())
     };
@@ -261,7 +230,58 @@ pub async fn integration(
         }
     };
     d.exit_reason = rules::exit_of(&verdict);
-    match &verdict {
+    checks_of(&verdict, &mut d);
+    keep(&mut rec, &d, DeliveryStep::PrOpened)?;
+    finish(root, &d)
+}
+
+/// The delivery record of the integration branch's pull request, its evidence the fleet's
+/// tasks. A delivery that stops part-way — the forge refusing the pull request, its checks
+/// unreadable, a Ctrl-C — is finished by `hank deliver` from the step it reached.
+fn record_of(
+    into: &str,
+    base: &str,
+    remote: &str,
+    file: &FleetFile,
+    secrets: &[String],
+) -> DeliveryRecord {
+    let tasks: Vec<FleetTaskLine> = file
+        .tasks
+        .iter()
+        .map(|t| FleetTaskLine {
+            name: t.name.clone(),
+            state: format!("{:?}", t.state).to_ascii_lowercase(),
+            loops: t.loops,
+            cost_usd: t.cost_usd,
+            message: t.message.clone(),
+        })
+        .collect();
+    // The delivery record (as a single run's, `deliver::record`): a delivery that stops
+    // part-way — the forge refusing the pull request, its checks unreadable, a Ctrl-C — is
+    // finished by `hank deliver` from the step it reached.
+    DeliveryRecord {
+        mode: "pr".into(),
+        branch: into.to_string(),
+        base: base.to_string(),
+        remote: remote.to_string(),
+        fleet: true,
+        evidence: DeliveryEvidence {
+            title: rules::clean(
+                &format!("hank fleet: {} task(s) into {into}", tasks.len()),
+                secrets,
+                200,
+            ),
+            body: rules::fleet_pr_body(into, base, &tasks, secrets),
+            cost_usd: file.tasks.iter().map(|t| t.cost_usd).sum(),
+            ..DeliveryEvidence::default()
+        },
+        ..DeliveryRecord::default()
+    }
+}
+
+/// The checks' verdict in the delivery's `checks` and `check_names`.
+fn checks_of(verdict: &CiVerdict, d: &mut Delivery) {
+    match verdict {
         CiVerdict::Green => d.checks = "green".into(),
         CiVerdict::Failed { names } => {
             d.checks = "failed".into();
@@ -274,8 +294,6 @@ pub async fn integration(
         }
         CiVerdict::Wait { .. } => {}
     }
-    keep(&mut rec, &d, DeliveryStep::PrOpened)?;
-    finish(root, &d)
 }
 
 /// A forge step of the fleet's delivery failed: `forge_failed` with the forge's own error;

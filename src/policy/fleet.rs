@@ -16,6 +16,9 @@ use super::budget::{BudgetCheck, BudgetLimits, Ledger, LedgerEntry, WaitReason};
 use super::fixplan;
 use crate::exit::ExitReason;
 
+pub mod file;
+pub mod machine;
+
 /// One task of the fleet, as the plan defines it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskSpec {

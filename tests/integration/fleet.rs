@@ -180,6 +180,28 @@ fn unknown_names_cycles_and_bad_flags_are_refused_before_anything_runs() {
 }
 
 #[test]
+fn a_finished_tasks_worktree_is_reused_clean_by_the_next_task() {
+    // One agent, two tasks: the second runs in the first one's worktree (its git admin folder
+    // is the first's), checked out at its own start with nothing of the first left (an ignored
+    // file, hank's runtime files); at the end no worktree, spare or marker is left.
+    let work = format!(
+        "ls -a . .hank > \"$FAKE_CLAUDE_DIR/all-$(basename $PWD)\"\n{WORK}\
+         touch \"junk-$n.tmp\" \".hank/junk-$n.tmp\"\ncat .git > \"$FAKE_CLAUDE_DIR/gitdir-$n\"\n"
+    );
+    let p = project_doing("## One\n- [ ] a\n## Two\n- [ ] b\n", &work);
+    std::fs::write(p.dir.join(".git/info/exclude"), "junk-*\n").unwrap();
+    let o = p.run(&["fleet", "--agents", "1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let gitdir = std::fs::read_to_string(p.fake.join("gitdir-two")).unwrap();
+    assert!(gitdir.trim_end().ends_with("worktrees/one"), "{gitdir}");
+    let seen = std::fs::read_to_string(p.fake.join("all-two")).unwrap();
+    assert!(!seen.contains("junk-one"), "the first task's files: {seen}");
+    assert!(!seen.contains("one.txt"), "the first task's commit: {seen}");
+    assert_eq!(git(&p, &["show", "hank/fleet:two.txt"]).trim(), "two");
+    assert_no_worktree_left(&p);
+}
+
+#[test]
 fn a_dag_runs_in_waves_and_merges_into_hank_fleet_leaving_the_checkout_alone() {
     let p = project(DAG);
     let before = checkout(&p);
@@ -338,7 +360,11 @@ fn two_tasks_editing_the_same_file_are_merged_through_the_agent() {
          else echo \"$(basename $PWD)\" > shared.txt; fi\n",
     );
     let before = checkout(&p);
-    let o = p.run(&["fleet", "--agents", "2"]);
+    let record = p.home.join("fleet-record.jsonl");
+    let o = p.run_env(
+        &[("HANK_FLEET_RECORD", &record)],
+        &["fleet", "--agents", "2"],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_contains(&stderr(&o), "back to the agent");
     let shared = git(&p, &["show", "hank/fleet:shared.txt"]);
@@ -353,6 +379,29 @@ fn two_tasks_editing_the_same_file_are_merged_through_the_agent() {
     assert_eq!(calls(&p).len(), 3, "one more call for the merge");
     assert_eq!(checkout(&p), before);
     assert_no_worktree_left(&p);
+    assert_the_record_replays_to_fleet_json(&p, &record);
+}
+
+/// The machine's inputs recorded by a real fleet (`HANK_FLEET_RECORD`), fed to a fresh
+/// `Fleet::on`, leave the tasks and the fleet's state exactly as the fleet's `fleet.json`:
+/// nothing but the machine wrote a task's state.
+fn assert_the_record_replays_to_fleet_json(p: &Project, record: &Path) {
+    let text = std::fs::read_to_string(record).unwrap();
+    let optional = hank::policy::fixplan::default_optional_sections();
+    let replayed = hank::policy::fleet::machine::replay(&text, &optional).unwrap();
+    let real: hank::store::schema::FleetFile =
+        serde_json::from_slice(&std::fs::read(p.dir.join(".hank/fleet.json")).unwrap()).unwrap();
+    assert_eq!(replayed.tasks, real.tasks, "{text}");
+    assert_eq!(replayed.state, real.state);
+    // `HANK_KEEP_FLEET_RECORD=FILE`: the recording kept as FILE and its fleet.json as
+    // FILE.fleet.json (the unit replay test's fixture, `src/policy/fleet/machine/`).
+    if let Some(keep) = std::env::var_os("HANK_KEEP_FLEET_RECORD") {
+        let keep = std::path::PathBuf::from(keep);
+        std::fs::copy(record, &keep).unwrap();
+        let mut json = keep.into_os_string();
+        json.push(".fleet.json");
+        std::fs::copy(p.dir.join(".hank/fleet.json"), json).unwrap();
+    }
 }
 
 #[test]

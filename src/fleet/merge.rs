@@ -1,0 +1,435 @@
+//! A finished task's merge: commit, checks on a detached HEAD, the check of the result,
+//! the compare-and-swap of the integration branch, a failure handed back to the agent.
+
+use super::*;
+
+/// The user's interrupts (1 = stop gracefully, 2 = now), as the supervisor counts them.
+pub(super) type Cancel = tokio::sync::watch::Receiver<u32>;
+
+/// Where the merge check's process group is recorded while it runs (`{pgid} {start ticks}`),
+/// so that a fleet restarted after a kill -9 stops a check that outlived it.
+pub(super) fn check_record(paths: &Paths) -> PathBuf {
+    paths.user.join("fleet-check.pid")
+}
+
+/// Stops the merge check a killed fleet left running (its group, when its leader is still the
+/// process recorded), and forgets the record.
+pub(super) fn stop_recorded_check(paths: &Paths) {
+    let path = check_record(paths);
+    let Ok(text) = fs::read_to_string(&path) else {
+        return;
+    };
+    let mut words = text.split_whitespace().map(str::parse::<u64>);
+    if let (Some(Ok(pgid)), Some(Ok(ticks))) = (words.next(), words.next())
+        && let Ok(pgid) = i32::try_from(pgid)
+        && pgid > 1
+        && crate::proc::agent::start_ticks(pgid) == Some(ticks)
+    {
+        errln!("hank: fleet: stopping the merge check a killed fleet left running (group {pgid})");
+        if let Ok(pid) = u32::try_from(pgid) {
+            kill_group(pid, nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+    let _ = fs::remove_file(&path);
+}
+
+/// Runs VERIFY_COMMAND on a merge result in `dir` through the one runner of checks
+/// ([`crate::effects::check::run_command_with_hook`]: `sh -c`, its own process group, SIGTERM
+/// then SIGKILL at `timeout` (VERIFY_TIMEOUT) or on Ctrl-C), its group recorded in
+/// [`check_record`] while it runs; `Err(tail of its output)` when it failed or ran past the
+/// timeout. Called on a blocking thread of the supervisor's runtime.
+pub(super) fn run_check(
+    paths: &Paths,
+    dir: &Path,
+    command: &str,
+    timeout: Duration,
+    log: &Path,
+    cancel: Cancel,
+) -> Result<std::result::Result<(), String>> {
+    let record = check_record(paths);
+    let ran = tokio::runtime::Handle::try_current()
+        .map_err(|e| HankError::Internal(format!("the merge check needs the runtime: {e}")))?
+        .block_on(crate::effects::check::run_command_with_hook(
+            command,
+            dir,
+            log,
+            timeout,
+            cancel,
+            |pgid| {
+                // Best effort: without the record a kill -9 of the fleet leaves the check to
+                // finish on its own.
+                if let Some(ticks) = crate::proc::agent::start_ticks(pgid) {
+                    let _ = crate::store::write_atomic(
+                        &record,
+                        format!("{pgid} {ticks}\n").as_bytes(),
+                        false,
+                    );
+                }
+            },
+        ))
+        .map_err(|e| HankError::Internal(format!("cannot run VERIFY_COMMAND: {e}")))?;
+    let _ = fs::remove_file(&record);
+    if ran.exit_code == Some(0) && !ran.timed_out && !ran.interrupted {
+        return Ok(Ok(()));
+    }
+    if ran.timed_out {
+        return Ok(Err(format!(
+            "VERIFY_COMMAND ran past VERIFY_TIMEOUT ({}s) and was stopped",
+            timeout.as_secs()
+        )));
+    }
+    let text = fs::read(log).unwrap_or_default();
+    let tail = &text[text.len().saturating_sub(TAIL_BYTES)..];
+    Ok(Err(crate::sanitize::for_terminal(
+        &String::from_utf8_lossy(tail),
+        crate::sanitize::Lines::Keep,
+    )
+    .into_owned()))
+}
+
+/// The items checked in a task worktree's plan.
+pub(super) fn done_items(wt: &Path) -> Vec<String> {
+    let text = fs::read_to_string(wt.join(".hank/fix_plan.md")).unwrap_or_default();
+    fixplan::parse(&text, &fixplan::default_optional_sections())
+        .items
+        .into_iter()
+        .filter(|i| i.done)
+        .map(|i| i.text)
+        .collect()
+}
+
+/// Why a merge did not land.
+pub(super) enum MergeProblem {
+    /// The task changed hank's configuration ([`crate::approval::config_paths`]): it stays on
+    /// the task's branch, for the user to look at.
+    Config(Vec<String>),
+    Conflict(Vec<String>),
+    Markers(String),
+    Red(String),
+    /// Refused for good (not handed back to the agent): HEAD is not on the task's branch, or
+    /// the branch holds a symbolic link among hank's files.
+    Refused(String),
+}
+
+impl MergeProblem {
+    pub(super) fn describe(&self, into: &str) -> String {
+        match self {
+            Self::Config(files) => format!(
+                "the task changed hank's configuration ({}): not merged into {into} without \
+                 your approval; look at it with `git diff {into}...hank/<task> -- FILES` and \
+                 merge it yourself if you want it",
+                files.join(", ")
+            ),
+            Self::Conflict(files) => {
+                format!("merging into {into} conflicts in: {}", files.join(", "))
+            }
+            Self::Markers(list) => format!("the branch holds conflict markers: {list}"),
+            Self::Red(tail) => format!("VERIFY_COMMAND failed on the merge result:\n{tail}"),
+            Self::Refused(why) => why.clone(),
+        }
+    }
+}
+
+/// Commits the task's work, merges it into the integration branch (in the integration
+/// worktree), runs the check on the result, ticks the task's items in the integration plan.
+/// The branch moves only when all of it passed.
+pub(super) fn merge_task(
+    paths: &Paths,
+    spec: &TaskSpec,
+    done: &[String],
+    opts: &Options,
+    cancel: Cancel,
+) -> Result<std::result::Result<(), MergeProblem>> {
+    let branch = format!("hank/{}", spec.slug);
+    let int = paths.integration();
+    if let Some(problem) = refused_before_merge(paths, &branch, opts)? {
+        return Ok(Err(problem));
+    }
+    // The merge, its check and the plan's ticks are made on a detached HEAD at the branch's
+    // tip; the branch moves (compare-and-swap) only once all of it passed, so a kill at any
+    // point leaves it where it was.
+    let into_ref = format!("refs/heads/{}", opts.into);
+    let old = String::from_utf8_lossy(&git(&int, &["rev-parse", "--verify", &into_ref])?)
+        .trim()
+        .to_string();
+    git(&int, &["checkout", "-q", "--detach", &old])?;
+    let outcome = merge_detached(paths, spec, done, opts, cancel);
+    let back = |int: &Path| -> Result<()> {
+        git(int, &["reset", "-q", "--hard", &old])?;
+        git(int, &["checkout", "-q", &opts.into])?;
+        Ok(())
+    };
+    match outcome {
+        Ok(Ok(())) => {
+            let new = String::from_utf8_lossy(&git(&int, &["rev-parse", "HEAD"])?)
+                .trim()
+                .to_string();
+            let message = format!("hank fleet: merge task {}", spec.name);
+            if let Err(e) = git(&int, &["update-ref", "-m", &message, &into_ref, &new, &old]) {
+                back(&int)?;
+                return Err(e);
+            }
+            git(&int, &["checkout", "-q", &opts.into])?;
+            Ok(Ok(()))
+        }
+        other => {
+            back(&int)?;
+            other
+        }
+    }
+}
+
+/// What refuses a task's branch before any merge is tried: symbolic links among hank's
+/// files, a change of hank's configuration, conflict markers.
+fn refused_before_merge(
+    paths: &Paths,
+    branch: &str,
+    opts: &Options,
+) -> Result<Option<MergeProblem>> {
+    // hank's files on the branch are regular files: a link would have the supervisor read and
+    // write through it after the merge.
+    let tree = git(
+        &paths.root,
+        &["ls-tree", "-r", "-z", branch, "--", ".hank", ".hankrc"],
+    )?;
+    let links: Vec<String> = tree
+        .split(|&b| b == 0)
+        .filter(|e| e.starts_with(b"120000 "))
+        .filter_map(|e| e.splitn(2, |&b| b == b'\t').nth(1))
+        .map(|p| crate::sanitize::line(&String::from_utf8_lossy(p)))
+        .collect();
+    if !links.is_empty() {
+        return Ok(Some(MergeProblem::Refused(format!(
+            "{branch} holds symbolic links among hank's files ({}): refused, never followed; \
+             hank's files must be regular files",
+            links.join(", ")
+        ))));
+    }
+    // Configuration (what the next task would run) never travels through a merge.
+    let range = format!("{}...{branch}", opts.into);
+    let out = git(&paths.root, &["diff", "--name-only", "-z", &range])?;
+    let changed: Vec<String> = out
+        .split(|b| *b == 0)
+        .filter(|l| !l.is_empty())
+        .map(|l| String::from_utf8_lossy(l).into_owned())
+        .collect();
+    let config =
+        crate::approval::config_paths(&changed, &opts.watched.0, opts.watched.1.as_deref());
+    if !config.is_empty() {
+        return Ok(Some(MergeProblem::Config(
+            config
+                .iter()
+                .map(|f| crate::sanitize::line(f).to_string())
+                .collect(),
+        )));
+    }
+    // Conflict markers never reach the integration branch.
+    if let Ok(out) = run_git_timed(
+        &paths.root,
+        &[
+            "grep",
+            "-l",
+            "-E",
+            "^(<<<<<<<|>>>>>>>) ",
+            branch,
+            "--",
+            ".",
+            ":(exclude).hank",
+        ],
+    ) {
+        let list = String::from_utf8_lossy(&out).trim().replace('\n', ", ");
+        if !list.is_empty() {
+            return Ok(Some(MergeProblem::Markers(list)));
+        }
+    }
+    Ok(None)
+}
+
+/// [`merge_task`]'s work on the detached HEAD of the integration worktree: the merge,
+/// the check, the plan's ticks. Leaves the worktree for its caller to reset.
+pub(super) fn merge_detached(
+    paths: &Paths,
+    spec: &TaskSpec,
+    done: &[String],
+    opts: &Options,
+    cancel: Cancel,
+) -> Result<std::result::Result<(), MergeProblem>> {
+    let int = paths.integration();
+    let ident = identity_args(&int)?;
+    let branch = format!("hank/{}", spec.slug);
+    let message = format!("hank fleet: merge task {}", spec.name);
+    let mut args = ident.clone();
+    args.extend([
+        "merge",
+        "-q",
+        "--no-ff",
+        "--no-edit",
+        "-m",
+        &message,
+        &branch,
+    ]);
+    if !git_ok(&int, &args)? {
+        let out = git(&int, &["diff", "--name-only", "--diff-filter=U"]).unwrap_or_default();
+        let files: Vec<String> = String::from_utf8_lossy(&out)
+            .lines()
+            .map(ToString::to_string)
+            .collect();
+        let _ = git_ok(&int, &["merge", "--abort"]);
+        return Ok(Err(MergeProblem::Conflict(files)));
+    }
+    if let Some(cmd) = opts.verify.as_deref() {
+        let log = paths.log(&format!("{}.verify", spec.slug));
+        if let Err(tail) = run_check(paths, &int, cmd, opts.verify_timeout, &log, cancel)? {
+            return Ok(Err(MergeProblem::Red(tail)));
+        }
+    }
+    let plan_path = int.join(".hank").join("fix_plan.md");
+    no_links(&int, &[".hank", ".hank/fix_plan.md"])?;
+    if let Ok(plan) = fs::read_to_string(&plan_path) {
+        let ticked = fleet::tick_items(&plan, &spec.name, done);
+        if ticked != plan {
+            fs::write(&plan_path, ticked).map_err(|e| HankError::io("write", &plan_path, e))?;
+            let mut args = ident;
+            args.extend([
+                "commit",
+                "-q",
+                "--no-verify",
+                "-m",
+                "hank fleet: tick the task's items",
+                "--",
+                ".hank/fix_plan.md",
+            ]);
+            git(&int, &args)?;
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// Gives a failed merge back to the task's worktree: the integration branch merged into it
+/// (conflicts left for the agent), and one more item in its plan naming the problem.
+pub(super) fn return_to_agent(
+    paths: &Paths,
+    wt: &Path,
+    problem: &MergeProblem,
+    into: &str,
+) -> Result<()> {
+    let _ = paths;
+    // The task's plan is the worktree's own (not committed): set aside while the integration
+    // branch (whose plan has other tasks' items ticked) is merged in, then put back.
+    let path = wt.join(".hank/fix_plan.md");
+    let mut plan = fs::read_to_string(&path).unwrap_or_default();
+    let _ = git_ok(wt, &["checkout", "-q", "--", ".hank/fix_plan.md"]);
+    let ident = identity_args(wt)?;
+    let mut args = ident;
+    args.extend(["merge", "-q", "--no-edit", into]);
+    let _ = git_ok(wt, &args)?;
+    let mut what = problem.describe(into);
+    if what.len() > TAIL_BYTES {
+        let cut = what.len() - TAIL_BYTES;
+        let cut = (cut..what.len())
+            .find(|i| what.is_char_boundary(*i))
+            .unwrap_or(what.len());
+        what = what[cut..].to_string();
+    }
+    let quoted: String = what
+        .lines()
+        .map(|l| {
+            let safe = crate::agent::argv::escape_delimiters(l.as_bytes());
+            format!("  > {}\n", String::from_utf8_lossy(&safe))
+        })
+        .collect();
+    if !plan.ends_with('\n') {
+        plan.push('\n');
+    }
+    plan.push_str(&format!(
+        "- [ ] Make this branch merge cleanly into {into} with the check green: resolve every \
+         conflict (no conflict markers left), keeping the intent of both sides\n{quoted}"
+    ));
+    store::write_atomic(&path, plan.as_bytes(), false).map_err(|e| HankError::io("write", path, e))
+}
+
+/// The merge of a finished task and what follows it in git (the worktree removed once merged
+/// or failed for good, else the problem handed back to its agent), on a blocking thread;
+/// `Some(problem)` when it did not land. `last`: this failure would be the task's last.
+pub(super) fn merge_off_thread(
+    paths: &Paths,
+    spec: &TaskSpec,
+    opts: &Options,
+    job: &MergeJob,
+    cancel: Cancel,
+) -> Result<Option<Merged>> {
+    // The integration tip this merge is tried on (only merges move it, one at a time).
+    let tip = String::from_utf8_lossy(&git(
+        &paths.root,
+        &[
+            "rev-parse",
+            "--verify",
+            &format!("refs/heads/{}", opts.into),
+        ],
+    )?)
+    .trim()
+    .to_string();
+    let Err(problem) = merge_task(paths, spec, &job.done, opts, cancel)? else {
+        return Ok(None);
+    };
+    let counts = fleet::merge_failure_counts(
+        matches!(problem, MergeProblem::Conflict(_)),
+        job.handed_back_at.as_deref(),
+        &tip,
+    );
+    let last = job.last && counts;
+    // Refused for good, the task's last attempt, or a configuration change (the user's to
+    // look at, on the branch): nothing goes back to an agent.
+    if !(last || matches!(problem, MergeProblem::Refused(_) | MergeProblem::Config(_))) {
+        // Back to the agent in a worktree of its own (its run's was freed at its commit):
+        // its plan with the items it ticked, the integration branch merged in.
+        let wt = ensure_worktree(paths, spec, &opts.into)?;
+        let path = wt.join(".hank/fix_plan.md");
+        if let Ok(plan) = fs::read_to_string(&path) {
+            let ticked = fleet::tick_items(&plan, &spec.name, &job.done);
+            store::write_atomic(&path, ticked.as_bytes(), false)
+                .map_err(|e| HankError::io("write", &path, e))?;
+        }
+        return_to_agent(paths, &wt, &problem, &opts.into)?;
+    }
+    Ok(Some(Merged {
+        problem,
+        tip,
+        counts,
+    }))
+}
+
+/// What a merge is given: its last attempt or not, the tip a handed-back conflict was
+/// resolved against, the items the task's run ticked.
+pub(super) struct MergeJob {
+    pub(super) last: bool,
+    pub(super) handed_back_at: Option<String>,
+    pub(super) done: Vec<String>,
+}
+
+/// A finished task's work committed on its branch (through the git directory hank recorded,
+/// with HEAD on the task's branch, or refused: `Err(why)`), the items its plan ticks read,
+/// and its worktree retired ([`retire_worktree`]): free for the next task before the merge.
+pub(super) fn commit_task(
+    paths: &Paths,
+    spec: &TaskSpec,
+) -> Result<std::result::Result<Vec<String>, String>> {
+    let wt = paths.worktree(&spec.slug);
+    let repo = pin(paths, &wt)?;
+    if let Err(e) = repo.expect_branch(&format!("hank/{}", spec.slug)) {
+        // Kept as the agent left it, for the user to look at; never merged.
+        return Ok(Err(e.to_string()));
+    }
+    commit_all(&wt, &format!("hank fleet: task {}", spec.name))?;
+    let done = done_items(&wt);
+    retire_worktree(paths, &wt);
+    Ok(Ok(done))
+}
+
+/// A merge that did not land: its problem, the integration tip it was tried on, and whether it
+/// counts against MAX_MERGE_ATTEMPTS ([`fleet::merge_failure_counts`]).
+pub(super) struct Merged {
+    pub(super) problem: MergeProblem,
+    pub(super) tip: String,
+    pub(super) counts: bool,
+}

@@ -1,0 +1,369 @@
+//! Git work of the fleet: the integration worktree, the tasks' worktrees (made, pinned,
+//! removed), a task's commit.
+
+use super::*;
+
+pub(super) fn git(dir: &Path, args: &[&str]) -> Result<Vec<u8>> {
+    run_git_timed(dir, args).map_err(|e| {
+        HankError::Internal(format!("git {} in {}: {e}", args.join(" "), dir.display()))
+    })
+}
+
+/// `git` that may fail as an answer (a merge that conflicts, a branch that does not exist).
+pub(super) fn git_ok(dir: &Path, args: &[&str]) -> Result<bool> {
+    match run_git_timed(dir, args) {
+        Ok(_) => Ok(true),
+        Err(GitError::Failed(_)) => Ok(false),
+        Err(e) => Err(HankError::Internal(format!(
+            "git {} in {}: {e}",
+            args.join(" "),
+            dir.display()
+        ))),
+    }
+}
+
+/// Commits everything in `dir` except hank's own runtime files and the task's plan (the
+/// integration branch's plan is ticked by the fleet). Returns whether a commit was made.
+pub(super) fn commit_all(dir: &Path, message: &str) -> Result<bool> {
+    git(dir, &["add", "-A", "--", "."])?;
+    // Unstaged again (an exclude pathspec of an ignored path makes `git add` fail): hank's
+    // runtime files (the one list, `deliver::runtime_paths`), and the plan back to the
+    // branch's version.
+    let globs = crate::deliver::runtime_globs();
+    let mut reset: Vec<&str> = vec!["reset", "-q", "--", ".hank/fix_plan.md"];
+    reset.extend(globs.iter().map(String::as_str));
+    git(dir, &reset)?;
+    // Never a file that looks like a secret (it stays in the worktree, uncommitted).
+    for f in crate::deliver::unstage_secrets(dir)? {
+        errln!(
+            "hank: fleet: warning: {} looks like a secret and is not ignored: left out of the commit in {}",
+            crate::sanitize::line(&f),
+            dir.display()
+        );
+    }
+    let merging = git_ok(dir, &["rev-parse", "-q", "--verify", "MERGE_HEAD"])?;
+    if !merging && git_ok(dir, &["diff", "--cached", "--quiet"])? {
+        return Ok(false);
+    }
+    let mut args: Vec<&str> = Vec::new();
+    let has_identity = git_ok(dir, &["config", "user.email"])?;
+    if !has_identity {
+        args.extend(["-c", "user.name=hank", "-c", "user.email=hank@localhost"]);
+    }
+    args.extend(["commit", "-q", "--no-verify", "-m", message]);
+    git(dir, &args)?;
+    Ok(true)
+}
+
+pub(super) fn identity_args(dir: &Path) -> Result<Vec<&'static str>> {
+    Ok(if git_ok(dir, &["config", "user.email"])? {
+        Vec::new()
+    } else {
+        vec!["-c", "user.name=hank", "-c", "user.email=hank@localhost"]
+    })
+}
+
+/// The integration branch exists (created from the checkout's HEAD on first use) and is
+/// checked out in the integration worktree, clean.
+pub(super) fn ensure_integration(paths: &Paths, into: &str) -> Result<()> {
+    let root = &paths.root;
+    let refname = format!("refs/heads/{into}");
+    if !git_ok(root, &["check-ref-format", &refname])? {
+        return Err(HankError::usage(format!(
+            "--into {into:?} is not a valid branch name"
+        )));
+    }
+    git(root, &["worktree", "prune"])?;
+    if !git_ok(root, &["rev-parse", "-q", "--verify", &refname])? {
+        git(root, &["branch", into, "HEAD"])?;
+    }
+    let int = paths.integration();
+    if int.join(".git").exists() {
+        // A fleet killed mid-merge (or mid-check): the merge was made on a detached HEAD, so
+        // the branch is where it was; its check, if still running, is stopped; the worktree
+        // goes back to the branch.
+        stop_recorded_check(paths);
+        let _ = git_ok(&int, &["merge", "--abort"]);
+        git(&int, &["checkout", "-q", "-f", into])?;
+        git(&int, &["reset", "-q", "--hard", "HEAD"])?;
+        return Ok(());
+    }
+    if let Some(parent) = int.parent() {
+        fs::create_dir_all(parent).map_err(|e| HankError::io("create", parent, e))?;
+    }
+    let int_s = int.to_string_lossy().into_owned();
+    if !git_ok(root, &["worktree", "add", "-q", &int_s, into])? {
+        return Err(HankError::usage_hint(
+            format!("cannot check out the integration branch {into} in {int_s}"),
+            "is it checked out somewhere else (`git worktree list`)? pass --into OTHER",
+        ));
+    }
+    Ok(())
+}
+
+/// Copies the hank files a worktree needs and the branch does not have (untracked in the
+/// user's checkout: `.hankrc`, `.hank/PROMPT.md`, `.hank/AGENT.md`, `.hank/agents/`).
+pub(super) fn copy_missing_config(root: &Path, wt: &Path) -> Result<()> {
+    no_links(wt, &[".hank", ".hank/agents"])?;
+    for rel in [".hankrc", ".hank/PROMPT.md", ".hank/AGENT.md"] {
+        let (from, to) = (root.join(rel), wt.join(rel));
+        // Never through a link the branch holds (a dangling `.hank/AGENT.md` pointing
+        // outside the project): refused, not followed.
+        no_links(wt, &[rel])?;
+        if from.is_file() && fs::symlink_metadata(&to).is_err() {
+            if let Some(p) = to.parent() {
+                fs::create_dir_all(p).map_err(|e| HankError::io("create", p, e))?;
+            }
+            fs::copy(&from, &to).map_err(|e| HankError::io("copy to", &to, e))?;
+        }
+    }
+    let agents = root.join(".hank/agents");
+    if let Ok(entries) = fs::read_dir(&agents) {
+        for e in entries.flatten() {
+            let to = wt.join(".hank/agents").join(e.file_name());
+            if fs::symlink_metadata(&to).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(link_refused(wt, &to));
+            }
+            if e.path().is_file() && fs::symlink_metadata(&to).is_err() {
+                fs::create_dir_all(wt.join(".hank/agents"))
+                    .map_err(|err| HankError::io("create", wt.join(".hank/agents"), err))?;
+                fs::copy(e.path(), &to).map_err(|err| HankError::io("copy to", &to, err))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses when one of `rels` in `wt` is a symbolic link: hank's files are written and read
+/// only as what they are, never through a link the agent (or a merged branch) planted.
+pub(super) fn no_links(wt: &Path, rels: &[&str]) -> Result<()> {
+    for rel in rels {
+        let path = wt.join(rel);
+        if fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(link_refused(wt, &path));
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn link_refused(wt: &Path, path: &Path) -> HankError {
+    HankError::usage_hint(
+        format!(
+            "{} is a symbolic link: hank's files in {} must be regular files (refused, not \
+             followed)",
+            path.display(),
+            wt.display()
+        ),
+        "remove the link (and commit its removal on the task's branch)",
+    )
+}
+
+/// The task's worktree on `hank/<slug>`: made from the integration branch as it stands now
+/// (or from the task's branch when it exists: a resumed task), with the task's plan. A spare
+/// worktree of an earlier task ([`retire_worktree`]) is reused when there is one: moved to the
+/// task's place, checked out at the task's start and cleaned (`git clean -ffdx`: nothing of
+/// the earlier task is left, hank's runtime files included), which on a large tree is far
+/// cheaper than a new checkout after a removal. A marker (`<slug>.making` beside the
+/// worktrees) is written first and removed last: a worktree found with its marker was
+/// half-made (a kill -9) and is made again, never used as it is.
+pub(super) fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Result<PathBuf> {
+    let wt = paths.worktree(&spec.slug);
+    let making = paths
+        .user
+        .join("worktrees")
+        .join(format!("{}.making", spec.slug));
+    let half = fs::symlink_metadata(&making).is_ok();
+    if !half && fs::symlink_metadata(wt.join(".git")).is_ok() {
+        // Resumed: git runs there through the git directory hank finds, never its `.git`.
+        pin(paths, &wt)?;
+        return Ok(wt);
+    }
+    if let Some(parent) = making.parent() {
+        fs::create_dir_all(parent).map_err(|e| HankError::io("create", parent, e))?;
+    }
+    store::write_atomic(&making, b"", false).map_err(|e| HankError::io("write", &making, e))?;
+    let branch = format!("hank/{}", spec.slug);
+    let exists = git_ok(
+        &paths.root,
+        &[
+            "rev-parse",
+            "-q",
+            "--verify",
+            &format!("refs/heads/{branch}"),
+        ],
+    )?;
+    let half_there =
+        half && fs::symlink_metadata(wt.join(".git")).is_ok() && pin(paths, &wt).is_ok();
+    if half && !half_there && fs::symlink_metadata(&wt).is_ok() {
+        // A half-made add: its folder goes, git forgets it.
+        let _ = fs::remove_dir_all(&wt);
+        let _admin = admin_lock();
+        let _ = git_ok(&paths.root, &["worktree", "prune"]);
+    }
+    if half_there || take_spare(paths, &wt)? {
+        pin(paths, &wt)?;
+        reset_worktree(&wt, &branch, exists, into)?;
+    } else {
+        add_worktree(paths, &wt, &branch, exists, into)?;
+        pin(paths, &wt)?;
+    }
+    copy_missing_config(&paths.root, &wt)?;
+    let plan = format!(
+        "# Fix plan — task {:?} of a hank fleet\n\n{}",
+        spec.name, spec.section
+    );
+    let path = wt.join(".hank").join("fix_plan.md");
+    store::write_atomic(&path, plan.as_bytes(), false)
+        .map_err(|e| HankError::io("write", path, e))?;
+    fs::remove_file(&making).map_err(|e| HankError::io("remove", &making, e))?;
+    Ok(wt)
+}
+
+/// A new worktree at `wt` on `branch` (made from `into` when it does not exist yet).
+fn add_worktree(paths: &Paths, wt: &Path, branch: &str, exists: bool, into: &str) -> Result<()> {
+    let wt_s = wt.to_string_lossy().into_owned();
+    if let Some(parent) = wt.parent() {
+        fs::create_dir_all(parent).map_err(|e| HankError::io("create", parent, e))?;
+    }
+    let add: Vec<&str> = if exists {
+        vec!["worktree", "add", "-q", &wt_s, branch]
+    } else {
+        vec!["worktree", "add", "-q", "-b", branch, &wt_s, into]
+    };
+    let _admin = admin_lock();
+    // A checkout of every file: bounded by [`TREE_GIT_TIMEOUT`].
+    timed(|| crate::git::run_git_for(&paths.root, &add, TREE_GIT_TIMEOUT)).map_err(|e| {
+        HankError::Internal(format!(
+            "git {} in {}: {e}",
+            add.join(" "),
+            paths.root.display()
+        ))
+    })?;
+    Ok(())
+}
+
+/// A reused (or half-made) worktree at the task's start: `branch` checked out (made from
+/// `into` when it does not exist), every other file removed.
+fn reset_worktree(wt: &Path, branch: &str, exists: bool, into: &str) -> Result<()> {
+    let checkout: Vec<&str> = if exists {
+        vec!["checkout", "-q", "-f", branch]
+    } else {
+        vec!["checkout", "-q", "-f", "-B", branch, into]
+    };
+    for args in [checkout, vec!["clean", "-q", "-ffdx"]] {
+        timed(|| crate::git::run_git_for(wt, &args, TREE_GIT_TIMEOUT)).map_err(|e| {
+            HankError::Internal(format!("git {} in {}: {e}", args.join(" "), wt.display()))
+        })?;
+    }
+    Ok(())
+}
+
+/// The folder of spare worktrees (finished tasks' worktrees kept for reuse).
+const SPARE: &str = "_spare";
+
+/// Moves a spare worktree to `wt` (`git worktree move`); `false` when there is none.
+fn take_spare(paths: &Paths, wt: &Path) -> Result<bool> {
+    let dir = paths.user.join("worktrees").join(SPARE);
+    let Ok(entries) = fs::read_dir(&dir) else {
+        return Ok(false);
+    };
+    let _admin = admin_lock();
+    for e in entries.flatten() {
+        let (from, to) = (e.path(), wt.to_string_lossy().into_owned());
+        let from_s = from.to_string_lossy().into_owned();
+        if git_ok(&paths.root, &["worktree", "move", &from_s, &to])? {
+            return Ok(true);
+        }
+        // Not a worktree git knows (any more): it goes.
+        let _ = fs::remove_dir_all(&from);
+        let _ = git_ok(&paths.root, &["worktree", "prune"]);
+    }
+    Ok(false)
+}
+
+/// A finished task's worktree (merged, or failed with its work committed) kept as a spare
+/// for the next task: its HEAD detached (the task's branch is free for the user), moved under
+/// [`SPARE`]. Removed instead when that fails.
+pub(super) fn retire_worktree(paths: &Paths, wt: &Path) {
+    let dir = paths.user.join("worktrees").join(SPARE);
+    let name = wt
+        .file_name()
+        .map_or_else(|| "w".to_string(), |n| n.to_string_lossy().into_owned());
+    let mut to = dir.join(&name);
+    let mut n = 1;
+    while fs::symlink_metadata(&to).is_ok() {
+        n += 1;
+        to = dir.join(format!("{name}-{n}"));
+    }
+    let moved = pin(paths, wt).is_ok()
+        && git_ok(wt, &["checkout", "-q", "--detach"]).unwrap_or(false)
+        && fs::create_dir_all(&dir).is_ok()
+        && {
+            let (from, to) = (wt.to_string_lossy(), to.to_string_lossy());
+            let _admin = admin_lock();
+            git_ok(&paths.root, &["worktree", "move", &from, &to]).unwrap_or(false)
+        };
+    if !moved {
+        remove_worktree(paths, wt);
+    }
+}
+
+/// The spare worktrees removed (the fleet is over): their folders deleted side by side,
+/// then git forgets them.
+pub(super) fn remove_spares(paths: &Paths) {
+    let dir = paths.user.join("worktrees").join(SPARE);
+    let Ok(entries) = fs::read_dir(&dir) else {
+        return;
+    };
+    let spares: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    std::thread::scope(|s| {
+        for spare in &spares {
+            s.spawn(move || {
+                let _ = fs::remove_dir_all(spare);
+            });
+        }
+    });
+    let _ = fs::remove_dir(&dir);
+    let _admin = admin_lock();
+    let _ = git_ok(&paths.root, &["worktree", "prune"]);
+}
+
+/// Opens the task worktree `wt` from the checkout's own records ([`Repo::task_worktree`]):
+/// every later git command of the fleet in `wt` uses that git directory.
+pub(super) fn pin(paths: &Paths, wt: &Path) -> Result<Repo> {
+    Repo::task_worktree(&paths.root, wt)
+        .map_err(|e| HankError::Internal(format!("the worktree {}: {e}", wt.display())))
+}
+
+pub(super) fn remove_worktree(paths: &Paths, wt: &Path) {
+    let _admin = admin_lock();
+    let wt_s = wt.to_string_lossy().into_owned();
+    // A deletion of every file: bounded by [`TREE_GIT_TIMEOUT`], not the usual minute (at
+    // 100,000 files on a loaded machine it took longer, and the fallback below then deleted
+    // the tree in hank's own process).
+    if timed(|| {
+        crate::git::run_git_for(
+            &paths.root,
+            &["worktree", "remove", "--force", &wt_s],
+            TREE_GIT_TIMEOUT,
+        )
+    })
+    .is_ok()
+    {
+        return;
+    }
+    let _ = fs::remove_dir_all(wt);
+    let _ = git_ok(&paths.root, &["worktree", "prune"]);
+}
+
+/// Held while a worktree is added, removed or pruned: git reads every worktree's admin folder
+/// in those commands, and one being written by a concurrent `git worktree add` makes them fail
+/// ("failed to read .git/worktrees/X/commondir"). Only these are serialized; merges, commits
+/// and checks in the worktrees run concurrently.
+pub(super) static WORKTREE_ADMIN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+pub(super) fn admin_lock() -> std::sync::MutexGuard<'static, ()> {
+    WORKTREE_ADMIN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
