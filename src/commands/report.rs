@@ -60,9 +60,20 @@ pub(crate) fn parse_since(text: &str, tz: &TimeZone) -> Result<Since> {
 /// The loops of the event file with the run each belongs to, and the number of runs. Each
 /// line is read with the event stream's one reader ([`EventLine`]).
 pub(crate) fn read_loops<R: BufRead>(events: R) -> (Vec<(u64, LoopCost)>, u64) {
+    let (loops, runs, _) = read_events(events);
+    (loops, runs)
+}
+
+/// A minor finding of a review round (REVIEW_AGENT): not sent back to the agent, shown by the
+/// report: the run it belongs to, when, and its line (`round N: [minor] path: text`).
+pub(crate) type Minor = (u64, Timestamp, String);
+
+/// [`read_loops`], and the review rounds' minor findings.
+fn read_events<R: BufRead>(events: R) -> (Vec<(u64, LoopCost)>, u64, Vec<Minor>) {
     let mut run = 1u64;
     let mut run_has_events = false;
     let mut loops = Vec::new();
+    let mut minors = Vec::new();
     for line in events.split(b'\n') {
         let Ok(line) = line else { break };
         let Some(e) = EventLine::parse(&line) else {
@@ -84,6 +95,12 @@ pub(crate) fn read_loops<R: BufRead>(events: R) -> (Vec<(u64, LoopCost)>, u64) {
                 }) = &e.event
                 {
                     loops.push((run, r.receipt(*at)));
+                    for f in &r.findings {
+                        if f.severity == crate::analysis::review::Severity::Minor {
+                            let line = crate::policy::review::finding_line(f);
+                            minors.push((run, *at, format!("round {}: {line}", r.round)));
+                        }
+                    }
                 }
             }
             "exit" => {
@@ -94,7 +111,7 @@ pub(crate) fn read_loops<R: BufRead>(events: R) -> (Vec<(u64, LoopCost)>, u64) {
         }
     }
     let runs = if run_has_events { run } else { run - 1 };
-    (loops, runs)
+    (loops, runs, minors)
 }
 
 /// The `--json` report.
@@ -109,6 +126,9 @@ struct JsonReport<'a> {
     since_time: Option<Timestamp>,
     first_loop_at: Option<Timestamp>,
     last_loop_at: Option<Timestamp>,
+    /// The review rounds' minor findings (not sent back to the agent), oldest first.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    review_minors: &'a [String],
     #[serde(flatten)]
     receipts: &'a Receipts,
 }
@@ -126,7 +146,7 @@ pub(crate) fn run(args: &cli::ReportArgs) -> Result<u8> {
         return fleet_report(&dir, args.json, since);
     }
     // Only a regular file is read: a FIFO or device planted there is an error naming it.
-    let (chosen, runs) = chosen_loops(&store.path(crate::store::HankFile::Events), since)?;
+    let (chosen, runs, minors) = chosen_events(&store.path(crate::store::HankFile::Events), since)?;
     let r = receipts::attribute(&chosen);
     let first = chosen.iter().filter_map(|l| l.at).min();
     let last = chosen.iter().filter_map(|l| l.at).max();
@@ -143,6 +163,7 @@ pub(crate) fn run(args: &cli::ReportArgs) -> Result<u8> {
             },
             first_loop_at: first,
             last_loop_at: last,
+            review_minors: &minors,
             receipts: &r,
         };
         let text = serde_json::to_string_pretty(&report)
@@ -150,7 +171,9 @@ pub(crate) fn run(args: &cli::ReportArgs) -> Result<u8> {
         out(&format!("{text}\n"))?;
         return Ok(exit::OK);
     }
-    out(&render(&r, runs, since, first, last))?;
+    let mut text = render(&r, runs, since, first, last);
+    text.push_str(&render_minors(&minors));
+    out(&text)?;
     Ok(exit::OK)
 }
 
@@ -178,21 +201,33 @@ struct FleetReport {
 /// The loops of one event file chosen by `since` (a missing file has none; anything but a
 /// regular file is an error naming it).
 fn chosen_loops(path: &std::path::Path, since: Since) -> Result<(Vec<LoopCost>, u64)> {
-    let (loops, runs) = match crate::fsread::open_regular(path, crate::fsread::Follow::No) {
-        Ok(f) => read_loops(std::io::BufReader::new(f)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Vec::new(), 0),
+    chosen_events(path, since).map(|(loops, runs, _)| (loops, runs))
+}
+
+/// [`chosen_loops`], and the minor review findings of the same range (their lines).
+fn chosen_events(
+    path: &std::path::Path,
+    since: Since,
+) -> Result<(Vec<LoopCost>, u64, Vec<String>)> {
+    let (loops, runs, minors) = match crate::fsread::open_regular(path, crate::fsread::Follow::No) {
+        Ok(f) => read_events(std::io::BufReader::new(f)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Vec::new(), 0, Vec::new()),
         Err(e) => return Err(HankError::io("failed to read", path, e)),
     };
-    let chosen = loops
-        .into_iter()
-        .filter(|(run, l)| match since {
-            Since::All => true,
-            Since::Run(n) => *run >= n,
-            Since::Time(t) => l.at.is_some_and(|at| at >= t),
-        })
+    let chosen = |run: u64, at: Option<Timestamp>| match since {
+        Since::All => true,
+        Since::Run(n) => run >= n,
+        Since::Time(t) => at.is_some_and(|at| at >= t),
+    };
+    let loops = (loops.into_iter())
+        .filter(|(run, l)| chosen(*run, l.at))
         .map(|(_, l)| l)
         .collect();
-    Ok((chosen, runs))
+    let minors = (minors.into_iter())
+        .filter(|(run, at, _)| chosen(*run, Some(*at)))
+        .map(|(_, _, line)| line)
+        .collect();
+    Ok((loops, runs, minors))
 }
 
 /// `hank report --fleet`: each task of the fleet (`.hank/fleet.json`) from the events its
@@ -289,6 +324,20 @@ fn tokens(n: u64) -> String {
 
 fn pct(u: Option<f64>) -> String {
     u.map_or_else(|| "?".to_string(), |u| format!("{:.0}%", u * 100.0))
+}
+
+/// The review rounds' minor findings under the table (nothing when there are none).
+fn render_minors(minors: &[String]) -> String {
+    if minors.is_empty() {
+        return String::new();
+    }
+    let mut s =
+        String::from("\nminor review findings (REVIEW_AGENT; not sent back to the agent):\n");
+    for line in minors {
+        let shown = crate::sanitize::line(line);
+        s.push_str(&format!("  {}\n", crate::sanitize::cut_chars(&shown, 300)));
+    }
+    s
 }
 
 /// The table.
@@ -437,6 +486,27 @@ not json
         let (_, one) =
             read_loops("{\"type\":\"exit\",\"at\":\"2026-11-24T10:02:00Z\"}\n".as_bytes());
         assert_eq!(one, 1);
+    }
+
+    #[test]
+    fn minor_review_findings_are_listed_under_the_table_and_blockers_are_not() {
+        let events = concat!(
+            r#"{"schema_version":2,"type":"review","at":"2026-11-24T10:02:00Z","round":1,"max_rounds":3,"agent":"codex","loop":2,"verdict":"changes","blockers":1,"minors":1,"findings":[{"severity":"blocker","path":"src/a.rs","text":"no error handling"},{"severity":"minor","path":"README.md","text":"typo\u001b[31m here"}],"cost_usd":0.1,"tokens":40,"duration_ms":900}"#,
+            "\n"
+        );
+        let (loops, runs, minors) = read_events(events.as_bytes());
+        assert_eq!((loops.len(), runs), (1, 1));
+        let lines: Vec<String> = minors.into_iter().map(|(_, _, l)| l).collect();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].starts_with("round 1: [minor] README.md: typo"),
+            "{lines:?}"
+        );
+        let shown = render_minors(&lines);
+        assert!(shown.contains("minor review findings"), "{shown}");
+        assert!(!shown.contains('\u{1b}'), "{shown:?}");
+        assert!(!shown.contains("no error handling"), "{shown}");
+        assert_eq!(render_minors(&[]), "");
     }
 
     #[test]
