@@ -466,6 +466,30 @@ fn verify_check(command: Option<&str>, dir: &Path) -> Option<Check> {
     })
 }
 
+/// REVIEW_AGENT (issue 39): the reviewer's profile and program, found as a run would find them,
+/// and its limits (`None` when no reviewer is set).
+fn review_check(s: &settings::Settings) -> Option<Check> {
+    let name = s.review_agent.value.as_deref()?;
+    Some(match crate::agent::profile::resolve_reviewer(s) {
+        Ok(Some(agent)) => Check::ok(
+            "review",
+            format!(
+                "REVIEW_AGENT={} ({}), read-only, in a fresh session; at most {} round(s), reviews stop past {:.0}% of the run's cost",
+                crate::sanitize::line(name),
+                agent.command.program.display(),
+                s.review_max_rounds.value,
+                s.review_max_share.value * 100.0
+            ),
+        ),
+        Ok(None) => return None,
+        Err(e) => Check::failed(
+            "review",
+            &e,
+            "install the reviewer's client, or set REVIEW_AGENT_CMD to its path (or unset REVIEW_AGENT)",
+        ),
+    })
+}
+
 /// `hank doctor [--json]`: exit 0 when every required check passes, 1 otherwise.
 /// With DELIVER set: the remote, the forge login and the push permission, each with its fix.
 fn delivery_checks(s: &settings::Settings, dir: &Path) -> Vec<Check> {
@@ -594,6 +618,7 @@ pub(crate) fn run(args: &cli::DoctorArgs) -> Result<u8> {
             if let Some(c) = verify_check(s.verify_command.value.as_deref(), &dir) {
                 checks.push(c);
             }
+            checks.extend(review_check(s));
             checks.push(sandbox_check(s));
             checks.extend(delivery_checks(s, &dir));
         }

@@ -257,3 +257,28 @@ fn each_fleet_task_is_reviewed_before_its_merge() {
         "{files}"
     );
 }
+
+/// `hank doctor` checks the reviewer as a run would find it: ready, or failed with its fix.
+#[test]
+fn doctor_checks_the_reviewer() {
+    let (p, _) = reviewed("");
+    let doctor = |p: &Project| {
+        let out = p.cmd().args(["doctor", "--json"]).output().expect("doctor");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        crate::support::doctor_check(&v, "review").clone()
+    };
+    let ready = doctor(&p);
+    assert_eq!(ready["ok"], true, "{ready}");
+    let detail = ready["detail"].as_str().unwrap_or_default();
+    assert!(detail.starts_with("REVIEW_AGENT=claude ("), "{detail}");
+    assert!(detail.contains("at most 3 round(s)"), "{detail}");
+    p.hankrc("# test project\nREVIEW_AGENT=claude\nREVIEW_AGENT_CMD=no-such-reviewer\n");
+    let missing = doctor(&p);
+    assert_eq!(missing["ok"], false, "{missing}");
+    assert!(
+        missing["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("REVIEW_AGENT claude")),
+        "{missing}"
+    );
+}
