@@ -499,5 +499,6 @@ fn open_pr(f: &dyn Forge, rec: &DeliveryRecord, branch: &str) -> Result<forge::P
         body: rec.evidence.body.clone(),
         base: rec.base.clone(),
         head: branch.to_string(),
+        draft: false,
     })
 }

@@ -209,7 +209,9 @@ impl InRun {
         // Kept open at the step reached until the round's verdict.
         self.save_record(dir, &d, &Delivered::Final(ExitReason::Interrupted), reached)?;
         if self.mode == DeliverMode::Pr {
-            if let Err(e) = self.open_pr(&mut d) {
+            // Work the reviewer did not approve goes up as a draft.
+            let draft = reason == ExitReason::ReviewRejected;
+            if let Err(e) = self.open_pr(&mut d, draft) {
                 return self.forge_failed(
                     dir,
                     store,
@@ -221,6 +223,15 @@ impl InRun {
                 );
             }
             reached = DeliveryStep::PrOpened;
+        }
+        // Not approved by the reviewer: pushed (and a draft opened) for the user to look at,
+        // never waited for nor merged; the run stops `review_rejected`.
+        if reason == ExitReason::ReviewRejected {
+            d.exit_reason = Some(reason);
+            self.keep(store, &d, host)?;
+            let outcome = Delivered::Final(reason);
+            self.save_record(dir, &d, &outcome, reached)?;
+            return Ok(outcome);
         }
         let (Some(w), Some(_)) = (self.wait, self.forge.as_ref()) else {
             d.exit_reason = Some(ExitReason::Delivered);
@@ -465,7 +476,7 @@ impl InRun {
 
     /// Opens the pull request (once per run; an open one of the branch is reused) with hank's
     /// evidence (the round's record) as its body, and comments on the issues it closes.
-    fn open_pr(&mut self, d: &mut Delivery) -> Result<()> {
+    fn open_pr(&mut self, d: &mut Delivery, draft: bool) -> Result<()> {
         let Some(f) = self.forge.as_deref() else {
             return Ok(());
         };
@@ -476,6 +487,7 @@ impl InRun {
                 body: ev.body.clone(),
                 base: self.base.clone(),
                 head: self.branch.clone(),
+                draft,
             })?;
             for issue in &ev.closes {
                 if let Err(e) = f.comment_issue(*issue, &super::issue_comment(&opened)) {

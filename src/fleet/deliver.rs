@@ -187,6 +187,7 @@ pub async fn integration(
         body: rec.evidence.body.clone(),
         base: base.clone(),
         head: into.to_string(),
+        draft: false,
     }) {
         Ok(pr) => pr,
         Err(e) => {

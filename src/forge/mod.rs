@@ -49,6 +49,9 @@ pub struct NewPullRequest {
     pub base: String,
     /// The delivery branch.
     pub head: String,
+    /// Opened as a draft (a GitHub draft pull request; a GitLab merge request titled
+    /// `Draft: …`): work the reviewer did not approve (`review_rejected`).
+    pub draft: bool,
 }
 
 /// What the forge says about the login.
@@ -249,7 +252,11 @@ impl<A: Api> Forge for GitHub<A> {
     }
 
     fn create_pr(&self, pr: &NewPullRequest) -> Result<PullRequest> {
-        let body = json!({"title": pr.title, "body": pr.body, "base": pr.base, "head": pr.head});
+        let mut body =
+            json!({"title": pr.title, "body": pr.body, "base": pr.base, "head": pr.head});
+        if pr.draft {
+            body["draft"] = json!(true);
+        }
         let r = self
             .api
             .call("POST", &format!("repos/{}/pulls", self.repo), Some(&body))?;
@@ -468,7 +475,12 @@ impl<A: Api> Forge for GitLab<A> {
     }
 
     fn create_pr(&self, pr: &NewPullRequest) -> Result<PullRequest> {
-        let body = json!({"source_branch": pr.head, "target_branch": pr.base, "title": pr.title, "description": pr.body});
+        let title = if pr.draft {
+            format!("Draft: {}", pr.title)
+        } else {
+            pr.title.clone()
+        };
+        let body = json!({"source_branch": pr.head, "target_branch": pr.base, "title": title, "description": pr.body});
         let r = self.api.call(
             "POST",
             &format!("{}/merge_requests", self.project()),

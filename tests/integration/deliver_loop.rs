@@ -813,3 +813,39 @@ fn a_hook_planted_during_the_run_does_not_run_at_its_delivery() {
     assert!(branches.contains("hank/main"), "{branches}");
     assert!(!marker.exists(), "the agent's hook ran at the push");
 }
+
+/// REVIEW_AGENT rejects the work every round: with DELIVER=pr it still goes up, as a draft
+/// pull request nobody waits for or merges, and the run stops `review_rejected` (exit 2).
+#[test]
+fn work_the_reviewer_rejected_is_delivered_as_a_draft_and_the_run_stops_rejected() {
+    let s = setup("Fix login");
+    let review = s.p.fake.join("review");
+    std::fs::create_dir_all(&review).expect("review folder");
+    std::fs::write(
+        review.join("verdict"),
+        "---HANK_REVIEW---\nVERDICT: CHANGES\nFINDINGS:\n- [blocker] src/work.txt: not what the item asks\n---END_HANK_REVIEW---\n",
+    )
+    .expect("verdict");
+    let gh = FakeGitHub::start();
+    gh.set(|w| w.check_runs.push(green_check()));
+    let out = s.run(
+        &gh,
+        "DELIVER=pr\nREVIEW_AGENT=claude\nREVIEW_AGENT_CMD=reviewer\nREVIEW_MAX_ROUNDS=1\n",
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let st = s.p.status();
+    assert_eq!(st["exit_reason"], "review_rejected", "{st}");
+    let created = pulls(&gh);
+    assert_eq!(created.len(), 1, "{err}");
+    let body: Value = serde_json::from_str(&created[0].body).expect("PR request JSON");
+    assert_eq!(body["draft"], true, "{body}");
+    assert_contains(
+        body["body"].as_str().unwrap_or_default(),
+        "not what the item asks",
+    );
+    // Pushed, never waited for.
+    let files = files_of(&s.remote, "hank/main");
+    assert!(files.lines().any(|f| f == "src/work.txt"), "{files}");
+    assert_ne!(st["delivery"]["checks"], "green", "{st}");
+}

@@ -552,9 +552,18 @@ impl Run {
     /// of its kind are left. The plan is still complete then: the next gates skip its claim
     /// (the agent is called first), and the agent's next verified "done" delivers again.
     fn delivered(&mut self, d: Delivered) {
-        let (Phase::Delivering(_), Some(max)) = (self.phase, self.deliver) else {
+        let (Phase::Delivering(reason), Some(max)) = (self.phase, self.deliver) else {
             return;
         };
+        if reason == ExitReason::ReviewRejected {
+            // Delivered as a draft: the run stops rejected, whatever the delivery handed back
+            // (a refused push is in the delivery record, not another round of work).
+            self.phase = Phase::Ended(match d {
+                Delivered::Final(r) => r,
+                Delivered::Feedback { .. } => reason,
+            });
+            return;
+        }
         match d {
             Delivered::Final(r) => self.phase = Phase::Ended(r),
             Delivered::Feedback {
@@ -598,6 +607,10 @@ impl Run {
                     RoundEnd::Approved => {
                         self.approved = true;
                         self.phase = Phase::Decided(Decision::Stop(reason));
+                    }
+                    // The work is kept; with DELIVER it goes up (a draft pull request) first.
+                    RoundEnd::Rejected if self.deliver.is_some() => {
+                        self.phase = Phase::Delivering(ExitReason::ReviewRejected);
                     }
                     RoundEnd::Rejected => self.phase = Phase::Ended(ExitReason::ReviewRejected),
                     RoundEnd::BackToWorker => {
