@@ -139,6 +139,17 @@ impl Engine {
             self.fx.publish_windows(&self.state.windows, at);
         }
         self.reviewer.cost += a.cost_usd;
+        // The reviewer's own usage limit: no round spent; wait for its reset.
+        let policy = self.s.on_usage_limit.value;
+        if let Some(limit) = Reviewed::at_usage_limit(a.error.as_ref(), policy, at) {
+            self.warn(&format!(
+                "the reviewer ({}) hit its usage limit: the review round runs after its reset",
+                agent.name()
+            ));
+            self.fx.persist(&self.state, false)?;
+            self.run.on(Fact::Reviewed(limit), self.fx.now());
+            return Ok(());
+        }
         let failed = call_failure(&got);
         let verdict = review::of_answer(a.review.as_ref(), failed.as_deref());
         let seen = ReviewRound {

@@ -61,6 +61,16 @@ pub const COMPLETION_MIN: usize = 2;
 pub const USAGE_RESET_MARGIN: SignedDuration = SignedDuration::from_secs(60);
 /// Wait when the usage-limit reset time is unknown.
 pub const USAGE_UNKNOWN_WAIT: SignedDuration = SignedDuration::from_mins(60);
+
+/// When a call that hit its usage limit may be made again: the reset the output named plus
+/// [`USAGE_RESET_MARGIN`], else [`USAGE_UNKNOWN_WAIT`] from `now`.
+#[must_use]
+pub fn usage_limit_until(reset: Option<Timestamp>, now: Timestamp) -> Timestamp {
+    match reset.map(|r| add_duration(r, USAGE_RESET_MARGIN)) {
+        Some(u) if u > now => u,
+        _ => add_duration(now, USAGE_UNKNOWN_WAIT),
+    }
+}
 /// Cap of the exponential backoff (unless the base itself is larger).
 pub const BACKOFF_CAP: SignedDuration = SignedDuration::from_mins(15);
 /// Consecutive loops (of one run) in which the agent only asked questions, after which the
@@ -363,13 +373,8 @@ pub fn after_loop(input: &AfterLoop<'_>) -> Decision {
         if cfg.on_usage_limit == UsageLimitPolicy::Exit {
             return Decision::Stop(ExitReason::UsageLimit);
         }
-        let reset = a.error.as_ref().and_then(|e| e.reset_at);
-        let until = match reset.map(|r| add_duration(r, USAGE_RESET_MARGIN)) {
-            Some(u) if u > input.now => u,
-            _ => add_duration(input.now, USAGE_UNKNOWN_WAIT),
-        };
         return Decision::Wait {
-            until,
+            until: usage_limit_until(a.error.as_ref().and_then(|e| e.reset_at), input.now),
             reason: WaitReason::UsageLimit,
         };
     }

@@ -282,3 +282,23 @@ fn doctor_checks_the_reviewer() {
         "{missing}"
     );
 }
+
+/// The reviewer's own usage limit is not a verdict: no round is spent on it, and with
+/// `ON_USAGE_LIMIT=exit` the run stops `usage_limit` (it waits for the reset otherwise, as a
+/// worker's call would: `policy::run` tests).
+#[test]
+fn a_reviewer_at_its_usage_limit_spends_no_round() {
+    let (p, review) = reviewed("ON_USAGE_LIMIT=exit\n");
+    let reset = jiff::Timestamp::now().as_second() + 3600;
+    std::fs::write(
+        review.join("response-1"),
+        crate::support::usage_limit_json(reset),
+    )
+    .unwrap();
+    let o = p.run(&[]);
+    let s = p.status();
+    assert_eq!(s["exit_reason"], "usage_limit", "{s}\n{}", stderr(&o));
+    assert_eq!((p.calls(), calls(&review)), (1, 1), "{}", stderr(&o));
+    assert!(p.events_of("review").is_empty(), "no round was counted");
+    assert!(stderr(&o).contains("hit its usage limit"), "{}", stderr(&o));
+}

@@ -299,6 +299,27 @@ pub enum Reviewed {
     Stop(ExitReason),
 }
 
+impl Reviewed {
+    /// A review call that hit its client's usage limit (`error`): no round, but a wait for
+    /// the reset (as a worker's call would), or the stop `ON_USAGE_LIMIT=exit` asks for.
+    #[must_use]
+    pub fn at_usage_limit(
+        error: Option<&crate::analysis::AgentError>,
+        policy: UsageLimitPolicy,
+        now: Timestamp,
+    ) -> Option<Self> {
+        let e = error.filter(|e| e.kind == crate::analysis::ErrorKind::UsageLimit)?;
+        Some(if policy == UsageLimitPolicy::Exit {
+            Self::Stop(ExitReason::UsageLimit)
+        } else {
+            Self::Wait {
+                until: decide::usage_limit_until(e.reset_at, now),
+                reason: WaitReason::UsageLimit,
+            }
+        })
+    }
+}
+
 /// What happened.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Fact {

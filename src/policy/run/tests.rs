@@ -1296,3 +1296,53 @@ fn a_review_waits_for_limits_and_stops_at_budgets() {
     run.on(Fact::Interrupted, t0());
     assert_eq!(run.next(t0()), Step::Stop(ExitReason::Interrupted));
 }
+
+#[test]
+fn a_reviewer_at_its_usage_limit_waits_for_the_reset_or_stops_as_asked() {
+    use crate::analysis::{AgentError, ErrorKind};
+    let error = |kind, reset| AgentError {
+        kind,
+        message: "limit".into(),
+        api_status: None,
+        reset_at: reset,
+        window: None,
+    };
+    let reset = t0() + hours(2);
+    let cases = [
+        // (error, policy, expected)
+        (None, UsageLimitPolicy::Wait, None),
+        (
+            Some(error(ErrorKind::Auth, Some(reset))),
+            UsageLimitPolicy::Wait,
+            None,
+        ),
+        (
+            Some(error(ErrorKind::UsageLimit, Some(reset))),
+            UsageLimitPolicy::Wait,
+            Some(Reviewed::Wait {
+                until: reset + decide::USAGE_RESET_MARGIN,
+                reason: WaitReason::UsageLimit,
+            }),
+        ),
+        (
+            Some(error(ErrorKind::UsageLimit, None)),
+            UsageLimitPolicy::Wait,
+            Some(Reviewed::Wait {
+                until: t0() + decide::USAGE_UNKNOWN_WAIT,
+                reason: WaitReason::UsageLimit,
+            }),
+        ),
+        (
+            Some(error(ErrorKind::UsageLimit, Some(reset))),
+            UsageLimitPolicy::Exit,
+            Some(Reviewed::Stop(ExitReason::UsageLimit)),
+        ),
+    ];
+    for (i, (e, policy, want)) in cases.into_iter().enumerate() {
+        assert_eq!(
+            Reviewed::at_usage_limit(e.as_ref(), policy, t0()),
+            want,
+            "case {i}"
+        );
+    }
+}
