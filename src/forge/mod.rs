@@ -124,7 +124,8 @@ fn refused(what: &str, via: &str, r: &Reply) -> HankError {
     ))
 }
 
-fn text(v: &Value, key: &str) -> String {
+/// A string field of a JSON object (empty when absent).
+pub(crate) fn text(v: &Value, key: &str) -> String {
     v.get(key)
         .and_then(Value::as_str)
         .unwrap_or_default()
@@ -193,7 +194,7 @@ fn login(v: &Value) -> String {
 }
 
 /// Path segments are percent-encoded where they carry user text (branch names).
-fn enc(s: &str) -> String {
+pub(crate) fn enc(s: &str) -> String {
     let mut out = String::new();
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {

@@ -70,28 +70,26 @@ pub trait Api {
     /// What carries the requests, for messages (`gh`, `REST at http://…`).
     fn describe(&self) -> String;
 
-    /// Sends the request.
+    /// Sends the request with request headers added (`If-None-Match` of a conditional
+    /// request; they carry no secret).
     ///
     /// # Errors
     /// The request could not be made (the program failed to start, the connection failed);
     /// an HTTP error status is a [`Reply`], not an error.
-    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Reply>;
-
-    /// [`Api::call`] with request headers added (`If-None-Match` of a conditional request).
-    /// Request headers carry no secret: a carrier that cannot add them sends the request
-    /// without.
-    ///
-    /// # Errors
-    /// As [`Api::call`].
     fn call_with(
         &self,
         method: &str,
         path: &str,
         body: Option<&Value>,
         headers: &[(String, String)],
-    ) -> Result<Reply> {
-        let _ = headers;
-        self.call(method, path, body)
+    ) -> Result<Reply>;
+
+    /// Sends the request ([`Api::call_with`] without headers).
+    ///
+    /// # Errors
+    /// As [`Api::call_with`].
+    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Reply> {
+        self.call_with(method, path, body, &[])
     }
 }
 
@@ -169,10 +167,6 @@ impl Api for CliApi {
         self.program
             .file_name()
             .map_or_else(|| "cli".to_string(), |n| n.to_string_lossy().into_owned())
-    }
-
-    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Reply> {
-        self.call_with(method, path, body, &[])
     }
 
     fn call_with(
@@ -446,10 +440,6 @@ impl Http {
 impl Api for Http {
     fn describe(&self) -> String {
         format!("REST at {}", self.base)
-    }
-
-    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Reply> {
-        self.call_with(method, path, body, &[])
     }
 
     fn call_with(

@@ -13,6 +13,7 @@
 pub mod budget;
 pub mod claims;
 
+use crate::forge::{enc, text};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -125,25 +126,6 @@ pub fn open(
         cache_path,
         cache,
     })
-}
-
-fn enc(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-fn text(v: &Value, key: &str) -> String {
-    v.get(key)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
 }
 
 impl Tracker {
