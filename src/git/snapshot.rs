@@ -741,6 +741,12 @@ pub struct Snapshot {
     /// Per dirty path (same order): a key of its stat data and its content key (0: none),
     /// reused by the next snapshot when the stat data is the same and old enough.
     reuse: Vec<(u64, u64)>,
+    /// Tracked files found clean by their content although their stat data differs from the
+    /// index's (an index git has not refreshed: after a copy, a checkout elsewhere): a key of
+    /// the stat data and the index's id. The next snapshot takes the same key as clean
+    /// without hashing the file again (git would have refreshed the index instead; hank never
+    /// writes it).
+    verified: std::collections::HashMap<String, u64>,
 }
 
 /// Names never looked at: hank's own files at the top of the project.
@@ -840,6 +846,7 @@ struct Reader<'a> {
     reuse_before: i128,
     index: Table,
     dirty: Vec<Row>,
+    verified: std::collections::HashMap<String, u64>,
 }
 
 /// Takes a snapshot of the project at `layout` (`prev`: the last snapshot of the same
@@ -880,6 +887,7 @@ fn take_at(layout: &Layout, prev: Option<&Snapshot>, depth: u8) -> Result<Snapsh
         reuse_before: now - 2_000_000_000,
         index: Table::default(),
         dirty: Vec::new(),
+        verified: std::collections::HashMap::new(),
     };
     r.snapshot()
 }
@@ -931,6 +939,7 @@ impl Reader<'_> {
             index: self.index,
             dirty,
             reuse,
+            verified: self.verified,
         })
     }
 
@@ -1116,6 +1125,20 @@ impl Reader<'_> {
             });
             return;
         }
+        // Clean by its content at this very stat data before (and not modified just before).
+        let verified = key_of((skey, t.oid));
+        let settled = {
+            let m = i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
+            m < self.reuse_before
+        };
+        if !exec_changed
+            && !t.ita
+            && settled
+            && self.prev.and_then(|p| p.verified.get(name)) == Some(&verified)
+        {
+            self.verified.insert(name.to_string(), verified);
+            return;
+        }
         let content = self.reused(name, skey, &meta).or_else(|| {
             let id = if kind == S_IFLNK {
                 link_blob_id(&path)
@@ -1129,6 +1152,9 @@ impl Reader<'_> {
             return;
         };
         if !exec_changed && !t.ita && content == key_of((5u8, t.oid)) {
+            if settled && !stat_same {
+                self.verified.insert(name.to_string(), verified);
+            }
             return;
         }
         self.dirty.push(Row {

@@ -507,3 +507,69 @@ fn a_fifo_planted_in_the_repository_never_blocks() {
     }
     assert!(take(&l, None).is_err());
 }
+
+/// An index git has not refreshed (the project copied with `cp -a`: new inodes and ctimes):
+/// a file found clean by its content is taken as clean at the same stat data next time
+/// without hashing it again — and still counts as changed when its content, its stat data
+/// or the index's id of it changes.
+#[test]
+fn files_clean_under_a_stale_index_are_hashed_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let orig = tmp.path().join("orig");
+    std::fs::create_dir(&orig).unwrap();
+    git_in(&orig, &["init", "-q"]);
+    write(&orig, "a.txt", "a\n");
+    write(&orig, "b.txt", "b\n");
+    git_in(&orig, &["add", "-A"]);
+    git_in(&orig, &["commit", "-q", "-m", "a"]);
+    let d = tmp.path().join("copy");
+    let copied = std::process::Command::new("cp")
+        .args(["-a"])
+        .arg(&orig)
+        .arg(&d)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    // Old enough for the verified keys to be kept (files modified in the last 2 s are not).
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+    for f in ["a.txt", "b.txt"] {
+        let file = std::fs::File::options()
+            .write(true)
+            .open(d.join(f))
+            .unwrap();
+        file.set_modified(old).unwrap();
+    }
+    let l = layout(&d).unwrap();
+    let first = take(&l, None).unwrap();
+    assert!(first.dirty.is_empty(), "{:?}", first.dirty);
+    assert_eq!(first.verified.len(), 2, "both hashed and found clean");
+    let second = take(&l, Some(&first)).unwrap();
+    assert!(second.dirty.is_empty());
+    assert_eq!(
+        second.verified, first.verified,
+        "taken as verified, not hashed again"
+    );
+    // The content changes (and so the stat data): dirty.
+    write(&d, "a.txt", "changed\n");
+    // The index's id changes while the file stays: dirty too.
+    let blob = blob_hex(b"other\n");
+    std::fs::write(d.join("other.tmp"), "other\n").unwrap();
+    git_in(&d, &["hash-object", "-w", "other.tmp"]);
+    std::fs::remove_file(d.join("other.tmp")).unwrap();
+    git_in(
+        &d,
+        &[
+            "update-index",
+            "--cacheinfo",
+            &format!("100644,{blob},b.txt"),
+        ],
+    );
+    let third = take(&l, Some(&second)).unwrap();
+    let dirty: Vec<&str> = third.dirty.iter().map(|(n, _)| n).collect();
+    assert_eq!(dirty, ["a.txt", "b.txt"]);
+    let (_, git_dirty) = status(&d);
+    assert_eq!(
+        git_dirty.iter().map(String::as_str).collect::<Vec<_>>(),
+        ["a.txt", "b.txt"]
+    );
+}
