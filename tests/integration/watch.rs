@@ -511,3 +511,46 @@ fn a_forge_the_tasks_could_not_open_prs_on_is_refused_before_any_claim() {
     assert!(claim_refs(&remote).is_empty(), "{err}");
     assert!(gl.world.lock().unwrap().notes.is_empty());
 }
+
+/// Without GH_TOKEN the watch asks through the real `gh` (its own login): the listings'
+/// conditional requests go through it too, and an unchanged listing answered 304 is not
+/// counted against the budget.
+#[test]
+fn through_the_real_gh_an_unchanged_listing_is_a_304_not_counted() {
+    let Some(real) = crate::deliver::real_gh("watch through the real gh") else {
+        return;
+    };
+    let (p, _remote, gh) = setup();
+    // gh's own login (hosts.yml), not GH_TOKEN: so hank has no token and takes gh.
+    let config = p.home.join("gh-config");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("hosts.yml"),
+        "github.localhost:\n    oauth_token: x-real-gh-token\n    user: hank-test\n    git_protocol: https\n",
+    )
+    .unwrap();
+    let dry = |p: &Project| {
+        let _ = std::fs::remove_file(p.home.join("bin/gh"));
+        let mut c = crate::deliver::through_real_gh(p, &real, &gh);
+        c.env_remove("GH_TOKEN").args(["watch", "--dry-run"]);
+        let o = c.output().expect("hank watch");
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        o
+    };
+    let first = dry(&p);
+    let text = stderr(&first) + &String::from_utf8_lossy(&first.stdout);
+    assert!(
+        text.contains("through gh") || text.contains("(gh)"),
+        "{text}"
+    );
+    assert!(text.contains("Add the alpha file"), "{text}");
+    let before = budget(&p);
+    let second = dry(&p);
+    let after = budget(&p);
+    assert!(
+        after["not_modified"].as_u64().unwrap_or(0) > before["not_modified"].as_u64().unwrap_or(0),
+        "{before} → {after}\n{}",
+        stderr(&second)
+    );
+    assert_eq!(after["counted"], before["counted"], "{before} → {after}");
+}
