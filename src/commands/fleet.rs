@@ -23,6 +23,26 @@ pub(crate) fn run(a: &FleetArgs) -> Result<u8> {
     super::recording_exit_code(a.record_exit_code, || run_checked(a))
 }
 
+/// `--agents N` of `hank fleet` and `hank watch`: a whole number ≥ 1.
+pub(super) fn parse_agents(given: &str) -> Result<usize> {
+    match given.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(HankError::usage(format!(
+            "--agents expects the number of tasks to run at once (a whole number ≥ 1), got {given:?}"
+        ))),
+    }
+}
+
+/// The `hank run` flags given to `command` (`hank fleet`, `hank watch`) after its own.
+pub(super) fn run_flags(given: &[String], command: &str) -> Result<RunFlagsOnly> {
+    RunFlagsOnly::try_parse_from(given).map_err(|e| {
+        HankError::usage(format!(
+            "a `hank run` flag given to {command} is not valid: {}",
+            e.to_string().trim()
+        ))
+    })
+}
+
 fn run_checked(a: &FleetArgs) -> Result<u8> {
     let root = super::project_dir()?;
     match &a.action {
@@ -31,21 +51,8 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
         Some(FleetAction::RunTask(t)) => return super::fleet_ci::run_task(&root, t),
         None => {}
     }
-    let agents = match a.agents.trim().parse::<usize>() {
-        Ok(n) if n >= 1 => n,
-        _ => {
-            return Err(HankError::usage(format!(
-                "--agents expects the number of tasks to run at once (a whole number ≥ 1), got {:?}",
-                a.agents
-            )));
-        }
-    };
-    let flags = RunFlagsOnly::try_parse_from(&a.run_flags).map_err(|e| {
-        HankError::usage(format!(
-            "a `hank run` flag given to hank fleet is not valid: {}",
-            e.to_string().trim()
-        ))
-    })?;
+    let agents = parse_agents(&a.agents)?;
+    let flags = run_flags(&a.run_flags, "hank fleet")?;
     let run = flags.run;
     // `--monitor` is a fleet flag and a `hank run` flag: either place works.
     let monitor = a.monitor || run.monitor;

@@ -16,9 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use clap::Parser;
-
-use crate::cli::{RunFlagsOnly, WatchArgs};
+use crate::cli::WatchArgs;
 use crate::error::{HankError, Result};
 use crate::fleet::{self, Options};
 use crate::policy::fleet::TaskState;
@@ -56,15 +54,7 @@ struct Watch {
 
 pub(crate) fn run(a: &WatchArgs) -> Result<u8> {
     let root = super::project_dir()?;
-    let agents = match a.agents.trim().parse::<usize>() {
-        Ok(n) if n >= 1 => n,
-        _ => {
-            return Err(HankError::usage(format!(
-                "--agents expects the number of tasks to run at once (a whole number ≥ 1), got {:?}",
-                a.agents
-            )));
-        }
-    };
+    let agents = super::fleet::parse_agents(&a.agents)?;
     let deliver = a.deliver.trim().to_ascii_lowercase();
     if !matches!(deliver.as_str(), "pr" | "branch") {
         return Err(HankError::usage(format!(
@@ -72,12 +62,7 @@ pub(crate) fn run(a: &WatchArgs) -> Result<u8> {
             a.deliver
         )));
     }
-    let flags = RunFlagsOnly::try_parse_from(&a.run_flags).map_err(|e| {
-        HankError::usage(format!(
-            "a `hank run` flag given to hank watch is not valid: {}",
-            e.to_string().trim()
-        ))
-    })?;
+    let flags = super::fleet::run_flags(&a.run_flags, "hank watch")?;
     let mut run = flags.run;
     run.flags.deliver = Some(deliver.clone());
     crate::approval::require(&root, run.accept_config, "hank watch")?;
