@@ -106,15 +106,93 @@ pub fn read(path: &Path, limit: u64, follow: Follow) -> io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
     file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > limit {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!(
-                "is larger than {} (the most hank reads from this file)",
-                human(limit)
-            ),
-        ));
+        return Err(too_large(limit));
     }
     Ok(bytes)
+}
+
+/// What tells a file's content apart without reading it again: device, inode, size, and the
+/// modification and change times. A write that keeps all of them equal is possible only
+/// within one tick of the filesystem's clock, so a stamp is taken only of a file whose last
+/// change is older than [`Stamp::SETTLED`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    /// How old a file's last change must be for its stamp to stand for its content (a few
+    /// ticks of the coarsest kernel clock filesystems stamp files with, 100 Hz).
+    pub const SETTLED: std::time::Duration = std::time::Duration::from_millis(50);
+
+    fn of(m: &std::fs::Metadata) -> Stamp {
+        use std::os::unix::fs::MetadataExt;
+        Stamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            len: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        }
+    }
+
+    /// The stamp of a file last changed before `now - SETTLED`, else `None`.
+    fn settled(m: &std::fs::Metadata, now: std::time::SystemTime) -> Option<Stamp> {
+        use std::os::unix::fs::MetadataExt;
+        let changed = std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(
+            u64::try_from(m.ctime()).ok()?,
+            u32::try_from(m.ctime_nsec()).ok()?,
+        ))?;
+        let age = now.duration_since(changed).ok()?;
+        (age >= Self::SETTLED).then(|| Stamp::of(m))
+    }
+
+    /// Whether the regular file at `path` still has this stamp (`follow` as for [`read`]).
+    #[must_use]
+    pub fn holds(&self, path: &Path, follow: Follow) -> bool {
+        let meta = match follow {
+            Follow::Yes => std::fs::metadata(path),
+            Follow::No => std::fs::symlink_metadata(path),
+        };
+        meta.is_ok_and(|m| m.file_type().is_file() && Stamp::of(&m) == *self)
+    }
+}
+
+/// [`read`], with the file's [`Stamp`] as it was opened (`None` when it changed too
+/// recently to be told apart by its stamp).
+///
+/// # Errors
+/// As [`read`].
+pub fn read_stamped(
+    path: &Path,
+    limit: u64,
+    follow: Follow,
+) -> io::Result<(Vec<u8>, Option<Stamp>)> {
+    let file = open_regular(path, follow)?;
+    let stamp = file
+        .metadata()
+        .ok()
+        .and_then(|m| Stamp::settled(&m, std::time::SystemTime::now()));
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large(limit));
+    }
+    Ok((bytes, stamp))
+}
+
+fn too_large(limit: u64) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!(
+            "is larger than {} (the most hank reads from this file)",
+            human(limit)
+        ),
+    )
 }
 
 /// `Ok(None)` for a missing file, else [`read`].
@@ -158,6 +236,41 @@ fn human(n: u64) -> String {
 mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
+
+    #[test]
+    fn a_stamp_is_taken_only_of_a_settled_file_and_breaks_on_any_rewrite() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("plan.md");
+        let written = std::time::Instant::now();
+        std::fs::write(&p, b"- [ ] one\n").unwrap();
+        // Just written: a rewrite within the same clock tick could keep every field.
+        let (text, stamp) = read_stamped(&p, 100, Follow::Yes).unwrap();
+        assert_eq!(text, b"- [ ] one\n");
+        if written.elapsed() < Stamp::SETTLED {
+            assert_eq!(stamp, None);
+        }
+        std::thread::sleep(Stamp::SETTLED + std::time::Duration::from_millis(20));
+        let (_, stamp) = read_stamped(&p, 100, Follow::Yes).unwrap();
+        let stamp = stamp.expect("a settled file has a stamp");
+        assert!(stamp.holds(&p, Follow::Yes));
+        // Same length, new content: the change time moved.
+        std::fs::write(&p, b"- [x] one\n").unwrap();
+        assert!(!stamp.holds(&p, Follow::Yes));
+        // Replaced by a rename, or gone.
+        let (_, stamp) = {
+            std::thread::sleep(Stamp::SETTLED + std::time::Duration::from_millis(20));
+            read_stamped(&p, 100, Follow::Yes).unwrap()
+        };
+        let stamp = stamp.unwrap();
+        std::fs::write(dir.path().join("new"), b"- [x] one\n").unwrap();
+        std::fs::rename(dir.path().join("new"), &p).unwrap();
+        assert!(!stamp.holds(&p, Follow::Yes));
+        std::fs::remove_file(&p).unwrap();
+        assert!(!stamp.holds(&p, Follow::Yes));
+        // Too large is refused as by `read`.
+        std::fs::write(&p, b"0123456789").unwrap();
+        assert!(read_stamped(&p, 5, Follow::Yes).is_err());
+    }
 
     #[test]
     fn special_files_are_refused_without_blocking() {

@@ -164,8 +164,9 @@ impl Engine {
         number: u64,
         base: crate::progress::Baseline,
     ) -> Result<(Progress, bool)> {
-        let after = self.s.read_fix_plan().unwrap_or_default();
+        let (after, stamp) = self.s.read_fix_plan_stamped().unwrap_or_default();
         self.plan = crate::policy::fixplan::parse(&after, &self.s.optional_sections.value);
+        self.measured_plan = stamp.map(|stamp| (after.clone(), stamp));
         let mut progress = self
             .fx
             .measure(self.s.project_dir.clone(), base, after)

@@ -45,6 +45,8 @@ impl Engine {
         if settings.is_empty() {
             return;
         }
+        // A new setting may read the plan differently: the next look reads it again.
+        self.measured_plan = None;
         for (key, value) in settings {
             match crate::settings::resolve::apply_live_value(&mut self.s, &key, &value) {
                 Ok(shown) => self.fx.say(Say::Info(&format!("{key} is now {shown}"))),

@@ -50,6 +50,9 @@ struct Engine {
     /// fix_plan.md as the last look read it (the progress baseline of the next call).
     plan_text: String,
     plan: Plan,
+    /// fix_plan.md as the last measure read and parsed it, with its stamp: the next look
+    /// uses it when the file still has that stamp, instead of reading it again.
+    measured_plan: Option<(String, crate::fsread::Stamp)>,
     last_loop: Option<LastLoop>,
     wait: Option<(WaitReason, Timestamp)>,
     /// The login expiry last warned about (once per expiry time).
@@ -78,6 +81,12 @@ struct Engine {
 
 impl Engine {
     fn refresh_plan(&mut self) -> Option<String> {
+        if let Some((text, stamp)) = self.measured_plan.take()
+            && self.s.fix_plan_holds(&stamp)
+        {
+            // `self.plan` was parsed from this very text at the measure.
+            return Some(text);
+        }
         let text = self.s.read_fix_plan()?;
         self.plan = fixplan::parse(&text, &self.s.optional_sections.value);
         Some(text)
@@ -224,6 +233,7 @@ impl Engine {
             run: Run::new(RunConfig::default()),
             seen: None,
             plan_text: String::new(),
+            measured_plan: None,
             plan: crate::policy::fixplan::Plan::default(),
             last_loop: None,
             wait: None,

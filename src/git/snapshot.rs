@@ -640,6 +640,11 @@ impl DirStat {
     }
 }
 
+/// A timestamp as nanoseconds since the epoch.
+fn ns((secs, nsec): (i64, i64)) -> i128 {
+    i128::from(secs) * 1_000_000_000 + i128::from(nsec)
+}
+
 fn key_of(parts: impl Hash) -> u64 {
     let mut h = DefaultHasher::new();
     parts.hash(&mut h);
@@ -790,6 +795,7 @@ impl Check<'_> {
     /// `None` when `e`'s stat data shows the file as the index last saw it (the common
     /// case); else the entry, to judge by content.
     fn unsettled(&self, dirs: &mut DirStat, e: index::Entry) -> Option<Pending> {
+        let mut seen = None;
         if e.stage == 0
             && !e.intent_to_add
             && e.mode & S_IFMT != GITLINK
@@ -806,6 +812,8 @@ impl Check<'_> {
             {
                 return None;
             }
+            // Judged by content later: that judgement uses this stat, not a second one.
+            seen = Some(m);
         }
         let name = String::from_utf8_lossy(e.path.get(self.plen..).unwrap_or(&[])).into_owned();
         Some(Pending {
@@ -815,6 +823,7 @@ impl Check<'_> {
             stage: e.stage,
             ita: e.intent_to_add,
             stat: e.stat,
+            seen,
         })
     }
 }
@@ -828,6 +837,8 @@ struct Pending {
     stage: u8,
     ita: bool,
     stat: index::Stat,
+    /// The file's `lstat` when the stat check made one (`None`: missing, or not checked).
+    seen: Option<St>,
 }
 
 struct Reader<'a> {
@@ -1086,12 +1097,14 @@ impl Reader<'_> {
         let name = t.name.as_str();
         let repo_path = format!("{}{name}", self.layout.prefix);
         let path = self.layout.top.join(&repo_path);
-        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+        let Some(st) = t
+            .seen
+            .or_else(|| std::fs::symlink_metadata(&path).ok().map(|m| St::from(&m)))
+        else {
             // Deleted (a conflict's sides are in the index key).
             self.dirty.push(row(name, 1));
             return;
         };
-        let st = St::from(&meta);
         let kind = st.mode & S_IFMT;
         let skey = stat_key(&st);
         if t.stage != 0 {
@@ -1110,7 +1123,7 @@ impl Reader<'_> {
             self.dirty.push(row(name, key_of((3u8, kind, skey))));
             return;
         }
-        let exec = kind == S_IFREG && meta.mode() & 0o100 != 0;
+        let exec = kind == S_IFREG && st.mode & 0o100 != 0;
         let exec_changed =
             self.config.file_mode && kind == S_IFREG && exec != (t.mode & 0o100 != 0);
         let stat_same = same_stat(&t.stat, &st);
@@ -1127,10 +1140,7 @@ impl Reader<'_> {
         }
         // Clean by its content at this very stat data before (and not modified just before).
         let verified = key_of((skey, t.oid));
-        let settled = {
-            let m = i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
-            m < self.reuse_before
-        };
+        let settled = ns(st.mtime) < self.reuse_before;
         if !exec_changed
             && !t.ita
             && settled
@@ -1139,11 +1149,11 @@ impl Reader<'_> {
             self.verified.insert(name.to_string(), verified);
             return;
         }
-        let content = self.reused(name, skey, &meta).or_else(|| {
+        let content = self.reused(name, skey, &st).or_else(|| {
             let id = if kind == S_IFLNK {
                 link_blob_id(&path)
             } else {
-                file_blob_id(&path, meta.size(), &mut self.buf)
+                file_blob_id(&path, st.size, &mut self.buf)
             };
             id.map(|id| key_of((5u8, id)))
         });
@@ -1167,7 +1177,7 @@ impl Reader<'_> {
 
     /// The content key the previous snapshot computed for `name`, when its stat data is the
     /// same and the file was not modified just before that snapshot.
-    fn reused(&self, name: &str, skey: u64, meta: &std::fs::Metadata) -> Option<u64> {
+    fn reused(&self, name: &str, skey: u64, st: &St) -> Option<u64> {
         let prev = self.prev?;
         let i = prev
             .dirty
@@ -1175,8 +1185,7 @@ impl Reader<'_> {
             .binary_search_by(|r| prev.dirty.name(r).cmp(name))
             .ok()?;
         let (stat, content) = *prev.reuse.get(i)?;
-        let modified = i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
-        (content != 0 && stat == skey && modified < self.reuse_before).then_some(content)
+        (content != 0 && stat == skey && ns(st.mtime) < self.reuse_before).then_some(content)
     }
 
     /// A submodule or nested repository at `dir`: `None` when it is clean against `recorded`
@@ -1306,8 +1315,9 @@ impl Reader<'_> {
             let Ok(meta) = std::fs::symlink_metadata(&path) else {
                 continue;
             };
-            let skey = stat_key(&St::from(&meta));
-            let content = match self.reused(name, skey, &meta) {
+            let st = St::from(&meta);
+            let skey = stat_key(&st);
+            let content = match self.reused(name, skey, &st) {
                 Some(c) => Some(c),
                 None if ft.is_symlink() => link_blob_id(&path).map(|id| key_of((5u8, id))),
                 None if meta.size() <= UNTRACKED_HASH_MAX && meta.size() <= self.budget => {

@@ -324,13 +324,26 @@ impl Settings {
     /// file of at most [`crate::fsread::DOCUMENT_LIMIT`] bytes).
     #[must_use]
     pub fn read_fix_plan(&self) -> Option<String> {
-        crate::fsread::read(
+        self.read_fix_plan_stamped().map(|(text, _)| text)
+    }
+
+    /// [`Self::read_fix_plan`] with the file's stamp, so a later look can tell whether it
+    /// changed without reading it ([`Self::fix_plan_holds`]).
+    #[must_use]
+    pub fn read_fix_plan_stamped(&self) -> Option<(String, Option<crate::fsread::Stamp>)> {
+        crate::fsread::read_stamped(
             &self.project_dir.join(".hank/fix_plan.md"),
             crate::fsread::DOCUMENT_LIMIT,
             Follow::Yes,
         )
         .ok()
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .map(|(b, stamp)| (String::from_utf8_lossy(&b).into_owned(), stamp))
+    }
+
+    /// Whether `.hank/fix_plan.md` is still the file `stamp` was taken of (one `stat`).
+    #[must_use]
+    pub fn fix_plan_holds(&self, stamp: &crate::fsread::Stamp) -> bool {
+        stamp.holds(&self.project_dir.join(".hank/fix_plan.md"), Follow::Yes)
     }
 
     /// The prompt file's bytes: a regular file of at most [`crate::fsread::DOCUMENT_LIMIT`]
