@@ -119,6 +119,34 @@ pub fn push(
     )
 }
 
+/// `git push` of `commit` to the remote's ref `r` (`None`: deletes it), only if the remote's
+/// ref still is `expected` (`""`: absent): `--force-with-lease`, no hook.
+///
+/// # Errors
+/// git cannot run.
+pub(crate) fn leased_push(
+    dir: &Path,
+    remote: &str,
+    r: &str,
+    expected: &str,
+    commit: Option<&str>,
+) -> Result<GitRun> {
+    let lease = format!("--force-with-lease={r}:{expected}");
+    let refspec = format!("{}:{r}", commit.unwrap_or(""));
+    git(
+        dir,
+        &[
+            "push",
+            "--no-verify",
+            "--porcelain",
+            &lease,
+            "--",
+            remote,
+            &refspec,
+        ],
+    )
+}
+
 /// Writes `bytes` as the one file `file` of a commit (parent: `expected`) and pushes it to
 /// `remote`'s ref `r` only if that ref still is `expected` (`None`: only if it does not exist
 /// — a create-only compare-and-swap). The state refs' and `hank watch`'s claims' write.
@@ -166,21 +194,8 @@ pub fn push_file(
         args.extend(["-p", p]);
     }
     let commit = git_ok(dir, &args)?;
-    let lease = format!("--force-with-lease={r}:{}", expected.unwrap_or(""));
-    let refspec = format!("{commit}:{r}");
+    let pushed = leased_push(dir, remote, r, expected.unwrap_or(""), Some(&commit))?;
     let r = r.to_string();
-    let pushed = git(
-        dir,
-        &[
-            "push",
-            "--no-verify",
-            "--porcelain",
-            &lease,
-            "--",
-            remote,
-            &refspec,
-        ],
-    )?;
     if pushed.success {
         let _ = git(dir, &["update-ref", &r, &commit]);
         return Ok(Pushed::Done(commit));

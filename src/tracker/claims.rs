@@ -10,7 +10,7 @@ use std::path::Path;
 
 use crate::error::{HankError, Result};
 use crate::policy::tracker::{Claim, TrackerKind, claim_ref};
-use crate::stateref::{Pushed, git, git_stdout, push_file};
+use crate::stateref::{Pushed, git, git_stdout, leased_push, push_file};
 
 /// The file in a claim's commit.
 pub const CLAIM_FILE: &str = "claim.json";
@@ -110,20 +110,7 @@ pub fn release(
     expected: &str,
 ) -> Result<bool> {
     let r = claim_ref(tracker, issue);
-    let lease = format!("--force-with-lease={r}:{expected}");
-    let refspec = format!(":{r}");
-    let out = git(
-        dir,
-        &[
-            "push",
-            "--no-verify",
-            "--porcelain",
-            &lease,
-            "--",
-            remote,
-            &refspec,
-        ],
-    )?;
+    let out = leased_push(dir, remote, &r, expected, None)?;
     if out.success {
         let _ = git(dir, &["update-ref", "-d", &r]);
     }
