@@ -299,7 +299,11 @@ fn check_required_files(s: &Settings) -> Result<()> {
     ))
 }
 
-/// `--dry-run`: builds the agent command and prompt for one loop, calls nothing.
+/// What `--dry-run` shows in place of the reviewer's prompt (made from the diff at the round).
+const REVIEW_PROMPT_SHOWN: &str = "(the review prompt: the run's diff, its done items, the check)";
+
+/// `--dry-run`: builds the agent command and prompt for one loop (and the reviewer's
+/// command with REVIEW_AGENT), calls nothing.
 fn dry_run(s: &Settings, agent: &Agent) -> Result<u8> {
     let store = Store::new(&s.project_dir);
     let now = SystemClock::from_env()?.now();
@@ -320,6 +324,12 @@ fn dry_run(s: &Settings, agent: &Agent) -> Result<u8> {
     let args =
         crate::agent::redact::redacted(&prepared.args, &crate::agent::redact::secret_values());
     let stdin = prepared.prompt_file.unwrap_or(prepared.stdin);
+    // REVIEW_AGENT: the reviewer's read-only command, as a round would start it.
+    let reviewer = crate::agent::profile::resolve_reviewer(s)?.map(|r| {
+        let p = argv::prepare_review(&r, s, REVIEW_PROMPT_SHOWN.as_bytes(), &prompt_file);
+        let args = crate::agent::redact::redacted(&p.args, &crate::agent::redact::secret_values());
+        (r, args)
+    });
     let mut out = std::io::stdout().lock();
     let settings: Vec<serde_json::Value> = s
         .describe()
@@ -333,6 +343,11 @@ fn dry_run(s: &Settings, agent: &Agent) -> Result<u8> {
             "stdin": String::from_utf8_lossy(&stdin),
             "context_bytes": context.len(),
             "settings": settings,
+            "reviewer": reviewer.as_ref().map(|(r, args)| json!({
+                "agent": r.name(),
+                "program": r.command.program.display().to_string(),
+                "args": args,
+            })),
         });
         writeln!(out, "{obj}")
     } else {
@@ -348,6 +363,17 @@ fn dry_run(s: &Settings, agent: &Agent) -> Result<u8> {
             prompt.len()
         ));
         text.push_str(&String::from_utf8_lossy(&stdin));
+        if let Some((r, args)) = &reviewer {
+            let mut cmd = vec![shell_quote(&r.command.program.display().to_string())];
+            cmd.extend(args.iter().map(|a| shell_quote(a)));
+            text.push_str(&format!(
+                "\n# reviewer (REVIEW_AGENT={}): reads the run's diff read-only before a \
+                 verified completion is accepted; its prompt is made at the round\n",
+                r.name()
+            ));
+            text.push_str(&cmd.join(" "));
+            text.push('\n');
+        }
         text.push_str("\n# settings\n");
         for (k, v, src) in s.describe() {
             text.push_str(&format!("{k:<32} {v:<24} ({src})\n"));

@@ -38,6 +38,40 @@ fn calls(dir: &std::path::Path) -> u32 {
     read(dir, "calls").trim().parse().unwrap_or(0)
 }
 
+/// `--dry-run` shows the reviewer's read-only command next to the worker's, calls neither.
+#[test]
+fn dry_run_shows_the_reviewers_read_only_command() {
+    let (p, review) = reviewed("");
+    let o = p.run_code(&["--dry-run"], 0);
+    let out = crate::support::stdout(&o);
+    crate::support::assert_contains(&out, "# reviewer (REVIEW_AGENT=claude)");
+    crate::support::assert_contains(&out, "--permission-mode plan --allowedTools=Read,Grep,Glob");
+    assert_eq!((p.calls(), calls(&review)), (0, 0));
+    let o = p.run(&["--dry-run", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["reviewer"]["agent"], "claude");
+    assert!(
+        v["reviewer"]["program"]
+            .as_str()
+            .unwrap()
+            .ends_with("reviewer"),
+        "{v}"
+    );
+    let args: Vec<&str> = (v["reviewer"]["args"].as_array().unwrap().iter())
+        .filter_map(|a| a.as_str())
+        .collect();
+    assert!(args.contains(&"--allowedTools=Read,Grep,Glob"), "{args:?}");
+    assert!(
+        !args.contains(&"--dangerously-skip-permissions"),
+        "{args:?}"
+    );
+    // Without REVIEW_AGENT there is no reviewer to show.
+    p.hankrc("RETRY_BACKOFF_SECONDS=0\n");
+    let o = p.run(&["--dry-run", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["reviewer"].is_null(), "{v}");
+}
+
 #[test]
 fn an_approval_lets_the_verified_run_stop_done() {
     let (p, review) = reviewed("");
