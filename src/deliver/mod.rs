@@ -210,39 +210,7 @@ pub fn prepare_branch(dir: &Path, branch: &str) -> Result<()> {
     }
 }
 
-/// hank's runtime files (the `.gitignore` entries hank writes): never committed.
-#[must_use]
-pub fn runtime_paths() -> Vec<String> {
-    include_str!("../../templates/gitignore")
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(|l| l.trim_end_matches('/').to_string())
-        .collect()
-}
-
-/// [`runtime_paths`] as git pathspecs that match each path and everything under it, and
-/// match nothing quietly (`git reset -- SPECS` unstages hank's own files).
-#[must_use]
-pub fn runtime_globs() -> Vec<String> {
-    runtime_paths()
-        .iter()
-        .flat_map(|p| [format!(":(glob){p}"), format!(":(glob){p}/**")])
-        .collect()
-}
-
-/// What [`commit_all`] did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Committed {
-    /// A commit was made (`false`: nothing to commit).
-    pub made: bool,
-    /// Files left out because they look like secrets
-    /// ([`rules::looks_like_secret`]); they stay in the working tree, uncommitted.
-    pub secrets_skipped: Vec<String>,
-    /// git refused the commit (a pre-commit or commit-msg hook): its output, bounded like a
-    /// pre-push hook's. Nothing was committed.
-    pub refused: Option<String>,
-}
+pub use crate::git::commit::{Committed, runtime_globs, runtime_paths, unstage_secrets};
 
 /// The project's `events.jsonl` as text, for the evidence; empty when it cannot be read (no
 /// evidence then).
@@ -257,104 +225,27 @@ pub fn events_text(store: &crate::store::Store) -> String {
     .unwrap_or_default()
 }
 
-/// Commits everything the agent left (new, changed and deleted files; hank's runtime files
-/// excepted, even where `.gitignore` does not list them; files that look like secrets —
-/// `.env`, private keys… — never, even when nothing ignores them: they stay in the working
-/// tree) with `message`.
+/// Commits everything the agent left on `branch` with `message`: the one commit
+/// ([`crate::git::commit::commit_all`]) — hank's runtime files never (a fleet task's plan
+/// neither: the fleet ticks the integration branch's plan itself, so tasks delivered side by
+/// side never conflict there), files that look like secrets never (they stay in the working
+/// tree), the user's hooks when the configuration is approved ([`hooks_approved_in`]).
 ///
 /// A commit a hook refused is [`Committed::refused`] with the hook's output, for the agent.
 ///
 /// # Errors
-/// git cannot run, or `git add` failed.
+/// HEAD is not on `branch`, git cannot run, or staging failed.
 pub fn commit_all(dir: &Path, branch: &str, message: &str) -> Result<Committed> {
     expect_branch(dir, branch)?;
-    let r = git_hooked(dir, &["add", "--all", "--", "."], GIT_QUICK)?;
-    if !r.success {
-        return Err(HankError::Tool(format!(
-            "`git add` failed: {}",
-            crate::sanitize::line(r.stderr.trim())
-        )));
-    }
-    // Unstage hank's own files (a glob pathspec matches nothing quietly).
-    let mut reset = vec!["reset", "--quiet", "--"];
-    let globs = runtime_globs();
-    reset.extend(globs.iter().map(String::as_str));
-    // A fleet task's plan is its worktree's own (its one section): the fleet ticks the
-    // integration branch's plan itself, so tasks delivered side by side never conflict there.
-    if std::env::var_os(crate::git::TASK_CHECKOUT_ENV).is_some() {
-        reset.push(":(glob).hank/fix_plan.md");
-    }
-    let _ = git(dir, &reset, GIT_QUICK)?;
-    let secrets_skipped = unstage_secrets(dir)?;
-    if git(dir, &["diff", "--cached", "--quiet"], GIT_QUICK)?.success {
-        return Ok(Committed {
-            made: false,
-            secrets_skipped,
-            refused: None,
-        });
-    }
-    let r = git_hooked(
+    crate::git::commit::commit_all(
         dir,
-        &["commit", "--quiet", "-m", message],
-        GIT_DELIVER_TIMEOUT,
-    )?;
-    let refused = (!r.success).then(|| tail_chars(&format!("{}\n{}", r.stderr, r.stdout)));
-    Ok(Committed {
-        made: r.success,
-        secrets_skipped,
-        refused,
-    })
-}
-
-/// The end of a hook's output kept for the agent (cleaned later by the rules).
-fn tail_chars(output: &str) -> String {
-    let keep = rules::MAX_HOOK_OUTPUT_CHARS * 4;
-    let n = output.chars().count();
-    if n > keep {
-        output.chars().skip(n - keep).collect()
-    } else {
-        output.to_string()
-    }
-}
-
-/// Takes the staged files that look like secrets out of the index (added or changed; a
-/// deletion leaks nothing and stays); their names.
-///
-/// # Errors
-/// git cannot run, or the files could not be taken out (then nothing may be committed).
-pub fn unstage_secrets(dir: &Path) -> Result<Vec<String>> {
-    let staged = git_ok(
-        dir,
-        &[
-            "diff",
-            "--cached",
-            "--name-only",
-            "--no-renames",
-            "--diff-filter=d",
-            "-z",
-        ],
-    )?;
-    let secrets: Vec<String> = staged
-        .split('\0')
-        .filter(|p| !p.is_empty() && rules::looks_like_secret(p))
-        .map(str::to_string)
-        .collect();
-    if secrets.is_empty() {
-        return Ok(secrets);
-    }
-    let specs: Vec<String> = secrets.iter().map(|p| format!(":(literal){p}")).collect();
-    let mut args = vec!["reset", "--quiet", "--"];
-    args.extend(specs.iter().map(String::as_str));
-    let r = git(dir, &args, GIT_QUICK)?;
-    if !r.success {
-        // Without the reset a secret would be committed: refuse the commit instead.
-        return Err(HankError::Tool(format!(
-            "could not leave {} out of the delivery commit: {}",
-            secrets.join(", "),
-            crate::sanitize::line(r.stderr.trim())
-        )));
-    }
-    Ok(secrets)
+        &crate::git::commit::CommitAll {
+            message,
+            hooks: hooks_approved_in(dir),
+            leave_plan: std::env::var_os(crate::git::TASK_CHECKOUT_ENV).is_some(),
+            timeout: GIT_DELIVER_TIMEOUT,
+        },
+    )
 }
 
 /// How a push ended.
@@ -398,7 +289,7 @@ fn push_refspec(dir: &Path, remote: &str, refspec: &str) -> Result<Push> {
         output.push_str(&r.stdout);
     }
     Ok(Push::Rejected {
-        output: tail_chars(&output),
+        output: crate::git::commit::tail_chars(&output),
     })
 }
 
