@@ -397,15 +397,12 @@ fn deliver_record(
             );
         }
     };
-    let waited = deliver::wait_for_ci(
-        f,
-        &sha,
-        pushed_at,
-        w,
-        &|| clock.now(),
-        &|| stop.load(Ordering::SeqCst),
-        &mut countdown,
-    );
+    let stopped = || stop.load(Ordering::SeqCst);
+    let waited = deliver::Wall::new(None, &stopped, &mut countdown).and_then(|mut waiter| {
+        crate::proc::runtime()
+            .map_err(|e| HankError::Internal(format!("the CI wait: {e}")))?
+            .block_on(deliver::wait_for_ci(f, &sha, pushed_at, w, &mut waiter))
+    });
     let (verdict, logs) = match waited {
         Ok(Some(v)) => v,
         Ok(None) => {

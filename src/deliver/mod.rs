@@ -2,7 +2,8 @@
 //! output captured for the agent), hank's records of the last finished run for the PR body,
 //! and the CI wait. The rules (names, the body, the verdict, the feedback) are in
 //! [`crate::policy::deliver`]; the forge calls in [`crate::forge`]. The engine calls
-//! [`prepare_branch`], [`commit_all`], [`push`], [`evidence`] and [`wait_for_ci`]; `hank
+//! [`prepare_branch`], [`commit_all`], [`push`], [`evidence`] and [`wait_for_ci`] (on a
+//! [`Waiter`]'s clock: the engine's effects inside `hank run`, [`Wall`] elsewhere); `hank
 //! deliver` (`src/commands/deliver.rs`) runs them in order now.
 
 use std::path::Path;
@@ -558,71 +559,120 @@ pub fn ci_poll(
     })
 }
 
-/// Waits for the checks of exactly `sha` until the verdict is final; returns it with the
-/// failing checks' log tails (raw; [`rules::ci_feedback`] cleans them). `now` is the clock;
-/// `interrupted` ends the wait early (`Ok(None)`); `tick` is told, after each look, the
-/// countdown (when the verdict is due, how many checks are pending).
-///
-/// # Errors
-/// The forge cannot be asked.
-pub fn wait_for_ci(
-    forge: &dyn Forge,
-    sha: &str,
-    pushed_at: Timestamp,
-    w: CiWaitSettings,
-    now: &dyn Fn() -> Timestamp,
-    interrupted: &dyn Fn() -> bool,
-    tick: &mut dyn FnMut(CiCountdown, Timestamp),
-) -> Result<Option<(CiVerdict, Vec<CheckLog>)>> {
-    let limits = w.limits();
-    loop {
-        match ci_poll(forge, sha, pushed_at, limits, now())? {
-            CiPoll::Wait(mut left, countdown) => {
-                tick(countdown, now());
-                while !left.is_zero() {
-                    if interrupted() {
-                        return Ok(None);
-                    }
-                    let step = left.min(Duration::from_millis(100));
-                    std::thread::sleep(step);
-                    left -= step;
-                }
-            }
-            CiPoll::Final(v, logs) => return Ok(Some((v, logs))),
-        }
-    }
+/// A future a [`Waiter`] returns.
+pub type WaitFut<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = bool> + 'a>>;
+
+/// The clock and the sleeps of delivery's waits (the CI wait, a push's retry waits): one
+/// waiting code on any clock. Inside `hank run` it is the engine's effects (`Effects::now` and
+/// `Effects::sleep`: the engine's tests run a 30-minute CI wait at once); `hank deliver` and
+/// the fleet's delivery use [`Wall`] (the wall clock, the runtime's timer, the signal counter).
+pub trait Waiter {
+    /// The time now.
+    fn now(&self) -> Timestamp;
+    /// Sleeps `d` (at most a second at a time in the CI wait); `true` when the wait is to end
+    /// (Ctrl-C, SIGTERM, SIGHUP).
+    fn sleep(&mut self, d: Duration) -> WaitFut<'_>;
+    /// Told after each look at the checks and about once a second while they are waited for:
+    /// the countdown (when the verdict is due, how many checks are pending); `true` ends the
+    /// wait (a `hank ctl stop`).
+    fn tick(&mut self, countdown: CiCountdown, now: Timestamp) -> bool;
 }
 
-/// [`wait_for_ci`] inside an async driver: the waits are the runtime's timer, so the signal
-/// handler keeps counting; `cancel` (the signal counter) ends the wait (`Ok(None)`), and so
-/// does `stop`, given about once a second the countdown of the wait ([`CiCountdown`]): a
-/// `hank ctl stop`, and the countdown shown in status.json.
+/// Waits for the checks of exactly `sha` until the verdict is final; returns it with the
+/// failing checks' log tails (raw; [`rules::ci_feedback`] cleans them). The forge is asked
+/// every poll interval ([`CiWaitSettings::limits`]); between two looks the wait sleeps in steps
+/// of at most a second on `waiter`'s clock, telling it the countdown before each; a sleep cut
+/// short or a tick that says stop ends the wait (`Ok(None)`).
 ///
 /// # Errors
 /// The forge cannot be asked.
-pub async fn wait_for_ci_async(
+pub async fn wait_for_ci(
     forge: &dyn Forge,
     sha: &str,
     pushed_at: Timestamp,
     w: CiWaitSettings,
-    now: &dyn Fn() -> Timestamp,
-    cancel: &mut tokio::sync::watch::Receiver<u32>,
-    stop: &mut dyn FnMut(CiCountdown) -> bool,
+    waiter: &mut dyn Waiter,
 ) -> Result<Option<(CiVerdict, Vec<CheckLog>)>> {
     let limits = w.limits();
     loop {
-        match ci_poll(forge, sha, pushed_at, limits, now())? {
+        match ci_poll(forge, sha, pushed_at, limits, waiter.now())? {
             CiPoll::Final(v, logs) => return Ok(Some((v, logs))),
             CiPoll::Wait(mut left, countdown) => {
                 while !left.is_zero() {
                     let step = left.min(Duration::from_secs(1));
-                    if stop(countdown) || sleep_or_cancel(step, cancel).await {
+                    let now = waiter.now();
+                    if waiter.tick(countdown, now) || waiter.sleep(step).await {
                         return Ok(None);
                     }
                     left -= step;
                 }
             }
         }
+    }
+}
+
+/// [`Waiter`] on the wall clock (or `HANK_NOW`'s) and the runtime's timer, for `hank deliver`
+/// and the fleet's delivery: a signal (`cancel`, the signal counter) or `stop` ends a sleep;
+/// `tick` is told the countdown.
+pub struct Wall<'a> {
+    clock: crate::clock::SystemClock,
+    cancel: Option<tokio::sync::watch::Receiver<u32>>,
+    stop: &'a dyn Fn() -> bool,
+    tick: &'a mut dyn FnMut(CiCountdown, Timestamp),
+}
+
+impl<'a> Wall<'a> {
+    /// The wall clock; `cancel` the signal counter when the caller has one, `stop` asked
+    /// every 100 ms of a sleep, `tick` told the countdown.
+    ///
+    /// # Errors
+    /// `HANK_NOW` is set and is not a time.
+    pub(crate) fn new(
+        cancel: Option<tokio::sync::watch::Receiver<u32>>,
+        stop: &'a dyn Fn() -> bool,
+        tick: &'a mut dyn FnMut(CiCountdown, Timestamp),
+    ) -> Result<Self> {
+        Ok(Self {
+            clock: crate::clock::SystemClock::from_env()?,
+            cancel,
+            stop,
+            tick,
+        })
+    }
+}
+
+impl Waiter for Wall<'_> {
+    fn now(&self) -> Timestamp {
+        crate::policy::time::Clock::now(&self.clock)
+    }
+
+    fn sleep(&mut self, d: Duration) -> WaitFut<'_> {
+        Box::pin(async move {
+            let mut left = d;
+            while !left.is_zero() {
+                if (self.stop)() {
+                    return true;
+                }
+                let step = left.min(Duration::from_millis(100));
+                let cut = match self.cancel.as_mut() {
+                    Some(c) => sleep_or_cancel(step, c).await,
+                    None => {
+                        tokio::time::sleep(step).await;
+                        false
+                    }
+                };
+                if cut {
+                    return true;
+                }
+                left -= step;
+            }
+            (self.stop)()
+        })
+    }
+
+    fn tick(&mut self, countdown: CiCountdown, now: Timestamp) -> bool {
+        (self.tick)(countdown, now);
+        (self.stop)()
     }
 }
 

@@ -207,16 +207,9 @@ pub async fn integration(
     d.checks = "pending".into();
     keep(&mut rec, &d, DeliveryStep::PrOpened)?;
     errln!("hank: fleet: {}", d.line());
-    let waited = deliver::wait_for_ci_async(
-        forge.as_ref(),
-        &sha,
-        pushed_at,
-        *w,
-        &|| clock.now(),
-        cancel,
-        &mut |_| false,
-    )
-    .await;
+    let mut told = |_, _| {};
+    let mut waiter = deliver::Wall::new(Some(cancel.clone()), &|| false, &mut told)?;
+    let waited = deliver::wait_for_ci(forge.as_ref(), &sha, pushed_at, *w, &mut waiter).await;
     let verdict = match waited {
         Ok(Some((verdict, _logs))) => verdict,
         Ok(None) => {
