@@ -213,6 +213,28 @@ pub fn prepare_branch(dir: &Path, branch: &str) -> Result<()> {
 
 pub use crate::git::commit::{Committed, runtime_globs, runtime_paths, unstage_secrets};
 
+/// Tells a delivery step outside `hank run` (`hank deliver`, the fleet's delivery of its
+/// integration branch) as a run's delivery tells it through its effects: `.hank/delivery.json`,
+/// the `delivery` event in `events.jsonl`, and NOTIFY's message of it (the one notifier,
+/// [`crate::notify::offer`]: the run's event classes and filtering).
+///
+/// # Errors
+/// `.hank/delivery.json` or the event cannot be written.
+pub fn tell_outside_run(
+    store: &crate::store::Store,
+    now: Timestamp,
+    d: &crate::store::schema::Delivery,
+) -> Result<()> {
+    let path = store.dir().join(DELIVERY_FILE);
+    let json = serde_json::to_vec_pretty(d).map_err(|e| HankError::Internal(e.to_string()))?;
+    crate::store::write_atomic(&path, &json, true)
+        .map_err(|e| HankError::io("failed to write", &path, e))?;
+    let event =
+        crate::store::Event::new(now, crate::store::EventKind::Delivery(Box::new(d.clone())));
+    crate::notify::offer(&event);
+    store.append_event(&event.to_line())
+}
+
 /// The project's `events.jsonl` as text, for the evidence; empty when it cannot be read (no
 /// evidence then).
 #[must_use]

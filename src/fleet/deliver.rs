@@ -302,10 +302,9 @@ fn forge_failed(what: &str, e: &HankError, d: &mut Delivery) {
 
 fn finish(root: &Path, d: &Delivery) -> Result<Option<u8>> {
     errln!("hank: fleet: {}", d.line());
-    let path = root.join(".hank").join(deliver::DELIVERY_FILE);
-    let json = serde_json::to_vec_pretty(d).map_err(|e| HankError::Internal(e.to_string()))?;
-    crate::store::write_atomic(&path, &json, true)
-        .map_err(|e| HankError::io("failed to write", &path, e))?;
+    // As `hank deliver` tells it: delivery.json, the `delivery` event, NOTIFY.
+    let now = crate::policy::time::Clock::now(&SystemClock::from_env()?);
+    deliver::tell_outside_run(&crate::store::Store::new(root), now, d)?;
     Ok(Some(
         d.exit_reason.map_or(crate::exit::HALTED, ExitReason::code),
     ))
