@@ -747,6 +747,106 @@ pub fn issue_comment(pr: &PullRequest) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::forge::scripted::{ScriptedForge, ci, pending_then};
+    use crate::policy::deliver::CheckState;
+
+    /// A waiter on a clock that moves when slept on; it stops at tick `stop_at`.
+    struct Moved {
+        now: Timestamp,
+        slept: u32,
+        ticks: Vec<(CiCountdown, Timestamp)>,
+        stop_at: Option<usize>,
+    }
+
+    impl Moved {
+        fn at(now: Timestamp) -> Self {
+            Self {
+                now,
+                slept: 0,
+                ticks: Vec::new(),
+                stop_at: None,
+            }
+        }
+    }
+
+    impl Waiter for Moved {
+        fn now(&self) -> Timestamp {
+            self.now
+        }
+        fn sleep(&mut self, d: Duration) -> WaitFut<'_> {
+            self.now += SignedDuration::try_from(d).unwrap();
+            self.slept += 1;
+            Box::pin(std::future::ready(false))
+        }
+        fn tick(&mut self, countdown: CiCountdown, now: Timestamp) -> bool {
+            self.ticks.push((countdown, now));
+            self.stop_at == Some(self.ticks.len())
+        }
+    }
+
+    const SHA: &str = "abc";
+    const W: CiWaitSettings = CiWaitSettings {
+        appear: Duration::from_secs(600),
+        total: Duration::from_secs(1800),
+    };
+
+    fn wait(forge: &ScriptedForge, waiter: &mut Moved) -> Option<(CiVerdict, Vec<CheckLog>)> {
+        let pushed = waiter.now;
+        crate::proc::runtime()
+            .unwrap()
+            .block_on(wait_for_ci(forge, SHA, pushed, W, waiter))
+            .unwrap()
+    }
+
+    #[test]
+    fn the_ci_wait_runs_on_its_waiters_clock_a_second_at_a_time() {
+        let t0 = Timestamp::from_second(1_800_000_000).unwrap();
+        // Red after 3 pending looks 15 s apart: the failing check's log comes with it.
+        let forge = ScriptedForge::new(SHA, pending_then(3, CheckState::Failed));
+        let mut w = Moved::at(t0);
+        let (verdict, logs) = wait(&forge, &mut w).unwrap();
+        assert_eq!(
+            verdict,
+            CiVerdict::Failed {
+                names: vec!["ci".into()]
+            }
+        );
+        assert_eq!(logs, vec![("ci".into(), Some("ci FAILED: test_x".into()))]);
+        assert_eq!(*forge.looks.lock().unwrap(), 4);
+        assert_eq!(w.slept, 45);
+        assert_eq!(w.now, t0 + SignedDuration::from_secs(45));
+        // A countdown before each second: due CI_TIMEOUT after the push, one check pending.
+        assert_eq!(w.ticks.len(), 45);
+        let due = t0 + SignedDuration::from_mins(30);
+        assert!(w.ticks.iter().all(|(c, _)| c.due == due && c.pending == 1));
+        assert_eq!(w.ticks[44].1, t0 + SignedDuration::from_secs(44));
+
+        // No check ever appears: `ci_missing` at CI_APPEAR_TIMEOUT, counted down to it.
+        let forge = ScriptedForge::new(SHA, Box::new(|_| Vec::new()));
+        let mut w = Moved::at(t0);
+        let (verdict, _) = wait(&forge, &mut w).unwrap();
+        assert_eq!(verdict, CiVerdict::Missing);
+        assert_eq!(w.now, t0 + SignedDuration::from_mins(10));
+        let due = t0 + SignedDuration::from_mins(10);
+        assert!(w.ticks.iter().all(|(c, _)| c.due == due && c.pending == 0));
+
+        // Green at once: no wait.
+        let forge = ScriptedForge::new(SHA, Box::new(|_| ci(CheckState::Passed)));
+        let mut w = Moved::at(t0);
+        assert_eq!(wait(&forge, &mut w).unwrap().0, CiVerdict::Green);
+        assert_eq!((w.slept, w.ticks.len()), (0, 0));
+    }
+
+    #[test]
+    fn a_tick_that_says_stop_ends_the_ci_wait() {
+        let t0 = Timestamp::from_second(1_800_000_000).unwrap();
+        let forge = ScriptedForge::new(SHA, pending_then(usize::MAX, CheckState::Passed));
+        let mut w = Moved::at(t0);
+        w.stop_at = Some(20);
+        assert!(wait(&forge, &mut w).is_none());
+        assert_eq!(w.slept, 19);
+        assert_eq!(*forge.looks.lock().unwrap(), 2);
+    }
 
     #[test]
     fn the_last_finished_run_is_the_evidence() {

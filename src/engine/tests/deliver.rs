@@ -16,78 +16,12 @@ use crate::deliver::in_run::{DeliverGit, InRun, Place};
 use crate::deliver::{Committed, Push};
 use crate::error::Result;
 use crate::exit::ExitReason;
-use crate::forge::{Access, Forge, NewPullRequest, PullRequest};
-use crate::policy::deliver::{Check, CheckState, Review, ReviewComment};
+use crate::forge::scripted::{ScriptedForge, pending_then};
+use crate::policy::deliver::CheckState;
 use crate::store::EventKind;
 use crate::store::schema::{Delivery, DeliveryStep};
 
 const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
-
-/// A forge whose one check of [`SHA`] is pending for the first `pending` looks, then passes;
-/// it counts the looks and when each was made is read off the effects' clock by the test.
-struct ScriptedForge {
-    pending: usize,
-    looks: Arc<Mutex<usize>>,
-    opened: Arc<Mutex<Vec<NewPullRequest>>>,
-}
-
-impl Forge for ScriptedForge {
-    fn describe(&self) -> String {
-        "scripted forge".into()
-    }
-    fn repo(&self) -> &str {
-        "o/r"
-    }
-    fn access(&self) -> Result<Access> {
-        Ok(Access {
-            login: "hank".into(),
-            can_push: Some(true),
-        })
-    }
-    fn create_pr(&self, pr: &NewPullRequest) -> Result<PullRequest> {
-        self.opened.lock().unwrap().push(pr.clone());
-        Ok(PullRequest {
-            number: 7,
-            url: "https://forge.test/o/r/pull/7".into(),
-            head_sha: Some(SHA.into()),
-            node_id: None,
-        })
-    }
-    fn find_pr(&self, _head: &str) -> Result<Option<PullRequest>> {
-        Ok(None)
-    }
-    fn checks(&self, sha: &str) -> Result<Vec<Check>> {
-        assert_eq!(sha, SHA, "the checks of exactly the pushed commit");
-        let mut looks = self.looks.lock().unwrap();
-        *looks += 1;
-        let state = if *looks <= self.pending {
-            CheckState::Pending
-        } else {
-            CheckState::Passed
-        };
-        Ok(vec![Check {
-            name: "ci".into(),
-            state,
-            url: None,
-            id: None,
-        }])
-    }
-    fn check_log(&self, _check: &Check) -> Result<Option<String>> {
-        Ok(None)
-    }
-    fn reviews(&self, _pr: &PullRequest) -> Result<Vec<Review>> {
-        Ok(Vec::new())
-    }
-    fn review_comments(&self, _pr: &PullRequest) -> Result<Vec<ReviewComment>> {
-        Ok(Vec::new())
-    }
-    fn comment_issue(&self, _issue: u64, _body: &str) -> Result<()> {
-        Ok(())
-    }
-    fn arm_auto_merge(&self, _pr: &PullRequest) -> Result<()> {
-        Ok(())
-    }
-}
 
 /// Delivery's git, scripted: the commit is made, HEAD is [`SHA`], nothing looks like a secret,
 /// the push goes through; each call named in `calls`.
@@ -145,13 +79,8 @@ fn a_delivery_round_waits_out_a_long_ci_on_the_effects_clock() {
     let dir = tempfile::tempdir().unwrap();
     let mut e = project(dir.path(), rc, &["claude"], &fx);
     // The forge says "pending" for 100 looks (25 minutes at one look every 15 s), then green.
-    let looks = Arc::new(Mutex::new(0));
-    let opened = Arc::new(Mutex::new(Vec::new()));
-    let forge = ScriptedForge {
-        pending: 100,
-        looks: Arc::clone(&looks),
-        opened: Arc::clone(&opened),
-    };
+    let forge = ScriptedForge::new(SHA, pending_then(100, CheckState::Passed));
+    let (looks, opened) = (Arc::clone(&forge.looks), Arc::clone(&forge.opened));
     let git = Arc::new(ScriptedGit::default());
     let place = Place {
         branch: "hank/main".into(),
@@ -230,12 +159,8 @@ fn an_interrupt_during_the_ci_wait_stops_the_round_interrupted() {
     fx.fx().interrupt_after_sleeps = Some(90);
     let dir = tempfile::tempdir().unwrap();
     let mut e = project(dir.path(), rc, &["claude"], &fx);
-    let looks = Arc::new(Mutex::new(0));
-    let forge = ScriptedForge {
-        pending: usize::MAX,
-        looks: Arc::clone(&looks),
-        opened: Arc::default(),
-    };
+    let forge = ScriptedForge::new(SHA, pending_then(usize::MAX, CheckState::Passed));
+    let looks = Arc::clone(&forge.looks);
     e.delivery = Some(InRun::of(
         &e.s,
         Place {
