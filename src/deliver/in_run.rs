@@ -288,7 +288,7 @@ impl InRun {
         reason: ExitReason,
         host: &mut dyn Host,
     ) -> Result<Delivered> {
-        let (store, secrets) = (run, run.secrets.as_slice());
+        let secrets = run.secrets.as_slice();
         self.round += 1;
         let mut d = Delivery {
             mode: self.mode.as_str().to_string(),
@@ -301,11 +301,11 @@ impl InRun {
             pr_number: self.pr.as_ref().map(|p| p.number),
             ..Delivery::default()
         };
-        self.begin_record(dir, store, reason, host)?;
+        self.begin_record(dir, run, reason, host)?;
         let sha = match self.commit_and_push(dir, secrets, host, &mut d).await? {
             Pushed::Yes(sha) => sha,
             Pushed::No(outcome) => {
-                self.keep(store, &d, host)?;
+                self.keep(run, &d, host)?;
                 self.save_record(dir, &d, &outcome, self.rec.step, host)?;
                 return Ok(outcome);
             }
@@ -322,7 +322,7 @@ impl InRun {
             if let Err(e) = self.open_pr(&mut d, draft) {
                 return self.forge_failed(
                     dir,
-                    store,
+                    run,
                     host,
                     d,
                     reached,
@@ -336,27 +336,27 @@ impl InRun {
         // never waited for nor merged; the run stops `review_rejected`.
         if reason == ExitReason::ReviewRejected {
             d.exit_reason = Some(reason);
-            self.keep(store, &d, host)?;
+            self.keep(run, &d, host)?;
             let outcome = Delivered::Final(reason);
             self.save_record(dir, &d, &outcome, reached, host)?;
             return Ok(outcome);
         }
         let (Some(w), Some(_)) = (self.wait, self.forge.as_ref()) else {
             d.exit_reason = Some(ExitReason::Delivered);
-            self.keep(store, &d, host)?;
+            self.keep(run, &d, host)?;
             let outcome = Delivered::Final(ExitReason::Delivered);
             self.save_record(dir, &d, &outcome, reached, host)?;
             return Ok(outcome);
         };
         d.checks = "pending".into();
         self.save_record(dir, &d, &open, reached, host)?;
-        self.keep(store, &d, host)?;
+        self.keep(run, &d, host)?;
         let waited = self.wait_ci(&sha, pushed_at, w, host).await;
         let (verdict, logs) = match waited {
             Ok(Some(v)) => v,
             Ok(None) => {
                 d.exit_reason = Some(ExitReason::Interrupted);
-                self.keep(store, &d, host)?;
+                self.keep(run, &d, host)?;
                 let outcome = Delivered::Final(ExitReason::Interrupted);
                 self.save_record(dir, &d, &outcome, reached, host)?;
                 return Ok(outcome);
@@ -364,7 +364,7 @@ impl InRun {
             Err(e) => {
                 return self.forge_failed(
                     dir,
-                    store,
+                    run,
                     host,
                     d,
                     reached,
@@ -378,7 +378,7 @@ impl InRun {
             Err(e) => {
                 return self.forge_failed(
                     dir,
-                    store,
+                    run,
                     host,
                     d,
                     reached,
@@ -387,7 +387,7 @@ impl InRun {
                 );
             }
         };
-        self.keep(store, &d, host)?;
+        self.keep(run, &d, host)?;
         self.save_record(dir, &d, &outcome, reached, host)?;
         Ok(outcome)
     }
@@ -465,7 +465,7 @@ impl InRun {
     fn forge_failed(
         &mut self,
         dir: &Path,
-        store: &RunRecords,
+        run: &RunRecords,
         host: &mut dyn Host,
         mut d: Delivery,
         reached: DeliveryStep,
@@ -475,7 +475,7 @@ impl InRun {
         let error = format!("{what}: {}", crate::sanitize::line(&e.to_string()));
         d.exit_reason = Some(ExitReason::ForgeFailed);
         d.error = Some(error);
-        self.keep(store, &d, host)?;
+        self.keep(run, &d, host)?;
         let outcome = Delivered::Final(ExitReason::ForgeFailed);
         self.save_record(dir, &d, &outcome, reached, host)?;
         Ok(outcome)
