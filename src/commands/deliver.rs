@@ -16,8 +16,8 @@ use crate::forge::{self, Forge, NewPullRequest};
 use crate::policy::deliver::{self as rules, CiVerdict};
 use crate::policy::time::Clock;
 use crate::settings::{self, DeliverMode, Flags};
-use crate::store::schema::{Delivery, DeliveryRecord, DeliveryStep, Event, EventKind};
-use crate::store::{Store, write_atomic};
+use crate::store::Store;
+use crate::store::schema::{Delivery, DeliveryRecord, DeliveryStep};
 
 use super::out;
 
@@ -54,18 +54,13 @@ pub(super) fn warn_skipped_secrets(committed: &deliver::Committed) {
 }
 
 fn record(store: &Store, clock: &SystemClock, d: &Delivery) -> Result<()> {
-    let path = store.dir().join(DELIVERY_FILE);
-    let json = serde_json::to_vec_pretty(d).map_err(|e| HankError::Internal(e.to_string()))?;
-    write_atomic(&path, &json, true).map_err(|e| HankError::io("failed to write", &path, e))?;
     // status.json of the run carries its delivery (a status hank cannot read is left alone).
     if let Some(mut status) = store.read_status() {
         status.delivery = Some(d.clone());
         status.updated_at = clock.now();
         store.write_status(&status)?;
     }
-    let event = Event::new(clock.now(), EventKind::Delivery(Box::new(d.clone())));
-    crate::notify::offer(&event);
-    store.append_event(&event.to_line())
+    deliver::tell_outside_run(store, clock.now(), d)
 }
 
 fn finish(store: &Store, clock: &SystemClock, opts: Opts, d: &Delivery) -> Result<u8> {
@@ -397,15 +392,12 @@ fn deliver_record(
             );
         }
     };
-    let waited = deliver::wait_for_ci(
-        f,
-        &sha,
-        pushed_at,
-        w,
-        &|| clock.now(),
-        &|| stop.load(Ordering::SeqCst),
-        &mut countdown,
-    );
+    let stopped = || stop.load(Ordering::SeqCst);
+    let waited = deliver::Wall::new(None, &stopped, &mut countdown).and_then(|mut waiter| {
+        crate::proc::runtime()
+            .map_err(|e| HankError::Internal(format!("the CI wait: {e}")))?
+            .block_on(deliver::wait_for_ci(f, &sha, pushed_at, w, &mut waiter))
+    });
     let (verdict, logs) = match waited {
         Ok(Some(v)) => v,
         Ok(None) => {

@@ -7,23 +7,24 @@
 //! next loop (a pre-push hook's output, the failing checks, review requests). The state
 //! machine counts the rounds; every step is recorded (`.hank/delivery.json`, through the
 //! caller's `record`: the `delivery` event and status.json).
+//!
+//! Its clock, its waits (the CI wait, a push's retry waits) and its records are the
+//! [`Host`]'s — inside `hank run` the engine's effects, so the engine's tests run a delivery
+//! round with a 30-minute CI wait at once —; its git is a [`DeliverGit`] ([`RealGit`]:
+//! through `src/git/`), its forge a [`Forge`].
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
-
-use super::{CiWaitSettings, DELIVERY_FILE, Push};
-use crate::clock::SystemClock;
+use super::{CiWaitSettings, Push};
 use crate::error::{HankError, Result};
 use crate::exit::ExitReason;
 use crate::forge::{self, Forge, NewPullRequest, PullRequest};
 use crate::policy::deliver::{self as rules, CiVerdict};
 use crate::policy::run::{DeliverRounds, Delivered, Round};
-use crate::policy::time::Clock;
 use crate::settings::{DeliverMode, Settings};
-use crate::store::schema::{Delivery, DeliveryRecord, DeliveryStep};
-use crate::store::{Store, write_atomic};
+use crate::store::schema::{DELIVERY_RECORD_SCHEMA, Delivery, DeliveryRecord, DeliveryStep};
 
 /// Waits between attempts of a push that failed for a transient reason (the network).
 const PUSH_RETRY_WAITS: [Duration; 2] = [Duration::from_secs(5), Duration::from_secs(15)];
@@ -43,26 +44,113 @@ pub struct InRun {
     pr: Option<PullRequest>,
     reviews_seen: u64,
     round: u64,
-    clock: SystemClock,
+    /// Delivery's git (commit, head, the scan, the push).
+    git: Arc<dyn DeliverGit>,
     last: Option<Delivery>,
     warnings: Vec<String>,
     /// The delivery record of the round under way (per-user folder, [`super::record`]).
     rec: DeliveryRecord,
 }
 
-/// What the driver of a delivery provides: where each step is recorded (the `delivery` event,
-/// status.json), and whether the run was asked to stop meanwhile (`hank ctl stop`).
-pub trait Host {
+/// What the driver of a delivery provides: its clock and waits ([`super::Waiter`]: the
+/// countdown told about once a second during the CI wait, a `hank ctl stop` or a signal
+/// ending it `interrupted`), where each step is told (the `delivery` event, status.json) and
+/// where the records are written.
+pub trait Host: super::Waiter {
     /// A step of the delivery happened (pushed, checks pending, the verdict).
     ///
     /// # Errors
     /// The record cannot be written.
     fn record(&mut self, d: &Delivery) -> Result<()>;
-    /// Asked about once a second during the waits: `true` ends the delivery `interrupted`.
-    fn stop_requested(&mut self) -> bool;
-    /// Told about once a second while the checks are waited for: the countdown (when their
-    /// verdict is due, how many are pending).
-    fn waiting_for_checks(&mut self, countdown: super::CiCountdown, now: jiff::Timestamp);
+    /// Writes `bytes` to `path` atomically, 0600 (`.hank/delivery.json`).
+    ///
+    /// # Errors
+    /// The file cannot be written.
+    fn write_file(&mut self, path: &Path, bytes: &[u8]) -> Result<()>;
+    /// Saves the delivery record of the project at `project` ([`super::record::save`]).
+    ///
+    /// # Errors
+    /// The record cannot be written.
+    fn save_record(&mut self, project: &Path, rec: &DeliveryRecord) -> Result<()>;
+}
+
+/// What a round reads and writes besides the host's records: the run's `events.jsonl` (the
+/// evidence of the PR body), where `.hank/delivery.json` is, the secret values to redact.
+#[derive(Debug, Clone, Default)]
+pub struct RunRecords {
+    pub events: String,
+    pub delivery_file: PathBuf,
+    pub secrets: Vec<String>,
+}
+
+/// Delivery's git: the commit of what the agent left, the commit pushed, the scan of what a
+/// push sends, the push. [`RealGit`] runs them through `src/git/`; the engine's tests give a
+/// scripted one.
+pub trait DeliverGit: Send + Sync {
+    /// [`super::commit_all`].
+    ///
+    /// # Errors
+    /// As [`super::commit_all`].
+    fn commit_all(&self, dir: &Path, branch: &str, message: &str) -> Result<super::Committed>;
+    /// [`super::head`].
+    ///
+    /// # Errors
+    /// As [`super::head`].
+    fn head(&self, dir: &Path) -> Result<String>;
+    /// The commits of `sha` the remote does not know, scanned for secrets
+    /// ([`super::scan::known_on_remote`], [`super::scan::scan`]).
+    ///
+    /// # Errors
+    /// git cannot run or cannot read the history.
+    fn scan(
+        &self,
+        dir: &Path,
+        sha: &str,
+        to: &Place,
+        allow: &[String],
+    ) -> Result<super::scan::Scan>;
+    /// [`super::push`].
+    ///
+    /// # Errors
+    /// As [`super::push`].
+    fn push(&self, dir: &Path, remote: &str, branch: &str) -> Result<Push>;
+}
+
+/// Where a delivery goes: the branch, the pull request's base, the remote.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Place {
+    pub branch: String,
+    pub base: String,
+    pub remote: String,
+}
+
+/// [`DeliverGit`] through `src/git/` (the delivery runner: the user's credentials, hooks
+/// only when approved).
+pub struct RealGit;
+
+impl DeliverGit for RealGit {
+    fn commit_all(&self, dir: &Path, branch: &str, message: &str) -> Result<super::Committed> {
+        super::commit_all(dir, branch, message)
+    }
+
+    fn head(&self, dir: &Path) -> Result<String> {
+        super::head(dir)
+    }
+
+    fn scan(
+        &self,
+        dir: &Path,
+        sha: &str,
+        to: &Place,
+        allow: &[String],
+    ) -> Result<super::scan::Scan> {
+        let known = super::scan::known_on_remote(dir, &to.remote, &to.base, &to.branch)?;
+        super::scan::scan(dir, sha, &known, allow)
+    }
+
+    fn push(&self, dir: &Path, remote: &str, branch: &str) -> Result<Push> {
+        super::push(dir, remote, branch)
+    }
 }
 
 /// How a step of a delivery ended, inside [`InRun::deliver`].
@@ -109,11 +197,34 @@ impl InRun {
             None
         };
         super::prepare_branch(dir, &branch)?;
-        Ok(Some(Self {
-            mode,
+        let place = Place {
             branch,
             base,
             remote,
+        };
+        Ok(Some(Self::of(s, place, forge, Arc::new(RealGit))))
+    }
+
+    /// The delivery of `s`'s `DELIVER` mode to `place` through `forge` and `git`, nothing
+    /// checked nor switched ([`InRun::start`] does that); CI_WAIT decides whether the checks
+    /// are waited for (only with a forge).
+    #[must_use]
+    pub fn of(
+        s: &Settings,
+        place: Place,
+        forge: Option<Box<dyn Forge>>,
+        git: Arc<dyn DeliverGit>,
+    ) -> Self {
+        let mode = s.deliver.value;
+        let wait = s.ci_wait.value.applies(mode).then_some(CiWaitSettings {
+            appear: s.ci_appear_timeout.value,
+            total: s.ci_timeout.value,
+        });
+        Self {
+            mode,
+            branch: place.branch,
+            base: place.base,
+            remote: place.remote,
             forge,
             wait,
             auto_merge: s.auto_merge.value,
@@ -122,11 +233,11 @@ impl InRun {
             pr: None,
             reviews_seen: 0,
             round: 0,
-            clock: SystemClock::from_env()?,
+            git,
             last: None,
             warnings: Vec::new(),
             rec: DeliveryRecord::default(),
-        }))
+        }
     }
 
     /// The rounds that go back to the agent: 2 rejected pushes
@@ -163,22 +274,21 @@ impl InRun {
         std::mem::take(&mut self.warnings)
     }
 
-    /// Delivers the verified completion `reason` of the run in `dir` whose records are in
-    /// `store`.
-    /// `host` records each step (pushed, checks pending, the verdict) and may ask to stop;
-    /// `cancel` (the signal counter) ends a push retry wait or the CI wait with `interrupted`.
+    /// Delivers the verified completion `reason` of the run in `dir` (its records: `run`).
+    /// `host` is the clock and the waits (a signal or a `hank ctl stop` ends a push retry wait
+    /// or the CI wait with `interrupted`), records each step (pushed, checks pending, the
+    /// verdict) and writes the records.
     ///
     /// # Errors
     /// git cannot run or refused the commit (a pre-commit hook), the forge cannot be asked.
     pub async fn deliver(
         &mut self,
         dir: &Path,
-        store: &Store,
+        run: &RunRecords,
         reason: ExitReason,
-        secrets: &[String],
-        mut cancel: watch::Receiver<u32>,
         host: &mut dyn Host,
     ) -> Result<Delivered> {
+        let secrets = run.secrets.as_slice();
         self.round += 1;
         let mut d = Delivery {
             mode: self.mode.as_str().to_string(),
@@ -191,30 +301,28 @@ impl InRun {
             pr_number: self.pr.as_ref().map(|p| p.number),
             ..Delivery::default()
         };
-        self.begin_record(dir, store, reason, secrets)?;
-        let sha = match self
-            .commit_and_push(dir, secrets, &mut cancel, &mut d)
-            .await?
-        {
+        self.begin_record(dir, run, reason, host)?;
+        let sha = match self.commit_and_push(dir, secrets, host, &mut d).await? {
             Pushed::Yes(sha) => sha,
             Pushed::No(outcome) => {
-                self.keep(store, &d, host)?;
-                self.save_record(dir, &d, &outcome, self.rec.step)?;
+                self.keep(run, &d, host)?;
+                self.save_record(dir, &d, &outcome, self.rec.step, host)?;
                 return Ok(outcome);
             }
         };
-        let pushed_at = self.clock.now();
+        let pushed_at = host.now();
         let mut reached = self.rec.step.max(DeliveryStep::Pushed);
         d.head = Some(sha.clone());
         // Kept open at the step reached until the round's verdict.
-        self.save_record(dir, &d, &Delivered::Final(ExitReason::Interrupted), reached)?;
+        let open = Delivered::Final(ExitReason::Interrupted);
+        self.save_record(dir, &d, &open, reached, host)?;
         if self.mode == DeliverMode::Pr {
             // Work the reviewer did not approve goes up as a draft.
             let draft = reason == ExitReason::ReviewRejected;
             if let Err(e) = self.open_pr(&mut d, draft) {
                 return self.forge_failed(
                     dir,
-                    store,
+                    run,
                     host,
                     d,
                     reached,
@@ -228,35 +336,35 @@ impl InRun {
         // never waited for nor merged; the run stops `review_rejected`.
         if reason == ExitReason::ReviewRejected {
             d.exit_reason = Some(reason);
-            self.keep(store, &d, host)?;
+            self.keep(run, &d, host)?;
             let outcome = Delivered::Final(reason);
-            self.save_record(dir, &d, &outcome, reached)?;
+            self.save_record(dir, &d, &outcome, reached, host)?;
             return Ok(outcome);
         }
         let (Some(w), Some(_)) = (self.wait, self.forge.as_ref()) else {
             d.exit_reason = Some(ExitReason::Delivered);
-            self.keep(store, &d, host)?;
+            self.keep(run, &d, host)?;
             let outcome = Delivered::Final(ExitReason::Delivered);
-            self.save_record(dir, &d, &outcome, reached)?;
+            self.save_record(dir, &d, &outcome, reached, host)?;
             return Ok(outcome);
         };
         d.checks = "pending".into();
-        self.save_record(dir, &d, &Delivered::Final(ExitReason::Interrupted), reached)?;
-        self.keep(store, &d, host)?;
-        let waited = self.wait_ci(&sha, pushed_at, w, &mut cancel, host).await;
+        self.save_record(dir, &d, &open, reached, host)?;
+        self.keep(run, &d, host)?;
+        let waited = self.wait_ci(&sha, pushed_at, w, host).await;
         let (verdict, logs) = match waited {
             Ok(Some(v)) => v,
             Ok(None) => {
                 d.exit_reason = Some(ExitReason::Interrupted);
-                self.keep(store, &d, host)?;
+                self.keep(run, &d, host)?;
                 let outcome = Delivered::Final(ExitReason::Interrupted);
-                self.save_record(dir, &d, &outcome, reached)?;
+                self.save_record(dir, &d, &outcome, reached, host)?;
                 return Ok(outcome);
             }
             Err(e) => {
                 return self.forge_failed(
                     dir,
-                    store,
+                    run,
                     host,
                     d,
                     reached,
@@ -270,7 +378,7 @@ impl InRun {
             Err(e) => {
                 return self.forge_failed(
                     dir,
-                    store,
+                    run,
                     host,
                     d,
                     reached,
@@ -279,8 +387,8 @@ impl InRun {
                 );
             }
         };
-        self.keep(store, &d, host)?;
-        self.save_record(dir, &d, &outcome, reached)?;
+        self.keep(run, &d, host)?;
+        self.save_record(dir, &d, &outcome, reached, host)?;
         Ok(outcome)
     }
 
@@ -289,13 +397,13 @@ impl InRun {
     fn begin_record(
         &mut self,
         dir: &Path,
-        store: &Store,
+        run: &RunRecords,
         reason: ExitReason,
-        secrets: &[String],
+        host: &mut dyn Host,
     ) -> Result<()> {
-        let events = super::events_text(store);
+        let secrets = run.secrets.as_slice();
         let mut ev = super::evidence_of_current(
-            &events,
+            &run.events,
             reason,
             "a verified completion, delivered by the loop",
         );
@@ -318,7 +426,14 @@ impl InRun {
             pr_number: self.pr.as_ref().map(|p| p.number),
             ..DeliveryRecord::default()
         };
-        super::record::save(dir, &mut self.rec, self.clock.now())
+        self.save(dir, host)
+    }
+
+    /// The round's record stamped now, through the host.
+    fn save(&mut self, dir: &Path, host: &mut dyn Host) -> Result<()> {
+        self.rec.schema_version = DELIVERY_RECORD_SCHEMA;
+        self.rec.at = Some(host.now());
+        host.save_record(dir, &self.rec)
     }
 
     /// The record after a step: `reached`, and how the round went (`outcome`: a round handed
@@ -330,6 +445,7 @@ impl InRun {
         d: &Delivery,
         outcome: &Delivered,
         reached: DeliveryStep,
+        host: &mut dyn Host,
     ) -> Result<()> {
         self.rec.step = match outcome {
             Delivered::Final(r) => super::record::step_after(Some(*r), reached),
@@ -340,7 +456,7 @@ impl InRun {
         self.rec.head.clone_from(&d.head);
         self.rec.pr_url.clone_from(&d.pr_url);
         self.rec.pr_number = d.pr_number;
-        super::record::save(dir, &mut self.rec, self.clock.now())
+        self.save(dir, host)
     }
 
     /// A forge step failed: the run stops `forge_failed` with the forge's own error, and the
@@ -349,7 +465,7 @@ impl InRun {
     fn forge_failed(
         &mut self,
         dir: &Path,
-        store: &Store,
+        run: &RunRecords,
         host: &mut dyn Host,
         mut d: Delivery,
         reached: DeliveryStep,
@@ -359,9 +475,9 @@ impl InRun {
         let error = format!("{what}: {}", crate::sanitize::line(&e.to_string()));
         d.exit_reason = Some(ExitReason::ForgeFailed);
         d.error = Some(error);
-        self.keep(store, &d, host)?;
+        self.keep(run, &d, host)?;
         let outcome = Delivered::Final(ExitReason::ForgeFailed);
-        self.save_record(dir, &d, &outcome, reached)?;
+        self.save_record(dir, &d, &outcome, reached, host)?;
         Ok(outcome)
     }
 
@@ -371,7 +487,7 @@ impl InRun {
         &mut self,
         dir: &Path,
         secrets: &[String],
-        cancel: &mut watch::Receiver<u32>,
+        host: &mut dyn Host,
         d: &mut Delivery,
     ) -> Result<Pushed> {
         let dir = dir.to_path_buf();
@@ -385,8 +501,8 @@ impl InRun {
             )
         };
         let committed = blocking({
-            let (dir, branch) = (dir.clone(), self.branch.clone());
-            move || super::commit_all(&dir, &branch, &message)
+            let (git, dir, branch) = (Arc::clone(&self.git), dir.clone(), self.branch.clone());
+            move || git.commit_all(&dir, &branch, &message)
         })
         .await?;
         for f in &committed.secrets_skipped {
@@ -408,18 +524,18 @@ impl InRun {
                 otherwise: ExitReason::PushRejected,
             }));
         }
-        let sha = super::head(&dir)?;
+        let sha = self.git.head(&dir)?;
         // What is pushed is scanned, not only what hank staged (the agent may have committed
         // a secret itself): a hit ends the run, nothing pushed.
         let found = blocking({
-            let (dir, sha) = (dir.clone(), sha.clone());
-            let (remote, base, branch) =
-                (self.remote.clone(), self.base.clone(), self.branch.clone());
+            let (git, dir, sha) = (Arc::clone(&self.git), dir.clone(), sha.clone());
+            let to = Place {
+                branch: self.branch.clone(),
+                base: self.base.clone(),
+                remote: self.remote.clone(),
+            };
             let allow = self.allow_files.clone();
-            move || {
-                let known = super::scan::known_on_remote(&dir, &remote, &base, &branch)?;
-                super::scan::scan(&dir, &sha, &known, &allow)
-            }
+            move || git.scan(&dir, &sha, &to, &allow)
         })
         .await?;
         if !found.hits.is_empty() {
@@ -435,8 +551,9 @@ impl InRun {
         let mut attempt = 0;
         loop {
             let pushed = blocking({
-                let (dir, remote, branch) = (dir.clone(), self.remote.clone(), self.branch.clone());
-                move || super::push(&dir, &remote, &branch)
+                let (git, dir) = (Arc::clone(&self.git), dir.clone());
+                let (remote, branch) = (self.remote.clone(), self.branch.clone());
+                move || git.push(&dir, &remote, &branch)
             })
             .await?;
             let Push::Rejected { output } = pushed else {
@@ -453,7 +570,7 @@ impl InRun {
                     rules::clean(output.lines().last().unwrap_or_default(), secrets, 200),
                     wait.as_secs()
                 ));
-                if super::sleep_or_cancel(*wait, cancel).await {
+                if host.sleep(*wait).await {
                     d.exit_reason = Some(ExitReason::Interrupted);
                     return Ok(Pushed::No(Delivered::Final(ExitReason::Interrupted)));
                 }
@@ -510,18 +627,12 @@ impl InRun {
         sha: &str,
         pushed_at: jiff::Timestamp,
         w: CiWaitSettings,
-        cancel: &mut watch::Receiver<u32>,
         host: &mut dyn Host,
     ) -> Result<Option<(CiVerdict, Vec<super::CheckLog>)>> {
         let Some(f) = self.forge.as_deref() else {
             return Ok(None);
         };
-        let now = || self.clock.now();
-        let mut stop = |countdown| {
-            host.waiting_for_checks(countdown, now());
-            host.stop_requested()
-        };
-        super::wait_for_ci_async(f, sha, pushed_at, w, &now, cancel, &mut stop).await
+        super::wait_for_ci(f, sha, pushed_at, w, host).await
     }
 
     /// The verdict in the record, and what it means for the run: green (then auto-merge,
@@ -597,10 +708,9 @@ impl InRun {
     }
 
     /// `.hank/delivery.json`, then the host's record (the event, status.json).
-    fn keep(&mut self, store: &Store, d: &Delivery, host: &mut dyn Host) -> Result<()> {
-        let path = store.dir().join(DELIVERY_FILE);
+    fn keep(&mut self, run: &RunRecords, d: &Delivery, host: &mut dyn Host) -> Result<()> {
         let json = serde_json::to_vec_pretty(d).map_err(|e| HankError::Internal(e.to_string()))?;
-        write_atomic(&path, &json, true).map_err(|e| HankError::io("failed to write", &path, e))?;
+        host.write_file(&run.delivery_file, &json)?;
         self.last = Some(d.clone());
         host.record(d)
     }

@@ -2,7 +2,8 @@
 //! output captured for the agent), hank's records of the last finished run for the PR body,
 //! and the CI wait. The rules (names, the body, the verdict, the feedback) are in
 //! [`crate::policy::deliver`]; the forge calls in [`crate::forge`]. The engine calls
-//! [`prepare_branch`], [`commit_all`], [`push`], [`evidence`] and [`wait_for_ci`]; `hank
+//! [`prepare_branch`], [`commit_all`], [`push`], [`evidence`] and [`wait_for_ci`] (on a
+//! [`Waiter`]'s clock: the engine's effects inside `hank run`, [`Wall`] elsewhere); `hank
 //! deliver` (`src/commands/deliver.rs`) runs them in order now.
 
 use std::path::Path;
@@ -210,38 +211,28 @@ pub fn prepare_branch(dir: &Path, branch: &str) -> Result<()> {
     }
 }
 
-/// hank's runtime files (the `.gitignore` entries hank writes): never committed.
-#[must_use]
-pub fn runtime_paths() -> Vec<String> {
-    include_str!("../../templates/gitignore")
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(|l| l.trim_end_matches('/').to_string())
-        .collect()
-}
+pub use crate::git::commit::{Committed, runtime_globs, runtime_paths, unstage_secrets};
 
-/// [`runtime_paths`] as git pathspecs that match each path and everything under it, and
-/// match nothing quietly (`git reset -- SPECS` unstages hank's own files).
-#[must_use]
-pub fn runtime_globs() -> Vec<String> {
-    runtime_paths()
-        .iter()
-        .flat_map(|p| [format!(":(glob){p}"), format!(":(glob){p}/**")])
-        .collect()
-}
-
-/// What [`commit_all`] did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Committed {
-    /// A commit was made (`false`: nothing to commit).
-    pub made: bool,
-    /// Files left out because they look like secrets
-    /// ([`rules::looks_like_secret`]); they stay in the working tree, uncommitted.
-    pub secrets_skipped: Vec<String>,
-    /// git refused the commit (a pre-commit or commit-msg hook): its output, bounded like a
-    /// pre-push hook's. Nothing was committed.
-    pub refused: Option<String>,
+/// Tells a delivery step outside `hank run` (`hank deliver`, the fleet's delivery of its
+/// integration branch) as a run's delivery tells it through its effects: `.hank/delivery.json`,
+/// the `delivery` event in `events.jsonl`, and NOTIFY's message of it (the one notifier,
+/// [`crate::notify::offer`]: the run's event classes and filtering).
+///
+/// # Errors
+/// `.hank/delivery.json` or the event cannot be written.
+pub fn tell_outside_run(
+    store: &crate::store::Store,
+    now: Timestamp,
+    d: &crate::store::schema::Delivery,
+) -> Result<()> {
+    let path = store.dir().join(DELIVERY_FILE);
+    let json = serde_json::to_vec_pretty(d).map_err(|e| HankError::Internal(e.to_string()))?;
+    crate::store::write_atomic(&path, &json, true)
+        .map_err(|e| HankError::io("failed to write", &path, e))?;
+    let event =
+        crate::store::Event::new(now, crate::store::EventKind::Delivery(Box::new(d.clone())));
+    crate::notify::offer(&event);
+    store.append_event(&event.to_line())
 }
 
 /// The project's `events.jsonl` as text, for the evidence; empty when it cannot be read (no
@@ -257,104 +248,27 @@ pub fn events_text(store: &crate::store::Store) -> String {
     .unwrap_or_default()
 }
 
-/// Commits everything the agent left (new, changed and deleted files; hank's runtime files
-/// excepted, even where `.gitignore` does not list them; files that look like secrets —
-/// `.env`, private keys… — never, even when nothing ignores them: they stay in the working
-/// tree) with `message`.
+/// Commits everything the agent left on `branch` with `message`: the one commit
+/// ([`crate::git::commit::commit_all`]) — hank's runtime files never (a fleet task's plan
+/// neither: the fleet ticks the integration branch's plan itself, so tasks delivered side by
+/// side never conflict there), files that look like secrets never (they stay in the working
+/// tree), the user's hooks when the configuration is approved ([`hooks_approved_in`]).
 ///
 /// A commit a hook refused is [`Committed::refused`] with the hook's output, for the agent.
 ///
 /// # Errors
-/// git cannot run, or `git add` failed.
+/// HEAD is not on `branch`, git cannot run, or staging failed.
 pub fn commit_all(dir: &Path, branch: &str, message: &str) -> Result<Committed> {
     expect_branch(dir, branch)?;
-    let r = git_hooked(dir, &["add", "--all", "--", "."], GIT_QUICK)?;
-    if !r.success {
-        return Err(HankError::Tool(format!(
-            "`git add` failed: {}",
-            crate::sanitize::line(r.stderr.trim())
-        )));
-    }
-    // Unstage hank's own files (a glob pathspec matches nothing quietly).
-    let mut reset = vec!["reset", "--quiet", "--"];
-    let globs = runtime_globs();
-    reset.extend(globs.iter().map(String::as_str));
-    // A fleet task's plan is its worktree's own (its one section): the fleet ticks the
-    // integration branch's plan itself, so tasks delivered side by side never conflict there.
-    if std::env::var_os(crate::git::TASK_CHECKOUT_ENV).is_some() {
-        reset.push(":(glob).hank/fix_plan.md");
-    }
-    let _ = git(dir, &reset, GIT_QUICK)?;
-    let secrets_skipped = unstage_secrets(dir)?;
-    if git(dir, &["diff", "--cached", "--quiet"], GIT_QUICK)?.success {
-        return Ok(Committed {
-            made: false,
-            secrets_skipped,
-            refused: None,
-        });
-    }
-    let r = git_hooked(
+    crate::git::commit::commit_all(
         dir,
-        &["commit", "--quiet", "-m", message],
-        GIT_DELIVER_TIMEOUT,
-    )?;
-    let refused = (!r.success).then(|| tail_chars(&format!("{}\n{}", r.stderr, r.stdout)));
-    Ok(Committed {
-        made: r.success,
-        secrets_skipped,
-        refused,
-    })
-}
-
-/// The end of a hook's output kept for the agent (cleaned later by the rules).
-fn tail_chars(output: &str) -> String {
-    let keep = rules::MAX_HOOK_OUTPUT_CHARS * 4;
-    let n = output.chars().count();
-    if n > keep {
-        output.chars().skip(n - keep).collect()
-    } else {
-        output.to_string()
-    }
-}
-
-/// Takes the staged files that look like secrets out of the index (added or changed; a
-/// deletion leaks nothing and stays); their names.
-///
-/// # Errors
-/// git cannot run, or the files could not be taken out (then nothing may be committed).
-pub fn unstage_secrets(dir: &Path) -> Result<Vec<String>> {
-    let staged = git_ok(
-        dir,
-        &[
-            "diff",
-            "--cached",
-            "--name-only",
-            "--no-renames",
-            "--diff-filter=d",
-            "-z",
-        ],
-    )?;
-    let secrets: Vec<String> = staged
-        .split('\0')
-        .filter(|p| !p.is_empty() && rules::looks_like_secret(p))
-        .map(str::to_string)
-        .collect();
-    if secrets.is_empty() {
-        return Ok(secrets);
-    }
-    let specs: Vec<String> = secrets.iter().map(|p| format!(":(literal){p}")).collect();
-    let mut args = vec!["reset", "--quiet", "--"];
-    args.extend(specs.iter().map(String::as_str));
-    let r = git(dir, &args, GIT_QUICK)?;
-    if !r.success {
-        // Without the reset a secret would be committed: refuse the commit instead.
-        return Err(HankError::Tool(format!(
-            "could not leave {} out of the delivery commit: {}",
-            secrets.join(", "),
-            crate::sanitize::line(r.stderr.trim())
-        )));
-    }
-    Ok(secrets)
+        &crate::git::commit::CommitAll {
+            message,
+            hooks: hooks_approved_in(dir),
+            leave_plan: std::env::var_os(crate::git::TASK_CHECKOUT_ENV).is_some(),
+            timeout: GIT_DELIVER_TIMEOUT,
+        },
+    )
 }
 
 /// How a push ended.
@@ -398,7 +312,7 @@ fn push_refspec(dir: &Path, remote: &str, refspec: &str) -> Result<Push> {
         output.push_str(&r.stdout);
     }
     Ok(Push::Rejected {
-        output: tail_chars(&output),
+        output: crate::git::commit::tail_chars(&output),
     })
 }
 
@@ -667,71 +581,120 @@ pub fn ci_poll(
     })
 }
 
-/// Waits for the checks of exactly `sha` until the verdict is final; returns it with the
-/// failing checks' log tails (raw; [`rules::ci_feedback`] cleans them). `now` is the clock;
-/// `interrupted` ends the wait early (`Ok(None)`); `tick` is told, after each look, the
-/// countdown (when the verdict is due, how many checks are pending).
-///
-/// # Errors
-/// The forge cannot be asked.
-pub fn wait_for_ci(
-    forge: &dyn Forge,
-    sha: &str,
-    pushed_at: Timestamp,
-    w: CiWaitSettings,
-    now: &dyn Fn() -> Timestamp,
-    interrupted: &dyn Fn() -> bool,
-    tick: &mut dyn FnMut(CiCountdown, Timestamp),
-) -> Result<Option<(CiVerdict, Vec<CheckLog>)>> {
-    let limits = w.limits();
-    loop {
-        match ci_poll(forge, sha, pushed_at, limits, now())? {
-            CiPoll::Wait(mut left, countdown) => {
-                tick(countdown, now());
-                while !left.is_zero() {
-                    if interrupted() {
-                        return Ok(None);
-                    }
-                    let step = left.min(Duration::from_millis(100));
-                    std::thread::sleep(step);
-                    left -= step;
-                }
-            }
-            CiPoll::Final(v, logs) => return Ok(Some((v, logs))),
-        }
-    }
+/// A future a [`Waiter`] returns.
+pub type WaitFut<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = bool> + 'a>>;
+
+/// The clock and the sleeps of delivery's waits (the CI wait, a push's retry waits): one
+/// waiting code on any clock. Inside `hank run` it is the engine's effects (`Effects::now` and
+/// `Effects::sleep`: the engine's tests run a 30-minute CI wait at once); `hank deliver` and
+/// the fleet's delivery use [`Wall`] (the wall clock, the runtime's timer, the signal counter).
+pub trait Waiter {
+    /// The time now.
+    fn now(&self) -> Timestamp;
+    /// Sleeps `d` (at most a second at a time in the CI wait); `true` when the wait is to end
+    /// (Ctrl-C, SIGTERM, SIGHUP).
+    fn sleep(&mut self, d: Duration) -> WaitFut<'_>;
+    /// Told after each look at the checks and about once a second while they are waited for:
+    /// the countdown (when the verdict is due, how many checks are pending); `true` ends the
+    /// wait (a `hank ctl stop`).
+    fn tick(&mut self, countdown: CiCountdown, now: Timestamp) -> bool;
 }
 
-/// [`wait_for_ci`] inside an async driver: the waits are the runtime's timer, so the signal
-/// handler keeps counting; `cancel` (the signal counter) ends the wait (`Ok(None)`), and so
-/// does `stop`, given about once a second the countdown of the wait ([`CiCountdown`]): a
-/// `hank ctl stop`, and the countdown shown in status.json.
+/// Waits for the checks of exactly `sha` until the verdict is final; returns it with the
+/// failing checks' log tails (raw; [`rules::ci_feedback`] cleans them). The forge is asked
+/// every poll interval ([`CiWaitSettings::limits`]); between two looks the wait sleeps in steps
+/// of at most a second on `waiter`'s clock, telling it the countdown before each; a sleep cut
+/// short or a tick that says stop ends the wait (`Ok(None)`).
 ///
 /// # Errors
 /// The forge cannot be asked.
-pub async fn wait_for_ci_async(
+pub async fn wait_for_ci(
     forge: &dyn Forge,
     sha: &str,
     pushed_at: Timestamp,
     w: CiWaitSettings,
-    now: &dyn Fn() -> Timestamp,
-    cancel: &mut tokio::sync::watch::Receiver<u32>,
-    stop: &mut dyn FnMut(CiCountdown) -> bool,
+    waiter: &mut dyn Waiter,
 ) -> Result<Option<(CiVerdict, Vec<CheckLog>)>> {
     let limits = w.limits();
     loop {
-        match ci_poll(forge, sha, pushed_at, limits, now())? {
+        match ci_poll(forge, sha, pushed_at, limits, waiter.now())? {
             CiPoll::Final(v, logs) => return Ok(Some((v, logs))),
             CiPoll::Wait(mut left, countdown) => {
                 while !left.is_zero() {
                     let step = left.min(Duration::from_secs(1));
-                    if stop(countdown) || sleep_or_cancel(step, cancel).await {
+                    let now = waiter.now();
+                    if waiter.tick(countdown, now) || waiter.sleep(step).await {
                         return Ok(None);
                     }
                     left -= step;
                 }
             }
         }
+    }
+}
+
+/// [`Waiter`] on the wall clock (or `HANK_NOW`'s) and the runtime's timer, for `hank deliver`
+/// and the fleet's delivery: a signal (`cancel`, the signal counter) or `stop` ends a sleep;
+/// `tick` is told the countdown.
+pub struct Wall<'a> {
+    clock: crate::clock::SystemClock,
+    cancel: Option<tokio::sync::watch::Receiver<u32>>,
+    stop: &'a dyn Fn() -> bool,
+    tick: &'a mut dyn FnMut(CiCountdown, Timestamp),
+}
+
+impl<'a> Wall<'a> {
+    /// The wall clock; `cancel` the signal counter when the caller has one, `stop` asked
+    /// every 100 ms of a sleep, `tick` told the countdown.
+    ///
+    /// # Errors
+    /// `HANK_NOW` is set and is not a time.
+    pub(crate) fn new(
+        cancel: Option<tokio::sync::watch::Receiver<u32>>,
+        stop: &'a dyn Fn() -> bool,
+        tick: &'a mut dyn FnMut(CiCountdown, Timestamp),
+    ) -> Result<Self> {
+        Ok(Self {
+            clock: crate::clock::SystemClock::from_env()?,
+            cancel,
+            stop,
+            tick,
+        })
+    }
+}
+
+impl Waiter for Wall<'_> {
+    fn now(&self) -> Timestamp {
+        crate::policy::time::Clock::now(&self.clock)
+    }
+
+    fn sleep(&mut self, d: Duration) -> WaitFut<'_> {
+        Box::pin(async move {
+            let mut left = d;
+            while !left.is_zero() {
+                if (self.stop)() {
+                    return true;
+                }
+                let step = left.min(Duration::from_millis(100));
+                let cut = match self.cancel.as_mut() {
+                    Some(c) => sleep_or_cancel(step, c).await,
+                    None => {
+                        tokio::time::sleep(step).await;
+                        false
+                    }
+                };
+                if cut {
+                    return true;
+                }
+                left -= step;
+            }
+            (self.stop)()
+        })
+    }
+
+    fn tick(&mut self, countdown: CiCountdown, now: Timestamp) -> bool {
+        (self.tick)(countdown, now);
+        (self.stop)()
     }
 }
 
@@ -784,6 +747,106 @@ pub fn issue_comment(pr: &PullRequest) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::forge::scripted::{ScriptedForge, ci, pending_then};
+    use crate::policy::deliver::CheckState;
+
+    /// A waiter on a clock that moves when slept on; it stops at tick `stop_at`.
+    struct Moved {
+        now: Timestamp,
+        slept: u32,
+        ticks: Vec<(CiCountdown, Timestamp)>,
+        stop_at: Option<usize>,
+    }
+
+    impl Moved {
+        fn at(now: Timestamp) -> Self {
+            Self {
+                now,
+                slept: 0,
+                ticks: Vec::new(),
+                stop_at: None,
+            }
+        }
+    }
+
+    impl Waiter for Moved {
+        fn now(&self) -> Timestamp {
+            self.now
+        }
+        fn sleep(&mut self, d: Duration) -> WaitFut<'_> {
+            self.now += SignedDuration::try_from(d).unwrap();
+            self.slept += 1;
+            Box::pin(std::future::ready(false))
+        }
+        fn tick(&mut self, countdown: CiCountdown, now: Timestamp) -> bool {
+            self.ticks.push((countdown, now));
+            self.stop_at == Some(self.ticks.len())
+        }
+    }
+
+    const SHA: &str = "abc";
+    const W: CiWaitSettings = CiWaitSettings {
+        appear: Duration::from_secs(600),
+        total: Duration::from_secs(1800),
+    };
+
+    fn wait(forge: &ScriptedForge, waiter: &mut Moved) -> Option<(CiVerdict, Vec<CheckLog>)> {
+        let pushed = waiter.now;
+        crate::proc::runtime()
+            .unwrap()
+            .block_on(wait_for_ci(forge, SHA, pushed, W, waiter))
+            .unwrap()
+    }
+
+    #[test]
+    fn the_ci_wait_runs_on_its_waiters_clock_a_second_at_a_time() {
+        let t0 = Timestamp::from_second(1_800_000_000).unwrap();
+        // Red after 3 pending looks 15 s apart: the failing check's log comes with it.
+        let forge = ScriptedForge::new(SHA, pending_then(3, CheckState::Failed));
+        let mut w = Moved::at(t0);
+        let (verdict, logs) = wait(&forge, &mut w).unwrap();
+        assert_eq!(
+            verdict,
+            CiVerdict::Failed {
+                names: vec!["ci".into()]
+            }
+        );
+        assert_eq!(logs, vec![("ci".into(), Some("ci FAILED: test_x".into()))]);
+        assert_eq!(*forge.looks.lock().unwrap(), 4);
+        assert_eq!(w.slept, 45);
+        assert_eq!(w.now, t0 + SignedDuration::from_secs(45));
+        // A countdown before each second: due CI_TIMEOUT after the push, one check pending.
+        assert_eq!(w.ticks.len(), 45);
+        let due = t0 + SignedDuration::from_mins(30);
+        assert!(w.ticks.iter().all(|(c, _)| c.due == due && c.pending == 1));
+        assert_eq!(w.ticks[44].1, t0 + SignedDuration::from_secs(44));
+
+        // No check ever appears: `ci_missing` at CI_APPEAR_TIMEOUT, counted down to it.
+        let forge = ScriptedForge::new(SHA, Box::new(|_| Vec::new()));
+        let mut w = Moved::at(t0);
+        let (verdict, _) = wait(&forge, &mut w).unwrap();
+        assert_eq!(verdict, CiVerdict::Missing);
+        assert_eq!(w.now, t0 + SignedDuration::from_mins(10));
+        let due = t0 + SignedDuration::from_mins(10);
+        assert!(w.ticks.iter().all(|(c, _)| c.due == due && c.pending == 0));
+
+        // Green at once: no wait.
+        let forge = ScriptedForge::new(SHA, Box::new(|_| ci(CheckState::Passed)));
+        let mut w = Moved::at(t0);
+        assert_eq!(wait(&forge, &mut w).unwrap().0, CiVerdict::Green);
+        assert_eq!((w.slept, w.ticks.len()), (0, 0));
+    }
+
+    #[test]
+    fn a_tick_that_says_stop_ends_the_ci_wait() {
+        let t0 = Timestamp::from_second(1_800_000_000).unwrap();
+        let forge = ScriptedForge::new(SHA, pending_then(usize::MAX, CheckState::Passed));
+        let mut w = Moved::at(t0);
+        w.stop_at = Some(20);
+        assert!(wait(&forge, &mut w).is_none());
+        assert_eq!(w.slept, 19);
+        assert_eq!(*forge.looks.lock().unwrap(), 2);
+    }
 
     #[test]
     fn the_last_finished_run_is_the_evidence() {

@@ -112,15 +112,6 @@ pub(crate) enum Say<'a> {
 /// Everything the driver does to the world. Every wait of the loop goes through
 /// [`Effects::sleep`] and reads [`Clock::now`]; facts from outside the run (live control, the
 /// fleet, delivery) come through [`Effects::poll_control`].
-/// What the real effects lend a delivery: the run's store (its records: the PR body's
-/// evidence, `.hank/delivery.json`), the secret values to redact, and the signal counter
-/// (Ctrl-C ends a push retry or the CI wait).
-pub(crate) struct DeliveryEnv {
-    pub store: crate::store::Store,
-    pub secrets: Vec<String>,
-    pub cancel: tokio::sync::watch::Receiver<u32>,
-}
-
 pub(crate) trait Effects: Clock {
     /// Sleeps `d`, or less when the user interrupts (the real one: tokio's timer raced with
     /// the signal counter; a test one: moves its clock).
@@ -242,12 +233,20 @@ pub(crate) trait Effects: Clock {
     fn suspend_job(&mut self, line: &str) -> bool;
     /// NOTIFY=true's desktop notification at the end.
     fn desktop_notify(&mut self, title: &str, body: &str);
-    /// What a delivery (`DELIVER=branch|pr`, [`crate::deliver::in_run`]) works with; `None`
-    /// where nothing is delivered (the test effects: a delivery step then ends the run with
-    /// its verified reason).
-    fn delivery_env(&self) -> Option<DeliveryEnv> {
+    /// What a delivery round (`DELIVER=branch|pr`, [`crate::deliver::in_run`]) reads and
+    /// writes besides the host: the run's `events.jsonl` (the PR body's evidence), where
+    /// `.hank/delivery.json` goes, the secret values to redact. `None` where nothing is
+    /// delivered (a delivery step then ends the run with its verified reason).
+    fn delivery_env(&self) -> Option<crate::deliver::in_run::RunRecords> {
         None
     }
+    /// Saves the delivery record of the project at `project` (the per-user folder:
+    /// [`crate::deliver::record::save`]).
+    fn save_delivery_record(
+        &mut self,
+        project: &std::path::Path,
+        rec: &crate::store::schema::DeliveryRecord,
+    ) -> Result<()>;
     /// The project's whole work tree as a git tree id (tracked and untracked files, the
     /// user's index untouched: [`crate::git::worktree_tree`]), for the reviewer's diffs;
     /// `None` outside a git repository (and in the test effects).

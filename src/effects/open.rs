@@ -186,12 +186,23 @@ impl Clock for Real {
 }
 
 impl Effects for Real {
-    fn delivery_env(&self) -> Option<super::DeliveryEnv> {
-        Some(super::DeliveryEnv {
-            store: self.store.clone(),
+    fn delivery_env(&self) -> Option<crate::deliver::in_run::RunRecords> {
+        Some(crate::deliver::in_run::RunRecords {
+            events: crate::deliver::events_text(&self.store),
+            delivery_file: self
+                .store
+                .path(crate::store::HankFile::Events)
+                .with_file_name(crate::deliver::DELIVERY_FILE),
             secrets: self.secrets.clone(),
-            cancel: self.cancel.clone(),
         })
+    }
+
+    fn save_delivery_record(
+        &mut self,
+        project: &Path,
+        rec: &crate::store::schema::DeliveryRecord,
+    ) -> Result<()> {
+        crate::deliver::record::save(project, &mut rec.clone(), self.now())
     }
 
     fn sleep(&mut self, d: Duration) -> Fut<'_, Slept> {

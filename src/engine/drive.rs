@@ -7,6 +7,7 @@ use jiff::Timestamp;
 use super::Engine;
 use crate::analysis::Analysis;
 use crate::deliver::in_run::Host;
+use crate::deliver::{WaitFut, Waiter};
 use crate::effects::{News, Say};
 use crate::error::Result;
 use crate::exit::ExitReason;
@@ -207,9 +208,7 @@ impl Engine {
         let line = format!("delivering the verified work on {}", d.branch());
         self.fx.say(Say::Info(&line));
         let dir = self.s.project_dir.clone();
-        let outcome = d
-            .deliver(&dir, &env.store, reason, &env.secrets, env.cancel, self)
-            .await;
+        let outcome = d.deliver(&dir, &env, reason, self).await;
         let warnings = d.take_warnings();
         self.delivery = Some(d);
         self.delivering = None;
@@ -227,15 +226,36 @@ impl Host for Engine {
         self.tell(News::Delivery(d))
     }
 
-    /// `hank ctl stop` (the control source is polled as in every wait).
-    fn stop_requested(&mut self) -> bool {
-        self.poll_control();
-        self.run.next(self.fx.now()) == Step::Stop(ExitReason::Interrupted)
+    fn write_file(&mut self, path: &std::path::Path, bytes: &[u8]) -> Result<()> {
+        self.fx.write_file(path, bytes)
+    }
+
+    fn save_record(
+        &mut self,
+        project: &std::path::Path,
+        rec: &crate::store::schema::DeliveryRecord,
+    ) -> Result<()> {
+        self.fx.save_delivery_record(project, rec)
+    }
+}
+
+/// Delivery's waits on the effects' clock: [`Effects::sleep`] (a signal cuts it short; the
+/// test effects' clock moves) and [`Clock::now`].
+impl Waiter for Engine {
+    fn now(&self) -> jiff::Timestamp {
+        self.fx.now()
+    }
+
+    fn sleep(&mut self, d: std::time::Duration) -> WaitFut<'_> {
+        Box::pin(async move {
+            self.fx.interrupted() || self.fx.sleep(d).await == crate::effects::Slept::Interrupted
+        })
     }
 
     /// The countdown of the CI wait, like the other waits' (`waiting (checks) until …`), and
-    /// in status.json's delivery when it changed (when the verdict is due, checks pending).
-    fn waiting_for_checks(&mut self, countdown: crate::deliver::CiCountdown, now: jiff::Timestamp) {
+    /// in status.json's delivery when it changed (when the verdict is due, checks pending);
+    /// `hank ctl stop` (the control source is polled as in every wait) ends it.
+    fn tick(&mut self, countdown: crate::deliver::CiCountdown, now: jiff::Timestamp) -> bool {
         self.fx.say(Say::WaitTick {
             reason: "checks",
             until: countdown.due,
@@ -248,5 +268,7 @@ impl Host for Engine {
                 let _ = self.tell(News::Status(crate::store::RunState::Running));
             }
         }
+        self.poll_control();
+        self.run.next(self.fx.now()) == Step::Stop(ExitReason::Interrupted)
     }
 }

@@ -207,16 +207,9 @@ pub async fn integration(
     d.checks = "pending".into();
     keep(&mut rec, &d, DeliveryStep::PrOpened)?;
     errln!("hank: fleet: {}", d.line());
-    let waited = deliver::wait_for_ci_async(
-        forge.as_ref(),
-        &sha,
-        pushed_at,
-        *w,
-        &|| clock.now(),
-        cancel,
-        &mut |_| false,
-    )
-    .await;
+    let mut told = |_, _| {};
+    let mut waiter = deliver::Wall::new(Some(cancel.clone()), &|| false, &mut told)?;
+    let waited = deliver::wait_for_ci(forge.as_ref(), &sha, pushed_at, *w, &mut waiter).await;
     let verdict = match waited {
         Ok(Some((verdict, _logs))) => verdict,
         Ok(None) => {
@@ -309,10 +302,9 @@ fn forge_failed(what: &str, e: &HankError, d: &mut Delivery) {
 
 fn finish(root: &Path, d: &Delivery) -> Result<Option<u8>> {
     errln!("hank: fleet: {}", d.line());
-    let path = root.join(".hank").join(deliver::DELIVERY_FILE);
-    let json = serde_json::to_vec_pretty(d).map_err(|e| HankError::Internal(e.to_string()))?;
-    crate::store::write_atomic(&path, &json, true)
-        .map_err(|e| HankError::io("failed to write", &path, e))?;
+    // As `hank deliver` tells it: delivery.json, the `delivery` event, NOTIFY.
+    let now = crate::policy::time::Clock::now(&SystemClock::from_env()?);
+    deliver::tell_outside_run(&crate::store::Store::new(root), now, d)?;
     Ok(Some(
         d.exit_reason.map_or(crate::exit::HALTED, ExitReason::code),
     ))

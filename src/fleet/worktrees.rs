@@ -23,36 +23,37 @@ pub(super) fn git_ok(dir: &Path, args: &[&str]) -> Result<bool> {
 }
 
 /// Commits everything in `dir` except hank's own runtime files and the task's plan (the
-/// integration branch's plan is ticked by the fleet). Returns whether a commit was made.
+/// integration branch's plan is ticked by the fleet), hooks off: the one commit
+/// ([`crate::git::commit::commit_all`]), counted in the fleet's git time. Returns whether a
+/// commit was made.
 pub(super) fn commit_all(dir: &Path, message: &str) -> Result<bool> {
-    git(dir, &["add", "-A", "--", "."])?;
-    // Unstaged again (an exclude pathspec of an ignored path makes `git add` fail): hank's
-    // runtime files (the one list, `deliver::runtime_paths`), and the plan back to the
-    // branch's version.
-    let globs = crate::deliver::runtime_globs();
-    let mut reset: Vec<&str> = vec!["reset", "-q", "--", ".hank/fix_plan.md"];
-    reset.extend(globs.iter().map(String::as_str));
-    git(dir, &reset)?;
+    let c = super::timing::timed(|| {
+        crate::git::commit::commit_all(
+            dir,
+            &crate::git::commit::CommitAll {
+                message,
+                hooks: crate::git::Hooks::Off,
+                leave_plan: true,
+                timeout: crate::git::GIT_TIMEOUT,
+            },
+        )
+    })?;
     // Never a file that looks like a secret (it stays in the worktree, uncommitted).
-    for f in crate::deliver::unstage_secrets(dir)? {
+    for f in &c.secrets_skipped {
         errln!(
             "hank: fleet: warning: {} looks like a secret and is not ignored: left out of the commit in {}",
-            crate::sanitize::line(&f),
+            crate::sanitize::line(f),
             dir.display()
         );
     }
-    let merging = git_ok(dir, &["rev-parse", "-q", "--verify", "MERGE_HEAD"])?;
-    if !merging && git_ok(dir, &["diff", "--cached", "--quiet"])? {
-        return Ok(false);
+    if let Some(out) = c.refused {
+        return Err(HankError::Internal(format!(
+            "git commit in {}: {}",
+            dir.display(),
+            crate::sanitize::line(out.trim())
+        )));
     }
-    let mut args: Vec<&str> = Vec::new();
-    let has_identity = git_ok(dir, &["config", "user.email"])?;
-    if !has_identity {
-        args.extend(["-c", "user.name=hank", "-c", "user.email=hank@localhost"]);
-    }
-    args.extend(["commit", "-q", "--no-verify", "-m", message]);
-    git(dir, &args)?;
-    Ok(true)
+    Ok(c.made)
 }
 
 pub(super) fn identity_args(dir: &Path) -> Result<Vec<&'static str>> {

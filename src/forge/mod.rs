@@ -15,6 +15,8 @@
 //! when set, else the remote's URL. What gh 2.23.0 sends is in `docs/forges.md`.
 
 pub mod exec;
+#[cfg(test)]
+pub(crate) mod scripted;
 pub mod transport;
 
 use std::path::{Path, PathBuf};

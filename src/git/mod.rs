@@ -1,6 +1,7 @@
 //! The one door for every git command hank runs: progress's reading of the tree
 //! (`crate::worktree`), the fleet's worktrees, commits and merges, delivery, the state refs,
-//! `hank fleet plan`/`run-task`, `hank import`'s and `setup`'s commits, `doctor`'s version.
+//! `hank fleet plan`/`run-task`, `hank import`'s and `setup`'s commits, `doctor`'s version;
+//! the one commit of the agent's work, [`commit::commit_all`] (delivery's and a fleet task's).
 //! Nothing else starts git (`tests/integration/architecture.rs` fails on `Cmd::new("git")` or
 //! `which("git")` anywhere else).
 //!
@@ -29,6 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
+pub mod commit;
 mod filters;
 pub mod ignore;
 pub mod index;

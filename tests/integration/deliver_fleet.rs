@@ -115,6 +115,12 @@ fn fleet_deliver_pr_into_a_branch_opens_one_pr_for_it() {
     assert_eq!(d["checks"], "green");
     assert_eq!(d["head"], sha.as_str());
     assert!(err.contains("PR #1 release → main"), "{err}");
+    // Told as a run's delivery is: a `delivery` event in the checkout's events.jsonl (the
+    // one that NOTIFY offers).
+    let told = p.events_of("delivery");
+    let last = told.last().expect("a delivery event");
+    assert_eq!(last["exit_reason"], "delivered");
+    assert_eq!(last["checks"], "green");
 }
 
 /// The forge refuses the integration branch's pull request: the fleet stops `forge_failed`

@@ -55,6 +55,9 @@ pub(super) struct Fx {
     pub events: Vec<Event>,
     pub log: Vec<String>,
     pub said: Vec<String>,
+    /// Files written ([`Effects::write_file`]) and delivery records saved, in order.
+    pub written: Vec<(PathBuf, Vec<u8>)>,
+    pub delivery_records: Vec<crate::store::schema::DeliveryRecord>,
 }
 
 impl Default for Fx {
@@ -77,6 +80,8 @@ impl Default for Fx {
             events: Vec::new(),
             log: Vec::new(),
             said: Vec::new(),
+            written: Vec::new(),
+            delivery_records: Vec::new(),
         }
     }
 }
@@ -209,7 +214,26 @@ impl Effects for TestEffects {
         (self.0.borrow().project).join(format!(".hank/logs/loop-{number}.prompt"))
     }
 
-    fn write_file(&mut self, _path: &Path, _bytes: &[u8]) -> Result<()> {
+    fn write_file(&mut self, path: &Path, bytes: &[u8]) -> Result<()> {
+        self.fx().written.push((path.to_path_buf(), bytes.to_vec()));
+        Ok(())
+    }
+
+    fn delivery_env(&self) -> Option<crate::deliver::in_run::RunRecords> {
+        let project = self.0.borrow().project.clone();
+        Some(crate::deliver::in_run::RunRecords {
+            events: String::new(),
+            delivery_file: project.join(".hank").join(crate::deliver::DELIVERY_FILE),
+            secrets: Vec::new(),
+        })
+    }
+
+    fn save_delivery_record(
+        &mut self,
+        _project: &Path,
+        rec: &crate::store::schema::DeliveryRecord,
+    ) -> Result<()> {
+        self.fx().delivery_records.push(rec.clone());
         Ok(())
     }
 

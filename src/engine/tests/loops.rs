@@ -15,11 +15,16 @@ use crate::settings::AgentCommand;
 use crate::store::{EventKind, RunState};
 
 const RC: &str = "VERIFY_COMMAND=make test\nVERIFY_AT_START=false\n";
-const OPEN: &str = "# Plan\n\n- [ ] make it work\n";
-const DONE: &str = "# Plan\n\n- [x] make it work\n";
+pub(super) const OPEN: &str = "# Plan\n\n- [ ] make it work\n";
+pub(super) const DONE: &str = "# Plan\n\n- [x] make it work\n";
 
 /// A project with hank's files (`rc` as `.hankrc`) and an engine over `fx` with `agents`.
-fn project(dir: &std::path::Path, rc: &str, agents: &[&str], fx: &TestEffects) -> super::Engine {
+pub(super) fn project(
+    dir: &std::path::Path,
+    rc: &str,
+    agents: &[&str],
+    fx: &TestEffects,
+) -> super::Engine {
     for (path, text) in [
         (".hankrc", rc),
         (".hank/PROMPT.md", "Work on the plan.\n"),
@@ -71,7 +76,7 @@ fn usage_limit(reset_at: jiff::Timestamp) -> Analysis {
     }
 }
 
-fn exit_event(fx: &TestEffects) -> (Option<ExitReason>, Option<bool>) {
+pub(super) fn exit_event(fx: &TestEffects) -> (Option<ExitReason>, Option<bool>) {
     let f = fx.fx();
     let last = f.events.last().map(|e| e.kind.clone());
     match last {
@@ -86,7 +91,11 @@ fn exit_event(fx: &TestEffects) -> (Option<ExitReason>, Option<bool>) {
 
 /// Test effects where the plan reads `plans[i]` after call `i` (`None`: as it was), the agent
 /// answers `answers` in turn and the checks end as `checks` say.
-fn scripted(plans: &[Option<&str>], answers: Vec<Analysis>, checks: &[Script]) -> TestEffects {
+pub(super) fn scripted(
+    plans: &[Option<&str>],
+    answers: Vec<Analysis>,
+    checks: &[Script],
+) -> TestEffects {
     let fx = TestEffects::default();
     {
         let mut f = fx.fx();

@@ -12,6 +12,7 @@ use crate::policy::budget::{SavedWait, WaitReason};
 use crate::policy::decide::Decision;
 use crate::policy::run::{Answer, Control, Fact, Step, WaitFor};
 
+mod deliver;
 mod effects;
 mod loops;
 
