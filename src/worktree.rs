@@ -493,8 +493,24 @@ fn trees(project: &Path, args: &[&str]) -> Result<Vec<u8>, GitError> {
     crate::git::git_plain(project, &[], args, GIT_TIMEOUT, None)
 }
 
-/// Files of the commits between two HEADs (project-relative, `.hank/` excluded).
-fn committed(project: &Path, before: Option<&str>, after: Option<&str>) -> Vec<String> {
+/// Files of the commits between two HEADs (project-relative, `.hank/` excluded): the trees
+/// diffed in process ([`crate::git::odb::changed_files`]); git's answer
+/// ([`committed_by_git`]) whenever the reader says [`crate::git::snapshot::Unreadable`].
+fn committed(
+    project: &Path,
+    layout: &crate::git::snapshot::Layout,
+    before: Option<[u8; 20]>,
+    after: Option<[u8; 20]>,
+) -> Vec<String> {
+    match crate::git::odb::changed_files(layout, before, after) {
+        Ok(files) => files,
+        Err(_) => committed_by_git(project, hex(before).as_deref(), hex(after).as_deref()),
+    }
+}
+
+/// [`committed`] by a git child: `git diff --name-only` between the two commits, or
+/// `git ls-tree -r` of the one there is.
+fn committed_by_git(project: &Path, before: Option<&str>, after: Option<&str>) -> Vec<String> {
     let out = match (before, after) {
         (Some(b), Some(a)) => {
             let mut args = vec![
@@ -660,11 +676,7 @@ pub fn changes_since(project: &Path, base: &State) -> Changes {
                 let mut paths = b.snap.index.changed(&now.snap.index);
                 paths.extend(b.snap.dirty.changed(&now.snap.dirty));
                 if now.snap.head != b.snap.head {
-                    paths.extend(committed(
-                        project,
-                        hex(b.snap.head).as_deref(),
-                        hex(now.snap.head).as_deref(),
-                    ));
+                    paths.extend(committed(project, &b.layout, b.snap.head, now.snap.head));
                 }
                 Changes {
                     source: Source::Git,

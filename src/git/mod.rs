@@ -32,6 +32,7 @@ use std::time::Duration;
 mod filters;
 pub mod ignore;
 pub mod index;
+pub mod odb;
 pub mod snapshot;
 
 /// Longest a git command may run before it is killed (with its process group) and the
