@@ -22,9 +22,24 @@
 //! - its index entry appeared, disappeared or changed (`git add`, `git rm`, `git mv`, a
 //!   commit of a file changed in the loop, a reset…);
 //! - it became dirty or untracked, stopped being so, or its content changed while dirty;
-//! - HEAD moved (the agent committed): the files of `git diff --name-only base HEAD` — the
-//!   one case that still starts git: a tree-to-tree diff, which reads objects only and so
-//!   runs no filter.
+//! - HEAD moved (the agent committed): the files of `git diff --name-only base HEAD`, read in
+//!   process too: the two commits' trees diffed by [`crate::git::odb`] (loose objects and
+//!   packs, delta chains, alternates; no git child).
+//!
+//! # When the commits' files still come from git
+//!
+//! The tree diff answers exactly as `git diff --name-only --no-renames --relative
+//! --ignore-submodules=none BASE HEAD -- . ':(exclude).hank' ':(exclude).hankrc'` (and `git
+//! ls-tree -r` when a side is unborn); its differential test is `crate::git::odb`'s. Whenever
+//! the reader says `Unreadable`, the answer is that git command's ([`committed_by_git`], a
+//! tree-only command: no filter can run): replacement refs (`refs/replace/`) in use, an object
+//! missing (a partial clone's promised object, a repository being pruned), an unknown pack or
+//! index version (an index v1, a pack past version 3), a corrupt object or delta, an object
+//! past `odb::MAX_OBJECT`, a delta chain past `odb::MAX_DELTA_CHAIN`, trees nested past
+//! `odb::MAX_TREE_DEPTH`, a quoted path in `objects/info/alternates`. A SHA-256 or reftable
+//! repository never gets here: its snapshot is already unreadable and progress walks the
+//! tree. Grafts (`info/grafts`) and a shallow history change parents only, which a diff of two
+//! given commits never reads: they need no fallback.
 //!
 //! So an edit reverted within the loop, a `touch`, a `chmod 600` do not count; a `chmod +x`
 //! does, as for git.
@@ -508,9 +523,10 @@ fn committed(
     }
 }
 
-/// [`committed`] by a git child: `git diff --name-only` between the two commits, or
+/// [`committed`] by a git child (its fallback; `benches/bench_committed.rs` compares the two):
+/// `git diff --name-only` between the two commits (hex ids), or
 /// `git ls-tree -r` of the one there is.
-fn committed_by_git(project: &Path, before: Option<&str>, after: Option<&str>) -> Vec<String> {
+pub fn committed_by_git(project: &Path, before: Option<&str>, after: Option<&str>) -> Vec<String> {
     let out = match (before, after) {
         (Some(b), Some(a)) => {
             let mut args = vec![

@@ -1,7 +1,9 @@
 //! The one door for every git command hank runs: progress's reading of the tree
 //! (`crate::worktree`), the fleet's worktrees, commits and merges, delivery, the state refs,
 //! `hank fleet plan`/`run-task`, `hank import`'s and `setup`'s commits, `doctor`'s version.
-//! Nothing else starts git (`tests/integration/architecture.rs` fails on `Cmd::new("git")` or
+//! What progress needs of the repository is read in process instead: the status
+//! ([`snapshot`]) and the files of the commits a loop made ([`odb`]: objects, packs, the tree
+//! diff); git runs for it only where they say `Unreadable`. Nothing else starts git (`tests/integration/architecture.rs` fails on `Cmd::new("git")` or
 //! `which("git")` anywhere else).
 //!
 //! # The rule: git run by hank runs no program the repository configures
