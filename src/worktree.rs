@@ -727,6 +727,41 @@ mod tests {
     use crate::git::{filter_driver, filter_overrides, git, git_in, git_plain, submodule_configs};
 
     #[test]
+    fn committed_files_come_from_the_object_reader_and_from_git_when_it_cannot() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        git_in(d, &["init", "-q"]);
+        std::fs::write(d.join("f1"), "1").unwrap();
+        git_in(d, &["add", "-A"]);
+        git_in(d, &["commit", "-q", "-m", "1"]);
+        let lay = crate::git::snapshot::layout(d).unwrap();
+        let head = || {
+            crate::git::odb::parse_hex(&String::from_utf8_lossy(
+                &trees(d, &["rev-parse", "HEAD"]).unwrap(),
+            ))
+        };
+        let a = head();
+        std::fs::create_dir_all(d.join(".hank")).unwrap();
+        std::fs::write(d.join(".hank/x"), "x").unwrap();
+        std::fs::write(d.join("f2"), "2").unwrap();
+        git_in(d, &["add", "-A"]);
+        git_in(d, &["commit", "-q", "-m", "2"]);
+        let b = head();
+        assert_eq!(committed(d, &lay, a, b), vec!["f2"]);
+        assert_eq!(committed(d, &lay, None, b), vec![".hank/x", "f1", "f2"]);
+        // Replaced objects: the reader refuses, git answers (here: nothing changed, the
+        // replacement makes b read as a).
+        let (ha, hb) = (hex(a).unwrap(), hex(b).unwrap());
+        git_in(d, &["replace", &hb, &ha]);
+        assert!(crate::git::odb::changed_files(&lay, a, b).is_err());
+        assert_eq!(committed(d, &lay, a, b), Vec::<String>::new());
+        assert_eq!(
+            committed_by_git(d, Some(&ha), Some(&hb)),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
     fn files_written_after_a_snapshot_are_stamped_no_earlier_than_it() {
         // New files carry the kernel's coarse time unless someone asked for a fine one; a
         // snapshot read from the precise clock was sometimes ahead of them (a CI run missed
