@@ -523,7 +523,7 @@ fn committed(
     }
 }
 
-/// [`committed`] by a git child (its fallback; `benches/bench_committed.rs` compares the two):
+/// `committed` by a git child (its fallback; `benches/bench_committed.rs` compares the two):
 /// `git diff --name-only` between the two commits (hex ids), or
 /// `git ls-tree -r` of the one there is.
 pub fn committed_by_git(project: &Path, before: Option<&str>, after: Option<&str>) -> Vec<String> {

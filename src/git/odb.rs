@@ -27,7 +27,7 @@
 //! [`Unreadable`]: the caller ([`changed_files`]'s, `crate::worktree`'s) then asks git.
 //!
 //! [`changed_files`] is the tree-to-tree diff progress needs (`git diff --name-only
-//! --no-renames --relative` between two commits, hank's files excluded), in [`diff`].
+//! --no-renames --relative` between two commits, hank's files excluded), in `odb/diff.rs`.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
