@@ -63,6 +63,7 @@ fn main() -> common::Res<()> {
         std::fs::create_dir_all(&dir)?;
         let t = Instant::now();
         common::project_tree(&dir, n, true)?;
+        std::fs::create_dir_all(dir.join("src"))?;
         std::fs::write(dir.join("src/work.txt"), "0")?;
         git(&dir, &["add", "-A"]);
         git(&dir, &["commit", "-q", "-m", "work"]);
