@@ -15,6 +15,9 @@
 #   --commit        the agent commits its work every loop (HEAD moves: progress names the
 #                   commit's files); its own `git` is the agent's child, so the processes
 #                   hank itself starts are counted apart
+#   --fallback      with --commit: a replacement ref in the project (an unrelated blob
+#                   replaced), so the in-process object reader refuses and every commit's
+#                   files come from the `git diff` child, as before the reader (issue 40)
 #   --cli           also run the CLI measurements
 #   --analyze-mb MB size of the stream-json transcript for `hank analyze` (default 1024)
 #   --no-build      use the binaries already built
@@ -25,7 +28,7 @@
 # Binaries come from ${CARGO_TARGET_DIR:-/tmp/hank-bench-target}/release (release profile).
 set -euo pipefail
 
-N=200 RUNS=5 GIT=1 CLI=0 ANALYZE_MB=1024 BUILD=1 FILES=0 VERSUS='' ROUNDS=3 COMMIT=0
+N=200 RUNS=5 GIT=1 CLI=0 ANALYZE_MB=1024 BUILD=1 FILES=0 VERSUS='' ROUNDS=3 COMMIT=0 FALLBACK=0
 while [ $# -gt 0 ]; do
   case "$1" in
     -n) N=$2; shift 2 ;;
@@ -33,12 +36,13 @@ while [ $# -gt 0 ]; do
     --no-git) GIT=0; shift ;;
     --files) FILES=$2; shift 2 ;;
     --commit) COMMIT=1; shift ;;
+    --fallback) FALLBACK=1; shift ;;
     --cli) CLI=1; shift ;;
     --versus) VERSUS=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
     --analyze-mb) ANALYZE_MB=$2; shift 2 ;;
     --no-build) BUILD=0; shift ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "bench-loop.sh: unknown argument $1 (see --help)" >&2; exit 1 ;;
   esac
 done
@@ -132,6 +136,11 @@ if [ "$GIT" = 1 ]; then
   git -C "$TEMPLATE" -c init.defaultBranch=main init -q
   git -C "$TEMPLATE" add -A
   git -C "$TEMPLATE" -c user.name=b -c user.email=b@example.com commit -q -m init
+  if [ "$FALLBACK" = 1 ]; then
+    a=$(echo a | git -C "$TEMPLATE" hash-object -w --stdin)
+    b=$(echo b | git -C "$TEMPLATE" hash-object -w --stdin)
+    git -C "$TEMPLATE" replace "$a" "$b"
+  fi
 fi
 
 export CLAUDE_CODE_CMD=$AGENT INSTANT_CLAUDE_TOUCH=src/work.txt
@@ -149,7 +158,7 @@ echo
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(uname -sr)"
 echo "hank:    $("$HANK" --version) ($HANK)"
 echo "sandbox: ${SANDBOX:-auto} (SANDBOX; the side by side runs both)"
-echo "project: git=$GIT, agent commits=$COMMIT, $(find "$TEMPLATE" -type f -not -path '*/.git/*' | wc -l) files; N=$N iterations, $RUNS runs"
+echo "project: git=$GIT, agent commits=$COMMIT (fallback to git: $FALLBACK), $(find "$TEMPLATE" -type f -not -path '*/.git/*' | wc -l) files; N=$N iterations, $RUNS runs"
 echo
 
 # Sanity: a run must end at max_loops (exit 3) after N calls.
@@ -160,6 +169,10 @@ if [ "$rc" != 3 ] || [ "$calls" != "$N" ]; then
   echo "bench-loop.sh: expected exit 3 after $N calls, got exit $rc after $calls calls" >&2
   tail -5 "$WORK/p/.hank/logs/hank.log" >&2 || true
   exit 1
+fi
+if [ "$COMMIT" = 1 ]; then
+  commits=$(git -C "$WORK/p" rev-list --count HEAD)
+  [ "$commits" = $((N + 1)) ] || { echo "bench-loop.sh: the agent made $((commits - 1)) commits in $N calls" >&2; exit 1; }
 fi
 
 # 1. time per iteration: (T(N) - T(1)) / (N - 1), minus the agent alone.
