@@ -208,14 +208,16 @@ if command -v strace >/dev/null; then
   fresh
   (cd "$WORK/p" && strace -f -qq -o "$WORK/strace" -e trace=execve,clock_nanosleep,nanosleep,epoll_wait,openat,clone,clone3,fork,vfork \
     "$HANK" run --max-loops "$N" --calls 100000 >/dev/null 2>&1) || true
-  execs=$(grep -c 'execve(.*= 0$' "$WORK/strace" || true)
+  # A call another thread interrupts is split: `execve(… <unfinished …>`, then `<… execve
+  # resumed>…= 0`; both forms count.
+  execs=$(grep -cE '(execve\(|execve resumed>).*= 0$' "$WORK/strace" || true)
   sleeps=$(grep -cE '(clock_)?nanosleep\(' "$WORK/strace" || true)
   expiries=$(grep -cE 'epoll_wait\([0-9]+, \[\], [0-9]+, [1-9][0-9]*\) += 0$' "$WORK/strace" || true)
   echo "| child processes per iteration (execve, hank itself excluded) | $(python3 -c "print(round(($execs - 1) / $N, 3))") ($((execs - 1)) in $N iterations) |"
   # Processes started: distinct pids that executed a program, hank itself excluded. The
   # sandbox's `hank __sandbox` re-executes in the agent's process, so one process (the
   # agent) can show 2 execve calls.
-  procs_started=$(grep -E 'execve\(.*= 0$' "$WORK/strace" | awk '{print $1}' | sort -u | wc -l)
+  procs_started=$(grep -E '(execve\(|execve resumed>).*= 0$' "$WORK/strace" | awk '{print $1}' | sort -u | wc -l)
   procs_started=$((procs_started - 1))
   echo "| processes started per iteration (distinct pids that ran execve; target 1, the agent) | $(python3 -c "print(round($procs_started / $N, 3))") ($procs_started in $N iterations) |"
   # The processes hank itself started (an agent that commits starts git of its own): distinct
@@ -244,7 +246,7 @@ for l in lines:
             if "CLONE_THREAD" in call and pid in hank:
                 hank.add(child)
         continue
-    if rest.startswith("execve(") and rest.endswith("= 0"):
+    if (rest.startswith("execve(") or rest.startswith("<... execve resumed>")) and rest.endswith("= 0"):
         execd.add(pid)
 print(len([p for p in execd if p != main and parent.get(p) in hank]))
 PY
