@@ -6,6 +6,9 @@
 //! Environment (all optional):
 //! - `INSTANT_CLAUDE_TOUCH=FILE`  append a line to FILE (relative to the cwd): real progress;
 //! - `INSTANT_CLAUDE_TICK=1`      check the first open `- [ ]` item of `.hank/fix_plan.md`;
+//! - `INSTANT_CLAUDE_COMMIT=1`    commit the work tree (`git commit -qam`, after the touch) as
+//!   an agent that commits does: HEAD moves every loop. Its `git` is the agent's own child
+//!   (`bench-loop.sh --commit` counts the processes hank starts apart from the agent's);
 //! - `INSTANT_CLAUDE_RECORD=FILE` append `context_bytes argv_bytes stdin_bytes` for this call
 //!   (`context_bytes` is the `--append-system-prompt` value: the text hank adds to the prompt);
 //! - `INSTANT_CLAUDE_ANSWER=FILE` a stream-json answer (e.g. a real client's, recorded): printed
@@ -43,6 +46,20 @@ fn main() -> std::io::Result<()> {
     if let Some(path) = std::env::var_os("INSTANT_CLAUDE_TOUCH") {
         let mut f = OpenOptions::new().create(true).append(true).open(path)?;
         writeln!(f, "work {}", std::process::id())?;
+    }
+    if std::env::var_os("INSTANT_CLAUDE_COMMIT").is_some() {
+        let _ = std::process::Command::new("git")
+            .args([
+                "-c",
+                "user.name=agent",
+                "-c",
+                "user.email=agent@example.com",
+            ])
+            .args(["commit", "-q", "--no-verify", "-am", "loop"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
     }
     if std::env::var_os("INSTANT_CLAUDE_TICK").is_some() {
         let plan = ".hank/fix_plan.md";

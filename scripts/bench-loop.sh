@@ -7,11 +7,17 @@
 # the binary size. Method and results: PERFORMANCE.md.
 #
 # usage: scripts/bench-loop.sh [-n N] [--runs R] [--no-git] [--cli] [--analyze-mb MB] [--no-build]
-#                              [--versus RALPH] [--rounds K]
+#                              [--versus RALPH] [--rounds K] [--commit]
 #   -n N            iterations per measured run (default 200)
 #   --runs R        repetitions of each timed run; the median is reported (default 5)
 #   --no-git        the project is not a git repository (progress from the stat walk only)
 #   --files F       extra source files in the project (default 0)
+#   --commit        the agent commits its work every loop (HEAD moves: progress names the
+#                   commit's files); its own `git` is the agent's child, so the processes
+#                   hank itself starts are counted apart
+#   --fallback      with --commit: a replacement ref in the project (an unrelated blob
+#                   replaced), so the in-process object reader refuses and every commit's
+#                   files come from the `git diff` child, as before the reader (issue 40)
 #   --cli           also run the CLI measurements
 #   --analyze-mb MB size of the stream-json transcript for `hank analyze` (default 1024)
 #   --no-build      use the binaries already built
@@ -22,19 +28,21 @@
 # Binaries come from ${CARGO_TARGET_DIR:-/tmp/hank-bench-target}/release (release profile).
 set -euo pipefail
 
-N=200 RUNS=5 GIT=1 CLI=0 ANALYZE_MB=1024 BUILD=1 FILES=0 VERSUS='' ROUNDS=3
+N=200 RUNS=5 GIT=1 CLI=0 ANALYZE_MB=1024 BUILD=1 FILES=0 VERSUS='' ROUNDS=3 COMMIT=0 FALLBACK=0
 while [ $# -gt 0 ]; do
   case "$1" in
     -n) N=$2; shift 2 ;;
     --runs) RUNS=$2; shift 2 ;;
     --no-git) GIT=0; shift ;;
     --files) FILES=$2; shift 2 ;;
+    --commit) COMMIT=1; shift ;;
+    --fallback) FALLBACK=1; shift ;;
     --cli) CLI=1; shift ;;
     --versus) VERSUS=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
     --analyze-mb) ANALYZE_MB=$2; shift 2 ;;
     --no-build) BUILD=0; shift ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "bench-loop.sh: unknown argument $1 (see --help)" >&2; exit 1 ;;
   esac
 done
@@ -118,10 +126,21 @@ printf 'PROJECT_NAME="bench"\nMAX_CALLS_PER_HOUR="100000"\nCLAUDE_TIMEOUT_MINUTE
 printf 'fn main() {}\n' > "$TEMPLATE/src/main.rs"
 printf '/target/\n' > "$TEMPLATE/.gitignore"
 if [ "$FILES" -gt 0 ]; then "$GEN" repo "$FILES" "$TEMPLATE" --no-git >/dev/null; fi
+if [ "$COMMIT" = 1 ]; then
+  [ "$GIT" = 1 ] || { echo "bench-loop.sh: --commit needs git (drop --no-git)" >&2; exit 1; }
+  # Tracked from the start, so that the agent's `git commit -a` takes it.
+  : > "$TEMPLATE/src/work.txt"
+  export INSTANT_CLAUDE_COMMIT=1
+fi
 if [ "$GIT" = 1 ]; then
   git -C "$TEMPLATE" -c init.defaultBranch=main init -q
   git -C "$TEMPLATE" add -A
   git -C "$TEMPLATE" -c user.name=b -c user.email=b@example.com commit -q -m init
+  if [ "$FALLBACK" = 1 ]; then
+    a=$(echo a | git -C "$TEMPLATE" hash-object -w --stdin)
+    b=$(echo b | git -C "$TEMPLATE" hash-object -w --stdin)
+    git -C "$TEMPLATE" replace "$a" "$b"
+  fi
 fi
 
 export CLAUDE_CODE_CMD=$AGENT INSTANT_CLAUDE_TOUCH=src/work.txt
@@ -139,7 +158,7 @@ echo
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(uname -sr)"
 echo "hank:    $("$HANK" --version) ($HANK)"
 echo "sandbox: ${SANDBOX:-auto} (SANDBOX; the side by side runs both)"
-echo "project: git=$GIT, $(find "$TEMPLATE" -type f -not -path '*/.git/*' | wc -l) files; N=$N iterations, $RUNS runs"
+echo "project: git=$GIT, agent commits=$COMMIT (fallback to git: $FALLBACK), $(find "$TEMPLATE" -type f -not -path '*/.git/*' | wc -l) files; N=$N iterations, $RUNS runs"
 echo
 
 # Sanity: a run must end at max_loops (exit 3) after N calls.
@@ -150,6 +169,10 @@ if [ "$rc" != 3 ] || [ "$calls" != "$N" ]; then
   echo "bench-loop.sh: expected exit 3 after $N calls, got exit $rc after $calls calls" >&2
   tail -5 "$WORK/p/.hank/logs/hank.log" >&2 || true
   exit 1
+fi
+if [ "$COMMIT" = 1 ]; then
+  commits=$(git -C "$WORK/p" rev-list --count HEAD)
+  [ "$commits" = $((N + 1)) ] || { echo "bench-loop.sh: the agent made $((commits - 1)) commits in $N calls" >&2; exit 1; }
 fi
 
 # 1. time per iteration: (T(N) - T(1)) / (N - 1), minus the agent alone.
@@ -183,18 +206,52 @@ echo "| T($N) | $(echo "$tn" | fmt_ms 1000) |"
 # 2. child processes per iteration, and timer expiries (sleeps) on the happy path.
 if command -v strace >/dev/null; then
   fresh
-  (cd "$WORK/p" && strace -f -qq -o "$WORK/strace" -e trace=execve,clock_nanosleep,nanosleep,epoll_wait,openat \
+  (cd "$WORK/p" && strace -f -qq -o "$WORK/strace" -e trace=execve,clock_nanosleep,nanosleep,epoll_wait,openat,clone,clone3,fork,vfork \
     "$HANK" run --max-loops "$N" --calls 100000 >/dev/null 2>&1) || true
-  execs=$(grep -c 'execve(.*= 0$' "$WORK/strace" || true)
+  # A call another thread interrupts is split: `execve(… <unfinished …>`, then `<… execve
+  # resumed>…= 0`; both forms count.
+  execs=$(grep -cE '(execve\(|execve resumed>).*= 0$' "$WORK/strace" || true)
   sleeps=$(grep -cE '(clock_)?nanosleep\(' "$WORK/strace" || true)
   expiries=$(grep -cE 'epoll_wait\([0-9]+, \[\], [0-9]+, [1-9][0-9]*\) += 0$' "$WORK/strace" || true)
   echo "| child processes per iteration (execve, hank itself excluded) | $(python3 -c "print(round(($execs - 1) / $N, 3))") ($((execs - 1)) in $N iterations) |"
   # Processes started: distinct pids that executed a program, hank itself excluded. The
   # sandbox's `hank __sandbox` re-executes in the agent's process, so one process (the
   # agent) can show 2 execve calls.
-  procs_started=$(grep -E 'execve\(.*= 0$' "$WORK/strace" | awk '{print $1}' | sort -u | wc -l)
+  procs_started=$(grep -E '(execve\(|execve resumed>).*= 0$' "$WORK/strace" | awk '{print $1}' | sort -u | wc -l)
   procs_started=$((procs_started - 1))
   echo "| processes started per iteration (distinct pids that ran execve; target 1, the agent) | $(python3 -c "print(round($procs_started / $N, 3))") ($procs_started in $N iterations) |"
+  # The processes hank itself started (an agent that commits starts git of its own): distinct
+  # pids that ran execve whose parent is hank's process or one of its threads.
+  by_hank=$(python3 - "$WORK/strace" <<'PY'
+import re, sys
+lines = open(sys.argv[1], errors="replace").read().splitlines()
+main = int(lines[0].split()[0])
+hank, parent, pending, execd = {main}, {}, {}, set()
+for l in lines:
+    m = re.match(r"(\d+) +(.*)", l)
+    if not m:
+        continue
+    pid, rest = int(m.group(1)), m.group(2)
+    c = re.match(r"(clone3?|v?fork)\((.*)", rest)
+    r = re.match(r"<\.\.\. (clone3?|v?fork) resumed>(.*)", rest)
+    if c and "<unfinished" in rest:
+        pending[pid] = c.group(2)
+        continue
+    call = c.group(2) if c else (pending.pop(pid, "") + r.group(2) if r else None)
+    if call is not None:
+        ret = re.search(r"= (\d+)$", rest)
+        if ret:
+            child = int(ret.group(1))
+            parent[child] = pid
+            if "CLONE_THREAD" in call and pid in hank:
+                hank.add(child)
+        continue
+    if (rest.startswith("execve(") or rest.startswith("<... execve resumed>")) and rest.endswith("= 0"):
+        execd.add(pid)
+print(len([p for p in execd if p != main and parent.get(p) in hank]))
+PY
+)
+  echo "| processes hank started per iteration (their parent is hank; target 1, the agent) | $(python3 -c "print(round($by_hank / $N, 3))") ($by_hank in $N iterations) |"
   echo "| sleeps (nanosleep) / timer expiries in epoll_wait over the run | $sleeps / $expiries |"
   # hank's own look at processes (the survivor sweep): files opened under /proc, per loop.
   procs=$(grep -cE 'openat\([^,]+, "/proc/' "$WORK/strace" || true)

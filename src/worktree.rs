@@ -22,9 +22,24 @@
 //! - its index entry appeared, disappeared or changed (`git add`, `git rm`, `git mv`, a
 //!   commit of a file changed in the loop, a reset…);
 //! - it became dirty or untracked, stopped being so, or its content changed while dirty;
-//! - HEAD moved (the agent committed): the files of `git diff --name-only base HEAD` — the
-//!   one case that still starts git: a tree-to-tree diff, which reads objects only and so
-//!   runs no filter.
+//! - HEAD moved (the agent committed): the files of `git diff --name-only base HEAD`, read in
+//!   process too: the two commits' trees diffed by [`crate::git::odb`] (loose objects and
+//!   packs, delta chains, alternates; no git child).
+//!
+//! # When the commits' files still come from git
+//!
+//! The tree diff answers exactly as `git diff --name-only --no-renames --relative
+//! --ignore-submodules=none BASE HEAD -- . ':(exclude).hank' ':(exclude).hankrc'` (and `git
+//! ls-tree -r` when a side is unborn); its differential test is `crate::git::odb`'s. Whenever
+//! the reader says `Unreadable`, the answer is that git command's ([`committed_by_git`], a
+//! tree-only command: no filter can run): replacement refs (`refs/replace/`) in use, an object
+//! missing (a partial clone's promised object, a repository being pruned), an unknown pack or
+//! index version (an index v1, a pack past version 3), a corrupt object or delta, an object
+//! past `odb::MAX_OBJECT`, a delta chain past `odb::MAX_DELTA_CHAIN`, trees nested past
+//! `odb::MAX_TREE_DEPTH`, a quoted path in `objects/info/alternates`. A SHA-256 or reftable
+//! repository never gets here: its snapshot is already unreadable and progress walks the
+//! tree. Grafts (`info/grafts`) and a shallow history change parents only, which a diff of two
+//! given commits never reads: they need no fallback.
 //!
 //! So an edit reverted within the loop, a `touch`, a `chmod 600` do not count; a `chmod +x`
 //! does, as for git.
@@ -493,8 +508,25 @@ fn trees(project: &Path, args: &[&str]) -> Result<Vec<u8>, GitError> {
     crate::git::git_plain(project, &[], args, GIT_TIMEOUT, None)
 }
 
-/// Files of the commits between two HEADs (project-relative, `.hank/` excluded).
-fn committed(project: &Path, before: Option<&str>, after: Option<&str>) -> Vec<String> {
+/// Files of the commits between two HEADs (project-relative, `.hank/` excluded): the trees
+/// diffed in process ([`crate::git::odb::changed_files`]); git's answer
+/// ([`committed_by_git`]) whenever the reader says [`crate::git::snapshot::Unreadable`].
+fn committed(
+    project: &Path,
+    layout: &crate::git::snapshot::Layout,
+    before: Option<[u8; 20]>,
+    after: Option<[u8; 20]>,
+) -> Vec<String> {
+    match crate::git::odb::changed_files(layout, before, after) {
+        Ok(files) => files,
+        Err(_) => committed_by_git(project, hex(before).as_deref(), hex(after).as_deref()),
+    }
+}
+
+/// `committed` by a git child (its fallback; `benches/bench_committed.rs` compares the two):
+/// `git diff --name-only` between the two commits (hex ids), or
+/// `git ls-tree -r` of the one there is.
+pub fn committed_by_git(project: &Path, before: Option<&str>, after: Option<&str>) -> Vec<String> {
     let out = match (before, after) {
         (Some(b), Some(a)) => {
             let mut args = vec![
@@ -660,11 +692,7 @@ pub fn changes_since(project: &Path, base: &State) -> Changes {
                 let mut paths = b.snap.index.changed(&now.snap.index);
                 paths.extend(b.snap.dirty.changed(&now.snap.dirty));
                 if now.snap.head != b.snap.head {
-                    paths.extend(committed(
-                        project,
-                        hex(b.snap.head).as_deref(),
-                        hex(now.snap.head).as_deref(),
-                    ));
+                    paths.extend(committed(project, &b.layout, b.snap.head, now.snap.head));
                 }
                 Changes {
                     source: Source::Git,
@@ -697,6 +725,41 @@ pub fn changes_since(project: &Path, base: &State) -> Changes {
 mod tests {
     use super::*;
     use crate::git::{filter_driver, filter_overrides, git, git_in, git_plain, submodule_configs};
+
+    #[test]
+    fn committed_files_come_from_the_object_reader_and_from_git_when_it_cannot() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        git_in(d, &["init", "-q"]);
+        std::fs::write(d.join("f1"), "1").unwrap();
+        git_in(d, &["add", "-A"]);
+        git_in(d, &["commit", "-q", "-m", "1"]);
+        let lay = crate::git::snapshot::layout(d).unwrap();
+        let head = || {
+            crate::git::odb::parse_hex(&String::from_utf8_lossy(
+                &trees(d, &["rev-parse", "HEAD"]).unwrap(),
+            ))
+        };
+        let a = head();
+        std::fs::create_dir_all(d.join(".hank")).unwrap();
+        std::fs::write(d.join(".hank/x"), "x").unwrap();
+        std::fs::write(d.join("f2"), "2").unwrap();
+        git_in(d, &["add", "-A"]);
+        git_in(d, &["commit", "-q", "-m", "2"]);
+        let b = head();
+        assert_eq!(committed(d, &lay, a, b), vec!["f2"]);
+        assert_eq!(committed(d, &lay, None, b), vec![".hank/x", "f1", "f2"]);
+        // Replaced objects: the reader refuses, git answers (here: nothing changed, the
+        // replacement makes b read as a).
+        let (ha, hb) = (hex(a).unwrap(), hex(b).unwrap());
+        git_in(d, &["replace", &hb, &ha]);
+        assert!(crate::git::odb::changed_files(&lay, a, b).is_err());
+        assert_eq!(committed(d, &lay, a, b), Vec::<String>::new());
+        assert_eq!(
+            committed_by_git(d, Some(&ha), Some(&hb)),
+            Vec::<String>::new()
+        );
+    }
 
     #[test]
     fn files_written_after_a_snapshot_are_stamped_no_earlier_than_it() {

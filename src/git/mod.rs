@@ -2,7 +2,10 @@
 //! (`crate::worktree`), the fleet's worktrees, commits and merges, delivery, the state refs,
 //! `hank fleet plan`/`run-task`, `hank import`'s and `setup`'s commits, `doctor`'s version;
 //! the one commit of the agent's work, [`commit::commit_all`] (delivery's and a fleet task's).
-//! Nothing else starts git (`tests/integration/architecture.rs` fails on `Cmd::new("git")` or
+//! What progress needs of the repository is read in process instead: the status
+//! ([`snapshot`]) and the files of the commits a loop made ([`odb`]: objects, packs, the tree
+//! diff); git runs for it only where they say `Unreadable`. Nothing else starts git
+//! (`tests/integration/architecture.rs` fails on `Cmd::new("git")` or
 //! `which("git")` anywhere else).
 //!
 //! # The rule: git run by hank runs no program the repository configures
@@ -34,6 +37,7 @@ pub mod commit;
 mod filters;
 pub mod ignore;
 pub mod index;
+pub mod odb;
 pub mod snapshot;
 
 /// Longest a git command may run before it is killed (with its process group) and the

@@ -45,8 +45,9 @@ fn a_filter_configured_in_the_repository_never_runs() {
     every_loop_counted(&p);
 }
 
-/// Item 2: a git call that never ends (the agent committed, so progress asks git for the
-/// commit's files, and replaced `.git/config` with a FIFO, so git blocks opening it) ends
+/// Item 2: a git call that never ends (the agent committed and added a replacement ref, so
+/// progress asks git for the commit's files — the in-process object reader refuses replaced
+/// objects —, and replaced `.git/config` with a FIFO, so git blocks opening it) ends
 /// with hank on Ctrl-C: hank exits 130 promptly, not after git's timeout. (Hank's own reading
 /// of the repository opens nothing but regular files, so the FIFO cannot block it.)
 #[test]
@@ -57,6 +58,8 @@ fn ctrl_c_ends_a_git_call_that_hangs() {
         "effect.sh",
         &format!(
             "{TICK_ONE}git add -A && git -c user.name=a -c user.email=a@a commit -qm x \
+             && git replace $(echo a | git hash-object -w --stdin) \
+                $(echo b | git hash-object -w --stdin) \
              && rm -f .git/config && mkfifo .git/config\n"
         ),
     );
