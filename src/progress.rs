@@ -99,7 +99,8 @@ pub async fn measure_off_thread(
 
 /// What changed since `base`: the paths whose `git status` entry appeared, disappeared or
 /// changed, whose content changed while already dirty, and — when HEAD moved — the files of
-/// the commits made (`git diff --name-only base..HEAD`). An edit reverted within the loop, a
+/// the commits made (what `git diff --name-only base..HEAD` names, read in process by
+/// [`crate::git::odb`]). An edit reverted within the loop, a
 /// `touch` or a `chmod` that keeps the exec bit are not changes, as for git. Outside git,
 /// files created, deleted or whose size, mtime, inode or mode changed. Paths under `.hank/`
 /// and `.hankrc` never count; fix_plan ticks come through [`Progress::plan_items_checked`].
