@@ -139,7 +139,7 @@ impl FleetEffects for TestFx {
 
     fn sleep(&mut self, d: Duration) -> Fut<'_, ()> {
         let mut fx = self.0.borrow_mut();
-        fx.now = fx.now + SignedDuration::try_from(d).unwrap_or_default();
+        fx.now += SignedDuration::try_from(d).unwrap_or_default();
         fx.sleeps += 1;
         assert!(fx.sleeps < 100_000, "the fleet never finished");
         Box::pin(async {})
