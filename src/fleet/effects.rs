@@ -118,19 +118,12 @@ pub(super) struct Real<'a> {
     ctl: control::FleetControl,
     tail: events::Tail,
     record: Option<fs::File>,
-    /// The integration worktree's checkout, which merges wait for.
-    integration: Gate,
 }
 
 impl<'a> Real<'a> {
     /// The effects of the fleet of `paths` (its control journal opened; the recording when
     /// `HANK_FLEET_RECORD` names a file).
-    pub(super) fn open(
-        paths: &'a Paths,
-        opts: &'a Options,
-        cancel: &'a Cancel,
-        integration: Gate,
-    ) -> Result<Self> {
+    pub(super) fn open(paths: &'a Paths, opts: &'a Options, cancel: &'a Cancel) -> Result<Self> {
         let record = std::env::var_os("HANK_FLEET_RECORD").and_then(|path| {
             fs::OpenOptions::new()
                 .create(true)
@@ -147,7 +140,6 @@ impl<'a> Real<'a> {
             ctl: control::FleetControl::open(&paths.root)?,
             tail: events::Tail::new(opts.json),
             record,
-            integration,
         })
     }
 
@@ -314,17 +306,14 @@ impl FleetEffects for Real<'_> {
     }
 
     fn merge(&mut self, spec: &TaskSpec, job: MergeJob) {
-        let (p, o, c, spec, gate) = (
+        let (p, o, c, spec) = (
             self.paths.clone(),
             self.opts.clone(),
             self.cancel.clone(),
             spec.clone(),
-            self.integration.clone(),
         );
         self.job(move || {
-            let result = gate
-                .wait()
-                .and_then(|()| merge_off_thread(&p, &spec, &o, &job, c));
+            let result = merge_off_thread(&p, &spec, &o, &job, c);
             Done::Merged(spec.name, result)
         });
     }
@@ -373,7 +362,6 @@ impl FleetEffects for Real<'_> {
 
     fn deliver<'b>(&'b mut self, file: &'b FleetFile) -> Fut<'b, Result<Option<u8>>> {
         Box::pin(async move {
-            self.integration.wait()?;
             let mut cancel = self.cancel.clone();
             deliver::integration(
                 &self.paths.root,
@@ -387,7 +375,6 @@ impl FleetEffects for Real<'_> {
     }
 
     fn clean_up(&mut self) {
-        let _ = self.integration.wait();
         remove_worktree(self.paths, &self.paths.integration());
         remove_spares(self.paths);
     }

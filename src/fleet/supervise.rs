@@ -41,10 +41,7 @@ pub(super) async fn supervise(
         );
     }
     told_already(&file);
-    let gate = ensure_integration(paths, &opts.into)?;
-    // A new integration worktree is checked out beside the first wave's worktrees.
-    let checking = gate.clone();
-    tokio::task::spawn_blocking(move || checking.check_out());
+    ensure_integration(paths, &opts.into)?;
     // The fleet's budget: its cost counts from here, its runtime from now.
     let started_at = Timestamp::now();
     fleet_ledger::begin(&paths.ledger(), started_at)?;
@@ -64,7 +61,7 @@ pub(super) async fn supervise(
         .collect();
     let cfg = config(paths, opts, file.deadline);
     let alive = alive_workers(&file);
-    let fx = Real::open(paths, opts, cancel, gate)?;
+    let fx = Real::open(paths, opts, cancel)?;
     let fleet = Fleet::new(cfg.clone(), tasks.to_vec(), file, &worktrees);
     Driver::new(fleet, fx, opts.max_runtime)
         .run(&cfg, alive)

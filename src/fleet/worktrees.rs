@@ -64,10 +64,8 @@ pub(super) fn identity_args(dir: &Path) -> Result<Vec<&'static str>> {
 }
 
 /// The integration branch exists (created from the checkout's HEAD on first use) and is
-/// checked out in the integration worktree, clean. A new integration worktree is only
-/// added (`--no-checkout`): its checkout is the [`Gate`] returned, run by the caller off its
-/// thread (beside the first wave's checkouts) and waited for by the first merge.
-pub(super) fn ensure_integration(paths: &Paths, into: &str) -> Result<Gate> {
+/// checked out in the integration worktree, clean.
+pub(super) fn ensure_integration(paths: &Paths, into: &str) -> Result<()> {
     let root = &paths.root;
     let refname = format!("refs/heads/{into}");
     if !git_ok(root, &["check-ref-format", &refname])? {
@@ -88,86 +86,36 @@ pub(super) fn ensure_integration(paths: &Paths, into: &str) -> Result<Gate> {
         let _ = git_ok(&int, &["merge", "--abort"]);
         git(&int, &["checkout", "-q", "-f", into])?;
         git(&int, &["reset", "-q", "--hard", "HEAD"])?;
-        return Ok(Gate::open());
+        return Ok(());
     }
     if let Some(parent) = int.parent() {
         fs::create_dir_all(parent).map_err(|e| HankError::io("create", parent, e))?;
     }
     let int_s = int.to_string_lossy().into_owned();
-    if !git_ok(
-        root,
-        &["worktree", "add", "-q", "--no-checkout", &int_s, into],
-    )? {
+    // A checkout of every file: bounded by [`TREE_GIT_TIMEOUT`] (at 100,000 files on a loaded
+    // ext4 disk it ran past git's ordinary minute and failed the fleet).
+    let added = timed(|| {
+        crate::git::run_git_for(
+            root,
+            &["worktree", "add", "-q", &int_s, into],
+            TREE_GIT_TIMEOUT,
+        )
+    });
+    if let Err(e) = &added
+        && !matches!(e, GitError::Failed(_))
+    {
+        return Err(HankError::Internal(format!(
+            "git worktree add {int_s} {into} in {}: {e}",
+            root.display()
+        )));
+    }
+    if added.is_err() {
         return Err(HankError::usage_hint(
             format!("cannot check out the integration branch {into} in {int_s}"),
             "is it checked out somewhere else (`git worktree list`)? pass --into OTHER",
         ));
     }
-    Ok(Gate::closed(int))
-}
-
-/// The integration worktree's checkout: open (nothing to do) or still to run; the merges
-/// wait for it ([`Gate::wait`]). A fleet killed during it finds the worktree at its restart
-/// and checks it out again ([`ensure_integration`]).
-#[derive(Clone)]
-pub(super) struct Gate(std::sync::Arc<GateState>);
-
-type GateState = (
-    std::sync::Mutex<(Option<PathBuf>, Option<std::result::Result<(), String>>)>,
-    std::sync::Condvar,
-);
-
-impl Gate {
-    /// Nothing to wait for.
-    pub(super) fn open() -> Self {
-        Self(std::sync::Arc::new((
-            std::sync::Mutex::new((None, Some(Ok(())))),
-            std::sync::Condvar::new(),
-        )))
-    }
-
-    /// `wt` is still to be checked out ([`Gate::check_out`]).
-    fn closed(wt: PathBuf) -> Self {
-        Self(std::sync::Arc::new((
-            std::sync::Mutex::new((Some(wt), None)),
-            std::sync::Condvar::new(),
-        )))
-    }
-
-    /// Runs the checkout (blocking; once) and opens the gate with its result.
-    pub(super) fn check_out(&self) {
-        let (lock, cvar) = &*self.0;
-        let wt = lock
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .0
-            .take();
-        let Some(wt) = wt else { return };
-        let result = check_out(&wt).map_err(|e| e.to_string());
-        let mut state = lock
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        state.1 = Some(result);
-        cvar.notify_all();
-    }
-
-    /// Blocks until the checkout ran; its error.
-    pub(super) fn wait(&self) -> Result<()> {
-        let (lock, cvar) = &*self.0;
-        let mut state = lock
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        loop {
-            if let Some(result) = &state.1 {
-                return result
-                    .clone()
-                    .map_err(|e| HankError::Internal(format!("the integration worktree: {e}")));
-            }
-            state = cvar
-                .wait(state)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-        }
-    }
+    Ok(())
 }
 
 /// Copies the hank files a worktree needs and the branch does not have (untracked in the
