@@ -222,6 +222,7 @@ pub(super) fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Res
         reset_worktree(&wt, &branch, exists, into)?;
     } else {
         add_worktree(paths, &wt, &branch, exists, into)?;
+        pin(paths, &wt)?;
     }
     copy_missing_config(&paths.root, &wt)?;
     let plan = format!(
@@ -235,44 +236,25 @@ pub(super) fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Res
     Ok(wt)
 }
 
-/// A new worktree at `wt` on `branch` (made from `into` when it does not exist yet), pinned.
-/// Only git's record of it is made under the admin lock (`git worktree add --no-checkout`:
-/// a few files); its checkout (`git reset --hard`: every file of the tree) runs outside it,
-/// so the first wave's worktrees (no spare to reuse yet) are checked out side by side
-/// instead of one after the other.
+/// A new worktree at `wt` on `branch` (made from `into` when it does not exist yet).
 fn add_worktree(paths: &Paths, wt: &Path, branch: &str, exists: bool, into: &str) -> Result<()> {
     let wt_s = wt.to_string_lossy().into_owned();
     if let Some(parent) = wt.parent() {
         fs::create_dir_all(parent).map_err(|e| HankError::io("create", parent, e))?;
     }
     let add: Vec<&str> = if exists {
-        vec!["worktree", "add", "-q", "--no-checkout", &wt_s, branch]
+        vec!["worktree", "add", "-q", &wt_s, branch]
     } else {
-        vec![
-            "worktree",
-            "add",
-            "-q",
-            "--no-checkout",
-            "-b",
-            branch,
-            &wt_s,
-            into,
-        ]
+        vec!["worktree", "add", "-q", "-b", branch, &wt_s, into]
     };
-    {
-        let _admin = admin_lock();
-        git(&paths.root, &add)?;
-    }
-    pin(paths, wt)?;
-    check_out(wt)
-}
-
-/// The index and every file of the worktree `wt` from its HEAD (a worktree added with
-/// `--no-checkout`); bounded by [`TREE_GIT_TIMEOUT`].
-fn check_out(wt: &Path) -> Result<()> {
-    let args = ["reset", "-q", "--hard"];
-    timed(|| crate::git::run_git_for(wt, &args, TREE_GIT_TIMEOUT)).map_err(|e| {
-        HankError::Internal(format!("git {} in {}: {e}", args.join(" "), wt.display()))
+    let _admin = admin_lock();
+    // A checkout of every file: bounded by [`TREE_GIT_TIMEOUT`].
+    timed(|| crate::git::run_git_for(&paths.root, &add, TREE_GIT_TIMEOUT)).map_err(|e| {
+        HankError::Internal(format!(
+            "git {} in {}: {e}",
+            add.join(" "),
+            paths.root.display()
+        ))
     })?;
     Ok(())
 }
