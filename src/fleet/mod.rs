@@ -17,6 +17,7 @@
 pub mod ci;
 pub mod control;
 pub mod deliver;
+mod effects;
 pub mod events;
 mod merge;
 mod save;
@@ -24,6 +25,9 @@ mod supervise;
 mod timing;
 mod worker;
 mod worktrees;
+
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeMap;
 use std::fs;

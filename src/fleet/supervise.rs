@@ -1,41 +1,27 @@
 //! The supervisor as a driver of [`Fleet`]: each turn it gathers what happened (signals,
 //! `hank ctl`, workers that ended, git jobs that finished, the admission facts) and feeds it
-//! to [`Fleet::on`], then executes the commands it returns. Git work (a worktree made, a
-//! failed task's commit and removal, a merge and its check) runs as jobs on blocking threads
-//! that report on a channel, so a slow git command never delays reaping a worker or taking a
-//! control command. With `HANK_FLEET_RECORD=FILE` every event fed to the machine is appended
-//! to FILE as a JSON line (the replay test's fixture is one such recording).
+//! to [`Fleet::on`], then executes the commands it returns. Everything it does to the world
+//! goes through [`FleetEffects`] ([`Real`] as the fleet runs; an in-memory one in the unit
+//! tests, `fleet/tests/`): git work (a worktree made, a task's commit, a failed task's
+//! commit and removal, a merge and its check) runs as jobs that report later, so a slow git
+//! command never delays reaping a worker or taking a control command. With
+//! `HANK_FLEET_RECORD=FILE` every event fed to the machine is appended to FILE as a JSON line
+//! (the replay test's fixture is one such recording).
 
 use std::collections::VecDeque;
-use std::io::Write as _;
-use std::sync::mpsc;
 
-use crate::policy::fleet::machine::{
-    Command, Config, Event, Fleet, MergeOutcome, MergeProblemKind, RecordHead, WindowReading,
-};
+use crate::policy::fleet::machine::{Command, Config, Event, Fleet, RecordHead};
 
+use super::effects::{FleetEffects, Real, Stop};
 use super::*;
 
-/// What a git job reports when it ends.
-enum Done {
-    Ready(String, Result<PathBuf>),
-    Merged(String, Result<Option<Merged>>),
-    Committed(String, Result<std::result::Result<Vec<String>, String>>),
-    Discarded(String),
-}
-
-/// The supervisor's I/O state: the machine, the workers' processes, the jobs' channel.
-struct Driver<'a> {
-    paths: &'a Paths,
-    opts: &'a Options,
-    cancel: &'a Cancel,
+/// The driver: the machine and the effects it acts through.
+pub(super) struct Driver<E> {
     fleet: Fleet,
-    workers: BTreeMap<String, Worker>,
-    jobs: (mpsc::Sender<Done>, mpsc::Receiver<Done>),
-    ctl: control::FleetControl,
-    tail: events::Tail,
-    started: Instant,
-    record: Option<fs::File>,
+    fx: E,
+    /// MAX_RUNTIME (zero: unlimited) from `started`, on the effects' clock.
+    max_runtime: Duration,
+    started: Timestamp,
     finish: bool,
 }
 
@@ -75,35 +61,11 @@ pub(super) async fn supervise(
         .collect();
     let cfg = config(paths, opts, file.deadline);
     let alive = alive_workers(&file);
-    let fleet = Fleet::new(cfg, tasks.to_vec(), file, &worktrees);
-    let mut d = Driver {
-        paths,
-        opts,
-        cancel,
-        fleet,
-        workers: BTreeMap::new(),
-        jobs: mpsc::channel(),
-        ctl: control::FleetControl::open(&paths.root)?,
-        tail: events::Tail::new(opts.json),
-        started: Instant::now(),
-        record: None,
-        finish: false,
-    };
-    d.open_record();
-    d.feed(Event::Adopt { alive })?;
-    if d.ctl.steer.paused {
-        errln!(
-            "hank: fleet: paused by hank ctl pause before the restart (hank ctl resume goes on)"
-        );
-    }
-    let steer = Event::Steer {
-        paused: d.ctl.steer.paused,
-        stopping: d.ctl.steer.stopping,
-    };
-    d.feed(steer)?;
-    d.save()?;
-    d.turns().await?;
-    d.end().await
+    let fx = Real::open(paths, opts, cancel)?;
+    let fleet = Fleet::new(cfg.clone(), tasks.to_vec(), file, &worktrees);
+    Driver::new(fleet, fx, opts.max_runtime)
+        .run(&cfg, alive)
+        .await
 }
 
 /// The machine's settings from the fleet's options.
@@ -136,13 +98,40 @@ fn alive_workers(file: &FleetFile) -> Vec<String> {
         .collect()
 }
 
-impl Driver<'_> {
+impl<E: FleetEffects> Driver<E> {
+    pub(super) fn new(fleet: Fleet, fx: E, max_runtime: Duration) -> Self {
+        let started = fx.now();
+        Self {
+            fleet,
+            fx,
+            max_runtime,
+            started,
+            finish: false,
+        }
+    }
+
+    /// The supervision from its start (`alive`: the tasks whose recorded worker still runs)
+    /// to its exit code; `cfg` heads the recording.
+    pub(super) async fn run(mut self, cfg: &Config, alive: Vec<String>) -> Result<u8> {
+        self.open_record(cfg);
+        self.feed(Event::Adopt { alive })?;
+        let (paused, stopping) = self.fx.steer();
+        if paused {
+            self.fx
+                .say("paused by hank ctl pause before the restart (hank ctl resume goes on)");
+        }
+        self.feed(Event::Steer { paused, stopping })?;
+        self.save()?;
+        self.turns().await?;
+        self.end().await
+    }
+
     /// The supervision's turns, every [`POLL`], until the machine says finish.
     async fn turns(&mut self) -> Result<()> {
         let (mut turn, mut seen): (u64, u32) = (0, 0);
         loop {
             turn = turn.wrapping_add(1);
-            let signals = *self.cancel.borrow();
+            let signals = self.fx.signals();
             if signals > seen {
                 seen = signals;
                 self.feed(Event::Interrupted { signals })?;
@@ -151,8 +140,10 @@ impl Driver<'_> {
                 self.poll_control()?;
             }
             self.reap()?;
-            self.take_jobs()?;
-            let tick = self.tick_facts(Timestamp::now());
+            for event in self.fx.finished_jobs()? {
+                self.feed(event)?;
+            }
+            let tick = self.tick_facts();
             self.feed(tick)?;
             if turn.is_multiple_of(LIVE_EVERY) {
                 self.figures()?;
@@ -160,7 +151,7 @@ impl Driver<'_> {
             if self.finish {
                 return Ok(());
             }
-            tokio::time::sleep(POLL).await;
+            self.fx.sleep(POLL).await;
         }
     }
 
@@ -170,7 +161,7 @@ impl Driver<'_> {
         let mut queue = VecDeque::from([event]);
         let mut dirty = false;
         while let Some(event) = queue.pop_front() {
-            let now = Timestamp::now();
+            let now = self.fx.now();
             self.write_record(&event, now);
             for command in self.fleet.on(event, now) {
                 match command {
@@ -186,276 +177,158 @@ impl Driver<'_> {
     }
 
     fn save(&mut self) -> Result<()> {
-        save(self.paths, self.fleet.header(), Timestamp::now())
+        let now = self.fx.now();
+        self.fx.save(self.fleet.header(), now)
     }
 
-    /// One command; the events it brings about at once (a worker started).
+    /// One command; the event it brings about at once (a worker started).
     fn execute(&mut self, command: Command, now: Timestamp) -> Result<Option<Event>> {
-        use nix::sys::signal::Signal;
         match command {
             Command::Save => {}
-            Command::Say(line) => errln!("hank: fleet: {line}"),
+            Command::Say(line) => self.fx.say(&line),
             Command::Adopt { task } => {
                 if let Some(t) = self.fleet.task(&task)
                     && let (Some(pid), Some(ticks)) = (t.pid, t.pid_start)
                 {
-                    self.workers.insert(task, Worker::Adopted { pid, ticks });
+                    self.fx.adopt_worker(&task, pid, ticks);
                 }
             }
-            Command::Prepare { task } => self.prepare(task),
             Command::Start { task } => return self.start(&task, now).map(Some),
-            Command::Terminate { tasks } | Command::Kill { tasks } if tasks.is_empty() => {}
-            Command::Terminate { tasks } => {
-                for w in tasks.iter().filter_map(|t| self.workers.get(t)) {
-                    signal_pid(w.pid(), Signal::SIGTERM);
+            Command::Terminate { tasks } => self.stop(&tasks, Stop::Term),
+            Command::Kill { tasks } => self.stop(&tasks, Stop::Kill),
+            Command::Prepare { task } => {
+                if let Some(spec) = self.spec(&task) {
+                    self.fx.prepare(&spec);
                 }
             }
-            Command::Kill { tasks } => {
-                for w in tasks.iter().filter_map(|t| self.workers.get(t)) {
-                    kill_group(w.pid(), Signal::SIGKILL);
+            Command::Commit { task } => {
+                if let Some(spec) = self.spec(&task) {
+                    self.fx.commit(&spec);
                 }
             }
-            Command::Discard { task } => self.discard(task),
-            Command::Commit { task } => self.commit(task),
+            Command::Discard { task } => {
+                if let Some(spec) = self.spec(&task) {
+                    self.fx.discard(&spec);
+                }
+            }
             Command::Merge {
                 task,
                 last,
                 handed_back_at,
                 done,
-            } => self.merge(
-                task,
-                MergeJob {
-                    last,
-                    handed_back_at,
-                    done,
-                },
-            ),
+            } => {
+                if let Some(spec) = self.spec(&task) {
+                    let job = MergeJob {
+                        last,
+                        handed_back_at,
+                        done,
+                    };
+                    self.fx.merge(&spec, job);
+                }
+            }
             Command::Finish => self.finish = true,
         }
         Ok(None)
+    }
+
+    fn stop(&mut self, tasks: &[String], how: Stop) {
+        for task in tasks {
+            self.fx.stop_worker(task, how);
+        }
     }
 
     fn spec(&self, name: &str) -> Option<TaskSpec> {
         self.fleet.specs().iter().find(|s| s.name == name).cloned()
     }
 
-    /// The task's worktree made off this thread (a checkout of the whole tree).
-    fn prepare(&self, task: String) {
-        let Some(spec) = self.spec(&task) else { return };
-        let (p, into, tx) = (
-            self.paths.clone(),
-            self.opts.into.clone(),
-            self.jobs.0.clone(),
-        );
-        tokio::task::spawn_blocking(move || {
-            let _ = tx.send(Done::Ready(task, ensure_worktree(&p, &spec, &into)));
-        });
-    }
-
-    /// A failed task's work committed on its branch and its worktree removed, off this
-    /// thread.
-    fn discard(&self, task: String) {
-        let Some(spec) = self.spec(&task) else { return };
-        let (p, tx) = (self.paths.clone(), self.jobs.0.clone());
-        tokio::task::spawn_blocking(move || {
-            let wt = p.worktree(&spec.slug);
-            let _ = commit_all(&wt, &format!("hank fleet: task {} (failed)", spec.name));
-            retire_worktree(&p, &wt);
-            let _ = tx.send(Done::Discarded(task));
-        });
-    }
-
-    /// A finished task's commit off this thread (its worktree freed for the next task).
-    fn commit(&self, task: String) {
-        let Some(spec) = self.spec(&task) else { return };
-        let (p, tx) = (self.paths.clone(), self.jobs.0.clone());
-        tokio::task::spawn_blocking(move || {
-            let _ = tx.send(Done::Committed(task, commit_task(&p, &spec)));
-        });
-    }
-
-    /// The merge of a finished task off this thread (git and the check).
-    fn merge(&self, task: String, job: MergeJob) {
-        let Some(spec) = self.spec(&task) else { return };
-        let (p, o, c, tx) = (
-            self.paths.clone(),
-            self.opts.clone(),
-            self.cancel.clone(),
-            self.jobs.0.clone(),
-        );
-        tokio::task::spawn_blocking(move || {
-            let result = merge_off_thread(&p, &spec, &o, &job, c);
-            let _ = tx.send(Done::Merged(task, result));
-        });
-    }
-
-    /// The task's worker started in its worktree, given the `hank ctl set` values.
+    /// The task's worker started in its worktree with what is left of MAX_RUNTIME.
     fn start(&mut self, task: &str, now: Timestamp) -> Result<Event> {
         let spec = self
             .spec(task)
             .ok_or_else(|| HankError::Internal(format!("no task {task:?} in the plan")))?;
-        let wt = self.paths.worktree(&spec.slug);
-        let running = control::RunningTask {
-            name: &spec.name,
-            slug: &spec.slug,
-            worktree: &wt,
-        };
-        if let Err(e) = self.ctl.give_sets(&running, now) {
-            errln!(
-                "hank: fleet: warning: task {:?}: the hank ctl set values could not be given to it: {e}",
-                spec.name
-            );
-        }
-        let left = (!self.opts.max_runtime.is_zero())
-            .then(|| self.opts.max_runtime.saturating_sub(self.started.elapsed()));
-        let flags = self
-            .opts
-            .deliver
-            .worker_flags(&self.opts.run_flags, &spec, self.fleet.specs());
-        let child = spawn_worker(self.paths, &wt, &spec.slug, &flags, left)?;
-        let pid = child.id();
-        self.workers.insert(task.to_string(), Worker::Own(child));
+        let left = (!self.max_runtime.is_zero()).then(|| {
+            let spent = now.duration_since(self.started).unsigned_abs();
+            self.max_runtime.saturating_sub(spent)
+        });
+        let (pid, pid_start) = self.fx.start_worker(&spec, self.fleet.specs(), left, now)?;
         Ok(Event::WorkerStarted {
             task: task.to_string(),
             pid,
-            pid_start: i32::try_from(pid)
-                .ok()
-                .and_then(crate::agent::process::start_ticks),
+            pid_start,
         })
     }
 
     /// `hank ctl` commands typed in the checkout, applied and forwarded to running tasks.
     fn poll_control(&mut self) -> Result<()> {
-        let running: Vec<(String, String, PathBuf)> = self
-            .workers
-            .keys()
-            .filter_map(|name| {
-                let spec = self.spec(name)?;
-                let wt = self.paths.worktree(&spec.slug);
-                Some((name.clone(), spec.slug, wt))
-            })
-            .collect();
-        let running: Vec<control::RunningTask<'_>> = running
+        let running: Vec<TaskSpec> = self
+            .fleet
+            .workers()
             .iter()
-            .map(|(name, slug, wt)| control::RunningTask {
-                name,
-                slug,
-                worktree: wt,
-            })
+            .filter_map(|name| self.spec(name))
             .collect();
-        for line in self.ctl.poll(&running, Timestamp::now()) {
-            errln!("hank: fleet: {line}");
+        let now = self.fx.now();
+        for line in self.fx.poll_control(&running, now) {
+            self.fx.say(&line);
         }
-        let steer = Event::Steer {
-            paused: self.ctl.steer.paused,
-            stopping: self.ctl.steer.stopping,
-        };
-        self.feed(steer)
+        let (paused, stopping) = self.fx.steer();
+        self.feed(Event::Steer { paused, stopping })
     }
 
-    /// Workers that ended: their exit code and figures from their status.json.
+    /// Workers that ended: their exit code and figures from their status.
     fn reap(&mut self) -> Result<()> {
-        let names: Vec<String> = self.workers.keys().cloned().collect();
-        for name in names {
-            let Some(code) = self.workers.get_mut(&name).and_then(Worker::finished) else {
-                continue;
-            };
-            self.workers.remove(&name);
+        for (name, code) in self.fx.ended_workers() {
             let Some(spec) = self.spec(&name) else {
                 continue;
             };
-            let wt = self.paths.worktree(&spec.slug);
-            self.tail.follow(self.paths, &name, &spec.slug, &wt);
-            let status = Store::new(&wt).read_status();
+            let figures = self.fx.run_figures(&spec);
             let code = code
-                .or_else(|| status.as_ref().and_then(|s| s.exit_code))
+                .or_else(|| figures.as_ref().and_then(|f| f.exit_code))
                 .unwrap_or(crate::exit::ERROR);
             self.feed(Event::RunEnded {
                 task: name,
                 code,
-                loops: status.as_ref().map(|s| s.loop_count),
-                cost_usd: status.as_ref().map(|s| s.total_cost_usd),
-                agent: status.as_ref().and_then(|s| s.agent.clone()),
-                reason: status
-                    .as_ref()
-                    .and_then(|s| s.exit_reason)
-                    .map(|r| format!("{r:?}")),
+                loops: figures.as_ref().map(|f| f.loops),
+                cost_usd: figures.as_ref().map(|f| f.cost_usd),
+                agent: figures.as_ref().and_then(|f| f.agent.clone()),
+                reason: figures.and_then(|f| f.reason),
             })?;
-        }
-        Ok(())
-    }
-
-    /// The git jobs that ended since the last turn.
-    fn take_jobs(&mut self) -> Result<()> {
-        while let Ok(done) = self.jobs.1.try_recv() {
-            let event = match done {
-                Done::Ready(task, made) => {
-                    let wt = made?;
-                    // The worktree's configuration is the checkout's approved one: a new
-                    // worktree is not a first run that approves what it finds.
-                    let differs = crate::approval::worktree_changes(&self.paths.root, &wt)?;
-                    Event::WorktreeReady {
-                        task,
-                        worktree: wt.display().to_string(),
-                        differs,
-                    }
-                }
-                Done::Merged(task, result) => Event::MergeEnded {
-                    outcome: outcome(result?, &self.opts.into),
-                    task,
-                },
-                Done::Committed(task, outcome) => Event::Committed {
-                    outcome: outcome?,
-                    task,
-                },
-                Done::Discarded(task) => Event::Discarded { task },
-            };
-            self.feed(event)?;
         }
         Ok(())
     }
 
     /// Admission's facts, read only when a task could start (`/proc/meminfo` costs the
     /// kernel a walk; the shared windows a file read).
-    fn tick_facts(&self, now: Timestamp) -> Event {
+    fn tick_facts(&mut self) -> Event {
+        let now = self.fx.now();
         let may = self.fleet.may_admit();
-        let cost_usd = if self.opts.max_cost_usd > 0.0 {
-            fleet_ledger::summary(&self.paths.ledger(), now).cost_usd
-        } else {
-            0.0
-        };
         Event::Tick {
-            free_memory: may.then(free_memory).flatten(),
+            free_memory: if may { self.fx.free_memory() } else { None },
             windows: if may {
-                windows(&self.opts.window_limits, now)
+                self.fx.windows(now)
             } else {
                 Vec::new()
             },
-            cost_usd,
+            cost_usd: self.fx.fleet_cost(now),
         }
     }
 
     /// The running tasks' live figures and events, about once a second.
     fn figures(&mut self) -> Result<()> {
-        let running: Vec<(String, String)> = self
+        let running: Vec<TaskSpec> = self
             .fleet
             .file()
             .tasks
             .iter()
-            .filter(|t| self.workers.contains_key(&t.name))
-            .filter_map(|t| Some((t.name.clone(), t.worktree.clone()?)))
+            .filter(|t| self.fleet.workers().contains(&t.name) && t.worktree.is_some())
+            .filter_map(|t| self.spec(&t.name))
             .collect();
-        for (name, wt) in running {
-            if let Some(spec) = self.spec(&name) {
-                self.tail
-                    .follow(self.paths, &name, &spec.slug, Path::new(&wt));
-            }
-            if let Some(s) = Store::new(Path::new(&wt)).read_status() {
+        for spec in running {
+            if let Some(f) = self.fx.run_figures(&spec) {
                 self.feed(Event::Figures {
-                    task: name,
-                    loops: s.loop_count,
-                    cost_usd: s.total_cost_usd,
-                    agent: s.agent,
+                    task: spec.name,
+                    loops: f.loops,
+                    cost_usd: f.cost_usd,
+                    agent: f.agent,
                 })?;
             }
         }
@@ -466,55 +339,44 @@ impl Driver<'_> {
     /// record.
     async fn end(mut self) -> Result<u8> {
         let mut code = self.fleet.end();
-        if code == crate::exit::OK {
-            let mut cancel = self.cancel.clone();
-            if let Some(c) = deliver::integration(
-                &self.paths.root,
-                &self.opts.into,
-                &self.opts.deliver,
-                self.fleet.file(),
-                &mut cancel,
-            )
-            .await?
-            {
-                code = c;
-            }
+        if code == crate::exit::OK
+            && let Some(c) = self.fx.deliver(self.fleet.file()).await?
+        {
+            code = c;
         }
         self.record_end(code);
         self.fleet.close(code);
         if self.fleet.all_final() {
-            remove_worktree(self.paths, &self.paths.integration());
-            remove_spares(self.paths);
+            self.fx.clean_up();
         }
         self.save()?;
-        for t in self
+        let failed: Vec<String> = self
             .fleet
             .file()
             .tasks
             .iter()
             .filter(|t| t.state == TaskState::Failed)
-        {
-            errln!(
-                "hank: fleet: task {:?} failed — {} (branch {})",
-                t.name,
-                t.message,
-                t.branch
-            );
+            .map(|t| {
+                format!(
+                    "task {:?} failed — {} (branch {})",
+                    t.name, t.message, t.branch
+                )
+            })
+            .collect();
+        for line in failed {
+            self.fx.say(&line);
         }
         Ok(code)
     }
 
     /// `HANK_FLEET_RECORD`: the machine's inputs recorded, after a first line with its
     /// settings, plan and starting file.
-    fn open_record(&mut self) {
-        let Some(path) = std::env::var_os("HANK_FLEET_RECORD") else {
+    fn open_record(&mut self, cfg: &Config) {
+        if !self.fx.recording() {
             return;
-        };
-        let Ok(mut f) = fs::OpenOptions::new().create(true).append(true).open(path) else {
-            return;
-        };
+        }
         let head = RecordHead {
-            config: config(self.paths, self.opts, self.fleet.file().deadline),
+            config: cfg.clone(),
             plan: self
                 .fleet
                 .specs()
@@ -524,67 +386,21 @@ impl Driver<'_> {
             file: self.fleet.file().clone(),
         };
         if let Ok(line) = serde_json::to_string(&head) {
-            let _ = writeln!(f, "{line}");
+            self.fx.record(&line);
         }
-        self.record = Some(f);
     }
 
     fn write_record(&mut self, event: &Event, now: Timestamp) {
-        if let Some(f) = &mut self.record {
+        if self.fx.recording() {
             let line = serde_json::json!({ "at": now, "event": event });
-            let _ = writeln!(f, "{line}");
+            self.fx.record(&line.to_string());
         }
     }
 
     fn record_end(&mut self, code: u8) {
-        if let Some(f) = &mut self.record {
-            let _ = writeln!(f, "{}", serde_json::json!({ "end": code }));
+        if self.fx.recording() {
+            self.fx
+                .record(&serde_json::json!({ "end": code }).to_string());
         }
     }
-}
-
-/// A merge job's result as the machine reads it.
-fn outcome(failed: Option<Merged>, into: &str) -> MergeOutcome {
-    let Some(Merged {
-        problem,
-        tip,
-        counts,
-    }) = failed
-    else {
-        return MergeOutcome::Merged;
-    };
-    let kind = match problem {
-        MergeProblem::Config(_) => MergeProblemKind::Config,
-        MergeProblem::Conflict(_) => MergeProblemKind::Conflict,
-        MergeProblem::Markers(_) => MergeProblemKind::Markers,
-        MergeProblem::Red(_) => MergeProblemKind::Red,
-        MergeProblem::Refused(_) => MergeProblemKind::Refused,
-    };
-    MergeOutcome::Failed {
-        kind,
-        what: problem.describe(into),
-        tip,
-        counts,
-    }
-}
-
-/// The limited windows' shared readings (MAX_WINDOW_PERCENT's forecast).
-fn windows(limits: &crate::policy::windows::WindowLimits, now: Timestamp) -> Vec<WindowReading> {
-    if limits.is_empty() {
-        return Vec::new();
-    }
-    let shared = crate::store::shared_windows::read();
-    limits
-        .0
-        .iter()
-        .filter_map(|(name, &limit)| {
-            let window = shared.get(name)?;
-            Some(WindowReading {
-                name: name.clone(),
-                percent: window.utilization_at(now)? * 100.0,
-                limit,
-                resets_at: window.fields.resets_at,
-            })
-        })
-        .collect()
 }

@@ -93,7 +93,24 @@ pub(super) fn ensure_integration(paths: &Paths, into: &str) -> Result<()> {
         fs::create_dir_all(parent).map_err(|e| HankError::io("create", parent, e))?;
     }
     let int_s = int.to_string_lossy().into_owned();
-    if !git_ok(root, &["worktree", "add", "-q", &int_s, into])? {
+    // A checkout of every file: bounded by [`TREE_GIT_TIMEOUT`] (at 100,000 files on a loaded
+    // ext4 disk it ran past git's ordinary minute and failed the fleet).
+    let added = timed(|| {
+        crate::git::run_git_for(
+            root,
+            &["worktree", "add", "-q", &int_s, into],
+            TREE_GIT_TIMEOUT,
+        )
+    });
+    if let Err(e) = &added
+        && !matches!(e, GitError::Failed(_))
+    {
+        return Err(HankError::Internal(format!(
+            "git worktree add {int_s} {into} in {}: {e}",
+            root.display()
+        )));
+    }
+    if added.is_err() {
         return Err(HankError::usage_hint(
             format!("cannot check out the integration branch {into} in {int_s}"),
             "is it checked out somewhere else (`git worktree list`)? pass --into OTHER",

@@ -1,0 +1,427 @@
+//! Everything the fleet's driver ([`super::supervise`]) does to the world, behind one trait:
+//! the clock and sleeping, the user's interrupts, `hank ctl`, the workers (started, adopted,
+//! reaped, signalled, their figures), the git jobs and their completions, admission's
+//! readings (free memory, the shared usage windows, the fleet's spending), `fleet.json` and
+//! its events, the machine's recording, the integration delivery and the clean-up at the end.
+//!
+//! [`Real`] is the fleet as it runs (processes, git jobs on blocking threads reporting on a
+//! channel, the control journal); the driver's unit tests (`fleet/tests/`) give it an
+//! in-memory implementation whose clock moves only when the driver sleeps.
+
+use std::io::Write as _;
+use std::sync::mpsc;
+
+use crate::effects::Fut;
+use crate::policy::fleet::machine::{Event, MergeOutcome, MergeProblemKind, WindowReading};
+
+use super::*;
+
+/// A task's figures from its run's `status.json`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct RunFigures {
+    pub exit_code: Option<u8>,
+    pub loops: u64,
+    pub cost_usd: f64,
+    pub agent: Option<String>,
+    /// The name of its exit reason.
+    pub reason: Option<String>,
+}
+
+/// How a worker is signalled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stop {
+    /// SIGTERM to the worker (its `hank run` applies its grace).
+    Term,
+    /// SIGKILL to the worker's whole process group.
+    Kill,
+}
+
+/// What the fleet's driver does to the world. Every method but [`FleetEffects::sleep`] and
+/// [`FleetEffects::deliver`] returns at once: a git job is started by one call and its end
+/// comes back later as a machine event from [`FleetEffects::finished_jobs`].
+pub(super) trait FleetEffects {
+    /// The time on the effects' clock.
+    fn now(&self) -> Timestamp;
+    /// Sleeps `d` (the real clock; a test's clock moves by `d`).
+    fn sleep(&mut self, d: Duration) -> Fut<'_, ()>;
+    /// The user's interrupts so far (Ctrl-C / SIGTERM).
+    fn signals(&self) -> u32;
+    /// `hank ctl` as the fleet's steer stands: (paused, stopping).
+    fn steer(&self) -> (bool, bool);
+    /// Takes the `hank ctl` commands that came, forwarding them to the `running` tasks; one
+    /// line per command for the terminal.
+    fn poll_control(&mut self, running: &[TaskSpec], now: Timestamp) -> Vec<String>;
+    /// Starts the task's worker (given the `hank ctl set` values; `left`: what is left of
+    /// the fleet's MAX_RUNTIME); its pid and start time.
+    fn start_worker(
+        &mut self,
+        spec: &TaskSpec,
+        specs: &[TaskSpec],
+        left: Option<Duration>,
+        now: Timestamp,
+    ) -> Result<(u32, Option<u64>)>;
+    /// Watches the recorded worker of a task (a killed fleet's).
+    fn adopt_worker(&mut self, task: &str, pid: u32, ticks: u64);
+    /// The workers that ended since the last call: the task and its exit code (`None`: an
+    /// adopted worker, or one whose status could not be read).
+    fn ended_workers(&mut self) -> Vec<(String, Option<u8>)>;
+    /// Signals a task's worker (nothing when it has none).
+    fn stop_worker(&mut self, task: &str, how: Stop);
+    /// A task's figures from its run's status (its events followed first).
+    fn run_figures(&mut self, spec: &TaskSpec) -> Option<RunFigures>;
+    /// Makes (or reuses) the task's worktree; then [`Event::WorktreeReady`].
+    fn prepare(&mut self, spec: &TaskSpec);
+    /// Commits a finished task's work and frees its worktree; then [`Event::Committed`].
+    fn commit(&mut self, spec: &TaskSpec);
+    /// Commits a failed task's work and frees its worktree; then [`Event::Discarded`].
+    fn discard(&mut self, spec: &TaskSpec);
+    /// Merges a finished task (and checks the result); then [`Event::MergeEnded`].
+    fn merge(&mut self, spec: &TaskSpec, job: MergeJob);
+    /// The git jobs that ended since the last call, as the machine's events.
+    fn finished_jobs(&mut self) -> Result<Vec<Event>>;
+    /// Free memory (admission), `None` when unknown.
+    fn free_memory(&mut self) -> Option<u64>;
+    /// The limited usage windows' shared readings.
+    fn windows(&mut self, now: Timestamp) -> Vec<WindowReading>;
+    /// What the fleet's tasks spent (0 when MAX_COST_USD is unlimited: not read).
+    fn fleet_cost(&mut self, now: Timestamp) -> f64;
+    /// Writes `fleet.json` (and tells each task's change as an event).
+    fn save(&mut self, file: &mut FleetFile, now: Timestamp) -> Result<()>;
+    /// A line on the terminal (`hank: fleet: LINE`).
+    fn say(&mut self, line: &str);
+    /// Whether the machine's inputs are recorded (`HANK_FLEET_RECORD`).
+    fn recording(&self) -> bool;
+    /// One line of the recording.
+    fn record(&mut self, line: &str);
+    /// The integration branch's delivery (`--deliver pr` of the fleet): its exit code when it
+    /// decides one.
+    fn deliver<'a>(&'a mut self, file: &'a FleetFile) -> Fut<'a, Result<Option<u8>>>;
+    /// Every task is final: the integration worktree and the spares go.
+    fn clean_up(&mut self);
+}
+
+/// What a git job reports when it ends.
+enum Done {
+    Ready(String, Result<PathBuf>),
+    Merged(String, Result<Option<Merged>>),
+    Committed(String, Result<std::result::Result<Vec<String>, String>>),
+    Discarded(String),
+}
+
+/// The fleet's effects as it runs.
+pub(super) struct Real<'a> {
+    paths: &'a Paths,
+    opts: &'a Options,
+    cancel: &'a Cancel,
+    workers: BTreeMap<String, Worker>,
+    jobs: (mpsc::Sender<Done>, mpsc::Receiver<Done>),
+    ctl: control::FleetControl,
+    tail: events::Tail,
+    record: Option<fs::File>,
+}
+
+impl<'a> Real<'a> {
+    /// The effects of the fleet of `paths` (its control journal opened; the recording when
+    /// `HANK_FLEET_RECORD` names a file).
+    pub(super) fn open(paths: &'a Paths, opts: &'a Options, cancel: &'a Cancel) -> Result<Self> {
+        let record = std::env::var_os("HANK_FLEET_RECORD").and_then(|path| {
+            fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .ok()
+        });
+        Ok(Self {
+            paths,
+            opts,
+            cancel,
+            workers: BTreeMap::new(),
+            jobs: mpsc::channel(),
+            ctl: control::FleetControl::open(&paths.root)?,
+            tail: events::Tail::new(opts.json),
+            record,
+        })
+    }
+
+    /// A git job on a blocking thread of the runtime, its result sent on the channel.
+    fn job(&self, f: impl FnOnce() -> Done + Send + 'static) {
+        let tx = self.jobs.0.clone();
+        tokio::task::spawn_blocking(move || {
+            let _ = tx.send(f());
+        });
+    }
+
+    fn event_of(&self, done: Done) -> Result<Event> {
+        Ok(match done {
+            Done::Ready(task, made) => {
+                let wt = made?;
+                // The worktree's configuration is the checkout's approved one: a new
+                // worktree is not a first run that approves what it finds.
+                let differs = crate::approval::worktree_changes(&self.paths.root, &wt)?;
+                Event::WorktreeReady {
+                    task,
+                    worktree: wt.display().to_string(),
+                    differs,
+                }
+            }
+            Done::Merged(task, result) => Event::MergeEnded {
+                outcome: outcome(result?, &self.opts.into),
+                task,
+            },
+            Done::Committed(task, outcome) => Event::Committed {
+                outcome: outcome?,
+                task,
+            },
+            Done::Discarded(task) => Event::Discarded { task },
+        })
+    }
+}
+
+impl FleetEffects for Real<'_> {
+    fn now(&self) -> Timestamp {
+        Timestamp::now()
+    }
+
+    fn sleep(&mut self, d: Duration) -> Fut<'_, ()> {
+        Box::pin(tokio::time::sleep(d))
+    }
+
+    fn signals(&self) -> u32 {
+        *self.cancel.borrow()
+    }
+
+    fn steer(&self) -> (bool, bool) {
+        (self.ctl.steer.paused, self.ctl.steer.stopping)
+    }
+
+    fn poll_control(&mut self, running: &[TaskSpec], now: Timestamp) -> Vec<String> {
+        let wts: Vec<PathBuf> = running
+            .iter()
+            .map(|s| self.paths.worktree(&s.slug))
+            .collect();
+        let running: Vec<control::RunningTask<'_>> = running
+            .iter()
+            .zip(&wts)
+            .map(|(s, wt)| control::RunningTask {
+                name: &s.name,
+                slug: &s.slug,
+                worktree: wt,
+            })
+            .collect();
+        self.ctl.poll(&running, now)
+    }
+
+    fn start_worker(
+        &mut self,
+        spec: &TaskSpec,
+        specs: &[TaskSpec],
+        left: Option<Duration>,
+        now: Timestamp,
+    ) -> Result<(u32, Option<u64>)> {
+        let wt = self.paths.worktree(&spec.slug);
+        let running = control::RunningTask {
+            name: &spec.name,
+            slug: &spec.slug,
+            worktree: &wt,
+        };
+        if let Err(e) = self.ctl.give_sets(&running, now) {
+            self.say(&format!(
+                "warning: task {:?}: the hank ctl set values could not be given to it: {e}",
+                spec.name
+            ));
+        }
+        let flags = self
+            .opts
+            .deliver
+            .worker_flags(&self.opts.run_flags, spec, specs);
+        let child = spawn_worker(self.paths, &wt, &spec.slug, &flags, left)?;
+        let pid = child.id();
+        self.workers.insert(spec.name.clone(), Worker::Own(child));
+        let ticks = i32::try_from(pid)
+            .ok()
+            .and_then(crate::agent::process::start_ticks);
+        Ok((pid, ticks))
+    }
+
+    fn adopt_worker(&mut self, task: &str, pid: u32, ticks: u64) {
+        self.workers
+            .insert(task.to_string(), Worker::Adopted { pid, ticks });
+    }
+
+    fn ended_workers(&mut self) -> Vec<(String, Option<u8>)> {
+        let mut ended = Vec::new();
+        for (name, worker) in &mut self.workers {
+            if let Some(code) = worker.finished() {
+                ended.push((name.clone(), code));
+            }
+        }
+        for (name, _) in &ended {
+            self.workers.remove(name);
+        }
+        ended
+    }
+
+    fn stop_worker(&mut self, task: &str, how: Stop) {
+        use nix::sys::signal::Signal;
+        let Some(w) = self.workers.get(task) else {
+            return;
+        };
+        match how {
+            Stop::Term => signal_pid(w.pid(), Signal::SIGTERM),
+            Stop::Kill => kill_group(w.pid(), Signal::SIGKILL),
+        }
+    }
+
+    fn run_figures(&mut self, spec: &TaskSpec) -> Option<RunFigures> {
+        let wt = self.paths.worktree(&spec.slug);
+        self.tail.follow(self.paths, &spec.name, &spec.slug, &wt);
+        let s = Store::new(&wt).read_status()?;
+        Some(RunFigures {
+            exit_code: s.exit_code,
+            loops: s.loop_count,
+            cost_usd: s.total_cost_usd,
+            agent: s.agent,
+            reason: s.exit_reason.map(|r| format!("{r:?}")),
+        })
+    }
+
+    fn prepare(&mut self, spec: &TaskSpec) {
+        let (p, into, spec) = (self.paths.clone(), self.opts.into.clone(), spec.clone());
+        self.job(move || Done::Ready(spec.name.clone(), ensure_worktree(&p, &spec, &into)));
+    }
+
+    fn commit(&mut self, spec: &TaskSpec) {
+        let (p, spec) = (self.paths.clone(), spec.clone());
+        self.job(move || Done::Committed(spec.name.clone(), commit_task(&p, &spec)));
+    }
+
+    fn discard(&mut self, spec: &TaskSpec) {
+        let (p, spec) = (self.paths.clone(), spec.clone());
+        self.job(move || {
+            let wt = p.worktree(&spec.slug);
+            let _ = commit_all(&wt, &format!("hank fleet: task {} (failed)", spec.name));
+            retire_worktree(&p, &wt);
+            Done::Discarded(spec.name)
+        });
+    }
+
+    fn merge(&mut self, spec: &TaskSpec, job: MergeJob) {
+        let (p, o, c, spec) = (
+            self.paths.clone(),
+            self.opts.clone(),
+            self.cancel.clone(),
+            spec.clone(),
+        );
+        self.job(move || {
+            let result = merge_off_thread(&p, &spec, &o, &job, c);
+            Done::Merged(spec.name, result)
+        });
+    }
+
+    fn finished_jobs(&mut self) -> Result<Vec<Event>> {
+        let mut events = Vec::new();
+        while let Ok(done) = self.jobs.1.try_recv() {
+            events.push(self.event_of(done)?);
+        }
+        Ok(events)
+    }
+
+    fn free_memory(&mut self) -> Option<u64> {
+        free_memory()
+    }
+
+    fn windows(&mut self, now: Timestamp) -> Vec<WindowReading> {
+        windows(&self.opts.window_limits, now)
+    }
+
+    fn fleet_cost(&mut self, now: Timestamp) -> f64 {
+        if self.opts.max_cost_usd > 0.0 {
+            fleet_ledger::summary(&self.paths.ledger(), now).cost_usd
+        } else {
+            0.0
+        }
+    }
+
+    fn save(&mut self, file: &mut FleetFile, now: Timestamp) -> Result<()> {
+        save(self.paths, file, now)
+    }
+
+    fn say(&mut self, line: &str) {
+        errln!("hank: fleet: {line}");
+    }
+
+    fn recording(&self) -> bool {
+        self.record.is_some()
+    }
+
+    fn record(&mut self, line: &str) {
+        if let Some(f) = &mut self.record {
+            let _ = writeln!(f, "{line}");
+        }
+    }
+
+    fn deliver<'b>(&'b mut self, file: &'b FleetFile) -> Fut<'b, Result<Option<u8>>> {
+        Box::pin(async move {
+            let mut cancel = self.cancel.clone();
+            deliver::integration(
+                &self.paths.root,
+                &self.opts.into,
+                &self.opts.deliver,
+                file,
+                &mut cancel,
+            )
+            .await
+        })
+    }
+
+    fn clean_up(&mut self) {
+        remove_worktree(self.paths, &self.paths.integration());
+        remove_spares(self.paths);
+    }
+}
+
+/// A merge job's result as the machine reads it.
+fn outcome(failed: Option<Merged>, into: &str) -> MergeOutcome {
+    let Some(Merged {
+        problem,
+        tip,
+        counts,
+    }) = failed
+    else {
+        return MergeOutcome::Merged;
+    };
+    let kind = match problem {
+        MergeProblem::Config(_) => MergeProblemKind::Config,
+        MergeProblem::Conflict(_) => MergeProblemKind::Conflict,
+        MergeProblem::Markers(_) => MergeProblemKind::Markers,
+        MergeProblem::Red(_) => MergeProblemKind::Red,
+        MergeProblem::Refused(_) => MergeProblemKind::Refused,
+    };
+    MergeOutcome::Failed {
+        kind,
+        what: problem.describe(into),
+        tip,
+        counts,
+    }
+}
+
+/// The limited windows' shared readings (MAX_WINDOW_PERCENT's forecast).
+fn windows(limits: &crate::policy::windows::WindowLimits, now: Timestamp) -> Vec<WindowReading> {
+    if limits.is_empty() {
+        return Vec::new();
+    }
+    let shared = crate::store::shared_windows::read();
+    limits
+        .0
+        .iter()
+        .filter_map(|(name, &limit)| {
+            let window = shared.get(name)?;
+            Some(WindowReading {
+                name: name.clone(),
+                percent: window.utilization_at(now)? * 100.0,
+                limit,
+                resets_at: window.fields.resets_at,
+            })
+        })
+        .collect()
+}
