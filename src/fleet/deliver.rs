@@ -156,25 +156,8 @@ pub async fn integration(
         deliver::record::keep(root, rec, d, reached, clock.now())
     };
     keep(&mut rec, &d, DeliveryStep::Started)?;
-    // What is pushed is scanned: every commit of `into` the remote's base does not have.
-    let tip = format!("refs/heads/{into}");
-    let known = deliver::scan::known_on_remote(root, remote, base, into)?;
-    let found = deliver::scan::scan(root, &tip, &known, allow_files)?;
-    if !found.hits.is_empty() {
-        errln!(
-            "hank: fleet: {}",
-            crate::policy::secrets::refusal(remote, into, &found.hits, &found.skipped)
-        );
-        d.exit_reason = Some(ExitReason::SecretsInCommits);
-        keep(&mut rec, &d, DeliveryStep::Started)?;
-        return finish(root, &d);
-    }
-    if let Push::Rejected { output } = deliver::push_branch(root, remote, into)? {
-        errln!(
-            "hank: fleet: the push of {into} to {remote} was rejected:\n{}",
-            rules::clean(&output, &secrets, rules::MAX_HOOK_OUTPUT_CHARS)
-        );
-        d.exit_reason = Some(ExitReason::PushRejected);
+    if let Some(stopped) = scan_and_push(root, (remote, base, into), allow_files, &secrets)? {
+        d.exit_reason = Some(stopped);
         keep(&mut rec, &d, DeliveryStep::Started)?;
         return finish(root, &d);
     }
@@ -227,6 +210,34 @@ pub async fn integration(
     checks_of(&verdict, &mut d);
     keep(&mut rec, &d, DeliveryStep::PrOpened)?;
     finish(root, &d)
+}
+
+/// What is pushed is scanned (every commit of `into` the remote's `base` does not have), then
+/// pushed: `Some(reason)` when the scan or the push stopped the delivery (said on stderr).
+fn scan_and_push(
+    root: &Path,
+    (remote, base, into): (&str, &str, &str),
+    allow_files: &[String],
+    secrets: &[String],
+) -> Result<Option<ExitReason>> {
+    let tip = format!("refs/heads/{into}");
+    let known = deliver::scan::known_on_remote(root, remote, base, into)?;
+    let found = deliver::scan::scan(root, &tip, &known, allow_files)?;
+    if !found.hits.is_empty() {
+        errln!(
+            "hank: fleet: {}",
+            crate::policy::secrets::refusal(remote, into, &found.hits, &found.skipped)
+        );
+        return Ok(Some(ExitReason::SecretsInCommits));
+    }
+    if let Push::Rejected { output } = deliver::push_branch(root, remote, into)? {
+        errln!(
+            "hank: fleet: the push of {into} to {remote} was rejected:\n{}",
+            rules::clean(&output, secrets, rules::MAX_HOOK_OUTPUT_CHARS)
+        );
+        return Ok(Some(ExitReason::PushRejected));
+    }
+    Ok(None)
 }
 
 /// The delivery record of the integration branch's pull request, its evidence the fleet's
