@@ -117,9 +117,12 @@ fn stop_ends_the_fleet_as_a_run_stops() {
 
 #[test]
 fn note_with_task_reaches_only_that_tasks_next_call_and_a_bad_task_is_refused() {
-    // Beta has three items: the note reaches one of its later calls (its next one, or the
-    // one after when the forwarding came just after that call's gate).
-    let p = project("## Alpha\n- [ ] a1\n- [ ] a2\n## Beta\n- [ ] b1\n- [ ] b2\n- [ ] b3\n");
+    // Beta has five items: the note reaches one of its later calls (its next one, or a later
+    // one when the forwarding came just after that call's gate, or the test's own `hank ctl`
+    // calls ran slowly on a loaded machine — three items left too narrow a window in CI).
+    let p = project(
+        "## Alpha\n- [ ] a1\n- [ ] a2\n## Beta\n- [ ] b1\n- [ ] b2\n- [ ] b3\n- [ ] b4\n- [ ] b5\n",
+    );
     // No fleet: --task is refused.
     let o = ctl_output(&p, &["--task", "Beta", "note", "hi"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
