@@ -448,18 +448,6 @@ fn config_value(raw: &str) -> String {
 // ---------------------------------------------------------------------------------------------
 // HEAD
 
-fn parse_oid(hex: &str) -> Option<[u8; 20]> {
-    let hex = hex.trim();
-    if hex.len() != 40 {
-        return None;
-    }
-    let mut oid = [0u8; 20];
-    for (i, b) in oid.iter_mut().enumerate() {
-        *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(oid)
-}
-
 /// HEAD's commit id; `None` on an unborn branch.
 fn head(layout: &Layout) -> Result<Option<[u8; 20]>, Unreadable> {
     let text = read_text(&layout.git_dir.join("HEAD"))
@@ -467,7 +455,7 @@ fn head(layout: &Layout) -> Result<Option<[u8; 20]>, Unreadable> {
     let mut target = text.trim().to_string();
     for _ in 0..5 {
         let Some(name) = target.strip_prefix("ref:").map(str::trim) else {
-            return parse_oid(&target)
+            return super::odb::parse_hex(&target)
                 .map(Some)
                 .ok_or_else(|| Unreadable("HEAD is neither a ref nor an id".into()));
         };
@@ -492,7 +480,7 @@ fn packed_ref(common: &Path, name: &str) -> Option<[u8; 20]> {
         .map(|b| String::from_utf8_lossy(&b).into_owned())?;
     text.lines().find_map(|l| {
         let (oid, r) = l.split_once(' ')?;
-        (r == name).then(|| parse_oid(oid)).flatten()
+        (r == name).then(|| super::odb::parse_hex(oid)).flatten()
     })
 }
 
