@@ -6,16 +6,18 @@
 # (wall time of every git command the supervisor ran), and the peak memory of each task's
 # `hank run` and of the supervisor. Method and results: PERFORMANCE.md.
 #
-# usage: scripts/bench-fleet.sh [--tasks T] [--agents A] [--duration D] [--files F] [--bin PATH] [--no-build]
+# usage: scripts/bench-fleet.sh [--tasks T] [--agents A] [--duration D] [--files F] [--warm] [--bin PATH] [--no-build]
 #   --tasks T     independent tasks (default 8)
 #   --agents A    tasks at once (default 4)
 #   --duration D  seconds each agent call takes (default 3)
 #   --files F     extra files in the repository (default 0; try 10000, 100000)
+#   --warm        measure each fleet after an earlier one in the same project (its kept worktrees
+#                 reused: a project's second and later fleets); the default is a project's first
 #   --bin PATH    the hank binary to measure (default: a release build)
 #   --no-build    use ${CARGO_TARGET_DIR:-/tmp/hank-bench-target}/release/hank as it is
 set -euo pipefail
 
-T=8 A=4 D=3 F=0 BIN= BUILD=1
+T=8 A=4 D=3 F=0 BIN= BUILD=1 WARM=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --tasks) T=$2; shift 2 ;;
@@ -24,7 +26,8 @@ while [ $# -gt 0 ]; do
     --files) F=$2; shift 2 ;;
     --bin) BIN=$2; BUILD=0; shift 2 ;;
     --no-build) BUILD=0; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --warm) WARM=1; shift ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "bench-fleet.sh: unknown argument $1 (see --help)" >&2; exit 1 ;;
   esac
 done
@@ -90,13 +93,24 @@ run_fleet() {
   echo $(( (end - start) / 1000000 ))
 }
 
-echo "# tasks $T, agents $A, agent duration ${D}s, extra files $F, binary $HANK"
+# prime DIR AGENTS: with --warm, a fleet run first in DIR, then its branches and fleet.json
+# removed so that the measured fleet runs every task again (on the worktrees it kept).
+prime() {
+  [ "$WARM" = 1 ] || return 0
+  run_fleet "$1" "$2" > /dev/null
+  (cd "$1" && git for-each-ref --format='%(refname:short)' 'refs/heads/hank/' | xargs -r git branch -qD \
+    && rm -f .hank/fleet.json)
+}
+
+echo "# tasks $T, agents $A, agent duration ${D}s, extra files $F, warm $WARM, binary $HANK"
 make_project "$WORK/one" 1
+prime "$WORK/one" 1
 ONE=$(run_fleet "$WORK/one" 1)
 echo "one task alone (fleet of 1): ${ONE} ms"
 grep 'fleet timing' "$WORK/one.err" | sed 's/^hank: /  /'
 
 make_project "$WORK/many" "$T"
+prime "$WORK/many" "$A"
 # Peak RSS of every hank process (sampled every 20 ms): pid → max VmRSS kB.
 (
   while :; do

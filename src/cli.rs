@@ -219,6 +219,9 @@ pub(crate) enum FleetAction {
     /// Run exactly one task in this checkout on its branch hank/<slug>: claim and restore its
     /// state (refs/hank/state/<slug>), run its items, save the state, deliver per DELIVER.
     RunTask(FleetRunTaskArgs),
+    /// Remove the worktrees an ended fleet kept for the next one (one per agent and the
+    /// integration worktree's, outside the project); a task's own worktree is never removed.
+    Clean,
 }
 
 /// `hank fleet plan [--json]`.

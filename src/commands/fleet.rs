@@ -33,6 +33,24 @@ pub(super) fn parse_agents(given: &str) -> Result<usize> {
     }
 }
 
+/// `hank fleet clean`.
+fn clean(root: &Path) -> Result<u8> {
+    let (removed, dir) = fleet::clean(root)?;
+    if removed == 0 {
+        outln!(
+            "hank: no worktrees kept for the next fleet in {}",
+            dir.display()
+        );
+    } else {
+        outln!(
+            "hank: removed {removed} worktree{} kept for the next fleet (in {})",
+            if removed == 1 { "" } else { "s" },
+            dir.display()
+        );
+    }
+    Ok(0)
+}
+
 /// The `hank run` flags given to `command` (`hank fleet`, `hank watch`) after its own.
 pub(super) fn run_flags(given: &[String], command: &str) -> Result<RunFlagsOnly> {
     RunFlagsOnly::try_parse_from(given).map_err(|e| {
@@ -49,6 +67,7 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
         Some(FleetAction::Status { json }) => return status(&root, *json),
         Some(FleetAction::Plan(p)) => return super::fleet_ci::plan(&root, p),
         Some(FleetAction::RunTask(t)) => return super::fleet_ci::run_task(&root, t),
+        Some(FleetAction::Clean) => return clean(&root),
         None => {}
     }
     let agents = parse_agents(&a.agents)?;

@@ -96,7 +96,8 @@ pub(super) trait FleetEffects {
     /// The integration branch's delivery (`--deliver pr` of the fleet): its exit code when it
     /// decides one.
     fn deliver<'a>(&'a mut self, file: &'a FleetFile) -> Fut<'a, Result<Option<u8>>>;
-    /// Every task is final: the integration worktree and the spares go.
+    /// Every task is final: the worktrees are kept as spares for the next fleet (at most
+    /// one per agent and one for the integration worktree).
     fn clean_up(&mut self);
 }
 
@@ -375,8 +376,16 @@ impl FleetEffects for Real<'_> {
     }
 
     fn clean_up(&mut self) {
-        remove_worktree(self.paths, &self.paths.integration());
-        remove_spares(self.paths);
+        // One per agent and the integration worktree's: what the next fleet of as many
+        // agents starts from.
+        let (kept, dir) = keep_worktrees(self.paths, self.opts.agents.saturating_add(1));
+        if kept > 0 {
+            self.say(&format!(
+                "kept {kept} worktree{} in {} for the next fleet (`hank fleet clean` removes them)",
+                if kept == 1 { "" } else { "s" },
+                dir.display()
+            ));
+        }
     }
 }
 

@@ -193,10 +193,9 @@ pub fn read_live(root: &Path) -> Result<Option<(FleetFile, bool)>> {
     Ok(read(root)?.map(|f| (f, control::fleet_running(root))))
 }
 
-/// Runs the fleet until every task is merged, failed or stopped at a limit.
-pub fn run(root: &Path, tasks: Vec<TaskSpec>, opts: &Options) -> Result<u8> {
-    let paths = Paths::of(root)?;
-    // One fleet per project at a time (released by the OS even on kill -9).
+/// The fleet's lock of the project: one fleet per project at a time (released by the OS even
+/// on kill -9); refused when another holds it.
+fn fleet_lock(paths: &Paths) -> Result<fs::File> {
     let lock_path = paths.user.join("fleet.lock");
     let lock = fs::OpenOptions::new()
         .create(true)
@@ -207,10 +206,27 @@ pub fn run(root: &Path, tasks: Vec<TaskSpec>, opts: &Options) -> Result<u8> {
     if lock.try_lock().is_err() {
         return Err(HankError::usage(format!(
             "another hank fleet runs for {} (its lock {} is held)",
-            root.display(),
+            paths.root.display(),
             lock_path.display()
         )));
     }
+    Ok(lock)
+}
+
+/// `hank fleet clean`: the worktrees kept for the next fleet removed (never a task's own
+/// worktree: an unfinished fleet's work stays); how many, and their folder. Refused while a
+/// fleet runs.
+pub fn clean(root: &Path) -> Result<(usize, PathBuf)> {
+    let paths = Paths::of(root)?;
+    let _lock = fleet_lock(&paths)?;
+    let removed = worktrees::remove_spares(&paths);
+    Ok((removed, paths.user.join("worktrees")))
+}
+
+/// Runs the fleet until every task is merged, failed or stopped at a limit.
+pub fn run(root: &Path, tasks: Vec<TaskSpec>, opts: &Options) -> Result<u8> {
+    let paths = Paths::of(root)?;
+    let lock = fleet_lock(&paths)?;
     let runtime = crate::proc::runtime()
         .map_err(|e| HankError::Internal(format!("failed to start the async runtime: {e}")))?;
     let started = Instant::now();

@@ -85,9 +85,14 @@ pub(super) fn ensure_integration(paths: &Paths, into: &str) -> Result<()> {
         // goes back to the branch.
         stop_recorded_check(paths);
         let _ = git_ok(&int, &["merge", "--abort"]);
-        git(&int, &["checkout", "-q", "-f", into])?;
-        git(&int, &["reset", "-q", "--hard", "HEAD"])?;
-        return Ok(());
+        pin(paths, &int)?;
+        return checkout_integration(paths, &int, into);
+    }
+    // A worktree kept from an earlier fleet ([`keep_worktrees`]): checked out at the branch
+    // and cleaned, far cheaper than a new checkout of every file.
+    if take_spare(paths, &int)? {
+        pin(paths, &int)?;
+        return checkout_integration(paths, &int, into);
     }
     if let Some(parent) = int.parent() {
         fs::create_dir_all(parent).map_err(|e| HankError::io("create", parent, e))?;
@@ -115,6 +120,31 @@ pub(super) fn ensure_integration(paths: &Paths, into: &str) -> Result<()> {
             format!("cannot check out the integration branch {into} in {int_s}"),
             "is it checked out somewhere else (`git worktree list`)? pass --into OTHER",
         ));
+    }
+    Ok(())
+}
+
+/// The integration worktree `int` (a killed fleet's, or a kept spare) at `into`, exactly:
+/// checked out, reset, every other file removed (a spare's last task's files, a killed
+/// check's output).
+fn checkout_integration(paths: &Paths, int: &Path, into: &str) -> Result<()> {
+    if !git_ok(int, &["checkout", "-q", "-f", into])? {
+        return Err(HankError::usage_hint(
+            format!(
+                "cannot check out the integration branch {into} in {} (for {})",
+                int.display(),
+                paths.root.display()
+            ),
+            "is it checked out somewhere else (`git worktree list`)? pass --into OTHER",
+        ));
+    }
+    for args in [
+        &["reset", "-q", "--hard", "HEAD"][..],
+        &["clean", "-q", "-ffdx"][..],
+    ] {
+        timed(|| crate::git::run_git_for(int, args, TREE_GIT_TIMEOUT)).map_err(|e| {
+            HankError::Internal(format!("git {} in {}: {e}", args.join(" "), int.display()))
+        })?;
     }
     Ok(())
 }
@@ -326,22 +356,49 @@ pub(super) fn retire_worktree(paths: &Paths, wt: &Path) {
     }
 }
 
-/// The spare worktrees removed (the fleet is over): their folders deleted side by side,
-/// then git forgets them.
-pub(super) fn remove_spares(paths: &Paths) {
+/// The fleet is over: the integration worktree becomes a spare too, and the spares are
+/// kept for the next fleet of the project (its first tasks and its integration worktree then
+/// start from them instead of checking out every file), at most `keep` of them (the others
+/// deleted side by side). How many are kept, and their folder.
+pub(super) fn keep_worktrees(paths: &Paths, keep: usize) -> (usize, PathBuf) {
+    let int = paths.integration();
+    if fs::symlink_metadata(&int).is_ok() {
+        retire_worktree(paths, &int);
+    }
+    let dir = paths.user.join("worktrees").join(SPARE);
+    let mut spares: Vec<PathBuf> = fs::read_dir(&dir)
+        .map(|entries| entries.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    spares.sort();
+    let extra = spares.split_off(keep.min(spares.len()));
+    delete_side_by_side(paths, &extra);
+    (spares.len(), dir)
+}
+
+/// Every spare worktree removed (`hank fleet clean`): how many.
+pub(super) fn remove_spares(paths: &Paths) -> usize {
     let dir = paths.user.join("worktrees").join(SPARE);
     let Ok(entries) = fs::read_dir(&dir) else {
-        return;
+        return 0;
     };
     let spares: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    delete_side_by_side(paths, &spares);
+    let _ = fs::remove_dir(&dir);
+    spares.len()
+}
+
+/// Spare worktrees deleted, their folders side by side, then git forgets them.
+fn delete_side_by_side(paths: &Paths, spares: &[PathBuf]) {
+    if spares.is_empty() {
+        return;
+    }
     std::thread::scope(|s| {
-        for spare in &spares {
+        for spare in spares {
             s.spawn(move || {
                 let _ = fs::remove_dir_all(spare);
             });
         }
     });
-    let _ = fs::remove_dir(&dir);
     let _admin = admin_lock();
     let _ = git_ok(&paths.root, &["worktree", "prune"]);
 }

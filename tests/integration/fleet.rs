@@ -86,9 +86,16 @@ fn checkout(p: &Project) -> (String, String, String) {
     )
 }
 
-/// Only the user's checkout is left as a worktree, and nothing is left in the per-user
-/// worktrees folder.
+/// What an ended fleet leaves: the user's checkout and the worktrees it kept for the next fleet
+/// (detached, under `_spare` in the per-user folder, nothing else there); `hank fleet clean`
+/// then removes them, and only the user's checkout is left.
 fn assert_no_worktree_left(p: &Project) {
+    assert!(
+        kept_worktrees(p).len() <= 5,
+        "more worktrees kept than agents and the integration's"
+    );
+    let o = p.run(&["fleet", "clean"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let list = git(p, &["worktree", "list", "--porcelain"]);
     assert_eq!(list.matches("worktree ").count(), 1, "{list}");
     let state = p.home.join(".local/state/hank/projects");
@@ -99,6 +106,31 @@ fn assert_no_worktree_left(p: &Project) {
             .unwrap_or_default();
         assert!(left.is_empty(), "left in {}: {left:?}", wts.display());
     }
+}
+
+/// The worktrees an ended fleet kept (each checked: detached, under `_spare`, and the only
+/// thing in the per-user worktrees folder besides it).
+fn kept_worktrees(p: &Project) -> Vec<std::path::PathBuf> {
+    let list = git(p, &["worktree", "list", "--porcelain"]);
+    let mut kept = Vec::new();
+    for entry in list.split("\n\n").filter(|e| !e.trim().is_empty()).skip(1) {
+        let path = entry
+            .lines()
+            .next()
+            .unwrap()
+            .trim_start_matches("worktree ");
+        assert!(path.contains("/worktrees/_spare/"), "{list}");
+        assert!(entry.lines().any(|l| l == "detached"), "{list}");
+        kept.push(std::path::PathBuf::from(path));
+    }
+    let state = p.home.join(".local/state/hank/projects");
+    for e in std::fs::read_dir(state).unwrap().flatten() {
+        let left: Vec<_> = std::fs::read_dir(e.path().join("worktrees"))
+            .map(|r| r.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert!(left.iter().all(|n| n == "_spare"), "{left:?}");
+    }
+    kept
 }
 
 const DAG: &str = "# Fix plan\n\n## Alpha\n- [ ] a1\n\n## Beta (after: Alpha)\n- [ ] b1\n\n\
@@ -199,6 +231,54 @@ fn a_finished_tasks_worktree_is_reused_clean_by_the_next_task() {
     assert!(!seen.contains("one.txt"), "the first task's commit: {seen}");
     assert_eq!(git(&p, &["show", "hank/fleet:two.txt"]).trim(), "two");
     assert_no_worktree_left(&p);
+}
+
+#[test]
+fn the_next_fleet_starts_on_the_worktrees_the_last_one_kept_and_fleet_clean_removes_them() {
+    // One agent, two tasks: the fleet keeps two worktrees (the task's, the integration's) and
+    // says where and how to remove them.
+    let p = project("# Fix plan\n\n## One\n- [ ] a\n\n## Two\n- [ ] b\n");
+    let o = p.run(&["fleet", "--agents", "1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "kept 2 worktrees in ");
+    assert_contains(&stderr(&o), "`hank fleet clean` removes them");
+    let inode = |dir: &Path| {
+        use std::os::unix::fs::MetadataExt as _;
+        std::fs::metadata(dir.join(".gitignore")).unwrap().ino()
+    };
+    let mut before: Vec<u64> = kept_worktrees(&p).iter().map(|d| inode(d)).collect();
+    assert_eq!(before.len(), 2);
+    // The user brings the work in and plans two more tasks.
+    git(&p, &["merge", "-q", "--ff-only", "hank/fleet"]);
+    let mut plan = std::fs::read_to_string(p.dir.join(".hank/fix_plan.md")).unwrap();
+    plan.push_str("\n## Three\n- [ ] c\n\n## Four\n- [ ] d\n");
+    std::fs::write(p.dir.join(".hank/fix_plan.md"), plan).unwrap();
+    crate::support::git_in(&p.dir, &p.home, &["commit", "-qam", "more tasks"]);
+    let o = p.run(&["fleet", "--agents", "1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(calls(&p), ["one", "two", "three", "four"]);
+    let files = git(&p, &["ls-tree", "--name-only", "hank/fleet"]);
+    for f in ["one.txt", "two.txt", "three.txt", "four.txt"] {
+        assert!(files.contains(f), "{files}");
+    }
+    // Both worktrees of this fleet were the kept ones (the same files, not a new checkout):
+    // the new tasks saw nothing of the old ones.
+    let seen = std::fs::read_to_string(p.fake.join("seen-three")).unwrap();
+    assert!(
+        seen.contains("one.txt") && seen.contains("two.txt") && !seen.contains("four.txt"),
+        "{seen}"
+    );
+    let mut after: Vec<u64> = kept_worktrees(&p).iter().map(|d| inode(d)).collect();
+    before.sort_unstable();
+    after.sort_unstable();
+    assert_eq!(before, after);
+    // `hank fleet clean` removes them (and says so); a second time there is nothing.
+    let o = p.run(&["fleet", "clean"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_contains(&stdout(&o), "removed 2 worktrees kept for the next fleet");
+    assert_no_worktree_left(&p);
+    let o = p.run(&["fleet", "clean"]);
+    assert_contains(&stdout(&o), "no worktrees kept for the next fleet");
 }
 
 #[test]
