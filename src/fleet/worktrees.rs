@@ -343,8 +343,12 @@ pub(super) fn retire_worktree(paths: &Paths, wt: &Path) {
         n += 1;
         to = dir.join(format!("{name}-{n}"));
     }
+    // Detached by writing HEAD (a `checkout --detach` would read every file of the tree).
     let moved = pin(paths, wt).is_ok()
-        && git_ok(wt, &["checkout", "-q", "--detach"]).unwrap_or(false)
+        && git(wt, &["rev-parse", "-q", "--verify", "HEAD"]).is_ok_and(|head| {
+            let head = String::from_utf8_lossy(&head).trim().to_string();
+            git_ok(wt, &["update-ref", "--no-deref", "HEAD", &head]).unwrap_or(false)
+        })
         && fs::create_dir_all(&dir).is_ok()
         && {
             let (from, to) = (wt.to_string_lossy(), to.to_string_lossy());

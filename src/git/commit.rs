@@ -23,7 +23,7 @@ pub fn runtime_paths() -> Vec<String> {
 }
 
 /// [`runtime_paths`] as git pathspecs that match each path and everything under it, and
-/// match nothing quietly (`git reset -- SPECS` unstages hank's own files).
+/// match nothing quietly: what [`is_runtime_path`] decides in process, as git would.
 #[must_use]
 pub fn runtime_globs() -> Vec<String> {
     runtime_paths()
@@ -34,7 +34,7 @@ pub fn runtime_globs() -> Vec<String> {
 
 /// The plan of a fleet task's worktree (its one section): the fleet ticks the integration
 /// branch's plan itself, so a task's commit leaves it out.
-pub const TASK_PLAN_SPEC: &str = ":(glob).hank/fix_plan.md";
+pub const TASK_PLAN_PATH: &str = ".hank/fix_plan.md";
 
 /// What [`commit_all`] is asked to do.
 #[derive(Debug, Clone, Copy)]
@@ -42,7 +42,7 @@ pub struct CommitAll<'a> {
     pub message: &'a str,
     /// The user's hooks and filters ([`Hooks::Run`]: delivery, approved) or none.
     pub hooks: Hooks,
-    /// The task's plan left out too ([`TASK_PLAN_SPEC`]): a fleet task's commit.
+    /// The task's plan left out too ([`TASK_PLAN_PATH`]): a fleet task's commit.
     pub leave_plan: bool,
     /// How long the commit itself may run (a slow pre-commit hook); the other steps are
     /// bounded by [`GIT_TIMEOUT`].
@@ -106,16 +106,17 @@ pub fn commit_all(dir: &Path, c: &CommitAll<'_>) -> Result<Committed> {
             crate::sanitize::line(r.stderr.trim())
         )));
     }
-    // Unstaged again (an exclude pathspec of an ignored path makes `git add` fail); a glob
-    // pathspec matches nothing quietly.
-    let globs = runtime_globs();
-    let mut reset = vec!["reset", "--quiet", "--"];
-    reset.extend(globs.iter().map(String::as_str));
-    if c.leave_plan {
-        reset.push(TASK_PLAN_SPEC);
-    }
-    ok(dir, &reset)?;
-    let secrets_skipped = unstage_secrets(dir)?;
+    // What `git add` staged, named in process: hank's runtime files (and the task's plan)
+    // are unstaged again by name (an exclude pathspec of an ignored path makes `git add`
+    // fail), and only when one was staged: a reset by glob reads the whole index and tree,
+    // half a second at 100,000 files.
+    let listing = staged_changes(dir)?;
+    let (runtime, listing): (Vec<_>, Vec<_>) = listing
+        .into_iter()
+        .partition(|(_, path)| is_runtime_path(path) || (c.leave_plan && path == TASK_PLAN_PATH));
+    let names: Vec<String> = runtime.into_iter().map(|(_, path)| path).collect();
+    unstage(dir, &names)?;
+    let secrets_skipped = unstage_secrets_of(dir, &listing)?;
     let merging = run(
         dir,
         &["rev-parse", "-q", "--verify", "MERGE_HEAD"],
@@ -123,13 +124,7 @@ pub fn commit_all(dir: &Path, c: &CommitAll<'_>) -> Result<Committed> {
         Hooks::Off,
     )?
     .success;
-    let staged = !run(
-        dir,
-        &["diff", "--cached", "--quiet"],
-        GIT_TIMEOUT,
-        Hooks::Off,
-    )?
-    .success;
+    let staged = listing.len() > secrets_skipped.len();
     if !merging && !staged {
         return Ok(Committed {
             made: false,
@@ -168,43 +163,96 @@ pub fn tail_chars(output: &str) -> String {
     }
 }
 
+/// The index's changes from HEAD after a `git add`: (deleted, path) for every path staged.
+fn staged_changes(dir: &Path) -> Result<Vec<(bool, String)>> {
+    let out = ok(
+        dir,
+        &["diff", "--cached", "--name-status", "--no-renames", "-z"],
+    )?
+    .stdout;
+    let mut fields = out.split('\0').filter(|f| !f.is_empty());
+    let mut changes = Vec::new();
+    while let (Some(status), Some(path)) = (fields.next(), fields.next()) {
+        changes.push((status.starts_with('D'), path.to_string()));
+    }
+    Ok(changes)
+}
+
+/// `paths` taken out of the index again (back to HEAD's version), by literal name.
+///
+/// # Errors
+/// git cannot run or the reset failed (then nothing may be committed).
+fn unstage(dir: &Path, paths: &[String]) -> Result<()> {
+    for chunk in paths.chunks(500) {
+        let specs: Vec<String> = chunk.iter().map(|p| format!(":(literal){p}")).collect();
+        let mut args = vec!["reset", "--quiet", "--"];
+        args.extend(specs.iter().map(String::as_str));
+        ok(dir, &args)?;
+    }
+    Ok(())
+}
+
 /// Takes the staged files that look like secrets out of the index (added or changed; a
 /// deletion leaks nothing and stays); their names.
 ///
 /// # Errors
 /// git cannot run, or the files could not be taken out (then nothing may be committed).
 pub fn unstage_secrets(dir: &Path) -> Result<Vec<String>> {
-    let staged = ok(
-        dir,
-        &[
-            "diff",
-            "--cached",
-            "--name-only",
-            "--no-renames",
-            "--diff-filter=d",
-            "-z",
-        ],
-    )?
-    .stdout;
-    let secrets: Vec<String> = staged
-        .split('\0')
-        .filter(|p| !p.is_empty() && crate::policy::secrets::looks_like_secret(p))
-        .map(str::to_string)
+    let listing = staged_changes(dir)?;
+    unstage_secrets_of(dir, &listing)
+}
+
+/// [`unstage_secrets`] over the staged changes already listed.
+fn unstage_secrets_of(dir: &Path, listing: &[(bool, String)]) -> Result<Vec<String>> {
+    let secrets: Vec<String> = listing
+        .iter()
+        .filter(|(deleted, p)| !deleted && crate::policy::secrets::looks_like_secret(p))
+        .map(|(_, p)| p.clone())
         .collect();
-    if secrets.is_empty() {
-        return Ok(secrets);
-    }
-    let specs: Vec<String> = secrets.iter().map(|p| format!(":(literal){p}")).collect();
-    let mut args = vec!["reset", "--quiet", "--"];
-    args.extend(specs.iter().map(String::as_str));
     // Without the reset a secret would be committed: refuse the commit instead.
-    ok(dir, &args).map_err(|e| {
+    unstage(dir, &secrets).map_err(|e| {
         HankError::Tool(format!(
             "could not leave {} out of the commit: {e}",
             secrets.join(", ")
         ))
     })?;
     Ok(secrets)
+}
+
+/// Whether `path` (repository-relative) is one of hank's runtime files or under one of its
+/// runtime folders ([`runtime_paths`]; a `*` stands for any part of one path segment): what
+/// `git reset -- SPECS` of [`runtime_globs`] would match, decided in process.
+#[must_use]
+pub fn is_runtime_path(path: &str) -> bool {
+    let segments: Vec<&str> = path.split('/').collect();
+    runtime_paths().iter().any(|pattern| {
+        let pattern: Vec<&str> = pattern.split('/').collect();
+        segments.len() >= pattern.len()
+            && pattern
+                .iter()
+                .zip(&segments)
+                .all(|(p, s)| segment_matches(p, s))
+    })
+}
+
+/// One path segment against a pattern whose `*` matches any run of characters.
+fn segment_matches(pattern: &str, text: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = text.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty();
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.ends_with(last)
 }
 
 #[cfg(test)]
@@ -292,5 +340,113 @@ mod tests {
             "hank@localhost".to_string()
         };
         assert_eq!(r.stdout.trim(), want);
+    }
+
+    #[test]
+    fn runtime_paths_are_named_in_process_as_gits_glob_pathspecs_name_them() {
+        // Every path below is tracked in a repository; `git ls-files -- <runtime globs>` is
+        // what git's own matching says, and the in-process match must say the same.
+        let d = repo();
+        let p = d.path();
+        let paths = [
+            ".hank/logs/loop-1.out",
+            ".hank/logs/deep/x/y.log",
+            ".hank/logs.txt",
+            ".hank/status.json",
+            ".hank/status.json.bak",
+            ".hank/status.jsonl",
+            ".hank/state.json",
+            ".hank/state.json.tmp-1",
+            ".hank/state.jsonx/inner",
+            ".hank/events.jsonl",
+            ".hank/live.log",
+            ".hank/hank.lock",
+            ".hank/backup/1/fix_plan.md",
+            ".hank/backup",
+            ".hank/fleet.json",
+            ".hank/delivery.json",
+            ".hank/.tmp-abc",
+            ".hank/.tmp-",
+            ".hank/x.tmp-1",
+            ".hank/fix_plan.md",
+            ".hank/PROMPT.md",
+            "sub/.hank/status.json",
+            "hank/status.json",
+            ".hankrc",
+            "src/main.rs",
+        ];
+        for rel in paths {
+            let path = p.join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            if !path.exists() {
+                std::fs::write(&path, "x").unwrap();
+            }
+        }
+        git_in(p, &["add", "-A", "-f", "--", "."]);
+        let globs = runtime_globs();
+        let mut args = vec!["ls-files", "-z", "--"];
+        args.extend(globs.iter().map(String::as_str));
+        let by_git = run(p, &args, GIT_TIMEOUT, Hooks::Off).unwrap().stdout;
+        let mut by_git: Vec<&str> = by_git.split('\0').filter(|s| !s.is_empty()).collect();
+        by_git.sort_unstable();
+        let all = run(p, &["ls-files", "-z"], GIT_TIMEOUT, Hooks::Off)
+            .unwrap()
+            .stdout;
+        let mut in_process: Vec<&str> = all
+            .split('\0')
+            .filter(|s| !s.is_empty() && is_runtime_path(s))
+            .collect();
+        in_process.sort_unstable();
+        assert_eq!(in_process, by_git);
+        assert!(by_git.contains(&".hank/logs/deep/x/y.log") && !by_git.contains(&".hank/logs.txt"));
+    }
+
+    #[test]
+    fn a_glob_segment_matches_as_git_does() {
+        for (pattern, text, want) in [
+            ("state.json*", "state.json", true),
+            ("state.json*", "state.json.1", true),
+            ("state.json*", "state.jso", false),
+            (".tmp-*", ".tmp-", true),
+            (".tmp-*", "x.tmp-1", false),
+            ("a*b*c", "abc", true),
+            ("a*b*c", "aXbYc", true),
+            ("a*b*c", "acb", false),
+            ("a*a", "a", false),
+            ("logs", "logs", true),
+            ("logs", "logs2", false),
+        ] {
+            assert_eq!(segment_matches(pattern, text), want, "{pattern} {text}");
+        }
+    }
+
+    #[test]
+    fn a_runtime_file_staged_by_the_agent_is_left_out_and_a_tracked_one_keeps_heads_version() {
+        let d = repo();
+        let p = d.path();
+        // A runtime file the user committed once: its change is not committed by hank.
+        std::fs::create_dir_all(p.join(".hank")).unwrap();
+        std::fs::write(p.join(".hank/status.json"), "{\"old\":1}").unwrap();
+        git_in(p, &["add", "-f", ".hank/status.json"]);
+        git_in(p, &["commit", "-q", "-m", "tracked status"]);
+        std::fs::write(p.join(".hank/status.json"), "{\"new\":1}").unwrap();
+        std::fs::write(p.join(".hank/live.log"), "x").unwrap();
+        git_in(p, &["add", "-f", ".hank/live.log"]);
+        std::fs::write(p.join("c.txt"), "c\n").unwrap();
+        let c = commit(p, false);
+        assert!(c.made);
+        assert_eq!(committed_files(p).trim(), "c.txt");
+        // Nothing of hank's is left staged either.
+        let r = run(
+            p,
+            &["diff", "--cached", "--name-only"],
+            GIT_TIMEOUT,
+            Hooks::Off,
+        )
+        .unwrap();
+        assert_eq!(r.stdout.trim(), "");
+        // Only runtime files changed: nothing to commit.
+        std::fs::write(p.join(".hank/status.json"), "{\"newer\":1}").unwrap();
+        assert!(!commit(p, false).made);
     }
 }

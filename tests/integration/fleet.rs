@@ -511,6 +511,23 @@ fn a_conflict_the_agent_cannot_solve_fails_the_task_and_keeps_its_branch() {
     assert_no_worktree_left(&p);
 }
 
+#[test]
+fn a_marker_line_the_project_already_had_refuses_no_task() {
+    // A guide that shows what a conflict looks like is the project's own text, not a task's
+    // unsolved conflict: markers are looked for in what the task changed.
+    let p = project("# Fix plan\n\n## One\n- [ ] a\n");
+    std::fs::write(
+        p.dir.join("GIT-GUIDE.md"),
+        "A conflict looks like this:\n<<<<<<< HEAD\nmine\n=======\ntheirs\n>>>>>>> other\n",
+    )
+    .unwrap();
+    crate::support::git_in(&p.dir, &p.home, &["add", "GIT-GUIDE.md"]);
+    crate::support::git_in(&p.dir, &p.home, &["commit", "-qm", "guide"]);
+    let o = p.run(&["fleet", "--agents", "1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(git(&p, &["show", "hank/fleet:one.txt"]).trim(), "one");
+}
+
 /// `.hank/fleet.json` as it is now (null while it is missing or being replaced).
 pub(crate) fn fleet_json(p: &Project) -> Value {
     std::fs::read(p.dir.join(".hank/fleet.json"))
