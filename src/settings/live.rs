@@ -21,7 +21,7 @@ use super::resolve::{parse_timeout_or_off, parse_u32_min, parse_u64, parse_usd};
 use super::{Settings, Source, Sourced, keys};
 use crate::policy::windows::WindowLimits;
 
-/// Where a value set live came from (`hank doctor`-style sources).
+/// The source a value set live records (shown as `flag hank ctl set`).
 pub const SOURCE: Source = Source::Flag("hank ctl set");
 
 /// One setting a running loop takes from `hank ctl set`.

@@ -129,6 +129,12 @@ impl Resolver<'_> {
 
     /// A live key ([`live`]) resolved like any other, with its one parser.
     fn live<T: Show>(&mut self, key: &live::Live<T>, flag: Option<&str>) -> Result<Sourced<T>> {
+        // A definition left out of the table would be checked nowhere (every test resolves).
+        debug_assert!(
+            live::find(key.name).is_some(),
+            "{} is not in settings::live::LIVE",
+            key.name
+        );
         self.get(key.name, flag, key.parse)
     }
 
