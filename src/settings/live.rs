@@ -370,9 +370,7 @@ mod tests {
 
     #[test]
     fn docs_control_lists_the_live_keys_and_when_each_holds() {
-        let doc =
-            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/control.md"))
-                .unwrap();
+        let doc = include_str!("../../docs/control.md");
         let listed = format!(
             "| `hank ctl set KEY=VALUE` | {}, checked like `.hankrc` values",
             LIVE.iter()
@@ -381,12 +379,12 @@ mod tests {
                 .join(", ")
         );
         assert!(
-            row(&doc, "hank ctl set KEY=VALUE").starts_with(&listed),
+            row(doc, "hank ctl set KEY=VALUE").starts_with(&listed),
             "docs/control.md's `hank ctl set KEY=VALUE` row should start with:\n{listed}"
         );
         let holds = format!("the new value holds from the next gate: {}.", holds_text());
         assert!(
-            row(&doc, "set KEY=VALUE").contains(&holds),
+            row(doc, "set KEY=VALUE").contains(&holds),
             "docs/control.md's `set KEY=VALUE` row should say:\n{holds}"
         );
     }
