@@ -481,9 +481,13 @@ pub(crate) struct CtlArgs {
     /// (its name in `hank fleet status`).
     #[arg(long, value_name = "NAME")]
     pub task: Option<String>,
-    /// pause | resume | stop | retry-now | note TEXT | answer TEXT | set KEY=VALUE |
-    /// status | init | poll | sign COMMAND…
-    #[arg(required = true, num_args = 1.., value_name = "COMMAND")]
+    /// `settings::live::ctl_words_help`: the commands, and the keys `set` takes.
+    #[arg(
+        required = true,
+        num_args = 1..,
+        value_name = "COMMAND",
+        help = crate::settings::live::ctl_words_help()
+    )]
     pub words: Vec<String>,
 }
 

@@ -200,7 +200,7 @@ fn check_task(dir: &std::path::Path, cmd: &Command, task: &str) -> Result<()> {
 }
 
 fn parse(words: &[&str]) -> Result<Command> {
-    rules::parse(words, &|k, v| settings::resolve::check_live_value(k, v))
+    rules::parse(words, &settings::live::check)
         .map_err(|e| HankError::usage(format!("hank ctl: {e}")))
 }
 

@@ -411,8 +411,10 @@ impl LiveControl {
             }
         };
         for p in pending {
-            let check = |k: &str, v: &str| crate::settings::resolve::check_live_value(k, v);
-            let (control, outcome) = match (&p.task, control::to_control(&p.command, &check)) {
+            let (control, outcome) = match (
+                &p.task,
+                control::to_control(&p.command, &crate::settings::live::check),
+            ) {
                 // `hank ctl --task` was for a fleet's task; no fleet took it.
                 (Some(task), _) => (
                     None,
@@ -579,7 +581,6 @@ pub fn poll_remote(
         .clone()
         .unwrap_or_else(|| format!("{}s", MAX_SKEW_SECS));
     let mut report = RemoteReport::default();
-    let check = |k: &str, v: &str| crate::settings::resolve::check_live_value(k, v);
     let mut since = since;
     // A busy or flooded topic is read in bounded pages, each from the last message taken: a
     // flood costs time, never every poll, and a signed command after it is still read.
@@ -596,8 +597,15 @@ pub fn poll_remote(
             crate::notify::http::MAX_BODY,
             |line| {
                 if failure.is_none()
-                    && let Err(e) =
-                        take_remote_line(line, &secret, now, &check, store, &mut state, &mut report)
+                    && let Err(e) = take_remote_line(
+                        line,
+                        &secret,
+                        now,
+                        &crate::settings::live::check,
+                        store,
+                        &mut state,
+                        &mut report,
+                    )
                 {
                     failure = Some(e);
                 }

@@ -279,16 +279,15 @@ impl Retries<'_> {
                 now,
                 crate::store::EventKind::ApiRetry(Box::new(retry.clone())),
             );
-            let line = event.to_line();
-            let _ = self.store.append_event(&line);
             let items = (shown.fix_plan.done, shown.fix_plan.total);
-            for w in self.notify.event(&event, shown.total_cost_usd, items) {
-                reporter.warn(&w);
-            }
-            if self.json {
-                let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "{line}").and_then(|()| out.flush());
-            }
+            let told = super::output::Told {
+                store: self.store,
+                notify: self.notify,
+                reporter,
+                json: self.json,
+            };
+            // An events.jsonl that cannot be written does not stop the call.
+            let _ = told.event(&event, now, shown.total_cost_usd, items);
         }
         self.seen = Some(retry);
     }

@@ -49,7 +49,7 @@ impl Engine {
         // A new setting may read the plan differently: the next look reads it again.
         self.measured_plan = None;
         for (key, value) in settings {
-            match crate::settings::resolve::apply_live_value(&mut self.s, &key, &value) {
+            match crate::settings::live::apply(&mut self.s, &key, &value) {
                 Ok(shown) => self.fx.say(Say::Info(&format!("{key} is now {shown}"))),
                 Err(why) => self.warn(&format!("hank ctl set {key}={value} not applied: {why}")),
             }

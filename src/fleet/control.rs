@@ -111,8 +111,7 @@ impl FleetControl {
         };
         let names: Vec<String> = running.iter().map(|r| r.name.to_string()).collect();
         for p in pending {
-            let check = |k: &str, v: &str| crate::settings::resolve::check_live_value(k, v);
-            let mut outcome = match rules::to_control(&p.command, &check) {
+            let mut outcome = match rules::to_control(&p.command, &crate::settings::live::check) {
                 Err(why) => format!("refused: {why}"),
                 Ok(_) => {
                     let mut next = self.steer.clone();

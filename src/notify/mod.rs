@@ -5,6 +5,26 @@
 //! [`crate::policy::notify`]; secrets are redacted here, as everywhere else.
 //!
 //! `http.rs` is hank's one HTTP client (also used by the control-topic poller).
+//!
+//! **One notifier, two owners.** Every message is made by one constructor ([`Hook::new`]:
+//! the targets, event classes and secrets of the settings) and one send ([`Hook::event`]:
+//! the rules' filter [`Seen::message`], redaction, the queue). What differs is who holds the
+//! hook, and that stays two on purpose:
+//! - **a run** (`hank run`, each fleet task's `hank run`) owns its hook in its effects
+//!   (`effects::Real`; every event of the run — the engine's news and the client's retries
+//!   during a call — goes through `effects::output::Told`). The run's facts go with each
+//!   message (cost so far, the plan's items, the last loop's questions), a target's failure is
+//!   a warning on the run's terminal and in its log, and the end ([`Hook::finish`]) is awaited
+//!   on the run's runtime, where the signal task that lets Ctrl-C skip it runs. Owned, not
+//!   global: two runs in one process (the engine's tests, a supervisor driving runs itself)
+//!   never share one hook's `Seen`, and the engine's tests run with no notifier at all.
+//! - **a command outside a run** (`hank deliver`, `hank fleet` — its task events and its
+//!   integration delivery, `deliver::tell_outside_run` —, `hank watch`'s issue events, the
+//!   resumed delivery at `hank run`'s start) [`install`]s one hook for the process and
+//!   [`offer`]s its events to it: they are told from deep inside the fleet's supervisor and
+//!   the delivery procedures, which have no run to carry a handle; they have no run's cost or
+//!   items, a failure is one line on stderr, and the end is the [`Installed`] guard's drop
+//!   (blocking, on the command's thread, until sent or a new signal).
 
 pub mod http;
 
@@ -456,8 +476,9 @@ impl Hook {
     }
 }
 
-/// The notifier of a command outside the loop (`hank fleet`, `hank deliver`), installed
-/// once per process; their events are offered to it with [`offer`].
+/// The notifier of a command outside a run (`hank fleet`, `hank deliver`, `hank watch`, a
+/// resumed delivery), installed once per process; their events are offered to it with
+/// [`offer`] (see the module's "one notifier, two owners").
 static GLOBAL: Mutex<Option<Hook>> = Mutex::new(None);
 
 /// Drops `sender` (its drop delivers what is queued) on a thread of its own, then calls
@@ -500,7 +521,8 @@ impl Drop for Installed {
     }
 }
 
-/// Starts the process's notifier when `NOTIFY` names targets (`hank fleet`, `hank deliver`).
+/// Starts the process's notifier when `NOTIFY` names targets (`hank fleet`, `hank deliver`,
+/// `hank watch`, a resumed delivery): the same [`Hook::new`] a run's effects make.
 #[must_use]
 pub fn install(s: &crate::settings::Settings, now: jiff::Timestamp) -> Installed {
     if s.notify_targets.value.is_some() {
@@ -509,8 +531,9 @@ pub fn install(s: &crate::settings::Settings, now: jiff::Timestamp) -> Installed
     Installed(())
 }
 
-/// Offers `event` to the process's notifier, if one is installed (never blocks: the
-/// message is queued); a failing target is one warning on stderr.
+/// Offers `event` to the process's notifier, if one is installed, through the run's own
+/// [`Hook::event`] (never blocks: the message is queued); a failing target is one warning on
+/// stderr.
 pub fn offer(event: &Event) {
     let guard = GLOBAL.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(hook) = guard.as_ref() {

@@ -7,6 +7,7 @@
 //! |---|---|
 //! | [`keys`] | the table of keys: name (= environment variable), flag, default, expected value, help **\[pure\]** |
 //! | [`hankrc`] | the `.hankrc` parser **\[pure\]** |
+//! | [`live`] | the keys `hank ctl set` changes in a running loop: one typed definition each (name, parser, field, shown value), the table [`live::LIVE`] **\[pure\]** |
 //! | [`resolve`] | flag > env > `.hankrc` > default, from the flags, an env lookup and the `.hankrc` text **\[pure\]** |
 //! | [`flags`] | the raw flag values |
 //! | this file | [`Settings`], [`load`] (the only I/O: reads `.hankrc` and the real environment), the agent command |
@@ -14,6 +15,7 @@
 pub mod flags;
 pub mod hankrc;
 pub mod keys;
+pub mod live;
 pub mod resolve;
 
 pub use flags::Flags;

@@ -15,6 +15,7 @@ use crate::policy::decide::UsageLimitPolicy;
 
 use super::hankrc::{RcEntry, parse_hankrc};
 use super::keys::{self, Key, PERMISSION_MODES};
+use super::live;
 use super::{CiWait, ClientSettings, DeliverMode, Flags, OutputFormat, Settings, Source, Sourced};
 
 /// Where values come from besides the flags.
@@ -126,6 +127,17 @@ impl Resolver<'_> {
         self.get_with(name, flag, BadEnv::Refuse, parse)
     }
 
+    /// A live key ([`live`]) resolved like any other, with its one parser.
+    fn live<T: Show>(&mut self, key: &live::Live<T>, flag: Option<&str>) -> Result<Sourced<T>> {
+        // A definition left out of the table would be checked nowhere (every test resolves).
+        debug_assert!(
+            live::find(key.name).is_some(),
+            "{} is not in settings::live::LIVE",
+            key.name
+        );
+        self.get(key.name, flag, key.parse)
+    }
+
     fn get_with<T: Show>(
         &mut self,
         name: &str,
@@ -226,11 +238,7 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
     let on = |set: bool| set.then_some("true");
     let mut settings = Settings {
         project_dir: project_dir.to_path_buf(),
-        max_calls_per_hour: r.get(
-            "MAX_CALLS_PER_HOUR",
-            flags.calls.as_deref(),
-            parse_u32_min(1),
-        )?,
+        max_calls_per_hour: r.live(&live::MAX_CALLS_PER_HOUR, flags.calls.as_deref())?,
         max_tokens_per_hour: r.get(
             "MAX_TOKENS_PER_HOUR",
             flags.max_tokens_per_hour.as_deref(),
@@ -305,16 +313,12 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
             flags.session_expiry.as_deref(),
             parse_u32_min(1),
         )?,
-        max_loops: r.get("MAX_LOOPS", flags.max_loops.as_deref(), parse_u64)?,
+        max_loops: r.live(&live::MAX_LOOPS, flags.max_loops.as_deref())?,
         max_runtime: ci_max_runtime(
-            r.get(
-                "MAX_RUNTIME",
-                flags.max_runtime.as_deref(),
-                parse_timeout_or_off,
-            )?,
+            r.live(&live::MAX_RUNTIME, flags.max_runtime.as_deref())?,
             &r.env,
         ),
-        max_cost_usd: r.get("MAX_COST_USD", flags.max_cost.as_deref(), parse_usd)?,
+        max_cost_usd: r.live(&live::MAX_COST_USD, flags.max_cost.as_deref())?,
         fleet_min_free_memory: r.get("FLEET_MIN_FREE_MEMORY", None, parse_size)?,
         max_merge_attempts: r.get("MAX_MERGE_ATTEMPTS", None, parse_u32_min(1))?,
         tracker: r.get_opt("TRACKER", None, |s| {
@@ -337,10 +341,9 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
                 ],
             )
         })?,
-        max_window_percent: r.get(
-            "MAX_WINDOW_PERCENT",
+        max_window_percent: r.live(
+            &live::MAX_WINDOW_PERCENT,
             flags.max_window_percent.as_deref(),
-            crate::policy::windows::WindowLimits::parse,
         )?,
         claude_cmd: r.get("CLAUDE_CODE_CMD", flags.claude_cmd.as_deref(), not_blank)?,
         agent: r.get("AGENT", flags.agent.as_deref(), |s| {
@@ -481,88 +484,6 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
     settings.warnings = r.warnings;
     settings.shown = r.shown;
     Ok(settings)
-}
-
-/// The keys `hank ctl set` may change in a running loop.
-pub const LIVE_KEYS: &[&str] = &[
-    "MAX_LOOPS",
-    "MAX_COST_USD",
-    "MAX_RUNTIME",
-    "MAX_CALLS_PER_HOUR",
-    "MAX_WINDOW_PERCENT",
-];
-
-/// Checks a value `hank ctl set KEY=VALUE` gives a running loop, with the parser the key
-/// uses in `.hankrc`: why it is refused, naming the key and what is expected.
-pub fn check_live_value(name: &str, raw: &str) -> std::result::Result<(), String> {
-    let Some(key) = keys::find(name).filter(|k| LIVE_KEYS.contains(&k.name)) else {
-        let why = if keys::find(name).is_some() {
-            "it is read once when the run starts; change it in .hankrc and start hank again"
-        } else {
-            "it is not a hank setting"
-        };
-        return Err(format!(
-            "{name} cannot be set in a running loop: {why} (settable: {})",
-            LIVE_KEYS.join(", ")
-        ));
-    };
-    let ok = match name {
-        "MAX_LOOPS" => parse_u64(raw).is_some(),
-        "MAX_CALLS_PER_HOUR" => parse_u32_min(1)(raw).is_some(),
-        "MAX_COST_USD" => parse_usd(raw).is_some(),
-        "MAX_RUNTIME" => parse_timeout_or_off(raw).is_some(),
-        _ => crate::policy::windows::WindowLimits::parse(raw).is_some(),
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "invalid value `{raw}` for {name}: expected {}",
-            key.expected()
-        ))
-    }
-}
-
-/// Applies `hank ctl set KEY=VALUE` to the run's settings (checked first with
-/// [`check_live_value`]); the value shown afterwards. No I/O: the loop reads the settings
-/// again at its next gate.
-pub fn apply_live_value(
-    s: &mut Settings,
-    name: &str,
-    raw: &str,
-) -> std::result::Result<String, String> {
-    check_live_value(name, raw)?;
-    let from = Source::Flag("hank ctl set");
-    let bad = || format!("invalid value `{raw}` for {name}");
-    match name {
-        "MAX_LOOPS" => {
-            s.max_loops.value = parse_u64(raw).ok_or_else(bad)?;
-            s.max_loops.source = from;
-            Ok(s.max_loops.value.to_string())
-        }
-        "MAX_CALLS_PER_HOUR" => {
-            s.max_calls_per_hour.value = parse_u32_min(1)(raw).ok_or_else(bad)?;
-            s.max_calls_per_hour.source = from;
-            Ok(s.max_calls_per_hour.value.to_string())
-        }
-        "MAX_COST_USD" => {
-            s.max_cost_usd.value = parse_usd(raw).ok_or_else(bad)?;
-            s.max_cost_usd.source = from;
-            Ok(format!("{:.2}", s.max_cost_usd.value))
-        }
-        "MAX_RUNTIME" => {
-            s.max_runtime.value = parse_timeout_or_off(raw).ok_or_else(bad)?;
-            s.max_runtime.source = from;
-            Ok(format!("{}s", s.max_runtime.value.as_secs()))
-        }
-        "MAX_WINDOW_PERCENT" => {
-            s.max_window_percent.value =
-                crate::policy::windows::WindowLimits::parse(raw).ok_or_else(bad)?;
-            s.max_window_percent.source = from;
-            Ok(raw.trim().to_string())
-        }
-        _ => Err(format!("{name} cannot be set in a running loop")),
-    }
 }
 
 /// How a resolved value is shown by `--dry-run` and `hank doctor`.
@@ -783,7 +704,7 @@ fn parse_timeout(s: &str) -> Option<Duration> {
 }
 
 /// A timeout, or `0` for off (`Duration::ZERO`).
-fn parse_timeout_or_off(s: &str) -> Option<Duration> {
+pub(super) fn parse_timeout_or_off(s: &str) -> Option<Duration> {
     if s.trim() == "0" {
         Some(Duration::ZERO)
     } else {
@@ -792,7 +713,7 @@ fn parse_timeout_or_off(s: &str) -> Option<Duration> {
 }
 
 /// An amount in USD, `$` optional: finite and not negative.
-fn parse_usd(s: &str) -> Option<f64> {
+pub(super) fn parse_usd(s: &str) -> Option<f64> {
     s.trim()
         .trim_start_matches('$')
         .parse::<f64>()
@@ -818,11 +739,11 @@ fn branch_name(s: &str) -> Option<String> {
     crate::policy::deliver::valid_branch_name(s).then(|| s.to_string())
 }
 
-fn parse_u32_min(min: u32) -> impl Fn(&str) -> Option<u32> {
+pub(super) fn parse_u32_min(min: u32) -> impl Fn(&str) -> Option<u32> {
     move |s| s.trim().parse::<u32>().ok().filter(|v| *v >= min)
 }
 
-fn parse_u64(s: &str) -> Option<u64> {
+pub(super) fn parse_u64(s: &str) -> Option<u64> {
     s.trim().parse::<u64>().ok()
 }
 
@@ -925,46 +846,6 @@ pub(crate) fn resolve_args(
 #[cfg(test)]
 mod tests {
 
-    #[test]
-    fn live_values_are_checked_with_the_keys_own_parsers() {
-        for (key, value) in [
-            ("MAX_LOOPS", "0"),
-            ("MAX_LOOPS", "20"),
-            ("MAX_COST_USD", "$12.5"),
-            ("MAX_RUNTIME", "8h"),
-            ("MAX_RUNTIME", "0"),
-            ("MAX_CALLS_PER_HOUR", "40"),
-            ("MAX_WINDOW_PERCENT", "five_hour=80"),
-            ("MAX_WINDOW_PERCENT", "off"),
-        ] {
-            assert_eq!(check_live_value(key, value), Ok(()), "{key}={value}");
-        }
-        for (key, value, want) in [
-            (
-                "MAX_LOOPS",
-                "-1",
-                "invalid value `-1` for MAX_LOOPS: expected a whole number",
-            ),
-            ("MAX_CALLS_PER_HOUR", "0", "expected a whole number ≥ 1"),
-            ("MAX_COST_USD", "lots", "expected an amount in USD"),
-            ("MAX_RUNTIME", "soon", "expected a duration"),
-            ("MAX_WINDOW_PERCENT", "five_hour=180", "percent 1–100"),
-            (
-                "AGENT",
-                "codex",
-                "AGENT cannot be set in a running loop: it is read once",
-            ),
-            (
-                "FOO",
-                "1",
-                "FOO cannot be set in a running loop: it is not a hank setting",
-            ),
-        ] {
-            let err = check_live_value(key, value).unwrap_err();
-            assert!(err.contains(want), "{key}={value}: {err}");
-        }
-    }
-
     use super::*;
 
     use crate::policy::breaker::BreakerConfig;
@@ -973,52 +854,6 @@ mod tests {
 
     fn resolve_with(args: &[&str], env: &[(&str, &str)], rc: &str) -> Result<Settings> {
         resolve_args(args, Path::new("/p"), env, rc)
-    }
-
-    #[test]
-    fn live_values_apply_to_the_run_settings() {
-        let base = resolve_with(&[], &[], "MAX_LOOPS=50\n").unwrap();
-        type Read = fn(&Settings) -> String;
-        let cases: &[(&str, &str, &str, Read)] = &[
-            ("MAX_LOOPS", "3", "3", |s| s.max_loops.value.to_string()),
-            ("MAX_LOOPS", "0", "0", |s| s.max_loops.value.to_string()),
-            ("MAX_COST_USD", "$12.5", "12.50", |s| {
-                s.max_cost_usd.value.to_string()
-            }),
-            ("MAX_RUNTIME", "1h30m", "5400s", |s| {
-                s.max_runtime.value.as_secs().to_string()
-            }),
-            ("MAX_RUNTIME", "0", "0s", |s| {
-                s.max_runtime.value.as_secs().to_string()
-            }),
-            ("MAX_CALLS_PER_HOUR", "7", "7", |s| {
-                s.max_calls_per_hour.value.to_string()
-            }),
-            ("MAX_WINDOW_PERCENT", "five_hour=80", "five_hour=80", |s| {
-                format!("{}", !s.max_window_percent.value.is_empty())
-            }),
-        ];
-        let wants = ["3", "0", "12.5", "5400", "0", "7", "true"];
-        for ((key, raw, shown, read), want) in cases.iter().zip(wants) {
-            let mut s = base.clone();
-            assert_eq!(
-                apply_live_value(&mut s, key, raw).as_deref(),
-                Ok(*shown),
-                "{key}={raw}"
-            );
-            assert_eq!(read(&s), want, "{key}={raw}");
-        }
-        // Refused: nothing changes.
-        for (key, raw) in [
-            ("MAX_LOOPS", "-1"),
-            ("AGENT", "codex"),
-            ("MAX_CALLS_PER_HOUR", "0"),
-        ] {
-            let mut s = base.clone();
-            assert!(apply_live_value(&mut s, key, raw).is_err(), "{key}={raw}");
-            assert_eq!(s.max_loops.value, 50);
-            assert_eq!(s.max_calls_per_hour.value, 100);
-        }
     }
 
     #[test]
