@@ -822,6 +822,21 @@ mod tests {
     }
 
     #[test]
+    fn on_exit_tells_a_childs_end_and_leaves_it_to_be_reaped() {
+        let d = tempfile::tempdir().unwrap();
+        let log = std::fs::File::create(d.path().join("log")).unwrap();
+        let args: Vec<OsString> = vec!["-c".into(), "sleep 0.3; exit 7".into()];
+        let mut child = spawn_to_log(OsStr::new("/bin/sh"), &args, d.path(), &[], log).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        on_exit(child.id(), move || tx.send(()).unwrap()).unwrap();
+        assert!(child.try_wait().unwrap().is_none(), "still running");
+        rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        // Told, not reaped: its status is still the caller's to take.
+        let status = child.try_wait().unwrap().expect("ended");
+        assert_eq!(status.code(), Some(7));
+    }
+
+    #[test]
     fn a_missing_program_is_a_spawn_error() {
         let r = Cmd::new("/nonexistent/hank-no-such-tool").run();
         assert!(matches!(r, Err(RunError::Spawn(_))), "{r:?}");
