@@ -1,8 +1,9 @@
 //! Everything the fleet's driver ([`super::supervise`]) does to the world, behind one trait:
-//! the clock and the wait for the next thing to happen, the user's interrupts, `hank ctl`, the workers (started, adopted,
-//! reaped, signalled, their figures), the git jobs and their completions, admission's
-//! readings (free memory, the shared usage windows, the fleet's spending), `fleet.json` and
-//! its events, the machine's recording, the integration delivery and the clean-up at the end.
+//! the clock and the wait for the next thing to happen, the user's interrupts, `hank ctl`,
+//! the workers (started, adopted, reaped, signalled, their figures), the git jobs and their
+//! completions, admission's readings (free memory, the shared usage windows, the fleet's
+//! spending), `fleet.json` and its events, the machine's recording, the integration delivery
+//! and the clean-up at the end.
 //!
 //! [`Real`] is the fleet as it runs (processes, git jobs on blocking threads and the
 //! workers' exits reporting on one channel its wait listens to, the control journal); the
