@@ -2,7 +2,7 @@
 # `hank fleet` benchmark (issue 26): T independent tasks, a stand-in agent of fixed duration D
 # (fixtures/bin/claude with `sleep`), `--agents A`. Prints the fleet's wall time against the
 # ideal (ceil(T/A) × one task's time, one task's time measured as a fleet of one task), hank's
-# own cost per task apart from git (the supervisor's CPU; `HANK_FLEET_TIMING`), the git part
+# own cost per task apart from git (the supervisor's CPU and its wake-ups; `HANK_FLEET_TIMING`), the git part
 # (wall time of every git command the supervisor ran), and the peak memory of each task's
 # `hank run` and of the supervisor. Method and results: PERFORMANCE.md.
 #

@@ -1,15 +1,18 @@
 //! Everything the fleet's driver ([`super::supervise`]) does to the world, behind one trait:
-//! the clock and sleeping, the user's interrupts, `hank ctl`, the workers (started, adopted,
-//! reaped, signalled, their figures), the git jobs and their completions, admission's
-//! readings (free memory, the shared usage windows, the fleet's spending), `fleet.json` and
-//! its events, the machine's recording, the integration delivery and the clean-up at the end.
+//! the clock and the wait for the next thing to happen, the user's interrupts, `hank ctl`,
+//! the workers (started, adopted, reaped, signalled, their figures), the git jobs and their
+//! completions, admission's readings (free memory, the shared usage windows, the fleet's
+//! spending), `fleet.json` and its events, the machine's recording, the integration delivery
+//! and the clean-up at the end.
 //!
-//! [`Real`] is the fleet as it runs (processes, git jobs on blocking threads reporting on a
-//! channel, the control journal); the driver's unit tests (`fleet/tests/`) give it an
-//! in-memory implementation whose clock moves only when the driver sleeps.
+//! [`Real`] is the fleet as it runs (processes, git jobs on blocking threads and the
+//! workers' exits reporting on one channel its wait listens to, the control journal); the
+//! driver's unit tests (`fleet/tests/`) give it an in-memory implementation whose clock moves
+//! only when the driver waits, to the first scheduled thing or the driver's deadline.
 
 use std::io::Write as _;
-use std::sync::mpsc;
+
+use tokio::sync::mpsc;
 
 use crate::effects::Fut;
 use crate::policy::fleet::machine::{Event, MergeOutcome, MergeProblemKind, WindowReading};
@@ -36,16 +39,32 @@ pub(super) enum Stop {
     Kill,
 }
 
-/// What the fleet's driver does to the world. Every method but [`FleetEffects::sleep`] and
+/// Why [`FleetEffects::wait`] ended (the driver looks at everything after any wake; the
+/// reason is for the tests and the count of wake-ups).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Wake {
+    /// A git job ended.
+    Job,
+    /// A worker ended.
+    Worker,
+    /// Ctrl-C / SIGTERM.
+    Interrupt,
+    /// The driver's deadline (its next periodic reading or the machine's next wake-up).
+    Deadline,
+}
+
+/// What the fleet's driver does to the world. Every method but [`FleetEffects::wait`] and
 /// [`FleetEffects::deliver`] returns at once: a git job is started by one call and its end
 /// comes back later as a machine event from [`FleetEffects::finished_jobs`].
 pub(super) trait FleetEffects {
     /// The time on the effects' clock.
     fn now(&self) -> Timestamp;
-    /// Sleeps `d` (the real clock; a test's clock moves by `d`).
-    fn sleep(&mut self, d: Duration) -> Fut<'_, ()>;
-    /// The user's interrupts so far (Ctrl-C / SIGTERM).
-    fn signals(&self) -> u32;
+    /// Waits until the first of: a git job's end, a worker's end, a user interrupt, or
+    /// `until` (at once when one of them is already there and not yet taken). A test's clock
+    /// moves to that moment.
+    fn wait(&mut self, until: Timestamp) -> Fut<'_, Wake>;
+    /// The user's interrupts so far (Ctrl-C / SIGTERM); the ones read no longer end a wait.
+    fn signals(&mut self) -> u32;
     /// `hank ctl` as the fleet's steer stands: (paused, stopping).
     fn steer(&self) -> (bool, bool);
     /// Takes the `hank ctl` commands that came, forwarding them to the `running` tasks; one
@@ -109,13 +128,26 @@ enum Done {
     Discarded(String),
 }
 
+/// What comes on the channel [`Real`]'s wait listens to.
+enum Note {
+    /// A git job ended.
+    Job(Done),
+    /// A worker started by this fleet ended (not reaped: [`Worker::finished`] does).
+    Exited,
+}
+
 /// The fleet's effects as it runs.
 pub(super) struct Real<'a> {
     paths: &'a Paths,
     opts: &'a Options,
     cancel: &'a Cancel,
     workers: BTreeMap<String, Worker>,
-    jobs: (mpsc::Sender<Done>, mpsc::Receiver<Done>),
+    notes: (mpsc::UnboundedSender<Note>, mpsc::UnboundedReceiver<Note>),
+    /// Jobs that ended, taken off the channel by a wait, not yet handed to the driver.
+    arrived: Vec<Done>,
+    /// The interrupts as the wait watches them (the ones read by `signals` marked seen);
+    /// false once the signal handler's channel closed.
+    interrupts: (Cancel, bool),
     ctl: control::FleetControl,
     tail: events::Tail,
     record: Option<fs::File>,
@@ -137,7 +169,9 @@ impl<'a> Real<'a> {
             opts,
             cancel,
             workers: BTreeMap::new(),
-            jobs: mpsc::channel(),
+            notes: mpsc::unbounded_channel(),
+            arrived: Vec::new(),
+            interrupts: (cancel.clone(), true),
             ctl: control::FleetControl::open(&paths.root)?,
             tail: events::Tail::new(opts.json),
             record,
@@ -146,10 +180,33 @@ impl<'a> Real<'a> {
 
     /// A git job on a blocking thread of the runtime, its result sent on the channel.
     fn job(&self, f: impl FnOnce() -> Done + Send + 'static) {
-        let tx = self.jobs.0.clone();
+        let tx = self.notes.0.clone();
         tokio::task::spawn_blocking(move || {
-            let _ = tx.send(f());
+            let _ = tx.send(Note::Job(f()));
         });
+    }
+
+    /// The first of: a note on the channel, an interrupt, `left` elapsed.
+    async fn first(&mut self, left: Duration) -> Wake {
+        let (cancel, open) = &mut self.interrupts;
+        tokio::select! {
+            note = self.notes.1.recv() => match note {
+                Some(Note::Job(done)) => {
+                    self.arrived.push(done);
+                    Wake::Job
+                }
+                Some(Note::Exited) => Wake::Worker,
+                // Never: the effects hold a sender.
+                None => Wake::Deadline,
+            },
+            changed = cancel.changed(), if *open => {
+                if changed.is_err() {
+                    *open = false;
+                }
+                Wake::Interrupt
+            }
+            () = tokio::time::sleep(left) => Wake::Deadline,
+        }
     }
 
     fn event_of(&self, done: Done) -> Result<Event> {
@@ -183,12 +240,25 @@ impl FleetEffects for Real<'_> {
         Timestamp::now()
     }
 
-    fn sleep(&mut self, d: Duration) -> Fut<'_, ()> {
-        Box::pin(tokio::time::sleep(d))
+    fn wait(&mut self, until: Timestamp) -> Fut<'_, Wake> {
+        let left = Duration::try_from(until.duration_since(Timestamp::now())).unwrap_or_default();
+        // An adopted worker (a killed fleet's, not this process's child) is looked at by
+        // pid and start time: at least once a second.
+        let left = if self
+            .workers
+            .values()
+            .any(|w| matches!(w, Worker::Adopted { .. }))
+        {
+            left.min(ADOPTED_POLL)
+        } else {
+            left
+        };
+        WAKES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Box::pin(self.first(left))
     }
 
-    fn signals(&self) -> u32 {
-        *self.cancel.borrow()
+    fn signals(&mut self) -> u32 {
+        *self.interrupts.0.borrow_and_update()
     }
 
     fn steer(&self) -> (bool, bool) {
@@ -238,6 +308,16 @@ impl FleetEffects for Real<'_> {
         let child = spawn_worker(self.paths, &wt, &spec.slug, &flags, left)?;
         let pid = child.id();
         self.workers.insert(spec.name.clone(), Worker::Own(child));
+        let tx = self.notes.0.clone();
+        if let Err(e) = crate::proc::on_exit(pid, move || {
+            let _ = tx.send(Note::Exited);
+        }) {
+            // Its end is still seen at the driver's next periodic turn (a second at most).
+            self.say(&format!(
+                "warning: task {:?}: its end is looked for once a second ({e})",
+                spec.name
+            ));
+        }
         let ticks = i32::try_from(pid)
             .ok()
             .and_then(crate::agent::process::start_ticks);
@@ -320,11 +400,15 @@ impl FleetEffects for Real<'_> {
     }
 
     fn finished_jobs(&mut self) -> Result<Vec<Event>> {
-        let mut events = Vec::new();
-        while let Ok(done) = self.jobs.1.try_recv() {
-            events.push(self.event_of(done)?);
+        while let Ok(note) = self.notes.1.try_recv() {
+            if let Note::Job(done) = note {
+                self.arrived.push(done);
+            }
         }
-        Ok(events)
+        std::mem::take(&mut self.arrived)
+            .into_iter()
+            .map(|done| self.event_of(done))
+            .collect()
     }
 
     fn free_memory(&mut self) -> Option<u64> {

@@ -52,10 +52,13 @@ use timing::*;
 use worker::*;
 use worktrees::*;
 
-/// How often the supervisor looks at its workers.
-const POLL: Duration = Duration::from_millis(100);
-/// Turns of [`POLL`] between two reads of the running tasks' status and events.
-const LIVE_EVERY: u64 = 10;
+/// How often the supervisor reads the `hank ctl` journal and the running tasks' status and
+/// events (and so its longest wait: it otherwise wakes on a git job's end, a worker's end, a
+/// user interrupt or the machine's own next wake-up).
+const LIVE: jiff::SignedDuration = jiff::SignedDuration::from_secs(1);
+/// How often an adopted worker (a killed fleet's: not this process's child, its end cannot
+/// be awaited) is looked at by pid and start time.
+const ADOPTED_POLL: Duration = Duration::from_secs(1);
 /// After Ctrl-C, how long the workers get to stop (their own grace included) before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(20);
 /// Bytes of a failed check's output kept in a task's message and an agent's context.

@@ -126,17 +126,22 @@ impl<E: FleetEffects> Driver<E> {
         self.end().await
     }
 
-    /// The supervision's turns, every [`POLL`], until the machine says finish.
+    /// The supervision's turns until the machine says finish. Each turn takes what happened
+    /// (interrupts, ended workers, finished git jobs), ticks the machine, and every [`LIVE`]
+    /// also reads `hank ctl` and the running tasks' figures; then it waits for the next thing
+    /// to happen: a job's or a worker's end, an interrupt, the next periodic reading or the
+    /// machine's own next wake-up ([`Fleet::wake_at`]), whichever comes first.
     async fn turns(&mut self) -> Result<()> {
-        let (mut turn, mut seen): (u64, u32) = (0, 0);
+        let mut seen: u32 = 0;
+        let mut live_at = self.fx.now();
         loop {
-            turn = turn.wrapping_add(1);
             let signals = self.fx.signals();
             if signals > seen {
                 seen = signals;
                 self.feed(Event::Interrupted { signals })?;
             }
-            if turn.is_multiple_of(LIVE_EVERY) {
+            let live = self.fx.now() >= live_at;
+            if live {
                 self.poll_control()?;
             }
             self.reap()?;
@@ -145,13 +150,16 @@ impl<E: FleetEffects> Driver<E> {
             }
             let tick = self.tick_facts();
             self.feed(tick)?;
-            if turn.is_multiple_of(LIVE_EVERY) {
+            let now = self.fx.now();
+            if live {
                 self.figures()?;
+                live_at = now.checked_add(LIVE).unwrap_or(Timestamp::MAX);
             }
             if self.finish {
                 return Ok(());
             }
-            self.fx.sleep(POLL).await;
+            let until = self.fleet.wake_at(now).map_or(live_at, |w| w.min(live_at));
+            self.fx.wait(until).await;
         }
     }
 

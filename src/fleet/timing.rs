@@ -5,6 +5,8 @@ use super::*;
 /// Wall time spent in git commands by this fleet, and how many (for `HANK_FLEET_TIMING`).
 pub(super) static GIT_NANOS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 pub(super) static GIT_COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// The supervisor's waits so far (each ends in one wake-up; for `HANK_FLEET_TIMING`).
+pub(super) static WAKES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Every git command of the fleet goes through here (timed).
 pub(super) fn run_git_timed(dir: &Path, args: &[&str]) -> std::result::Result<Vec<u8>, GitError> {
@@ -55,9 +57,11 @@ pub(super) fn report_timing(tasks: usize, wall: Duration) {
         })
         .unwrap_or(0);
     let per = u32::try_from(tasks.max(1)).unwrap_or(u32::MAX);
+    let wakes = WAKES.load(Ordering::Relaxed);
     errln!(
         "hank: fleet timing: tasks {tasks} wall_ms {} git_commands {count} git_ms {} \
-         git_ms_per_task {} own_cpu_ms {} own_cpu_ms_per_task {} supervisor_peak_rss_kb {hwm}",
+         git_ms_per_task {} own_cpu_ms {} own_cpu_ms_per_task {} supervisor_peak_rss_kb {hwm} \
+         supervisor_wakes {wakes}",
         wall.as_millis(),
         git.as_millis(),
         (git / per).as_millis(),

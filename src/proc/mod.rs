@@ -127,6 +127,30 @@ pub fn spawn_to_log(
     cmd.spawn()
 }
 
+/// Calls `told` once the child `pid` of this process has ended, from a small thread of its
+/// own blocked in `waitid(WEXITED | WNOWAIT)`: the child is **not** reaped (its status stays
+/// for the caller's `try_wait`, so its pid cannot be reused while the caller may still
+/// signal it). `told` also runs when the wait fails (the child was reaped meanwhile, or is
+/// not this process's): the caller looks again. `hank fleet` wakes on its workers' exits so.
+///
+/// # Errors
+/// The thread cannot be started (the caller falls back to looking periodically).
+pub fn on_exit(pid: u32, told: impl FnOnce() + Send + 'static) -> io::Result<()> {
+    use nix::sys::wait::{Id, WaitPidFlag, waitid};
+    let pid = i32::try_from(pid)
+        .map(Pid::from_raw)
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    std::thread::Builder::new()
+        .name("hank-exit-watch".into())
+        .stack_size(64 * 1024)
+        .spawn(move || {
+            let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT;
+            while waitid(Id::Pid(pid), flags) == Err(nix::errno::Errno::EINTR) {}
+            told();
+        })
+        .map(drop)
+}
+
 /// The file a bare program name (no `/`) starts from with `path` as its PATH, found the way
 /// `execvp` searches: the first executable regular file. `None` — the name is then passed on
 /// as it is, and the standard library searches — for a name with a `/`, no PATH, or a PATH
@@ -795,6 +819,21 @@ mod tests {
             .run()
             .unwrap();
         assert_eq!(r.stdout, b"request body");
+    }
+
+    #[test]
+    fn on_exit_tells_a_childs_end_and_leaves_it_to_be_reaped() {
+        let d = tempfile::tempdir().unwrap();
+        let log = std::fs::File::create(d.path().join("log")).unwrap();
+        let args: Vec<OsString> = vec!["-c".into(), "sleep 0.3; exit 7".into()];
+        let mut child = spawn_to_log(OsStr::new("/bin/sh"), &args, d.path(), &[], log).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        on_exit(child.id(), move || tx.send(()).unwrap()).unwrap();
+        assert!(child.try_wait().unwrap().is_none(), "still running");
+        rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        // Told, not reaped: its status is still the caller's to take.
+        let status = child.try_wait().unwrap().expect("ended");
+        assert_eq!(status.code(), Some(7));
     }
 
     #[test]

@@ -1,7 +1,8 @@
-//! The fleet driver's test effects: a clock that moves only when the driver sleeps, workers
-//! that end at a scripted time (or when signalled), git jobs that end a scripted time after
-//! they started, `hank ctl` and Ctrl-C at scripted times, and every save, line and recorded
-//! event kept in memory. No process, no git, no sleep.
+//! The fleet driver's test effects: a clock that moves only when the driver waits (to the
+//! first scheduled worker end, job end or Ctrl-C, else the driver's deadline), workers that
+//! end at a scripted time (or when signalled), git jobs that end a scripted time after they
+//! started, `hank ctl` (read at the driver's control polls) and Ctrl-C at scripted times, and
+//! every save, line, wait and recorded event kept in memory. No process, no git, no sleep.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
@@ -16,7 +17,7 @@ use crate::policy::fleet::TaskSpec;
 use crate::policy::fleet::machine::{Event, MergeOutcome, WindowReading};
 use crate::store::schema::FleetFile;
 
-use super::super::effects::{FleetEffects, RunFigures, Stop};
+use super::super::effects::{FleetEffects, RunFigures, Stop, Wake};
 use super::super::merge::MergeJob;
 
 /// A kind of git job.
@@ -75,6 +76,8 @@ pub(super) struct Fx {
     pub merges: BTreeMap<String, VecDeque<MergeOutcome>>,
     /// When Ctrl-C comes (each time one more signal).
     pub interrupts: Vec<Timestamp>,
+    /// The signals the driver has read.
+    signals_read: u32,
     /// When `hank ctl` changes the steer: (at, paused, stopping).
     pub steers: Vec<(Timestamp, bool, bool)>,
     // The state.
@@ -92,7 +95,8 @@ pub(super) struct Fx {
     pub record: Vec<String>,
     /// The most git jobs in flight at once.
     pub most_jobs: usize,
-    pub sleeps: u64,
+    /// Each of the driver's waits: when it ended and why.
+    pub wakes: Vec<(Timestamp, Wake)>,
 }
 
 impl TestFx {
@@ -137,18 +141,41 @@ impl FleetEffects for TestFx {
         self.0.borrow().now
     }
 
-    fn sleep(&mut self, d: Duration) -> Fut<'_, ()> {
+    fn wait(&mut self, until: Timestamp) -> Fut<'_, Wake> {
         let mut fx = self.0.borrow_mut();
-        fx.now += SignedDuration::try_from(d).unwrap_or_default();
-        fx.sleeps += 1;
-        assert!(fx.sleeps < 100_000, "the fleet never finished");
-        Box::pin(async {})
+        let now = fx.now;
+        let unread = fx.interrupts.iter().filter(|t| **t <= now).count()
+            > usize::try_from(fx.signals_read).unwrap_or(usize::MAX);
+        let interrupt = if unread {
+            Some(now)
+        } else {
+            fx.interrupts.iter().copied().filter(|t| *t > now).min()
+        };
+        let (at, why) = [
+            (fx.jobs.iter().map(|j| j.due).min(), Wake::Job),
+            (
+                fx.running.values().filter_map(|r| r.ends).min(),
+                Wake::Worker,
+            ),
+            (interrupt, Wake::Interrupt),
+        ]
+        .into_iter()
+        .filter_map(|(at, why)| Some((at?, why)))
+        .filter(|(at, _)| *at <= until)
+        .min_by_key(|(at, _)| *at)
+        .unwrap_or((until, Wake::Deadline));
+        fx.now = now.max(at);
+        let woke = fx.now;
+        fx.wakes.push((woke, why));
+        assert!(fx.wakes.len() < 100_000, "the fleet never finished");
+        Box::pin(async move { why })
     }
 
-    fn signals(&self) -> u32 {
-        let fx = self.0.borrow();
+    fn signals(&mut self) -> u32 {
+        let mut fx = self.0.borrow_mut();
         let n = fx.interrupts.iter().filter(|t| **t <= fx.now).count();
-        u32::try_from(n).unwrap_or(u32::MAX)
+        fx.signals_read = u32::try_from(n).unwrap_or(u32::MAX);
+        fx.signals_read
     }
 
     fn steer(&self) -> (bool, bool) {

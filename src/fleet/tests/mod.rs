@@ -1,8 +1,9 @@
 //! The fleet's driver over its test effects ([`effects::TestFx`]): the rules of *when* the
 //! driver does things — a slow git job never delays reaping a worker or taking `hank ctl`,
 //! independent git jobs overlap, Ctrl-C during a merge ends cleanly, and a whole small fleet
-//! leaves the `fleet.json` its recorded events replay to. No process, no git, no sleep: the
-//! clock moves only when the driver sleeps.
+//! leaves the `fleet.json` its recorded events replay to — and *when it wakes*: at a job's or
+//! a worker's end, at Ctrl-C, at its periodic readings, never on a fixed turn. No process, no
+//! git, no sleep: the clock moves only when the driver waits.
 
 mod effects;
 
@@ -12,6 +13,7 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 
 use self::effects::{Job, Run, TestFx};
+use super::effects::Wake;
 use super::supervise::Driver;
 use crate::policy::fixplan;
 use crate::policy::fleet::machine::{Config, Fleet, MergeOutcome, MergeProblemKind, replay};
@@ -97,13 +99,14 @@ fn a_slow_git_job_delays_neither_reaping_a_worker_nor_hank_ctl() {
     assert_eq!(run(TWO, 2, &fx), crate::exit::OK);
     let held = when(&fx, "done commit a");
     assert!(held >= when(&fx, "job commit a") + secs(5));
-    // B started at 0.1 s and ended at 4.1 s: reaped on that turn, its work committed and
-    // merged, all while A's commit is still under way.
-    assert_eq!(when(&fx, "reaped b"), at(4100));
+    // B started at once and ended at 4 s: reaped then, its work committed and merged, all
+    // while A's commit is still under way.
+    assert_eq!(when(&fx, "start b"), at(0));
+    assert_eq!(when(&fx, "reaped b"), at(4000));
     assert!(when(&fx, "done merge b") < held, "{:?}", fx.0.borrow().log);
     // The pause typed at 3 s is taken within a second and saved.
     let paused = when(&fx, "ctl paused=true");
-    assert!(paused < at(4100), "{paused}");
+    assert!(paused <= at(4000), "{paused}");
     let saved_paused =
         fx.0.borrow()
             .saved
@@ -262,7 +265,7 @@ fn a_second_ctrl_c_kills_a_worker_that_does_not_stop() {
     assert_eq!(run("## A\n- [ ] a\n", 1, &fx), crate::exit::INTERRUPTED);
     assert_eq!(when(&fx, "term a"), at(2000));
     assert_eq!(when(&fx, "kill a"), at(5000));
-    assert_eq!(when(&fx, "reaped a"), at(5100));
+    assert_eq!(when(&fx, "reaped a"), at(5000), "killed: taken at once");
 }
 
 #[test]
@@ -305,4 +308,108 @@ fn a_small_fleet_saves_what_its_recorded_events_replay_to() {
     let replayed = replay(&f.record.join("\n"), &fixplan::default_optional_sections()).unwrap();
     assert_eq!(replayed.tasks, end.tasks);
     assert_eq!(replayed.state, end.state);
+}
+
+#[test]
+fn a_job_that_ends_between_turns_is_taken_when_it_ends() {
+    let fx = TestFx::at(t0());
+    {
+        let mut s = fx.0.borrow_mut();
+        s.runs.insert(
+            "A".into(),
+            Run {
+                takes: SignedDuration::from_millis(2950),
+                ..Run::default()
+            },
+        );
+        // Its worktree takes 50 ms, its commit 200 ms: ready at 0.05 s, the run ends at
+        // 3 s, the commit at 3.2 s.
+        s.takes
+            .insert((Job::Prepare, "A".into()), SignedDuration::from_millis(50));
+        s.takes
+            .insert((Job::Commit, "A".into()), SignedDuration::from_millis(200));
+        s.takes
+            .insert((Job::Merge, "A".into()), SignedDuration::from_millis(1234));
+    }
+    assert_eq!(run("## A\n- [ ] a\n", 1, &fx), crate::exit::OK);
+    assert_eq!(when(&fx, "start a"), at(50));
+    assert_eq!(when(&fx, "reaped a"), at(3000));
+    assert_eq!(
+        when(&fx, "done commit a"),
+        at(3200),
+        "not at the next 100 ms turn"
+    );
+    assert_eq!(
+        when(&fx, "job merge a"),
+        at(3200),
+        "its merge starts at once"
+    );
+    assert_eq!(when(&fx, "done merge a"), at(4434));
+    assert_eq!(
+        last_saved(&fx).updated_at,
+        Some(at(4434)),
+        "the end saved then"
+    );
+    let f = fx.0.borrow();
+    let woke: Vec<(Timestamp, Wake)> = f.wakes.clone();
+    assert!(woke.contains(&(at(3000), Wake::Worker)), "{woke:?}");
+    assert!(woke.contains(&(at(3200), Wake::Job)), "{woke:?}");
+}
+
+#[test]
+fn an_idle_fleet_wakes_only_for_its_periodic_readings() {
+    let fx = TestFx::at(t0());
+    {
+        let mut s = fx.0.borrow_mut();
+        for name in ["A", "B"] {
+            s.runs.insert(
+                name.into(),
+                Run {
+                    takes: secs(600),
+                    ..Run::default()
+                },
+            );
+        }
+    }
+    assert_eq!(run(TWO, 2, &fx), crate::exit::OK);
+    let f = fx.0.borrow();
+    // Between 10 s and 70 s both workers run and no job is under way: the driver wakes
+    // once a second (hank ctl's journal, the tasks' figures), 600 times with a 100 ms turn.
+    let idle: Vec<&(Timestamp, Wake)> = f
+        .wakes
+        .iter()
+        .filter(|(t, _)| *t > at(10_000) && *t <= at(70_000))
+        .collect();
+    assert_eq!(idle.len(), 60, "{idle:?}");
+    assert!(idle.iter().all(|(_, why)| *why == Wake::Deadline));
+    // The whole 600 s fleet: about one wake-up a second plus a few for its events.
+    assert!(f.wakes.len() <= 610, "{}", f.wakes.len());
+}
+
+#[test]
+fn ctrl_c_during_a_wait_is_taken_at_once() {
+    let fx = TestFx::at(t0());
+    {
+        let mut s = fx.0.borrow_mut();
+        s.runs.insert(
+            "A".into(),
+            Run {
+                takes: secs(600),
+                ignores_term: true,
+                ..Run::default()
+            },
+        );
+        s.interrupts.push(at(2345));
+    }
+    assert_eq!(run("## A\n- [ ] a\n", 1, &fx), crate::exit::INTERRUPTED);
+    assert_eq!(when(&fx, "term a"), at(2345), "not at the next turn");
+    assert!(
+        fx.0.borrow().wakes.contains(&(at(2345), Wake::Interrupt)),
+        "{:?}",
+        fx.0.borrow().wakes
+    );
+    // It ignores SIGTERM: killed when the 20 s grace is over (whole seconds: 2 + 20 + 1),
+    // the machine's own wake-up, not a periodic turn's.
+    assert_eq!(when(&fx, "kill a"), at(23_000));
+    assert_eq!(when(&fx, "reaped a"), at(23_000));
 }

@@ -296,6 +296,32 @@ impl Fleet {
         self.interrupted_at.is_some()
     }
 
+    /// The machine's own next wake-up after `now`, when a [`Event::Tick`] would do something
+    /// at a time no other event brings: the end of the interrupt's grace (SIGKILL to the
+    /// workers still running) or MAX_RUNTIME's deadline (nothing starts any more). `None`:
+    /// nothing is due by the clock alone (admission held by memory or a window is read
+    /// again at the supervisor's periodic turn).
+    #[must_use]
+    pub fn wake_at(&self, now: Timestamp) -> Option<Timestamp> {
+        let grace_end = self
+            .interrupted_at
+            .filter(|_| !self.workers.is_empty() && self.signals <= 1)
+            .and_then(|at| {
+                let grace = i64::try_from(self.cfg.stop_grace_secs).ok()?;
+                // `tick` kills once the whole seconds since the interrupt exceed the grace.
+                Timestamp::from_second(at.as_second().checked_add(grace)?.checked_add(1)?).ok()
+            });
+        let deadline = self
+            .cfg
+            .deadline
+            .filter(|_| self.interrupted_at.is_none() && !self.stopped_at_limit);
+        [grace_end, deadline]
+            .into_iter()
+            .flatten()
+            .filter(|t| *t > now)
+            .min()
+    }
+
     /// The reaction to one event at `now`.
     pub fn on(&mut self, event: Event, now: Timestamp) -> Vec<Command> {
         let mut out = Vec::new();

@@ -523,6 +523,67 @@ fn ctrl_c_terminates_then_kills_after_the_grace() {
 }
 
 #[test]
+fn the_machines_own_wake_ups_are_the_graces_end_and_the_deadline() {
+    let with_deadline = Config {
+        deadline: Some(at(60)),
+        max_runtime_secs: 60,
+        ..cfg(2)
+    };
+    // (case, config, interrupts at 10 s, now, its next wake-up)
+    for (name, c, signals, now, wake) in [
+        ("nothing by the clock", cfg(2), 0, at(5), None),
+        (
+            "the deadline",
+            with_deadline.clone(),
+            0,
+            at(5),
+            Some(at(60)),
+        ),
+        (
+            "the deadline passed",
+            with_deadline.clone(),
+            0,
+            at(60),
+            None,
+        ),
+        ("the grace's end", cfg(2), 1, at(10), Some(at(31))),
+        (
+            "the grace's end, no deadline after Ctrl-C",
+            with_deadline,
+            1,
+            at(12),
+            Some(at(31)),
+        ),
+        ("the grace over: no busy wake-up", cfg(2), 1, at(31), None),
+        ("a second Ctrl-C kills at once", cfg(2), 2, at(12), None),
+    ] {
+        let mut f = fleet_of("## A\n- [ ] a\n", c);
+        f.on(tick(), at(0));
+        start(&mut f, "A");
+        if signals > 0 {
+            f.on(Event::Interrupted { signals }, at(10));
+        }
+        assert_eq!(f.wake_at(now), wake, "{name}");
+        if let Some(w) = wake {
+            // Due then: a tick at that moment does what the wake-up is for.
+            let cmds = f.on(tick(), w);
+            let did = if signals > 0 {
+                cmds.contains(&Command::Kill {
+                    tasks: vec!["A".into()],
+                })
+            } else {
+                f.file().held.as_deref() == Some("MAX_RUNTIME 60s reached")
+            };
+            assert!(did, "{name}: {cmds:?}");
+        }
+    }
+    // No worker left to kill: nothing to wake for.
+    let mut f = fleet_of("## A\n- [ ] a\n", cfg(2));
+    f.on(Event::Interrupted { signals: 1 }, at(10));
+    assert_eq!(f.wake_at(at(10)), None);
+}
+
+#[test]
 fn hank_ctl_pause_holds_and_stop_ends() {
     let mut f = fleet_of("## A\n- [ ] a\n## B\n- [ ] b\n", cfg(1));
     assert_eq!(
