@@ -216,6 +216,27 @@ fn fleet_lock(paths: &Paths) -> Result<fs::File> {
     Ok(lock)
 }
 
+/// A task's worktree is a checkout of the whole repository and its run starts at its top: a
+/// project in a folder of the repository (its `.hank/` not at the top) would have every task
+/// fail at its first call. Refused before anything starts.
+fn refuse_a_subfolder(root: &Path) -> Result<()> {
+    let prefix = run_git(root, &["rev-parse", "--show-prefix"])
+        .map_err(|e| HankError::Internal(format!("git rev-parse in {}: {e}", root.display())))?;
+    let prefix = String::from_utf8_lossy(&prefix).trim().to_string();
+    if prefix.is_empty() {
+        return Ok(());
+    }
+    Err(HankError::usage_hint(
+        format!(
+            "{} is the folder {prefix} of a git repository: a fleet's tasks run in checkouts of \
+             the whole repository, from its top folder",
+            root.display()
+        ),
+        "keep the project (.hank/, .hankrc) at the repository's top folder for hank fleet, \
+         or use hank run in this folder",
+    ))
+}
+
 /// `hank fleet clean`: the worktrees kept for the next fleet removed (never a task's own
 /// worktree: an unfinished fleet's work stays); how many, and their folder. Refused while a
 /// fleet runs.
@@ -228,6 +249,7 @@ pub fn clean(root: &Path) -> Result<(usize, PathBuf)> {
 
 /// Runs the fleet until every task is merged, failed or stopped at a limit.
 pub fn run(root: &Path, tasks: Vec<TaskSpec>, opts: &Options) -> Result<u8> {
+    refuse_a_subfolder(root)?;
     let paths = Paths::of(root)?;
     let lock = fleet_lock(&paths)?;
     let runtime = crate::proc::runtime()

@@ -528,6 +528,29 @@ fn a_marker_line_the_project_already_had_refuses_no_task() {
     assert_eq!(git(&p, &["show", "hank/fleet:one.txt"]).trim(), "one");
 }
 
+#[test]
+fn a_project_in_a_folder_of_the_repository_is_refused_before_any_task_starts() {
+    let p = project("# Fix plan\n\n## One\n- [ ] a\n");
+    // The repository's top is the project's parent: the project is its folder `proj/`.
+    let top = p.dir.parent().unwrap().join("top");
+    std::fs::create_dir_all(&top).unwrap();
+    std::fs::rename(p.dir.join(".git"), top.join(".git")).unwrap();
+    let sub = top.join("proj");
+    std::fs::rename(&p.dir, &sub).unwrap();
+    std::fs::create_dir_all(&p.dir).unwrap();
+    crate::support::git_in(&top, &p.home, &["add", "-A"]);
+    crate::support::git_in(&top, &p.home, &["commit", "-qm", "moved"]);
+    let o = p
+        .cmd()
+        .current_dir(&sub)
+        .args(["fleet", "--agents", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_contains(&stderr(&o), "is the folder proj/ of a git repository");
+    assert!(calls(&p).is_empty());
+}
+
 /// `.hank/fleet.json` as it is now (null while it is missing or being replaced).
 pub(crate) fn fleet_json(p: &Project) -> Value {
     std::fs::read(p.dir.join(".hank/fleet.json"))
