@@ -152,6 +152,10 @@ pub(super) fn merge_task(
     let old = String::from_utf8_lossy(&git(&int, &["rev-parse", "--verify", &into_ref])?)
         .trim()
         .to_string();
+    if super::objects::available() {
+        return super::objects::merge(paths, spec, done, opts, cancel, &old);
+    }
+    // Before git 2.38: `git merge` on the integration worktree's detached HEAD.
     detach_at(&int, &old)?;
     let outcome = merge_detached(paths, spec, done, opts, cancel);
     let back = |int: &Path| -> Result<()> {

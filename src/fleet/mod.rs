@@ -20,6 +20,7 @@ pub mod deliver;
 mod effects;
 pub mod events;
 mod merge;
+mod objects;
 mod save;
 mod supervise;
 mod timing;

@@ -663,10 +663,24 @@ fn fleet_status_without_a_fleet_says_so() {
 
 #[test]
 fn a_merge_that_turns_the_check_red_never_moves_the_integration_branch() {
+    a_red_merge_check(&[]);
+}
+
+#[test]
+fn a_red_check_of_gits_merge_in_the_integration_worktree_never_moves_the_branch_either() {
+    a_red_merge_check(&[("HANK_FLEET_MERGE_IN_WORKTREE", "1")]);
+}
+
+fn a_red_merge_check(env: &[(&str, &str)]) {
     let p = project("## A\n- [ ] a\n## B\n- [ ] b\n");
     // Green in each task's worktree (one file of its own), red once both are merged.
     let check = "test $(ls *.txt 2>/dev/null | wc -l) -le 1";
-    let o = p.run(&["fleet", "--agents", "1", "--verify", check]);
+    let o = p
+        .cmd()
+        .args(["fleet", "--agents", "1", "--verify", check])
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let st = fleet_status(&p);
     assert_eq!(
@@ -848,6 +862,19 @@ fn kill_9_during_the_merge_check_leaves_the_branch_unmoved_and_the_check_stopped
 /// attempt, and a resolved task merges first: all four are merged.
 #[test]
 fn four_tasks_appending_to_one_file_are_all_merged() {
+    four_tasks_appending_to_one_file(&[]);
+}
+
+#[test]
+fn four_tasks_appending_to_one_file_are_all_merged_by_gits_merge_in_the_integration_worktree() {
+    // The path of git before 2.38 (no `merge-tree --write-tree`), with a check on each merge.
+    four_tasks_appending_to_one_file(&[
+        ("HANK_FLEET_MERGE_IN_WORKTREE", "1"),
+        ("VERIFY_COMMAND", "test -s CHANGELOG"),
+    ]);
+}
+
+fn four_tasks_appending_to_one_file(env: &[(&str, &str)]) {
     let p = project("## A\n- [ ] a\n## B\n- [ ] b\n## C\n- [ ] c\n## D\n- [ ] d\n");
     std::fs::write(p.dir.join("CHANGELOG"), "changes\n").unwrap();
     crate::support::git(&p.dir, &["add", "CHANGELOG"]);
@@ -860,7 +887,12 @@ fn four_tasks_appending_to_one_file_are_all_merged() {
              sed -i 's/- \\[ \\] Make this branch/- [x] Make this branch/' .hank/fix_plan.md\n"
         ),
     );
-    let o = p.run(&["fleet", "--agents", "4"]);
+    let o = p
+        .cmd()
+        .args(["fleet", "--agents", "4"])
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(0), "{err}");
     let st = fleet_status(&p);
