@@ -96,19 +96,19 @@ fn merged_tree(
         old,
         tip,
     ];
-    let r = timed(|| crate::git::git_run(root, &args, crate::git::GIT_TIMEOUT))
+    let (code, out) = timed(|| crate::git::run_git_answer(root, &args))
         .map_err(|e| HankError::Internal(format!("git merge-tree in {}: {e}", root.display())))?;
-    let mut fields = r.stdout.split('\0').filter(|f| !f.is_empty());
+    let out = String::from_utf8_lossy(&out);
+    let mut fields = out.split('\0').filter(|f| !f.is_empty());
     let tree = fields.next().unwrap_or_default().to_string();
     let is_id = tree.len() >= 40 && tree.bytes().all(|b| b.is_ascii_hexdigit());
-    match r.code {
+    match code {
         Some(0) if is_id => Ok(Ok(tree)),
         // 1: conflicts; the names follow the tree.
         Some(1) if is_id => Ok(Err(fields.map(ToString::to_string).collect())),
         _ => Err(HankError::Internal(format!(
-            "git merge-tree in {}: {}",
-            root.display(),
-            crate::sanitize::line(r.stderr.trim())
+            "git merge-tree in {} ended with {code:?} and no tree",
+            root.display()
         ))),
     }
 }

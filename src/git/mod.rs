@@ -509,9 +509,33 @@ fn git_plain_env(
     dir: &Path,
     extra: &[String],
     args: &[&str],
-    (timeout, ceiling): (Duration, Option<&Path>),
+    limits: (Duration, Option<&Path>),
     index: Option<&Path>,
 ) -> Result<Vec<u8>, GitError> {
+    let (status, stdout) = git_plain_answer(dir, extra, args, limits, index)?;
+    if !status.success() {
+        return Err(GitError::Failed(status));
+    }
+    Ok(stdout)
+}
+
+/// [`run_git`] for a command whose failing exit is an answer with output (`git merge-tree
+/// --write-tree` exits 1 on conflicts and names them on stdout): its exit code (`None` when
+/// a signal ended it) and stdout, whatever the code.
+pub fn run_git_answer(dir: &Path, args: &[&str]) -> Result<(Option<i32>, Vec<u8>), GitError> {
+    let names = filters::names(dir, GIT_TIMEOUT, None)?;
+    let overrides = filter_overrides(&names);
+    let (status, stdout) = git_plain_answer(dir, &overrides, args, (GIT_TIMEOUT, None), None)?;
+    Ok((status.code(), stdout))
+}
+
+fn git_plain_answer(
+    dir: &Path,
+    extra: &[String],
+    args: &[&str],
+    (timeout, ceiling): (Duration, Option<&Path>),
+    index: Option<&Path>,
+) -> Result<(std::process::ExitStatus, Vec<u8>), GitError> {
     let mut cmd = crate::proc::Cmd::new("git")
         .arg("--no-pager")
         .args(pinned_args(dir))
@@ -551,10 +575,7 @@ fn git_plain_env(
             "stdout held open after git exited".to_string(),
         ));
     }
-    if !done.status.success() {
-        return Err(GitError::Failed(done.status));
-    }
-    Ok(done.stdout)
+    Ok((done.status, done.stdout))
 }
 
 /// How long the reading of git's stdout waits past git's exit for the pipe to close.
