@@ -97,7 +97,9 @@ run_fleet() {
 # removed so that the measured fleet runs every task again (on the worktrees it kept).
 prime() {
   [ "$WARM" = 1 ] || return 0
+  echo 0 > "$WORK/fake/sleep"   # the first fleet only makes the worktrees: an instant agent
   run_fleet "$1" "$2" > /dev/null
+  echo "$D" > "$WORK/fake/sleep"
   (cd "$1" && git for-each-ref --format='%(refname:short)' 'refs/heads/hank/' | xargs -r git branch -qD \
     && rm -f .hank/fleet.json)
 }
