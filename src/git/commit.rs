@@ -124,7 +124,16 @@ pub fn commit_all(dir: &Path, c: &CommitAll<'_>) -> Result<Committed> {
         Hooks::Off,
     )?
     .success;
-    let staged = listing.len() > secrets_skipped.len();
+    // Something staged outside the project's folder (in a repository it is a folder of) is
+    // not in the listing: git is asked about the whole index when the listing has nothing.
+    let staged = listing.len() > secrets_skipped.len()
+        || !run(
+            dir,
+            &["diff", "--cached", "--quiet"],
+            GIT_TIMEOUT,
+            Hooks::Off,
+        )?
+        .success;
     if !merging && !staged {
         return Ok(Committed {
             made: false,
@@ -163,11 +172,20 @@ pub fn tail_chars(output: &str) -> String {
     }
 }
 
-/// The index's changes from HEAD after a `git add`: (deleted, path) for every path staged.
+/// The index's changes from HEAD after a `git add`: (deleted, path) for every path staged
+/// in `dir`'s folder, relative to it (as the project names its files, and as a literal
+/// pathspec given in `dir` names them).
 fn staged_changes(dir: &Path) -> Result<Vec<(bool, String)>> {
     let out = ok(
         dir,
-        &["diff", "--cached", "--name-status", "--no-renames", "-z"],
+        &[
+            "diff",
+            "--cached",
+            "--name-status",
+            "--no-renames",
+            "--relative",
+            "-z",
+        ],
     )?
     .stdout;
     let mut fields = out.split('\0').filter(|f| !f.is_empty());
@@ -448,5 +466,26 @@ mod tests {
         // Only runtime files changed: nothing to commit.
         std::fs::write(p.join(".hank/status.json"), "{\"newer\":1}").unwrap();
         assert!(!commit(p, false).made);
+    }
+
+    #[test]
+    fn in_a_project_that_is_a_folder_of_its_repository_runtime_files_and_secrets_stay_out() {
+        let d = repo();
+        let p = d.path().join("proj");
+        std::fs::create_dir_all(p.join(".hank/logs")).unwrap();
+        std::fs::write(p.join(".hank/status.json"), "{}").unwrap();
+        std::fs::write(p.join(".hank/logs/loop-1.out"), "x").unwrap();
+        std::fs::write(p.join(".env"), "TOKEN=1\n").unwrap();
+        std::fs::write(p.join("work.txt"), "w\n").unwrap();
+        let c = commit(&p, false);
+        assert!(c.made);
+        assert_eq!(c.secrets_skipped, [".env"]);
+        assert_eq!(committed_files(&p).trim(), "proj/work.txt");
+        // Only something staged outside the folder: still committed, as before.
+        std::fs::write(d.path().join("top.txt"), "t\n").unwrap();
+        git_in(d.path(), &["add", "top.txt"]);
+        let c = commit(&p, false);
+        assert!(c.made);
+        assert_eq!(committed_files(&p).trim(), "top.txt");
     }
 }
