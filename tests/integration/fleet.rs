@@ -282,6 +282,36 @@ fn the_next_fleet_starts_on_the_worktrees_the_last_one_kept_and_fleet_clean_remo
 }
 
 #[test]
+fn nothing_an_agent_left_in_a_kept_worktree_reaches_the_next_fleet() {
+    // The first fleet's agents leave ignored files (never committed) and hank-looking files in
+    // their worktrees, which are kept. The next fleet's task and its merge check (run in the
+    // integration worktree, itself made from a kept one) must see none of them.
+    let work = format!(
+        "ls -a . .hank > \"$FAKE_CLAUDE_DIR/all-$(basename $PWD)\"\n{WORK}\
+         touch \"junk-$n\" \".hank/junk-$n\"\n"
+    );
+    let p = project_doing("# Fix plan\n\n## One\n- [ ] a\n\n## Two\n- [ ] b\n", &work);
+    std::fs::write(p.dir.join(".git/info/exclude"), "junk-*\n").unwrap();
+    let o = p.run(&["fleet", "--agents", "1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(kept_worktrees(&p).len(), 2);
+    git(&p, &["merge", "-q", "--ff-only", "hank/fleet"]);
+    let mut plan = std::fs::read_to_string(p.dir.join(".hank/fix_plan.md")).unwrap();
+    plan.push_str("\n## Three\n- [ ] c\n");
+    std::fs::write(p.dir.join(".hank/fix_plan.md"), plan).unwrap();
+    crate::support::git_in(&p.dir, &p.home, &["commit", "-qam", "one more task"]);
+    // (The check runs in the task's worktree too, where its own agent leaves `junk-three`.)
+    let check = "! ls -a . .hank | grep -qE 'junk-(one|two)'";
+    let o = p.run(&["fleet", "--agents", "1", "--verify", check]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let seen = std::fs::read_to_string(p.fake.join("all-three")).unwrap();
+    assert!(!seen.contains("junk"), "{seen}");
+    assert_eq!(git(&p, &["show", "hank/fleet:three.txt"]).trim(), "three");
+    assert_eq!(fleet_status(&p)["tasks"][0]["verified"], true);
+    assert_no_worktree_left(&p);
+}
+
+#[test]
 fn a_dag_runs_in_waves_and_merges_into_hank_fleet_leaving_the_checkout_alone() {
     let p = project(DAG);
     let before = checkout(&p);
