@@ -78,6 +78,9 @@ impl Real {
             None
         };
         let mut env_set = agent.env();
+        // The rules come from the repository hank recorded at the run's start: a `.git` the
+        // last call changed stops the run before anything is derived from it.
+        self.guard_before()?;
         let mut rules = self.sandbox.prepare(agent, s, &mut env_set);
         if c.read_only
             && let Some(r) = rules.as_mut()
@@ -171,6 +174,7 @@ impl Real {
             never = watch_stop => match never {},
         };
         self.sandbox.end_call();
+        self.guard_after()?;
         let called = called.map_err(HankError::usage)?;
         self.reporter.agent_finished();
         self.lock.record_agent(None);
@@ -297,6 +301,9 @@ impl Retries<'_> {
 /// and the refusals not yet told to the agent.
 pub(crate) struct Sandboxing {
     pub(crate) confinement: crate::sandbox::Confinement,
+    /// The project's repository as recorded at the run's start (confined runs only): checked
+    /// before and after each call, its configuration and hooks put back after it.
+    guard: Option<crate::sandbox::guard::RepoGuard>,
     proxy: Option<crate::sandbox::proxy::Proxy>,
     tmp: Option<tempfile::TempDir>,
     /// The folder of the proxy's Unix socket (where the agent's network namespace hands over
@@ -357,9 +364,12 @@ impl Sandboxing {
             }
             proxy = Some(p);
         }
+        let guard = matches!(confinement, Confinement::Landlock { .. })
+            .then(|| crate::sandbox::guard::RepoGuard::record(&s.project_dir));
         Ok((
             Self {
                 confinement,
+                guard,
                 proxy,
                 tmp,
                 _handover: handover,
@@ -459,6 +469,15 @@ impl Sandboxing {
     }
 }
 
+/// A guarded file's change in words.
+fn verb(what: &str) -> &'static str {
+    match what {
+        "added" => "added",
+        "removed" => "removed",
+        _ => "changed",
+    }
+}
+
 /// What a sandboxed agent's environment gets: the egress proxy in every proxy variable (and no
 /// host exempt from it) and the private TMPDIR.
 fn sandbox_env(proxy: &str, tmp: &std::path::Path) -> Vec<(String, String)> {
@@ -480,6 +499,120 @@ fn sandbox_env(proxy: &str, tmp: &std::path::Path) -> Vec<(String, String)> {
 }
 
 impl Real {
+    /// Before a confined call: `.git` is what was recorded at the run's start (else the run
+    /// stops, a `security` event naming the file), and the files git runs programs from are
+    /// saved.
+    fn guard_before(&mut self) -> Result<()> {
+        self.guard_check("before the call")?;
+        if let Some(g) = self.sandbox.guard.as_mut() {
+            g.save();
+        }
+        Ok(())
+    }
+
+    /// After a confined call: the same check, then whatever the agent changed among the
+    /// repository's configuration, hooks and `info/` is put back, each file a `security`
+    /// event, a warning, and a note for the next loop's context. A change that could not be
+    /// undone stops the run.
+    fn guard_after(&mut self) -> Result<()> {
+        self.guard_check("during the call")?;
+        let Some(g) = self.sandbox.guard.as_mut() else {
+            return Ok(());
+        };
+        let undone = g.restore();
+        if undone.is_empty() {
+            return Ok(());
+        }
+        let now = self.clock.now();
+        let mut stuck = Vec::new();
+        for u in &undone {
+            let (action, message) = if u.restored {
+                (
+                    "undone",
+                    format!(
+                        "the agent {} {}; hank put it back (git would run what it says outside the sandbox)",
+                        verb(u.what),
+                        u.file
+                    ),
+                )
+            } else {
+                stuck.push(u.file.clone());
+                (
+                    "not_undone",
+                    format!(
+                        "the agent {} {} and hank could not put it back",
+                        verb(u.what),
+                        u.file
+                    ),
+                )
+            };
+            let event = crate::store::Event::new(
+                now,
+                crate::store::EventKind::Security {
+                    file: u.file.clone(),
+                    action: action.into(),
+                    message: message.clone(),
+                },
+            );
+            self.write_event(&event, 0.0, (0, 0))?;
+            self.store.log(now, &format!("sandbox: {message}"));
+            self.reporter.warn(&format!("sandbox: {message}"));
+        }
+        let list = undone
+            .iter()
+            .map(|u| u.file.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.sandbox
+            .notes
+            .push(crate::policy::run::Control::Note(crate::policy::run::ContextNote {
+                kind: crate::policy::run::NoteKind::Note,
+                text: format!(
+                    "hank's sandbox undid your changes to {list}: the repository's git configuration, hooks and info/ are the user's and are not to be changed by the agent. Do not change them again."
+                ),
+            }));
+        if stuck.is_empty() {
+            return Ok(());
+        }
+        Err(HankError::usage_hint(
+            format!(
+                "security: the agent changed {} and hank could not put it back; the run stops before git runs it",
+                stuck.join(", ")
+            ),
+            "look at the file (`git config --local --list`, the hooks folder), restore it, then `hank config accept`",
+        ))
+    }
+
+    /// `.git` and `commondir` as recorded, else the run stops with a `security` event.
+    fn guard_check(&mut self, when: &str) -> Result<()> {
+        let Some(g) = self.sandbox.guard.as_mut() else {
+            return Ok(());
+        };
+        let Err(t) = g.check() else {
+            return Ok(());
+        };
+        let file = t.file.display().to_string();
+        let message = format!(
+            "{file} changed {when}: it {}; the sandbox's rules and hank's git come from it, so the run stops",
+            t.what
+        );
+        let now = self.clock.now();
+        let event = crate::store::Event::new(
+            now,
+            crate::store::EventKind::Security {
+                file: file.clone(),
+                action: "stopped".into(),
+                message: message.clone(),
+            },
+        );
+        self.write_event(&event, 0.0, (0, 0))?;
+        self.store.log(now, &format!("sandbox: {message}"));
+        Err(HankError::usage_hint(
+            format!("security: {message}"),
+            format!("put {file} back as it was (the agent changed it), then start the run again"),
+        ))
+    }
+
     /// The egress proxy's refusals of the call: an `egress_denied` event each, a warning, and
     /// one note for the next loop's context so that the agent stops retrying.
     fn egress_denied(&mut self) -> Result<()> {
