@@ -364,8 +364,12 @@ impl Sandboxing {
             }
             proxy = Some(p);
         }
-        let guard = matches!(confinement, Confinement::Landlock { .. })
-            .then(|| crate::sandbox::guard::RepoGuard::record(&s.project_dir));
+        let guard = matches!(confinement, Confinement::Landlock { .. }).then(|| {
+            crate::sandbox::guard::RepoGuard::record(
+                &s.project_dir,
+                crate::git::pinned_git_dir(&s.project_dir),
+            )
+        });
         Ok((
             Self {
                 confinement,

@@ -125,13 +125,13 @@ fn read_small(path: &Path) -> Option<Vec<u8>> {
 }
 
 impl RepoGuard {
-    /// Records the project's `.git` now (the run's start, before any agent ran); the git
-    /// directory a fleet task's worker pinned from the checkout's records
-    /// ([`crate::git::pinned_git_dir`]) is taken over the worktree's `.git` file.
+    /// Records the project's `.git` now (the run's start, before any agent ran); `pinned`, the
+    /// git directory a fleet task's worker pinned from the checkout's records
+    /// (the git door's `pinned_git_dir`), is taken over the worktree's `.git` file.
     #[must_use]
-    pub fn record(project: &Path) -> Self {
+    pub fn record(project: &Path, pinned: Option<PathBuf>) -> Self {
         let dot_git = dot_git_of(project);
-        let git_dir = crate::git::pinned_git_dir(project).or_else(|| match &dot_git {
+        let git_dir = pinned.or_else(|| match &dot_git {
             DotGit::Dir(..) => Some(project.join(".git")),
             DotGit::File(bytes) => {
                 let text = String::from_utf8_lossy(bytes);
@@ -176,7 +176,7 @@ impl RepoGuard {
         let now = dot_git_of(&self.project);
         if self.dot_git == DotGit::Absent && matches!(now, DotGit::Dir(..)) {
             let saved = std::mem::take(&mut self.saved);
-            *self = Self::record(&self.project);
+            *self = Self::record(&self.project, None);
             self.saved = saved;
             return Ok(());
         }
@@ -408,16 +408,29 @@ fn module_dirs(modules: &Path, depth: usize) -> Vec<PathBuf> {
 mod tests {
     use super::*;
 
+    /// A repository's git directory as `git init` leaves it (made by hand: this room does
+    /// not run git).
+    fn init(dir: &Path) {
+        let git = dir.join(".git");
+        for d in ["hooks", "info", "objects", "refs/heads"] {
+            std::fs::create_dir_all(git.join(d)).expect("mkdir");
+        }
+        std::fs::write(git.join("HEAD"), "ref: refs/heads/main\n").expect("write");
+        std::fs::write(git.join("config"), "[core]\n\tbare = false\n").expect("write");
+        std::fs::write(git.join("info/exclude"), "# exclude\n").expect("write");
+        std::fs::write(git.join("hooks/pre-push.sample"), "#!/bin/sh\n").expect("write");
+    }
+
     fn repo() -> tempfile::TempDir {
         let d = tempfile::tempdir().expect("tempdir");
-        crate::git::git_in(d.path(), &["init", "-q"]);
+        init(d.path());
         d
     }
 
     #[test]
     fn a_git_made_a_file_or_a_planted_commondir_is_tampering() {
         let d = repo();
-        let mut g = RepoGuard::record(d.path());
+        let mut g = RepoGuard::record(d.path(), None);
         assert_eq!(g.check(), Ok(()));
         std::fs::write(d.path().join(".git/commondir"), "/tmp\n").expect("write");
         let t = g.check().expect_err("commondir");
@@ -442,7 +455,7 @@ mod tests {
         )
         .expect("chmod");
         let config = std::fs::read(git.join("config")).expect("config");
-        let mut g = RepoGuard::record(d.path());
+        let mut g = RepoGuard::record(d.path(), None);
         g.save();
         assert_eq!(g.restore(), vec![]);
         // The agent's call.
@@ -489,7 +502,7 @@ mod tests {
         std::fs::create_dir_all(&module).expect("mkdir");
         std::fs::write(module.join("HEAD"), "ref: refs/heads/main\n").expect("write");
         std::fs::write(module.join("config"), "[core]\n").expect("write");
-        let mut g = RepoGuard::record(d.path());
+        let mut g = RepoGuard::record(d.path(), None);
         g.save();
         std::fs::write(module.join("config"), "[core]\n\tfsmonitor = evil\n").expect("write");
         let undone = g.restore();
@@ -504,12 +517,12 @@ mod tests {
     #[test]
     fn no_repository_guards_nothing() {
         let d = tempfile::tempdir().expect("tempdir");
-        let mut g = RepoGuard::record(d.path());
+        let mut g = RepoGuard::record(d.path(), None);
         assert_eq!(g.check(), Ok(()));
         g.save();
         assert_eq!(g.restore(), vec![]);
         // A repository the agent made (`git init`) is guarded from then on.
-        crate::git::git_in(d.path(), &["init", "-q"]);
+        init(d.path());
         assert_eq!(g.check(), Ok(()));
         assert!(g.dirs().is_some());
         g.save();
@@ -517,7 +530,7 @@ mod tests {
         assert_eq!(g.restore().len(), 1);
         // A `.git` file appearing where there was nothing is tampering.
         let e = tempfile::tempdir().expect("tempdir");
-        let mut g = RepoGuard::record(e.path());
+        let mut g = RepoGuard::record(e.path(), None);
         std::fs::write(e.path().join(".git"), "gitdir: /root\n").expect("write");
         assert!(g.check().is_err());
     }

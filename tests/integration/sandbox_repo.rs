@@ -167,3 +167,32 @@ fn a_program_key_written_while_unconfined_is_named_by_config_status() {
     let said = stderr(&status) + &String::from_utf8_lossy(&status.stdout);
     assert!(said.contains("git config pager.log added"), "{said}");
 }
+
+#[test]
+fn an_interrupted_run_never_claims_the_configuration_changed() {
+    // hank stops its git at the first signal: the approval's last reading of `.git/config`
+    // is cut short, which is no evidence that the remote (or anything) was removed.
+    for sig in ["int", "term"] {
+        let p = Project::new(&["task"]);
+        p.git_with_origin();
+        p.fake("sleep", "30");
+        let child = p.spawn(&["run", "--max-loops", "1"]);
+        p.wait_calls(1, std::time::Duration::from_secs(30));
+        let o = if sig == "int" {
+            crate::support::interrupt(child)
+        } else {
+            crate::support::terminate(child)
+        };
+        let err = stderr(&o);
+        assert!(!err.contains("configuration changed"), "{sig}: {err}");
+        assert!(!err.contains("removed"), "{sig}: {err}");
+        let status = p.run(&["config", "status"]);
+        let said = stderr(&status) + &String::from_utf8_lossy(&status.stdout);
+        assert!(status.status.success(), "{sig}: {said}");
+        assert!(!said.contains("remote.origin.url"), "{sig}: {said}");
+        // The next run starts without asking for an approval.
+        p.fake("sleep", "0");
+        let next = p.run(&["run", "--max-loops", "1"]);
+        assert_ne!(next.status.code(), Some(1), "{sig}: {}", stderr(&next));
+    }
+}
