@@ -17,6 +17,7 @@ mod deliver_loop;
 mod fake_github;
 mod fake_gitlab;
 mod faults;
+mod first_day;
 mod first_hour;
 mod fleet;
 mod fleet_budget;
