@@ -93,3 +93,18 @@ fn doctor_and_setup_say_which_identity_hank_commits_with() {
         stdout(&out)
     );
 }
+
+#[test]
+fn status_json_never_passes_a_broken_status_through() {
+    let p = Project::new(&["task"]);
+    std::fs::write(
+        p.dir.join(".hank/status.json"),
+        b"\x1b]0;owned\x07\x1b[2J\xff\xfe{\"state\": \"running\"",
+    )
+    .expect("write");
+    let out = p.run(&["status", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(out.stdout.is_empty(), "{:?}", out.stdout);
+    assert!(stderr(&out).contains("status.json"), "{}", stderr(&out));
+    assert!(!stderr(&out).contains('\u{1b}'), "{}", stderr(&out));
+}
