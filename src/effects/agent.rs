@@ -303,7 +303,7 @@ pub(crate) struct Sandboxing {
     pub(crate) confinement: crate::sandbox::Confinement,
     /// The project's repository as recorded at the run's start (confined runs only): checked
     /// before and after each call, its configuration and hooks put back after it.
-    guard: Option<crate::sandbox::guard::RepoGuard>,
+    guard: Option<crate::sandbox::repo::RepoGuard>,
     proxy: Option<crate::sandbox::proxy::Proxy>,
     tmp: Option<tempfile::TempDir>,
     /// The folder of the proxy's Unix socket (where the agent's network namespace hands over
@@ -365,7 +365,7 @@ impl Sandboxing {
             proxy = Some(p);
         }
         let guard = matches!(confinement, Confinement::Landlock { .. }).then(|| {
-            crate::sandbox::guard::RepoGuard::record(
+            crate::sandbox::repo::RepoGuard::record(
                 &s.project_dir,
                 crate::git::pinned_git_dir(&s.project_dir),
             )

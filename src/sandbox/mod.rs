@@ -13,7 +13,7 @@
 //! ([`proxy::Proxy`]) on 127.0.0.1, which lets through only the profile's API hosts and
 //! SANDBOX_ALLOW_HOSTS.
 
-pub mod guard;
+pub mod repo;
 pub mod netns;
 pub mod proxy;
 
