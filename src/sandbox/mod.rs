@@ -13,9 +13,9 @@
 //! ([`proxy::Proxy`]) on 127.0.0.1, which lets through only the profile's API hosts and
 //! SANDBOX_ALLOW_HOSTS.
 
-pub mod repo;
 pub mod netns;
 pub mod proxy;
+pub mod repo;
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};

@@ -108,3 +108,29 @@ fn status_json_never_passes_a_broken_status_through() {
     assert!(stderr(&out).contains("status.json"), "{}", stderr(&out));
     assert!(!stderr(&out).contains('\u{1b}'), "{}", stderr(&out));
 }
+
+#[test]
+fn an_import_without_ai_never_writes_an_unknown_type_into_the_prompt() {
+    let p = Project::new(&["task"]);
+    let root = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        root.path().join("calc.md"),
+        "# Calc\n\nA small calculator.\n\n## Tasks\n- Add two numbers\n- Subtract two numbers\n- Print the result\n",
+    )
+    .expect("write");
+    let out = p
+        .cmd()
+        .current_dir(root.path())
+        .args(["import", "--no-ai", "calc.md"])
+        .output()
+        .expect("import");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let prompt = std::fs::read_to_string(root.path().join("calc/.hank/PROMPT.md")).expect("prompt");
+    assert!(
+        prompt.contains("You work autonomously on calc."),
+        "{prompt}"
+    );
+    assert!(!prompt.contains("(unknown)"), "{prompt}");
+    let plan = std::fs::read_to_string(root.path().join("calc/.hank/fix_plan.md")).expect("plan");
+    assert_eq!(plan.matches("- [ ]").count(), 3, "{plan}");
+}
