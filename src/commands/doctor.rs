@@ -554,6 +554,7 @@ fn sandbox_check(s: &settings::Settings) -> Check {
     match crate::sandbox::decide(
         mode,
         crate::sandbox::available(),
+        crate::sandbox::Extras::here(),
         crate::proc::agent::netns_probe,
     ) {
         Ok(c @ crate::sandbox::Confinement::Unconfined { warn: true, .. }) => Check::warn(

@@ -481,9 +481,11 @@ pub const KEYS: &[Key] = &[
     key(
         "SANDBOX_READ",
         None,
-        DefaultValue::Text("~/.cargo ~/.rustup ~/.npm ~/.nvm ~/.pyenv"),
+        DefaultValue::Text(
+            "~/.cargo/bin ~/.cargo/registry ~/.cargo/git ~/.rustup ~/.npm/_cacache ~/.npm/_npx ~/.nvm ~/.pyenv",
+        ),
         "paths separated by spaces (~ is HOME)",
-        "Extra paths the sandboxed agent may read (toolchains); missing ones are skipped",
+        "Extra paths the sandboxed agent may read (toolchains' programs and caches); missing ones are skipped, and one that is or holds a credential file (~/.cargo/credentials.toml, ~/.npmrc, ~/.ssh…) is refused with a warning",
     ),
     key(
         "SANDBOX_WRITE",
