@@ -37,7 +37,8 @@ const SSH_KEY_PREFIXES: &[&str] = &["id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"
 /// `None` when it does not: `.env` and `.env.*` (not `.env.example`, `.sample`, `.template`,
 /// `.dist`, `.defaults`), `.envrc`, `.netrc`, `.git-credentials`, `.pgpass`, `.pypirc`,
 /// `.npmrc`, `.htpasswd`, `credentials*.json`, anything under `.aws/`,
-/// `.docker/config.json`, private keys, key stores and variable files (`*.pem`, `*.key`,
+/// `.docker/config.json`, `.cargo/credentials*`, `gh/hosts.yml`, private keys, key stores
+/// and variable files (`*.pem`, `*.key`,
 /// `*.p12`, `*.pfx`, `*.jks`, `*.keystore`, `*.kdbx`, `*.ppk`, `*.tfvars`), `*_key` and SSH
 /// keys (`id_rsa*`, `id_dsa*`, `id_ecdsa*`, `id_ed25519*`, an `id_*` without an extension;
 /// never `*.pub`).
