@@ -378,6 +378,8 @@ impl Sandboxing {
         if let Confinement::Unconfined { warn: true, .. } = &confinement {
             warnings.push(confinement.describe());
         }
+        // What a hank killed with SIGKILL left (whatever this run's SANDBOX).
+        remove_stale(&std::env::temp_dir());
         let (mut proxy, mut tmp, mut handover) = (None, None, None);
         if let Confinement::Landlock { netns, .. } = &mut confinement {
             let mut p = crate::sandbox::proxy::Proxy::start(Vec::new()).map_err(|e| {
@@ -391,7 +393,6 @@ impl Sandboxing {
                 &s.sandbox_write.value,
                 home.as_deref(),
             ));
-            remove_stale(&std::env::temp_dir());
             tmp = Some(private_tmp(TMP_PREFIX).map_err(|e| {
                 HankError::usage(format!("SANDBOX: cannot make the agent's TMPDIR: {e}"))
             })?);
@@ -637,5 +638,86 @@ impl Real {
                 ),
             }));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_private_folders_name_says_its_owner() {
+        assert_eq!(owner_of("hank-agent-tmp-123-456-AbC12x"), Some((123, 456)));
+        assert_eq!(owner_of("hank-egress-9-10-x-y"), Some((9, 10)));
+        for other in [
+            "hank-agent-tmp-AbC12x",
+            "hank-agent-tmp-123-456-",
+            "hank-agent-tmp-123-x-AbC",
+            "hank-import-123-456-x",
+            "other",
+        ] {
+            assert_eq!(owner_of(other), None, "{other}");
+        }
+    }
+
+    /// Stale: this user's folder whose owner is gone; kept: a running owner's, an unreadable
+    /// start time's, another name, a link.
+    #[test]
+    fn only_folders_of_gone_owners_are_removed() {
+        let root = tempfile::tempdir().unwrap();
+        let me = std::process::id();
+        let ticks = crate::proc::agent::start_ticks(i32::try_from(me).unwrap()).unwrap();
+        let gone = root
+            .path()
+            .join(format!("{TMP_PREFIX}{me}-{}-old", ticks + 1));
+        let alive = root.path().join(format!("{TMP_PREFIX}{me}-{ticks}-new"));
+        let unknown = root.path().join(format!("{EGRESS_PREFIX}{me}-0-x"));
+        let other = root.path().join("hank-agent-tmp-legacy");
+        for d in [&gone, &alive, &unknown, &other] {
+            std::fs::create_dir(d).unwrap();
+        }
+        std::fs::write(gone.join("f"), "x").unwrap();
+        let target = root.path().join("target");
+        std::fs::create_dir(&target).unwrap();
+        let link = root
+            .path()
+            .join(format!("{TMP_PREFIX}{me}-{}-link", ticks + 1));
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        remove_stale(root.path());
+        assert!(!gone.exists());
+        for kept in [&alive, &unknown, &other, &link, &target] {
+            assert!(kept.exists(), "{}", kept.display());
+        }
+        let made = private_tmp(TMP_PREFIX).unwrap();
+        let mode = std::fs::metadata(made.path()).unwrap().permissions();
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+            0o700
+        );
+        let name = made
+            .path()
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_string();
+        assert_eq!(owner_of(&name), Some((i32::try_from(me).unwrap(), ticks)));
+    }
+
+    #[test]
+    fn a_confined_agent_never_gets_the_users_session_sockets() {
+        let confined = removed_for(&["SSH_AUTH_SOCK".to_string()], true);
+        for key in [
+            "SSH_AUTH_SOCK",
+            "DBUS_SESSION_BUS_ADDRESS",
+            "XDG_RUNTIME_DIR",
+            "TMUX",
+            "DISPLAY",
+        ] {
+            assert!(confined.iter().any(|r| r == key), "{key}");
+        }
+        let unconfined = removed_for(&[], false);
+        assert!(!unconfined.iter().any(|r| r == "SSH_AUTH_SOCK"));
+        assert!(unconfined.iter().any(|r| r == "GH_TOKEN"));
     }
 }
