@@ -443,6 +443,8 @@ fn a_sandboxed_agent_has_no_terminal_devices_session_sockets_or_toolchain_secret
         .args(["-qec", &format!("{hank} run --max-loops 1"), "/dev/null"])
         .env("SANDBOX", "landlock")
         .env("SANDBOX_WRITE", p.fake.display().to_string())
+        // `~/.cargo` holds the crates.io token: refused, with a warning; its `bin` granted.
+        .env("SANDBOX_READ", "~/.cargo ~/.cargo/bin")
         .env("TMPDIR", &tmp)
         .env("SSH_AUTH_SOCK", tmp.join("agent.sock"))
         .env("SSH_AGENT_PID", "1")
@@ -481,6 +483,10 @@ fn a_sandboxed_agent_has_no_terminal_devices_session_sockets_or_toolchain_secret
         want.retain(|l| *l != "no-stop-hank");
     }
     assert_eq!(lines, want, "{text}");
+    assert!(
+        text.contains("SANDBOX: `~/.cargo` is not granted to the agent"),
+        "{text}"
+    );
     // The start said what is in force.
     let status = p.status();
     let sandbox = status["sandbox"].as_str().unwrap_or_default();
