@@ -743,6 +743,23 @@ fn edit_distance(a: &str, b: &str) -> usize {
 mod tests {
     use super::*;
 
+    /// The default SANDBOX_READ grants the toolchains' programs and caches and never a
+    /// credential file (`~/.cargo` holds the crates.io token: only its `bin`, `registry`, `git`).
+    #[test]
+    fn the_default_sandbox_read_grants_no_credential_file() {
+        let home = std::path::Path::new("/home/u");
+        let default = find("SANDBOX_READ")
+            .and_then(|k| k.default.text())
+            .unwrap_or_default();
+        let entries: Vec<String> = default.split_whitespace().map(str::to_string).collect();
+        assert!(entries.iter().any(|e| e == "~/.cargo/bin"), "{default}");
+        assert!(
+            crate::sandbox::refused_grants(&entries, &[], Some(home)).is_empty(),
+            "{default}"
+        );
+        assert!(crate::sandbox::refused_grant("~/.cargo", Some(home)).is_some());
+    }
+
     #[test]
     fn names_are_unique_and_well_formed() {
         for (i, k) in KEYS.iter().enumerate() {
