@@ -443,7 +443,7 @@ pub fn refused_grant(entry: &str, home: Option<&Path>) -> Option<String> {
             .any(|p| creds.iter().any(|c| c.starts_with(p) || p.starts_with(c)));
         clash.then(|| {
             format!(
-                "SANDBOX: `{entry}` is not granted to the agent: it holds or is ~/{c} (credentials); name the folders the agent needs instead (e.g. ~/.cargo/bin ~/.cargo/registry)"
+                "SANDBOX: `{entry}` is not granted to the agent: it is, holds or lies beneath ~/{c} (a credential file's place); name the folders the agent needs instead (e.g. ~/.cargo/bin ~/.cargo/registry)"
             )
         })
     })

@@ -242,12 +242,44 @@ fn doctor_says_what_confinement_the_next_run_gets() {
         let check = crate::support::doctor_check(&v, "sandbox");
         assert_eq!(check["ok"], true, "{check}");
         assert!(
+            !check["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("not granted")),
+            "{check}"
+        );
+        assert!(
             check["detail"]
                 .as_str()
                 .is_some_and(|d| d.starts_with(want)),
             "{check}"
         );
     }
+}
+
+/// `hank doctor` warns about a SANDBOX_READ entry that holds a credential file.
+#[test]
+fn doctor_warns_about_a_sandbox_read_entry_holding_credentials() {
+    if !landlock_here() {
+        eprintln!("skipped: this kernel has no Landlock ABI 4");
+        return;
+    }
+    let p = Project::new(&["task"]);
+    let out = p
+        .cmd()
+        .env("SANDBOX", "landlock")
+        .env("SANDBOX_READ", "~/.cargo ~/.rustup")
+        .args(["doctor", "--json"])
+        .output()
+        .expect("doctor");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let check = crate::support::doctor_check(&v, "sandbox");
+    assert!(
+        check["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("`~/.cargo` is not granted to the agent")),
+        "{check}"
+    );
+    assert_eq!(check["warning"], true, "{check}");
 }
 
 #[test]
