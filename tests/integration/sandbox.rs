@@ -636,3 +636,27 @@ fn a_sandboxed_agent_and_its_grandchild_are_stopped_at_the_timeout() {
     });
     assert!(!crate::support::alive(gc), "grandchild {gc} survived");
 }
+
+/// SIGTERM to hank during a confined call: the agent, in its own session, is stopped with its
+/// grandchild, and hank exits 130.
+#[test]
+fn a_sandboxed_agent_and_its_grandchild_are_stopped_when_hank_is_interrupted() {
+    if !landlock_here() {
+        eprintln!("skipped: this kernel has no Landlock ABI 4");
+        return;
+    }
+    let p = Project::new(&["task"]);
+    p.fake("sleep", "300").fake("grandchild", "");
+    let fake = p.fake.display().to_string();
+    let child = p.spawn_env(
+        &[("SANDBOX", "landlock"), ("SANDBOX_WRITE", fake.as_str())],
+        &["--max-loops", "1"],
+    );
+    p.wait_calls(1, std::time::Duration::from_secs(20));
+    let gc = p.grandchild_pid();
+    crate::support::terminate(child);
+    crate::support::poll(std::time::Duration::from_secs(5), || {
+        (!crate::support::alive(gc)).then_some(())
+    });
+    assert!(!crate::support::alive(gc), "grandchild {gc} survived");
+}
