@@ -585,6 +585,7 @@ fn sandbox_check(s: &settings::Settings) -> Check {
     match crate::sandbox::decide(
         mode,
         crate::sandbox::available(),
+        crate::sandbox::Extras::here(),
         crate::proc::agent::netns_probe,
     ) {
         Ok(c @ crate::sandbox::Confinement::Unconfined { warn: true, .. }) => Check::warn(
@@ -592,15 +593,32 @@ fn sandbox_check(s: &settings::Settings) -> Check {
             c.describe(),
             "a kernel with Landlock ABI 4 (Linux 6.7+) confines it; SANDBOX=off silences this",
         ),
-        Ok(c) => Check::ok(
-            "sandbox",
-            format!(
+        Ok(c) => {
+            let detail = format!(
                 "{} (SANDBOX={} from {})",
                 c.describe(),
                 mode.name(),
                 s.sandbox.source
-            ),
-        ),
+            );
+            let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+            let refused = match c {
+                crate::sandbox::Confinement::Landlock { .. } => crate::sandbox::refused_grants(
+                    &s.sandbox_read.value,
+                    &s.sandbox_write.value,
+                    home.as_deref(),
+                ),
+                crate::sandbox::Confinement::Unconfined { .. } => Vec::new(),
+            };
+            if refused.is_empty() {
+                Check::ok("sandbox", detail)
+            } else {
+                Check::warn(
+                    "sandbox",
+                    format!("{detail}; {}", refused.join("; ")),
+                    "name the folders the agent needs in SANDBOX_READ / SANDBOX_WRITE, never one that holds credentials",
+                )
+            }
+        }
         Err(e) => Check::fail(
             "sandbox",
             e,

@@ -41,18 +41,69 @@ pub(crate) const CREDENTIALS: &[&str] = &[
     "CONTROL_TOPIC",
 ];
 
+/// What names the user's session to a sandboxed agent: the sockets of its agents, buses,
+/// displays, terminal multiplexers and editors (Landlock does not govern `connect()` on a Unix
+/// socket's path: an agent told where one is could ask the SSH agent to sign, the keyring for
+/// a secret, tmux to type into another pane, the editor to run a command), the runtime folder
+/// that holds most of them, and the Kerberos ticket cache. A sandboxed agent never gets them,
+/// whatever the profile passes; an unconfined one (`SANDBOX=off`) keeps them.
+pub(crate) const SESSION_ENV: &[&str] = &[
+    "SSH_AUTH_SOCK",
+    "SSH_AGENT_PID",
+    "SSH_ASKPASS",
+    "GPG_AGENT_INFO",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "DBUS_SYSTEM_BUS_ADDRESS",
+    "XDG_RUNTIME_DIR",
+    "WAYLAND_DISPLAY",
+    "WAYLAND_SOCKET",
+    "DISPLAY",
+    "XAUTHORITY",
+    "KRB5CCNAME",
+    "GNOME_KEYRING_CONTROL",
+    "GNOME_KEYRING_PID",
+    "TMUX",
+    "TMUX_PANE",
+    "STY",
+    "ZELLIJ",
+    "ZELLIJ_SESSION_NAME",
+    "KITTY_LISTEN_ON",
+    "KITTY_WINDOW_ID",
+    "WEZTERM_UNIX_SOCKET",
+    "ALACRITTY_SOCKET",
+    "NVIM",
+    "NVIM_LISTEN_ADDRESS",
+    "EMACS_SOCKET_NAME",
+    "VSCODE_IPC_HOOK_CLI",
+    "VSCODE_GIT_IPC_HANDLE",
+    "VSCODE_GIT_ASKPASS_MAIN",
+    "VSCODE_GIT_ASKPASS_NODE",
+    "VSCODE_GIT_ASKPASS_EXTRA_ARGS",
+    "GIT_ASKPASS",
+    "DOCKER_HOST",
+    "CONTAINER_HOST",
+    "PULSE_SERVER",
+    "PIPEWIRE_REMOTE",
+    "SWAYSOCK",
+    "I3SOCK",
+    "HYPRLAND_INSTANCE_SIGNATURE",
+];
+
 /// What is removed from an agent's environment: [`AGENT_ENV_REMOVED`], every credential of
-/// [`CREDENTIALS`] but those the profile passes on purpose (`pass`), and every `GIT_CONFIG_*`
+/// [`CREDENTIALS`] but those the profile passes on purpose (`pass`), every `GIT_CONFIG_*`
 /// variable of hank's environment (`GIT_CONFIG_PARAMETERS`, `GIT_CONFIG_COUNT`/`KEY_n`/
-/// `VALUE_n`: how hank's own steps in Actions give git the token's header).
+/// `VALUE_n`: how hank's own steps in Actions give git the token's header), and for a
+/// `sandboxed` agent the user's session ([`SESSION_ENV`]).
 #[must_use]
-pub(crate) fn removed_for(pass: &[String]) -> Vec<String> {
+pub(crate) fn removed_for(pass: &[String], sandboxed: bool) -> Vec<String> {
     let git_config = std::env::vars_os()
         .filter_map(|(k, _)| k.into_string().ok())
         .filter(|k| k.starts_with("GIT_CONFIG_"));
+    let session = SESSION_ENV.iter().filter(|_| sandboxed);
     AGENT_ENV_REMOVED
         .iter()
         .chain(CREDENTIALS.iter().filter(|c| !pass.iter().any(|p| p == *c)))
+        .chain(session)
         .map(|k| (*k).to_string())
         .chain(git_config)
         .collect()
@@ -87,7 +138,7 @@ impl Real {
         {
             r.read_only_in(&s.project_dir);
         }
-        let removed = removed_for(&agent.profile.pass_env);
+        let removed = removed_for(&agent.profile.pass_env, rules.is_some());
         let env_remove: Vec<&str> = removed.iter().map(String::as_str).collect();
         // Only an answer that streams shows life while the agent works: FIRST_OUTPUT_TIMEOUT
         // and IDLE_TIMEOUT watch it (hank asks for stream-json whenever the profile has it).
@@ -324,38 +375,39 @@ impl Sandboxing {
     /// # Errors
     /// `SANDBOX=landlock` without Landlock ABI 4 (exit 1, nothing started), or the proxy or
     /// TMPDIR cannot be made.
-    pub(crate) fn open(s: &crate::settings::Settings) -> Result<(Self, Option<String>)> {
-        use crate::sandbox::{Confinement, available, decide};
-        let mut confinement = decide(s.sandbox.value, available(), || {
+    pub(crate) fn open(s: &crate::settings::Settings) -> Result<(Self, Vec<String>)> {
+        use crate::sandbox::{Confinement, Extras, available, decide};
+        let mut confinement = decide(s.sandbox.value, available(), Extras::here(), || {
             crate::proc::agent::netns_probe()
         })
         .map_err(HankError::usage)?;
-        let warning = match &confinement {
-            Confinement::Unconfined { warn: true, .. } => Some(confinement.describe()),
-            _ => None,
-        };
+        let mut warnings = Vec::new();
+        if let Confinement::Unconfined { warn: true, .. } = &confinement {
+            warnings.push(confinement.describe());
+        }
+        // What a hank killed with SIGKILL left (whatever this run's SANDBOX).
+        remove_stale(&std::env::temp_dir());
         let (mut proxy, mut tmp, mut handover) = (None, None, None);
-        if let Confinement::Landlock { netns } = &mut confinement {
+        if let Confinement::Landlock { netns, .. } = &mut confinement {
             let mut p = crate::sandbox::proxy::Proxy::start(Vec::new()).map_err(|e| {
                 HankError::usage(format!(
                     "SANDBOX: cannot open the egress proxy on 127.0.0.1: {e}"
                 ))
             })?;
-            tmp = Some(
-                tempfile::Builder::new()
-                    .prefix("hank-agent-tmp-")
-                    .tempdir()
-                    .map_err(|e| {
-                        HankError::usage(format!("SANDBOX: cannot make the agent's TMPDIR: {e}"))
-                    })?,
-            );
+            let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+            warnings.extend(crate::sandbox::refused_grants(
+                &s.sandbox_read.value,
+                &s.sandbox_write.value,
+                home.as_deref(),
+            ));
+            tmp = Some(private_tmp(TMP_PREFIX).map_err(|e| {
+                HankError::usage(format!("SANDBOX: cannot make the agent's TMPDIR: {e}"))
+            })?);
             if netns.is_ok() {
                 // The proxy's Unix socket, where the namespace hands over its listening
                 // socket, in a folder of its own (0700) that the agent can neither read nor
                 // write. Without it, no namespace is claimed.
-                let made = tempfile::Builder::new()
-                    .prefix("hank-egress-")
-                    .tempdir()
+                let made = private_tmp(EGRESS_PREFIX)
                     .and_then(|d| p.listen_unix(&d.path().join("proxy.sock")).map(|()| d));
                 match made {
                     Ok(d) => handover = Some(d),
@@ -380,7 +432,7 @@ impl Sandboxing {
                 notes: Vec::new(),
                 denied: Vec::new(),
             },
-            warning,
+            warnings,
         ))
     }
 
@@ -479,6 +531,70 @@ fn verb(what: &str) -> &'static str {
         "added" => "added",
         "removed" => "removed",
         _ => "changed",
+    }
+}
+
+/// The agent's private TMPDIR: `hank-agent-tmp-PID-TICKS-XXXXXX` in the system's temp folder.
+const TMP_PREFIX: &str = "hank-agent-tmp-";
+/// The folder of the egress proxy's Unix socket: `hank-egress-PID-TICKS-XXXXXX`.
+const EGRESS_PREFIX: &str = "hank-egress-";
+
+/// A new folder of this hank's in the system's temp folder, mode 0700, named `PREFIX` + the
+/// owner's pid and start time + random letters (the next start removes it if this hank was
+/// killed before its drop did: [`remove_stale`]).
+fn private_tmp(prefix: &str) -> std::io::Result<tempfile::TempDir> {
+    use std::os::unix::fs::PermissionsExt;
+    let pid = std::process::id();
+    let ticks = i32::try_from(pid)
+        .ok()
+        .and_then(crate::proc::agent::start_ticks)
+        .unwrap_or(0);
+    tempfile::Builder::new()
+        .prefix(&format!("{prefix}{pid}-{ticks}-"))
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+}
+
+/// The owner (pid, start time) a [`private_tmp`] folder's name says (pure).
+fn owner_of(name: &str) -> Option<(i32, u64)> {
+    let rest = [TMP_PREFIX, EGRESS_PREFIX]
+        .iter()
+        .find_map(|p| name.strip_prefix(p))?;
+    let mut parts = rest.splitn(3, '-');
+    let pid = parts.next()?.parse().ok()?;
+    let ticks = parts.next()?.parse().ok()?;
+    parts.next().filter(|r| !r.is_empty())?;
+    Some((pid, ticks))
+}
+
+/// Removes the [`private_tmp`] folders in `dir` that a hank of this user left when it was
+/// killed (SIGKILL, a crash: no drop ran): a folder owned by this user whose owner process is
+/// gone (its pid not running since the start time in the name). Folders of hanks still
+/// running, of other users, links and other names stay.
+fn remove_stale(dir: &std::path::Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let me = nix::unistd::geteuid().as_raw();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some((pid, ticks)) = name.to_str().and_then(owner_of) else {
+            continue;
+        };
+        let path = entry.path();
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        // A start time that could not be read (0) never says the owner is gone.
+        if ticks == 0
+            || !meta.is_dir()
+            || meta.uid() != me
+            || crate::proc::agent::is_running(pid, ticks)
+        {
+            continue;
+        }
+        let _ = std::fs::remove_dir_all(&path);
     }
 }
 
@@ -659,5 +775,86 @@ impl Real {
                 ),
             }));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_private_folders_name_says_its_owner() {
+        assert_eq!(owner_of("hank-agent-tmp-123-456-AbC12x"), Some((123, 456)));
+        assert_eq!(owner_of("hank-egress-9-10-x-y"), Some((9, 10)));
+        for other in [
+            "hank-agent-tmp-AbC12x",
+            "hank-agent-tmp-123-456-",
+            "hank-agent-tmp-123-x-AbC",
+            "hank-import-123-456-x",
+            "other",
+        ] {
+            assert_eq!(owner_of(other), None, "{other}");
+        }
+    }
+
+    /// Stale: this user's folder whose owner is gone; kept: a running owner's, an unreadable
+    /// start time's, another name, a link.
+    #[test]
+    fn only_folders_of_gone_owners_are_removed() {
+        let root = tempfile::tempdir().unwrap();
+        let me = std::process::id();
+        let ticks = crate::proc::agent::start_ticks(i32::try_from(me).unwrap()).unwrap();
+        let gone = root
+            .path()
+            .join(format!("{TMP_PREFIX}{me}-{}-old", ticks + 1));
+        let alive = root.path().join(format!("{TMP_PREFIX}{me}-{ticks}-new"));
+        let unknown = root.path().join(format!("{EGRESS_PREFIX}{me}-0-x"));
+        let other = root.path().join("hank-agent-tmp-legacy");
+        for d in [&gone, &alive, &unknown, &other] {
+            std::fs::create_dir(d).unwrap();
+        }
+        std::fs::write(gone.join("f"), "x").unwrap();
+        let target = root.path().join("target");
+        std::fs::create_dir(&target).unwrap();
+        let link = root
+            .path()
+            .join(format!("{TMP_PREFIX}{me}-{}-link", ticks + 1));
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        remove_stale(root.path());
+        assert!(!gone.exists());
+        for kept in [&alive, &unknown, &other, &link, &target] {
+            assert!(kept.exists(), "{}", kept.display());
+        }
+        let made = private_tmp(TMP_PREFIX).unwrap();
+        let mode = std::fs::metadata(made.path()).unwrap().permissions();
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+            0o700
+        );
+        let name = made
+            .path()
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_string();
+        assert_eq!(owner_of(&name), Some((i32::try_from(me).unwrap(), ticks)));
+    }
+
+    #[test]
+    fn a_confined_agent_never_gets_the_users_session_sockets() {
+        let confined = removed_for(&["SSH_AUTH_SOCK".to_string()], true);
+        for key in [
+            "SSH_AUTH_SOCK",
+            "DBUS_SESSION_BUS_ADDRESS",
+            "XDG_RUNTIME_DIR",
+            "TMUX",
+            "DISPLAY",
+        ] {
+            assert!(confined.iter().any(|r| r == key), "{key}");
+        }
+        let unconfined = removed_for(&[], false);
+        assert!(!unconfined.iter().any(|r| r == "SSH_AUTH_SOCK"));
+        assert!(unconfined.iter().any(|r| r == "GH_TOKEN"));
     }
 }

@@ -111,7 +111,7 @@ impl Real {
         let control =
             crate::control::LiveControl::open_at(store.clone(), Some((std::process::id(), now)))
                 .with_remote(remote);
-        let (sandbox, sandbox_warning) = super::agent::Sandboxing::open(s)?;
+        let (sandbox, sandbox_warnings) = super::agent::Sandboxing::open(s)?;
         let mut real = Self {
             sandbox,
             clock,
@@ -129,7 +129,7 @@ impl Real {
             taken_in_call: Vec::new(),
         };
         let mut warnings = real.stop_leftovers();
-        warnings.extend(sandbox_warning);
+        warnings.extend(sandbox_warnings);
         if let Some(aside) = loaded.moved_aside {
             warnings.push(format!(
                 "state.json {}; moved it aside to {} and started a fresh state",

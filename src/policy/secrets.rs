@@ -37,7 +37,8 @@ const SSH_KEY_PREFIXES: &[&str] = &["id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"
 /// `None` when it does not: `.env` and `.env.*` (not `.env.example`, `.sample`, `.template`,
 /// `.dist`, `.defaults`), `.envrc`, `.netrc`, `.git-credentials`, `.pgpass`, `.pypirc`,
 /// `.npmrc`, `.htpasswd`, `credentials*.json`, anything under `.aws/`,
-/// `.docker/config.json`, private keys, key stores and variable files (`*.pem`, `*.key`,
+/// `.docker/config.json`, `.cargo/credentials*`, `gh/hosts.yml`, private keys, key stores
+/// and variable files (`*.pem`, `*.key`,
 /// `*.p12`, `*.pfx`, `*.jks`, `*.keystore`, `*.kdbx`, `*.ppk`, `*.tfvars`), `*_key` and SSH
 /// keys (`id_rsa*`, `id_dsa*`, `id_ecdsa*`, `id_ed25519*`, an `id_*` without an extension;
 /// never `*.pub`).
@@ -61,6 +62,12 @@ pub fn why_named(path: &str) -> Option<&'static str> {
     }
     if parent == Some(".docker") && name == "config.json" {
         return Some("Docker registry credentials (.docker/config.json)");
+    }
+    if parent == Some(".cargo") && name.starts_with("credentials") {
+        return Some("a crates.io token (.cargo/credentials)");
+    }
+    if lower.ends_with(".config/gh/hosts.yml") || lower == "gh/hosts.yml" {
+        return Some("GitHub CLI credentials (gh/hosts.yml)");
     }
     if let Some(rest) = name.strip_prefix(".env.") {
         return (!ENV_TEMPLATES.contains(&rest)).then_some("an environment file (.env*)");
@@ -192,7 +199,12 @@ pub const MAX_SCANNED_BLOB: u64 = 1024 * 1024 - 4096;
 
 /// Credentials recognisable by their shape alone (set in the environment or not): Anthropic
 /// keys, GitHub tokens (`ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_`, `github_pat_`), GitLab
-/// (`glpat-`), npm (`npm_`), AWS access key ids (`AKIA…`) and Slack (`xox?-`) tokens. The
+/// (`glpat-`, deploy `gldt-`, runner `glrt-`, trigger `glptt-`, feed `glft-`, `glsoat-`,
+/// `glcbt-`), npm (`npm_`), AWS access key ids (`AKIA…`), Slack (`xox?-`), crates.io (`cio` + 32
+/// letters and digits), PyPI (`pypi-AgEIcHlwaS5vcmc…`, the macaroon for pypi.org), Docker Hub
+/// (`dckr_pat_`), Hugging Face (`hf_`), OpenAI project/service keys (`sk-proj-`,
+/// `sk-svcacct-`, `sk-admin-`), Stripe live keys (`sk_live_`, `rk_live_`) and Google API keys
+/// (`AIza…`). The
 /// redactor replaces them; delivery's scan of pushed commits (`policy::secrets`) refuses
 /// them. Each alternative is one group, in the order of `TOKEN_KINDS`.
 pub static TOKEN_SHAPES: LazyLock<Regex> = LazyLock::new(|| {
@@ -200,10 +212,17 @@ pub static TOKEN_SHAPES: LazyLock<Regex> = LazyLock::new(|| {
         r"(sk-ant-[A-Za-z0-9_\-]{20,})",
         r"|\b(gh[pousr]_[A-Za-z0-9]{30,})",
         r"|\b(github_pat_[A-Za-z0-9_]{30,})",
-        r"|\b(glpat-[A-Za-z0-9_\-]{20,})",
+        r"|\b((?:glpat|gldt|glrt|glptt|glft|glsoat|glcbt)-[A-Za-z0-9_\-]{20,})",
         r"|\b(npm_[A-Za-z0-9]{36,})",
         r"|\b((?:AKIA|ASIA)[0-9A-Z]{16})\b",
         r"|\b(xox[abposr]-[A-Za-z0-9-]{10,})",
+        r"|\b(cio[A-Za-z0-9]{32})\b",
+        r"|\b(pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\-]{50,})",
+        r"|\b(dckr_pat_[A-Za-z0-9_\-]{27,})",
+        r"|\b(hf_[A-Za-z0-9]{34,})",
+        r"|\b(sk-(?:proj|svcacct|admin)-[A-Za-z0-9_\-]{20,})",
+        r"|\b((?:sk|rk)_live_[A-Za-z0-9]{20,})",
+        r"|\b(AIza[0-9A-Za-z_\-]{35})",
     ))
 });
 
@@ -216,6 +235,13 @@ const TOKEN_KINDS: &[&str] = &[
     "an npm token",
     "an AWS access key id",
     "a Slack token",
+    "a crates.io token",
+    "a PyPI token",
+    "a Docker Hub token",
+    "a Hugging Face token",
+    "an OpenAI API key",
+    "a Stripe live key",
+    "a Google API key",
 ];
 
 /// The first credential-shaped word in `text` (the shapes the redactor replaces): what it is, `None`
@@ -258,6 +284,9 @@ mod tests {
             "credentials.json",
             "gcp/credentials-prod.json",
             ".docker/config.json",
+            ".cargo/credentials.toml",
+            "home/.cargo/credentials",
+            ".config/gh/hosts.yml",
             "prod.tfvars",
             "infra/secrets.TFVARS",
         ];
@@ -281,6 +310,9 @@ mod tests {
             "id_generator.rs",
             "config.json",
             "docker/config.json",
+            ".cargo/config.toml",
+            "src/credentials/mod.rs",
+            "hosts.yml",
             "_key",
             "variables.tf",
         ];
@@ -320,6 +352,49 @@ mod tests {
                 format!("key: sk-ant-api03-{}\n", "Zq8vR2mTx7".repeat(3)),
                 Some("Anthropic"),
             ),
+            (
+                format!("[registry]\ntoken = \"cio{}\"\n", "aB3dE5gH7j".repeat(3) + "kL"),
+                Some("crates.io token"),
+            ),
+            (
+                format!("password = pypi-AgEIcHlwaS5vcmc{}\n", "CJDk4ZT-x_".repeat(6)),
+                Some("PyPI token"),
+            ),
+            (
+                format!("echo dckr_pat_{} | docker login\n", "Ab1_Cd2-Ef".repeat(3)),
+                Some("Docker Hub token"),
+            ),
+            (
+                format!("GITLAB=glpat-{}\ndeploy: gldt-{}\n", "x".repeat(20), "y".repeat(20)),
+                Some("GitLab token"),
+            ),
+            (
+                format!("runner: glrt-{}\n", "Zz9_".repeat(6)),
+                Some("GitLab token"),
+            ),
+            (
+                format!("HF_TOKEN=hf_{}\n", "aBcDeFgHiJ".repeat(4)),
+                Some("Hugging Face token"),
+            ),
+            (
+                format!("OPENAI_API_KEY=sk-proj-{}\n", "Qw3_Er4-Ty".repeat(4)),
+                Some("OpenAI API key"),
+            ),
+            (
+                format!("stripe: sk_live_{}\n", "51HxYz0123".repeat(3)),
+                Some("Stripe live key"),
+            ),
+            (
+                format!("key=AIza{}\n", "SyD-abc_123".repeat(3) + "xy"),
+                Some("Google API key"),
+            ),
+            // Near misses: too short, a longer word, a prefix alone, a test-mode key.
+            (format!("cio{}\n", "a".repeat(31)), None),
+            (format!("cio{}\n", "a".repeat(40)), None),
+            ("pypi-AgEIcHlwaS5vcmc\n".into(), None),
+            ("dckr_pat_\n".into(), None),
+            (format!("sk_test_{}\n", "a".repeat(24)), None),
+            ("a social network\n".into(), None),
             ("-----BEGIN CERTIFICATE-----\nabc\n".into(), None),
             ("-----BEGIN PUBLIC KEY-----\n".into(), None),
             ("let prefix = \"sk-ant-\";\n".into(), None),

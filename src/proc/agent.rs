@@ -690,6 +690,7 @@ pub fn enter_sandbox(args: &[std::ffi::OsString]) -> crate::error::Result<u8> {
         return netns::probe_here();
     }
     let (rules, command) = crate::sandbox::Rules::from_args(args)?;
+    own_session()?;
     if let Some(socket) = &rules.netns {
         netns::unshare_net()?;
         netns::hand_over(rules.port, socket)?;
@@ -707,6 +708,49 @@ pub fn enter_sandbox(args: &[std::ffi::OsString]) -> crate::error::Result<u8> {
         crate::sandbox::ENTER,
         Path::new(program).display()
     )))
+}
+
+/// Makes this process (`hank __sandbox`, about to become the agent) a session of its own, with
+/// no controlling terminal: the agent cannot open `/dev/tty` (the user's terminal, where an
+/// `ioctl(TIOCSTI)` would type into the user's shell), is sent no job-control signal by it,
+/// and stays the leader of the group hank made for it — a new session's group has the
+/// session's id, this process's pid, which is the group [`super::spawn_grouped`] made and hank
+/// signals. A group leader cannot start a session, so the process first joins its parent's
+/// group for the instant between the two calls (a signal hank sends to the group then finds
+/// none: its stop's SIGKILL after the grace, sent again, does).
+///
+/// # Errors
+/// The kernel refuses the new session: the agent does not start.
+fn own_session() -> crate::error::Result<()> {
+    use nix::unistd::{getpgid, getpgrp, getpid, getppid, getsid, setpgid, setsid};
+    let me = getpid();
+    let fail = |what: &str, e: nix::errno::Errno| {
+        crate::error::HankError::usage(format!(
+            "{}: cannot give the agent a session of its own ({what}): {e}",
+            crate::sandbox::ENTER
+        ))
+    };
+    if getsid(None).is_ok_and(|s| s == me) {
+        // Already a session's leader (started by hand): only one without a terminal will do.
+        return if controlling_tty() == Some(0) {
+            Ok(())
+        } else {
+            Err(fail("setsid", nix::errno::Errno::EPERM))
+        };
+    }
+    if getpgrp() == me {
+        let parent = getpgid(Some(getppid())).map_err(|e| fail("the parent's group", e))?;
+        setpgid(me, parent).map_err(|e| fail("setpgid", e))?;
+    }
+    setsid().map_err(|e| fail("setsid", e))?;
+    Ok(())
+}
+
+/// This process's controlling terminal (`tty_nr` of `/proc/self/stat`, 0: none).
+fn controlling_tty() -> Option<i64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let after = stat.rsplit_once(')')?.1;
+    after.split_whitespace().nth(4)?.parse().ok()
 }
 
 /// Whether a network namespace can be made here for the agent: `hank __sandbox

@@ -8,10 +8,15 @@
 //!
 //! What the agent may do ([`Rules`]): read and write its project (or the task's worktree and its
 //! own git dir and object store), a private `TMPDIR`, the client's own state paths named by its
-//! profile (`[sandbox] write`), `/dev/null` and `/dev/tty`; read the system, the client's install
-//! and the toolchains of SANDBOX_READ; connect by TCP only to hank's egress proxy
-//! ([`proxy::Proxy`]) on 127.0.0.1, which lets through only the profile's API hosts and
-//! SANDBOX_ALLOW_HOSTS.
+//! profile (`[sandbox] write`), `/dev/null`, `/dev/zero` and `/dev/full`; read the system (of
+//! `/dev` only `/dev/random` and `/dev/urandom`: never a terminal, `/dev/pts/*` or `/dev/shm`),
+//! the client's install and the toolchains of SANDBOX_READ (never a known credential file:
+//! [`refused_grant`]); connect by TCP only to hank's egress proxy ([`proxy::Proxy`]) on
+//! 127.0.0.1, which lets through only the profile's API hosts and SANDBOX_ALLOW_HOSTS. Where
+//! the kernel has them ([`Extras`]), ioctls on devices are refused but on those granted
+//! (Landlock ABI 5) and signals and abstract Unix sockets are scoped to the agent's own
+//! processes (ABI 6: it cannot stop hank or another process of the user). `hank __sandbox`
+//! makes the agent a session of its own first: no controlling terminal.
 
 pub mod netns;
 pub mod proxy;
@@ -22,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, RulesetStatus, path_beneath_rules,
+    RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
 };
 use serde::Deserialize;
 
@@ -58,13 +63,50 @@ impl Mode {
     }
 }
 
+/// The parts of Landlock past ABI 4 that this kernel enforces, each used when present (ABI 4's
+/// files and TCP are required; these are best effort, and said).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Extras {
+    /// ABI 5 (`LANDLOCK_ACCESS_FS_IOCTL_DEV`): no ioctl on a device but those granted.
+    pub ioctl_dev: bool,
+    /// ABI 6 (`LANDLOCK_SCOPE_SIGNAL`, `LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET`): the agent signals
+    /// and reaches abstract Unix sockets only of its own processes.
+    pub scopes: bool,
+}
+
+impl Extras {
+    /// What this kernel enforces: a ruleset handling each part created (and dropped) as a hard
+    /// requirement.
+    #[must_use]
+    pub fn here() -> Self {
+        let hard = || Ruleset::default().set_compatibility(CompatLevel::HardRequirement);
+        Self {
+            ioctl_dev: hard()
+                .handle_access(AccessFs::IoctlDev)
+                .and_then(Ruleset::create)
+                .is_ok(),
+            scopes: hard()
+                .scope(Scope::from_all(ABI::V6))
+                .and_then(Ruleset::create)
+                .is_ok(),
+        }
+    }
+
+    /// The file rights handled: ABI 5's (ioctl on devices) when the kernel has them.
+    fn fs_abi(self) -> ABI {
+        if self.ioctl_dev { ABI::V5 } else { NEEDED_ABI }
+    }
+}
+
 /// What the next run's agent gets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Confinement {
-    /// Confined with Landlock (files, TCP connect) behind the egress proxy; in its own network
-    /// namespace when `netns` is `Ok`, else not, and why.
+    /// Confined with Landlock (files, TCP connect, and the [`Extras`] this kernel has) behind
+    /// the egress proxy, in a session of its own; in its own network namespace when `netns` is
+    /// `Ok`, else not, and why.
     Landlock {
         netns: std::result::Result<(), String>,
+        extras: Extras,
     },
     /// Not confined, and why (`SANDBOX=off`, or no Landlock ABI ≥ 4 with `auto`).
     Unconfined { why: String, warn: bool },
@@ -72,48 +114,102 @@ pub enum Confinement {
 
 impl Confinement {
     /// One line for `hank doctor`, the run's start and `hank status`: the parts the agent gets
-    /// (`landlock-fs`, `landlock-net`, `netns`), what they confine, and what stays open.
+    /// ([`Confinement::name`]), what they confine, and what stays open.
     #[must_use]
     pub fn describe(&self) -> String {
-        match self {
-            Self::Landlock { netns: Ok(()) } => format!(
-                "{}: the agent writes only its project, TMPDIR and its client's state, reads no other file of HOME, and reaches the network only through hank's egress proxy (its own network namespace has only loopback); still open: {STILL_OPEN_NETNS}",
-                self.name()
-            ),
-            Self::Landlock { netns: Err(why) } => format!(
-                "{}: the agent writes only its project, TMPDIR and its client's state, reads no other file of HOME, and connects by TCP only to hank's egress proxy; still open: {STILL_OPEN} (no network namespace: {why})",
-                self.name()
-            ),
-            Self::Unconfined { why, .. } => format!("off: the agent runs unconfined ({why})"),
+        let (netns, extras) = match self {
+            Self::Unconfined { why, .. } => {
+                return format!("off: the agent runs unconfined ({why})");
+            }
+            Self::Landlock { netns, extras } => (netns, extras),
+        };
+        let mut what = vec![
+            "runs in a session of its own with no terminal".to_string(),
+            "writes only its project, TMPDIR and its client's state".to_string(),
+            "reads no other file of HOME, no credential file of its toolchains and of /dev only null, zero, full, random and urandom".to_string(),
+        ];
+        if extras.ioctl_dev {
+            what.push("sends no ioctl to another device".into());
         }
+        if extras.scopes {
+            what.push("signals and reaches abstract Unix sockets of its own processes only".into());
+        }
+        what.push(match netns {
+            Ok(()) => "reaches the network only through hank's egress proxy (its own network namespace has only loopback)".into(),
+            Err(_) => "connects by TCP only to hank's egress proxy".into(),
+        });
+        let last = what.pop().unwrap_or_default();
+        let mut text = format!(
+            "{}: the agent {}, and {last}; still open: {}",
+            self.name(),
+            what.join(", "),
+            self.still_open().join(", ")
+        );
+        if let Err(why) = netns {
+            text.push_str(&format!(" (no network namespace: {why})"));
+        }
+        text
     }
 
-    /// The parts the agent gets, as shown in status: `landlock-fs+landlock-net+netns`,
-    /// `landlock-fs+landlock-net` or `off`.
+    /// What a confined agent can still do (said in `doctor` and `status`, never claimed
+    /// closed); empty when unconfined.
     #[must_use]
-    pub fn name(&self) -> &'static str {
-        match self {
-            Self::Landlock { netns: Ok(()) } => "landlock-fs+landlock-net+netns",
-            Self::Landlock { netns: Err(_) } => "landlock-fs+landlock-net",
-            Self::Unconfined { .. } => "off",
+    pub fn still_open(&self) -> Vec<&'static str> {
+        let Self::Landlock { netns, extras } = self else {
+            return Vec::new();
+        };
+        let mut open = Vec::new();
+        if netns.is_err() {
+            open.extend(["UDP (DNS included)", "other hosts on the proxy's own port"]);
         }
+        if netns.is_err() && !extras.scopes {
+            open.push("abstract Unix sockets");
+        }
+        if !extras.scopes {
+            open.push("signals to the user's other processes, hank's included (no Landlock ABI 6)");
+        }
+        if !extras.ioctl_dev {
+            open.push("ioctls on the devices it may open (no Landlock ABI 5)");
+        }
+        open.push(STILL_OPEN_SOCKETS);
+        open.push("CPU and memory");
+        open
+    }
+
+    /// The parts the agent gets, as shown in status: `landlock-fs+landlock-net`, then
+    /// `+landlock-ioctl` (ABI 5), `+landlock-scope` (ABI 6) and `+netns` when it gets them;
+    /// or `off`.
+    #[must_use]
+    pub fn name(&self) -> String {
+        let Self::Landlock { netns, extras } = self else {
+            return "off".into();
+        };
+        let mut name = String::from("landlock-fs+landlock-net");
+        if extras.ioctl_dev {
+            name.push_str("+landlock-ioctl");
+        }
+        if extras.scopes {
+            name.push_str("+landlock-scope");
+        }
+        if netns.is_ok() {
+            name.push_str("+netns");
+        }
+        name
     }
 
     /// Whether the agent gets its own network namespace.
     #[must_use]
     pub fn netns(&self) -> bool {
-        matches!(self, Self::Landlock { netns: Ok(()) })
+        matches!(self, Self::Landlock { netns: Ok(()), .. })
     }
 }
 
-/// What Landlock without a network namespace leaves open (said in `doctor` and `status`,
-/// never claimed closed).
-pub const STILL_OPEN: &str = "UDP (DNS included), other hosts on the proxy's own port, abstract Unix sockets, CPU and memory";
+/// What stays open whatever the kernel: Landlock (before ABI 9) does not govern `connect()` on
+/// a Unix socket's path, and hank makes no mount namespace.
+pub const STILL_OPEN_SOCKETS: &str = "Unix sockets on paths it can name (the ones named in the user's environment — SSH agent, D-Bus, X11/Wayland, tmux… — are removed from its environment)";
 
-/// What stays open in the agent's own network namespace too.
-pub const STILL_OPEN_NETNS: &str = "CPU and memory";
-
-/// The decision for `mode` on a kernel where Landlock ABI ≥ 4 is (or is not) `available`;
+/// The decision for `mode` on a kernel where Landlock ABI ≥ 4 is (or is not) `available`, with
+/// the later parts it has (`extras`);
 /// `netns` is asked only for a confined agent: whether it gets its own network namespace
 /// (`Err`: why not).
 ///
@@ -122,6 +218,7 @@ pub const STILL_OPEN_NETNS: &str = "CPU and memory";
 pub fn decide(
     mode: Mode,
     available: bool,
+    extras: Extras,
     netns: impl FnOnce() -> std::result::Result<(), String>,
 ) -> std::result::Result<Confinement, String> {
     match (mode, available) {
@@ -129,7 +226,10 @@ pub fn decide(
             why: "SANDBOX=off".into(),
             warn: false,
         }),
-        (Mode::Auto | Mode::Landlock, true) => Ok(Confinement::Landlock { netns: netns() }),
+        (Mode::Auto | Mode::Landlock, true) => Ok(Confinement::Landlock {
+            netns: netns(),
+            extras,
+        }),
         (Mode::Auto, false) => Ok(Confinement::Unconfined {
             why: "SANDBOX=auto and this kernel has no Landlock ABI 4 or later".into(),
             warn: true,
@@ -265,7 +365,10 @@ pub struct Rules {
 }
 
 /// The system's read-only part. `/run` is left out but for the resolver's files (it holds
-/// users' agent sockets and keyrings); `/tmp` is replaced by the run's own TMPDIR.
+/// users' agent sockets and keyrings); `/tmp` is replaced by the run's own TMPDIR; of `/dev`
+/// only the random sources (never a terminal — `/dev/tty`, `/dev/pts/*`, `/dev/console` —
+/// nor `/dev/shm`, shared with every process of the user). `/dev/fd`, `/dev/stdin`,
+/// `/dev/stdout` and `/dev/stderr` are links into `/proc/self/fd`, read through `/proc`.
 const SYSTEM_READ: &[&str] = &[
     "/usr",
     "/etc",
@@ -278,13 +381,84 @@ const SYSTEM_READ: &[&str] = &[
     "/opt",
     "/proc",
     "/sys",
-    "/dev",
+    "/dev/random",
+    "/dev/urandom",
     "/run/systemd/resolve",
     "/nix/store",
 ];
 
-/// Devices the agent's tools write (git needs `/dev/null` writable).
-const DEVICES_WRITE: &[&str] = &["/dev/null", "/dev/tty", "/dev/zero"];
+/// Devices the agent's tools write (git needs `/dev/null` writable); with Landlock ABI 5 the
+/// only devices it may send an ioctl to (an `isatty` on them says "not a terminal").
+const DEVICES_WRITE: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
+
+/// Files under HOME that hold credentials of the toolchains and tools an agent uses (crates.io
+/// and registry tokens, npm, PyPI and Docker logins, git's and gh's stored credentials, SSH
+/// and GnuPG keys, cloud logins). No SANDBOX_READ or SANDBOX_WRITE entry that is one of them,
+/// holds one or lies beneath one is granted ([`refused_grant`]).
+pub const CREDENTIAL_FILES: &[&str] = &[
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".cargo/config",
+    ".cargo/config.toml",
+    ".npmrc",
+    ".yarnrc",
+    ".yarnrc.yml",
+    ".pypirc",
+    ".netrc",
+    ".git-credentials",
+    ".config/git/credentials",
+    ".docker/config.json",
+    ".config/gh",
+    ".config/glab-cli",
+    ".config/hub",
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".kube",
+    ".gem/credentials",
+    ".m2/settings.xml",
+    ".gradle/gradle.properties",
+    ".local/share/keyrings",
+    ".password-store",
+];
+
+/// Why SANDBOX_READ / SANDBOX_WRITE's `entry` is not granted: it is, holds or lies beneath a
+/// credential file of [`CREDENTIAL_FILES`] (compared as written and, where they exist, with
+/// links resolved); `None` when it may be. The message names the file.
+#[must_use]
+pub fn refused_grant(entry: &str, home: Option<&Path>) -> Option<String> {
+    let path = expand(entry, home)?;
+    let home = home?;
+    let real = |p: &Path| std::fs::canonicalize(p).ok();
+    let paths: Vec<PathBuf> = [Some(path.clone()), real(&path)]
+        .into_iter()
+        .flatten()
+        .collect();
+    CREDENTIAL_FILES.iter().find_map(|c| {
+        let cred = home.join(c);
+        let creds: Vec<PathBuf> = [Some(cred.clone()), real(&cred)].into_iter().flatten().collect();
+        let clash = paths
+            .iter()
+            .any(|p| creds.iter().any(|c| c.starts_with(p) || p.starts_with(c)));
+        clash.then(|| {
+            format!(
+                "SANDBOX: `{entry}` is not granted to the agent: it is, holds or lies beneath ~/{c} (a credential file's place); name the folders the agent needs instead (e.g. ~/.cargo/bin ~/.cargo/registry)"
+            )
+        })
+    })
+}
+
+/// The warnings for the SANDBOX_READ and SANDBOX_WRITE entries [`refused_grant`] leaves out
+/// (said at the run's start).
+#[must_use]
+pub fn refused_grants(read: &[String], write: &[String], home: Option<&Path>) -> Vec<String> {
+    read.iter()
+        .chain(write)
+        .filter_map(|e| refused_grant(e, home))
+        .collect()
+}
 
 /// Where the facts for one agent's rules come from.
 #[derive(Debug)]
@@ -358,6 +532,7 @@ impl Rules {
             place
                 .extra_read
                 .iter()
+                .filter(|e| refused_grant(e, place.home).is_none())
                 .filter_map(|e| expand(e, place.home)),
         );
         read.extend(install_dirs(place.program, place.path));
@@ -373,6 +548,7 @@ impl Rules {
             place
                 .extra_write
                 .iter()
+                .filter(|e| refused_grant(e, place.home).is_none())
                 .filter_map(|e| expand(e, place.home)),
         );
         let (git_read, git_write) = worktree_git(place.cwd);
@@ -461,7 +637,9 @@ impl Rules {
         Err(bad("expected `-- PROGRAM ARGS…`"))
     }
 
-    /// Restricts this process (and everything it starts) to the rules, all or nothing.
+    /// Restricts this process (and everything it starts) to the rules, all or nothing: ABI 4's
+    /// files and TCP connect as a hard requirement, and each of the [`Extras`] this kernel has
+    /// (ioctl on devices, the signal and abstract Unix socket scopes).
     ///
     /// # Errors
     /// Landlock ABI 4 is not enforced on this kernel, or a rule cannot be added.
@@ -471,23 +649,22 @@ impl Rules {
                 "{ENTER}: Landlock could not confine the agent: {e}"
             ))
         };
+        let extras = Extras::here();
+        let abi = extras.fs_abi();
         let status = Ruleset::default()
             .set_compatibility(CompatLevel::HardRequirement)
-            .handle_access(AccessFs::from_all(NEEDED_ABI))
+            .handle_access(AccessFs::from_all(abi))
             .and_then(|r| r.handle_access(AccessNet::ConnectTcp))
+            .and_then(|r| {
+                if extras.scopes {
+                    r.scope(Scope::from_all(ABI::V6))
+                } else {
+                    Ok(r)
+                }
+            })
             .and_then(Ruleset::create)
-            .and_then(|r| {
-                r.add_rules(path_beneath_rules(
-                    &self.read,
-                    AccessFs::from_read(NEEDED_ABI),
-                ))
-            })
-            .and_then(|r| {
-                r.add_rules(path_beneath_rules(
-                    &self.write,
-                    AccessFs::from_all(NEEDED_ABI),
-                ))
-            })
+            .and_then(|r| r.add_rules(path_beneath_rules(&self.read, AccessFs::from_read(abi))))
+            .and_then(|r| r.add_rules(path_beneath_rules(&self.write, AccessFs::from_all(abi))))
             .and_then(|r| r.add_rule(NetPort::new(self.port, AccessNet::ConnectTcp)))
             .and_then(|r| r.restrict_self())
             .map_err(|e| fail(&e))?;

@@ -1,27 +1,36 @@
 use super::*;
 
+const ALL: Extras = Extras {
+    ioctl_dev: true,
+    scopes: true,
+};
+
 #[test]
 fn decisions_per_mode_and_kernel() {
     let ns = || Ok(());
     let no_ns = || Err("unshare(CLONE_NEWNET): EPERM".to_string());
     assert_eq!(
-        decide(Mode::Auto, true, ns),
-        Ok(Confinement::Landlock { netns: Ok(()) })
+        decide(Mode::Auto, true, ALL, ns),
+        Ok(Confinement::Landlock {
+            netns: Ok(()),
+            extras: ALL
+        })
     );
     assert_eq!(
-        decide(Mode::Landlock, true, no_ns),
+        decide(Mode::Landlock, true, Extras::default(), no_ns),
         Ok(Confinement::Landlock {
-            netns: Err("unshare(CLONE_NEWNET): EPERM".into())
+            netns: Err("unshare(CLONE_NEWNET): EPERM".into()),
+            extras: Extras::default()
         })
     );
     assert!(matches!(
-        decide(Mode::Auto, false, ns),
+        decide(Mode::Auto, false, ALL, ns),
         Ok(Confinement::Unconfined { warn: true, .. })
     ));
     for available in [true, false] {
         let asked = std::cell::Cell::new(false);
         assert!(matches!(
-            decide(Mode::Off, available, || {
+            decide(Mode::Off, available, ALL, || {
                 asked.set(true);
                 Ok(())
             }),
@@ -29,34 +38,73 @@ fn decisions_per_mode_and_kernel() {
         ));
         assert!(!asked.get(), "no namespace probe when unconfined");
     }
-    let refused = decide(Mode::Landlock, false, ns).unwrap_err();
+    let refused = decide(Mode::Landlock, false, ALL, ns).unwrap_err();
     assert!(refused.contains("SANDBOX=landlock"), "{refused}");
 }
 
 /// Status never claims more than the run got: each part named, and what stays open.
 #[test]
 fn descriptions_name_the_parts_the_agent_gets() {
-    let with = Confinement::Landlock { netns: Ok(()) }.describe();
+    let with = Confinement::Landlock {
+        netns: Ok(()),
+        extras: ALL,
+    }
+    .describe();
     assert!(
-        with.starts_with("landlock-fs+landlock-net+netns: "),
+        with.starts_with("landlock-fs+landlock-net+landlock-ioctl+landlock-scope+netns: "),
         "{with}"
     );
-    assert!(with.ends_with("still open: CPU and memory"), "{with}");
+    assert!(
+        with.contains("a session of its own with no terminal"),
+        "{with}"
+    );
+    assert!(with.contains("sends no ioctl to another device"), "{with}");
+    assert!(
+        with.contains("signals and reaches abstract Unix sockets of its own processes only"),
+        "{with}"
+    );
+    assert!(
+        with.ends_with(&format!("still open: {STILL_OPEN_SOCKETS}, CPU and memory")),
+        "{with}"
+    );
     let without = Confinement::Landlock {
         netns: Err("no privilege".into()),
+        extras: Extras::default(),
     }
     .describe();
     assert!(
         without.starts_with("landlock-fs+landlock-net: "),
         "{without}"
     );
+    assert!(!without.contains("sends no ioctl"), "{without}");
     assert!(
-        without.contains("still open: UDP (DNS included), other hosts on the proxy's own port"),
+        without.contains("still open: UDP (DNS included), other hosts on the proxy's own port, abstract Unix sockets, signals to the user's other processes, hank's included (no Landlock ABI 6), ioctls on the devices it may open (no Landlock ABI 5), Unix sockets on paths"),
         "{without}"
     );
     assert!(
         without.ends_with("(no network namespace: no privilege)"),
         "{without}"
+    );
+    // ABI 5 without 6: the ioctl part named, the scopes said open.
+    let five = Confinement::Landlock {
+        netns: Ok(()),
+        extras: Extras {
+            ioctl_dev: true,
+            scopes: false,
+        },
+    };
+    assert_eq!(five.name(), "landlock-fs+landlock-net+landlock-ioctl+netns");
+    assert!(
+        five.describe()
+            .contains("still open: signals to the user's other processes")
+    );
+    assert_eq!(
+        Confinement::Unconfined {
+            why: "SANDBOX=off".into(),
+            warn: false
+        }
+        .name(),
+        "off"
     );
 }
 
@@ -145,7 +193,7 @@ fn rules_for_an_agent_leave_home_out() {
         &home.join(".claude"),
         &project,
         &tmp,
-        &home.join(".cargo"),
+        &home.join(".cargo/bin"),
     ] {
         std::fs::create_dir_all(d).unwrap();
     }
@@ -156,7 +204,7 @@ fn rules_for_an_agent_leave_home_out() {
         program: Path::new("/usr/bin/env"),
         path: None,
         client_write: &["~/.claude".into(), "~/.claude.json".into(), "~".into()],
-        extra_read: &["~/.cargo".into(), "~/.rustup".into()],
+        extra_read: &["~/.cargo/bin".into(), "~/.rustup".into()],
         extra_write: &[],
         proxy_port: 9,
         netns: None,
@@ -166,7 +214,7 @@ fn rules_for_an_agent_leave_home_out() {
     assert!(rules.write.contains(&project));
     assert!(rules.write.contains(&tmp));
     assert!(rules.write.contains(&home.join(".claude")));
-    assert!(rules.read.contains(&home.join(".cargo")));
+    assert!(rules.read.contains(&home.join(".cargo/bin")));
     // Missing paths and HOME itself are never named.
     for p in rules.read.iter().chain(&rules.write) {
         assert!(p.exists(), "{}", p.display());
@@ -258,4 +306,116 @@ fn an_npm_install_is_read_as_its_whole_node_modules_tree() {
             "{dir}"
         );
     }
+}
+
+/// Of /dev, the agent gets the null, zero and full devices (read and write) and the random
+/// sources (read): never a terminal, `/dev/pts`, `/dev/shm` or the whole folder.
+#[test]
+fn the_agent_gets_only_the_devices_programs_need() {
+    let root = tempfile::tempdir().unwrap();
+    let place = Place {
+        cwd: root.path(),
+        home: None,
+        tmp: root.path(),
+        program: Path::new("/usr/bin/env"),
+        path: None,
+        client_write: &[],
+        extra_read: &[],
+        extra_write: &[],
+        proxy_port: 9,
+        netns: None,
+    };
+    let rules = Rules::for_agent(&place);
+    let devices: Vec<&PathBuf> = rules
+        .read
+        .iter()
+        .chain(&rules.write)
+        .filter(|p| p.starts_with("/dev"))
+        .collect();
+    for p in &devices {
+        assert!(
+            [
+                "/dev/null",
+                "/dev/zero",
+                "/dev/full",
+                "/dev/random",
+                "/dev/urandom"
+            ]
+            .contains(&p.to_str().unwrap()),
+            "{}",
+            p.display()
+        );
+    }
+    assert!(rules.write.contains(&PathBuf::from("/dev/null")));
+    assert!(!rules.read.contains(&PathBuf::from("/dev/null")));
+}
+
+/// SANDBOX_READ/WRITE never grant a known credential file: not the file, not a folder that
+/// holds one, not a path beneath one (as written or through a link); the warning names it.
+#[test]
+fn credential_files_are_never_granted() {
+    let root = tempfile::tempdir().unwrap();
+    let home = root.path().join("home");
+    for d in [
+        ".cargo/bin",
+        ".cargo/registry",
+        ".config/gh",
+        ".ssh",
+        ".npm/_cacache",
+    ] {
+        std::fs::create_dir_all(home.join(d)).unwrap();
+    }
+    std::fs::write(home.join(".cargo/credentials.toml"), "token").unwrap();
+    std::os::unix::fs::symlink(home.join(".cargo"), root.path().join("cargo-link")).unwrap();
+    let link = root.path().join("cargo-link").display().to_string();
+    let refused = [
+        "~/.cargo",
+        "~/.cargo/",
+        "~/.cargo/credentials.toml",
+        "~/.cargo/config.toml",
+        "~/.npmrc",
+        "~/.config",
+        "~/.config/gh",
+        "~/.config/gh/hosts.yml",
+        "~/.ssh/id_ed25519",
+        "~/.docker",
+        link.as_str(),
+    ];
+    for entry in refused {
+        let why = refused_grant(entry, Some(&home));
+        assert!(
+            why.as_deref().is_some_and(|w| w.contains(entry)),
+            "{entry}: {why:?}"
+        );
+    }
+    for entry in [
+        "~/.cargo/bin",
+        "~/.cargo/registry",
+        "~/.npm/_cacache",
+        "~/.rustup",
+        "/opt/tools",
+    ] {
+        assert_eq!(refused_grant(entry, Some(&home)), None, "{entry}");
+    }
+    let project = root.path().join("p");
+    std::fs::create_dir_all(&project).unwrap();
+    let read: Vec<String> = vec!["~/.cargo".into(), "~/.cargo/bin".into()];
+    let write: Vec<String> = vec!["~/.ssh".into()];
+    let place = Place {
+        cwd: &project,
+        home: Some(&home),
+        tmp: &project,
+        program: Path::new("/usr/bin/env"),
+        path: None,
+        client_write: &[],
+        extra_read: &read,
+        extra_write: &write,
+        proxy_port: 9,
+        netns: None,
+    };
+    let rules = Rules::for_agent(&place);
+    assert!(rules.read.contains(&home.join(".cargo/bin")));
+    assert!(!rules.read.contains(&home.join(".cargo")));
+    assert!(!rules.write.contains(&home.join(".ssh")));
+    assert_eq!(refused_grants(&read, &write, Some(&home)).len(), 2);
 }

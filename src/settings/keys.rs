@@ -481,9 +481,11 @@ pub const KEYS: &[Key] = &[
     key(
         "SANDBOX_READ",
         None,
-        DefaultValue::Text("~/.cargo ~/.rustup ~/.npm ~/.nvm ~/.pyenv"),
+        DefaultValue::Text(
+            "~/.cargo/bin ~/.cargo/registry ~/.cargo/git ~/.rustup ~/.npm/_cacache ~/.npm/_npx ~/.nvm ~/.pyenv",
+        ),
         "paths separated by spaces (~ is HOME)",
-        "Extra paths the sandboxed agent may read (toolchains); missing ones are skipped",
+        "Extra paths the sandboxed agent may read (toolchains' programs and caches); missing ones are skipped, and one that is or holds a credential file (~/.cargo/credentials.toml, ~/.npmrc, ~/.ssh…) is refused with a warning",
     ),
     key(
         "SANDBOX_WRITE",
@@ -740,6 +742,23 @@ fn edit_distance(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The default SANDBOX_READ grants the toolchains' programs and caches and never a
+    /// credential file (`~/.cargo` holds the crates.io token: only its `bin`, `registry`, `git`).
+    #[test]
+    fn the_default_sandbox_read_grants_no_credential_file() {
+        let home = std::path::Path::new("/home/u");
+        let default = find("SANDBOX_READ")
+            .and_then(|k| k.default.text())
+            .unwrap_or_default();
+        let entries: Vec<String> = default.split_whitespace().map(str::to_string).collect();
+        assert!(entries.iter().any(|e| e == "~/.cargo/bin"), "{default}");
+        assert!(
+            crate::sandbox::refused_grants(&entries, &[], Some(home)).is_empty(),
+            "{default}"
+        );
+        assert!(crate::sandbox::refused_grant("~/.cargo", Some(home)).is_some());
+    }
 
     #[test]
     fn names_are_unique_and_well_formed() {

@@ -390,12 +390,18 @@ impl<P: Provider> HankRun<P> {
             .args(["__sandbox", "--probe-netns"])
             .output()
             .is_ok_and(|o| o.status.success());
-        let parts = if netns {
-            "landlock-fs+landlock-net+netns: "
-        } else {
-            "landlock-fs+landlock-net: "
-        };
-        assert!(sandbox.starts_with(parts), "{s}\n{ctx}");
+        let extras = hank::sandbox::Extras::here();
+        let mut parts = String::from("landlock-fs+landlock-net");
+        for (has, part) in [
+            (extras.ioctl_dev, "+landlock-ioctl"),
+            (extras.scopes, "+landlock-scope"),
+            (netns, "+netns"),
+        ] {
+            if has {
+                parts.push_str(part);
+            }
+        }
+        assert!(sandbox.starts_with(&format!("{parts}: ")), "{s}\n{ctx}");
         eprintln!("sandbox: {sandbox}");
         for e in self.of_type("egress_denied") {
             let host = e["host"].as_str().unwrap_or_default();

@@ -107,6 +107,23 @@ fn landlock_here() -> bool {
     hank::sandbox::available()
 }
 
+/// The parts a confined agent gets on this kernel, as status names them (`netns`: whether it
+/// gets its own network namespace).
+fn parts(netns: bool) -> String {
+    let extras = hank::sandbox::Extras::here();
+    let mut name = String::from("landlock-fs+landlock-net");
+    if extras.ioctl_dev {
+        name.push_str("+landlock-ioctl");
+    }
+    if extras.scopes {
+        name.push_str("+landlock-scope");
+    }
+    if netns {
+        name.push_str("+netns");
+    }
+    name
+}
+
 /// Whether hank can make a network namespace on this machine (root, or unprivileged user
 /// namespaces), as a run would find out: `hank __sandbox --probe-netns`; else why not.
 fn netns_here() -> Result<(), String> {
@@ -164,10 +181,11 @@ fn a_sandboxed_agent_is_refused_keys_home_siblings_and_other_hosts_and_still_wor
     match netns_here() {
         Ok(()) => {
             assert!(
-                sandbox.starts_with("landlock-fs+landlock-net+netns: "),
+                sandbox.starts_with(&format!("{}: ", parts(true))),
                 "{status}"
             );
-            assert!(sandbox.ends_with("still open: CPU and memory"), "{sandbox}");
+            assert!(!sandbox.contains("still open: UDP"), "{sandbox}");
+            assert!(sandbox.ends_with("CPU and memory"), "{sandbox}");
             assert_ne!(network.netns, own_netns(), "the agent's own namespace");
             assert!(!network.udp_received, "UDP to the host's loopback");
             assert!(!network.udp_out, "UDP to another host");
@@ -175,7 +193,7 @@ fn a_sandboxed_agent_is_refused_keys_home_siblings_and_other_hosts_and_still_wor
         Err(why) => {
             eprintln!("no network namespace on this machine ({why}): UDP stays open");
             assert!(
-                sandbox.starts_with("landlock-fs+landlock-net: "),
+                sandbox.starts_with(&format!("{}: ", parts(false))),
                 "{status}"
             );
             assert!(sandbox.contains("still open: UDP"), "{sandbox}");
@@ -206,13 +224,9 @@ fn a_sandboxed_agent_is_refused_keys_home_siblings_and_other_hosts_and_still_wor
 #[test]
 fn doctor_says_what_confinement_the_next_run_gets() {
     let p = Project::new(&["task"]);
-    let landlock = if netns_here().is_ok() {
-        "landlock-fs+landlock-net+netns: "
-    } else {
-        "landlock-fs+landlock-net: "
-    };
+    let landlock = format!("{}: ", parts(netns_here().is_ok()));
     for (mode, want) in [
-        ("landlock", landlock),
+        ("landlock", landlock.as_str()),
         ("off", "off: the agent runs unconfined (SANDBOX=off)"),
     ] {
         if mode == "landlock" && !landlock_here() {
@@ -228,12 +242,44 @@ fn doctor_says_what_confinement_the_next_run_gets() {
         let check = crate::support::doctor_check(&v, "sandbox");
         assert_eq!(check["ok"], true, "{check}");
         assert!(
+            !check["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("not granted")),
+            "{check}"
+        );
+        assert!(
             check["detail"]
                 .as_str()
                 .is_some_and(|d| d.starts_with(want)),
             "{check}"
         );
     }
+}
+
+/// `hank doctor` warns about a SANDBOX_READ entry that holds a credential file.
+#[test]
+fn doctor_warns_about_a_sandbox_read_entry_holding_credentials() {
+    if !landlock_here() {
+        eprintln!("skipped: this kernel has no Landlock ABI 4");
+        return;
+    }
+    let p = Project::new(&["task"]);
+    let out = p
+        .cmd()
+        .env("SANDBOX", "landlock")
+        .env("SANDBOX_READ", "~/.cargo ~/.rustup")
+        .args(["doctor", "--json"])
+        .output()
+        .expect("doctor");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let check = crate::support::doctor_check(&v, "sandbox");
+    assert!(
+        check["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("`~/.cargo` is not granted to the agent")),
+        "{check}"
+    );
+    assert_eq!(check["warning"], true, "{check}");
 }
 
 #[test]
@@ -363,4 +409,254 @@ fn a_sandboxed_import_works_in_its_own_folder_only() {
     // The files the confined conversion wrote were moved into the new project.
     let plan = std::fs::read_to_string(work.join("todo/.hank/fix_plan.md")).unwrap_or_default();
     assert!(plan.contains("- [ ] a"), "{plan}");
+}
+
+/// The attacks of a confined agent on the user's terminal, devices, session and toolchain
+/// secrets, run under a terminal (hank started in a pty by `script`): each attempt one line
+/// in `probe.log`. `$HANK` is hank's pid, found up the agent's process tree.
+const SESSION_PROBE: &str = r#"
+log() { echo "$1" >> probe.log; }
+pid=$$; HANK=
+while [ "$pid" -gt 1 ]; do
+  if [ "$(cat /proc/$pid/comm)" = hank ]; then HANK=$pid; break; fi
+  pid=$(awk '{print $4}' /proc/$pid/stat)
+done
+if (exec 3</dev/tty) 2>/dev/null; then log tty-open; else log no-tty; fi
+if python3 -c 'import os,fcntl,termios; fd=os.open("/dev/tty", os.O_RDONLY); fcntl.ioctl(fd, termios.TIOCSTI, b" ")' 2>/dev/null; then log tiocsti; else log no-tiocsti; fi
+if python3 -c 'import os,sys,fcntl,termios; fd=os.open("/proc/"+sys.argv[1]+"/fd/0", os.O_RDONLY); fcntl.ioctl(fd, termios.TIOCSTI, b" ")' "$HANK" 2>/dev/null; then log tiocsti-hank-fd; else log no-tiocsti-hank-fd; fi
+if ls /dev/pts >/dev/null 2>&1; then log pts; else log no-pts; fi
+if ls /dev/shm >/dev/null 2>&1 || { echo x > /dev/shm/hank-probe; } 2>/dev/null; then log shm; else log no-shm; fi
+if [ "$(head -c 8 /dev/urandom | wc -c)" = 8 ] && echo x > /dev/null && [ "$(head -c 3 /dev/zero | wc -c)" = 3 ] \
+   && echo x > /dev/stderr && ls /dev/fd/ >/dev/null; then log devices; else log no-devices; fi
+leaked=$(env | grep -oE '^(SSH_AUTH_SOCK|SSH_AGENT_PID|DBUS_SESSION_BUS_ADDRESS|XDG_RUNTIME_DIR|DISPLAY|TMUX|KITTY_LISTEN_ON)=' | tr -d = | sort | tr '\n' ' ')
+if [ -n "$leaked" ]; then log "env $leaked"; else log no-session-env; fi
+if cat "$HOME/.cargo/credentials.toml" >/dev/null 2>&1; then log cargo-token; else log no-cargo-token; fi
+if [ "$("$HOME/.cargo/bin/cargo-probe")" = tool ]; then log tool; else log no-tool; fi
+log "tmp $(stat -c %a "$TMPDIR")"
+own=$(awk '{print $6, $7}' /proc/$$/stat); theirs=$(awk '{print $6}' /proc/$HANK/stat)
+case "$own" in "$theirs "*) log shared-session;; *" 0") log own-session-no-tty;; *) log "own-session tty $own";; esac
+if kill -STOP "$HANK" 2>/dev/null; then kill -CONT "$HANK"; log stopped-hank; else log no-stop-hank; fi
+sleep 30 & child=$!
+if kill -STOP "$child" && kill -KILL "$child"; then log killed-own-child; else log no-child-kill; fi
+"#;
+
+/// A confined agent run by a hank in a terminal: it cannot open the terminal (nor type into
+/// the user's shell with `TIOCSTI`), list `/dev/pts` or `/dev/shm`, see the user's session
+/// sockets, read `~/.cargo/credentials.toml` or stop hank; it still uses `/dev/null`,
+/// `/dev/urandom`, a toolchain's program, its private 0700 TMPDIR and signals its own child.
+#[test]
+fn a_sandboxed_agent_has_no_terminal_devices_session_sockets_or_toolchain_secrets() {
+    if !landlock_here() {
+        eprintln!("skipped: this kernel has no Landlock ABI 4");
+        return;
+    }
+    if crate::support::missing("script") || crate::support::missing("python3") {
+        return;
+    }
+    let p = Project::new(&["task", "next task"]);
+    p.git_init();
+    let cargo = p.home.join(".cargo");
+    std::fs::create_dir_all(cargo.join("bin")).expect("mkdir");
+    std::fs::write(
+        cargo.join("credentials.toml"),
+        "[registry]\ntoken = \"cio0123456789abcdefghijABCDEFGHIJ\"\n",
+    )
+    .expect("write");
+    let tool = cargo.join("bin/cargo-probe");
+    std::fs::write(&tool, "#!/bin/sh\necho tool\n").expect("write");
+    std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let tmp = p.dir.parent().expect("root").join("tmp");
+    std::fs::create_dir_all(&tmp).expect("mkdir");
+    p.fake("effect-1.sh", &format!("{SESSION_PROBE}{TICK_ONE}"));
+    let hank = crate::support::hank_bin().display().to_string();
+    let out = p
+        .cmd_of("script")
+        .args(["-qec", &format!("{hank} run --max-loops 1"), "/dev/null"])
+        .env("SANDBOX", "landlock")
+        .env("SANDBOX_WRITE", p.fake.display().to_string())
+        // `~/.cargo` holds the crates.io token: refused, with a warning; its `bin` granted.
+        .env("SANDBOX_READ", "~/.cargo ~/.cargo/bin")
+        .env("TMPDIR", &tmp)
+        .env("SSH_AUTH_SOCK", tmp.join("agent.sock"))
+        .env("SSH_AGENT_PID", "1")
+        .env("DBUS_SESSION_BUS_ADDRESS", "unix:path=/run/user/1000/bus")
+        .env("XDG_RUNTIME_DIR", "/run/user/1000")
+        .env("DISPLAY", ":0")
+        .env("TMUX", "/tmp/tmux-1000/default,1,0")
+        .env("KITTY_LISTEN_ON", "unix:/tmp/kitty")
+        .output()
+        .expect("run hank in a terminal");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &stderr(&out);
+    let log = std::fs::read_to_string(p.dir.join("probe.log")).unwrap_or_default();
+    assert!(!log.is_empty(), "the probe did not run: {text}");
+    let signals = hank::sandbox::Extras::here().scopes;
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| signals || !l.ends_with("stop-hank"))
+        .collect();
+    let mut want = vec![
+        "no-tty",
+        "no-tiocsti",
+        "no-tiocsti-hank-fd",
+        "no-pts",
+        "no-shm",
+        "devices",
+        "no-session-env",
+        "no-cargo-token",
+        "tool",
+        "tmp 700",
+        "own-session-no-tty",
+        "no-stop-hank",
+        "killed-own-child",
+    ];
+    if !signals {
+        eprintln!("no Landlock ABI 6 here: the agent's signals to hank are not scoped");
+        want.retain(|l| *l != "no-stop-hank");
+    }
+    assert_eq!(lines, want, "{text}");
+    assert!(
+        text.contains("SANDBOX: `~/.cargo` is not granted to the agent"),
+        "{text}"
+    );
+    // The start said what is in force.
+    let status = p.status();
+    let sandbox = status["sandbox"].as_str().unwrap_or_default();
+    assert!(
+        sandbox.contains("a session of its own with no terminal"),
+        "{sandbox}"
+    );
+    assert!(
+        sandbox.contains("Unix sockets on paths it can name"),
+        "{sandbox}"
+    );
+    if signals {
+        assert!(sandbox.contains("+landlock-scope"), "{sandbox}");
+    }
+}
+
+/// The agent's private TMPDIR (0700) outlives a hank killed with SIGKILL; the next start
+/// removes it (its owner is gone), and leaves the folder of a hank still running.
+#[test]
+fn a_killed_runs_agent_tmpdir_is_removed_at_the_next_start() {
+    if !landlock_here() {
+        eprintln!("skipped: this kernel has no Landlock ABI 4");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let p = Project::new(&["task", "next task"]);
+    let tmp = p.dir.parent().expect("root").join("tmp");
+    std::fs::create_dir_all(&tmp).expect("mkdir");
+    // A folder of a running hank's (this test's own pid and start time).
+    let me = std::process::id();
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("stat");
+    let ticks = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(19))
+        .expect("start time");
+    let alive = tmp.join(format!("hank-agent-tmp-{me}-{ticks}-alive1"));
+    std::fs::create_dir(&alive).expect("mkdir");
+    p.fake("sleep-1", "300");
+    let mut child = p
+        .cmd()
+        .env("SANDBOX", "landlock")
+        .env("SANDBOX_WRITE", p.fake.display().to_string())
+        .env("TMPDIR", &tmp)
+        .args(["run", "--max-loops", "2"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn hank");
+    p.wait_calls(1, std::time::Duration::from_secs(20));
+    let made = |prefix: &str| -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(&tmp)
+            .expect("read tmp")
+            .flatten()
+            .map(|e| e.path())
+            .filter(|d| {
+                d.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(prefix) && !n.ends_with("alive1"))
+            })
+            .collect()
+    };
+    let first = made("hank-agent-tmp-");
+    assert_eq!(first.len(), 1, "{first:?}");
+    let mode = std::fs::metadata(&first[0])
+        .expect("stat")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o700);
+    child.kill().expect("SIGKILL hank");
+    child.wait().expect("reap");
+    assert!(first[0].exists(), "no drop ran: the folder is left");
+    // The next start removes it, stops the killed run's agent, and runs.
+    let out = p
+        .cmd()
+        .env("SANDBOX", "landlock")
+        .env("SANDBOX_WRITE", p.fake.display().to_string())
+        .env("TMPDIR", &tmp)
+        .args(["run", "--max-loops", "1"])
+        .output()
+        .expect("run hank");
+    assert!(!first[0].exists(), "{}", stderr(&out));
+    assert!(alive.exists(), "a running hank's folder stays");
+    assert!(
+        made("hank-agent-tmp-").is_empty(),
+        "the second run's folder was dropped"
+    );
+    assert!(
+        made("hank-egress-").is_empty(),
+        "{:?}",
+        made("hank-egress-")
+    );
+}
+
+/// A confined agent in its own session is still stopped with its whole tree at the timeout.
+#[test]
+fn a_sandboxed_agent_and_its_grandchild_are_stopped_at_the_timeout() {
+    if !landlock_here() {
+        eprintln!("skipped: this kernel has no Landlock ABI 4");
+        return;
+    }
+    let p = Project::new(&["task"]);
+    p.fake("sleep", "300").fake("grandchild", "");
+    let out = p
+        .cmd()
+        .env("SANDBOX", "landlock")
+        .env("SANDBOX_WRITE", p.fake.display().to_string())
+        .args(["run", "--max-loops", "1", "-t", "2s"])
+        .output()
+        .expect("run hank");
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_eq!(p.status()["last_loop"]["outcome"], "timeout");
+    let gc = p.grandchild_pid();
+    crate::support::poll(std::time::Duration::from_secs(5), || {
+        (!crate::support::alive(gc)).then_some(())
+    });
+    assert!(!crate::support::alive(gc), "grandchild {gc} survived");
+}
+
+/// SIGTERM to hank during a confined call: the agent, in its own session, is stopped with its
+/// grandchild, and hank exits 130.
+#[test]
+fn a_sandboxed_agent_and_its_grandchild_are_stopped_when_hank_is_interrupted() {
+    if !landlock_here() {
+        eprintln!("skipped: this kernel has no Landlock ABI 4");
+        return;
+    }
+    let p = Project::new(&["task"]);
+    p.fake("sleep", "300").fake("grandchild", "");
+    let fake = p.fake.display().to_string();
+    let child = p.spawn_env(
+        &[("SANDBOX", "landlock"), ("SANDBOX_WRITE", fake.as_str())],
+        &["--max-loops", "1"],
+    );
+    p.wait_calls(1, std::time::Duration::from_secs(20));
+    let gc = p.grandchild_pid();
+    crate::support::terminate(child);
+    crate::support::poll(std::time::Duration::from_secs(5), || {
+        (!crate::support::alive(gc)).then_some(())
+    });
+    assert!(!crate::support::alive(gc), "grandchild {gc} survived");
 }

@@ -234,7 +234,7 @@ fn the_agent_never_sees_the_fleet_ledger_or_the_removed_client_settings() {
 
 #[test]
 fn forge_and_notification_credentials_stay_with_hank_unless_a_profile_passes_one() {
-    let removed = crate::effects::agent::removed_for(&[]);
+    let removed = crate::effects::agent::removed_for(&[], false);
     for key in [
         "GH_TOKEN",
         "GITHUB_TOKEN",
@@ -245,7 +245,7 @@ fn forge_and_notification_credentials_stay_with_hank_unless_a_profile_passes_one
     ] {
         assert!(removed.iter().any(|r| r == key), "{key}");
     }
-    let passed = crate::effects::agent::removed_for(&["GH_TOKEN".to_string()]);
+    let passed = crate::effects::agent::removed_for(&["GH_TOKEN".to_string()], false);
     assert!(!passed.iter().any(|r| r == "GH_TOKEN"));
     assert!(passed.iter().any(|r| r == "GITHUB_TOKEN"));
     assert!(passed.iter().any(|r| r == crate::store::fleet_ledger::ENV));

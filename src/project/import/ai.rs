@@ -269,8 +269,8 @@ pub(super) fn convert_ai(
     // the document on stdin and writes the three files there, so it is given no access to the
     // project at all (hank moves the verified files in); Claude Code's own state and its API
     // as the built-in claude profile names them.
-    let (sandbox, sandbox_warning) = crate::effects::agent::Sandboxing::open(settings)?;
-    if let Some(w) = sandbox_warning {
+    let (sandbox, sandbox_warnings) = crate::effects::agent::Sandboxing::open(settings)?;
+    for w in sandbox_warnings {
         ctx.warn(w);
     }
     let mut env_set = Vec::new();
@@ -286,7 +286,7 @@ pub(super) fn convert_ai(
     let marker = crate::agent::process::Marker::new(&work);
     let called = runtime.block_on(async {
         let cancel = crate::agent::signals::install()?;
-        let removed = crate::effects::agent::removed_for(&[]);
+        let removed = crate::effects::agent::removed_for(&[], rules.is_some());
         let env_remove: Vec<&str> = removed.iter().map(String::as_str).collect();
         let spawn = Spawn {
             program: &agent.program,
