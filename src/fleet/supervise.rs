@@ -298,7 +298,8 @@ impl<E: FleetEffects> Driver<E> {
                 loops: figures.as_ref().map(|f| f.loops),
                 cost_usd: figures.as_ref().map(|f| f.cost_usd),
                 agent: figures.as_ref().and_then(|f| f.agent.clone()),
-                reason: figures.and_then(|f| f.reason),
+                reason: figures.as_ref().and_then(|f| f.reason.clone()),
+                message: figures.and_then(|f| f.message),
             })?;
         }
         Ok(())

@@ -878,6 +878,7 @@ pub(crate) mod tests {
             sandbox: Some("landlock: confined".into()),
             egress_denied: vec!["evil.example:443 at 2026-11-22T10:00:00Z".into()],
             api_retry: None,
+            exit_message: None,
         };
         let text = serde_json::to_string(&written).unwrap();
         let (r, note) = schema::read_status(&text).unwrap();

@@ -287,6 +287,9 @@ pub struct Status {
     /// absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_retry: Option<ApiRetry>,
+    /// The run's exit message (its `exit` event's), once it ended with a reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_message: Option<String>,
 }
 
 /// The client retrying a failed API call inside hank's call (Claude Code's `api_retry`
@@ -368,6 +371,7 @@ impl Default for Status {
             sandbox: None,
             egress_denied: Vec::new(),
             api_retry: None,
+            exit_message: None,
         }
     }
 }
@@ -443,6 +447,17 @@ pub enum EventKind {
     Warning { message: String },
     /// The sandbox's egress proxy refused a connection of the agent (`host:port`).
     EgressDenied { host: String },
+    /// The agent crashed: it exited non-zero without a model answer. `message`: the line
+    /// that says what went wrong; `tail`: the last lines of its error output; `fix`: what to
+    /// try. The same crash twice in a row stops the run (`agent_crashed`).
+    AgentCrashed {
+        #[serde(rename = "loop")]
+        number: u64,
+        exit_code: i32,
+        message: String,
+        tail: Vec<String>,
+        fix: String,
+    },
     /// The client began retrying a failed API call (once per call): the call waits.
     ApiRetry(Box<ApiRetry>),
     /// A `hank ctl` command the loop took (or refused): its journal id, the command as
@@ -956,6 +971,7 @@ impl Status {
             sandbox: None,
             egress_denied: Vec::new(),
             api_retry: None,
+            exit_message: None,
         }
     }
 }

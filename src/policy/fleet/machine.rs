@@ -114,7 +114,7 @@ pub enum Event {
         cost_usd: f64,
         agent: Option<String>,
     },
-    /// Its worker ended: the exit code, its figures, its exit reason's name.
+    /// Its worker ended: the exit code, its figures, its exit reason's name and message.
     RunEnded {
         task: String,
         code: u8,
@@ -122,6 +122,8 @@ pub enum Event {
         cost_usd: Option<f64>,
         agent: Option<String>,
         reason: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
     },
     /// A failed task's work was committed and its worktree freed.
     Discarded { task: String },
@@ -370,7 +372,11 @@ impl Fleet {
                 cost_usd,
                 agent,
                 reason,
-            } => self.run_ended(&task, code, (loops, cost_usd, agent), reason, &mut out),
+                message,
+            } => {
+                let why = (reason, message);
+                self.run_ended(&task, code, (loops, cost_usd, agent), why, &mut out);
+            }
             Event::Discarded { task } => {
                 self.discarding.remove(&task);
                 self.spares += 1;
@@ -459,7 +465,7 @@ impl Fleet {
         name: &str,
         code: u8,
         figures: (Option<u64>, Option<f64>, Option<String>),
-        reason: Option<String>,
+        (reason, message): (Option<String>, Option<String>),
         out: &mut Vec<Command>,
     ) {
         self.workers.remove(name);
@@ -485,12 +491,20 @@ impl Fleet {
             });
         } else {
             t.state = super::next_state(t.state, TaskEvent::RunStopped(code), 0, 0);
-            let why = reason.map_or_else(
+            let mut why = reason.map_or_else(
                 || format!("exit code {code}"),
                 |r| format!("{r} (exit {code})"),
             );
+            if let Some(m) = message.as_deref().map(str::trim).filter(|m| !m.is_empty()) {
+                why.push_str(": ");
+                why.push_str(&cut_message(m));
+            }
             if t.state == TaskState::Failed {
-                t.message = format!("its run stopped: {why}; its work is kept on {}", t.branch);
+                t.message = format!(
+                    "its run stopped: {why}; its work is kept on {}; once the cause is fixed, {}",
+                    t.branch,
+                    retry_command(&t.name)
+                );
                 t.worktree = None;
                 out.push(Command::Say(format!(
                     "task {:?} failed: {}",
@@ -937,6 +951,36 @@ pub fn replay(record: &str, optional_sections: &[String]) -> Result<FleetFile, S
         }
     }
     Ok(fleet.file)
+}
+
+/// Longest exit message of a task's run kept in its failure message.
+const MAX_RUN_MESSAGE: usize = 600;
+
+/// A run's exit message as a failure message keeps it (cut at [`MAX_RUN_MESSAGE`] bytes).
+fn cut_message(m: &str) -> String {
+    if m.len() <= MAX_RUN_MESSAGE {
+        return m.to_owned();
+    }
+    format!("{}…", crate::sanitize::cut_bytes(m, MAX_RUN_MESSAGE))
+}
+
+/// The command that queues failed task `name` again (named in every failure message).
+#[must_use]
+pub fn retry_command(name: &str) -> String {
+    format!("`hank fleet --retry {}` runs it again", shell_word(name))
+}
+
+/// `name` as one shell word (quoted when it holds anything but letters, digits and `-_./`).
+fn shell_word(name: &str) -> String {
+    let plain = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c));
+    if plain {
+        name.to_owned()
+    } else {
+        format!("'{}'", name.replace('\'', "'\\''"))
+    }
 }
 
 /// A merge that did not land, recorded in its task.

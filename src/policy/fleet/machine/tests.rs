@@ -118,6 +118,7 @@ fn ended(name: &str, code: u8) -> Event {
         cost_usd: Some(0.5),
         agent: Some("claude".into()),
         reason: None,
+        message: None,
     }
 }
 
