@@ -137,6 +137,9 @@ pub enum Event {
     MergeEnded { task: String, outcome: MergeOutcome },
     /// `hank ctl` pause/resume/stop as the fleet's steer now stands.
     Steer { paused: bool, stopping: bool },
+    /// `hank fleet --retry [TASK]` at start: these failed tasks are queued again on their
+    /// kept branches ([`super::retry_targets`]), and the tasks blocked only by them too.
+    Retry { tasks: Vec<String> },
     /// Ctrl-C / SIGTERM (the count of signals so far).
     Interrupted { signals: u32 },
 }
@@ -391,6 +394,7 @@ impl Fleet {
                     out.push(Command::Save);
                 }
             }
+            Event::Retry { tasks } => self.retry(&tasks, &mut out),
             Event::Interrupted { signals } => {
                 self.signals = self.signals.max(signals);
                 if self.interrupted_at.is_none() && signals > 0 {
@@ -417,6 +421,71 @@ impl Fleet {
             .iter()
             .map(|t| (t.name.clone(), t.state))
             .collect()
+    }
+
+    /// `hank fleet --retry`: each named task that failed (or is blocked) is pending again —
+    /// its merge attempts counted from zero, its work on its kept branch, where its next
+    /// worktree starts —; a blocked task whose every failed predecessor is retried is
+    /// pending again too. A task in any other state is left as it is.
+    fn retry(&mut self, tasks: &[String], out: &mut Vec<Command>) {
+        let mut queued = Vec::new();
+        for t in &mut self.file.tasks {
+            if !tasks.contains(&t.name)
+                || !matches!(t.state, TaskState::Failed | TaskState::Blocked)
+            {
+                continue;
+            }
+            t.state = TaskState::Pending;
+            t.merge_attempts = 0;
+            t.handed_back_at = None;
+            t.exit_code = None;
+            t.verified = None;
+            t.done_items.clear();
+            t.retries = t.retries.saturating_add(1);
+            t.message = format!(
+                "queued again by hank fleet --retry, on its kept branch {}",
+                t.branch
+            );
+            queued.push(t.name.clone());
+        }
+        // The blocked tasks, unblocked where nothing they come after still fails.
+        let mut states = self.states();
+        for s in states.values_mut() {
+            if *s == TaskState::Blocked {
+                *s = TaskState::Pending;
+            }
+        }
+        loop {
+            let blocked = super::newly_blocked(&self.specs, &states);
+            let more: Vec<String> = blocked
+                .into_iter()
+                .filter(|n| states.get(n) != Some(&TaskState::Blocked))
+                .collect();
+            if more.is_empty() {
+                break;
+            }
+            for n in more {
+                states.insert(n, TaskState::Blocked);
+            }
+        }
+        for t in &mut self.file.tasks {
+            if t.state == TaskState::Blocked && states.get(&t.name) == Some(&TaskState::Pending) {
+                t.state = TaskState::Pending;
+                t.message = "queued again: the task it comes after is retried".into();
+                queued.push(t.name.clone());
+            }
+        }
+        if queued.is_empty() {
+            out.push(Command::Say(
+                "--retry: no failed task to queue again".into(),
+            ));
+            return;
+        }
+        out.push(Command::Say(format!(
+            "--retry: queued again: {}",
+            queued.join(", ")
+        )));
+        out.push(Command::Save);
     }
 
     /// A restart: a task whose worker is alive and that was running is adopted; every other
@@ -587,8 +656,9 @@ impl Fleet {
         if !differs.is_empty() {
             t.state = TaskState::Failed;
             t.message = format!(
-                "its worktree's configuration differs from the approved one of {checkout} (not run): {}",
-                differs.join("; ")
+                "its worktree's configuration differs from the approved one of {checkout} (not run): {}; once the cause is fixed, {}",
+                differs.join("; "),
+                retry_command(name)
             );
             out.push(Command::Say(format!("task {:?}: {}", t.name, t.message)));
             out.push(Command::Save);
@@ -677,7 +747,8 @@ impl Fleet {
         for name in &blocked {
             if let Some(t) = self.task_mut(name) {
                 t.state = super::next_state(t.state, TaskEvent::DependencyFailed, 0, 0);
-                t.message = "a task it comes after failed".into();
+                t.message =
+                    "a task it comes after failed (`hank fleet --retry` queues them again)".into();
             }
         }
         if !blocked.is_empty() {
@@ -1006,12 +1077,18 @@ fn failed_merge(
     }
     t.handed_back_at = (kind == MergeProblemKind::Conflict).then_some(tip);
     if kind == MergeProblemKind::Config {
-        t.message = format!("{what}; its work is kept on {}", t.branch);
+        t.message = format!(
+            "{what}; its work is kept on {}; once the cause is fixed, {}",
+            t.branch,
+            retry_command(&t.name)
+        );
         t.worktree = None;
     } else if t.state == TaskState::Failed {
         t.message = format!(
-            "{what} (after {} merge attempt(s)); its work is kept on {}",
-            t.merge_attempts, t.branch
+            "{what} (after {} merge attempt(s)); its work is kept on {}; once the cause is fixed, {}",
+            t.merge_attempts,
+            t.branch,
+            retry_command(&t.name)
         );
         t.worktree = None;
     } else if counts {
