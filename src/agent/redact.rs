@@ -241,6 +241,7 @@ pub fn redact_analysis(a: &mut Analysis, secrets: &[String]) {
     for list in [&mut a.questions, &mut a.completion_indicators] {
         list.iter_mut().for_each(r);
     }
+    a.refused_paths.iter_mut().for_each(r);
     if let Some(c) = a.crash.as_mut() {
         r(&mut c.line);
         c.tail.iter_mut().for_each(r);

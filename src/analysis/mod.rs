@@ -12,6 +12,7 @@ mod derive;
 mod live;
 mod mapped;
 mod parse;
+pub mod refusals;
 mod reset;
 pub mod review;
 mod status;
@@ -383,6 +384,10 @@ pub struct Analysis {
     /// The agent crashed: it exited non-zero without a model answer ([`Crash`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub crash: Option<Crash>,
+    /// Refused file accesses its tool results, error output or own words named (their
+    /// paths, [`refusals`]): under hank's sandbox, `sandbox_denied` events.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused_paths: Vec<String>,
 }
 
 /// How many of the last lines of a crashed agent's error output are kept.
@@ -578,5 +583,8 @@ fn finish(g: parse::Gathered, stderr: &[u8], facts: &RunFacts, clock: &Clock) ->
     let tools_testing = tools.bash > 0 && tools.bash_tests == tools.bash && tools.edits == 0;
     a.testing_only = own_words && (status_testing || tools_testing);
     a.crash = classify::crash_of(a.outcome, facts, &stderr);
+    a.refused_paths = g.refused;
+    refusals::add_refused(&mut a.refused_paths, &stderr);
+    refusals::add_refused(&mut a.refused_paths, answer);
     a
 }

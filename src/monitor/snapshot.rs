@@ -877,6 +877,7 @@ pub(crate) mod tests {
             review: None,
             sandbox: Some("landlock: confined".into()),
             egress_denied: vec!["evil.example:443 at 2026-11-22T10:00:00Z".into()],
+            sandbox_denied: Vec::new(),
             api_retry: None,
             exit_message: None,
         };

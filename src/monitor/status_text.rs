@@ -177,8 +177,20 @@ pub(crate) fn lines(st: &Lenient<Status>, view: &View<'_>) -> Vec<String> {
     if let Some(sandbox) = &v.sandbox {
         lines.push(format!("sandbox:      {}", crate::sanitize::line(sandbox)));
     }
-    for denied in &v.egress_denied {
+    let host = |d: &str| d.split(" at ").next().unwrap_or(d).to_owned();
+    for (i, denied) in v.egress_denied.iter().enumerate() {
+        // Each host once, at its latest refusal (an older writer listed every one).
+        let later = v.egress_denied.get(i + 1..).unwrap_or_default();
+        if later.iter().any(|d| host(d) == host(denied)) {
+            continue;
+        }
         lines.push(format!("  refused:    {}", crate::sanitize::line(denied)));
+    }
+    for path in &v.sandbox_denied {
+        lines.push(format!(
+            "  refused:    file {} (allow it with SANDBOX_WRITE, or SANDBOX_READ to read)",
+            crate::sanitize::line(path)
+        ));
     }
     for (name, l) in &v.agents_limited {
         lines.push(format!(

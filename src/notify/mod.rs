@@ -102,6 +102,7 @@ fn happening(event: &Event) -> Happening<'_> {
         | EventKind::Warning { .. }
         | EventKind::EgressDenied { .. }
         | EventKind::AgentCrashed { .. }
+        | EventKind::SandboxDenied { .. }
         | EventKind::Issue { .. } => Happening::Other,
     }
 }

@@ -283,6 +283,10 @@ pub struct Status {
     /// The egress proxy's latest refusals of this run, `host:port at TIME`, newest last.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub egress_denied: Vec<String>,
+    /// The sandbox's latest refused file accesses of this run (their paths, each once, newest
+    /// last): allowed with SANDBOX_WRITE / SANDBOX_READ.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sandbox_denied: Vec<String>,
     /// While a call lasts: the client is retrying a failed API call (an overloaded API, …);
     /// absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -370,6 +374,7 @@ impl Default for Status {
             review: None,
             sandbox: None,
             egress_denied: Vec::new(),
+            sandbox_denied: Vec::new(),
             api_retry: None,
             exit_message: None,
         }
@@ -447,6 +452,9 @@ pub enum EventKind {
     Warning { message: String },
     /// The sandbox's egress proxy refused a connection of the agent (`host:port`).
     EgressDenied { host: String },
+    /// The sandbox refused the agent a file access (the path its tool results, error output
+    /// or answer named; once per path in a run).
+    SandboxDenied { path: String },
     /// The agent crashed: it exited non-zero without a model answer. `message`: the line
     /// that says what went wrong; `tail`: the last lines of its error output; `fix`: what to
     /// try. The same crash twice in a row stops the run (`agent_crashed`).
@@ -970,6 +978,7 @@ impl Status {
             // The effects that know the run's sandbox fill these in (`effects::agent`).
             sandbox: None,
             egress_denied: Vec::new(),
+            sandbox_denied: Vec::new(),
             api_retry: None,
             exit_message: None,
         }
