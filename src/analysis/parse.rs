@@ -628,7 +628,7 @@ impl Gathered {
                     self.user_interrupt |= interrupted;
                     for block in &msg.content.0 {
                         for path in &block.content.0 {
-                            super::refusals::add_refused(&mut self.refused, path);
+                            super::refusals::add_path(&mut self.refused, path);
                         }
                     }
                 }

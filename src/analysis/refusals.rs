@@ -58,18 +58,24 @@ pub fn add_refused(out: &mut Vec<String>, text: &str) {
         let mut found = found;
         found.sort_by_key(|(at, _)| *at);
         for (_, path) in found {
-            let path = path.trim();
-            let keep = !path.is_empty()
-                && path.len() <= MAX_PATH
-                && !path.contains("://")
-                && !out.iter().any(|p| p == path);
-            if keep {
-                out.push(crate::sanitize::cut_bytes(path, MAX_PATH).to_owned());
-                if out.len() >= MAX_REFUSED {
-                    return;
-                }
+            add_path(out, path);
+            if out.len() >= MAX_REFUSED {
+                return;
             }
         }
+    }
+}
+
+/// Adds one refused `path` to `out` (once; at most [`MAX_REFUSED`] in all).
+pub fn add_path(out: &mut Vec<String>, path: &str) {
+    let path = path.trim();
+    let keep = out.len() < MAX_REFUSED
+        && !path.is_empty()
+        && path.len() <= MAX_PATH
+        && !path.contains("://")
+        && !out.iter().any(|p| p == path);
+    if keep {
+        out.push(path.to_owned());
     }
 }
 
@@ -136,5 +142,34 @@ mod tests {
         let got = refused_paths(&text);
         assert_eq!(got.len(), MAX_REFUSED);
         assert_eq!(got[0], "/d/0");
+    }
+
+    /// In a stream, a tool result's refusal is read (its text or its text blocks) — never as
+    /// an error of the call —, and so are stderr and the agent's own words.
+    #[test]
+    fn an_answer_names_the_refusals_of_its_tool_results_and_its_error_output() {
+        let stream = concat!(
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","content":"Error: EACCES: permission denied, open '/home/u/.npm/x'","is_error":true}]}}"#,
+            "\n",
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","content":[{"type":"text","text":"touch: cannot touch '/srv/y': Permission denied"}]}]}}"#,
+            "\n",
+            r#"{"type":"result","subtype":"success","is_error":false,"result":"Done, but /opt/z: Read-only file system","total_cost_usd":0.1}"#,
+            "\n",
+        );
+        let a = crate::analysis::analyze_as(
+            stream.as_bytes(),
+            b"bash: /var/w: Operation not permitted\n",
+            &crate::analysis::RunFacts {
+                exit_code: Some(0),
+                ..crate::analysis::RunFacts::default()
+            },
+            &crate::analysis::Clock::utc(jiff::Timestamp::UNIX_EPOCH),
+            crate::analysis::AskedFormat::StreamJson,
+        );
+        assert_eq!(a.outcome, crate::analysis::Outcome::Success, "{a:?}");
+        assert_eq!(
+            a.refused_paths,
+            ["/home/u/.npm/x", "/srv/y", "/var/w", "/opt/z"]
+        );
     }
 }

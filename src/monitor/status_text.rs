@@ -501,6 +501,27 @@ mod tests {
         );
     }
 
+    /// A refused host is listed once, at its latest refusal (an older writer listed each);
+    /// a refused file names the settings that allow it.
+    #[test]
+    fn refusals_are_listed_once_with_their_remedy() {
+        let v = json!({"state": "running", "sandbox": "landlock-fs+landlock-net: confined",
+                       "egress_denied": ["evil.example:80 at 09:00", "other.example:443 at 09:01",
+                                         "evil.example:80 at 09:02"],
+                       "sandbox_denied": ["/home/u/x"]});
+        let text = render_at(&v, false, "");
+        let refused: Vec<&str> = text.lines().filter(|l| l.contains("refused:")).collect();
+        assert_eq!(
+            refused,
+            [
+                "  refused:    other.example:443 at 09:01",
+                "  refused:    evil.example:80 at 09:02",
+                "  refused:    file /home/u/x (allow it with SANDBOX_WRITE, or SANDBOX_READ to read)",
+            ],
+            "{text}"
+        );
+    }
+
     /// Why the run ended and the last error come from the events, after the state line.
     #[test]
     fn last_words_follow_the_state() {
