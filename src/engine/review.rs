@@ -199,7 +199,8 @@ impl Engine {
             run: self.run.cost(),
             max_cost: self.s.max_cost_usd.value,
         };
-        if let Some(stop) = review::before_round(&cfg, spend) {
+        let held = self.run.review_rounds();
+        if let Some(stop) = review::before_round(&cfg, spend, held) {
             return Some(Reviewed::Stop(stop));
         }
         let limits = self.s.budget_limits();
