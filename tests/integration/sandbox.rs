@@ -394,7 +394,11 @@ fn a_refused_write_is_a_sandbox_denied_event_naming_the_path_and_the_setting() {
         .iter()
         .map(|e| e["path"].as_str().unwrap_or_default().to_string())
         .collect();
-    assert_eq!(denied, [path.clone()], "once in the run: {err}");
+    assert_eq!(
+        denied,
+        std::slice::from_ref(&path),
+        "once in the run: {err}"
+    );
     assert!(err.contains("SANDBOX_WRITE"), "{err}");
     let status = p.status();
     assert_eq!(
