@@ -148,6 +148,10 @@ pub(crate) struct FleetArgs {
     /// commit: what is not committed is left out, and said so).
     #[arg(long)]
     pub allow_dirty: bool,
+    /// Queue the failed tasks again (every one, or the one named), each on its kept branch,
+    /// then run the fleet.
+    #[arg(long, value_name = "TASK", num_args = 0..=1, default_missing_value = "")]
+    pub retry: Option<String>,
     /// Run the fleet in tmux: the supervisor, every running task's live output
     /// (`hank monitor --live`) and the dashboard.
     #[arg(long)]

@@ -30,6 +30,9 @@ pub enum ExitReason {
     PermissionDenied,
     /// Auth, billing or CLI usage error: retrying cannot help.
     AgentFatal,
+    /// The agent crashed the same way twice in a row: it exited non-zero without a model
+    /// answer (a traceback, a missing module, a refused file); retrying cannot help.
+    AgentCrashed,
     /// The agent only asked questions, without progress, in
     /// [`crate::policy::decide::MAX_QUESTION_LOOPS`] consecutive loops: the user must answer
     /// (in PROMPT.md or fix_plan.md).
@@ -86,7 +89,7 @@ pub enum ExitReason {
 
 impl ExitReason {
     /// Every reason, in table order.
-    pub const ALL: [ExitReason; 26] = [
+    pub const ALL: [ExitReason; 27] = [
         Self::ProjectComplete,
         Self::PlanComplete,
         Self::TestSaturation,
@@ -113,6 +116,7 @@ impl ExitReason {
         Self::CheckCouldNotRun,
         Self::ReviewRejected,
         Self::ReviewBudget,
+        Self::AgentCrashed,
     ];
 
     /// A "done" claim: the run ends because the agent's work looks finished. With
@@ -135,6 +139,7 @@ impl ExitReason {
             Self::CircuitOpen
             | Self::PermissionDenied
             | Self::AgentFatal
+            | Self::AgentCrashed
             | Self::NeedsAnswers
             | Self::IntegrityFailure
             | Self::VerificationFailed
@@ -166,6 +171,7 @@ impl ExitReason {
             Self::CircuitOpen => "circuit_open",
             Self::PermissionDenied => "permission_denied",
             Self::AgentFatal => "agent_fatal",
+            Self::AgentCrashed => "agent_crashed",
             Self::NeedsAnswers => "needs_answers",
             Self::IntegrityFailure => "integrity_failure",
             Self::VerificationFailed => "verification_failed",
@@ -206,7 +212,7 @@ mod tests {
     #[test]
     fn codes_follow_the_table() {
         let expected = [
-            0, 0, 0, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 130, 0, 2, 2, 3, 2, 1, 1, 1, 2, 3,
+            0, 0, 0, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 130, 0, 2, 2, 3, 2, 1, 1, 1, 2, 3, 2,
         ];
         for (reason, code) in ExitReason::ALL.iter().zip(expected) {
             assert_eq!(reason.code(), code, "{reason}");

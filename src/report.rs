@@ -532,6 +532,9 @@ pub fn exit_message(reason: ExitReason, state: &State, plan: &Plan) -> String {
             let last = state.history.last().and_then(|r| r.error_kind).map_or("error", |k| k.as_str());
             format!("the agent cannot work ({last}); retrying cannot help — see the last loop log")
         }
+        ExitReason::AgentCrashed => crate::policy::crash::exit_message(
+            state.history.last().and_then(|r| r.crash.as_deref()),
+        ),
         ExitReason::NeedsAnswers => format!(
             "the agent only asked questions, without progress, in the last {} loops: answer them in .hank/PROMPT.md or .hank/fix_plan.md, then run hank again (with NEEDS_ANSWERS=wait hank waits for `hank ctl answer` instead)",
             crate::policy::decide::MAX_QUESTION_LOOPS

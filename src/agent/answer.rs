@@ -47,13 +47,13 @@ pub fn uncharged_warning<'a>(
     charge::blind_agents_warning(&blind, text)
 }
 
-/// Completes the answer of loop `number` by `agent`: total-token sessions turned into the
-/// call's tokens, the call charged (an estimate when the answer should hold a cost and does
-/// not), the answer vetted, the login expiry due (once per expiry: `warned`). Returns the
+/// Completes the answer of loop `number` by `agent` (its call lasted `took`): total-token
+/// sessions turned into the call's tokens, the call charged (an estimate when the answer
+/// should hold a cost and does not; nothing when it cannot have reached the API), the answer vetted, the login expiry due (once per expiry: `warned`). Returns the
 /// warnings, in order.
 pub fn complete(
     a: &mut Analysis,
-    (agent, number): (&Agent, u64),
+    (agent, number, took): (&Agent, u64, std::time::Duration),
     state: &mut State,
     pricing: Pricing,
     (now, warned): (Timestamp, &mut Option<Timestamp>),
@@ -65,6 +65,7 @@ pub fn complete(
         a.tokens = state.agents.tokens_of_call(agent.name(), session, a.tokens);
     }
     let history = state.history.iter();
+    let unreached = charge::unreached(a.stdout_bytes, took);
     let c = charge::charge(ChargeInput {
         reported: a.cost_reported.then_some(a.cost_usd),
         tokens: &a.tokens,
@@ -72,6 +73,7 @@ pub fn complete(
         recent: history.map(|h| (h.at, h.cost_usd, h.cost_estimated)),
         now,
         unknown_call_cost: pricing.unknown_call_cost,
+        unreached,
     });
     a.cost_usd = c.usd;
     a.cost_estimated = c.estimate.is_some();
@@ -79,6 +81,9 @@ pub fn complete(
         charge::estimate_warning(number, agent.name(), c.usd, c.estimate)
             .into_iter()
             .collect();
+    if unreached && !a.cost_reported {
+        warnings.push(charge::unreached_warning(number, agent.name(), took));
+    }
     warnings.extend(crate::agent::vet::vet(a, agent.profile.session_ids()));
     let expires = a.credential_expires_at;
     if let Some(left) = decide::credential_expiry_due(expires, *warned, now) {

@@ -241,6 +241,11 @@ pub fn redact_analysis(a: &mut Analysis, secrets: &[String]) {
     for list in [&mut a.questions, &mut a.completion_indicators] {
         list.iter_mut().for_each(r);
     }
+    a.refused_paths.iter_mut().for_each(r);
+    if let Some(c) = a.crash.as_mut() {
+        r(&mut c.line);
+        c.tail.iter_mut().for_each(r);
+    }
     for d in &mut a.permission_denials {
         r(&mut d.tool);
         if let Some(c) = d.command.as_mut() {

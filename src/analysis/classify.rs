@@ -559,9 +559,10 @@ fn broken_json(
     } else {
         format!("the agent {how} without a JSON result (a JSON output format was asked for)")
     };
-    if let Some(line) = stderr.lines().map(str::trim).find(|l| !l.is_empty()) {
+    let line = crash_line(stderr);
+    if !line.is_empty() {
         message.push_str(": ");
-        message.push_str(&first_line(line));
+        message.push_str(&line);
     }
     Some(Verdict {
         outcome: Outcome::Crashed,
@@ -706,15 +707,62 @@ pub(crate) fn verdict(g: &Gathered, stderr: &str, facts: &RunFacts, clock: &Cloc
         _ => "without a result".to_owned(),
     };
     let mut message = format!("the agent {how} {what}");
-    if let Some(line) = stderr.lines().map(str::trim).find(|l| !l.is_empty()) {
+    let line = crash_line(stderr);
+    if !line.is_empty() {
         message.push_str(": ");
-        message.push_str(&first_line(line));
+        message.push_str(&line);
     }
     Verdict {
         outcome: Outcome::Crashed,
         error: Some(error(kind, message, None, None)),
         unknown_session,
     }
+}
+
+/// A line of a crash's output that says nothing of what went wrong: a stack frame (`at …`,
+/// `File "…", line N`), a runtime's banner (`Node.js v20.1.0`), a caret or brace line.
+static CRASH_NOISE: LazyLock<Regex> =
+    LazyLock::new(|| re(r#"^(?:at\s|File\s+"|Node\.js v\d|[\^~{}\[\]()\s]+$)"#));
+
+/// The line of a crash's error output that says what went wrong: the last non-empty line
+/// that is not noise ([`CRASH_NOISE`]) — a Python traceback's `PermissionError: …`, not its
+/// `Traceback (most recent call last):` —, else the last non-empty line; trimmed, cut.
+#[must_use]
+pub fn crash_line(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let line = lines
+        .iter()
+        .rev()
+        .find(|l| !CRASH_NOISE.is_match(l))
+        .or_else(|| lines.last())
+        .copied()
+        .unwrap_or("");
+    first_line(line)
+}
+
+/// The crash of a call ([`super::Crash`]): the agent exited non-zero (not stopped by hank:
+/// no timeout, no interrupt) without a model answer.
+pub(crate) fn crash_of(outcome: Outcome, facts: &RunFacts, stderr: &str) -> Option<super::Crash> {
+    if outcome != Outcome::Crashed || facts.timed_out || facts.interrupted {
+        return None;
+    }
+    let exit_code = facts.exit_code.filter(|c| *c != 0)?;
+    let lines: Vec<String> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(first_line)
+        .collect();
+    let tail = lines[lines.len().saturating_sub(super::CRASH_TAIL_LINES)..].to_vec();
+    Some(super::Crash {
+        exit_code,
+        line: crash_line(stderr),
+        tail,
+    })
 }
 
 #[cfg(test)]
@@ -929,5 +977,84 @@ mod tests {
             let c = classify_text(text, Some(429), None, now()).unwrap();
             assert_eq!(c.reset_at, Some(want.parse().unwrap()), "{text}");
         }
+    }
+
+    /// The line of a crash's output that says what went wrong: the last one that is not a
+    /// frame, a banner or punctuation.
+    #[test]
+    fn a_crash_is_named_by_its_last_meaningful_line() {
+        let rows = [
+            (
+                "Traceback (most recent call last):\n  File \"/a.py\", line 3, in <module>\n    open('/x')\nPermissionError: [Errno 13] Permission denied: '/x'\n",
+                "PermissionError: [Errno 13] Permission denied: '/x'",
+            ),
+            (
+                "/app/cli.js:10\n    throw e;\n    ^\n\nTypeError: x is not a function\n    at main (/app/cli.js:10:5)\n    at node:internal/main:1:1\n\nNode.js v20.11.0\n",
+                "TypeError: x is not a function",
+            ),
+            ("segfault\n\n", "segfault"),
+            ("   \n", ""),
+            ("", ""),
+            ("    at only (/a.js:1:1)\n", "at only (/a.js:1:1)"),
+        ];
+        for (stderr, want) in rows {
+            assert_eq!(crash_line(stderr), want, "{stderr:?}");
+        }
+    }
+
+    /// Only an agent that exited non-zero without a model answer, not stopped by hank, is a
+    /// crash; its message and the crash name the last line, its tail keeps the last lines.
+    #[test]
+    fn a_crash_is_a_non_zero_exit_without_an_answer() {
+        let tb = "Traceback (most recent call last):\n  File \"/a.py\", line 1\nPermissionError: denied\n";
+        let exit = |code: i32| RunFacts {
+            exit_code: Some(code),
+            ..RunFacts::default()
+        };
+        let killed = RunFacts {
+            signal: Some(9),
+            ..RunFacts::default()
+        };
+        let timed_out = RunFacts {
+            exit_code: Some(1),
+            timed_out: true,
+            ..RunFacts::default()
+        };
+        let answer = "{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"ok\",\"total_cost_usd\":0.1}\n";
+        type Row<'a> = (&'a str, &'a str, RunFacts, bool);
+        let rows: Vec<Row<'_>> = vec![
+            ("exit 1, nothing on stdout", "", exit(1), true),
+            ("exit 1, stray text", "oops\n", exit(1), true),
+            ("exit 0, nothing on stdout", "", exit(0), false),
+            ("killed by a signal", "", killed, false),
+            ("stopped at the timeout", "", timed_out, false),
+            ("exit 1 with an answer", answer, exit(1), false),
+        ];
+        for (name, stdout, facts, want) in rows {
+            let a = crate::analysis::analyze_as(
+                stdout.as_bytes(),
+                tb.as_bytes(),
+                &facts,
+                &Clock::utc(now()),
+                crate::analysis::AskedFormat::StreamJson,
+            );
+            assert_eq!(a.crash.is_some(), want, "{name}: {a:?}");
+            if let Some(c) = &a.crash {
+                assert_eq!(c.line, "PermissionError: denied", "{name}");
+                assert_eq!(c.tail.len(), 3, "{name}");
+                assert_eq!(c.tail[0], "Traceback (most recent call last):", "{name}");
+                let message = a.error.as_ref().map(|e| e.message.as_str()).unwrap_or("");
+                assert!(
+                    message.ends_with(": PermissionError: denied"),
+                    "{name}: {message}"
+                );
+            }
+        }
+        let long: String = (0..20).map(|i| format!("line {i}\n")).collect();
+        let a = crate::analysis::analyze_bytes(b"", long.as_bytes(), &exit(2), now());
+        let c = a.crash.unwrap();
+        assert_eq!(c.tail.len(), crate::analysis::CRASH_TAIL_LINES);
+        assert_eq!(c.tail.last().map(String::as_str), Some("line 19"));
+        assert_eq!(c.exit_code, 2);
     }
 }

@@ -746,6 +746,7 @@ fn finish(
             .all(|c| derive::is_test_command(unwrap_shell(c)));
     let status_testing = a.status.as_ref().and_then(|s| s.work_type) == Some(WorkType::Testing);
     a.testing_only = own_words && (status_testing || tools_testing);
+    a.crash = super::classify::crash_of(a.outcome, facts, &stderr);
     a
 }
 

@@ -12,6 +12,7 @@ mod derive;
 mod live;
 mod mapped;
 mod parse;
+pub mod refusals;
 mod reset;
 pub mod review;
 mod status;
@@ -31,7 +32,7 @@ use jiff::tz::TimeZone;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
-pub use classify::{Classified, classify_text};
+pub use classify::{Classified, classify_text, crash_line};
 pub use derive::{
     completion_indicators, is_test_command, normalize_signature, questions, signatures,
 };
@@ -380,6 +381,29 @@ pub struct Analysis {
     /// `engine/review.rs`). Not serialized.
     #[serde(skip)]
     pub review: Option<review::Review>,
+    /// The agent crashed: it exited non-zero without a model answer ([`Crash`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crash: Option<Crash>,
+    /// Refused file accesses its tool results, error output or own words named (their
+    /// paths, [`refusals`]): under hank's sandbox, `sandbox_denied` events.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused_paths: Vec<String>,
+}
+
+/// How many of the last lines of a crashed agent's error output are kept.
+pub const CRASH_TAIL_LINES: usize = 5;
+
+/// An agent that exited non-zero without a model answer (`agent_crashed`): its exit code and
+/// the last lines of its error output, where a crash says what went wrong (a Python
+/// traceback's last line, not its first).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Crash {
+    pub exit_code: i32,
+    /// The line that says what went wrong: the last one of its error output that is not a
+    /// stack frame or a runtime's banner ("" when it printed nothing).
+    pub line: String,
+    /// The last [`CRASH_TAIL_LINES`] non-empty lines of its error output, oldest first.
+    pub tail: Vec<String>,
 }
 
 impl Analysis {
@@ -558,5 +582,9 @@ fn finish(g: parse::Gathered, stderr: &[u8], facts: &RunFacts, clock: &Clock) ->
     let tools = g.tools;
     let tools_testing = tools.bash > 0 && tools.bash_tests == tools.bash && tools.edits == 0;
     a.testing_only = own_words && (status_testing || tools_testing);
+    a.crash = classify::crash_of(a.outcome, facts, &stderr);
+    a.refused_paths = g.refused;
+    refusals::add_refused(&mut a.refused_paths, &stderr);
+    refusals::add_refused(&mut a.refused_paths, answer);
     a
 }

@@ -180,7 +180,8 @@ impl<'de> Deserialize<'de> for Content {
     }
 }
 
-/// One content block. `tool_result` blocks keep nothing: what a tool printed is never read.
+/// One content block. Of a `tool_result` block only the refused paths it names are kept
+/// ([`Refused`]): what a tool printed is never read as an error or an answer.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub(crate) struct Block {
@@ -189,6 +190,40 @@ pub(crate) struct Block {
     pub text: Scalar,
     pub name: Scalar,
     pub input: Option<ToolInput>,
+    pub content: Refused,
+}
+
+/// The refused file accesses a tool result names (a string, or text blocks):
+/// [`super::refusals::refused_paths`]; nothing else of it is kept.
+#[derive(Debug, Default)]
+pub(crate) struct Refused(pub Vec<String>);
+
+impl Lenient for Refused {
+    fn from_scalar(s: Scalar) -> Self {
+        Self(
+            s.as_str()
+                .map(super::refusals::refused_paths)
+                .unwrap_or_default(),
+        )
+    }
+    fn from_text(s: &str) -> Self {
+        Self(super::refusals::refused_paths(s))
+    }
+    fn from_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<Self, A::Error> {
+        let mut paths = Vec::new();
+        while let Some(block) = seq.next_element::<Block>()? {
+            if let Some(t) = block.text.as_str() {
+                super::refusals::add_refused(&mut paths, t);
+            }
+        }
+        Ok(Self(paths))
+    }
+}
+
+impl<'de> Deserialize<'de> for Refused {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        lenient(d)
+    }
 }
 
 /// The fields of a tool input that hank displays or checks.
@@ -454,6 +489,8 @@ pub(crate) struct Gathered {
     pub user_interrupt: bool,
     /// The last `api_retry` event.
     pub retry: Option<Retry>,
+    /// The refused file accesses the tool results named ([`super::refusals`]).
+    pub refused: Vec<String>,
     pub tools: ToolTally,
     pub text: Option<TextCapture>,
     /// A line, JSON document or array element longer than [`MAX_LINE`] was cut or skipped.
@@ -589,6 +626,11 @@ impl Gathered {
                                 .is_some_and(|t| t.starts_with("[Request interrupted by user"))
                     });
                     self.user_interrupt |= interrupted;
+                    for block in &msg.content.0 {
+                        for path in &block.content.0 {
+                            super::refusals::add_path(&mut self.refused, path);
+                        }
+                    }
                 }
             }
             "result" => self.absorb_result(ev),

@@ -212,6 +212,10 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
         json: a.json || run.flags.json,
         exit_at_usage_limit: s.on_usage_limit.value
             == crate::policy::decide::UsageLimitPolicy::Exit,
+        retry: a
+            .retry
+            .as_deref()
+            .map(|t| Some(t.trim().to_owned()).filter(|t| !t.is_empty())),
     };
     let _notify = crate::notify::install(
         &s,
@@ -220,6 +224,10 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
     let code = fleet::run(&root, tasks, &opts)?;
     if code == crate::exit::OK {
         errln!("hank: fleet: next: {}", next_step(&root, &opts.into));
+    } else if code == crate::exit::HALTED {
+        errln!(
+            "hank: fleet: next: once the cause is fixed, `hank fleet --retry` queues the failed tasks again on their kept branches (`--retry TASK`: one of them)"
+        );
     }
     Ok(code)
 }

@@ -437,6 +437,7 @@ impl Watch {
             json: false,
             exit_at_usage_limit: s.on_usage_limit.value
                 == crate::policy::decide::UsageLimitPolicy::Exit,
+            retry: None,
         };
         errln!(
             "hank: watch: running {} issue(s) as a fleet into {INTO}",

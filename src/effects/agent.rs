@@ -232,6 +232,7 @@ impl Real {
         self.egress_denied()?;
         let mut analysis = called.analysis;
         crate::agent::redact::redact_analysis(&mut analysis, &self.secrets);
+        self.sandbox_denied(&analysis)?;
         Ok(AgentAnswer {
             analysis,
             duration: called.outcome.duration,
@@ -363,6 +364,10 @@ pub(crate) struct Sandboxing {
     notes: Vec<crate::policy::run::Control>,
     /// The latest refusals (`host:port at TIME`), for status.json.
     denied: Vec<String>,
+    /// The hosts already said in this run (each is said once).
+    told: std::collections::BTreeSet<String>,
+    /// The refused file accesses of this run, each once, newest last.
+    files: Vec<String>,
 }
 
 /// Refusals kept for status.json.
@@ -431,6 +436,8 @@ impl Sandboxing {
                 _handover: handover,
                 notes: Vec::new(),
                 denied: Vec::new(),
+                told: std::collections::BTreeSet::new(),
+                files: Vec::new(),
             },
             warnings,
         ))
@@ -502,6 +509,8 @@ impl Sandboxing {
     pub(crate) fn describe_in(&self, status: &mut crate::store::Status) {
         status.sandbox = Some(self.confinement.describe());
         status.egress_denied.clone_from(&self.denied);
+        let over = self.files.len().saturating_sub(DENIED_SHOWN);
+        status.sandbox_denied = self.files[over..].to_vec();
     }
 
     /// The call is over: the listening socket its network namespace handed over is shut.
@@ -733,8 +742,10 @@ impl Real {
         ))
     }
 
-    /// The egress proxy's refusals of the call: an `egress_denied` event each, a warning, and
-    /// one note for the next loop's context so that the agent stops retrying.
+    /// The egress proxy's refusals of the call, each host said once in a run: an
+    /// `egress_denied` event, a warning and one note for the next loop's context so that the
+    /// agent stops retrying; status.json lists each host once, at its latest refusal. Every
+    /// refusal is a line of the log.
     fn egress_denied(&mut self) -> Result<()> {
         let Some(proxy) = self.sandbox.proxy.as_ref() else {
             return Ok(());
@@ -746,22 +757,27 @@ impl Real {
         let now = self.clock.now();
         let mut hosts: Vec<String> = Vec::new();
         for d in &denied {
-            let event = crate::store::Event::new(
-                now,
-                crate::store::EventKind::EgressDenied {
-                    host: d.host.clone(),
-                },
-            );
-            self.write_event(&event, 0.0, (0, 0))?;
             self.store
                 .log(now, &format!("sandbox: refused {} at {}", d.host, d.at));
+            let host = format!("{} at ", d.host);
+            self.sandbox.denied.retain(|e| !e.starts_with(&host));
             self.sandbox.denied.push(format!("{} at {}", d.host, d.at));
-            if !hosts.contains(&d.host) {
+            if self.sandbox.told.insert(d.host.clone()) {
+                let event = crate::store::Event::new(
+                    now,
+                    crate::store::EventKind::EgressDenied {
+                        host: d.host.clone(),
+                    },
+                );
+                self.write_event(&event, 0.0, (0, 0))?;
                 hosts.push(d.host.clone());
             }
         }
         let over = self.sandbox.denied.len().saturating_sub(DENIED_SHOWN);
         self.sandbox.denied.drain(..over);
+        if hosts.is_empty() {
+            return Ok(());
+        }
         let list = hosts.join(", ");
         self.reporter.warn(&format!(
             "sandbox: the agent was refused {list} (not an allowed host)"
@@ -772,6 +788,55 @@ impl Real {
                 kind: crate::policy::run::NoteKind::Note,
                 text: format!(
                     "hank's sandbox refused connections to {list}: only the agent's API and SANDBOX_ALLOW_HOSTS are reachable. Do not retry them; say in your answer if the work needs them."
+                ),
+            }));
+        Ok(())
+    }
+}
+
+/// Refused file accesses kept per run (each said once).
+const FILES_KEPT: usize = 1000;
+
+impl Real {
+    /// The refused file accesses the answer named, under hank's sandbox only (unconfined, a
+    /// refusal is the system's, not the sandbox's): each path once in a run, a
+    /// `sandbox_denied` event, a log line, a warning and one note for the next loop's context
+    /// naming SANDBOX_WRITE / SANDBOX_READ; status.json lists the latest.
+    fn sandbox_denied(&mut self, a: &crate::analysis::Analysis) -> Result<()> {
+        if self.sandbox.proxy.is_none() || a.refused_paths.is_empty() {
+            return Ok(());
+        }
+        let now = self.clock.now();
+        let mut new: Vec<String> = Vec::new();
+        for path in &a.refused_paths {
+            if self.sandbox.files.contains(path) {
+                continue;
+            }
+            let event = crate::store::Event::new(
+                now,
+                crate::store::EventKind::SandboxDenied { path: path.clone() },
+            );
+            self.write_event(&event, 0.0, (0, 0))?;
+            self.store
+                .log(now, &format!("sandbox: refused a file access: {path}"));
+            self.sandbox.files.push(path.clone());
+            new.push(path.clone());
+        }
+        let over = self.sandbox.files.len().saturating_sub(FILES_KEPT);
+        self.sandbox.files.drain(..over);
+        if new.is_empty() {
+            return Ok(());
+        }
+        let list = new.join(", ");
+        self.reporter.warn(&format!(
+            "sandbox: the agent was refused {list}; allow a path in .hankrc with SANDBOX_WRITE (to write it) or SANDBOX_READ (to read it)"
+        ));
+        self.sandbox
+            .notes
+            .push(crate::policy::run::Control::Note(crate::policy::run::ContextNote {
+                kind: crate::policy::run::NoteKind::Note,
+                text: format!(
+                    "hank's sandbox refused access to {list}: outside the project only what SANDBOX_WRITE and SANDBOX_READ allow is reachable. Do not retry it; if the work needs it, say so in your answer (the user can allow it with SANDBOX_WRITE or SANDBOX_READ in .hankrc)."
                 ),
             }));
         Ok(())

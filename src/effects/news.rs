@@ -40,6 +40,11 @@ pub(crate) enum News<'a> {
         questions: &'a [String],
         status: bool,
     },
+    /// Call `number`'s agent crashed (exited non-zero without a model answer).
+    Crashed {
+        number: u64,
+        crash: &'a crate::analysis::Crash,
+    },
     /// A limit wait starts (status `waiting`).
     Waiting {
         reason: WaitReason,
@@ -164,6 +169,22 @@ impl News<'_> {
                 log: Some(crate::report::loop_log_line(finished)),
                 event: Some(EventKind::AgentFinished(Box::new((*finished).clone()))),
             },
+            Self::Crashed { number, crash } => {
+                let record = crate::policy::crash::record(crash);
+                let fix = crate::policy::crash::remedy(&crash.line);
+                let line = format!("loop {number}: the agent crashed: it {record}");
+                Told {
+                    say: Some((true, format!("{line} — {fix}"))),
+                    log: Some(line),
+                    event: Some(EventKind::AgentCrashed {
+                        number: *number,
+                        exit_code: crash.exit_code,
+                        message: crash.line.clone(),
+                        tail: crash.tail.clone(),
+                        fix: fix.to_owned(),
+                    }),
+                }
+            }
             Self::Waiting { reason, until } => Told {
                 say: None,
                 log: Some(format!("waiting ({}) until {until}", reason.as_str())),
@@ -297,6 +318,14 @@ mod tests {
             command: "pause".into(),
             outcome: "applied".into(),
         };
+        let crash = crate::analysis::Crash {
+            exit_code: 1,
+            line: "PermissionError: denied".into(),
+            tail: vec![
+                "Traceback (most recent call last):".into(),
+                "PermissionError: denied".into(),
+            ],
+        };
         let table: Vec<Row<'_>> = vec![
             (
                 News::Status(RunState::Starting),
@@ -331,6 +360,19 @@ mod tests {
                 None,
                 Some("loop 3 started (agent: claude, resume: true, format: json)"),
                 Some("loop_started"),
+            ),
+            (
+                News::Crashed {
+                    number: 2,
+                    crash: &crash,
+                },
+                None,
+                Some((
+                    true,
+                    "loop 2: the agent crashed: it exited with code 1: PermissionError: denied — a file access was refused: under hank's sandbox (SANDBOX), allow the path with SANDBOX_WRITE (or SANDBOX_READ for reading) in .hankrc; otherwise fix the file's owner or permissions",
+                )),
+                Some("loop 2: the agent crashed: it exited with code 1: PermissionError: denied"),
+                Some("agent_crashed"),
             ),
             (
                 News::Waiting {

@@ -40,7 +40,10 @@ impl Engine {
             // A `hank ctl stop` taken during the call stopped it: the run takes it now.
             self.poll_control();
         }
-        self.take_answer(&agent, number, &mut got.analysis)?;
+        self.take_answer(&agent, (number, got.duration), &mut got.analysis)?;
+        if let Some(crash) = &got.analysis.crash {
+            self.tell(News::Crashed { number, crash })?;
+        }
         let (progress, regressed) = self.measure(number, baseline).await?;
         let c = Call {
             number,
@@ -144,12 +147,18 @@ impl Engine {
 
     /// The answer made complete ([`answer::complete`]); `.hank/` recreated if the agent
     /// removed it (the next integrity check then stops the run).
-    fn take_answer(&mut self, agent: &Agent, number: u64, a: &mut Analysis) -> Result<()> {
+    fn take_answer(
+        &mut self,
+        agent: &Agent,
+        (number, took): (u64, std::time::Duration),
+        a: &mut Analysis,
+    ) -> Result<()> {
         let (pricing, when) = (
             Pricing::of(&self.s),
             (self.fx.now(), &mut self.credential_warned),
         );
-        let warnings = answer::complete(a, (agent, number), &mut self.state, pricing, when);
+        let call = (agent, number, took);
+        let warnings = answer::complete(a, call, &mut self.state, pricing, when);
         self.fx.say(Say::Analysis(a));
         for w in warnings.into_iter().chain(self.fx.ensure_dirs()?) {
             self.warn(&w);

@@ -45,7 +45,7 @@ impl Engine {
             News::Delivery(d) => Some(*d),
             _ => (self.delivery.as_ref().and_then(|d| d.last())).or(self.delivering.as_ref()),
         };
-        Status::of(&StatusParts {
+        let mut status = Status::of(&StatusParts {
             state: &self.state,
             run_state,
             plan: PlanCounts {
@@ -63,7 +63,11 @@ impl Engine {
             delivery,
             questions: &self.questions,
             review: self.reviewer.last.as_ref(),
-        })
+        });
+        if let News::Exit { message, .. } = news {
+            status.exit_message = Some((*message).to_owned());
+        }
+        status
     }
 
     /// Saves state.json durably.

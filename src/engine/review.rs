@@ -114,11 +114,11 @@ impl Engine {
         if got.interrupted {
             self.poll_control();
         }
-        let a = &mut got.analysis;
+        let (a, took) = (&mut got.analysis, got.duration);
         let warned = (self.fx.now(), &mut self.credential_warned);
         let pricing = Pricing::of(&self.s);
-        let warnings =
-            crate::agent::answer::complete(a, (&agent, number), &mut self.state, pricing, warned);
+        let call = (&*agent, number, took);
+        let warnings = crate::agent::answer::complete(a, call, &mut self.state, pricing, warned);
         for w in warnings {
             self.warn(&w);
         }
@@ -199,7 +199,8 @@ impl Engine {
             run: self.run.cost(),
             max_cost: self.s.max_cost_usd.value,
         };
-        if let Some(stop) = review::before_round(&cfg, spend) {
+        let held = self.run.review_rounds();
+        if let Some(stop) = review::before_round(&cfg, spend, held) {
             return Some(Reviewed::Stop(stop));
         }
         let limits = self.s.budget_limits();

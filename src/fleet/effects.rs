@@ -28,6 +28,8 @@ pub(super) struct RunFigures {
     pub agent: Option<String>,
     /// The name of its exit reason.
     pub reason: Option<String>,
+    /// Its exit message.
+    pub message: Option<String>,
 }
 
 /// How a worker is signalled.
@@ -362,7 +364,8 @@ impl FleetEffects for Real<'_> {
             loops: s.loop_count,
             cost_usd: s.total_cost_usd,
             agent: s.agent,
-            reason: s.exit_reason.map(|r| format!("{r:?}")),
+            reason: s.exit_reason.map(|r| r.as_str().to_owned()),
+            message: s.exit_message,
         })
     }
 

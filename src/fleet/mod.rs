@@ -104,6 +104,8 @@ pub struct Options {
     /// ON_USAGE_LIMIT=exit: a window that holds every start with no task running stops the
     /// fleet (exit 3) instead of waiting for its reset.
     pub exit_at_usage_limit: bool,
+    /// `--retry [TASK]`: the failed tasks queued again first (`Some(None)`: every one).
+    pub retry: Option<Option<String>>,
 }
 
 /// The folders of a fleet.

@@ -33,6 +33,14 @@ pub(super) async fn supervise(
     cancel: &Cancel,
 ) -> Result<u8> {
     let mut file = read(&paths.root)?.unwrap_or_default();
+    // `--retry [TASK]`: what it queues again, refused before anything starts when it names
+    // no failed task.
+    let retry = match &opts.retry {
+        None => None,
+        Some(named) => {
+            Some(fleet::retry_targets(&file, tasks, named.as_deref()).map_err(HankError::usage)?)
+        }
+    };
     if !file.into.is_empty() && file.into != opts.into {
         errln!(
             "hank: note: the fleet recorded so far merged into {}; now merging into {}",
@@ -64,7 +72,7 @@ pub(super) async fn supervise(
     let fx = Real::open(paths, opts, cancel)?;
     let fleet = Fleet::new(cfg.clone(), tasks.to_vec(), file, &worktrees);
     Driver::new(fleet, fx, opts.max_runtime)
-        .run(&cfg, alive)
+        .run(&cfg, alive, retry)
         .await
 }
 
@@ -110,11 +118,20 @@ impl<E: FleetEffects> Driver<E> {
         }
     }
 
-    /// The supervision from its start (`alive`: the tasks whose recorded worker still runs)
-    /// to its exit code; `cfg` heads the recording.
-    pub(super) async fn run(mut self, cfg: &Config, alive: Vec<String>) -> Result<u8> {
+    /// The supervision from its start (`alive`: the tasks whose recorded worker still runs;
+    /// `retry`: the failed tasks `--retry` queues again) to its exit code; `cfg` heads the
+    /// recording.
+    pub(super) async fn run(
+        mut self,
+        cfg: &Config,
+        alive: Vec<String>,
+        retry: Option<Vec<String>>,
+    ) -> Result<u8> {
         self.open_record(cfg);
         self.feed(Event::Adopt { alive })?;
+        if let Some(tasks) = retry {
+            self.feed(Event::Retry { tasks })?;
+        }
         let (paused, stopping) = self.fx.steer();
         if paused {
             self.fx
@@ -298,7 +315,8 @@ impl<E: FleetEffects> Driver<E> {
                 loops: figures.as_ref().map(|f| f.loops),
                 cost_usd: figures.as_ref().map(|f| f.cost_usd),
                 agent: figures.as_ref().and_then(|f| f.agent.clone()),
-                reason: figures.and_then(|f| f.reason),
+                reason: figures.as_ref().and_then(|f| f.reason.clone()),
+                message: figures.and_then(|f| f.message),
             })?;
         }
         Ok(())

@@ -877,7 +877,9 @@ pub(crate) mod tests {
             review: None,
             sandbox: Some("landlock: confined".into()),
             egress_denied: vec!["evil.example:443 at 2026-11-22T10:00:00Z".into()],
+            sandbox_denied: Vec::new(),
             api_retry: None,
+            exit_message: None,
         };
         let text = serde_json::to_string(&written).unwrap();
         let (r, note) = schema::read_status(&text).unwrap();

@@ -177,8 +177,20 @@ pub(crate) fn lines(st: &Lenient<Status>, view: &View<'_>) -> Vec<String> {
     if let Some(sandbox) = &v.sandbox {
         lines.push(format!("sandbox:      {}", crate::sanitize::line(sandbox)));
     }
-    for denied in &v.egress_denied {
+    let host = |d: &str| d.split(" at ").next().unwrap_or(d).to_owned();
+    for (i, denied) in v.egress_denied.iter().enumerate() {
+        // Each host once, at its latest refusal (an older writer listed every one).
+        let later = v.egress_denied.get(i + 1..).unwrap_or_default();
+        if later.iter().any(|d| host(d) == host(denied)) {
+            continue;
+        }
         lines.push(format!("  refused:    {}", crate::sanitize::line(denied)));
+    }
+    for path in &v.sandbox_denied {
+        lines.push(format!(
+            "  refused:    file {} (allow it with SANDBOX_WRITE, or SANDBOX_READ to read)",
+            crate::sanitize::line(path)
+        ));
     }
     for (name, l) in &v.agents_limited {
         lines.push(format!(
@@ -486,6 +498,27 @@ mod tests {
                 "waiting:      backoff after a failed call (backoff) · 5m 00s left (until 10:05:00 UTC)\n"
             ),
             "{live}"
+        );
+    }
+
+    /// A refused host is listed once, at its latest refusal (an older writer listed each);
+    /// a refused file names the settings that allow it.
+    #[test]
+    fn refusals_are_listed_once_with_their_remedy() {
+        let v = json!({"state": "running", "sandbox": "landlock-fs+landlock-net: confined",
+                       "egress_denied": ["evil.example:80 at 09:00", "other.example:443 at 09:01",
+                                         "evil.example:80 at 09:02"],
+                       "sandbox_denied": ["/home/u/x"]});
+        let text = render_at(&v, false, "");
+        let refused: Vec<&str> = text.lines().filter(|l| l.contains("refused:")).collect();
+        assert_eq!(
+            refused,
+            [
+                "  refused:    other.example:443 at 09:01",
+                "  refused:    evil.example:80 at 09:02",
+                "  refused:    file /home/u/x (allow it with SANDBOX_WRITE, or SANDBOX_READ to read)",
+            ],
+            "{text}"
         );
     }
 

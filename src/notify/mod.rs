@@ -102,6 +102,8 @@ fn happening(event: &Event) -> Happening<'_> {
         | EventKind::Warning { .. }
         | EventKind::EgressDenied { .. }
         | EventKind::Security { .. }
+        | EventKind::AgentCrashed { .. }
+        | EventKind::SandboxDenied { .. }
         | EventKind::Issue { .. } => Happening::Other,
     }
 }

@@ -12,6 +12,10 @@
 //!
 //! An estimate counts against every cap and total like a reported cost, and is shown as
 //! estimated.
+//!
+//! A call that cannot have reached the API — not one byte on stdout, ended within
+//! [`UNREACHED_WITHIN`] (a crash at start: a traceback, a missing module, a refused file) — is
+//! charged nothing, and the warning says so ([`unreached_warning`]).
 
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -20,6 +24,17 @@ use crate::analysis::Tokens;
 
 /// How far back the highest reported per-call cost is looked for.
 pub const ESTIMATE_LOOKBACK: SignedDuration = SignedDuration::from_hours(24);
+
+/// A call that printed nothing on stdout and ended within this long cannot have reached the
+/// API: it is charged nothing.
+pub const UNREACHED_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Whether a call that printed `stdout_bytes` and lasted `duration` cannot have reached the
+/// API (nothing on stdout, ended within [`UNREACHED_WITHIN`]).
+#[must_use]
+pub fn unreached(stdout_bytes: u64, duration: std::time::Duration) -> bool {
+    stdout_bytes == 0 && duration <= UNREACHED_WITHIN
+}
 
 /// Token prices of an agent, in USD per million tokens (a profile's `[prices]`, read as it is:
 /// a kind left out costs nothing, an unknown key is an error).
@@ -101,6 +116,8 @@ pub struct ChargeInput<'a, I> {
     pub now: Timestamp,
     /// UNKNOWN_CALL_COST.
     pub unknown_call_cost: f64,
+    /// The call cannot have reached the API ([`unreached`]): charged nothing.
+    pub unreached: bool,
 }
 
 /// What the call is charged (see the module doc).
@@ -112,6 +129,12 @@ where
     if let Some(usd) = input.reported {
         return Charge {
             usd,
+            estimate: None,
+        };
+    }
+    if input.unreached {
+        return Charge {
+            usd: 0.0,
             estimate: None,
         };
     }
@@ -165,6 +188,16 @@ pub fn estimate_warning(
     Some(format!(
         "loop {number}: the answer of {agent} held no readable cost; charged an estimate of ${usd:.2} ({basis})"
     ))
+}
+
+/// The note when loop `number`'s call of `agent` cannot have reached the API ([`unreached`]):
+/// it was charged nothing.
+#[must_use]
+pub fn unreached_warning(number: u64, agent: &str, duration: std::time::Duration) -> String {
+    format!(
+        "loop {number}: {agent} printed nothing and ended after {} ms: it cannot have reached the API; charged nothing",
+        duration.as_millis()
+    )
 }
 
 /// At start, with MAX_COST_USD set: the agents of the run whose cost hank cannot know
@@ -290,10 +323,59 @@ mod tests {
                 recent,
                 now,
                 unknown_call_cost: 1.0,
+                unreached: false,
             });
             assert!((c.usd - usd).abs() < 1e-9, "{name}: {c:?}");
             assert_eq!(c.estimate, estimate, "{name}");
         }
+    }
+
+    /// A call that cannot have reached the API is charged nothing, whatever the agent's cost
+    /// source; a cost it did report still counts.
+    #[test]
+    fn a_call_that_cannot_have_reached_the_api_is_charged_nothing() {
+        use std::time::Duration;
+        let ms = Duration::from_millis;
+        for (stdout, took, want) in [
+            (0, ms(50), true),
+            (0, ms(2000), true),
+            (0, ms(2001), false),
+            (1, ms(50), false),
+            (0, Duration::from_secs(600), false),
+        ] {
+            assert_eq!(unreached(stdout, took), want, "{stdout} bytes in {took:?}");
+        }
+        for source in [
+            CostSource::Reported,
+            CostSource::Priced(PRICES),
+            CostSource::Unknown,
+        ] {
+            let c = charge(ChargeInput {
+                reported: None,
+                tokens: &TOKENS,
+                source,
+                recent: vec![(t(99), 3.0, false)],
+                now: t(100),
+                unknown_call_cost: 1.0,
+                unreached: true,
+            });
+            assert_eq!((c.usd, c.estimate), (0.0, None), "{source:?}");
+        }
+        let reported = charge(ChargeInput {
+            reported: Some(0.25),
+            tokens: &TOKENS,
+            source: CostSource::Reported,
+            recent: Vec::new(),
+            now: t(100),
+            unknown_call_cost: 1.0,
+            unreached: true,
+        });
+        assert_eq!(reported.usd, 0.25);
+        let w = unreached_warning(3, "claude", ms(50));
+        assert!(
+            w.contains("loop 3") && w.contains("50 ms") && w.contains("charged nothing"),
+            "{w}"
+        );
     }
 
     #[test]

@@ -7,6 +7,8 @@
 //! 1. unknown session (`No conversation found`) → [`Decision::RetryWithoutSession`];
 //! 2. auth, billing or CLI usage error → stop `agent_fatal`; a spend cap (monthly spend limit,
 //!    out of usage credits) → stop `spend_limit` (no wait: a window reset does not lift it);
+//!    the agent crashed (exited non-zero without a model answer) the same way as in the loop
+//!    before → stop `agent_crashed` ([`crate::policy::crash`]);
 //! 3. this loop's EXIT_SIGNAL is true **and** completion indicators appeared in at least 2 of
 //!    the last 5 loops (this one included) → stop `project_complete`. EXIT_SIGNAL false always
 //!    vetoes, however many indicators there are. A claim that contradicts itself
@@ -29,8 +31,9 @@
 //! 10. cost this run ≥ MAX_COST_USD (when set) → stop `cost_budget`;
 //! 11. usage limit → wait until its reset time + 60 s (unknown or past reset time: 60 min), or
 //!     stop `usage_limit` when ON_USAGE_LIMIT=exit;
-//! 12. transient failure (rate_limit, overloaded, server, network, malformed, no_output, an
-//!     `interrupted` answer, a timeout or crash) → wait
+//! 12. a first crash (exited non-zero without an answer) → continue at once, no backoff;
+//!     transient failure (rate_limit, overloaded, server, network, malformed, no_output, an
+//!     `interrupted` answer, a timeout or a crash of another kind: killed, exit 0 with nothing) → wait
 //!     [`backoff`]`(RETRY_BACKOFF_SECONDS, consecutive failures)`. A timeout or crash that
 //!     changed files was productive: no backoff;
 //! 13. otherwise → continue.
@@ -150,6 +153,10 @@ pub struct LoopRecord {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cost_estimated: bool,
     pub output_len: u64,
+    /// The agent crashed (`agent_crashed`: exited non-zero without a model answer): how it
+    /// ended and the line that says what went wrong ([`crate::policy::crash::record`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crash: Option<String>,
 }
 
 impl LoopRecord {
@@ -212,6 +219,7 @@ pub fn record_loop(
         },
         cost_estimated: analysis.cost_estimated,
         output_len: analysis.output_len,
+        crash: analysis.crash.as_ref().map(crate::policy::crash::record),
     }
 }
 
@@ -327,6 +335,9 @@ pub fn after_loop(input: &AfterLoop<'_>) -> Decision {
     if kind == Some(ErrorKind::SpendLimit) {
         return Decision::Stop(ExitReason::SpendLimit);
     }
+    if a.crash.is_some() && crate::policy::crash::same_twice(input.history) {
+        return Decision::Stop(ExitReason::AgentCrashed);
+    }
     if input.claims && a.exit_signal() && !contradictory(a) {
         let start = input.history.len().saturating_sub(COMPLETION_WINDOW);
         let with_indicators = input
@@ -377,6 +388,10 @@ pub fn after_loop(input: &AfterLoop<'_>) -> Decision {
             until: usage_limit_until(a.error.as_ref().and_then(|e| e.reset_at), input.now),
             reason: WaitReason::UsageLimit,
         };
+    }
+    if a.crash.is_some() {
+        // A crash is retried at once: waiting does not mend it (twice: stopped above).
+        return Decision::Continue;
     }
     let changed_files = input.history.last().is_some_and(|r| r.files_changed > 0);
     let transient = match (a.outcome, kind) {
@@ -708,8 +723,61 @@ mod tests {
             ..Analysis::default()
         };
         let asked = rec(|r| r.questions = true);
+        let agent_crash = |line: &str| Analysis {
+            outcome: Outcome::Crashed,
+            crash: Some(crate::analysis::Crash {
+                exit_code: 1,
+                line: line.into(),
+                tail: vec![line.into()],
+            }),
+            ..err(ErrorKind::NoOutput)
+        };
+        let refused = "PermissionError: [Errno 13] Permission denied: '/x'";
+        let crash_before =
+            |line: &str| rec(|r| r.crash = Some(format!("exited with code 1: {line}")));
 
         let cases = vec![
+            with_history(
+                case(
+                    "a first crash is retried at once, no backoff",
+                    agent_crash(refused),
+                    Continue,
+                ),
+                vec![],
+            ),
+            with_history(
+                Case {
+                    failures: 1,
+                    ..case(
+                        "the same crash twice stops at once",
+                        agent_crash(refused),
+                        Stop(ExitReason::AgentCrashed),
+                    )
+                },
+                vec![crash_before(refused)],
+            ),
+            with_history(
+                Case {
+                    breaker: Breaker {
+                        state: CircuitState::Open,
+                        ..Breaker::default()
+                    },
+                    ..case(
+                        "the same crash twice is named before an open circuit",
+                        agent_crash(refused),
+                        Stop(ExitReason::AgentCrashed),
+                    )
+                },
+                vec![crash_before(refused)],
+            ),
+            with_history(
+                case(
+                    "another crash before is retried at once",
+                    agent_crash(refused),
+                    Continue,
+                ),
+                vec![crash_before("KeyError: 'x'")],
+            ),
             case("plain success continues", Analysis::default(), Continue),
             case(
                 "unknown session retries",

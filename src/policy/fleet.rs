@@ -510,6 +510,44 @@ pub fn ready<'a>(tasks: &'a [TaskSpec], states: &BTreeMap<String, TaskState>) ->
         .collect()
 }
 
+/// `hank fleet --retry [TASK]`: the tasks to queue again — the one `named` (by its name or
+/// its slug), or every failed one of the plan (none is fine: nothing to queue). Err: the
+/// named task is not one of the plan's, or has not failed (nor is it blocked).
+pub fn retry_targets(
+    file: &file::FleetFile,
+    specs: &[TaskSpec],
+    named: Option<&str>,
+) -> Result<Vec<String>, String> {
+    let state_of = |name: &str| {
+        file.tasks
+            .iter()
+            .find(|t| t.name == name)
+            .map_or(TaskState::Pending, |t| t.state)
+    };
+    let Some(named) = named.map(str::trim) else {
+        return Ok(specs
+            .iter()
+            .filter(|s| state_of(&s.name) == TaskState::Failed)
+            .map(|s| s.name.clone())
+            .collect());
+    };
+    let Some(spec) = specs.iter().find(|s| s.name == named || s.slug == named) else {
+        let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+        return Err(format!(
+            "--retry {named:?}: no task of the plan is named so (its tasks: {})",
+            names.join(", ")
+        ));
+    };
+    match state_of(&spec.name) {
+        TaskState::Failed | TaskState::Blocked => Ok(vec![spec.name.clone()]),
+        other => Err(format!(
+            "--retry {named:?}: task {:?} has not failed (it is {}): nothing to queue again",
+            spec.name,
+            other.as_str()
+        )),
+    }
+}
+
 /// Tasks that can never start: one they come after failed or is blocked.
 #[must_use]
 pub fn newly_blocked(tasks: &[TaskSpec], states: &BTreeMap<String, TaskState>) -> Vec<String> {

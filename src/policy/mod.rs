@@ -12,6 +12,7 @@ pub mod budget;
 pub mod charge;
 pub mod ci;
 pub mod control;
+pub mod crash;
 pub mod decide;
 pub mod deliver;
 pub mod failover;

@@ -56,13 +56,23 @@ pub struct Spend {
     pub max_cost: f64,
 }
 
-/// Before a round: `MAX_COST_USD` reached stops the run (`cost_budget`), as before any call;
+/// Rounds held before `REVIEW_MAX_SHARE` may stop the run: the first round's findings are
+/// answered by the worker and that answer is reviewed (round 2) whatever the share, so a short
+/// run — one cheap worker loop, a dearer review — never stops `review_budget` with its first
+/// findings unanswered.
+pub const ROUNDS_BEFORE_SHARE: u32 = 2;
+
+/// Before a round (`held`: the rounds held so far in the run): `MAX_COST_USD` reached stops
+/// the run (`cost_budget`), as before any call; from round [`ROUNDS_BEFORE_SHARE`] + 1 on,
 /// reviews that already cost more than `REVIEW_MAX_SHARE` of the run stop it
 /// (`review_budget`). `None`: the round may run.
 #[must_use]
-pub fn before_round(cfg: &ReviewConfig, spend: Spend) -> Option<ExitReason> {
+pub fn before_round(cfg: &ReviewConfig, spend: Spend, held: u32) -> Option<ExitReason> {
     if spend.max_cost.is_finite() && spend.max_cost > 0.0 && spend.run >= spend.max_cost {
         return Some(ExitReason::CostBudget);
+    }
+    if held < ROUNDS_BEFORE_SHARE {
+        return None;
     }
     let share = cfg.max_share.clamp(0.0, 1.0);
     (spend.reviews > 0.0 && spend.reviews > share * spend.run).then_some(ExitReason::ReviewBudget)
@@ -446,13 +456,27 @@ mod tests {
             (s(1.0, 10.0, 20.0), None),
         ];
         for (spend, want) in cases {
-            assert_eq!(before_round(&cfg, spend), want, "{spend:?}");
+            assert_eq!(before_round(&cfg, spend, 2), want, "{spend:?}");
         }
         let all = ReviewConfig {
             max_share: 1.0,
             ..cfg
         };
-        assert_eq!(before_round(&all, s(1.0, 1.0, 0.0)), None);
+        assert_eq!(before_round(&all, s(1.0, 1.0, 0.0), 2), None);
+        // Rounds 1 and 2 (the worker's answer to the first findings) run whatever the share;
+        // MAX_COST_USD still binds.
+        for held in [0, 1] {
+            assert_eq!(before_round(&cfg, s(1.0, 1.1, 0.0), held), None, "{held}");
+            assert_eq!(
+                before_round(&cfg, s(1.0, 5.0, 5.0), held),
+                Some(ExitReason::CostBudget),
+                "{held}"
+            );
+        }
+        assert_eq!(
+            before_round(&cfg, s(1.0, 1.1, 0.0), 2),
+            Some(ExitReason::ReviewBudget)
+        );
     }
 
     #[test]

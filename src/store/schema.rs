@@ -283,10 +283,17 @@ pub struct Status {
     /// The egress proxy's latest refusals of this run, `host:port at TIME`, newest last.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub egress_denied: Vec<String>,
+    /// The sandbox's latest refused file accesses of this run (their paths, each once, newest
+    /// last): allowed with SANDBOX_WRITE / SANDBOX_READ.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sandbox_denied: Vec<String>,
     /// While a call lasts: the client is retrying a failed API call (an overloaded API, …);
     /// absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_retry: Option<ApiRetry>,
+    /// The run's exit message (its `exit` event's), once it ended with a reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_message: Option<String>,
 }
 
 /// The client retrying a failed API call inside hank's call (Claude Code's `api_retry`
@@ -367,7 +374,9 @@ impl Default for Status {
             review: None,
             sandbox: None,
             egress_denied: Vec::new(),
+            sandbox_denied: Vec::new(),
             api_retry: None,
+            exit_message: None,
         }
     }
 }
@@ -451,6 +460,20 @@ pub enum EventKind {
         file: String,
         action: String,
         message: String,
+    },
+    /// The sandbox refused the agent a file access (the path its tool results, error output
+    /// or answer named; once per path in a run).
+    SandboxDenied { path: String },
+    /// The agent crashed: it exited non-zero without a model answer. `message`: the line
+    /// that says what went wrong; `tail`: the last lines of its error output; `fix`: what to
+    /// try. The same crash twice in a row stops the run (`agent_crashed`).
+    AgentCrashed {
+        #[serde(rename = "loop")]
+        number: u64,
+        exit_code: i32,
+        message: String,
+        tail: Vec<String>,
+        fix: String,
     },
     /// The client began retrying a failed API call (once per call): the call waits.
     ApiRetry(Box<ApiRetry>),
@@ -964,7 +987,9 @@ impl Status {
             // The effects that know the run's sandbox fill these in (`effects::agent`).
             sandbox: None,
             egress_denied: Vec::new(),
+            sandbox_denied: Vec::new(),
             api_retry: None,
+            exit_message: None,
         }
     }
 }

@@ -937,3 +937,64 @@ fn four_tasks_appending_to_one_file(env: &[(&str, &str)]) {
     assert!(!log.contains("<<<<<<<"), "{log}");
     assert_no_worktree_left(&p);
 }
+
+/// A task that failed (its agent crashed at every call) is failed again by a plain `hank
+/// fleet`; once the cause is fixed, `hank fleet --retry` queues it again on its kept branch
+/// (the work of its failed run is there) with the task it blocked, and both merge.
+#[test]
+fn a_failed_task_retried_after_the_fix_merges_with_the_task_it_blocked() {
+    let p = project_doing(
+        "# Fix plan\n\n## Alpha\n- [ ] a1\n\n## Beta (after: Alpha)\n- [ ] b1\n",
+        "n=$(basename \"$PWD\"); echo started > \"started-$n.txt\"\n",
+    );
+    crate::crashes::crash_every_call(&p);
+    let o = p.run(&["fleet"]);
+    let err = crate::support::exits(&o, 2);
+    assert_contains(&err, "hank fleet --retry");
+    let st = fleet_status(&p);
+    assert_eq!(
+        states(&st),
+        [
+            ("Alpha".to_string(), "failed".to_string()),
+            ("Beta".to_string(), "blocked".to_string())
+        ],
+        "{st}"
+    );
+    assert_contains(
+        st["tasks"][0]["message"].as_str().unwrap(),
+        "`hank fleet --retry Alpha` runs it again",
+    );
+    // The failed run's work is kept on its branch.
+    assert!(git(&p, &["ls-tree", "--name-only", "hank/alpha"]).contains("started-alpha.txt"));
+    // Without --retry, nothing runs again.
+    let again = p.run(&["fleet"]);
+    crate::support::exits(&again, 2);
+    assert!(calls(&p).is_empty());
+    // The cause fixed: the agent answers and works.
+    for f in ["response", "stderr", "exit"] {
+        std::fs::remove_file(p.fake.join(f)).unwrap();
+    }
+    p.fake("effect.sh", WORK);
+    // A task that did not fail is refused by name before anything runs.
+    let o = p.run(&["fleet", "--retry", "Nope"]);
+    assert_contains(
+        &crate::support::exits(&o, 1),
+        "no task of the plan is named so",
+    );
+    let o = p.run(&["fleet", "--retry", "Alpha"]);
+    let err = crate::support::exits(&o, 0);
+    assert_contains(&err, "--retry: queued again: Alpha, Beta");
+    let mut log = calls(&p);
+    log.sort();
+    assert_eq!(log, ["alpha", "beta"]);
+    let files = git(&p, &["ls-tree", "--name-only", "hank/fleet"]);
+    for f in ["started-alpha.txt", "alpha.txt", "beta.txt"] {
+        assert!(files.contains(f), "{f}: {files}");
+    }
+    let st = fleet_status(&p);
+    assert_eq!(st["state"], "done", "{st}");
+    for t in st["tasks"].as_array().unwrap() {
+        assert_eq!(t["state"], "merged", "{t}");
+    }
+    assert_eq!(st["tasks"][0]["retries"], 1, "{st}");
+}

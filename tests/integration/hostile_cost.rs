@@ -270,8 +270,12 @@ fn a_text_line_over_the_cap_is_output_too_large_in_text_mode() {
     assert_eq!(p.state()["breaker"]["failure_streak"], 1);
 }
 
+/// An answer cut short before its result: it reached the API (something came back) but says
+/// no cost. (Nothing at all on stdout within 2 s cannot have reached the API: `crashes.rs`.)
+const CUT_SHORT: &str = "{\"type\":\"system\",\"subtype\":\"init\",\"session_id\":\"s-1\"}\n{\"type\":\"result\",\"subtype\":\"succ";
+
 /// Claude Code always reports a cost: answers whose cost cannot be read (a broken
-/// `total_cost_usd`, no answer at all) are charged the highest cost of the last 24 h, shown as
+/// `total_cost_usd`, an answer cut short) are charged the highest cost of the last 24 h, shown as
 /// estimated (status, events, log, `hank report`), and `--max-cost` binds on them.
 #[test]
 fn answers_without_a_readable_cost_are_charged_an_estimate() {
@@ -282,7 +286,7 @@ fn answers_without_a_readable_cost_are_charged_an_estimate() {
             "response-2",
             "{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"ok\",\"total_cost_usd\":\"free\"}\n",
         )
-        .fake("response-3", "")
+        .fake("response-3", CUT_SHORT)
         .fake("response", &answer(0.1));
     let o = p.run(&["--max-cost", "5", "--max-loops", "6"]);
     assert_eq!(p.status()["exit_reason"], "cost_budget", "{}", stderr(&o));
@@ -320,7 +324,7 @@ fn without_recent_costs_the_estimate_is_unknown_call_cost() {
     let p = Project::new(&["a", "b", "c"]);
     p.hankrc("RETRY_BACKOFF_SECONDS=0\nUNKNOWN_CALL_COST=2.5\n")
         .fake("effect.sh", TICK_ONE)
-        .fake("response", "");
+        .fake("response", CUT_SHORT);
     let o = p.run(&["--max-cost", "4", "--max-loops", "3"]);
     assert_eq!(p.status()["exit_reason"], "cost_budget", "{}", stderr(&o));
     assert_eq!(p.calls(), 2);

@@ -159,7 +159,8 @@ fn review_calls_count_against_the_cost_cap_and_their_share() {
     .unwrap();
     let o = p.run_to(&[], 3, "cost_budget");
     assert_eq!((p.calls(), calls(&review)), (1, 1), "{}", stderr(&o));
-    // REVIEW_MAX_SHARE: the second round would make reviews most of the run's cost.
+    // REVIEW_MAX_SHARE: the third round would make reviews most of the run's cost (the
+    // worker's answer to the first findings is reviewed whatever the share).
     let (p, review) = reviewed("");
     std::fs::write(review.join("cost"), "0.05").unwrap();
     std::fs::write(
@@ -168,10 +169,31 @@ fn review_calls_count_against_the_cost_cap_and_their_share() {
     )
     .unwrap();
     let o = p.run_to(&[], 3, "review_budget");
-    assert_eq!((p.calls(), calls(&review)), (2, 1), "{}", stderr(&o));
-    // Both calls are on the call ledger and in the totals.
+    assert_eq!((p.calls(), calls(&review)), (3, 2), "{}", stderr(&o));
+    // Every call is on the call ledger and in the totals.
     let st = p.state();
-    assert_eq!(st["loop_count"], 3, "{st}");
+    assert_eq!(st["loop_count"], 5, "{st}");
+}
+
+/// A short run — one cheap worker loop, a dearer review — is not stopped `review_budget`
+/// with its first findings: the worker answers them and the reviewer looks at the answer.
+#[test]
+fn a_short_run_has_its_answer_to_the_first_findings_reviewed_whatever_the_share() {
+    let (p, review) = reviewed("");
+    std::fs::write(review.join("cost"), "0.05").unwrap();
+    std::fs::write(
+        review.join("verdict-1"),
+        block("CHANGES", &["[blocker] src/work.txt: the error case"]),
+    )
+    .unwrap();
+    let o = p.run_to(&[], 0, "plan_complete");
+    assert_eq!((p.calls(), calls(&review)), (2, 2), "{}", stderr(&o));
+    let verdicts: Vec<String> = p
+        .events_of("review")
+        .iter()
+        .map(|e| e["verdict"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(verdicts, ["changes", "approve"]);
 }
 
 #[test]

@@ -660,3 +660,64 @@ fn a_sandboxed_agent_and_its_grandchild_are_stopped_when_hank_is_interrupted() {
     });
     assert!(!crate::support::alive(gc), "grandchild {gc} survived");
 }
+
+/// A write the sandbox refuses, as the agent's error output names it, is a `sandbox_denied`
+/// event with the path (once in the run), shown in `hank status` (and so the monitor) with
+/// SANDBOX_WRITE / SANDBOX_READ, and told to the agent in the next loop's context; an
+/// unconfined agent's "Permission denied" is no sandbox refusal.
+#[test]
+fn a_refused_write_is_a_sandbox_denied_event_naming_the_path_and_the_setting() {
+    if !landlock_here() {
+        eprintln!("skipped: this kernel has no Landlock ABI 4");
+        return;
+    }
+    let p = Project::new(&["task", "next task"]);
+    let blocked = p.home.join("blocked.txt");
+    let path = blocked.display().to_string();
+    p.fake("effect-1.sh", &format!("echo x > '{path}'\n{TICK_ONE}"))
+        .fake("effect-2.sh", &format!("echo x > '{path}'\n{TICK_ONE}"));
+    let out = p
+        .cmd()
+        .env("SANDBOX", "landlock")
+        .env("SANDBOX_WRITE", p.fake.display().to_string())
+        .args(["run", "--max-loops", "2"])
+        .output()
+        .expect("run hank");
+    let err = stderr(&out);
+    assert!(!blocked.exists(), "the write was refused");
+    let denied: Vec<String> = p
+        .events_of("sandbox_denied")
+        .iter()
+        .map(|e| e["path"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(
+        denied,
+        std::slice::from_ref(&path),
+        "once in the run: {err}"
+    );
+    assert!(err.contains("SANDBOX_WRITE"), "{err}");
+    let status = p.status();
+    assert_eq!(
+        status["sandbox_denied"],
+        serde_json::json!([path]),
+        "{status}"
+    );
+    let shown = p.run(&["status"]);
+    let text = stderr(&shown) + &String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        text.contains(&format!(
+            "refused:    file {path} (allow it with SANDBOX_WRITE"
+        )),
+        "{text}"
+    );
+    let next = String::from_utf8_lossy(&p.stdin(2)).into_owned();
+    assert!(
+        next.contains(&path) && next.contains("SANDBOX_WRITE"),
+        "{next}"
+    );
+
+    let q = Project::new(&["task"]);
+    q.fake("stderr-1", "bash: /srv/data/x: Permission denied\n");
+    let o = q.run(&["--max-loops", "1"]);
+    assert!(q.events_of("sandbox_denied").is_empty(), "{}", stderr(&o));
+}

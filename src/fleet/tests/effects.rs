@@ -296,6 +296,7 @@ impl FleetEffects for TestFx {
             cost_usd: 0.25,
             agent: Some("claude".into()),
             reason: None,
+            message: None,
         })
     }
 

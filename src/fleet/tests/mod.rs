@@ -56,7 +56,7 @@ fn run(plan: &str, agents: usize, fx: &TestFx) -> u8 {
     let driver = Driver::new(fleet, fx.clone(), Duration::ZERO);
     crate::proc::runtime()
         .unwrap()
-        .block_on(driver.run(&cfg, vec![]))
+        .block_on(driver.run(&cfg, vec![], None))
         .unwrap()
 }
 

@@ -43,6 +43,13 @@ pub struct FleetTask {
     /// The tracker's issue the task was made from (`hank watch`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub issue: Option<super::IssueRef>,
+    /// How many times `hank fleet --retry` queued it again after it failed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retries: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// `.hank/fleet.json`: the fleet's own state (the tasks' states live in their worktrees).

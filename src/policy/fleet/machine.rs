@@ -114,7 +114,7 @@ pub enum Event {
         cost_usd: f64,
         agent: Option<String>,
     },
-    /// Its worker ended: the exit code, its figures, its exit reason's name.
+    /// Its worker ended: the exit code, its figures, its exit reason's name and message.
     RunEnded {
         task: String,
         code: u8,
@@ -122,6 +122,8 @@ pub enum Event {
         cost_usd: Option<f64>,
         agent: Option<String>,
         reason: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
     },
     /// A failed task's work was committed and its worktree freed.
     Discarded { task: String },
@@ -135,6 +137,9 @@ pub enum Event {
     MergeEnded { task: String, outcome: MergeOutcome },
     /// `hank ctl` pause/resume/stop as the fleet's steer now stands.
     Steer { paused: bool, stopping: bool },
+    /// `hank fleet --retry [TASK]` at start: these failed tasks are queued again on their
+    /// kept branches ([`super::retry_targets`]), and the tasks blocked only by them too.
+    Retry { tasks: Vec<String> },
     /// Ctrl-C / SIGTERM (the count of signals so far).
     Interrupted { signals: u32 },
 }
@@ -370,7 +375,11 @@ impl Fleet {
                 cost_usd,
                 agent,
                 reason,
-            } => self.run_ended(&task, code, (loops, cost_usd, agent), reason, &mut out),
+                message,
+            } => {
+                let why = (reason, message);
+                self.run_ended(&task, code, (loops, cost_usd, agent), why, &mut out);
+            }
             Event::Discarded { task } => {
                 self.discarding.remove(&task);
                 self.spares += 1;
@@ -385,6 +394,7 @@ impl Fleet {
                     out.push(Command::Save);
                 }
             }
+            Event::Retry { tasks } => self.retry(&tasks, &mut out),
             Event::Interrupted { signals } => {
                 self.signals = self.signals.max(signals);
                 if self.interrupted_at.is_none() && signals > 0 {
@@ -411,6 +421,71 @@ impl Fleet {
             .iter()
             .map(|t| (t.name.clone(), t.state))
             .collect()
+    }
+
+    /// `hank fleet --retry`: each named task that failed (or is blocked) is pending again —
+    /// its merge attempts counted from zero, its work on its kept branch, where its next
+    /// worktree starts —; a blocked task whose every failed predecessor is retried is
+    /// pending again too. A task in any other state is left as it is.
+    fn retry(&mut self, tasks: &[String], out: &mut Vec<Command>) {
+        let mut queued = Vec::new();
+        for t in &mut self.file.tasks {
+            if !tasks.contains(&t.name)
+                || !matches!(t.state, TaskState::Failed | TaskState::Blocked)
+            {
+                continue;
+            }
+            t.state = TaskState::Pending;
+            t.merge_attempts = 0;
+            t.handed_back_at = None;
+            t.exit_code = None;
+            t.verified = None;
+            t.done_items.clear();
+            t.retries = t.retries.saturating_add(1);
+            t.message = format!(
+                "queued again by hank fleet --retry, on its kept branch {}",
+                t.branch
+            );
+            queued.push(t.name.clone());
+        }
+        // The blocked tasks, unblocked where nothing they come after still fails.
+        let mut states = self.states();
+        for s in states.values_mut() {
+            if *s == TaskState::Blocked {
+                *s = TaskState::Pending;
+            }
+        }
+        loop {
+            let blocked = super::newly_blocked(&self.specs, &states);
+            let more: Vec<String> = blocked
+                .into_iter()
+                .filter(|n| states.get(n) != Some(&TaskState::Blocked))
+                .collect();
+            if more.is_empty() {
+                break;
+            }
+            for n in more {
+                states.insert(n, TaskState::Blocked);
+            }
+        }
+        for t in &mut self.file.tasks {
+            if t.state == TaskState::Blocked && states.get(&t.name) == Some(&TaskState::Pending) {
+                t.state = TaskState::Pending;
+                t.message = "queued again: the task it comes after is retried".into();
+                queued.push(t.name.clone());
+            }
+        }
+        if queued.is_empty() {
+            out.push(Command::Say(
+                "--retry: no failed task to queue again".into(),
+            ));
+            return;
+        }
+        out.push(Command::Say(format!(
+            "--retry: queued again: {}",
+            queued.join(", ")
+        )));
+        out.push(Command::Save);
     }
 
     /// A restart: a task whose worker is alive and that was running is adopted; every other
@@ -459,7 +534,7 @@ impl Fleet {
         name: &str,
         code: u8,
         figures: (Option<u64>, Option<f64>, Option<String>),
-        reason: Option<String>,
+        (reason, message): (Option<String>, Option<String>),
         out: &mut Vec<Command>,
     ) {
         self.workers.remove(name);
@@ -485,12 +560,20 @@ impl Fleet {
             });
         } else {
             t.state = super::next_state(t.state, TaskEvent::RunStopped(code), 0, 0);
-            let why = reason.map_or_else(
+            let mut why = reason.map_or_else(
                 || format!("exit code {code}"),
                 |r| format!("{r} (exit {code})"),
             );
+            if let Some(m) = message.as_deref().map(str::trim).filter(|m| !m.is_empty()) {
+                why.push_str(": ");
+                why.push_str(&cut_message(m));
+            }
             if t.state == TaskState::Failed {
-                t.message = format!("its run stopped: {why}; its work is kept on {}", t.branch);
+                t.message = format!(
+                    "its run stopped: {why}; its work is kept on {}; once the cause is fixed, {}",
+                    t.branch,
+                    retry_command(&t.name)
+                );
                 t.worktree = None;
                 out.push(Command::Say(format!(
                     "task {:?} failed: {}",
@@ -573,8 +656,9 @@ impl Fleet {
         if !differs.is_empty() {
             t.state = TaskState::Failed;
             t.message = format!(
-                "its worktree's configuration differs from the approved one of {checkout} (not run): {}",
-                differs.join("; ")
+                "its worktree's configuration differs from the approved one of {checkout} (not run): {}; once the cause is fixed, {}",
+                differs.join("; "),
+                retry_command(name)
             );
             out.push(Command::Say(format!("task {:?}: {}", t.name, t.message)));
             out.push(Command::Save);
@@ -663,7 +747,8 @@ impl Fleet {
         for name in &blocked {
             if let Some(t) = self.task_mut(name) {
                 t.state = super::next_state(t.state, TaskEvent::DependencyFailed, 0, 0);
-                t.message = "a task it comes after failed".into();
+                t.message =
+                    "a task it comes after failed (`hank fleet --retry` queues them again)".into();
             }
         }
         if !blocked.is_empty() {
@@ -939,6 +1024,36 @@ pub fn replay(record: &str, optional_sections: &[String]) -> Result<FleetFile, S
     Ok(fleet.file)
 }
 
+/// Longest exit message of a task's run kept in its failure message.
+const MAX_RUN_MESSAGE: usize = 600;
+
+/// A run's exit message as a failure message keeps it (cut at [`MAX_RUN_MESSAGE`] bytes).
+fn cut_message(m: &str) -> String {
+    if m.len() <= MAX_RUN_MESSAGE {
+        return m.to_owned();
+    }
+    format!("{}…", crate::sanitize::cut_bytes(m, MAX_RUN_MESSAGE))
+}
+
+/// The command that queues failed task `name` again (named in every failure message).
+#[must_use]
+pub fn retry_command(name: &str) -> String {
+    format!("`hank fleet --retry {}` runs it again", shell_word(name))
+}
+
+/// `name` as one shell word (quoted when it holds anything but letters, digits and `-_./`).
+fn shell_word(name: &str) -> String {
+    let plain = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c));
+    if plain {
+        name.to_owned()
+    } else {
+        format!("'{}'", name.replace('\'', "'\\''"))
+    }
+}
+
 /// A merge that did not land, recorded in its task.
 fn failed_merge(
     t: &mut FleetTask,
@@ -962,12 +1077,18 @@ fn failed_merge(
     }
     t.handed_back_at = (kind == MergeProblemKind::Conflict).then_some(tip);
     if kind == MergeProblemKind::Config {
-        t.message = format!("{what}; its work is kept on {}", t.branch);
+        t.message = format!(
+            "{what}; its work is kept on {}; once the cause is fixed, {}",
+            t.branch,
+            retry_command(&t.name)
+        );
         t.worktree = None;
     } else if t.state == TaskState::Failed {
         t.message = format!(
-            "{what} (after {} merge attempt(s)); its work is kept on {}",
-            t.merge_attempts, t.branch
+            "{what} (after {} merge attempt(s)); its work is kept on {}; once the cause is fixed, {}",
+            t.merge_attempts,
+            t.branch,
+            retry_command(&t.name)
         );
         t.worktree = None;
     } else if counts {

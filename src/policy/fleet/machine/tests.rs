@@ -118,6 +118,7 @@ fn ended(name: &str, code: u8) -> Event {
         cost_usd: Some(0.5),
         agent: Some("claude".into()),
         reason: None,
+        message: None,
     }
 }
 
@@ -257,7 +258,10 @@ fn a_failed_task_blocks_what_comes_after_it() {
     f.on(Event::Discarded { task: "A".into() }, at(1));
     f.on(tick(), at(2));
     assert_eq!(state(&f, "C"), TaskState::Blocked);
-    assert_eq!(f.task("C").unwrap().message, "a task it comes after failed");
+    assert_eq!(
+        f.task("C").unwrap().message,
+        "a task it comes after failed (`hank fleet --retry` queues them again)"
+    );
     start(&mut f, "B");
     finish(&mut f, "B", at(3));
     f.on(tick(), at(3));
@@ -841,4 +845,174 @@ fn a_committed_task_is_merged_after_a_restart_without_running_again() {
     let cmds = f.on(tick(), at(0));
     assert!(prepared(&cmds).is_empty(), "not run again");
     assert_eq!(merges(&cmds), [("A".to_string(), false, None)]);
+}
+
+/// A task that failed names its run's documented exit reason, its message and `hank fleet
+/// --retry`; `--retry` (an event of the machine, recorded and replayed like the others)
+/// queues it again on its kept branch with the task it blocked, and both merge.
+#[test]
+fn a_retried_task_and_the_task_it_blocked_run_again_and_merge() {
+    let mut f = fleet_of(PLAN, cfg(1));
+    f.on(tick(), at(0));
+    start(&mut f, "A");
+    f.on(
+        Event::RunEnded {
+            task: "A".into(),
+            code: 2,
+            loops: Some(2),
+            cost_usd: Some(0.0),
+            agent: Some("claude".into()),
+            reason: Some("agent_crashed".into()),
+            message: Some("the agent crashed the same way twice: PermissionError: denied".into()),
+        },
+        at(1),
+    );
+    f.on(Event::Discarded { task: "A".into() }, at(1));
+    f.on(tick(), at(2));
+    let m = &f.task("A").unwrap().message;
+    for want in [
+        "its run stopped: agent_crashed (exit 2): the agent crashed the same way twice: PermissionError: denied",
+        "its work is kept on hank/a",
+        "`hank fleet --retry A` runs it again",
+    ] {
+        assert!(m.contains(want), "{want}: {m}");
+    }
+    assert_eq!(state(&f, "C"), TaskState::Blocked);
+    start(&mut f, "B");
+    finish(&mut f, "B", at(3));
+    f.on(tick(), at(3));
+    f.on(
+        Event::MergeEnded {
+            task: "B".into(),
+            outcome: MergeOutcome::Merged,
+        },
+        at(4),
+    );
+    assert!(f.on(tick(), at(4)).contains(&Command::Finish));
+    assert_eq!(f.end(), crate::exit::HALTED);
+    f.close(crate::exit::HALTED);
+
+    // The next `hank fleet --retry A`: a new machine over the recorded file.
+    let specs = tasks_from_plan(PLAN, &fixplan::default_optional_sections()).unwrap();
+    let targets = crate::policy::fleet::retry_targets(f.file(), &specs, Some("A")).unwrap();
+    assert_eq!(targets, ["A"]);
+    let mut g = Fleet::new(cfg(1), specs, f.file().clone(), &BTreeMap::new());
+    g.on(Event::Adopt { alive: vec![] }, at(10));
+    let retry = Event::Retry { tasks: targets };
+    let line = serde_json::to_string(&retry).unwrap();
+    assert_eq!(
+        serde_json::from_str::<Event>(&line).unwrap(),
+        retry,
+        "{line}"
+    );
+    let cmds = g.on(retry, at(10));
+    assert!(cmds.contains(&Command::Save), "{cmds:?}");
+    let a = g.task("A").unwrap();
+    assert_eq!(
+        (a.state, a.retries, a.exit_code),
+        (TaskState::Pending, 1, None)
+    );
+    assert!(
+        a.message.contains("on its kept branch hank/a"),
+        "{}",
+        a.message
+    );
+    assert_eq!(state(&g, "C"), TaskState::Pending, "unblocked with A");
+    assert_eq!(state(&g, "B"), TaskState::Merged, "B is left as it is");
+    assert_eq!(
+        prepared(&g.on(tick(), at(11))),
+        ["A"],
+        "C waits for A's merge"
+    );
+    start(&mut g, "A");
+    finish(&mut g, "A", at(12));
+    g.on(tick(), at(12));
+    g.on(
+        Event::MergeEnded {
+            task: "A".into(),
+            outcome: MergeOutcome::Merged,
+        },
+        at(13),
+    );
+    assert_eq!(prepared(&g.on(tick(), at(13))), ["C"]);
+    start(&mut g, "C");
+    let cmds = g.on(ended("C", 0), at(14));
+    assert!(cmds.contains(&Command::Commit { task: "C".into() }));
+    g.on(
+        Event::Committed {
+            task: "C".into(),
+            outcome: Ok(vec!["c".into()]),
+        },
+        at(14),
+    );
+    g.on(tick(), at(14));
+    g.on(
+        Event::MergeEnded {
+            task: "C".into(),
+            outcome: MergeOutcome::Merged,
+        },
+        at(15),
+    );
+    assert!(g.on(tick(), at(15)).contains(&Command::Finish));
+    assert_eq!(g.end(), crate::exit::OK);
+}
+
+/// `--retry` with no task named queues every failed task; a task blocked by a failure that
+/// is not retried stays blocked; naming a task that did not fail, or no task, is refused.
+#[test]
+fn retry_queues_the_failed_tasks_and_refuses_what_did_not_fail() {
+    use crate::policy::fleet::retry_targets;
+    let plan = "## A\n- [ ] a\n## B\n- [ ] b\n## C (after: A)\n- [ ] c\n## D (after: B)\n- [ ] d\n";
+    let specs = tasks_from_plan(plan, &fixplan::default_optional_sections()).unwrap();
+    let task = |name: &str, state: TaskState| FleetTask {
+        name: name.into(),
+        state,
+        branch: format!("hank/{}", name.to_lowercase()),
+        ..FleetTask::default()
+    };
+    let file = FleetFile {
+        tasks: vec![
+            task("A", TaskState::Failed),
+            task("B", TaskState::Failed),
+            task("C", TaskState::Blocked),
+            task("D", TaskState::Blocked),
+        ],
+        ..FleetFile::default()
+    };
+    assert_eq!(retry_targets(&file, &specs, None).unwrap(), ["A", "B"]);
+    assert_eq!(
+        retry_targets(&file, &specs, Some("b")).unwrap(),
+        ["B"],
+        "by slug"
+    );
+    assert_eq!(retry_targets(&file, &specs, Some("C")).unwrap(), ["C"]);
+    let merged = FleetFile {
+        tasks: vec![task("A", TaskState::Merged)],
+        ..FleetFile::default()
+    };
+    let e = retry_targets(&merged, &specs, Some("A")).unwrap_err();
+    assert!(e.contains("has not failed (it is merged)"), "{e}");
+    let e = retry_targets(&file, &specs, Some("Nope")).unwrap_err();
+    assert!(e.contains("\"Nope\"") && e.contains("A, B, C, D"), "{e}");
+    assert!(retry_targets(&merged, &specs, None).unwrap().is_empty());
+
+    // Only A is retried: C comes back with it, D stays blocked behind B.
+    let mut f = Fleet::new(cfg(2), specs, file, &BTreeMap::new());
+    f.on(
+        Event::Retry {
+            tasks: vec!["A".into()],
+        },
+        at(0),
+    );
+    let states: Vec<TaskState> = ["A", "B", "C", "D"].iter().map(|n| state(&f, n)).collect();
+    use TaskState::{Blocked, Failed, Pending};
+    assert_eq!(states, [Pending, Failed, Pending, Blocked]);
+    // Nothing to queue: said, nothing changed.
+    let cmds = f.on(Event::Retry { tasks: vec![] }, at(1));
+    assert_eq!(
+        cmds,
+        [Command::Say(
+            "--retry: no failed task to queue again".into()
+        )]
+    );
 }
