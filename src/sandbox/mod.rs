@@ -8,11 +8,13 @@
 //!
 //! What the agent may do ([`Rules`]): read and write its project (or the task's worktree and its
 //! own git dir and object store), a private `TMPDIR`, the client's own state paths named by its
-//! profile (`[sandbox] write`), `/dev/null` and `/dev/tty`; read the system, the client's install
-//! and the toolchains of SANDBOX_READ; connect by TCP only to hank's egress proxy
+//! profile (`[sandbox] state`), `/dev/null` and `/dev/tty`; read the system, the client's install,
+//! its configuration (`[sandbox] config`, guarded where it lies in its state: [`guard`]) and the
+//! toolchains of SANDBOX_READ; connect by TCP only to hank's egress proxy
 //! ([`proxy::Proxy`]) on 127.0.0.1, which lets through only the profile's API hosts and
 //! SANDBOX_ALLOW_HOSTS.
 
+pub mod guard;
 pub mod netns;
 pub mod proxy;
 
@@ -76,11 +78,11 @@ impl Confinement {
     pub fn describe(&self) -> String {
         match self {
             Self::Landlock { netns: Ok(()) } => format!(
-                "{}: the agent writes only its project, TMPDIR and its client's state, reads no other file of HOME, and reaches the network only through hank's egress proxy (its own network namespace has only loopback); still open: {STILL_OPEN_NETNS}",
+                "{}: the agent writes only its project, TMPDIR and its client's session state (its configuration read only), reads no other file of HOME, and reaches the network only through hank's egress proxy (its own network namespace has only loopback); still open: {STILL_OPEN_NETNS}",
                 self.name()
             ),
             Self::Landlock { netns: Err(why) } => format!(
-                "{}: the agent writes only its project, TMPDIR and its client's state, reads no other file of HOME, and connects by TCP only to hank's egress proxy; still open: {STILL_OPEN} (no network namespace: {why})",
+                "{}: the agent writes only its project, TMPDIR and its client's session state (its configuration read only), reads no other file of HOME, and connects by TCP only to hank's egress proxy; still open: {STILL_OPEN} (no network namespace: {why})",
                 self.name()
             ),
             Self::Unconfined { why, .. } => format!("off: the agent runs unconfined ({why})"),
@@ -151,13 +153,22 @@ pub fn available() -> bool {
         .is_ok()
 }
 
-/// The profile's `[sandbox]` table: what the client itself writes and which APIs it calls.
+/// The profile's `[sandbox]` table: the client's own state (written), its configuration (read
+/// only, guarded) and which APIs it calls.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProfileSandbox {
-    /// Paths under HOME (`~/…`) the client writes its own state to (read and write).
+    /// Paths under HOME (`~/…`) the client writes its own state to (read and write): sessions,
+    /// transcripts, caches, its login's token. `write` is the older name of the list.
+    #[serde(default, alias = "write")]
+    pub state: Vec<String>,
+    /// The client's configuration (`~/…`; a `*` stands for one folder name): settings, hooks,
+    /// MCP servers, memory files, commands, agents, plugins. Read only to the agent; where an
+    /// entry lies in a `state` path (Landlock cannot take a path out of a folder it grants),
+    /// hank guards it instead: kept before each call, a change undone after it and reported
+    /// ([`guard`]).
     #[serde(default)]
-    pub write: Vec<String>,
+    pub config: Vec<String>,
     /// The API endpoints the egress proxy lets through.
     #[serde(default)]
     pub api: Vec<ApiEndpoint>,
@@ -296,8 +307,10 @@ pub struct Place<'a> {
     /// The agent's program as hank will start it (a name is looked up in `path`).
     pub program: &'a Path,
     pub path: Option<&'a OsStr>,
-    /// `[sandbox] write` of the profile.
+    /// `[sandbox] state` of the profile (read and write).
     pub client_write: &'a [String],
+    /// `[sandbox] config` of the profile (read only; an entry with a `*` is left to the guard).
+    pub client_config: &'a [String],
     /// SANDBOX_READ.
     pub extra_read: &'a [String],
     /// SANDBOX_WRITE.
@@ -308,7 +321,7 @@ pub struct Place<'a> {
 }
 
 /// `~/x` under `home`, an absolute path as it is (a trailing `/` dropped); `None` otherwise.
-fn expand(entry: &str, home: Option<&Path>) -> Option<PathBuf> {
+pub(crate) fn expand(entry: &str, home: Option<&Path>) -> Option<PathBuf> {
     let entry = match entry.trim_end_matches('/') {
         "" => "/",
         e => e,
@@ -322,7 +335,7 @@ fn expand(entry: &str, home: Option<&Path>) -> Option<PathBuf> {
     }
 }
 
-/// The state folders of a profile's `[sandbox] write` (the entries that end in `/`) that do not
+/// The state folders of a profile's `[sandbox] state` (the entries that end in `/`) that do not
 /// exist yet, made with mode 0700 (parents included): Landlock grants only a path that exists,
 /// and a confined client cannot make its own folder in HOME on its first run. Files are never
 /// made (a client's own file format is its business). The folders made.
@@ -360,6 +373,13 @@ impl Rules {
                 .filter_map(|e| expand(e, place.home)),
         );
         read.extend(install_dirs(place.program, place.path));
+        read.extend(
+            place
+                .client_config
+                .iter()
+                .filter(|e| !e.contains('*'))
+                .filter_map(|e| expand(e, place.home)),
+        );
         let mut write: Vec<PathBuf> = vec![place.cwd.to_path_buf(), place.tmp.to_path_buf()];
         write.extend(DEVICES_WRITE.iter().map(PathBuf::from));
         write.extend(

@@ -10,6 +10,7 @@ mod agents;
 mod analyze;
 mod architecture;
 mod cli;
+mod client_config;
 mod ctl_loop;
 mod deliver;
 mod deliver_fleet;
