@@ -1000,13 +1000,20 @@ mod tests {
             assert!(claude.config.iter().any(|c| c == config), "{config}");
             assert!(!claude.state.iter().any(|s| s == config), "{config}");
         }
-        assert!(claude.state.iter().all(|s| s.starts_with("~/.claude/") && s != "~/.claude/"));
+        assert!(
+            claude
+                .state
+                .iter()
+                .all(|s| s.starts_with("~/.claude/") && s != "~/.claude/")
+        );
         let base = "name = \"x\"\nprogram = \"x\"\n[output]\nformat = \"json\"\n[output.fields]\ntext = \"$.r\"\n";
         let old = format!("{base}[sandbox]\nwrite = [\"~/.x/\"]\n");
         let p = parse(&old, "old.toml", "x", Origin::Builtin).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(p.sandbox.state, ["~/.x/"]);
         let unknown = format!("{base}[sandbox]\nreadonly = [\"~/.x/\"]\n");
-        let err = parse(&unknown, "bad.toml", "x", Origin::Builtin).err().unwrap_or_default();
+        let err = parse(&unknown, "bad.toml", "x", Origin::Builtin)
+            .err()
+            .unwrap_or_default();
         assert!(err.contains("readonly"), "{err}");
     }
 
