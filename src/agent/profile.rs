@@ -1006,7 +1006,7 @@ mod tests {
                 .iter()
                 .all(|s| s.starts_with("~/.claude/") && s != "~/.claude/")
         );
-        let base = "name = \"x\"\nprogram = \"x\"\n[output]\nformat = \"json\"\n[output.fields]\ntext = \"$.r\"\n";
+        let base = "name = \"x\"\nprogram = \"x\"\nresume = false\n[output]\nformat = \"json\"\n[output.fields]\ntext = \"$.r\"\n";
         let old = format!("{base}[sandbox]\nwrite = [\"~/.x/\"]\n");
         let p = parse(&old, "old.toml", "x", Origin::Builtin).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(p.sandbox.state, ["~/.x/"]);
