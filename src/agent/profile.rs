@@ -986,7 +986,7 @@ mod tests {
     }
 
     /// Every built-in profile declares its client's configuration apart from its state
-    /// (issue 47): Claude Code's `~/.claude/` and `~/.claude.json` are configuration, never
+    /// (issue 47): Claude Code's `~/.claude.json`, settings and memory are configuration, never
     /// state; `write` still reads as `state`; an unknown key of `[sandbox]` is refused.
     #[test]
     fn profiles_declare_their_clients_configuration_apart_from_its_state() {
@@ -996,16 +996,15 @@ mod tests {
             assert!(!p.sandbox.config.is_empty(), "{name}");
         }
         let claude = builtin_profile("claude").sandbox;
-        for config in ["~/.claude/", "~/.claude.json"] {
+        for config in [
+            "~/.claude.json",
+            "~/.claude/settings.json",
+            "~/.claude/CLAUDE.md",
+            "~/.claude/projects/*/memory/",
+        ] {
             assert!(claude.config.iter().any(|c| c == config), "{config}");
             assert!(!claude.state.iter().any(|s| s == config), "{config}");
         }
-        assert!(
-            claude
-                .state
-                .iter()
-                .all(|s| s.starts_with("~/.claude/") && s != "~/.claude/")
-        );
         let base = "name = \"x\"\nprogram = \"x\"\nresume = false\n[output]\nformat = \"json\"\n[output.fields]\ntext = \"$.r\"\n";
         let old = format!("{base}[sandbox]\nwrite = [\"~/.x/\"]\n");
         let p = parse(&old, "old.toml", "x", Origin::Builtin).unwrap_or_else(|e| panic!("{e}"));

@@ -179,7 +179,7 @@ impl Real {
         self.sandbox.end_call();
         let changes = guard.map(Guard::undo).unwrap_or_default();
         let called = called.map_err(HankError::usage);
-        self.config_changed(&agent.name(), &changes)?;
+        self.config_changed(agent.name(), &changes)?;
         let called = called?;
         self.reporter.agent_finished();
         self.lock.record_agent(None);

@@ -78,11 +78,11 @@ impl Confinement {
     pub fn describe(&self) -> String {
         match self {
             Self::Landlock { netns: Ok(()) } => format!(
-                "{}: the agent writes only its project, TMPDIR and its client's session state (its configuration read only), reads no other file of HOME, and reaches the network only through hank's egress proxy (its own network namespace has only loopback); still open: {STILL_OPEN_NETNS}",
+                "{}: the agent writes only its project, TMPDIR and its client's state (not its configuration), reads no other file of HOME, and reaches the network only through hank's egress proxy (its own network namespace has only loopback); still open: {STILL_OPEN_NETNS}",
                 self.name()
             ),
             Self::Landlock { netns: Err(why) } => format!(
-                "{}: the agent writes only its project, TMPDIR and its client's session state (its configuration read only), reads no other file of HOME, and connects by TCP only to hank's egress proxy; still open: {STILL_OPEN} (no network namespace: {why})",
+                "{}: the agent writes only its project, TMPDIR and its client's state (not its configuration), reads no other file of HOME, and connects by TCP only to hank's egress proxy; still open: {STILL_OPEN} (no network namespace: {why})",
                 self.name()
             ),
             Self::Unconfined { why, .. } => format!("off: the agent runs unconfined ({why})"),

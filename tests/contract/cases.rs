@@ -147,7 +147,7 @@ pub(crate) fn real_client_writes_files_resumes_and_completes_the_plan() {
 /// SANDBOX=landlock with the real client: two loops of tool-using edits (Read, Edit, Write)
 /// and Bash commands (`git add`, `git commit`: a shell, git and its writes in `.git` and
 /// `/dev/null`) complete the plan with the client confined to the project, its TMPDIR and the
-/// state paths of the claude profile's `[sandbox] state` (its configuration read only), and the egress proxy as its only way
+/// state paths of the claude profile's `[sandbox] state` (its configuration kept), and the egress proxy as its only way
 /// to the (fake) API. What the client wrote outside the project is listed in
 /// `docs/agent-profiles.md` ("What each client writes").
 pub(crate) fn sandboxed_client_edits_commits_and_completes_the_plan() {
@@ -170,10 +170,10 @@ pub(crate) fn sandboxed_client_edits_commits_and_completes_the_plan() {
         script
     });
     // A user's HOME as the first confined run finds it: `~/.claude.json` exists, with its
-    // configuration (an MCP server); `~/.claude/` holds the user's settings and memory, and none
-    // of the state folders yet (hank makes them). The configuration is read only to the client
-    // (issue 47): its lock, temp file + rename and in-place write of `~/.claude.json` are
-    // refused and it works on without saving it.
+    // configuration (an MCP server); `~/.claude/` holds the user's settings and memory. The
+    // configuration is not the client's to change (issue 47): its lock, temp file + rename and
+    // in-place write of `~/.claude.json` are refused and it works on without saving it; the
+    // settings and memory in `~/.claude/` are guarded (it never touches them: no change to undo).
     const CLAUDE_JSON: &str = "{\"mcpServers\":{}}";
     const SETTINGS: &str = "{\"permissions\":{}}";
     const MEMORY: &str = "# Mine\n";

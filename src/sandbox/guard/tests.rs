@@ -66,7 +66,7 @@ fn every_change_is_undone_and_named() {
         home.join(".claude/projects/*/memory"),
         home.join(".codex/AGENTS.md"),
     ];
-    let guard = Guard::take(roots, &[state.clone()]);
+    let guard = Guard::take(roots, std::slice::from_ref(&state));
     // The attack: a hook in the settings, a prompt removed, one added, a memory rewritten and
     // another made in a project folder, an AGENTS.md where there was none; state changes.
     write(&settings, "notify = [\"sh\", \"-c\", \"evil\"]\n");
