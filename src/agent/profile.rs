@@ -985,6 +985,37 @@ mod tests {
         assert_eq!(checked, 96);
     }
 
+    /// Every built-in profile declares its client's configuration apart from its state
+    /// (issue 47): Claude Code's `~/.claude.json`, settings and memory are configuration, never
+    /// state; `write` still reads as `state`; an unknown key of `[sandbox]` is refused.
+    #[test]
+    fn profiles_declare_their_clients_configuration_apart_from_its_state() {
+        for name in ["claude", "codex", "gemini", "opencode"] {
+            let p = builtin_profile(name);
+            assert!(!p.sandbox.state.is_empty(), "{name}");
+            assert!(!p.sandbox.config.is_empty(), "{name}");
+        }
+        let claude = builtin_profile("claude").sandbox;
+        for config in [
+            "~/.claude.json",
+            "~/.claude/settings.json",
+            "~/.claude/CLAUDE.md",
+            "~/.claude/projects/*/memory/",
+        ] {
+            assert!(claude.config.iter().any(|c| c == config), "{config}");
+            assert!(!claude.state.iter().any(|s| s == config), "{config}");
+        }
+        let base = "name = \"x\"\nprogram = \"x\"\nresume = false\n[output]\nformat = \"json\"\n[output.fields]\ntext = \"$.r\"\n";
+        let old = format!("{base}[sandbox]\nwrite = [\"~/.x/\"]\n");
+        let p = parse(&old, "old.toml", "x", Origin::Builtin).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(p.sandbox.state, ["~/.x/"]);
+        let unknown = format!("{base}[sandbox]\nreadonly = [\"~/.x/\"]\n");
+        let err = parse(&unknown, "bad.toml", "x", Origin::Builtin)
+            .err()
+            .unwrap_or_default();
+        assert!(err.contains("readonly"), "{err}");
+    }
+
     /// The example profile of `docs/agent-profiles.md` is a valid profile.
     #[test]
     fn the_readme_example_profile_parses() {

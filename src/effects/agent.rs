@@ -11,6 +11,7 @@ use crate::agent::process::{self, Spawn};
 use crate::agent::profile::Parser;
 use crate::analysis;
 use crate::error::{HankError, Result};
+use crate::sandbox::guard::{Change, Guard};
 
 /// What the agent's environment never carries: the client settings that fight the loop
 /// ([`crate::agent::client::ENV_REMOVED`]) and, in a fleet, where the fleet-wide call ledger is
@@ -138,6 +139,11 @@ impl Real {
         {
             r.read_only_in(&s.project_dir);
         }
+        // The client's configuration the agent could write under these rules, kept now and
+        // put back after the call (the rest of it is read only to the agent).
+        let client_guard = rules
+            .as_ref()
+            .map(|r| Sandboxing::client_guard(&agent.profile.sandbox, r));
         let removed = removed_for(&agent.profile.pass_env, rules.is_some());
         let env_remove: Vec<&str> = removed.iter().map(String::as_str).collect();
         // Only an answer that streams shows life while the agent works: FIRST_OUTPUT_TIMEOUT
@@ -226,7 +232,10 @@ impl Real {
         };
         self.sandbox.end_call();
         self.guard_after()?;
-        let called = called.map_err(HankError::usage)?;
+        let changes = client_guard.map(Guard::undo).unwrap_or_default();
+        let called = called.map_err(HankError::usage);
+        self.config_changed(agent.name(), &changes)?;
+        let called = called?;
         self.reporter.agent_finished();
         self.lock.record_agent(None);
         self.egress_denied()?;
@@ -487,7 +496,7 @@ impl Sandboxing {
         let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
         // A folder that cannot be made stays out of the rules: the client then reports
         // what it could not write.
-        let _ = crate::sandbox::make_state_dirs(&sandbox.write, home.as_deref());
+        let _ = crate::sandbox::make_state_dirs(&sandbox.state, home.as_deref());
         let path = std::env::var_os("PATH");
         let rules = crate::sandbox::Rules::for_agent(&crate::sandbox::Place {
             cwd,
@@ -495,7 +504,8 @@ impl Sandboxing {
             tmp: tmp.path(),
             program,
             path: path.as_deref(),
-            client_write: &sandbox.write,
+            client_write: &sandbox.state,
+            client_config: &sandbox.config,
             extra_read: &s.sandbox_read.value,
             extra_write: &s.sandbox_write.value,
             proxy_port: proxy.port(),
@@ -503,6 +513,21 @@ impl Sandboxing {
         });
         env.extend(sandbox_env(&proxy.url(), tmp.path()));
         Some(rules)
+    }
+
+    /// The client's configuration (`[sandbox] config`) that the agent could write under
+    /// `rules` — the entries that lie in a path it writes —, kept before its call.
+    pub(crate) fn client_guard(
+        sandbox: &crate::sandbox::ProfileSandbox,
+        rules: &crate::sandbox::Rules,
+    ) -> Guard {
+        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+        let roots = crate::sandbox::guard::guarded(&sandbox.config, &rules.write, home.as_deref());
+        let state: Vec<std::path::PathBuf> = (sandbox.state.iter())
+            .filter_map(|e| crate::sandbox::expand(e, home.as_deref()))
+            .chain(rules.write.iter().cloned())
+            .collect();
+        Guard::take(roots, &state)
     }
 
     /// status.json's `sandbox` line and latest refusals.
@@ -628,6 +653,56 @@ fn sandbox_env(proxy: &str, tmp: &std::path::Path) -> Vec<(String, String)> {
 }
 
 impl Real {
+    /// The changes of the client's configuration the guard found after a call of `agent` (and
+    /// undid where it could): a `client_config_changed` event each, a warning naming the
+    /// files, and one note for the next loop's context.
+    fn config_changed(&mut self, agent: &str, changes: &[Change]) -> Result<()> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let now = self.clock.now();
+        let mut named = Vec::new();
+        for c in changes {
+            let path = c.path.display().to_string();
+            let event = crate::store::Event::new(
+                now,
+                crate::store::EventKind::ClientConfigChanged {
+                    agent: agent.to_owned(),
+                    path: path.clone(),
+                    change: c.kind.name().to_owned(),
+                    undone: c.undone.is_ok(),
+                    why_not: c.undone.as_ref().err().cloned(),
+                },
+            );
+            self.write_event(&event, 0.0, (0, 0))?;
+            let outcome = match &c.undone {
+                Ok(()) => "undone".to_owned(),
+                Err(why) => format!("NOT undone: {why}"),
+            };
+            self.store.log(
+                now,
+                &format!(
+                    "sandbox: the agent {} {path} (client configuration; {outcome})",
+                    c.kind.name()
+                ),
+            );
+            named.push(format!("{path} ({}, {outcome})", c.kind.name()));
+        }
+        let list = crate::sanitize::line(&named.join(", "));
+        self.reporter.warn(&format!(
+            "sandbox: the agent changed {agent}'s configuration: {list}"
+        ));
+        self.sandbox
+            .notes
+            .push(crate::policy::run::Control::Note(crate::policy::run::ContextNote {
+                kind: crate::policy::run::NoteKind::Note,
+                text: format!(
+                    "hank undid your changes to {agent}'s own configuration ({list}): the client's settings, hooks, MCP servers, memory files, commands and plugins are the user's and read only to you. Do not change them again."
+                ),
+            }));
+        Ok(())
+    }
+
     /// Before a confined call: `.git` is what was recorded at the run's start (else the run
     /// stops, a `security` event naming the file), and the files git runs programs from are
     /// saved.

@@ -104,6 +104,7 @@ fn happening(event: &Event) -> Happening<'_> {
         | EventKind::Security { .. }
         | EventKind::AgentCrashed { .. }
         | EventKind::SandboxDenied { .. }
+        | EventKind::ClientConfigChanged { .. }
         | EventKind::Issue { .. } => Happening::Other,
     }
 }

@@ -8,9 +8,10 @@
 //!
 //! What the agent may do ([`Rules`]): read and write its project (or the task's worktree and its
 //! own git dir and object store), a private `TMPDIR`, the client's own state paths named by its
-//! profile (`[sandbox] write`), `/dev/null`, `/dev/zero` and `/dev/full`; read the system (of
+//! profile (`[sandbox] state`), `/dev/null`, `/dev/zero` and `/dev/full`; read the system (of
 //! `/dev` only `/dev/random` and `/dev/urandom`: never a terminal, `/dev/pts/*` or `/dev/shm`),
-//! the client's install and the toolchains of SANDBOX_READ (never a known credential file:
+//! the client's install, its configuration (`[sandbox] config`, guarded where it lies in its
+//! state: [`guard`]) and the toolchains of SANDBOX_READ (never a known credential file:
 //! [`refused_grant`]); connect by TCP only to hank's egress proxy ([`proxy::Proxy`]) on
 //! 127.0.0.1, which lets through only the profile's API hosts and SANDBOX_ALLOW_HOSTS. Where
 //! the kernel has them ([`Extras`]), ioctls on devices are refused but on those granted
@@ -18,6 +19,8 @@
 //! processes (ABI 6: it cannot stop hank or another process of the user). `hank __sandbox`
 //! makes the agent a session of its own first: no controlling terminal.
 
+
+pub mod guard;
 pub mod netns;
 pub mod proxy;
 pub mod repo;
@@ -125,7 +128,7 @@ impl Confinement {
         };
         let mut what = vec![
             "runs in a session of its own with no terminal".to_string(),
-            "writes only its project, TMPDIR and its client's state".to_string(),
+            "writes only its project, TMPDIR and its client's state (not its configuration)".to_string(),
             "reads no other file of HOME, no credential file of its toolchains and of /dev only null, zero, full, random and urandom".to_string(),
         ];
         if extras.ioctl_dev {
@@ -252,13 +255,22 @@ pub fn available() -> bool {
         .is_ok()
 }
 
-/// The profile's `[sandbox]` table: what the client itself writes and which APIs it calls.
+/// The profile's `[sandbox]` table: the client's own state (written), its configuration (read
+/// only, guarded) and which APIs it calls.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProfileSandbox {
-    /// Paths under HOME (`~/…`) the client writes its own state to (read and write).
+    /// Paths under HOME (`~/…`) the client writes its own state to (read and write): sessions,
+    /// transcripts, caches, its login's token. `write` is the older name of the list.
+    #[serde(default, alias = "write")]
+    pub state: Vec<String>,
+    /// The client's configuration (`~/…`; a `*` stands for one folder name): settings, hooks,
+    /// MCP servers, memory files, commands, agents, plugins. Read only to the agent; where an
+    /// entry lies in a `state` path (Landlock cannot take a path out of a folder it grants),
+    /// hank guards it instead: kept before each call, a change undone after it and reported
+    /// ([`guard`]).
     #[serde(default)]
-    pub write: Vec<String>,
+    pub config: Vec<String>,
     /// The API endpoints the egress proxy lets through.
     #[serde(default)]
     pub api: Vec<ApiEndpoint>,
@@ -471,8 +483,10 @@ pub struct Place<'a> {
     /// The agent's program as hank will start it (a name is looked up in `path`).
     pub program: &'a Path,
     pub path: Option<&'a OsStr>,
-    /// `[sandbox] write` of the profile.
+    /// `[sandbox] state` of the profile (read and write).
     pub client_write: &'a [String],
+    /// `[sandbox] config` of the profile (read only; an entry with a `*` is left to the guard).
+    pub client_config: &'a [String],
     /// SANDBOX_READ.
     pub extra_read: &'a [String],
     /// SANDBOX_WRITE.
@@ -483,7 +497,7 @@ pub struct Place<'a> {
 }
 
 /// `~/x` under `home`, an absolute path as it is (a trailing `/` dropped); `None` otherwise.
-fn expand(entry: &str, home: Option<&Path>) -> Option<PathBuf> {
+pub(crate) fn expand(entry: &str, home: Option<&Path>) -> Option<PathBuf> {
     let entry = match entry.trim_end_matches('/') {
         "" => "/",
         e => e,
@@ -497,7 +511,7 @@ fn expand(entry: &str, home: Option<&Path>) -> Option<PathBuf> {
     }
 }
 
-/// The state folders of a profile's `[sandbox] write` (the entries that end in `/`) that do not
+/// The state folders of a profile's `[sandbox] state` (the entries that end in `/`) that do not
 /// exist yet, made with mode 0700 (parents included): Landlock grants only a path that exists,
 /// and a confined client cannot make its own folder in HOME on its first run. Files are never
 /// made (a client's own file format is its business). The folders made.
@@ -536,6 +550,13 @@ impl Rules {
                 .filter_map(|e| expand(e, place.home)),
         );
         read.extend(install_dirs(place.program, place.path));
+        read.extend(
+            place
+                .client_config
+                .iter()
+                .filter(|e| !e.contains('*'))
+                .filter_map(|e| expand(e, place.home)),
+        );
         let mut write: Vec<PathBuf> = vec![place.cwd.to_path_buf(), place.tmp.to_path_buf()];
         write.extend(DEVICES_WRITE.iter().map(PathBuf::from));
         write.extend(

@@ -139,7 +139,8 @@ fn host_entries_become_host_and_port() {
 #[test]
 fn allowed_hosts_take_the_env_url_else_the_default() {
     let profile = ProfileSandbox {
-        write: vec![],
+        state: vec![],
+        config: vec![],
         api: vec![
             ApiEndpoint {
                 env: "ANTHROPIC_BASE_URL".into(),
@@ -190,20 +191,31 @@ fn rules_for_an_agent_leave_home_out() {
     let tmp = root.path().join("tmp");
     for d in [
         &home.join(".ssh"),
-        &home.join(".claude"),
+        &home.join(".claude/projects"),
         &project,
         &tmp,
         &home.join(".cargo/bin"),
     ] {
         std::fs::create_dir_all(d).unwrap();
     }
+    std::fs::write(home.join(".claude/.credentials.json"), "{}").unwrap();
+    std::fs::write(home.join(".claude.json"), "{}").unwrap();
     let place = Place {
         cwd: &project,
         home: Some(&home),
         tmp: &tmp,
         program: Path::new("/usr/bin/env"),
         path: None,
-        client_write: &["~/.claude".into(), "~/.claude.json".into(), "~".into()],
+        client_write: &[
+            "~/.claude/projects/".into(),
+            "~/.claude/.credentials.json".into(),
+            "~".into(),
+        ],
+        client_config: &[
+            "~/.claude/".into(),
+            "~/.claude.json".into(),
+            "~/.claude/projects/*/memory/".into(),
+        ],
         extra_read: &["~/.cargo/bin".into(), "~/.rustup".into()],
         extra_write: &[],
         proxy_port: 9,
@@ -213,7 +225,16 @@ fn rules_for_an_agent_leave_home_out() {
     assert_eq!(rules.port, 9);
     assert!(rules.write.contains(&project));
     assert!(rules.write.contains(&tmp));
-    assert!(rules.write.contains(&home.join(".claude")));
+    // The client's state is written, its configuration only read.
+    assert!(rules.write.contains(&home.join(".claude/projects")));
+    assert!(
+        rules
+            .write
+            .contains(&home.join(".claude/.credentials.json"))
+    );
+    assert!(!rules.write.contains(&home.join(".claude")));
+    assert!(rules.read.contains(&home.join(".claude")));
+    assert!(rules.read.contains(&home.join(".claude.json")));
     assert!(rules.read.contains(&home.join(".cargo/bin")));
     // Missing paths and HOME itself are never named.
     for p in rules.read.iter().chain(&rules.write) {
@@ -320,6 +341,7 @@ fn the_agent_gets_only_the_devices_programs_need() {
         program: Path::new("/usr/bin/env"),
         path: None,
         client_write: &[],
+        client_config: &[],
         extra_read: &[],
         extra_write: &[],
         proxy_port: 9,
@@ -408,6 +430,7 @@ fn credential_files_are_never_granted() {
         program: Path::new("/usr/bin/env"),
         path: None,
         client_write: &[],
+        client_config: &[],
         extra_read: &read,
         extra_write: &write,
         proxy_port: 9,

@@ -475,6 +475,17 @@ pub enum EventKind {
         tail: Vec<String>,
         fix: String,
     },
+    /// A file of the client's configuration (`[sandbox] config`) changed during a call of
+    /// `agent`: `change` is `modified`, `created` or `removed`; `undone` whether hank put it
+    /// back (`why_not` says why it could not).
+    ClientConfigChanged {
+        agent: String,
+        path: String,
+        change: String,
+        undone: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        why_not: Option<String>,
+    },
     /// The client began retrying a failed API call (once per call): the call waits.
     ApiRetry(Box<ApiRetry>),
     /// A `hank ctl` command the loop took (or refused): its journal id, the command as

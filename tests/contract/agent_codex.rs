@@ -485,6 +485,8 @@ fn hank_sandboxed_edits_commit_and_complete_the_plan() {
     // codex 0.171.0 calls GitHub (github.com, api.github.com) and its feature-flag host
     // (ab.chatgpt.com) on its own at start; the proxy refuses them and the work goes on.
     run.assert_confined(CODEX_BACKGROUND, &ctx);
+    // The client never touched its own configuration: nothing was guarded away.
+    assert!(run.of_type("client_config_changed").is_empty(), "{ctx}");
     assert_eq!(run.resumed(), [false, true], "{ctx}");
     let log = support::git(&run.p.dir, &["log", "--format=%s"]);
     assert_eq!(log.lines().next(), Some("feat: one"), "{ctx}");

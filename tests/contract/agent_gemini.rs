@@ -538,7 +538,7 @@ fn work_on(p: &Project, item: &str, status: &str) -> Vec<Reply> {
 /// SANDBOX=landlock with the real gemini: two loops (the second resumes the first's session)
 /// of `replace`, `write_file` and a `run_shell_command` (`git add`/`git commit`) complete the
 /// plan with gemini confined to the project, its TMPDIR and `~/.gemini/` (the profile's
-/// `[sandbox] write`), and the egress proxy as its only way to the fake
+/// `[sandbox] state`), and the egress proxy as its only way to the fake
 /// (`GOOGLE_GEMINI_BASE_URL`, the profile's API). What gemini wrote outside the project is
 /// listed in `docs/agent-profiles.md` ("What each client writes").
 fn hank_sandboxed_edits_commit_and_complete_the_plan() {
@@ -566,6 +566,8 @@ fn hank_sandboxed_edits_commit_and_complete_the_plan() {
     assert_eq!(h.p.status()["exit_reason"], "plan_complete", "{ctx}");
     h.assert_items_done(&["one", "two"], &ctx);
     h.assert_confined(&[], &ctx);
+    // The client never touched its own configuration: nothing was guarded away.
+    assert!(h.of_type("client_config_changed").is_empty(), "{ctx}");
     assert_eq!(h.resumed(), [false, true], "{ctx}");
     let log = support::git(&h.p.dir, &["log", "--format=%s"]);
     assert_eq!(log.lines().next(), Some("feat: one"), "{ctx}");

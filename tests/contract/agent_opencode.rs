@@ -661,6 +661,8 @@ fn hank_sandboxed_edits_commit_and_complete_the_plan() {
     assert_eq!(h.p.status()["exit_reason"], "plan_complete", "{ctx}");
     h.assert_items_done(&["one", "two"], &ctx);
     h.assert_confined(&[], &ctx);
+    // The client never touched its own configuration: nothing was guarded away.
+    assert!(h.of_type("client_config_changed").is_empty(), "{ctx}");
     assert_eq!(h.resumed(), [false, true], "{ctx}");
     let log = support::git(&h.p.dir, &["log", "--format=%s"]);
     assert_eq!(log.lines().next(), Some("feat: one"), "{ctx}");

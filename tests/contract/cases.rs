@@ -147,7 +147,7 @@ pub(crate) fn real_client_writes_files_resumes_and_completes_the_plan() {
 /// SANDBOX=landlock with the real client: two loops of tool-using edits (Read, Edit, Write)
 /// and Bash commands (`git add`, `git commit`: a shell, git and its writes in `.git` and
 /// `/dev/null`) complete the plan with the client confined to the project, its TMPDIR and the
-/// state paths of the claude profile's `[sandbox] write`, and the egress proxy as its only way
+/// state paths of the claude profile's `[sandbox] state` (its configuration kept), and the egress proxy as its only way
 /// to the (fake) API. What the client wrote outside the project is listed in
 /// `docs/agent-profiles.md` ("What each client writes").
 pub(crate) fn sandboxed_client_edits_commits_and_completes_the_plan() {
@@ -169,10 +169,18 @@ pub(crate) fn sandboxed_client_edits_commits_and_completes_the_plan() {
         script.extend(work_on(&plan, &p.dir, "two", "COMPLETE"));
         script
     });
-    // A user's HOME as the first confined run finds it: `~/.claude.json` exists (the client
-    // cannot create it confined: it writes it through a temp file and a rename in HOME, and
-    // falls back to writing it in place), `~/.claude/` not yet (hank makes it).
-    std::fs::write(real.p.home.join(".claude.json"), "{}").unwrap();
+    // A user's HOME as the first confined run finds it: `~/.claude.json` exists, with its
+    // configuration (an MCP server); `~/.claude/` holds the user's settings and memory. The
+    // configuration is not the client's to change (issue 47): its lock, temp file + rename and
+    // in-place write of `~/.claude.json` are refused and it works on without saving it; the
+    // settings and memory in `~/.claude/` are guarded (it never touches them: no change to undo).
+    const CLAUDE_JSON: &str = "{\"mcpServers\":{}}";
+    const SETTINGS: &str = "{\"permissions\":{}}";
+    const MEMORY: &str = "# Mine\n";
+    std::fs::write(real.p.home.join(".claude.json"), CLAUDE_JSON).unwrap();
+    std::fs::create_dir_all(real.p.home.join(".claude")).unwrap();
+    std::fs::write(real.p.home.join(".claude/settings.json"), SETTINGS).unwrap();
+    std::fs::write(real.p.home.join(".claude/CLAUDE.md"), MEMORY).unwrap();
     let real = Real {
         hank: real.hank.sandboxed(),
         claude: real.claude,
@@ -194,10 +202,18 @@ pub(crate) fn sandboxed_client_edits_commits_and_completes_the_plan() {
     let f = &real.finished()[0];
     assert_eq!(f["permission_denials"], 0, "{ctx}");
     // Its own state was written where the profile lets it: the session (resumed in loop 2)
-    // under `~/.claude/projects/`, `~/.claude.json` in place.
+    // under `~/.claude/projects/`; its configuration was left as it was, and nothing of it had
+    // to be undone.
     assert!(real.p.home.join(".claude/projects").is_dir(), "{ctx}");
-    let config = std::fs::read_to_string(real.p.home.join(".claude.json")).unwrap_or_default();
-    assert_ne!(config.trim(), "{}", "~/.claude.json was updated: {ctx}");
+    let read = |f: &str| std::fs::read_to_string(real.p.home.join(f)).unwrap_or_default();
+    assert_eq!(read(".claude.json"), CLAUDE_JSON, "{ctx}");
+    assert_eq!(read(".claude/settings.json"), SETTINGS, "{ctx}");
+    assert_eq!(read(".claude/CLAUDE.md"), MEMORY, "{ctx}");
+    assert_eq!(
+        real.of_type("client_config_changed"),
+        [] as [serde_json::Value; 0],
+        "{ctx}"
+    );
 }
 
 /// The loop context reaches the agent on every loop of a resumed session: on loop N the

@@ -10,6 +10,7 @@ mod agents;
 mod analyze;
 mod architecture;
 mod cli;
+mod client_config;
 mod crashes;
 mod ctl_loop;
 mod deliver;
