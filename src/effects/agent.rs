@@ -65,6 +65,7 @@ impl Real {
     /// Runs the agent of `c` and analyzes its answer.
     pub(super) async fn call(&mut self, c: AgentCall<'_>) -> Result<AgentAnswer> {
         let (agent, s, number) = (c.agent, c.settings, c.number);
+        self.task_record_holds(&s.project_dir)?;
         self.reporter.agent_started(number, c.resume);
         self.reporter.call_detail(
             &agent.command.program,
@@ -480,6 +481,29 @@ fn sandbox_env(proxy: &str, tmp: &std::path::Path) -> Vec<(String, String)> {
 }
 
 impl Real {
+    /// A fleet task's record (issue 47): the worktree's `.git` file, its git dir's `gitdir`
+    /// and `commondir`, the agent repository's `commondir` and alternates as hank recorded them
+    /// at the start ([`crate::git::TaskGit::tampered`]). One changed: a `security` event naming
+    /// it, and the run stops before the call (the fleet fails the task with the reason).
+    fn task_record_holds(&mut self, dir: &std::path::Path) -> Result<()> {
+        let Some((file, what)) = crate::git::task_git(dir).and_then(|t| t.tampered()) else {
+            return Ok(());
+        };
+        let file = file.display().to_string();
+        let message = format!("security: {file}: {what}; the task's run stops");
+        let now = self.clock.now();
+        let event = crate::store::Event::new(
+            now,
+            crate::store::EventKind::Security {
+                file: file.clone(),
+                message: message.clone(),
+            },
+        );
+        self.write_event(&event, 0.0, (0, 0))?;
+        self.store.log(now, &message);
+        Err(HankError::usage(message))
+    }
+
     /// The egress proxy's refusals of the call: an `egress_denied` event each, a warning, and
     /// one note for the next loop's context so that the agent stops retrying.
     fn egress_denied(&mut self) -> Result<()> {

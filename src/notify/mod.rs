@@ -101,6 +101,7 @@ fn happening(event: &Event) -> Happening<'_> {
         | EventKind::AgentFinished(_)
         | EventKind::Warning { .. }
         | EventKind::EgressDenied { .. }
+        | EventKind::Security { .. }
         | EventKind::Issue { .. } => Happening::Other,
     }
 }

@@ -535,10 +535,44 @@ fn node_modules_of(dir: &Path) -> Option<PathBuf> {
         .map(Path::to_path_buf)
 }
 
+/// The git folders of the agent working in `cwd`: (read, write). Never read again from what
+/// the agent can write once resolved (issue 47):
+///
+/// - a fleet task's worktree (pinned by hank, [`crate::git::task_git`]): from hank's record
+///   only — write the agent's own repository (`<common>/worktrees/<id>/agent`), read the
+///   checkout's objects (its alternate); nothing of the user's refs, reflogs, objects,
+///   `config`, `hooks/` or `info/`. A pinned worktree hank gave no repository of its own gets
+///   no git write at all (read: the checkout's git dir).
+/// - any other linked worktree (`hank run` in a worktree of the user's): its `.git` file and
+///   `commondir` read once, at this process's first call, and frozen — read the common dir,
+///   write the worktree's own git dir, the object store, refs and logs.
+/// - a plain checkout: nothing (its `.git` is inside the project).
+fn worktree_git(cwd: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    if let Some(t) = crate::git::task_git(cwd) {
+        return match &t.agent {
+            Some(p) => (vec![t.common.join("objects")], vec![p.clone()]),
+            None => (vec![t.common.clone()], Vec::new()),
+        };
+    }
+    static FROZEN: std::sync::Mutex<Vec<(PathBuf, GitRules)>> = std::sync::Mutex::new(Vec::new());
+    let mut frozen = FROZEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, rules)) = frozen.iter().find(|(d, _)| d == cwd) {
+        return rules.clone();
+    }
+    let rules = linked_worktree_git(cwd);
+    frozen.push((cwd.to_path_buf(), rules.clone()));
+    rules
+}
+
+/// Read and write rules of git folders.
+type GitRules = (Vec<PathBuf>, Vec<PathBuf>);
+
 /// A linked worktree's git dirs (its `.git` is a file `gitdir: <common>/worktrees/<slug>`): read
 /// the common dir (config, hooks), write the worktree's own git dir, the object store, refs
-/// and logs. Nothing for a plain checkout (its `.git` is inside the project).
-fn worktree_git(cwd: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+/// and logs. Nothing for a plain checkout.
+fn linked_worktree_git(cwd: &Path) -> GitRules {
     let Ok(text) = std::fs::read_to_string(cwd.join(".git")) else {
         return (Vec::new(), Vec::new());
     };

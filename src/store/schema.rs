@@ -443,6 +443,10 @@ pub enum EventKind {
     Warning { message: String },
     /// The sandbox's egress proxy refused a connection of the agent (`host:port`).
     EgressDenied { host: String },
+    /// A file hank recorded for the run's confinement changed under it (a fleet task's
+    /// worktree `.git` file, its git dir's `gitdir` or `commondir`, issue 47): the run stops
+    /// before the next call. `file` names it.
+    Security { file: String, message: String },
     /// The client began retrying a failed API call (once per call): the call waits.
     ApiRetry(Box<ApiRetry>),
     /// A `hank ctl` command the loop took (or refused): its journal id, the command as
