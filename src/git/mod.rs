@@ -26,7 +26,9 @@
 //! A task worktree of `hank fleet` is opened from paths hank knows ([`Repo::task_worktree`]):
 //! its git directory is found in the checkout's common directory (`worktrees/*/gitdir` naming
 //! the worktree), and every git command in it then runs as `git --git-dir=<that>
-//! --work-tree=<wt>`, never through the worktree's `.git` file, which the agent can rewrite.
+//! --work-tree=<wt>` with `GIT_COMMON_DIR` set, never through the worktree's `.git` file,
+//! which the agent can rewrite, nor a `commondir`. The agent itself commits in a repository of
+//! its own ([`agent_repo`]), which hank's git never runs in; hank imports its commits.
 //! Commits check that HEAD is the branch hank expects ([`Repo::expect_branch`]).
 
 use std::path::{Path, PathBuf};

@@ -6,8 +6,9 @@
 //! every descendant and cannot be lifted) and then `exec`s the agent in place. hank's git, the
 //! check (`VERIFY_COMMAND`) and every other tool start without it.
 //!
-//! What the agent may do ([`Rules`]): read and write its project (or the task's worktree and its
-//! own git dir and object store), a private `TMPDIR`, the client's own state paths named by its
+//! What the agent may do ([`Rules`]): read and write its project (or a fleet task's worktree and
+//! the task's own repository, the checkout's objects read-only: `worktree_git`, from hank's
+//! record only), a private `TMPDIR`, the client's own state paths named by its
 //! profile (`[sandbox] write`), `/dev/null` and `/dev/tty`; read the system, the client's install
 //! and the toolchains of SANDBOX_READ; connect by TCP only to hank's egress proxy
 //! ([`proxy::Proxy`]) on 127.0.0.1, which lets through only the profile's API hosts and
