@@ -448,7 +448,7 @@ pub(super) fn merge_off_thread(
         return_to_agent(paths, &wt, &problem, &opts.into)?;
         // The agent's repository made again from hank's view: the merge in progress, its
         // index with the conflicts, the branch's tip.
-        agent_repo(paths, &pin(paths, &wt)?)?;
+        agent_repo(&pin(paths, &wt)?)?;
         pin(paths, &wt)?;
     }
     Ok(Some(Merged {

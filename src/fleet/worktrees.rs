@@ -226,7 +226,7 @@ pub(super) fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Res
         // the task's own repository is kept (its commits are the task's), or made.
         let repo = pin(paths, &wt)?;
         if repo.task().agent.is_none() {
-            agent_repo(paths, &repo)?;
+            agent_repo(&repo)?;
         }
         pin(paths, &wt)?;
         return Ok(wt);
@@ -262,7 +262,7 @@ pub(super) fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Res
     }
     copy_missing_config(&paths.root, &wt)?;
     // The agent's own repository, made new for this task (issue 47).
-    agent_repo(paths, &pin(paths, &wt)?)?;
+    agent_repo(&pin(paths, &wt)?)?;
     pin(paths, &wt)?;
     let plan = format!(
         "# Fix plan — task {:?} of a hank fleet\n\n{}",
@@ -426,8 +426,7 @@ pub(super) fn pin(paths: &Paths, wt: &Path) -> Result<Repo> {
 
 /// Makes the task agent's own repository in the pinned worktree `repo`
 /// ([`crate::git::agent_repo::make`]); the caller pins the worktree again.
-pub(super) fn agent_repo(paths: &Paths, repo: &Repo) -> Result<()> {
-    let _ = paths;
+pub(super) fn agent_repo(repo: &Repo) -> Result<()> {
     crate::git::agent_repo::make(repo).map(|_| ()).map_err(|e| {
         HankError::Internal(format!(
             "the task's own repository in {}: {e}",

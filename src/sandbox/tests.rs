@@ -275,7 +275,14 @@ fn a_fleet_tasks_git_rules_come_from_hanks_record_and_never_move() {
     let wt = tmp.path().join("wt");
     git_in(
         &root,
-        &["worktree", "add", "-q", "-b", "hank/t", &wt.to_string_lossy()],
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "hank/t",
+            &wt.to_string_lossy(),
+        ],
     );
     let repo = Repo::task_worktree(&root, &wt).unwrap();
     let p = agent_repo::make(&repo).unwrap();
