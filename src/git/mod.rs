@@ -556,22 +556,28 @@ const MAX_SUBMODULE_CONFIGS: usize = 256;
 /// of each `path` of its `.gitmodules` that has a `.git` directory of its own. Found by
 /// looking at files only (no git spawn); none when the repository has no submodules.
 pub(crate) fn submodule_configs(dir: &Path) -> Vec<PathBuf> {
-    // The repository: the nearest `.git` (a directory, or a file `gitdir: …`) above `dir`.
-    let Some((top, git_dir)) = dir.ancestors().find_map(|d| {
-        let dot = d.join(".git");
-        let meta = std::fs::symlink_metadata(&dot).ok()?;
-        if meta.is_dir() {
-            return Some((d.to_path_buf(), dot));
-        }
-        let text = std::fs::read_to_string(&dot).ok()?;
-        let target = text.trim().strip_prefix("gitdir:")?.trim();
-        Some((d.to_path_buf(), d.join(target)))
-    }) else {
+    // The repository: a task worktree's as hank recorded it, else the nearest `.git` (a
+    // directory, or a file `gitdir: …`) above `dir`.
+    let pinned = task_git(dir).map(|t| (t.work_tree, t.common));
+    let found = pinned.or_else(|| {
+        let (top, git_dir) = dir.ancestors().find_map(|d| {
+            let dot = d.join(".git");
+            let meta = std::fs::symlink_metadata(&dot).ok()?;
+            if meta.is_dir() {
+                return Some((d.to_path_buf(), dot));
+            }
+            let text = std::fs::read_to_string(&dot).ok()?;
+            let target = text.trim().strip_prefix("gitdir:")?.trim();
+            Some((d.to_path_buf(), d.join(target)))
+        })?;
+        let common = std::fs::read_to_string(git_dir.join("commondir"))
+            .ok()
+            .map_or_else(|| git_dir.clone(), |c| git_dir.join(c.trim()));
+        Some((top, common))
+    });
+    let Some((top, common)) = found else {
         return Vec::new();
     };
-    let common = std::fs::read_to_string(git_dir.join("commondir"))
-        .ok()
-        .map_or_else(|| git_dir.clone(), |c| git_dir.join(c.trim()));
     let mut found = Vec::new();
     let mut stack = vec![(common.join("modules"), 0u8)];
     while let Some((d, depth)) = stack.pop() {

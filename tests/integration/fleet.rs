@@ -225,7 +225,11 @@ fn a_finished_tasks_worktree_is_reused_clean_by_the_next_task() {
     let o = p.run(&["fleet", "--agents", "1"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let gitdir = std::fs::read_to_string(p.fake.join("gitdir-two")).unwrap();
-    assert!(gitdir.trim_end().ends_with("worktrees/one"), "{gitdir}");
+    // The first task's admin folder, and a repository of the second task's own in it.
+    assert!(
+        gitdir.trim_end().ends_with("worktrees/one/agent"),
+        "{gitdir}"
+    );
     let seen = std::fs::read_to_string(p.fake.join("all-two")).unwrap();
     assert!(!seen.contains("junk-one"), "the first task's files: {seen}");
     assert!(!seen.contains("one.txt"), "the first task's commit: {seen}");
