@@ -1057,4 +1057,49 @@ mod tests {
         // A path that is no worktree of the checkout is refused.
         assert!(Repo::task_worktree(&root, &other).is_err());
     }
+
+    /// Issue 47: progress reads a fleet task through the agent's own repository, as the agent
+    /// sees it: a clean status at the start (hank's index copied), the agent's commit (its
+    /// objects in P, its parent's through the recorded alternate) diffed in process, and
+    /// neither the `.git` file nor a planted `commondir` steering the reader.
+    #[test]
+    fn progress_reads_a_task_through_the_agents_own_repository() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        std::fs::create_dir_all(&root).unwrap();
+        git_in(&root, &["init", "-q"]);
+        std::fs::write(root.join("base.txt"), "base\n").unwrap();
+        git_in(&root, &["add", "base.txt"]);
+        git_in(&root, &["commit", "-q", "-m", "root"]);
+        let wt = tmp.path().join("wt");
+        git_in(
+            &root,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "-b",
+                "hank/t",
+                &wt.to_string_lossy(),
+            ],
+        );
+        let repo = Repo::task_worktree(&root, &wt).unwrap();
+        let p = agent_repo::make(&repo).unwrap();
+        Repo::task_worktree(&root, &wt).unwrap();
+        let layout = snapshot::layout(&wt).unwrap();
+        assert_eq!(layout.git_dir, p);
+        let before = snapshot::take(&layout, None).unwrap();
+        assert!(before.dirty.is_empty(), "a clean start");
+        std::fs::write(wt.join("a.txt"), "a\n").unwrap();
+        git_in(&wt, &["add", "a.txt"]);
+        git_in(&wt, &["commit", "-q", "-m", "agent"]);
+        // The agent's file and a planted commondir steer nothing.
+        std::fs::write(p.join("commondir"), root.join(".git").display().to_string()).unwrap();
+        let layout = snapshot::layout(&wt).unwrap();
+        assert_eq!(layout.common, p);
+        let after = snapshot::take(&layout, Some(&before)).unwrap();
+        assert_ne!(after.head, before.head);
+        let changed = odb::changed_files(&layout, before.head, after.head).unwrap();
+        assert_eq!(changed, ["a.txt"]);
+    }
 }
