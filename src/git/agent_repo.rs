@@ -70,6 +70,40 @@ fn config_value(v: &str) -> Option<String> {
     ))
 }
 
+/// The keys of the user's configuration P's `config` repeats (the identity the agent commits
+/// with, how the work tree's files are compared): nothing that names a program.
+const COPIED_KEYS: &str =
+    "^(user\\.(name|email)|core\\.(filemode|autocrlf|ignorecase|symlinks|eol|precomposeunicode))$";
+
+/// P's `config`: a repository of its own (no `commondir`, no `worktree`) with the few keys of
+/// the user's effective configuration [`COPIED_KEYS`] names (read through hank's view of the
+/// worktree `wt`), written by hank.
+fn agent_config(wt: &Path) -> String {
+    let mut core =
+        String::from("\trepositoryformatversion = 0\n\tbare = false\n\tlogallrefupdates = true\n");
+    let mut user = String::new();
+    let listed = answer(wt, &["config", "--get-regexp", COPIED_KEYS]).unwrap_or_default();
+    for line in listed.lines() {
+        let Some((key, value)) = line.split_once(' ') else {
+            continue;
+        };
+        let Some(value) = config_value(value) else {
+            continue;
+        };
+        match key.split_once('.') {
+            Some(("user", name)) => user.push_str(&format!("\t{name} = {value}\n")),
+            Some(("core", name)) => core.push_str(&format!("\t{name} = {value}\n")),
+            _ => {}
+        }
+    }
+    let mut config = format!("[core]\n{core}");
+    if !user.is_empty() {
+        config.push_str("[user]\n");
+        config.push_str(&user);
+    }
+    config
+}
+
 /// Makes the task agent's own repository for the pinned worktree `repo`, from hank's view of
 /// it (its HEAD, branch tip, index and merge in progress), replacing whatever P held, and
 /// points the worktree's `.git` file at it. The caller pins the worktree again (so the record
@@ -122,25 +156,7 @@ pub fn make(repo: &Repo) -> Result<PathBuf, GitError> {
             write(&path, format!("{tip}\n").as_bytes())?;
         }
     }
-    let mut config = String::from(
-        "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n",
-    );
-    let mut user = String::new();
-    for key in ["name", "email"] {
-        if let Some(v) = answer(
-            &repo.work_tree,
-            &["config", "--get", &format!("user.{key}")],
-        )
-        .and_then(|v| config_value(&v))
-        {
-            user.push_str(&format!("\t{key} = {v}\n"));
-        }
-    }
-    if !user.is_empty() {
-        config.push_str("[user]\n");
-        config.push_str(&user);
-    }
-    write(&p.join("config"), config.as_bytes())?;
+    write(&p.join("config"), agent_config(&repo.work_tree).as_bytes())?;
     write(
         &p.join("objects/info/alternates"),
         alternates_text(&t.common).as_bytes(),
