@@ -280,6 +280,12 @@ impl Repo {
             dot_git,
             admin_files,
         };
+        // The agent's git rules, from this record only (issue 47).
+        let (read, write) = match &task.agent {
+            Some(p) => (vec![task.common.join("objects")], vec![p.clone()]),
+            None => (vec![task.common.clone()], Vec::new()),
+        };
+        crate::sandbox::record_git_rules(&[wt.to_path_buf(), want.clone()], read, write);
         let mut pinned = PINNED
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -1101,5 +1107,60 @@ mod tests {
         assert_ne!(after.head, before.head);
         let changed = odb::changed_files(&layout, before.head, after.head).unwrap();
         assert_eq!(changed, ["a.txt"]);
+    }
+
+    /// Issue 47: a fleet task's git rules come from hank's record only. The agent's own
+    /// repository is written, the checkout's objects read; the user's refs, logs, config and the
+    /// worktree's admin dir are not named; a `.git` file rewritten to HOME (or a `commondir`
+    /// planted) changes nothing of the rules and is reported as a changed record.
+    #[test]
+    fn a_fleet_tasks_git_rules_come_from_hanks_record_and_never_move() {
+        use crate::sandbox::worktree_git;
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        std::fs::create_dir_all(&root).unwrap();
+        git_in(&root, &["init", "-q"]);
+        git_in(&root, &["commit", "-q", "--allow-empty", "-m", "root"]);
+        let wt = tmp.path().join("wt");
+        git_in(
+            &root,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "-b",
+                "hank/t",
+                &wt.to_string_lossy(),
+            ],
+        );
+        let repo = Repo::task_worktree(&root, &wt).unwrap();
+        let p = agent_repo::make(&repo).unwrap();
+        let repo = Repo::task_worktree(&root, &wt).unwrap();
+        let common = repo.task().common.clone();
+        let want = (vec![common.join("objects")], vec![p.clone()]);
+        assert_eq!(worktree_git(&wt), want);
+        assert!(repo.task().tampered().is_none());
+        // The agent's own commit lands in P only; hank brings it in.
+        std::fs::write(wt.join("a.txt"), "a\n").unwrap();
+        git_in(&wt, &["add", "a.txt"]);
+        git_in(&wt, &["commit", "-q", "-m", "agent"]);
+        assert!(std::fs::read_dir(p.join("objects")).unwrap().count() > 2);
+        agent_repo::import(&repo).unwrap().unwrap();
+        let out = crate::git::run_git(&root, &["log", "--format=%s", "hank/t"]).unwrap();
+        assert!(String::from_utf8_lossy(&out).contains("agent"));
+        // The `.git` file pointed at HOME: the same rules, and a changed record.
+        let home = tmp.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(wt.join(".git"), format!("gitdir: {}\n", home.display())).unwrap();
+        assert_eq!(worktree_git(&wt), want);
+        let (file, _) = repo.task().tampered().unwrap();
+        assert_eq!(file, wt.join(".git"));
+        assert!(agent_repo::import(&repo).unwrap().is_err());
+        std::fs::write(wt.join(".git"), agent_repo::dot_git_text(&p)).unwrap();
+        assert!(repo.task().tampered().is_none());
+        std::fs::write(p.join("commondir"), home.display().to_string()).unwrap();
+        let (file, _) = repo.task().tampered().unwrap();
+        assert_eq!(file, p.join("commondir"));
+        assert_eq!(worktree_git(&wt), want);
     }
 }
