@@ -65,7 +65,7 @@ impl Real {
     /// Runs the agent of `c` and analyzes its answer.
     pub(super) async fn call(&mut self, c: AgentCall<'_>) -> Result<AgentAnswer> {
         let (agent, s, number) = (c.agent, c.settings, c.number);
-        self.task_record_holds(&s.project_dir)?;
+        self.task_record_holds(&s.project_dir, false)?;
         self.reporter.agent_started(number, c.resume);
         self.reporter.call_detail(
             &agent.command.program,
@@ -172,6 +172,8 @@ impl Real {
             never = watch_stop => match never {},
         };
         self.sandbox.end_call();
+        // A task's last call is checked too: its commits are never imported then.
+        self.task_record_holds(&s.project_dir, true)?;
         let called = called.map_err(HankError::usage)?;
         self.reporter.agent_finished();
         self.lock.record_agent(None);
@@ -484,9 +486,13 @@ impl Real {
     /// A fleet task's record (issue 47): the worktree's `.git` file, its git dir's `gitdir`
     /// and `commondir`, the agent repository's `commondir` and alternates as hank recorded them
     /// at the start ([`crate::git::TaskGit::tampered`]). One changed: a `security` event naming
-    /// it, and the run stops before the call (the fleet fails the task with the reason).
-    fn task_record_holds(&mut self, dir: &std::path::Path) -> Result<()> {
-        let Some((file, what)) = crate::git::task_git(dir).and_then(|t| t.tampered()) else {
+    /// it, and the run stops before the call (the fleet fails the task with the reason); after
+    /// the call too (`after`) for a task with its own repository.
+    fn task_record_holds(&mut self, dir: &std::path::Path, after: bool) -> Result<()> {
+        let Some((file, what)) = crate::git::task_git(dir)
+            .filter(|t| !after || t.agent.is_some())
+            .and_then(|t| t.tampered())
+        else {
             return Ok(());
         };
         let file = file.display().to_string();

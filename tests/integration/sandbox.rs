@@ -581,3 +581,29 @@ git checkout -q hank/a 2>/dev/null
     let files = g(&["ls-tree", "-r", "--name-only", "hank/fleet"]);
     assert!(files.contains("mine.txt"), "{files}");
 }
+
+/// Issue 47: a record changed in a task's last call (its plan done in the same call) stops
+/// the run at once, sandbox or not: a `security` event naming the file, the task failed with
+/// that reason, nothing of it merged.
+#[test]
+fn a_fleet_task_whose_last_call_rewrites_its_git_file_fails_with_a_security_event() {
+    let p = crate::fleet::project_doing(
+        "# Fix plan\n\n## A\n- [ ] a1\n",
+        "sed -i '0,/- \\[ \\]/s//- [x]/' .hank/fix_plan.md\necho a > a.txt\n\
+         printf 'gitdir: %s\\n' \"$HOME\" > .git\n",
+    );
+    let out = p.run(&["fleet"]);
+    let err = stderr(&out);
+    let (state, message) = first_task(&p);
+    assert_eq!(state, "failed", "{message}\n{err}");
+    assert!(
+        message.contains("security") && message.contains(".git"),
+        "{message}\n{err}"
+    );
+    assert!(
+        security_events(&p).iter().any(|e| e.contains("/.git\"")),
+        "{err}"
+    );
+    let files = crate::support::git(&p.dir, &["ls-tree", "-r", "--name-only", "hank/fleet"]);
+    assert!(!files.contains("a.txt"), "{files}");
+}
