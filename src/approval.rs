@@ -165,8 +165,10 @@ pub fn is_program_key(key: &str) -> bool {
 }
 
 /// What git would run from the repository `project` is in: hooks (names and content hashes,
-/// `*.sample` left out), the configuration keys [`is_program_key`] names, `.gitattributes`
-/// and `.git/info/attributes`. The configuration files are read by `git config --file F
+/// `*.sample` left out), every key of the repository's configuration (not only those
+/// [`is_program_key`] knows: a new git release adds keys that run programs), but the upstream
+/// `git push --set-upstream` records for a branch, `.gitattributes` and every file of
+/// `.git/info/`. The configuration files are read by `git config --file F
 /// --list --no-includes` through the hardened runner ([`crate::git::run_git`]): git's
 /// own parser (a hand-written one could read a tricky file differently from git), which runs
 /// no program of the repository.
@@ -189,20 +191,22 @@ fn git_fingerprint(project: &Path) -> BTreeMap<String, String> {
             out.insert(format!(".git/hooks/{name}"), value);
         }
     }
-    for (shown_as, path) in [
-        (".gitattributes", project.join(".gitattributes")),
-        (
-            ".git/info/attributes",
-            common.join("info").join("attributes"),
-        ),
-    ] {
+    let mut files = vec![(".gitattributes".to_string(), project.join(".gitattributes"))];
+    // Everything of `info/` (attributes, exclude, sparse-checkout…), one level as git reads it.
+    if let Ok(entries) = std::fs::read_dir(common.join("info")) {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            files.push((format!(".git/info/{name}"), entry.path()));
+        }
+    }
+    for (shown_as, path) in files {
         match fsread::read(&path, fsread::CONFIG_LIMIT, Follow::No) {
             Ok(bytes) => {
-                out.insert(shown_as.to_string(), hash(&bytes));
+                out.insert(shown_as, hash(&bytes));
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => {
-                out.insert(shown_as.to_string(), format!("unreadable: {e}"));
+                out.insert(shown_as, format!("unreadable: {e}"));
             }
         }
     }
@@ -217,19 +221,30 @@ fn git_fingerprint(project: &Path) -> BTreeMap<String, String> {
         );
         match listed {
             Ok(bytes) => {
-                for entry in bytes.split(|b| *b == 0) {
-                    let text = String::from_utf8_lossy(entry);
-                    let (key, value) = text.split_once('\n').unwrap_or((&text, ""));
-                    if !key.is_empty() && is_program_key(key) {
-                        let k = format!("git config {key}");
-                        // A key set twice keeps every value.
-                        let v = out.remove(&k).map_or_else(
-                            || value.to_string(),
-                            |old: String| format!("{old}\n{value}"),
-                        );
-                        out.insert(k, v);
+                let entries: Vec<(String, String)> = bytes
+                    .split(|b| *b == 0)
+                    .filter_map(|entry| {
+                        let text = String::from_utf8_lossy(entry);
+                        let (key, value) = text.split_once('\n').unwrap_or((&text, ""));
+                        (!key.is_empty()).then(|| (key.to_string(), value.to_string()))
+                    })
+                    .collect();
+                for (key, value) in &entries {
+                    if is_upstream_of_a_remote(key, value, &entries) {
+                        continue;
                     }
+                    let k = format!("git config {key}");
+                    // A key set twice keeps every value.
+                    let v = out
+                        .remove(&k)
+                        .map_or_else(|| value.clone(), |old: String| format!("{old}\n{value}"));
+                    out.insert(k, v);
                 }
+            }
+            // hank itself was stopped (or git ran past its time): nothing is known of the
+            // file, which is not a change ([`changes`] leaves its keys out).
+            Err(e @ (crate::git::GitError::Interrupted | crate::git::GitError::Timeout)) => {
+                out.insert(format!("git config in {file}"), format!("{INCOMPLETE}{e}"));
             }
             Err(e) => {
                 out.insert(format!("git config in {file}"), format!("unreadable: {e}"));
@@ -237,6 +252,29 @@ fn git_fingerprint(project: &Path) -> BTreeMap<String, String> {
         }
     }
     out
+}
+
+/// How a configuration file that could not be read to its end is fingerprinted: hank was
+/// interrupted, or git ran past its time. Such a reading is no evidence of a change.
+const INCOMPLETE: &str = "incomplete: ";
+
+/// Whether `key`=`value` is the upstream git records for a branch (`branch.NAME.remote`
+/// naming a remote the same file configures, or `branch.NAME.merge`): written by `git push
+/// --set-upstream` (delivery's own push), it decides nothing a remote's own keys do not
+/// (pure). A `branch.NAME.remote` that is a URL, or names no configured remote, is kept.
+fn is_upstream_of_a_remote(key: &str, value: &str, entries: &[(String, String)]) -> bool {
+    let lower = key.to_ascii_lowercase();
+    let Some(rest) = lower.strip_prefix("branch.") else {
+        return false;
+    };
+    if rest.ends_with(".merge") {
+        return true;
+    }
+    rest.ends_with(".remote")
+        && !value.is_empty()
+        && entries
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case(&format!("remote.{value}.url")))
 }
 
 /// The paths among `changed` (repository-relative, as `git diff --name-only` prints them)
@@ -378,7 +416,11 @@ pub fn changes(approved: &ConfigFingerprint, now: &ConfigFingerprint) -> Vec<Str
             out.push(format!("{name}: removed"));
         }
     }
-    for (name, value) in &now.git {
+    // A configuration file read only in part (hank interrupted) says nothing of its keys.
+    let incomplete = |fp: &ConfigFingerprint| fp.git.values().any(|v| v.starts_with(INCOMPLETE));
+    let skip_config = incomplete(approved) || incomplete(now);
+    let compared = |name: &str| !(skip_config && name.starts_with("git config "));
+    for (name, value) in now.git.iter().filter(|(n, _)| compared(n)) {
         let is_config = name.starts_with("git config ");
         match approved.git.get(name) {
             None if is_config => out.push(format!("{name} added: {}", shown(name, value))),
@@ -394,7 +436,7 @@ pub fn changes(approved: &ConfigFingerprint, now: &ConfigFingerprint) -> Vec<Str
             Some(_) => {}
         }
     }
-    for name in approved.git.keys() {
+    for name in approved.git.keys().filter(|n| compared(n)) {
         if !now.git.contains_key(name) {
             out.push(format!("{name}: removed"));
         }
@@ -850,6 +892,71 @@ mod tests {
                 "git config filter.x.clean: removed",
             ]
         );
+    }
+
+    #[test]
+    fn a_configuration_read_only_in_part_is_no_change() {
+        let mut a = fp(&[], &[]);
+        a.git
+            .insert("git config remote.origin.url".into(), "u".into());
+        a.git.insert("git config pager.log".into(), "less".into());
+        let mut b = fp(&[], &[]);
+        b.git.insert(
+            "git config in /p/.git/config".into(),
+            format!("{INCOMPLETE}git was stopped: hank was interrupted"),
+        );
+        assert_eq!(changes(&a, &b), Vec::<String>::new());
+        // A hook is still compared: it was read.
+        b.git
+            .insert(".git/hooks/pre-commit".into(), "hash:1".into());
+        assert_eq!(changes(&a, &b), vec![".git/hooks/pre-commit: added"]);
+        // A file that cannot be read for another reason is a change.
+        let mut c = fp(&[], &[]);
+        c.git.insert(
+            "git config in /p/.git/config".into(),
+            "unreadable: permission denied".into(),
+        );
+        assert_eq!(changes(&a, &c).len(), 3);
+    }
+
+    #[test]
+    fn an_upstream_naming_a_configured_remote_is_not_fingerprinted() {
+        let e = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect()
+        };
+        let entries = e(&[
+            ("remote.origin.url", "/r.git"),
+            ("branch.x.remote", "origin"),
+        ]);
+        assert!(is_upstream_of_a_remote(
+            "branch.x.remote",
+            "origin",
+            &entries
+        ));
+        assert!(is_upstream_of_a_remote(
+            "branch.x.merge",
+            "refs/heads/x",
+            &entries
+        ));
+        assert!(!is_upstream_of_a_remote(
+            "branch.x.remote",
+            "https://evil.example/r.git",
+            &entries
+        ));
+        assert!(!is_upstream_of_a_remote(
+            "branch.x.remote",
+            "evil",
+            &entries
+        ));
+        assert!(!is_upstream_of_a_remote(
+            "branch.x.pushremote",
+            "origin",
+            &entries
+        ));
+        assert!(!is_upstream_of_a_remote("pager.log", "less", &entries));
     }
 
     #[test]

@@ -509,16 +509,18 @@ fn trees(project: &Path, args: &[&str]) -> Result<Vec<u8>, GitError> {
 }
 
 /// Files of the commits between two HEADs (project-relative, `.hank/` excluded): the trees
-/// diffed in process ([`crate::git::odb::changed_files`]); git's answer
-/// ([`committed_by_git`]) whenever the reader says [`crate::git::snapshot::Unreadable`].
+/// diffed in process ([`crate::git::odb::changed_files_within`]); git's answer
+/// ([`committed_by_git`]) whenever the reader says [`crate::git::snapshot::Unreadable`]. A
+/// diff past [`crate::git::odb::LIMITS`] (a "tree bomb" the agent committed) is cut there:
+/// git, which would take as long and as much memory, is not asked.
 fn committed(
     project: &Path,
     layout: &crate::git::snapshot::Layout,
     before: Option<[u8; 20]>,
     after: Option<[u8; 20]>,
 ) -> Vec<String> {
-    match crate::git::odb::changed_files(layout, before, after) {
-        Ok(files) => files,
+    match crate::git::odb::changed_files_within(layout, before, after, crate::git::odb::LIMITS) {
+        Ok(c) => c.paths,
         Err(_) => committed_by_git(project, hex(before).as_deref(), hex(after).as_deref()),
     }
 }

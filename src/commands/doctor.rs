@@ -404,6 +404,37 @@ fn login_check(agent: &AgentCommand, dir: &Path) -> Check {
 }
 
 /// The project layout.
+/// Who hank's commits (delivery's, a fleet task's, `hank setup`'s) are made as: the
+/// environment's `GIT_AUTHOR_EMAIL`, else git's `user.email`; without either they are made as
+/// `hank <hank@localhost>`, which is said here. `None` outside a repository.
+fn identity_check(dir: &Path) -> Option<Check> {
+    if crate::git::run_git(dir, &["rev-parse", "--git-dir"]).is_err() {
+        return None;
+    }
+    if let Ok(email) = std::env::var("GIT_AUTHOR_EMAIL")
+        && !email.trim().is_empty()
+    {
+        return Some(Check::ok(
+            "identity",
+            format!("commits are made as {} (GIT_AUTHOR_EMAIL)", email.trim()),
+        ));
+    }
+    match crate::git::run_git(dir, &["config", "user.email"]) {
+        Ok(out) if !String::from_utf8_lossy(&out).trim().is_empty() => Some(Check::ok(
+            "identity",
+            format!(
+                "commits are made as {} (git config user.email)",
+                String::from_utf8_lossy(&out).trim()
+            ),
+        )),
+        _ => Some(Check::warn(
+            "identity",
+            "git has no user.email here: hank's commits are made as `hank <hank@localhost>`",
+            "git config --global user.name \"Your Name\" && git config --global user.email you@example.com",
+        )),
+    }
+}
+
 fn project_check(dir: &Path) -> Check {
     let missing = crate::project::generate::missing_required(dir);
     if missing.is_empty() {
@@ -578,6 +609,40 @@ fn sandbox_check(s: &settings::Settings) -> Check {
     }
 }
 
+/// The client check when `.hankrc` cannot be read: the program of `--claude-cmd`, else of
+/// `CLAUDE_CODE_CMD`, else `claude` (never one `.hankrc` names).
+fn default_client_check(flag: Option<&str>, dir: &std::path::Path) -> Check {
+    use crate::settings::{Source, Sourced};
+    let cmd = match (flag, std::env::var("CLAUDE_CODE_CMD").ok()) {
+        (Some(f), _) => Sourced {
+            value: f.to_string(),
+            source: Source::Flag("--claude-cmd"),
+        },
+        (None, Some(e)) if !e.trim().is_empty() => Sourced {
+            value: e,
+            source: Source::Env,
+        },
+        _ => Sourced {
+            value: "claude".to_string(),
+            source: Source::Default,
+        },
+    };
+    match settings::resolve_agent(&cmd, dir) {
+        Ok(agent) => {
+            let shown = format!(
+                "{} (from {}; .hankrc is not read until it is fixed)",
+                cmd.value, cmd.source
+            );
+            client_check(&agent, &shown).0
+        }
+        Err(e) => Check::fail(
+            "claude",
+            e.to_string(),
+            format!("{INSTALL}, or pass --claude-cmd / set CLAUDE_CODE_CMD to its path"),
+        ),
+    }
+}
+
 pub(crate) fn run(args: &cli::DoctorArgs) -> Result<u8> {
     let dir = project_dir()?;
     crate::approval::require(&dir, args.accept_config, "hank doctor")?;
@@ -622,11 +687,16 @@ pub(crate) fn run(args: &cli::DoctorArgs) -> Result<u8> {
             checks.push(sandbox_check(s));
             checks.extend(delivery_checks(s, &dir));
         }
-        Err(e) => checks.push(Check::failed(
-            "config",
-            e,
-            "correct the value named above in .hankrc or the environment",
-        )),
+        Err(e) => {
+            checks.push(Check::failed(
+                "config",
+                e,
+                "correct the value named above in .hankrc or the environment",
+            ));
+            // The client is still checked — the flag's, CLAUDE_CODE_CMD's or `claude` — so
+            // that both are fixed in one go.
+            checks.push(default_client_check(args.claude_cmd.as_deref(), &dir));
+        }
     }
     checks.push(match crate::git::version() {
         Some(v) => Check::ok("git", v),
@@ -648,6 +718,7 @@ pub(crate) fn run(args: &cli::DoctorArgs) -> Result<u8> {
         "tmux",
         tmux.unwrap_or_else(|| "not found (only needed for `hank --monitor`)".into()),
     ));
+    checks.extend(identity_check(&dir));
     checks.push(project_check(&dir));
     let all_ok = checks.iter().all(|c| c.ok);
     if args.json {

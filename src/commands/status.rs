@@ -72,14 +72,17 @@ pub(crate) fn run(args: &cli::StatusArgs) -> Result<u8> {
     });
     snap.mark_stale(running);
     if args.json {
-        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
+        // Only JSON goes to stdout: a status.json that is not (binary, cut short) is an error
+        // naming it, never its bytes (escape sequences included) passed through.
+        if let Ok(v) = serde_json::from_slice::<serde_json::Value>(text.as_bytes())
+            && std::str::from_utf8(&bytes).is_ok()
+        {
             return out(&format!("{}\n", json_view(v, running, snap.stale))).map(|()| exit::OK);
         }
-        let mut text = text;
-        if !text.ends_with('\n') {
-            text.push('\n');
-        }
-        return out(&text).map(|()| exit::OK);
+        return Err(HankError::Unreadable {
+            path: path.clone(),
+            problem: "is not valid JSON; is a loop writing it?".into(),
+        });
     }
     let Some(status) = snap.status.as_ref() else {
         let problem = if serde_json::from_str::<serde_json::Value>(&text).is_ok() {

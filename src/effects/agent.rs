@@ -79,6 +79,9 @@ impl Real {
             None
         };
         let mut env_set = agent.env();
+        // The rules come from the repository hank recorded at the run's start: a `.git` the
+        // last call changed stops the run before anything is derived from it.
+        self.guard_before()?;
         let mut rules = self.sandbox.prepare(agent, s, &mut env_set);
         if c.read_only
             && let Some(r) = rules.as_mut()
@@ -174,6 +177,7 @@ impl Real {
         self.sandbox.end_call();
         // A task's last call is checked too: its commits are never imported then.
         self.task_record_holds(&s.project_dir, true)?;
+        self.guard_after()?;
         let called = called.map_err(HankError::usage)?;
         self.reporter.agent_finished();
         self.lock.record_agent(None);
@@ -300,6 +304,9 @@ impl Retries<'_> {
 /// and the refusals not yet told to the agent.
 pub(crate) struct Sandboxing {
     pub(crate) confinement: crate::sandbox::Confinement,
+    /// The project's repository as recorded at the run's start (confined runs only): checked
+    /// before and after each call, its configuration and hooks put back after it.
+    guard: Option<crate::sandbox::repo::RepoGuard>,
     proxy: Option<crate::sandbox::proxy::Proxy>,
     tmp: Option<tempfile::TempDir>,
     /// The folder of the proxy's Unix socket (where the agent's network namespace hands over
@@ -360,9 +367,16 @@ impl Sandboxing {
             }
             proxy = Some(p);
         }
+        let guard = matches!(confinement, Confinement::Landlock { .. }).then(|| {
+            crate::sandbox::repo::RepoGuard::record(
+                &s.project_dir,
+                crate::git::pinned_git_dir(&s.project_dir).map(|(git_dir, _)| git_dir),
+            )
+        });
         Ok((
             Self {
                 confinement,
+                guard,
                 proxy,
                 tmp,
                 _handover: handover,
@@ -462,6 +476,15 @@ impl Sandboxing {
     }
 }
 
+/// A guarded file's change in words.
+fn verb(what: &str) -> &'static str {
+    match what {
+        "added" => "added",
+        "removed" => "removed",
+        _ => "changed",
+    }
+}
+
 /// What a sandboxed agent's environment gets: the egress proxy in every proxy variable (and no
 /// host exempt from it) and the private TMPDIR.
 fn sandbox_env(proxy: &str, tmp: &std::path::Path) -> Vec<(String, String)> {
@@ -483,11 +506,125 @@ fn sandbox_env(proxy: &str, tmp: &std::path::Path) -> Vec<(String, String)> {
 }
 
 impl Real {
+    /// Before a confined call: `.git` is what was recorded at the run's start (else the run
+    /// stops, a `security` event naming the file), and the files git runs programs from are
+    /// saved.
+    fn guard_before(&mut self) -> Result<()> {
+        self.guard_check("before the call")?;
+        if let Some(g) = self.sandbox.guard.as_mut() {
+            g.save();
+        }
+        Ok(())
+    }
+
+    /// After a confined call: the same check, then whatever the agent changed among the
+    /// repository's configuration, hooks and `info/` is put back, each file a `security`
+    /// event, a warning, and a note for the next loop's context. A change that could not be
+    /// undone stops the run.
+    fn guard_after(&mut self) -> Result<()> {
+        self.guard_check("during the call")?;
+        let Some(g) = self.sandbox.guard.as_mut() else {
+            return Ok(());
+        };
+        let undone = g.restore();
+        if undone.is_empty() {
+            return Ok(());
+        }
+        let now = self.clock.now();
+        let mut stuck = Vec::new();
+        for u in &undone {
+            let (action, message) = if u.restored {
+                (
+                    "undone",
+                    format!(
+                        "the agent {} {}; hank put it back (git would run what it says outside the sandbox)",
+                        verb(u.what),
+                        u.file
+                    ),
+                )
+            } else {
+                stuck.push(u.file.clone());
+                (
+                    "not_undone",
+                    format!(
+                        "the agent {} {} and hank could not put it back",
+                        verb(u.what),
+                        u.file
+                    ),
+                )
+            };
+            let event = crate::store::Event::new(
+                now,
+                crate::store::EventKind::Security {
+                    file: u.file.clone(),
+                    action: action.into(),
+                    message: message.clone(),
+                },
+            );
+            self.write_event(&event, 0.0, (0, 0))?;
+            self.store.log(now, &format!("sandbox: {message}"));
+            self.reporter.warn(&format!("sandbox: {message}"));
+        }
+        let list = undone
+            .iter()
+            .map(|u| u.file.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.sandbox
+            .notes
+            .push(crate::policy::run::Control::Note(crate::policy::run::ContextNote {
+                kind: crate::policy::run::NoteKind::Note,
+                text: format!(
+                    "hank's sandbox undid your changes to {list}: the repository's git configuration, hooks and info/ are the user's and are not to be changed by the agent. Do not change them again."
+                ),
+            }));
+        if stuck.is_empty() {
+            return Ok(());
+        }
+        Err(HankError::usage_hint(
+            format!(
+                "security: the agent changed {} and hank could not put it back; the run stops before git runs it",
+                stuck.join(", ")
+            ),
+            "look at the file (`git config --local --list`, the hooks folder), restore it, then `hank config accept`",
+        ))
+    }
+
+    /// `.git` and `commondir` as recorded, else the run stops with a `security` event.
+    fn guard_check(&mut self, when: &str) -> Result<()> {
+        let Some(g) = self.sandbox.guard.as_mut() else {
+            return Ok(());
+        };
+        let Err(t) = g.check() else {
+            return Ok(());
+        };
+        let file = t.file.display().to_string();
+        let message = format!(
+            "{file} changed {when}: it {}; the sandbox's rules and hank's git come from it, so the run stops",
+            t.what
+        );
+        let now = self.clock.now();
+        let event = crate::store::Event::new(
+            now,
+            crate::store::EventKind::Security {
+                file: file.clone(),
+                action: "stopped".into(),
+                message: message.clone(),
+            },
+        );
+        self.write_event(&event, 0.0, (0, 0))?;
+        self.store.log(now, &format!("sandbox: {message}"));
+        Err(HankError::usage_hint(
+            format!("security: {message}"),
+            format!("put {file} back as it was (the agent changed it), then start the run again"),
+        ))
+    }
+
     /// A fleet task's record (issue 47): the worktree's `.git` file, its git dir's `gitdir`
     /// and `commondir`, the agent repository's `commondir` and alternates as hank recorded them
-    /// at the start ([`crate::git::TaskGit::tampered`]). One changed: a `security` event naming
-    /// it, and the run stops before the call (the fleet fails the task with the reason); after
-    /// the call too (`after`) for a task with its own repository.
+    /// at the task's start ([`crate::git::TaskGit::tampered`]). One changed: a `security` event
+    /// naming it, and the run stops before the call (the fleet fails the task with the reason);
+    /// after the call too (`after`) for a task with its own repository.
     fn task_record_holds(&mut self, dir: &std::path::Path, after: bool) -> Result<()> {
         let Some((file, what)) = crate::git::task_git(dir)
             .filter(|t| !after || t.agent.is_some())
@@ -502,6 +639,7 @@ impl Real {
             now,
             crate::store::EventKind::Security {
                 file: file.clone(),
+                action: "stopped".into(),
                 message: message.clone(),
             },
         );

@@ -447,7 +447,7 @@ const GIT_ENV_KEPT: [&str; 9] = [
 /// Settings on git's command line that beat every configuration file: nothing the repository
 /// (which the agent can write, `.git/config` included) configures is run. No fsmonitor hook
 /// or daemon, no hook, no external diff, no textconv, no pager; quoted paths off. The filter
-/// drivers are switched off by name ([`filter_overrides`]).
+/// drivers are switched off by name ([`filter_overrides`]). [`NO_PROGRAMS`] too.
 const GIT_SAFE_CONFIG: [&str; 14] = [
     "-c",
     "core.quotepath=off",
@@ -463,6 +463,27 @@ const GIT_SAFE_CONFIG: [&str; 14] = [
     "core.untrackedCache=false",
     "-c",
     "core.attributesFile=/dev/null",
+];
+
+/// What every git hank starts without the user's approval has on its command line besides
+/// hooks, filters and fsmonitor off: no signing (a rewritten configuration's `commit.gpgSign`
+/// with its `gpg.program` ran the agent's script in hank's task commit), no editor (`:` is
+/// git's no-op editor), no command for an alternate's refs. The keys git reads only in
+/// commands hank never runs (`pager.*`, `difftool.*`, `sendemail.*`, `browser.*`,
+/// `interactive.diffFilter`, `trailer.*.command`) need nothing.
+pub(crate) const NO_PROGRAMS: [&str; 12] = [
+    "-c",
+    "commit.gpgSign=false",
+    "-c",
+    "tag.gpgSign=false",
+    "-c",
+    "core.editor=:",
+    "-c",
+    "sequence.editor=:",
+    "-c",
+    "core.alternateRefsCommand=",
+    "-c",
+    "merge.verifySignatures=false",
 ];
 
 /// Runs `git ARGS` in `dir` with nothing of the repository's configuration that runs a
@@ -710,6 +731,7 @@ fn git_plain_answer(
         .arg("--no-pager")
         .args(pinned_args(dir))
         .args(GIT_SAFE_CONFIG)
+        .args(NO_PROGRAMS)
         .args(extra)
         .args(args)
         .cwd(dir)
@@ -888,6 +910,7 @@ fn git_run_with(
                     .into_iter()
                     .flat_map(|s| ["-c".to_string(), s.to_string()]),
             );
+            off.extend(NO_PROGRAMS.iter().map(|s| (*s).to_string()));
             off
         }
     };

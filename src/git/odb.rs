@@ -26,6 +26,11 @@
 //! stream or delta, a missing object (a partial clone's promised object) are all
 //! [`Unreadable`]: the caller ([`changed_files`]'s, `crate::worktree`'s) then asks git.
 //!
+//! The tree diff is bounded too ([`LIMITS`]: paths named, trees and bytes read): the agent
+//! writes the objects, and a few trees naming one subtree a thousand times each would name
+//! billions of paths; past a limit the answer is cut ([`changed_files_within`]), and git,
+//! which would take as long, is not asked.
+//!
 //! [`changed_files`] is the tree-to-tree diff progress needs (`git diff --name-only
 //! --no-renames --relative` between two commits, hank's files excluded), in `odb/diff.rs`.
 
@@ -39,7 +44,10 @@ use miniz_oxide::{DataFormat, MZError, MZFlush, MZStatus};
 pub use super::snapshot::Unreadable;
 
 mod diff;
-pub use diff::{Entry, MAX_TREE_DEPTH, changed_files, tree_entries};
+pub use diff::{
+    Changed, Entry, LIMITS, Limits, MAX_TREE_DEPTH, changed_files, changed_files_within,
+    tree_entries,
+};
 
 #[cfg(test)]
 mod tests;

@@ -190,6 +190,16 @@ pub(crate) fn plan(spec: &ProjectSpec) -> Result<Vec<PlannedFile>> {
     let mut vars = Vars::new();
     vars.insert("project_name", spec.name.trim().to_string());
     vars.insert("project_type", spec.project_type.trim().to_string());
+    // The prompt names the type only when hank knows it ("calc", not "calc (unknown)").
+    let kind = spec.project_type.trim();
+    vars.insert(
+        "project_label",
+        if kind.is_empty() || kind == "unknown" {
+            spec.name.trim().to_string()
+        } else {
+            format!("{} ({kind})", spec.name.trim())
+        },
+    );
     vars.insert("build_cmd", code_or(spec.commands.build_cmd.as_ref()));
     vars.insert("test_cmd", code_or(spec.commands.test_cmd.as_ref()));
     vars.insert("run_cmd", code_or(spec.commands.run_cmd.as_ref()));

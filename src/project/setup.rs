@@ -49,7 +49,9 @@ pub(crate) fn validate_name(name: &str) -> Result<()> {
 /// What happened with git.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum GitOutcome {
-    Committed,
+    /// The first commit; `as_hank`: made as `hank <hank@localhost>` (git has no identity
+    /// here), which is said.
+    Committed { as_hank: bool },
     /// Skipped or failed, with the reason (the project exists anyway).
     Skipped(String),
 }
@@ -90,7 +92,9 @@ fn git_init_and_commit(dir: &Path) -> GitOutcome {
     }
     args.extend(["commit", "-q", "-m", "Set up hank project"]);
     match step(&args) {
-        Ok(()) => GitOutcome::Committed,
+        Ok(()) => GitOutcome::Committed {
+            as_hank: !has_identity,
+        },
         Err(e) => GitOutcome::Skipped(e),
     }
 }
@@ -189,7 +193,8 @@ pub(crate) fn run(cwd: &Path, args: &SetupArgs) -> Result<u8> {
                 "project_type": args.project_type.as_deref().unwrap_or("unknown"),
                 "path": dir.display().to_string(),
                 "files_created": written.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
-                "git": match git { GitOutcome::Committed => "committed".to_string(), GitOutcome::Skipped(r) => r.clone() },
+                "git": match git { GitOutcome::Committed { .. } => "committed".to_string(), GitOutcome::Skipped(r) => r.clone() },
+                "git_identity": match git { GitOutcome::Committed { as_hank: true } => Some("hank <hank@localhost>"), _ => None },
                 "message": format!("created {}", args.name),
             }),
             Err(e) => serde_json::json!({
@@ -208,7 +213,15 @@ pub(crate) fn run(cwd: &Path, args: &SetupArgs) -> Result<u8> {
         errln!("  {}", w.display());
     }
     match git {
-        GitOutcome::Committed => errln!("  git repository with a first commit"),
+        GitOutcome::Committed { as_hank: false } => {
+            errln!("  git repository with a first commit");
+        }
+        GitOutcome::Committed { as_hank: true } => {
+            errln!("  git repository with a first commit, made as `hank <hank@localhost>`");
+            errln!(
+                "warning: git has no user.name/user.email here, so hank's commits are made as `hank <hank@localhost>`; set yours: git config --global user.name \"Your Name\" && git config --global user.email you@example.com"
+            );
+        }
         GitOutcome::Skipped(reason) => errln!("warning: {reason}"),
     }
     if args.project_type.as_deref() == Some("python") && which::which("uv").is_err() {

@@ -134,6 +134,7 @@ mod tests {
         let known = [
             "project_name",
             "project_type",
+            "project_label",
             "build_cmd",
             "test_cmd",
             "run_cmd",

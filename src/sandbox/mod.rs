@@ -16,6 +16,7 @@
 
 pub mod netns;
 pub mod proxy;
+pub mod repo;
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};

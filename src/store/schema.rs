@@ -443,10 +443,15 @@ pub enum EventKind {
     Warning { message: String },
     /// The sandbox's egress proxy refused a connection of the agent (`host:port`).
     EgressDenied { host: String },
-    /// A file hank recorded for the run's confinement changed under it (a fleet task's
-    /// worktree `.git` file, its git dir's `gitdir` or `commondir`, issue 47): the run stops
-    /// before the next call. `file` names it.
-    Security { file: String, message: String },
+    /// The confined agent changed something that would run later outside its sandbox, or
+    /// that the sandbox's rules come from: `file` (`.git/config`, `.git/hooks/NAME`, `.git`,
+    /// `commondir`…), `action` `undone` (hank put it back), `not_undone` or `stopped` (the
+    /// run stopped), and what happened in words.
+    Security {
+        file: String,
+        action: String,
+        message: String,
+    },
     /// The client began retrying a failed API call (once per call): the call waits.
     ApiRetry(Box<ApiRetry>),
     /// A `hank ctl` command the loop took (or refused): its journal id, the command as
@@ -1402,10 +1407,11 @@ pub struct ConfigFingerprint {
     /// `.hank/agents/NAME.toml` → `hash:<hex>` of its bytes (or `unreadable: …`).
     pub profiles: BTreeMap<String, String>,
     /// What git runs from the repository: `.git/hooks/NAME` → `hash:<hex>` (`*.sample`
-    /// left out), `git config KEY` → value for the keys that name a program or another
-    /// configuration file (`core.hooksPath`, `filter.*`, `include.*`, `includeIf.*`…),
-    /// `.gitattributes` and `.git/info/attributes` → `hash:<hex>`. Empty outside a repository
-    /// (and in files written before it existed).
+    /// left out), `git config KEY` → value for every key of the repository's configuration
+    /// (but a branch's upstream naming a configured remote), `.gitattributes` and each file
+    /// of `.git/info/` → `hash:<hex>`; `git config in FILE` → `unreadable: …` or
+    /// `incomplete: …` (hank was interrupted: no evidence of a change). Empty outside a
+    /// repository (and in files written before it existed).
     pub git: BTreeMap<String, String>,
 }
 

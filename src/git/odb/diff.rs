@@ -18,6 +18,87 @@ pub const MAX_TREE_DEPTH: usize = 512;
 /// Most tags peeled on the way to a commit.
 const MAX_PEEL: usize = 16;
 
+/// What one diff may cost: the agent writes the objects, and a few trees that name one
+/// subtree a thousand times each (a "tree bomb") would name billions of paths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Most paths named; past it the answer is cut ([`Changed::cut`]).
+    pub paths: usize,
+    /// Most tree objects read.
+    pub trees: usize,
+    /// Most bytes of tree objects read.
+    pub bytes: u64,
+}
+
+/// Progress's limits: far above any real commit's (a vendored tree of 100,000 files reads
+/// in well under a second), far below what a tree bomb asks.
+pub const LIMITS: Limits = Limits {
+    paths: 200_000,
+    trees: 100_000,
+    bytes: 256 * 1024 * 1024,
+};
+
+/// The paths found, and whether the walk stopped at a limit before the end.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Changed {
+    pub paths: Vec<String>,
+    /// The walk stopped at [`Limits`]: `paths` is the first part of the answer only.
+    pub cut: Option<String>,
+}
+
+/// The walk's answer so far and its costs.
+struct Found {
+    paths: Vec<String>,
+    trees: usize,
+    bytes: u64,
+    limits: Limits,
+}
+
+/// Why a walk stopped: a limit (the answer so far stands, cut) or an unreadable object.
+enum Stop {
+    Limit(String),
+    Unreadable(Unreadable),
+}
+
+impl From<Unreadable> for Stop {
+    fn from(u: Unreadable) -> Self {
+        Stop::Unreadable(u)
+    }
+}
+
+impl Found {
+    /// The tree `t`, counted against the limits.
+    fn tree(&mut self, odb: &mut Odb, t: &Oid) -> Result<Vec<u8>, Stop> {
+        if self.trees >= self.limits.trees {
+            return Err(Stop::Limit(format!(
+                "more than {} trees read",
+                self.limits.trees
+            )));
+        }
+        let data = read_kind(odb, t, Kind::Tree)?;
+        self.trees += 1;
+        self.bytes += data.len() as u64;
+        if self.bytes > self.limits.bytes {
+            return Err(Stop::Limit(format!(
+                "more than {} bytes of trees read",
+                self.limits.bytes
+            )));
+        }
+        Ok(data)
+    }
+
+    fn push(&mut self, path: &[u8], name: &[u8]) -> Result<(), Stop> {
+        if self.paths.len() >= self.limits.paths {
+            return Err(Stop::Limit(format!(
+                "more than {} paths",
+                self.limits.paths
+            )));
+        }
+        push_name(&mut self.paths, path, name);
+        Ok(())
+    }
+}
+
 const S_IFMT: u32 = 0o170_000;
 const S_IFDIR: u32 = 0o040_000;
 const S_IFREG: u32 = 0o100_000;
@@ -171,14 +252,34 @@ fn replaced(layout: &Layout) -> bool {
 ///
 /// # Errors
 /// [`Unreadable`] whenever this reader cannot give git's exact answer: `refs/replace/` in use,
-/// an object missing or unreadable (see [`super`]), a tree deeper than [`MAX_TREE_DEPTH`].
+/// an object missing or unreadable (see [`super`]), a tree deeper than [`MAX_TREE_DEPTH`], a
+/// walk past [`LIMITS`].
 pub fn changed_files(
     layout: &Layout,
     before: Option<Oid>,
     after: Option<Oid>,
 ) -> Result<Vec<String>, Unreadable> {
+    let c = changed_files_within(layout, before, after, LIMITS)?;
+    match c.cut {
+        Some(why) => Err(Unreadable(format!("too large: {why}"))),
+        None => Ok(c.paths),
+    }
+}
+
+/// [`changed_files`] within `limits`: past one of them the walk stops and the paths found so
+/// far are the answer, marked [`Changed::cut`] (never unbounded time or memory, whatever
+/// trees the agent committed).
+///
+/// # Errors
+/// As [`changed_files`], but a limit.
+pub fn changed_files_within(
+    layout: &Layout,
+    before: Option<Oid>,
+    after: Option<Oid>,
+    limits: Limits,
+) -> Result<Changed, Unreadable> {
     if before.is_none() && after.is_none() {
-        return Ok(Vec::new());
+        return Ok(Changed::default());
     }
     if replaced(layout) {
         return no("replacement refs (refs/replace/) are in use");
@@ -195,16 +296,31 @@ pub fn changed_files(
     };
     let a = at(&mut odb, before)?;
     let b = at(&mut odb, after)?;
-    let mut out = Vec::new();
+    let mut out = Found {
+        paths: Vec::new(),
+        trees: 0,
+        bytes: 0,
+        limits,
+    };
     let mut path = Vec::new();
-    match (before.is_some() && after.is_some(), a, b) {
-        (true, a, b) => walk(&mut odb, a, b, &mut path, 0, &mut out)?,
+    let walked = match (before.is_some() && after.is_some(), a, b) {
+        (true, a, b) => walk(&mut odb, a, b, &mut path, 0, &mut out),
         (false, Some(t), None) | (false, None, Some(t)) => {
-            list(&mut odb, t, &mut path, 0, &mut out)?
+            list(&mut odb, t, &mut path, 0, &mut out)
         }
-        (false, _, _) => {}
+        (false, _, _) => Ok(()),
+    };
+    match walked {
+        Ok(()) => Ok(Changed {
+            paths: out.paths,
+            cut: None,
+        }),
+        Err(Stop::Limit(why)) => Ok(Changed {
+            paths: out.paths,
+            cut: Some(why),
+        }),
+        Err(Stop::Unreadable(u)) => Err(u),
     }
-    Ok(out)
 }
 
 fn push_name(out: &mut Vec<String>, path: &[u8], name: &[u8]) {
@@ -220,12 +336,14 @@ fn list(
     t: Oid,
     path: &mut Vec<u8>,
     depth: usize,
-    out: &mut Vec<String>,
-) -> Result<(), Unreadable> {
+    out: &mut Found,
+) -> Result<(), Stop> {
     if depth > MAX_TREE_DEPTH {
-        return no(format!("trees nested deeper than {MAX_TREE_DEPTH}"));
+        return Err(Stop::Unreadable(Unreadable(format!(
+            "trees nested deeper than {MAX_TREE_DEPTH}"
+        ))));
     }
-    let data = read_kind(odb, &t, Kind::Tree)?;
+    let data = out.tree(odb, &t)?;
     for e in tree_entries(&data)? {
         one_side(odb, &e, path, depth, out)?;
     }
@@ -238,8 +356,8 @@ fn one_side(
     e: &Entry<'_>,
     path: &mut Vec<u8>,
     depth: usize,
-    out: &mut Vec<String>,
-) -> Result<(), Unreadable> {
+    out: &mut Found,
+) -> Result<(), Stop> {
     if e.is_tree() {
         let len = path.len();
         path.extend_from_slice(e.name);
@@ -248,8 +366,7 @@ fn one_side(
         path.truncate(len);
         r
     } else {
-        push_name(out, path, e.name);
-        Ok(())
+        out.push(path, e.name)
     }
 }
 
@@ -265,20 +382,22 @@ fn walk(
     b: Option<Oid>,
     path: &mut Vec<u8>,
     depth: usize,
-    out: &mut Vec<String>,
-) -> Result<(), Unreadable> {
+    out: &mut Found,
+) -> Result<(), Stop> {
     if a == b {
         return Ok(());
     }
     if depth > MAX_TREE_DEPTH {
-        return no(format!("trees nested deeper than {MAX_TREE_DEPTH}"));
+        return Err(Stop::Unreadable(Unreadable(format!(
+            "trees nested deeper than {MAX_TREE_DEPTH}"
+        ))));
     }
     let da = match a {
-        Some(t) => read_kind(odb, &t, Kind::Tree)?,
+        Some(t) => out.tree(odb, &t)?,
         None => Vec::new(),
     };
     let db = match b {
-        Some(t) => read_kind(odb, &t, Kind::Tree)?,
+        Some(t) => out.tree(odb, &t)?,
         None => Vec::new(),
     };
     let (ea, eb) = (tree_entries(&da)?, tree_entries(&db)?);
@@ -322,7 +441,7 @@ fn walk(
                     path.truncate(len);
                     r?;
                 } else {
-                    push_name(out, path, x.name);
+                    out.push(path, x.name)?;
                 }
             }
             (None, None) => return Ok(()),

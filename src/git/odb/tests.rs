@@ -566,3 +566,99 @@ fn corrupt_objects_and_deltas_never_panic() {
         }
     }
 }
+
+/// A tree object of `n` entries `<prefix><i>`, each `mode` and `id`, written with git.
+fn bomb_tree(d: &Path, n: usize, prefix: &str, mode: &str, id: &Oid) -> Oid {
+    let mut names: Vec<String> = (0..n).map(|i| format!("{prefix}{i}")).collect();
+    // git's tree order (no name is a prefix of another's with a `/` here: plain sort).
+    names.sort();
+    let mut bytes = Vec::new();
+    for name in names {
+        bytes.extend_from_slice(format!("{mode} {name}\0").as_bytes());
+        bytes.extend_from_slice(id);
+    }
+    let file = d.join("tree.bin");
+    std::fs::write(&file, &bytes).unwrap();
+    let f = file.to_string_lossy().into_owned();
+    let out = git_out(d, &["hash-object", "-w", "-t", "tree", &f]);
+    std::fs::remove_file(&file).unwrap();
+    parse_hex(String::from_utf8_lossy(&out).trim()).unwrap()
+}
+
+fn commit_of(d: &Path, tree: &Oid) -> Oid {
+    let out = git_out(
+        d,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@e",
+            "commit-tree",
+            &hex(tree),
+            "-m",
+            "bomb",
+        ],
+    );
+    parse_hex(String::from_utf8_lossy(&out).trim()).unwrap()
+}
+
+#[test]
+fn a_tree_bomb_is_cut_at_the_limits_never_walked_to_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    git_in(d, &["init", "-q"]);
+    std::fs::write(d.join("empty"), "").unwrap();
+    let blob = git_out(d, &["hash-object", "-w", "empty"]);
+    let blob = parse_hex(String::from_utf8_lossy(&blob).trim()).unwrap();
+    // 1,000 × 1,000 × 1,000 = a billion paths from three small trees.
+    let t0 = bomb_tree(d, 1000, "f", "100644", &blob);
+    let t1 = bomb_tree(d, 1000, "d", "40000", &t0);
+    let t2 = bomb_tree(d, 1000, "d", "40000", &t1);
+    let bomb = commit_of(d, &t2);
+    let lay = layout(d).unwrap();
+    let c = changed_files_within(&lay, None, Some(bomb), LIMITS).unwrap();
+    assert_eq!(c.paths.len(), LIMITS.paths);
+    assert!(
+        c.cut.as_deref().is_some_and(|w| w.contains("paths")),
+        "{c:?}"
+    );
+    assert!(changed_files(&lay, None, Some(bomb)).is_err());
+    // Against an ordinary commit too (the walk of two trees).
+    let small = commit_of(d, &bomb_tree(d, 3, "f", "100644", &blob));
+    let c = changed_files_within(&lay, Some(small), Some(bomb), LIMITS).unwrap();
+    assert!(c.cut.is_some());
+    // Empty trees name nothing but cost reads: the tree limit stops them.
+    let empty = git_out(d, &["hash-object", "-w", "-t", "tree", "/dev/null"]);
+    let empty = parse_hex(String::from_utf8_lossy(&empty).trim()).unwrap();
+    let e1 = bomb_tree(d, 1000, "e", "40000", &empty);
+    let e2 = bomb_tree(d, 1000, "e", "40000", &e1);
+    let hollow = commit_of(d, &e2);
+    let few = Limits {
+        paths: 10,
+        trees: 500,
+        bytes: u64::MAX,
+    };
+    let c = changed_files_within(&lay, None, Some(hollow), few).unwrap();
+    assert!(c.paths.is_empty());
+    assert!(
+        c.cut.as_deref().is_some_and(|w| w.contains("trees")),
+        "{c:?}"
+    );
+    let c = changed_files_within(
+        &lay,
+        None,
+        Some(hollow),
+        Limits {
+            bytes: 100_000,
+            ..LIMITS
+        },
+    )
+    .unwrap();
+    assert!(
+        c.cut.as_deref().is_some_and(|w| w.contains("bytes")),
+        "{c:?}"
+    );
+    // Within the limits the answer is whole.
+    let c = changed_files_within(&lay, None, Some(small), LIMITS).unwrap();
+    assert_eq!((c.paths.len(), c.cut), (3, None));
+}

@@ -126,7 +126,7 @@ pub(super) fn install(
                 }
             }
             match git {
-                setup::GitOutcome::Committed => {
+                setup::GitOutcome::Committed { .. } => {
                     if let Err(e) = commit_import(&dir, &doc.file_name) {
                         ctx.warn(format!("the import was not committed: {e}"));
                     }
