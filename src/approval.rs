@@ -98,6 +98,11 @@ pub fn fingerprint(project: &Path) -> ConfigFingerprint {
 /// or the `gitdir:` of a `.git` file and that directory's `commondir`), found by reading files
 /// only; `None` outside a repository.
 fn git_dirs(project: &Path) -> Option<(PathBuf, PathBuf)> {
+    // A fleet task's worktree: the git dirs hank recorded (its `.git` file names the agent's
+    // own repository, whose configuration hank's git never reads).
+    if let Some(t) = crate::git::task_git(project) {
+        return Some((t.admin, t.common));
+    }
     let dot = project.join(".git");
     let meta = std::fs::symlink_metadata(&dot).ok()?;
     let git_dir = if meta.is_dir() {

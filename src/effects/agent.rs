@@ -117,6 +117,7 @@ impl Real {
     /// Runs the agent of `c` and analyzes its answer.
     pub(super) async fn call(&mut self, c: AgentCall<'_>) -> Result<AgentAnswer> {
         let (agent, s, number) = (c.agent, c.settings, c.number);
+        self.task_record_holds(&s.project_dir, false)?;
         self.reporter.agent_started(number, c.resume);
         self.reporter.call_detail(
             &agent.command.program,
@@ -231,6 +232,8 @@ impl Real {
             never = watch_stop => match never {},
         };
         self.sandbox.end_call();
+        // A task's last call is checked too: its commits are never imported then.
+        self.task_record_holds(&s.project_dir, true)?;
         self.guard_after()?;
         let changes = client_guard.map(Guard::undo).unwrap_or_default();
         let called = called.map_err(HankError::usage);
@@ -433,7 +436,7 @@ impl Sandboxing {
         let guard = matches!(confinement, Confinement::Landlock { .. }).then(|| {
             crate::sandbox::repo::RepoGuard::record(
                 &s.project_dir,
-                crate::git::pinned_git_dir(&s.project_dir),
+                crate::git::pinned_git_dir(&s.project_dir).map(|(git_dir, _)| git_dir),
             )
         });
         Ok((
@@ -815,6 +818,34 @@ impl Real {
             format!("security: {message}"),
             format!("put {file} back as it was (the agent changed it), then start the run again"),
         ))
+    }
+
+    /// A fleet task's record (issue 47): the worktree's `.git` file, its git dir's `gitdir`
+    /// and `commondir`, the agent repository's `commondir` and alternates as hank recorded them
+    /// at the task's start ([`crate::git::TaskGit::tampered`]). One changed: a `security` event
+    /// naming it, and the run stops before the call (the fleet fails the task with the reason);
+    /// after the call too (`after`) for a task with its own repository.
+    fn task_record_holds(&mut self, dir: &std::path::Path, after: bool) -> Result<()> {
+        let Some((file, what)) = crate::git::task_git(dir)
+            .filter(|t| !after || t.agent.is_some())
+            .and_then(|t| t.tampered())
+        else {
+            return Ok(());
+        };
+        let file = file.display().to_string();
+        let message = format!("security: {file}: {what}; the task's run stops");
+        let now = self.clock.now();
+        let event = crate::store::Event::new(
+            now,
+            crate::store::EventKind::Security {
+                file: file.clone(),
+                action: "stopped".into(),
+                message: message.clone(),
+            },
+        );
+        self.write_event(&event, 0.0, (0, 0))?;
+        self.store.log(now, &message);
+        Err(HankError::usage(message))
     }
 
     /// The egress proxy's refusals of the call, each host said once in a run: an

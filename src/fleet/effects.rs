@@ -364,7 +364,10 @@ impl FleetEffects for Real<'_> {
             loops: s.loop_count,
             cost_usd: s.total_cost_usd,
             agent: s.agent,
-            reason: s.exit_reason.map(|r| r.as_str().to_owned()),
+            reason: s
+                .exit_reason
+                .map(|r| r.as_str().to_owned())
+                .or_else(|| security_stop(&wt)),
             message: s.exit_message,
         })
     }
@@ -520,4 +523,28 @@ fn windows(limits: &crate::policy::windows::WindowLimits, now: Timestamp) -> Vec
             })
         })
         .collect()
+}
+
+/// The `security` event a task's run stopped with (issue 47: a file of its record changed),
+/// as the task's failure reason: its message, naming the file.
+fn security_stop(wt: &Path) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    // Its last 64 KiB: the event is the run's last but for its end.
+    const TAIL: u64 = 64 * 1024;
+    let path = wt.join(".hank").join("events.jsonl");
+    let mut file = crate::fsread::open_regular(&path, crate::fsread::Follow::No).ok()?;
+    let len = file.metadata().ok()?.len();
+    file.seek(SeekFrom::Start(len.saturating_sub(TAIL))).ok()?;
+    let mut bytes = Vec::new();
+    file.take(TAIL).read_to_end(&mut bytes).ok()?;
+    let text = String::from_utf8_lossy(&bytes);
+    crate::store::schema::EventLine::parse_all(&text)
+        .into_iter()
+        .rev()
+        .find_map(|l| match l.event?.kind {
+            crate::store::EventKind::Security { message, .. } => {
+                Some(crate::sanitize::line(&message).to_string())
+            }
+            _ => None,
+        })
 }

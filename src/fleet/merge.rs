@@ -446,6 +446,10 @@ pub(super) fn merge_off_thread(
                 .map_err(|e| HankError::io("write", &path, e))?;
         }
         return_to_agent(paths, &wt, &problem, &opts.into)?;
+        // The agent's repository made again from hank's view: the merge in progress, its
+        // index with the conflicts, the branch's tip.
+        agent_repo(&pin(paths, &wt)?)?;
+        pin(paths, &wt)?;
     }
     Ok(Some(Merged {
         problem,
@@ -471,6 +475,13 @@ pub(super) fn commit_task(
 ) -> Result<std::result::Result<Vec<String>, String>> {
     let wt = paths.worktree(&spec.slug);
     let repo = pin(paths, &wt)?;
+    // The agent's commits brought in from its own repository (hank moves the branch), or
+    // refused: its HEAD elsewhere, a record changed (issue 47).
+    match crate::git::agent_repo::import(&repo) {
+        Ok(Ok(())) => {}
+        Ok(Err(why)) => return Ok(Err(why)),
+        Err(e) => return Ok(Err(format!("its commits could not be imported: {e}"))),
+    }
     if let Err(e) = repo.expect_branch(&format!("hank/{}", spec.slug)) {
         // Kept as the agent left it, for the user to look at; never merged.
         return Ok(Err(e.to_string()));

@@ -222,7 +222,12 @@ pub(super) fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Res
         .join(format!("{}.making", spec.slug));
     let half = fs::symlink_metadata(&making).is_ok();
     if !half && fs::symlink_metadata(wt.join(".git")).is_ok() {
-        // Resumed: git runs there through the git directory hank finds, never its `.git`.
+        // Resumed: git runs there through the git directory hank finds, never its `.git`;
+        // the task's own repository is kept (its commits are the task's), or made.
+        let repo = pin(paths, &wt)?;
+        if repo.task().agent.is_none() {
+            agent_repo(&repo)?;
+        }
         pin(paths, &wt)?;
         return Ok(wt);
     }
@@ -256,6 +261,9 @@ pub(super) fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Res
         pin(paths, &wt)?;
     }
     copy_missing_config(&paths.root, &wt)?;
+    // The agent's own repository, made new for this task (issue 47).
+    agent_repo(&pin(paths, &wt)?)?;
+    pin(paths, &wt)?;
     let plan = format!(
         "# Fix plan — task {:?} of a hank fleet\n\n{}",
         spec.name, spec.section
@@ -343,8 +351,10 @@ pub(super) fn retire_worktree(paths: &Paths, wt: &Path) {
         n += 1;
         to = dir.join(format!("{name}-{n}"));
     }
-    // Detached by writing HEAD (a `checkout --detach` would read every file of the tree).
-    let moved = pin(paths, wt).is_ok()
+    // Detached by writing HEAD (a `checkout --detach` would read every file of the tree);
+    // the task's own repository deleted, the `.git` file git's own again (a spare carries no
+    // task's repository).
+    let moved = pin(paths, wt).is_ok_and(|r| crate::git::agent_repo::release(&r).is_ok())
         && git(wt, &["rev-parse", "-q", "--verify", "HEAD"]).is_ok_and(|head| {
             let head = String::from_utf8_lossy(&head).trim().to_string();
             git_ok(wt, &["update-ref", "--no-deref", "HEAD", &head]).unwrap_or(false)
@@ -414,7 +424,22 @@ pub(super) fn pin(paths: &Paths, wt: &Path) -> Result<Repo> {
         .map_err(|e| HankError::Internal(format!("the worktree {}: {e}", wt.display())))
 }
 
+/// Makes the task agent's own repository in the pinned worktree `repo`
+/// ([`crate::git::agent_repo::make`]); the caller pins the worktree again.
+pub(super) fn agent_repo(repo: &Repo) -> Result<()> {
+    crate::git::agent_repo::make(repo).map(|_| ()).map_err(|e| {
+        HankError::Internal(format!(
+            "the task's own repository in {}: {e}",
+            repo.work_tree().display()
+        ))
+    })
+}
+
 pub(super) fn remove_worktree(paths: &Paths, wt: &Path) {
+    // `git worktree remove` checks the `.git` file names the worktree's admin dir.
+    if let Ok(r) = pin(paths, wt) {
+        let _ = crate::git::agent_repo::release(&r);
+    }
     let _admin = admin_lock();
     let wt_s = wt.to_string_lossy().into_owned();
     // A deletion of every file: bounded by [`TREE_GIT_TIMEOUT`], not the usual minute (at

@@ -98,6 +98,20 @@ fn ok(dir: &Path, args: &[&str]) -> Result<GitRun> {
 /// # Errors
 /// git cannot run, or staging/unstaging failed (then nothing was committed).
 pub fn commit_all(dir: &Path, c: &CommitAll<'_>) -> Result<Committed> {
+    // A fleet task's agent committed in its own repository: its commits come in first
+    // (hank moves the branch), or nothing is committed.
+    if let Some(repo) = super::Repo::pinned(dir) {
+        match super::agent_repo::import(&repo) {
+            Ok(Ok(())) => {}
+            Ok(Err(why)) => return Err(HankError::Tool(why)),
+            Err(e) => {
+                return Err(HankError::Tool(format!(
+                    "the task's commits in {}: {e}",
+                    dir.display()
+                )));
+            }
+        }
+    }
     let r = run(dir, &["add", "--all", "--", "."], GIT_TIMEOUT, c.hooks)?;
     if !r.success {
         return Err(HankError::Tool(format!(

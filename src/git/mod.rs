@@ -26,13 +26,16 @@
 //! A task worktree of `hank fleet` is opened from paths hank knows ([`Repo::task_worktree`]):
 //! its git directory is found in the checkout's common directory (`worktrees/*/gitdir` naming
 //! the worktree), and every git command in it then runs as `git --git-dir=<that>
-//! --work-tree=<wt>`, never through the worktree's `.git` file, which the agent can rewrite.
+//! --work-tree=<wt>` with `GIT_COMMON_DIR` set, never through the worktree's `.git` file,
+//! which the agent can rewrite, nor a `commondir`. The agent itself commits in a repository of
+//! its own ([`agent_repo`]), which hank's git never runs in; hank imports its commits.
 //! Commits check that HEAD is the branch hank expects ([`Repo::expect_branch`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
+pub mod agent_repo;
 pub mod commit;
 mod filters;
 pub mod ignore;
@@ -54,9 +57,99 @@ pub enum Hooks {
     Off,
 }
 
-/// Work trees whose git directory hank pinned ([`Repo::task_worktree`]): git runs in them
-/// with `--git-dir`/`--work-tree`, never through their `.git` file.
-static PINNED: Mutex<Vec<(PathBuf, PathBuf)>> = Mutex::new(Vec::new());
+/// Work trees hank pinned ([`Repo::task_worktree`]): what it recorded of each at the pin,
+/// frozen; git runs in them with `--git-dir`/`--work-tree` and `GIT_COMMON_DIR`, never through
+/// their `.git` file or their git dir's `commondir`.
+static PINNED: Mutex<Vec<TaskGit>> = Mutex::new(Vec::new());
+
+/// A fleet task's worktree as hank recorded it when it pinned it (never read again from what
+/// the agent can write): the sandbox's git rules of the task's agent, the git dir hank's own
+/// git uses, and the files whose change stops the task ([`TaskGit::tampered`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskGit {
+    /// The work tree as named, and resolved.
+    pub work_tree: PathBuf,
+    pub resolved: PathBuf,
+    /// The worktree's git dir in the checkout's records (`<common>/worktrees/<id>`): hank's
+    /// own view of the task (its HEAD, index, merge state); never writable by the agent.
+    pub admin: PathBuf,
+    /// The checkout's common git dir (objects, refs, config), resolved.
+    pub common: PathBuf,
+    /// The agent's own repository ([`agent_repo`]: `<admin>/agent`), when hank made one.
+    pub agent: Option<PathBuf>,
+    /// What the worktree's `.git` file must hold.
+    pub dot_git: Vec<u8>,
+    /// The admin dir's `gitdir` and `commondir` as recorded.
+    pub admin_files: Vec<(PathBuf, Option<Vec<u8>>)>,
+}
+
+/// Most bytes of a `.git` file or a git dir's small files hank reads.
+const SMALL_FILE: u64 = 4096;
+
+/// A small file hank compares (a regular file, never through a link; `None`: absent or not
+/// a regular file).
+fn small_file(path: &Path) -> Option<Vec<u8>> {
+    crate::fsread::read(path, SMALL_FILE, crate::fsread::Follow::No).ok()
+}
+
+impl TaskGit {
+    /// Whether `dir` names this work tree.
+    fn names(&self, dir: &Path) -> bool {
+        self.work_tree == dir
+            || self.resolved == dir
+            || std::fs::canonicalize(dir).is_ok_and(|c| c == self.resolved)
+    }
+
+    /// The first recorded file that changed since the pin, and how: the worktree's `.git`
+    /// file, the admin dir's `gitdir` or `commondir`, a `commondir` or another alternates
+    /// file planted in the agent's repository. `None`: all as recorded.
+    #[must_use]
+    pub fn tampered(&self) -> Option<(PathBuf, String)> {
+        let dot = self.work_tree.join(".git");
+        if small_file(&dot).as_deref() != Some(self.dot_git.as_slice()) {
+            return Some((
+                dot,
+                format!(
+                    "the worktree's .git file no longer holds what hank wrote ({})",
+                    String::from_utf8_lossy(&self.dot_git).trim()
+                ),
+            ));
+        }
+        for (path, bytes) in &self.admin_files {
+            if small_file(path) != *bytes {
+                return Some((path.clone(), "changed in the checkout's records".into()));
+            }
+        }
+        if let Some(p) = &self.agent {
+            let commondir = p.join("commondir");
+            if std::fs::symlink_metadata(&commondir).is_ok() {
+                return Some((
+                    commondir,
+                    "a commondir was planted in the task's own repository".into(),
+                ));
+            }
+            let alternates = p.join("objects/info/alternates");
+            if small_file(&alternates).as_deref()
+                != Some(agent_repo::alternates_text(&self.common).as_bytes())
+            {
+                return Some((
+                    alternates,
+                    "the alternates of the task's own repository changed".into(),
+                ));
+            }
+        }
+        None
+    }
+}
+
+/// What hank recorded of the pinned work tree `dir`, if it pinned it.
+#[must_use]
+pub fn task_git(dir: &Path) -> Option<TaskGit> {
+    let pinned = PINNED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    pinned.iter().find(|t| t.names(dir)).cloned()
+}
 
 /// `--git-dir=… --work-tree=…` for a pinned work tree, nothing otherwise.
 fn pinned_args(dir: &Path) -> Vec<String> {
@@ -65,13 +158,26 @@ fn pinned_args(dir: &Path) -> Vec<String> {
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     pinned
         .iter()
-        .find(|(wt, _)| wt == dir)
-        .map(|(wt, gd)| {
+        .find(|t| t.work_tree == dir || t.resolved == dir)
+        .map(|t| {
             vec![
-                format!("--git-dir={}", gd.display()),
-                format!("--work-tree={}", wt.display()),
+                format!("--git-dir={}", t.admin.display()),
+                format!("--work-tree={}", t.work_tree.display()),
             ]
         })
+        .unwrap_or_default()
+}
+
+/// `GIT_COMMON_DIR` for a pinned work tree (the common dir hank recorded: the admin dir's
+/// `commondir` is not what git's configuration is read from), nothing otherwise.
+fn pinned_env(dir: &Path) -> Vec<(&'static str, PathBuf)> {
+    let pinned = PINNED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    pinned
+        .iter()
+        .find(|t| t.work_tree == dir || t.resolved == dir)
+        .map(|t| vec![("GIT_COMMON_DIR", t.common.clone())])
         .unwrap_or_default()
 }
 
@@ -81,18 +187,16 @@ pub const TASK_CHECKOUT_ENV: &str = "HANK_TASK_CHECKOUT";
 
 /// The git directory hank pinned for the work tree `dir` in this process
 /// ([`Repo::task_worktree`]; in a fleet task's worker, at its start from the checkout in
-/// [`TASK_CHECKOUT_ENV`]), if any: the in-process reader ([`snapshot`]) uses it instead of the
-/// worktree's `.git` file.
+/// [`TASK_CHECKOUT_ENV`]), if any, and its common directory as recorded: the in-process reader
+/// ([`snapshot`]) uses them instead of the worktree's `.git` file and any `commondir`. For a
+/// task with its own repository ([`agent_repo`]) that is the agent's view (its HEAD, index and
+/// commits; the checkout's objects through the recorded alternates).
 #[must_use]
-pub fn pinned_git_dir(dir: &Path) -> Option<PathBuf> {
-    let same = |wt: &Path| wt == dir || std::fs::canonicalize(wt).is_ok_and(|c| c == dir);
-    let pinned = PINNED
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    pinned
-        .iter()
-        .find(|(wt, _)| same(wt))
-        .map(|(_, gd)| gd.clone())
+pub fn pinned_git_dir(dir: &Path) -> Option<(PathBuf, PathBuf)> {
+    task_git(dir).map(|t| match t.agent {
+        Some(p) => (p.clone(), p),
+        None => (t.admin, t.common),
+    })
 }
 
 /// A repository opened from paths hank recorded itself.
@@ -100,13 +204,18 @@ pub fn pinned_git_dir(dir: &Path) -> Option<PathBuf> {
 pub struct Repo {
     work_tree: PathBuf,
     git_dir: PathBuf,
+    task: TaskGit,
 }
 
 impl Repo {
     /// The linked worktree `wt` of the checkout `root`: its git directory is the one of
     /// `<common>/worktrees/*` whose `gitdir` file names `<wt>/.git` (written by `git worktree
     /// add`, outside the worktree); from now on every git command hank runs in `wt` uses it
-    /// (`--git-dir`, `--work-tree`), whatever the worktree's `.git` file says.
+    /// (`--git-dir`, `--work-tree`, `GIT_COMMON_DIR`), whatever the worktree's `.git` file
+    /// says. What it finds is recorded ([`TaskGit`]) and frozen for this process: the agent's
+    /// own repository (`<admin>/agent`, made by hank, [`agent_repo`]) when there is one, and
+    /// what the worktree's `.git` file must hold (`gitdir: <agent repository>`, else what it
+    /// holds now).
     ///
     /// # Errors
     /// The checkout's common directory cannot be read, or no worktree of it is `wt`.
@@ -116,6 +225,7 @@ impl Repo {
             &["rev-parse", "--path-format=absolute", "--git-common-dir"],
         )?;
         let common = PathBuf::from(String::from_utf8_lossy(&out).trim());
+        let common = std::fs::canonicalize(&common).unwrap_or(common);
         let want = std::fs::canonicalize(wt)
             .map_err(|e| GitError::Output(format!("cannot resolve {}: {e}", wt.display())))?;
         let admin = common.join("worktrees");
@@ -145,19 +255,69 @@ impl Repo {
                 admin.display()
             ))
         })?;
+        let agent = git_dir.join(agent_repo::AGENT_DIR);
+        let agent = std::fs::symlink_metadata(&agent)
+            .is_ok_and(|m| m.is_dir())
+            .then_some(agent);
+        let dot_git = match &agent {
+            Some(p) => agent_repo::dot_git_text(p).into_bytes(),
+            None => small_file(&wt.join(".git")).unwrap_or_default(),
+        };
+        let admin_files = ["gitdir", "commondir"]
+            .iter()
+            .map(|f| git_dir.join(f))
+            .map(|f| {
+                let bytes = small_file(&f);
+                (f, bytes)
+            })
+            .collect();
+        let task = TaskGit {
+            work_tree: wt.to_path_buf(),
+            resolved: want.clone(),
+            admin: git_dir.clone(),
+            common,
+            agent,
+            dot_git,
+            admin_files,
+        };
+        // The agent's git rules, from this record only (issue 47).
+        let (read, write) = match &task.agent {
+            Some(p) => (vec![task.common.join("objects")], vec![p.clone()]),
+            None => (vec![task.common.clone()], Vec::new()),
+        };
+        crate::sandbox::record_git_rules(&[wt.to_path_buf(), want.clone()], read, write);
         let mut pinned = PINNED
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        pinned.retain(|(w, _)| w != wt && *w != want);
-        pinned.push((wt.to_path_buf(), git_dir.clone()));
-        if want != wt {
-            // The same work tree named by its resolved path (a worker's current directory).
-            pinned.push((want, git_dir.clone()));
-        }
+        pinned.retain(|t| t.work_tree != wt && t.resolved != want);
+        pinned.push(task.clone());
         Ok(Repo {
             work_tree: wt.to_path_buf(),
             git_dir,
+            task,
         })
+    }
+
+    /// The work tree `dir` as pinned in this process, if it is.
+    #[must_use]
+    pub fn pinned(dir: &Path) -> Option<Repo> {
+        task_git(dir).map(|task| Repo {
+            work_tree: task.work_tree.clone(),
+            git_dir: task.admin.clone(),
+            task,
+        })
+    }
+
+    /// What hank recorded of this work tree.
+    #[must_use]
+    pub fn task(&self) -> &TaskGit {
+        &self.task
+    }
+
+    /// The work tree.
+    #[must_use]
+    pub fn work_tree(&self) -> &Path {
+        &self.work_tree
     }
 
     /// In a fleet task's worker (`hank run` started by the supervisor in the task's worktree,
@@ -173,7 +333,11 @@ impl Repo {
         let Some(checkout) = std::env::var_os(TASK_CHECKOUT_ENV) else {
             return Ok(None);
         };
-        Repo::task_worktree(Path::new(&checkout), dir).map(Some)
+        let repo = Repo::task_worktree(Path::new(&checkout), dir)?;
+        if let Some((file, what)) = repo.task.tampered() {
+            return Err(GitError::Output(format!("{}: {what}", file.display())));
+        }
+        Ok(Some(repo))
     }
 
     /// The git directory hank uses for this work tree.
@@ -419,22 +583,28 @@ const MAX_SUBMODULE_CONFIGS: usize = 256;
 /// of each `path` of its `.gitmodules` that has a `.git` directory of its own. Found by
 /// looking at files only (no git spawn); none when the repository has no submodules.
 pub(crate) fn submodule_configs(dir: &Path) -> Vec<PathBuf> {
-    // The repository: the nearest `.git` (a directory, or a file `gitdir: …`) above `dir`.
-    let Some((top, git_dir)) = dir.ancestors().find_map(|d| {
-        let dot = d.join(".git");
-        let meta = std::fs::symlink_metadata(&dot).ok()?;
-        if meta.is_dir() {
-            return Some((d.to_path_buf(), dot));
-        }
-        let text = std::fs::read_to_string(&dot).ok()?;
-        let target = text.trim().strip_prefix("gitdir:")?.trim();
-        Some((d.to_path_buf(), d.join(target)))
-    }) else {
+    // The repository: a task worktree's as hank recorded it, else the nearest `.git` (a
+    // directory, or a file `gitdir: …`) above `dir`.
+    let pinned = task_git(dir).map(|t| (t.work_tree, t.common));
+    let found = pinned.or_else(|| {
+        let (top, git_dir) = dir.ancestors().find_map(|d| {
+            let dot = d.join(".git");
+            let meta = std::fs::symlink_metadata(&dot).ok()?;
+            if meta.is_dir() {
+                return Some((d.to_path_buf(), dot));
+            }
+            let text = std::fs::read_to_string(&dot).ok()?;
+            let target = text.trim().strip_prefix("gitdir:")?.trim();
+            Some((d.to_path_buf(), d.join(target)))
+        })?;
+        let common = std::fs::read_to_string(git_dir.join("commondir"))
+            .ok()
+            .map_or_else(|| git_dir.clone(), |c| git_dir.join(c.trim()));
+        Some((top, common))
+    });
+    let Some((top, common)) = found else {
         return Vec::new();
     };
-    let common = std::fs::read_to_string(git_dir.join("commondir"))
-        .ok()
-        .map_or_else(|| git_dir.clone(), |c| git_dir.join(c.trim()));
     let mut found = Vec::new();
     let mut stack = vec![(common.join("modules"), 0u8)];
     while let Some((d, depth)) = stack.pop() {
@@ -581,6 +751,9 @@ fn git_plain_answer(
     if let Some(c) = ceiling {
         cmd = cmd.env("GIT_CEILING_DIRECTORIES", c);
     }
+    for (k, v) in pinned_env(dir) {
+        cmd = cmd.env(k, v);
+    }
     if let Some(i) = index {
         cmd = cmd.env("GIT_INDEX_FILE", i);
     }
@@ -598,6 +771,63 @@ fn git_plain_answer(
         ));
     }
     Ok((done.status, done.stdout))
+}
+
+/// `git ARGS` in `dir` as [`run_git`] runs it (nothing the repository configures runs, a
+/// minimal environment, bounded by `timeout`, ends on a signal), with `env` added and `input`
+/// on its stdin: its stdout, bytes as they are. For the import of a task's commits
+/// ([`agent_repo::import`]: `git pack-objects` with the agent's objects as an alternate).
+pub(crate) fn run_git_io(
+    dir: &Path,
+    args: &[&str],
+    env: &[(&str, &Path)],
+    input: &[u8],
+    timeout: Duration,
+) -> Result<Vec<u8>, GitError> {
+    let overrides = filter_overrides(&filters::names(dir, timeout, None)?);
+    let mut cmd = crate::proc::Cmd::new("git")
+        .arg("--no-pager")
+        .args(pinned_args(dir))
+        .args(GIT_SAFE_CONFIG)
+        .args(overrides)
+        .args(args)
+        .cwd(dir)
+        .env_clear();
+    for var in GIT_ENV_KEPT {
+        if crate::agent::redact::is_secret_name(var) {
+            continue;
+        }
+        if let Some(v) = std::env::var_os(var) {
+            cmd = cmd.env(var, v);
+        }
+    }
+    cmd = cmd
+        .env("LC_ALL", "C")
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .env("GIT_TERMINAL_PROMPT", "0");
+    for (k, v) in pinned_env(dir) {
+        cmd = cmd.env(k, v);
+    }
+    for (k, v) in env {
+        cmd = cmd.env(k, v);
+    }
+    let done = cmd
+        .stdin(input.to_vec())
+        .timeout(timeout)
+        .stdout_max(usize::MAX)
+        .held_pipe(HELD_PIPE_GRACE)
+        .interruptible()
+        .run()
+        .map_err(GitError::from)?;
+    if done.held_open {
+        return Err(GitError::Output(
+            "stdout held open after git exited".to_string(),
+        ));
+    }
+    if !done.status.success() {
+        return Err(GitError::Failed(done.status));
+    }
+    Ok(done.stdout)
 }
 
 /// How long the reading of git's stdout waits past git's exit for the pipe to close.
@@ -714,6 +944,9 @@ fn git_run_with(
         "GIT_ICASE_PATHSPECS",
     ] {
         cmd = cmd.env_remove(var);
+    }
+    for (k, v) in pinned_env(dir) {
+        cmd = cmd.env(k, v);
     }
     if let Some(bytes) = input {
         cmd = cmd.stdin(bytes.to_vec());
@@ -852,5 +1085,105 @@ mod tests {
         );
         // A path that is no worktree of the checkout is refused.
         assert!(Repo::task_worktree(&root, &other).is_err());
+    }
+
+    /// Issue 47: progress reads a fleet task through the agent's own repository, as the agent
+    /// sees it: a clean status at the start (hank's index copied), the agent's commit (its
+    /// objects in P, its parent's through the recorded alternate) diffed in process, and
+    /// neither the `.git` file nor a planted `commondir` steering the reader.
+    #[test]
+    fn progress_reads_a_task_through_the_agents_own_repository() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        std::fs::create_dir_all(&root).unwrap();
+        git_in(&root, &["init", "-q"]);
+        std::fs::write(root.join("base.txt"), "base\n").unwrap();
+        git_in(&root, &["add", "base.txt"]);
+        git_in(&root, &["commit", "-q", "-m", "root"]);
+        let wt = tmp.path().join("wt");
+        git_in(
+            &root,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "-b",
+                "hank/t",
+                &wt.to_string_lossy(),
+            ],
+        );
+        let repo = Repo::task_worktree(&root, &wt).unwrap();
+        let p = agent_repo::make(&repo).unwrap();
+        Repo::task_worktree(&root, &wt).unwrap();
+        let layout = snapshot::layout(&wt).unwrap();
+        assert_eq!(layout.git_dir, p);
+        let before = snapshot::take(&layout, None).unwrap();
+        assert!(before.dirty.is_empty(), "a clean start");
+        std::fs::write(wt.join("a.txt"), "a\n").unwrap();
+        git_in(&wt, &["add", "a.txt"]);
+        git_in(&wt, &["commit", "-q", "-m", "agent"]);
+        // The agent's file and a planted commondir steer nothing.
+        std::fs::write(p.join("commondir"), root.join(".git").display().to_string()).unwrap();
+        let layout = snapshot::layout(&wt).unwrap();
+        assert_eq!(layout.common, p);
+        let after = snapshot::take(&layout, Some(&before)).unwrap();
+        assert_ne!(after.head, before.head);
+        let changed = odb::changed_files(&layout, before.head, after.head).unwrap();
+        assert_eq!(changed, ["a.txt"]);
+    }
+
+    /// Issue 47: a fleet task's git rules come from hank's record only. The agent's own
+    /// repository is written, the checkout's objects read; the user's refs, logs, config and the
+    /// worktree's admin dir are not named; a `.git` file rewritten to HOME (or a `commondir`
+    /// planted) changes nothing of the rules and is reported as a changed record.
+    #[test]
+    fn a_fleet_tasks_git_rules_come_from_hanks_record_and_never_move() {
+        use crate::sandbox::worktree_git;
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        std::fs::create_dir_all(&root).unwrap();
+        git_in(&root, &["init", "-q"]);
+        git_in(&root, &["commit", "-q", "--allow-empty", "-m", "root"]);
+        let wt = tmp.path().join("wt");
+        git_in(
+            &root,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "-b",
+                "hank/t",
+                &wt.to_string_lossy(),
+            ],
+        );
+        let repo = Repo::task_worktree(&root, &wt).unwrap();
+        let p = agent_repo::make(&repo).unwrap();
+        let repo = Repo::task_worktree(&root, &wt).unwrap();
+        let common = repo.task().common.clone();
+        let want = (vec![common.join("objects")], vec![p.clone()]);
+        assert_eq!(worktree_git(&wt), want);
+        assert!(repo.task().tampered().is_none());
+        // The agent's own commit lands in P only; hank brings it in.
+        std::fs::write(wt.join("a.txt"), "a\n").unwrap();
+        git_in(&wt, &["add", "a.txt"]);
+        git_in(&wt, &["commit", "-q", "-m", "agent"]);
+        assert!(std::fs::read_dir(p.join("objects")).unwrap().count() > 2);
+        agent_repo::import(&repo).unwrap().unwrap();
+        let out = crate::git::run_git(&root, &["log", "--format=%s", "hank/t"]).unwrap();
+        assert!(String::from_utf8_lossy(&out).contains("agent"));
+        // The `.git` file pointed at HOME: the same rules, and a changed record.
+        let home = tmp.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(wt.join(".git"), format!("gitdir: {}\n", home.display())).unwrap();
+        assert_eq!(worktree_git(&wt), want);
+        let (file, _) = repo.task().tampered().unwrap();
+        assert_eq!(file, wt.join(".git"));
+        assert!(agent_repo::import(&repo).unwrap().is_err());
+        std::fs::write(wt.join(".git"), agent_repo::dot_git_text(&p)).unwrap();
+        assert!(repo.task().tampered().is_none());
+        std::fs::write(p.join("commondir"), home.display().to_string()).unwrap();
+        let (file, _) = repo.task().tampered().unwrap();
+        assert_eq!(file, p.join("commondir"));
+        assert_eq!(worktree_git(&wt), want);
     }
 }

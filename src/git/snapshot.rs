@@ -31,7 +31,8 @@
 //! error, and progress falls back to its walk of modification times.
 //!
 //! A fleet task worktree is read through the git directory hank pinned for it
-//! ([`super::Repo::task_worktree`]), never through the worktree's `.git` file.
+//! ([`super::Repo::task_worktree`]: the agent's own repository, `super::agent_repo`), never
+//! through the worktree's `.git` file or a `commondir`.
 
 use std::ffi::OsStr;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -254,12 +255,14 @@ fn dot_git(dir: &Path) -> Option<PathBuf> {
 pub fn layout(project: &Path) -> Result<Layout, Unreadable> {
     let project = std::fs::canonicalize(project)
         .map_err(|e| Unreadable(format!("{}: {e}", project.display())))?;
+    // A pinned work tree's git dir and common dir are what hank recorded (no `commondir`
+    // read); any other's are found from its `.git`.
     let found = project.ancestors().find_map(|d| {
         super::pinned_git_dir(d)
-            .or_else(|| dot_git(d))
-            .map(|g| (d.to_path_buf(), g))
+            .map(|(g, c)| (d.to_path_buf(), g, Some(c)))
+            .or_else(|| dot_git(d).map(|g| (d.to_path_buf(), g, None)))
     });
-    let Some((top, git_dir)) = found else {
+    let Some((top, git_dir, pinned_common)) = found else {
         return no("not inside a git work tree");
     };
     let rel = project.strip_prefix(&top).unwrap_or(Path::new(""));
@@ -274,7 +277,7 @@ pub fn layout(project: &Path) -> Result<Layout, Unreadable> {
         prefix.push_str(c);
         prefix.push('/');
     }
-    let common = common_of(&git_dir);
+    let common = pinned_common.unwrap_or_else(|| common_of(&git_dir));
     Ok(Layout {
         top,
         git_dir,

@@ -225,10 +225,46 @@ fn a_finished_tasks_worktree_is_reused_clean_by_the_next_task() {
     let o = p.run(&["fleet", "--agents", "1"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let gitdir = std::fs::read_to_string(p.fake.join("gitdir-two")).unwrap();
-    assert!(gitdir.trim_end().ends_with("worktrees/one"), "{gitdir}");
+    // The first task's admin folder, and a repository of the second task's own in it.
+    assert!(
+        gitdir.trim_end().ends_with("worktrees/one/agent"),
+        "{gitdir}"
+    );
     let seen = std::fs::read_to_string(p.fake.join("all-two")).unwrap();
     assert!(!seen.contains("junk-one"), "the first task's files: {seen}");
     assert!(!seen.contains("one.txt"), "the first task's commit: {seen}");
+    assert_eq!(git(&p, &["show", "hank/fleet:two.txt"]).trim(), "two");
+    assert_no_worktree_left(&p);
+}
+
+/// Issue 47: a reused worktree gives the next task a new repository of its own: nothing the
+/// first task's agent left in its repository (a branch, a configuration key) is in the second
+/// one's, and none of it reaches the user's repository.
+#[test]
+fn a_reused_worktree_gives_the_next_task_a_new_repository_of_its_own() {
+    let work = format!(
+        "{WORK}gd=$(git rev-parse --absolute-git-dir); echo \"$gd\" >> \"$FAKE_CLAUDE_DIR/gd\"\n\
+         git rev-parse -q --verify refs/heads/planted >/dev/null && echo branch >> \"$FAKE_CLAUDE_DIR/left\"\n\
+         grep -q planted \"$gd/config\" && echo config >> \"$FAKE_CLAUDE_DIR/left\"\n\
+         git branch planted; git config hank.planted yes\n"
+    );
+    let p = project_doing("## One\n- [ ] a\n## Two\n- [ ] b\n", &work);
+    let o = p.run(&["fleet", "--agents", "1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let gd = std::fs::read_to_string(p.fake.join("gd")).unwrap_or_default();
+    let dirs: Vec<&str> = gd.lines().collect();
+    assert_eq!(dirs.len(), 2, "{gd}");
+    assert!(
+        dirs.iter().all(|d| d.ends_with("worktrees/one/agent")),
+        "the second task runs in the first one's worktree: {gd}"
+    );
+    let left = std::fs::read_to_string(p.fake.join("left")).unwrap_or_default();
+    assert!(
+        left.is_empty(),
+        "the first task's repository reached the second: {left}"
+    );
+    assert!(git(&p, &["branch", "--list", "planted"]).trim().is_empty());
+    assert!(!git(&p, &["config", "--list"]).contains("hank.planted"));
     assert_eq!(git(&p, &["show", "hank/fleet:two.txt"]).trim(), "two");
     assert_no_worktree_left(&p);
 }

@@ -721,3 +721,246 @@ fn a_refused_write_is_a_sandbox_denied_event_naming_the_path_and_the_setting() {
     let o = q.run(&["--max-loops", "1"]);
     assert!(q.events_of("sandbox_denied").is_empty(), "{}", stderr(&o));
 }
+
+/// A one-task fleet of `plan` under Landlock, the fake agent's folder writable (its probes
+/// write there), with an identity for the agent's own commits.
+fn confined_fleet(p: &Project) -> std::process::Output {
+    p.cmd()
+        .env("SANDBOX", "landlock")
+        .env("SANDBOX_WRITE", p.fake.display().to_string())
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .args(["fleet", "--agents", "1"])
+        .output()
+        .expect("run hank fleet")
+}
+
+/// The first task's state and message in `.hank/fleet.json`.
+fn first_task(p: &Project) -> (String, String) {
+    let v = crate::fleet::fleet_json(p);
+    let t = &v["tasks"][0];
+    (
+        t["state"].as_str().unwrap_or_default().to_string(),
+        t["message"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+/// Every `security` event the fleet's tasks wrote (their `events.jsonl`, followed into the
+/// fleet's logs, and left in the worktrees), as the lines written.
+fn security_events(p: &Project) -> Vec<String> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<String>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            let ft = e.file_type().expect("type");
+            if ft.is_dir() && !ft.is_symlink() {
+                walk(&path, out);
+            } else if path.to_string_lossy().ends_with("events.jsonl") {
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                out.extend(
+                    text.lines()
+                        .filter(|l| l.contains("\"type\":\"security\""))
+                        .map(str::to_string),
+                );
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&p.home.join(".local/state/hank"), &mut out);
+    out
+}
+
+/// Issue 47, attack 1: the task's agent points its worktree's `.git` file at `$HOME` in its
+/// first call. Its second call is confined by the rules hank recorded at the task's start
+/// (never read again from the `.git` file): it cannot read the planted key or write `$HOME` —
+/// and it never comes: the changed file stops the task's run with a `security` event naming
+/// it, and the fleet fails the task with that reason.
+#[test]
+fn a_fleet_task_agent_that_rewrites_its_git_file_gets_no_wider_sandbox_and_is_stopped() {
+    if !landlock_here() {
+        eprintln!("skipped: this kernel has no Landlock ABI 4");
+        return;
+    }
+    let p = crate::fleet::project_doing("# Fix plan\n\n## A\n- [ ] a1\n- [ ] a2\n", "");
+    let ssh = p.home.join(".ssh");
+    std::fs::create_dir_all(&ssh).expect("mkdir");
+    std::fs::write(ssh.join("id_ed25519"), "PRIVATE KEY\n").expect("write");
+    let tick = "sed -i '0,/- \\[ \\]/s//- [x]/' .hank/fix_plan.md\n";
+    p.fake(
+        "effect-1.sh",
+        &format!("{tick}printf 'gitdir: %s\\n' \"$HOME\" > .git\n"),
+    );
+    p.fake(
+        "effect-2.sh",
+        &format!(
+            "{tick}out=\"$FAKE_CLAUDE_DIR/probe-2\"\n\
+             if cat \"$HOME/.ssh/id_ed25519\" >/dev/null 2>&1; then echo read-key >> \"$out\"; else echo no-key >> \"$out\"; fi\n\
+             if echo x > \"$HOME/x\" 2>/dev/null; then echo wrote-home >> \"$out\"; else echo no-home >> \"$out\"; fi\n"
+        ),
+    );
+    let out = confined_fleet(&p);
+    let err = stderr(&out);
+    let probe = std::fs::read_to_string(p.fake.join("probe-2")).unwrap_or_default();
+    assert!(
+        !probe.contains("read-key") && !probe.contains("wrote-home"),
+        "{probe}\n{err}"
+    );
+    assert!(!p.home.join("x").exists(), "{err}");
+    let (state, message) = first_task(&p);
+    assert_eq!(state, "failed", "{message}\n{err}");
+    assert!(
+        message.contains("security") && message.contains(".git"),
+        "{message}\n{err}"
+    );
+    let events = security_events(&p);
+    assert!(
+        events.iter().any(|e| e.contains("/.git\"")),
+        "no security event naming the .git file: {events:?}\n{err}"
+    );
+}
+
+/// Issue 47, attack 2: the agent points the `commondir` of its worktree's git dir at a
+/// folder whose config signs commits with its own program. hank's task commit never reads it
+/// (the checkout's records are not the agent's to write; the agent's own repository is never
+/// where hank's git runs): the program never runs.
+#[test]
+fn a_fleet_task_agent_that_rewrites_commondir_never_runs_its_program_in_hanks_git() {
+    if !landlock_here() {
+        eprintln!("skipped: this kernel has no Landlock ABI 4");
+        return;
+    }
+    let p = crate::fleet::project_doing("# Fix plan\n\n## A\n- [ ] a1\n", "");
+    let attack = r#"sed -i '0,/- \[ \]/s//- [x]/' .hank/fix_plan.md
+echo a > a.txt
+evil="$FAKE_CLAUDE_DIR/evil"
+git init -q --bare "$evil"
+printf '#!/bin/sh\ntouch "%s/gpg-ran"\nexit 1\n' "$FAKE_CLAUDE_DIR" > "$FAKE_CLAUDE_DIR/gpg"
+chmod +x "$FAKE_CLAUDE_DIR/gpg"
+git --git-dir="$evil" config commit.gpgSign true
+git --git-dir="$evil" config gpg.program "$FAKE_CLAUDE_DIR/gpg"
+gd=$(git rev-parse --absolute-git-dir)
+for d in "$gd" "$gd/.."; do
+  if echo "$evil" > "$d/commondir" 2>/dev/null; then echo "wrote $d" >> "$FAKE_CLAUDE_DIR/probe"; fi
+done
+"#;
+    p.fake("effect.sh", attack);
+    let out = confined_fleet(&p);
+    let err = stderr(&out);
+    assert!(
+        !p.fake.join("gpg-ran").exists(),
+        "the agent's gpg.program ran in hank's git: {err}"
+    );
+    let files = crate::support::git(&p.dir, &["ls-tree", "-r", "--name-only", "hank/fleet"]);
+    let (state, message) = first_task(&p);
+    // Never merged through a planted configuration: failed, naming the file, or merged
+    // without it (the agent only changed its own repository's file).
+    if state == "merged" {
+        assert!(files.contains("a.txt"), "{files}");
+    } else {
+        assert!(message.contains("commondir"), "{message}\n{err}");
+    }
+}
+
+/// Issue 47, attack 3 (and the agent's own commit, which must still work): the task's agent
+/// deletes the user's branch `feature` with its reflog, moves `main` and another task's
+/// branch onto its commit, and deletes the user's objects, with git and with `rm`. Every one
+/// of them is refused (or lands in the agent's own repository only): after the fleet the
+/// user's branches, reflogs and objects are as they were, and the agent's own commit is
+/// merged.
+#[test]
+fn a_fleet_task_agent_cannot_move_or_delete_the_users_branches_or_objects() {
+    if !landlock_here() {
+        eprintln!("skipped: this kernel has no Landlock ABI 4");
+        return;
+    }
+    let p = crate::fleet::project_doing("# Fix plan\n\n## A\n- [ ] a1\n", "");
+    let g = |args: &[&str]| crate::support::git(&p.dir, args).trim().to_string();
+    g(&["branch", "feature"]);
+    std::fs::write(p.dir.join("f.txt"), "feature\n").expect("write");
+    g(&["add", "f.txt"]);
+    g(&["commit", "-qm", "on main"]);
+    g(&["branch", "hank/earlier"]);
+    let before: Vec<String> = ["main", "feature", "hank/earlier"]
+        .iter()
+        .map(|b| g(&["rev-parse", b]))
+        .collect();
+    let attack = r#"sed -i '0,/- \[ \]/s//- [x]/' .hank/fix_plan.md
+out="$FAKE_CLAUDE_DIR/probe"
+echo mine > mine.txt
+git add mine.txt && git commit -qm "the agent's own commit" && echo committed >> "$out"
+c=$(git rev-parse HEAD)
+git update-ref -d refs/heads/feature 2>/dev/null
+git update-ref refs/heads/main "$c" 2>/dev/null
+git update-ref refs/heads/hank/earlier "$c" 2>/dev/null
+own=$(git rev-parse --absolute-git-dir)
+alt=$(head -n1 "$own/objects/info/alternates" 2>/dev/null)
+for d in "$(cd "$(git rev-parse --git-common-dir)" && pwd)" "${alt%/objects}"; do
+  [ -n "$d" ] && [ "$d" != "$own" ] || continue
+  git --git-dir="$d" update-ref -d refs/heads/feature 2>/dev/null
+  git --git-dir="$d" update-ref refs/heads/main "$c" 2>/dev/null
+  git --git-dir="$d" update-ref refs/heads/hank/earlier "$c" 2>/dev/null
+  rm -rf "$d/logs" "$d/refs/heads/feature" "$d/packed-refs" 2>/dev/null
+  find "$d/objects" -type f -regex '.*/\(pack/.*\|[0-9a-f][0-9a-f]/.*\)' -delete 2>/dev/null
+done
+git checkout -q hank/a 2>/dev/null
+"#;
+    p.fake("effect.sh", attack);
+    let out = confined_fleet(&p);
+    let err = stderr(&out);
+    let probe = std::fs::read_to_string(p.fake.join("probe")).unwrap_or_default();
+    assert!(probe.contains("committed"), "{probe}\n{err}");
+    let after: Vec<String> = ["main", "feature", "hank/earlier"]
+        .iter()
+        .map(|b| g(&["rev-parse", b]))
+        .collect();
+    assert_eq!(after, before, "{err}");
+    assert!(
+        p.dir.join(".git/logs/refs/heads/feature").is_file(),
+        "{err}"
+    );
+    let fsck = std::process::Command::new("git")
+        .args(["fsck", "--no-dangling", "--no-progress"])
+        .current_dir(&p.dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .expect("git fsck");
+    assert!(fsck.status.success(), "{}\n{err}", stderr(&fsck));
+    // The agent's own commit came in through hank: on its branch, and merged.
+    let (state, message) = first_task(&p);
+    assert_eq!(state, "merged", "{message}\n{err}");
+    let log = g(&["log", "--format=%s", "hank/fleet"]);
+    assert!(log.contains("the agent's own commit"), "{log}");
+    let files = g(&["ls-tree", "-r", "--name-only", "hank/fleet"]);
+    assert!(files.contains("mine.txt"), "{files}");
+}
+
+/// Issue 47: a record changed in a task's last call (its plan done in the same call) stops
+/// the run at once, sandbox or not: a `security` event naming the file, the task failed with
+/// that reason, nothing of it merged.
+#[test]
+fn a_fleet_task_whose_last_call_rewrites_its_git_file_fails_with_a_security_event() {
+    let p = crate::fleet::project_doing(
+        "# Fix plan\n\n## A\n- [ ] a1\n",
+        "sed -i '0,/- \\[ \\]/s//- [x]/' .hank/fix_plan.md\necho a > a.txt\n\
+         printf 'gitdir: %s\\n' \"$HOME\" > .git\n",
+    );
+    let out = p.run(&["fleet"]);
+    let err = stderr(&out);
+    let (state, message) = first_task(&p);
+    assert_eq!(state, "failed", "{message}\n{err}");
+    assert!(
+        message.contains("security") && message.contains(".git"),
+        "{message}\n{err}"
+    );
+    assert!(
+        security_events(&p).iter().any(|e| e.contains("/.git\"")),
+        "{err}"
+    );
+    let files = crate::support::git(&p.dir, &["ls-tree", "-r", "--name-only", "hank/fleet"]);
+    assert!(!files.contains("a.txt"), "{files}");
+}
