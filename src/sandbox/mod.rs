@@ -20,7 +20,6 @@
 //! processes (ABI 6: it cannot stop hank or another process of the user). `hank __sandbox`
 //! makes the agent a session of its own first: no controlling terminal.
 
-
 pub mod guard;
 pub mod netns;
 pub mod proxy;
