@@ -533,6 +533,16 @@ impl Sandboxing {
         Guard::take(roots, &state)
     }
 
+    /// A note for the next loop's context (taken once, [`Sandboxing::take_notes`]).
+    fn note(&mut self, text: String) {
+        self.notes.push(crate::policy::run::Control::Note(
+            crate::policy::run::ContextNote {
+                kind: crate::policy::run::NoteKind::Note,
+                text,
+            },
+        ));
+    }
+
     /// status.json's `sandbox` line and latest refusals.
     pub(crate) fn describe_in(&self, status: &mut crate::store::Status) {
         status.sandbox = Some(self.confinement.describe());
@@ -695,14 +705,9 @@ impl Real {
         self.reporter.warn(&format!(
             "sandbox: the agent changed {agent}'s configuration: {list}"
         ));
-        self.sandbox
-            .notes
-            .push(crate::policy::run::Control::Note(crate::policy::run::ContextNote {
-                kind: crate::policy::run::NoteKind::Note,
-                text: format!(
+        self.sandbox.note(format!(
                     "hank undid your changes to {agent}'s own configuration ({list}): the client's settings, hooks, MCP servers, memory files, commands and plugins are the user's and read only to you. Do not change them again."
-                ),
-            }));
+        ));
         Ok(())
     }
 
@@ -770,14 +775,9 @@ impl Real {
             .map(|u| u.file.as_str())
             .collect::<Vec<_>>()
             .join(", ");
-        self.sandbox
-            .notes
-            .push(crate::policy::run::Control::Note(crate::policy::run::ContextNote {
-                kind: crate::policy::run::NoteKind::Note,
-                text: format!(
+        self.sandbox.note(format!(
                     "hank's sandbox undid your changes to {list}: the repository's git configuration, hooks and info/ are the user's and are not to be changed by the agent. Do not change them again."
-                ),
-            }));
+        ));
         if stuck.is_empty() {
             return Ok(());
         }
@@ -803,17 +803,7 @@ impl Real {
             "{file} changed {when}: it {}; the sandbox's rules and hank's git come from it, so the run stops",
             t.what
         );
-        let now = self.clock.now();
-        let event = crate::store::Event::new(
-            now,
-            crate::store::EventKind::Security {
-                file: file.clone(),
-                action: "stopped".into(),
-                message: message.clone(),
-            },
-        );
-        self.write_event(&event, 0.0, (0, 0))?;
-        self.store.log(now, &format!("sandbox: {message}"));
+        self.security_stop(&file, &message)?;
         Err(HankError::usage_hint(
             format!("security: {message}"),
             format!("put {file} back as it was (the agent changed it), then start the run again"),
@@ -834,18 +824,28 @@ impl Real {
         };
         let file = file.display().to_string();
         let message = format!("security: {file}: {what}; the task's run stops");
+        self.security_stop(&file, &message)?;
+        Err(HankError::usage(message))
+    }
+
+    /// What changed the place the run's rules come from, recorded before the run stops: a
+    /// `security` event (`action: stopped`) naming `file`, and a line of the log.
+    fn security_stop(&mut self, file: &str, message: &str) -> Result<()> {
         let now = self.clock.now();
         let event = crate::store::Event::new(
             now,
             crate::store::EventKind::Security {
-                file: file.clone(),
+                file: file.to_owned(),
                 action: "stopped".into(),
-                message: message.clone(),
+                message: message.to_owned(),
             },
         );
         self.write_event(&event, 0.0, (0, 0))?;
-        self.store.log(now, &message);
-        Err(HankError::usage(message))
+        self.store.log(
+            now,
+            &format!("sandbox: {}", message.trim_start_matches("security: ")),
+        );
+        Ok(())
     }
 
     /// The egress proxy's refusals of the call, each host said once in a run: an
@@ -888,14 +888,9 @@ impl Real {
         self.reporter.warn(&format!(
             "sandbox: the agent was refused {list} (not an allowed host)"
         ));
-        self.sandbox
-            .notes
-            .push(crate::policy::run::Control::Note(crate::policy::run::ContextNote {
-                kind: crate::policy::run::NoteKind::Note,
-                text: format!(
+        self.sandbox.note(format!(
                     "hank's sandbox refused connections to {list}: only the agent's API and SANDBOX_ALLOW_HOSTS are reachable. Do not retry them; say in your answer if the work needs them."
-                ),
-            }));
+        ));
         Ok(())
     }
 }
@@ -937,14 +932,9 @@ impl Real {
         self.reporter.warn(&format!(
             "sandbox: the agent was refused {list}; allow a path in .hankrc with SANDBOX_WRITE (to write it) or SANDBOX_READ (to read it)"
         ));
-        self.sandbox
-            .notes
-            .push(crate::policy::run::Control::Note(crate::policy::run::ContextNote {
-                kind: crate::policy::run::NoteKind::Note,
-                text: format!(
+        self.sandbox.note(format!(
                     "hank's sandbox refused access to {list}: outside the project only what SANDBOX_WRITE and SANDBOX_READ allow is reachable. Do not retry it; if the work needs it, say so in your answer (the user can allow it with SANDBOX_WRITE or SANDBOX_READ in .hankrc)."
-                ),
-            }));
+        ));
         Ok(())
     }
 }

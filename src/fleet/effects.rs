@@ -542,9 +542,10 @@ fn security_stop(wt: &Path) -> Option<String> {
         .into_iter()
         .rev()
         .find_map(|l| match l.event?.kind {
-            crate::store::EventKind::Security { message, .. } => {
-                Some(crate::sanitize::line(&message).to_string())
-            }
+            // Only a stop: `undone` events tell of files hank put back, and the run went on.
+            crate::store::EventKind::Security {
+                message, action, ..
+            } if action != "undone" => Some(crate::sanitize::line(&message).to_string()),
             _ => None,
         })
 }
