@@ -725,7 +725,7 @@ static CRASH_NOISE: LazyLock<Regex> =
     LazyLock::new(|| re(r#"^(?:at\s|File\s+"|Node\.js v\d|[\^~{}\[\]()\s]+$)"#));
 
 /// The line of a crash's error output that says what went wrong: the last non-empty line
-/// that is not noise ([`CRASH_NOISE`]) — a Python traceback's `PermissionError: …`, not its
+/// that is not noise (`CRASH_NOISE`) — a Python traceback's `PermissionError: …`, not its
 /// `Traceback (most recent call last):` —, else the last non-empty line; trimmed, cut.
 #[must_use]
 pub fn crash_line(stderr: &str) -> String {
