@@ -19,7 +19,7 @@ pub(crate) fn run(args: &cli::StatusArgs) -> Result<u8> {
     ) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let manual = last_manual_check(&store);
+            let manual = crate::monitor::snapshot::last_manual_check(&store);
             if args.json {
                 out("null\n")?;
             } else {
@@ -46,10 +46,10 @@ pub(crate) fn run(args: &cli::StatusArgs) -> Result<u8> {
     let mut text = String::from_utf8_lossy(&bytes).into_owned();
     // A `hank verify` newer than the status's last check (a run that started without one, or
     // that never ran its check) is the last check: shown, not "not run yet".
-    if let Some(r) = last_manual_check(&store)
+    if let Some(r) = crate::monitor::snapshot::last_manual_check(&store)
         && let Ok(v) = serde_json::from_str::<serde_json::Value>(&text)
     {
-        let v = with_last_check(v, &r);
+        let v = crate::monitor::snapshot::with_last_check(v, &r);
         if let Ok(t) = serde_json::to_string(&v) {
             text = t;
         }
@@ -129,65 +129,13 @@ pub(crate) fn json_view(mut v: serde_json::Value, running: bool, stale: bool) ->
     v
 }
 
-/// The last `hank verify` recorded in state.json (`None`: none, or the state unreadable).
-fn last_manual_check(store: &crate::store::Store) -> Option<crate::policy::verify::CheckResult> {
-    store
-        .read_state()
-        .ok()?
-        .last_verification
-        .filter(|r| r.kind == crate::policy::verify::CheckKind::Manual)
-}
-
-/// status.json with `verification.last` set to the manual check `r` when the status has no
-/// check or an older one (its `command` set when the status has none). (pure)
-#[must_use]
-pub(crate) fn with_last_check(
-    mut v: serde_json::Value,
-    r: &crate::policy::verify::CheckResult,
-) -> serde_json::Value {
-    use serde_json::Value;
-    let Some(obj) = v.as_object_mut() else {
-        return v;
-    };
-    let Ok(record) = serde_json::to_value(r) else {
-        return v;
-    };
-    let ver = obj
-        .entry("verification")
-        .or_insert_with(|| Value::Object(serde_json::Map::new()));
-    if ver.is_null() {
-        *ver = Value::Object(serde_json::Map::new());
-    }
-    let Some(ver) = ver.as_object_mut() else {
-        return v;
-    };
-    let newer = match ver
-        .get("last")
-        .and_then(|l| l.get("at"))
-        .and_then(Value::as_str)
-    {
-        Some(at) => at.parse::<jiff::Timestamp>().map_or(true, |at| at < r.at),
-        None => true,
-    };
-    if newer {
-        ver.insert("last".into(), record);
-        if ver
-            .get("command")
-            .and_then(Value::as_str)
-            .is_none_or(str::is_empty)
-        {
-            ver.insert("command".into(), Value::from(r.command.clone()));
-        }
-    }
-    v
-}
-
 /// `state` of a stale status in `hank status --json`.
 pub(crate) const NOT_RUNNING_JSON: &str = "not_running";
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::monitor::snapshot::with_last_check;
     use serde_json::json;
 
     /// `--json` and the human output agree: a stale status is not running in both.

@@ -398,6 +398,61 @@ fn read_small(path: &Path) -> Option<String> {
     read_tail(path, 4 * 1024 * 1024)
 }
 
+/// The last `hank verify` recorded in state.json (`None`: none, or the state unreadable).
+pub(crate) fn last_manual_check(
+    store: &crate::store::Store,
+) -> Option<crate::policy::verify::CheckResult> {
+    store
+        .read_state()
+        .ok()?
+        .last_verification
+        .filter(|r| r.kind == crate::policy::verify::CheckKind::Manual)
+}
+
+/// status.json with `verification.last` set to the manual check `r` when the status has no
+/// check or an older one (its `command` set when the status has none). (pure)
+#[must_use]
+pub(crate) fn with_last_check(
+    mut v: serde_json::Value,
+    r: &crate::policy::verify::CheckResult,
+) -> serde_json::Value {
+    use serde_json::Value;
+    let Some(obj) = v.as_object_mut() else {
+        return v;
+    };
+    let Ok(record) = serde_json::to_value(r) else {
+        return v;
+    };
+    let ver = obj
+        .entry("verification")
+        .or_insert_with(|| Value::Object(serde_json::Map::new()));
+    if ver.is_null() {
+        *ver = Value::Object(serde_json::Map::new());
+    }
+    let Some(ver) = ver.as_object_mut() else {
+        return v;
+    };
+    let newer = match ver
+        .get("last")
+        .and_then(|l| l.get("at"))
+        .and_then(Value::as_str)
+    {
+        Some(at) => at.parse::<jiff::Timestamp>().map_or(true, |at| at < r.at),
+        None => true,
+    };
+    if newer {
+        ver.insert("last".into(), record);
+        if ver
+            .get("command")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            ver.insert("command".into(), Value::from(r.command.clone()));
+        }
+    }
+    v
+}
+
 /// Reads the project's files and builds a snapshot. Never fails.
 #[must_use]
 pub(crate) fn load(paths: &Paths) -> Snapshot {
@@ -405,10 +460,22 @@ pub(crate) fn load(paths: &Paths) -> Snapshot {
         || paths.root.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     );
+    // A `hank verify` newer than the status's last check is the last check, as `hank status`
+    // shows it: never "not run yet".
+    let store = crate::store::Store::new(&paths.root);
+    let mut status = read_small(&paths.status);
+    if let Some(r) = last_manual_check(&store)
+        && let Some(v) = status
+            .as_deref()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
+        && let Ok(t) = serde_json::to_string(&with_last_check(v, &r))
+    {
+        status = Some(t);
+    }
     let src = Sources {
         project,
         hank_dir: paths.hank.is_dir(),
-        status: read_small(&paths.status),
+        status,
         events_tail: read_tail(&paths.events, EVENTS_TAIL_BYTES),
         live_tail: read_tail(&paths.live, LIVE_TAIL_BYTES),
         state: read_small(&paths.state),
@@ -416,7 +483,7 @@ pub(crate) fn load(paths: &Paths) -> Snapshot {
         fleet: read_small(&paths.fleet),
     };
     let mut snap = Snapshot::from_sources(&src);
-    snap.mark_stale(crate::store::Store::new(&paths.root).loop_running());
+    snap.mark_stale(store.loop_running());
     snap.mark_fleet(crate::fleet::control::fleet_running(&paths.root));
     snap
 }

@@ -459,6 +459,11 @@ fn status_shows_the_last_manual_verify() {
     let text = stdout(&p.run(&["status"]));
     assert!(text.contains("last:       manual — passed"), "{text}");
     assert!(!text.contains("not run yet"), "{text}");
+    // The monitor's snapshot says the same.
+    let once = p.run(&["monitor", "--once"]);
+    let text = stdout(&once) + &stderr(&once);
+    assert!(text.contains("manual — passed"), "{text}");
+    assert!(!text.contains("not run yet"), "{text}");
 }
 
 /// `hank doctor` checks that VERIFY_COMMAND's program exists: "not ready", naming it.
