@@ -376,7 +376,7 @@ pub(crate) fn render(
     }
     let line = |name: &str, c: &ItemCost| {
         format!(
-            "{:<ITEM_WIDTH$} {:>5} {:>5} {:>9} {:>8} {:>9}\n",
+            "{:<ITEM_WIDTH$} {:>5} {:>8} {:>9} {:>8} {:>9}\n",
             cut(name, ITEM_WIDTH),
             c.loops,
             c.calls,
@@ -385,9 +385,11 @@ pub(crate) fn render(
             wall(c.duration_ms)
         )
     };
+    // "requests": the API requests the client made (its turns), not hank's calls of the agent
+    // (`hank status`'s "calls", one a loop).
     s.push_str(&format!(
-        "{:<ITEM_WIDTH$} {:>5} {:>5} {:>9} {:>8} {:>9}\n",
-        "item", "loops", "calls", "cost", "tokens", "wall time"
+        "{:<ITEM_WIDTH$} {:>5} {:>8} {:>9} {:>8} {:>9}\n",
+        "item", "loops", "requests", "cost", "tokens", "wall time"
     ));
     for item in &r.items {
         s.push_str(&line(&item.item, item));
