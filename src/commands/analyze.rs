@@ -164,7 +164,7 @@ fn shape_str(a: &Analysis) -> &'static str {
     }
 }
 
-fn human_bytes(n: u64) -> String {
+pub(crate) fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
     let mut v = n as f64;
     let mut unit = 0;

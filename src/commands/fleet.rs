@@ -212,6 +212,7 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
         json: a.json || run.flags.json,
         exit_at_usage_limit: s.on_usage_limit.value
             == crate::policy::decide::UsageLimitPolicy::Exit,
+        keep_worktrees: s.fleet_keep_worktrees.value,
         retry: a
             .retry
             .as_deref()
@@ -518,6 +519,16 @@ fn status(root: &Path, json: bool) -> Result<u8> {
                     crate::report::shell_quote(wt)
                 ));
             }
+        }
+        if let Some((n, dir, bytes)) = fleet::kept_worktrees(root) {
+            s.push_str(&format!(
+                "kept worktrees: {n} in {}, {} (`hank fleet clean` removes them; FLEET_KEEP_WORKTREES=false keeps none)\n",
+                dir.display(),
+                bytes.map_or_else(
+                    || "more than 2,000,000 files".to_string(),
+                    crate::commands::analyze::human_bytes
+                )
+            ));
         }
         s
     };

@@ -438,6 +438,7 @@ impl Watch {
             exit_at_usage_limit: s.on_usage_limit.value
                 == crate::policy::decide::UsageLimitPolicy::Exit,
             retry: None,
+            keep_worktrees: s.fleet_keep_worktrees.value,
         };
         errln!(
             "hank: watch: running {} issue(s) as a fleet into {INTO}",

@@ -467,9 +467,16 @@ impl FleetEffects for Real<'_> {
 
     fn clean_up(&mut self) {
         // One per agent and the integration worktree's: what the next fleet of as many
-        // agents starts from.
-        let (kept, dir) = keep_worktrees(self.paths, self.opts.agents.saturating_add(1));
-        if kept > 0 {
+        // agents starts from; none with FLEET_KEEP_WORKTREES=false.
+        let keep = if self.opts.keep_worktrees {
+            self.opts.agents.saturating_add(1)
+        } else {
+            0
+        };
+        let (kept, dir) = keep_worktrees(self.paths, keep);
+        if !self.opts.keep_worktrees {
+            self.say("removed the fleet's worktrees (FLEET_KEEP_WORKTREES=false)");
+        } else if kept > 0 {
             self.say(&format!(
                 "kept {kept} worktree{} in {} for the next fleet (`hank fleet clean` removes them)",
                 if kept == 1 { "" } else { "s" },

@@ -106,6 +106,8 @@ pub struct Options {
     pub exit_at_usage_limit: bool,
     /// `--retry [TASK]`: the failed tasks queued again first (`Some(None)`: every one).
     pub retry: Option<Option<String>>,
+    /// FLEET_KEEP_WORKTREES: keep a worktree per agent at the end for the next fleet.
+    pub keep_worktrees: bool,
 }
 
 /// The folders of a fleet.
@@ -249,6 +251,45 @@ pub fn clean(root: &Path) -> Result<(usize, PathBuf)> {
     let removed = worktrees::remove_spares(&paths);
     Ok((removed, paths.user.join("worktrees")))
 }
+
+/// The worktrees kept for the next fleet: how many, their folder, and the bytes their files
+/// take (counted up to [`KEPT_WALK`] entries: `None` past it). `None` when there are none.
+#[must_use]
+pub fn kept_worktrees(root: &Path) -> Option<(usize, PathBuf, Option<u64>)> {
+    let paths = Paths::of(root).ok()?;
+    let dir = paths.user.join("worktrees").join(worktrees::SPARE);
+    let spares: Vec<PathBuf> = fs::read_dir(&dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    if spares.is_empty() {
+        return None;
+    }
+    let mut bytes = 0u64;
+    let mut seen = 0usize;
+    let mut stack = spares.clone();
+    while let Some(p) = stack.pop() {
+        seen += 1;
+        if seen > KEPT_WALK {
+            return Some((spares.len(), dir, None));
+        }
+        let Ok(m) = fs::symlink_metadata(&p) else {
+            continue;
+        };
+        if m.is_dir() {
+            if let Ok(entries) = fs::read_dir(&p) {
+                stack.extend(entries.flatten().map(|e| e.path()));
+            }
+        } else {
+            bytes += m.len();
+        }
+    }
+    Some((spares.len(), dir, Some(bytes)))
+}
+
+/// Most entries `hank fleet status` walks to size the kept worktrees.
+const KEPT_WALK: usize = 2_000_000;
 
 /// Runs the fleet until every task is merged, failed or stopped at a limit.
 pub fn run(root: &Path, tasks: Vec<TaskSpec>, opts: &Options) -> Result<u8> {

@@ -315,7 +315,7 @@ fn reset_worktree(wt: &Path, branch: &str, exists: bool, into: &str) -> Result<(
 }
 
 /// The folder of spare worktrees (finished tasks' worktrees kept for reuse).
-const SPARE: &str = "_spare";
+pub(super) const SPARE: &str = "_spare";
 
 /// Moves a spare worktree to `wt` (`git worktree move`); `false` when there is none.
 fn take_spare(paths: &Paths, wt: &Path) -> Result<bool> {

@@ -283,6 +283,13 @@ pub const KEYS: &[Key] = &[
         "`hank fleet` starts a task only while this much memory is available (`--min-free-memory`)",
     ),
     key(
+        "FLEET_KEEP_WORKTREES",
+        None,
+        DefaultValue::Text("true"),
+        BOOL,
+        "`hank fleet`: keep one worktree per agent at the end for the next fleet (false: remove them; `hank fleet status` shows what they take)",
+    ),
+    key(
         "MAX_MERGE_ATTEMPTS",
         None,
         DefaultValue::Text("2"),

@@ -155,6 +155,8 @@ pub struct Settings {
     pub max_cost_usd: Sourced<f64>,
     /// FLEET_MIN_FREE_MEMORY in bytes (`hank fleet`'s admission).
     pub fleet_min_free_memory: Sourced<u64>,
+    /// FLEET_KEEP_WORKTREES: the worktrees kept at a fleet's end for the next one.
+    pub fleet_keep_worktrees: Sourced<bool>,
     /// MAX_MERGE_ATTEMPTS (`hank fleet`).
     pub max_merge_attempts: Sourced<u32>,
     /// TRACKER (`hank watch`): `github`, `gitlab`, unset = from the origin's host.

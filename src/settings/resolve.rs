@@ -320,6 +320,7 @@ pub fn resolve(flags: &Flags, project_dir: &Path, layers: Layers<'_>) -> Result<
         ),
         max_cost_usd: r.live(&live::MAX_COST_USD, flags.max_cost.as_deref())?,
         fleet_min_free_memory: r.get("FLEET_MIN_FREE_MEMORY", None, parse_size)?,
+        fleet_keep_worktrees: r.get("FLEET_KEEP_WORKTREES", None, parse_bool)?,
         max_merge_attempts: r.get("MAX_MERGE_ATTEMPTS", None, parse_u32_min(1))?,
         tracker: r.get_opt("TRACKER", None, |s| {
             crate::policy::tracker::TrackerKind::parse(s).map(|k| k.as_str().to_string())

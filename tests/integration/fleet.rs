@@ -318,6 +318,39 @@ fn the_next_fleet_starts_on_the_worktrees_the_last_one_kept_and_fleet_clean_remo
 }
 
 #[test]
+fn fleet_status_shows_what_the_kept_worktrees_take_and_they_can_be_left_out() {
+    let p = project("# Fix plan\n\n## One\n- [ ] a\n");
+    let o = p.run(&["fleet", "--agents", "1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = p.run(&["fleet", "status"]);
+    let text = stdout(&o);
+    assert_contains(&text, "kept worktrees: 2 in ");
+    assert_contains(&text, "FLEET_KEEP_WORKTREES=false keeps none");
+    assert!(
+        text.contains(" KiB") || text.contains(" MiB") || text.contains(" B ("),
+        "{text}"
+    );
+    // With FLEET_KEEP_WORKTREES=false the next fleet removes them at its end, and says so.
+    let mut plan = std::fs::read_to_string(p.dir.join(".hank/fix_plan.md")).unwrap();
+    plan.push_str("\n## Two\n- [ ] b\n");
+    std::fs::write(p.dir.join(".hank/fix_plan.md"), plan).unwrap();
+    crate::support::git_in(&p.dir, &p.home, &["commit", "-qam", "one more task"]);
+    let o = p
+        .cmd()
+        .env("FLEET_KEEP_WORKTREES", "false")
+        .args(["fleet", "--agents", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_contains(
+        &stderr(&o),
+        "removed the fleet's worktrees (FLEET_KEEP_WORKTREES=false)",
+    );
+    assert!(kept_worktrees(&p).is_empty());
+    assert!(!stdout(&p.run(&["fleet", "status"])).contains("kept worktrees"));
+}
+
+#[test]
 fn nothing_an_agent_left_in_a_kept_worktree_reaches_the_next_fleet() {
     // The first fleet's agents leave ignored files (never committed) and hank-looking files in
     // their worktrees, which are kept. The next fleet's task and its merge check (run in the
