@@ -855,6 +855,35 @@ fn has_client_marker(bytes: &[u8]) -> bool {
     CLIENT_MARKER.is_match(&bytes[..bytes.len().min(MARKER_WINDOW)])
 }
 
+/// Whether `buf` opens an object whose first key is `result` (the client's answer text).
+fn opens_with_result_key(buf: &[u8]) -> bool {
+    buf.trim_ascii_start()
+        .strip_prefix(b"{")
+        .is_some_and(|r| r.trim_ascii_start().starts_with(b"\"result\""))
+}
+
+/// Whether `buf`, with the control characters inside its strings escaped (`\n` for a raw
+/// line break), is JSON cut off at its end.
+fn cut_once_escaped(buf: &[u8]) -> bool {
+    let mut out = Vec::with_capacity(buf.len() + 16);
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in buf {
+        if in_string && !escaped && b < 0x20 {
+            out.extend_from_slice(format!("\\u{b:04x}").as_bytes());
+            continue;
+        }
+        out.push(b);
+        if escaped {
+            escaped = false;
+        } else if in_string && b == b'\\' {
+            escaped = true;
+        } else if b == b'"' {
+            in_string = !in_string;
+        }
+    }
+    serde_json::from_slice::<serde_json::Value>(&out).is_err_and(|e| e.is_eof())
+}
+
 /// A first line that opens a JSON object the way the client writes one: `{` alone (pretty
 /// printed) or `{"key"…`. `{BUILD} ok` is text.
 fn opens_json_object(line: &[u8]) -> bool {
@@ -1177,6 +1206,14 @@ fn gather_whole<R: BufRead>(r: &mut R, g: &mut Gathered, mut buf: Vec<u8>) {
             }
         }
     }
+    // Raw line breaks inside a string (an answer printed without escaping them) make serde
+    // stop at the first one; read as JSON would, is the output cut off inside the value?
+    let cut_at_eof = cut_at_eof
+        || (failed
+            && g.events == 0
+            && !g.too_large
+            && (has_client_marker(&buf) || opens_with_result_key(&buf))
+            && cut_once_escaped(buf.trim_ascii_end()));
     if failed && g.events == 0 && cut_at_eof && !g.too_large {
         // A JSON value the output ended inside (`{"result": "Success but…`): whoever wrote
         // it, the answer was cut off, never a text success.
@@ -1475,6 +1512,9 @@ mod tests {
             // A whole JSON value that is not the client's, text after it: text.
             (b"{\"a\": 1}\nall done", OutputShape::Text),
             (b"{\"note\": \"line\nnext line", OutputShape::Text),
+            // The client's answer key with raw line breaks, cut off: a truncated answer.
+            (b"{\"result\": \"Success but json is broken\nFiles created successfully\n", OutputShape::Truncated),
+            (b"{\"result\": \"two\nlines\"}\nall done", OutputShape::Text),
             (b"{BUILD} ok", OutputShape::Text),
             (b"{\n  \"type\": \"result\",\n  \"subtype\": \"success\",\n  \"is_error\": false\n}\n", OutputShape::ResultObject),
             (b"hello there", OutputShape::Text),

@@ -134,3 +134,17 @@ fn an_import_without_ai_never_writes_an_unknown_type_into_the_prompt() {
     let plan = std::fs::read_to_string(root.path().join("calc/.hank/fix_plan.md")).expect("plan");
     assert_eq!(plan.matches("- [ ]").count(), 3, "{plan}");
 }
+
+#[test]
+fn a_json_answer_cut_off_with_raw_line_breaks_is_truncated_never_a_text_success() {
+    let p = Project::new(&["task"]);
+    let file = p.dir.join("answer.out");
+    std::fs::write(
+        &file,
+        "{\"result\": \"Success but json is broken\nFiles created successfully\n",
+    )
+    .expect("write");
+    let out = p.run(&["analyze", &file.display().to_string()]);
+    let text = stdout(&out) + &stderr(&out);
+    assert!(text.contains("truncated JSON"), "{text}");
+}
