@@ -345,6 +345,22 @@ fn parse_state(bytes: &[u8]) -> std::result::Result<State, String> {
     serde_json::from_value::<State>(v).map_err(|e| format!("does not match the state schema ({e})"))
 }
 
+/// The fields every `state.json` hank writes has (those a default state serializes) that
+/// `bytes` lacks: they are taken as their defaults, which the run says.
+fn missing_state_fields(bytes: &[u8]) -> Vec<String> {
+    let Ok(serde_json::Value::Object(file)) = serde_json::from_slice::<serde_json::Value>(bytes)
+    else {
+        return Vec::new();
+    };
+    let Ok(serde_json::Value::Object(full)) = serde_json::to_value(State::default()) else {
+        return Vec::new();
+    };
+    full.keys()
+        .filter(|k| !file.contains_key(*k))
+        .cloned()
+        .collect()
+}
+
 /// What can be saved from a state file that is moved aside: an OPEN breaker is kept (a
 /// damaged file must not close it silently). Returns the breaker to keep and the words for
 /// the warning.
@@ -685,7 +701,18 @@ impl Store {
         }
         let mut problem = String::new();
         let read = match crate::fsread::read(&path, crate::fsread::STATE_LIMIT, Follow::No) {
-            Ok(bytes) => parse_state(&bytes).map_err(|why| (why, bytes)),
+            Ok(bytes) => {
+                let parsed = parse_state(&bytes).map_err(|why| (why, bytes.clone()));
+                let missing = missing_state_fields(&bytes);
+                if parsed.is_ok() && !missing.is_empty() {
+                    self.note(format!(
+                        "{} lacked {}: taken as their defaults (hank writes every field; was it edited by hand or by an older hank?)",
+                        path.display(),
+                        missing.join(", ")
+                    ));
+                }
+                parsed
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(State::default()),
             // A link is never followed: it is moved aside like a damaged file.
             Err(e) if crate::fsread::not_regular(&path, Follow::No) == Some("a symbolic link") => {

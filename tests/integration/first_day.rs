@@ -148,3 +148,28 @@ fn a_json_answer_cut_off_with_raw_line_breaks_is_truncated_never_a_text_success(
     let text = stdout(&out) + &stderr(&out);
     assert!(text.contains("truncated JSON"), "{text}");
 }
+
+#[test]
+fn a_state_file_with_missing_fields_is_said_not_taken_silently() {
+    let p = Project::new(&["task", "next task"]);
+    std::fs::write(
+        p.dir.join(".hank/state.json"),
+        "{\"schema_version\": 2, \"loop_count\": 4}\n",
+    )
+    .expect("write");
+    let out = p.run(&["run", "--max-loops", "1"]);
+    let err = stderr(&out);
+    assert!(err.contains("state.json lacked "), "{err}");
+    assert!(err.contains("taken as their defaults"), "{err}");
+    assert!(
+        !err.contains("lacked loop_count") && !err.contains(", loop_count"),
+        "{err}"
+    );
+    // The run saved every field: the next one says nothing.
+    let out = p.run(&["run", "--max-loops", "1"]);
+    assert!(
+        !stderr(&out).contains("state.json lacked"),
+        "{}",
+        stderr(&out)
+    );
+}
