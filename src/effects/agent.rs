@@ -886,7 +886,7 @@ impl Real {
         }
         let list = hosts.join(", ");
         self.reporter.warn(&format!(
-            "sandbox: the agent was refused {list} (not an allowed host)"
+            "sandbox: the agent was refused {list} (not an allowed host; said once a run). It matters only if the work needs it — a client also calls its vendor's default hosts when its API is pointed elsewhere — and then SANDBOX_ALLOW_HOSTS allows it"
         ));
         self.sandbox.note(format!(
                     "hank's sandbox refused connections to {list}: only the agent's API and SANDBOX_ALLOW_HOSTS are reachable. Do not retry them; say in your answer if the work needs them."
