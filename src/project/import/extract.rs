@@ -53,6 +53,24 @@ pub(super) fn task_key(title: &str) -> String {
         .to_lowercase()
 }
 
+/// The words of a title that carry its meaning: lower case, letters and digits only, at least
+/// three characters, a plural `s` dropped, a few filler words left out (pure).
+fn content_words(title: &str) -> Vec<String> {
+    const FILLER: &[&str] = &[
+        "the", "and", "for", "with", "must", "should", "shall", "will", "can", "that", "this",
+        "from", "into", "are", "has", "have", "its", "our", "all",
+    ];
+    title
+        .split(|c: char| !c.is_alphanumeric())
+        .map(str::to_lowercase)
+        .filter(|w| w.chars().count() >= 3 && !FILLER.contains(&w.as_str()))
+        .map(|w| match w.strip_suffix('s') {
+            Some(stem) if stem.chars().count() >= 3 => stem.to_string(),
+            _ => w,
+        })
+        .collect()
+}
+
 /// A requirement sentence as a task title: bold marks removed, a sentence wrapped whole in
 /// emphasis (`*…*`, `_…_`) unwrapped, the final full stop dropped.
 fn sentence_title(sentence: &str) -> String {
@@ -226,6 +244,17 @@ pub(crate) fn extract_tasks(text: &str, cap: usize) -> Extraction {
             }
         }
     }
+    // A requirement sentence that restates a listed task ("The calculator must add two
+    // numbers" beside "- [ ] Add two numbers") is the same work: not a second task.
+    let listed: Vec<Vec<String>> = sections
+        .iter()
+        .flat_map(|(_, t)| t.iter().map(|t| content_words(&t.title)))
+        .filter(|w| w.len() >= 2)
+        .collect();
+    requirements.retain(|r| {
+        let words = content_words(&r.title);
+        !listed.iter().any(|l| l.iter().all(|w| words.contains(w)))
+    });
     push_section(&mut sections, "Requirements", requirements);
     let found: usize = sections.iter().map(|(_, t)| t.len()).sum();
     let mut budget = cap;

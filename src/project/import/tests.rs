@@ -381,3 +381,27 @@ fn goals_with_emphasis_are_not_duplicated() {
     );
     assert_eq!(ex.found, 5);
 }
+
+#[test]
+fn a_requirement_sentence_that_restates_a_listed_task_is_not_a_second_task() {
+    let doc = "# Calc\n\n## Requirements\n\nThe calculator must add two numbers. The calculator \
+               must subtract two numbers. The calculator must print the result. It must run \
+               offline.\n\n## Tasks\n\n- [ ] Add two numbers\n- [ ] Subtract two numbers\n\
+               - [ ] Print the result\n";
+    let ex = extract::extract_tasks(doc, 100);
+    let titles: Vec<&str> = ex
+        .sections
+        .iter()
+        .flat_map(|(_, t)| t.iter().map(|t| t.title.as_str()))
+        .collect();
+    assert_eq!(
+        titles,
+        [
+            "Add two numbers",
+            "Subtract two numbers",
+            "Print the result",
+            "It must run offline"
+        ],
+        "{ex:?}"
+    );
+}
