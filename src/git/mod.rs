@@ -727,32 +727,9 @@ fn git_plain_answer(
     (timeout, ceiling): (Duration, Option<&Path>),
     index: Option<&Path>,
 ) -> Result<(std::process::ExitStatus, Vec<u8>), GitError> {
-    let mut cmd = crate::proc::Cmd::new("git")
-        .arg("--no-pager")
-        .args(pinned_args(dir))
-        .args(GIT_SAFE_CONFIG)
-        .args(NO_PROGRAMS)
-        .args(extra)
-        .args(args)
-        .cwd(dir)
-        .env_clear();
-    for var in GIT_ENV_KEPT {
-        if crate::agent::redact::is_secret_name(var) {
-            continue;
-        }
-        if let Some(v) = std::env::var_os(var) {
-            cmd = cmd.env(var, v);
-        }
-    }
-    cmd = cmd
-        .env("LC_ALL", "C")
-        .env("GIT_OPTIONAL_LOCKS", "0")
-        .env("GIT_TERMINAL_PROMPT", "0");
+    let mut cmd = hardened(dir, extra, args);
     if let Some(c) = ceiling {
         cmd = cmd.env("GIT_CEILING_DIRECTORIES", c);
-    }
-    for (k, v) in pinned_env(dir) {
-        cmd = cmd.env(k, v);
     }
     if let Some(i) = index {
         cmd = cmd.env("GIT_INDEX_FILE", i);
@@ -785,29 +762,7 @@ pub(crate) fn run_git_io(
     timeout: Duration,
 ) -> Result<Vec<u8>, GitError> {
     let overrides = filter_overrides(&filters::names(dir, timeout, None)?);
-    let mut cmd = crate::proc::Cmd::new("git")
-        .arg("--no-pager")
-        .args(pinned_args(dir))
-        .args(GIT_SAFE_CONFIG)
-        .args(overrides)
-        .args(args)
-        .cwd(dir)
-        .env_clear();
-    for var in GIT_ENV_KEPT {
-        if crate::agent::redact::is_secret_name(var) {
-            continue;
-        }
-        if let Some(v) = std::env::var_os(var) {
-            cmd = cmd.env(var, v);
-        }
-    }
-    cmd = cmd
-        .env("LC_ALL", "C")
-        .env("GIT_OPTIONAL_LOCKS", "0")
-        .env("GIT_TERMINAL_PROMPT", "0");
-    for (k, v) in pinned_env(dir) {
-        cmd = cmd.env(k, v);
-    }
+    let mut cmd = hardened(dir, &overrides, args);
     for (k, v) in env {
         cmd = cmd.env(k, v);
     }
@@ -828,6 +783,38 @@ pub(crate) fn run_git_io(
         return Err(GitError::Failed(done.status));
     }
     Ok(done.stdout)
+}
+
+/// The reading git of [`git_plain`] and [`run_git_io`]: `git --no-pager` with the pinned git
+/// dir, [`GIT_SAFE_CONFIG`], [`NO_PROGRAMS`], `extra` and `args`, in `dir`, with a minimal
+/// environment ([`GIT_ENV_KEPT`] minus secret names, C locale, no optional locks, no terminal
+/// prompt, the pinned common dir).
+fn hardened(dir: &Path, extra: &[String], args: &[&str]) -> crate::proc::Cmd {
+    let mut cmd = crate::proc::Cmd::new("git")
+        .arg("--no-pager")
+        .args(pinned_args(dir))
+        .args(GIT_SAFE_CONFIG)
+        .args(NO_PROGRAMS)
+        .args(extra)
+        .args(args)
+        .cwd(dir)
+        .env_clear();
+    for var in GIT_ENV_KEPT {
+        if crate::agent::redact::is_secret_name(var) {
+            continue;
+        }
+        if let Some(v) = std::env::var_os(var) {
+            cmd = cmd.env(var, v);
+        }
+    }
+    cmd = cmd
+        .env("LC_ALL", "C")
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .env("GIT_TERMINAL_PROMPT", "0");
+    for (k, v) in pinned_env(dir) {
+        cmd = cmd.env(k, v);
+    }
+    cmd
 }
 
 /// How long the reading of git's stdout waits past git's exit for the pipe to close.
