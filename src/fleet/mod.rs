@@ -253,7 +253,7 @@ pub fn clean(root: &Path) -> Result<(usize, PathBuf)> {
 }
 
 /// The worktrees kept for the next fleet: how many, their folder, and the bytes their files
-/// take (counted up to [`KEPT_WALK`] entries: `None` past it). `None` when there are none.
+/// take (counted up to `KEPT_WALK` entries: `None` past it). `None` when there are none.
 #[must_use]
 pub fn kept_worktrees(root: &Path) -> Option<(usize, PathBuf, Option<u64>)> {
     let paths = Paths::of(root).ok()?;
