@@ -441,19 +441,40 @@ pub const CREDENTIAL_FILES: &[&str] = &[
 /// links resolved); `None` when it may be. The message names the file.
 #[must_use]
 pub fn refused_grant(entry: &str, home: Option<&Path>) -> Option<String> {
+    refused_among(entry, home, &credential_places(home))
+}
+
+/// Each credential file of [`CREDENTIAL_FILES`] under `home`, as written and with links
+/// resolved where it exists: resolved once for all the entries of a call (each resolution
+/// reads every component's link).
+fn credential_places(home: Option<&Path>) -> Vec<(&'static str, Vec<PathBuf>)> {
+    let Some(home) = home else {
+        return Vec::new();
+    };
+    CREDENTIAL_FILES
+        .iter()
+        .map(|c| {
+            let cred = home.join(c);
+            let real = std::fs::canonicalize(&cred).ok();
+            (*c, [Some(cred), real].into_iter().flatten().collect())
+        })
+        .collect()
+}
+
+/// [`refused_grant`] against credential places already resolved.
+fn refused_among(
+    entry: &str,
+    home: Option<&Path>,
+    creds: &[(&'static str, Vec<PathBuf>)],
+) -> Option<String> {
     let path = expand(entry, home)?;
-    let home = home?;
-    let real = |p: &Path| std::fs::canonicalize(p).ok();
-    let paths: Vec<PathBuf> = [Some(path.clone()), real(&path)]
-        .into_iter()
-        .flatten()
-        .collect();
-    CREDENTIAL_FILES.iter().find_map(|c| {
-        let cred = home.join(c);
-        let creds: Vec<PathBuf> = [Some(cred.clone()), real(&cred)].into_iter().flatten().collect();
+    home?;
+    let real = std::fs::canonicalize(&path).ok();
+    let paths: Vec<PathBuf> = [Some(path), real].into_iter().flatten().collect();
+    creds.iter().find_map(|(c, places)| {
         let clash = paths
             .iter()
-            .any(|p| creds.iter().any(|c| c.starts_with(p) || p.starts_with(c)));
+            .any(|p| places.iter().any(|c| c.starts_with(p) || p.starts_with(c)));
         clash.then(|| {
             format!(
                 "SANDBOX: `{entry}` is not granted to the agent: it is, holds or lies beneath ~/{c} (a credential file's place); name the folders the agent needs instead (e.g. ~/.cargo/bin ~/.cargo/registry)"
@@ -541,12 +562,13 @@ impl Rules {
     /// The rules for an agent at `place`: the files it needs and nothing else of HOME.
     #[must_use]
     pub fn for_agent(place: &Place<'_>) -> Self {
+        let creds = credential_places(place.home);
         let mut read: Vec<PathBuf> = SYSTEM_READ.iter().map(PathBuf::from).collect();
         read.extend(
             place
                 .extra_read
                 .iter()
-                .filter(|e| refused_grant(e, place.home).is_none())
+                .filter(|e| refused_among(e, place.home, &creds).is_none())
                 .filter_map(|e| expand(e, place.home)),
         );
         read.extend(install_dirs(place.program, place.path));
@@ -569,7 +591,7 @@ impl Rules {
             place
                 .extra_write
                 .iter()
-                .filter(|e| refused_grant(e, place.home).is_none())
+                .filter(|e| refused_among(e, place.home, &creds).is_none())
                 .filter_map(|e| expand(e, place.home)),
         );
         let (git_read, git_write) = worktree_git(place.cwd);
