@@ -1087,20 +1087,7 @@ mod tests {
         std::fs::write(root.join("base.txt"), "base\n").unwrap();
         git_in(&root, &["add", "base.txt"]);
         git_in(&root, &["commit", "-q", "-m", "root"]);
-        let wt = tmp.path().join("wt");
-        git_in(
-            &root,
-            &[
-                "worktree",
-                "add",
-                "-q",
-                "-b",
-                "hank/t",
-                &wt.to_string_lossy(),
-            ],
-        );
-        let repo = Repo::task_worktree(&root, &wt).unwrap();
-        let p = agent_repo::make(&repo).unwrap();
+        let (wt, p) = task_with_agent_repo(tmp.path(), &root);
         Repo::task_worktree(&root, &wt).unwrap();
         let layout = snapshot::layout(&wt).unwrap();
         assert_eq!(layout.git_dir, p);
@@ -1119,6 +1106,26 @@ mod tests {
         assert_eq!(changed, ["a.txt"]);
     }
 
+    /// A linked worktree `wt` of `root` on `hank/t` (beside it in `dir`) with the agent's own
+    /// repository made: the worktree and that repository's git dir.
+    fn task_with_agent_repo(dir: &Path, root: &Path) -> (PathBuf, PathBuf) {
+        let wt = dir.join("wt");
+        git_in(
+            root,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "-b",
+                "hank/t",
+                &wt.to_string_lossy(),
+            ],
+        );
+        let repo = Repo::task_worktree(root, &wt).unwrap();
+        let p = agent_repo::make(&repo).unwrap();
+        (wt, p)
+    }
+
     /// Issue 47: a fleet task's git rules come from hank's record only. The agent's own
     /// repository is written, the checkout's objects read; the user's refs, logs, config and the
     /// worktree's admin dir are not named; a `.git` file rewritten to HOME (or a `commondir`
@@ -1131,20 +1138,7 @@ mod tests {
         std::fs::create_dir_all(&root).unwrap();
         git_in(&root, &["init", "-q"]);
         git_in(&root, &["commit", "-q", "--allow-empty", "-m", "root"]);
-        let wt = tmp.path().join("wt");
-        git_in(
-            &root,
-            &[
-                "worktree",
-                "add",
-                "-q",
-                "-b",
-                "hank/t",
-                &wt.to_string_lossy(),
-            ],
-        );
-        let repo = Repo::task_worktree(&root, &wt).unwrap();
-        let p = agent_repo::make(&repo).unwrap();
+        let (wt, p) = task_with_agent_repo(tmp.path(), &root);
         let repo = Repo::task_worktree(&root, &wt).unwrap();
         let common = repo.task().common.clone();
         let want = (vec![common.join("objects")], vec![p.clone()]);
