@@ -34,7 +34,7 @@ bindir="$prefix/bin"
 
 if [ "$action" = uninstall ]; then
     removed=0
-    for name in hank $NAMES; do
+    for name in hank hank-sandbox $NAMES; do
         if [ -e "$bindir/$name" ] || [ -L "$bindir/$name" ]; then
             rm -f "$bindir/$name"
             removed=$((removed + 1))
@@ -63,6 +63,13 @@ tmp="$bindir/.hank.tmp.$$"
 cp "$built" "$tmp"
 chmod 755 "$tmp"
 mv -f "$tmp" "$bindir/hank"
+# The sandbox's own small program: every sandboxed agent call starts through it (without it,
+# hank starts them through itself, `hank __sandbox`, which loads more at every call).
+if [ -x "$target_dir/$profile/hank-sandbox" ]; then
+    cp "$target_dir/$profile/hank-sandbox" "$tmp"
+    chmod 755 "$tmp"
+    mv -f "$tmp" "$bindir/hank-sandbox"
+fi
 for name in $NAMES; do
     ln -sf hank "$bindir/$name"
 done

@@ -43,9 +43,14 @@ if [ -n "${HANK_VERSION:-}" ]; then
     fi
     tar -xzf "$dl/$asset" -C "$dl" hank || fail "$asset of release $HANK_VERSION has no file hank"
     install -m 0755 "$dl/hank" "$bin/hank"
+    # Releases before the sandbox's own program have only hank (which then starts the agent).
+    if tar -xzf "$dl/$asset" -C "$dl" hank-sandbox 2>/dev/null; then
+        install -m 0755 "$dl/hank-sandbox" "$bin/hank-sandbox"
+    fi
 else
     cargo build --release --locked --manifest-path "${GITHUB_ACTION_PATH:?}/Cargo.toml"
     install -m 0755 "$GITHUB_ACTION_PATH/target/release/hank" "$bin/hank"
+    install -m 0755 "$GITHUB_ACTION_PATH/target/release/hank-sandbox" "$bin/hank-sandbox"
 fi
 echo "$bin" >>"${GITHUB_PATH:?GITHUB_PATH is not set}"
 "$bin/hank" --version

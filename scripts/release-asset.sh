@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Makes the two files a hank release carries for one target, as the action's release path
-# (scripts/action-install.sh) downloads them: dist/hank-<target>.tar.gz (the binary `hank`)
+# (scripts/action-install.sh) downloads them: dist/hank-<target>.tar.gz (the binaries `hank`
+# and `hank-sandbox`)
 # and dist/hank-<target>.tar.gz.sha256 (`<sha256>  hank-<target>.tar.gz`).
 #
 #   scripts/release-asset.sh [TARGET]    default: the host's target (rustc -vV)
@@ -13,7 +14,8 @@ target="${1:-$(rustc -vV | sed -n 's/^host: //p')}"
 cargo build --release --locked --target "$target"
 mkdir -p dist
 asset="hank-$target.tar.gz"
-tar -czf "dist/$asset" -C "target/$target/release" hank
+# hank, and the sandbox's own small program (what each sandboxed agent call starts through).
+tar -czf "dist/$asset" -C "target/$target/release" hank hank-sandbox
 (cd dist && sha256sum "$asset" >"$asset.sha256")
 echo "dist/$asset"
 echo "dist/$asset.sha256"

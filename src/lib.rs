@@ -93,6 +93,22 @@ pub fn main() -> ExitCode {
     ExitCode::from(run_with_args(args))
 }
 
+/// The sandbox's own small program, `hank-sandbox RULES -- PROGRAM ARGS…` (the same as `hank
+/// __sandbox`, which stays for an install without it): the agent's start at every call, a
+/// binary that holds only the confinement (`crate::proc::agent::enter_sandbox`), so that each
+/// call does not load the whole of hank.
+#[must_use]
+pub fn sandbox_main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    ExitCode::from(match crate::proc::agent::enter_sandbox(&args) {
+        Ok(code) => code,
+        Err(err) => {
+            report_error(&err);
+            err.exit_code()
+        }
+    })
+}
+
 /// Maps an alias name (`hank-enable`, …) to the subcommand it stands for.
 #[must_use]
 pub fn alias_subcommand(argv0: &std::ffi::OsStr) -> Option<&'static str> {

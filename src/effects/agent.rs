@@ -380,7 +380,18 @@ pub(crate) struct Sandboxing {
     told: std::collections::BTreeSet<String>,
     /// The refused file accesses of this run, each once, newest last.
     files: Vec<String>,
+    /// The rules of each agent (program, folder, profile) as resolved at its first call and
+    /// frozen for the run: nothing the agent writes later changes them, and no call resolves
+    /// them again.
+    frozen: std::sync::Mutex<Vec<(FrozenKey, crate::sandbox::Rules)>>,
 }
+
+/// What a call's rules are resolved from, besides the run's settings.
+type FrozenKey = (
+    std::path::PathBuf,
+    std::path::PathBuf,
+    crate::sandbox::ProfileSandbox,
+);
 
 /// Refusals kept for status.json.
 const DENIED_SHOWN: usize = 10;
@@ -450,6 +461,7 @@ impl Sandboxing {
                 denied: Vec::new(),
                 told: std::collections::BTreeSet::new(),
                 files: Vec::new(),
+                frozen: std::sync::Mutex::new(Vec::new()),
             },
             warnings,
         ))
@@ -496,24 +508,36 @@ impl Sandboxing {
             lookup,
             &s.sandbox_allow_hosts.value,
         ));
-        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-        // A folder that cannot be made stays out of the rules: the client then reports
-        // what it could not write.
-        let _ = crate::sandbox::make_state_dirs(&sandbox.state, home.as_deref());
-        let path = std::env::var_os("PATH");
-        let rules = crate::sandbox::Rules::for_agent(&crate::sandbox::Place {
-            cwd,
-            home: home.as_deref(),
-            tmp: tmp.path(),
-            program,
-            path: path.as_deref(),
-            client_write: &sandbox.state,
-            client_config: &sandbox.config,
-            extra_read: &s.sandbox_read.value,
-            extra_write: &s.sandbox_write.value,
-            proxy_port: proxy.port(),
-            netns: proxy.socket().filter(|_| self.confinement.netns()),
-        });
+        let key: FrozenKey = (program.to_path_buf(), cwd.to_path_buf(), sandbox.clone());
+        let mut frozen = self
+            .frozen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let rules = if let Some((_, rules)) = frozen.iter().find(|(k, _)| *k == key) {
+            rules.clone()
+        } else {
+            let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+            // A folder that cannot be made stays out of the rules: the client then reports
+            // what it could not write.
+            let _ = crate::sandbox::make_state_dirs(&sandbox.state, home.as_deref());
+            let path = std::env::var_os("PATH");
+            let rules = crate::sandbox::Rules::for_agent(&crate::sandbox::Place {
+                cwd,
+                home: home.as_deref(),
+                tmp: tmp.path(),
+                program,
+                path: path.as_deref(),
+                client_write: &sandbox.state,
+                client_config: &sandbox.config,
+                extra_read: &s.sandbox_read.value,
+                extra_write: &s.sandbox_write.value,
+                proxy_port: proxy.port(),
+                netns: proxy.socket().filter(|_| self.confinement.netns()),
+            });
+            frozen.push((key, rules.clone()));
+            rules
+        };
+        drop(frozen);
         env.extend(sandbox_env(&proxy.url(), tmp.path()));
         Some(rules)
     }

@@ -692,8 +692,23 @@ pub fn enter_sandbox(args: &[std::ffi::OsString]) -> crate::error::Result<u8> {
     let (rules, command) = crate::sandbox::Rules::from_args(args)?;
     own_session()?;
     if let Some(socket) = &rules.netns {
+        let cwd = std::env::current_dir().map_err(|e| {
+            HankError::usage(format!(
+                "{}: the agent's folder: {e}",
+                crate::sandbox::ENTER
+            ))
+        })?;
         netns::unshare_net()?;
         netns::hand_over(rules.port, socket)?;
+        crate::sandbox::mounts::hide_ungranted(&rules.read, &rules.write)?;
+        // Into the folder again, through the mounts just made.
+        std::env::set_current_dir(&cwd).map_err(|e| {
+            HankError::usage(format!(
+                "{}: the agent's folder {}: {e}",
+                crate::sandbox::ENTER,
+                cwd.display()
+            ))
+        })?;
     }
     rules.restrict_self()?;
     let (program, rest) = command.split_first().ok_or_else(|| {
@@ -783,6 +798,25 @@ pub fn netns_probe() -> std::result::Result<(), String> {
     }
 }
 
+/// The program the agent starts through, and its first argument: `hank-sandbox` beside this
+/// hank (a small binary: it loads in a fraction of hank's time, at every call), else this
+/// hank itself with `__sandbox` (an install that has only `hank`).
+fn sandbox_program() -> std::io::Result<(PathBuf, Option<&'static str>)> {
+    static WRAPPER: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    let exe = std::env::current_exe()?;
+    let wrapper = WRAPPER.get_or_init(|| {
+        use std::os::unix::fs::PermissionsExt;
+        let beside = exe.with_file_name(crate::sandbox::WRAPPER);
+        std::fs::metadata(&beside)
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .then_some(beside)
+    });
+    Ok(match wrapper {
+        Some(w) => (w.clone(), None),
+        None => (exe, Some(crate::sandbox::ENTER)),
+    })
+}
+
 /// Runs the agent. `cancel` counts the user's interrupts (1 = stop gracefully, 2 = now);
 /// `on_line` sees each stdout line when `spawn.live` is set.
 pub async fn run(
@@ -814,9 +848,10 @@ pub async fn run_with_hook(
             c
         }
         Some(rules) => {
-            let mut c = tokio::process::Command::new(std::env::current_exe()?);
-            c.arg(crate::sandbox::ENTER)
-                .args(rules.to_args())
+            let (wrapper, enter) = sandbox_program()?;
+            let mut c = tokio::process::Command::new(wrapper);
+            c.args(enter)
+                .arg(rules.to_arg())
                 .arg("--")
                 .arg(spawn.program)
                 .args(spawn.args);

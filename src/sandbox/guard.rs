@@ -21,9 +21,11 @@ const KEEP_TOTAL: u64 = 32 << 20;
 const MAX_ENTRIES: usize = 20_000;
 
 /// What identifies a file's content without reading it: a write changes `ctime`, which no
-/// user can set back.
+/// user can set back. Trusted only once it has settled ([`Stamp::settled_at`]): a write in
+/// the same tick of the file system's clock as the look that took the stamp could leave it
+/// unchanged (git's "racily clean" entries).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stamp {
+pub(super) struct Stamp {
     dev: u64,
     ino: u64,
     len: u64,
@@ -32,8 +34,12 @@ struct Stamp {
     mode: u32,
 }
 
+/// How much older than the look that took it a stamp's `ctime` must be to be trusted: far
+/// more than any file system's timestamp tick.
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl Stamp {
-    fn of(m: &std::fs::Metadata) -> Self {
+    pub(super) fn of(m: &std::fs::Metadata) -> Self {
         Self {
             dev: m.dev(),
             ino: m.ino(),
@@ -42,6 +48,21 @@ impl Stamp {
             ctime: (m.ctime(), m.ctime_nsec()),
             mode: m.mode(),
         }
+    }
+
+    /// Whether a look at `at` that found this stamp can vouch for the content from then on:
+    /// its `ctime` is at least [`SETTLE`] older than `at`, so any later write — which sets
+    /// `ctime` to the time of the write — gives another stamp. A `ctime` in the future (a
+    /// clock set back) never settles.
+    pub(super) fn settled_at(&self, at: std::time::SystemTime) -> bool {
+        let Ok(since) = at.duration_since(std::time::UNIX_EPOCH) else {
+            return false;
+        };
+        let (secs, nanos) = self.ctime;
+        let ctime = u64::try_from(secs)
+            .ok()
+            .map(|s| std::time::Duration::new(s, u32::try_from(nanos).unwrap_or(0)));
+        ctime.is_some_and(|c| c + SETTLE <= since)
     }
 }
 
@@ -97,6 +118,8 @@ pub struct Guard {
     /// Paths beneath a root that are the client's state (not guarded).
     skip: Vec<PathBuf>,
     files: BTreeMap<PathBuf, Kept>,
+    /// When the walk that kept them began (a stamp is trusted only when settled then).
+    taken_at: Option<std::time::SystemTime>,
 }
 
 /// The `config` entries (expanded under `home`, `*` kept) that the agent could write under
@@ -259,8 +282,14 @@ impl Guard {
             })
             .cloned()
             .collect();
+        let taken_at = Some(std::time::SystemTime::now());
         let files = walk(&roots, &skip, true);
-        Self { roots, skip, files }
+        Self {
+            roots,
+            skip,
+            files,
+            taken_at,
+        }
     }
 
     /// Whether nothing is guarded.
@@ -280,7 +309,7 @@ impl Guard {
         for (path, was) in &self.files {
             let kind = match now.get(path) {
                 None => ChangeKind::Removed,
-                Some(is) if same(was, is, path) => continue,
+                Some(is) if same(was, is, path, self.taken_at) => continue,
                 Some(_) => ChangeKind::Modified,
             };
             changes.push(Change {
@@ -301,12 +330,13 @@ impl Guard {
     }
 }
 
-/// Whether a file is as it was: the same stamp, or (a file rewritten) the same bytes and mode.
-fn same(was: &Kept, is: &Kept, path: &Path) -> bool {
+/// Whether a file is as it was: the same stamp, settled when it was taken at `taken_at`, or
+/// (a file rewritten) the same bytes and mode.
+fn same(was: &Kept, is: &Kept, path: &Path, taken_at: Option<std::time::SystemTime>) -> bool {
     match (was, is) {
         (Kept::Link(a), Kept::Link(b)) => a == b,
         (Kept::File { bytes, stamp }, Kept::File { stamp: now, .. }) => {
-            if stamp == now {
+            if stamp == now && taken_at.is_some_and(|t| stamp.settled_at(t)) {
                 return true;
             }
             let Some(bytes) = bytes else {

@@ -21,6 +21,7 @@
 //! makes the agent a session of its own first: no controlling terminal.
 
 pub mod guard;
+pub mod mounts;
 pub mod netns;
 pub mod proxy;
 pub mod repo;
@@ -36,8 +37,12 @@ use serde::Deserialize;
 
 use crate::error::{HankError, Result};
 
-/// The hidden subcommand the agent starts through.
+/// The hidden subcommand the agent starts through when [`WRAPPER`] is not installed.
 pub const ENTER: &str = "__sandbox";
+
+/// The sandbox's own program, beside `hank` (`src/bin/hank-sandbox.rs`): what the agent starts
+/// through at every call.
+pub const WRAPPER: &str = "hank-sandbox";
 
 /// The Landlock ABI hank asks for: TCP connect rules came with ABI 4.
 const NEEDED_ABI: ABI = ABI::V4;
@@ -138,7 +143,7 @@ impl Confinement {
             what.push("signals and reaches abstract Unix sockets of its own processes only".into());
         }
         what.push(match netns {
-            Ok(()) => "reaches the network only through hank's egress proxy (its own network namespace has only loopback)".into(),
+            Ok(()) => "reaches the network only through hank's egress proxy (its own network namespace has only loopback) and Unix sockets only in the paths it is granted (in its own mount namespace, /home, /root, /tmp, /run, /var and the like hold only what it is granted)".into(),
             Err(_) => "connects by TCP only to hank's egress proxy".into(),
         });
         let last = what.pop().unwrap_or_default();
@@ -174,7 +179,11 @@ impl Confinement {
         if !extras.ioctl_dev {
             open.push("ioctls on the devices it may open (no Landlock ABI 5)");
         }
-        open.push(STILL_OPEN_SOCKETS);
+        open.push(if netns.is_ok() {
+            STILL_OPEN_GRANTED_SOCKETS
+        } else {
+            STILL_OPEN_SOCKETS
+        });
         open.push("CPU and memory");
         open
     }
@@ -209,6 +218,11 @@ impl Confinement {
 
 /// What stays open whatever the kernel: Landlock (before ABI 9) does not govern `connect()` on
 /// a Unix socket's path, and hank makes no mount namespace.
+/// What stays reachable of Unix sockets in the agent's own mount namespace.
+pub const STILL_OPEN_GRANTED_SOCKETS: &str =
+    "Unix sockets in the paths it is granted (its project's, its client's state's)";
+
+/// What stays reachable of Unix sockets without a namespace of the agent's own.
 pub const STILL_OPEN_SOCKETS: &str = "Unix sockets on paths it can name (the ones named in the user's environment — SSH agent, D-Bus, X11/Wayland, tmux… — are removed from its environment)";
 
 /// The decision for `mode` on a kernel where Landlock ABI ≥ 4 is (or is not) `available`, with
@@ -374,6 +388,42 @@ pub struct Rules {
     /// The agent's own network namespace, whose proxy port is handed to the proxy over its
     /// Unix socket at this path ([`netns`]); `None`: the host's network.
     pub netns: Option<PathBuf>,
+}
+
+/// [`Rules`] as `hank-sandbox` receives them (one serialized value, [`Rules::to_arg`]).
+#[derive(serde::Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Wire {
+    read: Vec<WirePath>,
+    write: Vec<WirePath>,
+    port: u16,
+    netns: Option<WirePath>,
+}
+
+/// A path in [`Wire`]: its text, or its bytes where it is not UTF-8.
+#[derive(serde::Serialize, Deserialize)]
+#[serde(untagged)]
+enum WirePath {
+    Text(String),
+    Bytes(Vec<u8>),
+}
+
+impl WirePath {
+    fn of(path: &Path) -> Self {
+        use std::os::unix::ffi::OsStrExt;
+        path.to_str().map_or_else(
+            || Self::Bytes(path.as_os_str().as_bytes().to_vec()),
+            |t| Self::Text(t.to_owned()),
+        )
+    }
+
+    fn into_path(self) -> PathBuf {
+        use std::os::unix::ffi::OsStringExt;
+        match self {
+            Self::Text(t) => PathBuf::from(t),
+            Self::Bytes(b) => PathBuf::from(OsString::from_vec(b)),
+        }
+    }
 }
 
 /// The system's read-only part. `/run` is left out but for the resolver's files (it holds
@@ -619,65 +669,47 @@ impl Rules {
         self.read.extend(project);
     }
 
-    /// `hank __sandbox` arguments before `--`: `--read P`, `--write P`, `--port N`,
-    /// `--netns SOCKET`.
+    /// The rules as the one argument of `hank-sandbox` before `--`: a JSON object
+    /// (`{"read":[…],"write":[…],"port":N,"netns":…}`, each path a string, or its bytes where
+    /// it is not UTF-8), read back by [`Rules::from_args`] only.
     #[must_use]
-    pub fn to_args(&self) -> Vec<OsString> {
-        let mut out = Vec::new();
-        for p in &self.read {
-            out.push(OsString::from("--read"));
-            out.push(p.clone().into_os_string());
-        }
-        for p in &self.write {
-            out.push(OsString::from("--write"));
-            out.push(p.clone().into_os_string());
-        }
-        out.push(OsString::from("--port"));
-        out.push(OsString::from(self.port.to_string()));
-        if let Some(socket) = &self.netns {
-            out.push(OsString::from("--netns"));
-            out.push(socket.clone().into_os_string());
-        }
-        out
+    pub fn to_arg(&self) -> OsString {
+        let wire = Wire {
+            read: self.read.iter().map(|p| WirePath::of(p)).collect(),
+            write: self.write.iter().map(|p| WirePath::of(p)).collect(),
+            port: self.port,
+            netns: self.netns.as_deref().map(WirePath::of),
+        };
+        // A value of strings, byte lists and a number always serializes.
+        OsString::from(serde_json::to_string(&wire).unwrap_or_default())
     }
 
-    /// The rules and the command (`RULES -- PROGRAM ARGS…`) of `hank __sandbox`.
+    /// The rules and the command of `hank-sandbox RULES -- PROGRAM ARGS…` ([`Rules::to_arg`]).
     ///
     /// # Errors
-    /// An argument that is not one of [`Rules::to_args`]'s, or no command.
+    /// The rules are not [`Rules::to_arg`]'s, or there is no command.
     pub fn from_args(args: &[OsString]) -> Result<(Self, &[OsString])> {
         let bad = |what: &str| HankError::usage(format!("{ENTER}: {what}"));
-        let mut rules = Self::default();
-        let mut port = None;
-        let mut i = 0;
-        while i < args.len() {
-            let flag = args[i].to_str().unwrap_or("");
-            if flag == "--" {
-                let command = &args[i + 1..];
-                if command.is_empty() {
-                    return Err(bad("expected `-- PROGRAM ARGS…`"));
-                }
-                rules.port = port.ok_or_else(|| bad("expected --port N"))?;
-                return Ok((rules, command));
-            }
-            let value = args
-                .get(i + 1)
-                .ok_or_else(|| bad(&format!("{flag}: expected a value")))?;
-            match flag {
-                "--read" => rules.read.push(PathBuf::from(value)),
-                "--write" => rules.write.push(PathBuf::from(value)),
-                "--netns" => rules.netns = Some(PathBuf::from(value)),
-                "--port" => {
-                    port = value.to_str().and_then(|v| v.parse::<u16>().ok());
-                    if port.is_none() {
-                        return Err(bad("--port: expected a TCP port"));
-                    }
-                }
-                other => return Err(bad(&format!("unknown argument `{other}`"))),
-            }
-            i += 2;
+        let [rules, dashes, command @ ..] = args else {
+            return Err(bad("expected `RULES -- PROGRAM ARGS…`"));
+        };
+        if dashes != "--" || command.is_empty() {
+            return Err(bad("expected `RULES -- PROGRAM ARGS…`"));
         }
-        Err(bad("expected `-- PROGRAM ARGS…`"))
+        let wire: Wire = rules
+            .to_str()
+            .ok_or_else(|| bad("RULES: expected UTF-8 JSON"))
+            .and_then(|r| {
+                serde_json::from_str(r)
+                    .map_err(|e| bad(&format!("RULES: expected the rules' JSON: {e}")))
+            })?;
+        let rules = Self {
+            read: wire.read.into_iter().map(WirePath::into_path).collect(),
+            write: wire.write.into_iter().map(WirePath::into_path).collect(),
+            port: wire.port,
+            netns: wire.netns.map(WirePath::into_path),
+        };
+        Ok((rules, command))
     }
 
     /// Restricts this process (and everything it starts) to the rules, all or nothing: ABI 4's

@@ -33,18 +33,21 @@ fn fail(what: &str, e: impl std::fmt::Display) -> HankError {
     HankError::usage(format!("network namespace: {what}: {e}"))
 }
 
-/// Moves this (single-threaded) process into a new network namespace with `lo` up: as root a
-/// plain one, otherwise inside a new user namespace where the user is mapped to itself.
+/// Moves this (single-threaded) process into a new network namespace with `lo` up, and a new
+/// mount namespace (where [`super::mounts::hide_ungranted`] then covers what is not granted):
+/// as root plain ones, otherwise inside a new user namespace where the user is mapped to
+/// itself.
 ///
 /// # Errors
-/// The kernel refuses the namespace (no privilege, user namespaces disabled) or `lo`.
+/// The kernel refuses the namespaces (no privilege, user namespaces disabled) or `lo`.
 pub fn unshare_net() -> Result<()> {
     let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
     if uid.is_root() {
-        unshare(CloneFlags::CLONE_NEWNET).map_err(|e| fail("unshare(CLONE_NEWNET)", e))?;
+        unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWNS)
+            .map_err(|e| fail("unshare(CLONE_NEWNET | CLONE_NEWNS)", e))?;
     } else {
-        unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET)
-            .map_err(|e| fail("unshare(CLONE_NEWUSER | CLONE_NEWNET)", e))?;
+        unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWNS)
+            .map_err(|e| fail("unshare(CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWNS)", e))?;
         for (file, text) in [
             ("/proc/self/setgroups", "deny".to_string()),
             ("/proc/self/uid_map", format!("{uid} {uid} 1")),
@@ -104,12 +107,14 @@ fn loopback_up() -> Result<()> {
     }
 }
 
-/// `hank __sandbox --probe-netns`: a namespace made, `lo` up, a loopback connection made in it.
+/// `hank __sandbox --probe-netns`: the namespaces made, `lo` up, a loopback connection made in
+/// it, and the file system's places covered with the temporary folder bound back.
 ///
 /// # Errors
 /// What failed.
 pub fn probe_here() -> Result<u8> {
     unshare_net()?;
+    super::mounts::hide_ungranted(&[], &[std::env::temp_dir()])?;
     let listener = TcpListener::bind(("127.0.0.1", 0)).map_err(|e| fail("loopback", e))?;
     let port = listener
         .local_addr()

@@ -48,8 +48,9 @@ enum DotGit {
 /// One guarded file as it was before the call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Saved {
-    /// Its bytes and permission bits.
-    File(Vec<u8>, u32),
+    /// Its bytes and permission bits, and what vouches for them without reading them again:
+    /// the file's stamp and when it was looked at ([`super::guard::Stamp::settled_at`]).
+    File(Vec<u8>, u32, Seen),
     /// Too large to keep: its size and modification time.
     Large(u64, i64, i64),
     /// A folder.
@@ -57,6 +58,22 @@ enum Saved {
     /// A link (its target).
     Link(PathBuf),
 }
+
+/// The stamp a file had when its bytes were read, and the start of the look that read them
+/// (or of the first of the looks since that found the same stamp).
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    stamp: super::guard::Stamp,
+    at: std::time::SystemTime,
+}
+
+/// Never part of a comparison: two saves of a file are the same when its bytes and mode are.
+impl PartialEq for Seen {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl Eq for Seen {}
 
 /// One file hank put back, or could not.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -209,19 +226,25 @@ impl RepoGuard {
 
     /// Saves the guarded files as they are now (before a call).
     pub fn save(&mut self) {
-        self.saved = self.guarded();
+        self.saved = self.guarded(&self.saved);
     }
 
     /// The guarded files now: for the repository and each of its submodules' git
-    /// directories, `config`, `config.worktree` and everything under `hooks/` and `info/`.
-    fn guarded(&self) -> BTreeMap<PathBuf, Saved> {
+    /// directories, `config`, `config.worktree` and everything under `hooks/` and `info/`. A
+    /// file whose settled stamp is the one it had in `known` is not read again (each call
+    /// looks at every file, but reads only those changed since).
+    fn guarded(&self, known: &BTreeMap<PathBuf, Saved>) -> BTreeMap<PathBuf, Saved> {
         let mut out = BTreeMap::new();
+        let look = Look {
+            known,
+            at: std::time::SystemTime::now(),
+        };
         let Some((git_dir, common)) = &self.dirs else {
             return out;
         };
         let mut roots = vec![common.clone()];
         if git_dir != common
-            && let Some(s) = snap(&git_dir.join("config.worktree"))
+            && let Some(s) = look.snap(&git_dir.join("config.worktree"))
         {
             out.insert(git_dir.join("config.worktree"), s);
         }
@@ -230,12 +253,12 @@ impl RepoGuard {
             let root = roots[i].clone();
             i += 1;
             for name in ["config", "config.worktree"] {
-                if let Some(s) = snap(&root.join(name)) {
+                if let Some(s) = look.snap(&root.join(name)) {
                     out.insert(root.join(name), s);
                 }
             }
             for dir in ["hooks", "info"] {
-                walk(&root.join(dir), &mut out);
+                look.walk(&root.join(dir), &mut out);
             }
             if roots.len() < MODULES_LIMIT {
                 roots.extend(module_dirs(&root.join("modules"), 0));
@@ -248,7 +271,7 @@ impl RepoGuard {
     /// a changed or removed file is written again (its permission bits too), an added one
     /// removed. What was undone, or could not be.
     pub fn restore(&mut self) -> Vec<Undone> {
-        let now = self.guarded();
+        let now = self.guarded(&self.saved);
         let mut out = Vec::new();
         for (path, before) in &self.saved {
             match now.get(path) {
@@ -264,7 +287,11 @@ impl RepoGuard {
             }
         }
         out.sort_by(|a, b| a.file.cmp(&b.file));
-        self.saved = self.guarded();
+        self.saved = if out.is_empty() {
+            now
+        } else {
+            self.guarded(&now)
+        };
         out
     }
 
@@ -313,7 +340,7 @@ fn put_back(path: &Path, before: Option<&Saved>) -> std::io::Result<()> {
             remove(path)?;
             std::os::unix::fs::symlink(target, path)
         }
-        Some(Saved::File(bytes, mode)) => {
+        Some(Saved::File(bytes, mode, _)) => {
             // Whatever stands there now (a link planted in place of the file, a folder) goes.
             if std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file()) {
                 remove(path)?;
@@ -331,49 +358,66 @@ fn put_back(path: &Path, before: Option<&Saved>) -> std::io::Result<()> {
     }
 }
 
-fn snap(path: &Path) -> Option<Saved> {
-    let m = std::fs::symlink_metadata(path).ok()?;
-    if m.file_type().is_symlink() {
-        return Some(Saved::Link(std::fs::read_link(path).ok()?));
-    }
-    if m.is_dir() {
-        return Some(Saved::Dir);
-    }
-    if m.len() > FILE_LIMIT {
-        return Some(Saved::Large(m.len(), m.mtime(), m.mtime_nsec()));
-    }
-    let mode = m.permissions().mode() & 0o7777;
-    match crate::fsread::read(path, FILE_LIMIT, crate::fsread::Follow::No) {
-        Ok(bytes) => Some(Saved::File(bytes, mode)),
-        Err(_) => Some(Saved::Large(m.len(), m.mtime(), m.mtime_nsec())),
-    }
+/// One look at the guarded files, vouched for by an earlier one where their stamps allow.
+struct Look<'a> {
+    known: &'a BTreeMap<PathBuf, Saved>,
+    /// When this look began.
+    at: std::time::SystemTime,
 }
 
-/// `dir` and what it holds, links not followed, at most [`FILES_LIMIT`] entries in all.
-fn walk(dir: &Path, out: &mut BTreeMap<PathBuf, Saved>) {
-    let Some(s) = snap(dir) else {
-        return;
-    };
-    let is_dir = s == Saved::Dir;
-    out.insert(dir.to_path_buf(), s);
-    if !is_dir {
-        return;
+impl Look<'_> {
+    fn snap(&self, path: &Path) -> Option<Saved> {
+        let m = std::fs::symlink_metadata(path).ok()?;
+        if m.file_type().is_symlink() {
+            return Some(Saved::Link(std::fs::read_link(path).ok()?));
+        }
+        if m.is_dir() {
+            return Some(Saved::Dir);
+        }
+        if m.len() > FILE_LIMIT {
+            return Some(Saved::Large(m.len(), m.mtime(), m.mtime_nsec()));
+        }
+        let stamp = super::guard::Stamp::of(&m);
+        if let Some(Saved::File(bytes, mode, seen)) = self.known.get(path)
+            && seen.stamp == stamp
+            && stamp.settled_at(seen.at)
+        {
+            return Some(Saved::File(bytes.clone(), *mode, *seen));
+        }
+        let mode = m.permissions().mode() & 0o7777;
+        let seen = Seen { stamp, at: self.at };
+        match crate::fsread::read(path, FILE_LIMIT, crate::fsread::Follow::No) {
+            Ok(bytes) => Some(Saved::File(bytes, mode, seen)),
+            Err(_) => Some(Saved::Large(m.len(), m.mtime(), m.mtime_nsec())),
+        }
     }
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
+
+    /// `dir` and what it holds, links not followed, at most [`FILES_LIMIT`] entries in all.
+    fn walk(&self, dir: &Path, out: &mut BTreeMap<PathBuf, Saved>) {
+        let Some(s) = self.snap(dir) else {
+            return;
         };
-        for e in entries.flatten() {
-            if out.len() >= FILES_LIMIT {
-                return;
-            }
-            let p = e.path();
-            if let Some(s) = snap(&p) {
-                if s == Saved::Dir {
-                    stack.push(p.clone());
+        let is_dir = s == Saved::Dir;
+        out.insert(dir.to_path_buf(), s);
+        if !is_dir {
+            return;
+        }
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                if out.len() >= FILES_LIMIT {
+                    return;
                 }
-                out.insert(p, s);
+                let p = e.path();
+                if let Some(s) = self.snap(&p) {
+                    if s == Saved::Dir {
+                        stack.push(p.clone());
+                    }
+                    out.insert(p, s);
+                }
             }
         }
     }
@@ -493,6 +537,67 @@ mod tests {
                 .is_dir()
         );
         assert!(git.join("hooks/pre-commit").is_file());
+    }
+
+    #[test]
+    fn a_settled_file_is_not_read_again_and_a_fresh_one_always_is() {
+        let d = repo();
+        let config = d.path().join(".git/config");
+        let m = std::fs::symlink_metadata(&config).expect("meta");
+        let stamp = super::super::guard::Stamp::of(&m);
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
+        // What an earlier look read, vouched for by a stamp that had settled then.
+        let known: BTreeMap<PathBuf, Saved> = [(
+            config.clone(),
+            Saved::File(b"as read before".to_vec(), 0o644, Seen { stamp, at: later }),
+        )]
+        .into();
+        let look = Look {
+            known: &known,
+            at: std::time::SystemTime::now(),
+        };
+        match look.snap(&config) {
+            Some(Saved::File(bytes, ..)) => assert_eq!(bytes, b"as read before"),
+            other => panic!("{other:?}"),
+        }
+        // The same stamp from a look that took it in the same instant the file was written
+        // vouches for nothing: the file is read.
+        let fresh: BTreeMap<PathBuf, Saved> = [(
+            config.clone(),
+            Saved::File(
+                b"as read before".to_vec(),
+                0o644,
+                Seen {
+                    stamp,
+                    at: std::time::SystemTime::now(),
+                },
+            ),
+        )]
+        .into();
+        let look = Look {
+            known: &fresh,
+            at: std::time::SystemTime::now(),
+        };
+        match look.snap(&config) {
+            Some(Saved::File(bytes, ..)) => assert_eq!(bytes, b"[core]\n\tbare = false\n"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_write_right_after_the_save_with_the_same_size_is_still_put_back() {
+        let d = repo();
+        let git = d.path().join(".git");
+        let mut g = RepoGuard::record(d.path(), None);
+        g.save();
+        // Written at once, same length: the stamp may not have moved, the bytes did.
+        std::fs::write(git.join("config"), "[core]\n\tbare = fals3\n").expect("write");
+        let undone = g.restore();
+        assert_eq!(undone.len(), 1, "{undone:?}");
+        assert_eq!(
+            std::fs::read_to_string(git.join("config")).expect("read"),
+            "[core]\n\tbare = false\n"
+        );
     }
 
     #[test]

@@ -64,7 +64,9 @@ fn descriptions_name_the_parts_the_agent_gets() {
         "{with}"
     );
     assert!(
-        with.ends_with(&format!("still open: {STILL_OPEN_SOCKETS}, CPU and memory")),
+        with.ends_with(&format!(
+            "still open: {STILL_OPEN_GRANTED_SOCKETS}, CPU and memory"
+        )),
         "{with}"
     );
     let without = Confinement::Landlock {
@@ -160,23 +162,34 @@ fn allowed_hosts_take_the_env_url_else_the_default() {
 }
 
 #[test]
-fn rules_round_trip_through_the_arguments() {
+fn rules_round_trip_through_the_one_argument() {
+    use std::os::unix::ffi::OsStringExt;
+    let odd = PathBuf::from(OsString::from_vec(b"/tmp/not-utf8-\xff".to_vec()));
     let rules = Rules {
-        read: vec!["/usr".into()],
-        write: vec!["/work/p".into(), "/tmp/x y".into()],
+        read: vec!["/usr".into(), odd],
+        write: vec!["/work/p".into(), "/tmp/x y \"quoted\" --write /".into()],
         port: 4321,
         netns: Some("/run/h/proxy.sock".into()),
     };
-    let mut args = rules.to_args();
-    args.extend(["--".into(), "claude".into(), "-p".into()]);
+    let args = vec![rules.to_arg(), "--".into(), "claude".into(), "-p".into()];
     let (back, command) = Rules::from_args(&args).unwrap();
     assert_eq!(back, rules);
     assert_eq!(command, &[OsString::from("claude"), OsString::from("-p")]);
+    let good = rules.to_arg().into_string().unwrap();
     for bad in [
-        vec!["--port", "1"],
-        vec!["--port", "x", "--", "a"],
+        vec![good.as_str(), "--"],
+        vec![good.as_str(), "claude"],
         vec!["--read", "/a", "--", "a"],
-        vec!["--what", "1", "--", "a"],
+        vec![
+            r#"{"read":[],"write":[],"port":70000,"netns":null}"#,
+            "--",
+            "a",
+        ],
+        vec![
+            r#"{"read":[],"write":[],"port":1,"netns":null,"more":1}"#,
+            "--",
+            "a",
+        ],
     ] {
         let bad: Vec<OsString> = bad.into_iter().map(OsString::from).collect();
         assert!(Rules::from_args(&bad).is_err(), "{bad:?}");

@@ -526,10 +526,12 @@ fn a_sandboxed_agent_has_no_terminal_devices_session_sockets_or_toolchain_secret
         sandbox.contains("a session of its own with no terminal"),
         "{sandbox}"
     );
-    assert!(
-        sandbox.contains("Unix sockets on paths it can name"),
-        "{sandbox}"
-    );
+    let sockets = if netns_here().is_ok() {
+        "Unix sockets in the paths it is granted"
+    } else {
+        "Unix sockets on paths it can name"
+    };
+    assert!(sandbox.contains(sockets), "{sandbox}");
     if signals {
         assert!(sandbox.contains("+landlock-scope"), "{sandbox}");
     }
@@ -963,4 +965,114 @@ fn a_fleet_task_whose_last_call_rewrites_its_git_file_fails_with_a_security_even
     );
     let files = crate::support::git(&p.dir, &["ls-tree", "-r", "--name-only", "hank/fleet"]);
     assert!(!files.contains("a.txt"), "{files}");
+}
+
+/// The socket probe: connects to each Unix socket named in `PROBE_SOCKETS` (`name=path …`),
+/// and to one it makes in its project.
+const SOCKET_PROBE: &str = r#"
+log() { echo "$1" >> probe.log; }
+reach() { python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])' "$1" 2>/dev/null; }
+for pair in $PROBE_SOCKETS; do
+  if reach "${pair#*=}"; then log "reached ${pair%%=*}"; else log "no ${pair%%=*}"; fi
+done
+python3 -c '
+import os, socket
+l = socket.socket(socket.AF_UNIX); l.bind("own.sock"); l.listen(1)
+c = socket.socket(socket.AF_UNIX); c.connect("own.sock")
+os.remove("own.sock")' 2>/dev/null && log reached-own || log no-own
+if ls "$PROBE_ROOT" >/dev/null 2>&1; then log "sees $(ls "$PROBE_ROOT" | tr '\n' ' ')"; else log no-listing; fi
+"#;
+
+/// Issue 47: Landlock does not govern `connect()` on a path socket, so in its own namespaces
+/// the agent finds none of the user's: an SSH agent's in the temp folder, a control master in
+/// `~/.ssh`, a server beside the project. One in its own project still works. Where no
+/// namespace can be made, the start says the sockets stay reachable.
+#[test]
+fn a_path_socket_outside_the_agents_grants_is_not_there_for_it() {
+    if !landlock_here() {
+        eprintln!("skipped: this kernel has no Landlock ABI 4");
+        return;
+    }
+    if crate::support::missing("python3") {
+        return;
+    }
+    let netns = netns_here();
+    let p = Project::new(&["task", "next task"]);
+    p.git_init();
+    let root = p.dir.parent().expect("root").to_path_buf();
+    let agent_dir = root.join("tmp/ssh-XXXXabcd");
+    let ssh = p.home.join(".ssh");
+    let beside = root.join("beside");
+    for d in [&agent_dir, &ssh, &beside] {
+        std::fs::create_dir_all(d).expect("mkdir");
+    }
+    let sockets = [
+        ("ssh-agent", agent_dir.join("agent.1234")),
+        ("control-master", ssh.join("cm-git@example.com:22")),
+        ("server", beside.join("server.sock")),
+    ];
+    let _listeners: Vec<std::os::unix::net::UnixListener> = sockets
+        .iter()
+        .map(|(_, path)| std::os::unix::net::UnixListener::bind(path).expect("bind"))
+        .collect();
+    let named: Vec<String> = sockets
+        .iter()
+        .map(|(n, path)| format!("{n}={}", path.display()))
+        .collect();
+    p.fake("effect-1.sh", &format!("{SOCKET_PROBE}{TICK_ONE}"));
+    let out = p
+        .cmd()
+        .env("SANDBOX", "landlock")
+        .env("SANDBOX_WRITE", p.fake.display().to_string())
+        .env("PROBE_SOCKETS", named.join(" "))
+        .env("PROBE_ROOT", &root)
+        .args(["run", "--max-loops", "1"])
+        .output()
+        .expect("run hank");
+    let log = std::fs::read_to_string(p.dir.join("probe.log")).unwrap_or_default();
+    assert!(!log.is_empty(), "the probe did not run: {}", stderr(&out));
+    let lines: Vec<&str> = log.lines().collect();
+    let sandbox = p.status()["sandbox"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    match netns {
+        Ok(()) => {
+            assert_eq!(
+                lines[..4],
+                [
+                    "no ssh-agent",
+                    "no control-master",
+                    "no server",
+                    "reached-own"
+                ],
+                "{log}\n{}",
+                stderr(&out)
+            );
+            // Of the folder that holds the project, the agent sees only what it is granted.
+            let seen = lines.get(4).copied().unwrap_or_default();
+            assert!(!seen.contains("beside"), "{seen}");
+            assert!(
+                sandbox.contains("Unix sockets only in the paths it is granted"),
+                "{sandbox}"
+            );
+        }
+        Err(why) => {
+            eprintln!("no namespaces here ({why}): the sockets stay reachable, and said so");
+            assert_eq!(
+                lines[..4],
+                [
+                    "reached ssh-agent",
+                    "reached control-master",
+                    "reached server",
+                    "reached-own"
+                ],
+                "{log}"
+            );
+            assert!(
+                sandbox.contains("Unix sockets on paths it can name"),
+                "{sandbox}"
+            );
+        }
+    }
 }

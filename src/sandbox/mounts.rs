@@ -1,0 +1,217 @@
+//! The agent's own view of the file system, where hank makes it namespaces (issue 47): Landlock
+//! does not govern `connect()` on a Unix socket at a path, so the user's sockets — an SSH agent
+//! in `/tmp/ssh-*`, tmux's server in `/tmp/tmux-UID`, D-Bus, gpg-agent and Wayland in
+//! `/run/user/UID`, Docker's `/run/docker.sock`, SSH control masters in `~/.ssh` — would be
+//! reachable by name. In the agent's mount namespace (made with its network namespace, the same
+//! process: `super::netns::unshare_net`) every top folder of `/` that is not the system's
+//! read-only part (`/home`, `/root`, `/tmp`, `/run`, `/var`, `/srv`, `/mnt`, `/media`, any
+//! other), and `/dev/shm`, is covered with an empty `tmpfs`; the paths the agent is granted
+//! beneath them (its project, TMPDIR, its client's state and configuration, SANDBOX_READ…) are
+//! bound back in place ([`hide_ungranted`]). A socket elsewhere is then simply not there. The
+//! system's folders (`/usr`, `/etc`, `/proc`, `/sys`, `/dev`…) stay as they are; a socket in a
+//! granted folder (the project's own) stays reachable.
+//!
+//! The namespace's mounts are private (`MS_PRIVATE`, recursively) before any is made: nothing
+//! is seen outside the agent's process tree, and nothing is left when it ends.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{OFlag, open};
+use nix::mount::{MsFlags, mount};
+use nix::sys::stat::Mode;
+
+use crate::error::{HankError, Result};
+
+/// The top folders of `/` left as they are: the system's read-only part (`super::SYSTEM_READ`)
+/// and `/dev` (its devices are granted one by one).
+const KEPT: &[&str] = &[
+    "usr", "etc", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "opt", "proc", "sys", "dev",
+    "nix", "boot",
+];
+
+/// Folders below a kept one that are covered too.
+const ALSO_HIDDEN: &[&str] = &["/dev/shm"];
+
+fn fail(what: &str, path: &Path, e: impl std::fmt::Display) -> HankError {
+    HankError::usage(format!("mount namespace: {what} {}: {e}", path.display()))
+}
+
+/// The folders to cover (pure over the names found in `/`): each top folder not [`KEPT`],
+/// and [`ALSO_HIDDEN`]; a folder that is granted, or lies in a granted path, stays.
+#[must_use]
+pub fn places(top: &[String], granted: &[PathBuf]) -> Vec<PathBuf> {
+    top.iter()
+        .filter(|n| !KEPT.contains(&n.as_str()))
+        .map(|n| Path::new("/").join(n))
+        .chain(ALSO_HIDDEN.iter().map(PathBuf::from))
+        .filter(|p| !granted.iter().any(|g| p.starts_with(g)))
+        .collect()
+}
+
+/// The granted paths to bind back beneath `place` (pure): those strictly beneath it, but none
+/// that lies in another of them (a bind brings what it holds).
+#[must_use]
+pub fn beneath(place: &Path, granted: &[PathBuf]) -> Vec<PathBuf> {
+    let mut inside: Vec<PathBuf> = granted
+        .iter()
+        .filter(|g| g.starts_with(place) && g.as_path() != place)
+        .cloned()
+        .collect();
+    inside.sort();
+    inside.dedup();
+    let mut out: Vec<PathBuf> = Vec::new();
+    for g in inside {
+        if !out.iter().any(|o| g.starts_with(o)) {
+            out.push(g);
+        }
+    }
+    out
+}
+
+/// A granted path held open before its place is covered.
+struct Held {
+    path: PathBuf,
+    fd: OwnedFd,
+    dir: bool,
+}
+
+/// Covers every place ([`places`]) with an empty `tmpfs` and binds the granted paths beneath it
+/// back (`read` and `write`, as named and with links resolved). Runs in the agent's process, in
+/// its new mount namespace, before Landlock (whose rules then name the paths bound back).
+///
+/// # Errors
+/// A mount the kernel refused: the agent does not start.
+pub fn hide_ungranted(read: &[PathBuf], write: &[PathBuf]) -> Result<()> {
+    let root = Path::new("/");
+    mount(
+        None::<&str>,
+        root,
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| fail("making private", root, e))?;
+    let mut granted: Vec<PathBuf> = Vec::new();
+    for p in read.iter().chain(write) {
+        granted.push(p.clone());
+        if let Ok(real) = std::fs::canonicalize(p)
+            && real != *p
+        {
+            granted.push(real);
+        }
+    }
+    let top: Vec<String> = std::fs::read_dir(root)
+        .map_err(|e| fail("reading", root, e))?
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    let places: Vec<PathBuf> = places(&top, &granted)
+        .into_iter()
+        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
+        .collect();
+    // Everything to bind back is opened before any place is covered (a path may pass through
+    // another place, by a link).
+    let mut plan: Vec<(PathBuf, Vec<Held>)> = Vec::new();
+    for place in places {
+        let held = beneath(&place, &granted)
+            .into_iter()
+            .filter_map(|path| {
+                let fd = open(&path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty()).ok()?;
+                let dir = nix::sys::stat::fstat(&fd)
+                    .is_ok_and(|s| s.st_mode & nix::libc::S_IFMT == nix::libc::S_IFDIR);
+                Some(Held { path, fd, dir })
+            })
+            .collect();
+        plan.push((place, held));
+    }
+    for (place, held) in &plan {
+        mount(
+            Some("tmpfs"),
+            place.as_path(),
+            Some("tmpfs"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            Some("mode=0755,size=1m"),
+        )
+        .map_err(|e| fail("covering", place, e))?;
+        for h in held {
+            bind_back(place, h)?;
+        }
+    }
+    Ok(())
+}
+
+/// Makes `h`'s path in the `tmpfs` over `place` (its folders, then a folder or an empty file)
+/// and binds what was there onto it.
+fn bind_back(place: &Path, h: &Held) -> Result<()> {
+    if let Some(parent) = h.path.parent()
+        && parent != place
+    {
+        std::fs::create_dir_all(parent).map_err(|e| fail("making", parent, e))?;
+    }
+    let made = if h.dir {
+        std::fs::create_dir(&h.path)
+    } else {
+        std::fs::File::create(&h.path).map(drop)
+    };
+    match made {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(fail("making", &h.path, e)),
+    }
+    let source = format!("/proc/self/fd/{}", h.fd.as_raw_fd());
+    mount(
+        Some(source.as_str()),
+        h.path.as_path(),
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .map_err(|e| fail("binding back", &h.path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_string()).collect()
+    }
+
+    #[test]
+    fn every_top_folder_but_the_systems_is_covered_unless_granted() {
+        let top = names(&[
+            "usr", "etc", "home", "root", "tmp", "run", "var", "proc", "work",
+        ]);
+        let granted = vec![PathBuf::from("/work"), PathBuf::from("/tmp/p")];
+        let got = places(&top, &granted);
+        let want: Vec<PathBuf> = ["/home", "/root", "/tmp", "/run", "/var", "/dev/shm"]
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn only_the_outermost_granted_paths_beneath_a_place_are_bound_back() {
+        let granted: Vec<PathBuf> = [
+            "/home/u/p",
+            "/home/u/p/.git",
+            "/home/u/.claude",
+            "/home/u/.claude.json",
+            "/home",
+            "/tmp/t",
+            "/home/u/.claude",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        let got = beneath(Path::new("/home"), &granted);
+        let want: Vec<PathBuf> = ["/home/u/.claude", "/home/u/.claude.json", "/home/u/p"]
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+        assert_eq!(got, want);
+    }
+}
