@@ -7,7 +7,7 @@
 # the binary size. Method and results: PERFORMANCE.md.
 #
 # usage: scripts/bench-loop.sh [-n N] [--runs R] [--no-git] [--cli] [--analyze-mb MB] [--no-build]
-#                              [--versus RALPH] [--rounds K] [--commit]
+#                              [--versus RALPH] [--sandbox-cost] [--rounds K] [--commit]
 #   -n N            iterations per measured run (default 200)
 #   --runs R        repetitions of each timed run; the median is reported (default 5)
 #   --no-git        the project is not a git repository (progress from the stat walk only)
@@ -24,11 +24,14 @@
 #   --versus RALPH  side by side with another loop engine on the same instant agent: RALPH is
 #                   ralph-orchestrator's `ralph` binary (`cargo install ralph-cli`); hank's own
 #                   CPU per loop (sandbox off and on) against it, in K interleaved rounds
+#   --sandbox-cost  the same side by side without another engine: hank's own CPU per loop with
+#                   SANDBOX=off and SANDBOX=auto, and the sandbox's cost per call (their difference)
 #   --rounds K      rounds of the side-by-side (default 3; the median is reported)
 # Binaries come from ${CARGO_TARGET_DIR:-/tmp/hank-bench-target}/release (release profile).
 set -euo pipefail
 
 N=200 RUNS=5 GIT=1 CLI=0 ANALYZE_MB=1024 BUILD=1 FILES=0 VERSUS='' ROUNDS=3 COMMIT=0 FALLBACK=0
+SANDBOX_COST=0
 while [ $# -gt 0 ]; do
   case "$1" in
     -n) N=$2; shift 2 ;;
@@ -39,10 +42,11 @@ while [ $# -gt 0 ]; do
     --fallback) FALLBACK=1; shift ;;
     --cli) CLI=1; shift ;;
     --versus) VERSUS=$2; shift 2 ;;
+    --sandbox-cost) SANDBOX_COST=1; shift ;;
     --rounds) ROUNDS=$2; shift 2 ;;
     --analyze-mb) ANALYZE_MB=$2; shift 2 ;;
     --no-build) BUILD=0; shift ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "bench-loop.sh: unknown argument $1 (see --help)" >&2; exit 1 ;;
   esac
 done
@@ -294,12 +298,16 @@ echo
 # Own cost = the CPU time (user + system) of the engine's whole process tree, less the agent's:
 # ((CPU(N) − CPU(1)) / (N − 1)) − the agent's CPU per call. Both engines run the same instant
 # agent on copies of the same project, interleaved round by round.
-if [ -n "$VERSUS" ]; then
-  [ -x "$VERSUS" ] || { echo "bench-loop.sh: --versus $VERSUS is not an executable" >&2; exit 1; }
-  case "$("$VERSUS" --version 2>/dev/null)" in
-    ralph\ *) ;;
-    *) echo "bench-loop.sh: --versus expects ralph-orchestrator's ralph binary (ralph --version says 'ralph X.Y.Z')" >&2; exit 1 ;;
-  esac
+if [ -n "$VERSUS" ] || [ "$SANDBOX_COST" = 1 ]; then
+  ENGINES="hank hank-sandboxed"
+  if [ -n "$VERSUS" ]; then
+    [ -x "$VERSUS" ] || { echo "bench-loop.sh: --versus $VERSUS is not an executable" >&2; exit 1; }
+    case "$("$VERSUS" --version 2>/dev/null)" in
+      ralph\ *) ;;
+      *) echo "bench-loop.sh: --versus expects ralph-orchestrator's ralph binary (ralph --version says 'ralph X.Y.Z')" >&2; exit 1 ;;
+    esac
+    ENGINES="$ENGINES ralph"
+  fi
   mkdir -p "$WORK/agentbin"
   ln -sf "$AGENT" "$WORK/agentbin/claude"
   cp "$WORK/template/.hank/PROMPT.md" "$WORK/template/PROMPT.md"
@@ -336,13 +344,17 @@ PY
   }
   : > "$WORK/versus"
   for round in $(seq 1 "$ROUNDS"); do
-    for name in hank hank-sandboxed ralph; do
+    for name in $ENGINES; do
       big=$(engine "$name" "$N"); one=$(engine "$name" 1)
       echo "$round $name $big $one" >> "$WORK/versus"
     done
   done
   echo
-  echo "## side by side: $("$VERSUS" --version) (--versus), $ROUNDS interleaved rounds of $N loops against 1"
+  if [ -n "$VERSUS" ]; then
+    echo "## side by side: $("$VERSUS" --version) (--versus), $ROUNDS interleaved rounds of $N loops against 1"
+  else
+    echo "## the sandbox's cost (--sandbox-cost), $ROUNDS interleaved rounds of $N loops against 1"
+  fi
   echo
   echo "filesystem of the projects: $(stat -f -c %T "$WORK") ($WORK); agent CPU per call: $(python3 -c "print('%.3f ms' % ($agent_cpu * 1000))")"
   echo
@@ -365,6 +377,9 @@ for k in ("hank", "hank-sandboxed", "ralph"):
         ratio = med[k][0] / med["ralph"][0] if med.get("ralph", (0,))[0] > 0 else float("nan")
         label = {"hank": "hank (SANDBOX=off)", "hank-sandboxed": "hank (SANDBOX=auto)", "ralph": "ralph-orchestrator"}[k]
         print("| %s | %.2f ms | %s | %.2f ms | %.2f× |" % (label, med[k][0], cpus, med[k][1], ratio))
+if "hank" in med and "hank-sandboxed" in med:
+    print()
+    print("sandbox cost per call (SANDBOX=auto − off, own CPU per loop, medians): %.2f ms" % (med["hank-sandboxed"][0] - med["hank"][0]))
 PY
 fi
 

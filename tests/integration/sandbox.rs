@@ -1076,3 +1076,81 @@ fn a_path_socket_outside_the_agents_grants_is_not_there_for_it() {
         }
     }
 }
+
+/// The same as an ordinary user (root would hide a refusal): `hank-sandbox`, started by uid
+/// 65534 with the rules hank gives an agent, makes its namespaces unprivileged (a user
+/// namespace), and the socket outside its grants is not there while its project is writable.
+#[test]
+fn an_ordinary_users_agent_finds_no_path_socket_outside_its_grants() {
+    use std::os::unix::fs::PermissionsExt;
+    if !landlock_here() || !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs Landlock and root (to become an ordinary user)");
+        return;
+    }
+    if crate::support::missing("setpriv") || crate::support::missing("python3") {
+        return;
+    }
+    let root = tempfile::tempdir().expect("tempdir");
+    let open = |p: &std::path::Path| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o777)).expect("chmod")
+    };
+    open(root.path());
+    let (project, hidden, handover) = (
+        root.path().join("project"),
+        root.path().join("hidden"),
+        root.path().join("handover"),
+    );
+    for d in [&project, &hidden, &handover] {
+        std::fs::create_dir(d).expect("mkdir");
+        open(d);
+    }
+    let socket = hidden.join("agent.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).expect("bind");
+    open(&socket);
+    let mut proxy = hank::sandbox::proxy::Proxy::start(Vec::new()).expect("proxy");
+    let proxy_socket = handover.join("proxy.sock");
+    proxy.listen_unix(&proxy_socket).expect("unix");
+    open(&proxy_socket);
+    let probe = root.path().join("probe.sh");
+    std::fs::write(
+        &probe,
+        format!(
+            "#!/bin/sh\nif python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])' {} 2>/dev/null; then echo reached; else echo no-socket; fi\necho x > w && echo wrote-project\n",
+            socket.display()
+        ),
+    )
+    .expect("write");
+    std::fs::set_permissions(&probe, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let rules = hank::sandbox::Rules {
+        read: ["/usr", "/etc", "/bin", "/lib", "/lib64", "/proc"]
+            .iter()
+            .map(std::path::PathBuf::from)
+            .filter(|p| p.exists())
+            .chain([probe.clone()])
+            .collect(),
+        write: vec![project.clone(), "/dev/null".into()],
+        port: proxy.port(),
+        netns: Some(proxy_socket),
+    };
+    let wrapper = crate::support::hank_bin().with_file_name("hank-sandbox");
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&wrapper)
+        .arg(rules.to_arg())
+        .arg("--")
+        .arg(&probe)
+        .current_dir(&project)
+        .output()
+        .expect("run hank-sandbox as uid 65534");
+    let said = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains("network namespace") {
+        eprintln!("skipped: no unprivileged user namespaces here: {err}");
+        return;
+    }
+    assert_eq!(
+        said.lines().collect::<Vec<_>>(),
+        ["no-socket", "wrote-project"],
+        "{err}"
+    );
+}
