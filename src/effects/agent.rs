@@ -373,6 +373,9 @@ pub(crate) struct Sandboxing {
     /// The folder of the proxy's Unix socket (where the agent's network namespace hands over
     /// its listening socket).
     _handover: Option<tempfile::TempDir>,
+    /// The run's network namespace, held for the run and entered by each call (`None`: each
+    /// call makes its own, or there is none).
+    holder: Option<crate::proc::agent::NamespaceHolder>,
     notes: Vec<crate::policy::run::Control>,
     /// The latest refusals (`host:port at TIME`), for status.json.
     denied: Vec<String>,
@@ -415,7 +418,7 @@ impl Sandboxing {
         }
         // What a hank killed with SIGKILL left (whatever this run's SANDBOX).
         remove_stale(&std::env::temp_dir());
-        let (mut proxy, mut tmp, mut handover) = (None, None, None);
+        let (mut proxy, mut tmp, mut handover, mut holder) = (None, None, None, None);
         if let Confinement::Landlock { netns, .. } = &mut confinement {
             let mut p = crate::sandbox::proxy::Proxy::start(Vec::new()).map_err(|e| {
                 HankError::usage(format!(
@@ -441,6 +444,11 @@ impl Sandboxing {
                     Ok(d) => handover = Some(d),
                     Err(e) => *netns = Err(format!("the proxy's Unix socket: {e}")),
                 }
+                // One namespace for the run, entered by each call; without a holder each
+                // call makes its own (the same confinement, at a higher cost per call).
+                if netns.is_ok() {
+                    holder = crate::proc::agent::NamespaceHolder::start().ok();
+                }
             }
             proxy = Some(p);
         }
@@ -457,6 +465,7 @@ impl Sandboxing {
                 proxy,
                 tmp,
                 _handover: handover,
+                holder,
                 notes: Vec::new(),
                 denied: Vec::new(),
                 told: std::collections::BTreeSet::new(),
@@ -533,6 +542,10 @@ impl Sandboxing {
                 extra_write: &s.sandbox_write.value,
                 proxy_port: proxy.port(),
                 netns: proxy.socket().filter(|_| self.confinement.netns()),
+                held: self
+                    .holder
+                    .as_ref()
+                    .map(crate::proc::agent::NamespaceHolder::held),
             });
             frozen.push((key, rules.clone()));
             rules

@@ -379,6 +379,7 @@ fn own_spawns() -> std::sync::MutexGuard<'static, Vec<i32>> {
 }
 
 /// Registers a spawned child for as long as it lives (until dropped).
+#[derive(Debug)]
 struct OwnSpawn(i32);
 
 impl OwnSpawn {
@@ -686,8 +687,10 @@ pub fn stop_orphan_group(pgid: i32, ticks: u64) -> bool {
 pub fn enter_sandbox(args: &[std::ffi::OsString]) -> crate::error::Result<u8> {
     use crate::error::HankError;
     use crate::sandbox::netns;
-    if args.first().and_then(|a| a.to_str()) == Some(netns::PROBE) {
-        return netns::probe_here();
+    match args.first().and_then(|a| a.to_str()) {
+        Some(netns::PROBE) => return netns::probe_here(),
+        Some(netns::HOLD) => return netns::hold_here(),
+        _ => {}
     }
     let (rules, command) = crate::sandbox::Rules::from_args(args)?;
     own_session()?;
@@ -698,7 +701,10 @@ pub fn enter_sandbox(args: &[std::ffi::OsString]) -> crate::error::Result<u8> {
                 crate::sandbox::ENTER
             ))
         })?;
-        netns::unshare_net()?;
+        match &rules.held {
+            Some(held) => netns::enter_held(held)?,
+            None => netns::unshare_net()?,
+        }
         netns::hand_over(rules.port, socket)?;
         crate::sandbox::mounts::hide_ungranted(&rules.read, &rules.write)?;
         // Into the folder again, through the mounts just made.
@@ -795,6 +801,86 @@ pub fn netns_probe() -> std::result::Result<(), String> {
             })
         }
         Err(e) => Err(format!("the probe failed: {e:?}")),
+    }
+}
+
+/// The run's network namespace, held by `hank-sandbox --hold-netns` until this is dropped
+/// (its standard input closed, then the process stopped and reaped).
+#[derive(Debug)]
+pub struct NamespaceHolder {
+    child: std::process::Child,
+    held: crate::sandbox::netns::Held,
+    /// Kept out of the walks that stop what an agent left behind (hank's own child).
+    _own: OwnSpawn,
+}
+
+impl NamespaceHolder {
+    /// Starts the holder and waits (10 s at most) for its `ready NET USER`.
+    ///
+    /// # Errors
+    /// It cannot start, or did not say it was ready.
+    pub fn start() -> std::io::Result<Self> {
+        use std::io::BufRead;
+        use std::os::unix::process::CommandExt as _;
+        let (program, enter) = sandbox_program()?;
+        let mut child = std::process::Command::new(program)
+            .args(enter)
+            .arg(crate::sandbox::netns::HOLD)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()?;
+        let pid = child.id();
+        let own = OwnSpawn::new(i32::try_from(pid).unwrap_or(0));
+        let stdout = child.stdout.take();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("hank-ns-ready".into())
+            .spawn(move || {
+                let mut line = String::new();
+                if let Some(out) = stdout {
+                    let _ = std::io::BufReader::new(out).read_line(&mut line);
+                }
+                let _ = tx.send(line);
+            })?;
+        let line = rx.recv_timeout(Duration::from_secs(10)).unwrap_or_default();
+        let mut words = line.split_whitespace();
+        let held = match (words.next(), words.next(), words.next()) {
+            (Some(crate::sandbox::netns::READY), Some(net), Some(user)) => {
+                net.parse().ok().zip(user.parse().ok())
+            }
+            _ => None,
+        };
+        match held {
+            Some((net, user)) => Ok(Self {
+                child,
+                held: crate::sandbox::netns::Held { pid, net, user },
+                _own: own,
+            }),
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(std::io::Error::other(format!(
+                    "the namespace holder did not say it was ready ({:?})",
+                    line.trim()
+                )))
+            }
+        }
+    }
+
+    /// What each call enters.
+    #[must_use]
+    pub fn held(&self) -> crate::sandbox::netns::Held {
+        self.held
+    }
+}
+
+impl Drop for NamespaceHolder {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

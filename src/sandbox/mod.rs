@@ -388,6 +388,9 @@ pub struct Rules {
     /// The agent's own network namespace, whose proxy port is handed to the proxy over its
     /// Unix socket at this path ([`netns`]); `None`: the host's network.
     pub netns: Option<PathBuf>,
+    /// The run's network namespace, held by a process of hank's for the whole run and entered
+    /// by each call ([`netns::Held`]); `None`: each call makes its own.
+    pub held: Option<netns::Held>,
 }
 
 /// [`Rules`] as `hank-sandbox` receives them (one serialized value, [`Rules::to_arg`]).
@@ -398,6 +401,8 @@ struct Wire {
     write: Vec<WirePath>,
     port: u16,
     netns: Option<WirePath>,
+    #[serde(default)]
+    held: Option<netns::Held>,
 }
 
 /// A path in [`Wire`]: its text, or its bytes where it is not UTF-8.
@@ -537,9 +542,10 @@ fn refused_among(
 /// (said at the run's start).
 #[must_use]
 pub fn refused_grants(read: &[String], write: &[String], home: Option<&Path>) -> Vec<String> {
+    let creds = credential_places(home);
     read.iter()
         .chain(write)
-        .filter_map(|e| refused_grant(e, home))
+        .filter_map(|e| refused_among(e, home, &creds))
         .collect()
 }
 
@@ -565,6 +571,8 @@ pub struct Place<'a> {
     pub proxy_port: u16,
     /// The proxy's Unix socket, when the agent gets its own network namespace.
     pub netns: Option<&'a Path>,
+    /// The run's held network namespace, when hank holds one.
+    pub held: Option<netns::Held>,
 }
 
 /// `~/x` under `home`, an absolute path as it is (a trailing `/` dropped); `None` otherwise.
@@ -654,6 +662,7 @@ impl Rules {
             write,
             port: place.proxy_port,
             netns: place.netns.map(Path::to_path_buf),
+            held: place.held.filter(|_| place.netns.is_some()),
         }
     }
 
@@ -679,6 +688,7 @@ impl Rules {
             write: self.write.iter().map(|p| WirePath::of(p)).collect(),
             port: self.port,
             netns: self.netns.as_deref().map(WirePath::of),
+            held: self.held,
         };
         // A value of strings, byte lists and a number always serializes.
         OsString::from(serde_json::to_string(&wire).unwrap_or_default())
@@ -708,6 +718,7 @@ impl Rules {
             write: wire.write.into_iter().map(WirePath::into_path).collect(),
             port: wire.port,
             netns: wire.netns.map(WirePath::into_path),
+            held: wire.held,
         };
         Ok((rules, command))
     }

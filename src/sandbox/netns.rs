@@ -29,6 +29,29 @@ use crate::error::{HankError, Result};
 /// The first argument of `hank __sandbox` for the probe.
 pub const PROBE: &str = "--probe-netns";
 
+/// The first argument of `hank-sandbox` for the run's namespace holder ([`hold_here`]).
+pub const HOLD: &str = "--hold-netns";
+
+/// The run's network namespace as its holder made it ([`hold_here`]): the holder's pid and the
+/// inode numbers of its network and user namespaces (`/proc/PID/ns/net`, `…/user`), checked by
+/// each call before it enters them ([`enter_held`]) — a pid reused by another process is
+/// refused, never joined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Held {
+    pub pid: u32,
+    pub net: u64,
+    pub user: u64,
+}
+
+/// What the holder says on its first line: `ready NET USER`.
+pub const READY: &str = "ready";
+
+/// The inode of a namespace file (`/proc/self/ns/net`…).
+fn ns_inode(path: &str) -> io::Result<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).map(|m| m.ino())
+}
+
 fn fail(what: &str, e: impl std::fmt::Display) -> HankError {
     HankError::usage(format!("network namespace: {what}: {e}"))
 }
@@ -41,13 +64,18 @@ fn fail(what: &str, e: impl std::fmt::Display) -> HankError {
 /// # Errors
 /// The kernel refuses the namespaces (no privilege, user namespaces disabled) or `lo`.
 pub fn unshare_net() -> Result<()> {
+    unshare_with(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWNS)
+}
+
+/// [`unshare_net`] with `flags` (and, for a user, `CLONE_NEWUSER` with the user mapped to
+/// itself), `lo` up.
+fn unshare_with(flags: CloneFlags) -> Result<()> {
     let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
     if uid.is_root() {
-        unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWNS)
-            .map_err(|e| fail("unshare(CLONE_NEWNET | CLONE_NEWNS)", e))?;
+        unshare(flags).map_err(|e| fail(&format!("unshare({flags:?})"), e))?;
     } else {
-        unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWNS)
-            .map_err(|e| fail("unshare(CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWNS)", e))?;
+        let flags = flags | CloneFlags::CLONE_NEWUSER;
+        unshare(flags).map_err(|e| fail(&format!("unshare({flags:?})"), e))?;
         for (file, text) in [
             ("/proc/self/setgroups", "deny".to_string()),
             ("/proc/self/uid_map", format!("{uid} {uid} 1")),
@@ -105,6 +133,71 @@ fn loopback_up() -> Result<()> {
         )),
         _ => Err(fail("bringing lo up", "no acknowledgement")),
     }
+}
+
+/// `hank-sandbox --hold-netns`: makes the run's network namespace (in a user namespace of its
+/// own unless root), brings `lo` up, says `ready NET USER` ([`Held`]'s inodes) on its standard
+/// output and holds the namespaces until its standard input ends — hank keeps that pipe for
+/// the run, so the holder ends with hank, even killed. Each call's `hank-sandbox` then enters
+/// them ([`enter_held`]) instead of making a network namespace of its own: making one costs
+/// the kernel far more than entering one.
+///
+/// # Errors
+/// The namespaces cannot be made.
+pub fn hold_here() -> Result<u8> {
+    use std::io::{Read, Write};
+    unshare_with(CloneFlags::CLONE_NEWNET)?;
+    let (net, user) = ns_inode("/proc/self/ns/net")
+        .and_then(|n| Ok((n, ns_inode("/proc/self/ns/user")?)))
+        .map_err(|e| fail("reading the namespaces made", e))?;
+    let mut out = io::stdout().lock();
+    writeln!(out, "{READY} {net} {user}")
+        .and_then(|()| out.flush())
+        .map_err(|e| fail("saying ready", e))?;
+    drop(out);
+    let mut sink = [0u8; 64];
+    let mut stdin = io::stdin().lock();
+    while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+    Ok(0)
+}
+
+/// In the agent's process (before the hand-over, Landlock and the `exec`): enters the run's
+/// held namespaces — its user namespace (unless it is this process's own, as root), then its
+/// network namespace — after checking they are the ones the holder made, and makes a mount
+/// namespace of its own there.
+///
+/// # Errors
+/// The holder is gone or is not the one recorded, or the kernel refuses.
+pub fn enter_held(held: &Held) -> Result<()> {
+    use nix::fcntl::{OFlag, open};
+    use nix::sched::setns;
+    use nix::sys::stat::{Mode, fstat};
+    let open_ns = |kind: &str, want: u64| -> Result<std::os::fd::OwnedFd> {
+        let path = format!("/proc/{}/ns/{kind}", held.pid);
+        let fd = open(
+            path.as_str(),
+            OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| fail(&format!("the run's namespace ({path})"), e))?;
+        let ino = fstat(&fd).map_err(|e| fail(&path, e))?.st_ino;
+        if ino == want {
+            Ok(fd)
+        } else {
+            Err(fail(
+                &format!("the run's namespace ({path})"),
+                "not the one hank's holder made (the holder is gone)",
+            ))
+        }
+    };
+    let own_user = ns_inode("/proc/self/ns/user").map_err(|e| fail("/proc/self/ns/user", e))?;
+    if held.user != own_user {
+        let user = open_ns("user", held.user)?;
+        setns(&user, CloneFlags::CLONE_NEWUSER).map_err(|e| fail("setns(user)", e))?;
+    }
+    let net = open_ns("net", held.net)?;
+    setns(&net, CloneFlags::CLONE_NEWNET).map_err(|e| fail("setns(net)", e))?;
+    unshare(CloneFlags::CLONE_NEWNS).map_err(|e| fail("unshare(CLONE_NEWNS)", e))
 }
 
 /// `hank __sandbox --probe-netns`: the namespaces made, `lo` up, a loopback connection made in

@@ -170,6 +170,11 @@ fn rules_round_trip_through_the_one_argument() {
         write: vec!["/work/p".into(), "/tmp/x y \"quoted\" --write /".into()],
         port: 4321,
         netns: Some("/run/h/proxy.sock".into()),
+        held: Some(netns::Held {
+            pid: 42,
+            net: 4026532000,
+            user: 4026531837,
+        }),
     };
     let args = vec![rules.to_arg(), "--".into(), "claude".into(), "-p".into()];
     let (back, command) = Rules::from_args(&args).unwrap();
@@ -233,6 +238,7 @@ fn rules_for_an_agent_leave_home_out() {
         extra_write: &[],
         proxy_port: 9,
         netns: None,
+        held: None,
     };
     let rules = Rules::for_agent(&place);
     assert_eq!(rules.port, 9);
@@ -359,6 +365,7 @@ fn the_agent_gets_only_the_devices_programs_need() {
         extra_write: &[],
         proxy_port: 9,
         netns: None,
+        held: None,
     };
     let rules = Rules::for_agent(&place);
     let devices: Vec<&PathBuf> = rules
@@ -448,6 +455,7 @@ fn credential_files_are_never_granted() {
         extra_write: &write,
         proxy_port: 9,
         netns: None,
+        held: None,
     };
     let rules = Rules::for_agent(&place);
     assert!(rules.read.contains(&home.join(".cargo/bin")));

@@ -1131,6 +1131,7 @@ fn an_ordinary_users_agent_finds_no_path_socket_outside_its_grants() {
         write: vec![project.clone(), "/dev/null".into()],
         port: proxy.port(),
         netns: Some(proxy_socket),
+        held: None,
     };
     let wrapper = crate::support::hank_bin().with_file_name("hank-sandbox");
     let out = std::process::Command::new("setpriv")
