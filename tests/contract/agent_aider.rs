@@ -331,7 +331,7 @@ fn hank_sandboxed_edits_commit_and_complete_the_plan() {
         s
     })
     .sandboxed()
-    .env("SANDBOX_READ", reads.join(":"));
+    .env("SANDBOX_READ", reads.join(" "));
     let o = h.run(&["--max-loops", "3"]);
     let ctx = h.context(&o);
     assert_eq!(o.status.code(), Some(0), "{ctx}");

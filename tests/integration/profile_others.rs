@@ -254,3 +254,22 @@ fn hank_agents_lists_eight_profiles_and_how_each_was_tested() {
         String::from_utf8_lossy(&text.stdout)
     );
 }
+
+/// Aider's captured answers (plain text, exit 0 every time): the answers are successes with
+/// their status block; the API errors it printed last are read by the profile's `end` rules.
+#[test]
+fn aider_profile_reads_the_captured_answers() {
+    let p = builtin_profile("aider");
+    for name in ["plain", "edit"] {
+        let a = analyze_captured(&p, name);
+        assert_eq!(a.outcome, Outcome::Success, "{name}: {a:?}");
+        assert!(a.status.is_some(), "{name}: {a:?}");
+        assert_eq!(a.session_id, None, "{name}");
+    }
+    analyze_captured_error(&p, "auth", ErrorKind::Auth);
+    let a = analyze_captured_error(&p, "usage_limit", ErrorKind::UsageLimit);
+    assert!(
+        a.error.is_some_and(|e| e.message.starts_with("litellm.")),
+        "the error line"
+    );
+}
