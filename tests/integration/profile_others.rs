@@ -273,3 +273,36 @@ fn aider_profile_reads_the_captured_answers() {
         "the error line"
     );
 }
+
+/// Failover across the new profiles as across the others: goose (its stand-in) answers a usage
+/// limit, the next loop goes to Cursor Agent (its stand-in), which completes the plan.
+#[test]
+fn a_limited_goose_fails_over_to_cursor() {
+    let p = Project::new(&["a", "b"]);
+    let goose = p.fake_agent_dir("goose");
+    std::fs::write(goose.join("response"), "").expect("write");
+    std::fs::write(
+        goose.join("stderr"),
+        "Error: usage limit reached for this provider, try again in 3 hours\n",
+    )
+    .expect("write");
+    std::fs::write(goose.join("exit"), "1").expect("write");
+    let cursor = p.fake_agent_dir("cursor");
+    std::fs::write(cursor.join("effect.sh"), TICK_ONE).expect("write");
+    let o = p.run_env(
+        &[("FAKE_GOOSE_DIR", &goose), ("FAKE_CURSOR_DIR", &cursor)],
+        &["--agents", "goose,cursor", "--max-loops", "3"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(p.status()["exit_reason"], "plan_complete", "{}", stderr(&o));
+    let switched = p.events_of("agent_switched");
+    assert_eq!(switched.len(), 1, "{}", stderr(&o));
+    assert_eq!(switched[0]["to"], "cursor", "{}", switched[0]);
+    let finished = p.agent_finished();
+    assert_eq!(finished[0]["agent"], "goose");
+    assert_eq!(finished[0]["error_kind"], "usage_limit");
+    assert!(
+        finished[1..].iter().all(|f| f["agent"] == "cursor"),
+        "{finished:?}"
+    );
+}
