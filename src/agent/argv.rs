@@ -191,6 +191,10 @@ pub fn read_only_args(args: Vec<String>) -> Vec<String> {
                 out.push("plan".to_owned());
             }
             "--yolo" | "-y" | "--auto" | "--auto=true" | "--dangerously-skip-permissions" => {}
+            // Cursor Agent's "write and run without asking"; Copilot's approvals beyond its
+            // tools (paths outside the project, URLs). Copilot keeps `--allow-all-tools`:
+            // without it a non-interactive run refuses every tool, reads included.
+            "--force" | "--allow-all-paths" | "--allow-all" | "--allow-all-urls" => {}
             _ if a.starts_with("--approval-mode=") => out.push("--approval-mode=plan".to_owned()),
             _ if a.starts_with("--sandbox=") => out.push("--sandbox=read-only".to_owned()),
             _ => out.push(a),
@@ -469,6 +473,25 @@ mod tests {
             allowed_tools: tools,
             ..CallInput::json(None)
         }
+    }
+
+    #[test]
+    fn read_only_args_drop_cursor_and_copilot_approvals() {
+        let v = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<String>>();
+        assert_eq!(
+            read_only_args(v(&[
+                "-p",
+                "--output-format",
+                "stream-json",
+                "--force",
+                "review"
+            ])),
+            v(&["-p", "--output-format", "stream-json", "review"])
+        );
+        assert_eq!(
+            read_only_args(v(&["--allow-all-tools", "--allow-all-paths", "--plan"])),
+            v(&["--allow-all-tools", "--plan"])
+        );
     }
 
     #[test]

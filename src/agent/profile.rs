@@ -33,6 +33,13 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "opencode",
         include_str!("../../templates/agents/opencode.toml"),
     ),
+    (
+        "copilot",
+        include_str!("../../templates/agents/copilot.toml"),
+    ),
+    ("aider", include_str!("../../templates/agents/aider.toml")),
+    ("goose", include_str!("../../templates/agents/goose.toml")),
+    ("cursor", include_str!("../../templates/agents/cursor.toml")),
 ];
 
 pub use crate::policy::failover::{DEFAULT_AGENT, valid_name};
@@ -128,6 +135,9 @@ pub struct Profile {
     pub prices: Option<Prices>,
     /// `[sandbox]`: the client's own state paths and API endpoints (`crate::sandbox`).
     pub sandbox: crate::sandbox::ProfileSandbox,
+    /// `tested`: how hank tested this profile against its client (shown by `hank agents`);
+    /// `None` for a profile hank did not test.
+    pub tested: Option<String>,
     pub origin: Origin,
 }
 
@@ -332,6 +342,7 @@ struct RawProfile {
     prices: Option<Prices>,
     #[serde(default)]
     sandbox: crate::sandbox::ProfileSandbox,
+    tested: Option<String>,
 }
 
 /// Highest token price a profile may give (USD per million tokens).
@@ -578,22 +589,33 @@ pub fn parse(
                 ),
             )
         })?;
-        let anywhere = match r.scope.as_deref() {
-            None | Some("error") => false,
-            Some("any") => true,
+        let (anywhere, at_end) = match r.scope.as_deref() {
+            None | Some("error") => (false, false),
+            Some("any") => (true, false),
+            Some("end") => (false, true),
             Some(other) => {
                 return Err(bad(
                     &key("scope"),
-                    format!("expected error or any, got {other:?}"),
+                    format!("expected error, any or end, got {other:?}"),
                 ));
             }
         };
         let matcher = match (&r.regex, &r.path) {
-            (Some(re), None) => Matcher::Regex {
-                re: Regex::new(re)
-                    .map_err(|e| bad(&key("regex"), format!("not a regular expression: {e}")))?,
-                anywhere,
-            },
+            (Some(re), None) => {
+                let re = Regex::new(re)
+                    .map_err(|e| bad(&key("regex"), format!("not a regular expression: {e}")))?;
+                if at_end {
+                    Matcher::End(re)
+                } else {
+                    Matcher::Regex { re, anywhere }
+                }
+            }
+            (None, Some(_)) if at_end => {
+                return Err(bad(
+                    &key("scope"),
+                    "`end` reads the output's last lines: it needs a `regex`, not a `path`".into(),
+                ));
+            }
             (None, Some(p)) => Matcher::Path(FieldPath::parse(p, Take::Last).map_err(|e| {
                 bad(
                     &key("path"),
@@ -715,6 +737,7 @@ pub fn parse(
         parser,
         prices: raw.prices,
         sandbox: raw.sandbox,
+        tested: raw.tested.filter(|t| !t.trim().is_empty()),
         origin,
     })
 }
@@ -990,10 +1013,12 @@ mod tests {
     /// state; `write` still reads as `state`; an unknown key of `[sandbox]` is refused.
     #[test]
     fn profiles_declare_their_clients_configuration_apart_from_its_state() {
-        for name in ["claude", "codex", "gemini", "opencode"] {
+        for (name, _) in BUILTIN {
             let p = builtin_profile(name);
             assert!(!p.sandbox.state.is_empty(), "{name}");
             assert!(!p.sandbox.config.is_empty(), "{name}");
+            assert!(!p.sandbox.api.is_empty(), "{name}");
+            assert!(p.tested.is_some(), "{name}: says how it was tested");
         }
         let claude = builtin_profile("claude").sandbox;
         for config in [
@@ -1139,7 +1164,7 @@ text = "$.answer"
             ten_kb.as_str(),
             "",
         ];
-        for name in ["claude", "codex", "gemini", "opencode"] {
+        for name in ["claude", "codex", "gemini", "opencode", "copilot", "cursor"] {
             let p = builtin_profile(name);
             let fresh = p.argv(&CallInput::json(None));
             for id in forged {
@@ -1232,6 +1257,14 @@ text = "$.answer"
             (
                 "[[errors]]\nkind = \"auth\"\n",
                 "`errors[0]`: expected exactly one of `regex` and `path`",
+            ),
+            (
+                "[[errors]]\npath = \"$.x\"\nkind = \"auth\"\nscope = \"end\"\n",
+                "`errors[0].scope`: `end` reads the output's last lines",
+            ),
+            (
+                "[[errors]]\nregex = \"x\"\nkind = \"auth\"\nscope = \"tail\"\n",
+                "`errors[0].scope`: expected error, any or end, got \"tail\"",
             ),
             (
                 "[prices]\ninput = 3.0\ncache_write = 1.0\n",

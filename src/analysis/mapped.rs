@@ -144,6 +144,25 @@ pub enum Matcher {
     Regex { re: Regex, anywhere: bool },
     /// A JSONPath that yields at least one value in the output.
     Path(FieldPath),
+    /// A regex over the last four non-empty lines of the output (`scope = "end"`):
+    /// the client's last words. A match fails the call even when it printed an answer — for
+    /// a text client that exits 0 whatever happened and prints its error last (Aider).
+    End(Regex),
+}
+
+/// How many non-empty lines at the end of the output an `end` rule reads.
+const END_LINES: usize = 4;
+
+/// The last `END_LINES` non-empty lines of `text`, joined with newlines.
+fn output_end(text: &str) -> String {
+    let mut lines: Vec<&str> = text
+        .lines()
+        .rev()
+        .filter(|l| !l.trim().is_empty())
+        .take(END_LINES)
+        .collect();
+    lines.reverse();
+    lines.join("\n")
 }
 
 /// What a matching rule means.
@@ -643,7 +662,12 @@ fn finish(
                 .unwrap_or_default()
         })
     });
-    let claims_error = reported.is_some() || r.is_error;
+    let end = output_end(&plain);
+    let ended_in_error =
+        r.m.rules
+            .iter()
+            .any(|rule| matches!(&rule.matcher, Matcher::End(re) if re.is_match(&end)));
+    let claims_error = reported.is_some() || r.is_error || ended_in_error;
     let matched = match_rule(
         r,
         message.as_deref(),
@@ -764,6 +788,13 @@ fn match_rule(
     for (rule, (hit, reset)) in r.m.rules.iter().zip(&r.rule_hits) {
         let found: Option<String> = match &rule.matcher {
             Matcher::Path(_) => hit.then(|| message.map(first_line).unwrap_or_default()),
+            Matcher::End(re) => {
+                let end = output_end(plain);
+                re.find(&end).map(|m| {
+                    let start = end[..m.start()].rfind('\n').map_or(0, |i| i + 1);
+                    first_line(&end[start..])
+                })
+            }
             Matcher::Regex { re, anywhere } => {
                 let mut places: Vec<&str> = Vec::new();
                 places.extend(message);
@@ -931,6 +962,56 @@ mod tests {
         );
         let a = analyze_mapped(&b"all good\n"[..], b"", &ok, &clock, &text);
         assert_eq!(a.outcome, Outcome::Success, "{:?}", a.error);
+    }
+
+    /// `scope = "end"` rules read the output's last lines: a text client that exits 0 and
+    /// prints its error last has failed; an error it printed before a later answer has not.
+    #[test]
+    fn end_rules_read_the_last_lines_of_a_text_answer() {
+        let clock = Clock::utc(jiff::Timestamp::UNIX_EPOCH);
+        let rule = |re: &str, kind| ErrorRule {
+            matcher: Matcher::End(Regex::new(re).unwrap_or_else(|e| panic!("{e}"))),
+            kind: RuleKind::Error(kind),
+            reset_path: None,
+            reset_daily: None,
+        };
+        let text = Mapping {
+            format: MappedFormat::Text,
+            fields: Fields::default(),
+            rules: vec![
+                rule(
+                    "(?s)litellm\\.\\w+Error.*current\\s+quota",
+                    ErrorKind::SpendLimit,
+                ),
+                rule("litellm\\.RateLimitError", ErrorKind::RateLimit),
+            ],
+            session_total_tokens: false,
+        };
+        let ok = RunFacts {
+            exit_code: Some(0),
+            ..RunFacts::default()
+        };
+        let banner = "Aider v0.86.2\nModel: openai/fake-model with diff edit format\n";
+        let failed = format!(
+            "{banner}litellm.RateLimitError: RateLimitError: OpenAIException - You exceeded your \ncurrent quota, please check your plan and billing details.\nThe API provider has rate limited you.\n\n"
+        );
+        let a = analyze_mapped(failed.as_bytes(), b"", &ok, &clock, &text);
+        assert_eq!(a.outcome, Outcome::AgentError, "{a:?}");
+        assert_eq!(a.error_kind(), Some(ErrorKind::SpendLimit), "{a:?}");
+        let msg = a.error.map(|e| e.message).unwrap_or_default();
+        assert!(msg.starts_with("litellm.RateLimitError"), "{msg}");
+        let limited = format!(
+            "{banner}litellm.RateLimitError: Rate limit reached\nRetrying in 1.0 seconds...\n"
+        );
+        let a = analyze_mapped(limited.as_bytes(), b"", &ok, &clock, &text);
+        assert_eq!(a.error_kind(), Some(ErrorKind::RateLimit), "{a:?}");
+        // Retried, then answered: the error is no longer among the last lines.
+        let recovered = format!(
+            "{limited}Done.\n---HANK_STATUS---\nSTATUS: IN_PROGRESS\nEXIT_SIGNAL: false\n---END_HANK_STATUS---\nTokens: 2.5k sent, 20 received.\n"
+        );
+        let a = analyze_mapped(recovered.as_bytes(), b"", &ok, &clock, &text);
+        assert_eq!(a.outcome, Outcome::Success, "{a:?}");
+        assert!(a.status.is_some(), "{a:?}");
     }
 
     const BLOCK: &str =

@@ -24,6 +24,8 @@ struct Row {
     resume: bool,
     allowed_tools: bool,
     prompt: &'static str,
+    /// How hank tested the profile against its client (the profile's `tested`).
+    tested: Option<String>,
     /// Position in the project's failover chain (0 = the agent of a plain `hank run`).
     in_chain: Option<usize>,
     error: Option<String>,
@@ -41,6 +43,7 @@ fn row(name: String, p: std::result::Result<Profile, String>, s: Option<&Setting
             resume: false,
             allowed_tools: false,
             prompt: "",
+            tested: None,
             in_chain,
             error: Some(e),
         },
@@ -72,6 +75,7 @@ fn row(name: String, p: std::result::Result<Profile, String>, s: Option<&Setting
                     PromptDelivery::Argument => "argument",
                     PromptDelivery::File => "file",
                 },
+                tested: p.tested.clone(),
                 in_chain,
                 error: None,
                 name,
@@ -108,6 +112,7 @@ pub(crate) fn run(args: &AgentsArgs) -> Result<u8> {
                     "resume": r.resume,
                     "allowed_tools": r.allowed_tools,
                     "prompt": r.prompt,
+                    "tested": r.tested,
                     "chain_position": r.in_chain,
                 })
             })
@@ -160,6 +165,12 @@ pub(crate) fn run(args: &AgentsArgs) -> Result<u8> {
             "  can:      {}; prompt on {}\n",
             caps.join("; "),
             r.prompt
+        ));
+        text.push_str(&format!(
+            "  tested:   {}\n",
+            r.tested
+                .as_deref()
+                .unwrap_or("not by hank (a profile of this project)")
         ));
     }
     if let Some(s) = s {

@@ -297,11 +297,21 @@ pub(crate) fn detect(files: &ProjectFiles) -> ProjectFacts {
     facts.bd_available = files.tools.contains("bd");
     facts.gh_available = files.tools.contains("gh");
     facts.uv_available = files.tools.contains("uv");
-    facts.agents_installed = ["claude", "codex", "gemini", "opencode"]
-        .into_iter()
-        .filter(|a| files.tools.contains(*a))
-        .map(str::to_owned)
-        .collect();
+    // (profile, program): the built-in profiles, in the order the wizard offers them.
+    facts.agents_installed = [
+        ("claude", "claude"),
+        ("codex", "codex"),
+        ("gemini", "gemini"),
+        ("opencode", "opencode"),
+        ("copilot", "copilot"),
+        ("aider", "aider"),
+        ("goose", "goose"),
+        ("cursor", "cursor-agent"),
+    ]
+    .into_iter()
+    .filter(|(_, program)| files.tools.contains(*program))
+    .map(|(profile, _)| profile.to_owned())
+    .collect();
     facts.prd_files = prd_files(&files.paths);
     facts
 }

@@ -71,7 +71,18 @@ pub(crate) fn scan_dir(dir: &Path) -> ProjectFiles {
         }
     }
     for tool in [
-        "bd", "gh", "git", "uv", "claude", "codex", "gemini", "opencode",
+        "bd",
+        "gh",
+        "git",
+        "uv",
+        "claude",
+        "codex",
+        "gemini",
+        "opencode",
+        "copilot",
+        "aider",
+        "goose",
+        "cursor-agent",
     ] {
         if which::which(tool).is_ok() {
             files.tools.insert(tool.to_string());

@@ -349,7 +349,7 @@ pub const KEYS: &[Key] = &[
         "AGENT",
         Some("--agent"),
         DefaultValue::Text("claude"),
-        "a profile name: claude, codex, gemini, opencode, or NAME for .hank/agents/NAME.toml",
+        "a profile name: claude, codex, gemini, opencode, copilot, aider, goose, cursor, or NAME for .hank/agents/NAME.toml",
         "The agent CLI to drive (its profile); `hank agents` lists them",
     ),
     key(
@@ -370,7 +370,7 @@ pub const KEYS: &[Key] = &[
         "REVIEW_AGENT",
         Some("--review-agent"),
         DefaultValue::Unset,
-        "a profile name: claude, codex, gemini, opencode, or NAME for .hank/agents/NAME.toml",
+        "a profile name: claude, codex, gemini, opencode, copilot, aider, goose, cursor, or NAME for .hank/agents/NAME.toml",
         "An independent reviewer, read-only, before the run stops as done (another vendor's is best); unset = no review",
     ),
     key(

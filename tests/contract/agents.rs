@@ -2,9 +2,9 @@
 //! one suite of cases per CLI, each run with the **real** CLI against a fake of its
 //! provider's API on 127.0.0.1.
 //!
-//! The CLIs come from `scripts/install-agents.sh` (npm; pinned in `scripts/agent-versions.env`)
-//! and are found through `HANK_REAL_AGENTS="codex=/path:gemini=/path:opencode=/path"` (what the
-//! script prints). Each case is a trial named `<name>-<version>::<case>`. A suite whose CLI
+//! The CLIs come from `scripts/install-agents.sh` (npm, and PyPI for aider; pinned in
+//! `scripts/agent-versions.env`) and are found through `HANK_REAL_AGENTS="codex=/path:…"` (what
+//! the script prints). Each case is a trial named `<name>-<version>::<case>`. A suite whose CLI
 //! `HANK_REAL_AGENTS` does not name is reported as **ignored** (`<name>::<case>`), with a
 //! closing line saying why; under `CI=true` that is a failure instead.
 
@@ -42,6 +42,8 @@ const SUITES: &[(&str, &[(&str, Case)])] = &[
     ("codex", crate::agent_codex::CASES),
     ("gemini", crate::agent_gemini::CASES),
     ("opencode", crate::agent_opencode::CASES),
+    ("copilot", crate::agent_copilot::CASES),
+    ("aider", crate::agent_aider::CASES),
 ];
 
 /// `name=path` pairs of `HANK_REAL_AGENTS`, each checked with `--version`.
@@ -63,6 +65,8 @@ fn named() -> Result<Vec<Agent>, String> {
         let version = text
             .split_whitespace()
             .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()))
+            // "GitHub Copilot CLI 1.0.102." ends its sentence.
+            .map(|w| w.trim_end_matches('.'))
             .filter(|_| o.status.success())
             .ok_or_else(|| {
                 format!(

@@ -36,7 +36,7 @@ impl http::Provider for OpenAiChat {
 
     /// A conversation turn: a chat completion that offers tools.
     fn is_turn(req: &http::Request<OpenAiChat>) -> bool {
-        req.is_chat() && req.body["tools"].as_array().is_some_and(|t| !t.is_empty())
+        is_chat(req) && req.body["tools"].as_array().is_some_and(|t| !t.is_empty())
     }
 
     /// The text of the newest message if it is the user's, else "".
@@ -53,87 +53,142 @@ impl http::Provider for OpenAiChat {
     }
 
     fn respond(s: &Shared, req: &http::Request<Self>, out: &mut TcpStream) -> io::Result<()> {
-        let model = req.body_model("fake-model");
-        if req.method == "GET" && req.path.ends_with("/models") {
-            let body = json!({"object": "list", "data": [
-                {"id": "fake-model", "object": "model", "created": 1_700_000_000, "owned_by": "hank-contract"}
-            ]});
-            return http::send(out, &http(200, &body));
-        }
-        if !req.is_chat() {
-            let body = json!({"error": {"message": format!("Unknown request URL: {} {}", req.method, req.path), "type": "invalid_request_error", "param": null, "code": "unknown_url"}});
-            return http::send(out, &http(404, &body));
-        }
-        let id = s.next_id();
-        let stream = req.body["stream"] == true;
-        let reply = if req.is_turn() {
-            s.next_reply()
-        } else {
-            Reply::text("Fake session title")
-        };
-        let text = match reply {
-            Reply::Error(e) => return http::send(out, &e.response(JSON_HEADERS)),
-            Reply::Custom { .. } | Reply::WriteFile { .. } | Reply::Shell(_) => {
-                let body = json!({"error": {"message": "the Chat Completions fake answers text and function calls only", "type": "invalid_request_error", "param": null, "code": null}});
-                return http::send(out, &http(400, &body));
-            }
-            Reply::Hang(d) => {
-                std::thread::sleep(d);
-                "late answer".to_string()
-            }
-            Reply::Text(t) => t,
-            Reply::Function {
-                name,
-                arguments: input,
-            } => {
-                let call_id = format!("call_fake{id}");
-                if !stream {
-                    let body = completion(
-                        id,
-                        &model,
-                        json!({"role": "assistant", "content": null,
-                        "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": input.to_string()}}]}),
-                        "tool_calls",
-                    );
-                    return http::send(out, &http(200, &body));
-                }
-                let args = input.to_string();
-                let mut deltas = vec![
-                    json!({"tool_calls": [{"index": 0, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}]}),
-                ];
-                for part in http::split_in_two(&args) {
-                    deltas.push(
-                        json!({"tool_calls": [{"index": 0, "function": {"arguments": part}}]}),
-                    );
-                }
-                return stream_chunks(out, id, &model, deltas, "tool_calls");
-            }
-        };
-        if !stream {
-            let body = completion(
-                id,
-                &model,
-                json!({"role": "assistant", "content": text}),
-                "stop",
-            );
-            return http::send(out, &http(200, &body));
-        }
-        let deltas = http::split_in_two(&text)
-            .into_iter()
-            .map(|t| json!({"content": t}))
-            .collect();
-        stream_chunks(out, id, &model, deltas, "stop")
+        respond_chat(s, req, out, "Fake session title")
     }
 }
 
-impl http::Request<OpenAiChat> {
-    fn is_chat(&self) -> bool {
-        self.method == "POST" && self.path.ends_with("/chat/completions")
+/// Aider's use of the Chat Completions API: it offers the model no tools (the model answers
+/// with SEARCH/REPLACE blocks in its text), so every chat completion is a turn but aider's
+/// commit-message request, which gets [`COMMIT_SUBJECT`] without touching the script.
+pub(crate) enum AiderChat {}
+
+impl http::Provider for AiderChat {
+    type Reply = Reply;
+    const BASE_PATH: &'static str = "/v1";
+
+    fn is_turn(req: &http::Request<AiderChat>) -> bool {
+        is_chat(req) && !is_commit_message(req)
     }
 
+    /// The text of the newest user message.
+    fn last_user_text(req: &http::Request<AiderChat>) -> String {
+        let last = req.body["messages"]
+            .as_array()
+            .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"));
+        last.map(|m| http::parts_text(&m["content"]))
+            .unwrap_or_default()
+    }
+
+    fn unscripted() -> Reply {
+        Reply::Text(http::status_text("IN_PROGRESS", false, "unscripted turn"))
+    }
+
+    fn respond(
+        s: &http::Scripted<Self>,
+        req: &http::Request<Self>,
+        out: &mut TcpStream,
+    ) -> io::Result<()> {
+        respond_chat(s, req, out, COMMIT_SUBJECT)
+    }
+}
+
+/// The commit subject the fake gives aider's commit-message request.
+pub(crate) const COMMIT_SUBJECT: &str = "feat: the agent's change";
+
+/// Aider's commit-message request: its system prompt asks for a Git commit message.
+fn is_commit_message<P: http::Provider>(req: &http::Request<P>) -> bool {
+    req.body["messages"].as_array().is_some_and(|m| {
+        m.iter().any(|m| {
+            m["role"] == "system" && http::parts_text(&m["content"]).contains("commit message")
+        })
+    })
+}
+
+fn is_chat<P: http::Provider>(req: &http::Request<P>) -> bool {
+    req.method == "POST" && req.path.ends_with("/chat/completions")
+}
+
+/// The answer to one request: a turn takes the next scripted reply, a side call gets `side`.
+fn respond_chat<P: http::Provider<Reply = Reply>>(
+    s: &http::Scripted<P>,
+    req: &http::Request<P>,
+    out: &mut TcpStream,
+    side: &str,
+) -> io::Result<()> {
+    let model = req.body_model("fake-model");
+    if req.method == "GET" && req.path.ends_with("/models") {
+        let body = json!({"object": "list", "data": [
+            {"id": "fake-model", "object": "model", "created": 1_700_000_000, "owned_by": "hank-contract"}
+        ]});
+        return http::send(out, &http(200, &body));
+    }
+    if !is_chat(req) {
+        let body = json!({"error": {"message": format!("Unknown request URL: {} {}", req.method, req.path), "type": "invalid_request_error", "param": null, "code": "unknown_url"}});
+        return http::send(out, &http(404, &body));
+    }
+    let id = s.next_id();
+    let stream = req.body["stream"] == true;
+    let reply = if req.is_turn() {
+        s.next_reply()
+    } else {
+        Reply::text(side)
+    };
+    let text = match reply {
+        Reply::Error(e) => return http::send(out, &e.response(JSON_HEADERS)),
+        Reply::Custom { .. } | Reply::WriteFile { .. } | Reply::Shell(_) => {
+            let body = json!({"error": {"message": "the Chat Completions fake answers text and function calls only", "type": "invalid_request_error", "param": null, "code": null}});
+            return http::send(out, &http(400, &body));
+        }
+        Reply::Hang(d) => {
+            std::thread::sleep(d);
+            "late answer".to_string()
+        }
+        Reply::Text(t) => t,
+        Reply::Function {
+            name,
+            arguments: input,
+        } => {
+            let call_id = format!("call_fake{id}");
+            if !stream {
+                let body = completion(
+                    id,
+                    &model,
+                    json!({"role": "assistant", "content": null,
+                    "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": input.to_string()}}]}),
+                    "tool_calls",
+                );
+                return http::send(out, &http(200, &body));
+            }
+            let args = input.to_string();
+            let mut deltas = vec![
+                json!({"tool_calls": [{"index": 0, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}]}),
+            ];
+            for part in http::split_in_two(&args) {
+                deltas.push(json!({"tool_calls": [{"index": 0, "function": {"arguments": part}}]}));
+            }
+            return stream_chunks(out, id, &model, deltas, "tool_calls");
+        }
+    };
+    if !stream {
+        let body = completion(
+            id,
+            &model,
+            json!({"role": "assistant", "content": text}),
+            "stop",
+        );
+        return http::send(out, &http(200, &body));
+    }
+    let deltas = http::split_in_two(&text)
+        .into_iter()
+        .map(|t| json!({"content": t}))
+        .collect();
+    stream_chunks(out, id, &model, deltas, "stop")
+}
+
+impl http::Request<OpenAiChat> {
     /// A side call without tools (the client's title generator).
     pub(crate) fn is_side_call(&self) -> bool {
-        self.is_chat() && !self.is_turn()
+        is_chat(self) && !self.is_turn()
     }
 
     /// The text of every message with `role`, in order.

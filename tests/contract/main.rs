@@ -23,7 +23,9 @@ macro_rules! cases {
     };
 }
 
+mod agent_aider;
 mod agent_codex;
+mod agent_copilot;
 mod agent_gemini;
 mod agent_opencode;
 mod agents;

@@ -37,6 +37,7 @@ mod notify_ctl;
 mod overnight;
 mod profile_gemini;
 mod profile_opencode;
+mod profile_others;
 mod progress;
 mod project;
 mod reach;
