@@ -788,7 +788,37 @@ fn install_dirs(program: &Path, path: Option<&OsStr>) -> Vec<PathBuf> {
     }
     let trees: Vec<PathBuf> = dirs.iter().filter_map(|d| node_modules_of(d)).collect();
     dirs.extend(trees);
+    let venvs: Vec<PathBuf> = dirs.iter().flat_map(|d| venv_of(d)).collect();
+    dirs.extend(venvs);
     dirs
+}
+
+/// For a program in a Python virtual environment's `bin/` (pip's, pipx's, uv's: a folder beside
+/// `pyvenv.cfg`), the environment and the Python it was made from (the prefix above the
+/// `home = …/bin` that `pyvenv.cfg` names): the program imports its packages from the one and
+/// runs the interpreter and standard library of the other. Never `/` nor a whole HOME.
+fn venv_of(bin: &Path) -> Vec<PathBuf> {
+    let Some(root) = bin.parent() else {
+        return Vec::new();
+    };
+    let Ok(cfg) = crate::fsread::read(
+        &root.join("pyvenv.cfg"),
+        crate::fsread::CONFIG_LIMIT,
+        crate::fsread::Follow::Yes,
+    ) else {
+        return Vec::new();
+    };
+    let text = String::from_utf8_lossy(&cfg);
+    let home = text.lines().find_map(|l| {
+        let (key, value) = l.split_once('=')?;
+        (key.trim() == "home").then(|| PathBuf::from(value.trim()))
+    });
+    let base = home
+        .filter(|h| h.is_absolute())
+        .and_then(|h| h.parent().map(Path::to_path_buf))
+        .filter(|p| p.parent().is_some())
+        .filter(|p| std::env::var_os("HOME").is_none_or(|h| *p != Path::new(&h)));
+    std::iter::once(root.to_path_buf()).chain(base).collect()
 }
 
 /// The outermost folder named `node_modules` that holds `dir` (or is it), if any (pure).

@@ -463,3 +463,33 @@ fn credential_files_are_never_granted() {
     assert!(!rules.write.contains(&home.join(".ssh")));
     assert_eq!(refused_grants(&read, &write, Some(&home)).len(), 2);
 }
+
+#[test]
+fn a_program_in_a_python_venv_gets_the_venv_and_its_base_python() {
+    let root = tempfile::tempdir().unwrap();
+    let base = root.path().join("pythons/3.12");
+    let venv = root.path().join("venvs/aider");
+    std::fs::create_dir_all(base.join("bin")).unwrap();
+    std::fs::create_dir_all(venv.join("bin")).unwrap();
+    std::fs::write(
+        venv.join("pyvenv.cfg"),
+        format!(
+            "home = {}\ninclude-system-site-packages = false\n",
+            base.join("bin").display()
+        ),
+    )
+    .unwrap();
+    let program = venv.join("bin/aider");
+    std::fs::write(&program, "#!/bin/sh\n").unwrap();
+    let dirs = install_dirs(&program, None);
+    assert!(dirs.contains(&venv), "{dirs:?}");
+    assert!(dirs.contains(&base), "{dirs:?}");
+    // A venv made from the system's Python names /usr/bin: /usr, never `/`.
+    std::fs::write(venv.join("pyvenv.cfg"), "home = /bin\n").unwrap();
+    let dirs = install_dirs(&program, None);
+    assert!(!dirs.contains(&PathBuf::from("/")), "{dirs:?}");
+    // No pyvenv.cfg: only the program's folder.
+    std::fs::remove_file(venv.join("pyvenv.cfg")).unwrap();
+    let dirs = install_dirs(&program, None);
+    assert!(dirs.iter().all(|d| *d == venv.join("bin")), "{dirs:?}");
+}
