@@ -7,6 +7,7 @@
 //! | [`forge`] | GitHub and GitLab (the code's forge: conditional listings with an `ETag` cache, labels, `Closes #N`) |
 //! | [`linear`] | Linear's GraphQL API (`LINEAR_API_KEY`) |
 //! | [`jira`] | Jira Cloud's REST API v3 (`JIRA_URL`, `JIRA_EMAIL`, `JIRA_API_TOKEN`; comments in its document format) |
+//! | [`trello`], [`plane`], [`shortcut`] | Trello's, Plane's and Shortcut's REST APIs |
 //! | [`budget`] | the rate budget per credential, shared by every hank process of the user (a file under a lock) |
 //! | [`claims`] | one claim per item on the code's remote (`refs/hank/claims/<tracker>-<key>`, compare-and-swap) |
 //!
@@ -20,6 +21,9 @@ pub mod claims;
 pub mod forge;
 pub mod jira;
 pub mod linear;
+pub mod plane;
+pub mod shortcut;
+pub mod trello;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -368,16 +372,9 @@ pub fn open(
         }
         TrackerKind::Linear => Box::new(linear::Linear::open(root)?),
         TrackerKind::Jira => Box::new(jira::Jira::open(root)?),
-        TrackerKind::Trello | TrackerKind::Plane | TrackerKind::Shortcut => {
-            return Err(HankError::usage_hint(
-                format!(
-                    "--tracker {}: this hank cannot reach {} yet",
-                    kind.as_str(),
-                    kind.title()
-                ),
-                "use github, gitlab, linear or jira",
-            ));
-        }
+        TrackerKind::Trello => Box::new(trello::Trello::open(root)?),
+        TrackerKind::Plane => Box::new(plane::Plane::open(root)?),
+        TrackerKind::Shortcut => Box::new(shortcut::Shortcut::open(root)?),
     })
 }
 

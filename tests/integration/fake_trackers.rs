@@ -745,3 +745,509 @@ pub(crate) fn jira(w: &mut Jira, r: &Req) -> Answer {
         _ => not_found,
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Trello, Plane, Shortcut: smaller fakes (one board, one project, one workspace)
+
+/// What the Trello fake holds.
+#[derive(Debug, Default)]
+pub(crate) struct Trello {
+    /// The `Authorization` every request must carry.
+    pub auth: String,
+    /// Lists: (id, name).
+    pub lists: Vec<(String, String)>,
+    /// Board labels: (id, name).
+    pub labels: Vec<(String, String)>,
+    /// Cards: `id`, `shortLink`, `name`, `desc`, `url`, `closed`, `idList`, `idLabels`.
+    pub cards: Vec<Value>,
+    /// Comments: `id`, `card`, `text`, `versions`.
+    pub comments: Vec<Value>,
+}
+
+impl Trello {
+    pub(crate) fn card(&mut self, short: &str, name: &str, list: &str, labels: &[&str]) {
+        let mut ids = Vec::new();
+        for l in labels {
+            ids.push(self.label_id(l));
+        }
+        self.cards.push(json!({
+            "id": format!("card-{short}"), "shortLink": short, "name": name, "desc": "",
+            "url": format!("https://trello.com/c/{short}"), "closed": false, "idList": list,
+            "idLabels": ids,
+        }));
+    }
+
+    fn label_id(&mut self, name: &str) -> String {
+        if let Some((id, _)) = self.labels.iter().find(|(_, n)| n == name) {
+            return id.clone();
+        }
+        let id = format!("lab-{}", self.labels.len() + 1);
+        self.labels.push((id.clone(), name.to_string()));
+        id
+    }
+
+    pub(crate) fn get(&self, short: &str) -> Value {
+        self.cards
+            .iter()
+            .find(|c| c["shortLink"] == short)
+            .cloned()
+            .unwrap()
+    }
+
+    pub(crate) fn labels_of(&self, short: &str) -> Vec<String> {
+        self.get(short)["idLabels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|id| {
+                self.labels
+                    .iter()
+                    .find(|(l, _)| id == l.as_str())
+                    .map(|(_, n)| n.clone())
+            })
+            .collect()
+    }
+
+    pub(crate) fn comments_on(&self, short: &str) -> Vec<Value> {
+        let id = self.get(short)["id"].clone();
+        self.comments
+            .iter()
+            .filter(|c| c["card"] == id)
+            .cloned()
+            .collect()
+    }
+
+    fn shown(&self, c: &Value) -> Value {
+        let labels: Vec<Value> = c["idLabels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|id| self.labels.iter().find(|(l, _)| id == l.as_str()))
+            .map(|(id, name)| json!({"id": id, "name": name}))
+            .collect();
+        let mut c = c.clone();
+        c["labels"] = Value::Array(labels);
+        c
+    }
+}
+
+pub(crate) fn trello(w: &mut Trello, r: &Req) -> Answer {
+    if r.header("authorization") != Some(w.auth.as_str()) {
+        return (401, vec![], json!("invalid token"));
+    }
+    let path = r.path.split_once('?').map_or(r.path.as_str(), |(p, _)| p);
+    let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let missing = (404, vec![], json!("The requested resource was not found."));
+    let card_of = |w: &Trello, id: &str| {
+        w.cards
+            .iter()
+            .position(|c| c["id"] == id || c["shortLink"] == id)
+    };
+    match (r.method.as_str(), segs.as_slice()) {
+        ("GET", ["1", "boards", "b1", "lists"]) => {
+            let ls: Vec<Value> = w
+                .lists
+                .iter()
+                .map(|(id, n)| json!({"id": id, "name": n}))
+                .collect();
+            (200, vec![], Value::Array(ls))
+        }
+        ("GET", ["1", "boards", "b1", "labels"]) => {
+            let ls: Vec<Value> = w
+                .labels
+                .iter()
+                .map(|(id, n)| json!({"id": id, "name": n}))
+                .collect();
+            (200, vec![], Value::Array(ls))
+        }
+        ("GET", ["1", "boards", "b1", "cards", "open"]) => {
+            let cs: Vec<Value> = w
+                .cards
+                .iter()
+                .filter(|c| c["closed"] == false)
+                .map(|c| w.shown(c))
+                .collect();
+            (200, vec![], Value::Array(cs))
+        }
+        ("GET", ["1", "cards", id]) => match card_of(w, id) {
+            Some(n) => (200, vec![], w.shown(&w.cards[n])),
+            None => missing,
+        },
+        ("PUT", ["1", "cards", id]) => match card_of(w, id) {
+            Some(n) => {
+                if let Some(l) = r.body["idList"].as_str() {
+                    w.cards[n]["idList"] = json!(l);
+                }
+                (200, vec![], w.cards[n].clone())
+            }
+            None => missing,
+        },
+        ("GET", ["1", "cards", id, "actions"]) => {
+            let cs: Vec<Value> = w
+                .comments
+                .iter()
+                .filter(|c| c["card"] == *id)
+                .map(|c| json!({"id": c["id"], "type": "commentCard", "data": {"text": c["text"]}}))
+                .collect();
+            (200, vec![], Value::Array(cs))
+        }
+        ("POST", ["1", "cards", id, "actions", "comments"]) => {
+            let text = r.body["text"].clone();
+            let cid = format!("action-{}", w.comments.len() + 1);
+            w.comments
+                .push(json!({"id": cid, "card": id, "text": text, "versions": [text]}));
+            (200, vec![], json!({"id": cid, "type": "commentCard"}))
+        }
+        ("PUT", ["1", "cards", _, "actions", cid, "comments"]) => {
+            let text = r.body["text"].clone();
+            match w.comments.iter_mut().find(|c| c["id"] == *cid) {
+                Some(c) => {
+                    c["text"] = text.clone();
+                    c["versions"].as_array_mut().unwrap().push(text);
+                    (200, vec![], json!({"id": cid}))
+                }
+                None => missing,
+            }
+        }
+        ("POST", ["1", "labels"]) => {
+            let name = r.body["name"].as_str().unwrap_or_default().to_string();
+            let id = w.label_id(&name);
+            (200, vec![], json!({"id": id, "name": name}))
+        }
+        ("POST", ["1", "cards", id, "idLabels"]) => match card_of(w, id) {
+            Some(n) => {
+                w.cards[n]["idLabels"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(r.body["value"].clone());
+                (200, vec![], json!([]))
+            }
+            None => missing,
+        },
+        ("DELETE", ["1", "cards", id, "idLabels", label]) => match card_of(w, id) {
+            Some(n) => {
+                w.cards[n]["idLabels"]
+                    .as_array_mut()
+                    .unwrap()
+                    .retain(|l| l != *label);
+                (200, vec![], json!({}))
+            }
+            None => missing,
+        },
+        _ => missing,
+    }
+}
+
+/// What the Plane fake holds (workspace `acme`, project `p1` identified `WEB`).
+#[derive(Debug, Default)]
+pub(crate) struct Plane {
+    pub key: String,
+    /// Labels: (id, name).
+    pub labels: Vec<(String, String)>,
+    /// Issues: `id`, `sequence_id`, `name`, `description_html`, `labels` (ids), `state`.
+    pub issues: Vec<Value>,
+    /// Comments: `id`, `issue`, `comment_html`, `versions`.
+    pub comments: Vec<Value>,
+}
+
+/// Plane's states of the project: (id, group).
+pub(crate) const PLANE_STATES: &[(&str, &str)] = &[
+    ("st-backlog", "backlog"),
+    ("st-todo", "unstarted"),
+    ("st-doing", "started"),
+    ("st-done", "completed"),
+];
+
+impl Plane {
+    pub(crate) fn issue(&mut self, seq: u64, name: &str, html: &str, labels: &[&str], state: &str) {
+        let ids: Vec<String> = labels.iter().map(|l| self.label_id(l)).collect();
+        self.issues.push(json!({
+            "id": format!("iss-{seq}"), "sequence_id": seq, "name": name,
+            "description_html": html, "labels": ids, "state": state,
+        }));
+    }
+
+    fn label_id(&mut self, name: &str) -> String {
+        if let Some((id, _)) = self.labels.iter().find(|(_, n)| n == name) {
+            return id.clone();
+        }
+        let id = format!("lbl-{}", self.labels.len() + 1);
+        self.labels.push((id.clone(), name.to_string()));
+        id
+    }
+
+    pub(crate) fn get(&self, seq: u64) -> Value {
+        self.issues
+            .iter()
+            .find(|i| i["sequence_id"] == seq)
+            .cloned()
+            .unwrap()
+    }
+
+    pub(crate) fn labels_of(&self, seq: u64) -> Vec<String> {
+        self.get(seq)["labels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|id| {
+                self.labels
+                    .iter()
+                    .find(|(l, _)| id == l.as_str())
+                    .map(|(_, n)| n.clone())
+            })
+            .collect()
+    }
+
+    pub(crate) fn comments_on(&self, seq: u64) -> Vec<Value> {
+        let id = self.get(seq)["id"].clone();
+        self.comments
+            .iter()
+            .filter(|c| c["issue"] == id)
+            .cloned()
+            .collect()
+    }
+}
+
+pub(crate) fn plane(w: &mut Plane, r: &Req) -> Answer {
+    if r.header("x-api-key") != Some(w.key.as_str()) {
+        return (
+            401,
+            vec![],
+            json!({"detail": "Given API token is not valid"}),
+        );
+    }
+    let h = vec![
+        ("X-RateLimit-Remaining".to_string(), "55".to_string()),
+        (
+            "X-RateLimit-Reset".to_string(),
+            ((now_ms() / 1000) + 60).to_string(),
+        ),
+    ];
+    let path = r.path.split_once('?').map_or(r.path.as_str(), |(p, _)| p);
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let missing = (404, vec![], json!({"error": "Not found"}));
+    let Some(rest) = segs.strip_prefix(&["api", "v1", "workspaces", "acme", "projects", "p1"][..])
+    else {
+        return missing;
+    };
+    match (r.method.as_str(), rest) {
+        ("GET", []) => (
+            200,
+            h,
+            json!({"id": "p1", "identifier": "WEB", "name": "Web"}),
+        ),
+        ("GET", ["labels"]) => {
+            let ls: Vec<Value> = w
+                .labels
+                .iter()
+                .map(|(id, n)| json!({"id": id, "name": n}))
+                .collect();
+            (200, h, json!({"results": ls, "next_page_results": false}))
+        }
+        ("POST", ["labels"]) => {
+            let name = r.body["name"].as_str().unwrap_or_default().to_string();
+            let id = w.label_id(&name);
+            (201, h, json!({"id": id, "name": name}))
+        }
+        ("GET", ["states"]) => {
+            let ss: Vec<Value> = PLANE_STATES
+                .iter()
+                .map(|(id, g)| json!({"id": id, "group": g, "name": g}))
+                .collect();
+            (200, h, json!({"results": ss}))
+        }
+        ("GET", ["issues"]) => (
+            200,
+            h,
+            json!({"results": w.issues, "next_page_results": false, "next_cursor": null}),
+        ),
+        ("GET", ["issues", id]) => match w.issues.iter().find(|i| i["id"] == *id) {
+            Some(i) => (200, h, i.clone()),
+            None => missing,
+        },
+        ("PATCH", ["issues", id]) => match w.issues.iter_mut().find(|i| i["id"] == *id) {
+            Some(i) => {
+                for k in ["labels", "state"] {
+                    if !r.body[k].is_null() {
+                        i[k] = r.body[k].clone();
+                    }
+                }
+                (200, h, i.clone())
+            }
+            None => missing,
+        },
+        ("GET", ["issues", id, "comments"]) => {
+            let cs: Vec<Value> = w
+                .comments
+                .iter()
+                .filter(|c| c["issue"] == *id)
+                .cloned()
+                .collect();
+            (200, h, json!({"results": cs}))
+        }
+        ("POST", ["issues", id, "comments"]) => {
+            let html = r.body["comment_html"].clone();
+            let cid = format!("cmt-{}", w.comments.len() + 1);
+            w.comments
+                .push(json!({"id": cid, "issue": id, "comment_html": html, "versions": [html]}));
+            (201, h, json!({"id": cid}))
+        }
+        ("PATCH", ["issues", _, "comments", cid]) => {
+            let html = r.body["comment_html"].clone();
+            match w.comments.iter_mut().find(|c| c["id"] == *cid) {
+                Some(c) => {
+                    c["comment_html"] = html.clone();
+                    c["versions"].as_array_mut().unwrap().push(html);
+                    (200, h, json!({"id": cid}))
+                }
+                None => missing,
+            }
+        }
+        _ => missing,
+    }
+}
+
+/// What the Shortcut fake holds.
+#[derive(Debug, Default)]
+pub(crate) struct Shortcut {
+    pub token: String,
+    /// Stories: `id`, `name`, `description`, `app_url`, `labels` ([{name}]), `completed`,
+    /// `archived`, `workflow_id`, `workflow_state_id`, `comments` ([{id, text, versions}]).
+    pub stories: Vec<Value>,
+    /// Searches asked (their `query`).
+    pub searches: Vec<String>,
+}
+
+impl Shortcut {
+    pub(crate) fn story(&mut self, id: u64, name: &str, description: &str, labels: &[&str]) {
+        let labels: Vec<Value> = labels.iter().map(|l| json!({"id": 1, "name": l})).collect();
+        self.stories.push(json!({
+            "id": id, "name": name, "description": description,
+            "app_url": format!("https://app.shortcut.com/acme/story/{id}"), "labels": labels,
+            "completed": false, "archived": false, "workflow_id": 500000001,
+            "workflow_state_id": 500000002, "comments": [],
+        }));
+    }
+
+    pub(crate) fn get(&self, id: u64) -> Value {
+        self.stories
+            .iter()
+            .find(|s| s["id"] == id)
+            .cloned()
+            .unwrap()
+    }
+
+    pub(crate) fn labels_of(&self, id: u64) -> Vec<String> {
+        self.get(id)["labels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["name"].as_str().unwrap().to_string())
+            .collect()
+    }
+}
+
+pub(crate) fn shortcut(w: &mut Shortcut, r: &Req) -> Answer {
+    if r.header("shortcut-token") != Some(w.token.as_str()) {
+        return (401, vec![], json!({"message": "Unauthorized"}));
+    }
+    let path = r.path.split_once('?').map_or(r.path.as_str(), |(p, _)| p);
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let missing = (404, vec![], json!({"message": "Resource not found."}));
+    let num = |s: &str| s.parse::<u64>().unwrap_or(0);
+    match (r.method.as_str(), segs.as_slice()) {
+        ("GET", ["api", "v3", "search", "stories"]) => {
+            let q = query_value(&r.path, "query").unwrap_or_default();
+            w.searches.push(q.clone());
+            let label = q.split('"').nth(1).unwrap_or_default().to_string();
+            let found: Vec<Value> = w
+                .stories
+                .iter()
+                .filter(|s| {
+                    s["labels"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|l| l["name"] == label.as_str())
+                })
+                .filter(|s| !(q.contains("!is:done") && s["completed"] == true))
+                .cloned()
+                .collect();
+            (
+                200,
+                vec![],
+                json!({"data": found, "next": null, "total": found.len()}),
+            )
+        }
+        ("GET", ["api", "v3", "stories", id]) => {
+            match w.stories.iter().find(|s| s["id"] == num(id)) {
+                Some(s) => (200, vec![], s.clone()),
+                None => missing,
+            }
+        }
+        ("PUT", ["api", "v3", "stories", id]) => {
+            match w.stories.iter_mut().find(|s| s["id"] == num(id)) {
+                Some(s) => {
+                    if let Some(ls) = r.body["labels"].as_array() {
+                        s["labels"] = Value::Array(
+                            ls.iter()
+                                .map(|l| json!({"id": 1, "name": l["name"]}))
+                                .collect(),
+                        );
+                    }
+                    if !r.body["workflow_state_id"].is_null() {
+                        s["workflow_state_id"] = r.body["workflow_state_id"].clone();
+                    }
+                    (200, vec![], s.clone())
+                }
+                None => missing,
+            }
+        }
+        ("GET", ["api", "v3", "workflows"]) => (
+            200,
+            vec![],
+            json!([{"id": 500000001, "states": [
+                {"id": 500000002, "type": "unstarted", "name": "Ready"},
+                {"id": 500000003, "type": "started", "name": "In Progress"},
+                {"id": 500000004, "type": "done", "name": "Done"}
+            ]}]),
+        ),
+        ("POST", ["api", "v3", "stories", id, "comments"]) => {
+            match w.stories.iter_mut().find(|s| s["id"] == num(id)) {
+                Some(s) => {
+                    let text = r.body["text"].clone();
+                    let cid = 900 + s["comments"].as_array().unwrap().len() as u64;
+                    s["comments"]
+                        .as_array_mut()
+                        .unwrap()
+                        .push(json!({"id": cid, "text": text, "versions": [text]}));
+                    (201, vec![], json!({"id": cid, "text": text}))
+                }
+                None => missing,
+            }
+        }
+        ("PUT", ["api", "v3", "stories", id, "comments", cid]) => {
+            let text = r.body["text"].clone();
+            let found = w
+                .stories
+                .iter_mut()
+                .find(|s| s["id"] == num(id))
+                .and_then(|s| {
+                    s["comments"]
+                        .as_array_mut()
+                        .unwrap()
+                        .iter_mut()
+                        .find(|c| c["id"] == num(cid))
+                });
+            match found {
+                Some(c) => {
+                    c["text"] = text.clone();
+                    c["versions"].as_array_mut().unwrap().push(text);
+                    (200, vec![], c.clone())
+                }
+                None => missing,
+            }
+        }
+        _ => missing,
+    }
+}

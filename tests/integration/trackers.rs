@@ -335,3 +335,199 @@ fn a_refused_or_missing_credential_names_the_tracker_and_what_to_set_and_claims_
     );
     assert!(claim_refs(&remote).is_empty());
 }
+
+/// `hank watch --tracker KIND --label L --once --deliver branch` with `env`.
+fn watch_with(p: &Project, kind: &str, label: &str, env: &[(&str, String)]) -> Output {
+    let mut c = p.cmd();
+    c.args([
+        "watch",
+        "--tracker",
+        kind,
+        "--label",
+        label,
+        "--once",
+        "--deliver",
+        "branch",
+    ]);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    with_identity(&mut c).output().expect("hank watch")
+}
+
+/// The shared asserts of a delivered item: its claim ref and branch on the remote, the
+/// credentials never in the agent's environment, one comment whose bodies went from started
+/// to delivered without the hidden marker.
+fn assert_delivered(
+    remote: &Path,
+    kind: &str,
+    key: &str,
+    branch: &str,
+    versions: &[String],
+    err: &str,
+) {
+    assert!(
+        claim_refs(remote).contains(&format!("refs/hank/claims/{kind}-{key}")),
+        "{:?}\n{err}",
+        claim_refs(remote)
+    );
+    assert!(
+        git(remote, &["branch", "--list", "hank/*"]).contains(branch),
+        "{branch}\n{err}"
+    );
+    let seen = git(remote, &["show", &format!("{branch}:seen.txt")]);
+    assert_eq!(
+        seen.trim(),
+        "linear:none jira:none",
+        "the agent saw a credential"
+    );
+    assert!(versions.len() >= 2, "{versions:?}");
+    assert!(
+        versions[0].contains("hank is working on this issue"),
+        "{versions:?}"
+    );
+    let last = versions.last().unwrap();
+    assert!(last.contains("hank delivered this issue"), "{last}");
+    assert!(!versions.iter().any(|v| v.contains("<!--")), "{versions:?}");
+}
+
+#[test]
+fn trello_cards_with_the_label_or_in_the_list_are_taken_and_a_done_card_moves() {
+    let (p, remote) = project();
+    let auth = "OAuth oauth_consumer_key=\"k1\", oauth_token=\"t1\"";
+    let mut w = fake_trackers::Trello {
+        auth: auth.into(),
+        lists: vec![
+            ("list-todo".into(), "Ready for hank".into()),
+            ("list-backlog".into(), "Backlog".into()),
+            ("list-done".into(), "Done".into()),
+        ],
+        ..Default::default()
+    };
+    w.card("AbC12xYz", "Add the alpha file", "list-todo", &[]);
+    w.card("QrS34tUv", "Not for hank", "list-backlog", &["bug"]);
+    let fake = Served::start(w, fake_trackers::trello);
+    let env = [
+        ("TRELLO_KEY", "k1".to_string()),
+        ("TRELLO_TOKEN", "t1".to_string()),
+        ("TRELLO_BOARD", "b1".to_string()),
+        ("TRELLO_DONE_LIST", "Done".to_string()),
+        ("TRELLO_API_URL", format!("{}/1", fake.url())),
+    ];
+    let o = watch_with(&p, "trello", "Ready for hank", &env);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let w = fake.world.lock().unwrap();
+    let comments = w.comments_on("AbC12xYz");
+    assert_eq!(comments.len(), 1, "{comments:?}");
+    assert_delivered(
+        &remote,
+        "trello",
+        "AbC12xYz",
+        "hank/AbC12xYz-add-the-alpha-file",
+        &versions(&comments[0]),
+        &err,
+    );
+    let labels = w.labels_of("AbC12xYz");
+    assert_eq!(labels, ["hank:done"], "{labels:?}");
+    assert_eq!(w.get("AbC12xYz")["idList"], "list-done");
+    assert!(w.comments_on("QrS34tUv").is_empty());
+}
+
+#[test]
+fn plane_issues_are_keyed_by_the_project_identifier_and_move_to_started() {
+    let (p, remote) = project();
+    let mut w = fake_trackers::Plane {
+        key: "plane_api_fake".into(),
+        ..Default::default()
+    };
+    w.issue(
+        42,
+        "Add the alpha file",
+        r#"<p>Two steps:</p><ul data-type="taskList"><li data-checked="false" data-type="taskItem"><p>first step</p></li></ul>"#,
+        &["hank"],
+        "st-todo",
+    );
+    w.issue(43, "Finished", "<p>x</p>", &["hank"], "st-done");
+    w.issue(44, "Not for hank", "<p>y</p>", &["bug"], "st-todo");
+    let fake = Served::start(w, fake_trackers::plane);
+    let env = [
+        ("PLANE_API_KEY", "plane_api_fake".to_string()),
+        ("PLANE_WORKSPACE", "acme".to_string()),
+        ("PLANE_PROJECT", "p1".to_string()),
+        ("PLANE_URL", fake.url()),
+    ];
+    let o = watch_with(&p, "plane", "hank", &env);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let w = fake.world.lock().unwrap();
+    let comments = w.comments_on(42);
+    assert_eq!(comments.len(), 1, "{comments:?}");
+    let v: Vec<String> = versions(&comments[0]);
+    assert_delivered(
+        &remote,
+        "plane",
+        "WEB-42",
+        "hank/WEB-42-add-the-alpha-file",
+        &v,
+        &err,
+    );
+    assert!(
+        v[0].starts_with("<p>hank is working"),
+        "HTML paragraphs: {v:?}"
+    );
+    assert!(v[0].contains("[WEB-42] first step"), "{v:?}");
+    let labels = w.labels_of(42);
+    assert!(
+        labels.contains(&"hank:done".to_string()) && !labels.contains(&"hank:working".to_string()),
+        "{labels:?}"
+    );
+    assert_eq!(w.get(42)["state"], "st-doing");
+    assert!(w.comments_on(43).is_empty() && w.comments_on(44).is_empty());
+}
+
+#[test]
+fn shortcut_stories_are_keyed_sc_n_with_their_labels_written_whole() {
+    let (p, remote) = project();
+    let mut w = fake_trackers::Shortcut {
+        token: "sc-token-fake".into(),
+        ..Default::default()
+    };
+    w.story(
+        7,
+        "Add the alpha file",
+        "Please add it.",
+        &["hank", "frontend"],
+    );
+    w.story(8, "Not for hank", "", &["bug"]);
+    let fake = Served::start(w, fake_trackers::shortcut);
+    let env = [
+        ("SHORTCUT_API_TOKEN", "sc-token-fake".to_string()),
+        ("SHORTCUT_API_URL", format!("{}/api/v3", fake.url())),
+    ];
+    let o = watch_with(&p, "shortcut", "hank", &env);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let w = fake.world.lock().unwrap();
+    let story = w.get(7);
+    let comments = story["comments"].as_array().unwrap();
+    assert_eq!(comments.len(), 1, "{comments:?}");
+    assert_delivered(
+        &remote,
+        "shortcut",
+        "sc-7",
+        "hank/sc-7-add-the-alpha-file",
+        &versions(&comments[0]),
+        &err,
+    );
+    assert_eq!(w.labels_of(7), ["hank", "frontend", "hank:done"]);
+    assert_eq!(story["workflow_state_id"], 500000003);
+    assert!(
+        w.searches
+            .iter()
+            .all(|q| q == "label:\"hank\" !is:done !is:archived"),
+        "{:?}",
+        w.searches
+    );
+    assert!(w.get(8)["comments"].as_array().unwrap().is_empty());
+}
