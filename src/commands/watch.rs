@@ -1,4 +1,6 @@
-//! `hank watch`: the issue tracker as a work queue. Each open issue carrying the label
+//! `hank watch`: the issue tracker as a work queue. The tracker is any of
+//! [`crate::tracker::Tracker`]'s implementations (GitHub, GitLab, Linear, Jira, Trello, Plane,
+//! Shortcut; `--tracker`). Each open issue carrying the label
 //! (TRACKER_LABEL) becomes a fleet task ([`crate::policy::tracker::task_of`]); an issue is
 //! claimed on the `origin` remote before anything starts ([`crate::tracker::claims`]: one
 //! claim per issue across machines, a lease renewed by a heartbeat while its task runs), then
