@@ -531,3 +531,52 @@ fn shortcut_stories_are_keyed_sc_n_with_their_labels_written_whole() {
     );
     assert!(w.get(8)["comments"].as_array().unwrap().is_empty());
 }
+
+#[test]
+fn a_linear_issue_delivered_as_a_pull_request_on_the_forge_is_linked_and_said_so() {
+    let (p, _remote) = project();
+    let fake = linear_fake();
+    let gh = crate::fake_github::FakeGitHub::start();
+    gh.set(|w| w.check_runs.push(crate::deliver_loop::green_check()));
+    let mut c = p.cmd();
+    c.args([
+        "watch",
+        "--tracker",
+        "linear",
+        "--label",
+        "hank",
+        "--once",
+        "--agents",
+        "2",
+    ])
+    .env("LINEAR_API_KEY", LINEAR_KEY)
+    .env("LINEAR_API_URL", format!("{}/graphql", fake.url()));
+    crate::deliver::at_fake_github(&mut c, &gh);
+    let o = c.output().expect("hank watch");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let heads: Vec<String> = crate::deliver::pulls(&gh)
+        .iter()
+        .map(|r| r.json()["head"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        heads.contains(&"hank/ENG-1-add-the-alpha-file".to_string()),
+        "the branch named by the key: {heads:?}\n{err}"
+    );
+    let w = fake.world.lock().unwrap();
+    let comments = w.comments_on("ENG-1");
+    assert_eq!(comments.len(), 1, "{comments:?}");
+    let last = versions(&comments[0]).pop().unwrap();
+    assert!(
+        last.contains("Pull request: https://github.com/o/r/pull/"),
+        "{last}"
+    );
+    assert!(!last.contains("no pull request was asked"), "{last}");
+    assert!(
+        w.attachments
+            .iter()
+            .any(|(issue, url)| issue == "6f0c-uuid-1" && url.contains("/pull/")),
+        "{:?}",
+        w.attachments
+    );
+}
