@@ -403,6 +403,65 @@ pub fn without_marker(body: &str) -> String {
 mod tests {
     use super::*;
 
+    struct Canned;
+
+    impl Api for Canned {
+        fn describe(&self) -> String {
+            "REST at http://127.0.0.1:9".into()
+        }
+        fn call_with(
+            &self,
+            _: &str,
+            _: &str,
+            _: Option<&Value>,
+            _: &[(String, String)],
+        ) -> Result<Reply> {
+            Err(HankError::Internal("not called".into()))
+        }
+    }
+
+    fn reply(status: u16, body: &str) -> Reply {
+        Reply {
+            status,
+            body: body.into(),
+            headers: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn refusals_and_garbage_name_the_tracker_the_item_and_what_to_do() {
+        let c = Client::new(
+            TrackerKind::Jira,
+            Box::new(Canned),
+            "k".into(),
+            rate_as_is,
+            "JIRA_EMAIL / JIRA_API_TOKEN",
+        );
+        let said = |status: u16, body: &str| {
+            c.json("reading PROJ-1", &reply(status, body))
+                .unwrap_err()
+                .to_string()
+        };
+        let e = said(401, r#"{"message":"Unauthorized"}"#);
+        assert!(
+            e.contains("reading PROJ-1 at Jira (REST at http://127.0.0.1:9): HTTP 401")
+                && e.contains("check JIRA_EMAIL / JIRA_API_TOKEN"),
+            "{e}"
+        );
+        assert!(said(403, "{}").contains("needs access"));
+        assert!(said(404, "{}").contains("not found; check the item"));
+        assert!(said(503, "<html>down</html>").contains("the tracker failed; try again later"));
+        let e = said(200, "<html>a login page</html>");
+        assert!(e.contains("HTTP 200 but the answer is not JSON"), "{e}");
+        assert_eq!(
+            c.json("x", &reply(200, r#"{"a":1}"#)).unwrap()["a"],
+            1,
+            "JSON reads"
+        );
+        assert_eq!(c.json("x", &reply(204, "")).unwrap(), Value::Null);
+        assert_eq!(without_marker("<!-- hank:watch -->\n**hank**"), "**hank**");
+    }
+
     #[test]
     fn marks_are_the_labels_people_see() {
         assert_eq!(Mark::Working.labels(), (&["hank:working"][..], &[][..]));

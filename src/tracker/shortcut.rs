@@ -263,3 +263,38 @@ impl Tracker for Shortcut {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_429_waits_as_it_says_or_a_minute_and_keys_are_sc_n() {
+        let now = jiff::Timestamp::UNIX_EPOCH;
+        let r = |h: Vec<(String, String)>| Reply {
+            status: 429,
+            body: String::new(),
+            headers: h,
+        };
+        assert_eq!(
+            rate(&r(vec![]), now).1,
+            [("Retry-After".to_string(), "60".to_string())]
+        );
+        let said = vec![("retry-after".to_string(), "3".to_string())];
+        assert_eq!(rate(&r(said.clone()), now), (429, said));
+        // Trello's: a 429 without a Retry-After waits 10 s; its other headers are not the budget's.
+        let t = crate::tracker::trello::rate(
+            &r(vec![(
+                "x-rate-limit-api-token-remaining".into(),
+                "0".into(),
+            )]),
+            now,
+        );
+        assert_eq!(
+            t,
+            (429, vec![("Retry-After".to_string(), "10".to_string())])
+        );
+        assert_eq!(story_id(&ItemKey::parse("sc-42").unwrap()).unwrap(), 42);
+        assert!(story_id(&ItemKey::parse("42").unwrap()).is_err());
+    }
+}

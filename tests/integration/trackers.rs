@@ -580,3 +580,72 @@ fn a_linear_issue_delivered_as_a_pull_request_on_the_forge_is_linked_and_said_so
         w.attachments
     );
 }
+
+#[test]
+fn two_watchers_on_two_clones_never_take_one_jira_issue() {
+    let (p, remote) = project();
+    let fake = jira_fake();
+    fake.world
+        .lock()
+        .unwrap()
+        .issue("PROJ-4", "Beta work", adf(&["Beta."], &[]), &["hank"]);
+    let clone = p.home.join("clone");
+    git(
+        &p.home,
+        &[
+            "clone",
+            "-q",
+            remote.to_str().unwrap(),
+            clone.to_str().unwrap(),
+        ],
+    );
+    for f in [
+        ".hank/PROMPT.md",
+        ".hank/AGENT.md",
+        ".hank/fix_plan.md",
+        ".hankrc",
+    ] {
+        if !clone.join(f).exists() {
+            std::fs::copy(p.dir.join(f), clone.join(f)).unwrap();
+        }
+    }
+    let start = |dir: &Path| {
+        let mut c = p.cmd();
+        c.current_dir(dir)
+            .args([
+                "watch",
+                "--tracker",
+                "jira",
+                "--label",
+                "hank",
+                "--once",
+                "--deliver",
+                "branch",
+            ])
+            .env("JIRA_URL", fake.url())
+            .env("JIRA_EMAIL", "t@t")
+            .env("JIRA_API_TOKEN", "tok")
+            .stderr(std::process::Stdio::piped());
+        with_identity(&mut c).spawn().unwrap()
+    };
+    let (a, b) = (start(&p.dir), start(&clone));
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    let err = format!("A:\n{}\nB:\n{}", stderr(&a), stderr(&b));
+    assert_eq!(
+        (a.status.code(), b.status.code()),
+        (Some(0), Some(0)),
+        "{err}"
+    );
+    for key in ["PROJ-1", "PROJ-4"] {
+        assert_eq!(err.matches(&format!("{key} claimed (")).count(), 1, "{err}");
+        let comments = fake.world.lock().unwrap().comments_on(key);
+        assert_eq!(comments.len(), 1, "{key}: {comments:?}");
+    }
+    assert_eq!(
+        claim_refs(&remote),
+        [
+            "refs/hank/claims/jira-PROJ-1",
+            "refs/hank/claims/jira-PROJ-4"
+        ]
+    );
+}
