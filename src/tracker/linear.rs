@@ -377,10 +377,12 @@ impl Tracker for Linear {
                 COMMENT_UPDATE,
                 &json!({ "id": id, "input": { "body": body } }),
             );
-            if edited.is_ok() {
-                return Ok(());
+            match edited {
+                Ok(_) => return Ok(()),
+                // Deleted by someone: a new one.
+                Err(e) if e.to_string().contains("ENTITY_NOT_FOUND") => {}
+                Err(e) => return Err(e),
             }
-            // Deleted by someone: a new one.
         }
         let d = self.gql(
             &format!("commenting on {key}"),

@@ -301,11 +301,18 @@ impl Tracker for Trello {
             let id = match labels.get(*l) {
                 Some(id) => id.clone(),
                 None => {
+                    // `idBoard` is the board's id (TRELLO_BOARD may be its short link).
+                    let board = self.send(
+                        "reading the board",
+                        "GET",
+                        &format!("boards/{}?fields=id", self.board),
+                        None,
+                    )?;
                     let v = self.send(
                         &format!("creating the label {l}"),
                         "POST",
                         "labels",
-                        Some(&json!({ "name": l, "color": null, "idBoard": self.board })),
+                        Some(&json!({ "name": l, "color": null, "idBoard": text(&board, "id") })),
                     )?;
                     let id = text(&v, "id");
                     labels.insert((*l).to_string(), id.clone());

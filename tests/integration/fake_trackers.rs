@@ -844,6 +844,10 @@ pub(crate) fn trello(w: &mut Trello, r: &Req) -> Answer {
             .position(|c| c["id"] == id || c["shortLink"] == id)
     };
     match (r.method.as_str(), segs.as_slice()) {
+        ("GET", ["1", "boards", "b1"]) => (200, vec![], json!({"id": "5f0000000000000000000b01"})),
+        ("POST", ["1", "labels"]) if r.body["idBoard"] != "5f0000000000000000000b01" => {
+            (400, vec![], json!("invalid value for idBoard"))
+        }
         ("GET", ["1", "boards", "b1", "lists"]) => {
             let ls: Vec<Value> = w
                 .lists
