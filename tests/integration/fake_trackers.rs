@@ -165,6 +165,9 @@ pub(crate) struct Linear {
     /// An edit made to an issue's description as soon as it is read alone (identifier, text):
     /// the issue changed between the listing and the claim.
     pub edit_on_read: Option<(String, String)>,
+    /// An issue completed as soon as it is read alone (closed between the listing and the
+    /// claim).
+    pub close_on_read: Option<String>,
     /// GraphQL errors sent for a wrongly typed variable (a test asserts there are none).
     pub type_errors: Vec<String>,
 }
@@ -350,6 +353,11 @@ pub(crate) fn linear(w: &mut Linear, r: &Req) -> Answer {
         }
         "HankItem" => {
             let id = s("id");
+            if let Some(ident) = w.close_on_read.take()
+                && let Some(i) = w.find(&ident)
+            {
+                i["state"] = json!("completed");
+            }
             if let Some((ident, text)) = w.edit_on_read.take()
                 && let Some(i) = w.find(&ident)
             {

@@ -649,3 +649,35 @@ fn two_watchers_on_two_clones_never_take_one_jira_issue() {
         ]
     );
 }
+
+#[test]
+fn an_item_closed_between_the_listing_and_its_claim_is_given_back_at_once() {
+    let (p, remote) = project();
+    let fake = linear_fake();
+    fake.world.lock().unwrap().close_on_read = Some("ENG-1".into());
+    let o = linear_watch(
+        &p,
+        &fake,
+        &["--label", "hank", "--once", "--deliver", "branch"],
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("ENG-1 not taken: it was closed or removed since it was listed"),
+        "{err}"
+    );
+    // Its claim was released; ENG-2 was worked as usual.
+    assert_eq!(claim_refs(&remote), ["refs/hank/claims/linear-ENG-2"]);
+    let w = fake.world.lock().unwrap();
+    assert!(w.comments_on("ENG-1").is_empty());
+    assert!(!w.labels_of("ENG-1").iter().any(|l| l.starts_with("hank:")));
+    assert_eq!(w.comments_on("ENG-2").len(), 1);
+    drop(w);
+    let released: Vec<Value> = p
+        .events_of("issue")
+        .into_iter()
+        .filter(|e| e["issue"] == "ENG-1")
+        .collect();
+    assert_eq!(released.len(), 1, "{released:?}");
+    assert_eq!(released[0]["action"], "released");
+}
