@@ -175,7 +175,8 @@ pub(crate) struct FleetArgs {
 /// `hank watch [OPTIONS] [RUN FLAGS…]`.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct WatchArgs {
-    /// The tracker: github or gitlab [TRACKER; default: from the origin's host].
+    /// The tracker: github, gitlab, linear, jira, trello, plane or shortcut [TRACKER; default:
+    /// the origin's forge]; credentials from the environment (docs/trackers.md).
     #[arg(long, value_name = "KIND")]
     pub tracker: Option<String>,
     /// The label that makes an open issue a task [TRACKER_LABEL, default hank].

@@ -506,7 +506,7 @@ fn status(root: &Path, json: bool) -> Result<u8> {
             ));
             if let Some(i) = &t.issue {
                 s.push_str(&format!(
-                    "    issue: #{} {}\n",
+                    "    issue: {} {}\n",
                     i.number,
                     crate::sanitize::line(&i.url)
                 ));

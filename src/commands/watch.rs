@@ -1,4 +1,6 @@
-//! `hank watch`: the issue tracker as a work queue. Each open issue carrying the label
+//! `hank watch`: the issue tracker as a work queue. The tracker is any of
+//! [`crate::tracker::Tracker`]'s implementations (GitHub, GitLab, Linear, Jira, Trello, Plane,
+//! Shortcut; `--tracker`). Each open issue carrying the label
 //! (TRACKER_LABEL) becomes a fleet task ([`crate::policy::tracker::task_of`]); an issue is
 //! claimed on the `origin` remote before anything starts ([`crate::tracker::claims`]: one
 //! claim per issue across machines, a lease renewed by a heartbeat while its task runs), then
@@ -21,10 +23,10 @@ use crate::error::{HankError, Result};
 use crate::fleet::{self, Options};
 use crate::policy::fleet::TaskState;
 use crate::policy::time::Clock;
-use crate::policy::tracker::{self as rules, Choice, Claim, Outcome, TrackerKind};
+use crate::policy::tracker::{self as rules, Choice, Claim, ItemKey, Outcome, PrLink, TrackerKind};
 use crate::settings;
 use crate::stateref::Pushed;
-use crate::tracker::{self, Tracker, claims};
+use crate::tracker::{self, Mark, Tracker, claims};
 
 /// The integration branch of a watch's fleet.
 const INTO: &str = "hank/watch";
@@ -38,14 +40,18 @@ struct Held {
 }
 
 /// Each labelled issue with what this watch does with it, and the claim refs' commits.
-type Choices = (Vec<(rules::Issue, Choice)>, Vec<(u64, String)>);
+type Choices = (Vec<(rules::Issue, Choice)>, Vec<(ItemKey, String)>);
 
 struct Watch {
     root: PathBuf,
     remote: String,
     label: String,
     owner: String,
-    tracker: Tracker,
+    tracker: Box<dyn Tracker>,
+    /// `pr` or `branch`.
+    deliver: String,
+    /// The code's forge, with `--deliver pr` (where the pull requests are).
+    forge: Option<Box<dyn crate::forge::Forge>>,
     settings: settings::Settings,
     agents: usize,
     run_flags: Vec<String>,
@@ -71,12 +77,16 @@ pub(crate) fn run(a: &WatchArgs) -> Result<u8> {
     let remote = s.deliver_remote.value.clone();
     let url = crate::deliver::remote_url(&root, &remote)?;
     let env = crate::forge::Env::from_process();
-    let (host, repo) = crate::forge::repo_of(&env, &url)?;
+    // The code's forge repository: the tracker itself for GitHub/GitLab, where the pull
+    // requests go for the others (not needed with `--deliver branch`).
+    let found = crate::forge::repo_of(&env, &url);
+    let host = found.as_ref().ok().and_then(|(h, _)| h.clone());
     let kind_text = a.tracker.clone().or_else(|| s.tracker.value.clone());
     let kind = match kind_text {
         Some(t) => TrackerKind::parse(&t).ok_or_else(|| {
             HankError::usage(format!(
-                "--tracker (TRACKER) expects github or gitlab, got {t:?}"
+                "--tracker (TRACKER) expects one of {}, got {t:?}",
+                TrackerKind::ALL.map(TrackerKind::as_str).join(", ")
             ))
         })?,
         None if host.as_deref().is_some_and(|h| h.contains("gitlab"))
@@ -85,6 +95,13 @@ pub(crate) fn run(a: &WatchArgs) -> Result<u8> {
             TrackerKind::GitLab
         }
         None => TrackerKind::GitHub,
+    };
+    let repo = match found {
+        Ok((_, repo)) => repo,
+        Err(e) if kind.is_forge() || (deliver == "pr" && !(a.dry_run || run.flags.dry_run)) => {
+            return Err(e);
+        }
+        Err(_) => String::new(),
     };
     let label = a
         .label
@@ -111,6 +128,8 @@ pub(crate) fn run(a: &WatchArgs) -> Result<u8> {
         label,
         owner: claims::owner(),
         tracker,
+        deliver: deliver.clone(),
+        forge: None,
         settings: s,
         agents,
         run_flags: a.run_flags.clone(),
@@ -120,9 +139,10 @@ pub(crate) fn run(a: &WatchArgs) -> Result<u8> {
         return w.dry_run();
     }
     // Each task's run opens its own pull request: a forge it could not reach would fail every
-    // task after its work was done, so it is asked once here, before any issue is claimed.
+    // task after its work was done, so it is asked once here, before any issue is claimed
+    // (the code's forge, whichever tracker holds the issues).
     if deliver == "pr" {
-        crate::forge::detect(&w.root, &url, &env)?;
+        w.forge = Some(crate::forge::detect(&w.root, &url, &env)?);
     }
     let _recorded = crate::approval::record(&w.root, "hank watch")?;
     let _notify = crate::notify::install(&w.settings, crate::clock::SystemClock::from_env()?.now());
@@ -153,22 +173,25 @@ impl Watch {
 
     /// The labelled issues and what this watch does with each.
     fn choices(&mut self) -> Result<Choices> {
-        let issues = self.tracker.issues(&self.label)?;
+        let issues = self.tracker.items(&self.label)?;
         let prs = self.tracker.open_prs()?;
         // Only the claims that can change the choice are read (a git fetch each): an issue
         // labelled done or failed, or closed by an open PR of hank's, is skipped anyway.
-        let numbers: Vec<u64> = issues
+        let numbers: Vec<ItemKey> = issues
             .iter()
             .filter(|i| {
                 !i.labels
                     .iter()
                     .any(|l| l == rules::DONE || l == rules::FAILED)
-                    && !prs.iter().any(|p| rules::closes(p, i.number))
+                    && !prs.iter().any(|p| rules::closes(p, &i.key))
             })
-            .map(|i| i.number)
+            .map(|i| i.key.clone())
             .collect();
-        let held = claims::read_all(&self.root, &self.remote, self.tracker.kind, &numbers)?;
-        let oids: Vec<(u64, String)> = held.iter().map(|(n, (o, _))| (*n, o.clone())).collect();
+        let held = claims::read_all(&self.root, &self.remote, self.tracker.kind(), &numbers)?;
+        let oids: Vec<(ItemKey, String)> = held
+            .iter()
+            .map(|(n, (o, _))| (n.clone(), o.clone()))
+            .collect();
         let claims = held.into_iter().map(|(n, (_, c))| (n, c)).collect();
         let now = self.now()?;
         Ok((
@@ -195,8 +218,8 @@ impl Watch {
             };
             let task = rules::task_of(i);
             println!(
-                "#{} {}\t{}\t{} item(s) → hank/{}",
-                i.number,
+                "{} {}\t{}\t{} item(s) → hank/{}",
+                i.key,
                 crate::sanitize::line(&i.title),
                 what,
                 task.open_items.len(),
@@ -212,7 +235,7 @@ impl Watch {
         if !choices.iter().any(|(_, c)| c.taken()) {
             for (issue, c) in &choices {
                 if let Choice::Skip(why) = c {
-                    errln!("hank: watch: #{} not taken: {why}", issue.number);
+                    errln!("hank: watch: {} not taken: {why}", issue.key);
                 }
             }
             errln!("hank: watch: nothing to take");
@@ -235,24 +258,51 @@ impl Watch {
         for (issue, c) in choices {
             let expected = match &c {
                 Choice::Skip(why) => {
-                    errln!("hank: watch: #{} not taken: {why}", issue.number);
+                    errln!("hank: watch: {} not taken: {why}", issue.key);
                     continue;
                 }
                 Choice::Take => None,
                 Choice::TakeOver { from } => {
                     errln!(
-                        "hank: watch: #{}: the lease of {from} expired; taking it over",
-                        issue.number
+                        "hank: watch: {}: the lease of {from} expired; taking it over",
+                        issue.key
                     );
                     oids.iter()
-                        .find(|(n, _)| *n == issue.number)
+                        .find(|(n, _)| *n == issue.key)
                         .map(|(_, o)| o.clone())
                 }
             };
-            let claim = Claim::new(self.tracker.kind, issue.number, &self.owner, self.now()?);
+            let claim = Claim::new(
+                self.tracker.kind(),
+                issue.key.clone(),
+                &self.owner,
+                self.now()?,
+            );
             match claims::write(&self.root, &self.remote, &claim, expected.as_deref())? {
                 Pushed::Done(oid) => {
-                    errln!("hank: watch: #{} claimed ({})", issue.number, self.owner);
+                    // The item as it is now: its text may have changed since the listing, and
+                    // one closed or unlabelled meanwhile is given back at once.
+                    let issue = match self.fresh(&issue) {
+                        Ok(fresh) => fresh,
+                        Err(why) => {
+                            errln!("hank: watch: {} not taken: {why}", issue.key);
+                            if let Err(e) = claims::release(
+                                &self.root,
+                                &self.remote,
+                                self.tracker.kind(),
+                                &issue.key,
+                                &oid,
+                            ) {
+                                errln!(
+                                    "hank: watch: warning: {}: the claim could not be released: {e}",
+                                    issue.key
+                                );
+                            }
+                            self.tell(&issue, "released", &why);
+                            continue;
+                        }
+                    };
+                    errln!("hank: watch: {} claimed ({})", issue.key, self.owner);
                     let action = if expected.is_some() {
                         "taken_over"
                     } else {
@@ -263,8 +313,8 @@ impl Watch {
                 }
                 Pushed::Lost(_) => {
                     errln!(
-                        "hank: watch: #{} was claimed by another watcher first",
-                        issue.number
+                        "hank: watch: {} was claimed by another watcher first",
+                        issue.key
                     );
                     self.tell(&issue, "lost", "claimed by another watcher first");
                 }
@@ -285,7 +335,7 @@ impl Watch {
                 },
             );
             // (`hank:failed` is not there: such an issue is never taken.)
-            self.answer(h.issue.number, &text, &[rules::WORKING], &[]);
+            self.answer(&h.issue.key, &text, Mark::Working);
         }
         let specs: Vec<_> = held.iter().map(|h| rules::task_of(&h.issue)).collect();
         // The claims' heartbeat while the fleet runs.
@@ -306,14 +356,14 @@ impl Watch {
                 // Nothing ran (another fleet in this checkout, a dirty tree…): the issues are
                 // given back at once rather than held until their leases expire.
                 for h in &held {
-                    let n = h.issue.number;
+                    let n = &h.issue.key;
                     if let Err(e) =
-                        claims::release(&self.root, &self.remote, self.tracker.kind, n, &h.oid)
+                        claims::release(&self.root, &self.remote, self.tracker.kind(), n, &h.oid)
                     {
-                        errln!("hank: watch: warning: #{n}: the claim could not be released: {e}");
+                        errln!("hank: watch: warning: {n}: the claim could not be released: {e}");
                     }
-                    if let Err(e) = self.tracker.labels(n, &[], &[rules::WORKING]) {
-                        errln!("hank: watch: warning: #{n}: {e}");
+                    if let Err(e) = self.tracker.mark(n, Mark::Released) {
+                        errln!("hank: watch: warning: {n}: {e}");
                     }
                 }
                 return Err(e);
@@ -330,8 +380,8 @@ impl Watch {
         let event = Event::new(
             now,
             EventKind::Issue {
-                tracker: self.tracker.kind.as_str().to_string(),
-                issue: issue.number,
+                tracker: self.tracker.kind().as_str().to_string(),
+                issue: issue.key.clone(),
                 url: issue.url.clone(),
                 action: action.to_string(),
                 message: crate::sanitize::line(message),
@@ -391,14 +441,38 @@ impl Watch {
         }
     }
 
-    /// hank's comment and labels on an issue; a tracker that refuses is a warning (the work
+    /// hank's comment and mark on an issue; a tracker that refuses is a warning (the work
     /// goes on, the claim is the lock).
-    fn answer(&mut self, issue: u64, text: &str, add: &[&str], remove: &[&str]) {
+    fn answer(&mut self, issue: &ItemKey, text: &str, mark: Mark) {
         if let Err(e) = self.tracker.comment(issue, text) {
-            errln!("hank: watch: warning: #{issue}: {e}");
+            errln!("hank: watch: warning: {issue}: {e}");
         }
-        if let Err(e) = self.tracker.labels(issue, add, remove) {
-            errln!("hank: watch: warning: #{issue}: {e}");
+        if let Err(e) = self.tracker.mark(issue, mark) {
+            errln!("hank: watch: warning: {issue}: {e}");
+        }
+    }
+
+    /// The claimed item read again, or why it is not worked: gone, closed, no longer
+    /// labelled, labelled done or failed, without text, or unreadable.
+    fn fresh(&mut self, listed: &rules::Issue) -> std::result::Result<rules::Issue, String> {
+        let fresh = match self.tracker.item(&listed.key) {
+            Ok(Some(i)) => i,
+            Ok(None) => return Err("it was closed or removed since it was listed".into()),
+            Err(e) => return Err(format!("it could not be read again: {e}")),
+        };
+        let now = self.now().map_err(|e| e.to_string())?;
+        match rules::choose(
+            std::slice::from_ref(&fresh),
+            &self.label,
+            &std::collections::BTreeMap::new(),
+            &[],
+            now,
+        )
+        .pop()
+        {
+            None => Err(format!("it no longer carries the label {:?}", self.label)),
+            Some((_, Choice::Skip(why))) => Err(why),
+            Some((i, _)) => Ok(i),
         }
     }
 
@@ -447,41 +521,69 @@ impl Watch {
         fleet::run(&self.root, specs, &opts)
     }
 
+    /// What became of a delivered task's pull request: the open one of its branch (the
+    /// tracker's listing when it is the forge, else the code's forge asked), none found, or
+    /// none asked (`--deliver branch`).
+    fn pr_of(&self, branch: &str, prs: &[rules::OpenPr]) -> PrLink {
+        if self.deliver != "pr" {
+            return PrLink::NotAsked {
+                branch: branch.to_string(),
+            };
+        }
+        if let Some(p) = prs.iter().find(|p| p.head == branch) {
+            return PrLink::Opened(p.url.clone());
+        }
+        let found = self
+            .forge
+            .as_deref()
+            .and_then(|f| f.find_pr(branch).ok().flatten());
+        match found {
+            Some(p) => PrLink::Opened(p.url),
+            None => PrLink::NotFound {
+                branch: branch.to_string(),
+            },
+        }
+    }
+
     /// After the fleet: each held issue answered by how its task ended, its claim marked
     /// delivered or released.
     fn settle(&mut self, held: &[Held]) -> Result<()> {
         let file = fleet::read(&self.root)?.unwrap_or_default();
         let prs = self.tracker.open_prs().unwrap_or_default();
         for h in held {
-            let n = h.issue.number;
+            let n = &h.issue.key;
             let spec = rules::task_of(&h.issue);
             let task = file.tasks.iter().find(|t| t.name == spec.name);
             let state = task.map_or(TaskState::Pending, |t| t.state);
             let cost = task.map_or(0.0, |t| t.cost_usd);
             if state == TaskState::Merged {
-                let pr_url = prs
-                    .iter()
-                    .find(|p| p.head == format!("hank/{}", spec.slug))
-                    .map(|p| p.url.clone());
+                let branch = format!("hank/{}", spec.slug);
+                let pr = self.pr_of(&branch, &prs);
+                if let PrLink::Opened(url) = &pr
+                    && !self.tracker.kind().is_forge()
+                    && let Err(e) = self.tracker.link_pr(n, url)
+                {
+                    errln!("hank: watch: warning: {n}: {e}");
+                }
                 let text = rules::comment(
                     &self.owner,
                     &Outcome::Delivered {
-                        pr_url: pr_url.clone(),
+                        pr: pr.clone(),
                         verified: task.and_then(|t| t.verified),
                         cost_usd: cost,
                         loops: task.map_or(0, |t| t.loops),
                     },
                 );
-                self.answer(n, &text, &[rules::DONE], &[rules::WORKING]);
+                self.answer(n, &text, Mark::Done);
                 let mut done = h.claim.beat(self.now()?);
                 done.state = "done".into();
-                done.pr_url = pr_url;
+                done.pr_url = pr.url().map(str::to_string);
                 if let Pushed::Lost(why) =
                     claims::write(&self.root, &self.remote, &done, Some(&h.oid))?
                 {
-                    errln!("hank: watch: warning: #{n}: the claim moved meanwhile: {why}");
+                    errln!("hank: watch: warning: {n}: the claim moved meanwhile: {why}");
                 }
-                errln!("hank: watch: #{n} delivered");
+                errln!("hank: watch: {n} delivered");
                 self.tell(
                     &h.issue,
                     "delivered",
@@ -512,14 +614,11 @@ impl Watch {
                     cost_usd: cost,
                 },
             );
-            if failed {
-                self.answer(n, &text, &[rules::FAILED], &[rules::WORKING]);
-            } else {
-                self.answer(n, &text, &[], &[rules::WORKING]);
-            }
-            claims::release(&self.root, &self.remote, self.tracker.kind, n, &h.oid)?;
+            let mark = if failed { Mark::Failed } else { Mark::Released };
+            self.answer(n, &text, mark);
+            claims::release(&self.root, &self.remote, self.tracker.kind(), n, &h.oid)?;
             errln!(
-                "hank: watch: #{n} {}: {}",
+                "hank: watch: {n} {}: {}",
                 if failed { "failed" } else { "not finished" },
                 crate::sanitize::line(&why)
             );
@@ -551,13 +650,13 @@ fn heartbeat(root: &Path, remote: &str, held: &Mutex<Vec<Held>>, stop: &AtomicBo
                     h.claim = beat;
                 }
                 Ok(Pushed::Lost(why)) => errln!(
-                    "hank: watch: warning: #{}: the claim was taken meanwhile: {}",
-                    h.issue.number,
+                    "hank: watch: warning: {}: the claim was taken meanwhile: {}",
+                    h.issue.key,
                     crate::sanitize::line(&why)
                 ),
                 Err(e) => errln!(
-                    "hank: watch: warning: #{}: the heartbeat failed: {e}",
-                    h.issue.number
+                    "hank: watch: warning: {}: the heartbeat failed: {e}",
+                    h.issue.key
                 ),
             }
         }

@@ -738,9 +738,12 @@ pub fn push_branch(dir: &Path, remote: &str, branch: &str) -> Result<Push> {
 /// The comment an issue closed by the pull request gets.
 #[must_use]
 pub fn issue_comment(pr: &PullRequest) -> String {
+    // hank's one comment on the issue (`hank watch`'s is edited, not joined by a second).
     format!(
-        "hank delivered work on this issue in {} (pull request #{}); it closes this issue when merged.",
-        pr.url, pr.number
+        "{}\n**hank delivered this issue** in {} (pull request #{}); it closes this issue when merged.",
+        crate::policy::tracker::COMMENT_MARKER,
+        pr.url,
+        pr.number
     )
 }
 

@@ -40,6 +40,14 @@ pub(crate) const CREDENTIALS: &[&str] = &[
     "ACTIONS_ID_TOKEN_REQUEST_URL",
     "NOTIFY",
     "CONTROL_TOPIC",
+    // The trackers `hank watch` reads and writes (`tracker/`): hank's, never the agent's.
+    "LINEAR_API_KEY",
+    "JIRA_API_TOKEN",
+    "JIRA_EMAIL",
+    "TRELLO_KEY",
+    "TRELLO_TOKEN",
+    "PLANE_API_KEY",
+    "SHORTCUT_API_TOKEN",
 ];
 
 /// What names the user's session to a sandboxed agent: the sockets of its agents, buses,

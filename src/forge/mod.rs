@@ -106,7 +106,9 @@ pub trait Forge {
     /// # Errors
     /// The forge cannot be asked.
     fn review_comments(&self, pr: &PullRequest) -> Result<Vec<ReviewComment>>;
-    /// Comments on an issue (the PR link on an issue it closes).
+    /// Writes hank's one comment on an issue (the PR link on an issue it closes): the comment
+    /// of hank's already there (`hank watch`'s, an earlier delivery's, found by
+    /// [`crate::policy::tracker::is_hank_comment`]) is edited in place, else one is posted.
     ///
     /// # Errors
     /// The forge refused it.
@@ -144,6 +146,15 @@ fn items<T>(v: &Value, item: impl FnMut(&Value) -> Option<T>) -> Vec<T> {
     v.as_array()
         .map(|a| a.iter().filter_map(item).collect())
         .unwrap_or_default()
+}
+
+/// The id of hank's comment among an issue's comments (notes), if there is one.
+fn hank_comment(listed: &Value) -> Option<u64> {
+    listed.as_array()?.iter().find_map(|c| {
+        crate::policy::tracker::is_hank_comment(&text(c, "body"))
+            .then(|| c.get("id").and_then(Value::as_u64))
+            .flatten()
+    })
 }
 
 /// `GET path` as JSON; an HTTP error is an error saying `what` was refused.
@@ -384,11 +395,23 @@ impl<A: Api> Forge for GitHub<A> {
     }
 
     fn comment_issue(&self, issue: u64, body: &str) -> Result<()> {
+        let listed = get(
+            &self.api,
+            &format!("reading the comments of issue #{issue}"),
+            &format!("repos/{}/issues/{issue}/comments?per_page=100", self.repo),
+        )?;
+        let (method, path) = match hank_comment(&listed) {
+            Some(id) => ("PATCH", format!("repos/{}/issues/comments/{id}", self.repo)),
+            None => (
+                "POST",
+                format!("repos/{}/issues/{issue}/comments", self.repo),
+            ),
+        };
         send(
             &self.api,
             &format!("commenting on issue #{issue}"),
-            "POST",
-            &format!("repos/{}/issues/{issue}/comments", self.repo),
+            method,
+            &path,
             &json!({"body": body}),
         )
     }
@@ -580,11 +603,21 @@ impl<A: Api> Forge for GitLab<A> {
     }
 
     fn comment_issue(&self, issue: u64, body: &str) -> Result<()> {
+        let notes = format!("{}/issues/{issue}/notes", self.project());
+        let listed = get(
+            &self.api,
+            &format!("reading the notes of issue #{issue}"),
+            &format!("{notes}?per_page=100"),
+        )?;
+        let (method, path) = match hank_comment(&listed) {
+            Some(id) => ("PUT", format!("{notes}/{id}")),
+            None => ("POST", notes),
+        };
         send(
             &self.api,
             &format!("commenting on issue #{issue}"),
-            "POST",
-            &format!("{}/issues/{issue}/notes", self.project()),
+            method,
+            &path,
             &json!({"body": body}),
         )
     }

@@ -263,10 +263,12 @@ fn header_lines(extra: &[(String, String)]) -> impl Iterator<Item = String> + '_
 // ---------------------------------------------------------------------------------------------
 // REST with a token
 
-/// GitHub's REST API at `base` (`GITHUB_API_URL`) with a token (`GH_TOKEN` / `GITHUB_TOKEN`).
+/// GitHub's REST API at `base` (`GITHUB_API_URL`) with a token (`GH_TOKEN` / `GITHUB_TOKEN`),
+/// or another tracker's API with its own credential headers ([`Http::with_headers`]).
 pub struct Http {
     pub base: String,
-    token: String,
+    /// The headers every request carries, the credential's among them (`Name: value`).
+    fixed: Vec<String>,
     /// Where `curl` is, for `https://`.
     curl: Option<PathBuf>,
     dir: PathBuf,
@@ -287,29 +289,70 @@ impl Http {
     /// `base` is neither `http://` nor `https://`, or it is `https://` and `curl` is not
     /// installed.
     pub fn new(base: &str, token: String, dir: &Path) -> Result<Self> {
+        if token.contains(['\r', '\n', '"', '\\']) {
+            return Err(HankError::usage(
+                "the token in GH_TOKEN / GITHUB_TOKEN holds a line break, quote or backslash: expected a token",
+            ));
+        }
+        let headers = vec![
+            ("Authorization".to_string(), format!("Bearer {token}")),
+            (
+                "Accept".to_string(),
+                "application/vnd.github+json".to_string(),
+            ),
+            ("X-GitHub-Api-Version".to_string(), "2022-11-28".to_string()),
+        ];
+        Self::with_headers(
+            base,
+            "GITHUB_API_URL",
+            "GH_TOKEN / GITHUB_TOKEN",
+            headers,
+            dir,
+        )
+    }
+
+    /// A client of `base` (named by the variable `base_var` in messages) whose requests carry
+    /// `headers` (the credential's among them, from the variables `secret_vars`).
+    ///
+    /// # Errors
+    /// `base` is neither `http://` nor `https://`, or it is `https://` and `curl` is not
+    /// installed; a header value holds a line break.
+    pub fn with_headers(
+        base: &str,
+        base_var: &str,
+        secret_vars: &str,
+        headers: Vec<(String, String)>,
+        dir: &Path,
+    ) -> Result<Self> {
         let base = base.trim().trim_end_matches('/').to_string();
         let curl = if base.starts_with("https://") {
             Some(which::which("curl").map_err(|_| {
                 HankError::usage_hint(
-                    format!("GITHUB_API_URL={base}: https needs `curl`, which is not on PATH"),
-                    "install curl, or install gh and run `gh auth login`",
+                    format!("{base_var}={base}: https needs `curl`, which is not on PATH"),
+                    "install curl",
                 )
             })?)
         } else if base.starts_with("http://") {
             None
         } else {
             return Err(HankError::usage(format!(
-                "GITHUB_API_URL=`{base}`: expected an http:// or https:// URL"
+                "{base_var}=`{base}`: expected an http:// or https:// URL"
             )));
         };
-        if token.contains(['\r', '\n', '"', '\\']) {
-            return Err(HankError::usage(
-                "the token in GH_TOKEN / GITHUB_TOKEN holds a line break, quote or backslash: expected a token",
-            ));
+        // A line break would end the header block (curl's config quotes the rest).
+        if headers
+            .iter()
+            .any(|(k, v)| format!("{k}{v}").contains(['\r', '\n']))
+        {
+            return Err(HankError::usage(format!(
+                "the credential in {secret_vars} holds a line break: expected a token"
+            )));
         }
+        let mut fixed: Vec<String> = headers.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+        fixed.push(format!("User-Agent: hank/{}", env!("CARGO_PKG_VERSION")));
         Ok(Self {
             base,
-            token,
+            fixed,
             curl,
             dir: dir.to_path_buf(),
         })
@@ -321,21 +364,23 @@ impl Http {
     pub fn token_key(&self) -> String {
         format!(
             "{:016x}",
-            crate::store::userdir::fnv1a(format!("{}\n{}", self.base, self.token).as_bytes())
+            crate::store::userdir::fnv1a(
+                format!("{}\n{}", self.base, self.fixed.join("\n")).as_bytes()
+            )
         )
     }
 
     fn url(&self, path: &str) -> String {
-        format!("{}/{}", self.base, path.trim_start_matches('/'))
+        let path = path.trim_start_matches('/');
+        if path.is_empty() {
+            // A GraphQL endpoint is the base itself.
+            return self.base.clone();
+        }
+        format!("{}/{}", self.base, path)
     }
 
     fn headers(&self) -> Vec<String> {
-        vec![
-            format!("Authorization: Bearer {}", self.token),
-            "Accept: application/vnd.github+json".into(),
-            "X-GitHub-Api-Version: 2022-11-28".into(),
-            format!("User-Agent: hank/{}", env!("CARGO_PKG_VERSION")),
-        ]
+        self.fixed.clone()
     }
 
     /// A request over plain HTTP/1.1 (a GitHub Enterprise instance or a fake on loopback).

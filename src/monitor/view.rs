@@ -393,7 +393,7 @@ pub(crate) fn fleet_rows(snap: &Snapshot) -> Vec<Row> {
                 t.state.as_str(),
                 t.branch,
                 t.issue.as_ref().map_or_else(String::new, |i| format!(
-                    " · issue #{} {}",
+                    " · issue {} {}",
                     i.number,
                     crate::sanitize::line(&i.url)
                 )),
@@ -1167,7 +1167,7 @@ mod tests {
                 name: "#3 Fix".into(),
                 branch: "hank/issue-3-fix".into(),
                 issue: Some(crate::policy::fleet::IssueRef {
-                    number: 3,
+                    number: 3.into(),
                     url: "https://x/o/r/issues/3".into(),
                 }),
                 ..FleetTask::default()

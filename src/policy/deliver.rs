@@ -192,7 +192,10 @@ fn inline(text: &str, secrets: &[String], max: usize) -> String {
 
 /// Removes what would act in Markdown on GitHub and GitLab: mentions ping people, closing
 /// keywords close issues, `#N` links them, HTML and images render.
-fn neutral_markdown(s: &str) -> String {
+/// `s` with mentions, closing keywords, HTML and images made inert (for text from an issue or
+/// the agent in a comment or PR body of hank's).
+#[must_use]
+pub fn neutral_markdown(s: &str) -> String {
     defused(s)
         .replace('<', "&lt;")
         .replace('>', "&gt;")

@@ -39,7 +39,8 @@ pub struct TaskSpec {
 /// An issue a task was made from (`hank watch`): its number and link, shown with the task.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct IssueRef {
-    pub number: u64,
+    /// Its key (a forge's issue number, written as a number; a tracker's key).
+    pub number: crate::policy::tracker::ItemKey,
     pub url: String,
 }
 

@@ -32,33 +32,189 @@ pub const RATE_RESERVE: u64 = 50;
 pub enum TrackerKind {
     GitHub,
     GitLab,
+    Linear,
+    Jira,
+    Trello,
+    Plane,
+    Shortcut,
 }
 
 impl TrackerKind {
-    /// `github` / `gitlab` (the claim ref's prefix, `--tracker`).
+    /// Every tracker, in `--tracker`'s order.
+    pub const ALL: [Self; 7] = [
+        Self::GitHub,
+        Self::GitLab,
+        Self::Linear,
+        Self::Jira,
+        Self::Trello,
+        Self::Plane,
+        Self::Shortcut,
+    ];
+
+    /// `github`, `gitlab`, `linear`… (the claim ref's prefix, `--tracker`).
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
             Self::GitHub => "github",
             Self::GitLab => "gitlab",
+            Self::Linear => "linear",
+            Self::Jira => "jira",
+            Self::Trello => "trello",
+            Self::Plane => "plane",
+            Self::Shortcut => "shortcut",
         }
+    }
+
+    /// Its name for people (`GitHub`, `Linear`…).
+    #[must_use]
+    pub fn title(self) -> &'static str {
+        match self {
+            Self::GitHub => "GitHub",
+            Self::GitLab => "GitLab",
+            Self::Linear => "Linear",
+            Self::Jira => "Jira",
+            Self::Trello => "Trello",
+            Self::Plane => "Plane",
+            Self::Shortcut => "Shortcut",
+        }
+    }
+
+    /// The tracker is the code's forge (its items are closed by a pull request's `Closes #N`,
+    /// its open pull requests are listed).
+    #[must_use]
+    pub fn is_forge(self) -> bool {
+        matches!(self, Self::GitHub | Self::GitLab)
     }
 
     /// `--tracker` / TRACKER.
     #[must_use]
     pub fn parse(s: &str) -> Option<Self> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "github" => Some(Self::GitHub),
-            "gitlab" => Some(Self::GitLab),
-            _ => None,
+        let s = s.trim().to_ascii_lowercase();
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// An item's key in its tracker: the issue number of a forge (`12`, shown `#12`), else the
+/// tracker's own key (`ENG-123`, `PROJ-42`, `sc-7`). It names the claim ref, the task, its
+/// branch and its pull request. Written as a JSON number when it is one (the files an older
+/// hank wrote read the same), else as a string.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ItemKey(String);
+
+impl ItemKey {
+    /// The key of a forge's issue `n`.
+    #[must_use]
+    pub fn number(n: u64) -> Self {
+        Self(n.to_string())
+    }
+
+    /// A tracker's key as it gives it: 1–64 ASCII letters, digits, `-`, `_` or `.`, not
+    /// starting with `-` or `.` (it goes into a ref and a branch name).
+    #[must_use]
+    pub fn parse(s: &str) -> Option<Self> {
+        let ok = !s.is_empty()
+            && s.len() <= 64
+            && !s.starts_with(['-', '.'])
+            && !s.contains("..")
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        ok.then(|| Self(s.to_string()))
+    }
+
+    /// The forge issue number, when it is one.
+    #[must_use]
+    pub fn as_number(&self) -> Option<u64> {
+        if self.0.starts_with('0') && self.0.len() > 1 {
+            return None;
         }
+        self.0.parse().ok()
+    }
+
+    /// The key as the tracker writes it (`12`, `ENG-123`).
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The tag of the task's items (`[#12]`, `[ENG-123]`).
+    #[must_use]
+    pub fn tag(&self) -> String {
+        format!("[{self}]")
+    }
+}
+
+impl From<u64> for ItemKey {
+    fn from(n: u64) -> Self {
+        Self::number(n)
+    }
+}
+
+impl std::fmt::Display for ItemKey {
+    /// `#12` for a forge's issue, the key as it is otherwise.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.as_number().is_some() {
+            write!(f, "#{}", self.0)
+        } else {
+            f.write_str(&self.0)
+        }
+    }
+}
+
+impl Ord for ItemKey {
+    /// Numbers by value; keys by their prefix, then their number (`ENG-9` before `ENG-10`).
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        fn parts(k: &ItemKey) -> (String, Option<u64>, String) {
+            let s = k.as_str();
+            let digits = s.len() - s.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+            let (head, tail) = s.split_at(s.len() - digits);
+            (head.to_string(), tail.parse().ok(), s.to_string())
+        }
+        parts(self).cmp(&parts(other))
+    }
+}
+
+impl PartialOrd for ItemKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Serialize for ItemKey {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.as_number() {
+            Some(n) => s.serialize_u64(n),
+            None => s.serialize_str(&self.0),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ItemKey {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(u64),
+            S(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::N(n) => Ok(Self::number(n)),
+            Raw::S(s) => Self::parse(&s)
+                .ok_or_else(|| serde::de::Error::custom(format!("{s:?} is not an item key"))),
+        }
+    }
+}
+
+impl Default for ItemKey {
+    fn default() -> Self {
+        Self::number(0)
     }
 }
 
 /// An open issue as the tracker lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Issue {
-    pub number: u64,
+    /// Its key (`12` for a forge's `#12`, `ENG-123`).
+    pub key: ItemKey,
     pub title: String,
     pub body: String,
     pub url: String,
@@ -78,7 +234,7 @@ pub struct OpenPr {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Claim {
     pub tracker: TrackerKind,
-    pub issue: u64,
+    pub issue: ItemKey,
     /// `user@host pid N`: who holds it.
     pub owner: String,
     /// `working`, `done`.
@@ -94,10 +250,15 @@ pub struct Claim {
 impl Claim {
     /// A new claim of `issue` by `owner` at `now`.
     #[must_use]
-    pub fn new(tracker: TrackerKind, issue: u64, owner: &str, now: Timestamp) -> Self {
+    pub fn new(
+        tracker: TrackerKind,
+        issue: impl Into<ItemKey>,
+        owner: &str,
+        now: Timestamp,
+    ) -> Self {
         Self {
             tracker,
-            issue,
+            issue: issue.into(),
             owner: owner.to_string(),
             state: "working".into(),
             claimed_at: now,
@@ -131,10 +292,11 @@ fn lease_end(now: Timestamp) -> Timestamp {
     .unwrap_or(now)
 }
 
-/// The claim ref of an issue: `refs/hank/claims/<tracker>-<N>`.
+/// The claim ref of an issue: `refs/hank/claims/<tracker>-<key>` (`github-12`,
+/// `linear-ENG-123`).
 #[must_use]
-pub fn claim_ref(tracker: TrackerKind, issue: u64) -> String {
-    format!("refs/hank/claims/{}-{issue}", tracker.as_str())
+pub fn claim_ref(tracker: TrackerKind, issue: &ItemKey) -> String {
+    format!("refs/hank/claims/{}-{}", tracker.as_str(), issue.as_str())
 }
 
 /// What a watch does with one labelled issue.
@@ -164,17 +326,17 @@ impl Choice {
 pub fn choose(
     issues: &[Issue],
     label: &str,
-    claims: &BTreeMap<u64, Claim>,
+    claims: &BTreeMap<ItemKey, Claim>,
     prs: &[OpenPr],
     now: Timestamp,
 ) -> Vec<(Issue, Choice)> {
     let mut out: Vec<(Issue, Choice)> = issues
         .iter()
         .filter(|i| i.labels.iter().any(|l| l == label))
-        .map(|i| (i.clone(), choice_of(i, claims.get(&i.number), prs, now)))
+        .map(|i| (i.clone(), choice_of(i, claims.get(&i.key), prs, now)))
         .collect();
-    out.sort_by_key(|(i, _)| i.number);
-    out.dedup_by_key(|(i, _)| i.number);
+    out.sort_by(|(a, _), (b, _)| a.key.cmp(&b.key));
+    out.dedup_by(|(a, _), (b, _)| a.key == b.key);
     out
 }
 
@@ -188,8 +350,11 @@ fn choice_of(issue: &Issue, claim: Option<&Claim>, prs: &[OpenPr], now: Timestam
             "labelled {FAILED}: remove the label to let hank try again"
         ));
     }
-    if let Some(pr) = prs.iter().find(|p| closes(p, issue.number)) {
+    if let Some(pr) = prs.iter().find(|p| closes(p, &issue.key)) {
         return Choice::Skip(format!("hank's pull request {} is open", pr.url));
+    }
+    if issue.title.trim().is_empty() && issue.body.trim().is_empty() {
+        return Choice::Skip("it has no title and no text: write what should be done in it".into());
     }
     match claim {
         None => Choice::Take,
@@ -211,14 +376,22 @@ fn choice_of(issue: &Issue, claim: Option<&Claim>, prs: &[OpenPr], now: Timestam
     }
 }
 
-/// The pull request is hank's (`hank/…` head) and its body closes issue `n`.
+/// The pull request is hank's (`hank/…` head) and its body closes issue `key` (a forge's
+/// `Closes #N`), or its branch is named by the key (`hank/ENG-123-…`).
 #[must_use]
-pub fn closes(pr: &OpenPr, n: u64) -> bool {
-    pr.head.starts_with("hank/")
-        && pr
+pub fn closes(pr: &OpenPr, key: &ItemKey) -> bool {
+    let Some(branch) = pr.head.strip_prefix("hank/") else {
+        return false;
+    };
+    match key.as_number() {
+        Some(n) => pr
             .body
             .lines()
-            .any(|l| l.trim().eq_ignore_ascii_case(&format!("closes #{n}")))
+            .any(|l| l.trim().eq_ignore_ascii_case(&format!("closes #{n}"))),
+        None => branch
+            .strip_prefix(key.as_str())
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('-')),
+    }
 }
 
 /// The task an issue becomes: its title names it (`#N title`), its checkbox lines are its
@@ -226,9 +399,10 @@ pub fn closes(pr: &OpenPr, n: u64) -> bool {
 /// pull request says `Closes #N`; the rest of the issue's text is quoted under the heading.
 #[must_use]
 pub fn task_of(issue: &Issue) -> TaskSpec {
-    let n = issue.number;
+    let n = &issue.key;
+    let tag = n.tag();
     let title = crate::sanitize::cut_chars(&crate::sanitize::line(&issue.title), 120);
-    let name = format!("#{n} {title}");
+    let name = format!("{n} {title}");
     let mut items: Vec<String> = Vec::new();
     let mut quoted = String::new();
     for line in issue.body.lines() {
@@ -241,7 +415,7 @@ pub fn task_of(issue: &Issue) -> TaskSpec {
             });
         match item {
             Some((false, text)) if !text.trim().is_empty() => {
-                items.push(format!("[#{n}] {}", crate::sanitize::line(text.trim())));
+                items.push(format!("{tag} {}", crate::sanitize::line(text.trim())));
             }
             Some(_) => {}
             None => {
@@ -251,9 +425,9 @@ pub fn task_of(issue: &Issue) -> TaskSpec {
         }
     }
     if items.is_empty() {
-        items.push(format!("[#{n}] {title}"));
+        items.push(format!("{tag} {title}"));
     }
-    let mut section = format!("## {name}\n\nFrom issue #{n} ({}):\n\n", issue.url);
+    let mut section = format!("## {name}\n\nFrom issue {n} ({}):\n\n", issue.url);
     if !quoted.trim_matches(['>', ' ', '\n']).is_empty() {
         section.push_str(&quoted);
         section.push('\n');
@@ -261,8 +435,14 @@ pub fn task_of(issue: &Issue) -> TaskSpec {
     for i in &items {
         let _ = writeln!(section, "- [ ] {i}");
     }
+    // A forge's issue: `issue-12-title`; a tracker's key names the branch as it is written
+    // (`ENG-123-title`), so the trackers that link a branch by its name do.
+    let head = match n.as_number() {
+        Some(num) => format!("issue-{num}"),
+        None => n.as_str().to_string(),
+    };
     TaskSpec {
-        slug: format!("issue-{n}-{}", slug(&title))
+        slug: format!("{head}-{}", slug(&title))
             .chars()
             .take(60)
             .collect::<String>()
@@ -273,9 +453,32 @@ pub fn task_of(issue: &Issue) -> TaskSpec {
         section,
         open_items: items,
         issue: Some(IssueRef {
-            number: n,
+            number: n.clone(),
             url: issue.url.clone(),
         }),
+    }
+}
+
+/// What became of a delivered task's pull request, as its comment says it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrLink {
+    /// The pull request hank opened.
+    Opened(String),
+    /// A pull request was asked but hank found none open for the branch (merged or closed
+    /// meanwhile, or the forge did not list it).
+    NotFound { branch: String },
+    /// `--deliver branch`: the branch was pushed, no pull request was asked.
+    NotAsked { branch: String },
+}
+
+impl PrLink {
+    /// The pull request's address, when there is one.
+    #[must_use]
+    pub fn url(&self) -> Option<&str> {
+        match self {
+            Self::Opened(u) => Some(u),
+            _ => None,
+        }
     }
 }
 
@@ -286,7 +489,7 @@ pub enum Outcome {
     Started { items: Vec<String>, budget: String },
     /// Delivered: the pull request, the check, the cost.
     Delivered {
-        pr_url: Option<String>,
+        pr: PrLink,
         verified: Option<bool>,
         cost_usd: f64,
         loops: u64,
@@ -307,23 +510,32 @@ pub fn comment(owner: &str, outcome: &Outcome) -> String {
         Outcome::Started { items, budget } => {
             let _ = writeln!(b, "**hank is working on this issue** ({owner}).\n");
             b.push_str("What will run:\n");
+            // The issue's own words: nothing in them pings, closes or renders.
             for i in items {
-                let _ = writeln!(b, "- [ ] {}", crate::sanitize::cut_chars(i, 200));
+                let _ = writeln!(b, "- [ ] {}", neutral(&crate::sanitize::cut_chars(i, 200)));
             }
             let _ = writeln!(b, "\nBudget: {budget}.");
         }
         Outcome::Delivered {
-            pr_url,
+            pr,
             verified,
             cost_usd,
             loops,
         } => {
             let _ = writeln!(b, "**hank delivered this issue** ({owner}).\n");
-            match pr_url {
-                Some(u) => {
+            match pr {
+                PrLink::Opened(u) => {
                     let _ = writeln!(b, "Pull request: {u}");
                 }
-                None => b.push_str("Branch pushed (no pull request was asked).\n"),
+                PrLink::NotFound { branch } => {
+                    let _ = writeln!(
+                        b,
+                        "Branch pushed: {branch}; a pull request was asked, and none is open for it now (merged or closed meanwhile?)."
+                    );
+                }
+                PrLink::NotAsked { branch } => {
+                    let _ = writeln!(b, "Branch pushed: {branch} (no pull request was asked).");
+                }
             }
             let check = match verified {
                 Some(true) => "green",
@@ -339,7 +551,11 @@ pub fn comment(owner: &str, outcome: &Outcome) -> String {
             cost_usd,
         } => {
             let _ = writeln!(b, "**hank could not finish this issue** ({owner}).\n");
-            let _ = writeln!(b, "Why: {}", crate::sanitize::cut_chars(why, 1000));
+            let _ = writeln!(
+                b,
+                "Why: {}",
+                neutral(&crate::sanitize::cut_chars(why, 1000))
+            );
             let _ = writeln!(b, "Kept: {kept}");
             let _ = writeln!(b, "Cost: ${cost_usd:.2}.");
             let _ = writeln!(
@@ -349,6 +565,29 @@ pub fn comment(owner: &str, outcome: &Outcome) -> String {
         }
     }
     b
+}
+
+fn neutral(s: &str) -> String {
+    crate::policy::deliver::neutral_markdown(s)
+}
+
+/// hank's comment, found among an item's comments: it starts with [`COMMENT_MARKER`] (a
+/// Markdown tracker keeps it hidden), or — where a tracker shows the marker as text and hank
+/// leaves it out (Jira's document format, Trello) — its first line is one of hank's headings.
+#[must_use]
+pub fn is_hank_comment(text: &str) -> bool {
+    let t = text.trim_start();
+    if t.starts_with(COMMENT_MARKER) {
+        return true;
+    }
+    let first = t.lines().next().unwrap_or("").trim_matches(['*', ' ']);
+    [
+        "hank is working on this issue",
+        "hank delivered this issue",
+        "hank could not finish this issue",
+    ]
+    .iter()
+    .any(|h| first.starts_with(h))
 }
 
 /// The rate budget of one token, shared by every hank process of the user.
@@ -441,7 +680,7 @@ mod tests {
 
     fn issue(n: u64, labels: &[&str]) -> Issue {
         Issue {
-            number: n,
+            key: n.into(),
             title: format!("Issue {n}"),
             body: String::new(),
             url: format!("https://github.com/o/r/issues/{n}"),
@@ -460,7 +699,8 @@ mod tests {
         let mut done = Claim::new(TrackerKind::GitHub, 5, "c@h pid 3", earlier);
         done.state = "done".into();
         done.lease_until = earlier;
-        let claims: BTreeMap<u64, Claim> = [(3, live), (4, stale), (5, done)].into();
+        let claims: BTreeMap<ItemKey, Claim> =
+            [(3.into(), live), (4.into(), stale), (5.into(), done)].into();
         let prs = [
             OpenPr {
                 head: "hank/issue-6-x".into(),
@@ -483,12 +723,16 @@ mod tests {
             issue(6, &["hank"]),
             issue(7, &["hank", DONE]),
             issue(8, &["hank", FAILED]),
+            Issue {
+                title: " ".into(),
+                ..issue(9, &["hank"])
+            },
         ];
         let got: Vec<(u64, Choice)> = choose(&issues, "hank", &claims, &prs, now)
             .into_iter()
-            .map(|(i, c)| (i.number, c))
+            .map(|(i, c)| (i.key.as_number().unwrap(), c))
             .collect();
-        let table: [(u64, &str); 7] = [
+        let table: [(u64, &str); 8] = [
             (1, "take"),
             (3, "claimed by a@h pid 1 (lease until 2026-01-01 12:10:00Z)"),
             (4, "over b@h pid 2"),
@@ -501,6 +745,10 @@ mod tests {
             (
                 8,
                 "labelled hank:failed: remove the label to let hank try again",
+            ),
+            (
+                9,
+                "it has no title and no text: write what should be done in it",
             ),
         ];
         assert_eq!(got.len(), table.len(), "{got:?}");
@@ -525,8 +773,13 @@ mod tests {
         assert!(!c.expired(at("2026-01-01T12:45:00Z")));
         assert_eq!(c.claimed_at, t0);
         assert_eq!(
-            claim_ref(TrackerKind::GitLab, 7),
+            claim_ref(TrackerKind::GitLab, &7.into()),
             "refs/hank/claims/gitlab-7"
+        );
+        let key = ItemKey::parse("ENG-123").unwrap();
+        assert_eq!(
+            claim_ref(TrackerKind::Linear, &key),
+            "refs/hank/claims/linear-ENG-123"
         );
     }
 
@@ -546,7 +799,7 @@ mod tests {
         );
         assert!(t.section.contains("> The login fails."), "{}", t.section);
         assert!(!t.section.contains("already done"), "{}", t.section);
-        assert_eq!(t.issue.as_ref().map(|r| r.number), Some(12));
+        assert_eq!(t.issue.as_ref().map(|r| r.number.clone()), Some(12.into()));
         let parsed =
             crate::policy::fleet::tasks_from_plan(&format!("# Plan\n\n{}", t.section), &[])
                 .unwrap();
@@ -574,7 +827,7 @@ mod tests {
         let c = comment(
             "me",
             &Outcome::Delivered {
-                pr_url: Some("https://x/pull/2".into()),
+                pr: PrLink::Opened("https://x/pull/2".into()),
                 verified: Some(true),
                 cost_usd: 1.5,
                 loops: 2,
@@ -636,6 +889,102 @@ mod tests {
         b.note(200, &[], now);
         assert_eq!((b.counted, b.wait_until(now)), (1, None));
         assert_eq!(TrackerKind::parse("GitLab"), Some(TrackerKind::GitLab));
-        assert_eq!(TrackerKind::parse("jira"), None);
+        assert_eq!(TrackerKind::parse("jira"), Some(TrackerKind::Jira));
+        assert_eq!(TrackerKind::parse("youtrack"), None);
+    }
+
+    #[test]
+    fn item_keys_read_written_and_ordered() {
+        let k = |s: &str| ItemKey::parse(s).unwrap();
+        for bad in [
+            "",
+            "-x",
+            ".x",
+            "a..b",
+            "a b",
+            "a/b",
+            "ENG-1\n",
+            &"x".repeat(65),
+        ] {
+            assert_eq!(ItemKey::parse(bad), None, "{bad:?}");
+        }
+        assert_eq!(k("12").as_number(), Some(12));
+        assert_eq!(k("012").as_number(), None);
+        assert_eq!(
+            (k("12").to_string(), k("ENG-7").to_string()),
+            ("#12".into(), "ENG-7".into())
+        );
+        // A forge's number stays a JSON number (older files read the same); a key is a string.
+        assert_eq!(serde_json::to_string(&ItemKey::number(5)).unwrap(), "5");
+        assert_eq!(serde_json::to_string(&k("ENG-7")).unwrap(), "\"ENG-7\"");
+        assert_eq!(
+            serde_json::from_str::<ItemKey>("5").unwrap(),
+            ItemKey::number(5)
+        );
+        assert_eq!(
+            serde_json::from_str::<ItemKey>("\"ENG-7\"").unwrap(),
+            k("ENG-7")
+        );
+        assert!(serde_json::from_str::<ItemKey>("\"a/b\"").is_err());
+        let mut keys = [k("ENG-10"), k("ENG-9"), k("10"), k("9"), k("API-1")];
+        keys.sort();
+        let shown: Vec<String> = keys.iter().map(ToString::to_string).collect();
+        assert_eq!(shown, ["#9", "#10", "API-1", "ENG-9", "ENG-10"]);
+    }
+
+    #[test]
+    fn a_keyed_item_names_its_task_branch_and_items_by_its_key() {
+        let i = Issue {
+            key: ItemKey::parse("ENG-123").unwrap(),
+            title: "Fix the login".into(),
+            body: "- [ ] reproduce\n".into(),
+            url: "https://linear.app/t/issue/ENG-123".into(),
+            labels: vec!["hank".into()],
+        };
+        let t = task_of(&i);
+        assert_eq!(t.name, "ENG-123 Fix the login");
+        assert_eq!(t.slug, "ENG-123-fix-the-login");
+        assert_eq!(t.open_items, ["[ENG-123] reproduce"]);
+        assert!(t.section.contains("From issue ENG-123 ("), "{}", t.section);
+        // No `Closes #N` for a key: the branch's name links it.
+        assert!(crate::policy::deliver::closed_issues(&t.open_items).is_empty());
+        let pr = |head: &str| OpenPr {
+            head: head.into(),
+            body: String::new(),
+            url: "u".into(),
+        };
+        assert!(closes(&pr("hank/ENG-123-fix-the-login"), &i.key));
+        assert!(!closes(&pr("hank/ENG-1234-other"), &i.key));
+        assert!(!closes(&pr("ENG-123-fix"), &i.key));
+    }
+
+    #[test]
+    fn the_issue_text_in_hank_s_comment_is_defused() {
+        let c = comment(
+            "me",
+            &Outcome::Started {
+                items: vec!["[#1] ask @alice; closes #9 ![x](https://e/p.png) <b>hi</b>".into()],
+                budget: "none".into(),
+            },
+        );
+        assert!(!c.contains("@alice"), "{c}");
+        assert!(!c.to_lowercase().contains("closes #9"), "{c}");
+        assert!(!c.contains("![x]") && !c.contains("<b>"), "{c}");
+        assert!(is_hank_comment(&c));
+        assert!(is_hank_comment("**hank delivered this issue** (me)."));
+        assert!(!is_hank_comment("I think hank delivered this issue"));
+        let c = comment(
+            "me",
+            &Outcome::Delivered {
+                pr: PrLink::NotFound {
+                    branch: "hank/x".into(),
+                },
+                verified: None,
+                cost_usd: 0.0,
+                loops: 1,
+            },
+        );
+        assert!(!c.contains("no pull request was asked"), "{c}");
+        assert!(c.contains("a pull request was asked"), "{c}");
     }
 }

@@ -507,7 +507,7 @@ pub enum EventKind {
     /// `delivered`, `failed`, `released` (the fleet did not finish it).
     Issue {
         tracker: String,
-        issue: u64,
+        issue: crate::policy::tracker::ItemKey,
         url: String,
         action: String,
         message: String,

@@ -1,4 +1,4 @@
-//! One claim per issue, across machines: the ref `refs/hank/claims/<tracker>-<N>` on the
+//! One claim per issue, across machines: the ref `refs/hank/claims/<tracker>-<key>` on the
 //! `origin` remote, whose commit holds `claim.json` ([`Claim`]: owner, lease, heartbeat).
 //! Created with a create-only compare-and-swap push (`--force-with-lease=<ref>:` with an empty
 //! expected value: only if absent), renewed and taken over with the lease on the commit read
@@ -9,17 +9,17 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::error::{HankError, Result};
-use crate::policy::tracker::{Claim, TrackerKind, claim_ref};
+use crate::policy::tracker::{Claim, ItemKey, TrackerKind, claim_ref};
 use crate::stateref::{Pushed, git, git_stdout, leased_push, push_file};
 
 /// The file in a claim's commit.
 pub const CLAIM_FILE: &str = "claim.json";
 
-/// The claim refs on the remote: issue number → the ref's commit.
+/// The claim refs on the remote: item key → the ref's commit.
 ///
 /// # Errors
 /// git cannot ask the remote.
-pub fn list(dir: &Path, remote: &str, tracker: TrackerKind) -> Result<BTreeMap<u64, String>> {
+pub fn list(dir: &Path, remote: &str, tracker: TrackerKind) -> Result<BTreeMap<ItemKey, String>> {
     let prefix = format!("refs/hank/claims/{}-", tracker.as_str());
     let pattern = format!("{prefix}*");
     let out = git_stdout(dir, &["ls-remote", "--refs", "--", remote, &pattern])?;
@@ -27,7 +27,7 @@ pub fn list(dir: &Path, remote: &str, tracker: TrackerKind) -> Result<BTreeMap<u
         .lines()
         .filter_map(|l| {
             let (oid, name) = l.split_once('\t')?;
-            let n = name.strip_prefix(&prefix)?.parse().ok()?;
+            let n = ItemKey::parse(name.strip_prefix(&prefix)?)?;
             Some((n, oid.to_string()))
         })
         .collect())
@@ -41,7 +41,7 @@ pub fn read(
     dir: &Path,
     remote: &str,
     tracker: TrackerKind,
-    issue: u64,
+    issue: &ItemKey,
     oid: &str,
 ) -> Result<Claim> {
     let r = claim_ref(tracker, issue);
@@ -71,13 +71,16 @@ pub fn read_all(
     dir: &Path,
     remote: &str,
     tracker: TrackerKind,
-    issues: &[u64],
-) -> Result<BTreeMap<u64, (String, Claim)>> {
+    issues: &[ItemKey],
+) -> Result<BTreeMap<ItemKey, (String, Claim)>> {
     let refs = list(dir, remote, tracker)?;
     let mut out = BTreeMap::new();
     for n in issues {
         if let Some(oid) = refs.get(n) {
-            out.insert(*n, (oid.clone(), read(dir, remote, tracker, *n, oid)?));
+            out.insert(
+                n.clone(),
+                (oid.clone(), read(dir, remote, tracker, n, oid)?),
+            );
         }
     }
     Ok(out)
@@ -90,9 +93,9 @@ pub fn read_all(
 pub fn write(dir: &Path, remote: &str, claim: &Claim, expected: Option<&str>) -> Result<Pushed> {
     let bytes = serde_json::to_vec_pretty(claim)
         .map_err(|e| HankError::Internal(format!("cannot encode a claim: {e}")))?;
-    let r = claim_ref(claim.tracker, claim.issue);
+    let r = claim_ref(claim.tracker, &claim.issue);
     let message = format!(
-        "hank watch: #{} {} by {}",
+        "hank watch: {} {} by {}",
         claim.issue, claim.state, claim.owner
     );
     push_file(dir, remote, &r, CLAIM_FILE, &bytes, &message, expected)
@@ -106,7 +109,7 @@ pub fn release(
     dir: &Path,
     remote: &str,
     tracker: TrackerKind,
-    issue: u64,
+    issue: &ItemKey,
     expected: &str,
 ) -> Result<bool> {
     let r = claim_ref(tracker, issue);

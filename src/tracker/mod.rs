@@ -1,143 +1,170 @@
 //! The issue tracker as `hank watch` reads and writes it (I/O; the rules are
-//! [`crate::policy::tracker`]).
+//! [`crate::policy::tracker`]): one interface, [`Tracker`], and one implementation per tracker.
 //!
 //! | module | role |
 //! |---|---|
-//! | this file | [`Tracker`]: the labelled open issues (conditional requests, an `ETag` cache), hank's open pull requests, hank's one comment per issue (edited in place), labels |
-//! | [`budget`] | the rate budget per token, shared by every hank process of the user (a file under a lock) |
-//! | [`claims`] | one claim per issue on the `origin` remote (`refs/hank/claims/<tracker>-<N>`, compare-and-swap) |
+//! | this file | [`Tracker`] (list the labelled open items, read one fresh, hank's one comment edited in place, the marks shown to people, the PR link), [`open`], [`Client`]: every request under the shared rate budget, a refusal said with the tracker, the item and what to do |
+//! | [`forge`] | GitHub and GitLab (the code's forge: conditional listings with an `ETag` cache, labels, `Closes #N`) |
+//! | [`linear`] | Linear's GraphQL API (`LINEAR_API_KEY`) |
+//! | [`jira`] | Jira Cloud's REST API v3 (`JIRA_URL`, `JIRA_EMAIL`, `JIRA_API_TOKEN`; comments in its document format) |
+//! | [`trello`], [`plane`], [`shortcut`] | Trello's, Plane's and Shortcut's REST APIs |
+//! | [`budget`] | the rate budget per credential, shared by every hank process of the user (a file under a lock) |
+//! | [`claims`] | one claim per item on the code's remote (`refs/hank/claims/<tracker>-<key>`, compare-and-swap) |
 //!
-//! Every request goes through the forge layer's [`Api`] (`gh api` / `glab api` or REST with a
-//! token): the token stays with hank, the agent never writes to the tracker.
+//! The credentials come from hank's environment and stay with hank: the agent's environment
+//! never holds them (`effects::agent::AGENT_ENV_REMOVED`), and the agent never writes to the
+//! tracker. The claim is the lock; labels and states are shown to people, never read as one.
+//! Each tracker's quirks are in `docs/trackers.md`.
 
 pub mod budget;
 pub mod claims;
+pub mod forge;
+pub mod jira;
+pub mod linear;
+pub mod plane;
+pub mod shortcut;
+pub mod trello;
 
-use crate::forge::{enc, text};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::error::{HankError, Result};
-use crate::forge::{Api, CliApi, Http, Reply};
-use crate::policy::tracker::{COMMENT_MARKER, Issue, OpenPr, TrackerKind};
+use crate::forge::{Api, Reply};
+use crate::policy::tracker::{Issue, ItemKey, OpenPr, TrackerKind};
 
-/// Attempts of one request that the forge rate-limits.
+/// Attempts of one request that the tracker rate-limits.
 const RATE_ATTEMPTS: u32 = 3;
 
-/// What is kept between polls (`watch-cache.json` in the project's per-user folder): the
-/// last answer and `ETag` of each listing, hank's comment id per issue.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Cache {
-    /// Request path → (ETag, body).
-    pub listings: BTreeMap<String, (String, String)>,
-    /// Issue number → hank's comment (note) id.
-    pub comments: BTreeMap<u64, u64>,
+/// What hank shows on an item (labels and, where the tracker has them, workflow states).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    /// Claimed: `hank:working` (and a started state where the tracker has one).
+    Working,
+    /// Delivered: `hank:done` instead of `hank:working`.
+    Done,
+    /// Failed: `hank:failed` instead of `hank:working` (removing it lets a watch try again).
+    Failed,
+    /// Given back unfinished: `hank:working` removed.
+    Released,
 }
 
-/// One repository's tracker.
-pub struct Tracker {
+impl Mark {
+    /// The labels added and removed.
+    #[must_use]
+    pub fn labels(self) -> (&'static [&'static str], &'static [&'static str]) {
+        use crate::policy::tracker::{DONE, FAILED, WORKING};
+        match self {
+            Self::Working => (&[WORKING], &[]),
+            Self::Done => (&[DONE], &[WORKING]),
+            Self::Failed => (&[FAILED], &[WORKING]),
+            Self::Released => (&[], &[WORKING]),
+        }
+    }
+}
+
+/// One tracker as `hank watch` uses it.
+pub trait Tracker {
+    /// Which tracker.
+    fn kind(&self) -> TrackerKind;
+
+    /// `Linear (GraphQL at https://…)`, for messages.
+    fn describe(&self) -> String;
+
+    /// The open items carrying `label` (the tracker's closest equivalent where it has no
+    /// labels, `docs/trackers.md`), each with its labels; as cheaply as the tracker allows (a
+    /// conditional request where it has them).
+    ///
+    /// # Errors
+    /// The tracker cannot be asked, or refuses.
+    fn items(&mut self, label: &str) -> Result<Vec<Issue>>;
+
+    /// One item read fresh (after its claim, so the task runs what it says now); `None` when
+    /// it is gone or closed.
+    ///
+    /// # Errors
+    /// The tracker cannot be asked, or refuses.
+    fn item(&mut self, key: &ItemKey) -> Result<Option<Issue>>;
+
+    /// hank's open pull requests, for a tracker that is the code's forge (others: none).
+    ///
+    /// # Errors
+    /// The forge cannot be asked.
+    fn open_prs(&mut self) -> Result<Vec<OpenPr>> {
+        Ok(Vec::new())
+    }
+
+    /// Writes hank's one comment on the item: the one written before is edited in place.
+    /// `body` is Markdown starting with the comment marker; a tracker that shows neither
+    /// renders it in its own format.
+    ///
+    /// # Errors
+    /// The tracker refused it.
+    fn comment(&mut self, key: &ItemKey, body: &str) -> Result<()>;
+
+    /// Shows `mark` on the item (labels; a workflow state where the tracker has them).
+    ///
+    /// # Errors
+    /// The tracker refused it.
+    fn mark(&mut self, key: &ItemKey, mark: Mark) -> Result<()>;
+
+    /// Links the pull request to the item where the tracker has a place for links (Linear's
+    /// attachments); elsewhere the comment and the branch's name carry it.
+    ///
+    /// # Errors
+    /// The tracker refused it.
+    fn link_pr(&mut self, key: &ItemKey, url: &str) -> Result<()> {
+        let _ = (key, url);
+        Ok(())
+    }
+}
+
+/// Rate-limit facts of an answer in the budget's terms: the status to note (a limit said in a
+/// body is a 429) and the headers `X-RateLimit-Limit`/`-Remaining`/`-Reset` (seconds since the
+/// epoch) and `Retry-After` (seconds), from whatever the tracker sends.
+pub type RateOf = fn(&Reply, jiff::Timestamp) -> (u16, Vec<(String, String)>);
+
+/// The headers as they are (GitHub's names, or none the budget reads).
+#[must_use]
+pub fn rate_as_is(r: &Reply, _now: jiff::Timestamp) -> (u16, Vec<(String, String)>) {
+    (r.status, r.headers.clone())
+}
+
+/// A tracker's requests: its transport, the shared rate budget's name, what the rate headers
+/// mean, and the variables that hold its credential (for messages).
+pub struct Client {
     pub kind: TrackerKind,
     api: Box<dyn Api>,
-    /// `owner/repo` (`group/project`).
-    pub repo: String,
-    /// The rate budget's name (per token / login).
     budget_key: String,
-    cache_path: PathBuf,
-    cache: Cache,
+    rate: RateOf,
+    /// The variables a refused credential is set in (`LINEAR_API_KEY`).
+    pub credentials: &'static str,
 }
 
-/// How a tracker is reached: the user's CLI when it is logged in, else REST with a token.
-///
-/// # Errors
-/// No usable login.
-pub fn open(
-    kind: TrackerKind,
-    root: &Path,
-    host: Option<&str>,
-    repo: &str,
-    env: &crate::forge::Env,
-) -> Result<Tracker> {
-    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-    let (api, key): (Box<dyn Api>, String) = match kind {
-        TrackerKind::GitHub => {
-            if let Some(token) = env.gh_token.clone() {
-                let base = crate::forge::api_url_for(host, env.api_url.as_deref());
-                let http = Http::new(&base, token, root)?;
-                let key = http.token_key();
-                (Box::new(http), key)
-            } else if let Ok(gh) = which::which("gh") {
-                let hostname = host.filter(|h| *h != "github.com").map(str::to_string);
-                let key = format!("gh-{}", hostname.as_deref().unwrap_or("github.com"));
-                (
-                    Box::new(CliApi {
-                        program: gh,
-                        hostname,
-                        dir: root.to_path_buf(),
-                    }),
-                    key,
-                )
-            } else {
-                return Err(HankError::usage_hint(
-                    format!("no GitHub login for {repo}"),
-                    "run `gh auth login`, or set GH_TOKEN",
-                ));
-            }
+impl Client {
+    #[must_use]
+    pub fn new(
+        kind: TrackerKind,
+        api: Box<dyn Api>,
+        budget_key: String,
+        rate: RateOf,
+        credentials: &'static str,
+    ) -> Self {
+        Self {
+            kind,
+            api,
+            budget_key,
+            rate,
+            credentials,
         }
-        TrackerKind::GitLab => {
-            if let Some(token) = var("GITLAB_TOKEN") {
-                let base = var("GITLAB_API_URL")
-                    .unwrap_or_else(|| format!("https://{}/api/v4", host.unwrap_or("gitlab.com")));
-                let http = Http::new(&base, token, root)?;
-                let key = http.token_key();
-                (Box::new(http), key)
-            } else if let Ok(glab) = which::which("glab") {
-                let hostname = host.filter(|h| *h != "gitlab.com").map(str::to_string);
-                let key = format!("glab-{}", hostname.as_deref().unwrap_or("gitlab.com"));
-                (
-                    Box::new(CliApi {
-                        program: glab,
-                        hostname,
-                        dir: root.to_path_buf(),
-                    }),
-                    key,
-                )
-            } else {
-                return Err(HankError::usage_hint(
-                    format!("no GitLab login for {repo}"),
-                    "install glab and run `glab auth login`, or set GITLAB_TOKEN",
-                ));
-            }
-        }
-    };
-    let cache_path = crate::store::userdir::project_dir(root)?.join("watch-cache.json");
-    let cache = std::fs::read(&cache_path)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_default();
-    Ok(Tracker {
-        kind,
-        api,
-        repo: repo.to_string(),
-        budget_key: key,
-        cache_path,
-        cache,
-    })
-}
+    }
 
-impl Tracker {
-    /// `GitHub o/r (REST at …)`.
+    /// `Linear (GraphQL at …)`.
     #[must_use]
     pub fn describe(&self) -> String {
-        format!(
-            "{} {} ({})",
-            self.kind.as_str(),
-            self.repo,
-            self.api.describe()
-        )
+        format!("{} ({})", self.kind.title(), self.api.describe())
     }
 
     /// The shared rate budget's name.
@@ -146,15 +173,12 @@ impl Tracker {
         &self.budget_key
     }
 
-    fn save_cache(&self) -> Result<()> {
-        let bytes = serde_json::to_vec(&self.cache)
-            .map_err(|e| HankError::Internal(format!("cannot encode the watch cache: {e}")))?;
-        crate::store::write_atomic(&self.cache_path, &bytes, false)
-            .map_err(|e| HankError::io("write", &self.cache_path, e))
-    }
-
-    /// One request under the shared rate budget (a visible wait when it is spent).
-    fn request(
+    /// One request under the shared rate budget: a visible wait while it is spent, the
+    /// answer's rate facts noted, a rate-limited request sent again after its wait.
+    ///
+    /// # Errors
+    /// The request could not be made; interrupted while waiting.
+    pub fn request(
         &self,
         method: &str,
         path: &str,
@@ -165,261 +189,290 @@ impl Tracker {
         loop {
             budget::before(&self.budget_key)?;
             let r = self.api.call_with(method, path, body, headers)?;
-            budget::after(&self.budget_key, r.status, &r.headers)?;
+            let now = crate::policy::time::Clock::now(&crate::clock::SystemClock::from_env()?);
+            let (status, rate) = (self.rate)(&r, now);
+            budget::after(&self.budget_key, status, &rate)?;
             attempt += 1;
             // A rate limit (429, or a 403 that says so): the budget now holds the time to
             // wait, which `before` waits for, visibly; then the request again.
-            let limited = r.status == 429
-                || r.status == 403
-                    && (r.header("retry-after").is_some()
-                        || r.header("x-ratelimit-remaining") == Some("0"));
+            let said = |name: &str| rate.iter().find(|(k, _)| k.eq_ignore_ascii_case(name));
+            let limited = status == 429
+                || status == 403
+                    && (said("retry-after").is_some()
+                        || said("x-ratelimit-remaining").is_some_and(|(_, v)| v.trim() == "0"));
             if !limited || attempt >= RATE_ATTEMPTS {
                 return Ok(r);
             }
         }
     }
 
-    /// A listing, conditional on its last `ETag`: a 304 gives the cached body back.
-    fn listing(&mut self, what: &str, path: &str) -> Result<Value> {
-        let cached = self.cache.listings.get(path).cloned();
-        let headers: Vec<(String, String)> = cached
-            .as_ref()
-            .map(|(etag, _)| vec![("If-None-Match".to_string(), etag.clone())])
-            .unwrap_or_default();
-        let r = self.request("GET", path, None, &headers)?;
-        if r.status == 304
-            && let Some((_, body)) = cached
-        {
-            return Ok(serde_json::from_str(&body).unwrap_or(Value::Null));
-        }
-        if !r.ok() {
-            return Err(HankError::Tool(format!(
-                "{what} via {}: HTTP {} {}",
-                self.api.describe(),
-                r.status,
-                r.message()
-            )));
-        }
-        if let Some(etag) = r.header("etag") {
-            self.cache
-                .listings
-                .insert(path.to_string(), (etag.to_string(), r.body.clone()));
-            self.save_cache()?;
-        }
-        Ok(r.json())
-    }
-
-    fn project(&self) -> String {
-        format!("projects/{}", enc(&self.repo))
-    }
-
-    /// The open issues carrying `label` (pull requests left out).
-    ///
-    /// # Errors
-    /// The tracker cannot be asked.
-    pub fn issues(&mut self, label: &str) -> Result<Vec<Issue>> {
-        let (path, number, body, url) = match self.kind {
-            TrackerKind::GitHub => (
-                format!(
-                    "repos/{}/issues?state=open&labels={}&per_page=100",
-                    self.repo,
-                    enc(label)
-                ),
-                "number",
-                "body",
-                "html_url",
+    /// What a refused request means: the tracker, the item, the status and the tracker's
+    /// message, and what to do for a refused credential, a missing item or a tracker that is
+    /// down.
+    #[must_use]
+    pub fn refused(&self, what: &str, r: &Reply) -> HankError {
+        let hint = match r.status {
+            401 => format!(
+                ": the credential was refused; check {} (a new token, not an expired one)",
+                self.credentials
             ),
-            TrackerKind::GitLab => (
-                format!(
-                    "{}/issues?state=opened&labels={}&per_page=100",
-                    self.project(),
-                    enc(label)
-                ),
-                "iid",
-                "description",
-                "web_url",
+            403 => format!(
+                ": not allowed; the account of {} needs access to it",
+                self.credentials
             ),
+            404 => ": not found; check the item, the project and the API address".to_string(),
+            429 => ": still rate-limited after waiting; try again later".to_string(),
+            500..=599 => ": the tracker failed; try again later".to_string(),
+            _ => String::new(),
         };
-        let v = self.listing("listing the labelled issues", &path)?;
-        let items = v.as_array().cloned().unwrap_or_default();
-        Ok(items
-            .iter()
-            .filter(|i| i.get("pull_request").is_none())
-            .filter_map(|i| {
-                Some(Issue {
-                    number: i.get(number)?.as_u64()?,
-                    title: text(i, "title"),
-                    body: text(i, body),
-                    url: text(i, url),
-                    labels: i
-                        .get("labels")
-                        .and_then(Value::as_array)
-                        .map(|ls| {
-                            ls.iter()
-                                .filter_map(|l| {
-                                    l.as_str()
-                                        .or_else(|| l.get("name").and_then(Value::as_str))
-                                        .map(str::to_string)
-                                })
-                                .collect()
-                        })
-                        .unwrap_or_default(),
-                })
-            })
-            .collect())
-    }
-
-    /// The open pull (merge) requests: head, body, link.
-    ///
-    /// # Errors
-    /// The tracker cannot be asked.
-    pub fn open_prs(&mut self) -> Result<Vec<OpenPr>> {
-        let (path, head, body, url) = match self.kind {
-            TrackerKind::GitHub => (
-                format!("repos/{}/pulls?state=open&per_page=100", self.repo),
-                "/head/ref",
-                "body",
-                "html_url",
-            ),
-            TrackerKind::GitLab => (
-                format!(
-                    "{}/merge_requests?state=opened&per_page=100",
-                    self.project()
-                ),
-                "/source_branch",
-                "description",
-                "web_url",
-            ),
-        };
-        let v = self.listing("listing the open pull requests", &path)?;
-        Ok(v.as_array()
-            .map(|a| {
-                a.iter()
-                    .filter(|p| {
-                        // The fake and GitLab may list closed ones when asked loosely.
-                        p.get("state")
-                            .and_then(Value::as_str)
-                            .is_none_or(|s| s == "open" || s == "opened")
-                    })
-                    .map(|p| OpenPr {
-                        head: p
-                            .pointer(head)
-                            .and_then(Value::as_str)
-                            .unwrap_or_default()
-                            .to_string(),
-                        body: text(p, body),
-                        url: text(p, url),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default())
-    }
-
-    /// Writes hank's one comment on `issue`: the one written before is edited in place
-    /// (found by its id, else by [`COMMENT_MARKER`] among the issue's comments).
-    ///
-    /// # Errors
-    /// The tracker refused it.
-    pub fn comment(&mut self, issue: u64, body: &str) -> Result<()> {
-        let id = match self.cache.comments.get(&issue) {
-            Some(id) => Some(*id),
-            None => self.find_comment(issue)?,
-        };
-        let payload = json!({ "body": body });
-        if let Some(id) = id {
-            let (method, path) = match self.kind {
-                TrackerKind::GitHub => {
-                    ("PATCH", format!("repos/{}/issues/comments/{id}", self.repo))
-                }
-                TrackerKind::GitLab => (
-                    "PUT",
-                    format!("{}/issues/{issue}/notes/{id}", self.project()),
-                ),
-            };
-            let r = self.request(method, &path, Some(&payload), &[])?;
-            if r.ok() {
-                return Ok(());
-            }
-            if r.status != 404 {
-                return Err(self.refused(&format!("editing hank's comment on #{issue}"), &r));
-            }
-            // Deleted by someone: a new one.
-        }
-        let path = match self.kind {
-            TrackerKind::GitHub => format!("repos/{}/issues/{issue}/comments", self.repo),
-            TrackerKind::GitLab => format!("{}/issues/{issue}/notes", self.project()),
-        };
-        let r = self.request("POST", &path, Some(&payload), &[])?;
-        if !r.ok() {
-            return Err(self.refused(&format!("commenting on #{issue}"), &r));
-        }
-        if let Some(id) = r.json().get("id").and_then(Value::as_u64) {
-            self.cache.comments.insert(issue, id);
-            self.save_cache()?;
-        }
-        Ok(())
-    }
-
-    fn find_comment(&self, issue: u64) -> Result<Option<u64>> {
-        let path = match self.kind {
-            TrackerKind::GitHub => {
-                format!("repos/{}/issues/{issue}/comments?per_page=100", self.repo)
-            }
-            TrackerKind::GitLab => format!("{}/issues/{issue}/notes?per_page=100", self.project()),
-        };
-        let r = self.request("GET", &path, None, &[])?;
-        if !r.ok() {
-            return Ok(None);
-        }
-        Ok(r.json().as_array().and_then(|a| {
-            a.iter()
-                .filter(|c| text(c, "body").starts_with(COMMENT_MARKER))
-                .find_map(|c| c.get("id").and_then(Value::as_u64))
-        }))
-    }
-
-    /// Adds `add` and removes `remove` from the issue's labels (a label that is not there is
-    /// not an error).
-    ///
-    /// # Errors
-    /// The tracker refused it.
-    pub fn labels(&self, issue: u64, add: &[&str], remove: &[&str]) -> Result<()> {
-        match self.kind {
-            TrackerKind::GitHub => {
-                for l in remove {
-                    let path = format!("repos/{}/issues/{issue}/labels/{}", self.repo, enc(l));
-                    let r = self.request("DELETE", &path, None, &[])?;
-                    if !r.ok() && r.status != 404 {
-                        return Err(self.refused(&format!("removing label {l} of #{issue}"), &r));
-                    }
-                }
-                if !add.is_empty() {
-                    let path = format!("repos/{}/issues/{issue}/labels", self.repo);
-                    let r = self.request("POST", &path, Some(&json!({ "labels": add })), &[])?;
-                    if !r.ok() {
-                        return Err(self.refused(&format!("labelling #{issue}"), &r));
-                    }
-                }
-            }
-            TrackerKind::GitLab => {
-                let path = format!("{}/issues/{issue}", self.project());
-                let body =
-                    json!({ "add_labels": add.join(","), "remove_labels": remove.join(",") });
-                let r = self.request("PUT", &path, Some(&body), &[])?;
-                if !r.ok() {
-                    return Err(self.refused(&format!("labelling #{issue}"), &r));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn refused(&self, what: &str, r: &Reply) -> HankError {
         HankError::Tool(format!(
-            "{what} via {}: HTTP {} {}",
-            self.api.describe(),
+            "{what} at {}: HTTP {} {}{hint}",
+            self.describe(),
             r.status,
             r.message()
         ))
+    }
+
+    /// A 2xx answer's JSON body, or the refusal; an answer that is not JSON is said so.
+    ///
+    /// # Errors
+    /// Refused, or not JSON.
+    pub fn json(&self, what: &str, r: &Reply) -> Result<Value> {
+        if !r.ok() {
+            return Err(self.refused(what, r));
+        }
+        if r.body.trim().is_empty() {
+            return Ok(Value::Null);
+        }
+        serde_json::from_str(&r.body).map_err(|_| {
+            HankError::Tool(format!(
+                "{what} at {}: HTTP {} but the answer is not JSON: {}",
+                self.describe(),
+                r.status,
+                crate::sanitize::cut_chars(&crate::sanitize::line(&r.body), 120)
+            ))
+        })
+    }
+}
+
+/// What is kept between polls (`watch-cache.json` in the project's per-user folder): the
+/// last answer and `ETag` of each listing, hank's comment per item.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Cache {
+    /// Request path → (ETag, body).
+    pub listings: BTreeMap<String, (String, String)>,
+    /// A forge's issue number → hank's comment (note) id.
+    pub comments: BTreeMap<u64, u64>,
+    /// `<tracker>:<key>` → hank's comment id, for the trackers whose ids are not numbers.
+    pub notes: BTreeMap<String, String>,
+}
+
+/// The cache and where it is kept.
+pub struct CacheFile {
+    path: PathBuf,
+    pub cache: Cache,
+}
+
+impl CacheFile {
+    /// The project's cache (empty when there is none or it does not read).
+    ///
+    /// # Errors
+    /// The per-user folder cannot be made.
+    pub fn open(root: &Path) -> Result<Self> {
+        let path = crate::store::userdir::project_dir(root)?.join("watch-cache.json");
+        let cache = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        Ok(Self { path, cache })
+    }
+
+    /// Written atomically (0600).
+    ///
+    /// # Errors
+    /// It cannot be written.
+    pub fn save(&self) -> Result<()> {
+        let bytes = serde_json::to_vec(&self.cache)
+            .map_err(|e| HankError::Internal(format!("cannot encode the watch cache: {e}")))?;
+        crate::store::write_atomic(&self.path, &bytes, false)
+            .map_err(|e| HankError::io("write", &self.path, e))
+    }
+
+    /// hank's comment id on `key` of `kind`, as kept.
+    #[must_use]
+    pub fn note(&self, kind: TrackerKind, key: &ItemKey) -> Option<String> {
+        self.cache
+            .notes
+            .get(&format!("{}:{}", kind.as_str(), key.as_str()))
+            .cloned()
+    }
+
+    /// Keeps hank's comment id on `key`.
+    ///
+    /// # Errors
+    /// The cache cannot be written.
+    pub fn keep_note(&mut self, kind: TrackerKind, key: &ItemKey, id: &str) -> Result<()> {
+        self.cache.notes.insert(
+            format!("{}:{}", kind.as_str(), key.as_str()),
+            id.to_string(),
+        );
+        self.save()
+    }
+}
+
+/// A variable of hank's environment, when it is set and not blank.
+#[must_use]
+pub fn var(k: &str) -> Option<String> {
+    std::env::var(k).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// A variable a tracker needs, or a usage error naming it and what it holds.
+///
+/// # Errors
+/// It is not set.
+pub fn need(kind: TrackerKind, k: &str, what: &str) -> Result<String> {
+    var(k).ok_or_else(|| {
+        HankError::usage_hint(
+            format!("--tracker {}: {k} is not set", kind.as_str()),
+            format!("set {k} to {what} in hank's environment (the agent never sees it)"),
+        )
+    })
+}
+
+/// The key an item's JSON gives, or an error naming the tracker and what was expected.
+///
+/// # Errors
+/// The key is missing or not a key.
+pub fn key_of(kind: TrackerKind, raw: &str) -> Result<ItemKey> {
+    ItemKey::parse(raw).ok_or_else(|| {
+        HankError::Tool(format!(
+            "{}: an item's key {:?} is not one (expected letters, digits, - or _)",
+            kind.title(),
+            crate::sanitize::cut_chars(&crate::sanitize::line(raw), 80)
+        ))
+    })
+}
+
+/// The tracker of `kind`: the code's forge (`host`, `repo` from the remote) or a tracker
+/// reached with the credentials in hank's environment (`docs/trackers.md`).
+///
+/// # Errors
+/// No usable login or credential; a base URL that is not one.
+pub fn open(
+    kind: TrackerKind,
+    root: &Path,
+    host: Option<&str>,
+    repo: &str,
+    env: &crate::forge::Env,
+) -> Result<Box<dyn Tracker>> {
+    Ok(match kind {
+        TrackerKind::GitHub | TrackerKind::GitLab => {
+            Box::new(forge::ForgeTracker::open(kind, root, host, repo, env)?)
+        }
+        TrackerKind::Linear => Box::new(linear::Linear::open(root)?),
+        TrackerKind::Jira => Box::new(jira::Jira::open(root)?),
+        TrackerKind::Trello => Box::new(trello::Trello::open(root)?),
+        TrackerKind::Plane => Box::new(plane::Plane::open(root)?),
+        TrackerKind::Shortcut => Box::new(shortcut::Shortcut::open(root)?),
+    })
+}
+
+/// A JSON string field (empty when absent).
+#[must_use]
+pub fn text(v: &Value, key: &str) -> String {
+    crate::forge::text(v, key)
+}
+
+/// The key (seconds from now) of a reset time, as `Retry-After`.
+#[must_use]
+pub fn seconds_until(at_second: i64, now: jiff::Timestamp) -> String {
+    (at_second - now.as_second()).max(1).to_string()
+}
+
+/// `body` without hank's comment marker line, for a tracker that would show it as text (its
+/// comment is then found by its first line, [`crate::policy::tracker::is_hank_comment`]).
+#[must_use]
+pub fn without_marker(body: &str) -> String {
+    body.strip_prefix(crate::policy::tracker::COMMENT_MARKER)
+        .map_or(body, |rest| rest.trim_start_matches('\n'))
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Canned;
+
+    impl Api for Canned {
+        fn describe(&self) -> String {
+            "REST at http://127.0.0.1:9".into()
+        }
+        fn call_with(
+            &self,
+            _: &str,
+            _: &str,
+            _: Option<&Value>,
+            _: &[(String, String)],
+        ) -> Result<Reply> {
+            Err(HankError::Internal("not called".into()))
+        }
+    }
+
+    fn reply(status: u16, body: &str) -> Reply {
+        Reply {
+            status,
+            body: body.into(),
+            headers: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn refusals_and_garbage_name_the_tracker_the_item_and_what_to_do() {
+        let c = Client::new(
+            TrackerKind::Jira,
+            Box::new(Canned),
+            "k".into(),
+            rate_as_is,
+            "JIRA_EMAIL / JIRA_API_TOKEN",
+        );
+        let said = |status: u16, body: &str| {
+            c.json("reading PROJ-1", &reply(status, body))
+                .unwrap_err()
+                .to_string()
+        };
+        let e = said(401, r#"{"message":"Unauthorized"}"#);
+        assert!(
+            e.contains("reading PROJ-1 at Jira (REST at http://127.0.0.1:9): HTTP 401")
+                && e.contains("check JIRA_EMAIL / JIRA_API_TOKEN"),
+            "{e}"
+        );
+        assert!(said(403, "{}").contains("needs access"));
+        assert!(said(404, "{}").contains("not found; check the item"));
+        assert!(said(503, "<html>down</html>").contains("the tracker failed; try again later"));
+        let e = said(200, "<html>a login page</html>");
+        assert!(e.contains("HTTP 200 but the answer is not JSON"), "{e}");
+        assert_eq!(
+            c.json("x", &reply(200, r#"{"a":1}"#)).unwrap()["a"],
+            1,
+            "JSON reads"
+        );
+        assert_eq!(c.json("x", &reply(204, "")).unwrap(), Value::Null);
+        assert_eq!(without_marker("<!-- hank:watch -->\n**hank**"), "**hank**");
+    }
+
+    #[test]
+    fn marks_are_the_labels_people_see() {
+        assert_eq!(Mark::Working.labels(), (&["hank:working"][..], &[][..]));
+        assert_eq!(
+            Mark::Done.labels(),
+            (&["hank:done"][..], &["hank:working"][..])
+        );
+        assert_eq!(
+            Mark::Failed.labels(),
+            (&["hank:failed"][..], &["hank:working"][..])
+        );
+        assert_eq!(Mark::Released.labels(), (&[][..], &["hank:working"][..]));
     }
 }

@@ -356,6 +356,11 @@ fn answer(w: &mut World, r: &Recorded) -> (u16, Value) {
                 .collect();
             (200, Value::Array(listed))
         }
+        ("GET", ["repos", _, _, "issues", n]) => {
+            let n: u64 = n.parse().unwrap_or(0);
+            let found = w.issues.iter().find(|i| i["number"] == n).cloned();
+            found.map_or((404, json!({"message": "Not Found"})), |i| (200, i))
+        }
         ("GET", ["repos", _, _, "issues", n, "comments"]) => {
             let n: u64 = n.parse().unwrap_or(0);
             let listed: Vec<Value> = w

@@ -179,6 +179,11 @@ fn answer(w: &mut World, method: &str, target: &str, body: &Value) -> (u16, Valu
                 None => (404, json!({"message": "404 Not found"})),
             }
         }
+        ("GET", ["projects", "o%2Fr", "issues", n]) => {
+            let n = num(n);
+            let found = w.issues.iter().find(|i| i["iid"] == n).cloned();
+            found.map_or((404, json!({"message": "404 Not found"})), |i| (200, i))
+        }
         ("PUT", ["projects", "o%2Fr", "issues", n]) => {
             let n = num(n);
             let split = |k: &str| -> Vec<String> {
