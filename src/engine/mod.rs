@@ -160,7 +160,7 @@ impl Engine {
         let mut message = crate::report::exit_summary(reason, &self.state, &self.plan, &notes);
         // A delivery stop says what failed (the forge's own error) and what to do next.
         let delivery = self.delivery.as_ref().and_then(|d| d.last());
-        match (reason, delivery.and_then(|d| d.error.as_deref())) {
+        match (reason, delivery.as_ref().and_then(|d| d.error.as_deref())) {
             (ExitReason::ForgeFailed, Some(error)) => message.push_str(&format!(" — {error}")),
             (ExitReason::CiMissing, _) => {
                 message.push_str(&format!(" — {}", crate::policy::deliver::CI_MISSING_NEXT));

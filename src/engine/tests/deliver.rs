@@ -18,6 +18,7 @@ use crate::error::Result;
 use crate::exit::ExitReason;
 use crate::forge::scripted::{ScriptedForge, pending_then};
 use crate::policy::deliver::CheckState;
+use crate::policy::deliver::machine::replay;
 use crate::store::EventKind;
 use crate::store::schema::{Delivery, DeliveryStep};
 
@@ -87,12 +88,15 @@ fn a_delivery_round_waits_out_a_long_ci_on_the_effects_clock() {
         base: "main".into(),
         remote: "origin".into(),
     };
-    e.delivery = Some(InRun::of(
-        &e.s,
-        place,
-        Some(Box::new(forge)),
-        Arc::clone(&git) as Arc<dyn DeliverGit>,
-    ));
+    e.delivery = Some(
+        InRun::of(
+            &e.s,
+            place,
+            Some(Box::new(forge)),
+            Arc::clone(&git) as Arc<dyn DeliverGit>,
+        )
+        .recording(),
+    );
 
     let code = block_on(e.run()).unwrap();
 
@@ -145,6 +149,19 @@ fn a_delivery_round_waits_out_a_long_ci_on_the_effects_clock() {
     let last = f.delivery_records.last().unwrap();
     assert_eq!(last.step, DeliveryStep::Finished);
     assert_eq!(last.at, Some(*judged_at));
+    // The round's recorded events replay to the same record, and to the delivery.json shown.
+    let (cfg, start, events) = e.delivery.as_ref().unwrap().recorded().unwrap();
+    assert!(events.len() > 200, "{} events", events.len());
+    let replayed = replay(cfg, start.clone(), events);
+    assert_eq!(&replayed, last);
+    let (_, json) = f
+        .written
+        .iter()
+        .rev()
+        .find(|(p, _)| p.ends_with(".hank/delivery.json"))
+        .unwrap();
+    let shown: Delivery = serde_json::from_slice(json).unwrap();
+    assert_eq!(shown, replayed.shown());
     drop(f);
     assert_eq!(
         super::loops::exit_event(&fx),
