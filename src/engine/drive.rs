@@ -145,7 +145,8 @@ impl Engine {
         // see here lets it through: the budget holds for every task together. A later gate
         // (a pause, an exhausted agent chain) can leave the reservation unused: the fleet's
         // cap then errs on the side of fewer calls, never more.
-        if o.gates_open() {
+        // A review round's look reserves its call the same way (its plan is complete).
+        if o.gates_open() || (self.run.reviewing() && o.limits_open()) {
             let limits = crate::policy::fleet::FleetLimits {
                 budget: limits,
                 max_cost_usd: self.s.max_cost_usd.value,

@@ -1,6 +1,7 @@
-//! One round of the independent reviewer (`REVIEW_AGENT`, issue 39) as a step: the gates a
-//! call passes (`MAX_COST_USD`, `REVIEW_MAX_SHARE`, the rolling-hour caps, the usage windows,
-//! the fleet's ledger), the reviewer's input (the items done in the run, the diff since the
+//! One round of the independent reviewer (`REVIEW_AGENT`, issue 39) as a step, once the run's
+//! state machine let it through the same gates as a worker's call (`MAX_COST_USD`,
+//! `REVIEW_MAX_SHARE`, the rolling-hour caps, the usage windows, the fleet's ledger: the look
+//! before it is the worker's `Step::Observe`, `Run::review_gates` decides): the reviewer's input (the items done in the run, the diff since the
 //! run's start or the last round, the check, earlier findings: [`review::prompt`]), the call
 //! through the same effects as the worker's (read-only argv: [`argv::prepare_review`]; a
 //! read-only sandbox; a fresh session), its accounting (the call cap's ledger, tokens, cost,
@@ -14,11 +15,9 @@ use crate::analysis::review::{Finding, Review, Severity, Verdict};
 use crate::effects::{AgentCall, News};
 use crate::error::Result;
 use crate::exit::ExitReason;
-use crate::policy::budget::{BudgetCheck, WaitReason};
-use crate::policy::fleet::FleetVerdict;
-use crate::policy::review::{self, PromptInput, RoundSeen, Spend};
+use crate::policy::review::{self, PromptInput, RoundSeen};
 use crate::policy::run::{Fact, Reviewed};
-use crate::policy::windows::{self, WindowCheck};
+use crate::policy::windows;
 use crate::store::schema::ReviewRound;
 
 /// The reviewer of a run and what its rounds saw.
@@ -33,8 +32,6 @@ pub(super) struct Reviewer {
     pub(super) rounds: Vec<RoundSeen>,
     /// The last round as status.json shows it.
     pub(super) last: Option<ReviewRound>,
-    /// What the reviews cost (USD).
-    pub(super) cost: f64,
     /// The tree of the last round (its diff is "since the last round" after it).
     pub(super) reviewed_once: bool,
 }
@@ -60,10 +57,6 @@ impl Engine {
                 .on(Fact::Reviewed(Reviewed::Verdict(unreadable)), now);
             return Ok(());
         };
-        if let Some(gate) = self.review_gate() {
-            self.run.on(Fact::Reviewed(gate), now);
-            return Ok(());
-        }
         let round = self.run.review_rounds() + 1;
         let cfg = self.s.review_config().unwrap_or_default();
         let (diff, since_last) = self.review_diff();
@@ -138,7 +131,6 @@ impl Engine {
             windows::observe(&mut self.state.windows, &a.usage_windows, at);
             self.fx.publish_windows(&self.state.windows, at);
         }
-        self.reviewer.cost += a.cost_usd;
         // The reviewer's own usage limit: no round spent; wait for its reset.
         let policy = self.s.on_usage_limit.value;
         if let Some(limit) = Reviewed::at_usage_limit(a.error.as_ref(), policy, at) {
@@ -186,46 +178,6 @@ impl Engine {
         };
         self.run.on(Fact::Reviewed(fact), self.fx.now());
         Ok(())
-    }
-
-    /// What stops or delays a review call: `MAX_COST_USD` and `REVIEW_MAX_SHARE`
-    /// ([`review::before_round`]), the rolling-hour caps and the usage windows (a wait), the
-    /// fleet's ledger.
-    fn review_gate(&mut self) -> Option<Reviewed> {
-        let now = self.fx.now();
-        let cfg = self.s.review_config().unwrap_or_default();
-        let spend = Spend {
-            reviews: self.reviewer.cost,
-            run: self.run.cost(),
-            max_cost: self.s.max_cost_usd.value,
-        };
-        let held = self.run.review_rounds();
-        if let Some(stop) = review::before_round(&cfg, spend, held) {
-            return Some(Reviewed::Stop(stop));
-        }
-        let limits = self.s.budget_limits();
-        if let BudgetCheck::Wait { until, reason } = self.state.ledger.check(now, &limits) {
-            return Some(Reviewed::Wait { until, reason });
-        }
-        let window = windows::check(&self.state.windows, &self.s.max_window_percent.value, now);
-        if let WindowCheck::Wait { until, .. } = window {
-            if self.s.on_usage_limit.value == crate::policy::decide::UsageLimitPolicy::Exit {
-                return Some(Reviewed::Stop(ExitReason::UsageWindow));
-            }
-            return Some(Reviewed::Wait {
-                until,
-                reason: WaitReason::UsageWindow,
-            });
-        }
-        let fleet = crate::policy::fleet::FleetLimits {
-            budget: limits,
-            max_cost_usd: self.s.max_cost_usd.value,
-        };
-        match self.fx.reserve_call(now, &fleet) {
-            Ok(FleetVerdict::Go) | Err(_) => None,
-            Ok(FleetVerdict::Wait { until, reason }) => Some(Reviewed::Wait { until, reason }),
-            Ok(FleetVerdict::Stop(r)) => Some(Reviewed::Stop(r)),
-        }
     }
 
     /// The diff the reviewer reads: since the run's start in the first round, since the last
