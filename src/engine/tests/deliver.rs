@@ -72,6 +72,22 @@ fn deliveries(fx: &TestEffects) -> Vec<(Timestamp, Delivery)> {
         .collect()
 }
 
+/// The round's recorded events replay to the same record (`last`), and to the delivery.json
+/// shown (the last of `written`).
+fn assert_the_round_replays(d: &InRun, last: &Delivery, written: &[(std::path::PathBuf, Vec<u8>)]) {
+    let (cfg, start, events) = d.recorded().unwrap();
+    assert!(events.len() > 200, "{} events", events.len());
+    let replayed = replay(cfg, start.clone(), events);
+    assert_eq!(&replayed, last);
+    let (_, json) = written
+        .iter()
+        .rev()
+        .find(|(p, _)| p.ends_with(".hank/delivery.json"))
+        .unwrap();
+    let shown: Delivery = serde_json::from_slice(json).unwrap();
+    assert_eq!(shown, replayed.shown());
+}
+
 #[test]
 fn a_delivery_round_waits_out_a_long_ci_on_the_effects_clock() {
     let rc = "VERIFY_COMMAND=make test\nVERIFY_AT_START=false\nDELIVER=pr\n\
@@ -149,19 +165,7 @@ fn a_delivery_round_waits_out_a_long_ci_on_the_effects_clock() {
     let last = f.delivery_records.last().unwrap();
     assert_eq!(last.step, DeliveryStep::Finished);
     assert_eq!(last.at, Some(*judged_at));
-    // The round's recorded events replay to the same record, and to the delivery.json shown.
-    let (cfg, start, events) = e.delivery.as_ref().unwrap().recorded().unwrap();
-    assert!(events.len() > 200, "{} events", events.len());
-    let replayed = replay(cfg, start.clone(), events);
-    assert_eq!(&replayed, last);
-    let (_, json) = f
-        .written
-        .iter()
-        .rev()
-        .find(|(p, _)| p.ends_with(".hank/delivery.json"))
-        .unwrap();
-    let shown: Delivery = serde_json::from_slice(json).unwrap();
-    assert_eq!(shown, replayed.shown());
+    assert_the_round_replays(e.delivery.as_ref().unwrap(), last, &f.written);
     drop(f);
     assert_eq!(
         super::loops::exit_event(&fx),
