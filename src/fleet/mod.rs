@@ -30,21 +30,18 @@ mod worktrees;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Child;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 
 use crate::error::{HankError, Result};
-use crate::git::{GitError, Repo, run_git};
+use crate::git::run_git;
 use crate::policy::budget::BudgetLimits;
-use crate::policy::fixplan;
-use crate::policy::fleet::{self, TaskSpec, TaskState};
-use crate::store::schema::{FLEET_SCHEMA, FleetFile};
-use crate::store::{self, Store, fleet_ledger, userdir};
+use crate::policy::fleet::TaskSpec;
+use crate::store::schema::FleetFile;
+use crate::store::{self, fleet_ledger, userdir};
 
 use merge::*;
 use save::*;

@@ -6,7 +6,20 @@
 //! merge, the refresh). The integration worktree is used only when there is a check to run:
 //! checked out at the merge for it. The branch still moves last, by compare-and-swap.
 
-use super::*;
+use super::Cancel;
+use super::MergeProblem;
+use super::Options;
+use super::Paths;
+use super::git;
+use super::identity_args;
+use super::link_refused;
+use super::run_check;
+use super::timed;
+use crate::error::HankError;
+use crate::error::Result;
+use crate::policy::fleet;
+use crate::policy::fleet::TaskSpec;
+use std::path::Path;
 
 /// Whether `git merge-tree --write-tree` is there (git 2.38 or later), asked once.
 /// `HANK_FLEET_MERGE_IN_WORKTREE=1` takes the older path (`git merge` in the integration

@@ -1,6 +1,16 @@
 //! `fleet.json` written and its changes told (`fleet_task` events, `--json`, NOTIFY).
 
-use super::*;
+use super::Paths;
+use crate::error::HankError;
+use crate::error::Result;
+use crate::policy::fleet::TaskState;
+use crate::store;
+use crate::store::Store;
+use crate::store::fleet_ledger;
+use crate::store::schema::FLEET_SCHEMA;
+use crate::store::schema::FleetFile;
+use jiff::Timestamp;
+use std::collections::BTreeMap;
 
 /// The state of each task last told in the checkout's `events.jsonl`.
 pub(super) static TOLD: std::sync::Mutex<BTreeMap<String, TaskState>> =

@@ -1,6 +1,14 @@
 //! A task's worker: its spawn, its end, its signals; the machine's memory reading.
 
-use super::*;
+use super::JSON;
+use super::Paths;
+use crate::error::HankError;
+use crate::error::Result;
+use crate::store::fleet_ledger;
+use std::fs;
+use std::path::Path;
+use std::process::Child;
+use std::time::Duration;
 
 /// Starts a task's worker: `hank run FLAGS` in its worktree, in a process group of its own,
 /// output to its log, told where the fleet-wide ledger is. (The one spawn of the fleet.)

@@ -1,7 +1,20 @@
 //! Git work of the fleet: the integration worktree, the tasks' worktrees (made, pinned,
 //! removed), a task's commit.
 
-use super::*;
+use super::Paths;
+use super::TREE_GIT_TIMEOUT;
+use super::run_git_timed;
+use super::stop_recorded_check;
+use super::timed;
+use crate::error::HankError;
+use crate::error::Result;
+use crate::git::GitError;
+use crate::git::Repo;
+use crate::policy::fleet::TaskSpec;
+use crate::store;
+use std::fs;
+use std::path::Path;
+use std::path::PathBuf;
 
 pub(super) fn git(dir: &Path, args: &[&str]) -> Result<Vec<u8>> {
     run_git_timed(dir, args).map_err(|e| {
