@@ -10,39 +10,19 @@
 //! driver's unit tests (`fleet/tests/`) give it an in-memory implementation whose clock moves
 //! only when the driver waits, to the first scheduled thing or the driver's deadline.
 
-use super::ADOPTED_POLL;
-use super::Cancel;
-use super::MergeJob;
-use super::MergeProblem;
-use super::Merged;
-use super::Options;
-use super::Paths;
-use super::WAKES;
-use super::Worker;
-use super::commit_all;
-use super::commit_task;
-use super::control;
-use super::deliver;
-use super::ensure_worktree;
-use super::events;
-use super::free_memory;
-use super::keep_worktrees;
-use super::kill_group;
-use super::merge_off_thread;
-use super::retire_worktree;
-use super::save;
-use super::signal_pid;
-use super::spawn_worker;
+use super::{
+    ADOPTED_POLL, Cancel, MergeJob, MergeProblem, Merged, Options, Paths, WAKES, Worker,
+    commit_all, commit_task, control, deliver, ensure_worktree, events, free_memory,
+    keep_worktrees, kill_group, merge_off_thread, retire_worktree, save, signal_pid, spawn_worker,
+};
 use crate::error::Result;
 use crate::policy::fleet::TaskSpec;
-use crate::store::Store;
-use crate::store::fleet_ledger;
 use crate::store::schema::FleetFile;
+use crate::store::{Store, fleet_ledger};
 use jiff::Timestamp;
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::Path;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use std::io::Write as _;

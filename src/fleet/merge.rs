@@ -1,29 +1,17 @@
 //! A finished task's merge: commit, checks on a detached HEAD, the check of the result,
 //! the compare-and-swap of the integration branch, a failure handed back to the agent.
 
-use super::Options;
-use super::Paths;
-use super::TAIL_BYTES;
-use super::agent_repo;
-use super::commit_all;
-use super::ensure_worktree;
-use super::git;
-use super::git_ok;
-use super::identity_args;
-use super::kill_group;
-use super::no_links;
-use super::pin;
-use super::retire_worktree;
-use super::run_git_timed;
+use super::{
+    Options, Paths, TAIL_BYTES, agent_repo, commit_all, ensure_worktree, git, git_ok,
+    identity_args, kill_group, no_links, pin, retire_worktree, run_git_timed,
+};
 use crate::error::HankError;
 use crate::error::Result;
-use crate::policy::fixplan;
-use crate::policy::fleet;
 use crate::policy::fleet::TaskSpec;
+use crate::policy::{fixplan, fleet};
 use crate::store;
 use std::fs;
-use std::path::Path;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The user's interrupts (1 = stop gracefully, 2 = now), as the supervisor counts them.

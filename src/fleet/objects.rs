@@ -6,15 +6,9 @@
 //! merge, the refresh). The integration worktree is used only when there is a check to run:
 //! checked out at the merge for it. The branch still moves last, by compare-and-swap.
 
-use super::Cancel;
-use super::MergeProblem;
-use super::Options;
-use super::Paths;
-use super::git;
-use super::identity_args;
-use super::link_refused;
-use super::run_check;
-use super::timed;
+use super::{
+    Cancel, MergeProblem, Options, Paths, git, identity_args, link_refused, run_check, timed,
+};
 use crate::error::HankError;
 use crate::error::Result;
 use crate::policy::fleet;

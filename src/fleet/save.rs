@@ -5,10 +5,8 @@ use crate::error::HankError;
 use crate::error::Result;
 use crate::policy::fleet::TaskState;
 use crate::store;
-use crate::store::Store;
-use crate::store::fleet_ledger;
-use crate::store::schema::FLEET_SCHEMA;
-use crate::store::schema::FleetFile;
+use crate::store::schema::{FLEET_SCHEMA, FleetFile};
+use crate::store::{Store, fleet_ledger};
 use jiff::Timestamp;
 use std::collections::BTreeMap;
 

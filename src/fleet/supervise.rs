@@ -8,27 +8,18 @@
 //! `HANK_FLEET_RECORD=FILE` every event fed to the machine is appended to FILE as a JSON line
 //! (the replay test's fixture is one such recording).
 
-use super::Cancel;
-use super::LIVE;
-use super::MergeJob;
-use super::Options;
-use super::Paths;
-use super::STOP_GRACE;
-use super::ensure_integration;
-use super::read;
-use super::told_already;
+use super::{
+    Cancel, LIVE, MergeJob, Options, Paths, STOP_GRACE, ensure_integration, read, told_already,
+};
 use crate::error::HankError;
 use crate::error::Result;
 use crate::policy::fleet;
-use crate::policy::fleet::TaskSpec;
-use crate::policy::fleet::TaskState;
+use crate::policy::fleet::{TaskSpec, TaskState};
 use crate::store::fleet_ledger;
 use crate::store::schema::FleetFile;
 use jiff::Timestamp;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
-
-use std::collections::VecDeque;
 
 use crate::policy::fleet::machine::{Command, Config, Event, Fleet, RecordHead};
 

@@ -1,7 +1,6 @@
 //! A task's worker: its spawn, its end, its signals; the machine's memory reading.
 
-use super::JSON;
-use super::Paths;
+use super::{JSON, Paths};
 use crate::error::HankError;
 use crate::error::Result;
 use crate::store::fleet_ledger;

@@ -1,20 +1,14 @@
 //! Git work of the fleet: the integration worktree, the tasks' worktrees (made, pinned,
 //! removed), a task's commit.
 
-use super::Paths;
-use super::TREE_GIT_TIMEOUT;
-use super::run_git_timed;
-use super::stop_recorded_check;
-use super::timed;
+use super::{Paths, TREE_GIT_TIMEOUT, run_git_timed, stop_recorded_check, timed};
 use crate::error::HankError;
 use crate::error::Result;
-use crate::git::GitError;
-use crate::git::Repo;
+use crate::git::{GitError, Repo};
 use crate::policy::fleet::TaskSpec;
 use crate::store;
 use std::fs;
-use std::path::Path;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub(super) fn git(dir: &Path, args: &[&str]) -> Result<Vec<u8>> {
     run_git_timed(dir, args).map_err(|e| {
