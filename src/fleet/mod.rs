@@ -44,7 +44,7 @@ use crate::store::schema::FleetFile;
 use crate::store::{self, fleet_ledger, userdir};
 
 use merge::*;
-use save::*;
+
 use supervise::supervise;
 use timing::*;
 use worker::*;
@@ -297,7 +297,6 @@ pub fn run(root: &Path, tasks: Vec<TaskSpec>, opts: &Options) -> Result<u8> {
         .map_err(|e| HankError::Internal(format!("failed to start the async runtime: {e}")))?;
     let started = Instant::now();
     let count = tasks.len();
-    JSON.store(opts.json, std::sync::atomic::Ordering::Relaxed);
     let code = runtime.block_on(async move {
         let cancel = crate::agent::signals::install()?;
         supervise(&paths, &tasks, opts, &cancel).await

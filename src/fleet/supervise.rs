@@ -8,9 +8,7 @@
 //! `HANK_FLEET_RECORD=FILE` every event fed to the machine is appended to FILE as a JSON line
 //! (the replay test's fixture is one such recording).
 
-use super::{
-    Cancel, LIVE, MergeJob, Options, Paths, STOP_GRACE, ensure_integration, read, told_already,
-};
+use super::{Cancel, LIVE, MergeJob, Options, Paths, STOP_GRACE, ensure_integration, read};
 use crate::error::HankError;
 use crate::error::Result;
 use crate::policy::fleet;
@@ -58,7 +56,6 @@ pub(super) async fn supervise(
             opts.into
         );
     }
-    told_already(&file);
     ensure_integration(paths, &opts.into)?;
     // The fleet's budget: its cost counts from here, its runtime from now.
     let started_at = Timestamp::now();
@@ -79,7 +76,7 @@ pub(super) async fn supervise(
         .collect();
     let cfg = config(paths, opts, file.deadline);
     let alive = alive_workers(&file);
-    let fx = Real::open(paths, opts, cancel)?;
+    let fx = Real::open(paths, opts, cancel, &file)?;
     let fleet = Fleet::new(cfg.clone(), tasks.to_vec(), file, &worktrees);
     Driver::new(fleet, fx, opts.max_runtime)
         .run(&cfg, alive, retry)

@@ -1,6 +1,6 @@
 //! A task's worker: its spawn, its end, its signals; the machine's memory reading.
 
-use super::{JSON, Paths};
+use super::Paths;
 use crate::error::HankError;
 use crate::error::Result;
 use crate::store::fleet_ledger;
@@ -17,6 +17,7 @@ pub(super) fn spawn_worker(
     slug: &str,
     flags: &[String],
     left: Option<Duration>,
+    json: bool,
 ) -> Result<Child> {
     let exe = std::env::current_exe()
         .map_err(|e| HankError::Internal(format!("cannot find hank's own program: {e}")))?;
@@ -32,7 +33,7 @@ pub(super) fn spawn_worker(
     let mut args: Vec<std::ffi::OsString> = std::iter::once("run".into())
         .chain(with_runtime(flags, left).into_iter().map(Into::into))
         .collect();
-    if JSON.load(std::sync::atomic::Ordering::Relaxed) {
+    if json {
         // The task's own `--json` would go to its log: its events reach stdout through the
         // supervisor (`events::Tail`).
         args.retain(|a| a != "--json");
