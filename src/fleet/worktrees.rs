@@ -67,7 +67,7 @@ pub(super) fn identity_args(dir: &Path) -> Result<Vec<&'static str>> {
     Ok(if git_ok(dir, &["config", "user.email"])? {
         Vec::new()
     } else {
-        vec!["-c", "user.name=hank", "-c", "user.email=hank@localhost"]
+        crate::git::IDENTITY_ARGS.to_vec()
     })
 }
 
