@@ -217,7 +217,10 @@ pub(crate) fn run(cwd: &Path, args: &SetupArgs) -> Result<u8> {
             errln!("  git repository with a first commit");
         }
         GitOutcome::Committed { as_hank: true } => {
-            errln!("  git repository with a first commit, made as `{}`", crate::git::IDENTITY);
+            errln!(
+                "  git repository with a first commit, made as `{}`",
+                crate::git::IDENTITY
+            );
             errln!(
                 "warning: git has no user.name/user.email here, so hank's commits are made as `{}`; set yours: git config --global user.name \"Your Name\" && git config --global user.email you@example.com",
                 crate::git::IDENTITY

@@ -72,6 +72,15 @@ fn deliveries(fx: &TestEffects) -> Vec<(Timestamp, Delivery)> {
         .collect()
 }
 
+/// Where the scripted round delivers: `hank/main` onto `main` at `origin`.
+fn place() -> Place {
+    Place {
+        branch: "hank/main".into(),
+        base: "main".into(),
+        remote: "origin".into(),
+    }
+}
+
 /// The round's recorded events replay to the same record (`last`), and to the delivery.json
 /// shown (the last of `written`).
 fn assert_the_round_replays(d: &InRun, last: &Delivery, written: &[(std::path::PathBuf, Vec<u8>)]) {
@@ -99,15 +108,10 @@ fn a_delivery_round_waits_out_a_long_ci_on_the_effects_clock() {
     let forge = ScriptedForge::new(SHA, pending_then(100, CheckState::Passed));
     let (looks, opened) = (Arc::clone(&forge.looks), Arc::clone(&forge.opened));
     let git = Arc::new(ScriptedGit::default());
-    let place = Place {
-        branch: "hank/main".into(),
-        base: "main".into(),
-        remote: "origin".into(),
-    };
     e.delivery = Some(
         InRun::of(
             &e.s,
-            place,
+            place(),
             Some(Box::new(forge)),
             Arc::clone(&git) as Arc<dyn DeliverGit>,
         )
@@ -184,11 +188,7 @@ fn an_interrupt_during_the_ci_wait_stops_the_round_interrupted() {
     let looks = Arc::clone(&forge.looks);
     e.delivery = Some(InRun::of(
         &e.s,
-        Place {
-            branch: "hank/main".into(),
-            base: "main".into(),
-            remote: "origin".into(),
-        },
+        place(),
         Some(Box::new(forge)),
         Arc::new(ScriptedGit::default()),
     ));
