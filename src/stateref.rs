@@ -180,16 +180,8 @@ pub fn push_file(
         )));
     }
     let tree = tree.stdout.trim().to_string();
-    let mut args = vec![
-        "-c",
-        "user.name=hank",
-        "-c",
-        "user.email=hank@localhost",
-        "commit-tree",
-        &tree,
-        "-m",
-        message,
-    ];
+    let mut args = crate::git::IDENTITY_ARGS.to_vec();
+    args.extend(["commit-tree", &tree, "-m", message]);
     if let Some(p) = expected {
         args.extend(["-p", p]);
     }

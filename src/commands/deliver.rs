@@ -8,16 +8,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::cli::DeliverArgs;
-use crate::clock::SystemClock;
-use crate::deliver::{self, CiWaitSettings, Push};
+use crate::deliver::drive::{Branch, DeliveryEffects, Place, RealGit, World};
+use crate::deliver::{self, CiWaitSettings};
 use crate::error::{HankError, Result};
 use crate::exit::{self, ExitReason};
-use crate::forge::{self, Forge, NewPullRequest};
-use crate::policy::deliver::{self as rules, CiVerdict};
-use crate::policy::time::Clock;
+use crate::forge::{self, Forge};
+use crate::policy::deliver::machine::{Config, Event, Machine, Said, Source};
+use crate::policy::deliver::{self as rules};
 use crate::settings::{self, DeliverMode, Flags};
 use crate::store::Store;
-use crate::store::schema::{Delivery, DeliveryRecord, DeliveryStep};
+use crate::store::schema::Delivery;
 
 use super::out;
 
@@ -53,25 +53,6 @@ pub(super) fn warn_skipped_secrets(committed: &deliver::Committed) {
     }
 }
 
-fn record(store: &Store, clock: &SystemClock, d: &Delivery) -> Result<()> {
-    // status.json of the run carries its delivery (a status hank cannot read is left alone).
-    if let Some(mut status) = store.read_status() {
-        status.delivery = Some(d.clone());
-        status.updated_at = clock.now();
-        store.write_status(&status)?;
-    }
-    deliver::tell_outside_run(store, clock.now(), d)
-}
-
-fn finish(store: &Store, clock: &SystemClock, opts: Opts, d: &Delivery) -> Result<u8> {
-    record(store, clock, d)?;
-    if opts.json {
-        let line = serde_json::to_string(d).map_err(|e| HankError::Internal(e.to_string()))?;
-        out(&format!("{line}\n"))?;
-    }
-    Ok(d.exit_reason.map_or(exit::HALTED, ExitReason::code))
-}
-
 /// What a delivery is asked for beyond the settings: the record on stdout, no CI wait.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Opts {
@@ -91,7 +72,10 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
     let (dir, store, s) = super::approved_project("hank deliver", &flags)?;
     // Its git and forge calls are a run: what a hook changes meanwhile is not approved silently.
     let _recorded = crate::approval::record(&dir, "hank deliver")?;
-    let _notify = crate::notify::install(&s, crate::clock::SystemClock::from_env()?.now());
+    let _notify = crate::notify::install(
+        &s,
+        crate::policy::time::Clock::now(&crate::clock::SystemClock::from_env()?),
+    );
     let mode = match s.deliver.value {
         DeliverMode::None => DeliverMode::Pr,
         m => m,
@@ -164,19 +148,19 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
     )?;
     ev.base = base.clone();
     ev.head = branch.clone();
-    let rec = DeliveryRecord {
+    let rec = Delivery {
         mode: mode.as_str().to_string(),
         branch,
         base,
         remote,
         evidence: deliver::record::evidence(&ev, verified, &secrets),
-        ..DeliveryRecord::default()
+        ..Delivery::default()
     };
     deliver_record(&dir, &store, &s, opts, rec)
 }
 
 /// The last run's delivery record when it is left to finish (see [`deliver::record`]).
-pub(crate) fn open_record(dir: &std::path::Path, events: &str) -> Option<DeliveryRecord> {
+pub(crate) fn open_record(dir: &std::path::Path, events: &str) -> Option<Delivery> {
     // A fleet's delivery is the last thing the fleet did (a fleet writes no `exit` event).
     deliver::record::load(dir)
         .filter(|r| r.resumable() && (r.fleet || deliver::record::of_last_run(r, events)))
@@ -189,11 +173,11 @@ pub(crate) fn resume(
     store: &Store,
     s: &settings::Settings,
     opts: Opts,
-    rec: DeliveryRecord,
+    rec: Delivery,
 ) -> Result<u8> {
     errln!(
         "hank: finishing the last run's delivery ({}{}): {}",
-        rec.stopped.map_or("stopped", ExitReason::as_str),
+        rec.exit_reason.map_or("stopped", ExitReason::as_str),
         rec.error
             .as_deref()
             .map(|e| format!(": {}", crate::sanitize::line(e)))
@@ -203,294 +187,226 @@ pub(crate) fn resume(
     deliver_record(dir, store, s, opts, rec)
 }
 
-/// A forge step that failed: the delivery stops `forge_failed` with the forge's own error;
-/// the record keeps the step reached, for `hank deliver`.
-fn forge_failed(what: &str, e: &HankError, d: &mut Delivery, rec: &mut DeliveryRecord) -> String {
-    let error = format!("{what}: {}", crate::sanitize::line(&e.to_string()));
-    errln!("hank: {error}");
-    errln!(
-        "hank: the delivery stopped at: {}; run `hank deliver` again to finish it",
-        rec.reached()
-    );
-    d.exit_reason = Some(ExitReason::ForgeFailed);
-    d.error = Some(error.clone());
-    error
-}
-
-/// Runs the delivery `rec` from the step it reached: the branch, the commit, the push, the
-/// pull request (`pr`, once), the checks (CI_WAIT); the record is kept at each step.
+/// Runs the delivery `rec` from the step it reached through the delivery machine: the
+/// branch, the commit, the push, the pull request (`pr`, once), the checks (CI_WAIT); the
+/// record is kept at each step, shown at the end.
 fn deliver_record(
     dir: &std::path::Path,
     store: &Store,
     s: &settings::Settings,
     opts: Opts,
-    mut rec: DeliveryRecord,
+    rec: Delivery,
 ) -> Result<u8> {
-    let clock = SystemClock::from_env()?;
     // From here Ctrl-C stops the git or forge command under way (its process group) and
     // ends with 130; nothing is half-written (each record is written atomically).
     let stop = interrupt_flag();
-    let secrets = crate::agent::redact::secret_values();
     let mode = if rec.mode == DeliverMode::Branch.as_str() {
         DeliverMode::Branch
     } else {
         DeliverMode::Pr
     };
-    let (branch, base, remote) = (rec.branch.clone(), rec.base.clone(), rec.remote.clone());
-    let url = deliver::remote_url(dir, &remote)?;
+    let url = deliver::remote_url(dir, &rec.remote)?;
     let wait = s.ci_wait.value.applies(mode) && !opts.no_wait;
     let forge: Option<Box<dyn Forge>> = if mode == DeliverMode::Pr || wait {
         Some(forge::detect(dir, &url, &forge::Env::from_process())?)
     } else {
         None
     };
-    let mut d = Delivery {
-        mode: mode.as_str().to_string(),
-        branch: branch.clone(),
-        base: base.clone(),
-        remote: remote.clone(),
-        checks: "not_waited".into(),
-        pr_url: rec.pr_url.clone(),
-        pr_number: rec.pr_number,
-        ..Delivery::default()
+    let cfg = Config {
+        source: Source::Deliver,
+        pr: mode == DeliverMode::Pr,
+        ci: wait.then(|| {
+            CiWaitSettings {
+                appear: s.ci_appear_timeout.value,
+                total: s.ci_timeout.value,
+            }
+            .limits()
+        }),
+        auto_merge: s.auto_merge.value,
+        review_loop: s.review_loop.value,
+        push_retry_waits: Vec::new(),
+        secrets: crate::agent::redact::secret_values(),
     };
-    let keep = |rec: &mut DeliveryRecord, d: &Delivery, reached: DeliveryStep| -> Result<()> {
-        deliver::record::keep(dir, rec, d, reached, clock.now())
+    let world = World {
+        dir: dir.to_path_buf(),
+        place: Place {
+            branch: rec.branch.clone(),
+            base: rec.base.clone(),
+            remote: rec.remote.clone(),
+        },
+        branch: if rec.fleet {
+            Branch::AsItIs
+        } else {
+            Branch::Prepare
+        },
+        allow_files: s.deliver_allow_files.value.clone().unwrap_or_default(),
+        git: std::sync::Arc::new(RealGit),
+        forge,
+        pr: None,
     };
-    deliver::record::save(dir, &mut rec, clock.now())?;
-
-    // A fleet's integration branch is pushed as it is: it is checked out nowhere hank
-    // keeps, and the fleet committed every merge.
-    let sha = if rec.fleet {
-        deliver::branch_head(dir, &branch)?
-    } else {
-        deliver::prepare_branch(dir, &branch)?;
-        let title = rec.evidence.title.clone();
-        let committed =
-            deliver::commit_all(dir, &branch, &format!("{title}\n\nDelivered by hank."))?;
-        warn_skipped_secrets(&committed);
-        if let Some(out) = &committed.refused {
-            return Err(HankError::Tool(format!(
-                "`git commit` failed: {}",
-                rules::clean(out, &secrets, rules::MAX_HOOK_OUTPUT_CHARS).replace('\n', " ")
-            )));
-        }
-        if committed.made {
-            errln!("hank: committed the work on {branch}");
-        }
-        d.secrets_skipped = committed.secrets_skipped;
-        deliver::head(dir)?
-    };
-    // What is pushed is scanned, not only what hank staged: every commit the remote's base
-    // does not have yet, as the remote itself says (the whole history when it has neither).
-    let known = deliver::scan::known_on_remote(dir, &remote, &base, &branch)?;
-    let allow = s.deliver_allow_files.value.clone().unwrap_or_default();
-    let found = deliver::scan::scan(dir, &sha, &known, &allow)?;
-    if !found.hits.is_empty() {
-        errln!(
-            "hank: {}",
-            crate::policy::secrets::refusal(&remote, &branch, &found.hits, &found.skipped)
-        );
-        d.exit_reason = Some(ExitReason::SecretsInCommits);
-        let reached = rec.step;
-        keep(&mut rec, &d, reached)?;
-        return finish(store, &clock, opts, &d);
-    }
-    let pushed = if rec.fleet {
-        deliver::push_branch(dir, &remote, &branch)?
-    } else {
-        deliver::push(dir, &remote, &branch)?
-    };
-    match pushed {
-        Push::Pushed => errln!(
-            "hank: pushed {branch} ({}) to {remote}",
-            sha.get(..12).unwrap_or(&sha)
+    let mut host = Host {
+        wall: deliver::Wall::new(None, Some(stop))?,
+        store,
+        world,
+        limits: (
+            settings::resolve::format_duration(s.ci_appear_timeout.value),
+            settings::resolve::format_duration(s.ci_timeout.value),
         ),
-        Push::Rejected { output } => {
-            let fb = rules::push_feedback(&remote, &branch, &output, &secrets);
-            errln!(
-                "hank: the push to {remote} was rejected; its output:\n{}",
-                rules::clean(&output, &secrets, rules::MAX_HOOK_OUTPUT_CHARS)
-            );
-            d.exit_reason = Some(ExitReason::PushRejected);
-            d.feedback = Some(fb);
-            let reached = rec.step;
-            keep(&mut rec, &d, reached)?;
-            return finish(store, &clock, opts, &d);
-        }
+        last_told: None,
+        shown: None,
+    };
+    let mut m = Machine::new(cfg, rec);
+    let first = Event::Begin {
+        reason: ExitReason::Delivered,
+        evidence: None,
+    };
+    crate::proc::runtime()
+        .map_err(|e| HankError::Internal(format!("the delivery: {e}")))?
+        .block_on(deliver::drive::drive(&mut m, &mut host, first))?;
+    let d = m.record.shown();
+    if opts.json {
+        let line = serde_json::to_string(&d).map_err(|e| HankError::Internal(e.to_string()))?;
+        out(&format!("{line}\n"))?;
     }
-    let pushed_at = clock.now();
-    d.head = Some(sha.clone());
-    let mut reached = DeliveryStep::Pushed.max(rec.step);
-    keep(&mut rec, &d, reached)?;
+    Ok(d.exit_reason.map_or(exit::HALTED, ExitReason::code))
+}
 
-    let mut pr = None;
-    if let (DeliverMode::Pr, Some(f)) = (mode, forge.as_deref()) {
-        match open_pr(f, &rec, &branch) {
-            Ok(opened) => {
-                errln!("hank: pull request #{} {}", opened.number, opened.url);
-                d.pr_url = Some(opened.url.clone());
-                d.pr_number = Some(opened.number);
-                pr = Some(opened);
-            }
-            Err(e) => {
-                forge_failed("the pull request could not be opened", &e, &mut d, &mut rec);
-                keep(&mut rec, &d, reached)?;
-                return finish(store, &clock, opts, &d);
-            }
-        }
-        if rec.step < DeliveryStep::PrOpened
-            && let Some(opened) = &pr
-        {
-            for issue in &rec.evidence.closes {
-                if let Err(e) = f.comment_issue(*issue, &deliver::issue_comment(opened)) {
-                    errln!("hank: warning: could not comment on issue #{issue}: {e}");
-                }
-            }
-        }
-        reached = DeliveryStep::PrOpened;
-        keep(&mut rec, &d, reached)?;
+/// `hank deliver`'s host of the delivery machine: the wall clock, the per-user record, the
+/// verdict shown at the end (status.json, `.hank/delivery.json`, the event), each step said
+/// on stderr.
+struct Host<'a> {
+    wall: deliver::Wall,
+    store: &'a Store,
+    world: World,
+    /// CI_APPEAR_TIMEOUT and CI_TIMEOUT as the user wrote them.
+    limits: (String, String),
+    last_told: Option<jiff::Timestamp>,
+    /// The delivery of status.json during the CI wait (with its countdown).
+    shown: Option<Delivery>,
+}
+
+impl deliver::Waiter for Host<'_> {
+    fn now(&self) -> jiff::Timestamp {
+        self.wall.now()
     }
 
-    let (Some(f), true) = (forge.as_deref(), wait) else {
-        d.exit_reason = Some(ExitReason::Delivered);
-        keep(&mut rec, &d, reached)?;
-        return finish(store, &clock, opts, &d);
-    };
-    errln!(
-        "hank: waiting for the checks of {} (CI_APPEAR_TIMEOUT {}, CI_TIMEOUT {})",
-        sha.get(..12).unwrap_or(&sha),
-        settings::resolve::format_duration(s.ci_appear_timeout.value),
-        settings::resolve::format_duration(s.ci_timeout.value)
-    );
-    let w = CiWaitSettings {
-        appear: s.ci_appear_timeout.value,
-        total: s.ci_timeout.value,
-    };
-    let mut last_told: Option<jiff::Timestamp> = None;
-    let mut shown = d.clone();
-    let mut countdown = |c: deliver::CiCountdown, now: jiff::Timestamp| {
-        // status.json's delivery shows the countdown while it lasts (when it changed).
-        let before = (shown.checks_due, shown.checks_pending);
-        c.show_in(&mut shown);
-        if before != (shown.checks_due, shown.checks_pending)
-            && let Some(mut status) = store.read_status()
-        {
-            status.delivery = Some(shown.clone());
-            status.updated_at = now;
-            let _ = store.write_status(&status);
+    fn sleep(&mut self, d: std::time::Duration) -> deliver::WaitFut<'_> {
+        self.wall.sleep(d)
+    }
+
+    /// status.json's delivery shows the countdown while it lasts (when it changed); a line a
+    /// minute says when the verdict is due and how long is left.
+    fn tick(&mut self, c: deliver::Countdown, now: jiff::Timestamp) -> bool {
+        if let Some(shown) = self.shown.as_mut() {
+            let before = (shown.checks_due, shown.checks_pending);
+            c.show_in(shown);
+            if before != (shown.checks_due, shown.checks_pending)
+                && let Some(mut status) = self.store.read_status()
+            {
+                status.delivery = Some(shown.clone());
+                status.updated_at = now;
+                let _ = self.store.write_status(&status);
+            }
         }
-        let until = c.due;
-        // A line a minute: when the verdict is due and how long is left.
-        if last_told.is_none_or(|t| now.duration_since(t).as_secs() >= 60) {
-            last_told = Some(now);
-            let left = u64::try_from(until.duration_since(now).as_secs().max(0)).unwrap_or(0);
+        if self
+            .last_told
+            .is_none_or(|t| now.duration_since(t).as_secs() >= 60)
+        {
+            self.last_told = Some(now);
+            let left = u64::try_from(c.due.duration_since(now).as_secs().max(0)).unwrap_or(0);
             errln!(
                 "hank: waiting for the checks until {} — {} left",
-                crate::report::short_time(until),
+                crate::report::short_time(c.due),
                 crate::policy::time::format_secs(left)
             );
         }
-    };
-    let stopped = || stop.load(Ordering::SeqCst);
-    let waited = deliver::Wall::new(None, &stopped, &mut countdown).and_then(|mut waiter| {
-        crate::proc::runtime()
-            .map_err(|e| HankError::Internal(format!("the CI wait: {e}")))?
-            .block_on(deliver::wait_for_ci(f, &sha, pushed_at, w, &mut waiter))
-    });
-    let (verdict, logs) = match waited {
-        Ok(Some(v)) => v,
-        Ok(None) => {
-            d.checks = "pending".into();
-            d.exit_reason = Some(ExitReason::Interrupted);
-            keep(&mut rec, &d, reached)?;
-            return finish(store, &clock, opts, &d);
-        }
-        Err(e) => {
-            d.checks = "pending".into();
-            forge_failed("the checks could not be read", &e, &mut d, &mut rec);
-            keep(&mut rec, &d, reached)?;
-            return finish(store, &clock, opts, &d);
-        }
-    };
-    d.exit_reason = rules::exit_of(&verdict);
-    match &verdict {
-        CiVerdict::Green => {
-            d.checks = "green".into();
-            errln!(
-                "hank: every check of {} passed",
-                sha.get(..12).unwrap_or(&sha)
-            );
-            if let Some(p) = &pr {
-                if s.auto_merge.value && rules::may_arm_auto_merge(&verdict) {
-                    match f.arm_auto_merge(p) {
-                        Ok(()) => {
-                            d.auto_merge_armed = true;
-                            errln!("hank: auto-merge armed on #{}", p.number);
-                        }
-                        Err(e) => errln!("hank: warning: {e}"),
-                    }
-                }
-                if s.review_loop.value {
-                    let reviews = f.reviews(p)?;
-                    let comments = f.review_comments(p)?;
-                    d.feedback = rules::review_feedback(&reviews, &comments, 0, &secrets);
-                    d.reviews_seen = rules::last_review_id(&reviews, &comments);
-                    if d.feedback.is_some() {
-                        errln!(
-                            "hank: a reviewer asked for changes; kept for the next loop in .hank/{DELIVERY_FILE}"
-                        );
-                    }
-                }
-            }
-        }
-        CiVerdict::Failed { names } => {
-            d.checks = "failed".into();
-            d.check_names.clone_from(names);
-            d.feedback = Some(rules::ci_feedback(&sha, &logs, &secrets));
-            errln!("hank: checks failed: {}", names.join(", "));
-        }
-        CiVerdict::Missing => {
-            d.checks = "missing".into();
-            errln!(
-                "hank: no check appeared for {} within CI_APPEAR_TIMEOUT: no CI is not green",
-                sha.get(..12).unwrap_or(&sha)
-            );
-            errln!("hank: {}", rules::CI_MISSING_NEXT);
-        }
-        CiVerdict::TimedOut { pending } => {
-            d.checks = "timed_out".into();
-            d.check_names.clone_from(pending);
-            errln!(
-                "hank: checks still running at CI_TIMEOUT: {}",
-                pending.join(", ")
-            );
-        }
-        CiVerdict::Wait { .. } => {}
+        self.wall.stopped()
     }
-    keep(&mut rec, &d, reached)?;
-    finish(store, &clock, opts, &d)
 }
 
-/// The pull request of the record: the one it opened, or an open one of its branch, or a new
-/// one with the record's evidence.
-fn open_pr(f: &dyn Forge, rec: &DeliveryRecord, branch: &str) -> Result<forge::PullRequest> {
-    if let (Some(number), Some(url)) = (rec.pr_number, rec.pr_url.as_ref()) {
-        let found = f.find_pr(branch).ok().flatten();
-        return Ok(found
-            .filter(|p| p.number == number)
-            .unwrap_or_else(|| forge::PullRequest {
-                number,
-                url: url.clone(),
-                head_sha: None,
-                node_id: None,
-            }));
+impl DeliveryEffects for Host<'_> {
+    fn save(&mut self, d: &Delivery) -> Result<()> {
+        deliver::record::save(&self.world.dir, &mut d.clone(), self.wall.now())
     }
-    f.create_pr(&NewPullRequest {
-        title: rec.evidence.title.clone(),
-        body: rec.evidence.body.clone(),
-        base: rec.base.clone(),
-        head: branch.to_string(),
-        draft: false,
-    })
+
+    fn tell(&mut self, d: &Delivery) -> Result<()> {
+        // status.json of the run carries its delivery (a status hank cannot read is left alone).
+        if let Some(mut status) = self.store.read_status() {
+            status.delivery = Some(d.clone());
+            status.updated_at = self.wall.now();
+            self.store.write_status(&status)?;
+        }
+        deliver::tell_outside_run(self.store, self.wall.now(), d)
+    }
+
+    fn say(&mut self, said: &Said, d: &Delivery) {
+        let sha = d.head.as_deref().unwrap_or_default();
+        let short = sha.get(..12).unwrap_or(sha);
+        match said {
+            Said::SecretLeftOut(f) => errln!(
+                "hank: warning: {} looks like a secret and is not ignored: left out of the commit (still in the working tree; add it to .gitignore)",
+                crate::sanitize::line(f)
+            ),
+            Said::Committed => errln!("hank: committed the work on {}", d.branch),
+            Said::SecretsRefused(text) => errln!("hank: {text}"),
+            Said::Pushed => errln!("hank: pushed {} ({short}) to {}", d.branch, d.remote),
+            Said::PushRejected(output) => errln!(
+                "hank: the push to {} was rejected; its output:\n{output}",
+                d.remote
+            ),
+            Said::PrOpened => errln!(
+                "hank: pull request #{} {}",
+                d.pr_number.unwrap_or_default(),
+                d.pr_url.as_deref().unwrap_or_default()
+            ),
+            Said::CommentFailed { issue, error } => {
+                errln!("hank: warning: could not comment on issue #{issue}: {error}");
+            }
+            Said::WaitingForChecks => {
+                self.shown = Some(d.shown());
+                errln!(
+                    "hank: waiting for the checks of {short} (CI_APPEAR_TIMEOUT {}, CI_TIMEOUT {})",
+                    self.limits.0,
+                    self.limits.1
+                );
+            }
+            Said::Verdict => match d.checks.as_str() {
+                "green" => errln!("hank: every check of {short} passed"),
+                "failed" => errln!("hank: checks failed: {}", d.check_names.join(", ")),
+                "missing" => {
+                    errln!(
+                        "hank: no check appeared for {short} within CI_APPEAR_TIMEOUT: no CI is not green"
+                    );
+                    errln!("hank: {}", rules::CI_MISSING_NEXT);
+                }
+                "timed_out" => errln!(
+                    "hank: checks still running at CI_TIMEOUT: {}",
+                    d.check_names.join(", ")
+                ),
+                _ => {}
+            },
+            Said::AutoMergeArmed => {
+                errln!(
+                    "hank: auto-merge armed on #{}",
+                    d.pr_number.unwrap_or_default()
+                );
+            }
+            Said::AutoMergeFailed(e) => errln!("hank: warning: {e}"),
+            Said::ReviewAsked => errln!(
+                "hank: a reviewer asked for changes; kept for the next loop in .hank/{DELIVERY_FILE}"
+            ),
+            Said::ForgeFailed => {
+                errln!("hank: {}", d.error.as_deref().unwrap_or_default());
+                errln!(
+                    "hank: the delivery stopped at: {}; run `hank deliver` again to finish it",
+                    d.reached()
+                );
+            }
+            Said::PushRetry { .. } => {}
+        }
+    }
+
+    fn world(&mut self) -> &mut World {
+        &mut self.world
+    }
 }

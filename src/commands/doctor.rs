@@ -429,7 +429,10 @@ fn identity_check(dir: &Path) -> Option<Check> {
         )),
         _ => Some(Check::warn(
             "identity",
-            "git has no user.email here: hank's commits are made as `hank <hank@localhost>`",
+            format!(
+                "git has no user.email here: hank's commits are made as `{}`",
+                crate::git::IDENTITY
+            ),
             "git config --global user.name \"Your Name\" && git config --global user.email you@example.com",
         )),
     }

@@ -331,7 +331,7 @@ fn open_fleet_delivery(
     root: &Path,
     into: &str,
     tasks: &[rules::TaskSpec],
-) -> Result<Option<crate::store::schema::DeliveryRecord>> {
+) -> Result<Option<crate::store::schema::Delivery>> {
     let Some(file) = fleet::read(root)? else {
         return Ok(None);
     };

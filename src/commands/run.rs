@@ -132,8 +132,9 @@ fn run_checked(run: &RunArgs, args: &[OsString]) -> Result<u8> {
 }
 
 /// Runs the loop until it stops: the project claimed, the runtime, the signal handler and
-/// the real effects opened ([`crate::effects::claim`], [`Real::open`]), then the driver
-/// ([`engine::drive`]); `notes` are told once the event log is open.
+/// the real effects opened ([`crate::effects::claim`], [`Real::open`]), the delivery started
+/// (`DELIVER`: [`crate::deliver::in_run::InRun::start`]), then the driver ([`engine::drive`]);
+/// `notes` are told once the event log is open.
 fn start(
     settings: Settings,
     agents: Vec<Agent>,
@@ -148,7 +149,10 @@ fn start(
         let cancel = crate::agent::signals::install()?;
         let (fx, state, warnings) = Real::open(&settings, claimed, cancel, clock)?;
         let notes = warnings.into_iter().chain(notes).collect();
-        engine::drive(settings, agents, state, Box::new(fx), notes).await
+        // DELIVER=branch|pr: checked, and the work put on its branch, before any call (by
+        // the command, once the effects are open: the engine's entry runs no git).
+        let delivery = crate::deliver::in_run::InRun::start(&settings)?;
+        engine::drive(settings, agents, state, Box::new(fx), notes, delivery).await
     })
 }
 

@@ -1,10 +1,11 @@
 //! Delivery's I/O: the branch, the commit of what the agent left, the push (a pre-push hook's
 //! output captured for the agent), hank's records of the last finished run for the PR body,
 //! and the CI wait. The rules (names, the body, the verdict, the feedback) are in
-//! [`crate::policy::deliver`]; the forge calls in [`crate::forge`]. The engine calls
-//! [`prepare_branch`], [`commit_all`], [`push`], [`evidence`] and [`wait_for_ci`] (on a
-//! [`Waiter`]'s clock: the engine's effects inside `hank run`, [`Wall`] elsewhere); `hank
-//! deliver` (`src/commands/deliver.rs`) runs them in order now.
+//! [`crate::policy::deliver`], its order the delivery machine
+//! ([`crate::policy::deliver::machine`]); the forge calls in [`crate::forge`]. [`drive`]
+//! runs the machine through a host's effects ([`drive::DeliveryEffects`], on a [`Waiter`]'s
+//! clock: the engine's effects inside `hank run` ([`in_run`]), [`Wall`] for `hank deliver`
+//! and the fleet's integration pull request).
 
 use std::path::Path;
 use std::time::Duration;
@@ -13,9 +14,10 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::error::{HankError, Result};
 use crate::exit::ExitReason;
-use crate::forge::{Forge, PullRequest};
-use crate::policy::deliver::{self as rules, CiLimits, CiVerdict, Evidence};
+pub use crate::policy::deliver::machine::Countdown;
+use crate::policy::deliver::{self as rules, CiLimits, Evidence};
 
+pub mod drive;
 pub mod in_run;
 pub mod record;
 pub mod scan;
@@ -503,84 +505,6 @@ impl CiWaitSettings {
     }
 }
 
-/// A failed check's name and the end of its log, when the forge had one.
-pub type CheckLog = (String, Option<String>);
-
-/// Where a wait for the checks stands: when the verdict is due (CI_APPEAR_TIMEOUT after the
-/// push while no check is seen, else CI_TIMEOUT) and how many checks are still pending (0:
-/// none has appeared yet). The countdown of the wait.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CiCountdown {
-    pub due: Timestamp,
-    pub pending: u32,
-}
-
-impl CiCountdown {
-    /// Shown in the delivery record of status.json while the wait lasts.
-    pub fn show_in(self, d: &mut crate::store::schema::Delivery) {
-        d.checks_due = Some(self.due);
-        d.checks_pending = Some(self.pending);
-    }
-}
-
-/// One look at the checks of `sha`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CiPoll {
-    /// Not final yet: look again after this long; the countdown.
-    Wait(Duration, CiCountdown),
-    /// The verdict, with the failing checks' log tails (raw; [`rules::ci_feedback`] cleans
-    /// them).
-    Final(CiVerdict, Vec<CheckLog>),
-}
-
-/// Asks the forge for the checks of exactly `sha` once and judges them at `now`.
-///
-/// # Errors
-/// The forge cannot be asked.
-pub fn ci_poll(
-    forge: &dyn Forge,
-    sha: &str,
-    pushed_at: Timestamp,
-    limits: CiLimits,
-    now: Timestamp,
-) -> Result<CiPoll> {
-    let checks = forge.checks(sha)?;
-    Ok(match rules::ci_verdict(&checks, pushed_at, now, limits) {
-        CiVerdict::Wait { next } => {
-            let ms = u64::try_from(next.duration_since(now).as_millis()).unwrap_or(0);
-            let limit = if checks.is_empty() {
-                limits.appear
-            } else {
-                limits.total
-            };
-            let due = pushed_at.checked_add(limit).unwrap_or(now);
-            let mut pending: Vec<&str> = checks
-                .iter()
-                .filter(|c| c.state == rules::CheckState::Pending)
-                .map(|c| c.name.as_str())
-                .collect();
-            pending.sort_unstable();
-            pending.dedup();
-            let pending = u32::try_from(pending.len()).unwrap_or(u32::MAX);
-            CiPoll::Wait(Duration::from_millis(ms), CiCountdown { due, pending })
-        }
-        v @ CiVerdict::Failed { .. } => {
-            let mut logs: Vec<CheckLog> = Vec::new();
-            for c in checks
-                .iter()
-                .filter(|c| c.state == rules::CheckState::Failed)
-            {
-                if logs.iter().any(|(n, _)| *n == c.name) {
-                    continue;
-                }
-                logs.push((c.name.clone(), forge.check_log(c).unwrap_or(None)));
-            }
-            CiPoll::Final(v, logs)
-        }
-        v => CiPoll::Final(v, Vec::new()),
-    })
-}
-
 /// A future a [`Waiter`] returns.
 pub type WaitFut<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = bool> + 'a>>;
 
@@ -597,82 +521,55 @@ pub trait Waiter {
     /// Told after each look at the checks and about once a second while they are waited for:
     /// the countdown (when the verdict is due, how many checks are pending); `true` ends the
     /// wait (a `hank ctl stop`).
-    fn tick(&mut self, countdown: CiCountdown, now: Timestamp) -> bool;
+    fn tick(&mut self, countdown: Countdown, now: Timestamp) -> bool;
 }
 
-/// Waits for the checks of exactly `sha` until the verdict is final; returns it with the
-/// failing checks' log tails (raw; [`rules::ci_feedback`] cleans them). The forge is asked
-/// every poll interval ([`CiWaitSettings::limits`]); between two looks the wait sleeps in steps
-/// of at most a second on `waiter`'s clock, telling it the countdown before each; a sleep cut
-/// short or a tick that says stop ends the wait (`Ok(None)`).
-///
-/// # Errors
-/// The forge cannot be asked.
-pub async fn wait_for_ci(
-    forge: &dyn Forge,
-    sha: &str,
-    pushed_at: Timestamp,
-    w: CiWaitSettings,
-    waiter: &mut dyn Waiter,
-) -> Result<Option<(CiVerdict, Vec<CheckLog>)>> {
-    let limits = w.limits();
-    loop {
-        match ci_poll(forge, sha, pushed_at, limits, waiter.now())? {
-            CiPoll::Final(v, logs) => return Ok(Some((v, logs))),
-            CiPoll::Wait(mut left, countdown) => {
-                while !left.is_zero() {
-                    let step = left.min(Duration::from_secs(1));
-                    let now = waiter.now();
-                    if waiter.tick(countdown, now) || waiter.sleep(step).await {
-                        return Ok(None);
-                    }
-                    left -= step;
-                }
-            }
-        }
-    }
-}
-
-/// [`Waiter`] on the wall clock (or `HANK_NOW`'s) and the runtime's timer, for `hank deliver`
-/// and the fleet's delivery: a signal (`cancel`, the signal counter) or `stop` ends a sleep;
-/// `tick` is told the countdown.
-pub struct Wall<'a> {
+/// The wall clock (or `HANK_NOW`'s) and the runtime's timer, for the hosts of a delivery
+/// outside `hank run` (`hank deliver`, the fleet's integration pull request): a signal
+/// (`cancel`, the signal counter) or `stop` (a flag a signal sets) ends a sleep.
+pub struct Wall {
     clock: crate::clock::SystemClock,
     cancel: Option<tokio::sync::watch::Receiver<u32>>,
-    stop: &'a dyn Fn() -> bool,
-    tick: &'a mut dyn FnMut(CiCountdown, Timestamp),
+    stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
-impl<'a> Wall<'a> {
+impl Wall {
     /// The wall clock; `cancel` the signal counter when the caller has one, `stop` asked
-    /// every 100 ms of a sleep, `tick` told the countdown.
+    /// every 100 ms of a sleep.
     ///
     /// # Errors
     /// `HANK_NOW` is set and is not a time.
     pub(crate) fn new(
         cancel: Option<tokio::sync::watch::Receiver<u32>>,
-        stop: &'a dyn Fn() -> bool,
-        tick: &'a mut dyn FnMut(CiCountdown, Timestamp),
+        stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     ) -> Result<Self> {
         Ok(Self {
             clock: crate::clock::SystemClock::from_env()?,
             cancel,
             stop,
-            tick,
         })
     }
-}
 
-impl Waiter for Wall<'_> {
-    fn now(&self) -> Timestamp {
+    /// The time now.
+    #[must_use]
+    pub fn now(&self) -> Timestamp {
         crate::policy::time::Clock::now(&self.clock)
     }
 
-    fn sleep(&mut self, d: Duration) -> WaitFut<'_> {
+    /// Whether the stop flag is up.
+    #[must_use]
+    pub fn stopped(&self) -> bool {
+        self.stop
+            .as_ref()
+            .is_some_and(|s| s.load(std::sync::atomic::Ordering::SeqCst))
+    }
+
+    /// Sleeps `d`; `true` when a signal or the stop flag ended it.
+    pub fn sleep(&mut self, d: Duration) -> WaitFut<'_> {
         Box::pin(async move {
             let mut left = d;
             while !left.is_zero() {
-                if (self.stop)() {
+                if self.stopped() {
                     return true;
                 }
                 let step = left.min(Duration::from_millis(100));
@@ -688,13 +585,8 @@ impl Waiter for Wall<'_> {
                 }
                 left -= step;
             }
-            (self.stop)()
+            self.stopped()
         })
-    }
-
-    fn tick(&mut self, countdown: CiCountdown, now: Timestamp) -> bool {
-        (self.tick)(countdown, now);
-        (self.stop)()
     }
 }
 
@@ -735,121 +627,9 @@ pub fn push_branch(dir: &Path, remote: &str, branch: &str) -> Result<Push> {
     )
 }
 
-/// The comment an issue closed by the pull request gets.
-#[must_use]
-pub fn issue_comment(pr: &PullRequest) -> String {
-    // hank's one comment on the issue (`hank watch`'s is edited, not joined by a second).
-    format!(
-        "{}\n**hank delivered this issue** in {} (pull request #{}); it closes this issue when merged.",
-        crate::policy::tracker::COMMENT_MARKER,
-        pr.url,
-        pr.number
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::forge::scripted::{ScriptedForge, ci, pending_then};
-    use crate::policy::deliver::CheckState;
-
-    /// A waiter on a clock that moves when slept on; it stops at tick `stop_at`.
-    struct Moved {
-        now: Timestamp,
-        slept: u32,
-        ticks: Vec<(CiCountdown, Timestamp)>,
-        stop_at: Option<usize>,
-    }
-
-    impl Moved {
-        fn at(now: Timestamp) -> Self {
-            Self {
-                now,
-                slept: 0,
-                ticks: Vec::new(),
-                stop_at: None,
-            }
-        }
-    }
-
-    impl Waiter for Moved {
-        fn now(&self) -> Timestamp {
-            self.now
-        }
-        fn sleep(&mut self, d: Duration) -> WaitFut<'_> {
-            self.now += SignedDuration::try_from(d).unwrap();
-            self.slept += 1;
-            Box::pin(std::future::ready(false))
-        }
-        fn tick(&mut self, countdown: CiCountdown, now: Timestamp) -> bool {
-            self.ticks.push((countdown, now));
-            self.stop_at == Some(self.ticks.len())
-        }
-    }
-
-    const SHA: &str = "abc";
-    const W: CiWaitSettings = CiWaitSettings {
-        appear: Duration::from_secs(600),
-        total: Duration::from_secs(1800),
-    };
-
-    fn wait(forge: &ScriptedForge, waiter: &mut Moved) -> Option<(CiVerdict, Vec<CheckLog>)> {
-        let pushed = waiter.now;
-        crate::proc::runtime()
-            .unwrap()
-            .block_on(wait_for_ci(forge, SHA, pushed, W, waiter))
-            .unwrap()
-    }
-
-    #[test]
-    fn the_ci_wait_runs_on_its_waiters_clock_a_second_at_a_time() {
-        let t0 = Timestamp::from_second(1_800_000_000).unwrap();
-        // Red after 3 pending looks 15 s apart: the failing check's log comes with it.
-        let forge = ScriptedForge::new(SHA, pending_then(3, CheckState::Failed));
-        let mut w = Moved::at(t0);
-        let (verdict, logs) = wait(&forge, &mut w).unwrap();
-        assert_eq!(
-            verdict,
-            CiVerdict::Failed {
-                names: vec!["ci".into()]
-            }
-        );
-        assert_eq!(logs, vec![("ci".into(), Some("ci FAILED: test_x".into()))]);
-        assert_eq!(*forge.looks.lock().unwrap(), 4);
-        assert_eq!(w.slept, 45);
-        assert_eq!(w.now, t0 + SignedDuration::from_secs(45));
-        // A countdown before each second: due CI_TIMEOUT after the push, one check pending.
-        assert_eq!(w.ticks.len(), 45);
-        let due = t0 + SignedDuration::from_mins(30);
-        assert!(w.ticks.iter().all(|(c, _)| c.due == due && c.pending == 1));
-        assert_eq!(w.ticks[44].1, t0 + SignedDuration::from_secs(44));
-
-        // No check ever appears: `ci_missing` at CI_APPEAR_TIMEOUT, counted down to it.
-        let forge = ScriptedForge::new(SHA, Box::new(|_| Vec::new()));
-        let mut w = Moved::at(t0);
-        let (verdict, _) = wait(&forge, &mut w).unwrap();
-        assert_eq!(verdict, CiVerdict::Missing);
-        assert_eq!(w.now, t0 + SignedDuration::from_mins(10));
-        let due = t0 + SignedDuration::from_mins(10);
-        assert!(w.ticks.iter().all(|(c, _)| c.due == due && c.pending == 0));
-
-        // Green at once: no wait.
-        let forge = ScriptedForge::new(SHA, Box::new(|_| ci(CheckState::Passed)));
-        let mut w = Moved::at(t0);
-        assert_eq!(wait(&forge, &mut w).unwrap().0, CiVerdict::Green);
-        assert_eq!((w.slept, w.ticks.len()), (0, 0));
-    }
-
-    #[test]
-    fn a_tick_that_says_stop_ends_the_ci_wait() {
-        let t0 = Timestamp::from_second(1_800_000_000).unwrap();
-        let forge = ScriptedForge::new(SHA, pending_then(usize::MAX, CheckState::Passed));
-        let mut w = Moved::at(t0);
-        w.stop_at = Some(20);
-        assert!(wait(&forge, &mut w).is_none());
-        assert_eq!(w.slept, 19);
-        assert_eq!(*forge.looks.lock().unwrap(), 2);
-    }
 
     #[test]
     fn the_last_finished_run_is_the_evidence() {

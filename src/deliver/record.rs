@@ -1,4 +1,4 @@
-//! The delivery record ([`DeliveryRecord`]): the last delivery's branch, base, evidence and the
+//! The delivery record ([`Delivery`], the delivery machine's state): the last delivery's branch, base, evidence and the
 //! step it reached, kept in the project's per-user folder (`delivery-record.json`) so a
 //! delivery that stopped part-way — a forge that refused the pull request, checks that never
 //! appeared, a Ctrl-C during the CI wait — is finished later by `hank deliver` (or `hank run
@@ -14,11 +14,9 @@ use std::path::{Path, PathBuf};
 use jiff::Timestamp;
 
 use crate::error::{HankError, Result};
-use crate::exit::ExitReason;
+pub use crate::policy::deliver::record::{step_after, stops_resumably};
 use crate::policy::deliver::{self as rules, Evidence};
-use crate::store::schema::{
-    DELIVERY_RECORD_SCHEMA, DeliveryEvidence, DeliveryRecord, DeliveryStep, EventLine,
-};
+use crate::store::schema::{DELIVERY_RECORD_SCHEMA, Delivery, DeliveryEvidence, EventLine};
 use crate::store::write_atomic;
 
 /// The record's file name in the project's per-user folder.
@@ -33,22 +31,22 @@ pub fn path(project: &Path) -> Result<PathBuf> {
 }
 
 /// The project's record; `None` when there is none or it cannot be read as one (a record
-/// that cannot be read is never resumed).
+/// that cannot be read is never resumed). A record of schema 1 reads as the one type.
 #[must_use]
-pub fn load(project: &Path) -> Option<DeliveryRecord> {
+pub fn load(project: &Path) -> Option<Delivery> {
     let p = path(project).ok()?;
     let bytes =
         crate::fsread::read(&p, crate::fsread::STATE_LIMIT, crate::fsread::Follow::No).ok()?;
-    serde_json::from_slice::<DeliveryRecord>(&bytes)
+    serde_json::from_slice::<Delivery>(&bytes)
         .ok()
-        .filter(|r| r.schema_version == DELIVERY_RECORD_SCHEMA)
+        .filter(|r| (1..=DELIVERY_RECORD_SCHEMA).contains(&r.schema_version))
 }
 
 /// Writes the record (atomically, 0600), stamped `now`.
 ///
 /// # Errors
 /// The per-user folder or the file cannot be written.
-pub fn save(project: &Path, rec: &mut DeliveryRecord, now: Timestamp) -> Result<()> {
+pub fn save(project: &Path, rec: &mut Delivery, now: Timestamp) -> Result<()> {
     rec.schema_version = DELIVERY_RECORD_SCHEMA;
     rec.at = Some(now);
     let p = path(project)?;
@@ -74,7 +72,7 @@ pub fn evidence(ev: &Evidence, verified: Option<bool>, secrets: &[String]) -> De
 /// exit before that run's exit): a record of an older run is not the last run's delivery.
 /// **\[pure\]**
 #[must_use]
-pub fn of_last_run(rec: &DeliveryRecord, events: &str) -> bool {
+pub fn of_last_run(rec: &Delivery, events: &str) -> bool {
     let Some(at) = rec.at else {
         return false;
     };
@@ -91,60 +89,15 @@ pub fn of_last_run(rec: &DeliveryRecord, events: &str) -> bool {
     }
 }
 
-/// The stop reasons after which a delivery is left to finish (the work is not in question).
-#[must_use]
-pub fn stops_resumably(reason: ExitReason) -> bool {
-    matches!(
-        reason,
-        ExitReason::ForgeFailed
-            | ExitReason::CiMissing
-            | ExitReason::CiTimeout
-            | ExitReason::Interrupted
-            | ExitReason::PushRejected
-    )
-}
-
-/// The step a delivery leaves its record at after a step that ended with `reason`: still under
-/// way (`None`) or a resumable stop keeps the step reached, anything else finishes it.
-#[must_use]
-pub fn step_after(reason: Option<ExitReason>, reached: DeliveryStep) -> DeliveryStep {
-    match reason {
-        None => reached,
-        Some(r) if stops_resumably(r) => reached,
-        Some(_) => DeliveryStep::Finished,
-    }
-}
-
-/// Keeps what the delivery `d` reached in its record `rec` (the step, a stop and its error, the
-/// head pushed, the pull request) and saves it.
-///
-/// # Errors
-/// The record cannot be written.
-pub fn keep(
-    project: &Path,
-    rec: &mut DeliveryRecord,
-    d: &crate::store::schema::Delivery,
-    reached: DeliveryStep,
-    now: Timestamp,
-) -> Result<()> {
-    rec.step = step_after(d.exit_reason, reached);
-    rec.stopped = d.exit_reason;
-    rec.error.clone_from(&d.error);
-    rec.head.clone_from(&d.head);
-    rec.pr_url.clone_from(&d.pr_url);
-    rec.pr_number = d.pr_number;
-    save(project, rec, now)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn rec(at: &str) -> DeliveryRecord {
-        DeliveryRecord {
+    fn rec(at: &str) -> Delivery {
+        Delivery {
             at: Some(at.parse().unwrap()),
             branch: "hank/main".into(),
-            ..DeliveryRecord::default()
+            ..Delivery::default()
         }
     }
 
@@ -164,29 +117,6 @@ mod tests {
             assert_eq!(of_last_run(&rec(at), ev), want, "{at}");
         }
         assert!(!of_last_run(&rec("2026-11-24T09:30:00Z"), ""));
-        assert!(!of_last_run(&DeliveryRecord::default(), &events));
-    }
-
-    #[test]
-    fn only_a_stop_that_leaves_the_work_unjudged_keeps_the_record_open() {
-        let cases = [
-            (Some(ExitReason::ForgeFailed), true),
-            (Some(ExitReason::CiMissing), true),
-            (Some(ExitReason::CiTimeout), true),
-            (Some(ExitReason::Interrupted), true),
-            (Some(ExitReason::Delivered), false),
-            (Some(ExitReason::CiFailed), false),
-            (None, true),
-        ];
-        for (reason, open) in cases {
-            let step = step_after(reason, DeliveryStep::Pushed);
-            assert_eq!(step == DeliveryStep::Pushed, open, "{reason:?}");
-            let r = DeliveryRecord {
-                step,
-                branch: "b".into(),
-                ..DeliveryRecord::default()
-            };
-            assert_eq!(r.resumable(), open);
-        }
+        assert!(!of_last_run(&Delivery::default(), &events));
     }
 }

@@ -245,7 +245,7 @@ pub(crate) trait Effects: Clock {
     fn save_delivery_record(
         &mut self,
         project: &std::path::Path,
-        rec: &crate::store::schema::DeliveryRecord,
+        rec: &crate::store::schema::Delivery,
     ) -> Result<()>;
     /// The project's whole work tree as a git tree id (tracked and untracked files, the
     /// user's index untouched: [`crate::git::worktree_tree`]), for the reviewer's diffs;

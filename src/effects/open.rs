@@ -200,7 +200,7 @@ impl Effects for Real {
     fn save_delivery_record(
         &mut self,
         project: &Path,
-        rec: &crate::store::schema::DeliveryRecord,
+        rec: &crate::store::schema::Delivery,
     ) -> Result<()> {
         crate::deliver::record::save(project, &mut rec.clone(), self.now())
     }

@@ -145,7 +145,8 @@ impl Engine {
         // see here lets it through: the budget holds for every task together. A later gate
         // (a pause, an exhausted agent chain) can leave the reservation unused: the fleet's
         // cap then errs on the side of fewer calls, never more.
-        if o.gates_open() {
+        // A review round's look reserves its call the same way (its plan is complete).
+        if o.gates_open() || (self.run.reviewing() && o.limits_open()) {
             let limits = crate::policy::fleet::FleetLimits {
                 budget: limits,
                 max_cost_usd: self.s.max_cost_usd.value,
@@ -207,14 +208,9 @@ impl Engine {
         };
         let line = format!("delivering the verified work on {}", d.branch());
         self.fx.say(Say::Info(&line));
-        let dir = self.s.project_dir.clone();
-        let outcome = d.deliver(&dir, &env, reason, self).await;
-        let warnings = d.take_warnings();
+        let outcome = d.deliver(&env, reason, self).await;
         self.delivery = Some(d);
         self.delivering = None;
-        for w in warnings {
-            self.warn(&w);
-        }
         self.run.on(Fact::Delivered(outcome?), self.fx.now());
         Ok(())
     }
@@ -230,12 +226,12 @@ impl Host for Engine {
         self.fx.write_file(path, bytes)
     }
 
-    fn save_record(
-        &mut self,
-        project: &std::path::Path,
-        rec: &crate::store::schema::DeliveryRecord,
-    ) -> Result<()> {
+    fn save_record(&mut self, project: &std::path::Path, rec: &Delivery) -> Result<()> {
         self.fx.save_delivery_record(project, rec)
+    }
+
+    fn warn(&mut self, line: &str) {
+        Engine::warn(self, line);
     }
 }
 
@@ -255,7 +251,7 @@ impl Waiter for Engine {
     /// The countdown of the CI wait, like the other waits' (`waiting (checks) until …`), and
     /// in status.json's delivery when it changed (when the verdict is due, checks pending);
     /// `hank ctl stop` (the control source is polled as in every wait) ends it.
-    fn tick(&mut self, countdown: crate::deliver::CiCountdown, now: jiff::Timestamp) -> bool {
+    fn tick(&mut self, countdown: crate::deliver::Countdown, now: jiff::Timestamp) -> bool {
         self.fx.say(Say::WaitTick {
             reason: "checks",
             until: countdown.due,

@@ -160,7 +160,7 @@ impl Engine {
         let mut message = crate::report::exit_summary(reason, &self.state, &self.plan, &notes);
         // A delivery stop says what failed (the forge's own error) and what to do next.
         let delivery = self.delivery.as_ref().and_then(|d| d.last());
-        match (reason, delivery.and_then(|d| d.error.as_deref())) {
+        match (reason, delivery.as_ref().and_then(|d| d.error.as_deref())) {
             (ExitReason::ForgeFailed, Some(error)) => message.push_str(&format!(" — {error}")),
             (ExitReason::CiMissing, _) => {
                 message.push_str(&format!(" — {}", crate::policy::deliver::CI_MISSING_NEXT));
@@ -197,17 +197,18 @@ mod tests;
 
 /// Drives a run of `s` with `agents` (the failover chain, at least one, found and checked)
 /// over `fx`, from the stored `state`, until it stops; `notes` (warnings found before the
-/// loop) are told first.
+/// loop) are told first; `delivery` is the run's delivery (`DELIVER=branch|pr`), started by
+/// the caller: the engine's entry runs no git.
 pub(crate) async fn drive(
     s: Settings,
     agents: Vec<Agent>,
     state: State,
     fx: Box<dyn Effects>,
     notes: Vec<String>,
+    delivery: Option<crate::deliver::in_run::InRun>,
 ) -> Result<u8> {
     let mut engine = Engine::new(s, agents, state, fx);
-    // DELIVER=branch|pr: checked, and the work put on its branch, before any call.
-    engine.delivery = crate::deliver::in_run::InRun::start(&engine.s)?;
+    engine.delivery = delivery;
     // REVIEW_AGENT: the reviewer's profile and program, found before any call.
     engine.reviewer.agent =
         crate::agent::profile::resolve_reviewer(&engine.s)?.map(std::sync::Arc::new);

@@ -41,9 +41,10 @@ impl Engine {
 
     fn status(&self, run_state: RunState, exit: Option<ExitReason>, news: &News<'_>) -> Status {
         // A delivery step is shown while the delivery is out of the engine's hands.
+        let last = self.delivery.as_ref().and_then(|d| d.last());
         let delivery = match news {
             News::Delivery(d) => Some(*d),
-            _ => (self.delivery.as_ref().and_then(|d| d.last())).or(self.delivering.as_ref()),
+            _ => last.as_ref().or(self.delivering.as_ref()),
         };
         let mut status = Status::of(&StatusParts {
             state: &self.state,

@@ -1,6 +1,7 @@
-//! One round of the independent reviewer (`REVIEW_AGENT`, issue 39) as a step: the gates a
-//! call passes (`MAX_COST_USD`, `REVIEW_MAX_SHARE`, the rolling-hour caps, the usage windows,
-//! the fleet's ledger), the reviewer's input (the items done in the run, the diff since the
+//! One round of the independent reviewer (`REVIEW_AGENT`, issue 39) as a step, once the run's
+//! state machine let it through the same gates as a worker's call (`MAX_COST_USD`,
+//! `REVIEW_MAX_SHARE`, the rolling-hour caps, the usage windows, the fleet's ledger: the look
+//! before it is the worker's `Step::Observe`, `Run::review_gates` decides): the reviewer's input (the items done in the run, the diff since the
 //! run's start or the last round, the check, earlier findings: [`review::prompt`]), the call
 //! through the same effects as the worker's (read-only argv: [`argv::prepare_review`]; a
 //! read-only sandbox; a fresh session), its accounting (the call cap's ledger, tokens, cost,
@@ -10,15 +11,13 @@
 use super::Engine;
 use crate::agent::answer::Pricing;
 use crate::agent::argv;
-use crate::analysis::review::{Finding, Review, Severity, Verdict};
+use crate::analysis::review::{Finding, Review};
 use crate::effects::{AgentCall, News};
 use crate::error::Result;
 use crate::exit::ExitReason;
-use crate::policy::budget::{BudgetCheck, WaitReason};
-use crate::policy::fleet::FleetVerdict;
-use crate::policy::review::{self, PromptInput, RoundSeen, Spend};
+use crate::policy::review::{self, PromptInput, RoundSeen};
 use crate::policy::run::{Fact, Reviewed};
-use crate::policy::windows::{self, WindowCheck};
+use crate::policy::windows;
 use crate::store::schema::ReviewRound;
 
 /// The reviewer of a run and what its rounds saw.
@@ -33,8 +32,6 @@ pub(super) struct Reviewer {
     pub(super) rounds: Vec<RoundSeen>,
     /// The last round as status.json shows it.
     pub(super) last: Option<ReviewRound>,
-    /// What the reviews cost (USD).
-    pub(super) cost: f64,
     /// The tree of the last round (its diff is "since the last round" after it).
     pub(super) reviewed_once: bool,
 }
@@ -60,34 +57,9 @@ impl Engine {
                 .on(Fact::Reviewed(Reviewed::Verdict(unreadable)), now);
             return Ok(());
         };
-        if let Some(gate) = self.review_gate() {
-            self.run.on(Fact::Reviewed(gate), now);
-            return Ok(());
-        }
         let round = self.run.review_rounds() + 1;
         let cfg = self.s.review_config().unwrap_or_default();
-        let (diff, since_last) = self.review_diff();
-        let items: Vec<String> = done_items(&self.plan)
-            .into_iter()
-            .filter(|i| !self.reviewer.items_at_start.contains(i))
-            .collect();
-        let check_result = self.verify.last.as_ref().map_or_else(
-            || "no check ran in this run".to_owned(),
-            crate::policy::verification::Verification::result_line,
-        );
-        let earlier: Vec<(u32, Vec<Finding>)> = (self.reviewer.rounds.iter())
-            .map(|r| (r.round, r.review.findings.clone()))
-            .collect();
-        let prompt = review::prompt(&PromptInput {
-            round,
-            max_rounds: cfg.max_rounds,
-            items: &items,
-            diff: &diff,
-            since_last_round: since_last,
-            check: self.verify.command.as_deref(),
-            check_result: &check_result,
-            earlier: &earlier,
-        });
+        let prompt = self.review_prompt(round, cfg.max_rounds);
         // On the call cap's ledger and saved before the spawn, as the worker's call.
         let number = self.state.start_call(now);
         self.fx.persist(&self.state, false)?;
@@ -122,23 +94,20 @@ impl Engine {
         for w in warnings {
             self.warn(&w);
         }
-        // Every cap counts the review: the run's cost, the tokens in the rolling hour, the
-        // totals, the usage windows it reported, the fleet's ledger.
-        let at = self.fx.now();
-        let a = &got.analysis;
-        self.run.on(Fact::Spent(a.cost_usd), at);
-        self.fx.settle_call(at, a.tokens.sum(), a.cost_usd)?;
-        self.state.ledger.add_tokens_to_last(a.tokens.sum());
-        self.state.totals.cost_usd += a.cost_usd;
-        if a.cost_estimated {
-            self.state.totals.estimated_cost_usd += a.cost_usd;
-        }
-        self.state.totals.tokens.add(&a.tokens);
-        if !a.usage_windows.is_empty() {
-            windows::observe(&mut self.state.windows, &a.usage_windows, at);
-            self.fx.publish_windows(&self.state.windows, at);
-        }
-        self.reviewer.cost += a.cost_usd;
+        self.review_answered(&agent, (round, cfg.max_rounds, number), &got)
+    }
+
+    /// The review call's answer `got` (round, of max rounds, the call's number): its
+    /// accounting, the reviewer's own usage limit (a wait, no round spent), the verdict told
+    /// as a `review` event, then [`Fact::Reviewed`].
+    fn review_answered(
+        &mut self,
+        agent: &crate::agent::profile::Agent,
+        (round, max_rounds, number): (u32, u32, u64),
+        got: &crate::effects::AgentAnswer,
+    ) -> Result<()> {
+        self.account_review(&got.analysis)?;
+        let (a, at) = (&got.analysis, self.fx.now());
         // The reviewer's own usage limit: no round spent; wait for its reset.
         let policy = self.s.on_usage_limit.value;
         if let Some(limit) = Reviewed::at_usage_limit(a.error.as_ref(), policy, at) {
@@ -150,26 +119,14 @@ impl Engine {
             self.run.on(Fact::Reviewed(limit), self.fx.now());
             return Ok(());
         }
-        let failed = call_failure(&got);
+        let failed = review::call_failure(got.interrupted, a);
         let verdict = review::of_answer(a.review.as_ref(), failed.as_deref());
-        let seen = ReviewRound {
-            round,
-            max_rounds: cfg.max_rounds,
-            agent: agent.name().to_owned(),
-            number,
-            verdict: verdict_name(&verdict.verdict).to_owned(),
-            why: match &verdict.verdict {
-                Verdict::Unreadable { why } => Some(why.clone()),
-                _ => None,
-            },
-            blockers: count(&verdict, Severity::Blocker),
-            minors: count(&verdict, Severity::Minor),
-            findings: verdict.findings.clone(),
-            cost_usd: a.cost_usd,
-            cost_estimated: a.cost_estimated,
-            tokens: a.tokens.sum(),
-            duration_ms: u64::try_from(got.duration.as_millis()).unwrap_or(u64::MAX),
-        };
+        let seen = ReviewRound::of(
+            (round, max_rounds, agent.name(), number),
+            &verdict,
+            a,
+            got.duration,
+        );
         self.reviewer.rounds.push(RoundSeen {
             round,
             review: verdict.clone(),
@@ -188,44 +145,50 @@ impl Engine {
         Ok(())
     }
 
-    /// What stops or delays a review call: `MAX_COST_USD` and `REVIEW_MAX_SHARE`
-    /// ([`review::before_round`]), the rolling-hour caps and the usage windows (a wait), the
-    /// fleet's ledger.
-    fn review_gate(&mut self) -> Option<Reviewed> {
-        let now = self.fx.now();
-        let cfg = self.s.review_config().unwrap_or_default();
-        let spend = Spend {
-            reviews: self.reviewer.cost,
-            run: self.run.cost(),
-            max_cost: self.s.max_cost_usd.value,
-        };
-        let held = self.run.review_rounds();
-        if let Some(stop) = review::before_round(&cfg, spend, held) {
-            return Some(Reviewed::Stop(stop));
+    /// The reviewer's input for `round` of `max_rounds`: the items done in the run, the diff
+    /// (since its start, or since the last round), the check, earlier findings.
+    fn review_prompt(&mut self, round: u32, max_rounds: u32) -> String {
+        let (diff, since_last) = self.review_diff();
+        let items: Vec<String> = done_items(&self.plan)
+            .into_iter()
+            .filter(|i| !self.reviewer.items_at_start.contains(i))
+            .collect();
+        let check_result = self.verify.last.as_ref().map_or_else(
+            || "no check ran in this run".to_owned(),
+            crate::policy::verification::Verification::result_line,
+        );
+        let earlier: Vec<(u32, Vec<Finding>)> = (self.reviewer.rounds.iter())
+            .map(|r| (r.round, r.review.findings.clone()))
+            .collect();
+        review::prompt(&PromptInput {
+            round,
+            max_rounds,
+            items: &items,
+            diff: &diff,
+            since_last_round: since_last,
+            check: self.verify.command.as_deref(),
+            check_result: &check_result,
+            earlier: &earlier,
+        })
+    }
+
+    /// Every cap counts the review's call `a`: the run's cost, the tokens in the rolling
+    /// hour, the totals, the usage windows it reported, the fleet's ledger.
+    fn account_review(&mut self, a: &crate::analysis::Analysis) -> Result<()> {
+        let at = self.fx.now();
+        self.run.on(Fact::Spent(a.cost_usd), at);
+        self.fx.settle_call(at, a.tokens.sum(), a.cost_usd)?;
+        self.state.ledger.add_tokens_to_last(a.tokens.sum());
+        self.state.totals.cost_usd += a.cost_usd;
+        if a.cost_estimated {
+            self.state.totals.estimated_cost_usd += a.cost_usd;
         }
-        let limits = self.s.budget_limits();
-        if let BudgetCheck::Wait { until, reason } = self.state.ledger.check(now, &limits) {
-            return Some(Reviewed::Wait { until, reason });
+        self.state.totals.tokens.add(&a.tokens);
+        if !a.usage_windows.is_empty() {
+            windows::observe(&mut self.state.windows, &a.usage_windows, at);
+            self.fx.publish_windows(&self.state.windows, at);
         }
-        let window = windows::check(&self.state.windows, &self.s.max_window_percent.value, now);
-        if let WindowCheck::Wait { until, .. } = window {
-            if self.s.on_usage_limit.value == crate::policy::decide::UsageLimitPolicy::Exit {
-                return Some(Reviewed::Stop(ExitReason::UsageWindow));
-            }
-            return Some(Reviewed::Wait {
-                until,
-                reason: WaitReason::UsageWindow,
-            });
-        }
-        let fleet = crate::policy::fleet::FleetLimits {
-            budget: limits,
-            max_cost_usd: self.s.max_cost_usd.value,
-        };
-        match self.fx.reserve_call(now, &fleet) {
-            Ok(FleetVerdict::Go) | Err(_) => None,
-            Ok(FleetVerdict::Wait { until, reason }) => Some(Reviewed::Wait { until, reason }),
-            Ok(FleetVerdict::Stop(r)) => Some(Reviewed::Stop(r)),
-        }
+        Ok(())
     }
 
     /// The diff the reviewer reads: since the run's start in the first round, since the last
@@ -259,33 +222,4 @@ fn done_items(plan: &crate::policy::fixplan::Plan) -> Vec<String> {
         .filter(|i| i.done)
         .map(|i| i.text.clone())
         .collect()
-}
-
-/// Why the reviewer's call gave no answer to read (an error, a timeout, an interrupt).
-fn call_failure(got: &crate::effects::AgentAnswer) -> Option<String> {
-    if got.interrupted {
-        return Some("interrupted".to_owned());
-    }
-    let a = &got.analysis;
-    match (&a.outcome, &a.error) {
-        (crate::analysis::Outcome::Success, _) => None,
-        (_, Some(e)) => Some(format!(
-            "{}: {}",
-            e.kind.as_str(),
-            crate::sanitize::cut_chars(&e.message, 200)
-        )),
-        (o, None) => Some(format!("{o:?}").to_lowercase()),
-    }
-}
-
-fn verdict_name(v: &Verdict) -> &'static str {
-    match v {
-        Verdict::Approve => "approve",
-        Verdict::Changes => "changes",
-        Verdict::Unreadable { .. } => "unreadable",
-    }
-}
-
-fn count(r: &Review, s: Severity) -> u32 {
-    u32::try_from(r.count(s)).unwrap_or(u32::MAX)
 }

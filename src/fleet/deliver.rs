@@ -19,16 +19,16 @@
 
 use std::path::Path;
 
-use crate::clock::SystemClock;
-use crate::deliver::{self, CiWaitSettings, Push};
+use crate::deliver::drive::{Branch, DeliveryEffects, Place, RealGit, World};
+use crate::deliver::{self, CiWaitSettings};
 use crate::error::{HankError, Result};
 use crate::exit::ExitReason;
-use crate::forge::{self, NewPullRequest};
-use crate::policy::deliver::{self as rules, CiVerdict, FleetTaskLine};
+use crate::forge;
+use crate::policy::deliver::machine::{Config, Event, Machine, Said, Source};
+use crate::policy::deliver::{self as rules, FleetTaskLine};
 use crate::policy::fleet::TaskSpec;
-use crate::policy::time::Clock;
 use crate::settings::{DeliverMode, Settings};
-use crate::store::schema::{Delivery, DeliveryEvidence, DeliveryRecord, DeliveryStep, FleetFile};
+use crate::store::schema::{Delivery, DeliveryEvidence, FleetFile};
 
 /// How a fleet delivers.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -117,9 +117,10 @@ impl FleetDelivery {
 }
 
 /// `--deliver pr --into X` after every task merged: pushes `into`, opens its pull request with
-/// the fleet's records, waits for its checks. Returns the fleet's exit code (0 `delivered`, 2
-/// `push_rejected` / `ci_failed` / `ci_missing`, 3 `ci_timeout`, 130 interrupted) and
-/// records the delivery in `.hank/delivery.json`.
+/// the fleet's records, waits for its checks — the delivery machine with the fleet's host
+/// (`Integration`: the wall clock, the fleet's signal counter). Returns the fleet's
+/// exit code (0 `delivered`, 2 `push_rejected` / `ci_failed` / `ci_missing`, 3 `ci_timeout`,
+/// 130 interrupted) and records the delivery in `.hank/delivery.json`.
 ///
 /// # Errors
 /// git cannot run, the forge cannot be asked.
@@ -140,106 +141,108 @@ pub async fn integration(
         return Ok(None);
     };
     let secrets = crate::agent::redact::secret_values();
-    let clock = SystemClock::from_env()?;
-    let mut d = Delivery {
-        mode: "pr".into(),
-        branch: into.to_string(),
-        base: base.clone(),
-        remote: remote.clone(),
-        checks: "not_waited".into(),
-        ..Delivery::default()
-    };
     let url = deliver::remote_url(root, remote)?;
     let forge = forge::detect(root, &url, &forge::Env::from_process())?;
-    let mut rec = record_of(into, base, remote, file, &secrets);
-    let keep = |rec: &mut DeliveryRecord, d: &Delivery, reached: DeliveryStep| -> Result<()> {
-        deliver::record::keep(root, rec, d, reached, clock.now())
+    let rec = record_of(into, base, remote, file, &secrets);
+    let cfg = Config {
+        source: Source::Fleet,
+        pr: true,
+        ci: wait.map(|w| w.limits()),
+        auto_merge: false,
+        review_loop: false,
+        push_retry_waits: Vec::new(),
+        secrets,
     };
-    keep(&mut rec, &d, DeliveryStep::Started)?;
-    if let Some(stopped) = scan_and_push(root, (remote, base, into), allow_files, &secrets)? {
-        d.exit_reason = Some(stopped);
-        keep(&mut rec, &d, DeliveryStep::Started)?;
-        return finish(root, &d);
-    }
-    let sha = deliver::branch_head(root, into)?;
-    let pushed_at = clock.now();
-    d.head = Some(sha.clone());
-    keep(&mut rec, &d, DeliveryStep::Pushed)?;
-    let pr = match forge.create_pr(&NewPullRequest {
-        title: rec.evidence.title.clone(),
-        body: rec.evidence.body.clone(),
-        base: base.clone(),
-        head: into.to_string(),
-        draft: false,
-    }) {
-        Ok(pr) => pr,
-        Err(e) => {
-            forge_failed("the pull request could not be opened", &e, &mut d);
-            keep(&mut rec, &d, DeliveryStep::Pushed)?;
-            return finish(root, &d);
-        }
+    let mut host = Integration {
+        wall: deliver::Wall::new(Some(cancel.clone()), None)?,
+        world: World {
+            dir: root.to_path_buf(),
+            place: Place {
+                branch: into.to_string(),
+                base: base.clone(),
+                remote: remote.clone(),
+            },
+            branch: Branch::AsItIs,
+            allow_files: allow_files.clone(),
+            git: std::sync::Arc::new(RealGit),
+            forge: Some(forge),
+            pr: None,
+        },
     };
-    d.pr_url = Some(pr.url.clone());
-    d.pr_number = Some(pr.number);
-    errln!("hank: fleet: pull request #{} {}", pr.number, pr.url);
-    let Some(w) = wait else {
-        d.exit_reason = Some(ExitReason::Delivered);
-        keep(&mut rec, &d, DeliveryStep::PrOpened)?;
-        return finish(root, &d);
+    let mut m = Machine::new(cfg, rec);
+    let first = Event::Begin {
+        reason: ExitReason::Delivered,
+        evidence: None,
     };
-    d.checks = "pending".into();
-    keep(&mut rec, &d, DeliveryStep::PrOpened)?;
-    errln!("hank: fleet: {}", d.line());
-    let mut told = |_, _| {};
-    let mut waiter = deliver::Wall::new(Some(cancel.clone()), &|| false, &mut told)?;
-    let waited = deliver::wait_for_ci(forge.as_ref(), &sha, pushed_at, *w, &mut waiter).await;
-    let verdict = match waited {
-        Ok(Some((verdict, _logs))) => verdict,
-        Ok(None) => {
-            d.exit_reason = Some(ExitReason::Interrupted);
-            keep(&mut rec, &d, DeliveryStep::PrOpened)?;
-            return finish(root, &d);
-        }
-        Err(e) => {
-            forge_failed("the checks could not be read", &e, &mut d);
-            keep(&mut rec, &d, DeliveryStep::PrOpened)?;
-            return finish(root, &d);
-        }
-    };
-    d.exit_reason = rules::exit_of(&verdict);
-    checks_of(&verdict, &mut d);
-    keep(&mut rec, &d, DeliveryStep::PrOpened)?;
-    finish(root, &d)
+    deliver::drive::drive(&mut m, &mut host, first).await?;
+    Ok(Some(
+        m.record
+            .exit_reason
+            .map_or(crate::exit::HALTED, ExitReason::code),
+    ))
 }
 
-/// What is pushed is scanned (every commit of `into` the remote's `base` does not have), then
-/// pushed: `Some(reason)` when the scan or the push stopped the delivery (said on stderr).
-fn scan_and_push(
-    root: &Path,
-    (remote, base, into): (&str, &str, &str),
-    allow_files: &[String],
-    secrets: &[String],
-) -> Result<Option<ExitReason>> {
-    let tip = format!("refs/heads/{into}");
-    let known = deliver::scan::known_on_remote(root, remote, base, into)?;
-    let found = deliver::scan::scan(root, &tip, &known, allow_files)?;
-    if !found.hits.is_empty() {
-        errln!(
-            "hank: fleet: {}",
-            crate::policy::secrets::refusal(remote, into, &found.hits, &found.skipped)
-        );
-        return Ok(Some(ExitReason::SecretsInCommits));
-    }
-    if let Push::Rejected { output } = deliver::push_branch(root, remote, into)? {
-        errln!(
-            "hank: fleet: the push of {into} to {remote} was rejected:\n{}",
-            rules::clean(&output, secrets, rules::MAX_HOOK_OUTPUT_CHARS)
-        );
-        return Ok(Some(ExitReason::PushRejected));
-    }
-    Ok(None)
+/// The fleet's host of the delivery machine: the wall clock and the fleet's signal counter,
+/// the per-user record, the verdict shown at the end, its steps said as `hank: fleet: …`.
+struct Integration {
+    wall: deliver::Wall,
+    world: World,
 }
 
+impl deliver::Waiter for Integration {
+    fn now(&self) -> jiff::Timestamp {
+        self.wall.now()
+    }
+
+    fn sleep(&mut self, d: std::time::Duration) -> deliver::WaitFut<'_> {
+        self.wall.sleep(d)
+    }
+
+    fn tick(&mut self, _countdown: deliver::Countdown, _now: jiff::Timestamp) -> bool {
+        false
+    }
+}
+
+impl DeliveryEffects for Integration {
+    fn save(&mut self, d: &Delivery) -> Result<()> {
+        deliver::record::save(&self.world.dir, &mut d.clone(), self.wall.now())
+    }
+
+    /// As `hank deliver` tells it: delivery.json, the `delivery` event, NOTIFY.
+    fn tell(&mut self, d: &Delivery) -> Result<()> {
+        errln!("hank: fleet: {}", d.line());
+        let store = crate::store::Store::new(&self.world.dir);
+        deliver::tell_outside_run(&store, self.wall.now(), d)
+    }
+
+    fn say(&mut self, said: &Said, d: &Delivery) {
+        match said {
+            Said::SecretsRefused(text) => errln!("hank: fleet: {text}"),
+            Said::PushRejected(output) => errln!(
+                "hank: fleet: the push of {} to {} was rejected:\n{output}",
+                d.branch,
+                d.remote
+            ),
+            Said::PrOpened => errln!(
+                "hank: fleet: pull request #{} {}",
+                d.pr_number.unwrap_or_default(),
+                d.pr_url.as_deref().unwrap_or_default()
+            ),
+            Said::WaitingForChecks => errln!("hank: fleet: {}", d.line()),
+            Said::ForgeFailed => {
+                errln!("hank: fleet: {}", d.error.as_deref().unwrap_or_default());
+                errln!(
+                    "hank: fleet: the branch is pushed; `hank deliver` finishes the delivery from there"
+                );
+            }
+            _ => {}
+        }
+    }
+
+    fn world(&mut self) -> &mut World {
+        &mut self.world
+    }
+}
 /// The delivery record of the integration branch's pull request, its evidence the fleet's
 /// tasks. A delivery that stops part-way — the forge refusing the pull request, its checks
 /// unreadable, a Ctrl-C — is finished by `hank deliver` from the step it reached.
@@ -249,7 +252,7 @@ fn record_of(
     remote: &str,
     file: &FleetFile,
     secrets: &[String],
-) -> DeliveryRecord {
+) -> Delivery {
     let tasks: Vec<FleetTaskLine> = file
         .tasks
         .iter()
@@ -264,7 +267,7 @@ fn record_of(
     // The delivery record (as a single run's, `deliver::record`): a delivery that stops
     // part-way — the forge refusing the pull request, its checks unreadable, a Ctrl-C — is
     // finished by `hank deliver` from the step it reached.
-    DeliveryRecord {
+    Delivery {
         mode: "pr".into(),
         branch: into.to_string(),
         base: base.to_string(),
@@ -280,43 +283,6 @@ fn record_of(
             cost_usd: file.tasks.iter().map(|t| t.cost_usd).sum(),
             ..DeliveryEvidence::default()
         },
-        ..DeliveryRecord::default()
+        ..Delivery::default()
     }
-}
-
-/// The checks' verdict in the delivery's `checks` and `check_names`.
-fn checks_of(verdict: &CiVerdict, d: &mut Delivery) {
-    match verdict {
-        CiVerdict::Green => d.checks = "green".into(),
-        CiVerdict::Failed { names } => {
-            d.checks = "failed".into();
-            d.check_names.clone_from(names);
-        }
-        CiVerdict::Missing => d.checks = "missing".into(),
-        CiVerdict::TimedOut { pending } => {
-            d.checks = "timed_out".into();
-            d.check_names.clone_from(pending);
-        }
-        CiVerdict::Wait { .. } => {}
-    }
-}
-
-/// A forge step of the fleet's delivery failed: `forge_failed` with the forge's own error;
-/// the record keeps the step reached, for `hank deliver`.
-fn forge_failed(what: &str, e: &HankError, d: &mut Delivery) {
-    let error = format!("{what}: {}", crate::sanitize::line(&e.to_string()));
-    errln!("hank: fleet: {error}");
-    errln!("hank: fleet: the branch is pushed; `hank deliver` finishes the delivery from there");
-    d.exit_reason = Some(ExitReason::ForgeFailed);
-    d.error = Some(error);
-}
-
-fn finish(root: &Path, d: &Delivery) -> Result<Option<u8>> {
-    errln!("hank: fleet: {}", d.line());
-    // As `hank deliver` tells it: delivery.json, the `delivery` event, NOTIFY.
-    let now = crate::policy::time::Clock::now(&SystemClock::from_env()?);
-    deliver::tell_outside_run(&crate::store::Store::new(root), now, d)?;
-    Ok(Some(
-        d.exit_reason.map_or(crate::exit::HALTED, ExitReason::code),
-    ))
 }

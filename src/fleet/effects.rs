@@ -10,14 +10,28 @@
 //! driver's unit tests (`fleet/tests/`) give it an in-memory implementation whose clock moves
 //! only when the driver waits, to the first scheduled thing or the driver's deadline.
 
+use super::save::Saved;
+use super::{
+    ADOPTED_POLL, Cancel, MergeJob, MergeProblem, Merged, Options, Paths, WAKES, Worker,
+    commit_all, commit_task, control, deliver, ensure_worktree, events, free_memory,
+    keep_worktrees, kill_group, merge_off_thread, retire_worktree, signal_pid, spawn_worker,
+};
+use crate::error::Result;
+use crate::policy::fleet::TaskSpec;
+use crate::store::schema::FleetFile;
+use crate::store::{Store, fleet_ledger};
+use jiff::Timestamp;
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
 use std::io::Write as _;
 
 use tokio::sync::mpsc;
 
 use crate::effects::Fut;
 use crate::policy::fleet::machine::{Event, MergeOutcome, MergeProblemKind, WindowReading};
-
-use super::*;
 
 /// A task's figures from its run's `status.json`.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -153,12 +167,19 @@ pub(super) struct Real<'a> {
     ctl: control::FleetControl,
     tail: events::Tail,
     record: Option<fs::File>,
+    /// What the saves remember between turns.
+    saved: Saved,
 }
 
 impl<'a> Real<'a> {
     /// The effects of the fleet of `paths` (its control journal opened; the recording when
     /// `HANK_FLEET_RECORD` names a file).
-    pub(super) fn open(paths: &'a Paths, opts: &'a Options, cancel: &'a Cancel) -> Result<Self> {
+    pub(super) fn open(
+        paths: &'a Paths,
+        opts: &'a Options,
+        cancel: &'a Cancel,
+        file: &FleetFile,
+    ) -> Result<Self> {
         let record = std::env::var_os("HANK_FLEET_RECORD").and_then(|path| {
             fs::OpenOptions::new()
                 .create(true)
@@ -177,6 +198,7 @@ impl<'a> Real<'a> {
             ctl: control::FleetControl::open(&paths.root)?,
             tail: events::Tail::new(opts.json),
             record,
+            saved: Saved::new(file, opts.json),
         })
     }
 
@@ -307,7 +329,7 @@ impl FleetEffects for Real<'_> {
             .opts
             .deliver
             .worker_flags(&self.opts.run_flags, spec, specs);
-        let child = spawn_worker(self.paths, &wt, &spec.slug, &flags, left)?;
+        let child = spawn_worker(self.paths, &wt, &spec.slug, &flags, left, self.opts.json)?;
         let pid = child.id();
         self.workers.insert(spec.name.clone(), Worker::Own(child));
         let tx = self.notes.0.clone();
@@ -434,7 +456,7 @@ impl FleetEffects for Real<'_> {
     }
 
     fn save(&mut self, file: &mut FleetFile, now: Timestamp) -> Result<()> {
-        save(self.paths, file, now)
+        self.saved.save(self.paths, file, now)
     }
 
     fn say(&mut self, line: &str) {

@@ -1,7 +1,18 @@
 //! A finished task's merge: commit, checks on a detached HEAD, the check of the result,
 //! the compare-and-swap of the integration branch, a failure handed back to the agent.
 
-use super::*;
+use super::{
+    Options, Paths, TAIL_BYTES, agent_repo, commit_all, ensure_worktree, git, git_ok,
+    identity_args, kill_group, no_links, pin, retire_worktree, run_git_timed,
+};
+use crate::error::HankError;
+use crate::error::Result;
+use crate::policy::fleet::TaskSpec;
+use crate::policy::{fixplan, fleet};
+use crate::store;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// The user's interrupts (1 = stop gracefully, 2 = now), as the supervisor counts them.
 pub(super) type Cancel = tokio::sync::watch::Receiver<u32>;

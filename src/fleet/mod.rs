@@ -30,24 +30,21 @@ mod worktrees;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Child;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 
 use crate::error::{HankError, Result};
-use crate::git::{GitError, Repo, run_git};
+use crate::git::run_git;
 use crate::policy::budget::BudgetLimits;
-use crate::policy::fixplan;
-use crate::policy::fleet::{self, TaskSpec, TaskState};
-use crate::store::schema::{FLEET_SCHEMA, FleetFile};
-use crate::store::{self, Store, fleet_ledger, userdir};
+use crate::policy::fleet::TaskSpec;
+use crate::store::schema::FleetFile;
+use crate::store::{self, fleet_ledger, userdir};
 
 use merge::*;
-use save::*;
+
 use supervise::supervise;
 use timing::*;
 use worker::*;
@@ -300,7 +297,6 @@ pub fn run(root: &Path, tasks: Vec<TaskSpec>, opts: &Options) -> Result<u8> {
         .map_err(|e| HankError::Internal(format!("failed to start the async runtime: {e}")))?;
     let started = Instant::now();
     let count = tasks.len();
-    JSON.store(opts.json, std::sync::atomic::Ordering::Relaxed);
     let code = runtime.block_on(async move {
         let cancel = crate::agent::signals::install()?;
         supervise(&paths, &tasks, opts, &cancel).await

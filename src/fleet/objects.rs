@@ -6,7 +6,14 @@
 //! merge, the refresh). The integration worktree is used only when there is a check to run:
 //! checked out at the merge for it. The branch still moves last, by compare-and-swap.
 
-use super::*;
+use super::{
+    Cancel, MergeProblem, Options, Paths, git, identity_args, link_refused, run_check, timed,
+};
+use crate::error::HankError;
+use crate::error::Result;
+use crate::policy::fleet;
+use crate::policy::fleet::TaskSpec;
+use std::path::Path;
 
 /// Whether `git merge-tree --write-tree` is there (git 2.38 or later), asked once.
 /// `HANK_FLEET_MERGE_IN_WORKTREE=1` takes the older path (`git merge` in the integration

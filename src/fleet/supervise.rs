@@ -8,12 +8,20 @@
 //! `HANK_FLEET_RECORD=FILE` every event fed to the machine is appended to FILE as a JSON line
 //! (the replay test's fixture is one such recording).
 
-use std::collections::VecDeque;
+use super::{Cancel, LIVE, MergeJob, Options, Paths, STOP_GRACE, ensure_integration, read};
+use crate::error::HankError;
+use crate::error::Result;
+use crate::policy::fleet;
+use crate::policy::fleet::{TaskSpec, TaskState};
+use crate::store::fleet_ledger;
+use crate::store::schema::FleetFile;
+use jiff::Timestamp;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
 
 use crate::policy::fleet::machine::{Command, Config, Event, Fleet, RecordHead};
 
 use super::effects::{FleetEffects, Real, Stop};
-use super::*;
 
 /// The driver: the machine and the effects it acts through.
 pub(super) struct Driver<E> {
@@ -48,7 +56,6 @@ pub(super) async fn supervise(
             opts.into
         );
     }
-    told_already(&file);
     ensure_integration(paths, &opts.into)?;
     // The fleet's budget: its cost counts from here, its runtime from now.
     let started_at = Timestamp::now();
@@ -69,7 +76,7 @@ pub(super) async fn supervise(
         .collect();
     let cfg = config(paths, opts, file.deadline);
     let alive = alive_workers(&file);
-    let fx = Real::open(paths, opts, cancel)?;
+    let fx = Real::open(paths, opts, cancel, &file)?;
     let fleet = Fleet::new(cfg.clone(), tasks.to_vec(), file, &worktrees);
     Driver::new(fleet, fx, opts.max_runtime)
         .run(&cfg, alive, retry)

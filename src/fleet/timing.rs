@@ -1,6 +1,9 @@
 //! The fleet's git time and hank's own cost (`HANK_FLEET_TIMING`, `scripts/bench-fleet.sh`).
 
-use super::*;
+use crate::git::{GitError, run_git};
+use std::fs;
+use std::path::Path;
+use std::time::{Duration, Instant};
 
 /// Wall time spent in git commands by this fleet, and how many (for `HANK_FLEET_TIMING`).
 pub(super) static GIT_NANOS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);

@@ -1,6 +1,13 @@
 //! A task's worker: its spawn, its end, its signals; the machine's memory reading.
 
-use super::*;
+use super::Paths;
+use crate::error::HankError;
+use crate::error::Result;
+use crate::store::fleet_ledger;
+use std::fs;
+use std::path::Path;
+use std::process::Child;
+use std::time::Duration;
 
 /// Starts a task's worker: `hank run FLAGS` in its worktree, in a process group of its own,
 /// output to its log, told where the fleet-wide ledger is. (The one spawn of the fleet.)
@@ -10,6 +17,7 @@ pub(super) fn spawn_worker(
     slug: &str,
     flags: &[String],
     left: Option<Duration>,
+    json: bool,
 ) -> Result<Child> {
     let exe = std::env::current_exe()
         .map_err(|e| HankError::Internal(format!("cannot find hank's own program: {e}")))?;
@@ -25,7 +33,7 @@ pub(super) fn spawn_worker(
     let mut args: Vec<std::ffi::OsString> = std::iter::once("run".into())
         .chain(with_runtime(flags, left).into_iter().map(Into::into))
         .collect();
-    if JSON.load(std::sync::atomic::Ordering::Relaxed) {
+    if json {
         // The task's own `--json` would go to its log: its events reach stdout through the
         // supervisor (`events::Tail`).
         args.retain(|a| a != "--json");

@@ -1,7 +1,14 @@
 //! Git work of the fleet: the integration worktree, the tasks' worktrees (made, pinned,
 //! removed), a task's commit.
 
-use super::*;
+use super::{Paths, TREE_GIT_TIMEOUT, run_git_timed, stop_recorded_check, timed};
+use crate::error::HankError;
+use crate::error::Result;
+use crate::git::{GitError, Repo};
+use crate::policy::fleet::TaskSpec;
+use crate::store;
+use std::fs;
+use std::path::{Path, PathBuf};
 
 pub(super) fn git(dir: &Path, args: &[&str]) -> Result<Vec<u8>> {
     run_git_timed(dir, args).map_err(|e| {
@@ -60,7 +67,7 @@ pub(super) fn identity_args(dir: &Path) -> Result<Vec<&'static str>> {
     Ok(if git_ok(dir, &["config", "user.email"])? {
         Vec::new()
     } else {
-        vec!["-c", "user.name=hank", "-c", "user.email=hank@localhost"]
+        crate::git::IDENTITY_ARGS.to_vec()
     })
 }
 

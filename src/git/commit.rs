@@ -158,7 +158,7 @@ pub fn commit_all(dir: &Path, c: &CommitAll<'_>) -> Result<Committed> {
     let has_identity = run(dir, &["config", "user.email"], GIT_TIMEOUT, Hooks::Off)?.success;
     let mut args: Vec<&str> = Vec::new();
     if !has_identity {
-        args.extend(["-c", "user.name=hank", "-c", "user.email=hank@localhost"]);
+        args.extend(super::IDENTITY_ARGS);
     }
     args.extend(["commit", "--quiet"]);
     if c.hooks == Hooks::Off {

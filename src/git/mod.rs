@@ -47,6 +47,27 @@ pub mod snapshot;
 /// answer falls back to the walk.
 pub const GIT_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// hank's own git identity's address — written here only: what a commit hank makes in a
+/// repository without one is made as ([`IDENTITY`], [`IDENTITY_ARGS`]).
+macro_rules! hank_email {
+    () => {
+        "hank@localhost"
+    };
+}
+
+/// hank's own git identity, for people: `hank <hank@localhost>`.
+pub const IDENTITY: &str = concat!("hank <", hank_email!(), ">");
+
+/// The `-c` arguments that make a commit as hank's own identity, where the repository has
+/// none (the one fallback: the agent's commit, a fleet task's, setup's, an import's, a state
+/// ref's).
+pub const IDENTITY_ARGS: [&str; 4] = [
+    "-c",
+    "user.name=hank",
+    "-c",
+    concat!("user.email=", hank_email!()),
+];
+
 /// Whether the repository's own hooks and filters may run (delivery's commit and push only,
 /// and only when the user approved the project's configuration).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

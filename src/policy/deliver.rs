@@ -20,6 +20,9 @@ use crate::policy::receipts::Receipts;
 use crate::policy::verify::CheckResult;
 use crate::sanitize::cut_chars;
 
+pub mod machine;
+pub mod record;
+
 /// The PR body's size bound (GitHub refuses bodies over 65 536 characters).
 pub const MAX_BODY_CHARS: usize = 60_000;
 /// Bound of the agent's summary quoted in the body.
@@ -260,6 +263,16 @@ pub fn defuse_references(text: &str) -> String {
     }
     out.push_str(&text[at..]);
     out
+}
+
+/// The comment an issue closed by the pull request `number` at `url` gets: hank's one comment
+/// on the issue (marked, so that `hank watch`'s is edited, not joined by a second).
+#[must_use]
+pub fn issue_comment(url: &str, number: u64) -> String {
+    format!(
+        "{}\n**hank delivered this issue** in {url} (pull request #{number}); it closes this issue when merged.",
+        crate::policy::tracker::COMMENT_MARKER
+    )
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -355,6 +355,60 @@ pub struct RoundSeen {
     pub cost_usd: f64,
 }
 
+impl ReviewRound {
+    /// The record of a round — `(round, max_rounds, the reviewer's profile, the call's
+    /// number)` — from its verdict and the call's analysis `a`, which took `took`.
+    #[must_use]
+    pub fn of(
+        (round, max_rounds, agent, number): (u32, u32, &str, u64),
+        verdict: &Review,
+        a: &crate::analysis::Analysis,
+        took: std::time::Duration,
+    ) -> Self {
+        let count = |s: Severity| u32::try_from(verdict.count(s)).unwrap_or(u32::MAX);
+        Self {
+            round,
+            max_rounds,
+            agent: agent.to_owned(),
+            number,
+            verdict: match &verdict.verdict {
+                Verdict::Approve => "approve",
+                Verdict::Changes => "changes",
+                Verdict::Unreadable { .. } => "unreadable",
+            }
+            .to_owned(),
+            why: match &verdict.verdict {
+                Verdict::Unreadable { why } => Some(why.clone()),
+                _ => None,
+            },
+            blockers: count(Severity::Blocker),
+            minors: count(Severity::Minor),
+            findings: verdict.findings.clone(),
+            cost_usd: a.cost_usd,
+            cost_estimated: a.cost_estimated,
+            tokens: a.tokens.sum(),
+            duration_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+}
+
+/// Why the reviewer's call gave no answer to read (an error, a timeout, an interrupt).
+#[must_use]
+pub fn call_failure(interrupted: bool, a: &crate::analysis::Analysis) -> Option<String> {
+    if interrupted {
+        return Some("interrupted".to_owned());
+    }
+    match (&a.outcome, &a.error) {
+        (crate::analysis::Outcome::Success, _) => None,
+        (_, Some(e)) => Some(format!(
+            "{}: {}",
+            e.kind.as_str(),
+            crate::sanitize::cut_chars(&e.message, 200)
+        )),
+        (o, None) => Some(format!("{o:?}").to_lowercase()),
+    }
+}
+
 /// The PR body's "Review" section over the run's `review` events: the reviewer, each round's
 /// verdict, the blockers still open when the last round did not approve, the last round's
 /// minor findings. `clean` makes the reviewer's text safe for the body (redaction, no

@@ -88,7 +88,7 @@ fn git_init_and_commit(dir: &Path) -> GitOutcome {
         git_value(dir, "user.name").is_some() && git_value(dir, "user.email").is_some();
     let mut args: Vec<&str> = Vec::new();
     if !has_identity {
-        args.extend(["-c", "user.name=hank", "-c", "user.email=hank@localhost"]);
+        args.extend(crate::git::IDENTITY_ARGS);
     }
     args.extend(["commit", "-q", "-m", "Set up hank project"]);
     match step(&args) {
@@ -194,7 +194,7 @@ pub(crate) fn run(cwd: &Path, args: &SetupArgs) -> Result<u8> {
                 "path": dir.display().to_string(),
                 "files_created": written.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
                 "git": match git { GitOutcome::Committed { .. } => "committed".to_string(), GitOutcome::Skipped(r) => r.clone() },
-                "git_identity": match git { GitOutcome::Committed { as_hank: true } => Some("hank <hank@localhost>"), _ => None },
+                "git_identity": match git { GitOutcome::Committed { as_hank: true } => Some(crate::git::IDENTITY), _ => None },
                 "message": format!("created {}", args.name),
             }),
             Err(e) => serde_json::json!({
@@ -217,9 +217,13 @@ pub(crate) fn run(cwd: &Path, args: &SetupArgs) -> Result<u8> {
             errln!("  git repository with a first commit");
         }
         GitOutcome::Committed { as_hank: true } => {
-            errln!("  git repository with a first commit, made as `hank <hank@localhost>`");
             errln!(
-                "warning: git has no user.name/user.email here, so hank's commits are made as `hank <hank@localhost>`; set yours: git config --global user.name \"Your Name\" && git config --global user.email you@example.com"
+                "  git repository with a first commit, made as `{}`",
+                crate::git::IDENTITY
+            );
+            errln!(
+                "warning: git has no user.name/user.email here, so hank's commits are made as `{}`; set yours: git config --global user.name \"Your Name\" && git config --global user.email you@example.com",
+                crate::git::IDENTITY
             );
         }
         GitOutcome::Skipped(reason) => errln!("warning: {reason}"),

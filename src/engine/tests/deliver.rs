@@ -18,6 +18,7 @@ use crate::error::Result;
 use crate::exit::ExitReason;
 use crate::forge::scripted::{ScriptedForge, pending_then};
 use crate::policy::deliver::CheckState;
+use crate::policy::deliver::machine::replay;
 use crate::store::EventKind;
 use crate::store::schema::{Delivery, DeliveryStep};
 
@@ -71,6 +72,31 @@ fn deliveries(fx: &TestEffects) -> Vec<(Timestamp, Delivery)> {
         .collect()
 }
 
+/// Where the scripted round delivers: `hank/main` onto `main` at `origin`.
+fn place() -> Place {
+    Place {
+        branch: "hank/main".into(),
+        base: "main".into(),
+        remote: "origin".into(),
+    }
+}
+
+/// The round's recorded events replay to the same record (`last`), and to the delivery.json
+/// shown (the last of `written`).
+fn assert_the_round_replays(d: &InRun, last: &Delivery, written: &[(std::path::PathBuf, Vec<u8>)]) {
+    let (cfg, start, events) = d.recorded().unwrap();
+    assert!(events.len() > 200, "{} events", events.len());
+    let replayed = replay(cfg, start.clone(), events);
+    assert_eq!(&replayed, last);
+    let (_, json) = written
+        .iter()
+        .rev()
+        .find(|(p, _)| p.ends_with(".hank/delivery.json"))
+        .unwrap();
+    let shown: Delivery = serde_json::from_slice(json).unwrap();
+    assert_eq!(shown, replayed.shown());
+}
+
 #[test]
 fn a_delivery_round_waits_out_a_long_ci_on_the_effects_clock() {
     let rc = "VERIFY_COMMAND=make test\nVERIFY_AT_START=false\nDELIVER=pr\n\
@@ -82,17 +108,15 @@ fn a_delivery_round_waits_out_a_long_ci_on_the_effects_clock() {
     let forge = ScriptedForge::new(SHA, pending_then(100, CheckState::Passed));
     let (looks, opened) = (Arc::clone(&forge.looks), Arc::clone(&forge.opened));
     let git = Arc::new(ScriptedGit::default());
-    let place = Place {
-        branch: "hank/main".into(),
-        base: "main".into(),
-        remote: "origin".into(),
-    };
-    e.delivery = Some(InRun::of(
-        &e.s,
-        place,
-        Some(Box::new(forge)),
-        Arc::clone(&git) as Arc<dyn DeliverGit>,
-    ));
+    e.delivery = Some(
+        InRun::of(
+            &e.s,
+            place(),
+            Some(Box::new(forge)),
+            Arc::clone(&git) as Arc<dyn DeliverGit>,
+        )
+        .recording(),
+    );
 
     let code = block_on(e.run()).unwrap();
 
@@ -145,6 +169,7 @@ fn a_delivery_round_waits_out_a_long_ci_on_the_effects_clock() {
     let last = f.delivery_records.last().unwrap();
     assert_eq!(last.step, DeliveryStep::Finished);
     assert_eq!(last.at, Some(*judged_at));
+    assert_the_round_replays(e.delivery.as_ref().unwrap(), last, &f.written);
     drop(f);
     assert_eq!(
         super::loops::exit_event(&fx),
@@ -163,11 +188,7 @@ fn an_interrupt_during_the_ci_wait_stops_the_round_interrupted() {
     let looks = Arc::clone(&forge.looks);
     e.delivery = Some(InRun::of(
         &e.s,
-        Place {
-            branch: "hank/main".into(),
-            base: "main".into(),
-            remote: "origin".into(),
-        },
+        place(),
         Some(Box::new(forge)),
         Arc::new(ScriptedGit::default()),
     ));

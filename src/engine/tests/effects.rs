@@ -57,7 +57,7 @@ pub(super) struct Fx {
     pub said: Vec<String>,
     /// Files written ([`Effects::write_file`]) and delivery records saved, in order.
     pub written: Vec<(PathBuf, Vec<u8>)>,
-    pub delivery_records: Vec<crate::store::schema::DeliveryRecord>,
+    pub delivery_records: Vec<crate::store::schema::Delivery>,
 }
 
 impl Default for Fx {
@@ -231,7 +231,7 @@ impl Effects for TestEffects {
     fn save_delivery_record(
         &mut self,
         _project: &Path,
-        rec: &crate::store::schema::DeliveryRecord,
+        rec: &crate::store::schema::Delivery,
     ) -> Result<()> {
         self.fx().delivery_records.push(rec.clone());
         Ok(())

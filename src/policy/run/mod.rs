@@ -196,6 +196,13 @@ impl Observation {
         }
     }
 
+    /// Whether the limits let a call through (the rolling-hour caps, the windows): a review
+    /// round's look asks the fleet-wide ledger then.
+    #[must_use]
+    pub fn limits_open(&self) -> bool {
+        matches!(self.budget, BudgetCheck::Allow) && matches!(self.window, WindowCheck::Allow)
+    }
+
     /// Whether every gate of the project's own state lets a call through (files, plan,
     /// breaker, caps, windows): only then is the fleet-wide ledger asked for the call.
     #[must_use]
@@ -410,6 +417,8 @@ pub struct Run {
     approved: bool,
     /// A review round waits for a limit: it runs when the wait ends.
     review_after_wait: Option<ExitReason>,
+    /// What the review calls cost (USD; `REVIEW_MAX_SHARE`).
+    review_cost: f64,
 }
 
 impl Run {
@@ -437,6 +446,7 @@ impl Run {
             review_rounds: 0,
             approved: false,
             review_after_wait: None,
+            review_cost: 0.0,
         }
     }
 
@@ -530,7 +540,7 @@ impl Run {
                 until: None,
                 reason: WaitFor::Answer,
             },
-            Phase::Reviewing(r) => Step::Review(r),
+            Phase::Reviewing(r) => self.review_gates(r),
             Phase::Delivering(r) => Step::Deliver(r),
             Phase::Ended(r) => Step::Stop(r),
         }
@@ -545,7 +555,12 @@ impl Run {
                 self.decision = None;
                 self.phase = Phase::Calling;
             }
-            Fact::Spent(usd) => self.cost += usd,
+            Fact::Spent(usd) => {
+                self.cost += usd;
+                if matches!(self.phase, Phase::Reviewing(_)) {
+                    self.review_cost += usd;
+                }
+            }
             Fact::Answered(a) => self.answered(a),
             Fact::Checked(verdict) => self.checked(verdict),
             Fact::FailedOver(pick) => {
@@ -709,14 +724,8 @@ impl Run {
         if o.breaker_open {
             return Step::Stop(ExitReason::CircuitOpen);
         }
-        if let BudgetCheck::Wait { until, reason } = o.budget {
-            return self.wait(until, WaitFor::Limit(reason));
-        }
-        if let WindowCheck::Wait { until, .. } = o.window {
-            if self.cfg.on_usage_limit == UsageLimitPolicy::Exit {
-                return Step::Stop(ExitReason::UsageWindow);
-            }
-            return self.wait(until, WaitFor::Limit(WaitReason::UsageWindow));
+        if let Some(step) = self.limit_gates(&o) {
+            return step;
         }
         if self.paused {
             self.phase = Phase::Waiting {
@@ -730,6 +739,61 @@ impl Run {
             Pick::WaitUntil(until) => self.wait(until, WaitFor::Limit(WaitReason::UsageLimit)),
             Pick::NoneLeft => Step::Stop(ExitReason::AgentFatal),
         }
+    }
+
+    /// The limits every call passes, the worker's and the reviewer's: the rolling-hour caps
+    /// (the fleet's ledger's wait among them) and the usage windows.
+    fn limit_gates(&mut self, o: &Observation) -> Option<Step> {
+        if let BudgetCheck::Wait { until, reason } = o.budget {
+            return Some(self.wait(until, WaitFor::Limit(reason)));
+        }
+        if let WindowCheck::Wait { until, .. } = o.window {
+            if self.cfg.on_usage_limit == UsageLimitPolicy::Exit {
+                return Some(Step::Stop(ExitReason::UsageWindow));
+            }
+            return Some(self.wait(until, WaitFor::Limit(WaitReason::UsageWindow)));
+        }
+        None
+    }
+
+    /// Before a review round of the completion `r`, in order: the look at the project and
+    /// the limits ([`Step::Observe`], as before a worker's call), `MAX_COST_USD` and
+    /// `REVIEW_MAX_SHARE` ([`review::before_round`]), the fleet's budget, then the same
+    /// limits as a worker's call ([`Run::limit_gates`]: a wait, after which the round runs).
+    fn review_gates(&mut self, r: ExitReason) -> Step {
+        let Some(o) = self.seen.clone() else {
+            return Step::Observe;
+        };
+        let Some(cfg) = self.cfg.review else {
+            return Step::Review(r);
+        };
+        let spend = review::Spend {
+            reviews: self.review_cost,
+            run: self.cost,
+            max_cost: self.cfg.decide.max_cost_usd,
+        };
+        if let Some(stop) = review::before_round(&cfg, spend, self.review_rounds) {
+            self.phase = Phase::Ended(stop);
+            return Step::Stop(stop);
+        }
+        if let Some(stop) = self.fleet_stop {
+            self.phase = Phase::Ended(stop);
+            return Step::Stop(stop);
+        }
+        if let Some(step) = self.limit_gates(&o) {
+            if matches!(step, Step::Wait { .. }) {
+                self.review_after_wait = Some(r);
+            }
+            return step;
+        }
+        Step::Review(r)
+    }
+
+    /// Whether a review round is under way (its look reserves the fleet's call as a
+    /// worker's look does).
+    #[must_use]
+    pub fn reviewing(&self) -> bool {
+        matches!(self.phase, Phase::Reviewing(_))
     }
 
     fn wait(&mut self, until: Timestamp, reason: WaitFor) -> Step {
@@ -843,8 +907,10 @@ impl Run {
             Decision::Stop(r)
                 if r.is_completion() && self.cfg.review.is_some() && !self.approved =>
             {
+                // The review's call looks at the limits first, as the worker's does.
+                self.seen = None;
                 self.phase = Phase::Reviewing(r);
-                Step::Review(r)
+                self.review_gates(r)
             }
             // A verified completion is delivered first (DELIVER=branch|pr).
             Decision::Stop(r) if r.is_completion() && self.deliver.is_some() => {

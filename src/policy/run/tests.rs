@@ -1148,8 +1148,9 @@ fn verdict(body: &str) -> Fact {
 fn a_verified_completion_is_reviewed_before_it_stops_or_is_delivered() {
     // Approved at once: the stop, or the delivery, comes after the review.
     let mut run = Run::new(reviewed_cfg());
+    assert_eq!(verified_done(&mut run, t0()), Step::Observe);
     assert_eq!(
-        verified_done(&mut run, t0()),
+        gate(&mut run, complete(), t0()),
         Step::Review(ExitReason::PlanComplete)
     );
     assert_eq!(
@@ -1160,8 +1161,9 @@ fn a_verified_completion_is_reviewed_before_it_stops_or_is_delivered() {
     run.on(verdict("VERDICT: APPROVE"), t0());
     assert_eq!(run.next(t0()), Step::Stop(ExitReason::PlanComplete));
     let mut run = Run::new(reviewed_cfg()).delivering(rounds());
+    assert_eq!(verified_done(&mut run, t0()), Step::Observe);
     assert_eq!(
-        verified_done(&mut run, t0()),
+        gate(&mut run, complete(), t0()),
         Step::Review(ExitReason::PlanComplete)
     );
     run.on(verdict("VERDICT: APPROVE"), t0());
@@ -1174,7 +1176,10 @@ fn a_verified_completion_is_reviewed_before_it_stops_or_is_delivered() {
         Step::Check(ExitReason::PlanComplete)
     );
     run.on(Fact::Checked(Some(ExitReason::PlanComplete)), t0());
-    assert_eq!(run.next(t0()), Step::Review(ExitReason::PlanComplete));
+    assert_eq!(
+        gate(&mut run, complete(), t0()),
+        Step::Review(ExitReason::PlanComplete)
+    );
     let mut run = Run::new(reviewed_cfg());
     assert_eq!(
         gate(&mut run, complete(), t0()),
@@ -1200,7 +1205,10 @@ fn done_again(run: &mut Run, now: Timestamp) {
     );
     assert_eq!(run.next(now), Step::Check(ExitReason::PlanComplete));
     run.on(Fact::Checked(Some(ExitReason::PlanComplete)), now);
-    assert_eq!(run.next(now), Step::Review(ExitReason::PlanComplete));
+    assert_eq!(
+        gate(run, complete(), now),
+        Step::Review(ExitReason::PlanComplete)
+    );
 }
 
 #[test]
@@ -1229,8 +1237,9 @@ fn changes_go_back_to_the_worker_then_the_run_stops_review_rejected() {
     ];
     for (verdicts, last) in cases {
         let mut run = Run::new(reviewed_cfg());
+        assert_eq!(verified_done(&mut run, t0()), Step::Observe);
         assert_eq!(
-            verified_done(&mut run, t0()),
+            gate(&mut run, complete(), t0()),
             Step::Review(ExitReason::PlanComplete)
         );
         for (i, v) in verdicts.iter().enumerate() {
@@ -1262,8 +1271,9 @@ fn changes_go_back_to_the_worker_then_the_run_stops_review_rejected() {
 fn a_review_waits_for_limits_and_stops_at_budgets() {
     let clock = FixedClock::new(t0());
     let mut run = Run::new(reviewed_cfg());
+    assert_eq!(verified_done(&mut run, t0()), Step::Observe);
     assert_eq!(
-        verified_done(&mut run, t0()),
+        gate(&mut run, complete(), t0()),
         Step::Review(ExitReason::PlanComplete)
     );
     let until = t0() + hours(1);
@@ -1278,7 +1288,7 @@ fn a_review_waits_for_limits_and_stops_at_budgets() {
     clock.advance(hours(1));
     run.on(Fact::WokeUp, clock.now());
     assert_eq!(
-        run.next(clock.now()),
+        gate(&mut run, complete(), clock.now()),
         Step::Review(ExitReason::PlanComplete)
     );
     run.on(
@@ -1289,8 +1299,9 @@ fn a_review_waits_for_limits_and_stops_at_budgets() {
 
     // Ctrl-C during a review stops the run.
     let mut run = Run::new(reviewed_cfg());
+    assert_eq!(verified_done(&mut run, t0()), Step::Observe);
     assert_eq!(
-        verified_done(&mut run, t0()),
+        gate(&mut run, complete(), t0()),
         Step::Review(ExitReason::PlanComplete)
     );
     run.on(Fact::Interrupted, t0());
@@ -1345,4 +1356,88 @@ fn a_reviewer_at_its_usage_limit_waits_for_the_reset_or_stops_as_asked() {
             "case {i}"
         );
     }
+}
+
+/// The review's call passes the worker's gates, from the same look (an [`Observation`]):
+/// `MAX_COST_USD` and `REVIEW_MAX_SHARE` first, the fleet's budget, the rolling-hour caps
+/// and the usage windows (a wait, after which the round looks again and runs).
+#[test]
+fn a_review_round_passes_the_same_gates_as_a_call() {
+    let later = t0() + hours(1);
+    let over = over("five_hour", 95.0, 90, Some(later));
+    #[allow(clippy::type_complexity)]
+    let cases: Vec<(&str, Observation, Option<ExitReason>, Step)> = vec![
+        (
+            "clear",
+            complete(),
+            None,
+            Step::Review(ExitReason::PlanComplete),
+        ),
+        (
+            "the hour's caps",
+            Observation {
+                budget: BudgetCheck::Wait {
+                    until: later,
+                    reason: WaitReason::RateLimit,
+                },
+                ..complete()
+            },
+            None,
+            limit_wait(later, WaitReason::RateLimit),
+        ),
+        (
+            "a window",
+            Observation {
+                plan_complete: true,
+                ..window_wait(later, over)
+            },
+            None,
+            limit_wait(later, WaitReason::UsageWindow),
+        ),
+        (
+            "the fleet's budget",
+            complete(),
+            Some(ExitReason::CostBudget),
+            Step::Stop(ExitReason::CostBudget),
+        ),
+    ];
+    for (name, o, fleet, want) in cases {
+        let mut run = Run::new(reviewed_cfg());
+        assert_eq!(verified_done(&mut run, t0()), Step::Observe, "{name}");
+        if let Some(r) = fleet {
+            run.on(Fact::FleetLimit(r), t0());
+        }
+        assert_eq!(gate(&mut run, o, t0()), want, "{name}");
+        if let Step::Wait { .. } = want {
+            // After the wait: a new look, then the round.
+            run.on(Fact::WokeUp, later);
+            assert_eq!(
+                gate(&mut run, complete(), later),
+                Step::Review(ExitReason::PlanComplete),
+                "{name}"
+            );
+        }
+    }
+    // MAX_COST_USD spent by the worker: no review call.
+    let mut run = Run::new(RunConfig {
+        decide: DecideConfig {
+            max_cost_usd: 1.0,
+            ..cfg().decide
+        },
+        ..reviewed_cfg()
+    });
+    assert_eq!(gate(&mut run, clear(), t0()), Step::Call { agent: 0 });
+    run.on(Fact::Calling, t0());
+    run.on(Fact::Spent(0.5), t0());
+    run.on(
+        Fact::Answered(answer(Decision::Stop(ExitReason::PlanComplete))),
+        t0(),
+    );
+    run.on(Fact::Spent(0.6), t0());
+    assert_eq!(run.next(t0()), Step::Check(ExitReason::PlanComplete));
+    run.on(Fact::Checked(Some(ExitReason::PlanComplete)), t0());
+    assert_eq!(
+        gate(&mut run, complete(), t0()),
+        Step::Stop(ExitReason::CostBudget)
+    );
 }

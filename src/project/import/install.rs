@@ -82,7 +82,7 @@ pub(super) fn commit_import(dir: &Path, doc_name: &str) -> std::result::Result<(
     let message = format!("Import {} with hank", display_name(doc_name));
     let mut args: Vec<&str> = Vec::new();
     if !has_identity {
-        args.extend(["-c", "user.name=hank", "-c", "user.email=hank@localhost"]);
+        args.extend(crate::git::IDENTITY_ARGS);
     }
     args.extend(["commit", "-q", "-m", &message]);
     ok(&args).map(|_| ())
