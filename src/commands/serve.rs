@@ -50,11 +50,15 @@ fn home() -> Option<ProjectRef> {
 
 /// `hank serve`.
 pub(crate) fn run(args: &cli::ServeArgs) -> Result<u8> {
+    let (port, bind) = (port(args.port.as_deref())?, bind(args.bind.as_deref())?);
+    let home = home();
+    // Canonical, as the project records' paths are (a fleet worktree is recognised by it).
+    let root = userdir::root()?;
     let cfg = Config {
-        port: port(args.port.as_deref())?,
-        bind: bind(args.bind.as_deref())?,
-        state_root: userdir::root()?,
-        home: home(),
+        port,
+        bind,
+        state_root: std::fs::canonicalize(&root).unwrap_or(root),
+        home,
     };
     if !cfg.bind.is_loopback() {
         eprintln!(

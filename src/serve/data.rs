@@ -15,6 +15,9 @@ use crate::store::schema::{self, EventLine};
 /// loop, the review rounds, the deliveries, the fleet's task states).
 pub(crate) const ALL_EVENTS_BYTES: u64 = 16 * 1024 * 1024;
 
+/// Each fleet task's events as last read from its worktree: (project key, task) → events.
+pub(crate) type TaskEvents = std::collections::HashMap<(String, String), Vec<EventLine>>;
+
 /// A project the server may show: its key in the URLs and its root.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ProjectRef {
@@ -103,11 +106,14 @@ pub(crate) struct FleetData {
 }
 
 /// The projects served: the per-user records under `state_root`, and `home` (the project
-/// `hank serve` was started in) when it has no record yet.
+/// `hank serve` was started in) when it has no record yet. A fleet task's worktree (it lies
+/// under the per-user state, and its run keeps a record too) is shown on its fleet's page,
+/// not as a project.
 #[must_use]
 pub(crate) fn projects(state_root: &Path, home: Option<&ProjectRef>) -> Vec<ProjectRef> {
     let mut out: Vec<ProjectRef> = crate::store::userdir::known_projects(state_root)
         .into_iter()
+        .filter(|k| !k.path.starts_with(state_root))
         .map(|k| ProjectRef {
             key: k.key,
             root: k.path,
@@ -221,8 +227,18 @@ pub(crate) fn loops_of(events: &[EventLine]) -> Vec<LoopRow> {
             _ => {}
         }
     }
+    // A call under way: started, not answered yet.
+    rows.extend(started.into_iter().map(|(number, at)| LoopRow {
+        number,
+        started_at: Some(at),
+        outcome: CALLING.to_owned(),
+        ..LoopRow::default()
+    }));
     rows
 }
+
+/// The outcome shown for a call under way.
+pub(crate) const CALLING: &str = "calling";
 
 /// Every event of `kind` in `events` read as `T` (the event's own typed fields).
 fn typed<T: serde::de::DeserializeOwned>(events: &[EventLine], kind: &str) -> Vec<T> {
@@ -292,9 +308,18 @@ pub(crate) fn gantt_rows(
                     end,
                 });
             }
+            // A call under way lasts until the task left `running` after it started (its
+            // events were last read before its answer), else until now.
+            let open_end = |start: Timestamp| {
+                changes
+                    .iter()
+                    .find(|(at, st)| *at >= start && st != "running")
+                    .map_or(now, |(at, _)| *at)
+            };
             if let Some((_, evs)) = task_events.iter().find(|(n, _)| *n == t.name) {
                 for l in loops_of(evs) {
-                    if let (Some(start), Some(end)) = (l.started_at, l.ended_at) {
+                    if let Some(start) = l.started_at {
+                        let end = l.ended_at.unwrap_or_else(|| open_end(start)).max(start);
                         spans.push(Span {
                             kind: SpanKind::Call,
                             start,
@@ -323,8 +348,15 @@ pub(crate) fn gantt_rows(
 /// The fleet page's data: `fleet.json`, the project's `fleet_task` events, and each running
 /// task's events from its worktree — only a worktree under the per-user state (`state_root`),
 /// where hank makes them.
+/// `seen` keeps each task's events as last read from its worktree: a merged task's worktree
+/// is gone, and its calls stay on the chart for as long as the server runs.
 #[must_use]
-pub(crate) fn fleet_data(p: &ProjectRef, state_root: &Path, now: Timestamp) -> FleetData {
+pub(crate) fn fleet_data(
+    p: &ProjectRef,
+    state_root: &Path,
+    now: Timestamp,
+    seen: &mut TaskEvents,
+) -> FleetData {
     let snap = snapshot(p);
     let overview = overview(p, &snap);
     let Some(fleet) = snap.fleet else {
@@ -335,16 +367,30 @@ pub(crate) fn fleet_data(p: &ProjectRef, state_root: &Path, now: Timestamp) -> F
         };
     };
     let events = all_events(&p.root.join(".hank"));
+    for t in &fleet.tasks {
+        let Some(wt) = t.worktree.as_deref() else {
+            continue;
+        };
+        let (Ok(canonical), Ok(root)) = (
+            std::fs::canonicalize(PathBuf::from(wt)),
+            std::fs::canonicalize(state_root),
+        ) else {
+            continue;
+        };
+        if canonical.starts_with(&root) {
+            let evs = all_events(&canonical.join(".hank"));
+            // A worktree taken over by the next task starts with no events of this one.
+            if !evs.is_empty() {
+                seen.insert((p.key.clone(), t.name.clone()), evs);
+            }
+        }
+    }
     let task_events: Vec<(String, Vec<EventLine>)> = fleet
         .tasks
         .iter()
         .filter_map(|t| {
-            let wt = PathBuf::from(t.worktree.as_deref()?);
-            let canonical = std::fs::canonicalize(&wt).ok()?;
-            let root = std::fs::canonicalize(state_root).ok()?;
-            canonical
-                .starts_with(&root)
-                .then(|| (t.name.clone(), all_events(&canonical.join(".hank"))))
+            let evs = seen.get(&(p.key.clone(), t.name.clone()))?;
+            Some((t.name.clone(), evs.clone()))
         })
         .collect();
     let rows = gantt_rows(&fleet, &events, &task_events, now);
@@ -418,6 +464,7 @@ mod tests {
             r#"{"type":"loop_started","at":"2026-12-07T10:00:10Z","loop":1,"resume":false,"context_bytes":1}"#,
             r#"{"type":"agent_finished","at":"2026-12-07T10:01:10Z","loop":1,"outcome":"success","duration_ms":60000}"#,
             r#"{"type":"waiting","at":"2026-12-07T10:01:20Z","reason":"usage_limit","until":"2026-12-07T12:00:00Z"}"#,
+            r#"{"type":"loop_started","at":"2026-12-07T10:04:00Z","loop":2,"resume":true,"context_bytes":1}"#,
         ]);
         let now: Timestamp = "2026-12-07T10:05:00Z".parse().unwrap();
         let rows = gantt_rows(&fleet, &main, &[("ui".into(), ui)], now);
@@ -438,7 +485,9 @@ mod tests {
         let ui = &rows[1].spans;
         assert_eq!(ui[0].end, now, "a running state lasts until now");
         assert_eq!(ui[1].kind, SpanKind::Call);
-        assert_eq!(ui[2].kind, SpanKind::Wait("usage_limit".into()));
-        assert_eq!(ui[2].end, now, "a wait is drawn until now, not its end");
+        assert_eq!(ui[2].kind, SpanKind::Call, "a call under way");
+        assert_eq!(ui[2].end, now);
+        assert_eq!(ui[3].kind, SpanKind::Wait("usage_limit".into()));
+        assert_eq!(ui[3].end, now, "a wait is drawn until now, not its end");
     }
 }

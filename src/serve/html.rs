@@ -12,6 +12,9 @@ pub(crate) const CSS: &str = include_str!("../../templates/serve/app.css");
 /// The script served at `/static/app.js`: the live updates (server-sent events).
 pub(crate) const JS: &str = include_str!("../../templates/serve/app.js");
 
+/// The icon served at `/favicon.svg` (and `/favicon.ico`).
+pub(crate) const ICON: &str = include_str!("../../templates/serve/favicon.svg");
+
 /// `text` with `&`, `<`, `>`, `"` and `'` escaped: safe as element text and as a quoted
 /// attribute's value.
 #[must_use]

@@ -74,6 +74,8 @@ struct App {
     port: u16,
     state_root: PathBuf,
     home: Option<ProjectRef>,
+    /// The fleet tasks' events as last read ([`data::fleet_data`]).
+    seen: std::sync::Mutex<data::TaskEvents>,
 }
 
 impl App {
@@ -106,7 +108,8 @@ pub(crate) fn url(bind: IpAddr, port: u16, token: &str) -> String {
     format!("http://{host}:{port}/?token={token}")
 }
 
-/// Serves until SIGINT or SIGTERM; `started` is told the URL once the socket listens.
+/// Serves until SIGINT or SIGTERM (then exit code 130); `started` is told the URL once the
+/// socket listens.
 ///
 /// # Errors
 /// The address cannot be listened on, or the runtime cannot start.
@@ -131,6 +134,7 @@ pub(crate) fn serve(cfg: Config, started: impl FnOnce(&str) -> Result<()>) -> Re
         port,
         state_root: cfg.state_root,
         home: cfg.home,
+        seen: std::sync::Mutex::default(),
     });
     started(&url(cfg.bind, port, &app.token))?;
     let rt = crate::proc::runtime()
@@ -138,12 +142,16 @@ pub(crate) fn serve(cfg: Config, started: impl FnOnce(&str) -> Result<()>) -> Re
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(listener)
             .map_err(|e| HankError::usage(format!("the listening socket: {e}")))?;
-        axum::serve(listener, router(app))
-            .with_graceful_shutdown(stopped())
-            .await
-            .map_err(|e| HankError::usage(format!("the web server stopped: {e}")))
+        // At a signal the server and its open connections (the live streams never end on
+        // their own) are dropped: nothing is written, so nothing is left half-done.
+        tokio::select! {
+            served = axum::serve(listener, router(app)) => served
+                .map_err(|e| HankError::usage(format!("the web server stopped: {e}"))),
+            () = stopped() => Ok(()),
+        }
     })?;
-    Ok(crate::exit::OK)
+    // A signal is the only way it ends.
+    Ok(crate::exit::INTERRUPTED)
 }
 
 /// Resolves on SIGINT or SIGTERM.
@@ -180,6 +188,14 @@ fn router(app: Arc<App>) -> Router {
         .route(
             "/static/app.js",
             get(|| async { asset("text/javascript", html::JS) }),
+        )
+        .route(
+            "/favicon.svg",
+            get(|| async { asset("image/svg+xml", html::ICON) }),
+        )
+        .route(
+            "/favicon.ico",
+            get(|| async { asset("image/svg+xml", html::ICON) }),
         )
         .fallback(|| async { (StatusCode::NOT_FOUND, page_response(pages::not_found())) })
         .layer(middleware::from_fn_with_state(app.clone(), guard))
@@ -289,10 +305,13 @@ async fn fleet_page(State(app): State<Arc<App>>, Path(key): Path<String>) -> Res
     blocking(move || match app.project(&key) {
         Some(p) => {
             let now = jiff::Timestamp::now();
-            page_response(pages::fleet(
-                &data::fleet_data(&p, &app.state_root, now),
-                now,
-            ))
+            let mut seen = app
+                .seen
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let d = data::fleet_data(&p, &app.state_root, now, &mut seen);
+            drop(seen);
+            page_response(pages::fleet(&d, now))
         }
         None => (StatusCode::NOT_FOUND, page_response(pages::not_found())).into_response(),
     })

@@ -43,7 +43,8 @@ pub(crate) fn loop_timeline(loops: &[LoopRow]) -> String {
         .max()
         .unwrap_or(1)
         .max(1) as f64;
-    let step = W / loops.len() as f64;
+    // A few loops stay thin bars from the left, as a long run's first loops were.
+    let step = W / loops.len().max(40) as f64;
     let bar = (step * 0.8).max(0.5);
     for (i, l) in loops.iter().enumerate() {
         let bh = (l.duration_ms as f64 / longest * h).max(2.0);
@@ -68,7 +69,7 @@ pub(crate) fn loop_timeline(loops: &[LoopRow]) -> String {
     }
     let _ = write!(
         s,
-        r#"<text x="0" y="{}" class="label">loop {}</text><text x="{W}" y="{}" class="label end">loop {} · longest {}</text></svg>"#,
+        r#"<text x="0" y="{}" class="label">loop {}</text><text x="{W}" y="{}" class="label end">… loop {} · longest {}</text></svg>"#,
         h + 16.0,
         loops[0].number,
         h + 16.0,
@@ -79,7 +80,8 @@ pub(crate) fn loop_timeline(loops: &[LoopRow]) -> String {
 }
 
 /// A usage window as a gauge: the part used (`fraction`, 0–1, above 1 drawn full), the limit
-/// set for it (`limit`, a fraction) as a mark, its name and reset time as text.
+/// set for it (`limit`, a fraction) as a mark; its name, figure and `note` (its reset time)
+/// as text above the bar (HTML: readable at a phone's width).
 #[must_use]
 pub(crate) fn gauge(name: &str, fraction: Option<f64>, limit: Option<f64>, note: &str) -> String {
     let f = fraction.unwrap_or(0.0).clamp(0.0, 1.0);
@@ -91,9 +93,10 @@ pub(crate) fn gauge(name: &str, fraction: Option<f64>, limit: Option<f64>, note:
     };
     let shown = fraction.map_or_else(|| "—".to_owned(), |x| format!("{:.0} %", x * 100.0));
     let mut s = format!(
-        r#"<svg class="gauge" viewBox="0 0 {W} 56" role="img" aria-label="{} {}"><text x="0" y="16" class="label">{} · {}</text><rect class="track" x="0" y="24" width="{W}" height="20" rx="4"/><rect class="{class}" x="0" y="24" width="{:.1}" height="20" rx="4"/>"#,
+        r#"<div class="gauge"><div class="gauge-text"><span>{} · {}</span><span class="muted">{}</span></div><svg viewBox="0 0 {W} 20" preserveAspectRatio="none" role="img" aria-label="{} {}"><rect class="track" x="0" y="0" width="{W}" height="20"/><rect class="{class}" x="0" y="0" width="{:.1}" height="20"/>"#,
         esc(name),
         esc(&shown),
+        esc(note),
         esc(name),
         esc(&shown),
         f * W
@@ -101,15 +104,11 @@ pub(crate) fn gauge(name: &str, fraction: Option<f64>, limit: Option<f64>, note:
     if let Some(l) = limit {
         let _ = write!(
             s,
-            r#"<line class="limit" x1="{x:.1}" y1="20" x2="{x:.1}" y2="48"/>"#,
+            r#"<line class="limit" x1="{x:.1}" y1="0" x2="{x:.1}" y2="20"/>"#,
             x = l.clamp(0.0, 1.0) * W
         );
     }
-    let _ = write!(
-        s,
-        r#"<text x="{W}" y="16" class="label end">{}</text></svg>"#,
-        esc(note)
-    );
+    s.push_str("</svg></div>");
     s
 }
 
@@ -117,7 +116,7 @@ pub(crate) fn gauge(name: &str, fraction: Option<f64>, limit: Option<f64>, note:
 /// (a thin band coloured by state) and its calls and waits (blocks over it).
 #[must_use]
 pub(crate) fn gantt(rows: &[TaskRow], start: Timestamp, end: Timestamp) -> String {
-    let row_h = 30.0;
+    let row_h = 40.0;
     let label_w = 180.0;
     let h = rows.len() as f64 * row_h + 24.0;
     let span = (end.as_millisecond() - start.as_millisecond()).max(1) as f64;
@@ -132,7 +131,7 @@ pub(crate) fn gantt(rows: &[TaskRow], start: Timestamp, end: Timestamp) -> Strin
         let _ = write!(
             s,
             r#"<text x="0" y="{:.1}" class="label">{}</text>"#,
-            y + 19.0,
+            y + 24.0,
             esc(&crate::sanitize::cut_chars(&r.task, 24))
         );
         for sp in &r.spans {
@@ -140,10 +139,10 @@ pub(crate) fn gantt(rows: &[TaskRow], start: Timestamp, end: Timestamp) -> Strin
             let w = (x(sp.end) - x0).max(2.0);
             let (class, top, height, what) = match &sp.kind {
                 SpanKind::State(st) => {
-                    (format!("state-{}", css_word(st)), y + 20.0, 6.0, st.clone())
+                    (format!("state-{}", css_word(st)), y + 30.0, 6.0, st.clone())
                 }
-                SpanKind::Call => ("call".to_owned(), y + 4.0, 14.0, "call".to_owned()),
-                SpanKind::Wait(why) => ("wait".to_owned(), y + 4.0, 14.0, format!("wait: {why}")),
+                SpanKind::Call => ("call".to_owned(), y + 8.0, 18.0, "call".to_owned()),
+                SpanKind::Wait(why) => ("wait".to_owned(), y + 8.0, 18.0, format!("wait: {why}")),
             };
             let _ = write!(
                 s,
@@ -182,7 +181,8 @@ pub(crate) fn duration(ms: u64) -> String {
         _ if ms < 1000 => format!("{ms} ms"),
         0..60 => format!("{s} s"),
         60..3600 => format!("{} min {:02} s", s / 60, s % 60),
-        _ => format!("{} h {:02} min", s / 3600, (s % 3600) / 60),
+        3600..86_400 => format!("{} h {:02} min", s / 3600, (s % 3600) / 60),
+        _ => format!("{} d {:02} h", s / 86_400, (s % 86_400) / 3600),
     }
 }
 
@@ -198,6 +198,7 @@ mod tests {
             (42_000, "42 s"),
             (185_000, "3 min 05 s"),
             (7_800_000, "2 h 10 min"),
+            (3 * 86_400_000 + 7_200_000, "3 d 02 h"),
         ];
         for (ms, want) in table {
             assert_eq!(duration(ms), want);
@@ -234,14 +235,11 @@ mod tests {
     #[test]
     fn a_gauge_is_full_at_its_fraction_and_marks_its_limit() {
         let g = gauge("five_hour", Some(0.5), Some(0.8), "resets 12:00");
-        assert!(
-            g.contains(r#"class="ok" x="0" y="24" width="500.0""#),
-            "{g}"
-        );
+        assert!(g.contains(r#"class="ok" x="0" y="0" width="500.0""#), "{g}");
         assert!(g.contains(r#"x1="800.0""#));
-        assert!(g.contains("50 %"));
+        assert!(g.contains("five_hour · 50 %") && g.contains("resets 12:00"));
         let over = gauge("seven_day", Some(1.7), None, "");
-        assert!(over.contains(r#"class="bad" x="0" y="24" width="1000.0""#));
+        assert!(over.contains(r#"class="bad" x="0" y="0" width="1000.0""#));
         assert!(gauge("x", None, None, "").contains("—"));
     }
 
@@ -266,7 +264,7 @@ mod tests {
         let g = gantt(&rows, t("2026-12-07T10:00:00Z"), t("2026-12-07T10:10:00Z"));
         assert!(g.contains(r#"class="state-running" x="180.0""#), "{g}");
         assert!(
-            g.contains(r#"class="call" x="590.0" y="4.0" width="410.0""#),
+            g.contains(r#"class="call" x="590.0" y="8.0" width="410.0""#),
             "{g}"
         );
         assert!(g.contains("a&lt;b"));
