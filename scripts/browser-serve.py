@@ -18,7 +18,7 @@ miss:
 
 Usage: scripts/browser-serve.py [HANK_BIN] [OUT_DIR]
   (defaults: target/debug/hank, target/serve-screenshots). CHROMIUM and CHROMEDRIVER name the
-  browser and driver (defaults: /usr/bin/chromium, /usr/bin/chromedriver).
+  browser and driver (defaults: `chromium` and `chromedriver` on PATH).
 """
 
 import http.client
@@ -156,7 +156,21 @@ def check_page(driver, url, name, selector):
     driver.save_screenshot(os.path.join(OUT, f"{name}.png"))
 
 
+def tools():
+    """The browser and its driver: CHROMIUM and CHROMEDRIVER when set, else Debian's
+    `chromium` and `chromedriver` on PATH (a GitHub runner's Chrome and CHROMEWEBDRIVER
+    otherwise). Never downloaded."""
+    browser = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("google-chrome")
+    driver = os.environ.get("CHROMEDRIVER") or shutil.which("chromedriver")
+    if not driver and os.environ.get("CHROMEWEBDRIVER"):
+        driver = os.path.join(os.environ["CHROMEWEBDRIVER"], "chromedriver")
+    if not browser or not driver or not os.path.exists(driver):
+        fail("Chromium and chromedriver are required (apt install chromium chromium-driver)")
+    return browser, driver
+
+
 def main():
+    browser, chromedriver = tools()
     os.makedirs(HOME)
     os.makedirs(BIN)
     os.makedirs(OUT, exist_ok=True)
@@ -168,7 +182,6 @@ def main():
         f.write("<script>document.title='pwned'</script><img src=x onerror=\"document.title='pwned'\">\n")
     big, env_big = project("big", "# Plan\n\n## Tasks\n- [x] all\n", TICK)
     big_records(big)
-    run([HANK, "status"], big, env_big)  # registers nothing; `hank serve` inside it would
     squad, env_squad = project(
         "squad", "# Plan\n\n## Api\n- [ ] the api\n\n## Ui\n- [ ] the ui\n\n## Docs\n- [ ] the docs\n", TICK, sleep=4)
     # The fleet's per-user folder (with its project record) exists once the fleet starts.
@@ -195,13 +208,12 @@ def main():
             fail(f"{path} (Host {host}): {status} {body[:300]!r}, expected {code} and no data")
 
     opts = webdriver.ChromeOptions()
-    opts.binary_location = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+    opts.binary_location = browser
     for a in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
               "--window-size=1280,900", "--no-first-run", "--disable-extensions"]:
         opts.add_argument(a)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")),
-                              options=opts)
+    driver = webdriver.Chrome(service=Service(chromedriver), options=opts)
     try:
         driver.set_page_load_timeout(60)
         # Without the token the browser gets no data either.
