@@ -607,4 +607,62 @@ mod tests {
         assert!(html.contains("five_hour · 42 %"), "{html}");
         assert!(html.contains("resets 14:00:00 UTC (in 2 h 00 min)"));
     }
+
+    #[test]
+    fn the_fleet_page_shows_the_tasks_queue_budget_and_chart() {
+        let file: crate::store::schema::FleetFile = serde_json::from_value(serde_json::json!({
+            "schema_version": 1, "into": "hank/fleet", "state": "running",
+            "calls_in_window": 30, "max_calls_per_hour": 40, "cost_usd": 4.0, "max_cost_usd": 5.0,
+            "tokens_in_window": 10, "max_tokens_per_hour": 0, "paused": false,
+            "started_at": "2026-12-07T11:00:00Z", "updated_at": null, "pid": 1,
+            "deadline": null, "held": "agents: 2 of 2 busy",
+            "tasks": [
+                {"name": "api", "state": "merging", "branch": "hank/api", "worktree": null,
+                 "loops": 3, "cost_usd": 1.25, "verified": true, "agent": null,
+                 "message": "<b>merging</b>", "pid": null, "pid_start": null,
+                 "merge_attempts": 1, "exit_code": 0},
+                {"name": "ui", "state": "running", "branch": "hank/ui", "worktree": null,
+                 "loops": 1, "cost_usd": 0.5, "verified": null, "agent": null, "message": "",
+                 "pid": null, "pid_start": null, "merge_attempts": 0, "exit_code": null}
+            ]
+        }))
+        .unwrap();
+        let rows = vec![crate::serve::data::TaskRow {
+            task: "api".into(),
+            spans: vec![crate::serve::data::Span {
+                kind: crate::serve::data::SpanKind::Call,
+                start: "2026-12-07T11:10:00Z".parse().unwrap(),
+                end: "2026-12-07T11:20:00Z".parse().unwrap(),
+            }],
+        }];
+        let d = FleetData {
+            overview: overview("squad"),
+            fleet: Some(file),
+            rows,
+        };
+        let html = fleet(&d, now());
+        assert!(html.contains(r#"id="fleet-gantt""#) && html.contains(r#"<rect class="call""#));
+        assert!(
+            html.contains(r#"<tr id="task-api" data-state="merging">"#),
+            "{html}"
+        );
+        assert!(html.contains(r#"<tr id="task-ui" data-state="running">"#));
+        assert!(
+            html.contains("<li>api — merging (attempt 2)</li>"),
+            "{html}"
+        );
+        assert!(html.contains("&lt;b&gt;merging&lt;/b&gt;"));
+        assert!(html.contains("held: agents: 2 of 2 busy"));
+        assert!(
+            html.contains("cost · 80 %") && html.contains("$4.00 of $5.00"),
+            "{html}"
+        );
+        assert!(html.contains("calls this hour · 75 %"));
+        assert!(html.contains("tokens this hour · —"), "no cap, no figure");
+        let none = FleetData {
+            overview: overview("solo"),
+            ..FleetData::default()
+        };
+        assert!(fleet(&none, now()).contains("no fleet has run"));
+    }
 }
