@@ -138,6 +138,22 @@ fn loop_table(loops: &[LoopRow], now: Timestamp) -> String {
     s
 }
 
+/// The page of a pull request's checks: GitHub's `…/pull/N/checks`, GitLab's
+/// `…/merge_requests/N/pipelines`; none for another address (only `https://` is linked).
+fn checks_url(pr: &str) -> Option<String> {
+    if !pr.starts_with("https://") {
+        return None;
+    }
+    let pr = pr.trim_end_matches('/');
+    if pr.contains("/pull/") {
+        Some(format!("{pr}/checks"))
+    } else if pr.contains("/merge_requests/") {
+        Some(format!("{pr}/pipelines"))
+    } else {
+        None
+    }
+}
+
 /// One run: state, timeline of its loops, the breaker, the usage windows, the reviewer's
 /// rounds, the delivery's steps.
 #[must_use]
@@ -307,7 +323,14 @@ pub(crate) fn run(d: &RunData, now: Timestamp) -> String {
                 (Some(u), _) => esc(u),
                 (None, _) => String::from("—"),
             };
-            let mut checks = esc(&dl.checks);
+            let mut checks = match dl.pr_url.as_deref().and_then(checks_url) {
+                Some(u) => format!(
+                    r#"<a href="{}" rel="noreferrer noopener">{}</a>"#,
+                    esc(&u),
+                    esc(&dl.checks)
+                ),
+                None => esc(&dl.checks),
+            };
             if !dl.check_names.is_empty() {
                 let _ = write!(checks, ": {}", esc(&dl.check_names.join(", ")));
             }
@@ -604,8 +627,30 @@ mod tests {
             r#"<a href="https://github.com/o/r/pull/7" rel="noreferrer noopener">#7</a>"#
         ));
         assert!(!html.contains(r#"href="javascript"#));
+        assert!(html.contains(
+            r#"<a href="https://github.com/o/r/pull/7/checks" rel="noreferrer noopener">green</a>"#
+        ));
         assert!(html.contains("five_hour · 42 %"), "{html}");
         assert!(html.contains("resets 14:00:00 UTC (in 2 h 00 min)"));
+    }
+
+    #[test]
+    fn checks_link_to_the_forge_page_of_the_pull_request() {
+        let table = [
+            (
+                "https://github.com/o/r/pull/7",
+                Some("https://github.com/o/r/pull/7/checks"),
+            ),
+            (
+                "https://gitlab.com/g/p/-/merge_requests/3/",
+                Some("https://gitlab.com/g/p/-/merge_requests/3/pipelines"),
+            ),
+            ("http://127.0.0.1:9/o/r/pull/7", None),
+            ("https://example.com/review/7", None),
+        ];
+        for (pr, want) in table {
+            assert_eq!(checks_url(pr).as_deref(), want, "{pr}");
+        }
     }
 
     #[test]
