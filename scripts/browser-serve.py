@@ -114,15 +114,17 @@ def big_records(d):
     for n in range(1, 1001):
         start = t0 + n * 120
         at = lambda s: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(s))
-        lines.append(json.dumps({"type": "loop_started", "at": at(start), "loop": n,
+        lines.append(json.dumps({"schema_version": 2, "type": "loop_started", "at": at(start), "loop": n,
                                  "resume": n > 1, "context_bytes": 900}))
-        lines.append(json.dumps({"type": "agent_finished", "at": at(start + 30 + n % 60), "loop": n,
+        lines.append(json.dumps({"schema_version": 2, "type": "agent_finished", "at": at(start + 30 + n % 60), "loop": n,
                                  "outcome": "success" if n % 17 else "error",
                                  "error_kind": None if n % 17 else "api_error",
                                  "exit_signal": False, "files_changed": n % 5,
                                  "plan_items_checked": 0, "cost_usd": 0.02 + (n % 7) / 100,
                                  "duration_ms": (30 + n % 60) * 1000, "permission_denials": 0,
-                                 "completion_indicators": [], "tokens": {}}))
+                                 "completion_indicators": [], "session_id": "s-1",
+                                 "tokens": {"input": 1200, "output": 300, "cache_read": 9000,
+                                            "cache_creation": 0}}))
     with open(os.path.join(d, ".hank/events.jsonl"), "w") as f:
         f.write("\n".join(lines) + "\n")
     status = {"schema_version": 2, "updated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

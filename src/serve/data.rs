@@ -179,6 +179,36 @@ fn all_events(hank: &Path) -> Vec<EventLine> {
         .unwrap_or_default()
 }
 
+/// An `agent_finished` event, typed when the whole line read as one, else field by field
+/// (an older or newer writer's line).
+enum Finished<'a> {
+    Typed(&'a schema::AgentFinished),
+    Lenient(schema::Lenient<schema::AgentFinished>),
+}
+
+impl Finished<'_> {
+    fn get<U>(&self, field: &str, get: impl FnOnce(&schema::AgentFinished) -> U) -> Option<U> {
+        match self {
+            Finished::Typed(a) => Some(get(a)),
+            Finished::Lenient(l) => l.get(field, get),
+        }
+    }
+
+    fn text<U: serde::Serialize>(
+        &self,
+        field: &str,
+        get: impl FnOnce(&schema::AgentFinished) -> U,
+    ) -> Option<String> {
+        match self {
+            Finished::Typed(a) => match serde_json::to_value(get(a)) {
+                Ok(serde_json::Value::String(s)) => Some(s),
+                _ => None,
+            },
+            Finished::Lenient(l) => l.text(field, get),
+        }
+    }
+}
+
 /// The loops of the newest run in `events` (from its first event after the last `exit`
 /// that ended an earlier run; every loop when none), oldest first (pure).
 #[must_use]
@@ -193,7 +223,17 @@ pub(crate) fn loops_of(events: &[EventLine]) -> Vec<LoopRow> {
                 }
             }
             "agent_finished" => {
-                let Some(f) = e.finished() else { continue };
+                // The typed event as read (the common case), else field by field.
+                let f = match &e.event {
+                    Some(schema::Event {
+                        kind: schema::EventKind::AgentFinished(a),
+                        ..
+                    }) => Finished::Typed(a),
+                    _ => match e.finished() {
+                        Some(l) => Finished::Lenient(l),
+                        None => continue,
+                    },
+                };
                 let number = f.get("loop", |f| f.number).unwrap_or(0);
                 let duration_ms = f.get("duration_ms", |f| f.duration_ms).unwrap_or(0);
                 let ended_at = e.at();
@@ -415,11 +455,12 @@ mod tests {
     fn the_loops_of_the_newest_run_pair_starts_with_answers() {
         let ev = events(&[
             r#"{"type":"loop_started","at":"2026-12-07T10:00:00Z","loop":1,"resume":false,"context_bytes":10}"#,
-            r#"{"type":"agent_finished","at":"2026-12-07T10:01:00Z","loop":1,"outcome":"success","cost_usd":0.5,"files_changed":3,"duration_ms":60000,"plan_items":["a"]}"#,
+            r#"{"schema_version":2,"type":"agent_finished","at":"2026-12-07T10:01:00Z","loop":1,"outcome":"success","cost_usd":0.5,"files_changed":3,"duration_ms":60000,"plan_items":["a"]}"#,
             r#"{"type":"loop_started","at":"2026-12-07T10:02:00Z","loop":2,"resume":true,"context_bytes":10}"#,
             r#"{"type":"agent_finished","at":"2026-12-07T10:02:30Z","loop":2,"outcome":"error","error_kind":"usage_limit","cost_usd":0.1,"duration_ms":30000}"#,
-            // An answer without its start: started at its end minus its duration.
-            r#"{"type":"agent_finished","at":"2026-12-07T10:05:00Z","loop":3,"outcome":"success","duration_ms":10000}"#,
+            // An answer without its start: started at its end minus its duration; a field
+            // this hank cannot read (`tokens`): the line read field by field.
+            r#"{"type":"agent_finished","at":"2026-12-07T10:05:00Z","loop":3,"outcome":"success","duration_ms":10000,"tokens":{},"error_kind":"newer_kind"}"#,
             "not json",
         ]);
         let rows = loops_of(&ev);
@@ -434,6 +475,9 @@ mod tests {
             rows[2].started_at,
             Some("2026-12-07T10:04:50Z".parse().unwrap())
         );
+        assert!(ev[4].event.is_none(), "read field by field");
+        assert_eq!(rows[2].error_kind.as_deref(), Some("newer_kind"));
+        assert!(ev[1].event.is_some(), "typed");
     }
 
     #[test]
