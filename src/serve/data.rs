@@ -183,7 +183,7 @@ fn all_events(hank: &Path) -> Vec<EventLine> {
 /// (an older or newer writer's line).
 enum Finished<'a> {
     Typed(&'a schema::AgentFinished),
-    Lenient(schema::Lenient<schema::AgentFinished>),
+    Lenient(Box<schema::Lenient<schema::AgentFinished>>),
 }
 
 impl Finished<'_> {
@@ -230,7 +230,7 @@ pub(crate) fn loops_of(events: &[EventLine]) -> Vec<LoopRow> {
                         ..
                     }) => Finished::Typed(a),
                     _ => match e.finished() {
-                        Some(l) => Finished::Lenient(l),
+                        Some(l) => Finished::Lenient(Box::new(l)),
                         None => continue,
                     },
                 };
