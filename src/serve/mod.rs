@@ -96,12 +96,14 @@ fn new_token() -> Result<String> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// The URL to open: the loopback address when the server listens there (or everywhere),
-/// else the address asked for.
+/// The URL to open: the address the server listens on, 127.0.0.1 when it listens
+/// everywhere (`0.0.0.0`, `::`).
 #[must_use]
 pub(crate) fn url(bind: IpAddr, port: u16, token: &str) -> String {
+    // `::` also takes IPv4 connections (Linux's default), `::1` does not.
     let host = match bind {
-        b if b.is_loopback() || b.is_unspecified() => "127.0.0.1".to_owned(),
+        IpAddr::V4(v4) if v4.is_unspecified() => "127.0.0.1".to_owned(),
+        IpAddr::V6(v6) if v6.is_unspecified() => "127.0.0.1".to_owned(),
         IpAddr::V6(v6) => format!("[{v6}]"),
         IpAddr::V4(v4) => v4.to_string(),
     };
@@ -390,7 +392,9 @@ mod tests {
     fn the_url_names_the_loopback_address_unless_another_was_asked_for() {
         let table = [
             ("127.0.0.1", "http://127.0.0.1:8080/?token=T"),
-            ("::1", "http://127.0.0.1:8080/?token=T"),
+            ("::1", "http://[::1]:8080/?token=T"),
+            ("::", "http://127.0.0.1:8080/?token=T"),
+            ("127.0.0.2", "http://127.0.0.2:8080/?token=T"),
             ("0.0.0.0", "http://127.0.0.1:8080/?token=T"),
             ("192.168.1.5", "http://192.168.1.5:8080/?token=T"),
             ("fe80::1", "http://[fe80::1]:8080/?token=T"),
