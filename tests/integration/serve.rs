@@ -293,6 +293,50 @@ fn a_changed_record_is_pushed_as_an_event() {
 }
 
 #[test]
+fn a_finished_fleet_is_drawn_from_its_records_and_its_worktrees_are_not_projects() {
+    let p = crate::fleet::project("## Api\n- [ ] a\n## Ui\n- [ ] b\n");
+    let o = p.run(&["fleet", "--agents", "2"]);
+    assert_eq!(o.status.code(), Some(0), "{}", crate::support::stderr(&o));
+    let s = Served::start(&p);
+    let list = s.page("/projects");
+    // The checkout is the one project: its tasks' worktree runs (under the per-user state)
+    // keep records too, and are shown on the fleet's page only.
+    assert_eq!(
+        list.body.matches("<section class=\"project\"").count(),
+        1,
+        "{}",
+        list.body
+    );
+    let key = list
+        .body
+        .split("href=\"/p/")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap()
+        .to_owned();
+    let fleet = s.page(&format!("/p/{key}/fleet"));
+    assert_eq!(fleet.status, 200);
+    for task in ["Api", "Ui"] {
+        assert!(
+            fleet
+                .body
+                .contains(&format!(r#"<tr id="task-{task}" data-state="merged">"#)),
+            "{}",
+            fleet.body
+        );
+    }
+    assert!(fleet.body.contains(r#"id="fleet-gantt""#));
+    assert!(
+        fleet.body.contains(r#"class="state-running""#),
+        "{}",
+        fleet.body
+    );
+    assert!(fleet.body.contains(r#"class="state-merged""#));
+    assert!(fleet.body.contains("<code>hank/fleet</code>"));
+    s.stop();
+}
+
+#[test]
 fn bad_flags_are_refused_by_name() {
     let p = Project::new(&["one"]);
     let o = p.run(&["serve", "--port", "http"]);
