@@ -297,6 +297,12 @@ fn a_finished_fleet_is_drawn_from_its_records_and_its_worktrees_are_not_projects
     let p = crate::fleet::project("## Api\n- [ ] a\n## Ui\n- [ ] b\n");
     let o = p.run(&["fleet", "--agents", "2"]);
     assert_eq!(o.status.code(), Some(0), "{}", crate::support::stderr(&o));
+    let records = std::fs::read_dir(p.home.join(".local/state/hank/projects"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().join("project.json").is_file())
+        .count();
+    assert!(records > 1, "the tasks' runs keep records too: {records}");
     let s = Served::start(&p);
     let list = s.page("/projects");
     // The checkout is the one project: its tasks' worktree runs (under the per-user state)
