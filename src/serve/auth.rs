@@ -48,6 +48,18 @@ pub(crate) fn query_token(query: &str) -> Option<&str> {
     })
 }
 
+/// Where the browser goes once the token of the URL became a cookie: the same path, unless
+/// it could be read as another site's (`//host`, `/\\host`): then `/`.
+#[must_use]
+pub(crate) fn same_page(path: &str) -> &str {
+    let b = path.as_bytes();
+    if b.first() == Some(&b'/') && !matches!(b.get(1), Some(b'/' | b'\\')) {
+        path
+    } else {
+        "/"
+    }
+}
+
 /// Whether the `Host` header names the server as the browser was told to reach it: the
 /// port served, and as the host `localhost` or an IP address — a loopback address when the
 /// server listens on loopback. A name that resolves to the machine (DNS rebinding: a page of
@@ -165,6 +177,21 @@ mod tests {
         ];
         for (host, bind, want) in table {
             assert_eq!(host_allowed(host, bind, 8080), want, "{host:?} on {bind}");
+        }
+    }
+
+    #[test]
+    fn the_page_after_the_token_stays_on_this_server() {
+        let table = [
+            ("/p/k", "/p/k"),
+            ("/", "/"),
+            ("//evil.example/x", "/"),
+            ("/\\evil.example", "/"),
+            ("", "/"),
+            ("p/k", "/"),
+        ];
+        for (path, want) in table {
+            assert_eq!(same_page(path), want, "{path:?}");
         }
     }
 

@@ -225,8 +225,7 @@ async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Respons
         )
             .into_response(),
         auth::Access::SetCookie => {
-            let path = req.uri().path().to_owned();
-            let mut res = Redirect::to(&path).into_response();
+            let mut res = Redirect::to(auth::same_page(req.uri().path())).into_response();
             let cookie = format!(
                 "{}={}; Path=/; HttpOnly; SameSite=Strict",
                 auth::COOKIE,
