@@ -360,13 +360,20 @@ async fn events(State(app): State<Arc<App>>, uri: Uri) -> Response {
         })
         .unwrap_or("*")
         .to_owned();
-    let first = watched(&app, &watch);
+    let (a, w) = (app.clone(), watch.clone());
+    let first = tokio::task::spawn_blocking(move || watched(&a, &w))
+        .await
+        .unwrap_or_default();
     let stream = futures_util::stream::unfold(
         (app, watch, first),
         |(app, watch, mut last): (Arc<App>, String, Vec<_>)| async move {
             loop {
                 tokio::time::sleep(TICK).await;
-                let now = watched(&app, &watch);
+                // The stats and the list's reads run off the runtime's thread.
+                let (a, w) = (app.clone(), watch.clone());
+                let Ok(now) = tokio::task::spawn_blocking(move || watched(&a, &w)).await else {
+                    return None;
+                };
                 if now != last {
                     last = now;
                     let ev = Event::default().event("change").data("changed");
