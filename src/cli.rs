@@ -99,6 +99,9 @@ pub(crate) enum Command {
     /// task (one claim per issue on origin), delivered as a pull request that closes it, with
     /// hank's comment and labels on the issue.
     Watch(WatchArgs),
+    /// A read-only live web view of every project's runs and fleets on 127.0.0.1 (the URL
+    /// with its token is the first line printed).
+    Serve(ServeArgs),
     /// Print shell completions.
     Completions(CompletionsArgs),
     /// Configuration changed during a run: see it (`status`) or approve it (`accept`).
@@ -114,6 +117,18 @@ pub(crate) enum Command {
     /// agent in place: `crate::proc::agent::enter_sandbox`).
     #[command(name = "__sandbox", hide = true)]
     Sandbox(SandboxArgs),
+}
+
+/// `hank serve [--port P] [--bind ADDR]`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ServeArgs {
+    /// The port to listen on [default: a free one].
+    #[arg(long, value_name = "P")]
+    pub port: Option<String>,
+    /// The address to listen on [default: 127.0.0.1]; another than loopback serves the
+    /// machine's network (the token is required either way).
+    #[arg(long, value_name = "ADDR")]
+    pub bind: Option<String>,
 }
 
 /// `hank fleet [OPTIONS] [RUN FLAGS…]`, `hank fleet status [--json]`, `hank fleet plan

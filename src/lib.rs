@@ -72,6 +72,7 @@ pub(crate) mod project;
 pub mod report;
 pub mod sandbox;
 pub mod sanitize;
+pub(crate) mod serve;
 pub mod settings;
 pub mod stateref;
 pub mod store;
@@ -215,6 +216,7 @@ fn dispatch(cli: Cli, args: &[OsString]) -> error::Result<u8> {
         Some(Command::Run(run)) => c::run::run(&run, args),
         Some(Command::Monitor(a)) => c::monitor::run(&a),
         Some(Command::Status(a)) => c::status::run(&a),
+        Some(Command::Serve(a)) => c::serve::run(&a),
         Some(Command::Setup(a)) => c::setup::run(&a),
         Some(Command::Enable(a)) => c::enable::run(&a),
         Some(Command::EnableCi(a)) => c::enable_ci::run(&a),

@@ -10,6 +10,7 @@
 //! | `analyze` | `hank analyze FILE` |
 //! | `state` | `hank state save` / `restore` / `claim` (the portable run state) |
 //! | `fleet` | `hank fleet` (parallel tasks, [`crate::fleet`]) and `hank fleet status` |
+//! | `serve` | `hank serve` (the read-only web view, [`crate::serve`]) |
 //! | `config` | `hank config status` / `hank config accept` (configuration approval) |
 //! | `setup`, `enable`, `enable_ci`, `migrate`, `import` | project set-up |
 
@@ -31,6 +32,7 @@ pub(crate) mod monitor;
 pub(crate) mod report;
 pub(crate) mod reset;
 pub(crate) mod run;
+pub(crate) mod serve;
 pub(crate) mod setup;
 pub(crate) mod state;
 pub(crate) mod status;

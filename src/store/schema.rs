@@ -1293,6 +1293,19 @@ impl Default for ConfigApproval {
     }
 }
 
+/// `project.json` in a project's per-user folder ([`crate::store::userdir`]): which project
+/// the folder is for (its canonical path), written the first time hank keeps something about
+/// it there. `hank serve` lists the user's projects from these records.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProjectRecord {
+    pub schema_version: u32,
+    /// The project's canonical path.
+    pub path: std::path::PathBuf,
+}
+
+/// `schema_version` of [`ProjectRecord`].
+pub const PROJECT_RECORD_SCHEMA: u32 = 1;
+
 /// Where a `hank ctl` command came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -71,7 +71,67 @@ pub fn project_dir(project_root: &Path) -> Result<PathBuf> {
         .map_err(|e| HankError::io("resolve the project path", project_root, e))?;
     let dir = root()?.join("projects").join(project_key(&canonical));
     ensure_private_dir(&dir)?;
+    remember(&dir, &canonical);
     Ok(dir)
+}
+
+/// The record naming the project a per-user folder is for (`hank serve` lists them).
+pub const PROJECT_RECORD: &str = "project.json";
+
+/// Writes `dir`'s [`PROJECT_RECORD`] when it is missing (one `stat` otherwise). A failed write
+/// is not an error of the command that asked for the folder: the project is then only missing
+/// from `hank serve`'s list until the next try.
+fn remember(dir: &Path, canonical: &Path) {
+    let path = dir.join(PROJECT_RECORD);
+    if fs::symlink_metadata(&path).is_ok() {
+        return;
+    }
+    let record = crate::store::schema::ProjectRecord {
+        schema_version: crate::store::schema::PROJECT_RECORD_SCHEMA,
+        path: canonical.to_path_buf(),
+    };
+    if let Ok(bytes) = serde_json::to_vec_pretty(&record) {
+        let _ = crate::store::write_atomic(&path, &bytes, false);
+    }
+}
+
+/// A project hank keeps per-user state for: its folder's name under `projects/` and the
+/// project's path as its record says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KnownProject {
+    /// `<name>-<hash>` ([`project_key`]).
+    pub key: String,
+    pub path: PathBuf,
+}
+
+/// Every project under `root`'s `projects/` with a readable [`PROJECT_RECORD`] whose path
+/// still has the key of its folder (a record copied into another folder is not believed),
+/// sorted by key. A folder without a record (written by an older hank) is left out.
+#[must_use]
+pub fn known_projects(root: &Path) -> Vec<KnownProject> {
+    let Ok(entries) = fs::read_dir(root.join("projects")) else {
+        return Vec::new();
+    };
+    let mut out: Vec<KnownProject> = entries
+        .flatten()
+        .filter_map(|e| {
+            let key = e.file_name().to_str()?.to_owned();
+            let bytes = crate::fsread::read(
+                &e.path().join(PROJECT_RECORD),
+                64 * 1024,
+                crate::fsread::Follow::No,
+            )
+            .ok()?;
+            let record: crate::store::schema::ProjectRecord =
+                serde_json::from_slice(&bytes).ok()?;
+            (project_key(&record.path) == key).then_some(KnownProject {
+                key,
+                path: record.path,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.key.cmp(&b.key));
+    out
 }
 
 /// A folder directly under the per-user root (`name` is a plain name such as `windows`),
@@ -138,6 +198,43 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn known_projects_are_the_folders_with_a_record_of_their_own_path() {
+        let root = tempfile::tempdir().unwrap();
+        let a = PathBuf::from("/work/alpha");
+        let b = PathBuf::from("/work/beta");
+        for p in [&a, &b] {
+            let dir = root.path().join("projects").join(project_key(p));
+            fs::create_dir_all(&dir).unwrap();
+            remember(&dir, p);
+        }
+        // A record copied into another folder, a folder without one, a broken one.
+        let copied = root.path().join("projects/gamma-0000000000000000");
+        fs::create_dir_all(&copied).unwrap();
+        remember(&copied, &a);
+        fs::create_dir_all(root.path().join("projects/old-1111111111111111")).unwrap();
+        let broken = root.path().join("projects/broken-2222222222222222");
+        fs::create_dir_all(&broken).unwrap();
+        fs::write(broken.join(PROJECT_RECORD), "{").unwrap();
+        let got = known_projects(root.path());
+        let paths: Vec<&Path> = got.iter().map(|k| k.path.as_path()).collect();
+        assert_eq!(paths, [a.as_path(), b.as_path()]);
+        assert_eq!(got[0].key, project_key(&a));
+        // Written once, 0600; a second call leaves it as it is.
+        let record = root
+            .path()
+            .join("projects")
+            .join(project_key(&a))
+            .join(PROJECT_RECORD);
+        assert_eq!(
+            fs::metadata(&record).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        remember(record.parent().unwrap(), &b);
+        assert_eq!(known_projects(root.path())[0].path, a);
+        assert!(known_projects(&root.path().join("missing")).is_empty());
+    }
 
     #[test]
     fn root_prefers_an_absolute_xdg_state_home() {

@@ -47,6 +47,7 @@ mod review;
 mod runners;
 mod sandbox;
 mod sandbox_repo;
+mod serve;
 mod startup;
 mod state;
 mod steer;
