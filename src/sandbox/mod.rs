@@ -657,6 +657,16 @@ impl Rules {
         write.extend(git_write);
         read.retain(|p| p.exists());
         write.retain(|p| p.exists());
+        // Each path also as its links resolve now, once (the agent's own mount namespace binds
+        // both back; `hank-sandbox` resolves nothing itself at a call).
+        for list in [&mut read, &mut write] {
+            let real: Vec<PathBuf> = list
+                .iter()
+                .filter_map(|p| std::fs::canonicalize(p).ok().filter(|r| r != p))
+                .filter(|r| !list.contains(r))
+                .collect();
+            list.extend(real);
+        }
         Self {
             read,
             write,
@@ -671,9 +681,18 @@ impl Rules {
     /// rules; the run's TMPDIR, the devices and the client's own state stay writable.
     pub fn read_only_in(&mut self, cwd: &Path) {
         let (_, git_write) = worktree_git(cwd);
-        let (project, keep): (Vec<PathBuf>, Vec<PathBuf>) = std::mem::take(&mut self.write)
-            .into_iter()
-            .partition(|p| p.starts_with(cwd) || git_write.contains(p));
+        let real = std::fs::canonicalize(cwd).ok();
+        let git_real: Vec<PathBuf> = git_write
+            .iter()
+            .filter_map(|g| std::fs::canonicalize(g).ok())
+            .collect();
+        let (project, keep): (Vec<PathBuf>, Vec<PathBuf>) =
+            std::mem::take(&mut self.write).into_iter().partition(|p| {
+                p.starts_with(cwd)
+                    || real.as_ref().is_some_and(|r| p.starts_with(r))
+                    || git_write.contains(p)
+                    || git_real.contains(p)
+            });
         self.write = keep;
         self.read.extend(project);
     }

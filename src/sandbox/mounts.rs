@@ -77,7 +77,8 @@ struct Held {
 }
 
 /// Covers every place ([`places`]) with an empty `tmpfs` and binds the granted paths beneath it
-/// back (`read` and `write`, as named and with links resolved). Runs in the agent's process, in
+/// back (`read` and `write`, each as named and as its links resolved when hank froze the rules:
+/// `super::Rules::for_agent`). Runs in the agent's process, in
 /// its new mount namespace, before Landlock (whose rules then name the paths bound back).
 ///
 /// # Errors
@@ -92,15 +93,9 @@ pub fn hide_ungranted(read: &[PathBuf], write: &[PathBuf]) -> Result<()> {
         None::<&str>,
     )
     .map_err(|e| fail("making private", root, e))?;
-    let mut granted: Vec<PathBuf> = Vec::new();
-    for p in read.iter().chain(write) {
-        granted.push(p.clone());
-        if let Ok(real) = std::fs::canonicalize(p)
-            && real != *p
-        {
-            granted.push(real);
-        }
-    }
+    // As hank resolved them when it froze the rules (with their links' targets): nothing is
+    // resolved again here, from what the agent may have changed since.
+    let granted: Vec<PathBuf> = read.iter().chain(write).cloned().collect();
     let top: Vec<String> = std::fs::read_dir(root)
         .map_err(|e| fail("reading", root, e))?
         .flatten()

@@ -493,3 +493,26 @@ fn a_program_in_a_python_venv_gets_the_venv_and_its_base_python() {
     let dirs = install_dirs(&program, None);
     assert!(dirs.iter().all(|d| *d == venv.join("bin")), "{dirs:?}");
 }
+
+#[test]
+fn the_reviewers_project_is_read_only_by_its_real_path_too() {
+    let root = tempfile::tempdir().unwrap();
+    let real = root.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let link = root.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let tmp = root.path().join("tmp");
+    let mut rules = Rules {
+        read: vec![],
+        write: vec![link.clone(), real.clone(), tmp.clone()],
+        port: 1,
+        netns: None,
+        held: None,
+    };
+    rules.read_only_in(&link);
+    assert_eq!(rules.write, vec![tmp]);
+    assert!(
+        rules.read.contains(&real) && rules.read.contains(&link),
+        "{rules:?}"
+    );
+}
