@@ -37,8 +37,8 @@ fn fail(what: &str, path: &Path, e: impl std::fmt::Display) -> HankError {
     HankError::usage(format!("mount namespace: {what} {}: {e}", path.display()))
 }
 
-/// The folders to cover (pure over the names found in `/`): each top folder not [`KEPT`],
-/// and [`ALSO_HIDDEN`]; a folder that is granted, or lies in a granted path, stays.
+/// The folders to cover (pure over the names found in `/`): each top folder not `KEPT`,
+/// and `ALSO_HIDDEN`; a folder that is granted, or lies in a granted path, stays.
 #[must_use]
 pub fn places(top: &[String], granted: &[PathBuf]) -> Vec<PathBuf> {
     top.iter()
