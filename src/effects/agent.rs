@@ -550,15 +550,19 @@ impl Sandboxing {
                 extra_write: &s.sandbox_write.value,
                 proxy_port: proxy.port(),
                 netns: proxy.socket().filter(|_| self.confinement.netns()),
-                held: self
-                    .holder
-                    .as_ref()
-                    .map(crate::proc::agent::NamespaceHolder::held),
+                held: None,
             });
             frozen.push((key, rules.clone()));
             rules
         };
         drop(frozen);
+        // The run's namespace, entered while its holder runs (looked at each call).
+        let mut rules = rules;
+        rules.held = rules
+            .netns
+            .as_ref()
+            .and(self.holder.as_ref())
+            .and_then(crate::proc::agent::NamespaceHolder::held);
         env.extend(sandbox_env(&proxy.url(), tmp.path()));
         Some(rules)
     }

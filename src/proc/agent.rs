@@ -810,6 +810,8 @@ pub fn netns_probe() -> std::result::Result<(), String> {
 pub struct NamespaceHolder {
     child: std::process::Child,
     held: crate::sandbox::netns::Held,
+    /// The holder's start time (`/proc/PID/stat`), to tell it from a later process.
+    ticks: Option<u64>,
     /// Kept out of the walks that stop what an agent left behind (hank's own child).
     _own: OwnSpawn,
 }
@@ -856,6 +858,7 @@ impl NamespaceHolder {
             Some((net, user)) => Ok(Self {
                 child,
                 held: crate::sandbox::netns::Held { pid, net, user },
+                ticks: i32::try_from(pid).ok().and_then(start_ticks),
                 _own: own,
             }),
             None => {
@@ -869,10 +872,13 @@ impl NamespaceHolder {
         }
     }
 
-    /// What each call enters.
+    /// What each call enters, while the holder still runs (`None` once it is gone — killed
+    /// by someone, out of memory —: each call then makes a namespace of its own again).
     #[must_use]
-    pub fn held(&self) -> crate::sandbox::netns::Held {
-        self.held
+    pub fn held(&self) -> Option<crate::sandbox::netns::Held> {
+        let pid = i32::try_from(self.held.pid).ok()?;
+        let ticks = self.ticks?;
+        is_running(pid, ticks).then_some(self.held)
     }
 }
 

@@ -1155,3 +1155,78 @@ fn an_ordinary_users_agent_finds_no_path_socket_outside_its_grants() {
         "{err}"
     );
 }
+
+/// The run's namespace holder killed mid-run (by the user, by the OOM killer): the next call
+/// makes a network namespace of its own instead of failing, and the run goes on confined.
+#[test]
+fn a_killed_namespace_holder_leaves_the_next_calls_confined_and_working() {
+    if !landlock_here() || netns_here().is_err() {
+        eprintln!("skipped: needs Landlock and namespaces");
+        return;
+    }
+    let p = Project::new(&["task", "next task"]);
+    p.git_init();
+    let marker = p.fake.join("called-1");
+    p.fake(
+        "effect-1.sh",
+        &format!(
+            "{TICK_ONE}log() {{ echo \"$1\" >> probe.log; }}\nlog \"netns $(readlink /proc/self/ns/net)\"\ntouch {m}\nwhile [ -e {m} ]; do sleep 0.1; done\n",
+            m = marker.display()
+        ),
+    );
+    p.fake(
+        "effect-2.sh",
+        &format!("{TICK_ONE}echo \"netns $(readlink /proc/self/ns/net)\" >> probe.log\n"),
+    );
+    let mut child = p
+        .cmd()
+        .env("SANDBOX", "landlock")
+        .env("SANDBOX_WRITE", p.fake.display().to_string())
+        .args(["run", "--max-loops", "3"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run hank");
+    let hank = child.id();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !marker.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // The holder: hank's child whose command line says --hold-netns.
+    let holders: Vec<i32> = std::fs::read_dir("/proc")
+        .expect("proc")
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u32>().ok());
+            ppid == Some(hank) && String::from_utf8_lossy(&cmd).contains("--hold-netns")
+        })
+        .collect();
+    assert_eq!(holders.len(), 1, "one holder for the run");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(holders[0]),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill the holder");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    std::fs::remove_file(&marker).expect("let the first call end");
+    let out = child.wait_with_output().expect("hank");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let log = std::fs::read_to_string(p.dir.join("probe.log")).unwrap_or_default();
+    let spaces: Vec<&str> = log.lines().filter(|l| l.starts_with("netns ")).collect();
+    assert_eq!(spaces.len(), 2, "{log}");
+    let own = format!(
+        "netns {}",
+        std::fs::read_link("/proc/self/ns/net")
+            .expect("own netns")
+            .display()
+    );
+    // Both calls in a namespace that is not the host's; the second in one of its own.
+    assert!(spaces.iter().all(|s| *s != own), "{log}");
+    assert_ne!(spaces[0], spaces[1], "{log}");
+}
