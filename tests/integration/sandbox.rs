@@ -1178,7 +1178,7 @@ fn a_killed_namespace_holder_leaves_the_next_calls_confined_and_working() {
         "effect-2.sh",
         &format!("{TICK_ONE}echo \"netns $(readlink /proc/self/ns/net)\" >> probe.log\n"),
     );
-    let mut child = p
+    let child = p
         .cmd()
         .env("SANDBOX", "landlock")
         .env("SANDBOX_WRITE", p.fake.display().to_string())
