@@ -381,9 +381,9 @@ pub(crate) struct Sandboxing {
     /// The folder of the proxy's Unix socket (where the agent's network namespace hands over
     /// its listening socket).
     _handover: Option<tempfile::TempDir>,
-    /// The run's network namespace, held for the run and entered by each call (`None`: each
-    /// call makes its own, or there is none).
-    holder: Option<crate::proc::agent::NamespaceHolder>,
+    /// The run's network namespace and the agent's view of the file system, held for the run
+    /// and entered by each call (started at the first call, from its rules).
+    holder: std::sync::Mutex<Holder>,
     notes: Vec<crate::policy::run::Control>,
     /// The latest refusals (`host:port at TIME`), for status.json.
     denied: Vec<String>,
@@ -395,6 +395,17 @@ pub(crate) struct Sandboxing {
     /// frozen for the run: nothing the agent writes later changes them, and no call resolves
     /// them again.
     frozen: std::sync::Mutex<Vec<(FrozenKey, crate::sandbox::Rules)>>,
+}
+
+/// The run's namespace holder ([`crate::proc::agent::NamespaceHolder`]).
+#[derive(Debug)]
+enum Holder {
+    /// Started at the first call that gets a network namespace, with its view.
+    Later,
+    Running(crate::proc::agent::NamespaceHolder),
+    /// None: no namespace for the agent, or the holder could not start (each call then makes
+    /// its own: the same confinement, at a higher cost per call).
+    Never,
 }
 
 /// What a call's rules are resolved from, besides the run's settings.
@@ -426,7 +437,7 @@ impl Sandboxing {
         }
         // What a hank killed with SIGKILL left (whatever this run's SANDBOX).
         remove_stale(&std::env::temp_dir());
-        let (mut proxy, mut tmp, mut handover, mut holder) = (None, None, None, None);
+        let (mut proxy, mut tmp, mut handover, mut holder) = (None, None, None, Holder::Never);
         if let Confinement::Landlock { netns, .. } = &mut confinement {
             let mut p = crate::sandbox::proxy::Proxy::start(Vec::new()).map_err(|e| {
                 HankError::usage(format!(
@@ -452,10 +463,9 @@ impl Sandboxing {
                     Ok(d) => handover = Some(d),
                     Err(e) => *netns = Err(format!("the proxy's Unix socket: {e}")),
                 }
-                // One namespace for the run, entered by each call; without a holder each
-                // call makes its own (the same confinement, at a higher cost per call).
+                // One namespace for the run, entered by each call, started at the first.
                 if netns.is_ok() {
-                    holder = crate::proc::agent::NamespaceHolder::start().ok();
+                    holder = Holder::Later;
                 }
             }
             proxy = Some(p);
@@ -473,7 +483,7 @@ impl Sandboxing {
                 proxy,
                 tmp,
                 _handover: handover,
-                holder,
+                holder: std::sync::Mutex::new(holder),
                 notes: Vec::new(),
                 denied: Vec::new(),
                 told: std::collections::BTreeSet::new(),
@@ -558,13 +568,30 @@ impl Sandboxing {
         drop(frozen);
         // The run's namespace, entered while its holder runs (looked at each call).
         let mut rules = rules;
-        rules.held = rules
-            .netns
-            .as_ref()
-            .and(self.holder.as_ref())
-            .and_then(crate::proc::agent::NamespaceHolder::held);
+        rules.held = rules.netns.as_ref().and_then(|_| self.held_for(&rules));
         env.extend(sandbox_env(&proxy.url(), tmp.path()));
         Some(rules)
+    }
+
+    /// What a call with `rules` enters of the run's held namespaces ([`Holder`]), the holder
+    /// started with the view of these rules at the first call.
+    fn held_for(&self, rules: &crate::sandbox::Rules) -> Option<crate::sandbox::netns::Held> {
+        use crate::proc::agent::NamespaceHolder;
+        let mut holder = self
+            .holder
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if matches!(*holder, Holder::Later) {
+            // Without its view (a mount the kernel refused), the namespace alone still saves
+            // each call making one.
+            *holder = NamespaceHolder::start(Some(rules))
+                .or_else(|_| NamespaceHolder::start(None))
+                .map_or(Holder::Never, Holder::Running);
+        }
+        match &*holder {
+            Holder::Running(h) => h.held_for(rules),
+            Holder::Later | Holder::Never => None,
+        }
     }
 
     /// The client's configuration (`[sandbox] config`) that the agent could write under

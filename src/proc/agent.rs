@@ -689,7 +689,7 @@ pub fn enter_sandbox(args: &[std::ffi::OsString]) -> crate::error::Result<u8> {
     use crate::sandbox::netns;
     match args.first().and_then(|a| a.to_str()) {
         Some(netns::PROBE) => return netns::probe_here(),
-        Some(netns::HOLD) => return netns::hold_here(),
+        Some(netns::HOLD) => return netns::hold_here(args),
         _ => {}
     }
     let (rules, command) = crate::sandbox::Rules::from_args(args)?;
@@ -701,13 +701,22 @@ pub fn enter_sandbox(args: &[std::ffi::OsString]) -> crate::error::Result<u8> {
                 crate::sandbox::ENTER
             ))
         })?;
-        match &rules.held {
-            Some(held) => netns::enter_held(held)?,
-            None => netns::unshare_net()?,
+        let in_view = match &rules.held {
+            Some(held) => {
+                let view = netns::enter_held(held)?;
+                netns::hand_over(rules.port, socket)?;
+                netns::enter_view(view)?
+            }
+            None => {
+                netns::unshare_net()?;
+                netns::hand_over(rules.port, socket)?;
+                false
+            }
+        };
+        if !in_view {
+            crate::sandbox::mounts::hide_ungranted(&rules.read, &rules.write)?;
         }
-        netns::hand_over(rules.port, socket)?;
-        crate::sandbox::mounts::hide_ungranted(&rules.read, &rules.write)?;
-        // Into the folder again, through the mounts just made.
+        // Into the folder again, through the mounts just made (or the held view's).
         std::env::set_current_dir(&cwd).map_err(|e| {
             HankError::usage(format!(
                 "{}: the agent's folder {}: {e}",
@@ -805,11 +814,15 @@ pub fn netns_probe() -> std::result::Result<(), String> {
 }
 
 /// The run's network namespace, held by `hank-sandbox --hold-netns` until this is dropped
-/// (its standard input closed, then the process stopped and reaped).
+/// (its standard input closed, then the process stopped and reaped), with the agent's view of
+/// the file system made from the first call's rules.
 #[derive(Debug)]
 pub struct NamespaceHolder {
     child: std::process::Child,
     held: crate::sandbox::netns::Held,
+    /// The grants the held view was made from ([`crate::sandbox::Rules::granted`]), and what
+    /// it holds, to tell whether it is still true.
+    view: Option<(Vec<PathBuf>, crate::sandbox::mounts::View)>,
     /// The holder's start time (`/proc/PID/stat`), to tell it from a later process.
     ticks: Option<u64>,
     /// Kept out of the walks that stop what an agent left behind (hank's own child).
@@ -817,17 +830,19 @@ pub struct NamespaceHolder {
 }
 
 impl NamespaceHolder {
-    /// Starts the holder and waits (10 s at most) for its `ready NET USER`.
+    /// Starts the holder, with the view of the file system of `rules` (the run's first call's)
+    /// when given, and waits (10 s at most) for its `ready`.
     ///
     /// # Errors
     /// It cannot start, or did not say it was ready.
-    pub fn start() -> std::io::Result<Self> {
+    pub fn start(rules: Option<&crate::sandbox::Rules>) -> std::io::Result<Self> {
         use std::io::BufRead;
         use std::os::unix::process::CommandExt as _;
         let (program, enter) = sandbox_program()?;
         let mut child = std::process::Command::new(program)
             .args(enter)
             .arg(crate::sandbox::netns::HOLD)
+            .args(rules.map(crate::sandbox::Rules::to_arg))
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
@@ -847,38 +862,55 @@ impl NamespaceHolder {
                 let _ = tx.send(line);
             })?;
         let line = rx.recv_timeout(Duration::from_secs(10)).unwrap_or_default();
-        let mut words = line.split_whitespace();
-        let held = match (words.next(), words.next(), words.next()) {
-            (Some(crate::sandbox::netns::READY), Some(net), Some(user)) => {
-                net.parse().ok().zip(user.parse().ok())
-            }
-            _ => None,
+        let ready = line
+            .trim_end()
+            .strip_prefix(crate::sandbox::netns::READY)
+            .and_then(|rest| rest.strip_prefix(' '))
+            .and_then(|json| serde_json::from_str::<crate::sandbox::netns::Ready>(json).ok())
+            .filter(|r| r.mnt.is_some() == rules.is_some() && r.view.is_some() == r.mnt.is_some());
+        let Some(ready) = ready else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(std::io::Error::other(format!(
+                "the namespace holder did not say it was ready ({:?})",
+                line.trim()
+            )));
         };
-        match held {
-            Some((net, user)) => Ok(Self {
-                child,
-                held: crate::sandbox::netns::Held { pid, net, user },
-                ticks: i32::try_from(pid).ok().and_then(start_ticks),
-                _own: own,
-            }),
-            None => {
-                let _ = child.kill();
-                let _ = child.wait();
-                Err(std::io::Error::other(format!(
-                    "the namespace holder did not say it was ready ({:?})",
-                    line.trim()
-                )))
-            }
-        }
+        let held = crate::sandbox::netns::Held {
+            pid,
+            net: ready.net,
+            user: ready.user,
+            mnt: ready.mnt,
+        };
+        Ok(Self {
+            child,
+            held,
+            view: rules.map(crate::sandbox::Rules::granted).zip(ready.view),
+            ticks: i32::try_from(pid).ok().and_then(start_ticks),
+            _own: own,
+        })
     }
 
-    /// What each call enters, while the holder still runs (`None` once it is gone — killed
-    /// by someone, out of memory —: each call then makes a namespace of its own again).
+    /// What a call with `rules` enters, while the holder still runs (`None` once it is gone —
+    /// killed by someone, out of memory —: each call then makes a namespace of its own again):
+    /// the network namespace, and the held view of the file system if the call's grants are
+    /// the ones it was made from and it is still true (a granted path replaced since, a new
+    /// folder in `/`: the call makes its own view).
     #[must_use]
-    pub fn held(&self) -> Option<crate::sandbox::netns::Held> {
+    pub fn held_for(&self, rules: &crate::sandbox::Rules) -> Option<crate::sandbox::netns::Held> {
         let pid = i32::try_from(self.held.pid).ok()?;
         let ticks = self.ticks?;
-        is_running(pid, ticks).then_some(self.held)
+        if !is_running(pid, ticks) {
+            return None;
+        }
+        let view_fits = self
+            .view
+            .as_ref()
+            .is_some_and(|(granted, view)| *granted == rules.granted() && view.still_true());
+        Some(crate::sandbox::netns::Held {
+            mnt: self.held.mnt.filter(|_| view_fits),
+            ..self.held
+        })
     }
 }
 

@@ -725,6 +725,15 @@ impl Rules {
         if dashes != "--" || command.is_empty() {
             return Err(bad("expected `RULES -- PROGRAM ARGS…`"));
         }
+        Ok((Self::from_arg(rules)?, command))
+    }
+
+    /// The rules of [`Rules::to_arg`]'s one argument.
+    ///
+    /// # Errors
+    /// It is not [`Rules::to_arg`]'s JSON.
+    pub fn from_arg(rules: &OsStr) -> Result<Self> {
+        let bad = |what: &str| HankError::usage(format!("{ENTER}: {what}"));
         let wire: Wire = rules
             .to_str()
             .ok_or_else(|| bad("RULES: expected UTF-8 JSON"))
@@ -732,14 +741,24 @@ impl Rules {
                 serde_json::from_str(r)
                     .map_err(|e| bad(&format!("RULES: expected the rules' JSON: {e}")))
             })?;
-        let rules = Self {
+        Ok(Self {
             read: wire.read.into_iter().map(WirePath::into_path).collect(),
             write: wire.write.into_iter().map(WirePath::into_path).collect(),
             port: wire.port,
             netns: wire.netns.map(WirePath::into_path),
             held: wire.held,
-        };
-        Ok((rules, command))
+        })
+    }
+
+    /// Every path granted, read or write, sorted once each: what the agent's mount namespace
+    /// binds back ([`mounts::hide_ungranted`]), so two calls whose rules grant the same paths
+    /// (the worker's and the reviewer's, read-only) see the same view.
+    #[must_use]
+    pub fn granted(&self) -> Vec<PathBuf> {
+        let mut all: Vec<PathBuf> = self.read.iter().chain(&self.write).cloned().collect();
+        all.sort();
+        all.dedup();
+        all
     }
 
     /// Restricts this process (and everything it starts) to the rules, all or nothing: ABI 4's

@@ -81,9 +81,12 @@ struct Held {
 /// `super::Rules::for_agent`). Runs in the agent's process, in
 /// its new mount namespace, before Landlock (whose rules then name the paths bound back).
 ///
+/// What it made is returned as a [`View`]: the top folders of `/` it found, and each path it
+/// bound back with the file it found there, to tell later whether the view is still true.
+///
 /// # Errors
 /// A mount the kernel refused: the agent does not start.
-pub fn hide_ungranted(read: &[PathBuf], write: &[PathBuf]) -> Result<()> {
+pub fn hide_ungranted(read: &[PathBuf], write: &[PathBuf]) -> Result<View> {
     let root = Path::new("/");
     mount(
         None::<&str>,
@@ -96,12 +99,7 @@ pub fn hide_ungranted(read: &[PathBuf], write: &[PathBuf]) -> Result<()> {
     // As hank resolved them when it froze the rules (with their links' targets): nothing is
     // resolved again here, from what the agent may have changed since.
     let granted: Vec<PathBuf> = read.iter().chain(write).cloned().collect();
-    let top: Vec<String> = std::fs::read_dir(root)
-        .map_err(|e| fail("reading", root, e))?
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .filter_map(|e| e.file_name().into_string().ok())
-        .collect();
+    let top = top_folders().map_err(|e| fail("reading", root, e))?;
     let places: Vec<PathBuf> = places(&top, &granted)
         .into_iter()
         .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
@@ -109,16 +107,21 @@ pub fn hide_ungranted(read: &[PathBuf], write: &[PathBuf]) -> Result<()> {
     // Everything to bind back is opened before any place is covered (a path may pass through
     // another place, by a link).
     let mut plan: Vec<(PathBuf, Vec<Held>)> = Vec::new();
+    let mut found = Vec::new();
     for place in places {
-        let held = beneath(&place, &granted)
-            .into_iter()
-            .filter_map(|path| {
-                let fd = open(&path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty()).ok()?;
-                let dir = nix::sys::stat::fstat(&fd)
-                    .is_ok_and(|s| s.st_mode & nix::libc::S_IFMT == nix::libc::S_IFDIR);
-                Some(Held { path, fd, dir })
-            })
-            .collect();
+        let mut held = Vec::new();
+        for path in beneath(&place, &granted) {
+            let opened = open(&path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
+                .ok()
+                .and_then(|fd| Some((nix::sys::stat::fstat(&fd).ok()?, fd)));
+            let Some((stat, fd)) = opened else {
+                found.push((bytes(&path), None));
+                continue;
+            };
+            found.push((bytes(&path), Some((stat.st_dev, stat.st_ino))));
+            let dir = stat.st_mode & nix::libc::S_IFMT == nix::libc::S_IFDIR;
+            held.push(Held { path, fd, dir });
+        }
         plan.push((place, held));
     }
     for (place, held) in &plan {
@@ -134,7 +137,55 @@ pub fn hide_ungranted(read: &[PathBuf], write: &[PathBuf]) -> Result<()> {
             bind_back(place, h)?;
         }
     }
-    Ok(())
+    Ok(View { top, found })
+}
+
+/// The folders of `/` (their names, sorted; a name that is not UTF-8 is left out, as
+/// [`places`] would).
+fn top_folders() -> std::io::Result<Vec<String>> {
+    let mut top: Vec<String> = std::fs::read_dir("/")?
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    top.sort();
+    Ok(top)
+}
+
+/// What [`hide_ungranted`] made a view of: the top folders of `/` it covered or kept, and each
+/// granted path it bound back with the file found there (device and inode; `None`: nothing
+/// was there). A view kept for a run (the namespace holder's, `super::netns::hold_here`) is
+/// entered by a later call only while it is still true ([`View::still_true`]): a bind holds
+/// the file found when it was made, so a path replaced since, or a top folder of `/` made
+/// since (uncovered in the view), would make it false.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct View {
+    top: Vec<String>,
+    /// Each path as its bytes (a path need not be UTF-8).
+    found: Vec<(Vec<u8>, Option<FileId>)>,
+}
+
+/// A file's device and inode.
+type FileId = (u64, u64);
+
+fn bytes(path: &Path) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    path.as_os_str().as_bytes().to_vec()
+}
+
+impl View {
+    /// Whether `/` still has the same folders and each path bound back is still the file the
+    /// view holds (or still nothing).
+    #[must_use]
+    pub fn still_true(&self) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::fs::MetadataExt;
+        top_folders().is_ok_and(|top| top == self.top)
+            && self.found.iter().all(|(path, id)| {
+                let path = Path::new(std::ffi::OsStr::from_bytes(path));
+                std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino())) == *id
+            })
+    }
 }
 
 /// Makes `h`'s path in the `tmpfs` over `place` (its folders, then a folder or an empty file)
@@ -172,6 +223,36 @@ mod tests {
 
     fn names(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| (*s).to_string()).collect()
+    }
+
+    #[test]
+    fn a_view_is_true_until_a_bound_path_is_replaced_or_made_or_slash_changes() {
+        use std::os::unix::fs::MetadataExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let (kept, gone) = (tmp.path().join("kept"), tmp.path().join("gone"));
+        std::fs::create_dir(&kept).unwrap();
+        let id = |p: &Path| {
+            let m = std::fs::metadata(p).unwrap();
+            (m.dev(), m.ino())
+        };
+        let view = View {
+            top: top_folders().unwrap(),
+            found: vec![(bytes(&kept), Some(id(&kept))), (bytes(&gone), None)],
+        };
+        assert!(view.still_true());
+        // `/` gained a folder since.
+        let mut other = view.clone();
+        other.top.push("hank-never-a-folder-here".into());
+        assert!(!other.still_true());
+        // A path that was not there now is.
+        std::fs::create_dir(&gone).unwrap();
+        assert!(!view.still_true());
+        std::fs::remove_dir(&gone).unwrap();
+        assert!(view.still_true());
+        // The bound folder replaced by another at its path.
+        std::fs::rename(&kept, tmp.path().join("old")).unwrap();
+        std::fs::create_dir(&kept).unwrap();
+        assert!(!view.still_true());
     }
 
     #[test]

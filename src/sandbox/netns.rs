@@ -41,10 +41,26 @@ pub struct Held {
     pub pid: u32,
     pub net: u64,
     pub user: u64,
+    /// The held mount namespace, the agent's view of the file system
+    /// ([`super::mounts::hide_ungranted`]), when this call's grants are the ones it was made
+    /// from and it is still true ([`super::mounts::View::still_true`]); `None`: the call makes
+    /// its own.
+    #[serde(default)]
+    pub mnt: Option<u64>,
 }
 
-/// What the holder says on its first line: `ready NET USER`.
+/// The first word of the holder's first line, before its [`Ready`] as JSON.
 pub const READY: &str = "ready";
+
+/// What the holder made ([`hold_here`]): the inodes of its namespaces, and the view of the
+/// file system it holds, if it was asked for one.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Ready {
+    pub net: u64,
+    pub user: u64,
+    pub mnt: Option<u64>,
+    pub view: Option<super::mounts::View>,
+}
 
 /// The inode of a namespace file (`/proc/self/ns/net`…).
 fn ns_inode(path: &str) -> io::Result<u64> {
@@ -135,23 +151,41 @@ fn loopback_up() -> Result<()> {
     }
 }
 
-/// `hank-sandbox --hold-netns`: makes the run's network namespace (in a user namespace of its
-/// own unless root), brings `lo` up, says `ready NET USER` ([`Held`]'s inodes) on its standard
-/// output and holds the namespaces until its standard input ends — hank keeps that pipe for
+/// `hank-sandbox --hold-netns [RULES]`: makes the run's network namespace (in a user namespace
+/// of its own unless root), brings `lo` up and, given the first call's rules
+/// ([`super::Rules::to_arg`]), the agent's view of the file system in a mount namespace there
+/// ([`super::mounts::hide_ungranted`]); says `ready` and its [`Ready`] as JSON on its standard
+/// output, and holds the namespaces until its standard input ends — hank keeps that pipe for
 /// the run, so the holder ends with hank, even killed. Each call's `hank-sandbox` then enters
-/// them ([`enter_held`]) instead of making a network namespace of its own: making one costs
-/// the kernel far more than entering one.
+/// them ([`enter_held`]) instead of making its own: making a namespace, and covering and
+/// binding the file system in it, costs the kernel far more than entering one.
 ///
 /// # Errors
-/// The namespaces cannot be made.
-pub fn hold_here() -> Result<u8> {
+/// The rules are not [`super::Rules::to_arg`]'s, or the namespaces cannot be made.
+pub fn hold_here(args: &[std::ffi::OsString]) -> Result<u8> {
     use std::io::{Read, Write};
-    unshare_with(CloneFlags::CLONE_NEWNET)?;
-    let (net, user) = ns_inode("/proc/self/ns/net")
-        .and_then(|n| Ok((n, ns_inode("/proc/self/ns/user")?)))
-        .map_err(|e| fail("reading the namespaces made", e))?;
+    let view = args.get(1).map(|a| super::Rules::from_arg(a)).transpose()?;
+    let flags = match view {
+        Some(_) => CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWNS,
+        None => CloneFlags::CLONE_NEWNET,
+    };
+    unshare_with(flags)?;
+    let view = view
+        .map(|rules| super::mounts::hide_ungranted(&rules.read, &rules.write))
+        .transpose()?;
+    let inode = |kind: &str| {
+        ns_inode(&format!("/proc/self/ns/{kind}"))
+            .map_err(|e| fail("reading the namespaces made", e))
+    };
+    let ready = Ready {
+        net: inode("net")?,
+        user: inode("user")?,
+        mnt: view.as_ref().map(|_| inode("mnt")).transpose()?,
+        view,
+    };
+    let json = serde_json::to_string(&ready).map_err(|e| fail("saying ready", e))?;
     let mut out = io::stdout().lock();
-    writeln!(out, "{READY} {net} {user}")
+    writeln!(out, "{READY} {json}")
         .and_then(|()| out.flush())
         .map_err(|e| fail("saying ready", e))?;
     drop(out);
@@ -163,41 +197,66 @@ pub fn hold_here() -> Result<u8> {
 
 /// In the agent's process (before the hand-over, Landlock and the `exec`): enters the run's
 /// held namespaces — its user namespace (unless it is this process's own, as root), then its
-/// network namespace — after checking they are the ones the holder made, and makes a mount
-/// namespace of its own there.
+/// network namespace — after checking each is the one the holder made. The file system's view
+/// comes after the hand-over ([`enter_view`]): the proxy's socket is not in it.
 ///
 /// # Errors
 /// The holder is gone or is not the one recorded, or the kernel refuses.
-pub fn enter_held(held: &Held) -> Result<()> {
-    use nix::fcntl::{OFlag, open};
+pub fn enter_held(held: &Held) -> Result<Option<std::os::fd::OwnedFd>> {
     use nix::sched::setns;
-    use nix::sys::stat::{Mode, fstat};
-    let open_ns = |kind: &str, want: u64| -> Result<std::os::fd::OwnedFd> {
-        let path = format!("/proc/{}/ns/{kind}", held.pid);
-        let fd = open(
-            path.as_str(),
-            OFlag::O_RDONLY | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| fail(&format!("the run's namespace ({path})"), e))?;
-        let ino = fstat(&fd).map_err(|e| fail(&path, e))?.st_ino;
-        if ino == want {
-            Ok(fd)
-        } else {
-            Err(fail(
-                &format!("the run's namespace ({path})"),
-                "not the one hank's holder made (the holder is gone)",
-            ))
-        }
-    };
+    // Each opened and checked before any is entered.
     let own_user = ns_inode("/proc/self/ns/user").map_err(|e| fail("/proc/self/ns/user", e))?;
-    if held.user != own_user {
-        let user = open_ns("user", held.user)?;
+    let user = (held.user != own_user)
+        .then(|| open_ns(held.pid, "user", held.user))
+        .transpose()?;
+    let net = open_ns(held.pid, "net", held.net)?;
+    let view = held
+        .mnt
+        .map(|want| open_ns(held.pid, "mnt", want))
+        .transpose()?;
+    if let Some(user) = user {
         setns(&user, CloneFlags::CLONE_NEWUSER).map_err(|e| fail("setns(user)", e))?;
     }
-    let net = open_ns("net", held.net)?;
     setns(&net, CloneFlags::CLONE_NEWNET).map_err(|e| fail("setns(net)", e))?;
-    unshare(CloneFlags::CLONE_NEWNS).map_err(|e| fail("unshare(CLONE_NEWNS)", e))
+    Ok(view)
+}
+
+/// After [`enter_held`] and the hand-over: enters the held view of the file system if the
+/// call may use it (`view`, the one [`enter_held`] opened and checked), else makes a mount
+/// namespace of its own. Whether it entered the view (then nothing is left to cover or bind).
+///
+/// # Errors
+/// The kernel refuses.
+pub fn enter_view(view: Option<std::os::fd::OwnedFd>) -> Result<bool> {
+    use nix::sched::setns;
+    if let Some(mnt) = view {
+        setns(&mnt, CloneFlags::CLONE_NEWNS).map_err(|e| fail("setns(mnt)", e))?;
+        return Ok(true);
+    }
+    unshare(CloneFlags::CLONE_NEWNS).map_err(|e| fail("unshare(CLONE_NEWNS)", e))?;
+    Ok(false)
+}
+
+/// `/proc/PID/ns/KIND`, opened, if it is the namespace `want` (its inode).
+fn open_ns(pid: u32, kind: &str, want: u64) -> Result<std::os::fd::OwnedFd> {
+    use nix::fcntl::{OFlag, open};
+    use nix::sys::stat::{Mode, fstat};
+    let path = format!("/proc/{pid}/ns/{kind}");
+    let fd = open(
+        path.as_str(),
+        OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| fail(&format!("the run's namespace ({path})"), e))?;
+    let ino = fstat(&fd).map_err(|e| fail(&path, e))?.st_ino;
+    if ino == want {
+        Ok(fd)
+    } else {
+        Err(fail(
+            &format!("the run's namespace ({path})"),
+            "not the one hank's holder made (the holder is gone)",
+        ))
+    }
 }
 
 /// `hank __sandbox --probe-netns`: the namespaces made, `lo` up, a loopback connection made in

@@ -1230,3 +1230,82 @@ fn a_killed_namespace_holder_leaves_the_next_calls_confined_and_working() {
     assert!(spaces.iter().all(|s| *s != own), "{log}");
     assert_ne!(spaces[0], spaces[1], "{log}");
 }
+
+/// The run's held view of the file system (issue 47's cost): calls whose grants are the same
+/// enter one mount namespace, made once; a granted folder replaced between two calls makes the
+/// next call's view its own, holding the new folder (a bind holds the folder found when it was
+/// made, so the held view is entered only while it is still true).
+#[test]
+fn calls_share_the_held_view_until_a_granted_folder_is_replaced() {
+    if !landlock_here() || netns_here().is_err() {
+        eprintln!("skipped: needs Landlock and namespaces");
+        return;
+    }
+    let p = Project::new(&["task", "next task", "last task"]);
+    p.git_init();
+    let shared = p.home.join("shared");
+    std::fs::create_dir_all(&shared).expect("shared");
+    std::fs::write(shared.join("said"), "old\n").expect("said");
+    let marker = p.fake.join("called-2");
+    let probe = |extra: &str| {
+        format!(
+            "{TICK_ONE}echo \"mnt $(readlink /proc/self/ns/mnt) $(cat {s}/said)\" >> probe.log\n{extra}",
+            s = shared.display()
+        )
+    };
+    p.fake("effect-1.sh", &probe(""));
+    p.fake(
+        "effect-2.sh",
+        &probe(&format!(
+            "touch {m}\nwhile [ -e {m} ]; do sleep 0.1; done\n",
+            m = marker.display()
+        )),
+    );
+    p.fake("effect-3.sh", &probe(""));
+    let child = p
+        .cmd()
+        .env("SANDBOX", "landlock")
+        .env(
+            "SANDBOX_WRITE",
+            format!("{} {}", p.fake.display(), shared.display()),
+        )
+        .args(["run", "--max-loops", "3"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run hank");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !marker.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(marker.exists(), "the second call never started");
+    // Replaced while the second call runs: the third call's view must hold the new folder.
+    std::fs::rename(&shared, p.home.join("shared.old")).expect("move the folder away");
+    std::fs::create_dir(&shared).expect("a new folder");
+    std::fs::write(shared.join("said"), "new\n").expect("said");
+    std::fs::remove_file(&marker).expect("let the second call end");
+    let out = child.wait_with_output().expect("hank");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let log = std::fs::read_to_string(p.dir.join("probe.log")).unwrap_or_default();
+    let calls: Vec<(&str, &str)> = log
+        .lines()
+        .filter_map(|l| l.strip_prefix("mnt "))
+        .filter_map(|l| l.split_once(' '))
+        .collect();
+    assert_eq!(calls.len(), 3, "{log}");
+    let own = std::fs::read_link("/proc/self/ns/mnt").expect("own mnt");
+    assert!(
+        calls.iter().all(|(ns, _)| *ns != own.to_string_lossy()),
+        "{log}"
+    );
+    assert_eq!(
+        calls[0], calls[1],
+        "one held view for the first two calls: {log}"
+    );
+    assert_eq!(calls[1].1, "old", "{log}");
+    assert_ne!(
+        calls[2].0, calls[1].0,
+        "a view of its own once the folder was replaced: {log}"
+    );
+    assert_eq!(calls[2].1, "new", "{log}");
+}
