@@ -137,6 +137,9 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
         ));
     }
     let waves = rules::waves(&tasks).map_err(HankError::usage)?;
+    // A workspace (issue 51): the plan's `repos:` checked, every repository a task changes
+    // fit to start from, before any task starts.
+    let _workspace = crate::workspace::check_before_start(&root, &tasks)?;
     let into = a.into.clone().unwrap_or_else(|| DEFAULT_INTO.to_string());
     // A fleet that merged every task of this plan is finished: its work (and the plan's
     // ticks) is on the integration branch, not here yet.

@@ -1,0 +1,350 @@
+//! Workspaces (issue 51): `.hank/workspace.toml` read and checked
+//! ([`crate::store::schema::WorkspaceFile`] → [`crate::policy::workspace::Workspace`]), the
+//! facts git gives about each repository ([`facts`]) for the pure refusal
+//! ([`crate::policy::workspace::refusals`]), the check a fleet makes before any task starts
+//! ([`check_before_start`]), and the file `hank setup`/`hank enable --repo` write ([`write`]).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::error::{HankError, Result};
+use crate::policy::fleet::TaskSpec;
+use crate::policy::workspace::{self as rules, Entry, RepoFacts, Workspace};
+use crate::store::schema::{WorkspaceFile, WorkspaceRepo};
+
+/// The file, relative to the project.
+pub const FILE: &str = ".hank/workspace.toml";
+/// The most bytes of the file read.
+const MAX_BYTES: u64 = 256 * 1024;
+/// Paths of a dirty checkout kept for the message.
+const DIRTY_SHOWN: usize = 10;
+/// How long `git ls-remote` / `git push --dry-run` may take in `hank doctor`.
+const REMOTE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The path of the workspace file of `root`.
+#[must_use]
+pub fn path(root: &Path) -> PathBuf {
+    root.join(FILE)
+}
+
+/// The project's workspace: `None` without `.hank/workspace.toml` (a workspace of one
+/// repository, the project itself, as before workspaces). A file that does not read, an
+/// unknown key, a missing path, a name not usable as a folder or branch part, two names for
+/// one checkout: an error naming the file and the key.
+pub fn load(root: &Path) -> Result<Option<Workspace>> {
+    let file = path(root);
+    let text = match crate::fsread::read(&file, MAX_BYTES, crate::fsread::Follow::No) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(HankError::io("read", &file, e)),
+    };
+    let text = String::from_utf8(text).map_err(|_| HankError::Unreadable {
+        path: file.clone(),
+        problem: "it is not UTF-8 text".into(),
+    })?;
+    parse(&text, root).map(Some)
+}
+
+/// [`load`] on the file's text.
+pub fn parse(text: &str, root: &Path) -> Result<Workspace> {
+    let shown = FILE;
+    let parsed: WorkspaceFile = toml::from_str(text).map_err(|e| {
+        HankError::usage_hint(
+            format!("{shown}: {}", e.to_string().trim()),
+            "each repository is a table `[repos.NAME]` with `path = \"../NAME\"`, optionally `base = \"main\"` and `forge = \"github.com/OWNER/NAME\"`",
+        )
+    })?;
+    let entries = parsed
+        .repos
+        .into_iter()
+        .map(|(name, r)| Entry {
+            name,
+            path: r.path,
+            base: r.base,
+            forge: r.forge,
+        })
+        .collect();
+    rules::of_entries(entries, root, shown).map_err(HankError::usage)
+}
+
+/// The text of a workspace file naming `repos` (`NAME=PATH` or `NAME=PATH@BASE`, as
+/// `--repo` takes them), checked as [`load`] would check it.
+pub fn file_text(root: &Path, repos: &[String]) -> Result<String> {
+    let mut file = WorkspaceFile::default();
+    for given in repos {
+        let Some((name, rest)) = given.split_once('=') else {
+            return Err(HankError::usage(format!(
+                "--repo expects NAME=PATH or NAME=PATH@BASE (e.g. --repo api=../api@main), got {given:?}"
+            )));
+        };
+        let (path, base) = match rest.rsplit_once('@') {
+            Some((p, b)) => (p, Some(b.trim().to_string())),
+            None => (rest, None),
+        };
+        let name = name.trim().to_string();
+        if file.repos.contains_key(&name) {
+            return Err(HankError::usage(format!(
+                "--repo names the repository {name:?} twice"
+            )));
+        }
+        file.repos.insert(
+            name,
+            WorkspaceRepo {
+                path: path.trim().to_string(),
+                base,
+                forge: None,
+            },
+        );
+    }
+    let body = toml::to_string(&file)
+        .map_err(|e| HankError::Internal(format!("the workspace file: {e}")))?;
+    let text = format!(
+        "# The repositories one change may span (hank's workspaces, docs/fleet.md). Per\n\
+         # repository: path (its checkout; its `origin` is the remote), optionally base (the\n\
+         # branch changes start from) and forge (OWNER/NAME when the remote's URL does not say).\n\n{body}"
+    );
+    parse(&text, root)?;
+    Ok(text)
+}
+
+/// Write `.hank/workspace.toml` naming `repos` ([`file_text`]); an existing file is kept
+/// unless `replace`. Returns whether it was written.
+pub fn write(root: &Path, repos: &[String], replace: bool) -> Result<bool> {
+    if repos.is_empty() {
+        return Ok(false);
+    }
+    let text = file_text(root, repos)?;
+    let file = path(root);
+    if file.exists() && !replace {
+        return Err(HankError::usage_hint(
+            format!("{} exists: --repo would replace it", file.display()),
+            "edit the file, or remove it first",
+        ));
+    }
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| HankError::io("create", dir, e))?;
+    }
+    crate::store::write_atomic(&file, text.as_bytes(), true)
+        .map_err(|e| HankError::io("write", &file, e))?;
+    Ok(true)
+}
+
+/// git's answer in `dir`, trimmed; `None` when it failed.
+fn git_text(dir: &Path, args: &[&str]) -> Option<String> {
+    crate::git::run_git(dir, args)
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o).trim().to_string())
+}
+
+/// What git says about each repository of `ws` (in its order). `root` is the project: when a
+/// repository is the project itself its dirt is the fleet's own check (`hank fleet` refuses
+/// a dirty project with the files hank writes left out), not this one.
+#[must_use]
+pub fn facts(root: &Path, ws: &Workspace) -> Vec<RepoFacts> {
+    ws.repos.iter().map(|r| repo_facts(root, r)).collect()
+}
+
+fn repo_facts(root: &Path, r: &rules::Repo) -> RepoFacts {
+    let mut f = RepoFacts {
+        name: r.name.clone(),
+        ..RepoFacts::default()
+    };
+    f.exists = r.path.is_dir();
+    if !f.exists {
+        return f;
+    }
+    let dir = r.path.as_path();
+    f.git = git_text(dir, &["rev-parse", "--is-bare-repository"]).as_deref() == Some("false")
+        && git_text(dir, &["rev-parse", "--verify", "--quiet", "HEAD"]).is_some();
+    if !f.git {
+        return f;
+    }
+    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    f.top = git_text(dir, &["rev-parse", "--show-toplevel"])
+        .is_some_and(|top| same(Path::new(&top), dir));
+    f.branch = git_text(dir, &["symbolic-ref", "--quiet", "--short", "HEAD"]);
+    f.base_exists = match &r.base {
+        None => true,
+        Some(base) => git_text(
+            dir,
+            &[
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                &format!("refs/heads/{base}"),
+            ],
+        )
+        .is_some(),
+    };
+    if !same(dir, root) {
+        f.dirty = git_text(
+            dir,
+            &["status", "--porcelain=v1", "-z", "--untracked-files=all"],
+        )
+        .map(|s| {
+            s.split('\0')
+                .filter(|e| e.len() > 3)
+                .take(DIRTY_SHOWN)
+                .map(|e| crate::sanitize::line(&e[3..]))
+                .collect()
+        })
+        .unwrap_or_default();
+    }
+    f.origin = git_text(dir, &["remote", "get-url", "--", "origin"]).filter(|u| !u.is_empty());
+    f
+}
+
+/// Before any task of a fleet starts: the plan's tasks against the workspace (each section
+/// naming known repositories, every section naming some in a workspace of several), then
+/// each repository the tasks change fit to start from (present, a checkout of its own,
+/// clean, on its base, with an `origin`). Every refusal names the repository; nothing is
+/// changed anywhere. `None`: the project has no workspace file.
+pub fn check_before_start(root: &Path, tasks: &[TaskSpec]) -> Result<Option<Workspace>> {
+    let ws = load(root)?;
+    rules::check_tasks(tasks, ws.as_ref()).map_err(|e| {
+        HankError::usage(format!("{}: {e}", root.join(".hank/fix_plan.md").display()))
+    })?;
+    let Some(ws) = ws else {
+        return Ok(None);
+    };
+    let touched = rules::touched(tasks, &ws);
+    let used = Workspace {
+        repos: ws
+            .repos
+            .iter()
+            .filter(|r| touched.contains(&r.name))
+            .cloned()
+            .collect(),
+    };
+    let refused = rules::refusals(&used, &facts(root, &used));
+    if !refused.is_empty() {
+        return Err(HankError::usage_hint(
+            format!(
+                "the workspace is not ready; no task started:\n  {}",
+                refused.join("\n  ")
+            ),
+            format!("fix each repository named above (the workspace is {FILE}), then run again"),
+        ));
+    }
+    Ok(Some(ws))
+}
+
+/// What `hank doctor` says of one repository beyond [`facts`]: whether its `origin`
+/// answers (`git ls-remote`) and whether a push would be taken (`git push --dry-run` of its
+/// base to a branch name no one uses; for a remote on this disk, also whether its folder may
+/// be written).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteFacts {
+    /// `Err`: why `git ls-remote origin` failed.
+    pub reachable: std::result::Result<(), String>,
+    /// `Err`: why a push would be refused.
+    pub push: std::result::Result<(), String>,
+}
+
+/// [`RemoteFacts`] of a repository whose [`RepoFacts`] found an `origin`.
+#[must_use]
+pub fn remote_facts(r: &rules::Repo, f: &RepoFacts) -> RemoteFacts {
+    let dir = r.path.as_path();
+    let short = |e: crate::git::GitError| crate::sanitize::line(&e.to_string());
+    let reachable = crate::git::run_git_for(
+        dir,
+        &["ls-remote", "--heads", "--", "origin"],
+        REMOTE_TIMEOUT,
+    )
+    .map(|_| ())
+    .map_err(short);
+    let push = if reachable.is_err() {
+        Err("the remote did not answer".to_string())
+    } else {
+        let local = f.origin.as_deref().and_then(local_remote);
+        let writable = match &local {
+            Some(p) => nix::unistd::access(p.as_path(), nix::unistd::AccessFlags::W_OK)
+                .map_err(|e| format!("{} may not be written: {e}", p.display())),
+            None => Ok(()),
+        };
+        writable.and_then(|()| {
+            crate::git::run_git_for(
+                dir,
+                &[
+                    "push",
+                    "--dry-run",
+                    "--porcelain",
+                    "--",
+                    "origin",
+                    "HEAD:refs/heads/hank/doctor-push-check",
+                ],
+                REMOTE_TIMEOUT,
+            )
+            .map(|_| ())
+            .map_err(short)
+        })
+    };
+    RemoteFacts { reachable, push }
+}
+
+/// The folder of a remote on this disk (`/srv/api.git`, `file:///srv/api.git`), `None` for a
+/// network remote.
+fn local_remote(url: &str) -> Option<PathBuf> {
+    let p = url.strip_prefix("file://").unwrap_or(url);
+    let p = Path::new(p);
+    (p.is_absolute() && p.exists()).then(|| p.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_s_keys_are_checked_naming_the_file() {
+        let root = Path::new("/w/proj");
+        let ws = parse(
+            "[repos.api]\npath = \"../api\"\nbase = \"main\"\n\n[repos.web]\npath = \"/srv/web\"\nforge = \"github.com/me/web\"\n",
+            root,
+        )
+        .unwrap();
+        assert_eq!(ws.names(), "api, web");
+        assert_eq!(ws.repos[0].path, Path::new("/w/api"));
+        assert_eq!(ws.repos[1].forge.as_deref(), Some("github.com/me/web"));
+        for (text, want) in [
+            (
+                "[repos.api]\npath = \"../api\"\nbranch = \"x\"\n",
+                "unknown field `branch`",
+            ),
+            ("[repos.api]\nbase = \"main\"\n", "missing field `path`"),
+            (
+                "[repos.api]\npath = \"a\"\n[repos.api]\npath = \"b\"\n",
+                "duplicate",
+            ),
+            ("[repo.api]\npath = \"a\"\n", "unknown field `repo`"),
+            ("[repos.\"a b\"]\npath = \"a\"\n", "[repos.a b]"),
+            ("", "names no repository"),
+        ] {
+            let err = parse(text, root).unwrap_err().to_string();
+            assert!(err.contains(FILE) && err.contains(want), "{text:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn repo_flags_make_a_file_that_reads_back() {
+        let root = Path::new("/w/proj");
+        let text = file_text(root, &["api=../api@main".into(), "web=../web".into()]).unwrap();
+        let ws = parse(&text, root).unwrap();
+        assert_eq!(ws.repos[0].base.as_deref(), Some("main"));
+        assert_eq!(ws.repos[1].base, None);
+        assert_eq!(ws.repos[1].given, "../web");
+        for (bad, want) in [
+            (vec!["api"], "NAME=PATH"),
+            (vec!["api=a", "api=b"], "twice"),
+            (vec!["a/b=x"], "[repos.a/b]"),
+        ] {
+            let given: Vec<String> = bad.iter().map(|s| s.to_string()).collect();
+            let err = file_text(root, &given).unwrap_err().to_string();
+            assert!(err.contains(want), "{bad:?}: {err}");
+        }
+        assert_eq!(local_remote("file:///"), Some(PathBuf::from("/")));
+        assert_eq!(local_remote("git@github.com:me/api.git"), None);
+    }
+}
