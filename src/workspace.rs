@@ -232,6 +232,34 @@ pub fn check_before_start(root: &Path, tasks: &[TaskSpec]) -> Result<Option<Work
     Ok(Some(ws))
 }
 
+/// The fleet runs its tasks in the project's own repository only: a task that would change
+/// another repository of the workspace is refused (naming the tasks and repositories) rather
+/// than run in the wrong one. A workspace whose repositories are the project itself
+/// (`path = "."`) runs as a project without one.
+pub fn require_project_only(root: &Path, ws: &Workspace, tasks: &[TaskSpec]) -> Result<()> {
+    let project = root.canonicalize().ok();
+    let is_project = |r: &rules::Repo| project.is_some() && r.path.canonicalize().ok() == project;
+    let elsewhere: Vec<String> = tasks
+        .iter()
+        .flat_map(|t| {
+            rules::repos_of(t, ws)
+                .into_iter()
+                .filter(|r| !is_project(r))
+                .map(move |r| format!("{:?} in {:?}", t.name, r.name))
+        })
+        .collect();
+    if elsewhere.is_empty() {
+        return Ok(());
+    }
+    Err(HankError::usage_hint(
+        format!(
+            "the workspace's repositories are ready, but this hank runs a fleet's tasks only in the project's own repository; these would change another one: {}",
+            elsewhere.join(", ")
+        ),
+        "run the tasks of each repository with `hank fleet` in that repository, or `hank fleet --dry-run` here to see the plan across the workspace",
+    ))
+}
+
 /// What `hank doctor` says of one repository beyond [`facts`]: whether its `origin`
 /// answers (`git ls-remote`) and whether a push would be taken (`git push --dry-run` of its
 /// base to a branch name no one uses; for a remote on this disk, also whether its folder may

@@ -229,3 +229,50 @@ fn setup_and_enable_write_the_workspace_file_from_repo_flags() {
         text
     );
 }
+
+#[test]
+fn a_dry_run_shows_each_task_s_repositories_and_a_run_across_repositories_is_refused() {
+    let (p, api, web) = workspace_project(PLAN, TWO);
+    let o = p.run(&["fleet", "--dry-run"]);
+    let text = stdout(&o);
+    exits(&o, 0);
+    assert_contains(
+        &text,
+        "Add the endpoint — branch hank/add-the-endpoint in api, 1 open item(s)",
+    );
+    assert_contains(
+        &text,
+        "Use it in the UI (after: Add the endpoint) — branch hank/use-it-in-the-ui in web, 1 open item(s)",
+    );
+    // Every repository fit: still refused, naming the tasks, rather than run in the project.
+    let err = exits(&p.run(&["fleet"]), 1);
+    assert_contains(&err, "only in the project's own repository");
+    assert_contains(&err, "\"Add the endpoint\" in \"api\"");
+    assert_nothing_started(&p, &[&api, &web]);
+}
+
+#[test]
+fn a_workspace_of_the_project_itself_runs_the_fleet_as_before() {
+    let p = project("# Plan\n\n## One (repos: self)\n- [ ] a\n");
+    std::fs::write(
+        p.dir.join(".hank/workspace.toml"),
+        "[repos.self]\npath = \".\"\n",
+    )
+    .unwrap();
+    git(&p.dir, &["add", "-A"]);
+    git(&p.dir, &["commit", "-q", "-m", "workspace"]);
+    // Its branches go to an origin: the refusal says so first.
+    let err = exits(&p.run(&["fleet"]), 1);
+    assert_contains(&err, "repository \"self\"");
+    assert_contains(&err, "no `origin` remote");
+    let bare = p.home.join("self.git");
+    git(&p.home, &["init", "-q", "--bare", bare.to_str().unwrap()]);
+    git(&p.dir, &["remote", "add", "origin", bare.to_str().unwrap()]);
+    let err = exits(&p.run(&["fleet"]), 0);
+    assert_eq!(calls(&p), ["one"], "{err}");
+    assert_eq!(
+        crate::fleet::fleet_json(&p)["tasks"][0]["state"],
+        "merged",
+        "{err}"
+    );
+}
