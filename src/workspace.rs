@@ -321,6 +321,123 @@ fn local_remote(url: &str) -> Option<PathBuf> {
     (p.is_absolute() && p.exists()).then(|| p.to_path_buf())
 }
 
+/// How long one `git worktree add` / `remove` may take (a checkout of every file).
+const WORKTREE_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// A task's folder made ([`rules::task_layout`]): in each repository the task changes, its
+/// worktree `<folder>/<repo>` on `hank/<slug>` (the branch made from the repository's base
+/// when it does not exist, taken as it is when it does: a task resumed after a kill keeps
+/// its work). A worktree already there on its branch is kept. When one repository fails,
+/// what this call made in the others is undone (worktrees removed, new branches deleted):
+/// no repository is left half-changed. The error names the repository.
+pub fn open_task_folder(layout: &[rules::TaskCheckout]) -> Result<()> {
+    let mut made: Vec<(&rules::TaskCheckout, bool)> = Vec::new();
+    for c in layout {
+        match open_one(c) {
+            Ok(Some(created)) => made.push((c, created)),
+            Ok(None) => {}
+            Err(e) => {
+                for (m, created) in made.iter().rev() {
+                    undo(m, *created);
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One worktree made: `Some(whether its branch was created)`, `None` when it was there.
+fn open_one(c: &rules::TaskCheckout) -> Result<Option<bool>> {
+    let at = |what: String| {
+        HankError::usage(format!(
+            "repository {:?}: {what} ({})",
+            c.repo,
+            c.path.display()
+        ))
+    };
+    if c.path.join(".git").exists() {
+        let on = git_text(&c.path, &["symbolic-ref", "--quiet", "--short", "HEAD"]);
+        if on.as_deref() == Some(c.branch.as_str()) {
+            return Ok(None);
+        }
+        return Err(at(format!(
+            "the task's folder holds a checkout on {}, not {}",
+            on.as_deref().unwrap_or("no branch"),
+            c.branch
+        )));
+    }
+    if std::fs::read_dir(&c.path).is_ok_and(|mut d| d.next().is_some()) {
+        return Err(at("the task's folder for it is not empty".to_string()));
+    }
+    if let Some(parent) = c.path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| HankError::io("create", parent, e))?;
+    }
+    let path = c.path.to_string_lossy().into_owned();
+    let exists = git_text(
+        &c.checkout,
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("refs/heads/{}", c.branch),
+        ],
+    )
+    .is_some();
+    let base = c
+        .base
+        .as_ref()
+        .map_or_else(|| "HEAD".to_string(), |b| format!("refs/heads/{b}"));
+    let args: Vec<&str> = if exists {
+        vec!["worktree", "add", &path, &c.branch]
+    } else {
+        vec!["worktree", "add", "-b", &c.branch, &path, &base]
+    };
+    crate::git::run_git_for(&c.checkout, &args, WORKTREE_TIMEOUT)
+        .map_err(|e| at(format!("`git worktree add` failed: {e}")))?;
+    Ok(Some(!exists))
+}
+
+/// What [`open_one`] made, undone (best effort: the error being reported is the first one).
+fn undo(c: &rules::TaskCheckout, created: bool) {
+    let path = c.path.to_string_lossy().into_owned();
+    let _ = crate::git::run_git_for(
+        &c.checkout,
+        &["worktree", "remove", "--force", &path],
+        WORKTREE_TIMEOUT,
+    );
+    if created {
+        let _ = crate::git::run_git(&c.checkout, &["branch", "-D", &c.branch]);
+    }
+}
+
+/// A task's folder removed: each repository's worktree (its branch kept: the work is there),
+/// then the folder when nothing else is left in it. The first failure is returned, naming
+/// the repository; the others are still removed.
+pub fn close_task_folder(layout: &[rules::TaskCheckout], folder: &Path) -> Result<()> {
+    let mut first: Option<HankError> = None;
+    for c in layout {
+        if !c.path.exists() {
+            continue;
+        }
+        let path = c.path.to_string_lossy().into_owned();
+        if let Err(e) = crate::git::run_git_for(
+            &c.checkout,
+            &["worktree", "remove", "--force", &path],
+            WORKTREE_TIMEOUT,
+        ) {
+            first.get_or_insert_with(|| {
+                HankError::Tool(format!(
+                    "repository {:?}: `git worktree remove {path}`: {e}",
+                    c.repo
+                ))
+            });
+        }
+    }
+    let _ = std::fs::remove_dir(folder);
+    first.map_or(Ok(()), Err)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -374,5 +491,94 @@ mod tests {
         }
         assert_eq!(local_remote("file:///"), Some(PathBuf::from("/")));
         assert_eq!(local_remote("git@github.com:me/api.git"), None);
+    }
+
+    /// A repository at `dir` on `main` with one commit.
+    fn repo_at(dir: &Path) {
+        std::fs::create_dir_all(dir).unwrap();
+        crate::git::run_git(dir, &["init", "-q", "-b", "main"]).unwrap();
+        std::fs::write(dir.join("README"), "x\n").unwrap();
+        crate::git::run_git(dir, &["add", "-A"]).unwrap();
+        crate::git::run_git(
+            dir,
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-q",
+                "-m",
+                "init",
+            ],
+        )
+        .unwrap();
+    }
+
+    fn branches(dir: &Path) -> String {
+        git_text(
+            dir,
+            &["branch", "--list", "hank/*", "--format=%(refname:short)"],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_task_folder_holds_a_worktree_per_named_repository_and_fails_whole() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("proj");
+        std::fs::create_dir_all(&root).unwrap();
+        repo_at(&tmp.path().join("api"));
+        repo_at(&tmp.path().join("web"));
+        let ws = parse(
+            "[repos.api]\npath = \"../api\"\nbase = \"main\"\n[repos.web]\npath = \"../web\"\n[repos.db]\npath = \"../db\"\n",
+            &root,
+        )
+        .unwrap();
+        let opt = crate::policy::fixplan::default_optional_sections();
+        let tasks = crate::policy::fleet::tasks_from_plan(
+            "## Both (repos: api, web)\n- [ ] x\n## Db (repos: db, api)\n- [ ] y\n",
+            &opt,
+        )
+        .unwrap();
+        let folder = tmp.path().join("wt/both");
+        let layout = rules::task_layout(&tasks[0], &ws, &folder);
+        open_task_folder(&layout).unwrap();
+        let mut names: Vec<String> = std::fs::read_dir(&folder)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["api", "web"], "exactly the named repositories");
+        for r in ["api", "web"] {
+            assert_eq!(
+                git_text(&folder.join(r), &["symbolic-ref", "--short", "HEAD"]).unwrap(),
+                "hank/both"
+            );
+            assert!(folder.join(r).join("README").is_file());
+        }
+        // Work in one, then a resume: kept as it is.
+        std::fs::write(folder.join("api/new.txt"), "work\n").unwrap();
+        open_task_folder(&layout).unwrap();
+        assert!(folder.join("api/new.txt").is_file());
+        // A task whose second repository is missing: nothing is left in the first.
+        let folder2 = tmp.path().join("wt/db");
+        let layout2 = rules::task_layout(&tasks[1], &ws, &folder2);
+        assert_eq!(layout2[0].repo, "api");
+        let err = open_task_folder(&layout2).unwrap_err().to_string();
+        assert!(err.contains("repository \"db\""), "{err}");
+        assert!(!folder2.join("api").exists());
+        assert_eq!(branches(&tmp.path().join("api")), "hank/both");
+        // Closed: the worktrees and the folder go, the branches (the work) stay.
+        close_task_folder(&layout, &folder).unwrap();
+        assert!(!folder.exists());
+        assert_eq!(branches(&tmp.path().join("web")), "hank/both");
+        // Opened again from the existing branches.
+        open_task_folder(&layout).unwrap();
+        assert_eq!(
+            git_text(&folder.join("web"), &["symbolic-ref", "--short", "HEAD"]).unwrap(),
+            "hank/both"
+        );
+        close_task_folder(&layout, &folder).unwrap();
     }
 }

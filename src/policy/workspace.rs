@@ -257,15 +257,14 @@ pub fn check_tasks(tasks: &[TaskSpec], ws: Option<&Workspace>) -> Result<(), Str
     Ok(())
 }
 
-/// The repositories a task works in: the ones it names, or every repository of a workspace
-/// of one.
+/// The repositories a task works in, in the workspace's (name) order: the ones it names, or
+/// every repository of a workspace of one.
 #[must_use]
-pub fn repos_of<'a>(task: &'a TaskSpec, ws: &'a Workspace) -> Vec<&'a Repo> {
-    if task.repos.is_empty() {
-        ws.repos.iter().collect()
-    } else {
-        task.repos.iter().filter_map(|n| ws.repo(n)).collect()
-    }
+pub fn repos_of<'a>(task: &TaskSpec, ws: &'a Workspace) -> Vec<&'a Repo> {
+    ws.repos
+        .iter()
+        .filter(|r| task.repos.is_empty() || task.repos.contains(&r.name))
+        .collect()
 }
 
 /// What git says about one repository's checkout before a fleet starts (gathered by
@@ -377,6 +376,92 @@ pub fn touched(tasks: &[TaskSpec], ws: &Workspace) -> Vec<String> {
         .filter(|r| named.contains(r.name.as_str()))
         .map(|r| r.name.clone())
         .collect()
+}
+
+/// One repository's part of a task: its worktree `<task folder>/<repo>` on `hank/<slug>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskCheckout {
+    /// The repository's name (the worktree's folder name in the task's folder).
+    pub repo: String,
+    /// The repository's own checkout (where `git worktree add` runs).
+    pub checkout: PathBuf,
+    /// `<task folder>/<repo>`.
+    pub path: PathBuf,
+    /// `hank/<slug>`, the same in every repository the task changes.
+    pub branch: String,
+    /// The base the branch starts from when it does not exist yet (`None`: the branch the
+    /// checkout is on).
+    pub base: Option<String>,
+}
+
+/// A task's worktrees side by side in its folder `folder`: one per repository it changes
+/// ([`repos_of`]), each `folder/<repo>` on branch `hank/<slug>`. The folder holds exactly
+/// these: what the task's agent may change.
+#[must_use]
+pub fn task_layout(task: &TaskSpec, ws: &Workspace, folder: &Path) -> Vec<TaskCheckout> {
+    repos_of(task, ws)
+        .into_iter()
+        .map(|r| TaskCheckout {
+            repo: r.name.clone(),
+            checkout: r.path.clone(),
+            path: folder.join(&r.name),
+            branch: format!("hank/{}", task.slug),
+            base: r.base.clone(),
+        })
+        .collect()
+}
+
+/// The order a change set's pull requests open in: a repository whose tasks come first in
+/// the plan's waves opens first (the API before the web app calling it); repositories the
+/// same wave first changes keep the workspace's order. Only repositories some task changes.
+pub fn delivery_order(tasks: &[TaskSpec], ws: &Workspace) -> Result<Vec<String>, String> {
+    let waves = super::fleet::waves(tasks)?;
+    let wave_of = |name: &str| waves.iter().position(|w| w.iter().any(|n| n == name));
+    let mut ranked: Vec<(usize, usize, String)> = Vec::new();
+    for (i, r) in ws.repos.iter().enumerate() {
+        let first = tasks
+            .iter()
+            .filter(|t| repos_of(t, ws).iter().any(|x| x.name == r.name))
+            .filter_map(|t| wave_of(&t.name))
+            .min();
+        if let Some(w) = first {
+            ranked.push((w, i, r.name.clone()));
+        }
+    }
+    ranked.sort();
+    Ok(ranked.into_iter().map(|(_, _, n)| n).collect())
+}
+
+/// The tasks that changed `repo`, in plan order: where a red check of its pull request sends
+/// its findings.
+#[must_use]
+pub fn changed_by(tasks: &[TaskSpec], ws: &Workspace, repo: &str) -> Vec<String> {
+    tasks
+        .iter()
+        .filter(|t| repos_of(t, ws).iter().any(|r| r.name == repo))
+        .map(|t| t.name.clone())
+        .collect()
+}
+
+/// The line each pull request of a change set carries, linking the others: `set` is every
+/// repository of the set in [`delivery_order`] with its pull request's reference once opened
+/// (`api#12`, or its forge's own form), `this` the repository whose body it is.
+#[must_use]
+pub fn change_set_line(this: &str, set: &[(String, Option<String>)]) -> String {
+    let shown: Vec<String> = set
+        .iter()
+        .map(|(repo, pr)| match pr {
+            Some(r) => r.clone(),
+            None => format!("{repo} (not opened yet)"),
+        })
+        .collect();
+    let position = set.iter().position(|(r, _)| r == this).map_or(0, |i| i + 1);
+    format!(
+        "Part of a change across {} ({} of {}, opened in this order; delivered when all are green).",
+        shown.join(", "),
+        position,
+        set.len()
+    )
 }
 
 #[cfg(test)]
@@ -653,5 +738,52 @@ mod tests {
         assert!(refusals(&ws, &[fit("api"), web_dev]).is_empty());
         let got = refusals(&ws, &[fit("api")]);
         assert_eq!(got, ["repository \"web\" (/w/web) is missing"]);
+    }
+
+    #[test]
+    fn a_change_set_opens_in_dependency_order_and_links_the_others() {
+        let ws = of_entries(
+            vec![
+                entry("web", "../web"),
+                entry("api", "../api"),
+                entry("db", "../db"),
+            ],
+            Path::new("/w/p"),
+            "f",
+        )
+        .unwrap();
+        let plan = "## UI (repos: web; after: Endpoint)\n- [ ] a\n\
+                    ## Endpoint (repos: api)\n- [ ] b\n\
+                    ## Rename (repos: api, web; after: UI)\n- [ ] c\n";
+        let tasks = tasks_from_plan(plan, &[]).unwrap();
+        // web is first changed in wave 2, api in wave 1; db by no task.
+        assert_eq!(delivery_order(&tasks, &ws).unwrap(), ["api", "web"]);
+        assert_eq!(changed_by(&tasks, &ws, "web"), ["UI", "Rename"]);
+        assert_eq!(changed_by(&tasks, &ws, "api"), ["Endpoint", "Rename"]);
+        assert!(changed_by(&tasks, &ws, "db").is_empty());
+        let line = change_set_line(
+            "web",
+            &[
+                ("api".into(), Some("me/api#12".into())),
+                ("web".into(), None),
+            ],
+        );
+        assert_eq!(
+            line,
+            "Part of a change across me/api#12, web (not opened yet) (2 of 2, opened in this order; delivered when all are green)."
+        );
+        let layout = task_layout(&tasks[2], &ws, Path::new("/u/wt/rename"));
+        let got: Vec<(&str, &Path, &str)> = layout
+            .iter()
+            .map(|c| (c.repo.as_str(), c.path.as_path(), c.branch.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("api", Path::new("/u/wt/rename/api"), "hank/rename"),
+                ("web", Path::new("/u/wt/rename/web"), "hank/rename"),
+            ]
+        );
+        assert_eq!(layout[0].checkout, Path::new("/w/api"));
     }
 }
