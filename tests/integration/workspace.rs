@@ -279,3 +279,42 @@ fn a_workspace_of_the_project_itself_runs_the_fleet_as_before() {
         "{err}"
     );
 }
+
+#[test]
+fn with_delivery_doctor_asks_each_repository_s_forge_for_the_login_and_push() {
+    use crate::fake_github::FakeGitHub;
+    let (p, _api, _web) = workspace_project(
+        PLAN,
+        "[repos.api]\npath = \"../api\"\nforge = \"o/r\"\n\n[repos.web]\npath = \"../web\"\nforge = \"o/web\"\n",
+    );
+    p.hankrc("DELIVER=pr\n");
+    let gh = FakeGitHub::start();
+    let o = crate::deliver::at_fake_github(p.cmd().args(["doctor"]), &gh)
+        .output()
+        .unwrap();
+    let text = stdout(&o);
+    let line = |what: &str| {
+        text.lines()
+            .find(|l| l.contains(what))
+            .unwrap_or_else(|| panic!("no {what:?} in:\n{text}"))
+            .to_string()
+    };
+    let api = line("api: ");
+    assert!(api.starts_with("ok"), "{api}");
+    assert_contains(&api, "as hank-bot for o/r, may push");
+    // Its own `forge` key, not GH_REPO: the fake has no o/web.
+    assert_contains(&line("web: "), "o/web");
+    gh.set(|w| w.can_push = false);
+    let o = crate::deliver::at_fake_github(p.cmd().args(["doctor"]), &gh)
+        .output()
+        .unwrap();
+    let text = stdout(&o);
+    let api = text
+        .lines()
+        .find(|l| l.contains("api: "))
+        .unwrap_or_default();
+    assert!(
+        api.starts_with("FAIL") && api.contains("may not push to o/r"),
+        "{text}"
+    );
+}
