@@ -2,7 +2,7 @@
 //! ([`crate::store::schema::WorkspaceFile`] → [`crate::policy::workspace::Workspace`]), the
 //! facts git gives about each repository ([`facts`]) for the pure refusal
 //! ([`crate::policy::workspace::refusals`]), the check a fleet makes before any task starts
-//! ([`check_before_start`]), and the file `hank setup`/`hank enable --repo` write ([`write`]).
+//! ([`check_before_start`]), and the file `hank setup`/`hank enable --repo` write ([`write()`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -248,12 +248,29 @@ pub fn require_project_only(root: &Path, ws: &Workspace, tasks: &[TaskSpec]) -> 
                 .map(move |r| format!("{:?} in {:?}", t.name, r.name))
         })
         .collect();
+    refuse_elsewhere(&elsewhere)
+}
+
+/// `hank watch`: its issues' tasks name no repository, so a workspace with any repository
+/// other than the project itself is refused (naming them) rather than worked in the wrong one.
+pub fn require_no_other_repository(root: &Path, ws: &Workspace) -> Result<()> {
+    let project = root.canonicalize().ok();
+    let elsewhere: Vec<String> = ws
+        .repos
+        .iter()
+        .filter(|r| project.is_none() || r.path.canonicalize().ok() != project)
+        .map(|r| format!("{:?}", r.name))
+        .collect();
+    refuse_elsewhere(&elsewhere)
+}
+
+fn refuse_elsewhere(elsewhere: &[String]) -> Result<()> {
     if elsewhere.is_empty() {
         return Ok(());
     }
     Err(HankError::usage_hint(
         format!(
-            "the workspace's repositories are ready, but this hank runs a fleet's tasks only in the project's own repository; these would change another one: {}",
+            "this hank runs a fleet's tasks only in the project's own repository, and these would change another repository of {FILE}: {}",
             elsewhere.join(", ")
         ),
         "run the tasks of each repository with `hank fleet` in that repository, or `hank fleet --dry-run` here to see the plan across the workspace",

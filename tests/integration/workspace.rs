@@ -248,6 +248,10 @@ fn a_dry_run_shows_each_task_s_repositories_and_a_run_across_repositories_is_ref
     let err = exits(&p.run(&["fleet"]), 1);
     assert_contains(&err, "only in the project's own repository");
     assert_contains(&err, "\"Add the endpoint\" in \"api\"");
+    // `hank watch`: an issue's task names no repository.
+    let err = exits(&p.run(&["watch", "--once"]), 1);
+    assert_contains(&err, "only in the project's own repository");
+    assert_contains(&err, "\"api\", \"web\"");
     // The fleet as CI jobs too: a job runs in the checkout alone.
     let err = exits(&p.run(&["fleet", "plan", "--remote", "none"]), 1);
     assert_contains(&err, "only in the project's own repository");
