@@ -786,4 +786,37 @@ mod tests {
         );
         assert_eq!(layout[0].checkout, Path::new("/w/api"));
     }
+
+    proptest::proptest! {
+        /// A heading written with any name and clause lists (either order) reads back as
+        /// written; a name never keeps a clause.
+        #[test]
+        fn headings_read_back_as_written(
+            name in "[A-Za-z][A-Za-z0-9 ]{0,20}[A-Za-z0-9]",
+            repos in proptest::collection::btree_set("[a-z][a-z0-9_-]{0,8}", 0..4),
+            after in proptest::collection::vec("[A-Z][a-z ]{0,10}[a-z]", 0..3),
+            repos_first in proptest::bool::ANY,
+        ) {
+            let repos: Vec<String> = repos.into_iter().collect();
+            let mut clauses = Vec::new();
+            if !repos.is_empty() {
+                clauses.push(format!("repos: {}", repos.join(", ")));
+            }
+            if !after.is_empty() {
+                clauses.push(format!("after: {}", after.join(", ")));
+            }
+            if !repos_first {
+                clauses.reverse();
+            }
+            let text = if clauses.is_empty() {
+                name.clone()
+            } else {
+                format!("{name} ({})", clauses.join("; "))
+            };
+            let h = read_heading(&text).unwrap();
+            proptest::prop_assert_eq!(&h.name, name.trim());
+            proptest::prop_assert_eq!(&h.repos, &repos);
+            proptest::prop_assert_eq!(&h.after, &after);
+        }
+    }
 }
