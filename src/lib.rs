@@ -77,6 +77,7 @@ pub mod settings;
 pub mod stateref;
 pub mod store;
 pub mod tracker;
+pub mod workspace;
 pub mod worktree;
 
 use std::ffi::OsString;

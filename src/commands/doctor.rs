@@ -582,6 +582,125 @@ fn delivery_checks(s: &settings::Settings, dir: &Path) -> Vec<Check> {
     checks
 }
 
+/// A workspace's repositories (`.hank/workspace.toml`, issue 51): one `repo` line each —
+/// present, a checkout of its own, clean, on its base, its `origin` answering and taking a
+/// push (`git push --dry-run`) —, or the file's problem. Nothing without the file.
+fn workspace_checks(dir: &Path, deliver: bool) -> Vec<Check> {
+    use crate::policy::workspace as rules;
+    let ws = match crate::workspace::load(dir) {
+        Ok(Some(ws)) => ws,
+        Ok(None) => return Vec::new(),
+        Err(e) => {
+            return vec![Check::failed(
+                "workspace",
+                &e,
+                "correct .hank/workspace.toml (docs/fleet.md, Workspaces)",
+            )];
+        }
+    };
+    let mut checks = vec![Check::ok(
+        "workspace",
+        format!(
+            "{} repositor{}: {}",
+            ws.repos.len(),
+            if ws.repos.len() == 1 { "y" } else { "ies" },
+            ws.names()
+        ),
+    )];
+    for (r, f) in ws.repos.iter().zip(crate::workspace::facts(dir, &ws)) {
+        let one = rules::Workspace {
+            repos: vec![r.clone()],
+        };
+        let refused = rules::refusals(&one, std::slice::from_ref(&f));
+        if !refused.is_empty() {
+            checks.push(Check::fail(
+                "repo",
+                refused.join("; "),
+                "fix the repository, or its table in .hank/workspace.toml",
+            ));
+            continue;
+        }
+        let origin = f.origin.clone().unwrap_or_default();
+        let remote = crate::workspace::remote_facts(r, &f);
+        let on = f.branch.as_deref().unwrap_or("?");
+        let head = format!(
+            "{} ({}): clean, on {on}, origin {}",
+            r.name,
+            r.given,
+            crate::sanitize::line(&origin)
+        );
+        checks.push(match (&remote.reachable, &remote.push) {
+            (Ok(()), Ok(())) => Check::ok(
+                "repo",
+                format!("{head} answers and would take a push (dry run)"),
+            ),
+            (Err(e), _) => Check::fail(
+                "repo",
+                format!("{head} does not answer: {e}"),
+                "check the remote's URL (`git remote -v`) and the network or login to it",
+            ),
+            (Ok(()), Err(e)) => Check::fail(
+                "repo",
+                format!("{head} would refuse a push: {e}"),
+                "ask for write access to the repository, or point origin at one you may push to",
+            ),
+        });
+        if deliver {
+            checks.push(repo_forge_check(r, &origin));
+        }
+    }
+    checks
+}
+
+/// With DELIVER set, a workspace repository's forge: its login and push permission, its
+/// `forge` key standing for `GH_REPO`.
+fn repo_forge_check(r: &crate::policy::workspace::Repo, origin: &str) -> Check {
+    let mut env = crate::forge::Env::from_process();
+    if let Some(f) = &r.forge {
+        env.gh_repo = Some(f.clone());
+    }
+    let fix = "run `gh auth login` (or `glab auth login`), or set GH_TOKEN to a token that may push and open pull requests; name the forge repository with `forge = \"OWNER/NAME\"` in its table";
+    let forge = match crate::forge::detect(&r.path, origin, &env) {
+        Ok(f) => f,
+        Err(e) => return Check::fail("repo", format!("{}: forge: {e}", r.name), fix),
+    };
+    match forge.access() {
+        Ok(a) => match a.can_push {
+            Some(false) => Check::fail(
+                "repo",
+                format!(
+                    "{}: {} as {} may not push to {}",
+                    r.name,
+                    forge.describe(),
+                    a.login,
+                    forge.repo()
+                ),
+                "ask for write access to the repository",
+            ),
+            can => Check::ok(
+                "repo",
+                format!(
+                    "{}: {} as {} for {}{}",
+                    r.name,
+                    forge.describe(),
+                    a.login,
+                    forge.repo(),
+                    if can == Some(true) {
+                        ", may push"
+                    } else {
+                        " (push permission not said)"
+                    }
+                ),
+            ),
+        },
+        Err(e) => Check::fail(
+            "repo",
+            format!("{}: {}: {e}", r.name, forge.describe()),
+            fix,
+        ),
+    }
+}
+
 /// SANDBOX: what confinement the next run's agent gets on this kernel, and why.
 fn sandbox_check(s: &settings::Settings) -> Check {
     let mode = s.sandbox.value;
@@ -707,6 +826,10 @@ pub(crate) fn run(args: &cli::DoctorArgs) -> Result<u8> {
             checks.extend(review_check(s));
             checks.push(sandbox_check(s));
             checks.extend(delivery_checks(s, &dir));
+            checks.extend(workspace_checks(
+                &dir,
+                s.deliver.value != settings::DeliverMode::None,
+            ));
         }
         Err(e) => {
             checks.push(Check::failed(

@@ -137,6 +137,9 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
         ));
     }
     let waves = rules::waves(&tasks).map_err(HankError::usage)?;
+    // A workspace (issue 51): the plan's `repos:` checked, every repository a task changes
+    // fit to start from, before any task starts.
+    let workspace = crate::workspace::check_before_start(&root, &tasks)?;
     let into = a.into.clone().unwrap_or_else(|| DEFAULT_INTO.to_string());
     // A fleet that merged every task of this plan is finished: its work (and the plan's
     // ticks) is on the integration branch, not here yet.
@@ -175,6 +178,9 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
             verify.as_deref(),
             &a.run_flags,
         );
+    }
+    if let Some(ws) = &workspace {
+        crate::workspace::require_project_only(&root, ws, &tasks)?;
     }
     if crate::git::run_git(&root, &["rev-parse", "--verify", "HEAD"]).is_err() {
         return Err(HankError::usage_hint(
@@ -423,8 +429,13 @@ fn dry_run(
             } else {
                 format!(" (after: {})", t.after.join(", "))
             };
+            let repos = if t.repos.is_empty() {
+                String::new()
+            } else {
+                format!(" in {}", t.repos.join(", "))
+            };
             text.push_str(&format!(
-                "  {}{after} — branch hank/{}, {} open item(s)\n",
+                "  {}{after} — branch hank/{}{repos}, {} open item(s)\n",
                 crate::sanitize::line(&t.name),
                 t.slug,
                 t.open_items.len()

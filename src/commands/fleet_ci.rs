@@ -53,14 +53,23 @@ pub(super) fn parsed_plan<T>(
         .map_err(|e| HankError::usage(format!("{}: {e}", path.display())))
 }
 
-/// The plan of the checkout as a CI job sees it.
+/// The plan of the checkout as a CI job sees it. In a workspace (issue 51) its open tasks
+/// are checked as `hank fleet` checks them, and a task changing a repository other than the
+/// checkout is refused: a CI job runs in the checkout alone.
 fn read_view(root: &Path, s: &Settings) -> Result<PlanView> {
-    parsed_plan(
+    let view = parsed_plan(
         root,
         s,
         "the tasks come from its `##` sections",
         rules::plan_view,
-    )
+    )?;
+    let ws = crate::workspace::load(root)?;
+    crate::policy::workspace::check_tasks(&view.open, ws.as_ref())
+        .map_err(|e| HankError::usage(format!("{}: {e}", plan_path(root).display())))?;
+    if let Some(ws) = &ws {
+        crate::workspace::require_project_only(root, ws, &view.open)?;
+    }
+    Ok(view)
 }
 
 /// The remote to read and write, `None` with `--remote none`; a remote the repository does

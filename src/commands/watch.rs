@@ -72,6 +72,11 @@ pub(crate) fn run(a: &WatchArgs) -> Result<u8> {
     let mut run = flags.run;
     run.flags.deliver = Some(deliver.clone());
     crate::approval::require(&root, run.accept_config, "hank watch")?;
+    // An issue's task names no repository: in a workspace of other repositories it would
+    // run in the wrong one (issue 51).
+    if let Some(ws) = crate::workspace::load(&root)? {
+        crate::workspace::require_no_other_repository(&root, &ws)?;
+    }
     let s = settings::load(&run.flags, &root)?;
     super::fleet::known_agents(&s, &root)?;
     let remote = s.deliver_remote.value.clone();

@@ -22,12 +22,15 @@ pub mod machine;
 /// One task of the fleet, as the plan defines it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskSpec {
-    /// The heading text without its `(after: …)` clause.
+    /// The heading text without its `(after: …; repos: …)` clauses.
     pub name: String,
     /// The branch and folder name: `hank/<slug>`.
     pub slug: String,
     /// Tasks that must be merged before this one starts.
     pub after: Vec<String>,
+    /// The workspace's repositories it changes (`(repos: api, web)`, issue 51); empty in a
+    /// project without `.hank/workspace.toml`.
+    pub repos: Vec<String>,
     /// The section as written (heading included): the task worktree's `fix_plan.md` body.
     pub section: String,
     /// The open required items' texts.
@@ -162,23 +165,81 @@ pub fn merge_failure_counts(conflict: bool, handed_back_at: Option<&str>, tip: &
     !(conflict && handed_back_at.is_some_and(|at| at != tip))
 }
 
-/// `Name (after: A, B)` → ("Name", ["A", "B"]).
-fn split_heading(text: &str) -> (String, Vec<String>) {
+/// A `##` heading read: its name and the clauses of its trailing parenthesis.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Heading {
+    /// The heading text without the parenthesis of clauses.
+    pub name: String,
+    /// `after: A, B`: the tasks it comes after.
+    pub after: Vec<String>,
+    /// `repos: api, web`: the workspace's repositories it changes (issue 51).
+    pub repos: Vec<String>,
+}
+
+/// `Name (repos: a, b; after: A, B)` → name "Name", after \[A, B\], repos \[a, b\]. The
+/// clauses are `;`-separated, in any order; a trailing parenthesis that is not made of
+/// clauses (`## Fix (the bug)`) is part of the name. A clause given twice, an empty or
+/// repeated `repos:` list is an error naming the section.
+pub fn read_heading(text: &str) -> Result<Heading, String> {
     let t = text.trim();
-    if let Some(open) = t.rfind('(')
-        && t.ends_with(')')
-    {
-        let inner = &t[open + 1..t.len() - 1];
-        if let Some(list) = inner.trim().strip_prefix("after:") {
-            let after = list
-                .split(',')
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-                .collect();
-            return (t[..open].trim().to_string(), after);
+    let whole = Heading {
+        name: t.to_string(),
+        ..Heading::default()
+    };
+    let Some(open) = t.rfind('(') else {
+        return Ok(whole);
+    };
+    if !t.ends_with(')') {
+        return Ok(whole);
+    }
+    let clauses: Vec<&str> = t[open + 1..t.len() - 1].split(';').map(str::trim).collect();
+    let is_clause = |c: &str| c.starts_with("after:") || c.starts_with("repos:");
+    if !clauses.iter().all(|c| is_clause(c)) {
+        return Ok(whole);
+    }
+    let name = t[..open].trim().to_string();
+    let list = |l: &str| -> Vec<String> {
+        l.split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect()
+    };
+    let mut heading = Heading {
+        name,
+        ..Heading::default()
+    };
+    let (mut after_seen, mut repos_seen) = (false, false);
+    for c in clauses {
+        if let Some(l) = c.strip_prefix("after:") {
+            if std::mem::replace(&mut after_seen, true) {
+                return Err(format!("section {t:?} gives `after:` twice"));
+            }
+            heading.after = list(l);
+        } else if let Some(l) = c.strip_prefix("repos:") {
+            if std::mem::replace(&mut repos_seen, true) {
+                return Err(format!("section {t:?} gives `repos:` twice"));
+            }
+            heading.repos = list(l);
+            if heading.repos.is_empty() {
+                return Err(format!(
+                    "section {t:?} has an empty `repos:`: name the repositories it changes"
+                ));
+            }
+            let mut seen = BTreeSet::new();
+            if let Some(twice) = heading.repos.iter().find(|r| !seen.insert(r.as_str())) {
+                return Err(format!(
+                    "section {t:?} names the repository {twice:?} twice"
+                ));
+            }
         }
     }
-    (t.to_string(), Vec::new())
+    Ok(heading)
+}
+
+/// The task name a heading gives (a heading [`read_heading`] refuses is its own name: such a
+/// plan was refused before any task ran).
+fn heading_name(text: &str) -> String {
+    read_heading(text).map_or_else(|_| text.trim().to_string(), |h| h.name)
 }
 
 /// The branch-safe form of a task name: lowercase ASCII letters, digits and `-`.
@@ -250,7 +311,7 @@ pub fn tasks_from_plan(plan: &str, optional_sections: &[String]) -> Result<Vec<T
         if open_items.is_empty() {
             continue;
         }
-        let (name, after) = split_heading(&heading);
+        let Heading { name, after, repos } = read_heading(&heading)?;
         let slug = slug(&name);
         if let Some(t) = tasks.iter().find(|t| t.name == name || t.slug == slug) {
             return Err(format!(
@@ -262,6 +323,7 @@ pub fn tasks_from_plan(plan: &str, optional_sections: &[String]) -> Result<Vec<T
             name,
             slug,
             after,
+            repos,
             section: body,
             open_items,
             issue: None,
@@ -574,7 +636,7 @@ pub fn tick_items(plan: &str, task: &str, done: &[String]) -> String {
     let mut inside = false;
     for line in plan.split_inclusive('\n') {
         if let Some(h) = line.strip_prefix("## ") {
-            inside = split_heading(h.trim_end()).0 == task;
+            inside = heading_name(h.trim_end()) == task;
         } else if line.starts_with("# ") {
             inside = false;
         }
@@ -654,7 +716,7 @@ pub fn plan_view(plan: &str, optional_sections: &[String]) -> Result<PlanView, S
         if required.is_empty() {
             continue;
         }
-        let (name, after) = split_heading(&heading);
+        let Heading { name, after, repos } = read_heading(&heading)?;
         let slug = slug(&name);
         let clash = view
             .open
@@ -680,6 +742,7 @@ pub fn plan_view(plan: &str, optional_sections: &[String]) -> Result<PlanView, S
             name,
             slug,
             after,
+            repos,
             section: body,
             open_items,
             issue: None,
@@ -768,7 +831,7 @@ pub fn standings<'a>(
 #[must_use]
 pub fn task_finished_in(plan: &str, task: &str, optional_sections: &[String]) -> bool {
     split_sections(plan).iter().any(|(heading, body)| {
-        !heading.is_empty() && split_heading(heading).0 == task && {
+        !heading.is_empty() && heading_name(heading) == task && {
             let parsed = fixplan::parse(body, optional_sections);
             let mut required = parsed.items.iter().filter(|i| !i.optional).peekable();
             required.peek().is_some() && required.all(|i| i.done)

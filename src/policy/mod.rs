@@ -31,3 +31,4 @@ pub mod tracker;
 pub mod verification;
 pub mod verify;
 pub mod windows;
+pub mod workspace;

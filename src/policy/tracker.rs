@@ -450,6 +450,7 @@ pub fn task_of(issue: &Issue) -> TaskSpec {
             .to_string(),
         name,
         after: Vec::new(),
+        repos: Vec::new(),
         section,
         open_items: items,
         issue: Some(IssueRef {

@@ -34,6 +34,11 @@ pub(crate) struct SetupArgs {
     /// Print the result as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
+    /// A repository of the project's workspace, NAME=PATH or NAME=PATH@BASE (repeat per
+    /// repository): written to .hank/workspace.toml, so that one plan's tasks may change
+    /// several repositories (docs/fleet.md, Workspaces). PATH is relative to the project.
+    #[arg(long = "repo", value_name = "NAME=PATH[@BASE]")]
+    pub repos: Vec<String>,
 }
 
 /// The answers `enable` and `enable-ci` share (each also a wizard question for `enable`).
@@ -73,6 +78,12 @@ pub(crate) struct ProjectOptions {
     /// exists.
     #[arg(long, conflicts_with = "force")]
     pub repair: bool,
+    /// A repository of the project's workspace, NAME=PATH or NAME=PATH@BASE (repeat per
+    /// repository): written to .hank/workspace.toml (kept when it exists, replaced with
+    /// --force), so that one plan's tasks may change several repositories (docs/fleet.md,
+    /// Workspaces). PATH is relative to the project.
+    #[arg(long = "repo", value_name = "NAME=PATH[@BASE]")]
+    pub repos: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Args)]

@@ -51,7 +51,10 @@ impl CiReport {
 fn enable(dir: &Path, args: &EnableCiArgs) -> Result<CiReport> {
     preflight(dir, &args.opts)?;
     if args.opts.repair {
-        let (spec, outcome) = repair(dir, &args.opts)?;
+        let (spec, mut outcome) = repair(dir, &args.opts)?;
+        outcome
+            .written
+            .extend(super::enable::workspace_file(dir, &args.opts)?);
         let n = outcome.written.len();
         return Ok(CiReport {
             success: true,
@@ -109,7 +112,10 @@ fn enable(dir: &Path, args: &EnableCiArgs) -> Result<CiReport> {
     };
     spec.tasks = sources::fetch_all(dir, &request)?;
     spec.requirements = sources::prd_requirements(dir, &request)?;
-    let outcome = generate::create_and_verify(dir, &spec, existing_mode(&args.opts))?;
+    let mut outcome = generate::create_and_verify(dir, &spec, existing_mode(&args.opts))?;
+    outcome
+        .written
+        .extend(super::enable::workspace_file(dir, &args.opts)?);
     let written = &outcome.written;
     let tasks_imported = spec.tasks.len();
     let mut message = format!(

@@ -414,6 +414,10 @@ fn describe(facts: &ProjectFacts) -> String {
 /// Already enabled (exit 2) unless `--force` or `--repair`; both at once; a flat layout to
 /// migrate first (exit 1).
 pub(crate) fn preflight(dir: &Path, opts: &super::ProjectOptions) -> Result<()> {
+    // A bad `--repo` is refused before any file is written.
+    if !opts.repos.is_empty() {
+        crate::workspace::file_text(dir, &opts.repos)?;
+    }
     if opts.force && opts.repair {
         return Err(HankError::usage(
             "--force and --repair exclude each other: --repair recreates only missing files, \
@@ -494,6 +498,26 @@ pub(crate) fn existing_mode(opts: &super::ProjectOptions) -> generate::Existing 
 /// # Errors
 /// No terminal without `--yes`, already enabled (exit 2), interrupted (130), invalid
 /// answers, I/O errors.
+/// `--repo NAME=PATH[@BASE]…`: `.hank/workspace.toml` written (an existing one is kept
+/// unless `--force`); its path when it was written.
+pub(crate) fn workspace_file(
+    dir: &Path,
+    opts: &super::ProjectOptions,
+) -> Result<Option<std::path::PathBuf>> {
+    if opts.repos.is_empty() {
+        return Ok(None);
+    }
+    if crate::workspace::path(dir).exists() && !opts.force {
+        errln!(
+            "note: {} exists and was kept (--force replaces it)",
+            crate::workspace::FILE
+        );
+        return Ok(None);
+    }
+    crate::workspace::write(dir, &opts.repos, true)?;
+    Ok(Some(std::path::PathBuf::from(crate::workspace::FILE)))
+}
+
 pub(crate) fn run(dir: &Path, args: &EnableArgs) -> Result<u8> {
     use std::io::IsTerminal;
     let interactive = !args.yes && !args.opts.repair;
@@ -505,7 +529,8 @@ pub(crate) fn run(dir: &Path, args: &EnableArgs) -> Result<u8> {
     }
     preflight(dir, &args.opts)?;
     if args.opts.repair {
-        let (_, outcome) = repair(dir, &args.opts)?;
+        let (_, mut outcome) = repair(dir, &args.opts)?;
+        outcome.written.extend(workspace_file(dir, &args.opts)?);
         if outcome.written.is_empty() {
             errln!("Nothing was missing; no file was touched.");
         } else {
@@ -577,7 +602,8 @@ pub(crate) fn run(dir: &Path, args: &EnableArgs) -> Result<u8> {
     let imported = tasks.len();
     spec.tasks = tasks;
     spec.requirements = requirements;
-    let outcome = generate::create_and_verify(dir, &spec, existing_mode(&args.opts))?;
+    let mut outcome = generate::create_and_verify(dir, &spec, existing_mode(&args.opts))?;
+    outcome.written.extend(workspace_file(dir, &args.opts)?);
     let written = &outcome.written;
     if written.is_empty() {
         errln!("All hank files were already there; nothing written.");

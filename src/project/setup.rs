@@ -136,8 +136,13 @@ pub(crate) fn create(
     parent: &Path,
     name: &str,
     project_type: Option<&str>,
+    repos: &[String],
 ) -> Result<(PathBuf, Vec<PathBuf>, GitOutcome)> {
     validate_name(name)?;
+    // A bad `--repo` is refused before the folder is made.
+    if !repos.is_empty() {
+        crate::workspace::file_text(&parent.join(name), repos)?;
+    }
     let mut tools = std::collections::BTreeSet::new();
     if which::which("uv").is_ok() {
         tools.insert("uv".to_string());
@@ -173,7 +178,12 @@ pub(crate) fn create(
     }
     facts.git = true;
     let spec = ProjectSpec::from_facts(&facts);
-    let written = generate::create_project_files(&dir, &spec, generate::Existing::Keep)?.written;
+    let mut written =
+        generate::create_project_files(&dir, &spec, generate::Existing::Keep)?.written;
+    // Before the first commit: a workspace file left out of it would make the project dirty.
+    if crate::workspace::write(&dir, repos, false)? {
+        written.push(PathBuf::from(crate::workspace::FILE));
+    }
     let git = git_init_and_commit(&dir);
     Ok((dir, written, git))
 }
@@ -183,7 +193,7 @@ pub(crate) fn create(
 /// # Errors
 /// See [`create`]; with `--json` the error is printed as JSON and its code returned.
 pub(crate) fn run(cwd: &Path, args: &SetupArgs) -> Result<u8> {
-    let result = create(cwd, &args.name, args.project_type.as_deref());
+    let result = create(cwd, &args.name, args.project_type.as_deref(), &args.repos);
     if args.json {
         let obj = match &result {
             Ok((dir, written, git)) => serde_json::json!({
@@ -293,13 +303,13 @@ mod tests {
         let parent = tempfile::tempdir().unwrap();
         std::fs::create_dir(parent.path().join("full")).unwrap();
         std::fs::write(parent.path().join("full/x"), "x").unwrap();
-        assert!(create(parent.path(), "full", None).is_err());
+        assert!(create(parent.path(), "full", None, &[]).is_err());
         std::fs::write(parent.path().join("file"), "x").unwrap();
-        assert!(create(parent.path(), "file", None).is_err());
-        assert!(create(parent.path(), "typo", Some("rsut")).is_err());
+        assert!(create(parent.path(), "file", None, &[]).is_err());
+        assert!(create(parent.path(), "typo", Some("rsut"), &[]).is_err());
         assert!(!parent.path().join("typo").exists());
         std::fs::create_dir(parent.path().join("empty")).unwrap();
-        let (dir, written, _) = create(parent.path(), "empty", None).unwrap();
+        let (dir, written, _) = create(parent.path(), "empty", None, &[]).unwrap();
         assert!(written.contains(&PathBuf::from(".hank/PROMPT.md")));
         assert!(dir.join(".hank/specs").is_dir());
         assert!(generate::missing_required(&dir).is_empty());

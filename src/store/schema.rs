@@ -1723,3 +1723,32 @@ pub struct SharedWindowsFile {
     pub schema_version: u32,
     pub windows: crate::policy::windows::Windows,
 }
+
+/// `.hank/workspace.toml` (issue 51): the repositories one change may span, one table per
+/// repository (`[repos.NAME]`). Without the file a project is a workspace of one repository,
+/// itself. Read and checked by [`crate::workspace::load`]; an unknown key is refused.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceFile {
+    /// Repository name → where it is. The name is its folder in a task's folder and the name
+    /// a plan section gives in `(repos: …)`.
+    #[serde(default)]
+    pub repos: BTreeMap<String, WorkspaceRepo>,
+}
+
+/// One `[repos.NAME]` table of `.hank/workspace.toml`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceRepo {
+    /// A local checkout, relative to the project (`"../api"`) or absolute; its `origin`
+    /// remote is where its branches go.
+    pub path: String,
+    /// The branch the change starts from and its pull request goes into (default: the
+    /// branch the checkout is on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
+    /// The forge repository (`github.com/me/api`) where the remote's URL does not say it, as
+    /// `GH_REPO` does for one repository.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forge: Option<String>,
+}

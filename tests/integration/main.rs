@@ -57,6 +57,7 @@ mod trackers;
 mod verify;
 mod watch;
 mod windows;
+mod workspace;
 
 /// Every `tests/integration/*.rs` file must be a module of this binary.
 #[test]

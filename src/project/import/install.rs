@@ -107,7 +107,7 @@ pub(super) fn install(
         }
         Target::New { parent, name } => {
             let existed = parent.join(name).exists();
-            let (dir, written, git) = setup::create(parent, name, None)?;
+            let (dir, written, git) = setup::create(parent, name, None, &[])?;
             let imported = match write_imported(&dir, conv) {
                 Ok((f, _)) => f,
                 Err(e) => {

@@ -1,0 +1,324 @@
+//! Workspaces (issue 51): `.hank/workspace.toml` naming several repositories, plan sections
+//! naming the ones they change (`(repos: …)`), every unfit repository refused by name before
+//! any task starts, `hank doctor`'s line per repository, `hank setup --repo`.
+
+use std::path::{Path, PathBuf};
+
+use crate::fleet::{calls, project};
+use crate::support::{Project, assert_contains, exits, git, stdout};
+
+const PLAN: &str = "# Plan\n\n## Add the endpoint (repos: api)\n- [ ] route\n\n\
+                    ## Use it in the UI (repos: web; after: Add the endpoint)\n- [ ] call it\n";
+
+/// A repository `name` beside the project (branch `main`, one commit) with a bare `origin`
+/// beside it, pushed; its checkout.
+fn repo(p: &Project, name: &str) -> PathBuf {
+    let root = p.dir.parent().unwrap();
+    let dir = root.join(name);
+    let bare = root.join(format!("{name}.git"));
+    std::fs::create_dir_all(&dir).unwrap();
+    git(&dir, &["init", "-q", "-b", "main"]);
+    std::fs::write(dir.join("README"), format!("{name}\n")).unwrap();
+    git(&dir, &["add", "-A"]);
+    git(&dir, &["commit", "-q", "-m", "init"]);
+    git(
+        root,
+        &["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()],
+    );
+    git(&dir, &["remote", "add", "origin", bare.to_str().unwrap()]);
+    git(&dir, &["push", "-q", "origin", "main"]);
+    dir
+}
+
+/// The fleet project with `plan`, `workspace` as its committed `.hank/workspace.toml`, and the
+/// repositories `api` and `web` beside it.
+fn workspace_project(plan: &str, workspace: &str) -> (Project, PathBuf, PathBuf) {
+    let p = project(plan);
+    let api = repo(&p, "api");
+    let web = repo(&p, "web");
+    std::fs::write(p.dir.join(".hank/workspace.toml"), workspace).unwrap();
+    git(&p.dir, &["add", "-A"]);
+    git(&p.dir, &["commit", "-q", "-m", "workspace"]);
+    (p, api, web)
+}
+
+const TWO: &str = "[repos.api]\npath = \"../api\"\nbase = \"main\"\n\n[repos.web]\npath = \"../web\"\nbase = \"main\"\n";
+
+/// Nothing started: no agent call, no fleet file, no `hank/` branch in any repository.
+fn assert_nothing_started(p: &Project, repos: &[&Path]) {
+    assert!(calls(p).is_empty());
+    assert!(!p.dir.join(".hank/fleet.json").exists());
+    for dir in std::iter::once(p.dir.as_path()).chain(repos.iter().copied()) {
+        assert_eq!(git(dir, &["branch", "--list", "hank/*"]), "", "{dir:?}");
+    }
+}
+
+#[test]
+fn unfit_repositories_are_refused_by_name_before_any_task_starts() {
+    let (p, api, web) = workspace_project(PLAN, TWO);
+    // Dirty, and on the wrong branch: both named in one refusal.
+    std::fs::write(api.join("scratch.txt"), "mine\n").unwrap();
+    git(&web, &["switch", "-q", "-c", "dev"]);
+    let err = exits(&p.run(&["fleet"]), 1);
+    assert_contains(&err, "no task started");
+    assert_contains(&err, "repository \"api\"");
+    assert_contains(&err, "uncommitted changes (scratch.txt)");
+    assert_contains(&err, "repository \"web\"");
+    assert_contains(&err, "is on branch \"dev\", not its base \"main\"");
+    assert_nothing_started(&p, &[&api, &web]);
+    // Nothing in any repository changed: the user's file is where it was, web still on dev.
+    assert_eq!(
+        std::fs::read_to_string(api.join("scratch.txt")).unwrap(),
+        "mine\n"
+    );
+    assert_eq!(git(&web, &["branch", "--show-current"]).trim(), "dev");
+    // A dry run refuses the same way.
+    let err = exits(&p.run(&["fleet", "--dry-run"]), 1);
+    assert_contains(&err, "repository \"api\"");
+
+    // Missing, and without an origin.
+    std::fs::remove_file(api.join("scratch.txt")).unwrap();
+    git(&web, &["switch", "-q", "main"]);
+    git(&web, &["remote", "remove", "origin"]);
+    std::fs::rename(&api, api.with_file_name("api-moved")).unwrap();
+    let err = exits(&p.run(&["fleet"]), 1);
+    assert_contains(&err, "repository \"api\"");
+    assert_contains(&err, "is missing");
+    assert_contains(&err, "repository \"web\"");
+    assert_contains(&err, "no `origin` remote");
+    assert_nothing_started(&p, &[&web]);
+}
+
+#[test]
+fn sections_must_name_known_repositories_in_a_workspace_of_several() {
+    for (plan, want) in [
+        (
+            "# Plan\n## Add the endpoint\n- [ ] route\n",
+            "section \"Add the endpoint\" does not say which repositories it changes",
+        ),
+        (
+            "# Plan\n## Add the endpoint (repos: db)\n- [ ] route\n",
+            "section \"Add the endpoint\" names the repository \"db\"",
+        ),
+        (
+            "# Plan\n## A (repos: api; repos: web)\n- [ ] x\n",
+            "`repos:` twice",
+        ),
+    ] {
+        let (p, api, web) = workspace_project(plan, TWO);
+        let err = exits(&p.run(&["fleet"]), 1);
+        assert_contains(&err, want);
+        assert_contains(&err, "fix_plan.md");
+        assert_nothing_started(&p, &[&api, &web]);
+    }
+    // Without a workspace file, `repos:` has nothing to name.
+    let p = project(PLAN);
+    let err = exits(&p.run(&["fleet"]), 1);
+    assert_contains(&err, "no .hank/workspace.toml");
+    assert_nothing_started(&p, &[]);
+}
+
+#[test]
+fn a_bad_workspace_file_is_refused_naming_the_file_and_key() {
+    for (file, want) in [
+        (
+            "[repos.api]\npath = \"../api\"\nbrnach = \"main\"\n",
+            "unknown field `brnach`",
+        ),
+        ("[repos.api]\nbase = \"main\"\n", "missing field `path`"),
+        ("[repos.\"a/b\"]\npath = \"../api\"\n", "[repos.a/b]"),
+        (
+            "[repos.api]\npath = \"../api\"\nbase = \"a..b\"\n",
+            "repos.api.base",
+        ),
+    ] {
+        let (p, api, web) = workspace_project(PLAN, file);
+        let err = exits(&p.run(&["fleet"]), 1);
+        assert_contains(&err, ".hank/workspace.toml");
+        assert_contains(&err, want);
+        assert_nothing_started(&p, &[&api, &web]);
+    }
+}
+
+#[test]
+fn doctor_shows_each_repository_of_the_workspace() {
+    let (p, api, web) = workspace_project(PLAN, TWO);
+    std::fs::write(web.join("scratch.txt"), "x\n").unwrap();
+    let o = p.run(&["doctor"]);
+    let text = stdout(&o);
+    assert_contains(&text, "workspace 2 repositories: api, web");
+    let api_line = text
+        .lines()
+        .find(|l| l.contains(" repo ") && l.contains("api (../api)"))
+        .unwrap_or_else(|| panic!("no api line in:\n{text}"));
+    assert!(api_line.starts_with("ok"), "{api_line}");
+    assert_contains(api_line, "clean, on main, origin");
+    assert_contains(api_line, "answers and would take a push (dry run)");
+    let web_line = text
+        .lines()
+        .find(|l| l.contains("repository \"web\""))
+        .unwrap_or_else(|| panic!("no web line in:\n{text}"));
+    assert!(web_line.starts_with("FAIL"), "{web_line}");
+    assert_contains(web_line, "uncommitted changes (scratch.txt)");
+    assert_eq!(o.status.code(), Some(1));
+    // An origin that does not answer.
+    std::fs::remove_file(web.join("scratch.txt")).unwrap();
+    std::fs::remove_dir_all(api.with_file_name("api.git")).unwrap();
+    let text = stdout(&p.run(&["doctor"]));
+    let api_line = text
+        .lines()
+        .find(|l| l.contains("api (../api)"))
+        .unwrap_or_else(|| panic!("no api line in:\n{text}"));
+    assert!(
+        api_line.starts_with("FAIL") && api_line.contains("does not answer"),
+        "{api_line}"
+    );
+    assert_eq!(git(&api, &["branch", "--list", "hank/*"]), "");
+}
+
+#[test]
+fn setup_and_enable_write_the_workspace_file_from_repo_flags() {
+    let p = Project::new(&[]);
+    let parent = p.dir.parent().unwrap().to_path_buf();
+    let o = p
+        .cmd()
+        .current_dir(&parent)
+        .args([
+            "setup",
+            "multi",
+            "--repo",
+            "api=../api@main",
+            "--repo",
+            "web=../web",
+        ])
+        .output()
+        .unwrap();
+    exits(&o, 0);
+    let dir = parent.join("multi");
+    let text = std::fs::read_to_string(dir.join(".hank/workspace.toml")).unwrap();
+    assert_contains(&text, "[repos.api]\npath = \"../api\"\nbase = \"main\"");
+    assert_contains(&text, "[repos.web]\npath = \"../web\"");
+    // In the first commit: the new project is clean.
+    assert_eq!(git(&dir, &["status", "--porcelain"]), "");
+    // A bad flag: refused, nothing made.
+    let o = p
+        .cmd()
+        .current_dir(&parent)
+        .args(["setup", "bad", "--repo", "api"])
+        .output()
+        .unwrap();
+    assert_contains(&exits(&o, 1), "NAME=PATH");
+    assert!(!parent.join("bad").exists());
+    // `enable-ci --repair --repo` adds the file to an enabled project; an existing one is kept.
+    let o = p
+        .cmd()
+        .args(["enable-ci", "--repair", "--repo", "db=../db"])
+        .output()
+        .unwrap();
+    exits(&o, 0);
+    let text = std::fs::read_to_string(p.dir.join(".hank/workspace.toml")).unwrap();
+    assert_contains(&text, "[repos.db]");
+    let o = p
+        .cmd()
+        .args(["enable-ci", "--repair", "--repo", "other=../other"])
+        .output()
+        .unwrap();
+    exits(&o, 0);
+    assert_eq!(
+        std::fs::read_to_string(p.dir.join(".hank/workspace.toml")).unwrap(),
+        text
+    );
+}
+
+#[test]
+fn a_dry_run_shows_each_task_s_repositories_and_a_run_across_repositories_is_refused() {
+    let (p, api, web) = workspace_project(PLAN, TWO);
+    let o = p.run(&["fleet", "--dry-run"]);
+    let text = stdout(&o);
+    exits(&o, 0);
+    assert_contains(
+        &text,
+        "Add the endpoint — branch hank/add-the-endpoint in api, 1 open item(s)",
+    );
+    assert_contains(
+        &text,
+        "Use it in the UI (after: Add the endpoint) — branch hank/use-it-in-the-ui in web, 1 open item(s)",
+    );
+    // Every repository fit: still refused, naming the tasks, rather than run in the project.
+    let err = exits(&p.run(&["fleet"]), 1);
+    assert_contains(&err, "only in the project's own repository");
+    assert_contains(&err, "\"Add the endpoint\" in \"api\"");
+    // `hank watch`: an issue's task names no repository.
+    let err = exits(&p.run(&["watch", "--once"]), 1);
+    assert_contains(&err, "only in the project's own repository");
+    assert_contains(&err, "\"api\", \"web\"");
+    // The fleet as CI jobs too: a job runs in the checkout alone.
+    let err = exits(&p.run(&["fleet", "plan", "--remote", "none"]), 1);
+    assert_contains(&err, "only in the project's own repository");
+    assert_nothing_started(&p, &[&api, &web]);
+}
+
+#[test]
+fn a_workspace_of_the_project_itself_runs_the_fleet_as_before() {
+    let p = project("# Plan\n\n## One (repos: self)\n- [ ] a\n");
+    std::fs::write(
+        p.dir.join(".hank/workspace.toml"),
+        "[repos.self]\npath = \".\"\n",
+    )
+    .unwrap();
+    git(&p.dir, &["add", "-A"]);
+    git(&p.dir, &["commit", "-q", "-m", "workspace"]);
+    // Its branches go to an origin: the refusal says so first.
+    let err = exits(&p.run(&["fleet"]), 1);
+    assert_contains(&err, "repository \"self\"");
+    assert_contains(&err, "no `origin` remote");
+    let bare = p.home.join("self.git");
+    git(&p.home, &["init", "-q", "--bare", bare.to_str().unwrap()]);
+    git(&p.dir, &["remote", "add", "origin", bare.to_str().unwrap()]);
+    let err = exits(&p.run(&["fleet"]), 0);
+    assert_eq!(calls(&p), ["one"], "{err}");
+    assert_eq!(
+        crate::fleet::fleet_json(&p)["tasks"][0]["state"],
+        "merged",
+        "{err}"
+    );
+}
+
+#[test]
+fn with_delivery_doctor_asks_each_repository_s_forge_for_the_login_and_push() {
+    use crate::fake_github::FakeGitHub;
+    let (p, _api, _web) = workspace_project(
+        PLAN,
+        "[repos.api]\npath = \"../api\"\nforge = \"o/r\"\n\n[repos.web]\npath = \"../web\"\nforge = \"o/web\"\n",
+    );
+    p.hankrc("DELIVER=pr\n");
+    let gh = FakeGitHub::start();
+    let o = crate::deliver::at_fake_github(p.cmd().args(["doctor"]), &gh)
+        .output()
+        .unwrap();
+    let text = stdout(&o);
+    let line = |what: &str| {
+        text.lines()
+            .find(|l| l.contains(what))
+            .unwrap_or_else(|| panic!("no {what:?} in:\n{text}"))
+            .to_string()
+    };
+    let api = line("api: ");
+    assert!(api.starts_with("ok"), "{api}");
+    assert_contains(&api, "as hank-bot for o/r, may push");
+    // Its own `forge` key, not GH_REPO: the fake has no o/web.
+    assert_contains(&line("web: "), "o/web");
+    gh.set(|w| w.can_push = false);
+    let o = crate::deliver::at_fake_github(p.cmd().args(["doctor"]), &gh)
+        .output()
+        .unwrap();
+    let text = stdout(&o);
+    let api = text
+        .lines()
+        .find(|l| l.contains("api: "))
+        .unwrap_or_default();
+    assert!(
+        api.starts_with("FAIL") && api.contains("may not push to o/r"),
+        "{text}"
+    );
+}
