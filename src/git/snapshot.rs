@@ -253,12 +253,28 @@ fn dot_git(dir: &Path) -> Option<PathBuf> {
 /// # Errors
 /// No repository, or one this reader does not handle (a bare one).
 pub fn layout(project: &Path) -> Result<Layout, Unreadable> {
+    layout_of(&super::Checkout::at(project))
+}
+
+/// [`layout`] of a handle: a task's worktree (the handle's, else this worker's task) is read
+/// through the git dirs hank recorded at its pin ([`super::Checkout::reader_dirs`]).
+///
+/// # Errors
+/// As [`layout`].
+pub fn layout_of(at: &super::Checkout) -> Result<Layout, Unreadable> {
+    let project = at.dir();
+    let task = at
+        .task()
+        .or_else(|| super::TaskWorktree::of_process())
+        .map(super::TaskWorktree::checkout);
     let project = std::fs::canonicalize(project)
         .map_err(|e| Unreadable(format!("{}: {e}", project.display())))?;
     // A pinned work tree's git dir and common dir are what hank recorded (no `commondir`
     // read); any other's are found from its `.git`.
     let found = project.ancestors().find_map(|d| {
-        super::pinned_git_dir(d)
+        task.as_ref()
+            .filter(|t| t.task().is_some_and(|t| t.names(d)))
+            .and_then(super::Checkout::reader_dirs)
             .map(|(g, c)| (d.to_path_buf(), g, Some(c)))
             .or_else(|| dot_git(d).map(|g| (d.to_path_buf(), g, None)))
     });
