@@ -368,7 +368,8 @@ impl TaskWorktree {
     /// says. What it finds is recorded and frozen: the agent's own repository (`<admin>/agent`,
     /// made by hank, [`agent_repo`]) when there is one, and what the worktree's `.git` file
     /// must hold (`gitdir: <agent repository>`, else what it holds now). The agent's git rules
-    /// for the sandbox come from it ([`TaskWorktree::agent_git_rules`]).
+    /// for the sandbox come from it ([`TaskWorktree::agent_git_rules`],
+    /// [`TaskWorktree::record_for_sandbox`]).
     ///
     /// # Errors
     /// The checkout's common directory cannot be read, or no worktree of it is `wt`.
@@ -452,7 +453,8 @@ impl TaskWorktree {
         if let Some((file, what)) = task.tampered() {
             return Err(GitError::Output(format!("{}: {what}", file.display())));
         }
-        // Set once: a worker is one task's.
+        // Set once: a worker is one task's; its agent's git rules come from this record.
+        task.record_for_sandbox();
         let _ = PROCESS_TASK.set(task.clone());
         Ok(Some(task))
     }
@@ -500,6 +502,17 @@ impl TaskWorktree {
             Some(p) => (vec![self.common.join("objects")], vec![p.clone()]),
             None => (vec![self.common.clone()], Vec::new()),
         }
+    }
+
+    /// Gives the sandbox this record's git rules for the agent working in the worktree (by
+    /// its path as named and resolved), for every later call of this process.
+    pub fn record_for_sandbox(&self) {
+        let (read, write) = self.agent_git_rules();
+        crate::sandbox::record_git_rules(
+            &[self.work_tree.clone(), self.resolved.clone()],
+            read,
+            write,
+        );
     }
 
     /// The first recorded file that changed since the pin, and how: the worktree's `.git`

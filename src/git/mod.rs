@@ -795,7 +795,7 @@ mod tests {
     /// planted) changes nothing of the rules and is reported as a changed record.
     #[test]
     fn a_fleet_tasks_git_rules_come_from_hanks_record_and_never_move() {
-        use crate::sandbox::worktree_git_of;
+        use crate::sandbox::worktree_git;
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("root");
         std::fs::create_dir_all(&root).unwrap();
@@ -803,9 +803,10 @@ mod tests {
         git_in(&root, &["commit", "-q", "--allow-empty", "-m", "root"]);
         let (wt, p) = task_with_agent_repo(tmp.path(), &root);
         let repo = TaskWorktree::pin(&root, &wt).unwrap();
+        repo.record_for_sandbox();
         let common = repo.common.clone();
         let want = (vec![common.join("objects")], vec![p.clone()]);
-        assert_eq!(worktree_git_of(&repo.checkout()), want);
+        assert_eq!(worktree_git(&wt), want);
         assert!(repo.tampered().is_none());
         // The agent's own commit lands in P only; hank brings it in.
         std::fs::write(wt.join("a.txt"), "a\n").unwrap();
@@ -822,7 +823,7 @@ mod tests {
         let home = tmp.path().join("home");
         std::fs::create_dir_all(&home).unwrap();
         std::fs::write(wt.join(".git"), format!("gitdir: {}\n", home.display())).unwrap();
-        assert_eq!(worktree_git_of(&repo.checkout()), want);
+        assert_eq!(worktree_git(&wt), want);
         let (file, _) = repo.tampered().unwrap();
         assert_eq!(file, wt.join(".git"));
         assert!(agent_repo::import(&repo).unwrap().is_err());
@@ -831,6 +832,6 @@ mod tests {
         std::fs::write(p.join("commondir"), home.display().to_string()).unwrap();
         let (file, _) = repo.tampered().unwrap();
         assert_eq!(file, p.join("commondir"));
-        assert_eq!(worktree_git_of(&repo.checkout()), want);
+        assert_eq!(worktree_git(&wt), want);
     }
 }

@@ -31,7 +31,7 @@
 //! error, and progress falls back to its walk of modification times.
 //!
 //! A fleet task worktree is read through the git directory hank pinned for it
-//! ([`super::Repo::task_worktree`]: the agent's own repository, `super::agent_repo`), never
+//! ([`super::TaskWorktree::pin`]: the agent's own repository, `super::agent_repo`), never
 //! through the worktree's `.git` file or a `commondir`.
 
 use std::ffi::OsStr;

@@ -851,26 +851,29 @@ fn node_modules_of(dir: &Path) -> Option<PathBuf> {
 /// The git folders of the agent working in `cwd`: (read, write). Never read again from what
 /// the agent can write once resolved (issue 47):
 ///
-/// - a fleet task's worktree: the rules of hank's record of it, the handle
-///   (`crate::git::TaskWorktree::agent_git_rules`: this worker's task, pinned at its start) —
-///   write the agent's own repository (`<common>/worktrees/<id>/agent`), read the checkout's
-///   objects (its alternate); nothing of the user's refs, reflogs, objects, `config`,
-///   `hooks/` or `info/`. A pinned worktree hank gave no repository of its own gets no git
-///   write at all (read: the checkout's git dir).
+/// - a fleet task's worktree: the rules hank recorded when it pinned it ([`record_git_rules`],
+///   from `crate::git::TaskWorktree::agent_git_rules`) — write the agent's own repository
+///   (`<common>/worktrees/<id>/agent`), read the checkout's objects (its alternate); nothing of
+///   the user's refs, reflogs, objects, `config`, `hooks/` or `info/`. A pinned worktree hank
+///   gave no repository of its own gets no git write at all (read: the checkout's git dir).
 /// - any other linked worktree (`hank run` in a worktree of the user's): its `.git` file and
 ///   `commondir` read once, at this process's first call, and frozen — read the common dir,
 ///   write the worktree's own git dir, the object store, refs and logs.
 /// - a plain checkout: nothing (its `.git` is inside the project).
 pub(crate) fn worktree_git(cwd: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
-    worktree_git_of(&crate::git::Checkout::at(cwd))
-}
-
-/// [`worktree_git`] of a git handle: a task's rules come from its record.
-pub(crate) fn worktree_git_of(at: &crate::git::Checkout) -> (Vec<PathBuf>, Vec<PathBuf>) {
-    if let Some(task) = at.task() {
-        return task.agent_git_rules();
+    {
+        let recorded = RECORDED
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let resolved = std::fs::canonicalize(cwd).ok();
+        if let Some((_, rules)) = recorded.iter().find(|(names, _)| {
+            names
+                .iter()
+                .any(|n| n == cwd || Some(n) == resolved.as_ref())
+        }) {
+            return rules.clone();
+        }
     }
-    let cwd = at.dir();
     static FROZEN: std::sync::Mutex<Vec<(PathBuf, GitRules)>> = std::sync::Mutex::new(Vec::new());
     let mut frozen = FROZEN
         .lock()
@@ -885,6 +888,22 @@ pub(crate) fn worktree_git_of(at: &crate::git::Checkout) -> (Vec<PathBuf>, Vec<P
 
 /// Read and write rules of git folders.
 type GitRules = (Vec<PathBuf>, Vec<PathBuf>);
+
+/// The git rules hank recorded for work trees it pinned (each by the names it may be given).
+static RECORDED: std::sync::Mutex<Vec<(Vec<PathBuf>, GitRules)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Records the git rules of a fleet task's work tree known by `names` (its path as named and
+/// resolved): what its agent reads and writes of git, from hank's own record, for every
+/// later call of this process (`crate::git::TaskWorktree::record_for_sandbox`: a worker at
+/// its start).
+pub fn record_git_rules(names: &[PathBuf], read: Vec<PathBuf>, write: Vec<PathBuf>) {
+    let mut recorded = RECORDED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    recorded.retain(|(n, _)| !n.iter().any(|x| names.contains(x)));
+    recorded.push((names.to_vec(), (read, write)));
+}
 
 /// A linked worktree's git dirs (its `.git` is a file `gitdir: <common>/worktrees/<slug>`): read
 /// the common dir (config, hooks), write the worktree's own git dir, the object store, refs
