@@ -88,8 +88,8 @@ fn ok(dir: &Checkout, args: &[&str]) -> Result<GitRun> {
 /// (even where `.gitignore` does not list them), the task's plan when asked, and files that
 /// look like secrets — `.env`, private keys… — (they stay in the working tree, named in
 /// [`Committed::secrets_skipped`]). A merge in progress is committed even when it stages
-/// nothing new. Without `user.email` in the repository's configuration the commit is hank's
-/// (`hank <hank@localhost>`). A commit a hook refused is [`Committed::refused`] with the
+/// nothing new. Without an identity in git's configuration the commit is hank's
+/// ([`Checkout::identity_args`]). A commit a hook refused is [`Committed::refused`] with the
 /// hook's output. HEAD is not checked here: the callers check the branch they expect.
 ///
 /// # Errors
@@ -152,11 +152,7 @@ pub fn commit_all(dir: &Checkout, c: &CommitAll<'_>) -> Result<Committed> {
             refused: None,
         });
     }
-    let has_identity = run(dir, &["config", "user.email"], GIT_TIMEOUT, Hooks::Off)?.success;
-    let mut args: Vec<&str> = Vec::new();
-    if !has_identity {
-        args.extend(super::IDENTITY_ARGS);
-    }
+    let mut args = dir.identity_args();
     args.extend(["commit", "--quiet"]);
     if c.hooks == Hooks::Off {
         args.push("--no-verify");

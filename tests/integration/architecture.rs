@@ -366,7 +366,11 @@ fn git_runs_only_through_its_handles() {
         .filter_map(|l| l.strip_prefix("pub fn "))
         .filter_map(|l| l.split('(').next())
         .collect();
-    assert_eq!(free, ["version"], "free functions of the git door that run git");
+    assert_eq!(
+        free,
+        ["version"],
+        "free functions of the git door that run git"
+    );
     let replaced = [
         "run_git(",
         "run_git_for(",
