@@ -263,10 +263,10 @@ pub fn layout(project: &Path) -> Result<Layout, Unreadable> {
 /// As [`layout`].
 pub fn layout_of(at: &super::Checkout) -> Result<Layout, Unreadable> {
     let project = at.dir();
-    let task = at
-        .task()
-        .or_else(|| super::TaskWorktree::of_process())
-        .map(super::TaskWorktree::checkout);
+    let task = match at.task() {
+        Some(t) => Some(t.checkout()),
+        None => super::TaskWorktree::of_process().map(super::TaskWorktree::checkout),
+    };
     let project = std::fs::canonicalize(project)
         .map_err(|e| Unreadable(format!("{}: {e}", project.display())))?;
     // A pinned work tree's git dir and common dir are what hank recorded (no `commondir`
