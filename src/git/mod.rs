@@ -694,6 +694,40 @@ mod tests {
         );
     }
 
+    /// One mapping of git's outcome: a reading git's failing exit is `Failed`, an acting git's
+    /// is an answer until `checked` makes it `Refused` with its stderr, and `out` names the
+    /// command and the folder.
+    #[test]
+    fn a_failing_git_is_one_error_naming_the_command() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        git_in(dir, &["init", "-q"]);
+        let at = Checkout::at(dir);
+        let args = ["rev-parse", "--verify", "-q", "refs/heads/none"];
+        assert!(matches!(at.git().read(&args), Err(GitError::Failed(_))));
+        let run = at
+            .git()
+            .act(&["rev-parse", "--verify", "refs/heads/none"])
+            .unwrap();
+        assert!(!run.success);
+        let e = run.checked().unwrap_err();
+        assert!(
+            matches!(&e, GitError::Refused { code: Some(128), stderr } if stderr.contains("fatal:")),
+            "{e:?}"
+        );
+        let e = at
+            .git()
+            .out(&["rev-parse", "--verify", "refs/heads/none"])
+            .unwrap_err();
+        let said = e.to_string();
+        assert!(
+            said.contains("`git rev-parse --verify refs/heads/none` in")
+                && said.contains(&dir.display().to_string())
+                && said.contains("exit 128"),
+            "{said}"
+        );
+    }
+
     #[test]
     fn a_pinned_worktree_ignores_its_rewritten_git_file() {
         let tmp = tempfile::tempdir().unwrap();
