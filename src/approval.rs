@@ -102,32 +102,6 @@ pub fn fingerprint_of(at: &Checkout) -> ConfigFingerprint {
     fp
 }
 
-/// The repository's git directory and common directory for `project` (its `.git` directory,
-/// or the `gitdir:` of a `.git` file and that directory's `commondir`), found by reading files
-/// only; `None` outside a repository.
-fn git_dirs(at: &Checkout) -> Option<(PathBuf, PathBuf)> {
-    // A fleet task's worktree: the git dirs hank recorded (its `.git` file names the agent's
-    // own repository, whose configuration hank's git never reads).
-    if let Some(t) = at.task() {
-        return Some((t.admin.clone(), t.common.clone()));
-    }
-    let project = at.dir();
-    let dot = project.join(".git");
-    let meta = std::fs::symlink_metadata(&dot).ok()?;
-    let git_dir = if meta.is_dir() {
-        dot
-    } else {
-        let bytes = fsread::read(&dot, fsread::CONFIG_LIMIT, Follow::No).ok()?;
-        let text = String::from_utf8(bytes).ok()?;
-        project.join(text.trim().strip_prefix("gitdir:")?.trim())
-    };
-    let common = fsread::read(&git_dir.join("commondir"), fsread::CONFIG_LIMIT, Follow::No)
-        .ok()
-        .and_then(|b| String::from_utf8(b).ok())
-        .map_or_else(|| git_dir.clone(), |c| git_dir.join(c.trim()));
-    Some((git_dir, common))
-}
-
 /// Whether git configuration key `key` (as `git config --list` prints it: section and name
 /// lower case) names a program git may run or another configuration file to read (pure).
 #[must_use]
@@ -184,7 +158,7 @@ pub fn is_program_key(key: &str) -> bool {
 fn git_fingerprint(at: &Checkout) -> BTreeMap<String, String> {
     let project = at.dir();
     let mut out = BTreeMap::new();
-    let Some((git_dir, common)) = git_dirs(at) else {
+    let Some((git_dir, common)) = at.git_dirs() else {
         return out;
     };
     let hooks = common.join("hooks");

@@ -80,6 +80,22 @@ impl Checkout {
             .map(|t| ("GIT_COMMON_DIR", t.common.clone()))
     }
 
+    /// The git directory and common directory of this folder's repository as hank's own view
+    /// has them, found by reading files only (no git spawn): a task's as hank recorded them
+    /// (its admin dir: never the agent's own repository, whose configuration is the agent's),
+    /// else this folder's `.git` (a directory, or a `gitdir:` file) and that directory's
+    /// `commondir`. `None` when the folder has no `.git` of a repository. For the approval's
+    /// fingerprint of what git would run.
+    #[must_use]
+    pub fn git_dirs(&self) -> Option<(PathBuf, PathBuf)> {
+        if let Some(t) = &self.task {
+            return Some((t.admin.clone(), t.common.clone()));
+        }
+        let git_dir = super::snapshot::dot_git(&self.dir)?;
+        let common = super::snapshot::common_of(&git_dir);
+        Some((git_dir, common))
+    }
+
     /// The git directory and common directory the in-process reader ([`super::snapshot`])
     /// uses for a task's worktree instead of its `.git` file and any `commondir`: for a task
     /// with its own repository ([`agent_repo`]) the agent's view (its HEAD, index and commits;

@@ -282,20 +282,11 @@ pub(crate) fn submodule_configs(at: &Checkout) -> Vec<PathBuf> {
     // directory, or a file `gitdir: …`) above `dir`.
     let pinned = at.task().map(|t| (t.work_tree.clone(), t.common.clone()));
     let found = pinned.or_else(|| {
-        let (top, git_dir) = dir.ancestors().find_map(|d| {
-            let dot = d.join(".git");
-            let meta = std::fs::symlink_metadata(&dot).ok()?;
-            if meta.is_dir() {
-                return Some((d.to_path_buf(), dot));
-            }
-            let text = std::fs::read_to_string(&dot).ok()?;
-            let target = text.trim().strip_prefix("gitdir:")?.trim();
-            Some((d.to_path_buf(), d.join(target)))
-        })?;
-        let common = std::fs::read_to_string(git_dir.join("commondir"))
-            .ok()
-            .map_or_else(|| git_dir.clone(), |c| git_dir.join(c.trim()));
-        Some((top, common))
+        dir.ancestors().find_map(|d| {
+            Checkout::at(d)
+                .git_dirs()
+                .map(|(_, common)| (d.to_path_buf(), common))
+        })
     });
     let Some((top, common)) = found else {
         return Vec::new();

@@ -210,7 +210,7 @@ fn is_git_dir(dir: &Path) -> bool {
     common.join("objects").is_dir() && common.join("refs").is_dir()
 }
 
-fn common_of(git_dir: &Path) -> PathBuf {
+pub(super) fn common_of(git_dir: &Path) -> PathBuf {
     match read_text(&git_dir.join("commondir")) {
         Some(c) => {
             let c = c.trim_end_matches(['\n', '\r']);
@@ -227,7 +227,7 @@ fn common_of(git_dir: &Path) -> PathBuf {
 
 /// The git directory a `.git` entry of `dir` names: the directory itself, or the target of a
 /// `gitdir: …` file. `None` when there is none or it is not a git directory.
-fn dot_git(dir: &Path) -> Option<PathBuf> {
+pub(super) fn dot_git(dir: &Path) -> Option<PathBuf> {
     let dot = dir.join(".git");
     let meta = std::fs::symlink_metadata(&dot).ok()?;
     let git_dir = if meta.is_dir() {
