@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use crate::agent::redact::is_secret_name;
 use crate::error::{HankError, Result};
 use crate::fsread::{self, Follow};
+use crate::git::{Checkout, TaskWorktree};
 use crate::store::schema::{
     CONFIG_APPROVAL_SCHEMA, ConfigApproval, ConfigFingerprint, ConfigPending, ConfigRun,
 };
@@ -42,6 +43,13 @@ fn hash(bytes: &[u8]) -> String {
 /// fails: an unreadable file is fingerprinted as such).
 #[must_use]
 pub fn fingerprint(project: &Path) -> ConfigFingerprint {
+    fingerprint_of(&Checkout::at(project))
+}
+
+/// [`fingerprint`] of a handle: a fleet task's git dirs are the ones hank recorded at its pin.
+#[must_use]
+pub fn fingerprint_of(at: &Checkout) -> ConfigFingerprint {
+    let project = at.dir();
     let mut fp = ConfigFingerprint::default();
     let rc = project.join(".hankrc");
     match fsread::read(&rc, fsread::CONFIG_LIMIT, Follow::Yes) {
@@ -90,33 +98,8 @@ pub fn fingerprint(project: &Path) -> ConfigFingerprint {
             fp.profiles.insert(format!(".hank/agents/{name}"), text);
         }
     }
-    fp.git = git_fingerprint(project);
+    fp.git = git_fingerprint(at);
     fp
-}
-
-/// The repository's git directory and common directory for `project` (its `.git` directory,
-/// or the `gitdir:` of a `.git` file and that directory's `commondir`), found by reading files
-/// only; `None` outside a repository.
-fn git_dirs(project: &Path) -> Option<(PathBuf, PathBuf)> {
-    // A fleet task's worktree: the git dirs hank recorded (its `.git` file names the agent's
-    // own repository, whose configuration hank's git never reads).
-    if let Some(t) = crate::git::task_git(project) {
-        return Some((t.admin, t.common));
-    }
-    let dot = project.join(".git");
-    let meta = std::fs::symlink_metadata(&dot).ok()?;
-    let git_dir = if meta.is_dir() {
-        dot
-    } else {
-        let bytes = fsread::read(&dot, fsread::CONFIG_LIMIT, Follow::No).ok()?;
-        let text = String::from_utf8(bytes).ok()?;
-        project.join(text.trim().strip_prefix("gitdir:")?.trim())
-    };
-    let common = fsread::read(&git_dir.join("commondir"), fsread::CONFIG_LIMIT, Follow::No)
-        .ok()
-        .and_then(|b| String::from_utf8(b).ok())
-        .map_or_else(|| git_dir.clone(), |c| git_dir.join(c.trim()));
-    Some((git_dir, common))
 }
 
 /// Whether git configuration key `key` (as `git config --list` prints it: section and name
@@ -169,12 +152,13 @@ pub fn is_program_key(key: &str) -> bool {
 /// [`is_program_key`] knows: a new git release adds keys that run programs), but the upstream
 /// `git push --set-upstream` records for a branch, `.gitattributes` and every file of
 /// `.git/info/`. The configuration files are read by `git config --file F
-/// --list --no-includes` through the hardened runner ([`crate::git::run_git`]): git's
+/// --list --no-includes` through the hardened runner ([`crate::git::Git::read`]): git's
 /// own parser (a hand-written one could read a tricky file differently from git), which runs
 /// no program of the repository.
-fn git_fingerprint(project: &Path) -> BTreeMap<String, String> {
+fn git_fingerprint(at: &Checkout) -> BTreeMap<String, String> {
+    let project = at.dir();
     let mut out = BTreeMap::new();
-    let Some((git_dir, common)) = git_dirs(project) else {
+    let Some((git_dir, common)) = at.git_dirs() else {
         return out;
     };
     let hooks = common.join("hooks");
@@ -215,10 +199,9 @@ fn git_fingerprint(project: &Path) -> BTreeMap<String, String> {
             continue;
         }
         let file = config.to_string_lossy().into_owned();
-        let listed = crate::git::run_git(
-            project,
-            &["config", "--file", &file, "--no-includes", "--list", "-z"],
-        );
+        let listed = at
+            .git()
+            .read(&["config", "--file", &file, "--no-includes", "--list", "-z"]);
         match listed {
             Ok(bytes) => {
                 let entries: Vec<(String, String)> = bytes
@@ -338,12 +321,12 @@ pub fn watched_files(root: &Path, s: &crate::settings::Settings) -> (String, Opt
 /// what differs (empty: the same). The checkout's own pending changes are refused first
 /// (nothing is approved then). A new worktree is not a first run: it gets no approval of its
 /// own.
-pub fn worktree_changes(root: &Path, wt: &Path) -> Result<Vec<String>> {
+pub fn worktree_changes(root: &Path, wt: &TaskWorktree) -> Result<Vec<String>> {
     let pending = unapproved(root)?;
     if !pending.is_empty() {
         return Err(refusal(&pending, "a fleet task"));
     }
-    Ok(changes(&fingerprint(root), &fingerprint(wt)))
+    Ok(changes(&fingerprint(root), &fingerprint_of(&wt.checkout())))
 }
 
 /// A value for display: secret ones hidden, others on one sanitized line, cut.

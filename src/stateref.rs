@@ -1,45 +1,28 @@
 //! The portable run state on the remote: `refs/hank/state/<name>`, a commit whose tree holds
 //! the bundle ([`crate::store::portable`]), read with `git ls-remote` / `fetch` and written
 //! with a compare-and-swap push (`--force-with-lease=<ref>:<expected>`). Git runs through
-//! [`crate::git::git_run`] (the user's credentials; no hook or filter of the repository).
+//! [`remote_git`] (the acting git: the user's credentials; no hook or filter of the
+//! repository).
 
 use std::path::Path;
 use std::time::Duration;
 
 use crate::error::{HankError, Result};
-use crate::git::{GitRun, git_run, git_run_input};
+use crate::git::{Checkout, Git, GitRun};
 use crate::store::portable::{BUNDLE_FILE, encode, parse_bundle, ref_name};
 use crate::store::schema::StateBundle;
 
 /// The largest bundle read back from a ref (what hank keeps of a git command's output).
 pub const MAX_BUNDLE_BYTES: u64 = crate::git::GIT_OUTPUT_LIMIT;
 /// How long a git command that talks to the remote may take (a push or fetch over a slow
-/// network included): the state ref's, and a CI fleet's (`fleet::ci`).
-const GIT_TIMEOUT: Duration = Duration::from_secs(120);
+/// network included): the state ref's, the tracker's claims and a CI fleet's (`fleet::ci`).
+pub const REMOTE_GIT_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// git with the user's credentials and [`GIT_TIMEOUT`]; a git that did not run is an error.
-pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<GitRun> {
-    git_run(dir, args, GIT_TIMEOUT)
-        .map_err(|e| HankError::Tool(format!("git {}: {e}", args.join(" "))))
-}
-
-/// [`git`]'s stdout; a failed git is an error with its stderr.
-pub(crate) fn git_stdout(dir: &Path, args: &[&str]) -> Result<String> {
-    let r = git(dir, args)?;
-    if r.success {
-        Ok(r.stdout)
-    } else {
-        Err(HankError::Tool(format!(
-            "git {} failed: {}",
-            args.join(" "),
-            crate::sanitize::line(r.stderr.trim())
-        )))
-    }
-}
-
-/// [`git_stdout`] trimmed (an object id, a size, the bundle).
-fn git_ok(dir: &Path, args: &[&str]) -> Result<String> {
-    Ok(git_stdout(dir, args)?.trim().to_string())
+/// The acting git in `dir` ([`Git::act`]: the user's credentials, no hook or filter of the
+/// repository) bounded by [`REMOTE_GIT_TIMEOUT`]: the handle for git that talks to the remote.
+#[must_use]
+pub fn remote_git(dir: &Path) -> Git {
+    Checkout::at(dir).git().timeout(REMOTE_GIT_TIMEOUT)
 }
 
 /// What the remote's state ref holds now: its commit and the bundle, or `None` when the ref
@@ -49,7 +32,7 @@ fn git_ok(dir: &Path, args: &[&str]) -> Result<String> {
 /// git fails (no remote, no network, no access) or the tree holds no bundle.
 pub fn fetch(dir: &Path, remote: &str, name: &str) -> Result<Option<(String, StateBundle)>> {
     let r = ref_name(name);
-    let listed = git_ok(dir, &["ls-remote", "--refs", "--", remote, &r])?;
+    let listed = remote_git(dir).out(&["ls-remote", "--refs", "--", remote, &r])?;
     let Some(oid) = listed.lines().find_map(|l| {
         l.split_once('\t')
             .filter(|(_, n)| *n == r)
@@ -57,19 +40,18 @@ pub fn fetch(dir: &Path, remote: &str, name: &str) -> Result<Option<(String, Sta
     }) else {
         return Ok(None);
     };
-    git_ok(
-        dir,
-        &[
-            "fetch",
-            "--no-tags",
-            "--no-write-fetch-head",
-            "--",
-            remote,
-            &format!("+{r}:{r}"),
-        ],
-    )?;
+    remote_git(dir).out(&[
+        "fetch",
+        "--no-tags",
+        "--no-write-fetch-head",
+        "--",
+        remote,
+        &format!("+{r}:{r}"),
+    ])?;
     let object = format!("{oid}:{BUNDLE_FILE}");
-    let size: u64 = git_ok(dir, &["cat-file", "-s", &object])?
+    let size: u64 = remote_git(dir)
+        .out(&["cat-file", "-s", &object])?
+        .trim()
         .parse()
         .unwrap_or(u64::MAX);
     if size >= MAX_BUNDLE_BYTES {
@@ -80,7 +62,8 @@ pub fn fetch(dir: &Path, remote: &str, name: &str) -> Result<Option<(String, Sta
             ),
         });
     }
-    let text = git_ok(dir, &["cat-file", "blob", &object])?;
+    let text = remote_git(dir).out(&["cat-file", "blob", &object])?;
+    let text = text.trim();
     let bundle = parse_bundle(text.as_bytes(), Path::new(&format!("{remote} {r}")))?;
     Ok(Some((oid, bundle)))
 }
@@ -133,18 +116,18 @@ pub(crate) fn leased_push(
 ) -> Result<GitRun> {
     let lease = format!("--force-with-lease={r}:{expected}");
     let refspec = format!("{}:{r}", commit.unwrap_or(""));
-    git(
-        dir,
-        &[
-            "push",
-            "--no-verify",
-            "--porcelain",
-            &lease,
-            "--",
-            remote,
-            &refspec,
-        ],
-    )
+    let args = [
+        "push",
+        "--no-verify",
+        "--porcelain",
+        &lease,
+        "--",
+        remote,
+        &refspec,
+    ];
+    remote_git(dir)
+        .act(&args)
+        .map_err(|e| HankError::Tool(e.context(&args, dir)))
 }
 
 /// Writes `bytes` as the one file `file` of a commit (parent: `expected`) and pushes it to
@@ -162,34 +145,26 @@ pub fn push_file(
     message: &str,
     expected: Option<&str>,
 ) -> Result<Pushed> {
-    let blob = git_run_input(dir, &["hash-object", "-w", "--stdin"], bytes, GIT_TIMEOUT)
-        .map_err(|e| HankError::Tool(format!("git hash-object: {e}")))?;
-    if !blob.success {
-        return Err(HankError::Tool(format!(
-            "git hash-object failed: {}",
-            blob.stderr.trim()
-        )));
-    }
+    let write = |args: &[&str], input: &[u8]| -> Result<GitRun> {
+        remote_git(dir)
+            .act_input(args, input)
+            .and_then(GitRun::checked)
+            .map_err(|e| HankError::Tool(e.context(args, dir)))
+    };
+    let blob = write(&["hash-object", "-w", "--stdin"], bytes)?;
     let listing = format!("100644 blob {}\t{file}\n", blob.stdout.trim());
-    let tree = git_run_input(dir, &["mktree"], listing.as_bytes(), GIT_TIMEOUT)
-        .map_err(|e| HankError::Tool(format!("git mktree: {e}")))?;
-    if !tree.success {
-        return Err(HankError::Tool(format!(
-            "git mktree failed: {}",
-            tree.stderr.trim()
-        )));
-    }
+    let tree = write(&["mktree"], listing.as_bytes())?;
     let tree = tree.stdout.trim().to_string();
     let mut args = crate::git::IDENTITY_ARGS.to_vec();
     args.extend(["commit-tree", &tree, "-m", message]);
     if let Some(p) = expected {
         args.extend(["-p", p]);
     }
-    let commit = git_ok(dir, &args)?;
+    let commit = remote_git(dir).out(&args)?.trim().to_string();
     let pushed = leased_push(dir, remote, r, expected.unwrap_or(""), Some(&commit))?;
     let r = r.to_string();
     if pushed.success {
-        let _ = git(dir, &["update-ref", &r, &commit]);
+        let _ = remote_git(dir).act(&["update-ref", &r, &commit]);
         return Ok(Pushed::Done(commit));
     }
     let said = format!("{}\n{}", pushed.stdout, pushed.stderr);

@@ -131,7 +131,9 @@ pub fn write(root: &Path, repos: &[String], replace: bool) -> Result<bool> {
 
 /// git's answer in `dir`, trimmed; `None` when it failed.
 fn git_text(dir: &Path, args: &[&str]) -> Option<String> {
-    crate::git::run_git(dir, args)
+    crate::git::Checkout::at(dir)
+        .git()
+        .read(args)
         .ok()
         .map(|o| String::from_utf8_lossy(&o).trim().to_string())
 }
@@ -294,13 +296,12 @@ pub struct RemoteFacts {
 pub fn remote_facts(r: &rules::Repo, f: &RepoFacts) -> RemoteFacts {
     let dir = r.path.as_path();
     let short = |e: crate::git::GitError| crate::sanitize::line(&e.to_string());
-    let reachable = crate::git::run_git_for(
-        dir,
-        &["ls-remote", "--heads", "--", "origin"],
-        REMOTE_TIMEOUT,
-    )
-    .map(|_| ())
-    .map_err(short);
+    let reachable = crate::git::Checkout::at(dir)
+        .git()
+        .timeout(REMOTE_TIMEOUT)
+        .read(&["ls-remote", "--heads", "--", "origin"])
+        .map(|_| ())
+        .map_err(short);
     let push = if reachable.is_err() {
         Err("the remote did not answer".to_string())
     } else {
@@ -311,20 +312,19 @@ pub fn remote_facts(r: &rules::Repo, f: &RepoFacts) -> RemoteFacts {
             None => Ok(()),
         };
         writable.and_then(|()| {
-            crate::git::run_git_for(
-                dir,
-                &[
+            crate::git::Checkout::at(dir)
+                .git()
+                .timeout(REMOTE_TIMEOUT)
+                .read(&[
                     "push",
                     "--dry-run",
                     "--porcelain",
                     "--",
                     "origin",
                     "HEAD:refs/heads/hank/doctor-push-check",
-                ],
-                REMOTE_TIMEOUT,
-            )
-            .map(|_| ())
-            .map_err(short)
+                ])
+                .map(|_| ())
+                .map_err(short)
         })
     };
     RemoteFacts { reachable, push }
@@ -410,7 +410,10 @@ fn open_one(c: &rules::TaskCheckout) -> Result<Option<bool>> {
     } else {
         vec!["worktree", "add", "-b", &c.branch, &path, &base]
     };
-    crate::git::run_git_for(&c.checkout, &args, WORKTREE_TIMEOUT)
+    crate::git::Checkout::at(&c.checkout)
+        .git()
+        .timeout(WORKTREE_TIMEOUT)
+        .read(&args)
         .map_err(|e| at(format!("`git worktree add` failed: {e}")))?;
     Ok(Some(!exists))
 }
@@ -418,13 +421,14 @@ fn open_one(c: &rules::TaskCheckout) -> Result<Option<bool>> {
 /// What [`open_one`] made, undone (best effort: the error being reported is the first one).
 fn undo(c: &rules::TaskCheckout, created: bool) {
     let path = c.path.to_string_lossy().into_owned();
-    let _ = crate::git::run_git_for(
-        &c.checkout,
-        &["worktree", "remove", "--force", &path],
-        WORKTREE_TIMEOUT,
-    );
+    let _ = crate::git::Checkout::at(&c.checkout)
+        .git()
+        .timeout(WORKTREE_TIMEOUT)
+        .read(&["worktree", "remove", "--force", &path]);
     if created {
-        let _ = crate::git::run_git(&c.checkout, &["branch", "-D", &c.branch]);
+        let _ = crate::git::Checkout::at(&c.checkout)
+            .git()
+            .read(&["branch", "-D", &c.branch]);
     }
 }
 
@@ -438,11 +442,11 @@ pub fn close_task_folder(layout: &[rules::TaskCheckout], folder: &Path) -> Resul
             continue;
         }
         let path = c.path.to_string_lossy().into_owned();
-        if let Err(e) = crate::git::run_git_for(
-            &c.checkout,
-            &["worktree", "remove", "--force", &path],
-            WORKTREE_TIMEOUT,
-        ) {
+        if let Err(e) = crate::git::Checkout::at(&c.checkout)
+            .git()
+            .timeout(WORKTREE_TIMEOUT)
+            .read(&["worktree", "remove", "--force", &path])
+        {
             first.get_or_insert_with(|| {
                 HankError::Tool(format!(
                     "repository {:?}: `git worktree remove {path}`: {e}",
@@ -513,12 +517,18 @@ mod tests {
     /// A repository at `dir` on `main` with one commit.
     fn repo_at(dir: &Path) {
         std::fs::create_dir_all(dir).unwrap();
-        crate::git::run_git(dir, &["init", "-q", "-b", "main"]).unwrap();
+        crate::git::Checkout::at(dir)
+            .git()
+            .read(&["init", "-q", "-b", "main"])
+            .unwrap();
         std::fs::write(dir.join("README"), "x\n").unwrap();
-        crate::git::run_git(dir, &["add", "-A"]).unwrap();
-        crate::git::run_git(
-            dir,
-            &[
+        crate::git::Checkout::at(dir)
+            .git()
+            .read(&["add", "-A"])
+            .unwrap();
+        crate::git::Checkout::at(dir)
+            .git()
+            .read(&[
                 "-c",
                 "user.name=t",
                 "-c",
@@ -527,9 +537,8 @@ mod tests {
                 "-q",
                 "-m",
                 "init",
-            ],
-        )
-        .unwrap();
+            ])
+            .unwrap();
     }
 
     fn branches(dir: &Path) -> String {

@@ -60,12 +60,9 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-// The runners live in the git door (`crate::git`); their old paths stay.
 #[cfg(test)]
 pub(crate) use crate::git::git_in;
-pub use crate::git::{
-    GIT_OUTPUT_LIMIT, GIT_TIMEOUT, GitError, GitRun, git_run, git_run_input, run_git, run_git_for,
-};
+use crate::git::{Checkout, GitError};
 /// Files at most this large get a content hash in their fingerprint.
 pub const HASH_FILE_MAX: u64 = 256 * 1024;
 /// Bytes hashed per snapshot at most; past it fingerprints use stat data only.
@@ -505,7 +502,7 @@ fn hex(oid: Option<[u8; 20]>) -> Option<String> {
 /// A git command that reads trees only (no work tree, so no filter can run): hardened as
 /// every git hank runs, without the filter listing.
 fn trees(project: &Path, args: &[&str]) -> Result<Vec<u8>, GitError> {
-    crate::git::git_plain(project, &[], args, GIT_TIMEOUT, None)
+    Checkout::at(project).git().read_unfiltered(args)
 }
 
 /// Files of the commits between two HEADs (project-relative, `.hank/` excluded): the trees
@@ -726,7 +723,12 @@ pub fn changes_since(project: &Path, base: &State) -> Changes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::git::{filter_driver, filter_overrides, git, git_in, git_plain, submodule_configs};
+    use crate::git::{GIT_TIMEOUT, filter_driver, filter_overrides, git_in, submodule_configs};
+
+    /// The reading git of the door ([`crate::git::Git::read`]) in `dir`.
+    fn git(dir: &Path, args: &[&str], timeout: Duration) -> Result<Vec<u8>, GitError> {
+        Checkout::at(dir).git().timeout(timeout).read(args)
+    }
 
     #[test]
     fn committed_files_come_from_the_object_reader_and_from_git_when_it_cannot() {
@@ -940,21 +942,21 @@ mod tests {
             marker.display()
         ));
         std::fs::write(&config, text).unwrap();
-        assert_eq!(submodule_configs(&top), vec![config.clone()]);
+        assert_eq!(submodule_configs(&Checkout::at(&top)), vec![config.clone()]);
         std::thread::sleep(Duration::from_millis(1100));
         let _ = std::fs::write(top.join("sub/a.txt"), "a\n");
-        let out = git(&top, &STATUS_ARGS, GIT_TIMEOUT, None);
+        let out = git(&top, &STATUS_ARGS, GIT_TIMEOUT);
         assert!(out.is_ok(), "{out:?}");
         assert!(!marker.exists(), "the submodule's filter ran");
         // The same status without the overrides runs it: the attack is real.
-        let _ = git_plain(&top, &[], &STATUS_ARGS, GIT_TIMEOUT, None);
+        let _ = Checkout::at(&top).git().read_unfiltered(&STATUS_ARGS);
         assert!(marker.exists(), "the check above proves nothing");
     }
 
     /// Runs the shell command `script` as a git alias (through [`git`]) in `dir`.
     fn git_alias(dir: &Path, script: &str, timeout: Duration) -> Result<Vec<u8>, GitError> {
         let alias = format!("alias.hank-test=!{script}");
-        git(dir, &["-c", &alias, "hank-test"], timeout, None)
+        git(dir, &["-c", &alias, "hank-test"], timeout)
     }
 
     #[test]
@@ -976,12 +978,10 @@ mod tests {
         assert!(matches!(r, Err(GitError::Timeout)), "{r:?}");
         assert!(t.elapsed() < Duration::from_secs(10));
         assert!(matches!(
-            git(
-                dir.path(),
-                &["rev-parse", "--show-prefix"],
-                GIT_TIMEOUT,
-                Some(dir.path())
-            ),
+            Checkout::at(dir.path())
+                .git()
+                .ceiling(dir.path())
+                .read(&["rev-parse", "--show-prefix"]),
             Err(GitError::Failed(_))
         ));
     }

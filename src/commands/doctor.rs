@@ -408,7 +408,8 @@ fn login_check(agent: &AgentCommand, dir: &Path) -> Check {
 /// environment's `GIT_AUTHOR_EMAIL`, else git's `user.email`; without either they are made as
 /// `hank <hank@localhost>`, which is said here. `None` outside a repository.
 fn identity_check(dir: &Path) -> Option<Check> {
-    if crate::git::run_git(dir, &["rev-parse", "--git-dir"]).is_err() {
+    let at = crate::git::Checkout::at(dir);
+    if at.git().read(&["rev-parse", "--git-dir"]).is_err() {
         return None;
     }
     if let Ok(email) = std::env::var("GIT_AUTHOR_EMAIL")
@@ -419,7 +420,7 @@ fn identity_check(dir: &Path) -> Option<Check> {
             format!("commits are made as {} (GIT_AUTHOR_EMAIL)", email.trim()),
         ));
     }
-    match crate::git::run_git(dir, &["config", "user.email"]) {
+    match at.git().read(&["config", "user.email"]) {
         Ok(out) if !String::from_utf8_lossy(&out).trim().is_empty() => Some(Check::ok(
             "identity",
             format!(

@@ -182,7 +182,12 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
     if let Some(ws) = &workspace {
         crate::workspace::require_project_only(&root, ws, &tasks)?;
     }
-    if crate::git::run_git(&root, &["rev-parse", "--verify", "HEAD"]).is_err() {
+    let checkout = crate::git::Checkout::at(&root);
+    if checkout
+        .git()
+        .read(&["rev-parse", "--verify", "HEAD"])
+        .is_err()
+    {
         return Err(HankError::usage_hint(
             format!("{} is not a git repository with a commit", root.display()),
             "hank fleet runs each task in a git worktree: `git init` and commit first",
@@ -262,11 +267,11 @@ pub(super) fn known_agents(s: &settings::Settings, root: &Path) -> Result<()> {
 /// (then said what is left out). hank's runtime files and the untracked configuration the
 /// fleet copies into each worktree do not count.
 pub(super) fn dirty_tree(root: &Path, allow: bool) -> Result<()> {
-    let out = crate::git::run_git(
-        root,
-        &["status", "--porcelain=v1", "-z", "--untracked-files=all"],
-    )
-    .map_err(|e| HankError::Tool(format!("`git status` in {}: {e}", root.display())))?;
+    let args = ["status", "--porcelain=v1", "-z", "--untracked-files=all"];
+    let out = crate::git::Checkout::at(root)
+        .git()
+        .read(&args)
+        .map_err(|e| HankError::Tool(e.context(&args, root)))?;
     let runtime = crate::deliver::runtime_paths();
     // Untracked configuration the fleet copies into each worktree is not left out.
     let copied = |e: &str| {

@@ -34,7 +34,7 @@ fn run_checked(run: &RunArgs, args: &[OsString]) -> Result<u8> {
     let project_dir = super::project_dir()?;
     // A fleet task's worker reads its repository from the checkout's records, never through
     // the worktree's `.git` file (which its agent can rewrite).
-    crate::git::Repo::pin_task_worktree_from_env(&project_dir).map_err(|e| {
+    crate::git::TaskWorktree::pin_from_env(&project_dir).map_err(|e| {
         HankError::usage_hint(
             format!(
                 "{} is not the fleet task worktree its checkout records: {e}",

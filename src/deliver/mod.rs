@@ -21,7 +21,7 @@ pub mod drive;
 pub mod in_run;
 pub mod record;
 pub mod scan;
-use crate::git::{GitRun, Hooks, git_run, git_run_hooks};
+use crate::git::{Checkout, GitError, GitRun, Hooks};
 use crate::policy::receipts;
 use crate::policy::verify::CheckKind;
 use crate::store::schema::EventLine;
@@ -31,14 +31,14 @@ pub const GIT_DELIVER_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 /// How long a quick git command may run.
 const GIT_QUICK: Duration = Duration::from_secs(60);
 
+/// Delivery's acting git in `dir` ([`crate::git::Git::act`]): the user's credentials, no
+/// hook or filter of the repository; a git that did not run is an error.
 fn git(dir: &Path, args: &[&str], timeout: Duration) -> Result<GitRun> {
-    git_run(dir, args, timeout).map_err(|e| {
-        HankError::Tool(format!(
-            "`git {}` in {}: {e}",
-            args.join(" "),
-            dir.display()
-        ))
-    })
+    Checkout::at(dir)
+        .git()
+        .timeout(timeout)
+        .act(args)
+        .map_err(|e| HankError::Tool(e.context(args, dir)))
 }
 
 /// [`Hooks::Run`] when nothing in `project`'s configuration is unapproved
@@ -85,32 +85,33 @@ pub fn refuse_unapproved_git_config(dir: &Path, remote: &str) -> Result<()> {
 /// [`git`] for the commands that may run the user's own hooks and filters (the commit, the
 /// push): only when the project's configuration is approved ([`hooks_approved_in`]).
 fn git_hooked(dir: &Path, args: &[&str], timeout: Duration) -> Result<GitRun> {
-    git_run_hooks(dir, args, timeout, hooks_approved_in(dir)).map_err(|e| {
-        HankError::Tool(format!(
-            "`git {}` in {}: {e}",
-            args.join(" "),
-            dir.display()
-        ))
-    })
+    Checkout::at(dir)
+        .git()
+        .timeout(timeout)
+        .hooks(hooks_approved_in(dir))
+        .act(args)
+        .map_err(|e| HankError::Tool(e.context(args, dir)))
 }
 
 /// Refuses, naming both branches, when HEAD is not on `branch` (the agent switched it — to
-/// `main`, say): delivery never commits or pushes anywhere else.
+/// `main`, say): delivery never commits or pushes anywhere else. The check is the git door's
+/// one ([`Checkout::expect_branch`]); this says it as delivery's refusal.
 ///
 /// # Errors
 /// HEAD is elsewhere or detached, or git cannot run.
 pub fn expect_branch(dir: &Path, branch: &str) -> Result<()> {
-    match current_branch(dir)? {
-        Some(b) if b == branch => Ok(()),
-        other => Err(HankError::usage_hint(
+    match Checkout::at(dir).expect_branch(branch) {
+        Ok(()) => Ok(()),
+        Err(GitError::OffBranch { head, .. }) => Err(HankError::usage_hint(
             format!(
                 "delivery refused: HEAD is {} in {}, not the delivery branch `{branch}` (the \
                  agent switched it); nothing was committed or pushed",
-                other.map_or("detached".to_string(), |b| format!("on `{b}`")),
+                head.map_or("detached".to_string(), |b| format!("on `{b}`")),
                 dir.display()
             ),
             format!("check the work, then `git switch {branch}` and run `hank deliver`"),
         )),
+        Err(e) => Err(HankError::Tool(e.context(&["symbolic-ref", "HEAD"], dir))),
     }
 }
 
@@ -263,7 +264,7 @@ pub fn events_text(store: &crate::store::Store) -> String {
 pub fn commit_all(dir: &Path, branch: &str, message: &str) -> Result<Committed> {
     expect_branch(dir, branch)?;
     crate::git::commit::commit_all(
-        dir,
+        &Checkout::at(dir),
         &crate::git::commit::CommitAll {
             message,
             hooks: hooks_approved_in(dir),
@@ -606,12 +607,11 @@ pub async fn sleep_or_cancel(d: Duration, cancel: &mut tokio::sync::watch::Recei
 /// # Errors
 /// git cannot run, or there is no such branch.
 pub fn branch_head(dir: &Path, branch: &str) -> Result<String> {
-    crate::git::run_git(
-        dir,
-        &["rev-parse", "--verify", &format!("refs/heads/{branch}")],
-    )
-    .map(|out| String::from_utf8_lossy(&out).trim().to_string())
-    .map_err(|e| HankError::Tool(e.to_string()))
+    Checkout::at(dir)
+        .git()
+        .read(&["rev-parse", "--verify", &format!("refs/heads/{branch}")])
+        .map(|out| String::from_utf8_lossy(&out).trim().to_string())
+        .map_err(HankError::from)
 }
 
 /// Pushes the local branch `branch` (not HEAD) to the same name on `remote` (upstream set):

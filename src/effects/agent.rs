@@ -473,7 +473,9 @@ impl Sandboxing {
         let guard = matches!(confinement, Confinement::Landlock { .. }).then(|| {
             crate::sandbox::repo::RepoGuard::record(
                 &s.project_dir,
-                crate::git::pinned_git_dir(&s.project_dir).map(|(git_dir, _)| git_dir),
+                crate::git::Checkout::at(&s.project_dir)
+                    .reader_dirs()
+                    .map(|(git_dir, _)| git_dir),
             )
         });
         Ok((
@@ -888,11 +890,12 @@ impl Real {
 
     /// A fleet task's record (issue 47): the worktree's `.git` file, its git dir's `gitdir`
     /// and `commondir`, the agent repository's `commondir` and alternates as hank recorded them
-    /// at the task's start ([`crate::git::TaskGit::tampered`]). One changed: a `security` event
+    /// at the task's start ([`crate::git::TaskWorktree::tampered`]). One changed: a `security` event
     /// naming it, and the run stops before the call (the fleet fails the task with the reason);
     /// after the call too (`after`) for a task with its own repository.
     fn task_record_holds(&mut self, dir: &std::path::Path, after: bool) -> Result<()> {
-        let Some((file, what)) = crate::git::task_git(dir)
+        let Some((file, what)) = crate::git::Checkout::at(dir)
+            .task()
             .filter(|t| !after || t.agent.is_some())
             .and_then(|t| t.tampered())
         else {

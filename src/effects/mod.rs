@@ -248,7 +248,7 @@ pub(crate) trait Effects: Clock {
         rec: &crate::store::schema::Delivery,
     ) -> Result<()>;
     /// The project's whole work tree as a git tree id (tracked and untracked files, the
-    /// user's index untouched: [`crate::git::worktree_tree`]), for the reviewer's diffs;
+    /// user's index untouched: [`crate::git::Checkout::worktree_tree`]), for the reviewer's diffs;
     /// `None` outside a git repository (and in the test effects).
     fn snapshot_tree(&mut self, _project: &std::path::Path) -> Option<String> {
         None

@@ -254,7 +254,7 @@ impl Effects for Real {
             std::process::id(),
             self.clock.now().as_nanosecond()
         ));
-        crate::git::worktree_tree(project, &index).ok()
+        crate::git::Checkout::at(project).worktree_tree(&index).ok()
     }
 
     fn diff_trees(
@@ -263,7 +263,7 @@ impl Effects for Real {
         from: &str,
         to: &str,
     ) -> Option<(String, String)> {
-        crate::git::diff_trees(project, from, to).ok()
+        crate::git::Checkout::at(project).diff_trees(from, to).ok()
     }
 
     fn baseline(&mut self, project: PathBuf, plan: String) -> Fut<'_, Baseline> {

@@ -6,7 +6,7 @@
 //! task's branch `hank/<slug>` (its work; every item of its section ticked there = delivered,
 //! waiting for its merge) and its state ref `refs/hank/state/<slug>` (a live lease = another
 //! job runs it). A task is merged when its items are ticked in the checked-out branch's plan.
-//! Git runs through [`crate::git::git_run`] (the user's credentials, as delivery does).
+//! Git runs through [`crate::stateref::remote_git`] (the user's credentials, as delivery does).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -14,8 +14,9 @@ use std::path::Path;
 use jiff::Timestamp;
 
 use crate::error::{HankError, Result};
+use crate::git::Checkout;
 use crate::policy::fleet::{self as rules, PlanView};
-use crate::stateref::{git, git_stdout as git_ok};
+use crate::stateref::remote_git;
 
 /// The task branch of `slug`.
 #[must_use]
@@ -28,7 +29,9 @@ pub fn branch_of(slug: &str) -> String {
 /// # Errors
 /// git cannot run.
 pub fn has_remote(dir: &Path, remote: &str) -> Result<bool> {
-    Ok(git(dir, &["remote", "get-url", "--", remote])?.success)
+    Ok(remote_git(dir)
+        .act(&["remote", "get-url", "--", remote])?
+        .success)
 }
 
 /// What the remote says of the open tasks: the tasks whose branch holds all their items
@@ -45,17 +48,14 @@ pub fn remote_standing(
     optional_sections: &[String],
     now: Timestamp,
 ) -> Result<(BTreeSet<String>, BTreeMap<String, String>)> {
-    let listed = git_ok(
-        dir,
-        &[
-            "ls-remote",
-            "--refs",
-            "--",
-            remote,
-            "refs/heads/hank/*",
-            "refs/hank/state/*",
-        ],
-    )?;
+    let listed = remote_git(dir).out(&[
+        "ls-remote",
+        "--refs",
+        "--",
+        remote,
+        "refs/heads/hank/*",
+        "refs/hank/state/*",
+    ])?;
     let refs: BTreeMap<&str, &str> = listed
         .lines()
         .filter_map(|l| l.split_once('\t'))
@@ -87,12 +87,10 @@ pub fn remote_standing(
             remote,
         ];
         args.extend(specs.iter().map(String::as_str));
-        git_ok(dir, &args)?;
+        remote_git(dir).out(&args)?;
         for (t, oid) in branches {
-            let plan = git(
-                dir,
-                &["cat-file", "blob", &format!("{oid}:.hank/fix_plan.md")],
-            )?;
+            let plan =
+                remote_git(dir).act(&["cat-file", "blob", &format!("{oid}:.hank/fix_plan.md")])?;
             if plan.success && rules::task_finished_in(&plan.stdout, &t.name, optional_sections) {
                 delivered.insert(t.name.clone());
             }
@@ -129,8 +127,10 @@ pub fn require_clean(dir: &Path) -> Result<()> {
         .collect();
     let mut args = vec!["status", "--porcelain", "--untracked-files=all", "--", "."];
     args.extend(excludes.iter().map(String::as_str));
-    let out = crate::git::run_git(dir, &args)
-        .map_err(|e| HankError::Tool(format!("git status in {}: {e}", dir.display())))?;
+    let out = Checkout::at(dir)
+        .git()
+        .read(&args)
+        .map_err(|e| HankError::Tool(e.context(&args[..2], dir)))?;
     let out = String::from_utf8_lossy(&out);
     let changed: Vec<&str> = out.lines().map(|l| l.get(3..).unwrap_or(l)).collect();
     if changed.is_empty() {
@@ -163,7 +163,7 @@ pub fn require_identity(dir: &Path) -> Result<()> {
     // Git's own answer: `user.name`/`user.email`, or GIT_AUTHOR_*/GIT_COMMITTER_* in the
     // environment, or whatever else git accepts for a commit.
     for var in ["GIT_AUTHOR_IDENT", "GIT_COMMITTER_IDENT"] {
-        let r = git(dir, &["var", var])?;
+        let r = remote_git(dir).act(&["var", var])?;
         if !r.success || r.stdout.trim().is_empty() {
             let said = r
                 .stderr
@@ -192,24 +192,23 @@ pub fn require_identity(dir: &Path) -> Result<()> {
 /// git refuses the fetch or the switch.
 pub fn checkout_task_branch(dir: &Path, remote: Option<&str>, branch: &str) -> Result<bool> {
     let local = format!("refs/heads/{branch}");
-    let has_local = git(dir, &["show-ref", "--verify", "--quiet", &local])?.success;
+    let has_local = remote_git(dir)
+        .act(&["show-ref", "--verify", "--quiet", &local])?
+        .success;
     let mut from_remote = false;
     if !has_local && let Some(remote) = remote {
-        let listed = git_ok(dir, &["ls-remote", "--heads", "--", remote, &local])?;
+        let listed = remote_git(dir).out(&["ls-remote", "--heads", "--", remote, &local])?;
         if listed.lines().any(|l| l.ends_with(&local)) {
             let tracking = format!("refs/remotes/{remote}/{branch}");
-            git_ok(
-                dir,
-                &[
-                    "fetch",
-                    "-q",
-                    "--no-tags",
-                    "--",
-                    remote,
-                    &format!("+{local}:{tracking}"),
-                ],
-            )?;
-            git_ok(dir, &["branch", "--no-track", branch, &tracking])?;
+            remote_git(dir).out(&[
+                "fetch",
+                "-q",
+                "--no-tags",
+                "--",
+                remote,
+                &format!("+{local}:{tracking}"),
+            ])?;
+            remote_git(dir).out(&["branch", "--no-track", branch, &tracking])?;
             from_remote = true;
         }
     }
@@ -230,8 +229,11 @@ pub fn config_changed(
     prompt: &str,
     verify_script: Option<&str>,
 ) -> Result<Vec<String>> {
-    let out = crate::git::run_git(dir, &["diff", "--name-only", "-z", from, "HEAD"])
-        .map_err(|e| HankError::Tool(format!("git diff in {}: {e}", dir.display())))?;
+    let args = ["diff", "--name-only", "-z", from, "HEAD"];
+    let out = Checkout::at(dir)
+        .git()
+        .read(&args)
+        .map_err(|e| HankError::Tool(e.context(&args, dir)))?;
     let changed: Vec<String> = out
         .split(|b| *b == 0)
         .filter(|l| !l.is_empty())
@@ -255,5 +257,5 @@ pub fn switch_back(dir: &Path, branch: Option<&str>, commit: &str) -> Result<()>
         Some(b) => vec!["switch", "-q", "--no-guess", b],
         None => vec!["switch", "-q", "--detach", commit],
     };
-    git_ok(dir, &args).map(|_| ())
+    remote_git(dir).out(&args).map(|_| ())
 }

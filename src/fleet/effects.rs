@@ -14,7 +14,7 @@ use super::save::Saved;
 use super::{
     ADOPTED_POLL, Cancel, MergeJob, MergeProblem, Merged, Options, Paths, WAKES, Worker,
     commit_all, commit_task, control, deliver, ensure_worktree, events, free_memory,
-    keep_worktrees, kill_group, merge_off_thread, retire_worktree, signal_pid, spawn_worker,
+    keep_worktrees, kill_group, merge_off_thread, pin, retire_worktree, signal_pid, spawn_worker,
 };
 use crate::error::Result;
 use crate::policy::fleet::TaskSpec;
@@ -138,7 +138,7 @@ pub(super) trait FleetEffects {
 
 /// What a git job reports when it ends.
 enum Done {
-    Ready(String, Result<PathBuf>),
+    Ready(String, Result<crate::git::TaskWorktree>),
     Merged(String, Result<Option<Merged>>),
     Committed(String, Result<std::result::Result<Vec<String>, String>>),
     Discarded(String),
@@ -242,7 +242,7 @@ impl<'a> Real<'a> {
                 let differs = crate::approval::worktree_changes(&self.paths.root, &wt)?;
                 Event::WorktreeReady {
                     task,
-                    worktree: wt.display().to_string(),
+                    worktree: wt.work_tree().display().to_string(),
                     differs,
                 }
             }
@@ -408,7 +408,10 @@ impl FleetEffects for Real<'_> {
         let (p, spec) = (self.paths.clone(), spec.clone());
         self.job(move || {
             let wt = p.worktree(&spec.slug);
-            let _ = commit_all(&wt, &format!("hank fleet: task {} (failed)", spec.name));
+            if let Ok(task) = pin(&p, &wt) {
+                let message = format!("hank fleet: task {} (failed)", spec.name);
+                let _ = commit_all(&task.checkout(), &message);
+            }
             retire_worktree(&p, &wt);
             Done::Discarded(spec.name)
         });

@@ -2,11 +2,12 @@
 //! the compare-and-swap of the integration branch, a failure handed back to the agent.
 
 use super::{
-    Options, Paths, TAIL_BYTES, agent_repo, commit_all, ensure_worktree, git, git_ok,
-    identity_args, kill_group, no_links, pin, retire_worktree, run_git_timed,
+    Options, Paths, TAIL_BYTES, agent_repo, commit_all, ensure_worktree, git, git_ok, integration,
+    kill_group, no_links, pin, retire_worktree,
 };
 use crate::error::HankError;
 use crate::error::Result;
+use crate::git::{Checkout, TaskWorktree};
 use crate::policy::fleet::TaskSpec;
 use crate::policy::{fixplan, fleet};
 use crate::store;
@@ -152,7 +153,7 @@ pub(super) fn merge_task(
     cancel: Cancel,
 ) -> Result<std::result::Result<(), MergeProblem>> {
     let branch = format!("hank/{}", spec.slug);
-    let int = paths.integration();
+    let int = integration(paths)?.checkout().clone();
     if let Some(problem) = refused_before_merge(paths, &branch, opts)? {
         return Ok(Err(problem));
     }
@@ -169,7 +170,7 @@ pub(super) fn merge_task(
     // Before git 2.38: `git merge` on the integration worktree's detached HEAD.
     detach_at(&int, &old)?;
     let outcome = merge_detached(paths, spec, done, opts, cancel);
-    let back = |int: &Path| -> Result<()> {
+    let back = |int: &Checkout| -> Result<()> {
         git(int, &["reset", "-q", "--hard", &old])?;
         git(int, &["checkout", "-q", &opts.into])?;
         Ok(())
@@ -198,7 +199,7 @@ pub(super) fn merge_task(
 /// The integration worktree's HEAD detached at `old` (the branch's tip). When HEAD already
 /// is that commit (the worktree was left on the branch), only HEAD is written: a checkout
 /// would read every file of the tree for nothing (half a second at 100,000 files).
-fn detach_at(int: &Path, old: &str) -> Result<()> {
+fn detach_at(int: &Checkout, old: &str) -> Result<()> {
     let head = git(int, &["rev-parse", "-q", "--verify", "HEAD"])?;
     if String::from_utf8_lossy(&head).trim() == old {
         git(
@@ -227,8 +228,9 @@ fn refused_before_merge(
 ) -> Result<Option<MergeProblem>> {
     // hank's files on the branch are regular files: a link would have the supervisor read and
     // write through it after the merge.
+    let root = paths.checkout();
     let tree = git(
-        &paths.root,
+        &root,
         &["ls-tree", "-r", "-z", branch, "--", ".hank", ".hankrc"],
     )?;
     let links: Vec<String> = tree
@@ -246,7 +248,7 @@ fn refused_before_merge(
     }
     // Configuration (what the next task would run) never travels through a merge.
     let range = format!("{}...{branch}", opts.into);
-    let out = git(&paths.root, &["diff", "--name-only", "-z", &range])?;
+    let out = git(&root, &["diff", "--name-only", "-z", &range])?;
     let changed: Vec<String> = out
         .split(|b| *b == 0)
         .filter(|l| !l.is_empty())
@@ -274,7 +276,7 @@ fn refused_before_merge(
     for chunk in changed.chunks(500) {
         let mut args = vec!["grep", "-l", "-E", "^(<<<<<<<|>>>>>>>) ", branch, "--"];
         args.extend(chunk.iter().map(String::as_str));
-        if let Ok(out) = run_git_timed(&paths.root, &args) {
+        if let Ok(out) = super::timing::timed(|| root.git().read(&args)) {
             marked.extend(String::from_utf8_lossy(&out).lines().map(|l| {
                 l.strip_prefix(&format!("{branch}:"))
                     .unwrap_or(l)
@@ -298,8 +300,8 @@ pub(super) fn merge_detached(
     opts: &Options,
     cancel: Cancel,
 ) -> Result<std::result::Result<(), MergeProblem>> {
-    let int = paths.integration();
-    let ident = identity_args(&int)?;
+    let int = integration(paths)?.checkout().clone();
+    let ident = int.identity_args();
     let branch = format!("hank/{}", spec.slug);
     let message = format!("hank fleet: merge task {}", spec.name);
     let mut args = ident.clone();
@@ -323,12 +325,12 @@ pub(super) fn merge_detached(
     }
     if let Some(cmd) = opts.verify.as_deref() {
         let log = paths.log(&format!("{}.verify", spec.slug));
-        if let Err(tail) = run_check(paths, &int, cmd, opts.verify_timeout, &log, cancel)? {
+        if let Err(tail) = run_check(paths, int.dir(), cmd, opts.verify_timeout, &log, cancel)? {
             return Ok(Err(MergeProblem::Red(tail)));
         }
     }
-    let plan_path = int.join(".hank").join("fix_plan.md");
-    no_links(&int, &[".hank", ".hank/fix_plan.md"])?;
+    let plan_path = int.dir().join(".hank").join("fix_plan.md");
+    no_links(int.dir(), &[".hank", ".hank/fix_plan.md"])?;
     if let Ok(plan) = fs::read_to_string(&plan_path) {
         let ticked = fleet::tick_items(&plan, &spec.name, done);
         if ticked != plan {
@@ -344,7 +346,7 @@ pub(super) fn merge_detached(
 /// and the commit written from the index, with no look at the other files of the tree (a
 /// `git commit -- PATH` refreshes every one of them: most of a merge's time at 100,000
 /// files). When the check did stage something, `git commit -- PATH` leaves it out.
-fn commit_ticks(int: &Path, ident: &[&str]) -> Result<()> {
+fn commit_ticks(int: &Checkout, ident: &[&str]) -> Result<()> {
     const MESSAGE: &str = "hank fleet: tick the task's items";
     if !git_ok(int, &["diff", "--cached", "--quiet"])? {
         let mut args = ident.to_vec();
@@ -375,20 +377,20 @@ fn commit_ticks(int: &Path, ident: &[&str]) -> Result<()> {
 /// (conflicts left for the agent), and one more item in its plan naming the problem.
 pub(super) fn return_to_agent(
     paths: &Paths,
-    wt: &Path,
+    wt: &TaskWorktree,
     problem: &MergeProblem,
     into: &str,
 ) -> Result<()> {
     let _ = paths;
+    let at = wt.checkout();
     // The task's plan is the worktree's own (not committed): set aside while the integration
     // branch (whose plan has other tasks' items ticked) is merged in, then put back.
-    let path = wt.join(".hank/fix_plan.md");
+    let path = wt.work_tree().join(".hank/fix_plan.md");
     let mut plan = fs::read_to_string(&path).unwrap_or_default();
-    let _ = git_ok(wt, &["checkout", "-q", "--", ".hank/fix_plan.md"]);
-    let ident = identity_args(wt)?;
-    let mut args = ident;
+    let _ = git_ok(&at, &["checkout", "-q", "--", ".hank/fix_plan.md"]);
+    let mut args = at.identity_args();
     args.extend(["merge", "-q", "--no-edit", into]);
-    let _ = git_ok(wt, &args)?;
+    let _ = git_ok(&at, &args)?;
     let mut what = problem.describe(into);
     if what.len() > TAIL_BYTES {
         let cut = what.len() - TAIL_BYTES;
@@ -426,7 +428,7 @@ pub(super) fn merge_off_thread(
 ) -> Result<Option<Merged>> {
     // The integration tip this merge is tried on (only merges move it, one at a time).
     let tip = String::from_utf8_lossy(&git(
-        &paths.root,
+        &paths.checkout(),
         &[
             "rev-parse",
             "--verify",
@@ -450,7 +452,7 @@ pub(super) fn merge_off_thread(
         // Back to the agent in a worktree of its own (its run's was freed at its commit):
         // its plan with the items it ticked, the integration branch merged in.
         let wt = ensure_worktree(paths, spec, &opts.into)?;
-        let path = wt.join(".hank/fix_plan.md");
+        let path = wt.work_tree().join(".hank/fix_plan.md");
         if let Ok(plan) = fs::read_to_string(&path) {
             let ticked = fleet::tick_items(&plan, &spec.name, &job.done);
             store::write_atomic(&path, ticked.as_bytes(), false)
@@ -459,8 +461,8 @@ pub(super) fn merge_off_thread(
         return_to_agent(paths, &wt, &problem, &opts.into)?;
         // The agent's repository made again from hank's view: the merge in progress, its
         // index with the conflicts, the branch's tip.
-        agent_repo(&pin(paths, &wt)?)?;
-        pin(paths, &wt)?;
+        agent_repo(&pin(paths, wt.work_tree())?)?;
+        pin(paths, wt.work_tree())?;
     }
     Ok(Some(Merged {
         problem,
@@ -493,11 +495,14 @@ pub(super) fn commit_task(
         Ok(Err(why)) => return Ok(Err(why)),
         Err(e) => return Ok(Err(format!("its commits could not be imported: {e}"))),
     }
-    if let Err(e) = repo.expect_branch(&format!("hank/{}", spec.slug)) {
+    if let Err(e) = repo
+        .checkout()
+        .expect_branch(&format!("hank/{}", spec.slug))
+    {
         // Kept as the agent left it, for the user to look at; never merged.
         return Ok(Err(e.to_string()));
     }
-    commit_all(&wt, &format!("hank fleet: task {}", spec.name))?;
+    commit_all(&repo.checkout(), &format!("hank fleet: task {}", spec.name))?;
     let done = done_items(&wt);
     retire_worktree(paths, &wt);
     Ok(Ok(done))

@@ -37,7 +37,6 @@ use std::time::{Duration, Instant};
 use jiff::Timestamp;
 
 use crate::error::{HankError, Result};
-use crate::git::run_git;
 use crate::policy::budget::BudgetLimits;
 use crate::policy::fleet::TaskSpec;
 use crate::store::schema::FleetFile;
@@ -123,6 +122,11 @@ impl Paths {
             root: root.to_path_buf(),
             user: userdir::project_dir(root)?,
         })
+    }
+    /// The user's checkout as a git handle.
+    #[must_use]
+    pub fn checkout(&self) -> crate::git::Checkout {
+        crate::git::Checkout::at(&self.root)
     }
     #[must_use]
     pub fn worktree(&self, slug: &str) -> PathBuf {
@@ -222,8 +226,11 @@ fn fleet_lock(paths: &Paths) -> Result<fs::File> {
 /// project in a folder of the repository (its `.hank/` not at the top) would have every task
 /// fail at its first call. Refused before anything starts.
 fn refuse_a_subfolder(root: &Path) -> Result<()> {
-    let prefix = run_git(root, &["rev-parse", "--show-prefix"])
-        .map_err(|e| HankError::Internal(format!("git rev-parse in {}: {e}", root.display())))?;
+    let args = ["rev-parse", "--show-prefix"];
+    let prefix = crate::git::Checkout::at(root)
+        .git()
+        .read(&args)
+        .map_err(|e| HankError::Internal(e.context(&args, root)))?;
     let prefix = String::from_utf8_lossy(&prefix).trim().to_string();
     if prefix.is_empty() {
         return Ok(());

@@ -7,10 +7,11 @@
 //! checked out at the merge for it. The branch still moves last, by compare-and-swap.
 
 use super::{
-    Cancel, MergeProblem, Options, Paths, git, identity_args, link_refused, run_check, timed,
+    Cancel, MergeProblem, Options, Paths, git, integration, link_refused, run_check, timed,
 };
 use crate::error::HankError;
 use crate::error::Result;
+use crate::git::Checkout;
 use crate::policy::fleet;
 use crate::policy::fleet::TaskSpec;
 use std::path::Path;
@@ -53,8 +54,8 @@ pub(super) fn merge(
     cancel: Cancel,
     old: &str,
 ) -> Result<std::result::Result<(), MergeProblem>> {
-    let root = &paths.root;
-    let int = paths.integration();
+    let root = &paths.checkout();
+    let int = integration(paths)?.checkout().clone();
     let into_ref = format!("refs/heads/{}", opts.into);
     let tip = text(git(
         root,
@@ -68,7 +69,7 @@ pub(super) fn merge(
         Ok(tree) => tree,
         Err(files) => return Ok(Err(MergeProblem::Conflict(files))),
     };
-    let ident = identity_args(root)?;
+    let ident = root.identity_args();
     let message = format!("hank fleet: merge task {}", spec.name);
     let merged = commit_tree(root, &ident, &tree, &[old, &tip], &message)?;
     if let Some(cmd) = opts.verify.as_deref() {
@@ -76,7 +77,7 @@ pub(super) fn merge(
         // HEAD detached (the branch has not moved).
         git(&int, &["checkout", "-q", "-f", "--detach", &merged])?;
         let log = paths.log(&format!("{}.verify", spec.slug));
-        let red = run_check(paths, &int, cmd, opts.verify_timeout, &log, cancel);
+        let red = run_check(paths, int.dir(), cmd, opts.verify_timeout, &log, cancel);
         // Back on the branch (its files are the check's: every later use checks out first).
         git(&int, &["symbolic-ref", "HEAD", &into_ref])?;
         if let Err(tail) = red? {
@@ -90,7 +91,7 @@ pub(super) fn merge(
 
 /// `git merge-tree --write-tree OLD TIP`: the merged tree, or the files that conflict.
 fn merged_tree(
-    root: &Path,
+    root: &Checkout,
     old: &str,
     tip: &str,
 ) -> Result<std::result::Result<String, Vec<String>>> {
@@ -103,8 +104,8 @@ fn merged_tree(
         old,
         tip,
     ];
-    let (code, out) = timed(|| crate::git::run_git_answer(root, &args))
-        .map_err(|e| HankError::Internal(format!("git merge-tree in {}: {e}", root.display())))?;
+    let (code, out) = timed(|| root.git().answer(&args))
+        .map_err(|e| HankError::Internal(e.context(&args, root.dir())))?;
     let out = String::from_utf8_lossy(&out);
     let mut fields = out.split('\0').filter(|f| !f.is_empty());
     let tree = fields.next().unwrap_or_default().to_string();
@@ -115,13 +116,13 @@ fn merged_tree(
         Some(1) if is_id => Ok(Err(fields.map(ToString::to_string).collect())),
         _ => Err(HankError::Internal(format!(
             "git merge-tree in {} ended with {code:?} and no tree",
-            root.display()
+            root.dir().display()
         ))),
     }
 }
 
 fn commit_tree(
-    root: &Path,
+    root: &Checkout,
     ident: &[&str],
     tree: &str,
     parents: &[&str],
@@ -137,7 +138,7 @@ fn commit_tree(
 }
 
 /// The entries of a tree as `git ls-tree -z` lists them: (mode, type, id, name).
-fn entries(root: &Path, tree: &str) -> Result<Vec<(String, String, String, String)>> {
+fn entries(root: &Checkout, tree: &str) -> Result<Vec<(String, String, String, String)>> {
     let out = git(root, &["ls-tree", "-z", tree])?;
     Ok(out
         .split(|&b| b == 0)
@@ -158,7 +159,7 @@ fn entries(root: &Path, tree: &str) -> Result<Vec<(String, String, String, Strin
 
 /// A tree like `entries` with `name`'s id replaced by `id`, written (`git mktree`).
 fn replaced(
-    root: &Path,
+    root: &Checkout,
     entries: &[(String, String, String, String)],
     name: &str,
     id: &str,
@@ -173,9 +174,9 @@ fn replaced(
 }
 
 /// Runs a git command that writes an object from `input` on its stdin; the object's id.
-fn write_object(root: &Path, args: &[&str], input: &[u8]) -> Result<String> {
-    let r = timed(|| crate::git::git_run_input(root, args, input, crate::git::GIT_TIMEOUT))
-        .map_err(|e| HankError::Internal(format!("git {} in {}: {e}", args[0], root.display())))?;
+fn write_object(root: &Checkout, args: &[&str], input: &[u8]) -> Result<String> {
+    let r = timed(|| root.git().act_input(args, input))
+        .map_err(|e| HankError::Internal(e.context(args, root.dir())))?;
     let id = r.stdout.trim().to_string();
     if r.success && id.len() >= 40 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
         Ok(id)
@@ -183,7 +184,7 @@ fn write_object(root: &Path, args: &[&str], input: &[u8]) -> Result<String> {
         Err(HankError::Internal(format!(
             "git {} in {}: {}",
             args.join(" "),
-            root.display(),
+            root.dir().display(),
             crate::sanitize::line(r.stderr.trim())
         )))
     }
@@ -193,7 +194,7 @@ fn write_object(root: &Path, args: &[&str], input: &[u8]) -> Result<String> {
 /// only that file, or `merged` itself when nothing is to tick (or there is no plan). A plan
 /// that is not a regular file in a `.hank` folder is refused, never followed.
 fn tick(
-    root: &Path,
+    root: &Checkout,
     ident: &[&str],
     merged: &str,
     spec: &TaskSpec,

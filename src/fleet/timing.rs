@@ -1,8 +1,6 @@
 //! The fleet's git time and hank's own cost (`HANK_FLEET_TIMING`, `scripts/bench-fleet.sh`).
 
-use crate::git::{GitError, run_git};
 use std::fs;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Wall time spent in git commands by this fleet, and how many (for `HANK_FLEET_TIMING`).
@@ -10,11 +8,6 @@ pub(super) static GIT_NANOS: std::sync::atomic::AtomicU64 = std::sync::atomic::A
 pub(super) static GIT_COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 /// The supervisor's waits so far (each ends in one wake-up; for `HANK_FLEET_TIMING`).
 pub(super) static WAKES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// Every git command of the fleet goes through here (timed).
-pub(super) fn run_git_timed(dir: &Path, args: &[&str]) -> std::result::Result<Vec<u8>, GitError> {
-    timed(|| run_git(dir, args))
-}
 
 /// A git command counted in the fleet's git time.
 pub(super) fn timed<T>(f: impl FnOnce() -> T) -> T {

@@ -1,42 +1,44 @@
 //! Git work of the fleet: the integration worktree, the tasks' worktrees (made, pinned,
 //! removed), a task's commit.
 
-use super::{Paths, TREE_GIT_TIMEOUT, run_git_timed, stop_recorded_check, timed};
+use super::{Paths, TREE_GIT_TIMEOUT, stop_recorded_check, timed};
 use crate::error::HankError;
 use crate::error::Result;
-use crate::git::{GitError, Repo};
+use crate::git::{Checkout, GitError, Integration, TaskWorktree};
 use crate::policy::fleet::TaskSpec;
 use crate::store;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-pub(super) fn git(dir: &Path, args: &[&str]) -> Result<Vec<u8>> {
-    run_git_timed(dir, args).map_err(|e| {
-        HankError::Internal(format!("git {} in {}: {e}", args.join(" "), dir.display()))
-    })
+/// The fleet's git in `at` ([`crate::git::Git::read`], counted in the fleet's git time).
+pub(super) fn git(at: &Checkout, args: &[&str]) -> Result<Vec<u8>> {
+    timed(|| at.git().read(args)).map_err(|e| HankError::Internal(e.context(args, at.dir())))
 }
 
 /// `git` that may fail as an answer (a merge that conflicts, a branch that does not exist).
-pub(super) fn git_ok(dir: &Path, args: &[&str]) -> Result<bool> {
-    match run_git_timed(dir, args) {
+pub(super) fn git_ok(at: &Checkout, args: &[&str]) -> Result<bool> {
+    match timed(|| at.git().read(args)) {
         Ok(_) => Ok(true),
         Err(GitError::Failed(_)) => Ok(false),
-        Err(e) => Err(HankError::Internal(format!(
-            "git {} in {}: {e}",
-            args.join(" "),
-            dir.display()
-        ))),
+        Err(e) => Err(HankError::Internal(e.context(args, at.dir()))),
     }
+}
+
+/// The fleet's git in `at` bounded by [`TREE_GIT_TIMEOUT`]: the commands that check out or
+/// delete every file of the tree (`git worktree add`/`remove`, a reset, a clean).
+fn tree_git(at: &Checkout, args: &[&str]) -> std::result::Result<Vec<u8>, GitError> {
+    timed(|| at.git().timeout(TREE_GIT_TIMEOUT).read(args))
 }
 
 /// Commits everything in `dir` except hank's own runtime files and the task's plan (the
 /// integration branch's plan is ticked by the fleet), hooks off: the one commit
 /// ([`crate::git::commit::commit_all`]), counted in the fleet's git time. Returns whether a
 /// commit was made.
-pub(super) fn commit_all(dir: &Path, message: &str) -> Result<bool> {
+pub(super) fn commit_all(at: &Checkout, message: &str) -> Result<bool> {
+    let dir = at.dir();
     let c = super::timing::timed(|| {
         crate::git::commit::commit_all(
-            dir,
+            at,
             &crate::git::commit::CommitAll {
                 message,
                 hooks: crate::git::Hooks::Off,
@@ -63,18 +65,10 @@ pub(super) fn commit_all(dir: &Path, message: &str) -> Result<bool> {
     Ok(c.made)
 }
 
-pub(super) fn identity_args(dir: &Path) -> Result<Vec<&'static str>> {
-    Ok(if git_ok(dir, &["config", "user.email"])? {
-        Vec::new()
-    } else {
-        crate::git::IDENTITY_ARGS.to_vec()
-    })
-}
-
 /// The integration branch exists (created from the checkout's HEAD on first use) and is
 /// checked out in the integration worktree, clean.
 pub(super) fn ensure_integration(paths: &Paths, into: &str) -> Result<()> {
-    let root = &paths.root;
+    let root = &paths.checkout();
     let refname = format!("refs/heads/{into}");
     if !git_ok(root, &["check-ref-format", &refname])? {
         return Err(HankError::usage(format!(
@@ -91,15 +85,14 @@ pub(super) fn ensure_integration(paths: &Paths, into: &str) -> Result<()> {
         // the branch is where it was; its check, if still running, is stopped; the worktree
         // goes back to the branch.
         stop_recorded_check(paths);
-        let _ = git_ok(&int, &["merge", "--abort"]);
-        pin(paths, &int)?;
+        let int = integration(paths)?;
+        let _ = git_ok(int.checkout(), &["merge", "--abort"]);
         return checkout_integration(paths, &int, into);
     }
     // A worktree kept from an earlier fleet ([`keep_worktrees`]): checked out at the branch
     // and cleaned, far cheaper than a new checkout of every file.
     if take_spare(paths, &int)? {
-        pin(paths, &int)?;
-        return checkout_integration(paths, &int, into);
+        return checkout_integration(paths, &integration(paths)?, into);
     }
     if let Some(parent) = int.parent() {
         fs::create_dir_all(parent).map_err(|e| HankError::io("create", parent, e))?;
@@ -107,20 +100,12 @@ pub(super) fn ensure_integration(paths: &Paths, into: &str) -> Result<()> {
     let int_s = int.to_string_lossy().into_owned();
     // A checkout of every file: bounded by [`TREE_GIT_TIMEOUT`] (at 100,000 files on a loaded
     // ext4 disk it ran past git's ordinary minute and failed the fleet).
-    let added = timed(|| {
-        crate::git::run_git_for(
-            root,
-            &["worktree", "add", "-q", &int_s, into],
-            TREE_GIT_TIMEOUT,
-        )
-    });
+    let args = ["worktree", "add", "-q", &int_s, into];
+    let added = tree_git(root, &args);
     if let Err(e) = &added
         && !matches!(e, GitError::Failed(_))
     {
-        return Err(HankError::Internal(format!(
-            "git worktree add {int_s} {into} in {}: {e}",
-            root.display()
-        )));
+        return Err(HankError::Internal(e.context(&args, root.dir())));
     }
     if added.is_err() {
         return Err(HankError::usage_hint(
@@ -131,15 +116,16 @@ pub(super) fn ensure_integration(paths: &Paths, into: &str) -> Result<()> {
     Ok(())
 }
 
-/// The integration worktree `int` (a killed fleet's, or a kept spare) at `into`, exactly:
+/// The integration worktree (a killed fleet's, or a kept spare) at `into`, exactly:
 /// checked out, reset, every other file removed (a spare's last task's files, a killed
 /// check's output).
-fn checkout_integration(paths: &Paths, int: &Path, into: &str) -> Result<()> {
-    if !git_ok(int, &["checkout", "-q", "-f", into])? {
+fn checkout_integration(paths: &Paths, int: &Integration, into: &str) -> Result<()> {
+    let at = int.checkout();
+    if !git_ok(at, &["checkout", "-q", "-f", into])? {
         return Err(HankError::usage_hint(
             format!(
                 "cannot check out the integration branch {into} in {} (for {})",
-                int.display(),
+                at.dir().display(),
                 paths.root.display()
             ),
             "is it checked out somewhere else (`git worktree list`)? pass --into OTHER",
@@ -149,9 +135,7 @@ fn checkout_integration(paths: &Paths, int: &Path, into: &str) -> Result<()> {
         &["reset", "-q", "--hard", "HEAD"][..],
         &["clean", "-q", "-ffdx"][..],
     ] {
-        timed(|| crate::git::run_git_for(int, args, TREE_GIT_TIMEOUT)).map_err(|e| {
-            HankError::Internal(format!("git {} in {}: {e}", args.join(" "), int.display()))
-        })?;
+        tree_git(at, args).map_err(|e| HankError::Internal(e.context(args, at.dir())))?;
     }
     Ok(())
 }
@@ -221,7 +205,7 @@ pub(super) fn link_refused(wt: &Path, path: &Path) -> HankError {
 /// cheaper than a new checkout after a removal. A marker (`<slug>.making` beside the
 /// worktrees) is written first and removed last: a worktree found with its marker was
 /// half-made (a kill -9) and is made again, never used as it is.
-pub(super) fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Result<PathBuf> {
+pub(super) fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Result<TaskWorktree> {
     let wt = paths.worktree(&spec.slug);
     let making = paths
         .user
@@ -232,11 +216,10 @@ pub(super) fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Res
         // Resumed: git runs there through the git directory hank finds, never its `.git`;
         // the task's own repository is kept (its commits are the task's), or made.
         let repo = pin(paths, &wt)?;
-        if repo.task().agent.is_none() {
+        if repo.agent.is_none() {
             agent_repo(&repo)?;
         }
-        pin(paths, &wt)?;
-        return Ok(wt);
+        return pin(paths, &wt);
     }
     if let Some(parent) = making.parent() {
         fs::create_dir_all(parent).map_err(|e| HankError::io("create", parent, e))?;
@@ -244,7 +227,7 @@ pub(super) fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Res
     store::write_atomic(&making, b"", false).map_err(|e| HankError::io("write", &making, e))?;
     let branch = format!("hank/{}", spec.slug);
     let exists = git_ok(
-        &paths.root,
+        &paths.checkout(),
         &[
             "rev-parse",
             "-q",
@@ -258,19 +241,18 @@ pub(super) fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Res
         // A half-made add: its folder goes, git forgets it.
         let _ = fs::remove_dir_all(&wt);
         let _admin = admin_lock();
-        let _ = git_ok(&paths.root, &["worktree", "prune"]);
+        let _ = git_ok(&paths.checkout(), &["worktree", "prune"]);
     }
     if half_there || take_spare(paths, &wt)? {
-        pin(paths, &wt)?;
-        reset_worktree(&wt, &branch, exists, into)?;
+        reset_worktree(&pin(paths, &wt)?, &branch, exists, into)?;
     } else {
         add_worktree(paths, &wt, &branch, exists, into)?;
-        pin(paths, &wt)?;
     }
     copy_missing_config(&paths.root, &wt)?;
-    // The agent's own repository, made new for this task (issue 47).
+    // The agent's own repository, made new for this task (issue 47), and the worktree pinned
+    // again with it.
     agent_repo(&pin(paths, &wt)?)?;
-    pin(paths, &wt)?;
+    let task = pin(paths, &wt)?;
     let plan = format!(
         "# Fix plan — task {:?} of a hank fleet\n\n{}",
         spec.name, spec.section
@@ -279,7 +261,7 @@ pub(super) fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Res
     store::write_atomic(&path, plan.as_bytes(), false)
         .map_err(|e| HankError::io("write", path, e))?;
     fs::remove_file(&making).map_err(|e| HankError::io("remove", &making, e))?;
-    Ok(wt)
+    Ok(task)
 }
 
 /// A new worktree at `wt` on `branch` (made from `into` when it does not exist yet).
@@ -295,28 +277,22 @@ fn add_worktree(paths: &Paths, wt: &Path, branch: &str, exists: bool, into: &str
     };
     let _admin = admin_lock();
     // A checkout of every file: bounded by [`TREE_GIT_TIMEOUT`].
-    timed(|| crate::git::run_git_for(&paths.root, &add, TREE_GIT_TIMEOUT)).map_err(|e| {
-        HankError::Internal(format!(
-            "git {} in {}: {e}",
-            add.join(" "),
-            paths.root.display()
-        ))
-    })?;
+    tree_git(&paths.checkout(), &add)
+        .map_err(|e| HankError::Internal(e.context(&add, &paths.root)))?;
     Ok(())
 }
 
 /// A reused (or half-made) worktree at the task's start: `branch` checked out (made from
 /// `into` when it does not exist), every other file removed.
-fn reset_worktree(wt: &Path, branch: &str, exists: bool, into: &str) -> Result<()> {
+fn reset_worktree(wt: &TaskWorktree, branch: &str, exists: bool, into: &str) -> Result<()> {
+    let at = wt.checkout();
     let checkout: Vec<&str> = if exists {
         vec!["checkout", "-q", "-f", branch]
     } else {
         vec!["checkout", "-q", "-f", "-B", branch, into]
     };
     for args in [checkout, vec!["clean", "-q", "-ffdx"]] {
-        timed(|| crate::git::run_git_for(wt, &args, TREE_GIT_TIMEOUT)).map_err(|e| {
-            HankError::Internal(format!("git {} in {}: {e}", args.join(" "), wt.display()))
-        })?;
+        tree_git(&at, &args).map_err(|e| HankError::Internal(e.context(&args, at.dir())))?;
     }
     Ok(())
 }
@@ -334,12 +310,12 @@ fn take_spare(paths: &Paths, wt: &Path) -> Result<bool> {
     for e in entries.flatten() {
         let (from, to) = (e.path(), wt.to_string_lossy().into_owned());
         let from_s = from.to_string_lossy().into_owned();
-        if git_ok(&paths.root, &["worktree", "move", &from_s, &to])? {
+        if git_ok(&paths.checkout(), &["worktree", "move", &from_s, &to])? {
             return Ok(true);
         }
         // Not a worktree git knows (any more): it goes.
         let _ = fs::remove_dir_all(&from);
-        let _ = git_ok(&paths.root, &["worktree", "prune"]);
+        let _ = git_ok(&paths.checkout(), &["worktree", "prune"]);
     }
     Ok(false)
 }
@@ -361,16 +337,18 @@ pub(super) fn retire_worktree(paths: &Paths, wt: &Path) {
     // Detached by writing HEAD (a `checkout --detach` would read every file of the tree);
     // the task's own repository deleted, the `.git` file git's own again (a spare carries no
     // task's repository).
-    let moved = pin(paths, wt).is_ok_and(|r| crate::git::agent_repo::release(&r).is_ok())
-        && git(wt, &["rev-parse", "-q", "--verify", "HEAD"]).is_ok_and(|head| {
-            let head = String::from_utf8_lossy(&head).trim().to_string();
-            git_ok(wt, &["update-ref", "--no-deref", "HEAD", &head]).unwrap_or(false)
-        })
-        && fs::create_dir_all(&dir).is_ok()
+    let moved = pin(paths, wt).is_ok_and(|r| {
+        let at = r.checkout();
+        crate::git::agent_repo::release(&r).is_ok()
+            && git(&at, &["rev-parse", "-q", "--verify", "HEAD"]).is_ok_and(|head| {
+                let head = String::from_utf8_lossy(&head).trim().to_string();
+                git_ok(&at, &["update-ref", "--no-deref", "HEAD", &head]).unwrap_or(false)
+            })
+    }) && fs::create_dir_all(&dir).is_ok()
         && {
             let (from, to) = (wt.to_string_lossy(), to.to_string_lossy());
             let _admin = admin_lock();
-            git_ok(&paths.root, &["worktree", "move", &from, &to]).unwrap_or(false)
+            git_ok(&paths.checkout(), &["worktree", "move", &from, &to]).unwrap_or(false)
         };
     if !moved {
         remove_worktree(paths, wt);
@@ -421,19 +399,26 @@ fn delete_side_by_side(paths: &Paths, spares: &[PathBuf]) {
         }
     });
     let _admin = admin_lock();
-    let _ = git_ok(&paths.root, &["worktree", "prune"]);
+    let _ = git_ok(&paths.checkout(), &["worktree", "prune"]);
 }
 
-/// Opens the task worktree `wt` from the checkout's own records ([`Repo::task_worktree`]):
-/// every later git command of the fleet in `wt` uses that git directory.
-pub(super) fn pin(paths: &Paths, wt: &Path) -> Result<Repo> {
-    Repo::task_worktree(&paths.root, wt)
+/// Opens the task worktree `wt` from the checkout's own records ([`TaskWorktree::pin`]): the
+/// handle every git command of the fleet in `wt` goes through.
+pub(super) fn pin(paths: &Paths, wt: &Path) -> Result<TaskWorktree> {
+    TaskWorktree::pin(&paths.root, wt)
         .map_err(|e| HankError::Internal(format!("the worktree {}: {e}", wt.display())))
+}
+
+/// The integration worktree opened from the checkout's own records ([`Integration::pin`]).
+pub(super) fn integration(paths: &Paths) -> Result<Integration> {
+    let int = paths.integration();
+    Integration::pin(&paths.root, &int)
+        .map_err(|e| HankError::Internal(format!("the worktree {}: {e}", int.display())))
 }
 
 /// Makes the task agent's own repository in the pinned worktree `repo`
 /// ([`crate::git::agent_repo::make`]); the caller pins the worktree again.
-pub(super) fn agent_repo(repo: &Repo) -> Result<()> {
+pub(super) fn agent_repo(repo: &TaskWorktree) -> Result<()> {
     crate::git::agent_repo::make(repo).map(|_| ()).map_err(|e| {
         HankError::Internal(format!(
             "the task's own repository in {}: {e}",
@@ -452,19 +437,11 @@ pub(super) fn remove_worktree(paths: &Paths, wt: &Path) {
     // A deletion of every file: bounded by [`TREE_GIT_TIMEOUT`], not the usual minute (at
     // 100,000 files on a loaded machine it took longer, and the fallback below then deleted
     // the tree in hank's own process).
-    if timed(|| {
-        crate::git::run_git_for(
-            &paths.root,
-            &["worktree", "remove", "--force", &wt_s],
-            TREE_GIT_TIMEOUT,
-        )
-    })
-    .is_ok()
-    {
+    if tree_git(&paths.checkout(), &["worktree", "remove", "--force", &wt_s]).is_ok() {
         return;
     }
     let _ = fs::remove_dir_all(wt);
-    let _ = git_ok(&paths.root, &["worktree", "prune"]);
+    let _ = git_ok(&paths.checkout(), &["worktree", "prune"]);
 }
 
 /// Held while a worktree is added, removed or pruned: git reads every worktree's admin folder

@@ -26,7 +26,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{GIT_TIMEOUT, GitError, Repo, run_git, small_file};
+use super::{Checkout, GitError, TaskWorktree, small_file};
 
 /// The agent's own git dir, in the worktree's admin dir.
 pub const AGENT_DIR: &str = "agent";
@@ -52,8 +52,9 @@ fn write(path: &Path, bytes: &[u8]) -> Result<(), GitError> {
 }
 
 /// The text of `git ARGS` in `dir` (trimmed), `None` when it fails.
-fn answer(dir: &Path, args: &[&str]) -> Option<String> {
-    run_git(dir, args)
+fn answer(at: &Checkout, args: &[&str]) -> Option<String> {
+    at.git()
+        .read(args)
         .ok()
         .map(|o| String::from_utf8_lossy(&o).trim().to_string())
         .filter(|t| !t.is_empty())
@@ -78,7 +79,7 @@ const COPIED_KEYS: &str =
 /// P's `config`: a repository of its own (no `commondir`, no `worktree`) with the few keys of
 /// the user's effective configuration [`COPIED_KEYS`] names (read through hank's view of the
 /// worktree `wt`), written by hank.
-fn agent_config(wt: &Path) -> String {
+fn agent_config(wt: &Checkout) -> String {
     let mut core =
         String::from("\trepositoryformatversion = 0\n\tbare = false\n\tlogallrefupdates = true\n");
     let mut user = String::new();
@@ -111,8 +112,8 @@ fn agent_config(wt: &Path) -> String {
 ///
 /// # Errors
 /// A file cannot be written, or git cannot read the checkout's refs.
-pub fn make(repo: &Repo) -> Result<PathBuf, GitError> {
-    let t = repo.task();
+pub fn make(repo: &TaskWorktree) -> Result<PathBuf, GitError> {
+    let t = repo;
     let p = t.admin.join(AGENT_DIR);
     if std::fs::symlink_metadata(&p).is_ok() {
         std::fs::remove_dir_all(&p).map_err(|e| io("remove", &p, &e))?;
@@ -131,22 +132,19 @@ pub fn make(repo: &Repo) -> Result<PathBuf, GitError> {
         .ok_or_else(|| GitError::Output(format!("no HEAD in {}", t.admin.display())))?;
     write(&p.join("HEAD"), &head)?;
     // The user's branches and tags, as facts: a copy the agent may change for itself.
-    let refs = run_git(
-        &t.common,
-        &[
-            "for-each-ref",
-            "--format=%(objectname) %(refname)",
-            "refs/heads",
-            "refs/tags",
-        ],
-    )?;
+    let refs = Checkout::at(&t.common).git().read(&[
+        "for-each-ref",
+        "--format=%(objectname) %(refname)",
+        "refs/heads",
+        "refs/tags",
+    ])?;
     write(&p.join("packed-refs"), &refs)?;
     // The task's branch as a loose ref too (its tip as hank's view has it).
     if let Some(branch) = String::from_utf8_lossy(&head)
         .trim()
         .strip_prefix("ref: ")
         .map(str::to_string)
-        && let Some(tip) = answer(&repo.work_tree, &["rev-parse", "-q", "--verify", "HEAD"])
+        && let Some(tip) = answer(&repo.checkout(), &["rev-parse", "-q", "--verify", "HEAD"])
     {
         let path = p.join(&branch);
         if branch.starts_with("refs/heads/") && !branch.contains("..") {
@@ -156,7 +154,7 @@ pub fn make(repo: &Repo) -> Result<PathBuf, GitError> {
             write(&path, format!("{tip}\n").as_bytes())?;
         }
     }
-    write(&p.join("config"), agent_config(&repo.work_tree).as_bytes())?;
+    write(&p.join("config"), agent_config(&repo.checkout()).as_bytes())?;
     write(
         &p.join("objects/info/alternates"),
         alternates_text(&t.common).as_bytes(),
@@ -195,8 +193,8 @@ fn point_dot_git(wt: &Path, text: &[u8]) -> Result<(), GitError> {
 ///
 /// # Errors
 /// The `.git` file cannot be written.
-pub fn release(repo: &Repo) -> Result<(), GitError> {
-    let t = repo.task();
+pub fn release(repo: &TaskWorktree) -> Result<(), GitError> {
+    let t = repo;
     let p = t.admin.join(AGENT_DIR);
     if std::fs::symlink_metadata(&p).is_ok() {
         std::fs::remove_dir_all(&p).map_err(|e| io("remove", &p, &e))?;
@@ -264,8 +262,8 @@ fn irregular_object_file(objects: &Path) -> Option<PathBuf> {
 ///
 /// # Errors
 /// git cannot run.
-pub fn import(repo: &Repo) -> Result<std::result::Result<(), String>, GitError> {
-    let t = repo.task();
+pub fn import(repo: &TaskWorktree) -> Result<std::result::Result<(), String>, GitError> {
+    let t = repo;
     let Some(p) = &t.agent else {
         return Ok(Ok(()));
     };
@@ -299,7 +297,11 @@ pub fn import(repo: &Repo) -> Result<std::result::Result<(), String>, GitError> 
             p.display()
         )));
     };
-    let old = answer(&t.common, &["rev-parse", "-q", "--verify", branch]).unwrap_or_default();
+    let old = answer(
+        &Checkout::at(&t.common),
+        &["rev-parse", "-q", "--verify", branch],
+    )
+    .unwrap_or_default();
     if tip == old {
         return Ok(Ok(()));
     }
@@ -314,30 +316,24 @@ pub fn import(repo: &Repo) -> Result<std::result::Result<(), String>, GitError> 
     if !old.is_empty() {
         revs.push_str(&format!("^{old}\n"));
     }
-    let pack = super::run_git_io(
-        &t.common,
+    let pack = Checkout::at(&t.common).git().io(
         &["pack-objects", "--revs", "--stdout", "-q"],
         &[("GIT_ALTERNATE_OBJECT_DIRECTORIES", &objects)],
         revs.as_bytes(),
-        GIT_TIMEOUT,
     );
     let Ok(pack) = pack else {
         return Ok(Err(format!(
             "the task's commits ({short} at {tip}) cannot be read from its repository: not imported"
         )));
     };
-    super::run_git_io(
-        &t.common,
-        &["index-pack", "--stdin", "--fix-thin"],
-        &[],
-        &pack,
-        GIT_TIMEOUT,
-    )?;
+    Checkout::at(&t.common)
+        .git()
+        .io(&["index-pack", "--stdin", "--fix-thin"], &[], &pack)?;
     let mut check = vec!["rev-list", "--objects", "--quiet", tip.as_str()];
     if !old.is_empty() {
         check.extend(["--not", old.as_str()]);
     }
-    if run_git(&t.common, &check).is_err() {
+    if Checkout::at(&t.common).git().read(&check).is_err() {
         return Ok(Err(format!(
             "the task's commits ({short} at {tip}) are incomplete: not imported"
         )));
@@ -355,18 +351,20 @@ pub fn import(repo: &Repo) -> Result<std::result::Result<(), String>, GitError> 
     } else {
         old.as_str()
     });
-    run_git(&t.common, &update)?;
+    Checkout::at(&t.common).git().read(&update)?;
     // hank's index follows the branch (unmerged entries dropped: the agent resolved them).
-    run_git(&repo.work_tree, &["read-tree", "--reset", "HEAD"])?;
+    repo.checkout()
+        .git()
+        .read(&["read-tree", "--reset", "HEAD"])?;
     // A merge hank handed back that the agent committed is over.
     let merge_head = t.admin.join("MERGE_HEAD");
     if let Some(m) = small_file(&merge_head) {
         let m = String::from_utf8_lossy(&m).trim().to_string();
-        if run_git(
-            &repo.work_tree,
-            &["merge-base", "--is-ancestor", m.as_str(), "HEAD"],
-        )
-        .is_ok()
+        if repo
+            .checkout()
+            .git()
+            .read(&["merge-base", "--is-ancestor", m.as_str(), "HEAD"])
+            .is_ok()
         {
             for f in ["MERGE_HEAD", "MERGE_MSG", "MERGE_MODE", "AUTO_MERGE"] {
                 let _ = std::fs::remove_file(t.admin.join(f));

@@ -5,10 +5,9 @@
 //! repository has none, the user's hooks only when [`Hooks::Run`] — and say whether something
 //! was committed.
 
-use std::path::Path;
 use std::time::Duration;
 
-use super::{GIT_TIMEOUT, GitRun, Hooks, git_run_with};
+use super::{Checkout, GIT_TIMEOUT, GitRun, Hooks};
 use crate::error::{HankError, Result};
 
 /// hank's runtime files (the `.gitignore` entries hank writes): never committed.
@@ -63,17 +62,15 @@ pub struct Committed {
     pub refused: Option<String>,
 }
 
-fn run(dir: &Path, args: &[&str], timeout: Duration, hooks: Hooks) -> Result<GitRun> {
-    git_run_with(dir, args, None, timeout, hooks).map_err(|e| {
-        HankError::Tool(format!(
-            "`git {}` in {}: {e}",
-            args.join(" "),
-            dir.display()
-        ))
-    })
+fn run(dir: &Checkout, args: &[&str], timeout: Duration, hooks: Hooks) -> Result<GitRun> {
+    dir.git()
+        .timeout(timeout)
+        .hooks(hooks)
+        .act(args)
+        .map_err(|e| HankError::Tool(e.context(args, dir.dir())))
 }
 
-fn ok(dir: &Path, args: &[&str]) -> Result<GitRun> {
+fn ok(dir: &Checkout, args: &[&str]) -> Result<GitRun> {
     let r = run(dir, args, GIT_TIMEOUT, Hooks::Off)?;
     if r.success {
         Ok(r)
@@ -81,7 +78,7 @@ fn ok(dir: &Path, args: &[&str]) -> Result<GitRun> {
         Err(HankError::Tool(format!(
             "`git {}` failed in {}: {}",
             args.join(" "),
-            dir.display(),
+            dir.dir().display(),
             crate::sanitize::line(r.stderr.trim())
         )))
     }
@@ -91,23 +88,23 @@ fn ok(dir: &Path, args: &[&str]) -> Result<GitRun> {
 /// (even where `.gitignore` does not list them), the task's plan when asked, and files that
 /// look like secrets — `.env`, private keys… — (they stay in the working tree, named in
 /// [`Committed::secrets_skipped`]). A merge in progress is committed even when it stages
-/// nothing new. Without `user.email` in the repository's configuration the commit is hank's
-/// (`hank <hank@localhost>`). A commit a hook refused is [`Committed::refused`] with the
+/// nothing new. Without an identity in git's configuration the commit is hank's
+/// ([`Checkout::identity_args`]). A commit a hook refused is [`Committed::refused`] with the
 /// hook's output. HEAD is not checked here: the callers check the branch they expect.
 ///
 /// # Errors
 /// git cannot run, or staging/unstaging failed (then nothing was committed).
-pub fn commit_all(dir: &Path, c: &CommitAll<'_>) -> Result<Committed> {
+pub fn commit_all(dir: &Checkout, c: &CommitAll<'_>) -> Result<Committed> {
     // A fleet task's agent committed in its own repository: its commits come in first
     // (hank moves the branch), or nothing is committed.
-    if let Some(repo) = super::Repo::pinned(dir) {
-        match super::agent_repo::import(&repo) {
+    if let Some(task) = dir.task() {
+        match super::agent_repo::import(task) {
             Ok(Ok(())) => {}
             Ok(Err(why)) => return Err(HankError::Tool(why)),
             Err(e) => {
                 return Err(HankError::Tool(format!(
                     "the task's commits in {}: {e}",
-                    dir.display()
+                    dir.dir().display()
                 )));
             }
         }
@@ -116,7 +113,7 @@ pub fn commit_all(dir: &Path, c: &CommitAll<'_>) -> Result<Committed> {
     if !r.success {
         return Err(HankError::Tool(format!(
             "`git add` failed in {}: {}",
-            dir.display(),
+            dir.dir().display(),
             crate::sanitize::line(r.stderr.trim())
         )));
     }
@@ -155,11 +152,7 @@ pub fn commit_all(dir: &Path, c: &CommitAll<'_>) -> Result<Committed> {
             refused: None,
         });
     }
-    let has_identity = run(dir, &["config", "user.email"], GIT_TIMEOUT, Hooks::Off)?.success;
-    let mut args: Vec<&str> = Vec::new();
-    if !has_identity {
-        args.extend(super::IDENTITY_ARGS);
-    }
+    let mut args = dir.identity_args();
     args.extend(["commit", "--quiet"]);
     if c.hooks == Hooks::Off {
         args.push("--no-verify");
@@ -189,7 +182,7 @@ pub fn tail_chars(output: &str) -> String {
 /// The index's changes from HEAD after a `git add`: (deleted, path) for every path staged
 /// in `dir`'s folder, relative to it (as the project names its files, and as a literal
 /// pathspec given in `dir` names them).
-fn staged_changes(dir: &Path) -> Result<Vec<(bool, String)>> {
+fn staged_changes(dir: &Checkout) -> Result<Vec<(bool, String)>> {
     let out = ok(
         dir,
         &[
@@ -214,7 +207,7 @@ fn staged_changes(dir: &Path) -> Result<Vec<(bool, String)>> {
 ///
 /// # Errors
 /// git cannot run or the reset failed (then nothing may be committed).
-fn unstage(dir: &Path, paths: &[String]) -> Result<()> {
+fn unstage(dir: &Checkout, paths: &[String]) -> Result<()> {
     for chunk in paths.chunks(500) {
         let specs: Vec<String> = chunk.iter().map(|p| format!(":(literal){p}")).collect();
         let mut args = vec!["reset", "--quiet", "--"];
@@ -229,13 +222,13 @@ fn unstage(dir: &Path, paths: &[String]) -> Result<()> {
 ///
 /// # Errors
 /// git cannot run, or the files could not be taken out (then nothing may be committed).
-pub fn unstage_secrets(dir: &Path) -> Result<Vec<String>> {
+pub fn unstage_secrets(dir: &Checkout) -> Result<Vec<String>> {
     let listing = staged_changes(dir)?;
     unstage_secrets_of(dir, &listing)
 }
 
 /// [`unstage_secrets`] over the staged changes already listed.
-fn unstage_secrets_of(dir: &Path, listing: &[(bool, String)]) -> Result<Vec<String>> {
+fn unstage_secrets_of(dir: &Checkout, listing: &[(bool, String)]) -> Result<Vec<String>> {
     let secrets: Vec<String> = listing
         .iter()
         .filter(|(deleted, p)| !deleted && crate::policy::secrets::looks_like_secret(p))
@@ -291,6 +284,7 @@ fn segment_matches(pattern: &str, text: &str) -> bool {
 mod tests {
     use super::*;
     use crate::git::git_in;
+    use std::path::Path;
 
     fn repo() -> tempfile::TempDir {
         let d = tempfile::tempdir().unwrap();
@@ -303,7 +297,7 @@ mod tests {
 
     fn commit(dir: &Path, leave_plan: bool) -> Committed {
         commit_all(
-            dir,
+            &Checkout::at(dir),
             &CommitAll {
                 message: "work",
                 hooks: Hooks::Off,
@@ -316,7 +310,7 @@ mod tests {
 
     fn committed_files(dir: &Path) -> String {
         let r = run(
-            dir,
+            &Checkout::at(dir),
             &["show", "--name-only", "--format=", "HEAD"],
             GIT_TIMEOUT,
             Hooks::Off,
@@ -362,10 +356,22 @@ mod tests {
         let p = d.path();
         std::fs::write(p.join("c.txt"), "c\n").unwrap();
         assert!(commit(p, false).made);
-        let r = run(p, &["log", "-1", "--format=%ae"], GIT_TIMEOUT, Hooks::Off).unwrap();
+        let r = run(
+            &Checkout::at(p),
+            &["log", "-1", "--format=%ae"],
+            GIT_TIMEOUT,
+            Hooks::Off,
+        )
+        .unwrap();
         // git_in commits with its own -c identity; the repository has none configured
         // unless the user's global configuration gives one.
-        let global = run(p, &["config", "user.email"], GIT_TIMEOUT, Hooks::Off).unwrap();
+        let global = run(
+            &Checkout::at(p),
+            &["config", "user.email"],
+            GIT_TIMEOUT,
+            Hooks::Off,
+        )
+        .unwrap();
         let want = if global.success {
             global.stdout.trim().to_string()
         } else {
@@ -418,12 +424,19 @@ mod tests {
         let globs = runtime_globs();
         let mut args = vec!["ls-files", "-z", "--"];
         args.extend(globs.iter().map(String::as_str));
-        let by_git = run(p, &args, GIT_TIMEOUT, Hooks::Off).unwrap().stdout;
-        let mut by_git: Vec<&str> = by_git.split('\0').filter(|s| !s.is_empty()).collect();
-        by_git.sort_unstable();
-        let all = run(p, &["ls-files", "-z"], GIT_TIMEOUT, Hooks::Off)
+        let by_git = run(&Checkout::at(p), &args, GIT_TIMEOUT, Hooks::Off)
             .unwrap()
             .stdout;
+        let mut by_git: Vec<&str> = by_git.split('\0').filter(|s| !s.is_empty()).collect();
+        by_git.sort_unstable();
+        let all = run(
+            &Checkout::at(p),
+            &["ls-files", "-z"],
+            GIT_TIMEOUT,
+            Hooks::Off,
+        )
+        .unwrap()
+        .stdout;
         let mut in_process: Vec<&str> = all
             .split('\0')
             .filter(|s| !s.is_empty() && is_runtime_path(s))
@@ -470,7 +483,7 @@ mod tests {
         assert_eq!(committed_files(p).trim(), "c.txt");
         // Nothing of hank's is left staged either.
         let r = run(
-            p,
+            &Checkout::at(p),
             &["diff", "--cached", "--name-only"],
             GIT_TIMEOUT,
             Hooks::Off,

@@ -47,7 +47,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
-use super::{GitError, filter_driver, git_plain, submodule_configs};
+use super::{Checkout, GitError, filter_driver, git_plain, submodule_configs};
 
 /// A listing with a file changed less than this long before it is used once, not kept.
 pub(super) const RACY: Duration = Duration::from_secs(2);
@@ -196,17 +196,18 @@ static CACHE: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
 
 /// The filter driver names to switch off for a git command in `dir` (see the module doc).
 pub(super) fn names(
-    dir: &Path,
+    at: &Checkout,
     timeout: Duration,
     ceiling: Option<&Path>,
 ) -> Result<Vec<String>, GitError> {
-    let subs = submodule_configs(dir);
+    let dir = at.dir();
+    let subs = submodule_configs(at);
     let env = env_key();
     if let Some(names) = cached(dir, ceiling, &env, &subs) {
         return Ok(names);
     }
-    let Some((names, watched)) = fill(dir, timeout, ceiling, &subs)? else {
-        return active_listing(dir, timeout, ceiling, &subs);
+    let Some((names, watched)) = fill(at, timeout, ceiling, &subs)? else {
+        return active_listing(at, timeout, ceiling, &subs);
     };
     if let Some(watched) = watched {
         let mut cache = CACHE
@@ -261,7 +262,7 @@ fn cached(
 /// it runs is seen at the next call.
 #[allow(clippy::type_complexity)]
 fn fill(
-    dir: &Path,
+    at: &Checkout,
     timeout: Duration,
     ceiling: Option<&Path>,
     subs: &[PathBuf],
@@ -274,18 +275,18 @@ fn fill(
         "--git-common-dir",
         "--show-toplevel",
     ];
-    let out = match git_plain(dir, &[], &args, timeout, ceiling) {
+    let out = match git_plain(at, &[], &args, timeout, ceiling) {
         Ok(out) => out,
         Err(GitError::Failed(_) | GitError::Output(_)) => return Ok(None),
         Err(e) => return Err(e),
     };
-    let Some(mut watch) = candidates(dir, &out) else {
+    let Some(mut watch) = candidates(at.dir(), &out) else {
         return Ok(None);
     };
     watch.extend(subs.iter().map(|p| normal(p)));
     for _ in 0..4 {
         let stamps: Option<Vec<Watched>> = watch.iter().map(|p| Watched::take(p, since)).collect();
-        let Some((names, files)) = list_all(dir, timeout, ceiling, subs)? else {
+        let Some((names, files)) = list_all(at, timeout, ceiling, subs)? else {
             return Ok(None);
         };
         let new: Vec<PathBuf> = files.into_iter().filter(|f| !watch.contains(f)).collect();
@@ -409,7 +410,7 @@ impl Found {
 /// include target (whatever its condition), and every file they came from or name.
 #[allow(clippy::type_complexity)]
 fn list_all(
-    dir: &Path,
+    at: &Checkout,
     timeout: Duration,
     ceiling: Option<&Path>,
     subs: &[PathBuf],
@@ -421,10 +422,10 @@ fn list_all(
     };
     found.files = found.queue.iter().map(|(p, _)| p.clone()).collect();
     let standard = ["config", "--no-includes", "-z", "--show-origin", "--list"];
-    let Some(out) = listed(git_plain(dir, &[], &standard, timeout, ceiling))? else {
+    let Some(out) = listed(git_plain(at, &[], &standard, timeout, ceiling))? else {
         return Ok(None);
     };
-    if !found.absorb(&out, dir, home.as_deref(), 0)? {
+    if !found.absorb(&out, at.dir(), home.as_deref(), 0)? {
         return Ok(None);
     }
     while let Some((file, depth)) = found.queue.pop() {
@@ -451,10 +452,10 @@ fn list_all(
             "--show-origin",
             "--list",
         ];
-        let Some(out) = listed(git_plain(dir, &[], &args, timeout, ceiling))? else {
+        let Some(out) = listed(git_plain(at, &[], &args, timeout, ceiling))? else {
             return Ok(None);
         };
-        if !found.absorb(&out, dir, home.as_deref(), depth)? {
+        if !found.absorb(&out, at.dir(), home.as_deref(), depth)? {
             return Ok(None);
         }
     }
@@ -475,7 +476,7 @@ fn listed(r: Result<Vec<u8>, GitError>) -> Result<Option<Vec<u8>>, GitError> {
 /// The listing of before, with git's own include rules (on every call): the standard
 /// sequence, then each submodule configuration file with its includes.
 fn active_listing(
-    dir: &Path,
+    at: &Checkout,
     timeout: Duration,
     ceiling: Option<&Path>,
     subs: &[PathBuf],
@@ -490,7 +491,7 @@ fn active_listing(
         Ok(())
     };
     let args = ["config", "-z", "--name-only", "--get-regexp", "^filter\\."];
-    match git_plain(dir, &[], &args, timeout, ceiling) {
+    match git_plain(at, &[], &args, timeout, ceiling) {
         Ok(out) => add(&out)?,
         // `git config --get-regexp` exits 1 when nothing matches.
         Err(GitError::Failed(s)) if s.code() == Some(1) => {}
@@ -510,7 +511,7 @@ fn active_listing(
             "--get-regexp",
             "^filter\\.",
         ];
-        match git_plain(dir, &[], &args, timeout, ceiling) {
+        match git_plain(at, &[], &args, timeout, ceiling) {
             Ok(out) => add(&out)?,
             Err(GitError::Failed(s)) if s.code() == Some(1) => {}
             Err(e) => return Err(e),
@@ -633,11 +634,12 @@ mod tests {
         let dir = tmp.path().join("r");
         std::fs::create_dir_all(&dir).unwrap();
         git_in(&dir, &["init", "-q"]);
-        let t = crate::worktree::GIT_TIMEOUT;
-        let subs = submodule_configs(&dir);
+        let t = crate::git::GIT_TIMEOUT;
+        let at = Checkout::at(&dir);
+        let subs = submodule_configs(&at);
         let env = env_key();
         // Just written (racy): kept with the bytes of the racy files.
-        assert_eq!(names(&dir, t, None).unwrap(), Vec::<String>::new());
+        assert_eq!(names(&at, t, None).unwrap(), Vec::<String>::new());
         assert_eq!(cached(&dir, None, &env, &subs), Some(vec![]));
         {
             let cache = CACHE.lock().unwrap();
@@ -665,7 +667,7 @@ mod tests {
         assert_eq!(cached(&dir, None, &env, &subs), None);
         std::fs::write(&config, &text).unwrap();
         std::thread::sleep(RACY + Duration::from_millis(100));
-        assert!(names(&dir, t, None).unwrap().is_empty());
+        assert!(names(&at, t, None).unwrap().is_empty());
         assert_eq!(cached(&dir, None, &env, &subs), Some(vec![]));
         // An include of a file that does not exist yet, a conditional one that is off.
         append(
@@ -674,15 +676,15 @@ mod tests {
         );
         assert_eq!(cached(&dir, None, &env, &subs), None);
         std::fs::write(dir.join("b.cfg"), "[filter \"off-now\"]\n\tclean = x\n").unwrap();
-        assert_eq!(names(&dir, t, None).unwrap(), vec!["off-now".to_string()]);
+        assert_eq!(names(&at, t, None).unwrap(), vec!["off-now".to_string()]);
         std::thread::sleep(RACY + Duration::from_millis(100));
-        assert_eq!(names(&dir, t, None).unwrap(), vec!["off-now".to_string()]);
+        assert_eq!(names(&at, t, None).unwrap(), vec!["off-now".to_string()]);
         assert!(cached(&dir, None, &env, &subs).is_some());
         // The absent include target appears: the kept listing is dropped.
         std::fs::write(dir.join(".git/a.cfg"), "[filter \"new\"]\n\tsmudge = y\n").unwrap();
         assert_eq!(cached(&dir, None, &env, &subs), None);
         assert_eq!(
-            names(&dir, t, None).unwrap(),
+            names(&at, t, None).unwrap(),
             vec!["new".to_string(), "off-now".to_string()]
         );
         // Something it does not resolve: listed git's way on every call, never kept.
@@ -692,7 +694,7 @@ mod tests {
         );
         std::thread::sleep(RACY + Duration::from_millis(100));
         assert_eq!(
-            names(&dir, t, None).unwrap(),
+            names(&at, t, None).unwrap(),
             vec!["new".to_string()],
             "git's own include rules (the onbranch include is off)"
         );

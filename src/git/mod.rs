@@ -6,7 +6,40 @@
 //! ([`snapshot`]) and the files of the commits a loop made ([`odb`]: objects, packs, the tree
 //! diff); git runs for it only where they say `Unreadable`. Nothing else starts git
 //! (`tests/integration/architecture.rs` fails on `Cmd::new("git")` or
-//! `which("git")` anywhere else).
+//! `which("git")` anywhere else, and on a free entry function outside the handles).
+//!
+//! # The handles: which to use when
+//!
+//! Git runs only through a handle, which carries where it runs (the paths as hank recorded
+//! them) and gives a [`Git`] command builder with its policy: the environment (the reading
+//! git's minimal one, or the acting git's with the user's credentials), hooks
+//! ([`Hooks::Off`] unless [`Git::hooks`] says [`Hooks::Run`]) and the timeout
+//! ([`GIT_TIMEOUT`] unless [`Git::timeout`] says otherwise).
+//!
+//! - [`Checkout`] — a repository directory: the user's checkout, `hank run`'s project, any
+//!   folder in a repository. [`Checkout::at`] gives the task this process is the worker of
+//!   when the folder is its worktree ([`TaskWorktree::pin_from_env`], set once at the worker's
+//!   start), else the folder as given. Its methods read facts hank needs once
+//!   ([`Checkout::head_branch`], [`Checkout::expect_branch`], [`Checkout::identity_args`],
+//!   [`Checkout::reader_dirs`], [`Checkout::worktree_tree`], [`Checkout::diff_trees`]).
+//! - [`TaskWorktree`] — a fleet task's worktree as hank pinned it ([`TaskWorktree::pin`]):
+//!   carried by value by whoever works in it (the supervisor's task jobs, the worker), never
+//!   looked up in a registry; [`TaskWorktree::checkout`] runs git through its recorded git
+//!   dirs; [`TaskWorktree::tampered`] says whether a recorded file changed;
+//!   [`TaskWorktree::agent_git_rules`] gives the sandbox the agent's git folders.
+//! - [`Integration`] — the fleet's integration worktree, pinned the same way.
+//! - [`Git`] — one command: [`Git::read`] (the reading git: nothing the repository configures
+//!   runs, no credentials), [`Git::answer`] (a failing exit that is an answer),
+//!   [`Git::read_unfiltered`] (commands that read no work tree), [`Git::act`] /
+//!   [`Git::act_input`] / [`Git::out`] (the acting git: delivery, the state refs, setup's and
+//!   an import's commit).
+//!
+//! One mapping of git's outcome to errors: [`GitError`] (a reading git's failing exit is
+//! [`GitError::Failed`]; an acting git's is an answer, [`GitRun`], until
+//! [`GitRun::checked`] makes it [`GitError::Refused`]; [`GitError::context`] names the
+//! command and the folder; `From<GitError>` for `crate::error::HankError`). One identity
+//! fallback ([`IDENTITY_ARGS`], through [`Checkout::identity_args`]); one branch check
+//! ([`Checkout::expect_branch`], [`GitError::OffBranch`]).
 //!
 //! # The rule: git run by hank runs no program the repository configures
 //!
@@ -14,34 +47,36 @@
 //! writable by the agent, so every git hank starts has, on its command line: hooks off
 //! (`core.hooksPath=/dev/null`), every filter driver's `clean`/`smudge`/`process` emptied
 //! (named from a `git config` listing, `filters`), no fsmonitor, no external diff, no pager;
-//! textconv is never asked for (the one patch read, the reviewer's [`diff_trees`], passes
-//! `--no-textconv --no-ext-diff`) and aliases never used (hank names
-//! built-in commands only). The one exception is delivery's commit and push ([`Hooks::Run`]):
-//! the user's pre-commit/pre-push hooks and filters (LFS) run only when the project's
-//! configuration is approved (`crate::approval::unapproved` is empty); anything else passes
-//! [`Hooks::Off`].
+//! textconv is never asked for (the one patch read, the reviewer's
+//! [`Checkout::diff_trees`], passes `--no-textconv --no-ext-diff`) and aliases never used
+//! (hank names built-in commands only). The one exception is delivery's commit and push
+//! ([`Hooks::Run`]): the user's pre-commit/pre-push hooks and filters (LFS) run only when the
+//! project's configuration is approved (`crate::approval::unapproved` is empty); anything else
+//! passes [`Hooks::Off`].
 //!
 //! # Which repository
 //!
-//! A task worktree of `hank fleet` is opened from paths hank knows ([`Repo::task_worktree`]):
+//! A task worktree of `hank fleet` is opened from paths hank knows ([`TaskWorktree::pin`]):
 //! its git directory is found in the checkout's common directory (`worktrees/*/gitdir` naming
-//! the worktree), and every git command in it then runs as `git --git-dir=<that>
-//! --work-tree=<wt>` with `GIT_COMMON_DIR` set, never through the worktree's `.git` file,
-//! which the agent can rewrite, nor a `commondir`. The agent itself commits in a repository of
-//! its own ([`agent_repo`]), which hank's git never runs in; hank imports its commits.
-//! Commits check that HEAD is the branch hank expects ([`Repo::expect_branch`]).
+//! the worktree), and every git command through its handle then runs as `git
+//! --git-dir=<that> --work-tree=<wt>` with `GIT_COMMON_DIR` set, never through the worktree's
+//! `.git` file, which the agent can rewrite, nor a `commondir`. The agent itself commits in a
+//! repository of its own ([`agent_repo`]), which hank's git never runs in; hank imports its
+//! commits. Commits check that HEAD is the branch hank expects ([`Checkout::expect_branch`]).
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::Duration;
 
 pub mod agent_repo;
 pub mod commit;
 mod filters;
+mod handle;
 pub mod ignore;
 pub mod index;
 pub mod odb;
 pub mod snapshot;
+
+pub use handle::{Checkout, Git, Integration, TASK_CHECKOUT_ENV, TaskWorktree};
 
 /// Longest a git command may run before it is killed (with its process group) and the
 /// answer falls back to the walk.
@@ -78,32 +113,6 @@ pub enum Hooks {
     Off,
 }
 
-/// Work trees hank pinned ([`Repo::task_worktree`]): what it recorded of each at the pin,
-/// frozen; git runs in them with `--git-dir`/`--work-tree` and `GIT_COMMON_DIR`, never through
-/// their `.git` file or their git dir's `commondir`.
-static PINNED: Mutex<Vec<TaskGit>> = Mutex::new(Vec::new());
-
-/// A fleet task's worktree as hank recorded it when it pinned it (never read again from what
-/// the agent can write): the sandbox's git rules of the task's agent, the git dir hank's own
-/// git uses, and the files whose change stops the task ([`TaskGit::tampered`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TaskGit {
-    /// The work tree as named, and resolved.
-    pub work_tree: PathBuf,
-    pub resolved: PathBuf,
-    /// The worktree's git dir in the checkout's records (`<common>/worktrees/<id>`): hank's
-    /// own view of the task (its HEAD, index, merge state); never writable by the agent.
-    pub admin: PathBuf,
-    /// The checkout's common git dir (objects, refs, config), resolved.
-    pub common: PathBuf,
-    /// The agent's own repository ([`agent_repo`]: `<admin>/agent`), when hank made one.
-    pub agent: Option<PathBuf>,
-    /// What the worktree's `.git` file must hold.
-    pub dot_git: Vec<u8>,
-    /// The admin dir's `gitdir` and `commondir` as recorded.
-    pub admin_files: Vec<(PathBuf, Option<Vec<u8>>)>,
-}
-
 /// Most bytes of a `.git` file or a git dir's small files hank reads.
 const SMALL_FILE: u64 = 4096;
 
@@ -111,289 +120,6 @@ const SMALL_FILE: u64 = 4096;
 /// a regular file).
 fn small_file(path: &Path) -> Option<Vec<u8>> {
     crate::fsread::read(path, SMALL_FILE, crate::fsread::Follow::No).ok()
-}
-
-impl TaskGit {
-    /// Whether `dir` names this work tree.
-    fn names(&self, dir: &Path) -> bool {
-        self.work_tree == dir
-            || self.resolved == dir
-            || std::fs::canonicalize(dir).is_ok_and(|c| c == self.resolved)
-    }
-
-    /// The first recorded file that changed since the pin, and how: the worktree's `.git`
-    /// file, the admin dir's `gitdir` or `commondir`, a `commondir` or another alternates
-    /// file planted in the agent's repository. `None`: all as recorded.
-    #[must_use]
-    pub fn tampered(&self) -> Option<(PathBuf, String)> {
-        let dot = self.work_tree.join(".git");
-        if small_file(&dot).as_deref() != Some(self.dot_git.as_slice()) {
-            return Some((
-                dot,
-                format!(
-                    "the worktree's .git file no longer holds what hank wrote ({})",
-                    String::from_utf8_lossy(&self.dot_git).trim()
-                ),
-            ));
-        }
-        for (path, bytes) in &self.admin_files {
-            if small_file(path) != *bytes {
-                return Some((path.clone(), "changed in the checkout's records".into()));
-            }
-        }
-        if let Some(p) = &self.agent {
-            let commondir = p.join("commondir");
-            if std::fs::symlink_metadata(&commondir).is_ok() {
-                return Some((
-                    commondir,
-                    "a commondir was planted in the task's own repository".into(),
-                ));
-            }
-            let alternates = p.join("objects/info/alternates");
-            if small_file(&alternates).as_deref()
-                != Some(agent_repo::alternates_text(&self.common).as_bytes())
-            {
-                return Some((
-                    alternates,
-                    "the alternates of the task's own repository changed".into(),
-                ));
-            }
-        }
-        None
-    }
-}
-
-/// What hank recorded of the pinned work tree `dir`, if it pinned it.
-#[must_use]
-pub fn task_git(dir: &Path) -> Option<TaskGit> {
-    let pinned = PINNED
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    pinned.iter().find(|t| t.names(dir)).cloned()
-}
-
-/// `--git-dir=… --work-tree=…` for a pinned work tree, nothing otherwise.
-fn pinned_args(dir: &Path) -> Vec<String> {
-    let pinned = PINNED
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    pinned
-        .iter()
-        .find(|t| t.work_tree == dir || t.resolved == dir)
-        .map(|t| {
-            vec![
-                format!("--git-dir={}", t.admin.display()),
-                format!("--work-tree={}", t.work_tree.display()),
-            ]
-        })
-        .unwrap_or_default()
-}
-
-/// `GIT_COMMON_DIR` for a pinned work tree (the common dir hank recorded: the admin dir's
-/// `commondir` is not what git's configuration is read from), nothing otherwise.
-fn pinned_env(dir: &Path) -> Vec<(&'static str, PathBuf)> {
-    let pinned = PINNED
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    pinned
-        .iter()
-        .find(|t| t.work_tree == dir || t.resolved == dir)
-        .map(|t| vec![("GIT_COMMON_DIR", t.common.clone())])
-        .unwrap_or_default()
-}
-
-/// Set by `hank fleet` on a task's worker: the checkout the task's worktree belongs to
-/// ([`Repo::pin_task_worktree_from_env`]). Removed from the agent's environment.
-pub const TASK_CHECKOUT_ENV: &str = "HANK_TASK_CHECKOUT";
-
-/// The git directory hank pinned for the work tree `dir` in this process
-/// ([`Repo::task_worktree`]; in a fleet task's worker, at its start from the checkout in
-/// [`TASK_CHECKOUT_ENV`]), if any, and its common directory as recorded: the in-process reader
-/// ([`snapshot`]) uses them instead of the worktree's `.git` file and any `commondir`. For a
-/// task with its own repository ([`agent_repo`]) that is the agent's view (its HEAD, index and
-/// commits; the checkout's objects through the recorded alternates).
-#[must_use]
-pub fn pinned_git_dir(dir: &Path) -> Option<(PathBuf, PathBuf)> {
-    task_git(dir).map(|t| match t.agent {
-        Some(p) => (p.clone(), p),
-        None => (t.admin, t.common),
-    })
-}
-
-/// A repository opened from paths hank recorded itself.
-#[derive(Debug, Clone)]
-pub struct Repo {
-    work_tree: PathBuf,
-    git_dir: PathBuf,
-    task: TaskGit,
-}
-
-impl Repo {
-    /// The linked worktree `wt` of the checkout `root`: its git directory is the one of
-    /// `<common>/worktrees/*` whose `gitdir` file names `<wt>/.git` (written by `git worktree
-    /// add`, outside the worktree); from now on every git command hank runs in `wt` uses it
-    /// (`--git-dir`, `--work-tree`, `GIT_COMMON_DIR`), whatever the worktree's `.git` file
-    /// says. What it finds is recorded ([`TaskGit`]) and frozen for this process: the agent's
-    /// own repository (`<admin>/agent`, made by hank, [`agent_repo`]) when there is one, and
-    /// what the worktree's `.git` file must hold (`gitdir: <agent repository>`, else what it
-    /// holds now).
-    ///
-    /// # Errors
-    /// The checkout's common directory cannot be read, or no worktree of it is `wt`.
-    pub fn task_worktree(root: &Path, wt: &Path) -> Result<Repo, GitError> {
-        let out = run_git(
-            root,
-            &["rev-parse", "--path-format=absolute", "--git-common-dir"],
-        )?;
-        let common = PathBuf::from(String::from_utf8_lossy(&out).trim());
-        let common = std::fs::canonicalize(&common).unwrap_or(common);
-        let want = std::fs::canonicalize(wt)
-            .map_err(|e| GitError::Output(format!("cannot resolve {}: {e}", wt.display())))?;
-        let admin = common.join("worktrees");
-        let entries = std::fs::read_dir(&admin)
-            .map_err(|e| GitError::Output(format!("cannot read {}: {e}", admin.display())))?;
-        let mut found = None;
-        for e in entries.flatten() {
-            let gitdir = e.path().join("gitdir");
-            if std::fs::symlink_metadata(&gitdir).is_ok_and(|m| m.is_file())
-                && let Ok(text) = std::fs::read_to_string(&gitdir)
-                && let named = Path::new(text.trim())
-                && named.file_name() == Some(std::ffi::OsStr::new(".git"))
-                && named
-                    .parent()
-                    .and_then(|p| std::fs::canonicalize(p).ok())
-                    .is_some_and(|p| p == want)
-            {
-                found = Some(e.path());
-                break;
-            }
-        }
-        let git_dir = found.ok_or_else(|| {
-            GitError::Output(format!(
-                "{} is not a worktree of {} (no {}/*/gitdir names it)",
-                wt.display(),
-                root.display(),
-                admin.display()
-            ))
-        })?;
-        let agent = git_dir.join(agent_repo::AGENT_DIR);
-        let agent = std::fs::symlink_metadata(&agent)
-            .is_ok_and(|m| m.is_dir())
-            .then_some(agent);
-        let dot_git = match &agent {
-            Some(p) => agent_repo::dot_git_text(p).into_bytes(),
-            None => small_file(&wt.join(".git")).unwrap_or_default(),
-        };
-        let admin_files = ["gitdir", "commondir"]
-            .iter()
-            .map(|f| git_dir.join(f))
-            .map(|f| {
-                let bytes = small_file(&f);
-                (f, bytes)
-            })
-            .collect();
-        let task = TaskGit {
-            work_tree: wt.to_path_buf(),
-            resolved: want.clone(),
-            admin: git_dir.clone(),
-            common,
-            agent,
-            dot_git,
-            admin_files,
-        };
-        // The agent's git rules, from this record only (issue 47).
-        let (read, write) = match &task.agent {
-            Some(p) => (vec![task.common.join("objects")], vec![p.clone()]),
-            None => (vec![task.common.clone()], Vec::new()),
-        };
-        crate::sandbox::record_git_rules(&[wt.to_path_buf(), want.clone()], read, write);
-        let mut pinned = PINNED
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        pinned.retain(|t| t.work_tree != wt && t.resolved != want);
-        pinned.push(task.clone());
-        Ok(Repo {
-            work_tree: wt.to_path_buf(),
-            git_dir,
-            task,
-        })
-    }
-
-    /// The work tree `dir` as pinned in this process, if it is.
-    #[must_use]
-    pub fn pinned(dir: &Path) -> Option<Repo> {
-        task_git(dir).map(|task| Repo {
-            work_tree: task.work_tree.clone(),
-            git_dir: task.admin.clone(),
-            task,
-        })
-    }
-
-    /// What hank recorded of this work tree.
-    #[must_use]
-    pub fn task(&self) -> &TaskGit {
-        &self.task
-    }
-
-    /// The work tree.
-    #[must_use]
-    pub fn work_tree(&self) -> &Path {
-        &self.work_tree
-    }
-
-    /// In a fleet task's worker (`hank run` started by the supervisor in the task's worktree,
-    /// told the checkout in [`TASK_CHECKOUT_ENV`]): pins `dir`'s git directory from the
-    /// checkout's records ([`Repo::task_worktree`]) so that progress and every other git call
-    /// of this process read the task's own repository, never through the worktree's `.git`
-    /// file. `Ok(None)` outside a fleet.
-    ///
-    /// # Errors
-    /// `dir` is not a worktree the checkout records (the worktree's `.git` file, or the
-    /// checkout, is not what the fleet made).
-    pub fn pin_task_worktree_from_env(dir: &Path) -> Result<Option<Repo>, GitError> {
-        let Some(checkout) = std::env::var_os(TASK_CHECKOUT_ENV) else {
-            return Ok(None);
-        };
-        let repo = Repo::task_worktree(Path::new(&checkout), dir)?;
-        if let Some((file, what)) = repo.task.tampered() {
-            return Err(GitError::Output(format!("{}: {what}", file.display())));
-        }
-        Ok(Some(repo))
-    }
-
-    /// The git directory hank uses for this work tree.
-    #[must_use]
-    pub fn git_dir(&self) -> &Path {
-        &self.git_dir
-    }
-
-    /// The branch HEAD is on (`None` when detached), read from the pinned git directory.
-    ///
-    /// # Errors
-    /// git cannot run.
-    pub fn head_branch(&self) -> Result<Option<String>, GitError> {
-        match run_git(&self.work_tree, &["symbolic-ref", "--quiet", "HEAD"]) {
-            Ok(out) => Ok(Some(String::from_utf8_lossy(&out).trim().to_string())
-                .map(|r| r.strip_prefix("refs/heads/").unwrap_or(&r).to_string())),
-            Err(GitError::Failed(_)) => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// `Ok` when HEAD is on `branch`; else an error naming both (the agent switched it).
-    ///
-    /// # Errors
-    /// HEAD is on another branch or detached, or git cannot run.
-    pub fn expect_branch(&self, branch: &str) -> Result<(), GitError> {
-        match self.head_branch()? {
-            Some(b) if b == branch => Ok(()),
-            other => Err(GitError::Output(format!(
-                "HEAD of {} is {} instead of the branch hank made for it, {branch}: refused",
-                self.work_tree.display(),
-                other.map_or("detached".to_string(), |b| format!("on {b}")),
-            ))),
-        }
-    }
 }
 
 /// `git --version`'s answer (for `hank doctor`), `None` when git cannot run.
@@ -425,6 +151,31 @@ pub enum GitError {
     Failed(std::process::ExitStatus),
     /// Its output could not be read or is not what was asked for.
     Output(String),
+    /// An acting git ([`Git::act`]) exited unsuccessfully: its exit code and its stderr on one
+    /// line ([`GitRun::checked`]).
+    Refused { code: Option<i32>, stderr: String },
+    /// HEAD is not on the branch hank made for the work ([`Checkout::expect_branch`]): the
+    /// agent switched it; `head` is `None` when detached.
+    OffBranch {
+        dir: PathBuf,
+        head: Option<String>,
+        want: String,
+    },
+}
+
+impl From<GitError> for crate::error::HankError {
+    fn from(e: GitError) -> Self {
+        crate::error::HankError::Tool(e.to_string())
+    }
+}
+
+impl GitError {
+    /// The error with the command and where it ran: "`git ARGS` in DIR: …" (the one wording
+    /// of hank's git errors).
+    #[must_use]
+    pub fn context(&self, args: &[&str], dir: &Path) -> String {
+        format!("`git {}` in {}: {self}", args.join(" "), dir.display())
+    }
 }
 
 impl From<crate::proc::RunError> for GitError {
@@ -446,6 +197,17 @@ impl std::fmt::Display for GitError {
             GitError::Interrupted => write!(f, "git was stopped: hank was interrupted"),
             GitError::Failed(s) => write!(f, "git failed ({s})"),
             GitError::Output(e) => write!(f, "unexpected git output: {e}"),
+            GitError::Refused { code, stderr } => match code {
+                Some(c) => write!(f, "git failed (exit {c}): {stderr}"),
+                None => write!(f, "git failed (killed by a signal): {stderr}"),
+            },
+            GitError::OffBranch { dir, head, want } => write!(
+                f,
+                "HEAD of {} is {} instead of the branch hank made for it, {want}: refused",
+                dir.display(),
+                head.as_ref()
+                    .map_or("detached".to_string(), |b| format!("on {b}")),
+            ),
         }
     }
 }
@@ -507,95 +269,6 @@ pub(crate) const NO_PROGRAMS: [&str; 12] = [
     "merge.verifySignatures=false",
 ];
 
-/// Runs `git ARGS` in `dir` with nothing of the repository's configuration that runs a
-/// program: each filter driver the configuration defines (listed by `git config`, which runs
-/// no filter, and kept while no configuration file changes: [`filters`]) runs with its
-/// `clean`, `smudge` and `process` emptied and `required=false` on the command line (so a
-/// file under a filter is compared as it is on disk), plus [`GIT_SAFE_CONFIG`]. See
-/// [`git_plain`] for the rest.
-pub(crate) fn git(
-    dir: &Path,
-    args: &[&str],
-    timeout: Duration,
-    ceiling: Option<&Path>,
-) -> Result<Vec<u8>, GitError> {
-    let names = filters::names(dir, timeout, ceiling)?;
-    let overrides = filter_overrides(&names);
-    git_plain(dir, &overrides, args, timeout, ceiling)
-}
-
-/// Runs `git ARGS` in `dir` the hardened way of the module's private `git` (nothing the repository configures
-/// runs; bounded by [`GIT_TIMEOUT`]; ends on a signal) and returns its stdout: for `hank
-/// fleet`'s worktrees, commits and merges.
-pub fn run_git(dir: &Path, args: &[&str]) -> Result<Vec<u8>, GitError> {
-    git(dir, args, GIT_TIMEOUT, None)
-}
-
-/// [`run_git`] bounded by `timeout` instead of [`GIT_TIMEOUT`]: for the commands whose work
-/// grows with the tree (`hank fleet`'s `git worktree add` / `remove`: a checkout or a deletion
-/// of every file).
-pub fn run_git_for(dir: &Path, args: &[&str], timeout: Duration) -> Result<Vec<u8>, GitError> {
-    git(dir, args, timeout, None)
-}
-
-/// The whole work tree of `dir` as a git tree object: what `git add -A` would stage (tracked
-/// and untracked files, ignored ones left out), written through a temporary index at
-/// `tmp_index` (removed after) so that the user's index and HEAD are untouched. The objects
-/// it writes are loose objects `git gc` removes. For the reviewer's diff of a run
-/// (`REVIEW_AGENT`): what changed since the run's start, commits or not. `None`-like errors:
-/// not a repository.
-pub fn worktree_tree(dir: &Path, tmp_index: &Path) -> Result<String, GitError> {
-    let names = filters::names(dir, GIT_TIMEOUT, None)?;
-    let overrides = filter_overrides(&names);
-    let run =
-        |args: &[&str]| git_plain_env(dir, &overrides, args, (GIT_TIMEOUT, None), Some(tmp_index));
-    let _ = std::fs::remove_file(tmp_index);
-    // Start from HEAD's tree (none in a repository without a commit), then the work tree.
-    let out = run(&["read-tree", "HEAD"])
-        .or_else(|_| run(&["read-tree", "--empty"]))
-        .and_then(|_| run(&["add", "-A", "--", "."]))
-        .and_then(|_| run(&["write-tree"]));
-    let _ = std::fs::remove_file(tmp_index);
-    let id = String::from_utf8_lossy(&out?).trim().to_owned();
-    if id.len() >= 40 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
-        Ok(id)
-    } else {
-        Err(GitError::Output(format!("write-tree printed `{id}`")))
-    }
-}
-
-/// The stat and the patch between two trees of `dir` (`git diff --stat`, `git diff`), as
-/// text (invalid UTF-8 replaced).
-pub fn diff_trees(dir: &Path, from: &str, to: &str) -> Result<(String, String), GitError> {
-    let stat = run_git(
-        dir,
-        &[
-            "diff",
-            "--no-color",
-            "--no-ext-diff",
-            "--no-textconv",
-            "--stat=200",
-            from,
-            to,
-        ],
-    )?;
-    let patch = run_git(
-        dir,
-        &[
-            "diff",
-            "--no-color",
-            "--no-ext-diff",
-            "--no-textconv",
-            from,
-            to,
-        ],
-    )?;
-    Ok((
-        String::from_utf8_lossy(&stat).into_owned(),
-        String::from_utf8_lossy(&patch).into_owned(),
-    ))
-}
-
 /// Most submodule configuration files looked at (a bound on a planted tree).
 const MAX_SUBMODULE_CONFIGS: usize = 256;
 
@@ -603,25 +276,17 @@ const MAX_SUBMODULE_CONFIGS: usize = 256;
 /// and `config.worktree` under its (common) git directory's `modules/`, and the `.git/config`
 /// of each `path` of its `.gitmodules` that has a `.git` directory of its own. Found by
 /// looking at files only (no git spawn); none when the repository has no submodules.
-pub(crate) fn submodule_configs(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn submodule_configs(at: &Checkout) -> Vec<PathBuf> {
+    let dir = at.dir();
     // The repository: a task worktree's as hank recorded it, else the nearest `.git` (a
     // directory, or a file `gitdir: …`) above `dir`.
-    let pinned = task_git(dir).map(|t| (t.work_tree, t.common));
+    let pinned = at.task().map(|t| (t.work_tree.clone(), t.common.clone()));
     let found = pinned.or_else(|| {
-        let (top, git_dir) = dir.ancestors().find_map(|d| {
-            let dot = d.join(".git");
-            let meta = std::fs::symlink_metadata(&dot).ok()?;
-            if meta.is_dir() {
-                return Some((d.to_path_buf(), dot));
-            }
-            let text = std::fs::read_to_string(&dot).ok()?;
-            let target = text.trim().strip_prefix("gitdir:")?.trim();
-            Some((d.to_path_buf(), d.join(target)))
-        })?;
-        let common = std::fs::read_to_string(git_dir.join("commondir"))
-            .ok()
-            .map_or_else(|| git_dir.clone(), |c| git_dir.join(c.trim()));
-        Some((top, common))
+        dir.ancestors().find_map(|d| {
+            Checkout::at(d)
+                .git_dirs()
+                .map(|(_, common)| (d.to_path_buf(), common))
+        })
     });
     let Some((top, common)) = found else {
         return Vec::new();
@@ -698,57 +363,45 @@ pub(crate) fn filter_overrides(names: &[String]) -> Vec<String> {
     out
 }
 
-/// Runs `git [SAFE CONFIG] [EXTRA] ARGS` in `dir` (no shell, stdin closed, stderr discarded,
+/// Runs `git [SAFE CONFIG] [EXTRA] ARGS` in `at` (no shell, stdin closed, stderr discarded,
 /// its own process group, a minimal environment: [`GIT_ENV_KEPT`] minus secret names, C
 /// locale, no optional index write so hank never takes `index.lock` from under the user, no
 /// terminal prompt) and returns its stdout. It ends — the whole process group killed — past
 /// `timeout` ([`GitError::Timeout`]) or once hank has received SIGINT, SIGTERM or SIGHUP
-/// ([`GitError::Interrupted`], see [`crate::agent::signals::received`]); and once git has exited, hank stops reading its stdout even
-/// when another process (one git started in its own session) still holds the pipe open.
-pub(crate) fn git_plain(
-    dir: &Path,
+/// ([`GitError::Interrupted`], see [`crate::agent::signals::received`]); and once git has
+/// exited, hank stops reading its stdout even when another process (one git started in its
+/// own session) still holds the pipe open. No filter driver is switched off here (the
+/// listing of them, [`filters`], and progress's reads that run none use it; [`Git::read`]
+/// adds the overrides).
+fn git_plain(
+    at: &Checkout,
     extra: &[String],
     args: &[&str],
     timeout: Duration,
     ceiling: Option<&Path>,
 ) -> Result<Vec<u8>, GitError> {
-    git_plain_env(dir, extra, args, (timeout, ceiling), None)
+    plain(at, extra, args, (timeout, ceiling), None).and_then(succeeded)
 }
 
-/// [`git_plain`] with `GIT_INDEX_FILE` set to `index` (a temporary index: the user's is never
-/// touched).
-fn git_plain_env(
-    dir: &Path,
-    extra: &[String],
-    args: &[&str],
-    limits: (Duration, Option<&Path>),
-    index: Option<&Path>,
-) -> Result<Vec<u8>, GitError> {
-    let (status, stdout) = git_plain_answer(dir, extra, args, limits, index)?;
-    if !status.success() {
-        return Err(GitError::Failed(status));
+/// The one place a reading git's exit becomes an error ([`GitError::Failed`]).
+fn succeeded((status, stdout): (std::process::ExitStatus, Vec<u8>)) -> Result<Vec<u8>, GitError> {
+    if status.success() {
+        Ok(stdout)
+    } else {
+        Err(GitError::Failed(status))
     }
-    Ok(stdout)
 }
 
-/// [`run_git`] for a command whose failing exit is an answer with output (`git merge-tree
-/// --write-tree` exits 1 on conflicts and names them on stdout): its exit code (`None` when
-/// a signal ended it) and stdout, whatever the code.
-pub fn run_git_answer(dir: &Path, args: &[&str]) -> Result<(Option<i32>, Vec<u8>), GitError> {
-    let names = filters::names(dir, GIT_TIMEOUT, None)?;
-    let overrides = filter_overrides(&names);
-    let (status, stdout) = git_plain_answer(dir, &overrides, args, (GIT_TIMEOUT, None), None)?;
-    Ok((status.code(), stdout))
-}
-
-fn git_plain_answer(
-    dir: &Path,
+/// [`git_plain`]'s run: its exit status and stdout, whatever the status; `index` as
+/// `GIT_INDEX_FILE` (a temporary index: the user's is never touched).
+fn plain(
+    at: &Checkout,
     extra: &[String],
     args: &[&str],
     (timeout, ceiling): (Duration, Option<&Path>),
     index: Option<&Path>,
 ) -> Result<(std::process::ExitStatus, Vec<u8>), GitError> {
-    let mut cmd = hardened(dir, extra, args);
+    let mut cmd = hardened(at, extra, args);
     if let Some(c) = ceiling {
         cmd = cmd.env("GIT_CEILING_DIRECTORIES", c);
     }
@@ -771,19 +424,17 @@ fn git_plain_answer(
     Ok((done.status, done.stdout))
 }
 
-/// `git ARGS` in `dir` as [`run_git`] runs it (nothing the repository configures runs, a
-/// minimal environment, bounded by `timeout`, ends on a signal), with `env` added and `input`
-/// on its stdin: its stdout, bytes as they are. For the import of a task's commits
-/// ([`agent_repo::import`]: `git pack-objects` with the agent's objects as an alternate).
-pub(crate) fn run_git_io(
-    dir: &Path,
+/// `git ARGS` in `at` as [`Git::read`] runs it, with `env` added and `input` on its stdin
+/// ([`Git::io`]).
+fn io(
+    at: &Checkout,
     args: &[&str],
     env: &[(&str, &Path)],
     input: &[u8],
     timeout: Duration,
 ) -> Result<Vec<u8>, GitError> {
-    let overrides = filter_overrides(&filters::names(dir, timeout, None)?);
-    let mut cmd = hardened(dir, &overrides, args);
+    let overrides = filter_overrides(&filters::names(at, timeout, None)?);
+    let mut cmd = hardened(at, &overrides, args);
     for (k, v) in env {
         cmd = cmd.env(k, v);
     }
@@ -800,25 +451,22 @@ pub(crate) fn run_git_io(
             "stdout held open after git exited".to_string(),
         ));
     }
-    if !done.status.success() {
-        return Err(GitError::Failed(done.status));
-    }
-    Ok(done.stdout)
+    succeeded((done.status, done.stdout))
 }
 
-/// The reading git of [`git_plain`] and [`run_git_io`]: `git --no-pager` with the pinned git
-/// dir, [`GIT_SAFE_CONFIG`], [`NO_PROGRAMS`], `extra` and `args`, in `dir`, with a minimal
+/// The reading git of [`git_plain`] and [`Git::io`]: `git --no-pager` with the pinned git
+/// dir, [`GIT_SAFE_CONFIG`], [`NO_PROGRAMS`], `extra` and `args`, in `at`, with a minimal
 /// environment ([`GIT_ENV_KEPT`] minus secret names, C locale, no optional locks, no terminal
 /// prompt, the pinned common dir).
-fn hardened(dir: &Path, extra: &[String], args: &[&str]) -> crate::proc::Cmd {
+fn hardened(at: &Checkout, extra: &[String], args: &[&str]) -> crate::proc::Cmd {
     let mut cmd = crate::proc::Cmd::new("git")
         .arg("--no-pager")
-        .args(pinned_args(dir))
+        .args(at.pin_args())
         .args(GIT_SAFE_CONFIG)
         .args(NO_PROGRAMS)
         .args(extra)
         .args(args)
-        .cwd(dir)
+        .cwd(at.dir())
         .env_clear();
     for var in GIT_ENV_KEPT {
         if crate::agent::redact::is_secret_name(var) {
@@ -832,7 +480,7 @@ fn hardened(dir: &Path, extra: &[String], args: &[&str]) -> crate::proc::Cmd {
         .env("LC_ALL", "C")
         .env("GIT_OPTIONAL_LOCKS", "0")
         .env("GIT_TERMINAL_PROMPT", "0");
-    for (k, v) in pinned_env(dir) {
+    if let Some((k, v)) = at.pin_env() {
         cmd = cmd.env(k, v);
     }
     cmd
@@ -852,55 +500,35 @@ pub struct GitRun {
     pub stderr: String,
 }
 
+impl GitRun {
+    /// The run when git succeeded, else [`GitError::Refused`] with its exit code and its stderr
+    /// on one line (sanitized): the one place an acting git's failure becomes an error.
+    ///
+    /// # Errors
+    /// git exited unsuccessfully.
+    pub fn checked(self) -> Result<GitRun, GitError> {
+        if self.success {
+            return Ok(self);
+        }
+        Err(GitError::Refused {
+            code: self.code,
+            stderr: crate::sanitize::line(self.stderr.trim()),
+        })
+    }
+}
+
 /// Most bytes kept of a delivery git command's stdout and stderr each.
 pub const GIT_OUTPUT_LIMIT: u64 = 1024 * 1024;
 
-/// Runs `git ARGS` in `dir` for delivery and hank's state refs (switch, add, commit, push)
-/// with the user's environment (credentials, SSH agent, identity) but none of the
-/// repository's hooks or filters ([`Hooks::Off`]; [`git_run_hooks`] runs them once approved).
-/// Unlike `git_plain`, which reads the tree, this one exists to act. No shell, stdin closed, no pager, no fsmonitor, C locale, no terminal prompt, none
-/// of the `GIT_*` variables that would point git at another repository; its own process
-/// group killed at `timeout` or at hank's first SIGINT/SIGTERM/SIGHUP; stdout and stderr
-/// captured (bounded), so a pre-push hook's output can go back to the agent. A failing exit
-/// is an answer ([`GitRun::success`]), not an error.
-///
-/// # Errors
-/// git cannot be started or ran past `timeout`.
-pub fn git_run(dir: &Path, args: &[&str], timeout: Duration) -> Result<GitRun, GitError> {
-    git_run_with(dir, args, None, timeout, Hooks::Off)
-}
-
-/// [`git_run`] with the user's hooks and filters run when `hooks` is [`Hooks::Run`]: only
-/// delivery's commit and push, and only when the project's configuration is approved (see
-/// the module's rule).
-///
-/// # Errors
-/// git cannot be started or ran past `timeout`.
-pub fn git_run_hooks(
-    dir: &Path,
-    args: &[&str],
-    timeout: Duration,
-    hooks: Hooks,
-) -> Result<GitRun, GitError> {
-    git_run_with(dir, args, None, timeout, hooks)
-}
-
-/// [`git_run`] with `input` written to git's stdin (then closed): the plumbing that reads
-/// its input there (`git mktree`) when hank writes objects of its own (`hank state save`).
-///
-/// # Errors
-/// git cannot be started or ran past `timeout`.
-pub fn git_run_input(
-    dir: &Path,
-    args: &[&str],
-    input: &[u8],
-    timeout: Duration,
-) -> Result<GitRun, GitError> {
-    git_run_with(dir, args, Some(input), timeout, Hooks::Off)
-}
-
-fn git_run_with(
-    dir: &Path,
+/// The acting git of [`Git::act`]: `git ARGS` in `at` for delivery and hank's state refs
+/// (switch, add, commit, push) with the user's environment (credentials, SSH agent,
+/// identity) but none of the repository's hooks or filters unless `hooks` is [`Hooks::Run`].
+/// No shell, stdin closed unless `input`, no pager, no fsmonitor, C locale, no terminal
+/// prompt, none of the `GIT_*` variables that would point git at another repository; its own
+/// process group killed at `timeout` or at hank's first SIGINT/SIGTERM/SIGHUP; stdout and
+/// stderr captured (bounded), so a pre-push hook's output can go back to the agent.
+fn act(
+    at: &Checkout,
     args: &[&str],
     input: Option<&[u8]>,
     timeout: Duration,
@@ -912,7 +540,7 @@ fn git_run_with(
     let off: Vec<String> = match hooks {
         Hooks::Run => Vec::new(),
         Hooks::Off => {
-            let mut off = filter_overrides(&filters::names(dir, timeout, None)?);
+            let mut off = filter_overrides(&filters::names(at, timeout, None)?);
             off.extend(
                 ["core.hooksPath=/dev/null", "diff.external="]
                     .into_iter()
@@ -924,7 +552,7 @@ fn git_run_with(
     };
     let mut cmd = crate::proc::Cmd::new("git")
         .arg("--no-pager")
-        .args(pinned_args(dir))
+        .args(at.pin_args())
         .args(off)
         .args([
             "-c",
@@ -935,7 +563,7 @@ fn git_run_with(
             "core.pager=cat",
         ])
         .args(args)
-        .cwd(dir)
+        .cwd(at.dir())
         .env("LC_ALL", "C")
         .env("GIT_TERMINAL_PROMPT", "0");
     for var in [
@@ -953,7 +581,7 @@ fn git_run_with(
     ] {
         cmd = cmd.env_remove(var);
     }
-    for (k, v) in pinned_env(dir) {
+    if let Some((k, v)) = at.pin_env() {
         cmd = cmd.env(k, v);
     }
     if let Some(bytes) = input {
@@ -1036,23 +664,58 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
         let (hook_ran, filter_ran) = planted(dir);
-        let add = git_run(dir, &["add", "-A"], GIT_TIMEOUT).unwrap();
+        let at = Checkout::at(dir);
+        let add = at.git().act(&["add", "-A"]).unwrap();
         assert!(add.success, "{}", add.stderr);
         let mut commit = IDENT.to_vec();
         commit.extend(["commit", "-q", "-m", "x"]);
-        let r = git_run(dir, &commit, GIT_TIMEOUT).unwrap();
+        let r = at.git().act(&commit).unwrap();
         assert!(r.success, "{}", r.stderr);
         assert!(!hook_ran.exists(), "the pre-commit hook ran");
         assert!(!filter_ran.exists(), "the clean filter ran");
         // Approved (Hooks::Run): the user's own hook and filter run, as their git would.
         std::fs::write(dir.join("b.txt"), "b\n").unwrap();
-        let add = git_run_hooks(dir, &["add", "-A"], GIT_TIMEOUT, Hooks::Run).unwrap();
+        let add = at.git().hooks(Hooks::Run).act(&["add", "-A"]).unwrap();
         assert!(add.success, "{}", add.stderr);
-        let r = git_run_hooks(dir, &commit, GIT_TIMEOUT, Hooks::Run).unwrap();
+        let r = at.git().hooks(Hooks::Run).act(&commit).unwrap();
         assert!(r.success, "{}", r.stderr);
         assert!(
             hook_ran.exists() && filter_ran.exists(),
             "the check proves nothing"
+        );
+    }
+
+    /// One mapping of git's outcome: a reading git's failing exit is `Failed`, an acting git's
+    /// is an answer until `checked` makes it `Refused` with its stderr, and `out` names the
+    /// command and the folder.
+    #[test]
+    fn a_failing_git_is_one_error_naming_the_command() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        git_in(dir, &["init", "-q"]);
+        let at = Checkout::at(dir);
+        let args = ["rev-parse", "--verify", "-q", "refs/heads/none"];
+        assert!(matches!(at.git().read(&args), Err(GitError::Failed(_))));
+        let run = at
+            .git()
+            .act(&["rev-parse", "--verify", "refs/heads/none"])
+            .unwrap();
+        assert!(!run.success);
+        let e = run.checked().unwrap_err();
+        assert!(
+            matches!(&e, GitError::Refused { code: Some(128), stderr } if stderr.contains("fatal:")),
+            "{e:?}"
+        );
+        let e = at
+            .git()
+            .out(&["rev-parse", "--verify", "refs/heads/none"])
+            .unwrap_err();
+        let said = e.to_string();
+        assert!(
+            said.contains("`git rev-parse --verify refs/heads/none` in")
+                && said.contains(&dir.display().to_string())
+                && said.contains("exit 128"),
+            "{said}"
         );
     }
 
@@ -1069,7 +732,7 @@ mod tests {
         let wt = tmp.path().join("wt");
         let wt_s = wt.to_string_lossy().into_owned();
         git_in(&root, &["worktree", "add", "-q", "-b", "hank/t", &wt_s]);
-        let repo = Repo::task_worktree(&root, &wt).unwrap();
+        let repo = TaskWorktree::pin(&root, &wt).unwrap();
         assert!(
             repo.git_dir().ends_with("worktrees/wt"),
             "{:?}",
@@ -1081,18 +744,22 @@ mod tests {
             format!("gitdir: {}\n", other.join(".git").display()),
         )
         .unwrap();
-        assert_eq!(repo.head_branch().unwrap().as_deref(), Some("hank/t"));
-        assert!(repo.expect_branch("hank/t").is_ok());
-        let e = repo.expect_branch("hank/u").unwrap_err().to_string();
+        let at = repo.checkout();
+        assert_eq!(at.head_branch().unwrap().as_deref(), Some("hank/t"));
+        assert!(at.expect_branch("hank/t").is_ok());
+        let e = at.expect_branch("hank/u").unwrap_err().to_string();
         assert!(e.contains("on hank/t") && e.contains("hank/u"), "{e}");
+        // Without the handle, the same path is read through its `.git` file: the other
+        // repository (the handle, not a registry, carries the record).
+        assert!(Checkout::at(&wt).task().is_none());
         // The in-process reader of progress uses the pinned git directory too.
-        let layout = snapshot::layout(&wt).unwrap();
+        let layout = snapshot::layout_of(&at).unwrap();
         assert_eq!(
             std::fs::canonicalize(&layout.git_dir).unwrap(),
             std::fs::canonicalize(repo.git_dir()).unwrap()
         );
         // A path that is no worktree of the checkout is refused.
-        assert!(Repo::task_worktree(&root, &other).is_err());
+        assert!(TaskWorktree::pin(&root, &other).is_err());
     }
 
     /// Issue 47: progress reads a fleet task through the agent's own repository, as the agent
@@ -1109,8 +776,8 @@ mod tests {
         git_in(&root, &["add", "base.txt"]);
         git_in(&root, &["commit", "-q", "-m", "root"]);
         let (wt, p) = task_with_agent_repo(tmp.path(), &root);
-        Repo::task_worktree(&root, &wt).unwrap();
-        let layout = snapshot::layout(&wt).unwrap();
+        let at = TaskWorktree::pin(&root, &wt).unwrap().checkout();
+        let layout = snapshot::layout_of(&at).unwrap();
         assert_eq!(layout.git_dir, p);
         let before = snapshot::take(&layout, None).unwrap();
         assert!(before.dirty.is_empty(), "a clean start");
@@ -1119,7 +786,7 @@ mod tests {
         git_in(&wt, &["commit", "-q", "-m", "agent"]);
         // The agent's file and a planted commondir steer nothing.
         std::fs::write(p.join("commondir"), root.join(".git").display().to_string()).unwrap();
-        let layout = snapshot::layout(&wt).unwrap();
+        let layout = snapshot::layout_of(&at).unwrap();
         assert_eq!(layout.common, p);
         let after = snapshot::take(&layout, Some(&before)).unwrap();
         assert_ne!(after.head, before.head);
@@ -1142,7 +809,7 @@ mod tests {
                 &wt.to_string_lossy(),
             ],
         );
-        let repo = Repo::task_worktree(root, &wt).unwrap();
+        let repo = TaskWorktree::pin(root, &wt).unwrap();
         let p = agent_repo::make(&repo).unwrap();
         (wt, p)
     }
@@ -1160,31 +827,35 @@ mod tests {
         git_in(&root, &["init", "-q"]);
         git_in(&root, &["commit", "-q", "--allow-empty", "-m", "root"]);
         let (wt, p) = task_with_agent_repo(tmp.path(), &root);
-        let repo = Repo::task_worktree(&root, &wt).unwrap();
-        let common = repo.task().common.clone();
+        let repo = TaskWorktree::pin(&root, &wt).unwrap();
+        repo.record_for_sandbox();
+        let common = repo.common.clone();
         let want = (vec![common.join("objects")], vec![p.clone()]);
         assert_eq!(worktree_git(&wt), want);
-        assert!(repo.task().tampered().is_none());
+        assert!(repo.tampered().is_none());
         // The agent's own commit lands in P only; hank brings it in.
         std::fs::write(wt.join("a.txt"), "a\n").unwrap();
         git_in(&wt, &["add", "a.txt"]);
         git_in(&wt, &["commit", "-q", "-m", "agent"]);
         assert!(std::fs::read_dir(p.join("objects")).unwrap().count() > 2);
         agent_repo::import(&repo).unwrap().unwrap();
-        let out = crate::git::run_git(&root, &["log", "--format=%s", "hank/t"]).unwrap();
+        let out = Checkout::at(&root)
+            .git()
+            .read(&["log", "--format=%s", "hank/t"])
+            .unwrap();
         assert!(String::from_utf8_lossy(&out).contains("agent"));
         // The `.git` file pointed at HOME: the same rules, and a changed record.
         let home = tmp.path().join("home");
         std::fs::create_dir_all(&home).unwrap();
         std::fs::write(wt.join(".git"), format!("gitdir: {}\n", home.display())).unwrap();
         assert_eq!(worktree_git(&wt), want);
-        let (file, _) = repo.task().tampered().unwrap();
+        let (file, _) = repo.tampered().unwrap();
         assert_eq!(file, wt.join(".git"));
         assert!(agent_repo::import(&repo).unwrap().is_err());
         std::fs::write(wt.join(".git"), agent_repo::dot_git_text(&p)).unwrap();
-        assert!(repo.task().tampered().is_none());
+        assert!(repo.tampered().is_none());
         std::fs::write(p.join("commondir"), home.display().to_string()).unwrap();
-        let (file, _) = repo.task().tampered().unwrap();
+        let (file, _) = repo.tampered().unwrap();
         assert_eq!(file, p.join("commondir"));
         assert_eq!(worktree_git(&wt), want);
     }

@@ -31,7 +31,7 @@
 //! error, and progress falls back to its walk of modification times.
 //!
 //! A fleet task worktree is read through the git directory hank pinned for it
-//! ([`super::Repo::task_worktree`]: the agent's own repository, `super::agent_repo`), never
+//! ([`super::TaskWorktree::pin`]: the agent's own repository, `super::agent_repo`), never
 //! through the worktree's `.git` file or a `commondir`.
 
 use std::ffi::OsStr;
@@ -210,7 +210,7 @@ fn is_git_dir(dir: &Path) -> bool {
     common.join("objects").is_dir() && common.join("refs").is_dir()
 }
 
-fn common_of(git_dir: &Path) -> PathBuf {
+pub(super) fn common_of(git_dir: &Path) -> PathBuf {
     match read_text(&git_dir.join("commondir")) {
         Some(c) => {
             let c = c.trim_end_matches(['\n', '\r']);
@@ -227,7 +227,7 @@ fn common_of(git_dir: &Path) -> PathBuf {
 
 /// The git directory a `.git` entry of `dir` names: the directory itself, or the target of a
 /// `gitdir: …` file. `None` when there is none or it is not a git directory.
-fn dot_git(dir: &Path) -> Option<PathBuf> {
+pub(super) fn dot_git(dir: &Path) -> Option<PathBuf> {
     let dot = dir.join(".git");
     let meta = std::fs::symlink_metadata(&dot).ok()?;
     let git_dir = if meta.is_dir() {
@@ -253,12 +253,28 @@ fn dot_git(dir: &Path) -> Option<PathBuf> {
 /// # Errors
 /// No repository, or one this reader does not handle (a bare one).
 pub fn layout(project: &Path) -> Result<Layout, Unreadable> {
+    layout_of(&super::Checkout::at(project))
+}
+
+/// [`layout`] of a handle: a task's worktree (the handle's, else this worker's task) is read
+/// through the git dirs hank recorded at its pin ([`super::Checkout::reader_dirs`]).
+///
+/// # Errors
+/// As [`layout`].
+pub fn layout_of(at: &super::Checkout) -> Result<Layout, Unreadable> {
+    let project = at.dir();
+    let task = match at.task() {
+        Some(t) => Some(t.checkout()),
+        None => super::TaskWorktree::of_process().map(super::TaskWorktree::checkout),
+    };
     let project = std::fs::canonicalize(project)
         .map_err(|e| Unreadable(format!("{}: {e}", project.display())))?;
     // A pinned work tree's git dir and common dir are what hank recorded (no `commondir`
     // read); any other's are found from its `.git`.
     let found = project.ancestors().find_map(|d| {
-        super::pinned_git_dir(d)
+        task.as_ref()
+            .filter(|t| t.task().is_some_and(|t| t.names(d)))
+            .and_then(super::Checkout::reader_dirs)
             .map(|(g, c)| (d.to_path_buf(), g, Some(c)))
             .or_else(|| dot_git(d).map(|g| (d.to_path_buf(), g, None)))
     });

@@ -6,15 +6,12 @@
 //! `hank <hank@localhost>` when none is configured.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use crate::error::{HankError, Result};
 use crate::exit;
 
 use super::generate::{self, ProjectSpec};
 use super::{SetupArgs, detect};
-
-const GIT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Checks a project name used as a folder name.  **\[pure\]**
 ///
@@ -56,46 +53,20 @@ pub(crate) enum GitOutcome {
     Skipped(String),
 }
 
-fn git_value(dir: &Path, key: &str) -> Option<String> {
-    let out = crate::git::git_run(dir, &["config", "--get", key], GIT_TIMEOUT).ok()?;
-    let v = out.stdout.trim().to_string();
-    (out.success && !v.is_empty()).then_some(v)
-}
-
 fn git_init_and_commit(dir: &Path) -> GitOutcome {
     // Through the git door: nothing the new repository could configure runs.
-    let step = |args: &[&str]| -> std::result::Result<(), String> {
-        match crate::git::git_run(dir, args, GIT_TIMEOUT) {
-            Ok(out) if out.success => Ok(()),
-            Ok(out) => Err(format!(
-                "`git {}` failed: {}",
-                args.first().copied().unwrap_or(""),
-                out.stderr.lines().next().unwrap_or("").trim()
-            )),
-            Err(crate::git::GitError::Spawn(_)) => {
-                Err("git is not on PATH; no repository was created".into())
-            }
-            Err(e) => Err(e.to_string()),
+    let at = crate::git::Checkout::at(dir);
+    let made = at
+        .git()
+        .act(&["init", "-q"])
+        .and_then(crate::git::GitRun::checked)
+        .and_then(|_| at.commit_everything("Set up hank project"));
+    match made {
+        Ok(as_hank) => GitOutcome::Committed { as_hank },
+        Err(crate::git::GitError::Spawn(_)) => {
+            GitOutcome::Skipped("git is not on PATH; no repository was created".into())
         }
-    };
-    if let Err(e) = step(&["init", "-q"]) {
-        return GitOutcome::Skipped(e);
-    }
-    if let Err(e) = step(&["add", "-A"]) {
-        return GitOutcome::Skipped(e);
-    }
-    let has_identity =
-        git_value(dir, "user.name").is_some() && git_value(dir, "user.email").is_some();
-    let mut args: Vec<&str> = Vec::new();
-    if !has_identity {
-        args.extend(crate::git::IDENTITY_ARGS);
-    }
-    args.extend(["commit", "-q", "-m", "Set up hank project"]);
-    match step(&args) {
-        Ok(()) => GitOutcome::Committed {
-            as_hank: !has_identity,
-        },
-        Err(e) => GitOutcome::Skipped(e),
+        Err(e) => GitOutcome::Skipped(e.to_string()),
     }
 }
 

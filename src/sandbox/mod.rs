@@ -871,7 +871,7 @@ fn node_modules_of(dir: &Path) -> Option<PathBuf> {
 /// the agent can write once resolved (issue 47):
 ///
 /// - a fleet task's worktree: the rules hank recorded when it pinned it ([`record_git_rules`],
-///   from `crate::git::Repo::task_worktree`) — write the agent's own repository
+///   from `crate::git::TaskWorktree::agent_git_rules`) — write the agent's own repository
 ///   (`<common>/worktrees/<id>/agent`), read the checkout's objects (its alternate); nothing of
 ///   the user's refs, reflogs, objects, `config`, `hooks/` or `info/`. A pinned worktree hank
 ///   gave no repository of its own gets no git write at all (read: the checkout's git dir).
@@ -914,7 +914,8 @@ static RECORDED: std::sync::Mutex<Vec<(Vec<PathBuf>, GitRules)>> =
 
 /// Records the git rules of a fleet task's work tree known by `names` (its path as named and
 /// resolved): what its agent reads and writes of git, from hank's own record, for every
-/// later call of this process (`crate::git::Repo::task_worktree` calls it at the pin).
+/// later call of this process (`crate::git::TaskWorktree::record_for_sandbox`: a worker at
+/// its start).
 pub fn record_git_rules(names: &[PathBuf], read: Vec<PathBuf>, write: Vec<PathBuf>) {
     let mut recorded = RECORDED
         .lock()

@@ -144,7 +144,8 @@ fn read_small(path: &Path) -> Option<Vec<u8>> {
 impl RepoGuard {
     /// Records the project's `.git` now (the run's start, before any agent ran); `pinned`, the
     /// git directory a fleet task's worker pinned from the checkout's records
-    /// (the git door's `pinned_git_dir`), is taken over the worktree's `.git` file.
+    /// (the git handle's `crate::git::Checkout::reader_dirs`), is taken over the worktree's
+    /// `.git` file.
     #[must_use]
     pub fn record(project: &Path, pinned: Option<PathBuf>) -> Self {
         let dot_git = dot_git_of(project);

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use crate::error::{HankError, Result};
 use crate::policy::tracker::{Claim, ItemKey, TrackerKind, claim_ref};
-use crate::stateref::{Pushed, git, git_stdout, leased_push, push_file};
+use crate::stateref::{Pushed, leased_push, push_file, remote_git};
 
 /// The file in a claim's commit.
 pub const CLAIM_FILE: &str = "claim.json";
@@ -22,7 +22,7 @@ pub const CLAIM_FILE: &str = "claim.json";
 pub fn list(dir: &Path, remote: &str, tracker: TrackerKind) -> Result<BTreeMap<ItemKey, String>> {
     let prefix = format!("refs/hank/claims/{}-", tracker.as_str());
     let pattern = format!("{prefix}*");
-    let out = git_stdout(dir, &["ls-remote", "--refs", "--", remote, &pattern])?;
+    let out = remote_git(dir).out(&["ls-remote", "--refs", "--", remote, &pattern])?;
     Ok(out
         .lines()
         .filter_map(|l| {
@@ -45,18 +45,15 @@ pub fn read(
     oid: &str,
 ) -> Result<Claim> {
     let r = claim_ref(tracker, issue);
-    git_stdout(
-        dir,
-        &[
-            "fetch",
-            "--no-tags",
-            "--no-write-fetch-head",
-            "--",
-            remote,
-            &format!("+{r}:{r}"),
-        ],
-    )?;
-    let text = git_stdout(dir, &["cat-file", "blob", &format!("{oid}:{CLAIM_FILE}")])?;
+    remote_git(dir).out(&[
+        "fetch",
+        "--no-tags",
+        "--no-write-fetch-head",
+        "--",
+        remote,
+        &format!("+{r}:{r}"),
+    ])?;
+    let text = remote_git(dir).out(&["cat-file", "blob", &format!("{oid}:{CLAIM_FILE}")])?;
     serde_json::from_str(&text).map_err(|e| HankError::Unreadable {
         path: format!("{remote} {r}").into(),
         problem: format!("is not a claim: {e}"),
@@ -115,7 +112,7 @@ pub fn release(
     let r = claim_ref(tracker, issue);
     let out = leased_push(dir, remote, &r, expected, None)?;
     if out.success {
-        let _ = git(dir, &["update-ref", "-d", &r]);
+        let _ = remote_git(dir).act(&["update-ref", "-d", &r]);
     }
     Ok(out.success)
 }

@@ -322,3 +322,84 @@ fn git_starts_only_in_the_git_door() {
     let door = std::fs::read_to_string(src.join("git/mod.rs")).unwrap();
     assert!(door.contains("Cmd::new(\"git\")"), "the git door moved?");
 }
+
+/// Git runs through its handles (`crate::git::Checkout`, `TaskWorktree`, `Integration`, each
+/// giving a `Git` command with its environment, hooks and timeout): the git door starts git in
+/// one file (`src/git/mod.rs`), its only free function that runs git is `version`, it keeps
+/// no registry of worktrees looked up by path (a task's record travels with its handle), and
+/// nothing in `src/` calls one of the free entry functions the handles replaced.
+#[test]
+fn git_runs_only_through_its_handles() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut door = Vec::new();
+    rust_files(&src.join("git"), &mut door);
+    assert!(door.len() > 5, "the git door moved?");
+    for f in &door {
+        let rel = f.strip_prefix(&src).unwrap();
+        let text: String = std::fs::read_to_string(f)
+            .unwrap()
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
+        if rel != Path::new("git/mod.rs") {
+            assert!(
+                !text.contains("Cmd::new(\"git\")"),
+                "src/{} starts git: git starts in src/git/mod.rs only, behind the handles",
+                rel.display()
+            );
+        }
+        let code = code_of(f);
+        for line in code.lines() {
+            let line = line.trim_start();
+            assert!(
+                !(line.starts_with("static") || line.starts_with("pub static"))
+                    || !line.contains("Mutex<")
+                    || !(line.contains("TaskWorktree") || line.contains("TaskGit")),
+                "src/{}: `{line}`: a registry of worktrees; a task's record travels with its handle",
+                rel.display()
+            );
+        }
+    }
+    let mod_rs = code_of(&src.join("git/mod.rs"));
+    let free: Vec<&str> = mod_rs
+        .lines()
+        .filter_map(|l| l.strip_prefix("pub fn "))
+        .filter_map(|l| l.split('(').next())
+        .collect();
+    assert_eq!(
+        free,
+        ["version"],
+        "free functions of the git door that run git"
+    );
+    let replaced = [
+        "run_git(",
+        "run_git_for(",
+        "git_run(",
+        "git_run_hooks(",
+        "git_run_input(",
+        "run_git_answer(",
+        "run_git_timed(",
+        "pinned_git_dir(",
+        "task_git(",
+        "PINNED",
+        "Repo::task_worktree",
+        "Repo::pinned",
+    ];
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    for f in files {
+        let text: String = std::fs::read_to_string(&f)
+            .unwrap()
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
+        for old in replaced {
+            assert!(
+                !text.contains(old),
+                "src/{} names `{old}`: git runs through its handles (crate::git::Checkout, \
+                 TaskWorktree, Integration)",
+                f.strip_prefix(&src).unwrap().display()
+            );
+        }
+    }
+}

@@ -30,7 +30,7 @@ impl Rng {
 }
 
 fn git_out(dir: &Path, args: &[&str]) -> Vec<u8> {
-    let out = crate::git::git_plain(dir, &[], args, crate::git::GIT_TIMEOUT, None);
+    let out = crate::git::Checkout::at(dir).git().read_unfiltered(args);
     out.unwrap_or_else(|e| panic!("git {args:?}: {e}"))
 }
 

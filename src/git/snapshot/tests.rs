@@ -39,7 +39,7 @@ impl Rng {
 }
 
 fn git_out(dir: &Path, args: &[&str]) -> Vec<u8> {
-    let out = crate::git::git_plain(dir, &[], args, crate::git::GIT_TIMEOUT, None);
+    let out = crate::git::Checkout::at(dir).git().read_unfiltered(args);
     out.unwrap_or_else(|e| panic!("git {args:?}: {e}"))
 }
 
@@ -125,13 +125,10 @@ fn contents(d: &Path, work: &BTreeSet<String>) -> BTreeMap<String, Vec<u8>> {
 }
 
 fn head_hex(d: &Path) -> Option<String> {
-    let out = crate::git::git_plain(
-        d,
-        &[],
-        &["rev-parse", "-q", "--verify", "HEAD"],
-        crate::git::GIT_TIMEOUT,
-        None,
-    );
+    let out =
+        crate::git::Checkout::at(d)
+            .git()
+            .read_unfiltered(&["rev-parse", "-q", "--verify", "HEAD"]);
     out.ok()
         .map(|o| String::from_utf8_lossy(&o).trim().to_string())
 }

@@ -60,32 +60,12 @@ pub(super) fn write_scaffold(dir: &Path, spec: &ProjectSpec) -> Result<Vec<Strin
 /// `git add -A` and a commit of the import, with hank's identity when the user has none.
 pub(super) fn commit_import(dir: &Path, doc_name: &str) -> std::result::Result<(), String> {
     // Through the git door: nothing the repository configures runs.
-    let ok = |args: &[&str]| -> std::result::Result<String, String> {
-        let out = crate::git::git_run(dir, args, GIT_TIMEOUT).map_err(|e| match e {
-            crate::git::GitError::Spawn(_) => "git is not on PATH".to_string(),
-            e => e.to_string(),
-        })?;
-        if out.success {
-            Ok(out.stdout)
-        } else {
-            Err(format!(
-                "`git {}` failed: {}",
-                args.first().copied().unwrap_or(""),
-                out.stderr.lines().next().unwrap_or("").trim()
-            ))
-        }
-    };
-    ok(&["add", "-A"])?;
-    let has_identity = ["user.name", "user.email"]
-        .iter()
-        .all(|k| ok(&["config", "--get", k]).is_ok_and(|v| !v.trim().is_empty()));
     let message = format!("Import {} with hank", display_name(doc_name));
-    let mut args: Vec<&str> = Vec::new();
-    if !has_identity {
-        args.extend(crate::git::IDENTITY_ARGS);
+    match crate::git::Checkout::at(dir).commit_everything(&message) {
+        Ok(_) => Ok(()),
+        Err(crate::git::GitError::Spawn(_)) => Err("git is not on PATH".to_string()),
+        Err(e) => Err(e.to_string()),
     }
-    args.extend(["commit", "-q", "-m", &message]);
-    ok(&args).map(|_| ())
 }
 
 pub(super) fn install(

@@ -91,7 +91,6 @@ pub(crate) const REQUIREMENTS_PATH: &str = ".hank/specs/requirements.md";
 /// The files an import produces, in the order they are written (PROMPT.md last).
 pub(crate) const IMPORTED_FILES: [&str; 3] = [REQUIREMENTS_PATH, FIX_PLAN_PATH, PROMPT_PATH];
 
-const GIT_TIMEOUT: Duration = Duration::from_secs(60);
 const GRACE: Duration = Duration::from_secs(5);
 
 /// How the document was converted.
