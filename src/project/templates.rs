@@ -152,6 +152,7 @@ mod tests {
             "end_marker",
             "hank_prompt",
             "document",
+            "workspace_rules",
         ];
         for (name, text) in ALL {
             for var in variables(text) {

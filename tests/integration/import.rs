@@ -444,3 +444,132 @@ fn the_hank_import_alias() {
     let help = Command::new(&alias).arg("--help").output().unwrap();
     assert!(stdout(&help).contains("--no-ai"));
 }
+
+/// The fake agent's plan in a workspace: every section names its repositories.
+const WRITE_REPOS: &str = "mkdir -p .hank/specs\n\
+printf '## Project\\nTodo app.\\n\\n---HANK_STATUS---\\nSTATUS: IN_PROGRESS\\n---END_HANK_STATUS---\\n' > .hank/PROMPT.md\n\
+printf '# Fix plan\\n\\n## Add the endpoint (repos: api)\\n- [ ] route\\n\\n## Use it in the UI (repos: web; after: Add the endpoint)\\n- [ ] call it\\n\\n## Optional\\n- [ ] polish\\n' > .hank/fix_plan.md\n\
+printf '# Requirements\\n\\nTodos.\\n' > .hank/specs/requirements.md\n";
+
+/// `WRITE_ALL`'s files, but one section names a repository the workspace does not have.
+const WRITE_UNKNOWN_REPO: &str = "mkdir -p .hank/specs\n\
+printf '## Project\\n---HANK_STATUS---\\n' > .hank/PROMPT.md\n\
+printf '# Fix plan\\n\\n## Add the endpoint (repos: api)\\n- [ ] route\\n\\n## Deploy it (repos: infra)\\n- [ ] ship\\n' > .hank/fix_plan.md\n\
+printf '# Requirements\\n' > .hank/specs/requirements.md\n";
+
+/// The warnings of an import's JSON result that are about the plan's repositories.
+fn plan_warnings(v: &Value) -> Vec<String> {
+    v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|w| w.starts_with(".hank/fix_plan.md: "))
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn in_a_workspace_of_two_repositories_the_plan_names_them() {
+    let e = env();
+    e.prd("checkbox.md");
+    let project = e.p.dir.display().to_string();
+    let api = crate::workspace::repo(&e.p, "api");
+    let web = crate::workspace::repo(&e.p, "web");
+    std::fs::write(
+        e.p.dir.join(".hank/workspace.toml"),
+        "[repos.api]\npath = \"../api\"\nbase = \"main\"\n\n[repos.web]\npath = \"../web\"\n",
+    )
+    .unwrap();
+    let import = |effect: &str| {
+        e.p.fake("effect.sh", effect);
+        let (out, v) = e.run_json(&["checkbox.md", "--into", &project, "--force"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(v["mode"], "ai");
+        (out, v)
+    };
+
+    // The agent is told the repositories and the heading form; its plan fits: no warning.
+    let (_, v) = import(WRITE_REPOS);
+    let stdin = String::from_utf8(e.p.stdin(1)).unwrap();
+    for needle in [
+        "## The repositories of this change",
+        "- `api`: the checkout `../api`, base `main`",
+        "- `web`: the checkout `../web`, base the branch it is on",
+        "## Use it in the UI (repos: web; after: Add the endpoint)",
+    ] {
+        assert!(stdin.contains(needle), "{needle} in the prompt");
+    }
+    assert!(plan_warnings(&v).is_empty(), "{v}");
+    assert!(read(&e.p.dir.join(".hank/fix_plan.md")).contains("## Add the endpoint (repos: api)"));
+
+    // A plan without `repos:`: written, and each section the fleet would refuse is named.
+    let (out, v) = import(WRITE_ALL);
+    let warnings = plan_warnings(&v);
+    assert_eq!(warnings.len(), 1, "{v}");
+    assert!(
+        warnings[0].contains("section \"High priority\" does not say which repositories")
+            && warnings[0].contains("add `(repos: NAME, …)` to its heading")
+            && warnings[0].contains("`hank fleet` refuses the plan until this is fixed"),
+        "{}",
+        warnings[0]
+    );
+    assert!(stderr(&out).contains("warning: .hank/fix_plan.md: section \"High priority\""));
+    assert!(read(&e.p.dir.join(".hank/fix_plan.md")).contains("## High priority\n- [ ] Set up"));
+
+    // A repository the workspace does not have: named with the section.
+    let (_, v) = import(WRITE_UNKNOWN_REPO);
+    let warnings = plan_warnings(&v);
+    assert_eq!(warnings.len(), 1, "{v}");
+    assert!(
+        warnings[0].contains("section \"Deploy it\" names the repository \"infra\"")
+            && warnings[0].contains("(it has: api, web)"),
+        "{}",
+        warnings[0]
+    );
+
+    // The conversion without AI is checked the same way (its sections name no repository).
+    let (out, v) = e.run_json(&["checkbox.md", "--into", &project, "--force", "--no-ai"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!plan_warnings(&v).is_empty(), "{v}");
+
+    // A workspace of one repository, and none: the prompt and the result as before.
+    for workspace in [Some("[repos.api]\npath = \"../api\"\n"), None] {
+        let file = e.p.dir.join(".hank/workspace.toml");
+        match workspace {
+            Some(text) => std::fs::write(&file, text).unwrap(),
+            None => std::fs::remove_file(&file).unwrap(),
+        }
+        let (_, v) = import(WRITE_ALL);
+        let stdin = String::from_utf8(e.p.stdin(e.p.calls())).unwrap();
+        assert!(!stdin.contains("repositories of this change"));
+        assert!(!stdin.contains("repos:"));
+        assert!(plan_warnings(&v).is_empty(), "{v}");
+    }
+    // Nothing was done in the repositories.
+    for dir in [&api, &web] {
+        assert_eq!(crate::support::git(dir, &["status", "--porcelain"]), "");
+        assert_eq!(
+            crate::support::git(dir, &["rev-list", "--count", "HEAD"]).trim(),
+            "1"
+        );
+    }
+
+    // A workspace file that does not read: refused before the agent is called.
+    std::fs::write(
+        e.p.dir.join(".hank/workspace.toml"),
+        "[repos.api]\nbase = \"main\"\n",
+    )
+    .unwrap();
+    let calls = e.p.calls();
+    let (out, v) = e.run_json(&["checkbox.md", "--into", &project, "--force"]);
+    assert_eq!(out.status.code(), Some(1), "{v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains(".hank/workspace.toml"),
+        "{v}"
+    );
+    assert_eq!(e.p.calls(), calls);
+}

@@ -12,7 +12,7 @@ const PLAN: &str = "# Plan\n\n## Add the endpoint (repos: api)\n- [ ] route\n\n\
 
 /// A repository `name` beside the project (branch `main`, one commit) with a bare `origin`
 /// beside it, pushed; its checkout.
-fn repo(p: &Project, name: &str) -> PathBuf {
+pub(crate) fn repo(p: &Project, name: &str) -> PathBuf {
     let root = p.dir.parent().unwrap();
     let dir = root.join(name);
     let bare = root.join(format!("{name}.git"));

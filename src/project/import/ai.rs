@@ -21,8 +21,58 @@ pub(crate) fn markers(document: &str, nonce: u64) -> (String, String) {
     (format!("<<<BEGIN {id}>>>"), format!("<<<END {id}>>>"))
 }
 
+/// The conversion prompt's part about a workspace of several repositories (issue 51): the
+/// repositories (name, path, base) and the rule that every section heading of the plan names
+/// the ones it changes, `(repos: …; after: …)`, as the fleet requires. Empty without a
+/// workspace or with a workspace of one repository (the prompt is then as before
+/// workspaces).  **\[pure\]**
+#[must_use]
+pub(crate) fn workspace_rules(ws: Option<&Workspace>) -> String {
+    let Some(ws) = ws.filter(|w| w.is_multi()) else {
+        return String::new();
+    };
+    let mut out = String::from(
+        "## The repositories of this change\n\n\
+         This project is a workspace of several repositories (`.hank/workspace.toml`); the \
+         work lands in these, and in no other:\n\n",
+    );
+    for r in &ws.repos {
+        let base = r
+            .base
+            .as_deref()
+            .map_or_else(|| "the branch it is on".to_string(), |b| format!("`{b}`"));
+        let _ = writeln!(
+            out,
+            "- `{}`: the checkout `{}`, base {base}",
+            r.name, r.given
+        );
+    }
+    let first = ws.repos.first().map_or("api", |r| r.name.as_str());
+    let second = ws.repos.get(1).map_or("web", |r| r.name.as_str());
+    let _ = write!(
+        out,
+        "\nIn `.hank/fix_plan.md`, instead of the priority sections, make one `##` section per \
+         piece of work (each becomes a task that agents work on in parallel), in the order the \
+         work should be done, and end every such heading with a parenthesis naming the \
+         repositories it changes (`repos:`, comma-separated, only names from the list above) \
+         and, when it needs other sections done first, those sections by their exact heading \
+         text (`after:`), the two separated by `;`. For example:\n\n\
+         ```\n\
+         ## Add the endpoint (repos: {first})\n\
+         - [ ] …\n\n\
+         ## Use it in the UI (repos: {second}; after: Add the endpoint)\n\
+         - [ ] …\n\
+         ```\n\n\
+         A section that changes several repositories names them all (`repos: {first}, \
+         {second}`). Every section with tasks needs its `repos:`; keep `## Optional` (without \
+         `repos:`) for optional tasks.\n\n"
+    );
+    out
+}
+
 /// The conversion prompt sent on stdin: `templates/import_prompt.md` with the document
-/// between its markers.  **\[pure\]**
+/// between its markers, and the workspace's repositories when it has several
+/// ([`workspace_rules`]).  **\[pure\]**
 ///
 /// # Errors
 /// A template error (a bug, caught by the tests).
@@ -30,6 +80,7 @@ pub(crate) fn conversion_prompt(
     doc: &Document,
     project_name: &str,
     standard_prompt: &str,
+    ws: Option<&Workspace>,
     nonce: u64,
 ) -> Result<String> {
     let (begin, end) = markers(&doc.text, nonce);
@@ -41,6 +92,7 @@ pub(crate) fn conversion_prompt(
     vars.insert("end_marker", end);
     vars.insert("hank_prompt", standard_prompt.trim_end().to_string());
     vars.insert("document", doc.text.trim_end().to_string());
+    vars.insert("workspace_rules", workspace_rules(ws));
     templates::render("import_prompt.md", templates::IMPORT_PROMPT_MD, &vars)
 }
 
@@ -237,6 +289,7 @@ pub(super) fn read_agent_file(work: &Path, rel: &str) -> Result<Option<String>> 
 pub(super) fn convert_ai(
     doc: &Document,
     spec: &ProjectSpec,
+    ws: Option<&Workspace>,
     agent: &AgentCommand,
     settings: &settings::Settings,
     ctx: &mut Ctx,
@@ -252,7 +305,7 @@ pub(super) fn convert_ai(
         ));
     }
     let standard = standard_prompt(spec)?;
-    let stdin = conversion_prompt(doc, &spec.name, &standard, nonce())?;
+    let stdin = conversion_prompt(doc, &spec.name, &standard, ws, nonce())?;
     let args = conversion_argv(&agent.leading_args, settings.model.value.as_deref());
     let tmp = tempfile::Builder::new()
         .prefix("hank-import-")

@@ -16,6 +16,14 @@
 //!   Japanese forms) become tasks under `## Requirements`; tasks are deduplicated and capped
 //!   (`--limit`), and the whole document is kept as `specs/requirements.md`.
 //!
+//! In a workspace of several repositories (`--into` a project whose `.hank/workspace.toml`
+//! names more than one, issue 51) the prompt lists them and asks for `(repos: …; after: …)`
+//! in every section heading; the written plan is then checked as `hank fleet` checks it, and
+//! each section it would refuse (no `repos:`, an unknown repository) is a warning naming the
+//! section: the plan is written (the conversion is paid for, the fix is an edit of a heading)
+//! and the user is told what to change. Without a workspace, or with one repository, nothing
+//! of this applies.
+//!
 //! Nothing in the target changes until a conversion has succeeded and been verified; a new
 //! project folder that cannot be completed is removed again. The pure parts (document
 //! parsing, extraction, rendering, the prompt, the argv, verification) take contents as
@@ -55,6 +63,8 @@ use crate::analysis::{self, Analysis, ErrorKind, Outcome};
 use crate::error::{HankError, Result};
 use crate::exit;
 use crate::policy::fixplan;
+use crate::policy::workspace::Workspace;
+use crate::policy::{fleet as fleet_rules, workspace as ws_policy};
 use crate::settings::{self, AgentCommand};
 
 use super::generate::{self, ProjectSpec};
@@ -297,6 +307,51 @@ fn prepare_target(cwd: &Path, args: &ImportArgs, ctx: &mut Ctx) -> Result<(Targe
     ))
 }
 
+/// The most sections a workspace warning lists one by one.
+const WORKSPACE_PROBLEMS_SHOWN: usize = 10;
+
+/// What `hank fleet` would refuse in the imported `fix_plan` of a workspace of several
+/// repositories: each section without `repos:` or naming a repository the workspace does not
+/// have (the fleet's own check, [`ws_policy::check_tasks`], section by section), or the
+/// plan's own problem when its tasks do not read (a repeated or empty `repos:`, an `after:`
+/// naming no section, a cycle). Empty without a workspace or with one repository.  **\[pure\]**
+#[must_use]
+pub(crate) fn workspace_problems(fix_plan: &str, ws: Option<&Workspace>) -> Vec<String> {
+    let Some(ws) = ws.filter(|w| w.is_multi()) else {
+        return Vec::new();
+    };
+    let tasks = match fleet_rules::tasks_from_plan(fix_plan, &fixplan::default_optional_sections())
+    {
+        Ok(tasks) => tasks,
+        Err(e) => return vec![e],
+    };
+    tasks
+        .iter()
+        .filter_map(|t| ws_policy::check_tasks(std::slice::from_ref(t), Some(ws)).err())
+        .collect()
+}
+
+/// The warnings for [`workspace_problems`]: one per section (at most
+/// `WORKSPACE_PROBLEMS_SHOWN`, then how many more), each saying `hank fleet` refuses the plan
+/// until it is fixed.  **\[pure\]**
+#[must_use]
+pub(crate) fn workspace_warnings(problems: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = problems
+        .iter()
+        .take(WORKSPACE_PROBLEMS_SHOWN)
+        .map(|p| {
+            format!("{FIX_PLAN_PATH}: {p} (`hank fleet` refuses the plan until this is fixed)")
+        })
+        .collect();
+    if problems.len() > WORKSPACE_PROBLEMS_SHOWN {
+        out.push(format!(
+            "{FIX_PLAN_PATH}: {} more sections need the same fix",
+            problems.len() - WORKSPACE_PROBLEMS_SHOWN
+        ));
+    }
+    out
+}
+
 fn standard_prompt(spec: &ProjectSpec) -> Result<String> {
     generate::plan(spec)?
         .into_iter()
@@ -311,6 +366,12 @@ fn import(cwd: &Path, args: &ImportArgs, ctx: &mut Ctx) -> Result<ImportReport> 
     }
     let doc = read_document(&absolute(cwd, &args.file))?;
     let (target, spec) = prepare_target(cwd, args, ctx)?;
+    // A workspace's repositories go into the prompt and the plan is checked against them
+    // (a file that does not read is refused now, before anything is paid for).
+    let workspace = match &target {
+        Target::Into { dir } => crate::workspace::load(dir)?,
+        Target::New { .. } => None,
+    };
     let base = match &target {
         Target::Into { dir } => dir.clone(),
         Target::New { parent, .. } => parent.clone(),
@@ -345,7 +406,7 @@ fn import(cwd: &Path, args: &ImportArgs, ctx: &mut Ctx) -> Result<ImportReport> 
                     agent.program.display()
                 );
             }
-            convert_ai(&doc, &spec, agent, settings, ctx)?
+            convert_ai(&doc, &spec, workspace.as_ref(), agent, settings, ctx)?
         }
         None => {
             ctx.mode = Some(Mode::Deterministic);
@@ -355,6 +416,12 @@ fn import(cwd: &Path, args: &ImportArgs, ctx: &mut Ctx) -> Result<ImportReport> 
     };
     for w in &converted.warnings {
         ctx.warn(w.clone());
+    }
+    for w in workspace_warnings(&workspace_problems(
+        &converted.fix_plan_md,
+        workspace.as_ref(),
+    )) {
+        ctx.warn(w);
     }
     let (dir, files) = install(&target, &spec, &converted, &doc, ctx)?;
     let mode = ctx.mode.unwrap_or(Mode::Deterministic);

@@ -192,7 +192,7 @@ fn injection_is_only_text_in_deterministic_mode() {
 #[test]
 fn prompt_quotes_the_document_between_unique_markers() {
     let d = doc("injection.md", INJECTION.as_bytes());
-    let prompt = conversion_prompt(&d, "todo", "STANDARD\n---HANK_STATUS---\n", 0).unwrap();
+    let prompt = conversion_prompt(&d, "todo", "STANDARD\n---HANK_STATUS---\n", None, 0).unwrap();
     let (begin, end) = markers(&d.text, 0);
     // The document already contains the nonce-0 end marker: another one is chosen.
     assert_ne!(end, "<<<END HANK_DOCUMENT_0000000000000000>>>");
@@ -211,7 +211,7 @@ fn prompt_quotes_the_document_between_unique_markers() {
     }
     // A document with `{{…}}` is inserted as is.
     let braces = doc("b.md", b"# {{project_name}} {{x");
-    let p = conversion_prompt(&braces, "n", "s", 7).unwrap();
+    let p = conversion_prompt(&braces, "n", "s", None, 7).unwrap();
     assert!(p.contains("# {{project_name}} {{x"));
 }
 
@@ -341,6 +341,135 @@ fn json_rendering() {
     assert_eq!(json_to_markdown(&Value::Null), "");
 }
 
+/// A workspace of `repos` (`NAME` → `../NAME`, base `main` except for the last).
+fn workspace(repos: &[&str]) -> Workspace {
+    Workspace {
+        repos: repos
+            .iter()
+            .enumerate()
+            .map(|(i, name)| crate::policy::workspace::Repo {
+                name: (*name).to_string(),
+                path: PathBuf::from(format!("/p/{name}")),
+                given: format!("../{name}"),
+                base: (i + 1 < repos.len()).then(|| "main".to_string()),
+                forge: None,
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn the_prompt_names_a_workspace_of_several_repositories() {
+    let d = doc("checkbox.md", CHECKBOX.as_bytes());
+    let plain = conversion_prompt(&d, "todo", "STANDARD", None, 3).unwrap();
+    // Without a workspace, or with one repository, the prompt is the one before workspaces:
+    // the standard text is followed directly by the rules.
+    assert!(
+        plain.contains("STANDARD\n~~~~\n\n## Rules for this conversion\n"),
+        "{plain}"
+    );
+    assert!(!plain.contains("repos:"));
+    assert_eq!(workspace_rules(None), "");
+    let one = workspace(&["api"]);
+    assert_eq!(workspace_rules(Some(&one)), "");
+    assert_eq!(
+        conversion_prompt(&d, "todo", "STANDARD", Some(&one), 3).unwrap(),
+        plain
+    );
+
+    let two = workspace(&["api", "web"]);
+    let prompt = conversion_prompt(&d, "todo", "STANDARD", Some(&two), 3).unwrap();
+    let rules = workspace_rules(Some(&two));
+    for needle in [
+        "## The repositories of this change\n",
+        "- `api`: the checkout `../api`, base `main`\n",
+        "- `web`: the checkout `../web`, base the branch it is on\n",
+        "## Add the endpoint (repos: api)\n",
+        "## Use it in the UI (repos: web; after: Add the endpoint)\n",
+        "`repos: api, web`",
+        "Every section with tasks needs its `repos:`",
+    ] {
+        assert!(rules.contains(needle), "{needle} in {rules}");
+    }
+    // In the prompt between the standard text and the rules, once; the rest unchanged.
+    assert_eq!(
+        prompt,
+        plain.replacen(
+            "~~~~\n\n## Rules for this conversion",
+            &format!("~~~~\n\n{rules}## Rules for this conversion"),
+            1
+        )
+    );
+    // The example headings are a plan the fleet accepts in this workspace.
+    let example: String = rules
+        .lines()
+        .filter(|l| l.starts_with("## ") || l.starts_with("- [ ]"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(example.matches("- [ ]").count(), 2, "{example}");
+    assert_eq!(
+        workspace_problems(&example, Some(&two)),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn imported_plans_are_checked_against_the_workspace() {
+    let two = workspace(&["api", "web"]);
+    let good = "# Fix plan\n\n## Add the endpoint (repos: api)\n- [ ] route\n\n\
+                ## Both (repos: api, web; after: Add the endpoint)\n- [ ] wire\n\n\
+                ## Optional\n- [ ] polish\n";
+    assert!(workspace_problems(good, Some(&two)).is_empty());
+    // No workspace, or one repository: nothing is checked (as before workspaces).
+    let bare = "# Fix plan\n\n## High priority\n- [ ] a\n";
+    assert!(workspace_problems(bare, None).is_empty());
+    assert!(workspace_problems(bare, Some(&workspace(&["api"]))).is_empty());
+
+    // Every section the fleet would refuse, each named.
+    let bad = "# Fix plan\n\n## High priority\n- [ ] a\n\n\
+               ## Add the endpoint (repos: api)\n- [ ] route\n\n\
+               ## Deploy (repos: infra)\n- [ ] ship\n\n\
+               ## Low priority\n- [x] done already\n";
+    let problems = workspace_problems(bad, Some(&two));
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(
+        problems[0].contains("section \"High priority\""),
+        "{}",
+        problems[0]
+    );
+    assert!(problems[0].contains("(repos: NAME"), "{}", problems[0]);
+    assert!(
+        problems[1].contains("section \"Deploy\""),
+        "{}",
+        problems[1]
+    );
+    assert!(problems[1].contains("\"infra\""), "{}", problems[1]);
+    assert!(problems[1].contains("it has: api, web"), "{}", problems[1]);
+    // A plan whose tasks do not read: its problem, naming the section.
+    let twice = "## A (repos: api, api)\n- [ ] a\n";
+    let problems = workspace_problems(twice, Some(&two));
+    assert_eq!(problems.len(), 1);
+    assert!(problems[0].contains("twice"), "{}", problems[0]);
+
+    // The warnings: each says the fleet refuses the plan; many are summed up.
+    let warnings = workspace_warnings(&workspace_problems(bad, Some(&two)));
+    assert_eq!(warnings.len(), 2);
+    assert!(
+        warnings
+            .iter()
+            .all(|w| w.starts_with(".hank/fix_plan.md: section ")
+                && w.ends_with("(`hank fleet` refuses the plan until this is fixed)"))
+    );
+    let many: Vec<String> = (0..13).map(|i| format!("p{i}")).collect();
+    let warnings = workspace_warnings(&many);
+    assert_eq!(warnings.len(), 11);
+    assert_eq!(
+        warnings[10],
+        ".hank/fix_plan.md: 3 more sections need the same fix"
+    );
+    assert!(workspace_warnings(&[]).is_empty());
+}
+
 proptest::proptest! {
     #[test]
     fn never_panics_and_plans_always_parse(s in "\\PC*", cap in 1usize..20) {
@@ -349,7 +478,7 @@ proptest::proptest! {
             let plan = fixplan::parse(&c.fix_plan_md, &[]);
             proptest::prop_assert!(plan.total() >= 1);
             proptest::prop_assert!(c.tasks_found <= cap);
-            proptest::prop_assert!(conversion_prompt(&d, "p", "P", 1).is_ok());
+            proptest::prop_assert!(conversion_prompt(&d, "p", "P", None, 1).is_ok());
         }
         let _ = split_sentences(&s);
         let _ = is_requirement(&s);
