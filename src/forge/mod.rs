@@ -4,7 +4,8 @@
 //! |---|---|
 //! | this file | the [`Forge`] operations, [`GitHub`] and [`GitLab`] over an [`Api`], [`detect`] |
 //! | [`transport`] | `gh api` / `glab api` (the user's login) or REST with a token (`GITHUB_API_URL`) |
-//! | [`exec`] | the one spawn of the forge layer |
+//! | [`client`] | the one HTTP client (`ureq`): timeouts, proxy, certificates |
+//! | [`exec`] | the one spawn of the forge layer (`gh`, `glab`) |
 //!
 //! Which forge: GitLab when the remote's host names GitLab (`glab`); else GitHub through `gh`
 //! when it is installed and logged in (hank passes the user's `GH_*` and proxy environment
@@ -14,6 +15,7 @@
 //! other than the repository's (or the one the user named). The repository is `GH_REPO` (`[HOST/]OWNER/REPO`, as gh reads it)
 //! when set, else the remote's URL. What gh 2.23.0 sends is in `docs/forges.md`.
 
+pub mod client;
 pub mod exec;
 #[cfg(test)]
 pub(crate) mod scripted;
@@ -743,7 +745,7 @@ pub fn detect(dir: &Path, remote_url: &str, env: &Env) -> Result<Box<dyn Forge>>
             );
         }
         return Ok(Box::new(GitHub {
-            api: Http::new(&base, token, dir)?,
+            api: Http::new(&base, token)?,
             repo,
         }));
     }

@@ -1,0 +1,134 @@
+//! The forge's one HTTP client (and the trackers', through [`super::transport::Http`]):
+//! blocking HTTP/1.1 by `ureq`, TLS by rustls, no redirects followed, an HTTP error status
+//! handed back as a [`Reply`] (the caller reads the forge's `message`).
+//!
+//! - **Timeout**: one bound on the whole request ([`super::transport::REQUEST_TIMEOUT`]).
+//! - **Proxy**: `ALL_PROXY`, `HTTPS_PROXY`, `HTTP_PROXY` (and lower-case) with `NO_PROXY`, as
+//!   `ureq` reads them; a loopback base (`127.0.0.1`, `localhost`, `::1`) is reached directly.
+//! - **Certificates**: the PEM bundle named by `SSL_CERT_FILE` when set (a private CA), else
+//!   the system's bundle (`/etc/ssl/certs/ca-certificates.crt` and its kin on other
+//!   distributions), else the Mozilla roots built in.
+//! - **Reply**: at most [`REPLY_LIMIT`] bytes of body; every header kept (`ETag`,
+//!   `Retry-After`, the rate-limit headers, `Link`).
+
+use std::time::Duration;
+
+use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig};
+
+use crate::error::{HankError, Result};
+
+use super::transport::Reply;
+
+/// Most bytes of a reply read.
+pub const REPLY_LIMIT: u64 = 16 * 1024 * 1024;
+
+/// Where distributions keep the system's certificate bundle (Debian/Ubuntu/Arch, Fedora/RHEL,
+/// openSUSE, Alpine/macOS).
+const SYSTEM_BUNDLES: &[&str] = &[
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/ca-bundle.pem",
+    "/etc/ssl/cert.pem",
+];
+
+/// The client for requests under `base`.
+///
+/// # Errors
+/// `SSL_CERT_FILE` is set and holds no readable certificate.
+pub fn agent(base: &str, timeout: Duration) -> Result<ureq::Agent> {
+    let mut builder = ureq::Agent::config_builder();
+    if crate::policy::notify::is_loopback(base) {
+        builder = builder.proxy(None);
+    }
+    if base.starts_with("https://") {
+        builder = builder.tls_config(TlsConfig::builder().root_certs(roots()?).build());
+    }
+    let config = builder
+        .timeout_global(Some(timeout))
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .max_idle_connections(0)
+        .build();
+    Ok(ureq::Agent::new_with_config(config))
+}
+
+/// The certificates a server's chain must end in.
+fn roots() -> Result<RootCerts> {
+    if let Some(file) = std::env::var_os("SSL_CERT_FILE").filter(|f| !f.is_empty()) {
+        let shown = std::path::Path::new(&file).display().to_string();
+        let certs = std::fs::read(&file)
+            .ok()
+            .map(|pem| certificates(&pem))
+            .filter(|c| !c.is_empty())
+            .ok_or_else(|| {
+                HankError::usage(format!(
+                    "SSL_CERT_FILE={shown}: expected a readable PEM file of certificates"
+                ))
+            })?;
+        return Ok(RootCerts::new_with_certs(&certs));
+    }
+    let system = SYSTEM_BUNDLES
+        .iter()
+        .filter_map(|p| std::fs::read(p).ok())
+        .map(|pem| certificates(&pem))
+        .find(|c| !c.is_empty());
+    Ok(system.map_or(RootCerts::WebPki, |c| RootCerts::new_with_certs(&c)))
+}
+
+/// The certificates of a PEM bundle (keys and unreadable sections skipped).
+fn certificates(pem: &[u8]) -> Vec<Certificate<'static>> {
+    ureq::tls::parse_pem(pem)
+        .filter_map(|item| match item {
+            Ok(PemItem::Certificate(c)) => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Sends `req` (its method, URL and headers set) with `body` (none for an empty `GET`) and
+/// reads the answer.
+///
+/// # Errors
+/// The connection, the TLS handshake or the reading failed, or the request could not be
+/// formed; an HTTP error status is a [`Reply`].
+pub fn send(
+    agent: &ureq::Agent,
+    method: &str,
+    url: &str,
+    req: ureq::http::request::Builder,
+    body: String,
+) -> Result<Reply> {
+    let fail = |e: &dyn std::fmt::Display| {
+        HankError::Tool(format!(
+            "{method} {url}: {}",
+            crate::sanitize::line(&e.to_string())
+        ))
+    };
+    let sent = if body.is_empty() && method == "GET" {
+        agent.run(req.body(()).map_err(|e| fail(&e))?)
+    } else {
+        agent.run(req.body(body).map_err(|e| fail(&e))?)
+    };
+    let mut resp = sent.map_err(|e| fail(&e))?;
+    let headers = resp
+        .headers()
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.as_str().to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let bytes = resp
+        .body_mut()
+        .with_config()
+        .limit(REPLY_LIMIT)
+        .read_to_vec()
+        .map_err(|e| fail(&e))?;
+    Ok(Reply {
+        status: resp.status().as_u16(),
+        body: String::from_utf8_lossy(&bytes).into_owned(),
+        headers,
+    })
+}
