@@ -231,7 +231,7 @@ fn dispatch(cli: Cli, args: &[OsString]) -> error::Result<u8> {
         Some(Command::Deliver(a)) => c::deliver::run(&a),
         Some(Command::Doctor(a)) => c::doctor::run(&a),
         Some(Command::Agents(a)) => c::agents::run(&a),
-        Some(Command::Fleet(a)) => c::fleet::run(&a),
+        Some(Command::Fleet(a)) => c::fleet_command(&a),
         Some(Command::Watch(a)) => c::watch::run(&a),
         Some(Command::Completions(a)) => c::completions::run(&a),
         Some(Command::Config(a)) => c::config::run(a.action),

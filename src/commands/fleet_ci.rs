@@ -28,39 +28,15 @@ use crate::policy::time::Clock;
 use crate::settings::{self, DeliverMode, Settings};
 use crate::store::schema::PlannedTask;
 
+use super::context::Project;
+
 fn now() -> Result<Timestamp> {
     Ok(SystemClock::from_env()?.now())
 }
 
-fn plan_path(root: &Path) -> std::path::PathBuf {
-    root.join(".hank").join("fix_plan.md")
-}
-
-/// The plan read and parsed by `parse` (with OPTIONAL_SECTIONS), for `hank fleet` and its CI
-/// jobs: an unreadable plan is an error naming the file and `why` the command needs it, an
-/// invalid one an error naming the file.
-pub(super) fn parsed_plan<T>(
-    root: &Path,
-    s: &Settings,
-    why: &str,
-    parse: fn(&str, &[String]) -> std::result::Result<T, String>,
-) -> Result<T> {
-    let path = plan_path(root);
-    let text = s
-        .read_fix_plan()
-        .ok_or_else(|| HankError::usage(format!("cannot read {}: {why}", path.display())))?;
-    parse(&text, &s.optional_sections.value)
-        .map_err(|e| HankError::usage(format!("{}: {e}", path.display())))
-}
-
 /// The plan of the checkout as a CI job sees it.
 fn read_view(root: &Path, s: &Settings) -> Result<PlanView> {
-    parsed_plan(
-        root,
-        s,
-        "the tasks come from its `##` sections",
-        rules::plan_view,
-    )
+    Project::at(root).parsed_plan(s, "the tasks come from its `##` sections", rules::plan_view)
 }
 
 /// The remote to read and write, `None` with `--remote none`; a remote the repository does
@@ -104,7 +80,7 @@ pub(crate) fn plan(root: &Path, a: &FleetPlanArgs) -> Result<u8> {
             Standing::After(missing) => errln!(
                 "hank: {name} waits for {} to be merged (items ticked in {})",
                 crate::sanitize::line(&missing.join(", ")),
-                plan_path(root).display()
+                Project::at(root).plan_path().display()
             ),
             Standing::Delivered => errln!(
                 "hank: {name} is finished on {}: waiting for its merge",
@@ -152,7 +128,7 @@ fn task_to_run(root: &Path, view: &PlanView, name: &str) -> Result<Option<TaskSp
         return Err(HankError::usage_hint(
             format!(
                 "{} has no task {:?}; {}",
-                plan_path(root).display(),
+                Project::at(root).plan_path().display(),
                 crate::sanitize::line(name),
                 if known.is_empty() {
                     "it has no task (no `##` section with items)".to_string()
@@ -178,7 +154,7 @@ fn task_to_run(root: &Path, view: &PlanView, name: &str) -> Result<Option<TaskSp
                 "task {:?} comes after {}, not merged yet (its items are not all ticked in {})",
                 crate::sanitize::line(&spec.name),
                 crate::sanitize::line(&missing.join(", ")),
-                plan_path(root).display()
+                Project::at(root).plan_path().display()
             ),
             "`hank fleet plan` lists the tasks that can start now",
         ));
@@ -220,7 +196,7 @@ pub(crate) fn run_task(root: &Path, a: &FleetRunTaskArgs) -> Result<u8> {
         errln!(
             "hank: task {:?} is merged already (every item ticked in {}): nothing to run",
             crate::sanitize::line(&a.name),
-            plan_path(root).display()
+            Project::at(root).plan_path().display()
         );
         return Ok(exit::OK);
     };
@@ -307,7 +283,7 @@ fn run_claimed(
         );
     }
     // The plan on the task branch (an earlier job may have ticked some of its items).
-    let path = plan_path(root);
+    let path = Project::at(root).plan_path();
     let full = s
         .read_fix_plan()
         .ok_or_else(|| HankError::usage(format!("cannot read {} on {branch}", path.display())))?;
@@ -351,7 +327,7 @@ fn run_claimed(
 /// Runs `hank run` with the task's section as `.hank/fix_plan.md`, then puts back the whole
 /// plan with the items the run ticked (also when the run failed).
 fn run_loop(root: &Path, run: &mut crate::cli::RunArgs, task: &TaskSpec, full: &str) -> Result<u8> {
-    let path = plan_path(root);
+    let path = Project::at(root).plan_path();
     crate::store::write_atomic(&path, rules::task_plan(task).as_bytes(), false)
         .map_err(|e| HankError::io("write", &path, e))?;
     // The delivery comes after the whole plan is back (never a commit of the task's own plan).

@@ -19,6 +19,7 @@ pub(crate) mod analyze;
 pub(crate) mod circuit;
 pub(crate) mod completions;
 pub(crate) mod config;
+pub(crate) mod context;
 pub(crate) mod ctl;
 pub(crate) mod deliver;
 pub(crate) mod doctor;
@@ -37,18 +38,25 @@ pub(crate) mod setup;
 pub(crate) mod state;
 pub(crate) mod status;
 pub(crate) mod verify;
+pub(crate) mod view;
 pub(crate) mod watch;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use crate::cli::{FleetAction, FleetArgs};
 use crate::error::{HankError, Result};
 use crate::project;
-use crate::store::Store;
 
-/// The project the command works on ([`project::locate::discover`]).
-pub(crate) fn project_dir() -> Result<PathBuf> {
-    project::locate::discover()
+pub(crate) use context::{approved_project, lock_or_hint, project_dir, require_hank_dir};
+
+/// `hank fleet`: its CI jobs (`plan`, `run-task`, [`fleet_ci`]) or the fleet itself ([`fleet`]).
+pub(crate) fn fleet_command(a: &FleetArgs) -> Result<u8> {
+    recording_exit_code(a.record_exit_code, || match &a.action {
+        Some(FleetAction::Plan(p)) => fleet_ci::plan(&project_dir()?, p),
+        Some(FleetAction::RunTask(t)) => fleet_ci::run_task(&project_dir()?, t),
+        _ => fleet::run_checked(a),
+    })
 }
 
 /// Runs `command`; with `record` (`--record-exit-code`: the loop pane of `hank --monitor` and
@@ -106,40 +114,6 @@ pub(crate) fn out(text: &str) -> Result<()> {
         }
         Err(e) => Err(HankError::io("failed to write to", "standard output", e)),
     }
-}
-
-pub(crate) fn require_hank_dir(dir: &Path) -> Result<Store> {
-    let store = Store::new(dir);
-    if !store.dir().is_dir() {
-        return Err(HankError::usage_hint(
-            format!("{} is not a hank project (no .hank/ folder)", dir.display()),
-            "run `hank enable` here, or `hank setup NAME` for a new project",
-        ));
-    }
-    Ok(store)
-}
-
-/// The project's lock for a command that must not run beside a running loop; while one runs,
-/// the error says so with `hint` (what to do instead).
-pub(crate) fn lock_or_hint(store: &Store, hint: &str) -> Result<crate::store::LockGuard> {
-    store.lock().map_err(|e| match e {
-        locked @ HankError::Locked { .. } => HankError::usage_hint(locked.to_string(), hint),
-        other => other,
-    })
-}
-
-/// The project, its store and its settings (with `flags`) for `command`, which uses the
-/// configuration the agent could have changed during a run (DELIVER_REMOTE, VERIFY_COMMAND,
-/// GH_REPO in `.hankrc`…): refused while a change is not approved.
-pub(crate) fn approved_project(
-    command: &str,
-    flags: &crate::settings::Flags,
-) -> Result<(PathBuf, Store, crate::settings::Settings)> {
-    let dir = project_dir()?;
-    crate::approval::require(&dir, false, command)?;
-    let store = require_hank_dir(&dir)?;
-    let settings = crate::settings::load(flags, &dir)?;
-    Ok((dir, store, settings))
 }
 
 fn current_dir() -> Result<PathBuf> {

@@ -215,7 +215,7 @@ fn summary(dir: &Path, now: Timestamp) -> Result<String> {
         ));
     }
     let delivery = crate::fsread::read_if_exists(
-        &store.dir().join(super::deliver::DELIVERY_FILE),
+        &store.dir().join(crate::deliver::DELIVERY_FILE),
         crate::fsread::STATE_LIMIT,
         crate::fsread::Follow::No,
     )
@@ -228,14 +228,14 @@ fn summary(dir: &Path, now: Timestamp) -> Result<String> {
     }
     let path = store.path(crate::store::HankFile::Events);
     let (loops, runs) = match crate::fsread::open_regular(&path, crate::fsread::Follow::No) {
-        Ok(f) => super::report::read_loops(std::io::BufReader::new(f)),
+        Ok(f) => super::view::read_loops(std::io::BufReader::new(f)),
         Err(_) => (Vec::new(), 0),
     };
     let chosen: Vec<_> = loops.into_iter().map(|(_, l)| l).collect();
     let r = crate::policy::receipts::attribute(&chosen);
     let first = chosen.iter().filter_map(|l| l.at).min();
     let last = chosen.iter().filter_map(|l| l.at).max();
-    let table = super::report::render(&r, runs, super::report::Since::All, first, last);
+    let table = super::view::render(&r, runs, super::view::Since::All, first, last);
     s.push_str("\n### Receipts\n\n```text\n");
     s.push_str(&table.replace("```", "` ` `"));
     if !table.ends_with('\n') {
