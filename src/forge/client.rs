@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig};
 
-use crate::error::{HankError, Result};
+use serde_json::Value;
 
-use super::transport::Reply;
+use crate::error::{HankError, Result};
 
 /// Most bytes of a reply read.
 pub const REPLY_LIMIT: u64 = 16 * 1024 * 1024;
@@ -30,6 +30,51 @@ const SYSTEM_BUNDLES: &[&str] = &[
     "/etc/ssl/ca-bundle.pem",
     "/etc/ssl/cert.pem",
 ];
+
+/// An HTTP answer.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub body: String,
+    /// The response's headers as sent (names as written), for `ETag`, `Retry-After` and the
+    /// rate-limit headers.
+    pub headers: Vec<(String, String)>,
+}
+
+impl Reply {
+    /// 2xx.
+    #[must_use]
+    pub fn ok(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+
+    /// The body as JSON (`null` when it is not).
+    #[must_use]
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or(Value::Null)
+    }
+
+    /// A header's value (the name is case-insensitive).
+    #[must_use]
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The forge's `message` (GitHub) or `message`/`error` (GitLab), for errors.
+    #[must_use]
+    pub fn message(&self) -> String {
+        let v = self.json();
+        let m = v
+            .get("message")
+            .or_else(|| v.get("error"))
+            .map(|m| m.as_str().map_or_else(|| m.to_string(), str::to_string))
+            .unwrap_or_else(|| self.body.chars().take(200).collect());
+        crate::sanitize::line(&m)
+    }
+}
 
 /// The client for requests under `base`.
 ///

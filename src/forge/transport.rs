@@ -12,53 +12,10 @@ use crate::error::{HankError, Result};
 
 use super::{client, exec};
 
+pub use super::client::Reply;
+
 /// How long one forge request may take.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// An HTTP answer.
-#[derive(Debug, Clone)]
-pub struct Reply {
-    pub status: u16,
-    pub body: String,
-    /// The response's headers as sent (names as written), for `ETag`, `Retry-After` and the
-    /// rate-limit headers.
-    pub headers: Vec<(String, String)>,
-}
-
-impl Reply {
-    /// 2xx.
-    #[must_use]
-    pub fn ok(&self) -> bool {
-        (200..300).contains(&self.status)
-    }
-
-    /// The body as JSON (`null` when it is not).
-    #[must_use]
-    pub fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or(Value::Null)
-    }
-
-    /// A header's value (the name is case-insensitive).
-    #[must_use]
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// The forge's `message` (GitHub) or `message`/`error` (GitLab), for errors.
-    #[must_use]
-    pub fn message(&self) -> String {
-        let v = self.json();
-        let m = v
-            .get("message")
-            .or_else(|| v.get("error"))
-            .map(|m| m.as_str().map_or_else(|| m.to_string(), str::to_string))
-            .unwrap_or_else(|| self.body.chars().take(200).collect());
-        crate::sanitize::line(&m)
-    }
-}
 
 /// One request: `method path` (relative to the API root, e.g. `repos/o/r/pulls`) with an
 /// optional JSON body.
