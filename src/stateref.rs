@@ -2,6 +2,14 @@
 //! the bundle ([`crate::store::portable`]), read with `git ls-remote` / `fetch` and written
 //! with a compare-and-swap push (`--force-with-lease=<ref>:<expected>`). Git runs through
 //! [`crate::git::git_run`] (the user's credentials; no hook or filter of the repository).
+//!
+//! ## At a glance (moved here from CLAUDE.md)
+//!
+//! the portable run state on the remote: `refs/hank/state/<name>` read with `ls-remote`/`fetch`,
+//! written as a commit (`hash-object`, `mktree`, `commit-tree`) and a compare-and-swap push
+//! (`--force-with-lease`; `push_file`, shared with `hank watch`'s claims), through
+//! `worktree::git_run`/`git_run_input`; its `git`/`git_stdout` (120 s, the user's credentials) are
+//! also the CI fleet's (`fleet/ci.rs`)
 
 use std::path::Path;
 use std::time::Duration;

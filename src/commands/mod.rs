@@ -13,6 +13,30 @@
 //! | `serve` | `hank serve` (the read-only web view, [`crate::serve`]) |
 //! | `config` | `hank config status` / `hank config accept` (configuration approval) |
 //! | `setup`, `enable`, `enable_ci`, `migrate`, `import` | project set-up |
+//! | `watch` | `hank watch` (issues of a tracker as fleet tasks) |
+//! | `fleet_ci` | `hank fleet plan` / `hank fleet run-task` (the fleet as CI jobs) |
+//! | `deliver` | `hank deliver` |
+//! | [`context`] | the project a command works on ([`context::Project`]) and the checks commands that start tasks share |
+//! | [`view`] | what several commands show alike (the receipts table, the status `--json` view, sizes) |
+//!
+//! A command takes what it shares with another from [`context`], [`view`] or the library's
+//! rooms, never from another command's file (left today: `fleet_ci` runs `run`, `state` and
+//! `deliver`; `run` and `fleet` resume a delivery through `deliver`).
+//!
+//! ## At a glance (moved here from CLAUDE.md)
+//!
+//! `watch` is `hank watch`: a poll of the labelled issues and open PRs through
+//! `tracker::Tracker`, the claims through `tracker::claims`, `policy::tracker::choose`, a claim
+//! per issue taken, the started comment and `hank:working`, one `fleet::run` of the issues'
+//! tasks with a heartbeat thread renewing the claims, then each issue answered from
+//! `.hank/fleet.json` (done/failed comment, labels, claim marked done or released); `--once`,
+//! else a poll every WATCH_INTERVAL. `doctor` also asks whether the API is reachable and warns
+//! about user Stop hooks/plugins; `analyze --format` reads an answer in the format asked; `ctl`
+//! records commands in the control journal, signs/sends/polls remote ones; `state`
+//! saves/restores/claims the portable run state and prints the Actions job summary;
+//! `fleet_ci` is one task per CI job: claim + restore through `state`, the task's section as
+//! the plan while `run::run` runs, the whole plan put back with its ticks, `deliver::run` or
+//! the task branch pushed, save.
 
 pub(crate) mod agents;
 pub(crate) mod analyze;

@@ -14,6 +14,15 @@
 //! Enterprise server): gh's own error is shown as a warning, and the token never goes to a host
 //! other than the repository's (or the one the user named). The repository is `GH_REPO` (`[HOST/]OWNER/REPO`, as gh reads it)
 //! when set, else the remote's URL. What gh 2.23.0 sends is in `docs/forges.md`.
+//!
+//! The operations ([`Forge`]): create or find a pull request (`NewPullRequest::draft` for work
+//! the reviewer rejected: GitHub's `draft`, GitLab's `Draft: ` title), the checks of an exact
+//! SHA, a check's log, reviews, review comments, an issue comment, auto-merge, access.
+//! [`GitHub`] and [`GitLab`] share one `get`, `send`, `opened` and `items`. A request travels
+//! through `gh api` / `glab api` (the user's login, the environment passed through; started
+//! by [`exec`] through `proc::Cmd`: stdin bytes, bounded output, a timeout, stopped on a
+//! signal) or as REST with a token through [`client`], the one HTTP client of the forge and
+//! the trackers.
 
 pub mod client;
 pub mod exec;

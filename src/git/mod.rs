@@ -30,6 +30,60 @@
 //! which the agent can rewrite, nor a `commondir`. The agent itself commits in a repository of
 //! its own ([`agent_repo`]), which hank's git never runs in; hank imports its commits.
 //! Commits check that HEAD is the branch hank expects ([`Repo::expect_branch`]).
+//!
+//! ## At a glance (moved here from CLAUDE.md)
+//!
+//! the one door for git: every git command hank runs starts here (`architecture.rs` fails on
+//! `Cmd::new("git")`/`which("git")` elsewhere). `commit.rs`: the one commit of the agent's work,
+//! `commit_all(dir, CommitAll)` — stage all, list what is staged once (`diff --cached --name-status
+//! --relative`: named as the project names its files, also in a folder of its repository), unstage
+//! by literal name only what is staged of hank's runtime files (`runtime_paths`, the one list, from
+//! `templates/gitignore`, matched in process by `is_runtime_path` — tested against git's own
+//! `:(glob)` matching of `runtime_globs`; a fleet task's plan too with `leave_plan`) and of
+//! secret-looking files (`unstage_secrets`), commit (a merge in progress too) with hank's identity
+//! when the repository has none (`git::IDENTITY_ARGS` / `git::IDENTITY`: the one fallback,
+//! `hank@localhost` written once, used by every commit hank makes — setup, import, a fleet task, a
+//! state ref), the user's hooks only with `Hooks::Run`, `Committed` says whether — for delivery
+//! (`deliver::commit_all`, HEAD checked) and a fleet task (`fleet/worktrees.rs`' `commit_all`,
+//! hooks off). `git`/`run_git`/`run_git_for` read and act with nothing the repository configures
+//! (filters/hooks/fsmonitor/external diff/pager off on the command line, minimal env, timeout, ends
+//! on a signal); `git_run`/`git_run_input` (delivery, state refs, setup/import commits: the user's
+//! env and credentials, hooks and filters off) and `git_run_hooks(.., Hooks)` (delivery's
+//! commit/push: `Hooks::approved_in(project)` = `Run` only when `approval::unapproved` is empty);
+//! `Repo::task_worktree` pins a fleet worktree's git dir (found in `<common>/worktrees/*/gitdir`)
+//! so every later call there is `--git-dir/--work-tree` with `GIT_COMMON_DIR`, and records the task
+//! (`TaskGit`: admin dir, common dir, the agent's repository, what the `.git` file, `gitdir` and
+//! `commondir` must hold — `TaskGit::tampered`; the agent's git rules recorded from it in the
+//! sandbox at the pin, `sandbox::record_git_rules`, which `sandbox::worktree_git` reads — any other
+//! linked worktree's resolved once and frozen —; a task's run checks it before every call,
+//! `effects::agent`'s `task_record_holds`: a `security` event and the run stops),
+//! `Repo::expect_branch`; `agent_repo.rs` (issue 47): the task agent's own repository
+//! `<common>/worktrees/<id>/agent` (`make`: HEAD, the user's refs as facts, hank's index, a merge
+//! in progress, objects with the checkout's as alternate; the worktree's `.git` names it; `release`
+//! before a worktree is moved or removed; `import`: the agent's branch brought in — objects
+//! checked, `pack-objects`/`index-pack --fix-thin`/`rev-list --objects`, `update-ref` CAS — before
+//! every commit of the task, `commit::commit_all` and `fleet/merge.rs`' `commit_task`); `version()`
+//! for doctor; `snapshot.rs` (+ `index.rs`, `ignore.rs`): git's status read in process for progress
+//! (a file found clean by content under a stale index is kept as `verified` and not hashed again at
+//! the same stat data) — the index (v2–4), HEAD and refs,
+//! `.gitignore`/`info/exclude`/`core.excludesFile` with git's wildmatch, `.gitattributes`
+//! conversions (stat rule), submodules and nested repositories, blob ids by SHA-1; `Snapshot` keys
+//! per index entry and per dirty/untracked path, `Table::changed` the delta; a pinned worktree read
+//! through `pinned_git_dir` (in a fleet task's worker: pinned at its start from the checkout the
+//! supervisor names in `HANK_TASK_CHECKOUT`, `Repo::pin_task_worktree_from_env`); its differential
+//! test against `git status` over a generated corpus is `snapshot/tests.rs` (`HANK_CORPUS_SEEDS=N`
+//! for a longer search); `filters.rs`: the filter driver names to switch off, listed with `git
+//! config` (every config file and include target) and kept while the files' stamps are unchanged —
+//! no `git config` spawn per git call; `odb.rs` (+ `odb/diff.rs`): git's object database read in
+//! process — loose objects and packs (`.idx` v2 with 64-bit offsets, `.pack` v2/3,
+//! `OFS_DELTA`/`REF_DELTA` chains), alternates, inflated by `miniz_oxide`, `read_at` (no mmap),
+//! every size capped (`MAX_OBJECT`, `MAX_DELTA_CHAIN`, `MAX_TREE_DEPTH`) → `Unreadable`; the tree
+//! diff within `LIMITS` (paths, trees, bytes: a tree bomb is cut, `changed_files_within` →
+//! `Changed::cut`, and git is not asked); `changed_files` = `git diff --name-only --no-renames
+//! --relative` between two commits (hank's files excluded; git's tree order, `a.b` before `a/`) or
+//! `ls-tree -r` of one; its differential test against real git (loose, gc, `repack --depth=50`,
+//! `REF_DELTA`, a thin fetch, a linked worktree, alternates, a project subdirectory) is
+//! `odb/tests.rs`
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
