@@ -20,6 +20,7 @@
 //! | [`progress`] | measures a loop's progress: files (via [`worktree`]) and fix_plan items checked |
 //! | [`worktree`] | what changed in the files: `git status` snapshots (pure `-z` parser), a walk outside git |
 //! | `store` | the on-disk formats defined once (`store::schema`), atomic 0600 writes, lock, event log |
+//! | [`handoff`] | the run state handed from job to job: save, restore, claim of a state ref |
 //! | [`report`] | human output on stderr: loop summaries, countdowns, live view, exit messages |
 //! | `clock` | the wall clock, with the `HANK_NOW` test hook |
 //! | `monitor` | `hank monitor` TUI and the `hank --monitor` tmux launcher |
@@ -63,6 +64,7 @@ pub mod fleet;
 pub mod forge;
 pub mod fsread;
 pub mod git;
+pub mod handoff;
 pub(crate) mod monitor;
 pub mod notify;
 pub mod policy;

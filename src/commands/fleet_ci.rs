@@ -3,7 +3,7 @@
 //! [`crate::policy::fleet::plan_view`] and [`crate::policy::fleet::standings`]).
 //!
 //! `run-task` is `hank run` on one task's items, in the current checkout, on the task's branch
-//! `hank/<slug>`: claim and restore `refs/hank/state/<slug>` (`hank state`), run the loop with
+//! `hank/<slug>`: claim and restore `refs/hank/state/<slug>` ([`crate::handoff`]), run the loop with
 //! the task's section as the plan, put the whole plan back with the task's ticked items, then
 //! deliver per DELIVER (`hank deliver`) at a verified completion, or commit and push the work
 //! to the task branch when it stopped (a limit, a usage window, Ctrl-C) so that the next job
@@ -14,14 +14,12 @@ use std::path::Path;
 use clap::Parser;
 use jiff::Timestamp;
 
-use crate::cli::{
-    DeliverArgs, FleetPlanArgs, FleetRunTaskArgs, RunFlagsOnly, StateCommon, StateRestoreArgs,
-    StateSaveArgs,
-};
+use crate::cli::{DeliverArgs, FleetPlanArgs, FleetRunTaskArgs, RunFlagsOnly};
 use crate::clock::SystemClock;
 use crate::error::{HankError, Result};
 use crate::exit;
 use crate::fleet::ci;
+use crate::handoff::Handoff;
 use crate::policy::fixplan;
 use crate::policy::fleet::{self as rules, PlanView, Standing, TaskSpec};
 use crate::policy::time::Clock;
@@ -162,15 +160,6 @@ fn task_to_run(root: &Path, view: &PlanView, name: &str) -> Result<Option<TaskSp
     Ok(Some(spec.clone()))
 }
 
-/// The state ref's arguments of the task.
-fn state_common(slug: &str, remote: &str, owner: &str) -> StateCommon {
-    StateCommon {
-        task: Some(slug.to_string()),
-        remote: remote.to_string(),
-        owner: Some(owner.to_string()),
-    }
-}
-
 /// `hank fleet run-task NAME [RUN FLAGS…]`.
 pub(crate) fn run_task(root: &Path, a: &FleetRunTaskArgs) -> Result<u8> {
     let mut run = RunFlagsOnly::try_parse_from(&a.run_flags)
@@ -210,14 +199,12 @@ pub(crate) fn run_task(root: &Path, a: &FleetRunTaskArgs) -> Result<u8> {
     let start = crate::deliver::current_branch(root)?;
     let branch = ci::branch_of(&spec.slug);
     // 1. The claim and the state a former job saved.
-    if let Some(r) = &remote {
-        let restore = StateRestoreArgs {
-            common: state_common(&spec.slug, r, &owner),
-            from_dir: None,
-            claim: true,
-            ttl: a.ttl,
-        };
-        let code = super::state::restore(root, &restore, now()?)?;
+    let handoff = remote
+        .as_deref()
+        .map(|r| Handoff::new(root, Some(&spec.slug), r, Some(&owner)))
+        .transpose()?;
+    if let Some(h) = &handoff {
+        let code = h.restore(None, Some(a.ttl), now()?)?;
         if code != exit::OK {
             return Ok(code);
         }
@@ -226,15 +213,8 @@ pub(crate) fn run_task(root: &Path, a: &FleetRunTaskArgs) -> Result<u8> {
     }
     // From here the claim is ours: every way out saves the state and releases it.
     let outcome = run_claimed(root, &s, &mut run, &spec, remote.as_deref(), start, &branch);
-    let saved = match &remote {
-        Some(r) => {
-            let save = StateSaveArgs {
-                common: state_common(&spec.slug, r, &owner),
-                to_dir: None,
-                release: true,
-            };
-            super::state::save(root, &save, now()?)
-        }
+    let saved = match &handoff {
+        Some(h) => h.save(None, true, now()?),
         None => Ok(exit::OK),
     };
     let code = outcome?;

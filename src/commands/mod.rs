@@ -20,8 +20,8 @@
 //! | [`view`] | what several commands show alike (the receipts table, the status `--json` view, sizes) |
 //!
 //! A command takes what it shares with another from [`context`], [`view`] or the library's
-//! rooms, never from another command's file (left today: `fleet_ci` runs `run`, `state` and
-//! `deliver`; `run` and `fleet` resume a delivery through `deliver`).
+//! rooms, never from another command's file (left today: `fleet_ci` runs `run` and `deliver`;
+//! `run` and `fleet` resume a delivery through `deliver`).
 //!
 //! ## At a glance (moved here from CLAUDE.md)
 //!
@@ -33,8 +33,8 @@
 //! else a poll every WATCH_INTERVAL. `doctor` also asks whether the API is reachable and warns
 //! about user Stop hooks/plugins; `analyze --format` reads an answer in the format asked; `ctl`
 //! records commands in the control journal, signs/sends/polls remote ones; `state`
-//! saves/restores/claims the portable run state and prints the Actions job summary;
-//! `fleet_ci` is one task per CI job: claim + restore through `state`, the task's section as
+//! saves/restores/claims the portable run state ([`crate::handoff`]) and prints the Actions job summary;
+//! `fleet_ci` is one task per CI job: claim + restore through [`crate::handoff`], the task's section as
 //! the plan while `run::run` runs, the whole plan put back with its ticks, `deliver::run` or
 //! the task branch pushed, save.
 
