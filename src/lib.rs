@@ -233,7 +233,12 @@ fn dispatch(cli: Cli, args: &[OsString]) -> error::Result<u8> {
         Some(Command::Deliver(a)) => c::deliver::run(&a),
         Some(Command::Doctor(a)) => c::doctor::run(&a),
         Some(Command::Agents(a)) => c::agents::run(&a),
-        Some(Command::Fleet(a)) => c::fleet_command(&a),
+        // `hank fleet plan` / `run-task` are the fleet as CI jobs (`fleet_ci`).
+        Some(Command::Fleet(a)) => c::recording_exit_code(a.record_exit_code, || match &a.action {
+            Some(cli::FleetAction::Plan(p)) => c::fleet_ci::plan(&c::project_dir()?, p),
+            Some(cli::FleetAction::RunTask(t)) => c::fleet_ci::run_task(&c::project_dir()?, t),
+            _ => c::fleet::run_checked(&a),
+        }),
         Some(Command::Watch(a)) => c::watch::run(&a),
         Some(Command::Completions(a)) => c::completions::run(&a),
         Some(Command::Config(a)) => c::config::run(a.action),

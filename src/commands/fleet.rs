@@ -43,7 +43,7 @@ pub(crate) fn run_checked(a: &FleetArgs) -> Result<u8> {
     let root = project.root().to_path_buf();
     match &a.action {
         Some(FleetAction::Status { json }) => return status(&root, *json),
-        // Dispatched by [`super::fleet_command`].
+        // Dispatched to `fleet_ci` by `lib.rs`.
         Some(FleetAction::Plan(_) | FleetAction::RunTask(_)) => {}
         Some(FleetAction::Clean) => return clean(&root),
         None => {}

@@ -68,20 +68,10 @@ pub(crate) mod watch;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::cli::{FleetAction, FleetArgs};
 use crate::error::{HankError, Result};
 use crate::project;
 
 pub(crate) use context::{approved_project, lock_or_hint, project_dir, require_hank_dir};
-
-/// `hank fleet`: its CI jobs (`plan`, `run-task`, [`fleet_ci`]) or the fleet itself ([`fleet`]).
-pub(crate) fn fleet_command(a: &FleetArgs) -> Result<u8> {
-    recording_exit_code(a.record_exit_code, || match &a.action {
-        Some(FleetAction::Plan(p)) => fleet_ci::plan(&project_dir()?, p),
-        Some(FleetAction::RunTask(t)) => fleet_ci::run_task(&project_dir()?, t),
-        _ => fleet::run_checked(a),
-    })
-}
 
 /// Runs `command`; with `record` (`--record-exit-code`: the loop pane of `hank --monitor` and
 /// `hank fleet --monitor`) hank writes the exit code itself (see [`crate::monitor::tmux`]).

@@ -177,3 +177,47 @@ pub fn send(
         headers,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bundle_gives_its_certificates_and_nothing_else() {
+        assert!(certificates(b"not a certificate").is_empty());
+        assert!(
+            certificates(b"-----BEGIN CERTIFICATE-----\n!!\n-----END CERTIFICATE-----\n")
+                .is_empty()
+        );
+        let r = Reply {
+            status: 404,
+            body: "{\"message\":\"Not \\u001b[1mFound\"}".into(),
+            headers: vec![("link".into(), "<x?page=2>; rel=\"next\"".into())],
+        };
+        assert!(!r.ok());
+        assert_eq!(r.message(), "Not Found");
+        assert_eq!(r.header("Link"), Some("<x?page=2>; rel=\"next\""));
+    }
+
+    /// A loopback base is reached directly, whatever proxy the environment names; nothing
+    /// listens on port 1, so the request fails as a connection error naming the URL.
+    #[test]
+    fn a_refused_connection_is_an_error_naming_the_request() {
+        let agent = agent("http://127.0.0.1:1", Duration::from_secs(5)).unwrap();
+        let req = ureq::http::Request::builder()
+            .method("GET")
+            .uri("http://127.0.0.1:1/repos/o/r");
+        let e = send(
+            &agent,
+            "GET",
+            "http://127.0.0.1:1/repos/o/r",
+            req,
+            String::new(),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("GET http://127.0.0.1:1/repos/o/r"),
+            "{e}"
+        );
+    }
+}

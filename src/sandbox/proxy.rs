@@ -778,6 +778,14 @@ mod tests {
 
         let refused = ask(proxy.port(), "CONNECT evil.example:443 HTTP/1.1\r\n\r\n");
         assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
+        // A head httparse does not read as HTTP/1.x is answered 400, and nothing is recorded.
+        for bad in [
+            "GET http://evil.example/ HTTP/1.1\r\nno colon\r\n\r\n",
+            "CONNECT evil.example:443 HTTP/9.9\r\n\r\n",
+        ] {
+            let answer = ask(proxy.port(), bad);
+            assert!(answer.starts_with("HTTP/1.1 400"), "{bad:?}: {answer}");
+        }
         let denied = proxy.take_denied();
         assert_eq!(denied.len(), 1);
         assert_eq!(denied[0].host, "evil.example:443");
