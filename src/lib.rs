@@ -20,6 +20,7 @@
 //! | [`progress`] | measures a loop's progress: files (via [`worktree`]) and fix_plan items checked |
 //! | [`worktree`] | what changed in the files: `git status` snapshots (pure `-z` parser), a walk outside git |
 //! | `store` | the on-disk formats defined once (`store::schema`), atomic 0600 writes, lock, event log |
+//! | [`http`] | hank's one HTTP client (`ureq`, rustls): timeouts, proxy, certificates |
 //! | [`handoff`] | the run state handed from job to job: save, restore, claim of a state ref |
 //! | [`report`] | human output on stderr: loop summaries, countdowns, live view, exit messages |
 //! | `clock` | the wall clock, with the `HANK_NOW` test hook |
@@ -65,6 +66,7 @@ pub mod forge;
 pub mod fsread;
 pub mod git;
 pub mod handoff;
+pub mod http;
 pub(crate) mod monitor;
 pub mod notify;
 pub mod policy;

@@ -4,7 +4,6 @@
 //! |---|---|
 //! | this file | the [`Forge`] operations, [`GitHub`] and [`GitLab`] over an [`Api`], [`detect`] |
 //! | [`transport`] | `gh api` / `glab api` (the user's login) or REST with a token (`GITHUB_API_URL`) |
-//! | [`client`] | the one HTTP client (`ureq`): timeouts, proxy, certificates |
 //! | [`exec`] | the one spawn of the forge layer (`gh`, `glab`) |
 //!
 //! Which forge: GitLab when the remote's host names GitLab (`glab`); else GitHub through `gh`
@@ -21,10 +20,8 @@
 //! [`GitHub`] and [`GitLab`] share one `get`, `send`, `opened` and `items`. A request travels
 //! through `gh api` / `glab api` (the user's login, the environment passed through; started
 //! by [`exec`] through `proc::Cmd`: stdin bytes, bounded output, a timeout, stopped on a
-//! signal) or as REST with a token through [`client`], the one HTTP client of the forge and
-//! the trackers.
+//! signal) or as REST with a token through [`crate::http`], hank's one HTTP client.
 
-pub mod client;
 pub mod exec;
 #[cfg(test)]
 pub(crate) mod scripted;

@@ -1,6 +1,6 @@
 //! How a forge request travels: through the user's logged-in CLI (`gh api` / `glab api`, which
 //! add the login, the host and the proxy themselves) or over HTTP with a token from the
-//! environment (in-process through `ureq`, [`client`]). The token is never in argv, never
+//! environment (in-process through `ureq`, [`crate::http`]). The token is never in argv, never
 //! logged, never in an error message.
 
 use std::path::PathBuf;
@@ -10,9 +10,10 @@ use serde_json::Value;
 
 use crate::error::{HankError, Result};
 
-use super::{client, exec};
+use super::exec;
+use crate::http;
 
-pub use super::client::Reply;
+pub use crate::http::Reply;
 
 /// How long one forge request may take.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
@@ -217,7 +218,7 @@ fn sendable(extra: &[(String, String)]) -> impl Iterator<Item = &(String, String
 
 /// GitHub's REST API at `base` (`GITHUB_API_URL`) with a token (`GH_TOKEN` / `GITHUB_TOKEN`),
 /// or another tracker's API with its own credential headers ([`Http::with_headers`]), spoken
-/// in-process over HTTP/1.1 (`ureq`, TLS by rustls) — see [`client`] for timeouts, proxies and
+/// in-process over HTTP/1.1 (`ureq`, TLS by rustls) — see [`crate::http`] for timeouts, proxies and
 /// certificates.
 pub struct Http {
     pub base: String,
@@ -289,7 +290,7 @@ impl Http {
             "User-Agent".to_string(),
             format!("hank/{}", env!("CARGO_PKG_VERSION")),
         ));
-        let agent = client::agent(&base, REQUEST_TIMEOUT)?;
+        let agent = http::agent(&base, REQUEST_TIMEOUT)?;
         Ok(Self { base, fixed, agent })
     }
 
@@ -342,7 +343,7 @@ impl Api for Http {
         if body.is_some() || method != "GET" {
             req = req.header("Content-Type", "application/json");
         }
-        client::send(&self.agent, method, &url, req, body.unwrap_or_default())
+        http::send(&self.agent, method, &url, req, body.unwrap_or_default())
     }
 }
 

@@ -4,7 +4,8 @@
 //! drops the message (a warning, once). Which events become messages, and their text, is
 //! [`crate::policy::notify`]; secrets are redacted here, as everywhere else.
 //!
-//! `http.rs` is hank's one HTTP client (also used by the control-topic poller).
+//! `http.rs` sends through hank's one HTTP client, [`crate::http`] (also for the control-topic
+//! poller).
 //!
 //! **One notifier, two owners.** Every message is made by one constructor ([`Hook::new`]:
 //! the targets, event classes and secrets of the settings) and one send ([`Hook::event`]:
@@ -36,8 +37,8 @@
 //! the run's runtime (`Hook::finish`); and the process-wide one of a command outside a run,
 //! `install`/`offer`: `hank fleet` (`fleet/save.rs`'s task events, the integration delivery through
 //! `deliver::tell_outside_run`), `hank deliver`, `hank watch`'s issue events, a resumed delivery),
-//! `http.rs` (hank's one HTTP client, `ureq` + rustls; never a listening socket; a loopback URL
-//! bypasses `HTTP(S)_PROXY`); what a message says is `policy::notify` (words for a phone, the PR as
+//! `http.rs` (requests through hank's one HTTP client `crate::http`, `ureq` + rustls; never a
+//! listening socket; a loopback URL bypasses `HTTP(S)_PROXY`); what a message says is `policy::notify` (words for a phone, the PR as
 //! `click`; `Seen`: one message per event, a `hank ctl stop` told as "stopped by you")
 
 pub mod http;

@@ -1,8 +1,11 @@
-//! The forge's one HTTP client (and the trackers', through [`super::transport::Http`]):
-//! blocking HTTP/1.1 by `ureq`, TLS by rustls, no redirects followed, an HTTP error status
-//! handed back as a [`Reply`] (the caller reads the forge's `message`).
+//! hank's one HTTP client: blocking HTTP/1.1 by `ureq`, TLS by rustls, no redirects followed.
+//! Every request hank makes is built by [`agent`]: the forge's and the trackers' REST
+//! ([`crate::forge::transport::Http`], which sends through [`send`]: an HTTP error status is
+//! handed back as a [`Reply`], the caller reads the forge's `message`), the NOTIFY targets
+//! and the ntfy control topic (`notify::http`).
 //!
-//! - **Timeout**: one bound on the whole request ([`super::transport::REQUEST_TIMEOUT`]).
+//! - **Timeout**: one bound on the whole request, the caller's
+//!   ([`crate::forge::transport::REQUEST_TIMEOUT`] for the forge).
 //! - **Proxy**: `ALL_PROXY`, `HTTPS_PROXY`, `HTTP_PROXY` (and lower-case) with `NO_PROXY`, as
 //!   `ureq` reads them; a loopback base (`127.0.0.1`, `localhost`, `::1`) is reached directly.
 //! - **Certificates**: the PEM bundle named by `SSL_CERT_FILE` when set (a private CA), else
@@ -76,7 +79,7 @@ impl Reply {
     }
 }
 
-/// The client for requests under `base`.
+/// The client for requests under `base` (a URL or its start), each bounded by `timeout`.
 ///
 /// # Errors
 /// `SSL_CERT_FILE` is set and holds no readable certificate.
@@ -93,12 +96,23 @@ pub fn agent(base: &str, timeout: Duration) -> Result<ureq::Agent> {
         .http_status_as_error(false)
         .max_redirects(0)
         .max_idle_connections(0)
+        .user_agent(concat!("hank/", env!("CARGO_PKG_VERSION")))
         .build();
     Ok(ureq::Agent::new_with_config(config))
 }
 
-/// The certificates a server's chain must end in.
+/// The certificates a server's chain must end in, read once per process.
 fn roots() -> Result<RootCerts> {
+    static ROOTS: std::sync::OnceLock<std::result::Result<RootCerts, String>> =
+        std::sync::OnceLock::new();
+    ROOTS
+        .get_or_init(|| read_roots().map_err(|e| e.to_string()))
+        .clone()
+        .map_err(HankError::usage)
+}
+
+/// [`roots`], read.
+fn read_roots() -> Result<RootCerts> {
     if let Some(file) = std::env::var_os("SSL_CERT_FILE").filter(|f| !f.is_empty()) {
         let shown = std::path::Path::new(&file).display().to_string();
         let certs = std::fs::read(&file)
