@@ -4,6 +4,13 @@
 //! ([`crate::monitor::args`]), and the flags of `hank run` that are settings
 //! ([`crate::settings::Flags`]), are defined once, next to the code that reads them, and used
 //! here.
+//!
+//! ## At a glance (moved here from CLAUDE.md)
+//!
+//! the clap parser (values stay strings); used only by `lib.rs` and `commands/`. The options of
+//! setup / enable / enable-ci / import (`project/args.rs`), monitor (`monitor/args.rs`) and `hank
+//! run`'s settings flags (`settings/flags.rs`, `Flags`) are defined once there, with their clap
+//! attributes, and passed as they are; no other module names clap (`architecture.rs`)
 
 // `[KEY, default …]` in the help texts below is shown by `--help`, not a doc link.
 #![allow(rustdoc::broken_intra_doc_links)]

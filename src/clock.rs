@@ -4,6 +4,11 @@
 //! run on from it (real elapsed time is added), so end-to-end tests can exercise
 //! time-dependent rules — a cooldown that has passed, a session that expired, a usage window
 //! that reset — without sleeping. An unreadable `HANK_NOW` is an error naming the variable.
+//!
+//! ## At a glance (moved here from CLAUDE.md)
+//!
+//! `SystemClock` (`HANK_NOW=<RFC 3339>` starts the process clock there: end-to-end tests of time
+//! rules without sleeping)
 
 use std::time::Instant;
 

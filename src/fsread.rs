@@ -10,6 +10,13 @@
 //!
 //! [`Follow::No`] is for hank's own files under `.hank/`: a symbolic link there is refused
 //! (`O_NOFOLLOW`), never followed out of the project.
+//!
+//! ## At a glance (moved here from CLAUDE.md)
+//!
+//! reading a file hank needs: a regular file only (`O_NONBLOCK` open, `fstat` of what was opened: a
+//! FIFO, a device or a link out is an error naming it), at most a limit; `read_stamped` +
+//! `Stamp::holds` (device, inode, size, mtime, ctime; none for a file changed in the last 50 ms):
+//! the engine keeps fix_plan.md as the measure read it and the next look only `stat`s it
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};

@@ -20,6 +20,8 @@
 //! | [`progress`] | measures a loop's progress: files (via [`worktree`]) and fix_plan items checked |
 //! | [`worktree`] | what changed in the files: `git status` snapshots (pure `-z` parser), a walk outside git |
 //! | `store` | the on-disk formats defined once (`store::schema`), atomic 0600 writes, lock, event log |
+//! | [`http`] | hank's one HTTP client (`ureq`, rustls): timeouts, proxy, certificates |
+//! | [`handoff`] | the run state handed from job to job: save, restore, claim of a state ref |
 //! | [`report`] | human output on stderr: loop summaries, countdowns, live view, exit messages |
 //! | `clock` | the wall clock, with the `HANK_NOW` test hook |
 //! | `monitor` | `hank monitor` TUI and the `hank --monitor` tmux launcher |
@@ -63,6 +65,8 @@ pub mod fleet;
 pub mod forge;
 pub mod fsread;
 pub mod git;
+pub mod handoff;
+pub mod http;
 pub(crate) mod monitor;
 pub mod notify;
 pub mod policy;
@@ -232,7 +236,12 @@ fn dispatch(cli: Cli, args: &[OsString]) -> error::Result<u8> {
         Some(Command::Deliver(a)) => c::deliver::run(&a),
         Some(Command::Doctor(a)) => c::doctor::run(&a),
         Some(Command::Agents(a)) => c::agents::run(&a),
-        Some(Command::Fleet(a)) => c::fleet::run(&a),
+        // `hank fleet plan` / `run-task` are the fleet as CI jobs (`fleet_ci`).
+        Some(Command::Fleet(a)) => c::recording_exit_code(a.record_exit_code, || match &a.action {
+            Some(cli::FleetAction::Plan(p)) => c::fleet_ci::plan(&c::project_dir()?, p),
+            Some(cli::FleetAction::RunTask(t)) => c::fleet_ci::run_task(&c::project_dir()?, t),
+            _ => c::fleet::run_checked(&a),
+        }),
         Some(Command::Watch(a)) => c::watch::run(&a),
         Some(Command::Completions(a)) => c::completions::run(&a),
         Some(Command::Config(a)) => c::config::run(a.action),

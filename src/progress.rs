@@ -5,6 +5,13 @@
 //! process: `crate::git::snapshot`): the snapshot [`measure`] takes at the end of a loop is the
 //! next loop's baseline when that loop starts within [`REUSE_WINDOW`] (the engine's usual
 //! case); after a wait, [`baseline`] takes a fresh one.
+//!
+//! ## At a glance (moved here from CLAUDE.md)
+//!
+//! progress of a loop: what `git status` shows, read in process (`crate::git::snapshot`: no git
+//! spawn per loop; when HEAD moved, the commits' files by `crate::git::odb`'s tree diff, `git diff
+//! --name-only` only where it says `Unreadable` — the cases are in `worktree.rs`'s module doc), the
+//! walk outside git, fix_plan items checked
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;

@@ -2,6 +2,12 @@
 //! with elapsed time while the agent runs, a countdown while waiting, and the live view of
 //! `--live`. Bars and colours only on a terminal without `NO_COLOR` and outside CI
 //! ([`DisplayMode::resolve`], pure). stdout is reserved for `--json` events.
+//!
+//! ## At a glance (moved here from CLAUDE.md)
+//!
+//! the loop's stderr output (summary block, spinner, countdown, live view, exit messages;
+//! `exit_summary`/`exit_line`: a run's exit message, its last terminal line and end state,
+//! table-tested)
 
 use std::io::{IsTerminal, Write};
 use std::path::Path;

@@ -3,6 +3,14 @@
 //! with a compare-and-swap push (`--force-with-lease=<ref>:<expected>`). Git runs through
 //! [`remote_git`] (the acting git: the user's credentials; no hook or filter of the
 //! repository).
+//!
+//! ## At a glance (moved here from CLAUDE.md)
+//!
+//! the portable run state on the remote: `refs/hank/state/<name>` read with `ls-remote`/`fetch`,
+//! written as a commit (`hash-object`, `mktree`, `commit-tree`) and a compare-and-swap push
+//! (`--force-with-lease`; `push_file`, shared with `hank watch`'s claims), through
+//! [`remote_git`] (120 s, the user's credentials), also the CI fleet's (`fleet/ci.rs`) and the
+//! run state's hand-over's (`crate::handoff`)
 
 use std::path::Path;
 use std::time::Duration;

@@ -4,6 +4,27 @@
 //! messages, stream-json lines, plain text, empty or truncated output) and classifies the
 //! outcome by content, never by the exit code alone (see `../shared/design/claude-contract.md`).
 //! No clock, no processes, no file I/O: time and the run facts are passed in.
+//!
+//! ## At a glance (moved here from CLAUDE.md)
+//!
+//! agent output → `Analysis` (shapes, `review.rs`: the reviewer's `HANK_REVIEW` verdict,
+//! `parse_review`, read wherever `HANK_STATUS` is — `Analysis::review` — and failing closed
+//! (`Verdict::Unreadable`) **\[pure\]**, typed error fields, error kinds, usage-limit reset times,
+//! HANK_STATUS): the reader (`parse::Gathered`) fills the `Analysis` fields the output says
+//! outright (`Gathered::read`: shape, size, session, login expiry, the last result's cost, tokens,
+//! turns, duration, denials; `ResultData` keeps what only the verdict reads), `finish` adds the
+//! verdict and what is derived from the answer text; `AskedFormat`: in json / stream-json only the
+//! client's JSON is an answer (text, foreign JSON, stray bytes → `malformed`; a `result` after
+//! stray bytes still counts); a field read whatever its JSON type implements `parse::Lenient` (one
+//! visitor, `parse::lenient`: `Scalar`, `Content`, the usage windows; `WindowFields`: what a
+//! reading says of a window, shared by `WindowReading` and `policy::windows::WindowState`, with the
+//! one merge rule `WindowFields::merge`); every line reader takes its bytes through `parse::fill`;
+//! a profile's error rule with `scope = "end"` (`mapped::Matcher::End`) reads the output's last
+//! lines and fails even a text answer (Aider); `Analysis::crash` (`classify::crash_of`: a non-zero
+//! exit without an answer, its last meaningful line `crash_line` and its tail) and
+//! `Analysis::refused_paths` (`refusals.rs`: the paths of refused file accesses in tool results,
+//! stderr and the answer; the effects make them `sandbox_denied` events under the sandbox only)
+//! **\[pure\]**
 
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 

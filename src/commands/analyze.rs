@@ -15,6 +15,8 @@ use crate::analysis::{Analysis, AskedFormat, Clock, Outcome, RunFacts, analyze_a
 use crate::cli::AnalyzeArgs;
 use crate::error::{HankError, Result};
 
+use super::view::human_bytes;
+
 /// Most stderr read (the CLI prints a few lines there; anything past this is not needed).
 const MAX_STDERR: u64 = 4 * 1024 * 1024;
 
@@ -161,21 +163,6 @@ fn shape_str(a: &Analysis) -> &'static str {
         S::Text => "plain text",
         S::Empty => "empty",
         S::Truncated => "truncated JSON",
-    }
-}
-
-pub(crate) fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
-    let mut v = n as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
     }
 }
 

@@ -8,30 +8,16 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::path::Path;
 
-use clap::Parser;
-
-use crate::cli::{FleetAction, FleetArgs, RunFlagsOnly};
+use crate::cli::{FleetAction, FleetArgs};
 use crate::error::{HankError, Result};
 use crate::fleet::{self, Options};
 use crate::policy::fleet as rules;
 use crate::settings;
 
+use super::context::{Project, parse_agents, run_flags};
+
 /// The integration branch when `--into` is not given.
 const DEFAULT_INTO: &str = "hank/fleet";
-
-pub(crate) fn run(a: &FleetArgs) -> Result<u8> {
-    super::recording_exit_code(a.record_exit_code, || run_checked(a))
-}
-
-/// `--agents N` of `hank fleet` and `hank watch`: a whole number ≥ 1.
-pub(super) fn parse_agents(given: &str) -> Result<usize> {
-    match given.trim().parse::<usize>() {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(HankError::usage(format!(
-            "--agents expects the number of tasks to run at once (a whole number ≥ 1), got {given:?}"
-        ))),
-    }
-}
 
 /// `hank fleet clean`.
 fn clean(root: &Path) -> Result<u8> {
@@ -51,22 +37,14 @@ fn clean(root: &Path) -> Result<u8> {
     Ok(0)
 }
 
-/// The `hank run` flags given to `command` (`hank fleet`, `hank watch`) after its own.
-pub(super) fn run_flags(given: &[String], command: &str) -> Result<RunFlagsOnly> {
-    RunFlagsOnly::try_parse_from(given).map_err(|e| {
-        HankError::usage(format!(
-            "a `hank run` flag given to {command} is not valid: {}",
-            e.to_string().trim()
-        ))
-    })
-}
-
-fn run_checked(a: &FleetArgs) -> Result<u8> {
-    let root = super::project_dir()?;
+/// `hank fleet` (its CI jobs are [`super::fleet_ci`]), in the project found from here.
+pub(crate) fn run_checked(a: &FleetArgs) -> Result<u8> {
+    let project = Project::locate()?;
+    let root = project.root().to_path_buf();
     match &a.action {
         Some(FleetAction::Status { json }) => return status(&root, *json),
-        Some(FleetAction::Plan(p)) => return super::fleet_ci::plan(&root, p),
-        Some(FleetAction::RunTask(t)) => return super::fleet_ci::run_task(&root, t),
+        // Dispatched to `fleet_ci` by `lib.rs`.
+        Some(FleetAction::Plan(_) | FleetAction::RunTask(_)) => {}
         Some(FleetAction::Clean) => return clean(&root),
         None => {}
     }
@@ -99,7 +77,7 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
     let _recorded = crate::approval::record(&root, "hank fleet")?;
     let s = settings::load(&run.flags, &root)?;
     // Every task's run would refuse an unknown agent: refused once, here, before any starts.
-    known_agents(&s, &root)?;
+    project.known_agents(&s)?;
     // Flag > environment > .hankrc > default (the settings resolve the last three).
     let max_merge_attempts = match a.max_merge_attempts.as_deref() {
         None => s.max_merge_attempts.value,
@@ -120,13 +98,9 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
             ))
         })?,
     };
-    let tasks = super::fleet_ci::parsed_plan(
-        &root,
-        &s,
-        "the fleet's tasks come from it",
-        rules::tasks_from_plan,
-    )?;
-    let plan_path = root.join(".hank/fix_plan.md");
+    let tasks =
+        project.parsed_plan(&s, "the fleet's tasks come from it", rules::tasks_from_plan)?;
+    let plan_path = project.plan_path();
     if tasks.is_empty() {
         return Err(HankError::usage_hint(
             format!(
@@ -193,7 +167,7 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
             "hank fleet runs each task in a git worktree: `git init` and commit first",
         ));
     }
-    dirty_tree(&root, a.allow_dirty)?;
+    project.refuse_dirty_tree(a.allow_dirty)?;
     let deliver = fleet::deliver::FleetDelivery::of(&s, &root, a.into.is_some())?;
     if monitor {
         // Everything `hank fleet` would refuse was refused above, in the user's terminal,
@@ -242,81 +216,6 @@ fn run_checked(a: &FleetArgs) -> Result<u8> {
         );
     }
     Ok(code)
-}
-
-/// Each agent of the chain (`--agent`, `AGENTS`) has a profile; `--agent 2` is the usual
-/// slip for `--agents 2`.
-pub(super) fn known_agents(s: &settings::Settings, root: &Path) -> Result<()> {
-    for name in s.agent_chain() {
-        if let Err(e) = crate::agent::profile::load(&name, root) {
-            let hint = if name.trim().parse::<u64>().is_ok() {
-                format!(
-                    "`--agent {name}` names the agent every task uses; the number of tasks at once is `--agents {name}`"
-                )
-            } else {
-                "`hank agents` lists the agents this project knows".to_string()
-            };
-            return Err(HankError::usage_hint(format!("hank fleet: {e}"), hint));
-        }
-    }
-    Ok(())
-}
-
-/// The tasks start from the last commit: uncommitted changes (an edited plan section, a
-/// changed file) would silently be left out. Refused naming the files, unless `allow`
-/// (then said what is left out). hank's runtime files and the untracked configuration the
-/// fleet copies into each worktree do not count.
-pub(super) fn dirty_tree(root: &Path, allow: bool) -> Result<()> {
-    let args = ["status", "--porcelain=v1", "-z", "--untracked-files=all"];
-    let out = crate::git::Checkout::at(root)
-        .git()
-        .read(&args)
-        .map_err(|e| HankError::Tool(e.context(&args, root)))?;
-    let runtime = crate::deliver::runtime_paths();
-    // Untracked configuration the fleet copies into each worktree is not left out.
-    let copied = |e: &str| {
-        e.starts_with("?? ") && matches!(&e[3..], ".hankrc" | ".hank/PROMPT.md" | ".hank/AGENT.md")
-            || e.starts_with("?? .hank/agents/")
-    };
-    let files: Vec<String> = String::from_utf8_lossy(&out)
-        .split('\0')
-        .filter(|e| e.len() > 3 && !copied(e))
-        .map(|e| e[3..].to_string())
-        .filter(|f| {
-            !runtime.iter().any(|r| {
-                f == r
-                    || f.starts_with(&format!("{r}/"))
-                    || r.ends_with('*') && f.starts_with(r.trim_end_matches('*'))
-            })
-        })
-        .collect();
-    if files.is_empty() {
-        return Ok(());
-    }
-    let shown: Vec<String> = files
-        .iter()
-        .take(10)
-        .map(|f| crate::sanitize::line(f))
-        .collect();
-    let more = files
-        .len()
-        .checked_sub(10)
-        .filter(|n| *n > 0)
-        .map(|n| format!(" (and {n} more)"))
-        .unwrap_or_default();
-    let list = format!("{}{more}", shown.join(", "));
-    if allow {
-        errln!(
-            "hank: fleet: --allow-dirty: the tasks start from the last commit; left out (not committed): {list}"
-        );
-        return Ok(());
-    }
-    Err(HankError::usage_hint(
-        format!(
-            "the working tree has uncommitted changes, which the fleet's tasks would not see (they start from the last commit): {list}"
-        ),
-        "commit them first (the plan too), or pass --allow-dirty to run without them",
-    ))
 }
 
 /// Whether the fleet of `file` merged every one of `tasks`.
@@ -483,7 +382,7 @@ fn status(root: &Path, json: bool) -> Result<u8> {
         // `not_running` (what it said kept in `last_state`), holding nothing back.
         let v = serde_json::to_value(&file)
             .map_err(|e| HankError::Internal(format!("cannot encode the fleet status: {e}")))?;
-        let mut v = crate::commands::status::json_view(v, alive, stale);
+        let mut v = super::view::json_view(v, alive, stale);
         if stale && let Some(obj) = v.as_object_mut() {
             obj.insert("held".into(), serde_json::Value::Null);
         }
@@ -542,7 +441,7 @@ fn status(root: &Path, json: bool) -> Result<u8> {
                 dir.display(),
                 bytes.map_or_else(
                     || "more than 2,000,000 files".to_string(),
-                    crate::commands::analyze::human_bytes
+                    super::view::human_bytes
                 )
             ));
         }

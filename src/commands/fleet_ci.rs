@@ -3,7 +3,7 @@
 //! [`crate::policy::fleet::plan_view`] and [`crate::policy::fleet::standings`]).
 //!
 //! `run-task` is `hank run` on one task's items, in the current checkout, on the task's branch
-//! `hank/<slug>`: claim and restore `refs/hank/state/<slug>` (`hank state`), run the loop with
+//! `hank/<slug>`: claim and restore `refs/hank/state/<slug>` ([`crate::handoff`]), run the loop with
 //! the task's section as the plan, put the whole plan back with the task's ticked items, then
 //! deliver per DELIVER (`hank deliver`) at a verified completion, or commit and push the work
 //! to the task branch when it stopped (a limit, a usage window, Ctrl-C) so that the next job
@@ -14,58 +14,40 @@ use std::path::Path;
 use clap::Parser;
 use jiff::Timestamp;
 
-use crate::cli::{
-    DeliverArgs, FleetPlanArgs, FleetRunTaskArgs, RunFlagsOnly, StateCommon, StateRestoreArgs,
-    StateSaveArgs,
-};
+use crate::cli::{DeliverArgs, FleetPlanArgs, FleetRunTaskArgs, RunFlagsOnly};
 use crate::clock::SystemClock;
 use crate::error::{HankError, Result};
 use crate::exit;
 use crate::fleet::ci;
+use crate::handoff::Handoff;
 use crate::policy::fixplan;
 use crate::policy::fleet::{self as rules, PlanView, Standing, TaskSpec};
 use crate::policy::time::Clock;
 use crate::settings::{self, DeliverMode, Settings};
 use crate::store::schema::PlannedTask;
 
+use super::context::Project;
+
 fn now() -> Result<Timestamp> {
     Ok(SystemClock::from_env()?.now())
-}
-
-fn plan_path(root: &Path) -> std::path::PathBuf {
-    root.join(".hank").join("fix_plan.md")
-}
-
-/// The plan read and parsed by `parse` (with OPTIONAL_SECTIONS), for `hank fleet` and its CI
-/// jobs: an unreadable plan is an error naming the file and `why` the command needs it, an
-/// invalid one an error naming the file.
-pub(super) fn parsed_plan<T>(
-    root: &Path,
-    s: &Settings,
-    why: &str,
-    parse: fn(&str, &[String]) -> std::result::Result<T, String>,
-) -> Result<T> {
-    let path = plan_path(root);
-    let text = s
-        .read_fix_plan()
-        .ok_or_else(|| HankError::usage(format!("cannot read {}: {why}", path.display())))?;
-    parse(&text, &s.optional_sections.value)
-        .map_err(|e| HankError::usage(format!("{}: {e}", path.display())))
 }
 
 /// The plan of the checkout as a CI job sees it. In a workspace (issue 51) its open tasks
 /// are checked as `hank fleet` checks them, and a task changing a repository other than the
 /// checkout is refused: a CI job runs in the checkout alone.
 fn read_view(root: &Path, s: &Settings) -> Result<PlanView> {
-    let view = parsed_plan(
-        root,
+    let view = Project::at(root).parsed_plan(
         s,
         "the tasks come from its `##` sections",
         rules::plan_view,
     )?;
     let ws = crate::workspace::load(root)?;
-    crate::policy::workspace::check_tasks(&view.open, ws.as_ref())
-        .map_err(|e| HankError::usage(format!("{}: {e}", plan_path(root).display())))?;
+    crate::policy::workspace::check_tasks(&view.open, ws.as_ref()).map_err(|e| {
+        HankError::usage(format!(
+            "{}: {e}",
+            root.join(".hank").join("fix_plan.md").display()
+        ))
+    })?;
     if let Some(ws) = &ws {
         crate::workspace::require_project_only(root, ws, &view.open)?;
     }
@@ -113,7 +95,7 @@ pub(crate) fn plan(root: &Path, a: &FleetPlanArgs) -> Result<u8> {
             Standing::After(missing) => errln!(
                 "hank: {name} waits for {} to be merged (items ticked in {})",
                 crate::sanitize::line(&missing.join(", ")),
-                plan_path(root).display()
+                Project::at(root).plan_path().display()
             ),
             Standing::Delivered => errln!(
                 "hank: {name} is finished on {}: waiting for its merge",
@@ -161,7 +143,7 @@ fn task_to_run(root: &Path, view: &PlanView, name: &str) -> Result<Option<TaskSp
         return Err(HankError::usage_hint(
             format!(
                 "{} has no task {:?}; {}",
-                plan_path(root).display(),
+                Project::at(root).plan_path().display(),
                 crate::sanitize::line(name),
                 if known.is_empty() {
                     "it has no task (no `##` section with items)".to_string()
@@ -187,21 +169,12 @@ fn task_to_run(root: &Path, view: &PlanView, name: &str) -> Result<Option<TaskSp
                 "task {:?} comes after {}, not merged yet (its items are not all ticked in {})",
                 crate::sanitize::line(&spec.name),
                 crate::sanitize::line(&missing.join(", ")),
-                plan_path(root).display()
+                Project::at(root).plan_path().display()
             ),
             "`hank fleet plan` lists the tasks that can start now",
         ));
     }
     Ok(Some(spec.clone()))
-}
-
-/// The state ref's arguments of the task.
-fn state_common(slug: &str, remote: &str, owner: &str) -> StateCommon {
-    StateCommon {
-        task: Some(slug.to_string()),
-        remote: remote.to_string(),
-        owner: Some(owner.to_string()),
-    }
 }
 
 /// `hank fleet run-task NAME [RUN FLAGS…]`.
@@ -229,7 +202,7 @@ pub(crate) fn run_task(root: &Path, a: &FleetRunTaskArgs) -> Result<u8> {
         errln!(
             "hank: task {:?} is merged already (every item ticked in {}): nothing to run",
             crate::sanitize::line(&a.name),
-            plan_path(root).display()
+            Project::at(root).plan_path().display()
         );
         return Ok(exit::OK);
     };
@@ -243,14 +216,12 @@ pub(crate) fn run_task(root: &Path, a: &FleetRunTaskArgs) -> Result<u8> {
     let start = crate::deliver::current_branch(root)?;
     let branch = ci::branch_of(&spec.slug);
     // 1. The claim and the state a former job saved.
-    if let Some(r) = &remote {
-        let restore = StateRestoreArgs {
-            common: state_common(&spec.slug, r, &owner),
-            from_dir: None,
-            claim: true,
-            ttl: a.ttl,
-        };
-        let code = super::state::restore(root, &restore, now()?)?;
+    let handoff = remote
+        .as_deref()
+        .map(|r| Handoff::new(root, Some(&spec.slug), r, Some(&owner)))
+        .transpose()?;
+    if let Some(h) = &handoff {
+        let code = h.restore(None, Some(a.ttl), now()?)?;
         if code != exit::OK {
             return Ok(code);
         }
@@ -259,15 +230,8 @@ pub(crate) fn run_task(root: &Path, a: &FleetRunTaskArgs) -> Result<u8> {
     }
     // From here the claim is ours: every way out saves the state and releases it.
     let outcome = run_claimed(root, &s, &mut run, &spec, remote.as_deref(), start, &branch);
-    let saved = match &remote {
-        Some(r) => {
-            let save = StateSaveArgs {
-                common: state_common(&spec.slug, r, &owner),
-                to_dir: None,
-                release: true,
-            };
-            super::state::save(root, &save, now()?)
-        }
+    let saved = match &handoff {
+        Some(h) => h.save(None, true, now()?),
         None => Ok(exit::OK),
     };
     let code = outcome?;
@@ -316,7 +280,7 @@ fn run_claimed(
         );
     }
     // The plan on the task branch (an earlier job may have ticked some of its items).
-    let path = plan_path(root);
+    let path = Project::at(root).plan_path();
     let full = s
         .read_fix_plan()
         .ok_or_else(|| HankError::usage(format!("cannot read {} on {branch}", path.display())))?;
@@ -360,7 +324,7 @@ fn run_claimed(
 /// Runs `hank run` with the task's section as `.hank/fix_plan.md`, then puts back the whole
 /// plan with the items the run ticked (also when the run failed).
 fn run_loop(root: &Path, run: &mut crate::cli::RunArgs, task: &TaskSpec, full: &str) -> Result<u8> {
-    let path = plan_path(root);
+    let path = Project::at(root).plan_path();
     crate::store::write_atomic(&path, rules::task_plan(task).as_bytes(), false)
         .map_err(|e| HankError::io("write", &path, e))?;
     // The delivery comes after the whole plan is back (never a commit of the task's own plan).

@@ -13,12 +13,37 @@
 //! | `serve` | `hank serve` (the read-only web view, [`crate::serve`]) |
 //! | `config` | `hank config status` / `hank config accept` (configuration approval) |
 //! | `setup`, `enable`, `enable_ci`, `migrate`, `import` | project set-up |
+//! | `watch` | `hank watch` (issues of a tracker as fleet tasks) |
+//! | `fleet_ci` | `hank fleet plan` / `hank fleet run-task` (the fleet as CI jobs) |
+//! | `deliver` | `hank deliver` |
+//! | [`context`] | the project a command works on ([`context::Project`]) and the checks commands that start tasks share |
+//! | [`view`] | what several commands show alike (the receipts table, the status `--json` view, sizes) |
+//!
+//! A command takes what it shares with another from [`context`], [`view`] or the library's
+//! rooms, never from another command's file (left today: `fleet_ci` runs `run` and `deliver`;
+//! `run` and `fleet` resume a delivery through `deliver`).
+//!
+//! ## At a glance (moved here from CLAUDE.md)
+//!
+//! `watch` is `hank watch`: a poll of the labelled issues and open PRs through
+//! `tracker::Tracker`, the claims through `tracker::claims`, `policy::tracker::choose`, a claim
+//! per issue taken, the started comment and `hank:working`, one `fleet::run` of the issues'
+//! tasks with a heartbeat thread renewing the claims, then each issue answered from
+//! `.hank/fleet.json` (done/failed comment, labels, claim marked done or released); `--once`,
+//! else a poll every WATCH_INTERVAL. `doctor` also asks whether the API is reachable and warns
+//! about user Stop hooks/plugins; `analyze --format` reads an answer in the format asked; `ctl`
+//! records commands in the control journal, signs/sends/polls remote ones; `state`
+//! saves/restores/claims the portable run state ([`crate::handoff`]) and prints the Actions job summary;
+//! `fleet_ci` is one task per CI job: claim + restore through [`crate::handoff`], the task's section as
+//! the plan while `run::run` runs, the whole plan put back with its ticks, `deliver::run` or
+//! the task branch pushed, save.
 
 pub(crate) mod agents;
 pub(crate) mod analyze;
 pub(crate) mod circuit;
 pub(crate) mod completions;
 pub(crate) mod config;
+pub(crate) mod context;
 pub(crate) mod ctl;
 pub(crate) mod deliver;
 pub(crate) mod doctor;
@@ -37,6 +62,7 @@ pub(crate) mod setup;
 pub(crate) mod state;
 pub(crate) mod status;
 pub(crate) mod verify;
+pub(crate) mod view;
 pub(crate) mod watch;
 
 use std::io::Write;
@@ -44,12 +70,8 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{HankError, Result};
 use crate::project;
-use crate::store::Store;
 
-/// The project the command works on ([`project::locate::discover`]).
-pub(crate) fn project_dir() -> Result<PathBuf> {
-    project::locate::discover()
-}
+pub(crate) use context::{approved_project, lock_or_hint, project_dir, require_hank_dir};
 
 /// Runs `command`; with `record` (`--record-exit-code`: the loop pane of `hank --monitor` and
 /// `hank fleet --monitor`) hank writes the exit code itself (see [`crate::monitor::tmux`]).
@@ -106,40 +128,6 @@ pub(crate) fn out(text: &str) -> Result<()> {
         }
         Err(e) => Err(HankError::io("failed to write to", "standard output", e)),
     }
-}
-
-pub(crate) fn require_hank_dir(dir: &Path) -> Result<Store> {
-    let store = Store::new(dir);
-    if !store.dir().is_dir() {
-        return Err(HankError::usage_hint(
-            format!("{} is not a hank project (no .hank/ folder)", dir.display()),
-            "run `hank enable` here, or `hank setup NAME` for a new project",
-        ));
-    }
-    Ok(store)
-}
-
-/// The project's lock for a command that must not run beside a running loop; while one runs,
-/// the error says so with `hint` (what to do instead).
-pub(crate) fn lock_or_hint(store: &Store, hint: &str) -> Result<crate::store::LockGuard> {
-    store.lock().map_err(|e| match e {
-        locked @ HankError::Locked { .. } => HankError::usage_hint(locked.to_string(), hint),
-        other => other,
-    })
-}
-
-/// The project, its store and its settings (with `flags`) for `command`, which uses the
-/// configuration the agent could have changed during a run (DELIVER_REMOTE, VERIFY_COMMAND,
-/// GH_REPO in `.hankrc`…): refused while a change is not approved.
-pub(crate) fn approved_project(
-    command: &str,
-    flags: &crate::settings::Flags,
-) -> Result<(PathBuf, Store, crate::settings::Settings)> {
-    let dir = project_dir()?;
-    crate::approval::require(&dir, false, command)?;
-    let store = require_hank_dir(&dir)?;
-    let settings = crate::settings::load(flags, &dir)?;
-    Ok((dir, store, settings))
 }
 
 fn current_dir() -> Result<PathBuf> {

@@ -6,8 +6,6 @@
 //! event, and the next event starts the next run. `--fleet`: the same per task of the last
 //! `hank fleet`, then for the whole fleet.
 
-use std::io::BufRead;
-
 use jiff::Timestamp;
 use jiff::civil::Date;
 use jiff::tz::TimeZone;
@@ -16,21 +14,10 @@ use serde::Serialize;
 use crate::cli;
 use crate::error::{HankError, Result};
 use crate::exit;
-use crate::policy::receipts::{self, ItemCost, LoopCost, Receipts};
-use crate::store::schema::{EventLine, loop_cost};
+use crate::policy::receipts::{self, LoopCost, Receipts};
 
+use super::view::{Since, read_events, render};
 use super::{out, project_dir, require_hank_dir};
-
-/// Where the report starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Since {
-    /// Every loop.
-    All,
-    /// Runs from this number on (1 = the first).
-    Run(u64),
-    /// Loops that finished at or after this time.
-    Time(Timestamp),
-}
 
 /// Parses `--since`: a run number, a date (`2026-11-24`, midnight in `tz`) or an RFC 3339
 /// time.
@@ -55,63 +42,6 @@ pub(crate) fn parse_since(text: &str, tz: &TimeZone) -> Result<Since> {
     Err(HankError::usage(format!(
         "--since: expected a run number (1, 2, …), a date (2026-11-24) or an RFC 3339 time (2026-11-24T09:00:00Z), got `{t}`"
     )))
-}
-
-/// The loops of the event file with the run each belongs to, and the number of runs. Each
-/// line is read with the event stream's one reader ([`EventLine`]).
-pub(crate) fn read_loops<R: BufRead>(events: R) -> (Vec<(u64, LoopCost)>, u64) {
-    let (loops, runs, _) = read_events(events);
-    (loops, runs)
-}
-
-/// A minor finding of a review round (REVIEW_AGENT): not sent back to the agent, shown by the
-/// report: the run it belongs to, when, and its line (`round N: [minor] path: text`).
-pub(crate) type Minor = (u64, Timestamp, String);
-
-/// [`read_loops`], and the review rounds' minor findings.
-fn read_events<R: BufRead>(events: R) -> (Vec<(u64, LoopCost)>, u64, Vec<Minor>) {
-    let mut run = 1u64;
-    let mut run_has_events = false;
-    let mut loops = Vec::new();
-    let mut minors = Vec::new();
-    for line in events.split(b'\n') {
-        let Ok(line) = line else { break };
-        let Some(e) = EventLine::parse(&line) else {
-            continue;
-        };
-        run_has_events = true;
-        match e.kind() {
-            "agent_finished" => {
-                if let Some(f) = e.finished() {
-                    loops.push((run, loop_cost(&e, &f)));
-                }
-            }
-            // A review call (REVIEW_AGENT) is a row of its own.
-            "review" => {
-                if let Some(crate::store::schema::Event {
-                    at,
-                    kind: crate::store::schema::EventKind::Review(r),
-                    ..
-                }) = &e.event
-                {
-                    loops.push((run, r.receipt(*at)));
-                    for f in &r.findings {
-                        if f.severity == crate::analysis::review::Severity::Minor {
-                            let line = crate::policy::review::finding_line(f);
-                            minors.push((run, *at, format!("round {}: {line}", r.round)));
-                        }
-                    }
-                }
-            }
-            "exit" => {
-                run += 1;
-                run_has_events = false;
-            }
-            _ => {}
-        }
-    }
-    let runs = if run_has_events { run } else { run - 1 };
-    (loops, runs, minors)
 }
 
 /// The `--json` report.
@@ -299,33 +229,6 @@ fn fleet_report(dir: &std::path::Path, json: bool, since: Since) -> Result<u8> {
     Ok(exit::OK)
 }
 
-/// Longest item text shown in the table.
-const ITEM_WIDTH: usize = 44;
-
-/// `text` on one line without escape sequences or control characters
-/// ([`crate::sanitize::line`]), cut to `width` characters.
-fn cut(text: &str, width: usize) -> String {
-    let text = crate::sanitize::line(text);
-    if text.chars().count() <= width {
-        return text;
-    }
-    let mut s: String = text.chars().take(width - 1).collect();
-    s.push('…');
-    s
-}
-
-fn wall(ms: u64) -> String {
-    crate::report::format_secs(ms / 1000)
-}
-
-fn tokens(n: u64) -> String {
-    crate::monitor::view::fmt_count(n)
-}
-
-fn pct(u: Option<f64>) -> String {
-    u.map_or_else(|| "?".to_string(), |u| format!("{:.0}%", u * 100.0))
-}
-
 /// The review rounds' minor findings under the table (nothing when there are none).
 fn render_minors(minors: &[String]) -> String {
     if minors.is_empty() {
@@ -340,111 +243,10 @@ fn render_minors(minors: &[String]) -> String {
     s
 }
 
-/// The table.
-pub(crate) fn render(
-    r: &Receipts,
-    runs: u64,
-    since: Since,
-    first: Option<Timestamp>,
-    last: Option<Timestamp>,
-) -> String {
-    let mut s = String::new();
-    let scope = match since {
-        Since::All if runs == 0 => "no runs yet".to_string(),
-        Since::All | Since::Run(1) if runs == 1 => "run 1".to_string(),
-        Since::All => format!("runs 1–{runs}"),
-        Since::Run(n) if n >= runs => format!("run {n} of {runs}"),
-        Since::Run(n) => format!("runs {n}–{runs}"),
-        Since::Time(t) => format!("since {}", crate::report::short_time(t)),
-    };
-    s.push_str(&format!(
-        "hank report · {scope} · {} loop{}",
-        r.totals.loops,
-        if r.totals.loops == 1 { "" } else { "s" }
-    ));
-    if let (Some(a), Some(b)) = (first, last) {
-        s.push_str(&format!(
-            " · {} → {}",
-            crate::report::short_time(a),
-            crate::report::short_time(b)
-        ));
-    }
-    s.push('\n');
-    if r.totals.loops == 0 {
-        s.push_str("no loop finished in this range\n");
-        return s;
-    }
-    let line = |name: &str, c: &ItemCost| {
-        format!(
-            "{:<ITEM_WIDTH$} {:>5} {:>8} {:>9} {:>8} {:>9}\n",
-            cut(name, ITEM_WIDTH),
-            c.loops,
-            c.calls,
-            format!("${:.2}", c.cost_usd),
-            tokens(c.tokens),
-            wall(c.duration_ms)
-        )
-    };
-    // "requests": the API requests the client made (its turns), not hank's calls of the agent
-    // (`hank status`'s "calls", one a loop).
-    s.push_str(&format!(
-        "{:<ITEM_WIDTH$} {:>5} {:>8} {:>9} {:>8} {:>9}\n",
-        "item", "loops", "requests", "cost", "tokens", "wall time"
-    ));
-    for item in &r.items {
-        s.push_str(&line(&item.item, item));
-    }
-    if let Some(u) = &r.unattributed {
-        s.push_str(&line("(unattributed)", u));
-        for rec in &u.recommendations {
-            s.push_str(&format!("    · {}\n", cut(rec, 100)));
-        }
-    }
-    let t = &r.totals;
-    s.push_str(&line(
-        "total",
-        &ItemCost {
-            item: String::new(),
-            loops: t.loops,
-            calls: t.calls,
-            cost_usd: t.cost_usd,
-            tokens: t.tokens,
-            duration_ms: t.duration_ms,
-            recommendations: Vec::new(),
-        },
-    ));
-    if t.estimated_cost_usd > 0.0 {
-        s.push_str(&format!(
-            "of which ${:.2} estimated (answers without a readable cost)\n",
-            t.estimated_cost_usd
-        ));
-    }
-    if !r.windows.is_empty() {
-        s.push_str("usage windows:\n");
-        for w in &r.windows {
-            let mut text = format!(
-                "  {:<14} {} → {} (peak {})",
-                crate::sanitize::line(&w.window),
-                pct(w.first),
-                pct(w.last),
-                pct(w.peak)
-            );
-            if w.reset_between {
-                text.push_str(", reset in between");
-            }
-            if let Some(at) = w.resets_at {
-                text.push_str(&format!(", resets {}", crate::report::short_time(at)));
-            }
-            s.push_str(&text);
-            s.push('\n');
-        }
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commands::view::read_loops;
 
     #[test]
     fn since_accepts_runs_dates_and_times() {

@@ -5,6 +5,7 @@ use crate::error::{HankError, Result};
 use crate::exit;
 use crate::monitor::snapshot::{Snapshot, Sources};
 
+use super::view::json_view;
 use super::{out, project_dir, require_hank_dir};
 
 /// `hank status [--json]`.
@@ -105,36 +106,10 @@ pub(crate) fn run(args: &cli::StatusArgs) -> Result<u8> {
     Ok(exit::OK)
 }
 
-/// `hank status --json`: `status.json` with `running` (a loop holds the project's lock) and
-/// `stale` (the file says a loop is active but none is) added. A stale status tells the same
-/// story as the human output: `state` becomes `not_running` (what the file said is kept in
-/// `last_state`) and the wait it names is over (`wait_reason`, `waiting_until` null). (pure)
-#[must_use]
-pub(crate) fn json_view(mut v: serde_json::Value, running: bool, stale: bool) -> serde_json::Value {
-    use serde_json::Value;
-    if let Some(obj) = v.as_object_mut() {
-        if stale {
-            let last = obj.remove("state").unwrap_or(Value::Null);
-            obj.insert("state".into(), Value::from(NOT_RUNNING_JSON));
-            obj.insert("last_state".into(), last);
-            for key in ["wait_reason", "waiting_until"] {
-                if obj.contains_key(key) {
-                    obj.insert(key.into(), Value::Null);
-                }
-            }
-        }
-        obj.insert("running".into(), Value::Bool(running));
-        obj.insert("stale".into(), Value::Bool(stale));
-    }
-    v
-}
-
-/// `state` of a stale status in `hank status --json`.
-pub(crate) const NOT_RUNNING_JSON: &str = "not_running";
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commands::view::NOT_RUNNING_JSON;
     use crate::monitor::snapshot::with_last_check;
     use serde_json::json;
 

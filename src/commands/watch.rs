@@ -28,6 +28,8 @@ use crate::settings;
 use crate::stateref::Pushed;
 use crate::tracker::{self, Mark, Tracker, claims};
 
+use super::context::{Project, parse_agents, run_flags};
+
 /// The integration branch of a watch's fleet.
 const INTO: &str = "hank/watch";
 
@@ -59,8 +61,9 @@ struct Watch {
 }
 
 pub(crate) fn run(a: &WatchArgs) -> Result<u8> {
-    let root = super::project_dir()?;
-    let agents = super::fleet::parse_agents(&a.agents)?;
+    let project = Project::locate()?;
+    let root = project.root().to_path_buf();
+    let agents = parse_agents(&a.agents)?;
     let deliver = a.deliver.trim().to_ascii_lowercase();
     if !matches!(deliver.as_str(), "pr" | "branch") {
         return Err(HankError::usage(format!(
@@ -68,17 +71,16 @@ pub(crate) fn run(a: &WatchArgs) -> Result<u8> {
             a.deliver
         )));
     }
-    let flags = super::fleet::run_flags(&a.run_flags, "hank watch")?;
+    let flags = run_flags(&a.run_flags, "hank watch")?;
     let mut run = flags.run;
     run.flags.deliver = Some(deliver.clone());
-    crate::approval::require(&root, run.accept_config, "hank watch")?;
+    let s = project.approved_settings(&run.flags, run.accept_config, "hank watch")?;
+    project.known_agents(&s)?;
     // An issue's task names no repository: in a workspace of other repositories it would
     // run in the wrong one (issue 51).
     if let Some(ws) = crate::workspace::load(&root)? {
         crate::workspace::require_no_other_repository(&root, &ws)?;
     }
-    let s = settings::load(&run.flags, &root)?;
-    super::fleet::known_agents(&s, &root)?;
     let remote = s.deliver_remote.value.clone();
     let url = crate::deliver::remote_url(&root, &remote)?;
     let env = crate::forge::Env::from_process();
@@ -257,7 +259,7 @@ impl Watch {
                 "let it finish (hank fleet status), then watch again",
             ));
         }
-        super::fleet::dirty_tree(&self.root, self.allow_dirty)?;
+        Project::at(&self.root).refuse_dirty_tree(self.allow_dirty)?;
         let deliver = fleet::deliver::FleetDelivery::of(&self.settings, &self.root, false)?;
         let mut held: Vec<Held> = Vec::new();
         for (issue, c) in choices {

@@ -17,6 +17,22 @@
 //!   socket.
 //! - **The loop's reader** (`remote.rs`): `hank run` polls `CONTROL_TOPIC` itself on a thread
 //!   of its own and acknowledges each remote command it takes back on the topic.
+//!
+//! ## At a glance (moved here from CLAUDE.md)
+//!
+//! `hank ctl`'s I/O: the journal `control.jsonl` in the per-user dir (`Store::with_user_control`;
+//! never in `.hank/`, where the agent writes) (`submit`, `submit_to` with `--task`, `submit_to_run`
+//! for the running loop's pid — `hank ctl` refuses a command when no loop or fleet runs —,
+//! `submit_once` under a given id; `LiveControl::open_at` expires a pending command of another run
+//! (`EXPIRED`), `ControlInbox::poll`/`ack`: pending until acked, never applied twice;
+//! `poll_moved`/`settle`: the one stat-gated read, a read error warned once, for `LiveControl` and
+//! the fleet's `FleetControl`), the per-project key in the per-user dir (`init_secret`,
+//! `load_secret`), `poll_remote` (ntfy JSON poll of CONTROL_TOPIC → verified commands; nonces and
+//! `since` in the per-user dir, under a lock), `send_remote`; `remote.rs` (`RemotePoller`: `hank
+//! run`'s own reader of CONTROL_TOPIC on a thread, every 5 s, into the journal; acks of remote
+//! commands published back on the topic tagged `hank-ack`, which the reader skips; `topic` refuses
+//! a CONTROL_TOPIC that is a NOTIFY target); `LiveControl` (the loop's source: stat-gated polling,
+//! ack as taken, a pause replayed after a restart, `Taken` for the events, `with_remote`)
 
 pub mod remote;
 

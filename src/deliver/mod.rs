@@ -6,6 +6,33 @@
 //! runs the machine through a host's effects ([`drive::DeliveryEffects`], on a [`Waiter`]'s
 //! clock: the engine's effects inside `hank run` ([`in_run`]), [`Wall`] for `hank deliver`
 //! and the fleet's integration pull request).
+//!
+//! ## At a glance (moved here from CLAUDE.md)
+//!
+//! delivery I/O around the pure delivery machine `policy::deliver::machine` (`Machine::on(event,
+//! now) -> Vec<Command>`: commit → scan → push (transient retries) → PR (once; a draft on
+//! `review_rejected`; a comment per closed issue as `Command::Comment`) → CI polls on the events'
+//! clock → reviews / auto-merge; its state the one record type `Delivery`, defined in
+//! `policy/deliver/record.rs` and re-exported by `store::schema`, a schema-1 `DeliveryRecord` read
+//! as it; `replay`): `drive.rs` (`drive`: the machine's commands executed through a
+//! `DeliveryEffects` — a `Waiter` (clock, sleeps, the CI countdown `tick`), `save` (the per-user
+//! record), `tell` (`Delivery::shown`: `.hank/delivery.json`, the event, status.json), `say` (each
+//! host words `Said` its way) and the `World`: git through a `DeliverGit` (`RealGit`;
+//! `Branch::Current`/`Prepare`/`AsItIs`) and the `Forge`, the PR kept across rounds); the three
+//! hosts are `in_run.rs` (`InRun`: `start` — checks, the delivery branch; called by
+//! `commands/run.rs` once the effects are open and handed to `engine::drive`, so the engine's entry
+//! runs no git —, `of` from its parts for the engine's tests, `deliver` one round through the
+//! engine's `Host`, `recording`/`recorded` for a replay), `commands/deliver.rs` (`hank deliver`:
+//! the stored record is the starting state, `Wall` clock) and `fleet/deliver.rs` (`integration`:
+//! the fleet's PR); the rest of `mod.rs`: branch setup, the PR base (`base_branch`), `commit_all`
+//! (HEAD checked, then `git::commit::commit_all` with the user's hooks when approved), push with a
+//! pre-push hook's output captured, the evidence of the last finished run (`evidence`) or of the
+//! run under way (`evidence_of_current`), `Wall` (the wall clock, the runtime's timer, the signal
+//! counter and a stop flag), `tell_outside_run`; `scan.rs` the scan of what is pushed
+//! (`known_on_remote`, `scan`; a hit is `secrets_in_commits`, before every push); `record.rs` the
+//! per-user record (`delivery-record.json`: the agent must not redirect a resumed push; `load`,
+//! `save`, `evidence`, `of_last_run`); `hank deliver` and `hank run --deliver` finish an open
+//! record (`commands/deliver.rs`: `open_record`, `resume`, `deliver_record`)
 
 use std::path::Path;
 use std::time::Duration;

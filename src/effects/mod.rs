@@ -6,6 +6,35 @@
 //! answer), `check.rs` (VERIFY_COMMAND), `output.rs` (state.json, status.json, events, the
 //! log, the terminal), `open.rs` (the state loaded, leftovers of a killed hank stopped). The
 //! test implementation is next to the engine's tests (`engine/tests/effects.rs`).
+//!
+//! ## At a glance (moved here from CLAUDE.md)
+//!
+//! everything the loop does to the world, behind one trait: `mod.rs` (`Effects`: `now`, `sleep`,
+//! `wait_until` (default: `wait.rs`), `suspend_wait` (Actions), `interrupted`,
+//! `poll_control`/`control_log` (`tell_control`, default: each command taken told), `call_agent`,
+//! `baseline`/`measure` (progress), `run_check`, `persist` (state.json), `tell` (default:
+//! status.json, terminal line, log line and event of one `News`, through `publish`, `say`, `log`,
+//! `emit` (events.jsonl, `--json`, NOTIFY)), `restore_status`, `prompt_file`/`write_file`,
+//! `ensure_dirs`, `prune_logs` (LOG_RETENTION: the effects keep the window between calls),
+//! `reserve_call`/`settle_call` (fleet ledger), `adopt_windows`/`publish_windows`, `suspend_job`
+//! (Actions), `desktop_notify`, `delivery_env`/`save_delivery_record` (what a delivery round reads,
+//! its per-user record), `close`), `news.rs` (`News`: what the run tells; `RunView`: the status,
+//! cost and items it is told with; `News::told`/`run_state`: the terminal line, log line, event and
+//! run state each implies **\[pure, table-tested\]**), `wait.rs` (`WaitSpec`, `Woke`: ticks of at
+//! most a second on the effects' clock, control polled each tick (a pause sleeps before it polls),
+//! the countdown and status.json put back during a shown wait; the Actions suspension), `open.rs`
+//! (`claim`: the store with its per-user ledger copy, the lock, subreaper/self-protection,
+//! CONTROL_TOPIC's poller — before the runtime; `Real`: opened with the state loaded and a killed
+//! hank's leftovers stopped; keeps the last status published), `agent.rs` (spawn + stream + answer,
+//! `AGENT_ENV_REMOVED`, `GRACE`; streamed lines read whenever the answer streams: `Retries` shows
+//! the client's `api_retry` events in status.json's `api_retry` and tells the first of a call
+//! (event, notification); `watch_stop` forwards signals and reads the control journal during the
+//! call, a `hank ctl stop` stopping it, the commands kept for the next poll), `check.rs`
+//! (VERIFY_COMMAND through `proc::shell_to_log`, test files, tails; `Checks`: the run's checks
+//! (`baseline`, `after_loop`, `claim`) run, numbered, recorded in `Verification`/`State` and told;
+//! `rc_edit`; `hank verify` uses it), `output.rs` (events, terminal; `Told`: the one path of a
+//! run's event to events.jsonl, `--json`'s stdout and NOTIFY — `Real::write_event` and `Retries` —,
+//! a notifier's warnings said and logged)
 
 use std::future::Future;
 use std::path::PathBuf;

@@ -13,6 +13,80 @@
 //! appear in its `git status`), the integration worktree in `worktrees/_integration`, the
 //! workers' output in `fleet-logs/<slug>.log`, and the fleet-wide call ledger
 //! ([`fleet_ledger`]) beside them, named to each worker in [`fleet_ledger::ENV`].
+//!
+//! ## At a glance (moved here from CLAUDE.md)
+//!
+//! `hank fleet`'s supervisor (I/O), a driver of the pure machine `policy::fleet::machine`
+//! (`Fleet::on(event, now) -> Vec<Command>`, the only writer of task states): `mod.rs` (`Options`,
+//! `Paths`, `fleet.json` read (`read`, `read_live`, `mark_done`), `run`: the fleet's lock, the
+//! runtime, signals), `supervise.rs` (the driver, `Driver<E: FleetEffects>`: it wakes on events,
+//! not on a fixed turn — `FleetEffects::wait(until)` ends at a git job's end, a worker's end,
+//! Ctrl-C/SIGTERM or `until`: the next periodic reading (`LIVE`, 1 s: `hank ctl`'s journal, the
+//! running tasks' figures) or the machine's own next wake-up (`Fleet::wake_at`: the interrupt
+//! grace's end, MAX_RUNTIME's deadline), whichever is first; each turn feeds signals, `hank ctl`
+//! (`Event::Steer`, when a reading is due), ended workers (`RunEnded`, their figures), finished git
+//! jobs (`WorktreeReady`, `Committed`, `Discarded`, `MergeEnded`) and the admission facts (`Tick`:
+//! free memory and the shared windows read only when a task may start) to `Fleet::on` and executes
+//! its commands through the effects; then `Fleet::end`, the integration delivery, `Fleet::close`;
+//! `HANK_FLEET_RECORD=FILE` appends every event fed (what `machine::replay` reads); nothing in it
+//! spawns, runs git, sleeps on tokio or writes a file), `effects.rs` (`FleetEffects`: everything
+//! the driver does to the world — the clock and `wait` (→ `Wake`), the interrupts, `hank ctl`
+//! (`steer`, `poll_control`), the workers (`start_worker` with the `set`s given, `adopt_worker`,
+//! `ended_workers`, `stop_worker` SIGTERM/SIGKILL, `run_figures` with their events followed), the
+//! git jobs (`prepare`/`commit`/`discard`/`merge`, each started at once, their ends as machine
+//! events from `finished_jobs`), admission's readings, `save`, `say`, the recording, `deliver`,
+//! `clean_up`; `Real`: the fleet as it runs — git jobs on blocking threads and its own workers'
+//! exits (`proc::on_exit`: a thread in `waitid(WNOWAIT)`, the child reaped by `Worker::finished`
+//! only) reporting on one tokio channel, its wait a `select!` of that channel, the signal watch's
+//! `changed()` and the deadline; an adopted worker (not its child) looked at once a second by pid
+//! and start time; the wake-ups counted in `HANK_FLEET_TIMING`'s `supervisor_wakes`), `tests/` (the
+//! driver's unit tests over `TestFx`: a clock moved only by the driver's waits — to the first
+//! scheduled job end, worker end or Ctrl-C, else the driver's deadline —, workers and git jobs
+//! ending at scripted times, `hank ctl` and Ctrl-C scripted — a 5 s git job delays neither a reap
+//! nor `hank ctl`, independent jobs overlap, Ctrl-C during a merge, a second Ctrl-C kills, a small
+//! fleet saves what its recorded events replay to; a job ending at 3.2 s taken at 3.2 s, an idle
+//! fleet waking once a second, Ctrl-C during a wait taken at once and the grace's kill at its end),
+//! `worktrees.rs` (git of the worktrees: the integration worktree (its `git worktree add` bounded
+//! by the tree timeout), `ensure_worktree` — a spare reused (`take_spare`: `git worktree move`,
+//! `checkout -f`, `clean -ffdx`) or a new one added, the `<slug>.making` marker written first and
+//! removed last —, `retire_worktree` (HEAD detached by writing it, the task's own repository
+//! released — `git::agent_repo::release` —, moved to `worktrees/_spare/`); every task's worktree
+//! gets a new repository of its own (`agent_repo`, `git::agent_repo::make`; made again after
+//! `return_to_agent`), `keep_worktrees` at the end (the integration worktree retired too; at most
+//! agents + 1 spares kept for the next fleet, whose integration worktree and first tasks start on
+//! them), `remove_spares` (`hank fleet clean`, under the fleet's lock), `commit_all` (a thin
+//! wrapper of `git::commit::commit_all`: hooks off, the plan left out, counted in the git time),
+//! the admin lock around worktree add/move/remove/prune only), `objects.rs` (the merge made in
+//! git's objects when git ≥ 2.38 — `objects::available`, `HANK_FLEET_MERGE_IN_WORKTREE=1` forces
+//! the older path for its tests and benches: `merge-tree --write-tree` (conflicts → their names),
+//! `commit-tree`, the integration worktree checked out at the merge only for VERIFY_COMMAND, the
+//! ticks as `hash-object` + two `mktree`s, the branch moved by compare-and-swap), `merge.rs`
+//! (`commit_task`: the agent's commits imported (`git::agent_repo::import`; a refusal — HEAD
+//! elsewhere, a changed record — fails the task with its reason), a finished task's commit, its
+//! ticked items, its worktree retired; `merge_off_thread`/`merge_task`: `refused_before_merge`
+//! (links, configuration, markers), the merge on a detached HEAD (`detach_at`: HEAD written, not
+//! checked out, when it is the tip already; markers looked for in the task's changed files only),
+//! the check (`run_check`: VERIFY_COMMAND through `effects::check::run_command_with_hook`,
+//! VERIFY_TIMEOUT, its pgid in `fleet-check.pid`, `stop_recorded_check` at restart), the ticks
+//! committed from the index (`commit_ticks`: `update-index`, `write-tree`, `commit-tree`; `git
+//! commit -- PATH` when the check staged something), the compare-and-swap `update-ref` and HEAD
+//! attached again by `symbolic-ref`, `return_to_agent`), `worker.rs` (`spawn_worker`: one `hank
+//! run` per task in its own group, `HANK_FLEET_LEDGER`, the rest of MAX_RUNTIME; `Worker` own or
+//! adopted; signals; `free_memory`), `save.rs` (`Saved`, held by the real effects — no statics:
+//! `save`: `fleet.json` atomic, written only when changed; `tell_changes`: a `fleet_task` event per
+//! state change since the last told, `--json`, NOTIFY), `timing.rs` (`HANK_FLEET_TIMING`: git time
+//! apart from hank's own CPU, the driver's wake-ups); `control.rs` (`FleetControl`: the
+//! supervisor's reader of the checkout's `hank ctl` journal, about once a second — each command
+//! applied by `policy::control::steer_fleet`, forwarded into each running task's own journal as
+//! `ID.<slug>` through `control::submit_once` (never twice across a restart), acked in the
+//! checkout's journal, a `control` event in its `events.jsonl`; the pause and the `set`s restored
+//! from the journal at start; `give_sets` before a task's worker starts; `fleet_running`: the fleet
+//! lock is held); `events.rs` follows each task's `events.jsonl` into
+//! `fleet-logs/<slug>.events.jsonl` (what `hank report --fleet` reads) and prints it with `"task"`
+//! under `hank fleet --json`; `ci.rs` the remote as a CI fleet reads it (task branches
+//! `hank/<slug>`, claims in `refs/hank/state/<slug>`, the branch a task continues on, the
+//! clean-tree and git-identity checks); the rules are `policy/fleet.rs` and
+//! `policy/fleet/machine.rs`
 
 pub mod ci;
 pub mod control;

@@ -1,5 +1,5 @@
-//! The one place the forge layer starts a program (`gh`, `glab`, `curl`): no shell, its own
-//! process group, stdin from bytes (request bodies, curl's config — never a token in argv),
+//! The one place the forge layer starts a program (`gh`, `glab`): no shell, its own
+//! process group, stdin from bytes (request bodies — never a token in argv),
 //! output bounded, the whole group killed at the timeout — through the process layer
 //! ([`crate::proc::Cmd`]).
 

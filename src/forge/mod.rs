@@ -4,7 +4,7 @@
 //! |---|---|
 //! | this file | the [`Forge`] operations, [`GitHub`] and [`GitLab`] over an [`Api`], [`detect`] |
 //! | [`transport`] | `gh api` / `glab api` (the user's login) or REST with a token (`GITHUB_API_URL`) |
-//! | [`exec`] | the one spawn of the forge layer |
+//! | [`exec`] | the one spawn of the forge layer (`gh`, `glab`) |
 //!
 //! Which forge: GitLab when the remote's host names GitLab (`glab`); else GitHub through `gh`
 //! when it is installed and logged in (hank passes the user's `GH_*` and proxy environment
@@ -13,6 +13,14 @@
 //! Enterprise server): gh's own error is shown as a warning, and the token never goes to a host
 //! other than the repository's (or the one the user named). The repository is `GH_REPO` (`[HOST/]OWNER/REPO`, as gh reads it)
 //! when set, else the remote's URL. What gh 2.23.0 sends is in `docs/forges.md`.
+//!
+//! The operations ([`Forge`]): create or find a pull request (`NewPullRequest::draft` for work
+//! the reviewer rejected: GitHub's `draft`, GitLab's `Draft: ` title), the checks of an exact
+//! SHA, a check's log, reviews, review comments, an issue comment, auto-merge, access.
+//! [`GitHub`] and [`GitLab`] share one `get`, `send`, `opened` and `items`. A request travels
+//! through `gh api` / `glab api` (the user's login, the environment passed through; started
+//! by [`exec`] through `proc::Cmd`: stdin bytes, bounded output, a timeout, stopped on a
+//! signal) or as REST with a token through [`crate::http`], hank's one HTTP client.
 
 pub mod exec;
 #[cfg(test)]
@@ -743,7 +751,7 @@ pub fn detect(dir: &Path, remote_url: &str, env: &Env) -> Result<Box<dyn Forge>>
             );
         }
         return Ok(Box::new(GitHub {
-            api: Http::new(&base, token, dir)?,
+            api: Http::new(&base, token)?,
             repo,
         }));
     }

@@ -1,11 +1,9 @@
 //! How a forge request travels: through the user's logged-in CLI (`gh api` / `glab api`, which
 //! add the login, the host and the proxy themselves) or over HTTP with a token from the
-//! environment (plain `http://` in-process; `https://` through `curl`, its headers and body
-//! on stdin). The token is never in argv, never logged, never in an error message.
+//! environment (in-process through `ureq`, [`crate::http`]). The token is never in argv, never
+//! logged, never in an error message.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -13,56 +11,12 @@ use serde_json::Value;
 use crate::error::{HankError, Result};
 
 use super::exec;
+use crate::http;
+
+pub use crate::http::Reply;
 
 /// How long one forge request may take.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
-/// Most bytes of a reply read.
-const REPLY_LIMIT: u64 = 16 * 1024 * 1024;
-
-/// An HTTP answer.
-#[derive(Debug, Clone)]
-pub struct Reply {
-    pub status: u16,
-    pub body: String,
-    /// The response's headers as sent (names as written), for `ETag`, `Retry-After` and the
-    /// rate-limit headers.
-    pub headers: Vec<(String, String)>,
-}
-
-impl Reply {
-    /// 2xx.
-    #[must_use]
-    pub fn ok(&self) -> bool {
-        (200..300).contains(&self.status)
-    }
-
-    /// The body as JSON (`null` when it is not).
-    #[must_use]
-    pub fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or(Value::Null)
-    }
-
-    /// A header's value (the name is case-insensitive).
-    #[must_use]
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// The forge's `message` (GitHub) or `message`/`error` (GitLab), for errors.
-    #[must_use]
-    pub fn message(&self) -> String {
-        let v = self.json();
-        let m = v
-            .get("message")
-            .or_else(|| v.get("error"))
-            .map(|m| m.as_str().map_or_else(|| m.to_string(), str::to_string))
-            .unwrap_or_else(|| self.body.chars().take(200).collect());
-        crate::sanitize::line(&m)
-    }
-}
 
 /// One request: `method path` (relative to the API root, e.g. `repos/o/r/pulls`) with an
 /// optional JSON body.
@@ -251,27 +205,26 @@ fn dechunk(mut s: &str) -> String {
     out
 }
 
-/// Request headers as `Name: value` lines; a header with a line break in it is dropped (it
-/// would end the header block; curl's config quotes the rest).
-fn header_lines(extra: &[(String, String)]) -> impl Iterator<Item = String> + '_ {
+/// Request headers a request may carry: a header with a line break or another control
+/// character in it is dropped (it would end the header block).
+fn sendable(extra: &[(String, String)]) -> impl Iterator<Item = &(String, String)> + '_ {
     extra
         .iter()
-        .filter(|(k, v)| !format!("{k}{v}").contains(['\r', '\n']))
-        .map(|(k, v)| format!("{k}: {v}"))
+        .filter(|(k, v)| !format!("{k}{v}").contains(|c: char| c.is_control() && c != '\t'))
 }
 
 // ---------------------------------------------------------------------------------------------
 // REST with a token
 
 /// GitHub's REST API at `base` (`GITHUB_API_URL`) with a token (`GH_TOKEN` / `GITHUB_TOKEN`),
-/// or another tracker's API with its own credential headers ([`Http::with_headers`]).
+/// or another tracker's API with its own credential headers ([`Http::with_headers`]), spoken
+/// in-process over HTTP/1.1 (`ureq`, TLS by rustls) — see [`crate::http`] for timeouts, proxies and
+/// certificates.
 pub struct Http {
     pub base: String,
-    /// The headers every request carries, the credential's among them (`Name: value`).
-    fixed: Vec<String>,
-    /// Where `curl` is, for `https://`.
-    curl: Option<PathBuf>,
-    dir: PathBuf,
+    /// The headers every request carries, the credential's among them.
+    fixed: Vec<(String, String)>,
+    agent: ureq::Agent,
 }
 
 impl std::fmt::Debug for Http {
@@ -286,12 +239,12 @@ impl Http {
     /// A client of `base` with `token`.
     ///
     /// # Errors
-    /// `base` is neither `http://` nor `https://`, or it is `https://` and `curl` is not
-    /// installed.
-    pub fn new(base: &str, token: String, dir: &Path) -> Result<Self> {
-        if token.contains(['\r', '\n', '"', '\\']) {
+    /// `base` is neither `http://` nor `https://`; the token holds a line break or another
+    /// control character; the certificates named by `SSL_CERT_FILE` cannot be read.
+    pub fn new(base: &str, token: String) -> Result<Self> {
+        if token.contains(char::is_control) {
             return Err(HankError::usage(
-                "the token in GH_TOKEN / GITHUB_TOKEN holds a line break, quote or backslash: expected a token",
+                "the token in GH_TOKEN / GITHUB_TOKEN holds a line break or a control character: expected a token",
             ));
         }
         let headers = vec![
@@ -302,71 +255,57 @@ impl Http {
             ),
             ("X-GitHub-Api-Version".to_string(), "2022-11-28".to_string()),
         ];
-        Self::with_headers(
-            base,
-            "GITHUB_API_URL",
-            "GH_TOKEN / GITHUB_TOKEN",
-            headers,
-            dir,
-        )
+        Self::with_headers(base, "GITHUB_API_URL", "GH_TOKEN / GITHUB_TOKEN", headers)
     }
 
     /// A client of `base` (named by the variable `base_var` in messages) whose requests carry
     /// `headers` (the credential's among them, from the variables `secret_vars`).
     ///
     /// # Errors
-    /// `base` is neither `http://` nor `https://`, or it is `https://` and `curl` is not
-    /// installed; a header value holds a line break.
+    /// `base` is neither `http://` nor `https://`; a header value holds a line break; the
+    /// certificates named by `SSL_CERT_FILE` cannot be read.
     pub fn with_headers(
         base: &str,
         base_var: &str,
         secret_vars: &str,
         headers: Vec<(String, String)>,
-        dir: &Path,
     ) -> Result<Self> {
         let base = base.trim().trim_end_matches('/').to_string();
-        let curl = if base.starts_with("https://") {
-            Some(which::which("curl").map_err(|_| {
-                HankError::usage_hint(
-                    format!("{base_var}={base}: https needs `curl`, which is not on PATH"),
-                    "install curl",
-                )
-            })?)
-        } else if base.starts_with("http://") {
-            None
-        } else {
+        if !base.starts_with("https://") && !base.starts_with("http://") {
             return Err(HankError::usage(format!(
                 "{base_var}=`{base}`: expected an http:// or https:// URL"
             )));
-        };
-        // A line break would end the header block (curl's config quotes the rest).
+        }
+        // A line break would end the header block.
         if headers
             .iter()
-            .any(|(k, v)| format!("{k}{v}").contains(['\r', '\n']))
+            .any(|(k, v)| format!("{k}{v}").contains(char::is_control))
         {
             return Err(HankError::usage(format!(
                 "the credential in {secret_vars} holds a line break: expected a token"
             )));
         }
-        let mut fixed: Vec<String> = headers.iter().map(|(k, v)| format!("{k}: {v}")).collect();
-        fixed.push(format!("User-Agent: hank/{}", env!("CARGO_PKG_VERSION")));
-        Ok(Self {
-            base,
-            fixed,
-            curl,
-            dir: dir.to_path_buf(),
-        })
+        let mut fixed = headers;
+        fixed.push((
+            "User-Agent".to_string(),
+            format!("hank/{}", env!("CARGO_PKG_VERSION")),
+        ));
+        let agent = http::agent(&base, REQUEST_TIMEOUT)?;
+        Ok(Self { base, fixed, agent })
     }
 
     /// A name of the token that is not the token (FNV-1a of it, in hex): the rate budget
     /// every hank process of the user shares per token is kept under it.
     #[must_use]
     pub fn token_key(&self) -> String {
+        let lines: Vec<String> = self
+            .fixed
+            .iter()
+            .map(|(k, v)| format!("{k}: {v}"))
+            .collect();
         format!(
             "{:016x}",
-            crate::store::userdir::fnv1a(
-                format!("{}\n{}", self.base, self.fixed.join("\n")).as_bytes()
-            )
+            crate::store::userdir::fnv1a(format!("{}\n{}", self.base, lines.join("\n")).as_bytes())
         )
     }
 
@@ -377,108 +316,6 @@ impl Http {
             return self.base.clone();
         }
         format!("{}/{}", self.base, path)
-    }
-
-    fn headers(&self) -> Vec<String> {
-        self.fixed.clone()
-    }
-
-    /// A request over plain HTTP/1.1 (a GitHub Enterprise instance or a fake on loopback).
-    fn plain(
-        &self,
-        method: &str,
-        url: &str,
-        body: Option<&str>,
-        extra: &[(String, String)],
-    ) -> Result<Reply> {
-        let rest = url.strip_prefix("http://").unwrap_or(url);
-        let (authority, path) = rest
-            .split_once('/')
-            .map_or((rest, "/".to_string()), |(a, p)| (a, format!("/{p}")));
-        let addr = if authority.contains(':') {
-            authority.to_string()
-        } else {
-            format!("{authority}:80")
-        };
-        let fail = |e: std::io::Error| HankError::Tool(format!("{method} {url}: {e}"));
-        let mut stream = TcpStream::connect(&addr).map_err(fail)?;
-        stream
-            .set_read_timeout(Some(REQUEST_TIMEOUT))
-            .map_err(fail)?;
-        stream
-            .set_write_timeout(Some(REQUEST_TIMEOUT))
-            .map_err(fail)?;
-        let mut req =
-            format!("{method} {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n");
-        for h in self.headers().into_iter().chain(header_lines(extra)) {
-            req.push_str(&h);
-            req.push_str("\r\n");
-        }
-        let body = body.unwrap_or("");
-        if !body.is_empty() || method != "GET" {
-            req.push_str("Content-Type: application/json\r\n");
-        }
-        req.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
-        req.push_str(body);
-        stream.write_all(req.as_bytes()).map_err(fail)?;
-        let mut buf = Vec::new();
-        stream
-            .take(REPLY_LIMIT)
-            .read_to_end(&mut buf)
-            .map_err(fail)?;
-        parse_response(&String::from_utf8_lossy(&buf))
-            .ok_or_else(|| HankError::Tool(format!("{method} {url}: not an HTTP response")))
-    }
-
-    /// A request over HTTPS through `curl`: everything (URL, headers with the token, body) in
-    /// the config curl reads on stdin.
-    fn tls(
-        &self,
-        curl: &Path,
-        method: &str,
-        url: &str,
-        body: Option<&str>,
-        extra: &[(String, String)],
-    ) -> Result<Reply> {
-        let q = |s: &str| format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""));
-        let mut cfg = String::new();
-        cfg.push_str(&format!("url = {}\n", q(url)));
-        cfg.push_str(&format!("request = {}\n", q(method)));
-        for h in self.headers().into_iter().chain(header_lines(extra)) {
-            cfg.push_str(&format!("header = {}\n", q(&h)));
-        }
-        if let Some(b) = body {
-            cfg.push_str("header = \"Content-Type: application/json\"\n");
-            cfg.push_str(&format!("data-binary = {}\n", q(b)));
-        }
-        let args = [
-            "--silent",
-            "--show-error",
-            "--include",
-            "--proto",
-            "=https",
-            "--config",
-            "-",
-        ];
-        let out = exec::run(curl, &args, cfg.as_bytes(), &self.dir, REQUEST_TIMEOUT)?;
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        // `--include` prints every response's head (a proxy's `200 Connection established`,
-        // a `100 Continue` first): the answer is the last one.
-        let mut last = parse_response(&text);
-        while let Some(r) = &last {
-            if r.body.trim_start().starts_with("HTTP/") {
-                last = parse_response(&r.body.clone());
-            } else {
-                break;
-            }
-        }
-        match last {
-            Some(r) => Ok(r),
-            None => Err(HankError::Tool(format!(
-                "{method} {url} through curl failed: {}",
-                crate::sanitize::line(out.stderr.trim())
-            ))),
-        }
     }
 }
 
@@ -495,11 +332,18 @@ impl Api for Http {
         headers: &[(String, String)],
     ) -> Result<Reply> {
         let url = self.url(path);
-        let body = body.map(Value::to_string);
-        match &self.curl {
-            Some(curl) => self.tls(curl, method, &url, body.as_deref(), headers),
-            None => self.plain(method, &url, body.as_deref(), headers),
+        let mut req = ureq::http::Request::builder()
+            .method(method)
+            .uri(&url)
+            .header("Connection", "close");
+        for (k, v) in self.fixed.iter().chain(sendable(headers)) {
+            req = req.header(k.as_str(), v.as_str());
         }
+        let body = body.map(Value::to_string);
+        if body.is_some() || method != "GET" {
+            req = req.header("Content-Type", "application/json");
+        }
+        http::send(&self.agent, method, &url, req, body.unwrap_or_default())
     }
 }
 
@@ -576,29 +420,16 @@ mod tests {
         );
         // A header that would end the header block is never sent.
         let bad = [("X".to_string(), "a\r\nInjected: 1".to_string())];
-        assert_eq!(header_lines(&bad).count(), 0);
-        assert_eq!(
-            header_lines(&h).collect::<Vec<_>>(),
-            ["If-None-Match: \"abc\""]
-        );
+        assert_eq!(sendable(&bad).count(), 0);
+        assert_eq!(sendable(&h).collect::<Vec<_>>(), [&h[0]]);
     }
 
     #[test]
     fn a_token_with_a_line_break_is_refused_and_never_printed() {
-        let e = Http::new(
-            "http://127.0.0.1:1",
-            "abc\r\nX-Evil: 1".into(),
-            Path::new("."),
-        )
-        .unwrap_err();
+        let e = Http::new("http://127.0.0.1:1", "abc\r\nX-Evil: 1".into()).unwrap_err();
         assert!(!e.to_string().contains("abc"), "{e}");
-        let h = Http::new(
-            "http://127.0.0.1:1",
-            "tok-secret-123".into(),
-            Path::new("."),
-        )
-        .unwrap();
+        let h = Http::new("http://127.0.0.1:1", "tok-secret-123".into()).unwrap();
         assert!(!format!("{h:?}").contains("tok-secret"));
-        assert!(Http::new("ftp://x", "t".into(), Path::new(".")).is_err());
+        assert!(Http::new("ftp://x", "t".into()).is_err());
     }
 }

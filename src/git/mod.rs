@@ -63,6 +63,43 @@
 //! `.git` file, which the agent can rewrite, nor a `commondir`. The agent itself commits in a
 //! repository of its own ([`agent_repo`]), which hank's git never runs in; hank imports its
 //! commits. Commits check that HEAD is the branch hank expects ([`Checkout::expect_branch`]).
+//!
+//! ## At a glance (moved here from CLAUDE.md)
+//!
+//! `commit.rs`: the one commit of the agent's work, `commit_all(&Checkout, CommitAll)` — stage
+//! all, list what is staged once (`diff --cached --name-status --relative`: named as the project
+//! names its files, also in a folder of its repository), unstage by literal name only what is
+//! staged of hank's runtime files (`runtime_paths`, the one list, from `templates/gitignore`,
+//! matched in process by `is_runtime_path` — tested against git's own `:(glob)` matching of
+//! `runtime_globs`; a fleet task's plan too with `leave_plan`) and of secret-looking files
+//! (`unstage_secrets`), commit (a merge in progress too) with hank's identity when the repository
+//! has none (the one fallback, [`IDENTITY_ARGS`]), the user's hooks only with `Hooks::Run`,
+//! `Committed` says whether — for delivery (HEAD checked) and a fleet task (hooks off).
+//! `agent_repo.rs` (issue 47): the task agent's own repository `<common>/worktrees/<id>/agent`
+//! (`make`: HEAD, the user's refs as facts, hank's index, a merge in progress, objects with the
+//! checkout's as alternate; the worktree's `.git` names it; `release` before a worktree is moved
+//! or removed; `import`: the agent's branch brought in — objects checked,
+//! `pack-objects`/`index-pack --fix-thin`/`rev-list --objects`, `update-ref` CAS — before every
+//! commit of the task). `snapshot.rs` (+ `index.rs`, `ignore.rs`): git's status read in process
+//! for progress (a file found clean by content under a stale index is kept as `verified` and not
+//! hashed again at the same stat data) — the index (v2–4), HEAD and refs,
+//! `.gitignore`/`info/exclude`/`core.excludesFile` with git's wildmatch, `.gitattributes`
+//! conversions (stat rule), submodules and nested repositories, blob ids by SHA-1; `Snapshot`
+//! keys per index entry and per dirty/untracked path, `Table::changed` the delta; a task's
+//! worktree read through its recorded git dirs ([`Checkout::reader_dirs`]); its differential
+//! test against `git status` over a generated corpus is `snapshot/tests.rs`
+//! (`HANK_CORPUS_SEEDS=N` for a longer search). `filters.rs`: the filter driver names to switch
+//! off, listed with `git config` (every config file and include target) and kept while the
+//! files' stamps are unchanged — no `git config` spawn per git call. `odb.rs` (+ `odb/diff.rs`):
+//! git's object database read in process — loose objects and packs (`.idx` v2 with 64-bit
+//! offsets, `.pack` v2/3, `OFS_DELTA`/`REF_DELTA` chains), alternates, inflated by
+//! `miniz_oxide`, `read_at` (no mmap), every size capped (`MAX_OBJECT`, `MAX_DELTA_CHAIN`,
+//! `MAX_TREE_DEPTH`) → `Unreadable`; the tree diff within `LIMITS` (paths, trees, bytes: a tree
+//! bomb is cut, `changed_files_within` → `Changed::cut`, and git is not asked);
+//! `changed_files` = `git diff --name-only --no-renames --relative` between two commits (hank's
+//! files excluded; git's tree order, `a.b` before `a/`) or `ls-tree -r` of one; its
+//! differential test against real git (loose, gc, `repack --depth=50`, `REF_DELTA`, a thin
+//! fetch, a linked worktree, alternates, a project subdirectory) is `odb/tests.rs`
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

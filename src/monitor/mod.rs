@@ -12,6 +12,22 @@
 //! | [`live`] | `--live`: the fleet's tasks to follow, their notices, offsets, framing, prefixes **\[pure\]** |
 //! | [`follow`] | `--live`: the loop that reads `fleet.json` and each running task's `live.log` |
 //! | [`tmux`] | the tmux command builder **\[pure\]** and the launcher (`hank --monitor`, `hank fleet --monitor`) |
+//!
+//! ## At a glance (moved here from CLAUDE.md)
+//!
+//! `hank monitor` TUI (pure view of a snapshot) and the `hank --monitor` / `hank fleet --monitor`
+//! tmux launcher (`tmux.rs`, `Layout::Run` / `Layout::Fleet`: the loop pane runs `hank run` or
+//! `hank fleet --record-exit-code … --live`, the live pane `tail -F` or `hank monitor --live`);
+//! `live.rs` **\[pure\]** and `follow.rs` are `hank monitor --live`: `fleet.json` read each turn
+//! (`Watch::update` → start/end notices, `targets` the running/verifying/merging tasks), each
+//! task's `.hank/live.log` opened `O_NOFOLLOW|O_NONBLOCK` as a regular file only
+//! (`fsread::open_regular`) and read from its `Cursor` (offset, inode, first bytes:
+//! truncated/replaced → from the start; ≤ 64 KiB a turn; line framing), lines `prefixed` with the
+//! task and its colour; `args.rs` its options; `status_text.rs` the one text rendering of a status
+//! **\[pure\]** (`hank status` prints it, `monitor --once` prints it as its `run` section with the
+//! fleet, plan file, window gauges, events and live output around it); `app.rs` the event loop and
+//! its keys (`on_key`, pure: `p`/`u` pause/resume, `n`/`a` a line typed for a note/answer, sent
+//! through `control::submit`)
 
 pub(crate) mod app;
 pub(crate) mod args;

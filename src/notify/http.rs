@@ -1,5 +1,5 @@
-//! The one HTTP client of hank: blocking requests with a whole-request timeout, over rustls
-//! (`ureq`). Used by the notification sender and the control-topic poller; nothing here
+//! The notification sender's and the control-topic poller's requests: blocking, with a
+//! whole-request timeout, through hank's one HTTP client ([`crate::http`]); nothing here
 //! listens on a socket.
 
 use std::time::Duration;
@@ -7,25 +7,15 @@ use std::time::Duration;
 /// Largest response body read (bytes): an ntfy poll of a busy topic stays far below it.
 pub const MAX_BODY: u64 = 4 * 1024 * 1024;
 
-/// The client for one request to `url`: a loopback URL (127.0.0.1, localhost, ::1) never
-/// goes through `HTTP_PROXY`/`HTTPS_PROXY` (a proxy cannot reach this machine's loopback).
-fn agent(url: &str, timeout: Duration) -> ureq::Agent {
-    let mut builder = ureq::Agent::config_builder();
-    if crate::policy::notify::is_loopback(url) {
-        builder = builder.proxy(None);
-    }
-    let config = builder
-        .timeout_global(Some(timeout))
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .user_agent(concat!("hank/", env!("CARGO_PKG_VERSION")))
-        .build();
-    ureq::Agent::new_with_config(config)
+/// The client for one request to `url` ([`crate::http::agent`]: a loopback URL never goes
+/// through `HTTP_PROXY`/`HTTPS_PROXY`, a proxy cannot reach this machine's loopback).
+fn agent(url: &str, timeout: Duration) -> Result<ureq::Agent, String> {
+    crate::http::agent(url, timeout).map_err(|e| e.to_string())
 }
 
 /// POSTs `body` to `url`; `Ok` for a 2xx answer, else why not (the status or the error).
 pub fn post(url: &str, content_type: &str, body: &str, timeout: Duration) -> Result<(), String> {
-    let resp = agent(url, timeout)
+    let resp = agent(url, timeout)?
         .post(url)
         .header("Content-Type", content_type)
         .send(body)
@@ -86,7 +76,7 @@ pub fn get_lines(
 
 /// GETs `url`: the answer when it is a 2xx, else why not (the status or the error).
 fn get_ok(url: &str, timeout: Duration) -> Result<ureq::http::Response<ureq::Body>, String> {
-    let resp = agent(url, timeout)
+    let resp = agent(url, timeout)?
         .get(url)
         .call()
         .map_err(|e| e.to_string())?;

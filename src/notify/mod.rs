@@ -4,7 +4,8 @@
 //! drops the message (a warning, once). Which events become messages, and their text, is
 //! [`crate::policy::notify`]; secrets are redacted here, as everywhere else.
 //!
-//! `http.rs` is hank's one HTTP client (also used by the control-topic poller).
+//! `http.rs` sends through hank's one HTTP client, [`crate::http`] (also for the control-topic
+//! poller).
 //!
 //! **One notifier, two owners.** Every message is made by one constructor ([`Hook::new`]:
 //! the targets, event classes and secrets of the settings) and one send ([`Hook::event`]:
@@ -25,6 +26,20 @@
 //!   the delivery procedures, which have no run to carry a handle; they have no run's cost or
 //!   items, a failure is one line on stderr, and the end is the [`Installed`] guard's drop
 //!   (blocking, on the command's thread, until sent or a new signal).
+//!
+//! ## At a glance (moved here from CLAUDE.md)
+//!
+//! the NOTIFY sender: `Notifier` (own thread, bounded queue of 64, timeout, retries with backoff,
+//! one warning per failing target, bounded flush at exit), `Hook` (one constructor `Hook::new`, one
+//! send `Hook::event`; two owners, on purpose — see the module's doc: a run's own, kept by
+//! `effects::Real`, every event of the run told through `effects::output::Told` (the engine's news,
+//! the client's retries during a call) with the run's cost, items and questions, its end awaited on
+//! the run's runtime (`Hook::finish`); and the process-wide one of a command outside a run,
+//! `install`/`offer`: `hank fleet` (`fleet/save.rs`'s task events, the integration delivery through
+//! `deliver::tell_outside_run`), `hank deliver`, `hank watch`'s issue events, a resumed delivery),
+//! `http.rs` (requests through hank's one HTTP client `crate::http`, `ureq` + rustls; never a
+//! listening socket; a loopback URL bypasses `HTTP(S)_PROXY`); what a message says is `policy::notify` (words for a phone, the PR as
+//! `click`; `Seen`: one message per event, a `hank ctl stop` told as "stopped by you")
 
 pub mod http;
 

@@ -15,6 +15,30 @@
 //! interactive one, its own process group; the group is what a timeout, an interrupt or the
 //! end of the run stops ([`signal_group`], [`stop_group`]). The signal counter the blocking
 //! runs poll is [`signals`]; the one tokio runtime builder is [`runtime`].
+//!
+//! ## At a glance (moved here from CLAUDE.md)
+//!
+//! the process layer, the only place that names `Command::new` or builds a tokio runtime
+//! (`architecture.rs`): `agent.rs` (the agent streamed — its `RunOutcome` holds the analyzer's
+//! `analysis::RunFacts` as they are, the one definition of how it ended —: spawn without a shell,
+//! own process group, drain to logs, timeout / IDLE_TIMEOUT / FIRST_OUTPUT_TIMEOUT (`startup_hang`)
+//! / interrupt → SIGTERM, 5 s, SIGKILL; the run's `Marker` in its environment; its leftovers found
+//! by walking hank's own tree as child subreaper — `/proc/PID/task/*/children`, never a scan of the
+//! machine in the loop; one walk per call on the happy path (`Stopping` skips the later walks once
+//! a walk found hank with no child and its threads unchanged, `Walk::childless`: no descendant can
+//! appear then); the marker scan only at the next start after a kill -9; what was read is kept when
+//! a pipe stays open), `mod.rs` (`spawn_grouped`: the one start of an async child as its own
+//! group's leader, for the agent and `VERIFY_COMMAND`; `shell_to_log`: `VERIFY_COMMAND` through
+//! `/bin/sh -c` into its log; `Cmd`: a blocking tool run (a bare program name is resolved in the
+//! child's PATH, `resolve_in_path`, so std uses `posix_spawn` rather than a fork of hank) — git
+//! (through `crate::git`'s handles), `--version` probes, `bd`, the forge programs (`gh`,
+//! `glab`, with stdin bytes), tmux, notify-send, doctor — no shell, stdin closed, own group,
+//! stdout/stderr caps, timeout and optional stop on hank's signals, group killed at the end;
+//! `Cmd::interactive`/`Cmd::exec` for `tmux attach` and `__with-env`; `signal_group`, `stop_group`,
+//! `await_or_kill`: the one SIGTERM → grace → SIGKILL; `on_exit`: told when a child ended without
+//! reaping it (a small thread in `waitid(WEXITED | WNOWAIT)`; the fleet wakes on its workers' exits
+//! so); `runtime()`: the one tokio runtime builder), `signals.rs` (the SIGINT/SIGTERM/SIGHUP
+//! counter)
 
 pub mod agent;
 pub mod signals;

@@ -17,6 +17,14 @@
 //! A project is **enabled** when `.hank/PROMPT.md` exists: `enable`/`enable-ci` then stop with
 //! exit 2 unless `--force`, and `migrate` says it is already migrated. The generator writes
 //! `.hank/PROMPT.md` last, so an interrupted run can be repeated.
+//!
+//! ## At a glance (moved here from CLAUDE.md)
+//!
+//! detection, task sources, templates, setup / enable / enable-ci / migrate (their options:
+//! `args.rs`); `actions.rs` the GitHub Actions workflow (render, `--action` check, write);
+//! `import/`: `document` (reading, JSON → Markdown **\[pure\]**), `extract` (the `--no-ai`
+//! conversion **\[pure\]**), `ai` (prompt, argv, checks, the call), `install` (writing into the
+//! target, git commit), `mod.rs` (the command)
 
 pub(crate) mod actions;
 pub(crate) mod args;

@@ -19,6 +19,68 @@
 //! (Landlock ABI 5) and signals and abstract Unix sockets are scoped to the agent's own
 //! processes (ABI 6: it cannot stop hank or another process of the user). `hank __sandbox`
 //! makes the agent a session of its own first: no controlling terminal.
+//!
+//! ## At a glance (moved here from CLAUDE.md)
+//!
+//! SANDBOX (issue 37): `mod.rs` (`Mode`, `decide` **\[pure\]** — what the next run gets,
+//! `available()` — the Landlock ABI 4 probe, `host_port`/`parse_hosts`/`allowed_hosts`
+//! **\[pure\]**, `ProfileSandbox` — a profile's `[sandbox]` table (`state` written, `config` read
+//! only, `api`), `Rules::for_agent` — the paths from a `Place` (project or task worktree + its git
+//! dir/object store, TMPDIR, the client's state, its configuration read only, install dirs, system,
+//! SANDBOX_READ/WRITE), `Rules::to_arg` (the rules as one JSON value)/`from_args`, `restrict_self`
+//! (all or nothing: ABI 4 required, `Extras` — ABI 5's device ioctls, ABI 6's signal and
+//! abstract-socket scopes — each used when `Extras::here()` finds it),
+//! `CREDENTIAL_FILES`/`refused_grant`: a SANDBOX_READ/WRITE entry that is, holds or lies beneath a
+//! credential file is left out with a warning at the start; of `/dev` only null, zero, full,
+//! random, urandom; `hank-sandbox RULES -- PROGRAM ARGS…` (`src/bin/hank-sandbox.rs` →
+//! `hank::sandbox_main`, a small binary beside hank: each call loads only the confinement; `hank
+//! __sandbox` when it is not installed, `proc::agent::sandbox_program`) is
+//! `proc::agent::enter_sandbox`: first a session of its own (`own_session`: `setsid`, the group
+//! leader hank signals kept), with a hand-over socket in the rules it then enters the agent's own
+//! network and mount namespaces (`netns.rs`) and covers every top folder but the system's with an
+//! empty tmpfs, the granted paths bound back (`mounts.rs`: `places`/`beneath` **\[pure\]**,
+//! `hide_ungranted` — no path socket of the user's is there); the network namespace is the run's,
+//! held by `hank-sandbox --hold-netns [RULES]` (`proc::agent::NamespaceHolder`, one per
+//! `Sandboxing`, started at the first call with its rules, kept out of the orphan walks by
+//! `OwnSpawn`) with the first call's view of the file system (`mounts::View`), and entered by each
+//! call (`netns::enter_held`, the holder's namespace inodes checked; `netns::enter_view`: the held
+//! view when the call's `Rules::granted` are the view's and `View::still_true`, else a view of its
+//! own), then restricts itself, then `exec`s the agent — no
+//! `unsafe`/`pre_exec` (the crate forbids unsafe); `make_state_dirs`: a profile's `[sandbox] state`
+//! folders (entries ending in `/`) made 0700 before the call; an npm install is read as its whole
+//! `node_modules` tree, a Python venv's program as its venv and base Python: `venv_of`), `netns.rs`
+//! (`unshare_net`: `CLONE_NEWNET` as root, else `CLONE_NEWUSER|CLONE_NEWNET` with the user mapped
+//! to itself; `lo` up by one route-netlink message; `hank __sandbox --probe-netns` —
+//! `proc::agent::netns_probe` asks it at a run's start and in `doctor` —; `hand_over`: in the
+//! agent's process before Landlock, 127.0.0.1:PORT of the namespace listened on and the listening
+//! socket sent to the proxy's Unix socket by `SCM_RIGHTS` (rustix, no unsafe) — no bridge process,
+//! one process per call), `proxy.rs` (`Proxy`: the egress proxy thread on 127.0.0.1 and, with a
+//! namespace, a Unix socket in a 0700 folder (`listen_unix`) where it takes each call's handed-over
+//! listener, checked to be a loopback listening socket, served until `end_call`; CONNECT + plain
+//! HTTP with each kept-alive request framed and rewritten, allow list per call, `Denied` kept);
+//! `Confinement::Landlock { netns, extras }` names what the run got
+//! (`landlock-fs+landlock-net[+landlock-ioctl][+landlock-scope][+netns]`, and what stays open:
+//! `still_open`); `proc::agent::Spawn::sandbox` wraps the agent's argv; `effects/agent.rs`
+//! `Sandboxing` (opened with `Real` and by `hank import`'s conversion — `rules_for` its temp
+//! folder, no project access —: decision, netns probe, proxy, TMPDIR (0700,
+//! `hank-agent-tmp-PID-START-…`; `remove_stale`: a killed hank's folders removed at the next
+//! start), the refused SANDBOX_READ/WRITE entries as warnings; `SESSION_ENV`: the user's session
+//! sockets removed from a confined agent's environment (`removed_for(pass, sandboxed)`); `prepare`
+//! per call (the `Rules` resolved at an agent's first call and frozen for the run: `frozen`),
+//! `sandbox_env`, the refusals → `egress_denied` events, status.json `sandbox`/`egress_denied`, a
+//! context note through `poll_control`); tests: `src/sandbox/tests.rs`,
+//! `tests/integration/sandbox.rs` (real Landlock and namespaces; `support.rs` runs every other test
+//! with `SANDBOX=off`), the contract suite's `sandboxed_…` cases (each real client confined;
+//! `scripts/sandbox-observe.sh` lists what each writes and is refused, under strace); `guard.rs`
+//! (issue 47: the `config` entries that lie in a path the agent writes — `guarded` —, kept before
+//! each call by `Guard::take` and put back after it by `Guard::undo`, each `Change` a
+//! `client_config_changed` event, a warning and a context note from `effects/agent.rs`'s
+//! `config_changed`); `repo.rs` (issue 47: `RepoGuard` — the project's `.git` and its git dir's
+//! `commondir` as recorded at the run's start, checked before and after each confined call (a
+//! change stops the run: a `security` event); the repository's `config`, `config.worktree`,
+//! `hooks/`, `info/` and its submodules' saved before each call and put back after it, each file a
+//! `security` event; a file whose settled stamp — `guard::Stamp`, `ctime` at least 2 s older than
+//! the look — is unchanged is not read again)
 
 pub mod guard;
 pub mod mounts;

@@ -13,6 +13,8 @@ use std::time::Duration;
 
 /// The longest request head read (request line and headers).
 const MAX_HEAD: usize = 16 * 1024;
+/// Most headers a request head may carry (more: a 400).
+const MAX_HEADERS: usize = 100;
 /// A client that sends no complete head within this long is dropped.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 /// Refusals kept per proxy (the first ones; later ones are counted only).
@@ -197,17 +199,20 @@ impl<C: Conn> Client<C> {
         }
     }
 
-    /// The next request head, up to the blank line (taken from `buf`); `None` at the end of the
-    /// stream, on an error or a head longer than [`MAX_HEAD`].
-    fn head(&mut self) -> Option<String> {
+    /// The next request head, up to the blank line (taken from `buf`): [`Stop::End`] at the end
+    /// of the stream, on an error or a head longer than [`MAX_HEAD`].
+    fn head(&mut self) -> Result<Head, Stop> {
         loop {
-            if let Some(end) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                let rest = self.buf.split_off(end + 4);
-                let head = std::mem::replace(&mut self.buf, rest);
-                return Some(String::from_utf8_lossy(&head).into_owned());
+            match Head::parse(&self.buf) {
+                Parsed::Head(head, n) => {
+                    self.buf.drain(..n);
+                    return Ok(head);
+                }
+                Parsed::Malformed => return Err(Stop::Malformed),
+                Parsed::Partial => {}
             }
             if self.buf.len() > MAX_HEAD || !self.fill() {
-                return None;
+                return Err(Stop::End);
             }
         }
     }
@@ -269,11 +274,65 @@ impl<C: Conn> Client<C> {
     }
 }
 
+/// Why no request head was read.
+#[derive(Debug, PartialEq, Eq)]
+enum Stop {
+    /// The stream ended, failed, or sent a head longer than [`MAX_HEAD`].
+    End,
+    /// Not an HTTP/1.x request head.
+    Malformed,
+}
+
+/// A request head as `httparse` read it.
+#[derive(Debug)]
+struct Head {
+    method: String,
+    /// The request target as sent (`host:port` for `CONNECT`, `http://…` when proxied).
+    uri: String,
+    /// `x` of `HTTP/1.x`.
+    minor: u8,
+    /// The headers as sent (names as written, values as bytes).
+    headers: Vec<(String, Vec<u8>)>,
+}
+
+/// What the start of a buffer holds.
+enum Parsed {
+    /// A head, and the bytes it took.
+    Head(Head, usize),
+    /// The start of a head.
+    Partial,
+    Malformed,
+}
+
+impl Head {
+    /// The head at the start of `buf` (pure).
+    fn parse(buf: &[u8]) -> Parsed {
+        let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut req = httparse::Request::new(&mut slots);
+        match req.parse(buf) {
+            Ok(httparse::Status::Complete(n)) => Parsed::Head(
+                Self {
+                    method: req.method.unwrap_or_default().to_string(),
+                    uri: req.path.unwrap_or_default().to_string(),
+                    minor: req.version.unwrap_or(1),
+                    headers: req
+                        .headers
+                        .iter()
+                        .map(|h| (h.name.to_string(), h.value.to_vec()))
+                        .collect(),
+                },
+                n,
+            ),
+            Ok(httparse::Status::Partial) => Parsed::Partial,
+            Err(_) => Parsed::Malformed,
+        }
+    }
+}
+
 /// Where a request goes: `CONNECT h:p` (a tunnel) or `METHOD http://h[:p]/path` (forwarded
-/// with the path alone). `None` for anything else (pure).
-fn target(request_line: &str) -> Option<(bool, String, String)> {
-    let mut parts = request_line.split_whitespace();
-    let (method, uri, version) = (parts.next()?, parts.next()?, parts.next()?);
+/// with the path alone, the request line returned). `None` for anything else (pure).
+fn target(head: &Head) -> Option<(bool, String, String)> {
+    let (method, uri) = (head.method.as_str(), head.uri.as_str());
     if method.eq_ignore_ascii_case("CONNECT") {
         let host = super::host_port(uri)?;
         return Some((true, host, String::new()));
@@ -281,17 +340,19 @@ fn target(request_line: &str) -> Option<(bool, String, String)> {
     let rest = uri.strip_prefix("http://")?;
     let host = super::host_port(uri)?;
     let path = rest.find('/').map_or("/", |i| &rest[i..]);
-    Some((false, host, format!("{method} {path} {version}")))
+    Some((
+        false,
+        host,
+        format!("{method} {path} HTTP/1.{}", head.minor),
+    ))
 }
 
 /// How the body after a request head is framed (pure): `Some(n)` bytes, or chunked (`None`).
-fn body_framing(head: &str) -> Option<u64> {
+fn body_framing(head: &Head) -> Option<u64> {
     let mut length = 0;
-    for h in head.lines().skip(1) {
-        let Some((name, value)) = h.split_once(':') else {
-            continue;
-        };
-        let (name, value) = (name.trim(), value.trim());
+    for (name, value) in &head.headers {
+        let value = String::from_utf8_lossy(value);
+        let value = value.trim();
         if name.eq_ignore_ascii_case("transfer-encoding")
             && value.to_ascii_lowercase().contains("chunked")
         {
@@ -305,15 +366,17 @@ fn body_framing(head: &str) -> Option<u64> {
 }
 
 /// The request again in origin form (`line`), its proxy headers left out (pure).
-fn origin_form(line: &str, head: &str) -> String {
-    let mut out = format!("{line}\r\n");
-    for h in head.lines().skip(1).filter(|l| !l.is_empty()) {
-        if !h.to_ascii_lowercase().starts_with("proxy-") {
-            out.push_str(h);
-            out.push_str("\r\n");
+fn origin_form(line: &str, head: &Head) -> Vec<u8> {
+    let mut out = format!("{line}\r\n").into_bytes();
+    for (name, value) in &head.headers {
+        if !name.to_ascii_lowercase().starts_with("proxy-") {
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value);
+            out.extend_from_slice(b"\r\n");
         }
     }
-    out.push_str("\r\n");
+    out.extend_from_slice(b"\r\n");
     out
 }
 
@@ -432,11 +495,12 @@ fn serve<C: Conn>(conn: C, shared: &Shared) {
         conn,
         buf: Vec::new(),
     };
-    let Some(head) = client.head() else {
-        return;
+    let head = match client.head() {
+        Ok(head) => Some(head),
+        Err(Stop::Malformed) => None,
+        Err(Stop::End) => return,
     };
-    let first = head.lines().next().unwrap_or("");
-    let Some((tunnel, host, line)) = target(first) else {
+    let Some((tunnel, host, line)) = head.as_ref().and_then(target) else {
         let _ = client
             .conn
             .write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
@@ -479,7 +543,9 @@ fn serve<C: Conn>(conn: C, shared: &Shared) {
         relay(client.conn, upstream);
         return;
     }
-    forward(client, upstream, shared, &host, head, line);
+    if let Some(head) = head {
+        forward(client, upstream, shared, &host, head, line);
+    }
 }
 
 /// Plain HTTP on a kept-alive connection: each request's head is read, checked (the same
@@ -490,7 +556,7 @@ fn forward<C: Conn>(
     mut upstream: TcpStream,
     shared: &Shared,
     host: &str,
-    mut head: String,
+    mut head: Head,
     mut line: String,
 ) {
     let (Ok(mut u_read), Ok(mut c_write)) = (upstream.try_clone(), client.conn.try_clone()) else {
@@ -503,9 +569,7 @@ fn forward<C: Conn>(
             let _ = c_write.shutdown(Shutdown::Both);
         });
     loop {
-        let sent = upstream
-            .write_all(origin_form(&line, &head).as_bytes())
-            .is_ok()
+        let sent = upstream.write_all(&origin_form(&line, &head)).is_ok()
             && match body_framing(&head) {
                 Some(n) => client.copy_exact(n, &mut upstream),
                 None => client.copy_chunked(&mut upstream),
@@ -513,8 +577,8 @@ fn forward<C: Conn>(
         if !sent {
             break;
         }
-        let Some(next) = client.head() else { break };
-        match target(next.lines().next().unwrap_or("")) {
+        let Ok(next) = client.head() else { break };
+        match target(&next) {
             Some((false, h, l)) if h == host => {
                 if !shared.admits(&h) {
                     break;
@@ -577,11 +641,21 @@ mod tests {
             ),
             ("GET /relative HTTP/1.1", None),
             ("garbage", None),
+            ("GET http://a.example/ HTTP/1.1\r\nNo colon here", None),
+            ("GET http://a.example/ HTTP/2.0", None),
         ];
         for (line, want) in cases {
-            let got = target(line);
+            let got = parsed(&format!("{line}\r\n\r\n")).as_ref().and_then(target);
             let want = want.map(|(t, h, l)| (t, h.to_string(), l.to_string()));
             assert_eq!(got, want, "{line}");
+        }
+    }
+
+    /// The head `text` starts with (`None` when it holds none).
+    fn parsed(text: &str) -> Option<Head> {
+        match Head::parse(text.as_bytes()) {
+            Parsed::Head(head, _) => Some(head),
+            Parsed::Partial | Parsed::Malformed => None,
         }
     }
 
@@ -635,7 +709,8 @@ mod tests {
             ("GET / HTTP/1.1\r\nHost: x\r\n", Some(0)),
         ];
         for (head, want) in cases {
-            assert_eq!(body_framing(head), want, "{head}");
+            let parsed = parsed(&format!("{head}\r\n")).unwrap();
+            assert_eq!(body_framing(&parsed), want, "{head}");
         }
     }
 
@@ -703,6 +778,14 @@ mod tests {
 
         let refused = ask(proxy.port(), "CONNECT evil.example:443 HTTP/1.1\r\n\r\n");
         assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
+        // A head httparse does not read as HTTP/1.x is answered 400, and nothing is recorded.
+        for bad in [
+            "GET http://evil.example/ HTTP/1.1\r\nno colon\r\n\r\n",
+            "CONNECT evil.example:443 HTTP/9.9\r\n\r\n",
+        ] {
+            let answer = ask(proxy.port(), bad);
+            assert!(answer.starts_with("HTTP/1.1 400"), "{bad:?}: {answer}");
+        }
         let denied = proxy.take_denied();
         assert_eq!(denied.len(), 1);
         assert_eq!(denied[0].host, "evil.example:443");

@@ -25,6 +25,14 @@
 //!   stats the watched records every [`TICK`] ([`crate::monitor::snapshot::Fingerprint`]: a
 //!   few `stat` calls, no read) and sends a `change` event when they moved; the script then
 //!   fetches the page again and swaps its `<main>` in.
+//!
+//! ## At a glance (moved here from CLAUDE.md)
+//!
+//! `hank serve` (issue 52): the read-only web view on axum — `auth.rs` token/cookie/Host
+//! **\[pure\]**, `data.rs` the records through `monitor::snapshot` and the typed events (projects
+//! from `userdir::known_projects`), `pages.rs`/`svg.rs`/`html.rs` HTML and SVG **\[pure\]** (every
+//! record's text through `html::esc`), `mod.rs` the router, guard, CSP, SSE; the assets in
+//! `templates/serve/`; `scripts/browser-serve.py` the Chromium test (module doc: the rest)
 
 mod auth;
 pub(crate) mod data;

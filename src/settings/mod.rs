@@ -11,6 +11,15 @@
 //! | [`resolve`] | flag > env > `.hankrc` > default, from the flags, an env lookup and the `.hankrc` text **\[pure\]** |
 //! | [`flags`] | the raw flag values |
 //! | this file | [`Settings`], [`load`] (the only I/O: reads `.hankrc` and the real environment), the agent command |
+//!
+//! ## At a glance (moved here from CLAUDE.md)
+//!
+//! `.hankrc` parser + flag > env > `.hankrc` > default resolution, every value with its `Source`;
+//! `live.rs` the keys `hank ctl set` changes in a running loop (one `Live` per key, the table
+//! `LIVE`: adding a live key is one definition there plus its `r.live(…)` line in `resolve`);
+//! `Flags` = the raw values of `hank run`'s settings flags, with their clap attributes (one
+//! definition: `cli::RunArgs` flattens it and adds the flags that steer the command — `--monitor`,
+//! `--force`, `--accept-config`…)
 
 pub mod flags;
 pub mod hankrc;

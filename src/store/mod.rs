@@ -37,6 +37,32 @@
 //! Compatibility: a schema 1 `state.json` carries the ledger inline; [`Store::load_state`]
 //! reads it (merged with any log, a call present in both counted once) and the next save
 //! writes it into the log (compaction) before replacing `state.json` with a schema 2 file.
+//!
+//! ## At a glance (moved here from CLAUDE.md)
+//!
+//! `schema.rs` (State, Status, Event, ConfigApproval, ControlEntry, FleetFile, PlannedTask (`fleet
+//! plan --json`): the formats, defined once; `EventKind::from(&Transition)`: the one
+//! `circuit_changed` of a breaker transition, for the run and `hank reset circuit`;
+//! `Status::of(StatusParts)`: status.json of a run, with what a run state implies — questions only
+//! in a wait for an answer, no end for a pause, exit code 1 when failed **\[pure,
+//! table-tested\]**), `HankFile` (each file of `.hank/` and its name; `Store::path(file)` the one
+//! accessor), atomic 0600 writes, lock (`agent`/`verify` group records with start times), events,
+//! log (appends open first with `O_NOFOLLOW|O_NONBLOCK` and replace a link or special file only
+//! when that open fails, `Store::open_own`; `Store::loop_logs` checks the log folders once for
+//! `.out` and `.err`); the call log's copy in the per-user dir (`Store::with_ledger_copy`, union at
+//! load); `userdir.rs` (per-user state outside the project; `project.json`
+//! (`schema::ProjectRecord`) names the project of each folder, written once by `project_dir`,
+//! listed by `known_projects` for `hank serve`); `portable.rs` the portable run state
+//! (`StateBundle`: collect, the merge that never loosens the local state, apply under the lock,
+//! `--to-dir` files, the step summary append); `fleet_ledger.rs` (the fleet-wide ledger, flock'd:
+//! `TIME call PID` taken through `Effects::reserve_call` at the observation before each spawn when
+//! `HANK_FLEET_LEDGER` is set, `TIME spent PID TOKENS USD` after the fold (`Effects::settle_call`),
+//! `TIME start` per fleet; the verdict is `policy::fleet::fleet_budget` — calls/tokens per hour,
+//! MAX_COST_USD with calls in flight; a cost stop enters the run as `Fact::FleetLimit`);
+//! `shared_windows.rs` (the usage windows every run of the user shares: `windows/windows.json`
+//! under `userdir::shared_dir`, published after a fold that brought readings
+//! (`Effects::publish_windows`), adopted before each observation (`Effects::adopt_windows`), merge
+//! `policy::windows::adopt_newer`)
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};

@@ -43,7 +43,7 @@ impl ForgeTracker {
             if kind == TrackerKind::GitHub {
                 if let Some(token) = env.gh_token.clone() {
                     let base = crate::forge::api_url_for(host, env.api_url.as_deref());
-                    let http = Http::new(&base, token, root)?;
+                    let http = Http::new(&base, token)?;
                     let key = http.token_key();
                     (Box::new(http), key, "GH_TOKEN / GITHUB_TOKEN")
                 } else if let Ok(gh) = which::which("gh") {
@@ -64,7 +64,7 @@ impl ForgeTracker {
             } else if let Some(token) = var("GITLAB_TOKEN") {
                 let base = var("GITLAB_API_URL")
                     .unwrap_or_else(|| format!("https://{}/api/v4", host.unwrap_or("gitlab.com")));
-                let http = Http::new(&base, token, root)?;
+                let http = Http::new(&base, token)?;
                 let key = http.token_key();
                 (Box::new(http), key, "GITLAB_TOKEN")
             } else if let Ok(glab) = which::which("glab") {

@@ -159,7 +159,6 @@ impl Jira {
                 ("Authorization".into(), format!("Basic {basic}")),
                 ("Accept".into(), "application/json".into()),
             ],
-            root,
         )?;
         let budget = format!("jira-{}", http.token_key());
         Ok(Self {

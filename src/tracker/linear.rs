@@ -128,7 +128,6 @@ impl Linear {
                 ("Authorization".into(), key.trim().to_string()),
                 ("Accept".into(), "application/json".into()),
             ],
-            root,
         )?;
         let budget = format!("linear-{}", http.token_key());
         Ok(Self {

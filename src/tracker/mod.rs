@@ -15,6 +15,18 @@
 //! never holds them (`effects::agent::AGENT_ENV_REMOVED`), and the agent never writes to the
 //! tracker. The claim is the lock; labels and states are shown to people, never read as one.
 //! Each tracker's quirks are in `docs/trackers.md`.
+//!
+//! ## At a glance (moved here from CLAUDE.md)
+//!
+//! `hank watch`'s tracker I/O behind one trait, `Tracker` (`mod.rs`: items by label, one item read
+//! fresh after its claim, hank's one comment edited in place, `Mark`s, the PR link; `Client`: every
+//! request under the shared rate budget with the tracker's headers mapped, refusals naming tracker,
+//! item and variable; `open`): `forge.rs` (GitHub/GitLab: `ETag` listings, labels), `linear.rs`
+//! (GraphQL, `String!` vs `ID!`, `RATELIMITED`), `jira.rs` (REST v3, ADF), `trello.rs`, `plane.rs`,
+//! `shortcut.rs`; `budget.rs` (the per-credential rate budget shared by every hank process,
+//! flock'd, visible waits), `claims.rs` (`refs/hank/claims/<tracker>-<key>` on origin,
+//! create-only/leased CAS); the rules are `policy/tracker.rs` (`ItemKey`, `choose`, `Claim`,
+//! `task_of`, `comment`/`PrLink`, `RateBudget`); quirks in `docs/trackers.md`
 
 pub mod budget;
 pub mod claims;

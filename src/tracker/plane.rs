@@ -156,7 +156,6 @@ impl Plane {
                 ("X-API-Key".into(), key.trim().to_string()),
                 ("Accept".into(), "application/json".into()),
             ],
-            root,
         )?;
         let budget = format!("plane-{}", http.token_key());
         let e = crate::forge::enc;

@@ -70,7 +70,6 @@ impl Shortcut {
                 ("Shortcut-Token".into(), token.trim().to_string()),
                 ("Accept".into(), "application/json".into()),
             ],
-            root,
         )?;
         let budget = format!("shortcut-{}", http.token_key());
         Ok(Self {

@@ -74,7 +74,6 @@ impl Trello {
                 ("Authorization".into(), auth),
                 ("Accept".into(), "application/json".into()),
             ],
-            root,
         )?;
         let budget = format!("trello-{}", http.token_key());
         Ok(Self {

@@ -8,6 +8,27 @@
 //!
 //! Without `HANK_REAL_CLAUDE` the cases are reported as **ignored** in the test summary (with a
 //! closing line saying why), never as passed; under `CI=true` a missing client is a failure.
+//!
+//! ## At a glance (moved here from CLAUDE.md)
+//!
+//! the real clients against a fake API, every case once per client (`HANK_REAL_CLAUDE`);
+//! `agent_*.rs` one suite per other CLI (`HANK_REAL_AGENTS`; `agent_copilot.rs` on the Anthropic
+//! fake, `agent_aider.rs` on `fake_openai_chat::AiderChat`, aider from PyPI); `http.rs` the
+//! transport, the `Provider` trait each fake implements on a marker type (`fake_api::Anthropic`,
+//! `fake_openai::OpenAi`, `fake_openai_chat::OpenAiChat` — it reuses the Responses fake's `Reply`
+//! —, `fake_gemini::Gemini`: turns, the newest user text, the answer) and the scripted `Fake<P>` /
+//! `Request<P>` they share (script, request log, ids, `turns()`, `loop_context()`, `ApiError`,
+//! `status_text`); `harness.rs` what the suites share: `Direct<P>` (a direct call of an agent CLI
+//! with its built-in profile's argv in a temp HOME and git project, `Call`, the fixture capture,
+//! `outcome` of a failing call, `assert_resumed`; `assert_status_answer`, `first_string`),
+//! `HankRun<P>` (`hank` against a fake with the agent's environment; events, error kinds, waits,
+//! resumes, the failure context; the shared asserts `assert_items_done`, `assert_stopped_at_once`,
+//! `assert_second_loop_resumed`, a stale session planted and `assert_started_fresh`); the case
+//! tables are `cases![…]` (`main.rs`); `bash_rules.rs` a table of `Bash(…)` rules × commands run
+//! through the real client, asserting `policy::bash_rules` agrees; the review cases
+//! (`a_real_reviewer_reads_the_diff_and_its_verdict_is_read`, and `hank_review_*` in each
+//! `agent_*.rs`): the real CLI as worker and as the read-only reviewer (`REVIEW_AGENT`), its
+//! verdict read
 
 // Test helpers outside the trials may panic on setup failures: that is a test failure.
 #![allow(clippy::expect_used, clippy::unwrap_used)]

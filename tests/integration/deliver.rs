@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use crate::fake_github::{FakeGitHub, Recorded, World};
 use crate::support::{
     Project, assert_contains, assert_contains_all, doctor_check, fixtures, git, poll, signal,
-    stderr, wait_with_timeout,
+    stderr, stdout, wait_with_timeout,
 };
 
 /// The token every delivery test gives hank (it must never show up in what hank writes).
@@ -685,47 +685,58 @@ fn a_delivery_setting_the_agent_changed_needs_approval() {
     assert!(!p.dir.join(".hank/delivery.json").exists());
 }
 
-/// REST over HTTPS goes through curl with everything on stdin: a fake `curl` records its argv
-/// and its config, and answers like `curl --include` (a proxy's CONNECT answer first).
+/// REST over HTTPS is spoken in-process (no `curl`, no program holding the token): through
+/// `HTTPS_PROXY` it asks for a tunnel to the API's host, and the token never crosses the proxy
+/// in the clear (it would travel inside TLS). The fake proxy refuses the tunnel: the delivery
+/// says the forge could not be reached, and the token is in no output.
 #[test]
-fn https_rest_runs_curl_with_the_token_on_stdin_only() {
+fn https_rest_tunnels_through_the_proxy_with_the_token_inside_tls() {
+    use std::io::{Read, Write};
     let s = setup();
-    let calls = s.deliver_through(
-        "curl",
-        r#"cfg=$(cat)
-echo "$cfg" >> "$log"
-printf 'HTTP/1.1 200 Connection established\r\n\r\n'
-case "$cfg" in
-*'/pulls"'*) printf 'HTTP/2 201 \r\ncontent-type: application/json\r\n\r\n{"number":8,"html_url":"https://github.com/o/r/pull/8","node_id":"PR_8"}' ;;
-*) printf 'HTTP/2 201 \r\n\r\n{"id":1}' ;;
-esac
-"#,
-        &[&fixtures().join("bin")],
-        &[
-            ("GH_REPO", "o/r"),
-            ("GITHUB_TOKEN", TOKEN),
-            ("GITHUB_API_URL", "https://api.github.example"),
-        ],
+    let proxy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = proxy.local_addr().unwrap().port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let keep = seen.clone();
+    std::thread::spawn(move || {
+        for conn in proxy.incoming() {
+            let Ok(mut conn) = conn else { break };
+            let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+            let mut buf = [0u8; 4096];
+            let mut got = Vec::new();
+            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
+            }
+            keep.lock().unwrap().extend_from_slice(&got);
+            let _ = conn.write_all(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    s.p.hankrc("CI_WAIT=false\nRETRY_BACKOFF_SECONDS=0\n");
+    let mut c = s.p.cmd();
+    c.arg("deliver")
+        .env("PATH", path_with(&[&fixtures().join("bin")]))
+        .env("GH_REPO", "o/r")
+        .env("GITHUB_TOKEN", TOKEN)
+        .env("GITHUB_API_URL", "https://api.github.example")
+        .env("HTTPS_PROXY", format!("http://127.0.0.1:{port}"))
+        .env_remove("NO_PROXY")
+        .env_remove("no_proxy")
+        .env_remove("ALL_PROXY")
+        .env_remove("all_proxy");
+    let out = git_identity(&mut c).output().unwrap();
+    let err = stderr(&out);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("api.github.example"), "{err}");
+    let seen = String::from_utf8_lossy(&seen.lock().unwrap()).into_owned();
+    assert!(
+        seen.starts_with("CONNECT api.github.example:443 HTTP/1.1\r\n"),
+        "{seen}"
     );
-    assert_eq!(s.delivery()["pr_url"], "https://github.com/o/r/pull/8");
-    for line in calls.lines().filter(|l| l.starts_with("argv: ")) {
-        assert_eq!(
-            line,
-            "argv: --silent --show-error --include --proto =https --config -"
-        );
+    for text in [&seen, &err, &stdout(&out)] {
+        assert!(!text.contains(TOKEN), "{text}");
     }
-    assert!(
-        calls.contains("url = \"https://api.github.example/repos/o/r/pulls\""),
-        "{calls}"
-    );
-    assert!(
-        calls.contains(&format!("header = \"Authorization: Bearer {TOKEN}\"")),
-        "{calls}"
-    );
-    assert!(
-        calls.contains("data-binary = \"{\\\"base\\\":\\\"main\\\""),
-        "{calls}"
-    );
 }
 
 /// Ctrl-C ends the CI wait at once: exit 130, the delivery recorded with its checks pending.

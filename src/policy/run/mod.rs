@@ -13,6 +13,115 @@
 //! [`crate::policy::windows`], [`crate::policy::failover`], [`crate::policy::session`],
 //! [`crate::policy::startup`]) stay where they are: the driver evaluates them over its state
 //! and hands their verdicts in ([`Observation`], [`Answer`]); `Run` composes them.
+//!
+//! ## The loop: state machine and driver (moved here from CLAUDE.md)
+//!
+//!
+//! `policy::run::Run` decides, `engine/` executes. `Run::next(now)` returns a `Step`:
+//! `Observe` (look at the project and limits → `Fact::Observed(Observation)`), `Call { agent }`,
+//! `Check(reason)` (a "done" claim → `Fact::Checked`), `Failover` (→ `Fact::FailedOver`),
+//! `FreshSession` (→ `Fact::SessionDropped`), `Wait { until, reason }` (`Limit(WaitReason)`,
+//! `LoopDelay`, `Paused`, `UserAnswer`; → `Fact::WokeUp`; a start resuming the last run's wait
+//! begins with it: `Run::resuming`), `Review(reason)` (`REVIEW_AGENT`: a verified completion,
+//! before `Deliver`/`Stop`, once approved never again in the run; the round's call passes the
+//! worker's gates from its own `Observe` — `Run::review_gates`: `MAX_COST_USD`/`REVIEW_MAX_SHARE`,
+//! the fleet's budget, then `Run::limit_gates` shared with a call — → `Fact::Reviewed`:
+//! `Verdict(Review)` approves, or puts the blockers in the next context as a `Reviewer` note while
+//! rounds are left, else `Stop(review_rejected)`; `Wait` at a cap then the round again; `Stop`),
+//! `Deliver(reason)` (`DELIVER=branch|pr`, after a
+//! verified completion's loop is reported: `engine/drive.rs` → `deliver::in_run` →
+//! `Fact::Delivered`:
+//! `Final(reason)` stops, `Feedback { round, text, otherwise }` puts the text in the next context
+//! while rounds of its kind are left — 2 pushes, `MAX_CI_ROUNDS` CI and review rounds — and goes
+//! back
+//! to the gates with the plan's claim skipped until the agent was called) or `Stop(reason)`. After
+//! a call the engine sends
+//! `Fact::Spent(cost)` and `Fact::Answered(Answer)` (the verdicts of `decide::after_loop` with and
+//! without claims, free retry, productive error, interrupt, error, resumed) and settles
+//! `Run::pending()` before reporting. A new loop rule goes into `Run` with a table test in
+//! `policy/run/tests.rs`; the engine only gathers facts and executes steps. Every effect is an
+//! `Effects` method (`src/effects/`): the agent call, the check, state.json, sleeping and waiting,
+//! and what the run tells. Every wait sleeps through `Effects::sleep` and reads
+//! `Effects::now`, so `engine/tests/` runs a 5-hour wait, a call → check → verified stop or a
+//! failover at once, with no process; nothing in `engine/` calls tokio's timer, spawns or writes
+//! a file. What an answer means for the state is pure (`agent::answer`: completed, folded,
+//! judged, reported; `policy::verification`: what a check means), table-tested.
+//!
+//! The cut between driver and effects (issue 25's last step), and why:
+//! - **Telling**: the driver hands one `effects::News` (a warning, a transition, a loop started or
+//!   finished, a wait, a control command, an agent switch, a check, a delivery step, the exit, a
+//!   failure) to `Engine::tell`, which adds the run's view (`RunView`: status.json built by the
+//!   pure `Status::of` when the news implies a run state, the run's cost, the plan's items) and
+//!   calls `Effects::tell` once. Which terminal line, log line and event each news implies is
+//!   `News::told` (pure, table-tested); the default `Effects::tell` writes them through the
+//!   primitives (`publish`, `say`, `log`, `emit`), so the real and test effects share it. The
+//!   driver keeps only *what* happened; no line text or event shape is built in `engine/`.
+//! - **Waiting**: `Effects::wait_until(WaitSpec)` ticks (at most a second, on the effects' clock),
+//!   polls control each tick and returns `Woke::{Elapsed, Interrupted, Control(commands)}`; the
+//!   driver hands commands to `Run::on` and asks `Run::wait_cut` whether they end the wait, and
+//!   `Run::woke` how an elapsed wait ended (MAX_RUNTIME). The effect decides nothing: the test
+//!   effects' clock still makes a 5-hour wait instant, and the engine keeps the run's state
+//!   (`Run`, the saved wait) because the effect cannot hand facts to the state machine mid-wait.
+//!   Delivery's waits (a push's retry waits, the CI wait) run on the same clock: the engine is
+//!   the delivery's `deliver::Waiter` (`Effects::now`, `Effects::sleep`), so
+//!   `engine/tests/deliver.rs`
+//!   waits out a 30-minute CI at once; `hank deliver` and the fleet's delivery run the same
+//!   delivery machine (`deliver::drive`) on `deliver::Wall`.
+//! - **The answer**: `agent::answer::Call` (defined beside `store::schema::Fold`, which holds it)
+//!   holds one call's facts; `fold_call` (the fold with
+//!   the settings' configs), `judge` and `report` (the event and the summary block) are pure; the
+//!   driver keeps the sequence call → measure → fold → judge → settle → report, because the
+//!   order of effects (the ledger before the spawn, the fleet ledger after the fold, the check
+//!   before the judgment) is the driver's job.
+//! - **Checks**: `effects::check::Checks` (lent the run's verification and state by
+//!   `Engine::checks`) runs, numbers, records and tells a check; what a result means is
+//!   `policy::verification`'s; the driver keeps when a check runs (the start, after a call, a
+//!   claim step).
+//! - **Start and waits**: the wait the last run was in is the state machine's first step
+//!   (`Run::resuming`); every wait is one step (`Engine::wait_step`), what it shows and says being
+//!   `WaitFor::shown`/`line` (pure). The process set-up (the claim, runtime, signals, the real
+//!   effects) is `commands/run.rs`'s; `engine::drive` takes any `Effects`.
+//!
+//! Where the next features plug in (issue 25 item 5), without growing the driver:
+//! - **live control** (issue 29): a source of `Control` facts is an `Effects::poll_control`
+//!   (today `control::LiveControl` inside `effects::Real`); what a command does is `Run::on`.
+//! - **the fleet** (26, 28): a fleet supervisor runs one `hank run` per task (`fleet/`); shared
+//!   limits enter as facts (`Control::Window` readings, `Effects::reserve_call` on the fleet
+//!   ledger) and the decisions stay in `Run` and `policy::fleet`. A supervisor that drives several
+//!   runs in one process gives each its own `Engine` over its own `Effects`.
+//! - **delivery** (27): a verified completion is a `Step::Stop` of a completion after
+//!   `Fact::Checked`; delivery hooks there (a new `Effects` method for the branch/PR work, its
+//!   rules in `policy::deliver`), and CI/review feedback returns as `Control::Note` facts for the
+//!   next context.
+//!
+//! Facts from outside the run — for live control (issue 29), the fleet (26) and delivery (27) —
+//! enter through `Effects::poll_control() -> Vec<policy::run::Control>`, polled before each call
+//! and about once a second in every wait (the pause, the loop delay and the wait for an answer
+//! included). Plug a source in by giving the
+//! engine an `Effects` whose `poll_control` drains it (a `hank ctl` journal reader, a fleet
+//! supervisor's channel); `Real` drains the project's `hank ctl` journal
+//! (`control::LiveControl`: one `stat` per poll, reads only when the journal moved, acknowledges
+//! each command as it hands it over, replays an acknowledged pause at start, re-checks `set`) and
+//! `Effects::control_log` hands the engine what was taken (a `control` event each). What each
+//! `Control` does (`Run::on`, tested):
+//! `Pause` → `Wait { until: None, reason: Paused }` before the next call (a running wait finishes
+//! first); `Resume` ends it; `Stop` → `Stop(interrupted)` at once (ends a wait); `RetryNow` ends a
+//! limit wait or the loop delay (not a pause, not a wait for an answer) and the gates are checked
+//! again; `NEEDS_ANSWERS=wait` (`RunConfig::answer_wait`): a `needs_answers` decision becomes
+//! `Wait { until: now + ANSWER_TIMEOUT, reason: UserAnswer }` (status `needs_answers`, the
+//! questions in status.json), a `Note` of kind `Answer` ends it (one already queued skips it),
+//! `WokeUp` at its end → `Stop(needs_answers)`; `Note(ContextNote)`
+//! (kinds: note, answer, CI failure text, merge result, push rejection, review) goes into the next
+//! context once
+//! (`argv::outside_notes`: labelled, control characters dropped, delimiters escaped, ≤ 2,000
+//! bytes each); `Window(WindowReading)` from a sibling run is folded into the run's windows before
+//! the next gates (`windows::observe`); `Set { key, value }` is queued (`Run::take_settings`); the
+//! driver applies it (`settings::live::apply`: the keys of `settings::live::LIVE` only, each one
+//! typed `Live` — name, the parser `.hankrc` resolution uses too, the field, the shown value, when
+//! it holds —; `live::check` is what `hank ctl`, the journal's reader, the remote poller and the
+//! fleet check a `set` with, and `hank ctl --help` and `docs/control.md` list the table's keys,
+//! tested) and gives the
+//! run its new limits with `Run::retune(cfg)` (loops, cost and start time kept).
 
 use jiff::{SignedDuration, Timestamp};
 
