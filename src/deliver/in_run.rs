@@ -1,5 +1,6 @@
 //! Delivery inside `hank run` (`DELIVER=branch|pr`): the loop works on the delivery branch
-//! from its start ([`InRun::start`]); at each verified completion the run's state machine
+//! from its start ([`InRun::start`], the delivery machine's first command, before the first
+//! call); at each verified completion the run's state machine
 //! asks for a delivery ([`crate::policy::run::Step::Deliver`]) and [`InRun::deliver`] runs
 //! one round of the delivery machine ([`crate::policy::deliver::machine`], driven by
 //! [`super::drive::drive`]): commit, scan, push, the pull request once (`pr`), the checks of
@@ -20,8 +21,10 @@ pub use super::drive::{DeliverGit, Place, RealGit};
 use super::{CiWaitSettings, WaitFut, Waiter};
 use crate::error::{HankError, Result};
 use crate::exit::ExitReason;
-use crate::forge::{self, Forge};
-use crate::policy::deliver::machine::{Config, Countdown, Event, Machine, Recording, Said, Source};
+use crate::forge::Forge;
+use crate::policy::deliver::machine::{
+    Config, Countdown, Event, Machine, Recording, Said, Source, Want,
+};
 use crate::policy::deliver::{self as rules};
 use crate::policy::run::{DeliverRounds, Delivered};
 use crate::settings::{DeliverMode, Settings};
@@ -35,6 +38,8 @@ const PUSH_RETRY_WAITS: [SignedDuration; 2] =
 pub struct InRun {
     machine: Machine,
     world: World,
+    /// What starting it asks for, until it is started.
+    want: Option<Want>,
     /// Every event fed to the machine, with the record it started from (a replay's
     /// recording), when asked for ([`InRun::recording`]).
     recording: Option<(Delivery, Vec<(Timestamp, Event)>)>,
@@ -75,50 +80,57 @@ pub struct RunRecords {
 }
 
 impl InRun {
-    /// `DELIVER=branch|pr` at the start of `hank run` (`None` with `none`): everything that
-    /// can be refused is checked before the loop starts — a git repository, the remote
-    /// (`DELIVER_REMOTE`), the base of the pull request, the forge — then the working tree is
-    /// put on the delivery branch (`hank/<branch you are on>` or `DELIVER_BRANCH`), where the
-    /// agent works.
+    /// `DELIVER=branch|pr` for `hank run` (`None` with `none`), not started: the engine
+    /// starts it ([`InRun::start`]) before the run's first call, with the delivery machine's
+    /// first command — everything that can be refused is checked there (a git repository,
+    /// the remote `DELIVER_REMOTE`, the base of the pull request, the forge), then the working
+    /// tree is put on the delivery branch (`hank/<branch you are on>` or `DELIVER_BRANCH`),
+    /// where the agent works. Its git is `git` ([`RealGit`] in `hank run`).
+    #[must_use]
+    pub fn new(s: &Settings, git: Arc<dyn DeliverGit>) -> Option<Self> {
+        let mode = s.deliver.value;
+        if mode == DeliverMode::None {
+            return None;
+        }
+        let want = Want {
+            branch: s.deliver_branch.value.clone(),
+            remote: s.deliver_remote.value.clone(),
+            base: s.deliver_base.value.clone(),
+            base_required: mode == DeliverMode::Pr,
+            forge: mode == DeliverMode::Pr || s.ci_wait.value.applies(mode),
+        };
+        let place = Place {
+            remote: want.remote.clone(),
+            ..Place::default()
+        };
+        let mut d = Self::build(s, place, None, want.forge, git);
+        d.want = Some(want);
+        Some(d)
+    }
+
+    /// Starts the delivery (once; a delivery made with [`InRun::of`] is started): the
+    /// machine's first command checks what can be refused and puts the work on its branch,
+    /// through `host`'s clock and `git`.
     ///
     /// # Errors
     /// Not a repository, no such remote, no known base, no forge login, or git refused the
     /// switch (each message says how to fix it).
-    pub fn start(s: &Settings) -> Result<Option<Self>> {
-        let mode = s.deliver.value;
-        if mode == DeliverMode::None {
-            return Ok(None);
-        }
-        let dir = &s.project_dir;
-        let start = super::current_branch(dir)?;
-        let branch = rules::branch_for(s.deliver_branch.value.as_deref(), start.as_deref());
-        let remote = s.deliver_remote.value.clone();
-        let url = super::remote_url(dir, &remote)?;
-        let explicit = s.deliver_base.value.as_deref();
-        let base = match mode {
-            DeliverMode::Pr => {
-                super::base_branch(dir, explicit, start.as_deref(), &branch, &remote)?
-            }
-            _ => super::base_branch(dir, explicit, start.as_deref(), &branch, &remote)
-                .unwrap_or_default(),
+    pub async fn start(&mut self, run: &RunRecords, host: &mut dyn Host) -> Result<()> {
+        let Some(want) = self.want.take() else {
+            return Ok(());
         };
-        let forge = if mode == DeliverMode::Pr || s.ci_wait.value.applies(mode) {
-            Some(forge::detect(dir, &url, &forge::Env::from_process())?)
-        } else {
-            None
+        let mut round = Round {
+            host,
+            world: &mut self.world,
+            delivery_file: &run.delivery_file,
+            record: self.recording.as_mut().map(|(_, events)| events),
         };
-        super::prepare_branch(dir, &branch)?;
-        let place = Place {
-            branch,
-            base,
-            remote,
-        };
-        Ok(Some(Self::of(s, place, forge, Arc::new(RealGit))))
+        super::drive::start(&mut self.machine, &mut round, want).await
     }
 
-    /// The delivery of `s`'s `DELIVER` mode to `place` through `forge` and `git`, nothing
-    /// checked nor switched ([`InRun::start`] does that); CI_WAIT decides whether the checks
-    /// are waited for (only with a forge).
+    /// The delivery of `s`'s `DELIVER` mode to `place` through `forge` and `git`, started
+    /// (nothing checked nor switched: [`InRun::new`] does that); CI_WAIT decides whether the
+    /// checks are waited for (only with a forge).
     #[must_use]
     pub fn of(
         s: &Settings,
@@ -126,8 +138,20 @@ impl InRun {
         forge: Option<Box<dyn Forge>>,
         git: Arc<dyn DeliverGit>,
     ) -> Self {
+        let known = forge.is_some();
+        Self::build(s, place, forge, known, git)
+    }
+
+    /// The delivery to `place`; `forge_known`: a forge is there (or will be, once started).
+    fn build(
+        s: &Settings,
+        place: Place,
+        forge: Option<Box<dyn Forge>>,
+        forge_known: bool,
+        git: Arc<dyn DeliverGit>,
+    ) -> Self {
         let mode = s.deliver.value;
-        let ci = (s.ci_wait.value.applies(mode) && forge.is_some()).then(|| {
+        let ci = (s.ci_wait.value.applies(mode) && forge_known).then(|| {
             CiWaitSettings {
                 appear: s.ci_appear_timeout.value,
                 total: s.ci_timeout.value,
@@ -136,7 +160,7 @@ impl InRun {
         });
         let cfg = Config {
             source: Source::Run,
-            pr: mode == DeliverMode::Pr && forge.is_some(),
+            pr: mode == DeliverMode::Pr && forge_known,
             ci,
             auto_merge: s.auto_merge.value,
             review_loop: s.review_loop.value,
@@ -162,6 +186,7 @@ impl InRun {
         Self {
             machine: Machine::new(cfg, record),
             world,
+            want: None,
             recording: None,
         }
     }

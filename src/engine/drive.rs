@@ -199,6 +199,17 @@ impl Engine {
 }
 
 impl Engine {
+    /// DELIVER=branch|pr: started before any call, by the delivery machine's first command
+    /// (a refusal is the run's error).
+    pub(super) async fn start_delivery(&mut self) -> Result<()> {
+        let (Some(mut d), Some(env)) = (self.delivery.take(), self.fx.delivery_env()) else {
+            return Ok(());
+        };
+        let started = d.start(&env, self).await;
+        self.delivery = Some(d);
+        started
+    }
+
     /// Delivers the verified completion `reason`, then reports [`Fact::Delivered`].
     pub(super) async fn deliver_step(&mut self, reason: ExitReason) -> Result<()> {
         let (Some(mut d), Some(env)) = (self.delivery.take(), self.fx.delivery_env()) else {

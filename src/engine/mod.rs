@@ -105,6 +105,7 @@ impl Engine {
     }
 
     async fn run_loop(&mut self) -> Result<ExitReason> {
+        self.start_delivery().await?;
         let now = self.fx.now();
         self.fx
             .log(&format!("hank run started (pid {})", std::process::id()));
@@ -197,8 +198,9 @@ mod tests;
 
 /// Drives a run of `s` with `agents` (the failover chain, at least one, found and checked)
 /// over `fx`, from the stored `state`, until it stops; `notes` (warnings found before the
-/// loop) are told first; `delivery` is the run's delivery (`DELIVER=branch|pr`), started by
-/// the caller: the engine's entry runs no git.
+/// loop) are told first; `delivery` is the run's delivery (`DELIVER=branch|pr`), started
+/// before the first call by the delivery machine's first command: the engine's entry runs no
+/// git.
 pub(crate) async fn drive(
     s: Settings,
     agents: Vec<Agent>,

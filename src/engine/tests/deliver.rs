@@ -18,7 +18,7 @@ use crate::error::Result;
 use crate::exit::ExitReason;
 use crate::forge::scripted::{ScriptedForge, pending_then};
 use crate::policy::deliver::CheckState;
-use crate::policy::deliver::machine::replay;
+use crate::policy::deliver::machine::{Want, replay};
 use crate::store::EventKind;
 use crate::store::schema::{Delivery, DeliveryStep};
 
@@ -29,6 +29,8 @@ const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
 #[derive(Default)]
 struct ScriptedGit {
     calls: Mutex<Vec<String>>,
+    /// The remote does not exist: the start is refused.
+    no_remote: bool,
 }
 
 impl DeliverGit for ScriptedGit {
@@ -58,6 +60,21 @@ impl DeliverGit for ScriptedGit {
             .unwrap()
             .push(format!("push {remote} {branch}"));
         Ok(Push::Pushed)
+    }
+    fn locate(&self, _dir: &Path, want: &Want) -> Result<(Place, String)> {
+        self.calls
+            .lock()
+            .unwrap()
+            .push(format!("locate {}", want.remote));
+        if self.no_remote {
+            let what = format!("git remote `{}` does not exist", want.remote);
+            return Err(crate::error::HankError::usage(what));
+        }
+        Ok((place(), "https://github.com/o/r.git".into()))
+    }
+    fn switch(&self, _dir: &Path, branch: &str) -> Result<()> {
+        self.calls.lock().unwrap().push(format!("switch {branch}"));
+        Ok(())
     }
 }
 
@@ -205,4 +222,59 @@ fn an_interrupt_during_the_ci_wait_stops_the_round_interrupted() {
         f.delivery_records.last().unwrap().step,
         DeliveryStep::PrOpened
     );
+}
+
+/// The engine's entry runs no git: the run's delivery is started by the delivery machine's
+/// first command (where it goes, then the switch to its branch), before the first call.
+#[test]
+fn the_delivery_is_started_by_the_machines_first_command_before_any_call() {
+    let rc = "VERIFY_COMMAND=make test\nVERIFY_AT_START=false\nDELIVER=branch\n";
+    let fx = scripted(&[Some(DONE)], vec![Analysis::default()], &[Script::Pass]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = project(dir.path(), rc, &["claude"], &fx);
+    let git = Arc::new(ScriptedGit::default());
+    e.delivery = InRun::new(&e.s, Arc::clone(&git) as Arc<dyn DeliverGit>);
+
+    let code = block_on(e.run()).unwrap();
+
+    assert_eq!(code, 0);
+    assert_eq!(
+        *git.calls.lock().unwrap(),
+        vec![
+            "locate origin".to_string(),
+            "switch hank/main".into(),
+            "commit hank/main".into(),
+            format!("scan {SHA}"),
+            "push origin hank/main".into()
+        ]
+    );
+    let d = e.delivery.as_ref().unwrap().record();
+    assert_eq!(
+        (d.branch.as_str(), d.remote.as_str()),
+        ("hank/main", "origin")
+    );
+    assert_eq!(d.exit_reason, Some(ExitReason::Delivered));
+}
+
+/// A delivery that cannot start (no such remote) is the run's error, before any call.
+#[test]
+fn a_delivery_that_cannot_start_fails_the_run_before_any_call() {
+    let rc = "VERIFY_COMMAND=make test\nVERIFY_AT_START=false\nDELIVER=branch\n";
+    let fx = scripted(&[Some(DONE)], vec![Analysis::default()], &[Script::Pass]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = project(dir.path(), rc, &["claude"], &fx);
+    let git = Arc::new(ScriptedGit {
+        no_remote: true,
+        ..ScriptedGit::default()
+    });
+    e.delivery = InRun::new(&e.s, Arc::clone(&git) as Arc<dyn DeliverGit>);
+
+    let err = block_on(e.run()).unwrap_err();
+
+    assert!(err.to_string().contains("does not exist"), "{err}");
+    assert_eq!(
+        *git.calls.lock().unwrap(),
+        vec!["locate origin".to_string()]
+    );
+    assert_eq!(e.state.loop_count, 0, "no call");
 }
