@@ -64,6 +64,17 @@ pub trait DeliverGit: Send + Sync {
     /// # Errors
     /// git refused the switch.
     fn switch(&self, dir: &std::path::Path, branch: &str) -> Result<()>;
+    /// The commit the local branch `branch` points at ([`super::branch_head`]: a fleet's
+    /// integration branch, delivered as it is).
+    ///
+    /// # Errors
+    /// As [`super::branch_head`].
+    fn branch_head(&self, dir: &std::path::Path, branch: &str) -> Result<String>;
+    /// Pushes the local branch `branch` by name ([`super::push_branch`]).
+    ///
+    /// # Errors
+    /// As [`super::push_branch`].
+    fn push_branch(&self, dir: &std::path::Path, remote: &str, branch: &str) -> Result<Push>;
 }
 
 /// Where a delivery goes: the branch, the pull request's base, the remote.
@@ -127,6 +138,14 @@ impl DeliverGit for RealGit {
     fn switch(&self, dir: &std::path::Path, branch: &str) -> Result<()> {
         super::prepare_branch(dir, branch)
     }
+
+    fn branch_head(&self, dir: &std::path::Path, branch: &str) -> Result<String> {
+        super::branch_head(dir, branch)
+    }
+
+    fn push_branch(&self, dir: &std::path::Path, remote: &str, branch: &str) -> Result<Push> {
+        super::push_branch(dir, remote, branch)
+    }
 }
 
 /// How the branch is committed and pushed.
@@ -181,13 +200,14 @@ impl World {
     async fn commit(&mut self, message: Option<String>) -> Result<Event> {
         let (dir, branch) = (self.dir.clone(), self.place.branch.clone());
         let Some(message) = message.filter(|_| self.branch != Branch::AsItIs) else {
-            let head = blocking(move || super::branch_head(&dir, &branch)).await?;
+            let git = Arc::clone(&self.git);
+            let head = blocking(move || git.branch_head(&dir, &branch)).await?;
             return Ok(committed(Committed::default(), head));
         };
         let (git, prepare) = (Arc::clone(&self.git), self.branch == Branch::Prepare);
         blocking(move || {
             if prepare {
-                super::prepare_branch(&dir, &branch)?;
+                git.switch(&dir, &branch)?;
             }
             let c = git.commit_all(&dir, &branch, &message)?;
             let head = if c.refused.is_some() {
@@ -218,7 +238,7 @@ impl World {
         let as_it_is = self.branch == Branch::AsItIs;
         let pushed = blocking(move || {
             if as_it_is {
-                super::push_branch(&dir, &remote, &branch)
+                git.push_branch(&dir, &remote, &branch)
             } else {
                 git.push(&dir, &remote, &branch)
             }

@@ -21,6 +21,8 @@ pub mod drive;
 pub mod in_run;
 pub mod record;
 pub mod scan;
+#[cfg(test)]
+pub(crate) mod scripted;
 use crate::git::{GitRun, Hooks, git_run, git_run_hooks};
 use crate::policy::receipts;
 use crate::policy::verify::CheckKind;
@@ -587,6 +589,22 @@ impl Wall {
             }
             self.stopped()
         })
+    }
+}
+
+/// The wall clock as a delivery's clock (the fleet's integration pull request): no
+/// countdown is shown, nothing but a signal ends the CI wait.
+impl Waiter for Wall {
+    fn now(&self) -> Timestamp {
+        Wall::now(self)
+    }
+
+    fn sleep(&mut self, d: Duration) -> WaitFut<'_> {
+        Wall::sleep(self, d)
+    }
+
+    fn tick(&mut self, _countdown: Countdown, _now: Timestamp) -> bool {
+        false
     }
 }
 

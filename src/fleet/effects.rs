@@ -475,13 +475,15 @@ impl FleetEffects for Real<'_> {
 
     fn deliver<'b>(&'b mut self, file: &'b FleetFile) -> Fut<'b, Result<Option<u8>>> {
         Box::pin(async move {
-            let mut cancel = self.cancel.clone();
+            // The fleet's clock for its delivery: the wall clock (or HANK_NOW's), a signal
+            // ending its waits.
+            let mut clock = crate::deliver::Wall::new(Some(self.cancel.clone()), None)?;
             deliver::integration(
                 &self.paths.root,
                 &self.opts.into,
                 &self.opts.deliver,
                 file,
-                &mut cancel,
+                &mut clock,
             )
             .await
         })

@@ -1,10 +1,9 @@
 //! A delivery round inside the run, on the test effects' clock: the forge answers "pending"
 //! for most of a 30-minute CI wait, then green; the wait sleeps through `Effects::sleep` (the
 //! clock moves, nothing sleeps) and the round ends the run `delivered`. No process, no git:
-//! delivery's git ([`DeliverGit`]) and forge are scripted.
+//! delivery's git ([`DeliverGit`]: [`ScriptedGit`]) and forge are scripted.
 
-use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 
@@ -12,71 +11,14 @@ use super::block_on;
 use super::effects::{Script, TestEffects};
 use super::loops::{DONE, project, scripted};
 use crate::analysis::Analysis;
-use crate::deliver::in_run::{DeliverGit, InRun, Place};
-use crate::deliver::{Committed, Push};
-use crate::error::Result;
+use crate::deliver::in_run::{DeliverGit, InRun};
+use crate::deliver::scripted::{SHA, ScriptedGit, place};
 use crate::exit::ExitReason;
 use crate::forge::scripted::{ScriptedForge, pending_then};
 use crate::policy::deliver::CheckState;
-use crate::policy::deliver::machine::{Want, replay};
+use crate::policy::deliver::machine::replay;
 use crate::store::EventKind;
 use crate::store::schema::{Delivery, DeliveryStep};
-
-const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
-
-/// Delivery's git, scripted: the commit is made, HEAD is [`SHA`], nothing looks like a secret,
-/// the push goes through; each call named in `calls`.
-#[derive(Default)]
-struct ScriptedGit {
-    calls: Mutex<Vec<String>>,
-    /// The remote does not exist: the start is refused.
-    no_remote: bool,
-}
-
-impl DeliverGit for ScriptedGit {
-    fn commit_all(&self, _dir: &Path, branch: &str, _message: &str) -> Result<Committed> {
-        self.calls.lock().unwrap().push(format!("commit {branch}"));
-        Ok(Committed {
-            made: true,
-            ..Committed::default()
-        })
-    }
-    fn head(&self, _dir: &Path) -> Result<String> {
-        Ok(SHA.into())
-    }
-    fn scan(
-        &self,
-        _dir: &Path,
-        sha: &str,
-        _to: &Place,
-        _allow: &[String],
-    ) -> Result<crate::deliver::scan::Scan> {
-        self.calls.lock().unwrap().push(format!("scan {sha}"));
-        Ok(crate::deliver::scan::Scan::default())
-    }
-    fn push(&self, _dir: &Path, remote: &str, branch: &str) -> Result<Push> {
-        self.calls
-            .lock()
-            .unwrap()
-            .push(format!("push {remote} {branch}"));
-        Ok(Push::Pushed)
-    }
-    fn locate(&self, _dir: &Path, want: &Want) -> Result<(Place, String)> {
-        self.calls
-            .lock()
-            .unwrap()
-            .push(format!("locate {}", want.remote));
-        if self.no_remote {
-            let what = format!("git remote `{}` does not exist", want.remote);
-            return Err(crate::error::HankError::usage(what));
-        }
-        Ok((place(), "https://github.com/o/r.git".into()))
-    }
-    fn switch(&self, _dir: &Path, branch: &str) -> Result<()> {
-        self.calls.lock().unwrap().push(format!("switch {branch}"));
-        Ok(())
-    }
-}
 
 fn deliveries(fx: &TestEffects) -> Vec<(Timestamp, Delivery)> {
     fx.fx()
@@ -87,15 +29,6 @@ fn deliveries(fx: &TestEffects) -> Vec<(Timestamp, Delivery)> {
             _ => None,
         })
         .collect()
-}
-
-/// Where the scripted round delivers: `hank/main` onto `main` at `origin`.
-fn place() -> Place {
-    Place {
-        branch: "hank/main".into(),
-        base: "main".into(),
-        remote: "origin".into(),
-    }
 }
 
 /// The round's recorded events replay to the same record (`last`), and to the delivery.json
