@@ -94,6 +94,23 @@ pub fn complete(
     warnings
 }
 
+/// The reviewer's call `a` at `at` on the run's books (a worker's goes through [`fold`]): the
+/// rolling hour's tokens, the totals, the usage windows it reported. `true` when it reported
+/// windows (to be published).
+pub fn account_review(state: &mut State, a: &Analysis, at: Timestamp) -> bool {
+    state.ledger.add_tokens_to_last(a.tokens.sum());
+    state.totals.cost_usd += a.cost_usd;
+    if a.cost_estimated {
+        state.totals.estimated_cost_usd += a.cost_usd;
+    }
+    state.totals.tokens.add(&a.tokens);
+    if a.usage_windows.is_empty() {
+        return false;
+    }
+    crate::policy::windows::observe(&mut state.windows, &a.usage_windows, at);
+    true
+}
+
 /// What folding one answer found.
 #[derive(Debug, Default)]
 pub struct Folded {

@@ -36,10 +36,6 @@ impl Engine {
             .baseline(self.s.project_dir.clone(), plan_before)
             .await;
         let mut got = self.call(&agent, number, resume.as_deref()).await?;
-        if got.interrupted {
-            // A `hank ctl stop` taken during the call stopped it: the run takes it now.
-            self.poll_control();
-        }
         self.take_answer(&agent, (number, got.duration), &mut got.analysis)?;
         if let Some(crash) = &got.analysis.crash {
             self.tell(News::Crashed { number, crash })?;
@@ -93,28 +89,50 @@ impl Engine {
         let context = self.context_for(agent, number);
         let prompt_file = self.fx.prompt_file(number);
         let prepared = argv::prepare(agent, &self.s, resume, &context, &prompt, &prompt_file);
-        if let Some(bytes) = &prepared.prompt_file {
-            self.fx.write_file(&prompt_file, bytes)?;
-        }
         self.wait = None;
-        self.tell(News::LoopStarted {
+        let news = News::LoopStarted {
             number,
             resume: resume.is_some(),
             context_bytes: context.len() as u64,
             agent: agent.name(),
             format: argv::asked_format(agent, &self.s).as_str(),
-        })?;
+        };
+        let how = ((context.len(), prompt.len()), resume.is_some(), false);
+        self.spawn(agent, number, prepared, how, news).await
+    }
+
+    /// Call `number` of `agent` as `prepared` (its prompt file written first), announced by
+    /// `news` — the worker's and the reviewer's door; `how`: the context's and the prompt's
+    /// bytes, whether a session is resumed, whether the project is read-only. A `hank ctl
+    /// stop` taken during the call (it stopped the call) goes to the run now.
+    pub(super) async fn spawn(
+        &mut self,
+        agent: &Agent,
+        number: u64,
+        prepared: argv::Prepared,
+        (sizes, resume, read_only): ((usize, usize), bool, bool),
+        news: News<'_>,
+    ) -> Result<AgentAnswer> {
+        if let Some(bytes) = &prepared.prompt_file {
+            let file = self.fx.prompt_file(number);
+            self.fx.write_file(&file, bytes)?;
+        }
+        self.tell(news)?;
         let call = AgentCall {
             number,
             agent,
             settings: &self.s,
             args: &prepared.args,
             stdin: prepared.stdin,
-            resume: resume.is_some(),
-            sizes: (context.len(), prompt.len()),
-            read_only: false,
+            resume,
+            sizes,
+            read_only,
         };
-        self.fx.call_agent(call).await
+        let got = self.fx.call_agent(call).await?;
+        if got.interrupted {
+            self.poll_control();
+        }
+        Ok(got)
     }
 
     /// The session to resume, when the profile resumes and the stored id is one the CLI

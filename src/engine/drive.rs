@@ -70,7 +70,7 @@ impl Engine {
                 self.settle(step, &Analysis::default()).await?;
             }
             Step::Wait { until, reason } => return self.wait_step(until, reason).await,
-            Step::Review(reason) => self.review_step(reason).await?,
+            Step::Review(_) => self.review_step().await?,
             Step::Deliver(reason) => self.deliver_step(reason).await?,
             Step::Stop(reason) => {
                 self.gate_stop(reason);

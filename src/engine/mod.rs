@@ -167,7 +167,7 @@ impl Engine {
                 message.push_str(&format!(" — {}", crate::policy::deliver::CI_MISSING_NEXT));
             }
             (ExitReason::ReviewRejected, _) => {
-                if let Some(last) = &self.reviewer.last {
+                if let Some(last) = &self.reviewer.rounds.last {
                     message.push_str(&format!(
                         " — {}",
                         crate::policy::review::rejected_note(last)

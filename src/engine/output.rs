@@ -63,7 +63,7 @@ impl Engine {
             verification: self.verify.status(),
             delivery,
             questions: &self.questions,
-            review: self.reviewer.last.as_ref(),
+            review: self.reviewer.rounds.last.as_ref(),
         });
         if let News::Exit { message, .. } = news {
             status.exit_message = Some((*message).to_owned());
