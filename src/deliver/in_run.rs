@@ -1,17 +1,17 @@
 //! Delivery inside `hank run` (`DELIVER=branch|pr`): the loop works on the delivery branch
-//! from its start ([`InRun::start`], the delivery machine's first command, before the first
+//! from its start (`InRun::start`, the delivery machine's first command, before the first
 //! call); at each verified completion the run's state machine
-//! asks for a delivery ([`crate::policy::run::Step::Deliver`]) and [`InRun::deliver`] runs
+//! asks for a delivery ([`crate::policy::run::Step::Deliver`]) and `InRun::deliver` runs
 //! one round of the delivery machine ([`crate::policy::deliver::machine`], driven by
 //! [`super::drive::drive`]): commit, scan, push, the pull request once (`pr`), the checks of
 //! exactly the pushed commit (`CI_WAIT`), and how it ended as a [`Delivered`]: final, or
 //! feedback for the next loop. The run's state machine counts the rounds.
 //!
-//! Its clock, its waits and its records are the [`Host`]'s — inside `hank run` the engine's
-//! effects, so the engine's tests run a delivery round with a 30-minute CI wait at once —;
+//! Its clock, its waits and its records are the run's ([`RunSide`]: the engine and its
+//! effects, so the engine's tests run a delivery round with a 30-minute CI wait at once);
 //! its git is a [`DeliverGit`] ([`RealGit`]: through `src/git/`), its forge a [`Forge`].
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
@@ -19,6 +19,7 @@ use jiff::{SignedDuration, Timestamp};
 use super::drive::{Branch, DeliveryEffects, World};
 pub use super::drive::{DeliverGit, Place, RealGit};
 use super::{CiWaitSettings, WaitFut, Waiter};
+use crate::effects::{Effects, Say, Slept};
 use crate::error::{HankError, Result};
 use crate::exit::ExitReason;
 use crate::forge::Forge;
@@ -45,29 +46,26 @@ pub struct InRun {
     recording: Option<(Delivery, Vec<(Timestamp, Event)>)>,
 }
 
-/// What the driver of a delivery provides: its clock and waits ([`super::Waiter`]: the
-/// countdown told about once a second during the CI wait, a `hank ctl stop` or a signal
-/// ending it `interrupted`), where each step is told (the `delivery` event, status.json),
-/// where the records are written, and how warnings are said.
-pub trait Host: super::Waiter {
-    /// A step of the delivery happened (pushed, checks pending, the verdict).
+/// The run a delivery is part of (the engine): its effects (the clock, the sleeps, the
+/// signals, the records, the terminal), how the delivery is shown, how warnings are said, and
+/// whether the run was asked to stop.
+pub(crate) trait RunSide {
+    /// The time on the run's clock.
+    fn now(&self) -> Timestamp;
+    /// The run's effects.
+    fn fx(&mut self) -> &mut dyn Effects;
+    /// `d` as it is shown now: in status.json, and as the `delivery` event when `step` (a
+    /// step happened; else its CI countdown moved).
     ///
     /// # Errors
     /// The record cannot be written.
-    fn record(&mut self, d: &Delivery) -> Result<()>;
-    /// Writes `bytes` to `path` atomically, 0600 (`.hank/delivery.json`).
-    ///
-    /// # Errors
-    /// The file cannot be written.
-    fn write_file(&mut self, path: &Path, bytes: &[u8]) -> Result<()>;
-    /// Saves the delivery record of the project at `project` ([`super::record::save`]).
-    ///
-    /// # Errors
-    /// The record cannot be written.
-    fn save_record(&mut self, project: &Path, rec: &Delivery) -> Result<()>;
+    fn show(&mut self, d: &Delivery, step: bool) -> Result<()>;
     /// A warning of the round (a secret-looking file left out, a forge call that failed
     /// without stopping it).
     fn warn(&mut self, line: &str);
+    /// Whether the run was asked to stop (the control source polled, as in every wait): a
+    /// `hank ctl stop` ends the CI wait.
+    fn stop_asked(&mut self) -> bool;
 }
 
 /// What a round reads and writes besides the host's records: the run's `events.jsonl` (the
@@ -81,7 +79,7 @@ pub struct RunRecords {
 
 impl InRun {
     /// `DELIVER=branch|pr` for `hank run` (`None` with `none`), not started: the engine
-    /// starts it ([`InRun::start`]) before the run's first call, with the delivery machine's
+    /// starts it (`InRun::start`) before the run's first call, with the delivery machine's
     /// first command — everything that can be refused is checked there (a git repository,
     /// the remote `DELIVER_REMOTE`, the base of the pull request, the forge), then the working
     /// tree is put on the delivery branch (`hank/<branch you are on>` or `DELIVER_BRANCH`),
@@ -115,15 +113,16 @@ impl InRun {
     /// # Errors
     /// Not a repository, no such remote, no known base, no forge login, or git refused the
     /// switch (each message says how to fix it).
-    pub async fn start(&mut self, run: &RunRecords, host: &mut dyn Host) -> Result<()> {
+    pub(crate) async fn start(&mut self, run: &mut dyn RunSide) -> Result<()> {
         let Some(want) = self.want.take() else {
             return Ok(());
         };
         let mut round = Round {
-            host,
+            run,
             world: &mut self.world,
-            delivery_file: &run.delivery_file,
+            delivery_file: PathBuf::new(),
             record: self.recording.as_mut().map(|(_, events)| events),
+            shown: None,
         };
         super::drive::start(&mut self.machine, &mut round, want).await
     }
@@ -239,22 +238,26 @@ impl InRun {
         (self.machine.record.round > 0).then(|| self.machine.record.shown())
     }
 
-    /// Delivers the verified completion `reason` of the run (its records: `run`): one round
-    /// of the delivery machine. `host` is the clock and the waits (a signal or a `hank ctl
-    /// stop` ends a push retry wait or the CI wait with `interrupted`), records each step and
-    /// writes the records.
+    /// Delivers the verified completion `reason` of `run`: one round of the delivery machine,
+    /// on the run's clock (a signal or a `hank ctl stop` ends a push retry wait or the CI wait
+    /// with `interrupted`), each step shown and the records written through its effects.
+    /// Effects without a delivery's records (none) leave the completion as it is.
     ///
     /// # Errors
     /// git cannot run or refused, a record cannot be written.
-    pub async fn deliver(
+    pub(crate) async fn deliver(
         &mut self,
-        run: &RunRecords,
         reason: ExitReason,
-        host: &mut dyn Host,
+        run: &mut dyn RunSide,
     ) -> Result<Delivered> {
-        let secrets = run.secrets.as_slice();
+        let Some(records) = run.fx().delivery_env() else {
+            return Ok(Delivered::Final(reason));
+        };
+        let line = format!("delivering the verified work on {}", self.branch());
+        run.fx().say(Say::Info(&line));
+        let secrets = records.secrets.as_slice();
         let mut ev = super::evidence_of_current(
-            &run.events,
+            &records.events,
             reason,
             "a verified completion, delivered by the loop",
         );
@@ -262,12 +265,13 @@ impl InRun {
         ev.head = self.world.place.branch.clone();
         let verified = ev.last_check.as_ref().map(|c| c.passed);
         let evidence = super::record::evidence(&ev, verified, secrets);
-        self.machine.set_secrets(run.secrets.clone());
+        self.machine.set_secrets(records.secrets.clone());
         let mut round = Round {
-            host,
+            run,
             world: &mut self.world,
-            delivery_file: &run.delivery_file,
+            delivery_file: records.delivery_file,
             record: self.recording.as_mut().map(|(_, events)| events),
+            shown: None,
         };
         let first = Event::Begin {
             reason,
@@ -277,37 +281,64 @@ impl InRun {
     }
 }
 
-/// One round's effects: the run's [`Host`] and the delivery's [`World`].
+/// One round's effects: the run's ([`RunSide`]) and the delivery's [`World`].
 struct Round<'a> {
-    host: &'a mut dyn Host,
+    run: &'a mut dyn RunSide,
     world: &'a mut World,
-    delivery_file: &'a Path,
+    delivery_file: PathBuf,
     record: Option<&'a mut Vec<(Timestamp, Event)>>,
+    /// The record as last shown (its CI countdown is put in it).
+    shown: Option<Delivery>,
 }
 
+/// The run's clock: [`Effects::sleep`] (a signal cuts it short; the test effects' clock
+/// moves).
 impl Waiter for Round<'_> {
     fn now(&self) -> Timestamp {
-        self.host.now()
+        self.run.now()
     }
+
     fn sleep(&mut self, d: std::time::Duration) -> WaitFut<'_> {
-        self.host.sleep(d)
+        Box::pin(async move {
+            let fx = self.run.fx();
+            fx.interrupted() || fx.sleep(d).await == Slept::Interrupted
+        })
     }
+
+    /// The countdown of the CI wait, like the run's other waits (`waiting (checks) until
+    /// …`), and in status.json's delivery when it changed (when the verdict is due, checks
+    /// pending); `hank ctl stop` ends it.
     fn tick(&mut self, countdown: Countdown, now: Timestamp) -> bool {
-        self.host.tick(countdown, now)
+        let until = countdown.due;
+        let tick = Say::WaitTick {
+            reason: "checks",
+            until,
+            now,
+        };
+        self.run.fx().say(tick);
+        if let Some(d) = self.shown.as_mut() {
+            let before = (d.checks_due, d.checks_pending);
+            countdown.show_in(d);
+            if before != (d.checks_due, d.checks_pending) {
+                let _ = self.run.show(&d.clone(), false);
+            }
+        }
+        self.run.stop_asked()
     }
 }
 
 impl DeliveryEffects for Round<'_> {
     fn save(&mut self, d: &Delivery) -> Result<()> {
         let dir = self.world.dir.clone();
-        self.host.save_record(&dir, d)
+        self.run.fx().save_delivery_record(&dir, d)
     }
 
-    /// `.hank/delivery.json`, then the host's record (the event, status.json).
+    /// `.hank/delivery.json`, then the run's (the event, status.json).
     fn tell(&mut self, d: &Delivery) -> Result<()> {
         let json = serde_json::to_vec_pretty(d).map_err(|e| HankError::Internal(e.to_string()))?;
-        self.host.write_file(self.delivery_file, &json)?;
-        self.host.record(d)
+        self.run.fx().write_file(&self.delivery_file, &json)?;
+        self.shown = Some(d.clone());
+        self.run.show(d, true)
     }
 
     fn say(&mut self, said: &Said, d: &Delivery) {
@@ -328,7 +359,7 @@ impl DeliveryEffects for Round<'_> {
             Said::AutoMergeFailed(e) => e.clone(),
             _ => return,
         };
-        self.host.warn(&line);
+        self.run.warn(&line);
     }
 
     fn world(&mut self) -> &mut World {

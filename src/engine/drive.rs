@@ -6,8 +6,7 @@ use jiff::Timestamp;
 
 use super::Engine;
 use crate::analysis::Analysis;
-use crate::deliver::in_run::Host;
-use crate::deliver::{WaitFut, Waiter};
+use crate::deliver::in_run::RunSide;
 use crate::effects::{News, Say};
 use crate::error::Result;
 use crate::exit::ExitReason;
@@ -202,79 +201,56 @@ impl Engine {
     /// DELIVER=branch|pr: started before any call, by the delivery machine's first command
     /// (a refusal is the run's error).
     pub(super) async fn start_delivery(&mut self) -> Result<()> {
-        let (Some(mut d), Some(env)) = (self.delivery.take(), self.fx.delivery_env()) else {
+        let Some(mut d) = self.delivery.take() else {
             return Ok(());
         };
-        let started = d.start(&env, self).await;
+        let started = d.start(self).await;
         self.delivery = Some(d);
         started
     }
 
     /// Delivers the verified completion `reason`, then reports [`Fact::Delivered`].
     pub(super) async fn deliver_step(&mut self, reason: ExitReason) -> Result<()> {
-        let (Some(mut d), Some(env)) = (self.delivery.take(), self.fx.delivery_env()) else {
-            self.run
-                .on(Fact::Delivered(Delivered::Final(reason)), self.fx.now());
-            return Ok(());
+        let outcome = match self.delivery.take() {
+            Some(mut d) => {
+                let outcome = d.deliver(reason, self).await;
+                self.delivery = Some(d);
+                outcome?
+            }
+            None => Delivered::Final(reason),
         };
-        let line = format!("delivering the verified work on {}", d.branch());
-        self.fx.say(Say::Info(&line));
-        let outcome = d.deliver(&env, reason, self).await;
-        self.delivery = Some(d);
         self.delivering = None;
-        self.run.on(Fact::Delivered(outcome?), self.fx.now());
+        self.run.on(Fact::Delivered(outcome), self.fx.now());
         Ok(())
     }
 }
 
-impl Host for Engine {
-    fn record(&mut self, d: &Delivery) -> Result<()> {
+/// The run a delivery round is part of: the engine's clock and effects, its status.json and
+/// events, its control source.
+impl RunSide for Engine {
+    fn now(&self) -> Timestamp {
+        self.fx.now()
+    }
+
+    fn fx(&mut self) -> &mut dyn crate::effects::Effects {
+        self.fx.as_mut()
+    }
+
+    fn show(&mut self, d: &Delivery, step: bool) -> Result<()> {
         self.delivering = Some(d.clone());
-        self.tell(News::Delivery(d))
-    }
-
-    fn write_file(&mut self, path: &std::path::Path, bytes: &[u8]) -> Result<()> {
-        self.fx.write_file(path, bytes)
-    }
-
-    fn save_record(&mut self, project: &std::path::Path, rec: &Delivery) -> Result<()> {
-        self.fx.save_delivery_record(project, rec)
+        let news = if step {
+            News::Delivery(d)
+        } else {
+            News::Status(crate::store::RunState::Running)
+        };
+        self.tell(news)
     }
 
     fn warn(&mut self, line: &str) {
         Engine::warn(self, line);
     }
-}
 
-/// Delivery's waits on the effects' clock: [`Effects::sleep`] (a signal cuts it short; the
-/// test effects' clock moves) and [`Clock::now`].
-impl Waiter for Engine {
-    fn now(&self) -> jiff::Timestamp {
-        self.fx.now()
-    }
-
-    fn sleep(&mut self, d: std::time::Duration) -> WaitFut<'_> {
-        Box::pin(async move {
-            self.fx.interrupted() || self.fx.sleep(d).await == crate::effects::Slept::Interrupted
-        })
-    }
-
-    /// The countdown of the CI wait, like the other waits' (`waiting (checks) until …`), and
-    /// in status.json's delivery when it changed (when the verdict is due, checks pending);
-    /// `hank ctl stop` (the control source is polled as in every wait) ends it.
-    fn tick(&mut self, countdown: crate::deliver::Countdown, now: jiff::Timestamp) -> bool {
-        self.fx.say(Say::WaitTick {
-            reason: "checks",
-            until: countdown.due,
-            now,
-        });
-        if let Some(d) = self.delivering.as_mut() {
-            let before = (d.checks_due, d.checks_pending);
-            countdown.show_in(d);
-            if before != (d.checks_due, d.checks_pending) {
-                let _ = self.tell(News::Status(crate::store::RunState::Running));
-            }
-        }
+    fn stop_asked(&mut self) -> bool {
         self.poll_control();
         self.run.next(self.fx.now()) == Step::Stop(ExitReason::Interrupted)
     }
