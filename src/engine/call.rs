@@ -13,7 +13,6 @@ use crate::analysis::Analysis;
 use crate::effects::{AgentAnswer, AgentCall, News, Say};
 use crate::error::Result;
 use crate::policy::decide::Decision;
-use crate::policy::failover;
 use crate::policy::run::{Fact, FailoverPick};
 use crate::policy::windows;
 use crate::progress::Progress;
@@ -29,7 +28,7 @@ impl Engine {
         // ext4 and only matters if the whole machine goes down mid-write).
         let number = self.state.start_call(now);
         self.fx.persist(&self.state, false)?;
-        let agent = self.agent().clone();
+        let agent = self.chain.agent().clone();
         let resume = self.resume_id(&agent, now);
         let baseline = self
             .fx
@@ -154,7 +153,7 @@ impl Engine {
     /// The loop context of call `number`; notes from outside the run (live control, the
     /// fleet, delivery) go into one context.
     fn context_for(&mut self, agent: &Agent, number: u64) -> String {
-        let (handover, feedback) = (self.handover.take(), self.verify.feedback.take());
+        let (handover, feedback) = (self.chain.take_handover(), self.verify.feedback.take());
         let mut input = argv::context_input(&self.state, &self.plan, number);
         input.handover_from = handover.as_deref();
         input.verification = feedback.as_deref();
@@ -246,38 +245,19 @@ impl Engine {
 }
 
 impl Engine {
-    /// The agent of the next call.
-    pub(super) fn agent(&self) -> &std::sync::Arc<Agent> {
-        &self.agents[self.current]
-    }
-
-    pub(super) fn chain(&self) -> Vec<String> {
-        self.agents.iter().map(|a| a.name().to_owned()).collect()
-    }
-
-    /// Agent `i` (the state machine's pick) takes the call ([`failover::Agents::take_turn`]).
+    /// Agent `i` (the state machine's pick) takes the call ([`crate::agent::chain::Chain`]).
     pub(super) fn use_agent(&mut self, i: usize) -> Result<()> {
-        let (chain, st) = (self.chain(), &mut self.state);
-        let turn = (st.agents).take_turn((&chain, i), &mut st.session, st.loop_count, local_time);
-        self.current = i;
-        if let Some(s) = &turn.1 {
-            if s.handover {
-                self.handover = Some(s.from.clone());
-            }
+        let (save, switch) = self.chain.take_turn(i, &mut self.state, local_time);
+        if let Some(s) = &switch {
             self.tell(News::Switched(s))?;
         }
-        if turn.0 { self.save() } else { Ok(()) }
+        if save { self.save() } else { Ok(()) }
     }
 
-    /// After an answer with an error (failover chains only): what the chain can do now
-    /// ([`failover::after_error`]) goes to the state machine, which decides.
+    /// After an answer with an error (failover chains only): what the chain can do now goes
+    /// to the state machine, which decides.
     pub(super) fn failover_pick(&mut self, a: &Analysis) -> FailoverPick {
-        let Some(err) = a.error.as_ref() else {
-            return FailoverPick::Unchanged;
-        };
-        let (chain, now) = (self.chain(), self.fx.now());
-        let (pick, line) =
-            failover::after_error(&mut self.state.agents, &chain, self.current, err, now);
+        let (pick, line) = self.chain.after_error(&mut self.state, a, self.fx.now());
         if let Some(line) = line {
             self.fx.say(Say::Info(&line));
         }

@@ -17,7 +17,7 @@ use crate::store::schema::Delivery;
 impl Engine {
     /// The state machine's settings for a run started at `now`.
     pub(super) fn run_config(&self, now: Timestamp) -> RunConfig {
-        self.s.run_config(now, self.agents.len() > 1)
+        self.s.run_config(now, self.chain.fails_over())
     }
 
     /// Hands what the control source sent to the state machine.
@@ -138,7 +138,7 @@ impl Engine {
             breaker_open: self.state.breaker.is_open(),
             budget: self.state.ledger.check(now, &limits),
             window: windows::check(&self.state.windows, &self.s.max_window_percent.value, now),
-            pick: self.state.agents.pick(&self.chain(), now),
+            pick: self.state.agents.pick(&self.chain.names(), now),
         };
         // In a fleet, the fleet-wide ledger (locked) takes the call once every gate hank can
         // see here lets it through: the budget holds for every task together. A later gate

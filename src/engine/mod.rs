@@ -35,11 +35,7 @@ mod wait;
 struct Engine {
     s: Settings,
     /// The agents of the run in failover order (one unless `AGENTS` names more).
-    agents: Vec<std::sync::Arc<Agent>>,
-    /// Index of the agent of the next call.
-    current: usize,
-    /// The agent the current one took over from (said once in the next loop's context).
-    handover: Option<String>,
+    chain: crate::agent::chain::Chain,
     state: State,
     /// Everything done to the world ([`Effects`]).
     fx: Box<dyn Effects>,
@@ -120,8 +116,7 @@ impl Engine {
         self.refresh_plan();
         self.verify = crate::effects::check::verification_at_start(&self.s, &self.plan);
         self.review_baseline();
-        let agents = self.agents.iter().map(|a| a.as_ref());
-        if let Some(w) = crate::agent::answer::uncharged_warning(agents, &self.s) {
+        if let Some(w) = crate::agent::answer::uncharged_warning(self.chain.agents(), &self.s) {
             self.warn(&w);
         }
         self.prune_logs();
@@ -152,30 +147,16 @@ impl Engine {
         self.wait = None;
         self.refresh_plan();
         let bcfg = self.s.breaker_config();
+        let delivery = self.delivery.as_ref().and_then(|d| d.last());
         let notes = crate::report::ExitNotes {
             limit: self.limit_note.as_deref(),
             verified: &self.verify.summary(reason),
             cooldown_ends: self.state.breaker.cooldown_ends_at(&bcfg),
             now: self.fx.now(),
+            delivery_error: delivery.as_ref().and_then(|d| d.error.as_deref()),
+            review: self.reviewer.rounds.last.as_ref(),
         };
-        let mut message = crate::report::exit_summary(reason, &self.state, &self.plan, &notes);
-        // A delivery stop says what failed (the forge's own error) and what to do next.
-        let delivery = self.delivery.as_ref().and_then(|d| d.last());
-        match (reason, delivery.as_ref().and_then(|d| d.error.as_deref())) {
-            (ExitReason::ForgeFailed, Some(error)) => message.push_str(&format!(" — {error}")),
-            (ExitReason::CiMissing, _) => {
-                message.push_str(&format!(" — {}", crate::policy::deliver::CI_MISSING_NEXT));
-            }
-            (ExitReason::ReviewRejected, _) => {
-                if let Some(last) = &self.reviewer.rounds.last {
-                    message.push_str(&format!(
-                        " — {}",
-                        crate::policy::review::rejected_note(last)
-                    ));
-                }
-            }
-            _ => {}
-        }
+        let message = crate::report::exit_summary(reason, &self.state, &self.plan, &notes);
         let verified = self.verify.verified;
         self.tell(News::Exit {
             reason,
@@ -227,9 +208,7 @@ impl Engine {
     pub(super) fn new(s: Settings, agents: Vec<Agent>, state: State, fx: Box<dyn Effects>) -> Self {
         Self {
             s,
-            agents: agents.into_iter().map(std::sync::Arc::new).collect(),
-            current: 0,
-            handover: None,
+            chain: crate::agent::chain::Chain::new(agents),
             state,
             run_started: fx.now(),
             fx,
