@@ -154,7 +154,7 @@ impl Engine {
     /// fleet, delivery) go into one context.
     fn context_for(&mut self, agent: &Agent, number: u64) -> String {
         let (handover, feedback) = (self.chain.take_handover(), self.verify.feedback.take());
-        let mut input = argv::context_input(&self.state, &self.plan, number);
+        let mut input = argv::context_input(&self.state, &self.fix_plan.plan, number);
         input.handover_from = handover.as_deref();
         input.verification = feedback.as_deref();
         let by_choice = !agent.profile.allowed_tools;
@@ -190,9 +190,7 @@ impl Engine {
         number: u64,
         base: crate::progress::Baseline,
     ) -> Result<(Progress, bool)> {
-        let (after, stamp) = self.s.read_fix_plan_stamped().unwrap_or_default();
-        self.plan = crate::policy::fixplan::parse(&after, &self.s.optional_sections.value);
-        self.measured_plan = stamp.map(|stamp| (after.clone(), stamp));
+        let after = self.fix_plan.measure(&self.s);
         let mut progress = self
             .fx
             .measure(self.s.project_dir.clone(), base, after)
@@ -230,7 +228,7 @@ impl Engine {
         self.questions.clone_from(&c.analysis.questions);
         let (check, plan) = (
             self.verify.loop_result(c.number),
-            (self.plan.done(), self.plan.total()),
+            (self.fix_plan.plan.done(), self.fix_plan.plan.total()),
         );
         let (finished, summary) = answer::report(c, check, plan, &self.state);
         self.last_loop = Some(LastLoop::of(&finished));

@@ -46,7 +46,7 @@ impl Engine {
             return;
         }
         // A new setting may read the plan differently: the next look reads it again.
-        self.measured_plan = None;
+        self.fix_plan.forget_measure();
         for (key, value) in settings {
             match crate::settings::live::apply(&mut self.s, &key, &value) {
                 Ok(shown) => self.fx.say(Say::Info(&format!("{key} is now {shown}"))),
@@ -62,7 +62,7 @@ impl Engine {
             Step::Observe => self.observe_step().await?,
             Step::Call { agent } => {
                 self.use_agent(agent)?;
-                let plan = std::mem::take(&mut self.plan_text);
+                let plan = self.fix_plan.take_looked();
                 self.one_loop(plan).await?;
             }
             Step::Check(_) | Step::Failover | Step::FreshSession => {
@@ -121,10 +121,7 @@ impl Engine {
                 list.join(", ")
             ));
         } else {
-            match self.refresh_plan() {
-                Some(text) => self.plan_text = text,
-                None => missing_files = true,
-            }
+            missing_files = !self.fix_plan.look(&self.s);
         }
         let plan_complete = !missing_files && {
             self.watch_verify_edit();

@@ -15,11 +15,11 @@
 use jiff::Timestamp;
 
 use crate::agent::profile::Agent;
+use crate::effects::plan::PlanFile;
 use crate::effects::{Effects, News, Say};
 use crate::error::Result;
 use crate::exit::ExitReason;
 use crate::policy::budget::{Resume, WaitReason};
-use crate::policy::fixplan::{self, Plan};
 use crate::policy::run::{Observation, Run, RunConfig};
 use crate::policy::session;
 use crate::policy::verification::Verification;
@@ -43,12 +43,8 @@ struct Engine {
     run: Run,
     /// What the last look before a call saw (the window and agent gates name it).
     seen: Option<Observation>,
-    /// fix_plan.md as the last look read it (the progress baseline of the next call).
-    plan_text: String,
-    plan: Plan,
-    /// fix_plan.md as the last measure read and parsed it, with its stamp: the next look
-    /// uses it when the file still has that stamp, instead of reading it again.
-    measured_plan: Option<(String, crate::fsread::Stamp)>,
+    /// fix_plan.md as the run last read it.
+    fix_plan: PlanFile,
     last_loop: Option<LastLoop>,
     wait: Option<(WaitReason, Timestamp)>,
     /// The login expiry last warned about (once per expiry time).
@@ -76,18 +72,6 @@ struct Engine {
 }
 
 impl Engine {
-    fn refresh_plan(&mut self) -> Option<String> {
-        if let Some((text, stamp)) = self.measured_plan.take()
-            && self.s.fix_plan_holds(&stamp)
-        {
-            // `self.plan` was parsed from this very text at the measure.
-            return Some(text);
-        }
-        let text = self.s.read_fix_plan()?;
-        self.plan = fixplan::parse(&text, &self.s.optional_sections.value);
-        Some(text)
-    }
-
     async fn run(&mut self) -> Result<u8> {
         match self.run_loop().await {
             Ok(reason) => self.finish(reason),
@@ -113,8 +97,8 @@ impl Engine {
         self.state.agents.on_run_start(now);
         self.run_started = now;
         self.save()?;
-        self.refresh_plan();
-        self.verify = crate::effects::check::verification_at_start(&self.s, &self.plan);
+        self.fix_plan.look(&self.s);
+        self.verify = crate::effects::check::verification_at_start(&self.s, &self.fix_plan.plan);
         self.review_baseline();
         if let Some(w) = crate::agent::answer::uncharged_warning(self.chain.agents(), &self.s) {
             self.warn(&w);
@@ -145,7 +129,7 @@ impl Engine {
         }
         self.save()?;
         self.wait = None;
-        self.refresh_plan();
+        self.fix_plan.look(&self.s);
         let bcfg = self.s.breaker_config();
         let delivery = self.delivery.as_ref().and_then(|d| d.last());
         let notes = crate::report::ExitNotes {
@@ -156,7 +140,7 @@ impl Engine {
             delivery_error: delivery.as_ref().and_then(|d| d.error.as_deref()),
             review: self.reviewer.rounds.last.as_ref(),
         };
-        let message = crate::report::exit_summary(reason, &self.state, &self.plan, &notes);
+        let message = crate::report::exit_summary(reason, &self.state, &self.fix_plan.plan, &notes);
         let verified = self.verify.verified;
         self.tell(News::Exit {
             reason,
@@ -214,9 +198,7 @@ impl Engine {
             fx,
             run: Run::new(RunConfig::default()),
             seen: None,
-            plan_text: String::new(),
-            measured_plan: None,
-            plan: crate::policy::fixplan::Plan::default(),
+            fix_plan: PlanFile::default(),
             last_loop: None,
             wait: None,
             credential_warned: None,

@@ -32,7 +32,7 @@ impl Engine {
     pub(super) fn review_baseline(&mut self) {
         if self.reviewer.agent.is_some() {
             let tree = self.fx.snapshot_tree(&self.s.project_dir);
-            self.reviewer.rounds.start(tree, &self.plan);
+            self.reviewer.rounds.start(tree, &self.fix_plan.plan);
         }
     }
 
@@ -128,7 +128,7 @@ impl Engine {
         self.reviewer.rounds.prompt(&RoundInput {
             round,
             max_rounds,
-            plan: &self.plan,
+            plan: &self.fix_plan.plan,
             tree: tree.as_deref(),
             diff: diff
                 .as_ref()
