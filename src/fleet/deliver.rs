@@ -276,7 +276,7 @@ fn record_of(
         .iter()
         .map(|t| FleetTaskLine {
             name: t.name.clone(),
-            state: format!("{:?}", t.state).to_ascii_lowercase(),
+            state: format!("{:?}", t.state()).to_ascii_lowercase(),
             loops: t.loops,
             cost_usd: t.cost_usd,
             message: t.message.clone(),

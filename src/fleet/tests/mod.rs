@@ -65,7 +65,7 @@ fn last_saved(fx: &TestFx) -> FleetFile {
 }
 
 fn state(file: &FleetFile, name: &str) -> TaskState {
-    file.tasks.iter().find(|t| t.name == name).unwrap().state
+    file.tasks.iter().find(|t| t.name == name).unwrap().state()
 }
 
 fn when(fx: &TestFx, what: &str) -> Timestamp {
@@ -240,7 +240,7 @@ fn ctrl_c_during_a_merge_stops_the_workers_and_saves() {
     assert_eq!(state(end, "A"), TaskState::Merged);
     let b = end.tasks.iter().find(|t| t.name == "B").unwrap();
     assert_eq!(
-        (b.state, b.pid, b.exit_code),
+        (b.state(), b.pid, b.exit_code),
         (TaskState::Pending, None, Some(130))
     );
     assert!(
@@ -296,7 +296,7 @@ fn a_small_fleet_saves_what_its_recorded_events_replay_to() {
     let f = fx.0.borrow();
     let end = f.saved.last().unwrap();
     for t in &end.tasks {
-        assert_eq!(t.state, TaskState::Merged, "{t:?}");
+        assert_eq!(t.state(), TaskState::Merged, "{t:?}");
     }
     let a = end.tasks.iter().find(|t| t.name == "A").unwrap();
     assert_eq!(a.merge_attempts, 1);
