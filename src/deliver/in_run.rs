@@ -7,7 +7,7 @@
 //! exactly the pushed commit (`CI_WAIT`), and how it ended as a [`Delivered`]: final, or
 //! feedback for the next loop. The run's state machine counts the rounds.
 //!
-//! Its clock, its waits and its records are the run's ([`RunSide`]: the engine and its
+//! Its clock, its waits and its records are the run's (`RunSide`: the engine and its
 //! effects, so the engine's tests run a delivery round with a 30-minute CI wait at once);
 //! its git is a [`DeliverGit`] ([`RealGit`]: through `src/git/`), its forge a [`Forge`].
 

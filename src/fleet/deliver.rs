@@ -329,7 +329,7 @@ mod tests {
         }
         fn sleep(&mut self, d: Duration) -> deliver::WaitFut<'_> {
             self.slept += d;
-            self.now = self.now + SignedDuration::try_from(d).unwrap();
+            self.now += SignedDuration::try_from(d).unwrap();
             Box::pin(async { false })
         }
         fn tick(&mut self, _countdown: deliver::Countdown, _now: Timestamp) -> bool {
