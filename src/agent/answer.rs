@@ -111,6 +111,27 @@ pub fn account_review(state: &mut State, a: &Analysis, at: Timestamp) -> bool {
     true
 }
 
+/// The session the call of `agent` at `now` resumes, when its profile resumes and the stored
+/// id is one its CLI makes (state.json is in the agent's reach: an id goes back only in the
+/// CLI's alphabet); else the warning, and the stored session is dropped.
+pub fn resume_id(
+    state: &mut State,
+    s: &Settings,
+    agent: &Agent,
+    now: Timestamp,
+) -> (Option<String>, Option<String>) {
+    let stored = s.resumable(state.session.as_ref(), now);
+    let (p, name) = (&agent.profile, agent.name());
+    let id = stored.map(|x| x.id.as_str());
+    match crate::policy::session::resume_id(id, p.resume, p.session_ids(), name) {
+        Ok(id) => (id, None),
+        Err(warning) => {
+            state.session = None;
+            (None, Some(warning))
+        }
+    }
+}
+
 /// What folding one answer found.
 #[derive(Debug, Default)]
 pub struct Folded {

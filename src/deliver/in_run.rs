@@ -19,7 +19,6 @@ use jiff::{SignedDuration, Timestamp};
 use super::drive::{Branch, DeliveryEffects, World};
 pub use super::drive::{DeliverGit, Place, RealGit};
 use super::{CiWaitSettings, WaitFut, Waiter};
-use crate::effects::{Effects, Say, Slept};
 use crate::error::{HankError, Result};
 use crate::exit::ExitReason;
 use crate::forge::Forge;
@@ -46,14 +45,30 @@ pub struct InRun {
     recording: Option<(Delivery, Vec<(Timestamp, Event)>)>,
 }
 
-/// The run a delivery is part of (the engine): its effects (the clock, the sleeps, the
-/// signals, the records, the terminal), how the delivery is shown, how warnings are said, and
-/// whether the run was asked to stop.
+/// The run a delivery is part of (the engine): its clock and sleeps, its records, its
+/// terminal, how the delivery is shown, how warnings are said, and whether the run was asked
+/// to stop.
 pub(crate) trait RunSide {
     /// The time on the run's clock.
     fn now(&self) -> Timestamp;
-    /// The run's effects.
-    fn fx(&mut self) -> &mut dyn Effects;
+    /// Sleeps `d` on the run's clock; `true` when a signal cut it short (or had come).
+    fn sleep(&mut self, d: std::time::Duration) -> WaitFut<'_>;
+    /// What a round reads and where it writes (`None`: the run keeps no delivery records).
+    fn records(&self) -> Option<RunRecords>;
+    /// Writes `bytes` to `path` atomically, 0600 (`.hank/delivery.json`).
+    ///
+    /// # Errors
+    /// The file cannot be written.
+    fn write_file(&mut self, path: &std::path::Path, bytes: &[u8]) -> Result<()>;
+    /// Saves the delivery record of the project at `project` ([`super::record::save`]).
+    ///
+    /// # Errors
+    /// The record cannot be written.
+    fn save_record(&mut self, project: &std::path::Path, rec: &Delivery) -> Result<()>;
+    /// A line for the user.
+    fn say(&mut self, line: &str);
+    /// The CI wait's countdown, like the run's other waits (`waiting (checks) until …`).
+    fn counting_down(&mut self, until: Timestamp, now: Timestamp);
     /// `d` as it is shown now: in status.json, and as the `delivery` event when `step` (a
     /// step happened; else its CI countdown moved).
     ///
@@ -250,11 +265,13 @@ impl InRun {
         reason: ExitReason,
         run: &mut dyn RunSide,
     ) -> Result<Delivered> {
-        let Some(records) = run.fx().delivery_env() else {
+        let Some(records) = run.records() else {
             return Ok(Delivered::Final(reason));
         };
-        let line = format!("delivering the verified work on {}", self.branch());
-        run.fx().say(Say::Info(&line));
+        run.say(&format!(
+            "delivering the verified work on {}",
+            self.branch()
+        ));
         let secrets = records.secrets.as_slice();
         let mut ev = super::evidence_of_current(
             &records.events,
@@ -291,31 +308,22 @@ struct Round<'a> {
     shown: Option<Delivery>,
 }
 
-/// The run's clock: [`Effects::sleep`] (a signal cuts it short; the test effects' clock
-/// moves).
+/// The run's clock (in the engine, its effects' sleep: a signal cuts it short; the test
+/// effects' clock moves).
 impl Waiter for Round<'_> {
     fn now(&self) -> Timestamp {
         self.run.now()
     }
 
     fn sleep(&mut self, d: std::time::Duration) -> WaitFut<'_> {
-        Box::pin(async move {
-            let fx = self.run.fx();
-            fx.interrupted() || fx.sleep(d).await == Slept::Interrupted
-        })
+        self.run.sleep(d)
     }
 
     /// The countdown of the CI wait, like the run's other waits (`waiting (checks) until
     /// …`), and in status.json's delivery when it changed (when the verdict is due, checks
     /// pending); `hank ctl stop` ends it.
     fn tick(&mut self, countdown: Countdown, now: Timestamp) -> bool {
-        let until = countdown.due;
-        let tick = Say::WaitTick {
-            reason: "checks",
-            until,
-            now,
-        };
-        self.run.fx().say(tick);
+        self.run.counting_down(countdown.due, now);
         if let Some(d) = self.shown.as_mut() {
             let before = (d.checks_due, d.checks_pending);
             countdown.show_in(d);
@@ -330,13 +338,13 @@ impl Waiter for Round<'_> {
 impl DeliveryEffects for Round<'_> {
     fn save(&mut self, d: &Delivery) -> Result<()> {
         let dir = self.world.dir.clone();
-        self.run.fx().save_delivery_record(&dir, d)
+        self.run.save_record(&dir, d)
     }
 
     /// `.hank/delivery.json`, then the run's (the event, status.json).
     fn tell(&mut self, d: &Delivery) -> Result<()> {
         let json = serde_json::to_vec_pretty(d).map_err(|e| HankError::Internal(e.to_string()))?;
-        self.run.fx().write_file(&self.delivery_file, &json)?;
+        self.run.write_file(&self.delivery_file, &json)?;
         self.shown = Some(d.clone());
         self.run.show(d, true)
     }

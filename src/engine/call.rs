@@ -3,8 +3,6 @@
 //! progress (and the per-loop check), the fold, the decision and what it leaves to do, the
 //! report.
 
-use jiff::Timestamp;
-
 use super::Engine;
 use crate::agent::answer::{self, Call, Ended, Pricing};
 use crate::agent::argv;
@@ -29,13 +27,16 @@ impl Engine {
         let number = self.state.start_call(now);
         self.fx.persist(&self.state, false)?;
         let agent = self.chain.agent().clone();
-        let resume = self.resume_id(&agent, now);
+        let (resume, warning) = answer::resume_id(&mut self.state, &self.s, &agent, now);
+        if let Some(w) = warning {
+            self.warn(&w);
+        }
         let baseline = self
             .fx
             .baseline(self.s.project_dir.clone(), plan_before)
             .await;
         let mut got = self.call(&agent, number, resume.as_deref()).await?;
-        self.take_answer(&agent, (number, got.duration), &mut got.analysis)?;
+        self.take_answer(&agent, (number, got.duration, true), &mut got.analysis)?;
         if let Some(crash) = &got.analysis.crash {
             self.tell(News::Crashed { number, crash })?;
         }
@@ -134,22 +135,6 @@ impl Engine {
         Ok(got)
     }
 
-    /// The session to resume, when the profile resumes and the stored id is one the CLI
-    /// makes (state.json is in the agent's reach: an id goes back only in the CLI's alphabet).
-    fn resume_id(&mut self, agent: &Agent, now: Timestamp) -> Option<String> {
-        let stored = self.s.resumable(self.state.session.as_ref(), now);
-        let (p, name) = (&agent.profile, agent.name());
-        let id = stored.map(|x| x.id.as_str());
-        match crate::policy::session::resume_id(id, p.resume, p.session_ids(), name) {
-            Ok(id) => id,
-            Err(warning) => {
-                self.warn(&warning);
-                self.state.session = None;
-                None
-            }
-        }
-    }
-
     /// The loop context of call `number`; notes from outside the run (live control, the
     /// fleet, delivery) go into one context.
     fn context_for(&mut self, agent: &Agent, number: u64) -> String {
@@ -162,12 +147,13 @@ impl Engine {
         argv::build_context(&input) + &argv::outside_notes(&self.run.take_notes())
     }
 
-    /// The answer made complete ([`answer::complete`]); `.hank/` recreated if the agent
-    /// removed it (the next integrity check then stops the run).
-    fn take_answer(
+    /// The answer of a call made complete ([`answer::complete`]), its warnings said; a
+    /// worker's (`worker`) is shown and `.hank/` recreated if the agent removed it (the next
+    /// integrity check then stops the run).
+    pub(super) fn take_answer(
         &mut self,
         agent: &Agent,
-        (number, took): (u64, std::time::Duration),
+        (number, took, worker): (u64, std::time::Duration, bool),
         a: &mut Analysis,
     ) -> Result<()> {
         let (pricing, when) = (
@@ -175,9 +161,12 @@ impl Engine {
             (self.fx.now(), &mut self.credential_warned),
         );
         let call = (agent, number, took);
-        let warnings = answer::complete(a, call, &mut self.state, pricing, when);
-        self.fx.say(Say::Analysis(a));
-        for w in warnings.into_iter().chain(self.fx.ensure_dirs()?) {
+        let mut warnings = answer::complete(a, call, &mut self.state, pricing, when);
+        if worker {
+            self.fx.say(Say::Analysis(a));
+            warnings.extend(self.fx.ensure_dirs()?);
+        }
+        for w in warnings {
             self.warn(&w);
         }
         Ok(())

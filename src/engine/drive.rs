@@ -47,10 +47,10 @@ impl Engine {
         }
         // A new setting may read the plan differently: the next look reads it again.
         self.fix_plan.forget_measure();
-        for (key, value) in settings {
-            match crate::settings::live::apply(&mut self.s, &key, &value) {
-                Ok(shown) => self.fx.say(Say::Info(&format!("{key} is now {shown}"))),
-                Err(why) => self.warn(&format!("hank ctl set {key}={value} not applied: {why}")),
+        for line in crate::settings::live::apply_all(&mut self.s, settings) {
+            match line {
+                Ok(line) => self.fx.say(Say::Info(&line)),
+                Err(warning) => self.warn(&warning),
             }
         }
         self.run.retune(self.run_config(self.run_started));
@@ -229,8 +229,31 @@ impl RunSide for Engine {
         self.fx.now()
     }
 
-    fn fx(&mut self) -> &mut dyn crate::effects::Effects {
-        self.fx.as_mut()
+    fn sleep(&mut self, d: std::time::Duration) -> crate::deliver::WaitFut<'_> {
+        Box::pin(async move {
+            self.fx.interrupted() || self.fx.sleep(d).await == crate::effects::Slept::Interrupted
+        })
+    }
+
+    fn records(&self) -> Option<crate::deliver::in_run::RunRecords> {
+        self.fx.delivery_env()
+    }
+
+    fn write_file(&mut self, path: &std::path::Path, bytes: &[u8]) -> Result<()> {
+        self.fx.write_file(path, bytes)
+    }
+
+    fn save_record(&mut self, project: &std::path::Path, rec: &Delivery) -> Result<()> {
+        self.fx.save_delivery_record(project, rec)
+    }
+
+    fn say(&mut self, line: &str) {
+        self.fx.say(Say::Info(line));
+    }
+
+    fn counting_down(&mut self, until: Timestamp, now: Timestamp) {
+        let reason = "checks";
+        self.fx.say(Say::WaitTick { reason, until, now });
     }
 
     fn show(&mut self, d: &Delivery, step: bool) -> Result<()> {

@@ -374,10 +374,7 @@ mod tests {
             into: "hank-int".into(),
             ..FleetFile::default()
         };
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let runtime = crate::proc::runtime().unwrap();
         let real_start = std::time::Instant::now();
 
         let code = runtime
