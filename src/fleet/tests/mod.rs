@@ -413,3 +413,35 @@ fn ctrl_c_during_a_wait_is_taken_at_once() {
     assert_eq!(when(&fx, "kill a"), at(23_000));
     assert_eq!(when(&fx, "reaped a"), at(23_000));
 }
+
+/// The supervisor tells the task events the machine emits, each once and before the save
+/// that holds it: every task of a fleet that merges goes pending, running, verifying,
+/// merging, merged — no state told twice in a row.
+#[test]
+fn the_supervisor_tells_each_task_event_the_machine_emits_once() {
+    let fx = TestFx::at(t0());
+    assert_eq!(run(TWO, 2, &fx), crate::exit::OK);
+    let told = fx.0.borrow().told.clone();
+    for task in ["A", "B"] {
+        let states: Vec<TaskState> = (told.iter())
+            .filter(|t| t.task == task)
+            .map(|t| t.state)
+            .collect();
+        assert_eq!(
+            states.first(),
+            Some(&TaskState::Pending),
+            "{task}: {states:?}"
+        );
+        assert_eq!(
+            states.last(),
+            Some(&TaskState::Merged),
+            "{task}: {states:?}"
+        );
+        assert!(states.contains(&TaskState::Running), "{task}: {states:?}");
+        assert!(
+            states.windows(2).all(|w| w[0] != w[1]),
+            "{task}: told once per change: {states:?}"
+        );
+    }
+    assert_eq!(state(&last_saved(&fx), "A"), TaskState::Merged);
+}
