@@ -746,4 +746,70 @@ mod tests {
         assert!(s.contains("- [minor] c: d"), "{s}");
         assert_eq!(pr_section(&[], &same), None);
     }
+
+    /// A run's rounds: the first reads the diff from the run's start and the items done in
+    /// the run only; the second reads the diff since the first (its base moved to the tree
+    /// the first saw) and the first round's findings; no diff from git is said so.
+    #[test]
+    fn rounds_move_their_base_and_name_earlier_findings() {
+        let before = crate::policy::fixplan::parse("- [x] old\n- [ ] new\n", &[]);
+        let after = crate::policy::fixplan::parse("- [x] old\n- [x] new\n", &[]);
+        let mut r = Rounds::default();
+        r.start(Some("t0".into()), &before);
+        assert_eq!(r.base_tree(), Some("t0"));
+        let input = |round, tree, diff| RoundInput {
+            round,
+            max_rounds: 3,
+            plan: &after,
+            tree,
+            diff,
+            check: Some("make test"),
+            check_result: None,
+        };
+        let first = r.prompt(&input(1, Some("t1"), Some(("stat", "+fn a() {}\n"))));
+        assert!(first.contains("round 1 of 3"), "{first}");
+        assert!(
+            first.contains("- new\n") && !first.contains("- old\n"),
+            "{first}"
+        );
+        assert!(
+            first.contains("The diff of this run (from its start)"),
+            "{first}"
+        );
+        assert!(first.contains("+fn a() {}"), "{first}");
+        assert!(first.contains("no check ran in this run"), "{first}");
+        assert_eq!(r.base_tree(), Some("t1"));
+        let verdict = review("VERDICT: CHANGES\nFINDINGS:\n- [blocker] src/a.rs: no test");
+        let shown = ReviewRound {
+            round: 1,
+            max_rounds: 3,
+            agent: "codex".into(),
+            number: 4,
+            verdict: "changes".into(),
+            why: None,
+            blockers: 1,
+            minors: 0,
+            findings: verdict.findings.clone(),
+            cost_usd: 0.2,
+            cost_estimated: false,
+            tokens: 10,
+            duration_ms: 5,
+        };
+        r.record(verdict, shown.clone());
+        assert_eq!(r.last, Some(shown));
+        let second = r.prompt(&input(2, None, None));
+        assert!(
+            second.contains("What changed since your last round"),
+            "{second}"
+        );
+        assert!(
+            second.contains("Round 1: [blocker] src/a.rs: no test"),
+            "{second}"
+        );
+        assert!(
+            second.contains("(no diff: the project is not a git repository"),
+            "{second}"
+        );
+        assert_eq!(r.base_tree(), Some("t1"), "no tree now: the base stays");
+    }
 }
