@@ -581,10 +581,15 @@ pub struct ExitNotes<'a> {
     pub verified: &'a str,
     pub cooldown_ends: Option<Timestamp>,
     pub now: Timestamp,
+    /// The run's last delivery's error (the forge's own words), if it failed.
+    pub delivery_error: Option<&'a str>,
+    /// The reviewer's last round.
+    pub review: Option<&'a crate::policy::review::ReviewRound>,
 }
 
 /// The exit summary of a run: [`exit_message`], the limit named (usage exits only), the
-/// verification's summary, the cooldown's end (an open circuit only).
+/// verification's summary, the cooldown's end (an open circuit only); a delivery stop says
+/// what failed (the forge's own error) and what to do next, a rejected review its blockers.
 pub fn exit_summary(reason: ExitReason, state: &State, plan: &Plan, n: &ExitNotes<'_>) -> String {
     let mut message = exit_message(reason, state, plan);
     if let (ExitReason::UsageLimit | ExitReason::UsageWindow, Some(note)) = (reason, n.limit) {
@@ -593,6 +598,17 @@ pub fn exit_summary(reason: ExitReason, state: &State, plan: &Plan, n: &ExitNote
     message.push_str(n.verified);
     if let (ExitReason::CircuitOpen, Some(end)) = (reason, n.cooldown_ends) {
         message.push_str(&cooldown_note(end, n.now));
+    }
+    let tail = match (reason, n.delivery_error, n.review) {
+        (ExitReason::ForgeFailed, Some(error), _) => Some(error.to_owned()),
+        (ExitReason::CiMissing, _, _) => Some(crate::policy::deliver::CI_MISSING_NEXT.to_owned()),
+        (ExitReason::ReviewRejected, _, Some(last)) => {
+            Some(crate::policy::review::rejected_note(last))
+        }
+        _ => None,
+    };
+    if let Some(tail) = tail {
+        message.push_str(&format!(" — {tail}"));
     }
     message
 }
@@ -663,6 +679,8 @@ mod tests {
         let end: Timestamp = "2026-01-01T10:05:00Z".parse().unwrap();
         let (state, plan) = (State::default(), Plan::default());
         let notes = |limit, cooldown_ends| ExitNotes {
+            delivery_error: None,
+            review: None,
             limit,
             verified: "; verified",
             cooldown_ends,

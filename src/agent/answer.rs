@@ -94,6 +94,44 @@ pub fn complete(
     warnings
 }
 
+/// The reviewer's call `a` at `at` on the run's books (a worker's goes through [`fold`]): the
+/// rolling hour's tokens, the totals, the usage windows it reported. `true` when it reported
+/// windows (to be published).
+pub fn account_review(state: &mut State, a: &Analysis, at: Timestamp) -> bool {
+    state.ledger.add_tokens_to_last(a.tokens.sum());
+    state.totals.cost_usd += a.cost_usd;
+    if a.cost_estimated {
+        state.totals.estimated_cost_usd += a.cost_usd;
+    }
+    state.totals.tokens.add(&a.tokens);
+    if a.usage_windows.is_empty() {
+        return false;
+    }
+    crate::policy::windows::observe(&mut state.windows, &a.usage_windows, at);
+    true
+}
+
+/// The session the call of `agent` at `now` resumes, when its profile resumes and the stored
+/// id is one its CLI makes (state.json is in the agent's reach: an id goes back only in the
+/// CLI's alphabet); else the warning, and the stored session is dropped.
+pub fn resume_id(
+    state: &mut State,
+    s: &Settings,
+    agent: &Agent,
+    now: Timestamp,
+) -> (Option<String>, Option<String>) {
+    let stored = s.resumable(state.session.as_ref(), now);
+    let (p, name) = (&agent.profile, agent.name());
+    let id = stored.map(|x| x.id.as_str());
+    match crate::policy::session::resume_id(id, p.resume, p.session_ids(), name) {
+        Ok(id) => (id, None),
+        Err(warning) => {
+            state.session = None;
+            (None, Some(warning))
+        }
+    }
+}
+
 /// What folding one answer found.
 #[derive(Debug, Default)]
 pub struct Folded {

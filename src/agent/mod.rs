@@ -19,6 +19,7 @@
 pub mod answer;
 pub mod argv;
 pub mod call;
+pub mod chain;
 pub mod client;
 pub mod process;
 pub mod profile;

@@ -223,7 +223,7 @@ fn all_merged(file: &crate::store::schema::FleetFile, tasks: &[rules::TaskSpec])
     tasks.iter().all(|task| {
         file.tasks
             .iter()
-            .any(|t| t.name == task.name && t.state == rules::TaskState::Merged)
+            .any(|t| t.name == task.name && t.state() == rules::TaskState::Merged)
     })
 }
 
@@ -413,7 +413,7 @@ fn status(root: &Path, json: bool) -> Result<u8> {
             s.push_str(&format!(
                 "  {:<24} {:<10} {:<24} loops {:<4} ${:<8.2} {}\n",
                 crate::sanitize::line(&t.name),
-                t.state.as_str(),
+                t.state().as_str(),
                 t.branch,
                 t.loops,
                 t.cost_usd,
@@ -426,7 +426,7 @@ fn status(root: &Path, json: bool) -> Result<u8> {
                     crate::sanitize::line(&i.url)
                 ));
             }
-            if t.state.is_active()
+            if t.state().is_active()
                 && let Some(wt) = &t.worktree
             {
                 s.push_str(&format!(

@@ -185,7 +185,7 @@ fn fleet_report(dir: &std::path::Path, json: bool, since: Since) -> Result<u8> {
         all.extend(loops.iter().cloned());
         tasks.push(FleetTaskReport {
             name: t.name.clone(),
-            state: t.state.as_str(),
+            state: t.state().as_str(),
             branch: t.branch.clone(),
             runs,
             receipts: receipts::attribute(&loops),

@@ -132,8 +132,9 @@ fn run_checked(run: &RunArgs, args: &[OsString]) -> Result<u8> {
 }
 
 /// Runs the loop until it stops: the project claimed, the runtime, the signal handler and
-/// the real effects opened ([`crate::effects::claim`], [`Real::open`]), the delivery started
-/// (`DELIVER`: [`crate::deliver::in_run::InRun::start`]), then the driver ([`engine::drive`]);
+/// the real effects opened ([`crate::effects::claim`], [`Real::open`]), the delivery made
+/// (`DELIVER`: [`crate::deliver::in_run::InRun::new`], started by the driver before any
+/// call), then the driver ([`engine::drive`]);
 /// `notes` are told once the event log is open.
 fn start(
     settings: Settings,
@@ -149,9 +150,10 @@ fn start(
         let cancel = crate::agent::signals::install()?;
         let (fx, state, warnings) = Real::open(&settings, claimed, cancel, clock)?;
         let notes = warnings.into_iter().chain(notes).collect();
-        // DELIVER=branch|pr: checked, and the work put on its branch, before any call (by
-        // the command, once the effects are open: the engine's entry runs no git).
-        let delivery = crate::deliver::in_run::InRun::start(&settings)?;
+        // DELIVER=branch|pr: started by the delivery machine's first command, before any
+        // call (the engine's entry runs no git).
+        let git = std::sync::Arc::new(crate::deliver::in_run::RealGit);
+        let delivery = crate::deliver::in_run::InRun::new(&settings, git);
         engine::drive(settings, agents, state, Box::new(fx), notes, delivery).await
     })
 }

@@ -561,7 +561,7 @@ impl Watch {
             let n = &h.issue.key;
             let spec = rules::task_of(&h.issue);
             let task = file.tasks.iter().find(|t| t.name == spec.name);
-            let state = task.map_or(TaskState::Pending, |t| t.state);
+            let state = task.map_or(TaskState::Pending, |t| t.state());
             let cost = task.map_or(0.0, |t| t.cost_usd);
             if state == TaskState::Merged {
                 let branch = format!("hank/{}", spec.slug);

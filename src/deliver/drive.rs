@@ -17,7 +17,8 @@ use jiff::Timestamp;
 use super::{Committed, Push};
 use crate::error::{HankError, Result};
 use crate::forge::{Forge, NewPullRequest, PullRequest};
-use crate::policy::deliver::machine::{Command, Countdown, Event, Machine, Said};
+use crate::policy::deliver::machine::{Command, Countdown, Event, Machine, Said, Want};
+use crate::policy::deliver::{self as rules};
 use crate::policy::run::Delivered;
 use crate::store::schema::Delivery;
 
@@ -52,6 +53,28 @@ pub trait DeliverGit: Send + Sync {
     /// # Errors
     /// As [`super::push`].
     fn push(&self, dir: &std::path::Path, remote: &str, branch: &str) -> Result<Push>;
+    /// Where a run's delivery goes as `want` asks, and the remote's URL (the forge is found
+    /// from it): a git repository, the remote, the base (required with `pr`).
+    ///
+    /// # Errors
+    /// Not a repository, no such remote, no known base (each message says how to fix it).
+    fn locate(&self, dir: &std::path::Path, want: &Want) -> Result<(Place, String)>;
+    /// Puts the working tree on `branch` ([`super::prepare_branch`]).
+    ///
+    /// # Errors
+    /// git refused the switch.
+    fn switch(&self, dir: &std::path::Path, branch: &str) -> Result<()>;
+    /// The commit the local branch `branch` points at ([`super::branch_head`]: a fleet's
+    /// integration branch, delivered as it is).
+    ///
+    /// # Errors
+    /// As [`super::branch_head`].
+    fn branch_head(&self, dir: &std::path::Path, branch: &str) -> Result<String>;
+    /// Pushes the local branch `branch` by name ([`super::push_branch`]).
+    ///
+    /// # Errors
+    /// As [`super::push_branch`].
+    fn push_branch(&self, dir: &std::path::Path, remote: &str, branch: &str) -> Result<Push>;
 }
 
 /// Where a delivery goes: the branch, the pull request's base, the remote.
@@ -89,6 +112,40 @@ impl DeliverGit for RealGit {
     fn push(&self, dir: &std::path::Path, remote: &str, branch: &str) -> Result<Push> {
         super::push(dir, remote, branch)
     }
+
+    fn locate(&self, dir: &std::path::Path, want: &Want) -> Result<(Place, String)> {
+        let start = super::current_branch(dir)?;
+        let branch = rules::branch_for(want.branch.as_deref(), start.as_deref());
+        let url = super::remote_url(dir, &want.remote)?;
+        let (explicit, start) = (want.base.as_deref(), start.as_deref());
+        let base = super::base_branch(dir, explicit, start, &branch, &want.remote);
+        let base = if want.base_required {
+            base?
+        } else {
+            base.unwrap_or_default()
+        };
+        let remote = want.remote.clone();
+        Ok((
+            Place {
+                branch,
+                base,
+                remote,
+            },
+            url,
+        ))
+    }
+
+    fn switch(&self, dir: &std::path::Path, branch: &str) -> Result<()> {
+        super::prepare_branch(dir, branch)
+    }
+
+    fn branch_head(&self, dir: &std::path::Path, branch: &str) -> Result<String> {
+        super::branch_head(dir, branch)
+    }
+
+    fn push_branch(&self, dir: &std::path::Path, remote: &str, branch: &str) -> Result<Push> {
+        super::push_branch(dir, remote, branch)
+    }
 }
 
 /// How the branch is committed and pushed.
@@ -116,16 +173,41 @@ pub struct World {
 }
 
 impl World {
+    /// Starts a run's delivery as `want` asks: where it goes, the forge (found before the
+    /// switch: a refusal leaves the checkout as it was), the working tree on the branch.
+    async fn start(&mut self, want: Want) -> Result<Event> {
+        let (git, dir) = (Arc::clone(&self.git), self.dir.clone());
+        let asked = want.clone();
+        let (place, url) = blocking(move || git.locate(&dir, &asked)).await?;
+        if want.forge {
+            let env = crate::forge::Env::from_process();
+            self.forge = Some(crate::forge::detect(&self.dir, &url, &env)?);
+        }
+        let (git, dir, branch) = (
+            Arc::clone(&self.git),
+            self.dir.clone(),
+            place.branch.clone(),
+        );
+        blocking(move || git.switch(&dir, &branch)).await?;
+        self.place = place.clone();
+        Ok(Event::Started {
+            branch: place.branch,
+            base: place.base,
+            remote: place.remote,
+        })
+    }
+
     async fn commit(&mut self, message: Option<String>) -> Result<Event> {
         let (dir, branch) = (self.dir.clone(), self.place.branch.clone());
         let Some(message) = message.filter(|_| self.branch != Branch::AsItIs) else {
-            let head = blocking(move || super::branch_head(&dir, &branch)).await?;
+            let git = Arc::clone(&self.git);
+            let head = blocking(move || git.branch_head(&dir, &branch)).await?;
             return Ok(committed(Committed::default(), head));
         };
         let (git, prepare) = (Arc::clone(&self.git), self.branch == Branch::Prepare);
         blocking(move || {
             if prepare {
-                super::prepare_branch(&dir, &branch)?;
+                git.switch(&dir, &branch)?;
             }
             let c = git.commit_all(&dir, &branch, &message)?;
             let head = if c.refused.is_some() {
@@ -156,7 +238,7 @@ impl World {
         let as_it_is = self.branch == Branch::AsItIs;
         let pushed = blocking(move || {
             if as_it_is {
-                super::push_branch(&dir, &remote, &branch)
+                git.push_branch(&dir, &remote, &branch)
             } else {
                 git.push(&dir, &remote, &branch)
             }
@@ -326,6 +408,34 @@ pub async fn drive(
     fx: &mut dyn DeliveryEffects,
     first: Event,
 ) -> Result<Delivered> {
+    match run(m, fx, first).await? {
+        Some(outcome) => Ok(outcome),
+        None => Err(HankError::Internal(
+            "the delivery ended without a verdict".into(),
+        )),
+    }
+}
+
+/// Starts a run's delivery: [`Event::Open`], whose first command (`Start`) checks what can be
+/// refused and puts the work on the delivery branch through `fx`'s [`World`].
+///
+/// # Errors
+/// Not a repository, no such remote, no known base, no forge login, git refused the switch.
+pub async fn start(m: &mut Machine, fx: &mut dyn DeliveryEffects, want: Want) -> Result<()> {
+    match run(m, fx, Event::Open(want)).await? {
+        None => Ok(()),
+        Some(_) => Err(HankError::Internal(
+            "the delivery ended while it started".into(),
+        )),
+    }
+}
+
+/// The machine's commands from `first` until `Done` (its outcome) or `Ready` (`None`).
+async fn run(
+    m: &mut Machine,
+    fx: &mut dyn DeliveryEffects,
+    first: Event,
+) -> Result<Option<Delivered>> {
     let now = fx.now();
     fx.recorded(now, &first);
     let mut queue: VecDeque<Command> = m.on(first, now).into();
@@ -350,7 +460,9 @@ pub async fn drive(
                 continue;
             }
             Command::Fail(message) => return Err(HankError::Tool(message)),
-            Command::Done(outcome) => return Ok(outcome),
+            Command::Done(outcome) => return Ok(Some(outcome)),
+            Command::Ready => return Ok(None),
+            Command::Start(want) => fx.world().start(want).await?,
             Command::Commit { message } => fx.world().commit(message).await?,
             Command::Scan { head } => fx.world().scan(head).await?,
             Command::Push => fx.world().push().await?,

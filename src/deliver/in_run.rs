@@ -1,16 +1,17 @@
 //! Delivery inside `hank run` (`DELIVER=branch|pr`): the loop works on the delivery branch
-//! from its start ([`InRun::start`]); at each verified completion the run's state machine
-//! asks for a delivery ([`crate::policy::run::Step::Deliver`]) and [`InRun::deliver`] runs
+//! from its start (`InRun::start`, the delivery machine's first command, before the first
+//! call); at each verified completion the run's state machine
+//! asks for a delivery ([`crate::policy::run::Step::Deliver`]) and `InRun::deliver` runs
 //! one round of the delivery machine ([`crate::policy::deliver::machine`], driven by
 //! [`super::drive::drive`]): commit, scan, push, the pull request once (`pr`), the checks of
 //! exactly the pushed commit (`CI_WAIT`), and how it ended as a [`Delivered`]: final, or
 //! feedback for the next loop. The run's state machine counts the rounds.
 //!
-//! Its clock, its waits and its records are the [`Host`]'s — inside `hank run` the engine's
-//! effects, so the engine's tests run a delivery round with a 30-minute CI wait at once —;
+//! Its clock, its waits and its records are the run's (`RunSide`: the engine and its
+//! effects, so the engine's tests run a delivery round with a 30-minute CI wait at once);
 //! its git is a [`DeliverGit`] ([`RealGit`]: through `src/git/`), its forge a [`Forge`].
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
@@ -20,8 +21,10 @@ pub use super::drive::{DeliverGit, Place, RealGit};
 use super::{CiWaitSettings, WaitFut, Waiter};
 use crate::error::{HankError, Result};
 use crate::exit::ExitReason;
-use crate::forge::{self, Forge};
-use crate::policy::deliver::machine::{Config, Countdown, Event, Machine, Recording, Said, Source};
+use crate::forge::Forge;
+use crate::policy::deliver::machine::{
+    Config, Countdown, Event, Machine, Recording, Said, Source, Want,
+};
 use crate::policy::deliver::{self as rules};
 use crate::policy::run::{DeliverRounds, Delivered};
 use crate::settings::{DeliverMode, Settings};
@@ -35,34 +38,49 @@ const PUSH_RETRY_WAITS: [SignedDuration; 2] =
 pub struct InRun {
     machine: Machine,
     world: World,
+    /// What starting it asks for, until it is started.
+    want: Option<Want>,
     /// Every event fed to the machine, with the record it started from (a replay's
     /// recording), when asked for ([`InRun::recording`]).
     recording: Option<(Delivery, Vec<(Timestamp, Event)>)>,
 }
 
-/// What the driver of a delivery provides: its clock and waits ([`super::Waiter`]: the
-/// countdown told about once a second during the CI wait, a `hank ctl stop` or a signal
-/// ending it `interrupted`), where each step is told (the `delivery` event, status.json),
-/// where the records are written, and how warnings are said.
-pub trait Host: super::Waiter {
-    /// A step of the delivery happened (pushed, checks pending, the verdict).
-    ///
-    /// # Errors
-    /// The record cannot be written.
-    fn record(&mut self, d: &Delivery) -> Result<()>;
+/// The run a delivery is part of (the engine): its clock and sleeps, its records, its
+/// terminal, how the delivery is shown, how warnings are said, and whether the run was asked
+/// to stop.
+pub(crate) trait RunSide {
+    /// The time on the run's clock.
+    fn now(&self) -> Timestamp;
+    /// Sleeps `d` on the run's clock; `true` when a signal cut it short (or had come).
+    fn sleep(&mut self, d: std::time::Duration) -> WaitFut<'_>;
+    /// What a round reads and where it writes (`None`: the run keeps no delivery records).
+    fn records(&self) -> Option<RunRecords>;
     /// Writes `bytes` to `path` atomically, 0600 (`.hank/delivery.json`).
     ///
     /// # Errors
     /// The file cannot be written.
-    fn write_file(&mut self, path: &Path, bytes: &[u8]) -> Result<()>;
+    fn write_file(&mut self, path: &std::path::Path, bytes: &[u8]) -> Result<()>;
     /// Saves the delivery record of the project at `project` ([`super::record::save`]).
     ///
     /// # Errors
     /// The record cannot be written.
-    fn save_record(&mut self, project: &Path, rec: &Delivery) -> Result<()>;
+    fn save_record(&mut self, project: &std::path::Path, rec: &Delivery) -> Result<()>;
+    /// A line for the user.
+    fn say(&mut self, line: &str);
+    /// The CI wait's countdown, like the run's other waits (`waiting (checks) until …`).
+    fn counting_down(&mut self, until: Timestamp, now: Timestamp);
+    /// `d` as it is shown now: in status.json, and as the `delivery` event when `step` (a
+    /// step happened; else its CI countdown moved).
+    ///
+    /// # Errors
+    /// The record cannot be written.
+    fn show(&mut self, d: &Delivery, step: bool) -> Result<()>;
     /// A warning of the round (a secret-looking file left out, a forge call that failed
     /// without stopping it).
     fn warn(&mut self, line: &str);
+    /// Whether the run was asked to stop (the control source polled, as in every wait): a
+    /// `hank ctl stop` ends the CI wait.
+    fn stop_asked(&mut self) -> bool;
 }
 
 /// What a round reads and writes besides the host's records: the run's `events.jsonl` (the
@@ -75,50 +93,58 @@ pub struct RunRecords {
 }
 
 impl InRun {
-    /// `DELIVER=branch|pr` at the start of `hank run` (`None` with `none`): everything that
-    /// can be refused is checked before the loop starts — a git repository, the remote
-    /// (`DELIVER_REMOTE`), the base of the pull request, the forge — then the working tree is
-    /// put on the delivery branch (`hank/<branch you are on>` or `DELIVER_BRANCH`), where the
-    /// agent works.
+    /// `DELIVER=branch|pr` for `hank run` (`None` with `none`), not started: the engine
+    /// starts it (`InRun::start`) before the run's first call, with the delivery machine's
+    /// first command — everything that can be refused is checked there (a git repository,
+    /// the remote `DELIVER_REMOTE`, the base of the pull request, the forge), then the working
+    /// tree is put on the delivery branch (`hank/<branch you are on>` or `DELIVER_BRANCH`),
+    /// where the agent works. Its git is `git` ([`RealGit`] in `hank run`).
+    #[must_use]
+    pub fn new(s: &Settings, git: Arc<dyn DeliverGit>) -> Option<Self> {
+        let mode = s.deliver.value;
+        if mode == DeliverMode::None {
+            return None;
+        }
+        let want = Want {
+            branch: s.deliver_branch.value.clone(),
+            remote: s.deliver_remote.value.clone(),
+            base: s.deliver_base.value.clone(),
+            base_required: mode == DeliverMode::Pr,
+            forge: mode == DeliverMode::Pr || s.ci_wait.value.applies(mode),
+        };
+        let place = Place {
+            remote: want.remote.clone(),
+            ..Place::default()
+        };
+        let mut d = Self::build(s, place, None, want.forge, git);
+        d.want = Some(want);
+        Some(d)
+    }
+
+    /// Starts the delivery (once; a delivery made with [`InRun::of`] is started): the
+    /// machine's first command checks what can be refused and puts the work on its branch,
+    /// through `host`'s clock and `git`.
     ///
     /// # Errors
     /// Not a repository, no such remote, no known base, no forge login, or git refused the
     /// switch (each message says how to fix it).
-    pub fn start(s: &Settings) -> Result<Option<Self>> {
-        let mode = s.deliver.value;
-        if mode == DeliverMode::None {
-            return Ok(None);
-        }
-        let dir = &s.project_dir;
-        let start = super::current_branch(dir)?;
-        let branch = rules::branch_for(s.deliver_branch.value.as_deref(), start.as_deref());
-        let remote = s.deliver_remote.value.clone();
-        let url = super::remote_url(dir, &remote)?;
-        let explicit = s.deliver_base.value.as_deref();
-        let base = match mode {
-            DeliverMode::Pr => {
-                super::base_branch(dir, explicit, start.as_deref(), &branch, &remote)?
-            }
-            _ => super::base_branch(dir, explicit, start.as_deref(), &branch, &remote)
-                .unwrap_or_default(),
+    pub(crate) async fn start(&mut self, run: &mut dyn RunSide) -> Result<()> {
+        let Some(want) = self.want.take() else {
+            return Ok(());
         };
-        let forge = if mode == DeliverMode::Pr || s.ci_wait.value.applies(mode) {
-            Some(forge::detect(dir, &url, &forge::Env::from_process())?)
-        } else {
-            None
+        let mut round = Round {
+            run,
+            world: &mut self.world,
+            delivery_file: PathBuf::new(),
+            record: self.recording.as_mut().map(|(_, events)| events),
+            shown: None,
         };
-        super::prepare_branch(dir, &branch)?;
-        let place = Place {
-            branch,
-            base,
-            remote,
-        };
-        Ok(Some(Self::of(s, place, forge, Arc::new(RealGit))))
+        super::drive::start(&mut self.machine, &mut round, want).await
     }
 
-    /// The delivery of `s`'s `DELIVER` mode to `place` through `forge` and `git`, nothing
-    /// checked nor switched ([`InRun::start`] does that); CI_WAIT decides whether the checks
-    /// are waited for (only with a forge).
+    /// The delivery of `s`'s `DELIVER` mode to `place` through `forge` and `git`, started
+    /// (nothing checked nor switched: [`InRun::new`] does that); CI_WAIT decides whether the
+    /// checks are waited for (only with a forge).
     #[must_use]
     pub fn of(
         s: &Settings,
@@ -126,8 +152,20 @@ impl InRun {
         forge: Option<Box<dyn Forge>>,
         git: Arc<dyn DeliverGit>,
     ) -> Self {
+        let known = forge.is_some();
+        Self::build(s, place, forge, known, git)
+    }
+
+    /// The delivery to `place`; `forge_known`: a forge is there (or will be, once started).
+    fn build(
+        s: &Settings,
+        place: Place,
+        forge: Option<Box<dyn Forge>>,
+        forge_known: bool,
+        git: Arc<dyn DeliverGit>,
+    ) -> Self {
         let mode = s.deliver.value;
-        let ci = (s.ci_wait.value.applies(mode) && forge.is_some()).then(|| {
+        let ci = (s.ci_wait.value.applies(mode) && forge_known).then(|| {
             CiWaitSettings {
                 appear: s.ci_appear_timeout.value,
                 total: s.ci_timeout.value,
@@ -136,7 +174,7 @@ impl InRun {
         });
         let cfg = Config {
             source: Source::Run,
-            pr: mode == DeliverMode::Pr && forge.is_some(),
+            pr: mode == DeliverMode::Pr && forge_known,
             ci,
             auto_merge: s.auto_merge.value,
             review_loop: s.review_loop.value,
@@ -162,6 +200,7 @@ impl InRun {
         Self {
             machine: Machine::new(cfg, record),
             world,
+            want: None,
             recording: None,
         }
     }
@@ -214,22 +253,28 @@ impl InRun {
         (self.machine.record.round > 0).then(|| self.machine.record.shown())
     }
 
-    /// Delivers the verified completion `reason` of the run (its records: `run`): one round
-    /// of the delivery machine. `host` is the clock and the waits (a signal or a `hank ctl
-    /// stop` ends a push retry wait or the CI wait with `interrupted`), records each step and
-    /// writes the records.
+    /// Delivers the verified completion `reason` of `run`: one round of the delivery machine,
+    /// on the run's clock (a signal or a `hank ctl stop` ends a push retry wait or the CI wait
+    /// with `interrupted`), each step shown and the records written through its effects.
+    /// Effects without a delivery's records (none) leave the completion as it is.
     ///
     /// # Errors
     /// git cannot run or refused, a record cannot be written.
-    pub async fn deliver(
+    pub(crate) async fn deliver(
         &mut self,
-        run: &RunRecords,
         reason: ExitReason,
-        host: &mut dyn Host,
+        run: &mut dyn RunSide,
     ) -> Result<Delivered> {
-        let secrets = run.secrets.as_slice();
+        let Some(records) = run.records() else {
+            return Ok(Delivered::Final(reason));
+        };
+        run.say(&format!(
+            "delivering the verified work on {}",
+            self.branch()
+        ));
+        let secrets = records.secrets.as_slice();
         let mut ev = super::evidence_of_current(
-            &run.events,
+            &records.events,
             reason,
             "a verified completion, delivered by the loop",
         );
@@ -237,12 +282,13 @@ impl InRun {
         ev.head = self.world.place.branch.clone();
         let verified = ev.last_check.as_ref().map(|c| c.passed);
         let evidence = super::record::evidence(&ev, verified, secrets);
-        self.machine.set_secrets(run.secrets.clone());
+        self.machine.set_secrets(records.secrets.clone());
         let mut round = Round {
-            host,
+            run,
             world: &mut self.world,
-            delivery_file: &run.delivery_file,
+            delivery_file: records.delivery_file,
             record: self.recording.as_mut().map(|(_, events)| events),
+            shown: None,
         };
         let first = Event::Begin {
             reason,
@@ -252,37 +298,55 @@ impl InRun {
     }
 }
 
-/// One round's effects: the run's [`Host`] and the delivery's [`World`].
+/// One round's effects: the run's ([`RunSide`]) and the delivery's [`World`].
 struct Round<'a> {
-    host: &'a mut dyn Host,
+    run: &'a mut dyn RunSide,
     world: &'a mut World,
-    delivery_file: &'a Path,
+    delivery_file: PathBuf,
     record: Option<&'a mut Vec<(Timestamp, Event)>>,
+    /// The record as last shown (its CI countdown is put in it).
+    shown: Option<Delivery>,
 }
 
+/// The run's clock (in the engine, its effects' sleep: a signal cuts it short; the test
+/// effects' clock moves).
 impl Waiter for Round<'_> {
     fn now(&self) -> Timestamp {
-        self.host.now()
+        self.run.now()
     }
+
     fn sleep(&mut self, d: std::time::Duration) -> WaitFut<'_> {
-        self.host.sleep(d)
+        self.run.sleep(d)
     }
+
+    /// The countdown of the CI wait, like the run's other waits (`waiting (checks) until
+    /// …`), and in status.json's delivery when it changed (when the verdict is due, checks
+    /// pending); `hank ctl stop` ends it.
     fn tick(&mut self, countdown: Countdown, now: Timestamp) -> bool {
-        self.host.tick(countdown, now)
+        self.run.counting_down(countdown.due, now);
+        if let Some(d) = self.shown.as_mut() {
+            let before = (d.checks_due, d.checks_pending);
+            countdown.show_in(d);
+            if before != (d.checks_due, d.checks_pending) {
+                let _ = self.run.show(&d.clone(), false);
+            }
+        }
+        self.run.stop_asked()
     }
 }
 
 impl DeliveryEffects for Round<'_> {
     fn save(&mut self, d: &Delivery) -> Result<()> {
         let dir = self.world.dir.clone();
-        self.host.save_record(&dir, d)
+        self.run.save_record(&dir, d)
     }
 
-    /// `.hank/delivery.json`, then the host's record (the event, status.json).
+    /// `.hank/delivery.json`, then the run's (the event, status.json).
     fn tell(&mut self, d: &Delivery) -> Result<()> {
         let json = serde_json::to_vec_pretty(d).map_err(|e| HankError::Internal(e.to_string()))?;
-        self.host.write_file(self.delivery_file, &json)?;
-        self.host.record(d)
+        self.run.write_file(&self.delivery_file, &json)?;
+        self.shown = Some(d.clone());
+        self.run.show(d, true)
     }
 
     fn say(&mut self, said: &Said, d: &Delivery) {
@@ -303,7 +367,7 @@ impl DeliveryEffects for Round<'_> {
             Said::AutoMergeFailed(e) => e.clone(),
             _ => return,
         };
-        self.host.warn(&line);
+        self.run.warn(&line);
     }
 
     fn world(&mut self) -> &mut World {

@@ -19,10 +19,10 @@
 //! record), `tell` (`Delivery::shown`: `.hank/delivery.json`, the event, status.json), `say` (each
 //! host words `Said` its way) and the `World`: git through a `DeliverGit` (`RealGit`;
 //! `Branch::Current`/`Prepare`/`AsItIs`) and the `Forge`, the PR kept across rounds); the three
-//! hosts are `in_run.rs` (`InRun`: `start` — checks, the delivery branch; called by
-//! `commands/run.rs` once the effects are open and handed to `engine::drive`, so the engine's entry
-//! runs no git —, `of` from its parts for the engine's tests, `deliver` one round through the
-//! engine's `Host`, `recording`/`recorded` for a replay), `commands/deliver.rs` (`hank deliver`:
+//! hosts are `in_run.rs` (`InRun`: `new` runs no git; the checks and the delivery branch are
+//! the machine's first command, `Event::Open` → `Command::Start`, run through `DeliverGit` by
+//! `drive::start`; `deliver` one round over the engine's `RunSide`, `recording`/`recorded` for a
+//! replay), `commands/deliver.rs` (`hank deliver`:
 //! the stored record is the starting state, `Wall` clock) and `fleet/deliver.rs` (`integration`:
 //! the fleet's PR); the rest of `mod.rs`: branch setup, the PR base (`base_branch`), `commit_all`
 //! (HEAD checked, then `git::commit::commit_all` with the user's hooks when approved), push with a
@@ -48,6 +48,8 @@ pub mod drive;
 pub mod in_run;
 pub mod record;
 pub mod scan;
+#[cfg(test)]
+pub(crate) mod scripted;
 use crate::git::{Checkout, GitError, GitRun, Hooks};
 use crate::policy::receipts;
 use crate::policy::verify::CheckKind;
@@ -615,6 +617,22 @@ impl Wall {
             }
             self.stopped()
         })
+    }
+}
+
+/// The wall clock as a delivery's clock (the fleet's integration pull request): no
+/// countdown is shown, nothing but a signal ends the CI wait.
+impl Waiter for Wall {
+    fn now(&self) -> Timestamp {
+        Wall::now(self)
+    }
+
+    fn sleep(&mut self, d: Duration) -> WaitFut<'_> {
+        Wall::sleep(self, d)
+    }
+
+    fn tick(&mut self, _countdown: Countdown, _now: Timestamp) -> bool {
+        false
     }
 }
 

@@ -47,11 +47,18 @@ pub fn load(project: &Path) -> Option<Delivery> {
 /// # Errors
 /// The per-user folder or the file cannot be written.
 pub fn save(project: &Path, rec: &mut Delivery, now: Timestamp) -> Result<()> {
+    save_at(&path(project)?, rec, now)
+}
+
+/// Writes the record to `p` (the project's: [`path`]) atomically, 0600, stamped `now`.
+///
+/// # Errors
+/// The file cannot be written.
+pub fn save_at(p: &Path, rec: &mut Delivery, now: Timestamp) -> Result<()> {
     rec.schema_version = DELIVERY_RECORD_SCHEMA;
     rec.at = Some(now);
-    let p = path(project)?;
     let json = serde_json::to_vec_pretty(rec).map_err(|e| HankError::Internal(e.to_string()))?;
-    write_atomic(&p, &json, true).map_err(|e| HankError::io("failed to write", &p, e))
+    write_atomic(p, &json, true).map_err(|e| HankError::io("failed to write", p, e))
 }
 
 /// The evidence a delivery keeps of the run `ev` (rendered now, redacted with `secrets`).

@@ -59,6 +59,7 @@ pub(crate) mod check;
 mod news;
 mod open;
 mod output;
+pub(crate) mod plan;
 mod wait;
 
 pub(crate) use news::{News, RunView};

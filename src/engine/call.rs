@@ -3,8 +3,6 @@
 //! progress (and the per-loop check), the fold, the decision and what it leaves to do, the
 //! report.
 
-use jiff::Timestamp;
-
 use super::Engine;
 use crate::agent::answer::{self, Call, Ended, Pricing};
 use crate::agent::argv;
@@ -13,7 +11,6 @@ use crate::analysis::Analysis;
 use crate::effects::{AgentAnswer, AgentCall, News, Say};
 use crate::error::Result;
 use crate::policy::decide::Decision;
-use crate::policy::failover;
 use crate::policy::run::{Fact, FailoverPick};
 use crate::policy::windows;
 use crate::progress::Progress;
@@ -29,18 +26,17 @@ impl Engine {
         // ext4 and only matters if the whole machine goes down mid-write).
         let number = self.state.start_call(now);
         self.fx.persist(&self.state, false)?;
-        let agent = self.agent().clone();
-        let resume = self.resume_id(&agent, now);
+        let agent = self.chain.agent().clone();
+        let (resume, warning) = answer::resume_id(&mut self.state, &self.s, &agent, now);
+        if let Some(w) = warning {
+            self.warn(&w);
+        }
         let baseline = self
             .fx
             .baseline(self.s.project_dir.clone(), plan_before)
             .await;
         let mut got = self.call(&agent, number, resume.as_deref()).await?;
-        if got.interrupted {
-            // A `hank ctl stop` taken during the call stopped it: the run takes it now.
-            self.poll_control();
-        }
-        self.take_answer(&agent, (number, got.duration), &mut got.analysis)?;
+        self.take_answer(&agent, (number, got.duration, true), &mut got.analysis)?;
         if let Some(crash) = &got.analysis.crash {
             self.tell(News::Crashed { number, crash })?;
         }
@@ -93,51 +89,57 @@ impl Engine {
         let context = self.context_for(agent, number);
         let prompt_file = self.fx.prompt_file(number);
         let prepared = argv::prepare(agent, &self.s, resume, &context, &prompt, &prompt_file);
-        if let Some(bytes) = &prepared.prompt_file {
-            self.fx.write_file(&prompt_file, bytes)?;
-        }
         self.wait = None;
-        self.tell(News::LoopStarted {
+        let news = News::LoopStarted {
             number,
             resume: resume.is_some(),
             context_bytes: context.len() as u64,
             agent: agent.name(),
             format: argv::asked_format(agent, &self.s).as_str(),
-        })?;
+        };
+        let how = ((context.len(), prompt.len()), resume.is_some(), false);
+        self.spawn(agent, number, prepared, how, news).await
+    }
+
+    /// Call `number` of `agent` as `prepared` (its prompt file written first), announced by
+    /// `news` — the worker's and the reviewer's door; `how`: the context's and the prompt's
+    /// bytes, whether a session is resumed, whether the project is read-only. A `hank ctl
+    /// stop` taken during the call (it stopped the call) goes to the run now.
+    pub(super) async fn spawn(
+        &mut self,
+        agent: &Agent,
+        number: u64,
+        prepared: argv::Prepared,
+        (sizes, resume, read_only): ((usize, usize), bool, bool),
+        news: News<'_>,
+    ) -> Result<AgentAnswer> {
+        if let Some(bytes) = &prepared.prompt_file {
+            let file = self.fx.prompt_file(number);
+            self.fx.write_file(&file, bytes)?;
+        }
+        self.tell(news)?;
         let call = AgentCall {
             number,
             agent,
             settings: &self.s,
             args: &prepared.args,
             stdin: prepared.stdin,
-            resume: resume.is_some(),
-            sizes: (context.len(), prompt.len()),
-            read_only: false,
+            resume,
+            sizes,
+            read_only,
         };
-        self.fx.call_agent(call).await
-    }
-
-    /// The session to resume, when the profile resumes and the stored id is one the CLI
-    /// makes (state.json is in the agent's reach: an id goes back only in the CLI's alphabet).
-    fn resume_id(&mut self, agent: &Agent, now: Timestamp) -> Option<String> {
-        let stored = self.s.resumable(self.state.session.as_ref(), now);
-        let (p, name) = (&agent.profile, agent.name());
-        let id = stored.map(|x| x.id.as_str());
-        match crate::policy::session::resume_id(id, p.resume, p.session_ids(), name) {
-            Ok(id) => id,
-            Err(warning) => {
-                self.warn(&warning);
-                self.state.session = None;
-                None
-            }
+        let got = self.fx.call_agent(call).await?;
+        if got.interrupted {
+            self.poll_control();
         }
+        Ok(got)
     }
 
     /// The loop context of call `number`; notes from outside the run (live control, the
     /// fleet, delivery) go into one context.
     fn context_for(&mut self, agent: &Agent, number: u64) -> String {
-        let (handover, feedback) = (self.handover.take(), self.verify.feedback.take());
-        let mut input = argv::context_input(&self.state, &self.plan, number);
+        let (handover, feedback) = (self.chain.take_handover(), self.verify.feedback.take());
+        let mut input = argv::context_input(&self.state, &self.fix_plan.plan, number);
         input.handover_from = handover.as_deref();
         input.verification = feedback.as_deref();
         let by_choice = !agent.profile.allowed_tools;
@@ -145,12 +147,13 @@ impl Engine {
         argv::build_context(&input) + &argv::outside_notes(&self.run.take_notes())
     }
 
-    /// The answer made complete ([`answer::complete`]); `.hank/` recreated if the agent
-    /// removed it (the next integrity check then stops the run).
-    fn take_answer(
+    /// The answer of a call made complete ([`answer::complete`]), its warnings said; a
+    /// worker's (`worker`) is shown and `.hank/` recreated if the agent removed it (the next
+    /// integrity check then stops the run).
+    pub(super) fn take_answer(
         &mut self,
         agent: &Agent,
-        (number, took): (u64, std::time::Duration),
+        (number, took, worker): (u64, std::time::Duration, bool),
         a: &mut Analysis,
     ) -> Result<()> {
         let (pricing, when) = (
@@ -158,9 +161,12 @@ impl Engine {
             (self.fx.now(), &mut self.credential_warned),
         );
         let call = (agent, number, took);
-        let warnings = answer::complete(a, call, &mut self.state, pricing, when);
-        self.fx.say(Say::Analysis(a));
-        for w in warnings.into_iter().chain(self.fx.ensure_dirs()?) {
+        let mut warnings = answer::complete(a, call, &mut self.state, pricing, when);
+        if worker {
+            self.fx.say(Say::Analysis(a));
+            warnings.extend(self.fx.ensure_dirs()?);
+        }
+        for w in warnings {
             self.warn(&w);
         }
         Ok(())
@@ -173,9 +179,7 @@ impl Engine {
         number: u64,
         base: crate::progress::Baseline,
     ) -> Result<(Progress, bool)> {
-        let (after, stamp) = self.s.read_fix_plan_stamped().unwrap_or_default();
-        self.plan = crate::policy::fixplan::parse(&after, &self.s.optional_sections.value);
-        self.measured_plan = stamp.map(|stamp| (after.clone(), stamp));
+        let after = self.fix_plan.measure(&self.s);
         let mut progress = self
             .fx
             .measure(self.s.project_dir.clone(), base, after)
@@ -213,7 +217,7 @@ impl Engine {
         self.questions.clone_from(&c.analysis.questions);
         let (check, plan) = (
             self.verify.loop_result(c.number),
-            (self.plan.done(), self.plan.total()),
+            (self.fix_plan.plan.done(), self.fix_plan.plan.total()),
         );
         let (finished, summary) = answer::report(c, check, plan, &self.state);
         self.last_loop = Some(LastLoop::of(&finished));
@@ -228,38 +232,19 @@ impl Engine {
 }
 
 impl Engine {
-    /// The agent of the next call.
-    pub(super) fn agent(&self) -> &std::sync::Arc<Agent> {
-        &self.agents[self.current]
-    }
-
-    pub(super) fn chain(&self) -> Vec<String> {
-        self.agents.iter().map(|a| a.name().to_owned()).collect()
-    }
-
-    /// Agent `i` (the state machine's pick) takes the call ([`failover::Agents::take_turn`]).
+    /// Agent `i` (the state machine's pick) takes the call ([`crate::agent::chain::Chain`]).
     pub(super) fn use_agent(&mut self, i: usize) -> Result<()> {
-        let (chain, st) = (self.chain(), &mut self.state);
-        let turn = (st.agents).take_turn((&chain, i), &mut st.session, st.loop_count, local_time);
-        self.current = i;
-        if let Some(s) = &turn.1 {
-            if s.handover {
-                self.handover = Some(s.from.clone());
-            }
+        let (save, switch) = self.chain.take_turn(i, &mut self.state, local_time);
+        if let Some(s) = &switch {
             self.tell(News::Switched(s))?;
         }
-        if turn.0 { self.save() } else { Ok(()) }
+        if save { self.save() } else { Ok(()) }
     }
 
-    /// After an answer with an error (failover chains only): what the chain can do now
-    /// ([`failover::after_error`]) goes to the state machine, which decides.
+    /// After an answer with an error (failover chains only): what the chain can do now goes
+    /// to the state machine, which decides.
     pub(super) fn failover_pick(&mut self, a: &Analysis) -> FailoverPick {
-        let Some(err) = a.error.as_ref() else {
-            return FailoverPick::Unchanged;
-        };
-        let (chain, now) = (self.chain(), self.fx.now());
-        let (pick, line) =
-            failover::after_error(&mut self.state.agents, &chain, self.current, err, now);
+        let (pick, line) = self.chain.after_error(&mut self.state, a, self.fx.now());
         if let Some(line) = line {
             self.fx.say(Say::Info(&line));
         }

@@ -6,8 +6,7 @@ use jiff::Timestamp;
 
 use super::Engine;
 use crate::analysis::Analysis;
-use crate::deliver::in_run::Host;
-use crate::deliver::{WaitFut, Waiter};
+use crate::deliver::in_run::RunSide;
 use crate::effects::{News, Say};
 use crate::error::Result;
 use crate::exit::ExitReason;
@@ -18,7 +17,7 @@ use crate::store::schema::Delivery;
 impl Engine {
     /// The state machine's settings for a run started at `now`.
     pub(super) fn run_config(&self, now: Timestamp) -> RunConfig {
-        self.s.run_config(now, self.agents.len() > 1)
+        self.s.run_config(now, self.chain.fails_over())
     }
 
     /// Hands what the control source sent to the state machine.
@@ -47,11 +46,11 @@ impl Engine {
             return;
         }
         // A new setting may read the plan differently: the next look reads it again.
-        self.measured_plan = None;
-        for (key, value) in settings {
-            match crate::settings::live::apply(&mut self.s, &key, &value) {
-                Ok(shown) => self.fx.say(Say::Info(&format!("{key} is now {shown}"))),
-                Err(why) => self.warn(&format!("hank ctl set {key}={value} not applied: {why}")),
+        self.fix_plan.forget_measure();
+        for line in crate::settings::live::apply_all(&mut self.s, settings) {
+            match line {
+                Ok(line) => self.fx.say(Say::Info(&line)),
+                Err(warning) => self.warn(&warning),
             }
         }
         self.run.retune(self.run_config(self.run_started));
@@ -63,14 +62,14 @@ impl Engine {
             Step::Observe => self.observe_step().await?,
             Step::Call { agent } => {
                 self.use_agent(agent)?;
-                let plan = std::mem::take(&mut self.plan_text);
+                let plan = self.fix_plan.take_looked();
                 self.one_loop(plan).await?;
             }
             Step::Check(_) | Step::Failover | Step::FreshSession => {
                 self.settle(step, &Analysis::default()).await?;
             }
             Step::Wait { until, reason } => return self.wait_step(until, reason).await,
-            Step::Review(reason) => self.review_step(reason).await?,
+            Step::Review(_) => self.review_step().await?,
             Step::Deliver(reason) => self.deliver_step(reason).await?,
             Step::Stop(reason) => {
                 self.gate_stop(reason);
@@ -122,10 +121,7 @@ impl Engine {
                 list.join(", ")
             ));
         } else {
-            match self.refresh_plan() {
-                Some(text) => self.plan_text = text,
-                None => missing_files = true,
-            }
+            missing_files = !self.fix_plan.look(&self.s);
         }
         let plan_complete = !missing_files && {
             self.watch_verify_edit();
@@ -139,7 +135,7 @@ impl Engine {
             breaker_open: self.state.breaker.is_open(),
             budget: self.state.ledger.check(now, &limits),
             window: windows::check(&self.state.windows, &self.s.max_window_percent.value, now),
-            pick: self.state.agents.pick(&self.chain(), now),
+            pick: self.state.agents.pick(&self.chain.names(), now),
         };
         // In a fleet, the fleet-wide ledger (locked) takes the call once every gate hank can
         // see here lets it through: the budget holds for every task together. A later gate
@@ -199,27 +195,48 @@ impl Engine {
 }
 
 impl Engine {
-    /// Delivers the verified completion `reason`, then reports [`Fact::Delivered`].
-    pub(super) async fn deliver_step(&mut self, reason: ExitReason) -> Result<()> {
-        let (Some(mut d), Some(env)) = (self.delivery.take(), self.fx.delivery_env()) else {
-            self.run
-                .on(Fact::Delivered(Delivered::Final(reason)), self.fx.now());
+    /// DELIVER=branch|pr: started before any call, by the delivery machine's first command
+    /// (a refusal is the run's error).
+    pub(super) async fn start_delivery(&mut self) -> Result<()> {
+        let Some(mut d) = self.delivery.take() else {
             return Ok(());
         };
-        let line = format!("delivering the verified work on {}", d.branch());
-        self.fx.say(Say::Info(&line));
-        let outcome = d.deliver(&env, reason, self).await;
+        let started = d.start(self).await;
         self.delivery = Some(d);
+        started
+    }
+
+    /// Delivers the verified completion `reason`, then reports [`Fact::Delivered`].
+    pub(super) async fn deliver_step(&mut self, reason: ExitReason) -> Result<()> {
+        let outcome = match self.delivery.take() {
+            Some(mut d) => {
+                let outcome = d.deliver(reason, self).await;
+                self.delivery = Some(d);
+                outcome?
+            }
+            None => Delivered::Final(reason),
+        };
         self.delivering = None;
-        self.run.on(Fact::Delivered(outcome?), self.fx.now());
+        self.run.on(Fact::Delivered(outcome), self.fx.now());
         Ok(())
     }
 }
 
-impl Host for Engine {
-    fn record(&mut self, d: &Delivery) -> Result<()> {
-        self.delivering = Some(d.clone());
-        self.tell(News::Delivery(d))
+/// The run a delivery round is part of: the engine's clock and effects, its status.json and
+/// events, its control source.
+impl RunSide for Engine {
+    fn now(&self) -> Timestamp {
+        self.fx.now()
+    }
+
+    fn sleep(&mut self, d: std::time::Duration) -> crate::deliver::WaitFut<'_> {
+        Box::pin(async move {
+            self.fx.interrupted() || self.fx.sleep(d).await == crate::effects::Slept::Interrupted
+        })
+    }
+
+    fn records(&self) -> Option<crate::deliver::in_run::RunRecords> {
+        self.fx.delivery_env()
     }
 
     fn write_file(&mut self, path: &std::path::Path, bytes: &[u8]) -> Result<()> {
@@ -230,40 +247,30 @@ impl Host for Engine {
         self.fx.save_delivery_record(project, rec)
     }
 
+    fn say(&mut self, line: &str) {
+        self.fx.say(Say::Info(line));
+    }
+
+    fn counting_down(&mut self, until: Timestamp, now: Timestamp) {
+        let reason = "checks";
+        self.fx.say(Say::WaitTick { reason, until, now });
+    }
+
+    fn show(&mut self, d: &Delivery, step: bool) -> Result<()> {
+        self.delivering = Some(d.clone());
+        let news = if step {
+            News::Delivery(d)
+        } else {
+            News::Status(crate::store::RunState::Running)
+        };
+        self.tell(news)
+    }
+
     fn warn(&mut self, line: &str) {
         Engine::warn(self, line);
     }
-}
 
-/// Delivery's waits on the effects' clock: [`Effects::sleep`] (a signal cuts it short; the
-/// test effects' clock moves) and [`Clock::now`].
-impl Waiter for Engine {
-    fn now(&self) -> jiff::Timestamp {
-        self.fx.now()
-    }
-
-    fn sleep(&mut self, d: std::time::Duration) -> WaitFut<'_> {
-        Box::pin(async move {
-            self.fx.interrupted() || self.fx.sleep(d).await == crate::effects::Slept::Interrupted
-        })
-    }
-
-    /// The countdown of the CI wait, like the other waits' (`waiting (checks) until …`), and
-    /// in status.json's delivery when it changed (when the verdict is due, checks pending);
-    /// `hank ctl stop` (the control source is polled as in every wait) ends it.
-    fn tick(&mut self, countdown: crate::deliver::Countdown, now: jiff::Timestamp) -> bool {
-        self.fx.say(Say::WaitTick {
-            reason: "checks",
-            until: countdown.due,
-            now,
-        });
-        if let Some(d) = self.delivering.as_mut() {
-            let before = (d.checks_due, d.checks_pending);
-            countdown.show_in(d);
-            if before != (d.checks_due, d.checks_pending) {
-                let _ = self.tell(News::Status(crate::store::RunState::Running));
-            }
-        }
+    fn stop_asked(&mut self) -> bool {
         self.poll_control();
         self.run.next(self.fx.now()) == Step::Stop(ExitReason::Interrupted)
     }

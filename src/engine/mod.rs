@@ -51,11 +51,11 @@
 use jiff::Timestamp;
 
 use crate::agent::profile::Agent;
+use crate::effects::plan::PlanFile;
 use crate::effects::{Effects, News, Say};
 use crate::error::Result;
 use crate::exit::ExitReason;
 use crate::policy::budget::{Resume, WaitReason};
-use crate::policy::fixplan::{self, Plan};
 use crate::policy::run::{Observation, Run, RunConfig};
 use crate::policy::session;
 use crate::policy::verification::Verification;
@@ -71,11 +71,7 @@ mod wait;
 struct Engine {
     s: Settings,
     /// The agents of the run in failover order (one unless `AGENTS` names more).
-    agents: Vec<std::sync::Arc<Agent>>,
-    /// Index of the agent of the next call.
-    current: usize,
-    /// The agent the current one took over from (said once in the next loop's context).
-    handover: Option<String>,
+    chain: crate::agent::chain::Chain,
     state: State,
     /// Everything done to the world ([`Effects`]).
     fx: Box<dyn Effects>,
@@ -83,12 +79,8 @@ struct Engine {
     run: Run,
     /// What the last look before a call saw (the window and agent gates name it).
     seen: Option<Observation>,
-    /// fix_plan.md as the last look read it (the progress baseline of the next call).
-    plan_text: String,
-    plan: Plan,
-    /// fix_plan.md as the last measure read and parsed it, with its stamp: the next look
-    /// uses it when the file still has that stamp, instead of reading it again.
-    measured_plan: Option<(String, crate::fsread::Stamp)>,
+    /// fix_plan.md as the run last read it.
+    fix_plan: PlanFile,
     last_loop: Option<LastLoop>,
     wait: Option<(WaitReason, Timestamp)>,
     /// The login expiry last warned about (once per expiry time).
@@ -116,18 +108,6 @@ struct Engine {
 }
 
 impl Engine {
-    fn refresh_plan(&mut self) -> Option<String> {
-        if let Some((text, stamp)) = self.measured_plan.take()
-            && self.s.fix_plan_holds(&stamp)
-        {
-            // `self.plan` was parsed from this very text at the measure.
-            return Some(text);
-        }
-        let text = self.s.read_fix_plan()?;
-        self.plan = fixplan::parse(&text, &self.s.optional_sections.value);
-        Some(text)
-    }
-
     async fn run(&mut self) -> Result<u8> {
         match self.run_loop().await {
             Ok(reason) => self.finish(reason),
@@ -141,6 +121,7 @@ impl Engine {
     }
 
     async fn run_loop(&mut self) -> Result<ExitReason> {
+        self.start_delivery().await?;
         let now = self.fx.now();
         self.fx
             .log(&format!("hank run started (pid {})", std::process::id()));
@@ -152,11 +133,10 @@ impl Engine {
         self.state.agents.on_run_start(now);
         self.run_started = now;
         self.save()?;
-        self.refresh_plan();
-        self.verify = crate::effects::check::verification_at_start(&self.s, &self.plan);
+        self.fix_plan.look(&self.s);
+        self.verify = crate::effects::check::verification_at_start(&self.s, &self.fix_plan.plan);
         self.review_baseline();
-        let agents = self.agents.iter().map(|a| a.as_ref());
-        if let Some(w) = crate::agent::answer::uncharged_warning(agents, &self.s) {
+        if let Some(w) = crate::agent::answer::uncharged_warning(self.chain.agents(), &self.s) {
             self.warn(&w);
         }
         self.prune_logs();
@@ -185,32 +165,18 @@ impl Engine {
         }
         self.save()?;
         self.wait = None;
-        self.refresh_plan();
+        self.fix_plan.look(&self.s);
         let bcfg = self.s.breaker_config();
+        let delivery = self.delivery.as_ref().and_then(|d| d.last());
         let notes = crate::report::ExitNotes {
             limit: self.limit_note.as_deref(),
             verified: &self.verify.summary(reason),
             cooldown_ends: self.state.breaker.cooldown_ends_at(&bcfg),
             now: self.fx.now(),
+            delivery_error: delivery.as_ref().and_then(|d| d.error.as_deref()),
+            review: self.reviewer.rounds.last.as_ref(),
         };
-        let mut message = crate::report::exit_summary(reason, &self.state, &self.plan, &notes);
-        // A delivery stop says what failed (the forge's own error) and what to do next.
-        let delivery = self.delivery.as_ref().and_then(|d| d.last());
-        match (reason, delivery.as_ref().and_then(|d| d.error.as_deref())) {
-            (ExitReason::ForgeFailed, Some(error)) => message.push_str(&format!(" — {error}")),
-            (ExitReason::CiMissing, _) => {
-                message.push_str(&format!(" — {}", crate::policy::deliver::CI_MISSING_NEXT));
-            }
-            (ExitReason::ReviewRejected, _) => {
-                if let Some(last) = &self.reviewer.last {
-                    message.push_str(&format!(
-                        " — {}",
-                        crate::policy::review::rejected_note(last)
-                    ));
-                }
-            }
-            _ => {}
-        }
+        let message = crate::report::exit_summary(reason, &self.state, &self.fix_plan.plan, &notes);
         let verified = self.verify.verified;
         self.tell(News::Exit {
             reason,
@@ -233,8 +199,9 @@ mod tests;
 
 /// Drives a run of `s` with `agents` (the failover chain, at least one, found and checked)
 /// over `fx`, from the stored `state`, until it stops; `notes` (warnings found before the
-/// loop) are told first; `delivery` is the run's delivery (`DELIVER=branch|pr`), started by
-/// the caller: the engine's entry runs no git.
+/// loop) are told first; `delivery` is the run's delivery (`DELIVER=branch|pr`), started
+/// before the first call by the delivery machine's first command: the engine's entry runs no
+/// git.
 pub(crate) async fn drive(
     s: Settings,
     agents: Vec<Agent>,
@@ -261,17 +228,13 @@ impl Engine {
     pub(super) fn new(s: Settings, agents: Vec<Agent>, state: State, fx: Box<dyn Effects>) -> Self {
         Self {
             s,
-            agents: agents.into_iter().map(std::sync::Arc::new).collect(),
-            current: 0,
-            handover: None,
+            chain: crate::agent::chain::Chain::new(agents),
             state,
             run_started: fx.now(),
             fx,
             run: Run::new(RunConfig::default()),
             seen: None,
-            plan_text: String::new(),
-            measured_plan: None,
-            plan: crate::policy::fixplan::Plan::default(),
+            fix_plan: PlanFile::default(),
             last_loop: None,
             wait: None,
             credential_warned: None,

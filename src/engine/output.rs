@@ -31,7 +31,7 @@ impl Engine {
         RunView {
             status: None,
             cost_usd: self.run.cost(),
-            items: (self.plan.done(), self.plan.total()),
+            items: (self.fix_plan.plan.done(), self.fix_plan.plan.total()),
         }
     }
 
@@ -50,8 +50,8 @@ impl Engine {
             state: &self.state,
             run_state,
             plan: PlanCounts {
-                done: self.plan.done(),
-                total: self.plan.total(),
+                done: self.fix_plan.plan.done(),
+                total: self.fix_plan.plan.total(),
             },
             last_loop: self.last_loop.as_ref(),
             wait: self.wait,
@@ -63,7 +63,7 @@ impl Engine {
             verification: self.verify.status(),
             delivery,
             questions: &self.questions,
-            review: self.reviewer.last.as_ref(),
+            review: self.reviewer.rounds.last.as_ref(),
         });
         if let News::Exit { message, .. } = news {
             status.exit_message = Some((*message).to_owned());
@@ -120,7 +120,7 @@ impl Engine {
     /// Whether the plan is complete, counting required items that left it during the run as
     /// open; each such item is warned about once.
     pub(super) fn plan_complete(&mut self) -> bool {
-        let (complete, warning) = self.verify.plan_complete(&self.plan);
+        let (complete, warning) = self.verify.plan_complete(&self.fix_plan.plan);
         if let Some(w) = warning {
             self.warn(&w);
         }

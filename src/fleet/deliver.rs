@@ -17,10 +17,10 @@
 //!   fleet's records ([`rules::fleet_pr_body`]), then waits for the checks of exactly the
 //!   pushed commit (`CI_WAIT`, fail closed): the fleet's exit is the verdict.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::deliver::drive::{Branch, DeliveryEffects, Place, RealGit, World};
-use crate::deliver::{self, CiWaitSettings};
+use crate::deliver::{self, CiWaitSettings, Waiter};
 use crate::error::{HankError, Result};
 use crate::exit::ExitReason;
 use crate::forge;
@@ -117,10 +117,11 @@ impl FleetDelivery {
 }
 
 /// `--deliver pr --into X` after every task merged: pushes `into`, opens its pull request with
-/// the fleet's records, waits for its checks — the delivery machine with the fleet's host
-/// (`Integration`: the wall clock, the fleet's signal counter). Returns the fleet's
-/// exit code (0 `delivered`, 2 `push_rejected` / `ci_failed` / `ci_missing`, 3 `ci_timeout`,
-/// 130 interrupted) and records the delivery in `.hank/delivery.json`.
+/// the fleet's records, waits for its checks — the delivery machine with the fleet's host on
+/// `clock` (the fleet's effects' clock: [`deliver::Wall`] with the fleet's signal counter in
+/// `hank fleet`). Returns the fleet's exit code (0 `delivered`, 2 `push_rejected` /
+/// `ci_failed` / `ci_missing`, 3 `ci_timeout`, 130 interrupted) and records the delivery in
+/// `.hank/delivery.json`.
 ///
 /// # Errors
 /// git cannot run, the forge cannot be asked.
@@ -129,7 +130,7 @@ pub async fn integration(
     into: &str,
     delivery: &FleetDelivery,
     file: &FleetFile,
-    cancel: &mut tokio::sync::watch::Receiver<u32>,
+    clock: &mut dyn Waiter,
 ) -> Result<Option<u8>> {
     let FleetDelivery::Integration {
         base,
@@ -140,10 +141,38 @@ pub async fn integration(
     else {
         return Ok(None);
     };
-    let secrets = crate::agent::redact::secret_values();
     let url = deliver::remote_url(root, remote)?;
     let forge = forge::detect(root, &url, &forge::Env::from_process())?;
-    let rec = record_of(into, base, remote, file, &secrets);
+    let world = World {
+        dir: root.to_path_buf(),
+        place: Place {
+            branch: into.to_string(),
+            base: base.clone(),
+            remote: remote.clone(),
+        },
+        branch: Branch::AsItIs,
+        allow_files: allow_files.clone(),
+        git: std::sync::Arc::new(RealGit),
+        forge: Some(forge),
+        pr: None,
+    };
+    let record_file = deliver::record::path(root)?;
+    let code = pull_request(world, *wait, file, clock, record_file).await?;
+    Ok(Some(code))
+}
+
+/// The integration branch's pull request (`world`): the delivery machine driven on `clock`,
+/// its record saved at `record_file` (the per-user record); the fleet's exit code.
+async fn pull_request(
+    world: World,
+    wait: Option<CiWaitSettings>,
+    file: &FleetFile,
+    clock: &mut dyn Waiter,
+    record_file: PathBuf,
+) -> Result<u8> {
+    let secrets = crate::agent::redact::secret_values();
+    let p = &world.place;
+    let rec = record_of(&p.branch, &p.base, &p.remote, file, &secrets);
     let cfg = Config {
         source: Source::Fleet,
         pr: true,
@@ -154,20 +183,9 @@ pub async fn integration(
         secrets,
     };
     let mut host = Integration {
-        wall: deliver::Wall::new(Some(cancel.clone()), None)?,
-        world: World {
-            dir: root.to_path_buf(),
-            place: Place {
-                branch: into.to_string(),
-                base: base.clone(),
-                remote: remote.clone(),
-            },
-            branch: Branch::AsItIs,
-            allow_files: allow_files.clone(),
-            git: std::sync::Arc::new(RealGit),
-            forge: Some(forge),
-            pr: None,
-        },
+        clock,
+        world,
+        record_file,
     };
     let mut m = Machine::new(cfg, rec);
     let first = Event::Begin {
@@ -175,44 +193,44 @@ pub async fn integration(
         evidence: None,
     };
     deliver::drive::drive(&mut m, &mut host, first).await?;
-    Ok(Some(
-        m.record
-            .exit_reason
-            .map_or(crate::exit::HALTED, ExitReason::code),
-    ))
+    Ok(m.record
+        .exit_reason
+        .map_or(crate::exit::HALTED, ExitReason::code))
 }
 
-/// The fleet's host of the delivery machine: the wall clock and the fleet's signal counter,
-/// the per-user record, the verdict shown at the end, its steps said as `hank: fleet: …`.
-struct Integration {
-    wall: deliver::Wall,
+/// The fleet's host of the delivery machine: the fleet's clock, the per-user record, the
+/// verdict shown at the end, its steps said as `hank: fleet: …`.
+struct Integration<'a> {
+    clock: &'a mut dyn Waiter,
     world: World,
+    record_file: PathBuf,
 }
 
-impl deliver::Waiter for Integration {
+impl Waiter for Integration<'_> {
     fn now(&self) -> jiff::Timestamp {
-        self.wall.now()
+        self.clock.now()
     }
 
     fn sleep(&mut self, d: std::time::Duration) -> deliver::WaitFut<'_> {
-        self.wall.sleep(d)
+        self.clock.sleep(d)
     }
 
-    fn tick(&mut self, _countdown: deliver::Countdown, _now: jiff::Timestamp) -> bool {
-        false
+    fn tick(&mut self, countdown: deliver::Countdown, now: jiff::Timestamp) -> bool {
+        self.clock.tick(countdown, now)
     }
 }
 
-impl DeliveryEffects for Integration {
+impl DeliveryEffects for Integration<'_> {
     fn save(&mut self, d: &Delivery) -> Result<()> {
-        deliver::record::save(&self.world.dir, &mut d.clone(), self.wall.now())
+        let now = self.clock.now();
+        deliver::record::save_at(&self.record_file, &mut d.clone(), now)
     }
 
     /// As `hank deliver` tells it: delivery.json, the `delivery` event, NOTIFY.
     fn tell(&mut self, d: &Delivery) -> Result<()> {
         errln!("hank: fleet: {}", d.line());
         let store = crate::store::Store::new(&self.world.dir);
-        deliver::tell_outside_run(&store, self.wall.now(), d)
+        deliver::tell_outside_run(&store, self.clock.now(), d)
     }
 
     fn say(&mut self, said: &Said, d: &Delivery) {
@@ -258,7 +276,7 @@ fn record_of(
         .iter()
         .map(|t| FleetTaskLine {
             name: t.name.clone(),
-            state: format!("{:?}", t.state).to_ascii_lowercase(),
+            state: format!("{:?}", t.state()).to_ascii_lowercase(),
             loops: t.loops,
             cost_usd: t.cost_usd,
             message: t.message.clone(),
@@ -284,5 +302,116 @@ fn record_of(
             ..DeliveryEvidence::default()
         },
         ..Delivery::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use jiff::{SignedDuration, Timestamp};
+
+    use super::*;
+    use crate::deliver::scripted::{SHA, ScriptedGit};
+    use crate::forge::scripted::{ScriptedForge, pending_then};
+    use crate::policy::deliver::CheckState;
+
+    /// A fixed clock: it stands at its time, and moves only by what is slept.
+    struct Fixed {
+        now: Timestamp,
+        slept: Duration,
+    }
+
+    impl Waiter for Fixed {
+        fn now(&self) -> Timestamp {
+            self.now
+        }
+        fn sleep(&mut self, d: Duration) -> deliver::WaitFut<'_> {
+            self.slept += d;
+            self.now += SignedDuration::try_from(d).unwrap();
+            Box::pin(async { false })
+        }
+        fn tick(&mut self, _countdown: deliver::Countdown, _now: Timestamp) -> bool {
+            false
+        }
+    }
+
+    /// The fleet's integration pull request waits out a 25-minute CI on the clock it is
+    /// given, not the wall clock: the verdict is stamped on the fixed clock, 100 pending looks
+    /// 15 s apart after the push, and nothing really slept.
+    #[test]
+    fn the_integration_pull_request_waits_for_ci_on_the_fleets_clock() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".hank")).unwrap();
+        let git = Arc::new(ScriptedGit::default());
+        let forge = ScriptedForge::new(SHA, pending_then(100, CheckState::Passed));
+        let (looks, opened) = (Arc::clone(&forge.looks), Arc::clone(&forge.opened));
+        let world = World {
+            dir: dir.path().to_path_buf(),
+            place: Place {
+                branch: "hank-int".into(),
+                base: "main".into(),
+                remote: "origin".into(),
+            },
+            branch: Branch::AsItIs,
+            allow_files: Vec::new(),
+            git: Arc::clone(&git) as Arc<dyn deliver::drive::DeliverGit>,
+            forge: Some(Box::new(forge)),
+            pr: None,
+        };
+        let wait = CiWaitSettings {
+            appear: Duration::from_secs(600),
+            total: Duration::from_secs(1800),
+        };
+        let start = Timestamp::from_second(1_900_000_000).unwrap();
+        let mut clock = Fixed {
+            now: start,
+            slept: Duration::ZERO,
+        };
+        let record_file = dir.path().join("delivery-record.json");
+        let file = FleetFile {
+            into: "hank-int".into(),
+            ..FleetFile::default()
+        };
+        let runtime = crate::proc::runtime().unwrap();
+        let real_start = std::time::Instant::now();
+
+        let code = runtime
+            .block_on(pull_request(
+                world,
+                Some(wait),
+                &file,
+                &mut clock,
+                record_file.clone(),
+            ))
+            .unwrap();
+
+        assert_eq!(code, 0, "delivered");
+        assert_eq!(
+            *git.calls.lock().unwrap(),
+            vec![
+                "head of hank-int".to_string(),
+                format!("scan {SHA}"),
+                "push branch origin hank-int".into()
+            ]
+        );
+        assert_eq!(opened.lock().unwrap().len(), 1, "one pull request");
+        assert_eq!(*looks.lock().unwrap(), 101, "100 pending looks, then green");
+        assert_eq!(clock.slept, Duration::from_secs(25 * 60));
+        assert!(
+            real_start.elapsed() < Duration::from_secs(60),
+            "nothing really slept"
+        );
+        let saved: Delivery =
+            serde_json::from_slice(&std::fs::read(&record_file).unwrap()).unwrap();
+        assert_eq!(saved.checks, "green");
+        assert_eq!(saved.exit_reason, Some(ExitReason::Delivered));
+        assert!(saved.fleet);
+        assert_eq!(saved.at, Some(start + SignedDuration::from_mins(25)));
+        let shown: Delivery =
+            serde_json::from_slice(&std::fs::read(dir.path().join(".hank/delivery.json")).unwrap())
+                .unwrap();
+        assert_eq!(shown.head.as_deref(), Some(SHA));
     }
 }

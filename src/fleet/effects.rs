@@ -31,7 +31,9 @@ use std::io::Write as _;
 use tokio::sync::mpsc;
 
 use crate::effects::Fut;
-use crate::policy::fleet::machine::{Event, MergeOutcome, MergeProblemKind, WindowReading};
+use crate::policy::fleet::machine::{
+    Event, MergeOutcome, MergeProblemKind, TaskTold, WindowReading,
+};
 
 /// A task's figures from its run's `status.json`.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -120,8 +122,10 @@ pub(super) trait FleetEffects {
     fn windows(&mut self, now: Timestamp) -> Vec<WindowReading>;
     /// What the fleet's tasks spent (0 when MAX_COST_USD is unlimited: not read).
     fn fleet_cost(&mut self, now: Timestamp) -> f64;
-    /// Writes `fleet.json` (and tells each task's change as an event).
+    /// Writes `fleet.json`.
     fn save(&mut self, file: &mut FleetFile, now: Timestamp) -> Result<()>;
+    /// Tells the task events the machine emitted (`fleet_task` events, `--json`, NOTIFY).
+    fn tell_tasks(&mut self, told: &[TaskTold], now: Timestamp);
     /// A line on the terminal (`hank: fleet: LINE`).
     fn say(&mut self, line: &str);
     /// Whether the machine's inputs are recorded (`HANK_FLEET_RECORD`).
@@ -174,12 +178,7 @@ pub(super) struct Real<'a> {
 impl<'a> Real<'a> {
     /// The effects of the fleet of `paths` (its control journal opened; the recording when
     /// `HANK_FLEET_RECORD` names a file).
-    pub(super) fn open(
-        paths: &'a Paths,
-        opts: &'a Options,
-        cancel: &'a Cancel,
-        file: &FleetFile,
-    ) -> Result<Self> {
+    pub(super) fn open(paths: &'a Paths, opts: &'a Options, cancel: &'a Cancel) -> Result<Self> {
         let record = std::env::var_os("HANK_FLEET_RECORD").and_then(|path| {
             fs::OpenOptions::new()
                 .create(true)
@@ -198,7 +197,7 @@ impl<'a> Real<'a> {
             ctl: control::FleetControl::open(&paths.root)?,
             tail: events::Tail::new(opts.json),
             record,
-            saved: Saved::new(file, opts.json),
+            saved: Saved::new(opts.json),
         })
     }
 
@@ -462,6 +461,10 @@ impl FleetEffects for Real<'_> {
         self.saved.save(self.paths, file, now)
     }
 
+    fn tell_tasks(&mut self, told: &[TaskTold], now: Timestamp) {
+        self.saved.tell(self.paths, told, now);
+    }
+
     fn say(&mut self, line: &str) {
         errln!("hank: fleet: {line}");
     }
@@ -478,13 +481,15 @@ impl FleetEffects for Real<'_> {
 
     fn deliver<'b>(&'b mut self, file: &'b FleetFile) -> Fut<'b, Result<Option<u8>>> {
         Box::pin(async move {
-            let mut cancel = self.cancel.clone();
+            // The fleet's clock for its delivery: the wall clock (or HANK_NOW's), a signal
+            // ending its waits.
+            let mut clock = crate::deliver::Wall::new(Some(self.cancel.clone()), None)?;
             deliver::integration(
                 &self.paths.root,
                 &self.opts.into,
                 &self.opts.deliver,
                 file,
-                &mut cancel,
+                &mut clock,
             )
             .await
         })

@@ -1,53 +1,41 @@
-//! `fleet.json` written and its changes told (`fleet_task` events, `--json`, NOTIFY).
+//! `fleet.json` written, and the task events the fleet machine emits told (`fleet_task`
+//! events, `--json`, NOTIFY).
 
 use super::Paths;
 use crate::error::HankError;
 use crate::error::Result;
-use crate::policy::fleet::TaskState;
+use crate::policy::fleet::machine::TaskTold;
 use crate::store;
 use crate::store::schema::{FLEET_SCHEMA, FleetFile};
 use crate::store::{Store, fleet_ledger};
 use jiff::Timestamp;
-use std::collections::BTreeMap;
 
-/// What the fleet's saves remember between turns: the state of each task last told in the
-/// checkout's `events.jsonl`, `fleet.json` as last written (without its time), and whether
-/// `--json` puts the fleet's own events on stdout too.
+/// What the fleet's saves remember between turns: `fleet.json` as last written (without its
+/// time), and whether `--json` puts the fleet's own events on stdout too.
 #[derive(Debug, Default)]
 pub(super) struct Saved {
-    told: BTreeMap<String, TaskState>,
     last: Vec<u8>,
     json: bool,
 }
 
 impl Saved {
-    /// Tasks already in `file` when a fleet starts are not told again.
-    pub(super) fn new(file: &FleetFile, json: bool) -> Self {
+    pub(super) fn new(json: bool) -> Self {
         Self {
-            told: file
-                .tasks
-                .iter()
-                .map(|t| (t.name.clone(), t.state))
-                .collect(),
             last: Vec::new(),
             json,
         }
     }
 
-    /// A `fleet_task` event in the main checkout's `events.jsonl` for each task whose state
-    /// changed since it was last told (best effort: the fleet's state is `fleet.json`).
-    fn tell_changes(&mut self, paths: &Paths, file: &FleetFile, now: Timestamp) {
+    /// A `fleet_task` event in the main checkout's `events.jsonl` for each task event the
+    /// machine emitted (best effort: the fleet's state is `fleet.json`).
+    pub(super) fn tell(&mut self, paths: &Paths, told: &[TaskTold], now: Timestamp) {
         use crate::store::schema::{Event, EventKind};
         let store = Store::new(&paths.root);
-        for t in &file.tasks {
-            if self.told.get(&t.name) == Some(&t.state) {
-                continue;
-            }
-            self.told.insert(t.name.clone(), t.state);
+        for t in told {
             let event = Event::new(
                 now,
                 EventKind::FleetTask {
-                    task: t.name.clone(),
+                    task: t.task.clone(),
                     state: t.state,
                     branch: t.branch.clone(),
                     message: t.message.clone(),
@@ -63,15 +51,13 @@ impl Saved {
     }
 
     /// `fleet.json` written atomically — only when something but the time changed (the
-    /// supervisor saves on every turn of its loop; most turns change nothing) — after its
-    /// changes are told.
+    /// supervisor saves on every turn of its loop; most turns change nothing).
     pub(super) fn save(
         &mut self,
         paths: &Paths,
         file: &mut FleetFile,
         now: Timestamp,
     ) -> Result<()> {
-        self.tell_changes(paths, file, now);
         file.schema_version = FLEET_SCHEMA;
         file.updated_at = Some(now);
         let sum = fleet_ledger::summary(&paths.ledger(), now);

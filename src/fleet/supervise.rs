@@ -76,7 +76,7 @@ pub(super) async fn supervise(
         .collect();
     let cfg = config(paths, opts, file.deadline);
     let alive = alive_workers(&file);
-    let fx = Real::open(paths, opts, cancel, &file)?;
+    let fx = Real::open(paths, opts, cancel)?;
     let fleet = Fleet::new(cfg.clone(), tasks.to_vec(), file, &worktrees);
     Driver::new(fleet, fx, opts.max_runtime)
         .run(&cfg, alive, retry)
@@ -208,8 +208,11 @@ impl<E: FleetEffects> Driver<E> {
         Ok(())
     }
 
+    /// The task events the machine emitted told, then `fleet.json` written.
     fn save(&mut self) -> Result<()> {
         let now = self.fx.now();
+        let told = self.fleet.task_events();
+        self.fx.tell_tasks(&told, now);
         self.fx.save(self.fleet.header(), now)
     }
 
@@ -388,7 +391,7 @@ impl<E: FleetEffects> Driver<E> {
             .file()
             .tasks
             .iter()
-            .filter(|t| t.state == TaskState::Failed)
+            .filter(|t| t.state() == TaskState::Failed)
             .map(|t| {
                 format!(
                     "task {:?} failed — {} (branch {})",

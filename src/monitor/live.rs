@@ -35,7 +35,7 @@ pub(crate) struct Target {
 pub(crate) fn targets(file: &FleetFile) -> Vec<Target> {
     file.tasks
         .iter()
-        .filter(|t| t.state.is_active())
+        .filter(|t| t.state().is_active())
         .filter_map(|t| {
             let wt = t.worktree.as_deref().filter(|w| !w.is_empty())?;
             Some(Target {
@@ -171,12 +171,15 @@ impl Watch {
                     state: file.state.clone(),
                 });
             }
-            out.extend(file.tasks.iter().filter(|t| t.state.is_active()).map(|t| {
-                Notice::Following {
-                    task: t.name.clone(),
-                    state: t.state,
-                }
-            }));
+            out.extend(
+                file.tasks
+                    .iter()
+                    .filter(|t| t.state().is_active())
+                    .map(|t| Notice::Following {
+                        task: t.name.clone(),
+                        state: t.state(),
+                    }),
+            );
             self.remember(file);
             return out;
         };
@@ -187,12 +190,12 @@ impl Watch {
         }
         for t in &file.tasks {
             let before = seen.get(&t.name).copied();
-            if before == Some(t.state) {
+            if before == Some(t.state()) {
                 continue;
             }
             let was_active = before.is_some_and(TaskState::is_active);
             let (task, branch, message) = (t.name.clone(), t.branch.clone(), t.message.clone());
-            match t.state {
+            match t.state() {
                 TaskState::Running
                     if matches!(before, Some(TaskState::Merging | TaskState::Verifying)) =>
                 {
@@ -224,7 +227,7 @@ impl Watch {
         self.seen = Some(
             file.tasks
                 .iter()
-                .map(|t| (t.name.clone(), t.state))
+                .map(|t| (t.name.clone(), t.state()))
                 .collect(),
         );
         self.fleet_state.clone_from(&file.state);
@@ -407,14 +410,11 @@ mod tests {
     use crate::store::schema::FleetTask;
 
     fn task(name: &str, state: TaskState, wt: Option<&str>) -> FleetTask {
-        FleetTask {
-            name: name.into(),
-            state,
-            branch: format!("hank/{name}"),
-            worktree: wt.map(Into::into),
-            message: format!("{name} message"),
-            ..FleetTask::default()
-        }
+        let mut t = FleetTask::in_state(name, state);
+        t.branch = format!("hank/{name}");
+        t.worktree = wt.map(Into::into);
+        t.message = format!("{name} message");
+        t
     }
 
     fn fleet(state: &str, tasks: Vec<FleetTask>) -> FleetFile {

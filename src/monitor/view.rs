@@ -359,7 +359,7 @@ pub(crate) fn fleet_rows(snap: &Snapshot) -> Vec<Row> {
     let merged = f
         .tasks
         .iter()
-        .filter(|t| t.state == TaskState::Merged)
+        .filter(|t| t.state() == TaskState::Merged)
         .count();
     let cap = if f.max_calls_per_hour > 0 {
         format!(" of {}", f.max_calls_per_hour)
@@ -379,7 +379,7 @@ pub(crate) fn fleet_rows(snap: &Snapshot) -> Vec<Row> {
     )];
     out.push(fleet_budget_row(f));
     for t in &f.tasks {
-        let tone = match t.state {
+        let tone = match t.state() {
             TaskState::Merged => Tone::Good,
             TaskState::Failed | TaskState::Blocked => Tone::Bad,
             TaskState::Waiting => Tone::Warn,
@@ -390,7 +390,7 @@ pub(crate) fn fleet_rows(snap: &Snapshot) -> Vec<Row> {
             format!(
                 "{} · {} · {}{} · loops {} · ${:.2} · {}",
                 t.name,
-                t.state.as_str(),
+                t.state().as_str(),
                 t.branch,
                 t.issue.as_ref().map_or_else(String::new, |i| format!(
                     " · issue {} {}",
@@ -1163,14 +1163,14 @@ mod tests {
         use crate::store::schema::{FleetFile, FleetTask};
         let mut s = snap(None, "", "", None);
         s.fleet = Some(FleetFile {
-            tasks: vec![FleetTask {
-                name: "#3 Fix".into(),
-                branch: "hank/issue-3-fix".into(),
-                issue: Some(crate::policy::fleet::IssueRef {
+            tasks: vec![{
+                let mut t = FleetTask::in_state("#3 Fix", crate::policy::fleet::TaskState::Pending);
+                t.branch = "hank/issue-3-fix".into();
+                t.issue = Some(crate::policy::fleet::IssueRef {
                     number: 3.into(),
                     url: "https://x/o/r/issues/3".into(),
-                }),
-                ..FleetTask::default()
+                });
+                t
             }],
             ..FleetFile::default()
         });

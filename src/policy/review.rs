@@ -392,6 +392,101 @@ impl ReviewRound {
     }
 }
 
+/// The reviewer's rounds in a run, as its host keeps them between rounds: the work tree and
+/// the done items the first round's diff and list start from (then the tree of the last
+/// round), every round seen, the last round as status.json shows it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Rounds {
+    base_tree: Option<String>,
+    items_at_start: Vec<String>,
+    seen: Vec<RoundSeen>,
+    /// The last round as status.json shows it.
+    pub last: Option<ReviewRound>,
+    reviewed_once: bool,
+}
+
+/// What a round's prompt is made of besides the rounds themselves.
+#[derive(Debug, Clone)]
+pub struct RoundInput<'a> {
+    pub round: u32,
+    pub max_rounds: u32,
+    /// The fix_plan as it is now.
+    pub plan: &'a crate::policy::fixplan::Plan,
+    /// The work tree now (none: not a git repository, or git could not say).
+    pub tree: Option<&'a str>,
+    /// The diff (stat, patch) from [`Rounds::base_tree`] to `tree`, when git gave one.
+    pub diff: Option<(&'a str, &'a str)>,
+    /// `VERIFY_COMMAND`, and how its last run ended (none ran: `None`).
+    pub check: Option<&'a str>,
+    pub check_result: Option<String>,
+}
+
+impl Rounds {
+    /// At the run's start: the work tree and the done items the first round starts from.
+    pub fn start(&mut self, tree: Option<String>, plan: &crate::policy::fixplan::Plan) {
+        self.base_tree = tree;
+        self.items_at_start = done_items(plan);
+    }
+
+    /// The tree the next round's diff starts from.
+    #[must_use]
+    pub fn base_tree(&self) -> Option<&str> {
+        self.base_tree.as_deref()
+    }
+
+    /// The prompt of a round ([`prompt`]): the items done in the run, the diff (since the
+    /// run's start, or since the last round), the check, earlier findings; the base moves to
+    /// the tree now.
+    pub fn prompt(&mut self, i: &RoundInput<'_>) -> String {
+        let since_last_round = self.reviewed_once;
+        let diff = i.diff.map_or_else(
+            || "(no diff: the project is not a git repository, or git could not say; read the files the items name)".to_owned(),
+            |(stat, patch)| cap_diff(stat, patch),
+        );
+        if let Some(tree) = i.tree {
+            self.base_tree = Some(tree.to_owned());
+        }
+        self.reviewed_once = true;
+        let items: Vec<String> = done_items(i.plan)
+            .into_iter()
+            .filter(|item| !self.items_at_start.contains(item))
+            .collect();
+        let earlier: Vec<(u32, Vec<Finding>)> = (self.seen.iter())
+            .map(|r| (r.round, r.review.findings.clone()))
+            .collect();
+        let check_result =
+            (i.check_result.clone()).unwrap_or_else(|| "no check ran in this run".to_owned());
+        prompt(&PromptInput {
+            round: i.round,
+            max_rounds: i.max_rounds,
+            items: &items,
+            diff: &diff,
+            since_last_round,
+            check: i.check,
+            check_result: &check_result,
+            earlier: &earlier,
+        })
+    }
+
+    /// A round ended with `verdict`, shown as `shown`.
+    pub fn record(&mut self, verdict: Review, shown: ReviewRound) {
+        self.seen.push(RoundSeen {
+            round: shown.round,
+            review: verdict,
+            cost_usd: shown.cost_usd,
+        });
+        self.last = Some(shown);
+    }
+}
+
+/// The fix_plan items checked in `plan`.
+fn done_items(plan: &crate::policy::fixplan::Plan) -> Vec<String> {
+    (plan.items.iter())
+        .filter(|i| i.done)
+        .map(|i| i.text.clone())
+        .collect()
+}
+
 /// Why the reviewer's call gave no answer to read (an error, a timeout, an interrupt).
 #[must_use]
 pub fn call_failure(interrupted: bool, a: &crate::analysis::Analysis) -> Option<String> {
@@ -650,5 +745,71 @@ mod tests {
         );
         assert!(s.contains("- [minor] c: d"), "{s}");
         assert_eq!(pr_section(&[], &same), None);
+    }
+
+    /// A run's rounds: the first reads the diff from the run's start and the items done in
+    /// the run only; the second reads the diff since the first (its base moved to the tree
+    /// the first saw) and the first round's findings; no diff from git is said so.
+    #[test]
+    fn rounds_move_their_base_and_name_earlier_findings() {
+        let before = crate::policy::fixplan::parse("- [x] old\n- [ ] new\n", &[]);
+        let after = crate::policy::fixplan::parse("- [x] old\n- [x] new\n", &[]);
+        let mut r = Rounds::default();
+        r.start(Some("t0".into()), &before);
+        assert_eq!(r.base_tree(), Some("t0"));
+        let input = |round, tree, diff| RoundInput {
+            round,
+            max_rounds: 3,
+            plan: &after,
+            tree,
+            diff,
+            check: Some("make test"),
+            check_result: None,
+        };
+        let first = r.prompt(&input(1, Some("t1"), Some(("stat", "+fn a() {}\n"))));
+        assert!(first.contains("round 1 of 3"), "{first}");
+        assert!(
+            first.contains("- new\n") && !first.contains("- old\n"),
+            "{first}"
+        );
+        assert!(
+            first.contains("The diff of this run (from its start)"),
+            "{first}"
+        );
+        assert!(first.contains("+fn a() {}"), "{first}");
+        assert!(first.contains("no check ran in this run"), "{first}");
+        assert_eq!(r.base_tree(), Some("t1"));
+        let verdict = review("VERDICT: CHANGES\nFINDINGS:\n- [blocker] src/a.rs: no test");
+        let shown = ReviewRound {
+            round: 1,
+            max_rounds: 3,
+            agent: "codex".into(),
+            number: 4,
+            verdict: "changes".into(),
+            why: None,
+            blockers: 1,
+            minors: 0,
+            findings: verdict.findings.clone(),
+            cost_usd: 0.2,
+            cost_estimated: false,
+            tokens: 10,
+            duration_ms: 5,
+        };
+        r.record(verdict, shown.clone());
+        assert_eq!(r.last, Some(shown));
+        let second = r.prompt(&input(2, None, None));
+        assert!(
+            second.contains("What changed since your last round"),
+            "{second}"
+        );
+        assert!(
+            second.contains("Round 1: [blocker] src/a.rs: no test"),
+            "{second}"
+        );
+        assert!(
+            second.contains("(no diff: the project is not a git repository"),
+            "{second}"
+        );
+        assert_eq!(r.base_tree(), Some("t1"), "no tree now: the base stays");
     }
 }

@@ -413,9 +413,9 @@ pub(crate) fn fleet(d: &FleetData, now: Timestamp) -> String {
             m,
             r#"<tr id="task-{}" data-state="{}"><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>${:.2}</td><td>{}</td></tr>"#,
             esc(&t.name),
-            t.state.as_str(),
+            t.state().as_str(),
             esc(&t.name),
-            state_span(Some(t.state.as_str())),
+            state_span(Some(t.state().as_str())),
             esc(&t.branch),
             t.loops,
             t.cost_usd,
@@ -430,7 +430,7 @@ pub(crate) fn fleet(d: &FleetData, now: Timestamp) -> String {
         .iter()
         .filter(|t| {
             matches!(
-                t.state,
+                t.state(),
                 crate::policy::fleet::TaskState::Merging
                     | crate::policy::fleet::TaskState::Verifying
             )
@@ -445,7 +445,7 @@ pub(crate) fn fleet(d: &FleetData, now: Timestamp) -> String {
                 m,
                 "<li>{} — {}{}</li>",
                 esc(&t.name),
-                t.state.as_str(),
+                t.state().as_str(),
                 if t.merge_attempts > 0 {
                     format!(" (attempt {})", t.merge_attempts + 1)
                 } else {

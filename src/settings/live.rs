@@ -201,8 +201,20 @@ pub fn check(name: &str, raw: &str) -> Result<(), String> {
     }
 }
 
-/// Applies `hank ctl set KEY=VALUE` to the run's settings; the value shown afterwards. No
-/// I/O: the loop reads the settings again at its next gate.
+/// Applies each `hank ctl set KEY=VALUE` of `settings` to the run's settings, in order: for
+/// each, the line to say (`KEY is now …`) or, when it was not applied, the warning. No I/O:
+/// the loop reads the settings again at its next gate.
+#[must_use]
+pub fn apply_all(s: &mut Settings, settings: Vec<(String, String)>) -> Vec<Result<String, String>> {
+    (settings.into_iter())
+        .map(|(key, value)| match apply(s, &key, &value) {
+            Ok(shown) => Ok(format!("{key} is now {shown}")),
+            Err(why) => Err(format!("hank ctl set {key}={value} not applied: {why}")),
+        })
+        .collect()
+}
+
+/// Applies `hank ctl set KEY=VALUE` to the run's settings; the value shown afterwards.
 ///
 /// # Errors
 /// As [`check`]; nothing is changed then.

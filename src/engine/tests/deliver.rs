@@ -1,10 +1,9 @@
 //! A delivery round inside the run, on the test effects' clock: the forge answers "pending"
 //! for most of a 30-minute CI wait, then green; the wait sleeps through `Effects::sleep` (the
 //! clock moves, nothing sleeps) and the round ends the run `delivered`. No process, no git:
-//! delivery's git ([`DeliverGit`]) and forge are scripted.
+//! delivery's git ([`DeliverGit`]: [`ScriptedGit`]) and forge are scripted.
 
-use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 
@@ -12,54 +11,14 @@ use super::block_on;
 use super::effects::{Script, TestEffects};
 use super::loops::{DONE, project, scripted};
 use crate::analysis::Analysis;
-use crate::deliver::in_run::{DeliverGit, InRun, Place};
-use crate::deliver::{Committed, Push};
-use crate::error::Result;
+use crate::deliver::in_run::{DeliverGit, InRun};
+use crate::deliver::scripted::{SHA, ScriptedGit, place};
 use crate::exit::ExitReason;
 use crate::forge::scripted::{ScriptedForge, pending_then};
 use crate::policy::deliver::CheckState;
 use crate::policy::deliver::machine::replay;
 use crate::store::EventKind;
 use crate::store::schema::{Delivery, DeliveryStep};
-
-const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
-
-/// Delivery's git, scripted: the commit is made, HEAD is [`SHA`], nothing looks like a secret,
-/// the push goes through; each call named in `calls`.
-#[derive(Default)]
-struct ScriptedGit {
-    calls: Mutex<Vec<String>>,
-}
-
-impl DeliverGit for ScriptedGit {
-    fn commit_all(&self, _dir: &Path, branch: &str, _message: &str) -> Result<Committed> {
-        self.calls.lock().unwrap().push(format!("commit {branch}"));
-        Ok(Committed {
-            made: true,
-            ..Committed::default()
-        })
-    }
-    fn head(&self, _dir: &Path) -> Result<String> {
-        Ok(SHA.into())
-    }
-    fn scan(
-        &self,
-        _dir: &Path,
-        sha: &str,
-        _to: &Place,
-        _allow: &[String],
-    ) -> Result<crate::deliver::scan::Scan> {
-        self.calls.lock().unwrap().push(format!("scan {sha}"));
-        Ok(crate::deliver::scan::Scan::default())
-    }
-    fn push(&self, _dir: &Path, remote: &str, branch: &str) -> Result<Push> {
-        self.calls
-            .lock()
-            .unwrap()
-            .push(format!("push {remote} {branch}"));
-        Ok(Push::Pushed)
-    }
-}
 
 fn deliveries(fx: &TestEffects) -> Vec<(Timestamp, Delivery)> {
     fx.fx()
@@ -70,15 +29,6 @@ fn deliveries(fx: &TestEffects) -> Vec<(Timestamp, Delivery)> {
             _ => None,
         })
         .collect()
-}
-
-/// Where the scripted round delivers: `hank/main` onto `main` at `origin`.
-fn place() -> Place {
-    Place {
-        branch: "hank/main".into(),
-        base: "main".into(),
-        remote: "origin".into(),
-    }
 }
 
 /// The round's recorded events replay to the same record (`last`), and to the delivery.json
@@ -205,4 +155,59 @@ fn an_interrupt_during_the_ci_wait_stops_the_round_interrupted() {
         f.delivery_records.last().unwrap().step,
         DeliveryStep::PrOpened
     );
+}
+
+/// The engine's entry runs no git: the run's delivery is started by the delivery machine's
+/// first command (where it goes, then the switch to its branch), before the first call.
+#[test]
+fn the_delivery_is_started_by_the_machines_first_command_before_any_call() {
+    let rc = "VERIFY_COMMAND=make test\nVERIFY_AT_START=false\nDELIVER=branch\n";
+    let fx = scripted(&[Some(DONE)], vec![Analysis::default()], &[Script::Pass]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = project(dir.path(), rc, &["claude"], &fx);
+    let git = Arc::new(ScriptedGit::default());
+    e.delivery = InRun::new(&e.s, Arc::clone(&git) as Arc<dyn DeliverGit>);
+
+    let code = block_on(e.run()).unwrap();
+
+    assert_eq!(code, 0);
+    assert_eq!(
+        *git.calls.lock().unwrap(),
+        vec![
+            "locate origin".to_string(),
+            "switch hank/main".into(),
+            "commit hank/main".into(),
+            format!("scan {SHA}"),
+            "push origin hank/main".into()
+        ]
+    );
+    let d = e.delivery.as_ref().unwrap().record();
+    assert_eq!(
+        (d.branch.as_str(), d.remote.as_str()),
+        ("hank/main", "origin")
+    );
+    assert_eq!(d.exit_reason, Some(ExitReason::Delivered));
+}
+
+/// A delivery that cannot start (no such remote) is the run's error, before any call.
+#[test]
+fn a_delivery_that_cannot_start_fails_the_run_before_any_call() {
+    let rc = "VERIFY_COMMAND=make test\nVERIFY_AT_START=false\nDELIVER=branch\n";
+    let fx = scripted(&[Some(DONE)], vec![Analysis::default()], &[Script::Pass]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = project(dir.path(), rc, &["claude"], &fx);
+    let git = Arc::new(ScriptedGit {
+        no_remote: true,
+        ..ScriptedGit::default()
+    });
+    e.delivery = InRun::new(&e.s, Arc::clone(&git) as Arc<dyn DeliverGit>);
+
+    let err = block_on(e.run()).unwrap_err();
+
+    assert!(err.to_string().contains("does not exist"), "{err}");
+    assert_eq!(
+        *git.calls.lock().unwrap(),
+        vec!["locate origin".to_string()]
+    );
+    assert_eq!(e.state.loop_count, 0, "no call");
 }

@@ -14,7 +14,7 @@ use jiff::{SignedDuration, Timestamp};
 use crate::effects::Fut;
 use crate::error::Result;
 use crate::policy::fleet::TaskSpec;
-use crate::policy::fleet::machine::{Event, MergeOutcome, WindowReading};
+use crate::policy::fleet::machine::{Event, MergeOutcome, TaskTold, WindowReading};
 use crate::store::schema::FleetFile;
 
 use super::super::effects::{FleetEffects, RunFigures, Stop, Wake};
@@ -92,6 +92,8 @@ pub(super) struct Fx {
     pub log: Vec<(Timestamp, String)>,
     pub said: Vec<String>,
     pub saved: Vec<FleetFile>,
+    /// The task events the machine emitted, as told.
+    pub told: Vec<TaskTold>,
     pub record: Vec<String>,
     /// The most git jobs in flight at once.
     pub most_jobs: usize,
@@ -376,6 +378,10 @@ impl FleetEffects for TestFx {
         file.updated_at = Some(now);
         self.0.borrow_mut().saved.push(file.clone());
         Ok(())
+    }
+
+    fn tell_tasks(&mut self, told: &[TaskTold], _now: Timestamp) {
+        self.0.borrow_mut().told.extend_from_slice(told);
     }
 
     fn say(&mut self, line: &str) {

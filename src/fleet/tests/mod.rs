@@ -65,7 +65,7 @@ fn last_saved(fx: &TestFx) -> FleetFile {
 }
 
 fn state(file: &FleetFile, name: &str) -> TaskState {
-    file.tasks.iter().find(|t| t.name == name).unwrap().state
+    file.tasks.iter().find(|t| t.name == name).unwrap().state()
 }
 
 fn when(fx: &TestFx, what: &str) -> Timestamp {
@@ -240,7 +240,7 @@ fn ctrl_c_during_a_merge_stops_the_workers_and_saves() {
     assert_eq!(state(end, "A"), TaskState::Merged);
     let b = end.tasks.iter().find(|t| t.name == "B").unwrap();
     assert_eq!(
-        (b.state, b.pid, b.exit_code),
+        (b.state(), b.pid, b.exit_code),
         (TaskState::Pending, None, Some(130))
     );
     assert!(
@@ -296,7 +296,7 @@ fn a_small_fleet_saves_what_its_recorded_events_replay_to() {
     let f = fx.0.borrow();
     let end = f.saved.last().unwrap();
     for t in &end.tasks {
-        assert_eq!(t.state, TaskState::Merged, "{t:?}");
+        assert_eq!(t.state(), TaskState::Merged, "{t:?}");
     }
     let a = end.tasks.iter().find(|t| t.name == "A").unwrap();
     assert_eq!(a.merge_attempts, 1);
@@ -412,4 +412,36 @@ fn ctrl_c_during_a_wait_is_taken_at_once() {
     // the machine's own wake-up, not a periodic turn's.
     assert_eq!(when(&fx, "kill a"), at(23_000));
     assert_eq!(when(&fx, "reaped a"), at(23_000));
+}
+
+/// The supervisor tells the task events the machine emits, each once and before the save
+/// that holds it: every task of a fleet that merges goes pending, running, verifying,
+/// merging, merged — no state told twice in a row.
+#[test]
+fn the_supervisor_tells_each_task_event_the_machine_emits_once() {
+    let fx = TestFx::at(t0());
+    assert_eq!(run(TWO, 2, &fx), crate::exit::OK);
+    let told = fx.0.borrow().told.clone();
+    for task in ["A", "B"] {
+        let states: Vec<TaskState> = (told.iter())
+            .filter(|t| t.task == task)
+            .map(|t| t.state)
+            .collect();
+        assert_eq!(
+            states.first(),
+            Some(&TaskState::Pending),
+            "{task}: {states:?}"
+        );
+        assert_eq!(
+            states.last(),
+            Some(&TaskState::Merged),
+            "{task}: {states:?}"
+        );
+        assert!(states.contains(&TaskState::Running), "{task}: {states:?}");
+        assert!(
+            states.windows(2).all(|w| w[0] != w[1]),
+            "{task}: told once per change: {states:?}"
+        );
+    }
+    assert_eq!(state(&last_saved(&fx), "A"), TaskState::Merged);
 }

@@ -5,6 +5,9 @@
 //! integration pull request — which execute its commands through
 //! `deliver::drive::DeliveryEffects` and hand back what happened as an [`Event`]:
 //!
+//! 0. `Open` (a run's delivery, once, before its first call): the machine's first command
+//!    is `Start` — the host checks the repository, the remote, the base and the forge and
+//!    puts the work on the delivery branch — and `Started` names where it goes;
 //! 1. `Begin`: the record of the round (the run's evidence), saved before anything moves;
 //! 2. the commit of what the agent left (the fleet's branch as it is), then the scan of what
 //!    the push sends (a secret stops it), then the push — a transient failure tried again
@@ -57,9 +60,34 @@ pub struct Config {
     pub secrets: Vec<String>,
 }
 
+/// What starting a run's delivery asks the host for (`DELIVER`, `DELIVER_BRANCH`,
+/// `DELIVER_REMOTE`, `DELIVER_BASE`, `CI_WAIT`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Want {
+    /// `DELIVER_BRANCH`: the branch to deliver on (else `hank/<the branch the checkout is on>`).
+    pub branch: Option<String>,
+    /// `DELIVER_REMOTE`.
+    pub remote: String,
+    /// `DELIVER_BASE`: the pull request's base (else found from the remote).
+    pub base: Option<String>,
+    /// `DELIVER=pr`: a base must be known (`branch` goes on without one).
+    pub base_required: bool,
+    /// A forge is needed (`DELIVER=pr`, or `CI_WAIT` applies): it must be found.
+    pub forge: bool,
+}
+
 /// What happened, as the host saw it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
+    /// A run's delivery opens (before the run's first call): the machine asks the host to
+    /// start it.
+    Open(Want),
+    /// The host started it: the work is on `branch`, delivered to `remote`, against `base`.
+    Started {
+        branch: String,
+        base: String,
+        remote: String,
+    },
     /// A delivery of `reason` begins; `evidence` is the run's (a new round), none when the
     /// record already holds it (a resumed delivery, the fleet's).
     Begin {
@@ -167,6 +195,12 @@ pub enum Said {
 /// What the host does next.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
+    /// Start a run's delivery as `Want` says: check the repository, the remote, the base and
+    /// the forge (a refusal is the run's error, before any call), then put the working tree
+    /// on the delivery branch.
+    Start(Want),
+    /// The delivery is started: the run's loop may call its agent (on the delivery branch).
+    Ready,
     /// Write the record (the per-user record: what a later `hank deliver` resumes).
     Save,
     /// Show the record (`.hank/delivery.json`, the `delivery` event, status.json).
@@ -217,6 +251,8 @@ pub enum Command {
 enum Phase {
     #[default]
     Idle,
+    /// A run's delivery is being started (`Command::Start`).
+    Starting,
     Committing,
     Scanning,
     Pushing,
@@ -282,6 +318,23 @@ impl Machine {
     /// The next commands after `event` at `now`.
     pub fn on(&mut self, event: Event, now: Timestamp) -> Vec<Command> {
         match (self.phase, event) {
+            (Phase::Idle, Event::Open(want)) => {
+                self.phase = Phase::Starting;
+                vec![Command::Start(want)]
+            }
+            (
+                Phase::Starting,
+                Event::Started {
+                    branch,
+                    base,
+                    remote,
+                },
+            ) => {
+                self.phase = Phase::Idle;
+                let r = &mut self.record;
+                (r.branch, r.base, r.remote) = (branch, base, remote);
+                vec![Command::Ready]
+            }
             (Phase::Idle | Phase::Done, Event::Begin { reason, evidence }) => {
                 self.begin(reason, evidence, now)
             }

@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 #[serde(default)]
 pub struct FleetTask {
     pub name: String,
-    pub state: super::TaskState,
+    /// Written only by the fleet machine ([`super::machine::Fleet`]), which tells each change
+    /// ([`super::machine::TaskTold`]); read through [`FleetTask::state`].
+    pub(super) state: super::TaskState,
     /// `hank/<slug>`.
     pub branch: String,
     /// The task's worktree while it has one (`None` once merged or failed).
@@ -46,6 +48,26 @@ pub struct FleetTask {
     /// How many times `hank fleet --retry` queued it again after it failed.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub retries: u32,
+}
+
+impl FleetTask {
+    /// The task's state.
+    #[must_use]
+    pub fn state(&self) -> super::TaskState {
+        self.state
+    }
+
+    /// A task named `name` in `state` (tests that show a fleet build one; a fleet's own tasks
+    /// change state only in its machine).
+    #[cfg(test)]
+    #[must_use]
+    pub(crate) fn in_state(name: &str, state: super::TaskState) -> Self {
+        Self {
+            name: name.to_owned(),
+            state,
+            ..Self::default()
+        }
+    }
 }
 
 fn is_zero(n: &u32) -> bool {

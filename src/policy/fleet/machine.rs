@@ -181,10 +181,21 @@ pub enum Command {
     Finish,
 }
 
+/// A task's state changed: told once per change (the `fleet_task` event, `--json`, NOTIFY).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskTold {
+    pub task: String,
+    pub state: TaskState,
+    pub branch: String,
+    pub message: String,
+}
+
 /// The fleet: its tasks' states (`fleet.json`) and what the supervisor has under way.
 #[derive(Debug, Clone)]
 pub struct Fleet {
     cfg: Config,
+    /// Each task's state as last told ([`Fleet::task_events`]).
+    told: BTreeMap<String, TaskState>,
     specs: Vec<TaskSpec>,
     file: FleetFile,
     /// Tasks whose worktree is being made, whose worker runs, whose worktree is discarded.
@@ -216,6 +227,10 @@ impl Fleet {
         mut file: FleetFile,
         worktrees: &BTreeMap<String, String>,
     ) -> Self {
+        // Tasks already recorded when the fleet starts are not told again.
+        let told = (file.tasks.iter())
+            .map(|t| (t.name.clone(), t.state))
+            .collect();
         for spec in &specs {
             if !file.tasks.iter().any(|t| t.name == spec.name) {
                 file.tasks.push(FleetTask {
@@ -234,6 +249,7 @@ impl Fleet {
         file.held = None;
         Self {
             cfg,
+            told,
             specs,
             file,
             preparing: BTreeSet::new(),
@@ -250,6 +266,25 @@ impl Fleet {
             started: 0,
             spares: 0,
         }
+    }
+
+    /// The tasks' state changes since the last call, in the file's order: the machine is the
+    /// only writer of the states, and tells each change once (the supervisor before it saves).
+    pub fn task_events(&mut self) -> Vec<TaskTold> {
+        let mut out = Vec::new();
+        for t in &self.file.tasks {
+            if self.told.get(&t.name) == Some(&t.state) {
+                continue;
+            }
+            self.told.insert(t.name.clone(), t.state);
+            out.push(TaskTold {
+                task: t.name.clone(),
+                state: t.state,
+                branch: t.branch.clone(),
+                message: t.message.clone(),
+            });
+        }
+        out
     }
 
     /// `fleet.json` as it stands.

@@ -542,3 +542,51 @@ fn hank_deliver_arms_auto_merge_and_keeps_review_requests_for_the_next_run() {
     assert!(m.record.feedback.as_deref().unwrap().contains("typo"));
     assert_eq!(m.record.step, DeliveryStep::Finished);
 }
+
+/// A run's delivery starts with the machine's first command: `Start` as the settings want
+/// it; `Started` names where the work goes, and the rounds deliver there.
+#[test]
+fn a_runs_delivery_is_started_by_its_first_command() {
+    let want = Want {
+        branch: None,
+        remote: "upstream".into(),
+        base: Some("develop".into()),
+        base_required: true,
+        forge: true,
+    };
+    let mut m = Machine::new(
+        cfg(Source::Run),
+        Delivery {
+            mode: "pr".into(),
+            ..Delivery::default()
+        },
+    );
+    assert_eq!(
+        m.on(Event::Open(want.clone()), at(0)),
+        vec![Command::Start(want)]
+    );
+    // Nothing else moves it while it starts.
+    assert_eq!(m.on(begin(ExitReason::PlanComplete), at(1)), Vec::new());
+    let started = Event::Started {
+        branch: "hank/main".into(),
+        base: "develop".into(),
+        remote: "upstream".into(),
+    };
+    assert_eq!(m.on(started, at(2)), vec![Command::Ready]);
+    assert_eq!(
+        (
+            m.record.branch.as_str(),
+            m.record.base.as_str(),
+            m.record.remote.as_str()
+        ),
+        ("hank/main", "develop", "upstream")
+    );
+    assert_eq!(m.record.round, 0, "starting is no round");
+    let cmds = m.on(begin(ExitReason::PlanComplete), at(3));
+    assert_eq!(m.record.round, 1);
+    assert!(
+        cmds.iter()
+            .any(|c| matches!(c, Command::Commit { message: Some(_) })),
+        "{cmds:?}"
+    );
+}

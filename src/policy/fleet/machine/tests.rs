@@ -1016,3 +1016,44 @@ fn retry_queues_the_failed_tasks_and_refuses_what_did_not_fail() {
         )]
     );
 }
+
+/// The machine is the only writer of the tasks' states, and it emits each change once as a
+/// task event: new tasks are told pending, a started one running, a failed one failed with
+/// its message; a task recorded before the fleet started is not told again.
+#[test]
+fn the_machine_emits_each_task_state_change_once() {
+    let recorded = FleetFile {
+        tasks: vec![FleetTask::in_state("B", TaskState::Pending)],
+        ..FleetFile::default()
+    };
+    let specs = tasks_from_plan(
+        "## A\n- [ ] a\n## B\n- [ ] b\n",
+        &fixplan::default_optional_sections(),
+    )
+    .unwrap();
+    let mut f = Fleet::new(cfg(1), specs, recorded, &BTreeMap::new());
+    let told = |f: &mut Fleet| -> Vec<(String, TaskState)> {
+        (f.task_events().into_iter())
+            .map(|t| (t.task, t.state))
+            .collect()
+    };
+    assert_eq!(told(&mut f), vec![("A".into(), TaskState::Pending)]);
+    assert_eq!(told(&mut f), vec![], "told once");
+    f.on(tick(), at(0));
+    start(&mut f, "A");
+    assert_eq!(
+        told(&mut f),
+        vec![
+            ("B".into(), TaskState::Waiting),
+            ("A".into(), TaskState::Running)
+        ],
+        "B (recorded) is told once it changes"
+    );
+    f.on(ended("A", 2), at(5));
+    let events = f.task_events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].state, TaskState::Failed);
+    assert_eq!(events[0].branch, "hank/a");
+    assert!(!events[0].message.is_empty(), "{events:?}");
+    assert_eq!(f.task("A").unwrap().state(), TaskState::Failed);
+}
