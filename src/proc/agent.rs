@@ -704,7 +704,10 @@ pub fn enter_sandbox(args: &[std::ffi::OsString]) -> crate::error::Result<u8> {
         let in_view = match &rules.held {
             Some(held) => {
                 let view = netns::enter_held(held)?;
-                netns::hand_over(rules.port, socket)?;
+                // The run's listener is the proxy's already when the holder handed it over.
+                if !held.listens {
+                    netns::hand_over(rules.port, socket)?;
+                }
                 netns::enter_view(view)?
             }
             None => {
@@ -881,6 +884,7 @@ impl NamespaceHolder {
             net: ready.net,
             user: ready.user,
             mnt: ready.mnt,
+            listens: ready.listens,
         };
         Ok(Self {
             child,

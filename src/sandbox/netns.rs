@@ -47,6 +47,10 @@ pub struct Held {
     /// its own.
     #[serde(default)]
     pub mnt: Option<u64>,
+    /// Whether the proxy already accepts on the namespace's port (the holder handed its
+    /// listener over for the run): a call entering the namespace hands over nothing.
+    #[serde(default)]
+    pub listens: bool,
 }
 
 /// The first word of the holder's first line, before its [`Ready`] as JSON.
@@ -60,6 +64,10 @@ pub struct Ready {
     pub user: u64,
     pub mnt: Option<u64>,
     pub view: Option<super::mounts::View>,
+    /// Whether it handed the run's listener on the proxy's port to hank's proxy
+    /// ([`HAND_OVER_HELD`]).
+    #[serde(default)]
+    pub listens: bool,
 }
 
 /// The inode of a namespace file (`/proc/self/ns/net`…).
@@ -170,6 +178,21 @@ pub fn hold_here(args: &[std::ffi::OsString]) -> Result<u8> {
         None => CloneFlags::CLONE_NEWNET,
     };
     unshare_with(flags)?;
+    // The run's listener on the proxy's port, handed to hank's proxy once for the run (before
+    // the view is made: the proxy's socket is not in it); the calls then hand over nothing.
+    let listens = match view
+        .as_ref()
+        .and_then(|r| r.netns.as_deref().map(|s| (r.port, s)))
+    {
+        Some((port, socket)) => {
+            let listener =
+                TcpListener::bind(("127.0.0.1", port)).map_err(|e| fail("the proxy's port", e))?;
+            send_listener_as(&listener, socket, HAND_OVER_HELD)
+                .map_err(|e| fail("handing the port to hank", e))?;
+            true
+        }
+        None => false,
+    };
     let view = view
         .map(|rules| super::mounts::hide_ungranted(&rules.read, &rules.write))
         .transpose()?;
@@ -182,6 +205,7 @@ pub fn hold_here(args: &[std::ffi::OsString]) -> Result<u8> {
         user: inode("user")?,
         mnt: view.as_ref().map(|_| inode("mnt")).transpose()?,
         view,
+        listens,
     };
     let json = serde_json::to_string(&ready).map_err(|e| fail("saying ready", e))?;
     let mut out = io::stdout().lock();
@@ -297,6 +321,12 @@ pub fn hand_over(port: u16, socket: &Path) -> Result<()> {
 /// # Errors
 /// The proxy cannot be reached, or did not take the socket.
 pub fn send_listener(listener: &TcpListener, socket: &Path) -> io::Result<()> {
+    send_listener_as(listener, socket, HAND_OVER)
+}
+
+/// [`send_listener`] with `marker`: [`HAND_OVER`] (a call's listener, shut at its end) or
+/// [`HAND_OVER_HELD`] (the run's, served until the proxy stops).
+fn send_listener_as(listener: &TcpListener, socket: &Path, marker: &[u8; 1]) -> io::Result<()> {
     use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg};
     use std::io::Read;
     use std::mem::MaybeUninit;
@@ -311,7 +341,7 @@ pub fn send_listener(listener: &TcpListener, socket: &Path) -> io::Result<()> {
     }
     sendmsg(
         &conn,
-        &[io::IoSlice::new(HAND_OVER)],
+        &[io::IoSlice::new(marker)],
         &mut control,
         SendFlags::empty(),
     )?;
@@ -326,6 +356,9 @@ pub fn send_listener(listener: &TcpListener, socket: &Path) -> io::Result<()> {
 
 /// The byte sent with the listening socket.
 pub const HAND_OVER: &[u8; 1] = b"L";
+/// The byte sent with the run's listener by the namespace holder ([`hold_here`]): the proxy
+/// serves it until it stops, not only until the call's end.
+pub const HAND_OVER_HELD: &[u8; 1] = b"H";
 /// hank's answer once it accepts connections on it.
 pub const TAKEN: &[u8; 1] = b"1";
 /// How long the agent's process waits for hank to take the socket.

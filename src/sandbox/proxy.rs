@@ -37,6 +37,8 @@ struct Shared {
     /// The listening sockets agents' network namespaces handed over ([`Proxy::listen_unix`]),
     /// until their call ends ([`Proxy::end_call`]).
     handed: Mutex<Vec<TcpListener>>,
+    /// The run's listener, handed over once by the namespace holder, until the proxy stops.
+    held: Mutex<Vec<TcpListener>>,
 }
 
 /// A connection the proxy serves: TCP on 127.0.0.1 (its own listener, or one an agent's
@@ -171,6 +173,12 @@ impl Drop for Proxy {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
         self.end_call();
+        let held = (self.shared.held.lock())
+            .map(|mut h| std::mem::take(&mut *h))
+            .unwrap_or_default();
+        for listener in held {
+            let _ = rustix::net::shutdown(&listener, rustix::net::Shutdown::Both);
+        }
         // Wake the accept loops so that they see the stop.
         let _ = TcpStream::connect(("127.0.0.1", self.port));
         if let Some(socket) = &self.socket {
@@ -428,7 +436,8 @@ fn take_listener(mut conn: UnixStream, shared: &Arc<Shared>) -> io::Result<()> {
         }
     }
     let refused = |why: &str| io::Error::new(io::ErrorKind::InvalidData, why.to_string());
-    if got.bytes != 1 || byte != *super::netns::HAND_OVER || fds.len() != 1 {
+    let for_the_run = byte == *super::netns::HAND_OVER_HELD;
+    if got.bytes != 1 || !(byte == *super::netns::HAND_OVER || for_the_run) || fds.len() != 1 {
         return Err(refused("not a hand-over"));
     }
     let Some(fd) = fds.pop() else {
@@ -460,8 +469,15 @@ fn take_listener(mut conn: UnixStream, shared: &Arc<Shared>) -> io::Result<()> {
                 }
             }
         })?;
-    if let Ok(mut handed) = shared.handed.lock() {
-        handed.push(keep);
+    // The run's listener (the namespace holder's) is served until the proxy stops; a call's
+    // is shut at the call's end.
+    let list = if for_the_run {
+        &shared.held
+    } else {
+        &shared.handed
+    };
+    if let Ok(mut list) = list.lock() {
+        list.push(keep);
     }
     conn.write_all(super::netns::TAKEN)
 }

@@ -175,6 +175,7 @@ fn rules_round_trip_through_the_one_argument() {
             net: 4026532000,
             user: 4026531837,
             mnt: Some(4026532001),
+            listens: true,
         }),
     };
     let args = vec![rules.to_arg(), "--".into(), "claude".into(), "-p".into()];
