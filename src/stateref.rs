@@ -33,6 +33,22 @@ pub fn remote_git(dir: &Path) -> Git {
     Checkout::at(dir).git().timeout(REMOTE_GIT_TIMEOUT)
 }
 
+/// The remote's ref `r` fetched into the local ref of the same name (no tags, no FETCH_HEAD).
+///
+/// # Errors
+/// git fails (no remote, no network, no access, no such ref).
+pub fn fetch_ref(dir: &Path, remote: &str, r: &str) -> Result<()> {
+    remote_git(dir).out(&[
+        "fetch",
+        "--no-tags",
+        "--no-write-fetch-head",
+        "--",
+        remote,
+        &format!("+{r}:{r}"),
+    ])?;
+    Ok(())
+}
+
 /// What the remote's state ref holds now: its commit and the bundle, or `None` when the ref
 /// does not exist. The commit is fetched into the local ref of the same name.
 ///
@@ -48,14 +64,7 @@ pub fn fetch(dir: &Path, remote: &str, name: &str) -> Result<Option<(String, Sta
     }) else {
         return Ok(None);
     };
-    remote_git(dir).out(&[
-        "fetch",
-        "--no-tags",
-        "--no-write-fetch-head",
-        "--",
-        remote,
-        &format!("+{r}:{r}"),
-    ])?;
+    fetch_ref(dir, remote, &r)?;
     let object = format!("{oid}:{BUNDLE_FILE}");
     let size: u64 = remote_git(dir)
         .out(&["cat-file", "-s", &object])?

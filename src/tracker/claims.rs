@@ -10,7 +10,7 @@ use std::path::Path;
 
 use crate::error::{HankError, Result};
 use crate::policy::tracker::{Claim, ItemKey, TrackerKind, claim_ref};
-use crate::stateref::{Pushed, leased_push, push_file, remote_git};
+use crate::stateref::{Pushed, fetch_ref, leased_push, push_file, remote_git};
 
 /// The file in a claim's commit.
 pub const CLAIM_FILE: &str = "claim.json";
@@ -45,14 +45,7 @@ pub fn read(
     oid: &str,
 ) -> Result<Claim> {
     let r = claim_ref(tracker, issue);
-    remote_git(dir).out(&[
-        "fetch",
-        "--no-tags",
-        "--no-write-fetch-head",
-        "--",
-        remote,
-        &format!("+{r}:{r}"),
-    ])?;
+    fetch_ref(dir, remote, &r)?;
     let text = remote_git(dir).out(&["cat-file", "blob", &format!("{oid}:{CLAIM_FILE}")])?;
     serde_json::from_str(&text).map_err(|e| HankError::Unreadable {
         path: format!("{remote} {r}").into(),
