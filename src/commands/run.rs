@@ -53,16 +53,18 @@ fn run_checked(run: &RunArgs, args: &[OsString]) -> Result<u8> {
     if !settings.dry_run && !run.monitor && settings.deliver.value != settings::DeliverMode::None {
         let store = Store::new(&project_dir);
         let events = crate::deliver::events_text(&store);
-        if let Some(rec) = super::deliver::open_record(&project_dir, &events) {
+        if let Some(rec) = crate::deliver::outside::open_record(&project_dir, &events) {
             let _notify = crate::notify::install(&settings, SystemClock::from_env()?.now());
             let _lock = super::lock_or_hint(&store, "let the running loop finish first")?;
-            return super::deliver::resume(
+            let opts = crate::deliver::outside::Opts::default();
+            return Ok(crate::deliver::outside::resume(
                 &project_dir,
                 &store,
                 &settings,
-                super::deliver::Opts::default(),
+                opts,
                 rec,
-            );
+            )?
+            .code);
         }
     }
     let mut notes = settings.warnings.clone();

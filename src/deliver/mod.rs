@@ -22,8 +22,8 @@
 //! hosts are `in_run.rs` (`InRun`: `new` runs no git; the checks and the delivery branch are
 //! the machine's first command, `Event::Open` → `Command::Start`, run through `DeliverGit` by
 //! `drive::start`; `deliver` one round over the engine's `RunSide`, `recording`/`recorded` for a
-//! replay), `commands/deliver.rs` (`hank deliver`:
-//! the stored record is the starting state, `Wall` clock) and `fleet/deliver.rs` (`integration`:
+//! replay), `outside.rs` (`hank deliver`, a resumed delivery: the stored record is the
+//! starting state, `Wall` clock) and `fleet/deliver.rs` (`integration`:
 //! the fleet's PR); the rest of `mod.rs`: branch setup, the PR base (`base_branch`), `commit_all`
 //! (HEAD checked, then `git::commit::commit_all` with the user's hooks when approved), push with a
 //! pre-push hook's output captured, the evidence of the last finished run (`evidence`) or of the
@@ -31,8 +31,9 @@
 //! counter and a stop flag), `tell_outside_run`; `scan.rs` the scan of what is pushed
 //! (`known_on_remote`, `scan`; a hit is `secrets_in_commits`, before every push); `record.rs` the
 //! per-user record (`delivery-record.json`: the agent must not redirect a resumed push; `load`,
-//! `save`, `evidence`, `of_last_run`); `hank deliver` and `hank run --deliver` finish an open
-//! record (`commands/deliver.rs`: `open_record`, `resume`, `deliver_record`)
+//! `save`, `evidence`, `of_last_run`); `hank deliver`, `hank run --deliver` and `hank fleet` finish an
+//! open record (`outside.rs`: `open_record`, `resume`; `last_run` is `hank deliver`'s delivery,
+//! a CI fleet task's too)
 
 use std::path::Path;
 use std::time::Duration;
@@ -46,6 +47,7 @@ use crate::policy::deliver::{self as rules, CiLimits, Evidence};
 
 pub mod drive;
 pub mod in_run;
+pub mod outside;
 pub mod record;
 pub mod scan;
 #[cfg(test)]
