@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::drive::{Branch, DeliveryEffects, Place, RealGit, World};
-use super::{self as deliver, CiWaitSettings};
+use super::{self as deliver, CiWaitSettings, DELIVERY_FILE};
 use crate::error::{HankError, Result};
 use crate::exit::{self, ExitReason};
 use crate::forge::{self, Forge};
@@ -19,8 +19,6 @@ use crate::policy::deliver::{self as rules};
 use crate::settings::{self, DeliverMode};
 use crate::store::Store;
 use crate::store::schema::Delivery;
-
-use super::DELIVERY_FILE;
 
 /// A flag that turns true at the first SIGINT/SIGTERM/SIGHUP (a thread with its own
 /// runtime watches the shared handler).
