@@ -239,7 +239,10 @@ fn dispatch(cli: Cli, args: &[OsString]) -> error::Result<u8> {
         // `hank fleet plan` / `run-task` are the fleet as CI jobs (`fleet_ci`).
         Some(Command::Fleet(a)) => c::recording_exit_code(a.record_exit_code, || match &a.action {
             Some(cli::FleetAction::Plan(p)) => c::fleet_ci::plan(&c::project_dir()?, p),
-            Some(cli::FleetAction::RunTask(t)) => c::fleet_ci::run_task(&c::project_dir()?, t),
+            // Its loop is `hank run` itself.
+            Some(cli::FleetAction::RunTask(t)) => {
+                c::fleet_ci::run_task(&c::project_dir()?, t, |run| c::run::run(run, &[]))
+            }
             _ => c::fleet::run_checked(&a),
         }),
         Some(Command::Watch(a)) => c::watch::run(&a),

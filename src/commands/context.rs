@@ -216,3 +216,35 @@ pub(crate) fn approved_project(command: &str, flags: &Flags) -> Result<(PathBuf,
     let settings = crate::settings::load(flags, project.root())?;
     Ok((project.root, store, settings))
 }
+
+/// A delivery of the last finished run outside a loop (`hank deliver`, a CI fleet task's
+/// verified completion): the project with its approved configuration and `flags`, the
+/// configuration's approval recorded while its git and forge calls run (what a hook changes
+/// meanwhile is not approved silently), the notifier, the project's lock, then
+/// [`crate::deliver::outside::last_run`]; `show` gets the record as shown at the end, then a
+/// fleet whose open delivery it finished is marked done.
+pub(crate) fn deliver_last_run(
+    flags: &Flags,
+    force: bool,
+    opts: crate::deliver::outside::Opts,
+    show: impl FnOnce(&crate::store::schema::Delivery) -> Result<()>,
+) -> Result<u8> {
+    // A configuration the agent changed during the run is not used unapproved.
+    let (dir, store, s) = approved_project("hank deliver", flags)?;
+    // Its git and forge calls are a run: what a hook changes meanwhile is not approved silently.
+    let _recorded = crate::approval::record(&dir, "hank deliver")?;
+    let _notify = crate::notify::install(
+        &s,
+        crate::policy::time::Clock::now(&crate::clock::SystemClock::from_env()?),
+    );
+    let _lock = lock_or_hint(
+        &store,
+        "deliver after the run ends (the loop itself delivers with DELIVER=branch or pr)",
+    )?;
+    let ended = crate::deliver::outside::last_run(&dir, &store, &s, opts, force)?;
+    show(&ended.shown)?;
+    if ended.fleet && ended.code == crate::exit::OK {
+        crate::fleet::mark_done(&dir)?;
+    }
+    Ok(ended.code)
+}

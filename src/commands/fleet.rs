@@ -132,7 +132,8 @@ pub(crate) fn run_checked(a: &FleetArgs) -> Result<u8> {
         errln!("hank: fleet: every task is merged into {into}; finishing its delivery");
         let store = crate::store::Store::new(&root);
         let _lock = super::lock_or_hint(&store, "finish the fleet's delivery")?;
-        let code = super::deliver::resume(&root, &store, &s, super::deliver::Opts::default(), rec)?;
+        let opts = crate::deliver::outside::Opts::default();
+        let code = crate::deliver::outside::resume(&root, &store, &s, opts, rec)?.code;
         if code == crate::exit::OK {
             fleet::mark_done(&root)?;
         }

@@ -14,7 +14,7 @@ use std::path::Path;
 use clap::Parser;
 use jiff::Timestamp;
 
-use crate::cli::{DeliverArgs, FleetPlanArgs, FleetRunTaskArgs, RunFlagsOnly};
+use crate::cli::{FleetPlanArgs, FleetRunTaskArgs, RunArgs, RunFlagsOnly};
 use crate::clock::SystemClock;
 use crate::error::{HankError, Result};
 use crate::exit;
@@ -177,9 +177,20 @@ fn task_to_run(root: &Path, view: &PlanView, name: &str) -> Result<Option<TaskSp
     Ok(Some(spec.clone()))
 }
 
-/// `hank fleet run-task NAME [RUN FLAGS…]`.
-pub(crate) fn run_task(root: &Path, a: &FleetRunTaskArgs) -> Result<u8> {
-    let mut run = RunFlagsOnly::try_parse_from(&a.run_flags)
+/// `hank run` on the current project with the given run flags: run-task's loop, handed in by
+/// the dispatcher (`lib.rs`: the `hank run` command itself), so that this command names no
+/// other command's file.
+pub(crate) type HankRun = fn(&RunArgs) -> Result<u8>;
+
+/// The task's loop: `hank run` ([`HankRun`]) with the job's run flags.
+struct TaskRun {
+    args: RunArgs,
+    hank_run: HankRun,
+}
+
+/// `hank fleet run-task NAME [RUN FLAGS…]`; its loop is `hank_run`.
+pub(crate) fn run_task(root: &Path, a: &FleetRunTaskArgs, hank_run: HankRun) -> Result<u8> {
+    let run = RunFlagsOnly::try_parse_from(&a.run_flags)
         .map_err(|e| {
             HankError::usage(format!(
                 "a `hank run` flag given to hank fleet run-task is not valid: {}",
@@ -229,6 +240,10 @@ pub(crate) fn run_task(root: &Path, a: &FleetRunTaskArgs) -> Result<u8> {
         errln!("hank: --remote none: no claim, the state stays in this checkout");
     }
     // From here the claim is ours: every way out saves the state and releases it.
+    let mut run = TaskRun {
+        args: run,
+        hank_run,
+    };
     let outcome = run_claimed(root, &s, &mut run, &spec, remote.as_deref(), start, &branch);
     let saved = match &handoff {
         Some(h) => h.save(None, true, now()?),
@@ -246,7 +261,7 @@ pub(crate) fn run_task(root: &Path, a: &FleetRunTaskArgs) -> Result<u8> {
 fn run_claimed(
     root: &Path,
     s: &Settings,
-    run: &mut crate::cli::RunArgs,
+    run: &mut TaskRun,
     spec: &TaskSpec,
     remote: Option<&str>,
     start: Option<String>,
@@ -260,7 +275,7 @@ fn run_claimed(
     let (prompt, script) = crate::approval::watched_files(root, s);
     let changed = ci::config_changed(root, &base, &prompt, script.as_deref())?;
     if !changed.is_empty() {
-        if !run.accept_config {
+        if !run.args.accept_config {
             // Back where the job started, so that running it again checks the same change.
             ci::switch_back(root, start.as_deref(), &base)?;
             return Err(HankError::usage_hint(
@@ -323,13 +338,13 @@ fn run_claimed(
 
 /// Runs `hank run` with the task's section as `.hank/fix_plan.md`, then puts back the whole
 /// plan with the items the run ticked (also when the run failed).
-fn run_loop(root: &Path, run: &mut crate::cli::RunArgs, task: &TaskSpec, full: &str) -> Result<u8> {
+fn run_loop(root: &Path, run: &mut TaskRun, task: &TaskSpec, full: &str) -> Result<u8> {
     let path = Project::at(root).plan_path();
     crate::store::write_atomic(&path, rules::task_plan(task).as_bytes(), false)
         .map_err(|e| HankError::io("write", &path, e))?;
     // The delivery comes after the whole plan is back (never a commit of the task's own plan).
-    run.flags.deliver = Some(DeliverMode::None.as_str().to_string());
-    let result = super::run::run(run, &[]);
+    run.args.flags.deliver = Some(DeliverMode::None.as_str().to_string());
+    let result = (run.hank_run)(&run.args);
     let own = std::fs::read_to_string(&path).unwrap_or_default();
     let done: Vec<String> = fixplan::parse(&own, &fixplan::default_optional_sections())
         .items
@@ -371,13 +386,15 @@ fn deliver(
         );
         return Ok(exit::OK);
     }
-    let args = DeliverArgs {
+    // `hank deliver`'s delivery, on the task branch into the branch the job started on.
+    let flags = settings::Flags {
         deliver: Some(mode.as_str().to_string()),
         branch: Some(branch.to_string()),
         base: start.filter(|b| b != branch),
-        ..DeliverArgs::default()
+        ..settings::Flags::default()
     };
-    super::deliver::run(&args)
+    let opts = crate::deliver::outside::Opts::default();
+    super::context::deliver_last_run(&flags, false, opts, |_| Ok(()))
 }
 
 /// Commits what the run left on the task branch (hank's runtime files excepted) and pushes
@@ -399,7 +416,7 @@ fn keep_work(
     (job_start, allow): &(String, Vec<String>),
 ) -> Result<()> {
     let committed = crate::deliver::commit_all(root, branch, message)?;
-    super::deliver::warn_skipped_secrets(&committed);
+    crate::deliver::outside::warn_skipped_secrets(&committed);
     if let Some(out) = &committed.refused {
         return Err(HankError::Tool(format!(
             "`git commit` on {branch} failed: {}",

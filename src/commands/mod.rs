@@ -16,12 +16,15 @@
 //! | `watch` | `hank watch` (issues of a tracker as fleet tasks) |
 //! | `fleet_ci` | `hank fleet plan` / `hank fleet run-task` (the fleet as CI jobs) |
 //! | `deliver` | `hank deliver` |
-//! | [`context`] | the project a command works on ([`context::Project`]) and the checks commands that start tasks share |
+//! | [`context`] | the project a command works on ([`context::Project`]), the checks commands that start tasks share, a delivery outside a loop |
 //! | [`view`] | what several commands show alike (the receipts table, the status `--json` view, sizes) |
 //!
 //! A command takes what it shares with another from [`context`], [`view`] or the library's
-//! rooms, never from another command's file (left today: `fleet_ci` runs `run` and `deliver`;
-//! `run` and `fleet` resume a delivery through `deliver`).
+//! rooms, never from another command's file (`tests/integration/architecture.rs` fails on a
+//! `super::NAME` or `commands::NAME` of a command file): a delivery outside a loop is
+//! `crate::deliver::outside` (`hank deliver`'s, a resumed one of `run` and `fleet`, a CI fleet
+//! task's through [`context::deliver_last_run`]); `fleet_ci`'s loop is `hank run` itself,
+//! handed in by the dispatcher (`lib.rs`).
 //!
 //! ## At a glance (moved here from CLAUDE.md)
 //!
@@ -35,8 +38,9 @@
 //! records commands in the control journal, signs/sends/polls remote ones; `state`
 //! saves/restores/claims the portable run state ([`crate::handoff`]) and prints the Actions job summary;
 //! `fleet_ci` is one task per CI job: claim + restore through [`crate::handoff`], the task's section as
-//! the plan while `run::run` runs, the whole plan put back with its ticks, `deliver::run` or
-//! the task branch pushed, save.
+//! the plan while `hank run` runs (handed in by the dispatcher), the whole plan put back with its
+//! ticks, `hank deliver`'s delivery ([`context::deliver_last_run`]) or the task branch pushed,
+//! save.
 
 pub(crate) mod agents;
 pub(crate) mod analyze;

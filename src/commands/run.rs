@@ -13,6 +13,7 @@ use crate::agent::argv;
 use crate::agent::profile::{self, Agent};
 use crate::cli::RunArgs;
 use crate::clock::SystemClock;
+use crate::deliver::outside;
 use crate::effects::Real;
 use crate::engine;
 use crate::error::{HankError, Result};
@@ -53,16 +54,12 @@ fn run_checked(run: &RunArgs, args: &[OsString]) -> Result<u8> {
     if !settings.dry_run && !run.monitor && settings.deliver.value != settings::DeliverMode::None {
         let store = Store::new(&project_dir);
         let events = crate::deliver::events_text(&store);
-        if let Some(rec) = super::deliver::open_record(&project_dir, &events) {
+        if let Some(rec) = outside::open_record(&project_dir, &events) {
             let _notify = crate::notify::install(&settings, SystemClock::from_env()?.now());
             let _lock = super::lock_or_hint(&store, "let the running loop finish first")?;
-            return super::deliver::resume(
-                &project_dir,
-                &store,
-                &settings,
-                super::deliver::Opts::default(),
-                rec,
-            );
+            let opts = outside::Opts::default();
+            let ended = outside::resume(&project_dir, &store, &settings, opts, rec)?;
+            return Ok(ended.code);
         }
     }
     let mut notes = settings.warnings.clone();

@@ -1,7 +1,7 @@
 //! The driver of the delivery machine ([`crate::policy::deliver::machine`]): [`drive`] feeds
 //! the machine an event, executes the commands it returns through a [`DeliveryEffects`], and
 //! feeds back what happened, until the machine says `Done`. The three hosts are a run's
-//! delivery round (`engine/drive.rs`), `hank deliver` (`commands/deliver.rs`) and a fleet's
+//! delivery round (`engine/drive.rs`), `hank deliver` (`outside.rs`) and a fleet's
 //! integration pull request (`fleet/deliver.rs`); each gives its clock and waits
 //! ([`super::Waiter`]), where the record is saved and shown, and how it words what happened.
 //! Git and the forge are the same for all three: the [`World`] (its git a [`DeliverGit`],

@@ -22,8 +22,8 @@
 //! hosts are `in_run.rs` (`InRun`: `new` runs no git; the checks and the delivery branch are
 //! the machine's first command, `Event::Open` → `Command::Start`, run through `DeliverGit` by
 //! `drive::start`; `deliver` one round over the engine's `RunSide`, `recording`/`recorded` for a
-//! replay), `commands/deliver.rs` (`hank deliver`:
-//! the stored record is the starting state, `Wall` clock) and `fleet/deliver.rs` (`integration`:
+//! replay), `outside.rs` (`hank deliver`, a resumed delivery: the stored record is the
+//! starting state, `Wall` clock) and `fleet/deliver.rs` (`integration`:
 //! the fleet's PR); the rest of `mod.rs`: branch setup, the PR base (`base_branch`), `commit_all`
 //! (HEAD checked, then `git::commit::commit_all` with the user's hooks when approved), push with a
 //! pre-push hook's output captured, the evidence of the last finished run (`evidence`) or of the
@@ -31,8 +31,9 @@
 //! counter and a stop flag), `tell_outside_run`; `scan.rs` the scan of what is pushed
 //! (`known_on_remote`, `scan`; a hit is `secrets_in_commits`, before every push); `record.rs` the
 //! per-user record (`delivery-record.json`: the agent must not redirect a resumed push; `load`,
-//! `save`, `evidence`, `of_last_run`); `hank deliver` and `hank run --deliver` finish an open
-//! record (`commands/deliver.rs`: `open_record`, `resume`, `deliver_record`)
+//! `save`, `evidence`, `of_last_run`); `hank deliver`, `hank run --deliver` and `hank fleet` finish an
+//! open record (`outside.rs`: `open_record`, `resume`; `last_run` is `hank deliver`'s delivery,
+//! a CI fleet task's too)
 
 use std::path::Path;
 use std::time::Duration;
@@ -46,30 +47,18 @@ use crate::policy::deliver::{self as rules, CiLimits, Evidence};
 
 pub mod drive;
 pub mod in_run;
+pub mod outside;
 pub mod record;
 pub mod scan;
 #[cfg(test)]
 pub(crate) mod scripted;
-use crate::git::{Checkout, GitError, GitRun, Hooks};
+use crate::git::{Checkout, GitError, Hooks};
 use crate::policy::receipts;
 use crate::policy::verify::CheckKind;
 use crate::store::schema::EventLine;
 
 /// How long a git command of delivery may run (a push with a slow pre-push hook).
 pub const GIT_DELIVER_TIMEOUT: Duration = Duration::from_secs(15 * 60);
-/// How long a quick git command may run.
-const GIT_QUICK: Duration = Duration::from_secs(60);
-
-/// Delivery's acting git in `dir` ([`crate::git::Git::act`]): the user's credentials, no
-/// hook or filter of the repository; a git that did not run is an error.
-fn git(dir: &Path, args: &[&str], timeout: Duration) -> Result<GitRun> {
-    Checkout::at(dir)
-        .git()
-        .timeout(timeout)
-        .act(args)
-        .map_err(|e| HankError::Tool(e.context(args, dir)))
-}
-
 /// [`Hooks::Run`] when nothing in `project`'s configuration is unapproved
 /// ([`crate::approval::unapproved`] empty: hooks, filters and git's program keys are part of
 /// the fingerprint), else [`Hooks::Off`] (also when that cannot be read).
@@ -111,17 +100,6 @@ pub fn refuse_unapproved_git_config(dir: &Path, remote: &str) -> Result<()> {
     ))
 }
 
-/// [`git`] for the commands that may run the user's own hooks and filters (the commit, the
-/// push): only when the project's configuration is approved ([`hooks_approved_in`]).
-fn git_hooked(dir: &Path, args: &[&str], timeout: Duration) -> Result<GitRun> {
-    Checkout::at(dir)
-        .git()
-        .timeout(timeout)
-        .hooks(hooks_approved_in(dir))
-        .act(args)
-        .map_err(|e| HankError::Tool(e.context(args, dir)))
-}
-
 /// Refuses, naming both branches, when HEAD is not on `branch` (the agent switched it — to
 /// `main`, say): delivery never commits or pushes anywhere else. The check is the git door's
 /// one ([`Checkout::expect_branch`]); this says it as delivery's refusal.
@@ -144,25 +122,13 @@ pub fn expect_branch(dir: &Path, branch: &str) -> Result<()> {
     }
 }
 
-fn git_ok(dir: &Path, args: &[&str]) -> Result<String> {
-    let r = git(dir, args, GIT_QUICK)?;
-    if r.success {
-        Ok(r.stdout.trim().to_string())
-    } else {
-        Err(HankError::Tool(format!(
-            "`git {}` failed: {}",
-            args.join(" "),
-            crate::sanitize::line(r.stderr.trim())
-        )))
-    }
-}
-
 /// The current branch (`None` on a detached HEAD).
 ///
 /// # Errors
 /// Not a git repository, or git cannot run.
 pub fn current_branch(dir: &Path) -> Result<Option<String>> {
-    git_ok(dir, &["rev-parse", "--git-dir"]).map_err(|_| {
+    let git = Checkout::at(dir).git();
+    git.out(&["rev-parse", "--git-dir"]).map_err(|_| {
         HankError::usage_hint(
             format!(
                 "{} is not a git repository: delivery needs one",
@@ -171,11 +137,11 @@ pub fn current_branch(dir: &Path) -> Result<Option<String>> {
             "run `git init` and commit, and add a remote (`git remote add origin URL`)",
         )
     })?;
-    let r = git(
-        dir,
-        &["symbolic-ref", "--quiet", "--short", "HEAD"],
-        GIT_QUICK,
-    )?;
+    // A failing exit is the answer "detached".
+    let args = ["symbolic-ref", "--quiet", "--short", "HEAD"];
+    let r = git
+        .act(&args)
+        .map_err(|e| HankError::Tool(e.context(&args, dir)))?;
     Ok(r.success
         .then(|| r.stdout.trim().to_string())
         .filter(|b| !b.is_empty()))
@@ -186,12 +152,16 @@ pub fn current_branch(dir: &Path) -> Result<Option<String>> {
 /// # Errors
 /// There is no such remote (the message says how to add one).
 pub fn remote_url(dir: &Path, remote: &str) -> Result<String> {
-    git_ok(dir, &["remote", "get-url", "--", remote]).map_err(|_| {
-        HankError::usage_hint(
-            format!("git remote `{remote}` (DELIVER_REMOTE) does not exist in {}", dir.display()),
-            format!("add it (`git remote add {remote} URL`) or set DELIVER_REMOTE to one of `git remote`"),
-        )
-    })
+    Checkout::at(dir)
+        .git()
+        .out(&["remote", "get-url", "--", remote])
+        .map(|url| url.trim().to_string())
+        .map_err(|_| {
+            HankError::usage_hint(
+                format!("git remote `{remote}` (DELIVER_REMOTE) does not exist in {}", dir.display()),
+                format!("add it (`git remote add {remote} URL`) or set DELIVER_REMOTE to one of `git remote`"),
+            )
+        })
 }
 
 /// The commit HEAD points at.
@@ -199,7 +169,10 @@ pub fn remote_url(dir: &Path, remote: &str) -> Result<String> {
 /// # Errors
 /// No commit yet, or git cannot run.
 pub fn head(dir: &Path) -> Result<String> {
-    git_ok(dir, &["rev-parse", "--verify", "HEAD"])
+    let sha = Checkout::at(dir)
+        .git()
+        .out(&["rev-parse", "--verify", "HEAD"])?;
+    Ok(sha.trim().to_string())
 }
 
 /// Puts the working tree on `branch`: nothing when it is already there; else the branch is
@@ -213,23 +186,21 @@ pub fn prepare_branch(dir: &Path, branch: &str) -> Result<()> {
     if current_branch(dir)?.as_deref() == Some(branch) {
         return Ok(());
     }
-    let exists = git(
-        dir,
-        &[
-            "show-ref",
-            "--verify",
-            "--quiet",
-            &format!("refs/heads/{branch}"),
-        ],
-        GIT_QUICK,
-    )?
-    .success;
+    let git = Checkout::at(dir).git();
+    let local = format!("refs/heads/{branch}");
+    let show = ["show-ref", "--verify", "--quiet", &local];
+    let exists = git
+        .act(&show)
+        .map_err(|e| HankError::Tool(e.context(&show, dir)))?
+        .success;
     let args: Vec<&str> = if exists {
         vec!["switch", "--no-guess", branch]
     } else {
         vec!["switch", "--no-track", "-c", branch]
     };
-    let r = git(dir, &args, GIT_QUICK)?;
+    let r = git
+        .act(&args)
+        .map_err(|e| HankError::Tool(e.context(&args, dir)))?;
     if r.success {
         Ok(())
     } else {
@@ -330,11 +301,14 @@ pub fn push(dir: &Path, remote: &str, branch: &str) -> Result<Push> {
 
 fn push_refspec(dir: &Path, remote: &str, refspec: &str) -> Result<Push> {
     refuse_unapproved_git_config(dir, remote)?;
-    let r = git_hooked(
-        dir,
-        &["push", "--set-upstream", "--", remote, refspec],
-        GIT_DELIVER_TIMEOUT,
-    )?;
+    // The user's pre-push hook runs only when the configuration is approved.
+    let args = ["push", "--set-upstream", "--", remote, refspec];
+    let r = Checkout::at(dir)
+        .git()
+        .timeout(GIT_DELIVER_TIMEOUT)
+        .hooks(hooks_approved_in(dir))
+        .act(&args)
+        .map_err(|e| HankError::Tool(e.context(&args, dir)))?;
     if r.success {
         return Ok(Push::Pushed);
     }
@@ -390,16 +364,12 @@ pub fn base_branch(
     {
         return Ok(last.base);
     }
-    let r = git(
-        dir,
-        &[
-            "symbolic-ref",
-            "--quiet",
-            "--short",
-            &format!("refs/remotes/{remote}/HEAD"),
-        ],
-        GIT_QUICK,
-    )?;
+    let remote_head = format!("refs/remotes/{remote}/HEAD");
+    let args = ["symbolic-ref", "--quiet", "--short", &remote_head];
+    let r = Checkout::at(dir)
+        .git()
+        .act(&args)
+        .map_err(|e| HankError::Tool(e.context(&args, dir)))?;
     let prefix = format!("{remote}/");
     r.stdout
         .trim()

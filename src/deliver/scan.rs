@@ -1,13 +1,14 @@
 //! The scan of what a delivery pushes: every commit in `<start>..<tip>` (the commits the push
 //! sends that hank does not already know to be the user's or the remote's), each added or
 //! changed file checked by its name and its content ([`crate::policy::secrets`]). Read with
-//! git's plumbing (`rev-list`, `diff-tree`, `cat-file`) through the delivery git runner: no
-//! filter, textconv or hook runs. A file larger than
+//! git's plumbing (`rev-list`, `diff-tree`, `cat-file`) through the checkout's acting git
+//! ([`crate::git::Git::act`], hooks off): no filter, textconv or hook runs. A file larger than
 //! [`secrets::MAX_SCANNED_BLOB`] is checked by its name only.
 
 use std::path::Path;
 
 use crate::error::{HankError, Result};
+use crate::git::{Checkout, Git};
 use crate::policy::secrets::{self, Hit};
 
 /// What the scan found: the files that look like secrets (not allowed), and the files too
@@ -24,47 +25,47 @@ pub struct Scan {
 /// # Errors
 /// git cannot run or cannot read the history.
 pub fn scan(dir: &Path, tip: &str, known: &[String], allow: &[String]) -> Result<Scan> {
+    let git = Checkout::at(dir).git();
     let mut args: Vec<String> = vec!["rev-list".into(), "--end-of-options".into(), tip.into()];
     for k in known {
-        let exists = super::git(
-            dir,
-            &[
-                "rev-parse",
-                "--verify",
-                "--quiet",
-                "--end-of-options",
-                &format!("{k}^{{commit}}"),
-            ],
-            super::GIT_QUICK,
-        )?
-        .success;
+        let commit = format!("{k}^{{commit}}");
+        let verify = [
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            "--end-of-options",
+            &commit,
+        ];
+        let exists = git
+            .act(&verify)
+            .map_err(|e| HankError::Tool(e.context(&verify, dir)))?
+            .success;
         if exists {
             args.push(format!("^{k}"));
         }
     }
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let commits = super::git_ok(dir, &argv)?;
+    let commits = git.out(&argv)?;
     let mut out = Scan::default();
     // Each blob is read once, whatever commits add it.
     let mut read: std::collections::HashMap<String, Option<String>> =
         std::collections::HashMap::new();
     for commit in commits.lines().map(str::trim).filter(|c| !c.is_empty()) {
-        let raw = super::git_ok(
-            dir,
-            &[
-                "diff-tree",
-                "-r",
-                "-c",
-                "--root",
-                "--no-renames",
-                "--no-commit-id",
-                "--no-ext-diff",
-                "--no-textconv",
-                "-z",
-                commit,
-            ],
-        )?;
-        for (blob, path) in changed_blobs(&raw) {
+        let raw = git.out(&[
+            "diff-tree",
+            "-r",
+            "-c",
+            "--root",
+            "--no-renames",
+            "--no-commit-id",
+            "--no-ext-diff",
+            "--no-textconv",
+            "-z",
+            commit,
+        ])?;
+        // As git printed it, less the blank ends.
+        let raw = raw.trim();
+        for (blob, path) in changed_blobs(raw) {
             if secrets::allowed(&path, allow) {
                 continue;
             }
@@ -77,7 +78,7 @@ pub fn scan(dir: &Path, tip: &str, known: &[String], allow: &[String]) -> Result
                 continue;
             }
             if !read.contains_key(&blob) {
-                let why = content_of(dir, &blob)?.map_or_else(
+                let why = content_of(&git, &blob)?.map_or_else(
                     || {
                         out.skipped.push(path.clone());
                         None
@@ -101,21 +102,16 @@ pub fn scan(dir: &Path, tip: &str, known: &[String], allow: &[String]) -> Result
 }
 
 /// A blob's content (lossy text), `None` when it is larger than [`secrets::MAX_SCANNED_BLOB`].
-fn content_of(dir: &Path, blob: &str) -> Result<Option<String>> {
-    let size: u64 = super::git_ok(dir, &["cat-file", "-s", blob])?
+fn content_of(git: &Git, blob: &str) -> Result<Option<String>> {
+    let size: u64 = git
+        .out(&["cat-file", "-s", blob])?
+        .trim()
         .parse()
         .map_err(|_| HankError::Tool(format!("`git cat-file -s {blob}` did not print a size")))?;
     if size > secrets::MAX_SCANNED_BLOB {
         return Ok(None);
     }
-    let r = super::git(dir, &["cat-file", "blob", blob], super::GIT_QUICK)?;
-    if !r.success {
-        return Err(HankError::Tool(format!(
-            "`git cat-file blob {blob}` failed: {}",
-            crate::sanitize::line(r.stderr.trim())
-        )));
-    }
-    Ok(Some(r.stdout))
+    git.out(&["cat-file", "blob", blob]).map(Some)
 }
 
 /// The (blob, path) pairs `git diff-tree -r -c -z` reports added or changed in a commit
@@ -166,11 +162,11 @@ pub fn known_on_remote(dir: &Path, remote: &str, base: &str, branch: &str) -> Re
         return Ok(Vec::new());
     }
     // Where the push goes (`remote.*.pushurl` when set, as in a fork setup).
-    let push_url = super::git(
-        dir,
-        &["remote", "get-url", "--push", "--end-of-options", remote],
-        super::GIT_QUICK,
-    )?;
+    let git = Checkout::at(dir).git();
+    let get_url = ["remote", "get-url", "--push", "--end-of-options", remote];
+    let push_url = git
+        .act(&get_url)
+        .map_err(|e| HankError::Tool(e.context(&get_url, dir)))?;
     let target = if push_url.success && !push_url.stdout.trim().is_empty() {
         push_url.stdout.trim().to_string()
     } else {
@@ -178,7 +174,9 @@ pub fn known_on_remote(dir: &Path, remote: &str, base: &str, branch: &str) -> Re
     };
     let mut args = vec!["ls-remote", "--end-of-options", target.as_str()];
     args.extend(refs.iter().map(String::as_str));
-    let r = super::git(dir, &args, super::GIT_QUICK)?;
+    let r = git
+        .act(&args)
+        .map_err(|e| HankError::Tool(e.context(&args, dir)))?;
     if !r.success {
         return Err(HankError::Tool(format!(
             "cannot ask {remote} what it has of {} (`git ls-remote`): {}",

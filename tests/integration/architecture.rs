@@ -131,6 +131,64 @@ fn clap_types_stay_in_the_command_layer() {
     );
 }
 
+/// The command files name no other command's file: what two commands share is in the
+/// command layer's helpers (`commands/context.rs`, `commands/view.rs`, `commands/mod.rs`) or in
+/// the library's rooms. A reference is `super::NAME`, `commands::NAME` or a name in
+/// `super::{…}`, NAME a command file's.
+#[test]
+fn command_files_name_no_other_command() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/commands");
+    let helpers = ["context", "view", "mod"];
+    let mut files = Vec::new();
+    rust_files(&dir, &mut files);
+    let stem = |p: &Path| p.file_stem().unwrap().to_string_lossy().to_string();
+    let commands: BTreeSet<String> = files
+        .iter()
+        .map(|f| stem(f))
+        .filter(|n| !helpers.contains(&n.as_str()))
+        .collect();
+    assert!(
+        commands.len() >= 10 && commands.contains("run") && commands.contains("deliver"),
+        "the walk found the command files: {commands:?}"
+    );
+    let mut links = Vec::new();
+    for f in &files {
+        let me = stem(f);
+        if !commands.contains(&me) {
+            continue;
+        }
+        let code = code_of(f);
+        for prefix in ["super::", "commands::"] {
+            let mut rest = code.as_str();
+            while let Some(i) = rest.find(prefix) {
+                rest = &rest[i + prefix.len()..];
+                let names: Vec<String> = if let Some(inner) = rest.strip_prefix('{') {
+                    let end = inner.find('}').unwrap_or(inner.len());
+                    inner[..end]
+                        .split(',')
+                        .map(|n| n.trim().split("::").next().unwrap_or("").to_string())
+                        .collect()
+                } else {
+                    vec![
+                        rest.chars()
+                            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                            .collect(),
+                    ]
+                };
+                for n in names {
+                    if n != me && commands.contains(&n) {
+                        links.push(format!("{me} -> {n}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        links.is_empty(),
+        "a command file names another command's (share through context/view or a library room): {links:?}"
+    );
+}
+
 /// The clap crate stays in the command layer too: `lib.rs`, `cli.rs` (the parser),
 /// `commands/`, and the files that define a command's options once, with their clap
 /// attributes, next to the code that runs the command (`project/args.rs` for setup, enable,
