@@ -22,7 +22,8 @@
 //! cost and items it is told with; `News::told`/`run_state`: the terminal line, log line, event and
 //! run state each implies **\[pure, table-tested\]**), `wait.rs` (`WaitSpec`, `Woke`: ticks of at
 //! most a second on the effects' clock, control polled each tick (a pause sleeps before it polls),
-//! the countdown and status.json put back during a shown wait; the Actions suspension), `open.rs`
+//! the countdown and status.json put back during a shown wait; the Actions suspension), `host.rs`
+//! (the effects as a delivery round's `deliver::in_run::RunIo`: clock, sleeps, records), `open.rs`
 //! (`claim`: the store with its per-user ledger copy, the lock, subreaper/self-protection,
 //! CONTROL_TOPIC's poller — before the runtime; `Real`: opened with the state loaded and a killed
 //! hank's leftovers stopped; keeps the last status published), `agent.rs` (spawn + stream + answer,
@@ -56,6 +57,7 @@ use crate::store::{Event, State, Status};
 
 pub(crate) mod agent;
 pub(crate) mod check;
+mod host;
 mod news;
 mod open;
 mod output;

@@ -6,7 +6,7 @@ use jiff::Timestamp;
 
 use super::Engine;
 use crate::analysis::Analysis;
-use crate::deliver::in_run::RunSide;
+use crate::deliver::in_run::{self, RunSide};
 use crate::effects::{News, Say};
 use crate::error::Result;
 use crate::exit::ExitReason;
@@ -222,38 +222,15 @@ impl Engine {
     }
 }
 
-/// The run a delivery round is part of: the engine's clock and effects, its status.json and
-/// events, its control source.
+/// The run a delivery round is part of: the engine's effects (`effects/host.rs`), its
+/// status.json and events, its control source.
 impl RunSide for Engine {
-    fn now(&self) -> Timestamp {
-        self.fx.now()
+    fn io(&mut self) -> &mut dyn in_run::RunIo {
+        &mut self.fx
     }
 
-    fn sleep(&mut self, d: std::time::Duration) -> crate::deliver::WaitFut<'_> {
-        Box::pin(async move {
-            self.fx.interrupted() || self.fx.sleep(d).await == crate::effects::Slept::Interrupted
-        })
-    }
-
-    fn records(&self) -> Option<crate::deliver::in_run::RunRecords> {
-        self.fx.delivery_env()
-    }
-
-    fn write_file(&mut self, path: &std::path::Path, bytes: &[u8]) -> Result<()> {
-        self.fx.write_file(path, bytes)
-    }
-
-    fn save_record(&mut self, project: &std::path::Path, rec: &Delivery) -> Result<()> {
-        self.fx.save_delivery_record(project, rec)
-    }
-
-    fn say(&mut self, line: &str) {
-        self.fx.say(Say::Info(line));
-    }
-
-    fn counting_down(&mut self, until: Timestamp, now: Timestamp) {
-        let reason = "checks";
-        self.fx.say(Say::WaitTick { reason, until, now });
+    fn io_ref(&self) -> &dyn in_run::RunIo {
+        &self.fx
     }
 
     fn show(&mut self, d: &Delivery, step: bool) -> Result<()> {

@@ -56,9 +56,10 @@ use crate::effects::{Effects, News, Say};
 use crate::error::Result;
 use crate::exit::ExitReason;
 use crate::policy::budget::{Resume, WaitReason};
+use crate::policy::decide::UsageLimitPolicy;
 use crate::policy::run::{Observation, Run, RunConfig};
-use crate::policy::session;
 use crate::policy::verification::Verification;
+use crate::policy::{session, windows};
 use crate::settings::Settings;
 use crate::store::{LastLoop, RunState, State};
 
@@ -141,7 +142,12 @@ impl Engine {
         }
         self.prune_logs();
         self.tell(News::Status(RunState::Starting))?;
-        let resume = self.saved_wait(self.fx.now());
+        let exit = self.s.on_usage_limit.value == UsageLimitPolicy::Exit;
+        let (windows, limits) = (&self.state.windows, &self.s.max_window_percent.value);
+        let resume = windows::resume_saved(self.state.wait, windows, limits, self.fx.now(), exit);
+        if let Resume::Wait(w) = resume {
+            self.fx.say(Say::Info(&crate::report::resuming_wait(&w)));
+        }
         if resume == Resume::Call && self.state.wait.take().is_some() {
             self.save()?;
         }

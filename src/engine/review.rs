@@ -61,13 +61,7 @@ impl Engine {
         let mut got = self
             .spawn(&agent, number, prepared, (sizes, false, true), news)
             .await?;
-        let warned = (self.fx.now(), &mut self.credential_warned);
-        let call = (&*agent, number, got.duration);
-        let pricing = answer::Pricing::of(&self.s);
-        let a = &mut got.analysis;
-        for w in answer::complete(a, call, &mut self.state, pricing, warned) {
-            self.warn(&w);
-        }
+        self.take_answer(&agent, (number, got.duration, false), &mut got.analysis)?;
         self.review_answered(&agent, (round, max_rounds, number), &got)
     }
 

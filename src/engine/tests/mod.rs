@@ -96,7 +96,9 @@ fn a_saved_five_hour_usage_limit_wait_resumes_on_the_injected_clock() {
         reason: WaitReason::UsageLimit,
         until,
     });
-    let resume = e.saved_wait(t0());
+    let limits = &e.s.max_window_percent.value;
+    let resume =
+        crate::policy::windows::resume_saved(e.state.wait, &e.state.windows, limits, t0(), false);
     e.run = crate::policy::run::Run::new(e.run_config(t0())).resuming(resume);
     let step = e.run.next(t0());
     let wait = WaitFor::Limit(WaitReason::UsageLimit);

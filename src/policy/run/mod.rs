@@ -140,7 +140,7 @@ use crate::policy::windows::WindowCheck;
 mod tests;
 mod wait;
 
-pub use wait::Waited;
+pub use wait::{WaitPlan, Waited};
 
 /// The settings the state machine needs, fixed for the run (the default: no deadline, no
 /// delay, waits at a usage limit, one agent, the default decision settings, no answer wait).
