@@ -56,7 +56,7 @@ impl Engine {
             },
         };
         let folded = self.fold(&c)?;
-        let complete = self.plan_complete();
+        let complete = self.checks().plan_complete(false);
         let run = (&self.run, complete);
         let answered = answer::judge(&c, &self.state, run, &self.s.decide_config(), &folded);
         // The decision, a "done" claim checked, failover, a fresh session (policy::run).

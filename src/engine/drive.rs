@@ -110,23 +110,11 @@ impl Engine {
     }
 
     fn observe(&mut self) -> Result<Observation> {
-        // A required file turned into a FIFO or a device is an error naming it, not a hang
-        // and not "disappeared".
-        let missing = self.s.required_files_now()?;
-        let mut missing_files = !missing.is_empty();
-        if missing_files {
-            let list: Vec<String> = missing.iter().map(|p| p.display().to_string()).collect();
-            self.warn(&format!(
-                "required file(s) disappeared: {}",
-                list.join(", ")
-            ));
-        } else {
-            missing_files = !self.fix_plan.look(&self.s);
+        let (missing_files, warning) = self.fix_plan.look_all(&self.s)?;
+        if let Some(w) = warning {
+            self.warn(&w);
         }
-        let plan_complete = !missing_files && {
-            self.watch_verify_edit();
-            self.plan_complete()
-        };
+        let plan_complete = !missing_files && self.checks().plan_complete(true);
         let now = self.fx.now();
         let limits = self.s.budget_limits();
         let mut o = Observation {
@@ -137,12 +125,8 @@ impl Engine {
             window: windows::check(&self.state.windows, &self.s.max_window_percent.value, now),
             pick: self.state.agents.pick(&self.chain.names(), now),
         };
-        // In a fleet, the fleet-wide ledger (locked) takes the call once every gate hank can
-        // see here lets it through: the budget holds for every task together. A later gate
-        // (a pause, an exhausted agent chain) can leave the reservation unused: the fleet's
-        // cap then errs on the side of fewer calls, never more.
-        // A review round's look reserves its call the same way (its plan is complete).
-        if o.gates_open() || (self.run.reviewing() && o.limits_open()) {
+        // In a fleet, the fleet-wide ledger takes the call (a review round's too).
+        if self.run.reserves(&o) {
             let limits = crate::policy::fleet::FleetLimits {
                 budget: limits,
                 max_cost_usd: self.s.max_cost_usd.value,

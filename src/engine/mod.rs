@@ -17,13 +17,15 @@
 //! the driver of `policy::run` (it reads hank's files — plan, prompt, `.hankrc` — through
 //! `Settings`; every other effect goes through `Effects`): `mod.rs` (`Engine`, `drive` — what
 //! `commands/run.rs` calls once it has opened the real effects —, the start: breaker and agents,
-//! the saved wait handed to `Run::resuming`, the baseline check; the end: the exit summary
-//! `report::exit_summary`, receipts), `drive.rs` (`Run::next` → execute the step → `Run::on(fact)`:
-//! the observation before a call (the fleet's verdict `Observation::reserved`), control commands
-//! and `hank ctl set`, checks/failover/session drop as steps, the delivery step and its `Host`: a
-//! round of `deliver::in_run` on the effects' clock), `call.rs` (one call as the sequence call →
-//! measure → fold → judge → settle → report: `State::start_call` and a save first, context and
-//! argv, `Effects::call_agent`, then one `agent::answer::Call` handed to
+//! the saved wait that still stands (`windows::resume_saved`) handed to `Run::resuming`, the
+//! baseline check; the end: the exit summary `report::exit_summary`, receipts), `drive.rs`
+//! (`Run::next` → execute the step → `Run::on(fact)`: the observation before a call — the files
+//! and the plan `PlanFile::look_all`, the plan's completeness `Checks::plan_complete`, the fleet's
+//! verdict when `Run::reserves` says so, `Observation::reserved` —, control commands and `hank ctl
+//! set`, checks/failover/session drop as steps, the delivery step and its `RunSide`: a round of
+//! `deliver::in_run` on the effects' clock, `effects/host.rs`), `call.rs` (one call as the
+//! sequence call → measure → fold → judge → settle → report: `State::start_call` and a save first,
+//! context and argv, `Effects::call_agent`, then one `agent::answer::Call` handed to
 //! `answer::complete`/`fold_call`/`judge`/`report`; the agent chain: `failover::Agents::take_turn`,
 //! failover's pick), `review.rs` (one round of the independent reviewer `REVIEW_AGENT`, issue 39,
 //! once `Run::review_gates` let it through the worker's gates from the look before it; the input —
@@ -33,20 +35,12 @@
 //! `Effects::call_agent` with `argv::prepare_review` and `AgentCall::read_only` (the sandbox's
 //! project read-only, `Rules::read_only_in`); its accounting on every cap; the verdict
 //! `policy::review::of_answer` told as `News::Review` (the `review` event, status.json's `review`),
-//! then `Fact::Reviewed`), `wait.rs` (one wait step: what it shows and says is
-//! `WaitFor::shown`/`line`, a shown wait saved and told, `Effects::wait_until`, the commands it
-//! returns handed to `Run::on`, `Run::wait_cut`/`Run::woke` deciding the end; `saved_wait`: the
-//! last run's wait at start), `output.rs` (`tell`: a piece of `effects::News` with status.json from
-//! `Status::of`; limit notes; `checks()` lends `effects::check::Checks` the run's records); the
-//! session a call resumes is `policy::session::resume_id`; `engine/tests/` (`effects.rs` the
-//! `TestEffects`: a clock moved by sleeps, scripted answers and checks, every write kept in memory;
-//! `loops.rs` whole runs: call → check → verified stop, a usage-limit wait, an interrupt during a
-//! check, failover — `scripted` effects (plan edits, answers, check results) run by `run_project`;
-//! `deliver.rs` a delivery round inside the run with a scripted forge
-//! (`forge::scripted::ScriptedForge`, test-only: the checks of each look from a script, looks and
-//! pull requests counted; also `deliver`'s own `wait_for_ci` tests on a moved clock) and
-//! `DeliverGit`: a 30-minute CI wait (100 pending looks, then green) on the effects' clock, and an
-//! interrupt during it; `mod.rs`'s settings come from `settings::resolve::resolve_args`)
+//! then `Fact::Reviewed`), `wait.rs` (one wait step: what it says, shows and keeps is
+//! `WaitFor::plan`, a shown wait saved and told, `Effects::wait_until`, the commands it returns
+//! handed to `Run::on`, `Run::wait_cut`/`Run::woke` deciding the end), `output.rs` (`tell`: a piece
+//! of `effects::News` with status.json from `Status::of`; limit notes; `checks()` lends
+//! `effects::check::Checks` the run's records); the session a call resumes is
+//! `policy::session::resume_id`; the driver's tests: `engine/tests/mod.rs`.
 
 use jiff::Timestamp;
 

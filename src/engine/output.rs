@@ -7,7 +7,7 @@ use jiff::Timestamp;
 use jiff::tz::TimeZone;
 
 use super::Engine;
-use crate::effects::check::{self, Checks};
+use crate::effects::check::Checks;
 use crate::effects::{News, RunView, Say};
 use crate::error::Result;
 use crate::exit::ExitReason;
@@ -114,23 +114,7 @@ impl Engine {
             verify: &mut self.verify,
             state: &mut self.state,
             project: &self.s.project_dir,
-        }
-    }
-
-    /// Whether the plan is complete, counting required items that left it during the run as
-    /// open; each such item is warned about once.
-    pub(super) fn plan_complete(&mut self) -> bool {
-        let (complete, warning) = self.verify.plan_complete(&self.fix_plan.plan);
-        if let Some(w) = warning {
-            self.warn(&w);
-        }
-        complete
-    }
-
-    /// Warns once when `.hankrc`'s VERIFY_COMMAND changed since the run started.
-    pub(super) fn watch_verify_edit(&mut self) {
-        if let Some(w) = check::rc_edit(&mut self.verify, &self.s.project_dir) {
-            self.warn(&w);
+            plan: &self.fix_plan.plan,
         }
     }
 }

@@ -898,11 +898,15 @@ impl Run {
         Step::Review(r)
     }
 
-    /// Whether a review round is under way (its look reserves the fleet's call as a
-    /// worker's look does).
+    /// Whether the look `o` takes the call on the fleet-wide ledger (locked): once every
+    /// gate hank can see here lets it through, so that the budget holds for every task
+    /// together. A later gate (a pause, an exhausted agent chain) can leave the reservation
+    /// unused: the fleet's cap then errs on the side of fewer calls, never more. A review
+    /// round's look reserves its call the same way (its plan is complete).
     #[must_use]
-    pub fn reviewing(&self) -> bool {
-        matches!(self.phase, Phase::Reviewing(_))
+    pub fn reserves(&self, o: &Observation) -> bool {
+        let reviewing = matches!(self.phase, Phase::Reviewing(_));
+        o.gates_open() || (reviewing && o.limits_open())
     }
 
     fn wait(&mut self, until: Timestamp, reason: WaitFor) -> Step {

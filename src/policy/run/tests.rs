@@ -1137,6 +1137,28 @@ fn reviewed_cfg() -> RunConfig {
     }
 }
 
+#[test]
+fn a_look_reserves_the_fleets_call_when_a_call_or_a_review_round_may_follow() {
+    let run = Run::new(cfg());
+    assert!(run.reserves(&clear()));
+    assert!(!run.reserves(&complete()), "a complete plan calls no one");
+    let mut run = Run::new(reviewed_cfg());
+    assert_eq!(verified_done(&mut run, t0()), Step::Observe);
+    assert_eq!(
+        gate(&mut run, complete(), t0()),
+        Step::Review(ExitReason::PlanComplete)
+    );
+    assert!(run.reserves(&complete()), "the review round's look");
+    let capped = Observation {
+        budget: BudgetCheck::Wait {
+            until: t0(),
+            reason: WaitReason::RateLimit,
+        },
+        ..complete()
+    };
+    assert!(!run.reserves(&capped), "a cap stops the round first");
+}
+
 fn verdict(body: &str) -> Fact {
     use crate::analysis::review::{REVIEW_CLOSE, REVIEW_OPEN, parse_review};
     Fact::Reviewed(Reviewed::Verdict(parse_review(&format!(
