@@ -440,6 +440,12 @@ pub fn local_time(t: Timestamp) -> String {
     format!("{local} ({utc})")
 }
 
+/// The warning when the reviewer (`agent`) hit its usage limit: no round is spent.
+#[must_use]
+pub fn reviewer_at_limit(agent: &str) -> String {
+    format!("the reviewer ({agent}) hit its usage limit: the review round runs after its reset")
+}
+
 /// The line a start says when it resumes the wait the last run was in (`w`).
 #[must_use]
 pub fn resuming_wait(w: &crate::policy::budget::SavedWait) -> String {

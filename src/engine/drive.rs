@@ -60,11 +60,7 @@ impl Engine {
     pub(super) async fn execute(&mut self, step: Step) -> Result<Option<ExitReason>> {
         match step {
             Step::Observe => self.observe_step().await?,
-            Step::Call { agent } => {
-                self.use_agent(agent)?;
-                let plan = self.fix_plan.take_looked();
-                self.one_loop(plan).await?;
-            }
+            Step::Call { agent } => self.one_loop(agent).await?,
             Step::Check(_) | Step::Failover | Step::FreshSession => {
                 self.settle(step, &Analysis::default()).await?;
             }
@@ -85,21 +81,14 @@ impl Engine {
         if std::mem::take(&mut self.baseline_due) {
             self.checks().baseline().await?;
         }
-        // Let the signal task run (the driver is polled on the first yield, the handler runs
-        // on the second): a signal that came during the synchronous analysis is seen here.
-        for _ in 0..2 {
-            tokio::task::yield_now().await;
-        }
-        if self.fx.interrupted() {
+        if self.fx.interrupted_now().await {
             self.run.on(Fact::Interrupted, self.fx.now());
             return Ok(());
         }
         self.poll_control();
         // A sibling's usage-window readings count like the run's own.
         let readings = self.run.take_readings();
-        if !readings.is_empty() {
-            windows::observe(&mut self.state.windows, &readings, self.fx.now());
-        }
+        windows::observe(&mut self.state.windows, &readings, self.fx.now());
         // So do the newer readings of every other run of this user (the shared file).
         let now = self.fx.now();
         self.fx.adopt_windows(&mut self.state.windows, now);
@@ -200,7 +189,7 @@ impl Engine {
             }
             None => Delivered::Final(reason),
         };
-        self.delivering = None;
+        self.shown.delivering = None;
         self.run.on(Fact::Delivered(outcome), self.fx.now());
         Ok(())
     }
@@ -218,7 +207,7 @@ impl RunSide for Engine {
     }
 
     fn show(&mut self, d: &Delivery, step: bool) -> Result<()> {
-        self.delivering = Some(d.clone());
+        self.shown.delivering = Some(d.clone());
         let news = if step {
             News::Delivery(d)
         } else {

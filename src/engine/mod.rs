@@ -49,13 +49,13 @@ use crate::effects::plan::PlanFile;
 use crate::effects::{Effects, News, Say};
 use crate::error::Result;
 use crate::exit::ExitReason;
-use crate::policy::budget::{Resume, WaitReason};
+use crate::policy::budget::Resume;
 use crate::policy::decide::UsageLimitPolicy;
 use crate::policy::run::{Observation, Run, RunConfig};
 use crate::policy::verification::Verification;
 use crate::policy::{session, windows};
 use crate::settings::Settings;
-use crate::store::{LastLoop, RunState, State};
+use crate::store::{RunState, State};
 
 mod call;
 mod drive;
@@ -76,28 +76,19 @@ struct Engine {
     seen: Option<Observation>,
     /// fix_plan.md as the run last read it.
     fix_plan: PlanFile,
-    last_loop: Option<LastLoop>,
-    wait: Option<(WaitReason, Timestamp)>,
+    /// What the run shows beyond state.json (status.json's parts, the exit summary's).
+    shown: crate::effects::Shown,
     /// The login expiry last warned about (once per expiry time).
     credential_warned: Option<Timestamp>,
     /// VERIFY_COMMAND as the run started, and what its checks found.
     verify: Verification,
     /// When the run started (MAX_RUNTIME counts from it).
     run_started: Timestamp,
-    /// The usage limit or window the run waits for or stopped at, named for the user.
-    limit_note: Option<String>,
-    /// This run's loops, for the receipts in the exit summary.
-    run_loops: Vec<crate::policy::receipts::LoopCost>,
-    /// The last loop's questions (status.json shows them while the loop waits for an answer).
-    questions: Vec<String>,
     /// VERIFY_AT_START: the baseline runs at the first look (after a resumed wait; never
     /// before a stop at once).
     baseline_due: bool,
     /// DELIVER=branch|pr: the run's delivery (`deliver.rs`, [`crate::deliver::in_run`]).
     delivery: Option<crate::deliver::in_run::InRun>,
-    /// The delivery step last recorded while the delivery is under way (its CI countdown
-    /// is put in status.json, [`crate::deliver::CiCountdown`]).
-    delivering: Option<crate::store::schema::Delivery>,
     /// REVIEW_AGENT: the independent reviewer and its rounds (`review.rs`).
     reviewer: review::Reviewer,
 }
@@ -164,12 +155,12 @@ impl Engine {
             self.state.session = None;
         }
         self.save()?;
-        self.wait = None;
+        self.shown.wait = None;
         self.fix_plan.look(&self.s);
         let bcfg = self.s.breaker_config();
         let delivery = self.delivery.as_ref().and_then(|d| d.last());
         let notes = crate::report::ExitNotes {
-            limit: self.limit_note.as_deref(),
+            limit: self.shown.limit_note.as_deref(),
             verified: &self.verify.summary(reason),
             cooldown_ends: self.state.breaker.cooldown_ends_at(&bcfg),
             now: self.fx.now(),
@@ -183,7 +174,7 @@ impl Engine {
             message: &message,
             verified,
         })?;
-        for line in crate::policy::receipts::summary_lines(&self.run_loops) {
+        for line in crate::policy::receipts::summary_lines(&self.shown.receipts) {
             self.fx.say(Say::Info(&line));
         }
         if self.s.notify.value {
@@ -235,16 +226,11 @@ impl Engine {
             run: Run::new(RunConfig::default()),
             seen: None,
             fix_plan: PlanFile::default(),
-            last_loop: None,
-            wait: None,
+            shown: crate::effects::Shown::default(),
             credential_warned: None,
             verify: crate::policy::verification::Verification::default(),
-            limit_note: None,
-            run_loops: Vec::new(),
-            questions: Vec::new(),
             baseline_due: false,
             delivery: None,
-            delivering: None,
             reviewer: review::Reviewer::default(),
         }
     }

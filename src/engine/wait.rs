@@ -36,7 +36,7 @@ impl Engine {
             self.window_note(until);
         }
         if let Some((reason, _)) = plan.shown {
-            self.wait = plan.shown;
+            self.shown.wait = plan.shown;
             self.state.wait = plan.saved.or(self.state.wait);
             self.save()?;
             let shown = until.map(|until| News::Waiting { reason, until });
@@ -53,7 +53,7 @@ impl Engine {
         if plan.countdown.is_some() {
             self.fx.say(Say::WaitDone);
         }
-        self.wait = None;
+        self.shown.wait = None;
         if let Waited::Stop(r) = waited {
             return Ok(Some(r));
         }

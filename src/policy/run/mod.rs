@@ -416,6 +416,17 @@ pub enum Reviewed {
 }
 
 impl Reviewed {
+    /// A round's end with the reviewer's `verdict`: the run stops when the call was
+    /// `interrupted`.
+    #[must_use]
+    pub fn of(verdict: Review, interrupted: bool) -> Self {
+        if interrupted {
+            Self::Stop(ExitReason::Interrupted)
+        } else {
+            Self::Verdict(verdict)
+        }
+    }
+
     /// A review call that hit its client's usage limit (`error`): no round, but a wait for
     /// the reset (as a worker's call would), or the stop `ON_USAGE_LIMIT=exit` asks for.
     #[must_use]
@@ -565,6 +576,13 @@ impl Run {
         self.review_rounds
     }
 
+    /// The review round due, and of how many (`REVIEW_MAX_ROUNDS`).
+    #[must_use]
+    pub fn review_round(&self) -> (u32, u32) {
+        let max = self.cfg.review.unwrap_or_default().max_rounds;
+        (self.review_rounds + 1, max)
+    }
+
     /// A run that starts with the wait the last run was in ([`crate::policy::budget::resume_wait`]):
     /// no call before it ends (a limit wait, saved and shown again), or the stop it means at
     /// once (`ON_USAGE_LIMIT=exit`).
@@ -611,6 +629,15 @@ impl Run {
     #[must_use]
     pub fn decision(&self) -> Option<Decision> {
         self.decision
+    }
+
+    /// After a loop's decision: whether the next call follows at once (a `continue` and no
+    /// LOOP_DELAY), so that its "running" status and its save before the spawn carry this
+    /// loop's results (every other way out saves at once).
+    #[must_use]
+    pub fn calls_at_once(&self) -> bool {
+        let decision = self.decision.unwrap_or(Decision::Continue);
+        decision == Decision::Continue && self.cfg.loop_delay.is_zero()
     }
 
     /// The notes for the next context, oldest first (taken: each goes to one context).
