@@ -18,7 +18,7 @@
 //! `emit` (events.jsonl, `--json`, NOTIFY)), `restore_status`, `prompt_file`/`write_file`,
 //! `ensure_dirs`, `prune_logs` (LOG_RETENTION: the effects keep the window between calls),
 //! `reserve_call`/`settle_call` (fleet ledger), `adopt_windows`/`publish_windows`, `suspend_job`
-//! (Actions), `desktop_notify`, `tree_since` (default: `snapshot_tree` and `diff_trees`, a
+//! (Actions), `desktop_notify`, `ended` (default: the receipts said, the desktop notification), `tree_since` (default: `snapshot_tree` and `diff_trees`, a
 //! review round's input), `delivery_env`/`save_delivery_record` (what a delivery round reads,
 //! its per-user record), `close`), `news.rs` (`News`: what the run tells; `RunView`: the status,
 //! cost and items it is told with; `News::told`/`run_state`: the terminal line, log line, event and
@@ -283,6 +283,23 @@ pub(crate) trait Effects: Clock {
     fn suspend_job(&mut self, line: &str) -> bool;
     /// NOTIFY=true's desktop notification at the end.
     fn desktop_notify(&mut self, title: &str, body: &str);
+    /// The run's end, after its exit news: the receipts of its loops said
+    /// ([`crate::policy::receipts::summary_lines`]) and, with NOTIFY=true (`notify`), the
+    /// desktop notification of its exit `message`.
+    fn ended(
+        &mut self,
+        reason: crate::exit::ExitReason,
+        message: &str,
+        receipts: &[crate::policy::receipts::LoopCost],
+        notify: bool,
+    ) {
+        for line in crate::policy::receipts::summary_lines(receipts) {
+            self.say(Say::Info(&line));
+        }
+        if notify {
+            self.desktop_notify(&format!("hank: {}", reason.as_str()), message);
+        }
+    }
     /// What a delivery round (`DELIVER=branch|pr`, [`crate::deliver::in_run`]) reads and
     /// writes besides the host: the run's `events.jsonl` (the PR body's evidence), where
     /// `.hank/delivery.json` goes, the secret values to redact. `None` where nothing is

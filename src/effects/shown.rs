@@ -4,6 +4,7 @@
 use jiff::Timestamp;
 
 use super::News;
+use crate::exit::ExitReason;
 use crate::policy::budget::WaitReason;
 use crate::policy::fixplan::Plan;
 use crate::policy::receipts::LoopCost;
@@ -41,7 +42,7 @@ pub(crate) struct RunParts<'a> {
     /// The reviewer's last round (`REVIEW_AGENT`).
     pub review: Option<&'a ReviewRound>,
     /// The last step of a delivery out of the driver's hands (a finished round's).
-    pub delivered: Option<&'a Delivery>,
+    pub delivered: Option<Delivery>,
     pub now: Timestamp,
 }
 
@@ -53,7 +54,7 @@ impl Shown {
         let run_state = news.run_state()?;
         let delivery = match news {
             News::Delivery(d) => Some(*d),
-            _ => run.delivered.or(self.delivering.as_ref()),
+            _ => run.delivered.as_ref().or(self.delivering.as_ref()),
         };
         let mut status = Status::of(&StatusParts {
             state: run.state,
@@ -78,6 +79,21 @@ impl Shown {
             status.exit_message = Some((*message).to_owned());
         }
         Some(status)
+    }
+
+    /// The run's exit message for `reason` ([`crate::report::exit_summary`]) over the driver's
+    /// records `run`: the limit named, the check's verdict, the breaker's cooldown, the
+    /// delivery's error, the reviewer's last round.
+    pub(crate) fn exit_message(&self, reason: ExitReason, run: &RunParts<'_>) -> String {
+        let notes = crate::report::ExitNotes {
+            limit: self.limit_note.as_deref(),
+            verified: &run.verify.summary(reason),
+            cooldown_ends: run.state.breaker.cooldown_ends_at(&run.s.breaker_config()),
+            now: run.now,
+            delivery_error: run.delivered.as_ref().and_then(|d| d.error.as_deref()),
+            review: run.review,
+        };
+        crate::report::exit_summary(reason, run.state, run.plan, &notes)
     }
 
     /// A usage limit or window (`found`: its note and the wait's end) named in the exit

@@ -208,12 +208,7 @@ impl RunSide for Engine {
 
     fn show(&mut self, d: &Delivery, step: bool) -> Result<()> {
         self.shown.delivering = Some(d.clone());
-        let news = if step {
-            News::Delivery(d)
-        } else {
-            News::Status(crate::store::RunState::Running)
-        };
-        self.tell(news)
+        self.tell(News::delivery_shown(d, step))
     }
 
     fn warn(&mut self, line: &str) {

@@ -90,7 +90,7 @@ struct Engine {
     /// DELIVER=branch|pr: the run's delivery (`deliver.rs`, [`crate::deliver::in_run`]).
     delivery: Option<crate::deliver::in_run::InRun>,
     /// REVIEW_AGENT: the independent reviewer and its rounds (`review.rs`).
-    reviewer: review::Reviewer,
+    reviewer: crate::agent::chain::Reviewer,
 }
 
 impl Engine {
@@ -157,30 +157,15 @@ impl Engine {
         self.save()?;
         self.shown.wait = None;
         self.fix_plan.look(&self.s);
-        let bcfg = self.s.breaker_config();
-        let delivery = self.delivery.as_ref().and_then(|d| d.last());
-        let notes = crate::report::ExitNotes {
-            limit: self.shown.limit_note.as_deref(),
-            verified: &self.verify.summary(reason),
-            cooldown_ends: self.state.breaker.cooldown_ends_at(&bcfg),
-            now: self.fx.now(),
-            delivery_error: delivery.as_ref().and_then(|d| d.error.as_deref()),
-            review: self.reviewer.rounds.last.as_ref(),
-        };
-        let message = crate::report::exit_summary(reason, &self.state, &self.fix_plan.plan, &notes);
+        let message = self.shown.exit_message(reason, &self.parts());
         let verified = self.verify.verified;
         self.tell(News::Exit {
             reason,
             message: &message,
             verified,
         })?;
-        for line in crate::policy::receipts::summary_lines(&self.shown.receipts) {
-            self.fx.say(Say::Info(&line));
-        }
-        if self.s.notify.value {
-            let title = format!("hank: {}", reason.as_str());
-            self.fx.desktop_notify(&title, &message);
-        }
+        let (receipts, notify) = (&self.shown.receipts, self.s.notify.value);
+        self.fx.ended(reason, &message, receipts, notify);
         Ok(reason.code())
     }
 }
@@ -231,7 +216,7 @@ impl Engine {
             verify: crate::policy::verification::Verification::default(),
             baseline_due: false,
             delivery: None,
-            reviewer: review::Reviewer::default(),
+            reviewer: crate::agent::chain::Reviewer::default(),
         }
     }
 }

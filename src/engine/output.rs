@@ -15,23 +15,26 @@ use crate::policy::windows;
 impl Engine {
     /// Tells `news`; status.json too when the news implies a run state (`Shown::status`).
     pub(super) fn tell(&mut self, news: News<'_>) -> Result<()> {
-        // A delivery step is shown while the delivery is out of the engine's hands.
-        let delivered = self.delivery.as_ref().and_then(|d| d.last());
-        let run = RunParts {
-            state: &self.state,
-            s: &self.s,
-            plan: &self.fix_plan.plan,
-            verify: &self.verify,
-            review: self.reviewer.rounds.last.as_ref(),
-            delivered: delivered.as_ref(),
-            now: self.fx.now(),
-        };
-        let status = self.shown.status(&news, run);
+        let status = self.shown.status(&news, self.parts());
         let view = RunView {
             status: status.as_ref(),
             ..self.view()
         };
         self.fx.tell(view, news)
+    }
+
+    /// The driver's records as the run looks now (status.json's, the exit message's).
+    pub(super) fn parts(&self) -> RunParts<'_> {
+        RunParts {
+            state: &self.state,
+            s: &self.s,
+            plan: &self.fix_plan.plan,
+            verify: &self.verify,
+            review: self.reviewer.rounds.last.as_ref(),
+            // A delivery step is shown while the delivery is out of the engine's hands.
+            delivered: self.delivery.as_ref().and_then(|d| d.last()),
+            now: self.fx.now(),
+        }
     }
 
     /// How the run looks to news that leave status.json as it is: its cost, the plan's items.

@@ -15,16 +15,9 @@ use crate::agent::profile::Agent;
 use crate::analysis::review::Review;
 use crate::effects::{AgentAnswer, News};
 use crate::error::Result;
-use crate::policy::review::{self, RoundInput, Rounds};
+use crate::policy::review::{self, RoundInput};
 use crate::policy::run::{Fact, Reviewed};
 use crate::store::schema::ReviewRound;
-
-/// The reviewer of a run (resolved before any call) and its rounds.
-#[derive(Debug, Default)]
-pub(super) struct Reviewer {
-    pub(super) agent: Option<std::sync::Arc<Agent>>,
-    pub(super) rounds: Rounds,
-}
 
 impl Engine {
     /// At the run's start: the work tree and the done items the first round starts from.
@@ -88,8 +81,7 @@ impl Engine {
             self.run.on(Fact::Reviewed(limit), self.fx.now());
             return Ok(());
         }
-        let failed = review::call_failure(got.interrupted, a);
-        let verdict = review::of_answer(a.review.as_ref(), failed.as_deref());
+        let verdict = review::verdict_of(got.interrupted, a);
         let which = (round, max_rounds, agent.name(), number);
         let seen = ReviewRound::of(which, &verdict, a, got.duration);
         self.reviewer.rounds.record(verdict.clone(), seen.clone());

@@ -83,10 +83,7 @@ impl Engine {
         loop {
             match self.fx.wait_until(spec).await {
                 Woke::Interrupted => return Waited::Stop(ExitReason::Interrupted),
-                Woke::Elapsed(now) => {
-                    let shown = countdown.is_some();
-                    return until.map_or(Waited::Done, |u| self.run.woke(now, u, shown));
-                }
+                Woke::Elapsed(now) => return self.run.woke(now, until, countdown.is_some()),
                 Woke::Control(commands) => {
                     self.take_control(commands);
                     if let Some(waited) = self.run.wait_cut(self.fx.now()) {

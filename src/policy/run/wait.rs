@@ -91,11 +91,15 @@ impl Run {
         self.cfg.deadline
     }
 
-    /// How a wait until `until` that slept to its end ([`Run::wait_end`]) is over at `now`:
+    /// How a wait until `until` (`None`: a pause, ended by a command) that slept to its end
+    /// ([`Run::wait_end`]) is over at `now`:
     /// MAX_RUNTIME cut it short, or it is done. A shown wait (a limit, `shown`) that MAX_RUNTIME
     /// would cut is done when its own end came too; the silent loop delay is cut either way.
     #[must_use]
-    pub fn woke(&self, now: Timestamp, until: Timestamp, shown: bool) -> Waited {
+    pub fn woke(&self, now: Timestamp, until: Option<Timestamp>, shown: bool) -> Waited {
+        let Some(until) = until else {
+            return Waited::Done;
+        };
         let end = self.wait_end(until);
         if end < until && (!shown || now < until) {
             Waited::Stop(ExitReason::MaxRuntime)
@@ -161,8 +165,9 @@ mod tests {
         for (deadline, until, now, shown, want) in table {
             let r = run(deadline);
             assert_eq!(r.deadline(), deadline);
+            assert_eq!(r.woke(now, None, shown), Waited::Done);
             assert_eq!(
-                r.woke(now, until, shown),
+                r.woke(now, Some(until), shown),
                 want,
                 "{deadline:?} {until} {now} {shown}"
             );
