@@ -11,24 +11,25 @@
 //!
 //! everything the loop does to the world, behind one trait: `mod.rs` (`Effects`: `now`, `sleep`,
 //! `wait_until` (default: `wait.rs`), `suspend_wait` (Actions), `interrupted` (`interrupted_now`:
-//! after the signal task ran),
-//! `poll_control`/`control_log` (`tell_control`, default: each command taken told), `call_agent`,
-//! `baseline`/`measure` (progress), `run_check`, `persist` (state.json), `tell` (default:
-//! status.json, terminal line, log line and event of one `News`, through `publish`, `say`, `log`,
-//! `emit` (events.jsonl, `--json`, NOTIFY)), `restore_status`, `prompt_file`/`write_file`,
-//! `ensure_dirs`, `prune_logs` (LOG_RETENTION: the effects keep the window between calls),
-//! `reserve_call`/`settle_call` (fleet ledger), `adopt_windows`/`publish_windows`, `suspend_job`
-//! (Actions), `desktop_notify`, `ended` (default: the receipts said, the desktop notification), `tree_since` (default: `snapshot_tree` and `diff_trees`, a
-//! review round's input), `delivery_env`/`save_delivery_record` (what a delivery round reads,
-//! its per-user record), `close`), `news.rs` (`News`: what the run tells; `RunView`: the status,
-//! cost and items it is told with; `News::told`/`run_state`: the terminal line, log line, event and
-//! run state each implies **\[pure, table-tested\]**), `wait.rs` (`WaitSpec`, `Woke`: ticks of at
-//! most a second on the effects' clock, control polled each tick (a pause sleeps before it polls),
-//! the countdown and status.json put back during a shown wait; the Actions suspension), `shown.rs`
-//! (`Shown`: what the run shows beyond state.json — last loop, wait, questions, delivery step,
-//! limit note, receipts —, kept by the driver; `Shown::status`: status.json for a piece of news
-//! over the driver's records `RunParts`, through `Status::of`), `host.rs`
-//! (the effects as a delivery round's `deliver::in_run::RunIo`: clock, sleeps, records), `open.rs`
+//! after the signal task ran), `poll_control`/`control_log` (`tell_control`, default: each
+//! command taken told), `call_agent`, `baseline`/`measure` (progress), `run_check`, `persist`
+//! (state.json), `tell` (default: status.json, terminal line, log line and event of one `News`,
+//! through `publish`, `say`, `log`, `emit` (events.jsonl, `--json`, NOTIFY)), `restore_status`,
+//! `prompt_file`/`write_file`/`write_prompt`, `ensure_dirs`, `prune_logs` (LOG_RETENTION: the
+//! effects keep the window between calls), `reserve_call`/`settle_call` (fleet ledger),
+//! `adopt_windows`/`publish_windows`, `suspend_job` (Actions), `desktop_notify`, `ended`
+//! (default: the receipts said, the desktop notification), `tree_since` (default:
+//! `snapshot_tree` and `diff_trees`, a review round's input), `delivery_env`/
+//! `save_delivery_record` (what a delivery round reads, its per-user record), `close`),
+//! `news.rs` (`News`: what the run tells; `RunView`: the status, cost and items it is told with;
+//! `News::told`/`run_state`: the terminal line, log line, event and run state each implies
+//! **\[pure, table-tested\]**), `wait.rs` (`WaitSpec`, `Woke`: ticks of at most a second on the
+//! effects' clock, control polled each tick (a pause sleeps before it polls), the countdown and
+//! status.json put back during a shown wait; the Actions suspension), `shown.rs` (`Shown`: what
+//! the run shows beyond state.json — last loop, wait, questions, delivery step, limit note,
+//! receipts —, kept by the driver; `Shown::status`: status.json for a piece of news over the
+//! driver's records `RunParts`, through `Status::of`; `Shown::exit_message`), `host.rs` (the
+//! effects as a delivery round's `deliver::in_run::RunIo`: clock, sleeps, records), `open.rs`
 //! (`claim`: the store with its per-user ledger copy, the lock, subreaper/self-protection,
 //! CONTROL_TOPIC's poller — before the runtime; `Real`: opened with the state loaded and a killed
 //! hank's leftovers stopped; keeps the last status published), `agent.rs` (spawn + stream + answer,
@@ -260,6 +261,14 @@ pub(crate) trait Effects: Clock {
     fn prompt_file(&mut self, number: u64) -> PathBuf;
     /// Writes `bytes` to `path` atomically (0600).
     fn write_file(&mut self, path: &std::path::Path, bytes: &[u8]) -> Result<()>;
+    /// The prompt file of call `number` written (`bytes`; `None`: the profile takes none).
+    fn write_prompt(&mut self, number: u64, bytes: Option<&[u8]>) -> Result<()> {
+        let Some(bytes) = bytes else {
+            return Ok(());
+        };
+        let file = self.prompt_file(number);
+        self.write_file(&file, bytes)
+    }
     /// `.hank/` recreated if the agent removed it; the store's notes since the last look.
     fn ensure_dirs(&mut self) -> Result<Vec<String>>;
     /// LOG_RETENTION: keeps the logs of the `keep` newest loops and checks (`newest`: the

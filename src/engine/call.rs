@@ -113,10 +113,8 @@ impl Engine {
         (sizes, resume, read_only): ((usize, usize), bool, bool),
         news: News<'_>,
     ) -> Result<AgentAnswer> {
-        if let Some(bytes) = &prepared.prompt_file {
-            let file = self.fx.prompt_file(number);
-            self.fx.write_file(&file, bytes)?;
-        }
+        self.fx
+            .write_prompt(number, prepared.prompt_file.as_deref())?;
         self.tell(news)?;
         let call = AgentCall {
             number,

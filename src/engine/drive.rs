@@ -116,10 +116,7 @@ impl Engine {
         };
         // In a fleet, the fleet-wide ledger takes the call (a review round's too).
         if self.run.reserves(&o) {
-            let limits = crate::policy::fleet::FleetLimits {
-                budget: limits,
-                max_cost_usd: self.s.max_cost_usd.value,
-            };
+            let limits = self.s.fleet_limits();
             if let Some(r) = o.reserved(self.fx.reserve_call(now, &limits)?) {
                 self.run.on(Fact::FleetLimit(r), now);
             }

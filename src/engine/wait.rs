@@ -16,7 +16,7 @@ use crate::store::RunState;
 
 impl Engine {
     /// Waits as the state machine said (`until` `None`: a pause). A shown wait (a limit, an
-    /// answer, a pause: [`WaitFor::shown`]) is status `waiting` with its reason, saved first
+    /// answer, a pause: [`WaitFor::plan`]) is status `waiting` with its reason, saved first
     /// (a kill -9 during it loses nothing, the last call's tokens included; a usage-limit,
     /// window or backoff wait is resumed by a restart) and counted down to its end; the loop
     /// delay is silent. MAX_RUNTIME, Ctrl-C and commands from outside end it earlier.

@@ -78,8 +78,8 @@
 //!   `policy::verification`'s; the driver keeps when a check runs (the start, after a call, a
 //!   claim step).
 //! - **Start and waits**: the wait the last run was in is the state machine's first step
-//!   (`Run::resuming`); every wait is one step (`Engine::wait_step`), what it shows and says being
-//!   `WaitFor::shown`/`line` (pure). The process set-up (the claim, runtime, signals, the real
+//!   (`Run::resuming`, once `windows::resume_saved` says it stands); every wait is one step
+//!   (`Engine::wait_step`), what it says, shows and keeps being `WaitFor::plan` (pure). The process set-up (the claim, runtime, signals, the real
 //!   effects) is `commands/run.rs`'s; `engine::drive` takes any `Effects`.
 //!
 //! Where the next features plug in (issue 25 item 5), without growing the driver:
