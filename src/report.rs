@@ -440,6 +440,22 @@ pub fn local_time(t: Timestamp) -> String {
     format!("{local} ({utc})")
 }
 
+/// The warning when the reviewer (`agent`) hit its usage limit: no round is spent.
+#[must_use]
+pub fn reviewer_at_limit(agent: &str) -> String {
+    format!("the reviewer ({agent}) hit its usage limit: the review round runs after its reset")
+}
+
+/// The line a start says when it resumes the wait the last run was in (`w`).
+#[must_use]
+pub fn resuming_wait(w: &crate::policy::budget::SavedWait) -> String {
+    format!(
+        "resuming the {} wait of the last run: no call before {} (`hank reset wait` to call at once)",
+        w.reason.as_str(),
+        local_time(w.until)
+    )
+}
+
 /// What an OPEN message adds: when the cooldown ends (local time and UTC) and how to run
 /// before that.
 #[must_use]

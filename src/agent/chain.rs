@@ -1,7 +1,8 @@
-//! The run's agents in failover order (`AGENTS`): the agent of the next call, the turn it
-//! takes (the switch to report, the handover said once in the next loop's context), and what
-//! the chain can do after an error ([`failover::after_error`]). Plain data over the run's
-//! [`State`]: the driver tells and saves what comes back.
+//! The run's agents in failover order (`AGENTS`, [`Chain`]): the agent of the next call, the
+//! turn it takes (the switch to report, the handover said once in the next loop's context),
+//! and what the chain can do after an error ([`failover::after_error`]). Plain data over the
+//! run's [`State`]: the driver tells and saves what comes back. The reviewer (`REVIEW_AGENT`,
+//! [`Reviewer`]) and its rounds ([`crate::policy::review::Rounds`]).
 
 use std::sync::Arc;
 
@@ -12,6 +13,13 @@ use crate::analysis::Analysis;
 use crate::policy::failover::{self, Switch};
 use crate::policy::run::FailoverPick;
 use crate::store::State;
+
+/// The reviewer of a run (`REVIEW_AGENT`, resolved before any call) and its rounds.
+#[derive(Debug, Default)]
+pub struct Reviewer {
+    pub agent: Option<Arc<Agent>>,
+    pub rounds: crate::policy::review::Rounds,
+}
 
 /// The agents of a run (at least one) and whose turn it is.
 #[derive(Debug, Clone)]

@@ -7,9 +7,9 @@
 //! exactly the pushed commit (`CI_WAIT`), and how it ended as a [`Delivered`]: final, or
 //! feedback for the next loop. The run's state machine counts the rounds.
 //!
-//! Its clock, its waits and its records are the run's (`RunSide`: the engine and its
-//! effects, so the engine's tests run a delivery round with a 30-minute CI wait at once);
-//! its git is a [`DeliverGit`] ([`RealGit`]: through `src/git/`), its forge a [`Forge`].
+//! Its clock, its waits and its records are the run's (`RunSide`: the engine, and its
+//! effects as `RunIo`, so the engine's tests run a delivery round with a 30-minute CI wait
+//! at once); its git is a [`DeliverGit`] ([`RealGit`]: through `src/git/`), its forge a [`Forge`].
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -45,10 +45,9 @@ pub struct InRun {
     recording: Option<(Delivery, Vec<(Timestamp, Event)>)>,
 }
 
-/// The run a delivery is part of (the engine): its clock and sleeps, its records, its
-/// terminal, how the delivery is shown, how warnings are said, and whether the run was asked
-/// to stop.
-pub(crate) trait RunSide {
+/// The run's effects a delivery round uses (in `hank run`, the engine's effects): its clock
+/// and sleeps, its records, its terminal.
+pub(crate) trait RunIo {
     /// The time on the run's clock.
     fn now(&self) -> Timestamp;
     /// Sleeps `d` on the run's clock; `true` when a signal cut it short (or had come).
@@ -69,6 +68,15 @@ pub(crate) trait RunSide {
     fn say(&mut self, line: &str);
     /// The CI wait's countdown, like the run's other waits (`waiting (checks) until …`).
     fn counting_down(&mut self, until: Timestamp, now: Timestamp);
+}
+
+/// The run a delivery is part of (the engine): its effects ([`RunIo`]), how the delivery is
+/// shown, how warnings are said, and whether the run was asked to stop.
+pub(crate) trait RunSide {
+    /// The run's effects.
+    fn io(&mut self) -> &mut dyn RunIo;
+    /// The run's effects, to read (its clock, its records).
+    fn io_ref(&self) -> &dyn RunIo;
     /// `d` as it is shown now: in status.json, and as the `delivery` event when `step` (a
     /// step happened; else its CI countdown moved).
     ///
@@ -265,10 +273,10 @@ impl InRun {
         reason: ExitReason,
         run: &mut dyn RunSide,
     ) -> Result<Delivered> {
-        let Some(records) = run.records() else {
+        let Some(records) = run.io_ref().records() else {
             return Ok(Delivered::Final(reason));
         };
-        run.say(&format!(
+        run.io().say(&format!(
             "delivering the verified work on {}",
             self.branch()
         ));
@@ -312,18 +320,18 @@ struct Round<'a> {
 /// effects' clock moves).
 impl Waiter for Round<'_> {
     fn now(&self) -> Timestamp {
-        self.run.now()
+        self.run.io_ref().now()
     }
 
     fn sleep(&mut self, d: std::time::Duration) -> WaitFut<'_> {
-        self.run.sleep(d)
+        self.run.io().sleep(d)
     }
 
     /// The countdown of the CI wait, like the run's other waits (`waiting (checks) until
     /// …`), and in status.json's delivery when it changed (when the verdict is due, checks
     /// pending); `hank ctl stop` ends it.
     fn tick(&mut self, countdown: Countdown, now: Timestamp) -> bool {
-        self.run.counting_down(countdown.due, now);
+        self.run.io().counting_down(countdown.due, now);
         if let Some(d) = self.shown.as_mut() {
             let before = (d.checks_due, d.checks_pending);
             countdown.show_in(d);
@@ -338,13 +346,13 @@ impl Waiter for Round<'_> {
 impl DeliveryEffects for Round<'_> {
     fn save(&mut self, d: &Delivery) -> Result<()> {
         let dir = self.world.dir.clone();
-        self.run.save_record(&dir, d)
+        self.run.io().save_record(&dir, d)
     }
 
     /// `.hank/delivery.json`, then the run's (the event, status.json).
     fn tell(&mut self, d: &Delivery) -> Result<()> {
         let json = serde_json::to_vec_pretty(d).map_err(|e| HankError::Internal(e.to_string()))?;
-        self.run.write_file(&self.delivery_file, &json)?;
+        self.run.io().write_file(&self.delivery_file, &json)?;
         self.shown = Some(d.clone());
         self.run.show(d, true)
     }

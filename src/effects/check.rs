@@ -220,6 +220,8 @@ pub(crate) struct Checks<'a> {
     pub verify: &'a mut Verification,
     pub state: &'a mut State,
     pub project: &'a Path,
+    /// fix_plan.md as the run last read it.
+    pub plan: &'a crate::policy::fixplan::Plan,
     /// The run's cost and plan items for the news told (no status change).
     pub view: RunView<'a>,
 }
@@ -251,6 +253,20 @@ impl Checks<'_> {
 
     fn warn(&mut self, warning: Option<String>) -> Result<()> {
         warning.map_or(Ok(()), |w| self.fx.tell(self.view, News::Warning(&w)))
+    }
+
+    /// Whether the plan is complete, counting required items that left it during the run as
+    /// open ([`Verification::plan_complete`]; each such item warned about once). `look`: a
+    /// look before a call, which first warns (once) when `.hankrc`'s VERIFY_COMMAND changed
+    /// since the run started ([`rc_edit`]).
+    pub(crate) fn plan_complete(mut self, look: bool) -> bool {
+        if look {
+            let edit = rc_edit(self.verify, self.project);
+            let _ = self.warn(edit);
+        }
+        let (complete, warning) = self.verify.plan_complete(self.plan);
+        let _ = self.warn(warning);
+        complete
     }
 
     /// VERIFY_AT_START: the check before loop 1, its result saved; a red baseline is told to

@@ -10,19 +10,26 @@
 //! ## At a glance (moved here from CLAUDE.md)
 //!
 //! everything the loop does to the world, behind one trait: `mod.rs` (`Effects`: `now`, `sleep`,
-//! `wait_until` (default: `wait.rs`), `suspend_wait` (Actions), `interrupted`,
-//! `poll_control`/`control_log` (`tell_control`, default: each command taken told), `call_agent`,
-//! `baseline`/`measure` (progress), `run_check`, `persist` (state.json), `tell` (default:
-//! status.json, terminal line, log line and event of one `News`, through `publish`, `say`, `log`,
-//! `emit` (events.jsonl, `--json`, NOTIFY)), `restore_status`, `prompt_file`/`write_file`,
-//! `ensure_dirs`, `prune_logs` (LOG_RETENTION: the effects keep the window between calls),
-//! `reserve_call`/`settle_call` (fleet ledger), `adopt_windows`/`publish_windows`, `suspend_job`
-//! (Actions), `desktop_notify`, `delivery_env`/`save_delivery_record` (what a delivery round reads,
-//! its per-user record), `close`), `news.rs` (`News`: what the run tells; `RunView`: the status,
-//! cost and items it is told with; `News::told`/`run_state`: the terminal line, log line, event and
-//! run state each implies **\[pure, table-tested\]**), `wait.rs` (`WaitSpec`, `Woke`: ticks of at
-//! most a second on the effects' clock, control polled each tick (a pause sleeps before it polls),
-//! the countdown and status.json put back during a shown wait; the Actions suspension), `open.rs`
+//! `wait_until` (default: `wait.rs`), `suspend_wait` (Actions), `interrupted` (`interrupted_now`:
+//! after the signal task ran), `poll_control`/`control_log` (`tell_control`, default: each
+//! command taken told), `call_agent`, `baseline`/`measure` (progress), `run_check`, `persist`
+//! (state.json), `tell` (default: status.json, terminal line, log line and event of one `News`,
+//! through `publish`, `say`, `log`, `emit` (events.jsonl, `--json`, NOTIFY)), `restore_status`,
+//! `prompt_file`/`write_file`/`write_prompt`, `ensure_dirs`, `prune_logs` (LOG_RETENTION: the
+//! effects keep the window between calls), `reserve_call`/`settle_call` (fleet ledger),
+//! `adopt_windows`/`publish_windows`, `suspend_job` (Actions), `desktop_notify`, `ended`
+//! (default: the receipts said, the desktop notification), `tree_since` (default:
+//! `snapshot_tree` and `diff_trees`, a review round's input), `delivery_env`/
+//! `save_delivery_record` (what a delivery round reads, its per-user record), `close`),
+//! `news.rs` (`News`: what the run tells; `RunView`: the status, cost and items it is told with;
+//! `News::told`/`run_state`: the terminal line, log line, event and run state each implies
+//! **\[pure, table-tested\]**), `wait.rs` (`WaitSpec`, `Woke`: ticks of at most a second on the
+//! effects' clock, control polled each tick (a pause sleeps before it polls), the countdown and
+//! status.json put back during a shown wait; the Actions suspension), `shown.rs` (`Shown`: what
+//! the run shows beyond state.json — last loop, wait, questions, delivery step, limit note,
+//! receipts —, kept by the driver; `Shown::status`: status.json for a piece of news over the
+//! driver's records `RunParts`, through `Status::of`; `Shown::exit_message`), `host.rs` (the
+//! effects as a delivery round's `deliver::in_run::RunIo`: clock, sleeps, records), `open.rs`
 //! (`claim`: the store with its per-user ledger copy, the lock, subreaper/self-protection,
 //! CONTROL_TOPIC's poller — before the runtime; `Real`: opened with the state loaded and a killed
 //! hank's leftovers stopped; keeps the last status published), `agent.rs` (spawn + stream + answer,
@@ -56,14 +63,17 @@ use crate::store::{Event, State, Status};
 
 pub(crate) mod agent;
 pub(crate) mod check;
+mod host;
 mod news;
 mod open;
 mod output;
 pub(crate) mod plan;
+mod shown;
 mod wait;
 
 pub(crate) use news::{News, RunView};
 pub(crate) use open::{Real, claim};
+pub(crate) use shown::{RunParts, Shown};
 pub(crate) use wait::{WaitSpec, Woke};
 
 /// A future an effect returns (boxed: the trait is used as `dyn Effects`).
@@ -148,6 +158,17 @@ pub(crate) trait Effects: Clock {
     fn sleep(&mut self, d: Duration) -> Fut<'_, Slept>;
     /// Whether the user interrupted the run (Ctrl-C, SIGTERM, SIGHUP).
     fn interrupted(&self) -> bool;
+    /// [`Effects::interrupted`] once the signal task ran (the driver is polled on the first
+    /// yield, the handler runs on the second): a signal that came during synchronous work
+    /// (the analysis of an answer) is seen.
+    fn interrupted_now(&mut self) -> Fut<'_, bool> {
+        Box::pin(async move {
+            for _ in 0..2 {
+                tokio::task::yield_now().await;
+            }
+            self.interrupted()
+        })
+    }
     /// Facts from outside the run that arrived since the last poll, oldest first: a pause,
     /// a note for the next context, a setting, a sibling's window reading
     /// (`policy::run::Control`). Polled before each call and during every wait.
@@ -240,6 +261,14 @@ pub(crate) trait Effects: Clock {
     fn prompt_file(&mut self, number: u64) -> PathBuf;
     /// Writes `bytes` to `path` atomically (0600).
     fn write_file(&mut self, path: &std::path::Path, bytes: &[u8]) -> Result<()>;
+    /// The prompt file of call `number` written (`bytes`; `None`: the profile takes none).
+    fn write_prompt(&mut self, number: u64, bytes: Option<&[u8]>) -> Result<()> {
+        let Some(bytes) = bytes else {
+            return Ok(());
+        };
+        let file = self.prompt_file(number);
+        self.write_file(&file, bytes)
+    }
     /// `.hank/` recreated if the agent removed it; the store's notes since the last look.
     fn ensure_dirs(&mut self) -> Result<Vec<String>>;
     /// LOG_RETENTION: keeps the logs of the `keep` newest loops and checks (`newest`: the
@@ -263,6 +292,23 @@ pub(crate) trait Effects: Clock {
     fn suspend_job(&mut self, line: &str) -> bool;
     /// NOTIFY=true's desktop notification at the end.
     fn desktop_notify(&mut self, title: &str, body: &str);
+    /// The run's end, after its exit news: the receipts of its loops said
+    /// ([`crate::policy::receipts::summary_lines`]) and, with NOTIFY=true (`notify`), the
+    /// desktop notification of its exit `message`.
+    fn ended(
+        &mut self,
+        reason: crate::exit::ExitReason,
+        message: &str,
+        receipts: &[crate::policy::receipts::LoopCost],
+        notify: bool,
+    ) {
+        for line in crate::policy::receipts::summary_lines(receipts) {
+            self.say(Say::Info(&line));
+        }
+        if notify {
+            self.desktop_notify(&format!("hank: {}", reason.as_str()), message);
+        }
+    }
     /// What a delivery round (`DELIVER=branch|pr`, [`crate::deliver::in_run`]) reads and
     /// writes besides the host: the run's `events.jsonl` (the PR body's evidence), where
     /// `.hank/delivery.json` goes, the secret values to redact. `None` where nothing is
@@ -292,6 +338,21 @@ pub(crate) trait Effects: Clock {
         _to: &str,
     ) -> Option<(String, String)> {
         None
+    }
+    /// The work tree now ([`Effects::snapshot_tree`]) and its diff from the tree `base`
+    /// ([`Effects::diff_trees`]; `None` without a base or when git could not say): a review
+    /// round's input.
+    fn tree_since(
+        &mut self,
+        project: &std::path::Path,
+        base: Option<&str>,
+    ) -> (Option<String>, Option<(String, String)>) {
+        let tree = self.snapshot_tree(project);
+        let diff = match (base, &tree) {
+            (Some(from), Some(to)) => self.diff_trees(project, from, to),
+            _ => None,
+        };
+        (tree, diff)
     }
     /// The end of the run: queued notifications delivered (bounded).
     fn close(&mut self) -> Fut<'_, ()> {

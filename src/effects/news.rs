@@ -96,7 +96,7 @@ pub(crate) struct Told {
     pub event: Option<EventKind>,
 }
 
-impl News<'_> {
+impl<'a> News<'a> {
     /// The run state status.json shows with this news (`None`: not written).
     #[must_use]
     pub(crate) fn run_state(&self) -> Option<RunState> {
@@ -122,6 +122,17 @@ impl News<'_> {
         match self {
             Self::Exit { reason, .. } => Some(*reason),
             _ => None,
+        }
+    }
+
+    /// A delivery record `d` shown: the `delivery` event and status.json when a step happened
+    /// (`step`), else status.json only (its CI countdown moved).
+    #[must_use]
+    pub(crate) fn delivery_shown(d: &'a Delivery, step: bool) -> Self {
+        if step {
+            Self::Delivery(d)
+        } else {
+            Self::Status(RunState::Running)
         }
     }
 

@@ -1,6 +1,7 @@
 //! fix_plan.md as a run reads it ([`PlanFile`]): parsed at each look and after each call, and
 //! read once when nothing changed it in between.
 
+use crate::error::Result;
 use crate::fsread::Stamp;
 use crate::policy::fixplan::{self, Plan};
 use crate::settings::Settings;
@@ -33,6 +34,20 @@ impl PlanFile {
         self.plan = fixplan::parse(&text, &s.optional_sections.value);
         self.looked = text;
         true
+    }
+
+    /// A look before a call: the required files (one turned into a FIFO or a device is an
+    /// error naming it, not a hang and not "disappeared"), then the plan read
+    /// ([`PlanFile::look`]). Whether a file is missing or the plan cannot be read, and the
+    /// warning naming the files that disappeared.
+    pub(crate) fn look_all(&mut self, s: &Settings) -> Result<(bool, Option<String>)> {
+        let missing = s.required_files_now()?;
+        if missing.is_empty() {
+            return Ok((!self.look(s), None));
+        }
+        let list: Vec<String> = missing.iter().map(|p| p.display().to_string()).collect();
+        let warning = format!("required file(s) disappeared: {}", list.join(", "));
+        Ok((true, Some(warning)))
     }
 
     /// The text the last look read (taken: the baseline of the call that follows).

@@ -15,11 +15,13 @@ use crate::policy::run::{Fact, FailoverPick};
 use crate::policy::windows;
 use crate::progress::Progress;
 use crate::report::local_time;
-use crate::store::LastLoop;
 
 impl Engine {
-    /// One loop from the call to the report; its decision is the state machine's.
-    pub(super) async fn one_loop(&mut self, plan_before: String) -> Result<()> {
+    /// One loop of agent `i` (the state machine's pick) from the call to the report; its
+    /// decision is the state machine's.
+    pub(super) async fn one_loop(&mut self, i: usize) -> Result<()> {
+        self.use_agent(i)?;
+        let plan_before = self.fix_plan.take_looked();
         let now = self.fx.now();
         self.run.on(Fact::Calling, now);
         // Saved before the spawn; the rename is atomic, no fdatasync (it costs ms per loop on
@@ -56,7 +58,7 @@ impl Engine {
             },
         };
         let folded = self.fold(&c)?;
-        let complete = self.plan_complete();
+        let complete = self.checks().plan_complete(false);
         let run = (&self.run, complete);
         let answered = answer::judge(&c, &self.state, run, &self.s.decide_config(), &folded);
         // The decision, a "done" claim checked, failover, a fresh session (policy::run).
@@ -68,9 +70,7 @@ impl Engine {
         let tz = jiff::tz::TimeZone::system();
         self.limit_note(windows::usage_limit_note(c.analysis, &decision, &tz));
         self.prune_logs();
-        // When the next loop starts at once, its "running" status and its save before the
-        // spawn carry this loop's results; every other way out (stop, wait, error) saves here.
-        let next_now = decision == Decision::Continue && self.s.loop_delay_seconds.value == 0;
+        let next_now = self.run.calls_at_once();
         if !next_now {
             self.fx.persist(&self.state, false)?;
         }
@@ -89,7 +89,7 @@ impl Engine {
         let context = self.context_for(agent, number);
         let prompt_file = self.fx.prompt_file(number);
         let prepared = argv::prepare(agent, &self.s, resume, &context, &prompt, &prompt_file);
-        self.wait = None;
+        self.shown.wait = None;
         let news = News::LoopStarted {
             number,
             resume: resume.is_some(),
@@ -113,10 +113,8 @@ impl Engine {
         (sizes, resume, read_only): ((usize, usize), bool, bool),
         news: News<'_>,
     ) -> Result<AgentAnswer> {
-        if let Some(bytes) = &prepared.prompt_file {
-            let file = self.fx.prompt_file(number);
-            self.fx.write_file(&file, bytes)?;
-        }
+        self.fx
+            .write_prompt(number, prepared.prompt_file.as_deref())?;
         self.tell(news)?;
         let call = AgentCall {
             number,
@@ -214,14 +212,12 @@ impl Engine {
     /// The report ([`answer::report`]): status.json (`write_status`), the `agent_finished`
     /// event, the log line and the summary block.
     fn report_loop(&mut self, c: &Call<'_>, write_status: bool) -> Result<()> {
-        self.questions.clone_from(&c.analysis.questions);
         let (check, plan) = (
             self.verify.loop_result(c.number),
             (self.fix_plan.plan.done(), self.fix_plan.plan.total()),
         );
         let (finished, summary) = answer::report(c, check, plan, &self.state);
-        self.last_loop = Some(LastLoop::of(&finished));
-        self.run_loops.push(finished.receipt(self.fx.now()));
+        (self.shown).finished(&finished, &c.analysis.questions, self.fx.now());
         self.tell(News::Finished {
             finished: &finished,
             summary: &summary,

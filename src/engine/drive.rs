@@ -6,7 +6,7 @@ use jiff::Timestamp;
 
 use super::Engine;
 use crate::analysis::Analysis;
-use crate::deliver::in_run::RunSide;
+use crate::deliver::in_run::{self, RunSide};
 use crate::effects::{News, Say};
 use crate::error::Result;
 use crate::exit::ExitReason;
@@ -60,11 +60,7 @@ impl Engine {
     pub(super) async fn execute(&mut self, step: Step) -> Result<Option<ExitReason>> {
         match step {
             Step::Observe => self.observe_step().await?,
-            Step::Call { agent } => {
-                self.use_agent(agent)?;
-                let plan = self.fix_plan.take_looked();
-                self.one_loop(plan).await?;
-            }
+            Step::Call { agent } => self.one_loop(agent).await?,
             Step::Check(_) | Step::Failover | Step::FreshSession => {
                 self.settle(step, &Analysis::default()).await?;
             }
@@ -85,21 +81,14 @@ impl Engine {
         if std::mem::take(&mut self.baseline_due) {
             self.checks().baseline().await?;
         }
-        // Let the signal task run (the driver is polled on the first yield, the handler runs
-        // on the second): a signal that came during the synchronous analysis is seen here.
-        for _ in 0..2 {
-            tokio::task::yield_now().await;
-        }
-        if self.fx.interrupted() {
+        if self.fx.interrupted_now().await {
             self.run.on(Fact::Interrupted, self.fx.now());
             return Ok(());
         }
         self.poll_control();
         // A sibling's usage-window readings count like the run's own.
         let readings = self.run.take_readings();
-        if !readings.is_empty() {
-            windows::observe(&mut self.state.windows, &readings, self.fx.now());
-        }
+        windows::observe(&mut self.state.windows, &readings, self.fx.now());
         // So do the newer readings of every other run of this user (the shared file).
         let now = self.fx.now();
         self.fx.adopt_windows(&mut self.state.windows, now);
@@ -110,23 +99,11 @@ impl Engine {
     }
 
     fn observe(&mut self) -> Result<Observation> {
-        // A required file turned into a FIFO or a device is an error naming it, not a hang
-        // and not "disappeared".
-        let missing = self.s.required_files_now()?;
-        let mut missing_files = !missing.is_empty();
-        if missing_files {
-            let list: Vec<String> = missing.iter().map(|p| p.display().to_string()).collect();
-            self.warn(&format!(
-                "required file(s) disappeared: {}",
-                list.join(", ")
-            ));
-        } else {
-            missing_files = !self.fix_plan.look(&self.s);
+        let (missing_files, warning) = self.fix_plan.look_all(&self.s)?;
+        if let Some(w) = warning {
+            self.warn(&w);
         }
-        let plan_complete = !missing_files && {
-            self.watch_verify_edit();
-            self.plan_complete()
-        };
+        let plan_complete = !missing_files && self.checks().plan_complete(true);
         let now = self.fx.now();
         let limits = self.s.budget_limits();
         let mut o = Observation {
@@ -137,16 +114,9 @@ impl Engine {
             window: windows::check(&self.state.windows, &self.s.max_window_percent.value, now),
             pick: self.state.agents.pick(&self.chain.names(), now),
         };
-        // In a fleet, the fleet-wide ledger (locked) takes the call once every gate hank can
-        // see here lets it through: the budget holds for every task together. A later gate
-        // (a pause, an exhausted agent chain) can leave the reservation unused: the fleet's
-        // cap then errs on the side of fewer calls, never more.
-        // A review round's look reserves its call the same way (its plan is complete).
-        if o.gates_open() || (self.run.reviewing() && o.limits_open()) {
-            let limits = crate::policy::fleet::FleetLimits {
-                budget: limits,
-                max_cost_usd: self.s.max_cost_usd.value,
-            };
+        // In a fleet, the fleet-wide ledger takes the call (a review round's too).
+        if self.run.reserves(&o) {
+            let limits = self.s.fleet_limits();
             if let Some(r) = o.reserved(self.fx.reserve_call(now, &limits)?) {
                 self.run.on(Fact::FleetLimit(r), now);
             }
@@ -216,54 +186,26 @@ impl Engine {
             }
             None => Delivered::Final(reason),
         };
-        self.delivering = None;
+        self.shown.delivering = None;
         self.run.on(Fact::Delivered(outcome), self.fx.now());
         Ok(())
     }
 }
 
-/// The run a delivery round is part of: the engine's clock and effects, its status.json and
-/// events, its control source.
+/// The run a delivery round is part of: the engine's effects (`effects/host.rs`), its
+/// status.json and events, its control source.
 impl RunSide for Engine {
-    fn now(&self) -> Timestamp {
-        self.fx.now()
+    fn io(&mut self) -> &mut dyn in_run::RunIo {
+        &mut self.fx
     }
 
-    fn sleep(&mut self, d: std::time::Duration) -> crate::deliver::WaitFut<'_> {
-        Box::pin(async move {
-            self.fx.interrupted() || self.fx.sleep(d).await == crate::effects::Slept::Interrupted
-        })
-    }
-
-    fn records(&self) -> Option<crate::deliver::in_run::RunRecords> {
-        self.fx.delivery_env()
-    }
-
-    fn write_file(&mut self, path: &std::path::Path, bytes: &[u8]) -> Result<()> {
-        self.fx.write_file(path, bytes)
-    }
-
-    fn save_record(&mut self, project: &std::path::Path, rec: &Delivery) -> Result<()> {
-        self.fx.save_delivery_record(project, rec)
-    }
-
-    fn say(&mut self, line: &str) {
-        self.fx.say(Say::Info(line));
-    }
-
-    fn counting_down(&mut self, until: Timestamp, now: Timestamp) {
-        let reason = "checks";
-        self.fx.say(Say::WaitTick { reason, until, now });
+    fn io_ref(&self) -> &dyn in_run::RunIo {
+        &self.fx
     }
 
     fn show(&mut self, d: &Delivery, step: bool) -> Result<()> {
-        self.delivering = Some(d.clone());
-        let news = if step {
-            News::Delivery(d)
-        } else {
-            News::Status(crate::store::RunState::Running)
-        };
-        self.tell(news)
+        self.shown.delivering = Some(d.clone());
+        self.tell(News::delivery_shown(d, step))
     }
 
     fn warn(&mut self, line: &str) {

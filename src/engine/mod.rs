@@ -17,13 +17,15 @@
 //! the driver of `policy::run` (it reads hank's files — plan, prompt, `.hankrc` — through
 //! `Settings`; every other effect goes through `Effects`): `mod.rs` (`Engine`, `drive` — what
 //! `commands/run.rs` calls once it has opened the real effects —, the start: breaker and agents,
-//! the saved wait handed to `Run::resuming`, the baseline check; the end: the exit summary
-//! `report::exit_summary`, receipts), `drive.rs` (`Run::next` → execute the step → `Run::on(fact)`:
-//! the observation before a call (the fleet's verdict `Observation::reserved`), control commands
-//! and `hank ctl set`, checks/failover/session drop as steps, the delivery step and its `Host`: a
-//! round of `deliver::in_run` on the effects' clock), `call.rs` (one call as the sequence call →
-//! measure → fold → judge → settle → report: `State::start_call` and a save first, context and
-//! argv, `Effects::call_agent`, then one `agent::answer::Call` handed to
+//! the saved wait that still stands (`windows::resume_saved`) handed to `Run::resuming`, the
+//! baseline check; the end: the exit summary `report::exit_summary`, receipts), `drive.rs`
+//! (`Run::next` → execute the step → `Run::on(fact)`: the observation before a call — the files
+//! and the plan `PlanFile::look_all`, the plan's completeness `Checks::plan_complete`, the fleet's
+//! verdict when `Run::reserves` says so, `Observation::reserved` —, control commands and `hank ctl
+//! set`, checks/failover/session drop as steps, the delivery step and its `RunSide`: a round of
+//! `deliver::in_run` on the effects' clock, `effects/host.rs`), `call.rs` (one call as the
+//! sequence call → measure → fold → judge → settle → report: `State::start_call` and a save first,
+//! context and argv, `Effects::call_agent`, then one `agent::answer::Call` handed to
 //! `answer::complete`/`fold_call`/`judge`/`report`; the agent chain: `failover::Agents::take_turn`,
 //! failover's pick), `review.rs` (one round of the independent reviewer `REVIEW_AGENT`, issue 39,
 //! once `Run::review_gates` let it through the worker's gates from the look before it; the input —
@@ -33,20 +35,12 @@
 //! `Effects::call_agent` with `argv::prepare_review` and `AgentCall::read_only` (the sandbox's
 //! project read-only, `Rules::read_only_in`); its accounting on every cap; the verdict
 //! `policy::review::of_answer` told as `News::Review` (the `review` event, status.json's `review`),
-//! then `Fact::Reviewed`), `wait.rs` (one wait step: what it shows and says is
-//! `WaitFor::shown`/`line`, a shown wait saved and told, `Effects::wait_until`, the commands it
-//! returns handed to `Run::on`, `Run::wait_cut`/`Run::woke` deciding the end; `saved_wait`: the
-//! last run's wait at start), `output.rs` (`tell`: a piece of `effects::News` with status.json from
-//! `Status::of`; limit notes; `checks()` lends `effects::check::Checks` the run's records); the
-//! session a call resumes is `policy::session::resume_id`; `engine/tests/` (`effects.rs` the
-//! `TestEffects`: a clock moved by sleeps, scripted answers and checks, every write kept in memory;
-//! `loops.rs` whole runs: call → check → verified stop, a usage-limit wait, an interrupt during a
-//! check, failover — `scripted` effects (plan edits, answers, check results) run by `run_project`;
-//! `deliver.rs` a delivery round inside the run with a scripted forge
-//! (`forge::scripted::ScriptedForge`, test-only: the checks of each look from a script, looks and
-//! pull requests counted; also `deliver`'s own `wait_for_ci` tests on a moved clock) and
-//! `DeliverGit`: a 30-minute CI wait (100 pending looks, then green) on the effects' clock, and an
-//! interrupt during it; `mod.rs`'s settings come from `settings::resolve::resolve_args`)
+//! then `Fact::Reviewed`), `wait.rs` (one wait step: what it says, shows and keeps is
+//! `WaitFor::plan`, a shown wait saved and told, `Effects::wait_until`, the commands it returns
+//! handed to `Run::on`, `Run::wait_cut`/`Run::woke` deciding the end), `output.rs` (`tell`: a piece
+//! of `effects::News` with status.json from `Status::of`; limit notes; `checks()` lends
+//! `effects::check::Checks` the run's records); the session a call resumes is
+//! `policy::session::resume_id`; the driver's tests: `engine/tests/mod.rs`.
 
 use jiff::Timestamp;
 
@@ -55,12 +49,13 @@ use crate::effects::plan::PlanFile;
 use crate::effects::{Effects, News, Say};
 use crate::error::Result;
 use crate::exit::ExitReason;
-use crate::policy::budget::{Resume, WaitReason};
+use crate::policy::budget::Resume;
+use crate::policy::decide::UsageLimitPolicy;
 use crate::policy::run::{Observation, Run, RunConfig};
-use crate::policy::session;
 use crate::policy::verification::Verification;
+use crate::policy::{session, windows};
 use crate::settings::Settings;
-use crate::store::{LastLoop, RunState, State};
+use crate::store::{RunState, State};
 
 mod call;
 mod drive;
@@ -81,30 +76,21 @@ struct Engine {
     seen: Option<Observation>,
     /// fix_plan.md as the run last read it.
     fix_plan: PlanFile,
-    last_loop: Option<LastLoop>,
-    wait: Option<(WaitReason, Timestamp)>,
+    /// What the run shows beyond state.json (status.json's parts, the exit summary's).
+    shown: crate::effects::Shown,
     /// The login expiry last warned about (once per expiry time).
     credential_warned: Option<Timestamp>,
     /// VERIFY_COMMAND as the run started, and what its checks found.
     verify: Verification,
     /// When the run started (MAX_RUNTIME counts from it).
     run_started: Timestamp,
-    /// The usage limit or window the run waits for or stopped at, named for the user.
-    limit_note: Option<String>,
-    /// This run's loops, for the receipts in the exit summary.
-    run_loops: Vec<crate::policy::receipts::LoopCost>,
-    /// The last loop's questions (status.json shows them while the loop waits for an answer).
-    questions: Vec<String>,
     /// VERIFY_AT_START: the baseline runs at the first look (after a resumed wait; never
     /// before a stop at once).
     baseline_due: bool,
     /// DELIVER=branch|pr: the run's delivery (`deliver.rs`, [`crate::deliver::in_run`]).
     delivery: Option<crate::deliver::in_run::InRun>,
-    /// The delivery step last recorded while the delivery is under way (its CI countdown
-    /// is put in status.json, [`crate::deliver::CiCountdown`]).
-    delivering: Option<crate::store::schema::Delivery>,
     /// REVIEW_AGENT: the independent reviewer and its rounds (`review.rs`).
-    reviewer: review::Reviewer,
+    reviewer: crate::agent::chain::Reviewer,
 }
 
 impl Engine {
@@ -141,7 +127,12 @@ impl Engine {
         }
         self.prune_logs();
         self.tell(News::Status(RunState::Starting))?;
-        let resume = self.saved_wait(self.fx.now());
+        let exit = self.s.on_usage_limit.value == UsageLimitPolicy::Exit;
+        let (windows, limits) = (&self.state.windows, &self.s.max_window_percent.value);
+        let resume = windows::resume_saved(self.state.wait, windows, limits, self.fx.now(), exit);
+        if let Resume::Wait(w) = resume {
+            self.fx.say(Say::Info(&crate::report::resuming_wait(&w)));
+        }
         if resume == Resume::Call && self.state.wait.take().is_some() {
             self.save()?;
         }
@@ -164,32 +155,17 @@ impl Engine {
             self.state.session = None;
         }
         self.save()?;
-        self.wait = None;
+        self.shown.wait = None;
         self.fix_plan.look(&self.s);
-        let bcfg = self.s.breaker_config();
-        let delivery = self.delivery.as_ref().and_then(|d| d.last());
-        let notes = crate::report::ExitNotes {
-            limit: self.limit_note.as_deref(),
-            verified: &self.verify.summary(reason),
-            cooldown_ends: self.state.breaker.cooldown_ends_at(&bcfg),
-            now: self.fx.now(),
-            delivery_error: delivery.as_ref().and_then(|d| d.error.as_deref()),
-            review: self.reviewer.rounds.last.as_ref(),
-        };
-        let message = crate::report::exit_summary(reason, &self.state, &self.fix_plan.plan, &notes);
+        let message = self.shown.exit_message(reason, &self.parts());
         let verified = self.verify.verified;
         self.tell(News::Exit {
             reason,
             message: &message,
             verified,
         })?;
-        for line in crate::policy::receipts::summary_lines(&self.run_loops) {
-            self.fx.say(Say::Info(&line));
-        }
-        if self.s.notify.value {
-            let title = format!("hank: {}", reason.as_str());
-            self.fx.desktop_notify(&title, &message);
-        }
+        let (receipts, notify) = (&self.shown.receipts, self.s.notify.value);
+        self.fx.ended(reason, &message, receipts, notify);
         Ok(reason.code())
     }
 }
@@ -235,17 +211,12 @@ impl Engine {
             run: Run::new(RunConfig::default()),
             seen: None,
             fix_plan: PlanFile::default(),
-            last_loop: None,
-            wait: None,
+            shown: crate::effects::Shown::default(),
             credential_warned: None,
             verify: crate::policy::verification::Verification::default(),
-            limit_note: None,
-            run_loops: Vec::new(),
-            questions: Vec::new(),
             baseline_due: false,
             delivery: None,
-            delivering: None,
-            reviewer: review::Reviewer::default(),
+            reviewer: crate::agent::chain::Reviewer::default(),
         }
     }
 }

@@ -1,29 +1,40 @@
 //! What the driver tells, through one effect ([`crate::effects::Effects::tell`]): a piece of
-//! [`News`] with the run as it looks (status.json from [`Status::of`], the run's cost, the
-//! plan's items); state.json; the limit named in messages; the run's checks
+//! [`News`] with the run as it looks (status.json from `effects::Shown::status`, the run's
+//! cost, the plan's items); state.json; the limit named in messages; the run's checks
 //! ([`crate::effects::check::Checks`]) over its records and the plan's completeness.
 
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 
 use super::Engine;
-use crate::effects::check::{self, Checks};
-use crate::effects::{News, RunView, Say};
+use crate::effects::check::Checks;
+use crate::effects::{News, RunParts, RunView, Say};
 use crate::error::Result;
-use crate::exit::ExitReason;
 use crate::policy::windows;
-use crate::store::schema::StatusParts;
-use crate::store::{PlanCounts, RunState, Status};
 
 impl Engine {
-    /// Tells `news`; status.json too when the news implies a run state ([`News::run_state`]).
+    /// Tells `news`; status.json too when the news implies a run state (`Shown::status`).
     pub(super) fn tell(&mut self, news: News<'_>) -> Result<()> {
-        let status = (news.run_state()).map(|s| self.status(s, news.exit(), &news));
+        let status = self.shown.status(&news, self.parts());
         let view = RunView {
             status: status.as_ref(),
             ..self.view()
         };
         self.fx.tell(view, news)
+    }
+
+    /// The driver's records as the run looks now (status.json's, the exit message's).
+    pub(super) fn parts(&self) -> RunParts<'_> {
+        RunParts {
+            state: &self.state,
+            s: &self.s,
+            plan: &self.fix_plan.plan,
+            verify: &self.verify,
+            review: self.reviewer.rounds.last.as_ref(),
+            // A delivery step is shown while the delivery is out of the engine's hands.
+            delivered: self.delivery.as_ref().and_then(|d| d.last()),
+            now: self.fx.now(),
+        }
     }
 
     /// How the run looks to news that leave status.json as it is: its cost, the plan's items.
@@ -37,38 +48,6 @@ impl Engine {
 
     pub(super) fn warn(&mut self, msg: &str) {
         let _ = self.tell(News::Warning(msg));
-    }
-
-    fn status(&self, run_state: RunState, exit: Option<ExitReason>, news: &News<'_>) -> Status {
-        // A delivery step is shown while the delivery is out of the engine's hands.
-        let last = self.delivery.as_ref().and_then(|d| d.last());
-        let delivery = match news {
-            News::Delivery(d) => Some(*d),
-            _ => last.as_ref().or(self.delivering.as_ref()),
-        };
-        let mut status = Status::of(&StatusParts {
-            state: &self.state,
-            run_state,
-            plan: PlanCounts {
-                done: self.fix_plan.plan.done(),
-                total: self.fix_plan.plan.total(),
-            },
-            last_loop: self.last_loop.as_ref(),
-            wait: self.wait,
-            limits: &self.s.budget_limits(),
-            window_limits: &self.s.max_window_percent.value,
-            exit,
-            now: self.fx.now(),
-            pid: std::process::id(),
-            verification: self.verify.status(),
-            delivery,
-            questions: &self.questions,
-            review: self.reviewer.rounds.last.as_ref(),
-        });
-        if let News::Exit { message, .. } = news {
-            status.exit_message = Some((*message).to_owned());
-        }
-        status
     }
 
     /// Saves state.json durably.
@@ -93,15 +72,9 @@ impl Engine {
     /// A usage limit (after a loop's decision, [`windows::usage_limit_note`]) or window
     /// named in the exit message; with the wait's end, on the terminal too.
     pub(super) fn limit_note(&mut self, found: Option<(String, Option<Timestamp>)>) {
-        let Some((note, until)) = found else {
-            return;
-        };
-        if let Some(until) = until {
-            let at = crate::report::local_time(until);
-            self.fx
-                .say(Say::Info(&format!("{note}; no call before {at}")));
+        if let Some(line) = self.shown.limit(found) {
+            self.fx.say(Say::Info(&line));
         }
-        self.limit_note = Some(note);
     }
 }
 
@@ -114,23 +87,7 @@ impl Engine {
             verify: &mut self.verify,
             state: &mut self.state,
             project: &self.s.project_dir,
-        }
-    }
-
-    /// Whether the plan is complete, counting required items that left it during the run as
-    /// open; each such item is warned about once.
-    pub(super) fn plan_complete(&mut self) -> bool {
-        let (complete, warning) = self.verify.plan_complete(&self.fix_plan.plan);
-        if let Some(w) = warning {
-            self.warn(&w);
-        }
-        complete
-    }
-
-    /// Warns once when `.hankrc`'s VERIFY_COMMAND changed since the run started.
-    pub(super) fn watch_verify_edit(&mut self) {
-        if let Some(w) = check::rc_edit(&mut self.verify, &self.s.project_dir) {
-            self.warn(&w);
+            plan: &self.fix_plan.plan,
         }
     }
 }

@@ -15,17 +15,9 @@ use crate::agent::profile::Agent;
 use crate::analysis::review::Review;
 use crate::effects::{AgentAnswer, News};
 use crate::error::Result;
-use crate::exit::ExitReason;
-use crate::policy::review::{self, RoundInput, Rounds};
+use crate::policy::review::{self, RoundInput};
 use crate::policy::run::{Fact, Reviewed};
 use crate::store::schema::ReviewRound;
-
-/// The reviewer of a run (resolved before any call) and its rounds.
-#[derive(Debug, Default)]
-pub(super) struct Reviewer {
-    pub(super) agent: Option<std::sync::Arc<Agent>>,
-    pub(super) rounds: Rounds,
-}
 
 impl Engine {
     /// At the run's start: the work tree and the done items the first round starts from.
@@ -41,12 +33,13 @@ impl Engine {
         let Some(agent) = self.reviewer.agent.clone() else {
             // No reviewer resolved (cannot happen with REVIEW_AGENT set): fail closed.
             let unreadable = Review::unreadable("no reviewer could be started");
-            let fact = Fact::Reviewed(Reviewed::Verdict(unreadable));
-            self.run.on(fact, self.fx.now());
+            self.run.on(
+                Fact::Reviewed(Reviewed::of(unreadable, false)),
+                self.fx.now(),
+            );
             return Ok(());
         };
-        let round = self.run.review_rounds() + 1;
-        let max_rounds = self.s.review_config().unwrap_or_default().max_rounds;
+        let (round, max_rounds) = self.run.review_round();
         let prompt = self.review_prompt(round, max_rounds);
         // On the call cap's ledger and saved before the spawn, as the worker's call.
         let number = self.state.start_call(self.fx.now());
@@ -61,13 +54,7 @@ impl Engine {
         let mut got = self
             .spawn(&agent, number, prepared, (sizes, false, true), news)
             .await?;
-        let warned = (self.fx.now(), &mut self.credential_warned);
-        let call = (&*agent, number, got.duration);
-        let pricing = answer::Pricing::of(&self.s);
-        let a = &mut got.analysis;
-        for w in answer::complete(a, call, &mut self.state, pricing, warned) {
-            self.warn(&w);
-        }
+        self.take_answer(&agent, (number, got.duration, false), &mut got.analysis)?;
         self.review_answered(&agent, (round, max_rounds, number), &got)
     }
 
@@ -89,27 +76,19 @@ impl Engine {
         // The reviewer's own usage limit: no round spent; wait for its reset.
         let policy = self.s.on_usage_limit.value;
         if let Some(limit) = Reviewed::at_usage_limit(a.error.as_ref(), policy, at) {
-            self.warn(&format!(
-                "the reviewer ({}) hit its usage limit: the review round runs after its reset",
-                agent.name()
-            ));
+            self.warn(&crate::report::reviewer_at_limit(agent.name()));
             self.fx.persist(&self.state, false)?;
             self.run.on(Fact::Reviewed(limit), self.fx.now());
             return Ok(());
         }
-        let failed = review::call_failure(got.interrupted, a);
-        let verdict = review::of_answer(a.review.as_ref(), failed.as_deref());
+        let verdict = review::verdict_of(got.interrupted, a);
         let which = (round, max_rounds, agent.name(), number);
         let seen = ReviewRound::of(which, &verdict, a, got.duration);
         self.reviewer.rounds.record(verdict.clone(), seen.clone());
-        self.run_loops.push(seen.receipt(self.fx.now()));
+        self.shown.receipts.push(seen.receipt(self.fx.now()));
         self.fx.persist(&self.state, false)?;
         self.tell(News::Review(&seen))?;
-        let fact = if got.interrupted || self.fx.interrupted() {
-            Reviewed::Stop(ExitReason::Interrupted)
-        } else {
-            Reviewed::Verdict(verdict)
-        };
+        let fact = Reviewed::of(verdict, got.interrupted || self.fx.interrupted());
         self.run.on(Fact::Reviewed(fact), self.fx.now());
         Ok(())
     }
@@ -118,11 +97,7 @@ impl Engine {
     /// tree now and its diff from the last base.
     fn review_prompt(&mut self, round: u32, max_rounds: u32) -> String {
         let dir = self.s.project_dir.clone();
-        let tree = self.fx.snapshot_tree(&dir);
-        let diff = match (self.reviewer.rounds.base_tree(), &tree) {
-            (Some(from), Some(to)) => self.fx.diff_trees(&dir, from, to),
-            _ => None,
-        };
+        let (tree, diff) = self.fx.tree_since(&dir, self.reviewer.rounds.base_tree());
         let last = self.verify.last.as_ref();
         let result = last.map(crate::policy::verification::Verification::result_line);
         self.reviewer.rounds.prompt(&RoundInput {

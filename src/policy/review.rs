@@ -487,6 +487,13 @@ fn done_items(plan: &crate::policy::fixplan::Plan) -> Vec<String> {
         .collect()
 }
 
+/// The verdict of a review call that answered `a` (`interrupted`: hank stopped it): the
+/// reviewer's words, or unreadable when the call failed ([`call_failure`], [`of_answer`]).
+#[must_use]
+pub fn verdict_of(interrupted: bool, a: &crate::analysis::Analysis) -> Review {
+    of_answer(a.review.as_ref(), call_failure(interrupted, a).as_deref())
+}
+
 /// Why the reviewer's call gave no answer to read (an error, a timeout, an interrupt).
 #[must_use]
 pub fn call_failure(interrupted: bool, a: &crate::analysis::Analysis) -> Option<String> {
@@ -654,6 +661,12 @@ mod tests {
         assert!(!of_answer(Some(&ok), Some("timeout")).approved());
         assert!(of_answer(Some(&ok), None).approved());
         assert!(!of_answer(None, None).approved());
+        let answered = crate::analysis::Analysis {
+            review: Some(ok),
+            ..Default::default()
+        };
+        assert!(verdict_of(false, &answered).approved());
+        assert!(!verdict_of(true, &answered).approved(), "interrupted");
     }
 
     #[test]

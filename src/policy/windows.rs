@@ -373,6 +373,21 @@ pub fn saved_wait_stands(
         || matches!(check(windows, limits, now), WindowCheck::Wait { .. })
 }
 
+/// At start: what to do with the wait the last run was in (`saved`), once it still stands
+/// ([`saved_wait_stands`]) — resumed, ended at once, or the run exits as ON_USAGE_LIMIT=exit
+/// (`exit`) says ([`crate::policy::budget::resume_wait`]).
+#[must_use]
+pub fn resume_saved(
+    saved: Option<crate::policy::budget::SavedWait>,
+    windows: &Windows,
+    limits: &WindowLimits,
+    now: Timestamp,
+    exit: bool,
+) -> crate::policy::budget::Resume {
+    let saved = saved.filter(|w| saved_wait_stands(w, windows, limits, now));
+    crate::policy::budget::resume_wait(saved, now, exit)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -824,5 +839,46 @@ mod tests {
         let reading = reading("five_hour", Some(0.95), Some(3600), None);
         observe(&mut windows, &[reading], ts(0));
         assert!(saved_wait_stands(&window_wait, &windows, &limits, ts(10)));
+    }
+
+    #[test]
+    fn a_restart_resumes_the_saved_wait_that_stands() {
+        use crate::policy::budget::{Resume, SavedWait, WaitReason};
+        let mut limits = WindowLimits::default();
+        limits.0.insert("five_hour".into(), 90);
+        let over = {
+            let mut w = Windows::default();
+            observe(
+                &mut w,
+                &[reading("five_hour", Some(0.95), Some(3600), None)],
+                ts(0),
+            );
+            w
+        };
+        let wait = |reason| SavedWait {
+            reason,
+            until: ts(3600),
+        };
+        let (limit, window) = (wait(WaitReason::UsageLimit), wait(WaitReason::UsageWindow));
+        // (saved, windows over their limit, now, ON_USAGE_LIMIT=exit) → what the start does.
+        let table = [
+            (None, false, 0, false, Resume::Call),
+            (Some(limit), false, 0, false, Resume::Wait(limit)),
+            (Some(limit), false, 3600, false, Resume::Call),
+            (Some(limit), false, 0, true, Resume::ExitUsageLimit),
+            // A window wait whose window is no longer over the limit is not resumed.
+            (Some(window), false, 0, false, Resume::Call),
+            (Some(window), true, 10, false, Resume::Wait(window)),
+            (Some(window), true, 10, true, Resume::ExitUsageWindow),
+        ];
+        for (saved, is_over, now, exit, want) in table {
+            let windows = if is_over {
+                over.clone()
+            } else {
+                Windows::default()
+            };
+            let got = resume_saved(saved, &windows, &limits, ts(now), exit);
+            assert_eq!(got, want, "{saved:?} {is_over} {now} {exit}");
+        }
     }
 }

@@ -501,6 +501,15 @@ impl Settings {
         }
     }
 
+    /// The limits a fleet holds over every task's calls (the budget, MAX_COST_USD).
+    #[must_use]
+    pub fn fleet_limits(&self) -> crate::policy::fleet::FleetLimits {
+        crate::policy::fleet::FleetLimits {
+            budget: self.budget_limits(),
+            max_cost_usd: self.max_cost_usd.value,
+        }
+    }
+
     /// The exit-decision settings.
     #[must_use]
     pub fn decide_config(&self) -> DecideConfig {

@@ -1,6 +1,17 @@
 //! The driver with test effects ([`effects::TestEffects`]): waits on a clock that moves when
 //! slept on (a 5-hour wait runs at once), control facts fed in order, the agent's answers and
 //! the check's results scripted. No process is spawned, nothing sleeps.
+//!
+//! ## At a glance (moved here from `engine/mod.rs`)
+//!
+//! `effects.rs` the `TestEffects`: a clock moved by sleeps, scripted answers and checks, every
+//! write kept in memory; `loops.rs` whole runs: call → check → verified stop, a usage-limit
+//! wait, an interrupt during a check, failover — `scripted` effects (plan edits, answers, check
+//! results) run by `run_project`; `deliver.rs` a delivery round inside the run with a scripted
+//! forge (`forge::scripted::ScriptedForge`, test-only: the checks of each look from a script,
+//! looks and pull requests counted; also `deliver`'s own `wait_for_ci` tests on a moved clock)
+//! and `DeliverGit`: a 30-minute CI wait (100 pending looks, then green) on the effects' clock,
+//! and an interrupt during it; this file's settings come from `settings::resolve::resolve_args`.
 
 use std::future::Future;
 use std::path::Path;
@@ -96,7 +107,9 @@ fn a_saved_five_hour_usage_limit_wait_resumes_on_the_injected_clock() {
         reason: WaitReason::UsageLimit,
         until,
     });
-    let resume = e.saved_wait(t0());
+    let limits = &e.s.max_window_percent.value;
+    let resume =
+        crate::policy::windows::resume_saved(e.state.wait, &e.state.windows, limits, t0(), false);
     e.run = crate::policy::run::Run::new(e.run_config(t0())).resuming(resume);
     let step = e.run.next(t0());
     let wait = WaitFor::Limit(WaitReason::UsageLimit);

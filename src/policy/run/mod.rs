@@ -78,8 +78,8 @@
 //!   `policy::verification`'s; the driver keeps when a check runs (the start, after a call, a
 //!   claim step).
 //! - **Start and waits**: the wait the last run was in is the state machine's first step
-//!   (`Run::resuming`); every wait is one step (`Engine::wait_step`), what it shows and says being
-//!   `WaitFor::shown`/`line` (pure). The process set-up (the claim, runtime, signals, the real
+//!   (`Run::resuming`, once `windows::resume_saved` says it stands); every wait is one step
+//!   (`Engine::wait_step`), what it says, shows and keeps being `WaitFor::plan` (pure). The process set-up (the claim, runtime, signals, the real
 //!   effects) is `commands/run.rs`'s; `engine::drive` takes any `Effects`.
 //!
 //! Where the next features plug in (issue 25 item 5), without growing the driver:
@@ -140,7 +140,7 @@ use crate::policy::windows::WindowCheck;
 mod tests;
 mod wait;
 
-pub use wait::Waited;
+pub use wait::{WaitPlan, Waited};
 
 /// The settings the state machine needs, fixed for the run (the default: no deadline, no
 /// delay, waits at a usage limit, one agent, the default decision settings, no answer wait).
@@ -416,6 +416,17 @@ pub enum Reviewed {
 }
 
 impl Reviewed {
+    /// A round's end with the reviewer's `verdict`: the run stops when the call was
+    /// `interrupted`.
+    #[must_use]
+    pub fn of(verdict: Review, interrupted: bool) -> Self {
+        if interrupted {
+            Self::Stop(ExitReason::Interrupted)
+        } else {
+            Self::Verdict(verdict)
+        }
+    }
+
     /// A review call that hit its client's usage limit (`error`): no round, but a wait for
     /// the reset (as a worker's call would), or the stop `ON_USAGE_LIMIT=exit` asks for.
     #[must_use]
@@ -565,6 +576,13 @@ impl Run {
         self.review_rounds
     }
 
+    /// The review round due, and of how many (`REVIEW_MAX_ROUNDS`).
+    #[must_use]
+    pub fn review_round(&self) -> (u32, u32) {
+        let max = self.cfg.review.unwrap_or_default().max_rounds;
+        (self.review_rounds + 1, max)
+    }
+
     /// A run that starts with the wait the last run was in ([`crate::policy::budget::resume_wait`]):
     /// no call before it ends (a limit wait, saved and shown again), or the stop it means at
     /// once (`ON_USAGE_LIMIT=exit`).
@@ -611,6 +629,15 @@ impl Run {
     #[must_use]
     pub fn decision(&self) -> Option<Decision> {
         self.decision
+    }
+
+    /// After a loop's decision: whether the next call follows at once (a `continue` and no
+    /// LOOP_DELAY), so that its "running" status and its save before the spawn carry this
+    /// loop's results (every other way out saves at once).
+    #[must_use]
+    pub fn calls_at_once(&self) -> bool {
+        let decision = self.decision.unwrap_or(Decision::Continue);
+        decision == Decision::Continue && self.cfg.loop_delay.is_zero()
     }
 
     /// The notes for the next context, oldest first (taken: each goes to one context).
@@ -898,11 +925,15 @@ impl Run {
         Step::Review(r)
     }
 
-    /// Whether a review round is under way (its look reserves the fleet's call as a
-    /// worker's look does).
+    /// Whether the look `o` takes the call on the fleet-wide ledger (locked): once every
+    /// gate hank can see here lets it through, so that the budget holds for every task
+    /// together. A later gate (a pause, an exhausted agent chain) can leave the reservation
+    /// unused: the fleet's cap then errs on the side of fewer calls, never more. A review
+    /// round's look reserves its call the same way (its plan is complete).
     #[must_use]
-    pub fn reviewing(&self) -> bool {
-        matches!(self.phase, Phase::Reviewing(_))
+    pub fn reserves(&self, o: &Observation) -> bool {
+        let reviewing = matches!(self.phase, Phase::Reviewing(_));
+        o.gates_open() || (reviewing && o.limits_open())
     }
 
     fn wait(&mut self, until: Timestamp, reason: WaitFor) -> Step {

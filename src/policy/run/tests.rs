@@ -1137,6 +1137,63 @@ fn reviewed_cfg() -> RunConfig {
     }
 }
 
+#[test]
+fn a_look_reserves_the_fleets_call_when_a_call_or_a_review_round_may_follow() {
+    let run = Run::new(cfg());
+    assert!(run.reserves(&clear()));
+    assert!(!run.reserves(&complete()), "a complete plan calls no one");
+    let mut run = Run::new(reviewed_cfg());
+    assert_eq!(verified_done(&mut run, t0()), Step::Observe);
+    assert_eq!(
+        gate(&mut run, complete(), t0()),
+        Step::Review(ExitReason::PlanComplete)
+    );
+    assert!(run.reserves(&complete()), "the review round's look");
+    let capped = Observation {
+        budget: BudgetCheck::Wait {
+            until: t0(),
+            reason: WaitReason::RateLimit,
+        },
+        ..complete()
+    };
+    assert!(!run.reserves(&capped), "a cap stops the round first");
+}
+
+#[test]
+fn what_the_driver_reads_of_a_loop_and_a_round() {
+    // (decision, LOOP_DELAY in seconds) → whether the next call follows at once.
+    let table = [
+        (Decision::Continue, 0, true),
+        (Decision::Continue, 10, false),
+        (Decision::Stop(ExitReason::AgentFatal), 0, false),
+        (
+            Decision::Wait {
+                until: t0(),
+                reason: WaitReason::Backoff,
+            },
+            0,
+            false,
+        ),
+    ];
+    for (decision, delay, want) in table {
+        let mut run = Run::new(RunConfig {
+            loop_delay: SignedDuration::from_secs(delay),
+            ..cfg()
+        });
+        run.on(Fact::Calling, t0());
+        run.on(Fact::Answered(answer(decision)), t0());
+        assert_eq!(run.calls_at_once(), want, "{decision:?} {delay}");
+    }
+    let run = Run::new(reviewed_cfg());
+    let max = crate::policy::review::ReviewConfig::default().max_rounds;
+    assert_eq!(run.review_round(), (1, max));
+    let unreadable = crate::analysis::review::Review::unreadable("no answer");
+    let stop = Reviewed::Stop(ExitReason::Interrupted);
+    assert_eq!(Reviewed::of(unreadable.clone(), true), stop);
+    let verdict = Reviewed::Verdict(unreadable.clone());
+    assert_eq!(Reviewed::of(unreadable, false), verdict);
+}
+
 fn verdict(body: &str) -> Fact {
     use crate::analysis::review::{REVIEW_CLOSE, REVIEW_OPEN, parse_review};
     Fact::Reviewed(Reviewed::Verdict(parse_review(&format!(

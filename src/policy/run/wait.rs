@@ -8,7 +8,24 @@ use jiff::Timestamp;
 
 use super::{Run, Step, WaitFor};
 use crate::exit::ExitReason;
-use crate::policy::budget::WaitReason;
+use crate::policy::budget::{SavedWait, WaitReason};
+
+/// How a wait step goes before it sleeps ([`WaitFor::plan`]): what it says, shows, keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitPlan {
+    /// The line the terminal shows as it starts ([`WaitFor::line`]).
+    pub line: Option<&'static str>,
+    /// A usage window at its limit: the window is named (exit message, terminal).
+    pub window_note: bool,
+    /// What status.json shows while it lasts ([`WaitFor::shown`]) and its end (a pause:
+    /// since when); `None`: the silent loop delay.
+    pub shown: Option<(WaitReason, Timestamp)>,
+    /// What state.json keeps while it lasts, so that a restart resumes it (a usage limit or
+    /// window, a backoff: [`WaitReason::is_saved`]).
+    pub saved: Option<SavedWait>,
+    /// The countdown the terminal shows (a shown wait with an end).
+    pub countdown: Option<(WaitReason, Timestamp)>,
+}
 
 /// How a wait ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +63,27 @@ impl WaitFor {
     }
 }
 
+impl WaitFor {
+    /// How a wait for this until `until` (`None`: until a command ends it), starting at
+    /// `now`, goes; `None`: not a wait the loop makes (the answer is a call's, and only a
+    /// pause has no end).
+    #[must_use]
+    pub fn plan(self, until: Option<Timestamp>, now: Timestamp) -> Option<WaitPlan> {
+        if self == Self::Answer || (until.is_none() && self != Self::Paused) {
+            return None;
+        }
+        let shown = self.shown();
+        let saved = shown.filter(|r| r.is_saved()).zip(until);
+        Some(WaitPlan {
+            line: self.line(),
+            window_note: self == Self::Limit(WaitReason::UsageWindow),
+            shown: shown.map(|r| (r, until.unwrap_or(now))),
+            saved: saved.map(|(reason, until)| SavedWait { reason, until }),
+            countdown: shown.zip(until),
+        })
+    }
+}
+
 impl Run {
     /// When MAX_RUNTIME ends the run (`None`: unlimited).
     #[must_use]
@@ -53,11 +91,15 @@ impl Run {
         self.cfg.deadline
     }
 
-    /// How a wait until `until` that slept to its end ([`Run::wait_end`]) is over at `now`:
+    /// How a wait until `until` (`None`: a pause, ended by a command) that slept to its end
+    /// ([`Run::wait_end`]) is over at `now`:
     /// MAX_RUNTIME cut it short, or it is done. A shown wait (a limit, `shown`) that MAX_RUNTIME
     /// would cut is done when its own end came too; the silent loop delay is cut either way.
     #[must_use]
-    pub fn woke(&self, now: Timestamp, until: Timestamp, shown: bool) -> Waited {
+    pub fn woke(&self, now: Timestamp, until: Option<Timestamp>, shown: bool) -> Waited {
+        let Some(until) = until else {
+            return Waited::Done;
+        };
         let end = self.wait_end(until);
         if end < until && (!shown || now < until) {
             Waited::Stop(ExitReason::MaxRuntime)
@@ -123,8 +165,9 @@ mod tests {
         for (deadline, until, now, shown, want) in table {
             let r = run(deadline);
             assert_eq!(r.deadline(), deadline);
+            assert_eq!(r.woke(now, None, shown), Waited::Done);
             assert_eq!(
-                r.woke(now, until, shown),
+                r.woke(now, Some(until), shown),
                 want,
                 "{deadline:?} {until} {now} {shown}"
             );
@@ -193,6 +236,76 @@ mod tests {
         for (wait, shown, line) in cases {
             assert_eq!(wait.shown(), shown, "{wait:?}");
             assert_eq!(wait.line().is_some(), line, "{wait:?}");
+        }
+    }
+
+    #[test]
+    fn what_a_wait_says_shows_and_keeps() {
+        use crate::policy::budget::SavedWait;
+        use crate::policy::run::WaitFor;
+        let (usage, window) = (WaitReason::UsageLimit, WaitReason::UsageWindow);
+        let end = Some(mins(60));
+        // (wait, until) → (line, window named, shown, saved, countdown); `None`: refused.
+        type Want = (bool, bool, Option<WaitReason>, bool, bool);
+        let table: [(WaitFor, Option<Timestamp>, Option<Want>); 9] = [
+            (
+                WaitFor::Limit(usage),
+                end,
+                Some((false, false, Some(usage), true, true)),
+            ),
+            (
+                WaitFor::Limit(window),
+                end,
+                Some((false, true, Some(window), true, true)),
+            ),
+            (
+                WaitFor::Limit(WaitReason::RateLimit),
+                end,
+                Some((false, false, Some(WaitReason::RateLimit), false, true)),
+            ),
+            (
+                WaitFor::LoopDelay,
+                end,
+                Some((false, false, None, false, false)),
+            ),
+            (
+                WaitFor::Paused,
+                None,
+                Some((true, false, Some(WaitReason::Paused), false, false)),
+            ),
+            (
+                WaitFor::UserAnswer,
+                end,
+                Some((true, false, Some(WaitReason::NeedsAnswers), false, true)),
+            ),
+            (WaitFor::Answer, end, None),
+            (WaitFor::LoopDelay, None, None),
+            (WaitFor::Limit(usage), None, None),
+        ];
+        for (why, until, want) in table {
+            let got = why.plan(until, t0());
+            let got = got.map(|p| {
+                // A shown wait ends at its end; a pause is shown since now.
+                if let Some((_, at)) = p.shown {
+                    assert_eq!(at, until.unwrap_or(t0()), "{why:?}");
+                }
+                if let Some(w) = p.saved {
+                    assert_eq!(
+                        Some(w),
+                        p.shown.map(|(reason, until)| SavedWait { reason, until })
+                    );
+                }
+                let shown = p.shown.map(|(r, _)| r);
+                let flags = (p.line.is_some(), p.window_note);
+                (
+                    flags.0,
+                    flags.1,
+                    shown,
+                    p.saved.is_some(),
+                    p.countdown.is_some(),
+                )
+            });
+            assert_eq!(got, want, "{why:?} {until:?}");
         }
     }
 }
