@@ -51,8 +51,10 @@ command -v cargo >/dev/null 2>&1 || {
 here=$(cd "$(dirname "$0")" && pwd)
 if [ "$profile" = release ]; then
     cargo build --release --locked --manifest-path "$here/Cargo.toml"
+    "$here/scripts/sandbox-static.sh" --release
 else
     cargo build --locked --manifest-path "$here/Cargo.toml"
+    "$here/scripts/sandbox-static.sh"
 fi
 target_dir="${CARGO_TARGET_DIR:-$here/target}"
 built="$target_dir/$profile/hank"

@@ -49,6 +49,7 @@ if [ -n "${HANK_VERSION:-}" ]; then
     fi
 else
     cargo build --release --locked --manifest-path "${GITHUB_ACTION_PATH:?}/Cargo.toml"
+    "$GITHUB_ACTION_PATH/scripts/sandbox-static.sh" --release
     install -m 0755 "$GITHUB_ACTION_PATH/target/release/hank" "$bin/hank"
     install -m 0755 "$GITHUB_ACTION_PATH/target/release/hank-sandbox" "$bin/hank-sandbox"
 fi

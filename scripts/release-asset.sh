@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 target="${1:-$(rustc -vV | sed -n 's/^host: //p')}"
 [ -n "$target" ] || { echo "release-asset.sh: cannot tell the target (pass one)" >&2; exit 1; }
 cargo build --release --locked --target "$target"
+scripts/sandbox-static.sh --release --target "$target"
 mkdir -p dist
 asset="hank-$target.tar.gz"
 # hank, and the sandbox's own small program (what each sandboxed agent call starts through).
