@@ -3,7 +3,7 @@
 # build of the binaries a benchmark runs and its hermetic work folder.
 
 # bench_build NAME PROFILE BUILD [EXAMPLE...]
-# Builds hank and the EXAMPLEs in PROFILE (release or debug) under
+# Builds hank, hank-sandbox (scripts/sandbox-static.sh) and the EXAMPLEs in PROFILE (release or debug) under
 # ${CARGO_TARGET_DIR:-/tmp/hank-bench-target} when BUILD is 1, and sets BIN to that profile's
 # folder (hank is $BIN/hank, an example $BIN/examples/NAME). A missing binary is an error
 # naming it, from the script NAME; exit 1.
@@ -15,6 +15,8 @@ bench_build() {
   for e in "$@"; do examples+=(--example "$e"); done
   if [ "$build" = 1 ]; then
     (cd "$ROOT" && CARGO_TARGET_DIR=$target cargo build "${flag[@]}" --quiet --bin hank "${examples[@]}")
+    # The sandbox's own program, linked as install.sh links it (every sandboxed call execs it).
+    (cd "$ROOT" && CARGO_TARGET_DIR=$target scripts/sandbox-static.sh "${flag[@]}" --quiet >/dev/null)
   fi
   BIN=$target/$profile
   for e in hank "${@/#/examples/}"; do

@@ -380,6 +380,10 @@ for k in ("hank", "hank-sandboxed", "ralph"):
 if "hank" in med and "hank-sandboxed" in med:
     print()
     print("sandbox cost per call (SANDBOX=auto − off, own CPU per loop, medians): %.2f ms" % (med["hank-sandboxed"][0] - med["hank"][0]))
+    # The rounds are interleaved: each round's off and auto ran side by side under the same
+    # load, so the median of the per-round differences is the steadier figure on a busy machine.
+    diffs = [a - b for (a, _), (b, _) in zip(per["hank-sandboxed"], per["hank"])]
+    print("sandbox cost per call, median of the per-round differences: %.2f ms (%s)" % (statistics.median(diffs), ", ".join("%.2f" % d for d in diffs)))
 PY
 fi
 
