@@ -45,6 +45,7 @@ use crate::exit::ExitReason;
 pub use crate::policy::deliver::machine::Countdown;
 use crate::policy::deliver::{self as rules, CiLimits, Evidence};
 
+pub mod change_set;
 pub mod drive;
 pub mod in_run;
 pub mod outside;
