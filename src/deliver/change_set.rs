@@ -165,6 +165,83 @@ pub fn fresh(
     })
 }
 
+/// The fleet's tasks as its pull request bodies show them.
+#[must_use]
+pub fn task_lines(file: &crate::store::schema::FleetFile) -> Vec<FleetTaskLine> {
+    file.tasks
+        .iter()
+        .map(|t| FleetTaskLine {
+            name: t.name.clone(),
+            state: format!("{:?}", t.state()).to_ascii_lowercase(),
+            loops: t.loops,
+            cost_usd: t.cost_usd,
+            message: t.message.clone(),
+        })
+        .collect()
+}
+
+/// The set to deliver for branch `into` of `repos`: the stored one when it delivers the same
+/// branch of the same repositories and is not delivered (its pull requests, pushes and links
+/// kept: a fix round, a resumed stop), else a new one ([`fresh`]).
+///
+/// # Errors
+/// As [`fresh`].
+pub fn start_or_resume(
+    root: &Path,
+    into: &str,
+    repos: &[RepoPlan],
+    lines: &[FleetTaskLine],
+    fleet: bool,
+) -> Result<ChangeSet> {
+    let names: Vec<&str> = repos.iter().map(|r| r.name.as_str()).collect();
+    let stored = load(root).filter(|s| {
+        s.resumable()
+            && s.into == into
+            && s.repos
+                .iter()
+                .map(|r| r.name.as_str())
+                .eq(names.iter().copied())
+    });
+    if let Some(set) = stored {
+        return Ok(set);
+    }
+    fresh(
+        into,
+        repos,
+        lines,
+        fleet,
+        &crate::agent::redact::secret_values(),
+    )
+}
+
+/// `hank deliver --change-set INTO`: the set of the project's workspace (`.hank/workspace.toml`)
+/// for the plan's tasks, each repository's branch `into`, its bodies the fleet's records
+/// (`.hank/fleet.json`, when there is one) — what a fleet over the workspace delivers at its
+/// end.
+///
+/// # Errors
+/// No workspace file, a plan that does not read, a repository not usable.
+pub fn of_workspace(root: &Path, s: &crate::settings::Settings, into: &str) -> Result<ChangeSet> {
+    let ws = crate::workspace::load(root)?.ok_or_else(|| {
+        HankError::usage_hint(
+            format!(
+                "--change-set: {} has no {}",
+                root.display(),
+                crate::workspace::FILE
+            ),
+            "a change set spans the repositories a workspace names",
+        )
+    })?;
+    let plan = s
+        .read_fix_plan()
+        .ok_or_else(|| HankError::usage("--change-set: cannot read .hank/fix_plan.md"))?;
+    let tasks = crate::policy::fleet::tasks_from_plan(&plan, &s.optional_sections.value)
+        .map_err(|e| HankError::usage(format!(".hank/fix_plan.md: {e}")))?;
+    let repos = plan_of(&ws, &tasks)?;
+    let file = crate::fleet::read(root)?.unwrap_or_default();
+    start_or_resume(root, into, &repos, &task_lines(&file), true)
+}
+
 /// `e` with the repository named.
 fn in_repo(name: &str, e: HankError) -> HankError {
     match e {
