@@ -169,7 +169,11 @@ pub(crate) fn run_checked(a: &FleetArgs) -> Result<u8> {
         ));
     }
     project.refuse_dirty_tree(a.allow_dirty)?;
-    let deliver = fleet::deliver::FleetDelivery::of(&s, &root, a.into.is_some())?;
+    // In a workspace of several repositories the fleet delivers one change set (issue 51).
+    let deliver = match workspace.as_ref().filter(|w| w.is_multi()) {
+        Some(ws) => fleet::deliver::FleetDelivery::of_workspace(&s, ws, &tasks)?,
+        None => fleet::deliver::FleetDelivery::of(&s, &root, a.into.is_some())?,
+    };
     if monitor {
         // Everything `hank fleet` would refuse was refused above, in the user's terminal,
         // before any tmux session exists; so is a fleet already running here.

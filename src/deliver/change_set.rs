@@ -599,7 +599,7 @@ impl SetEffects for Host<'_> {
 }
 
 /// What a set is asked to do beyond its record.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SetOpts {
     /// `CI_WAIT` (with its limits), unless `--no-wait`.
     pub wait: Option<CiWaitSettings>,
