@@ -139,6 +139,21 @@ pub(crate) fn run_checked(a: &FleetArgs) -> Result<u8> {
         }
         return Ok(code);
     }
+    // The same for a change set across a workspace (issue 51): resumed from its record.
+    if workspace.as_ref().is_some_and(|w| w.is_multi())
+        && fleet::read(&root)?.is_some_and(|f| f.into == into && all_merged(&f, &tasks))
+        && crate::deliver::change_set::load(&root).is_some_and(|c| c.resumable() && c.into == into)
+    {
+        errln!("hank: fleet: every task is merged into {into}; finishing its change set");
+        let store = crate::store::Store::new(&root);
+        let _lock = super::lock_or_hint(&store, "finish the fleet's change set")?;
+        let opts = crate::deliver::outside::Opts::default();
+        let code = crate::deliver::outside::last_run(&root, &store, &s, opts, false)?.code;
+        if code == crate::exit::OK {
+            fleet::mark_done(&root)?;
+        }
+        return Ok(code);
+    }
     let verify = if run.flags.no_verify {
         None
     } else {
@@ -259,6 +274,20 @@ fn open_fleet_delivery(
 /// What to do with a finished fleet's work: its pull request when one was opened for the
 /// integration branch `into`, else the merge of that branch.
 fn next_step(root: &Path, into: &str) -> String {
+    // A change set's pull requests, in the order they are to be merged.
+    if let Some(set) = crate::deliver::change_set::load(root).filter(|c| c.into == into) {
+        let refs: Vec<String> = set
+            .repos
+            .iter()
+            .filter_map(|r| r.pr_url.as_deref().map(crate::sanitize::line))
+            .collect();
+        if !refs.is_empty() {
+            return format!(
+                "review and merge the change set's pull requests, in this order: {}",
+                refs.join(", ")
+            );
+        }
+    }
     let pr = crate::fsread::read(
         &root.join(".hank").join(crate::deliver::DELIVERY_FILE),
         crate::fsread::CONFIG_LIMIT,

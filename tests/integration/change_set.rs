@@ -216,3 +216,89 @@ fn a_red_check_in_one_repository_is_not_delivered_and_names_it_with_its_findings
     assert_eq!(gh.world.lock().unwrap().commits_asked.len(), 3);
     assert_eq!(set_of(&p)["state"], "delivered");
 }
+
+/// The fleet's hook: a workspace of two repositories whose tasks change only the project's
+/// own (`app`, `path = "."`: a fleet runs there today) delivers its change set at its end —
+/// one pull request, of `app`'s integration branch, its body the set's line and its tasks'
+/// records; the untouched `lib` gets none. A forge failure stops it; `hank fleet` again
+/// finishes it from its record. Then `--deliver branch` is refused there.
+#[test]
+fn a_fleet_over_a_workspace_delivers_its_change_set_at_its_end() {
+    let p = Project::new(&[]);
+    std::fs::write(
+        p.dir.join(".hank/fix_plan.md"),
+        "# Fix plan\n\n## Alpha (repos: app)\n- [ ] a1\n\n## Beta (repos: app; after: Alpha)\n- [ ] b1\n",
+    )
+    .unwrap();
+    p.fake(
+        "effect.sh",
+        "sed -i '0,/- \\[ \\]/s//- [x]/' .hank/fix_plan.md\nn=$(basename \"$PWD\"); echo \"$n\" >> \"$n.txt\"\n",
+    );
+    let lib = crate::workspace::repo(&p, "lib");
+    std::fs::write(
+        p.dir.join(".hank/workspace.toml"),
+        "[repos.app]\npath = \".\"\nforge = \"o/app\"\n\n[repos.lib]\npath = \"../lib\"\nforge = \"o/lib\"\n",
+    )
+    .unwrap();
+    let remote = p.git_pushed_to_origin();
+    let gh = FakeGitHub::start();
+    gh.set(|w| {
+        w.check_runs.push(green_check());
+        w.refuse_pulls = 1;
+        w.refuse_pulls_of = Some("o/app".into());
+    });
+    let fleet = || {
+        at_fake_github(p.cmd().args(["fleet", "--deliver", "pr"]), &gh)
+            .output()
+            .expect("hank fleet")
+    };
+    // The forge refuses app's pull request: the fleet stops naming the step.
+    let o = fleet();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("hank: fleet: the change set stopped at opening the pull request of app"),
+        "{err}"
+    );
+    let calls = crate::fleet::calls(&p);
+    // `hank fleet` again finishes the set from its record: no task runs again.
+    let o = fleet();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("finishing its change set"), "{err}");
+    assert_eq!(crate::fleet::calls(&p), calls, "no task ran again");
+    let prs = pulls(&gh);
+    assert_eq!(prs.len(), 1, "{prs:?}");
+    let (repo, number, head, body) = &prs[0];
+    assert_eq!((repo.as_str(), *number, head.as_str()), ("o/app", 1, INTO));
+    assert!(
+        body.contains("Part of a change across app (this pull request)"),
+        "{body}"
+    );
+    assert!(body.contains("| Alpha | merged |"), "{body}");
+    assert!(err.contains("the change set is delivered"), "{err}");
+    let sha = git(&remote, &["rev-parse", INTO]);
+    assert_eq!(gh.world.lock().unwrap().commits_asked, vec![sha]);
+    assert_eq!(set_of(&p)["state"], "delivered");
+    assert_eq!(git(&lib, &["branch", "--list", "hank/*"]), "");
+    // Finished: the next step is the set's pull request.
+    let o = fleet();
+    let err = stderr(&o);
+    assert!(
+        err.contains(
+            "merge the change set's pull requests, in this order: https://github.com/o/app/pull/1"
+        ),
+        "{err}"
+    );
+
+    std::fs::remove_file(p.dir.join(".hank/fleet.json")).unwrap();
+    let o = at_fake_github(p.cmd().args(["fleet", "--deliver", "branch"]), &gh)
+        .output()
+        .expect("hank fleet");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("in a workspace of several repositories"),
+        "{err}"
+    );
+}
