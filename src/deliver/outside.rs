@@ -179,10 +179,12 @@ fn change_set(
 ) -> Result<Ended> {
     let stop = interrupt_flag();
     let set_opts = super::change_set::SetOpts {
-        wait: (s.ci_wait.value.applies(DeliverMode::Pr) && !opts.no_wait).then(|| CiWaitSettings {
-            appear: s.ci_appear_timeout.value,
-            total: s.ci_timeout.value,
-        }),
+        wait: (s.ci_wait.value.applies(DeliverMode::Pr) && !opts.no_wait).then_some(
+            CiWaitSettings {
+                appear: s.ci_appear_timeout.value,
+                total: s.ci_timeout.value,
+            },
+        ),
         allow_files: s.deliver_allow_files.value.clone().unwrap_or_default(),
     };
     let mut wall = deliver::Wall::new(None, Some(stop))?;
