@@ -18,7 +18,7 @@
 //!   pushed commit (`CI_WAIT`, fail closed): the fleet's exit is the verdict.
 //! - **A change set** (`--deliver pr` in a workspace of several repositories, issue 51): the
 //!   tasks do not deliver; once every task is merged, the integration branch of each
-//!   repository the tasks changed is delivered as one change set ([`change_set`],
+//!   repository the tasks changed is delivered as one change set ([`change_set()`],
 //!   `deliver::change_set`): one pull request per repository, opened in dependency order,
 //!   linked to each other, delivered only when all are green. Per-task delivery is refused
 //!   there ([`FleetDelivery::of_workspace`]).
@@ -54,7 +54,7 @@ pub enum FleetDelivery {
         allow_files: Vec<String>,
     },
     /// In a workspace of several repositories: one change set of the integration branches,
-    /// one pull request per repository the tasks changed ([`change_set`]).
+    /// one pull request per repository the tasks changed ([`change_set()`]).
     ChangeSet {
         /// The repositories in delivery order, each with the tasks that change it.
         repos: Vec<change_set::RepoPlan>,
