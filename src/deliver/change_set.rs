@@ -238,7 +238,16 @@ pub fn of_workspace(root: &Path, s: &crate::settings::Settings, into: &str) -> R
     let tasks = crate::policy::fleet::tasks_from_plan(&plan, &s.optional_sections.value)
         .map_err(|e| HankError::usage(format!(".hank/fix_plan.md: {e}")))?;
     let repos = plan_of(&ws, &tasks)?;
-    let file = crate::fleet::read(root)?.unwrap_or_default();
+    // The fleet's records when they read (the fleet reads its own file; delivery names no
+    // fleet module).
+    let file: crate::store::schema::FleetFile = crate::fsread::read(
+        &root.join(".hank/fleet.json"),
+        crate::fsread::STATE_LIMIT,
+        crate::fsread::Follow::No,
+    )
+    .ok()
+    .and_then(|b| serde_json::from_slice(&b).ok())
+    .unwrap_or_default();
     start_or_resume(root, into, &repos, &task_lines(&file), true)
 }
 
