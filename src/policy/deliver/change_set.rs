@@ -155,6 +155,41 @@ impl ChangeSet {
         self.repos.iter().filter(|r| r.checks == "failed").collect()
     }
 
+    /// What a fix round sends each task (`MAX_CI_ROUNDS` bounds the rounds): for every task
+    /// that changed a repository whose checks failed, in the order the tasks are named, the
+    /// findings of each such repository, headed by its name and pull request (a task that
+    /// changed two red repositories gets both).
+    #[must_use]
+    pub fn findings_by_task(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        for r in self.red() {
+            let Some(findings) = &r.findings else {
+                continue;
+            };
+            let text = format!(
+                "The pull request {} of repository {} (part of a change set across the workspace) failed its checks.\n{findings}",
+                r.pr_ref.as_deref().unwrap_or("(not opened)"),
+                r.name
+            );
+            for task in &r.tasks {
+                match out.iter_mut().find(|(t, _)| t == task) {
+                    Some((_, all)) => {
+                        all.push_str("\n\n");
+                        all.push_str(&text);
+                    }
+                    None => out.push((task.clone(), text.clone())),
+                }
+            }
+        }
+        out
+    }
+
+    /// A fix round is due: the set is red and fewer than `max_rounds` rounds were run.
+    #[must_use]
+    pub fn fix_round_due(&self, max_rounds: u32) -> bool {
+        self.state == SetState::Red && self.round < max_rounds
+    }
+
     /// One line per repository: its pull request and its checks.
     #[must_use]
     pub fn lines(&self) -> Vec<String> {

@@ -391,3 +391,31 @@ fn an_interrupted_wait_stops_the_set_resumably() {
     // An event the machine does not wait for changes nothing.
     assert!(m.on(Event::Pushed { repo: 0 }, now).is_empty());
 }
+
+#[test]
+fn a_red_set_addresses_its_findings_to_the_tasks_that_changed_each_red_repository() {
+    let mut rec = set();
+    rec.repos[0].tasks.push("Rename".into());
+    rec.state = SetState::Red;
+    for (i, name) in ["api", "web"].iter().enumerate() {
+        let r = &mut rec.repos[i];
+        r.checks = "failed".into();
+        r.pr_ref = Some(format!("o/{name}#{i}"));
+        r.findings = Some(format!("{name} test failed"));
+    }
+    let got = rec.findings_by_task();
+    let tasks: Vec<&str> = got.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(tasks, ["Endpoint", "Rename", "UI"]);
+    // Rename changed both: it gets both repositories' findings.
+    let rename = &got[1].1;
+    assert!(rename.contains("o/api#0") && rename.contains("api test failed"), "{rename}");
+    assert!(rename.contains("o/web#1") && rename.contains("web test failed"), "{rename}");
+    assert!(!got[0].1.contains("web test failed"));
+    assert!(rec.fix_round_due(2));
+    rec.round = 2;
+    assert!(!rec.fix_round_due(2), "bounded by the round limit");
+    rec.repos[1].checks = "green".into();
+    rec.round = 0;
+    let got = rec.findings_by_task();
+    assert_eq!(got.len(), 2, "only api's tasks: {got:?}");
+}
