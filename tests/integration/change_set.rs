@@ -146,13 +146,17 @@ fn a_forge_failure_stops_the_set_naming_the_repository_and_hank_deliver_resumes_
     assert_eq!((opens_in(&gh, "o/api"), opens_in(&gh, "o/web")), (1, 1));
     let pushed = git(&web.with_extension("git"), &["rev-parse", INTO]);
 
-    let o = deliver(&p, &gh, &[]);
+    let o = deliver(&p, &gh, &["--json"]);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(
         err.contains("resuming the change set of hank/fleet"),
         "{err}"
     );
+    // `--json`: the set's record on stdout.
+    let shown: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(shown["state"], "delivered");
+    assert_eq!(shown["repos"][1]["pr_ref"], "o/web#2");
     // api's pull request was not opened again; web's was; api's body now links web's.
     assert_eq!((opens_in(&gh, "o/api"), opens_in(&gh, "o/web")), (1, 2));
     let prs = pulls(&gh);

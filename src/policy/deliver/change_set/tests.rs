@@ -408,8 +408,14 @@ fn a_red_set_addresses_its_findings_to_the_tasks_that_changed_each_red_repositor
     assert_eq!(tasks, ["Endpoint", "Rename", "UI"]);
     // Rename changed both: it gets both repositories' findings.
     let rename = &got[1].1;
-    assert!(rename.contains("o/api#0") && rename.contains("api test failed"), "{rename}");
-    assert!(rename.contains("o/web#1") && rename.contains("web test failed"), "{rename}");
+    assert!(
+        rename.contains("o/api#0") && rename.contains("api test failed"),
+        "{rename}"
+    );
+    assert!(
+        rename.contains("o/web#1") && rename.contains("web test failed"),
+        "{rename}"
+    );
     assert!(!got[0].1.contains("web test failed"));
     assert!(rec.fix_round_due(2));
     rec.round = 2;
