@@ -230,6 +230,14 @@ pub(crate) fn run_checked(a: &FleetArgs) -> Result<u8> {
     let code = fleet::run(&root, tasks, &opts)?;
     if code == crate::exit::OK {
         errln!("hank: fleet: next: {}", next_step(&root, &opts.into));
+    } else if code == crate::exit::HALTED
+        && crate::deliver::change_set::load(&root)
+            .is_some_and(|c| c.into == opts.into && c.state == crate::store::schema::SetState::Red)
+    {
+        // Every task merged; a pull request of its change set went red.
+        errln!(
+            "hank: fleet: next: fix the integration branch of each repository named above (the findings are in .hank/change-set.json), then `hank deliver` pushes it and waits for the checks again"
+        );
     } else if code == crate::exit::HALTED {
         errln!(
             "hank: fleet: next: once the cause is fixed, `hank fleet --retry` queues the failed tasks again on their kept branches (`--retry TASK`: one of them)"

@@ -306,3 +306,53 @@ fn a_fleet_over_a_workspace_delivers_its_change_set_at_its_end() {
         "{err}"
     );
 }
+
+/// A red check at the fleet's end: the fleet exits 2 naming the repository, its pull request
+/// and the tasks the findings are for, and its next step is the fix and `hank deliver` (not
+/// `--retry`: no task failed).
+#[test]
+fn a_fleet_whose_change_set_is_red_names_the_repository_and_the_next_step() {
+    let p = Project::new(&[]);
+    std::fs::write(
+        p.dir.join(".hank/fix_plan.md"),
+        "# Fix plan\n\n## Alpha (repos: app)\n- [ ] a1\n",
+    )
+    .unwrap();
+    p.fake(
+        "effect.sh",
+        "sed -i '0,/- \\[ \\]/s//- [x]/' .hank/fix_plan.md\necho a > a.txt\n",
+    );
+    crate::workspace::repo(&p, "lib");
+    std::fs::write(
+        p.dir.join(".hank/workspace.toml"),
+        "[repos.app]\npath = \".\"\nforge = \"o/app\"\n\n[repos.lib]\npath = \"../lib\"\nforge = \"o/lib\"\n",
+    )
+    .unwrap();
+    p.git_pushed_to_origin();
+    let gh = FakeGitHub::start();
+    gh.set(|w| {
+        w.check_runs.push(serde_json::json!({
+            "id": 12, "name": "test", "status": "completed", "conclusion": "failure",
+            "output": {"title": "1 test failed", "summary": "a_test failed", "text": "boom"}
+        }));
+    });
+    let o = at_fake_github(p.cmd().args(["fleet", "--deliver", "pr"]), &gh)
+        .output()
+        .expect("hank fleet");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("hank: fleet: app: o/app#1 https://github.com/o/app/pull/1 failed: test; findings for Alpha"),
+        "{err}"
+    );
+    assert!(err.contains("then `hank deliver` pushes it"), "{err}");
+    assert!(!err.contains("--retry"), "{err}");
+    let set = set_of(&p);
+    assert_eq!(set["state"], "red");
+    assert!(
+        set["repos"][0]["findings"]
+            .as_str()
+            .unwrap()
+            .contains("boom")
+    );
+}
