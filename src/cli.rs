@@ -556,6 +556,10 @@ pub(crate) struct DeliverArgs {
     /// Print the delivery record (as `.hank/delivery.json`) on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Deliver a new change set of the workspace's branch NAME in each repository (what a
+    /// fleet over a workspace does at its end).
+    #[arg(long, value_name = "NAME", hide = true)]
+    pub change_set: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Args)]

@@ -227,7 +227,7 @@ pub(crate) fn deliver_last_run(
     flags: &Flags,
     force: bool,
     opts: crate::deliver::outside::Opts,
-    show: impl FnOnce(&crate::store::schema::Delivery) -> Result<()>,
+    show: impl FnOnce(&crate::deliver::outside::Ended) -> Result<()>,
 ) -> Result<u8> {
     // A configuration the agent changed during the run is not used unapproved.
     let (dir, store, s) = approved_project("hank deliver", flags)?;
@@ -242,7 +242,7 @@ pub(crate) fn deliver_last_run(
         "deliver after the run ends (the loop itself delivers with DELIVER=branch or pr)",
     )?;
     let ended = crate::deliver::outside::last_run(&dir, &store, &s, opts, force)?;
-    show(&ended.shown)?;
+    show(&ended)?;
     if ended.fleet && ended.code == crate::exit::OK {
         crate::fleet::mark_done(&dir)?;
     }

@@ -21,10 +21,18 @@ pub(crate) fn run(a: &DeliverArgs) -> Result<u8> {
         base: a.base.clone(),
         ..Flags::default()
     };
-    let opts = Opts { no_wait: a.no_wait };
-    super::context::deliver_last_run(&flags, a.force, opts, |d| {
+    let opts = Opts {
+        no_wait: a.no_wait,
+        change_set: a.change_set.clone(),
+    };
+    super::context::deliver_last_run(&flags, a.force, opts, |ended| {
         if a.json {
-            let line = serde_json::to_string(d).map_err(|e| HankError::Internal(e.to_string()))?;
+            // A change set's record, else the delivery's.
+            let line = match &ended.change_set {
+                Some(set) => serde_json::to_string(set),
+                None => serde_json::to_string(&ended.shown),
+            }
+            .map_err(|e| HankError::Internal(e.to_string()))?;
             out(&format!("{line}\n"))?;
         }
         Ok(())

@@ -139,6 +139,21 @@ pub(crate) fn run_checked(a: &FleetArgs) -> Result<u8> {
         }
         return Ok(code);
     }
+    // The same for a change set across a workspace (issue 51): resumed from its record.
+    if workspace.as_ref().is_some_and(|w| w.is_multi())
+        && fleet::read(&root)?.is_some_and(|f| f.into == into && all_merged(&f, &tasks))
+        && crate::deliver::change_set::load(&root).is_some_and(|c| c.resumable() && c.into == into)
+    {
+        errln!("hank: fleet: every task is merged into {into}; finishing its change set");
+        let store = crate::store::Store::new(&root);
+        let _lock = super::lock_or_hint(&store, "finish the fleet's change set")?;
+        let opts = crate::deliver::outside::Opts::default();
+        let code = crate::deliver::outside::last_run(&root, &store, &s, opts, false)?.code;
+        if code == crate::exit::OK {
+            fleet::mark_done(&root)?;
+        }
+        return Ok(code);
+    }
     let verify = if run.flags.no_verify {
         None
     } else {
@@ -169,7 +184,11 @@ pub(crate) fn run_checked(a: &FleetArgs) -> Result<u8> {
         ));
     }
     project.refuse_dirty_tree(a.allow_dirty)?;
-    let deliver = fleet::deliver::FleetDelivery::of(&s, &root, a.into.is_some())?;
+    // In a workspace of several repositories the fleet delivers one change set (issue 51).
+    let deliver = match workspace.as_ref().filter(|w| w.is_multi()) {
+        Some(ws) => fleet::deliver::FleetDelivery::of_workspace(&s, ws, &tasks)?,
+        None => fleet::deliver::FleetDelivery::of(&s, &root, a.into.is_some())?,
+    };
     if monitor {
         // Everything `hank fleet` would refuse was refused above, in the user's terminal,
         // before any tmux session exists; so is a fleet already running here.
@@ -211,6 +230,14 @@ pub(crate) fn run_checked(a: &FleetArgs) -> Result<u8> {
     let code = fleet::run(&root, tasks, &opts)?;
     if code == crate::exit::OK {
         errln!("hank: fleet: next: {}", next_step(&root, &opts.into));
+    } else if code == crate::exit::HALTED
+        && crate::deliver::change_set::load(&root)
+            .is_some_and(|c| c.into == opts.into && c.state == crate::store::schema::SetState::Red)
+    {
+        // Every task merged; a pull request of its change set went red.
+        errln!(
+            "hank: fleet: next: fix the integration branch of each repository named above (the findings are in .hank/change-set.json), then `hank deliver` pushes it and waits for the checks again"
+        );
     } else if code == crate::exit::HALTED {
         errln!(
             "hank: fleet: next: once the cause is fixed, `hank fleet --retry` queues the failed tasks again on their kept branches (`--retry TASK`: one of them)"
@@ -255,6 +282,20 @@ fn open_fleet_delivery(
 /// What to do with a finished fleet's work: its pull request when one was opened for the
 /// integration branch `into`, else the merge of that branch.
 fn next_step(root: &Path, into: &str) -> String {
+    // A change set's pull requests, in the order they are to be merged.
+    if let Some(set) = crate::deliver::change_set::load(root).filter(|c| c.into == into) {
+        let refs: Vec<String> = set
+            .repos
+            .iter()
+            .filter_map(|r| r.pr_url.as_deref().map(crate::sanitize::line))
+            .collect();
+        if !refs.is_empty() {
+            return format!(
+                "review and merge the change set's pull requests, in this order: {}",
+                refs.join(", ")
+            );
+        }
+    }
     let pr = crate::fsread::read(
         &root.join(".hank").join(crate::deliver::DELIVERY_FILE),
         crate::fsread::CONFIG_LIMIT,

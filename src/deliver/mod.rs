@@ -33,7 +33,10 @@
 //! per-user record (`delivery-record.json`: the agent must not redirect a resumed push; `load`,
 //! `save`, `evidence`, `of_last_run`); `hank deliver`, `hank run --deliver` and `hank fleet` finish an
 //! open record (`outside.rs`: `open_record`, `resume`; `last_run` is `hank deliver`'s delivery,
-//! a CI fleet task's too)
+//! a CI fleet task's too); `change_set.rs` a workspace's change set (issue 51: one linked pull
+//! request per repository, its pure machine `policy::deliver::change_set`, its record
+//! `.hank/change-set.json`; started by the fleet's hook `fleet::deliver::change_set`, resumed
+//! by `hank deliver` and `hank fleet`)
 
 use std::path::Path;
 use std::time::Duration;
@@ -45,6 +48,7 @@ use crate::exit::ExitReason;
 pub use crate::policy::deliver::machine::Countdown;
 use crate::policy::deliver::{self as rules, CiLimits, Evidence};
 
+pub mod change_set;
 pub mod drive;
 pub mod in_run;
 pub mod outside;

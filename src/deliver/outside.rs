@@ -50,20 +50,24 @@ pub fn warn_skipped_secrets(committed: &deliver::Committed) {
     }
 }
 
-/// What a delivery is asked for beyond the settings: no CI wait.
-#[derive(Debug, Clone, Copy, Default)]
+/// What a delivery is asked for beyond the settings: no CI wait; a new change set of the
+/// workspace's branches named (`hank deliver --change-set INTO`, hidden: what a fleet over a
+/// workspace does at its end).
+#[derive(Debug, Clone, Default)]
 pub struct Opts {
     pub no_wait: bool,
+    pub change_set: Option<String>,
 }
 
 /// How a delivery outside a loop ended: its record as shown (`hank deliver --json`), the
 /// exit code its verdict maps to, and whether it was a fleet's (whose caller marks the fleet
-/// done when it succeeded).
+/// done when it succeeded); a change set's record when it was one (`shown` is then empty).
 #[derive(Debug, Clone)]
 pub struct Ended {
     pub shown: Delivery,
     pub code: u8,
     pub fleet: bool,
+    pub change_set: Option<crate::store::schema::ChangeSet>,
 }
 
 /// `hank deliver`'s delivery of the last finished run in `dir` (its project's lock held by the
@@ -85,6 +89,23 @@ pub fn last_run(
         DeliverMode::None => DeliverMode::Pr,
         m => m,
     };
+    // A change set (issue 51): a new one named, or the one not delivered yet, resumed.
+    if let Some(into) = opts.change_set.clone() {
+        let set = super::change_set::of_workspace(dir, s, &into)?;
+        return change_set(dir, s, &opts, set);
+    }
+    if !force && let Some(set) = super::change_set::load(dir).filter(|c| c.resumable()) {
+        errln!(
+            "hank: resuming the change set of {} ({}{})",
+            set.into,
+            set.exit_reason.map_or("stopped", ExitReason::as_str),
+            set.stopped_at
+                .as_deref()
+                .map(|a| format!(" at {a}"))
+                .unwrap_or_default()
+        );
+        return change_set(dir, s, &opts, set);
+    }
     let secrets = crate::agent::redact::secret_values();
 
     // The run's records, and whether its work is verified.
@@ -147,6 +168,37 @@ pub fn last_run(
         ..Delivery::default()
     };
     deliver_record(dir, store, s, opts, rec)
+}
+
+/// Delivers the change set `set` on the wall clock (Ctrl-C stops it resumably).
+fn change_set(
+    dir: &Path,
+    s: &settings::Settings,
+    opts: &Opts,
+    set: crate::store::schema::ChangeSet,
+) -> Result<Ended> {
+    let stop = interrupt_flag();
+    let set_opts = super::change_set::SetOpts {
+        wait: (s.ci_wait.value.applies(DeliverMode::Pr) && !opts.no_wait).then_some(
+            CiWaitSettings {
+                appear: s.ci_appear_timeout.value,
+                total: s.ci_timeout.value,
+            },
+        ),
+        allow_files: s.deliver_allow_files.value.clone().unwrap_or_default(),
+    };
+    let mut wall = deliver::Wall::new(None, Some(stop))?;
+    let (set, code) = crate::proc::runtime()
+        .map_err(|e| HankError::Internal(format!("the delivery: {e}")))?
+        .block_on(super::change_set::deliver(
+            dir, set, &set_opts, &mut wall, "hank: ",
+        ))?;
+    Ok(Ended {
+        shown: Delivery::default(),
+        code,
+        fleet: set.fleet,
+        change_set: Some(set),
+    })
 }
 
 /// The last run's delivery record when it is left to finish (see [`super::record`]): a
@@ -262,7 +314,12 @@ fn deliver_record(
         .block_on(deliver::drive::drive(&mut m, &mut host, first))?;
     let shown = m.record.shown();
     let code = shown.exit_reason.map_or(exit::HALTED, ExitReason::code);
-    Ok(Ended { shown, code, fleet })
+    Ok(Ended {
+        shown,
+        code,
+        fleet,
+        change_set: None,
+    })
 }
 
 /// The host of a delivery outside a loop: the wall clock, the per-user record, the

@@ -16,16 +16,22 @@
 //!   and opens one pull request against the branch it started from, whose body is the
 //!   fleet's records ([`rules::fleet_pr_body`]), then waits for the checks of exactly the
 //!   pushed commit (`CI_WAIT`, fail closed): the fleet's exit is the verdict.
+//! - **A change set** (`--deliver pr` in a workspace of several repositories, issue 51): the
+//!   tasks do not deliver; once every task is merged, the integration branch of each
+//!   repository the tasks changed is delivered as one change set ([`change_set()`],
+//!   `deliver::change_set`): one pull request per repository, opened in dependency order,
+//!   linked to each other, delivered only when all are green. Per-task delivery is refused
+//!   there ([`FleetDelivery::of_workspace`]).
 
 use std::path::{Path, PathBuf};
 
 use crate::deliver::drive::{Branch, DeliveryEffects, Place, RealGit, World};
-use crate::deliver::{self, CiWaitSettings, Waiter};
+use crate::deliver::{self, CiWaitSettings, Waiter, change_set};
 use crate::error::{HankError, Result};
 use crate::exit::ExitReason;
 use crate::forge;
 use crate::policy::deliver::machine::{Config, Event, Machine, Said, Source};
-use crate::policy::deliver::{self as rules, FleetTaskLine};
+use crate::policy::deliver::{self as rules};
 use crate::policy::fleet::TaskSpec;
 use crate::settings::{DeliverMode, Settings};
 use crate::store::schema::{Delivery, DeliveryEvidence, FleetFile};
@@ -46,6 +52,14 @@ pub enum FleetDelivery {
         wait: Option<CiWaitSettings>,
         /// DELIVER_ALLOW_FILES: paths the scan of the pushed commits lets through.
         allow_files: Vec<String>,
+    },
+    /// In a workspace of several repositories: one change set of the integration branches,
+    /// one pull request per repository the tasks changed ([`change_set()`]).
+    ChangeSet {
+        /// The repositories in delivery order, each with the tasks that change it.
+        repos: Vec<change_set::RepoPlan>,
+        /// `CI_WAIT` and DELIVER_ALLOW_FILES.
+        opts: change_set::SetOpts,
     },
 }
 
@@ -87,6 +101,45 @@ impl FleetDelivery {
         })
     }
 
+    /// From the settings in a workspace of several repositories (`ws`, the plan's `tasks`):
+    /// `--deliver pr` (with or without `--into`) delivers the change set of the integration
+    /// branches at the fleet's end; per-task delivery (`--deliver branch`, a pull request
+    /// per task) is refused there — a task's branch spans repositories, and the set links
+    /// one pull request per repository instead.
+    ///
+    /// # Errors
+    /// `--deliver branch`; the tasks' order has a cycle.
+    pub fn of_workspace(
+        s: &Settings,
+        ws: &crate::policy::workspace::Workspace,
+        tasks: &[TaskSpec],
+    ) -> Result<Self> {
+        match s.deliver.value {
+            DeliverMode::None => Ok(Self::None),
+            DeliverMode::Branch => Err(HankError::usage_hint(
+                format!(
+                    "hank fleet --deliver branch: in a workspace of several repositories ({}), the fleet delivers one change set of its integration branches, not each task's branch",
+                    ws.names()
+                ),
+                "use --deliver pr (one linked pull request per repository, opened at the fleet's end), or --deliver none and push the integration branches yourself",
+            )),
+            DeliverMode::Pr => Ok(Self::ChangeSet {
+                repos: change_set::plan_of(ws, tasks)?,
+                opts: change_set::SetOpts {
+                    wait: s
+                        .ci_wait
+                        .value
+                        .applies(DeliverMode::Pr)
+                        .then_some(CiWaitSettings {
+                            appear: s.ci_appear_timeout.value,
+                            total: s.ci_timeout.value,
+                        }),
+                    allow_files: s.deliver_allow_files.value.clone().unwrap_or_default(),
+                },
+            }),
+        }
+    }
+
     /// The `hank run` flags of `spec`'s worker.
     #[must_use]
     pub fn worker_flags(
@@ -97,7 +150,9 @@ impl FleetDelivery {
     ) -> Vec<String> {
         match self {
             Self::None => user.to_vec(),
-            Self::Integration { .. } => rules::fleet_worker_flags(user, "none", None),
+            Self::Integration { .. } | Self::ChangeSet { .. } => {
+                rules::fleet_worker_flags(user, "none", None)
+            }
             Self::PerTask { mode, base } => {
                 let after: Vec<&str> = spec
                     .after
@@ -132,6 +187,11 @@ pub async fn integration(
     file: &FleetFile,
     clock: &mut dyn Waiter,
 ) -> Result<Option<u8>> {
+    if let FleetDelivery::ChangeSet { repos, opts } = delivery {
+        return change_set(root, into, repos, opts, file, clock)
+            .await
+            .map(Some);
+    }
     let FleetDelivery::Integration {
         base,
         remote,
@@ -159,6 +219,34 @@ pub async fn integration(
     let record_file = deliver::record::path(root)?;
     let code = pull_request(world, *wait, file, clock, record_file).await?;
     Ok(Some(code))
+}
+
+/// A fleet over a workspace of several repositories, every task merged: the change set of
+/// its integration branch `into` in each of `repos` (delivery order, each with the tasks
+/// that changed it) — pushed, one pull request per repository opened in order, each body
+/// its tasks' records and the links to the others, the checks of every pushed commit
+/// waited for (`opts.wait`, fail closed) — on `clock`, recorded in `.hank/change-set.json`.
+/// A set of the same branch and repositories that is not delivered (a stop, a red check
+/// whose branches were fixed since) is resumed rather than opened again. Returns the
+/// fleet's exit code: 0 delivered, 2 a red check (the repository, its pull request and
+/// findings said), 1 stopped at a step (named; `hank deliver` resumes), 3 `ci_timeout`, 130
+/// interrupted.
+///
+/// # Errors
+/// A repository's `origin` or forge login is missing (before anything moves), git cannot
+/// run, the record cannot be written.
+pub async fn change_set(
+    root: &Path,
+    into: &str,
+    repos: &[change_set::RepoPlan],
+    opts: &change_set::SetOpts,
+    file: &FleetFile,
+    clock: &mut dyn Waiter,
+) -> Result<u8> {
+    let lines = change_set::task_lines(file);
+    let set = change_set::start_or_resume(root, into, repos, &lines, true)?;
+    let (_, code) = change_set::deliver(root, set, opts, clock, "hank: fleet: ").await?;
+    Ok(code)
 }
 
 /// The integration branch's pull request (`world`): the delivery machine driven on `clock`,
@@ -271,17 +359,7 @@ fn record_of(
     file: &FleetFile,
     secrets: &[String],
 ) -> Delivery {
-    let tasks: Vec<FleetTaskLine> = file
-        .tasks
-        .iter()
-        .map(|t| FleetTaskLine {
-            name: t.name.clone(),
-            state: format!("{:?}", t.state()).to_ascii_lowercase(),
-            loops: t.loops,
-            cost_usd: t.cost_usd,
-            message: t.message.clone(),
-        })
-        .collect();
+    let tasks = change_set::task_lines(file);
     // The delivery record (as a single run's, `deliver::record`): a delivery that stops
     // part-way — the forge refusing the pull request, its checks unreadable, a Ctrl-C — is
     // finished by `hank deliver` from the step it reached.
@@ -335,6 +413,59 @@ mod tests {
         fn tick(&mut self, _countdown: deliver::Countdown, _now: Timestamp) -> bool {
             false
         }
+    }
+
+    /// In a workspace of several repositories: `--deliver pr` is the change set of the
+    /// integration branches (api first, as the plan's order says; workers deliver nothing),
+    /// `--deliver branch` is refused naming the repositories.
+    #[test]
+    fn a_workspace_of_several_delivers_a_change_set_and_refuses_per_task_delivery() {
+        use crate::policy::workspace::{Entry, of_entries};
+        let dir = tempfile::tempdir().unwrap();
+        let entry = |name: &str| Entry {
+            name: name.into(),
+            path: format!("../{name}"),
+            ..Entry::default()
+        };
+        let ws = of_entries(vec![entry("web"), entry("api")], dir.path(), "f").unwrap();
+        let plan =
+            "## UI (repos: web; after: Endpoint)\n- [ ] a\n## Endpoint (repos: api)\n- [ ] b\n";
+        let tasks = crate::policy::fleet::tasks_from_plan(plan, &[]).unwrap();
+        let settings = |mode: &str| {
+            let flags = crate::settings::Flags {
+                deliver: Some(mode.into()),
+                ..crate::settings::Flags::default()
+            };
+            crate::settings::load(&flags, dir.path()).unwrap()
+        };
+        let d = FleetDelivery::of_workspace(&settings("pr"), &ws, &tasks).unwrap();
+        let FleetDelivery::ChangeSet { repos, opts } = &d else {
+            panic!("{d:?}");
+        };
+        let names: Vec<(&str, &[String])> = repos
+            .iter()
+            .map(|r| (r.name.as_str(), r.tasks.as_slice()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("api", &["Endpoint".to_string()][..]),
+                ("web", &["UI".to_string()][..])
+            ]
+        );
+        assert!(opts.wait.is_some(), "CI_WAIT=auto waits with pr");
+        let flags = d.worker_flags(&[], &tasks[0], &tasks);
+        assert_eq!(flags, ["--deliver", "none"]);
+        let err = FleetDelivery::of_workspace(&settings("branch"), &ws, &tasks).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("--deliver branch") && text.contains("api, web"),
+            "{text}"
+        );
+        assert_eq!(
+            FleetDelivery::of_workspace(&settings("none"), &ws, &tasks).unwrap(),
+            FleetDelivery::None
+        );
     }
 
     /// The fleet's integration pull request waits out a 25-minute CI on the clock it is

@@ -126,6 +126,16 @@ pub trait Forge {
     /// # Errors
     /// The forge refused it (auto-merge not allowed in the repository, …).
     fn arm_auto_merge(&self, pr: &PullRequest) -> Result<()>;
+    /// Replaces the body (description) of pull request `number` (a change set's links).
+    ///
+    /// # Errors
+    /// The forge refused it.
+    fn edit_pr_body(&self, number: u64, body: &str) -> Result<()>;
+    /// How other pull requests name pull request `number` (`owner/repo#12`, GitLab's
+    /// `group/project!12`).
+    fn reference(&self, number: u64) -> String {
+        format!("{}#{number}", self.repo())
+    }
 }
 
 fn refused(what: &str, via: &str, r: &Reply) -> HankError {
@@ -424,6 +434,16 @@ impl<A: Api> Forge for GitHub<A> {
         )
     }
 
+    fn edit_pr_body(&self, number: u64, body: &str) -> Result<()> {
+        send(
+            &self.api,
+            &format!("editing pull request #{number}"),
+            "PATCH",
+            &format!("repos/{}/pulls/{number}", self.repo),
+            &json!({"body": body}),
+        )
+    }
+
     fn arm_auto_merge(&self, pr: &PullRequest) -> Result<()> {
         let Some(id) = &pr.node_id else {
             return Err(HankError::Tool(format!(
@@ -628,6 +648,20 @@ impl<A: Api> Forge for GitLab<A> {
             &path,
             &json!({"body": body}),
         )
+    }
+
+    fn edit_pr_body(&self, number: u64, body: &str) -> Result<()> {
+        send(
+            &self.api,
+            &format!("editing merge request !{number}"),
+            "PUT",
+            &format!("{}/merge_requests/{number}", self.project()),
+            &json!({"description": body}),
+        )
+    }
+
+    fn reference(&self, number: u64) -> String {
+        format!("{}!{number}", self.repo)
     }
 
     fn arm_auto_merge(&self, pr: &PullRequest) -> Result<()> {

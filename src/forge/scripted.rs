@@ -37,6 +37,8 @@ pub(crate) struct ScriptedForge {
     pub script: Script,
     pub looks: Arc<Mutex<usize>>,
     pub opened: Arc<Mutex<Vec<NewPullRequest>>>,
+    /// The bodies edited: (number, body).
+    pub edited: Arc<Mutex<Vec<(u64, String)>>>,
 }
 
 impl ScriptedForge {
@@ -46,6 +48,7 @@ impl ScriptedForge {
             script,
             looks: Arc::default(),
             opened: Arc::default(),
+            edited: Arc::default(),
         }
     }
 }
@@ -94,6 +97,10 @@ impl Forge for ScriptedForge {
         Ok(())
     }
     fn arm_auto_merge(&self, _pr: &PullRequest) -> Result<()> {
+        Ok(())
+    }
+    fn edit_pr_body(&self, number: u64, body: &str) -> Result<()> {
+        self.edited.lock().unwrap().push((number, body.to_string()));
         Ok(())
     }
 }

@@ -20,6 +20,7 @@ use crate::policy::receipts::Receipts;
 use crate::policy::verify::CheckResult;
 use crate::sanitize::cut_chars;
 
+pub mod change_set;
 pub mod machine;
 pub mod record;
 

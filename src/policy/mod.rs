@@ -37,7 +37,8 @@
 //! `Run::on(Fact, now)`; every ordering rule of the loop, table-tested on a fixed clock;
 //! `run/wait.rs`: what ends a wait — `Waited`, `Run::woke` (its time, MAX_RUNTIME), `Run::wait_cut`
 //! (commands)), `deliver` (branch names, the PR's evidence body, the fail-closed CI verdict, CI /
-//! review / pre-push feedback for the agent), `notify` (NOTIFY targets, NOTIFY_EVENTS, which events
+//! review / pre-push feedback for the agent; `deliver/change_set.rs` a workspace's change set:
+//! its record and machine), `notify` (NOTIFY targets, NOTIFY_EVENTS, which events
 //! become messages and their text: waits, a wait for answers with the questions, circuit, rejected
 //! done, agent switch, fleet task merged/failed, delivery, run end), `control` (`hank ctl`
 //! commands, the signed `hank1` remote format: HMAC-SHA256, skew, nonce; `steer_fleet`: what a

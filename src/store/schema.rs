@@ -546,6 +546,12 @@ pub use crate::policy::deliver::record::{
     DELIVERY_RECORD_SCHEMA, Delivery, DeliveryEvidence, DeliveryStep,
 };
 
+/// `.hank/change-set.json`: a change set across a workspace's repositories (issue 51),
+/// defined beside the machine that writes it.
+pub use crate::policy::deliver::change_set::{
+    CHANGE_SET_SCHEMA, ChangeSet, ChangeSetRepo, SetState,
+};
+
 /// The `agent_finished` event.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default)]

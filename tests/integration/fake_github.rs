@@ -55,6 +55,9 @@ pub(crate) struct World {
     /// How many pull request creations are refused (403, GitHub's own message) before one
     /// is accepted.
     pub refuse_pulls: u32,
+    /// When set, `refuse_pulls` counts only the pull requests of this repository
+    /// (`owner/name`): a forge failing one route of a change set.
+    pub refuse_pulls_of: Option<String>,
     /// The repository's issues (`number`, `title`, `body`, `html_url`, `labels` as
     /// `{"name"}`, `state`): listed by label, labelled, commented (`hank watch`).
     pub issues: Vec<Value>,
@@ -280,7 +283,12 @@ fn answer(w: &mut World, r: &Recorded) -> (u16, Value) {
             json!({"full_name": format!("{o}/{n}"), "default_branch": "main",
                    "permissions": {"admin": false, "push": w.can_push, "pull": true}}),
         ),
-        ("POST", ["repos", _, _, "pulls"]) if w.refuse_pulls > 0 => {
+        ("POST", ["repos", o, n, "pulls"])
+            if w.refuse_pulls > 0
+                && w.refuse_pulls_of
+                    .as_ref()
+                    .is_none_or(|r| *r == format!("{o}/{n}")) =>
+        {
             w.refuse_pulls -= 1;
             (
                 403,
@@ -298,9 +306,21 @@ fn answer(w: &mut World, r: &Recorded) -> (u16, Value) {
                 "title": req["title"], "body": req["body"],
                 "head": {"ref": req["head"], "sha": "0000000000000000000000000000000000000000"},
                 "base": {"ref": req["base"]},
+                "base_repo": format!("{o}/{n}"),
             });
             w.pulls.push(pr.clone());
             (201, pr)
+        }
+        ("PATCH", ["repos", _, _, "pulls", number]) => {
+            let number: u64 = number.parse().unwrap_or(0);
+            let body = r.json()["body"].clone();
+            match w.pulls.iter_mut().find(|p| p["number"] == number) {
+                Some(p) => {
+                    p["body"] = body;
+                    (200, p.clone())
+                }
+                None => (404, json!({"message": "Not Found"})),
+            }
         }
         ("GET", ["repos", _, _, "pulls"]) => (200, Value::Array(w.pulls.clone())),
         ("GET", ["repos", _, _, "commits", sha, "check-runs"]) => {

@@ -34,6 +34,7 @@ mod actions;
 mod agents;
 mod analyze;
 mod architecture;
+mod change_set;
 mod cli;
 mod client_config;
 mod crashes;
