@@ -20,6 +20,7 @@ pub(crate) const AGENT_ENV_REMOVED: &[&str] = &[
     "CLAUDE_CODE_RETRY_WATCHDOG",
     crate::store::fleet_ledger::ENV,
     crate::git::TASK_CHECKOUT_ENV,
+    crate::git::TASK_REPOS_ENV,
 ];
 
 /// Credentials hank keeps to itself: the forge tokens it pushes and opens pull requests with,

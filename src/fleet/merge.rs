@@ -142,10 +142,33 @@ impl MergeProblem {
     }
 }
 
+/// Merges the task into the integration branch of every repository it changes: first in
+/// each of its other repositories (a workspace of several, [`super::repos::merge_each`]:
+/// made and checked, no branch moved), then in the project ([`merge_project`]); the other
+/// repositories' integration branches move only once the project's merge passed too (all or
+/// nothing).
+pub(super) fn merge_task(
+    paths: &Paths,
+    spec: &TaskSpec,
+    done: &[String],
+    opts: &Options,
+    cancel: Cancel,
+) -> Result<std::result::Result<(), MergeProblem>> {
+    let landings = match super::repos::merge_each(paths, spec, opts, &cancel)? {
+        Ok(l) => l,
+        Err(problem) => return Ok(Err(problem)),
+    };
+    let merged = merge_project(paths, spec, done, opts, cancel)?;
+    if merged.is_ok() {
+        super::repos::land(&landings, spec)?;
+    }
+    Ok(merged)
+}
+
 /// Commits the task's work, merges it into the integration branch (in the integration
 /// worktree), runs the check on the result, ticks the task's items in the integration plan.
 /// The branch moves only when all of it passed.
-pub(super) fn merge_task(
+fn merge_project(
     paths: &Paths,
     spec: &TaskSpec,
     done: &[String],
@@ -436,7 +459,8 @@ pub(super) fn merge_off_thread(
         ],
     )?)
     .trim()
-    .to_string();
+    .to_string()
+        + &super::repos::tips(paths, spec, &opts.into)?;
     let Err(problem) = merge_task(paths, spec, &job.done, opts, cancel)? else {
         return Ok(None);
     };
@@ -462,7 +486,9 @@ pub(super) fn merge_off_thread(
         // The agent's repository made again from hank's view: the merge in progress, its
         // index with the conflicts, the branch's tip.
         agent_repo(&pin(paths, wt.work_tree())?)?;
-        pin(paths, wt.work_tree())?;
+        let project = pin(paths, wt.work_tree())?;
+        // Its other repositories: each one's integration branch merged in there too.
+        super::repos::hand_back(paths, spec, &opts.into, &project)?;
     }
     Ok(Some(Merged {
         problem,
@@ -487,6 +513,12 @@ pub(super) fn commit_task(
     spec: &TaskSpec,
 ) -> Result<std::result::Result<Vec<String>, String>> {
     let wt = paths.worktree(&spec.slug);
+    // Its other repositories (a workspace of several): committed there and their worktrees
+    // removed first (the branches keep the work), or refused naming the repository.
+    let message = format!("hank fleet: task {}", spec.name);
+    if let Err(why) = super::repos::close(paths, spec, &message)? {
+        return Ok(Err(why));
+    }
     let repo = pin(paths, &wt)?;
     // The agent's commits brought in from its own repository (hank moves the branch), or
     // refused: its HEAD elsewhere, a record changed (issue 47).
@@ -502,7 +534,7 @@ pub(super) fn commit_task(
         // Kept as the agent left it, for the user to look at; never merged.
         return Ok(Err(e.to_string()));
     }
-    commit_all(&repo.checkout(), &format!("hank fleet: task {}", spec.name))?;
+    commit_all(&repo.checkout(), &message)?;
     let done = done_items(&wt);
     retire_worktree(paths, &wt);
     Ok(Ok(done))

@@ -95,6 +95,7 @@ mod effects;
 pub mod events;
 mod merge;
 mod objects;
+pub mod repos;
 mod save;
 mod supervise;
 mod timing;
@@ -187,6 +188,9 @@ pub struct Paths {
     pub root: PathBuf,
     /// The main project's per-user folder.
     pub user: PathBuf,
+    /// The other repositories of a workspace the fleet's tasks change (issue 51), frozen at
+    /// its start ([`repos::FleetRepo`]); empty for a project of one repository.
+    pub repos: Vec<repos::FleetRepo>,
 }
 
 impl Paths {
@@ -195,6 +199,7 @@ impl Paths {
         Ok(Self {
             root: root.to_path_buf(),
             user: userdir::project_dir(root)?,
+            repos: Vec::new(),
         })
     }
     /// The user's checkout as a git handle.
@@ -372,7 +377,8 @@ const KEPT_WALK: usize = 2_000_000;
 /// Runs the fleet until every task is merged, failed or stopped at a limit.
 pub fn run(root: &Path, tasks: Vec<TaskSpec>, opts: &Options) -> Result<u8> {
     refuse_a_subfolder(root)?;
-    let paths = Paths::of(root)?;
+    let mut paths = Paths::of(root)?;
+    paths.repos = repos::of_workspace(root, &tasks)?;
     let lock = fleet_lock(&paths)?;
     let runtime = crate::proc::runtime()
         .map_err(|e| HankError::Internal(format!("failed to start the async runtime: {e}")))?;

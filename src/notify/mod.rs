@@ -91,6 +91,7 @@ fn happening(event: &Event) -> Happening<'_> {
             state,
             branch,
             message,
+            ..
         } => Happening::FleetTask {
             task,
             state: *state,

@@ -231,7 +231,7 @@ fn setup_and_enable_write_the_workspace_file_from_repo_flags() {
 }
 
 #[test]
-fn a_dry_run_shows_each_task_s_repositories_and_a_run_across_repositories_is_refused() {
+fn a_dry_run_shows_each_task_s_repositories_and_watch_and_ci_jobs_refuse_other_repositories() {
     let (p, api, web) = workspace_project(PLAN, TWO);
     let o = p.run(&["fleet", "--dry-run"]);
     let text = stdout(&o);
@@ -244,10 +244,6 @@ fn a_dry_run_shows_each_task_s_repositories_and_a_run_across_repositories_is_ref
         &text,
         "Use it in the UI (after: Add the endpoint) — branch hank/use-it-in-the-ui in web, 1 open item(s)",
     );
-    // Every repository fit: still refused, naming the tasks, rather than run in the project.
-    let err = exits(&p.run(&["fleet"]), 1);
-    assert_contains(&err, "only in the project's own repository");
-    assert_contains(&err, "\"Add the endpoint\" in \"api\"");
     // `hank watch`: an issue's task names no repository.
     let err = exits(&p.run(&["watch", "--once"]), 1);
     assert_contains(&err, "only in the project's own repository");
@@ -321,4 +317,142 @@ fn with_delivery_doctor_asks_each_repository_s_forge_for_the_login_and_push() {
         api.starts_with("FAIL") && api.contains("may not push to o/r"),
         "{text}"
     );
+}
+
+/// The stand-in agent of a task across repositories: ticks the first open item, writes
+/// `<slug>.txt` in each repository folder its plan names (and `fix.txt` in each once a red
+/// check was handed back), notes the call.
+const ACROSS: &str = r#"sed -i '0,/- \[ \]/s//- [x]/' .hank/fix_plan.md
+n=$(basename "$PWD")
+for r in $(sed -n 's/^Repositories[^:]*: //p' .hank/fix_plan.md | tr -d ',/'); do
+  echo "$n" > "$r/$n.txt"
+  if grep -q 'VERIFY_COMMAND failed' .hank/fix_plan.md; then echo fixed > "$r/fix.txt"; fi
+done
+echo "$n" >> "$FAKE_CLAUDE_DIR/log"
+"#;
+
+const ACROSS_PLAN: &str = "# Plan\n\n## Add the endpoint (repos: api)\n- [ ] route\n\n\
+                           ## Use it in the UI (repos: web; after: Add the endpoint)\n- [ ] call it\n\n\
+                           ## Both (repos: api, web)\n- [ ] both\n";
+
+/// The files of `branch` in the repository at `dir`.
+fn files_on(dir: &Path, branch: &str) -> Vec<String> {
+    git(dir, &["ls-tree", "-r", "--name-only", branch])
+        .lines()
+        .map(ToString::to_string)
+        .collect()
+}
+
+/// A user's checkout as the fleet must leave it: on `main`, clean, no worktree but itself.
+fn assert_untouched(dir: &Path) {
+    assert_eq!(git(dir, &["branch", "--show-current"]).trim(), "main");
+    assert_eq!(
+        git(dir, &["status", "--porcelain", "--untracked-files=all"]),
+        "",
+        "{dir:?}"
+    );
+    assert_eq!(
+        git(dir, &["worktree", "list", "--porcelain"])
+            .lines()
+            .filter(|l| l.starts_with("worktree "))
+            .count(),
+        1,
+        "{dir:?}"
+    );
+}
+
+#[test]
+fn a_fleet_across_two_repositories_merges_each_task_into_each_repository_it_names() {
+    let (p, api, web) = workspace_project(ACROSS_PLAN, TWO);
+    p.fake("effect.sh", ACROSS);
+    let err = exits(&p.run(&["fleet", "--agents", "2"]), 0);
+    let mut called = calls(&p);
+    called.sort();
+    assert_eq!(
+        called,
+        ["add-the-endpoint", "both", "use-it-in-the-ui"],
+        "{err}"
+    );
+    assert_eq!(
+        files_on(&api, "hank/fleet"),
+        ["README", "add-the-endpoint.txt", "both.txt"],
+        "{err}"
+    );
+    assert_eq!(
+        files_on(&web, "hank/fleet"),
+        ["README", "both.txt", "use-it-in-the-ui.txt"],
+        "{err}"
+    );
+    // Each task's branch in each repository it named, and none elsewhere.
+    assert_eq!(
+        git(
+            &api,
+            &["branch", "--list", "hank/*", "--format=%(refname:short)"]
+        ),
+        "hank/add-the-endpoint\nhank/both\nhank/fleet"
+    );
+    assert_eq!(
+        git(
+            &web,
+            &["branch", "--list", "hank/*", "--format=%(refname:short)"]
+        ),
+        "hank/both\nhank/fleet\nhank/use-it-in-the-ui"
+    );
+    // The project's integration branch has the plan ticked, no repository's file.
+    let plan = git(&p.dir, &["show", "hank/fleet:.hank/fix_plan.md"]);
+    assert_eq!(plan.matches("- [x]").count(), 3, "{plan}");
+    assert!(
+        !files_on(&p.dir, "hank/fleet")
+            .iter()
+            .any(|f| f.ends_with(".txt"))
+    );
+    for dir in [&api, &web] {
+        assert_untouched(dir);
+    }
+    // The fleet's record: each task with its repositories, merged.
+    let status = crate::fleet::fleet_status(&p);
+    let tasks = status["tasks"].as_array().unwrap();
+    for (name, repos) in [
+        ("Add the endpoint", vec!["api"]),
+        ("Use it in the UI", vec!["web"]),
+        ("Both", vec!["api", "web"]),
+    ] {
+        let t = tasks.iter().find(|t| t["name"] == name).unwrap();
+        assert_eq!(t["state"], "merged", "{name}: {t}");
+        assert_eq!(t["repos"], serde_json::json!(repos), "{name}");
+    }
+    let text = stdout(&p.run(&["fleet", "status"]));
+    assert_contains(&text, "api, web");
+}
+
+#[test]
+fn a_red_check_of_one_repository_goes_back_to_the_task_and_its_second_attempt_merges() {
+    let (p, api, web) = workspace_project(ACROSS_PLAN, TWO);
+    p.fake("effect.sh", ACROSS);
+    // web's own check: its merge result must hold fix.txt.
+    std::fs::write(web.join(".hankrc"), "VERIFY_COMMAND=\"test -f fix.txt\"\n").unwrap();
+    git(&web, &["add", "-A"]);
+    git(&web, &["commit", "-q", "-m", "check"]);
+    let err = exits(&p.run(&["fleet", "--agents", "1"]), 0);
+    let t = crate::fleet::fleet_json(&p);
+    let tasks = t["tasks"].as_array().unwrap();
+    let ui = tasks
+        .iter()
+        .find(|t| t["name"] == "Use it in the UI")
+        .unwrap();
+    assert_eq!(ui["state"], "merged", "{err}");
+    assert_eq!(ui["merge_attempts"], 1, "{err}");
+    // Handed back once per task that changed web: each ran twice.
+    let called = calls(&p);
+    assert_eq!(called.len(), 5, "{called:?} {err}");
+    assert!(files_on(&web, "hank/fleet").contains(&"fix.txt".to_string()));
+    // api has no check: its merges went through on the first attempt, its files exact.
+    assert_eq!(
+        files_on(&api, "hank/fleet"),
+        ["README", "add-the-endpoint.txt", "both.txt", "fix.txt"],
+        "{err}"
+    );
+    for dir in [&api, &web] {
+        assert_untouched(dir);
+    }
 }
