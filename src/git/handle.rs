@@ -698,3 +698,37 @@ impl Integration {
         self.checkout.git()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_s_repositories_travel_to_its_worker_and_read_back_or_are_refused() {
+        let repos = vec![
+            ("api".to_string(), PathBuf::from("/w/api")),
+            ("web".to_string(), PathBuf::from("/w/my web")),
+        ];
+        let text = task_repos_text(&repos).unwrap();
+        assert_eq!(text, "api=/w/api\nweb=/w/my web\n");
+        assert_eq!(parse_task_repos(&text).unwrap(), repos);
+        assert_eq!(parse_task_repos("").unwrap(), Vec::new());
+        // Never a name that leaves the task's folder, nor a relative checkout.
+        for bad in [
+            "../x=/w/x",
+            "a/b=/w/x",
+            "api=w/api",
+            "api",
+            "=/w/api",
+            ".git=/w/x",
+        ] {
+            assert!(parse_task_repos(bad).is_err(), "{bad:?}");
+        }
+        for bad in [
+            vec![("..".to_string(), PathBuf::from("/w/x"))],
+            vec![("api".to_string(), PathBuf::from("/w/a\nweb=/etc"))],
+        ] {
+            assert_eq!(task_repos_text(&bad), None, "{bad:?}");
+        }
+    }
+}

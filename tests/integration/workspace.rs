@@ -422,7 +422,15 @@ fn a_fleet_across_two_repositories_merges_each_task_into_each_repository_it_name
         assert_eq!(t["repos"], serde_json::json!(repos), "{name}");
     }
     let text = stdout(&p.run(&["fleet", "status"]));
-    assert_contains(&text, "api, web");
+    assert_contains(&text, "repositories: api, web");
+    // Each task's events carry its repositories.
+    let events = p.events_of("fleet_task");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["task"] == "Both" && e["repos"] == serde_json::json!(["api", "web"])),
+        "{events:?}"
+    );
 }
 
 #[test]
@@ -452,6 +460,63 @@ fn a_red_check_of_one_repository_goes_back_to_the_task_and_its_second_attempt_me
         ["README", "add-the-endpoint.txt", "both.txt", "fix.txt"],
         "{err}"
     );
+    for dir in [&api, &web] {
+        assert_untouched(dir);
+    }
+}
+
+#[test]
+fn a_sandboxed_task_writes_only_the_repositories_it_names() {
+    if !hank::sandbox::available() {
+        eprintln!("skipped: this kernel has no Landlock ABI 4");
+        return;
+    }
+    let (p, api, web) = workspace_project("# Plan\n\n## Api only (repos: api)\n- [ ] route\n", TWO);
+    // The agent works in `api/` (a commit of its own there), then tries the repositories it
+    // was not given: web's checkout and its git, api's own checkout and its refs.
+    let attempts = [
+        web.join("stolen.txt"),
+        web.join(".git/refs/heads/evil"),
+        api.join("direct.txt"),
+        api.join(".git/refs/heads/evil"),
+    ];
+    let mut work = String::from(
+        "sed -i '0,/- \\[ \\]/s//- [x]/' .hank/fix_plan.md\n\
+         echo route > api/route.txt\n\
+         git -C api add route.txt && git -C api commit -qm 'agent work' && echo committed >> \"$FAKE_CLAUDE_DIR/log\"\n\
+         mkdir -p web 2>/dev/null; echo x > web/here.txt 2>/dev/null\n",
+    );
+    for a in &attempts {
+        work.push_str(&format!(
+            "echo x > '{}' 2>/dev/null && echo wrote >> \"$FAKE_CLAUDE_DIR/log\"\n",
+            a.display()
+        ));
+    }
+    work.push_str("echo api-only >> \"$FAKE_CLAUDE_DIR/log\"\ntrue\n");
+    p.fake("effect.sh", &work);
+    let o = p
+        .cmd()
+        .env("SANDBOX", "landlock")
+        .env("SANDBOX_WRITE", p.fake.display().to_string())
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .args(["fleet"])
+        .output()
+        .unwrap();
+    let err = exits(&o, 0);
+    assert_eq!(calls(&p), ["committed", "api-only"], "{err}");
+    for a in &attempts {
+        assert!(!a.exists(), "{a:?} was written");
+    }
+    // Its work in api merged, its own commit among it; web untouched.
+    assert!(files_on(&api, "hank/fleet").contains(&"route.txt".to_string()));
+    assert_contains(
+        &git(&api, &["log", "--format=%s", "hank/fleet"]),
+        "agent work",
+    );
+    assert_eq!(git(&web, &["branch", "--list", "hank/*"]), "");
     for dir in [&api, &web] {
         assert_untouched(dir);
     }
