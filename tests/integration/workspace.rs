@@ -521,3 +521,77 @@ fn a_sandboxed_task_writes_only_the_repositories_it_names() {
         assert_untouched(dir);
     }
 }
+
+#[test]
+fn a_fleet_across_repositories_killed_with_its_workers_resumes_each_task_in_its_folder() {
+    use nix::sys::signal::{Signal, killpg};
+    use nix::unistd::Pid;
+    let (p, api, web) = workspace_project(ACROSS_PLAN, TWO);
+    p.fake("effect.sh", ACROSS);
+    // The first two calls do their work, then hang until killed.
+    p.fake("sleep-1", "60");
+    p.fake("sleep-2", "60");
+    let mut child = p.spawn(&["fleet", "--agents", "2"]);
+    let running = crate::support::poll(std::time::Duration::from_secs(30), || {
+        let v = crate::fleet::fleet_json(&p);
+        let tasks: Vec<(i32, String)> = v["tasks"]
+            .as_array()?
+            .iter()
+            .filter(|t| t["state"] == "running")
+            .filter_map(|t| {
+                Some((
+                    i32::try_from(t["pid"].as_i64()?).ok()?,
+                    t["worktree"].as_str()?.to_string(),
+                ))
+            })
+            .collect();
+        (tasks.len() == 2 && calls(&p).len() == 2).then_some(tasks)
+    })
+    .unwrap_or_else(|| panic!("{}", crate::fleet::fleet_json(&p)));
+    // A crash of everything: the supervisor and each task's process group.
+    crate::support::signal(&child, Signal::SIGKILL);
+    let _ = child.wait();
+    for (pid, _) in &running {
+        let _ = killpg(Pid::from_raw(*pid), Signal::SIGKILL);
+    }
+    // Each task's folder holds its repositories' worktrees with the killed run's work.
+    let mut written = Vec::new();
+    for (_, wt) in &running {
+        let wt = PathBuf::from(wt);
+        let slug = wt.file_name().unwrap().to_string_lossy().into_owned();
+        for r in ["api", "web"] {
+            let f = wt.join(r).join(format!("{slug}.txt"));
+            if f.exists() {
+                assert_eq!(
+                    git(&wt.join(r), &["branch", "--show-current"]),
+                    format!("hank/{slug}")
+                );
+                written.push(format!("{r}/{slug}.txt"));
+            }
+        }
+    }
+    assert!(!written.is_empty(), "{running:?}");
+    let err = exits(&p.run(&["fleet", "--agents", "2"]), 0);
+    assert_eq!(
+        files_on(&api, "hank/fleet"),
+        ["README", "add-the-endpoint.txt", "both.txt"],
+        "{err}"
+    );
+    assert_eq!(
+        files_on(&web, "hank/fleet"),
+        ["README", "both.txt", "use-it-in-the-ui.txt"],
+        "{err}"
+    );
+    let v = crate::fleet::fleet_json(&p);
+    assert!(
+        v["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["state"] == "merged"),
+        "{v}"
+    );
+    for dir in [&api, &web] {
+        assert_untouched(dir);
+    }
+}
