@@ -83,7 +83,10 @@
 //! from the journal at start; `give_sets` before a task's worker starts; `fleet_running`: the fleet
 //! lock is held); `events.rs` follows each task's `events.jsonl` into
 //! `fleet-logs/<slug>.events.jsonl` (what `hank report --fleet` reads) and prints it with `"task"`
-//! under `hank fleet --json`; `ci.rs` the remote as a CI fleet reads it (task branches
+//! under `hank fleet --json`; `repos.rs` a task across several repositories of a workspace
+//! (issue 51: `Paths::repos` frozen at the start, each named repository's worktree inside the
+//! task's, committed and removed at its end, merged and checked per repository and landed all
+//! or nothing, handed back per repository; `integration_branches` for delivery); `ci.rs` the remote as a CI fleet reads it (task branches
 //! `hank/<slug>`, claims in `refs/hank/state/<slug>`, the branch a task continues on, the
 //! clean-tree and git-identity checks); the rules are `policy/fleet.rs` and
 //! `policy/fleet/machine.rs`

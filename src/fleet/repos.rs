@@ -8,17 +8,17 @@
 //! `.hankrc`), in [`Paths::repos`]. A task's run still happens in the project's worktree
 //! `worktrees/<slug>`; each repository it names gets its worktree inside it,
 //! `worktrees/<slug>/<repo>`, on `hank/<slug>` of that repository (made from that
-//! repository's integration branch, kept as it is when the branch exists: [`open`]), with an
+//! repository's integration branch, kept as it is when the branch exists: `open`), with an
 //! agent repository of its own (`git::agent_repo::make`, as the project's worktree has),
 //! left out of the project worktree's status by a line hank writes in the agent's
 //! `info/exclude` there. Its worker is told the folders and checkouts
-//! ([`crate::git::TASK_REPOS_ENV`], [`env_text`]): its sandbox grants and its progress come
+//! ([`crate::git::TASK_REPOS_ENV`], `env_text`): its sandbox grants and its progress come
 //! from that. At the task's end each repository's work is committed and its worktree removed
-//! ([`close`], the branch keeps the work); its merge is made in git's objects per repository
-//! ([`merge_each`]: `merge-tree`, `commit-tree`, that repository's check in its own
+//! (`close`, the branch keeps the work); its merge is made in git's objects per repository
+//! (`merge_each`: `merge-tree`, `commit-tree`, that repository's check in its own
 //! integration worktree `worktrees/_integration-<repo>`), and the integration branches move
-//! ([`land`]) only after every repository's merge and check and the project's passed. A
-//! failure is handed back to the agent in each repository ([`hand_back`]: the integration
+//! (`land`) only after every repository's merge and check and the project's passed. A
+//! failure is handed back to the agent in each repository (`hand_back`: the integration
 //! branch merged into the task's branch there). [`integration_branches`] gives what the
 //! fleet left in each repository (for delivery).
 

@@ -851,8 +851,10 @@ mod tests {
                 repos.iter().map(|r| r.to_string()).collect::<Vec<_>>(),
             )
         };
+        type Merged = Vec<(String, Vec<String>)>;
+        type Want<'a> = Vec<(&'a str, Vec<&'a str>)>;
         // (merged tasks, want per repository)
-        let table: [(Vec<(String, Vec<String>)>, Vec<(&str, Vec<&str>)>); 4] = [
+        let table: [(Merged, Want<'_>); 4] = [
             (vec![], vec![]),
             (vec![m("A", &["api"])], vec![("api", vec!["A"])]),
             (
