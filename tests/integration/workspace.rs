@@ -421,6 +421,37 @@ fn a_fleet_across_two_repositories_merges_each_task_into_each_repository_it_name
         assert_eq!(t["state"], "merged", "{name}: {t}");
         assert_eq!(t["repos"], serde_json::json!(repos), "{name}");
     }
+    // What delivery reads: each repository's integration branch and the tasks in it.
+    let ints = hank::fleet::repos::integration_branches(&p.dir).unwrap();
+    let seen: Vec<(&str, &str, Vec<String>, bool)> = ints
+        .iter()
+        .map(|i| {
+            let checkout = if i.repo == "api" { &api } else { &web };
+            (
+                i.repo.as_str(),
+                i.branch.as_str(),
+                i.tasks.clone(),
+                i.checkout == checkout.canonicalize().unwrap() && i.base.as_deref() == Some("main"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (
+                "api",
+                "hank/fleet",
+                vec!["Add the endpoint".to_string(), "Both".to_string()],
+                true
+            ),
+            (
+                "web",
+                "hank/fleet",
+                vec!["Use it in the UI".to_string(), "Both".to_string()],
+                true
+            ),
+        ]
+    );
     let text = stdout(&p.run(&["fleet", "status"]));
     assert_contains(&text, "repositories: api, web");
     // Each task's events carry its repositories.
@@ -454,6 +485,15 @@ fn a_red_check_of_one_repository_goes_back_to_the_task_and_its_second_attempt_me
     let called = calls(&p);
     assert_eq!(called.len(), 5, "{called:?} {err}");
     assert!(files_on(&web, "hank/fleet").contains(&"fix.txt".to_string()));
+    // All or nothing: Both's first attempt, red in web, moved api's branch no more than web's.
+    for dir in [&api, &web] {
+        let log = git(dir, &["log", "--format=%s", "hank/fleet"]);
+        assert_eq!(
+            log.matches("hank fleet: merge task Both").count(),
+            1,
+            "{log}"
+        );
+    }
     // api has no check: its merges went through on the first attempt, its files exact.
     assert_eq!(
         files_on(&api, "hank/fleet"),
@@ -594,4 +634,37 @@ fn a_fleet_across_repositories_killed_with_its_workers_resumes_each_task_in_its_
     for dir in [&api, &web] {
         assert_untouched(dir);
     }
+}
+
+#[test]
+fn the_project_named_among_the_repositories_is_the_task_s_own_worktree() {
+    let p =
+        crate::fleet::project_doing("# Plan\n\n## Both (repos: self, api)\n- [ ] both\n", ACROSS);
+    let api = repo(&p, "api");
+    std::fs::write(
+        p.dir.join(".hank/workspace.toml"),
+        "[repos.self]\npath = \".\"\n\n[repos.api]\npath = \"../api\"\n",
+    )
+    .unwrap();
+    git(&p.dir, &["add", "-A"]);
+    git(&p.dir, &["commit", "-q", "-m", "workspace"]);
+    let bare = p.home.join("self.git");
+    git(&p.home, &["init", "-q", "--bare", bare.to_str().unwrap()]);
+    git(&p.dir, &["remote", "add", "origin", bare.to_str().unwrap()]);
+    let err = exits(&p.run(&["fleet"]), 0);
+    assert_eq!(calls(&p), ["both"], "{err}");
+    // Only api is a folder of the task (its plan names only it); the project is the worktree.
+    assert_eq!(
+        files_on(&api, "hank/fleet"),
+        ["README", "both.txt"],
+        "{err}"
+    );
+    let plan = git(&p.dir, &["show", "hank/fleet:.hank/fix_plan.md"]);
+    assert!(plan.contains("- [x] both"), "{plan}");
+    assert!(
+        !files_on(&p.dir, "hank/fleet")
+            .iter()
+            .any(|f| f.starts_with("api"))
+    );
+    assert_untouched(&api);
 }
