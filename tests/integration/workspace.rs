@@ -668,3 +668,45 @@ fn the_project_named_among_the_repositories_is_the_task_s_own_worktree() {
     );
     assert_untouched(&api);
 }
+
+#[test]
+fn a_conflict_in_one_repository_goes_back_to_the_task_named_by_its_path_there() {
+    let (p, api, web) = workspace_project(
+        "# Plan\n\n## A (repos: api)\n- [ ] a\n\n## B (repos: api)\n- [ ] b\n",
+        TWO,
+    );
+    // Both tasks write api/shared.txt; the one handed back a conflict resolves it.
+    p.fake(
+        "effect.sh",
+        r#"sed -i '0,/- \[ \]/s//- [x]/' .hank/fix_plan.md
+n=$(basename "$PWD")
+if grep -q 'conflicts in' .hank/fix_plan.md; then
+  grep 'conflicts in' .hank/fix_plan.md >> "$FAKE_CLAUDE_DIR/conflicts"
+  echo "resolved by $n" > api/shared.txt
+else
+  echo "$n" > api/shared.txt
+fi
+echo "$n" >> "$FAKE_CLAUDE_DIR/log"
+"#,
+    );
+    let err = exits(&p.run(&["fleet", "--agents", "2"]), 0);
+    let conflicts = std::fs::read_to_string(p.fake.join("conflicts")).unwrap_or_default();
+    assert_contains(&conflicts, "conflicts in: api/shared.txt");
+    let v = crate::fleet::fleet_json(&p);
+    let tasks = v["tasks"].as_array().unwrap();
+    assert!(tasks.iter().all(|t| t["state"] == "merged"), "{v} {err}");
+    let again = tasks.iter().find(|t| t["merge_attempts"] == 1).unwrap();
+    let slug = again["branch"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("hank/");
+    assert_eq!(
+        git(&api, &["show", "hank/fleet:shared.txt"]),
+        format!("resolved by {slug}")
+    );
+    assert_eq!(calls(&p).len(), 3, "{err}");
+    assert_eq!(git(&web, &["branch", "--list", "hank/*"]), "");
+    for dir in [&api, &web] {
+        assert_untouched(dir);
+    }
+}
