@@ -523,8 +523,7 @@ fn a_sandboxed_task_writes_only_the_repositories_it_names() {
     let mut work = String::from(
         "sed -i '0,/- \\[ \\]/s//- [x]/' .hank/fix_plan.md\n\
          echo route > api/route.txt\n\
-         git -C api add route.txt && git -C api commit -qm 'agent work' && echo committed >> \"$FAKE_CLAUDE_DIR/log\"\n\
-         mkdir -p web 2>/dev/null; echo x > web/here.txt 2>/dev/null\n",
+         git -C api add route.txt && git -C api commit -qm 'agent work' && echo committed >> \"$FAKE_CLAUDE_DIR/log\"\n",
     );
     for a in &attempts {
         work.push_str(&format!(
@@ -709,4 +708,36 @@ echo "$n" >> "$FAKE_CLAUDE_DIR/log"
     for dir in [&api, &web] {
         assert_untouched(dir);
     }
+}
+
+#[test]
+fn loops_that_change_only_a_named_repository_count_as_progress() {
+    let (p, api, _web) = workspace_project("# Plan\n\n## Slow (repos: api)\n- [ ] s\n", TWO);
+    // Three loops change only api/ (past CB_NO_PROGRESS_THRESHOLD=3 if they did not count);
+    // the fourth ticks the item.
+    p.fake(
+        "effect.sh",
+        r#"echo "$(basename "$PWD")" >> "$FAKE_CLAUDE_DIR/log"
+k=$(wc -l < "$FAKE_CLAUDE_DIR/log")
+echo "step $k" > "api/step-$k.txt"
+if [ "$k" -ge 4 ]; then sed -i '0,/- \[ \]/s//- [x]/' .hank/fix_plan.md; fi
+"#,
+    );
+    let err = exits(&p.run(&["fleet"]), 0);
+    assert_eq!(calls(&p).len(), 4, "{err}");
+    assert_eq!(
+        crate::fleet::fleet_json(&p)["tasks"][0]["state"],
+        "merged",
+        "{err}"
+    );
+    assert_eq!(
+        files_on(&api, "hank/fleet"),
+        [
+            "README",
+            "step-1.txt",
+            "step-2.txt",
+            "step-3.txt",
+            "step-4.txt"
+        ]
+    );
 }
