@@ -287,9 +287,18 @@ fn refused_before_merge(
                 .collect(),
         )));
     }
-    // Conflict markers never reach the integration branch: looked for in the files the task
-    // changed (the others are the integration branch's own, never the task's doing), not in
-    // every file of the tree.
+    let marked = markers_in(&root, branch, changed);
+    if marked.is_empty() {
+        Ok(None)
+    } else {
+        Ok(Some(MergeProblem::Markers(marked.join(", "))))
+    }
+}
+
+/// Conflict markers never reach an integration branch: the files of `changed` (the ones the
+/// task changed: the others are the integration branch's own, never the task's doing, so not
+/// every file of the tree is read) that hold one on `branch`, in the repository at `root`.
+pub(super) fn markers_in(root: &Checkout, branch: &str, changed: Vec<String>) -> Vec<String> {
     let changed: Vec<String> = changed
         .into_iter()
         .filter(|f| f != ".hank" && !f.starts_with(".hank/"))
@@ -307,11 +316,7 @@ fn refused_before_merge(
             }));
         }
     }
-    if marked.is_empty() {
-        Ok(None)
-    } else {
-        Ok(Some(MergeProblem::Markers(marked.join(", "))))
-    }
+    marked
 }
 
 /// [`merge_task`]'s work on the detached HEAD of the integration worktree: the merge,

@@ -335,6 +335,19 @@ pub(super) fn merge_each(
                 &format!("refs/heads/hank/{}", spec.slug),
             ],
         )?);
+        // Conflict markers the task's branch holds there (a hand-back left unresolved).
+        let range = format!("{}...hank/{}", opts.into, spec.slug);
+        let changed: Vec<String> = git(&at, &["diff", "--name-only", "-z", &range])?
+            .split(|b| *b == 0)
+            .filter(|l| !l.is_empty())
+            .map(|l| String::from_utf8_lossy(l).into_owned())
+            .collect();
+        let branch = format!("hank/{}", spec.slug);
+        let marked = super::markers_in(&at, &branch, changed);
+        if !marked.is_empty() {
+            let named: Vec<String> = marked.iter().map(|f| format!("{}/{f}", r.name)).collect();
+            return Ok(Err(MergeProblem::Markers(named.join(", "))));
+        }
         let tree = match super::objects::merged_tree(&at, &old, &tip)? {
             Ok(tree) => tree,
             Err(files) => {

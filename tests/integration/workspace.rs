@@ -741,3 +741,43 @@ if [ "$k" -ge 4 ]; then sed -i '0,/- \[ \]/s//- [x]/' .hank/fix_plan.md; fi
         ]
     );
 }
+
+#[test]
+fn conflict_markers_left_in_a_repository_are_handed_back_not_merged() {
+    let (p, api, _web) = workspace_project(
+        "# Plan\n\n## A (repos: api)\n- [ ] a\n\n## B (repos: api)\n- [ ] b\n",
+        TWO,
+    );
+    // The task handed a conflict leaves it unresolved once (its markers committed by hank),
+    // then resolves it when told of the markers.
+    p.fake(
+        "effect.sh",
+        r#"sed -i '0,/- \[ \]/s//- [x]/' .hank/fix_plan.md
+n=$(basename "$PWD")
+if grep -q 'holds conflict markers' .hank/fix_plan.md; then
+  grep 'holds conflict markers' .hank/fix_plan.md >> "$FAKE_CLAUDE_DIR/markers"
+  echo "resolved by $n" > api/shared.txt
+elif ! grep -q 'conflicts in' .hank/fix_plan.md; then
+  echo "$n" > api/shared.txt
+fi
+echo "$n" >> "$FAKE_CLAUDE_DIR/log"
+"#,
+    );
+    let o = p
+        .cmd()
+        .env("MAX_MERGE_ATTEMPTS", "3")
+        .args(["fleet", "--agents", "2"])
+        .output()
+        .unwrap();
+    let err = exits(&o, 0);
+    let markers = std::fs::read_to_string(p.fake.join("markers")).unwrap_or_default();
+    assert_contains(&markers, "conflict markers: api/shared.txt");
+    let shared = git(&api, &["show", "hank/fleet:shared.txt"]);
+    assert!(shared.starts_with("resolved by "), "{shared} {err}");
+    let log = git(&api, &["log", "-p", "hank/fleet", "--", "shared.txt"]);
+    assert!(
+        !log.contains("+<<<<<<<"),
+        "markers reached the integration branch: {log}"
+    );
+    assert_eq!(calls(&p).len(), 4, "{err}");
+}
