@@ -10,8 +10,10 @@
 //! `worktrees/<slug>/<repo>`, on `hank/<slug>` of that repository (made from that
 //! repository's integration branch, kept as it is when the branch exists: `open`), with an
 //! agent repository of its own (`git::agent_repo::make`, as the project's worktree has),
-//! left out of the project worktree's status by a line hank writes in the agent's
-//! `info/exclude` there. Its worker is told the folders and checkouts
+//! left out of the project worktree's status: for hank's reader by the list the supervisor
+//! gives the worker (`git::snapshot` skips them), for the agent's own `git status` by a line
+//! hank writes in its `info/exclude` there; hank's commit of the project's worktree comes
+//! after they are removed. Its worker is told the folders and checkouts
 //! ([`crate::git::TASK_REPOS_ENV`], `env_text`): its sandbox grants and its progress come
 //! from that. At the task's end each repository's work is committed and its worktree removed
 //! (`close`, the branch keeps the work); its merge is made in git's objects per repository
