@@ -177,7 +177,11 @@ fn merge_project(
 ) -> Result<std::result::Result<(), MergeProblem>> {
     let branch = format!("hank/{}", spec.slug);
     let int = integration(paths)?.checkout().clone();
-    if let Some(problem) = refused_before_merge(paths, &branch, opts)? {
+    let nested: Vec<String> = super::repos::nested(paths, spec)
+        .iter()
+        .map(|r| r.name.clone())
+        .collect();
+    if let Some(problem) = refused_before_merge(paths, &branch, opts, &nested)? {
         return Ok(Err(problem));
     }
     // The merge, its check and the plan's ticks are made on a detached HEAD at the branch's
@@ -248,6 +252,7 @@ fn refused_before_merge(
     paths: &Paths,
     branch: &str,
     opts: &Options,
+    nested: &[String],
 ) -> Result<Option<MergeProblem>> {
     // hank's files on the branch are regular files: a link would have the supervisor read and
     // write through it after the merge.
@@ -268,6 +273,26 @@ fn refused_before_merge(
              hank's files must be regular files",
             links.join(", ")
         ))));
+    }
+    // A task's other repositories are folders of its worktree, never part of the project:
+    // one committed into the project's branch (a submodule the agent added) is refused.
+    if !nested.is_empty() {
+        let mut args = vec!["ls-tree", "-z", branch, "--"];
+        args.extend(nested.iter().map(String::as_str));
+        let listed = git(&root, &args)?;
+        let held: Vec<String> = listed
+            .split(|&b| b == 0)
+            .filter(|e| !e.is_empty())
+            .filter_map(|e| e.splitn(2, |&b| b == b'\t').nth(1))
+            .map(|p| crate::sanitize::line(&String::from_utf8_lossy(p)))
+            .collect();
+        if !held.is_empty() {
+            return Ok(Some(MergeProblem::Refused(format!(
+                "{branch} holds the task's other repositories in the project ({}): refused; \
+                 their work goes to their own branches",
+                held.join(", ")
+            ))));
+        }
     }
     // Configuration (what the next task would run) never travels through a merge.
     let range = format!("{}...{branch}", opts.into);

@@ -781,3 +781,28 @@ echo "$n" >> "$FAKE_CLAUDE_DIR/log"
     );
     assert_eq!(calls(&p).len(), 4, "{err}");
 }
+
+#[test]
+fn a_repository_the_agent_commits_into_the_project_never_reaches_its_integration_branch() {
+    let (p, api, _web) = workspace_project("# Plan\n\n## Sneaky (repos: api)\n- [ ] s\n", TWO);
+    // The agent commits its api folder into the project's branch (a submodule).
+    p.fake(
+        "effect.sh",
+        "sed -i '0,/- \\[ \\]/s//- [x]/' .hank/fix_plan.md\necho x > api/x.txt\n\
+         git add -f api 2>/dev/null && git -c user.name=t -c user.email=t@t commit -qm sneak\n\
+         echo sneaky >> \"$FAKE_CLAUDE_DIR/log\"\n",
+    );
+    let err = exits(&p.run(&["fleet"]), 0);
+    assert_contains(
+        &git(&p.dir, &["log", "--format=%s", "hank/sneaky"]),
+        "sneak",
+    );
+    // The project's branch as merged holds no api (its folder was removed before hank's
+    // commit); api's work is on api's own integration branch.
+    assert_eq!(
+        git(&p.dir, &["ls-tree", "hank/fleet", "--", "api"]),
+        "",
+        "{err}"
+    );
+    assert_eq!(files_on(&api, "hank/fleet"), ["README", "x.txt"], "{err}");
+}
