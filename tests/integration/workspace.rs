@@ -806,3 +806,33 @@ fn a_repository_the_agent_commits_into_the_project_never_reaches_its_integration
     );
     assert_eq!(files_on(&api, "hank/fleet"), ["README", "x.txt"], "{err}");
 }
+
+#[test]
+fn a_repository_s_git_file_changed_by_the_agent_stops_the_task() {
+    let (p, api, _web) =
+        workspace_project("# Plan\n\n## Turn (repos: api)\n- [ ] t\n- [ ] u\n", TWO);
+    // The agent points its api folder's git at the user's own repository.
+    p.fake(
+        "effect.sh",
+        &format!(
+            "sed -i '0,/- \\[ \\]/s//- [x]/' .hank/fix_plan.md\nprintf 'gitdir: {}\\n' > api/.git\necho turn >> \"$FAKE_CLAUDE_DIR/log\"\n",
+            api.join(".git").display()
+        ),
+    );
+    let o = p.run(&["fleet"]);
+    let err = crate::support::stderr(&o);
+    assert_ne!(o.status.code(), Some(0), "{err}");
+    assert_eq!(calls(&p), ["turn"], "no call after the change: {err}");
+    let t = &crate::fleet::fleet_json(&p)["tasks"][0];
+    assert_eq!(t["state"], "failed", "{err}");
+    assert_contains(t["message"].as_str().unwrap(), "api/.git");
+    assert_eq!(
+        git(
+            &api,
+            &["branch", "--list", "hank/fleet", "--format=%(objectname)"]
+        ),
+        git(&api, &["rev-parse", "main"]),
+        "api's integration branch did not move"
+    );
+    assert_eq!(git(&api, &["branch", "--show-current"]), "main");
+}
