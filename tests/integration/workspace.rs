@@ -454,6 +454,10 @@ fn a_fleet_across_two_repositories_merges_each_task_into_each_repository_it_name
     );
     let text = stdout(&p.run(&["fleet", "status"]));
     assert_contains(&text, "repositories: api, web");
+    assert_contains(
+        &stdout(&p.run(&["monitor", "--once"])),
+        "hank/both in api, web",
+    );
     // Each task's events carry its repositories.
     let events = p.events_of("fleet_task");
     assert!(
