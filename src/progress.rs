@@ -30,6 +30,9 @@ pub struct Baseline {
     plan_text: String,
     /// `None`: the plan alone is compared ([`Baseline::plan_only`]).
     files: Option<worktree::State>,
+    /// A fleet task of several repositories: each other repository's worktree inside the
+    /// project (its folder name, its folder) and its state ([`nested_repos`]).
+    nested: Vec<(String, PathBuf, worktree::State)>,
 }
 
 impl Baseline {
@@ -40,6 +43,7 @@ impl Baseline {
         Self {
             plan_text: plan_text.to_string(),
             files: None,
+            nested: Vec::new(),
         }
     }
 }
@@ -74,9 +78,30 @@ fn keep_recent(project: &Path, state: worktree::State) {
 /// the previous loop's [`measure`] when it is recent (see [`REUSE_WINDOW`]).
 #[must_use]
 pub fn baseline(project: &Path, plan_text: &str) -> Baseline {
+    baseline_with(project, plan_text, &nested_repos())
+}
+
+/// The other repositories of a fleet task of several (issue 51): their worktrees inside the
+/// task's own, by folder name, as the supervisor named them to this worker at its start
+/// ([`crate::git::TASK_REPOS_ENV`], pinned once: never read from the worktree's files).
+/// Empty for any other run.
+fn nested_repos() -> Vec<(String, PathBuf)> {
+    crate::git::TaskWorktree::nested_of_process()
+        .iter()
+        .map(|(name, t)| (name.clone(), t.work_tree().to_path_buf()))
+        .collect()
+}
+
+/// [`baseline`] with the `nested` repositories' worktrees (folder name, folder) snapshotted
+/// too: their changes count as the loop's, under `NAME/`.
+fn baseline_with(project: &Path, plan_text: &str, nested: &[(String, PathBuf)]) -> Baseline {
     Baseline {
         plan_text: plan_text.to_string(),
         files: Some(take_recent(project).unwrap_or_else(|| worktree::State::capture(project))),
+        nested: nested
+            .iter()
+            .map(|(name, dir)| (name.clone(), dir.clone(), worktree::State::capture(dir)))
+            .collect(),
     }
 }
 
@@ -114,7 +139,7 @@ pub async fn measure_off_thread(
 #[must_use]
 pub fn measure(project: &Path, base: &Baseline, plan_text_after: &str) -> Progress {
     let mut progress = match &base.files {
-        Some(files) => files_changed(project, files),
+        Some(files) => files_changed(project, files, &base.nested),
         None => Progress::from_paths(ProgressSource::Mtime, Vec::new()),
     };
     progress.checked_items = fixplan::newly_checked_items(&base.plan_text, plan_text_after);
@@ -124,9 +149,20 @@ pub fn measure(project: &Path, base: &Baseline, plan_text_after: &str) -> Progre
     progress
 }
 
-/// The files changed since `files` (see [`measure`]).
-fn files_changed(project: &Path, files: &worktree::State) -> Progress {
-    let changes = worktree::changes_since(project, files);
+/// The files changed since `files` (see [`measure`]), with those of each nested repository's
+/// worktree since its own state, named `NAME/PATH`.
+fn files_changed(
+    project: &Path,
+    files: &worktree::State,
+    nested: &[(String, PathBuf, worktree::State)],
+) -> Progress {
+    let mut changes = worktree::changes_since(project, files);
+    for (name, dir, state) in nested {
+        let inner = worktree::changes_since(dir, state);
+        changes
+            .paths
+            .extend(inner.paths.into_iter().map(|p| format!("{name}/{p}")));
+    }
     if let Some(now) = changes.now.filter(|s| s.source() == worktree::Source::Git) {
         keep_recent(project, now);
     }
@@ -516,5 +552,47 @@ mod tests {
             (many.files_changed, many.changed_paths.len()),
             (150, MAX_CHANGED_PATHS)
         );
+    }
+
+    #[test]
+    fn changes_in_a_nested_repository_count_under_its_folder() {
+        let dir = repo();
+        let d = dir.path();
+        let api = d.join("api");
+        fs::create_dir_all(&api).unwrap();
+        git_in(&api, &["init", "-q"]);
+        write(&api, "README", "api\n");
+        git_in(&api, &["add", "-A"]);
+        git_in(&api, &["commit", "-q", "-m", "init"]);
+        let nested = [("api".to_string(), api.clone())];
+        // (what the loop does in the nested repository, the paths counted under `api/`)
+        let cases: [(&str, Step, &[&str]); 3] = [
+            ("nothing", |_| {}, &[]),
+            (
+                "a new file",
+                |a| write(a, "src/route.rs", "x"),
+                &["api/src/route.rs"],
+            ),
+            (
+                "a commit",
+                |a| {
+                    write(a, "README", "changed\n");
+                    git_in(a, &["commit", "-qam", "edit"]);
+                },
+                &["api/README"],
+            ),
+        ];
+        for (name, during, want) in cases {
+            let base = baseline_with(d, "- [ ] a\n", &nested);
+            during(&api);
+            let p = measure(d, &base, "- [ ] a\n");
+            let inner: Vec<&str> = p
+                .changed_paths
+                .iter()
+                .map(String::as_str)
+                .filter(|p| p.starts_with("api/") && *p != "api/")
+                .collect();
+            assert_eq!(inner, want, "{name}");
+        }
     }
 }

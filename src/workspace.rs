@@ -234,10 +234,12 @@ pub fn check_before_start(root: &Path, tasks: &[TaskSpec]) -> Result<Option<Work
     Ok(Some(ws))
 }
 
-/// The fleet runs its tasks in the project's own repository only: a task that would change
-/// another repository of the workspace is refused (naming the tasks and repositories) rather
-/// than run in the wrong one. A workspace whose repositories are the project itself
-/// (`path = "."`) runs as a project without one.
+/// A fleet as CI jobs (`hank fleet plan`/`run-task`: one checkout each), and `hank fleet` in a
+/// workspace of one repository, run tasks in the project's own repository only: a task that
+/// would change another repository of the workspace is refused (naming the tasks and
+/// repositories) rather than run in the wrong one. A workspace whose repositories are the
+/// project itself (`path = "."`) runs as a project without one. (`hank fleet` in a workspace
+/// of several runs a task across them: `crate::fleet::repos`.)
 pub fn require_project_only(root: &Path, ws: &Workspace, tasks: &[TaskSpec]) -> Result<()> {
     let project = root.canonicalize().ok();
     let is_project = |r: &rules::Repo| project.is_some() && r.path.canonicalize().ok() == project;
@@ -275,7 +277,7 @@ fn refuse_elsewhere(elsewhere: &[String]) -> Result<()> {
             "this hank runs a fleet's tasks only in the project's own repository, and these would change another repository of {FILE}: {}",
             elsewhere.join(", ")
         ),
-        "run the tasks of each repository with `hank fleet` in that repository, or `hank fleet --dry-run` here to see the plan across the workspace",
+        "run them across the workspace with `hank fleet` here (a workspace of several repositories), or the tasks of each repository with `hank fleet` in that repository",
     ))
 }
 

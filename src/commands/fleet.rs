@@ -169,7 +169,9 @@ pub(crate) fn run_checked(a: &FleetArgs) -> Result<u8> {
             &a.run_flags,
         );
     }
-    if let Some(ws) = &workspace {
+    // A workspace of several repositories runs each task across the ones it names (issue
+    // 51); a workspace of one other repository is still refused, as before.
+    if let Some(ws) = workspace.as_ref().filter(|ws| !ws.is_multi()) {
         crate::workspace::require_project_only(&root, ws, &tasks)?;
     }
     let checkout = crate::git::Checkout::at(&root);
@@ -461,6 +463,12 @@ fn status(root: &Path, json: bool) -> Result<u8> {
                 t.cost_usd,
                 crate::sanitize::line(&t.message)
             ));
+            if !t.repos.is_empty() {
+                s.push_str(&format!(
+                    "    repositories: {}\n",
+                    crate::sanitize::line(&t.repos.join(", "))
+                ));
+            }
             if let Some(i) = &t.issue {
                 s.push_str(&format!(
                     "    issue: {} {}\n",

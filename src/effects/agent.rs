@@ -20,6 +20,7 @@ pub(crate) const AGENT_ENV_REMOVED: &[&str] = &[
     "CLAUDE_CODE_RETRY_WATCHDOG",
     crate::store::fleet_ledger::ENV,
     crate::git::TASK_CHECKOUT_ENV,
+    crate::git::TASK_REPOS_ENV,
 ];
 
 /// Credentials hank keeps to itself: the forge tokens it pushes and opens pull requests with,
@@ -892,12 +893,20 @@ impl Real {
     /// and `commondir`, the agent repository's `commondir` and alternates as hank recorded them
     /// at the task's start ([`crate::git::TaskWorktree::tampered`]). One changed: a `security` event
     /// naming it, and the run stops before the call (the fleet fails the task with the reason);
-    /// after the call too (`after`) for a task with its own repository.
+    /// after the call too (`after`) for a task with its own repository. The same for the
+    /// task's other repositories' worktrees inside it (a workspace of several, issue 51).
     fn task_record_holds(&mut self, dir: &std::path::Path, after: bool) -> Result<()> {
-        let Some((file, what)) = crate::git::Checkout::at(dir)
-            .task()
+        let at = crate::git::Checkout::at(dir);
+        let Some(task) = at.task() else {
+            return Ok(());
+        };
+        let nested = crate::git::TaskWorktree::nested_of_process()
+            .iter()
+            .map(|(_, n)| n);
+        let Some((file, what)) = std::iter::once(task)
+            .chain(nested)
             .filter(|t| !after || t.agent.is_some())
-            .and_then(|t| t.tampered())
+            .find_map(crate::git::TaskWorktree::tampered)
         else {
             return Ok(());
         };

@@ -328,7 +328,15 @@ impl FleetEffects for Real<'_> {
             .opts
             .deliver
             .worker_flags(&self.opts.run_flags, spec, specs);
-        let child = spawn_worker(self.paths, &wt, &spec.slug, &flags, left, self.opts.json)?;
+        let repos = super::repos::env_text(self.paths, spec)?;
+        let child = spawn_worker(
+            self.paths,
+            (&wt, &spec.slug),
+            &flags,
+            left,
+            self.opts.json,
+            repos.as_deref(),
+        )?;
         let pid = child.id();
         self.workers.insert(spec.name.clone(), Worker::Own(child));
         let tx = self.notes.0.clone();
@@ -407,8 +415,12 @@ impl FleetEffects for Real<'_> {
         let (p, spec) = (self.paths.clone(), spec.clone());
         self.job(move || {
             let wt = p.worktree(&spec.slug);
+            let message = format!("hank fleet: task {} (failed)", spec.name);
+            // Its other repositories' work committed on its branches there, their worktrees
+            // removed (never carried into a spare).
+            let _ = super::repos::commit_each(&p, &spec, &message);
+            let _ = super::repos::remove(&p, &spec);
             if let Ok(task) = pin(&p, &wt) {
-                let message = format!("hank fleet: task {} (failed)", spec.name);
                 let _ = commit_all(&task.checkout(), &message);
             }
             retire_worktree(&p, &wt);
@@ -503,6 +515,7 @@ impl FleetEffects for Real<'_> {
         } else {
             0
         };
+        super::repos::remove_integrations(self.paths);
         let (kept, dir) = keep_worktrees(self.paths, keep);
         if !self.opts.keep_worktrees {
             self.say("removed the fleet's worktrees (FLEET_KEEP_WORKTREES=false)");

@@ -125,6 +125,7 @@ mod tests {
         let paths = Paths {
             root: dir.path().join("root"),
             user: dir.path().join("user"),
+            repos: Vec::new(),
         };
         let wt = dir.path().join("wt");
         fs::create_dir_all(wt.join(".hank")).unwrap();

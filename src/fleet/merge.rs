@@ -142,10 +142,33 @@ impl MergeProblem {
     }
 }
 
+/// Merges the task into the integration branch of every repository it changes: first in
+/// each of its other repositories (a workspace of several, [`super::repos::merge_each`]:
+/// made and checked, no branch moved), then in the project ([`merge_project`]); the other
+/// repositories' integration branches move only once the project's merge passed too (all or
+/// nothing).
+pub(super) fn merge_task(
+    paths: &Paths,
+    spec: &TaskSpec,
+    done: &[String],
+    opts: &Options,
+    cancel: Cancel,
+) -> Result<std::result::Result<(), MergeProblem>> {
+    let landings = match super::repos::merge_each(paths, spec, opts, &cancel)? {
+        Ok(l) => l,
+        Err(problem) => return Ok(Err(problem)),
+    };
+    let merged = merge_project(paths, spec, done, opts, cancel)?;
+    if merged.is_ok() {
+        super::repos::land(&landings, spec)?;
+    }
+    Ok(merged)
+}
+
 /// Commits the task's work, merges it into the integration branch (in the integration
 /// worktree), runs the check on the result, ticks the task's items in the integration plan.
 /// The branch moves only when all of it passed.
-pub(super) fn merge_task(
+fn merge_project(
     paths: &Paths,
     spec: &TaskSpec,
     done: &[String],
@@ -154,7 +177,11 @@ pub(super) fn merge_task(
 ) -> Result<std::result::Result<(), MergeProblem>> {
     let branch = format!("hank/{}", spec.slug);
     let int = integration(paths)?.checkout().clone();
-    if let Some(problem) = refused_before_merge(paths, &branch, opts)? {
+    let nested: Vec<String> = super::repos::nested(paths, spec)
+        .iter()
+        .map(|r| r.name.clone())
+        .collect();
+    if let Some(problem) = refused_before_merge(paths, &branch, opts, &nested)? {
         return Ok(Err(problem));
     }
     // The merge, its check and the plan's ticks are made on a detached HEAD at the branch's
@@ -225,6 +252,7 @@ fn refused_before_merge(
     paths: &Paths,
     branch: &str,
     opts: &Options,
+    nested: &[String],
 ) -> Result<Option<MergeProblem>> {
     // hank's files on the branch are regular files: a link would have the supervisor read and
     // write through it after the merge.
@@ -246,6 +274,26 @@ fn refused_before_merge(
             links.join(", ")
         ))));
     }
+    // A task's other repositories are folders of its worktree, never part of the project:
+    // one committed into the project's branch (a submodule the agent added) is refused.
+    if !nested.is_empty() {
+        let mut args = vec!["ls-tree", "-z", branch, "--"];
+        args.extend(nested.iter().map(String::as_str));
+        let listed = git(&root, &args)?;
+        let held: Vec<String> = listed
+            .split(|&b| b == 0)
+            .filter(|e| !e.is_empty())
+            .filter_map(|e| e.splitn(2, |&b| b == b'\t').nth(1))
+            .map(|p| crate::sanitize::line(&String::from_utf8_lossy(p)))
+            .collect();
+        if !held.is_empty() {
+            return Ok(Some(MergeProblem::Refused(format!(
+                "{branch} holds the task's other repositories in the project ({}): refused; \
+                 their work goes to their own branches",
+                held.join(", ")
+            ))));
+        }
+    }
     // Configuration (what the next task would run) never travels through a merge.
     let range = format!("{}...{branch}", opts.into);
     let out = git(&root, &["diff", "--name-only", "-z", &range])?;
@@ -264,9 +312,18 @@ fn refused_before_merge(
                 .collect(),
         )));
     }
-    // Conflict markers never reach the integration branch: looked for in the files the task
-    // changed (the others are the integration branch's own, never the task's doing), not in
-    // every file of the tree.
+    let marked = markers_in(&root, branch, changed);
+    if marked.is_empty() {
+        Ok(None)
+    } else {
+        Ok(Some(MergeProblem::Markers(marked.join(", "))))
+    }
+}
+
+/// Conflict markers never reach an integration branch: the files of `changed` (the ones the
+/// task changed: the others are the integration branch's own, never the task's doing, so not
+/// every file of the tree is read) that hold one on `branch`, in the repository at `root`.
+pub(super) fn markers_in(root: &Checkout, branch: &str, changed: Vec<String>) -> Vec<String> {
     let changed: Vec<String> = changed
         .into_iter()
         .filter(|f| f != ".hank" && !f.starts_with(".hank/"))
@@ -284,11 +341,7 @@ fn refused_before_merge(
             }));
         }
     }
-    if marked.is_empty() {
-        Ok(None)
-    } else {
-        Ok(Some(MergeProblem::Markers(marked.join(", "))))
-    }
+    marked
 }
 
 /// [`merge_task`]'s work on the detached HEAD of the integration worktree: the merge,
@@ -436,7 +489,8 @@ pub(super) fn merge_off_thread(
         ],
     )?)
     .trim()
-    .to_string();
+    .to_string()
+        + &super::repos::tips(paths, spec, &opts.into)?;
     let Err(problem) = merge_task(paths, spec, &job.done, opts, cancel)? else {
         return Ok(None);
     };
@@ -462,7 +516,9 @@ pub(super) fn merge_off_thread(
         // The agent's repository made again from hank's view: the merge in progress, its
         // index with the conflicts, the branch's tip.
         agent_repo(&pin(paths, wt.work_tree())?)?;
-        pin(paths, wt.work_tree())?;
+        let project = pin(paths, wt.work_tree())?;
+        // Its other repositories: each one's integration branch merged in there too.
+        super::repos::hand_back(paths, spec, &opts.into, &project)?;
     }
     Ok(Some(Merged {
         problem,
@@ -487,6 +543,12 @@ pub(super) fn commit_task(
     spec: &TaskSpec,
 ) -> Result<std::result::Result<Vec<String>, String>> {
     let wt = paths.worktree(&spec.slug);
+    // Its other repositories (a workspace of several): committed there and their worktrees
+    // removed first (the branches keep the work), or refused naming the repository.
+    let message = format!("hank fleet: task {}", spec.name);
+    if let Err(why) = super::repos::close(paths, spec, &message)? {
+        return Ok(Err(why));
+    }
     let repo = pin(paths, &wt)?;
     // The agent's commits brought in from its own repository (hank moves the branch), or
     // refused: its HEAD elsewhere, a record changed (issue 47).
@@ -502,7 +564,7 @@ pub(super) fn commit_task(
         // Kept as the agent left it, for the user to look at; never merged.
         return Ok(Err(e.to_string()));
     }
-    commit_all(&repo.checkout(), &format!("hank fleet: task {}", spec.name))?;
+    commit_all(&repo.checkout(), &message)?;
     let done = done_items(&wt);
     retire_worktree(paths, &wt);
     Ok(Ok(done))

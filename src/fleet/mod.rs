@@ -83,7 +83,10 @@
 //! from the journal at start; `give_sets` before a task's worker starts; `fleet_running`: the fleet
 //! lock is held); `events.rs` follows each task's `events.jsonl` into
 //! `fleet-logs/<slug>.events.jsonl` (what `hank report --fleet` reads) and prints it with `"task"`
-//! under `hank fleet --json`; `ci.rs` the remote as a CI fleet reads it (task branches
+//! under `hank fleet --json`; `repos.rs` a task across several repositories of a workspace
+//! (issue 51: `Paths::repos` frozen at the start, each named repository's worktree inside the
+//! task's, committed and removed at its end, merged and checked per repository and landed all
+//! or nothing, handed back per repository; `integration_branches` for delivery); `ci.rs` the remote as a CI fleet reads it (task branches
 //! `hank/<slug>`, claims in `refs/hank/state/<slug>`, the branch a task continues on, the
 //! clean-tree and git-identity checks); the rules are `policy/fleet.rs` and
 //! `policy/fleet/machine.rs`
@@ -95,6 +98,7 @@ mod effects;
 pub mod events;
 mod merge;
 mod objects;
+pub mod repos;
 mod save;
 mod supervise;
 mod timing;
@@ -187,6 +191,9 @@ pub struct Paths {
     pub root: PathBuf,
     /// The main project's per-user folder.
     pub user: PathBuf,
+    /// The other repositories of a workspace the fleet's tasks change (issue 51), frozen at
+    /// its start ([`repos::FleetRepo`]); empty for a project of one repository.
+    pub repos: Vec<repos::FleetRepo>,
 }
 
 impl Paths {
@@ -195,6 +202,7 @@ impl Paths {
         Ok(Self {
             root: root.to_path_buf(),
             user: userdir::project_dir(root)?,
+            repos: Vec::new(),
         })
     }
     /// The user's checkout as a git handle.
@@ -372,7 +380,8 @@ const KEPT_WALK: usize = 2_000_000;
 /// Runs the fleet until every task is merged, failed or stopped at a limit.
 pub fn run(root: &Path, tasks: Vec<TaskSpec>, opts: &Options) -> Result<u8> {
     refuse_a_subfolder(root)?;
-    let paths = Paths::of(root)?;
+    let mut paths = Paths::of(root)?;
+    paths.repos = repos::of_workspace(root, &tasks)?;
     let lock = fleet_lock(&paths)?;
     let runtime = crate::proc::runtime()
         .map_err(|e| HankError::Internal(format!("failed to start the async runtime: {e}")))?;

@@ -90,7 +90,7 @@ pub(super) fn merge(
 }
 
 /// `git merge-tree --write-tree OLD TIP`: the merged tree, or the files that conflict.
-fn merged_tree(
+pub(super) fn merged_tree(
     root: &Checkout,
     old: &str,
     tip: &str,
@@ -121,7 +121,7 @@ fn merged_tree(
     }
 }
 
-fn commit_tree(
+pub(super) fn commit_tree(
     root: &Checkout,
     ident: &[&str],
     tree: &str,

@@ -39,6 +39,7 @@ impl Saved {
                     state: t.state,
                     branch: t.branch.clone(),
                     message: t.message.clone(),
+                    repos: t.repos.clone(),
                 },
             );
             let line = event.to_line();

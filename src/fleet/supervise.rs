@@ -57,6 +57,7 @@ pub(super) async fn supervise(
         );
     }
     ensure_integration(paths, &opts.into)?;
+    super::repos::ensure_integrations(paths, &opts.into)?;
     // The fleet's budget: its cost counts from here, its runtime from now.
     let started_at = Timestamp::now();
     fleet_ledger::begin(&paths.ledger(), started_at)?;

@@ -13,11 +13,11 @@ use std::time::Duration;
 /// output to its log, told where the fleet-wide ledger is. (The one spawn of the fleet.)
 pub(super) fn spawn_worker(
     paths: &Paths,
-    wt: &Path,
-    slug: &str,
+    (wt, slug): (&Path, &str),
     flags: &[String],
     left: Option<Duration>,
     json: bool,
+    repos: Option<&str>,
 ) -> Result<Child> {
     let exe = std::env::current_exe()
         .map_err(|e| HankError::Internal(format!("cannot find hank's own program: {e}")))?;
@@ -39,21 +39,24 @@ pub(super) fn spawn_worker(
         args.retain(|a| a != "--json");
     }
     let ledger = paths.ledger();
-    crate::proc::spawn_to_log(
-        exe.as_os_str(),
-        &args,
-        wt,
-        &[
-            (std::ffi::OsStr::new(fleet_ledger::ENV), ledger.as_os_str()),
-            // The worker pins its worktree's git directory from the checkout's records.
-            (
-                std::ffi::OsStr::new(crate::git::TASK_CHECKOUT_ENV),
-                paths.root.as_os_str(),
-            ),
-        ],
-        log,
-    )
-    .map_err(|e| HankError::Internal(format!("cannot start hank run for a task: {e}")))
+    let mut env = vec![
+        (std::ffi::OsStr::new(fleet_ledger::ENV), ledger.as_os_str()),
+        // The worker pins its worktree's git directory from the checkout's records.
+        (
+            std::ffi::OsStr::new(crate::git::TASK_CHECKOUT_ENV),
+            paths.root.as_os_str(),
+        ),
+    ];
+    // A task of several repositories: the folders and checkouts of its other ones (its
+    // sandbox's grants and its progress come from these, never from the worktree's files).
+    if let Some(text) = repos {
+        env.push((
+            std::ffi::OsStr::new(crate::git::TASK_REPOS_ENV),
+            std::ffi::OsStr::new(text),
+        ));
+    }
+    crate::proc::spawn_to_log(exe.as_os_str(), &args, wt, &env, log)
+        .map_err(|e| HankError::Internal(format!("cannot start hank run for a task: {e}")))
 }
 
 /// The task's `hank run` flags with MAX_RUNTIME set to what is left of the fleet's (the

@@ -219,7 +219,10 @@ pub(super) fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Res
         if repo.agent.is_none() {
             agent_repo(&repo)?;
         }
-        return pin(paths, &wt);
+        let task = pin(paths, &wt)?;
+        // Its other repositories' worktrees inside it, kept or made again from their branches.
+        super::repos::open(paths, spec, into, &task)?;
+        return Ok(task);
     }
     if let Some(parent) = making.parent() {
         fs::create_dir_all(parent).map_err(|e| HankError::io("create", parent, e))?;
@@ -253,9 +256,13 @@ pub(super) fn ensure_worktree(paths: &Paths, spec: &TaskSpec, into: &str) -> Res
     // again with it.
     agent_repo(&pin(paths, &wt)?)?;
     let task = pin(paths, &wt)?;
+    // A task of several repositories: a worktree of each other one inside it (issue 51).
+    super::repos::open(paths, spec, into, &task)?;
     let plan = format!(
-        "# Fix plan — task {:?} of a hank fleet\n\n{}",
-        spec.name, spec.section
+        "# Fix plan — task {:?} of a hank fleet\n\n{}{}",
+        spec.name,
+        super::repos::plan_line(paths, spec).unwrap_or_default(),
+        spec.section
     );
     let path = wt.join(".hank").join("fix_plan.md");
     store::write_atomic(&path, plan.as_bytes(), false)

@@ -373,3 +373,35 @@ pub fn import(repo: &TaskWorktree) -> Result<std::result::Result<(), String>, Gi
     }
     Ok(Ok(()))
 }
+
+/// The folders `names` of the worktree left out of the agent's `git status` (and of the
+/// progress reader's view, which reads P): lines `/NAME/` added to P's `info/exclude`, which
+/// hank writes at [`make`]. For a task of several repositories, whose other repositories'
+/// worktrees are folders of its own (each a repository of its own, not a file of this one).
+/// Nothing to do for a worktree without P.
+///
+/// # Errors
+/// The file cannot be read or written.
+pub fn exclude_folders(repo: &TaskWorktree, names: &[String]) -> Result<(), GitError> {
+    let Some(p) = &repo.agent else {
+        return Ok(());
+    };
+    if names.is_empty() {
+        return Ok(());
+    }
+    let path = p.join("info/exclude");
+    let mut text = small_file(&path).unwrap_or_default();
+    if !text.is_empty() && !text.ends_with(b"\n") {
+        text.push(b'\n');
+    }
+    for n in names {
+        let line = format!("/{n}/\n");
+        if !String::from_utf8_lossy(&text)
+            .lines()
+            .any(|l| format!("{l}\n") == line)
+        {
+            text.extend_from_slice(line.as_bytes());
+        }
+    }
+    write(&path, &text)
+}

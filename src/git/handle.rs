@@ -13,6 +13,11 @@ use super::{GIT_TIMEOUT, GitError, GitRun, Hooks, agent_repo, small_file};
 /// the worker's start, never changed. Every [`Checkout::at`] of its work tree carries it.
 static PROCESS_TASK: OnceLock<TaskWorktree> = OnceLock::new();
 
+/// The other repositories' worktrees inside this worker's task folder (a workspace of several
+/// repositories, [`TASK_REPOS_ENV`]), each by its folder name, pinned from those
+/// repositories' own records at the worker's start and never changed.
+static PROCESS_NESTED: OnceLock<Vec<(String, TaskWorktree)>> = OnceLock::new();
+
 /// A repository directory git runs in: the user's checkout (or any directory inside a
 /// repository), or a task's worktree with the git dirs hank recorded at its pin. Git in a
 /// checkout with a task runs as `git --git-dir=<admin> --work-tree=<wt>` with `GIT_COMMON_DIR`
@@ -29,7 +34,16 @@ impl Checkout {
     /// repository from there).
     #[must_use]
     pub fn at(dir: &Path) -> Checkout {
-        let task = PROCESS_TASK.get().filter(|t| t.names(dir)).cloned();
+        let task = PROCESS_TASK
+            .get()
+            .filter(|t| t.names(dir))
+            .cloned()
+            .or_else(|| {
+                PROCESS_NESTED
+                    .get()
+                    .and_then(|n| n.iter().find(|(_, t)| t.names(dir)))
+                    .map(|(_, t)| t.clone())
+            });
         Checkout {
             dir: dir.to_path_buf(),
             task,
@@ -376,6 +390,51 @@ pub struct TaskWorktree {
 /// ([`TaskWorktree::pin_from_env`]). Removed from the agent's environment.
 pub const TASK_CHECKOUT_ENV: &str = "HANK_TASK_CHECKOUT";
 
+/// Set by `hank fleet` on a task's worker when the task changes other repositories of a
+/// workspace (issue 51): one `NAME=CHECKOUT` a line ([`task_repos_text`]), each repository's
+/// worktree being the folder `NAME` of the task's worktree. Removed from the agent's
+/// environment.
+pub const TASK_REPOS_ENV: &str = "HANK_TASK_REPOS";
+
+/// [`TASK_REPOS_ENV`]'s value for `repos` (folder name, the repository's checkout); `None`
+/// when a name or path cannot be carried on one line (the fleet refuses the task then).
+#[must_use]
+pub fn task_repos_text(repos: &[(String, PathBuf)]) -> Option<String> {
+    let mut out = String::new();
+    for (name, path) in repos {
+        let path = path.to_str()?;
+        if !usable_folder(name) || path.contains(['\n', '\r']) {
+            return None;
+        }
+        out.push_str(&format!("{name}={path}\n"));
+    }
+    Some(out)
+}
+
+/// [`TASK_REPOS_ENV`]'s value read back: (folder name, checkout) per line; a line whose name
+/// is not a plain folder name (`..`, a `/`) is an error, never a path followed.
+///
+/// # Errors
+/// A line is not `NAME=ABSOLUTE PATH` with a usable name.
+pub fn parse_task_repos(text: &str) -> Result<Vec<(String, PathBuf)>, GitError> {
+    text.lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| match l.split_once('=') {
+            Some((name, path)) if usable_folder(name) && Path::new(path).is_absolute() => {
+                Ok((name.to_string(), PathBuf::from(path)))
+            }
+            _ => Err(GitError::Output(format!(
+                "{TASK_REPOS_ENV}: {l:?} is not NAME=ABSOLUTE PATH"
+            ))),
+        })
+        .collect()
+}
+
+/// A repository's folder name in a task's folder: one plain path component.
+fn usable_folder(name: &str) -> bool {
+    crate::policy::workspace::bad_name(name).is_none()
+}
+
 impl TaskWorktree {
     /// The linked worktree `wt` of the checkout `root`: its git directory is the one of
     /// `<common>/worktrees/*` whose `gitdir` file names `<wt>/.git` (written by `git worktree
@@ -469,9 +528,23 @@ impl TaskWorktree {
         if let Some((file, what)) = task.tampered() {
             return Err(GitError::Output(format!("{}: {what}", file.display())));
         }
+        // The task's other repositories (a workspace of several), each pinned from its own
+        // repository's records: the folder names and checkouts come from the supervisor.
+        let mut nested = Vec::new();
+        if let Some(text) = std::env::var_os(TASK_REPOS_ENV) {
+            for (name, checkout) in parse_task_repos(&text.to_string_lossy())? {
+                let n = TaskWorktree::pin(&checkout, &dir.join(&name))?;
+                if let Some((file, what)) = n.tampered() {
+                    return Err(GitError::Output(format!("{}: {what}", file.display())));
+                }
+                nested.push((name, n));
+            }
+        }
         // Set once: a worker is one task's; its agent's git rules come from this record.
-        task.record_for_sandbox();
+        let repos: Vec<TaskWorktree> = nested.iter().map(|(_, t)| t.clone()).collect();
+        task.record_for_sandbox_with(&repos);
         let _ = PROCESS_TASK.set(task.clone());
+        let _ = PROCESS_NESTED.set(nested);
         Ok(Some(task))
     }
 
@@ -479,6 +552,14 @@ impl TaskWorktree {
     #[must_use]
     pub fn of_process() -> Option<&'static TaskWorktree> {
         PROCESS_TASK.get()
+    }
+
+    /// The worktrees of the other repositories inside this worker's task folder, by folder
+    /// name ([`TASK_REPOS_ENV`], pinned at the worker's start); empty outside a task of
+    /// several repositories.
+    #[must_use]
+    pub fn nested_of_process() -> &'static [(String, TaskWorktree)] {
+        PROCESS_NESTED.get().map_or(&[], Vec::as_slice)
     }
 
     /// This worktree as a [`Checkout`] carrying the record (hank's own git in it).
@@ -523,7 +604,20 @@ impl TaskWorktree {
     /// Gives the sandbox this record's git rules for the agent working in the worktree (by
     /// its path as named and resolved), for every later call of this process.
     pub fn record_for_sandbox(&self) {
-        let (read, write) = self.agent_git_rules();
+        self.record_for_sandbox_with(&[]);
+    }
+
+    /// [`TaskWorktree::record_for_sandbox`] with the git rules of the task's other
+    /// repositories' worktrees inside it (`nested`, each pinned from its own repository's
+    /// records) added: their agents' repositories writable, their objects readable — the
+    /// same grants as the task's own worktree, and nothing of those repositories' checkouts.
+    pub fn record_for_sandbox_with(&self, nested: &[TaskWorktree]) {
+        let (mut read, mut write) = self.agent_git_rules();
+        for n in nested {
+            let (r, w) = n.agent_git_rules();
+            read.extend(r);
+            write.extend(w);
+        }
         crate::sandbox::record_git_rules(
             &[self.work_tree.clone(), self.resolved.clone()],
             read,
@@ -602,5 +696,39 @@ impl Integration {
     #[must_use]
     pub fn git(&self) -> Git {
         self.checkout.git()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_s_repositories_travel_to_its_worker_and_read_back_or_are_refused() {
+        let repos = vec![
+            ("api".to_string(), PathBuf::from("/w/api")),
+            ("web".to_string(), PathBuf::from("/w/my web")),
+        ];
+        let text = task_repos_text(&repos).unwrap();
+        assert_eq!(text, "api=/w/api\nweb=/w/my web\n");
+        assert_eq!(parse_task_repos(&text).unwrap(), repos);
+        assert_eq!(parse_task_repos("").unwrap(), Vec::new());
+        // Never a name that leaves the task's folder, nor a relative checkout.
+        for bad in [
+            "../x=/w/x",
+            "a/b=/w/x",
+            "api=w/api",
+            "api",
+            "=/w/api",
+            ".git=/w/x",
+        ] {
+            assert!(parse_task_repos(bad).is_err(), "{bad:?}");
+        }
+        for bad in [
+            vec![("..".to_string(), PathBuf::from("/w/x"))],
+            vec![("api".to_string(), PathBuf::from("/w/a\nweb=/etc"))],
+        ] {
+            assert_eq!(task_repos_text(&bad), None, "{bad:?}");
+        }
     }
 }

@@ -113,7 +113,10 @@ pub mod index;
 pub mod odb;
 pub mod snapshot;
 
-pub use handle::{Checkout, Git, Integration, TASK_CHECKOUT_ENV, TaskWorktree};
+pub use handle::{
+    Checkout, Git, Integration, TASK_CHECKOUT_ENV, TASK_REPOS_ENV, TaskWorktree, parse_task_repos,
+    task_repos_text,
+};
 
 /// Longest a git command may run before it is killed (with its process group) and the
 /// answer falls back to the walk.

@@ -1304,6 +1304,14 @@ impl Reader<'_> {
                 }
                 let path = entry.path();
                 if !self.index.has_under(&format!("{name}/")) && dot_git(&path).is_some() {
+                    // A fleet task's other repository (its worktree inside the task's, named
+                    // by the supervisor at the worker's start): not a file of this one.
+                    if super::TaskWorktree::nested_of_process()
+                        .iter()
+                        .any(|(_, t)| t.names(&path))
+                    {
+                        continue;
+                    }
                     // An untracked nested repository: one `dir/` entry, as git shows it.
                     let key = self.submodule(&path, None).unwrap_or(0);
                     self.dirty.push(row(&format!("{name}/"), key));

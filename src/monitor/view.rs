@@ -388,10 +388,15 @@ pub(crate) fn fleet_rows(snap: &Snapshot) -> Vec<Row> {
         out.push(row(
             "task",
             format!(
-                "{} · {} · {}{} · loops {} · ${:.2} · {}",
+                "{} · {} · {}{}{} · loops {} · ${:.2} · {}",
                 t.name,
                 t.state().as_str(),
                 t.branch,
+                if t.repos.is_empty() {
+                    String::new()
+                } else {
+                    format!(" in {}", crate::sanitize::line(&t.repos.join(", ")))
+                },
                 t.issue.as_ref().map_or_else(String::new, |i| format!(
                     " · issue {} {}",
                     i.number,

@@ -91,11 +91,13 @@ fn happening(event: &Event) -> Happening<'_> {
             state,
             branch,
             message,
+            repos,
         } => Happening::FleetTask {
             task,
             state: *state,
             branch,
             message,
+            repos,
         },
         EventKind::Delivery(d) => Happening::Delivery(crate::policy::notify::Delivered {
             branch: &d.branch,

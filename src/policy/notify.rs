@@ -47,6 +47,8 @@ pub enum Happening<'a> {
         state: crate::policy::fleet::TaskState,
         branch: &'a str,
         message: &'a str,
+        /// The workspace's repositories it changes (issue 51; none: the project).
+        repos: &'a [String],
     },
     /// A delivery step ended: the branch pushed, the pull request, its checks.
     Delivery(Delivered<'a>),
@@ -713,20 +715,28 @@ fn describe(
             state,
             branch,
             message,
-        } => fleet_task(task, state, branch, message)?,
+            repos,
+        } => fleet_task(task, state, (branch, repos), message)?,
         Happening::Delivery(d) => delivery(&d)?,
         _ => return None,
     })
 }
 
-/// A fleet task merged or failed (other states send nothing).
+/// A fleet task merged or failed (other states send nothing); a task across repositories
+/// names them.
 fn fleet_task(
     task: &str,
     state: crate::policy::fleet::TaskState,
-    branch: &str,
+    (branch, repos): (&str, &[String]),
     message: &str,
 ) -> Option<Described> {
     use crate::policy::fleet::TaskState;
+    let (task, kept) = if repos.is_empty() {
+        (task.to_string(), branch.to_string())
+    } else {
+        let names = repos.join(", ");
+        (format!("{task} ({names})"), format!("{branch} in {names}"))
+    };
     let detail: Vec<String> = if message.trim().is_empty() {
         Vec::new()
     } else {
@@ -745,7 +755,7 @@ fn fleet_task(
         ),
         TaskState::Failed => said(
             EventClass::FleetTask,
-            format!("fleet task {task} failed; its work is kept on branch {branch}"),
+            format!("fleet task {task} failed; its work is kept on branch {kept}"),
             detail,
             (
                 "look at the task's branch when you are back; the other tasks go on",
@@ -1128,6 +1138,7 @@ mod tests {
             state,
             branch: "hank/api",
             message: "merge conflict in src/a.rs",
+            repos: &[],
         };
         // (state, class and title fragment, next step fragment, priority); others: nothing.
         let cases = [
@@ -1167,6 +1178,26 @@ mod tests {
             )
             .is_none()
         );
+        // A task across repositories names them.
+        let repos = ["api".to_string(), "web".to_string()];
+        let across = |state| Happening::FleetTask {
+            task: "Rename",
+            state,
+            branch: "hank/rename",
+            message: "",
+            repos: &repos,
+        };
+        for (state, title) in [
+            (TaskState::Merged, "fleet task Rename (api, web) merged"),
+            (
+                TaskState::Failed,
+                "fleet task Rename (api, web) failed; its work is kept on branch hank/rename in api, web",
+            ),
+        ] {
+            let m = message(now(), &across(state), &facts(), &EventClass::ALL).unwrap();
+            assert!(m.title.contains(title), "{}", m.title);
+            assert_words(&m);
+        }
     }
 
     #[test]

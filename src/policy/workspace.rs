@@ -464,6 +464,28 @@ pub fn change_set_line(this: &str, set: &[(String, Option<String>)]) -> String {
     )
 }
 
+/// Per repository of `ws` (in its order), the tasks of `merged` (each with the repositories
+/// its heading names; none named: every repository, as [`repos_of`]) that changed it, in the
+/// order given: what each repository's integration branch holds after a fleet. Only
+/// repositories some task changed.
+#[must_use]
+pub fn merged_per_repository(
+    ws: &Workspace,
+    merged: &[(String, Vec<String>)],
+) -> Vec<(String, Vec<String>)> {
+    ws.repos
+        .iter()
+        .filter_map(|r| {
+            let tasks: Vec<String> = merged
+                .iter()
+                .filter(|(_, repos)| repos.is_empty() || repos.contains(&r.name))
+                .map(|(t, _)| t.clone())
+                .collect();
+            (!tasks.is_empty()).then(|| (r.name.clone(), tasks))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -817,6 +839,41 @@ mod tests {
             proptest::prop_assert_eq!(&h.name, name.trim());
             proptest::prop_assert_eq!(&h.repos, &repos);
             proptest::prop_assert_eq!(&h.after, &after);
+        }
+    }
+
+    #[test]
+    fn each_repository_holds_the_merged_tasks_that_named_it() {
+        let ws = two();
+        let m = |name: &str, repos: &[&str]| {
+            (
+                name.to_string(),
+                repos.iter().map(|r| r.to_string()).collect::<Vec<_>>(),
+            )
+        };
+        type Merged = Vec<(String, Vec<String>)>;
+        type Want<'a> = Vec<(&'a str, Vec<&'a str>)>;
+        // (merged tasks, want per repository)
+        let table: [(Merged, Want<'_>); 4] = [
+            (vec![], vec![]),
+            (vec![m("A", &["api"])], vec![("api", vec!["A"])]),
+            (
+                vec![m("A", &["api"]), m("B", &["web"]), m("C", &["web", "api"])],
+                vec![("api", vec!["A", "C"]), ("web", vec!["B", "C"])],
+            ),
+            // A task naming none (a workspace of one) is in every repository.
+            (
+                vec![m("X", &[])],
+                vec![("api", vec!["X"]), ("web", vec!["X"])],
+            ),
+        ];
+        for (merged, want) in table {
+            let got = merged_per_repository(&ws, &merged);
+            let want: Vec<(String, Vec<String>)> = want
+                .into_iter()
+                .map(|(r, ts)| (r.to_string(), ts.into_iter().map(String::from).collect()))
+                .collect();
+            assert_eq!(got, want, "{merged:?}");
         }
     }
 }

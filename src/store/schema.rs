@@ -501,6 +501,9 @@ pub enum EventKind {
         state: crate::policy::fleet::TaskState,
         branch: String,
         message: String,
+        /// The workspace's repositories the task changes (issue 51; none: the project).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        repos: Vec<String>,
     },
     /// `hank watch`: what it did with an issue of the tracker (in the checkout's
     /// `events.jsonl`): `claimed`, `taken_over`, `lost` (another watcher claimed it first),

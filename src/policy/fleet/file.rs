@@ -48,6 +48,10 @@ pub struct FleetTask {
     /// How many times `hank fleet --retry` queued it again after it failed.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub retries: u32,
+    /// The workspace's repositories its heading names (`(repos: api, web)`, issue 51): it has
+    /// a branch `hank/<slug>` in each, merged into each one's integration branch.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repos: Vec<String>,
 }
 
 impl FleetTask {

@@ -188,6 +188,8 @@ pub struct TaskTold {
     pub state: TaskState,
     pub branch: String,
     pub message: String,
+    /// The workspace's repositories it changes (issue 51).
+    pub repos: Vec<String>,
 }
 
 /// The fleet: its tasks' states (`fleet.json`) and what the supervisor has under way.
@@ -242,8 +244,9 @@ impl Fleet {
             }
         }
         for t in &mut file.tasks {
-            if specs.iter().any(|s| s.name == t.name) {
+            if let Some(spec) = specs.iter().find(|s| s.name == t.name) {
                 t.worktree = worktrees.get(&t.name).cloned();
+                t.repos.clone_from(&spec.repos);
             }
         }
         file.held = None;
@@ -282,6 +285,7 @@ impl Fleet {
                 state: t.state,
                 branch: t.branch.clone(),
                 message: t.message.clone(),
+                repos: t.repos.clone(),
             });
         }
         out
