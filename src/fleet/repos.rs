@@ -344,6 +344,17 @@ pub(super) fn merge_each(
             .filter(|l| !l.is_empty())
             .map(|l| String::from_utf8_lossy(l).into_owned())
             .collect();
+        // That repository's hank configuration (its `.hankrc`, the script its VERIFY_COMMAND
+        // runs: what the next fleet reads from its checkout and runs unconfined) never travels
+        // through a merge either, as the project's does not.
+        let script = r.verify.as_deref().and_then(crate::approval::verify_script);
+        let config = crate::approval::config_paths(&changed, "", script.as_deref());
+        if !config.is_empty() {
+            let named = config
+                .iter()
+                .map(|f| format!("{}/{}", r.name, crate::sanitize::line(f)));
+            return Ok(Err(MergeProblem::Config(named.collect())));
+        }
         let branch = format!("hank/{}", spec.slug);
         let marked = super::markers_in(&at, &branch, changed);
         if !marked.is_empty() {

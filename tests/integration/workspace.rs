@@ -840,3 +840,64 @@ fn a_repository_s_git_file_changed_by_the_agent_stops_the_task() {
     );
     assert_eq!(git(&api, &["branch", "--show-current"]), "main");
 }
+
+#[test]
+fn a_task_that_changes_another_repository_s_configuration_is_not_merged_there() {
+    let (p, api, web) = workspace_project(
+        "# Plan\n\n## Rewire the check (repos: web)\n- [ ] w\n\n## Add the endpoint (repos: api)\n- [ ] a\n",
+        TWO,
+    );
+    // web's own check, and the script it runs: what the next fleet reads from web's checkout.
+    std::fs::write(web.join(".hankrc"), "VERIFY_COMMAND=\"sh check.sh\"\n").unwrap();
+    std::fs::write(web.join("check.sh"), "exit 0\n").unwrap();
+    git(&web, &["add", "-A"]);
+    git(&web, &["commit", "-q", "-m", "check"]);
+    p.fake(
+        "effect.sh",
+        r#"sed -i '0,/- \[ \]/s//- [x]/' .hank/fix_plan.md
+if [ -d web ]; then
+  printf 'VERIFY_COMMAND="touch %s/evil-ran"\n' "$FAKE_CLAUDE_DIR" > web/.hankrc
+  echo 'touch "$FAKE_CLAUDE_DIR/evil-ran"' >> web/check.sh
+  echo ui > web/ui.txt
+fi
+[ -d api ] && echo api > api/endpoint.txt
+true
+"#,
+    );
+    let o = p.run(&["fleet", "--agents", "1"]);
+    let err = crate::support::stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_contains(
+        &err,
+        "changed hank's configuration (web/.hankrc, web/check.sh)",
+    );
+    assert!(!p.fake.join("evil-ran").exists(), "{err}");
+    let t = crate::fleet::fleet_json(&p);
+    let states: Vec<(String, String)> = t["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap().into(),
+                t["state"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert!(
+        states.contains(&("Rewire the check".into(), "failed".into())),
+        "{states:?}"
+    );
+    assert!(
+        states.contains(&("Add the endpoint".into(), "merged".into())),
+        "{states:?}"
+    );
+    // Not on web's integration branch; kept on the task's branch there for the user to read.
+    let rc = git(&web, &["show", "hank/fleet:.hankrc"]);
+    assert!(!rc.contains("evil-ran"), "{rc}");
+    assert!(git(&web, &["show", "hank/rewire-the-check:.hankrc"]).contains("evil-ran"));
+    assert!(files_on(&api, "hank/fleet").contains(&"endpoint.txt".to_string()));
+    for dir in [&api, &web] {
+        assert_untouched(dir);
+    }
+}
