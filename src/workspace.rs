@@ -234,6 +234,43 @@ pub fn check_before_start(root: &Path, tasks: &[TaskSpec]) -> Result<Option<Work
     Ok(Some(ws))
 }
 
+/// Before a fleet that will deliver a change set starts: each repository the tasks change
+/// answers at its `origin` and takes a push (`git push --dry-run`, as `hank doctor` asks);
+/// every one that does not is named in one refusal, before any task starts, so that no task's
+/// work waits on a repository it can never be delivered to.
+pub fn refuse_without_push(root: &Path, ws: &Workspace, tasks: &[TaskSpec]) -> Result<()> {
+    let touched = rules::touched(tasks, ws);
+    let used = Workspace {
+        repos: ws
+            .repos
+            .iter()
+            .filter(|r| touched.contains(&r.name))
+            .cloned()
+            .collect(),
+    };
+    let mut refused = Vec::new();
+    for (r, f) in used.repos.iter().zip(facts(root, &used)) {
+        if let Err(why) = remote_facts(r, &f).push {
+            refused.push(format!(
+                "repository {:?} ({}): its origin does not take a push: {why}",
+                r.name,
+                r.path.display()
+            ));
+        }
+    }
+    if refused.is_empty() {
+        return Ok(());
+    }
+    Err(HankError::usage_hint(
+        format!(
+            "the change set could not be delivered; no task started:\n  {}",
+            refused.join("\n  ")
+        ),
+        "check each repository's remote and your login there (`hank doctor` shows them), or run \
+         without --deliver pr",
+    ))
+}
+
 /// A fleet as CI jobs (`hank fleet plan`/`run-task`: one checkout each), and `hank fleet` in a
 /// workspace of one repository, run tasks in the project's own repository only: a task that
 /// would change another repository of the workspace is refused (naming the tasks and

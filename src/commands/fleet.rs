@@ -188,7 +188,13 @@ pub(crate) fn run_checked(a: &FleetArgs) -> Result<u8> {
     project.refuse_dirty_tree(a.allow_dirty)?;
     // In a workspace of several repositories the fleet delivers one change set (issue 51).
     let deliver = match workspace.as_ref().filter(|w| w.is_multi()) {
-        Some(ws) => fleet::deliver::FleetDelivery::of_workspace(&s, ws, &tasks)?,
+        Some(ws) => {
+            let d = fleet::deliver::FleetDelivery::of_workspace(&s, ws, &tasks)?;
+            if matches!(d, fleet::deliver::FleetDelivery::ChangeSet { .. }) {
+                crate::workspace::refuse_without_push(&root, ws, &tasks)?;
+            }
+            d
+        }
         None => fleet::deliver::FleetDelivery::of(&s, &root, a.into.is_some())?,
     };
     if monitor {

@@ -901,3 +901,28 @@ true
         assert_untouched(dir);
     }
 }
+
+#[test]
+fn a_repository_whose_origin_takes_no_push_is_refused_before_a_change_set_fleet_starts() {
+    let (p, api, web) = workspace_project(
+        PLAN,
+        "[repos.api]\npath = \"../api\"\nforge = \"o/api\"\n\n[repos.web]\npath = \"../web\"\nforge = \"o/web\"\n",
+    );
+    // web's origin is a folder that is no repository: nothing could ever be delivered there.
+    let nowhere = web.with_file_name("not-a-remote");
+    std::fs::create_dir_all(&nowhere).unwrap();
+    git(
+        &web,
+        &["remote", "set-url", "origin", nowhere.to_str().unwrap()],
+    );
+    let gh = crate::fake_github::FakeGitHub::start();
+    let o = crate::deliver::at_fake_github(p.cmd().args(["fleet", "--deliver", "pr"]), &gh)
+        .output()
+        .unwrap();
+    let err = exits(&o, 1);
+    assert_contains(&err, "no task started");
+    assert_contains(&err, "repository \"web\"");
+    assert_contains(&err, "does not take a push");
+    assert!(!err.contains("repository \"api\""), "{err}");
+    assert_nothing_started(&p, &[&api, &web]);
+}
