@@ -11,7 +11,12 @@
 //! is open now and exits with the fleet's exit code; without it the watch polls every
 //! WATCH_INTERVAL (conditional requests: an unchanged listing costs nothing against the
 //! tracker's rate budget, [`crate::tracker::budget`]). `--dry-run` lists the labelled issues,
-//! which would be taken and why the others are not.
+//! which would be taken and why the others are not. In a workspace of several repositories
+//! (`.hank/workspace.toml`) an issue names its repositories on a line `repos: api, web`
+//! ([`crate::policy::tracker::repos_named`]; one naming none, or one the workspace lacks, is
+//! answered failed with the line to add) and runs as its own fleet into `hank/<issue>-set`,
+//! one issue after another, delivered as a change set: one linked pull request per
+//! repository, its comment naming each.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -544,7 +549,7 @@ impl Watch {
             let project = self.root.canonicalize().ok();
             for r in repos.iter_mut() {
                 let own = match &r.forge {
-                    Some(f) => same_forge_repo(f, &self.repo),
+                    Some(f) => rules::same_forge_repo(f, &self.repo),
                     None => project.is_some() && r.dir.canonicalize().ok() == project,
                 };
                 let line = match issue.number.as_number() {
@@ -923,23 +928,6 @@ impl Watch {
         }
         Ok(())
     }
-}
-
-/// Whether the workspace's `forge` (`github.com/me/api`, `me/api`) is the tracker's forge
-/// repository `repo` (`me/api`): their last two path segments, case-insensitive.
-fn same_forge_repo(forge: &str, repo: &str) -> bool {
-    let tail = |s: &str| {
-        let parts: Vec<String> = s
-            .trim()
-            .trim_end_matches('/')
-            .trim_end_matches(".git")
-            .rsplit('/')
-            .take(2)
-            .map(str::to_ascii_lowercase)
-            .collect();
-        (parts.len() == 2).then_some(parts)
-    };
-    !repo.is_empty() && tail(forge).is_some() && tail(forge) == tail(repo)
 }
 
 /// Renews each held claim's lease every [`rules::HEARTBEAT`] until `stop`.

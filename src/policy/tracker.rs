@@ -526,6 +526,24 @@ pub fn unfit_for_workspace(task: &TaskSpec, names: &[String]) -> Option<String> 
     })
 }
 
+/// Whether the workspace's `forge` (`github.com/me/api`, `me/api`) is the tracker's forge
+/// repository `repo` (`me/api`): their last two path segments, case-insensitive.
+#[must_use]
+pub fn same_forge_repo(forge: &str, repo: &str) -> bool {
+    let tail = |s: &str| {
+        let parts: Vec<String> = s
+            .trim()
+            .trim_end_matches('/')
+            .trim_end_matches(".git")
+            .rsplit('/')
+            .take(2)
+            .map(str::to_ascii_lowercase)
+            .collect();
+        (parts.len() == 2).then_some(parts)
+    };
+    !repo.is_empty() && tail(forge).is_some() && tail(forge) == tail(repo)
+}
+
 /// What became of a delivered task's pull request, as its comment says it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PrLink {
@@ -767,6 +785,20 @@ mod tests {
             let got = repos_named(body);
             let want = want.map(|w| w.iter().map(|s| (*s).to_string()).collect::<Vec<_>>());
             assert_eq!(got, want, "{body:?}");
+        }
+    }
+
+    #[test]
+    fn a_workspace_forge_is_the_tracker_s_repository_by_its_last_two_segments() {
+        for (forge, repo, same) in [
+            ("o/r", "o/r", true),
+            ("github.com/O/R", "o/r", true),
+            ("https://gitlab.example/g/r.git", "g/r", true),
+            ("o/web", "o/r", false),
+            ("r", "o/r", false),
+            ("o/r", "", false),
+        ] {
+            assert_eq!(same_forge_repo(forge, repo), same, "{forge} {repo}");
         }
     }
 
