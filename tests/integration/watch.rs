@@ -569,8 +569,9 @@ true
 /// becomes one fleet delivered as a change set — two linked pull requests, `Closes #4` in the
 /// tracker's own repository (api's forge is `o/r`) and a link to the issue in web's — its
 /// comment naming both; issue 5 names none and is answered failed with the line to add.
-#[test]
-fn in_a_workspace_of_several_an_issue_naming_its_repositories_gives_a_linked_set() {
+/// The project with a workspace of `api` (its forge the tracker's `o/r`) and `web` beside
+/// it, committed and pushed; the two checkouts.
+fn workspace_setup() -> (Project, PathBuf, PathBuf) {
     let p = Project::new(&[]);
     p.fake("effect.sh", ACROSS);
     let _remote = p.git_pushed_to_origin();
@@ -585,6 +586,12 @@ fn in_a_workspace_of_several_an_issue_naming_its_repositories_gives_a_linked_set
     git(&p.dir, &["add", "-A"]);
     git(&p.dir, &["commit", "-q", "-m", "workspace"]);
     git(&p.dir, &["push", "-q", "origin", "main"]);
+    (p, api, web)
+}
+
+#[test]
+fn in_a_workspace_of_several_an_issue_naming_its_repositories_gives_a_linked_set() {
+    let (p, api, web) = workspace_setup();
     let gh = FakeGitHub::start();
     gh.set(|w| {
         w.check_runs.push(green_check());
@@ -672,4 +679,50 @@ fn in_a_workspace_of_several_an_issue_naming_its_repositories_gives_a_linked_set
     assert!(five.contains("add a line 'repos: api, web'"), "{five}");
     assert!(w.labels_of(5).iter().any(|l| l == "hank:failed"));
     assert!(!repos.iter().any(|(_, h)| h.contains("issue-5")));
+}
+
+/// A red check in one repository of the issue's set: the issue is answered failed with the
+/// set's reason (the repository and its check), its claim given back.
+#[test]
+fn in_a_workspace_a_red_set_leaves_the_issue_failed_naming_the_repository_and_check() {
+    let (p, _api, _web) = workspace_setup();
+    let gh = FakeGitHub::start();
+    gh.set(|w| {
+        // api's commit green, web's (and every later one) red.
+        w.check_runs_per_commit = vec![
+            vec![green_check()],
+            vec![serde_json::json!({
+                "id": 12, "name": "test (ubuntu)", "status": "completed", "conclusion": "failure",
+                "output": {"title": "1 test failed", "summary": "call_test failed",
+                           "text": "assertion failed at call.js:3"}
+            })],
+        ];
+        w.issue(
+            6,
+            "Both sides",
+            "repos: api, web\n- [ ] change both\n",
+            &["hank"],
+        );
+    });
+    let o = watch(&p, &gh, &["--once"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    let w = gh.world.lock().unwrap();
+    let comment = w
+        .comments_on(6)
+        .into_iter()
+        .find(|c| c.starts_with("<!-- hank:watch -->"))
+        .unwrap_or_default();
+    assert!(
+        comment.contains("hank could not finish this issue"),
+        "{comment}"
+    );
+    assert!(comment.contains("checks failed"), "{comment}");
+    assert!(comment.contains("test (ubuntu)"), "{comment}");
+    assert!(comment.contains("web:"), "{comment}");
+    assert!(w.labels_of(6).iter().any(|l| l == "hank:failed"), "{err}");
+    drop(w);
+    // The claim given back (the failed label keeps it from being taken again).
+    let origin = git(&p.dir, &["remote", "get-url", "origin"]);
+    assert!(claim_refs(Path::new(&origin)).is_empty(), "{err}");
 }
