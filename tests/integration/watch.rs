@@ -568,7 +568,8 @@ true
 /// A workspace of two repositories beside the project: issue 4 names both (`repos:`) and
 /// becomes one fleet delivered as a change set — two linked pull requests, `Closes #4` in the
 /// tracker's own repository (api's forge is `o/r`) and a link to the issue in web's — its
-/// comment naming both; issue 5 names none and is answered failed with the line to add.
+/// comment naming both; issue 7 (web alone) runs next as its own set; issue 5 names none and
+/// is answered failed with the line to add.
 /// The project with a workspace of `api` (its forge the tracker's `o/r`) and `web` beside
 /// it, committed and pushed; the two checkouts.
 fn workspace_setup() -> (Project, PathBuf, PathBuf) {
@@ -602,6 +603,7 @@ fn in_a_workspace_of_several_an_issue_naming_its_repositories_gives_a_linked_set
             &["hank"],
         );
         w.issue(5, "Somewhere", "Please do it.", &["hank"]);
+        w.issue(7, "Web only", "repos: web\n- [ ] restyle\n", &["hank"]);
     });
 
     let dry = watch(&p, &gh, &["--dry-run"]);
@@ -640,7 +642,20 @@ fn in_a_workspace_of_several_an_issue_naming_its_repositories_gives_a_linked_set
         .iter()
         .map(|(r, h, _, _)| (r.as_str(), h.as_str()))
         .collect();
-    assert_eq!(repos, [("o/r", head), ("o/web", head)], "{err}");
+    // Issue 4's set, then issue 7's own (its fleet after 4's, into its own branch).
+    let head7 = "hank/issue-7-web-only-set";
+    assert_eq!(
+        repos,
+        [("o/r", head), ("o/web", head), ("o/web", head7)],
+        "{err}"
+    );
+    assert!(
+        opened[2]
+            .2
+            .contains("Part of https://github.com/o/r/issues/7"),
+        "{}",
+        opened[2].2
+    );
     let (api_body, web_body) = (&opened[0].2, &opened[1].2);
     assert!(api_body.contains("o/web#2"), "{api_body}");
     assert!(web_body.contains("o/r#1"), "{web_body}");
@@ -670,10 +685,17 @@ fn in_a_workspace_of_several_an_issue_naming_its_repositories_gives_a_linked_set
         .find(|c| c.starts_with("<!-- hank:watch -->"))
         .unwrap_or_default();
     assert!(comment.contains("hank delivered this issue"), "{comment}");
-    for (_, _, _, url) in &opened {
+    for (_, _, _, url) in &opened[..2] {
         assert!(comment.contains(url.as_str()), "{url} in {comment}");
     }
     assert!(w.labels_of(4).iter().any(|l| l == "hank:done"));
+    assert!(w.labels_of(7).iter().any(|l| l == "hank:done"));
+    assert!(
+        w.comments_on(7)
+            .iter()
+            .any(|c| c.contains(opened[2].3.as_str())),
+        "{err}"
+    );
     // Issue 5: answered failed, with the line to add; nothing ran for it.
     let five = w.comments_on(5).join("\n");
     assert!(five.contains("add a line 'repos: api, web'"), "{five}");
