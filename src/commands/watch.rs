@@ -70,6 +70,9 @@ struct Watch {
     repo: String,
 }
 
+/// The issues a workspace of several repositories cannot run, each with why.
+type Unfit = Vec<(rules::Issue, String)>;
+
 /// An issue's fleet over a workspace, as it ended: its task's record and its change set.
 struct SetRun {
     task: Option<crate::policy::fleet::file::FleetTask>,
@@ -245,10 +248,7 @@ impl Watch {
 
     /// `choices` with each issue that would be taken but cannot run in the workspace (it
     /// names no repository of it, or one it lacks) skipped, and those issues with why.
-    fn fit(
-        &self,
-        choices: Vec<(rules::Issue, Choice)>,
-    ) -> (Vec<(rules::Issue, Choice)>, Vec<(rules::Issue, String)>) {
+    fn fit(&self, choices: Vec<(rules::Issue, Choice)>) -> (Vec<(rules::Issue, Choice)>, Unfit) {
         let names = self.names();
         let mut unfit = Vec::new();
         let out = choices
