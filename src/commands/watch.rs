@@ -11,7 +11,12 @@
 //! is open now and exits with the fleet's exit code; without it the watch polls every
 //! WATCH_INTERVAL (conditional requests: an unchanged listing costs nothing against the
 //! tracker's rate budget, [`crate::tracker::budget`]). `--dry-run` lists the labelled issues,
-//! which would be taken and why the others are not.
+//! which would be taken and why the others are not. In a workspace of several repositories
+//! (`.hank/workspace.toml`) an issue names its repositories on a line `repos: api, web`
+//! ([`crate::policy::tracker::repos_named`]; one naming none, or one the workspace lacks, is
+//! answered failed with the line to add) and runs as its own fleet into `hank/<issue>-set`,
+//! one issue after another, delivered as a change set: one linked pull request per
+//! repository, its comment naming each.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -58,6 +63,20 @@ struct Watch {
     agents: usize,
     run_flags: Vec<String>,
     allow_dirty: bool,
+    /// A workspace of several repositories: each issue names its repositories and runs as
+    /// its own fleet, delivered as a change set (one pull request per repository).
+    workspace: Option<crate::policy::workspace::Workspace>,
+    /// The tracker's forge repository (`owner/name`; empty when not known).
+    repo: String,
+}
+
+/// The issues a workspace of several repositories cannot run, each with why.
+type Unfit = Vec<(rules::Issue, String)>;
+
+/// An issue's fleet over a workspace, as it ended: its task's record and its change set.
+struct SetRun {
+    task: Option<crate::policy::fleet::file::FleetTask>,
+    set: Option<crate::policy::deliver::change_set::ChangeSet>,
 }
 
 pub(crate) fn run(a: &WatchArgs) -> Result<u8> {
@@ -76,11 +95,21 @@ pub(crate) fn run(a: &WatchArgs) -> Result<u8> {
     run.flags.deliver = Some(deliver.clone());
     let s = project.approved_settings(&run.flags, run.accept_config, "hank watch")?;
     project.known_agents(&s)?;
-    // An issue's task names no repository: in a workspace of other repositories it would
-    // run in the wrong one (issue 51).
-    if let Some(ws) = crate::workspace::load(&root)? {
-        crate::workspace::require_no_other_repository(&root, &ws)?;
-    }
+    // In a workspace of several repositories each issue names its repositories (`repos:`)
+    // and is delivered as a change set; a workspace of one other repository is refused (an
+    // issue's task would run in the project, not there).
+    let workspace = match crate::workspace::load(&root)? {
+        Some(ws) if ws.is_multi() => {
+            // `--deliver branch` is refused here before anything is claimed.
+            fleet::deliver::FleetDelivery::of_workspace(&s, &ws, &[])?;
+            Some(ws)
+        }
+        Some(ws) => {
+            crate::workspace::require_no_other_repository(&root, &ws)?;
+            None
+        }
+        None => None,
+    };
     let remote = s.deliver_remote.value.clone();
     let url = crate::deliver::remote_url(&root, &remote)?;
     let env = crate::forge::Env::from_process();
@@ -141,6 +170,8 @@ pub(crate) fn run(a: &WatchArgs) -> Result<u8> {
         agents,
         run_flags: a.run_flags.clone(),
         allow_dirty: a.allow_dirty,
+        workspace,
+        repo: repo.clone(),
     };
     if a.dry_run || run.flags.dry_run {
         return w.dry_run();
@@ -207,8 +238,42 @@ impl Watch {
         ))
     }
 
+    /// The workspace's repository names (none without a workspace of several).
+    fn names(&self) -> Vec<String> {
+        self.workspace
+            .as_ref()
+            .map(|w| w.repos.iter().map(|r| r.name.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// `choices` with each issue that would be taken but cannot run in the workspace (it
+    /// names no repository of it, or one it lacks) skipped, and those issues with why.
+    fn fit(&self, choices: Vec<(rules::Issue, Choice)>) -> (Vec<(rules::Issue, Choice)>, Unfit) {
+        let names = self.names();
+        let mut unfit = Vec::new();
+        let out = choices
+            .into_iter()
+            .map(|(i, c)| {
+                if c.taken()
+                    && let Some(why) = rules::unfit_for_workspace(&rules::task_of(&i), &names)
+                {
+                    unfit.push((i.clone(), why.clone()));
+                    return (i, Choice::Skip(why));
+                }
+                (i, c)
+            })
+            .collect();
+        (out, unfit)
+    }
+
+    /// The integration branch of an issue's own fleet over the workspace.
+    fn set_branch(task: &crate::policy::fleet::TaskSpec) -> String {
+        format!("hank/{}-set", task.slug)
+    }
+
     fn dry_run(&mut self) -> Result<u8> {
         let (choices, _) = self.choices()?;
+        let (choices, _) = self.fit(choices);
         errln!(
             "hank: watch: {} — open issues labelled {:?}: {}",
             self.tracker.describe(),
@@ -224,13 +289,17 @@ impl Watch {
                 Choice::Skip(why) => format!("not taken: {why}"),
             };
             let task = rules::task_of(i);
+            let into = if self.workspace.is_some() {
+                format!("{} in {}", Self::set_branch(&task), task.repos.join(", "))
+            } else {
+                format!("hank/{}", task.slug)
+            };
             println!(
-                "{} {}\t{}\t{} item(s) → hank/{}",
+                "{} {}\t{}\t{} item(s) → {into}",
                 i.key,
                 crate::sanitize::line(&i.title),
                 what,
                 task.open_items.len(),
-                task.slug
             );
         }
         Ok(crate::exit::OK)
@@ -239,6 +308,21 @@ impl Watch {
     /// One poll: claim what can be taken, run it as a fleet, answer on each issue.
     fn round(&mut self) -> Result<u8> {
         let (choices, oids) = self.choices()?;
+        let (choices, unfit) = self.fit(choices);
+        // An issue that cannot run in the workspace is answered failed with why (and so not
+        // listed again): its author adds the `repos:` line and relabels it.
+        for (issue, why) in &unfit {
+            let text = rules::comment(
+                &self.owner,
+                &Outcome::Failed {
+                    why: why.clone(),
+                    kept: "nothing: no work started".into(),
+                    cost_usd: 0.0,
+                },
+            );
+            self.answer(&issue.key, &text, Mark::Failed);
+            self.tell(issue, "failed", why);
+        }
         if !choices.iter().any(|(_, c)| c.taken()) {
             for (issue, c) in &choices {
                 if let Choice::Skip(why) = c {
@@ -260,7 +344,11 @@ impl Watch {
             ));
         }
         Project::at(&self.root).refuse_dirty_tree(self.allow_dirty)?;
-        let deliver = fleet::deliver::FleetDelivery::of(&self.settings, &self.root, false)?;
+        let deliver = if self.workspace.is_some() {
+            fleet::deliver::FleetDelivery::None
+        } else {
+            fleet::deliver::FleetDelivery::of(&self.settings, &self.root, false)?
+        };
         let mut held: Vec<Held> = Vec::new();
         for (issue, c) in choices {
             let expected = match &c {
@@ -353,12 +441,23 @@ impl Watch {
             let (root, remote) = (self.root.clone(), self.remote.clone());
             std::thread::spawn(move || heartbeat(&root, &remote, &shared, &stop))
         };
-        let code = self.run_fleet(specs, deliver);
+        let (code, sets) = if self.workspace.is_some() {
+            self.run_sets(&specs)
+        } else {
+            (self.run_fleet(specs, deliver, INTO), Vec::new())
+        };
         stop.store(true, Ordering::SeqCst);
         let _ = beat.join();
         let held = shared.lock().map(|h| h.clone()).unwrap_or_default();
         let code = match code {
             Ok(code) => code,
+            Err(e) if !sets.is_empty() => {
+                // The issues whose fleets ran are answered; the others given back.
+                let (ran, rest) = held.split_at(sets.len().min(held.len()));
+                self.settle_sets(ran, sets)?;
+                self.release_all(rest);
+                return Err(e);
+            }
             Err(e) => {
                 // Nothing ran (another fleet in this checkout, a dirty tree…): the issues are
                 // given back at once rather than held until their leases expire.
@@ -376,8 +475,200 @@ impl Watch {
                 return Err(e);
             }
         };
-        self.settle(&held)?;
+        if self.workspace.is_some() {
+            self.settle_sets(&held, sets)?;
+        } else {
+            self.settle(&held)?;
+        }
         Ok(code)
+    }
+
+    /// Each issue's claim given back at once and its item marked released (its fleet never
+    /// ran).
+    fn release_all(&mut self, held: &[Held]) {
+        for h in held {
+            let n = &h.issue.key;
+            if let Err(e) =
+                claims::release(&self.root, &self.remote, self.tracker.kind(), n, &h.oid)
+            {
+                errln!("hank: watch: warning: {n}: the claim could not be released: {e}");
+            }
+            if let Err(e) = self.tracker.mark(n, Mark::Released) {
+                errln!("hank: watch: warning: {n}: {e}");
+            }
+        }
+    }
+
+    /// In a workspace of several repositories: each issue's task run as its own fleet, one
+    /// after another (a project has one fleet at a time), into its own integration branch,
+    /// delivered as a change set. The first non-zero exit code (else 0), and each fleet's end
+    /// in `specs`' order; an error stops the sequence (the fleets before it are returned).
+    fn run_sets(&self, specs: &[crate::policy::fleet::TaskSpec]) -> (Result<u8>, Vec<SetRun>) {
+        let mut code = crate::exit::OK;
+        let mut out = Vec::new();
+        for spec in specs {
+            let into = Self::set_branch(spec);
+            let ended = self
+                .set_delivery(spec)
+                .and_then(|d| self.run_fleet(vec![spec.clone()], d, &into));
+            let c = match ended {
+                Ok(c) => c,
+                Err(e) => return (Err(e), out),
+            };
+            if code == crate::exit::OK {
+                code = c;
+            }
+            let task = fleet::read(&self.root)
+                .ok()
+                .flatten()
+                .and_then(|f| f.tasks.into_iter().find(|t| t.name == spec.name));
+            let set = crate::deliver::change_set::load(&self.root).filter(|s| s.into == into);
+            out.push(SetRun { task, set });
+        }
+        (Ok(code), out)
+    }
+
+    /// The change set of one issue's task: one pull request per repository it names, each
+    /// body ending with the issue (`Closes #N` in the tracker's own repository, where the
+    /// forge closes it; `Part of URL` in the others).
+    fn set_delivery(
+        &self,
+        spec: &crate::policy::fleet::TaskSpec,
+    ) -> Result<fleet::deliver::FleetDelivery> {
+        let Some(ws) = &self.workspace else {
+            return Err(HankError::Internal("no workspace for a change set".into()));
+        };
+        let mut d = fleet::deliver::FleetDelivery::of_workspace(
+            &self.settings,
+            ws,
+            std::slice::from_ref(spec),
+        )?;
+        if let (fleet::deliver::FleetDelivery::ChangeSet { repos, .. }, Some(issue)) =
+            (&mut d, &spec.issue)
+        {
+            let project = self.root.canonicalize().ok();
+            for r in repos.iter_mut() {
+                let own = match &r.forge {
+                    Some(f) => rules::same_forge_repo(f, &self.repo),
+                    None => project.is_some() && r.dir.canonicalize().ok() == project,
+                };
+                let line = match issue.number.as_number() {
+                    Some(n) if own && self.tracker.kind().is_forge() => format!("Closes #{n}"),
+                    _ => format!("Part of {} ({})", issue.url, issue.number),
+                };
+                r.trailer.push(line);
+            }
+        }
+        Ok(d)
+    }
+
+    /// After each issue's fleet over the workspace: the issue answered with every pull
+    /// request of its change set and labelled done when the set is delivered, else failed
+    /// with the set's reason (a red check naming its repository, the step it stopped at) or
+    /// the task's.
+    fn settle_sets(&mut self, held: &[Held], runs: Vec<SetRun>) -> Result<()> {
+        use crate::policy::deliver::change_set::SetState;
+        for (h, run) in held.iter().zip(runs) {
+            let n = &h.issue.key;
+            let spec = rules::task_of(&h.issue);
+            let task = run.task.as_ref();
+            let state = task.map_or(TaskState::Pending, |t| t.state());
+            let cost = task.map_or(0.0, |t| t.cost_usd);
+            let set = run.set.as_ref();
+            if state == TaskState::Merged
+                && let Some(set) = set.filter(|s| s.state == SetState::Delivered)
+            {
+                let all: Vec<(String, String)> = set
+                    .repos
+                    .iter()
+                    .filter_map(|r| Some((r.name.clone(), r.pr_url.clone()?)))
+                    .collect();
+                if !self.tracker.kind().is_forge() {
+                    for (_, url) in &all {
+                        if let Err(e) = self.tracker.link_pr(n, url) {
+                            errln!("hank: watch: warning: {n}: {e}");
+                        }
+                    }
+                }
+                let pr = PrLink::Set(all);
+                let text = rules::comment(
+                    &self.owner,
+                    &Outcome::Delivered {
+                        pr: pr.clone(),
+                        verified: task.and_then(|t| t.verified),
+                        cost_usd: cost,
+                        loops: task.map_or(0, |t| t.loops),
+                    },
+                );
+                self.answer(n, &text, Mark::Done);
+                let mut done = h.claim.beat(self.now()?);
+                done.state = "done".into();
+                done.pr_url = pr.url().map(str::to_string);
+                if let Pushed::Lost(why) =
+                    claims::write(&self.root, &self.remote, &done, Some(&h.oid))?
+                {
+                    errln!("hank: watch: warning: {n}: the claim moved meanwhile: {why}");
+                }
+                errln!("hank: watch: {n} delivered as a change set");
+                self.tell(
+                    &h.issue,
+                    "delivered",
+                    done.pr_url.as_deref().unwrap_or("change set delivered"),
+                );
+                continue;
+            }
+            let into = Self::set_branch(&spec);
+            let (why, failed) = match (state, set) {
+                (TaskState::Merged, Some(set)) => (
+                    crate::deliver::change_set::end_lines(set)
+                        .into_iter()
+                        .take(8)
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                    true,
+                ),
+                (TaskState::Merged, None) => (
+                    format!("the change set of {into} was not delivered (no record of it)"),
+                    true,
+                ),
+                (s, _) => {
+                    let failed = matches!(s, TaskState::Failed | TaskState::Blocked);
+                    let why = task
+                        .map(|t| t.message.clone())
+                        .filter(|m| !m.trim().is_empty())
+                        .unwrap_or_else(|| {
+                            if failed {
+                                "the task failed".into()
+                            } else {
+                                "the fleet stopped (a limit or an interruption) before the task finished".into()
+                            }
+                        });
+                    (why, failed)
+                }
+            };
+            let text = rules::comment(
+                &self.owner,
+                &Outcome::Failed {
+                    why: why.clone(),
+                    kept: format!(
+                        "the branch {into} in {} and the change set's record (.hank/change-set.json) on {} (`hank fleet status`, `hank deliver` there)",
+                        spec.repos.join(", "),
+                        self.owner
+                    ),
+                    cost_usd: cost,
+                },
+            );
+            let mark = if failed { Mark::Failed } else { Mark::Released };
+            self.answer(n, &text, mark);
+            claims::release(&self.root, &self.remote, self.tracker.kind(), n, &h.oid)?;
+            errln!(
+                "hank: watch: {n} {}: {}",
+                if failed { "failed" } else { "not finished" },
+                crate::sanitize::line(&why)
+            );
+            self.tell(&h.issue, if failed { "failed" } else { "released" }, &why);
+        }
+        Ok(())
     }
 
     /// An `issue` event in the checkout's `events.jsonl` (and to NOTIFY's hook).
@@ -479,7 +770,10 @@ impl Watch {
         {
             None => Err(format!("it no longer carries the label {:?}", self.label)),
             Some((_, Choice::Skip(why))) => Err(why),
-            Some((i, _)) => Ok(i),
+            Some((i, _)) => match rules::unfit_for_workspace(&rules::task_of(&i), &self.names()) {
+                Some(why) => Err(why),
+                None => Ok(i),
+            },
         }
     }
 
@@ -487,6 +781,7 @@ impl Watch {
         &self,
         specs: Vec<crate::policy::fleet::TaskSpec>,
         deliver: fleet::deliver::FleetDelivery,
+        into: &str,
     ) -> Result<u8> {
         let s = &self.settings;
         // This round's tasks only: a task of an earlier round (merged or failed) is not this
@@ -504,7 +799,7 @@ impl Watch {
         let opts = Options {
             deliver,
             agents: self.agents,
-            into: INTO.to_string(),
+            into: into.to_string(),
             min_free_memory: s.fleet_min_free_memory.value,
             max_merge_attempts: s.max_merge_attempts.value,
             run_flags: self.run_flags.clone(),
@@ -522,7 +817,7 @@ impl Watch {
             keep_worktrees: s.fleet_keep_worktrees.value,
         };
         errln!(
-            "hank: watch: running {} issue(s) as a fleet into {INTO}",
+            "hank: watch: running {} issue(s) as a fleet into {into}",
             specs.len()
         );
         fleet::run(&self.root, specs, &opts)

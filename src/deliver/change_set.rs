@@ -80,6 +80,9 @@ pub struct RepoPlan {
     pub base: Option<String>,
     /// The tasks that change it ([`crate::policy::workspace::changed_by`]).
     pub tasks: Vec<String>,
+    /// Lines added at the end of its pull request's body (`hank watch`: the issue it
+    /// delivers, `Closes #N` in the tracker's own repository, `Part of URL` elsewhere).
+    pub trailer: Vec<String>,
 }
 
 /// The repositories of a workspace that `tasks` change, in delivery order, each with the
@@ -101,6 +104,7 @@ pub fn plan_of(
             forge: r.forge.clone(),
             base: r.base.clone(),
             tasks: crate::policy::workspace::changed_by(tasks, ws, &r.name),
+            trailer: Vec::new(),
         })
         .collect())
 }
@@ -151,7 +155,11 @@ pub fn fresh(
                 secrets,
                 200,
             ),
-            body: rules::fleet_pr_body(into, &base, &own, secrets),
+            body: with_trailer(
+                rules::fleet_pr_body(into, &base, &own, secrets),
+                &r.trailer,
+                secrets,
+            ),
             checks: "not_waited".into(),
             ..ChangeSetRepo::default()
         });
@@ -163,6 +171,19 @@ pub fn fresh(
         repos: out,
         ..ChangeSet::default()
     })
+}
+
+/// `body` with `trailer`'s lines after a blank line (none: `body` as it is).
+fn with_trailer(mut body: String, trailer: &[String], secrets: &[String]) -> String {
+    if trailer.is_empty() {
+        return body;
+    }
+    body.push('\n');
+    for line in trailer {
+        body.push_str(&rules::clean(line, secrets, 500));
+        body.push('\n');
+    }
+    body
 }
 
 /// The fleet's tasks as its pull request bodies show them.

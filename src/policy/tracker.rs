@@ -450,7 +450,7 @@ pub fn task_of(issue: &Issue) -> TaskSpec {
             .to_string(),
         name,
         after: Vec::new(),
-        repos: Vec::new(),
+        repos: repos_named(&issue.body).unwrap_or_default(),
         section,
         open_items: items,
         issue: Some(IssueRef {
@@ -460,11 +460,98 @@ pub fn task_of(issue: &Issue) -> TaskSpec {
     }
 }
 
+/// The repositories an issue's body names on a line `repos: api, web` (case-insensitive
+/// `repos:` at the line's start, names separated by commas or spaces): `None` without such a
+/// line (the first one counts).
+#[must_use]
+pub fn repos_named(body: &str) -> Option<Vec<String>> {
+    body.lines().find_map(|line| {
+        let t = line.trim_start();
+        let head = t.get(..6)?;
+        if !head.eq_ignore_ascii_case("repos:") {
+            return None;
+        }
+        let mut names: Vec<String> = Vec::new();
+        for n in t
+            .get(6..)?
+            .split([',', ' ', '\t'])
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+        {
+            if !names.iter().any(|k| k == n) {
+                names.push(n.to_string());
+            }
+        }
+        Some(names)
+    })
+}
+
+/// Why an issue's task cannot run in a workspace of several repositories (`names`, the
+/// workspace's), if it cannot: it names none, or one the workspace lacks. `None` where it
+/// can, or where the workspace is not one of several.
+#[must_use]
+pub fn unfit_for_workspace(task: &TaskSpec, names: &[String]) -> Option<String> {
+    if names.len() < 2 {
+        return None;
+    }
+    let hint = format!(
+        "add a line 'repos: {}' to the issue, naming the repositories it changes",
+        names.join(", ")
+    );
+    if task.repos.is_empty() {
+        return Some(format!(
+            "the workspace has several repositories ({}) and the issue names none of them; {hint}",
+            names.join(", ")
+        ));
+    }
+    let unknown: Vec<&str> = task
+        .repos
+        .iter()
+        .filter(|r| !names.contains(r))
+        .map(String::as_str)
+        .collect();
+    (!unknown.is_empty()).then(|| {
+        format!(
+            "the issue names {} that the workspace ({}) does not have; {hint}",
+            unknown
+                .iter()
+                .map(|u| format!(
+                    "{:?}",
+                    crate::sanitize::cut_chars(&crate::sanitize::line(u), 60)
+                ))
+                .collect::<Vec<_>>()
+                .join(", "),
+            names.join(", ")
+        )
+    })
+}
+
+/// Whether the workspace's `forge` (`github.com/me/api`, `me/api`) is the tracker's forge
+/// repository `repo` (`me/api`): their last two path segments, case-insensitive.
+#[must_use]
+pub fn same_forge_repo(forge: &str, repo: &str) -> bool {
+    let tail = |s: &str| {
+        let parts: Vec<String> = s
+            .trim()
+            .trim_end_matches('/')
+            .trim_end_matches(".git")
+            .rsplit('/')
+            .take(2)
+            .map(str::to_ascii_lowercase)
+            .collect();
+        (parts.len() == 2).then_some(parts)
+    };
+    !repo.is_empty() && tail(forge).is_some() && tail(forge) == tail(repo)
+}
+
 /// What became of a delivered task's pull request, as its comment says it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PrLink {
     /// The pull request hank opened.
     Opened(String),
+    /// The linked pull requests of a change set (a workspace of several repositories): each
+    /// repository's name and its pull request's URL, in delivery order.
+    Set(Vec<(String, String)>),
     /// A pull request was asked but hank found none open for the branch (merged or closed
     /// meanwhile, or the forge did not list it).
     NotFound { branch: String },
@@ -478,6 +565,7 @@ impl PrLink {
     pub fn url(&self) -> Option<&str> {
         match self {
             Self::Opened(u) => Some(u),
+            Self::Set(all) => all.first().map(|(_, u)| u.as_str()),
             _ => None,
         }
     }
@@ -527,6 +615,12 @@ pub fn comment(owner: &str, outcome: &Outcome) -> String {
             match pr {
                 PrLink::Opened(u) => {
                     let _ = writeln!(b, "Pull request: {u}");
+                }
+                PrLink::Set(all) => {
+                    b.push_str("Pull requests (one per repository, linked as one change set):\n");
+                    for (repo, u) in all {
+                        let _ = writeln!(b, "- {}: {u}", neutral(repo));
+                    }
                 }
                 PrLink::NotFound { branch } => {
                     let _ = writeln!(
@@ -674,6 +768,82 @@ impl RateBudget {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_issue_names_its_repositories_on_a_repos_line() {
+        let table: [(&str, Option<&[&str]>); 8] = [
+            ("repos: api, web\n", Some(&["api", "web"])),
+            ("Text first.\nRepos: web\n- [ ] x\n", Some(&["web"])),
+            ("  REPOS:api,web,api", Some(&["api", "web"])),
+            ("repos: api web", Some(&["api", "web"])),
+            ("repos:", Some(&[])),
+            ("the repos: api", None),
+            ("no line here", None),
+            ("repo: api", None),
+        ];
+        for (body, want) in table {
+            let got = repos_named(body);
+            let want = want.map(|w| w.iter().map(|s| (*s).to_string()).collect::<Vec<_>>());
+            assert_eq!(got, want, "{body:?}");
+        }
+    }
+
+    #[test]
+    fn a_workspace_forge_is_the_tracker_s_repository_by_its_last_two_segments() {
+        for (forge, repo, same) in [
+            ("o/r", "o/r", true),
+            ("github.com/O/R", "o/r", true),
+            ("https://gitlab.example/g/r.git", "g/r", true),
+            ("o/web", "o/r", false),
+            ("r", "o/r", false),
+            ("o/r", "", false),
+        ] {
+            assert_eq!(same_forge_repo(forge, repo), same, "{forge} {repo}");
+        }
+    }
+
+    #[test]
+    fn in_a_workspace_of_several_an_issue_must_name_known_repositories() {
+        let names = vec!["api".to_string(), "web".to_string()];
+        let task = |body: &str| {
+            task_of(&Issue {
+                key: ItemKey::number(7),
+                title: "T".into(),
+                body: body.into(),
+                url: "https://x/7".into(),
+                labels: vec![],
+            })
+        };
+        assert_eq!(task("repos: api, web").repos, ["api", "web"]);
+        assert_eq!(unfit_for_workspace(&task("repos: api, web"), &names), None);
+        assert_eq!(unfit_for_workspace(&task("repos: web"), &names), None);
+        let none = unfit_for_workspace(&task("do it"), &names).unwrap();
+        assert!(none.contains("names none of them"), "{none}");
+        assert!(none.contains("add a line 'repos: api, web'"), "{none}");
+        let odd = unfit_for_workspace(&task("repos: api, db"), &names).unwrap();
+        assert!(odd.contains("names \"db\" that the workspace"), "{odd}");
+        // A project without a workspace of several: nothing to name.
+        assert_eq!(unfit_for_workspace(&task("do it"), &names[..1]), None);
+        assert_eq!(unfit_for_workspace(&task("do it"), &[]), None);
+    }
+
+    #[test]
+    fn a_change_set_s_comment_names_each_repository_s_pull_request() {
+        let text = comment(
+            "me@host",
+            &Outcome::Delivered {
+                pr: PrLink::Set(vec![
+                    ("api".into(), "https://g/o/api/pull/1".into()),
+                    ("web".into(), "https://g/o/web/pull/2".into()),
+                ]),
+                verified: Some(true),
+                cost_usd: 0.0,
+                loops: 1,
+            },
+        );
+        assert!(text.contains("- api: https://g/o/api/pull/1"), "{text}");
+        assert!(text.contains("- web: https://g/o/web/pull/2"), "{text}");
+    }
 
     fn at(s: &str) -> Timestamp {
         s.parse().unwrap()

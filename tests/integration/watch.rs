@@ -554,3 +554,197 @@ fn through_the_real_gh_an_unchanged_listing_is_a_304_not_counted() {
     );
     assert_eq!(after["counted"], before["counted"], "{before} → {after}");
 }
+
+/// Ticks the task's item and writes `<worktree name>.txt` in each repository the task's
+/// plan names (the fleet's `Repositories…:` line).
+const ACROSS: &str = r#"sed -i '0,/- \[ \]/s//- [x]/' .hank/fix_plan.md
+n=$(basename "$PWD")
+for r in $(sed -n 's/^Repositories[^:]*: //p' .hank/fix_plan.md | tr -d ',/'); do
+  echo "$n" >> "$r/$n.txt"
+done
+true
+"#;
+
+/// A workspace of two repositories beside the project: issue 4 names both (`repos:`) and
+/// becomes one fleet delivered as a change set — two linked pull requests, `Closes #4` in the
+/// tracker's own repository (api's forge is `o/r`) and a link to the issue in web's — its
+/// comment naming both; issue 7 (web alone) runs next as its own set; issue 5 names none and
+/// is answered failed with the line to add.
+/// The project with a workspace of `api` (its forge the tracker's `o/r`) and `web` beside
+/// it, committed and pushed; the two checkouts.
+fn workspace_setup() -> (Project, PathBuf, PathBuf) {
+    let p = Project::new(&[]);
+    p.fake("effect.sh", ACROSS);
+    let _remote = p.git_pushed_to_origin();
+    let api = crate::workspace::repo(&p, "api");
+    let web = crate::workspace::repo(&p, "web");
+    std::fs::write(
+        p.dir.join(".hank/workspace.toml"),
+        "[repos.api]\npath = \"../api\"\nbase = \"main\"\nforge = \"o/r\"\n\n\
+         [repos.web]\npath = \"../web\"\nbase = \"main\"\nforge = \"o/web\"\n",
+    )
+    .unwrap();
+    git(&p.dir, &["add", "-A"]);
+    git(&p.dir, &["commit", "-q", "-m", "workspace"]);
+    git(&p.dir, &["push", "-q", "origin", "main"]);
+    (p, api, web)
+}
+
+#[test]
+fn in_a_workspace_of_several_an_issue_naming_its_repositories_gives_a_linked_set() {
+    let (p, api, web) = workspace_setup();
+    let gh = FakeGitHub::start();
+    gh.set(|w| {
+        w.check_runs.push(green_check());
+        w.issue(
+            4,
+            "Endpoint and UI",
+            "Repos: api, web\n- [ ] add the route\n- [ ] call it\n",
+            &["hank"],
+        );
+        w.issue(5, "Somewhere", "Please do it.", &["hank"]);
+        w.issue(7, "Web only", "repos: web\n- [ ] restyle\n", &["hank"]);
+    });
+
+    let dry = watch(&p, &gh, &["--dry-run"]);
+    let out = String::from_utf8_lossy(&dry.stdout).into_owned();
+    assert_eq!(dry.status.code(), Some(0), "{}", stderr(&dry));
+    assert!(
+        out.contains("#4 Endpoint and UI\twould take\t2 item(s) → hank/issue-4-endpoint-and-ui-set in api, web"),
+        "{out}"
+    );
+    assert!(
+        out.contains("#5 Somewhere\tnot taken: the workspace has several repositories (api, web) and the issue names none of them; add a line 'repos: api, web'"),
+        "{out}"
+    );
+
+    let o = watch(&p, &gh, &["--once"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let head = "hank/issue-4-endpoint-and-ui-set";
+    let opened: Vec<(String, String, String, String)> = gh
+        .world
+        .lock()
+        .unwrap()
+        .pulls
+        .iter()
+        .map(|p| {
+            let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+            (
+                s(&p["base_repo"]),
+                s(&p["head"]["ref"]),
+                s(&p["body"]),
+                s(&p["html_url"]),
+            )
+        })
+        .collect();
+    let repos: Vec<(&str, &str)> = opened
+        .iter()
+        .map(|(r, h, _, _)| (r.as_str(), h.as_str()))
+        .collect();
+    // Issue 4's set, then issue 7's own (its fleet after 4's, into its own branch).
+    let head7 = "hank/issue-7-web-only-set";
+    assert_eq!(
+        repos,
+        [("o/r", head), ("o/web", head), ("o/web", head7)],
+        "{err}"
+    );
+    assert!(
+        opened[2]
+            .2
+            .contains("Part of https://github.com/o/r/issues/7"),
+        "{}",
+        opened[2].2
+    );
+    let (api_body, web_body) = (&opened[0].2, &opened[1].2);
+    assert!(api_body.contains("o/web#2"), "{api_body}");
+    assert!(web_body.contains("o/r#1"), "{web_body}");
+    assert!(api_body.contains("Closes #4"), "{api_body}");
+    assert!(!web_body.contains("Closes"), "{web_body}");
+    assert!(
+        web_body.contains("Part of https://github.com/o/r/issues/4 (#4)"),
+        "{web_body}"
+    );
+    // Each repository's integration branch holds the task's work, pushed to its origin.
+    for dir in [&api, &web] {
+        let files = git(dir, &["ls-tree", "--name-only", head]);
+        assert!(
+            files.contains("issue-4-endpoint-and-ui.txt"),
+            "{files}\n{err}"
+        );
+        let bare = dir.with_extension("git");
+        assert_eq!(
+            git(&bare, &["rev-parse", head]),
+            git(dir, &["rev-parse", head])
+        );
+    }
+    let w = gh.world.lock().unwrap();
+    let comment = w
+        .comments_on(4)
+        .into_iter()
+        .find(|c| c.starts_with("<!-- hank:watch -->"))
+        .unwrap_or_default();
+    assert!(comment.contains("hank delivered this issue"), "{comment}");
+    for (_, _, _, url) in &opened[..2] {
+        assert!(comment.contains(url.as_str()), "{url} in {comment}");
+    }
+    assert!(w.labels_of(4).iter().any(|l| l == "hank:done"));
+    assert!(w.labels_of(7).iter().any(|l| l == "hank:done"));
+    assert!(
+        w.comments_on(7)
+            .iter()
+            .any(|c| c.contains(opened[2].3.as_str())),
+        "{err}"
+    );
+    // Issue 5: answered failed, with the line to add; nothing ran for it.
+    let five = w.comments_on(5).join("\n");
+    assert!(five.contains("add a line 'repos: api, web'"), "{five}");
+    assert!(w.labels_of(5).iter().any(|l| l == "hank:failed"));
+    assert!(!repos.iter().any(|(_, h)| h.contains("issue-5")));
+}
+
+/// A red check in one repository of the issue's set: the issue is answered failed with the
+/// set's reason (the repository and its check), its claim given back.
+#[test]
+fn in_a_workspace_a_red_set_leaves_the_issue_failed_naming_the_repository_and_check() {
+    let (p, _api, _web) = workspace_setup();
+    let gh = FakeGitHub::start();
+    gh.set(|w| {
+        // api's commit green, web's (and every later one) red.
+        w.check_runs_per_commit = vec![
+            vec![green_check()],
+            vec![serde_json::json!({
+                "id": 12, "name": "test (ubuntu)", "status": "completed", "conclusion": "failure",
+                "output": {"title": "1 test failed", "summary": "call_test failed",
+                           "text": "assertion failed at call.js:3"}
+            })],
+        ];
+        w.issue(
+            6,
+            "Both sides",
+            "repos: api, web\n- [ ] change both\n",
+            &["hank"],
+        );
+    });
+    let o = watch(&p, &gh, &["--once"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    let w = gh.world.lock().unwrap();
+    let comment = w
+        .comments_on(6)
+        .into_iter()
+        .find(|c| c.starts_with("<!-- hank:watch -->"))
+        .unwrap_or_default();
+    assert!(
+        comment.contains("hank could not finish this issue"),
+        "{comment}"
+    );
+    assert!(comment.contains("checks failed"), "{comment}");
+    assert!(comment.contains("test (ubuntu)"), "{comment}");
+    assert!(comment.contains("web:"), "{comment}");
+    assert!(w.labels_of(6).iter().any(|l| l == "hank:failed"), "{err}");
+    drop(w);
+    // The claim given back (the failed label keeps it from being taken again).
+    let origin = git(&p.dir, &["remote", "get-url", "origin"]);
+    assert!(claim_refs(Path::new(&origin)).is_empty(), "{err}");
+}

@@ -244,10 +244,9 @@ fn a_dry_run_shows_each_task_s_repositories_and_watch_and_ci_jobs_refuse_other_r
         &text,
         "Use it in the UI (after: Add the endpoint) — branch hank/use-it-in-the-ui in web, 1 open item(s)",
     );
-    // `hank watch`: an issue's task names no repository.
-    let err = exits(&p.run(&["watch", "--once"]), 1);
-    assert_contains(&err, "only in the project's own repository");
-    assert_contains(&err, "\"api\", \"web\"");
+    // `hank watch` delivers each issue as a change set: `--deliver branch` is refused.
+    let err = exits(&p.run(&["watch", "--once", "--deliver", "branch"]), 1);
+    assert_contains(&err, "in a workspace of several repositories");
     // The fleet as CI jobs too: a job runs in the checkout alone.
     let err = exits(&p.run(&["fleet", "plan", "--remote", "none"]), 1);
     assert_contains(&err, "only in the project's own repository");

@@ -46,6 +46,7 @@ fn a_set_is_driven_through_each_repositorys_doors() {
             forge: Some("o/api".into()),
             base: Some("main".into()),
             tasks: vec!["Endpoint".into()],
+            trailer: vec!["Closes #7".into()],
         },
         RepoPlan {
             name: "web".into(),
@@ -53,6 +54,7 @@ fn a_set_is_driven_through_each_repositorys_doors() {
             forge: None,
             base: Some("dev".into()),
             tasks: vec!["UI".into()],
+            trailer: Vec::new(),
         },
     ];
     let lines = vec![FleetTaskLine {
@@ -66,6 +68,17 @@ fn a_set_is_driven_through_each_repositorys_doors() {
     assert_eq!(set.repos[1].base, "dev");
     assert!(set.repos[1].body.contains("| UI | merged | 2 |"));
     assert!(!set.repos[0].body.contains("| UI |"), "only its own tasks");
+    // A repository's trailer (hank watch's issue line) ends its body; none, none.
+    assert!(
+        set.repos[0].body.ends_with("\nCloses #7\n"),
+        "{}",
+        set.repos[0].body
+    );
+    assert!(
+        !set.repos[1].body.contains("Closes"),
+        "{}",
+        set.repos[1].body
+    );
     let door = |forge: ScriptedForge, name: &str| Door {
         dir: dir.path().join(name),
         place: Place {
