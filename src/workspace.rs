@@ -248,8 +248,14 @@ pub fn refuse_without_push(root: &Path, ws: &Workspace, tasks: &[TaskSpec]) -> R
             .cloned()
             .collect(),
     };
+    refuse_unpushable(root, &used)
+}
+
+/// [`refuse_without_push`] for every repository of `used` (`hank watch`, whose issues may
+/// name any of them, asks it of the whole workspace before it claims one).
+pub fn refuse_unpushable(root: &Path, used: &Workspace) -> Result<()> {
     let mut refused = Vec::new();
-    for (r, f) in used.repos.iter().zip(facts(root, &used)) {
+    for (r, f) in used.repos.iter().zip(facts(root, used)) {
         if let Err(why) = remote_facts(r, &f).push {
             refused.push(format!(
                 "repository {:?} ({}): its origin does not take a push: {why}",

@@ -102,6 +102,10 @@ pub(crate) fn run(a: &WatchArgs) -> Result<u8> {
         Some(ws) if ws.is_multi() => {
             // `--deliver branch` is refused here before anything is claimed.
             fleet::deliver::FleetDelivery::of_workspace(&s, &ws, &[])?;
+            // Every repository an issue may name takes a push, before any is claimed.
+            if !(a.dry_run || run.flags.dry_run) {
+                crate::workspace::refuse_unpushable(&root, &ws)?;
+            }
             Some(ws)
         }
         Some(ws) => {
