@@ -321,7 +321,7 @@ fn with_delivery_doctor_asks_each_repository_s_forge_for_the_login_and_push() {
 /// The stand-in agent of a task across repositories: ticks the first open item, writes
 /// `<slug>.txt` in each repository folder its plan names (and `fix.txt` in each once a red
 /// check was handed back), notes the call.
-const ACROSS: &str = r#"sed -i '0,/- \[ \]/s//- [x]/' .hank/fix_plan.md
+pub(crate) const ACROSS: &str = r#"sed -i '0,/- \[ \]/s//- [x]/' .hank/fix_plan.md
 n=$(basename "$PWD")
 for r in $(sed -n 's/^Repositories[^:]*: //p' .hank/fix_plan.md | tr -d ',/'); do
   echo "$n" > "$r/$n.txt"
@@ -330,12 +330,12 @@ done
 echo "$n" >> "$FAKE_CLAUDE_DIR/log"
 "#;
 
-const ACROSS_PLAN: &str = "# Plan\n\n## Add the endpoint (repos: api)\n- [ ] route\n\n\
+pub(crate) const ACROSS_PLAN: &str = "# Plan\n\n## Add the endpoint (repos: api)\n- [ ] route\n\n\
                            ## Use it in the UI (repos: web; after: Add the endpoint)\n- [ ] call it\n\n\
                            ## Both (repos: api, web)\n- [ ] both\n";
 
 /// The files of `branch` in the repository at `dir`.
-fn files_on(dir: &Path, branch: &str) -> Vec<String> {
+pub(crate) fn files_on(dir: &Path, branch: &str) -> Vec<String> {
     git(dir, &["ls-tree", "-r", "--name-only", branch])
         .lines()
         .map(ToString::to_string)
