@@ -212,15 +212,7 @@ pub fn check_before_start(root: &Path, tasks: &[TaskSpec]) -> Result<Option<Work
     let Some(ws) = ws else {
         return Ok(None);
     };
-    let touched = rules::touched(tasks, &ws);
-    let used = Workspace {
-        repos: ws
-            .repos
-            .iter()
-            .filter(|r| touched.contains(&r.name))
-            .cloned()
-            .collect(),
-    };
+    let used = used_by(tasks, &ws);
     let refused = rules::refusals(&used, &facts(root, &used));
     if !refused.is_empty() {
         return Err(HankError::usage_hint(
@@ -234,21 +226,25 @@ pub fn check_before_start(root: &Path, tasks: &[TaskSpec]) -> Result<Option<Work
     Ok(Some(ws))
 }
 
-/// Before a fleet that will deliver a change set starts: each repository the tasks change
-/// answers at its `origin` and takes a push (`git push --dry-run`, as `hank doctor` asks);
-/// every one that does not is named in one refusal, before any task starts, so that no task's
-/// work waits on a repository it can never be delivered to.
-pub fn refuse_without_push(root: &Path, ws: &Workspace, tasks: &[TaskSpec]) -> Result<()> {
+/// The repositories of `ws` that `tasks` change, as a workspace of their own.
+fn used_by(tasks: &[TaskSpec], ws: &Workspace) -> Workspace {
     let touched = rules::touched(tasks, ws);
-    let used = Workspace {
+    Workspace {
         repos: ws
             .repos
             .iter()
             .filter(|r| touched.contains(&r.name))
             .cloned()
             .collect(),
-    };
-    refuse_unpushable(root, &used)
+    }
+}
+
+/// Before a fleet that will deliver a change set starts: each repository the tasks change
+/// answers at its `origin` and takes a push (`git push --dry-run`, as `hank doctor` asks);
+/// every one that does not is named in one refusal, before any task starts, so that no task's
+/// work waits on a repository it can never be delivered to.
+pub fn refuse_without_push(root: &Path, ws: &Workspace, tasks: &[TaskSpec]) -> Result<()> {
+    refuse_unpushable(root, &used_by(tasks, ws))
 }
 
 /// [`refuse_without_push`] for every repository of `used` (`hank watch`, whose issues may

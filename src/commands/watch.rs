@@ -594,31 +594,7 @@ impl Watch {
                         }
                     }
                 }
-                let pr = PrLink::Set(all);
-                let text = rules::comment(
-                    &self.owner,
-                    &Outcome::Delivered {
-                        pr: pr.clone(),
-                        verified: task.and_then(|t| t.verified),
-                        cost_usd: cost,
-                        loops: task.map_or(0, |t| t.loops),
-                    },
-                );
-                self.answer(n, &text, Mark::Done);
-                let mut done = h.claim.beat(self.now()?);
-                done.state = "done".into();
-                done.pr_url = pr.url().map(str::to_string);
-                if let Pushed::Lost(why) =
-                    claims::write(&self.root, &self.remote, &done, Some(&h.oid))?
-                {
-                    errln!("hank: watch: warning: {n}: the claim moved meanwhile: {why}");
-                }
-                errln!("hank: watch: {n} delivered as a change set");
-                self.tell(
-                    &h.issue,
-                    "delivered",
-                    done.pr_url.as_deref().unwrap_or("change set delivered"),
-                );
+                self.delivered(h, task, PrLink::Set(all), "delivered as a change set")?;
                 continue;
             }
             let into = Self::set_branch(&spec);
@@ -851,6 +827,46 @@ impl Watch {
         }
     }
 
+    /// A delivered issue answered: the comment with its pull request(s), the label done, its
+    /// claim marked done, the event told. `said` ends the line printed (`delivered`, `delivered
+    /// as a change set`).
+    fn delivered(
+        &mut self,
+        h: &Held,
+        task: Option<&crate::store::schema::FleetTask>,
+        pr: PrLink,
+        said: &str,
+    ) -> Result<()> {
+        let n = &h.issue.key;
+        let text = rules::comment(
+            &self.owner,
+            &Outcome::Delivered {
+                pr: pr.clone(),
+                verified: task.and_then(|t| t.verified),
+                cost_usd: task.map_or(0.0, |t| t.cost_usd),
+                loops: task.map_or(0, |t| t.loops),
+            },
+        );
+        self.answer(n, &text, Mark::Done);
+        let mut done = h.claim.beat(self.now()?);
+        done.state = "done".into();
+        done.pr_url = pr.url().map(str::to_string);
+        if let Pushed::Lost(why) = claims::write(&self.root, &self.remote, &done, Some(&h.oid))? {
+            errln!("hank: watch: warning: {n}: the claim moved meanwhile: {why}");
+        }
+        errln!("hank: watch: {n} {said}");
+        let fallback = match pr {
+            PrLink::Set(_) => "change set delivered",
+            _ => "branch pushed",
+        };
+        self.tell(
+            &h.issue,
+            "delivered",
+            done.pr_url.as_deref().unwrap_or(fallback),
+        );
+        Ok(())
+    }
+
     /// After the fleet: each held issue answered by how its task ended, its claim marked
     /// delivered or released.
     fn settle(&mut self, held: &[Held]) -> Result<()> {
@@ -871,30 +887,7 @@ impl Watch {
                 {
                     errln!("hank: watch: warning: {n}: {e}");
                 }
-                let text = rules::comment(
-                    &self.owner,
-                    &Outcome::Delivered {
-                        pr: pr.clone(),
-                        verified: task.and_then(|t| t.verified),
-                        cost_usd: cost,
-                        loops: task.map_or(0, |t| t.loops),
-                    },
-                );
-                self.answer(n, &text, Mark::Done);
-                let mut done = h.claim.beat(self.now()?);
-                done.state = "done".into();
-                done.pr_url = pr.url().map(str::to_string);
-                if let Pushed::Lost(why) =
-                    claims::write(&self.root, &self.remote, &done, Some(&h.oid))?
-                {
-                    errln!("hank: watch: warning: {n}: the claim moved meanwhile: {why}");
-                }
-                errln!("hank: watch: {n} delivered");
-                self.tell(
-                    &h.issue,
-                    "delivered",
-                    done.pr_url.as_deref().unwrap_or("branch pushed"),
-                );
+                self.delivered(h, task, pr, "delivered")?;
                 continue;
             }
             let failed = matches!(state, TaskState::Failed | TaskState::Blocked);
